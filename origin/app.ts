@@ -1,0 +1,43 @@
+import { Hono } from "hono";
+import type { AppDeps } from "./deps.ts";
+import { AppError, errorBody } from "./errors.ts";
+import { createHealthRouter } from "./health.ts";
+import type { AppEnv } from "./http/env.ts";
+import { requestContext } from "./http/request-context.ts";
+
+/** Capability routers that later issues mount; each gets the deps and returns a Hono router. */
+export type AppRouters = {
+  /** Mounted at {base}/agent/v1 only when AGENT_GATEWAY_ENABLED is the literal `true`. */
+  gateway?: (deps: AppDeps) => Hono<AppEnv>;
+};
+
+/**
+ * Composes the origin under BASE_PATH. With the gateway switch off, nothing of the gateway is
+ * built: every /agent/v1/* path falls through to the 404 (SPEC "Configuration switches").
+ */
+export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use("*", requestContext(deps.logger));
+
+  const base = new Hono<AppEnv>();
+  base.route("/", createHealthRouter(deps));
+  if (deps.config.gatewayEnabled && routers.gateway) {
+    base.route("/agent/v1", routers.gateway(deps));
+  }
+  app.route(deps.config.http.basePath, base);
+
+  app.notFound((c) => c.json(errorBody("not_found", "no such route", c.get("requestId")), 404));
+  app.onError((error, c) => {
+    const requestId = c.get("requestId");
+    if (error instanceof AppError) {
+      for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
+      return c.json(errorBody(error.code, error.message, requestId), error.status);
+    }
+    deps.logger.error(
+      { request_id: requestId, err: { name: error.name, message: error.message } },
+      "unhandled",
+    );
+    return c.json(errorBody("internal_error", "internal error", requestId), 500);
+  });
+  return app;
+}

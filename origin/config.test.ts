@@ -1,0 +1,116 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "./config.ts";
+
+const secret = (fill: string, bytes = 32): string => fill.repeat(bytes);
+
+function errorsOf(env: Record<string, string>): string[] {
+  const result = parseConfig(env);
+  if (result.ok) throw new Error("expected the configuration to be refused");
+  return result.errors;
+}
+
+describe("configuration", () => {
+  it("defaults every feature switch off, transfer limits to 0 and the x402 validity to 180 s", () => {
+    const result = parseConfig({});
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const { config } = result;
+    expect(config.gatewayEnabled).toBe(false);
+    expect(config.features).toEqual({
+      publicRegistration: false,
+      faucet: false,
+      transfers: false,
+      x402: false,
+      liveIdentity: false,
+    });
+    expect(config.transfers.perTxLimitUnits).toBe(0n);
+    expect(config.transfers.dailyLimitUnits).toBe(0n);
+    expect(config.x402.maxTimeoutSeconds).toBe(180);
+    expect(config.http.basePath).toBe("/77");
+  });
+
+  it.each(["TRUE", "True", "1", "yes", " true", ""])("treats AGENT_GATEWAY_ENABLED=%j as off", (value) => {
+    const result = parseConfig({ AGENT_GATEWAY_ENABLED: value });
+    expect(result.ok && result.config.gatewayEnabled).toBe(false);
+  });
+
+  it("turns the gateway on only for the literal true", () => {
+    const result = parseConfig({ AGENT_GATEWAY_ENABLED: "true" });
+    expect(result.ok && result.config.gatewayEnabled).toBe(true);
+  });
+
+  it("refuses a 31-byte secret, naming the variable and never its value", () => {
+    const value = secret("k", 31);
+    const errors = errorsOf({ AGENT_REGISTRATION_IP_SECRET: value });
+    expect(errors).toEqual(["AGENT_REGISTRATION_IP_SECRET: must be at least 32 bytes"]);
+    expect(errors.join("\n")).not.toContain(value);
+  });
+
+  it("measures secrets in bytes, not characters", () => {
+    // 16 two-byte characters: 16 characters, 32 bytes.
+    expect(parseConfig({ AGENT_ADMIN_API_TOKEN: "é".repeat(16) }).ok).toBe(true);
+    expect(errorsOf({ AGENT_ADMIN_API_TOKEN: "é".repeat(15) })).toHaveLength(1);
+  });
+
+  it("refuses two equal secrets with a message naming both", () => {
+    const shared = secret("s");
+    const errors = errorsOf({
+      AGENT_REGISTRATION_IP_SECRET: shared,
+      AGENT_REGISTRATION_ADMIN_SECRET: shared,
+    });
+    expect(errors).toEqual([
+      "AGENT_REGISTRATION_ADMIN_SECRET: must differ from AGENT_REGISTRATION_IP_SECRET (the two secrets are equal)",
+    ]);
+    expect(errors.join("\n")).not.toContain(shared);
+  });
+
+  it("lists every bad variable at once", () => {
+    const errors = errorsOf({
+      AGENT_REGISTRATION_ADMIN_SECRET: "short",
+      AGENT_TRANSFER_PER_TX_LIMIT: "1.5",
+      AGENT_X402_MAX_TIMEOUT_SECONDS: "0",
+      AGENT_TRUSTED_PROXIES: "10.0.0.0/8,not-an-ip",
+      AGENT_SIGNER_SVC_HSM_ENDPOINT: "tcp://host:1",
+      AGENT_X402_PAY_TO: "0x1234",
+    });
+    const names = errors.map((line) => line.split(":")[0]);
+    expect(names.sort()).toEqual(
+      [
+        "AGENT_REGISTRATION_ADMIN_SECRET",
+        "AGENT_SIGNER_SVC_HSM_ENDPOINT",
+        "AGENT_TRANSFER_PER_TX_LIMIT",
+        "AGENT_TRUSTED_PROXIES",
+        "AGENT_X402_MAX_TIMEOUT_SECONDS",
+        "AGENT_X402_PAY_TO",
+      ].sort(),
+    );
+  });
+
+  it("requires what an enabled feature needs", () => {
+    const errors = errorsOf({ AGENT_PUBLIC_REGISTRATION_ENABLED: "true", AGENT_X402_ENABLED: "true" });
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        "AGENT_REGISTRATION_IP_SECRET: required when AGENT_PUBLIC_REGISTRATION_ENABLED=true",
+        "AGENT_EDGE_SHARED_SECRET: required when AGENT_PUBLIC_REGISTRATION_ENABLED=true",
+        "AGENT_X402_AMOUNT: required when AGENT_X402_ENABLED=true",
+        "AGENT_X402_PAY_TO: required when AGENT_X402_ENABLED=true",
+      ]),
+    );
+  });
+
+  it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {
+    const result = parseConfig({
+      AGENT_TRANSFER_PER_TX_LIMIT: "123456789012345678901234567890",
+      AGENT_TRUSTED_PROXIES: "10.0.0.0/8, 2001:db8::/32, 192.0.2.7",
+    });
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.config.transfers.perTxLimitUnits).toBe(123456789012345678901234567890n);
+    const proxies = result.config.trustedProxies;
+    expect(proxies.contains("10.1.2.3")).toBe(true);
+    expect(proxies.contains("2001:db8::1")).toBe(true);
+    expect(proxies.contains("192.0.2.7")).toBe(true);
+    expect(proxies.contains("192.0.2.8")).toBe(false);
+    expect(proxies.contains("11.0.0.1")).toBe(false);
+  });
+});

@@ -1,0 +1,318 @@
+import { isAddress } from "viem";
+import { z } from "zod";
+import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
+import { parseCidrList } from "./http/cidr.ts";
+
+/**
+ * The origin's configuration: every switch of SPEC "Configuration switches" plus our own.
+ * Parsed once at start (STYLE: parse once at the boundary); only main.ts and the scripts read
+ * process.env and hand it here.
+ */
+
+/** SPEC: "only the literal `true` enables". Applied to every switch so none is on by accident. */
+const literalTrue = z
+  .string()
+  .optional()
+  .transform((value) => value === "true");
+
+const units = (fallback: bigint) =>
+  z
+    .string()
+    .regex(/^\d{1,30}$/, "must be a whole number of 6-decimal units")
+    .optional()
+    .transform((value) => (value === undefined ? fallback : BigInt(value)));
+
+const optionalUnits = z
+  .string()
+  .regex(/^\d{1,30}$/, "must be a whole number of 6-decimal units")
+  .optional()
+  .transform((value) => (value === undefined ? undefined : BigInt(value)));
+
+const integer = (fallback: number, min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .optional()
+    .transform((value) => (value === undefined ? fallback : Number(value)))
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+/** Secrets are measured in bytes, not characters (SPEC Limits: "at least 32 bytes each"). */
+const MIN_SECRET_BYTES = 32;
+const secret = z
+  .string()
+  .optional()
+  .refine(
+    (value) => value === undefined || new TextEncoder().encode(value).length >= MIN_SECRET_BYTES,
+    `must be at least ${MIN_SECRET_BYTES} bytes`,
+  );
+
+const address = z
+  .string()
+  .refine((value) => isAddress(value, { strict: false }), "must be a 20-byte hex address")
+  .transform((value) => value.toLowerCase() as `0x${string}`);
+
+const addressList = z
+  .string()
+  .optional()
+  .transform((value, ctx) => {
+    if (value === undefined || value.trim() === "") return undefined;
+    const items = value.split(",").map((item) => item.trim());
+    for (const item of items) {
+      if (!isAddress(item, { strict: false })) {
+        ctx.addIssue({ code: "custom", message: "must be a comma-separated list of 20-byte hex addresses" });
+        return z.NEVER;
+      }
+    }
+    return items.map((item) => item.toLowerCase() as `0x${string}`);
+  });
+
+const cidrList = z
+  .string()
+  .optional()
+  .transform((value, ctx) => {
+    const parsed = parseCidrList(value ?? "");
+    if (!parsed.ok) {
+      ctx.addIssue({ code: "custom", message: `must be a comma-separated list of CIDRs (${parsed.error})` });
+      return z.NEVER;
+    }
+    return parsed.value;
+  });
+
+const envSchema = z.object({
+  AGENT_GATEWAY_ENABLED: literalTrue,
+  AGENT_PUBLIC_REGISTRATION_ENABLED: literalTrue,
+  AGENT_FAUCET_ENABLED: literalTrue,
+  AGENT_TRANSFER_ENABLED: literalTrue,
+  AGENT_X402_ENABLED: literalTrue,
+  AGENT_SIGNER_LIVE_IDENTITY_ENABLED: literalTrue,
+
+  AGENT_REGISTRATION_IP_SECRET: secret,
+  AGENT_REGISTRATION_ADMIN_SECRET: secret,
+  AGENT_EDGE_SHARED_SECRET: secret,
+  AGENT_ADMIN_API_TOKEN: secret,
+
+  AGENT_TRUSTED_PROXIES: cidrList,
+
+  AGENT_FAUCET_PAYOUT_AMOUNT: units(1_000_000n),
+  AGENT_FAUCET_COOLDOWN_MS: integer(86_400_000, 0, 365 * 86_400_000),
+  AGENT_FAUCET_DAILY_LIMIT: units(1_000_000n),
+
+  AGENT_TRANSFER_PER_TX_LIMIT: units(0n),
+  AGENT_TRANSFER_DAILY_LIMIT: units(0n),
+  AGENT_TRANSFER_RECIPIENT_ALLOWLIST: addressList,
+
+  AGENT_X402_AMOUNT: optionalUnits,
+  AGENT_X402_PAY_TO: address.optional(),
+  AGENT_X402_MAX_TIMEOUT_SECONDS: integer(180, 1, 86_400),
+
+  AGENT_SIGNER_SVC_HSM_ENDPOINT: z
+    .string()
+    .regex(/^unix:\/\/\/.+/, "must be unix:///absolute/path/to/socket")
+    .optional(),
+  AGENT_ADMIN_AUTHORITY_KEY_FILE: z.string().min(1).optional(),
+  AGENT_ENV_ID: z
+    .string()
+    .regex(/^[a-z0-9-]{1,64}$/, "must match [a-z0-9-]{1,64}")
+    .default("local-dev"),
+  AGENT_OPERATOR_POOL_ADDRESS: address.optional(),
+
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+    .optional(),
+  DATABASE_DRIVER: z.enum(["pg", "neon"]).optional(),
+  /** Ours: route the Neon driver's WebSocket through a plain relay (tests, local dev); no TLS. */
+  DATABASE_NEON_WS_PROXY: z.string().min(1).optional(),
+  EMBEDDED_PG_DIR: z.string().min(1).default(".data/pg"),
+  EMBEDDED_PG_PORT: integer(54320, 1, 65_535),
+
+  CHAIN_RPC_URL: z.string().url("must be an http(s) URL").optional(),
+  CHAIN_RPC_TIMEOUT_MS: integer(5_000, 100, 120_000),
+  BASE_PATH: z
+    .string()
+    .regex(/^\/[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/, "must look like /77")
+    .default(DEFAULT_BASE_PATH),
+  ORIGIN_HOST: z.string().min(1).default("127.0.0.1"),
+  ORIGIN_PORT: integer(8788, 0, 65_535),
+
+  BACKUP_DIR: z.string().min(1).default(".data/backups"),
+  KEY_POOL_TARGET: integer(20, 0, 100_000),
+  KEY_POOL_BATCH_SIZE: integer(10, 1, 1_000),
+  KEY_BATCH_STUCK_SECONDS: integer(300, 1, 86_400),
+  IDENTITY_SWEEP_WINDOW_SECONDS: integer(3_600, 1, 30 * 86_400),
+  IDENTITY_SWEEP_PERIOD_SECONDS: integer(300, 1, 86_400),
+
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+type Env = z.output<typeof envSchema>;
+
+/** Names of the secrets that must be pairwise distinct. */
+const SECRET_NAMES = [
+  "AGENT_REGISTRATION_IP_SECRET",
+  "AGENT_REGISTRATION_ADMIN_SECRET",
+  "AGENT_EDGE_SHARED_SECRET",
+  "AGENT_ADMIN_API_TOKEN",
+] as const;
+
+export type Config = {
+  gatewayEnabled: boolean;
+  features: {
+    publicRegistration: boolean;
+    faucet: boolean;
+    transfers: boolean;
+    x402: boolean;
+    liveIdentity: boolean;
+  };
+  secrets: {
+    registrationIp: string | undefined;
+    registrationAdmin: string | undefined;
+    edgeShared: string | undefined;
+    adminApiToken: string | undefined;
+  };
+  trustedProxies: Env["AGENT_TRUSTED_PROXIES"];
+  faucet: { payoutUnits: bigint; cooldownMs: number; dailyLimitUnits: bigint };
+  transfers: {
+    perTxLimitUnits: bigint;
+    dailyLimitUnits: bigint;
+    recipientAllowlist: `0x${string}`[] | undefined;
+  };
+  x402: { amountUnits: bigint | undefined; payTo: `0x${string}` | undefined; maxTimeoutSeconds: number };
+  signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
+  envId: string;
+  operatorPool: `0x${string}` | undefined;
+  database: {
+    url: string | undefined;
+    driver: "pg" | "neon" | undefined;
+    neonWsProxy: string | undefined;
+    embedded: { dir: string; port: number };
+  };
+  chain: { rpcUrl: string | undefined; timeoutMs: number };
+  http: { basePath: string; host: string; port: number };
+  keyPool: { target: number; batchSize: number; stuckAfterSeconds: number; backupDir: string };
+  identitySweep: { windowSeconds: number; periodSeconds: number };
+  logLevel: Env["LOG_LEVEL"];
+};
+
+export type ConfigResult = { ok: true; config: Config } | { ok: false; errors: string[] };
+
+/**
+ * Parses the environment. On failure it lists every bad variable at once, naming the variable and
+ * never echoing its value (a secret may be in it).
+ */
+export function parseConfig(env: Record<string, string | undefined>): ConfigResult {
+  const parsed = envSchema.safeParse(env);
+  const errors: string[] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      errors.push(`${String(issue.path[0] ?? "environment")}: ${issue.message}`);
+    }
+  }
+  errors.push(...crossFieldErrors(env));
+  if (errors.length > 0 || !parsed.success) return { ok: false, errors: [...new Set(errors)] };
+  return { ok: true, config: toConfig(parsed.data) };
+}
+
+/** Like parseConfig, but throws a ConfigError carrying every message. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const result = parseConfig(env);
+  if (!result.ok) throw new ConfigError(result.errors);
+  return result.config;
+}
+
+export class ConfigError extends Error {
+  readonly errors: string[];
+  constructor(errors: string[]) {
+    super(`invalid configuration:\n  - ${errors.join("\n  - ")}`);
+    this.name = "ConfigError";
+    this.errors = errors;
+  }
+}
+
+function crossFieldErrors(env: Record<string, string | undefined>): string[] {
+  const errors: string[] = [];
+  // DESIGN §7: two equal secrets stop the process; one leaked value must not unlock two doors.
+  for (let i = 0; i < SECRET_NAMES.length; i++) {
+    for (let j = i + 1; j < SECRET_NAMES.length; j++) {
+      const a = env[SECRET_NAMES[i]!];
+      const b = env[SECRET_NAMES[j]!];
+      if (a !== undefined && a !== "" && a === b) {
+        errors.push(`${SECRET_NAMES[j]}: must differ from ${SECRET_NAMES[i]} (the two secrets are equal)`);
+      }
+    }
+  }
+  if (env.AGENT_PUBLIC_REGISTRATION_ENABLED === "true") {
+    for (const name of ["AGENT_REGISTRATION_IP_SECRET", "AGENT_EDGE_SHARED_SECRET"] as const) {
+      if (!env[name]) errors.push(`${name}: required when AGENT_PUBLIC_REGISTRATION_ENABLED=true`);
+    }
+  }
+  if (env.AGENT_X402_ENABLED === "true") {
+    for (const name of ["AGENT_X402_AMOUNT", "AGENT_X402_PAY_TO"] as const) {
+      if (!env[name]) errors.push(`${name}: required when AGENT_X402_ENABLED=true`);
+    }
+  }
+  if (env.DATABASE_DRIVER === "neon" && !env.DATABASE_URL) {
+    errors.push("DATABASE_URL: required when DATABASE_DRIVER=neon");
+  }
+  return errors;
+}
+
+function toConfig(env: Env): Config {
+  return {
+    gatewayEnabled: env.AGENT_GATEWAY_ENABLED,
+    features: {
+      publicRegistration: env.AGENT_PUBLIC_REGISTRATION_ENABLED,
+      faucet: env.AGENT_FAUCET_ENABLED,
+      transfers: env.AGENT_TRANSFER_ENABLED,
+      x402: env.AGENT_X402_ENABLED,
+      liveIdentity: env.AGENT_SIGNER_LIVE_IDENTITY_ENABLED,
+    },
+    secrets: {
+      registrationIp: env.AGENT_REGISTRATION_IP_SECRET,
+      registrationAdmin: env.AGENT_REGISTRATION_ADMIN_SECRET,
+      edgeShared: env.AGENT_EDGE_SHARED_SECRET,
+      adminApiToken: env.AGENT_ADMIN_API_TOKEN,
+    },
+    trustedProxies: env.AGENT_TRUSTED_PROXIES,
+    faucet: {
+      payoutUnits: env.AGENT_FAUCET_PAYOUT_AMOUNT,
+      cooldownMs: env.AGENT_FAUCET_COOLDOWN_MS,
+      dailyLimitUnits: env.AGENT_FAUCET_DAILY_LIMIT,
+    },
+    transfers: {
+      perTxLimitUnits: env.AGENT_TRANSFER_PER_TX_LIMIT,
+      dailyLimitUnits: env.AGENT_TRANSFER_DAILY_LIMIT,
+      recipientAllowlist: env.AGENT_TRANSFER_RECIPIENT_ALLOWLIST,
+    },
+    x402: {
+      amountUnits: env.AGENT_X402_AMOUNT,
+      payTo: env.AGENT_X402_PAY_TO,
+      maxTimeoutSeconds: env.AGENT_X402_MAX_TIMEOUT_SECONDS,
+    },
+    signer: {
+      endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,
+      adminAuthorityKeyFile: env.AGENT_ADMIN_AUTHORITY_KEY_FILE,
+    },
+    envId: env.AGENT_ENV_ID,
+    operatorPool: env.AGENT_OPERATOR_POOL_ADDRESS,
+    database: {
+      url: env.DATABASE_URL,
+      driver: env.DATABASE_DRIVER,
+      neonWsProxy: env.DATABASE_NEON_WS_PROXY,
+      embedded: { dir: env.EMBEDDED_PG_DIR, port: env.EMBEDDED_PG_PORT },
+    },
+    chain: { rpcUrl: env.CHAIN_RPC_URL, timeoutMs: env.CHAIN_RPC_TIMEOUT_MS },
+    http: { basePath: env.BASE_PATH, host: env.ORIGIN_HOST, port: env.ORIGIN_PORT },
+    keyPool: {
+      target: env.KEY_POOL_TARGET,
+      batchSize: env.KEY_POOL_BATCH_SIZE,
+      stuckAfterSeconds: env.KEY_BATCH_STUCK_SECONDS,
+      backupDir: env.BACKUP_DIR,
+    },
+    identitySweep: {
+      windowSeconds: env.IDENTITY_SWEEP_WINDOW_SECONDS,
+      periodSeconds: env.IDENTITY_SWEEP_PERIOD_SECONDS,
+    },
+    logLevel: env.LOG_LEVEL,
+  };
+}

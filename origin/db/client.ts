@@ -1,0 +1,79 @@
+import { Pool as NeonPool, neonConfig } from "@neondatabase/serverless";
+import { sql } from "drizzle-orm";
+import { drizzle as drizzleNeon } from "drizzle-orm/neon-serverless";
+import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import pg from "pg";
+import WebSocket from "ws";
+import * as schema from "./schema.ts";
+
+/** The drizzle handle every query function takes first; a transaction handle passes the same way. */
+export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
+
+export type DatabaseDriver = "pg" | "neon";
+
+export type DatabaseHandle = {
+  db: Db;
+  driver: DatabaseDriver;
+  /** Round-trips one query; throws when the database is unreachable. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+};
+
+export type ConnectDatabaseParams = {
+  url: string;
+  driver?: DatabaseDriver | undefined;
+  /** `host:port` of a plain WebSocket-to-TCP relay for the Neon driver (tests, local dev): no TLS. */
+  neonWsProxy?: string | undefined;
+  maxConnections?: number | undefined;
+};
+
+/** DESIGN §3: a Neon host or DATABASE_DRIVER=neon selects the serverless driver; anything else is pg. */
+export function selectDriver(url: string, explicit?: DatabaseDriver): DatabaseDriver {
+  if (explicit) return explicit;
+  const host = new URL(url).hostname;
+  return host.endsWith(".neon.tech") || host.endsWith(".neon.build") ? "neon" : "pg";
+}
+
+export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
+  const driver = selectDriver(params.url, params.driver);
+  const max = params.maxConnections ?? 10;
+  if (driver === "neon") {
+    configureNeon(params.neonWsProxy);
+    const pool = new NeonPool({ connectionString: params.url, max });
+    // A dropped WebSocket surfaces here; without a listener node would crash the process.
+    pool.on("error", () => {});
+    const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
+    return handle(db, driver, () => pool.end());
+  }
+  const pool = new pg.Pool({ connectionString: params.url, max });
+  pool.on("error", () => {});
+  const db = drizzlePg({ client: pool, schema }) as unknown as Db;
+  return handle(db, driver, () => pool.end());
+}
+
+function handle(db: Db, driver: DatabaseDriver, end: () => Promise<void>): DatabaseHandle {
+  let closed: Promise<void> | undefined;
+  return {
+    db,
+    driver,
+    async ping() {
+      await db.execute(sql`select 1`);
+    },
+    close() {
+      closed ??= end();
+      return closed;
+    },
+  };
+}
+
+function configureNeon(wsProxy: string | undefined): void {
+  // Node 20 has no global WebSocket; the driver needs a constructor.
+  neonConfig.webSocketConstructor = WebSocket;
+  if (wsProxy) {
+    neonConfig.wsProxy = (host, port) => `${wsProxy}/v2?address=${host}:${port}`;
+    neonConfig.useSecureWebSocket = false;
+    neonConfig.pipelineTLS = false;
+    neonConfig.pipelineConnect = false;
+  }
+}

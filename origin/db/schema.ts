@@ -1,0 +1,6 @@
+/** The whole database schema (DESIGN §4), split by area under schema/. */
+export * from "./schema/actions.ts";
+export * from "./schema/identities.ts";
+export * from "./schema/keypool.ts";
+export * from "./schema/registration.ts";
+export * from "./schema/x402.ts";

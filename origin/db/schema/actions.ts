@@ -1,0 +1,57 @@
+import { sql } from "drizzle-orm";
+import { check, index, jsonb, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import { agentIdentities } from "./identities.ts";
+
+/** SPEC "Agent action"; DESIGN §4. Written before signing; unique per (agent, kind, key). */
+export const agentActions = pgTable(
+  "agent_actions",
+  {
+    actionId: uuid("action_id").primaryKey().defaultRandom(),
+    agentId: uuid("agent_id")
+      .notNull()
+      .references(() => agentIdentities.agentId),
+    kind: text("kind").notNull(),
+    idempotencyKey: text("idempotency_key").notNull(),
+    requestHash: text("request_hash").notNull(),
+    status: text("status").notNull().default("requested"),
+    amountUnits: numeric("amount_units", { precision: 78, scale: 0 }),
+    toAddress: text("to_address"),
+    txHash: text("tx_hash"),
+    signedPayload: jsonb("signed_payload"),
+    errorCode: text("error_code"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    unique("agent_actions_idempotency_uq").on(t.agentId, t.kind, t.idempotencyKey),
+    check("agent_actions_kind_enum", sql`${t.kind} IN ('faucet','transfer','x402')`),
+    check(
+      "agent_actions_status_enum",
+      sql`${t.status} IN ('requested','signed','submitted','confirmed','failed','reverted')`,
+    ),
+    check("agent_actions_amount_nonnegative", sql`${t.amountUnits} IS NULL OR ${t.amountUnits} >= 0`),
+    index("agent_actions_agent_kind_idx").on(t.agentId, t.kind, t.createdAt),
+    index("agent_actions_in_flight_idx").on(t.status).where(sql`${t.status} IN ('signed','submitted')`),
+  ],
+);
+
+/** DESIGN §8: a time-limited `approved_non_zero` pre-restore ceiling for one wallet. */
+export const fundingExceptions = pgTable(
+  "funding_exceptions",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    wallet: text("wallet").notNull(),
+    mode: text("mode").notNull().default("approved_non_zero"),
+    ceilingUnits: numeric("ceiling_units", { precision: 78, scale: 0 }).notNull(),
+    reason: text("reason").notNull(),
+    approvedAt: timestamp("approved_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [
+    check("funding_exceptions_mode_enum", sql`${t.mode} IN ('approved_non_zero')`),
+    check("funding_exceptions_ceiling_nonnegative", sql`${t.ceilingUnits} >= 0`),
+    check("funding_exceptions_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    index("funding_exceptions_wallet_idx").on(t.wallet),
+  ],
+);

@@ -1,0 +1,74 @@
+import { sql } from "drizzle-orm";
+import { boolean, check, customType, index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
+
+/** SPEC "Agent identity"; DESIGN §4. */
+export const agentIdentities = pgTable(
+  "agent_identities",
+  {
+    agentId: uuid("agent_id").primaryKey().defaultRandom(),
+    assignedWallet: text("assigned_wallet").notNull().unique(),
+    agentTransferKeyRef: text("agent_transfer_key_ref").notNull().unique(),
+    capabilities: text("capabilities").array().notNull(),
+    enabled: boolean("enabled").notNull().default(true),
+    revoked: boolean("revoked").notNull().default(false),
+    origin: text("origin").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    lastVerifiedAt: timestamp("last_verified_at", { withTimezone: true }),
+    disabledReason: text("disabled_reason"),
+    disabledAt: timestamp("disabled_at", { withTimezone: true }),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [
+    // SPEC: capabilities are a closed enum of exactly read, faucet, transfer.
+    check(
+      "agent_identities_capabilities_enum",
+      sql`${t.capabilities} <@ ARRAY['read','faucet','transfer']::text[] AND cardinality(${t.capabilities}) > 0`,
+    ),
+    check("agent_identities_origin_enum", sql`${t.origin} IN ('operator','public')`),
+    check("agent_identities_wallet_format", sql`${t.assignedWallet} ~ '^0x[0-9a-f]{40}$'`),
+    check("agent_identities_key_ref_format", sql`${t.agentTransferKeyRef} ~ '^[0-9a-f]{64}$'`),
+    index("agent_identities_sweep_idx").on(t.lastVerifiedAt).where(sql`${t.enabled}`),
+  ],
+);
+
+/** DESIGN §4: token `agt_<token_id>_<secret>`; only SHA-256(secret) is stored. */
+export const agentTokens = pgTable(
+  "agent_tokens",
+  {
+    tokenId: text("token_id").primaryKey(),
+    agentId: uuid("agent_id")
+      .notNull()
+      .references(() => agentIdentities.agentId),
+    secretHash: bytea("secret_hash").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("agent_tokens_token_id_format", sql`${t.tokenId} ~ '^[0-9a-f]{32}$'`),
+    check("agent_tokens_secret_hash_length", sql`octet_length(${t.secretHash}) = 32`),
+    index("agent_tokens_agent_idx").on(t.agentId),
+  ],
+);
+
+/** Outcomes of the scheduled identity proof (SPEC "Identity enabled flag (sweep)"). */
+export const identityFindings = pgTable(
+  "identity_findings",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    agentId: uuid("agent_id")
+      .notNull()
+      .references(() => agentIdentities.agentId),
+    class: text("class").notNull(),
+    code: text("code").notNull(),
+    detail: text("detail"),
+    at: timestamp("at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check(
+      "identity_findings_class_enum",
+      sql`${t.class} IN ('verified','destructive','retryable','terminal_config','terminal_wire','terminal_agent','terminal_malformed','terminal_unknown')`,
+    ),
+    index("identity_findings_agent_idx").on(t.agentId, t.at),
+  ],
+);

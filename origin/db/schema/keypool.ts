@@ -1,0 +1,64 @@
+import { sql } from "drizzle-orm";
+import { check, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { agentIdentities } from "./identities.ts";
+
+/** DESIGN §4: requested → generated → backup_written → backup_verified → available, or failed. */
+export const keyBatches = pgTable(
+  "key_batches",
+  {
+    batchId: uuid("batch_id").primaryKey().defaultRandom(),
+    namespace: text("namespace").notNull().default("agent-transfer"),
+    size: integer("size").notNull(),
+    status: text("status").notNull().default("requested"),
+    backupPath: text("backup_path"),
+    backupSha256: text("backup_sha256"),
+    failureReason: text("failure_reason"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    statusChangedAt: timestamp("status_changed_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check(
+      "key_batches_status_enum",
+      sql`${t.status} IN ('requested','generated','backup_written','backup_verified','available','failed')`,
+    ),
+    check("key_batches_size_positive", sql`${t.size} > 0`),
+    index("key_batches_status_idx").on(t.status, t.statusChangedAt),
+  ],
+);
+
+/** DESIGN §4: pending → free → assigned, or quarantined. A key never returns to free. */
+export const keyPool = pgTable(
+  "key_pool",
+  {
+    keyRef: text("key_ref").primaryKey(),
+    batchId: uuid("batch_id")
+      .notNull()
+      .references(() => keyBatches.batchId),
+    address: text("address").notNull().unique(),
+    publicKey: text("public_key").notNull(),
+    status: text("status").notNull().default("pending"),
+    assignedAgentId: uuid("assigned_agent_id").references(() => agentIdentities.agentId),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    assignedAt: timestamp("assigned_at", { withTimezone: true }),
+  },
+  (t) => [
+    check("key_pool_status_enum", sql`${t.status} IN ('pending','free','assigned','quarantined')`),
+    check("key_pool_key_ref_format", sql`${t.keyRef} ~ '^[0-9a-f]{64}$'`),
+    check("key_pool_address_format", sql`${t.address} ~ '^0x[0-9a-f]{40}$'`),
+    check("key_pool_assignment", sql`(${t.status} = 'assigned') = (${t.assignedAgentId} IS NOT NULL)`),
+    index("key_pool_free_idx").on(t.createdAt).where(sql`${t.status} = 'free'`),
+    index("key_pool_batch_idx").on(t.batchId),
+  ],
+);
+
+/** DESIGN §8: a restore drill reproduced the batch's public keys. */
+export const restoreEvidence = pgTable("restore_evidence", {
+  id: uuid("id").primaryKey().defaultRandom(),
+  batchId: uuid("batch_id")
+    .notNull()
+    .references(() => keyBatches.batchId),
+  scratchNamespace: text("scratch_namespace").notNull(),
+  keyCount: integer("key_count").notNull(),
+  publicKeysSha256: text("public_keys_sha256").notNull(),
+  restoredAt: timestamp("restored_at", { withTimezone: true }).notNull().defaultNow(),
+});

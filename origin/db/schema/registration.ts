@@ -1,0 +1,82 @@
+import { sql } from "drizzle-orm";
+import {
+  boolean,
+  check,
+  date,
+  integer,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+  uuid,
+} from "drizzle-orm/pg-core";
+import { agentIdentities } from "./identities.ts";
+
+/** SPEC "Registration policy and counters": one row holding the initial values of the spec. */
+export const registrationPolicy = pgTable(
+  "registration_policy",
+  {
+    id: smallint("id").primaryKey().default(1),
+    paused: boolean("paused").notNull().default(true),
+    perIpDaily: integer("per_ip_daily").notNull().default(3),
+    networkDaily: integer("network_daily").notNull().default(100),
+    totalCeiling: integer("total_ceiling").notNull().default(1000),
+    keyReserve: integer("key_reserve").notNull().default(10),
+    attemptsPerIpPerMinute: integer("attempts_per_ip_per_minute").notNull().default(10),
+    attemptsGlobalPerMinute: integer("attempts_global_per_minute").notNull().default(120),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("registration_policy_singleton", sql`${t.id} = 1`),
+    check(
+      "registration_policy_nonnegative",
+      sql`${t.perIpDaily} >= 0 AND ${t.networkDaily} >= 0 AND ${t.totalCeiling} >= 0 AND ${t.keyReserve} >= 0 AND ${t.attemptsPerIpPerMinute} >= 0 AND ${t.attemptsGlobalPerMinute} >= 0`,
+    ),
+  ],
+);
+
+/** SPEC: "Each setting change records the before value, the after value and a reason." */
+export const registrationPolicyChanges = pgTable(
+  "registration_policy_changes",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    setting: text("setting").notNull(),
+    beforeValue: text("before_value").notNull(),
+    afterValue: text("after_value").notNull(),
+    reason: text("reason").notNull(),
+    changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check("registration_policy_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`)],
+);
+
+/** Successful registrations per UTC day and IP group; ip_group '*' is the network-wide row. */
+export const registrationAdmissions = pgTable(
+  "registration_admissions",
+  {
+    day: date("day").notNull(),
+    ipGroup: text("ip_group").notNull(),
+    count: integer("count").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.day, t.ipGroup] })],
+);
+
+/** Admission attempts per minute bucket and IP group ('*' global); SPEC: persisted. */
+export const registrationAttempts = pgTable(
+  "registration_attempts",
+  {
+    minute: timestamp("minute", { withTimezone: true }).notNull(),
+    ipGroup: text("ip_group").notNull(),
+    count: integer("count").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.minute, t.ipGroup] })],
+);
+
+/** Identities issued by public registration, with the hashed IP group they came from. */
+export const registrationIssued = pgTable("registration_issued", {
+  agentId: uuid("agent_id")
+    .primaryKey()
+    .references(() => agentIdentities.agentId),
+  ipGroup: text("ip_group").notNull(),
+  issuedAt: timestamp("issued_at", { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,0 +1,21 @@
+import type { ChainClient } from "./chain/client.ts";
+import type { Config } from "./config.ts";
+import type { DatabaseHandle } from "./db/client.ts";
+import type { Logger } from "./logger.ts";
+
+export type Clock = { now(): Date };
+
+export const systemClock: Clock = { now: () => new Date() };
+
+/**
+ * Everything a handler or worker needs, built once by main.ts (or a test) and passed down;
+ * no module reaches for a singleton (STYLE habit 6).
+ */
+export type AppDeps = {
+  config: Config;
+  database: DatabaseHandle;
+  /** Absent when CHAIN_RPC_URL is unset: the origin runs without a chain and /healthz says so. */
+  chain: ChainClient | undefined;
+  logger: Logger;
+  clock: Clock;
+};

@@ -1,0 +1,49 @@
+import { Hono } from "hono";
+import type { AppDeps } from "./deps.ts";
+import type { AppEnv } from "./http/env.ts";
+
+type Probe = { ok: boolean; ms: number; error?: string };
+
+/**
+ * GET {base}/healthz: private (the edge never routes it). 200 while the database answers;
+ * the chain is reported but does not fail the check, since the origin can run without one.
+ */
+export function createHealthRouter(deps: AppDeps): Hono<AppEnv> {
+  const router = new Hono<AppEnv>();
+  router.get("/healthz", async (c) => {
+    const db = await probe(() => deps.database.ping());
+    let chain: Probe & { configured: boolean; block_number?: string };
+    if (deps.chain) {
+      const client = deps.chain;
+      let blockNumber: bigint | undefined;
+      const result = await probe(async () => {
+        blockNumber = await client.getBlockNumber({ cacheTime: 0 });
+      });
+      chain = {
+        configured: true,
+        ...result,
+        ...(blockNumber === undefined ? {} : { block_number: blockNumber.toString() }),
+      };
+    } else {
+      chain = { configured: false, ok: false, ms: 0, error: "CHAIN_RPC_URL is not set" };
+    }
+    const status = db.ok ? (chain.ok ? "ok" : "degraded") : "down";
+    return c.json({ status, database: { driver: deps.database.driver, ...db }, chain }, db.ok ? 200 : 503);
+  });
+  return router;
+}
+
+async function probe(check: () => Promise<void>): Promise<Probe> {
+  const started = performance.now();
+  try {
+    await check();
+    return { ok: true, ms: elapsed(started) };
+  } catch (error) {
+    // Only the error class: driver messages can carry connection strings.
+    return { ok: false, ms: elapsed(started), error: error instanceof Error ? error.name : "error" };
+  }
+}
+
+function elapsed(started: number): number {
+  return Math.round((performance.now() - started) * 10) / 10;
+}

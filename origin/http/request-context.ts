@@ -1,0 +1,29 @@
+import { randomBytes } from "node:crypto";
+import type { MiddlewareHandler } from "hono";
+import type { Logger } from "../logger.ts";
+import type { AppEnv } from "./env.ts";
+
+/**
+ * Gives each request an id (echoed in X-Request-Id and in every error body) and logs one line
+ * when it ends: method, route path, status, duration. Never headers, bodies or query strings,
+ * which may carry tokens (DESIGN §7).
+ */
+export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const requestId = `req_${randomBytes(8).toString("hex")}`;
+    c.set("requestId", requestId);
+    const started = performance.now();
+    await next();
+    c.header("X-Request-Id", requestId);
+    logger.info(
+      {
+        request_id: requestId,
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      },
+      "request",
+    );
+  };
+}

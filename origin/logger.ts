@@ -1,0 +1,34 @@
+import pino, { type Logger } from "pino";
+
+export type { Logger };
+
+/**
+ * JSON logs. Redaction is a second line of defence: code never passes headers, tokens or
+ * secrets to the logger in the first place (DESIGN §7).
+ */
+export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: "origin" },
+      redact: {
+        paths: [
+          "authorization",
+          "*.authorization",
+          "headers",
+          "*.headers",
+          "token",
+          "*.token",
+          "secret",
+          "*.secret",
+          "password",
+          "*.password",
+          "*.secrets",
+          "secrets",
+        ],
+        censor: "[redacted]",
+      },
+    },
+    destination,
+  );
+}

@@ -1,0 +1,76 @@
+import { createApp } from "./app.ts";
+import { createChainClient } from "./chain/client.ts";
+import { ConfigError, loadConfig } from "./config.ts";
+import { connectDatabase } from "./db/client.ts";
+import { startEmbeddedPostgres } from "./db/embedded.ts";
+import { migrateDatabase } from "./db/migrate.ts";
+import { type AppDeps, systemClock } from "./deps.ts";
+import { createLogger } from "./logger.ts";
+import { startHttpServer } from "./server.ts";
+
+/** Boot only: config → database → deps → app → serve; clean shutdown on SIGINT/SIGTERM. */
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`origin: ${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+  const logger = createLogger(config.logLevel);
+
+  let databaseUrl = config.database.url;
+  const embedded = databaseUrl
+    ? undefined
+    : await startEmbeddedPostgres({ dir: config.database.embedded.dir, port: config.database.embedded.port });
+  databaseUrl ??= embedded!.url;
+  const database = connectDatabase({
+    url: databaseUrl,
+    driver: config.database.driver,
+    neonWsProxy: config.database.neonWsProxy,
+  });
+  const { applied } = await migrateDatabase(database.db);
+  logger.info(
+    { driver: database.driver, embedded: Boolean(embedded), migrations_applied: applied.length },
+    "database ready",
+  );
+
+  const chain = config.chain.rpcUrl
+    ? createChainClient({ rpcUrl: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs })
+    : undefined;
+  if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
+
+  const deps: AppDeps = { config, database, chain, logger, clock: systemClock };
+  const app = createApp(deps);
+  const server = await startHttpServer(app, config.http.host, config.http.port);
+  logger.info(
+    { url: `${server.url}${config.http.basePath}`, gateway_enabled: config.gatewayEnabled },
+    "origin listening",
+  );
+
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down");
+    await server.close();
+    await database.close();
+    await embedded?.stop();
+    logger.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  // Started by the launcher with an IPC channel: if the launcher dies, do not linger as an orphan.
+  if (process.send) process.on("disconnect", () => void shutdown("parent-exit"));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `origin: failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,49 @@
+/**
+ * Wire-level constants shared by the origin, the enclave, the devnet and the edge.
+ * Runtime-neutral: no `node:` imports (the edge bundles this file for workerd).
+ */
+
+/** SPEC "What the service does": chain id 77, native token USDC with 6 decimals. */
+export const CHAIN_ID = 77;
+export const CAIP2_NETWORK = "eip155:77";
+export const NATIVE_SYMBOL = "USDC";
+export const NATIVE_DECIMALS = 6;
+/** On chain the native balance is 18-decimal wei; one 6-decimal unit is 10^12 wei (DESIGN §6). */
+export const WEI_PER_UNIT = 10n ** 12n;
+
+/** DESIGN §6: the NativeTransferAuth precompile. */
+export const NATIVE_TRANSFER_AUTH_ADDRESS = "0x2d00000000000000000000000000000000000006" as const;
+export const EIP712_DOMAIN_NAME = "USDC";
+export const EIP712_DOMAIN_VERSION = "2";
+
+/** SPEC "POST /agent/v1/rpc": the closed read allowlist. */
+export const RPC_READ_ALLOWLIST = [
+  "eth_chainId",
+  "eth_blockNumber",
+  "eth_getBalance",
+  "eth_getTransactionByHash",
+  "eth_getTransactionReceipt",
+  "eth_getBlockByNumber",
+] as const;
+export const RPC_MAX_BATCH = 100;
+export const RPC_MAX_BATCH_BYTES = 64 * 1024;
+
+export const API_VERSION = "v1";
+export const DEFAULT_BASE_PATH = "/77";
+
+/** SPEC "Agent identity": the closed capability enum. */
+export const CAPABILITIES = ["read", "faucet", "transfer"] as const;
+export type Capability = (typeof CAPABILITIES)[number];
+
+/** Header names (DESIGN §7, SPEC "POST /agent/v1/register", "Registration ingress rules"). */
+export const HEADER_REGISTRATION = "x-svc-registration";
+export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
+export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
+export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
+export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
+
+/** Enclave protocol labels (SPEC "Versioning", DESIGN §5). */
+export const ENCLAVE_PROTOCOL = "svc-hsm/agent/v1";
+export const ENCLAVE_PROFILE = "agent_gateway";
+export const CAPABILITY_DOMAIN = "svc-hsm/agent-cap/v1";
+export const IDENTITY_PROOF_LABEL = "svc-hsm/agent-identity-proof/v1";

@@ -1,0 +1,25 @@
+/**
+ * The closed set of gateway, registration and console error codes and their HTTP statuses
+ * (SPEC "Errors", DESIGN §7). One table, so a status can never disagree with the spec.
+ */
+export const ERROR_STATUS = {
+  validation_failed: 400,
+  agent_auth_failed: 401,
+  agent_capability_required: 403,
+  not_found: 404,
+  feature_disabled: 404,
+  idempotency_conflict: 409,
+  rate_limited: 429,
+  internal_error: 500,
+  upstream_unavailable: 502,
+  agent_key_pool_exhausted: 503,
+  agent_key_pool_busy: 503,
+  registration_unavailable: 503,
+  agent_signer_protocol_unavailable: 503,
+  service_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** The one error envelope of the gateway, registration and console. */
+export type ErrorBody = { error: { code: ErrorCode; message: string; request_id: string } };
