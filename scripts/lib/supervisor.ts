@@ -1,0 +1,78 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+export type ManagedChild = {
+  name: string;
+  process: ChildProcess;
+  /** Resolves with the exit code (or the signal name) once the process has gone. */
+  exited: Promise<number | string>;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+};
+
+export type StartChildParams = {
+  name: string;
+  /** A TypeScript entry point, run with `node --import tsx`. */
+  entry: string;
+  args?: string[];
+  env?: NodeJS.ProcessEnv;
+  /** Receives every output line, already prefixed with the child's name. */
+  onLine?: (line: string) => void;
+};
+
+/**
+ * Runs one part of the local stack as a child process. Each child gets its own process group
+ * (so a terminal's Ctrl-C reaches only the launcher, which then stops the parts in order) and an
+ * IPC channel (so a child whose launcher dies notices the disconnect and exits: no orphans).
+ */
+export function startChild(params: StartChildParams): ManagedChild {
+  const child = spawn(process.execPath, ["--import", "tsx", params.entry, ...(params.args ?? [])], {
+    env: params.env ?? process.env,
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+    detached: true,
+  });
+  const onLine = params.onLine ?? ((line: string) => process.stdout.write(`${line}\n`));
+  for (const stream of [child.stdout, child.stderr]) {
+    if (stream) createInterface({ input: stream }).on("line", (line) => onLine(`[${params.name}] ${line}`));
+  }
+  const exited = new Promise<number | string>((resolve) => {
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown"));
+  });
+  return {
+    name: params.name,
+    process: child,
+    exited,
+    async stop(graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Polls `probe` until it resolves true, the child exits, or `timeoutMs` passes. */
+export async function waitUntilReady(
+  child: ManagedChild,
+  probe: () => Promise<boolean>,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let gone = false;
+  void child.exited.then(() => {
+    gone = true;
+  });
+  while (Date.now() < deadline) {
+    if (gone) throw new Error(`${child.name} exited before it was ready`);
+    if (await probe().catch(() => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${child.name} was not ready within ${Math.round(timeoutMs / 1000)} s`);
+}
+
+export async function httpOk(url: string, init?: RequestInit): Promise<boolean> {
+  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(2_000) });
+  await response.body?.cancel();
+  return response.ok;
+}

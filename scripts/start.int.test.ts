@@ -1,0 +1,63 @@
+import { execFileSync, spawn } from "node:child_process";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { freePort } from "./test/free-port.ts";
+
+/** Processes whose command line mentions the folder: the stack's parts while it runs. */
+function processesMentioning(text: string): string[] {
+  const out = execFileSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" });
+  return out.split("\n").filter((line) => line.includes(text) && !line.includes("ps -eo"));
+}
+
+describe("npm start (the local stack launcher)", () => {
+  let dataDir = "";
+  afterAll(async () => {
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("serves /77/healthz, prints its URLs, and stops every part on Ctrl-C", async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-"));
+    await chmod(dataDir, 0o755);
+    const originPort = await freePort();
+    const launcher = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
+      env: {
+        ...process.env,
+        START_DATA_DIR: dataDir,
+        ORIGIN_PORT: String(originPort),
+        EMBEDDED_PG_PORT: String(await freePort()),
+        LOG_LEVEL: "warn",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    launcher.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    launcher.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
+
+    const deadline = Date.now() + 60_000;
+    while (!output.includes("Ctrl-C stops everything") && Date.now() < deadline) {
+      if (launcher.exitCode !== null) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(output).toContain("Ctrl-C stops everything");
+    expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);
+
+    const health = await fetch(`http://127.0.0.1:${originPort}/77/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ database: { ok: true } });
+    expect(processesMentioning(dataDir).length).toBeGreaterThan(0);
+
+    launcher.kill("SIGINT");
+    expect(await exited).toBe(0);
+    expect(output).toContain("postgres stopped");
+    // Nothing the launcher started may outlive it.
+    expect(processesMentioning(dataDir)).toEqual([]);
+    await expect(fetch(`http://127.0.0.1:${originPort}/77/healthz`)).rejects.toThrow();
+  }, 90_000);
+});
