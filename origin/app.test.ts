@@ -20,6 +20,7 @@ function depsFor(env: Record<string, string>): AppDeps {
     config: loadConfig(env),
     database: inertDatabase,
     chain: undefined,
+    rpc: undefined,
     logger: pino({ level: "silent" }),
     clock: systemClock,
   };

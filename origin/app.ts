@@ -31,7 +31,7 @@ export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv>
     const requestId = c.get("requestId");
     if (error instanceof AppError) {
       for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
-      return c.json(errorBody(error.code, error.message, requestId), error.status);
+      return c.json(errorBody(error.code, error.message, requestId, error.fields), error.status);
     }
     deps.logger.error(
       { request_id: requestId, err: { name: error.name, message: error.message } },

@@ -1,4 +1,5 @@
 import type { ChainClient } from "./chain/client.ts";
+import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import type { Config } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
@@ -16,6 +17,8 @@ export type AppDeps = {
   database: DatabaseHandle;
   /** Absent when CHAIN_RPC_URL is unset: the origin runs without a chain and /healthz says so. */
   chain: ChainClient | undefined;
+  /** Raw JSON-RPC pass-through to the same node (the /rpc proxy, balance reads); absent with no chain. */
+  rpc: JsonRpcUpstream | undefined;
   logger: Logger;
   clock: Clock;
 };

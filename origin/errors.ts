@@ -5,6 +5,8 @@ export { ERROR_STATUS, type ErrorCode };
 export type AppErrorOptions = {
   cause?: unknown;
   headers?: Record<string, string>;
+  /** Extra snake_case fields of the error object, e.g. `retry_after` on a 429 (DESIGN §7). */
+  fields?: Record<string, string | number>;
 };
 
 /** Thrown by routes and middleware only; app.onError turns it into the envelope (STYLE "Errors"). */
@@ -12,6 +14,7 @@ export class AppError extends Error {
   readonly code: ErrorCode;
   readonly status: (typeof ERROR_STATUS)[ErrorCode];
   readonly headers: Record<string, string>;
+  readonly fields: Record<string, string | number>;
 
   constructor(code: ErrorCode, message: string, options: AppErrorOptions = {}) {
     super(message, { cause: options.cause });
@@ -19,9 +22,15 @@ export class AppError extends Error {
     this.code = code;
     this.status = ERROR_STATUS[code];
     this.headers = options.headers ?? {};
+    this.fields = options.fields ?? {};
   }
 }
 
-export function errorBody(code: ErrorCode, message: string, requestId: string): ErrorBody {
-  return { error: { code, message, request_id: requestId } };
+export function errorBody(
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+  fields: Record<string, string | number> = {},
+): ErrorBody {
+  return { error: { ...fields, code, message, request_id: requestId } };
 }

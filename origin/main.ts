@@ -1,10 +1,12 @@
 import { createApp } from "./app.ts";
 import { createChainClient } from "./chain/client.ts";
+import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { connectDatabase } from "./db/client.ts";
 import { startEmbeddedPostgres } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { type AppDeps, systemClock } from "./deps.ts";
+import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
 import { startHttpServer } from "./server.ts";
 
@@ -41,10 +43,13 @@ async function main(): Promise<void> {
   const chain = config.chain.rpcUrl
     ? createChainClient({ rpcUrl: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs })
     : undefined;
+  const rpc = config.chain.rpcUrl
+    ? createJsonRpcUpstream({ url: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs })
+    : undefined;
   if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
 
-  const deps: AppDeps = { config, database, chain, logger, clock: systemClock };
-  const app = createApp(deps);
+  const deps: AppDeps = { config, database, chain, rpc, logger, clock: systemClock };
+  const app = createApp(deps, { gateway: createGatewayRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port);
   logger.info(
     { url: `${server.url}${config.http.basePath}`, gateway_enabled: config.gatewayEnabled },
@@ -57,6 +62,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, "shutting down");
     await server.close();
+    rpc?.close();
     await database.close();
     await embedded?.stop();
     logger.info("stopped");

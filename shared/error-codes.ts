@@ -22,4 +22,6 @@ export const ERROR_STATUS = {
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
 /** The one error envelope of the gateway, registration and console. */
-export type ErrorBody = { error: { code: ErrorCode; message: string; request_id: string } };
+export type ErrorBody = {
+  error: { code: ErrorCode; message: string; request_id: string; [field: string]: string | number };
+};

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import type { Db } from "./client.ts";
+import { type Db, queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 import { agentActions, agentIdentities } from "./schema.ts";
 
@@ -45,10 +45,11 @@ describe("migrations and constraints", () => {
 
   it("creates every table of DESIGN §4 and seeds the paused registration policy", async () => {
     const { db } = testDb.handle;
-    const tables = await db.execute(
+    const tables = await queryRows<{ table_name: string }>(
+      db,
       sql`select table_name from information_schema.tables where table_schema = 'public' order by 1`,
     );
-    const names = (tables.rows as { table_name: string }[]).map((row) => row.table_name);
+    const names = tables.map((row) => row.table_name);
     expect(names).toEqual(
       [
         "agent_actions",
@@ -68,8 +69,8 @@ describe("migrations and constraints", () => {
         "x402_settlements",
       ].sort(),
     );
-    const policy = await db.execute(sql`select * from registration_policy`);
-    expect(policy.rows).toEqual([
+    const policy = await queryRows(db, sql`select * from registration_policy`);
+    expect(policy).toEqual([
       expect.objectContaining({
         id: 1,
         paused: true,
@@ -111,10 +112,11 @@ describe("migrations and constraints", () => {
     // The same key under another kind or another agent is a different action.
     await db.insert(agentActions).values({ ...action, kind: "faucet" });
     await db.insert(agentActions).values({ ...action, agentId: otherAgent });
-    const count = await db.execute(
+    const count = await queryRows(
+      db,
       sql`select count(*)::int as n from agent_actions where idempotency_key = 'k-1'`,
     );
-    expect(count.rows[0]).toEqual({ n: 3 });
+    expect(count).toEqual([{ n: 3 }]);
   });
 
   it("stores money as exact numeric, beyond the range of a double", async () => {

@@ -1,6 +1,18 @@
+import type { Capability } from "../../shared/constants.ts";
+
+/** The identity behind a verified bearer token, for the rest of the request. */
+export type AuthenticatedAgent = {
+  agentId: string;
+  assignedWallet: `0x${string}`;
+  keyRef: string;
+  capabilities: readonly Capability[];
+};
+
 /** Hono context variables set by the origin's middleware. */
 export type AppEnv = {
   Variables: {
     requestId: string;
+    clientIp: string;
+    agent: AuthenticatedAgent;
   };
 };

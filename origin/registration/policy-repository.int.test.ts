@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
 import { startWsRelay, type WsRelay } from "../../scripts/test/ws-relay.ts";
+import { queryRows } from "../db/client.ts";
 import { getRegistrationPolicy, updateRegistrationPolicy } from "./policy-repository.ts";
 
 // The same repository suite runs through node-postgres and through the Neon serverless driver
@@ -37,10 +38,11 @@ describe.each(["pg", "neon"] as const)("registration policy repository (%s drive
       { setting: "paused", before: "true", after: "false" },
       { setting: "perIpDaily", before: "3", after: "5" },
     ]);
-    const rows = await db.execute(
+    const rows = await queryRows(
+      db,
       sql`select setting, before_value, after_value, reason from registration_policy_changes order by setting`,
     );
-    expect(rows.rows).toEqual([
+    expect(rows).toEqual([
       { setting: "paused", before_value: "true", after_value: "false", reason: "open for the beta" },
       { setting: "perIpDaily", before_value: "3", after_value: "5", reason: "open for the beta" },
     ]);
@@ -53,8 +55,8 @@ describe.each(["pg", "neon"] as const)("registration policy repository (%s drive
     ).rejects.toThrow();
     const policy = await getRegistrationPolicy(db);
     expect(policy).toMatchObject({ paused: false, totalCeiling: 1000 });
-    const rows = await db.execute(sql`select count(*)::int as n from registration_policy_changes`);
-    expect(rows.rows[0]).toEqual({ n: 2 });
+    const rows = await queryRows(db, sql`select count(*)::int as n from registration_policy_changes`);
+    expect(rows).toEqual([{ n: 2 }]);
   });
 
   it("refuses an empty reason", async () => {
@@ -70,11 +72,11 @@ describe.each(["pg", "neon"] as const)("registration policy repository (%s drive
         updateRegistrationPolicy(db, { changes: { keyReserve }, reason: "race" }),
       ),
     );
-    const rows = await db.execute(
+    const chain = await queryRows<{ before_value: string; after_value: string }>(
+      db,
       sql`select before_value, after_value from registration_policy_changes where setting = 'keyReserve' order by changed_at, id`,
     );
     // Each recorded "before" is the previous recorded "after": no lost update.
-    const chain = rows.rows as { before_value: string; after_value: string }[];
     expect(chain[0]!.before_value).toBe("10");
     for (let i = 1; i < chain.length; i++) expect(chain[i]!.before_value).toBe(chain[i - 1]!.after_value);
   });

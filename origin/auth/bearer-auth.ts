@@ -1,0 +1,78 @@
+import type { MiddlewareHandler } from "hono";
+import type { Capability } from "../../shared/constants.ts";
+import type { Db } from "../db/client.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import { findIdentityByTokenId } from "./identity-repository.ts";
+import { parseBearerHeader, secretMatches } from "./token.ts";
+
+/** Why authentication failed: kept internal, collapsed into one wire error (no oracle). */
+type AuthFailure = "missing_or_malformed" | "unknown_token" | "wrong_secret" | "revoked" | "disabled";
+
+export type BearerAuthParams = {
+  db: Db;
+  /** Pre-auth tier: failed authentications per client IP. */
+  failuresPerIp: SlidingWindowLimiter;
+  /** Post-auth tier: requests per agent. */
+  requestsPerAgent: SlidingWindowLimiter;
+  onFailure?: (reason: AuthFailure, clientIp: string) => void;
+};
+
+// A fixed hash to compare against when the token id is unknown, so both paths do the same work.
+const DUMMY_HASH = Buffer.alloc(32);
+
+/**
+ * SPEC "Agent bearer token": fail-closed authentication against a non-revoked, enabled identity,
+ * read from the database on every request. Every failure is the same 401 `agent_auth_failed`.
+ */
+export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const clientIp = c.get("clientIp");
+    const blocked = params.failuresPerIp.peek(clientIp);
+    if (!blocked.allowed) throw rateLimited(blocked.retryAfterSeconds);
+
+    const parsed = parseBearerHeader(c.req.header("authorization"));
+    let failure: AuthFailure | undefined;
+    const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
+    if (!parsed) failure = "missing_or_malformed";
+    else if (!secretMatches(parsed.secret, identity?.secretHash ?? DUMMY_HASH) || !identity) {
+      failure = identity ? "wrong_secret" : "unknown_token";
+    } else if (identity.revoked) failure = "revoked";
+    else if (!identity.enabled) failure = "disabled";
+
+    if (failure || !identity) {
+      params.failuresPerIp.record(clientIp);
+      params.onFailure?.(failure ?? "unknown_token", clientIp);
+      throw new AppError("agent_auth_failed", "authentication failed");
+    }
+
+    const allowed = params.requestsPerAgent.consume(identity.agentId);
+    if (!allowed.allowed) throw rateLimited(allowed.retryAfterSeconds);
+
+    c.set("agent", {
+      agentId: identity.agentId,
+      assignedWallet: identity.assignedWallet,
+      keyRef: identity.keyRef,
+      capabilities: identity.capabilities,
+    });
+    await next();
+  };
+}
+
+/** Each route declares its capability; `read` never reaches a write route (SPEC "Authentication"). */
+export function requireCapability(capability: Capability): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    if (!c.get("agent").capabilities.includes(capability)) {
+      throw new AppError("agent_capability_required", `this route needs the '${capability}' capability`);
+    }
+    await next();
+  };
+}
+
+function rateLimited(retryAfterSeconds: number): AppError {
+  return new AppError("rate_limited", "too many requests", {
+    headers: { "Retry-After": String(retryAfterSeconds) },
+    fields: { retry_after: retryAfterSeconds },
+  });
+}

@@ -1,0 +1,68 @@
+import { Agent, request } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+
+export type UpstreamFailure = "timeout" | "unreachable" | "bad_status" | "bad_body";
+
+export type UpstreamResult = { ok: true; body: unknown } | { ok: false; failure: UpstreamFailure };
+
+export type JsonRpcUpstream = {
+  /** Posts one JSON-RPC payload (object or batch) and returns the parsed body. Never throws. */
+  send(payload: unknown): Promise<UpstreamResult>;
+  close(): void;
+};
+
+export type CreateJsonRpcUpstreamParams = { url: string; timeoutMs: number };
+
+/**
+ * A raw JSON-RPC client for the proxy and the balance read: keep-alive sockets, a hard timeout
+ * per call, and failures returned as data. It adds no parsing beyond JSON, so the proxy stays a
+ * thin, fast pass-through.
+ */
+export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): JsonRpcUpstream {
+  const target = new URL(params.url);
+  const secure = target.protocol === "https:";
+  const agent = secure ? new HttpsAgent({ keepAlive: true }) : new Agent({ keepAlive: true });
+  const send = secure ? httpsRequest : request;
+  return {
+    send(payload) {
+      const body = Buffer.from(JSON.stringify(payload));
+      return new Promise<UpstreamResult>((resolve) => {
+        const req = send(
+          target,
+          {
+            method: "POST",
+            agent,
+            headers: { "content-type": "application/json", "content-length": body.length },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (chunk: Buffer) => chunks.push(chunk));
+            res.on("end", () => {
+              clearTimeout(timer);
+              if (res.statusCode !== 200) return resolve({ ok: false, failure: "bad_status" });
+              try {
+                resolve({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
+              } catch {
+                resolve({ ok: false, failure: "bad_body" });
+              }
+            });
+            res.on("error", () => resolve({ ok: false, failure: "unreachable" }));
+          },
+        );
+        // A deadline for the whole call, not just socket idleness (SPEC: every upstream call times out).
+        const timer = setTimeout(() => {
+          resolve({ ok: false, failure: "timeout" });
+          req.destroy();
+        }, params.timeoutMs);
+        req.on("error", () => {
+          clearTimeout(timer);
+          resolve({ ok: false, failure: "unreachable" });
+        });
+        req.end(body);
+      });
+    },
+    close() {
+      agent.destroy();
+    },
+  };
+}

@@ -1,0 +1,47 @@
+import type { Handler } from "hono";
+import { NATIVE_DECIMALS, NATIVE_SYMBOL, WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+
+/**
+ * GET /agent/v1/balance: the assigned wallet only, in 6-decimal units and in wei, with the block
+ * it was read at. Block number and balance travel in one batch so they describe the same moment.
+ */
+export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<AppEnv> {
+  return async (c) => {
+    if (!upstream) throw new AppError("upstream_unavailable", "no chain is configured");
+    const address = c.get("agent").assignedWallet;
+    const result = await upstream.send([
+      { jsonrpc: "2.0", id: 0, method: "eth_blockNumber", params: [] },
+      { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [address, "latest"] },
+    ]);
+    const [blockHex, balanceHex] = result.ok ? resultsById(result.body, 2) : [];
+    if (!isQuantity(blockHex) || !isQuantity(balanceHex)) {
+      throw new AppError("upstream_unavailable", "the chain did not answer");
+    }
+    const wei = BigInt(balanceHex);
+    // Wei below one unit cannot be spent through the API; the 6-decimal view rounds down.
+    return c.json({
+      address,
+      balance: (wei / WEI_PER_UNIT).toString(),
+      decimals: NATIVE_DECIMALS,
+      symbol: NATIVE_SYMBOL,
+      balance_wei: wei.toString(),
+      block_number: BigInt(blockHex).toString(),
+    });
+  };
+}
+
+function resultsById(body: unknown, count: number): unknown[] {
+  const out: unknown[] = new Array(count);
+  if (!Array.isArray(body)) return out;
+  for (const item of body as { id?: unknown; result?: unknown }[]) {
+    if (typeof item?.id === "number" && item.id >= 0 && item.id < count) out[item.id] = item.result;
+  }
+  return out;
+}
+
+function isQuantity(value: unknown): value is string {
+  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
+}

@@ -1,0 +1,74 @@
+import type { Handler } from "hono";
+import {
+  API_VERSION,
+  CAIP2_NETWORK,
+  CHAIN_ID,
+  NATIVE_DECIMALS,
+  NATIVE_SYMBOL,
+  RPC_MAX_BATCH,
+  RPC_MAX_BATCH_BYTES,
+  RPC_READ_ALLOWLIST,
+} from "../../shared/constants.ts";
+import type { LatestBlock } from "../chain/block-number.ts";
+import type { Config } from "../config.ts";
+import type { AppEnv } from "../http/env.ts";
+import { PER_AGENT_REQUESTS, PRE_AUTH_FAILURES } from "./limits.ts";
+
+/** GET /agent/v1/network: the contract an agent adapts to (SPEC; shape in DESIGN §7). */
+export function networkHandler(config: Config, latestBlock: LatestBlock | undefined): Handler<AppEnv> {
+  // Everything but the block and the caller is fixed for the life of the process.
+  const fixed = {
+    rpc: {
+      allowed_methods: RPC_READ_ALLOWLIST,
+      max_batch: RPC_MAX_BATCH,
+      max_batch_bytes: RPC_MAX_BATCH_BYTES,
+    },
+    limits: {
+      failed_auth_per_ip: { limit: PRE_AUTH_FAILURES.limit, window_seconds: PRE_AUTH_FAILURES.windowSeconds },
+      requests_per_agent: {
+        limit: PER_AGENT_REQUESTS.limit,
+        window_seconds: PER_AGENT_REQUESTS.windowSeconds,
+      },
+      transfer: {
+        per_tx_units: config.transfers.perTxLimitUnits.toString(),
+        daily_units: config.transfers.dailyLimitUnits.toString(),
+        recipient_allowlist: config.transfers.recipientAllowlist ?? null,
+      },
+      faucet: {
+        payout_units: config.faucet.payoutUnits.toString(),
+        cooldown_ms: config.faucet.cooldownMs,
+        daily_units: config.faucet.dailyLimitUnits.toString(),
+      },
+      x402: {
+        amount_units: config.x402.amountUnits?.toString() ?? null,
+        pay_to: config.x402.payTo ?? null,
+        max_timeout_seconds: config.x402.maxTimeoutSeconds,
+      },
+    },
+    features: {
+      faucet: config.features.faucet,
+      transfers: config.features.transfers,
+      x402: config.features.x402,
+      registration: config.features.publicRegistration,
+    },
+  };
+  return async (c) => {
+    const agent = c.get("agent");
+    const latest = latestBlock ? await latestBlock.get() : null;
+    return c.json({
+      api_version: API_VERSION,
+      chain: {
+        chain_id: CHAIN_ID,
+        caip2: CAIP2_NETWORK,
+        native_token: { symbol: NATIVE_SYMBOL, decimals: NATIVE_DECIMALS },
+        latest_block: latest === null ? null : latest.toString(),
+      },
+      agent: {
+        agent_id: agent.agentId,
+        assigned_wallet: agent.assignedWallet,
+        capabilities: agent.capabilities,
+      },
+      ...fixed,
+    });
+  };
+}

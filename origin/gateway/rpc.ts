@@ -1,0 +1,140 @@
+import type { Handler } from "hono";
+import { RPC_MAX_BATCH, RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import type { AppEnv } from "../http/env.ts";
+
+type Id = string | number | null;
+type RpcError = { code: number; message: string; data?: unknown };
+type RpcResponse = { jsonrpc: "2.0"; id: Id; result?: unknown; error?: RpcError };
+type ValidRequest = { id: Id; method: string; params: unknown };
+
+const ALLOWED = new Set<string>(RPC_READ_ALLOWLIST);
+/** Every refusal names the allowlist and the batch limits, so an agent can correct itself. */
+const POLICY = {
+  allowed_methods: RPC_READ_ALLOWLIST,
+  max_batch: RPC_MAX_BATCH,
+  max_batch_bytes: RPC_MAX_BATCH_BYTES,
+};
+
+const refusal = (id: Id, code: number, message: string): RpcResponse => ({
+  jsonrpc: "2.0",
+  id,
+  error: { code, message, data: POLICY },
+});
+
+/**
+ * POST /agent/v1/rpc: a read-only JSON-RPC proxy. The closed allowlist is the only way through;
+ * there is no submission or state-changing path, whatever the agent's capabilities (SPEC).
+ * Limits are enforced before any upstream call. JSON-RPC errors answer with HTTP 200.
+ */
+export function rpcHandler(upstream: JsonRpcUpstream | undefined): Handler<AppEnv> {
+  return async (c) => {
+    const declared = Number(c.req.header("content-length") ?? "0");
+    if (declared > RPC_MAX_BATCH_BYTES) {
+      return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
+    }
+    const raw = await c.req.arrayBuffer();
+    if (raw.byteLength > RPC_MAX_BATCH_BYTES) {
+      return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(new TextDecoder().decode(raw));
+    } catch {
+      return c.json(refusal(null, -32700, "parse error"));
+    }
+
+    if (!Array.isArray(body)) {
+      const [response] = await answer([body], upstream);
+      return c.json(response);
+    }
+    if (body.length === 0) return c.json(refusal(null, -32600, "empty batch"));
+    if (body.length > RPC_MAX_BATCH) {
+      return c.json(refusal(null, -32600, `batch exceeds ${RPC_MAX_BATCH} requests`));
+    }
+    return c.json(await answer(body, upstream));
+  };
+}
+
+/** Answers every element in order; refused elements never stop the others. */
+async function answer(items: unknown[], upstream: JsonRpcUpstream | undefined): Promise<RpcResponse[]> {
+  const responses: RpcResponse[] = new Array(items.length);
+  const forward: { index: number; request: ValidRequest }[] = [];
+  items.forEach((item, index) => {
+    const parsed = parseRequest(item);
+    if ("error" in parsed) responses[index] = parsed.error;
+    else if (!ALLOWED.has(parsed.method)) {
+      responses[index] = refusal(parsed.id, -32601, `method '${parsed.method}' is not allowed`);
+    } else forward.push({ index, request: parsed });
+  });
+  if (forward.length === 0) return responses;
+
+  const failAll = (message: string): void => {
+    for (const { index, request } of forward) {
+      responses[index] = { jsonrpc: "2.0", id: request.id, error: { code: -32000, message } };
+    }
+  };
+  if (!upstream) {
+    failAll("upstream unavailable: no chain is configured");
+    return responses;
+  }
+  // Upstream ids are our indexes, so agents' ids (even duplicates) map back exactly.
+  const outgoing = forward.map(({ index, request }) => ({
+    jsonrpc: "2.0",
+    id: index,
+    method: request.method,
+    params: request.params ?? [],
+  }));
+  const result = await upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
+  if (!result.ok) {
+    failAll(`upstream unavailable: ${result.failure}`);
+    return responses;
+  }
+  const byIndex = new Map<number, { result?: unknown; error?: unknown }>();
+  for (const item of Array.isArray(result.body) ? result.body : [result.body]) {
+    if (item && typeof item === "object" && typeof (item as { id?: unknown }).id === "number") {
+      byIndex.set((item as { id: number }).id, item as { result?: unknown; error?: unknown });
+    }
+  }
+  for (const { index, request } of forward) {
+    const reply = byIndex.get(index);
+    if (!reply) {
+      responses[index] = {
+        jsonrpc: "2.0",
+        id: request.id,
+        error: { code: -32000, message: "upstream gave no answer" },
+      };
+    } else if (reply.error !== undefined) {
+      responses[index] = { jsonrpc: "2.0", id: request.id, error: upstreamError(reply.error) };
+    } else {
+      responses[index] = { jsonrpc: "2.0", id: request.id, result: reply.result ?? null };
+    }
+  }
+  return responses;
+}
+
+function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } {
+  if (!item || typeof item !== "object" || Array.isArray(item)) {
+    return { error: refusal(null, -32600, "invalid request") };
+  }
+  const { jsonrpc, id, method, params } = item as Record<string, unknown>;
+  const validId: Id =
+    typeof id === "string" || (typeof id === "number" && Number.isFinite(id)) || id === null ? id : null;
+  if (jsonrpc !== "2.0" || typeof method !== "string") {
+    return { error: refusal(validId, -32600, "invalid request") };
+  }
+  if (params !== undefined && (typeof params !== "object" || params === null)) {
+    return { error: refusal(validId, -32602, "params must be an array or an object") };
+  }
+  return { id: validId, method, params };
+}
+
+/** Passes the node's error code and message through, never anything that is not JSON-RPC shaped. */
+function upstreamError(error: unknown): RpcError {
+  const { code, message, data } = (error ?? {}) as { code?: unknown; message?: unknown; data?: unknown };
+  return {
+    code: typeof code === "number" ? code : -32000,
+    message: typeof message === "string" ? message : "upstream error",
+    ...(data === undefined ? {} : { data }),
+  };
+}

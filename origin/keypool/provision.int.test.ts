@@ -1,0 +1,124 @@
+import { sql } from "drizzle-orm";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import { findIdentityByTokenId } from "../auth/identity-repository.ts";
+import { parseBearerHeader, secretMatches } from "../auth/token.ts";
+import { queryRows } from "../db/client.ts";
+import { provisionIdentity } from "./provision.ts";
+
+describe("provisionIdentity", () => {
+  let testDb: TestDatabase;
+  beforeAll(async () => {
+    testDb = await createTestDatabase({ maxConnections: 20 });
+  });
+  afterEach(async () => {
+    await testDb.handle.db.execute(
+      sql`truncate agent_tokens, identity_findings, key_pool, key_batches, agent_identities cascade`,
+    );
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("issues a token that authenticates, bound to one claimed key", async () => {
+    const { db } = testDb.handle;
+    const [key] = await seedFreeKeys(db, 1);
+    const result = await provisionIdentity(db, { capabilities: ["transfer", "read"], origin: "operator" });
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.value).toMatchObject({
+      assignedWallet: key!.address,
+      keyRef: key!.keyRef,
+      capabilities: ["read", "transfer"],
+    });
+    const parsed = parseBearerHeader(`Bearer ${result.value.token}`);
+    const stored = await findIdentityByTokenId(db, parsed!.tokenId);
+    expect(stored?.agentId).toBe(result.value.agentId);
+    expect(secretMatches(parsed!.secret, stored!.secretHash)).toBe(true);
+    // Only the hash is stored: the secret appears in no column of the token or identity rows.
+    const leaked = await queryRows(
+      db,
+      sql`select 1 from agent_tokens t join agent_identities i using (agent_id)
+          where t::text like ${`%${parsed!.secret}%`} or i::text like ${`%${parsed!.secret}%`}`,
+    );
+    expect(leaked).toEqual([]);
+    const [row] = await queryRows<{ status: string; assigned_agent_id: string }>(
+      db,
+      sql`select status, assigned_agent_id from key_pool where key_ref = ${key!.keyRef}`,
+    );
+    expect(row).toEqual({ status: "assigned", assigned_agent_id: result.value.agentId });
+  });
+
+  it("refuses an unknown capability before writing anything", async () => {
+    const { db } = testDb.handle;
+    await seedFreeKeys(db, 1);
+    for (const capabilities of [["read", "admin"], [], ["READ"]]) {
+      const result = await provisionIdentity(db, { capabilities, origin: "operator" });
+      expect(result).toMatchObject({ ok: false, error: { code: "validation_failed" } });
+    }
+    expect(await queryRows(db, sql`select 1 from agent_identities`)).toEqual([]);
+    expect(await queryRows(db, sql`select status from key_pool`)).toEqual([{ status: "free" }]);
+  });
+
+  it("gives 200 concurrent callers 150 distinct keys and 50 pool_exhausted, leaving no identity without a key", async () => {
+    const { db } = testDb.handle;
+    await seedFreeKeys(db, 150);
+    const results = await Promise.all(
+      Array.from({ length: 200 }, () =>
+        provisionIdentity(db, { capabilities: ["read"], origin: "operator" }),
+      ),
+    );
+    const issued = results.flatMap((result) => (result.ok ? [result.value] : []));
+    const refused = results.flatMap((result) => (result.ok ? [] : [result.error.code]));
+    expect(issued).toHaveLength(150);
+    expect(new Set(issued.map((identity) => identity.assignedWallet)).size).toBe(150);
+    expect(refused).toEqual(Array(50).fill("agent_key_pool_exhausted"));
+
+    const [counts] = await queryRows<{ identities: number; assigned: number; free: number; orphans: number }>(
+      db,
+      sql`select
+        (select count(*)::int from agent_identities) as identities,
+        (select count(*)::int from key_pool where status = 'assigned') as assigned,
+        (select count(*)::int from key_pool where status = 'free') as free,
+        (select count(*)::int from agent_identities i
+           left join key_pool k on k.key_ref = i.agent_transfer_key_ref and k.assigned_agent_id = i.agent_id
+           where k.key_ref is null) as orphans`,
+    );
+    expect(counts).toEqual({ identities: 150, assigned: 150, free: 0, orphans: 0 });
+  });
+
+  it("answers pool_busy when every free row is locked by another transaction, and writes nothing", async () => {
+    const { db } = testDb.handle;
+    await seedFreeKeys(db, 3);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const holder = db.transaction(async (tx) => {
+      await tx.execute(sql`select key_ref from key_pool where status = 'free' for update`);
+      locked();
+      await held;
+      throw new Error("roll back: the holder claims nothing");
+    });
+    await lockTaken;
+    const result = await provisionIdentity(db, { capabilities: ["read"], origin: "public" });
+    expect(result).toEqual({ ok: false, error: { code: "agent_key_pool_busy" } });
+    release();
+    await expect(holder).rejects.toThrow("roll back");
+    expect(await queryRows(db, sql`select 1 from agent_identities`)).toEqual([]);
+
+    // Once the locks are gone the same call succeeds.
+    const after = await provisionIdentity(db, { capabilities: ["read"], origin: "public" });
+    expect(after.ok).toBe(true);
+  });
+
+  it("answers pool_exhausted on an empty pool", async () => {
+    const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
+    expect(result).toEqual({ ok: false, error: { code: "agent_key_pool_exhausted" } });
+  });
+});
