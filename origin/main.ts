@@ -2,9 +2,8 @@ import { createApp } from "./app.ts";
 import { createChainClient } from "./chain/client.ts";
 import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import { ConfigError, loadConfig } from "./config.ts";
-import { connectDatabase } from "./db/client.ts";
-import { startEmbeddedPostgres } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import { openDatabase } from "./db/open.ts";
 import { type AppDeps, systemClock } from "./deps.ts";
 import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
@@ -24,19 +23,10 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.logLevel);
 
-  let databaseUrl = config.database.url;
-  const embedded = databaseUrl
-    ? undefined
-    : await startEmbeddedPostgres({ dir: config.database.embedded.dir, port: config.database.embedded.port });
-  databaseUrl ??= embedded!.url;
-  const database = connectDatabase({
-    url: databaseUrl,
-    driver: config.database.driver,
-    neonWsProxy: config.database.neonWsProxy,
-  });
+  const database = await openDatabase(config);
   const { applied } = await migrateDatabase(database.db);
   logger.info(
-    { driver: database.driver, embedded: Boolean(embedded), migrations_applied: applied.length },
+    { driver: database.driver, owns_embedded: database.ownsEmbedded, migrations_applied: applied.length },
     "database ready",
   );
 
@@ -64,7 +54,6 @@ async function main(): Promise<void> {
     await server.close();
     rpc?.close();
     await database.close();
-    await embedded?.stop();
     logger.info("stopped");
     process.exit(0);
   };

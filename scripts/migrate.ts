@@ -1,22 +1,12 @@
 /**
  * `npm run migrate`: applies the migrations to DATABASE_URL, or to the embedded Postgres under
- * .data/pg when DATABASE_URL is unset (starting and stopping it).
+ * .data/pg when DATABASE_URL is unset (joining the running stack's cluster, or starting it).
  */
 import { loadConfig } from "../origin/config.ts";
-import { connectDatabase } from "../origin/db/client.ts";
-import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
+import { openDatabase } from "../origin/db/open.ts";
 
-const config = loadConfig(process.env);
-const embedded = config.database.url
-  ? undefined
-  : await startEmbeddedPostgres({ dir: config.database.embedded.dir, port: config.database.embedded.port });
-const database = connectDatabase({
-  url: config.database.url ?? embedded!.url,
-  driver: config.database.driver,
-  neonWsProxy: config.database.neonWsProxy,
-  maxConnections: 1,
-});
+const database = await openDatabase(loadConfig(process.env), 1);
 try {
   const { applied } = await migrateDatabase(database.db);
   process.stdout.write(
@@ -24,5 +14,4 @@ try {
   );
 } finally {
   await database.close();
-  await embedded?.stop();
 }

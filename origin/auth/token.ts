@@ -20,7 +20,7 @@ export type ParsedToken = { tokenId: string; secret: string };
 
 /** Parses an `Authorization` header value; anything but `Bearer agt_…` of the exact shape is null. */
 export function parseBearerHeader(header: string | undefined): ParsedToken | null {
-  if (!header || !header.startsWith("Bearer ")) return null;
+  if (!header?.startsWith("Bearer ")) return null;
   const match = TOKEN_PATTERN.exec(header.slice(7));
   return match ? { tokenId: match[1]!, secret: match[2]! } : null;
 }

@@ -10,6 +10,8 @@ export type EmbeddedPostgresHandle = {
   url: string;
   /** Connection string of the `postgres` maintenance database (to create or drop others). */
   adminUrl: string;
+  /** False when another process already ran the cluster and this one joined it. */
+  owned: boolean;
   stop(): Promise<void>;
 };
 
@@ -17,6 +19,8 @@ export type StartEmbeddedPostgresParams = {
   dir: string;
   port: number;
   database?: string;
+  /** Join a cluster another process (the running stack) already serves instead of failing. */
+  joinIfRunning?: boolean;
   /** Where the server's own log lines go; default: dropped. */
   onLog?: (line: string) => void;
 };
@@ -32,6 +36,11 @@ export async function startEmbeddedPostgres(
   const database = params.database ?? "agents";
   const password = await clusterPassword(dir);
   const onLog = params.onLog ?? (() => {});
+  const runningPort = params.joinIfRunning ? await portOfRunningCluster(dir) : undefined;
+  if (runningPort !== undefined) {
+    const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${runningPort}`;
+    return { url: `${base}/${database}`, adminUrl: `${base}/postgres`, owned: false, stop: async () => {} };
+  }
   const cluster = new EmbeddedPostgres({
     databaseDir: dir,
     port: params.port,
@@ -59,6 +68,7 @@ export async function startEmbeddedPostgres(
   return {
     url: `${base}/${database}`,
     adminUrl: `${base}/postgres`,
+    owned: true,
     stop() {
       stopped ??= cluster.stop();
       return stopped;
@@ -74,4 +84,23 @@ async function clusterPassword(dir: string): Promise<string> {
   const password = randomBytes(24).toString("hex");
   await writeFile(file, password, { mode: 0o600 });
   return password;
+}
+
+/** The port of a live postmaster serving `dir` (from postmaster.pid), if there is one. */
+async function portOfRunningCluster(dir: string): Promise<number | undefined> {
+  let lines: string[];
+  try {
+    lines = (await readFile(path.join(dir, "postmaster.pid"), "utf8")).split("\n");
+  } catch {
+    return undefined;
+  }
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || !Number.isInteger(port)) return undefined;
+  try {
+    process.kill(pid, 0);
+    return port;
+  } catch {
+    return undefined; // stale pid file from a crash: postgres itself clears it on start
+  }
 }

@@ -1,7 +1,8 @@
-import { Hono } from "hono";
+import { type Handler, Hono } from "hono";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createLatestBlock } from "../chain/block-number.ts";
 import type { AppDeps } from "../deps.ts";
+import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import type { AppEnv } from "../http/env.ts";
 import { balanceHandler } from "./balance.ts";
@@ -9,7 +10,14 @@ import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
 import { rpcHandler } from "./rpc.ts";
 
-export type GatewayRouterOptions = { limiters?: GatewayLimiters };
+/** Handlers of the write routes; a route whose handler is absent answers `feature_disabled`. */
+export type WriteHandlers = {
+  faucet?: Handler<AppEnv>;
+  transfers?: Handler<AppEnv>;
+  x402Authorize?: Handler<AppEnv>;
+};
+
+export type GatewayRouterOptions = { limiters?: GatewayLimiters; writes?: WriteHandlers };
 
 /**
  * The agent wallet API under {base}/agent/v1. Built only when the gateway switch is on
@@ -34,5 +42,21 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   router.get("/network", requireCapability("read"), networkHandler(deps.config, latestBlock));
   router.get("/balance", requireCapability("read"), balanceHandler(deps.rpc));
   router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc));
+
+  // The capability is checked before the feature switch: a token without it learns nothing more.
+  const writes = options.writes ?? {};
+  router.post("/faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
+  router.post("/transfers", requireCapability("transfer"), writes.transfers ?? featureDisabled("transfers"));
+  router.post(
+    "/x402/authorize",
+    requireCapability("transfer"),
+    writes.x402Authorize ?? featureDisabled("x402 authorization"),
+  );
   return router;
+}
+
+function featureDisabled(what: string): Handler<AppEnv> {
+  return () => {
+    throw new AppError("feature_disabled", `${what} is not available on this node`);
+  };
 }

@@ -1,0 +1,125 @@
+/**
+ * `npm run agents -- <command>`: the operator's identity tool. Uses the node's configuration
+ * (DATABASE_URL, or the embedded cluster of the running stack).
+ *
+ *   create --capabilities read,faucet,transfer   prints {token, agent_id, assigned_wallet, capabilities}
+ *   list                                         identities, newest first (never tokens)
+ *   disable --agent ID --reason TEXT             reversible; applies at the next request
+ *   enable --agent ID                            re-enables a disabled identity
+ *   revoke --agent ID                            final: the token never works again
+ */
+import { parseArgs } from "node:util";
+import { loadConfig } from "../origin/config.ts";
+import { openDatabase } from "../origin/db/open.ts";
+import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
+import { provisionIdentity } from "../origin/keypool/provision.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      capabilities: { type: "string" },
+      agent: { type: "string" },
+      reason: { type: "string" },
+      json: { type: "boolean" },
+    },
+    strict: true,
+  });
+  if (!command || !["create", "list", "disable", "enable", "revoke"].includes(command)) {
+    throw new UsageError("usage: npm run agents -- create|list|disable|enable|revoke [options]");
+  }
+  const agentId = (): string => {
+    if (!values.agent || !UUID.test(values.agent))
+      throw new UsageError("--agent must be an agent id (a UUID)");
+    return values.agent;
+  };
+
+  const database = await openDatabase(loadConfig(process.env), 2);
+  try {
+    const { db } = database;
+    switch (command) {
+      case "create": {
+        if (!values.capabilities) throw new UsageError("--capabilities is required, e.g. read,transfer");
+        const capabilities = values.capabilities.split(",").map((item) => item.trim());
+        const result = await provisionIdentity(db, { capabilities, origin: "operator" });
+        if (!result.ok) {
+          const message =
+            result.error.code === "validation_failed" ? result.error.message : result.error.code;
+          process.stderr.write(`agents: ${message}\n`);
+          return 1;
+        }
+        const { token, agentId: id, assignedWallet, capabilities: granted } = result.value;
+        process.stdout.write(
+          `${JSON.stringify({ token, agent_id: id, assigned_wallet: assignedWallet, capabilities: granted })}\n`,
+        );
+        return 0;
+      }
+      case "list": {
+        const rows = await listIdentities(db);
+        process.stdout.write(
+          `${JSON.stringify(
+            rows.map((row) => ({
+              agent_id: row.agentId,
+              assigned_wallet: row.assignedWallet,
+              capabilities: row.capabilities,
+              enabled: row.enabled,
+              revoked: row.revoked,
+              origin: row.origin,
+              created_at: row.createdAt.toISOString(),
+              last_verified_at: row.lastVerifiedAt?.toISOString() ?? null,
+              disabled_reason: row.disabledReason,
+            })),
+            null,
+            2,
+          )}\n`,
+        );
+        return 0;
+      }
+      case "disable":
+      case "enable": {
+        const id = agentId();
+        if (command === "disable" && !values.reason?.trim())
+          throw new UsageError("--reason is required to disable");
+        const result = await setIdentityEnabled(db, {
+          agentId: id,
+          enabled: command === "enable",
+          reason: values.reason ?? "",
+        });
+        if (!result.ok) {
+          process.stderr.write(`agents: ${result.error === "not_found" ? `no agent ${id}` : result.error}\n`);
+          return 1;
+        }
+        process.stdout.write(`agents: ${id} ${result.changed ? `${command}d` : `was already ${command}d`}\n`);
+        return 0;
+      }
+      default: {
+        const id = agentId();
+        const result = await revokeIdentity(db, id);
+        if (!result.ok) {
+          process.stderr.write(`agents: no agent ${id}\n`);
+          return 1;
+        }
+        process.stdout.write(`agents: ${id} revoked\n`);
+        return 0;
+      }
+    }
+  } finally {
+    await database.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`agents: ${message}\n`);
+    process.exit(
+      error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS") ? 2 : 1,
+    );
+  },
+);
