@@ -1,0 +1,119 @@
+/**
+ * The chain-77 devnet (DESIGN §6): a real EVM with the NativeTransferAuth precompile, automining
+ * each transaction, served as JSON-RPC on loopback. Tests start it in-process on a free port;
+ * `npm run devnet` runs it as a process (main.ts).
+ */
+import { createAddressFromString } from "@ethereumjs/util";
+import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { Chain } from "./chain.ts";
+import {
+  DEFAULT_DEVNET_HOST,
+  DEFAULT_DEVNET_PORT,
+  DEFAULT_OPERATOR_POOL_BALANCE_WEI,
+  DEV_OPERATOR_POOL_ADDRESS,
+} from "./constants.ts";
+import { quantity } from "./hex.ts";
+import type { DevnetLogger } from "./logger.ts";
+import { silentLogger } from "./logger.ts";
+import { createRpcMethods } from "./rpc-methods.ts";
+import { startRpcServer } from "./rpc-server.ts";
+import { readStateFile, writeStateFile } from "./state-file.ts";
+
+export {
+  DEFAULT_DEVNET_PORT,
+  DEFAULT_OPERATOR_POOL_BALANCE_WEI,
+  DEV_OPERATOR_POOL_ADDRESS,
+  DEV_OPERATOR_POOL_PRIVATE_KEY,
+} from "./constants.ts";
+export type { DevnetLogger } from "./logger.ts";
+export { createStderrLogger } from "./logger.ts";
+export { NATIVE_TRANSFER_AUTH_ABI } from "./precompile/abi.ts";
+export { TRANSFER_GAS, VIEW_GAS } from "./precompile/native-transfer-auth.ts";
+export { REVERT_REASONS } from "./precompile/reasons.ts";
+
+export type StartDevnetOptions = {
+  /** TCP port; 0 picks a free one. Default 8545. */
+  port?: number;
+  /** Default 127.0.0.1: the devnet has no authentication and a funding method. */
+  host?: string;
+  /** The genesis bridge operator: funded at genesis, barred as `from` by the precompile. */
+  operatorPool?: `0x${string}`;
+  /** Genesis balance of the operator pool, in wei. */
+  operatorPoolBalanceWei?: bigint;
+  /** Loaded on start when present, written on close. In memory only when absent. */
+  stateFile?: string;
+  logger?: DevnetLogger;
+};
+
+export type Devnet = {
+  url: string;
+  port: number;
+  /** Stops serving, lets running requests finish, and saves the state file if there is one. */
+  close(): Promise<void>;
+};
+
+export async function startDevnet(options: StartDevnetOptions = {}): Promise<Devnet> {
+  const logger = options.logger ?? silentLogger;
+  const snapshot = options.stateFile === undefined ? undefined : await readStateFile(options.stateFile);
+  if (snapshot !== undefined && snapshot.chainId !== CHAIN_ID) {
+    throw new Error(`state file ${options.stateFile} is for chain ${snapshot.chainId}, not ${CHAIN_ID}`);
+  }
+  if (options.operatorPool !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(options.operatorPool)) {
+    throw new Error("operatorPool must be a 20-byte hex address");
+  }
+  const requestedPool = options.operatorPool?.toLowerCase();
+  if (
+    snapshot !== undefined &&
+    requestedPool !== undefined &&
+    requestedPool !== snapshot.operatorPool.toLowerCase()
+  ) {
+    throw new Error(
+      `state file ${options.stateFile} was created for operator pool ${snapshot.operatorPool}, not ${options.operatorPool}`,
+    );
+  }
+  const operatorPool = createAddressFromString(
+    requestedPool ?? snapshot?.operatorPool.toLowerCase() ?? DEV_OPERATOR_POOL_ADDRESS.toLowerCase(),
+  );
+  const chain = await Chain.create({
+    operatorPool,
+    operatorPoolBalanceWei: options.operatorPoolBalanceWei ?? DEFAULT_OPERATOR_POOL_BALANCE_WEI,
+    snapshot,
+    logger,
+  });
+  const server = await startRpcServer({
+    host: options.host ?? DEFAULT_DEVNET_HOST,
+    port: options.port ?? DEFAULT_DEVNET_PORT,
+    methods: createRpcMethods(chain),
+    logger,
+    health: () => ({ status: "ok", chainId: quantity(CHAIN_ID), blockNumber: quantity(chain.height) }),
+  });
+  logger.info(
+    {
+      url: server.url,
+      chainId: CHAIN_ID,
+      operatorPool: operatorPool.toString(),
+      precompile: NATIVE_TRANSFER_AUTH_ADDRESS,
+      blockNumber: chain.height,
+      restored: snapshot !== undefined,
+    },
+    "devnet started",
+  );
+
+  let closing: Promise<void> | undefined;
+  const close = async (): Promise<void> => {
+    await server.close();
+    if (options.stateFile !== undefined) {
+      // Taken under the chain lock, after any block still being mined.
+      await writeStateFile(options.stateFile, await chain.snapshot());
+      logger.info({ stateFile: options.stateFile, blockNumber: chain.height }, "state saved");
+    }
+  };
+  return {
+    url: server.url,
+    port: server.port,
+    close: () => {
+      closing ??= close();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * `npm run devnet`: the devnet as a process.
+ *
+ *   --port N             listen port (default: DEVNET_PORT, else 8545; 0 = any free port)
+ *   --host ADDR          listen address (default 127.0.0.1)
+ *   --state FILE         load state from FILE if it exists, save it there on exit
+ *   --operator-pool ADDR operator-pool address (default: the dev operator pool)
+ *
+ * Prints one line with the URL on stdout; logs go to stderr. SIGINT or SIGTERM closes it,
+ * saving the state file first.
+ */
+import { parseArgs } from "node:util";
+import { DEFAULT_DEVNET_PORT } from "./constants.ts";
+import { createStderrLogger, startDevnet } from "./index.ts";
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      port: { type: "string" },
+      host: { type: "string" },
+      state: { type: "string" },
+      "operator-pool": { type: "string" },
+    },
+    strict: true,
+  });
+  // An empty DEVNET_PORT counts as unset, not as port 0.
+  const portText = values.port ?? (process.env.DEVNET_PORT || String(DEFAULT_DEVNET_PORT));
+  const port = Number(portText);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error(`invalid port: ${portText}`);
+  const operatorPool = values["operator-pool"];
+  if (operatorPool !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(operatorPool)) {
+    throw new Error("--operator-pool must be a 20-byte hex address");
+  }
+  const logger = createStderrLogger();
+  const devnet = await startDevnet({
+    port,
+    host: values.host,
+    stateFile: values.state,
+    operatorPool: operatorPool as `0x${string}` | undefined,
+    logger,
+  });
+  process.stdout.write(`devnet listening on ${devnet.url}\n`);
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "stopping");
+    devnet.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error(
+          { error: error instanceof Error ? error.message : String(error) },
+          "failed to stop cleanly",
+        );
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`devnet: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,152 @@
+/**
+ * Helpers for tests that run against a devnet: viem clients for chain 77 and funding.
+ * Test support only; nothing in the devnet imports it.
+ */
+import {
+  type Address,
+  type Chain,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  encodeFunctionData,
+  type Hex,
+  http,
+  type PublicClient,
+  parseSignature,
+  type Transport,
+  toHex,
+  type WalletClient,
+} from "viem";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import {
+  CHAIN_ID,
+  EIP712_DOMAIN_NAME,
+  EIP712_DOMAIN_VERSION,
+  NATIVE_TRANSFER_AUTH_ADDRESS,
+  WEI_PER_UNIT,
+} from "../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ABI } from "./precompile/abi.ts";
+
+export function devnetChain(url: string): Chain {
+  return defineChain({
+    id: CHAIN_ID,
+    name: "Chain 77 devnet",
+    nativeCurrency: { name: "USDC", symbol: "USDC", decimals: 18 },
+    rpcUrls: { default: { http: [url] } },
+  });
+}
+
+export function publicClientFor(url: string): PublicClient<Transport, Chain> {
+  return createPublicClient({
+    chain: devnetChain(url),
+    transport: http(url, { retryCount: 0 }),
+    pollingInterval: 50,
+  });
+}
+
+export function walletClientFor(
+  url: string,
+  account: PrivateKeyAccount,
+): WalletClient<Transport, Chain, PrivateKeyAccount> {
+  return createWalletClient({ account, chain: devnetChain(url), transport: http(url, { retryCount: 0 }) });
+}
+
+export function newAccount(): PrivateKeyAccount {
+  return privateKeyToAccount(generatePrivateKey());
+}
+
+/** Whole 6-decimal USDC units → wei. */
+export function usdc(units: bigint): bigint {
+  return units * 1_000_000n * WEI_PER_UNIT;
+}
+
+/** Calls one JSON-RPC method and returns the whole response object. */
+export async function rpc(
+  url: string,
+  method: string,
+  params: unknown[] = [],
+): Promise<Record<string, unknown>> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  });
+  return (await response.json()) as Record<string, unknown>;
+}
+
+/** Sets `address`'s balance to `wei` with dev_setBalance. */
+export async function fund(url: string, address: string, wei: bigint): Promise<void> {
+  const response = await rpc(url, "dev_setBalance", [address, `0x${wei.toString(16)}`]);
+  if (response.result !== true) throw new Error(`dev_setBalance failed: ${JSON.stringify(response)}`);
+}
+
+export type TransferAuthorization = {
+  from: Address;
+  to: Address;
+  /** 6-decimal units. */
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+};
+
+/** An authorization valid from now for ten minutes, with a random nonce, unless overridden. */
+export function transferAuthorization(
+  from: Address,
+  to: Address,
+  value: bigint,
+  overrides: Partial<TransferAuthorization> = {},
+): TransferAuthorization {
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const nonce = toHex(crypto.getRandomValues(new Uint8Array(32)));
+  return { from, to, value, validAfter: 0n, validBefore: now + 600n, nonce, ...overrides };
+}
+
+/** SPEC "x402 objects": TransferWithAuthorization under the NativeTransferAuth domain. */
+export function signTransferAuthorization(
+  signer: PrivateKeyAccount,
+  message: TransferAuthorization,
+): Promise<Hex> {
+  return signer.signTypedData({
+    domain: {
+      name: EIP712_DOMAIN_NAME,
+      version: EIP712_DOMAIN_VERSION,
+      chainId: CHAIN_ID,
+      verifyingContract: NATIVE_TRANSFER_AUTH_ADDRESS,
+    },
+    types: {
+      TransferWithAuthorization: [
+        { name: "from", type: "address" },
+        { name: "to", type: "address" },
+        { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" },
+        { name: "validBefore", type: "uint256" },
+        { name: "nonce", type: "bytes32" },
+      ],
+    },
+    primaryType: "TransferWithAuthorization",
+    message,
+  });
+}
+
+/** Calldata of transferWithAuthorization, in the (v, r, s) or the `bytes signature` form. */
+export function transferWithAuthorizationCalldata(
+  auth: TransferAuthorization,
+  signature: Hex,
+  form: "vrs" | "bytes" = "vrs",
+): Hex {
+  const head = [auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce] as const;
+  if (form === "bytes") {
+    return encodeFunctionData({
+      abi: NATIVE_TRANSFER_AUTH_ABI,
+      functionName: "transferWithAuthorization",
+      args: [...head, signature],
+    });
+  }
+  const { v, r, s } = parseSignature(signature);
+  return encodeFunctionData({
+    abi: NATIVE_TRANSFER_AUTH_ABI,
+    functionName: "transferWithAuthorization",
+    args: [...head, Number(v), r, s],
+  });
+}

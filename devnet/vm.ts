@@ -1,0 +1,76 @@
+/**
+ * The EVM of chain 77: @ethereumjs/vm on Cancun rules (London fee market, PUSH0, transient
+ * storage), a Merkle-trie state behind the tracking decorator, and NativeTransferAuth registered
+ * as a custom precompile.
+ *
+ * Cancun rather than Prague: Prague blocks must call the EIP-7002/7251 system contracts, which a
+ * genesis holding only the operator pool does not have.
+ */
+import { type Common, createCustomCommon, Hardfork, Mainnet } from "@ethereumjs/common";
+import type { EVMMockBlockchainInterface } from "@ethereumjs/evm";
+import { type Address, createAddressFromString } from "@ethereumjs/util";
+import { createVM, type VM } from "@ethereumjs/vm";
+import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { createNativeTransferAuth } from "./precompile/native-transfer-auth.ts";
+import { TrackingStateManager } from "./tracking-state-manager.ts";
+
+export type ExecutionContext = {
+  /** Timestamp of the block being executed or simulated; set under the chain lock before each run. */
+  timestamp: bigint;
+};
+
+export type DevnetVm = {
+  common: Common;
+  vm: VM;
+  state: TrackingStateManager;
+  execution: ExecutionContext;
+};
+
+export type CreateDevnetVmParams = {
+  operatorPool: Address;
+  /** Hash of a mined block, for the BLOCKHASH opcode. */
+  blockHash(number: number): Uint8Array | undefined;
+};
+
+export function createDevnetCommon(): Common {
+  return createCustomCommon({ chainId: CHAIN_ID, name: "agent-wallet-devnet" }, Mainnet, {
+    hardfork: Hardfork.Cancun,
+  });
+}
+
+export async function createDevnetVm(params: CreateDevnetVmParams): Promise<DevnetVm> {
+  const common = createDevnetCommon();
+  // createVM's default state manager is the Merkle-trie one; borrowing it keeps
+  // @ethereumjs/statemanager out of our direct dependencies.
+  const merkle = (await createVM({ common: createDevnetCommon() })).stateManager;
+  const state = new TrackingStateManager(merkle);
+  const execution: ExecutionContext = { timestamp: 0n };
+  const precompile = createNativeTransferAuth({
+    address: createAddressFromString(NATIVE_TRANSFER_AUTH_ADDRESS),
+    operatorPool: params.operatorPool,
+    chainId: BigInt(CHAIN_ID),
+    blockTimestamp: () => execution.timestamp,
+  });
+  const blockchain: EVMMockBlockchainInterface = {
+    async getBlock(number: number) {
+      const hash = params.blockHash(number);
+      if (hash === undefined) throw new Error(`block ${number} is not known`);
+      return { hash: () => hash };
+    },
+    async putBlock() {},
+    shallowCopy() {
+      return blockchain;
+    },
+  };
+  const vm = await createVM({
+    common,
+    stateManager: state,
+    blockchain,
+    evmOpts: { customPrecompiles: [{ address: precompile.address, function: precompile.run }] },
+  });
+  const events = vm.evm.events;
+  if (events === undefined)
+    throw new Error("the EVM exposes no events; NativeTransferAuth needs beforeMessage");
+  events.on("beforeMessage", (message) => precompile.observeMessage(message));
+  return { common, vm, state, execution };
+}
