@@ -1,0 +1,129 @@
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mintCapability, randomAuthoritySecret } from "../shared/capability.ts";
+import { CHAIN_ID } from "../shared/constants.ts";
+import { mintFor, nextCounter } from "./testing/capabilities.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "./testing/enclave-process.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
+
+describe("capabilities (real process)", () => {
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+  const params = { namespace: "agent-transfer", count: 2, batch_id: "batch-cap-1" };
+
+  const keyFiles = async (): Promise<number> =>
+    (await readdir(join(fixture.dataDir, "keys"))).filter((name) => name.endsWith(".sealed")).length;
+
+  /** Sends generate_keys with `cap` and checks it was refused with no key written and no counter used. */
+  const expectRejectedWithoutStateChange = async (cap: unknown, sent = params): Promise<void> => {
+    const filesBefore = await keyFiles();
+    const counterBefore = await nextCounter(client, fixture.adminSecret, "generate_keys");
+    const response = await client.request("generate_keys", sent, cap);
+    expect(response).toEqual({
+      v: 1,
+      id: expect.any(Number),
+      ok: false,
+      error: { code: "capability_rejected", reason: expect.any(String) },
+    });
+    expect(await keyFiles()).toBe(filesBefore);
+    expect(await nextCounter(client, fixture.adminSecret, "generate_keys")).toBe(counterBefore);
+  };
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture();
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+  });
+
+  it("accepts a valid admin capability, generates the batch and advances the counter", async () => {
+    expect(await nextCounter(client, fixture.adminSecret, "generate_keys")).toBe(1);
+    const cap = await mintFor(client, fixture, "generate_keys", params);
+    const result = expectOk(await client.request("generate_keys", params, cap));
+    expect(result).toMatchObject({ batch_id: "batch-cap-1", namespace: "agent-transfer" });
+    expect(result.keys).toHaveLength(2);
+    expect(await nextCounter(client, fixture.adminSecret, "generate_keys")).toBe(2);
+    expect(await keyFiles()).toBe(1);
+  });
+
+  it("refuses a replayed capability", async () => {
+    const other = { ...params, batch_id: "batch-replay" };
+    const cap = await mintFor(client, fixture, "generate_keys", other);
+    expectOk(await client.request("generate_keys", other, cap));
+    await expectRejectedWithoutStateChange(cap, other);
+  });
+
+  it("refuses a capability that skips a counter ahead", async () => {
+    const counter = (await nextCounter(client, fixture.adminSecret, "generate_keys")) + 1;
+    await expectRejectedWithoutStateChange(
+      await mintFor(client, fixture, "generate_keys", params, { counter }),
+    );
+  });
+
+  it("refuses a capability signed by an unknown authority", async () => {
+    await expectRejectedWithoutStateChange(
+      await mintFor(client, fixture, "generate_keys", params, {
+        secret: randomAuthoritySecret(),
+        counter: 1,
+      }),
+    );
+  });
+
+  it("refuses an admin op under the recovery authority (wrong tier)", async () => {
+    await expectRejectedWithoutStateChange(
+      await mintFor(client, fixture, "generate_keys", params, { secret: fixture.recoverySecret, counter: 1 }),
+    );
+  });
+
+  it("refuses a capability bound to other params", async () => {
+    const cap = await mintFor(client, fixture, "generate_keys", { ...params, count: 1 });
+    await expectRejectedWithoutStateChange(cap);
+  });
+
+  it("refuses a capability minted for another op", async () => {
+    const counter = await nextCounter(client, fixture.adminSecret, "generate_keys");
+    const cap = mintCapability({
+      authoritySecret: fixture.adminSecret,
+      op: "configure_policy",
+      params,
+      requestId: "wrong-op",
+      chainId: CHAIN_ID,
+      envId: fixture.envId,
+      counter,
+    });
+    await expectRejectedWithoutStateChange(cap);
+  });
+
+  it("refuses a capability for another environment or chain", async () => {
+    await expectRejectedWithoutStateChange(
+      await mintFor(client, fixture, "generate_keys", params, { envId: "other-env" }),
+    );
+    await expectRejectedWithoutStateChange(
+      await mintFor(client, fixture, "generate_keys", params, { chainId: 1 }),
+    );
+  });
+
+  it("refuses a tampered signature and a missing capability", async () => {
+    const cap = await mintFor(client, fixture, "generate_keys", params);
+    const flipped = `${cap.sig.slice(0, -1)}${cap.sig.endsWith("0") ? "1" : "0"}`;
+    await expectRejectedWithoutStateChange({ ...cap, sig: flipped });
+    await expectRejectedWithoutStateChange(undefined);
+  });
+
+  it("refuses restore_backup under the admin authority and accepts nothing without the recovery tier", async () => {
+    const restoreParams = { envelope: new Uint8Array([1, 2, 3]) };
+    const cap = await mintFor(client, fixture, "restore_backup", restoreParams, {
+      secret: fixture.adminSecret,
+    });
+    const response = await client.request("restore_backup", restoreParams, cap);
+    expect(response).toMatchObject({ ok: false, error: { code: "capability_rejected" } });
+    expect(await nextCounter(client, fixture.recoverySecret, "restore_backup")).toBe(1);
+  });
+
+  it("keeps counters per op: configure_policy starts at 1 after generate_keys advanced", async () => {
+    expect(await nextCounter(client, fixture.adminSecret, "configure_policy")).toBe(1);
+  });
+});

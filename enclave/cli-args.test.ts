@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_DATA_DIR, DEFAULT_SOCKET_PATH, parseEnclaveArgs, UsageError } from "./cli-args.ts";
+
+describe("enclave CLI arguments", () => {
+  it("serves on the defaults of issue 4", () => {
+    expect(parseEnclaveArgs([], {})).toEqual({
+      command: "serve",
+      dataDir: DEFAULT_DATA_DIR,
+      socketPath: DEFAULT_SOCKET_PATH,
+      announcedProfile: undefined,
+      logLevel: "info",
+    });
+  });
+
+  it("takes flags over environment variables", () => {
+    const env = { ENCLAVE_SOCKET_PATH: "/env.sock", ENCLAVE_DATA_DIR: "/env-data" };
+    expect(parseEnclaveArgs([], env)).toMatchObject({ socketPath: "/env.sock", dataDir: "/env-data" });
+    expect(parseEnclaveArgs(["serve", "--socket", "/flag.sock", "--profile", "x"], env)).toMatchObject({
+      socketPath: "/flag.sock",
+      dataDir: "/env-data",
+      announcedProfile: "x",
+    });
+  });
+
+  it("parses init and requires its three values", () => {
+    expect(
+      parseEnclaveArgs(
+        ["init", "--env-id", "dev", "--admin-pubkey", "aa", "--recovery-pubkey", "bb", "--data-dir", "/d"],
+        {},
+      ),
+    ).toEqual({
+      command: "init",
+      dataDir: "/d",
+      envId: "dev",
+      adminAuthority: "aa",
+      recoveryAuthority: "bb",
+    });
+    expect(() => parseEnclaveArgs(["init", "--env-id", "dev"], {})).toThrow(UsageError);
+    expect(() => parseEnclaveArgs(["destroy"], {})).toThrow(UsageError);
+  });
+});

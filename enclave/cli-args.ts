@@ -1,0 +1,83 @@
+/**
+ * Arguments of `npm run enclave` (serve, the default) and `npm run enclave -- init`. Flags win
+ * over environment variables, which win over the defaults of issue 4.
+ */
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+export const DEFAULT_SOCKET_PATH = ".data/enclave.sock";
+export const DEFAULT_DATA_DIR = ".data/enclave";
+
+export type EnclaveCommand =
+  | {
+      command: "init";
+      dataDir: string;
+      envId: string;
+      adminAuthority: string;
+      recoveryAuthority: string;
+    }
+  | {
+      command: "serve";
+      dataDir: string;
+      socketPath: string;
+      announcedProfile: string | undefined;
+      logLevel: string;
+    };
+
+const envSchema = z.object({
+  ENCLAVE_SOCKET_PATH: z.string().min(1).optional(),
+  ENCLAVE_DATA_DIR: z.string().min(1).optional(),
+  ENCLAVE_ANNOUNCED_PROFILE: z.string().min(1).optional(),
+  LOG_LEVEL: z.string().min(1).optional(),
+});
+
+/** Thrown with a message fit for the terminal. */
+export class UsageError extends Error {
+  override readonly name = "UsageError";
+}
+
+export const USAGE = `usage:
+  npm run enclave -- init --env-id ID --admin-pubkey HEX --recovery-pubkey HEX [--data-dir DIR]
+  npm run enclave [-- serve] [--socket PATH] [--data-dir DIR]
+env: ENCLAVE_SOCKET_PATH (default ${DEFAULT_SOCKET_PATH}), ENCLAVE_DATA_DIR (default ${DEFAULT_DATA_DIR}),
+     ENCLAVE_ANNOUNCED_PROFILE / --profile (tests only), LOG_LEVEL`;
+
+/** Parses argv (without node and script) and the environment into a command. */
+export function parseEnclaveArgs(argv: string[], env: Record<string, string | undefined>): EnclaveCommand {
+  const envParsed = envSchema.safeParse(env);
+  if (!envParsed.success) throw new UsageError("invalid ENCLAVE_* environment variable");
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      "env-id": { type: "string" },
+      "admin-pubkey": { type: "string" },
+      "recovery-pubkey": { type: "string" },
+      "data-dir": { type: "string" },
+      socket: { type: "string" },
+      profile: { type: "string" },
+    },
+  });
+  const command = positionals[0] ?? "serve";
+  const dataDir = values["data-dir"] ?? envParsed.data.ENCLAVE_DATA_DIR ?? DEFAULT_DATA_DIR;
+  if (command === "init") {
+    const envId = values["env-id"];
+    const adminAuthority = values["admin-pubkey"];
+    const recoveryAuthority = values["recovery-pubkey"];
+    if (!envId || !adminAuthority || !recoveryAuthority) {
+      throw new UsageError("init needs --env-id, --admin-pubkey and --recovery-pubkey");
+    }
+    return { command: "init", dataDir, envId, adminAuthority, recoveryAuthority };
+  }
+  if (command === "serve") {
+    return {
+      command: "serve",
+      dataDir,
+      socketPath: values.socket ?? envParsed.data.ENCLAVE_SOCKET_PATH ?? DEFAULT_SOCKET_PATH,
+      announcedProfile: values.profile ?? envParsed.data.ENCLAVE_ANNOUNCED_PROFILE,
+      logLevel: envParsed.data.LOG_LEVEL ?? "info",
+    };
+  }
+  throw new UsageError(`unknown command ${command}`);
+}

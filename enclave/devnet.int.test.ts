@@ -1,0 +1,151 @@
+import type { Address } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  DEV_OPERATOR_POOL_ADDRESS,
+  type Devnet,
+  NATIVE_TRANSFER_AUTH_ABI,
+  startDevnet,
+} from "../devnet/index.ts";
+import { fund, newAccount, publicClientFor, walletClientFor } from "../devnet/testing.ts";
+import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { privileged } from "./testing/capabilities.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "./testing/enclave-process.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
+
+const RECIPIENT: Address = "0x1111111111111111111111111111111111111111";
+
+describe("enclave-signed transactions on the devnet (real enclave process, real devnet)", () => {
+  let devnet: Devnet;
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+
+  beforeAll(async () => {
+    devnet = await startDevnet({ port: 0 });
+    fixture = await createEnclaveFixture({ envId: "devnet-env" });
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    await privileged(client, fixture, "configure_policy", {
+      per_tx_limit_units: "5000000",
+      daily_limit_units: "5000000",
+      recipient_allowlist: null,
+      x402_amount_units: null,
+      x402_pay_to: null,
+      x402_max_timeout_seconds: 180,
+      operator_pool: DEV_OPERATOR_POOL_ADDRESS,
+    });
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+    await devnet?.close();
+  });
+
+  /** Signs with the enclave, broadcasts, and returns the receipt. */
+  const signAndSend = async (
+    op: "sign_transfer" | "sign_faucet",
+    keyRef: string,
+    from: Address,
+    valueUnits: bigint,
+  ) => {
+    const chain = publicClientFor(devnet.url);
+    const fees = await chain.estimateFeesPerGas();
+    const signed = expectOk(
+      await client.request(op, {
+        key_ref: keyRef,
+        chain_id: CHAIN_ID,
+        to: RECIPIENT,
+        value_units: valueUnits.toString(),
+        nonce: String(await chain.getTransactionCount({ address: from })),
+        max_fee_per_gas: fees.maxFeePerGas.toString(),
+        max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
+        gas_limit: "21000",
+      }),
+    );
+    const hash = await chain.sendRawTransaction({
+      serializedTransaction: signed.raw_transaction as `0x02${string}`,
+    });
+    expect(hash).toBe(signed.tx_hash);
+    return chain.waitForTransactionReceipt({ hash, timeout: 10_000 });
+  };
+
+  it("accepts an agent transfer signed by the enclave: receipt success, value moved in wei", async () => {
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "devnet-batch",
+    });
+    const [key] = batch.keys as Array<{ key_ref: string; address: Address }>;
+    await fund(devnet.url, key!.address, 10n ** 20n); // 100 USDC, in wei
+    const chain = publicClientFor(devnet.url);
+    const before = await chain.getBalance({ address: RECIPIENT });
+    const receipt = await signAndSend("sign_transfer", key!.key_ref, key!.address, 1_500_000n);
+    expect(receipt.status).toBe("success");
+    expect(receipt.from.toLowerCase()).toBe(key!.address.toLowerCase());
+    expect((await chain.getBalance({ address: RECIPIENT })) - before).toBe(1_500_000n * WEI_PER_UNIT);
+  });
+
+  it("accepts a faucet payout signed with the treasury's faucet key", async () => {
+    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "2000000" });
+    const faucetAddress = treasury.faucet_address as Address;
+    await fund(devnet.url, faucetAddress, 10n ** 20n); // 100 USDC, in wei
+    const receipt = await signAndSend(
+      "sign_faucet",
+      treasury.faucet_key_ref as string,
+      faucetAddress,
+      1_000_000n,
+    );
+    expect(receipt.status).toBe("success");
+    expect(receipt.from.toLowerCase()).toBe(faucetAddress.toLowerCase());
+  });
+
+  it("settles an x402 authorization signed by the enclave through the NativeTransferAuth precompile", async () => {
+    const payTo: Address = "0x2222222222222222222222222222222222222222";
+    await privileged(client, fixture, "configure_policy", {
+      per_tx_limit_units: "0",
+      daily_limit_units: "0",
+      recipient_allowlist: null,
+      x402_amount_units: "10000",
+      x402_pay_to: payTo,
+      x402_max_timeout_seconds: 180,
+      operator_pool: DEV_OPERATOR_POOL_ADDRESS,
+    });
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "devnet-x402",
+    });
+    const [payer] = batch.keys as Array<{ key_ref: string; address: Address }>;
+    await fund(devnet.url, payer!.address, 10n ** 18n);
+    const validBefore = BigInt(Math.floor(Date.now() / 1000) + 120);
+    const signed = expectOk(
+      await client.request("sign_x402_authorization", {
+        key_ref: payer!.key_ref,
+        to: payTo,
+        value_units: "10000",
+        valid_after: "0",
+        valid_before: validBefore.toString(),
+        nonce: `0x${"42".repeat(32)}`,
+      }),
+    );
+    const settler = newAccount();
+    await fund(devnet.url, settler.address, 10n ** 18n);
+    const chain = publicClientFor(devnet.url);
+    const before = await chain.getBalance({ address: payTo });
+    const hash = await walletClientFor(devnet.url, settler).writeContract({
+      address: NATIVE_TRANSFER_AUTH_ADDRESS,
+      abi: NATIVE_TRANSFER_AUTH_ABI,
+      functionName: "transferWithAuthorization",
+      args: [
+        payer!.address,
+        payTo,
+        10_000n,
+        0n,
+        validBefore,
+        `0x${"42".repeat(32)}`,
+        signed.signature as `0x${string}`,
+      ],
+    });
+    const receipt = await chain.waitForTransactionReceipt({ hash, timeout: 10_000 });
+    expect(receipt.status).toBe("success");
+    expect((await chain.getBalance({ address: payTo })) - before).toBe(10_000n * WEI_PER_UNIT);
+  });
+});

@@ -1,0 +1,63 @@
+/**
+ * `npm run enclave`: the signer enclave process (issue 4). `init` creates the sealing key and the
+ * sealed config; serve (default) listens until SIGTERM or SIGINT, then removes its socket.
+ */
+import { parseEnclaveArgs, USAGE } from "./cli-args.ts";
+import { InitError, initEnclave } from "./init.ts";
+import { createEnclaveLogger } from "./logger.ts";
+import { EnclaveStartError, startEnclaveServer } from "./server.ts";
+
+async function main(): Promise<number> {
+  let command: ReturnType<typeof parseEnclaveArgs>;
+  try {
+    command = parseEnclaveArgs(process.argv.slice(2), process.env);
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
+    return 64;
+  }
+  if (command.command === "init") {
+    try {
+      const config = await initEnclave(command);
+      process.stdout.write(
+        `${JSON.stringify({ initialised: command.dataDir, env_id: config.env_id, chain_id: config.chain_id })}\n`,
+      );
+      return 0;
+    } catch (error) {
+      if (!(error instanceof InitError)) throw error;
+      process.stderr.write(`enclave init: ${error.message}\n`);
+      return 2;
+    }
+  }
+  const logger = createEnclaveLogger(command.logLevel);
+  let server: Awaited<ReturnType<typeof startEnclaveServer>>;
+  try {
+    server = await startEnclaveServer({
+      socketPath: command.socketPath,
+      dataDir: command.dataDir,
+      announcedProfile: command.announcedProfile,
+      logger,
+    });
+  } catch (error) {
+    if (!(error instanceof EnclaveStartError)) throw error;
+    logger.fatal(error.message);
+    return 2;
+  }
+  await new Promise<void>((resolve) => {
+    const stop = (signal: NodeJS.Signals): void => {
+      logger.info({ signal }, "shutting down");
+      resolve();
+    };
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  await server.close();
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`enclave: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,47 @@
+/** configure_treasury and configure_policy (admin tier): sealed policy the signers re-check. */
+import { generateKeyMaterial } from "../keystore.ts";
+import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
+import { policyFromWire, policyToWire } from "../policy.ts";
+import type { OpHandler } from "./handler.ts";
+
+/**
+ * Sets the faucet key and a fresh budget (spent restarts at zero). Without faucet_key_ref the
+ * configured faucet key is kept, or a new one is generated in the `faucet` namespace.
+ */
+export const configureTreasury: OpHandler<"configure_treasury"> = async (ctx, params) => {
+  let keyRef = params.faucet_key_ref ?? ctx.state.state.treasury?.faucetKeyRef ?? null;
+  if (keyRef === null) {
+    const [entry] = await ctx.keystore.add({
+      namespace: "faucet",
+      batchId: `treasury-${ctx.now().getTime()}`,
+      keys: generateKeyMaterial(1),
+    });
+    keyRef = entry!.keyRef;
+  }
+  const key = ctx.keystore.get(keyRef);
+  if (key?.namespace !== "faucet") return KEY_NOT_USABLE;
+  const budgetUnits = BigInt(params.budget_units);
+  const faucetKeyRef = keyRef;
+  await ctx.state.commit((state) => {
+    state.treasury = { faucetKeyRef, budgetUnits, spentUnits: 0n };
+  });
+  ctx.logger.info({ faucet_address: key.address, budget_units: params.budget_units }, "treasury configured");
+  return succeed({
+    faucet_key_ref: faucetKeyRef,
+    faucet_address: key.address,
+    budget_units: params.budget_units,
+  });
+};
+
+/** Replaces the signing policy (DESIGN §5 "Policy inside the enclave"). */
+export const configurePolicy: OpHandler<"configure_policy"> = async (ctx, params) => {
+  if ((params.x402_amount_units === null) !== (params.x402_pay_to === null)) {
+    return refuse("malformed", "x402 amount and payTo are set together");
+  }
+  const policy = policyFromWire(params);
+  await ctx.state.commit((state) => {
+    state.policy = policy;
+  });
+  ctx.logger.info({ operator_pool: policy.operatorPool }, "policy configured");
+  return succeed(policyToWire(policy));
+};

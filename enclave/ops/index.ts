@@ -1,0 +1,25 @@
+/** The op table: every op of DESIGN §5 (plus capability_counter) to its handler. */
+import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
+import { exportBackup, restoreBackup, verifyBackup } from "./backup.ts";
+import { capabilityCounter } from "./capability-counter.ts";
+import { configurePolicy, configureTreasury } from "./configure.ts";
+import { generateKeys } from "./generate-keys.ts";
+import type { OpHandler } from "./handler.ts";
+import { proveIdentity, publicIdentity } from "./identity.ts";
+import { signFaucet, signTransfer } from "./sign-transaction.ts";
+import { signX402Authorization } from "./sign-x402.ts";
+
+export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
+  generate_keys: generateKeys,
+  export_backup: exportBackup,
+  verify_backup: verifyBackup,
+  restore_backup: restoreBackup,
+  configure_treasury: configureTreasury,
+  configure_policy: configurePolicy,
+  public_identity: publicIdentity,
+  prove_identity: proveIdentity,
+  sign_transfer: signTransfer,
+  sign_faucet: signFaucet,
+  sign_x402_authorization: signX402Authorization,
+  capability_counter: capabilityCounter,
+};

@@ -1,0 +1,92 @@
+/**
+ * sign_transfer (agent-transfer keys, per-tx and daily limits) and sign_faucet (the configured
+ * faucet key, within the sealed budget). Order: key, fields (serialized before anything else),
+ * policy, durable spend reservation, signature. The spend is on disk before the signature exists,
+ * so a crash can only over-count, never let a signed transaction escape its limit.
+ */
+import type { Address } from "viem";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { WireParams } from "../../shared/enclave-ops.ts";
+import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
+import { checkFaucet, checkTransfer, utcDay } from "../policy-checks.ts";
+import { type PreparedTransfer, prepareTransfer, signPrepared } from "../transaction.ts";
+import type { OpHandler } from "./handler.ts";
+
+type TxParams = WireParams<"sign_transfer">;
+type TxResult = { raw_transaction: string; tx_hash: string };
+
+/** Intrinsic gas of a transaction: below it no node would accept the transfer. */
+const MIN_GAS_LIMIT = 21_000n;
+
+export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
+  const key = ctx.keystore.get(params.key_ref);
+  if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
+  const prepared = prepare(params, ctx.config.chain_id);
+  if (!prepared.ok) return prepared;
+  const valueUnits = BigInt(params.value_units);
+  const today = utcDay(ctx.now());
+  const { state } = ctx.state;
+  const spentToday = state.daily.day === today ? (state.daily.spent.get(key.keyRef) ?? 0n) : 0n;
+  const refusal = checkTransfer(state.policy, {
+    sealedChainId: ctx.config.chain_id,
+    chainId: params.chain_id,
+    to: params.to,
+    valueUnits,
+    gasLimit: BigInt(params.gas_limit),
+    spentTodayUnits: spentToday,
+  });
+  if (refusal) return { ok: false, error: refusal };
+  // No await between the check above and this reservation: concurrent requests see each other.
+  await ctx.state.commit((next) => {
+    if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
+    next.daily.spent.set(key.keyRef, spentToday + valueUnits);
+  });
+  return signed(key.privateKey, prepared.result);
+};
+
+export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
+  const key = ctx.keystore.get(params.key_ref);
+  if (key?.namespace !== "faucet") return KEY_NOT_USABLE;
+  const { treasury, policy } = ctx.state.state;
+  if (!treasury) return refuse("not_configured", "treasury is not configured");
+  if (treasury.faucetKeyRef !== key.keyRef) return KEY_NOT_USABLE;
+  const prepared = prepare(params, ctx.config.chain_id);
+  if (!prepared.ok) return prepared;
+  const valueUnits = BigInt(params.value_units);
+  const refusal = checkFaucet(policy, treasury, {
+    sealedChainId: ctx.config.chain_id,
+    chainId: params.chain_id,
+    to: params.to,
+    valueUnits,
+    gasLimit: BigInt(params.gas_limit),
+  });
+  if (refusal) return { ok: false, error: refusal };
+  await ctx.state.commit((next) => {
+    if (next.treasury) next.treasury.spentUnits += valueUnits;
+  });
+  return signed(key.privateKey, prepared.result);
+};
+
+/** Field checks that make a request malformed rather than over policy. */
+function prepare(params: TxParams, sealedChainId: number): OpOutcome<PreparedTransfer> {
+  if (BigInt(params.nonce) > BigInt(Number.MAX_SAFE_INTEGER))
+    return refuse("malformed", "nonce out of range");
+  if (BigInt(params.gas_limit) < MIN_GAS_LIMIT) return refuse("malformed", "gas limit below 21000");
+  const prepared = prepareTransfer({
+    // The sealed chain id is signed; a request for another chain is refused by policy after this.
+    chainId: sealedChainId,
+    nonce: Number(params.nonce),
+    to: params.to as Address,
+    // DESIGN §4/§6: one 6-decimal unit is 10^12 wei on chain.
+    valueWei: BigInt(params.value_units) * WEI_PER_UNIT,
+    maxFeePerGas: BigInt(params.max_fee_per_gas),
+    maxPriorityFeePerGas: BigInt(params.max_priority_fee_per_gas),
+    gasLimit: BigInt(params.gas_limit),
+  });
+  return prepared ? succeed(prepared) : refuse("malformed", "transaction fields out of range");
+}
+
+function signed(privateKey: Uint8Array, prepared: PreparedTransfer): OpOutcome<TxResult> {
+  const tx = signPrepared(privateKey, prepared);
+  return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });
+}

@@ -1,0 +1,20 @@
+/**
+ * Expected failures of an op are returned values (STYLE "Errors"), collapsed into the closed
+ * DESIGN §5 codes. Reasons are deliberately generic where a precise one would be an oracle.
+ */
+import type { EnclaveErrorCode, EnclaveFailure } from "../shared/enclave-protocol.ts";
+
+export type OpOutcome<T> = { ok: true; result: T } | { ok: false; error: EnclaveFailure };
+
+/** A successful outcome. */
+export function succeed<T>(result: T): OpOutcome<T> {
+  return { ok: true, result };
+}
+
+/** A refused outcome with one of the DESIGN §5 codes. */
+export function refuse(code: EnclaveErrorCode, reason: string): { ok: false; error: EnclaveFailure } {
+  return { ok: false, error: { code, reason } };
+}
+
+/** One answer for "no such key" and "key of another namespace": no oracle (DESIGN §5). */
+export const KEY_NOT_USABLE = refuse("key_purpose_mismatch", "key not usable for this operation");

@@ -1,0 +1,51 @@
+/**
+ * The signing policy sealed inside the enclave (DESIGN §5 "Policy inside the enclave"), set by
+ * `configure_policy`, and the faucet treasury set by `configure_treasury`. In memory amounts are
+ * bigint and addresses lowercase, so every comparison is exact.
+ */
+import type { WirePolicy } from "../shared/enclave-ops.ts";
+
+export type Policy = {
+  perTxLimitUnits: bigint;
+  dailyLimitUnits: bigint;
+  /** Lowercase addresses; null allows any recipient except the operator pool. */
+  recipientAllowlist: ReadonlySet<string> | null;
+  x402AmountUnits: bigint | null;
+  x402PayTo: string | null;
+  x402MaxTimeoutSeconds: number;
+  operatorPool: string;
+};
+
+export type Treasury = {
+  faucetKeyRef: string;
+  budgetUnits: bigint;
+  spentUnits: bigint;
+};
+
+/** Wire (snake_case, decimal strings) to in-memory policy. */
+export function policyFromWire(wire: WirePolicy): Policy {
+  return {
+    perTxLimitUnits: BigInt(wire.per_tx_limit_units),
+    dailyLimitUnits: BigInt(wire.daily_limit_units),
+    recipientAllowlist: wire.recipient_allowlist
+      ? new Set(wire.recipient_allowlist.map((address) => address.toLowerCase()))
+      : null,
+    x402AmountUnits: wire.x402_amount_units === null ? null : BigInt(wire.x402_amount_units),
+    x402PayTo: wire.x402_pay_to === null ? null : wire.x402_pay_to.toLowerCase(),
+    x402MaxTimeoutSeconds: wire.x402_max_timeout_seconds,
+    operatorPool: wire.operator_pool.toLowerCase(),
+  };
+}
+
+/** In-memory policy to wire form (addresses lowercase). */
+export function policyToWire(policy: Policy): WirePolicy {
+  return {
+    per_tx_limit_units: policy.perTxLimitUnits.toString(),
+    daily_limit_units: policy.dailyLimitUnits.toString(),
+    recipient_allowlist: policy.recipientAllowlist ? [...policy.recipientAllowlist] : null,
+    x402_amount_units: policy.x402AmountUnits === null ? null : policy.x402AmountUnits.toString(),
+    x402_pay_to: policy.x402PayTo,
+    x402_max_timeout_seconds: policy.x402MaxTimeoutSeconds,
+    operator_pool: policy.operatorPool,
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * The enclave's sealed identity (issue 4 "Keystore"): env id, chain id and the admin and recovery
+ * authority public keys, fixed at `init` and sealed beside the sealing key. Capabilities and
+ * identity proofs are checked against these values, never against anything a caller sends.
+ */
+import { readFile, stat } from "node:fs/promises";
+import { z } from "zod";
+import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
+import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
+import type { DataDirLayout } from "./data-dir.ts";
+import { SEAL_LABEL, SEALING_KEY_BYTES, SealError, seal, unseal } from "./sealing.ts";
+
+const authorityKey = z.string().regex(/^0x[0-9a-f]{64}$/);
+
+export const sealedConfigSchema = z.object({
+  v: z.literal(1),
+  env_id: z.string().regex(ENV_ID_PATTERN),
+  chain_id: z.number().int().positive(),
+  admin_authority: authorityKey,
+  recovery_authority: authorityKey,
+  created_at: z.string(),
+});
+export type SealedConfig = z.infer<typeof sealedConfigSchema>;
+
+/** Seals the config for writing to disk. */
+export function sealConfig(sealingKey: Uint8Array, config: SealedConfig): Uint8Array {
+  return seal(sealingKey, SEAL_LABEL.config, encodeCbor(config));
+}
+
+/** Reads the sealing key file; refuses a key of the wrong size. */
+export async function readSealingKey(layout: DataDirLayout): Promise<Uint8Array> {
+  const key = new Uint8Array(await readFile(layout.sealingKey));
+  if (key.length !== SEALING_KEY_BYTES) throw new SealError("sealing key file has the wrong size");
+  return key;
+}
+
+/** Unseals and parses the config; throws SealError if it does not authenticate or parse. */
+export async function readSealedConfig(layout: DataDirLayout, sealingKey: Uint8Array): Promise<SealedConfig> {
+  const blob = new Uint8Array(await readFile(layout.sealedConfig));
+  const parsed = sealedConfigSchema.safeParse(decodeCbor(unseal(sealingKey, SEAL_LABEL.config, blob)));
+  if (!parsed.success) throw new SealError("sealed config does not parse");
+  return parsed.data;
+}
+
+/** True once `init` has completed for this data directory. */
+export async function isEnclaveInitialised(layout: DataDirLayout): Promise<boolean> {
+  try {
+    await stat(layout.sealedConfig);
+    await stat(layout.sealingKey);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,63 @@
+import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
+import { initEnclave } from "./init.ts";
+import { EnclaveStartError, startEnclaveServer } from "./server.ts";
+import { RawEnclaveClient } from "./testing/raw-client.ts";
+
+// In-code API checks of start-up refusals; the protocol itself is covered by *.int.test.ts against
+// the real process.
+describe("startEnclaveServer", () => {
+  let dir: string;
+  let dataDir: string;
+  let socketPath: string;
+  const logger = pino({ level: "silent" });
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "enclave-server-"));
+    dataDir = join(dir, "data");
+    socketPath = join(dir, "run", "enclave.sock");
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const init = () =>
+    initEnclave({
+      dataDir,
+      envId: "server-test",
+      adminAuthority: authorityPublicKey(randomAuthoritySecret()),
+      recoveryAuthority: authorityPublicKey(randomAuthoritySecret()),
+    });
+
+  it("refuses an uninitialised data directory", async () => {
+    await expect(startEnclaveServer({ socketPath, dataDir, logger })).rejects.toBeInstanceOf(
+      EnclaveStartError,
+    );
+  });
+
+  it("refuses a sealing key readable by others", async () => {
+    await init();
+    await chmod(join(dataDir, "sealing.key"), 0o644);
+    await expect(startEnclaveServer({ socketPath, dataDir, logger })).rejects.toThrow(/chmod 600/);
+  });
+
+  it("replaces a stale socket file, refuses a live one, and removes its socket on close", async () => {
+    await init();
+    await mkdir(join(dir, "run"));
+    await writeFile(socketPath, "stale");
+    const server = await startEnclaveServer({ socketPath, dataDir, logger });
+    expect((await stat(socketPath)).isSocket()).toBe(true);
+    await expect(startEnclaveServer({ socketPath, dataDir, logger })).rejects.toBeInstanceOf(
+      EnclaveStartError,
+    );
+    const { client, serverHello } = await RawEnclaveClient.connect(socketPath);
+    expect(serverHello).toMatchObject({ profile: "agent_gateway" });
+    await server.close();
+    await client.closed;
+    await expect(stat(socketPath)).rejects.toMatchObject({ code: "ENOENT" });
+  });
+});

@@ -1,0 +1,131 @@
+/**
+ * The enclave service: loads the sealed config, keystore and state from the data directory and
+ * listens on a Unix-domain socket created with mode 0600 (issue 4). `startEnclaveServer` is also
+ * the in-code API for tests; acceptance tests run the real process through `main.ts`.
+ */
+import { chmod, mkdir, rm, stat } from "node:fs/promises";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { dirname } from "node:path";
+import type { Logger } from "pino";
+import { ENCLAVE_PROFILE } from "../shared/constants.ts";
+import { serveConnection } from "./connection.ts";
+import type { EnclaveContext } from "./context.ts";
+import { dataDirLayout } from "./data-dir.ts";
+import { handleRequest } from "./dispatch.ts";
+import { Keystore } from "./keystore.ts";
+import { createEnclaveLogger } from "./logger.ts";
+import { isEnclaveInitialised, readSealedConfig, readSealingKey } from "./sealed-config.ts";
+import { StateStore } from "./state-store.ts";
+
+export type StartEnclaveServerParams = {
+  socketPath: string;
+  dataDir: string;
+  /** Announced profile; only tests set another one, to show the client refusing it. */
+  announcedProfile?: string;
+  logger?: Logger;
+  now?: () => Date;
+};
+
+export type EnclaveServer = {
+  socketPath: string;
+  envId: string;
+  close: () => Promise<void>;
+};
+
+/** Thrown when the data directory is not initialised or the socket is held by a live enclave. */
+export class EnclaveStartError extends Error {
+  override readonly name = "EnclaveStartError";
+}
+
+/** Loads state and starts listening; resolves once the socket accepts connections. */
+export async function startEnclaveServer(params: StartEnclaveServerParams): Promise<EnclaveServer> {
+  const logger = params.logger ?? createEnclaveLogger();
+  const layout = dataDirLayout(params.dataDir);
+  if (!(await isEnclaveInitialised(layout))) {
+    throw new EnclaveStartError(
+      `${params.dataDir} is not initialised: run \`npm run enclave -- init\` first`,
+    );
+  }
+  if (((await stat(layout.sealingKey)).mode & 0o077) !== 0) {
+    // Like ssh with a private key: a sealing key others can read is not sealing anything.
+    throw new EnclaveStartError(`${layout.sealingKey} must not be readable by group or others (chmod 600)`);
+  }
+  const sealingKey = await readSealingKey(layout);
+  const config = await readSealedConfig(layout, sealingKey);
+  const ctx: EnclaveContext = {
+    config,
+    keystore: await Keystore.open(layout.keysDir, sealingKey, logger),
+    state: await StateStore.open(layout.state, sealingKey),
+    sealingKey,
+    now: params.now ?? (() => new Date()),
+    logger,
+  };
+
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    serveConnection(socket, {
+      announcedProfile: params.announcedProfile ?? ENCLAVE_PROFILE,
+      handle: (frame) => handleRequest(ctx, frame),
+      logger,
+    });
+  });
+  await prepareSocketPath(params.socketPath);
+  await listen(server, params.socketPath);
+  logger.info(
+    { socket: params.socketPath, env_id: config.env_id, chain_id: config.chain_id },
+    "enclave listening",
+  );
+
+  let closed: Promise<void> | null = null;
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await stopped;
+      await ctx.state.idle();
+      await rm(params.socketPath, { force: true });
+      logger.info("enclave stopped");
+    })();
+    return closed;
+  };
+  return { socketPath: params.socketPath, envId: config.env_id, close };
+}
+
+/** Removes a stale socket file, but refuses to steal one a live enclave is listening on. */
+async function prepareSocketPath(socketPath: string): Promise<void> {
+  await mkdir(dirname(socketPath), { recursive: true, mode: 0o700 });
+  try {
+    await stat(socketPath);
+  } catch {
+    return;
+  }
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = connect(socketPath);
+    probe.once("connect", () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once("error", () => resolve(false));
+  });
+  if (live) throw new EnclaveStartError(`another enclave is listening on ${socketPath}`);
+  await rm(socketPath, { force: true });
+}
+
+/** Listens with a umask that creates the socket 0600 from the start (no window at a wider mode). */
+async function listen(server: Server, socketPath: string): Promise<void> {
+  const previous = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(socketPath, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  } finally {
+    process.umask(previous);
+  }
+  await chmod(socketPath, 0o600);
+}

@@ -1,0 +1,280 @@
+import {
+  getAddress,
+  keccak256,
+  parseTransaction,
+  recoverTransactionAddress,
+  recoverTypedDataAddress,
+} from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../shared/eip712.ts";
+import { privileged } from "./testing/capabilities.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "./testing/enclave-process.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
+
+const OPERATOR_POOL = "0x00000000000000000000000000000000000000aa";
+const RECIPIENT = "0x1111111111111111111111111111111111111111";
+const PAY_TO = "0x2222222222222222222222222222222222222222";
+
+type Key = { key_ref: string; public_key: string; address: string };
+
+const policy = (overrides: Record<string, unknown> = {}): Record<string, unknown> => ({
+  per_tx_limit_units: "100",
+  daily_limit_units: "150",
+  recipient_allowlist: null,
+  x402_amount_units: "10000",
+  x402_pay_to: PAY_TO,
+  x402_max_timeout_seconds: 180,
+  operator_pool: OPERATOR_POOL,
+  ...overrides,
+});
+
+const transfer = (key: Key, overrides: Record<string, unknown> = {}): Record<string, unknown> => ({
+  key_ref: key.key_ref,
+  chain_id: CHAIN_ID,
+  to: RECIPIENT,
+  value_units: "10",
+  nonce: "0",
+  max_fee_per_gas: "2000000000",
+  max_priority_fee_per_gas: "1000000000",
+  gas_limit: "21000",
+  ...overrides,
+});
+
+describe("signing under policy (real process)", () => {
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+  let agentKey: Key;
+  let otherAgentKey: Key;
+  let faucetKey: Key;
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture();
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 2,
+      batch_id: "signing-batch",
+    });
+    [agentKey, otherAgentKey] = batch.keys as [Key, Key];
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+  });
+
+  it("answers not_configured before a policy or treasury is sealed", async () => {
+    expect(await client.request("sign_transfer", transfer(agentKey))).toMatchObject({
+      ok: false,
+      error: { code: "not_configured" },
+    });
+    const now = Math.floor(Date.now() / 1000);
+    const x402 = {
+      key_ref: agentKey.key_ref,
+      to: PAY_TO,
+      value_units: "10000",
+      valid_after: "0",
+      valid_before: String(now + 60),
+      nonce: `0x${"01".repeat(32)}`,
+    };
+    expect(await client.request("sign_x402_authorization", x402)).toMatchObject({
+      error: { code: "not_configured" },
+    });
+  });
+
+  it("configures the treasury (generating a faucet key) and the policy", async () => {
+    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "1000" });
+    expect(treasury).toMatchObject({
+      budget_units: "1000",
+      faucet_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    const identity = expectOk(await client.request("public_identity", { key_ref: treasury.faucet_key_ref }));
+    expect(identity).toMatchObject({ namespace: "faucet", address: treasury.faucet_address });
+    faucetKey = identity as Key;
+    expect(await privileged(client, fixture, "configure_policy", policy())).toEqual(policy());
+  });
+
+  it("signs an EIP-1559 transfer that recovers to the key's address", async () => {
+    const result = expectOk(
+      await client.request("sign_transfer", transfer(agentKey, { value_units: "25", nonce: "3" })),
+    );
+    const raw = result.raw_transaction as `0x02${string}`;
+    expect(result.tx_hash).toBe(keccak256(raw));
+    const tx = parseTransaction(raw);
+    expect(tx).toMatchObject({
+      type: "eip1559",
+      chainId: CHAIN_ID,
+      nonce: 3,
+      to: RECIPIENT,
+      value: 25n * WEI_PER_UNIT,
+      gas: 21000n,
+      maxFeePerGas: 2_000_000_000n,
+      maxPriorityFeePerGas: 1_000_000_000n,
+    });
+    // EIP-2: low-S only.
+    expect(BigInt(tx.s!) <= 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n).toBe(true);
+    expect((await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase()).toBe(
+      agentKey.address.toLowerCase(),
+    );
+  });
+
+  it("refuses a faucet key for sign_transfer and an agent key for sign_faucet (no oracle for unknown keys)", async () => {
+    const mismatch = {
+      ok: false,
+      error: { code: "key_purpose_mismatch", reason: "key not usable for this operation" },
+    };
+    expect(await client.request("sign_transfer", transfer(faucetKey))).toMatchObject(mismatch);
+    expect(await client.request("sign_faucet", transfer(agentKey))).toMatchObject(mismatch);
+    expect(
+      await client.request("sign_transfer", transfer({ ...agentKey, key_ref: "ef".repeat(32) })),
+    ).toMatchObject(mismatch);
+  });
+
+  it("refuses a transfer over the per-transaction limit with cap_exceeded", async () => {
+    expect(
+      await client.request("sign_transfer", transfer(otherAgentKey, { value_units: "101" })),
+    ).toMatchObject({
+      ok: false,
+      error: { code: "cap_exceeded", reason: "over the per-transaction limit" },
+    });
+  });
+
+  it("refuses fields that cannot form a valid transaction as malformed, reserving no spend", async () => {
+    const checksummed = getAddress("0xabcdefabcdefabcdefabcdefabcdefabcdefabcd");
+    const badChecksum = `0x${checksummed.slice(2, 3) === checksummed.slice(2, 3).toUpperCase() ? checksummed.slice(2, 3).toLowerCase() : checksummed.slice(2, 3).toUpperCase()}${checksummed.slice(3)}`;
+    const malformed = [
+      { max_fee_per_gas: "1", max_priority_fee_per_gas: "2" },
+      { max_fee_per_gas: `2${"0".repeat(77)}` }, // above 2^256
+      { gas_limit: "20999" },
+      { to: badChecksum },
+    ];
+    for (const change of malformed) {
+      expect(
+        await client.request("sign_transfer", transfer(otherAgentKey, { value_units: "100", ...change })),
+      ).toMatchObject({
+        ok: false,
+        error: { code: "malformed" },
+      });
+    }
+    // Had any of those reserved 100 units, the daily limit of 150 would now refuse this one.
+    expectOk(
+      await client.request("sign_transfer", transfer(otherAgentKey, { value_units: "100", to: checksummed })),
+    );
+  });
+
+  it("tracks the daily limit per key", async () => {
+    // agentKey spent 25 above; 25 + 100 = 125 fits, then 125 + 30 > 150 does not.
+    expectOk(await client.request("sign_transfer", transfer(agentKey, { value_units: "100" })));
+    expect(await client.request("sign_transfer", transfer(agentKey, { value_units: "30" }))).toMatchObject({
+      error: { code: "cap_exceeded", reason: "over the daily limit" },
+    });
+    // Another key has its own daily budget (otherAgentKey has spent 100 of 150).
+    expectOk(await client.request("sign_transfer", transfer(otherAgentKey, { value_units: "30" })));
+  });
+
+  it("refuses the operator pool as recipient, another chain id, and an excessive gas limit", async () => {
+    const refused = { ok: false, error: { code: "cap_exceeded" } };
+    expect(
+      await client.request("sign_transfer", transfer(otherAgentKey, { to: OPERATOR_POOL })),
+    ).toMatchObject(refused);
+    expect(await client.request("sign_transfer", transfer(otherAgentKey, { chain_id: 1 }))).toMatchObject(
+      refused,
+    );
+    expect(
+      await client.request("sign_transfer", transfer(otherAgentKey, { gas_limit: "10000000" })),
+    ).toMatchObject(refused);
+  });
+
+  it("refuses a recipient outside the allowlist", async () => {
+    await privileged(client, fixture, "configure_policy", policy({ recipient_allowlist: [PAY_TO] }));
+    expect(await client.request("sign_transfer", transfer(otherAgentKey))).toMatchObject({
+      error: { code: "cap_exceeded", reason: "recipient not allowed" },
+    });
+    expectOk(
+      await client.request(
+        "sign_transfer",
+        transfer(otherAgentKey, { to: PAY_TO.toUpperCase().replace("0X", "0x") }),
+      ),
+    );
+    await privileged(client, fixture, "configure_policy", policy());
+  });
+
+  it("signs faucet payouts within the sealed budget only", async () => {
+    const payout = transfer(faucetKey, { to: agentKey.address, value_units: "600" });
+    const result = expectOk(await client.request("sign_faucet", payout));
+    expect(
+      (
+        await recoverTransactionAddress({ serializedTransaction: result.raw_transaction as `0x02${string}` })
+      ).toLowerCase(),
+    ).toBe(faucetKey.address.toLowerCase());
+    expect(await client.request("sign_faucet", payout)).toMatchObject({
+      error: { code: "cap_exceeded", reason: "over the faucet budget" },
+    });
+  });
+
+  it("signs an x402 authorization over the configured amount and payTo that recovers to the key", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const nonce = `0x${"ab".repeat(32)}` as const;
+    const params = {
+      key_ref: agentKey.key_ref,
+      to: PAY_TO,
+      value_units: "10000",
+      valid_after: "0",
+      valid_before: String(now + 120),
+      nonce,
+    };
+    const result = expectOk(await client.request("sign_x402_authorization", params));
+    expect(result.authorization).toEqual({
+      from: agentKey.address,
+      to: PAY_TO,
+      value: "10000",
+      valid_after: "0",
+      valid_before: String(now + 120),
+      nonce,
+    });
+    const recovered = await recoverTypedDataAddress({
+      domain: nativeTransferAuthDomain(),
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+      primaryType: "TransferWithAuthorization",
+      message: {
+        from: agentKey.address as `0x${string}`,
+        to: PAY_TO,
+        value: 10000n,
+        validAfter: 0n,
+        validBefore: BigInt(now + 120),
+        nonce,
+      },
+      signature: result.signature as `0x${string}`,
+    });
+    expect(recovered.toLowerCase()).toBe(agentKey.address.toLowerCase());
+  });
+
+  it("refuses x402 amounts, payTo and validity outside policy", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const base = {
+      key_ref: agentKey.key_ref,
+      to: PAY_TO,
+      value_units: "10000",
+      valid_after: "0",
+      valid_before: String(now + 60),
+      nonce: `0x${"cd".repeat(32)}`,
+    };
+    const cases = [
+      { value_units: "10001" },
+      { to: RECIPIENT },
+      { valid_before: String(now + 600) },
+      { valid_before: String(now - 1) },
+    ];
+    for (const change of cases) {
+      expect(await client.request("sign_x402_authorization", { ...base, ...change })).toMatchObject({
+        ok: false,
+        error: { code: "cap_exceeded" },
+      });
+    }
+    expect(
+      await client.request("sign_x402_authorization", { ...base, key_ref: faucetKey.key_ref }),
+    ).toMatchObject({
+      error: { code: "key_purpose_mismatch" },
+    });
+  });
+});

@@ -1,0 +1,82 @@
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import * as atomic from "./atomic-file.ts";
+import { generateSealingKey, SealError } from "./sealing.ts";
+import { StateStore } from "./state-store.ts";
+
+describe("StateStore (sealed, group commit)", () => {
+  let dir: string;
+  let path: string;
+  const key = generateSealingKey();
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "state-store-"));
+    path = join(dir, "state.sealed");
+  });
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("starts empty and persists counters, policy, treasury and daily spend across a reopen", async () => {
+    const store = await StateStore.open(path, key);
+    expect(store.state.counters.size).toBe(0);
+    await store.commit((state) => {
+      state.counters.set("k", 3);
+      state.treasury = { faucetKeyRef: "ab".repeat(32), budgetUnits: 10n ** 30n, spentUnits: 5n };
+      state.daily = { day: "2025-01-01", spent: new Map([["cd".repeat(32), 42n]]) };
+    });
+    const reopened = await StateStore.open(path, key);
+    expect(reopened.state.counters.get("k")).toBe(3);
+    expect(reopened.state.treasury).toEqual({
+      faucetKeyRef: "ab".repeat(32),
+      budgetUnits: 10n ** 30n,
+      spentUnits: 5n,
+    });
+    expect(reopened.state.daily.spent.get("cd".repeat(32))).toBe(42n);
+  });
+
+  it("applies a change to memory at once, before it is durable", async () => {
+    const store = await StateStore.open(path, key);
+    const done = store.commit((state) => state.counters.set("x", 1));
+    expect(store.state.counters.get("x")).toBe(1);
+    await done;
+  });
+
+  it("coalesces concurrent commits into few writes, each resolved only after a write that includes it", async () => {
+    const store = await StateStore.open(path, key);
+    const writes = vi.spyOn(atomic, "writeFileAtomic");
+    await Promise.all(
+      Array.from({ length: 50 }, (_, index) => store.commit((state) => state.counters.set(`c${index}`, 1))),
+    );
+    expect(writes.mock.calls.length).toBeGreaterThanOrEqual(1);
+    expect(writes.mock.calls.length).toBeLessThanOrEqual(2);
+    const reopened = await StateStore.open(path, key);
+    expect(reopened.state.counters.size).toBe(50);
+  });
+
+  it("rejects waiters with SealError when the write fails", async () => {
+    const store = await StateStore.open(path, key);
+    vi.spyOn(atomic, "writeFileAtomic").mockRejectedValueOnce(new Error("disk full"));
+    await expect(store.commit((state) => state.counters.set("y", 1))).rejects.toBeInstanceOf(SealError);
+  });
+
+  it("refuses a state file sealed under another key or tampered with", async () => {
+    const store = await StateStore.open(path, key);
+    await store.commit((state) => state.counters.set("z", 1));
+    await expect(StateStore.open(path, generateSealingKey())).rejects.toBeInstanceOf(SealError);
+    const blob = await readFile(path);
+    blob[blob.length - 1]! ^= 1;
+    await writeFile(path, blob);
+    await expect(StateStore.open(path, key)).rejects.toBeInstanceOf(SealError);
+  });
+
+  it("writes atomically: no temp files remain and the file is private", async () => {
+    const store = await StateStore.open(path, key);
+    await store.commit((state) => state.counters.set("w", 1));
+    expect(await readdir(dir)).toEqual(["state.sealed"]);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+  });
+});

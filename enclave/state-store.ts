@@ -1,0 +1,138 @@
+/**
+ * The enclave's mutable state (capability counters, policy, treasury, daily spend per key), sealed
+ * in one file. Writes use group commit: a change is applied to memory at once (so checks that
+ * follow see it, with no await in between), and its caller waits until a write that includes it
+ * is durable. Concurrent signers therefore share one fsync instead of queueing one each, and no
+ * signature leaves the enclave before the spend it counts is on disk.
+ */
+import { readFile } from "node:fs/promises";
+import { z } from "zod";
+import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
+import { keyRefSchema, policySchema, uintStringSchema } from "../shared/enclave-ops.ts";
+import { writeFileAtomic } from "./atomic-file.ts";
+import { type Policy, policyFromWire, policyToWire, type Treasury } from "./policy.ts";
+import { SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
+
+export type DailySpend = { day: string; spent: Map<string, bigint> };
+
+export type EnclaveState = {
+  /** Last accepted counter per (authority, env, scope, op) key. */
+  counters: Map<string, number>;
+  policy: Policy | null;
+  treasury: Treasury | null;
+  /** Transfer spend per key for one UTC day; a new day starts from zero. */
+  daily: DailySpend;
+};
+
+const persistedSchema = z.object({
+  v: z.literal(1),
+  counters: z.record(z.string(), z.number().int().positive()),
+  policy: policySchema.nullable(),
+  treasury: z
+    .object({ faucet_key_ref: keyRefSchema, budget_units: uintStringSchema, spent_units: uintStringSchema })
+    .nullable(),
+  daily: z.object({ day: z.string(), spent: z.record(z.string(), uintStringSchema) }),
+});
+
+type Waiter = { resolve: () => void; reject: (error: Error) => void };
+
+export class StateStore {
+  private pending: Waiter[] = [];
+  private flushing: Promise<void> | null = null;
+
+  private constructor(
+    private readonly path: string,
+    private readonly sealingKey: Uint8Array,
+    readonly state: EnclaveState,
+  ) {}
+
+  /** Loads the sealed state, or starts empty when the file does not exist yet. */
+  static async open(path: string, sealingKey: Uint8Array): Promise<StateStore> {
+    let blob: Uint8Array;
+    try {
+      blob = new Uint8Array(await readFile(path));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      return new StateStore(path, sealingKey, emptyState());
+    }
+    const parsed = persistedSchema.safeParse(decodeCbor(unseal(sealingKey, SEAL_LABEL.state, blob)));
+    if (!parsed.success) throw new SealError("state file does not parse");
+    return new StateStore(path, sealingKey, fromPersisted(parsed.data));
+  }
+
+  /**
+   * Applies `change` to the in-memory state now and resolves once it is durable. On a failed
+   * write the change stays applied in memory: counters and spends only ever err towards refusing.
+   */
+  commit(change: (state: EnclaveState) => void): Promise<void> {
+    change(this.state);
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ resolve, reject });
+      if (!this.flushing) this.flushing = this.flushLoop();
+    });
+  }
+
+  /** Resolves when no write is in progress (for shutdown). */
+  async idle(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private async flushLoop(): Promise<void> {
+    while (this.pending.length > 0) {
+      const batch = this.pending;
+      this.pending = [];
+      try {
+        // Snapshot and waiters are taken together, synchronously: every change in the snapshot
+        // belongs to a waiter of this batch or of an earlier one.
+        const blob = seal(this.sealingKey, SEAL_LABEL.state, encodeCbor(toPersisted(this.state)));
+        await writeFileAtomic(this.path, blob);
+        for (const waiter of batch) waiter.resolve();
+      } catch (cause) {
+        const error = new SealError("state write failed", { cause });
+        for (const waiter of batch) waiter.reject(error);
+      }
+    }
+    this.flushing = null;
+  }
+}
+
+function emptyState(): EnclaveState {
+  return { counters: new Map(), policy: null, treasury: null, daily: { day: "", spent: new Map() } };
+}
+
+function fromPersisted(data: z.infer<typeof persistedSchema>): EnclaveState {
+  return {
+    counters: new Map(Object.entries(data.counters)),
+    policy: data.policy ? policyFromWire(data.policy) : null,
+    treasury: data.treasury
+      ? {
+          faucetKeyRef: data.treasury.faucet_key_ref,
+          budgetUnits: BigInt(data.treasury.budget_units),
+          spentUnits: BigInt(data.treasury.spent_units),
+        }
+      : null,
+    daily: {
+      day: data.daily.day,
+      spent: new Map(Object.entries(data.daily.spent).map(([key, units]) => [key, BigInt(units)])),
+    },
+  };
+}
+
+function toPersisted(state: EnclaveState): z.infer<typeof persistedSchema> {
+  return {
+    v: 1,
+    counters: Object.fromEntries(state.counters),
+    policy: state.policy ? policyToWire(state.policy) : null,
+    treasury: state.treasury
+      ? {
+          faucet_key_ref: state.treasury.faucetKeyRef,
+          budget_units: state.treasury.budgetUnits.toString(),
+          spent_units: state.treasury.spentUnits.toString(),
+        }
+      : null,
+    daily: {
+      day: state.daily.day,
+      spent: Object.fromEntries([...state.daily.spent].map(([key, units]) => [key, units.toString()])),
+    },
+  };
+}

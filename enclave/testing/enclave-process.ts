@@ -1,0 +1,123 @@
+/**
+ * Runs the real enclave program (`enclave/main.ts` under tsx) on a temporary socket and data
+ * directory, as the acceptance tests of issue 4 require, and as the benchmark uses it.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { authorityPublicKey, randomAuthoritySecret } from "../../shared/capability.ts";
+
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const MAIN = join(REPO_ROOT, "enclave/main.ts");
+const run = promisify(execFile);
+
+export type EnclaveFixture = {
+  dir: string;
+  dataDir: string;
+  socketPath: string;
+  envId: string;
+  adminSecret: Uint8Array;
+  recoverySecret: Uint8Array;
+  /** Starts the process (again); resolves when the socket accepts connections. */
+  start: (options?: { profile?: string }) => Promise<void>;
+  /** Sends SIGTERM and waits for the exit; resolves with the exit code. */
+  stop: () => Promise<number | null>;
+  /** Stops the process and removes the temporary directory. */
+  dispose: () => Promise<void>;
+  stderr: () => string;
+};
+
+/** Creates a temporary data dir, runs `init` through the CLI and starts the enclave. */
+export async function createEnclaveFixture(
+  options: { envId?: string; start?: boolean } = {},
+): Promise<EnclaveFixture> {
+  const dir = await mkdtemp(join(tmpdir(), "enclave-"));
+  const dataDir = join(dir, "data");
+  const socketPath = join(dir, "enclave.sock");
+  const envId = options.envId ?? "test-env";
+  const adminSecret = randomAuthoritySecret();
+  const recoverySecret = randomAuthoritySecret();
+  await run(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      MAIN,
+      "init",
+      "--env-id",
+      envId,
+      "--admin-pubkey",
+      authorityPublicKey(adminSecret),
+      "--recovery-pubkey",
+      authorityPublicKey(recoverySecret),
+      "--data-dir",
+      dataDir,
+    ],
+    { cwd: REPO_ROOT },
+  );
+
+  let child: ChildProcess | null = null;
+  let stderr = "";
+  const stop = async (): Promise<number | null> => {
+    const current = child;
+    child = null;
+    if (!current || current.exitCode !== null) return current?.exitCode ?? null;
+    const exited = new Promise<number | null>((done) => current.once("exit", (code) => done(code)));
+    current.kill("SIGTERM");
+    return exited;
+  };
+  const start = async (startOptions: { profile?: string } = {}): Promise<void> => {
+    await stop();
+    const args = ["--import", "tsx", MAIN, "serve", "--socket", socketPath, "--data-dir", dataDir];
+    if (startOptions.profile) args.push("--profile", startOptions.profile);
+    const spawned = spawn(process.execPath, args, {
+      cwd: REPO_ROOT,
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, LOG_LEVEL: "warn" },
+    });
+    spawned.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString("utf8");
+    });
+    child = spawned;
+    await waitForSocket(socketPath, spawned);
+  };
+  const fixture: EnclaveFixture = {
+    dir,
+    dataDir,
+    socketPath,
+    envId,
+    adminSecret,
+    recoverySecret,
+    start,
+    stop,
+    dispose: async () => {
+      await stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+    stderr: () => stderr,
+  };
+  if (options.start !== false) await start();
+  return fixture;
+}
+
+async function waitForSocket(socketPath: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`enclave exited with code ${child.exitCode}`);
+    const ok = await new Promise<boolean>((done) => {
+      const probe = connect(socketPath);
+      probe.once("connect", () => {
+        probe.destroy();
+        done(true);
+      });
+      probe.once("error", () => done(false));
+    });
+    if (ok) return;
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  throw new Error("enclave did not start listening in time");
+}

@@ -1,0 +1,58 @@
+/**
+ * EIP-1559 transfer built and signed inside the enclave from fields (issue 4 "Signing under
+ * policy": never a caller digest). Native value only, no calldata. Preparing (serializing and
+ * hashing) is separate from signing so that fields viem refuses are found before any spend is
+ * reserved.
+ */
+import { type Address, keccak256, serializeTransaction, type TransactionSerializableEIP1559 } from "viem";
+import { fromHex, type Hex } from "../shared/hex.ts";
+import { signDigest } from "../shared/secp256k1.ts";
+
+export type TransferFields = {
+  chainId: number;
+  nonce: number;
+  to: Address;
+  valueWei: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+  gasLimit: bigint;
+};
+
+export type PreparedTransfer = { unsigned: TransactionSerializableEIP1559; signingHash: Hex };
+export type SignedTransaction = { rawTransaction: Hex; txHash: Hex };
+
+/** Serializes the unsigned type-2 transaction; returns null when viem refuses the fields. */
+export function prepareTransfer(fields: TransferFields): PreparedTransfer | null {
+  const unsigned: TransactionSerializableEIP1559 = {
+    type: "eip1559",
+    chainId: fields.chainId,
+    nonce: fields.nonce,
+    // Lowercase: the checksum was checked at the boundary; viem re-checks mixed case only.
+    to: fields.to.toLowerCase() as Address,
+    value: fields.valueWei,
+    maxFeePerGas: fields.maxFeePerGas,
+    maxPriorityFeePerGas: fields.maxPriorityFeePerGas,
+    gas: fields.gasLimit,
+  };
+  try {
+    return { unsigned, signingHash: keccak256(serializeTransaction(unsigned)) };
+  } catch {
+    // Tip above the fee cap, a fee above 2^256, and the like.
+    return null;
+  }
+}
+
+/** Signs a prepared transaction (low-S) and returns the raw bytes and their hash. */
+export function signPrepared(privateKey: Uint8Array, prepared: PreparedTransfer): SignedTransaction {
+  const signature = signDigest(fromHex(prepared.signingHash), privateKey);
+  const rawTransaction = serializeTransaction(prepared.unsigned, {
+    r: toHex32(signature.r),
+    s: toHex32(signature.s),
+    yParity: signature.yParity,
+  });
+  return { rawTransaction, txHash: keccak256(rawTransaction) };
+}
+
+function toHex32(value: bigint): Hex {
+  return `0x${value.toString(16).padStart(64, "0")}`;
+}

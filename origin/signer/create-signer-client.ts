@@ -1,0 +1,37 @@
+/**
+ * The factory deps.ts calls: the live socket client, with identity proofs from the dormant stub
+ * unless AGENT_SIGNER_LIVE_IDENTITY_ENABLED is set (SPEC "Configuration switches"); with no
+ * endpoint at all, a fully dormant signer.
+ */
+import type { Logger } from "pino";
+import { createDormantIdentityStub, createDormantSignerClient } from "./dormant-stub.ts";
+import { socketPathOfEndpoint } from "./endpoint.ts";
+import { createSocketSignerClient } from "./socket-client.ts";
+import type { SignerClient } from "./types.ts";
+
+export type CreateSignerClientOptions = {
+  /** AGENT_SIGNER_SVC_HSM_ENDPOINT, `unix:///path`; undefined → dormant signer. */
+  endpoint: string | undefined;
+  /** AGENT_SIGNER_LIVE_IDENTITY_ENABLED. */
+  liveIdentityEnabled: boolean;
+  requestTimeoutMs?: number;
+  slowRequestTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  backoff?: { initialMs: number; maxMs: number };
+  logger?: Logger;
+};
+
+/** Builds the signer client; throws SignerEndpointError for a malformed endpoint (fail at boot). */
+export function createSignerClient(options: CreateSignerClientOptions): SignerClient {
+  if (!options.endpoint) return createDormantSignerClient();
+  const live = createSocketSignerClient({
+    socketPath: socketPathOfEndpoint(options.endpoint),
+    requestTimeoutMs: options.requestTimeoutMs,
+    slowRequestTimeoutMs: options.slowRequestTimeoutMs,
+    connectTimeoutMs: options.connectTimeoutMs,
+    backoff: options.backoff,
+    logger: options.logger,
+  });
+  if (options.liveIdentityEnabled) return live;
+  return { ...live, ...createDormantIdentityStub() };
+}

@@ -1,0 +1,37 @@
+/**
+ * The dormant signer (SPEC "Configuration switches", DESIGN §5 "Dormant stub"): with
+ * AGENT_SIGNER_LIVE_IDENTITY_ENABLED unset, identity proofs answer
+ * `agent_signer_protocol_unavailable`, which the sweep classes terminal_unknown and which leaves
+ * every wallet intact.
+ */
+import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
+import type { SignerClient, SignerResult } from "./types.ts";
+
+const unavailable = async (): Promise<SignerResult<never>> => ({
+  ok: false,
+  error: signerFailure(CLIENT_FAILURE.protocolUnavailable, "the live enclave signer is not enabled"),
+});
+
+/** The identity ops of the dormant stub. */
+export function createDormantIdentityStub(): Pick<SignerClient, "publicIdentity" | "proveIdentity"> {
+  return { publicIdentity: unavailable, proveIdentity: unavailable };
+}
+
+/** A signer with no enclave at all (no endpoint configured): every op is unavailable. */
+export function createDormantSignerClient(): SignerClient {
+  return {
+    generateKeys: unavailable,
+    exportBackup: unavailable,
+    verifyBackup: unavailable,
+    restoreBackup: unavailable,
+    configureTreasury: unavailable,
+    configurePolicy: unavailable,
+    publicIdentity: unavailable,
+    proveIdentity: unavailable,
+    signTransfer: unavailable,
+    signFaucet: unavailable,
+    signX402Authorization: unavailable,
+    capabilityCounter: unavailable,
+    close: async () => undefined,
+  };
+}

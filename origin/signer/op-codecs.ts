@@ -1,0 +1,173 @@
+/**
+ * Per-op conversion between the client's camelCase params/results (bigint amounts) and the wire
+ * form of shared/enclave-ops.ts. Replies are parsed with the shared zod schemas, so a reply that
+ * does not match its op never reaches a caller (STYLE "Parse once at the boundary").
+ */
+import type { Address } from "viem";
+import type { z } from "zod";
+import * as wire from "../../shared/enclave-ops.ts";
+import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
+import type { Hex } from "../../shared/hex.ts";
+import type {
+  CapabilityCounterParams,
+  ConfigurePolicyParams,
+  ConfigureTreasuryParams,
+  ExportBackupParams,
+  GenerateKeysParams,
+  KeyPublicInfo,
+  ProveIdentityParams,
+  PublicIdentityParams,
+  RestoreBackupParams,
+  SignerPolicy,
+  SignTransactionParams,
+  SignX402AuthorizationParams,
+  VerifyBackupParams,
+} from "./types.ts";
+
+type Codec<P, R extends z.ZodType> = { toWire: (params: P) => Record<string, unknown>; result: R };
+
+const keyInfo = (key: { key_ref: string; public_key: string; address: string }): KeyPublicInfo => ({
+  keyRef: key.key_ref,
+  publicKey: key.public_key as Hex,
+  address: key.address as Address,
+});
+
+const txToWire = (params: SignTransactionParams): wire.WireParams<"sign_transfer"> => ({
+  key_ref: params.keyRef,
+  chain_id: params.chainId,
+  to: params.to,
+  value_units: params.valueUnits.toString(),
+  nonce: params.nonce.toString(),
+  max_fee_per_gas: params.maxFeePerGas.toString(),
+  max_priority_fee_per_gas: params.maxPriorityFeePerGas.toString(),
+  gas_limit: params.gasLimit.toString(),
+});
+
+const txResult = wire.signTransactionResult.transform((r) => ({
+  rawTransaction: r.raw_transaction as Hex,
+  txHash: r.tx_hash as Hex,
+}));
+
+const policyFromWire = (p: wire.WirePolicy): SignerPolicy => ({
+  perTxLimitUnits: BigInt(p.per_tx_limit_units),
+  dailyLimitUnits: BigInt(p.daily_limit_units),
+  recipientAllowlist: p.recipient_allowlist as Address[] | null,
+  x402AmountUnits: p.x402_amount_units === null ? null : BigInt(p.x402_amount_units),
+  x402PayTo: p.x402_pay_to as Address | null,
+  x402MaxTimeoutSeconds: p.x402_max_timeout_seconds,
+  operatorPool: p.operator_pool as Address,
+});
+
+export const OP_CODECS = {
+  generate_keys: {
+    toWire: (p: GenerateKeysParams) => ({ namespace: p.namespace, count: p.count, batch_id: p.batchId }),
+    result: wire.generateKeysResult.transform((r) => ({
+      batchId: r.batch_id,
+      namespace: r.namespace,
+      keys: r.keys.map(keyInfo),
+    })),
+  },
+  export_backup: {
+    toWire: (p: ExportBackupParams) => ({ batch_id: p.batchId, key_refs: p.keyRefs }),
+    result: wire.exportBackupResult.transform((r) => ({
+      batchId: r.batch_id,
+      envelope: new Uint8Array(r.envelope),
+      sha256: r.sha256 as Hex,
+    })),
+  },
+  verify_backup: {
+    toWire: (p: VerifyBackupParams) => ({ envelope: p.envelope }),
+    result: wire.verifyBackupResult.transform((r) => ({
+      batchId: r.batch_id,
+      namespace: r.namespace,
+      keys: r.keys.map(keyInfo),
+    })),
+  },
+  restore_backup: {
+    toWire: (p: RestoreBackupParams) => ({ envelope: p.envelope }),
+    result: wire.restoreBackupResult.transform((r) => ({
+      namespace: r.namespace,
+      batchId: r.batch_id,
+      keys: r.keys.map((key) => ({ ...keyInfo(key), sourceKeyRef: key.source_key_ref })),
+    })),
+  },
+  configure_treasury: {
+    toWire: (p: ConfigureTreasuryParams) => ({
+      ...(p.faucetKeyRef === undefined ? {} : { faucet_key_ref: p.faucetKeyRef }),
+      budget_units: p.budgetUnits.toString(),
+    }),
+    result: wire.configureTreasuryResult.transform((r) => ({
+      faucetKeyRef: r.faucet_key_ref,
+      faucetAddress: r.faucet_address as Address,
+      budgetUnits: BigInt(r.budget_units),
+    })),
+  },
+  configure_policy: {
+    toWire: (p: ConfigurePolicyParams): wire.WirePolicy => ({
+      per_tx_limit_units: p.perTxLimitUnits.toString(),
+      daily_limit_units: p.dailyLimitUnits.toString(),
+      recipient_allowlist: p.recipientAllowlist,
+      x402_amount_units: p.x402AmountUnits === null ? null : p.x402AmountUnits.toString(),
+      x402_pay_to: p.x402PayTo,
+      x402_max_timeout_seconds: p.x402MaxTimeoutSeconds,
+      operator_pool: p.operatorPool,
+    }),
+    result: wire.configurePolicyResult.transform(policyFromWire),
+  },
+  public_identity: {
+    toWire: (p: PublicIdentityParams) => ({ key_ref: p.keyRef }),
+    result: wire.publicIdentityResult.transform((r) => ({
+      ...keyInfo(r),
+      namespace: r.namespace,
+      envId: r.env_id,
+      chainId: r.chain_id,
+    })),
+  },
+  prove_identity: {
+    toWire: (p: ProveIdentityParams) => ({
+      key_ref: p.keyRef,
+      verifier_nonce: p.verifierNonce.toLowerCase(),
+    }),
+    result: wire.proveIdentityResult.transform((r) => ({
+      ...keyInfo(r),
+      signature: r.signature as Hex,
+      envId: r.env_id,
+      chainId: r.chain_id,
+    })),
+  },
+  sign_transfer: { toWire: txToWire, result: txResult },
+  sign_faucet: { toWire: txToWire, result: txResult },
+  sign_x402_authorization: {
+    toWire: (p: SignX402AuthorizationParams) => ({
+      key_ref: p.keyRef,
+      to: p.to,
+      value_units: p.valueUnits.toString(),
+      valid_after: p.validAfter.toString(),
+      valid_before: p.validBefore.toString(),
+      nonce: p.nonce.toLowerCase(),
+    }),
+    result: wire.signX402AuthorizationResult.transform((r) => ({
+      signature: r.signature as Hex,
+      authorization: {
+        from: r.authorization.from as Address,
+        to: r.authorization.to as Address,
+        value: BigInt(r.authorization.value),
+        validAfter: BigInt(r.authorization.valid_after),
+        validBefore: BigInt(r.authorization.valid_before),
+        nonce: r.authorization.nonce as Hex,
+      },
+    })),
+  },
+  capability_counter: {
+    toWire: (p: CapabilityCounterParams) => ({
+      authority: p.authority.toLowerCase(),
+      scope: p.scope,
+      op: p.op,
+    }),
+    result: wire.capabilityCounterResult.transform((r) => ({ nextCounter: r.next_counter })),
+  },
+} satisfies { [Op in EnclaveOp]: Codec<never, z.ZodType> };
+
+export type OpCodecs = typeof OP_CODECS;
+export type OpParams<Op extends EnclaveOp> = Parameters<OpCodecs[Op]["toWire"]>[0];
+export type OpResult<Op extends EnclaveOp> = z.output<OpCodecs[Op]["result"]>;

@@ -1,0 +1,105 @@
+/**
+ * The live SignerClient over the enclave socket (issue 4 item 6). Privileged calls run one at a
+ * time per client, so a capability provider that asks `capability_counter` and mints sees
+ * contiguous counters (DESIGN §5: a gap or a replay is refused).
+ */
+import type { Logger } from "pino";
+import type { EnclaveOp, PrivilegedOp } from "../../shared/enclave-protocol.ts";
+import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
+import { OP_CODECS, type OpParams, type OpResult } from "./op-codecs.ts";
+import { SocketTransport } from "./socket-transport.ts";
+import type { CapabilityProvider, SignerClient, SignerResult } from "./types.ts";
+
+export type SocketSignerClientOptions = {
+  socketPath: string;
+  /** Default per-request timeout (identity proofs, signing). */
+  requestTimeoutMs?: number;
+  /** Timeout of ops that write key sets or carry envelopes (generate, export, verify, restore). */
+  slowRequestTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  backoff?: { initialMs: number; maxMs: number };
+  logger?: Logger;
+};
+
+const SLOW_OPS: ReadonlySet<EnclaveOp> = new Set([
+  "generate_keys",
+  "export_backup",
+  "verify_backup",
+  "restore_backup",
+]);
+
+/** A SignerClient speaking to the enclave at `socketPath`; connects on first use. */
+export function createSocketSignerClient(options: SocketSignerClientOptions): SignerClient {
+  const transport = new SocketTransport({
+    socketPath: options.socketPath,
+    connectTimeoutMs: options.connectTimeoutMs,
+    backoff: options.backoff,
+    logger: options.logger,
+  });
+  const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+  const slowRequestTimeoutMs = options.slowRequestTimeoutMs ?? 60_000;
+  let privilegedChain: Promise<unknown> = Promise.resolve();
+
+  const send = async <Op extends EnclaveOp>(
+    op: Op,
+    wireParams: Record<string, unknown>,
+    cap?: unknown,
+  ): Promise<SignerResult<OpResult<Op>>> => {
+    const timeoutMs = SLOW_OPS.has(op) ? slowRequestTimeoutMs : requestTimeoutMs;
+    const outcome = await transport.request(op, wireParams, cap, timeoutMs);
+    if (!outcome.ok) return { ok: false, error: signerFailure(outcome.code, outcome.reason) };
+    const parsed = OP_CODECS[op].result.safeParse(outcome.result);
+    if (!parsed.success) {
+      options.logger?.warn({ op }, "enclave reply does not match the op schema");
+      return {
+        ok: false,
+        error: signerFailure(CLIENT_FAILURE.malformedReply, `reply to ${op} does not match its schema`),
+      };
+    }
+    return { ok: true, value: parsed.data as OpResult<Op> };
+  };
+
+  const call = <Op extends Exclude<EnclaveOp, PrivilegedOp>>(op: Op) => {
+    const toWire = OP_CODECS[op].toWire as (params: OpParams<Op>) => Record<string, unknown>;
+    return (params: OpParams<Op>): Promise<SignerResult<OpResult<Op>>> => send(op, toWire(params));
+  };
+
+  const privileged = <Op extends PrivilegedOp>(op: Op) => {
+    const toWire = OP_CODECS[op].toWire as (params: OpParams<Op>) => Record<string, unknown>;
+    return (params: OpParams<Op>, authorize: CapabilityProvider): Promise<SignerResult<OpResult<Op>>> => {
+      const run = async (): Promise<SignerResult<OpResult<Op>>> => {
+        const wireParams = toWire(params);
+        const cap = await authorize({ op, params: wireParams }).catch(
+          (error: unknown): SignerResult<never> => ({
+            ok: false,
+            error: signerFailure(
+              CLIENT_FAILURE.capabilityUnavailable,
+              error instanceof Error ? error.message : String(error),
+            ),
+          }),
+        );
+        if (!cap.ok) return cap;
+        return send(op, wireParams, cap.value);
+      };
+      const result = privilegedChain.then(run, run);
+      privilegedChain = result;
+      return result;
+    };
+  };
+
+  return {
+    generateKeys: privileged("generate_keys"),
+    exportBackup: privileged("export_backup"),
+    verifyBackup: call("verify_backup"),
+    restoreBackup: privileged("restore_backup"),
+    configureTreasury: privileged("configure_treasury"),
+    configurePolicy: privileged("configure_policy"),
+    publicIdentity: call("public_identity"),
+    proveIdentity: call("prove_identity"),
+    signTransfer: call("sign_transfer"),
+    signFaucet: call("sign_faucet"),
+    signX402Authorization: call("sign_x402_authorization"),
+    capabilityCounter: call("capability_counter"),
+    close: () => transport.close(),
+  };
+}

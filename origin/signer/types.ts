@@ -1,0 +1,146 @@
+/**
+ * The origin's narrow view of the enclave signer (DESIGN §5, issue 4): one method per op, each
+ * returning a SignerResult whose failure carries a sweep class of SPEC "Identity enabled flag
+ * (sweep)". Amounts are bigint; the client converts to the snake_case wire form.
+ */
+import type { Address } from "viem";
+import type { Capability } from "../../shared/capability.ts";
+import type { KeyNamespace } from "../../shared/enclave-ops.ts";
+import type { CapabilityScope, PrivilegedOp } from "../../shared/enclave-protocol.ts";
+import type { Hex } from "../../shared/hex.ts";
+
+export type SignerFailureClass =
+  | "retryable"
+  | "terminal_config"
+  | "terminal_wire"
+  | "terminal_agent"
+  | "terminal_malformed"
+  | "terminal_unknown";
+
+export type SignerFailure = { class: SignerFailureClass; code: string; reason: string };
+
+export type SignerResult<T> = { ok: true; value: T } | { ok: false; error: SignerFailure };
+
+/**
+ * Supplies the capability for one privileged request, given the exact wire params it must bind.
+ * The origin's provider mints from the admin authority key (capability-minter.ts); an operator
+ * tool may return a capability minted offline.
+ */
+export type CapabilityProvider = (request: {
+  op: PrivilegedOp;
+  params: Record<string, unknown>;
+}) => Promise<SignerResult<Capability>>;
+
+export type KeyPublicInfo = { keyRef: string; publicKey: Hex; address: Address };
+
+export type GenerateKeysParams = { namespace: KeyNamespace; count: number; batchId: string };
+export type GenerateKeysResult = { batchId: string; namespace: KeyNamespace; keys: KeyPublicInfo[] };
+
+export type ExportBackupParams = { batchId: string; keyRefs: string[] };
+export type ExportBackupResult = { batchId: string; envelope: Uint8Array; sha256: Hex };
+
+export type VerifyBackupParams = { envelope: Uint8Array };
+export type VerifyBackupResult = { batchId: string; namespace: string; keys: KeyPublicInfo[] };
+
+export type RestoreBackupParams = { envelope: Uint8Array };
+export type RestoreBackupResult = {
+  namespace: string;
+  batchId: string;
+  keys: Array<KeyPublicInfo & { sourceKeyRef: string }>;
+};
+
+export type ConfigureTreasuryParams = { faucetKeyRef?: string; budgetUnits: bigint };
+export type ConfigureTreasuryResult = { faucetKeyRef: string; faucetAddress: Address; budgetUnits: bigint };
+
+export type SignerPolicy = {
+  perTxLimitUnits: bigint;
+  dailyLimitUnits: bigint;
+  recipientAllowlist: Address[] | null;
+  x402AmountUnits: bigint | null;
+  x402PayTo: Address | null;
+  x402MaxTimeoutSeconds: number;
+  operatorPool: Address;
+};
+export type ConfigurePolicyParams = SignerPolicy;
+export type ConfigurePolicyResult = SignerPolicy;
+
+export type PublicIdentityParams = { keyRef: string };
+export type PublicIdentityResult = KeyPublicInfo & { namespace: string; envId: string; chainId: number };
+
+export type ProveIdentityParams = { keyRef: string; verifierNonce: Hex };
+export type ProveIdentityResult = KeyPublicInfo & { signature: Hex; envId: string; chainId: number };
+
+export type SignTransactionParams = {
+  keyRef: string;
+  chainId: number;
+  to: Address;
+  /** 6-decimal units; the enclave signs value × 10^12 wei. */
+  valueUnits: bigint;
+  nonce: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+  gasLimit: bigint;
+};
+export type SignTransactionResult = { rawTransaction: Hex; txHash: Hex };
+
+export type SignX402AuthorizationParams = {
+  keyRef: string;
+  to: Address;
+  valueUnits: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+};
+export type SignX402AuthorizationResult = {
+  signature: Hex;
+  authorization: {
+    from: Address;
+    to: Address;
+    value: bigint;
+    validAfter: bigint;
+    validBefore: bigint;
+    nonce: Hex;
+  };
+};
+
+export type CapabilityCounterParams = { authority: Hex; scope: CapabilityScope; op: PrivilegedOp };
+export type CapabilityCounterResult = { nextCounter: number };
+
+export interface SignerClient {
+  /** Admin tier. */
+  generateKeys(
+    params: GenerateKeysParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<GenerateKeysResult>>;
+  /** Admin tier. */
+  exportBackup(
+    params: ExportBackupParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<ExportBackupResult>>;
+  verifyBackup(params: VerifyBackupParams): Promise<SignerResult<VerifyBackupResult>>;
+  /** Recovery tier. */
+  restoreBackup(
+    params: RestoreBackupParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<RestoreBackupResult>>;
+  /** Admin tier. */
+  configureTreasury(
+    params: ConfigureTreasuryParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<ConfigureTreasuryResult>>;
+  /** Admin tier. */
+  configurePolicy(
+    params: ConfigurePolicyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<ConfigurePolicyResult>>;
+  publicIdentity(params: PublicIdentityParams): Promise<SignerResult<PublicIdentityResult>>;
+  proveIdentity(params: ProveIdentityParams): Promise<SignerResult<ProveIdentityResult>>;
+  signTransfer(params: SignTransactionParams): Promise<SignerResult<SignTransactionResult>>;
+  signFaucet(params: SignTransactionParams): Promise<SignerResult<SignTransactionResult>>;
+  signX402Authorization(
+    params: SignX402AuthorizationParams,
+  ): Promise<SignerResult<SignX402AuthorizationResult>>;
+  capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
+  /** Closes the connection; later calls fail as retryable `signer_client_closed`. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,176 @@
+/**
+ * Wire schemas of the params and results of every enclave op (DESIGN §5). Wire form: snake_case
+ * maps, integers that may exceed 2^53 (money, gas, nonces, timestamps) as decimal strings, byte
+ * strings as lowercase 0x-hex (key_ref stays bare 64-hex, SPEC "Agent identity"), backup envelopes
+ * as raw CBOR bytes. Params are strict: an unknown field is malformed rather than silently bound.
+ * Runtime-neutral: no `node:` imports.
+ */
+import { isAddress } from "viem";
+import { z } from "zod";
+import { CAPABILITY_SCOPES, PRIVILEGED_OPS } from "./enclave-protocol.ts";
+import { ENV_ID_PATTERN, KEY_REF_PATTERN } from "./identity-proof.ts";
+
+export const KEY_NAMESPACES = ["agent-transfer", "faucet", "bridge-operator"] as const;
+export type KeyNamespace = (typeof KEY_NAMESPACES)[number];
+/** Restores land in their own namespace so a restored key can never sign (DESIGN §8). */
+export const SCRATCH_NAMESPACE_PATTERN = /^scratch-[0-9a-f]{16}$/;
+/** A batch is generated and exported as one unit; larger batches would approach the frame limit. */
+export const MAX_BATCH_KEYS = 1000;
+
+const hexBytes = (bytes: number) => z.string().regex(new RegExp(`^0x[0-9a-f]{${bytes * 2}}$`));
+export const keyRefSchema = z.string().regex(KEY_REF_PATTERN);
+/** 20-byte hex; mixed case must be a valid EIP-55 checksum (all-lower and all-upper pass). */
+export const addressSchema = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{40}$/)
+  .refine((value): boolean => isAddress(value), "invalid address checksum");
+/** Unsigned decimal string, at most 78 digits (uint256). */
+export const uintStringSchema = z.string().regex(/^(0|[1-9][0-9]{0,77})$/);
+export const hex32Schema = hexBytes(32);
+export const publicKeySchema = z.string().regex(/^0x04[0-9a-f]{128}$/);
+export const signatureSchema = hexBytes(65);
+export const hexDataSchema = z.string().regex(/^0x([0-9a-f]{2})*$/);
+const namespaceSchema = z.union([z.enum(KEY_NAMESPACES), z.string().regex(SCRATCH_NAMESPACE_PATTERN)]);
+const batchIdSchema = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/);
+/** Byte strings (cbor-x decodes them as Buffer, a Uint8Array). */
+export const bytesSchema = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
+
+const publicKeyInfoSchema = z.object({
+  key_ref: keyRefSchema,
+  public_key: publicKeySchema,
+  address: addressSchema,
+});
+
+export const generateKeysParams = z.strictObject({
+  namespace: z.enum(KEY_NAMESPACES),
+  count: z.number().int().min(1).max(MAX_BATCH_KEYS),
+  batch_id: batchIdSchema,
+});
+export const generateKeysResult = z.object({
+  batch_id: batchIdSchema,
+  namespace: z.enum(KEY_NAMESPACES),
+  keys: z.array(publicKeyInfoSchema),
+});
+
+export const exportBackupParams = z.strictObject({
+  batch_id: batchIdSchema,
+  key_refs: z.array(keyRefSchema).min(1).max(MAX_BATCH_KEYS),
+});
+export const exportBackupResult = z.object({
+  batch_id: batchIdSchema,
+  envelope: bytesSchema,
+  sha256: hex32Schema,
+});
+
+export const verifyBackupParams = z.strictObject({ envelope: bytesSchema });
+export const verifyBackupResult = z.object({
+  batch_id: batchIdSchema,
+  namespace: namespaceSchema,
+  keys: z.array(publicKeyInfoSchema),
+});
+
+export const restoreBackupParams = z.strictObject({ envelope: bytesSchema });
+export const restoreBackupResult = z.object({
+  namespace: z.string().regex(SCRATCH_NAMESPACE_PATTERN),
+  batch_id: batchIdSchema,
+  keys: z.array(publicKeyInfoSchema.extend({ source_key_ref: keyRefSchema })),
+});
+
+export const configureTreasuryParams = z.strictObject({
+  faucet_key_ref: keyRefSchema.nullable().optional(),
+  budget_units: uintStringSchema,
+});
+export const configureTreasuryResult = z.object({
+  faucet_key_ref: keyRefSchema,
+  faucet_address: addressSchema,
+  budget_units: uintStringSchema,
+});
+
+export const policySchema = z.strictObject({
+  per_tx_limit_units: uintStringSchema,
+  daily_limit_units: uintStringSchema,
+  /** null: any recipient (except the operator pool). */
+  recipient_allowlist: z.array(addressSchema).max(10_000).nullable(),
+  /** null: x402 authorization is not configured. */
+  x402_amount_units: uintStringSchema.nullable(),
+  x402_pay_to: addressSchema.nullable(),
+  x402_max_timeout_seconds: z.number().int().min(1).max(86_400),
+  operator_pool: addressSchema,
+});
+export type WirePolicy = z.infer<typeof policySchema>;
+export const configurePolicyParams = policySchema;
+export const configurePolicyResult = policySchema;
+
+export const publicIdentityParams = z.strictObject({ key_ref: keyRefSchema });
+export const publicIdentityResult = publicKeyInfoSchema.extend({
+  namespace: namespaceSchema,
+  env_id: z.string().regex(ENV_ID_PATTERN),
+  chain_id: z.number().int(),
+});
+
+export const proveIdentityParams = z.strictObject({ key_ref: keyRefSchema, verifier_nonce: hex32Schema });
+export const proveIdentityResult = publicKeyInfoSchema.extend({
+  signature: signatureSchema,
+  env_id: z.string().regex(ENV_ID_PATTERN),
+  chain_id: z.number().int(),
+});
+
+/** sign_transfer and sign_faucet: the enclave builds the EIP-1559 transaction from these fields. */
+export const signTransactionParams = z.strictObject({
+  key_ref: keyRefSchema,
+  chain_id: z.number().int().nonnegative(),
+  to: addressSchema,
+  value_units: uintStringSchema,
+  nonce: uintStringSchema,
+  max_fee_per_gas: uintStringSchema,
+  max_priority_fee_per_gas: uintStringSchema,
+  gas_limit: uintStringSchema,
+});
+export const signTransactionResult = z.object({ raw_transaction: hexDataSchema, tx_hash: hex32Schema });
+
+export const signX402AuthorizationParams = z.strictObject({
+  key_ref: keyRefSchema,
+  to: addressSchema,
+  value_units: uintStringSchema,
+  valid_after: uintStringSchema,
+  valid_before: uintStringSchema,
+  nonce: hex32Schema,
+});
+export const signX402AuthorizationResult = z.object({
+  signature: signatureSchema,
+  authorization: z.object({
+    from: addressSchema,
+    to: addressSchema,
+    value: uintStringSchema,
+    valid_after: uintStringSchema,
+    valid_before: uintStringSchema,
+    nonce: hex32Schema,
+  }),
+});
+
+export const capabilityCounterParams = z.strictObject({
+  authority: hex32Schema,
+  scope: z.enum(CAPABILITY_SCOPES),
+  op: z.enum(PRIVILEGED_OPS as [string, ...string[]]),
+});
+export const capabilityCounterResult = z.object({ next_counter: z.number().int().positive() });
+
+/** Params and result schema of each op, keyed by op name. */
+export const ENCLAVE_OP_SCHEMAS = {
+  generate_keys: { params: generateKeysParams, result: generateKeysResult },
+  export_backup: { params: exportBackupParams, result: exportBackupResult },
+  verify_backup: { params: verifyBackupParams, result: verifyBackupResult },
+  restore_backup: { params: restoreBackupParams, result: restoreBackupResult },
+  configure_treasury: { params: configureTreasuryParams, result: configureTreasuryResult },
+  configure_policy: { params: configurePolicyParams, result: configurePolicyResult },
+  public_identity: { params: publicIdentityParams, result: publicIdentityResult },
+  prove_identity: { params: proveIdentityParams, result: proveIdentityResult },
+  sign_transfer: { params: signTransactionParams, result: signTransactionResult },
+  sign_faucet: { params: signTransactionParams, result: signTransactionResult },
+  sign_x402_authorization: { params: signX402AuthorizationParams, result: signX402AuthorizationResult },
+  capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
+} as const;
+
+export type EnclaveOpSchemas = typeof ENCLAVE_OP_SCHEMAS;
+export type WireParams<Op extends keyof EnclaveOpSchemas> = z.infer<EnclaveOpSchemas[Op]["params"]>;
+export type WireResult<Op extends keyof EnclaveOpSchemas> = z.infer<EnclaveOpSchemas[Op]["result"]>;

@@ -1,0 +1,111 @@
+/**
+ * Envelopes of the enclave socket protocol (DESIGN §5): hello, request, response, the closed list
+ * of ops and error codes, and which capability tier each privileged op needs. Both the enclave and
+ * the origin's signer client parse with these schemas. Runtime-neutral: no `node:` imports.
+ */
+import { z } from "zod";
+import { ENCLAVE_PROTOCOL } from "./constants.ts";
+
+export const ENCLAVE_WIRE_VERSION = 1;
+
+/** DESIGN §5 error codes, exactly; nothing else travels in `error.code`. */
+export const ENCLAVE_ERROR_CODES = [
+  "malformed",
+  "wrong_profile",
+  "key_purpose_mismatch",
+  "capability_rejected",
+  "cap_exceeded",
+  "not_configured",
+  "seal_failed",
+] as const;
+export type EnclaveErrorCode = (typeof ENCLAVE_ERROR_CODES)[number];
+
+/** Ops that need a capability, with their tier (DESIGN §5 "Ops and tiers"). */
+export const PRIVILEGED_OP_SCOPE = {
+  generate_keys: "admin",
+  export_backup: "admin",
+  configure_treasury: "admin",
+  configure_policy: "admin",
+  restore_backup: "recovery",
+} as const;
+export type PrivilegedOp = keyof typeof PRIVILEGED_OP_SCOPE;
+export const PRIVILEGED_OPS = Object.keys(PRIVILEGED_OP_SCOPE) as PrivilegedOp[];
+
+export const CAPABILITY_SCOPES = ["admin", "recovery"] as const;
+export type CapabilityScope = (typeof CAPABILITY_SCOPES)[number];
+
+/**
+ * Ops without a capability. `capability_counter` is our addition to DESIGN §5: counters are not
+ * secret, and a holder of an authority key needs the next contiguous one to mint.
+ */
+export const UNPRIVILEGED_OPS = [
+  "verify_backup",
+  "public_identity",
+  "prove_identity",
+  "sign_transfer",
+  "sign_faucet",
+  "sign_x402_authorization",
+  "capability_counter",
+] as const;
+export type UnprivilegedOp = (typeof UNPRIVILEGED_OPS)[number];
+
+export const ENCLAVE_OPS = [...PRIVILEGED_OPS, ...UNPRIVILEGED_OPS] as const;
+export type EnclaveOp = PrivilegedOp | UnprivilegedOp;
+
+/** True when `op` is one of the ops of DESIGN §5 (plus capability_counter). */
+export function isEnclaveOp(op: string): op is EnclaveOp {
+  return (ENCLAVE_OPS as readonly string[]).includes(op);
+}
+
+/** True when `op` needs a capability. */
+export function isPrivilegedOp(op: string): op is PrivilegedOp {
+  return Object.hasOwn(PRIVILEGED_OP_SCOPE, op);
+}
+
+export const helloSchema = z.object({
+  v: z.literal(ENCLAVE_WIRE_VERSION),
+  protocol: z.string(),
+  profile: z.string(),
+});
+export type Hello = z.infer<typeof helloSchema>;
+
+/** The hello each side sends first (DESIGN §5 "Handshake"). */
+export function makeHello(profile: string): Hello {
+  return { v: ENCLAVE_WIRE_VERSION, protocol: ENCLAVE_PROTOCOL, profile };
+}
+
+/** Request ids: a non-negative integer or a short string, echoed in the response. */
+export const requestIdSchema = z.union([z.number().int().nonnegative(), z.string().min(1).max(128)]);
+export type RequestId = z.infer<typeof requestIdSchema>;
+
+export const requestSchema = z.object({
+  v: z.literal(ENCLAVE_WIRE_VERSION),
+  id: requestIdSchema,
+  op: z.string().min(1).max(64),
+  params: z.record(z.string(), z.unknown()),
+  cap: z.unknown().optional(),
+});
+export type EnclaveRequest = z.infer<typeof requestSchema>;
+
+export const errorBodySchema = z.object({
+  code: z.string(),
+  reason: z.string().optional(),
+});
+
+export const responseSchema = z.discriminatedUnion("ok", [
+  z.object({
+    v: z.literal(ENCLAVE_WIRE_VERSION),
+    id: requestIdSchema,
+    ok: z.literal(true),
+    result: z.unknown(),
+  }),
+  z.object({
+    v: z.literal(ENCLAVE_WIRE_VERSION),
+    id: requestIdSchema.nullable(),
+    ok: z.literal(false),
+    error: errorBodySchema,
+  }),
+]);
+export type EnclaveResponse = z.infer<typeof responseSchema>;
+
+export type EnclaveFailure = { code: EnclaveErrorCode; reason: string };

@@ -1,0 +1,68 @@
+/**
+ * secp256k1 helpers shared by the enclave (signing) and the verifiers (recovery): Ethereum-style
+ * 65-byte signatures r ‖ s ‖ v (v = 27 + recovery id), EIP-2 low-S enforced both ways, and
+ * address derivation from an uncompressed SEC1 public key.
+ * Runtime-neutral: no `node:` imports.
+ */
+import { secp256k1 } from "@noble/curves/secp256k1";
+import { keccak_256 } from "@noble/hashes/sha3";
+import { type Address, getAddress } from "viem";
+import { fromHex, type Hex, toHex } from "./hex.ts";
+
+const HALF_ORDER = secp256k1.CURVE.n >> 1n;
+
+export type RecoverableSignature = { signature: Hex; r: bigint; s: bigint; yParity: 0 | 1 };
+
+/** Signs a 32-byte digest; noble's RFC 6979 signing normalises to low-S (EIP-2). */
+export function signDigest(digest: Uint8Array, privateKey: Uint8Array): RecoverableSignature {
+  const sig = secp256k1.sign(digest, privateKey, { lowS: true });
+  const bytes = new Uint8Array(65);
+  bytes.set(sig.toCompactRawBytes(), 0);
+  bytes[64] = 27 + sig.recovery;
+  return { signature: toHex(bytes), r: sig.r, s: sig.s, yParity: sig.recovery === 1 ? 1 : 0 };
+}
+
+/**
+ * Recovers the uncompressed public key that produced `signature` over `digest`, or null when the
+ * signature is not 65 bytes, has a high S (EIP-2), a bad v, or does not recover.
+ */
+export function recoverPublicKey(digest: Uint8Array, signature: string): Uint8Array | null {
+  try {
+    const bytes = fromHex(signature);
+    if (bytes.length !== 65) return null;
+    const v = bytes[64]!;
+    const recovery = v >= 27 ? v - 27 : v;
+    if (recovery !== 0 && recovery !== 1) return null;
+    const sig = secp256k1.Signature.fromCompact(bytes.subarray(0, 64)).addRecoveryBit(recovery);
+    if (sig.s > HALF_ORDER) return null;
+    return sig.recoverPublicKey(digest).toRawBytes(false);
+  } catch {
+    return null;
+  }
+}
+
+/** True when `publicKey` is a 65-byte uncompressed SEC1 point on secp256k1. */
+export function isUncompressedPublicKey(publicKey: Uint8Array): boolean {
+  if (publicKey.length !== 65 || publicKey[0] !== 0x04) return false;
+  try {
+    secp256k1.ProjectivePoint.fromHex(publicKey).assertValidity();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** EIP-55 address of an uncompressed public key: last 20 bytes of keccak256(x ‖ y). */
+export function addressOfPublicKey(publicKey: Uint8Array): Address {
+  return getAddress(toHex(keccak_256(publicKey.subarray(1)).subarray(12)));
+}
+
+/** Uncompressed (65-byte) public key of a private key. */
+export function publicKeyOf(privateKey: Uint8Array): Uint8Array {
+  return secp256k1.getPublicKey(privateKey, false);
+}
+
+/** A fresh random private key from the platform CSPRNG. */
+export function randomPrivateKey(): Uint8Array {
+  return secp256k1.utils.randomPrivateKey();
+}
