@@ -6,6 +6,7 @@ import { loadConfig } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import { type AppDeps, systemClock } from "./deps.ts";
 import type { AppEnv } from "./http/env.ts";
+import { createDormantSignerClient } from "./signer/dormant-stub.ts";
 
 // Unit level: the database is never reached by these routes, so an inert handle stands in.
 const inertDatabase: DatabaseHandle = {
@@ -21,6 +22,7 @@ function depsFor(env: Record<string, string>): AppDeps {
     database: inertDatabase,
     chain: undefined,
     rpc: undefined,
+    signer: createDormantSignerClient(),
     logger: pino({ level: "silent" }),
     clock: systemClock,
   };

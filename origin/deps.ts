@@ -3,6 +3,7 @@ import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import type { Config } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
+import type { SignerClient } from "./signer/types.ts";
 
 export type Clock = { now(): Date };
 
@@ -19,6 +20,8 @@ export type AppDeps = {
   chain: ChainClient | undefined;
   /** Raw JSON-RPC pass-through to the same node (the /rpc proxy, balance reads); absent with no chain. */
   rpc: JsonRpcUpstream | undefined;
+  /** The enclave signer: the socket client, or dormant when no endpoint is configured. */
+  signer: SignerClient;
   logger: Logger;
   clock: Clock;
 };

@@ -8,6 +8,8 @@ import { type AppDeps, systemClock } from "./deps.ts";
 import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
 import { startHttpServer } from "./server.ts";
+import { createSignerClient } from "./signer/create-signer-client.ts";
+import { startBackgroundWorkers } from "./workers/background.ts";
 
 /** Boot only: config → database → deps → app → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
@@ -38,7 +40,12 @@ async function main(): Promise<void> {
     : undefined;
   if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
 
-  const deps: AppDeps = { config, database, chain, rpc, logger, clock: systemClock };
+  const signer = createSignerClient({
+    endpoint: config.signer.endpoint,
+    liveIdentityEnabled: config.features.liveIdentity,
+    logger,
+  });
+  const deps: AppDeps = { config, database, chain, rpc, signer, logger, clock: systemClock };
   const app = createApp(deps, { gateway: createGatewayRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port);
   logger.info(
@@ -46,12 +53,17 @@ async function main(): Promise<void> {
     "origin listening",
   );
 
+  // SPEC: with the gateway switch off, no background worker starts.
+  const workers = config.gatewayEnabled ? startBackgroundWorkers(deps) : [];
+
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "shutting down");
     await server.close();
+    await Promise.all(workers.map((worker) => worker.stop()));
+    await signer.close();
     rpc?.close();
     await database.close();
     logger.info("stopped");

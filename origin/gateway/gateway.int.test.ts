@@ -1,0 +1,343 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDevnet } from "../../devnet/index.ts";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { send } from "../../scripts/test/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
+import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+
+type Devnet = Awaited<ReturnType<typeof startDevnet>>;
+type ErrorEnvelope = { error: { code: string; message: string; request_id: string } };
+type RpcReply = {
+  jsonrpc: string;
+  id: unknown;
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+};
+
+const POLICY = { allowed_methods: [...RPC_READ_ALLOWLIST], max_batch: 100, max_batch_bytes: 65536 };
+
+async function devRpc(devnet: Devnet, method: string, params: unknown[]): Promise<unknown> {
+  const response = await fetch(devnet.url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  });
+  return ((await response.json()) as { result: unknown }).result;
+}
+
+describe("gateway over HTTP (real database and devnet)", () => {
+  let testDb: TestDatabase;
+  let devnet: Devnet;
+  let origin: TestOrigin;
+  let proxied: TestOrigin;
+  const tokens: Record<"read" | "all" | "transfer", { token: string; agentId: string; wallet: string }> =
+    {} as never;
+
+  async function issue(capabilities: string[]) {
+    const result = await provisionIdentity(testDb.handle.db, { capabilities, origin: "operator" });
+    if (!result.ok) throw new Error(result.error.code);
+    return { token: result.value.token, agentId: result.value.agentId, wallet: result.value.assignedWallet };
+  }
+  const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    devnet = await startDevnet({ port: 0 });
+    origin = await startTestOrigin({ database: testDb.handle, rpcUrl: devnet.url });
+    proxied = await startTestOrigin({
+      database: testDb.handle,
+      rpcUrl: devnet.url,
+      env: { AGENT_TRUSTED_PROXIES: "127.0.0.1/32" },
+    });
+    await seedFreeKeys(testDb.handle.db, 10);
+    tokens.read = await issue(["read"]);
+    tokens.all = await issue(["read", "faucet", "transfer"]);
+    tokens.transfer = await issue(["read", "transfer"]);
+  });
+  afterAll(async () => {
+    await origin?.close();
+    await proxied?.close();
+    await devnet?.close();
+    await testDb?.drop();
+  });
+
+  describe("authentication", () => {
+    it("answers every kind of bad token with one identical 401", async () => {
+      const revoked = await issue(["read"]);
+      const disabled = await issue(["read"]);
+      await testDb.handle.db.execute(
+        sql`update agent_identities set revoked = true where agent_id = ${revoked.agentId}`,
+      );
+      await testDb.handle.db.execute(
+        sql`update agent_identities set enabled = false where agent_id = ${disabled.agentId}`,
+      );
+      const [, id] = /^agt_([0-9a-f]{32})_/.exec(tokens.read.token)!;
+      const cases: Record<string, Record<string, string>> = {
+        missing: {},
+        malformed: { authorization: "Bearer not-a-token" },
+        wrongScheme: { authorization: `Basic ${tokens.read.token}` },
+        unknown: auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`),
+        wrongSecret: auth(`agt_${id}_${randomBytes(32).toString("hex")}`),
+        revoked: auth(revoked.token),
+        disabled: auth(disabled.token),
+      };
+      const bodies = new Set<string>();
+      for (const [name, headers] of Object.entries(cases)) {
+        const response = await send(`${origin.base}/agent/v1/network`, {
+          headers,
+          localAddress: "127.0.0.10",
+        });
+        expect(response.status, name).toBe(401);
+        const { request_id, ...rest } = (response.body as ErrorEnvelope).error;
+        expect(request_id).toMatch(/^req_/);
+        bodies.add(JSON.stringify(rest));
+      }
+      expect([...bodies]).toEqual([
+        JSON.stringify({ code: "agent_auth_failed", message: "authentication failed" }),
+      ]);
+    });
+
+    it("stops a token on the very next request after revocation", async () => {
+      const agent = await issue(["read"]);
+      expect((await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) })).status).toBe(
+        200,
+      );
+      await testDb.handle.db.execute(
+        sql`update agent_identities set revoked = true where agent_id = ${agent.agentId}`,
+      );
+      expect((await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) })).status).toBe(
+        401,
+      );
+    });
+
+    it("refuses a read token on every write route with 403, before any feature check", async () => {
+      for (const path of ["/faucet", "/transfers", "/x402/authorize"]) {
+        const response = await send(`${origin.base}/agent/v1${path}`, {
+          method: "POST",
+          headers: auth(tokens.read.token),
+          body: "{}",
+        });
+        expect(response.status, path).toBe(403);
+        expect((response.body as ErrorEnvelope).error.code).toBe("agent_capability_required");
+      }
+      const faucetWithoutCapability = await send(`${origin.base}/agent/v1/faucet`, {
+        method: "POST",
+        headers: auth(tokens.transfer.token),
+        body: "{}",
+      });
+      expect(faucetWithoutCapability.status).toBe(403);
+    });
+  });
+
+  describe("rate limits", () => {
+    it("429s the 61st failed authentication from one IP, leaves other IPs alone, and ignores a spoofed X-Forwarded-For", async () => {
+      const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
+      const from = "127.0.0.20";
+      for (let i = 0; i < 60; i++) {
+        const response = await send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
+        expect(response.status).toBe(401);
+      }
+      const limited = await send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers["retry-after"])).toBeGreaterThan(0);
+      expect(limited.body).toMatchObject({
+        error: { code: "rate_limited", retry_after: expect.any(Number) },
+      });
+      // Once blocked, even a valid token from that IP waits.
+      const valid = await send(`${origin.base}/agent/v1/network`, {
+        headers: auth(tokens.read.token),
+        localAddress: from,
+      });
+      expect(valid.status).toBe(429);
+
+      const spoofed = await send(`${origin.base}/agent/v1/network`, {
+        headers: { ...bad, "x-forwarded-for": "198.51.100.77" },
+        localAddress: from,
+      });
+      expect(spoofed.status).toBe(429);
+
+      const other = await send(`${origin.base}/agent/v1/network`, {
+        headers: bad,
+        localAddress: "127.0.0.21",
+      });
+      expect(other.status).toBe(401);
+    });
+
+    it("selects the client from X-Forwarded-For when the peer is a trusted proxy", async () => {
+      const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
+      const via = (client: string) => ({ ...bad, "x-forwarded-for": `${client}, 127.0.0.1` });
+      for (let i = 0; i < 60; i++) {
+        expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.5") })).status).toBe(
+          401,
+        );
+      }
+      expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.5") })).status).toBe(
+        429,
+      );
+      expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.6") })).status).toBe(
+        401,
+      );
+    });
+
+    it("429s an agent's 601st request in the window", async () => {
+      const agent = await issue(["read"]);
+      for (let i = 0; i < 600; i++) {
+        const response = await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
+        if (response.status !== 200) throw new Error(`request ${i + 1} answered ${response.status}`);
+      }
+      const limited = await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
+      expect(limited.status).toBe(429);
+      expect(limited.headers["retry-after"]).toBeDefined();
+      // Another agent is not affected.
+      expect(
+        (await send(`${origin.base}/agent/v1/network`, { headers: auth(tokens.read.token) })).status,
+      ).toBe(200);
+    });
+  });
+
+  describe("network and balance", () => {
+    it("describes the chain, the caller, the allowlist, the limits and the features", async () => {
+      const response = await send(`${origin.base}/agent/v1/network`, { headers: auth(tokens.all.token) });
+      expect(response.status).toBe(200);
+      expect(response.body).toMatchObject({
+        api_version: "v1",
+        chain: {
+          chain_id: 77,
+          caip2: "eip155:77",
+          native_token: { symbol: "USDC", decimals: 6 },
+          latest_block: expect.stringMatching(/^\d+$/),
+        },
+        agent: {
+          agent_id: tokens.all.agentId,
+          assigned_wallet: tokens.all.wallet,
+          capabilities: ["read", "faucet", "transfer"],
+        },
+        rpc: POLICY,
+        limits: {
+          failed_auth_per_ip: { limit: 60, window_seconds: 60 },
+          requests_per_agent: { limit: 600, window_seconds: 60 },
+          transfer: { per_tx_units: "0", daily_units: "0" },
+          x402: { max_timeout_seconds: 180 },
+        },
+        features: { faucet: false, transfers: false, x402: false, registration: false },
+      });
+    });
+
+    it("reads the assigned wallet's balance in units and wei, with the block", async () => {
+      await devRpc(devnet, "dev_setBalance", [
+        tokens.read.wallet,
+        `0x${(2_500_000n * 10n ** 12n + 7n).toString(16)}`,
+      ]);
+      const response = await send(`${origin.base}/agent/v1/balance`, { headers: auth(tokens.read.token) });
+      expect(response.status).toBe(200);
+      const block = BigInt((await devRpc(devnet, "eth_blockNumber", [])) as string);
+      expect(response.body).toEqual({
+        address: tokens.read.wallet,
+        balance: "2500000",
+        decimals: 6,
+        symbol: "USDC",
+        balance_wei: (2_500_000n * 10n ** 12n + 7n).toString(),
+        block_number: block.toString(),
+      });
+    });
+  });
+
+  describe("rpc proxy", () => {
+    const rpc = (body: unknown, token = tokens.read.token) =>
+      send(`${origin.base}/agent/v1/rpc`, {
+        method: "POST",
+        headers: auth(token),
+        body: JSON.stringify(body),
+      });
+    const call = (id: number, method: string, params: unknown[] = []) => ({
+      jsonrpc: "2.0",
+      id,
+      method,
+      params,
+    });
+
+    it("answers an allowed call, including eth_getBalance of any address", async () => {
+      const stranger = `0x${randomBytes(20).toString("hex")}`;
+      await devRpc(devnet, "dev_setBalance", [stranger, "0x2a"]);
+      const response = await rpc(call(7, "eth_getBalance", [stranger, "latest"]));
+      expect(response.status).toBe(200);
+      expect(response.body).toEqual({ jsonrpc: "2.0", id: 7, result: "0x2a" });
+      expect(await rpc(call(8, "eth_chainId"))).toMatchObject({ body: { id: 8, result: "0x4d" } });
+    });
+
+    it.each(["eth_sendRawTransaction", "eth_sendTransaction", "personal_sign", "dev_setBalance", "eth_call"])(
+      "refuses %s with the allowlist, even for a token with every capability",
+      async (method) => {
+        const response = await rpc(call(1, method, ["0x00"]), tokens.all.token);
+        expect(response.body).toEqual({
+          jsonrpc: "2.0",
+          id: 1,
+          error: { code: -32601, message: `method '${method}' is not allowed`, data: POLICY },
+        });
+      },
+    );
+
+    it("answers every element of a mixed batch, in order", async () => {
+      const response = await rpc([
+        call(1, "eth_blockNumber"),
+        call(2, "eth_sendRawTransaction", ["0x00"]),
+        { jsonrpc: "2.0", id: 3 },
+        call(4, "eth_chainId"),
+      ]);
+      const replies = response.body as RpcReply[];
+      expect(replies.map((reply) => reply.id)).toEqual([1, 2, 3, 4]);
+      expect(replies[0]!.result).toMatch(/^0x/);
+      expect(replies[1]!.error).toMatchObject({ code: -32601, data: POLICY });
+      expect(replies[2]!.error).toMatchObject({ code: -32600, data: POLICY });
+      expect(replies[3]!.result).toBe("0x4d");
+    });
+
+    it("refuses a batch of 101 and a body over 64 KB before any upstream call", async () => {
+      const before = (await devRpc(devnet, "eth_blockNumber", [])) as string;
+      const tooMany = await rpc(Array.from({ length: 101 }, (_, i) => call(i, "eth_chainId")));
+      expect(tooMany.body).toEqual({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: "batch exceeds 100 requests", data: POLICY },
+      });
+      const padding = "0".repeat(700);
+      const tooBig = Array.from({ length: 100 }, (_, i) =>
+        call(i, "eth_getBalance", [`0x${padding}`, "latest"]),
+      );
+      expect(JSON.stringify(tooBig).length).toBeGreaterThan(65_536);
+      expect((await rpc(tooBig)).body).toEqual({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: "request exceeds 65536 bytes", data: POLICY },
+      });
+      expect(await devRpc(devnet, "eth_blockNumber", [])).toBe(before);
+    });
+
+    it("turns an unreachable chain into JSON-RPC errors, never a 500", async () => {
+      const dead = await startTestOrigin({ database: testDb.handle, rpcUrl: "http://127.0.0.1:9" });
+      try {
+        const response = await send(`${dead.base}/agent/v1/rpc`, {
+          method: "POST",
+          headers: auth(tokens.read.token),
+          body: JSON.stringify([call(1, "eth_blockNumber"), call(2, "personal_sign")]),
+        });
+        expect(response.status).toBe(200);
+        const replies = response.body as RpcReply[];
+        expect(replies[0]!.error).toMatchObject({
+          code: -32000,
+          message: "upstream unavailable: unreachable",
+        });
+        expect(replies[1]!.error).toMatchObject({ code: -32601 });
+        const balance = await send(`${dead.base}/agent/v1/balance`, { headers: auth(tokens.read.token) });
+        expect(balance.status).toBe(502);
+        expect((balance.body as ErrorEnvelope).error.code).toBe("upstream_unavailable");
+      } finally {
+        await dead.close();
+      }
+    });
+  });
+});

@@ -1,0 +1,317 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import pino from "pino";
+import { privateKeyToAccount } from "viem/accounts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { type FaultReply, startFaultEnclave } from "../../scripts/test/fault-enclave.ts";
+import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import { fromHex } from "../../shared/hex.ts";
+import { buildIdentityProofPreimage, identityProofDigest } from "../../shared/identity-proof.ts";
+import { signDigest } from "../../shared/secp256k1.ts";
+import { queryRows } from "../db/client.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+import { refillOnce } from "../keypool/refill.ts";
+import { createCapabilityMinter } from "../signer/capability-minter.ts";
+import { createSignerClient } from "../signer/create-signer-client.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../signer/testing/enclave-process.ts";
+import type { SignerClient } from "../signer/types.ts";
+import { applyOutcome, sweepIdentities } from "./sweep.ts";
+
+const logger = pino({ level: "silent" });
+const ENV_ID = "sweep-test";
+
+type Row = { enabled: boolean; disabled_reason: string | null; last_verified_at: Date | null };
+type Finding = { class: string; code: string };
+
+describe("identity sweep (SPEC 'Identity enabled flag (sweep)')", () => {
+  let testDb: TestDatabase;
+  let enclave: EnclaveProcess;
+  let live: SignerClient;
+  let backupDir: string;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    enclave = await startEnclaveProcess({ envId: ENV_ID });
+    live = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+    backupDir = await mkdtemp(path.join(tmpdir(), "sweep-backups-"));
+  });
+  afterEach(async () => {
+    await testDb.handle.db.execute(
+      sql`truncate identity_findings, agent_tokens, key_pool, key_batches, agent_identities cascade`,
+    );
+  });
+  afterAll(async () => {
+    await live?.close();
+    await enclave?.dispose();
+    await testDb?.drop();
+    if (backupDir) await rm(backupDir, { recursive: true, force: true });
+  });
+
+  /** An identity whose key the real enclave generated, backed up and verified. */
+  async function enclaveIdentity(): Promise<{ agentId: string; keyRef: string; wallet: string }> {
+    const authorize = createCapabilityMinter({ authority: enclave.adminSecret, envId: ENV_ID, client: live });
+    await refillOnce(
+      { db: testDb.handle.db, signer: live, authorize, backupDir, logger },
+      { target: 1, batchSize: 1 },
+    );
+    const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
+    if (!result.ok) throw new Error(result.error.code);
+    return {
+      agentId: result.value.agentId,
+      keyRef: result.value.keyRef,
+      wallet: result.value.assignedWallet,
+    };
+  }
+
+  /** An identity over a key made here, so a fake enclave can answer for it. */
+  async function seededIdentity() {
+    const [key] = await seedFreeKeys(testDb.handle.db, 1);
+    const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
+    if (!result.ok) throw new Error(result.error.code);
+    return { agentId: result.value.agentId, key: key! };
+  }
+
+  const sweep = (signer: SignerClient, overrides: { envId?: string; chainId?: number } = {}) =>
+    sweepIdentities(
+      { db: testDb.handle.db, signer, logger },
+      { envId: overrides.envId ?? ENV_ID, chainId: overrides.chainId, windowSeconds: 3600, now: new Date() },
+    );
+  const row = async (agentId: string): Promise<Row> =>
+    (
+      await queryRows<Row>(
+        testDb.handle.db,
+        sql`select enabled, disabled_reason, last_verified_at from agent_identities where agent_id = ${agentId}`,
+      )
+    )[0]!;
+  const findings = (agentId: string) =>
+    queryRows<Finding>(
+      testDb.handle.db,
+      sql`select class, code from identity_findings where agent_id = ${agentId} order by at`,
+    );
+
+  async function withFake(
+    reply: (op: string, params: Record<string, unknown>) => FaultReply,
+    body: (signer: SignerClient) => Promise<void>,
+  ) {
+    const fake = await startFaultEnclave(reply);
+    const signer = createSignerClient({
+      endpoint: fake.endpoint,
+      liveIdentityEnabled: true,
+      requestTimeoutMs: 2_000,
+    });
+    try {
+      await body(signer);
+    } finally {
+      await signer.close();
+      await fake.close();
+    }
+  }
+
+  it("verifies a key the enclave holds and leaves it alone within the window", async () => {
+    const identity = await enclaveIdentity();
+    expect(await sweep(live)).toEqual({ checked: 1, verified: 1, disabled: 0, findings: 0 });
+    const after = await row(identity.agentId);
+    expect(after.enabled).toBe(true);
+    expect(after.last_verified_at).not.toBeNull();
+    expect(await findings(identity.agentId)).toEqual([]);
+    expect((await sweep(live)).checked).toBe(0);
+  });
+
+  it("destructive: a stored wallet that is not the key's address disables the identity once", async () => {
+    const identity = await enclaveIdentity();
+    const other = `0x${randomBytes(20).toString("hex")}`;
+    await testDb.handle.db.execute(
+      sql`update agent_identities set assigned_wallet = ${other} where agent_id = ${identity.agentId}`,
+    );
+    expect(await sweep(live)).toMatchObject({ checked: 1, disabled: 1 });
+    expect(await row(identity.agentId)).toMatchObject({
+      enabled: false,
+      disabled_reason: "identity proof: wallet_mismatch",
+    });
+    expect(await findings(identity.agentId)).toEqual([{ class: "destructive", code: "wallet_mismatch" }]);
+    // A repeat is a no-op: not swept again, and applying the outcome again writes nothing.
+    expect((await sweep(live)).checked).toBe(0);
+    const again = await applyOutcome(testDb.handle.db, identity.agentId, {
+      verified: false,
+      class: "destructive",
+      code: "wallet_mismatch",
+      detail: "repeat",
+    });
+    expect(again).toBe("already_disabled");
+    expect(await findings(identity.agentId)).toHaveLength(1);
+  });
+
+  it("destructive: a proof for another environment fails closed", async () => {
+    const identity = await enclaveIdentity();
+    await sweep(live, { envId: "prod-eu-1" });
+    expect(await row(identity.agentId)).toMatchObject({
+      enabled: false,
+      disabled_reason: "identity proof: proof_failed",
+    });
+  });
+
+  it("destructive: a wrong-but-in-range chain id under the live client disables the wallet", async () => {
+    const identity = await enclaveIdentity();
+    await sweep(live, { chainId: 78 });
+    expect(await row(identity.agentId)).toMatchObject({ enabled: false });
+    expect(await findings(identity.agentId)).toEqual([{ class: "destructive", code: "proof_failed" }]);
+  });
+
+  it("destructive (fake enclave): an answer for another key ref, and a forged proof", async () => {
+    const first = await seededIdentity();
+    await withFake(
+      (op) =>
+        op === "public_identity"
+          ? {
+              result: {
+                key_ref: randomBytes(32).toString("hex"),
+                public_key: privateKeyToAccount(first.key.privateKey).publicKey,
+                address: first.key.address,
+                namespace: "agent-transfer",
+                env_id: ENV_ID,
+                chain_id: 77,
+              },
+            }
+          : { error: { code: "malformed" } },
+      async (signer) => {
+        await sweep(signer);
+      },
+    );
+    expect(await findings(first.agentId)).toEqual([{ class: "destructive", code: "key_ref_mismatch" }]);
+    await testDb.handle.db.execute(
+      sql`truncate identity_findings, agent_tokens, key_pool, key_batches, agent_identities cascade`,
+    );
+
+    const second = await seededIdentity();
+    const publicKey = privateKeyToAccount(second.key.privateKey).publicKey;
+    const forger = randomBytes(32);
+    await withFake(
+      (op, params) => {
+        const info = {
+          key_ref: second.key.keyRef,
+          public_key: publicKey,
+          address: second.key.address,
+          env_id: ENV_ID,
+          chain_id: 77,
+        };
+        if (op === "public_identity") return { result: { ...info, namespace: "agent-transfer" } };
+        const digest = identityProofDigest(
+          buildIdentityProofPreimage({
+            chainId: 77,
+            envId: ENV_ID,
+            keyRef: second.key.keyRef,
+            publicKey: fromHex(publicKey),
+            address: second.key.address,
+            verifierNonce: String(params.verifier_nonce) as `0x${string}`,
+          }),
+        );
+        return { result: { ...info, signature: signDigest(digest, forger).signature } };
+      },
+      async (signer) => {
+        await sweep(signer);
+      },
+    );
+    expect(await row(second.agentId)).toMatchObject({
+      enabled: false,
+      disabled_reason: "identity proof: proof_failed",
+    });
+  });
+
+  it("destructive: a key ref the enclave holds no agent key under is a key-ref mismatch", async () => {
+    const identity = await enclaveIdentity();
+    await testDb.handle.db.execute(
+      sql`update agent_identities set agent_transfer_key_ref = ${randomBytes(32).toString("hex")} where agent_id = ${identity.agentId}`,
+    );
+    expect(await sweep(live)).toMatchObject({ checked: 1, disabled: 1, findings: 1 });
+    expect(await row(identity.agentId)).toMatchObject({
+      enabled: false,
+      disabled_reason: "identity proof: key_ref_mismatch",
+    });
+    expect(await findings(identity.agentId)).toEqual([{ class: "destructive", code: "key_ref_mismatch" }]);
+  });
+
+  it("retryable: an enclave that cannot be reached records a finding every tick, wallet intact", async () => {
+    const identity = await enclaveIdentity();
+    const gone = createSignerClient({
+      endpoint: `unix://${path.join(backupDir, "no-such.sock")}`,
+      liveIdentityEnabled: true,
+      connectTimeoutMs: 500,
+      requestTimeoutMs: 1_000,
+      backoff: { initialMs: 10, maxMs: 20 },
+    });
+    await sweep(gone);
+    await sweep(gone);
+    await gone.close();
+    expect(await row(identity.agentId)).toMatchObject({ enabled: true, last_verified_at: null });
+    expect(await findings(identity.agentId)).toEqual([
+      { class: "retryable", code: "signer_unreachable" },
+      { class: "retryable", code: "signer_unreachable" },
+    ]);
+  });
+
+  it("terminal_wire: an enclave announcing another profile is refused, wallet intact", async () => {
+    const identity = await enclaveIdentity();
+    await enclave.start({ profile: "bridge_operator" });
+    try {
+      const client = createSignerClient({
+        endpoint: `unix://${enclave.socketPath}`,
+        liveIdentityEnabled: true,
+      });
+      await sweep(client);
+      await client.close();
+    } finally {
+      await enclave.start();
+    }
+    expect(await row(identity.agentId)).toMatchObject({ enabled: true });
+    expect((await findings(identity.agentId)).map((finding) => finding.class)).toEqual(["terminal_wire"]);
+  });
+
+  it("terminal_config, terminal_agent and terminal_malformed (fake enclave): findings, wallet intact", async () => {
+    const identity = await seededIdentity();
+    await withFake(
+      () => ({ error: { code: "not_configured", reason: "policy is not sealed" } }),
+      async (signer) => {
+        await sweep(signer);
+      },
+    );
+    await withFake(
+      () => ({ error: { code: "cap_exceeded", reason: "rate of proofs exceeded" } }),
+      async (signer) => {
+        await sweep(signer);
+      },
+    );
+    await withFake(
+      () => ({ result: { key_ref: "not hex", chain_id: "seventy-seven" } }),
+      async (signer) => {
+        await sweep(signer);
+      },
+    );
+    expect(await row(identity.agentId)).toMatchObject({ enabled: true });
+    expect(await findings(identity.agentId)).toEqual([
+      { class: "terminal_config", code: "not_configured" },
+      { class: "terminal_agent", code: "cap_exceeded" },
+      { class: "terminal_malformed", code: "malformed_reply" },
+    ]);
+  });
+
+  it("terminal_unknown: in dormant mode every identity gets a finding and keeps its wallet", async () => {
+    const first = await enclaveIdentity();
+    const second = await enclaveIdentity();
+    const dormant = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: false,
+    });
+    expect(await sweep(dormant)).toMatchObject({ checked: 2, disabled: 0, findings: 2 });
+    await dormant.close();
+    for (const identity of [first, second]) {
+      expect(await row(identity.agentId)).toMatchObject({ enabled: true });
+      expect(await findings(identity.agentId)).toEqual([
+        { class: "terminal_unknown", code: "agent_signer_protocol_unavailable" },
+      ]);
+    }
+  });
+});

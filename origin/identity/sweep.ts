@@ -1,0 +1,98 @@
+import { and, asc, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { CHAIN_ID } from "../../shared/constants.ts";
+import type { Db } from "../db/client.ts";
+import { agentIdentities, identityFindings } from "../db/schema.ts";
+import type { Logger } from "../logger.ts";
+import type { SignerClient } from "../signer/types.ts";
+import { type ProofOutcome, proveIdentity } from "./prove.ts";
+
+export type SweepDeps = { db: Db; signer: SignerClient; logger: Logger };
+
+export type SweepParams = {
+  envId: string;
+  windowSeconds: number;
+  now: Date;
+  /** At most this many identities per tick, oldest verification first. */
+  limit?: number;
+  chainId?: number;
+};
+
+export type SweepReport = { checked: number; verified: number; disabled: number; findings: number };
+
+/**
+ * SPEC "Identity enabled flag (sweep)": re-proves every enabled identity whose last verification
+ * is older than the window. Only `destructive` changes state (disables, once); every other class
+ * records a finding and leaves the wallet intact, to be retried next tick.
+ */
+export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Promise<SweepReport> {
+  const cutoff = new Date(params.now.getTime() - params.windowSeconds * 1000);
+  const due = await deps.db
+    .select({
+      agentId: agentIdentities.agentId,
+      keyRef: agentIdentities.agentTransferKeyRef,
+      assignedWallet: agentIdentities.assignedWallet,
+    })
+    .from(agentIdentities)
+    .where(
+      and(
+        eq(agentIdentities.enabled, true),
+        or(isNull(agentIdentities.lastVerifiedAt), lt(agentIdentities.lastVerifiedAt, cutoff)),
+      ),
+    )
+    .orderBy(sql`${agentIdentities.lastVerifiedAt} asc nulls first`, asc(agentIdentities.createdAt))
+    .limit(params.limit ?? 500);
+
+  const report: SweepReport = { checked: 0, verified: 0, disabled: 0, findings: 0 };
+  for (const identity of due) {
+    const outcome = await proveIdentity(
+      deps.signer,
+      { keyRef: identity.keyRef, assignedWallet: identity.assignedWallet as `0x${string}` },
+      { chainId: params.chainId ?? CHAIN_ID, envId: params.envId },
+    );
+    report.checked++;
+    const applied = await applyOutcome(deps.db, identity.agentId, outcome);
+    if (outcome.verified) report.verified++;
+    else {
+      report.findings++;
+      if (applied === "disabled") report.disabled++;
+      deps.logger.warn(
+        { agent_id: identity.agentId, class: outcome.class, code: outcome.code },
+        "identity finding",
+      );
+    }
+  }
+  return report;
+}
+
+/** Writes what one outcome means; a destructive repeat on a disabled identity changes nothing. */
+export async function applyOutcome(
+  db: Db,
+  agentId: string,
+  outcome: ProofOutcome,
+): Promise<"verified" | "disabled" | "already_disabled" | "finding"> {
+  if (outcome.verified) {
+    await db
+      .update(agentIdentities)
+      .set({ lastVerifiedAt: sql`now()` })
+      .where(eq(agentIdentities.agentId, agentId));
+    return "verified";
+  }
+  return db.transaction(async (tx) => {
+    if (outcome.class === "destructive") {
+      const disabled = await tx
+        .update(agentIdentities)
+        .set({ enabled: false, disabledReason: `identity proof: ${outcome.code}`, disabledAt: sql`now()` })
+        .where(and(eq(agentIdentities.agentId, agentId), eq(agentIdentities.enabled, true)))
+        .returning({ agentId: agentIdentities.agentId });
+      if (disabled.length === 0) return "already_disabled";
+      await tx
+        .insert(identityFindings)
+        .values({ agentId, class: outcome.class, code: outcome.code, detail: outcome.detail });
+      return "disabled";
+    }
+    await tx
+      .insert(identityFindings)
+      .values({ agentId, class: outcome.class, code: outcome.code, detail: outcome.detail });
+    return "finding";
+  });
+}

@@ -1,0 +1,112 @@
+import { and, eq, inArray, lt, sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { keyBatches, keyPool } from "../db/schema.ts";
+
+/** DESIGN §4 batch states, in order; `failed` may be reached from any intermediate one. */
+export const IN_PROGRESS_STATES = ["requested", "generated", "backup_written", "backup_verified"] as const;
+export type BatchState = (typeof IN_PROGRESS_STATES)[number] | "available" | "failed";
+
+export type GeneratedKey = { keyRef: string; publicKey: string; address: string };
+
+export async function createBatch(db: Db, size: number): Promise<string> {
+  const [row] = await db
+    .insert(keyBatches)
+    .values({ size, status: "requested" })
+    .returning({ id: keyBatches.batchId });
+  return row!.id;
+}
+
+/**
+ * Moves a batch from `from` to `to` only if it is still in `from`, so a batch the sweeper has
+ * failed meanwhile is never resurrected. Returns false when the batch had moved on.
+ */
+export async function advanceBatch(
+  db: Db,
+  batchId: string,
+  from: BatchState,
+  to: BatchState,
+  fields: { backupPath?: string; backupSha256?: string } = {},
+): Promise<boolean> {
+  const updated = await db
+    .update(keyBatches)
+    .set({ status: to, statusChangedAt: sql`clock_timestamp()`, ...fields })
+    .where(and(eq(keyBatches.batchId, batchId), eq(keyBatches.status, from)))
+    .returning({ id: keyBatches.batchId });
+  return updated.length === 1;
+}
+
+/** requested → generated, storing the enclave's public keys as `pending`, in one transaction. */
+export async function recordGeneratedKeys(db: Db, batchId: string, keys: GeneratedKey[]): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    if (!(await advanceBatch(tx, batchId, "requested", "generated"))) return false;
+    await tx.insert(keyPool).values(
+      keys.map((key) => ({
+        keyRef: key.keyRef,
+        batchId,
+        address: key.address.toLowerCase(),
+        publicKey: key.publicKey.toLowerCase(),
+        status: "pending",
+      })),
+    );
+    return true;
+  });
+}
+
+/** backup_verified → available and its keys pending → free, together. */
+export async function releaseBatch(db: Db, batchId: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    if (!(await advanceBatch(tx, batchId, "backup_verified", "available"))) return false;
+    await tx
+      .update(keyPool)
+      .set({ status: "free" })
+      .where(and(eq(keyPool.batchId, batchId), eq(keyPool.status, "pending")));
+    return true;
+  });
+}
+
+/** Fails a batch that is still in progress and quarantines its keys; keys never become free. */
+export async function failBatch(db: Db, batchId: string, reason: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const failed = await tx
+      .update(keyBatches)
+      .set({ status: "failed", failureReason: reason, statusChangedAt: sql`clock_timestamp()` })
+      .where(and(eq(keyBatches.batchId, batchId), inArray(keyBatches.status, [...IN_PROGRESS_STATES])))
+      .returning({ id: keyBatches.batchId });
+    if (failed.length === 0) return false;
+    await tx
+      .update(keyPool)
+      .set({ status: "quarantined" })
+      .where(and(eq(keyPool.batchId, batchId), eq(keyPool.status, "pending")));
+    return true;
+  });
+}
+
+/** Batches that have sat in an intermediate state since before `olderThan`. */
+export async function findStuckBatches(
+  db: Db,
+  olderThan: Date,
+): Promise<{ batchId: string; status: string }[]> {
+  return db
+    .select({ batchId: keyBatches.batchId, status: keyBatches.status })
+    .from(keyBatches)
+    .where(
+      and(inArray(keyBatches.status, [...IN_PROGRESS_STATES]), lt(keyBatches.statusChangedAt, olderThan)),
+    );
+}
+
+export type PoolStock = { free: number; pendingInBatches: number };
+
+/** Free keys, and keys of batches still on their way to `available` (they will become free). */
+export async function poolStock(db: Db): Promise<PoolStock> {
+  const rows = await db
+    .select({
+      free: sql<number>`count(*) filter (where ${keyPool.status} = 'free')::int`,
+      pending: sql<number>`count(*) filter (where ${keyPool.status} = 'pending')::int`,
+    })
+    .from(keyPool);
+  const requested = await db
+    .select({ keys: sql<number>`coalesce(sum(${keyBatches.size}), 0)::int` })
+    .from(keyBatches)
+    .where(eq(keyBatches.status, "requested"));
+  return { free: rows[0]?.free ?? 0, pendingInBatches: (rows[0]?.pending ?? 0) + (requested[0]?.keys ?? 0) };
+}

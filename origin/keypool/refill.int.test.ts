@@ -1,0 +1,178 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import pino from "pino";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { queryRows } from "../db/client.ts";
+import { createCapabilityMinter } from "../signer/capability-minter.ts";
+import { createSignerClient } from "../signer/create-signer-client.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../signer/testing/enclave-process.ts";
+import type { CapabilityProvider, SignerClient } from "../signer/types.ts";
+import { provisionIdentity } from "./provision.ts";
+import { makeBatch, type RefillDeps, refillOnce } from "./refill.ts";
+import { sweepStuckBatches } from "./sweeper.ts";
+
+const logger = pino({ level: "silent" });
+
+describe("key pool refill, backup writer and sweeper (real enclave, real database)", () => {
+  let testDb: TestDatabase;
+  let enclave: EnclaveProcess;
+  let signer: SignerClient;
+  let authorize: CapabilityProvider;
+  let backupDir: string;
+  let deps: RefillDeps;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    enclave = await startEnclaveProcess({ envId: "keypool-test" });
+    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+    authorize = createCapabilityMinter({
+      authority: enclave.adminSecret,
+      envId: enclave.envId,
+      client: signer,
+    });
+    backupDir = await mkdtemp(path.join(tmpdir(), "keypool-backups-"));
+    deps = { db: testDb.handle.db, signer, authorize, backupDir, logger };
+  });
+  afterEach(async () => {
+    await testDb.handle.db.execute(
+      sql`truncate agent_tokens, key_pool, key_batches, agent_identities cascade`,
+    );
+  });
+  afterAll(async () => {
+    await signer?.close();
+    await enclave?.dispose();
+    await testDb?.drop();
+    if (backupDir) await rm(backupDir, { recursive: true, force: true });
+  });
+
+  const batches = () =>
+    queryRows<{ batch_id: string; status: string; size: number; failure_reason: string | null }>(
+      testDb.handle.db,
+      sql`select batch_id, status, size, failure_reason from key_batches order by created_at`,
+    );
+  const keyStates = (batchId: string) =>
+    queryRows<{ status: string; n: number }>(
+      testDb.handle.db,
+      sql`select status, count(*)::int as n from key_pool where batch_id = ${batchId} group by status`,
+    );
+
+  it("tops the pool up to the target with backed-up, verified keys the enclave holds", async () => {
+    const outcomes = await refillOnce(deps, { target: 12, batchSize: 5 });
+    expect(outcomes.map((outcome) => outcome.ok && outcome.keys)).toEqual([5, 5, 2]);
+    expect((await batches()).map((batch) => batch.status)).toEqual(["available", "available", "available"]);
+    const free = await queryRows<{ key_ref: string; address: string; public_key: string }>(
+      testDb.handle.db,
+      sql`select key_ref, address, public_key from key_pool where status = 'free'`,
+    );
+    expect(free).toHaveLength(12);
+    for (const key of free.slice(0, 3)) {
+      const identity = await signer.publicIdentity({ keyRef: key.key_ref });
+      expect(identity.ok && identity.value.address.toLowerCase()).toBe(key.address);
+      expect(identity.ok && identity.value.namespace).toBe("agent-transfer");
+    }
+    const files = (await readdir(backupDir)).filter((name) => name.endsWith(".backup"));
+    expect(files).toHaveLength(3);
+    // Nothing to do once the stock is at the target.
+    expect(await refillOnce(deps, { target: 12, batchSize: 5 })).toEqual([]);
+  });
+
+  it("fails a batch whose backup is corrupted before the re-read check, and never frees its keys", async () => {
+    const outcome = await makeBatch(
+      {
+        ...deps,
+        faults: {
+          afterTempWrite: async () => {
+            const [temp] = (await readdir(backupDir)).filter((name) => name.endsWith(".tmp"));
+            const file = path.join(backupDir, temp!);
+            const bytes = await readFile(file);
+            bytes[bytes.length - 1]! ^= 0xff;
+            await writeFile(file, bytes);
+          },
+        },
+      },
+      3,
+    );
+    expect(outcome).toMatchObject({ ok: false, reason: "backup_writer: reread_hash_mismatch" });
+    const [batch] = await batches();
+    expect(batch).toMatchObject({ status: "failed", failure_reason: "backup_writer: reread_hash_mismatch" });
+    expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
+  });
+
+  it("fails a batch whose written backup is corrupted before the enclave verifies it", async () => {
+    const outcome = await makeBatch(
+      {
+        ...deps,
+        faults: {
+          beforeVerify: async (file) => {
+            const bytes = await readFile(file);
+            bytes[Math.floor(bytes.length / 2)]! ^= 0x01;
+            await writeFile(file, bytes);
+          },
+        },
+      },
+      3,
+    );
+    expect(outcome).toMatchObject({ ok: false, reason: "backup_file: hash_mismatch" });
+    const [batch] = await batches();
+    expect(batch!.status).toBe("failed");
+    expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
+    expect(await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" })).toEqual(
+      {
+        ok: false,
+        error: { code: "agent_key_pool_exhausted" },
+      },
+    );
+  });
+
+  it("leaves a batch the sweeper fails when the process is killed between the temporary write and the rename", async () => {
+    const keyFile = path.join(backupDir, "admin.key");
+    await writeFile(keyFile, Buffer.from(enclave.adminSecret).toString("hex"), { mode: 0o600 });
+    const crashDir = path.join(backupDir, "crash");
+    const signal = await new Promise<string | null>((resolve) => {
+      const child = execFile(process.execPath, ["--import", "tsx", "scripts/test/refill-crash.ts"], {
+        env: {
+          ...process.env,
+          DATABASE_URL: testDb.url,
+          ENCLAVE_SOCKET: enclave.socketPath,
+          ADMIN_KEY_FILE: keyFile,
+          ENV_ID: enclave.envId,
+          BACKUP_DIR: crashDir,
+        },
+      });
+      child.once("exit", (_code, killedBy) => resolve(killedBy));
+    });
+    expect(signal).toBe("SIGKILL");
+
+    const [batch] = await batches();
+    expect(batch!.status).toBe("generated");
+    expect(await keyStates(batch!.batch_id)).toEqual([{ status: "pending", n: 4 }]);
+    const left = await readdir(crashDir);
+    expect(left.some((name) => name.endsWith(".tmp"))).toBe(true);
+    expect(left.some((name) => name.endsWith(".backup"))).toBe(false);
+
+    // Not stuck long enough yet: the sweeper leaves it alone.
+    expect(
+      await sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300, now: new Date() }),
+    ).toEqual([]);
+    const later = new Date(Date.now() + 301_000);
+    expect(await sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300, now: later })).toEqual(
+      [batch!.batch_id],
+    );
+    expect((await batches())[0]).toMatchObject({ status: "failed", failure_reason: "stuck in generated" });
+    expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 4 }]);
+    // Sweeping again changes nothing; the quarantined keys are never handed out.
+    expect(await sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300, now: later })).toEqual(
+      [],
+    );
+    expect(await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" })).toEqual(
+      {
+        ok: false,
+        error: { code: "agent_key_pool_exhausted" },
+      },
+    );
+  });
+});

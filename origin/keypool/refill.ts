@@ -1,0 +1,135 @@
+import type { Db } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import type { CapabilityProvider, SignerClient } from "../signer/types.ts";
+import { readBackup, writeBackup } from "./backup-writer.ts";
+import {
+  advanceBatch,
+  createBatch,
+  failBatch,
+  type GeneratedKey,
+  poolStock,
+  recordGeneratedKeys,
+  releaseBatch,
+} from "./batch-repository.ts";
+
+export type RefillDeps = {
+  db: Db;
+  signer: SignerClient;
+  /** Mints the admin capabilities generate_keys and export_backup need. */
+  authorize: CapabilityProvider;
+  backupDir: string;
+  logger: Logger;
+  /** Fault injection for crash and corruption tests only; never set in production. */
+  faults?: {
+    /** After the temporary backup file is durable, before the rename. */
+    afterTempWrite?: () => Promise<void> | void;
+    /** After the batch is recorded as backup_written, before the file is read back for verify. */
+    beforeVerify?: (backupPath: string) => Promise<void> | void;
+  };
+};
+
+export type BatchOutcome =
+  | { ok: true; batchId: string; keys: number }
+  | { ok: false; batchId: string; reason: string };
+
+/**
+ * Makes one batch ready: requested → generated → backup_written → backup_verified → available.
+ * Each transition is committed before the next step starts, so a crash anywhere leaves a batch in
+ * a state the sweeper can fail; a step that fails fails the batch and quarantines its keys.
+ */
+export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOutcome> {
+  const batchId = await createBatch(deps.db, size);
+  const fail = async (reason: string): Promise<BatchOutcome> => {
+    await failBatch(deps.db, batchId, reason);
+    deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
+    return { ok: false, batchId, reason };
+  };
+
+  const generated = await deps.signer.generateKeys(
+    { namespace: "agent-transfer", count: size, batchId },
+    deps.authorize,
+  );
+  if (!generated.ok) return fail(`generate_keys: ${generated.error.code}`);
+  const keys: GeneratedKey[] = generated.value.keys.map((key) => ({
+    keyRef: key.keyRef,
+    publicKey: key.publicKey,
+    address: key.address,
+  }));
+  if (keys.length !== size) return fail("generate_keys: wrong number of keys");
+  if (!(await recordGeneratedKeys(deps.db, batchId, keys)))
+    return { ok: false, batchId, reason: "batch moved on" };
+
+  const exported = await deps.signer.exportBackup(
+    { batchId, keyRefs: keys.map((key) => key.keyRef) },
+    deps.authorize,
+  );
+  if (!exported.ok) return fail(`export_backup: ${exported.error.code}`);
+  const written = await writeBackup({
+    dir: deps.backupDir,
+    batchId,
+    envelope: exported.value.envelope,
+    expectedSha256: exported.value.sha256,
+    afterTempWrite: deps.faults?.afterTempWrite,
+  });
+  if (!written.ok) return fail(`backup_writer: ${written.reason}`);
+  const advanced = await advanceBatch(deps.db, batchId, "generated", "backup_written", {
+    backupPath: written.value.path,
+    backupSha256: written.value.sha256,
+  });
+  if (!advanced) return { ok: false, batchId, reason: "batch moved on" };
+
+  await deps.faults?.beforeVerify?.(written.value.path);
+  return verifyAndRelease(deps, batchId, written.value.path, written.value.sha256, keys);
+}
+
+/**
+ * backup_written → backup_verified → available: the enclave must decrypt the file's bytes (the
+ * second copy, not the envelope in memory) and reproduce exactly the batch's public keys.
+ */
+export async function verifyAndRelease(
+  deps: Pick<RefillDeps, "db" | "signer" | "logger">,
+  batchId: string,
+  backupPath: string,
+  backupSha256: string,
+  keys: GeneratedKey[],
+): Promise<BatchOutcome> {
+  const fail = async (reason: string): Promise<BatchOutcome> => {
+    await failBatch(deps.db, batchId, reason);
+    deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
+    return { ok: false, batchId, reason };
+  };
+  const file = await readBackup(backupPath, backupSha256);
+  if (!file.ok) return fail(`backup_file: ${file.reason}`);
+  const verified = await deps.signer.verifyBackup({ envelope: file.envelope });
+  if (!verified.ok) return fail(`verify_backup: ${verified.error.code}`);
+  const expected = new Set(keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
+  const restored = new Set(verified.value.keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
+  if (
+    verified.value.batchId !== batchId ||
+    expected.size !== restored.size ||
+    [...expected].some((k) => !restored.has(k))
+  ) {
+    return fail("verify_backup: keys differ from the batch");
+  }
+  if (!(await advanceBatch(deps.db, batchId, "backup_written", "backup_verified"))) {
+    return { ok: false, batchId, reason: "batch moved on" };
+  }
+  if (!(await releaseBatch(deps.db, batchId))) return { ok: false, batchId, reason: "batch moved on" };
+  return { ok: true, batchId, keys: keys.length };
+}
+
+export type RefillParams = { target: number; batchSize: number };
+
+/** Tops the free, verified stock up to `target`, counting keys already on their way. */
+export async function refillOnce(deps: RefillDeps, params: RefillParams): Promise<BatchOutcome[]> {
+  const outcomes: BatchOutcome[] = [];
+  for (;;) {
+    const stock = await poolStock(deps.db);
+    const deficit = params.target - stock.free - stock.pendingInBatches;
+    if (deficit <= 0) return outcomes;
+    const outcome = await makeBatch(deps, Math.min(deficit, params.batchSize));
+    outcomes.push(outcome);
+    // A failing enclave or disk must not spin: stop this round and try again next tick.
+    if (!outcome.ok) return outcomes;
+  }
+}

@@ -1,0 +1,25 @@
+import type { Db } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import { failBatch, findStuckBatches } from "./batch-repository.ts";
+
+export type SweepBatchesParams = { stuckAfterSeconds: number; now: Date };
+
+/**
+ * SPEC "Transfer-key pool": batches stuck in an intermediate backup state fail, and their keys are
+ * quarantined, so inputs left by a crash are reconciled and never handed out.
+ */
+export async function sweepStuckBatches(
+  db: Db,
+  logger: Logger,
+  params: SweepBatchesParams,
+): Promise<string[]> {
+  const cutoff = new Date(params.now.getTime() - params.stuckAfterSeconds * 1000);
+  const failed: string[] = [];
+  for (const batch of await findStuckBatches(db, cutoff)) {
+    if (await failBatch(db, batch.batchId, `stuck in ${batch.status}`)) {
+      failed.push(batch.batchId);
+      logger.warn({ batch_id: batch.batchId, status: batch.status }, "stuck key batch failed");
+    }
+  }
+  return failed;
+}

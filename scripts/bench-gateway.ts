@@ -1,0 +1,174 @@
+/**
+ * `npm run bench:gateway`: throughput and latency of the gateway's read routes over HTTP, each
+ * beside its baseline from the same run:
+ *   - authenticated GET /network and GET /balance vs a bare Hono route on the same server;
+ *   - POST /rpc eth_blockNumber vs the same call sent straight to the devnet.
+ * The devnet and the origin run as their own processes; this process only drives load
+ * (autocannon, loopback only, bounded by time).
+ */
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { Agent, request } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import autocannon from "autocannon";
+import { connectDatabase } from "../origin/db/client.ts";
+import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { migrateDatabase } from "../origin/db/migrate.ts";
+import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { httpOk, startChild, waitUntilReady } from "./lib/supervisor.ts";
+import { freePort } from "./test/free-port.ts";
+import { seedFreeKeys } from "./test/seed.ts";
+
+const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const RPC_BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] });
+
+type Target = {
+  name: string;
+  url: string;
+  method?: "GET" | "POST";
+  headers?: Record<string, string>;
+  body?: string;
+};
+type Figures = { rps: number; p50: number; p99: number };
+
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+
+async function throughput(target: Target): Promise<number> {
+  const result = await autocannon({
+    url: target.url,
+    method: target.method ?? "GET",
+    headers: target.headers,
+    body: target.body,
+    connections: CONNECTIONS,
+    duration: DURATION_S,
+  });
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${target.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return result.requests.average;
+}
+
+/** Sequential requests on one keep-alive socket, timed with a sub-millisecond clock. */
+async function latency(target: Target, count = 2_000): Promise<{ p50: number; p99: number }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const req = request(
+        target.url,
+        {
+          method: target.method ?? "GET",
+          agent,
+          headers: { "content-type": "application/json", ...target.headers },
+        },
+        (res) => {
+          res.resume();
+          res.on("end", () =>
+            res.statusCode === 200 ? resolve() : reject(new Error(`${target.name}: ${res.statusCode}`)),
+          );
+        },
+      );
+      req.on("error", reject);
+      req.end(target.body);
+    });
+    if (i >= 100) samples.push(performance.now() - started); // the first 100 warm up
+  }
+  agent.destroy();
+  samples.sort((a, b) => a - b);
+  const at = (q: number): number => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))]!;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+async function measure(target: Target): Promise<Figures> {
+  const { p50, p99 } = await latency(target);
+  return { rps: await throughput(target), p50, p99 };
+}
+
+function line(name: string, f: Figures): string {
+  return `${name.padEnd(34)} ${f.rps.toFixed(0).padStart(7)} req/s   p50 ${f.p50.toFixed(3)} ms   p99 ${f.p99.toFixed(3)} ms`;
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "bench-gateway-"));
+  await chmod(dir, 0o755);
+  const postgres = await startEmbeddedPostgres({ dir: path.join(dir, "pg"), port: await freePort() });
+  const database = connectDatabase({ url: postgres.url, maxConnections: 2 });
+  await migrateDatabase(database.db);
+  await seedFreeKeys(database.db, 1);
+  const identity = await provisionIdentity(database.db, { capabilities: ["read"], origin: "operator" });
+  if (!identity.ok) throw new Error(identity.error.code);
+  await database.close();
+
+  const devnetPort = await freePort();
+  const originPort = await freePort();
+  const quiet = () => {};
+  const devnet = startChild({
+    name: "devnet",
+    entry: "devnet/main.ts",
+    args: ["--port", String(devnetPort)],
+    onLine: quiet,
+  });
+  const devnetUrl = `http://127.0.0.1:${devnetPort}`;
+  const origin = startChild({
+    name: "origin",
+    entry: "scripts/bench/gateway-server.ts",
+    env: {
+      ...process.env,
+      DATABASE_URL: postgres.url,
+      CHAIN_RPC_URL: devnetUrl,
+      BENCH_PORT: String(originPort),
+    },
+    onLine: quiet,
+  });
+  try {
+    await waitUntilReady(devnet, () =>
+      httpOk(devnetUrl, { method: "POST", body: RPC_BODY, headers: { "content-type": "application/json" } }),
+    );
+    const base = `http://127.0.0.1:${originPort}`;
+    await waitUntilReady(origin, () => httpOk(`${base}/bench/bare`));
+    const auth = { authorization: `Bearer ${identity.value.token}` };
+    say(
+      `bench:gateway — ${CONNECTIONS} connections, ${DURATION_S} s per target; latency from 1,900 sequential requests`,
+    );
+
+    const bare = await measure({ name: "bare", url: `${base}/bench/bare` });
+    const network = await measure({ name: "network", url: `${base}/77/agent/v1/network`, headers: auth });
+    const balance = await measure({ name: "balance", url: `${base}/77/agent/v1/balance`, headers: auth });
+    const rpcBody = {
+      method: "POST" as const,
+      body: RPC_BODY,
+      headers: { "content-type": "application/json" },
+    };
+    const direct = await measure({ name: "direct", url: devnetUrl, ...rpcBody });
+    const proxied = await measure({
+      name: "rpc",
+      url: `${base}/77/agent/v1/rpc`,
+      ...rpcBody,
+      headers: { ...rpcBody.headers, ...auth },
+    });
+
+    say(line("baseline: bare Hono route", bare));
+    say(line("GET /network (authenticated)", network));
+    say(line("GET /balance (authenticated)", balance));
+    say(line("baseline: devnet eth_blockNumber", direct));
+    say(line("POST /rpc eth_blockNumber", proxied));
+    const share = (network.rps / bare.rps) * 100;
+    const added = proxied.p50 - direct.p50;
+    say(
+      `/network throughput = ${share.toFixed(0)} % of the bare route (goal ≥ 40 %): ${share >= 40 ? "met" : "NOT met"}`,
+    );
+    say(
+      `/rpc adds ${added.toFixed(3)} ms at p50 over the direct call (goal ≤ 1 ms): ${added <= 1 ? "met" : "NOT met"}`,
+    );
+  } finally {
+    await origin.stop();
+    await devnet.stop();
+    await postgres.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,52 @@
+import pino from "pino";
+import { createApp } from "../../origin/app.ts";
+import { createChainClient } from "../../origin/chain/client.ts";
+import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
+import { loadConfig } from "../../origin/config.ts";
+import type { DatabaseHandle } from "../../origin/db/client.ts";
+import { type AppDeps, systemClock } from "../../origin/deps.ts";
+import { createGatewayRouter } from "../../origin/gateway/router.ts";
+import { startHttpServer } from "../../origin/server.ts";
+import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
+import type { SignerClient } from "../../origin/signer/types.ts";
+
+export type TestOrigin = { url: string; base: string; deps: AppDeps; close(): Promise<void> };
+
+export type StartTestOriginParams = {
+  database: DatabaseHandle;
+  /** The chain's JSON-RPC URL (a devnet); omitted = no chain. */
+  rpcUrl?: string;
+  env?: Record<string, string>;
+  signer?: SignerClient;
+};
+
+/** The real origin app on a free loopback port, wired as main.ts wires it, for HTTP-level tests. */
+export async function startTestOrigin(params: StartTestOriginParams): Promise<TestOrigin> {
+  const config = loadConfig({
+    AGENT_GATEWAY_ENABLED: "true",
+    LOG_LEVEL: "silent",
+    ...(params.rpcUrl ? { CHAIN_RPC_URL: params.rpcUrl } : {}),
+    ...params.env,
+  });
+  const rpcUrl = config.chain.rpcUrl;
+  const rpc = rpcUrl ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
+  const deps: AppDeps = {
+    config,
+    database: params.database,
+    chain: rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined,
+    rpc,
+    signer: params.signer ?? createDormantSignerClient(),
+    logger: pino({ level: "silent" }),
+    clock: systemClock,
+  };
+  const server = await startHttpServer(createApp(deps, { gateway: createGatewayRouter }), "127.0.0.1", 0);
+  return {
+    url: server.url,
+    base: `${server.url}${config.http.basePath}`,
+    deps,
+    async close() {
+      await server.close(1_000);
+      rpc?.close();
+    },
+  };
+}
