@@ -59,6 +59,8 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGTERM", () => stop("SIGTERM"));
+  // Started by the local-stack launcher with an IPC channel: exit with it, never as an orphan.
+  if (process.send) process.on("disconnect", () => stop("parent-exit"));
 }
 
 main().catch((error: unknown) => {

@@ -43,12 +43,14 @@ async function main(): Promise<number> {
     return 2;
   }
   await new Promise<void>((resolve) => {
-    const stop = (signal: NodeJS.Signals): void => {
+    const stop = (signal: string): void => {
       logger.info({ signal }, "shutting down");
       resolve();
     };
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
+    // Started by the local-stack launcher with an IPC channel: exit with it, never as an orphan.
+    if (process.send) process.once("disconnect", () => stop("parent-exit"));
   });
   await server.close();
   return 0;

@@ -21,11 +21,13 @@ describe("npm start (the local stack launcher)", () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-"));
     await chmod(dataDir, 0o755);
     const originPort = await freePort();
+    const devnetPort = await freePort();
     const launcher = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
       env: {
         ...process.env,
         START_DATA_DIR: dataDir,
         ORIGIN_PORT: String(originPort),
+        DEVNET_PORT: String(devnetPort),
         EMBEDDED_PG_PORT: String(await freePort()),
         LOG_LEVEL: "warn",
       },
@@ -50,8 +52,21 @@ describe("npm start (the local stack launcher)", () => {
 
     const health = await fetch(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ database: { ok: true } });
-    expect(processesMentioning(dataDir).length).toBeGreaterThan(0);
+    expect(await health.json()).toMatchObject({ status: "ok", database: { ok: true }, chain: { ok: true } });
+    // Every part runs: postgres, the devnet (its state file), the enclave (its socket), the origin.
+    const running = processesMentioning(dataDir).join("\n");
+    expect(running).toContain("postgres");
+    expect(running).toContain("devnet/main.ts");
+    expect(running).toContain("enclave/main.ts");
+
+    // The printed operator token works against the gateway, on a wallet the enclave made.
+    const token = /\[start\] token {6}(agt_\S+)/.exec(output)?.[1];
+    expect(token).toBeDefined();
+    const network = await fetch(`http://127.0.0.1:${originPort}/77/agent/v1/balance`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(network.status).toBe(200);
+    expect(await network.json()).toMatchObject({ balance: "100000000", symbol: "USDC" });
 
     launcher.kill("SIGINT");
     expect(await exited).toBe(0);

@@ -1,20 +1,29 @@
 /**
  * `npm start`: the whole stack on one machine with embedded defaults (DESIGN §3), in order:
- * embedded Postgres, migrations, the origin. Ctrl-C stops every part, last started first.
+ * embedded Postgres, migrations, the devnet, the enclave (initialised on first run), the origin
+ * with its workers; then an operator-provisioned agent token. Ctrl-C stops every part, last
+ * started first.
  *
- * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), EMBEDDED_PG_PORT (54320).
+ * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
+ * EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev).
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
+import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
+import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
+import { initEnclaveOnce, socketAccepts } from "./lib/local-enclave.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/supervisor.ts";
 
 const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
 const originPort = Number(process.env.ORIGIN_PORT ?? 8788);
+const devnetPort = Number(process.env.DEVNET_PORT ?? 8545);
 const pgPort = Number(process.env.EMBEDDED_PG_PORT ?? 54320);
 const basePath = process.env.BASE_PATH ?? "/77";
+const envId = process.env.AGENT_ENV_ID ?? "local-dev";
 
 const say = (line: string): void => {
   process.stdout.write(`[start] ${line}\n`);
@@ -44,53 +53,99 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", () => void stopAll(0));
   process.on("SIGTERM", () => void stopAll(0));
+  const supervise = (child: ManagedChild): ManagedChild => {
+    children.push(child);
+    void child.exited.then((code) => {
+      if (stopping) return;
+      say(`${child.name} exited unexpectedly (${code}); stopping the stack`);
+      void stopAll(1);
+    });
+    return child;
+  };
 
   try {
-    const database = connectDatabase({ url: postgres.url, driver: "pg", maxConnections: 1 });
+    const database = connectDatabase({ url: postgres.url, driver: "pg", maxConnections: 2 });
     const { applied } = await migrateDatabase(database.db);
-    await database.close();
     say(`migrations ${applied.length} applied`);
 
+    const devnetUrl = `http://127.0.0.1:${devnetPort}`;
+    const devnet = supervise(
+      startChild({
+        name: "devnet",
+        entry: "devnet/main.ts",
+        args: ["--port", String(devnetPort), "--state", path.join(dataDir, "devnet-state.json")],
+      }),
+    );
+    await waitUntilReady(devnet, () =>
+      httpOk(devnetUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+      }),
+    );
+    say(`devnet     ready at ${devnetUrl}`);
+
+    const enclaveDir = path.join(dataDir, "enclave");
+    const socketPath = path.join(dataDir, "enclave.sock");
+    const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
+    const enclave = supervise(
+      startChild({
+        name: "enclave",
+        entry: "enclave/main.ts",
+        args: ["serve", "--socket", socketPath, "--data-dir", enclaveDir],
+      }),
+    );
+    await waitUntilReady(enclave, () => socketAccepts(socketPath));
+    say(`enclave    ready on ${socketPath}`);
+
     const secrets = await loadOrCreateLocalSecrets(dataDir);
+    // DESIGN §3: every switch on for the local stack except public registration (spec: paused).
     const originEnv: NodeJS.ProcessEnv = {
       ...process.env,
       DATABASE_URL: postgres.url,
+      CHAIN_RPC_URL: devnetUrl,
       ORIGIN_PORT: String(originPort),
       BASE_PATH: basePath,
       AGENT_GATEWAY_ENABLED: "true",
+      AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+      AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${socketPath}`,
+      AGENT_ADMIN_AUTHORITY_KEY_FILE: authority.adminKeyFile,
+      AGENT_ENV_ID: envId,
+      AGENT_OPERATOR_POOL_ADDRESS: DEV_OPERATOR_POOL_ADDRESS,
       AGENT_REGISTRATION_IP_SECRET: secrets.registrationIpSecret,
       AGENT_REGISTRATION_ADMIN_SECRET: secrets.registrationAdminSecret,
       AGENT_EDGE_SHARED_SECRET: secrets.edgeSharedSecret,
       AGENT_ADMIN_API_TOKEN: secrets.adminApiToken,
       BACKUP_DIR: path.join(dataDir, "backups"),
     };
-    const origin = startChild({ name: "origin", entry: "origin/main.ts", env: originEnv });
-    children.push(origin);
-    watchForCrash(origin, () => stopping, stopAll);
+    const origin = supervise(startChild({ name: "origin", entry: "origin/main.ts", env: originEnv }));
     await waitUntilReady(origin, () => httpOk(`http://127.0.0.1:${originPort}${basePath}/healthz`));
+
+    const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
+    await database.close();
 
     say(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     say(`origin     http://127.0.0.1:${originPort}${basePath}`);
     say(`health     http://127.0.0.1:${originPort}${basePath}/healthz`);
     say(`gateway    http://127.0.0.1:${originPort}${basePath}/agent/v1/network`);
+    say(`devnet     ${devnetUrl} (chain 77)`);
+    say(`enclave    unix://${socketPath} (env ${envId})`);
+    if (agent) {
+      say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
+      say(`token      ${agent.token}`);
+      say(
+        `try        curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:${originPort}${basePath}/agent/v1/balance`,
+      );
+    } else {
+      say("agent      none yet: the key pool has no verified key (see the origin's log)");
+    }
     say(`secrets    ${path.join(dataDir, "local-secrets.json")} (console tokens; never printed)`);
+    if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
     say("Ctrl-C stops everything");
   } catch (error) {
     say(`failed: ${error instanceof Error ? error.message : String(error)}`);
     await stopAll(1);
   }
-}
-
-function watchForCrash(
-  child: ManagedChild,
-  isStopping: () => boolean,
-  stopAll: (code: number) => Promise<never>,
-): void {
-  void child.exited.then((code) => {
-    if (isStopping()) return;
-    say(`${child.name} exited unexpectedly (${code}); stopping the stack`);
-    void stopAll(1);
-  });
 }
 
 void main();

@@ -1,0 +1,65 @@
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { findIdentityByTokenId } from "../../origin/auth/identity-repository.ts";
+import { parseBearerHeader } from "../../origin/auth/token.ts";
+import type { Db } from "../../origin/db/client.ts";
+import { provisionIdentity } from "../../origin/keypool/provision.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+
+export type LocalAgent = { token: string; agentId: string; wallet: string };
+
+/** Test money for the local agent's wallet on first creation: 100 USDC. */
+const STARTING_UNITS = 100_000_000n;
+
+/**
+ * The local stack's operator-provisioned agent: created once (when the refill worker has made a
+ * verified key), funded on the devnet, and kept in a 0600 file so each start prints the same one.
+ * Returns undefined if no key became free within the wait.
+ */
+export async function loadOrCreateLocalAgent(params: {
+  db: Db;
+  dataDir: string;
+  devnetUrl: string;
+  waitMs?: number;
+}): Promise<LocalAgent | undefined> {
+  const file = path.join(params.dataDir, "local-agent.json");
+  if (existsSync(file)) {
+    const saved = JSON.parse(await readFile(file, "utf8")) as LocalAgent;
+    const parsed = parseBearerHeader(`Bearer ${saved.token}`);
+    const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
+    if (identity?.enabled && !identity.revoked) return saved;
+  }
+  const deadline = Date.now() + (params.waitMs ?? 60_000);
+  for (;;) {
+    const result = await provisionIdentity(params.db, {
+      capabilities: ["read", "faucet", "transfer"],
+      origin: "operator",
+    });
+    if (result.ok) {
+      const agent = {
+        token: result.value.token,
+        agentId: result.value.agentId,
+        wallet: result.value.assignedWallet,
+      };
+      await writeFile(file, JSON.stringify(agent, null, 2), { mode: 0o600 });
+      await fund(params.devnetUrl, agent.wallet, STARTING_UNITS * WEI_PER_UNIT);
+      return agent;
+    }
+    if (result.error.code === "validation_failed" || Date.now() > deadline) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+async function fund(devnetUrl: string, address: string, wei: bigint): Promise<void> {
+  await fetch(devnetUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "dev_setBalance",
+      params: [address, `0x${wei.toString(16)}`],
+    }),
+  });
+}
