@@ -50,41 +50,52 @@ async function throughput(target: Target): Promise<number> {
   return result.requests.average;
 }
 
-/** Sequential requests on one keep-alive socket, timed with a sub-millisecond clock. */
-async function latency(target: Target, count = 2_000): Promise<{ p50: number; p99: number }> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      const req = request(
-        target.url,
-        {
-          method: target.method ?? "GET",
-          agent,
-          headers: { "content-type": "application/json", ...target.headers },
-        },
-        (res) => {
-          res.resume();
-          res.on("end", () =>
-            res.statusCode === 200 ? resolve() : reject(new Error(`${target.name}: ${res.statusCode}`)),
-          );
-        },
-      );
-      req.on("error", reject);
-      req.end(target.body);
-    });
-    if (i >= 100) samples.push(performance.now() - started); // the first 100 warm up
-  }
-  agent.destroy();
-  samples.sort((a, b) => a - b);
-  const at = (q: number): number => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))]!;
-  return { p50: at(0.5), p99: at(0.99) };
+/** One request on a keep-alive agent, resolving with its duration in milliseconds. */
+function timedRequest(target: Target, agent: Agent): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      target.url,
+      {
+        method: target.method ?? "GET",
+        agent,
+        headers: { "content-type": "application/json", ...target.headers },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () =>
+          res.statusCode === 200
+            ? resolve(performance.now() - started)
+            : reject(new Error(`${target.name}: ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end(target.body);
+  });
 }
 
-async function measure(target: Target): Promise<Figures> {
-  const { p50, p99 } = await latency(target);
-  return { rps: await throughput(target), p50, p99 };
+/**
+ * Sequential requests on one keep-alive socket per target, timed with a sub-millisecond clock,
+ * interleaved round-robin so every target sees the same machine conditions; then throughput.
+ */
+async function measureAll(targets: Target[], rounds = Number(process.env.BENCH_ROUNDS ?? 3_000), warmup = 500): Promise<Figures[]> {
+  const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
+  const samples: number[][] = targets.map(() => []);
+  for (let round = 0; round < rounds + warmup; round++) {
+    for (const [i, target] of targets.entries()) {
+      const ms = await timedRequest(target, agents[i]!);
+      if (round >= warmup) samples[i]!.push(ms);
+    }
+  }
+  for (const agent of agents) agent.destroy();
+  const figures: Figures[] = [];
+  for (const [i, target] of targets.entries()) {
+    const sorted = samples[i]!.sort((a, b) => a - b);
+    const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+    figures.push({ rps: await throughput(target), p50: at(0.5), p99: at(0.99) });
+  }
+  return figures;
 }
 
 function line(name: string, f: Figures): string {
@@ -131,24 +142,21 @@ async function main(): Promise<void> {
     await waitUntilReady(origin, () => httpOk(`${base}/bench/bare`));
     const auth = { authorization: `Bearer ${identity.value.token}` };
     say(
-      `bench:gateway — ${CONNECTIONS} connections, ${DURATION_S} s per target; latency from 1,900 sequential requests`,
+      `bench:gateway — ${CONNECTIONS} connections, ${DURATION_S} s per target; latency from 3,000 interleaved sequential requests each`,
     );
 
-    const bare = await measure({ name: "bare", url: `${base}/bench/bare` });
-    const network = await measure({ name: "network", url: `${base}/77/agent/v1/network`, headers: auth });
-    const balance = await measure({ name: "balance", url: `${base}/77/agent/v1/balance`, headers: auth });
     const rpcBody = {
       method: "POST" as const,
       body: RPC_BODY,
       headers: { "content-type": "application/json" },
     };
-    const direct = await measure({ name: "direct", url: devnetUrl, ...rpcBody });
-    const proxied = await measure({
-      name: "rpc",
-      url: `${base}/77/agent/v1/rpc`,
-      ...rpcBody,
-      headers: { ...rpcBody.headers, ...auth },
-    });
+    const [bare, network, balance, direct, proxied] = (await measureAll([
+      { name: "bare", url: `${base}/bench/bare` },
+      { name: "network", url: `${base}/77/agent/v1/network`, headers: auth },
+      { name: "balance", url: `${base}/77/agent/v1/balance`, headers: auth },
+      { name: "direct", url: devnetUrl, ...rpcBody },
+      { name: "rpc", url: `${base}/77/agent/v1/rpc`, ...rpcBody, headers: { ...rpcBody.headers, ...auth } },
+    ])) as [Figures, Figures, Figures, Figures, Figures];
 
     say(line("baseline: bare Hono route", bare));
     say(line("GET /network (authenticated)", network));

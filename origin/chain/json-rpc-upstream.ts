@@ -21,7 +21,10 @@ export type CreateJsonRpcUpstreamParams = { url: string; timeoutMs: number };
 export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): JsonRpcUpstream {
   const target = new URL(params.url);
   const secure = target.protocol === "https:";
-  const agent = secure ? new HttpsAgent({ keepAlive: true }) : new Agent({ keepAlive: true });
+  // Small request/response pairs: never let Nagle hold a body segment back.
+  const agent = secure
+    ? new HttpsAgent({ keepAlive: true, noDelay: true })
+    : new Agent({ keepAlive: true, noDelay: true });
   const send = secure ? httpsRequest : request;
   return {
     send(payload) {

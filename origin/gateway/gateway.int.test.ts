@@ -314,6 +314,13 @@ describe("gateway over HTTP (real database and devnet)", () => {
         id: null,
         error: { code: -32600, message: "request exceeds 65536 bytes", data: POLICY },
       });
+      // Without a declared length (chunked), the limit still holds while the body streams in.
+      const streamed = await send(`${origin.base}/agent/v1/rpc`, {
+        method: "POST",
+        headers: { ...auth(tokens.read.token), "transfer-encoding": "chunked" },
+        body: JSON.stringify(tooBig),
+      });
+      expect(streamed.body).toMatchObject({ error: { code: -32600, message: "request exceeds 65536 bytes" } });
       expect(await devRpc(devnet, "eth_blockNumber", [])).toBe(before);
     });
 

@@ -2,6 +2,7 @@ import type { Handler } from "hono";
 import { RPC_MAX_BATCH, RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { AppEnv } from "../http/env.ts";
+import { readBodyLimited } from "../http/read-body.ts";
 
 type Id = string | number | null;
 type RpcError = { code: number; message: string; data?: unknown };
@@ -29,17 +30,11 @@ const refusal = (id: Id, code: number, message: string): RpcResponse => ({
  */
 export function rpcHandler(upstream: JsonRpcUpstream | undefined): Handler<AppEnv> {
   return async (c) => {
-    const declared = Number(c.req.header("content-length") ?? "0");
-    if (declared > RPC_MAX_BATCH_BYTES) {
-      return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
-    }
-    const raw = await c.req.arrayBuffer();
-    if (raw.byteLength > RPC_MAX_BATCH_BYTES) {
-      return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
-    }
+    const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
+    if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
     let body: unknown;
     try {
-      body = JSON.parse(new TextDecoder().decode(raw));
+      body = JSON.parse(new TextDecoder().decode(read.bytes));
     } catch {
       return c.json(refusal(null, -32700, "parse error"));
     }
