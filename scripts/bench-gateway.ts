@@ -79,7 +79,11 @@ function timedRequest(target: Target, agent: Agent): Promise<number> {
  * Sequential requests on one keep-alive socket per target, timed with a sub-millisecond clock,
  * interleaved round-robin so every target sees the same machine conditions; then throughput.
  */
-async function measureAll(targets: Target[], rounds = Number(process.env.BENCH_ROUNDS ?? 3_000), warmup = 500): Promise<Figures[]> {
+async function measureAll(
+  targets: Target[],
+  rounds = Number(process.env.BENCH_ROUNDS ?? 3_000),
+  warmup = 500,
+): Promise<Figures[]> {
   const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
   const samples: number[][] = targets.map(() => []);
   for (let round = 0; round < rounds + warmup; round++) {

@@ -34,6 +34,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
   let devnet: Devnet;
   let origin: TestOrigin;
   let proxied: TestOrigin;
+  const logLines: string[] = [];
   const tokens: Record<"read" | "all" | "transfer", { token: string; agentId: string; wallet: string }> =
     {} as never;
 
@@ -47,7 +48,11 @@ describe("gateway over HTTP (real database and devnet)", () => {
   beforeAll(async () => {
     testDb = await createTestDatabase();
     devnet = await startDevnet({ port: 0 });
-    origin = await startTestOrigin({ database: testDb.handle, rpcUrl: devnet.url });
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      rpcUrl: devnet.url,
+      onLogLine: (line) => logLines.push(line),
+    });
     proxied = await startTestOrigin({
       database: testDb.handle,
       rpcUrl: devnet.url,
@@ -131,6 +136,21 @@ describe("gateway over HTTP (real database and devnet)", () => {
       });
       expect(faucetWithoutCapability.status).toBe(403);
     });
+  });
+
+  it("logs every request without the Authorization header, the token or its secret", async () => {
+    const agent = await issue(["read"]);
+    const secret = agent.token.split("_")[2]!;
+    logLines.length = 0;
+    await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
+    await send(`${origin.base}/agent/v1/network`, { headers: auth(`${agent.token.slice(0, -4)}0000`) });
+    await send(`${origin.base}/agent/v1/network?token=${agent.token}`, { headers: auth(agent.token) });
+    const text = logLines.join("");
+    expect(logLines.length).toBeGreaterThanOrEqual(4); // three requests and one auth failure
+    expect(text).toContain('"path":"/77/agent/v1/network"');
+    expect(text).not.toContain("agt_");
+    expect(text).not.toContain(secret);
+    expect(text.toLowerCase()).not.toContain("authorization");
   });
 
   describe("rate limits", () => {
@@ -320,7 +340,9 @@ describe("gateway over HTTP (real database and devnet)", () => {
         headers: { ...auth(tokens.read.token), "transfer-encoding": "chunked" },
         body: JSON.stringify(tooBig),
       });
-      expect(streamed.body).toMatchObject({ error: { code: -32600, message: "request exceeds 65536 bytes" } });
+      expect(streamed.body).toMatchObject({
+        error: { code: -32600, message: "request exceeds 65536 bytes" },
+      });
       expect(await devRpc(devnet, "eth_blockNumber", [])).toBe(before);
     });
 

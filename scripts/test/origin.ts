@@ -6,6 +6,7 @@ import { loadConfig } from "../../origin/config.ts";
 import type { DatabaseHandle } from "../../origin/db/client.ts";
 import { type AppDeps, systemClock } from "../../origin/deps.ts";
 import { createGatewayRouter } from "../../origin/gateway/router.ts";
+import { createLogger } from "../../origin/logger.ts";
 import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
@@ -18,6 +19,8 @@ export type StartTestOriginParams = {
   rpcUrl?: string;
   env?: Record<string, string>;
   signer?: SignerClient;
+  /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
+  onLogLine?: (line: string) => void;
 };
 
 /** The real origin app on a free loopback port, wired as main.ts wires it, for HTTP-level tests. */
@@ -36,7 +39,9 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     chain: rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined,
     rpc,
     signer: params.signer ?? createDormantSignerClient(),
-    logger: pino({ level: "silent" }),
+    logger: params.onLogLine
+      ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
+      : pino({ level: "silent" }),
     clock: systemClock,
   };
   const server = await startHttpServer(createApp(deps, { gateway: createGatewayRouter }), "127.0.0.1", 0);
