@@ -2,6 +2,7 @@
  * Helpers for tests that run against a devnet: viem clients for chain 77 and funding.
  * Test support only; nothing in the devnet imports it.
  */
+
 import {
   type Address,
   type Chain,
@@ -18,13 +19,12 @@ import {
   type WalletClient,
 } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
 import {
-  CHAIN_ID,
-  EIP712_DOMAIN_NAME,
-  EIP712_DOMAIN_VERSION,
-  NATIVE_TRANSFER_AUTH_ADDRESS,
-  WEI_PER_UNIT,
-} from "../shared/constants.ts";
+  nativeTransferAuthDomain,
+  TRANSFER_WITH_AUTHORIZATION_TYPES,
+  type TransferWithAuthorizationMessage,
+} from "../shared/eip712.ts";
 import { NATIVE_TRANSFER_AUTH_ABI } from "./precompile/abi.ts";
 
 export function devnetChain(url: string): Chain {
@@ -80,15 +80,7 @@ export async function fund(url: string, address: string, wei: bigint): Promise<v
   if (response.result !== true) throw new Error(`dev_setBalance failed: ${JSON.stringify(response)}`);
 }
 
-export type TransferAuthorization = {
-  from: Address;
-  to: Address;
-  /** 6-decimal units. */
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-};
+export type TransferAuthorization = TransferWithAuthorizationMessage;
 
 /** An authorization valid from now for ten minutes, with a random nonce, unless overridden. */
 export function transferAuthorization(
@@ -108,22 +100,8 @@ export function signTransferAuthorization(
   message: TransferAuthorization,
 ): Promise<Hex> {
   return signer.signTypedData({
-    domain: {
-      name: EIP712_DOMAIN_NAME,
-      version: EIP712_DOMAIN_VERSION,
-      chainId: CHAIN_ID,
-      verifyingContract: NATIVE_TRANSFER_AUTH_ADDRESS,
-    },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
-    },
+    domain: nativeTransferAuthDomain(),
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
     primaryType: "TransferWithAuthorization",
     message,
   });
