@@ -69,7 +69,7 @@ CREATE TABLE "identity_findings" (
 	"code" text NOT NULL,
 	"detail" text,
 	"at" timestamp with time zone DEFAULT now() NOT NULL,
-	CONSTRAINT "identity_findings_class_enum" CHECK ("identity_findings"."class" IN ('verified','destructive','retryable','terminal_config','terminal_wire','terminal_agent','terminal_malformed','terminal_unknown'))
+	CONSTRAINT "identity_findings_class_enum" CHECK ("identity_findings"."class" IN ('destructive','retryable','terminal_config','terminal_wire','terminal_agent','terminal_malformed','terminal_unknown'))
 );
 --> statement-breakpoint
 CREATE TABLE "key_batches" (

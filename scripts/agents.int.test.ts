@@ -84,6 +84,12 @@ describe("npm run agents (operator CLI)", () => {
     expect(await row()).toEqual({ enabled: true, revoked: false, disabled_reason: null });
     expect((await run("revoke", "--agent", id)).code).toBe(0);
     expect((await row())?.revoked).toBe(true);
+    // SPEC "Transfer-key pool": the key stays with its (revoked) identity; it never returns to the pool.
+    const keys = await queryRows<{ status: string }>(
+      testDb.handle.db,
+      sql`select status from key_pool where assigned_agent_id = ${id}`,
+    );
+    expect(keys).toEqual([{ status: "assigned" }]);
     const missing = await run("enable", "--agent", "00000000-0000-4000-8000-000000000000");
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });
   });

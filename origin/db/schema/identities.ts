@@ -67,7 +67,7 @@ export const identityFindings = pgTable(
   (t) => [
     check(
       "identity_findings_class_enum",
-      sql`${t.class} IN ('verified','destructive','retryable','terminal_config','terminal_wire','terminal_agent','terminal_malformed','terminal_unknown')`,
+      sql`${t.class} IN ('destructive','retryable','terminal_config','terminal_wire','terminal_agent','terminal_malformed','terminal_unknown')`,
     ),
     index("identity_findings_agent_idx").on(t.agentId, t.at),
   ],
