@@ -6,6 +6,7 @@ import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { startLoop, type Worker } from "./loop.ts";
 
 const REFILL_PERIOD_MS = 10_000;
+const MAX_REFILL_BACKOFF_MS = 5 * 60_000;
 
 /**
  * The origin's background workers (DESIGN §1): key-pool refill, stuck-batch sweeper and identity
@@ -22,14 +23,24 @@ export function startBackgroundWorkers(deps: AppDeps): Worker[] {
       envId: config.envId,
       client: signer,
     });
+    // While batches keep failing (enclave down, disk full), wait longer between attempts, so an
+    // outage leaves a handful of failed batch rows rather than one every period.
+    let failuresInRow = 0;
+    let nextAttempt = 0;
     workers.push(
       startLoop("key-pool-refill", REFILL_PERIOD_MS, logger, async () => {
+        if (Date.now() < nextAttempt) return;
         const outcomes = await refillOnce(
           { db, signer, authorize, backupDir: config.keyPool.backupDir, logger },
           { target: config.keyPool.target, batchSize: config.keyPool.batchSize },
         );
         const made = outcomes.filter((outcome) => outcome.ok).length;
         if (made > 0) logger.info({ batches: made }, "key pool refilled");
+        failuresInRow = outcomes.some((outcome) => !outcome.ok) ? failuresInRow + 1 : 0;
+        nextAttempt =
+          failuresInRow === 0
+            ? 0
+            : Date.now() + Math.min(MAX_REFILL_BACKOFF_MS, REFILL_PERIOD_MS * 2 ** failuresInRow);
       }),
     );
   } else {
