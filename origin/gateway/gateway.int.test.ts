@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
@@ -344,6 +346,34 @@ describe("gateway over HTTP (real database and devnet)", () => {
         error: { code: -32600, message: "request exceeds 65536 bytes" },
       });
       expect(await devRpc(devnet, "eth_blockNumber", [])).toBe(before);
+    });
+
+    it("gives up on a chain that accepts but never answers, within CHAIN_RPC_TIMEOUT_MS", async () => {
+      const silent = createServer(() => {});
+      await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      const port = (silent.address() as AddressInfo).port;
+      const stuck = await startTestOrigin({
+        database: testDb.handle,
+        rpcUrl: `http://127.0.0.1:${port}`,
+        env: { CHAIN_RPC_TIMEOUT_MS: "300" },
+      });
+      try {
+        const started = Date.now();
+        const response = await send(`${stuck.base}/agent/v1/rpc`, {
+          method: "POST",
+          headers: auth(tokens.read.token),
+          body: JSON.stringify(call(1, "eth_blockNumber")),
+        });
+        expect(response.body).toMatchObject({
+          id: 1,
+          error: { code: -32000, message: "upstream unavailable: timeout" },
+        });
+        expect(Date.now() - started).toBeLessThan(3_000);
+      } finally {
+        await stuck.close();
+        silent.closeAllConnections();
+        silent.close();
+      }
     });
 
     it("turns an unreachable chain into JSON-RPC errors, never a 500", async () => {
