@@ -22,12 +22,14 @@ describe("npm start (the local stack launcher)", () => {
     await chmod(dataDir, 0o755);
     const originPort = await freePort();
     const devnetPort = await freePort();
+    const edgePort = await freePort();
     const launcher = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
       env: {
         ...process.env,
         START_DATA_DIR: dataDir,
         ORIGIN_PORT: String(originPort),
         DEVNET_PORT: String(devnetPort),
+        EDGE_PORT: String(edgePort),
         EMBEDDED_PG_PORT: String(await freePort()),
         LOG_LEVEL: "warn",
       },
@@ -49,6 +51,7 @@ describe("npm start (the local stack launcher)", () => {
     }
     expect(output).toContain("Ctrl-C stops everything");
     expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);
+    expect(output).toContain(`[start] edge       http://127.0.0.1:${edgePort}/77\n`);
 
     const health = await fetch(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(health.status).toBe(200);
@@ -68,11 +71,24 @@ describe("npm start (the local stack launcher)", () => {
     expect(network.status).toBe(200);
     expect(await network.json()).toMatchObject({ balance: "100000000", symbol: "USDC" });
 
+    // The edge, last part of the stack, routes the gateway to the origin and keeps healthz private.
+    const throughEdge = await fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/network`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(throughEdge.status).toBe(200);
+    expect(await throughEdge.json()).toMatchObject({ api_version: "v1", chain: { chain_id: 77 } });
+    const edgeHealth = await fetch(`http://127.0.0.1:${edgePort}/77/healthz`);
+    expect(edgeHealth.status).toBe(404);
+    expect(await edgeHealth.json()).toMatchObject({ error: { code: "not_found" } });
+
     launcher.kill("SIGINT");
     expect(await exited).toBe(0);
     expect(output).toContain("postgres stopped");
     // Nothing the launcher started may outlive it.
     expect(processesMentioning(dataDir)).toEqual([]);
     await expect(fetch(`http://127.0.0.1:${originPort}/77/healthz`)).rejects.toThrow();
+    // The edge's workerd went with it: its port no longer answers.
+    expect(output).toContain("edge stopped");
+    await expect(fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/network`)).rejects.toThrow();
   }, 90_000);
 });

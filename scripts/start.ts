@@ -1,11 +1,11 @@
 /**
  * `npm start`: the whole stack on one machine with embedded defaults (DESIGN §3), in order:
  * embedded Postgres, migrations, the devnet, the enclave (initialised on first run), the origin
- * with its workers; then an operator-provisioned agent token. Ctrl-C stops every part, last
- * started first.
+ * with its workers, an operator-provisioned agent token, and last the edge worker in Miniflare.
+ * Ctrl-C stops every part, last started first.
  *
  * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
- * EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev).
+ * EDGE_PORT (8787), EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev).
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -13,6 +13,7 @@ import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
+import { type EdgeHandle, startEdge } from "./lib/edge.ts";
 import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
 import { initEnclaveOnce, socketAccepts } from "./lib/local-enclave.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
@@ -21,6 +22,7 @@ import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/sup
 const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
 const originPort = Number(process.env.ORIGIN_PORT ?? 8788);
 const devnetPort = Number(process.env.DEVNET_PORT ?? 8545);
+const edgePort = Number(process.env.EDGE_PORT ?? 8787);
 const pgPort = Number(process.env.EMBEDDED_PG_PORT ?? 54320);
 const basePath = process.env.BASE_PATH ?? "/77";
 const envId = process.env.AGENT_ENV_ID ?? "local-dev";
@@ -32,6 +34,8 @@ const say = (line: string): void => {
 async function main(): Promise<void> {
   const started = Date.now();
   const children: ManagedChild[] = [];
+  // The edge runs in this process (Miniflare owns its workerd), so it is stopped apart from the children.
+  let edge: EdgeHandle | undefined;
   let stopping = false;
 
   say(`data folder ${dataDir}`);
@@ -42,6 +46,10 @@ async function main(): Promise<void> {
     if (!stopping) {
       stopping = true;
       say("stopping…");
+      if (edge) {
+        await edge.stop().catch(() => {});
+        say("edge stopped");
+      }
       for (const child of [...children].reverse()) {
         await child.stop();
         say(`${child.name} stopped`);
@@ -124,7 +132,18 @@ async function main(): Promise<void> {
     const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
     await database.close();
 
+    // Last, in front of the origin: the public ingress (DESIGN §1, §3).
+    edge = await startEdge({
+      port: edgePort,
+      originUrl: `http://127.0.0.1:${originPort}`,
+      edgeSharedSecret: secrets.edgeSharedSecret,
+      basePath,
+      callerHandlesSignals: true,
+    });
+    say(`edge       ready at ${edge.url}`);
+
     say(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    say(`edge       ${edge.url}${basePath}`);
     say(`origin     http://127.0.0.1:${originPort}${basePath}`);
     say(`health     http://127.0.0.1:${originPort}${basePath}/healthz`);
     say(`gateway    http://127.0.0.1:${originPort}${basePath}/agent/v1/network`);
@@ -133,9 +152,7 @@ async function main(): Promise<void> {
     if (agent) {
       say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
       say(`token      ${agent.token}`);
-      say(
-        `try        curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:${originPort}${basePath}/agent/v1/balance`,
-      );
+      say(`try        curl -H "Authorization: Bearer $TOKEN" ${edge.url}${basePath}/agent/v1/balance`);
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }

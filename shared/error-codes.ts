@@ -6,6 +6,7 @@ export const ERROR_STATUS = {
   validation_failed: 400,
   agent_auth_failed: 401,
   agent_capability_required: 403,
+  cross_site_refused: 403,
   not_found: 404,
   feature_disabled: 404,
   idempotency_conflict: 409,

@@ -1,0 +1,24 @@
+import { ERROR_STATUS, type ErrorBody, type ErrorCode } from "../shared/error-codes.ts";
+
+/** `req_` and 16 hex digits, the origin's request-id shape. */
+export function newRequestId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return `req_${Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/**
+ * A refusal made by the edge itself, in the gateway's one envelope (STYLE "Errors" 1), with the
+ * status taken from the shared ERROR_STATUS table.
+ */
+export function errorResponse(
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+  headers: Record<string, string> = {},
+): Response {
+  const body: ErrorBody = { error: { code, message, request_id: requestId } };
+  return new Response(JSON.stringify(body), {
+    status: ERROR_STATUS[code],
+    headers: { ...headers, "content-type": "application/json", "x-request-id": requestId },
+  });
+}

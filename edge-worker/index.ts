@@ -1,0 +1,64 @@
+/**
+ * The edge worker (DESIGN §1): registration ingress and routing to the origin, under BASE_PATH.
+ * Imports nothing but `shared/` and Hono, and runs in workerd (no Node built-ins, DESIGN §2).
+ */
+import { Hono } from "hono";
+import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";
+import { errorResponse, newRequestId } from "./errors.ts";
+import { type FetchOrigin, passThrough } from "./proxy.ts";
+import { handleRegister } from "./register.ts";
+
+export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string } };
+
+export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
+
+/**
+ * Routes, by allowlist: register, the rest of `/agent/v1/*`, and `/x402/*`. Everything else is a
+ * 404 made here and never forwarded, which covers `{base}/admin/*` (SPEC "Registration ingress
+ * rules": admin routes are not opened through the public edge) and the private `{base}/healthz`.
+ */
+export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
+  const { config, fetchOrigin } = deps;
+  const app = new Hono<EdgeEnv>();
+  app.use("*", async (c, next) => {
+    c.set("requestId", newRequestId());
+    await next();
+  });
+
+  const base = new Hono<EdgeEnv>();
+  base.all("/agent/v1/register", (c) => handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config.originUrl, c.get("requestId")));
+  base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config.originUrl, c.get("requestId")));
+  app.route(config.basePath, base);
+
+  app.notFound((c) => errorResponse("not_found", "no such route", c.get("requestId")));
+  app.onError((error, c) => {
+    console.error(
+      JSON.stringify({ request_id: c.get("requestId"), error: error.name, message: error.message }),
+    );
+    return errorResponse("internal_error", "internal error", c.get("requestId"));
+  });
+  return app;
+}
+
+/**
+ * One app per bindings object: the vars are known only when a request arrives, and workerd hands
+ * the same `env` to every request of an isolate, so this builds once without a global config.
+ */
+const apps = new WeakMap<EdgeBindings, Hono<EdgeEnv>>();
+
+export default {
+  fetch(request, env, ctx) {
+    let app = apps.get(env);
+    if (!app) {
+      const parsed = parseEdgeConfig(env);
+      if (!parsed.ok) {
+        console.error(JSON.stringify({ error: "edge misconfigured", problems: parsed.problems }));
+        return errorResponse("service_unavailable", "the edge is not configured", newRequestId());
+      }
+      app = createEdgeApp({ config: parsed.config, fetchOrigin: (upstream) => fetch(upstream) });
+      apps.set(env, app);
+    }
+    return app.fetch(request, env, ctx);
+  },
+} satisfies ExportedHandler<EdgeBindings>;

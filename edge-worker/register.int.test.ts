@@ -1,0 +1,190 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
+import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
+
+// The real worker in Miniflare, in front of the origin's place-holder: what a client sees and
+// what reaches the origin (SPEC "POST /agent/v1/register", "Registration ingress rules").
+
+const EDGE_SECRET = randomBytes(32).toString("hex");
+const CLIENT_IP = "203.0.113.7";
+const REQUEST_ID = /^req_[0-9a-f]{16}$/;
+
+type OriginAnswer = { status: number; headers: Record<string, string>; body: string };
+const CREATED: OriginAnswer = {
+  status: 201,
+  // The origin's own Cache-Control must not survive: the edge answers no-store whatever it says.
+  headers: { "content-type": "application/json", "cache-control": "public, max-age=600" },
+  body: JSON.stringify({ token: "agt_stand_in", agent_id: "agent_stand_in", chain_id: 77 }),
+};
+
+let origin: OriginStandIn;
+let edge: EdgeHandle;
+let edgeWithoutSecret: EdgeHandle;
+let originAnswer: OriginAnswer = CREATED;
+
+beforeAll(async () => {
+  origin = await startOriginStandIn((_request, response) => {
+    response.writeHead(originAnswer.status, originAnswer.headers).end(originAnswer.body);
+  });
+  [edge, edgeWithoutSecret] = await Promise.all([
+    startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET }),
+    startEdge({ originUrl: origin.url }),
+  ]);
+});
+
+afterAll(async () => {
+  await Promise.all([edge?.stop(), edgeWithoutSecret?.stop()]);
+  await origin?.close();
+});
+
+beforeEach(() => {
+  origin.received.length = 0;
+  originAnswer = CREATED;
+});
+
+/** A well-formed server-client registration; `null` drops a header. */
+function register(target: EdgeHandle, overrides: Record<string, string | null> = {}): Promise<Response> {
+  const headers: Record<string, string> = {};
+  const merged = {
+    "content-type": "application/json",
+    [HEADER_REGISTRATION]: "1",
+    // Cloudflare sets it from the connection; Miniflare keeps the value a test sets.
+    "cf-connecting-ip": CLIENT_IP,
+    ...overrides,
+  };
+  for (const [name, value] of Object.entries(merged)) if (value !== null) headers[name] = value;
+  return fetch(`${target.url}/77/agent/v1/register`, { method: "POST", headers, body: "{}" });
+}
+
+async function expectRefusal(response: Response, status: number, code: string): Promise<void> {
+  expect(response.status).toBe(status);
+  expect(response.headers.get("cache-control")).toBe("no-store");
+  const body = (await response.json()) as { error: { code: string; message: string; request_id: string } };
+  expect(body.error.code).toBe(code);
+  expect(body.error.request_id).toMatch(REQUEST_ID);
+  expect(response.headers.get("x-request-id")).toBe(body.error.request_id);
+}
+
+describe("POST {base}/agent/v1/register through the edge", () => {
+  it("forwards with the edge's client IP and secret, and nothing the client spoofed", async () => {
+    const response = await register(edge, {
+      [HEADER_REGISTRATION_IP]: "198.51.100.1",
+      [HEADER_EDGE_SECRET]: "spoofed-edge-secret",
+      "x-forwarded-for": "198.51.100.2",
+      "x-real-ip": "198.51.100.3",
+      "true-client-ip": "198.51.100.4",
+      forwarded: "for=198.51.100.5",
+    });
+
+    expect(response.status).toBe(201);
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    expect(await response.json()).toEqual({
+      token: "agt_stand_in",
+      agent_id: "agent_stand_in",
+      chain_id: 77,
+    });
+
+    expect(origin.received).toHaveLength(1);
+    const [seen] = origin.received;
+    expect(seen).toMatchObject({ method: "POST", url: "/77/agent/v1/register", body: "{}" });
+    expect(seen?.headers[HEADER_REGISTRATION_IP]).toBe(CLIENT_IP);
+    expect(seen?.headers[HEADER_EDGE_SECRET]).toBe(EDGE_SECRET);
+    expect(seen?.headers["content-type"]).toBe("application/json");
+    expect(seen?.headers[HEADER_REGISTRATION]).toBe("1");
+    for (const name of ["x-forwarded-for", "x-real-ip", "true-client-ip", "forwarded", "cf-connecting-ip"]) {
+      expect(seen?.headers[name], name).toBeUndefined();
+    }
+    const everything = JSON.stringify(seen?.headers);
+    expect(everything).not.toContain("198.51.100.");
+    expect(everything).not.toContain("spoofed-edge-secret");
+  });
+
+  it("forwards a same-origin browser registration", async () => {
+    const response = await register(edge, { origin: edge.url, "sec-fetch-site": "same-origin" });
+    expect(response.status).toBe(201);
+    expect(origin.received).toHaveLength(1);
+  });
+
+  it("hands the origin's refusal back unchanged but for no-store", async () => {
+    originAnswer = {
+      status: 429,
+      headers: { "content-type": "application/json", "retry-after": "30" },
+      body: JSON.stringify({ error: { code: "rate_limited", message: "slow down", request_id: "req_0" } }),
+    };
+    const response = await register(edge);
+    expect(response.status).toBe(429);
+    expect(response.headers.get("retry-after")).toBe("30");
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    expect(await response.json()).toEqual({
+      error: { code: "rate_limited", message: "slow down", request_id: "req_0" },
+    });
+  });
+
+  it.each([
+    ["a foreign Origin", () => ({ origin: "https://attacker.example" })],
+    ["an opaque Origin", () => ({ origin: "null" })],
+    ["a same-site fetch from another origin", () => ({ "sec-fetch-site": "same-site" })],
+    ["a cross-site fetch that names the edge", () => ({ origin: edge.url, "sec-fetch-site": "cross-site" })],
+  ])("refuses %s with 403 and forwards nothing", async (_case, headers) => {
+    await expectRefusal(await register(edge, headers()), 403, "cross_site_refused");
+    expect(origin.received).toEqual([]);
+  });
+
+  it.each([
+    ["no X-SVC-Registration", { [HEADER_REGISTRATION]: null }],
+    ["X-SVC-Registration: 0", { [HEADER_REGISTRATION]: "0" }],
+    ["no Content-Type", { "content-type": null }],
+    ["a form Content-Type", { "content-type": "application/x-www-form-urlencoded" }],
+    ["text/plain", { "content-type": "text/plain" }],
+  ])("refuses %s with 400 and forwards nothing", async (_case, headers) => {
+    await expectRefusal(await register(edge, headers), 400, "validation_failed");
+    expect(origin.received).toEqual([]);
+  });
+
+  it("accepts application/json with parameters", async () => {
+    const response = await register(edge, { "content-type": "application/json; charset=utf-8" });
+    expect(response.status).toBe(201);
+    expect(origin.received).toHaveLength(1);
+  });
+
+  it("refuses with 503 when the edge provider gives no client address, and forwards nothing", async () => {
+    // Miniflare's entry fills CF-Connecting-IP from the socket, as Cloudflare does, so the only
+    // way to reach the worker without client metadata is to call it directly.
+    const worker = await edge.miniflare.getWorker();
+    const response = await worker.fetch("http://edge.test/77/agent/v1/register", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        [HEADER_REGISTRATION]: "1",
+        "x-forwarded-for": CLIENT_IP,
+      },
+      body: "{}",
+    });
+    await expectRefusal(response as unknown as Response, 503, "registration_unavailable");
+    expect(origin.received).toEqual([]);
+  });
+
+  it("refuses with 503 a client address that is no IP address, and forwards nothing", async () => {
+    await expectRefusal(
+      await register(edge, { "cf-connecting-ip": "unknown" }),
+      503,
+      "registration_unavailable",
+    );
+    expect(origin.received).toEqual([]);
+  });
+
+  it("refuses with 503 when EDGE_SHARED_SECRET is not configured, and forwards nothing", async () => {
+    await expectRefusal(await register(edgeWithoutSecret), 503, "registration_unavailable");
+    expect(origin.received).toEqual([]);
+  });
+
+  it("answers 404 to any other method, and forwards nothing", async () => {
+    const response = await fetch(`${edge.url}/77/agent/v1/register`, {
+      headers: { "cf-connecting-ip": CLIENT_IP },
+    });
+    await expectRefusal(response, 404, "not_found");
+    expect(origin.received).toEqual([]);
+  });
+});

@@ -1,0 +1,134 @@
+import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import type { EdgeConfig } from "./config.ts";
+import { errorResponse } from "./errors.ts";
+import { EDGE_ONLY_HEADERS, type FetchOrigin, forwardToOrigin } from "./proxy.ts";
+
+/** SPEC "POST /agent/v1/register": the response must not be cached, whoever answers. */
+const NO_STORE = { "cache-control": "no-store" } as const;
+
+/**
+ * Client-supplied address headers. The origin reads the client address of a registration only
+ * from the edge's X-svc-Registration-IP; these are removed so that no later reader trusts them
+ * (SPEC "Registration ingress rules": client-supplied forwarded-for headers are not trusted).
+ */
+const CLIENT_ADDRESS_HEADERS = [
+  "x-forwarded-for",
+  "x-real-ip",
+  "forwarded",
+  "true-client-ip",
+  "cf-connecting-ip",
+  "cf-connecting-ipv6",
+  "cf-pseudo-ipv4",
+] as const;
+
+/** Why the edge refused; collapsed into generic wire errors by `refusalResponse`. */
+export type IngressRefusal =
+  | { kind: "cross_site_origin" }
+  | { kind: "cross_site_fetch_site" }
+  | { kind: "not_json" }
+  | { kind: "missing_registration_header" }
+  | { kind: "no_client_ip" }
+  | { kind: "malformed_client_ip" }
+  | { kind: "no_edge_secret" };
+
+export type IngressCheckResult =
+  | { ok: true; clientIp: string; edgeSharedSecret: string }
+  | { ok: false; refusal: IngressRefusal };
+
+/**
+ * SPEC "Registration ingress rules" and "POST /agent/v1/register", in the order a client can
+ * fix them: cross-site first (403), then the request's shape (400), then what the service lacks
+ * (503). Nothing here reads the body.
+ */
+export function checkRegistrationIngress(request: Request, config: EdgeConfig): IngressCheckResult {
+  // Browser use is same-origin; a server client may omit Origin. `Origin: null` is cross-site.
+  const origin = request.headers.get("origin");
+  if (origin !== null && origin.trim() !== new URL(request.url).origin) {
+    return { ok: false, refusal: { kind: "cross_site_origin" } };
+  }
+  const fetchSite = request.headers.get("sec-fetch-site");
+  if (fetchSite !== null && !["same-origin", "none"].includes(fetchSite.trim().toLowerCase())) {
+    return { ok: false, refusal: { kind: "cross_site_fetch_site" } };
+  }
+
+  const mediaType = (request.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase();
+  if (mediaType !== "application/json") return { ok: false, refusal: { kind: "not_json" } };
+  if (request.headers.get(HEADER_REGISTRATION)?.trim() !== "1") {
+    return { ok: false, refusal: { kind: "missing_registration_header" } };
+  }
+
+  // Cloudflare sets CF-Connecting-IP from the connection, overwriting anything the client sent.
+  const clientIp = request.headers.get("cf-connecting-ip")?.trim();
+  if (!clientIp) return { ok: false, refusal: { kind: "no_client_ip" } };
+  if (!looksLikeIpAddress(clientIp)) return { ok: false, refusal: { kind: "malformed_client_ip" } };
+  if (config.edgeSharedSecret === undefined) return { ok: false, refusal: { kind: "no_edge_secret" } };
+  return { ok: true, clientIp, edgeSharedSecret: config.edgeSharedSecret };
+}
+
+/**
+ * POST {base}/agent/v1/register: checked here, then forwarded with the client address from the
+ * edge provider and the edge shared secret (DESIGN §1, §7). A refusal is never forwarded, so it
+ * consumes no key (SPEC "Errors").
+ */
+export async function handleRegister(
+  fetchOrigin: FetchOrigin,
+  request: Request,
+  config: EdgeConfig,
+  requestId: string,
+): Promise<Response> {
+  if (request.method !== "POST") {
+    return errorResponse("not_found", "no such route", requestId, NO_STORE);
+  }
+  const checked = checkRegistrationIngress(request, config);
+  if (!checked.ok) return refusalResponse(checked.refusal, requestId);
+
+  const headers = new Headers(request.headers);
+  for (const name of [...EDGE_ONLY_HEADERS, ...CLIENT_ADDRESS_HEADERS]) headers.delete(name);
+  headers.set(HEADER_REGISTRATION_IP, checked.clientIp);
+  headers.set(HEADER_EDGE_SECRET, checked.edgeSharedSecret);
+  const url = new URL(request.url);
+  const response = await forwardToOrigin(fetchOrigin, request, {
+    originUrl: config.originUrl,
+    // The canonical path, whatever spelling of it the router matched.
+    pathAndQuery: `${config.basePath}/agent/v1/register${url.search}`,
+    headers,
+    requestId,
+  });
+  // A fetched response's headers are immutable; copy it to set Cache-Control.
+  const copy = new Response(response.body, response);
+  copy.headers.set("cache-control", NO_STORE["cache-control"]);
+  return copy;
+}
+
+/**
+ * One generic message per status, so a refusal does not tell which check failed beyond what the
+ * client must change (the workers-oauth-provider habit, STYLE).
+ */
+export function refusalResponse(refusal: IngressRefusal, requestId: string): Response {
+  switch (refusal.kind) {
+    case "cross_site_origin":
+    case "cross_site_fetch_site":
+      return errorResponse("cross_site_refused", "cross-site registration is refused", requestId, NO_STORE);
+    case "not_json":
+      return errorResponse("validation_failed", "Content-Type must be application/json", requestId, NO_STORE);
+    case "missing_registration_header":
+      return errorResponse("validation_failed", "X-SVC-Registration: 1 is required", requestId, NO_STORE);
+    case "no_client_ip":
+    case "malformed_client_ip":
+    case "no_edge_secret":
+      return errorResponse("registration_unavailable", "registration is unavailable", requestId, NO_STORE);
+    default: {
+      const unreachable: never = refusal;
+      throw new Error(`unhandled refusal ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+/**
+ * A syntactic check only: dotted IPv4 or an IPv6 literal. The origin does the real one (refuses a
+ * malformed, private or collapsed value); the edge just never forwards something that is no address.
+ */
+function looksLikeIpAddress(value: string): boolean {
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(value)) return value.split(".").every((part) => Number(part) <= 255);
+  return value.length <= 45 && value.includes(":") && /^[0-9A-Fa-f:.]+$/.test(value);
+}
