@@ -4,14 +4,16 @@ import type { Context } from "hono";
 export type ReadBodyResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: "too_large" };
 
 /**
- * Reads a request body of at most `maxBytes`, refusing as soon as the declared length or the
- * bytes received pass the limit, so an oversize or endless body is never buffered whole. On Node
- * it reads the IncomingMessage directly, skipping the Web-stream conversion on the hot path.
+ * Reads a request body of at most `maxBytes`, so an oversize or endless body is never buffered
+ * whole. A declared length over the limit is refused before reading; a declared length within it
+ * bounds what Node's parser delivers, so the adapter's fast path reads it. Without a declared
+ * length (chunked), the Node request is read chunk by chunk and cut off at the limit.
  */
 export async function readBodyLimited(c: Context, maxBytes: number): Promise<ReadBodyResult> {
-  if (Number(c.req.header("content-length") ?? "0") > maxBytes) return { ok: false, reason: "too_large" };
+  const declared = c.req.header("content-length");
+  if (declared !== undefined && Number(declared) > maxBytes) return { ok: false, reason: "too_large" };
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (!incoming || incoming.readableEnded) {
+  if (declared !== undefined || !incoming || incoming.readableEnded) {
     const bytes = new Uint8Array(await c.req.arrayBuffer());
     return bytes.byteLength > maxBytes ? { ok: false, reason: "too_large" } : { ok: true, bytes };
   }
