@@ -5,6 +5,7 @@
  */
 import type { Address } from "viem";
 import type { Capability } from "../../shared/capability.ts";
+import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
 import type { KeyNamespace } from "../../shared/enclave-ops.ts";
 import type { CapabilityScope, PrivilegedOp } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
@@ -93,14 +94,8 @@ export type SignX402AuthorizationParams = {
 };
 export type SignX402AuthorizationResult = {
   signature: Hex;
-  authorization: {
-    from: Address;
-    to: Address;
-    value: bigint;
-    validAfter: bigint;
-    validBefore: bigint;
-    nonce: Hex;
-  };
+  /** The signed TransferWithAuthorization message; `value` in 6-decimal units. */
+  authorization: TransferWithAuthorizationMessage;
 };
 
 export type CapabilityCounterParams = { authority: Hex; scope: CapabilityScope; op: PrivilegedOp };
