@@ -1,10 +1,10 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { mintCapability, randomAuthoritySecret } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { mintFor, nextCounter } from "./testing/capabilities.ts";
-import { createEnclaveFixture, type EnclaveFixture } from "./testing/enclave-process.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 describe("capabilities (real process)", () => {

@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import type { Hex } from "../shared/hex.ts";
 import { verifyIdentityProof } from "../shared/identity-proof.ts";
 import { mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
-import { createEnclaveFixture, type EnclaveFixture } from "./testing/enclave-process.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 type Key = { key_ref: string; public_key: Hex; address: Hex };

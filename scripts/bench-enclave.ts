@@ -6,7 +6,6 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Address } from "viem";
-import { createEnclaveFixture } from "../enclave/testing/enclave-process.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
@@ -15,6 +14,7 @@ import { transferWithAuthorizationDigest } from "../shared/eip712.ts";
 import { fromHex, type Hex } from "../shared/hex.ts";
 import { buildIdentityProofPreimage, identityProofDigest } from "../shared/identity-proof.ts";
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../shared/secp256k1.ts";
+import { createEnclaveFixture } from "./test/enclave-process.ts";
 
 const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const AMOUNT = 10_000n;

@@ -16,7 +16,7 @@ import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
-import { startEnclaveProcess } from "../origin/signer/testing/enclave-process.ts";
+import { startEnclaveProcess } from "./test/enclave-process.ts";
 import { freePort } from "./test/free-port.ts";
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 1200);

@@ -10,8 +10,8 @@ import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "../origin/signer/testing/enclave-process.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
 
 type Run = { code: number; stdout: string };
 

@@ -9,8 +9,8 @@ import { queryRows } from "../origin/db/client.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "../origin/signer/testing/enclave-process.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
 
 type Run = { code: number; stdout: string; stderr: string };
 

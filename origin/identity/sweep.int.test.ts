@@ -7,6 +7,7 @@ import pino from "pino";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../../scripts/test/enclave-process.ts";
 import { type FaultReply, startFaultEnclave } from "../../scripts/test/fault-enclave.ts";
 import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { fromHex } from "../../shared/hex.ts";
@@ -17,7 +18,6 @@ import { provisionIdentity } from "../keypool/provision.ts";
 import { refillOnce } from "../keypool/refill.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "../signer/testing/enclave-process.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { applyOutcome, sweepIdentities } from "./sweep.ts";
 

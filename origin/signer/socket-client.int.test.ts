@@ -3,6 +3,7 @@ import { chmod, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { recoverTransactionAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EnclaveProcess, startEnclaveProcess } from "../../scripts/test/enclave-process.ts";
 import { authorityPublicKey } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
@@ -10,7 +11,6 @@ import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { createCapabilityMinter } from "./capability-minter.ts";
 import { createSignerClient } from "./create-signer-client.ts";
 import { createSocketSignerClient } from "./socket-client.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "./testing/enclave-process.ts";
 import type { CapabilityProvider, KeyPublicInfo, SignerClient } from "./types.ts";
 
 const nonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;

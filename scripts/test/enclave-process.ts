@@ -29,7 +29,16 @@ export type EnclaveFixture = {
   /** Stops the process and removes the temporary directory. */
   dispose: () => Promise<void>;
   stderr: () => string;
+  /** The running process's pid (tests pause it with SIGSTOP to produce a real timeout). */
+  pid: () => number | undefined;
 };
+
+/** What most tests want: an initialised enclave, already serving. */
+export type EnclaveProcess = EnclaveFixture;
+
+export function startEnclaveProcess(options: { envId?: string } = {}): Promise<EnclaveProcess> {
+  return createEnclaveFixture({ ...options, start: true });
+}
 
 /** Creates a temporary data dir, runs `init` through the CLI and starts the enclave. */
 export async function createEnclaveFixture(
@@ -99,6 +108,7 @@ export async function createEnclaveFixture(
       await rm(dir, { recursive: true, force: true });
     },
     stderr: () => stderr,
+    pid: () => child?.pid,
   };
   if (options.start !== false) await start();
   return fixture;
