@@ -107,7 +107,8 @@ const envSchema = z.object({
 
   AGENT_SIGNER_SVC_HSM_ENDPOINT: z
     .string()
-    .regex(/^unix:\/\/\/.+/, "must be unix:///absolute/path/to/socket")
+    // unix:///absolute/path, or unix://relative/path resolved against the working directory.
+    .regex(/^unix:\/\/.+/, "must be unix:///path/to/socket")
     .optional(),
   AGENT_ADMIN_AUTHORITY_KEY_FILE: z.string().min(1).optional(),
   AGENT_ENV_ID: z
