@@ -34,6 +34,15 @@ describe("configuration", () => {
     expect(result.ok && result.config.gatewayEnabled).toBe(false);
   });
 
+  it("reads an empty variable as unset", () => {
+    const result = parseConfig({ DATABASE_URL: "", AGENT_REGISTRATION_IP_SECRET: "", ORIGIN_PORT: "" });
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.config.database.url).toBeUndefined();
+    expect(result.config.secrets.registrationIp).toBeUndefined();
+    expect(result.config.http.port).toBe(8788);
+  });
+
   it("turns the gateway on only for the literal true", () => {
     const result = parseConfig({ AGENT_GATEWAY_ENABLED: "true" });
     expect(result.ok && result.config.gatewayEnabled).toBe(true);

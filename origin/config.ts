@@ -201,7 +201,9 @@ export type ConfigResult = { ok: true; config: Config } | { ok: false; errors: s
  * Parses the environment. On failure it lists every bad variable at once, naming the variable and
  * never echoing its value (a secret may be in it).
  */
-export function parseConfig(env: Record<string, string | undefined>): ConfigResult {
+export function parseConfig(rawEnv: Record<string, string | undefined>): ConfigResult {
+  // `NAME=` (as .env files and shells write it) means unset, not an empty value.
+  const env = Object.fromEntries(Object.entries(rawEnv).filter(([, value]) => value !== ""));
   const parsed = envSchema.safeParse(env);
   const errors: string[] = [];
   if (!parsed.success) {
