@@ -9,8 +9,13 @@ import type { AppEnv } from "./env.ts";
  * which may carry tokens (DESIGN §7).
  */
 export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
+  // Ids correlate log lines with responses; they need to be unique, not secret. A random
+  // per-process prefix and a counter avoid a CSPRNG call on every request (~3 % of CPU).
+  const prefix = randomBytes(4).toString("hex");
+  let counter = 0;
   return async (c, next) => {
-    const requestId = `req_${randomBytes(8).toString("hex")}`;
+    counter = (counter + 1) % 0x1_0000_0000;
+    const requestId = `req_${prefix}${counter.toString(16).padStart(8, "0")}`;
     c.set("requestId", requestId);
     // Set before the response exists: adding a header to a finished response forces the Node
     // adapter off its fast path (about 70 µs a request here).
