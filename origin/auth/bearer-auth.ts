@@ -1,17 +1,17 @@
 import type { MiddlewareHandler } from "hono";
 import type { Capability } from "../../shared/constants.ts";
-import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
-import { findIdentityByTokenId } from "./identity-repository.ts";
+import type { TokenLookup } from "./identity-repository.ts";
 import { parseBearerHeader, secretMatches } from "./token.ts";
 
 /** Why authentication failed: kept internal, collapsed into one wire error (no oracle). */
 type AuthFailure = "missing_or_malformed" | "unknown_token" | "wrong_secret" | "revoked" | "disabled";
 
 export type BearerAuthParams = {
-  db: Db;
+  /** Reads the identity behind a token id from the database, per request (createTokenLookup). */
+  lookup: TokenLookup;
   /** Pre-auth tier: failed authentications per client IP. */
   failuresPerIp: SlidingWindowLimiter;
   /** Post-auth tier: requests per agent. */
@@ -34,7 +34,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
 
     const parsed = parseBearerHeader(c.req.header("authorization"));
     let failure: AuthFailure | undefined;
-    const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
+    const identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
     if (!parsed) failure = "missing_or_malformed";
     else if (!secretMatches(parsed.secret, identity?.secretHash ?? DUMMY_HASH) || !identity) {
       failure = identity ? "wrong_secret" : "unknown_token";

@@ -1,5 +1,6 @@
 import { type Handler, Hono } from "hono";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
+import { createTokenLookup } from "../auth/identity-repository.ts";
 import { createLatestBlock } from "../chain/block-number.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -32,7 +33,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   router.use(
     "*",
     bearerAuth({
-      db: deps.database.db,
+      lookup: createTokenLookup(deps.database.db),
       failuresPerIp: limiters.failuresPerIp,
       requestsPerAgent: limiters.requestsPerAgent,
       onFailure: (reason, clientIp) => deps.logger.info({ reason, client_ip: clientIp }, "auth failed"),

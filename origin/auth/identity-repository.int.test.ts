@@ -1,0 +1,86 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import type { Db } from "../db/client.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+import { createTokenLookup, findIdentitiesByTokenIds } from "./identity-repository.ts";
+import { parseBearerHeader } from "./token.ts";
+
+describe("token lookup batching (real database)", () => {
+  let testDb: TestDatabase;
+  const agents: { agentId: string; tokenId: string }[] = [];
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 3);
+    for (let i = 0; i < 3; i++) {
+      const result = await provisionIdentity(testDb.handle.db, {
+        capabilities: ["read"],
+        origin: "operator",
+      });
+      if (!result.ok) throw new Error(result.error.code);
+      agents.push({
+        agentId: result.value.agentId,
+        tokenId: parseBearerHeader(`Bearer ${result.value.token}`)!.tokenId,
+      });
+    }
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  function countingFind() {
+    const calls: number[] = [];
+    const find = (db: Db, ids: readonly string[]) => {
+      calls.push(ids.length);
+      return findIdentitiesByTokenIds(db, ids);
+    };
+    return { calls, find };
+  }
+
+  it("answers concurrent lookups of one turn with one query, each with its own identity", async () => {
+    const { calls, find } = countingFind();
+    const lookup = createTokenLookup(testDb.handle.db, { find });
+    const unknown = randomBytes(16).toString("hex");
+    const asked = Array.from({ length: 30 }, (_, i) => (i % 4 === 3 ? unknown : agents[i % 4]!.tokenId));
+    const answers = await Promise.all(asked.map((tokenId) => lookup(tokenId)));
+    answers.forEach((identity, i) => {
+      const expected = agents.find((agent) => agent.tokenId === asked[i]);
+      expect(identity?.agentId).toBe(expected?.agentId);
+    });
+    expect(calls).toEqual([4]); // three known ids and one unknown, each asked once
+  });
+
+  it("splits a turn into batches of at most maxBatch distinct ids", async () => {
+    const { calls, find } = countingFind();
+    const lookup = createTokenLookup(testDb.handle.db, { find, maxBatch: 2 });
+    const ids = [...agents.map((agent) => agent.tokenId), randomBytes(16).toString("hex")];
+    const answers = await Promise.all(ids.map((tokenId) => lookup(tokenId)));
+    expect(answers.map((identity) => identity?.agentId)).toEqual([
+      ...agents.map((agent) => agent.agentId),
+      undefined,
+    ]);
+    expect(calls).toEqual([2, 2]);
+  });
+
+  it("reads anew in every turn: a revocation shows on the next lookup", async () => {
+    const lookup = createTokenLookup(testDb.handle.db);
+    const target = agents[2]!;
+    expect((await lookup(target.tokenId))?.revoked).toBe(false);
+    await testDb.handle.db.execute(
+      sql`update agent_identities set revoked = true where agent_id = ${target.agentId}`,
+    );
+    expect((await lookup(target.tokenId))?.revoked).toBe(true);
+  });
+
+  it("fails every waiter of a batch when the read fails", async () => {
+    // A fault the database cannot be made to produce on cue: the read itself rejects.
+    const lookup = createTokenLookup(testDb.handle.db, {
+      find: () => Promise.reject(new Error("connection lost")),
+    });
+    const results = await Promise.allSettled([lookup(agents[0]!.tokenId), lookup(agents[1]!.tokenId)]);
+    expect(results.map((result) => result.status)).toEqual(["rejected", "rejected"]);
+  });
+});
