@@ -3,7 +3,7 @@ import type { Capability } from "../../shared/constants.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
-import type { TokenLookup } from "./identity-repository.ts";
+import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
 import { parseBearerHeader, secretMatches } from "./token.ts";
 
 /** Why authentication failed: kept internal, collapsed into one wire error (no oracle). */
@@ -27,14 +27,25 @@ const DUMMY_HASH = Buffer.alloc(32);
  * read from the database on every request. Every failure is the same 401 `agent_auth_failed`.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
+  // Attempts per IP whose outcome is not known yet: each may still become a counted failure, so
+  // the pre-auth limit holds even when many arrive at once.
+  const inFlight = new Map<string, number>();
   return async (c, next) => {
     const clientIp = c.get("clientIp");
-    const blocked = params.failuresPerIp.peek(clientIp);
+    const blocked = params.failuresPerIp.peek(clientIp, inFlight.get(clientIp) ?? 0);
     if (!blocked.allowed) throw rateLimited(blocked.retryAfterSeconds);
 
     const parsed = parseBearerHeader(c.req.header("authorization"));
     let failure: AuthFailure | undefined;
-    const identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
+    inFlight.set(clientIp, (inFlight.get(clientIp) ?? 0) + 1);
+    let identity: TokenIdentity | undefined;
+    try {
+      identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
+    } finally {
+      const left = (inFlight.get(clientIp) ?? 1) - 1;
+      if (left > 0) inFlight.set(clientIp, left);
+      else inFlight.delete(clientIp);
+    }
     if (!parsed) failure = "missing_or_malformed";
     else if (!secretMatches(parsed.secret, identity?.secretHash ?? DUMMY_HASH) || !identity) {
       failure = identity ? "wrong_secret" : "unknown_token";

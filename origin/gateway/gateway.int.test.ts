@@ -189,6 +189,20 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(other.status).toBe(401);
     });
 
+    it("holds the 60-failure limit when 100 bad requests from one IP arrive at once", async () => {
+      const responses = await Promise.all(
+        Array.from({ length: 100 }, () =>
+          send(`${origin.base}/agent/v1/network`, {
+            headers: auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`),
+            localAddress: "127.0.0.30",
+          }),
+        ),
+      );
+      const statuses = responses.map((response) => response.status);
+      expect(statuses.filter((status) => status === 401)).toHaveLength(60);
+      expect(statuses.filter((status) => status === 429)).toHaveLength(40);
+    });
+
     it("selects the client from X-Forwarded-For when the peer is a trusted proxy", async () => {
       const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
       const via = (client: string) => ({ ...bad, "x-forwarded-for": `${client}, 127.0.0.1` });

@@ -38,14 +38,19 @@ export class SlidingWindowLimiter {
     return decision.allowed ? { allowed: true, remaining: decision.remaining - 1 } : decision;
   }
 
-  /** Whether one more event would fit, without counting it. */
-  peek(key: string): LimitDecision {
+  /**
+   * Whether one more event would fit, without counting it. `pending` counts events that may yet
+   * be recorded (attempts still in flight), so concurrent callers cannot all slip under the limit.
+   */
+  peek(key: string, pending = 0): LimitDecision {
     const slots = this.keys.get(key);
-    if (!slots) return { allowed: true, remaining: this.limit };
     const second = this.currentSecond();
-    const used = this.countIn(slots, second);
+    const recorded = slots ? this.countIn(slots, second) : 0;
+    const used = recorded + pending;
     if (used < this.limit) return { allowed: true, remaining: this.limit - used };
-    return { allowed: false, retryAfterSeconds: this.secondsUntilFree(slots, second, used) };
+    // Only in-flight attempts stand in the way: they settle within a request's time.
+    if (!slots || recorded < this.limit) return { allowed: false, retryAfterSeconds: 1 };
+    return { allowed: false, retryAfterSeconds: this.secondsUntilFree(slots, second, recorded) };
   }
 
   /** Counts one event unconditionally (used for failures, which are counted after the fact). */
