@@ -6,33 +6,48 @@ import type { AppEnv } from "../http/env.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { bearerAuth } from "./bearer-auth.ts";
 
-describe("bearerAuth under concurrency", () => {
+function appWith(lookup: Parameters<typeof bearerAuth>[0]["lookup"]): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use("*", async (c, next) => {
+    c.set("requestId", "req_test");
+    c.set("clientIp", "203.0.113.9");
+    await next();
+  });
+  app.use(
+    "*",
+    bearerAuth({
+      lookup,
+      failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
+      requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
+    }),
+  );
+  app.get("/x", (c) => c.text("ok"));
+  app.onError((error, c) =>
+    error instanceof AppError
+      ? c.json(errorBody(error.code, error.message, "req_test"), error.status)
+      : c.text("bug", 500),
+  );
+  return app;
+}
+
+const token = () => `Bearer agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
+
+describe("bearerAuth", () => {
+  it("answers 503, not 401 or 500, when the identity store cannot be read, and counts no failure", async () => {
+    // A fake for a fault the database cannot produce on cue.
+    const app = appWith(() => Promise.reject(new Error("connection terminated")));
+    for (let i = 0; i < 70; i++) {
+      const response = await app.request("/x", { headers: { authorization: token() } });
+      expect(response.status).toBe(503);
+      expect(await response.json()).toMatchObject({ error: { code: "service_unavailable" } });
+    }
+  });
+
   it("lets no more than 60 failed attempts from one IP through, even when all arrive before any fails", async () => {
     // A slow lookup (a fake: the database cannot be made slow on cue) keeps every attempt in
     // flight at once, which is exactly when a check-then-count limiter would let all of them by.
     const lookup = () => new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 50));
-    const app = new Hono<AppEnv>();
-    app.use("*", async (c, next) => {
-      c.set("requestId", "req_test");
-      c.set("clientIp", "203.0.113.9");
-      await next();
-    });
-    app.use(
-      "*",
-      bearerAuth({
-        lookup,
-        failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
-        requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
-      }),
-    );
-    app.get("/x", (c) => c.text("ok"));
-    app.onError((error, c) =>
-      error instanceof AppError
-        ? c.json(errorBody(error.code, error.message, "req_test"), error.status)
-        : c.text("bug", 500),
-    );
-
-    const token = () => `Bearer agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
+    const app = appWith(lookup);
     const statuses = await Promise.all(
       Array.from(
         { length: 100 },

@@ -41,6 +41,11 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     let identity: TokenIdentity | undefined;
     try {
       identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
+    } catch (error) {
+      // Fail closed, and say it is the service, not the token: no failure is counted against the IP.
+      throw new AppError("service_unavailable", "authentication is temporarily unavailable", {
+        cause: error,
+      });
     } finally {
       const left = (inFlight.get(clientIp) ?? 1) - 1;
       if (left > 0) inFlight.set(clientIp, left);
