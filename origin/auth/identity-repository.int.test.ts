@@ -10,7 +10,8 @@ import { parseBearerHeader } from "./token.ts";
 
 describe("token lookup batching (real database)", () => {
   let testDb: TestDatabase;
-  const agents: { agentId: string; tokenId: string }[] = [];
+  type Agent = { agentId: string; tokenId: string };
+  const agents: Agent[] = [];
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -40,6 +41,17 @@ describe("token lookup batching (real database)", () => {
     return { calls, find };
   }
 
+  it("reads any number of ids, each identity once, whatever the padding of the statement", async () => {
+    const unknown = randomBytes(16).toString("hex");
+    for (const count of [1, 2, 3, 5]) {
+      const ids = [...agents.map((agent) => agent.tokenId), unknown].slice(0, count);
+      const found = await findIdentitiesByTokenIds(testDb.handle.db, ids);
+      const expected = agents.slice(0, count).map((agent) => agent.agentId);
+      expect(found.map((identity) => identity.agentId).sort()).toEqual(expected.sort());
+    }
+    expect(await findIdentitiesByTokenIds(testDb.handle.db, [])).toEqual([]);
+  });
+
   it("answers concurrent lookups of one turn with one query, each with its own identity", async () => {
     const { calls, find } = countingFind();
     const lookup = createTokenLookup(testDb.handle.db, { find });
@@ -63,6 +75,42 @@ describe("token lookup batching (real database)", () => {
       undefined,
     ]);
     expect(calls).toEqual([2, 2]);
+  });
+
+  it("while reads are out, later lookups gather into the next batch, read after they arrived", async () => {
+    const calls: string[][] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // The first read is answered by the database at once but handed back only on release.
+    const find = async (db: Db, ids: readonly string[]) => {
+      calls.push([...ids]);
+      const found = await findIdentitiesByTokenIds(db, ids);
+      if (calls.length === 1) await held;
+      return found;
+    };
+    const lookup = createTokenLookup(testDb.handle.db, { find, maxInFlight: 1 });
+    const [first, second, third] = agents as [Agent, Agent, Agent];
+    const firstAnswer = lookup(first.tokenId);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await testDb.handle.db.execute(
+      sql`update agent_identities set revoked = true where agent_id = ${second.agentId}`,
+    );
+    const later = [lookup(second.tokenId), lookup(third.tokenId)];
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const later2 = lookup(first.tokenId);
+    expect(calls).toHaveLength(1);
+    release();
+    expect((await firstAnswer)?.agentId).toBe(first.agentId);
+    const [secondAnswer, thirdAnswer, firstAgain] = await Promise.all([...later, later2]);
+    expect(secondAnswer?.revoked).toBe(true);
+    expect(thirdAnswer?.agentId).toBe(third.agentId);
+    expect(firstAgain?.agentId).toBe(first.agentId);
+    expect(calls).toEqual([[first.tokenId], [second.tokenId, third.tokenId, first.tokenId]]);
+    await testDb.handle.db.execute(
+      sql`update agent_identities set revoked = false where agent_id = ${second.agentId}`,
+    );
   });
 
   it("reads anew in every turn: a revocation shows on the next lookup", async () => {
