@@ -239,6 +239,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
     it("describes the chain, the caller, the allowlist, the limits and the features", async () => {
       const response = await send(`${origin.base}/agent/v1/network`, { headers: auth(tokens.all.token) });
       expect(response.status).toBe(200);
+      expect(response.headers["content-type"]).toBe("application/json");
       expect(response.body).toMatchObject({
         api_version: "v1",
         chain: {
