@@ -26,17 +26,25 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
     ? new HttpsAgent({ keepAlive: true, noDelay: true })
     : new Agent({ keepAlive: true, noDelay: true });
   const send = secure ? httpsRequest : request;
+  // Resolved once: handing node a URL makes it convert the URL on every call.
+  const options = {
+    protocol: target.protocol,
+    hostname: target.hostname.replace(/^\[|\]$/g, ""),
+    port: target.port,
+    path: `${target.pathname}${target.search}`,
+    // Credentials in the URL (a hosted node's key) become basic auth, as node does for a URL.
+    ...(target.username
+      ? { auth: `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` }
+      : {}),
+    method: "POST",
+    agent,
+  };
   return {
     send(payload) {
       const body = Buffer.from(JSON.stringify(payload));
       return new Promise<UpstreamResult>((resolve) => {
         const req = send(
-          target,
-          {
-            method: "POST",
-            agent,
-            headers: { "content-type": "application/json", "content-length": body.length },
-          },
+          { ...options, headers: { "content-type": "application/json", "content-length": body.length } },
           (res) => {
             const chunks: Buffer[] = [];
             res.on("data", (chunk: Buffer) => chunks.push(chunk));

@@ -10,6 +10,7 @@ type RpcResponse = { jsonrpc: "2.0"; id: Id; result?: unknown; error?: RpcError 
 type ValidRequest = { id: Id; method: string; params: unknown };
 
 const ALLOWED = new Set<string>(RPC_READ_ALLOWLIST);
+const UTF8 = new TextDecoder();
 /** Every refusal names the allowlist and the batch limits, so an agent can correct itself. */
 const POLICY = {
   allowed_methods: RPC_READ_ALLOWLIST,
@@ -34,7 +35,7 @@ export function rpcHandler(upstream: JsonRpcUpstream | undefined): Handler<AppEn
     if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
     let body: unknown;
     try {
-      body = JSON.parse(new TextDecoder().decode(read.bytes));
+      body = JSON.parse(UTF8.decode(read.bytes));
     } catch {
       return c.json(refusal(null, -32700, "parse error"));
     }
