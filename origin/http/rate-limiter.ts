@@ -1,8 +1,9 @@
 /**
  * Sliding-window counters kept in memory per node (SPEC Limits: "sliding window, kept in memory
- * per node"). The window is cut into one-second slots, so a count ages out within a second of
- * leaving the window, without storing one timestamp per request. The number of keys is bounded:
- * the least recently touched key is dropped first, so memory stays flat under many client IPs.
+ * per node"). Each key keeps a count per second that had events, oldest first, so a count ages out
+ * within a second of leaving the window without a timestamp per request, and a key with a few
+ * events (the usual failing client) costs about 150 bytes. The number of keys is bounded: the least
+ * recently touched key is dropped first, so memory stays flat under many client IPs.
  */
 export type SlidingWindowLimiterOptions = {
   limit: number;
@@ -15,14 +16,15 @@ export type LimitDecision =
   | { allowed: true; remaining: number }
   | { allowed: false; retryAfterSeconds: number };
 
-type Slots = { seconds: Float64Array; counts: Uint32Array };
+/** Flat pairs `second, count` of the seconds with events, oldest first. */
+type Events = number[];
 
 export class SlidingWindowLimiter {
   readonly limit: number;
   readonly windowSeconds: number;
   private readonly maxKeys: number;
   private readonly now: () => number;
-  private readonly keys = new Map<string, Slots>();
+  private readonly keys = new Map<string, Events>();
 
   constructor(options: SlidingWindowLimiterOptions) {
     this.limit = options.limit;
@@ -43,45 +45,40 @@ export class SlidingWindowLimiter {
    * be recorded (attempts still in flight), so concurrent callers cannot all slip under the limit.
    */
   peek(key: string, pending = 0): LimitDecision {
-    const slots = this.keys.get(key);
+    const events = this.keys.get(key);
     const second = this.currentSecond();
-    const recorded = slots ? this.countIn(slots, second) : 0;
+    const recorded = events ? this.countIn(events, second) : 0;
     const used = recorded + pending;
     if (used < this.limit) return { allowed: true, remaining: this.limit - used };
     // Only in-flight attempts stand in the way: they settle within a request's time.
-    if (!slots || recorded < this.limit) return { allowed: false, retryAfterSeconds: 1 };
-    return { allowed: false, retryAfterSeconds: this.secondsUntilFree(slots, second, recorded) };
+    if (!events || recorded < this.limit) return { allowed: false, retryAfterSeconds: 1 };
+    return { allowed: false, retryAfterSeconds: this.secondsUntilFree(events, second, recorded) };
   }
 
   /** Counts one event unconditionally (used for failures, which are counted after the fact). */
   record(key: string): void {
     const second = this.currentSecond();
-    let slots = this.keys.get(key);
-    if (slots) {
-      this.keys.delete(key); // re-insert: Map order doubles as least-recently-touched order
-    } else {
+    const events = this.keys.get(key);
+    if (!events) {
       if (this.keys.size >= this.maxKeys) this.evictOldest();
-      slots = {
-        seconds: new Float64Array(this.windowSeconds).fill(-1),
-        counts: new Uint32Array(this.windowSeconds),
-      };
+      // A literal, not push(): an array grown by push reserves room for 17 numbers.
+      this.keys.set(key, [second, 1]);
+      return;
     }
-    this.keys.set(key, slots);
-    const index = second % this.windowSeconds;
-    if (slots.seconds[index] !== second) {
-      slots.seconds[index] = second;
-      slots.counts[index] = 0;
-    }
-    slots.counts[index]!++;
+    this.keys.delete(key); // re-insert: Map order doubles as least-recently-touched order
+    this.keys.set(key, events);
+    this.dropExpired(events, second);
+    if (events.length > 0 && events[events.length - 2] === second) events[events.length - 1]!++;
+    else events.push(second, 1);
   }
 
   /** Keys with events in the window and their counts, most recently touched first (console). */
   snapshot(max: number): { key: string; count: number }[] {
     const second = this.currentSecond();
     const out: { key: string; count: number }[] = [];
-    for (const [key, slots] of [...this.keys].reverse()) {
+    for (const [key, events] of [...this.keys].reverse()) {
       if (out.length >= max) break;
-      const count = this.countIn(slots, second);
+      const count = this.countIn(events, second);
       if (count > 0) out.push({ key, count });
     }
     return out;
@@ -95,22 +92,26 @@ export class SlidingWindowLimiter {
     return Math.floor(this.now() / 1000);
   }
 
-  private countIn(slots: Slots, second: number): number {
+  private countIn(events: Events, second: number): number {
+    this.dropExpired(events, second);
     let total = 0;
-    for (let i = 0; i < this.windowSeconds; i++) {
-      if (second - slots.seconds[i]! < this.windowSeconds) total += slots.counts[i]!;
-    }
+    for (let i = 1; i < events.length; i += 2) total += events[i]!;
     return total;
   }
 
-  /** Seconds until enough old slots leave the window for one more event to fit. */
-  private secondsUntilFree(slots: Slots, second: number, used: number): number {
+  /** Drops the seconds that have left the window (they are the oldest, at the front). */
+  private dropExpired(events: Events, second: number): void {
+    let keep = 0;
+    while (keep < events.length && second - events[keep]! >= this.windowSeconds) keep += 2;
+    if (keep > 0) events.splice(0, keep);
+  }
+
+  /** Seconds until enough old events leave the window for one more event to fit. */
+  private secondsUntilFree(events: Events, second: number, used: number): number {
     let excess = used - this.limit + 1;
-    for (let age = this.windowSeconds - 1; age >= 0; age--) {
-      const index = (((second - age) % this.windowSeconds) + this.windowSeconds) % this.windowSeconds;
-      if (slots.seconds[index] !== second - age) continue;
-      excess -= slots.counts[index]!;
-      if (excess <= 0) return this.windowSeconds - age;
+    for (let i = 0; i < events.length; i += 2) {
+      excess -= events[i + 1]!;
+      if (excess <= 0) return this.windowSeconds - (second - events[i]!);
     }
     return this.windowSeconds;
   }
