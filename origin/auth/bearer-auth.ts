@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { Capability } from "../../shared/constants.ts";
 import { AppError } from "../errors.ts";
+import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
@@ -12,7 +13,7 @@ type AuthFailure = "missing_or_malformed" | "unknown_token" | "wrong_secret" | "
 export type BearerAuthParams = {
   /** Reads the identity behind a token id from the database, per request (createTokenLookup). */
   lookup: TokenLookup;
-  /** Pre-auth tier: failed authentications per client IP. */
+  /** Pre-auth tier: failed authentications per client IP (IPv6 per /64, see addressGroup). */
   failuresPerIp: SlidingWindowLimiter;
   /** Post-auth tier: requests per agent. */
   requestsPerAgent: SlidingWindowLimiter;
@@ -32,12 +33,13 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
   const inFlight = new Map<string, number>();
   return async (c, next) => {
     const clientIp = c.get("clientIp");
-    const blocked = params.failuresPerIp.peek(clientIp, inFlight.get(clientIp) ?? 0);
+    const source = addressGroup(clientIp);
+    const blocked = params.failuresPerIp.peek(source, inFlight.get(source) ?? 0);
     if (!blocked.allowed) throw rateLimited(blocked.retryAfterSeconds);
 
     const parsed = parseBearerHeader(c.req.header("authorization"));
     let failure: AuthFailure | undefined;
-    inFlight.set(clientIp, (inFlight.get(clientIp) ?? 0) + 1);
+    inFlight.set(source, (inFlight.get(source) ?? 0) + 1);
     let identity: TokenIdentity | undefined;
     try {
       identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
@@ -47,9 +49,9 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
         cause: error,
       });
     } finally {
-      const left = (inFlight.get(clientIp) ?? 1) - 1;
-      if (left > 0) inFlight.set(clientIp, left);
-      else inFlight.delete(clientIp);
+      const left = (inFlight.get(source) ?? 1) - 1;
+      if (left > 0) inFlight.set(source, left);
+      else inFlight.delete(source);
     }
     if (!parsed) failure = "missing_or_malformed";
     else if (!secretMatches(parsed.secret, identity?.secretHash ?? DUMMY_HASH) || !identity) {
@@ -58,7 +60,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     else if (!identity.enabled) failure = "disabled";
 
     if (failure || !identity) {
-      params.failuresPerIp.record(clientIp);
+      params.failuresPerIp.record(source);
       params.onFailure?.(failure ?? "unknown_token", clientIp);
       throw new AppError("agent_auth_failed", "authentication failed");
     }

@@ -219,6 +219,21 @@ describe("gateway over HTTP (real database and devnet)", () => {
       );
     });
 
+    it("counts an IPv6 client's failures per /64: another address in it is limited too", async () => {
+      const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
+      const via = (client: string) => ({ ...bad, "x-forwarded-for": client });
+      for (let i = 0; i < 60; i++) {
+        const from = `2001:db8:77:1::${(i + 1).toString(16)}`;
+        expect((await send(`${proxied.base}/agent/v1/network`, { headers: via(from) })).status).toBe(401);
+      }
+      const sameSite = await send(`${proxied.base}/agent/v1/network`, {
+        headers: via("2001:db8:77:1:ffff::9"),
+      });
+      expect(sameSite.status).toBe(429);
+      const otherSite = await send(`${proxied.base}/agent/v1/network`, { headers: via("2001:db8:77:2::1") });
+      expect(otherSite.status).toBe(401);
+    });
+
     it("429s an agent's 601st request in the window", async () => {
       const agent = await issue(["read"]);
       for (let i = 0; i < 600; i++) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseCidrList } from "./cidr.ts";
-import { normalizeIp, resolveClientIp } from "./client-ip.ts";
+import { addressGroup, normalizeIp, resolveClientIp } from "./client-ip.ts";
 
 function cidrs(text: string) {
   const parsed = parseCidrList(text);
@@ -42,5 +42,21 @@ describe("normalizeIp", () => {
     expect(normalizeIp("::FFFF:192.0.2.1")).toBe("192.0.2.1");
     expect(normalizeIp("2001:DB8::1")).toBe("2001:db8::1");
     expect(normalizeIp("localhost")).toBeNull();
+  });
+});
+
+describe("addressGroup", () => {
+  it("keeps an IPv4 address as it is", () => {
+    expect(addressGroup("203.0.113.5")).toBe("203.0.113.5");
+  });
+
+  it("groups IPv6 by /64, whatever the spelling", () => {
+    expect(addressGroup("2001:db8:1:2::a")).toBe("2001:db8:1:2::/64");
+    expect(addressGroup("2001:0db8:0001:0002:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64");
+    expect(addressGroup("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(addressGroup("::1")).toBe("0:0:0:0::/64");
+    expect(addressGroup("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+    expect(addressGroup("64:ff9b:1:2::198.51.100.7")).toBe("64:ff9b:1:2::/64");
+    expect(addressGroup("2001:db8:1:3::a")).not.toBe(addressGroup("2001:db8:1:2::a"));
   });
 });

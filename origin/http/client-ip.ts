@@ -30,3 +30,23 @@ export function normalizeIp(text: string): string | null {
   if (value.startsWith("::ffff:") && isIP(value.slice(7)) === 4) return value.slice(7);
   return isIP(value) === 0 ? null : value;
 }
+
+/**
+ * The key a client's failed authentications are counted under: an IPv4 address as it is, an IPv6
+ * address by its /64. One host or site usually holds a whole /64 and can pick any address in it,
+ * so counting per IPv6 address would give each such client 2^64 budgets (the registration limits
+ * group IPv6 the same way).
+ */
+export function addressGroup(ip: string): string {
+  if (isIP(ip) !== 6) return ip;
+  const [head = "", tail] = ip.split("%")[0]!.split("::");
+  const groups = (part: string): string[] =>
+    part === "" ? [] : part.split(":").flatMap((group) => (group.includes(".") ? ["0", "0"] : [group]));
+  const left = groups(head);
+  const right = tail === undefined ? [] : groups(tail);
+  const all = [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill("0"), ...right];
+  return `${all
+    .slice(0, 4)
+    .map((group) => Number.parseInt(group, 16).toString(16))
+    .join(":")}::/64`;
+}
