@@ -3,18 +3,24 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
 import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import { startWsRelay, type WsRelay } from "../../scripts/test/ws-relay.ts";
 import type { Db } from "../db/client.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { createTokenLookup, findIdentitiesByTokenIds } from "./identity-repository.ts";
 import { parseBearerHeader } from "./token.ts";
 
-describe("token lookup batching (real database)", () => {
+// The hottest query of the service: run through node-postgres and through the Neon serverless
+// driver (WebSocket → relay → the same Postgres), whose named prepared statements must work too.
+describe.each(["pg", "neon"] as const)("token lookup batching (real database, %s driver)", (driver) => {
+  let relay: WsRelay | undefined;
   let testDb: TestDatabase;
   type Agent = { agentId: string; tokenId: string };
   const agents: Agent[] = [];
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
+    relay = driver === "neon" ? await startWsRelay() : undefined;
+    testDb = await createTestDatabase({ driver, neonWsProxy: relay?.address });
+    expect(testDb.handle.driver).toBe(driver);
     await seedFreeKeys(testDb.handle.db, 3);
     for (let i = 0; i < 3; i++) {
       const result = await provisionIdentity(testDb.handle.db, {
@@ -30,6 +36,7 @@ describe("token lookup batching (real database)", () => {
   });
   afterAll(async () => {
     await testDb.drop();
+    await relay?.close();
   });
 
   function countingFind() {
@@ -50,6 +57,7 @@ describe("token lookup batching (real database)", () => {
       expect(found.map((identity) => identity.agentId).sort()).toEqual(expected.sort());
     }
     expect(await findIdentitiesByTokenIds(testDb.handle.db, [])).toEqual([]);
+    if (relay) expect(relay.connections).toBeGreaterThan(0);
   });
 
   it("answers concurrent lookups of one turn with one query, each with its own identity", async () => {
