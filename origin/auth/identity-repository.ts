@@ -83,15 +83,6 @@ export async function findIdentityByTokenId(db: Db, tokenId: string): Promise<To
 
 export type TokenLookup = (tokenId: string) => Promise<TokenIdentity | undefined>;
 
-/**
- * Token lookups go to the database in batches. A batch collects the requests of one event-loop
- * turn (setImmediate runs once the turn's I/O has been handled); while `maxInFlight` reads are
- * already out, it keeps collecting until one returns. A sequential caller therefore waits for
- * nothing, and under load one query answers many requests, which saves both processes the cost
- * of a round trip per request. Every read is sent after each of its requests arrived and nothing
- * is kept once it is answered, so each request sees the database as of its own arrival or later:
- * revocation and disable apply to the very next request.
- */
 export type CreateTokenLookupOptions = {
   /** Distinct token ids per query. */
   maxBatch?: number;
@@ -101,13 +92,23 @@ export type CreateTokenLookupOptions = {
   find?: typeof findIdentitiesByTokenIds;
 };
 
+/**
+ * Token lookups go to the database in batches. A batch collects the requests of one event-loop
+ * turn (setImmediate runs once the turn's I/O has been handled); while `maxInFlight` reads are
+ * already out, it keeps collecting until one returns. A sequential caller therefore waits for
+ * nothing, and under load one query answers many requests, which saves both processes the cost
+ * of a round trip per request. Every read is sent after each of its requests arrived and nothing
+ * is kept once it is answered, so each request sees the database as of its own arrival or later:
+ * revocation and disable apply to the very next request.
+ */
 export function createTokenLookup(db: Db, options: CreateTokenLookupOptions = {}): TokenLookup {
   const maxBatch = options.maxBatch ?? 64;
   const maxInFlight = options.maxInFlight ?? 2;
   const find = options.find ?? findIdentitiesByTokenIds;
   type Waiter = { resolve: (identity: TokenIdentity | undefined) => void; reject: (error: unknown) => void };
   type Batch = { waiters: Map<string, Waiter[]>; due: boolean };
-  /** Batches ready to go (full, or their turn has ended), oldest first; the last may still be open. */
+  // Batches not sent yet, oldest first. A batch is due once full or once its turn has ended; the
+  // open one (if any) takes new arrivals until it is sent.
   const queue: Batch[] = [];
   let open: Batch | null = null;
   let inFlight = 0;
