@@ -5,8 +5,9 @@ import { AppError, errorBody } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { bearerAuth } from "./bearer-auth.ts";
+import { issueToken } from "./token.ts";
 
-function appWith(lookup: Parameters<typeof bearerAuth>[0]["lookup"]): Hono<AppEnv> {
+function appWith(lookup: Parameters<typeof bearerAuth>[0]["lookup"], perAgent = 600): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.use("*", async (c, next) => {
     c.set("requestId", "req_test");
@@ -18,7 +19,7 @@ function appWith(lookup: Parameters<typeof bearerAuth>[0]["lookup"]): Hono<AppEn
     bearerAuth({
       lookup,
       failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
-      requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
+      requestsPerAgent: new SlidingWindowLimiter({ limit: perAgent, windowSeconds: 60 }),
     }),
   );
   app.get("/x", (c) => c.text("ok"));
@@ -56,5 +57,30 @@ describe("bearerAuth", () => {
     );
     expect(statuses.filter((status) => status === 401)).toHaveLength(60);
     expect(statuses.filter((status) => status === 429)).toHaveLength(40);
+  });
+
+  it("never holds back successful requests from one IP, however many are in flight at once", async () => {
+    const issued = issueToken();
+    const identity = {
+      tokenId: issued.tokenId,
+      agentId: "agent-1",
+      secretHash: issued.secretHash,
+      enabled: true,
+      revoked: false,
+      capabilities: ["read" as const],
+      assignedWallet: `0x${"11".repeat(20)}` as const,
+      keyRef: "key-1",
+    };
+    // The same slow lookup (a fake, as above), answering with a valid identity.
+    const lookup = () => new Promise<typeof identity>((resolve) => setTimeout(() => resolve(identity), 50));
+    const app = appWith(lookup, 1_000);
+    const statuses = await Promise.all(
+      Array.from(
+        { length: 200 },
+        async () =>
+          (await app.request("/x", { headers: { authorization: `Bearer ${issued.token}` } })).status,
+      ),
+    );
+    expect(statuses.filter((status) => status === 200)).toHaveLength(200);
   });
 });

@@ -28,18 +28,14 @@ const DUMMY_HASH = Buffer.alloc(32);
  * read from the database on every request. Every failure is the same 401 `agent_auth_failed`.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
-  // Attempts per IP whose outcome is not known yet: each may still become a counted failure, so
-  // the pre-auth limit holds even when many arrive at once.
-  const inFlight = new Map<string, number>();
   return async (c, next) => {
     const clientIp = c.get("clientIp");
     const source = addressGroup(clientIp);
-    const blocked = params.failuresPerIp.peek(source, inFlight.get(source) ?? 0);
+    const blocked = params.failuresPerIp.peek(source);
     if (!blocked.allowed) throw rateLimited(blocked.retryAfterSeconds);
 
     const parsed = parseBearerHeader(c.req.header("authorization"));
     let failure: AuthFailure | undefined;
-    inFlight.set(source, (inFlight.get(source) ?? 0) + 1);
     let identity: TokenIdentity | undefined;
     try {
       identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
@@ -48,10 +44,6 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       throw new AppError("service_unavailable", "authentication is temporarily unavailable", {
         cause: error,
       });
-    } finally {
-      const left = (inFlight.get(source) ?? 1) - 1;
-      if (left > 0) inFlight.set(source, left);
-      else inFlight.delete(source);
     }
     if (!parsed) failure = "missing_or_malformed";
     else if (!secretMatches(parsed.secret, identity?.secretHash ?? DUMMY_HASH) || !identity) {
@@ -60,8 +52,12 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     else if (!identity.enabled) failure = "disabled";
 
     if (failure || !identity) {
-      params.failuresPerIp.record(source);
       params.onFailure?.(failure ?? "unknown_token", clientIp);
+      // Counted when the outcome is known, so the limit holds however many attempts arrive at
+      // once: those that fail after the budget filled up are answered 429 like any later one.
+      // Only failures count; successful requests from the same address are never held back.
+      const counted = params.failuresPerIp.consume(source);
+      if (!counted.allowed) throw rateLimited(counted.retryAfterSeconds);
       throw new AppError("agent_auth_failed", "authentication failed");
     }
 

@@ -203,6 +203,26 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(statuses.filter((status) => status === 429)).toHaveLength(40);
     });
 
+    it("holds back no valid request from one IP while 100 wait on a slow database at once", async () => {
+      const agent = await issue(["read"]);
+      let responses: Promise<{ status: number }[]> | undefined;
+      // A real slow database: the token table is locked, so every lookup waits until the lock goes.
+      await testDb.handle.db.transaction(async (tx) => {
+        await tx.execute(sql`lock table agent_tokens in access exclusive mode`);
+        responses = Promise.all(
+          Array.from({ length: 100 }, () =>
+            send(`${origin.base}/agent/v1/network`, {
+              headers: auth(agent.token),
+              localAddress: "127.0.0.31",
+            }),
+          ),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      });
+      const statuses = (await responses!).map((response) => response.status);
+      expect(statuses).toEqual(Array(100).fill(200));
+    });
+
     it("selects the client from X-Forwarded-For when the peer is a trusted proxy", async () => {
       const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
       const via = (client: string) => ({ ...bad, "x-forwarded-for": `${client}, 127.0.0.1` });

@@ -40,22 +40,17 @@ export class SlidingWindowLimiter {
     return decision.allowed ? { allowed: true, remaining: decision.remaining - 1 } : decision;
   }
 
-  /**
-   * Whether one more event would fit, without counting it. `pending` counts events that may yet
-   * be recorded (attempts still in flight), so concurrent callers cannot all slip under the limit.
-   */
-  peek(key: string, pending = 0): LimitDecision {
+  /** Whether one more event would fit, without counting it. */
+  peek(key: string): LimitDecision {
     const events = this.keys.get(key);
     const second = this.currentSecond();
-    const recorded = events ? this.countIn(events, second) : 0;
-    const used = recorded + pending;
+    const used = events ? this.countIn(events, second) : 0;
     if (used < this.limit) return { allowed: true, remaining: this.limit - used };
-    // Only in-flight attempts stand in the way: they settle within a request's time.
-    if (!events || recorded < this.limit) return { allowed: false, retryAfterSeconds: 1 };
-    return { allowed: false, retryAfterSeconds: this.secondsUntilFree(events, second, recorded) };
+    const retryAfterSeconds = events ? this.secondsUntilFree(events, second, used) : this.windowSeconds;
+    return { allowed: false, retryAfterSeconds };
   }
 
-  /** Counts one event unconditionally (used for failures, which are counted after the fact). */
+  /** Counts one event, whether or not it fits. */
   record(key: string): void {
     const second = this.currentSecond();
     const events = this.keys.get(key);
