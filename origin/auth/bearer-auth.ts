@@ -25,7 +25,8 @@ const DUMMY_HASH = Buffer.alloc(32);
 
 /**
  * SPEC "Agent bearer token": fail-closed authentication against a non-revoked, enabled identity,
- * read from the database on every request. Every failure is the same 401 `agent_auth_failed`.
+ * read from the database on every request. Every failure is the same 401 `agent_auth_failed`
+ * (429 once the client's failure budget is spent), whatever its cause.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
