@@ -23,6 +23,7 @@ describe("JSON-RPC upstream client", () => {
         if (req.url?.startsWith("/slow")) return; // never answers
         if (req.url?.startsWith("/status")) return res.writeHead(502).end("bad gateway");
         if (req.url?.startsWith("/garbage")) return res.writeHead(200).end("{not json");
+        if (req.url?.startsWith("/huge")) return res.writeHead(200).end(`"${"a".repeat(100_000)}"`);
         res
           .writeHead(200, { "content-type": "application/json" })
           .end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
@@ -51,7 +52,7 @@ describe("JSON-RPC upstream client", () => {
     expect(JSON.parse(last.body)).toEqual(call);
   });
 
-  it("returns failures as data: timeout, bad status, bad body, unreachable", async () => {
+  it("returns failures as data: timeout, bad status, bad body, too large, unreachable", async () => {
     const slow = createJsonRpcUpstream({ url: `${base}/slow`, timeoutMs: 150 });
     const started = performance.now();
     expect(await slow.send(call)).toEqual({ ok: false, failure: "timeout" });
@@ -65,6 +66,10 @@ describe("JSON-RPC upstream client", () => {
     const garbage = createJsonRpcUpstream({ url: `${base}/garbage`, timeoutMs: 2_000 });
     expect(await garbage.send(call)).toEqual({ ok: false, failure: "bad_body" });
     garbage.close();
+
+    const huge = createJsonRpcUpstream({ url: `${base}/huge`, timeoutMs: 2_000, maxResponseBytes: 10_000 });
+    expect(await huge.send(call)).toEqual({ ok: false, failure: "too_large" });
+    huge.close();
 
     const nobody = createJsonRpcUpstream({ url: `http://127.0.0.1:${await freePort()}`, timeoutMs: 2_000 });
     expect(await nobody.send(call)).toEqual({ ok: false, failure: "unreachable" });

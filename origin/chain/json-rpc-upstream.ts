@@ -1,7 +1,7 @@
 import { Agent, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 
-export type UpstreamFailure = "timeout" | "unreachable" | "bad_status" | "bad_body";
+export type UpstreamFailure = "timeout" | "unreachable" | "bad_status" | "bad_body" | "too_large";
 
 export type UpstreamResult = { ok: true; body: unknown } | { ok: false; failure: UpstreamFailure };
 
@@ -11,7 +11,14 @@ export type JsonRpcUpstream = {
   close(): void;
 };
 
-export type CreateJsonRpcUpstreamParams = { url: string; timeoutMs: number };
+export type CreateJsonRpcUpstreamParams = {
+  url: string;
+  timeoutMs: number;
+  /** An answer larger than this is dropped, not buffered (a full batch of full blocks fits). */
+  maxResponseBytes?: number;
+};
+
+const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 /**
  * A raw JSON-RPC client for the proxy and the balance read: keep-alive sockets, a hard timeout
@@ -26,6 +33,7 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
     ? new HttpsAgent({ keepAlive: true, noDelay: true })
     : new Agent({ keepAlive: true, noDelay: true });
   const send = secure ? httpsRequest : request;
+  const maxResponseBytes = params.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   // Resolved once: handing node a URL makes it convert the URL on every call.
   const options = {
     protocol: target.protocol,
@@ -47,7 +55,17 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
           { ...options, headers: { "content-type": "application/json", "content-length": body.length } },
           (res) => {
             const chunks: Buffer[] = [];
-            res.on("data", (chunk: Buffer) => chunks.push(chunk));
+            let received = 0;
+            res.on("data", (chunk: Buffer) => {
+              received += chunk.length;
+              if (received > maxResponseBytes) {
+                clearTimeout(timer);
+                resolve({ ok: false, failure: "too_large" });
+                req.destroy();
+                return;
+              }
+              chunks.push(chunk);
+            });
             res.on("end", () => {
               clearTimeout(timer);
               if (res.statusCode !== 200) return resolve({ ok: false, failure: "bad_status" });
@@ -57,7 +75,10 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
                 resolve({ ok: false, failure: "bad_body" });
               }
             });
-            res.on("error", () => resolve({ ok: false, failure: "unreachable" }));
+            res.on("error", () => {
+              clearTimeout(timer);
+              resolve({ ok: false, failure: "unreachable" });
+            });
           },
         );
         // A deadline for the whole call, not just socket idleness (SPEC: every upstream call times out).
