@@ -2,7 +2,7 @@
  * Sliding-window counters kept in memory per node (SPEC Limits: "sliding window, kept in memory
  * per node"). Each key keeps a count per second that had events, oldest first, so a count ages out
  * within a second of leaving the window without a timestamp per request, and a key with a few
- * events (the usual failing client) costs about 150 bytes. The number of keys is bounded: the least
+ * events (the usual failing client) costs about 130 bytes. The number of keys is bounded: the least
  * recently touched key is dropped first, so memory stays flat under many client IPs.
  */
 export type SlidingWindowLimiterOptions = {
@@ -96,9 +96,9 @@ export class SlidingWindowLimiter {
 
   /** Drops the seconds that have left the window (they are the oldest, at the front). */
   private dropExpired(events: Events, second: number): void {
-    let keep = 0;
-    while (keep < events.length && second - events[keep]! >= this.windowSeconds) keep += 2;
-    if (keep > 0) events.splice(0, keep);
+    let expired = 0;
+    while (expired < events.length && second - events[expired]! >= this.windowSeconds) expired += 2;
+    if (expired > 0) events.splice(0, expired);
   }
 
   /** Seconds until enough old events leave the window for one more event to fit. */
