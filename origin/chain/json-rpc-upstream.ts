@@ -51,6 +51,15 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
     send(payload) {
       const body = Buffer.from(JSON.stringify(payload));
       return new Promise<UpstreamResult>((resolve) => {
+        const settle = (result: UpstreamResult): void => {
+          clearTimeout(timer);
+          resolve(result);
+        };
+        // For a call given up on before its answer ended: its socket cannot be reused.
+        const abandon = (failure: UpstreamFailure): void => {
+          settle({ ok: false, failure });
+          req.destroy();
+        };
         const req = send(
           { ...options, headers: { "content-type": "application/json", "content-length": body.length } },
           (res) => {
@@ -58,38 +67,23 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
             let received = 0;
             res.on("data", (chunk: Buffer) => {
               received += chunk.length;
-              if (received > maxResponseBytes) {
-                clearTimeout(timer);
-                resolve({ ok: false, failure: "too_large" });
-                req.destroy();
-                return;
-              }
-              chunks.push(chunk);
+              if (received > maxResponseBytes) abandon("too_large");
+              else chunks.push(chunk);
             });
             res.on("end", () => {
-              clearTimeout(timer);
-              if (res.statusCode !== 200) return resolve({ ok: false, failure: "bad_status" });
+              if (res.statusCode !== 200) return settle({ ok: false, failure: "bad_status" });
               try {
-                resolve({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
+                settle({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
               } catch {
-                resolve({ ok: false, failure: "bad_body" });
+                settle({ ok: false, failure: "bad_body" });
               }
             });
-            res.on("error", () => {
-              clearTimeout(timer);
-              resolve({ ok: false, failure: "unreachable" });
-            });
+            res.on("error", () => settle({ ok: false, failure: "unreachable" }));
           },
         );
         // A deadline for the whole call, not just socket idleness (SPEC: every upstream call times out).
-        const timer = setTimeout(() => {
-          resolve({ ok: false, failure: "timeout" });
-          req.destroy();
-        }, params.timeoutMs);
-        req.on("error", () => {
-          clearTimeout(timer);
-          resolve({ ok: false, failure: "unreachable" });
-        });
+        const timer = setTimeout(() => abandon("timeout"), params.timeoutMs);
+        req.on("error", () => settle({ ok: false, failure: "unreachable" }));
         req.end(body);
       });
     },
