@@ -25,6 +25,7 @@ import {
   usdc,
 } from "../devnet/testing.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { quantile } from "./lib/stats.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -202,8 +203,7 @@ function post(url: string, body: string, agent: Agent): Promise<Record<string, u
 function printTable(results: PhaseResult[]): void {
   const rows = results.map((result) => {
     const sorted = [...result.latencies].sort((a, b) => a - b);
-    const at = (q: number): string =>
-      (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0).toFixed(2);
+    const at = (q: number): string => (sorted.length ? quantile(sorted, q) : 0).toFixed(2);
     return [
       result.name,
       String(result.sent),

@@ -18,6 +18,7 @@ import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { median, quantile } from "./lib/stats.ts";
 import { httpOk, startChild, waitUntilReady } from "./lib/supervisor.ts";
 import { freePort } from "./test/free-port.ts";
 import { seedFreeKeys } from "./test/seed.ts";
@@ -110,13 +111,12 @@ async function measureAll(targets: Target[], samplesPerTarget = SAMPLES): Promis
   }
   return targets.map((_, i) => {
     const sorted = samples[i]!.sort((a, b) => a - b);
-    const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
     const perRound = rounds[i]!;
     return {
       rps: perRound.reduce((a, b) => a + b, 0) / perRound.length,
       rounds: perRound,
-      p50: at(0.5),
-      p99: at(0.99),
+      p50: quantile(sorted, 0.5),
+      p99: quantile(sorted, 0.99),
     };
   });
 }
@@ -130,12 +130,6 @@ async function cpuTicks(): Promise<{ steal: number; total: number } | undefined>
   } catch {
     return undefined;
   }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 function line(name: string, f: Figures): string {
