@@ -4,7 +4,7 @@
  * the in-code API for tests; acceptance tests run the real process through `main.ts`.
  */
 import { chmod, mkdir, rm, stat } from "node:fs/promises";
-import { connect, createServer, type Server, type Socket } from "node:net";
+import { createServer, type Server, type Socket } from "node:net";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { ENCLAVE_PROFILE } from "../shared/constants.ts";
@@ -15,6 +15,7 @@ import { handleRequest } from "./dispatch.ts";
 import { Keystore } from "./keystore.ts";
 import { createEnclaveLogger } from "./logger.ts";
 import { isEnclaveInitialised, readSealedConfig, readSealingKey } from "./sealed-config.ts";
+import { socketAccepts } from "./socket-probe.ts";
 import { StateStore } from "./state-store.ts";
 
 export type StartEnclaveServerParams = {
@@ -101,15 +102,8 @@ async function prepareSocketPath(socketPath: string): Promise<void> {
   } catch {
     return;
   }
-  const live = await new Promise<boolean>((resolve) => {
-    const probe = connect(socketPath);
-    probe.once("connect", () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once("error", () => resolve(false));
-  });
-  if (live) throw new EnclaveStartError(`another enclave is listening on ${socketPath}`);
+  if (await socketAccepts(socketPath))
+    throw new EnclaveStartError(`another enclave is listening on ${socketPath}`);
   await rm(socketPath, { force: true });
 }
 

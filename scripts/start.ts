@@ -10,12 +10,13 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
+import { socketAccepts } from "../enclave/socket-probe.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { type EdgeHandle, startEdge } from "./lib/edge.ts";
 import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
-import { initEnclaveOnce, socketAccepts } from "./lib/local-enclave.ts";
+import { initEnclaveOnce } from "./lib/local-enclave.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/supervisor.ts";
 

@@ -1,6 +1,5 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { connect } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
 import { readAuthoritySecret } from "../../origin/signer/capability-minter.ts";
@@ -47,16 +46,4 @@ export async function initEnclaveOnce(params: {
   ]);
   params.onLine(`enclave    initialised for env ${params.envId} (authority keys in ${params.dataDir})`);
   return { adminKeyFile, recoveryKeyFile };
-}
-
-/** True once something accepts connections on the Unix socket. */
-export function socketAccepts(socketPath: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(socketPath);
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
 }

@@ -4,11 +4,11 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { socketAccepts } from "../../enclave/socket-probe.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../../shared/capability.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -118,15 +118,7 @@ async function waitForSocket(socketPath: string, child: ChildProcess, timeoutMs 
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`enclave exited with code ${child.exitCode}`);
-    const ok = await new Promise<boolean>((done) => {
-      const probe = connect(socketPath);
-      probe.once("connect", () => {
-        probe.destroy();
-        done(true);
-      });
-      probe.once("error", () => done(false));
-    });
-    if (ok) return;
+    if (await socketAccepts(socketPath)) return;
     await new Promise((done) => setTimeout(done, 50));
   }
   throw new Error("enclave did not start listening in time");
