@@ -7,10 +7,12 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
+import { runRestoreDrill } from "../origin/keypool/restore-drill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
+import { startRewritingEnclaveProxy } from "./test/fault-enclave.ts";
 
 type Run = { code: number; stdout: string; stderr: string };
 
@@ -63,7 +65,7 @@ describe("npm run restore-drill", () => {
         backupDir: path.join(dir, "backups"),
         logger: pino({ level: "silent" }),
       },
-      { target: 6, batchSize: 3 },
+      { target: 9, batchSize: 3 },
     );
     batchIds = outcomes.map((outcome) => outcome.batchId);
     await signer.close();
@@ -108,5 +110,37 @@ describe("npm run restore-drill", () => {
     expect(
       (await drill("--batch", "00000000-0000-4000-8000-000000000000", "--recovery-key", "x")).stdout,
     ).toContain("no batch");
+  });
+
+  it("records no evidence when the restored keys differ from the batch's (fake: a proxy rewriting restore_backup)", async () => {
+    // The real enclave cannot be made to restore other keys; the named fake forwards everything
+    // to it and swaps the public key of one restored key for another's.
+    const proxy = await startRewritingEnclaveProxy(enclave.socketPath, (op, response) => {
+      if (op !== "restore_backup" || response.ok !== true) return response;
+      const result = response.result as { keys: Array<{ public_key: string }> };
+      const [first, second] = result.keys;
+      return {
+        ...response,
+        result: { ...result, keys: [{ ...first, public_key: second!.public_key }, ...result.keys.slice(1)] },
+      };
+    });
+    const signer = createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true });
+    try {
+      const authorize = createCapabilityMinter({
+        authority: enclave.recoverySecret,
+        envId: enclave.envId,
+        client: signer,
+      });
+      const before = (await evidence()).length;
+      const result = await runRestoreDrill(testDb.handle.db, signer, authorize, batchIds[2]!);
+      expect(result).toEqual({
+        ok: false,
+        reason: "restored keys differ from the batch (1 mismatched of 3)",
+      });
+      expect(await evidence()).toHaveLength(before);
+    } finally {
+      await signer.close();
+      await proxy.close();
+    }
   });
 });

@@ -7,6 +7,7 @@ import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../scripts/test/enclave-process.ts";
+import { startRewritingEnclaveProxy } from "../../scripts/test/fault-enclave.ts";
 import { queryRows } from "../db/client.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
@@ -126,6 +127,45 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
         error: { code: "agent_key_pool_exhausted" },
       },
     );
+  });
+
+  it("fails a batch whose backup the enclave verifies as other keys (fake: a proxy rewriting verify_backup)", async () => {
+    // The real enclave cannot be made to verify other keys; the named fake forwards everything to
+    // it and swaps the public key of one verified key for another's.
+    const proxy = await startRewritingEnclaveProxy(enclave.socketPath, (op, response) => {
+      if (op !== "verify_backup" || response.ok !== true) return response;
+      const result = response.result as { keys: Array<{ public_key: string }> };
+      const [first, second] = result.keys;
+      return {
+        ...response,
+        result: { ...result, keys: [{ ...first, public_key: second!.public_key }, ...result.keys.slice(1)] },
+      };
+    });
+    const proxied = createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true });
+    try {
+      const outcome = await makeBatch(
+        {
+          ...deps,
+          signer: proxied,
+          authorize: createCapabilityMinter({
+            authority: enclave.adminSecret,
+            envId: enclave.envId,
+            client: proxied,
+          }),
+        },
+        3,
+      );
+      expect(outcome).toMatchObject({ ok: false, reason: "verify_backup: keys differ from the batch" });
+      const [batch] = await batches();
+      expect(batch).toMatchObject({
+        status: "failed",
+        failure_reason: "verify_backup: keys differ from the batch",
+      });
+      expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
+    } finally {
+      await proxied.close();
+      await proxy.close();
+    }
   });
 
   it("leaves a batch the sweeper fails when the process is killed between the temporary write and the rename", async () => {

@@ -1,5 +1,5 @@
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type Socket } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { encodeFrame, FrameDecoder } from "../../shared/cbor-frame.ts";
@@ -50,6 +50,78 @@ export async function startFaultEnclave(
               ? { v: 1, id: request.id, ok: true, result: answer.result }
               : { v: 1, id: request.id, ok: false, error: { reason: "", ...answer.error } };
         socket.write(encodeFrame(frame));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  return {
+    endpoint: `unix://${socketPath}`,
+    socketPath,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Changes one answer of the real enclave; returns it unchanged to pass it through. */
+export type RewriteAnswer = (op: string, response: Record<string, unknown>) => Record<string, unknown>;
+
+/**
+ * A FAKE in front of the real enclave, for answers the real one cannot be made to give (a
+ * verify_backup or restore_backup that reports other keys): it forwards every request to the real
+ * enclave at `realSocketPath`, capability and all, and passes every answer back through `rewrite`.
+ * Named as a fake wherever it is used.
+ */
+export async function startRewritingEnclaveProxy(
+  realSocketPath: string,
+  rewrite: RewriteAnswer,
+): Promise<FaultEnclave> {
+  const dir = await mkdtemp(path.join(tmpdir(), "fault-enclave-proxy-"));
+  const socketPath = path.join(dir, "enclave.sock");
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(realSocketPath);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("close", () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+      socket.on("error", () => {});
+    }
+    client.write(encodeFrame(makeHello(ENCLAVE_PROFILE)));
+    upstream.write(encodeFrame(makeHello(ENCLAVE_PROFILE)));
+    const opsById = new Map<unknown, string>();
+    const fromClient = new FrameDecoder();
+    const fromUpstream = new FrameDecoder();
+    let clientGreeted = false;
+    let upstreamGreeted = false;
+    client.on("data", (chunk: Buffer) => {
+      for (const event of fromClient.push(chunk)) {
+        if (event.kind !== "frame") continue;
+        if (!clientGreeted) {
+          clientGreeted = true;
+          continue;
+        }
+        const request = event.value as { id: unknown; op: string };
+        opsById.set(request.id, request.op);
+        upstream.write(encodeFrame(event.value));
+      }
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      for (const event of fromUpstream.push(chunk)) {
+        if (event.kind !== "frame") continue;
+        if (!upstreamGreeted) {
+          upstreamGreeted = true;
+          continue;
+        }
+        const response = event.value as Record<string, unknown>;
+        const op = opsById.get(response.id);
+        opsById.delete(response.id);
+        client.write(encodeFrame(op === undefined ? response : rewrite(op, response)));
       }
     });
   });
