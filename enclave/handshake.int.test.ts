@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { encodeFrame, MAX_FRAME_BYTES } from "../shared/cbor-frame.ts";
 import { ENCLAVE_PROFILE, ENCLAVE_PROTOCOL } from "../shared/constants.ts";
+import { mintFor, privileged } from "./testing/capabilities.ts";
 import { RawEnclaveClient } from "./testing/raw-client.ts";
 
 describe("enclave handshake and framing (real process)", () => {
@@ -83,20 +84,55 @@ describe("enclave handshake and framing (real process)", () => {
     client.close();
   });
 
-  it("serves many requests in flight on one connection, each answered with its own id", async () => {
+  it("serves many requests in flight on one connection, each answered with its own id and result", async () => {
     const { client } = await RawEnclaveClient.connect(fixture.socketPath);
-    const ids = Array.from({ length: 20 }, (_, index) => index + 100);
-    for (const id of ids) {
-      client.send({
-        v: 1,
-        id,
-        op: "capability_counter",
-        params: { authority: `0x${"22".repeat(32)}`, scope: "recovery", op: "restore_backup" },
-      });
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 20,
+      batch_id: "in-flight-batch",
+    });
+    const keys = batch.keys as Array<{ key_ref: string; address: string }>;
+    // All twenty in one write, so they are in flight together; each asks about another key.
+    const ids = keys.map((_, index) => index + 100);
+    client.sendBytes(
+      Buffer.concat(
+        keys.map((key, index) =>
+          encodeFrame({ v: 1, id: ids[index], op: "public_identity", params: { key_ref: key.key_ref } }),
+        ),
+      ),
+    );
+    const answers = new Map<number, { key_ref: string; address: string }>();
+    for (const _ of ids) {
+      const response = (await client.next()) as {
+        id: number;
+        ok: boolean;
+        result: { key_ref: string; address: string };
+      };
+      expect(response.ok).toBe(true);
+      answers.set(response.id, response.result);
     }
-    const seen: unknown[] = [];
-    for (const _ of ids) seen.push(((await client.next()) as { id: unknown }).id);
-    expect(seen.sort()).toEqual([...ids].sort());
+    for (const [index, key] of keys.entries()) {
+      expect(answers.get(ids[index]!)).toMatchObject({ key_ref: key.key_ref, address: key.address });
+    }
+    client.close();
+  });
+
+  it("answers a fast request sent after a slow one first: requests run concurrently, not in turn", async () => {
+    const { client } = await RawEnclaveClient.connect(fixture.socketPath);
+    const slowParams = { namespace: "agent-transfer", count: 1000, batch_id: "slow-batch" };
+    const cap = await mintFor(client, fixture, "generate_keys", slowParams);
+    // One write: the slow generate_keys (1000 keys, sealed and fsynced) then a fast lookup.
+    client.sendBytes(
+      Buffer.concat([
+        encodeFrame({ v: 1, id: 1, op: "generate_keys", params: slowParams, cap }),
+        encodeFrame({ v: 1, id: 2, op: "public_identity", params: { key_ref: "ab".repeat(32) } }),
+      ]),
+    );
+    const first = (await client.next(30_000)) as { id: number };
+    const second = (await client.next(30_000)) as { id: number; ok: boolean; result: { keys: unknown[] } };
+    expect(first).toMatchObject({ id: 2, ok: false, error: { code: "key_purpose_mismatch" } });
+    expect(second).toMatchObject({ id: 1, ok: true });
+    expect(second.result.keys).toHaveLength(1000);
     client.close();
   });
 

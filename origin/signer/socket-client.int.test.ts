@@ -93,13 +93,51 @@ describe("socket signer client against the real enclave", () => {
     ).toEqual({ ok: true });
   });
 
-  it("multiplexes many requests in flight on one connection", async () => {
+  it("multiplexes many requests in flight on one connection, each resolved with its own answer", async () => {
+    const nonces = Array.from({ length: 32 }, nonce);
     const proofs = await Promise.all(
-      Array.from({ length: 32 }, (_, index) =>
-        client.proveIdentity({ keyRef: keys[index % keys.length]!.keyRef, verifierNonce: nonce() }),
+      nonces.map((verifierNonce, index) =>
+        client.proveIdentity({ keyRef: keys[index % keys.length]!.keyRef, verifierNonce }),
       ),
     );
-    expect(proofs.every((proof) => proof.ok)).toBe(true);
+    // Every proof is over its own request's nonce: no answer was handed to another caller.
+    for (const [index, proof] of proofs.entries()) {
+      const key = keys[index % keys.length]!;
+      expect(proof.ok).toBe(true);
+      if (!proof.ok) continue;
+      expect(
+        verifyIdentityProof({
+          chainId: CHAIN_ID,
+          envId: enclave.envId,
+          keyRef: key.keyRef,
+          storedWallet: key.address,
+          verifierNonce: nonces[index]!,
+          publicKey: proof.value.publicKey,
+          address: proof.value.address,
+          signature: proof.value.signature,
+        }),
+      ).toEqual({ ok: true });
+    }
+  });
+
+  it("resolves a fast request sent after a slow one first: requests are in flight together", async () => {
+    const order: string[] = [];
+    const slow = client
+      .generateKeys({ namespace: "agent-transfer", count: 1000, batchId: "slow-client-batch" }, admin)
+      .then((result) => {
+        order.push("slow");
+        return result;
+      });
+    // Sent once the slow request is on the wire (its capability is minted first).
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const fast = client.publicIdentity({ keyRef: keys[0]!.keyRef }).then((result) => {
+      order.push("fast");
+      return result;
+    });
+    const [slowResult, fastResult] = await Promise.all([slow, fast]);
+    expect(slowResult.ok && slowResult.value.keys).toHaveLength(1000);
+    expect(fastResult).toMatchObject({ ok: true, value: { keyRef: keys[0]!.keyRef } });
+    expect(order).toEqual(["fast", "slow"]);
   });
 
   it("configures policy and signs a transfer with bigint amounts", async () => {
