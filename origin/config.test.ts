@@ -30,8 +30,11 @@ describe("configuration", () => {
   });
 
   it.each(["TRUE", "True", "1", "yes", " true", ""])("treats AGENT_GATEWAY_ENABLED=%j as off", (value) => {
-    const result = parseConfig({ AGENT_GATEWAY_ENABLED: value });
-    expect(result.ok && result.config.gatewayEnabled).toBe(false);
+    // Off, not refused: a value other than `true` is a valid "no".
+    expect(parseConfig({ AGENT_GATEWAY_ENABLED: value })).toMatchObject({
+      ok: true,
+      config: { gatewayEnabled: false },
+    });
   });
 
   it("reads an empty variable as unset", () => {
@@ -44,8 +47,10 @@ describe("configuration", () => {
   });
 
   it("turns the gateway on only for the literal true", () => {
-    const result = parseConfig({ AGENT_GATEWAY_ENABLED: "true" });
-    expect(result.ok && result.config.gatewayEnabled).toBe(true);
+    expect(parseConfig({ AGENT_GATEWAY_ENABLED: "true" })).toMatchObject({
+      ok: true,
+      config: { gatewayEnabled: true },
+    });
   });
 
   it("refuses a 31-byte secret, naming the variable and never its value", () => {

@@ -46,6 +46,28 @@ describe("gateway over HTTP (real database and devnet)", () => {
     return { token: result.value.token, agentId: result.value.agentId, wallet: result.value.assignedWallet };
   }
   const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+  /**
+   * Retry-After of a 60-second sliding window counted in whole seconds: 60 less the seconds between
+   * the first counted event and the refusal. `first` and `last` bracket those two requests (sent
+   * at, answered at), which bounds the value from both sides; the body must say the same.
+   */
+  type Span = { sent: number; answered: number };
+  const sec = (ms: number) => Math.floor(ms / 1000);
+  const timed = async <T>(request: () => Promise<T>): Promise<{ response: T; span: Span }> => {
+    const sent = Date.now();
+    const response = await request();
+    return { response, span: { sent, answered: Date.now() } };
+  };
+  const expectRetryAfter = (
+    limited: { headers: Record<string, unknown>; body: unknown },
+    first: Span,
+    last: Span,
+  ) => {
+    const retryAfter = Number(limited.headers["retry-after"]);
+    expect(retryAfter).toBeGreaterThanOrEqual(60 - (sec(last.answered) - sec(first.sent)));
+    expect(retryAfter).toBeLessThanOrEqual(60 - (sec(last.sent) - sec(first.answered)));
+    expect(limited.body).toMatchObject({ error: { code: "rate_limited", retry_after: retryAfter } });
+  };
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -159,16 +181,15 @@ describe("gateway over HTTP (real database and devnet)", () => {
     it("429s the 61st failed authentication from one IP, leaves other IPs alone, and ignores a spoofed X-Forwarded-For", async () => {
       const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
       const from = "127.0.0.20";
-      for (let i = 0; i < 60; i++) {
-        const response = await send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
-        expect(response.status).toBe(401);
-      }
-      const limited = await send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
-      expect(limited.status).toBe(429);
-      expect(Number(limited.headers["retry-after"])).toBeGreaterThan(0);
-      expect(limited.body).toMatchObject({
-        error: { code: "rate_limited", retry_after: expect.any(Number) },
-      });
+      const attempt = () => send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
+      const first = await timed(attempt);
+      expect(first.response.status).toBe(401);
+      // The first failure ages: the answer must count down from it, not always say 60.
+      await new Promise((resolve) => setTimeout(resolve, 2_100));
+      for (let i = 1; i < 60; i++) expect((await attempt()).status).toBe(401);
+      const limited = await timed(attempt);
+      expect(limited.response.status).toBe(429);
+      expectRetryAfter(limited.response, first.span, limited.span);
       // Once blocked, even a valid token from that IP waits.
       const valid = await send(`${origin.base}/agent/v1/network`, {
         headers: auth(tokens.read.token),
@@ -256,13 +277,16 @@ describe("gateway over HTTP (real database and devnet)", () => {
 
     it("429s an agent's 601st request in the window", async () => {
       const agent = await issue(["read"]);
-      for (let i = 0; i < 600; i++) {
-        const response = await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
+      const read = () => send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
+      const first = await timed(read);
+      expect(first.response.status).toBe(200);
+      for (let i = 1; i < 600; i++) {
+        const response = await read();
         if (response.status !== 200) throw new Error(`request ${i + 1} answered ${response.status}`);
       }
-      const limited = await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
-      expect(limited.status).toBe(429);
-      expect(limited.headers["retry-after"]).toBeDefined();
+      const limited = await timed(read);
+      expect(limited.response.status).toBe(429);
+      expectRetryAfter(limited.response, first.span, limited.span);
       // Another agent is not affected.
       expect(
         (await send(`${origin.base}/agent/v1/network`, { headers: auth(tokens.read.token) })).status,
