@@ -74,6 +74,25 @@ export function signerPolicyToWire(p: SignerPolicy): wire.WirePolicy {
   };
 }
 
+/** get_policy's result back in wire form (for /healthz and the operator CLI's JSON). */
+export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyResult {
+  return {
+    env_id: r.envId,
+    chain_id: r.chainId,
+    policy_version: r.policyVersion,
+    policy: r.policy === null ? null : signerPolicyToWire(r.policy),
+    treasury:
+      r.treasury === null
+        ? null
+        : {
+            faucet_key_ref: r.treasury.faucetKeyRef,
+            faucet_address: r.treasury.faucetAddress,
+            budget_units: r.treasury.budgetUnits.toString(),
+            spent_units: r.treasury.spentUnits.toString(),
+          },
+  };
+}
+
 export const OP_CODECS = {
   generate_keys: {
     toWire: (p: GenerateKeysParams) => ({ namespace: p.namespace, count: p.count, batch_id: p.batchId }),

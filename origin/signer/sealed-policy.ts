@@ -6,8 +6,8 @@
  */
 import type { WireGetPolicyResult, WirePolicy } from "../../shared/enclave-ops.ts";
 import type { Logger } from "../logger.ts";
-import { signerPolicyToWire } from "./op-codecs.ts";
-import type { GetPolicyResult, SignerClient } from "./types.ts";
+import { getPolicyResultToWire } from "./op-codecs.ts";
+import type { SignerClient } from "./types.ts";
 
 /** How long the start-up read waits: the origin starts anyway when the enclave is slow or down. */
 export const START_POLICY_TIMEOUT_MS = 3_000;
@@ -35,7 +35,8 @@ export async function readEnclavePolicy(
   const result = await signer.getPolicy({ timeoutMs: params.timeoutMs });
   const ms = Math.round((performance.now() - started) * 10) / 10;
   if (!result.ok) return { configured: true, ok: false, ms, ...empty, error: result.error.code };
-  return { configured: true, ok: true, ms, ...toWire(result.value) };
+  const { policy_version, policy, treasury } = getPolicyResultToWire(result.value);
+  return { configured: true, ok: true, ms, policy_version, policy, treasury };
 }
 
 /**
@@ -72,19 +73,4 @@ export async function logSealedPolicy(
     },
     "enclave policy",
   );
-}
-
-function toWire(value: GetPolicyResult): Pick<EnclavePolicyReport, "policy_version" | "policy" | "treasury"> {
-  return {
-    policy_version: value.policyVersion,
-    policy: value.policy ? signerPolicyToWire(value.policy) : null,
-    treasury: value.treasury
-      ? {
-          faucet_key_ref: value.treasury.faucetKeyRef,
-          faucet_address: value.treasury.faucetAddress,
-          budget_units: value.treasury.budgetUnits.toString(),
-          spent_units: value.treasury.spentUnits.toString(),
-        }
-      : null,
-  };
 }
