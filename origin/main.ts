@@ -9,6 +9,7 @@ import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
 import { startHttpServer } from "./server.ts";
 import { createSignerClient } from "./signer/create-signer-client.ts";
+import { logSealedPolicy } from "./signer/sealed-policy.ts";
 import { startBackgroundWorkers } from "./workers/background.ts";
 
 /** Boot only: config → database → deps → app → serve; clean shutdown on SIGINT/SIGTERM. */
@@ -45,6 +46,8 @@ async function main(): Promise<void> {
     liveIdentityEnabled: config.features.liveIdentity,
     logger,
   });
+  // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
+  if (config.signer.endpoint) await logSealedPolicy(signer, logger);
   const deps: AppDeps = { config, database, chain, rpc, signer, logger, clock: systemClock };
   const app = createApp(deps, { gateway: createGatewayRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port);
