@@ -39,6 +39,8 @@ export type Capability = (typeof CAPABILITIES)[number];
 export const HEADER_REGISTRATION = "x-svc-registration";
 export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
 export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
+/** DESIGN §7: the client address the edge saw, set by the edge on every forwarded request. */
+export const HEADER_CLIENT_IP = "x-svc-client-ip";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 

@@ -5,6 +5,7 @@ import { createLatestBlock } from "../chain/block-number.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
+import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
@@ -29,7 +30,14 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   const router = new Hono<AppEnv>();
   const latestBlock = deps.rpc ? createLatestBlock(deps.rpc) : undefined;
 
-  router.use("*", clientIpMiddleware(deps.config.trustedProxies));
+  const edgeSecret = deps.config.secrets.edgeShared;
+  router.use(
+    "*",
+    clientIpMiddleware(
+      deps.config.trustedProxies,
+      edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined,
+    ),
+  );
   router.use(
     "*",
     bearerAuth({
