@@ -50,7 +50,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
 
   router.get("/network", requireCapability("read"), networkHandler(deps.config, latestBlock));
   router.get("/balance", requireCapability("read"), balanceHandler(deps.rpc));
-  router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc));
+  router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc, limiters.rpcInFlight));
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
   const writes = options.writes ?? {};
