@@ -12,7 +12,10 @@ export type RegistrationState = {
   attemptsGlobalPerMinute: number;
   /** Public registrations ever issued (the total ceiling counts these). */
   issuedTotal: number;
-  /** Free keys: verified and backed up (a key is free only once its batch is available). */
+  /**
+   * Free keys: verified and backed up (a key is free only once its batch is available), counted
+   * only as far as the decision needs (up to the reserve plus one).
+   */
   freeKeys: number;
   networkToday: number;
   ipGroupToday: number;
@@ -54,7 +57,8 @@ export async function readRegistrationState(
     sql`select p.paused, p.per_ip_daily, p.network_daily, p.total_ceiling, p.key_reserve,
           p.attempts_per_ip_per_minute, p.attempts_global_per_minute,
           (select count(*)::int from registration_issued) as issued_total,
-          (select count(*)::int from key_pool where status = 'free') as free_keys,
+          (select count(*)::int from (select 1 from key_pool where status = 'free'
+                                      limit p.key_reserve + 1) free_keys) as free_keys,
           coalesce((select count from registration_admissions
                     where day = ${params.day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
           coalesce((select count from registration_admissions

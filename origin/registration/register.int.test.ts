@@ -94,7 +94,7 @@ describe("POST {base}/agent/v1/register at the origin", () => {
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    await seedFreeKeys(db(), 60);
+    await seedFreeKeys(db(), 90);
     [origin, twin] = await Promise.all([
       startTestOrigin({ database: testDb.handle, env: ENV, clock, onLogLine: (line) => logLines.push(line) }),
       startTestOrigin({ database: testDb.handle, env: ENV, clock }),
@@ -396,6 +396,22 @@ describe("POST {base}/agent/v1/register at the origin", () => {
       expectLimited(await register(origin, publicIp()));
       expect(await counters()).toEqual(before);
     });
+  });
+
+  it("holds the quotas exactly when two nodes issue at once (the lock is in the database, not the node)", async () => {
+    await open({ networkDaily: 12, attemptsGlobalPerMinute: 1000 });
+    const addresses = Array.from({ length: 8 }, () => publicIp());
+    const requests = addresses.flatMap((ip) =>
+      Array.from({ length: 8 }, (_, i) => ({ ip, node: i % 2 ? twin : origin })),
+    );
+    const before = await counters();
+    const responses = await Promise.all(requests.map(({ ip, node }) => register(node, ip)));
+    const created = responses.flatMap((response, i) => (response.status === 201 ? [requests[i]!.ip] : []));
+    expect(created).toHaveLength(12);
+    for (const ip of addresses) expect(created.filter((from) => from === ip).length).toBeLessThanOrEqual(3);
+    const after = await counters();
+    expect(after.issued - before.issued).toBe(12);
+    expect(after.identities - before.identities).toBe(12);
   });
 
   it("a provisioning that fails after admission still consumes the attempt (SPEC Limits rule 1)", async () => {

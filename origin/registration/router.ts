@@ -7,7 +7,8 @@ import type { AppEnv } from "../http/env.ts";
 import { admitAttempt } from "./admission-repository.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
-import { type IssuanceRefusal, issuePublicIdentity, PUBLIC_CAPABILITIES } from "./issuance.ts";
+import { type IssuanceRefusal, type IssuePublicIdentityResult, PUBLIC_CAPABILITIES } from "./issuance.ts";
+import { IssuanceBatcher } from "./issuance-batcher.ts";
 import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
 import { evaluateGate, type RegistrationState, readRegistrationState } from "./quota-gate.ts";
 import { checkRequestShape } from "./request-shape.ts";
@@ -33,10 +34,11 @@ export function createRegistrationRouter(
   deps: AppDeps,
   options: RegistrationRouterOptions = {},
 ): Hono<AppEnv> {
-  const { config, clock, logger } = deps;
+  const { config, clock } = deps;
   const db = deps.database.db;
   const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
   const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
+  const issuer = new IssuanceBatcher(db);
   const router = new Hono<AppEnv>();
 
   router.use("*", async (c, next) => {
@@ -46,9 +48,9 @@ export function createRegistrationRouter(
   });
 
   router.post("/", async (c) => {
-    const requestId = c.get("requestId");
+    // The outcome goes on the request's one log line (request-context.ts); never the token or the address.
     const log = (outcome: string, fields: Record<string, string | boolean> = {}): void =>
-      logger.info({ request_id: requestId, outcome, ...fields }, "registration");
+      c.set("logFields", { outcome, ...fields });
 
     if (!config.features.publicRegistration || !config.secrets.registrationIp) {
       throw unavailable("disabled");
@@ -110,9 +112,9 @@ export function createRegistrationRouter(
       throw rateLimited(secondsToNextMinute(clock.now()));
     }
 
-    let issued: Awaited<ReturnType<typeof issuePublicIdentity>>;
+    let issued: IssuePublicIdentityResult;
     try {
-      issued = await issuePublicIdentity(db, { day, ipGroup });
+      issued = await issuer.issue({ day, ipGroup });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
       throw unavailable("unavailable", error);
