@@ -44,7 +44,9 @@ export class IssuanceBatcher {
       }
       try {
         const results = await issuePublicIdentities(this.db, { day, requests: batch });
-        batch.forEach((pending, i) => pending.resolve(results[i]!));
+        batch.forEach((pending, i) => {
+          pending.resolve(results[i]!);
+        });
       } catch (error) {
         for (const pending of batch) pending.reject(error);
       }
