@@ -201,7 +201,9 @@ describe("POST {base}/agent/v1/register at the origin", () => {
 
     it("without the edge secret, or with a wrong one", async () => {
       await refused(publicIp(), { [HEADER_EDGE_SECRET]: null });
-      await refused(publicIp(), { [HEADER_EDGE_SECRET]: `${EDGE_SECRET.slice(0, -1)}0` });
+      // The secret with its last digit changed (to another digit, whatever it was).
+      const wrong = `${EDGE_SECRET.slice(0, -1)}${EDGE_SECRET.endsWith("0") ? "1" : "0"}`;
+      await refused(publicIp(), { [HEADER_EDGE_SECRET]: wrong });
       await refused(publicIp(), { [HEADER_EDGE_SECRET]: "" });
     });
 
