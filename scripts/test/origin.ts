@@ -4,9 +4,10 @@ import { createChainClient } from "../../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
 import { loadConfig } from "../../origin/config.ts";
 import type { DatabaseHandle } from "../../origin/db/client.ts";
-import { type AppDeps, systemClock } from "../../origin/deps.ts";
+import { type AppDeps, type Clock, systemClock } from "../../origin/deps.ts";
 import { createGatewayRouter } from "../../origin/gateway/router.ts";
 import { createLogger } from "../../origin/logger.ts";
+import { createRegistrationRouter } from "../../origin/registration/router.ts";
 import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
@@ -21,6 +22,8 @@ export type StartTestOriginParams = {
   signer?: SignerClient;
   /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
   onLogLine?: (line: string) => void;
+  /** The origin's clock (registration quota days and minutes); the system's by default. */
+  clock?: Clock;
 };
 
 /** The real origin app on a free loopback port, wired as main.ts wires it, for HTTP-level tests. */
@@ -42,9 +45,10 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     logger: params.onLogLine
       ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
       : pino({ level: "silent" }),
-    clock: systemClock,
+    clock: params.clock ?? systemClock,
   };
-  const server = await startHttpServer(createApp(deps, { gateway: createGatewayRouter }), "127.0.0.1", 0);
+  const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
+  const server = await startHttpServer(app, "127.0.0.1", 0);
   return {
     url: server.url,
     base: `${server.url}${config.http.basePath}`,
