@@ -14,7 +14,7 @@ import { data } from "./hex.ts";
 import { err, ok, type Result } from "./result.ts";
 import { formatHeader, formatReceipt, formatTransaction, type SupportedTx } from "./rpc-format.ts";
 import type { MinedBlock, RpcBlockHeader } from "./rpc-types.ts";
-import { singleItemTrieRoot } from "./trie-root.ts";
+import { orderedTrieRoot } from "./trie-root.ts";
 import type { DevnetVm } from "./vm.ts";
 
 const ZERO_HASH = new Uint8Array(32);
@@ -88,8 +88,8 @@ export async function mineTransaction(
     {
       ...headerData,
       stateRoot: await dvm.state.getStateRoot(),
-      transactionsTrie: singleItemTrieRoot(tx.serialize()),
-      receiptTrie: singleItemTrieRoot(encodeReceipt(result.receipt, tx.type)),
+      transactionsTrie: orderedTrieRoot([tx.serialize()]),
+      receiptTrie: orderedTrieRoot([encodeReceipt(result.receipt, tx.type)]),
       logsBloom: result.bloom.bitvector,
       gasUsed: result.blockGasSpent,
     },
