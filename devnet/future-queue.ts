@@ -1,7 +1,7 @@
 /**
  * Transactions whose nonce is ahead of their sender's account nonce. The devnet mines every
- * executable transaction at once, but clients that send nonces n and n+1 concurrently may see
- * them arrive swapped; like geth's queue, n+1 waits here until n is mined.
+ * executable transaction in the next block, but a client may send n+1 before n; like geth's
+ * queue, n+1 waits here until n is mined, then joins n's block when it fits.
  */
 import type { Address } from "@ethereumjs/util";
 import type { Hex } from "./hex.ts";

@@ -1,6 +1,7 @@
 /**
- * The chain-77 devnet (DESIGN §6): a real EVM with the NativeTransferAuth precompile, automining
- * each transaction, served as JSON-RPC on loopback. Tests start it in-process on a free port;
+ * The chain-77 devnet (DESIGN §6): a real EVM with the NativeTransferAuth precompile, mining
+ * transactions as they arrive (those that arrive together share a block), served as JSON-RPC on
+ * loopback. Tests start it in-process on a free port;
  * `npm run devnet` runs it as a process (main.ts).
  */
 import { createAddressFromString } from "@ethereumjs/util";
@@ -43,6 +44,11 @@ export type StartDevnetOptions = {
   /** Loaded on start when present, written on close. In memory only when absent. */
   stateFile?: string;
   logger?: DevnetLogger;
+  /**
+   * Most transactions in one block; the block gas limit caps it too. Default: no count limit.
+   * 1 gives back one block per transaction (the benchmark's baseline for group commit).
+   */
+  maxTxsPerBlock?: number;
 };
 
 export type Devnet = {
@@ -54,6 +60,10 @@ export type Devnet = {
 
 export async function startDevnet(options: StartDevnetOptions = {}): Promise<Devnet> {
   const logger = options.logger ?? silentLogger;
+  const { maxTxsPerBlock } = options;
+  if (maxTxsPerBlock !== undefined && !(Number.isInteger(maxTxsPerBlock) && maxTxsPerBlock >= 1)) {
+    throw new Error("maxTxsPerBlock must be a positive integer");
+  }
   const snapshot = options.stateFile === undefined ? undefined : await readStateFile(options.stateFile);
   if (snapshot !== undefined && snapshot.chainId !== CHAIN_ID) {
     throw new Error(`state file ${options.stateFile} is for chain ${snapshot.chainId}, not ${CHAIN_ID}`);
@@ -79,6 +89,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
     operatorPoolBalanceWei: options.operatorPoolBalanceWei ?? DEFAULT_OPERATOR_POOL_BALANCE_WEI,
     snapshot,
     logger,
+    maxTxsPerBlock,
   });
   const server = await startRpcServer({
     host: options.host ?? DEFAULT_DEVNET_HOST,
