@@ -1,13 +1,14 @@
 /**
  * The EVM of chain 77: @ethereumjs/vm on Cancun rules (London fee market, PUSH0, transient
- * storage), a Merkle-trie state behind the tracking decorator, and NativeTransferAuth registered
- * as a custom precompile.
+ * storage), a cached Merkle-trie state behind the tracking decorator, and NativeTransferAuth
+ * registered as a custom precompile.
  *
  * Cancun rather than Prague: Prague blocks must call the EIP-7002/7251 system contracts, which a
  * genesis holding only the operator pool does not have.
  */
 import { type Common, createCustomCommon, Hardfork, Mainnet } from "@ethereumjs/common";
 import type { EVMMockBlockchainInterface } from "@ethereumjs/evm";
+import { Caches, MerkleStateManager } from "@ethereumjs/statemanager";
 import { type Address, createAddressFromString } from "@ethereumjs/util";
 import { createVM, type VM } from "@ethereumjs/vm";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
@@ -40,9 +41,10 @@ export function createDevnetCommon(): Common {
 
 export async function createDevnetVm(params: CreateDevnetVmParams): Promise<DevnetVm> {
   const common = createDevnetCommon();
-  // createVM's default state manager is the Merkle-trie one; borrowing it keeps
-  // @ethereumjs/statemanager out of our direct dependencies.
-  const merkle = (await createVM({ common: createDevnetCommon() })).stateManager;
+  // With caches, writes collect in memory and reach the trie once per block, when the block's
+  // state root is taken. Without them every account or slot a transaction writes re-hashes its
+  // trie path at once, and putting many transactions in one block would save little.
+  const merkle = new MerkleStateManager({ common: createDevnetCommon(), caches: new Caches() });
   const state = new TrackingStateManager(merkle);
   const execution: ExecutionContext = { timestamp: 0n };
   const precompile = createNativeTransferAuth({
