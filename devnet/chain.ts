@@ -9,6 +9,7 @@ import type { StateManagerInterface } from "@ethereumjs/common";
 import { Account, type Address, hexToBytes } from "@ethereumjs/util";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { BlockBuilder } from "./block-builder.ts";
+import { mineWaiting } from "./block-run.ts";
 import { BlockStore, type LogFilter } from "./block-store.ts";
 import { FutureQueue } from "./future-queue.ts";
 import { applyGenesisState } from "./genesis.ts";
@@ -16,10 +17,12 @@ import { data, type Hex } from "./hex.ts";
 import type { DevnetLogger } from "./logger.ts";
 import { genesisBlock, genesisHeader, headerFromRpc, type Mined } from "./miner.ts";
 import { Mutex } from "./mutex.ts";
-import { PendingPool, type SendResult, type Submission } from "./pending-pool.ts";
+import { PendingPool, type SendResult } from "./pending-pool.ts";
+import { createRecoveryInputs, type RecoveryInputsOf } from "./prefetch.ts";
 import { err, ok, type Result } from "./result.ts";
-import { formatTransaction } from "./rpc-format.ts";
+import { formatTransaction, type SupportedTx } from "./rpc-format.ts";
 import type { MinedBlock, RpcLog, RpcReceipt, RpcTransaction } from "./rpc-types.ts";
+import { SignatureRecovery } from "./signature-recovery.ts";
 import {
   type CallOutcome,
   type CallRequest,
@@ -28,7 +31,7 @@ import {
   simulateCall,
 } from "./simulate.ts";
 import type { StateSnapshot } from "./state-file.ts";
-import { decodeTransaction, feeCap, type TxRejection, upfrontCost } from "./tx-admission.ts";
+import { admitSender, parseTransaction } from "./tx-admission.ts";
 import { createDevnetVm, type DevnetVm } from "./vm.ts";
 
 export type CreateChainParams = {
@@ -41,6 +44,8 @@ export type CreateChainParams = {
   now?: () => number;
   /** Most transactions in one block (the gas limit caps it too). 1 mines one block per transaction. */
   maxTxsPerBlock?: number;
+  /** Recovers signatures ahead on worker threads; default none (all on the main thread). */
+  recovery?: SignatureRecovery;
 };
 
 export type AccountState = { nonce: bigint; balance: bigint; code: Uint8Array };
@@ -60,12 +65,20 @@ export class Chain {
   readonly #logger: DevnetLogger;
   readonly #now: () => number;
   readonly #maxTxsPerBlock: number;
+  readonly #recovery: SignatureRecovery;
+  readonly #recoveryInputs: RecoveryInputsOf = createRecoveryInputs();
   #head: BlockHeader;
   /** A block-building run is queued on the lock and has not started: later arrivals join it. */
   #miningQueued = false;
 
-  private constructor(params: CreateChainParams, dvm: DevnetVm, store: BlockStore, head: BlockHeader) {
+  private constructor(
+    params: CreateChainParams & { recovery: SignatureRecovery },
+    dvm: DevnetVm,
+    store: BlockStore,
+    head: BlockHeader,
+  ) {
     this.operatorPool = params.operatorPool;
+    this.#recovery = params.recovery;
     this.#logger = params.logger;
     this.#now = params.now ?? Date.now;
     this.#maxTxsPerBlock = params.maxTxsPerBlock ?? Number.POSITIVE_INFINITY;
@@ -74,10 +87,12 @@ export class Chain {
     this.#head = head;
   }
 
-  static async create(params: CreateChainParams): Promise<Chain> {
+  static async create(options: CreateChainParams): Promise<Chain> {
+    const params = { ...options, recovery: options.recovery ?? new SignatureRecovery(0) };
     const store = new BlockStore();
     const dvm = await createDevnetVm({
       operatorPool: params.operatorPool,
+      ecrecover: params.recovery.ecrecover,
       blockHash: (number) => {
         const block = store.byNumber(number);
         return block === undefined ? undefined : hexToBytes(block.header.hash);
@@ -130,8 +145,14 @@ export class Chain {
     const key = hash.toLowerCase() as Hex;
     const mined = this.#store.transaction(key);
     if (mined !== undefined) return mined.transaction;
-    const waiting = this.#pool.get(key) ?? this.#queue.get(key);
-    return waiting === undefined ? undefined : formatTransaction(waiting.tx, waiting.sender, null);
+    const waiting = this.#pool.get(key);
+    if (waiting !== undefined) {
+      // Asked for before its signature came back from a worker: recover it here.
+      const sender = waiting.sender ?? senderOf(waiting.tx);
+      return sender === undefined ? undefined : formatTransaction(waiting.tx, sender, null);
+    }
+    const queued = this.#queue.get(key);
+    return queued === undefined ? undefined : formatTransaction(queued.tx, queued.sender, null);
   }
 
   receipt(hash: Hex): RpcReceipt | undefined {
@@ -156,33 +177,46 @@ export class Chain {
   }
 
   /**
-   * Mines `raw` and resolves once its block is in the store, or queues it when its nonce is ahead
-   * and resolves at once; either way to its hash. When the chain is idle the transaction gets a
-   * block of its own straight away; when a block is being built it waits, and everything that
-   * waited goes into the next block together.
+   * Mines `raw` and resolves to its hash once its block is in the store. When the chain is idle
+   * the transaction gets a block of its own straight away; when a block is being built it waits,
+   * and everything that waited goes into the next block together (block-run.ts). One whose nonce
+   * is ahead of its sender's waits in the future queue and resolves when its run ends, or once
+   * mined if the run fills the gap.
    */
   sendRawTransaction(raw: Uint8Array): Promise<SendResult> {
-    // Decoding recovers the sender (the costly part) outside the lock. Everything up to joining
-    // the pool is synchronous, so a batch's transactions join in the order the batch lists them.
-    const decoded = decodeTransaction(raw, this.#dvm.common);
-    if (!decoded.ok) return Promise.resolve(decoded);
-    const { hash } = decoded.value;
+    // Everything up to joining the pool is synchronous, so a batch's transactions join in the
+    // order the batch lists them.
+    const parsed = parseTransaction(raw, this.#dvm.common);
+    if (!parsed.ok) return Promise.resolve(parsed);
+    const { tx, hash } = parsed.value;
     const known =
       this.#store.transaction(hash) !== undefined ||
       this.#queue.get(hash) !== undefined ||
       this.#pool.get(hash) !== undefined;
     if (known) return Promise.resolve(err({ kind: "already_known" }));
-    const answer = this.#pool.submit(decoded.value);
+    // The signatures (the costly part) are recovered on a worker meanwhile; the block waits for
+    // this transaction's when it comes to it.
+    const admitted = this.#recovery.prefetch(this.#recoveryInputs(tx)).then(() => admitSender(tx));
+    const answer = this.#pool.submit({ hash, tx, admitted });
     if (!this.#miningQueued) {
       // The run takes its place in the lock's queue now, so a state read that arrives after this
       // transaction still sees it mined.
       this.#miningQueued = true;
       void this.#lock.run(async () => {
-        // Building a block never waits on I/O, so requests that arrived meanwhile are still
-        // unread. Node runs pending I/O callbacks before setImmediate callbacks: after this
-        // yield, every transaction received by then is in the pool and joins this block.
+        // Node runs pending I/O callbacks before setImmediate callbacks: after this yield, every
+        // transaction received so far (while the previous block was built, say) is in the pool
+        // and joins this run. Later ones wait for the next.
         await new Promise((resolve) => setImmediate(resolve));
-        await this.#mineWaiting();
+        this.#miningQueued = false;
+        await mineWaiting({
+          dvm: this.#dvm,
+          pool: this.#pool,
+          queue: this.#queue,
+          logger: this.#logger,
+          maxTxsPerBlock: this.#maxTxsPerBlock,
+          nextBlock: () => new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp()),
+          append: (mined) => this.#append(mined),
+        });
       });
     }
     return answer;
@@ -218,89 +252,6 @@ export class Chain {
     }));
   }
 
-  /**
-   * One run under the lock: everything waiting goes into a block; what does not fit (gas limit,
-   * maxTxsPerBlock) goes into the next ones, still in this run, so a state read queued behind it
-   * sees every transaction sent before the read. Arrivals meanwhile wait for the next run.
-   */
-  async #mineWaiting(): Promise<void> {
-    this.#miningQueued = false;
-    try {
-      let batch = this.#pool.takeAll();
-      while (batch.length > 0) batch = await this.#mineBlock(batch);
-    } catch (error) {
-      // A bug, not a refused transaction: answer the callers rather than leave them hanging.
-      this.#logger.error(
-        { error: error instanceof Error ? error.stack : String(error) },
-        "block building failed",
-      );
-      this.#pool.failInFlight(error);
-    }
-  }
-
-  /** Builds and appends one block from `batch`; returns what did not fit, in order. */
-  async #mineBlock(batch: readonly Submission[]): Promise<Submission[]> {
-    const builder = new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp());
-    const included: Submission[] = [];
-    const leftover: Submission[] = [];
-    // A sender with a transaction carried over has its later ones carried over too, in order.
-    const carried = new Set<string>();
-    const carry = (entry: Submission): void => {
-      leftover.push(entry);
-      carried.add(entry.sender.toString());
-    };
-    const place = async (entry: Submission): Promise<void> => {
-      if (carried.has(entry.sender.toString())) return carry(entry);
-      const outcome = await this.#include(builder, entry);
-      if (outcome === "full") return carry(entry);
-      if (outcome === "queued") return this.#pool.settle(entry, ok(entry.hash));
-      if (outcome !== "included") {
-        if (entry.caller === undefined) {
-          this.#logger.warn({ tx: entry.hash, reason: outcome.kind }, "dropped a queued transaction");
-        }
-        return this.#pool.settle(entry, err(outcome));
-      }
-      included.push(entry);
-      // The sender's queued transaction that this one made executable follows it.
-      const nonce = entry.tx.nonce + 1n;
-      const next = this.#queue.take(entry.sender, nonce);
-      if (next !== undefined) await place(this.#pool.adopt(next));
-    };
-    for (const entry of batch) await place(entry);
-    if (builder.count > 0) this.#append(await builder.seal());
-    // Answered only now: a caller's receipt is in the store when its call returns.
-    this.#pool.settleMined(included);
-    return leftover;
-  }
-
-  /** Executes `entry` as the builder's next transaction, unless it must wait or be refused. */
-  async #include(
-    builder: BlockBuilder,
-    entry: Submission,
-  ): Promise<"included" | "queued" | "full" | TxRejection> {
-    const { tx, sender, hash } = entry;
-    const account = await this.#dvm.state.getAccount(sender);
-    const next = account?.nonce ?? 0n;
-    if (tx.nonce < next) return { kind: "nonce_too_low", next, got: tx.nonce };
-    if (tx.nonce > next) {
-      const queued = this.#queue.add({ hash, tx, sender });
-      if (queued.ok) return "queued";
-      return queued.error === "replacement_underpriced"
-        ? { kind: "replacement_underpriced" }
-        : { kind: "queue_full" };
-    }
-    if (builder.count >= this.#maxTxsPerBlock || tx.gasLimit > builder.gasRemaining) return "full";
-    const cap = feeCap(tx);
-    if (cap < builder.baseFee)
-      return { kind: "fee_cap_below_base_fee", sender, feeCap: cap, baseFee: builder.baseFee };
-    const balance = account?.balance ?? 0n;
-    const cost = upfrontCost(tx);
-    if (balance < cost) return { kind: "insufficient_funds", balance, cost };
-    const ran = await builder.add(tx, sender);
-    if (!ran.ok) return { kind: "execution_refused", detail: ran.error };
-    return "included";
-  }
-
   #append(mined: Mined): void {
     this.#store.append(mined.block);
     this.#head = mined.header;
@@ -328,5 +279,13 @@ export class Chain {
       await historical.setStateRoot(root);
       return ok(await read(historical));
     });
+  }
+}
+
+function senderOf(tx: SupportedTx): Address | undefined {
+  try {
+    return tx.getSenderAddress();
+  } catch {
+    return undefined;
   }
 }

@@ -5,10 +5,20 @@
  */
 import type { Address } from "@ethereumjs/util";
 import type { Hex } from "./hex.ts";
+import type { Caller } from "./pending-pool.ts";
 import { err, ok, type Result } from "./result.ts";
 import type { SupportedTx } from "./rpc-format.ts";
 
-export type QueuedTx = { hash: Hex; tx: SupportedTx; sender: Address };
+export type QueuedTx = {
+  hash: Hex;
+  tx: SupportedTx;
+  sender: Address;
+  /**
+   * The caller of eth_sendRawTransaction, while still waiting: a transaction queued during a block
+   * run is answered when that run ends, or, if the run fills its gap, once it is mined.
+   */
+  caller?: Caller;
+};
 
 export type QueueRejection = "sender_queue_full" | "queue_full" | "replacement_underpriced";
 

@@ -13,12 +13,21 @@ import type { TxRejection } from "./tx-admission.ts";
 
 export type SendResult = Result<Hex, TxRejection>;
 
+export type Caller = { resolve(result: SendResult): void; reject(error: unknown): void };
+
 export type Submission = {
   hash: Hex;
   tx: SupportedTx;
-  sender: Address;
-  /** Undefined for a transaction promoted from the future queue: its caller was answered then. */
-  caller: { resolve(result: SendResult): void; reject(error: unknown): void } | undefined;
+  /**
+   * The sender, or why the transaction is refused before any state check. Pending while its
+   * signature is recovered (on a worker): blocks take submissions in arrival order and wait
+   * for each in turn.
+   */
+  admitted: Promise<Result<Address, TxRejection>>;
+  /** Set once `admitted` resolves to a sender. */
+  sender: Address | undefined;
+  /** Undefined once answered (a queued transaction's caller may have been answered already). */
+  caller: Caller | undefined;
 };
 
 export class PendingPool {
@@ -32,43 +41,48 @@ export class PendingPool {
     return this.#byHash.get(hash);
   }
 
-  get waiting(): number {
-    return this.#waiting.length;
-  }
-
   /** Queues a new transaction for the next block; resolves when it is mined or refused. */
-  submit(entry: Omit<Submission, "caller">): Promise<SendResult> {
+  submit(entry: {
+    hash: Hex;
+    tx: SupportedTx;
+    admitted: Promise<Result<Address, TxRejection>>;
+  }): Promise<SendResult> {
     return new Promise((resolve, reject) => {
-      const submission: Submission = { ...entry, caller: { resolve, reject } };
+      const submission: Submission = { ...entry, sender: undefined, caller: { resolve, reject } };
+      entry.admitted.then((admitted) => {
+        if (admitted.ok) submission.sender = admitted.value;
+      });
       this.#waiting.push(submission);
       this.#byHash.set(entry.hash, submission);
     });
   }
 
-  /**
-   * Everything waiting, for the block about to be built: in arrival order, except that each
-   * sender's transactions are put in nonce order (within the places they hold), so nonces n and
-   * n+1 sent at once and received swapped still both go into this block.
-   */
+  /** Everything waiting, in arrival order, for the block about to be built. */
   takeAll(): Submission[] {
-    const taken = inNonceOrderPerSender(this.#waiting);
+    const taken = this.#waiting;
     this.#waiting = [];
     for (const entry of taken) this.#inFlight.add(entry);
     return taken;
   }
 
-  /** Tracks a queued transaction the block is about to include, so it stays visible by hash. */
-  adopt(entry: Omit<Submission, "caller">): Submission {
-    const submission: Submission = { ...entry, caller: undefined };
+  /**
+   * Tracks a transaction leaving the future queue for the block being built, so it stays
+   * visible by hash; its caller, if still waiting, is answered when it is mined or refused.
+   */
+  adopt(entry: { hash: Hex; tx: SupportedTx; sender: Address; caller: Caller | undefined }): Submission {
+    const submission: Submission = { ...entry, admitted: Promise.resolve(ok(entry.sender)) };
     this.#inFlight.add(submission);
     this.#byHash.set(entry.hash, submission);
     return submission;
   }
 
-  /** Answers the caller and forgets the transaction: it is mined, refused, or in the future queue. */
-  settle(entry: Submission, result: SendResult): void {
-    this.#forget(entry);
+  /** Forgets the transaction (mined, refused, or moved to the future queue) and answers its caller if given a result. */
+  settle(entry: Submission, result: SendResult | undefined): void {
+    this.#inFlight.delete(entry);
+    if (this.#byHash.get(entry.hash) === entry) this.#byHash.delete(entry.hash);
+    if (result === undefined) return;
     entry.caller?.resolve(result);
+    entry.caller = undefined;
   }
 
   /** Mined: the block holding `entries` is in the store. */
@@ -79,34 +93,9 @@ export class PendingPool {
   /** A bug stopped block building: every caller still in flight gets the error. */
   failInFlight(error: unknown): void {
     for (const entry of [...this.#inFlight]) {
-      this.#forget(entry);
+      this.settle(entry, undefined);
       entry.caller?.reject(error);
+      entry.caller = undefined;
     }
   }
-
-  #forget(entry: Submission): void {
-    this.#inFlight.delete(entry);
-    if (this.#byHash.get(entry.hash) === entry) this.#byHash.delete(entry.hash);
-  }
-}
-
-function inNonceOrderPerSender(entries: readonly Submission[]): Submission[] {
-  const bySender = new Map<string, Submission[]>();
-  for (const entry of entries) {
-    const key = entry.sender.toString();
-    const list = bySender.get(key);
-    if (list === undefined) bySender.set(key, [entry]);
-    else list.push(entry);
-  }
-  // Array.prototype.sort is stable: the same nonce twice keeps arrival order (the first wins).
-  for (const list of bySender.values()) {
-    list.sort((a, b) => (a.tx.nonce < b.tx.nonce ? -1 : a.tx.nonce > b.tx.nonce ? 1 : 0));
-  }
-  const next = new Map<string, number>();
-  return entries.map((entry) => {
-    const key = entry.sender.toString();
-    const i = next.get(key) ?? 0;
-    next.set(key, i + 1);
-    return bySender.get(key)![i]!;
-  });
 }
