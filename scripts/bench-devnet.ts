@@ -12,7 +12,10 @@
  * transaction, as before group commit): the same-run baseline for issue 12 item 7; then
  * eth_blockNumber reads, the baseline for the gateway's /rpc benchmark.
  *
- * The machine is shared: the run prints the CPU steal (from /proc/stat) and the load average.
+ * Columns beyond rate and latency: transactions per block; CPU ms per transaction for the whole
+ * process (devnet, its signature workers, the clients); and main-thread ms per transaction (event
+ * loop busy time), the cap a single thread puts on the rate whatever else the machine runs. The
+ * machine is shared: the run also prints the CPU steal (from /proc/stat) and the load average.
  */
 import { readFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
@@ -47,6 +50,10 @@ type PhaseResult = {
   latencies: number[];
   /** Blocks mined during the phase; undefined for reads. */
   blocks: number | undefined;
+  /** CPU time of the whole process (devnet, its workers, the clients) during the phase, in ms. */
+  cpuMs: number;
+  /** Time the main thread's event loop was busy during the phase, in ms: the single-thread cap. */
+  mainMs: number;
   verified: string;
 };
 type Send = (body: string) => Promise<Record<string, unknown>>;
@@ -187,7 +194,14 @@ async function settlements(bench: Bench, workers: number, pool: number): Promise
 async function measuredPhase(
   bench: Bench,
   queues: Array<Iterable<string>>,
-): Promise<{ sent: number; seconds: number; latencies: number[]; blocks: number }> {
+): Promise<{
+  sent: number;
+  seconds: number;
+  latencies: number[];
+  blocks: number;
+  cpuMs: number;
+  mainMs: number;
+}> {
   const before = await blockNumber(bench.url);
   const run = await runPhase(queues, bench.send);
   return { ...run, blocks: (await blockNumber(bench.url)) - before };
@@ -200,8 +214,10 @@ async function measuredPhase(
 async function runPhase(
   queues: Array<Iterable<string>>,
   send: Send,
-): Promise<{ sent: number; seconds: number; latencies: number[] }> {
+): Promise<{ sent: number; seconds: number; latencies: number[]; cpuMs: number; mainMs: number }> {
   const latencies: number[] = [];
+  const cpuBefore = process.cpuUsage();
+  const loopBefore = performance.eventLoopUtilization();
   const started = performance.now();
   const deadline = started + SECONDS * 1000;
   await Promise.all(
@@ -216,7 +232,14 @@ async function runPhase(
       }
     }),
   );
-  return { sent: latencies.length, seconds: (performance.now() - started) / 1000, latencies };
+  const cpu = process.cpuUsage(cpuBefore);
+  return {
+    sent: latencies.length,
+    seconds: (performance.now() - started) / 1000,
+    latencies,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    mainMs: performance.eventLoopUtilization(loopBefore).active,
+  };
 }
 
 async function fundedAccounts(url: string, count: number): Promise<PrivateKeyAccount[]> {
@@ -269,9 +292,22 @@ function printTable(results: PhaseResult[]): void {
     p50(result).toFixed(2),
     latencyAt(result, 0.99).toFixed(2),
     result.blocks === undefined ? "-" : txsPerBlock(result).toFixed(1),
+    (result.cpuMs / result.sent).toFixed(2),
+    (result.mainMs / result.sent).toFixed(2),
     result.verified,
   ]);
-  const header = ["phase", "done", "seconds", "per second", "p50 ms", "p99 ms", "tx/block", "check"];
+  const header = [
+    "phase",
+    "done",
+    "seconds",
+    "per second",
+    "p50 ms",
+    "p99 ms",
+    "tx/block",
+    "CPU ms/tx",
+    "main ms/tx",
+    "check",
+  ];
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]): string =>
     cells
