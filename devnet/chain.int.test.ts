@@ -114,6 +114,40 @@ describe("devnet chain: group commit and signature recovery on a worker", () => 
     expect(recovery.prefetched).toBe(0);
   });
 
+  it("puts transactions received in the same turn of the event loop into one block", async () => {
+    const senders = [newAccount(), newAccount(), newAccount()];
+    for (const sender of senders) await chain.setBalance(address(sender), usdc(1n));
+    const raws = await Promise.all(
+      senders.map((sender) =>
+        sender.signTransaction({
+          chainId: CHAIN_ID,
+          type: "eip1559",
+          to: newAccount().address,
+          value: 1n,
+          nonce: 0,
+          gas: 21_000n,
+          ...FEES,
+        }),
+      ),
+    );
+    const height = chain.height;
+
+    // Timers due together run in one phase of the loop, like requests read in one poll phase;
+    // promise jobs run between them, so only the run's yield lets the later ones join.
+    const sent = await new Promise<unknown[]>((resolve) => {
+      const answers: Array<Promise<unknown>> = [];
+      raws.forEach((raw, i) => {
+        setTimeout(() => {
+          answers.push(chain.sendRawTransaction(hexToBytes(raw)));
+          if (i === raws.length - 1) resolve(Promise.all(answers));
+        }, 0);
+      });
+    });
+    expect(sent).toEqual(raws.map((raw) => ({ ok: true, value: keccak256(raw) })));
+    expect(chain.height).toBe(height + 1);
+    expect(chain.head.transactions.map((tx) => tx.hash)).toEqual(raws.map((raw) => keccak256(raw)));
+  });
+
   it("answers a transaction sent ahead of its nonce only once the group that fills the gap has mined it", async () => {
     const sender = newAccount();
     await chain.setBalance(address(sender), usdc(1n));
