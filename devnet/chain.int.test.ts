@@ -132,15 +132,16 @@ describe("devnet chain: group commit and signature recovery on a worker", () => 
     );
     const height = chain.height;
 
-    // Timers due together run in one phase of the loop, like requests read in one poll phase;
-    // promise jobs run between them, so only the run's yield lets the later ones join.
+    // Immediates queued together run in one pass of the loop, one after another, like requests
+    // read in one poll phase; promise jobs run between them, so the run queued by the first one
+    // would start before the others arrive but for its own yield (an immediate queued after them).
     const sent = await new Promise<unknown[]>((resolve) => {
       const answers: Array<Promise<unknown>> = [];
       raws.forEach((raw, i) => {
-        setTimeout(() => {
+        setImmediate(() => {
           answers.push(chain.sendRawTransaction(hexToBytes(raw)));
           if (i === raws.length - 1) resolve(Promise.all(answers));
-        }, 0);
+        });
       });
     });
     expect(sent).toEqual(raws.map((raw) => ({ ok: true, value: keccak256(raw) })));
