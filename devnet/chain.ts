@@ -1,29 +1,28 @@
 /**
- * The devnet's chain: EVM state, mined history and the queue of early transactions, behind one
- * lock. History reads (blocks, transactions, receipts, logs) need no lock: blocks are appended
- * whole. Everything that touches EVM state runs under the lock, one at a time.
+ * The devnet's chain: EVM state, mined history, the transactions waiting for the next block and
+ * the queue of early transactions, behind one lock. History reads (blocks, transactions,
+ * receipts, logs) need no lock: blocks are appended whole. Everything that touches EVM state
+ * runs under the lock, one at a time; building a block is one such run.
  */
 import type { BlockHeader } from "@ethereumjs/block";
 import type { StateManagerInterface } from "@ethereumjs/common";
 import { Account, type Address, hexToBytes } from "@ethereumjs/util";
 import { CHAIN_ID } from "../shared/constants.ts";
+import { BlockBuilder } from "./block-builder.ts";
+import { mineWaiting } from "./block-run.ts";
 import { BlockStore, type LogFilter } from "./block-store.ts";
 import { FutureQueue } from "./future-queue.ts";
 import { applyGenesisState } from "./genesis.ts";
 import { data, type Hex } from "./hex.ts";
 import type { DevnetLogger } from "./logger.ts";
-import {
-  genesisBlock,
-  genesisHeader,
-  headerFromRpc,
-  type Mined,
-  mineEmptyBlock,
-  mineTransaction,
-} from "./miner.ts";
+import { genesisBlock, genesisHeader, headerFromRpc, type Mined } from "./miner.ts";
 import { Mutex } from "./mutex.ts";
+import { PendingPool, type SendResult } from "./pending-pool.ts";
+import { createRecoveryInputs, type RecoveryInputsOf } from "./prefetch.ts";
 import { err, ok, type Result } from "./result.ts";
 import { formatTransaction, type SupportedTx } from "./rpc-format.ts";
 import type { MinedBlock, RpcLog, RpcReceipt, RpcTransaction } from "./rpc-types.ts";
+import { SignatureRecovery } from "./signature-recovery.ts";
 import {
   type CallOutcome,
   type CallRequest,
@@ -32,7 +31,7 @@ import {
   simulateCall,
 } from "./simulate.ts";
 import type { StateSnapshot } from "./state-file.ts";
-import { decodeTransaction, feeCap, type TxRejection, upfrontCost } from "./tx-admission.ts";
+import { admitSender, parseTransaction } from "./tx-admission.ts";
 import { createDevnetVm, type DevnetVm } from "./vm.ts";
 
 export type CreateChainParams = {
@@ -43,13 +42,17 @@ export type CreateChainParams = {
   logger: DevnetLogger;
   /** Wall clock in milliseconds; block timestamps follow it. */
   now?: () => number;
+  /** Most transactions in one block (the gas limit caps it too). 1 mines one block per transaction. */
+  maxTxsPerBlock?: number;
+  /** Recovers signatures ahead on worker threads; default none (all on the main thread). */
+  recovery?: SignatureRecovery;
 };
 
 export type AccountState = { nonce: bigint; balance: bigint; code: Uint8Array };
 
 export type StateUnavailable = { kind: "state_unavailable"; blockNumber: number };
 
-/** A mined block number, or "latest" for the live state (the head's, which automining keeps current). */
+/** A mined block number, or "latest" for the live state (between blocks under the lock: the head's). */
 export type StateTag = number | "latest";
 
 export class Chain {
@@ -57,24 +60,39 @@ export class Chain {
   readonly #dvm: DevnetVm;
   readonly #store: BlockStore;
   readonly #queue = new FutureQueue();
+  readonly #pool = new PendingPool();
   readonly #lock = new Mutex();
   readonly #logger: DevnetLogger;
   readonly #now: () => number;
+  readonly #maxTxsPerBlock: number;
+  readonly #recovery: SignatureRecovery;
+  readonly #recoveryInputs: RecoveryInputsOf = createRecoveryInputs();
   #head: BlockHeader;
+  /** A block-building run is queued on the lock and has not started: later arrivals join it. */
+  #miningQueued = false;
 
-  private constructor(params: CreateChainParams, dvm: DevnetVm, store: BlockStore, head: BlockHeader) {
+  private constructor(
+    params: CreateChainParams & { recovery: SignatureRecovery },
+    dvm: DevnetVm,
+    store: BlockStore,
+    head: BlockHeader,
+  ) {
     this.operatorPool = params.operatorPool;
+    this.#recovery = params.recovery;
     this.#logger = params.logger;
     this.#now = params.now ?? Date.now;
+    this.#maxTxsPerBlock = params.maxTxsPerBlock ?? Number.POSITIVE_INFINITY;
     this.#dvm = dvm;
     this.#store = store;
     this.#head = head;
   }
 
-  static async create(params: CreateChainParams): Promise<Chain> {
+  static async create(options: CreateChainParams): Promise<Chain> {
+    const params = { ...options, recovery: options.recovery ?? new SignatureRecovery(0) };
     const store = new BlockStore();
     const dvm = await createDevnetVm({
       operatorPool: params.operatorPool,
+      ecrecover: params.recovery.ecrecover,
       blockHash: (number) => {
         const block = store.byNumber(number);
         return block === undefined ? undefined : hexToBytes(block.header.hash);
@@ -122,11 +140,17 @@ export class Chain {
     return this.#store.byHash(hash.toLowerCase());
   }
 
-  /** A mined transaction, or one waiting in the queue (without block fields). */
+  /** A mined transaction, or one waiting for a block or in the queue (without block fields). */
   transaction(hash: Hex): RpcTransaction | undefined {
     const key = hash.toLowerCase() as Hex;
     const mined = this.#store.transaction(key);
     if (mined !== undefined) return mined.transaction;
+    const waiting = this.#pool.get(key);
+    if (waiting !== undefined) {
+      // Asked for before its signature came back from a worker: recover it here.
+      const sender = waiting.sender ?? senderOf(waiting.tx);
+      return sender === undefined ? undefined : formatTransaction(waiting.tx, sender, null);
+    }
     const queued = this.#queue.get(key);
     return queued === undefined ? undefined : formatTransaction(queued.tx, queued.sender, null);
   }
@@ -152,32 +176,50 @@ export class Chain {
     return this.#withStateAt(at, (state) => state.getStorage(address, slot));
   }
 
-  /** Mines `raw` now (automine), or queues it when its nonce is ahead; resolves to its hash. */
-  async sendRawTransaction(raw: Uint8Array): Promise<Result<Hex, TxRejection>> {
-    // Decoding recovers the sender (the costly part) outside the lock.
-    const decoded = decodeTransaction(raw, this.#dvm.common);
-    if (!decoded.ok) return decoded;
-    const { tx, sender, hash } = decoded.value;
-    return this.#lock.run(async () => {
-      if (this.#store.transaction(hash) !== undefined || this.#queue.get(hash) !== undefined) {
-        return err({ kind: "already_known" });
-      }
-      const next = (await this.#dvm.state.getAccount(sender))?.nonce ?? 0n;
-      if (tx.nonce < next) return err({ kind: "nonce_too_low", next, got: tx.nonce });
-      if (tx.nonce > next) {
-        const queued = this.#queue.add({ hash, tx, sender });
-        if (queued.ok) return ok(hash);
-        return err(
-          queued.error === "replacement_underpriced"
-            ? { kind: "replacement_underpriced" }
-            : { kind: "queue_full" },
-        );
-      }
-      const mined = await this.#mine(tx, sender);
-      if (!mined.ok) return mined;
-      await this.#promoteQueued(sender);
-      return ok(hash);
-    });
+  /**
+   * Mines `raw` and resolves to its hash once its block is in the store. When the chain is idle
+   * the transaction gets a block of its own straight away; when a block is being built it waits,
+   * and everything that waited goes into the next block together (block-run.ts). One whose nonce
+   * is ahead of its sender's waits in the future queue and resolves when its run ends, or once
+   * mined if the run fills the gap.
+   */
+  sendRawTransaction(raw: Uint8Array): Promise<SendResult> {
+    // Everything up to joining the pool is synchronous, so a batch's transactions join in the
+    // order the batch lists them.
+    const parsed = parseTransaction(raw, this.#dvm.common);
+    if (!parsed.ok) return Promise.resolve(parsed);
+    const { tx, hash } = parsed.value;
+    const known =
+      this.#store.transaction(hash) !== undefined ||
+      this.#queue.get(hash) !== undefined ||
+      this.#pool.get(hash) !== undefined;
+    if (known) return Promise.resolve(err({ kind: "already_known" }));
+    // The signatures (the costly part) are recovered on a worker meanwhile; the block waits for
+    // this transaction's when it comes to it.
+    const admitted = this.#recovery.prefetch(this.#recoveryInputs(tx)).then(() => admitSender(tx));
+    const answer = this.#pool.submit({ hash, tx, admitted });
+    if (!this.#miningQueued) {
+      // The run takes its place in the lock's queue now, so a state read that arrives after this
+      // transaction still sees it mined.
+      this.#miningQueued = true;
+      void this.#lock.run(async () => {
+        // Node runs pending I/O callbacks before setImmediate callbacks: after this yield, every
+        // transaction received so far (while the previous block was built, say) is in the pool
+        // and joins this run. Later ones wait for the next.
+        await new Promise((resolve) => setImmediate(resolve));
+        this.#miningQueued = false;
+        await mineWaiting({
+          dvm: this.#dvm,
+          pool: this.#pool,
+          queue: this.#queue,
+          logger: this.#logger,
+          maxTxsPerBlock: this.#maxTxsPerBlock,
+          nextBlock: () => new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp()),
+          append: (mined) => this.#append(mined),
+        });
+      });
+    }
+    return answer;
   }
 
   call(request: CallRequest, gasLimit: bigint): Promise<CallOutcome> {
@@ -196,7 +238,7 @@ export class Chain {
       const account = (await this.#dvm.state.getAccount(address)) ?? new Account();
       account.balance = wei;
       await this.#dvm.state.putAccount(address, account);
-      this.#append(await mineEmptyBlock(this.#dvm, this.#head, this.#nextTimestamp()));
+      this.#append(await new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp()).seal());
     });
   }
 
@@ -208,33 +250,6 @@ export class Chain {
       accounts: await this.#dvm.state.dump(),
       blocks: [...this.#store.all()],
     }));
-  }
-
-  async #mine(tx: SupportedTx, sender: Address): Promise<Result<void, TxRejection>> {
-    const baseFee = this.#head.calcNextBaseFee();
-    const cap = feeCap(tx);
-    if (cap < baseFee) return err({ kind: "fee_cap_below_base_fee", sender, feeCap: cap, baseFee });
-    const balance = (await this.#dvm.state.getAccount(sender))?.balance ?? 0n;
-    const cost = upfrontCost(tx);
-    if (balance < cost) return err({ kind: "insufficient_funds", balance, cost });
-    const mined = await mineTransaction(this.#dvm, this.#head, tx, sender, this.#nextTimestamp());
-    if (!mined.ok) return err({ kind: "execution_refused", detail: mined.error });
-    this.#append(mined.value);
-    return ok(undefined);
-  }
-
-  /** Mines the sender's queued transactions that have become executable, in nonce order. */
-  async #promoteQueued(sender: Address): Promise<void> {
-    for (;;) {
-      const nonce = (await this.#dvm.state.getAccount(sender))?.nonce ?? 0n;
-      const next = this.#queue.take(sender, nonce);
-      if (next === undefined) return;
-      const mined = await this.#mine(next.tx, sender);
-      if (!mined.ok) {
-        this.#logger.warn({ tx: next.hash, reason: mined.error.kind }, "dropped a queued transaction");
-        return;
-      }
-    }
   }
 
   #append(mined: Mined): void {
@@ -264,5 +279,13 @@ export class Chain {
       await historical.setStateRoot(root);
       return ok(await read(historical));
     });
+  }
+}
+
+function senderOf(tx: SupportedTx): Address | undefined {
+  try {
+    return tx.getSenderAddress();
+  } catch {
+    return undefined;
   }
 }

@@ -1,6 +1,7 @@
 /**
- * eth_feeHistory over mined blocks. Every block holds at most one transaction, so a block's
- * reward at any percentile is that transaction's tip (0 for an empty block).
+ * eth_feeHistory over mined blocks. A block's reward at percentile p is, as in geth, the tip of
+ * the transaction reached when the block's transactions, sorted by tip, have used p % of its gas
+ * (0 for an empty block).
  */
 import { type Hex, quantity } from "./hex.ts";
 import type { MinedBlock } from "./rpc-types.ts";
@@ -41,9 +42,7 @@ export function feeHistory(params: FeeHistoryParams): FeeHistory {
     history.gasUsedRatio.push(Number(BigInt(header.gasUsed)) / Number(BigInt(header.gasLimit)));
     history.baseFeePerBlobGas.push("0x1");
     history.blobGasUsedRatio.push(0);
-    const receipt = block.receipts[0];
-    const tip = receipt === undefined ? 0n : BigInt(receipt.effectiveGasPrice) - BigInt(header.baseFeePerGas);
-    rewards.push((params.rewardPercentiles ?? []).map(() => quantity(tip)));
+    rewards.push(blockRewards(block, params.rewardPercentiles ?? []).map((tip) => quantity(tip)));
   }
   if (history.baseFeePerGas.length > 0) {
     history.baseFeePerGas.push(quantity(params.nextBaseFee));
@@ -51,4 +50,27 @@ export function feeHistory(params: FeeHistoryParams): FeeHistory {
   }
   if (params.rewardPercentiles !== undefined) history.reward = rewards;
   return history;
+}
+
+/** geth's eth/gasprice/feehistory.go: walk the tips in ascending order, weighted by gas used. */
+function blockRewards(block: MinedBlock, percentiles: readonly number[]): bigint[] {
+  if (block.receipts.length === 0) return percentiles.map(() => 0n);
+  const baseFee = BigInt(block.header.baseFeePerGas);
+  const sorted = block.receipts
+    .map((receipt) => ({
+      gasUsed: BigInt(receipt.gasUsed),
+      tip: BigInt(receipt.effectiveGasPrice) - baseFee,
+    }))
+    .sort((a, b) => (a.tip < b.tip ? -1 : a.tip > b.tip ? 1 : 0));
+  const blockGasUsed = Number(BigInt(block.header.gasUsed));
+  let index = 0;
+  let sumGasUsed = sorted[0]!.gasUsed;
+  return percentiles.map((percentile) => {
+    const threshold = BigInt(Math.floor((blockGasUsed * percentile) / 100));
+    while (sumGasUsed < threshold && index < sorted.length - 1) {
+      index++;
+      sumGasUsed += sorted[index]!.gasUsed;
+    }
+    return sorted[index]!.tip;
+  });
 }

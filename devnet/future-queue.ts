@@ -1,14 +1,24 @@
 /**
  * Transactions whose nonce is ahead of their sender's account nonce. The devnet mines every
- * executable transaction at once, but clients that send nonces n and n+1 concurrently may see
- * them arrive swapped; like geth's queue, n+1 waits here until n is mined.
+ * executable transaction in the next block, but a client may send n+1 before n; like geth's
+ * queue, n+1 waits here until n is mined, then joins n's block when it fits.
  */
 import type { Address } from "@ethereumjs/util";
 import type { Hex } from "./hex.ts";
+import type { Caller } from "./pending-pool.ts";
 import { err, ok, type Result } from "./result.ts";
 import type { SupportedTx } from "./rpc-format.ts";
 
-export type QueuedTx = { hash: Hex; tx: SupportedTx; sender: Address };
+export type QueuedTx = {
+  hash: Hex;
+  tx: SupportedTx;
+  sender: Address;
+  /**
+   * The caller of eth_sendRawTransaction, while still waiting: a transaction queued during a block
+   * run is answered when that run ends, or, if the run fills its gap, once it is mined.
+   */
+  caller?: Caller;
+};
 
 export type QueueRejection = "sender_queue_full" | "queue_full" | "replacement_underpriced";
 

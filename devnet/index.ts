@@ -1,8 +1,10 @@
 /**
- * The chain-77 devnet (DESIGN §6): a real EVM with the NativeTransferAuth precompile, automining
- * each transaction, served as JSON-RPC on loopback. Tests start it in-process on a free port;
+ * The chain-77 devnet (DESIGN §6): a real EVM with the NativeTransferAuth precompile, mining
+ * transactions as they arrive (those that arrive together share a block), served as JSON-RPC on
+ * loopback. Tests start it in-process on a free port;
  * `npm run devnet` runs it as a process (main.ts).
  */
+import { availableParallelism } from "node:os";
 import { createAddressFromString } from "@ethereumjs/util";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { Chain } from "./chain.ts";
@@ -16,7 +18,8 @@ import { quantity } from "./hex.ts";
 import type { DevnetLogger } from "./logger.ts";
 import { silentLogger } from "./logger.ts";
 import { createRpcMethods } from "./rpc-methods.ts";
-import { startRpcServer } from "./rpc-server.ts";
+import { type RpcServer, startRpcServer } from "./rpc-server.ts";
+import { SignatureRecovery } from "./signature-recovery.ts";
 import { readStateFile, writeStateFile } from "./state-file.ts";
 
 export {
@@ -43,6 +46,17 @@ export type StartDevnetOptions = {
   /** Loaded on start when present, written on close. In memory only when absent. */
   stateFile?: string;
   logger?: DevnetLogger;
+  /**
+   * Most transactions in one block; the block gas limit caps it too. Default: no count limit.
+   * 1 gives back one block per transaction (the benchmark's baseline for group commit).
+   */
+  maxTxsPerBlock?: number;
+  /**
+   * Worker threads that recover transaction and authorization signatures ahead of the block
+   * (signature-recovery.ts). Default: one less than the CPUs, at most 2; 0 recovers everything
+   * on the main thread.
+   */
+  signatureWorkers?: number;
 };
 
 export type Devnet = {
@@ -54,6 +68,14 @@ export type Devnet = {
 
 export async function startDevnet(options: StartDevnetOptions = {}): Promise<Devnet> {
   const logger = options.logger ?? silentLogger;
+  const { maxTxsPerBlock } = options;
+  if (maxTxsPerBlock !== undefined && !(Number.isInteger(maxTxsPerBlock) && maxTxsPerBlock >= 1)) {
+    throw new Error("maxTxsPerBlock must be a positive integer");
+  }
+  const signatureWorkers = options.signatureWorkers ?? Math.min(2, availableParallelism() - 1);
+  if (!(Number.isInteger(signatureWorkers) && signatureWorkers >= 0)) {
+    throw new Error("signatureWorkers must be a non-negative integer");
+  }
   const snapshot = options.stateFile === undefined ? undefined : await readStateFile(options.stateFile);
   if (snapshot !== undefined && snapshot.chainId !== CHAIN_ID) {
     throw new Error(`state file ${options.stateFile} is for chain ${snapshot.chainId}, not ${CHAIN_ID}`);
@@ -74,19 +96,29 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
   const operatorPool = createAddressFromString(
     requestedPool ?? snapshot?.operatorPool.toLowerCase() ?? DEV_OPERATOR_POOL_ADDRESS.toLowerCase(),
   );
-  const chain = await Chain.create({
-    operatorPool,
-    operatorPoolBalanceWei: options.operatorPoolBalanceWei ?? DEFAULT_OPERATOR_POOL_BALANCE_WEI,
-    snapshot,
-    logger,
-  });
-  const server = await startRpcServer({
-    host: options.host ?? DEFAULT_DEVNET_HOST,
-    port: options.port ?? DEFAULT_DEVNET_PORT,
-    methods: createRpcMethods(chain),
-    logger,
-    health: () => ({ status: "ok", chainId: quantity(CHAIN_ID), blockNumber: quantity(chain.height) }),
-  });
+  const recovery = new SignatureRecovery(signatureWorkers);
+  let chain: Chain;
+  let server: RpcServer;
+  try {
+    chain = await Chain.create({
+      operatorPool,
+      operatorPoolBalanceWei: options.operatorPoolBalanceWei ?? DEFAULT_OPERATOR_POOL_BALANCE_WEI,
+      snapshot,
+      logger,
+      maxTxsPerBlock,
+      recovery,
+    });
+    server = await startRpcServer({
+      host: options.host ?? DEFAULT_DEVNET_HOST,
+      port: options.port ?? DEFAULT_DEVNET_PORT,
+      methods: createRpcMethods(chain),
+      logger,
+      health: () => ({ status: "ok", chainId: quantity(CHAIN_ID), blockNumber: quantity(chain.height) }),
+    });
+  } catch (error) {
+    await recovery.close();
+    throw error;
+  }
   logger.info(
     {
       url: server.url,
@@ -107,6 +139,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
       await writeStateFile(options.stateFile, await chain.snapshot());
       logger.info({ stateFile: options.stateFile, blockNumber: chain.height }, "state saved");
     }
+    await recovery.close();
   };
   return {
     url: server.url,

@@ -108,6 +108,8 @@ export type ReceiptInput = {
   gasUsed: bigint;
   cumulativeGasUsed: bigint;
   logs: Log[];
+  /** logIndex of the first log: logs are numbered across the whole block. */
+  firstLogIndex: number;
   logsBloom: Uint8Array;
   contractAddress: Address | undefined;
 };
@@ -127,8 +129,7 @@ export function formatReceipt(input: ReceiptInput): RpcReceipt {
       blockTimestamp: quantity(input.blockTimestamp),
       transactionHash,
       transactionIndex,
-      // One transaction per block: the index within the receipt is the index within the block.
-      logIndex: quantity(i),
+      logIndex: quantity(input.firstLogIndex + i),
       removed: false,
     }),
   );

@@ -71,8 +71,9 @@ export function parseBoolean(value: unknown, index: number): boolean {
 }
 
 /**
- * A block tag, number, or EIP-1898 object. Automining leaves nothing pending and finality is
- * immediate, so "pending", "safe" and "finalized" all mean the latest block. Omitted = latest.
+ * A block tag, number, or EIP-1898 object. A state read queues behind the block that mines the
+ * transactions sent before it, so nothing is left pending for it to see, and finality is
+ * immediate: "pending", "safe" and "finalized" all mean the latest block. Omitted = latest.
  */
 export function parseBlockTag(value: unknown, index: number): BlockTag {
   if (value === undefined || value === null) return { kind: "latest" };

@@ -1,9 +1,9 @@
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type Hex, toHex } from "viem";
+import { type Hex, parseGwei, toHex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { DEV_OPERATOR_POOL_ADDRESS, NATIVE_TRANSFER_AUTH_ABI, startDevnet } from "./index.ts";
 import { STATE_FILE_FORMAT } from "./state-file.ts";
 import {
@@ -11,12 +11,14 @@ import {
   newAccount,
   publicClientFor,
   rpc,
+  rpcBatch,
   signTransferAuthorization,
   transferAuthorization,
   transferWithAuthorizationCalldata,
   usdc,
   walletClientFor,
 } from "./testing.ts";
+import { recomputeBlock } from "./testing-blocks.ts";
 
 /** Init code of a contract that stores 42 in slot 1 and whose runtime code is a single STOP. */
 const STORAGE_CONTRACT: Hex = "0x602a60015560016000f3";
@@ -116,6 +118,95 @@ describe("devnet: --state FILE keeps the chain across restarts", () => {
       expect(next.blockNumber).toBe(before.height + 1n);
       expect((await client2.getBlock({ blockNumber: next.blockNumber })).parentHash).toBe(before.head.hash);
       expect((await client2.getTransaction({ hash: nextHash })).nonce).toBe(before.aliceNonce);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("keeps blocks of several transactions: every header re-hashes, roots and receipts survive, the chain goes on", async () => {
+    const file = path.join(dir, "grouped.json");
+    const senders = Array.from({ length: 4 }, () => newAccount());
+    const payer = newAccount();
+    const sink = newAccount().address;
+    const transfer = (sender: (typeof senders)[number], nonce: number): Promise<Hex> =>
+      sender.signTransaction({
+        chainId: CHAIN_ID,
+        type: "eip1559",
+        to: sink,
+        value: 1_000n,
+        nonce,
+        gas: 21_000n,
+        maxFeePerGas: parseGwei("30"),
+        maxPriorityFeePerGas: parseGwei("1"),
+      });
+    const auth = transferAuthorization(payer.address, sink, 7_000n);
+    const settle = await senders[0]!.signTransaction({
+      chainId: CHAIN_ID,
+      type: "eip1559",
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: transferWithAuthorizationCalldata(auth, await signTransferAuthorization(payer, auth)),
+      nonce: 1,
+      gas: 100_000n,
+      maxFeePerGas: parseGwei("30"),
+      maxPriorityFeePerGas: parseGwei("1"),
+    });
+
+    const first = await startDevnet({ port: 0, stateFile: file });
+    await rpcBatch(
+      first.url,
+      [...senders, payer].map((account) => ["dev_setBalance", [account.address, toHex(usdc(10n))]]),
+    );
+    const sent = await rpcBatch(first.url, [
+      ...(await Promise.all(senders.map((sender) => transfer(sender, 0)))).map((raw): [string, unknown[]] => [
+        "eth_sendRawTransaction",
+        [raw],
+      ]),
+      ["eth_sendRawTransaction", [settle]],
+    ]);
+    const hashes = sent.map((answer) => answer.result as Hex);
+    const client1 = publicClientFor(first.url);
+    const grouped = await client1.getBlock({ blockTag: "latest", includeTransactions: true });
+    expect(grouped.transactions.map((tx) => tx.hash)).toEqual(hashes);
+    const receiptsBefore = await Promise.all(hashes.map((hash) => client1.getTransactionReceipt({ hash })));
+    await first.close();
+
+    const second = await startDevnet({ port: 0, stateFile: file });
+    try {
+      const client2 = publicClientFor(second.url);
+      const height = await client2.getBlockNumber({ cacheTime: 0 });
+      expect(height).toBe(grouped.number);
+      for (let number = 0n; number <= height; number++) {
+        const block = await client2.getBlock({ blockNumber: number, includeTransactions: true });
+        const receipts = await Promise.all(
+          block.transactions.map((tx) => client2.getTransactionReceipt({ hash: tx.hash })),
+        );
+        const recomputed = await recomputeBlock(block, receipts);
+        expect(recomputed.hash, `block ${number}`).toBe(block.hash);
+        expect(recomputed.transactionsRoot).toBe(block.transactionsRoot);
+        expect(recomputed.receiptsRoot).toBe(block.receiptsRoot);
+        expect(recomputed.logsBloom).toBe(block.logsBloom);
+      }
+      expect(await client2.getBlock({ blockNumber: grouped.number, includeTransactions: true })).toEqual(
+        grouped,
+      );
+      expect(await Promise.all(hashes.map((hash) => client2.getTransactionReceipt({ hash })))).toEqual(
+        receiptsBefore,
+      );
+      expect(receiptsBefore[4]?.logs.map((log) => log.logIndex)).toEqual([0, 1]);
+
+      // The chain carries on with another grouped block on top of the restored head.
+      const more = await rpcBatch(
+        second.url,
+        (await Promise.all(senders.slice(1).map((sender) => transfer(sender, 1)))).map((raw) => [
+          "eth_sendRawTransaction",
+          [raw],
+        ]),
+      );
+      const next = await client2.getBlock({ blockTag: "latest" });
+      expect(next.number).toBe(grouped.number! + 1n);
+      expect(next.parentHash).toBe(grouped.hash);
+      expect(next.transactions).toEqual(more.map((answer) => answer.result));
+      expect(await client2.getBalance({ address: sink })).toBe(7_000n + 7_000n * WEI_PER_UNIT);
     } finally {
       await second.close();
     }

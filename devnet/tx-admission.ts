@@ -1,15 +1,16 @@
 /**
  * Checks a raw transaction must pass before it is mined or queued, and the reasons it can be
- * refused. The state-free checks run here; the chain adds nonce, fee and balance checks under
- * its lock.
+ * refused. The state-free checks run here, in two steps around the sender's recovery (which may
+ * run on a worker); the chain adds nonce, fee and balance checks when it builds the block.
  */
 import type { Common } from "@ethereumjs/common";
-import { createTxFromRLP } from "@ethereumjs/tx";
-import type { Address } from "@ethereumjs/util";
+import { Capability, createTxFromRLP } from "@ethereumjs/tx";
+import { type Address, bigIntToUnpaddedBytes } from "@ethereumjs/util";
 import { BLOCK_GAS_LIMIT } from "./constants.ts";
 import { data, type Hex } from "./hex.ts";
 import { err, ok, type Result } from "./result.ts";
 import type { SupportedTx } from "./rpc-format.ts";
+import type { RecoveryInput } from "./signature-recovery.ts";
 
 export type TxRejection =
   | { kind: "invalid_transaction"; detail: string }
@@ -26,9 +27,10 @@ export type TxRejection =
   | { kind: "queue_full" }
   | { kind: "execution_refused"; detail: string };
 
-export type DecodedTx = { tx: SupportedTx; sender: Address; hash: Hex };
+export type ParsedTx = { tx: SupportedTx; hash: Hex };
 
-export function decodeTransaction(raw: Uint8Array, common: Common): Result<DecodedTx, TxRejection> {
+/** The state-free checks that need no signature recovery: type, encoding, EIP-155. */
+export function parseTransaction(raw: Uint8Array, common: Common): Result<ParsedTx, TxRejection> {
   const first = raw[0];
   if (first === undefined) return err({ kind: "invalid_transaction", detail: "empty transaction" });
   // 0xc0 and above open an RLP list: a legacy transaction. Below, the byte is the EIP-2718 type.
@@ -41,6 +43,14 @@ export function decodeTransaction(raw: Uint8Array, common: Common): Result<Decod
   }
   // EIP-155: a pre-155 legacy signature (v = 27 or 28) would be valid on every chain.
   if (tx.type === 0 && (tx.v === 27n || tx.v === 28n)) return err({ kind: "unprotected" });
+  return ok({ tx, hash: data(tx.hash()) });
+}
+
+/**
+ * The sender (recovered through the common's ecrecover, so a key prefetched on a worker is used
+ * when there is one), then the gas checks that follow it in geth's order.
+ */
+export function admitSender(tx: SupportedTx): Result<Address, TxRejection> {
   let sender: Address;
   try {
     sender = tx.getSenderAddress();
@@ -50,7 +60,24 @@ export function decodeTransaction(raw: Uint8Array, common: Common): Result<Decod
   const needed = tx.getIntrinsicGas();
   if (tx.gasLimit < needed) return err({ kind: "intrinsic_gas_too_low", gas: tx.gasLimit, needed });
   if (tx.gasLimit > BLOCK_GAS_LIMIT) return err({ kind: "exceeds_block_gas_limit", gas: tx.gasLimit });
-  return ok({ tx, sender, hash: data(tx.hash()) });
+  return ok(sender);
+}
+
+/**
+ * What ethereumjs's getSenderPublicKey hands to ecrecover for `tx`, computed the same way, so a
+ * worker can recover it first. Were the two ever to differ, the prefetched key would just go
+ * unused and the sender be recovered on the spot.
+ */
+export function senderRecoveryInput(tx: SupportedTx): RecoveryInput | undefined {
+  const { v, r, s } = tx;
+  if (v === undefined || r === undefined || s === undefined) return undefined;
+  return {
+    hash: tx.getMessageToVerifySignature(),
+    v,
+    r: bigIntToUnpaddedBytes(r),
+    s: bigIntToUnpaddedBytes(s),
+    chainId: tx.supports(Capability.EIP155ReplayProtection) ? tx.common.chainId() : undefined,
+  };
 }
 
 /** The most a transaction can cost its sender: gas at its fee cap, plus the value it sends. */

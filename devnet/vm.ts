@@ -1,17 +1,19 @@
 /**
  * The EVM of chain 77: @ethereumjs/vm on Cancun rules (London fee market, PUSH0, transient
- * storage), a Merkle-trie state behind the tracking decorator, and NativeTransferAuth registered
- * as a custom precompile.
+ * storage), a cached Merkle-trie state behind the tracking decorator, and NativeTransferAuth
+ * registered as a custom precompile.
  *
  * Cancun rather than Prague: Prague blocks must call the EIP-7002/7251 system contracts, which a
  * genesis holding only the operator pool does not have.
  */
 import { type Common, createCustomCommon, Hardfork, Mainnet } from "@ethereumjs/common";
 import type { EVMMockBlockchainInterface } from "@ethereumjs/evm";
+import { Caches, MerkleStateManager } from "@ethereumjs/statemanager";
 import { type Address, createAddressFromString } from "@ethereumjs/util";
 import { createVM, type VM } from "@ethereumjs/vm";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { createNativeTransferAuth } from "./precompile/native-transfer-auth.ts";
+import type { Ecrecover } from "./signature-recovery.ts";
 import { TrackingStateManager } from "./tracking-state-manager.ts";
 
 export type ExecutionContext = {
@@ -30,19 +32,27 @@ export type CreateDevnetVmParams = {
   operatorPool: Address;
   /** Hash of a mined block, for the BLOCKHASH opcode. */
   blockHash(number: number): Uint8Array | undefined;
+  /**
+   * Public-key recovery for transaction senders and the precompile (the chain passes one that
+   * serves keys recovered ahead on worker threads); default @ethereumjs/util's ecrecover.
+   */
+  ecrecover?: Ecrecover;
 };
 
-export function createDevnetCommon(): Common {
+export function createDevnetCommon(ecrecover?: Ecrecover): Common {
   return createCustomCommon({ chainId: CHAIN_ID, name: "agent-wallet-devnet" }, Mainnet, {
     hardfork: Hardfork.Cancun,
+    // Transactions recover their sender through the common's customCrypto.ecrecover when set.
+    customCrypto: ecrecover === undefined ? {} : { ecrecover },
   });
 }
 
 export async function createDevnetVm(params: CreateDevnetVmParams): Promise<DevnetVm> {
-  const common = createDevnetCommon();
-  // createVM's default state manager is the Merkle-trie one; borrowing it keeps
-  // @ethereumjs/statemanager out of our direct dependencies.
-  const merkle = (await createVM({ common: createDevnetCommon() })).stateManager;
+  const common = createDevnetCommon(params.ecrecover);
+  // With caches, writes collect in memory and reach the trie once per block, when the block's
+  // state root is taken. Without them every account or slot a transaction writes re-hashes its
+  // trie path at once, and putting many transactions in one block would save little.
+  const merkle = new MerkleStateManager({ common: createDevnetCommon(), caches: new Caches() });
   const state = new TrackingStateManager(merkle);
   const execution: ExecutionContext = { timestamp: 0n };
   const precompile = createNativeTransferAuth({
@@ -50,6 +60,7 @@ export async function createDevnetVm(params: CreateDevnetVmParams): Promise<Devn
     operatorPool: params.operatorPool,
     chainId: BigInt(CHAIN_ID),
     blockTimestamp: () => execution.timestamp,
+    ecrecover: params.ecrecover,
   });
   const blockchain: EVMMockBlockchainInterface = {
     async getBlock(number: number) {

@@ -2,19 +2,28 @@
  * `npm run bench:devnet`: throughput of the devnet, in-process on loopback.
  *
  * Transactions are signed before each phase starts, then sent over HTTP with
- * eth_sendRawTransaction; the devnet automines, so a returned call is a mined (settled)
- * transaction. Each phase runs for BENCH_SECONDS (default 3) or until its signed transactions
- * run out, and is checked afterwards against the recipient's balance.
+ * eth_sendRawTransaction, which returns once the transaction is mined, so a returned call is a
+ * settled transaction. Each phase runs for BENCH_SECONDS (default 3) or until its signed
+ * transactions run out, and is checked afterwards against the recipient's balance.
  *
  * Phases: plain native transfers and NativeTransferAuth settlements (transferWithAuthorization
  * submitted by relayers), each sequential and with CONCURRENCY senders in parallel; then
- * eth_blockNumber reads, the baseline for the gateway's /rpc benchmark.
+ * eth_blockNumber reads, the baseline for the gateway's /rpc benchmark. The settlement phases also
+ * run on a second devnet started with maxTxsPerBlock 1 (one block per transaction, as before group
+ * commit), the same-run baseline of issue 12 item 7; at CONCURRENCY the two alternate for
+ * BENCH_ROUNDS rounds (default 3) and the summary compares their medians.
+ *
+ * Columns beyond rate and latency: transactions per block; CPU ms per transaction for the whole
+ * process (devnet, its signature workers, the clients); and CPU ms per transaction of the main
+ * thread alone, whose saturation caps the rate. The machine is shared: the run also prints the
+ * CPU steal (from /proc/stat) and the load average.
  */
+import { readFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
-import { availableParallelism } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { type Hex, parseGwei } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { startDevnet } from "../devnet/index.ts";
+import { type Devnet, startDevnet } from "../devnet/index.ts";
 import {
   fund,
   newAccount,
@@ -25,34 +34,79 @@ import {
   usdc,
 } from "../devnet/testing.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
-import { quantile } from "./lib/stats.ts";
+import { median, quantile } from "./lib/stats.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 /** Signed ahead per phase; comfortably more than the devnet mines in SECONDS on a laptop. */
 const POOL = Number(process.env.BENCH_POOL ?? 1_500);
 const FEES = { maxFeePerGas: parseGwei("3"), maxPriorityFeePerGas: parseGwei("1") };
+/** Alternating rounds of the 16-concurrent settlement comparison. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Issue 12, acceptance of item 7. */
+const SETTLEMENT_GOAL_PER_SECOND = 300;
 
-type PhaseResult = { name: string; sent: number; seconds: number; latencies: number[]; verified: string };
+type PhaseResult = {
+  name: string;
+  sent: number;
+  seconds: number;
+  latencies: number[];
+  /** Blocks mined during the phase; undefined for reads. */
+  blocks: number | undefined;
+  /** CPU time of the whole process (devnet, its workers, the clients) during the phase, in ms. */
+  cpuMs: number;
+  /** CPU time of the main thread alone during the phase, in ms (Linux; NaN elsewhere). */
+  mainMs: number;
+  verified: string;
+};
 type Send = (body: string) => Promise<Record<string, unknown>>;
-type Bench = { url: string; send: Send };
+type Bench = { url: string; send: Send; label: string };
+type Settled = {
+  rounds: Array<{ grouped: PhaseResult; single: PhaseResult }>;
+  /** Sequential settlements: grouped devnet, then baseline. */
+  sequential: PhaseResult[];
+};
 
 async function main(): Promise<void> {
-  const devnet = await startDevnet({ port: 0 });
+  const ticksBefore = await cpuTicks();
+  const grouped = await startDevnet({ port: 0 });
+  // The baseline: one block per transaction, as the devnet mined before group commit.
+  const single = await startDevnet({ port: 0, maxTxsPerBlock: 1 });
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-  const bench: Bench = { url: devnet.url, send: (body) => post(devnet.url, body, agent) };
+  const benchOf = (devnet: Devnet, label: string): Bench => ({
+    url: devnet.url,
+    send: (body) => post(devnet.url, body, agent),
+    label,
+  });
+  const bench = benchOf(grouped, "");
+  const baseline = benchOf(single, ", one block per tx");
   console.log(
-    `devnet benchmark: ${devnet.url}, Node ${process.version}, ${availableParallelism()} CPUs, ` +
-      `${SECONDS} s per phase, concurrency ${CONCURRENCY}`,
+    `devnet benchmark: ${grouped.url}, Node ${process.version}, ${availableParallelism()} CPUs, ` +
+      `${SECONDS} s per phase, concurrency ${CONCURRENCY}, load average ${loadavg()[0]!.toFixed(2)}`,
   );
   const results: PhaseResult[] = [];
+  let settled: Settled;
   try {
     // Warm-up, not reported: the first blocks also pay for JIT compilation.
-    await plainTransfers(bench, 4, 200);
-    await settlements(bench, 4, 100);
+    for (const target of [bench, baseline]) {
+      await plainTransfers(target, 4, 200);
+      await settlements(target, 4, 100);
+    }
 
     for (const workers of [1, CONCURRENCY]) results.push(await plainTransfers(bench, workers, POOL));
-    for (const workers of [1, CONCURRENCY]) results.push(await settlements(bench, workers, POOL / 2));
+    const sequential = [await settlements(bench, 1, POOL / 2), await settlements(baseline, 1, POOL / 2)];
+    results.push(...sequential);
+    // Grouped and baseline alternate, so a burst of load from the machine's other users weighs on
+    // both; the summary compares their medians.
+    const rounds: Array<{ grouped: PhaseResult; single: PhaseResult }> = [];
+    for (let round = 1; round <= ROUNDS; round++) {
+      const label = ROUNDS > 1 ? ` (round ${round})` : "";
+      const groupedRound = await settlements(bench, CONCURRENCY, POOL, label);
+      const singleRound = await settlements(baseline, CONCURRENCY, POOL, label);
+      rounds.push({ grouped: groupedRound, single: singleRound });
+      results.push(groupedRound, singleRound);
+    }
+    settled = { rounds, sequential };
 
     // Reads: the direct-call baseline for the gateway benchmark.
     const read = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] });
@@ -60,12 +114,22 @@ async function main(): Promise<void> {
       range(CONCURRENCY).map(() => repeat(read)),
       bench.send,
     );
-    results.push({ name: `eth_blockNumber, ${describeWorkers(CONCURRENCY)}`, ...reads, verified: "-" });
+    results.push({
+      name: `eth_blockNumber, ${describeWorkers(CONCURRENCY)}`,
+      ...reads,
+      blocks: undefined,
+      verified: "-",
+    });
+    printTable(results);
+    console.log("");
+    await printBaseFees(bench.url);
   } finally {
     agent.destroy();
-    await devnet.close();
+    await grouped.close();
+    await single.close();
   }
-  printTable(results);
+  const ticksAfter = await cpuTicks();
+  printSummary(settled, ticksBefore, ticksAfter);
 }
 
 /** Native transfers of 1 wei from `workers` senders to one sink. */
@@ -90,17 +154,17 @@ async function plainTransfers(bench: Bench, workers: number, pool: number): Prom
       return bodies;
     }),
   );
-  const run = await runPhase(queues, bench.send);
+  const run = await measuredPhase(bench, queues);
   const balance = BigInt((await rpc(bench.url, "eth_getBalance", [sink, "latest"])).result as string);
   return {
-    name: `plain transfers, ${describeWorkers(workers)}`,
+    name: `plain transfers, ${describeWorkers(workers)}${bench.label}`,
     ...run,
     verified: balance === BigInt(run.sent) ? "balance ok" : `BALANCE ${balance} != ${run.sent}`,
   };
 }
 
 /** NativeTransferAuth settlements of 1 unit: each worker's payer signs, its relayer submits. */
-async function settlements(bench: Bench, workers: number, pool: number): Promise<PhaseResult> {
+async function settlements(bench: Bench, workers: number, pool: number, label = ""): Promise<PhaseResult> {
   const payee = newAccount().address;
   const payers = await fundedAccounts(bench.url, workers);
   const relayers = await fundedAccounts(bench.url, workers);
@@ -127,14 +191,31 @@ async function settlements(bench: Bench, workers: number, pool: number): Promise
       return bodies;
     }),
   );
-  const run = await runPhase(queues, bench.send);
+  const run = await measuredPhase(bench, queues);
   const balance = BigInt((await rpc(bench.url, "eth_getBalance", [payee, "latest"])).result as string);
   const expected = BigInt(run.sent) * WEI_PER_UNIT;
   return {
-    name: `precompile settlements, ${describeWorkers(workers)}`,
+    name: `precompile settlements, ${describeWorkers(workers)}${bench.label}${label}`,
     ...run,
     verified: balance === expected ? "balance ok" : `BALANCE ${balance} != ${expected}`,
   };
+}
+
+/** runPhase, with the blocks the devnet mined meanwhile. */
+async function measuredPhase(
+  bench: Bench,
+  queues: Array<Iterable<string>>,
+): Promise<{
+  sent: number;
+  seconds: number;
+  latencies: number[];
+  blocks: number;
+  cpuMs: number;
+  mainMs: number;
+}> {
+  const before = await blockNumber(bench.url);
+  const run = await runPhase(queues, bench.send);
+  return { ...run, blocks: (await blockNumber(bench.url)) - before };
 }
 
 /**
@@ -144,8 +225,10 @@ async function settlements(bench: Bench, workers: number, pool: number): Promise
 async function runPhase(
   queues: Array<Iterable<string>>,
   send: Send,
-): Promise<{ sent: number; seconds: number; latencies: number[] }> {
+): Promise<{ sent: number; seconds: number; latencies: number[]; cpuMs: number; mainMs: number }> {
   const latencies: number[] = [];
+  const cpuBefore = process.cpuUsage();
+  const mainBefore = await mainThreadCpuMs();
   const started = performance.now();
   const deadline = started + SECONDS * 1000;
   await Promise.all(
@@ -160,13 +243,24 @@ async function runPhase(
       }
     }),
   );
-  return { sent: latencies.length, seconds: (performance.now() - started) / 1000, latencies };
+  const cpu = process.cpuUsage(cpuBefore);
+  return {
+    sent: latencies.length,
+    seconds: (performance.now() - started) / 1000,
+    latencies,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    mainMs: (await mainThreadCpuMs()) - mainBefore,
+  };
 }
 
 async function fundedAccounts(url: string, count: number): Promise<PrivateKeyAccount[]> {
   const accounts = range(count).map(() => newAccount());
   for (const account of accounts) await fund(url, account.address, usdc(1_000n));
   return accounts;
+}
+
+async function blockNumber(url: string): Promise<number> {
+  return Number(BigInt((await rpc(url, "eth_blockNumber")).result as string));
 }
 
 function rawTransactionBody(raw: Hex): string {
@@ -201,20 +295,30 @@ function post(url: string, body: string, agent: Agent): Promise<Record<string, u
 }
 
 function printTable(results: PhaseResult[]): void {
-  const rows = results.map((result) => {
-    const sorted = [...result.latencies].sort((a, b) => a - b);
-    const at = (q: number): string => (sorted.length ? quantile(sorted, q) : 0).toFixed(2);
-    return [
-      result.name,
-      String(result.sent),
-      result.seconds.toFixed(2),
-      (result.sent / result.seconds).toFixed(1),
-      at(0.5),
-      at(0.99),
-      result.verified,
-    ];
-  });
-  const header = ["phase", "done", "seconds", "per second", "p50 ms", "p99 ms", "check"];
+  const rows = results.map((result) => [
+    result.name,
+    String(result.sent),
+    result.seconds.toFixed(2),
+    rate(result).toFixed(1),
+    p50(result).toFixed(2),
+    latencyAt(result, 0.99).toFixed(2),
+    result.blocks === undefined ? "-" : txsPerBlock(result).toFixed(1),
+    (result.cpuMs / result.sent).toFixed(2),
+    (result.mainMs / result.sent).toFixed(2),
+    result.verified,
+  ]);
+  const header = [
+    "phase",
+    "done",
+    "seconds",
+    "per second",
+    "p50 ms",
+    "p99 ms",
+    "tx/block",
+    "CPU ms/tx",
+    "main ms/tx",
+    "check",
+  ];
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]): string =>
     cells
@@ -226,6 +330,109 @@ function printTable(results: PhaseResult[]): void {
   console.log(line(header));
   console.log(widths.map((width) => "-".repeat(width)).join("  "));
   for (const row of rows) console.log(line(row));
+}
+
+/**
+ * Base fee over the grouped devnet's last blocks (EIP-1559, target half of the 30M gas limit):
+ * busy blocks push it up 12.5 % per full block, lighter ones pull it down, so it shows whether
+ * load makes fees climb enough to trouble clients that estimate from it.
+ */
+async function printBaseFees(url: string): Promise<void> {
+  const history = (await rpc(url, "eth_feeHistory", ["0x400", "latest", []])).result as {
+    baseFeePerGas: string[];
+    gasUsedRatio: number[];
+  };
+  const fees = history.baseFeePerGas.map((fee) => BigInt(fee));
+  // bigint: Math.min and Math.max do not apply.
+  const ascending = [...fees].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const [min, max] = [ascending[0], ascending.at(-1)];
+  const fullest = Math.max(...history.gasUsedRatio);
+  console.log(
+    `base fee over the last ${history.gasUsedRatio.length} blocks: ${fees[0]} → ${fees.at(-1)} wei ` +
+      `(min ${min}, max ${max}); fullest block ${(fullest * 100).toFixed(1)} % of the gas limit`,
+  );
+}
+
+function printSummary(
+  settled: Settled,
+  ticksBefore: CpuTicks | undefined,
+  ticksAfter: CpuTicks | undefined,
+): void {
+  const grouped = median(settled.rounds.map((round) => rate(round.grouped)));
+  const single = median(settled.rounds.map((round) => rate(round.single)));
+  const perBlock = median(settled.rounds.map((round) => txsPerBlock(round.grouped)));
+  const [groupedSequential, singleSequential] = settled.sequential as [PhaseResult, PhaseResult];
+  console.log(
+    `group commit (item 7), settlements at ${CONCURRENCY} concurrent, median of ${settled.rounds.length}: ` +
+      `${grouped.toFixed(1)}/s in ${perBlock.toFixed(1)} tx/block, against ${single.toFixed(1)}/s with one ` +
+      `block per transaction (× ${(grouped / single).toFixed(2)}; rounds ` +
+      `${settled.rounds.map((round) => `${rate(round.grouped).toFixed(0)}/${rate(round.single).toFixed(0)}`).join(", ")})`,
+  );
+  console.log(
+    `sequential settlement latency p50: ${p50(groupedSequential).toFixed(2)} ms grouped, ` +
+      `${p50(singleSequential).toFixed(2)} ms one block per transaction ` +
+      `(${txsPerBlock(groupedSequential).toFixed(1)} tx/block)`,
+  );
+  if (ticksBefore !== undefined && ticksAfter !== undefined) {
+    const total = ticksAfter.total - ticksBefore.total;
+    const steal = ticksAfter.steal - ticksBefore.steal;
+    console.log(
+      `CPU steal during the run: ${((steal / total) * 100).toFixed(1)} % (${steal} of ${total} ticks); ` +
+        `load average now ${loadavg()[0]!.toFixed(2)}`,
+    );
+  } else {
+    console.log("CPU steal during the run: unknown (no /proc/stat)");
+  }
+  console.log(
+    `goal ≥ ${SETTLEMENT_GOAL_PER_SECOND} settlements/s at ${CONCURRENCY} concurrent: ` +
+      `${grouped >= SETTLEMENT_GOAL_PER_SECOND ? "met" : "not met"} (${grouped.toFixed(0)}/s)`,
+  );
+}
+
+type CpuTicks = { steal: number; total: number };
+
+/**
+ * CPU time of this process's main thread (the devnet's, which the clients share) from
+ * /proc/self/task/<pid>/stat: utime + stime in clock ticks, taken as 10 ms (USER_HZ 100).
+ */
+async function mainThreadCpuMs(): Promise<number> {
+  try {
+    const stat = await readFile(`/proc/self/task/${process.pid}/stat`, "utf8");
+    // The command name, in parentheses, may hold spaces: count fields after it.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** CPU time the hypervisor took from this VM (the "steal" column of /proc/stat), in ticks. */
+async function cpuTicks(): Promise<CpuTicks | undefined> {
+  try {
+    const first = (await readFile("/proc/stat", "utf8")).split("\n")[0]!;
+    // user nice system idle iowait irq softirq steal; guest time is already counted in user.
+    const fields = first.trim().split(/\s+/).slice(1, 9).map(Number);
+    return { steal: fields[7] ?? 0, total: fields.reduce((a, b) => a + b, 0) };
+  } catch {
+    return undefined;
+  }
+}
+
+function rate(result: PhaseResult): number {
+  return result.sent / result.seconds;
+}
+
+function txsPerBlock(result: PhaseResult): number {
+  return result.blocks ? result.sent / result.blocks : 0;
+}
+
+function p50(result: PhaseResult): number {
+  return latencyAt(result, 0.5);
+}
+
+function latencyAt(result: PhaseResult, q: number): number {
+  const sorted = [...result.latencies].sort((a, b) => a - b);
+  return sorted.length ? quantile(sorted, q) : 0;
 }
 
 function describeWorkers(workers: number): string {

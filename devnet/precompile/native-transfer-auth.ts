@@ -17,6 +17,7 @@ import {
   WEI_PER_UNIT,
 } from "../../shared/constants.ts";
 import type { Result } from "../result.ts";
+import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
 import {
   AUTHORIZATION_USED_TOPIC,
   FUNCTION_BY_SELECTOR,
@@ -33,7 +34,13 @@ import {
 } from "./abi-words.ts";
 import { authorizationDigest, domainSeparator } from "./eip712.ts";
 import { REVERT_REASONS, type RevertReason } from "./reasons.ts";
-import { recoverSigner, type SignatureFailure, type SignatureParts, splitSignature } from "./signature.ts";
+import {
+  recoverSigner,
+  type SignatureFailure,
+  type SignatureParts,
+  signerRecoveryInput,
+  splitSignature,
+} from "./signature.ts";
 
 /**
  * Fixed gas per call, on top of the transaction's intrinsic gas. A transfer is priced like the
@@ -67,6 +74,8 @@ export type NativeTransferAuthConfig = {
   chainId: bigint;
   /** Timestamp of the block being executed; the chain sets it under its lock before every EVM run. */
   blockTimestamp(): bigint;
+  /** Public-key recovery; default @ethereumjs/util's ecrecover. */
+  ecrecover?: Ecrecover;
 };
 
 export type NativeTransferAuth = {
@@ -189,7 +198,7 @@ export function createNativeTransferAuth(config: NativeTransferAuthConfig): Nati
     if (used.some((byte) => byte !== 0)) return revertWith(gas, REVERT_REASONS.used);
 
     if (!signature.ok) return revertWith(gas, signatureReason(signature.error));
-    const signer = recoverSigner(authorizationDigest(separator, fields), signature.value);
+    const signer = recoverSigner(authorizationDigest(separator, fields), signature.value, config.ecrecover);
     if (!signer.ok) return revertWith(gas, signatureReason(signer.error));
     if (!equalsBytes(signer.value, from)) return revertWith(gas, REVERT_REASONS.invalidSignature);
 
@@ -218,6 +227,37 @@ export function createNativeTransferAuth(config: NativeTransferAuthConfig): Nati
   };
 
   return { address: self, run, observeMessage };
+}
+
+/**
+ * The ecrecover input a transferWithAuthorization call in `data` leads to, so that a worker can
+ * recover it before the transaction runs. Undefined for any other call, and for one refused
+ * before recovery (malformed arguments, high S, bad v). It parses exactly as `run` does; were
+ * the two ever to differ, the precompile would just recover on the spot.
+ */
+export function authorizationRecoveryInput(
+  separator: Uint8Array,
+  data: Uint8Array,
+): RecoveryInput | undefined {
+  const fn = data.length >= 4 ? FUNCTION_BY_SELECTOR.get(readSelector(data)) : undefined;
+  if (fn !== "transferWithAuthorizationVrs" && fn !== "transferWithAuthorizationBytes") return undefined;
+  const args = new AbiArgs(data.subarray(4));
+  const fields = args.head(6);
+  if (fields === undefined) return undefined;
+  let parts: SignatureParts;
+  if (fn === "transferWithAuthorizationVrs") {
+    const v = args.uint8(6);
+    const r = args.uint(7);
+    const s = args.uint(8);
+    if (v === undefined || r === undefined || s === undefined) return undefined;
+    parts = { v, r, s };
+  } else {
+    const signature = args.bytes(6);
+    const split = signature === undefined ? undefined : splitSignature(signature);
+    if (split === undefined || !split.ok) return undefined;
+    parts = split.value;
+  }
+  return signerRecoveryInput(authorizationDigest(separator, fields), parts);
 }
 
 /** keccak256(nonce ‖ keccak256(authorizer ‖ 0)): Solidity's slot for map[authorizer][nonce] at slot 0. */

@@ -1,13 +1,19 @@
 /**
  * Signer recovery with the checks USDC's ECRecover library makes before calling ecrecover:
- * EIP-2 low S, v of 27 or 28, and a signature that recovers at all.
+ * EIP-2 low S, v of 27 or 28, and a signature that recovers at all. The recovery itself is
+ * @ethereumjs/util's ecrecover, or the chain's drop-in for it that serves keys prefetched on
+ * worker threads (signature-recovery.ts).
  */
-import { bytesToBigInt } from "@ethereumjs/util";
-import { secp256k1 } from "@noble/curves/secp256k1";
+import {
+  bigIntToBytes,
+  bytesToBigInt,
+  ecrecover as recoverPublicKey,
+  SECP256K1_ORDER_DIV_2,
+  setLengthLeft,
+} from "@ethereumjs/util";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { err, ok, type Result } from "../result.ts";
-
-const HALF_ORDER = secp256k1.CURVE.n >> 1n;
+import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
 
 export type SignatureFailure = "invalid_signature_length" | "invalid_s" | "invalid_v" | "invalid_signature";
 
@@ -23,21 +29,38 @@ export function splitSignature(signature: Uint8Array): Result<SignatureParts, Si
   });
 }
 
+/**
+ * What recoverSigner hands to ecrecover for these parts, or undefined when its checks refuse
+ * them first. A worker that recovers this input ahead serves the precompile's exact request.
+ */
+export function signerRecoveryInput(
+  digest: Uint8Array,
+  { v, r, s }: SignatureParts,
+): RecoveryInput | undefined {
+  if (s > SECP256K1_ORDER_DIV_2) return undefined;
+  if (v !== 27 && v !== 28) return undefined;
+  // Words of the calldata: at most 32 bytes each. No chain id: v - 27 is the recovery bit.
+  return { hash: digest, v: BigInt(v), r: word(r), s: word(s), chainId: undefined };
+}
+
 /** The 20-byte address that signed `digest`. */
 export function recoverSigner(
   digest: Uint8Array,
-  { v, r, s }: SignatureParts,
+  parts: SignatureParts,
+  ecrecover: Ecrecover = recoverPublicKey,
 ): Result<Uint8Array, SignatureFailure> {
-  if (s > HALF_ORDER) return err("invalid_s");
-  if (v !== 27 && v !== 28) return err("invalid_v");
+  if (parts.s > SECP256K1_ORDER_DIV_2) return err("invalid_s");
+  const input = signerRecoveryInput(digest, parts);
+  if (input === undefined) return err("invalid_v");
   try {
-    const publicKey = new secp256k1.Signature(r, s)
-      .addRecoveryBit(v - 27)
-      .recoverPublicKey(digest)
-      .toBytes(false);
-    return ok(keccak_256(publicKey.subarray(1)).subarray(12));
+    const publicKey = ecrecover(input.hash, input.v, input.r, input.s, input.chainId);
+    return ok(keccak_256(publicKey).subarray(12));
   } catch {
     // r or s out of range (zero included), or no curve point for r: ecrecover returns address(0).
     return err("invalid_signature");
   }
+}
+
+function word(value: bigint): Uint8Array {
+  return setLengthLeft(bigIntToBytes(value), 32);
 }
