@@ -1,4 +1,5 @@
 import pino from "pino";
+import { prepareMoney } from "../../origin/actions/money-setup.ts";
 import { createApp } from "../../origin/app.ts";
 import { createChainClient } from "../../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
@@ -10,8 +11,16 @@ import { createLogger } from "../../origin/logger.ts";
 import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
+import type { TxTracker } from "../../origin/workers/tx-tracker.ts";
 
-export type TestOrigin = { url: string; base: string; deps: AppDeps; close(): Promise<void> };
+export type TestOrigin = {
+  url: string;
+  base: string;
+  deps: AppDeps;
+  /** The transaction tracker, running, when a money switch is on. */
+  tracker: TxTracker | undefined;
+  close(): Promise<void>;
+};
 
 export type StartTestOriginParams = {
   database: DatabaseHandle;
@@ -33,24 +42,34 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
   });
   const rpcUrl = config.chain.rpcUrl;
   const rpc = rpcUrl ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
+  const signer = params.signer ?? createDormantSignerClient();
+  const logger = params.onLogLine
+    ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
+    : pino({ level: "silent" });
+  // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
+  const prepared = await prepareMoney({ config, signer, rpc, db: params.database.db, logger });
+  if (!prepared.ok)
+    throw new Error(`the origin would refuse to start:\n  - ${prepared.errors.join("\n  - ")}`);
   const deps: AppDeps = {
     config,
     database: params.database,
     chain: rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined,
     rpc,
-    signer: params.signer ?? createDormantSignerClient(),
-    logger: params.onLogLine
-      ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
-      : pino({ level: "silent" }),
+    signer,
+    money: prepared.money,
+    logger,
     clock: systemClock,
   };
   const server = await startHttpServer(createApp(deps, { gateway: createGatewayRouter }), "127.0.0.1", 0);
+  prepared.tracker?.start();
   return {
     url: server.url,
     base: `${server.url}${config.http.basePath}`,
     deps,
+    tracker: prepared.tracker,
     async close() {
       await server.close(1_000);
+      await prepared.tracker?.stop();
       rpc?.close();
     },
   };

@@ -1,0 +1,104 @@
+/**
+ * POST /agent/v1/faucet (SPEC; DESIGN §7): pays AGENT_FAUCET_PAYOUT_AMOUNT from the faucet treasury
+ * (enclave `sign_faucet`) to the caller's own wallet. The cooldown and the daily limit are checked
+ * under a per-agent lock, so simultaneous requests from one agent see each other; the funding gate
+ * checks the receiving wallet and the treasury's balance.
+ */
+import type { Handler } from "hono";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
+import { AppError } from "../errors.ts";
+import { checkWalletGate } from "../funding/gate.ts";
+import type { AppEnv } from "../http/env.ts";
+import { parseJsonBody } from "../http/json-body.ts";
+import type { SignerFailure } from "../signer/types.ts";
+import type { Refusal } from "./execute.ts";
+import type { MoneyServices } from "./money-services.ts";
+import { faucetPayouts, requestHash } from "./repository.ts";
+import { runMoneyAction } from "./run-action.ts";
+import { secondsToNextUtcDay, startOfUtcDay } from "./utc-day.ts";
+
+export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
+  const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;
+  const treasury = services.treasury;
+  return async (c) => {
+    const body = await parseJsonBody(c, faucetRequestSchema);
+    if (!treasury) throw new AppError("feature_disabled", "the faucet has no treasury on this node");
+    const agent = c.get("agent");
+    const wallet = agent.assignedWallet.toLowerCase();
+    return runMoneyAction(
+      c,
+      services,
+      {
+        agentId: agent.agentId,
+        kind: "faucet",
+        idempotencyKey: body.idempotency_key,
+        requestHash: requestHash("faucet", {}),
+        amountUnits: payoutUnits,
+        toAddress: wallet,
+      },
+      (actionId) => ({
+        actionId,
+        agentId: agent.agentId,
+        purpose: "faucet",
+        sender: treasury,
+        to: wallet,
+        valueUnits: payoutUnits,
+        agentLockScope: "faucet",
+        readRecipientBalance: true,
+        sign: (params) => services.signer.signFaucet(params),
+        signerRefusal,
+        check: async (tx, context) => {
+          const payouts = await faucetPayouts(tx, agent.agentId, startOfUtcDay(context.now));
+          if (payouts.lastSignedAt) {
+            const waitMs = payouts.lastSignedAt.getTime() + cooldownMs - context.now.getTime();
+            if (waitMs > 0)
+              return retryLater(
+                "faucet_cooldown",
+                "one faucet payout per cooldown",
+                Math.ceil(waitMs / 1000),
+              );
+          }
+          if (payouts.totalSinceUnits + payoutUnits > dailyLimitUnits) {
+            return retryLater(
+              "faucet_daily_limit",
+              `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
+              secondsToNextUtcDay(context.now),
+            );
+          }
+          if (context.sender.balanceWei - context.inFlightWei < context.costWei) {
+            return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
+          }
+          const received = context.recipientBalanceWei ?? 0n;
+          const gate = await checkWalletGate(tx, {
+            wallet,
+            balanceAfterWei: received + payoutUnits * WEI_PER_UNIT,
+          });
+          return gate ? gateClosed(gate.reason, gate.message) : null;
+        },
+      }),
+    );
+  };
+}
+
+function retryLater(
+  code: "faucet_cooldown" | "faucet_daily_limit",
+  message: string,
+  seconds: number,
+): Refusal {
+  return { code, message, fields: { retry_after: seconds }, headers: { "Retry-After": String(seconds) } };
+}
+
+function gateClosed(reason: string, message: string): Refusal {
+  return { code: "funding_gate_closed", message, fields: { reason } };
+}
+
+function signerRefusal(failure: SignerFailure): Refusal {
+  if (failure.code === "cap_exceeded") {
+    return gateClosed("treasury_low", `the faucet's sealed budget refused this payout (${failure.reason})`);
+  }
+  return {
+    code: "agent_signer_unavailable",
+    message: `the signer cannot sign this payout (${failure.code})`,
+  };
+}

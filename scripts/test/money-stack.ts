@@ -1,0 +1,200 @@
+/**
+ * A whole money stack for integration tests, every part real: the devnet, the enclave process with
+ * a sealed policy and treasury, a database, keys made by the refill worker and drilled, identities
+ * proven by the sweep, wallets funded by transfers from the operator pool, and the origin app with
+ * its money switches on (built as main.ts builds it, including the check against the sealed policy).
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { eq } from "drizzle-orm";
+import pino from "pino";
+import type { Address } from "viem";
+import { DEV_OPERATOR_POOL_ADDRESS, type Devnet, startDevnet } from "../../devnet/index.ts";
+import { keyPool } from "../../origin/db/schema.ts";
+import { sweepIdentities } from "../../origin/identity/sweep.ts";
+import { provisionIdentity } from "../../origin/keypool/provision.ts";
+import { refillOnce } from "../../origin/keypool/refill.ts";
+import { runRestoreDrill } from "../../origin/keypool/restore-drill.ts";
+import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
+import { createSignerClient } from "../../origin/signer/create-signer-client.ts";
+import type { CapabilityProvider, SignerClient, SignerPolicy } from "../../origin/signer/types.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { payFromOperatorPool } from "../lib/operator-pool.ts";
+import { createTestDatabase, type TestDatabase } from "./database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
+import { startTestOrigin, type TestOrigin } from "./origin.ts";
+
+export type StackAgent = { token: string; agentId: string; wallet: Address; keyRef: string; batchId: string };
+
+export type MoneyStack = {
+  db: TestDatabase;
+  devnet: Devnet;
+  enclave: EnclaveProcess;
+  signer: SignerClient;
+  origin: TestOrigin;
+  /** The environment the origin was started with (for a second origin on the same stack). */
+  originEnv: Record<string, string>;
+  treasury: Address;
+  policy: SignerPolicy;
+  /** Mints capabilities of the enclave's three authorities. */
+  authorities: { admin: CapabilityProvider; policy: CapabilityProvider; recovery: CapabilityProvider };
+  /**
+   * A new agent on a fresh key. `units` funds its wallet from the operator pool; `drilled: false`
+   * leaves its key batch without restore evidence; `verified: false` skips the identity proof.
+   */
+  newAgent(options?: {
+    capabilities?: string[];
+    units?: bigint;
+    drilled?: boolean;
+    verified?: boolean;
+  }): Promise<StackAgent>;
+  /** Starts another origin on the same database, enclave and devnet (env overrides applied). */
+  startOrigin(env?: Record<string, string>): Promise<TestOrigin>;
+  close(): Promise<void>;
+};
+
+export type MoneyStackOptions = {
+  policy?: Partial<SignerPolicy>;
+  /** The treasury's sealed budget, in units. */
+  treasuryBudgetUnits?: bigint;
+  /** What the treasury is funded with, in units. */
+  treasuryUnits?: bigint;
+  /** Origin environment overrides (limits, switches). */
+  env?: Record<string, string>;
+};
+
+const logger = pino({ level: "silent" });
+
+export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
+  const db = await createTestDatabase();
+  const devnet = await startDevnet({ port: 0 });
+  const enclave = await startEnclaveProcess({ envId: "money-test" });
+  const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
+  const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+  const minter = (authority: Uint8Array): CapabilityProvider =>
+    createCapabilityMinter({ authority, envId: enclave.envId, client: signer });
+  const authorities = {
+    admin: minter(enclave.adminSecret),
+    policy: minter(enclave.policySecret),
+    recovery: minter(enclave.recoverySecret),
+  };
+
+  const policy: SignerPolicy = {
+    perTxLimitUnits: 10_000_000n,
+    dailyLimitUnits: 50_000_000n,
+    recipientAllowlist: null,
+    x402AmountUnits: null,
+    x402PayTo: null,
+    x402MaxTimeoutSeconds: 180,
+    operatorPool: DEV_OPERATOR_POOL_ADDRESS,
+    feeCeilingWei: 10n ** 15n,
+    ...options.policy,
+  };
+  const sealed = await signer.configurePolicy(policy, authorities.policy);
+  if (!sealed.ok) throw new Error(`configure_policy: ${sealed.error.code}`);
+  const treasury = await signer.configureTreasury(
+    { budgetUnits: options.treasuryBudgetUnits ?? 1_000_000_000n },
+    authorities.policy,
+  );
+  if (!treasury.ok) throw new Error(`configure_treasury: ${treasury.error.code}`);
+  await payFromOperatorPool(
+    devnet.url,
+    treasury.value.faucetAddress,
+    (options.treasuryUnits ?? 1_000_000_000n) * WEI_PER_UNIT,
+  );
+
+  const originEnv: Record<string, string> = {
+    AGENT_FAUCET_ENABLED: "true",
+    AGENT_TRANSFER_ENABLED: "true",
+    AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+    AGENT_FAUCET_COOLDOWN_MS: "60000",
+    AGENT_FAUCET_DAILY_LIMIT: "5000000",
+    AGENT_TRANSFER_PER_TX_LIMIT: policy.perTxLimitUnits.toString(),
+    AGENT_TRANSFER_DAILY_LIMIT: policy.dailyLimitUnits.toString(),
+    ...(policy.recipientAllowlist
+      ? { AGENT_TRANSFER_RECIPIENT_ALLOWLIST: policy.recipientAllowlist.join(",") }
+      : {}),
+    AGENT_OPERATOR_POOL_ADDRESS: policy.operatorPool,
+    AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+    AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+    AGENT_ENV_ID: enclave.envId,
+    ...options.env,
+  };
+  const origins: TestOrigin[] = [];
+  const startOrigin = async (env: Record<string, string> = {}): Promise<TestOrigin> => {
+    const started = await startTestOrigin({
+      database: db.handle,
+      rpcUrl: devnet.url,
+      env: { ...originEnv, ...env },
+      signer,
+    });
+    origins.push(started);
+    return started;
+  };
+  const origin = await startOrigin();
+
+  const refill = { db: db.handle.db, signer, authorize: authorities.admin, backupDir, logger };
+  const newAgent: MoneyStack["newAgent"] = async (agentOptions = {}) => {
+    const [batch] = await refillOnce(refill, { target: 1, batchSize: 1 });
+    if (!batch?.ok) throw new Error(`refill: ${batch ? batch.reason : "nothing made"}`);
+    if (agentOptions.drilled !== false) {
+      const drilled = await runRestoreDrill(db.handle.db, signer, authorities.recovery, batch.batchId);
+      if (!drilled.ok) throw new Error(`restore drill: ${drilled.reason}`);
+    }
+    const provisioned = await provisionIdentity(db.handle.db, {
+      capabilities: agentOptions.capabilities ?? ["read", "faucet", "transfer"],
+      origin: "operator",
+    });
+    if (!provisioned.ok) throw new Error(`provision: ${provisioned.error.code}`);
+    const [claimed] = await db.handle.db
+      .select({ batchId: keyPool.batchId })
+      .from(keyPool)
+      .where(eq(keyPool.keyRef, provisioned.value.keyRef));
+    // newAgent is sequential by contract: the key must be the one this call's batch made.
+    if (claimed?.batchId !== batch.batchId)
+      throw new Error("newAgent claimed another batch's key (call it sequentially)");
+    if (agentOptions.verified !== false) {
+      await sweepIdentities(
+        { db: db.handle.db, signer, logger },
+        { envId: enclave.envId, windowSeconds: 0, now: new Date() },
+      );
+    }
+    if (agentOptions.units) {
+      await payFromOperatorPool(
+        devnet.url,
+        provisioned.value.assignedWallet,
+        agentOptions.units * WEI_PER_UNIT,
+      );
+    }
+    return {
+      token: provisioned.value.token,
+      agentId: provisioned.value.agentId,
+      wallet: provisioned.value.assignedWallet,
+      keyRef: provisioned.value.keyRef,
+      batchId: batch.batchId,
+    };
+  };
+
+  return {
+    db,
+    devnet,
+    enclave,
+    signer,
+    origin,
+    originEnv,
+    treasury: treasury.value.faucetAddress,
+    policy,
+    authorities,
+    newAgent,
+    startOrigin,
+    async close() {
+      for (const started of origins) await started.close();
+      await signer.close();
+      await enclave.dispose();
+      await devnet.close();
+      await db.drop();
+      await rm(backupDir, { recursive: true, force: true });
+    },
+  };
+}
