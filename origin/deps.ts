@@ -1,3 +1,4 @@
+import type { ExecutorFaults } from "./actions/execute.ts";
 import type { ChainClient } from "./chain/client.ts";
 import type { FeeOracle } from "./chain/fees.ts";
 import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
@@ -20,6 +21,8 @@ export type MoneyRuntime = {
   treasury: { address: string; keyRef: string } | undefined;
   /** Called once a transaction is in flight (wakes the transaction tracker). */
   onInFlight: () => void;
+  /** Crash tests only: see ExecutorFaults. */
+  faults?: ExecutorFaults;
 };
 
 export const systemClock: Clock = { now: () => new Date() };

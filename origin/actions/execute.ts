@@ -55,6 +55,15 @@ export type ExecutorDeps = {
   logger: Logger;
   /** Called once a transaction is in flight, so the tracker looks for its receipt soon. */
   onInFlight?: () => void;
+  /** Fault injection for crash tests only (scripts/test/money-crash-origin.ts); never set otherwise. */
+  faults?: ExecutorFaults;
+};
+
+export type ExecutorFaults = {
+  /** After the signed transaction is committed, before it is broadcast. */
+  afterSigned?: () => void;
+  /** After the chain accepted the broadcast, before anything waits for the receipt. */
+  afterBroadcast?: () => void;
 };
 
 /** What the checks under the locks see. */
@@ -198,7 +207,9 @@ export async function executeMoneyOperation(
     });
   }
   if (outcome.kind !== "signed") return outcome;
+  deps.faults?.afterSigned?.();
   const broadcast = await broadcastStored(deps.db, deps.rpc, outcome.txId);
+  if (broadcast?.kind === "accepted") deps.faults?.afterBroadcast?.();
   if (broadcast?.kind !== "refused") deps.onInFlight?.();
   if (broadcast?.kind === "refused") {
     deps.logger.warn(

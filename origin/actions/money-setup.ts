@@ -12,7 +12,7 @@ import type { Db } from "../db/client.ts";
 import type { MoneyRuntime } from "../deps.ts";
 import type { Logger } from "../logger.ts";
 import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
-import { createTxTracker, type TxTracker } from "../workers/tx-tracker.ts";
+import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
 
 export type PrepareMoneyResult =
   | { ok: true; money: MoneyRuntime | undefined; tracker: TxTracker | undefined }
@@ -33,29 +33,37 @@ export async function prepareMoney(params: {
   rpc: JsonRpcUpstream | undefined;
   db: Db;
   logger: Logger;
+  tracker?: TxTrackerOptions;
 }): Promise<PrepareMoneyResult> {
   const { config } = params;
   if (!moneySwitchOn(config)) return { ok: true, money: undefined, tracker: undefined };
   const errors: string[] = [];
-  if (!params.rpc) errors.push("CHAIN_RPC_URL: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true");
+  if (!params.rpc)
+    errors.push("CHAIN_RPC_URL: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true");
   if (!config.signer.endpoint) {
-    errors.push("AGENT_SIGNER_SVC_HSM_ENDPOINT: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true");
+    errors.push(
+      "AGENT_SIGNER_SVC_HSM_ENDPOINT: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true",
+    );
   }
   if (!config.operatorPool) {
-    errors.push("AGENT_OPERATOR_POOL_ADDRESS: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true");
+    errors.push(
+      "AGENT_OPERATOR_POOL_ADDRESS: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true",
+    );
   }
   if (errors.length > 0 || !params.rpc) return { ok: false, errors };
   const sealed = await params.signer.getPolicy({ timeoutMs: 5_000 });
   if (!sealed.ok) {
     return {
       ok: false,
-      errors: [`cannot read the enclave's sealed policy (${sealed.error.code}: ${sealed.error.reason}); the money switches stay off`],
+      errors: [
+        `cannot read the enclave's sealed policy (${sealed.error.code}: ${sealed.error.reason}); the money switches stay off`,
+      ],
     };
   }
   const differences = policyDifferences(config, sealed.value);
   if (differences.length > 0) return { ok: false, errors: differences };
   const policy = sealed.value.policy!;
-  const tracker = createTxTracker({ db: params.db, rpc: params.rpc, logger: params.logger });
+  const tracker = createTxTracker({ db: params.db, rpc: params.rpc, logger: params.logger }, params.tracker);
   const treasury = sealed.value.treasury;
   return {
     ok: true,
@@ -75,9 +83,11 @@ export async function prepareMoney(params: {
 export function policyDifferences(config: Config, sealed: GetPolicyResult): string[] {
   const differences: string[] = [];
   const mismatch = (name: string, ours: string, theirs: string): void => {
-    if (ours !== theirs) differences.push(`${name} is ${ours} but the enclave's sealed policy says ${theirs}`);
+    if (ours !== theirs)
+      differences.push(`${name} is ${ours} but the enclave's sealed policy says ${theirs}`);
   };
-  if (sealed.chainId !== CHAIN_ID) differences.push(`the enclave is sealed for chain ${sealed.chainId}, not ${CHAIN_ID}`);
+  if (sealed.chainId !== CHAIN_ID)
+    differences.push(`the enclave is sealed for chain ${sealed.chainId}, not ${CHAIN_ID}`);
   if (sealed.envId !== config.envId) mismatch("AGENT_ENV_ID", config.envId, sealed.envId);
   const policy = sealed.policy;
   if (!policy) {
@@ -86,8 +96,16 @@ export function policyDifferences(config: Config, sealed: GetPolicyResult): stri
   }
   mismatch("AGENT_OPERATOR_POOL_ADDRESS", config.operatorPool ?? "unset", policy.operatorPool.toLowerCase());
   if (config.features.transfers) {
-    mismatch("AGENT_TRANSFER_PER_TX_LIMIT", String(config.transfers.perTxLimitUnits), String(policy.perTxLimitUnits));
-    mismatch("AGENT_TRANSFER_DAILY_LIMIT", String(config.transfers.dailyLimitUnits), String(policy.dailyLimitUnits));
+    mismatch(
+      "AGENT_TRANSFER_PER_TX_LIMIT",
+      String(config.transfers.perTxLimitUnits),
+      String(policy.perTxLimitUnits),
+    );
+    mismatch(
+      "AGENT_TRANSFER_DAILY_LIMIT",
+      String(config.transfers.dailyLimitUnits),
+      String(policy.dailyLimitUnits),
+    );
     mismatch(
       "AGENT_TRANSFER_RECIPIENT_ALLOWLIST",
       describeAllowlist(config.transfers.recipientAllowlist ?? null),
@@ -95,7 +113,9 @@ export function policyDifferences(config: Config, sealed: GetPolicyResult): stri
     );
   }
   if (config.features.faucet && !sealed.treasury) {
-    differences.push("AGENT_FAUCET_ENABLED is true but the enclave has no faucet treasury: `npm run enclave-policy -- treasury`");
+    differences.push(
+      "AGENT_FAUCET_ENABLED is true but the enclave has no faucet treasury: `npm run enclave-policy -- treasury`",
+    );
   }
   return differences;
 }

@@ -72,6 +72,7 @@ function moneyHandlers(deps: AppDeps): WriteHandlers {
     clock: deps.clock,
     logger: deps.logger,
     onInFlight: deps.money.onInFlight,
+    faults: deps.money.faults,
     config: deps.config,
     signer: deps.signer,
     operatorPool: deps.money.operatorPool,

@@ -19,6 +19,7 @@ import { runRestoreDrill } from "../../origin/keypool/restore-drill.ts";
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../../origin/signer/create-signer-client.ts";
 import type { CapabilityProvider, SignerClient, SignerPolicy } from "../../origin/signer/types.ts";
+import type { TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { payFromOperatorPool } from "../lib/operator-pool.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
@@ -35,6 +36,8 @@ export type MoneyStack = {
   origin: TestOrigin;
   /** The environment the origin was started with (for a second origin on the same stack). */
   originEnv: Record<string, string>;
+  /** The whole environment of an origin process (origin/main.ts) on this stack. */
+  processEnv(overrides?: Record<string, string>): Record<string, string>;
   treasury: Address;
   policy: SignerPolicy;
   /** Mints capabilities of the enclave's three authorities. */
@@ -50,7 +53,7 @@ export type MoneyStack = {
     verified?: boolean;
   }): Promise<StackAgent>;
   /** Starts another origin on the same database, enclave and devnet (env overrides applied). */
-  startOrigin(env?: Record<string, string>): Promise<TestOrigin>;
+  startOrigin(env?: Record<string, string>, tracker?: TxTrackerOptions): Promise<TestOrigin>;
   close(): Promise<void>;
 };
 
@@ -122,12 +125,16 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     ...options.env,
   };
   const origins: TestOrigin[] = [];
-  const startOrigin = async (env: Record<string, string> = {}): Promise<TestOrigin> => {
+  const startOrigin = async (
+    env: Record<string, string> = {},
+    tracker?: TxTrackerOptions,
+  ): Promise<TestOrigin> => {
     const started = await startTestOrigin({
       database: db.handle,
       rpcUrl: devnet.url,
       env: { ...originEnv, ...env },
       signer,
+      tracker,
     });
     origins.push(started);
     return started;
@@ -183,6 +190,13 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     signer,
     origin,
     originEnv,
+    processEnv: (overrides = {}) => ({
+      ...originEnv,
+      AGENT_GATEWAY_ENABLED: "true",
+      DATABASE_URL: db.url,
+      CHAIN_RPC_URL: devnet.url,
+      ...overrides,
+    }),
     treasury: treasury.value.faucetAddress,
     policy,
     authorities,

@@ -11,7 +11,7 @@ import { createLogger } from "../../origin/logger.ts";
 import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
-import type { TxTracker } from "../../origin/workers/tx-tracker.ts";
+import type { TxTracker, TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
 
 export type TestOrigin = {
   url: string;
@@ -28,6 +28,8 @@ export type StartTestOriginParams = {
   rpcUrl?: string;
   env?: Record<string, string>;
   signer?: SignerClient;
+  /** Timings of the transaction tracker (tests shorten its grace periods). */
+  tracker?: TxTrackerOptions;
   /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
   onLogLine?: (line: string) => void;
 };
@@ -47,7 +49,14 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
     : pino({ level: "silent" });
   // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
-  const prepared = await prepareMoney({ config, signer, rpc, db: params.database.db, logger });
+  const prepared = await prepareMoney({
+    config,
+    signer,
+    rpc,
+    db: params.database.db,
+    logger,
+    tracker: params.tracker,
+  });
   if (!prepared.ok)
     throw new Error(`the origin would refuse to start:\n  - ${prepared.errors.join("\n  - ")}`);
   const deps: AppDeps = {

@@ -1,0 +1,66 @@
+/**
+ * Runs an origin as its own process (origin/main.ts, or a fault-injection child printing its base
+ * URL first), for tests that kill it, restart it or run two at once on one database.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { REPO_ROOT } from "./enclave-process.ts";
+
+export type OriginProcess = {
+  /** `http://127.0.0.1:<port>/77` */
+  base: string;
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the exit code or the signal that ended it. */
+  exited: Promise<number | string>;
+  /** SIGTERM and wait. */
+  stop(): Promise<number | string>;
+};
+
+export async function spawnOrigin(params: {
+  env: Record<string, string>;
+  entry?: string;
+  timeoutMs?: number;
+}): Promise<OriginProcess> {
+  const { DATABASE_URL: _inherited, ...inherited } = process.env;
+  const child = spawn(process.execPath, ["--import", "tsx", params.entry ?? "origin/main.ts"], {
+    cwd: REPO_ROOT,
+    env: { ...inherited, ORIGIN_PORT: "0", LOG_LEVEL: "info", ...params.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<number | string>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
+  );
+  const deadline = Date.now() + (params.timeoutMs ?? 60_000);
+  let base: string | undefined;
+  while (!base) {
+    // main.ts logs `{"msg":"origin listening","url":…}`; fault children print the URL alone.
+    const listening =
+      /"url":"(http:\/\/[^"]+)"[^\n]*"origin listening"|"msg":"origin listening"[^\n]*"url":"(http:\/\/[^"]+)"/.exec(
+        output,
+      );
+    const bare = /^(http:\/\/127\.0\.0\.1:\d+\/\S+)$/m.exec(output);
+    base = listening?.[1] ?? listening?.[2] ?? bare?.[1];
+    if (base) break;
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`origin exited before listening:\n${output}`);
+    if (Date.now() > deadline) throw new Error(`origin did not start in time:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    base,
+    child,
+    output: () => output,
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
