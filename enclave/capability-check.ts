@@ -10,7 +10,7 @@ import {
   payloadBinding,
   verifyCapabilitySignature,
 } from "../shared/capability.ts";
-import { PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../shared/enclave-protocol.ts";
+import { type CapabilityScope, PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../shared/enclave-protocol.ts";
 import type { SealedConfig } from "./sealed-config.ts";
 import type { EnclaveState } from "./state-store.ts";
 
@@ -28,7 +28,7 @@ export function checkCapability(
   if (!parsed.success) return null;
   const cap = parsed.data;
   const scope = PRIVILEGED_OP_SCOPE[op];
-  const authority = scope === "admin" ? config.admin_authority : config.recovery_authority;
+  const authority = authorityOfScope(config, scope);
   if (cap.op !== op || cap.scope !== scope || cap.authority !== authority) return null;
   if (cap.chain_id !== config.chain_id || cap.env_id !== config.env_id) return null;
   let binding: string;
@@ -44,4 +44,16 @@ export function checkCapability(
   // Strictly contiguous: a replay (counter < next) and a gap (counter > next) are both refused.
   if (cap.counter !== next) return null;
   return { counterKey, counter: cap.counter, cap };
+}
+
+/** The sealed authority of each tier (DESIGN §5 "Ops and tiers"); exhaustive over the scopes. */
+function authorityOfScope(config: SealedConfig, scope: CapabilityScope): string {
+  switch (scope) {
+    case "admin":
+      return config.admin_authority;
+    case "policy":
+      return config.policy_authority;
+    case "recovery":
+      return config.recovery_authority;
+  }
 }

@@ -1,9 +1,18 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { ed25519 } from "@noble/curves/ed25519";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
-import { mintCapability, randomAuthoritySecret } from "../shared/capability.ts";
+import {
+  authorityPublicKey,
+  CAPABILITY_VERSION,
+  type CapabilityBody,
+  capabilitySigningPreimage,
+  payloadBinding,
+  randomAuthoritySecret,
+} from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
+import { toHex } from "../shared/hex.ts";
 import { mintFor, nextCounter } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
@@ -83,24 +92,35 @@ describe("capabilities (real process)", () => {
     await expectRejectedWithoutStateChange(cap);
   });
 
-  it("refuses a capability minted for another op", async () => {
-    const counter = await nextCounter(client, fixture.adminSecret, "generate_keys");
-    const cap = mintCapability({
-      authoritySecret: fixture.adminSecret,
-      op: "configure_policy",
-      params,
-      requestId: "wrong-op",
-      chainId: CHAIN_ID,
-      envId: fixture.envId,
-      counter,
-    });
-    await expectRejectedWithoutStateChange(cap);
+  it("refuses a capability minted for another op (of the same tier, bound to these params)", async () => {
+    // Built by hand so that only `op` is wrong: export_backup is admin tier like generate_keys, the
+    // binding is that of the generate_keys request actually sent, the signature is the admin
+    // authority's, and the counter is the next one for generate_keys (counters are kept per op sent).
+    const body: CapabilityBody = {
+      ver: CAPABILITY_VERSION,
+      authority: authorityPublicKey(fixture.adminSecret),
+      op: "export_backup",
+      request_id: "wrong-op",
+      chain_id: CHAIN_ID,
+      env_id: fixture.envId,
+      scope: "admin",
+      counter: await nextCounter(client, fixture.adminSecret, "generate_keys"),
+      payload_binding: payloadBinding("generate_keys", params),
+    };
+    const sig = toHex(ed25519.sign(capabilitySigningPreimage(body), fixture.adminSecret));
+    await expectRejectedWithoutStateChange({ ...body, sig });
   });
 
-  it("refuses a capability for another environment or chain", async () => {
+  it("refuses a capability for another environment", async () => {
+    // Counters are kept per (authority, env, scope, op): nothing was ever accepted for other-env,
+    // so 1 is exactly the counter that env would expect. Only the env check can refuse this.
     await expectRejectedWithoutStateChange(
-      await mintFor(client, fixture, "generate_keys", params, { envId: "other-env" }),
+      await mintFor(client, fixture, "generate_keys", params, { envId: "other-env", counter: 1 }),
     );
+  });
+
+  it("refuses a capability for another chain", async () => {
+    // The chain is not part of the counter key: the counter minted here is the valid next one.
     await expectRejectedWithoutStateChange(
       await mintFor(client, fixture, "generate_keys", params, { chainId: 1 }),
     );
@@ -123,7 +143,7 @@ describe("capabilities (real process)", () => {
     expect(await nextCounter(client, fixture.recoverySecret, "restore_backup")).toBe(1);
   });
 
-  it("keeps counters per op: configure_policy starts at 1 after generate_keys advanced", async () => {
-    expect(await nextCounter(client, fixture.adminSecret, "configure_policy")).toBe(1);
+  it("keeps counters per op: export_backup starts at 1 after generate_keys advanced", async () => {
+    expect(await nextCounter(client, fixture.adminSecret, "export_backup")).toBe(1);
   });
 });

@@ -22,20 +22,20 @@ describe("enclave CLI arguments", () => {
     });
   });
 
-  it("parses init and requires its three values", () => {
-    expect(
-      parseEnclaveArgs(
-        ["init", "--env-id", "dev", "--admin-pubkey", "aa", "--recovery-pubkey", "bb", "--data-dir", "/d"],
-        {},
-      ),
-    ).toEqual({
+  it("parses init and requires its four values", () => {
+    const init = ["init", "--env-id", "dev", "--admin-pubkey", "aa", "--policy-pubkey", "cc"];
+    expect(parseEnclaveArgs([...init, "--recovery-pubkey", "bb", "--data-dir", "/d"], {})).toEqual({
       command: "init",
       dataDir: "/d",
       envId: "dev",
       adminAuthority: "aa",
+      policyAuthority: "cc",
       recoveryAuthority: "bb",
     });
     expect(() => parseEnclaveArgs(["init", "--env-id", "dev"], {})).toThrow(UsageError);
+    expect(() =>
+      parseEnclaveArgs(["init", "--env-id", "dev", "--admin-pubkey", "aa", "--recovery-pubkey", "bb"], {}),
+    ).toThrow(/--policy-pubkey/);
     expect(() => parseEnclaveArgs(["destroy"], {})).toThrow(UsageError);
   });
 });

@@ -14,6 +14,7 @@ export type EnclaveCommand =
       dataDir: string;
       envId: string;
       adminAuthority: string;
+      policyAuthority: string;
       recoveryAuthority: string;
     }
   | {
@@ -37,7 +38,7 @@ export class UsageError extends Error {
 }
 
 export const USAGE = `usage:
-  npm run enclave -- init --env-id ID --admin-pubkey HEX --recovery-pubkey HEX [--data-dir DIR]
+  npm run enclave -- init --env-id ID --admin-pubkey HEX --policy-pubkey HEX --recovery-pubkey HEX [--data-dir DIR]
   npm run enclave [-- serve] [--socket PATH] [--data-dir DIR]
 env: ENCLAVE_SOCKET_PATH (default ${DEFAULT_SOCKET_PATH}), ENCLAVE_DATA_DIR (default ${DEFAULT_DATA_DIR}),
      ENCLAVE_ANNOUNCED_PROFILE / --profile (tests only), LOG_LEVEL`;
@@ -53,6 +54,7 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
     options: {
       "env-id": { type: "string" },
       "admin-pubkey": { type: "string" },
+      "policy-pubkey": { type: "string" },
       "recovery-pubkey": { type: "string" },
       "data-dir": { type: "string" },
       socket: { type: "string" },
@@ -64,11 +66,12 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
   if (command === "init") {
     const envId = values["env-id"];
     const adminAuthority = values["admin-pubkey"];
+    const policyAuthority = values["policy-pubkey"];
     const recoveryAuthority = values["recovery-pubkey"];
-    if (!envId || !adminAuthority || !recoveryAuthority) {
-      throw new UsageError("init needs --env-id, --admin-pubkey and --recovery-pubkey");
+    if (!envId || !adminAuthority || !policyAuthority || !recoveryAuthority) {
+      throw new UsageError("init needs --env-id, --admin-pubkey, --policy-pubkey and --recovery-pubkey");
     }
-    return { command: "init", dataDir, envId, adminAuthority, recoveryAuthority };
+    return { command: "init", dataDir, envId, adminAuthority, policyAuthority, recoveryAuthority };
   }
   if (command === "serve") {
     return {

@@ -13,6 +13,15 @@ import { privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 const RECIPIENT: Address = "0x1111111111111111111111111111111111111111";
+/** 10^15 wei (1000 units): far above any fee the devnet asks for, far below a wallet's balance. */
+const FEE_CEILING_WEI = "1000000000000000";
+/** 100 USDC, in wei. */
+const WALLET_BALANCE_WEI = 10n ** 20n;
+/**
+ * Issue 11's fee-only drain: value 0, and a tip as high as the fee cap so the whole maximum fee is
+ * paid. 21000 × 4761904761904761 = 99999999999999981000 wei: the wallet keeps 19000 wei.
+ */
+const DRAIN_FEE_PER_GAS = (WALLET_BALANCE_WEI / 21_000n).toString();
 
 describe("enclave-signed transactions on the devnet (real enclave process, real devnet)", () => {
   let devnet: Devnet;
@@ -31,6 +40,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       x402_pay_to: null,
       x402_max_timeout_seconds: 180,
       operator_pool: DEV_OPERATOR_POOL_ADDRESS,
+      fee_ceiling_wei: FEE_CEILING_WEI,
     });
   });
   afterAll(async () => {
@@ -107,6 +117,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       x402_pay_to: payTo,
       x402_max_timeout_seconds: 180,
       operator_pool: DEV_OPERATOR_POOL_ADDRESS,
+      fee_ceiling_wei: FEE_CEILING_WEI,
     });
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
@@ -147,5 +158,66 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
     const receipt = await chain.waitForTransactionReceipt({ hash, timeout: 10_000 });
     expect(receipt.status).toBe("success");
     expect((await chain.getBalance({ address: payTo })) - before).toBe(10_000n * WEI_PER_UNIT);
+  });
+
+  /**
+   * Asks the enclave to sign a zero-value transaction whose maximum fee is nearly the whole balance
+   * of `from`, and broadcasts whatever it signs, as a compromised origin would.
+   */
+  const attemptFeeDrain = async (op: "sign_transfer" | "sign_faucet", keyRef: string, from: Address) => {
+    const chain = publicClientFor(devnet.url);
+    const response = await client.request(op, {
+      key_ref: keyRef,
+      chain_id: CHAIN_ID,
+      to: RECIPIENT,
+      value_units: "0",
+      nonce: String(await chain.getTransactionCount({ address: from })),
+      max_fee_per_gas: DRAIN_FEE_PER_GAS,
+      max_priority_fee_per_gas: DRAIN_FEE_PER_GAS,
+      gas_limit: "21000",
+    });
+    if (response.ok) {
+      const hash = await chain.sendRawTransaction({
+        serializedTransaction: (response.result as { raw_transaction: `0x02${string}` }).raw_transaction,
+      });
+      await chain.waitForTransactionReceipt({ hash, timeout: 10_000 });
+    }
+    return { response, balance: await chain.getBalance({ address: from }) };
+  };
+
+  it("refuses a fee-only drain of an agent wallet under limits of 0: nothing signed, the balance unchanged", async () => {
+    await privileged(client, fixture, "configure_policy", {
+      per_tx_limit_units: "0",
+      daily_limit_units: "0",
+      recipient_allowlist: null,
+      x402_amount_units: null,
+      x402_pay_to: null,
+      x402_max_timeout_seconds: 180,
+      operator_pool: DEV_OPERATOR_POOL_ADDRESS,
+      fee_ceiling_wei: FEE_CEILING_WEI,
+    });
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "devnet-fee-drain",
+    });
+    const [wallet] = batch.keys as Array<{ key_ref: string; address: Address }>;
+    await fund(devnet.url, wallet!.address, WALLET_BALANCE_WEI);
+    const { response, balance } = await attemptFeeDrain("sign_transfer", wallet!.key_ref, wallet!.address);
+    expect(balance).toBe(WALLET_BALANCE_WEI);
+    expect(response).toMatchObject({ ok: false, error: { code: "cap_exceeded" } });
+  });
+
+  it("refuses a fee-only drain of the faucet treasury under a budget of 0: nothing signed, the balance unchanged", async () => {
+    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "0" });
+    const faucetAddress = treasury.faucet_address as Address;
+    await fund(devnet.url, faucetAddress, WALLET_BALANCE_WEI);
+    const { response, balance } = await attemptFeeDrain(
+      "sign_faucet",
+      treasury.faucet_key_ref as string,
+      faucetAddress,
+    );
+    expect(balance).toBe(WALLET_BALANCE_WEI);
+    expect(response).toMatchObject({ ok: false, error: { code: "cap_exceeded" } });
   });
 });

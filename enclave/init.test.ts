@@ -10,6 +10,7 @@ import { readSealedConfig, readSealingKey } from "./sealed-config.ts";
 describe("initEnclave", () => {
   let dir: string;
   const admin = authorityPublicKey(randomAuthoritySecret());
+  const policy = authorityPublicKey(randomAuthoritySecret());
   const recovery = authorityPublicKey(randomAuthoritySecret());
 
   beforeEach(async () => {
@@ -19,11 +20,12 @@ describe("initEnclave", () => {
     await rm(join(dir, ".."), { recursive: true, force: true });
   });
 
-  it("creates a 0600 sealing key and seals env id, chain id 77 and both authorities beside it", async () => {
+  it("creates a 0600 sealing key and seals env id, chain id 77 and the three authorities beside it", async () => {
     await initEnclave({
       dataDir: dir,
       envId: "dev-1",
       adminAuthority: admin,
+      policyAuthority: policy.toUpperCase().replace("0X", "0x"),
       recoveryAuthority: recovery.slice(2),
     });
     const layout = dataDirLayout(dir);
@@ -32,26 +34,43 @@ describe("initEnclave", () => {
     expect((await stat(dir)).mode & 0o777).toBe(0o700);
     const config = await readSealedConfig(layout, await readSealingKey(layout));
     expect(config).toMatchObject({
-      v: 1,
+      v: 2,
       env_id: "dev-1",
       chain_id: 77,
       admin_authority: admin,
+      policy_authority: policy,
       recovery_authority: recovery,
     });
     expect((await readdir(dir)).sort()).toEqual(["enclave.sealed", "keys", "sealing.key"]);
   });
 
   it("refuses to initialise twice, which would orphan every sealed key", async () => {
-    await initEnclave({ dataDir: dir, envId: "dev-1", adminAuthority: admin, recoveryAuthority: recovery });
-    await expect(
-      initEnclave({ dataDir: dir, envId: "dev-1", adminAuthority: admin, recoveryAuthority: recovery }),
-    ).rejects.toBeInstanceOf(InitError);
+    const params = {
+      dataDir: dir,
+      envId: "dev-1",
+      adminAuthority: admin,
+      policyAuthority: policy,
+      recoveryAuthority: recovery,
+    };
+    await initEnclave(params);
+    await expect(initEnclave(params)).rejects.toBeInstanceOf(InitError);
   });
 
-  it("refuses a bad env id, a bad key and equal authorities", async () => {
-    const base = { dataDir: dir, envId: "dev-1", adminAuthority: admin, recoveryAuthority: recovery };
+  it("refuses a bad env id, a bad key and any two equal authorities", async () => {
+    const base = {
+      dataDir: dir,
+      envId: "dev-1",
+      adminAuthority: admin,
+      policyAuthority: policy,
+      recoveryAuthority: recovery,
+    };
     await expect(initEnclave({ ...base, envId: "Dev_1" })).rejects.toThrow(/env-id/);
     await expect(initEnclave({ ...base, adminAuthority: "0x1234" })).rejects.toThrow(/admin-pubkey/);
+    await expect(initEnclave({ ...base, policyAuthority: "0x1234" })).rejects.toThrow(/policy-pubkey/);
     await expect(initEnclave({ ...base, recoveryAuthority: admin })).rejects.toThrow(/differ/);
+    // The origin holds the admin key: a policy authority equal to it would undo the tier.
+    await expect(initEnclave({ ...base, policyAuthority: admin.slice(2) })).rejects.toThrow(/differ/);
+    await expect(initEnclave({ ...base, policyAuthority: recovery })).rejects.toThrow(/differ/);
+    await expect(readdir(join(dir, ".."))).resolves.toEqual([]);
   });
 });

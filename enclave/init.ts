@@ -9,7 +9,12 @@ import { normaliseHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
 import { writeFileAtomic } from "./atomic-file.ts";
 import { dataDirLayout } from "./data-dir.ts";
-import { isEnclaveInitialised, type SealedConfig, sealConfig } from "./sealed-config.ts";
+import {
+  isEnclaveInitialised,
+  SEALED_CONFIG_VERSION,
+  type SealedConfig,
+  sealConfig,
+} from "./sealed-config.ts";
 import { generateSealingKey } from "./sealing.ts";
 
 export type InitEnclaveParams = {
@@ -17,6 +22,7 @@ export type InitEnclaveParams = {
   envId: string;
   /** Ed25519 public keys (32 bytes hex, with or without 0x). */
   adminAuthority: string;
+  policyAuthority: string;
   recoveryAuthority: string;
   chainId?: number;
   now?: () => Date;
@@ -31,10 +37,11 @@ export class InitError extends Error {
 export async function initEnclave(params: InitEnclaveParams): Promise<SealedConfig> {
   if (!ENV_ID_PATTERN.test(params.envId)) throw new InitError("--env-id must match [a-z0-9-]{1,64}");
   const adminAuthority = parseAuthority(params.adminAuthority, "--admin-pubkey");
+  const policyAuthority = parseAuthority(params.policyAuthority, "--policy-pubkey");
   const recoveryAuthority = parseAuthority(params.recoveryAuthority, "--recovery-pubkey");
-  if (adminAuthority === recoveryAuthority) {
-    // The tiers only mean something if they are held by different keys.
-    throw new InitError("the admin and recovery authority keys must differ");
+  if (new Set([adminAuthority, policyAuthority, recoveryAuthority]).size !== 3) {
+    // The tiers only mean something if they are held by different keys (DESIGN §5 "Ops and tiers").
+    throw new InitError("the admin, policy and recovery authority keys must all differ");
   }
   const layout = dataDirLayout(params.dataDir);
   if (await isEnclaveInitialised(layout)) throw new InitError(`${params.dataDir} is already initialised`);
@@ -43,10 +50,11 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
 
   const sealingKey = generateSealingKey();
   const config: SealedConfig = {
-    v: 1,
+    v: SEALED_CONFIG_VERSION,
     env_id: params.envId,
     chain_id: params.chainId ?? CHAIN_ID,
     admin_authority: adminAuthority,
+    policy_authority: policyAuthority,
     recovery_authority: recoveryAuthority,
     created_at: (params.now ?? (() => new Date()))().toISOString(),
   };

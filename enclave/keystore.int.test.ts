@@ -105,7 +105,9 @@ describe("keystore, identity proof and backups (real process)", () => {
       x402_pay_to: null,
       x402_max_timeout_seconds: 180,
       operator_pool: "0x00000000000000000000000000000000000000aa",
+      fee_ceiling_wei: "1000000000000000",
     });
+    // Each transfer's maximum fee (21000 × 1 wei) counts as one unit.
     const transfer = (value: string) => ({
       key_ref: keys[2]!.key_ref,
       chain_id: CHAIN_ID,
@@ -116,7 +118,7 @@ describe("keystore, identity proof and backups (real process)", () => {
       max_priority_fee_per_gas: "1",
       gas_limit: "21000",
     });
-    expectOk(await client.request("sign_transfer", transfer("50")));
+    expectOk(await client.request("sign_transfer", transfer("49")));
     const counterBefore = await nextCounter(client, fixture.adminSecret, "generate_keys");
 
     expect(await fixture.stop()).toBe(0);
@@ -130,10 +132,11 @@ describe("keystore, identity proof and backups (real process)", () => {
       });
     }
     expect(await nextCounter(client, fixture.adminSecret, "generate_keys")).toBe(counterBefore);
-    expect(await client.request("sign_transfer", transfer("11"))).toMatchObject({
+    // 50 of 60 spent before the restart: 10 + 1 is refused, 9 + 1 fits exactly.
+    expect(await client.request("sign_transfer", transfer("10"))).toMatchObject({
       error: { code: "cap_exceeded", reason: "over the daily limit" },
     });
-    expectOk(await client.request("sign_transfer", transfer("10")));
+    expectOk(await client.request("sign_transfer", transfer("9")));
   });
 
   it("removes its socket on SIGTERM", async () => {

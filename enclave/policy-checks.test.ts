@@ -12,13 +12,15 @@ const policy: Policy = {
   x402PayTo: PAY_TO,
   x402MaxTimeoutSeconds: 180,
   operatorPool: POOL,
+  feeCeilingWei: 10n ** 13n,
 };
 const transfer = {
   sealedChainId: 77,
   chainId: 77,
   to: "0x1111111111111111111111111111111111111111",
-  valueUnits: 10n,
   gasLimit: 21_000n,
+  maxFeeWei: 21_000n,
+  costUnits: 10n,
   spentTodayUnits: 0n,
 };
 const reason = (failure: { reason: string } | null): string | null => failure?.reason ?? null;
@@ -29,14 +31,15 @@ describe("checkTransfer", () => {
     expect(checkTransfer(null, transfer)).toEqual({ code: "not_configured", reason: expect.any(String) });
   });
 
-  it("refuses chain, operator pool (any case), allowlist, per-tx, daily and gas violations with cap_exceeded", () => {
+  it("refuses chain, operator pool (any case), allowlist, fee, per-tx, daily and gas violations with cap_exceeded", () => {
     const cases: Array<[Partial<typeof transfer>, Partial<Policy>, string]> = [
       [{ chainId: 1 }, {}, "chain id not allowed"],
       [{ to: POOL.toUpperCase().replace("0X", "0x") }, {}, "recipient not allowed"],
       [{}, { recipientAllowlist: new Set([PAY_TO]) }, "recipient not allowed"],
-      [{ valueUnits: 101n }, {}, "over the per-transaction limit"],
-      [{ valueUnits: 60n, spentTodayUnits: 100n }, {}, "over the daily limit"],
+      [{ costUnits: 101n }, {}, "over the per-transaction limit"],
+      [{ costUnits: 60n, spentTodayUnits: 100n }, {}, "over the daily limit"],
       [{ gasLimit: MAX_GAS_LIMIT + 1n }, {}, "gas limit above the enclave bound"],
+      [{ maxFeeWei: 10n ** 13n + 1n, costUnits: 11n }, {}, "fee above the policy ceiling"],
     ];
     for (const [input, policyChange, expected] of cases) {
       const failure = checkTransfer({ ...policy, ...policyChange }, { ...transfer, ...input });
@@ -45,8 +48,9 @@ describe("checkTransfer", () => {
     }
   });
 
-  it("allows exactly the daily limit", () => {
-    expect(checkTransfer(policy, { ...transfer, valueUnits: 50n, spentTodayUnits: 100n })).toBeNull();
+  it("allows exactly the daily limit and exactly the fee ceiling", () => {
+    expect(checkTransfer(policy, { ...transfer, costUnits: 50n, spentTodayUnits: 100n })).toBeNull();
+    expect(checkTransfer(policy, { ...transfer, maxFeeWei: 10n ** 13n })).toBeNull();
   });
 
   it("treats the default limits of 0 as refusing every non-zero transfer (SPEC Limits)", () => {
@@ -60,15 +64,17 @@ describe("checkFaucet", () => {
   const treasury: Treasury = { faucetKeyRef: "aa".repeat(32), budgetUnits: 1000n, spentUnits: 900n };
   const { spentTodayUnits: _unused, ...payout } = transfer;
   it("stays within the budget", () => {
-    expect(checkFaucet(policy, treasury, { ...payout, valueUnits: 100n })).toBeNull();
-    expect(reason(checkFaucet(policy, treasury, { ...payout, valueUnits: 101n }))).toBe(
+    expect(checkFaucet(policy, treasury, { ...payout, costUnits: 100n })).toBeNull();
+    expect(reason(checkFaucet(policy, treasury, { ...payout, costUnits: 101n }))).toBe(
       "over the faucet budget",
     );
   });
-  it("never pays the operator pool and checks the chain even without a policy", () => {
+  it("never pays the operator pool, keeps to the fee ceiling, and signs nothing without a policy", () => {
     expect(checkFaucet(policy, treasury, { ...payout, to: POOL })?.code).toBe("cap_exceeded");
-    expect(checkFaucet(null, treasury, { ...payout, chainId: 5 })?.code).toBe("cap_exceeded");
-    expect(checkFaucet(null, treasury, payout)).toBeNull();
+    expect(reason(checkFaucet(policy, treasury, { ...payout, maxFeeWei: 10n ** 13n + 1n }))).toBe(
+      "fee above the policy ceiling",
+    );
+    expect(checkFaucet(null, treasury, payout)?.code).toBe("not_configured");
   });
 });
 

@@ -7,48 +7,58 @@ import type { EnclaveFailure } from "../shared/enclave-protocol.ts";
 import type { Policy, Treasury } from "./policy.ts";
 
 /**
- * Bounds the fee a caller can make a wallet burn: policy limits count value only, and a data-less
- * native transfer needs 21000 gas.
+ * A bound on the gas limit independent of policy: a data-less native transfer needs 21000 gas, and
+ * the fee ceiling below bounds what the gas may cost.
  */
 export const MAX_GAS_LIMIT = 500_000n;
 
 const exceeded = (reason: string): EnclaveFailure => ({ code: "cap_exceeded", reason });
+const NO_POLICY: EnclaveFailure = { code: "not_configured", reason: "signing policy is not configured" };
 
-export type TransferCheck = {
+export type TransactionCheck = {
   sealedChainId: number;
   chainId: number;
   to: string;
-  valueUnits: bigint;
   gasLimit: bigint;
-  spentTodayUnits: bigint;
+  /** gas limit × max fee per gas (shared/fees.ts maxFeeWei). */
+  maxFeeWei: bigint;
+  /** value + the maximum fee rounded up to units (shared/fees.ts costUnits). */
+  costUnits: bigint;
 };
 
-/** sign_transfer: chain, recipient, per-transaction and daily limits. */
+export type TransferCheck = TransactionCheck & { spentTodayUnits: bigint };
+
+/**
+ * sign_transfer: chain, recipient, fee ceiling, per-transaction and daily limits. The limits count
+ * value plus the maximum fee (DESIGN §5), so no transfer moves more than the policy allows through
+ * its fee.
+ */
 export function checkTransfer(policy: Policy | null, input: TransferCheck): EnclaveFailure | null {
-  if (!policy) return { code: "not_configured", reason: "signing policy is not configured" };
+  if (!policy) return NO_POLICY;
   const common = checkCommon(policy, input);
   if (common) return common;
   if (policy.recipientAllowlist && !policy.recipientAllowlist.has(input.to.toLowerCase())) {
     return exceeded("recipient not allowed");
   }
-  if (input.valueUnits > policy.perTxLimitUnits) return exceeded("over the per-transaction limit");
-  if (input.spentTodayUnits + input.valueUnits > policy.dailyLimitUnits)
+  if (input.costUnits > policy.perTxLimitUnits) return exceeded("over the per-transaction limit");
+  if (input.spentTodayUnits + input.costUnits > policy.dailyLimitUnits)
     return exceeded("over the daily limit");
   return null;
 }
 
-export type FaucetCheck = Omit<TransferCheck, "spentTodayUnits">;
-
-/** sign_faucet: chain, never to the operator pool, within the sealed faucet budget. */
+/**
+ * sign_faucet: a policy must be sealed (no policy, no signing: DESIGN §5), chain, never to the
+ * operator pool, fee ceiling, and value plus maximum fee within the sealed faucet budget.
+ */
 export function checkFaucet(
   policy: Policy | null,
   treasury: Treasury,
-  input: FaucetCheck,
+  input: TransactionCheck,
 ): EnclaveFailure | null {
+  if (!policy) return NO_POLICY;
   const common = checkCommon(policy, input);
   if (common) return common;
-  if (treasury.spentUnits + input.valueUnits > treasury.budgetUnits)
-    return exceeded("over the faucet budget");
+  if (treasury.spentUnits + input.costUnits > treasury.budgetUnits) return exceeded("over the faucet budget");
   return null;
 }
 
@@ -78,13 +88,11 @@ export function checkX402(policy: Policy | null, input: X402Check): EnclaveFailu
   return null;
 }
 
-function checkCommon(
-  policy: Policy | null,
-  input: { sealedChainId: number; chainId: number; to: string; gasLimit: bigint },
-): EnclaveFailure | null {
+function checkCommon(policy: Policy, input: TransactionCheck): EnclaveFailure | null {
   if (input.chainId !== input.sealedChainId) return exceeded("chain id not allowed");
-  if (policy && input.to.toLowerCase() === policy.operatorPool) return exceeded("recipient not allowed");
+  if (input.to.toLowerCase() === policy.operatorPool) return exceeded("recipient not allowed");
   if (input.gasLimit > MAX_GAS_LIMIT) return exceeded("gas limit above the enclave bound");
+  if (input.maxFeeWei > policy.feeCeilingWei) return exceeded("fee above the policy ceiling");
   return null;
 }
 

@@ -14,6 +14,8 @@ export type Policy = {
   x402PayTo: string | null;
   x402MaxTimeoutSeconds: number;
   operatorPool: string;
+  /** Ceiling on one transaction's gas limit × max fee per gas, in wei. */
+  feeCeilingWei: bigint;
 };
 
 export type Treasury = {
@@ -34,6 +36,7 @@ export function policyFromWire(wire: WirePolicy): Policy {
     x402PayTo: wire.x402_pay_to === null ? null : wire.x402_pay_to.toLowerCase(),
     x402MaxTimeoutSeconds: wire.x402_max_timeout_seconds,
     operatorPool: wire.operator_pool.toLowerCase(),
+    feeCeilingWei: BigInt(wire.fee_ceiling_wei),
   };
 }
 
@@ -47,5 +50,6 @@ export function policyToWire(policy: Policy): WirePolicy {
     x402_pay_to: policy.x402PayTo,
     x402_max_timeout_seconds: policy.x402MaxTimeoutSeconds,
     operator_pool: policy.operatorPool,
+    fee_ceiling_wei: policy.feeCeilingWei.toString(),
   };
 }

@@ -1,7 +1,8 @@
 /**
- * The enclave's sealed identity (issue 4 "Keystore"): env id, chain id and the admin and recovery
- * authority public keys, fixed at `init` and sealed beside the sealing key. Capabilities and
- * identity proofs are checked against these values, never against anything a caller sends.
+ * The enclave's sealed identity (issue 4 "Keystore"): env id, chain id and the admin, policy and
+ * recovery authority public keys (DESIGN §5 "Ops and tiers"), fixed at `init` and sealed beside the
+ * sealing key. Capabilities and identity proofs are checked against these values, never against
+ * anything a caller sends.
  */
 import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
@@ -12,15 +13,31 @@ import { SEAL_LABEL, SEALING_KEY_BYTES, SealError, seal, unseal } from "./sealin
 
 const authorityKey = z.string().regex(/^0x[0-9a-f]{64}$/);
 
+/** Version 2 added the policy authority (issue 11). */
+export const SEALED_CONFIG_VERSION = 2;
+
 export const sealedConfigSchema = z.object({
-  v: z.literal(1),
+  v: z.literal(SEALED_CONFIG_VERSION),
   env_id: z.string().regex(ENV_ID_PATTERN),
   chain_id: z.number().int().positive(),
   admin_authority: authorityKey,
+  policy_authority: authorityKey,
   recovery_authority: authorityKey,
   created_at: z.string(),
 });
 export type SealedConfig = z.infer<typeof sealedConfigSchema>;
+
+/** The shape `init` sealed before issue 11: no policy authority, so the admin key set policy. */
+const sealedConfigV1Schema = z.object({ v: z.literal(1), env_id: z.string() });
+
+/**
+ * Thrown for a data folder sealed before the policy authority existed. It cannot be upgraded in
+ * place: adding an authority to a sealed config would need no capability at all, which is exactly
+ * the hole issue 11 closes, so the operator re-initialises.
+ */
+export class SealedConfigOutdatedError extends Error {
+  override readonly name = "SealedConfigOutdatedError";
+}
 
 /** Seals the config for writing to disk. */
 export function sealConfig(sealingKey: Uint8Array, config: SealedConfig): Uint8Array {
@@ -34,12 +51,19 @@ export async function readSealingKey(layout: DataDirLayout): Promise<Uint8Array>
   return key;
 }
 
-/** Unseals and parses the config; throws SealError if it does not authenticate or parse. */
+/**
+ * Unseals and parses the config; throws SealedConfigOutdatedError for the pre-policy-authority
+ * shape and SealError if it does not authenticate or parse.
+ */
 export async function readSealedConfig(layout: DataDirLayout, sealingKey: Uint8Array): Promise<SealedConfig> {
   const blob = new Uint8Array(await readFile(layout.sealedConfig));
-  const parsed = sealedConfigSchema.safeParse(decodeCbor(unseal(sealingKey, SEAL_LABEL.config, blob)));
-  if (!parsed.success) throw new SealError("sealed config does not parse");
-  return parsed.data;
+  const decoded = decodeCbor(unseal(sealingKey, SEAL_LABEL.config, blob));
+  const parsed = sealedConfigSchema.safeParse(decoded);
+  if (parsed.success) return parsed.data;
+  if (sealedConfigV1Schema.safeParse(decoded).success) {
+    throw new SealedConfigOutdatedError("sealed config v1 has no policy authority");
+  }
+  throw new SealError("sealed config does not parse");
 }
 
 /** True once `init` has completed for this data directory. */

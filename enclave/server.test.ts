@@ -30,6 +30,7 @@ describe("startEnclaveServer", () => {
       dataDir,
       envId: "server-test",
       adminAuthority: authorityPublicKey(randomAuthoritySecret()),
+      policyAuthority: authorityPublicKey(randomAuthoritySecret()),
       recoveryAuthority: authorityPublicKey(randomAuthoritySecret()),
     });
 

@@ -10,11 +10,17 @@ import type { Logger } from "pino";
 import { ENCLAVE_PROFILE } from "../shared/constants.ts";
 import { serveConnection } from "./connection.ts";
 import type { EnclaveContext } from "./context.ts";
-import { dataDirLayout } from "./data-dir.ts";
+import { type DataDirLayout, dataDirLayout } from "./data-dir.ts";
 import { handleRequest } from "./dispatch.ts";
 import { Keystore } from "./keystore.ts";
 import { createEnclaveLogger } from "./logger.ts";
-import { isEnclaveInitialised, readSealedConfig, readSealingKey } from "./sealed-config.ts";
+import {
+  isEnclaveInitialised,
+  readSealedConfig,
+  readSealingKey,
+  type SealedConfig,
+  SealedConfigOutdatedError,
+} from "./sealed-config.ts";
 import { socketAccepts } from "./socket-probe.ts";
 import { StateStore } from "./state-store.ts";
 
@@ -52,7 +58,7 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     throw new EnclaveStartError(`${layout.sealingKey} must not be readable by group or others (chmod 600)`);
   }
   const sealingKey = await readSealingKey(layout);
-  const config = await readSealedConfig(layout, sealingKey);
+  const config = await readConfigOrExplain(params.dataDir, layout, sealingKey);
   const ctx: EnclaveContext = {
     config,
     keystore: await Keystore.open(layout.keysDir, sealingKey, logger),
@@ -92,6 +98,27 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     return closed;
   };
   return { socketPath: params.socketPath, envId: config.env_id, close };
+}
+
+/** The sealed config, or a start error that tells the operator how to re-initialise an old folder. */
+async function readConfigOrExplain(
+  dataDir: string,
+  layout: DataDirLayout,
+  sealingKey: Uint8Array,
+): Promise<SealedConfig> {
+  try {
+    return await readSealedConfig(layout, sealingKey);
+  } catch (error) {
+    if (!(error instanceof SealedConfigOutdatedError)) throw error;
+    throw new EnclaveStartError(
+      `${dataDir} was initialised before the policy authority existed (issue 11), so its policy ` +
+        "would still be settable with the origin's admin key; this enclave refuses to serve it. " +
+        "Re-initialise: move the data folder away, create a policy authority key " +
+        "(npx tsx scripts/enclave-authority.ts --out FILE) and run " +
+        "`npm run enclave -- init --env-id … --admin-pubkey … --policy-pubkey … --recovery-pubkey …` " +
+        "(local stack: rm -rf .data, then npm start).",
+    );
+  }
 }
 
 /** Removes a stale socket file, but refuses to steal one a live enclave is listening on. */

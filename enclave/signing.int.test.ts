@@ -26,17 +26,20 @@ const policy = (overrides: Record<string, unknown> = {}): Record<string, unknown
   x402_pay_to: PAY_TO,
   x402_max_timeout_seconds: 180,
   operator_pool: OPERATOR_POOL,
+  fee_ceiling_wei: "10000000000000", // 10 units
   ...overrides,
 });
 
+// Fee-free unless a test sets fees, so the value arithmetic below is exact; the limits' counting of
+// value plus the maximum fee is covered in spend-limits.int.test.ts.
 const transfer = (key: Key, overrides: Record<string, unknown> = {}): Record<string, unknown> => ({
   key_ref: key.key_ref,
   chain_id: CHAIN_ID,
   to: RECIPIENT,
   value_units: "10",
   nonce: "0",
-  max_fee_per_gas: "2000000000",
-  max_priority_fee_per_gas: "1000000000",
+  max_fee_per_gas: "0",
+  max_priority_fee_per_gas: "0",
   gas_limit: "21000",
   ...overrides,
 });
@@ -63,6 +66,9 @@ describe("signing under policy (real process)", () => {
     await fixture?.dispose();
   });
 
+  const treasurySpent = async (): Promise<unknown> =>
+    (expectOk(await client.request("get_policy", {})).treasury as { spent_units: string }).spent_units;
+
   it("answers not_configured before a policy or treasury is sealed", async () => {
     expect(await client.request("sign_transfer", transfer(agentKey))).toMatchObject({
       ok: false,
@@ -82,7 +88,7 @@ describe("signing under policy (real process)", () => {
     });
   });
 
-  it("configures the treasury (generating a faucet key) and the policy", async () => {
+  it("configures the treasury, generating a faucet key", async () => {
     const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "1000" });
     expect(treasury).toMatchObject({
       budget_units: "1000",
@@ -91,12 +97,39 @@ describe("signing under policy (real process)", () => {
     const identity = expectOk(await client.request("public_identity", { key_ref: treasury.faucet_key_ref }));
     expect(identity).toMatchObject({ namespace: "faucet", address: treasury.faucet_address });
     faucetKey = identity as Key;
+  });
+
+  it("refuses sign_faucet with not_configured while no policy is sealed, even with a treasury", async () => {
+    const payout = transfer(faucetKey, { to: agentKey.address, value_units: "1" });
+    expect(await client.request("sign_faucet", payout)).toEqual({
+      v: 1,
+      id: expect.any(Number),
+      ok: false,
+      error: { code: "not_configured", reason: "signing policy is not configured" },
+    });
+    expect(expectOk(await client.request("get_policy", {}))).toMatchObject({
+      policy_version: 0,
+      policy: null,
+      treasury: { budget_units: "1000", spent_units: "0" },
+    });
+  });
+
+  it("configures the policy", async () => {
     expect(await privileged(client, fixture, "configure_policy", policy())).toEqual(policy());
   });
 
   it("signs an EIP-1559 transfer that recovers to the key's address", async () => {
+    // Maximum fee 21000 × 1000 wei = 2.1e7 wei, which counts as 1 unit (rounded up).
     const result = expectOk(
-      await client.request("sign_transfer", transfer(agentKey, { value_units: "25", nonce: "3" })),
+      await client.request(
+        "sign_transfer",
+        transfer(agentKey, {
+          value_units: "25",
+          nonce: "3",
+          max_fee_per_gas: "1000",
+          max_priority_fee_per_gas: "500",
+        }),
+      ),
     );
     const raw = result.raw_transaction as `0x02${string}`;
     expect(result.tx_hash).toBe(keccak256(raw));
@@ -108,14 +141,36 @@ describe("signing under policy (real process)", () => {
       to: RECIPIENT,
       value: 25n * WEI_PER_UNIT,
       gas: 21000n,
-      maxFeePerGas: 2_000_000_000n,
-      maxPriorityFeePerGas: 1_000_000_000n,
+      maxFeePerGas: 1000n,
+      maxPriorityFeePerGas: 500n,
     });
     // EIP-2: low-S only.
     expect(BigInt(tx.s!) <= 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n).toBe(true);
     expect((await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase()).toBe(
       agentKey.address.toLowerCase(),
     );
+  });
+
+  it("refuses a payout signed with a faucet-namespace key that is not the treasury's", async () => {
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "faucet",
+      count: 1,
+      batch_id: "other-faucet-key",
+    });
+    const [otherFaucetKey] = batch.keys as [Key];
+    const spentBefore = await treasurySpent();
+    expect(
+      await client.request(
+        "sign_faucet",
+        transfer(otherFaucetKey, { to: agentKey.address, value_units: "1" }),
+      ),
+    ).toEqual({
+      v: 1,
+      id: expect.any(Number),
+      ok: false,
+      error: { code: "key_purpose_mismatch", reason: "key not usable for this operation" },
+    });
+    expect(await treasurySpent()).toBe(spentBefore);
   });
 
   it("refuses a faucet key for sign_transfer and an agent key for sign_faucet (no oracle for unknown keys)", async () => {
@@ -163,7 +218,7 @@ describe("signing under policy (real process)", () => {
   });
 
   it("tracks the daily limit per key", async () => {
-    // agentKey spent 25 above; 25 + 100 = 125 fits, then 125 + 30 > 150 does not.
+    // agentKey spent 25 + 1 (fee) above; 26 + 100 = 126 fits, then 126 + 30 > 150 does not.
     expectOk(await client.request("sign_transfer", transfer(agentKey, { value_units: "100" })));
     expect(await client.request("sign_transfer", transfer(agentKey, { value_units: "30" }))).toMatchObject({
       error: { code: "cap_exceeded", reason: "over the daily limit" },

@@ -20,16 +20,31 @@ describe("StateStore (sealed, group commit)", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("starts empty and persists counters, policy, treasury and daily spend across a reopen", async () => {
+  it("starts empty and persists counters, policy and its version, treasury and daily spend across a reopen", async () => {
     const store = await StateStore.open(path, key);
     expect(store.state.counters.size).toBe(0);
+    expect(store.state.policyVersion).toBe(0);
+    const policy = {
+      perTxLimitUnits: 10n,
+      dailyLimitUnits: 20n,
+      recipientAllowlist: new Set(["0x1111111111111111111111111111111111111111"]),
+      x402AmountUnits: null,
+      x402PayTo: null,
+      x402MaxTimeoutSeconds: 180,
+      operatorPool: "0x00000000000000000000000000000000000000aa",
+      feeCeilingWei: 10n ** 15n,
+    };
     await store.commit((state) => {
       state.counters.set("k", 3);
+      state.policy = policy;
+      state.policyVersion = 4;
       state.treasury = { faucetKeyRef: "ab".repeat(32), budgetUnits: 10n ** 30n, spentUnits: 5n };
       state.daily = { day: "2025-01-01", spent: new Map([["cd".repeat(32), 42n]]) };
     });
     const reopened = await StateStore.open(path, key);
     expect(reopened.state.counters.get("k")).toBe(3);
+    expect(reopened.state.policy).toEqual(policy);
+    expect(reopened.state.policyVersion).toBe(4);
     expect(reopened.state.treasury).toEqual({
       faucetKeyRef: "ab".repeat(32),
       budgetUnits: 10n ** 30n,

@@ -1,5 +1,6 @@
 /**
- * The enclave's mutable state (capability counters, policy, treasury, daily spend per key), sealed
+ * The enclave's mutable state (capability counters, policy and its version, treasury, daily spend
+ * per key), sealed
  * in one file. Writes use group commit: a change is applied to memory at once (so checks that
  * follow see it, with no await in between), and its caller waits until a write that includes it
  * is durable. Concurrent signers therefore share one fsync instead of queueing one each, and no
@@ -19,15 +20,20 @@ export type EnclaveState = {
   /** Last accepted counter per (authority, env, scope, op) key. */
   counters: Map<string, number>;
   policy: Policy | null;
+  /** 0 before the first configure_policy; +1 on every accepted one (get_policy reports it). */
+  policyVersion: number;
   treasury: Treasury | null;
   /** Transfer spend per key for one UTC day; a new day starts from zero. */
   daily: DailySpend;
 };
 
+// v2 (issue 11): policy_version, and the policy's fee_ceiling_wei. A v1 state file only exists
+// beside a v1 sealed config, which the server refuses before reading state.
 const persistedSchema = z.object({
-  v: z.literal(1),
+  v: z.literal(2),
   counters: z.record(z.string(), z.number().int().positive()),
   policy: policySchema.nullable(),
+  policy_version: z.number().int().nonnegative(),
   treasury: z
     .object({ faucet_key_ref: keyRefSchema, budget_units: uintStringSchema, spent_units: uintStringSchema })
     .nullable(),
@@ -97,13 +103,20 @@ export class StateStore {
 }
 
 function emptyState(): EnclaveState {
-  return { counters: new Map(), policy: null, treasury: null, daily: { day: "", spent: new Map() } };
+  return {
+    counters: new Map(),
+    policy: null,
+    policyVersion: 0,
+    treasury: null,
+    daily: { day: "", spent: new Map() },
+  };
 }
 
 function fromPersisted(data: z.infer<typeof persistedSchema>): EnclaveState {
   return {
     counters: new Map(Object.entries(data.counters)),
     policy: data.policy ? policyFromWire(data.policy) : null,
+    policyVersion: data.policy_version,
     treasury: data.treasury
       ? {
           faucetKeyRef: data.treasury.faucet_key_ref,
@@ -120,9 +133,10 @@ function fromPersisted(data: z.infer<typeof persistedSchema>): EnclaveState {
 
 function toPersisted(state: EnclaveState): z.infer<typeof persistedSchema> {
   return {
-    v: 1,
+    v: 2,
     counters: Object.fromEntries(state.counters),
     policy: state.policy ? policyToWire(state.policy) : null,
+    policy_version: state.policyVersion,
     treasury: state.treasury
       ? {
           faucet_key_ref: state.treasury.faucetKeyRef,

@@ -74,7 +74,7 @@ describe("gateway master switch", () => {
     expect(body.error.request_id).toBe(response.headers.get("x-request-id"));
   });
 
-  it("serves the health check and reports a missing chain", async () => {
+  it("serves the health check and reports a missing chain and no enclave endpoint", async () => {
     const app = createApp(depsFor({}));
     const response = await app.request("/77/healthz");
     expect(response.status).toBe(200);
@@ -82,6 +82,7 @@ describe("gateway master switch", () => {
       status: "degraded",
       database: { ok: true },
       chain: { configured: false, ok: false },
+      enclave: { configured: false, ok: false, policy_version: null, policy: null },
     });
   });
 });

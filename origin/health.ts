@@ -1,16 +1,26 @@
 import { Hono } from "hono";
 import type { AppDeps } from "./deps.ts";
 import type { AppEnv } from "./http/env.ts";
+import { readEnclavePolicy } from "./signer/sealed-policy.ts";
+
+/** /healthz must answer promptly even when the enclave hangs. */
+export const HEALTH_ENCLAVE_TIMEOUT_MS = 2_000;
 
 type Probe = { ok: boolean; ms: number; error?: string };
 
 /**
  * GET {base}/healthz: private (the edge never routes it). 200 while the database answers;
- * the chain is reported but does not fail the check, since the origin can run without one.
+ * the chain and the enclave are reported but do not fail the check, since the origin can run
+ * without them. The enclave section is the sealed policy, read live (DESIGN §5, issue 11): limits
+ * and addresses, no key material.
  */
 export function createHealthRouter(deps: AppDeps): Hono<AppEnv> {
   const router = new Hono<AppEnv>();
   router.get("/healthz", async (c) => {
+    const enclavePolicy = readEnclavePolicy(deps.signer, {
+      configured: deps.config.signer.endpoint !== undefined,
+      timeoutMs: HEALTH_ENCLAVE_TIMEOUT_MS,
+    });
     const db = await probe(() => deps.database.ping());
     let chain: Probe & { configured: boolean; block_number?: string };
     if (deps.chain) {
@@ -27,8 +37,13 @@ export function createHealthRouter(deps: AppDeps): Hono<AppEnv> {
     } else {
       chain = { configured: false, ok: false, ms: 0, error: "CHAIN_RPC_URL is not set" };
     }
-    const status = db.ok ? (chain.ok ? "ok" : "degraded") : "down";
-    return c.json({ status, database: { driver: deps.database.driver, ...db }, chain }, db.ok ? 200 : 503);
+    const enclave = await enclavePolicy;
+    const enclaveOk = enclave.ok || !enclave.configured;
+    const status = db.ok ? (chain.ok && enclaveOk ? "ok" : "degraded") : "down";
+    return c.json(
+      { status, database: { driver: deps.database.driver, ...db }, chain, enclave },
+      db.ok ? 200 : 503,
+    );
   });
   return router;
 }

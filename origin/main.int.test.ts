@@ -1,9 +1,13 @@
 import { execFileSync, spawn } from "node:child_process";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { privileged } from "../enclave/testing/capabilities.ts";
+import { RawEnclaveClient } from "../enclave/testing/raw-client.ts";
+import { createTestDatabase } from "../scripts/test/database.ts";
+import { startEnclaveProcess } from "../scripts/test/enclave-process.ts";
 import { freePort } from "../scripts/test/free-port.ts";
 
 function processesMentioning(text: string): string[] {
@@ -84,4 +88,108 @@ describe("origin/main.ts as a process", () => {
     expect(stderr).toContain("ORIGIN_PORT: must be at most 65535");
     expect(stderr).not.toContain("short");
   });
+
+  /** Runs origin/main.ts until it logs "origin listening", calls `check`, then stops it. */
+  const withOrigin = async (
+    env: Record<string, string>,
+    check: (port: number, output: () => string) => Promise<void>,
+  ): Promise<void> => {
+    const port = await freePort();
+    const origin = spawn(process.execPath, ["--import", "tsx", "origin/main.ts"], {
+      env: { ...process.env, ...env, ORIGIN_PORT: String(port), LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    origin.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => origin.once("exit", (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 60_000;
+      while (!output.includes("origin listening") && Date.now() < deadline && origin.exitCode === null) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(output).toContain("origin listening");
+      await check(port, () => output);
+    } finally {
+      origin.kill("SIGTERM");
+      await exited;
+    }
+  };
+
+  it("with the admin key only, logs the enclave's sealed policy at start and serves it on /healthz", async () => {
+    const database = await createTestDatabase();
+    const enclave = await startEnclaveProcess({ envId: "main-env" });
+    try {
+      const { client } = await RawEnclaveClient.connect(enclave.socketPath);
+      const policy = {
+        per_tx_limit_units: "10000000",
+        daily_limit_units: "100000000",
+        recipient_allowlist: ["0x1111111111111111111111111111111111111111"],
+        x402_amount_units: null,
+        x402_pay_to: null,
+        x402_max_timeout_seconds: 180,
+        operator_pool: "0x00000000000000000000000000000000000000aa",
+        fee_ceiling_wei: "1000000000000000",
+      };
+      await privileged(client, enclave, "configure_policy", policy);
+      client.close();
+      const adminKeyFile = path.join(enclave.dir, "admin-authority.key");
+      await writeFile(adminKeyFile, `${Buffer.from(enclave.adminSecret).toString("hex")}\n`, { mode: 0o600 });
+      // The origin's whole enclave configuration: the socket and the admin key (key-pool refills).
+      await withOrigin(
+        {
+          DATABASE_URL: database.url,
+          AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+          AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
+          AGENT_ENV_ID: "main-env",
+        },
+        async (port, output) => {
+          const line = output()
+            .split("\n")
+            .find((entry) => entry.includes('"msg":"enclave policy"'));
+          expect(JSON.parse(line ?? "{}")).toMatchObject({
+            level: 30,
+            policy_version: 1,
+            per_tx_limit_units: "10000000",
+            daily_limit_units: "100000000",
+            fee_ceiling_wei: "1000000000000000",
+            allowlist_size: 1,
+            x402_amount_units: null,
+            x402_pay_to: null,
+          });
+          const health = await fetch(`http://127.0.0.1:${port}/77/healthz`);
+          expect(await health.json()).toMatchObject({
+            enclave: { configured: true, ok: true, policy_version: 1, policy },
+          });
+        },
+      );
+    } finally {
+      await enclave.dispose();
+      await database.drop();
+    }
+  }, 90_000);
+
+  it("starts anyway, with a warning, when the configured enclave does not answer", async () => {
+    const database = await createTestDatabase();
+    try {
+      await withOrigin(
+        {
+          DATABASE_URL: database.url,
+          AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${path.join(tmpdir(), "no-such-enclave.sock")}`,
+        },
+        async (port, output) => {
+          expect(output()).toContain("enclave policy unavailable at start");
+          const health = await fetch(`http://127.0.0.1:${port}/77/healthz`);
+          expect(health.status).toBe(200);
+          expect(await health.json()).toMatchObject({
+            status: "degraded",
+            enclave: { configured: true, ok: false, error: "signer_unreachable" },
+          });
+        },
+      );
+    } finally {
+      await database.drop();
+    }
+  }, 90_000);
 });

@@ -10,6 +10,7 @@ import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
 import { startHttpServer } from "./server.ts";
 import { createSignerClient } from "./signer/create-signer-client.ts";
+import { logSealedPolicy } from "./signer/sealed-policy.ts";
 import { startBackgroundWorkers } from "./workers/background.ts";
 
 /** Boot only: config → database → deps → app → serve; clean shutdown on SIGINT/SIGTERM. */
@@ -46,8 +47,10 @@ async function main(): Promise<void> {
     liveIdentityEnabled: config.features.liveIdentity,
     logger,
   });
-  // Issue 12 item 5: a money switch whose limits differ from the enclave's sealed policy stops here.
-  const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger });
+  // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
+  const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
+  // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
+  const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger, sealed });
   if (!prepared.ok) {
     process.stderr.write(
       `origin: the money switches cannot be turned on:\n  - ${prepared.errors.join("\n  - ")}\n`,

@@ -124,8 +124,9 @@ async function main(): Promise<void> {
         x402PayTo: PAY_TO,
         x402MaxTimeoutSeconds: 180,
         operatorPool: "0x00000000000000000000000000000000000000aa",
+        feeCeilingWei: 0n,
       },
-      admin,
+      createCapabilityMinter({ authority: fixture.policySecret, envId: fixture.envId, client }),
     );
     if (!policy.ok) throw new Error(`configure_policy failed: ${policy.error.code}`);
     const keyRefs = batch.value.keys.map((key) => key.keyRef);

@@ -1,7 +1,8 @@
 /**
  * Creates an Ed25519 authority key pair for enclave capabilities (issue 4 item 3): writes the
  * 32-byte seed as hex to a new 0600 file and prints the public key to pass to
- * `npm run enclave -- init --admin-pubkey/--recovery-pubkey`. Never overwrites an existing key.
+ * `npm run enclave -- init --admin-pubkey/--policy-pubkey/--recovery-pubkey`. Never overwrites an
+ * existing key. Run it offline for the policy and recovery keys: only their public keys travel.
  *
  *   npx tsx scripts/enclave-authority.ts --out .data/admin-authority.key
  *

@@ -1,9 +1,27 @@
 import { execFileSync, spawn } from "node:child_process";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
+import { LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./lib/local-policy.ts";
 import { freePort } from "./test/free-port.ts";
+
+/** The environment of a running process, as the kernel holds it (Linux). */
+async function environmentOf(pid: number): Promise<string[]> {
+  return (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0");
+}
+
+/** The pid of the launcher's child running `entry`. */
+function childRunning(launcherPid: number, entry: string): number {
+  const out = execFileSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" });
+  const line = out
+    .split("\n")
+    .map((row) => row.trim().split(/\s+/))
+    .find(([, ppid, ...args]) => Number(ppid) === launcherPid && args.join(" ").includes(entry));
+  if (!line) throw new Error(`no child running ${entry}`);
+  return Number(line[0]);
+}
 
 /** Processes whose command line mentions the folder: the stack's parts while it runs. */
 function processesMentioning(text: string): string[] {
@@ -55,7 +73,31 @@ describe("npm start (the local stack launcher)", () => {
 
     const health = await fetch(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ status: "ok", database: { ok: true }, chain: { ok: true } });
+    // The enclave was given the local policy and a treasury with the policy key, and the origin
+    // reads both back live.
+    expect(await health.json()).toMatchObject({
+      status: "ok",
+      database: { ok: true },
+      chain: { ok: true },
+      enclave: {
+        configured: true,
+        ok: true,
+        policy_version: 1,
+        policy: signerPolicyToWire(LOCAL_POLICY),
+        treasury: { budget_units: LOCAL_TREASURY_BUDGET_UNITS.toString(), spent_units: "0" },
+      },
+    });
+    // Issue 11: the local stack holds every key, but the origin is given the admin key only.
+    const policyKeyFile = path.join(dataDir, "policy-authority.key");
+    expect((await stat(policyKeyFile)).mode & 0o777).toBe(0o600);
+    const policySeed = (await readFile(policyKeyFile, "utf8")).trim();
+    const originEnv = await environmentOf(childRunning(launcher.pid!, "origin/main.ts"));
+    expect(originEnv).toContain(
+      `AGENT_ADMIN_AUTHORITY_KEY_FILE=${path.join(dataDir, "admin-authority.key")}`,
+    );
+    expect(
+      originEnv.filter((entry) => entry.includes("policy-authority") || entry.includes(policySeed)),
+    ).toEqual([]);
     // Every part runs: postgres, the devnet (its state file), the enclave (its socket), the origin.
     const running = processesMentioning(dataDir).join("\n");
     expect(running).toContain("postgres");

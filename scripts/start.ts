@@ -1,7 +1,8 @@
 /**
  * `npm start`: the whole stack on one machine with embedded defaults (DESIGN §3), in order:
- * embedded Postgres, migrations, the devnet, the enclave (initialised on first run), the origin
- * with its workers, an operator-provisioned agent token, and last the edge worker in Miniflare.
+ * embedded Postgres, migrations, the devnet, the enclave (initialised on first run, then given the
+ * local signing policy with the policy key), the origin with its workers and the admin key only, an
+ * operator-provisioned agent token, and last the edge worker in Miniflare.
  * Ctrl-C stops every part, last started first.
  *
  * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
@@ -17,6 +18,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { type EdgeHandle, startEdge } from "./lib/edge.ts";
 import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
 import { initEnclaveOnce } from "./lib/local-enclave.ts";
+import { ensureLocalPolicy } from "./lib/local-policy.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/supervisor.ts";
 
@@ -106,6 +108,9 @@ async function main(): Promise<void> {
     );
     await waitUntilReady(enclave, () => socketAccepts(socketPath));
     say(`enclave    ready on ${socketPath}`);
+    // The local stack plays the operator too: it seals a small policy with the policy key, which
+    // the origin never gets (issue 11; production keeps that key offline).
+    await ensureLocalPolicy({ socketPath, policyKeyFile: authority.policyKeyFile, onLine: say });
 
     const secrets = await loadOrCreateLocalSecrets(dataDir);
     // DESIGN §3: every switch on for the local stack except public registration (spec: paused).
@@ -158,6 +163,7 @@ async function main(): Promise<void> {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }
     say(`secrets    ${path.join(dataDir, "local-secrets.json")} (console tokens; never printed)`);
+    say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
     say("Ctrl-C stops everything");
   } catch (error) {

@@ -96,10 +96,31 @@ export const policySchema = z.strictObject({
   x402_pay_to: addressSchema.nullable(),
   x402_max_timeout_seconds: z.number().int().min(1).max(86_400),
   operator_pool: addressSchema,
+  /** Ceiling on one transaction's maximum fee (gas limit × max fee per gas), in wei. */
+  fee_ceiling_wei: uintStringSchema,
 });
 export type WirePolicy = z.infer<typeof policySchema>;
 export const configurePolicyParams = policySchema;
 export const configurePolicyResult = policySchema;
+
+export const treasuryStatusSchema = z.object({
+  faucet_key_ref: keyRefSchema,
+  faucet_address: addressSchema,
+  budget_units: uintStringSchema,
+  spent_units: uintStringSchema,
+});
+
+/** get_policy (no capability): the sealed policy, so the origin can check its configuration against it. */
+export const getPolicyParams = z.strictObject({});
+export const getPolicyResult = z.object({
+  env_id: z.string().regex(ENV_ID_PATTERN),
+  chain_id: z.number().int(),
+  /** 0 until the first configure_policy; +1 on every accepted one. */
+  policy_version: z.number().int().nonnegative(),
+  policy: policySchema.nullable(),
+  treasury: treasuryStatusSchema.nullable(),
+});
+export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 
 export const publicIdentityParams = z.strictObject({ key_ref: keyRefSchema });
 export const publicIdentityResult = publicKeyInfoSchema.extend({
@@ -169,6 +190,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   sign_faucet: { params: signTransactionParams, result: signTransactionResult },
   sign_x402_authorization: { params: signX402AuthorizationParams, result: signX402AuthorizationResult },
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
+  get_policy: { params: getPolicyParams, result: getPolicyResult },
 } as const;
 
 export type EnclaveOpSchemas = typeof ENCLAVE_OP_SCHEMAS;

@@ -20,23 +20,28 @@ export const ENCLAVE_ERROR_CODES = [
 ] as const;
 export type EnclaveErrorCode = (typeof ENCLAVE_ERROR_CODES)[number];
 
-/** Ops that need a capability, with their tier (DESIGN §5 "Ops and tiers"). */
+/**
+ * Ops that need a capability, with their tier (DESIGN §5 "Ops and tiers"). The policy tier is held
+ * apart from the admin key the origin keeps for key-pool refills: a compromised origin must not be
+ * able to raise limits or redirect the faucet.
+ */
 export const PRIVILEGED_OP_SCOPE = {
   generate_keys: "admin",
   export_backup: "admin",
-  configure_treasury: "admin",
-  configure_policy: "admin",
+  configure_treasury: "policy",
+  configure_policy: "policy",
   restore_backup: "recovery",
 } as const;
 export type PrivilegedOp = keyof typeof PRIVILEGED_OP_SCOPE;
 export const PRIVILEGED_OPS = Object.keys(PRIVILEGED_OP_SCOPE) as PrivilegedOp[];
 
-export const CAPABILITY_SCOPES = ["admin", "recovery"] as const;
+export const CAPABILITY_SCOPES = ["admin", "policy", "recovery"] as const;
 export type CapabilityScope = (typeof CAPABILITY_SCOPES)[number];
 
 /**
  * Ops without a capability. `capability_counter` is our addition to DESIGN §5: counters are not
- * secret, and a holder of an authority key needs the next contiguous one to mint.
+ * secret, and a holder of an authority key needs the next contiguous one to mint. `get_policy` is
+ * DESIGN §5's "op without a capability [that] returns the sealed policy".
  */
 export const UNPRIVILEGED_OPS = [
   "verify_backup",
@@ -46,6 +51,7 @@ export const UNPRIVILEGED_OPS = [
   "sign_faucet",
   "sign_x402_authorization",
   "capability_counter",
+  "get_policy",
 ] as const;
 export type UnprivilegedOp = (typeof UNPRIVILEGED_OPS)[number];
 

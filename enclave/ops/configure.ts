@@ -1,4 +1,7 @@
-/** configure_treasury and configure_policy (admin tier): sealed policy the signers re-check. */
+/**
+ * configure_treasury and configure_policy (policy tier, DESIGN §5: an authority whose key never
+ * sits on the origin host): sealed policy the signers re-check.
+ */
 import { generateKeyMaterial } from "../keystore.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
 import { policyFromWire, policyToWire } from "../policy.ts";
@@ -39,9 +42,12 @@ export const configurePolicy: OpHandler<"configure_policy"> = async (ctx, params
     return refuse("malformed", "x402 amount and payTo are set together");
   }
   const policy = policyFromWire(params);
+  let version = 0;
   await ctx.state.commit((state) => {
     state.policy = policy;
+    state.policyVersion += 1;
+    version = state.policyVersion;
   });
-  ctx.logger.info({ operator_pool: policy.operatorPool }, "policy configured");
+  ctx.logger.info({ policy_version: version, operator_pool: policy.operatorPool }, "policy configured");
   return succeed(policyToWire(policy));
 };

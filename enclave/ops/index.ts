@@ -1,9 +1,10 @@
-/** The op table: every op of DESIGN §5 (plus capability_counter) to its handler. */
+/** The op table: every op of DESIGN §5 (plus capability_counter and get_policy) to its handler. */
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
 import { exportBackup, restoreBackup, verifyBackup } from "./backup.ts";
 import { capabilityCounter } from "./capability-counter.ts";
 import { configurePolicy, configureTreasury } from "./configure.ts";
 import { generateKeys } from "./generate-keys.ts";
+import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
 import { signFaucet, signTransfer } from "./sign-transaction.ts";
@@ -22,4 +23,5 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   sign_faucet: signFaucet,
   sign_x402_authorization: signX402Authorization,
   capability_counter: capabilityCounter,
+  get_policy: getPolicy,
 };

@@ -2,11 +2,13 @@
  * sign_transfer (agent-transfer keys, per-tx and daily limits) and sign_faucet (the configured
  * faucet key, within the sealed budget). Order: key, fields (serialized before anything else),
  * policy, durable spend reservation, signature. The spend is on disk before the signature exists,
- * so a crash can only over-count, never let a signed transaction escape its limit.
+ * so a crash can only over-count, never let a signed transaction escape its limit. What is counted
+ * is value plus the maximum fee (DESIGN §5), computed by shared/fees.ts as the origin computes it.
  */
 import type { Address } from "viem";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { WireParams } from "../../shared/enclave-ops.ts";
+import { costUnits, type FeeFields, maxFeeWei } from "../../shared/fees.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
 import { checkFaucet, checkTransfer, utcDay } from "../policy-checks.ts";
 import { type PreparedTransfer, prepareTransfer, signPrepared } from "../transaction.ts";
@@ -23,7 +25,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
-  const valueUnits = BigInt(params.value_units);
+  const cost = transactionCost(params);
   const today = utcDay(ctx.now());
   const { state } = ctx.state;
   const spentToday = state.daily.day === today ? (state.daily.spent.get(key.keyRef) ?? 0n) : 0n;
@@ -31,15 +33,16 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
     sealedChainId: ctx.config.chain_id,
     chainId: params.chain_id,
     to: params.to,
-    valueUnits,
-    gasLimit: BigInt(params.gas_limit),
+    gasLimit: cost.gasLimit,
+    maxFeeWei: cost.maxFeeWei,
+    costUnits: cost.units,
     spentTodayUnits: spentToday,
   });
   if (refusal) return { ok: false, error: refusal };
   // No await between the check above and this reservation: concurrent requests see each other.
   await ctx.state.commit((next) => {
     if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
-    next.daily.spent.set(key.keyRef, spentToday + valueUnits);
+    next.daily.spent.set(key.keyRef, spentToday + cost.units);
   });
   return signed(key.privateKey, prepared.result);
 };
@@ -52,20 +55,34 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   if (treasury.faucetKeyRef !== key.keyRef) return KEY_NOT_USABLE;
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
-  const valueUnits = BigInt(params.value_units);
+  const cost = transactionCost(params);
   const refusal = checkFaucet(policy, treasury, {
     sealedChainId: ctx.config.chain_id,
     chainId: params.chain_id,
     to: params.to,
-    valueUnits,
-    gasLimit: BigInt(params.gas_limit),
+    gasLimit: cost.gasLimit,
+    maxFeeWei: cost.maxFeeWei,
+    costUnits: cost.units,
   });
   if (refusal) return { ok: false, error: refusal };
+  // As above: checked and reserved in one synchronous step.
   await ctx.state.commit((next) => {
-    if (next.treasury) next.treasury.spentUnits += valueUnits;
+    if (next.treasury) next.treasury.spentUnits += cost.units;
   });
   return signed(key.privateKey, prepared.result);
 };
+
+type TransactionCost = { gasLimit: bigint; maxFeeWei: bigint; units: bigint };
+
+/** The request's maximum fee and its cost in units (value + ceil(max fee / 10^12)). */
+function transactionCost(params: TxParams): TransactionCost {
+  const fee: FeeFields = { gasLimit: BigInt(params.gas_limit), maxFeePerGas: BigInt(params.max_fee_per_gas) };
+  return {
+    gasLimit: fee.gasLimit,
+    maxFeeWei: maxFeeWei(fee),
+    units: costUnits({ ...fee, valueUnits: BigInt(params.value_units) }),
+  };
+}
 
 /** Field checks that make a request malformed rather than over policy. */
 function prepare(params: TxParams, sealedChainId: number): OpOutcome<PreparedTransfer> {

@@ -3,7 +3,11 @@
 import type { EnclaveFixture } from "../../scripts/test/enclave-process.ts";
 import { authorityPublicKey, type Capability, mintCapability } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../../shared/enclave-protocol.ts";
+import {
+  type CapabilityScope,
+  PRIVILEGED_OP_SCOPE,
+  type PrivilegedOp,
+} from "../../shared/enclave-protocol.ts";
 import { expectOk, type RawEnclaveClient } from "./raw-client.ts";
 
 /** The next counter the enclave expects from `secret` for `op`. */
@@ -22,6 +26,18 @@ export async function nextCounter(
   return result.next_counter as number;
 }
 
+/** The fixture's authority secret of one tier. */
+export function secretOfScope(fixture: EnclaveFixture, scope: CapabilityScope): Uint8Array {
+  switch (scope) {
+    case "admin":
+      return fixture.adminSecret;
+    case "policy":
+      return fixture.policySecret;
+    case "recovery":
+      return fixture.recoverySecret;
+  }
+}
+
 /** A capability for `op` over `params` from the fixture's authority of the op's tier. */
 export async function mintFor(
   client: RawEnclaveClient,
@@ -30,8 +46,7 @@ export async function mintFor(
   params: Record<string, unknown>,
   overrides: Partial<{ secret: Uint8Array; counter: number; envId: string; chainId: number }> = {},
 ): Promise<Capability> {
-  const secret =
-    overrides.secret ?? (PRIVILEGED_OP_SCOPE[op] === "admin" ? fixture.adminSecret : fixture.recoverySecret);
+  const secret = overrides.secret ?? secretOfScope(fixture, PRIVILEGED_OP_SCOPE[op]);
   return mintCapability({
     authoritySecret: secret,
     op,

@@ -88,6 +88,37 @@ export class RawEnclaveClient {
     return response;
   }
 
+  /**
+   * Sends every request in ONE socket write (the frames concatenated), so the enclave decodes
+   * them from one chunk and starts them together, then reads one answer per request. Answers
+   * are returned in request order, matched by id (the enclave may answer in any order).
+   */
+  async requestTogether(
+    requests: Array<{ op: string; params: Record<string, unknown>; cap?: unknown }>,
+  ): Promise<EnclaveResponse[]> {
+    const ids = requests.map(() => this.nextId++);
+    const frames = requests.map(({ op, params, cap }, index) =>
+      encodeFrame({ v: 1, id: ids[index], op, params, ...(cap === undefined ? {} : { cap }) }),
+    );
+    const bytes = new Uint8Array(frames.reduce((total, frame) => total + frame.length, 0));
+    let offset = 0;
+    for (const frame of frames) {
+      bytes.set(frame, offset);
+      offset += frame.length;
+    }
+    this.socket.write(bytes);
+    const byId = new Map<unknown, EnclaveResponse>();
+    for (const _ of requests) {
+      const response = responseSchema.parse(await this.next());
+      byId.set(response.id, response);
+    }
+    return ids.map((id) => {
+      const response = byId.get(id);
+      if (!response) throw new Error(`no response for request ${id}`);
+      return response;
+    });
+  }
+
   close(): void {
     this.socket.destroy();
   }

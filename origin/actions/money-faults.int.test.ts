@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { spawnOrigin } from "../../scripts/test/origin-process.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
@@ -81,7 +81,7 @@ describe("money movement under faults (real processes)", () => {
   }
 
   it("sends 100 transfers through two origin processes on one database with no nonce used twice", async () => {
-    const agents = [];
+    const agents: StackAgent[] = [];
     for (let i = 0; i < 4; i++) agents.push(await stack.newAgent({ units: 1_000_000n }));
     const origins = await Promise.all([0, 1].map(() => spawnOrigin({ env: stack.processEnv() })));
     try {

@@ -11,7 +11,7 @@ import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { MoneyRuntime } from "../deps.ts";
 import type { Logger } from "../logger.ts";
-import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
+import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
 
 export type PrepareMoneyResult =
@@ -34,6 +34,8 @@ export async function prepareMoney(params: {
   db: Db;
   logger: Logger;
   tracker?: TxTrackerOptions;
+  /** The policy already read at start, if it was (main.ts logs it first). */
+  sealed?: SignerResult<GetPolicyResult>;
 }): Promise<PrepareMoneyResult> {
   const { config } = params;
   if (!moneySwitchOn(config)) return { ok: true, money: undefined, tracker: undefined };
@@ -51,7 +53,7 @@ export async function prepareMoney(params: {
     );
   }
   if (errors.length > 0 || !params.rpc) return { ok: false, errors };
-  const sealed = await params.signer.getPolicy({ timeoutMs: 5_000 });
+  const sealed = params.sealed ?? (await params.signer.getPolicy({ timeoutMs: 5_000 }));
   if (!sealed.ok) {
     return {
       ok: false,

@@ -32,6 +32,7 @@ export function createDormantSignerClient(): SignerClient {
     signFaucet: unavailable,
     signX402Authorization: unavailable,
     capabilityCounter: unavailable,
+    getPolicy: unavailable,
     close: async () => undefined,
   };
 }

@@ -14,6 +14,7 @@ import type {
   ConfigureTreasuryParams,
   ExportBackupParams,
   GenerateKeysParams,
+  GetPolicyResult,
   KeyPublicInfo,
   ProveIdentityParams,
   PublicIdentityParams,
@@ -56,7 +57,41 @@ const policyFromWire = (p: wire.WirePolicy): SignerPolicy => ({
   x402PayTo: p.x402_pay_to as Address | null,
   x402MaxTimeoutSeconds: p.x402_max_timeout_seconds,
   operatorPool: p.operator_pool as Address,
+  feeCeilingWei: BigInt(p.fee_ceiling_wei),
 });
+
+/** The client's policy in wire form (decimal strings), as configure_policy sends it and /healthz shows it. */
+export function signerPolicyToWire(p: SignerPolicy): wire.WirePolicy {
+  return {
+    per_tx_limit_units: p.perTxLimitUnits.toString(),
+    daily_limit_units: p.dailyLimitUnits.toString(),
+    recipient_allowlist: p.recipientAllowlist,
+    x402_amount_units: p.x402AmountUnits === null ? null : p.x402AmountUnits.toString(),
+    x402_pay_to: p.x402PayTo,
+    x402_max_timeout_seconds: p.x402MaxTimeoutSeconds,
+    operator_pool: p.operatorPool,
+    fee_ceiling_wei: p.feeCeilingWei.toString(),
+  };
+}
+
+/** get_policy's result back in wire form (for /healthz and the operator CLI's JSON). */
+export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyResult {
+  return {
+    env_id: r.envId,
+    chain_id: r.chainId,
+    policy_version: r.policyVersion,
+    policy: r.policy === null ? null : signerPolicyToWire(r.policy),
+    treasury:
+      r.treasury === null
+        ? null
+        : {
+            faucet_key_ref: r.treasury.faucetKeyRef,
+            faucet_address: r.treasury.faucetAddress,
+            budget_units: r.treasury.budgetUnits.toString(),
+            spent_units: r.treasury.spentUnits.toString(),
+          },
+  };
+}
 
 export const OP_CODECS = {
   generate_keys: {
@@ -103,15 +138,7 @@ export const OP_CODECS = {
     })),
   },
   configure_policy: {
-    toWire: (p: ConfigurePolicyParams): wire.WirePolicy => ({
-      per_tx_limit_units: p.perTxLimitUnits.toString(),
-      daily_limit_units: p.dailyLimitUnits.toString(),
-      recipient_allowlist: p.recipientAllowlist,
-      x402_amount_units: p.x402AmountUnits === null ? null : p.x402AmountUnits.toString(),
-      x402_pay_to: p.x402PayTo,
-      x402_max_timeout_seconds: p.x402MaxTimeoutSeconds,
-      operator_pool: p.operatorPool,
-    }),
+    toWire: (p: ConfigurePolicyParams): wire.WirePolicy => signerPolicyToWire(p),
     result: wire.configurePolicyResult.transform(policyFromWire),
   },
   public_identity: {
@@ -165,6 +192,26 @@ export const OP_CODECS = {
       op: p.op,
     }),
     result: wire.capabilityCounterResult.transform((r) => ({ nextCounter: r.next_counter })),
+  },
+  get_policy: {
+    toWire: (_: Record<string, never>) => ({}),
+    result: wire.getPolicyResult.transform(
+      (r): GetPolicyResult => ({
+        envId: r.env_id,
+        chainId: r.chain_id,
+        policyVersion: r.policy_version,
+        policy: r.policy === null ? null : policyFromWire(r.policy),
+        treasury:
+          r.treasury === null
+            ? null
+            : {
+                faucetKeyRef: r.treasury.faucet_key_ref,
+                faucetAddress: r.treasury.faucet_address as Address,
+                budgetUnits: BigInt(r.treasury.budget_units),
+                spentUnits: BigInt(r.treasury.spent_units),
+              },
+      }),
+    ),
   },
 } satisfies { [Op in EnclaveOp]: Codec<never, z.ZodType> };
 

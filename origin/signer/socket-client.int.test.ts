@@ -11,9 +11,20 @@ import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { createCapabilityMinter } from "./capability-minter.ts";
 import { createSignerClient } from "./create-signer-client.ts";
 import { createSocketSignerClient } from "./socket-client.ts";
-import type { CapabilityProvider, KeyPublicInfo, SignerClient } from "./types.ts";
+import type { CapabilityProvider, KeyPublicInfo, SignerClient, SignerPolicy } from "./types.ts";
 
 const nonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
+
+const policy: SignerPolicy = {
+  perTxLimitUnits: 1_000_000n,
+  dailyLimitUnits: 5_000_000n,
+  recipientAllowlist: null,
+  x402AmountUnits: 10_000n,
+  x402PayTo: "0x2222222222222222222222222222222222222222",
+  x402MaxTimeoutSeconds: 180,
+  operatorPool: "0x00000000000000000000000000000000000000aa",
+  feeCeilingWei: 10n ** 15n,
+};
 
 describe("socket signer client against the real enclave", () => {
   let enclave: EnclaveProcess;
@@ -140,22 +151,32 @@ describe("socket signer client against the real enclave", () => {
     expect(order).toEqual(["fast", "slow"]);
   });
 
-  it("configures policy and signs a transfer with bigint amounts", async () => {
-    const policy = await client.configurePolicy(
-      {
-        perTxLimitUnits: 1_000_000n,
-        dailyLimitUnits: 5_000_000n,
-        recipientAllowlist: null,
-        x402AmountUnits: 10_000n,
-        x402PayTo: "0x2222222222222222222222222222222222222222",
-        x402MaxTimeoutSeconds: 180,
-        operatorPool: "0x00000000000000000000000000000000000000aa",
-      },
-      admin,
-    );
-    expect(policy).toMatchObject({
+  it("refuses configure_policy under the origin's admin key, as the policy tier is not the origin's", async () => {
+    const refused = await client.configurePolicy(policy, admin);
+    expect(refused).toMatchObject({ ok: false, error: { code: "capability_rejected" } });
+    expect(await client.getPolicy()).toMatchObject({ ok: true, value: { policyVersion: 0, policy: null } });
+  });
+
+  it("configures policy under the policy key, reads it back with getPolicy, and signs a transfer with bigint amounts", async () => {
+    const operator = createCapabilityMinter({
+      authority: enclave.policySecret,
+      envId: enclave.envId,
+      client,
+    });
+    const configured = await client.configurePolicy(policy, operator);
+    expect(configured).toMatchObject({
       ok: true,
-      value: { perTxLimitUnits: 1_000_000n, x402AmountUnits: 10_000n },
+      value: { perTxLimitUnits: 1_000_000n, x402AmountUnits: 10_000n, feeCeilingWei: 10n ** 15n },
+    });
+    expect(await client.getPolicy()).toEqual({
+      ok: true,
+      value: {
+        envId: enclave.envId,
+        chainId: CHAIN_ID,
+        policyVersion: 1,
+        policy: { ...policy, x402PayTo: policy.x402PayTo?.toLowerCase() },
+        treasury: null,
+      },
     });
     const signed = await client.signTransfer({
       keyRef: keys[1]!.keyRef,

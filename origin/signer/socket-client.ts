@@ -44,8 +44,9 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     op: Op,
     wireParams: Record<string, unknown>,
     cap?: unknown,
+    timeoutOverrideMs?: number,
   ): Promise<SignerResult<OpResult<Op>>> => {
-    const timeoutMs = SLOW_OPS.has(op) ? slowRequestTimeoutMs : requestTimeoutMs;
+    const timeoutMs = timeoutOverrideMs ?? (SLOW_OPS.has(op) ? slowRequestTimeoutMs : requestTimeoutMs);
     const outcome = await transport.request(op, wireParams, cap, timeoutMs);
     if (!outcome.ok) return { ok: false, error: signerFailure(outcome.code, outcome.reason) };
     const parsed = OP_CODECS[op].result.safeParse(outcome.result);
@@ -100,6 +101,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     signFaucet: call("sign_faucet"),
     signX402Authorization: call("sign_x402_authorization"),
     capabilityCounter: call("capability_counter"),
+    getPolicy: (getOptions = {}) => send("get_policy", {}, undefined, getOptions.timeoutMs),
     close: () => transport.close(),
   };
 }

@@ -24,8 +24,8 @@ export type SignerResult<T> = { ok: true; value: T } | { ok: false; error: Signe
 
 /**
  * Supplies the capability for one privileged request, given the exact wire params it must bind.
- * The origin's provider mints from the admin authority key (capability-minter.ts); an operator
- * tool may return a capability minted offline.
+ * The origin's provider mints from the admin authority key (capability-minter.ts); the operator's
+ * tools mint from the policy or recovery key, or return a capability minted offline.
  */
 export type CapabilityProvider = (request: {
   op: PrivilegedOp;
@@ -61,9 +61,28 @@ export type SignerPolicy = {
   x402PayTo: Address | null;
   x402MaxTimeoutSeconds: number;
   operatorPool: Address;
+  /** Ceiling on one transaction's gas limit × max fee per gas, in wei. */
+  feeCeilingWei: bigint;
 };
 export type ConfigurePolicyParams = SignerPolicy;
 export type ConfigurePolicyResult = SignerPolicy;
+
+export type TreasuryStatus = {
+  faucetKeyRef: string;
+  faucetAddress: Address;
+  budgetUnits: bigint;
+  spentUnits: bigint;
+};
+/** What the enclave has sealed (DESIGN §5): the origin reads it, never writes it. */
+export type GetPolicyResult = {
+  envId: string;
+  chainId: number;
+  /** 0 until the first configure_policy, then +1 per accepted change. */
+  policyVersion: number;
+  policy: SignerPolicy | null;
+  treasury: TreasuryStatus | null;
+};
+export type GetPolicyOptions = { timeoutMs?: number };
 
 export type PublicIdentityParams = { keyRef: string };
 export type PublicIdentityResult = KeyPublicInfo & { namespace: string; envId: string; chainId: number };
@@ -118,12 +137,12 @@ export interface SignerClient {
     params: RestoreBackupParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<RestoreBackupResult>>;
-  /** Admin tier. */
+  /** Policy tier: the operator's policy key, never the origin's (DESIGN §5). */
   configureTreasury(
     params: ConfigureTreasuryParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<ConfigureTreasuryResult>>;
-  /** Admin tier. */
+  /** Policy tier: the operator's policy key, never the origin's (DESIGN §5). */
   configurePolicy(
     params: ConfigurePolicyParams,
     authorize: CapabilityProvider,
@@ -136,6 +155,8 @@ export interface SignerClient {
     params: SignX402AuthorizationParams,
   ): Promise<SignerResult<SignX402AuthorizationResult>>;
   capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
+  /** The sealed policy and treasury (no capability); `timeoutMs` overrides the request timeout. */
+  getPolicy(options?: GetPolicyOptions): Promise<SignerResult<GetPolicyResult>>;
   /** Closes the connection; later calls fail as retryable `signer_client_closed`. */
   close(): Promise<void>;
 }

@@ -8,11 +8,16 @@ import { createAuthorityKeyFile } from "../enclave-authority.ts";
 
 const run = promisify(execFile);
 
-export type LocalAuthority = { adminKeyFile: string; recoveryKeyFile: string };
+/**
+ * The local stack plays every role, so all three authority keys sit under the data folder. Only
+ * the admin key is given to the origin; in production the policy and recovery keys stay offline
+ * with the operator (README "Keys and where production keeps them").
+ */
+export type LocalAuthority = { adminKeyFile: string; policyKeyFile: string; recoveryKeyFile: string };
 
 /**
- * First run of the local stack: the admin and recovery authority key files, then
- * `enclave init` sealing their public keys, the env id and chain 77. Later runs reuse both.
+ * First run of the local stack: the admin, policy and recovery authority key files, then
+ * `enclave init` sealing their public keys, the env id and chain 77. Later runs reuse them.
  */
 export async function initEnclaveOnce(params: {
   dataDir: string;
@@ -20,16 +25,17 @@ export async function initEnclaveOnce(params: {
   envId: string;
   onLine: (line: string) => void;
 }): Promise<LocalAuthority> {
-  const adminKeyFile = path.join(params.dataDir, "admin-authority.key");
-  const recoveryKeyFile = path.join(params.dataDir, "recovery-authority.key");
-  if (existsSync(path.join(params.enclaveDir, "sealing.key"))) return { adminKeyFile, recoveryKeyFile };
+  const authority: LocalAuthority = {
+    adminKeyFile: path.join(params.dataDir, "admin-authority.key"),
+    policyKeyFile: path.join(params.dataDir, "policy-authority.key"),
+    recoveryKeyFile: path.join(params.dataDir, "recovery-authority.key"),
+  };
+  if (existsSync(path.join(params.enclaveDir, "sealing.key"))) return authority;
 
-  const admin = existsSync(adminKeyFile)
-    ? authorityPublicKey(await readAuthoritySecret(adminKeyFile))
-    : (await createAuthorityKeyFile(adminKeyFile)).publicKey;
-  const recovery = existsSync(recoveryKeyFile)
-    ? authorityPublicKey(await readAuthoritySecret(recoveryKeyFile))
-    : (await createAuthorityKeyFile(recoveryKeyFile)).publicKey;
+  const publicKeyOf = async (file: string): Promise<string> =>
+    existsSync(file)
+      ? authorityPublicKey(await readAuthoritySecret(file))
+      : (await createAuthorityKeyFile(file)).publicKey;
   await run(process.execPath, [
     "--import",
     "tsx",
@@ -40,10 +46,12 @@ export async function initEnclaveOnce(params: {
     "--data-dir",
     params.enclaveDir,
     "--admin-pubkey",
-    admin,
+    await publicKeyOf(authority.adminKeyFile),
+    "--policy-pubkey",
+    await publicKeyOf(authority.policyKeyFile),
     "--recovery-pubkey",
-    recovery,
+    await publicKeyOf(authority.recoveryKeyFile),
   ]);
   params.onLine(`enclave    initialised for env ${params.envId} (authority keys in ${params.dataDir})`);
-  return { adminKeyFile, recoveryKeyFile };
+  return authority;
 }

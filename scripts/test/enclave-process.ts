@@ -21,6 +21,8 @@ export type EnclaveFixture = {
   socketPath: string;
   envId: string;
   adminSecret: Uint8Array;
+  /** The policy authority (configure_policy, configure_treasury): never the origin's key. */
+  policySecret: Uint8Array;
   recoverySecret: Uint8Array;
   /** Starts the process (again); resolves when the socket accepts connections. */
   start: (options?: { profile?: string }) => Promise<void>;
@@ -49,6 +51,7 @@ export async function createEnclaveFixture(
   const socketPath = join(dir, "enclave.sock");
   const envId = options.envId ?? "test-env";
   const adminSecret = randomAuthoritySecret();
+  const policySecret = randomAuthoritySecret();
   const recoverySecret = randomAuthoritySecret();
   await run(
     process.execPath,
@@ -61,6 +64,8 @@ export async function createEnclaveFixture(
       envId,
       "--admin-pubkey",
       authorityPublicKey(adminSecret),
+      "--policy-pubkey",
+      authorityPublicKey(policySecret),
       "--recovery-pubkey",
       authorityPublicKey(recoverySecret),
       "--data-dir",
@@ -100,6 +105,7 @@ export async function createEnclaveFixture(
     socketPath,
     envId,
     adminSecret,
+    policySecret,
     recoverySecret,
     start,
     stop,

@@ -1,0 +1,29 @@
+/**
+ * get_policy (no capability; DESIGN §5 "An op without a capability returns the sealed policy"): the
+ * origin reads what it may not write, logs it at start and shows it on /healthz, and its money
+ * routes compare their configuration with it. Limits, addresses and the faucet budget are not
+ * secret; no key material is returned.
+ */
+import { succeed } from "../outcome.ts";
+import { policyToWire } from "../policy.ts";
+import type { OpHandler } from "./handler.ts";
+
+export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
+  const { policy, policyVersion, treasury } = ctx.state.state;
+  const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
+  return succeed({
+    env_id: ctx.config.env_id,
+    chain_id: ctx.config.chain_id,
+    policy_version: policyVersion,
+    policy: policy ? policyToWire(policy) : null,
+    treasury:
+      treasury && faucetKey
+        ? {
+            faucet_key_ref: treasury.faucetKeyRef,
+            faucet_address: faucetKey.address,
+            budget_units: treasury.budgetUnits.toString(),
+            spent_units: treasury.spentUnits.toString(),
+          }
+        : null,
+  });
+};

@@ -1,0 +1,186 @@
+import { execFile } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expectOk, RawEnclaveClient } from "../enclave/testing/raw-client.ts";
+import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "./test/enclave-process.ts";
+
+// Issue 11 item 2: the operator applies and shows the policy with the policy key, through the
+// real CLI against the real enclave process.
+
+const POOL = "0x00000000000000000000000000000000000000aa";
+const ALLOWED = ["0x1111111111111111111111111111111111111111", "0x3333333333333333333333333333333333333333"];
+const PAY_TO = "0x2222222222222222222222222222222222222222";
+
+type Run = { code: number; stdout: string; stderr: string };
+
+describe("npm run enclave-policy (real CLI, real enclave)", () => {
+  let enclave: EnclaveProcess;
+  let client: RawEnclaveClient;
+  let policyKey: string;
+  let adminKey: string;
+
+  const cli = async (args: string[], env: Record<string, string> = {}): Promise<Run> => {
+    const withSocket = env.AGENT_SIGNER_SVC_HSM_ENDPOINT ? args : [...args, "--socket", enclave.socketPath];
+    return promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", "scripts/enclave-policy.ts", ...withSocket],
+      {
+        cwd: REPO_ROOT,
+        env: { ...process.env, ...env },
+      },
+    ).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code: number; stdout: string; stderr: string }) => ({
+        code: error.code,
+        stdout: error.stdout,
+        stderr: error.stderr,
+      }),
+    );
+  };
+  const sealed = async (): Promise<Record<string, unknown>> =>
+    expectOk(await client.request("get_policy", {}));
+
+  beforeAll(async () => {
+    enclave = await startEnclaveProcess({ envId: "cli-env" });
+    ({ client } = await RawEnclaveClient.connect(enclave.socketPath));
+    policyKey = join(enclave.dir, "policy-authority.key");
+    adminKey = join(enclave.dir, "admin-authority.key");
+    await writeFile(policyKey, `${Buffer.from(enclave.policySecret).toString("hex")}\n`, { mode: 0o600 });
+    await writeFile(adminKey, `${Buffer.from(enclave.adminSecret).toString("hex")}\n`, { mode: 0o600 });
+  });
+  afterAll(async () => {
+    client?.close();
+    await enclave?.dispose();
+  });
+
+  const FIRST = [
+    "apply",
+    "--per-tx",
+    "10000000",
+    "--daily",
+    "100000000",
+    "--fee-ceiling",
+    "1000000000000000",
+    "--allowlist",
+    ALLOWED.join(","),
+    "--x402-amount",
+    "none",
+    "--max-validity",
+    "180",
+    "--operator-pool",
+    POOL,
+  ];
+
+  it("shows that no policy is sealed, as a table and as JSON, without a key", async () => {
+    const table = await cli(["show"]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toContain("enclave cli-env on chain 77");
+    expect(table.stdout).toMatch(/policy_version +0\n/);
+    expect(table.stdout).toMatch(/policy +none sealed/);
+    const json = await cli(["show", "--json"]);
+    expect(JSON.parse(json.stdout)).toEqual({
+      env_id: "cli-env",
+      chain_id: 77,
+      policy_version: 0,
+      policy: null,
+      treasury: null,
+    });
+  });
+
+  it("refuses a first apply that does not name every field (exit 2), changing nothing", async () => {
+    const run = await cli(["apply", "--policy-key", policyKey, "--per-tx", "5"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain("missing --daily, --fee-ceiling, --allowlist, --x402-amount");
+    expect(await sealed()).toMatchObject({ policy_version: 0, policy: null });
+  });
+
+  it("is refused by the enclave with the admin key (exit 1), changing nothing", async () => {
+    const run = await cli([...FIRST, "--policy-key", adminKey]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain("capability_rejected");
+    expect(await sealed()).toMatchObject({ policy_version: 0, policy: null });
+  });
+
+  it("applies a first policy with the policy key, printing before and after", async () => {
+    const run = await cli([...FIRST, "--policy-key", policyKey]);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("policy applied, version 0 -> 1");
+    expect(run.stdout).toMatch(/per_tx_limit_units +- +10000000 +\*\n/);
+    expect(await sealed()).toMatchObject({
+      policy_version: 1,
+      policy: {
+        per_tx_limit_units: "10000000",
+        daily_limit_units: "100000000",
+        fee_ceiling_wei: "1000000000000000",
+        recipient_allowlist: ALLOWED,
+        x402_amount_units: null,
+        x402_pay_to: null,
+        x402_max_timeout_seconds: 180,
+        operator_pool: POOL,
+      },
+    });
+  });
+
+  it("changes only the fields a later apply names, reading the socket from AGENT_SIGNER_SVC_HSM_ENDPOINT", async () => {
+    const run = await cli(["apply", "--policy-key", policyKey, "--daily", "200000000", "--json"], {
+      AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+    });
+    expect(run.code).toBe(0);
+    const { before, after } = JSON.parse(run.stdout) as {
+      before: { policy_version: number; policy: Record<string, unknown> };
+      after: { policy_version: number; policy: Record<string, unknown> };
+    };
+    expect([before.policy_version, after.policy_version]).toEqual([1, 2]);
+    expect(after.policy).toEqual({ ...before.policy, daily_limit_units: "200000000" });
+  });
+
+  it("sets x402 amount and payTo together and clears both with --x402-amount none", async () => {
+    const alone = await cli(["apply", "--policy-key", policyKey, "--x402-amount", "10000"]);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain("set together");
+    const both = await cli([
+      "apply",
+      "--policy-key",
+      policyKey,
+      "--x402-amount",
+      "10000",
+      "--x402-pay-to",
+      PAY_TO,
+    ]);
+    expect(both.code).toBe(0);
+    expect(await sealed()).toMatchObject({ policy: { x402_amount_units: "10000", x402_pay_to: PAY_TO } });
+    const cleared = await cli([
+      "apply",
+      "--policy-key",
+      policyKey,
+      "--x402-amount",
+      "none",
+      "--allowlist",
+      "none",
+    ]);
+    expect(cleared.code).toBe(0);
+    expect(await sealed()).toMatchObject({
+      policy_version: 4,
+      policy: {
+        x402_amount_units: null,
+        x402_pay_to: null,
+        recipient_allowlist: null,
+        daily_limit_units: "200000000",
+      },
+    });
+  });
+
+  it("configures the treasury with the policy key, and refuses a bad flag with exit 2", async () => {
+    const run = await cli(["treasury", "--policy-key", policyKey, "--budget", "1000000000"]);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/treasury\.budget_units +- +1000000000 +\*\n/);
+    expect(await sealed()).toMatchObject({ treasury: { budget_units: "1000000000", spent_units: "0" } });
+    // The full set of refused flags is in scripts/lib/policy-cli-args.test.ts; one through the CLI here.
+    const bad = await cli(["apply", "--policy-key", policyKey, "--per-tx", "1.5"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--per-tx must be a whole number");
+  });
+});

@@ -1,0 +1,95 @@
+/**
+ * `npm run enclave-policy -- show|apply|treasury`: the operator's tool for the enclave's sealed
+ * signing policy and faucet treasury (issue 11). `apply` and `treasury` mint a policy-tier
+ * capability from the policy authority key, which is kept offline with the operator and never on
+ * the origin host (DESIGN §5 "Ops and tiers"); `show` needs no key. Env id and chain id come from
+ * the enclave's get_policy, so the operator needs only the socket and the key. Prints before and
+ * after. Exit codes: 0 ok, 1 refused by the enclave (or unreachable), 2 usage.
+ */
+import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
+import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import type { SignerClient } from "../origin/signer/types.ts";
+import { applyPolicy, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
+import {
+  POLICY_USAGE,
+  type PolicyCommand,
+  PolicyUsageError,
+  parsePolicyArgs,
+} from "./lib/policy-cli-args.ts";
+import { changeJson, formatChange, formatShow, showJson } from "./lib/policy-format.ts";
+
+const EXIT = { ok: 0, refused: 1, usage: 2 } as const;
+
+async function main(): Promise<number> {
+  let command: PolicyCommand;
+  try {
+    command = parsePolicyArgs(process.argv.slice(2), process.env);
+  } catch (error) {
+    if (!(error instanceof PolicyUsageError)) throw error;
+    process.stderr.write(`enclave-policy: ${error.message}\n${POLICY_USAGE}\n`);
+    return EXIT.usage;
+  }
+  const client = createSocketSignerClient({ socketPath: command.socketPath });
+  try {
+    return await run(command, client);
+  } finally {
+    await client.close();
+  }
+}
+
+async function run(command: PolicyCommand, client: SignerClient): Promise<number> {
+  if (command.command === "show") {
+    const sealed = await client.getPolicy();
+    if (!sealed.ok) return fail(EXIT.refused, `${sealed.error.code}: ${sealed.error.reason}`);
+    write(command.json ? `${JSON.stringify(showJson(sealed.value), null, 2)}\n` : formatShow(sealed.value));
+    return EXIT.ok;
+  }
+  let policySecret: Uint8Array;
+  try {
+    policySecret = await readAuthoritySecret(command.policyKeyFile);
+  } catch (error) {
+    // The path is the operator's own; the key's contents never appear in a message.
+    const reason = error instanceof Error && "code" in error ? String(error.code) : "not a 32-byte hex seed";
+    return fail(EXIT.usage, `cannot read --policy-key ${command.policyKeyFile} (${reason})`);
+  }
+  const result: PolicyAdminResult =
+    command.command === "apply"
+      ? await applyPolicy({ client, policySecret, changes: command.changes })
+      : await applyTreasury({
+          client,
+          policySecret,
+          budgetUnits: command.budgetUnits,
+          faucetKeyRef: command.faucetKeyRef,
+        });
+  if (!result.ok) {
+    if (result.error.kind === "usage") return fail(EXIT.usage, result.error.message);
+    return fail(EXIT.refused, `refused by the enclave: ${result.error.code} (${result.error.reason})`);
+  }
+  const title =
+    command.command === "apply"
+      ? `policy applied, version ${result.before.policyVersion} -> ${result.after.policyVersion}`
+      : "treasury configured (spent restarts at 0)";
+  write(
+    command.json
+      ? `${JSON.stringify(changeJson(result.before, result.after), null, 2)}\n`
+      : formatChange(title, result.before, result.after),
+  );
+  return EXIT.ok;
+}
+
+function write(text: string): void {
+  process.stdout.write(text);
+}
+
+function fail(code: number, message: string): number {
+  process.stderr.write(`enclave-policy: ${message}\n`);
+  return code;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`enclave-policy: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,69 @@
+/**
+ * The local stack's signing policy and faucet treasury, in one place: the money routes derive the
+ * origin's local transfer limits from these values, so the origin's configuration and the sealed
+ * policy cannot drift apart. Applied through the operator CLI's code path (policy-admin.ts) with
+ * the local policy key, only when the sealed policy differs, so restarts change nothing.
+ */
+import type { Address } from "viem";
+import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/constants.ts";
+import { readAuthoritySecret } from "../../origin/signer/capability-minter.ts";
+import { createSocketSignerClient } from "../../origin/signer/socket-client.ts";
+import type { GetPolicyResult, SignerPolicy } from "../../origin/signer/types.ts";
+import { applyPolicy, applyTreasury, type PolicyAdminResult, samePolicy } from "./policy-admin.ts";
+
+/** Small local limits (DESIGN §3): 10 USDC per transaction, 100 USDC a day, fees up to 0.001 USDC. */
+export const LOCAL_POLICY: SignerPolicy = {
+  perTxLimitUnits: 10_000_000n,
+  dailyLimitUnits: 100_000_000n,
+  recipientAllowlist: null,
+  // x402 terms come with the money issue's demo resource.
+  x402AmountUnits: null,
+  x402PayTo: null,
+  x402MaxTimeoutSeconds: 180,
+  operatorPool: DEV_OPERATOR_POOL_ADDRESS.toLowerCase() as Address,
+  feeCeilingWei: 10n ** 15n,
+};
+
+/** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */
+export const LOCAL_TREASURY_BUDGET_UNITS = 1_000_000_000n;
+
+/** Applies LOCAL_POLICY if the sealed one differs and a treasury if none is configured. */
+export async function ensureLocalPolicy(params: {
+  socketPath: string;
+  policyKeyFile: string;
+  onLine: (line: string) => void;
+}): Promise<GetPolicyResult> {
+  const client = createSocketSignerClient({ socketPath: params.socketPath });
+  try {
+    const policySecret = await readAuthoritySecret(params.policyKeyFile);
+    const sealed = await client.getPolicy();
+    if (!sealed.ok) throw new Error(`local get_policy failed (${sealed.error.code}: ${sealed.error.reason})`);
+    let current = sealed.value;
+    if (!samePolicy(current.policy, LOCAL_POLICY)) {
+      current = expectApplied(
+        "configure_policy",
+        await applyPolicy({ client, policySecret, changes: LOCAL_POLICY }),
+      );
+      params.onLine(`policy     local policy applied (version ${current.policyVersion})`);
+    }
+    if (!current.treasury) {
+      current = expectApplied(
+        "configure_treasury",
+        await applyTreasury({ client, policySecret, budgetUnits: LOCAL_TREASURY_BUDGET_UNITS }),
+      );
+      params.onLine(
+        `treasury   faucet ${current.treasury?.faucetAddress} budget ${LOCAL_TREASURY_BUDGET_UNITS} units`,
+      );
+    }
+    return current;
+  } finally {
+    await client.close();
+  }
+}
+
+function expectApplied(step: string, result: PolicyAdminResult): GetPolicyResult {
+  if (result.ok) return result.after;
+  const detail =
+    result.error.kind === "usage" ? result.error.message : `${result.error.code}: ${result.error.reason}`;
+  throw new Error(`local ${step} failed (${detail})`);
+}

@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import type { SignerPolicy } from "../../origin/signer/types.ts";
+import { mergePolicy, samePolicy } from "./policy-admin.ts";
+
+const sealed: SignerPolicy = {
+  perTxLimitUnits: 10n,
+  dailyLimitUnits: 100n,
+  recipientAllowlist: ["0x1111111111111111111111111111111111111111"],
+  x402AmountUnits: 10_000n,
+  x402PayTo: "0x2222222222222222222222222222222222222222",
+  x402MaxTimeoutSeconds: 180,
+  operatorPool: "0x00000000000000000000000000000000000000aa",
+  feeCeilingWei: 10n ** 15n,
+};
+
+describe("mergePolicy", () => {
+  it("overrides only the named fields of the sealed policy", () => {
+    expect(mergePolicy(sealed, { dailyLimitUnits: 200n, recipientAllowlist: null })).toEqual({
+      ok: true,
+      policy: { ...sealed, dailyLimitUnits: 200n, recipientAllowlist: null },
+    });
+  });
+
+  it("needs every field when nothing is sealed, naming the missing flags", () => {
+    expect(mergePolicy(null, { perTxLimitUnits: 5n })).toEqual({
+      ok: false,
+      error: {
+        kind: "usage",
+        message: expect.stringContaining(
+          "missing --daily, --fee-ceiling, --allowlist, --x402-amount, --x402-pay-to, --max-validity, --operator-pool",
+        ),
+      },
+    });
+    const { x402PayTo: _payTo, ...withoutPayTo } = sealed;
+    expect(mergePolicy(null, { ...withoutPayTo, x402AmountUnits: null })).toEqual({
+      ok: true,
+      policy: { ...sealed, x402AmountUnits: null, x402PayTo: null },
+    });
+  });
+
+  it("sets x402 amount and payTo together; clearing the amount clears payTo", () => {
+    expect(mergePolicy(sealed, { x402AmountUnits: null })).toMatchObject({
+      ok: true,
+      policy: { x402AmountUnits: null, x402PayTo: null },
+    });
+    const cleared = { ...sealed, x402AmountUnits: null, x402PayTo: null };
+    expect(mergePolicy(cleared, { x402AmountUnits: 5n })).toMatchObject({
+      ok: false,
+      error: { kind: "usage" },
+    });
+    expect(mergePolicy(sealed, { x402AmountUnits: null, x402PayTo: sealed.x402PayTo })).toMatchObject({
+      ok: false,
+      error: { kind: "usage" },
+    });
+  });
+});
+
+describe("samePolicy", () => {
+  it("compares every field, addresses without case", () => {
+    expect(
+      samePolicy(sealed, { ...sealed, operatorPool: "0x00000000000000000000000000000000000000AA" }),
+    ).toBe(true);
+    expect(samePolicy(sealed, { ...sealed, feeCeilingWei: 1n })).toBe(false);
+    expect(samePolicy(null, sealed)).toBe(false);
+  });
+});

@@ -1,0 +1,129 @@
+/**
+ * Applying the enclave's signing policy and treasury with the policy authority key (DESIGN §5
+ * "Ops and tiers", issue 11). Shared by the operator CLI (scripts/enclave-policy.ts) and the local
+ * stack (scripts/lib/local-policy.ts), so both take the same path: read the sealed policy, merge
+ * the changes, mint a policy-tier capability with the next counter, apply, read it back.
+ */
+import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
+import { signerPolicyToWire } from "../../origin/signer/op-codecs.ts";
+import type {
+  GetPolicyResult,
+  SignerClient,
+  SignerFailure,
+  SignerPolicy,
+} from "../../origin/signer/types.ts";
+
+export type PolicyChanges = Partial<SignerPolicy>;
+
+export type PolicyAdminFailure =
+  /** The request cannot be made as given: exit 2 in the CLI. */
+  | { kind: "usage"; message: string }
+  /** The enclave refused it or could not be reached: exit 1 in the CLI. */
+  | { kind: "refused"; code: string; reason: string };
+
+export type PolicyAdminResult =
+  | { ok: true; before: GetPolicyResult; after: GetPolicyResult }
+  | { ok: false; error: PolicyAdminFailure };
+
+/** Every field a first policy must name, with the CLI flag that sets it. */
+export const POLICY_FIELD_FLAGS: { [Field in keyof SignerPolicy]-?: string } = {
+  perTxLimitUnits: "--per-tx",
+  dailyLimitUnits: "--daily",
+  feeCeilingWei: "--fee-ceiling",
+  recipientAllowlist: "--allowlist",
+  x402AmountUnits: "--x402-amount",
+  x402PayTo: "--x402-pay-to",
+  x402MaxTimeoutSeconds: "--max-validity",
+  operatorPool: "--operator-pool",
+};
+
+type MergeResult = { ok: true; policy: SignerPolicy } | { ok: false; error: PolicyAdminFailure };
+
+/**
+ * The sealed policy with `changes` laid over it. Without a sealed policy every field must be given
+ * (x402PayTo may be left out when x402AmountUnits is null). x402 amount and payTo are set together.
+ */
+export function mergePolicy(current: SignerPolicy | null, changes: PolicyChanges): MergeResult {
+  const given = Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined));
+  const merged: PolicyChanges = { ...current, ...given };
+  if (merged.x402AmountUnits === null && changes.x402PayTo === undefined) merged.x402PayTo = null;
+  const missing = (Object.keys(POLICY_FIELD_FLAGS) as Array<keyof SignerPolicy>).filter(
+    (field) => merged[field] === undefined,
+  );
+  if (missing.length > 0) {
+    const flags = missing.map((field) => POLICY_FIELD_FLAGS[field]).join(", ");
+    return usage(`no policy is sealed yet, so the first apply needs every field; missing ${flags}`);
+  }
+  const policy = merged as SignerPolicy;
+  if ((policy.x402AmountUnits === null) !== (policy.x402PayTo === null)) {
+    return usage("--x402-amount and --x402-pay-to are set together (--x402-amount none clears both)");
+  }
+  return { ok: true, policy };
+}
+
+/** Applies `changes` over the sealed policy under a capability minted from the policy key. */
+export async function applyPolicy(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+  changes: PolicyChanges;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const merged = mergePolicy(before.value.policy, params.changes);
+  if (!merged.ok) return merged;
+  const applied = await params.client.configurePolicy(merged.policy, minter(params, before.value));
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
+/** configure_treasury: a fresh budget (spent restarts at zero), the faucet key kept unless named. */
+export async function applyTreasury(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+  budgetUnits: bigint;
+  faucetKeyRef?: string;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const applied = await params.client.configureTreasury(
+    {
+      budgetUnits: params.budgetUnits,
+      ...(params.faucetKeyRef === undefined ? {} : { faucetKeyRef: params.faucetKeyRef }),
+    },
+    minter(params, before.value),
+  );
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
+/** True when the sealed policy is exactly `policy` (addresses compared without case). */
+export function samePolicy(sealed: SignerPolicy | null, policy: SignerPolicy): boolean {
+  if (!sealed) return false;
+  const canonical = (value: SignerPolicy): string => JSON.stringify(signerPolicyToWire(value)).toLowerCase();
+  return canonical(sealed) === canonical(policy);
+}
+
+function minter(params: { client: SignerClient; policySecret: Uint8Array }, sealed: GetPolicyResult) {
+  // Env and chain come from the enclave itself: the operator needs nothing but the key and socket.
+  return createCapabilityMinter({
+    authority: params.policySecret,
+    envId: sealed.envId,
+    chainId: sealed.chainId,
+    client: params.client,
+    requestId: () => `enclave-policy-${crypto.randomUUID()}`,
+  });
+}
+
+async function readAfter(client: SignerClient, before: GetPolicyResult): Promise<PolicyAdminResult> {
+  const after = await client.getPolicy();
+  if (!after.ok) return refused(after.error);
+  return { ok: true, before, after: after.value };
+}
+
+function usage(message: string): { ok: false; error: PolicyAdminFailure } {
+  return { ok: false, error: { kind: "usage", message } };
+}
+
+function refused(failure: SignerFailure): { ok: false; error: PolicyAdminFailure } {
+  return { ok: false, error: { kind: "refused", code: failure.code, reason: failure.reason } };
+}

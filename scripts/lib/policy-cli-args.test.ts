@@ -1,0 +1,102 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_SOCKET, PolicyUsageError, parsePolicyArgs } from "./policy-cli-args.ts";
+
+const KEY = ["--policy-key", "/keys/policy.key"];
+
+describe("enclave-policy arguments", () => {
+  it("reads the socket from --socket, then AGENT_SIGNER_SVC_HSM_ENDPOINT, then the local stack's", () => {
+    expect(parsePolicyArgs(["show", "--socket", "/s.sock"], {})).toEqual({
+      command: "show",
+      socketPath: "/s.sock",
+      json: false,
+    });
+    expect(parsePolicyArgs(["show"], { AGENT_SIGNER_SVC_HSM_ENDPOINT: "unix:///e.sock" })).toMatchObject({
+      socketPath: "/e.sock",
+    });
+    expect(parsePolicyArgs(["show", "--json"], {})).toMatchObject({
+      socketPath: DEFAULT_POLICY_SOCKET,
+      json: true,
+    });
+  });
+
+  it("parses apply's flags into bigint amounts and lowercase addresses, leaving out what is not named", () => {
+    const parsed = parsePolicyArgs(
+      [
+        "apply",
+        ...KEY,
+        "--per-tx",
+        "10000000",
+        "--fee-ceiling",
+        "1000000000000000000000",
+        "--allowlist",
+        "0x54A305F4ad9E69d59Fd3e76646FFa7b8993fFE7B, 0x1111111111111111111111111111111111111111",
+        "--x402-amount",
+        "none",
+        "--max-validity",
+        "180",
+      ],
+      {},
+    );
+    expect(parsed).toEqual({
+      command: "apply",
+      socketPath: DEFAULT_POLICY_SOCKET,
+      json: false,
+      policyKeyFile: "/keys/policy.key",
+      changes: {
+        perTxLimitUnits: 10_000_000n,
+        feeCeilingWei: 10n ** 21n,
+        recipientAllowlist: [
+          "0x54a305f4ad9e69d59fd3e76646ffa7b8993ffe7b",
+          "0x1111111111111111111111111111111111111111",
+        ],
+        x402AmountUnits: null,
+        x402MaxTimeoutSeconds: 180,
+      },
+    });
+    expect(parsePolicyArgs(["apply", ...KEY, "--allowlist", "none"], {})).toMatchObject({
+      changes: { recipientAllowlist: null },
+    });
+  });
+
+  it("parses treasury", () => {
+    expect(
+      parsePolicyArgs(["treasury", ...KEY, "--budget", "1000", "--faucet-key-ref", "ab".repeat(32)], {}),
+    ).toEqual({
+      command: "treasury",
+      socketPath: DEFAULT_POLICY_SOCKET,
+      json: false,
+      policyKeyFile: "/keys/policy.key",
+      budgetUnits: 1000n,
+      faucetKeyRef: "ab".repeat(32),
+    });
+  });
+
+  it("refuses what it cannot apply exactly", () => {
+    const bad = [
+      [],
+      ["drain"],
+      ["show", "apply"],
+      ["show", "--bogus"],
+      ["show", ...KEY],
+      ["apply", "--per-tx", "5"],
+      ["apply", ...KEY],
+      ["apply", ...KEY, "--per-tx", "1.5"],
+      ["apply", ...KEY, "--per-tx", "-1"],
+      ["apply", ...KEY, "--daily", "1e6"],
+      ["apply", ...KEY, "--fee-ceiling", "007"],
+      ["apply", ...KEY, "--allowlist", "0x12"],
+      ["apply", ...KEY, "--allowlist", "0x54A305F4ad9E69d59Fd3e76646FFa7b8993fFE7b"], // bad checksum
+      ["apply", ...KEY, "--operator-pool", "pool"],
+      ["apply", ...KEY, "--max-validity", "0"],
+      ["apply", ...KEY, "--max-validity", "86401"],
+      ["apply", ...KEY, "--budget", "5"],
+      ["treasury", ...KEY],
+      ["treasury", ...KEY, "--budget", "5", "--per-tx", "5"],
+      ["treasury", ...KEY, "--budget", "5", "--faucet-key-ref", "xyz"],
+    ];
+    for (const argv of bad) expect(() => parsePolicyArgs(argv, {}), argv.join(" ")).toThrow(PolicyUsageError);
+    expect(() => parsePolicyArgs(["show"], { AGENT_SIGNER_SVC_HSM_ENDPOINT: "tcp://x" })).toThrow(
+      PolicyUsageError,
+    );
+  });
+});
