@@ -48,7 +48,6 @@ ALTER TABLE "agent_actions" ADD COLUMN "error_message" text;--> statement-breakp
 ALTER TABLE "funding_exception_changes" ADD CONSTRAINT "funding_exception_changes_exception_id_funding_exceptions_id_fk" FOREIGN KEY ("exception_id") REFERENCES "public"."funding_exceptions"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "funding_exception_changes_exception_idx" ON "funding_exception_changes" USING btree ("exception_id","changed_at");--> statement-breakpoint
 CREATE INDEX "outgoing_transactions_in_flight_idx" ON "outgoing_transactions" USING btree ("status","updated_at") WHERE "outgoing_transactions"."status" IN ('signed','submitted');--> statement-breakpoint
-CREATE INDEX "outgoing_transactions_sender_idx" ON "outgoing_transactions" USING btree ("sender","nonce");--> statement-breakpoint
 ALTER TABLE "agent_actions" ADD CONSTRAINT "agent_actions_tx_id_outgoing_transactions_tx_id_fk" FOREIGN KEY ("tx_id") REFERENCES "public"."outgoing_transactions"("tx_id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "agent_actions_requested_idx" ON "agent_actions" USING btree ("updated_at") WHERE "agent_actions"."status" = 'requested';--> statement-breakpoint
 CREATE INDEX "agent_actions_tx_idx" ON "agent_actions" USING btree ("tx_id");--> statement-breakpoint

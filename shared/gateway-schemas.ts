@@ -25,7 +25,11 @@ export const unitsAmountSchema = z
     /^[1-9][0-9]{0,77}$/,
     "amount must be a positive whole number of 6-decimal units, as a decimal string",
   )
-  .refine((value) => BigInt(value) * WEI_PER_UNIT <= MAX_UINT256, "amount is too large");
+  // Refinements run even when the pattern failed: only a string of digits reaches BigInt.
+  .refine(
+    (value) => !/^[0-9]+$/.test(value) || BigInt(value) * WEI_PER_UNIT <= MAX_UINT256,
+    "amount is too large",
+  );
 
 export const faucetRequestSchema = z.strictObject({ idempotency_key: idempotencyKeySchema });
 export type FaucetRequest = z.infer<typeof faucetRequestSchema>;

@@ -3,8 +3,9 @@
  * the checks that need locks, the enclave's signature, the signed bytes stored, then the
  * broadcast. Three short steps, each safe to crash in:
  *   1. (the caller) the action is committed as `requested` before anything is signed;
- *   2. one transaction holds the action, the per-agent lock where the kind has one and the
- *      sender's nonce row: checks, nonce, signature, the transaction stored, action `signed`;
+ *   2. one transaction holds the action and the sender's nonce row: checks, nonce, signature, the
+ *      transaction stored, action `signed`. The nonce row lock serialises everything one sender
+ *      does, so checks that count the sender's past (limits, balance) see every earlier signing;
  *   3. the stored bytes are broadcast under the transaction's row lock (chain/outgoing.ts).
  * A crash in 2 leaves the action `requested` with nothing signed that escaped (a retry or the
  * tracker runs it again); a crash after 2 leaves it `signed`, and the tracker sends the same
@@ -37,7 +38,7 @@ import type {
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
-import { lockAgent, lockRequested, markFailed, markSigned, noteRetryable } from "./repository.ts";
+import { lockRequested, markFailed, markSigned, noteRetryable } from "./repository.ts";
 
 /** A refusal the agent is told about, in the gateway's error envelope. */
 export type Refusal = {
@@ -88,8 +89,6 @@ export type MoneyOperation = {
   sender: { address: string; keyRef: string };
   to: string;
   valueUnits: bigint;
-  /** When set, the operation's checks are serialised per agent under this scope. */
-  agentLockScope?: string;
   /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
   readRecipientBalance?: boolean;
   /** The checks that need the locks; null lets the operation go on. */
@@ -150,7 +149,6 @@ export async function executeMoneyOperation(
   try {
     outcome = await deps.db.transaction(async (tx): Promise<ExecuteOutcome> => {
       if (!(await lockRequested(tx, operation.actionId))) return { kind: "busy" };
-      if (operation.agentLockScope) await lockAgent(tx, operation.agentId, operation.agentLockScope);
       const nonce = await lockNextNonce(tx, operation.sender.address, sender.minedNonce);
       const context: CheckContext = {
         sender,

@@ -1,8 +1,8 @@
 /**
  * POST /agent/v1/faucet (SPEC; DESIGN §7): pays AGENT_FAUCET_PAYOUT_AMOUNT from the faucet treasury
  * (enclave `sign_faucet`) to the caller's own wallet. The cooldown and the daily limit are checked
- * under a per-agent lock, so simultaneous requests from one agent see each other; the funding gate
- * checks the receiving wallet and the treasury's balance.
+ * under the treasury's nonce lock, which every payout takes, so simultaneous requests see each
+ * other; the funding gate checks the receiving wallet and the treasury's balance.
  */
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -44,7 +44,6 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
         sender: treasury,
         to: wallet,
         valueUnits: payoutUnits,
-        agentLockScope: "faucet",
         readRecipientBalance: true,
         sign: (params) => services.signer.signFaucet(params),
         signerRefusal,

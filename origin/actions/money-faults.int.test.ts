@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
+import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { spawnOrigin } from "../../scripts/test/origin-process.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -27,7 +27,8 @@ describe("money movement under faults (real processes)", () => {
   const sentBy = (wallet: string) =>
     queryRows<{ nonce: string; status: string }>(
       stack.db.handle.db,
-      sql`select nonce::text, status from outgoing_transactions where sender = ${wallet.toLowerCase()} order by nonce`,
+      sql`select nonce::text as nonce, status from outgoing_transactions where sender = ${wallet.toLowerCase()}
+          order by outgoing_transactions.nonce`,
     );
 
   it("answers 503 agent_signer_unavailable with the enclave down, signs nothing, and the retry succeeds once it is back", async () => {
@@ -49,7 +50,7 @@ describe("money movement under faults (real processes)", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
       retried = await calls.transfer(body);
     }
-    expect(retried.status).toBe(202);
+    expect(isAccepted(retried)).toBe(true);
     expect((await calls.settled((retried.body as ActionView).action_id)).status).toBe("confirmed");
     expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
   });
@@ -65,8 +66,14 @@ describe("money movement under faults (real processes)", () => {
       const body = { idempotency_key: newKey(), to: recipient, amount: "2500" };
       await expect(agentCalls(doomed.base, agent.token).transfer(body)).rejects.toThrow();
       expect(await doomed.exited).toBe("SIGKILL");
+      // One stored transaction; the stack's own origin may already be finishing it (it shares the
+      // database), which is the point: whichever origin comes next, nothing is signed again.
       const left = await sentBy(agent.wallet);
-      expect(left).toEqual([{ nonce: "0", status: crashAt === "after_signed" ? "signed" : "submitted" }]);
+      expect(left).toHaveLength(1);
+      expect(left[0]!.nonce).toBe("0");
+      expect(
+        crashAt === "after_signed" ? ["signed", "submitted", "confirmed"] : ["submitted", "confirmed"],
+      ).toContain(left[0]!.status);
 
       // A restarted origin finishes it: the stored bytes are sent (again), never re-signed.
       const restarted = await stack.startOrigin({}, { signedGraceMs: 200 });
@@ -95,7 +102,7 @@ describe("money movement under faults (real processes)", () => {
           }),
         ),
       );
-      expect(responses.map((response) => response.status)).toEqual(Array(100).fill(202));
+      expect(responses.every(isAccepted)).toBe(true);
       for (const [i, response] of responses.entries()) {
         const view = await agentCalls(origins[0]!.base, agents[i % 4]!.token).settled(
           (response.body as ActionView).action_id,

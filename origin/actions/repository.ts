@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { and, eq, sql } from "drizzle-orm";
 import type { ActionStatus } from "../../shared/gateway-schemas.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import { type Db, queryRows, toDate } from "../db/client.ts";
 import { agentActions } from "../db/schema.ts";
 
 export type ActionKind = "faucet" | "transfer" | "x402";
@@ -154,21 +154,13 @@ export async function faucetPayouts(
   agentId: string,
   since: Date,
 ): Promise<{ totalSinceUnits: bigint; lastSignedAt: Date | null }> {
-  const [row] = await queryRows<{ total: string | null; last: Date | null }>(
+  const [row] = await queryRows<{ total: string | null; last: Date | string | null }>(
     tx,
     sql`select (sum(amount_units) filter (where signed_at >= ${since.toISOString()}))::text as total,
           max(signed_at) as last
         from agent_actions where agent_id = ${agentId} and kind = 'faucet' and signed_at is not null`,
   );
-  return { totalSinceUnits: BigInt(row?.total ?? "0"), lastSignedAt: row?.last ?? null };
-}
-
-/**
- * Takes a lock that serialises one agent's checks for the rest of the transaction (the faucet's
- * cooldown and daily limit hold however many requests arrive at once).
- */
-export async function lockAgent(tx: Db, agentId: string, scope: string): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${scope}:${agentId}`}, 0))`);
+  return { totalSinceUnits: BigInt(row?.total ?? "0"), lastSignedAt: row?.last ? toDate(row.last) : null };
 }
 
 async function selectActions(db: Db, where: ReturnType<typeof sql>): Promise<ActionRow[]> {
@@ -187,8 +179,8 @@ async function selectActions(db: Db, where: ReturnType<typeof sql>): Promise<Act
     signed_payload: unknown;
     error_code: string | null;
     error_message: string | null;
-    created_at: Date;
-    updated_at: Date;
+    created_at: Date | string;
+    updated_at: Date | string;
   }>(
     db,
     sql`select a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash, a.status,
@@ -213,7 +205,7 @@ async function selectActions(db: Db, where: ReturnType<typeof sql>): Promise<Act
     signedPayload: row.signed_payload,
     errorCode: row.error_code,
     errorMessage: row.error_message,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
   }));
 }

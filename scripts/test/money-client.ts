@@ -13,6 +13,20 @@ export type AgentCalls = {
 
 export const newKey = (): string => `key-${randomBytes(8).toString("hex")}`;
 
+/**
+ * A money request that went through: 202 while in flight, or 200 if its receipt was in before the
+ * answer was (DESIGN §7), with an action that did not fail.
+ */
+export function isAccepted(response: TestResponse): boolean {
+  const status = (response.body as Partial<ActionView>).status;
+  return (
+    (response.status === 202 || response.status === 200) &&
+    status !== "failed" &&
+    status !== "reverted" &&
+    status !== undefined
+  );
+}
+
 export function agentCalls(base: string, token: string): AgentCalls {
   const headers = { authorization: `Bearer ${token}` };
   const post = (path: string, body: unknown, extra: SendParams = {}) =>

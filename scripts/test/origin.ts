@@ -45,9 +45,12 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
   const rpcUrl = config.chain.rpcUrl;
   const rpc = rpcUrl ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
   const signer = params.signer ?? createDormantSignerClient();
+  // TEST_ORIGIN_LOG=1 prints the origin's log to stderr, for whoever debugs a failing test.
   const logger = params.onLogLine
     ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
-    : pino({ level: "silent" });
+    : process.env.TEST_ORIGIN_LOG === "1"
+      ? createLogger("debug", process.stderr)
+      : pino({ level: "silent" });
   // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
   const prepared = await prepareMoney({
     config,
