@@ -23,6 +23,7 @@ CREATE TABLE "outgoing_transactions" (
 	"block_number" bigint,
 	"error" text,
 	"broadcast_attempts" bigint DEFAULT 0 NOT NULL,
+	"broadcast_lease_until" timestamp with time zone,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
 	CONSTRAINT "outgoing_transactions_tx_hash_unique" UNIQUE("tx_hash"),

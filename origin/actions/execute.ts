@@ -18,8 +18,9 @@ import type { FeeOracle, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
+  type BroadcastLease,
   type BroadcastOutcome,
-  broadcastStored,
+  broadcastLeased,
   inFlightCostWei,
   lockNextNonce,
   readBalance,
@@ -38,7 +39,7 @@ import type {
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
-import { lockRequested, markFailed, markSigned, noteRetryable } from "./repository.ts";
+import { lockRequested, markFailed, noteRetryable } from "./repository.ts";
 
 /** A refusal the agent is told about, in the gateway's error envelope. */
 export type Refusal = {
@@ -56,6 +57,8 @@ export type ExecutorDeps = {
   logger: Logger;
   /** Called once a transaction is in flight, so the tracker looks for its receipt soon. */
   onInFlight?: () => void;
+  /** How long a broadcast lease lasts (chain/outgoing.ts broadcastLeaseMs). */
+  leaseMs: number;
   /** Fault injection for crash tests only (scripts/test/money-crash-origin.ts); never set otherwise. */
   faults?: ExecutorFaults;
 };
@@ -100,7 +103,7 @@ export type MoneyOperation = {
 
 export type ExecuteOutcome =
   /** Signed and stored; `broadcast` says how the chain took it. */
-  | { kind: "signed"; txId: string; broadcast: BroadcastOutcome | undefined }
+  | { kind: "signed"; lease: BroadcastLease; broadcast: BroadcastOutcome | undefined }
   /** Refused; the action is now `failed` with the refusal's code. */
   | { kind: "refused"; refusal: Refusal }
   /** Could not be done now (signer or chain unreachable); the action stays `requested`. */
@@ -186,16 +189,19 @@ export async function executeMoneyOperation(
         );
         return { kind: "refused", refusal: signerRefused };
       }
-      const txId = await recordSigned(tx, {
-        purpose: operation.purpose,
-        sender: operation.sender.address,
-        nonce,
-        txHash: result.value.txHash,
-        rawTx: result.value.rawTransaction,
-        maxCostWei: costWei,
-      });
-      await markSigned(tx, operation.actionId, { txId, txHash: result.value.txHash, costUnits: cost });
-      return { kind: "signed", txId, broadcast: undefined };
+      const lease = await recordSigned(
+        tx,
+        {
+          purpose: operation.purpose,
+          sender: operation.sender.address,
+          nonce,
+          txHash: result.value.txHash,
+          rawTx: result.value.rawTransaction,
+          maxCostWei: costWei,
+        },
+        { leaseMs: deps.leaseMs, actionId: operation.actionId, costUnits: cost },
+      );
+      return { kind: "signed", lease, broadcast: undefined };
     });
   } catch (error) {
     if (!(error instanceof SignerUnavailable)) throw error;
@@ -206,7 +212,7 @@ export async function executeMoneyOperation(
   }
   if (outcome.kind !== "signed") return outcome;
   deps.faults?.afterSigned?.();
-  const broadcast = await broadcastStored(deps.db, deps.rpc, outcome.txId);
+  const broadcast = await broadcastLeased(deps.db, deps.rpc, outcome.lease);
   if (broadcast?.kind === "accepted") deps.faults?.afterBroadcast?.();
   if (broadcast?.kind !== "refused") deps.onInFlight?.();
   if (broadcast?.kind === "refused") {

@@ -54,7 +54,7 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
             if (waitMs > 0)
               return retryLater(
                 "faucet_cooldown",
-                "one faucet payout per cooldown",
+                `the faucet pays each agent once every ${cooldownMs / 1000} s`,
                 Math.ceil(waitMs / 1000),
               );
           }

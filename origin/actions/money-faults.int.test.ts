@@ -61,7 +61,8 @@ describe("money movement under faults (real processes)", () => {
       const recipient = newAccount().address;
       const doomed = await spawnOrigin({
         entry: "scripts/test/money-crash-origin.ts",
-        env: { ...stack.processEnv(), MONEY_CRASH_AT: crashAt },
+        // A 1 s chain timeout makes its broadcast lease 3 s: the next origin takes over after it.
+        env: { ...stack.processEnv({ CHAIN_RPC_TIMEOUT_MS: "1000" }), MONEY_CRASH_AT: crashAt },
       });
       const body = { idempotency_key: newKey(), to: recipient, amount: "2500" };
       await expect(agentCalls(doomed.base, agent.token).transfer(body)).rejects.toThrow();

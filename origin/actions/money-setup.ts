@@ -7,6 +7,7 @@
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { createFeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { MoneyRuntime } from "../deps.ts";
@@ -65,7 +66,10 @@ export async function prepareMoney(params: {
   const differences = policyDifferences(config, sealed.value);
   if (differences.length > 0) return { ok: false, errors: differences };
   const policy = sealed.value.policy!;
-  const tracker = createTxTracker({ db: params.db, rpc: params.rpc, logger: params.logger }, params.tracker);
+  const tracker = createTxTracker(
+    { db: params.db, rpc: params.rpc, logger: params.logger },
+    { leaseMs: broadcastLeaseMs(config.chain.timeoutMs), ...params.tracker },
+  );
   const treasury = sealed.value.treasury;
   return {
     ok: true,

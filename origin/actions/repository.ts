@@ -114,27 +114,6 @@ export async function noteRetryable(db: Db, actionId: string, code: string, mess
     .where(and(eq(agentActions.actionId, actionId), eq(agentActions.status, "requested")));
 }
 
-/** requested → signed, pointing at the stored transaction. */
-export async function markSigned(
-  tx: Db,
-  actionId: string,
-  signed: { txId: string; txHash: string; costUnits: bigint },
-): Promise<void> {
-  await tx
-    .update(agentActions)
-    .set({
-      status: "signed",
-      txId: signed.txId,
-      txHash: signed.txHash,
-      costUnits: signed.costUnits.toString(),
-      signedAt: sql`now()`,
-      errorCode: null,
-      errorMessage: null,
-      updatedAt: sql`now()`,
-    })
-    .where(and(eq(agentActions.actionId, actionId), eq(agentActions.status, "requested")));
-}
-
 /**
  * Units the agent's transfers signed since `since` count against its daily limit: value plus the
  * maximum fee, as the enclave counts them (DESIGN §5), whatever became of them on chain.

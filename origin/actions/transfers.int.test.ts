@@ -3,6 +3,7 @@ import { type Address, getAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/index.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import type { TestResponse } from "../../scripts/test/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -148,9 +149,19 @@ describe("transfers (real stack)", () => {
       const response = await calls.transfer({ idempotency_key: newKey(), to, amount: "9990000" });
       expect(isAccepted(response)).toBe(true);
     }
-    const racing = await Promise.all(
-      [1, 2].map(() => calls.transfer({ idempotency_key: newKey(), to, amount: "6000000" })),
-    );
+    // Both arrive while the wallet's nonce row is held elsewhere, so both are inside their
+    // transactions at once when it is released: the race is real, not left to timing.
+    let sent: Promise<TestResponse[]> | undefined;
+    await stack.db.handle.db.transaction(async (tx) => {
+      await tx.execute(
+        sql`select 1 from sender_nonces where address = ${agent.wallet.toLowerCase()} for update`,
+      );
+      sent = Promise.all(
+        [1, 2].map(() => calls.transfer({ idempotency_key: newKey(), to, amount: "6000000" })),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    });
+    const racing = await sent!;
     const statuses = racing.map((response) => (response.status === 200 ? 202 : response.status)).sort();
     expect(statuses).toEqual([202, 403]);
     const refused = racing.find((response) => response.status === 403)!;

@@ -3,10 +3,10 @@
  * address, signed bytes stored before they are broadcast, and broadcasts that never overlap for
  * one transaction. Faucet payouts, transfers and x402 settlements all go through here.
  */
-import { eq, inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import { type Db, queryRows } from "../db/client.ts";
-import { agentActions, outgoingTransactions, senderNonces } from "../db/schema.ts";
+
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 export type TxPurpose = "faucet" | "transfer" | "settlement" | "filler";
@@ -70,27 +70,66 @@ export type SignedTransaction = {
   maxCostWei: bigint;
 };
 
+/** The right to broadcast one stored transaction until its lease ends, with what to send. */
+export type BroadcastLease = { txId: string; rawTx: string; txHash: string; status: TxStatus };
+
 /**
- * Stores a signed transaction and moves its sender's next nonce past it, in the caller's
- * transaction (which holds the nonce row lock). Returns the new row's id.
+ * How long a broadcast lease lasts: longer than any one broadcast can take (three chain timeouts),
+ * so a lease never ends while its broadcast is still in flight, and no two origins ever send one
+ * transaction at the same time. A crashed broadcaster's lease simply runs out.
  */
-export async function recordSigned(tx: Db, signed: SignedTransaction): Promise<string> {
-  const [row] = await tx
-    .insert(outgoingTransactions)
-    .values({
-      purpose: signed.purpose,
-      sender: signed.sender,
-      nonce: signed.nonce,
-      txHash: signed.txHash,
-      rawTx: signed.rawTx,
-      maxCostWei: signed.maxCostWei.toString(),
-    })
-    .returning({ txId: outgoingTransactions.txId });
-  await tx
-    .update(senderNonces)
-    .set({ nextNonce: signed.nonce + 1n, updatedAt: sql`now()` })
-    .where(eq(senderNonces.address, signed.sender));
-  return row!.txId;
+export function broadcastLeaseMs(chainTimeoutMs: number): number {
+  return Math.max(3_000, 3 * chainTimeoutMs);
+}
+
+/**
+ * Stores a signed transaction, moves its sender's next nonce past it and, when `actionId` is
+ * given, moves that action from `requested` to `signed`, in one statement of the caller's
+ * transaction (which holds the nonce row lock). The caller holds its broadcast lease.
+ */
+export async function recordSigned(
+  tx: Db,
+  signed: SignedTransaction,
+  params: { leaseMs: number; actionId?: string; costUnits?: bigint },
+): Promise<BroadcastLease> {
+  const [row] = await queryRows<{ tx_id: string }>(
+    tx,
+    sql`with stored as (
+          insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
+          values (${signed.purpose}, ${signed.sender}, ${signed.nonce}, ${signed.txHash}, ${signed.rawTx},
+                  ${signed.maxCostWei.toString()}, now() + make_interval(secs => ${params.leaseMs / 1000}))
+          returning tx_id),
+        nonce as (
+          update sender_nonces set next_nonce = ${signed.nonce + 1n}, updated_at = now()
+          where address = ${signed.sender}),
+        action as (
+          update agent_actions set status = 'signed', tx_id = (select tx_id from stored), tx_hash = ${signed.txHash},
+            cost_units = ${params.costUnits?.toString() ?? null}::numeric, signed_at = now(), error_code = null,
+            error_message = null, updated_at = now()
+          where action_id = ${params.actionId ?? null}::uuid and status = 'requested')
+        select tx_id from stored`,
+  );
+  return { txId: row!.tx_id, rawTx: signed.rawTx, txHash: signed.txHash, status: "signed" };
+}
+
+/**
+ * Claims a stored transaction for broadcasting: only one origin at a time, and only when nobody
+ * holds its lease. `resend` also takes `submitted` ones (a node may drop a pending transaction).
+ */
+export async function claimBroadcast(
+  db: Db,
+  txId: string,
+  options: { leaseMs: number; resend?: boolean },
+): Promise<BroadcastLease | undefined> {
+  const statuses = options.resend ? ["signed", "submitted"] : ["signed"];
+  const [row] = await queryRows<{ raw_tx: string; tx_hash: string; status: TxStatus }>(
+    db,
+    sql`update outgoing_transactions set broadcast_lease_until = now() + make_interval(secs => ${options.leaseMs / 1000})
+        where tx_id = ${txId} and status = any(${pgArray(statuses)}::text[])
+          and (broadcast_lease_until is null or broadcast_lease_until < now())
+        returning raw_tx, tx_hash, status`,
+  );
+  return row ? { txId, rawTx: row.raw_tx, txHash: row.tx_hash, status: row.status } : undefined;
 }
 
 /** How the chain answered one broadcast. */
@@ -131,84 +170,105 @@ export async function sendRaw(
 }
 
 /**
- * Broadcasts one stored transaction, holding its row lock so no other origin broadcasts it at the
- * same time (they skip locked rows). `signed` becomes `submitted` on acceptance, `failed` on a
- * refusal; a transient failure leaves it `signed` for the tracker to send again. Also moves the
- * agent action that owns it, in the same transaction.
+ * Sends the leased bytes, with no database lock held while the chain answers, then records the
+ * outcome and ends the lease: `signed` becomes `submitted` on acceptance and `failed` on a refusal
+ * (its nonce handed out again if nothing came after it); a transient failure leaves it as it was
+ * for the tracker to send again.
  */
+export async function broadcastLeased(
+  db: Db,
+  rpc: JsonRpcUpstream,
+  lease: BroadcastLease,
+): Promise<BroadcastOutcome> {
+  const outcome = await sendRaw(rpc, lease.rawTx, lease.txHash);
+  if (outcome.kind === "transient") {
+    // updated_at moves too: the tracker's next attempt waits a full grace period.
+    await db.execute(sql`update outgoing_transactions
+        set broadcast_attempts = broadcast_attempts + 1, error = ${outcome.reason}, updated_at = now(),
+            broadcast_lease_until = null
+        where tx_id = ${lease.txId}`);
+    return outcome;
+  }
+  if (outcome.kind === "accepted") {
+    await setTxStatus(db, [lease.txId], lease.status === "signed" ? "submitted" : lease.status, {
+      countBroadcast: true,
+    });
+    return outcome;
+  }
+  await db.transaction(async (tx) => {
+    await setTxStatus(tx, [lease.txId], "failed", { error: outcome.reason, countBroadcast: true });
+    await releaseNonceIfLast(tx, lease.txId);
+  });
+  return outcome;
+}
+
+/** Claims and broadcasts one stored transaction; undefined if another broadcast holds it. */
 export async function broadcastStored(
   db: Db,
   rpc: JsonRpcUpstream,
   txId: string,
-  options: { resend?: boolean } = {},
+  options: { leaseMs: number; resend?: boolean },
 ): Promise<BroadcastOutcome | undefined> {
-  return db.transaction(async (tx) => {
-    const statuses: TxStatus[] = options.resend ? ["signed", "submitted"] : ["signed"];
-    const [row] = await queryRows<{ raw_tx: string; tx_hash: string; status: TxStatus }>(
-      tx,
-      sql`select raw_tx, tx_hash, status from outgoing_transactions
-          where tx_id = ${txId} and status in ${sql.raw(`('${statuses.join("','")}')`)}
-          for update skip locked`,
-    );
-    if (!row) return undefined; // already broadcast, settled, or being broadcast elsewhere
-    const outcome = await sendRaw(rpc, row.raw_tx, row.tx_hash);
-    if (outcome.kind === "transient") {
-      await tx
-        .update(outgoingTransactions)
-        // updated_at moves too: the tracker's next attempt waits a full grace period.
-        .set({
-          broadcastAttempts: sql`${outgoingTransactions.broadcastAttempts} + 1`,
-          error: outcome.reason,
-          updatedAt: sql`now()`,
-        })
-        .where(eq(outgoingTransactions.txId, txId));
-      return outcome;
-    }
-    const status: TxStatus =
-      outcome.kind === "accepted" ? (row.status === "signed" ? "submitted" : row.status) : "failed";
-    await setTxStatus(tx, [txId], status, {
-      error: outcome.kind === "refused" ? outcome.reason : null,
-      countBroadcast: true,
-    });
-    if (outcome.kind === "refused") await releaseNonceIfLast(tx, txId);
-    return outcome;
-  });
+  const lease = await claimBroadcast(db, txId, options);
+  return lease ? broadcastLeased(db, rpc, lease) : undefined;
 }
 
 /**
- * Moves transactions (and the agent actions they belong to) to `status`. The action's state is the
- * transaction's from `signed` on; both change in one statement so a reader never sees them differ.
+ * Moves transactions (and the agent actions they belong to) to `status`, ending any broadcast
+ * lease. The action's state is the transaction's from `signed` on; both change in one statement,
+ * so a reader never sees them differ.
  */
 export async function setTxStatus(
-  tx: Db,
+  db: Db,
   txIds: string[],
   status: TxStatus,
-  fields: { error?: string | null; feeWei?: bigint; blockNumber?: bigint; countBroadcast?: boolean } = {},
+  fields: { error?: string | null; countBroadcast?: boolean } = {},
 ): Promise<void> {
   if (txIds.length === 0) return;
-  await tx
-    .update(outgoingTransactions)
-    .set({
-      status,
-      updatedAt: sql`now()`,
-      ...(fields.error === undefined ? {} : { error: fields.error }),
-      ...(fields.feeWei === undefined ? {} : { feeWei: fields.feeWei.toString() }),
-      ...(fields.blockNumber === undefined ? {} : { blockNumber: fields.blockNumber }),
-      ...(fields.countBroadcast
-        ? { broadcastAttempts: sql`${outgoingTransactions.broadcastAttempts} + 1` }
-        : {}),
-    })
-    .where(inArray(outgoingTransactions.txId, txIds));
-  await tx
-    .update(agentActions)
-    .set({
-      status,
-      updatedAt: sql`now()`,
-      ...(status === "failed" && fields.error
-        ? { errorCode: "broadcast_refused", errorMessage: fields.error }
-        : {}),
-    })
-    .where(inArray(agentActions.txId, txIds));
+  const failedAction = status === "failed" && fields.error ? "broadcast_refused" : null;
+  await db.execute(sql`
+    with moved as (
+      update outgoing_transactions
+      set status = ${status}, updated_at = now(), broadcast_lease_until = null,
+          error = coalesce(${fields.error ?? null}::text, error),
+          broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
+      where tx_id = any(${pgArray(txIds)}::uuid[])
+      returning tx_id)
+    update agent_actions
+    set status = ${status}, updated_at = now(),
+        error_code = coalesce(${failedAction}, error_code),
+        error_message = coalesce(${failedAction === null ? null : (fields.error ?? null)}, error_message)
+    where tx_id in (select tx_id from moved)`);
+}
+
+/** A receipt, as the tracker records it. */
+export type MinedTransaction = {
+  txId: string;
+  status: "confirmed" | "reverted";
+  feeWei: bigint;
+  blockNumber: bigint;
+};
+
+/** Records receipts in bulk: transactions and their actions, one statement for all. */
+export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<void> {
+  if (mined.length === 0) return;
+  const rows = sql.join(
+    mined.map(
+      (item) =>
+        sql`(${item.txId}::uuid, ${item.status}, ${item.feeWei.toString()}::numeric, ${item.blockNumber}::bigint)`,
+    ),
+    sql`, `,
+  );
+  await db.execute(sql`
+    with receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
+    moved as (
+      update outgoing_transactions t
+      set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
+          broadcast_lease_until = null
+      from receipts r where t.tx_id = r.tx_id and t.status = 'submitted'
+      returning t.tx_id, t.status)
+    update agent_actions a set status = m.status, updated_at = now()
+    from moved m where a.tx_id = m.tx_id`);
 }
 
 /**
@@ -232,4 +292,12 @@ async function rpcQuantity(
   if (!result.ok) return undefined;
   const value = (result.body as { result?: unknown }).result;
   return typeof value === "string" && /^0x[0-9a-fA-F]+$/.test(value) ? BigInt(value) : undefined;
+}
+
+/**
+ * One Postgres array literal as one parameter (drizzle spreads a JS array into a list of
+ * parameters). For uuids and our closed status words, which contain no quote, comma or brace.
+ */
+function pgArray(values: readonly string[]): string {
+  return `{${values.join(",")}}`;
 }

@@ -6,6 +6,7 @@ import { transfersHandler } from "../actions/transfers.ts";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
 import { createLatestBlock } from "../chain/block-number.ts";
+import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
@@ -72,6 +73,7 @@ function moneyHandlers(deps: AppDeps): WriteHandlers {
     clock: deps.clock,
     logger: deps.logger,
     onInFlight: deps.money.onInFlight,
+    leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
     faults: deps.money.faults,
     config: deps.config,
     signer: deps.signer,

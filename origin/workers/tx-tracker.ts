@@ -7,12 +7,20 @@
  */
 import { sql } from "drizzle-orm";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { broadcastStored, setTxStatus, type TxStatus } from "../chain/outgoing.ts";
+import {
+  broadcastLeaseMs,
+  broadcastStored,
+  type MinedTransaction,
+  recordMined,
+  type TxStatus,
+} from "../chain/outgoing.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Worker } from "./loop.ts";
 
 export type TxTrackerOptions = {
+  /** How long a broadcast lease lasts (chain/outgoing.ts broadcastLeaseMs). */
+  leaseMs?: number;
   /** Between ticks while nothing wakes the tracker. */
   periodMs?: number;
   /** A `signed` transaction this long untouched was not broadcast by its request: send it. */
@@ -47,6 +55,7 @@ export function createTxTracker(
   const resendAfterMs = options.resendAfterMs ?? 30_000;
   const abandonAfterMs = options.abandonAfterMs ?? 10 * 60_000;
   const batchSize = options.batchSize ?? 500;
+  const leaseMs = options.leaseMs ?? broadcastLeaseMs(5_000);
 
   let started = false;
   let stopped = false;
@@ -62,50 +71,47 @@ export function createTxTracker(
     return report;
   };
 
+  // No lock is held while the chain answers: several origins may read the same receipts, and
+  // recordMined moves only what is still `submitted`, so the work is idempotent.
   const resolveSubmitted = async (report: TickReport): Promise<void> => {
     for (;;) {
-      const found = await deps.db.transaction(async (tx) => {
-        const rows = await queryRows<{ tx_id: string; tx_hash: string }>(
-          tx,
-          sql`select tx_id, tx_hash from outgoing_transactions where status = 'submitted'
-              order by updated_at limit ${batchSize} for update skip locked`,
-        );
-        if (rows.length === 0) return 0;
-        const result = await deps.rpc.send(
-          rows.map((row, index) => ({
-            jsonrpc: "2.0",
-            id: index,
-            method: "eth_getTransactionReceipt",
-            params: [row.tx_hash],
-          })),
-        );
-        if (!result.ok || !Array.isArray(result.body)) return 0; // chain down: try next tick
-        const receipts = new Map<number, Receipt | null>();
-        for (const item of result.body as { id?: unknown; result?: Receipt | null }[]) {
-          if (typeof item.id === "number") receipts.set(item.id, item.result ?? null);
-        }
-        const mined: { txId: string; status: TxStatus; feeWei: bigint; blockNumber: bigint }[] = [];
-        rows.forEach((row, index) => {
-          const receipt = receipts.get(index);
-          if (!receipt?.status || !receipt.blockNumber) return;
-          mined.push({
-            txId: row.tx_id,
-            status: receipt.status === "0x1" ? "confirmed" : "reverted",
-            feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
-            blockNumber: BigInt(receipt.blockNumber),
-          });
+      const rows = await queryRows<{ tx_id: string; tx_hash: string }>(
+        deps.db,
+        sql`select tx_id, tx_hash from outgoing_transactions where status = 'submitted'
+            order by updated_at limit ${batchSize}`,
+      );
+      if (rows.length === 0) return;
+      const result = await deps.rpc.send(
+        rows.map((row, index) => ({
+          jsonrpc: "2.0",
+          id: index,
+          method: "eth_getTransactionReceipt",
+          params: [row.tx_hash],
+        })),
+      );
+      if (!result.ok || !Array.isArray(result.body)) return; // chain down: try next tick
+      const receipts = new Map<number, Receipt | null>();
+      for (const item of result.body as { id?: unknown; result?: Receipt | null }[]) {
+        if (typeof item.id === "number") receipts.set(item.id, item.result ?? null);
+      }
+      const mined: MinedTransaction[] = [];
+      rows.forEach((row, index) => {
+        const receipt = receipts.get(index);
+        if (!receipt?.status || !receipt.blockNumber) return;
+        mined.push({
+          txId: row.tx_id,
+          status: receipt.status === "0x1" ? "confirmed" : "reverted",
+          feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
+          blockNumber: BigInt(receipt.blockNumber),
         });
-        for (const item of mined) {
-          await setTxStatus(tx, [item.txId], item.status, {
-            feeWei: item.feeWei,
-            blockNumber: item.blockNumber,
-          });
-          if (item.status === "confirmed") report.confirmed++;
-          else report.reverted++;
-        }
-        return rows.length === batchSize && mined.length === rows.length ? rows.length : 0;
       });
-      if (found === 0) return;
+      await recordMined(deps.db, mined);
+      for (const item of mined) {
+        if (item.status === "confirmed") report.confirmed++;
+        else report.reverted++;
+      }
+      // Another full batch may be waiting only if this one was full and all of it was mined.
+      if (rows.length < batchSize || mined.length < rows.length) return;
     }
   };
 
@@ -113,12 +119,14 @@ export function createTxTracker(
     const due = await queryRows<{ tx_id: string; status: TxStatus }>(
       deps.db,
       sql`select tx_id, status from outgoing_transactions
-          where (status = 'signed' and updated_at < now() - make_interval(secs => ${signedGraceMs / 1000}))
-             or (status = 'submitted' and updated_at < now() - make_interval(secs => ${resendAfterMs / 1000}))
+          where ((status = 'signed' and updated_at < now() - make_interval(secs => ${signedGraceMs / 1000}))
+             or (status = 'submitted' and updated_at < now() - make_interval(secs => ${resendAfterMs / 1000})))
+            and (broadcast_lease_until is null or broadcast_lease_until < now())
           order by updated_at limit 100`,
     );
     for (const row of due) {
       const outcome = await broadcastStored(deps.db, deps.rpc, row.tx_id, {
+        leaseMs,
         resend: row.status === "submitted",
       });
       if (!outcome) continue;

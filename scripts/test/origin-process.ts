@@ -19,27 +19,40 @@ export type OriginProcess = {
 export async function spawnOrigin(params: {
   env: Record<string, string>;
   entry?: string;
+  /** A fixed port: readiness is then /healthz answering, whatever the log level. */
+  port?: number;
   timeoutMs?: number;
 }): Promise<OriginProcess> {
   const { DATABASE_URL: _inherited, ...inherited } = process.env;
   const child = spawn(process.execPath, ["--import", "tsx", params.entry ?? "origin/main.ts"], {
     cwd: REPO_ROOT,
-    env: { ...inherited, ORIGIN_PORT: "0", LOG_LEVEL: "info", ...params.env },
+    env: { ...inherited, ORIGIN_PORT: String(params.port ?? 0), LOG_LEVEL: "info", ...params.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // The last 64 KiB of output: enough to find the URL or explain a failure, bounded under load.
   let output = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
+  const keep = (chunk: Buffer): void => {
+    output = (output + chunk.toString()).slice(-65_536);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
   const exited = new Promise<number | string>((resolve) =>
     child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
   );
   const deadline = Date.now() + (params.timeoutMs ?? 60_000);
   let base: string | undefined;
+  const fixed = params.port === undefined ? undefined : `http://127.0.0.1:${params.port}/77`;
   while (!base) {
+    if (
+      fixed &&
+      (await fetch(`${fixed}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      base = fixed;
+      break;
+    }
     // main.ts logs `{"msg":"origin listening","url":…}`; fault children print the URL alone.
     const listening =
       /"url":"(http:\/\/[^"]+)"[^\n]*"origin listening"|"msg":"origin listening"[^\n]*"url":"(http:\/\/[^"]+)"/.exec(

@@ -41,6 +41,8 @@ export const outgoingTransactions = pgTable(
     blockNumber: bigint("block_number", { mode: "bigint" }),
     error: text("error"),
     broadcastAttempts: bigint("broadcast_attempts", { mode: "number" }).notNull().default(0),
+    /** Whoever broadcasts holds this lease; nobody else sends the transaction before it ends. */
+    broadcastLeaseUntil: timestamp("broadcast_lease_until", { withTimezone: true }),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
