@@ -12,14 +12,15 @@
  * and each ratio is taken within a pair, since this shared VM's speed drifts; the CPU steal of the
  * run is printed.
  */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { sql } from "drizzle-orm";
 import { type Hex, parseGwei } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
-import { connectDatabase } from "../origin/db/client.ts";
+import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
@@ -28,6 +29,7 @@ import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
 import { makeAgents, type StackAgent } from "./lib/agent-factory.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
 import { payFromOperatorPool } from "./lib/operator-pool.ts";
+import { cpuDelta, treeCpuSeconds } from "./lib/proc-cpu.ts";
 import { median, quantile } from "./lib/stats.ts";
 import { httpOk, startChild, waitUntilReady } from "./lib/supervisor.ts";
 import { createEnclaveFixture } from "./test/enclave-process.ts";
@@ -38,6 +40,8 @@ const AGENTS = Number(process.env.BENCH_AGENTS ?? 32);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 2);
 const FAUCET_SAMPLES = Number(process.env.BENCH_FAUCET_SAMPLES ?? 100);
+/** Transfers signed ahead per straight account and phase: more than one account sends in SECONDS. */
+const PRESIGN = Number(process.env.BENCH_PRESIGN ?? 120);
 const AMOUNT_UNITS = 1_000n;
 const FEES = { maxFeePerGas: parseGwei("3"), maxPriorityFeePerGas: parseGwei("1"), gas: 21_000n };
 
@@ -156,6 +160,8 @@ async function main(): Promise<void> {
     }
     origin = await spawnOrigin({
       port: await freePort(),
+      // e.g. BENCH_ORIGIN_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the origin's time goes
+      nodeArgs: process.env.BENCH_ORIGIN_NODE_ARGS?.split(" ").filter(Boolean),
       env: {
         AGENT_GATEWAY_ENABLED: "true",
         DATABASE_URL: postgres.url,
@@ -181,22 +187,41 @@ async function main(): Promise<void> {
     const nonces = straightAccounts.map(() => 0);
 
     /** AGENTS plain transfers in flight at a time, straight to the devnet, for SECONDS. */
-    const straight = async (): Promise<number> => {
+    /**
+     * Signs each account's next `perAccount` transfers ahead of the phase, so the phase measures
+     * the chain taking them, not this process signing (the gateway's side is signed by the enclave).
+     */
+    const presign = async (perAccount: number): Promise<Hex[][]> =>
+      Promise.all(
+        straightAccounts.map(async (account, index) => {
+          const signed: Hex[] = [];
+          for (let i = 0; i < perAccount; i++) {
+            signed.push(
+              await account.signTransaction({
+                chainId: CHAIN_ID,
+                type: "eip1559",
+                to: recipient,
+                value: AMOUNT_UNITS * WEI_PER_UNIT,
+                nonce: nonces[index]!++,
+                ...FEES,
+              }),
+            );
+          }
+          return signed;
+        }),
+      );
+    /** Stops before a signed transfer is skipped: an unsent nonce would stall the next phase. */
+    let presigned: Hex[][] = [];
+
+    /** AGENTS plain transfers in flight at a time, straight to the devnet, for SECONDS. */
+    const straight = async (): Promise<{ rate: number; count: number }> => {
       const until = performance.now() + SECONDS * 1000;
       const started = performance.now();
       let mined = 0;
       await Promise.all(
-        straightAccounts.map(async (account, index) => {
-          while (performance.now() < until) {
-            const raw: Hex = await account.signTransaction({
-              chainId: CHAIN_ID,
-              type: "eip1559",
-              to: recipient,
-              value: AMOUNT_UNITS * WEI_PER_UNIT,
-              nonce: nonces[index]!,
-              ...FEES,
-            });
-            nonces[index]!++;
+        presigned.map(async (queue) => {
+          while (performance.now() < until && queue.length > 0) {
+            const raw = queue.shift()!;
             const answer = await post(
               devnetUrl,
               JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] }),
@@ -206,11 +231,13 @@ async function main(): Promise<void> {
           }
         }),
       );
-      return mined / ((performance.now() - started) / 1000);
+      if (presigned.some((queue) => queue.length === 0))
+        say("  (an account ran out of pre-signed transfers: raise BENCH_PRESIGN)");
+      return { rate: mined / ((performance.now() - started) / 1000), count: mined };
     };
 
     /** AGENTS agents sending back to back through the gateway for SECONDS; rate to `confirmed`. */
-    const gateway = async (): Promise<number> => {
+    const gateway = async (): Promise<{ rate: number; count: number }> => {
       const until = performance.now() + SECONDS * 1000;
       const started = performance.now();
       const actions: Array<{ id: string; token: string }> = [];
@@ -228,7 +255,8 @@ async function main(): Promise<void> {
               }),
               headers,
             );
-            if (answer.status !== 202 && answer.status !== 200) throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
+            if (answer.status !== 202 && answer.status !== 200)
+              throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
             actions.push({
               id: (JSON.parse(answer.body) as { action_id: string }).action_id,
               token: agent.token,
@@ -236,29 +264,64 @@ async function main(): Promise<void> {
           }
         }),
       );
-      // The rate counts a transfer when it is confirmed: wait for the last one.
-      for (const action of actions) {
-        for (;;) {
-          const read = await get(`${base}/agent/v1/actions/${action.id}`, {
-            authorization: `Bearer ${action.token}`,
-          });
-          const status = (JSON.parse(read.body) as { status: string }).status;
-          if (status === "confirmed") break;
-          if (status === "failed" || status === "reverted") throw new Error(`action ${action.id} ${status}`);
-          await new Promise((resolve) => setTimeout(resolve, 5));
-        }
+      // The rate counts a transfer when it is confirmed: wait for the last one, asking the
+      // database (one count) rather than polling every action over HTTP from this process.
+      const ids = actions.map((action) => action.id);
+      for (;;) {
+        const [row] = await queryRows<{ confirmed: number; failed: number }>(
+          database.db,
+          sql`select count(*) filter (where status = 'confirmed')::int as confirmed,
+                count(*) filter (where status in ('failed', 'reverted'))::int as failed
+              from agent_actions where action_id = any(${`{${ids.join(",")}}`}::uuid[])`,
+        );
+        if (row!.failed > 0) throw new Error(`${row!.failed} transfers failed`);
+        if (row!.confirmed === ids.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
       }
-      return actions.length / ((performance.now() - started) / 1000);
+      return { rate: actions.length / ((performance.now() - started) / 1000), count: actions.length };
     };
 
+    const postmaster = Number(
+      (await readFile(path.join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0],
+    );
+    // Each process alone, except Postgres: its work happens in one child per connection.
+    const trees = {
+      devnet: { pid: devnet.process.pid, tree: false },
+      enclave: { pid: enclave.pid(), tree: false },
+      origin: { pid: origin.child.pid, tree: false },
+      postgres: { pid: postmaster, tree: true },
+      bench: { pid: process.pid, tree: false },
+    };
+    /** Runs a phase and says how much CPU each process spent per transfer it completed. */
+    const measured = async (
+      phase: () => Promise<{ rate: number; count: number }>,
+    ): Promise<{ rate: number; cpu: string }> => {
+      const before = await treeCpuSeconds(trees);
+      const { rate, count } = await phase();
+      const spent = cpuDelta(before, await treeCpuSeconds(trees));
+      const cpu = Object.entries(spent)
+        .filter(([, seconds]) => seconds > 0)
+        .map(([name, seconds]) => `${name} ${((seconds * 1000) / count).toFixed(2)}`)
+        .join(", ");
+      return { rate, cpu: `CPU ms per transfer: ${cpu}` };
+    };
     const steal = await startStealMeter();
     const pairs: Array<{ straight: number; gateway: number }> = [];
     for (let pair = 0; pair < PAIRS; pair++) {
-      const s = await straight();
-      const g = await gateway();
-      pairs.push({ straight: s, gateway: g });
+      presigned = await presign(PRESIGN);
+      const s = await measured(straight);
+      // Anything signed and not sent would hold the accounts' later nonces back: send it now.
+      for (const queue of presigned)
+        for (const raw of queue.splice(0))
+          await post(
+            devnetUrl,
+            JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] }),
+          );
+      const g = await measured(gateway);
+      pairs.push({ straight: s.rate, gateway: g.rate });
+      say(`  pair ${pair + 1}: straight ${s.rate.toFixed(0)} tx/s (${s.cpu})`);
       say(
-        `  pair ${pair + 1}: straight ${s.toFixed(0)} tx/s, gateway ${g.toFixed(0)} transfers/s to confirmed (${(g / s).toFixed(2)}×)`,
+        `          gateway ${g.rate.toFixed(0)} transfers/s to confirmed, ${(g.rate / s.rate).toFixed(2)}× (${g.cpu})`,
       );
     }
 
@@ -273,7 +336,8 @@ async function main(): Promise<void> {
         JSON.stringify({ idempotency_key: `faucet-${process.pid}-${i}` }),
         headers,
       );
-      if (answer.status !== 202 && answer.status !== 200) throw new Error(`faucet answered ${answer.status}: ${answer.body}`);
+      if (answer.status !== 202 && answer.status !== 200)
+        throw new Error(`faucet answered ${answer.status}: ${answer.body}`);
       const id = (JSON.parse(answer.body) as { action_id: string }).action_id;
       for (;;) {
         const read = await get(`${base}/agent/v1/actions/${id}`, headers);

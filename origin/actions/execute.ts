@@ -21,8 +21,6 @@ import {
   type BroadcastLease,
   type BroadcastOutcome,
   broadcastLeased,
-  inFlightCostWei,
-  lockNextNonce,
   readBalance,
   readSenderView,
   recordSigned,
@@ -39,7 +37,7 @@ import type {
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
-import { lockRequested, markFailed, noteRetryable } from "./repository.ts";
+import { lockRequestedWithNonce, markFailed, noteRetryable } from "./repository.ts";
 
 /** A refusal the agent is told about, in the gateway's error envelope. */
 export type Refusal = {
@@ -72,9 +70,8 @@ export type ExecutorFaults = {
 
 /** What the checks under the locks see. */
 export type CheckContext = {
+  /** The sender's mined nonce and balance, read before the locks (chain/outgoing.ts). */
   sender: SenderView;
-  /** What the sender's unmined transactions can still take from it. */
-  inFlightWei: bigint;
   fees: Fees;
   /** Value plus the maximum fee of this transaction, in wei and in units (rounded up). */
   costWei: bigint;
@@ -94,7 +91,10 @@ export type MoneyOperation = {
   valueUnits: bigint;
   /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
   readRecipientBalance?: boolean;
-  /** The checks that need the locks; null lets the operation go on. */
+  /**
+   * The checks that need the locks, with what they read in one statement (after the locks, so it
+   * sees every earlier signing of this sender); null lets the operation go on.
+   */
   check: (tx: Db, context: CheckContext) => Promise<Refusal | null>;
   sign: (params: SignTransactionParams) => Promise<SignerResult<SignTransactionResult>>;
   /** Turns a signer refusal (not a transport failure) into what the agent is told. */
@@ -151,11 +151,14 @@ export async function executeMoneyOperation(
   let outcome: ExecuteOutcome;
   try {
     outcome = await deps.db.transaction(async (tx): Promise<ExecuteOutcome> => {
-      if (!(await lockRequested(tx, operation.actionId))) return { kind: "busy" };
-      const nonce = await lockNextNonce(tx, operation.sender.address, sender.minedNonce);
+      const locked = await lockRequestedWithNonce(tx, operation.actionId, {
+        address: operation.sender.address,
+        minedNonce: sender.minedNonce,
+      });
+      if (!locked) return { kind: "busy" };
+      const nonce = locked.nextNonce;
       const context: CheckContext = {
         sender,
-        inFlightWei: await inFlightCostWei(tx, operation.sender.address, sender.minedNonce),
         fees,
         costWei,
         costUnits: cost,

@@ -4,17 +4,20 @@
  * under the treasury's nonce lock, which every payout takes, so simultaneous requests see each
  * other; the funding gate checks the receiving wallet and the treasury's balance.
  */
+import { sql } from "drizzle-orm";
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
+import { inFlightCostSql } from "../chain/outgoing.ts";
+import { queryRows } from "../db/client.ts";
 import { AppError } from "../errors.ts";
-import { checkWalletGate } from "../funding/gate.ts";
+import { evaluateWalletGate, type WalletGateRow, walletGateSql } from "../funding/gate.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { faucetPayouts, requestHash } from "./repository.ts";
+import { faucetPayoutsSql, requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 import { secondsToNextUtcDay, startOfUtcDay } from "./utc-day.ts";
 
@@ -48,31 +51,39 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
         sign: (params) => services.signer.signFaucet(params),
         signerRefusal,
         check: async (tx, context) => {
-          const payouts = await faucetPayouts(tx, agent.agentId, startOfUtcDay(context.now));
-          if (payouts.lastSignedAt) {
-            const waitMs = payouts.lastSignedAt.getTime() + cooldownMs - context.now.getTime();
-            if (waitMs > 0)
+          const [facts] = await queryRows<{
+            in_flight: string;
+            payouts: { total_since: string; last_signed_at: string | null };
+            gate: WalletGateRow | null;
+          }>(
+            tx,
+            sql`select ${inFlightCostSql(treasury.address, context.sender.minedNonce)} as in_flight,
+                  ${faucetPayoutsSql(agent.agentId, startOfUtcDay(context.now))} as payouts,
+                  ${walletGateSql(wallet)} as gate`,
+          );
+          const { payouts } = facts!;
+          if (payouts.last_signed_at) {
+            const waitMs = new Date(payouts.last_signed_at).getTime() + cooldownMs - context.now.getTime();
+            if (waitMs > 0) {
               return retryLater(
                 "faucet_cooldown",
                 `the faucet pays each agent once every ${cooldownMs / 1000} s`,
                 Math.ceil(waitMs / 1000),
               );
+            }
           }
-          if (payouts.totalSinceUnits + payoutUnits > dailyLimitUnits) {
+          if (BigInt(payouts.total_since) + payoutUnits > dailyLimitUnits) {
             return retryLater(
               "faucet_daily_limit",
               `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
               secondsToNextUtcDay(context.now),
             );
           }
-          if (context.sender.balanceWei - context.inFlightWei < context.costWei) {
+          if (context.sender.balanceWei - BigInt(facts!.in_flight) < context.costWei) {
             return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
           }
           const received = context.recipientBalanceWei ?? 0n;
-          const gate = await checkWalletGate(tx, {
-            wallet,
-            balanceAfterWei: received + payoutUnits * WEI_PER_UNIT,
-          });
+          const gate = evaluateWalletGate(facts!.gate, received + payoutUnits * WEI_PER_UNIT);
           return gate ? gateClosed(gate.reason, gate.message) : null;
         },
       }),

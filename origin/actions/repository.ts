@@ -3,8 +3,9 @@
  * faucet payout, transfer and x402 authorization, written before anything is signed.
  */
 import { createHash } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, type SQL, sql } from "drizzle-orm";
 import type { ActionStatus } from "../../shared/gateway-schemas.ts";
+import { nextNonceUpsert } from "../chain/outgoing.ts";
 import { type Db, queryRows, toDate } from "../db/client.ts";
 import { agentActions } from "../db/schema.ts";
 
@@ -68,9 +69,28 @@ export async function claimAction(db: Db, params: ClaimActionParams): Promise<Cl
       toAddress: params.toAddress,
     })
     .onConflictDoNothing({ target: [agentActions.agentId, agentActions.kind, agentActions.idempotencyKey] })
-    .returning({ actionId: agentActions.actionId });
-  if (inserted[0])
-    return { claimed: true, action: (await findAction(db, params.agentId, inserted[0].actionId))! };
+    .returning({
+      actionId: agentActions.actionId,
+      createdAt: agentActions.createdAt,
+      updatedAt: agentActions.updatedAt,
+    });
+  const row = inserted[0];
+  if (row) {
+    const action: ActionRow = {
+      ...params,
+      actionId: row.actionId,
+      status: "requested",
+      txHash: null,
+      txId: null,
+      feeWei: null,
+      signedPayload: null,
+      errorCode: null,
+      errorMessage: null,
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+    };
+    return { claimed: true, action };
+  }
   const [existing] = await selectActions(
     db,
     sql`a.agent_id = ${params.agentId} and a.kind = ${params.kind} and a.idempotency_key = ${params.idempotencyKey}`,
@@ -86,16 +106,24 @@ export async function findAction(db: Db, agentId: string, actionId: string): Pro
 }
 
 /**
- * Locks a `requested` action for its executor. Undefined when it is no longer requested, or when
- * another request or the tracker is executing it right now (it is then in flight, not ours).
+ * Locks a `requested` action for its executor and, in the same statement, its sender's nonce row
+ * (chain/outgoing.ts nextNonceUpsert says why that row). `nextNonce` is undefined when the action is
+ * no longer requested, or when another request or the tracker is executing it right now.
  */
-export async function lockRequested(tx: Db, actionId: string): Promise<boolean> {
-  const rows = await queryRows<{ action_id: string }>(
+export async function lockRequestedWithNonce(
+  tx: Db,
+  actionId: string,
+  sender: { address: string; minedNonce: bigint },
+): Promise<{ nextNonce: bigint } | undefined> {
+  const [row] = await queryRows<{ locked: boolean; next_nonce: string }>(
     tx,
-    sql`select action_id from agent_actions where action_id = ${actionId} and status = 'requested'
-        for update skip locked`,
+    sql`with action as (
+          select action_id from agent_actions where action_id = ${actionId} and status = 'requested'
+          for update skip locked),
+        nonce as (${nextNonceUpsert(sender.address, sender.minedNonce)})
+        select exists (select 1 from action) as locked, (select next_nonce from nonce)::text as next_nonce`,
   );
-  return rows.length === 1;
+  return row?.locked ? { nextNonce: BigInt(row.next_nonce) } : undefined;
 }
 
 /** Ends an action that was never signed: a refusal, or a signer that will not sign it. */
@@ -116,30 +144,23 @@ export async function noteRetryable(db: Db, actionId: string, code: string, mess
 
 /**
  * Units the agent's transfers signed since `since` count against its daily limit: value plus the
- * maximum fee, as the enclave counts them (DESIGN §5), whatever became of them on chain.
+ * maximum fee, as the enclave counts them (DESIGN §5), whatever became of them on chain. An SQL
+ * expression (numeric as text), read after the sender's lock.
  */
-export async function transferCostSince(tx: Db, agentId: string, since: Date): Promise<bigint> {
-  const [row] = await queryRows<{ total: string | null }>(
-    tx,
-    sql`select sum(cost_units)::text as total from agent_actions
-        where agent_id = ${agentId} and kind = 'transfer' and signed_at >= ${since.toISOString()}`,
-  );
-  return BigInt(row?.total ?? "0");
+export function transferCostSinceSql(agentId: string, since: Date): SQL {
+  return sql`(select coalesce(sum(cost_units), 0)::text from agent_actions
+    where agent_id = ${agentId} and kind = 'transfer' and signed_at >= ${since.toISOString()})`;
 }
 
-/** The agent's faucet payouts: the total signed since `since`, and when the latest was signed. */
-export async function faucetPayouts(
-  tx: Db,
-  agentId: string,
-  since: Date,
-): Promise<{ totalSinceUnits: bigint; lastSignedAt: Date | null }> {
-  const [row] = await queryRows<{ total: string | null; last: Date | string | null }>(
-    tx,
-    sql`select (sum(amount_units) filter (where signed_at >= ${since.toISOString()}))::text as total,
-          max(signed_at) as last
-        from agent_actions where agent_id = ${agentId} and kind = 'faucet' and signed_at is not null`,
-  );
-  return { totalSinceUnits: BigInt(row?.total ?? "0"), lastSignedAt: row?.last ? toDate(row.last) : null };
+/**
+ * The agent's faucet payouts as one SQL expression (a JSON object): `total_since`, the units
+ * signed since `since`, and `last_signed_at`, when the latest was signed.
+ */
+export function faucetPayoutsSql(agentId: string, since: Date): SQL {
+  return sql`(select json_build_object(
+      'total_since', coalesce(sum(amount_units) filter (where signed_at >= ${since.toISOString()}), 0)::text,
+      'last_signed_at', max(signed_at))
+    from agent_actions where agent_id = ${agentId} and kind = 'faucet' and signed_at is not null)`;
 }
 
 async function selectActions(db: Db, where: ReturnType<typeof sql>): Promise<ActionRow[]> {

@@ -43,7 +43,21 @@ export async function runMoneyAction(
       fields: { ...refusal.fields, action_id: actionId },
     });
   }
-  const action = await findAction(deps.db, claim.agentId, actionId);
-  if (!action) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
-  return respondWithAction(c, action);
+  if (outcome.kind === "busy") {
+    // Someone else is executing it: answer what is recorded now.
+    const current = await findAction(deps.db, claim.agentId, actionId);
+    if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
+    return respondWithAction(c, current);
+  }
+  // What this request did, without reading it back: `submitted` (202) or, if the chain refused
+  // the signed bytes, `failed` (200). The tracker moves it on; GET /actions/{id} reads it live.
+  const refused = outcome.broadcast?.kind === "refused";
+  return respondWithAction(c, {
+    ...claimed.action,
+    status: refused ? "failed" : outcome.broadcast?.kind === "accepted" ? "submitted" : "signed",
+    txHash: outcome.lease.txHash,
+    txId: outcome.lease.txId,
+    errorCode: refused ? "broadcast_refused" : null,
+    updatedAt: new Date(),
+  });
 }

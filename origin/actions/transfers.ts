@@ -4,16 +4,19 @@
  * the optional recipient allowlist, the wallet's balance and the funding gate. The enclave checks
  * the same limits again under its sealed policy; these checks exist to give the clear error.
  */
+import { sql } from "drizzle-orm";
 import type { Handler } from "hono";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
+import { inFlightCostSql } from "../chain/outgoing.ts";
+import { queryRows } from "../db/client.ts";
 import { AppError } from "../errors.ts";
-import { checkWalletGate } from "../funding/gate.ts";
+import { evaluateWalletGate, type WalletGateRow, walletGateSql } from "../funding/gate.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { requestHash, transferCostSince } from "./repository.ts";
+import { requestHash, transferCostSinceSql } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 import { startOfUtcDay } from "./utc-day.ts";
 
@@ -54,6 +57,12 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
         sign: (params) => services.signer.signTransfer(params),
         signerRefusal,
         check: async (tx, context) => {
+          const [facts] = await queryRows<{ in_flight: string; spent: string; gate: WalletGateRow | null }>(
+            tx,
+            sql`select ${inFlightCostSql(wallet, context.sender.minedNonce)} as in_flight,
+                  ${transferCostSinceSql(agent.agentId, startOfUtcDay(context.now))} as spent,
+                  ${walletGateSql(wallet)} as gate`,
+          );
           if (context.costUnits > perTxLimitUnits) {
             return limitExceeded(
               "per_transaction",
@@ -64,7 +73,7 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
                 : `amount plus the maximum fee (${context.costUnits} units) is over the per-transaction limit of ${perTxLimitUnits} units`,
             );
           }
-          const spent = await transferCostSince(tx, agent.agentId, startOfUtcDay(context.now));
+          const spent = BigInt(facts!.spent);
           if (spent + context.costUnits > dailyLimitUnits) {
             const remaining = dailyLimitUnits > spent ? dailyLimitUnits - spent : 0n;
             return limitExceeded(
@@ -76,7 +85,7 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
                 : `amount plus the maximum fee (${context.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
             );
           }
-          const available = context.sender.balanceWei - context.inFlightWei;
+          const available = context.sender.balanceWei - BigInt(facts!.in_flight);
           if (available < context.costWei) {
             return {
               code: "insufficient_funds",
@@ -84,7 +93,7 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
               fields: { needed_wei: context.costWei.toString(), available_wei: available.toString() },
             };
           }
-          const gate = await checkWalletGate(tx, { wallet, balanceAfterWei: available - context.costWei });
+          const gate = evaluateWalletGate(facts!.gate, available - context.costWei);
           return gate
             ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
             : null;

@@ -3,7 +3,7 @@
  * address, signed bytes stored before they are broadcast, and broadcasts that never overlap for
  * one transaction. Faucet payouts, transfers and x402 settlements all go through here.
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import { type Db, queryRows } from "../db/client.ts";
 
@@ -25,40 +25,43 @@ export async function readBalance(rpc: JsonRpcUpstream, address: string): Promis
 }
 
 export async function readSenderView(rpc: JsonRpcUpstream, address: string): Promise<SenderView | undefined> {
-  const nonce = await rpcQuantity(rpc, "eth_getTransactionCount", [address, "latest"]);
-  if (nonce === undefined) return undefined;
-  const balance = await rpcQuantity(rpc, "eth_getBalance", [address, "latest"]);
-  if (balance === undefined) return undefined;
-  return { minedNonce: nonce, balanceWei: balance };
+  // One batch, nonce first: nodes (geth, the devnet) run a batch's calls in the order listed.
+  const result = await rpc.send([
+    { jsonrpc: "2.0", id: 0, method: "eth_getTransactionCount", params: [address, "latest"] },
+    { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [address, "latest"] },
+  ]);
+  if (!result.ok || !Array.isArray(result.body)) return undefined;
+  const byId = new Map(
+    (result.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
+  );
+  const nonce = byId.get(0);
+  const balance = byId.get(1);
+  if (!isQuantity(nonce) || !isQuantity(balance)) return undefined;
+  return { minedNonce: BigInt(nonce), balanceWei: BigInt(balance) };
 }
 
 /**
- * Locks `address`'s nonce row for the rest of the transaction and returns the next nonce to use:
- * the stored one, or the chain's if the chain is ahead (a first use, or a transaction sent
- * without us). Concurrent callers for one address wait here, so each gets its own nonce.
+ * The statement that locks `address`'s nonce row for the rest of the transaction and returns the
+ * next nonce to use: the stored one, or the chain's if the chain is ahead (a first use, or a
+ * transaction sent without us). Concurrent callers for one address wait on it, so each gets its
+ * own nonce; reads that must see every earlier signing of the address come after it, in their own
+ * statement (a statement reads the data committed when it started).
  */
-export async function lockNextNonce(tx: Db, address: string, minedNonce: bigint): Promise<bigint> {
-  const [row] = await queryRows<{ next_nonce: string }>(
-    tx,
-    sql`insert into sender_nonces (address, next_nonce) values (${address}, ${minedNonce})
-        on conflict (address) do update
-          set next_nonce = greatest(sender_nonces.next_nonce, excluded.next_nonce), updated_at = now()
-        returning next_nonce`,
-  );
-  return BigInt(row!.next_nonce);
+export function nextNonceUpsert(address: string, minedNonce: bigint): SQL {
+  return sql`insert into sender_nonces (address, next_nonce) values (${address}, ${minedNonce})
+    on conflict (address) do update
+      set next_nonce = greatest(sender_nonces.next_nonce, excluded.next_nonce), updated_at = now()
+    returning next_nonce`;
 }
 
 /**
  * The most that `address`'s transactions not yet mined can still take from it: those at or above
- * the mined nonce that are signed or submitted, each counted at value plus its maximum fee.
+ * the mined nonce that are signed or submitted, each counted at value plus its maximum fee. An SQL
+ * expression (numeric as text), for a read that must come after the sender's nonce lock.
  */
-export async function inFlightCostWei(tx: Db, address: string, minedNonce: bigint): Promise<bigint> {
-  const [row] = await queryRows<{ total: string | null }>(
-    tx,
-    sql`select sum(max_cost_wei)::text as total from outgoing_transactions
-        where sender = ${address} and nonce >= ${minedNonce} and status in ('signed', 'submitted')`,
-  );
-  return BigInt(row?.total ?? "0");
+export function inFlightCostSql(address: string, minedNonce: bigint): SQL {
+  return sql`(select coalesce(sum(max_cost_wei), 0)::text from outgoing_transactions
+    where sender = ${address} and nonce >= ${minedNonce} and status in ('signed', 'submitted'))`;
 }
 
 export type SignedTransaction = {
@@ -281,6 +284,10 @@ async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
     update sender_nonces set next_nonce = t.nonce, updated_at = now()
     from outgoing_transactions t
     where t.tx_id = ${txId} and sender_nonces.address = t.sender and sender_nonces.next_nonce = t.nonce + 1`);
+}
+
+function isQuantity(value: unknown): value is string {
+  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
 }
 
 async function rpcQuantity(

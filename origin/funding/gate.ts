@@ -4,9 +4,8 @@
  * the wallet to its pre-restore ceiling, `zero_only` unless an active `approved_non_zero`
  * exception grants one (balance after the move ≤ ceiling). x402 skips this gate (SPEC).
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { type Db, queryRows } from "../db/client.ts";
 
 export type GateReason =
   | "no_restore_evidence"
@@ -18,32 +17,33 @@ export type GateReason =
 
 export type GateRefusal = { reason: GateReason; message: string };
 
-export type WalletGateParams = {
-  /** The assigned wallet whose key signs (transfer) or that receives (faucet), lowercase. */
-  wallet: string;
-  /** Its balance once the move is done, in wei. */
-  balanceAfterWei: bigint;
+/** What the gate needs to know of a wallet, as walletGateSql reads it. */
+export type WalletGateRow = {
+  enabled: boolean;
+  verified: boolean;
+  batch_status: string;
+  restored: boolean;
+  ceiling_units: string | null;
 };
 
-/** The gate for one agent wallet; null when funds may move. */
-export async function checkWalletGate(tx: Db, params: WalletGateParams): Promise<GateRefusal | null> {
-  const [row] = await queryRows<{
-    enabled: boolean;
-    verified: boolean;
-    batch_status: string;
-    restored: boolean;
-    ceiling_units: string | null;
-  }>(
-    tx,
-    sql`select i.enabled, i.last_verified_at is not null as verified, b.status as batch_status,
-          exists (select 1 from restore_evidence r where r.batch_id = k.batch_id) as restored,
-          (select max(e.ceiling_units)::text from funding_exceptions e
-            where e.wallet = ${params.wallet} and e.revoked_at is null and e.expires_at > now()) as ceiling_units
-        from agent_identities i
-        join key_pool k on k.key_ref = i.agent_transfer_key_ref
-        join key_batches b on b.batch_id = k.batch_id
-        where i.assigned_wallet = ${params.wallet}`,
-  );
+/**
+ * The gate's facts about one agent wallet (lowercase) as one SQL expression (a JSON object, or
+ * null for a wallet that is not the service's), so a caller reads them with its other checks.
+ */
+export function walletGateSql(wallet: string): SQL {
+  return sql`(select row_to_json(g) from (
+    select i.enabled, i.last_verified_at is not null as verified, b.status as batch_status,
+      exists (select 1 from restore_evidence r where r.batch_id = k.batch_id) as restored,
+      (select max(e.ceiling_units)::text from funding_exceptions e
+        where e.wallet = ${wallet} and e.revoked_at is null and e.expires_at > now()) as ceiling_units
+    from agent_identities i
+    join key_pool k on k.key_ref = i.agent_transfer_key_ref
+    join key_batches b on b.batch_id = k.batch_id
+    where i.assigned_wallet = ${wallet}) g)`;
+}
+
+/** The gate's verdict on a wallet whose balance after the move will be `balanceAfterWei`. */
+export function evaluateWalletGate(row: WalletGateRow | null, balanceAfterWei: bigint): GateRefusal | null {
   if (!row) return { reason: "batch_not_backed_up", message: "the wallet is not one of this service's" };
   if (!row.enabled) return { reason: "identity_disabled", message: "the identity is disabled" };
   if (!row.verified) {
@@ -59,8 +59,7 @@ export async function checkWalletGate(tx: Db, params: WalletGateParams): Promise
       message: "no restore drill has reproduced this key's batch yet; until one does, no funds may move",
     };
   }
-  const ceilingWei = BigInt(row.ceiling_units) * WEI_PER_UNIT;
-  if (params.balanceAfterWei > ceilingWei) {
+  if (balanceAfterWei > BigInt(row.ceiling_units) * WEI_PER_UNIT) {
     return {
       reason: "ceiling_exceeded",
       message: `before a restore drill this wallet may hold at most ${row.ceiling_units} units`,

@@ -21,14 +21,20 @@ export async function spawnOrigin(params: {
   entry?: string;
   /** A fixed port: readiness is then /healthz answering, whatever the log level. */
   port?: number;
+  /** Extra arguments for node itself (a profiler, say). */
+  nodeArgs?: string[];
   timeoutMs?: number;
 }): Promise<OriginProcess> {
   const { DATABASE_URL: _inherited, ...inherited } = process.env;
-  const child = spawn(process.execPath, ["--import", "tsx", params.entry ?? "origin/main.ts"], {
-    cwd: REPO_ROOT,
-    env: { ...inherited, ORIGIN_PORT: String(params.port ?? 0), LOG_LEVEL: "info", ...params.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [...(params.nodeArgs ?? []), "--import", "tsx", params.entry ?? "origin/main.ts"],
+    {
+      cwd: REPO_ROOT,
+      env: { ...inherited, ORIGIN_PORT: String(params.port ?? 0), LOG_LEVEL: "info", ...params.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   // The last 64 KiB of output: enough to find the URL or explain a failure, bounded under load.
   let output = "";
   const keep = (chunk: Buffer): void => {
