@@ -27,8 +27,8 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
 
   const base = new Hono<EdgeEnv>();
   base.all("/agent/v1/register", (c) => handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId")));
-  base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config.originUrl, c.get("requestId")));
-  base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config.originUrl, c.get("requestId")));
+  base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   app.route(config.basePath, base);
 
   app.notFound((c) => errorResponse("not_found", "no such route", c.get("requestId")));

@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
 import { freePort } from "../scripts/test/free-port.ts";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import {
+  HEADER_CLIENT_IP,
+  HEADER_EDGE_SECRET,
+  HEADER_REGISTRATION,
+  HEADER_REGISTRATION_IP,
+} from "../shared/constants.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: pass-through routes, the
@@ -80,6 +85,8 @@ describe("pass-through routes", () => {
         authorization: "Bearer agt_test",
         "x-client-note": "kept",
         "x-forwarded-for": "198.51.100.9",
+        "cf-connecting-ip": "198.51.100.10",
+        [HEADER_CLIENT_IP]: "198.51.100.11",
       },
     });
     expect(response.status).toBe(200);
@@ -93,8 +100,11 @@ describe("pass-through routes", () => {
     expect(seen).toMatchObject({ method: "GET", url: "/77/agent/v1/network?verbose=1&x=%2F", body: "" });
     expect(seen?.headers.authorization).toBe("Bearer agt_test");
     expect(seen?.headers["x-client-note"]).toBe("kept");
-    // Pass-through leaves forwarded-for alone; only registration takes the edge's address.
-    expect(seen?.headers["x-forwarded-for"]).toBe("198.51.100.9");
+    // The client's address is the edge's to say (DESIGN §7): from the connection, with the secret.
+    expect(seen?.headers["x-forwarded-for"]).toBeUndefined();
+    expect(seen?.headers["cf-connecting-ip"]).toBeUndefined();
+    expect(seen?.headers[HEADER_CLIENT_IP]).toBe("127.0.0.1");
+    expect(seen?.headers[HEADER_EDGE_SECRET]).toBe(EDGE_SECRET);
   });
 
   it("POST /agent/v1/rpc: the body reaches the origin byte for byte", async () => {
@@ -167,7 +177,7 @@ describe("pass-through routes", () => {
     expect(origin.received.map((r) => r.url)).toEqual(["/77/x402/moved"]);
   });
 
-  it("never lets a client's edge secret or registration IP through, even on a path like register's", async () => {
+  it("never lets a client's edge secret, client IP or registration IP through, even on a path like register's", async () => {
     for (const path of ["/77/agent/v1/network", "/77/agent/v1/register/"]) {
       await fetch(`${edge.url}${path}`, {
         method: "POST",
@@ -176,13 +186,15 @@ describe("pass-through routes", () => {
           [HEADER_REGISTRATION]: "1",
           [HEADER_EDGE_SECRET]: "spoofed-edge-secret",
           [HEADER_REGISTRATION_IP]: "198.51.100.1",
+          [HEADER_CLIENT_IP]: "198.51.100.2",
         },
         body: "{}",
       });
     }
     expect(origin.received.map((r) => r.url)).toEqual(["/77/agent/v1/network", "/77/agent/v1/register/"]);
     for (const seen of origin.received) {
-      expect(seen.headers[HEADER_EDGE_SECRET]).toBeUndefined();
+      expect(seen.headers[HEADER_EDGE_SECRET]).toBe(EDGE_SECRET);
+      expect(seen.headers[HEADER_CLIENT_IP]).toBe("127.0.0.1");
       expect(seen.headers[HEADER_REGISTRATION_IP]).toBeUndefined();
     }
   });

@@ -1,4 +1,5 @@
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { HEADER_CLIENT_IP, HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
 
 /** Sends one request to the origin; the worker passes the runtime's `fetch`. */
@@ -13,10 +14,56 @@ export type ForwardParams = {
 };
 
 /**
- * Only the edge may speak for registration: a client-sent edge secret or registration IP never
- * reaches the origin on any route (SPEC "Registration ingress rules").
+ * Only the edge may speak for the client: a client-sent edge secret, registration IP or client IP
+ * never reaches the origin on any route (SPEC "Registration ingress rules", DESIGN §7).
  */
-export const EDGE_ONLY_HEADERS = [HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP] as const;
+export const EDGE_ONLY_HEADERS = [HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP, HEADER_CLIENT_IP] as const;
+
+/**
+ * Client-supplied address headers. The origin learns the client's address only from the edge's
+ * X-svc-Client-IP (and, for registration, X-svc-Registration-IP); these are removed so that no
+ * later reader trusts them (SPEC: client-supplied forwarded-for headers are not trusted).
+ */
+export const CLIENT_ADDRESS_HEADERS = [
+  "x-forwarded-for",
+  "x-real-ip",
+  "forwarded",
+  "true-client-ip",
+  "cf-connecting-ip",
+  "cf-connecting-ipv6",
+  "cf-pseudo-ipv4",
+] as const;
+
+/**
+ * The client's address from the edge provider's metadata: Cloudflare sets CF-Connecting-IP from
+ * the connection, overwriting anything the client sent. Undefined when absent or no IP address.
+ */
+export function clientAddress(request: Request): string | undefined {
+  const value = request.headers.get("cf-connecting-ip")?.trim();
+  return value && looksLikeIpAddress(value) ? value : undefined;
+}
+
+/**
+ * The headers to send to the origin: the client's, less the edge-only and address headers, plus
+ * the client's address as the edge saw it and the edge secret (when configured), so the origin's
+ * per-IP limits see each client rather than the edge (DESIGN §7).
+ */
+export function originHeaders(request: Request, config: EdgeConfig, clientIp: string | undefined): Headers {
+  const headers = new Headers(request.headers);
+  for (const name of [...EDGE_ONLY_HEADERS, ...CLIENT_ADDRESS_HEADERS]) headers.delete(name);
+  if (clientIp !== undefined) headers.set(HEADER_CLIENT_IP, clientIp);
+  if (config.edgeSharedSecret !== undefined) headers.set(HEADER_EDGE_SECRET, config.edgeSharedSecret);
+  return headers;
+}
+
+/**
+ * A syntactic check only: dotted IPv4 or an IPv6 literal. The origin does the real one; the edge
+ * just never forwards something that is no address.
+ */
+export function looksLikeIpAddress(value: string): boolean {
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(value)) return value.split(".").every((part) => Number(part) <= 255);
+  return value.length <= 45 && value.includes(":") && /^[0-9A-Fa-f:.]+$/.test(value);
+}
 
 /**
  * Forwards `request` to the origin with the given path and headers: same method, body streamed,
@@ -44,19 +91,18 @@ export async function forwardToOrigin(
 
 /**
  * DESIGN §1: `{base}/agent/v1/*` and `{base}/x402/*` pass through unchanged (method, path, query,
- * headers, body, streaming) except for the edge-only headers.
+ * body, streaming); the headers as originHeaders makes them.
  */
 export function passThrough(
   fetchOrigin: FetchOrigin,
   request: Request,
-  originUrl: URL,
+  config: EdgeConfig,
   requestId: string,
 ): Promise<Response> {
-  const headers = new Headers(request.headers);
-  for (const name of EDGE_ONLY_HEADERS) headers.delete(name);
+  const headers = originHeaders(request, config, clientAddress(request));
   const url = new URL(request.url);
   return forwardToOrigin(fetchOrigin, request, {
-    originUrl,
+    originUrl: config.originUrl,
     pathAndQuery: url.pathname + url.search,
     headers,
     requestId,

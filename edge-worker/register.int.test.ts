@@ -1,14 +1,21 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { send } from "../scripts/test/http.ts";
+import {
+  HEADER_CLIENT_IP,
+  HEADER_EDGE_SECRET,
+  HEADER_REGISTRATION,
+  HEADER_REGISTRATION_IP,
+} from "../shared/constants.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: what a client sees and
 // what reaches the origin (SPEC "POST /agent/v1/register", "Registration ingress rules").
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
-const CLIENT_IP = "203.0.113.7";
+/** The address fetch connects from: the local edge, like Cloudflare, takes the client from the connection. */
+const CLIENT_IP = "127.0.0.1";
 const REQUEST_ID = /^req_[0-9a-f]{16}$/;
 
 type OriginAnswer = { status: number; headers: Record<string, string>; body: string };
@@ -50,8 +57,6 @@ function register(target: EdgeHandle, overrides: Record<string, string | null> =
   const merged = {
     "content-type": "application/json",
     [HEADER_REGISTRATION]: "1",
-    // Cloudflare sets it from the connection; Miniflare keeps the value a test sets.
-    "cf-connecting-ip": CLIENT_IP,
     ...overrides,
   };
   for (const [name, value] of Object.entries(merged)) if (value !== null) headers[name] = value;
@@ -71,6 +76,8 @@ describe("POST {base}/agent/v1/register through the edge", () => {
   it("forwards with the edge's client IP and secret, and nothing the client spoofed", async () => {
     const response = await register(edge, {
       [HEADER_REGISTRATION_IP]: "198.51.100.1",
+      [HEADER_CLIENT_IP]: "198.51.100.6",
+      "cf-connecting-ip": "198.51.100.7",
       [HEADER_EDGE_SECRET]: "spoofed-edge-secret",
       "x-forwarded-for": "198.51.100.2",
       "x-real-ip": "198.51.100.3",
@@ -90,6 +97,7 @@ describe("POST {base}/agent/v1/register through the edge", () => {
     const [seen] = origin.received;
     expect(seen).toMatchObject({ method: "POST", url: "/77/agent/v1/register", body: "{}" });
     expect(seen?.headers[HEADER_REGISTRATION_IP]).toBe(CLIENT_IP);
+    expect(seen?.headers[HEADER_CLIENT_IP]).toBe(CLIENT_IP);
     expect(seen?.headers[HEADER_EDGE_SECRET]).toBe(EDGE_SECRET);
     expect(seen?.headers["content-type"]).toBe("application/json");
     expect(seen?.headers[HEADER_REGISTRATION]).toBe("1");
@@ -99,6 +107,26 @@ describe("POST {base}/agent/v1/register through the edge", () => {
     const everything = JSON.stringify(seen?.headers);
     expect(everything).not.toContain("198.51.100.");
     expect(everything).not.toContain("spoofed-edge-secret");
+  });
+
+  it("takes the client's address from its connection, never from a client-sent CF-Connecting-IP", async () => {
+    for (const from of ["127.0.0.9", "127.0.0.10"]) {
+      const response = await send(`${edge.url}/77/agent/v1/register`, {
+        method: "POST",
+        headers: { [HEADER_REGISTRATION]: "1", "cf-connecting-ip": "81.2.3.4" },
+        body: "{}",
+        localAddress: from,
+      });
+      expect(response.status).toBe(201);
+    }
+    expect(origin.received.map((seen) => seen.headers[HEADER_REGISTRATION_IP])).toEqual([
+      "127.0.0.9",
+      "127.0.0.10",
+    ]);
+    expect(origin.received.map((seen) => seen.headers[HEADER_CLIENT_IP])).toEqual([
+      "127.0.0.9",
+      "127.0.0.10",
+    ]);
   });
 
   it("forwards a same-origin browser registration", async () => {
@@ -167,11 +195,19 @@ describe("POST {base}/agent/v1/register through the edge", () => {
   });
 
   it("refuses with 503 a client address that is no IP address, and forwards nothing", async () => {
-    await expectRefusal(
-      await register(edge, { "cf-connecting-ip": "unknown" }),
-      503,
-      "registration_unavailable",
-    );
+    // Only the edge provider sets CF-Connecting-IP (the local front overwrites a client's copy),
+    // so a bad value can reach the worker only by calling it directly.
+    const worker = await edge.miniflare.getWorker();
+    const response = await worker.fetch("http://edge.test/77/agent/v1/register", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        [HEADER_REGISTRATION]: "1",
+        "cf-connecting-ip": "unknown",
+      },
+      body: "{}",
+    });
+    await expectRefusal(response as unknown as Response, 503, "registration_unavailable");
     expect(origin.received).toEqual([]);
   });
 
@@ -181,9 +217,7 @@ describe("POST {base}/agent/v1/register through the edge", () => {
   });
 
   it("answers 404 to any other method, and forwards nothing", async () => {
-    const response = await fetch(`${edge.url}/77/agent/v1/register`, {
-      headers: { "cf-connecting-ip": CLIENT_IP },
-    });
+    const response = await fetch(`${edge.url}/77/agent/v1/register`);
     await expectRefusal(response, 404, "not_found");
     expect(origin.received).toEqual([]);
   });

@@ -1,25 +1,10 @@
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
 import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
-import { EDGE_ONLY_HEADERS, type FetchOrigin, forwardToOrigin } from "./proxy.ts";
+import { clientAddress, type FetchOrigin, forwardToOrigin, originHeaders } from "./proxy.ts";
 
 /** SPEC "POST /agent/v1/register": the response must not be cached, whoever answers. */
 const NO_STORE = { "cache-control": "no-store" } as const;
-
-/**
- * Client-supplied address headers. The origin reads the client address of a registration only
- * from the edge's X-svc-Registration-IP; these are removed so that no later reader trusts them
- * (SPEC "Registration ingress rules": client-supplied forwarded-for headers are not trusted).
- */
-const CLIENT_ADDRESS_HEADERS = [
-  "x-forwarded-for",
-  "x-real-ip",
-  "forwarded",
-  "true-client-ip",
-  "cf-connecting-ip",
-  "cf-connecting-ipv6",
-  "cf-pseudo-ipv4",
-] as const;
 
 /** Why the edge refused; collapsed into generic wire errors by `refusalResponse`. */
 export type IngressRefusal =
@@ -58,9 +43,10 @@ export function checkRegistrationIngress(request: Request, config: EdgeConfig): 
   }
 
   // Cloudflare sets CF-Connecting-IP from the connection, overwriting anything the client sent.
-  const clientIp = request.headers.get("cf-connecting-ip")?.trim();
-  if (!clientIp) return { ok: false, refusal: { kind: "no_client_ip" } };
-  if (!looksLikeIpAddress(clientIp)) return { ok: false, refusal: { kind: "malformed_client_ip" } };
+  if (!request.headers.get("cf-connecting-ip")?.trim())
+    return { ok: false, refusal: { kind: "no_client_ip" } };
+  const clientIp = clientAddress(request);
+  if (clientIp === undefined) return { ok: false, refusal: { kind: "malformed_client_ip" } };
   if (config.edgeSharedSecret === undefined) return { ok: false, refusal: { kind: "no_edge_secret" } };
   return { ok: true, clientIp, edgeSharedSecret: config.edgeSharedSecret };
 }
@@ -82,10 +68,8 @@ export async function handleRegister(
   const checked = checkRegistrationIngress(request, config);
   if (!checked.ok) return refusalResponse(checked.refusal, requestId);
 
-  const headers = new Headers(request.headers);
-  for (const name of [...EDGE_ONLY_HEADERS, ...CLIENT_ADDRESS_HEADERS]) headers.delete(name);
+  const headers = originHeaders(request, config, checked.clientIp);
   headers.set(HEADER_REGISTRATION_IP, checked.clientIp);
-  headers.set(HEADER_EDGE_SECRET, checked.edgeSharedSecret);
   const url = new URL(request.url);
   const response = await forwardToOrigin(fetchOrigin, request, {
     originUrl: config.originUrl,
@@ -122,13 +106,4 @@ export function refusalResponse(refusal: IngressRefusal, requestId: string): Res
       throw new Error(`unhandled refusal ${JSON.stringify(unreachable)}`);
     }
   }
-}
-
-/**
- * A syntactic check only: dotted IPv4 or an IPv6 literal. The origin does the real one (refuses a
- * malformed, private or collapsed value); the edge just never forwards something that is no address.
- */
-function looksLikeIpAddress(value: string): boolean {
-  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(value)) return value.split(".").every((part) => Number(part) <= 255);
-  return value.length <= 45 && value.includes(":") && /^[0-9A-Fa-f:.]+$/.test(value);
 }

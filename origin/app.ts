@@ -9,6 +9,12 @@ import { requestContext } from "./http/request-context.ts";
 export type AppRouters = {
   /** Mounted at {base}/agent/v1 only when AGENT_GATEWAY_ENABLED is the literal `true`. */
   gateway?: (deps: AppDeps) => Hono<AppEnv>;
+  /**
+   * Mounted at {base}/agent/v1/register, before the gateway and so outside its bearer auth (SPEC:
+   * register needs no token), and only with the gateway switch on: with it off, every /agent/v1/*
+   * path stays 404.
+   */
+  registration?: (deps: AppDeps) => Hono<AppEnv>;
 };
 
 /**
@@ -21,8 +27,11 @@ export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv>
 
   const base = new Hono<AppEnv>();
   base.route("/", createHealthRouter(deps));
-  if (deps.config.gatewayEnabled && routers.gateway) {
-    base.route("/agent/v1", routers.gateway(deps));
+  if (deps.config.gatewayEnabled) {
+    // Registered first: Hono runs matching handlers in registration order, so the register route
+    // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
+    if (routers.registration) base.route("/agent/v1/register", routers.registration(deps));
+    if (routers.gateway) base.route("/agent/v1", routers.gateway(deps));
   }
   app.route(deps.config.http.basePath, base);
 

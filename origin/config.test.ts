@@ -22,6 +22,7 @@ describe("configuration", () => {
       transfers: false,
       x402: false,
       liveIdentity: false,
+      registrationAllowLoopback: false,
     });
     expect(config.transfers.perTxLimitUnits).toBe(0n);
     expect(config.transfers.dailyLimitUnits).toBe(0n);
@@ -110,6 +111,23 @@ describe("configuration", () => {
         "AGENT_X402_PAY_TO: required when AGENT_X402_ENABLED=true",
       ]),
     );
+  });
+
+  it("takes AGENT_REGISTRATION_ALLOW_LOOPBACK only for the literal true and a loopback ORIGIN_HOST", () => {
+    for (const host of [undefined, "127.0.0.1", "127.1.2.3", "::1", "localhost"]) {
+      const result = parseConfig({
+        AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
+        ...(host === undefined ? {} : { ORIGIN_HOST: host }),
+      });
+      expect(result.ok && result.config.features.registrationAllowLoopback, String(host)).toBe(true);
+    }
+    for (const host of ["0.0.0.0", "10.0.0.5", "::", "origin.internal"]) {
+      expect(errorsOf({ AGENT_REGISTRATION_ALLOW_LOOPBACK: "true", ORIGIN_HOST: host }), host).toEqual([
+        "AGENT_REGISTRATION_ALLOW_LOOPBACK: allowed only when ORIGIN_HOST is a loopback address",
+      ]);
+    }
+    const notLiteral = parseConfig({ AGENT_REGISTRATION_ALLOW_LOOPBACK: "1" });
+    expect(notLiteral.ok && notLiteral.config.features.registrationAllowLoopback).toBe(false);
   });
 
   it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {

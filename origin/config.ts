@@ -85,6 +85,8 @@ const envSchema = z.object({
   AGENT_TRANSFER_ENABLED: literalTrue,
   AGENT_X402_ENABLED: literalTrue,
   AGENT_SIGNER_LIVE_IDENTITY_ENABLED: literalTrue,
+  /** Ours, local development only: loopback clients may register (each address its own group). */
+  AGENT_REGISTRATION_ALLOW_LOOPBACK: literalTrue,
 
   AGENT_REGISTRATION_IP_SECRET: secret,
   AGENT_REGISTRATION_ADMIN_SECRET: secret,
@@ -164,6 +166,8 @@ export type Config = {
     transfers: boolean;
     x402: boolean;
     liveIdentity: boolean;
+    /** Local development only (refused unless ORIGIN_HOST is loopback): loopback clients may register. */
+    registrationAllowLoopback: boolean;
   };
   secrets: {
     registrationIp: string | undefined;
@@ -249,6 +253,11 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
       if (!env[name]) errors.push(`${name}: required when AGENT_PUBLIC_REGISTRATION_ENABLED=true`);
     }
   }
+  // Production must refuse loopback registration addresses; the switch exists for the local stack,
+  // whose clients are all on loopback, and only an origin that itself listens on loopback may use it.
+  if (env.AGENT_REGISTRATION_ALLOW_LOOPBACK === "true" && !isLoopbackHost(env.ORIGIN_HOST ?? "127.0.0.1")) {
+    errors.push("AGENT_REGISTRATION_ALLOW_LOOPBACK: allowed only when ORIGIN_HOST is a loopback address");
+  }
   if (env.AGENT_X402_ENABLED === "true") {
     for (const name of ["AGENT_X402_AMOUNT", "AGENT_X402_PAY_TO"] as const) {
       if (!env[name]) errors.push(`${name}: required when AGENT_X402_ENABLED=true`);
@@ -260,6 +269,10 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   return errors;
 }
 
+function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
 function toConfig(env: Env): Config {
   return {
     gatewayEnabled: env.AGENT_GATEWAY_ENABLED,
@@ -269,6 +282,7 @@ function toConfig(env: Env): Config {
       transfers: env.AGENT_TRANSFER_ENABLED,
       x402: env.AGENT_X402_ENABLED,
       liveIdentity: env.AGENT_SIGNER_LIVE_IDENTITY_ENABLED,
+      registrationAllowLoopback: env.AGENT_REGISTRATION_ALLOW_LOOPBACK,
     },
     secrets: {
       registrationIp: env.AGENT_REGISTRATION_IP_SECRET,

@@ -8,6 +8,7 @@ import { openDatabase } from "./db/open.ts";
 import { type AppDeps, systemClock } from "./deps.ts";
 import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
+import { createRegistrationRouter } from "./registration/router.ts";
 import { startHttpServer } from "./server.ts";
 import { createSignerClient } from "./signer/create-signer-client.ts";
 import { logSealedPolicy } from "./signer/sealed-policy.ts";
@@ -70,7 +71,7 @@ async function main(): Promise<void> {
     logger,
     clock: systemClock,
   };
-  const app = createApp(deps, { gateway: createGatewayRouter });
+  const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port);
   logger.info(
     { url: `${server.url}${config.http.basePath}`, gateway_enabled: config.gatewayEnabled },

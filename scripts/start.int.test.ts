@@ -119,6 +119,16 @@ describe("npm start (the local stack launcher)", () => {
     });
     expect(throughEdge.status).toBe(200);
     expect(await throughEdge.json()).toMatchObject({ api_version: "v1", chain: { chain_id: 77 } });
+    // Public registration is switched on, its policy paused as the spec's initial policy is.
+    const register = await fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-svc-registration": "1" },
+      body: "{}",
+    });
+    expect(register.status).toBe(503);
+    expect(await register.json()).toMatchObject({
+      error: { code: "registration_unavailable", reason: "paused" },
+    });
     const edgeHealth = await fetch(`http://127.0.0.1:${edgePort}/77/healthz`);
     expect(edgeHealth.status).toBe(404);
     expect(await edgeHealth.json()).toMatchObject({ error: { code: "not_found" } });

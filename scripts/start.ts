@@ -123,7 +123,10 @@ async function main(): Promise<void> {
     }
 
     const secrets = await loadOrCreateLocalSecrets(dataDir);
-    // DESIGN §3: every switch on for the local stack except public registration (spec: paused).
+    // DESIGN §3: every switch on for the local stack; public registration is switched on with its
+    // policy left paused, as the spec's initial policy is (the README shows how to open it). The
+    // local stack's clients are all on loopback, which production refuses: the local-development
+    // switch lets each loopback address register as its own group.
     const originEnv: NodeJS.ProcessEnv = {
       ...process.env,
       DATABASE_URL: postgres.url,
@@ -143,6 +146,8 @@ async function main(): Promise<void> {
       // New identities are proven within seconds, so their funding gate opens soon after.
       IDENTITY_SWEEP_PERIOD_SECONDS: "15",
       AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+      AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
+      AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
       AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${socketPath}`,
       AGENT_ADMIN_AUTHORITY_KEY_FILE: authority.adminKeyFile,
       AGENT_ENV_ID: envId,
@@ -192,6 +197,7 @@ async function main(): Promise<void> {
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }
+    say(`register   switched on, policy paused: npm run registration -- open --reason "local testing"`);
     say(`secrets    ${path.join(dataDir, "local-secrets.json")} (console tokens; never printed)`);
     say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);

@@ -27,6 +27,15 @@ export const RPC_READ_ALLOWLIST = [
 ] as const;
 export const RPC_MAX_BATCH = 100;
 export const RPC_MAX_BATCH_BYTES = 64 * 1024;
+/**
+ * Ours: the most one upstream answer to /rpc may weigh; a larger one is dropped while it streams
+ * and answered with a JSON-RPC error, never buffered whole. The largest legitimate answer on the
+ * devnet is a full batch of 100 of its largest blocks with their transactions (about 2.5 KB each,
+ * one transaction per block) or of the receipts of the service's own transactions (at most
+ * about 2.2 KB each): about 250 KB. 2 MiB leaves eight times that, and still fits one receipt
+ * of some 2,000 logs of 256 bytes.
+ */
+export const RPC_MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
 
 export const API_VERSION = "v1";
 export const DEFAULT_BASE_PATH = "/77";
@@ -39,6 +48,8 @@ export type Capability = (typeof CAPABILITIES)[number];
 export const HEADER_REGISTRATION = "x-svc-registration";
 export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
 export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
+/** DESIGN §7: the client address the edge saw, set by the edge on every forwarded request. */
+export const HEADER_CLIENT_IP = "x-svc-client-ip";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 

@@ -1,5 +1,6 @@
 import { Agent, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { RPC_MAX_RESPONSE_BYTES } from "../../shared/constants.ts";
 
 export type UpstreamFailure = "timeout" | "unreachable" | "bad_status" | "bad_body" | "too_large";
 
@@ -14,11 +15,14 @@ export type JsonRpcUpstream = {
 export type CreateJsonRpcUpstreamParams = {
   url: string;
   timeoutMs: number;
-  /** An answer larger than this is dropped, not buffered (a full batch of full blocks fits). */
+  /**
+   * An answer larger than this is dropped while it streams, not buffered; RPC_MAX_RESPONSE_BYTES
+   * by default (the /rpc proxy's cap, which a full batch of the largest legitimate answers fits).
+   */
   maxResponseBytes?: number;
 };
 
-const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+const DEFAULT_MAX_RESPONSE_BYTES = RPC_MAX_RESPONSE_BYTES;
 
 /**
  * A raw JSON-RPC client for the proxy and the balance read: keep-alive sockets, a hard timeout

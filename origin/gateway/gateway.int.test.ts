@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:http";
+import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -82,7 +82,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       rpcUrl: devnet.url,
       env: { AGENT_TRUSTED_PROXIES: "127.0.0.1/32" },
     });
-    await seedFreeKeys(testDb.handle.db, 10);
+    await seedFreeKeys(testDb.handle.db, 12);
     tokens.read = await issue(["read"]);
     tokens.all = await issue(["read", "faucet", "transfer"]);
     tokens.transfer = await issue(["read", "transfer"]);
@@ -392,34 +392,157 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(replies[3]!.result).toBe("0x4d");
     });
 
-    it("refuses a batch of 101 and a body over 64 KB before any upstream call", async () => {
-      const before = (await devRpc(devnet, "eth_blockNumber", [])) as string;
-      const tooMany = await rpc(Array.from({ length: 101 }, (_, i) => call(i, "eth_chainId")));
-      expect(tooMany.body).toEqual({
-        jsonrpc: "2.0",
-        id: null,
-        error: { code: -32600, message: "batch exceeds 100 requests", data: POLICY },
+    it("refuses a batch of 101 and a body over 64 KB before any upstream call, even while the body streams", async () => {
+      // A counting proxy in front of the devnet: what reached the chain, not what it changed.
+      let upstreamCalls = 0;
+      const counter = createServer((req, res) => {
+        upstreamCalls++;
+        const forward = request(devnet.url, { method: "POST", headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        });
+        req.pipe(forward);
       });
-      const padding = "0".repeat(700);
-      const tooBig = Array.from({ length: 100 }, (_, i) =>
-        call(i, "eth_getBalance", [`0x${padding}`, "latest"]),
-      );
-      expect(JSON.stringify(tooBig).length).toBeGreaterThan(65_536);
-      expect((await rpc(tooBig)).body).toEqual({
-        jsonrpc: "2.0",
-        id: null,
-        error: { code: -32600, message: "request exceeds 65536 bytes", data: POLICY },
+      await new Promise<void>((resolve) => counter.listen(0, "127.0.0.1", resolve));
+      const counted = await startTestOrigin({
+        database: testDb.handle,
+        rpcUrl: `http://127.0.0.1:${(counter.address() as AddressInfo).port}`,
       });
-      // Without a declared length (chunked), the limit still holds while the body streams in.
-      const streamed = await send(`${origin.base}/agent/v1/rpc`, {
-        method: "POST",
-        headers: { ...auth(tokens.read.token), "transfer-encoding": "chunked" },
-        body: JSON.stringify(tooBig),
+      const rpcTo = (body: unknown, headers: Record<string, string> = {}) =>
+        send(`${counted.base}/agent/v1/rpc`, {
+          method: "POST",
+          headers: { ...auth(tokens.read.token), ...headers },
+          body: JSON.stringify(body),
+        });
+      try {
+        // The proxy is in the path: an allowed call is counted.
+        expect((await rpcTo(call(1, "eth_chainId"))).body).toMatchObject({ result: "0x4d" });
+        expect(upstreamCalls).toBe(1);
+        upstreamCalls = 0;
+
+        const tooMany = await rpcTo(Array.from({ length: 101 }, (_, i) => call(i, "eth_chainId")));
+        expect(tooMany.body).toEqual({
+          jsonrpc: "2.0",
+          id: null,
+          error: { code: -32600, message: "batch exceeds 100 requests", data: POLICY },
+        });
+        const padding = "0".repeat(700);
+        const tooBig = Array.from({ length: 100 }, (_, i) =>
+          call(i, "eth_getBalance", [`0x${padding}`, "latest"]),
+        );
+        expect(JSON.stringify(tooBig).length).toBeGreaterThan(65_536);
+        expect((await rpcTo(tooBig)).body).toEqual({
+          jsonrpc: "2.0",
+          id: null,
+          error: { code: -32600, message: "request exceeds 65536 bytes", data: POLICY },
+        });
+        // Without a declared length (chunked), the limit holds while the body streams in.
+        const streamed = await rpcTo(tooBig, { "transfer-encoding": "chunked" });
+        expect(streamed.body).toMatchObject({
+          error: { code: -32600, message: "request exceeds 65536 bytes" },
+        });
+
+        // An endless chunked body: the refusal arrives while the client is still sending.
+        const endless = await new Promise<{ status: number; body: string; sent: number }>(
+          (resolve, reject) => {
+            let sent = 0;
+            const req = request(`${counted.base}/agent/v1/rpc`, {
+              method: "POST",
+              headers: {
+                ...auth(tokens.read.token),
+                "content-type": "application/json",
+                "transfer-encoding": "chunked",
+              },
+              agent: false,
+            });
+            const chunk = Buffer.from(`[${'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},'.repeat(300)}`);
+            const pump = setInterval(() => {
+              if (sent > 64 * 1024 * 1024)
+                return reject(new Error("64 MiB sent and no answer: the body is being buffered"));
+              req.write(chunk);
+              sent += chunk.length;
+            }, 1);
+            req.on("response", (res) => {
+              clearInterval(pump);
+              const parts: Buffer[] = [];
+              res.on("data", (part: Buffer) => parts.push(part));
+              res.on("end", () => {
+                resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts).toString("utf8"), sent });
+                req.destroy();
+              });
+            });
+            req.on("error", (error) => {
+              clearInterval(pump);
+              reject(error);
+            });
+          },
+        );
+        expect(endless.status).toBe(200);
+        expect(JSON.parse(endless.body)).toMatchObject({
+          error: { code: -32600, message: "request exceeds 65536 bytes" },
+        });
+        expect(endless.sent).toBeGreaterThan(65_536);
+        expect(upstreamCalls).toBe(0);
+      } finally {
+        await counted.close();
+        counter.closeAllConnections();
+        counter.close();
+      }
+    });
+
+    it("caps /rpc calls in flight per agent (4) and per node (16): 429 with retry_after past them", async () => {
+      // A chain that answers each call after 700 ms, so calls overlap for real.
+      const slow = createServer((req, res) => {
+        req.resume();
+        req.on("end", () =>
+          setTimeout(
+            () =>
+              res
+                .writeHead(200, { "content-type": "application/json" })
+                .end('{"jsonrpc":"2.0","id":0,"result":"0x4d"}'),
+            700,
+          ),
+        );
       });
-      expect(streamed.body).toMatchObject({
-        error: { code: -32600, message: "request exceeds 65536 bytes" },
+      await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+      const target = await startTestOrigin({
+        database: testDb.handle,
+        rpcUrl: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`,
       });
-      expect(await devRpc(devnet, "eth_blockNumber", [])).toBe(before);
+      const callAs = (token: string) =>
+        send(`${target.base}/agent/v1/rpc`, {
+          method: "POST",
+          headers: auth(token),
+          body: JSON.stringify(call(1, "eth_chainId")),
+        });
+      try {
+        const one = await Promise.all(Array.from({ length: 5 }, () => callAs(tokens.read.token)));
+        expect(one.filter((r) => r.status === 200)).toHaveLength(4);
+        const [limited] = one.filter((r) => r.status === 429);
+        expect(limited!.headers["retry-after"]).toBe("1");
+        expect(limited!.body).toMatchObject({ error: { code: "rate_limited", retry_after: 1 } });
+
+        const agents = [
+          tokens.read,
+          tokens.all,
+          tokens.transfer,
+          await issue(["read"]),
+          await issue(["read"]),
+        ];
+        const first = agents
+          .slice(0, 4)
+          .flatMap((agent) => Array.from({ length: 4 }, () => callAs(agent.token)));
+        await new Promise((resolve) => setTimeout(resolve, 300)); // all 16 are in flight
+        const extra = await callAs(agents[4]!.token);
+        expect(extra.status).toBe(429);
+        expect((await Promise.all(first)).map((r) => r.status)).toEqual(Array(16).fill(200));
+        // Slots come back once answers have left.
+        expect((await callAs(agents[4]!.token)).status).toBe(200);
+      } finally {
+        await target.close();
+        slow.closeAllConnections();
+        slow.close();
+      }
     });
 
     it("gives up on a chain that accepts but never answers, within CHAIN_RPC_TIMEOUT_MS", async () => {

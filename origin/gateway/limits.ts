@@ -1,17 +1,25 @@
+import { InFlightLimiter } from "../http/in-flight.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 
 /** SPEC Limits: the two gateway tiers. */
 export const PRE_AUTH_FAILURES = { limit: 60, windowSeconds: 60 } as const;
 export const PER_AGENT_REQUESTS = { limit: 600, windowSeconds: 60 } as const;
+/**
+ * Ours: /rpc calls in flight at once, per agent and per node (429 past either). With each call's
+ * upstream answer capped at RPC_MAX_RESPONSE_BYTES, a node holds at most 16 answers at once.
+ */
+export const RPC_IN_FLIGHT = { perAgent: 4, perNode: 16 } as const;
 
 export type GatewayLimiters = {
   failuresPerIp: SlidingWindowLimiter;
   requestsPerAgent: SlidingWindowLimiter;
+  rpcInFlight: InFlightLimiter;
 };
 
 export function createGatewayLimiters(now?: () => number): GatewayLimiters {
   return {
     failuresPerIp: new SlidingWindowLimiter({ ...PRE_AUTH_FAILURES, now }),
     requestsPerAgent: new SlidingWindowLimiter({ ...PER_AGENT_REQUESTS, now }),
+    rpcInFlight: new InFlightLimiter({ perKey: RPC_IN_FLIGHT.perAgent, total: RPC_IN_FLIGHT.perNode }),
   };
 }

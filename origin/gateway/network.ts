@@ -7,12 +7,13 @@ import {
   NATIVE_SYMBOL,
   RPC_MAX_BATCH,
   RPC_MAX_BATCH_BYTES,
+  RPC_MAX_RESPONSE_BYTES,
   RPC_READ_ALLOWLIST,
 } from "../../shared/constants.ts";
 import type { LatestBlock } from "../chain/block-number.ts";
 import type { Config } from "../config.ts";
 import type { AppEnv } from "../http/env.ts";
-import { PER_AGENT_REQUESTS, PRE_AUTH_FAILURES } from "./limits.ts";
+import { PER_AGENT_REQUESTS, PRE_AUTH_FAILURES, RPC_IN_FLIGHT } from "./limits.ts";
 
 /** GET /agent/v1/network: the contract an agent adapts to (SPEC; shape in DESIGN §7). */
 export function networkHandler(config: Config, latestBlock: LatestBlock | undefined): Handler<AppEnv> {
@@ -22,8 +23,10 @@ export function networkHandler(config: Config, latestBlock: LatestBlock | undefi
       allowed_methods: RPC_READ_ALLOWLIST,
       max_batch: RPC_MAX_BATCH,
       max_batch_bytes: RPC_MAX_BATCH_BYTES,
+      max_response_bytes: RPC_MAX_RESPONSE_BYTES,
     },
     limits: {
+      rpc_in_flight: { per_agent: RPC_IN_FLIGHT.perAgent, per_node: RPC_IN_FLIGHT.perNode },
       failed_auth_per_ip: { limit: PRE_AUTH_FAILURES.limit, window_seconds: PRE_AUTH_FAILURES.windowSeconds },
       requests_per_agent: {
         limit: PER_AGENT_REQUESTS.limit,

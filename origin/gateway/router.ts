@@ -10,6 +10,7 @@ import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
+import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
@@ -34,7 +35,14 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   const router = new Hono<AppEnv>();
   const latestBlock = deps.rpc ? createLatestBlock(deps.rpc) : undefined;
 
-  router.use("*", clientIpMiddleware(deps.config.trustedProxies));
+  const edgeSecret = deps.config.secrets.edgeShared;
+  router.use(
+    "*",
+    clientIpMiddleware(
+      deps.config.trustedProxies,
+      edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined,
+    ),
+  );
   router.use(
     "*",
     bearerAuth({
@@ -47,7 +55,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
 
   router.get("/network", requireCapability("read"), networkHandler(deps.config, latestBlock));
   router.get("/balance", requireCapability("read"), balanceHandler(deps.rpc));
-  router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc));
+  router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc, limiters.rpcInFlight));
 
   router.get("/actions/:action_id", requireCapability("read"), getActionHandler(deps.database.db));
 

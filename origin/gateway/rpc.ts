@@ -1,7 +1,15 @@
+import type { ServerResponse } from "node:http";
 import type { Handler } from "hono";
-import { RPC_MAX_BATCH, RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import {
+  RPC_MAX_BATCH,
+  RPC_MAX_BATCH_BYTES,
+  RPC_MAX_RESPONSE_BYTES,
+  RPC_READ_ALLOWLIST,
+} from "../../shared/constants.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { InFlightLimiter } from "../http/in-flight.ts";
 import { readBodyLimited } from "../http/read-body.ts";
 
 type Id = string | number | null;
@@ -28,28 +36,64 @@ const refusal = (id: Id, code: number, message: string): RpcResponse => ({
  * POST /agent/v1/rpc: a read-only JSON-RPC proxy. The closed allowlist is the only way through;
  * there is no submission or state-changing path, whatever the agent's capabilities (SPEC).
  * Limits are enforced before any upstream call. JSON-RPC errors answer with HTTP 200.
+ *
+ * What a node holds is bounded: calls in flight per agent and per node (429 past them, before the
+ * body is read), the body (64 KB, cut off while it streams) and each upstream answer
+ * (RPC_MAX_RESPONSE_BYTES, dropped while it streams).
  */
-export function rpcHandler(upstream: JsonRpcUpstream | undefined): Handler<AppEnv> {
+export function rpcHandler(
+  upstream: JsonRpcUpstream | undefined,
+  inFlight: InFlightLimiter,
+): Handler<AppEnv> {
   return async (c) => {
-    const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
-    if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
-    let body: unknown;
+    const agentId = c.get("agent").agentId;
+    if (!inFlight.tryAcquire(agentId)) {
+      throw new AppError("rate_limited", "too many /rpc calls in flight; retry when one has finished", {
+        headers: { "Retry-After": "1" },
+        fields: { retry_after: 1 },
+      });
+    }
+    // The slot is held until the answer has left (or the connection closed), not just until it is
+    // built: a client that reads slowly must not get its next call in while the last one's answer
+    // still sits in this node's memory.
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      inFlight.release(agentId);
+    };
+    const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+    outgoing?.once("close", release);
     try {
-      body = JSON.parse(UTF8.decode(read.bytes));
-    } catch {
-      return c.json(refusal(null, -32700, "parse error"));
+      return await handle(c, upstream);
+    } finally {
+      if (!outgoing) release();
     }
-
-    if (!Array.isArray(body)) {
-      const [response] = await answer([body], upstream);
-      return c.json(response);
-    }
-    if (body.length === 0) return c.json(refusal(null, -32600, "empty batch"));
-    if (body.length > RPC_MAX_BATCH) {
-      return c.json(refusal(null, -32600, `batch exceeds ${RPC_MAX_BATCH} requests`));
-    }
-    return c.json(await answer(body, upstream));
   };
+}
+
+async function handle(
+  c: Parameters<Handler<AppEnv>>[0],
+  upstream: JsonRpcUpstream | undefined,
+): Promise<Response> {
+  const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
+  if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
+  let body: unknown;
+  try {
+    body = JSON.parse(UTF8.decode(read.bytes));
+  } catch {
+    return c.json(refusal(null, -32700, "parse error"));
+  }
+
+  if (!Array.isArray(body)) {
+    const [response] = await answer([body], upstream);
+    return c.json(response);
+  }
+  if (body.length === 0) return c.json(refusal(null, -32600, "empty batch"));
+  if (body.length > RPC_MAX_BATCH) {
+    return c.json(refusal(null, -32600, `batch exceeds ${RPC_MAX_BATCH} requests`));
+  }
+  return c.json(await answer(body, upstream));
 }
 
 /** Answers every element in order; refused elements never stop the others. */
@@ -83,7 +127,11 @@ async function answer(items: unknown[], upstream: JsonRpcUpstream | undefined): 
   }));
   const result = await upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
   if (!result.ok) {
-    failAll(`upstream unavailable: ${result.failure}`);
+    failAll(
+      result.failure === "too_large"
+        ? `the answer exceeds ${RPC_MAX_RESPONSE_BYTES} bytes: ask for fewer items per call`
+        : `upstream unavailable: ${result.failure}`,
+    );
     return responses;
   }
   const byIndex = new Map<number, { result?: unknown; error?: unknown }>();

@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import type { CidrSet } from "./cidr.ts";
+import { formatIpv6, ipv4Mapped, ipv6Words, nat64Embedded, parseIpLiteral } from "./ip-address.ts";
 
 /**
  * DESIGN §7: the client is the socket peer, unless the peer is a trusted proxy; then it is the
@@ -24,29 +25,36 @@ export function resolveClientIp(
   return client;
 }
 
-/** Lower-cased address, with IPv4-mapped IPv6 (`::ffff:a.b.c.d`) folded to IPv4; null if not an IP. */
+/**
+ * The address in one spelling, or null if `text` is not one IP address: IPv4 as it is, IPv4-mapped
+ * IPv6 in any spelling folded to IPv4, other IPv6 in RFC 5952 form. A zone (`fe80::1%eth0`, as a
+ * socket may report a link-local peer) is dropped: it names the local interface, not the peer.
+ */
 export function normalizeIp(text: string): string | null {
-  const value = text.toLowerCase();
-  if (value.startsWith("::ffff:") && isIP(value.slice(7)) === 4) return value.slice(7);
-  return isIP(value) === 0 ? null : value;
+  // The hot path: a socket peer on an IPv4 listener.
+  if (isIP(text) === 4) return text;
+  const zone = text.indexOf("%");
+  return parseIpLiteral(zone < 0 ? text : text.slice(0, zone))?.text ?? null;
 }
 
 /**
- * The key a client's failed authentications are counted under: an IPv4 address as it is, an IPv6
- * address by its /64. One host or site usually holds a whole /64 and can pick any address in it,
- * so counting per IPv6 address would give each such client 2^64 budgets (the registration limits
- * group IPv6 the same way).
+ * The key a client's failed authentications (and its registrations) are counted under: an IPv4
+ * address as it is, an IPv6 address by its /64. One host or site usually holds a whole /64 and can
+ * pick any address in it, so counting per IPv6 address would give each such client 2^64 budgets.
+ * Addresses that carry an IPv4 address (IPv4-mapped `::ffff:0:0/96` in any spelling, NAT64
+ * `64:ff9b::/96`) count as that IPv4 address. The first /64 (`::/64`: loopback, unspecified,
+ * IPv4-compatible) holds no site of its own, so there each address is its own group rather than
+ * one bucket shared by unrelated clients.
  */
 export function addressGroup(ip: string): string {
   if (isIP(ip) !== 6) return ip;
-  const [head = "", tail] = ip.split("%")[0]!.split("::");
-  const groups = (part: string): string[] =>
-    part === "" ? [] : part.split(":").flatMap((group) => (group.includes(".") ? ["0", "0"] : [group]));
-  const left = groups(head);
-  const right = tail === undefined ? [] : groups(tail);
-  const all = [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill("0"), ...right];
-  return `${all
+  const zone = ip.indexOf("%");
+  const words = ipv6Words((zone < 0 ? ip : ip.slice(0, zone)).toLowerCase());
+  const ipv4 = ipv4Mapped(words) ?? nat64Embedded(words);
+  if (ipv4 !== null) return ipv4;
+  if (words[0] === 0 && words[1] === 0 && words[2] === 0 && words[3] === 0) return formatIpv6(words);
+  return `${words
     .slice(0, 4)
-    .map((group) => Number.parseInt(group, 16).toString(16))
+    .map((word) => word.toString(16))
     .join(":")}::/64`;
 }

@@ -14,5 +14,7 @@ export type AppEnv = {
     requestId: string;
     clientIp: string;
     agent: AuthenticatedAgent;
+    /** Extra fields for the request's one log line (e.g. a registration's outcome); never secrets. */
+    logFields: Record<string, string | boolean>;
   };
 };

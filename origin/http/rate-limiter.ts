@@ -33,20 +33,24 @@ export class SlidingWindowLimiter {
     this.now = options.now ?? Date.now;
   }
 
-  /** Counts one event for `key` if it fits in the window; refuses it otherwise. */
-  consume(key: string): LimitDecision {
-    const decision = this.peek(key);
+  /**
+   * Counts one event for `key` if it fits in the window; refuses it otherwise. `limit` overrides
+   * the constructor's for this call (limits read from a policy that an operator may change).
+   */
+  consume(key: string, limit = this.limit): LimitDecision {
+    const decision = this.peek(key, limit);
     if (decision.allowed) this.record(key);
     return decision.allowed ? { allowed: true, remaining: decision.remaining - 1 } : decision;
   }
 
   /** Whether one more event would fit, without counting it. */
-  peek(key: string): LimitDecision {
+  peek(key: string, limit = this.limit): LimitDecision {
     const events = this.keys.get(key);
     const second = this.currentSecond();
     const used = events ? this.countIn(events, second) : 0;
-    if (used < this.limit) return { allowed: true, remaining: this.limit - used };
-    const retryAfterSeconds = events ? this.secondsUntilFree(events, second, used) : this.windowSeconds;
+    if (used < limit) return { allowed: true, remaining: limit - used };
+    const retryAfterSeconds =
+      events && limit > 0 ? this.secondsUntilFree(events, second, used, limit) : this.windowSeconds;
     return { allowed: false, retryAfterSeconds };
   }
 
@@ -102,8 +106,8 @@ export class SlidingWindowLimiter {
   }
 
   /** Seconds until enough old events leave the window for one more event to fit. */
-  private secondsUntilFree(events: Events, second: number, used: number): number {
-    let excess = used - this.limit + 1;
+  private secondsUntilFree(events: Events, second: number, used: number, limit: number): number {
+    let excess = used - limit + 1;
     for (let i = 0; i < events.length; i += 2) {
       excess -= events[i + 1]!;
       if (excess <= 0) return this.windowSeconds - (second - events[i]!);

@@ -5,8 +5,8 @@ import type { AppEnv } from "./env.ts";
 
 /**
  * Gives each request an id (echoed in X-Request-Id and in every error body) and logs one line
- * when it ends: method, route path, status, duration. Never headers, bodies or query strings,
- * which may carry tokens (DESIGN §7).
+ * when it ends: method, route path, status, duration, and what the route added (logFields). Never
+ * headers, bodies or query strings, which may carry tokens (DESIGN §7).
  */
 export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
   // Ids correlate log lines with responses; they need to be unique, not secret. A random
@@ -29,6 +29,7 @@ export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
         path: c.req.path,
         status: c.res.status,
         ms: Math.round((performance.now() - started) * 10) / 10,
+        ...c.get("logFields"),
       },
       "request",
     );

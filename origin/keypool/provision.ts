@@ -2,8 +2,8 @@ import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { CAPABILITIES, type Capability } from "../../shared/constants.ts";
 import { issueToken } from "../auth/token.ts";
-import type { Db } from "../db/client.ts";
-import { agentIdentities, agentTokens, keyPool } from "../db/schema.ts";
+import { type Db, queryRows } from "../db/client.ts";
+import { keyPool } from "../db/schema.ts";
 
 export type ProvisionIdentityParams = {
   capabilities: readonly string[];
@@ -62,48 +62,113 @@ export async function provisionIdentity(db: Db, params: ProvisionIdentityParams)
   }
 }
 
-async function claimOnce(
+function claimOnce(
   db: Db,
   capabilities: Capability[],
   origin: "operator" | "public",
 ): Promise<ProvisionResult> {
-  return db.transaction(async (tx) => {
-    const [key] = await tx
-      .select({ keyRef: keyPool.keyRef, address: keyPool.address })
+  return db.transaction((tx) => claimKeyForIdentity(tx, { capabilities, origin }));
+}
+
+export type ClaimKeyForIdentityParams = {
+  /** Already validated against the closed enum (provisionIdentity parses them at its boundary). */
+  capabilities: readonly Capability[];
+  origin: "operator" | "public";
+};
+
+/**
+ * The claim itself, inside the caller's transaction (STYLE: the owner of an invariant opens the
+ * transaction and passes `tx` down). See claimKeysForIdentities; this is the one-key case.
+ */
+export async function claimKeyForIdentity(
+  tx: Db,
+  params: ClaimKeyForIdentityParams,
+): Promise<ProvisionResult> {
+  const claimed = await claimKeysForIdentities(tx, { ...params, count: 1 });
+  return claimed.ok ? { ok: true, value: claimed.value[0]! } : claimed;
+}
+
+export type ClaimKeysForIdentitiesParams = ClaimKeyForIdentityParams & { count: number };
+
+export type ClaimKeysResult =
+  | { ok: true; value: ProvisionedIdentity[] }
+  | { ok: false; error: Exclude<ProvisionFailure, { code: "validation_failed" }> };
+
+/**
+ * Up to `count` identities, each on its own key, inside the caller's transaction: one statement
+ * takes the oldest free keys with a row lock that skips rows locked by others, inserts an
+ * identity and its token for each, and marks the keys assigned (public registration claims for a
+ * whole batch this way and commits its quotas with the claim). Fewer keys than asked for: the
+ * identities that could be made, in order. None: busy or exhausted, and nothing is written.
+ */
+export async function claimKeysForIdentities(
+  tx: Db,
+  params: ClaimKeysForIdentitiesParams,
+): Promise<ClaimKeysResult> {
+  const tokens = Array.from({ length: params.count }, () => issueToken());
+  const capabilities = CAPABILITIES.filter((capability) => params.capabilities.includes(capability));
+  const list = <T>(values: T[], cast: string) =>
+    sql`array[${sql.join(
+      values.map((value) => sql`${value}`),
+      sql`, `,
+    )}]::${sql.raw(cast)}`;
+  const claimed = await queryRows<{
+    n: string;
+    agent_id: string;
+    assigned_wallet: string;
+    agent_transfer_key_ref: string;
+  }>(
+    tx,
+    sql`with claimed as (
+          select key_ref, address, row_number() over (order by created_at, key_ref) as n
+          from (
+            select key_ref, address, created_at from key_pool
+            where status = 'free'
+            order by created_at, key_ref
+            limit ${params.count}
+            for update skip locked
+          ) free_keys
+        ), identity as (
+          insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin)
+          select address, key_ref, ${`{${capabilities.join(",")}}`}::text[], ${params.origin} from claimed order by n
+          returning agent_id, assigned_wallet, agent_transfer_key_ref
+        ), assigned as (
+          update key_pool set status = 'assigned', assigned_agent_id = identity.agent_id, assigned_at = now()
+          from identity where key_pool.key_ref = identity.agent_transfer_key_ref
+        ), token as (
+          insert into agent_tokens (token_id, agent_id, secret_hash)
+          select t.token_id, identity.agent_id, t.secret_hash
+          from identity
+          join claimed on claimed.key_ref = identity.agent_transfer_key_ref
+          join unnest(${list(
+            tokens.map((token) => token.tokenId),
+            "text[]",
+          )}, ${list(
+            tokens.map((token) => token.secretHash),
+            "bytea[]",
+          )}) with ordinality as t(token_id, secret_hash, n) on t.n = claimed.n
+        )
+        select claimed.n, identity.agent_id, identity.assigned_wallet, identity.agent_transfer_key_ref
+        from identity join claimed on claimed.key_ref = identity.agent_transfer_key_ref
+        order by claimed.n`,
+  );
+  if (claimed.length === 0) {
+    // Without the lock, rows claimed by transactions still in flight still read as free.
+    const [stillFree] = await tx
+      .select({ keyRef: keyPool.keyRef })
       .from(keyPool)
       .where(eq(keyPool.status, "free"))
-      .orderBy(keyPool.createdAt, keyPool.keyRef)
-      .limit(1)
-      .for("update", { skipLocked: true });
-    if (!key) {
-      // Without the lock, rows claimed by transactions still in flight still read as free.
-      const [stillFree] = await tx
-        .select({ keyRef: keyPool.keyRef })
-        .from(keyPool)
-        .where(eq(keyPool.status, "free"))
-        .limit(1);
-      return { ok: false, error: { code: stillFree ? "agent_key_pool_busy" : "agent_key_pool_exhausted" } };
-    }
-    const [identity] = await tx
-      .insert(agentIdentities)
-      .values({ assignedWallet: key.address, agentTransferKeyRef: key.keyRef, capabilities, origin })
-      .returning({ agentId: agentIdentities.agentId });
-    const agentId = identity!.agentId;
-    await tx
-      .update(keyPool)
-      .set({ status: "assigned", assignedAgentId: agentId, assignedAt: sql`now()` })
-      .where(eq(keyPool.keyRef, key.keyRef));
-    const token = issueToken();
-    await tx.insert(agentTokens).values({ tokenId: token.tokenId, agentId, secretHash: token.secretHash });
-    return {
-      ok: true,
-      value: {
-        token: token.token,
-        agentId,
-        assignedWallet: key.address as `0x${string}`,
-        keyRef: key.keyRef,
-        capabilities,
-      },
-    };
-  });
+      .limit(1);
+    return { ok: false, error: { code: stillFree ? "agent_key_pool_busy" : "agent_key_pool_exhausted" } };
+  }
+  return {
+    ok: true,
+    value: claimed.map((row) => ({
+      token: tokens[Number(row.n) - 1]!.token,
+      agentId: row.agent_id,
+      assignedWallet: row.assigned_wallet as `0x${string}`,
+      keyRef: row.agent_transfer_key_ref,
+      capabilities,
+    })),
+  };
 }

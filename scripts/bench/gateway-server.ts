@@ -1,7 +1,7 @@
 /**
  * The origin as bench:gateway runs it: the real app (auth, limiter, routes) plus one bare Hono
- * route on the same server as the baseline. The per-agent limit is raised so the benchmark
- * measures the limiter's cost without being stopped by it. Env: DATABASE_URL, CHAIN_RPC_URL,
+ * route on the same server as the baseline. The per-agent limit and the /rpc in-flight caps are
+ * raised so the benchmark measures the limiters' cost without being stopped by them. Env: DATABASE_URL, CHAIN_RPC_URL,
  * BENCH_PORT. Prints "ready" once listening.
  */
 import { createApp } from "../../origin/app.ts";
@@ -11,6 +11,7 @@ import { loadConfig } from "../../origin/config.ts";
 import { connectDatabase } from "../../origin/db/client.ts";
 import { type AppDeps, systemClock } from "../../origin/deps.ts";
 import { createGatewayRouter } from "../../origin/gateway/router.ts";
+import { InFlightLimiter } from "../../origin/http/in-flight.ts";
 import { SlidingWindowLimiter } from "../../origin/http/rate-limiter.ts";
 import { createLogger } from "../../origin/logger.ts";
 import { startHttpServer } from "../../origin/server.ts";
@@ -30,6 +31,8 @@ const deps: AppDeps = {
 const limiters = {
   failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
   requestsPerAgent: new SlidingWindowLimiter({ limit: 1_000_000_000, windowSeconds: 60 }),
+  // Raised like the per-agent rate: the benchmark drives 64 connections with one token.
+  rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),
 };
 const app = createApp(deps, { gateway: (d) => createGatewayRouter(d, { limiters }) });
 app.get("/bench/bare", (c) => c.json({ ok: true }));

@@ -2,8 +2,15 @@
  * Runs the edge worker locally in Miniflare (the real workerd), for `npm start` and the edge's
  * tests alike: bundles `main` of wrangler.toml with esbuild, then serves it on a loopback port
  * with wrangler.toml's compatibility date and vars, as `wrangler deploy` would ship them.
+ *
+ * In front of Miniflare stands a small Node proxy that accepts the client's connection and sets
+ * CF-Connecting-IP to the connection's peer address, overwriting any copy the client sent, as
+ * Cloudflare does. Miniflare itself keeps a client's CF-Connecting-IP (it fills the header only
+ * when absent), which would let any local client choose its address at the edge.
  */
 import { readFile } from "node:fs/promises";
+import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
@@ -91,8 +98,9 @@ export type StartEdgeParams = {
 };
 
 export type EdgeHandle = {
-  /** `http://127.0.0.1:<port>`, without the base path. */
+  /** `http://127.0.0.1:<port>`, without the base path: the Node front, as clients reach the edge. */
   url: string;
+  /** Miniflare itself, behind the front (tests call its worker directly to bypass the front). */
   miniflare: Miniflare;
   /** Disposes Miniflare, ending its workerd process; safe to call twice. */
   stop(): Promise<void>;
@@ -121,7 +129,7 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
     compatibilityDate: wrangler.compatibilityDate,
     bindings,
     host: "127.0.0.1",
-    port: params.port ?? 0,
+    port: 0,
     handleRuntimeStdio(stdout: Readable, stderr: Readable) {
       for (const stream of [stdout, stderr]) createInterface({ input: stream }).on("line", onLine);
     },
@@ -142,13 +150,79 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
     await miniflare.dispose().catch(() => {});
     throw error;
   }
+  let front: ClientAddressFront;
+  try {
+    front = await startClientAddressFront(ready, params.port ?? 0);
+  } catch (error) {
+    await miniflare.dispose().catch(() => {});
+    throw error;
+  }
   let stopped: Promise<void> | undefined;
   return {
-    url: ready.origin,
+    url: front.url,
     miniflare,
     stop() {
-      stopped ??= miniflare.dispose();
+      stopped ??= front.close().then(() => miniflare.dispose());
       return stopped;
     },
+  };
+}
+
+type ClientAddressFront = { url: string; close(): Promise<void> };
+
+/** Connection-scoped headers of one hop, never forwarded (RFC 9110 §7.6.1). */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "upgrade", "te", "trailer"]);
+
+/**
+ * Listens on 127.0.0.1:`port` and forwards every request to Miniflare at `target`, streaming both
+ * ways, with CF-Connecting-IP set from the TCP peer (IPv4-mapped peers as IPv4).
+ */
+async function startClientAddressFront(target: URL, port: number): Promise<ClientAddressFront> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  const server = createServer((incoming: IncomingMessage, outgoing: ServerResponse) => {
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(incoming.headers)) {
+      if (value !== undefined && !HOP_BY_HOP.has(name) && name !== "cf-connecting-ip") headers[name] = value;
+    }
+    const peer = incoming.socket.remoteAddress ?? "";
+    headers["cf-connecting-ip"] = peer.startsWith("::ffff:") ? peer.slice(7) : peer;
+    const upstream = request(
+      {
+        hostname: target.hostname,
+        port: target.port,
+        method: incoming.method,
+        path: incoming.url,
+        headers,
+        agent,
+      },
+      (answer) => {
+        const raw: string[] = [];
+        for (let i = 0; i < answer.rawHeaders.length; i += 2) {
+          if (!HOP_BY_HOP.has(answer.rawHeaders[i]!.toLowerCase()))
+            raw.push(answer.rawHeaders[i]!, answer.rawHeaders[i + 1]!);
+        }
+        outgoing.writeHead(answer.statusCode ?? 502, answer.statusMessage, raw);
+        answer.pipe(outgoing);
+      },
+    );
+    upstream.on("error", () => {
+      if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
+      outgoing.end("local edge front: Miniflare did not answer");
+    });
+    incoming.pipe(upstream);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+  const { port: bound } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${bound}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
   };
 }

@@ -5,9 +5,10 @@ import { createChainClient } from "../../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
 import { loadConfig } from "../../origin/config.ts";
 import type { DatabaseHandle } from "../../origin/db/client.ts";
-import { type AppDeps, systemClock } from "../../origin/deps.ts";
+import { type AppDeps, type Clock, systemClock } from "../../origin/deps.ts";
 import { createGatewayRouter } from "../../origin/gateway/router.ts";
 import { createLogger } from "../../origin/logger.ts";
+import { createRegistrationRouter } from "../../origin/registration/router.ts";
 import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
@@ -32,6 +33,8 @@ export type StartTestOriginParams = {
   tracker?: TxTrackerOptions;
   /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
   onLogLine?: (line: string) => void;
+  /** The origin's clock (registration quota days and minutes); the system's by default. */
+  clock?: Clock;
 };
 
 /** The real origin app on a free loopback port, wired as main.ts wires it, for HTTP-level tests. */
@@ -70,9 +73,10 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     signer,
     money: prepared.money,
     logger,
-    clock: systemClock,
+    clock: params.clock ?? systemClock,
   };
-  const server = await startHttpServer(createApp(deps, { gateway: createGatewayRouter }), "127.0.0.1", 0);
+  const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
+  const server = await startHttpServer(app, "127.0.0.1", 0);
   prepared.tracker?.start();
   return {
     url: server.url,

@@ -1,0 +1,1 @@
+CREATE INDEX "key_pool_free_order_idx" ON "key_pool" USING btree ("created_at","key_ref") WHERE "key_pool"."status" = 'free';

@@ -1,0 +1,41 @@
+import { HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import type { EdgeSecretVerifier } from "../http/edge-secret.ts";
+import { classifyRegistrationIp, hashIpGroup } from "./ip-classification.ts";
+
+/** Why ingress was refused: kept for the log, collapsed into one wire code (403). */
+export type IngressRefusal =
+  | "no_edge_secret"
+  | "wrong_edge_secret"
+  | "missing_ip"
+  | "malformed_ip"
+  | "not_public_ip";
+
+export type IngressResult = { ok: true; ipGroupHash: string } | { ok: false; refusal: IngressRefusal };
+
+export type CheckIngressParams = {
+  verifyEdge: EdgeSecretVerifier;
+  ipSecret: string;
+  allowLoopback: boolean;
+};
+
+/**
+ * SPEC "Registration ingress rules": a registration must come from the edge (its shared secret,
+ * compared in constant time) and carry the client address the edge saw in X-svc-Registration-IP,
+ * one public address. Nothing here reads the database or a counter, so a refusal consumes neither
+ * a key nor a count. The address leaves this function only as its group's HMAC.
+ */
+export function checkIngress(
+  header: (name: string) => string | undefined,
+  params: CheckIngressParams,
+): IngressResult {
+  const secret = header(HEADER_EDGE_SECRET);
+  if (secret === undefined) return { ok: false, refusal: "no_edge_secret" };
+  if (!params.verifyEdge(secret)) return { ok: false, refusal: "wrong_edge_secret" };
+  const ip = classifyRegistrationIp(header(HEADER_REGISTRATION_IP), { allowLoopback: params.allowLoopback });
+  if (!ip.ok) {
+    const refusal =
+      ip.refusal === "missing" ? "missing_ip" : ip.refusal === "malformed" ? "malformed_ip" : "not_public_ip";
+    return { ok: false, refusal };
+  }
+  return { ok: true, ipGroupHash: hashIpGroup(params.ipSecret, ip.group) };
+}

@@ -1,0 +1,102 @@
+import { sql } from "drizzle-orm";
+import { type Db, queryRows } from "../db/client.ts";
+
+/** The policy and every count the issuance quotas are judged on, read in one statement. */
+export type RegistrationState = {
+  paused: boolean;
+  perIpDaily: number;
+  networkDaily: number;
+  totalCeiling: number;
+  keyReserve: number;
+  attemptsPerIpPerMinute: number;
+  attemptsGlobalPerMinute: number;
+  /** Public registrations ever issued (the total ceiling counts these). */
+  issuedTotal: number;
+  /**
+   * Free keys: verified and backed up (a key is free only once its batch is available), counted
+   * only as far as the decision needs (up to the reserve plus one).
+   */
+  freeKeys: number;
+  networkToday: number;
+  ipGroupToday: number;
+};
+
+export type ReadRegistrationStateParams = {
+  /** `YYYY-MM-DD`, UTC. */
+  day: string;
+  /** The hashed IP group. */
+  ipGroup: string;
+};
+
+/** The network-wide row of the per-day and per-minute counters. */
+export const ALL_GROUPS = "*";
+
+/**
+ * One statement, so one snapshot: every figure is as of the same instant. Under the issuance lock
+ * it runs after the lock is granted, so it sees every issuance committed before (READ COMMITTED
+ * takes a snapshot per statement).
+ */
+export async function readRegistrationState(
+  db: Db,
+  params: ReadRegistrationStateParams,
+): Promise<RegistrationState> {
+  const [row] = await queryRows<{
+    paused: boolean;
+    per_ip_daily: number;
+    network_daily: number;
+    total_ceiling: number;
+    key_reserve: number;
+    attempts_per_ip_per_minute: number;
+    attempts_global_per_minute: number;
+    issued_total: number;
+    free_keys: number;
+    network_today: number;
+    ip_group_today: number;
+  }>(
+    db,
+    sql`select p.paused, p.per_ip_daily, p.network_daily, p.total_ceiling, p.key_reserve,
+          p.attempts_per_ip_per_minute, p.attempts_global_per_minute,
+          (select count(*)::int from registration_issued) as issued_total,
+          (select count(*)::int from (select 1 from key_pool where status = 'free'
+                                      limit p.key_reserve + 1) free_keys) as free_keys,
+          coalesce((select count from registration_admissions
+                    where day = ${params.day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
+          coalesce((select count from registration_admissions
+                    where day = ${params.day} and ip_group = ${params.ipGroup}), 0) as ip_group_today
+        from registration_policy p where p.id = 1`,
+  );
+  if (!row) throw new Error("registration_policy row is missing: run the migrations");
+  return {
+    paused: row.paused,
+    perIpDaily: row.per_ip_daily,
+    networkDaily: row.network_daily,
+    totalCeiling: row.total_ceiling,
+    keyReserve: row.key_reserve,
+    attemptsPerIpPerMinute: row.attempts_per_ip_per_minute,
+    attemptsGlobalPerMinute: row.attempts_global_per_minute,
+    issuedTotal: row.issued_total,
+    freeKeys: row.free_keys,
+    networkToday: row.network_today,
+    ipGroupToday: row.ip_group_today,
+  };
+}
+
+/** Why issuance is refused: a state of the service (503) or a spent daily quota (429). */
+export type GateRefusal =
+  | { kind: "unavailable"; reason: "paused" | "total_ceiling" | "key_reserve" }
+  | { kind: "limited"; limit: "network_daily" | "per_ip_daily" };
+
+/**
+ * SPEC "Registration" and Limits: refused while paused, at the total ceiling, when free verified
+ * keys are at the reserve (one more issuance would leave fewer than the reserve; an empty pool
+ * is the same case), and once the day's network-wide or per-group quota is spent. The service's
+ * states come first: they are the same for every client.
+ */
+export function evaluateGate(state: RegistrationState): GateRefusal | null {
+  if (state.paused) return { kind: "unavailable", reason: "paused" };
+  if (state.issuedTotal >= state.totalCeiling) return { kind: "unavailable", reason: "total_ceiling" };
+  if (state.freeKeys - 1 < state.keyReserve) return { kind: "unavailable", reason: "key_reserve" };
+  if (state.networkToday >= state.networkDaily) return { kind: "limited", limit: "network_daily" };
+  if (state.ipGroupToday >= state.perIpDaily) return { kind: "limited", limit: "per_ip_daily" };
+  return null;
+}

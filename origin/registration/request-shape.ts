@@ -1,0 +1,35 @@
+import type { Context } from "hono";
+import { HEADER_REGISTRATION } from "../../shared/constants.ts";
+import { readBodyLimited } from "../http/read-body.ts";
+
+/** `{}` with room for whitespace; anything longer is not a registration body. */
+const MAX_BODY_BYTES = 1024;
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+export type RequestShapeResult = { ok: true } | { ok: false; message: string };
+
+/**
+ * SPEC "POST /agent/v1/register": `Content-Type: application/json`, `X-SVC-Registration: 1`, body
+ * `{}`. The client chooses nothing (wallet, capabilities, secret), so any field is refused rather
+ * than ignored (DESIGN §7).
+ */
+export async function checkRequestShape(c: Context): Promise<RequestShapeResult> {
+  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim().toLowerCase();
+  if (mediaType !== "application/json")
+    return { ok: false, message: "Content-Type must be application/json" };
+  if (c.req.header(HEADER_REGISTRATION)?.trim() !== "1") {
+    return { ok: false, message: "X-SVC-Registration: 1 is required" };
+  }
+  const read = await readBodyLimited(c, MAX_BODY_BYTES);
+  if (!read.ok) return { ok: false, message: "the body must be {}" };
+  let body: unknown;
+  try {
+    body = JSON.parse(UTF8.decode(read.bytes));
+  } catch {
+    return { ok: false, message: "the body must be {}" };
+  }
+  if (body === null || typeof body !== "object" || Array.isArray(body) || Object.keys(body).length > 0) {
+    return { ok: false, message: "the body must be {}: registration takes no fields" };
+  }
+  return { ok: true };
+}

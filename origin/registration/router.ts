@@ -1,0 +1,167 @@
+import { Hono } from "hono";
+import { CHAIN_ID } from "../../shared/constants.ts";
+import type { AppDeps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
+import type { AppEnv } from "../http/env.ts";
+import { admitAttempt } from "./admission-repository.ts";
+import { EarlyLimiter } from "./early-limiter.ts";
+import { checkIngress } from "./ingress.ts";
+import { type IssuanceRefusal, type IssuePublicIdentityResult, PUBLIC_CAPABILITIES } from "./issuance.ts";
+import { IssuanceBatcher } from "./issuance-batcher.ts";
+import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
+import { evaluateGate, type RegistrationState, readRegistrationState } from "./quota-gate.ts";
+import { checkRequestShape } from "./request-shape.ts";
+
+type UnavailableReason = "disabled" | "paused" | "total_ceiling" | "key_reserve" | "unavailable";
+
+export type RegistrationRouterOptions = { earlyLimiter?: EarlyLimiter };
+
+/**
+ * POST {base}/agent/v1/register (SPEC; DESIGN §7), mounted outside the gateway's bearer auth.
+ * In order, each step refusing before the next costs anything:
+ *   1. the registration switch (503 disabled);
+ *   2. ingress: the edge secret and a public X-svc-Registration-IP (403, nothing counted);
+ *   3. the request's shape (400);
+ *   4. the policy and quota state, read only (503 paused / total_ceiling / key_reserve, 429 when
+ *      a daily quota is spent; no counter moves);
+ *   5. the early local limiter (429; in memory, no persisted counter moves);
+ *   6. admission: the persisted per-minute attempt counts, committed on their own (429);
+ *   7. issuance: quotas and key assignment committed together under one lock (201, or 429/503).
+ * Every answer carries Cache-Control: no-store; the token is never logged.
+ */
+export function createRegistrationRouter(
+  deps: AppDeps,
+  options: RegistrationRouterOptions = {},
+): Hono<AppEnv> {
+  const { config, clock } = deps;
+  const db = deps.database.db;
+  const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
+  const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
+  const issuer = new IssuanceBatcher(db);
+  const router = new Hono<AppEnv>();
+
+  router.use("*", async (c, next) => {
+    // Set before the answer exists, so error answers made by app.onError carry it too.
+    c.header("Cache-Control", "no-store");
+    await next();
+  });
+
+  router.post("/", async (c) => {
+    // The outcome goes on the request's one log line (request-context.ts); never the token or the address.
+    const log = (outcome: string, fields: Record<string, string | boolean> = {}): void =>
+      c.set("logFields", { outcome, ...fields });
+
+    if (!config.features.publicRegistration || !config.secrets.registrationIp) {
+      throw unavailable("disabled");
+    }
+    const ingress = checkIngress((name) => c.req.header(name), {
+      verifyEdge,
+      ipSecret: config.secrets.registrationIp,
+      allowLoopback: config.features.registrationAllowLoopback,
+    });
+    if (!ingress.ok) {
+      log("ingress_refused", { refusal: ingress.refusal });
+      throw new AppError(
+        "registration_ingress_refused",
+        ingress.refusal === "no_edge_secret" || ingress.refusal === "wrong_edge_secret"
+          ? "registration is accepted only through the edge"
+          : "the client address is not accepted for registration",
+      );
+    }
+    const shape = await checkRequestShape(c);
+    if (!shape.ok) throw new AppError("validation_failed", shape.message);
+
+    const now = clock.now();
+    const day = utcDay(now);
+    const ipGroup = ingress.ipGroupHash;
+    let state: RegistrationState;
+    try {
+      state = await readRegistrationState(db, { day, ipGroup });
+    } catch (error) {
+      throw unavailable("unavailable", error);
+    }
+    const gate = evaluateGate(state);
+    if (gate) {
+      log("refused", { stage: "state", refusal: refusalName(gate) });
+      throw refusalError(gate, now);
+    }
+
+    const early = earlyLimiter.consume(ipGroup, {
+      perIpGroup: state.attemptsPerIpPerMinute,
+      global: state.attemptsGlobalPerMinute,
+    });
+    if (!early.allowed) {
+      log("refused", { stage: "early_limiter" });
+      throw rateLimited(early.retryAfterSeconds);
+    }
+
+    let admitted: Awaited<ReturnType<typeof admitAttempt>>;
+    try {
+      admitted = await admitAttempt(db, {
+        minute: minuteStart(now),
+        ipGroup,
+        perIpLimit: state.attemptsPerIpPerMinute,
+        globalLimit: state.attemptsGlobalPerMinute,
+      });
+    } catch (error) {
+      throw unavailable("unavailable", error);
+    }
+    if (!admitted.ok) {
+      log("refused", { stage: "admission", refusal: admitted.limit, admitted: false });
+      throw rateLimited(secondsToNextMinute(clock.now()));
+    }
+
+    let issued: IssuePublicIdentityResult;
+    try {
+      issued = await issuer.issue({ day, ipGroup });
+    } catch (error) {
+      log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
+      throw unavailable("unavailable", error);
+    }
+    if (!issued.ok) {
+      log("refused", { stage: "issuance", refusal: refusalName(issued.refusal), admitted: true });
+      throw refusalError(issued.refusal, clock.now());
+    }
+    log("issued", { stage: "issuance", agent_id: issued.value.agentId, admitted: true });
+    return c.json(
+      {
+        token: issued.value.token,
+        agent_id: issued.value.agentId,
+        assigned_wallet: issued.value.assignedWallet,
+        capabilities: PUBLIC_CAPABILITIES,
+        chain_id: CHAIN_ID,
+      },
+      201,
+    );
+  });
+
+  // Any other method: the route does not exist, as at the edge.
+  router.all("/", () => {
+    throw new AppError("not_found", "no such route");
+  });
+  return router;
+}
+
+function refusalName(refusal: IssuanceRefusal): string {
+  return refusal.kind === "limited" ? refusal.limit : refusal.reason;
+}
+
+function refusalError(refusal: IssuanceRefusal, now: Date): AppError {
+  return refusal.kind === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
+}
+
+function unavailable(reason: UnavailableReason, cause?: unknown): AppError {
+  return new AppError("registration_unavailable", "registration is unavailable", {
+    cause,
+    fields: { reason },
+  });
+}
+
+/** SPEC "POST /agent/v1/register": 429 with Retry-After (and `retry_after`, DESIGN §7). */
+function rateLimited(retryAfterSeconds: number): AppError {
+  return new AppError("registration_rate_limited", "too many registrations; retry later", {
+    headers: { "Retry-After": String(retryAfterSeconds) },
+    fields: { retry_after: retryAfterSeconds },
+  });
+}
