@@ -124,6 +124,7 @@ const envSchema = z.object({
     .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
     .optional(),
   DATABASE_DRIVER: z.enum(["pg", "neon"]).optional(),
+  DATABASE_POOL_SIZE: integer(20, 1, 500),
   /** Ours: route the Neon driver's WebSocket through a plain relay (tests, local dev); no TLS. */
   DATABASE_NEON_WS_PROXY: z.string().min(1).optional(),
   EMBEDDED_PG_DIR: z.string().min(1).default(".data/pg"),
@@ -189,6 +190,8 @@ export type Config = {
   database: {
     url: string | undefined;
     driver: "pg" | "neon" | undefined;
+    /** Connections the origin's pool may open. */
+    poolSize: number;
     neonWsProxy: string | undefined;
     embedded: { dir: string; port: number };
   };
@@ -315,6 +318,7 @@ function toConfig(env: Env): Config {
     database: {
       url: env.DATABASE_URL,
       driver: env.DATABASE_DRIVER,
+      poolSize: env.DATABASE_POOL_SIZE,
       neonWsProxy: env.DATABASE_NEON_WS_PROXY,
       embedded: { dir: env.EMBEDDED_PG_DIR, port: env.EMBEDDED_PG_PORT },
     },

@@ -1,4 +1,6 @@
+import type { ExecutorFaults } from "./actions/execute.ts";
 import type { ChainClient } from "./chain/client.ts";
+import type { FeeOracle } from "./chain/fees.ts";
 import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import type { Config } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
@@ -6,6 +8,22 @@ import type { Logger } from "./logger.ts";
 import type { SignerClient } from "./signer/types.ts";
 
 export type Clock = { now(): Date };
+
+/**
+ * What the money routes need beyond the rest, built once the origin has checked its configuration
+ * against the enclave's sealed policy (issue 12 item 5).
+ */
+export type MoneyRuntime = {
+  fees: FeeOracle;
+  /** The genesis bridge operator, lowercase: never a recipient (DESIGN §5). */
+  operatorPool: string;
+  /** The faucet treasury the enclave signs payouts with; absent without a configured treasury. */
+  treasury: { address: string; keyRef: string } | undefined;
+  /** Called once a transaction is in flight (wakes the transaction tracker). */
+  onInFlight: () => void;
+  /** Crash tests only: see ExecutorFaults. */
+  faults?: ExecutorFaults;
+};
 
 export const systemClock: Clock = { now: () => new Date() };
 
@@ -22,6 +40,8 @@ export type AppDeps = {
   rpc: JsonRpcUpstream | undefined;
   /** The enclave signer: the socket client, or dormant when no endpoint is configured. */
   signer: SignerClient;
+  /** Present when a money switch is on and the configuration matched the sealed policy. */
+  money?: MoneyRuntime | undefined;
   logger: Logger;
   clock: Clock;
 };

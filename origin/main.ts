@@ -1,3 +1,4 @@
+import { prepareMoney } from "./actions/money-setup.ts";
 import { createApp } from "./app.ts";
 import { createChainClient } from "./chain/client.ts";
 import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
@@ -48,8 +49,28 @@ async function main(): Promise<void> {
     logger,
   });
   // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
-  if (config.signer.endpoint) await logSealedPolicy(signer, logger);
-  const deps: AppDeps = { config, database, chain, rpc, signer, logger, clock: systemClock };
+  const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
+  // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
+  const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger, sealed });
+  if (!prepared.ok) {
+    process.stderr.write(
+      `origin: the money switches cannot be turned on:\n  - ${prepared.errors.join("\n  - ")}\n`,
+    );
+    await signer.close();
+    rpc?.close();
+    await database.close();
+    process.exit(1);
+  }
+  const deps: AppDeps = {
+    config,
+    database,
+    chain,
+    rpc,
+    signer,
+    money: prepared.money,
+    logger,
+    clock: systemClock,
+  };
   const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port);
   logger.info(
@@ -59,6 +80,10 @@ async function main(): Promise<void> {
 
   // SPEC: with the gateway switch off, no background worker starts.
   const workers = config.gatewayEnabled ? startBackgroundWorkers(deps) : [];
+  if (config.gatewayEnabled && prepared.tracker) {
+    prepared.tracker.start();
+    workers.push(prepared.tracker);
+  }
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

@@ -9,7 +9,7 @@
  * targets take turns, and each ratio is computed within a round, from figures measured moments
  * apart. The CPU time stolen during the run is printed beside the figures.
  */
-import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -18,6 +18,7 @@ import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { startStealMeter } from "./lib/cpu-steal.ts";
 import { median, quantile } from "./lib/stats.ts";
 import { httpOk, startChild, waitUntilReady } from "./lib/supervisor.ts";
 import { freePort } from "./test/free-port.ts";
@@ -121,17 +122,6 @@ async function measureAll(targets: Target[], samplesPerTarget = SAMPLES): Promis
   });
 }
 
-/** CPU time the hypervisor took from this VM (the "steal" column of /proc/stat), in ticks. */
-async function cpuTicks(): Promise<{ steal: number; total: number } | undefined> {
-  try {
-    const first = (await readFile("/proc/stat", "utf8")).split("\n")[0]!;
-    const fields = first.trim().split(/\s+/).slice(1).map(Number);
-    return { steal: fields[7] ?? 0, total: fields.reduce((a, b) => a + b, 0) };
-  } catch {
-    return undefined;
-  }
-}
-
 function line(name: string, f: Figures): string {
   return `${name.padEnd(34)} ${f.rps.toFixed(0).padStart(7)} req/s   p50 ${f.p50.toFixed(3)} ms   p99 ${f.p99.toFixed(3)} ms`;
 }
@@ -178,7 +168,7 @@ async function main(): Promise<void> {
     say(
       `bench:gateway — throughput: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target, targets in turn; latency: ${SAMPLES} sequential requests per target on one keep-alive socket, in alternating blocks of ${BLOCK}`,
     );
-    const ticksBefore = await cpuTicks();
+    const steal = await startStealMeter();
 
     const rpcBody = {
       method: "POST" as const,
@@ -198,11 +188,7 @@ async function main(): Promise<void> {
     say(line("GET /balance (authenticated)", balance));
     say(line("baseline: devnet eth_blockNumber", direct));
     say(line("POST /rpc eth_blockNumber", proxied));
-    const ticksAfter = await cpuTicks();
-    if (ticksBefore && ticksAfter) {
-      const stolen = (ticksAfter.steal - ticksBefore.steal) / (ticksAfter.total - ticksBefore.total);
-      say(`CPU time taken by the hypervisor during the run (steal): ${(stolen * 100).toFixed(1)} %`);
-    }
+    say(await steal());
     const shares = network.rounds.map((rps, round) => (rps / bare.rounds[round]!) * 100);
     const share = median(shares);
     const added = proxied.p50 - direct.p50;

@@ -1,8 +1,9 @@
 /**
  * `npm start`: the whole stack on one machine with embedded defaults (DESIGN §3), in order:
  * embedded Postgres, migrations, the devnet, the enclave (initialised on first run, then given the
- * local signing policy with the policy key), the origin with its workers and the admin key only, an
- * operator-provisioned agent token, and last the edge worker in Miniflare.
+ * local signing policy with the policy key), the faucet treasury funded from the operator pool, the
+ * origin with its workers, the admin key only and its money switches on, an operator-provisioned
+ * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
  * Ctrl-C stops every part, last started first.
  *
  * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
@@ -18,7 +19,8 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { type EdgeHandle, startEdge } from "./lib/edge.ts";
 import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
 import { initEnclaveOnce } from "./lib/local-enclave.ts";
-import { ensureLocalPolicy } from "./lib/local-policy.ts";
+import { drillAndProveLocally, fundLocalTreasury } from "./lib/local-money.ts";
+import { ensureLocalPolicy, LOCAL_POLICY } from "./lib/local-policy.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/supervisor.ts";
 
@@ -110,7 +112,15 @@ async function main(): Promise<void> {
     say(`enclave    ready on ${socketPath}`);
     // The local stack plays the operator too: it seals a small policy with the policy key, which
     // the origin never gets (issue 11; production keeps that key offline).
-    await ensureLocalPolicy({ socketPath, policyKeyFile: authority.policyKeyFile, onLine: say });
+    const sealed = await ensureLocalPolicy({
+      socketPath,
+      policyKeyFile: authority.policyKeyFile,
+      onLine: say,
+    });
+    if (sealed.treasury) {
+      const sent = await fundLocalTreasury(devnetUrl, sealed.treasury.faucetAddress);
+      if (sent > 0n) say(`treasury   funded with ${sent} units from the operator pool`);
+    }
 
     const secrets = await loadOrCreateLocalSecrets(dataDir);
     // DESIGN §3: every switch on for the local stack; public registration is switched on with its
@@ -124,6 +134,17 @@ async function main(): Promise<void> {
       ORIGIN_PORT: String(originPort),
       BASE_PATH: basePath,
       AGENT_GATEWAY_ENABLED: "true",
+      // Money with small local limits: the transfer limits are the sealed ones (LOCAL_POLICY), as
+      // the origin requires; the faucet pays 1 USDC a minute, 10 USDC a day, per agent.
+      AGENT_FAUCET_ENABLED: "true",
+      AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+      AGENT_FAUCET_COOLDOWN_MS: "60000",
+      AGENT_FAUCET_DAILY_LIMIT: "10000000",
+      AGENT_TRANSFER_ENABLED: "true",
+      AGENT_TRANSFER_PER_TX_LIMIT: LOCAL_POLICY.perTxLimitUnits.toString(),
+      AGENT_TRANSFER_DAILY_LIMIT: LOCAL_POLICY.dailyLimitUnits.toString(),
+      // New identities are proven within seconds, so their funding gate opens soon after.
+      IDENTITY_SWEEP_PERIOD_SECONDS: "15",
       AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
       AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
       AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
@@ -141,6 +162,14 @@ async function main(): Promise<void> {
     await waitUntilReady(origin, () => httpOk(`http://127.0.0.1:${originPort}${basePath}/healthz`));
 
     const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
+    // DESIGN §3: the restore drill runs on the first batches, so the funding gate opens honestly.
+    await drillAndProveLocally({
+      db: database.db,
+      socketPath,
+      recoveryKeyFile: authority.recoveryKeyFile,
+      envId,
+      onLine: say,
+    });
     await database.close();
 
     // Last, in front of the origin: the public ingress (DESIGN §1, §3).
@@ -164,6 +193,7 @@ async function main(): Promise<void> {
       say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
       say(`token      ${agent.token}`);
       say(`try        curl -H "Authorization: Bearer $TOKEN" ${edge.url}${basePath}/agent/v1/balance`);
+      say("           (the README shows a faucet payout, a transfer and reading the action)");
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }

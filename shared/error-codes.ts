@@ -10,8 +10,14 @@ export const ERROR_STATUS = {
   registration_ingress_refused: 403,
   not_found: 404,
   feature_disabled: 404,
+  limit_exceeded: 403,
+  recipient_not_allowed: 403,
+  funding_gate_closed: 403,
   idempotency_conflict: 409,
+  insufficient_funds: 422,
   rate_limited: 429,
+  faucet_cooldown: 429,
+  faucet_daily_limit: 429,
   registration_rate_limited: 429,
   internal_error: 500,
   upstream_unavailable: 502,
@@ -19,6 +25,7 @@ export const ERROR_STATUS = {
   agent_key_pool_busy: 503,
   registration_unavailable: 503,
   agent_signer_protocol_unavailable: 503,
+  agent_signer_unavailable: 503,
   service_unavailable: 503,
 } as const;
 

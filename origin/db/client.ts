@@ -18,6 +18,14 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
   return result.rows;
 }
 
+/**
+ * A timestamptz column read by raw SQL: drizzle's drivers hand these over as text
+ * ("2026-11-22 17:10:41.45+00"), which Date parses, or as a Date; either way a Date comes out.
+ */
+export function toDate(value: Date | string): Date {
+  return value instanceof Date ? value : new Date(value);
+}
+
 export type DatabaseHandle = {
   db: Db;
   driver: DatabaseDriver;

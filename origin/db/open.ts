@@ -11,7 +11,10 @@ export type OpenedDatabase = DatabaseHandle & {
  * The database of the configuration: DATABASE_URL, or the embedded cluster under
  * EMBEDDED_PG_DIR, joined if another process (the running stack) already owns it.
  */
-export async function openDatabase(config: Config, maxConnections?: number): Promise<OpenedDatabase> {
+export async function openDatabase(
+  config: Config,
+  maxConnections: number = config.database.poolSize,
+): Promise<OpenedDatabase> {
   if (config.database.url) {
     const handle = connectDatabase({
       url: config.database.url,

@@ -1,7 +1,12 @@
 import { type Handler, Hono } from "hono";
+import { faucetHandler } from "../actions/faucet.ts";
+import { getActionHandler } from "../actions/get-action.ts";
+import type { MoneyServices } from "../actions/money-services.ts";
+import { transfersHandler } from "../actions/transfers.ts";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
 import { createLatestBlock } from "../chain/block-number.ts";
+import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
@@ -52,8 +57,10 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   router.get("/balance", requireCapability("read"), balanceHandler(deps.rpc));
   router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc, limiters.rpcInFlight));
 
+  router.get("/actions/:action_id", requireCapability("read"), getActionHandler(deps.database.db));
+
   // The capability is checked before the feature switch: a token without it learns nothing more.
-  const writes = options.writes ?? {};
+  const writes = { ...moneyHandlers(deps), ...options.writes };
   router.post("/faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
   router.post("/transfers", requireCapability("transfer"), writes.transfers ?? featureDisabled("transfers"));
   router.post(
@@ -62,6 +69,29 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
     writes.x402Authorize ?? featureDisabled("x402 authorization"),
   );
   return router;
+}
+
+/** The faucet and transfer routes of the switches that are on (and checked at start, main.ts). */
+function moneyHandlers(deps: AppDeps): WriteHandlers {
+  if (!deps.money || !deps.rpc) return {};
+  const services: MoneyServices = {
+    db: deps.database.db,
+    rpc: deps.rpc,
+    fees: deps.money.fees,
+    clock: deps.clock,
+    logger: deps.logger,
+    onInFlight: deps.money.onInFlight,
+    leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
+    faults: deps.money.faults,
+    config: deps.config,
+    signer: deps.signer,
+    operatorPool: deps.money.operatorPool,
+    treasury: deps.money.treasury,
+  };
+  return {
+    ...(deps.config.features.faucet && services.treasury ? { faucet: faucetHandler(services) } : {}),
+    ...(deps.config.features.transfers ? { transfers: transfersHandler(services) } : {}),
+  };
 }
 
 function featureDisabled(what: string): Handler<AppEnv> {

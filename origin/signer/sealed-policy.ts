@@ -7,7 +7,7 @@
 import type { WireGetPolicyResult, WirePolicy } from "../../shared/enclave-ops.ts";
 import type { Logger } from "../logger.ts";
 import { getPolicyResultToWire } from "./op-codecs.ts";
-import type { SignerClient } from "./types.ts";
+import type { GetPolicyResult, SignerClient, SignerResult } from "./types.ts";
 
 /** How long the start-up read waits: the origin starts anyway when the enclave is slow or down. */
 export const START_POLICY_TIMEOUT_MS = 3_000;
@@ -41,25 +41,26 @@ export async function readEnclavePolicy(
 
 /**
  * Start-up: one info line with the sealed policy (version, limits, fee ceiling, allowlist size, x402
- * terms), or a warning when the enclave does not answer; the origin starts either way.
+ * terms), or a warning when the enclave does not answer; the origin starts either way. Returns what
+ * it read, for the money switches' check (origin/actions/money-setup.ts).
  */
 export async function logSealedPolicy(
   signer: Pick<SignerClient, "getPolicy">,
   logger: Logger,
   timeoutMs = START_POLICY_TIMEOUT_MS,
-): Promise<void> {
+): Promise<SignerResult<GetPolicyResult>> {
   const result = await signer.getPolicy({ timeoutMs });
   if (!result.ok) {
     logger.warn(
       { code: result.error.code },
       "enclave policy unavailable at start: starting anyway; /healthz reports it live",
     );
-    return;
+    return result;
   }
   const { policy, policyVersion } = result.value;
   if (!policy) {
     logger.warn({ policy_version: policyVersion }, "enclave has no sealed policy: it signs no transfer");
-    return;
+    return result;
   }
   logger.info(
     {
@@ -73,4 +74,5 @@ export async function logSealedPolicy(
     },
     "enclave policy",
   );
+  return result;
 }

@@ -6,6 +6,7 @@ import { parseBearerHeader } from "../../origin/auth/token.ts";
 import type { Db } from "../../origin/db/client.ts";
 import { provisionIdentity } from "../../origin/keypool/provision.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { payFromOperatorPool } from "./operator-pool.ts";
 
 export type LocalAgent = { token: string; agentId: string; wallet: string };
 
@@ -43,23 +44,11 @@ export async function loadOrCreateLocalAgent(params: {
         wallet: result.value.assignedWallet,
       };
       await writeFile(file, JSON.stringify(agent, null, 2), { mode: 0o600 });
-      await fund(params.devnetUrl, agent.wallet, STARTING_UNITS * WEI_PER_UNIT);
+      // A real transfer from the operator pool, not dev_setBalance: the devnet's money stays conserved.
+      await payFromOperatorPool(params.devnetUrl, agent.wallet, STARTING_UNITS * WEI_PER_UNIT);
       return agent;
     }
     if (result.error.code === "validation_failed" || Date.now() > deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-}
-
-async function fund(devnetUrl: string, address: string, wei: bigint): Promise<void> {
-  await fetch(devnetUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "dev_setBalance",
-      params: [address, `0x${wei.toString(16)}`],
-    }),
-  });
 }

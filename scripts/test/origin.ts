@@ -1,4 +1,5 @@
 import pino from "pino";
+import { prepareMoney } from "../../origin/actions/money-setup.ts";
 import { createApp } from "../../origin/app.ts";
 import { createChainClient } from "../../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
@@ -11,8 +12,16 @@ import { createRegistrationRouter } from "../../origin/registration/router.ts";
 import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
+import type { TxTracker, TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
 
-export type TestOrigin = { url: string; base: string; deps: AppDeps; close(): Promise<void> };
+export type TestOrigin = {
+  url: string;
+  base: string;
+  deps: AppDeps;
+  /** The transaction tracker, running, when a money switch is on. */
+  tracker: TxTracker | undefined;
+  close(): Promise<void>;
+};
 
 export type StartTestOriginParams = {
   database: DatabaseHandle;
@@ -20,6 +29,8 @@ export type StartTestOriginParams = {
   rpcUrl?: string;
   env?: Record<string, string>;
   signer?: SignerClient;
+  /** Timings of the transaction tracker (tests shorten its grace periods). */
+  tracker?: TxTrackerOptions;
   /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
   onLogLine?: (line: string) => void;
   /** The origin's clock (registration quota days and minutes); the system's by default. */
@@ -36,25 +47,45 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
   });
   const rpcUrl = config.chain.rpcUrl;
   const rpc = rpcUrl ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
+  const signer = params.signer ?? createDormantSignerClient();
+  // TEST_ORIGIN_LOG=1 prints the origin's log to stderr, for whoever debugs a failing test.
+  const logger = params.onLogLine
+    ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
+    : process.env.TEST_ORIGIN_LOG === "1"
+      ? createLogger("debug", process.stderr)
+      : pino({ level: "silent" });
+  // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
+  const prepared = await prepareMoney({
+    config,
+    signer,
+    rpc,
+    db: params.database.db,
+    logger,
+    tracker: params.tracker,
+  });
+  if (!prepared.ok)
+    throw new Error(`the origin would refuse to start:\n  - ${prepared.errors.join("\n  - ")}`);
   const deps: AppDeps = {
     config,
     database: params.database,
     chain: rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined,
     rpc,
-    signer: params.signer ?? createDormantSignerClient(),
-    logger: params.onLogLine
-      ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
-      : pino({ level: "silent" }),
+    signer,
+    money: prepared.money,
+    logger,
     clock: params.clock ?? systemClock,
   };
   const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
   const server = await startHttpServer(app, "127.0.0.1", 0);
+  prepared.tracker?.start();
   return {
     url: server.url,
     base: `${server.url}${config.http.basePath}`,
     deps,
+    tracker: prepared.tracker,
     async close() {
       await server.close(1_000);
+      await prepared.tracker?.stop();
       rpc?.close();
     },
   };

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, jsonb, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
 import { agentIdentities } from "./identities.ts";
+import { outgoingTransactions } from "./transactions.ts";
 
 /** SPEC "Agent action"; DESIGN §4. Written before signing; unique per (agent, kind, key). */
 export const agentActions = pgTable(
@@ -17,8 +18,14 @@ export const agentActions = pgTable(
     amountUnits: numeric("amount_units", { precision: 78, scale: 0 }),
     toAddress: text("to_address"),
     txHash: text("tx_hash"),
+    /** The signed transaction of a faucet payout or transfer (its chain state lives there too). */
+    txId: uuid("tx_id").references(() => outgoingTransactions.txId),
+    /** Value plus the maximum fee, in units, as the enclave counts it against limits (DESIGN §5). */
+    costUnits: numeric("cost_units", { precision: 78, scale: 0 }),
+    signedAt: timestamp("signed_at", { withTimezone: true }),
     signedPayload: jsonb("signed_payload"),
     errorCode: text("error_code"),
+    errorMessage: text("error_message"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
@@ -32,6 +39,9 @@ export const agentActions = pgTable(
     check("agent_actions_amount_nonnegative", sql`${t.amountUnits} IS NULL OR ${t.amountUnits} >= 0`),
     index("agent_actions_agent_kind_idx").on(t.agentId, t.kind, t.createdAt),
     index("agent_actions_in_flight_idx").on(t.status).where(sql`${t.status} IN ('signed','submitted')`),
+    index("agent_actions_requested_idx").on(t.updatedAt).where(sql`${t.status} = 'requested'`),
+    index("agent_actions_tx_idx").on(t.txId),
+    check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
   ],
 );
 
@@ -53,5 +63,26 @@ export const fundingExceptions = pgTable(
     check("funding_exceptions_ceiling_nonnegative", sql`${t.ceilingUnits} >= 0`),
     check("funding_exceptions_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
     index("funding_exceptions_wallet_idx").on(t.wallet),
+  ],
+);
+
+/** DESIGN §8: every grant and revocation of a funding exception, with before, after and reason. */
+export const fundingExceptionChanges = pgTable(
+  "funding_exception_changes",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    exceptionId: uuid("exception_id")
+      .notNull()
+      .references(() => fundingExceptions.id),
+    change: text("change").notNull(),
+    before: jsonb("before"),
+    after: jsonb("after").notNull(),
+    reason: text("reason").notNull(),
+    changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("funding_exception_changes_change_enum", sql`${t.change} IN ('grant','revoke')`),
+    check("funding_exception_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    index("funding_exception_changes_exception_idx").on(t.exceptionId, t.changedAt),
   ],
 );

@@ -1,0 +1,196 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
+import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { queryRows } from "../db/client.ts";
+import { grantException, revokeException } from "../funding/exceptions.ts";
+import { runRestoreDrill } from "../keypool/restore-drill.ts";
+
+// POST /agent/v1/faucet and the funding gate (DESIGN §8) against the real stack.
+
+describe("faucet and funding gate (real stack)", () => {
+  let stack: MoneyStack;
+  let chain: ReturnType<typeof publicClientFor>;
+
+  beforeAll(async () => {
+    // Payout 1 USDC, cooldown 60 s, 5 USDC a day per agent (the stack's defaults).
+    stack = await startMoneyStack();
+    chain = publicClientFor(stack.devnet.url);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const payouts = async (agentId: string): Promise<number> => {
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from agent_actions where agent_id = ${agentId} and kind = 'faucet' and signed_at is not null`,
+    );
+    return row!.n;
+  };
+
+  it("pays exactly the payout to the caller's wallet, then answers 429 faucet_cooldown", async () => {
+    const agent = await stack.newAgent();
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const treasuryBefore = await chain.getBalance({ address: stack.treasury });
+    const response = await calls.faucet();
+    expect(isAccepted(response)).toBe(true);
+    const done = await calls.settled((response.body as ActionView).action_id);
+    expect(done).toMatchObject({
+      kind: "faucet",
+      status: "confirmed",
+      amount: "1000000",
+      to: agent.wallet.toLowerCase(),
+    });
+    expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+    expect(treasuryBefore - (await chain.getBalance({ address: stack.treasury }))).toBe(
+      1_000_000n * WEI_PER_UNIT + BigInt(done.fee_wei!),
+    );
+
+    const again = await calls.faucet();
+    expect(again.status).toBe(429);
+    const retryAfter = Number(again.headers["retry-after"]);
+    expect(retryAfter).toBeGreaterThan(50);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(again.body).toMatchObject({ error: { code: "faucet_cooldown", retry_after: retryAfter } });
+    expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+  });
+
+  it("pays once for 20 simultaneous requests with different keys from one agent", async () => {
+    const agent = await stack.newAgent();
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const responses = await Promise.all(Array.from({ length: 20 }, () => calls.faucet()));
+    const statuses = responses.map((response) => response.status);
+    expect(responses.filter(isAccepted)).toHaveLength(1);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(19);
+    const paid = responses.find(isAccepted)!;
+    expect((await calls.settled((paid.body as ActionView).action_id)).status).toBe("confirmed");
+    expect(await payouts(agent.agentId)).toBe(1);
+    expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+  });
+
+  it("refuses a read-only token (403) and is 404 with the faucet switch off", async () => {
+    const reader = await stack.newAgent({ capabilities: ["read", "transfer"] });
+    const denied = await agentCalls(stack.origin.base, reader.token).faucet();
+    expect(denied.status).toBe(403);
+    expect(denied.body).toMatchObject({ error: { code: "agent_capability_required" } });
+    const off = await stack.startOrigin({ AGENT_FAUCET_ENABLED: "false" });
+    const agent = await stack.newAgent();
+    const response = await agentCalls(off.base, agent.token).faucet();
+    expect(response.status).toBe(404);
+    expect(response.body).toMatchObject({ error: { code: "feature_disabled" } });
+  });
+
+  describe("funding gate", () => {
+    it("zero_only refuses a wallet whose batch has no restore evidence, for the faucet and for transfers", async () => {
+      const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
+      const calls = agentCalls(stack.origin.base, agent.token);
+      const faucet = await calls.faucet();
+      expect(faucet.status).toBe(403);
+      expect(faucet.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
+      });
+      const transfer = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1",
+      });
+      expect(transfer.status).toBe(403);
+      expect(transfer.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
+      });
+      expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
+    });
+
+    it("an approved_non_zero exception allows up to its ceiling and nothing once it expires or is revoked; evidence lifts the gate", async () => {
+      const agent = await stack.newAgent({ drilled: false });
+      const calls = agentCalls(stack.origin.base, agent.token);
+      const db = stack.db.handle.db;
+      // Ceiling 1.5 USDC: one payout of 1 USDC fits, a second would not.
+      const granted = await grantException(db, {
+        wallet: agent.wallet,
+        ceilingUnits: 1_500_000n,
+        expiresAt: new Date(Date.now() + 3_600_000),
+        reason: "pilot before the first drill",
+      });
+      expect(granted.ok).toBe(true);
+      const first = await calls.faucet();
+      expect(isAccepted(first)).toBe(true);
+      expect((await calls.settled((first.body as ActionView).action_id)).status).toBe("confirmed");
+      // The cooldown would refuse the next payout first; lift it by moving the payout back in time.
+      await db.execute(
+        sql`update agent_actions set signed_at = signed_at - interval '1 hour' where agent_id = ${agent.agentId}`,
+      );
+      const overCeiling = await calls.faucet();
+      expect(overCeiling.status).toBe(403);
+      expect(overCeiling.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "ceiling_exceeded" },
+      });
+
+      // Within the ceiling, a transfer out is allowed while the exception is active…
+      const out = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "100",
+      });
+      expect(isAccepted(out)).toBe(true);
+      await calls.settled((out.body as ActionView).action_id);
+      // …and not once it has expired.
+      await db.execute(
+        sql`update funding_exceptions set expires_at = now() - interval '1 second' where wallet = ${agent.wallet.toLowerCase()}`,
+      );
+      const expired = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "100",
+      });
+      expect(expired.status).toBe(403);
+      expect(expired.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
+      });
+
+      const again = await grantException(db, {
+        wallet: agent.wallet,
+        ceilingUnits: 5_000_000n,
+        expiresAt: new Date(Date.now() + 3_600_000),
+        reason: "second look",
+      });
+      if (!again.ok) throw new Error(again.message);
+      expect((await revokeException(db, { id: again.exception.id, reason: "drill due" })).ok).toBe(true);
+      const revoked = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "100",
+      });
+      expect(revoked.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
+      });
+
+      // Restore evidence lifts the gate: no exception needed.
+      const drilled = await runRestoreDrill(db, stack.signer, stack.authorities.recovery, agent.batchId);
+      expect(drilled.ok).toBe(true);
+      const lifted = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "100",
+      });
+      expect(isAccepted(lifted)).toBe(true);
+    });
+
+    it("refuses a wallet whose identity the enclave has not proven yet", async () => {
+      const agent = await stack.newAgent({ verified: false, units: 1_000_000n });
+      const response = await agentCalls(stack.origin.base, agent.token).transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1",
+      });
+      expect(response.status).toBe(403);
+      expect(response.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "identity_not_verified" },
+      });
+    });
+  });
+});

@@ -1,0 +1,114 @@
+/**
+ * POST /agent/v1/faucet (SPEC; DESIGN §7): pays AGENT_FAUCET_PAYOUT_AMOUNT from the faucet treasury
+ * (enclave `sign_faucet`) to the caller's own wallet. The cooldown and the daily limit are checked
+ * under the treasury's nonce lock, which every payout takes, so simultaneous requests see each
+ * other; the funding gate checks the receiving wallet and the treasury's balance.
+ */
+import { sql } from "drizzle-orm";
+import type { Handler } from "hono";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
+import { inFlightCostSql } from "../chain/outgoing.ts";
+import { queryRows } from "../db/client.ts";
+import { AppError } from "../errors.ts";
+import { evaluateWalletGate, type WalletGateRow, walletGateSql } from "../funding/gate.ts";
+import type { AppEnv } from "../http/env.ts";
+import { parseJsonBody } from "../http/json-body.ts";
+import type { SignerFailure } from "../signer/types.ts";
+import type { Refusal } from "./execute.ts";
+import type { MoneyServices } from "./money-services.ts";
+import { faucetPayoutsSql, requestHash } from "./repository.ts";
+import { runMoneyAction } from "./run-action.ts";
+import { secondsToNextUtcDay, startOfUtcDay } from "./utc-day.ts";
+
+export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
+  const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;
+  const treasury = services.treasury;
+  return async (c) => {
+    const body = await parseJsonBody(c, faucetRequestSchema);
+    if (!treasury) throw new AppError("feature_disabled", "the faucet has no treasury on this node");
+    const agent = c.get("agent");
+    const wallet = agent.assignedWallet.toLowerCase();
+    return runMoneyAction(
+      c,
+      services,
+      {
+        agentId: agent.agentId,
+        kind: "faucet",
+        idempotencyKey: body.idempotency_key,
+        requestHash: requestHash("faucet", {}),
+        amountUnits: payoutUnits,
+        toAddress: wallet,
+      },
+      (actionId) => ({
+        actionId,
+        agentId: agent.agentId,
+        purpose: "faucet",
+        sender: treasury,
+        to: wallet,
+        valueUnits: payoutUnits,
+        readRecipientBalance: true,
+        sign: (params) => services.signer.signFaucet(params),
+        signerRefusal,
+        check: async (tx, context) => {
+          const [facts] = await queryRows<{
+            in_flight: string;
+            payouts: { total_since: string; last_signed_at: string | null };
+            gate: WalletGateRow | null;
+          }>(
+            tx,
+            sql`select ${inFlightCostSql(treasury.address, context.sender.minedNonce)} as in_flight,
+                  ${faucetPayoutsSql(agent.agentId, startOfUtcDay(context.now))} as payouts,
+                  ${walletGateSql(wallet)} as gate`,
+          );
+          const { payouts } = facts!;
+          if (payouts.last_signed_at) {
+            const waitMs = new Date(payouts.last_signed_at).getTime() + cooldownMs - context.now.getTime();
+            if (waitMs > 0) {
+              return retryLater(
+                "faucet_cooldown",
+                `the faucet pays each agent once every ${cooldownMs / 1000} s`,
+                Math.ceil(waitMs / 1000),
+              );
+            }
+          }
+          if (BigInt(payouts.total_since) + payoutUnits > dailyLimitUnits) {
+            return retryLater(
+              "faucet_daily_limit",
+              `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
+              secondsToNextUtcDay(context.now),
+            );
+          }
+          if (context.sender.balanceWei - BigInt(facts!.in_flight) < context.costWei) {
+            return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
+          }
+          const received = context.recipientBalanceWei ?? 0n;
+          const gate = evaluateWalletGate(facts!.gate, received + payoutUnits * WEI_PER_UNIT);
+          return gate ? gateClosed(gate.reason, gate.message) : null;
+        },
+      }),
+    );
+  };
+}
+
+function retryLater(
+  code: "faucet_cooldown" | "faucet_daily_limit",
+  message: string,
+  seconds: number,
+): Refusal {
+  return { code, message, fields: { retry_after: seconds }, headers: { "Retry-After": String(seconds) } };
+}
+
+function gateClosed(reason: string, message: string): Refusal {
+  return { code: "funding_gate_closed", message, fields: { reason } };
+}
+
+function signerRefusal(failure: SignerFailure): Refusal {
+  if (failure.code === "cap_exceeded") {
+    return gateClosed("treasury_low", `the faucet's sealed budget refused this payout (${failure.reason})`);
+  }
+  return {
+    code: "agent_signer_unavailable",
+    message: `the signer cannot sign this payout (${failure.code})`,
+  };
+}

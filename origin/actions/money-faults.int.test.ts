@@ -1,0 +1,123 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { spawnOrigin } from "../../scripts/test/origin-process.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { queryRows } from "../db/client.ts";
+
+// Money movement when parts fail or run twice, against the real processes: an enclave that is
+// down, an origin killed between signing and broadcasting or between broadcast and receipt, two
+// origins sharing one database.
+
+describe("money movement under faults (real processes)", () => {
+  let stack: MoneyStack;
+  let chain: ReturnType<typeof publicClientFor>;
+
+  beforeAll(async () => {
+    stack = await startMoneyStack();
+    chain = publicClientFor(stack.devnet.url);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const sentBy = (wallet: string) =>
+    queryRows<{ nonce: string; status: string }>(
+      stack.db.handle.db,
+      sql`select nonce::text as nonce, status from outgoing_transactions where sender = ${wallet.toLowerCase()}
+          order by outgoing_transactions.nonce`,
+    );
+
+  it("answers 503 agent_signer_unavailable with the enclave down, signs nothing, and the retry succeeds once it is back", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const body = { idempotency_key: newKey(), to: newAccount().address, amount: "1000" };
+    await stack.enclave.stop();
+    try {
+      const down = await calls.transfer(body);
+      expect(down.status).toBe(503);
+      expect(down.body).toMatchObject({ error: { code: "agent_signer_unavailable" } });
+      expect(await sentBy(agent.wallet)).toEqual([]);
+    } finally {
+      await stack.enclave.start();
+    }
+    // The client reconnects with backoff; the same request, retried, goes through.
+    let retried = await calls.transfer(body);
+    for (let i = 0; i < 50 && retried.status === 503; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      retried = await calls.transfer(body);
+    }
+    expect(isAccepted(retried)).toBe(true);
+    expect((await calls.settled((retried.body as ActionView).action_id)).status).toBe("confirmed");
+    expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+  });
+
+  for (const crashAt of ["after_signed", "after_broadcast"] as const) {
+    it(`puts exactly one transaction on chain when the origin is SIGKILLed ${crashAt.replace("_", " ")}`, async () => {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const recipient = newAccount().address;
+      const doomed = await spawnOrigin({
+        entry: "scripts/test/money-crash-origin.ts",
+        // A 1 s chain timeout makes its broadcast lease 3 s: the next origin takes over after it.
+        env: { ...stack.processEnv({ CHAIN_RPC_TIMEOUT_MS: "1000" }), MONEY_CRASH_AT: crashAt },
+      });
+      const body = { idempotency_key: newKey(), to: recipient, amount: "2500" };
+      await expect(agentCalls(doomed.base, agent.token).transfer(body)).rejects.toThrow();
+      expect(await doomed.exited).toBe("SIGKILL");
+      // One stored transaction; the stack's own origin may already be finishing it (it shares the
+      // database), which is the point: whichever origin comes next, nothing is signed again.
+      const left = await sentBy(agent.wallet);
+      expect(left).toHaveLength(1);
+      expect(left[0]!.nonce).toBe("0");
+      expect(
+        crashAt === "after_signed" ? ["signed", "submitted", "confirmed"] : ["submitted", "confirmed"],
+      ).toContain(left[0]!.status);
+
+      // A restarted origin finishes it: the stored bytes are sent (again), never re-signed.
+      const restarted = await stack.startOrigin({}, { signedGraceMs: 200 });
+      const calls = agentCalls(restarted.base, agent.token);
+      const repeat = await calls.transfer(body);
+      const done = await calls.settled((repeat.body as ActionView).action_id);
+      expect(done.status).toBe("confirmed");
+      expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+      expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
+      expect(await chain.getBalance({ address: recipient })).toBe(2_500n * WEI_PER_UNIT);
+    });
+  }
+
+  it("sends 100 transfers through two origin processes on one database with no nonce used twice", async () => {
+    const agents: StackAgent[] = [];
+    for (let i = 0; i < 4; i++) agents.push(await stack.newAgent({ units: 1_000_000n }));
+    const origins = await Promise.all([0, 1].map(() => spawnOrigin({ env: stack.processEnv() })));
+    try {
+      const recipient = newAccount().address;
+      const responses = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          agentCalls(origins[i % 2]!.base, agents[i % 4]!.token).transfer({
+            idempotency_key: newKey(),
+            to: recipient,
+            amount: "100",
+          }),
+        ),
+      );
+      expect(responses.every(isAccepted)).toBe(true);
+      for (const [i, response] of responses.entries()) {
+        const view = await agentCalls(origins[0]!.base, agents[i % 4]!.token).settled(
+          (response.body as ActionView).action_id,
+        );
+        expect(view.status).toBe("confirmed");
+      }
+      for (const agent of agents) {
+        const sent = await sentBy(agent.wallet);
+        expect(sent.map((row) => row.nonce)).toEqual(Array.from({ length: 25 }, (_, i) => String(i)));
+        expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(25);
+      }
+      expect(await chain.getBalance({ address: recipient })).toBe(100n * 100n * WEI_PER_UNIT);
+    } finally {
+      await Promise.all(origins.map((origin) => origin.stop()));
+    }
+  });
+});

@@ -1,0 +1,132 @@
+/**
+ * Issue 12 item 5: a money switch turns on only when this node's limits are the enclave's sealed
+ * ones. The enclave re-checks every signature under its policy anyway; a node configured otherwise
+ * would promise agents limits the signer does not keep, so it refuses to start, naming each
+ * difference. The origin reads the policy and never writes it (issue 11).
+ */
+import { CHAIN_ID } from "../../shared/constants.ts";
+import { createFeeOracle } from "../chain/fees.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { broadcastLeaseMs } from "../chain/outgoing.ts";
+import type { Config } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import type { MoneyRuntime } from "../deps.ts";
+import type { Logger } from "../logger.ts";
+import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
+import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
+
+export type PrepareMoneyResult =
+  | { ok: true; money: MoneyRuntime | undefined; tracker: TxTracker | undefined }
+  | { ok: false; errors: string[] };
+
+/** True when a switch that signs money transactions is on. */
+export function moneySwitchOn(config: Config): boolean {
+  return config.features.faucet || config.features.transfers;
+}
+
+/**
+ * Reads the sealed policy and builds what the money routes need, or lists why the switches cannot
+ * be turned on. With no money switch on there is nothing to check.
+ */
+export async function prepareMoney(params: {
+  config: Config;
+  signer: SignerClient;
+  rpc: JsonRpcUpstream | undefined;
+  db: Db;
+  logger: Logger;
+  tracker?: TxTrackerOptions;
+  /** The policy already read at start, if it was (main.ts logs it first). */
+  sealed?: SignerResult<GetPolicyResult>;
+}): Promise<PrepareMoneyResult> {
+  const { config } = params;
+  if (!moneySwitchOn(config)) return { ok: true, money: undefined, tracker: undefined };
+  const errors: string[] = [];
+  if (!params.rpc)
+    errors.push("CHAIN_RPC_URL: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true");
+  if (!config.signer.endpoint) {
+    errors.push(
+      "AGENT_SIGNER_SVC_HSM_ENDPOINT: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true",
+    );
+  }
+  if (!config.operatorPool) {
+    errors.push(
+      "AGENT_OPERATOR_POOL_ADDRESS: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true",
+    );
+  }
+  if (errors.length > 0 || !params.rpc) return { ok: false, errors };
+  const sealed = params.sealed ?? (await params.signer.getPolicy({ timeoutMs: 5_000 }));
+  if (!sealed.ok) {
+    return {
+      ok: false,
+      errors: [
+        `cannot read the enclave's sealed policy (${sealed.error.code}: ${sealed.error.reason}); the money switches stay off`,
+      ],
+    };
+  }
+  const differences = policyDifferences(config, sealed.value);
+  if (differences.length > 0) return { ok: false, errors: differences };
+  const policy = sealed.value.policy!;
+  const tracker = createTxTracker(
+    { db: params.db, rpc: params.rpc, logger: params.logger },
+    { leaseMs: broadcastLeaseMs(config.chain.timeoutMs), ...params.tracker },
+  );
+  const treasury = sealed.value.treasury;
+  return {
+    ok: true,
+    tracker,
+    money: {
+      fees: createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei }),
+      operatorPool: policy.operatorPool.toLowerCase(),
+      treasury: treasury
+        ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }
+        : undefined,
+      onInFlight: () => tracker.wake(),
+    },
+  };
+}
+
+/** Every way this node's money configuration differs from the sealed policy, one line each. */
+export function policyDifferences(config: Config, sealed: GetPolicyResult): string[] {
+  const differences: string[] = [];
+  const mismatch = (name: string, ours: string, theirs: string): void => {
+    if (ours !== theirs)
+      differences.push(`${name} is ${ours} but the enclave's sealed policy says ${theirs}`);
+  };
+  if (sealed.chainId !== CHAIN_ID)
+    differences.push(`the enclave is sealed for chain ${sealed.chainId}, not ${CHAIN_ID}`);
+  if (sealed.envId !== config.envId) mismatch("AGENT_ENV_ID", config.envId, sealed.envId);
+  const policy = sealed.policy;
+  if (!policy) {
+    differences.push("the enclave has no sealed policy: apply one with `npm run enclave-policy -- apply`");
+    return differences;
+  }
+  mismatch("AGENT_OPERATOR_POOL_ADDRESS", config.operatorPool ?? "unset", policy.operatorPool.toLowerCase());
+  if (config.features.transfers) {
+    mismatch(
+      "AGENT_TRANSFER_PER_TX_LIMIT",
+      String(config.transfers.perTxLimitUnits),
+      String(policy.perTxLimitUnits),
+    );
+    mismatch(
+      "AGENT_TRANSFER_DAILY_LIMIT",
+      String(config.transfers.dailyLimitUnits),
+      String(policy.dailyLimitUnits),
+    );
+    mismatch(
+      "AGENT_TRANSFER_RECIPIENT_ALLOWLIST",
+      describeAllowlist(config.transfers.recipientAllowlist ?? null),
+      describeAllowlist(policy.recipientAllowlist),
+    );
+  }
+  if (config.features.faucet && !sealed.treasury) {
+    differences.push(
+      "AGENT_FAUCET_ENABLED is true but the enclave has no faucet treasury: `npm run enclave-policy -- treasury`",
+    );
+  }
+  return differences;
+}
+
+function describeAllowlist(list: readonly string[] | null): string {
+  if (!list) return "unset (any recipient)";
+  return [...new Set(list.map((address) => address.toLowerCase()))].sort().join(",") || "empty";
+}

@@ -1,0 +1,63 @@
+/**
+ * The idempotent shell around a money operation (SPEC "Agent action"): claim the key, then run the
+ * operation, or answer what is already recorded under it. Same key and payload: the stored action
+ * (200 once terminal, 202 in flight); same key, other payload: 409. A duplicate that finds the
+ * action still `requested` and nobody executing it runs it itself (a retry after a crash or after
+ * an unreachable signer), so of concurrent duplicates exactly one signs.
+ */
+import type { Context } from "hono";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+import {
+  type ExecuteOutcome,
+  type ExecutorDeps,
+  executeMoneyOperation,
+  type MoneyOperation,
+} from "./execute.ts";
+import { type ClaimActionParams, claimAction, findAction } from "./repository.ts";
+import { respondWithAction } from "./view.ts";
+
+export async function runMoneyAction(
+  c: Context<AppEnv>,
+  deps: ExecutorDeps,
+  claim: ClaimActionParams,
+  operationFor: (actionId: string) => MoneyOperation,
+): Promise<Response> {
+  const claimed = await claimAction(deps.db, claim);
+  if (!claimed.claimed) {
+    if (!claimed.samePayload) {
+      throw new AppError(
+        "idempotency_conflict",
+        "this idempotency_key was already used with another payload",
+        { fields: { action_id: claimed.action.actionId } },
+      );
+    }
+    if (claimed.action.status !== "requested") return respondWithAction(c, claimed.action);
+  }
+  const actionId = claimed.action.actionId;
+  const outcome: ExecuteOutcome = await executeMoneyOperation(deps, operationFor(actionId));
+  if (outcome.kind === "refused" || outcome.kind === "unavailable") {
+    const { refusal } = outcome;
+    throw new AppError(refusal.code, refusal.message, {
+      headers: refusal.headers,
+      fields: { ...refusal.fields, action_id: actionId },
+    });
+  }
+  if (outcome.kind === "busy") {
+    // Someone else is executing it: answer what is recorded now.
+    const current = await findAction(deps.db, claim.agentId, actionId);
+    if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
+    return respondWithAction(c, current);
+  }
+  // What this request did, without reading it back: `submitted` (202) or, if the chain refused
+  // the signed bytes, `failed` (200). The tracker moves it on; GET /actions/{id} reads it live.
+  const refused = outcome.broadcast?.kind === "refused";
+  return respondWithAction(c, {
+    ...claimed.action,
+    status: refused ? "failed" : outcome.broadcast?.kind === "accepted" ? "submitted" : "signed",
+    txHash: outcome.lease.txHash,
+    txId: outcome.lease.txId,
+    errorCode: refused ? "broadcast_refused" : null,
+    updatedAt: new Date(),
+  });
+}

@@ -1,0 +1,261 @@
+import { sql } from "drizzle-orm";
+import { type Address, getAddress } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/index.ts";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import type { TestResponse } from "../../scripts/test/http.ts";
+import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { queryRows } from "../db/client.ts";
+
+// POST /agent/v1/transfers against the real stack (origin, enclave, devnet, Postgres): what an
+// agent sees, what lands on chain, and what the database records.
+
+describe("transfers (real stack)", () => {
+  let stack: MoneyStack;
+  let chain: ReturnType<typeof publicClientFor>;
+
+  beforeAll(async () => {
+    // Per-transaction 10 USDC, daily 50 USDC (the stack's policy, sealed in the enclave).
+    stack = await startMoneyStack();
+    chain = publicClientFor(stack.devnet.url);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const count = async (table: "agent_actions" | "outgoing_transactions"): Promise<number> => {
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql.raw(`select count(*)::int as n from ${table}`),
+    );
+    return row!.n;
+  };
+  const balance = (address: Address) => chain.getBalance({ address });
+
+  it("moves exactly the amount to the recipient and the amount plus the fee out of the sender", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const recipient = newAccount().address;
+    const senderBefore = await balance(agent.wallet);
+    const body = { idempotency_key: newKey(), to: recipient, amount: "1500000" };
+    const response = await calls.transfer(body);
+    // 202 in flight; 200 if the receipt was in before the answer was (DESIGN §7).
+    expect(isAccepted(response)).toBe(true);
+    const accepted = response.body as ActionView;
+    expect(accepted).toMatchObject({
+      kind: "transfer",
+      status: expect.stringMatching(/^(submitted|confirmed)$/),
+      amount: "1500000",
+      to: recipient.toLowerCase(),
+      tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+    });
+    const done = await calls.settled(accepted.action_id);
+    expect(done.status).toBe("confirmed");
+    const receipt = await chain.getTransactionReceipt({ hash: done.tx_hash as `0x${string}` });
+    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    expect(done.fee_wei).toBe(fee.toString());
+    expect(await balance(recipient)).toBe(1_500_000n * WEI_PER_UNIT);
+    expect(senderBefore - (await balance(agent.wallet))).toBe(1_500_000n * WEI_PER_UNIT + fee);
+    // A repeat with the same key and payload answers the stored action, 200 now that it is terminal.
+    const again = await calls.transfer(body);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(done);
+  });
+
+  it("answers 400 to bad input and writes nothing", async () => {
+    const agent = await stack.newAgent();
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    // The checksummed address with the case of its first letter flipped: still hex, wrong EIP-55.
+    const letter = to.slice(2).search(/[a-fA-F]/) + 2;
+    const flipped =
+      to[letter] === to[letter]!.toUpperCase() ? to[letter]!.toLowerCase() : to[letter]!.toUpperCase();
+    const badChecksum = `${to.slice(0, letter)}${flipped}${to.slice(letter + 1)}`;
+    const cases: Array<[string, unknown]> = [
+      ["amount 0", { idempotency_key: newKey(), to, amount: "0" }],
+      ["amount -1", { idempotency_key: newKey(), to, amount: "-1" }],
+      ["amount 1.5", { idempotency_key: newKey(), to, amount: "1.5" }],
+      ["amount 1e6", { idempotency_key: newKey(), to, amount: "1e6" }],
+      ["amount with a space", { idempotency_key: newKey(), to, amount: " 1" }],
+      ["amount in hex", { idempotency_key: newKey(), to, amount: "0x10" }],
+      ["amount as a number", { idempotency_key: newKey(), to, amount: 1 }],
+      ["amount 2^256", { idempotency_key: newKey(), to, amount: (2n ** 256n).toString() }],
+      ["to not an address", { idempotency_key: newKey(), to: "0x1234", amount: "1" }],
+      ["to with a bad checksum", { idempotency_key: newKey(), to: badChecksum, amount: "1" }],
+      ["to the operator pool", { idempotency_key: newKey(), to: DEV_OPERATOR_POOL_ADDRESS, amount: "1" }],
+      ["no idempotency key", { to, amount: "1" }],
+      ["empty idempotency key", { idempotency_key: "", to, amount: "1" }],
+      ["300-character idempotency key", { idempotency_key: "k".repeat(300), to, amount: "1" }],
+      ["an unknown field", { idempotency_key: newKey(), to, amount: "1", memo: "hi" }],
+      ["a body that is not JSON", "{not json"],
+      ["a JSON array", "[]"],
+    ];
+    const actionsBefore = await count("agent_actions");
+    const txsBefore = await count("outgoing_transactions");
+    for (const [name, body] of cases) {
+      const response = await calls.transfer(body as Record<string, unknown>);
+      expect({
+        name,
+        status: response.status,
+        code: (response.body as { error?: { code?: string } }).error?.code,
+      }).toEqual({
+        name,
+        status: 400,
+        code: "validation_failed",
+      });
+    }
+    expect(await count("agent_actions")).toBe(actionsBefore);
+    expect(await count("outgoing_transactions")).toBe(txsBefore);
+  });
+
+  it("signs one transaction for 50 concurrent identical requests, and answers 409 to the key with another amount", async () => {
+    const agent = await stack.newAgent({ units: 5_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const body = { idempotency_key: newKey(), to: newAccount().address, amount: "1000" };
+    const responses = await Promise.all(Array.from({ length: 50 }, () => calls.transfer(body)));
+    const ids = new Set(responses.map((response) => (response.body as ActionView).action_id));
+    expect(
+      responses.map((response) => response.status).every((status) => status === 202 || status === 200),
+    ).toBe(true);
+    expect(ids.size).toBe(1);
+    const [actionId] = ids;
+    expect((await calls.settled(actionId!)).status).toBe("confirmed");
+    const txs = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
+    );
+    expect(txs[0]!.n).toBe(1);
+    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
+
+    const conflict = await calls.transfer({ ...body, amount: "1001" });
+    expect(conflict.status).toBe(409);
+    expect(conflict.body).toMatchObject({ error: { code: "idempotency_conflict", action_id: actionId } });
+    const repeat = await calls.transfer(body);
+    expect(repeat.status).toBe(200);
+    expect(repeat.body).toMatchObject({ action_id: actionId, status: "confirmed" });
+  });
+
+  it("signs exactly one of two concurrent transfers that together exceed the daily limit", async () => {
+    // Daily 50 USDC: two of 30 USDC each fit the per-transaction limit... not with 10 USDC per
+    // transaction, so the day is filled first with four of 10 USDC (less their fees), then two
+    // of 9 USDC race for what remains.
+    const agent = await stack.newAgent({ units: 100_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    for (let i = 0; i < 4; i++) {
+      const response = await calls.transfer({ idempotency_key: newKey(), to, amount: "9990000" });
+      expect(isAccepted(response)).toBe(true);
+    }
+    // Both arrive while the wallet's nonce row is held elsewhere, so both are inside their
+    // transactions at once when it is released: the race is real, not left to timing.
+    let sent: Promise<TestResponse[]> | undefined;
+    await stack.db.handle.db.transaction(async (tx) => {
+      await tx.execute(
+        sql`select 1 from sender_nonces where address = ${agent.wallet.toLowerCase()} for update`,
+      );
+      sent = Promise.all(
+        [1, 2].map(() => calls.transfer({ idempotency_key: newKey(), to, amount: "6000000" })),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    });
+    const racing = await sent!;
+    const statuses = racing.map((response) => (response.status === 200 ? 202 : response.status)).sort();
+    expect(statuses).toEqual([202, 403]);
+    const refused = racing.find((response) => response.status === 403)!;
+    // Refused by the gateway's own count under the sender's lock (with what remains), not left to
+    // the enclave's re-check.
+    expect(refused.body).toMatchObject({
+      error: {
+        code: "limit_exceeded",
+        limit: "daily",
+        limit_units: "50000000",
+        remaining_units: expect.stringMatching(/^\d+$/),
+        message: expect.stringContaining("over what remains of today's limit"),
+      },
+    });
+    const [signed] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from agent_actions where agent_id = ${agent.agentId} and signed_at is not null`,
+    );
+    expect(signed!.n).toBe(5);
+  });
+
+  it("confirms 20 concurrent transfers from one wallet with contiguous nonces, none stuck", async () => {
+    const agent = await stack.newAgent({ units: 10_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => calls.transfer({ idempotency_key: newKey(), to, amount: "1000" })),
+    );
+    expect(responses.every(isAccepted)).toBe(true);
+    const done = await Promise.all(
+      responses.map((response) => calls.settled((response.body as ActionView).action_id)),
+    );
+    expect(done.map((action) => action.status)).toEqual(Array(20).fill("confirmed"));
+    const nonces = await Promise.all(
+      done.map(
+        async (action) => (await chain.getTransaction({ hash: action.tx_hash as `0x${string}` })).nonce,
+      ),
+    );
+    expect(nonces.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(await balance(to)).toBe(20_000n * WEI_PER_UNIT);
+  });
+
+  it("refuses what the limits, the balance and the capabilities do not allow", async () => {
+    const reader = await stack.newAgent({ capabilities: ["read"], units: 1_000_000n });
+    const poor = await stack.newAgent({ units: 1_000n });
+    const to = newAccount().address;
+    const asReader = agentCalls(stack.origin.base, reader.token);
+    const denied = await asReader.transfer({ idempotency_key: newKey(), to, amount: "1" });
+    expect(denied.status).toBe(403);
+    expect(denied.body).toMatchObject({ error: { code: "agent_capability_required" } });
+
+    const asPoor = agentCalls(stack.origin.base, poor.token);
+    const overLimit = await asPoor.transfer({ idempotency_key: newKey(), to, amount: "10000000" });
+    expect(overLimit.status).toBe(403);
+    expect(overLimit.body).toMatchObject({ error: { code: "limit_exceeded", limit: "per_transaction" } });
+    // 1000 units of balance cannot pay 1000 units plus a fee.
+    const broke = await asPoor.transfer({ idempotency_key: newKey(), to, amount: "1000" });
+    expect(broke.status).toBe(422);
+    expect(broke.body).toMatchObject({ error: { code: "insufficient_funds" } });
+    expect(await balance(to)).toBe(0n);
+  });
+
+  it("answers GET /actions/{id} only to the action's own agent", async () => {
+    const owner = await stack.newAgent({ units: 1_000_000n });
+    const other = await stack.newAgent();
+    const to = newAccount().address;
+    const sent = await agentCalls(stack.origin.base, owner.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "5",
+    });
+    const actionId = (sent.body as ActionView).action_id;
+    expect((await agentCalls(stack.origin.base, owner.token).action(actionId)).status).toBe(200);
+    const foreign = await agentCalls(stack.origin.base, other.token).action(actionId);
+    const unknown = await agentCalls(stack.origin.base, other.token).action(
+      "00000000-0000-4000-8000-000000000000",
+    );
+    expect(foreign.status).toBe(404);
+    expect(foreign.body).toMatchObject({ error: { code: "not_found" } });
+    expect((unknown.body as { error: unknown }).error).toEqual({
+      ...(foreign.body as { error: object }).error,
+      request_id: expect.any(String),
+    });
+  });
+
+  it("is 404 with the transfer switch off", async () => {
+    const off = await stack.startOrigin({ AGENT_TRANSFER_ENABLED: "false" });
+    const agent: StackAgent = await stack.newAgent();
+    const response = await agentCalls(off.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to: getAddress(newAccount().address),
+      amount: "1",
+    });
+    expect(response.status).toBe(404);
+    expect(response.body).toMatchObject({ error: { code: "feature_disabled" } });
+  });
+});

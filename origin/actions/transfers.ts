@@ -1,0 +1,133 @@
+/**
+ * POST /agent/v1/transfers (SPEC; DESIGN §7): from the caller's assigned wallet to `to`, within
+ * the per-transaction and UTC-daily limits (value plus the maximum fee, as the enclave counts),
+ * the optional recipient allowlist, the wallet's balance and the funding gate. The enclave checks
+ * the same limits again under its sealed policy; these checks exist to give the clear error.
+ */
+import { sql } from "drizzle-orm";
+import type { Handler } from "hono";
+import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
+import { inFlightCostSql } from "../chain/outgoing.ts";
+import { queryRows } from "../db/client.ts";
+import { AppError } from "../errors.ts";
+import { evaluateWalletGate, type WalletGateRow, walletGateSql } from "../funding/gate.ts";
+import type { AppEnv } from "../http/env.ts";
+import { parseJsonBody } from "../http/json-body.ts";
+import type { SignerFailure } from "../signer/types.ts";
+import type { Refusal } from "./execute.ts";
+import type { MoneyServices } from "./money-services.ts";
+import { requestHash, transferCostSinceSql } from "./repository.ts";
+import { runMoneyAction } from "./run-action.ts";
+import { startOfUtcDay } from "./utc-day.ts";
+
+export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
+  const { perTxLimitUnits, dailyLimitUnits, recipientAllowlist } = services.config.transfers;
+  const allowlist = recipientAllowlist ? new Set<string>(recipientAllowlist) : null;
+  return async (c) => {
+    const body = await parseJsonBody(c, transferRequestSchema);
+    const agent = c.get("agent");
+    const to = body.to.toLowerCase();
+    const amount = BigInt(body.amount);
+    // Refusals that depend on nothing but the request: answered before anything is written.
+    if (to === services.operatorPool) {
+      throw new AppError("validation_failed", "to must not be the operator pool (the bridge operator)");
+    }
+    if (allowlist && !allowlist.has(to)) {
+      throw new AppError("recipient_not_allowed", "this node only transfers to its allowlisted recipients");
+    }
+    const wallet = agent.assignedWallet.toLowerCase();
+    return runMoneyAction(
+      c,
+      services,
+      {
+        agentId: agent.agentId,
+        kind: "transfer",
+        idempotencyKey: body.idempotency_key,
+        requestHash: requestHash("transfer", { to, amount: body.amount }),
+        amountUnits: amount,
+        toAddress: to,
+      },
+      (actionId) => ({
+        actionId,
+        agentId: agent.agentId,
+        purpose: "transfer",
+        sender: { address: wallet, keyRef: agent.keyRef },
+        to,
+        valueUnits: amount,
+        sign: (params) => services.signer.signTransfer(params),
+        signerRefusal,
+        check: async (tx, context) => {
+          const [facts] = await queryRows<{ in_flight: string; spent: string; gate: WalletGateRow | null }>(
+            tx,
+            sql`select ${inFlightCostSql(wallet, context.sender.minedNonce)} as in_flight,
+                  ${transferCostSinceSql(agent.agentId, startOfUtcDay(context.now))} as spent,
+                  ${walletGateSql(wallet)} as gate`,
+          );
+          if (context.costUnits > perTxLimitUnits) {
+            return limitExceeded(
+              "per_transaction",
+              perTxLimitUnits,
+              perTxLimitUnits,
+              perTxLimitUnits === 0n
+                ? "transfers are not allowed on this node: its per-transaction limit is 0 (AGENT_TRANSFER_PER_TX_LIMIT)"
+                : `amount plus the maximum fee (${context.costUnits} units) is over the per-transaction limit of ${perTxLimitUnits} units`,
+            );
+          }
+          const spent = BigInt(facts!.spent);
+          if (spent + context.costUnits > dailyLimitUnits) {
+            const remaining = dailyLimitUnits > spent ? dailyLimitUnits - spent : 0n;
+            return limitExceeded(
+              "daily",
+              dailyLimitUnits,
+              remaining,
+              dailyLimitUnits === 0n
+                ? "transfers are not allowed on this node: its daily limit is 0 (AGENT_TRANSFER_DAILY_LIMIT)"
+                : `amount plus the maximum fee (${context.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
+            );
+          }
+          const available = context.sender.balanceWei - BigInt(facts!.in_flight);
+          if (available < context.costWei) {
+            return {
+              code: "insufficient_funds",
+              message: "the wallet cannot pay the amount plus the maximum fee (pending transfers included)",
+              fields: { needed_wei: context.costWei.toString(), available_wei: available.toString() },
+            };
+          }
+          const gate = evaluateWalletGate(facts!.gate, available - context.costWei);
+          return gate
+            ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
+            : null;
+        },
+      }),
+    );
+  };
+}
+
+function limitExceeded(
+  limit: "per_transaction" | "daily",
+  limitUnits: bigint,
+  remainingUnits: bigint,
+  message: string,
+): Refusal {
+  return {
+    code: "limit_exceeded",
+    message,
+    fields: { limit, limit_units: limitUnits.toString(), remaining_units: remainingUnits.toString() },
+  };
+}
+
+/** The enclave refused under its sealed policy: the same limits, so the same kind of answer. */
+function signerRefusal(failure: SignerFailure): Refusal {
+  if (failure.code === "cap_exceeded") {
+    const daily = /daily/.test(failure.reason);
+    return {
+      code: "limit_exceeded",
+      message: `the signer's sealed policy refused this transfer (${failure.reason})`,
+      fields: { limit: daily ? "daily" : "per_transaction" },
+    };
+  }
+  return {
+    code: "agent_signer_unavailable",
+    message: `the signer cannot sign this transfer (${failure.code})`,
+  };
+}

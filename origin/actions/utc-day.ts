@@ -1,0 +1,10 @@
+/** SPEC Limits: daily limits reset at UTC midnight. */
+export function startOfUtcDay(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+}
+
+/** Whole seconds until the next UTC midnight (at least 1). */
+export function secondsToNextUtcDay(now: Date): number {
+  const next = startOfUtcDay(now).getTime() + 86_400_000;
+  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+}

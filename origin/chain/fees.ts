@@ -1,0 +1,84 @@
+/**
+ * EIP-1559 fees for the service's own transactions. The tip is the node's suggestion; the cap is
+ * twice the next block's base fee plus the tip (it survives the base fee doubling while the
+ * transaction waits), never above what the enclave's fee ceiling allows for the gas limit.
+ */
+import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
+
+export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; gasLimit: bigint };
+
+export type FeeQuote =
+  | { ok: true; fees: Fees }
+  | { ok: false; reason: "chain_unavailable" | "above_fee_ceiling"; detail: string };
+
+export type FeeOracle = { quote(gasLimit: bigint): Promise<FeeQuote> };
+
+/** A plain native transfer. */
+export const NATIVE_TRANSFER_GAS = 21_000n;
+
+export type CreateFeeOracleParams = {
+  rpc: JsonRpcUpstream;
+  /** The sealed policy's ceiling on gas limit × max fee per gas, in wei (DESIGN §5). */
+  feeCeilingWei: bigint;
+  /** How long one reading of the chain's fees is reused. */
+  maxAgeMs?: number;
+  now?: () => number;
+};
+
+/** Reads the chain's base fee and tip at most once per `maxAgeMs`, shared by concurrent callers. */
+export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
+  const maxAgeMs = params.maxAgeMs ?? 1_000;
+  const now = params.now ?? Date.now;
+  let cached: { baseFee: bigint; tip: bigint; at: number } | undefined;
+  let reading: Promise<{ baseFee: bigint; tip: bigint } | undefined> | undefined;
+
+  const read = async (): Promise<{ baseFee: bigint; tip: bigint } | undefined> => {
+    if (cached && now() - cached.at < maxAgeMs) return cached;
+    reading ??= (async () => {
+      const result = await params.rpc.send([
+        { jsonrpc: "2.0", id: 0, method: "eth_feeHistory", params: ["0x1", "latest", []] },
+        { jsonrpc: "2.0", id: 1, method: "eth_maxPriorityFeePerGas", params: [] },
+      ]);
+      if (!result.ok || !Array.isArray(result.body)) return undefined;
+      const byId = new Map(
+        (result.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
+      );
+      const history = byId.get(0) as { baseFeePerGas?: unknown } | undefined;
+      const tipHex = byId.get(1);
+      // feeHistory's last base fee is the next block's.
+      const baseFees = Array.isArray(history?.baseFeePerGas) ? history.baseFeePerGas : [];
+      const nextBaseFee = baseFees[baseFees.length - 1];
+      if (!isQuantity(nextBaseFee) || !isQuantity(tipHex)) return undefined;
+      cached = { baseFee: BigInt(nextBaseFee), tip: BigInt(tipHex), at: now() };
+      return cached;
+    })().finally(() => {
+      reading = undefined;
+    });
+    return reading;
+  };
+
+  return {
+    async quote(gasLimit) {
+      const market = await read();
+      if (!market)
+        return { ok: false, reason: "chain_unavailable", detail: "the chain did not report its fees" };
+      const wanted = market.baseFee * 2n + market.tip;
+      const allowed = params.feeCeilingWei / gasLimit;
+      const maxFeePerGas = wanted < allowed ? wanted : allowed;
+      // Below base fee plus tip the transaction would not be mined now: better refused than stuck.
+      if (maxFeePerGas < market.baseFee + market.tip) {
+        return {
+          ok: false,
+          reason: "above_fee_ceiling",
+          detail: `the chain's fees (${market.baseFee + market.tip} wei per gas) exceed the sealed fee ceiling`,
+        };
+      }
+      const tip = market.tip < maxFeePerGas ? market.tip : maxFeePerGas;
+      return { ok: true, fees: { maxFeePerGas, maxPriorityFeePerGas: tip, gasLimit } };
+    },
+  };
+}
+
+function isQuantity(value: unknown): value is string {
+  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
+}

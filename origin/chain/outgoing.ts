@@ -1,0 +1,310 @@
+/**
+ * The service's own transactions (DESIGN §4): nonces handed out under a row lock per sending
+ * address, signed bytes stored before they are broadcast, and broadcasts that never overlap for
+ * one transaction. Faucet payouts, transfers and x402 settlements all go through here.
+ */
+import { type SQL, sql } from "drizzle-orm";
+import type { Hex } from "../../shared/hex.ts";
+import { type Db, queryRows } from "../db/client.ts";
+
+import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
+
+export type TxPurpose = "faucet" | "transfer" | "settlement" | "filler";
+export type TxStatus = "signed" | "submitted" | "confirmed" | "reverted" | "failed";
+
+/** What the chain says of a sender right now: its mined nonce and its balance. */
+export type SenderView = { minedNonce: bigint; balanceWei: bigint };
+
+/**
+ * Reads the sender's mined nonce, then its balance, both at `latest`. In that order a
+ * transaction mined between the two reads is both in the balance and above the nonce, so it is
+ * counted twice as in flight (a refusal too many), never missed (an overdraft).
+ */
+export async function readBalance(rpc: JsonRpcUpstream, address: string): Promise<bigint | undefined> {
+  return rpcQuantity(rpc, "eth_getBalance", [address, "latest"]);
+}
+
+export async function readSenderView(rpc: JsonRpcUpstream, address: string): Promise<SenderView | undefined> {
+  // One batch, nonce first: nodes (geth, the devnet) run a batch's calls in the order listed.
+  const result = await rpc.send([
+    { jsonrpc: "2.0", id: 0, method: "eth_getTransactionCount", params: [address, "latest"] },
+    { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [address, "latest"] },
+  ]);
+  if (!result.ok || !Array.isArray(result.body)) return undefined;
+  const byId = new Map(
+    (result.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
+  );
+  const nonce = byId.get(0);
+  const balance = byId.get(1);
+  if (!isQuantity(nonce) || !isQuantity(balance)) return undefined;
+  return { minedNonce: BigInt(nonce), balanceWei: BigInt(balance) };
+}
+
+/**
+ * The statement that locks `address`'s nonce row for the rest of the transaction and returns the
+ * next nonce to use: the stored one, or the chain's if the chain is ahead (a first use, or a
+ * transaction sent without us). Concurrent callers for one address wait on it, so each gets its
+ * own nonce; reads that must see every earlier signing of the address come after it, in their own
+ * statement (a statement reads the data committed when it started).
+ */
+export function nextNonceUpsert(address: string, minedNonce: bigint): SQL {
+  return sql`insert into sender_nonces (address, next_nonce) values (${address}, ${minedNonce})
+    on conflict (address) do update
+      set next_nonce = greatest(sender_nonces.next_nonce, excluded.next_nonce), updated_at = now()
+    returning next_nonce`;
+}
+
+/**
+ * The most that `address`'s transactions not yet mined can still take from it: those at or above
+ * the mined nonce that are signed or submitted, each counted at value plus its maximum fee. An SQL
+ * expression (numeric as text), for a read that must come after the sender's nonce lock.
+ */
+export function inFlightCostSql(address: string, minedNonce: bigint): SQL {
+  return sql`(select coalesce(sum(max_cost_wei), 0)::text from outgoing_transactions
+    where sender = ${address} and nonce >= ${minedNonce} and status in ('signed', 'submitted'))`;
+}
+
+export type SignedTransaction = {
+  purpose: TxPurpose;
+  sender: string;
+  nonce: bigint;
+  txHash: Hex;
+  rawTx: Hex;
+  maxCostWei: bigint;
+};
+
+/** The right to broadcast one stored transaction until its lease ends, with what to send. */
+export type BroadcastLease = { txId: string; rawTx: string; txHash: string; status: TxStatus };
+
+/**
+ * How long a broadcast lease lasts: longer than any one broadcast can take (three chain timeouts),
+ * so a lease never ends while its broadcast is still in flight, and no two origins ever send one
+ * transaction at the same time. A crashed broadcaster's lease simply runs out.
+ */
+export function broadcastLeaseMs(chainTimeoutMs: number): number {
+  return Math.max(3_000, 3 * chainTimeoutMs);
+}
+
+/**
+ * Stores a signed transaction, moves its sender's next nonce past it and, when `actionId` is
+ * given, moves that action from `requested` to `signed`, in one statement of the caller's
+ * transaction (which holds the nonce row lock). The caller holds its broadcast lease.
+ */
+export async function recordSigned(
+  tx: Db,
+  signed: SignedTransaction,
+  params: { leaseMs: number; actionId?: string; costUnits?: bigint },
+): Promise<BroadcastLease> {
+  const [row] = await queryRows<{ tx_id: string }>(
+    tx,
+    sql`with stored as (
+          insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
+          values (${signed.purpose}, ${signed.sender}, ${signed.nonce}, ${signed.txHash}, ${signed.rawTx},
+                  ${signed.maxCostWei.toString()}, now() + make_interval(secs => ${params.leaseMs / 1000}))
+          returning tx_id),
+        nonce as (
+          update sender_nonces set next_nonce = ${signed.nonce + 1n}, updated_at = now()
+          where address = ${signed.sender}),
+        action as (
+          update agent_actions set status = 'signed', tx_id = (select tx_id from stored), tx_hash = ${signed.txHash},
+            cost_units = ${params.costUnits?.toString() ?? null}::numeric, signed_at = now(), error_code = null,
+            error_message = null, updated_at = now()
+          where action_id = ${params.actionId ?? null}::uuid and status = 'requested')
+        select tx_id from stored`,
+  );
+  return { txId: row!.tx_id, rawTx: signed.rawTx, txHash: signed.txHash, status: "signed" };
+}
+
+/**
+ * Claims a stored transaction for broadcasting: only one origin at a time, and only when nobody
+ * holds its lease. `resend` also takes `submitted` ones (a node may drop a pending transaction).
+ */
+export async function claimBroadcast(
+  db: Db,
+  txId: string,
+  options: { leaseMs: number; resend?: boolean },
+): Promise<BroadcastLease | undefined> {
+  const statuses = options.resend ? ["signed", "submitted"] : ["signed"];
+  const [row] = await queryRows<{ raw_tx: string; tx_hash: string; status: TxStatus }>(
+    db,
+    sql`update outgoing_transactions set broadcast_lease_until = now() + make_interval(secs => ${options.leaseMs / 1000})
+        where tx_id = ${txId} and status = any(${pgArray(statuses)}::text[])
+          and (broadcast_lease_until is null or broadcast_lease_until < now())
+        returning raw_tx, tx_hash, status`,
+  );
+  return row ? { txId, rawTx: row.raw_tx, txHash: row.tx_hash, status: row.status } : undefined;
+}
+
+/** How the chain answered one broadcast. */
+export type BroadcastOutcome =
+  | { kind: "accepted" }
+  /** Not sent or not answered (unreachable, timeout, a full pool): try again later. */
+  | { kind: "transient"; reason: string }
+  /** The chain will never take these bytes; nothing of them was spent. */
+  | { kind: "refused"; reason: string };
+
+/** Sends raw bytes and classifies the answer in geth's words (the devnet words them the same). */
+export async function sendRaw(
+  rpc: JsonRpcUpstream,
+  rawTx: string,
+  txHash: string,
+): Promise<BroadcastOutcome> {
+  const result = await rpc.send({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [rawTx] });
+  if (!result.ok) return { kind: "transient", reason: `chain ${result.failure}` };
+  const body = result.body as { result?: unknown; error?: { message?: unknown } };
+  if (typeof body.result === "string") return { kind: "accepted" };
+  const message = typeof body.error?.message === "string" ? body.error.message : "no result";
+  if (/already known|known transaction/i.test(message)) return { kind: "accepted" };
+  if (/nonce too low/i.test(message)) {
+    // Mined already (an earlier broadcast got through) or another transaction took the nonce.
+    const receipt = await rpc.send({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_getTransactionReceipt",
+      params: [txHash],
+    });
+    if (!receipt.ok) return { kind: "transient", reason: `chain ${receipt.failure}` };
+    const mined = (receipt.body as { result?: unknown }).result;
+    return mined ? { kind: "accepted" } : { kind: "refused", reason: message };
+  }
+  if (/txpool is full|underpriced|timeout|try again/i.test(message))
+    return { kind: "transient", reason: message };
+  return { kind: "refused", reason: message };
+}
+
+/**
+ * Sends the leased bytes, with no database lock held while the chain answers, then records the
+ * outcome and ends the lease: `signed` becomes `submitted` on acceptance and `failed` on a refusal
+ * (its nonce handed out again if nothing came after it); a transient failure leaves it as it was
+ * for the tracker to send again.
+ */
+export async function broadcastLeased(
+  db: Db,
+  rpc: JsonRpcUpstream,
+  lease: BroadcastLease,
+): Promise<BroadcastOutcome> {
+  const outcome = await sendRaw(rpc, lease.rawTx, lease.txHash);
+  if (outcome.kind === "transient") {
+    // updated_at moves too: the tracker's next attempt waits a full grace period.
+    await db.execute(sql`update outgoing_transactions
+        set broadcast_attempts = broadcast_attempts + 1, error = ${outcome.reason}, updated_at = now(),
+            broadcast_lease_until = null
+        where tx_id = ${lease.txId}`);
+    return outcome;
+  }
+  if (outcome.kind === "accepted") {
+    await setTxStatus(db, [lease.txId], lease.status === "signed" ? "submitted" : lease.status, {
+      countBroadcast: true,
+    });
+    return outcome;
+  }
+  await db.transaction(async (tx) => {
+    await setTxStatus(tx, [lease.txId], "failed", { error: outcome.reason, countBroadcast: true });
+    await releaseNonceIfLast(tx, lease.txId);
+  });
+  return outcome;
+}
+
+/** Claims and broadcasts one stored transaction; undefined if another broadcast holds it. */
+export async function broadcastStored(
+  db: Db,
+  rpc: JsonRpcUpstream,
+  txId: string,
+  options: { leaseMs: number; resend?: boolean },
+): Promise<BroadcastOutcome | undefined> {
+  const lease = await claimBroadcast(db, txId, options);
+  return lease ? broadcastLeased(db, rpc, lease) : undefined;
+}
+
+/**
+ * Moves transactions (and the agent actions they belong to) to `status`, ending any broadcast
+ * lease. The action's state is the transaction's from `signed` on; both change in one statement,
+ * so a reader never sees them differ.
+ */
+export async function setTxStatus(
+  db: Db,
+  txIds: string[],
+  status: TxStatus,
+  fields: { error?: string | null; countBroadcast?: boolean } = {},
+): Promise<void> {
+  if (txIds.length === 0) return;
+  const failedAction = status === "failed" && fields.error ? "broadcast_refused" : null;
+  await db.execute(sql`
+    with moved as (
+      update outgoing_transactions
+      set status = ${status}, updated_at = now(), broadcast_lease_until = null,
+          error = coalesce(${fields.error ?? null}::text, error),
+          broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
+      where tx_id = any(${pgArray(txIds)}::uuid[])
+      returning tx_id)
+    update agent_actions
+    set status = ${status}, updated_at = now(),
+        error_code = coalesce(${failedAction}, error_code),
+        error_message = coalesce(${failedAction === null ? null : (fields.error ?? null)}, error_message)
+    where tx_id in (select tx_id from moved)`);
+}
+
+/** A receipt, as the tracker records it. */
+export type MinedTransaction = {
+  txId: string;
+  status: "confirmed" | "reverted";
+  feeWei: bigint;
+  blockNumber: bigint;
+};
+
+/** Records receipts in bulk: transactions and their actions, one statement for all. */
+export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<void> {
+  if (mined.length === 0) return;
+  const rows = sql.join(
+    mined.map(
+      (item) =>
+        sql`(${item.txId}::uuid, ${item.status}, ${item.feeWei.toString()}::numeric, ${item.blockNumber}::bigint)`,
+    ),
+    sql`, `,
+  );
+  await db.execute(sql`
+    with receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
+    moved as (
+      update outgoing_transactions t
+      set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
+          broadcast_lease_until = null
+      from receipts r where t.tx_id = r.tx_id and t.status = 'submitted'
+      returning t.tx_id, t.status)
+    update agent_actions a set status = m.status, updated_at = now()
+    from moved m where a.tx_id = m.tx_id`);
+}
+
+/**
+ * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is
+ * closed by handing the nonce out again; otherwise the later transactions wait behind it, and the
+ * tracker fills it (fill-nonce-gaps in the tracker).
+ */
+async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
+  await tx.execute(sql`
+    update sender_nonces set next_nonce = t.nonce, updated_at = now()
+    from outgoing_transactions t
+    where t.tx_id = ${txId} and sender_nonces.address = t.sender and sender_nonces.next_nonce = t.nonce + 1`);
+}
+
+function isQuantity(value: unknown): value is string {
+  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
+}
+
+async function rpcQuantity(
+  rpc: JsonRpcUpstream,
+  method: string,
+  params: unknown[],
+): Promise<bigint | undefined> {
+  const result = await rpc.send({ jsonrpc: "2.0", id: 1, method, params });
+  if (!result.ok) return undefined;
+  const value = (result.body as { result?: unknown }).result;
+  return typeof value === "string" && /^0x[0-9a-fA-F]+$/.test(value) ? BigInt(value) : undefined;
+}
+
+/**
+ * One Postgres array literal as one parameter (drizzle spreads a JS array into a list of
+ * parameters). For uuids and our closed status words, which contain no quote, comma or brace.
+ */
+function pgArray(values: readonly string[]): string {
+  return `{${values.join(",")}}`;
+}

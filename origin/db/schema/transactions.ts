@@ -1,0 +1,65 @@
+import { sql } from "drizzle-orm";
+import { bigint, check, index, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+
+/**
+ * DESIGN §4: the next nonce of each address the service sends from (agent wallets, the faucet
+ * treasury, the settler). A row is locked while a transaction of its address is signed, so two
+ * origins sharing the database never hand out one nonce twice.
+ */
+export const senderNonces = pgTable(
+  "sender_nonces",
+  {
+    address: text("address").primaryKey(),
+    nextNonce: bigint("next_nonce", { mode: "bigint" }).notNull(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("sender_nonces_address_format", sql`${t.address} ~ '^0x[0-9a-f]{40}$'`),
+    check("sender_nonces_next_nonce_nonnegative", sql`${t.nextNonce} >= 0`),
+  ],
+);
+
+/**
+ * Every transaction the service signs, stored before it is broadcast (DESIGN §4): a restart
+ * rebroadcasts these bytes and never signs again. `signed → submitted → confirmed`, or `reverted`
+ * (mined with status 0), or `failed` (never broadcast: the chain refused it). One nonce of one
+ * sender is one row, whatever purpose or origin produced it.
+ */
+export const outgoingTransactions = pgTable(
+  "outgoing_transactions",
+  {
+    txId: uuid("tx_id").primaryKey().defaultRandom(),
+    purpose: text("purpose").notNull(),
+    sender: text("sender").notNull(),
+    nonce: bigint("nonce", { mode: "bigint" }).notNull(),
+    txHash: text("tx_hash").notNull().unique(),
+    rawTx: text("raw_tx").notNull(),
+    /** Value plus gas limit × max fee per gas: the most it can take from its sender. */
+    maxCostWei: numeric("max_cost_wei", { precision: 78, scale: 0 }).notNull(),
+    status: text("status").notNull().default("signed"),
+    feeWei: numeric("fee_wei", { precision: 78, scale: 0 }),
+    blockNumber: bigint("block_number", { mode: "bigint" }),
+    error: text("error"),
+    broadcastAttempts: bigint("broadcast_attempts", { mode: "number" }).notNull().default(0),
+    /** Whoever broadcasts holds this lease; nobody else sends the transaction before it ends. */
+    broadcastLeaseUntil: timestamp("broadcast_lease_until", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    unique("outgoing_transactions_sender_nonce_uq").on(t.sender, t.nonce),
+    check(
+      "outgoing_transactions_purpose_enum",
+      sql`${t.purpose} IN ('faucet','transfer','settlement','filler')`,
+    ),
+    check(
+      "outgoing_transactions_status_enum",
+      sql`${t.status} IN ('signed','submitted','confirmed','reverted','failed')`,
+    ),
+    check("outgoing_transactions_sender_format", sql`${t.sender} ~ '^0x[0-9a-f]{40}$'`),
+    check("outgoing_transactions_hash_format", sql`${t.txHash} ~ '^0x[0-9a-f]{64}$'`),
+    index("outgoing_transactions_in_flight_idx")
+      .on(t.status, t.updatedAt)
+      .where(sql`${t.status} IN ('signed','submitted')`),
+  ],
+);

@@ -1,0 +1,133 @@
+/**
+ * DESIGN §8 `approved_non_zero` exceptions: an operator grants a wallet a pre-restore ceiling for a
+ * limited time, with a reason; every grant and revocation records before, after and the reason.
+ * An expired exception is the same as none.
+ */
+import { desc, eq, sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { fundingExceptionChanges, fundingExceptions } from "../db/schema.ts";
+
+export type FundingException = {
+  id: string;
+  wallet: string;
+  ceilingUnits: bigint;
+  reason: string;
+  approvedAt: Date;
+  expiresAt: Date;
+  revokedAt: Date | null;
+  active: boolean;
+};
+
+export type GrantParams = { wallet: string; ceilingUnits: bigint; expiresAt: Date; reason: string };
+
+export type ExceptionResult =
+  | { ok: true; exception: FundingException }
+  | { ok: false; error: "not_found" | "already_revoked" | "invalid"; message: string };
+
+/** Grants a ceiling to a wallet until `expiresAt`. */
+export async function grantException(
+  db: Db,
+  params: GrantParams,
+  now = new Date(),
+): Promise<ExceptionResult> {
+  const reason = params.reason.trim();
+  if (reason === "") return { ok: false, error: "invalid", message: "a reason is required" };
+  if (params.expiresAt <= now)
+    return { ok: false, error: "invalid", message: "the expiry must be in the future" };
+  if (params.ceilingUnits < 0n)
+    return { ok: false, error: "invalid", message: "the ceiling must not be negative" };
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(fundingExceptions)
+      .values({
+        wallet: params.wallet.toLowerCase(),
+        ceilingUnits: params.ceilingUnits.toString(),
+        reason,
+        expiresAt: params.expiresAt,
+      })
+      .returning();
+    const exception = toException(row!, now);
+    await tx.insert(fundingExceptionChanges).values({
+      exceptionId: exception.id,
+      change: "grant",
+      before: null,
+      after: snapshot(exception),
+      reason,
+    });
+    return { ok: true, exception };
+  });
+}
+
+/** Revokes an exception now; its before and after are recorded with the reason. */
+export async function revokeException(
+  db: Db,
+  params: { id: string; reason: string },
+  now = new Date(),
+): Promise<ExceptionResult> {
+  const reason = params.reason.trim();
+  if (reason === "") return { ok: false, error: "invalid", message: "a reason is required" };
+  return db.transaction(async (tx) => {
+    const [current] = await tx
+      .select()
+      .from(fundingExceptions)
+      .where(eq(fundingExceptions.id, params.id))
+      .for("update");
+    if (!current) return { ok: false, error: "not_found", message: `no funding exception ${params.id}` };
+    if (current.revokedAt) return { ok: false, error: "already_revoked", message: "already revoked" };
+    const before = toException(current, now);
+    const [updated] = await tx
+      .update(fundingExceptions)
+      .set({ revokedAt: sql`now()` })
+      .where(eq(fundingExceptions.id, params.id))
+      .returning();
+    const exception = toException(updated!, now);
+    await tx.insert(fundingExceptionChanges).values({
+      exceptionId: exception.id,
+      change: "revoke",
+      before: snapshot(before),
+      after: snapshot(exception),
+      reason,
+    });
+    return { ok: true, exception };
+  });
+}
+
+/** Exceptions, newest first; only active ones unless `all`. */
+export async function listExceptions(
+  db: Db,
+  options: { all?: boolean } = {},
+  now = new Date(),
+): Promise<FundingException[]> {
+  const rows = await db
+    .select()
+    .from(fundingExceptions)
+    .orderBy(desc(fundingExceptions.approvedAt))
+    .limit(1000);
+  const exceptions = rows.map((row) => toException(row, now));
+  return options.all ? exceptions : exceptions.filter((exception) => exception.active);
+}
+
+type Row = typeof fundingExceptions.$inferSelect;
+
+function toException(row: Row, now: Date): FundingException {
+  return {
+    id: row.id,
+    wallet: row.wallet,
+    ceilingUnits: BigInt(row.ceilingUnits),
+    reason: row.reason,
+    approvedAt: row.approvedAt,
+    expiresAt: row.expiresAt,
+    revokedAt: row.revokedAt,
+    active: row.revokedAt === null && row.expiresAt > now,
+  };
+}
+
+function snapshot(exception: FundingException): Record<string, string | null> {
+  return {
+    wallet: exception.wallet,
+    mode: "approved_non_zero",
+    ceiling_units: exception.ceilingUnits.toString(),
+    expires_at: exception.expiresAt.toISOString(),
+    revoked_at: exception.revokedAt?.toISOString() ?? null,
+  };
+}

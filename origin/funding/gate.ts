@@ -1,0 +1,69 @@
+/**
+ * DESIGN §8 funding gate: faucet and transfer move funds only for a wallet that is enabled, whose
+ * identity is verified and whose key batch is backed up; a batch without restore evidence holds
+ * the wallet to its pre-restore ceiling, `zero_only` unless an active `approved_non_zero`
+ * exception grants one (balance after the move ≤ ceiling). x402 skips this gate (SPEC).
+ */
+import { type SQL, sql } from "drizzle-orm";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+
+export type GateReason =
+  | "no_restore_evidence"
+  | "ceiling_exceeded"
+  | "identity_not_verified"
+  | "identity_disabled"
+  | "batch_not_backed_up"
+  | "treasury_low";
+
+export type GateRefusal = { reason: GateReason; message: string };
+
+/** What the gate needs to know of a wallet, as walletGateSql reads it. */
+export type WalletGateRow = {
+  enabled: boolean;
+  verified: boolean;
+  batch_status: string;
+  restored: boolean;
+  ceiling_units: string | null;
+};
+
+/**
+ * The gate's facts about one agent wallet (lowercase) as one SQL expression (a JSON object, or
+ * null for a wallet that is not the service's), so a caller reads them with its other checks.
+ */
+export function walletGateSql(wallet: string): SQL {
+  return sql`(select row_to_json(g) from (
+    select i.enabled, i.last_verified_at is not null as verified, b.status as batch_status,
+      exists (select 1 from restore_evidence r where r.batch_id = k.batch_id) as restored,
+      (select max(e.ceiling_units)::text from funding_exceptions e
+        where e.wallet = ${wallet} and e.revoked_at is null and e.expires_at > now()) as ceiling_units
+    from agent_identities i
+    join key_pool k on k.key_ref = i.agent_transfer_key_ref
+    join key_batches b on b.batch_id = k.batch_id
+    where i.assigned_wallet = ${wallet}) g)`;
+}
+
+/** The gate's verdict on a wallet whose balance after the move will be `balanceAfterWei`. */
+export function evaluateWalletGate(row: WalletGateRow | null, balanceAfterWei: bigint): GateRefusal | null {
+  if (!row) return { reason: "batch_not_backed_up", message: "the wallet is not one of this service's" };
+  if (!row.enabled) return { reason: "identity_disabled", message: "the identity is disabled" };
+  if (!row.verified) {
+    return { reason: "identity_not_verified", message: "the enclave has not yet proven custody of this key" };
+  }
+  if (row.batch_status !== "available") {
+    return { reason: "batch_not_backed_up", message: "the key's batch has no verified backup" };
+  }
+  if (row.restored) return null;
+  if (row.ceiling_units === null) {
+    return {
+      reason: "no_restore_evidence",
+      message: "no restore drill has reproduced this key's batch yet; until one does, no funds may move",
+    };
+  }
+  if (balanceAfterWei > BigInt(row.ceiling_units) * WEI_PER_UNIT) {
+    return {
+      reason: "ceiling_exceeded",
+      message: `before a restore drill this wallet may hold at most ${row.ceiling_units} units`,
+    };
+  }
+  return null;
+}

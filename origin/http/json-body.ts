@@ -1,0 +1,35 @@
+import type { Context } from "hono";
+import type { z } from "zod";
+import { AppError } from "../errors.ts";
+import { readBodyLimited } from "./read-body.ts";
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Reads a JSON body of at most `maxBytes` and parses it with `schema` (STYLE: parse once at the
+ * boundary). Anything else is a 400 `validation_failed` whose message names what to fix.
+ */
+export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxBytes = 4_096): Promise<T> {
+  const read = await readBodyLimited(c, maxBytes);
+  if (!read.ok) throw new AppError("validation_failed", `the body must be at most ${maxBytes} bytes`);
+  let body: unknown;
+  try {
+    body = JSON.parse(UTF8.decode(read.bytes));
+  } catch {
+    throw new AppError("validation_failed", "the body must be a JSON object");
+  }
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  throw new AppError("validation_failed", describeIssue(parsed.error.issues[0]));
+}
+
+function describeIssue(issue: z.core.$ZodIssue | undefined): string {
+  if (!issue) return "the body is not valid";
+  const field = issue.path.map(String).join(".");
+  if (issue.code === "invalid_type" && issue.input === undefined && field) return `${field} is required`;
+  if (issue.code === "invalid_type" && !field) return "the body must be a JSON object";
+  if (issue.code === "unrecognized_keys")
+    return `unknown field${issue.keys.length > 1 ? "s" : ""}: ${issue.keys.join(", ")}`;
+  // The schemas' own messages name their field.
+  return field && !issue.message.includes(field) ? `${field}: ${issue.message}` : issue.message;
+}

@@ -1,0 +1,197 @@
+/**
+ * Follows the service's own transactions to the end (issue 12 item 4): `submitted` ones to their
+ * receipt (`confirmed`, or `reverted` for status 0), `signed` ones whose broadcast never happened
+ * (a crash, an unreachable chain) back to the chain with the same bytes, and `requested` actions
+ * that nobody finished to `failed`. Every row is taken with SKIP LOCKED, so several origins on one
+ * database share the work and never broadcast one transaction at the same time.
+ */
+import { sql } from "drizzle-orm";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import {
+  broadcastLeaseMs,
+  broadcastStored,
+  type MinedTransaction,
+  recordMined,
+  type TxStatus,
+} from "../chain/outgoing.ts";
+import { type Db, queryRows } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import type { Worker } from "./loop.ts";
+
+export type TxTrackerOptions = {
+  /** How long a broadcast lease lasts (chain/outgoing.ts broadcastLeaseMs). */
+  leaseMs?: number;
+  /** Between ticks while nothing wakes the tracker. */
+  periodMs?: number;
+  /** A `signed` transaction this long untouched was not broadcast by its request: send it. */
+  signedGraceMs?: number;
+  /** A `submitted` transaction this long without a receipt is sent again (a node may drop it). */
+  resendAfterMs?: number;
+  /** A `requested` action this long untouched ends `failed` (`abandoned`): nothing was signed. */
+  abandonAfterMs?: number;
+  /** Receipts asked for per tick. */
+  batchSize?: number;
+};
+
+export type TxTracker = Worker & {
+  /** Starts the loop; before it, wake() does nothing and tick() runs one pass on demand. */
+  start(): void;
+  /** Look for receipts soon (a transaction was just broadcast). */
+  wake(): void;
+  /** One full tick now; resolves when it is done (tests, shutdown). */
+  tick(): Promise<TickReport>;
+};
+
+export type TickReport = { confirmed: number; reverted: number; rebroadcast: number; abandoned: number };
+
+type Receipt = { status?: string; gasUsed?: string; effectiveGasPrice?: string; blockNumber?: string };
+
+export function createTxTracker(
+  deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger },
+  options: TxTrackerOptions = {},
+): TxTracker {
+  const periodMs = options.periodMs ?? 250;
+  const signedGraceMs = options.signedGraceMs ?? 5_000;
+  const resendAfterMs = options.resendAfterMs ?? 30_000;
+  const abandonAfterMs = options.abandonAfterMs ?? 10 * 60_000;
+  const batchSize = options.batchSize ?? 500;
+  const leaseMs = options.leaseMs ?? broadcastLeaseMs(5_000);
+
+  let started = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<TickReport> | undefined;
+  let again = false;
+
+  const tick = async (): Promise<TickReport> => {
+    const report: TickReport = { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0 };
+    await resolveSubmitted(report);
+    await rebroadcast(report);
+    report.abandoned = await abandonRequested();
+    return report;
+  };
+
+  // No lock is held while the chain answers: several origins may read the same receipts, and
+  // recordMined moves only what is still `submitted`, so the work is idempotent.
+  const resolveSubmitted = async (report: TickReport): Promise<void> => {
+    for (;;) {
+      const rows = await queryRows<{ tx_id: string; tx_hash: string }>(
+        deps.db,
+        sql`select tx_id, tx_hash from outgoing_transactions where status = 'submitted'
+            order by updated_at limit ${batchSize}`,
+      );
+      if (rows.length === 0) return;
+      const result = await deps.rpc.send(
+        rows.map((row, index) => ({
+          jsonrpc: "2.0",
+          id: index,
+          method: "eth_getTransactionReceipt",
+          params: [row.tx_hash],
+        })),
+      );
+      if (!result.ok || !Array.isArray(result.body)) return; // chain down: try next tick
+      const receipts = new Map<number, Receipt | null>();
+      for (const item of result.body as { id?: unknown; result?: Receipt | null }[]) {
+        if (typeof item.id === "number") receipts.set(item.id, item.result ?? null);
+      }
+      const mined: MinedTransaction[] = [];
+      rows.forEach((row, index) => {
+        const receipt = receipts.get(index);
+        if (!receipt?.status || !receipt.blockNumber) return;
+        mined.push({
+          txId: row.tx_id,
+          status: receipt.status === "0x1" ? "confirmed" : "reverted",
+          feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
+          blockNumber: BigInt(receipt.blockNumber),
+        });
+      });
+      await recordMined(deps.db, mined);
+      for (const item of mined) {
+        if (item.status === "confirmed") report.confirmed++;
+        else report.reverted++;
+      }
+      // Another full batch may be waiting only if this one was full and all of it was mined.
+      if (rows.length < batchSize || mined.length < rows.length) return;
+    }
+  };
+
+  const rebroadcast = async (report: TickReport): Promise<void> => {
+    const due = await queryRows<{ tx_id: string; status: TxStatus }>(
+      deps.db,
+      sql`select tx_id, status from outgoing_transactions
+          where ((status = 'signed' and updated_at < now() - make_interval(secs => ${signedGraceMs / 1000}))
+             or (status = 'submitted' and updated_at < now() - make_interval(secs => ${resendAfterMs / 1000})))
+            and (broadcast_lease_until is null or broadcast_lease_until < now())
+          order by updated_at limit 100`,
+    );
+    for (const row of due) {
+      const outcome = await broadcastStored(deps.db, deps.rpc, row.tx_id, {
+        leaseMs,
+        resend: row.status === "submitted",
+      });
+      if (!outcome) continue;
+      report.rebroadcast++;
+      deps.logger.info({ tx_id: row.tx_id, outcome: outcome.kind }, "transaction sent again");
+    }
+  };
+
+  const abandonRequested = async (): Promise<number> => {
+    const rows = await queryRows<{ action_id: string }>(
+      deps.db,
+      sql`update agent_actions set status = 'failed', error_code = 'abandoned',
+            error_message = 'the request stopped before anything was signed', updated_at = now()
+          where action_id in (
+            select action_id from agent_actions
+            where status = 'requested' and updated_at < now() - make_interval(secs => ${abandonAfterMs / 1000})
+            order by updated_at limit 100 for update skip locked)
+          returning action_id`,
+    );
+    return rows.length;
+  };
+
+  const run = (): void => {
+    if (stopped || !started) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    clearTimeout(timer);
+    running = tick()
+      .catch((error: unknown) => {
+        deps.logger.error(
+          { worker: "tx-tracker", err: { message: error instanceof Error ? error.message : String(error) } },
+          "worker tick failed",
+        );
+        return { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0 };
+      })
+      .finally(() => {
+        running = undefined;
+        if (stopped) return;
+        if (again) {
+          again = false;
+          setImmediate(run);
+        } else timer = setTimeout(run, periodMs);
+      });
+  };
+  return {
+    name: "tx-tracker",
+    start: () => {
+      if (started || stopped) return;
+      started = true;
+      run();
+    },
+    wake: () => {
+      if (!started || stopped) return;
+      if (!running) {
+        clearTimeout(timer);
+        setImmediate(run);
+      } else again = true;
+    },
+    tick: () => tick(),
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

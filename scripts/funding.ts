@@ -1,0 +1,144 @@
+/**
+ * `npm run funding -- <command>`: pre-restore funding exceptions (DESIGN §8). A wallet whose key
+ * batch has no restore evidence may hold funds only under an active `approved_non_zero` exception,
+ * up to its ceiling, until it expires. Uses the node's configuration (DATABASE_URL, or the
+ * embedded cluster of the running stack).
+ *
+ *   grant --wallet ADDR|--agent ID --ceiling UNITS (--expires-in 24h|--expires-at ISO) --reason TEXT
+ *   list [--all]                 active exceptions (with --all: expired and revoked too)
+ *   revoke --id ID --reason TEXT
+ *
+ * Exit codes: 0 done, 1 refused (not found, already revoked), 2 bad usage.
+ */
+
+import { parseArgs } from "node:util";
+import { eq } from "drizzle-orm";
+import { loadConfig } from "../origin/config.ts";
+import { openDatabase } from "../origin/db/open.ts";
+import { agentIdentities } from "../origin/db/schema.ts";
+import {
+  type ExceptionResult,
+  type FundingException,
+  grantException,
+  listExceptions,
+  revokeException,
+} from "../origin/funding/exceptions.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const DURATION = /^(\d+)(m|h|d)$/;
+const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      wallet: { type: "string" },
+      agent: { type: "string" },
+      ceiling: { type: "string" },
+      "expires-in": { type: "string" },
+      "expires-at": { type: "string" },
+      reason: { type: "string" },
+      id: { type: "string" },
+      all: { type: "boolean" },
+    },
+    strict: true,
+  });
+  if (!command || !["grant", "list", "revoke"].includes(command)) {
+    throw new UsageError("usage: npm run funding -- grant|list|revoke [options] (see scripts/funding.ts)");
+  }
+  const database = await openDatabase(loadConfig(process.env), 2);
+  try {
+    const { db } = database;
+    if (command === "list") {
+      const exceptions = await listExceptions(db, { all: values.all });
+      process.stdout.write(`${JSON.stringify(exceptions.map(toWire), null, 2)}\n`);
+      return 0;
+    }
+    if (!values.reason?.trim()) throw new UsageError("--reason is required");
+    let result: ExceptionResult;
+    if (command === "revoke") {
+      if (!values.id || !UUID.test(values.id)) throw new UsageError("--id must be an exception id (a UUID)");
+      result = await revokeException(db, { id: values.id, reason: values.reason });
+    } else {
+      if (!values.ceiling || !/^\d{1,30}$/.test(values.ceiling)) {
+        throw new UsageError("--ceiling must be a whole number of 6-decimal units");
+      }
+      result = await grantException(db, {
+        wallet: await walletOf(values, db),
+        ceilingUnits: BigInt(values.ceiling),
+        expiresAt: expiry(values["expires-in"], values["expires-at"]),
+        reason: values.reason,
+      });
+    }
+    if (!result.ok) {
+      if (result.error === "invalid") throw new UsageError(result.message);
+      process.stderr.write(`funding: ${result.message}\n`);
+      return 1;
+    }
+    process.stdout.write(
+      `${JSON.stringify({ [command === "grant" ? "granted" : "revoked"]: toWire(result.exception) })}\n`,
+    );
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+async function walletOf(
+  values: { wallet?: string; agent?: string },
+  db: Awaited<ReturnType<typeof openDatabase>>["db"],
+): Promise<string> {
+  if (values.wallet && values.agent) throw new UsageError("give --wallet or --agent, not both");
+  if (values.wallet) {
+    if (!/^0x[0-9a-fA-F]{40}$/.test(values.wallet))
+      throw new UsageError("--wallet must be a 20-byte hex address");
+    return values.wallet.toLowerCase();
+  }
+  if (!values.agent || !UUID.test(values.agent))
+    throw new UsageError("--wallet ADDR or --agent ID is required");
+  const [identity] = await db
+    .select({ wallet: agentIdentities.assignedWallet })
+    .from(agentIdentities)
+    .where(eq(agentIdentities.agentId, values.agent));
+  if (!identity) throw new UsageError(`no agent ${values.agent}`);
+  return identity.wallet;
+}
+
+function expiry(expiresIn: string | undefined, expiresAt: string | undefined): Date {
+  if (expiresIn && expiresAt) throw new UsageError("give --expires-in or --expires-at, not both");
+  const match = expiresIn ? DURATION.exec(expiresIn) : null;
+  if (match) return new Date(Date.now() + Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
+  if (expiresIn) throw new UsageError("--expires-in must look like 30m, 24h or 7d");
+  const at = expiresAt ? new Date(expiresAt) : undefined;
+  if (!at || Number.isNaN(at.getTime()))
+    throw new UsageError("--expires-in or --expires-at (ISO 8601) is required");
+  return at;
+}
+
+function toWire(exception: FundingException): Record<string, unknown> {
+  return {
+    id: exception.id,
+    wallet: exception.wallet,
+    mode: "approved_non_zero",
+    ceiling_units: exception.ceilingUnits.toString(),
+    reason: exception.reason,
+    approved_at: exception.approvedAt.toISOString(),
+    expires_at: exception.expiresAt.toISOString(),
+    revoked_at: exception.revokedAt?.toISOString() ?? null,
+    active: exception.active,
+  };
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`funding: ${message}\n`);
+    process.exit(
+      error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS") ? 2 : 1,
+    );
+  },
+);

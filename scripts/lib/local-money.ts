@@ -1,0 +1,68 @@
+/**
+ * The local stack's money set-up (issue 12 item 8): the faucet treasury funded from the operator
+ * pool, and the restore drill run on every verified batch that has none yet, so the funding gate
+ * opens honestly (DESIGN §8) rather than by an exception.
+ */
+import { sql } from "drizzle-orm";
+import pino from "pino";
+import type { Address } from "viem";
+import { publicClientFor } from "../../devnet/testing.ts";
+import { type Db, queryRows } from "../../origin/db/client.ts";
+import { sweepIdentities } from "../../origin/identity/sweep.ts";
+import { runRestoreDrill } from "../../origin/keypool/restore-drill.ts";
+import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
+import { createSignerClient } from "../../origin/signer/create-signer-client.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { payFromOperatorPool } from "./operator-pool.ts";
+
+/** The treasury is topped up to this many units when it falls below a tenth of it. */
+export const LOCAL_TREASURY_FLOAT_UNITS = 1_000_000_000n;
+
+/** Tops the faucet treasury up from the operator pool; returns the units sent (0 if none). */
+export async function fundLocalTreasury(devnetUrl: string, treasury: Address): Promise<bigint> {
+  const balance = await publicClientFor(devnetUrl).getBalance({ address: treasury });
+  const floatWei = LOCAL_TREASURY_FLOAT_UNITS * WEI_PER_UNIT;
+  if (balance * 10n >= floatWei) return 0n;
+  await payFromOperatorPool(devnetUrl, treasury, floatWei - balance);
+  return (floatWei - balance) / WEI_PER_UNIT;
+}
+
+/**
+ * Drills every available batch without restore evidence, then proves the identities that are due,
+ * with the local recovery key (the local stack plays every role). Returns the batches drilled.
+ */
+export async function drillAndProveLocally(params: {
+  db: Db;
+  socketPath: string;
+  recoveryKeyFile: string;
+  envId: string;
+  onLine: (line: string) => void;
+}): Promise<number> {
+  const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
+  try {
+    const authorize = createCapabilityMinter({
+      authority: { keyPath: params.recoveryKeyFile },
+      envId: params.envId,
+      client: signer,
+    });
+    const batches = await queryRows<{ batch_id: string }>(
+      params.db,
+      sql`select b.batch_id from key_batches b
+          where b.status = 'available' and not exists (select 1 from restore_evidence r where r.batch_id = b.batch_id)
+          order by b.created_at`,
+    );
+    for (const { batch_id: batchId } of batches) {
+      const drilled = await runRestoreDrill(params.db, signer, authorize, batchId);
+      if (!drilled.ok) throw new Error(`restore drill of batch ${batchId} failed: ${drilled.reason}`);
+    }
+    if (batches.length > 0)
+      params.onLine(`drill      ${batches.length} key batch(es) restored and matched; evidence recorded`);
+    await sweepIdentities(
+      { db: params.db, signer, logger: pino({ level: "silent" }) },
+      { envId: params.envId, windowSeconds: 3_600, now: new Date() },
+    );
+    return batches.length;
+  } finally {
+    await signer.close();
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * CPU time of process trees, from /proc (Linux): how benchmarks say which process spent what.
+ * A tree is a process and all its descendants (Postgres serves each connection in a child).
+ */
+import { readdir, readFile } from "node:fs/promises";
+
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+type Stat = { ppid: number; ticks: number };
+
+async function readStats(): Promise<Map<number, Stat>> {
+  const stats = new Map<number, Stat>();
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const text = await readFile(`/proc/${entry}/stat`, "utf8");
+      // The command name may hold spaces and parentheses: fields start after the last ")".
+      const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+      stats.set(Number(entry), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+    } catch {
+      // The process ended while we read.
+    }
+  }
+  return stats;
+}
+
+/** A process to account for: with its descendants (`tree`), or alone. */
+export type CpuRoot = { pid: number | undefined; tree: boolean };
+
+/** CPU seconds used so far by each named tree (user plus system time; ended children not counted). */
+export async function treeCpuSeconds(roots: Record<string, CpuRoot>): Promise<Record<string, number>> {
+  const stats = await readStats();
+  const children = new Map<number, number[]>();
+  for (const [pid, stat] of stats) children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), pid]);
+  const out: Record<string, number> = {};
+  for (const [name, root] of Object.entries(roots)) {
+    let ticks = 0;
+    const queue = root.pid === undefined ? [] : [root.pid];
+    while (queue.length > 0) {
+      const pid = queue.pop()!;
+      ticks += stats.get(pid)?.ticks ?? 0;
+      if (root.tree) queue.push(...(children.get(pid) ?? []));
+    }
+    out[name] = ticks / TICKS_PER_SECOND;
+  }
+  return out;
+}
+
+/** Per-tree CPU seconds spent between two readings. */
+export function cpuDelta(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after).map(([name, seconds]) => [name, seconds - (before[name] ?? 0)]),
+  );
+}

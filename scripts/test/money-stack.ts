@@ -1,0 +1,177 @@
+/**
+ * A whole money stack for integration tests, every part real: the devnet, the enclave process with
+ * a sealed policy and treasury, a database, keys made by the refill worker and drilled, identities
+ * proven by the sweep, wallets funded by transfers from the operator pool, and the origin app with
+ * its money switches on (built as main.ts builds it, including the check against the sealed policy).
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Address } from "viem";
+import { DEV_OPERATOR_POOL_ADDRESS, type Devnet, startDevnet } from "../../devnet/index.ts";
+import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
+import { createSignerClient } from "../../origin/signer/create-signer-client.ts";
+import type { CapabilityProvider, SignerClient, SignerPolicy } from "../../origin/signer/types.ts";
+import type { TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { type AgentFactoryDeps, makeAgents, type StackAgent } from "../lib/agent-factory.ts";
+import { payFromOperatorPool } from "../lib/operator-pool.ts";
+import { createTestDatabase, type TestDatabase } from "./database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
+import { startTestOrigin, type TestOrigin } from "./origin.ts";
+
+export type MoneyStack = {
+  db: TestDatabase;
+  devnet: Devnet;
+  enclave: EnclaveProcess;
+  signer: SignerClient;
+  origin: TestOrigin;
+  /** The environment the origin was started with (for a second origin on the same stack). */
+  originEnv: Record<string, string>;
+  /** The whole environment of an origin process (origin/main.ts) on this stack. */
+  processEnv(overrides?: Record<string, string>): Record<string, string>;
+  treasury: Address;
+  policy: SignerPolicy;
+  /** Mints capabilities of the enclave's three authorities. */
+  authorities: { admin: CapabilityProvider; policy: CapabilityProvider; recovery: CapabilityProvider };
+  /**
+   * A new agent on a fresh key. `units` funds its wallet from the operator pool; `drilled: false`
+   * leaves its key batch without restore evidence; `verified: false` skips the identity proof.
+   */
+  newAgent(options?: {
+    capabilities?: string[];
+    units?: bigint;
+    drilled?: boolean;
+    verified?: boolean;
+  }): Promise<StackAgent>;
+  /** Starts another origin on the same database, enclave and devnet (env overrides applied). */
+  startOrigin(env?: Record<string, string>, tracker?: TxTrackerOptions): Promise<TestOrigin>;
+  close(): Promise<void>;
+};
+
+export type MoneyStackOptions = {
+  policy?: Partial<SignerPolicy>;
+  /** The treasury's sealed budget, in units. */
+  treasuryBudgetUnits?: bigint;
+  /** What the treasury is funded with, in units. */
+  treasuryUnits?: bigint;
+  /** Origin environment overrides (limits, switches). */
+  env?: Record<string, string>;
+};
+
+export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
+  const db = await createTestDatabase();
+  const devnet = await startDevnet({ port: 0 });
+  const enclave = await startEnclaveProcess({ envId: "money-test" });
+  const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
+  const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+  const minter = (authority: Uint8Array): CapabilityProvider =>
+    createCapabilityMinter({ authority, envId: enclave.envId, client: signer });
+  const authorities = {
+    admin: minter(enclave.adminSecret),
+    policy: minter(enclave.policySecret),
+    recovery: minter(enclave.recoverySecret),
+  };
+
+  const policy: SignerPolicy = {
+    perTxLimitUnits: 10_000_000n,
+    dailyLimitUnits: 50_000_000n,
+    recipientAllowlist: null,
+    x402AmountUnits: null,
+    x402PayTo: null,
+    x402MaxTimeoutSeconds: 180,
+    operatorPool: DEV_OPERATOR_POOL_ADDRESS,
+    feeCeilingWei: 10n ** 15n,
+    ...options.policy,
+  };
+  const sealed = await signer.configurePolicy(policy, authorities.policy);
+  if (!sealed.ok) throw new Error(`configure_policy: ${sealed.error.code}`);
+  const treasury = await signer.configureTreasury(
+    { budgetUnits: options.treasuryBudgetUnits ?? 1_000_000_000n },
+    authorities.policy,
+  );
+  if (!treasury.ok) throw new Error(`configure_treasury: ${treasury.error.code}`);
+  await payFromOperatorPool(
+    devnet.url,
+    treasury.value.faucetAddress,
+    (options.treasuryUnits ?? 1_000_000_000n) * WEI_PER_UNIT,
+  );
+
+  const originEnv: Record<string, string> = {
+    AGENT_FAUCET_ENABLED: "true",
+    AGENT_TRANSFER_ENABLED: "true",
+    AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+    AGENT_FAUCET_COOLDOWN_MS: "60000",
+    AGENT_FAUCET_DAILY_LIMIT: "5000000",
+    AGENT_TRANSFER_PER_TX_LIMIT: policy.perTxLimitUnits.toString(),
+    AGENT_TRANSFER_DAILY_LIMIT: policy.dailyLimitUnits.toString(),
+    ...(policy.recipientAllowlist
+      ? { AGENT_TRANSFER_RECIPIENT_ALLOWLIST: policy.recipientAllowlist.join(",") }
+      : {}),
+    AGENT_OPERATOR_POOL_ADDRESS: policy.operatorPool,
+    AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+    AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+    AGENT_ENV_ID: enclave.envId,
+    ...options.env,
+  };
+  const origins: TestOrigin[] = [];
+  const startOrigin = async (
+    env: Record<string, string> = {},
+    tracker?: TxTrackerOptions,
+  ): Promise<TestOrigin> => {
+    const started = await startTestOrigin({
+      database: db.handle,
+      rpcUrl: devnet.url,
+      env: { ...originEnv, ...env },
+      signer,
+      tracker,
+    });
+    origins.push(started);
+    return started;
+  };
+  const origin = await startOrigin();
+
+  const agentDeps: AgentFactoryDeps = {
+    db: db.handle.db,
+    signer,
+    authorities,
+    devnetUrl: devnet.url,
+    envId: enclave.envId,
+    backupDir,
+  };
+  const newAgent: MoneyStack["newAgent"] = async (agentOptions = {}) => {
+    const [agent] = await makeAgents(agentDeps, 1, agentOptions);
+    return agent!;
+  };
+
+  return {
+    db,
+    devnet,
+    enclave,
+    signer,
+    origin,
+    originEnv,
+    processEnv: (overrides = {}) => ({
+      ...originEnv,
+      AGENT_GATEWAY_ENABLED: "true",
+      DATABASE_URL: db.url,
+      CHAIN_RPC_URL: devnet.url,
+      ...overrides,
+    }),
+    treasury: treasury.value.faucetAddress,
+    policy,
+    authorities,
+    newAgent,
+    startOrigin,
+    async close() {
+      for (const started of origins) await started.close();
+      await signer.close();
+      await enclave.dispose();
+      await devnet.close();
+      await db.drop();
+      await rm(backupDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type { StackAgent };

@@ -1,0 +1,85 @@
+/**
+ * Runs an origin as its own process (origin/main.ts, or a fault-injection child printing its base
+ * URL first), for tests that kill it, restart it or run two at once on one database.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { REPO_ROOT } from "./enclave-process.ts";
+
+export type OriginProcess = {
+  /** `http://127.0.0.1:<port>/77` */
+  base: string;
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the exit code or the signal that ended it. */
+  exited: Promise<number | string>;
+  /** SIGTERM and wait. */
+  stop(): Promise<number | string>;
+};
+
+export async function spawnOrigin(params: {
+  env: Record<string, string>;
+  entry?: string;
+  /** A fixed port: readiness is then /healthz answering, whatever the log level. */
+  port?: number;
+  /** Extra arguments for node itself (a profiler, say). */
+  nodeArgs?: string[];
+  timeoutMs?: number;
+}): Promise<OriginProcess> {
+  const { DATABASE_URL: _inherited, ...inherited } = process.env;
+  const child = spawn(
+    process.execPath,
+    [...(params.nodeArgs ?? []), "--import", "tsx", params.entry ?? "origin/main.ts"],
+    {
+      cwd: REPO_ROOT,
+      env: { ...inherited, ORIGIN_PORT: String(params.port ?? 0), LOG_LEVEL: "info", ...params.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  // The last 64 KiB of output: enough to find the URL or explain a failure, bounded under load.
+  let output = "";
+  const keep = (chunk: Buffer): void => {
+    output = (output + chunk.toString()).slice(-65_536);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  const exited = new Promise<number | string>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
+  );
+  const deadline = Date.now() + (params.timeoutMs ?? 60_000);
+  let base: string | undefined;
+  const fixed = params.port === undefined ? undefined : `http://127.0.0.1:${params.port}/77`;
+  while (!base) {
+    if (
+      fixed &&
+      (await fetch(`${fixed}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      base = fixed;
+      break;
+    }
+    // main.ts logs `{"msg":"origin listening","url":…}`; fault children print the URL alone.
+    const listening =
+      /"url":"(http:\/\/[^"]+)"[^\n]*"origin listening"|"msg":"origin listening"[^\n]*"url":"(http:\/\/[^"]+)"/.exec(
+        output,
+      );
+    const bare = /^(http:\/\/127\.0\.0\.1:\d+\/\S+)$/m.exec(output);
+    base = listening?.[1] ?? listening?.[2] ?? bare?.[1];
+    if (base) break;
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`origin exited before listening:\n${output}`);
+    if (Date.now() > deadline) throw new Error(`origin did not start in time:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    base,
+    child,
+    output: () => output,
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
