@@ -4,22 +4,19 @@
  * under the treasury's nonce lock, which every payout takes, so simultaneous requests see each
  * other; the funding gate checks the receiving wallet and the treasury's balance.
  */
-import { sql } from "drizzle-orm";
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
-import { inFlightCostSql } from "../chain/outgoing.ts";
-import { queryRows } from "../db/client.ts";
 import { AppError } from "../errors.ts";
-import { evaluateWalletGate, type WalletGateRow, walletGateSql } from "../funding/gate.ts";
+import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { faucetPayoutsSql, requestHash } from "./repository.ts";
+import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
-import { secondsToNextUtcDay, startOfUtcDay } from "./utc-day.ts";
+import { secondsToNextUtcDay } from "./utc-day.ts";
 
 export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
   const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;
@@ -50,20 +47,11 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
         readRecipientBalance: true,
         sign: (params) => services.signer.signFaucet(params),
         signerRefusal,
-        check: async (tx, context) => {
-          const [facts] = await queryRows<{
-            in_flight: string;
-            payouts: { total_since: string; last_signed_at: string | null };
-            gate: WalletGateRow | null;
-          }>(
-            tx,
-            sql`select ${inFlightCostSql(treasury.address, context.sender.minedNonce)} as in_flight,
-                  ${faucetPayoutsSql(agent.agentId, startOfUtcDay(context.now))} as payouts,
-                  ${walletGateSql(wallet)} as gate`,
-          );
-          const { payouts } = facts!;
-          if (payouts.last_signed_at) {
-            const waitMs = new Date(payouts.last_signed_at).getTime() + cooldownMs - context.now.getTime();
+        gateWallet: wallet,
+        check: (facts) => {
+          const { lastSignedAt, totalTodayUnits } = facts.faucet;
+          if (lastSignedAt) {
+            const waitMs = lastSignedAt.getTime() + cooldownMs - facts.now.getTime();
             if (waitMs > 0) {
               return retryLater(
                 "faucet_cooldown",
@@ -72,18 +60,18 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
               );
             }
           }
-          if (BigInt(payouts.total_since) + payoutUnits > dailyLimitUnits) {
+          if (totalTodayUnits + payoutUnits > dailyLimitUnits) {
             return retryLater(
               "faucet_daily_limit",
               `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
-              secondsToNextUtcDay(context.now),
+              secondsToNextUtcDay(facts.now),
             );
           }
-          if (context.sender.balanceWei - BigInt(facts!.in_flight) < context.costWei) {
+          if (facts.sender.balanceWei - facts.inFlightWei < facts.costWei) {
             return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
           }
-          const received = context.recipientBalanceWei ?? 0n;
-          const gate = evaluateWalletGate(facts!.gate, received + payoutUnits * WEI_PER_UNIT);
+          const received = facts.recipientBalanceWei ?? 0n;
+          const gate = evaluateWalletGate(facts.gate, received + payoutUnits * WEI_PER_UNIT);
           return gate ? gateClosed(gate.reason, gate.message) : null;
         },
       }),

@@ -3,11 +3,10 @@
  * faucet payout, transfer and x402 authorization, written before anything is signed.
  */
 import { createHash } from "node:crypto";
-import { and, eq, type SQL, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { ActionStatus } from "../../shared/gateway-schemas.ts";
-import { nextNonceUpsert } from "../chain/outgoing.ts";
+import { createBatcher } from "../db/batcher.ts";
 import { type Db, queryRows, toDate } from "../db/client.ts";
-import { agentActions } from "../db/schema.ts";
 
 export type ActionKind = "faucet" | "transfer" | "x402";
 
@@ -53,114 +52,114 @@ export type ClaimResult =
   | { claimed: false; action: ActionRow; samePayload: boolean };
 
 /**
- * Records a `requested` action, or finds the one already recorded under the same (agent, kind,
- * key). A concurrent insert of the same key waits for the first to commit, then finds it: of any
- * number of duplicates exactly one claims.
+ * Records `requested` actions, or finds the ones already recorded under the same (agent, kind,
+ * key), in two statements for any number of requests. A concurrent insert of the same key waits
+ * for the first to commit, then finds it: of any number of duplicates exactly one claims. Within
+ * one call only a key's first request is inserted; the others find it.
  */
-export async function claimAction(db: Db, params: ClaimActionParams): Promise<ClaimResult> {
-  const inserted = await db
-    .insert(agentActions)
-    .values({
-      agentId: params.agentId,
-      kind: params.kind,
-      idempotencyKey: params.idempotencyKey,
-      requestHash: params.requestHash,
-      amountUnits: params.amountUnits?.toString() ?? null,
-      toAddress: params.toAddress,
-    })
-    .onConflictDoNothing({ target: [agentActions.agentId, agentActions.kind, agentActions.idempotencyKey] })
-    .returning({
-      actionId: agentActions.actionId,
-      createdAt: agentActions.createdAt,
-      updatedAt: agentActions.updatedAt,
-    });
-  const row = inserted[0];
-  if (row) {
-    const action: ActionRow = {
-      ...params,
-      actionId: row.actionId,
-      status: "requested",
-      txHash: null,
-      txId: null,
-      feeWei: null,
-      signedPayload: null,
-      errorCode: null,
-      errorMessage: null,
-      createdAt: row.createdAt,
-      updatedAt: row.updatedAt,
+export async function claimActions(db: Db, requests: readonly ClaimActionParams[]): Promise<ClaimResult[]> {
+  const keyOf = (request: Pick<ClaimActionParams, "agentId" | "kind" | "idempotencyKey">): string =>
+    `${request.agentId}|${request.kind}|${request.idempotencyKey}`;
+  const firsts = new Map<string, number>();
+  requests.forEach((request, index) => {
+    if (!firsts.has(keyOf(request))) firsts.set(keyOf(request), index);
+  });
+  const toInsert = [...firsts.values()].map((index) => {
+    const request = requests[index]!;
+    return {
+      agent_id: request.agentId,
+      kind: request.kind,
+      idempotency_key: request.idempotencyKey,
+      request_hash: request.requestHash,
+      amount_units: request.amountUnits?.toString() ?? null,
+      to_address: request.toAddress,
     };
-    return { claimed: true, action };
-  }
-  const [existing] = await selectActions(
+  });
+  const inserted = await queryRows<{
+    action_id: string;
+    agent_id: string;
+    kind: string;
+    idempotency_key: string;
+    created_at: Date | string;
+    updated_at: Date | string;
+  }>(
     db,
-    sql`a.agent_id = ${params.agentId} and a.kind = ${params.kind} and a.idempotency_key = ${params.idempotencyKey}`,
+    sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
+        select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
+        from json_to_recordset(${JSON.stringify(toInsert)}::json) as r(
+          agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text)
+        on conflict (agent_id, kind, idempotency_key) do nothing
+        returning action_id, agent_id, kind, idempotency_key, created_at, updated_at`,
   );
-  if (!existing) throw new Error("action conflict without a row"); // a bug: the insert saw one
-  return { claimed: false, action: existing, samePayload: existing.requestHash === params.requestHash };
+  const claimed = new Map(
+    inserted.map((row) => [
+      keyOf({ agentId: row.agent_id, kind: row.kind as ActionKind, idempotencyKey: row.idempotency_key }),
+      row,
+    ]),
+  );
+  const found = new Map<string, ActionRow>();
+  const missing = requests.filter(
+    (request, index) => !(claimed.has(keyOf(request)) && firsts.get(keyOf(request)) === index),
+  );
+  if (missing.length > 0) {
+    const keys = missing.map((request) => ({
+      agent_id: request.agentId,
+      kind: request.kind,
+      key: request.idempotencyKey,
+    }));
+    const existing = await selectActions(
+      db,
+      sql`(a.agent_id, a.kind, a.idempotency_key) in (
+            select agent_id, kind, key from json_to_recordset(${JSON.stringify(keys)}::json)
+              as k(agent_id uuid, kind text, key text))`,
+    );
+    for (const action of existing) found.set(keyOf(action), action);
+  }
+  return requests.map((request, index): ClaimResult => {
+    const key = keyOf(request);
+    const row = claimed.get(key);
+    if (row && firsts.get(key) === index) {
+      return {
+        claimed: true,
+        action: {
+          ...request,
+          actionId: row.action_id,
+          status: "requested",
+          txHash: null,
+          txId: null,
+          feeWei: null,
+          signedPayload: null,
+          errorCode: null,
+          errorMessage: null,
+          createdAt: toDate(row.created_at),
+          updatedAt: toDate(row.updated_at),
+        },
+      };
+    }
+    const existing = found.get(key);
+    if (!existing) throw new Error("action conflict without a row"); // a bug: the insert saw one
+    return { claimed: false, action: existing, samePayload: existing.requestHash === request.requestHash };
+  });
+}
+
+/** One claim (claimActions for a single request). */
+export async function claimAction(db: Db, params: ClaimActionParams): Promise<ClaimResult> {
+  const [result] = await claimActions(db, [params]);
+  return result!;
+}
+
+/** Claims that arrive together share the two statements of one claimActions call. */
+export function createActionClaimer(db: Db): (params: ClaimActionParams) => Promise<ClaimResult> {
+  return createBatcher<ClaimActionParams, ClaimResult>((requests) => claimActions(db, requests), {
+    maxBatch: 64,
+    maxInFlight: 2,
+  });
 }
 
 /** The caller's own action (another agent's id reads as not found), with its transaction's fee. */
 export async function findAction(db: Db, agentId: string, actionId: string): Promise<ActionRow | undefined> {
   const [row] = await selectActions(db, sql`a.action_id = ${actionId} and a.agent_id = ${agentId}`);
   return row;
-}
-
-/**
- * Locks a `requested` action for its executor and, in the same statement, its sender's nonce row
- * (chain/outgoing.ts nextNonceUpsert says why that row). `nextNonce` is undefined when the action is
- * no longer requested, or when another request or the tracker is executing it right now.
- */
-export async function lockRequestedWithNonce(
-  tx: Db,
-  actionId: string,
-  sender: { address: string; minedNonce: bigint },
-): Promise<{ nextNonce: bigint } | undefined> {
-  const [row] = await queryRows<{ locked: boolean; next_nonce: string }>(
-    tx,
-    sql`with action as (
-          select action_id from agent_actions where action_id = ${actionId} and status = 'requested'
-          for update skip locked),
-        nonce as (${nextNonceUpsert(sender.address, sender.minedNonce)})
-        select exists (select 1 from action) as locked, (select next_nonce from nonce)::text as next_nonce`,
-  );
-  return row?.locked ? { nextNonce: BigInt(row.next_nonce) } : undefined;
-}
-
-/** Ends an action that was never signed: a refusal, or a signer that will not sign it. */
-export async function markFailed(tx: Db, actionId: string, code: string, message: string): Promise<void> {
-  await tx
-    .update(agentActions)
-    .set({ status: "failed", errorCode: code, errorMessage: message, updatedAt: sql`now()` })
-    .where(and(eq(agentActions.actionId, actionId), eq(agentActions.status, "requested")));
-}
-
-/** Notes a transient failure on a requested action, which stays requested for a retry. */
-export async function noteRetryable(db: Db, actionId: string, code: string, message: string): Promise<void> {
-  await db
-    .update(agentActions)
-    .set({ errorCode: code, errorMessage: message, updatedAt: sql`now()` })
-    .where(and(eq(agentActions.actionId, actionId), eq(agentActions.status, "requested")));
-}
-
-/**
- * Units the agent's transfers signed since `since` count against its daily limit: value plus the
- * maximum fee, as the enclave counts them (DESIGN §5), whatever became of them on chain. An SQL
- * expression (numeric as text), read after the sender's lock.
- */
-export function transferCostSinceSql(agentId: string, since: Date): SQL {
-  return sql`(select coalesce(sum(cost_units), 0)::text from agent_actions
-    where agent_id = ${agentId} and kind = 'transfer' and signed_at >= ${since.toISOString()})`;
-}
-
-/**
- * The agent's faucet payouts as one SQL expression (a JSON object): `total_since`, the units
- * signed since `since`, and `last_signed_at`, when the latest was signed.
- */
-export function faucetPayoutsSql(agentId: string, since: Date): SQL {
-  return sql`(select json_build_object(
-      'total_since', coalesce(sum(amount_units) filter (where signed_at >= ${since.toISOString()}), 0)::text,
-      'last_signed_at', max(signed_at))
-    from agent_actions where agent_id = ${agentId} and kind = 'faucet' and signed_at is not null)`;
 }
 
 async function selectActions(db: Db, where: ReturnType<typeof sql>): Promise<ActionRow[]> {

@@ -6,24 +6,20 @@
  * an unreachable signer), so of concurrent duplicates exactly one signs.
  */
 import type { Context } from "hono";
+import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
-import {
-  type ExecuteOutcome,
-  type ExecutorDeps,
-  executeMoneyOperation,
-  type MoneyOperation,
-} from "./execute.ts";
-import { type ClaimActionParams, claimAction, findAction } from "./repository.ts";
+import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./execute.ts";
+import { type ClaimActionParams, type ClaimResult, findAction } from "./repository.ts";
 import { respondWithAction } from "./view.ts";
 
 export async function runMoneyAction(
   c: Context<AppEnv>,
-  deps: ExecutorDeps,
+  deps: { db: Db; executor: MoneyExecutor; claim: (params: ClaimActionParams) => Promise<ClaimResult> },
   claim: ClaimActionParams,
   operationFor: (actionId: string) => MoneyOperation,
 ): Promise<Response> {
-  const claimed = await claimAction(deps.db, claim);
+  const claimed = await deps.claim(claim);
   if (!claimed.claimed) {
     if (!claimed.samePayload) {
       throw new AppError(
@@ -35,7 +31,7 @@ export async function runMoneyAction(
     if (claimed.action.status !== "requested") return respondWithAction(c, claimed.action);
   }
   const actionId = claimed.action.actionId;
-  const outcome: ExecuteOutcome = await executeMoneyOperation(deps, operationFor(actionId));
+  const outcome: ExecuteOutcome = await deps.executor.execute(operationFor(actionId));
   if (outcome.kind === "refused" || outcome.kind === "unavailable") {
     const { refusal } = outcome;
     throw new AppError(refusal.code, refusal.message, {

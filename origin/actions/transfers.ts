@@ -4,21 +4,17 @@
  * the optional recipient allowlist, the wallet's balance and the funding gate. The enclave checks
  * the same limits again under its sealed policy; these checks exist to give the clear error.
  */
-import { sql } from "drizzle-orm";
 import type { Handler } from "hono";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
-import { inFlightCostSql } from "../chain/outgoing.ts";
-import { queryRows } from "../db/client.ts";
 import { AppError } from "../errors.ts";
-import { evaluateWalletGate, type WalletGateRow, walletGateSql } from "../funding/gate.ts";
+import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { requestHash, transferCostSinceSql } from "./repository.ts";
+import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
-import { startOfUtcDay } from "./utc-day.ts";
 
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
   const { perTxLimitUnits, dailyLimitUnits, recipientAllowlist } = services.config.transfers;
@@ -56,25 +52,20 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
         valueUnits: amount,
         sign: (params) => services.signer.signTransfer(params),
         signerRefusal,
-        check: async (tx, context) => {
-          const [facts] = await queryRows<{ in_flight: string; spent: string; gate: WalletGateRow | null }>(
-            tx,
-            sql`select ${inFlightCostSql(wallet, context.sender.minedNonce)} as in_flight,
-                  ${transferCostSinceSql(agent.agentId, startOfUtcDay(context.now))} as spent,
-                  ${walletGateSql(wallet)} as gate`,
-          );
-          if (context.costUnits > perTxLimitUnits) {
+        gateWallet: wallet,
+        check: (facts) => {
+          if (facts.costUnits > perTxLimitUnits) {
             return limitExceeded(
               "per_transaction",
               perTxLimitUnits,
               perTxLimitUnits,
               perTxLimitUnits === 0n
                 ? "transfers are not allowed on this node: its per-transaction limit is 0 (AGENT_TRANSFER_PER_TX_LIMIT)"
-                : `amount plus the maximum fee (${context.costUnits} units) is over the per-transaction limit of ${perTxLimitUnits} units`,
+                : `amount plus the maximum fee (${facts.costUnits} units) is over the per-transaction limit of ${perTxLimitUnits} units`,
             );
           }
-          const spent = BigInt(facts!.spent);
-          if (spent + context.costUnits > dailyLimitUnits) {
+          const spent = facts.transferSpentUnits;
+          if (spent + facts.costUnits > dailyLimitUnits) {
             const remaining = dailyLimitUnits > spent ? dailyLimitUnits - spent : 0n;
             return limitExceeded(
               "daily",
@@ -82,18 +73,18 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
               remaining,
               dailyLimitUnits === 0n
                 ? "transfers are not allowed on this node: its daily limit is 0 (AGENT_TRANSFER_DAILY_LIMIT)"
-                : `amount plus the maximum fee (${context.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
+                : `amount plus the maximum fee (${facts.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
             );
           }
-          const available = context.sender.balanceWei - BigInt(facts!.in_flight);
-          if (available < context.costWei) {
+          const available = facts.sender.balanceWei - facts.inFlightWei;
+          if (available < facts.costWei) {
             return {
               code: "insufficient_funds",
               message: "the wallet cannot pay the amount plus the maximum fee (pending transfers included)",
-              fields: { needed_wei: context.costWei.toString(), available_wei: available.toString() },
+              fields: { needed_wei: facts.costWei.toString(), available_wei: available.toString() },
             };
           }
-          const gate = evaluateWalletGate(facts!.gate, available - context.costWei);
+          const gate = evaluateWalletGate(facts.gate, available - facts.costWei);
           return gate
             ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
             : null;

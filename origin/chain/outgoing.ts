@@ -5,7 +5,7 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
@@ -20,10 +20,6 @@ export type SenderView = { minedNonce: bigint; balanceWei: bigint };
  * transaction mined between the two reads is both in the balance and above the nonce, so it is
  * counted twice as in flight (a refusal too many), never missed (an overdraft).
  */
-export async function readBalance(rpc: JsonRpcUpstream, address: string): Promise<bigint | undefined> {
-  return rpcQuantity(rpc, "eth_getBalance", [address, "latest"]);
-}
-
 export async function readSenderView(rpc: JsonRpcUpstream, address: string): Promise<SenderView | undefined> {
   // One batch, nonce first: nodes (geth, the devnet) run a batch's calls in the order listed.
   const result = await rpc.send([
@@ -52,16 +48,6 @@ export function nextNonceUpsert(address: string, minedNonce: bigint): SQL {
     on conflict (address) do update
       set next_nonce = greatest(sender_nonces.next_nonce, excluded.next_nonce), updated_at = now()
     returning next_nonce`;
-}
-
-/**
- * The most that `address`'s transactions not yet mined can still take from it: those at or above
- * the mined nonce that are signed or submitted, each counted at value plus its maximum fee. An SQL
- * expression (numeric as text), for a read that must come after the sender's nonce lock.
- */
-export function inFlightCostSql(address: string, minedNonce: bigint): SQL {
-  return sql`(select coalesce(sum(max_cost_wei), 0)::text from outgoing_transactions
-    where sender = ${address} and nonce >= ${minedNonce} and status in ('signed', 'submitted'))`;
 }
 
 export type SignedTransaction = {
@@ -128,7 +114,7 @@ export async function claimBroadcast(
   const [row] = await queryRows<{ raw_tx: string; tx_hash: string; status: TxStatus }>(
     db,
     sql`update outgoing_transactions set broadcast_lease_until = now() + make_interval(secs => ${options.leaseMs / 1000})
-        where tx_id = ${txId} and status = any(${pgArray(statuses)}::text[])
+        where tx_id = ${txId} and status = any(${pgArrayLiteral(statuses)}::text[])
           and (broadcast_lease_until is null or broadcast_lease_until < now())
         returning raw_tx, tx_hash, status`,
   );
@@ -143,6 +129,35 @@ export type BroadcastOutcome =
   /** The chain will never take these bytes; nothing of them was spent. */
   | { kind: "refused"; reason: string };
 
+/**
+ * Sends many transactions in one JSON-RPC batch (a node mines what arrives together in one block)
+ * and classifies each answer as sendRaw does; a failed round trip is transient for all of them.
+ */
+export async function sendRawBatch(
+  rpc: JsonRpcUpstream,
+  txs: readonly { rawTx: string; txHash: string }[],
+): Promise<BroadcastOutcome[]> {
+  if (txs.length === 0) return [];
+  const result = await rpc.send(
+    txs.map((tx, index) => ({
+      jsonrpc: "2.0",
+      id: index,
+      method: "eth_sendRawTransaction",
+      params: [tx.rawTx],
+    })),
+  );
+  if (!result.ok || !Array.isArray(result.body)) {
+    const reason = result.ok ? "chain bad_body" : `chain ${result.failure}`;
+    return txs.map(() => ({ kind: "transient", reason }));
+  }
+  const byId = new Map((result.body as { id?: unknown }[]).map((item) => [item.id, item]));
+  return Promise.all(
+    txs.map((tx, index) =>
+      classifySend(rpc, byId.get(index) ?? { error: { message: "no answer" } }, tx.txHash),
+    ),
+  );
+}
+
 /** Sends raw bytes and classifies the answer in geth's words (the devnet words them the same). */
 export async function sendRaw(
   rpc: JsonRpcUpstream,
@@ -151,7 +166,15 @@ export async function sendRaw(
 ): Promise<BroadcastOutcome> {
   const result = await rpc.send({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [rawTx] });
   if (!result.ok) return { kind: "transient", reason: `chain ${result.failure}` };
-  const body = result.body as { result?: unknown; error?: { message?: unknown } };
+  return classifySend(rpc, result.body, txHash);
+}
+
+async function classifySend(
+  rpc: JsonRpcUpstream,
+  answer: unknown,
+  txHash: string,
+): Promise<BroadcastOutcome> {
+  const body = answer as { result?: unknown; error?: { message?: unknown } };
   if (typeof body.result === "string") return { kind: "accepted" };
   const message = typeof body.error?.message === "string" ? body.error.message : "no result";
   if (/already known|known transaction/i.test(message)) return { kind: "accepted" };
@@ -205,6 +228,35 @@ export async function broadcastLeased(
   return outcome;
 }
 
+/**
+ * Records how the chain took a batch of broadcasts, ending their leases: accepted ones become
+ * `submitted` together, transient ones wait for the tracker, refused ones end `failed` (each
+ * handing its nonce out again if nothing came after it).
+ */
+export async function recordBroadcastOutcomes(
+  db: Db,
+  leases: readonly BroadcastLease[],
+  outcomes: readonly BroadcastOutcome[],
+): Promise<void> {
+  const accepted = leases.filter((_, n) => outcomes[n]!.kind === "accepted").map((lease) => lease.txId);
+  await setTxStatus(db, accepted, "submitted", { countBroadcast: true });
+  const transient = leases.filter((_, n) => outcomes[n]!.kind === "transient").map((lease) => lease.txId);
+  if (transient.length > 0) {
+    await db.execute(sql`update outgoing_transactions
+        set broadcast_attempts = broadcast_attempts + 1, error = 'chain unavailable', updated_at = now(),
+            broadcast_lease_until = null
+        where tx_id = any(${pgArrayLiteral(transient)}::uuid[])`);
+  }
+  for (const [n, lease] of leases.entries()) {
+    const outcome = outcomes[n]!;
+    if (outcome.kind !== "refused") continue;
+    await db.transaction(async (tx) => {
+      await setTxStatus(tx, [lease.txId], "failed", { error: outcome.reason, countBroadcast: true });
+      await releaseNonceIfLast(tx, lease.txId);
+    });
+  }
+}
+
 /** Claims and broadcasts one stored transaction; undefined if another broadcast holds it. */
 export async function broadcastStored(
   db: Db,
@@ -235,7 +287,7 @@ export async function setTxStatus(
       set status = ${status}, updated_at = now(), broadcast_lease_until = null,
           error = coalesce(${fields.error ?? null}::text, error),
           broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
-      where tx_id = any(${pgArray(txIds)}::uuid[])
+      where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
       returning tx_id)
     update agent_actions
     set status = ${status}, updated_at = now(),
@@ -290,7 +342,7 @@ function isQuantity(value: unknown): value is string {
   return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
 }
 
-async function rpcQuantity(
+async function _rpcQuantity(
   rpc: JsonRpcUpstream,
   method: string,
   params: unknown[],
@@ -299,12 +351,4 @@ async function rpcQuantity(
   if (!result.ok) return undefined;
   const value = (result.body as { result?: unknown }).result;
   return typeof value === "string" && /^0x[0-9a-fA-F]+$/.test(value) ? BigInt(value) : undefined;
-}
-
-/**
- * One Postgres array literal as one parameter (drizzle spreads a JS array into a list of
- * parameters). For uuids and our closed status words, which contain no quote, comma or brace.
- */
-function pgArray(values: readonly string[]): string {
-  return `{${values.join(",")}}`;
 }

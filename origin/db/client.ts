@@ -26,6 +26,18 @@ export function toDate(value: Date | string): Date {
   return value instanceof Date ? value : new Date(value);
 }
 
+/**
+ * A Postgres array literal, to pass a list as one parameter (drizzle spreads a JS array into a
+ * list of parameters). For values without quotes, commas, braces or spaces: uuids, hex
+ * addresses, numbers and our closed status words. Anything else goes as JSON (json_to_recordset).
+ */
+export function pgArrayLiteral(values: readonly (string | number | bigint)[]): string {
+  for (const value of values) {
+    if (!/^[0-9A-Za-z_.:-]*$/.test(String(value))) throw new Error("pgArrayLiteral: a value needs quoting");
+  }
+  return `{${values.join(",")}}`;
+}
+
 export type DatabaseHandle = {
   db: Db;
   driver: DatabaseDriver;

@@ -6,6 +6,7 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { pgArrayLiteral } from "../db/client.ts";
 
 export type GateReason =
   | "no_restore_evidence"
@@ -27,19 +28,22 @@ export type WalletGateRow = {
 };
 
 /**
- * The gate's facts about one agent wallet (lowercase) as one SQL expression (a JSON object, or
- * null for a wallet that is not the service's), so a caller reads them with its other checks.
+ * The gate's facts about agent wallets (lowercase), as one SQL expression: a JSON object from
+ * wallet to its facts; a wallet that is not the service's is absent. Read with a caller's other
+ * checks, after its locks.
  */
-export function walletGateSql(wallet: string): SQL {
-  return sql`(select row_to_json(g) from (
-    select i.enabled, i.last_verified_at is not null as verified, b.status as batch_status,
-      exists (select 1 from restore_evidence r where r.batch_id = k.batch_id) as restored,
-      (select max(e.ceiling_units)::text from funding_exceptions e
-        where e.wallet = ${wallet} and e.revoked_at is null and e.expires_at > now()) as ceiling_units
+export function walletGatesSql(wallets: readonly string[]): SQL {
+  return sql`(select json_object_agg(i.assigned_wallet, json_build_object(
+      'enabled', i.enabled,
+      'verified', i.last_verified_at is not null,
+      'batch_status', b.status,
+      'restored', exists (select 1 from restore_evidence r where r.batch_id = k.batch_id),
+      'ceiling_units', (select max(e.ceiling_units)::text from funding_exceptions e
+        where e.wallet = i.assigned_wallet and e.revoked_at is null and e.expires_at > now())))
     from agent_identities i
     join key_pool k on k.key_ref = i.agent_transfer_key_ref
     join key_batches b on b.batch_id = k.batch_id
-    where i.assigned_wallet = ${wallet}) g)`;
+    where i.assigned_wallet = any(${pgArrayLiteral(wallets)}::text[]))`;
 }
 
 /** The gate's verdict on a wallet whose balance after the move will be `balanceAfterWei`. */

@@ -1,7 +1,9 @@
 import { type Handler, Hono } from "hono";
+import { createMoneyExecutor, type ExecutorDeps } from "../actions/execute.ts";
 import { faucetHandler } from "../actions/faucet.ts";
 import { getActionHandler } from "../actions/get-action.ts";
 import type { MoneyServices } from "../actions/money-services.ts";
+import { createActionClaimer } from "../actions/repository.ts";
 import { transfersHandler } from "../actions/transfers.ts";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
@@ -74,7 +76,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
 /** The faucet and transfer routes of the switches that are on (and checked at start, main.ts). */
 function moneyHandlers(deps: AppDeps): WriteHandlers {
   if (!deps.money || !deps.rpc) return {};
-  const services: MoneyServices = {
+  const executorDeps: ExecutorDeps = {
     db: deps.database.db,
     rpc: deps.rpc,
     fees: deps.money.fees,
@@ -83,6 +85,11 @@ function moneyHandlers(deps: AppDeps): WriteHandlers {
     onInFlight: deps.money.onInFlight,
     leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
     faults: deps.money.faults,
+  };
+  const services: MoneyServices = {
+    ...executorDeps,
+    executor: createMoneyExecutor(executorDeps),
+    claim: createActionClaimer(deps.database.db),
     config: deps.config,
     signer: deps.signer,
     operatorPool: deps.money.operatorPool,
