@@ -9,17 +9,17 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
 import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { SignerFailure } from "../signer/types.ts";
-import type { Refusal } from "./execute.ts";
+import type { MoneyOperation, Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
 import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 import { secondsToNextUtcDay } from "./utc-day.ts";
 
 export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
-  const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;
+  const { payoutUnits } = services.config.faucet;
   const treasury = services.treasury;
   return async (c) => {
     const body = await parseJsonBody(c, faucetRequestSchema);
@@ -37,45 +37,59 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
         amountUnits: payoutUnits,
         toAddress: wallet,
       },
-      (actionId) => ({
-        actionId,
-        agentId: agent.agentId,
-        purpose: "faucet",
-        sender: treasury,
-        to: wallet,
-        valueUnits: payoutUnits,
-        readRecipientBalance: true,
-        sign: (params) => services.signer.signFaucet(params),
-        signerRefusal,
-        gateWallet: wallet,
-        check: (facts) => {
-          const { lastSignedAt, totalTodayUnits } = facts.faucet;
-          if (lastSignedAt) {
-            const waitMs = lastSignedAt.getTime() + cooldownMs - facts.now.getTime();
-            if (waitMs > 0) {
-              return retryLater(
-                "faucet_cooldown",
-                `the faucet pays each agent once every ${cooldownMs / 1000} s`,
-                Math.ceil(waitMs / 1000),
-              );
-            }
-          }
-          if (totalTodayUnits + payoutUnits > dailyLimitUnits) {
-            return retryLater(
-              "faucet_daily_limit",
-              `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
-              secondsToNextUtcDay(facts.now),
-            );
-          }
-          if (facts.sender.balanceWei - facts.inFlightWei < facts.costWei) {
-            return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
-          }
-          const received = facts.recipientBalanceWei ?? 0n;
-          const gate = evaluateWalletGate(facts.gate, received + payoutUnits * WEI_PER_UNIT);
-          return gate ? gateClosed(gate.reason, gate.message) : null;
-        },
-      }),
+      (actionId) => faucetOperation(services, { actionId, agent, treasury }),
     );
+  };
+}
+
+/**
+ * One payout as the executor runs it: the treasury pays the agent's wallet, under the cooldown,
+ * the daily limit, the treasury's balance and the funding gate of the receiving wallet.
+ */
+export function faucetOperation(
+  services: Pick<MoneyServices, "config" | "signer">,
+  params: { actionId: string; agent: AuthenticatedAgent; treasury: { address: string; keyRef: string } },
+): MoneyOperation {
+  const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;
+  const { actionId, agent, treasury } = params;
+  const wallet = agent.assignedWallet.toLowerCase();
+  return {
+    actionId,
+    agentId: agent.agentId,
+    purpose: "faucet",
+    sender: treasury,
+    to: wallet,
+    valueUnits: payoutUnits,
+    readRecipientBalance: true,
+    sign: (params) => services.signer.signFaucet(params),
+    signerRefusal,
+    gateWallet: wallet,
+    check: (facts) => {
+      const { lastSignedAt, totalTodayUnits } = facts.faucet;
+      if (lastSignedAt) {
+        const waitMs = lastSignedAt.getTime() + cooldownMs - facts.now.getTime();
+        if (waitMs > 0) {
+          return retryLater(
+            "faucet_cooldown",
+            `the faucet pays each agent once every ${cooldownMs / 1000} s`,
+            Math.ceil(waitMs / 1000),
+          );
+        }
+      }
+      if (totalTodayUnits + payoutUnits > dailyLimitUnits) {
+        return retryLater(
+          "faucet_daily_limit",
+          `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
+          secondsToNextUtcDay(facts.now),
+        );
+      }
+      if (facts.sender.balanceWei - facts.inFlightWei < facts.costWei) {
+        return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
+      }
+      const received = facts.recipientBalanceWei ?? 0n;
+      const gate = evaluateWalletGate(facts.gate, received + payoutUnits * WEI_PER_UNIT);
+      return gate ? gateClosed(gate.reason, gate.message) : null;
+    },
   };
 }
 

@@ -8,16 +8,16 @@ import type { Handler } from "hono";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
 import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { SignerFailure } from "../signer/types.ts";
-import type { Refusal } from "./execute.ts";
+import type { MoneyOperation, Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
 import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
-  const { perTxLimitUnits, dailyLimitUnits, recipientAllowlist } = services.config.transfers;
+  const { recipientAllowlist } = services.config.transfers;
   const allowlist = recipientAllowlist ? new Set<string>(recipientAllowlist) : null;
   return async (c) => {
     const body = await parseJsonBody(c, transferRequestSchema);
@@ -31,7 +31,6 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
     if (allowlist && !allowlist.has(to)) {
       throw new AppError("recipient_not_allowed", "this node only transfers to its allowlisted recipients");
     }
-    const wallet = agent.assignedWallet.toLowerCase();
     return runMoneyAction(
       c,
       services,
@@ -43,54 +42,69 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
         amountUnits: amount,
         toAddress: to,
       },
-      (actionId) => ({
-        actionId,
-        agentId: agent.agentId,
-        purpose: "transfer",
-        sender: { address: wallet, keyRef: agent.keyRef },
-        to,
-        valueUnits: amount,
-        sign: (params) => services.signer.signTransfer(params),
-        signerRefusal,
-        gateWallet: wallet,
-        check: (facts) => {
-          if (facts.costUnits > perTxLimitUnits) {
-            return limitExceeded(
-              "per_transaction",
-              perTxLimitUnits,
-              perTxLimitUnits,
-              perTxLimitUnits === 0n
-                ? "transfers are not allowed on this node: its per-transaction limit is 0 (AGENT_TRANSFER_PER_TX_LIMIT)"
-                : `amount plus the maximum fee (${facts.costUnits} units) is over the per-transaction limit of ${perTxLimitUnits} units`,
-            );
-          }
-          const spent = facts.transferSpentUnits;
-          if (spent + facts.costUnits > dailyLimitUnits) {
-            const remaining = dailyLimitUnits > spent ? dailyLimitUnits - spent : 0n;
-            return limitExceeded(
-              "daily",
-              dailyLimitUnits,
-              remaining,
-              dailyLimitUnits === 0n
-                ? "transfers are not allowed on this node: its daily limit is 0 (AGENT_TRANSFER_DAILY_LIMIT)"
-                : `amount plus the maximum fee (${facts.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
-            );
-          }
-          const available = facts.sender.balanceWei - facts.inFlightWei;
-          if (available < facts.costWei) {
-            return {
-              code: "insufficient_funds",
-              message: "the wallet cannot pay the amount plus the maximum fee (pending transfers included)",
-              fields: { needed_wei: facts.costWei.toString(), available_wei: available.toString() },
-            };
-          }
-          const gate = evaluateWalletGate(facts.gate, available - facts.costWei);
-          return gate
-            ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
-            : null;
-        },
-      }),
+      (actionId) => transferOperation(services, { actionId, agent, to, amount }),
     );
+  };
+}
+
+/**
+ * One transfer as the executor runs it: the agent's wallet pays, under the node's per-transaction
+ * and daily limits, the wallet's balance and the funding gate (the checks read the facts the
+ * executor gathered under its locks).
+ */
+export function transferOperation(
+  services: Pick<MoneyServices, "config" | "signer">,
+  params: { actionId: string; agent: AuthenticatedAgent; to: string; amount: bigint },
+): MoneyOperation {
+  const { perTxLimitUnits, dailyLimitUnits } = services.config.transfers;
+  const { actionId, agent, to, amount } = params;
+  const wallet = agent.assignedWallet.toLowerCase();
+  return {
+    actionId,
+    agentId: agent.agentId,
+    purpose: "transfer",
+    sender: { address: wallet, keyRef: agent.keyRef },
+    to,
+    valueUnits: amount,
+    sign: (params) => services.signer.signTransfer(params),
+    signerRefusal,
+    gateWallet: wallet,
+    check: (facts) => {
+      if (facts.costUnits > perTxLimitUnits) {
+        return limitExceeded(
+          "per_transaction",
+          perTxLimitUnits,
+          perTxLimitUnits,
+          perTxLimitUnits === 0n
+            ? "transfers are not allowed on this node: its per-transaction limit is 0 (AGENT_TRANSFER_PER_TX_LIMIT)"
+            : `amount plus the maximum fee (${facts.costUnits} units) is over the per-transaction limit of ${perTxLimitUnits} units`,
+        );
+      }
+      const spent = facts.transferSpentUnits;
+      if (spent + facts.costUnits > dailyLimitUnits) {
+        const remaining = dailyLimitUnits > spent ? dailyLimitUnits - spent : 0n;
+        return limitExceeded(
+          "daily",
+          dailyLimitUnits,
+          remaining,
+          dailyLimitUnits === 0n
+            ? "transfers are not allowed on this node: its daily limit is 0 (AGENT_TRANSFER_DAILY_LIMIT)"
+            : `amount plus the maximum fee (${facts.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
+        );
+      }
+      const available = facts.sender.balanceWei - facts.inFlightWei;
+      if (available < facts.costWei) {
+        return {
+          code: "insufficient_funds",
+          message: "the wallet cannot pay the amount plus the maximum fee (pending transfers included)",
+          fields: { needed_wei: facts.costWei.toString(), available_wei: available.toString() },
+        };
+      }
+      const gate = evaluateWalletGate(facts.gate, available - facts.costWei);
+      return gate
+        ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
+        : null;
+    },
   };
 }
 
