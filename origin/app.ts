@@ -33,10 +33,11 @@ export type AppRouters = {
  */
 export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv> {
   const metrics = deps.metrics ?? createOriginMetrics({ db: deps.database.db });
-  const now = (): number => deps.clock.now().getTime();
   const node: NodeLocal = {
-    limiters: createGatewayLimiters(now),
-    earlyLimiter: new EarlyLimiter(now),
+    // As before they were shared: the gateway's tiers on the system's time, the registration's
+    // early limiter on the deps' clock (its windows follow the quota clock).
+    limiters: createGatewayLimiters(),
+    earlyLimiter: new EarlyLimiter(() => deps.clock.now().getTime()),
     refusals: metrics.refused,
     metrics,
     startedAt: deps.clock.now(),
