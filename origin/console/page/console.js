@@ -192,12 +192,14 @@
         table(
           ["class", "count", "latest"],
           data.identity_findings.by_class.map((row) => [row.class, row.count, time(row.last_at)]),
+          "no finding recorded",
         ),
-        table(
-          ["agent id", "class", "code", "at"],
-          data.identity_findings.recent.map((row) => [row.agent_id, row.class, row.code, time(row.at)]),
-          "no finding",
-        ),
+        data.identity_findings.recent.length === 0
+          ? ""
+          : table(
+              ["agent id", "class", "code", "at"],
+              data.identity_findings.recent.map((row) => [row.agent_id, row.class, row.code, time(row.at)]),
+            ),
       ),
     );
     show(
