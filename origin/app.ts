@@ -1,20 +1,30 @@
 import { Hono } from "hono";
+import { createOriginMetrics } from "./console/metrics.ts";
+import type { NodeLocal } from "./console/node-local.ts";
+import { createConsoleRouter } from "./console/router.ts";
 import type { AppDeps } from "./deps.ts";
 import { AppError, errorBody } from "./errors.ts";
+import { createGatewayLimiters } from "./gateway/limits.ts";
 import { createHealthRouter } from "./health.ts";
 import type { AppEnv } from "./http/env.ts";
 import { requestContext } from "./http/request-context.ts";
+import { EarlyLimiter } from "./registration/early-limiter.ts";
 
-/** Capability routers that later issues mount; each gets the deps and returns a Hono router. */
+export type { NodeLocal };
+
+/**
+ * Capability routers that later issues mount; each gets the deps and this app's node-local state
+ * (limiters and metrics, shared with the console) and returns a Hono router.
+ */
 export type AppRouters = {
   /** Mounted at {base}/agent/v1 only when AGENT_GATEWAY_ENABLED is the literal `true`. */
-  gateway?: (deps: AppDeps) => Hono<AppEnv>;
+  gateway?: (deps: AppDeps, node: NodeLocal) => Hono<AppEnv>;
   /**
    * Mounted at {base}/agent/v1/register, before the gateway and so outside its bearer auth (SPEC:
    * register needs no token), and only with the gateway switch on: with it off, every /agent/v1/*
    * path stays 404.
    */
-  registration?: (deps: AppDeps) => Hono<AppEnv>;
+  registration?: (deps: AppDeps, node: NodeLocal) => Hono<AppEnv>;
 };
 
 /**
@@ -22,20 +32,37 @@ export type AppRouters = {
  * built: every /agent/v1/* path falls through to the 404 (SPEC "Configuration switches").
  */
 export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv> {
+  const metrics = deps.metrics ?? createOriginMetrics({ db: deps.database.db });
+  const node: NodeLocal = {
+    // As before they were shared: the gateway's tiers on the system's time, the registration's
+    // early limiter on the deps' clock (its windows follow the quota clock).
+    limiters: createGatewayLimiters(),
+    earlyLimiter: new EarlyLimiter(() => deps.clock.now().getTime()),
+    refusals: metrics.refused,
+    metrics,
+    startedAt: deps.clock.now(),
+  };
   const app = new Hono<AppEnv>();
   app.use("*", requestContext(deps.logger));
+  app.use("*", metrics.http());
 
   const base = new Hono<AppEnv>();
   base.route("/", createHealthRouter(deps));
+  // The console and /metrics: private origin only (the edge never routes them), whatever the
+  // gateway switch (console/router.ts says why).
+  base.route("/", createConsoleRouter(deps, node));
   if (deps.config.gatewayEnabled) {
     // Registered first: Hono runs matching handlers in registration order, so the register route
     // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
-    if (routers.registration) base.route("/agent/v1/register", routers.registration(deps));
-    if (routers.gateway) base.route("/agent/v1", routers.gateway(deps));
+    if (routers.registration) base.route("/agent/v1/register", routers.registration(deps, node));
+    if (routers.gateway) base.route("/agent/v1", routers.gateway(deps, node));
   }
   app.route(deps.config.http.basePath, base);
 
-  app.notFound((c) => c.json(errorBody("not_found", "no such route", c.get("requestId")), 404));
+  app.notFound((c) => {
+    c.set("routeUnmatched", true);
+    return c.json(errorBody("not_found", "no such route", c.get("requestId")), 404);
+  });
   app.onError((error, c) => {
     const requestId = c.get("requestId");
     if (error instanceof AppError) {

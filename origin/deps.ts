@@ -3,6 +3,7 @@ import type { ChainClient } from "./chain/client.ts";
 import type { FeeOracle } from "./chain/fees.ts";
 import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import type { Config } from "./config.ts";
+import type { OriginMetrics } from "./console/metrics.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
 import type { SignerClient } from "./signer/types.ts";
@@ -44,4 +45,9 @@ export type AppDeps = {
   money?: MoneyRuntime | undefined;
   logger: Logger;
   clock: Clock;
+  /**
+   * The metrics registry, when the builder of these deps wrapped the signer and the chain
+   * upstream with it (main.ts does); otherwise createApp makes one without those two.
+   */
+  metrics?: OriginMetrics | undefined;
 };

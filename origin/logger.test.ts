@@ -50,6 +50,23 @@ describe("log redaction", () => {
     });
   });
 
+  it("redacts the console's token headers by name, at the top level and one level down", () => {
+    const { lines, logger } = capture();
+    logger.info(
+      {
+        "x-admin-api-token": SECRET,
+        request: { "x-registration-admin-token": PASSWORD, "x-admin-api-token": SECRET },
+      },
+      "x",
+    );
+    expect(lines[0]).not.toContain(SECRET);
+    expect(lines[0]).not.toContain(PASSWORD);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      "x-admin-api-token": "[redacted]",
+      request: { "x-registration-admin-token": "[redacted]", "x-admin-api-token": "[redacted]" },
+    });
+  });
+
   it("keeps what is not secret", () => {
     const { lines, logger } = capture();
     logger.info({ request_id: "req_1", status: 401 }, "request");

@@ -3,6 +3,7 @@ import { createApp } from "./app.ts";
 import { createChainClient } from "./chain/client.ts";
 import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import { ConfigError, loadConfig } from "./config.ts";
+import { createOriginMetrics } from "./console/metrics.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { openDatabase } from "./db/open.ts";
 import { type AppDeps, systemClock } from "./deps.ts";
@@ -35,19 +36,25 @@ async function main(): Promise<void> {
     "database ready",
   );
 
+  // One registry for this origin; the enclave and chain clients are wrapped so every call is timed.
+  const metrics = createOriginMetrics({ db: database.db, processMetrics: true });
   const chain = config.chain.rpcUrl
     ? createChainClient({ rpcUrl: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs })
     : undefined;
   const rpc = config.chain.rpcUrl
-    ? createJsonRpcUpstream({ url: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs })
+    ? metrics.observeRpc(
+        createJsonRpcUpstream({ url: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs }),
+      )
     : undefined;
   if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
 
-  const signer = createSignerClient({
-    endpoint: config.signer.endpoint,
-    liveIdentityEnabled: config.features.liveIdentity,
-    logger,
-  });
+  const signer = metrics.observeSigner(
+    createSignerClient({
+      endpoint: config.signer.endpoint,
+      liveIdentityEnabled: config.features.liveIdentity,
+      logger,
+    }),
+  );
   // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
   const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
   // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
@@ -70,11 +77,16 @@ async function main(): Promise<void> {
     money: prepared.money,
     logger,
     clock: systemClock,
+    metrics,
   };
   const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port);
   logger.info(
-    { url: `${server.url}${config.http.basePath}`, gateway_enabled: config.gatewayEnabled },
+    {
+      url: `${server.url}${config.http.basePath}`,
+      console: config.secrets.adminApiToken ? `${server.url}${config.http.basePath}/admin/agents` : null,
+      gateway_enabled: config.gatewayEnabled,
+    },
     "origin listening",
   );
 

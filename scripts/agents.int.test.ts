@@ -80,8 +80,24 @@ describe("npm run agents (operator CLI)", () => {
       revoked: false,
       disabled_reason: "operator: suspicious traffic",
     });
-    expect((await run("enable", "--agent", id)).stdout).toContain("enabled");
+    expect((await run("enable", "--agent", id)).code).toBe(2);
+    expect((await run("enable", "--agent", id, "--reason", "cleared")).stdout).toContain("enabled");
     expect(await row()).toEqual({ enabled: true, revoked: false, disabled_reason: null });
+    // The same record the console writes and shows in its audit: before, after, reason, source.
+    const changes = await queryRows<{
+      before_enabled: boolean;
+      after_enabled: boolean;
+      reason: string;
+      source: string;
+    }>(
+      testDb.handle.db,
+      sql`select before_enabled, after_enabled, reason, source from identity_changes
+          where agent_id = ${id} order by changed_at`,
+    );
+    expect(changes).toEqual([
+      { before_enabled: true, after_enabled: false, reason: "suspicious traffic", source: "cli" },
+      { before_enabled: false, after_enabled: true, reason: "cleared", source: "cli" },
+    ]);
     expect((await run("revoke", "--agent", id)).code).toBe(0);
     expect((await row())?.revoked).toBe(true);
     // SPEC "Transfer-key pool": the key stays with its (revoked) identity; it never returns to the pool.
@@ -90,7 +106,7 @@ describe("npm run agents (operator CLI)", () => {
       sql`select status from key_pool where assigned_agent_id = ${id}`,
     );
     expect(keys).toEqual([{ status: "assigned" }]);
-    const missing = await run("enable", "--agent", "00000000-0000-4000-8000-000000000000");
+    const missing = await run("enable", "--agent", "00000000-0000-4000-8000-000000000000", "--reason", "x");
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });
   });
 

@@ -5,7 +5,10 @@
  *   create --capabilities read,faucet,transfer   prints {token, agent_id, assigned_wallet, capabilities}
  *   list                                         identities, newest first (never tokens)
  *   disable --agent ID --reason TEXT             reversible; applies at the next request
- *   enable --agent ID                            re-enables a disabled identity
+ *   enable --agent ID --reason TEXT              re-enables a disabled identity
+ *
+ * disable and enable record before, after and reason in identity_changes (the console's audit),
+ * through the same service as the console.
  *   revoke --agent ID                            final: the token never works again
  */
 import { parseArgs } from "node:util";
@@ -83,18 +86,20 @@ async function main(argv: string[]): Promise<number> {
       case "disable":
       case "enable": {
         const id = agentId();
-        if (command === "disable" && !values.reason?.trim())
-          throw new UsageError("--reason is required to disable");
+        if (!values.reason?.trim()) throw new UsageError(`--reason is required to ${command}`);
         const result = await setIdentityEnabled(db, {
           agentId: id,
           enabled: command === "enable",
-          reason: values.reason ?? "",
+          reason: values.reason,
+          source: "cli",
         });
         if (!result.ok) {
           process.stderr.write(`agents: ${result.error === "not_found" ? `no agent ${id}` : result.error}\n`);
           return 1;
         }
-        process.stdout.write(`agents: ${id} ${result.changed ? `${command}d` : `was already ${command}d`}\n`);
+        process.stdout.write(
+          `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}\n`,
+        );
         return 0;
       }
       default: {

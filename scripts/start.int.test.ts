@@ -70,6 +70,17 @@ describe("npm start (the local stack launcher)", () => {
     expect(output).toContain("Ctrl-C stops everything");
     expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(output).toContain(`[start] edge       http://127.0.0.1:${edgePort}/77\n`);
+    // The console: its URL and where its tokens are, never the tokens; they open it.
+    const consoleUrl = `http://127.0.0.1:${originPort}/77/admin/agents`;
+    expect(output).toContain(`[start] console    ${consoleUrl} (private origin only)`);
+    const localSecrets = JSON.parse(
+      await readFile(path.join(dataDir, "local-secrets.json"), "utf8"),
+    ) as Record<string, string>;
+    for (const value of Object.values(localSecrets)) expect(output).not.toContain(value);
+    const overview = await fetch(`${consoleUrl}/registration`, {
+      headers: { "x-admin-api-token": localSecrets.adminApiToken! },
+    });
+    expect(overview.status).toBe(200);
 
     const health = await fetch(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(health.status).toBe(200);

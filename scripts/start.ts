@@ -198,7 +198,13 @@ async function main(): Promise<void> {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }
     say(`register   switched on, policy paused: npm run registration -- open --reason "local testing"`);
-    say(`secrets    ${path.join(dataDir, "local-secrets.json")} (console tokens; never printed)`);
+    say(`console    http://127.0.0.1:${originPort}${basePath}/admin/agents (private origin only)`);
+    say(
+      `metrics    http://127.0.0.1:${originPort}${basePath}/metrics (Authorization: Bearer <adminApiToken>)`,
+    );
+    say(
+      `secrets    ${path.join(dataDir, "local-secrets.json")}: the console's tokens are adminApiToken and registrationAdminSecret (never printed)`,
+    );
     say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
     say("Ctrl-C stops everything");

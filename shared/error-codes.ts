@@ -5,6 +5,8 @@
 export const ERROR_STATUS = {
   validation_failed: 400,
   agent_auth_failed: 401,
+  /** Operator console: a missing or wrong admin token, whichever (one body, no oracle). */
+  admin_auth_failed: 401,
   agent_capability_required: 403,
   cross_site_refused: 403,
   registration_ingress_refused: 403,

@@ -4,6 +4,7 @@ import { AppError } from "../errors.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
 import { parseBearerHeader, secretMatches } from "./token.ts";
 
@@ -18,6 +19,8 @@ export type BearerAuthParams = {
   /** Post-auth tier: requests per agent. */
   requestsPerAgent: SlidingWindowLimiter;
   onFailure?: (reason: AuthFailure, clientIp: string) => void;
+  /** Told of each 429 of either tier (metrics). */
+  refusals?: RefusalCounter;
 };
 
 // A fixed hash to compare against when the token id is unknown, so both paths do the same work.
@@ -32,8 +35,12 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
   return async (c, next) => {
     const clientIp = c.get("clientIp");
     const source = addressGroup(clientIp);
+    const refused = params.refusals ?? ignoreRefusal;
     const blocked = params.failuresPerIp.peek(source);
-    if (!blocked.allowed) throw rateLimited(blocked.retryAfterSeconds);
+    if (!blocked.allowed) {
+      refused("pre_auth_ip");
+      throw rateLimited(blocked.retryAfterSeconds);
+    }
 
     const parsed = parseBearerHeader(c.req.header("authorization"));
     let failure: AuthFailure | undefined;
@@ -58,12 +65,18 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       // once: those that fail after the budget filled up are answered 429 like any later one.
       // Only failures count; successful requests from the same address are never held back.
       const counted = params.failuresPerIp.consume(source);
-      if (!counted.allowed) throw rateLimited(counted.retryAfterSeconds);
+      if (!counted.allowed) {
+        refused("pre_auth_ip");
+        throw rateLimited(counted.retryAfterSeconds);
+      }
       throw new AppError("agent_auth_failed", "authentication failed");
     }
 
     const allowed = params.requestsPerAgent.consume(identity.agentId);
-    if (!allowed.allowed) throw rateLimited(allowed.retryAfterSeconds);
+    if (!allowed.allowed) {
+      refused("per_agent");
+      throw rateLimited(allowed.retryAfterSeconds);
+    }
 
     c.set("agent", {
       agentId: identity.agentId,

@@ -57,6 +57,7 @@ describe("migrations and constraints", () => {
         "agent_tokens",
         "funding_exception_changes",
         "funding_exceptions",
+        "identity_changes",
         "identity_findings",
         "key_batches",
         "key_pool",

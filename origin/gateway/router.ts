@@ -14,6 +14,7 @@ import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { RefusalCounter } from "../http/refusals.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
@@ -26,7 +27,13 @@ export type WriteHandlers = {
   x402Authorize?: Handler<AppEnv>;
 };
 
-export type GatewayRouterOptions = { limiters?: GatewayLimiters; writes?: WriteHandlers };
+export type GatewayRouterOptions = {
+  /** This node's limiters (origin/app.ts shares them with the console); fresh ones otherwise. */
+  limiters?: GatewayLimiters;
+  writes?: WriteHandlers;
+  /** Told of each limiter refusal (metrics). */
+  refusals?: RefusalCounter;
+};
 
 /**
  * The agent wallet API under {base}/agent/v1. Built only when the gateway switch is on
@@ -52,12 +59,17 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
       failuresPerIp: limiters.failuresPerIp,
       requestsPerAgent: limiters.requestsPerAgent,
       onFailure: (reason, clientIp) => deps.logger.info({ reason, client_ip: clientIp }, "auth failed"),
+      refusals: options.refusals,
     }),
   );
 
   router.get("/network", requireCapability("read"), networkHandler(deps.config, latestBlock));
   router.get("/balance", requireCapability("read"), balanceHandler(deps.rpc));
-  router.post("/rpc", requireCapability("read"), rpcHandler(deps.rpc, limiters.rpcInFlight));
+  router.post(
+    "/rpc",
+    requireCapability("read"),
+    rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals),
+  );
 
   router.get("/actions/:action_id", requireCapability("read"), getActionHandler(deps.database.db));
 

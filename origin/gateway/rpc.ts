@@ -11,6 +11,7 @@ import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { InFlightLimiter } from "../http/in-flight.ts";
 import { readBodyLimited } from "../http/read-body.ts";
+import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 
 type Id = string | number | null;
 type RpcError = { code: number; message: string; data?: unknown };
@@ -44,10 +45,12 @@ const refusal = (id: Id, code: number, message: string): RpcResponse => ({
 export function rpcHandler(
   upstream: JsonRpcUpstream | undefined,
   inFlight: InFlightLimiter,
+  refusals: RefusalCounter = ignoreRefusal,
 ): Handler<AppEnv> {
   return async (c) => {
     const agentId = c.get("agent").agentId;
     if (!inFlight.tryAcquire(agentId)) {
+      refusals("rpc_in_flight");
       throw new AppError("rate_limited", "too many /rpc calls in flight; retry when one has finished", {
         headers: { "Retry-After": "1" },
         fields: { retry_after: 1 },

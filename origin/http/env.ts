@@ -16,5 +16,7 @@ export type AppEnv = {
     agent: AuthenticatedAgent;
     /** Extra fields for the request's one log line (e.g. a registration's outcome); never secrets. */
     logFields: Record<string, string | boolean>;
+    /** Set by the app's not-found handler: the request matched no route (metrics label). */
+    routeUnmatched: boolean;
   };
 };

@@ -57,13 +57,15 @@ describe("SlidingWindowLimiter", () => {
   });
 
   it("snapshots the most recently active keys with their counts", () => {
-    const limiter = new SlidingWindowLimiter({ limit: 10, windowSeconds: 60 });
+    let now = 1_000_500;
+    const limiter = new SlidingWindowLimiter({ limit: 10, windowSeconds: 60, now: () => now });
     limiter.consume("a");
+    now += 2_000;
     limiter.consume("b");
     limiter.consume("b");
     expect(limiter.snapshot(200)).toEqual([
-      { key: "b", count: 2 },
-      { key: "a", count: 1 },
+      { key: "b", count: 2, lastSecond: 1002 },
+      { key: "a", count: 1, lastSecond: 1000 },
     ]);
     expect(limiter.snapshot(1)).toHaveLength(1);
   });

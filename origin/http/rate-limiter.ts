@@ -16,6 +16,8 @@ export type LimitDecision =
   | { allowed: true; remaining: number }
   | { allowed: false; retryAfterSeconds: number };
 
+export type LimiterBucket = { key: string; count: number; lastSecond: number };
+
 /** Flat pairs `second, count` of the seconds with events, oldest first. */
 type Events = number[];
 
@@ -71,14 +73,17 @@ export class SlidingWindowLimiter {
     else events.push(second, 1);
   }
 
-  /** Keys with events in the window and their counts, most recently touched first (console). */
-  snapshot(max: number): { key: string; count: number }[] {
+  /**
+   * Keys with events in the window, their counts and the last second (Unix) with an event, most
+   * recently touched first (the operator console).
+   */
+  snapshot(max: number): LimiterBucket[] {
     const second = this.currentSecond();
-    const out: { key: string; count: number }[] = [];
+    const out: LimiterBucket[] = [];
     for (const [key, events] of [...this.keys].reverse()) {
       if (out.length >= max) break;
       const count = this.countIn(events, second);
-      if (count > 0) out.push({ key, count });
+      if (count > 0) out.push({ key, count, lastSecond: events[events.length - 2]! });
     }
     return out;
   }

@@ -1,6 +1,6 @@
 import { desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { agentIdentities } from "../db/schema.ts";
+import { agentIdentities, identityChanges } from "../db/schema.ts";
 
 export type IdentitySummary = {
   agentId: string;
@@ -36,30 +36,76 @@ export type IdentityChange =
   | { ok: true; changed: boolean }
   | { ok: false; error: "not_found" | "reason_required" };
 
+/** Where an operator change came from: a channel, never a person (the credentials are shared). */
+export type IdentityChangeSource = "console" | "cli";
+
+export type SetIdentityEnabledParams = {
+  agentId: string;
+  enabled: boolean;
+  reason: string;
+  source: IdentityChangeSource;
+};
+
+export type SetIdentityEnabledResult =
+  | {
+      ok: true;
+      value: {
+        changed: boolean;
+        before: { enabled: boolean };
+        after: { enabled: boolean };
+        revoked: boolean;
+      };
+    }
+  | { ok: false; error: "not_found" | "reason_required" };
+
 /**
- * SPEC "Identity disable by operator": reversible, applies at the next request, moves no funds.
- * Enabling clears the reason; it does not undo a revocation.
+ * SPEC "Identity disable by operator": reversible, applies at the next request (bearer auth reads
+ * the identity on every request), moves no funds and leaves submitted transactions alone (nothing
+ * here touches actions or transactions). Either way a reason is required, and a change is recorded
+ * in identity_changes with its before and after, in the transaction that makes it, under the
+ * identity's row lock: concurrent changes serialize and every record's before is the state it
+ * found. Setting the state the identity already has changes and records nothing. Enabling clears
+ * the disable reason; it does not undo a revocation.
  */
 export async function setIdentityEnabled(
   db: Db,
-  params: { agentId: string; enabled: boolean; reason: string },
-): Promise<IdentityChange> {
-  if (!params.enabled && params.reason.trim() === "") return { ok: false, error: "reason_required" };
-  const [before] = await db
-    .select({ enabled: agentIdentities.enabled })
-    .from(agentIdentities)
-    .where(eq(agentIdentities.agentId, params.agentId));
-  if (!before) return { ok: false, error: "not_found" };
-  if (before.enabled === params.enabled) return { ok: true, changed: false };
-  await db
-    .update(agentIdentities)
-    .set(
-      params.enabled
-        ? { enabled: true, disabledReason: null, disabledAt: null }
-        : { enabled: false, disabledReason: `operator: ${params.reason.trim()}`, disabledAt: sql`now()` },
-    )
-    .where(eq(agentIdentities.agentId, params.agentId));
-  return { ok: true, changed: true };
+  params: SetIdentityEnabledParams,
+): Promise<SetIdentityEnabledResult> {
+  const reason = params.reason.trim();
+  if (reason === "") return { ok: false, error: "reason_required" };
+  return db.transaction(async (tx) => {
+    const [before] = await tx
+      .select({ enabled: agentIdentities.enabled, revoked: agentIdentities.revoked })
+      .from(agentIdentities)
+      .where(eq(agentIdentities.agentId, params.agentId))
+      .for("update");
+    if (!before) return { ok: false, error: "not_found" } as const;
+    const value = {
+      changed: before.enabled !== params.enabled,
+      before: { enabled: before.enabled },
+      after: { enabled: params.enabled },
+      revoked: before.revoked,
+    };
+    if (!value.changed) return { ok: true, value } as const;
+    await tx
+      .update(agentIdentities)
+      .set(
+        params.enabled
+          ? { enabled: true, disabledReason: null, disabledAt: null }
+          : { enabled: false, disabledReason: `operator: ${reason}`, disabledAt: sql`now()` },
+      )
+      .where(eq(agentIdentities.agentId, params.agentId));
+    await tx.insert(identityChanges).values({
+      agentId: params.agentId,
+      beforeEnabled: before.enabled,
+      afterEnabled: params.enabled,
+      reason,
+      source: params.source,
+      // now() is the transaction's start; the change happens once the row lock is granted.
+      changedAt: sql`clock_timestamp()`,
+    });
+    return { ok: true, value } as const;
+  });
 }
 
 /** Revocation is final: the token stops at the next request and no command restores it. */

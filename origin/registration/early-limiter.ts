@@ -1,4 +1,4 @@
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import { type LimiterBucket, SlidingWindowLimiter } from "../http/rate-limiter.ts";
 
 export type EarlyLimits = { perIpGroup: number; global: number };
 
@@ -35,8 +35,8 @@ export class EarlyLimiter {
     return { allowed: true };
   }
 
-  /** Groups with attempts in the window, most recent first (for the console, a later issue). */
-  snapshot(max: number): { key: string; count: number }[] {
+  /** Groups (and the node-wide key `*`) with attempts in the window, most recent first (console). */
+  snapshot(max: number): LimiterBucket[] {
     return this.windows.snapshot(max);
   }
 }

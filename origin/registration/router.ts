@@ -4,6 +4,7 @@ import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
+import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import { admitAttempt } from "./admission-repository.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
@@ -15,7 +16,12 @@ import { checkRequestShape } from "./request-shape.ts";
 
 type UnavailableReason = "disabled" | "paused" | "total_ceiling" | "key_reserve" | "unavailable";
 
-export type RegistrationRouterOptions = { earlyLimiter?: EarlyLimiter };
+export type RegistrationRouterOptions = {
+  /** This node's early limiter (origin/app.ts shares it with the console); a fresh one otherwise. */
+  earlyLimiter?: EarlyLimiter;
+  /** Told of each refusal by the early limiter or the persisted admission (metrics). */
+  refusals?: RefusalCounter;
+};
 
 /**
  * POST {base}/agent/v1/register (SPEC; DESIGN §7), mounted outside the gateway's bearer auth.
@@ -38,6 +44,7 @@ export function createRegistrationRouter(
   const db = deps.database.db;
   const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
   const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
+  const refusals = options.refusals ?? ignoreRefusal;
   const issuer = new IssuanceBatcher(db);
   const router = new Hono<AppEnv>();
 
@@ -92,6 +99,7 @@ export function createRegistrationRouter(
       global: state.attemptsGlobalPerMinute,
     });
     if (!early.allowed) {
+      refusals("registration_early");
       log("refused", { stage: "early_limiter" });
       throw rateLimited(early.retryAfterSeconds);
     }
@@ -108,6 +116,7 @@ export function createRegistrationRouter(
       throw unavailable("unavailable", error);
     }
     if (!admitted.ok) {
+      refusals("registration_admission");
       log("refused", { stage: "admission", refusal: admitted.limit, admitted: false });
       throw rateLimited(secondsToNextMinute(clock.now()));
     }

@@ -4,6 +4,7 @@ import { createApp } from "../../origin/app.ts";
 import { createChainClient } from "../../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
 import { loadConfig } from "../../origin/config.ts";
+import { createOriginMetrics } from "../../origin/console/metrics.ts";
 import type { DatabaseHandle } from "../../origin/db/client.ts";
 import { type AppDeps, type Clock, systemClock } from "../../origin/deps.ts";
 import { createGatewayRouter } from "../../origin/gateway/router.ts";
@@ -33,7 +34,7 @@ export type StartTestOriginParams = {
   tracker?: TxTrackerOptions;
   /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
   onLogLine?: (line: string) => void;
-  /** The origin's clock (registration quota days and minutes); the system's by default. */
+  /** The origin's clock (registration quota days and minutes, the metrics cache); the system's by default. */
   clock?: Clock;
 };
 
@@ -46,8 +47,13 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     ...params.env,
   });
   const rpcUrl = config.chain.rpcUrl;
-  const rpc = rpcUrl ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
-  const signer = params.signer ?? createDormantSignerClient();
+  const clock = params.clock ?? systemClock;
+  // As main.ts does: one registry per origin, the enclave and chain clients wrapped and timed.
+  const metrics = createOriginMetrics({ db: params.database.db, now: () => clock.now().getTime() });
+  const rpc = rpcUrl
+    ? metrics.observeRpc(createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }))
+    : undefined;
+  const signer = metrics.observeSigner(params.signer ?? createDormantSignerClient());
   // TEST_ORIGIN_LOG=1 prints the origin's log to stderr, for whoever debugs a failing test.
   const logger = params.onLogLine
     ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
@@ -73,7 +79,8 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     signer,
     money: prepared.money,
     logger,
-    clock: params.clock ?? systemClock,
+    clock,
+    metrics,
   };
   const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
   const server = await startHttpServer(app, "127.0.0.1", 0);

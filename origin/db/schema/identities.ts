@@ -72,3 +72,28 @@ export const identityFindings = pgTable(
     index("identity_findings_agent_idx").on(t.agentId, t.at),
   ],
 );
+
+/**
+ * Every operator enable or disable of an identity (SPEC "Identity disable by operator"), with the
+ * before and after state and the reason, written in the transaction that makes the change. The
+ * source is the channel (console or CLI), never a person: the credentials are shared.
+ */
+export const identityChanges = pgTable(
+  "identity_changes",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    agentId: uuid("agent_id")
+      .notNull()
+      .references(() => agentIdentities.agentId),
+    beforeEnabled: boolean("before_enabled").notNull(),
+    afterEnabled: boolean("after_enabled").notNull(),
+    reason: text("reason").notNull(),
+    source: text("source").notNull(),
+    changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("identity_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    check("identity_changes_source_enum", sql`${t.source} IN ('console','cli')`),
+    index("identity_changes_changed_idx").on(t.changedAt),
+  ],
+);

@@ -1,0 +1,117 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { MiddlewareHandler } from "hono";
+import { HEADER_ADMIN_API_TOKEN, HEADER_REGISTRATION_ADMIN_TOKEN } from "../../shared/constants.ts";
+import { AppError } from "../errors.ts";
+import { addressGroup } from "../http/client-ip.ts";
+import type { AppEnv } from "../http/env.ts";
+import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import type { RefusalCounter } from "../http/refusals.ts";
+import type { Logger } from "../logger.ts";
+
+/**
+ * Ours: failed console authentications per client (IPv4 address or IPv6 /64), per 60 s sliding
+ * window, past which every console request of that client is 429 until the window frees, as the
+ * gateway's pre-auth tier does. Lower than the gateway's 60: an operator does not mistype twenty
+ * times a minute, and every guess an attacker is denied costs the operator nothing.
+ */
+export const ADMIN_AUTH_FAILURES = { limit: 20, windowSeconds: 60 } as const;
+
+export type AdminAuthParams = {
+  /** AGENT_ADMIN_API_TOKEN: `x-admin-api-token`, read access. */
+  adminApiToken: string;
+  /** AGENT_REGISTRATION_ADMIN_SECRET: `x-registration-admin-token`, needed as well for changes. */
+  registrationAdminSecret: string | undefined;
+  failuresPerIp: SlidingWindowLimiter;
+  refused: RefusalCounter;
+  logger: Logger;
+};
+
+export type AdminAuth = {
+  /** `x-admin-api-token` (SPEC "Other credentials": read access to the console API). */
+  read: MiddlewareHandler<AppEnv>;
+  /** `x-admin-api-token` and `x-registration-admin-token` (SPEC: needed in addition for changes). */
+  change: MiddlewareHandler<AppEnv>;
+  /** The admin token as `x-admin-api-token` or `Authorization: Bearer …` (Prometheus scrapers). */
+  scrape: MiddlewareHandler<AppEnv>;
+};
+
+type Presented = (header: (name: string) => string | undefined) => { read: string | undefined };
+
+/**
+ * SPEC "Operator console", DESIGN §7: both tokens compared in constant time (SHA-256 digests of
+ * equal length, both always compared, so neither the length nor which token was wrong shows in
+ * the timing); every failure the same 401 body; failures counted per client, 429 past the limit.
+ * Needs `clientIp` set before it (clientIpMiddleware).
+ */
+export function createAdminAuth(params: AdminAuthParams): AdminAuth {
+  const matchesRead = digestMatcher(params.adminApiToken);
+  const matchesChange = params.registrationAdminSecret
+    ? digestMatcher(params.registrationAdminSecret)
+    : undefined;
+
+  const guard = (presented: Presented, needsChange: boolean): MiddlewareHandler<AppEnv> => {
+    return async (c, next) => {
+      const source = addressGroup(c.get("clientIp"));
+      const blocked = params.failuresPerIp.peek(source);
+      if (!blocked.allowed) {
+        params.refused("admin_auth");
+        throw rateLimited(blocked.retryAfterSeconds);
+      }
+      const readOk = matchesRead(presented((name) => c.req.header(name)).read);
+      // Always computed, so a right read token with a wrong change token takes the same time.
+      const changeOk = matchesChange
+        ? matchesChange(c.req.header(HEADER_REGISTRATION_ADMIN_TOKEN))
+        : matchesRead(undefined);
+      if (readOk && needsChange && !matchesChange) {
+        // Only an operator holding the read token learns that this node takes no changes.
+        throw new AppError(
+          "feature_disabled",
+          "console changes need AGENT_REGISTRATION_ADMIN_SECRET on this node",
+        );
+      }
+      if (!readOk || (needsChange && !changeOk)) {
+        params.logger.info({ client_ip: c.get("clientIp") }, "admin auth failed");
+        const counted = params.failuresPerIp.consume(source);
+        if (!counted.allowed) {
+          params.refused("admin_auth");
+          throw rateLimited(counted.retryAfterSeconds);
+        }
+        throw new AppError("admin_auth_failed", "admin authentication failed");
+      }
+      await next();
+    };
+  };
+
+  const headerOnly: Presented = (header) => ({ read: header(HEADER_ADMIN_API_TOKEN) });
+  const headerOrBearer: Presented = (header) => {
+    const direct = header(HEADER_ADMIN_API_TOKEN);
+    if (direct !== undefined) return { read: direct };
+    const authorization = header("authorization");
+    return { read: authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined };
+  };
+  return {
+    read: guard(headerOnly, false),
+    change: guard(headerOnly, true),
+    scrape: guard(headerOrBearer, false),
+  };
+}
+
+/** A constant-time check of a presented value against a secret, over SHA-256 digests. */
+function digestMatcher(secret: string): (presented: string | undefined) => boolean {
+  const expected = createHash("sha256").update(secret).digest();
+  return (presented) =>
+    // An absent value is compared too (as the empty string, which never matches a ≥ 32-byte secret).
+    timingSafeEqual(
+      createHash("sha256")
+        .update(presented ?? "")
+        .digest(),
+      expected,
+    ) && presented !== undefined;
+}
+
+function rateLimited(retryAfterSeconds: number): AppError {
+  return new AppError("rate_limited", "too many failed authentications; retry later", {
+    headers: { "Retry-After": String(retryAfterSeconds) },
+    fields: { retry_after: retryAfterSeconds },
+  });
+}

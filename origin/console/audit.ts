@@ -1,0 +1,13 @@
+import type { Handler } from "hono";
+import type { AppDeps } from "../deps.ts";
+import type { AppEnv } from "../http/env.ts";
+import { readAudit } from "./queries.ts";
+
+/**
+ * GET {base}/admin/agents/audit (DESIGN §7: every change records before, after, reason and time):
+ * registration settings, identity enable/disable and funding exceptions, newest first. The audit
+ * identifies no person: the credentials are shared (SPEC "Operator console").
+ */
+export function auditHandler(deps: AppDeps): Handler<AppEnv> {
+  return async (c) => c.json(await readAudit(deps.database.db));
+}

@@ -1,0 +1,32 @@
+import type { Handler } from "hono";
+import { type IdentityChangeResponse, identityChangeRequestSchema } from "../../shared/console-schemas.ts";
+import type { AppDeps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+import { parseJsonBody } from "../http/json-body.ts";
+import { setIdentityEnabled } from "../identity/identity-admin.ts";
+
+/**
+ * POST {base}/admin/agents/registration/identity (SPEC "Identity disable by operator"): disables
+ * or enables an identity, with a reason, through the service `npm run agents` uses, which records
+ * before, after and reason in the same transaction. It applies at the agent's next request, moves
+ * no funds and leaves submitted transactions to finish.
+ */
+export function changeIdentityHandler(deps: AppDeps): Handler<AppEnv> {
+  return async (c) => {
+    const body = await parseJsonBody(c, identityChangeRequestSchema);
+    const result = await setIdentityEnabled(deps.database.db, {
+      agentId: body.agent_id,
+      enabled: body.action === "enable",
+      reason: body.reason,
+      source: "console",
+    });
+    if (!result.ok) {
+      if (result.error === "not_found") throw new AppError("not_found", "no such agent");
+      throw new AppError("validation_failed", "reason must not be empty");
+    }
+    c.set("logFields", { outcome: `identity_${body.action}`, changed: result.value.changed });
+    const response: IdentityChangeResponse = { agent_id: body.agent_id, ...result.value };
+    return c.json(response);
+  };
+}

@@ -1,0 +1,105 @@
+import { sql } from "drizzle-orm";
+import type { Address } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { consoleCalls, consoleSecrets } from "../../scripts/test/console-client.ts";
+import { send } from "../../scripts/test/http.ts";
+import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
+import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { parsePrometheusText } from "../../scripts/test/prometheus.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { queryRows } from "../db/client.ts";
+
+// SPEC "Identity disable by operator" on the whole money stack (origin, enclave, devnet,
+// Postgres): a disable through the console applies at the agent's next request, moves no funds,
+// and does not cancel a transfer already submitted: the tracker still confirms it.
+
+const secrets = consoleSecrets();
+
+describe("operator disable with a transfer in flight (real stack)", () => {
+  let stack: MoneyStack;
+  let chain: ReturnType<typeof publicClientFor>;
+
+  beforeAll(async () => {
+    stack = await startMoneyStack({ env: secrets.env });
+    chain = publicClientFor(stack.devnet.url);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("refuses the agent's next request, moves nothing, and the submitted transfer still confirms", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const operator = consoleCalls(stack.origin.base, {
+      admin: secrets.adminToken,
+      change: secrets.changeToken,
+    });
+    const balance = (address: Address) => chain.getBalance({ address });
+    const recipient = newAccount().address;
+    // The tracker is held back, so the transfer stays `submitted` until this test lets it run.
+    await stack.origin.tracker!.stop();
+
+    const submitted = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1500000" });
+    expect(submitted.status).toBe(202);
+    const action = submitted.body as ActionView;
+    expect(action.status).toBe("submitted");
+    const actionState = async () =>
+      (
+        await queryRows<{ action: string; tx: string }>(
+          stack.db.handle.db,
+          sql`select a.status as action, t.status as tx from agent_actions a
+              join outgoing_transactions t on t.tx_id = a.tx_id where a.action_id = ${action.action_id}`,
+        )
+      )[0];
+    const funds = async () => ({ agent: await balance(agent.wallet), recipient: await balance(recipient) });
+    const before = await funds();
+
+    const disabled = await operator.post("/registration/identity", {
+      agent_id: agent.agentId,
+      action: "disable",
+      reason: "suspicious transfers",
+    });
+    expect(disabled.status).toBe(200);
+    expect((await calls.action(action.action_id)).status).toBe(401);
+    expect(
+      (await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1000000" })).status,
+    ).toBe(401);
+    // Nothing moved and nothing was cancelled: the transaction is still on its way.
+    expect(await funds()).toEqual(before);
+    expect(await actionState()).toEqual({ action: "submitted", tx: "submitted" });
+
+    const report = await stack.origin.tracker!.tick();
+    expect(report.confirmed).toBe(1);
+    expect(await actionState()).toEqual({ action: "confirmed", tx: "confirmed" });
+    expect(await balance(recipient)).toBe(1_500_000n * WEI_PER_UNIT);
+
+    const enabled = await operator.post("/registration/identity", {
+      agent_id: agent.agentId,
+      action: "enable",
+      reason: "cleared",
+    });
+    expect(enabled.status).toBe(200);
+    const seen = await calls.action(action.action_id);
+    expect(seen.status).toBe(200);
+    expect(seen.body).toMatchObject({ action_id: action.action_id, status: "confirmed" });
+
+    // The enclave and chain calls behind the transfer, timed in /metrics.
+    const scraped = await send(`${stack.origin.base}/metrics`, {
+      headers: { authorization: `Bearer ${secrets.adminToken}` },
+    });
+    const metrics = parsePrometheusText(String(scraped.body));
+    expect(
+      metrics.value("origin_enclave_call_duration_seconds_count", { op: "signTransfer", outcome: "ok" }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      metrics.samples.some(
+        (sample) =>
+          sample.name === "origin_chain_call_duration_seconds_count" &&
+          sample.labels.outcome === "ok" &&
+          sample.value > 0,
+      ),
+    ).toBe(true);
+  });
+});

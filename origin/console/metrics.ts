@@ -1,0 +1,223 @@
+import type { MiddlewareHandler } from "hono";
+import { routePath } from "hono/route";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import type { Db } from "../db/client.ts";
+import type { AppEnv } from "../http/env.ts";
+import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
+import type { SignerClient } from "../signer/types.ts";
+import { readStateCounts, type StateCounts } from "./state-counts.ts";
+
+/**
+ * The origin's Prometheus metrics (issue 16), one registry per instance (never prom-client's
+ * global one, so two apps in one process, as in tests, never share or collide):
+ *  - HTTP requests by matched route pattern, method and status, with latency;
+ *  - limiter refusals by tier;
+ *  - key stock, key batches, identity findings, actions and x402 settlements by state, read from
+ *    the database when scraped, through a short cache so a burst of scrapes reads it once;
+ *  - enclave and chain call latency and errors, measured by wrapping the clients where the
+ *    dependencies are built.
+ */
+export type OriginMetrics = {
+  readonly registry: Registry;
+  /** Counts one refusal of a limiter tier. */
+  readonly refused: RefusalCounter;
+  /** Times each request; outermost, after the request context. */
+  http(): MiddlewareHandler<AppEnv>;
+  /** The same client, each call timed and its failures counted by class. */
+  observeSigner(client: SignerClient): SignerClient;
+  /** The same upstream, each call timed and its failures counted. */
+  observeRpc(upstream: JsonRpcUpstream): JsonRpcUpstream;
+  /** The Prometheus text exposition of every metric. */
+  render(): Promise<string>;
+};
+
+export type CreateOriginMetricsParams = {
+  /** The database the state gauges are read from; absent, they are not exported. */
+  db?: Db;
+  /** How long one reading of the database serves scrapes (default 5 s). */
+  cacheMs?: number;
+  /** Milliseconds now (the cache's clock). */
+  now?: () => number;
+  /** Also export the process's CPU, memory and event-loop metrics (the running origin does). */
+  processMetrics?: boolean;
+};
+
+const PREFIX = "origin_";
+const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Methods the origin sends upstream; anything else is labelled `other` (bounded cardinality). */
+const CHAIN_METHODS = new Set<string>([
+  ...RPC_READ_ALLOWLIST,
+  "eth_call",
+  "eth_estimateGas",
+  "eth_feeHistory",
+  "eth_gasPrice",
+  "eth_getTransactionCount",
+  "eth_maxPriorityFeePerGas",
+  "eth_sendRawTransaction",
+]);
+
+export function createOriginMetrics(params: CreateOriginMetricsParams = {}): OriginMetrics {
+  const registry = new Registry();
+  if (params.processMetrics) collectDefaultMetrics({ register: registry, prefix: PREFIX });
+
+  const httpDuration = new Histogram({
+    name: `${PREFIX}http_request_duration_seconds`,
+    help: "HTTP requests by matched route pattern, method and status, and their latency",
+    labelNames: ["route", "method", "status"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const refusals = new Counter({
+    name: `${PREFIX}limiter_refusals_total`,
+    help: "Requests refused by a limiter, by tier",
+    labelNames: ["tier"] as const,
+    registers: [registry],
+  });
+  for (const tier of REFUSAL_TIERS) refusals.inc({ tier }, 0);
+  const enclaveDuration = new Histogram({
+    name: `${PREFIX}enclave_call_duration_seconds`,
+    help: "Enclave signer calls by operation and outcome (ok, or the failure class), and their latency",
+    labelNames: ["op", "outcome"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const enclaveErrors = new Counter({
+    name: `${PREFIX}enclave_call_errors_total`,
+    help: "Enclave signer calls that failed, by operation and failure class",
+    labelNames: ["op", "class"] as const,
+    registers: [registry],
+  });
+  const chainDuration = new Histogram({
+    name: `${PREFIX}chain_call_duration_seconds`,
+    help: "Chain JSON-RPC calls by method (batch for a batch) and outcome, and their latency",
+    labelNames: ["method", "outcome"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const chainErrors = new Counter({
+    name: `${PREFIX}chain_call_errors_total`,
+    help: "Chain JSON-RPC calls that failed in transport, by method and failure",
+    labelNames: ["method", "failure"] as const,
+    registers: [registry],
+  });
+
+  if (params.db) registerStateGauges(registry, params.db, params.cacheMs ?? 5_000, params.now ?? Date.now);
+
+  return {
+    registry,
+    refused: (tier) => refusals.inc({ tier }),
+    http() {
+      return async (c, next) => {
+        const started = performance.now();
+        await next();
+        // The matched pattern of the handler that answered, never the raw path (cardinality).
+        const route = c.get("routeUnmatched") ? "unmatched" : routePath(c) || "unmatched";
+        httpDuration.observe(
+          { route, method: c.req.method, status: String(c.res.status) },
+          (performance.now() - started) / 1000,
+        );
+      };
+    },
+    observeSigner(client) {
+      return new Proxy(client, {
+        get(target, property, receiver) {
+          const value = Reflect.get(target, property, receiver);
+          if (typeof value !== "function" || property === "close" || typeof property !== "string")
+            return value;
+          const op = property;
+          return async (...args: unknown[]) => {
+            const started = performance.now();
+            let outcome = "exception";
+            try {
+              const result = (await value.apply(target, args)) as { ok: boolean; error?: { class: string } };
+              outcome = result.ok ? "ok" : (result.error?.class ?? "error");
+              return result;
+            } finally {
+              enclaveDuration.observe({ op, outcome }, (performance.now() - started) / 1000);
+              if (outcome !== "ok") enclaveErrors.inc({ op, class: outcome });
+            }
+          };
+        },
+      });
+    },
+    observeRpc(upstream) {
+      return {
+        async send(payload) {
+          const method = chainMethod(payload);
+          const started = performance.now();
+          const result = await upstream.send(payload);
+          const outcome = result.ok ? "ok" : result.failure;
+          chainDuration.observe({ method, outcome }, (performance.now() - started) / 1000);
+          if (!result.ok) chainErrors.inc({ method, failure: result.failure });
+          return result;
+        },
+        close: () => upstream.close(),
+      };
+    },
+    render: () => registry.metrics(),
+  };
+}
+
+function chainMethod(payload: unknown): string {
+  if (Array.isArray(payload)) return "batch";
+  const method = (payload as { method?: unknown } | null)?.method;
+  return typeof method === "string" && CHAIN_METHODS.has(method) ? method : "other";
+}
+
+/**
+ * Gauges read from the database at scrape time. One reading serves every gauge and every scrape
+ * within `cacheMs`; concurrent scrapes share the reading in progress.
+ */
+function registerStateGauges(registry: Registry, db: Db, cacheMs: number, now: () => number): void {
+  let cached: { at: number; counts: Promise<StateCounts> } | undefined;
+  const read = (): Promise<StateCounts> => {
+    const at = now();
+    if (!cached || at - cached.at >= cacheMs) {
+      const counts = readStateCounts(db);
+      cached = { at, counts };
+      // A failed reading is not kept: the next scrape tries again.
+      counts.catch(() => {
+        if (cached?.counts === counts) cached = undefined;
+      });
+    }
+    return cached.counts;
+  };
+
+  const gauge = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    fill: (counts: StateCounts, set: (labels: Record<L, string>, value: number) => void) => void,
+  ): void => {
+    new Gauge({
+      name: `${PREFIX}${name}`,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const counts = await read();
+        this.reset();
+        fill(counts, (labels, value) => this.set(labels as never, value));
+      },
+    });
+  };
+
+  gauge("key_pool_keys", "Keys of the pool by state (free = verified and backed up)", ["state"], (c, set) => {
+    for (const row of c.keys) set({ state: row.state }, row.count);
+  });
+  gauge("key_batches", "Key batches by state", ["state"], (c, set) => {
+    for (const row of c.batches) set({ state: row.state }, row.count);
+  });
+  gauge("identity_findings", "Identity sweep findings recorded, by class", ["class"], (c, set) => {
+    for (const row of c.findings) set({ class: row.class }, row.count);
+  });
+  gauge("agent_actions", "Agent actions by kind and state", ["kind", "state"], (c, set) => {
+    for (const row of c.actions) set({ kind: row.kind, state: row.state }, row.count);
+  });
+  gauge("x402_settlements", "x402 settlements by state", ["state"], (c, set) => {
+    for (const row of c.settlements) set({ state: row.state }, row.count);
+  });
+}

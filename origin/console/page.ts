@@ -1,0 +1,51 @@
+import { readFileSync } from "node:fs";
+import { type Handler, Hono } from "hono";
+import type { AppEnv } from "../http/env.ts";
+
+/**
+ * The page's only sources: itself, its script and its stylesheet, all from this origin; no inline
+ * script or style, no frame, no form submission (the forms are handled by the script), no base.
+ */
+export const CONSOLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "connect-src 'self'",
+  "img-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const SECURITY_HEADERS: Record<string, string> = {
+  "Content-Security-Policy": CONSOLE_CSP,
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+  "X-Frame-Options": "DENY",
+  "Cross-Origin-Opener-Policy": "same-origin",
+  "Cross-Origin-Resource-Policy": "same-origin",
+  "Cache-Control": "no-store",
+};
+
+const asset = (name: string): string => readFileSync(new URL(`./page/${name}`, import.meta.url), "utf8");
+
+/**
+ * GET {base}/admin/agents (SPEC "Operator console": an HTML shell without operational data) and
+ * its script and stylesheet, served as they are from origin/console/page/ (no build step). The
+ * one value put into the page is the API's base path, from the configuration.
+ */
+export function createPageRouter(basePath: string): Hono<AppEnv> {
+  const apiBase = `${basePath}/admin/agents`;
+  const html = asset("console.html").replaceAll("{{API_BASE}}", apiBase);
+  const script = asset("console.js");
+  const style = asset("console.css");
+  const router = new Hono<AppEnv>();
+  const serve =
+    (body: string, type: string): Handler<AppEnv> =>
+    (c) =>
+      c.body(body, 200, { ...SECURITY_HEADERS, "Content-Type": type });
+  router.get("/admin/agents", serve(html, "text/html; charset=utf-8"));
+  router.get("/admin/agents/assets/console.js", serve(script, "text/javascript; charset=utf-8"));
+  router.get("/admin/agents/assets/console.css", serve(style, "text/css; charset=utf-8"));
+  return router;
+}

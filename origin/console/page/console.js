@@ -1,0 +1,371 @@
+// The operator console page (issue 16). Plain JavaScript served as it is: no build step, no
+// external asset, no inline script (the page's Content-Security-Policy allows only this file).
+// The tokens live in the `tokens` object below and nowhere else: not in storage, cookies or the
+// address. Everything shown is built with textContent, never parsed as HTML.
+
+(() => {
+  const API = document.querySelector('meta[name="console-api"]').getAttribute("content");
+  const tokens = { admin: "", change: "" };
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, attributes, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (name === "onclick") node.addEventListener("click", value);
+      else node.setAttribute(name, value);
+    }
+    for (const child of children) {
+      node.append(
+        child instanceof Node ? child : document.createTextNode(child == null ? "—" : String(child)),
+      );
+    }
+    return node;
+  }
+
+  function table(headers, rows, empty) {
+    if (rows.length === 0) return el("p", { class: "muted" }, empty || "none");
+    return el(
+      "table",
+      {},
+      el("thead", {}, el("tr", {}, ...headers.map((header) => el("th", {}, header)))),
+      el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((cell) => el("td", {}, cell))))),
+    );
+  }
+
+  function definitions(target, entries) {
+    target.replaceChildren(
+      ...entries.flatMap(([term, value]) => [el("dt", {}, term), el("dd", { "data-key": term }, value)]),
+    );
+  }
+
+  function show(target, node) {
+    $(target).replaceChildren(node);
+  }
+
+  function say(text, kind) {
+    const message = $("message");
+    message.textContent = text;
+    message.className = kind || "";
+  }
+
+  class ApiError extends Error {
+    constructor(method, status, body) {
+      super(body?.error?.message || `HTTP ${status}`);
+      this.method = method;
+      this.status = status;
+      this.body = body;
+    }
+  }
+
+  async function api(path, options) {
+    const headers = { "x-admin-api-token": tokens.admin };
+    if (options?.body !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["x-registration-admin-token"] = tokens.change;
+    }
+    const method = options?.body === undefined ? "GET" : "POST";
+    const response = await fetch(API + path, {
+      method,
+      headers,
+      body: options?.body === undefined ? undefined : JSON.stringify(options.body),
+      cache: "no-store",
+      credentials: "omit",
+    });
+    const body = await response.json().catch(() => null);
+    if (!response.ok) throw new ApiError(method, response.status, body);
+    return body;
+  }
+
+  function explain(error) {
+    if (!(error instanceof ApiError)) return `The console API did not answer: ${error.message}`;
+    if (error.status === 401) return "Authentication failed: check the tokens.";
+    if (error.status === 429)
+      return `Too many failed attempts from this address; retry in ${error.body?.error?.retry_after ?? 60} s.`;
+    return `${error.status} ${error.body?.error?.code || ""}: ${error.message}`;
+  }
+
+  const short = (value) =>
+    typeof value === "string" && value.length > 20 ? `${value.slice(0, 10)}…${value.slice(-6)}` : value;
+  const time = (value) => (value ? value.replace("T", " ").replace(/\.\d+Z$/, "Z") : null);
+
+  function renderRegistration(data) {
+    $("generated").textContent = `as of ${time(data.generated_at)}`;
+    definitions($("counters"), [
+      ["issued in total", data.counters.issued_total],
+      [`issued today (${data.counters.utc_day} UTC)`, data.counters.issued_today],
+      ["admission attempts this minute", data.counters.attempts_this_minute],
+      ["admission attempts, last hour", data.counters.attempts_last_hour],
+    ]);
+    definitions($("key-stock"), [
+      ["free verified keys", data.key_stock.free],
+      ["batches in flight", data.key_stock.in_flight_batches],
+      ["keys in flight", data.key_stock.in_flight_keys],
+      ["reserve", data.key_stock.reserve],
+      ["issuable before the reserve", data.key_stock.issuable_before_reserve],
+    ]);
+    const names = Object.keys(data.setting_ranges);
+    show(
+      "settings",
+      table(
+        ["setting", "value", "range"],
+        names.map((name) => {
+          const range = data.setting_ranges[name];
+          return [
+            name,
+            String(data.settings[name]),
+            range.kind === "boolean" ? "true or false" : `0 to ${range.max}`,
+          ];
+        }),
+      ),
+    );
+    const select = $("setting-name");
+    if (select.options.length !== names.length) {
+      select.replaceChildren(...names.map((name) => el("option", { value: name }, name)));
+    }
+    show(
+      "identities",
+      table(
+        ["agent id", "wallet", "state", "created", "IP group", ""],
+        data.identities.map((identity) => {
+          const state = identity.revoked
+            ? "revoked"
+            : identity.enabled
+              ? "enabled"
+              : `disabled (${identity.disabled_reason || "no reason"})`;
+          const action = identity.enabled ? "disable" : "enable";
+          return [
+            identity.agent_id,
+            identity.assigned_wallet,
+            state,
+            time(identity.created_at),
+            short(identity.ip_group),
+            el(
+              "button",
+              {
+                type: "button",
+                "data-agent": identity.agent_id,
+                "data-action": action,
+                onclick: () => {
+                  $("identity-agent").value = identity.agent_id;
+                  $("identity-action").value = action;
+                  $("identity-reason").focus();
+                },
+              },
+              action === "disable" ? "Disable…" : "Enable…",
+            ),
+          ];
+        }),
+        "no public identity yet",
+      ),
+    );
+    show(
+      "ip-groups",
+      table(
+        ["IP group (HMAC)", "issued", "today", "attempts this minute", "attempts last hour", "last issued"],
+        data.ip_groups.map((group) => [
+          short(group.ip_group),
+          group.issued_total,
+          group.issued_today,
+          group.attempts_this_minute,
+          group.attempts_last_hour,
+          time(group.last_issued_at),
+        ]),
+      ),
+    );
+    $("buckets-node").textContent = `Node started ${time(data.local_buckets.node_started_at)}.`;
+    show(
+      "buckets",
+      table(
+        ["tier", "key", "count in 60 s"],
+        data.local_buckets.buckets.map((bucket) => [bucket.tier, short(bucket.key), bucket.count]),
+        "no bucket active in the last 60 s",
+      ),
+    );
+  }
+
+  function renderOperations(data) {
+    show(
+      "findings",
+      el(
+        "div",
+        {},
+        table(
+          ["class", "count", "latest"],
+          data.identity_findings.by_class.map((row) => [row.class, row.count, time(row.last_at)]),
+          "no finding recorded",
+        ),
+        data.identity_findings.recent.length === 0
+          ? ""
+          : table(
+              ["agent id", "class", "code", "at"],
+              data.identity_findings.recent.map((row) => [row.agent_id, row.class, row.code, time(row.at)]),
+            ),
+      ),
+    );
+    show(
+      "batches",
+      table(
+        ["state", "batches", "keys"],
+        data.key_batches.by_state.map((row) => [row.state, row.count, row.keys]),
+      ),
+    );
+    show(
+      "actions",
+      table(
+        ["kind", "state", "count"],
+        data.actions.by_state.map((row) => [row.kind, row.state, row.count]),
+      ),
+    );
+    show(
+      "recent-actions",
+      table(
+        ["action", "agent", "kind", "status", "amount", "to", "tx", "error", "updated"],
+        data.actions.recent.map((row) => [
+          short(row.action_id),
+          short(row.agent_id),
+          row.kind,
+          row.status,
+          row.amount,
+          short(row.to),
+          short(row.tx_hash),
+          row.error_code,
+          time(row.updated_at),
+        ]),
+      ),
+    );
+    show(
+      "settlements",
+      table(
+        ["state", "count"],
+        data.x402_settlements.by_state.map((row) => [row.state, row.count]),
+      ),
+    );
+    show(
+      "exceptions",
+      table(
+        ["id", "wallet", "ceiling (units)", "reason", "approved", "expires"],
+        data.funding_exceptions.active.map((row) => [
+          short(row.id),
+          row.wallet,
+          row.ceiling_units,
+          row.reason,
+          time(row.approved_at),
+          time(row.expires_at),
+        ]),
+      ),
+    );
+  }
+
+  function renderAudit(data) {
+    show(
+      "audit",
+      table(
+        ["at", "what", "subject", "change", "before", "after", "reason", "via"],
+        data.changes.map((row) => [
+          time(row.at),
+          row.kind,
+          row.subject,
+          row.change,
+          row.before,
+          row.after,
+          row.reason,
+          row.source,
+        ]),
+        "no change recorded",
+      ),
+    );
+  }
+
+  async function refresh() {
+    const [registration, operations, audit] = await Promise.all([
+      api("/registration"),
+      api("/operations"),
+      api("/audit"),
+    ]);
+    renderRegistration(registration);
+    renderOperations(operations);
+    renderAudit(audit);
+  }
+
+  function forget(text, kind) {
+    tokens.admin = "";
+    tokens.change = "";
+    $("console").hidden = true;
+    $("login").hidden = false;
+    say(text, kind);
+  }
+
+  async function guarded(work) {
+    try {
+      await work();
+    } catch (error) {
+      // A read refused for its token means the tokens are wrong: ask for them again. A change
+      // refused for its token leaves the console open (the read token is right).
+      if (error instanceof ApiError && error.status === 401 && error.method === "GET")
+        forget(explain(error), "error");
+      else say(explain(error), "error");
+    }
+  }
+
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    tokens.admin = $("admin-token").value;
+    tokens.change = $("change-token").value;
+    // The fields are cleared at once: the values now live only in `tokens`.
+    $("admin-token").value = "";
+    $("change-token").value = "";
+    guarded(async () => {
+      await refresh();
+      $("login").hidden = true;
+      $("console").hidden = false;
+      say(tokens.change ? "Signed in: reading and changes." : "Signed in: reading only.", "ok");
+    });
+  });
+
+  $("refresh").addEventListener("click", () => guarded(refresh));
+  $("forget").addEventListener("click", () => forget("Tokens forgotten.", ""));
+
+  $("settings-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = $("setting-name").value;
+    const text = $("setting-value").value.trim();
+    // Numbers and booleans as JSON; anything else is sent as typed and refused by the server.
+    const value =
+      text === "true" ? true : text === "false" ? false : /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text;
+    guarded(async () => {
+      const result = await api("/registration/settings", {
+        body: { changes: { [name]: value }, reason: $("setting-reason").value },
+      });
+      $("setting-value").value = "";
+      $("setting-reason").value = "";
+      await refresh();
+      say(
+        result.changed.length === 0
+          ? `${name} already had that value: nothing changed.`
+          : result.changed
+              .map((change) => `${change.setting}: ${change.before} → ${change.after}`)
+              .join("; "),
+        "ok",
+      );
+    });
+  });
+
+  $("identity-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const agentId = $("identity-agent").value.trim();
+    const action = $("identity-action").value;
+    guarded(async () => {
+      const result = await api("/registration/identity", {
+        body: { agent_id: agentId, action, reason: $("identity-reason").value },
+      });
+      $("identity-reason").value = "";
+      await refresh();
+      say(
+        result.changed
+          ? `${agentId}: ${result.before.enabled ? "enabled" : "disabled"} → ${result.after.enabled ? "enabled" : "disabled"}`
+          : `${agentId} was already ${result.after.enabled ? "enabled" : "disabled"}: nothing changed.`,
+        "ok",
+      );
+    });
+  });
+})();

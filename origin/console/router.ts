@@ -1,0 +1,68 @@
+import { Hono } from "hono";
+import type { AppDeps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
+import type { AppEnv } from "../http/env.ts";
+import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import { ADMIN_AUTH_FAILURES, createAdminAuth } from "./admin-auth.ts";
+import { auditHandler } from "./audit.ts";
+import { changeIdentityHandler } from "./change-identity.ts";
+import { changeSettingsHandler } from "./change-settings.ts";
+import type { NodeLocal } from "./node-local.ts";
+import { operationsHandler } from "./operations.ts";
+import { createPageRouter } from "./page.ts";
+import { registrationOverviewHandler } from "./registration-overview.ts";
+
+/**
+ * The operator console and the metrics (SPEC "Operator console"; DESIGN §7), on the private
+ * origin only: the edge routes neither `{base}/admin/*` nor `{base}/metrics` (edge-worker/index.ts
+ * forwards an allowlist). Mounted whatever the gateway switch, which governs the gateway's
+ * endpoints: an operator can read the node and prepare registration settings before turning the
+ * gateway on. Without AGENT_ADMIN_API_TOKEN nothing here can authenticate, so every route
+ * answers 404 `feature_disabled`.
+ */
+export function createConsoleRouter(deps: AppDeps, node: NodeLocal): Hono<AppEnv> {
+  const router = new Hono<AppEnv>();
+  const adminApiToken = deps.config.secrets.adminApiToken;
+  if (!adminApiToken) {
+    const off = (): never => {
+      throw new AppError("feature_disabled", "the operator console needs AGENT_ADMIN_API_TOKEN on this node");
+    };
+    for (const path of ["/admin/agents", "/admin/agents/*", "/metrics"]) router.all(path, off);
+    return router;
+  }
+
+  // No edge secret here: the edge never forwards these routes, so the client is the socket peer
+  // (or, behind AGENT_TRUSTED_PROXIES, the right-most untrusted X-Forwarded-For hop).
+  const clientIp = clientIpMiddleware(deps.config.trustedProxies);
+  router.use("/admin/*", clientIp);
+  router.use("/metrics", clientIp);
+  router.use("/admin/agents/*", async (c, next) => {
+    // API answers are operational data: never cached, never sniffed into something else.
+    c.header("Cache-Control", "no-store");
+    c.header("X-Content-Type-Options", "nosniff");
+    await next();
+  });
+  const auth = createAdminAuth({
+    adminApiToken,
+    registrationAdminSecret: deps.config.secrets.registrationAdmin,
+    failuresPerIp: new SlidingWindowLimiter({ ...ADMIN_AUTH_FAILURES }),
+    refused: node.refusals,
+    logger: deps.logger,
+  });
+
+  router.route("/", createPageRouter(deps.config.http.basePath));
+  router.get("/admin/agents/registration", auth.read, registrationOverviewHandler(deps, node));
+  router.get("/admin/agents/operations", auth.read, operationsHandler(deps));
+  router.get("/admin/agents/audit", auth.read, auditHandler(deps));
+  router.post("/admin/agents/registration/settings", auth.change, changeSettingsHandler(deps));
+  router.post("/admin/agents/registration/identity", auth.change, changeIdentityHandler(deps));
+  // GET {base}/metrics: the Prometheus text format, for a scraper holding the admin read token.
+  router.get("/metrics", auth.scrape, async (c) =>
+    c.body(await node.metrics.render(), 200, {
+      "Content-Type": node.metrics.registry.contentType,
+      "Cache-Control": "no-store",
+    }),
+  );
+  return router;
+}

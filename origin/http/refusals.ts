@@ -1,0 +1,20 @@
+/**
+ * The limiters that can refuse a request, as the metrics count them (issue 16): the gateway's two
+ * tiers (SPEC Limits), the registration's early local limiter and its persisted admission, the
+ * /rpc in-flight caps, and failed operator-console authentication.
+ */
+export const REFUSAL_TIERS = [
+  "pre_auth_ip",
+  "per_agent",
+  "registration_early",
+  "registration_admission",
+  "rpc_in_flight",
+  "admin_auth",
+] as const;
+
+export type RefusalTier = (typeof REFUSAL_TIERS)[number];
+
+/** Told of each refusal, once, by the part that refused. */
+export type RefusalCounter = (tier: RefusalTier) => void;
+
+export const ignoreRefusal: RefusalCounter = () => {};

@@ -1,0 +1,206 @@
+/**
+ * Wire schemas of the operator console API (SPEC "Operator console", DESIGN §7), requests and
+ * responses in one module: the routes validate requests with them, the tests check responses
+ * against them, and the OpenAPI document is to be generated from them. Runtime-neutral.
+ */
+import { z } from "zod";
+
+const timestamp = z.string().describe("ISO 8601, UTC");
+const count = z.number().int().nonnegative();
+
+/** The registration settings and their ranges (origin/registration/settings.ts is the authority). */
+export const settingsSchema = z.object({
+  paused: z.boolean(),
+  per_ip_daily: count,
+  network_daily: count,
+  total_ceiling: count,
+  key_reserve: count,
+  attempts_per_ip_per_minute: count,
+  attempts_global_per_minute: count,
+});
+
+// ─── Requests ────────────────────────────────────────────────────────────────────────────────
+
+const reasonSchema = z
+  .string({ error: "reason must be a string" })
+  .max(500, "reason must be at most 500 characters")
+  .refine((value) => value.trim() !== "", "reason must not be empty");
+
+/**
+ * POST {base}/admin/agents/registration/settings. `changes` maps setting names to values; the
+ * names and ranges are checked by the settings service, every one before anything changes.
+ */
+export const settingsChangeRequestSchema = z.strictObject({
+  changes: z.record(z.string(), z.union([z.boolean(), z.number()]), {
+    error: "changes must map setting names to values",
+  }),
+  reason: reasonSchema,
+});
+export type SettingsChangeRequest = z.infer<typeof settingsChangeRequestSchema>;
+
+/** POST {base}/admin/agents/registration/identity. */
+export const identityChangeRequestSchema = z.strictObject({
+  agent_id: z.uuid({ error: "agent_id must be an agent id (a UUID)" }),
+  action: z.enum(["disable", "enable"], { error: "action must be disable or enable" }),
+  reason: reasonSchema,
+});
+export type IdentityChangeRequest = z.infer<typeof identityChangeRequestSchema>;
+
+// ─── Responses ───────────────────────────────────────────────────────────────────────────────
+
+export const settingsChangeResponseSchema = z.object({
+  /** One entry per setting whose value changed; a setting set to its current value is no change. */
+  changed: z.array(z.object({ setting: z.string(), before: z.string(), after: z.string() })),
+  settings: settingsSchema,
+});
+export type SettingsChangeResponse = z.infer<typeof settingsChangeResponseSchema>;
+
+export const identityChangeResponseSchema = z.object({
+  agent_id: z.string(),
+  changed: z.boolean(),
+  before: z.object({ enabled: z.boolean() }),
+  after: z.object({ enabled: z.boolean() }),
+  /** A revoked identity stays refused whatever its enabled flag. */
+  revoked: z.boolean(),
+});
+export type IdentityChangeResponse = z.infer<typeof identityChangeResponseSchema>;
+
+export const LOCAL_BUCKET_TIERS = ["pre_auth_ip", "per_agent", "registration_early"] as const;
+
+/** GET {base}/admin/agents/registration. */
+export const registrationOverviewSchema = z.object({
+  generated_at: timestamp,
+  settings: settingsSchema,
+  settings_updated_at: timestamp,
+  /** The setting ranges the settings form offers. */
+  setting_ranges: z.record(
+    z.string(),
+    z.object({ kind: z.enum(["boolean", "integer"]), max: count.optional() }),
+  ),
+  /** Persistent counters (SPEC: admission attempts to the database, not refusals before it). */
+  counters: z.object({
+    issued_total: count,
+    issued_today: count,
+    attempts_this_minute: count,
+    attempts_last_hour: count,
+    utc_day: z.string(),
+  }),
+  key_stock: z.object({
+    /** Verified, backed-up keys ready for provisioning. */
+    free: count,
+    /** Batches still on their way to `available`, and the keys they will add. */
+    in_flight_batches: count,
+    in_flight_keys: count,
+    /** Keys public registration leaves for operator provisioning (a setting). */
+    reserve: count,
+    issuable_before_reserve: count,
+  }),
+  /** The last 50 public identities, newest first. */
+  identities: z.array(
+    z.object({
+      agent_id: z.string(),
+      assigned_wallet: z.string(),
+      enabled: z.boolean(),
+      revoked: z.boolean(),
+      disabled_reason: z.string().nullable(),
+      created_at: timestamp,
+      ip_group: z.string().nullable(),
+    }),
+  ),
+  /**
+   * Hashed IP groups (HMAC under AGENT_REGISTRATION_IP_SECRET) active today or in the last hour,
+   * or among the latest to register, with their persistent counts; at most 100, latest first.
+   */
+  ip_groups: z.array(
+    z.object({
+      ip_group: z.string(),
+      issued_total: count,
+      issued_today: count,
+      attempts_this_minute: count,
+      attempts_last_hour: count,
+      last_issued_at: timestamp.nullable(),
+    }),
+  ),
+  /** This node's in-memory limiter buckets: per node, reset on restart (SPEC "Operator console"). */
+  local_buckets: z.object({
+    scope: z.literal("node"),
+    reset_on_restart: z.literal(true),
+    window_seconds: z.literal(60),
+    node_started_at: timestamp,
+    buckets: z.array(
+      z.object({
+        tier: z.enum(LOCAL_BUCKET_TIERS),
+        /** An agent id, or a hashed IP group: the console shows no client address. */
+        key: z.string(),
+        count,
+      }),
+    ),
+  }),
+});
+export type RegistrationOverview = z.infer<typeof registrationOverviewSchema>;
+
+/** GET {base}/admin/agents/operations: read-only views beyond the spec. */
+export const operationsOverviewSchema = z.object({
+  generated_at: timestamp,
+  identity_findings: z.object({
+    by_class: z.array(z.object({ class: z.string(), count, last_at: timestamp.nullable() })),
+    recent: z.array(z.object({ agent_id: z.string(), class: z.string(), code: z.string(), at: timestamp })),
+  }),
+  key_batches: z.object({
+    by_state: z.array(z.object({ state: z.string(), count, keys: count })),
+  }),
+  actions: z.object({
+    by_state: z.array(z.object({ kind: z.string(), state: z.string(), count })),
+    recent: z.array(
+      z.object({
+        action_id: z.string(),
+        agent_id: z.string(),
+        kind: z.string(),
+        status: z.string(),
+        amount: z.string().nullable(),
+        to: z.string().nullable(),
+        tx_hash: z.string().nullable(),
+        error_code: z.string().nullable(),
+        updated_at: timestamp,
+      }),
+    ),
+  }),
+  /** By whatever states the table holds. */
+  x402_settlements: z.object({ by_state: z.array(z.object({ state: z.string(), count })) }),
+  funding_exceptions: z.object({
+    active: z.array(
+      z.object({
+        id: z.string(),
+        wallet: z.string(),
+        ceiling_units: z.string(),
+        reason: z.string(),
+        approved_at: timestamp,
+        expires_at: timestamp,
+      }),
+    ),
+  }),
+});
+export type OperationsOverview = z.infer<typeof operationsOverviewSchema>;
+
+export const AUDIT_KINDS = ["registration_setting", "identity", "funding_exception"] as const;
+
+/** GET {base}/admin/agents/audit: every recorded change, newest first. */
+export const auditSchema = z.object({
+  /** Said on the page too: the credentials are shared, so a change names no person. */
+  note: z.string(),
+  changes: z.array(
+    z.object({
+      kind: z.enum(AUDIT_KINDS),
+      /** The setting name, the agent id, or the funding exception id. */
+      subject: z.string(),
+      change: z.string(),
+      before: z.string().nullable(),
+      after: z.string(),
+      reason: z.string(),
+      /** The channel the change came through, when recorded (console or cli); never a person. */
+      source: z.string().nullable(),
+      at: timestamp,
+    }),
+  ),
+});
+export type Audit = z.infer<typeof auditSchema>;
