@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { bearerCredentials } from "../http/authorization.ts";
 
 /** DESIGN §4: `agt_<token_id>_<secret>`, 16-byte id and 32-byte secret, lowercase hex. */
 const TOKEN_PATTERN = /^agt_([0-9a-f]{32})_([0-9a-f]{64})$/;
@@ -18,10 +19,9 @@ export function issueToken(): IssuedToken {
 
 export type ParsedToken = { tokenId: string; secret: string };
 
-/** Parses an `Authorization` header value; anything but `Bearer agt_…` of the exact shape is null. */
+/** Parses an `Authorization` header value; anything but a bearer `agt_…` of the exact shape is null. */
 export function parseBearerHeader(header: string | undefined): ParsedToken | null {
-  if (!header?.startsWith("Bearer ")) return null;
-  const match = TOKEN_PATTERN.exec(header.slice(7));
+  const match = TOKEN_PATTERN.exec(bearerCredentials(header) ?? "");
   return match ? { tokenId: match[1]!, secret: match[2]! } : null;
 }
 

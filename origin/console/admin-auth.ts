@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { HEADER_ADMIN_API_TOKEN, HEADER_REGISTRATION_ADMIN_TOKEN } from "../../shared/constants.ts";
 import { AppError } from "../errors.ts";
+import { bearerCredentials } from "../http/authorization.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
@@ -86,8 +87,7 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
   const headerOrBearer: Presented = (header) => {
     const direct = header(HEADER_ADMIN_API_TOKEN);
     if (direct !== undefined) return { read: direct };
-    const authorization = header("authorization");
-    return { read: authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined };
+    return { read: bearerCredentials(header("authorization")) };
   };
   return {
     read: guard(headerOnly, false),

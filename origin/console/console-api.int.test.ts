@@ -439,6 +439,10 @@ describe("operator console: configuration", () => {
         (await send(`${origin.base}/metrics`, { headers: { authorization: `Bearer ${secrets.adminToken}` } }))
           .status,
       ).toBe(200);
+      expect(
+        (await send(`${origin.base}/metrics`, { headers: { authorization: `bearer ${secrets.adminToken}` } }))
+          .status,
+      ).toBe(200);
     } finally {
       await origin.close();
     }

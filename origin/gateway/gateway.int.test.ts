@@ -130,6 +130,20 @@ describe("gateway over HTTP (real database and devnet)", () => {
       ]);
     });
 
+    it("takes the bearer scheme in any case and after any run of spaces (RFC 9110)", async () => {
+      for (const scheme of ["bearer ", "BEARER ", "bEaReR   "]) {
+        const response = await send(`${origin.base}/agent/v1/network`, {
+          headers: { authorization: `${scheme}${tokens.read.token}` },
+        });
+        expect(response.status, scheme).toBe(200);
+      }
+      const glued = await send(`${origin.base}/agent/v1/network`, {
+        headers: { authorization: `Bearer${tokens.read.token}` },
+        localAddress: "127.0.0.11",
+      });
+      expect(glued.status).toBe(401);
+    });
+
     it("stops a token on the very next request after revocation", async () => {
       const agent = await issue(["read"]);
       expect((await send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) })).status).toBe(
