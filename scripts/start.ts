@@ -167,6 +167,7 @@ async function main(): Promise<void> {
       db: database.db,
       socketPath,
       recoveryKeyFile: authority.recoveryKeyFile,
+      recoveryEncKeyFile: authority.recoveryEncKeyFile,
       envId,
       onLine: say,
     });
@@ -201,6 +202,9 @@ async function main(): Promise<void> {
     say(`secrets    ${path.join(dataDir, "local-secrets.json")} (console tokens; never printed)`);
     say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
+    if (existsSync(authority.recoveryEncKeyFile)) {
+      say(`recovery   ${authority.recoveryEncKeyFile} (encryption key of every backup; keep offline)`);
+    }
     say("Ctrl-C stops everything");
   } catch (error) {
     say(`failed: ${error instanceof Error ? error.message : String(error)}`);

@@ -7,7 +7,6 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
-import { runRestoreDrill } from "../keypool/restore-drill.ts";
 
 // POST /agent/v1/faucet and the funding gate (DESIGN §8) against the real stack.
 
@@ -170,7 +169,7 @@ describe("faucet and funding gate (real stack)", () => {
       });
 
       // Restore evidence lifts the gate: no exception needed.
-      const drilled = await runRestoreDrill(db, stack.signer, stack.authorities.recovery, agent.batchId);
+      const drilled = await stack.drill(agent.batchId);
       expect(drilled.ok).toBe(true);
       const lifted = await calls.transfer({
         idempotency_key: newKey(),

@@ -2,10 +2,12 @@
  * DESIGN §8 funding gate: faucet and transfer move funds only for a wallet that is enabled, whose
  * identity is verified and whose key batch is backed up; a batch without restore evidence holds
  * the wallet to its pre-restore ceiling, `zero_only` unless an active `approved_non_zero`
- * exception grants one (balance after the move ≤ ceiling). x402 skips this gate (SPEC).
+ * exception grants one (balance after the move ≤ ceiling). Only evidence of a restore into a new
+ * enclave from the recovery key counts (issue 15). x402 skips this gate (SPEC).
  */
 import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { RESTORE_METHOD_NEW_ENCLAVE } from "../db/schema.ts";
 
 export type GateReason =
   | "no_restore_evidence"
@@ -33,7 +35,8 @@ export type WalletGateRow = {
 export function walletGateSql(wallet: string): SQL {
   return sql`(select row_to_json(g) from (
     select i.enabled, i.last_verified_at is not null as verified, b.status as batch_status,
-      exists (select 1 from restore_evidence r where r.batch_id = k.batch_id) as restored,
+      exists (select 1 from restore_evidence r
+        where r.batch_id = k.batch_id and r.method = ${RESTORE_METHOD_NEW_ENCLAVE}) as restored,
       (select max(e.ceiling_units)::text from funding_exceptions e
         where e.wallet = ${wallet} and e.revoked_at is null and e.expires_at > now()) as ceiling_units
     from agent_identities i
