@@ -54,7 +54,7 @@ export type FixtureKeys = Pick<
 
 /** Creates a temporary data dir, runs `init` through the CLI and starts the enclave. */
 export async function createEnclaveFixture(
-  options: { envId?: string; start?: boolean; keys?: FixtureKeys } = {},
+  options: { envId?: string; start?: boolean; keys?: FixtureKeys; logLevel?: string } = {},
 ): Promise<EnclaveFixture> {
   const dir = await mkdtemp(join(tmpdir(), "enclave-"));
   const dataDir = join(dir, "data");
@@ -104,7 +104,7 @@ export async function createEnclaveFixture(
     const spawned = spawn(process.execPath, args, {
       cwd: REPO_ROOT,
       stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, LOG_LEVEL: "warn" },
+      env: { ...process.env, LOG_LEVEL: options.logLevel ?? "warn" },
     });
     spawned.stderr?.on("data", (chunk: Buffer) => {
       stderr += chunk.toString("utf8");

@@ -33,6 +33,8 @@ export type MoneyStack = {
   processEnv(overrides?: Record<string, string>): Record<string, string>;
   treasury: Address;
   policy: SignerPolicy;
+  /** Where the refill wrote each batch's backup envelope (BACKUP_DIR). */
+  backupDir: string;
   /** Mints capabilities of the enclave's three authorities. */
   authorities: { admin: CapabilityProvider; policy: CapabilityProvider; recovery: CapabilityProvider };
   /**
@@ -174,6 +176,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     }),
     treasury: treasury.value.faucetAddress,
     policy,
+    backupDir,
     authorities,
     drill: (batchId) => driller.drill(db.handle.db, batchId),
     newAgent,

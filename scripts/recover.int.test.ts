@@ -1,0 +1,132 @@
+import { execFile } from "node:child_process";
+import { readdir, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { authorityPublicKey } from "../shared/capability.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
+import type { ActionView } from "../shared/gateway-schemas.ts";
+import { toHex } from "../shared/hex.ts";
+import { x25519PublicKey } from "../shared/recovery-envelope.ts";
+import { REPO_ROOT } from "./test/enclave-process.ts";
+import { agentCalls, isAccepted, newKey } from "./test/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "./test/money-stack.ts";
+
+const run = promisify(execFile);
+type Run = { code: number; stdout: string; stderr: string };
+
+// Issue 15 acceptance: the enclave's data folder is lost entirely; a new enclave initialised with
+// the same env id and authority keys, restored from the backup folder through the offline
+// re-encryption step, signs for an agent provisioned before the loss, at the same wallet address.
+describe("disaster recovery: the enclave's data folder is deleted (real stack)", () => {
+  let stack: MoneyStack;
+  let agent: StackAgent;
+  let keyDir: string;
+
+  const recover = (...args: string[]): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "scripts/recover.ts", ...args, "--socket", stack.enclave.socketPath],
+        { cwd: REPO_ROOT },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
+  beforeAll(async () => {
+    stack = await startMoneyStack();
+    agent = await stack.newAgent({ units: 20_000_000n });
+    // Another batch, so the recovery restores more than the agent's own.
+    await stack.newAgent({ drilled: false, verified: false });
+    keyDir = path.join(stack.enclave.dir, "offline-keys");
+    await run("mkdir", ["-p", keyDir]);
+    await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret));
+    await writeFile(path.join(keyDir, "recovery-enc.key"), toHex(stack.enclave.recoveryEncKey));
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("a new enclave restored from the backup folder signs a transfer the devnet mines, from the same wallet", async () => {
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const chain = publicClientFor(stack.devnet.url);
+
+    // The disaster: the enclave process and its whole data folder (sealing key, keystore, state).
+    await stack.enclave.stop();
+    await rm(stack.enclave.dataDir, { recursive: true, force: true });
+
+    // A new enclave: the same env id and authority public keys, a new sealing key, no old files.
+    const { enclave } = stack;
+    await run(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "enclave/main.ts",
+        "init",
+        "--data-dir",
+        enclave.dataDir,
+        "--env-id",
+        enclave.envId,
+        "--admin-pubkey",
+        authorityPublicKey(enclave.adminSecret),
+        "--policy-pubkey",
+        authorityPublicKey(enclave.policySecret),
+        "--recovery-pubkey",
+        authorityPublicKey(enclave.recoverySecret),
+        "--recovery-enc-pubkey",
+        toHex(x25519PublicKey(enclave.recoveryEncKey)),
+      ],
+      { cwd: REPO_ROOT },
+    );
+    await enclave.start();
+    expect(await stack.signer.publicIdentity({ keyRef: agent.keyRef })).toMatchObject({
+      ok: false,
+      error: { code: "key_purpose_mismatch" },
+    });
+
+    // Every batch of the backup folder, re-encrypted offline from the recovery key to the new
+    // enclave's transport key and restored under the recovery authority.
+    const backups = (await readdir(stack.backupDir)).filter((name) => name.endsWith(".backup"));
+    expect(backups).toHaveLength(2);
+    const restored = await recover(
+      "--backup-dir",
+      stack.backupDir,
+      "--recovery-key",
+      path.join(keyDir, "recovery.key"),
+      "--recovery-enc-key",
+      path.join(keyDir, "recovery-enc.key"),
+    );
+    expect(restored.stderr).toBe("");
+    expect(restored.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 1 imported`);
+    expect(restored.stdout).toContain("recover: 2 restored, 0 refused\n");
+    expect(restored.code).toBe(0);
+    // Run again (a recovery that stopped half way is simply repeated): nothing more to import.
+    const repeated = await recover(
+      "--backup-dir",
+      stack.backupDir,
+      "--recovery-key",
+      path.join(keyDir, "recovery.key"),
+      "--recovery-enc-key",
+      path.join(keyDir, "recovery-enc.key"),
+    );
+    expect(repeated.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 0 imported`);
+    const held = await stack.signer.publicIdentity({ keyRef: agent.keyRef });
+    expect(held).toMatchObject({ ok: true, value: { namespace: "agent-transfer" } });
+    expect(held.ok && held.value.address.toLowerCase()).toBe(agent.wallet.toLowerCase());
+
+    // The operator seals the signing policy again with the offline policy key (runbook step).
+    const sealed = await stack.signer.configurePolicy(stack.policy, stack.authorities.policy);
+    expect(sealed.ok).toBe(true);
+
+    const recipient = newAccount().address;
+    const response = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1500000" });
+    expect(isAccepted(response)).toBe(true);
+    const done = await calls.settled((response.body as ActionView).action_id);
+    expect(done.status).toBe("confirmed");
+    const tx = await chain.getTransaction({ hash: done.tx_hash as `0x${string}` });
+    expect(tx.from.toLowerCase()).toBe(agent.wallet.toLowerCase());
+    expect(await chain.getBalance({ address: recipient })).toBe(1_500_000n * WEI_PER_UNIT);
+  });
+});
