@@ -18,7 +18,8 @@ type Run = { code: number; stdout: string; stderr: string };
 
 // Issue 15 acceptance: the enclave's data folder is lost entirely; a new enclave initialised with
 // the same env id and authority keys, restored from the backup folder through the offline
-// re-encryption step, signs for an agent provisioned before the loss, at the same wallet address.
+// re-encryption step, signs for an agent provisioned before the loss, at the same wallet address,
+// and pays the faucet from the same treasury once its backed-up key is restored too.
 describe("disaster recovery: the enclave's data folder is deleted (real stack)", () => {
   let stack: MoneyStack;
   let agent: StackAgent;
@@ -43,14 +44,29 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     await run("mkdir", ["-p", keyDir]);
     await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret));
     await writeFile(path.join(keyDir, "recovery-enc.key"), toHex(stack.enclave.recoveryEncKey));
+    await writeFile(path.join(keyDir, "admin.key"), toHex(stack.enclave.adminSecret));
   });
   afterAll(async () => {
     await stack?.close();
   });
 
-  it("a new enclave restored from the backup folder signs a transfer the devnet mines, from the same wallet", async () => {
+  it("a new enclave restored from the backup folder signs a transfer the devnet mines, from the same wallet; the backed-up treasury key pays the faucet again", async () => {
     const calls = agentCalls(stack.origin.base, agent.token);
     const chain = publicClientFor(stack.devnet.url);
+    // Before the loss: the faucet treasury's key (made by configure_treasury, not by the refill)
+    // is backed up beside the batches.
+    const sealedBefore = await stack.signer.getPolicy();
+    const treasuryKeyRef = sealedBefore.ok ? sealedBefore.value.treasury?.faucetKeyRef : undefined;
+    const treasuryBackup = await recover(
+      "backup-key",
+      "--treasury",
+      "--admin-key",
+      path.join(keyDir, "admin.key"),
+      "--backup-dir",
+      stack.backupDir,
+    );
+    expect(treasuryBackup.stdout).toContain(`key ${treasuryKeyRef} (faucet, batch treasury-`);
+    expect(treasuryBackup.code).toBe(0);
 
     // The disaster: the enclave process and its whole data folder (sealing key, keystore, state).
     await stack.enclave.stop();
@@ -89,7 +105,7 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     // Every batch of the backup folder, re-encrypted offline from the recovery key to the new
     // enclave's transport key and restored under the recovery authority.
     const backups = (await readdir(stack.backupDir)).filter((name) => name.endsWith(".backup"));
-    expect(backups).toHaveLength(2);
+    expect(backups).toHaveLength(3);
     const restored = await recover(
       "--backup-dir",
       stack.backupDir,
@@ -100,7 +116,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     );
     expect(restored.stderr).toBe("");
     expect(restored.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 1 imported`);
-    expect(restored.stdout).toContain("recover: 2 restored, 0 refused\n");
+    expect(restored.stdout).toContain("(faucet): 1 keys held, 1 imported");
+    expect(restored.stdout).toContain("recover: 3 restored, 0 refused\n");
     expect(restored.code).toBe(0);
     // Run again (a recovery that stopped half way is simply repeated): nothing more to import.
     const repeated = await recover(
@@ -128,5 +145,19 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     const tx = await chain.getTransaction({ hash: done.tx_hash as `0x${string}` });
     expect(tx.from.toLowerCase()).toBe(agent.wallet.toLowerCase());
     expect(await chain.getBalance({ address: recipient })).toBe(1_500_000n * WEI_PER_UNIT);
+
+    // The treasury comes back too: the policy key points the treasury at the restored key, and a
+    // faucet payout is paid from the same treasury address as before the loss.
+    const treasury = await stack.signer.configureTreasury(
+      { faucetKeyRef: treasuryKeyRef, budgetUnits: 1_000_000_000n },
+      stack.authorities.policy,
+    );
+    expect(treasury.ok && treasury.value.faucetAddress.toLowerCase()).toBe(stack.treasury.toLowerCase());
+    const payout = await calls.faucet();
+    expect(isAccepted(payout)).toBe(true);
+    const paid = await calls.settled((payout.body as ActionView).action_id);
+    expect(paid.status).toBe("confirmed");
+    const payoutTx = await chain.getTransaction({ hash: paid.tx_hash as `0x${string}` });
+    expect(payoutTx.from.toLowerCase()).toBe(stack.treasury.toLowerCase());
   });
 });

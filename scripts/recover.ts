@@ -8,6 +8,9 @@
  *       re-encrypts every DIR/*.backup to a transport key of the enclave and restores it
  *   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
  *       restores packages made offline by scripts/recovery-reencrypt.ts
+ *   npm run recover -- backup-key (--treasury | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
+ *       before any loss: backs up a key the refill does not (the faucet treasury's, made by
+ *       configure_treasury) as an envelope in DIR, so a recovery brings it back too
  *
  * --recovery-key is the recovery authority (Ed25519), --recovery-enc-key the recovery encryption
  * key (X25519); both are the operator's offline keys. The socket is --socket, else
@@ -17,13 +20,14 @@
 import { parseArgs } from "node:util";
 import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
-import { recoverBatches } from "./lib/recover.ts";
+import { backupKey, recoverBatches } from "./lib/recover.ts";
 import { readRecoveryKeyFile } from "./recovery-key.ts";
 
 const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE [--socket PATH]
   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
+  npm run recover -- backup-key (--treasury | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
 `;
 
 async function main(): Promise<number> {
@@ -36,15 +40,24 @@ async function main(): Promise<number> {
       "recovery-key": { type: "string" },
       "recovery-enc-key": { type: "string" },
       socket: { type: "string" },
+      treasury: { type: "boolean" },
+      "key-ref": { type: "string" },
+      "admin-key": { type: "string" },
     },
   });
   const endpoint = process.env.AGENT_SIGNER_SVC_HSM_ENDPOINT;
   const socketPath = values.socket ?? (endpoint ? socketPathOfEndpoint(endpoint) : ".data/enclave.sock");
   const packages = values.package ?? [];
   const transportOnly = positionals.length === 1 && positionals[0] === "transport-key";
+  const backupOnly =
+    positionals.length === 1 &&
+    positionals[0] === "backup-key" &&
+    Boolean(values.treasury) !== Boolean(values["key-ref"]) &&
+    values["admin-key"] &&
+    values["backup-dir"];
   const fromDir = positionals.length === 0 && values["backup-dir"] && values["recovery-enc-key"];
   const fromPackages = positionals.length === 0 && !values["backup-dir"] && packages.length > 0;
-  if (!transportOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
+  if (!transportOnly && !backupOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
     process.stderr.write(USAGE);
     return 2;
   }
@@ -66,6 +79,7 @@ async function main(): Promise<number> {
       );
       return 0;
     }
+    if (backupOnly) return await backupOne(signer, values);
     const results = await recoverBatches({
       signer,
       recoveryAuthority: { keyPath: values["recovery-key"]! },
@@ -90,6 +104,39 @@ async function main(): Promise<number> {
   } finally {
     await signer.close();
   }
+}
+
+async function backupOne(
+  signer: ReturnType<typeof createSocketSignerClient>,
+  values: { treasury?: boolean; "key-ref"?: string; "admin-key"?: string; "backup-dir"?: string },
+): Promise<number> {
+  let keyRef = values["key-ref"];
+  if (values.treasury) {
+    const sealed = await signer.getPolicy();
+    if (!sealed.ok) {
+      process.stdout.write(`recover: failed: get_policy: ${sealed.error.code}\n`);
+      return 1;
+    }
+    if (!sealed.value.treasury) {
+      process.stdout.write("recover: failed: no faucet treasury is configured\n");
+      return 1;
+    }
+    keyRef = sealed.value.treasury.faucetKeyRef;
+  }
+  const backedUp = await backupKey({
+    signer,
+    adminAuthority: { keyPath: values["admin-key"]! },
+    keyRef: keyRef!,
+    backupDir: values["backup-dir"]!,
+  });
+  if (!backedUp.ok) {
+    process.stdout.write(`recover: failed: ${backedUp.reason}\n`);
+    return 1;
+  }
+  process.stdout.write(
+    `recover: key ${keyRef} (${backedUp.namespace}, batch ${backedUp.batchId}) backed up and verified: ${backedUp.path}\n`,
+  );
+  return 0;
 }
 
 main().then(

@@ -154,6 +154,8 @@ export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 export const publicIdentityParams = z.strictObject({ key_ref: keyRefSchema });
 export const publicIdentityResult = publicKeyInfoSchema.extend({
   namespace: namespaceSchema,
+  /** The key's batch, as export_backup names it (issue 15: backing up a treasury or settler key). */
+  batch_id: batchIdSchema,
   env_id: z.string().regex(ENV_ID_PATTERN),
   chain_id: z.number().int(),
 });

@@ -13,6 +13,7 @@ export const publicIdentity: OpHandler<"public_identity"> = (ctx, params) => {
     ...publicInfo(key),
     // Every key set is written under a KEY_NAMESPACES name (generate, treasury, restore).
     namespace: key.namespace as KeyNamespace,
+    batch_id: key.batchId,
     env_id: ctx.config.env_id,
     chain_id: ctx.config.chain_id,
   });

@@ -170,6 +170,7 @@ export const OP_CODECS = {
     result: wire.publicIdentityResult.transform((r) => ({
       ...keyInfo(r),
       namespace: r.namespace,
+      batchId: r.batch_id,
       envId: r.env_id,
       chainId: r.chain_id,
     })),

@@ -105,7 +105,12 @@ export type GetPolicyResult = {
 export type GetPolicyOptions = { timeoutMs?: number };
 
 export type PublicIdentityParams = { keyRef: string };
-export type PublicIdentityResult = KeyPublicInfo & { namespace: string; envId: string; chainId: number };
+export type PublicIdentityResult = KeyPublicInfo & {
+  namespace: string;
+  batchId: string;
+  envId: string;
+  chainId: number;
+};
 
 export type ProveIdentityParams = { keyRef: string; verifierNonce: Hex };
 export type ProveIdentityResult = KeyPublicInfo & { signature: Hex; envId: string; chainId: number };

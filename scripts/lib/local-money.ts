@@ -3,6 +3,8 @@
  * pool, and the restore drill run on every verified batch that has none yet, so the funding gate
  * opens honestly (DESIGN §8) rather than by an exception.
  */
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import type { Address } from "viem";
@@ -14,6 +16,7 @@ import { createSignerClient } from "../../origin/signer/create-signer-client.ts"
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { readRecoveryKeyFile } from "../recovery-key.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
+import { backupKey } from "./recover.ts";
 import { createRestoreDriller } from "./restore-drill.ts";
 
 /** The treasury is topped up to this many units when it falls below a tenth of it. */
@@ -76,6 +79,37 @@ export async function drillAndProveLocally(params: {
       { envId: params.envId, windowSeconds: 3_600, now: new Date() },
     );
     return batches.length;
+  } finally {
+    await signer.close();
+  }
+}
+
+/**
+ * Backs up the faucet treasury's key once (issue 15): configure_treasury makes it outside any
+ * refill batch, so without this a lost enclave would take the treasury's float with it.
+ */
+export async function backupLocalTreasury(params: {
+  socketPath: string;
+  adminKeyFile: string;
+  backupDir: string;
+  onLine: (line: string) => void;
+}): Promise<void> {
+  const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
+  try {
+    const sealed = await signer.getPolicy();
+    if (!sealed.ok || !sealed.value.treasury) return;
+    const keyRef = sealed.value.treasury.faucetKeyRef;
+    const identity = await signer.publicIdentity({ keyRef });
+    if (!identity.ok) throw new Error(`treasury key: public_identity: ${identity.error.code}`);
+    if (existsSync(path.join(params.backupDir, `${identity.value.batchId}.backup`))) return;
+    const backedUp = await backupKey({
+      signer,
+      adminAuthority: { keyPath: params.adminKeyFile },
+      keyRef,
+      backupDir: params.backupDir,
+    });
+    if (!backedUp.ok) throw new Error(`treasury backup failed: ${backedUp.reason}`);
+    params.onLine(`treasury   key backed up to ${backedUp.path}`);
   } finally {
     await signer.close();
   }
