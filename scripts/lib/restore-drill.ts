@@ -67,23 +67,6 @@ export function createRestoreDriller(options: RestoreDrillerOptions): RestoreDri
   };
 }
 
-/**
- * One drill with a throwaway enclave of its own, stopped and deleted before this returns (the
- * `npm run restore-drill` behaviour).
- */
-export async function runRestoreDrill(
-  db: Db,
-  options: RestoreDrillerOptions,
-  batchId: string,
-): Promise<RestoreDrillResult> {
-  const driller = createRestoreDriller(options);
-  try {
-    return await driller.drill(db, batchId);
-  } finally {
-    await driller.close();
-  }
-}
-
 async function drillInto(
   db: Db,
   target: () => Promise<ThrowawayEnclave>,
