@@ -23,6 +23,7 @@ type Run = { code: number; stdout: string; stderr: string };
 describe("disaster recovery: the enclave's data folder is deleted (real stack)", () => {
   let stack: MoneyStack;
   let agent: StackAgent;
+  let other: StackAgent;
   let keyDir: string;
 
   const recover = (...args: string[]): Promise<Run> =>
@@ -35,11 +36,21 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
       );
     });
 
+  const cli = (script: string, args: string[]): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", script, ...args],
+        { cwd: REPO_ROOT },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
   beforeAll(async () => {
     stack = await startMoneyStack();
     agent = await stack.newAgent({ units: 20_000_000n });
     // Another batch, so the recovery restores more than the agent's own.
-    await stack.newAgent({ drilled: false, verified: false });
+    other = await stack.newAgent({ drilled: false, verified: false });
     keyDir = path.join(stack.enclave.dir, "offline-keys");
     await run("mkdir", ["-p", keyDir]);
     await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret));
@@ -102,8 +113,39 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
       error: { code: "key_purpose_mismatch" },
     });
 
-    // Every batch of the backup folder, re-encrypted offline from the recovery key to the new
-    // enclave's transport key and restored under the recovery authority.
+    // One batch the air-gapped way: the enclave's transport key carried to the offline machine,
+    // the package made there, and carried back to be restored.
+    const offered = await recover("transport-key");
+    const { transport_public_key: transportKey } = JSON.parse(offered.stdout) as {
+      transport_public_key: string;
+    };
+    const packageFile = path.join(keyDir, "other.package");
+    const made = await cli("scripts/recovery-reencrypt.ts", [
+      "--envelope",
+      path.join(stack.backupDir, `${other.batchId}.backup`),
+      "--recovery-enc-key",
+      path.join(keyDir, "recovery-enc.key"),
+      "--transport-key",
+      transportKey,
+      "--env-id",
+      enclave.envId,
+      "--out",
+      packageFile,
+    ]);
+    expect(made.stdout).toContain(
+      `batch ${other.batchId} (1 keys, agent-transfer) sealed to the transport key`,
+    );
+    const carried = await recover(
+      "--package",
+      packageFile,
+      "--recovery-key",
+      path.join(keyDir, "recovery.key"),
+    );
+    expect(carried.stdout).toContain(`batch ${other.batchId} (agent-transfer): 1 keys held, 1 imported`);
+    expect(carried.code).toBe(0);
+
+    // Every batch of the backup folder, re-encrypted from the recovery key to the new enclave's
+    // transport key and restored under the recovery authority (the one already restored: 0 imported).
     const backups = (await readdir(stack.backupDir)).filter((name) => name.endsWith(".backup"));
     expect(backups).toHaveLength(3);
     const restored = await recover(
@@ -117,6 +159,7 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     expect(restored.stderr).toBe("");
     expect(restored.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 1 imported`);
     expect(restored.stdout).toContain("(faucet): 1 keys held, 1 imported");
+    expect(restored.stdout).toContain(`batch ${other.batchId} (agent-transfer): 1 keys held, 0 imported`);
     expect(restored.stdout).toContain("recover: 3 restored, 0 refused\n");
     expect(restored.code).toBe(0);
     // Run again (a recovery that stopped half way is simply repeated): nothing more to import.
