@@ -1,117 +1,161 @@
 /**
- * Encrypted backup envelopes of a key batch (SPEC "Transfer-key pool", DESIGN §5 export/verify/
- * restore). The envelope is a CBOR map with a plaintext header (batch id, env id, chain id,
- * namespace, public keys and addresses) and the private keys sealed with AES-256-GCM under a key
- * derived from the sealing key by HKDF; the canonical CBOR of the header is the associated data,
- * so a header cannot be swapped onto another batch's ciphertext.
+ * Backup envelopes of a key batch inside the enclave (SPEC "Transfer-key pool", DESIGN §5
+ * export/verify/restore, issue 15). Formats and HPKE live in shared/recovery-envelope.ts.
+ *
+ * - export: the batch's private keys are sealed twice under the canonical header as associated
+ *   data: with HPKE to the sealed recovery encryption key (the copy a recovery opens, offline),
+ *   and with AES-256-GCM under a key derived from this enclave's sealing key (the copy
+ *   verify_backup opens, since the recovery copy cannot be opened here).
+ * - verify: the sealing-key copy authenticates and every key reproduces its header entry; the
+ *   recovery copy names this enclave's recovery key and has exactly the length HPKE gives that
+ *   plaintext. Whether the recovery copy opens is what the restore drill proves, offline.
+ * - restore: a restore package (the recovery copy re-encrypted offline to one of this enclave's
+ *   transport keys) is opened, every key is checked against its header entry, and the keys are
+ *   returned for import under their original namespace and key_refs.
  */
 import { createHash } from "node:crypto";
-import { z } from "zod";
-import { encodeCanonicalCbor } from "../shared/canonical-cbor.ts";
-import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
-import { bytesSchema } from "../shared/enclave-ops.ts";
-import { equalBytes, type Hex, toHex } from "../shared/hex.ts";
-import { KEY_REF_PATTERN } from "../shared/identity-proof.ts";
+import { encodeCbor } from "../shared/cbor-frame.ts";
+import { equalBytes, fromHex, type Hex, toHex } from "../shared/hex.ts";
+import {
+  BACKUP_ENVELOPE_KIND,
+  type BackupHeader,
+  type BackupSecrets,
+  HpkeOpenError,
+  headerAad,
+  hpkeOpen,
+  hpkeSeal,
+  isWellFormedBox,
+  packageAad,
+  parseBackupEnvelope,
+  parseRestorePackage,
+  parseSecrets,
+  RECOVERY_HPKE_INFO,
+  recoveryKeyFingerprint,
+  TRANSPORT_HPKE_INFO,
+} from "../shared/recovery-envelope.ts";
 import type { EnclaveContext } from "./context.ts";
 import { type KeyEntry, type KeyMaterial, materialFromPrivateKey } from "./keystore.ts";
 import { type OpOutcome, refuse, succeed } from "./outcome.ts";
 import { deriveBackupKey, SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
 
-const ENVELOPE_KIND = "svc-hsm/backup/v1";
-const bytes = (length: number) => bytesSchema.refine((value) => value.length === length);
-
-const headerSchema = z.object({
-  batch_id: z.string().min(1),
-  env_id: z.string(),
-  chain_id: z.number().int(),
-  namespace: z.string(),
-  created_at: z.string(),
-  keys: z.array(
-    z.object({ key_ref: z.string().regex(KEY_REF_PATTERN), public_key: bytes(65), address: z.string() }),
-  ),
-});
-type BackupHeader = z.infer<typeof headerSchema>;
-
-const envelopeSchema = z.object({
-  v: z.literal(1),
-  kind: z.literal(ENVELOPE_KIND),
-  header: headerSchema,
-  sealed: bytesSchema,
-});
-
-const secretsSchema = z.array(
-  z.object({ key_ref: z.string().regex(KEY_REF_PATTERN), private_key: bytes(32) }),
-);
-
 export type BuiltEnvelope = { envelope: Uint8Array; sha256: Hex };
 
-/** Seals `keys` of one batch into an envelope. */
-export function buildBackupEnvelope(
+/** Seals `keys` of one batch into a v2 envelope. */
+export async function buildBackupEnvelope(
   ctx: EnclaveContext,
-  batch: { batchId: string; namespace: string; keys: KeyEntry[] },
-): BuiltEnvelope {
+  batch: { batchId: string; namespace: BackupHeader["namespace"]; keys: KeyEntry[] },
+): Promise<BuiltEnvelope> {
+  const recoveryKey = fromHex(ctx.config.recovery_encryption_key);
   const header: BackupHeader = {
     batch_id: batch.batchId,
     env_id: ctx.config.env_id,
     chain_id: ctx.config.chain_id,
     namespace: batch.namespace,
     created_at: ctx.now().toISOString(),
+    recovery_key_sha256: recoveryKeyFingerprint(recoveryKey),
     keys: batch.keys.map((key) => ({ key_ref: key.keyRef, public_key: key.publicKey, address: key.address })),
   };
-  const secrets = batch.keys.map((key) => ({ key_ref: key.keyRef, private_key: key.privateKey }));
-  const backupKey = deriveBackupKey(ctx.sealingKey, ctx.config.env_id);
-  const sealed = seal(backupKey, SEAL_LABEL.backup, encodeCbor(secrets), encodeCanonicalCbor(header));
-  const envelope = encodeCbor({ v: 1, kind: ENVELOPE_KIND, header, sealed });
+  const secrets: BackupSecrets = batch.keys.map((key) => ({
+    key_ref: key.keyRef,
+    private_key: key.privateKey,
+  }));
+  const plaintext = encodeCbor(secrets);
+  const aad = headerAad(header);
+  const recovery = await hpkeSeal(recoveryKey, RECOVERY_HPKE_INFO, aad, plaintext);
+  const sealed = seal(deriveBackupKey(ctx.sealingKey, ctx.config.env_id), SEAL_LABEL.backup, plaintext, aad);
+  const envelope = encodeCbor({ v: 2, kind: BACKUP_ENVELOPE_KIND, header, recovery, sealed });
   return { envelope, sha256: toHex(createHash("sha256").update(envelope).digest()) };
 }
 
-export type OpenedEnvelope = {
+export type OpenedBatch = {
   batchId: string;
-  namespace: string;
+  namespace: BackupHeader["namespace"];
   keys: KeyMaterial[];
 };
 
 /**
- * Decrypts an envelope and checks that every private key reproduces the public key and address
- * of its header entry. Refusals: `malformed` for something that is not an envelope, `seal_failed`
- * for another environment, a failed authentication or a key that does not reproduce.
+ * verify_backup's check of an envelope this enclave exported. Refusals: `malformed` for something
+ * that is not a v2 envelope, `seal_failed` for another environment, another recovery key, a copy
+ * that does not authenticate or a key that does not reproduce.
  */
-export function openBackupEnvelope(ctx: EnclaveContext, envelope: Uint8Array): OpOutcome<OpenedEnvelope> {
-  let decoded: unknown;
-  try {
-    decoded = decodeCbor(envelope);
-  } catch {
-    return refuse("malformed", "not a backup envelope");
+export function verifyBackupEnvelope(ctx: EnclaveContext, raw: Uint8Array): OpOutcome<OpenedBatch> {
+  const parsed = parseBackupEnvelope(raw);
+  if (!parsed.ok) return refuse("malformed", parsed.reason);
+  const { header, recovery, sealed } = parsed.value;
+  const other = otherEnvironment(ctx, header);
+  if (other) return other;
+  if (header.recovery_key_sha256 !== recoveryKeyFingerprint(fromHex(ctx.config.recovery_encryption_key))) {
+    return refuse("seal_failed", "envelope is sealed to another recovery key than this enclave's");
   }
-  const parsed = envelopeSchema.safeParse(decoded);
-  if (!parsed.success) return refuse("malformed", "not a backup envelope");
-  const { header, sealed } = parsed.data;
-  if (header.env_id !== ctx.config.env_id || header.chain_id !== ctx.config.chain_id) {
-    return refuse("seal_failed", "envelope belongs to another environment");
-  }
-  let secrets: z.infer<typeof secretsSchema>;
+  let plaintext: Uint8Array;
   try {
     const backupKey = deriveBackupKey(ctx.sealingKey, ctx.config.env_id);
-    const plaintext = unseal(backupKey, SEAL_LABEL.backup, sealed, encodeCanonicalCbor(header));
-    secrets = secretsSchema.parse(decodeCbor(plaintext));
+    plaintext = unseal(backupKey, SEAL_LABEL.backup, sealed, headerAad(header));
   } catch (error) {
-    if (error instanceof SealError || error instanceof z.ZodError) {
-      return refuse("seal_failed", "envelope does not authenticate");
-    }
+    if (error instanceof SealError) return refuse("seal_failed", "envelope does not authenticate");
     throw error;
   }
-  if (secrets.length !== header.keys.length || secrets.length === 0) {
-    return refuse("seal_failed", "envelope keys do not match its header");
+  // The recovery copy seals this same plaintext: HPKE adds exactly the AEAD tag to its length.
+  const wellFormed = isWellFormedBox(recovery, plaintext.length);
+  const secrets = parseSecrets(plaintext, header);
+  if (!wellFormed) return refuse("seal_failed", "envelope's recovery copy is not well formed");
+  return keysOfHeader(header, secrets);
+}
+
+/**
+ * restore_backup's opening of a restore package. Refusals: `malformed` for something that is not
+ * a package, `seal_failed` for another environment or chain, a transport key this enclave does not
+ * hold (expired, or offered before a restart), a package that does not open, or a key that does
+ * not reproduce its header entry.
+ */
+export async function openRestorePackage(
+  ctx: EnclaveContext,
+  raw: Uint8Array,
+): Promise<OpOutcome<OpenedBatch>> {
+  const parsed = parseRestorePackage(raw);
+  if (!parsed.ok) return refuse("malformed", parsed.reason);
+  const { header, transport_public_key: transportKey, box } = parsed.value;
+  const other = otherEnvironment(ctx, header);
+  if (other) return other;
+  const privateKey = ctx.transportKeys.privateKeyOf(transportKey, ctx.now());
+  if (!privateKey) {
+    return refuse(
+      "seal_failed",
+      "the package's transport key is not held by this enclave (expired, or offered before a restart): ask for a new one",
+    );
   }
+  let plaintext: Uint8Array;
+  try {
+    plaintext = await hpkeOpen(privateKey, TRANSPORT_HPKE_INFO, packageAad(header, transportKey), box);
+  } catch (error) {
+    if (error instanceof HpkeOpenError) return refuse("seal_failed", "restore package does not authenticate");
+    throw error;
+  }
+  const secrets = parseSecrets(plaintext, header);
+  return keysOfHeader(header, secrets);
+}
+
+function otherEnvironment(ctx: EnclaveContext, header: BackupHeader): OpOutcome<never> | null {
+  if (header.env_id !== ctx.config.env_id || header.chain_id !== ctx.config.chain_id) {
+    return refuse(
+      "seal_failed",
+      `backup belongs to env ${header.env_id} on chain ${header.chain_id}, not to this enclave's`,
+    );
+  }
+  return null;
+}
+
+/** Every secret must reproduce the public key and address of its header entry. */
+function keysOfHeader(header: BackupHeader, secrets: BackupSecrets | null): OpOutcome<OpenedBatch> {
+  if (!secrets) return refuse("seal_failed", "backup keys do not match its header");
   const keys: KeyMaterial[] = [];
   for (const [index, secret] of secrets.entries()) {
     const expected = header.keys[index]!;
     const material = materialFromPrivateKey(secret.private_key, secret.key_ref);
     const reproduces =
-      secret.key_ref === expected.key_ref &&
       equalBytes(material.publicKey, expected.public_key) &&
       material.address.toLowerCase() === expected.address.toLowerCase();
-    if (!reproduces) return refuse("seal_failed", "envelope keys do not reproduce their public keys");
+    if (!reproduces) return refuse("seal_failed", "backup keys do not reproduce their public keys");
     keys.push(material);
   }
   return succeed({ batchId: header.batch_id, namespace: header.namespace, keys });

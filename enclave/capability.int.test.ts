@@ -134,7 +134,7 @@ describe("capabilities (real process)", () => {
   });
 
   it("refuses restore_backup under the admin authority and accepts nothing without the recovery tier", async () => {
-    const restoreParams = { envelope: new Uint8Array([1, 2, 3]) };
+    const restoreParams = { package: new Uint8Array([1, 2, 3]) };
     const cap = await mintFor(client, fixture, "restore_backup", restoreParams, {
       secret: fixture.adminSecret,
     });

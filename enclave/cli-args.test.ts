@@ -22,16 +22,23 @@ describe("enclave CLI arguments", () => {
     });
   });
 
-  it("parses init and requires its four values", () => {
+  it("parses init and requires its five values", () => {
     const init = ["init", "--env-id", "dev", "--admin-pubkey", "aa", "--policy-pubkey", "cc"];
-    expect(parseEnclaveArgs([...init, "--recovery-pubkey", "bb", "--data-dir", "/d"], {})).toEqual({
+    expect(
+      parseEnclaveArgs(
+        [...init, "--recovery-pubkey", "bb", "--recovery-enc-pubkey", "dd", "--data-dir", "/d"],
+        {},
+      ),
+    ).toEqual({
       command: "init",
       dataDir: "/d",
       envId: "dev",
       adminAuthority: "aa",
       policyAuthority: "cc",
       recoveryAuthority: "bb",
+      recoveryEncryptionKey: "dd",
     });
+    expect(() => parseEnclaveArgs([...init, "--recovery-pubkey", "bb"], {})).toThrow(/--recovery-enc-pubkey/);
     expect(() => parseEnclaveArgs(["init", "--env-id", "dev"], {})).toThrow(UsageError);
     expect(() =>
       parseEnclaveArgs(["init", "--env-id", "dev", "--admin-pubkey", "aa", "--recovery-pubkey", "bb"], {}),

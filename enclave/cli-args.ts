@@ -16,6 +16,7 @@ export type EnclaveCommand =
       adminAuthority: string;
       policyAuthority: string;
       recoveryAuthority: string;
+      recoveryEncryptionKey: string;
     }
   | {
       command: "serve";
@@ -38,7 +39,8 @@ export class UsageError extends Error {
 }
 
 export const USAGE = `usage:
-  npm run enclave -- init --env-id ID --admin-pubkey HEX --policy-pubkey HEX --recovery-pubkey HEX [--data-dir DIR]
+  npm run enclave -- init --env-id ID --admin-pubkey HEX --policy-pubkey HEX --recovery-pubkey HEX
+                          --recovery-enc-pubkey HEX [--data-dir DIR]
   npm run enclave [-- serve] [--socket PATH] [--data-dir DIR]
 env: ENCLAVE_SOCKET_PATH (default ${DEFAULT_SOCKET_PATH}), ENCLAVE_DATA_DIR (default ${DEFAULT_DATA_DIR}),
      ENCLAVE_ANNOUNCED_PROFILE / --profile (tests only), LOG_LEVEL`;
@@ -56,6 +58,7 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
       "admin-pubkey": { type: "string" },
       "policy-pubkey": { type: "string" },
       "recovery-pubkey": { type: "string" },
+      "recovery-enc-pubkey": { type: "string" },
       "data-dir": { type: "string" },
       socket: { type: "string" },
       profile: { type: "string" },
@@ -68,10 +71,21 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
     const adminAuthority = values["admin-pubkey"];
     const policyAuthority = values["policy-pubkey"];
     const recoveryAuthority = values["recovery-pubkey"];
-    if (!envId || !adminAuthority || !policyAuthority || !recoveryAuthority) {
-      throw new UsageError("init needs --env-id, --admin-pubkey, --policy-pubkey and --recovery-pubkey");
+    const recoveryEncryptionKey = values["recovery-enc-pubkey"];
+    if (!envId || !adminAuthority || !policyAuthority || !recoveryAuthority || !recoveryEncryptionKey) {
+      throw new UsageError(
+        "init needs --env-id, --admin-pubkey, --policy-pubkey, --recovery-pubkey and --recovery-enc-pubkey",
+      );
     }
-    return { command: "init", dataDir, envId, adminAuthority, policyAuthority, recoveryAuthority };
+    return {
+      command: "init",
+      dataDir,
+      envId,
+      adminAuthority,
+      policyAuthority,
+      recoveryAuthority,
+      recoveryEncryptionKey,
+    };
   }
   if (command === "serve") {
     return {

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Keystore } from "./keystore.ts";
 import type { SealedConfig } from "./sealed-config.ts";
 import type { StateStore } from "./state-store.ts";
+import type { TransportKeys } from "./transport-keys.ts";
 
 export type EnclaveContext = {
   config: SealedConfig;
@@ -10,6 +11,8 @@ export type EnclaveContext = {
   state: StateStore;
   /** Needed only to derive the backup key; never logged, never sent. */
   sealingKey: Uint8Array;
+  /** In-memory transport keys of restores into this enclave (issue 15). */
+  transportKeys: TransportKeys;
   now: () => Date;
   logger: Logger;
 };

@@ -3,6 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
+import { toHex } from "../shared/hex.ts";
+import { randomX25519PrivateKey, x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import { InitError, initEnclave } from "./init.ts";
 import { readSealedConfig, readSealingKey } from "./sealed-config.ts";
@@ -12,6 +14,7 @@ describe("initEnclave", () => {
   const admin = authorityPublicKey(randomAuthoritySecret());
   const policy = authorityPublicKey(randomAuthoritySecret());
   const recovery = authorityPublicKey(randomAuthoritySecret());
+  const recoveryEnc = toHex(x25519PublicKey(randomX25519PrivateKey()));
 
   beforeEach(async () => {
     dir = join(await mkdtemp(join(tmpdir(), "enclave-init-")), "data");
@@ -20,13 +23,14 @@ describe("initEnclave", () => {
     await rm(join(dir, ".."), { recursive: true, force: true });
   });
 
-  it("creates a 0600 sealing key and seals env id, chain id 77 and the three authorities beside it", async () => {
+  it("creates a 0600 sealing key and seals env id, chain id 77, the three authorities and the recovery encryption key beside it", async () => {
     await initEnclave({
       dataDir: dir,
       envId: "dev-1",
       adminAuthority: admin,
       policyAuthority: policy.toUpperCase().replace("0X", "0x"),
       recoveryAuthority: recovery.slice(2),
+      recoveryEncryptionKey: recoveryEnc.slice(2).toUpperCase(),
     });
     const layout = dataDirLayout(dir);
     expect((await stat(layout.sealingKey)).mode & 0o777).toBe(0o600);
@@ -34,12 +38,13 @@ describe("initEnclave", () => {
     expect((await stat(dir)).mode & 0o777).toBe(0o700);
     const config = await readSealedConfig(layout, await readSealingKey(layout));
     expect(config).toMatchObject({
-      v: 2,
+      v: 3,
       env_id: "dev-1",
       chain_id: 77,
       admin_authority: admin,
       policy_authority: policy,
       recovery_authority: recovery,
+      recovery_encryption_key: recoveryEnc,
     });
     expect((await readdir(dir)).sort()).toEqual(["enclave.sealed", "keys", "sealing.key"]);
   });
@@ -51,6 +56,7 @@ describe("initEnclave", () => {
       adminAuthority: admin,
       policyAuthority: policy,
       recoveryAuthority: recovery,
+      recoveryEncryptionKey: recoveryEnc,
     };
     await initEnclave(params);
     await expect(initEnclave(params)).rejects.toBeInstanceOf(InitError);
@@ -63,11 +69,19 @@ describe("initEnclave", () => {
       adminAuthority: admin,
       policyAuthority: policy,
       recoveryAuthority: recovery,
+      recoveryEncryptionKey: recoveryEnc,
     };
     await expect(initEnclave({ ...base, envId: "Dev_1" })).rejects.toThrow(/env-id/);
     await expect(initEnclave({ ...base, adminAuthority: "0x1234" })).rejects.toThrow(/admin-pubkey/);
     await expect(initEnclave({ ...base, policyAuthority: "0x1234" })).rejects.toThrow(/policy-pubkey/);
     await expect(initEnclave({ ...base, recoveryAuthority: admin })).rejects.toThrow(/differ/);
+    await expect(initEnclave({ ...base, recoveryEncryptionKey: "0x1234" })).rejects.toThrow(
+      /recovery-enc-pubkey/,
+    );
+    // A low-order X25519 point (here zero) would give every backup an all-zero shared secret.
+    await expect(initEnclave({ ...base, recoveryEncryptionKey: `0x${"00".repeat(32)}` })).rejects.toThrow(
+      /recovery-enc-pubkey/,
+    );
     // The origin holds the admin key: a policy authority equal to it would undo the tier.
     await expect(initEnclave({ ...base, policyAuthority: admin.slice(2) })).rejects.toThrow(/differ/);
     await expect(initEnclave({ ...base, policyAuthority: recovery })).rejects.toThrow(/differ/);

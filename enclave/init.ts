@@ -1,12 +1,13 @@
 /**
- * `npm run enclave -- init`: creates the sealing key (0600) and seals the env id, chain id 77 and
- * the authority public keys beside it. Refuses to run twice: a second init would orphan every key
+ * `npm run enclave -- init`: creates the sealing key (0600) and seals the env id, chain id 77, the
+ * authority public keys and the recovery encryption public key beside it. Refuses to run twice: a second init would orphan every key
  * sealed under the first sealing key.
  */
 import { mkdir } from "node:fs/promises";
 import { CHAIN_ID } from "../shared/constants.ts";
-import { normaliseHex } from "../shared/hex.ts";
+import { fromHex, normaliseHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
+import { hpkeSeal, RECOVERY_HPKE_INFO } from "../shared/recovery-envelope.ts";
 import { writeFileAtomic } from "./atomic-file.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import {
@@ -24,6 +25,8 @@ export type InitEnclaveParams = {
   adminAuthority: string;
   policyAuthority: string;
   recoveryAuthority: string;
+  /** X25519 public key (32 bytes hex) of the offline recovery encryption key (issue 15). */
+  recoveryEncryptionKey: string;
   chainId?: number;
   now?: () => Date;
 };
@@ -39,6 +42,7 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
   const adminAuthority = parseAuthority(params.adminAuthority, "--admin-pubkey");
   const policyAuthority = parseAuthority(params.policyAuthority, "--policy-pubkey");
   const recoveryAuthority = parseAuthority(params.recoveryAuthority, "--recovery-pubkey");
+  const recoveryEncryptionKey = await parseRecoveryEncryptionKey(params.recoveryEncryptionKey);
   if (new Set([adminAuthority, policyAuthority, recoveryAuthority]).size !== 3) {
     // The tiers only mean something if they are held by different keys (DESIGN §5 "Ops and tiers").
     throw new InitError("the admin, policy and recovery authority keys must all differ");
@@ -56,11 +60,33 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
     admin_authority: adminAuthority,
     policy_authority: policyAuthority,
     recovery_authority: recoveryAuthority,
+    recovery_encryption_key: recoveryEncryptionKey,
     created_at: (params.now ?? (() => new Date()))().toISOString(),
   };
   await writeFileAtomic(layout.sealingKey, sealingKey);
   await writeFileAtomic(layout.sealedConfig, sealConfig(sealingKey, config));
   return config;
+}
+
+/**
+ * The recovery encryption key must be a usable X25519 public key: HPKE refuses a low-order point
+ * (an all-zero shared secret), so a trial seal at init catches it before any backup depends on it.
+ */
+async function parseRecoveryEncryptionKey(value: string): Promise<`0x${string}`> {
+  const message =
+    "--recovery-enc-pubkey must be a 32-byte X25519 public key in hex (scripts/recovery-key.ts)";
+  let key: `0x${string}`;
+  try {
+    key = normaliseHex(value, 32);
+  } catch {
+    throw new InitError(message);
+  }
+  try {
+    await hpkeSeal(fromHex(key), RECOVERY_HPKE_INFO, new Uint8Array(0), new Uint8Array(0));
+  } catch {
+    throw new InitError(message);
+  }
+  return key;
 }
 
 function parseAuthority(value: string, flag: string): `0x${string}` {

@@ -1,11 +1,26 @@
 import { createHash, randomBytes } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { reencryptForTransport } from "../scripts/lib/recovery-reencrypt.ts";
 import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
-import type { Hex } from "../shared/hex.ts";
+import { fromHex, type Hex, toHex } from "../shared/hex.ts";
 import { verifyIdentityProof } from "../shared/identity-proof.ts";
+import {
+  headerAad,
+  hpkeOpen,
+  hpkeSeal,
+  packageAad,
+  parseBackupEnvelope,
+  parseSecrets,
+  RECOVERY_HPKE_INFO,
+  RESTORE_PACKAGE_KIND,
+  recoveryKeyFingerprint,
+  TRANSPORT_HPKE_INFO,
+  x25519PublicKey,
+} from "../shared/recovery-envelope.ts";
+import { publicKeyOf } from "../shared/secp256k1.ts";
 import { mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
@@ -149,16 +164,41 @@ describe("keystore, identity proof and backups (real process)", () => {
   describe("backups", () => {
     let envelope: Uint8Array;
 
-    it("exports an envelope whose sha256 matches its bytes", async () => {
+    it("exports a v2 envelope: plaintext header naming the recovery key, HPKE recovery copy, sealing-key copy", async () => {
       const exported = await privileged(client, fixture, "export_backup", {
         batch_id: "batch-ks",
         key_refs: keys.map((key) => key.key_ref),
       });
       envelope = new Uint8Array(exported.envelope as Uint8Array);
       expect(exported.sha256).toBe(`0x${createHash("sha256").update(envelope).digest("hex")}`);
-      // The header (batch, env, public keys) is plaintext; only the private keys are sealed.
-      const header = (decodeCbor(envelope) as { header: Record<string, unknown> }).header;
-      expect(header).toMatchObject({ batch_id: "batch-ks", env_id: "keystore-env", chain_id: CHAIN_ID });
+      // The header (batch, env, public keys, recovery key fingerprint) is plaintext; only the
+      // private keys are sealed, once to the recovery key and once under the sealing key.
+      const decoded = decodeCbor(envelope) as {
+        v: number;
+        header: Record<string, unknown>;
+        recovery: unknown;
+      };
+      expect(decoded.v).toBe(2);
+      expect(decoded.header).toMatchObject({
+        batch_id: "batch-ks",
+        env_id: "keystore-env",
+        chain_id: CHAIN_ID,
+        namespace: "agent-transfer",
+        recovery_key_sha256: recoveryKeyFingerprint(x25519PublicKey(fixture.recoveryEncKey)),
+      });
+      // The offline recovery key opens its copy, bound to the header, and gets the batch's keys.
+      const parsed = parseBackupEnvelope(envelope);
+      if (!parsed.ok) throw new Error(parsed.reason);
+      const plaintext = await hpkeOpen(
+        fixture.recoveryEncKey,
+        RECOVERY_HPKE_INFO,
+        headerAad(parsed.value.header),
+        parsed.value.recovery,
+      );
+      const secrets = parseSecrets(plaintext, parsed.value.header);
+      expect(secrets?.map((secret) => toHex(publicKeyOf(secret.private_key)))).toEqual(
+        keys.map((key) => key.public_key),
+      );
     });
 
     it("refuses to export a set of keys other than the batch", async () => {
@@ -176,44 +216,156 @@ describe("keystore, identity proof and backups (real process)", () => {
       expect(verified).toEqual({ batch_id: "batch-ks", namespace: "agent-transfer", keys });
     });
 
-    it("refuses a tampered envelope with seal_failed and garbage with malformed", async () => {
-      const decoded = decodeCbor(envelope) as { sealed: Uint8Array };
+    it("refuses a tampered sealing-key copy, a truncated recovery copy (seal_failed) and garbage (malformed)", async () => {
+      const decoded = decodeCbor(envelope) as {
+        sealed: Uint8Array;
+        recovery: { enc: Uint8Array; ct: Uint8Array };
+      };
       const sealed = new Uint8Array(decoded.sealed);
       sealed[sealed.length - 1]! ^= 0x01;
-      const tampered = encodeCbor({ ...decoded, sealed });
-      expect(await client.request("verify_backup", { envelope: tampered })).toMatchObject({
-        error: { code: "seal_failed" },
+      expect(
+        await client.request("verify_backup", { envelope: encodeCbor({ ...decoded, sealed }) }),
+      ).toMatchObject({ error: { code: "seal_failed", reason: "envelope does not authenticate" } });
+      const truncated = { ...decoded.recovery, ct: new Uint8Array(decoded.recovery.ct).subarray(1) };
+      expect(
+        await client.request("verify_backup", { envelope: encodeCbor({ ...decoded, recovery: truncated }) }),
+      ).toMatchObject({
+        error: { code: "seal_failed", reason: "envelope's recovery copy is not well formed" },
       });
       expect(await client.request("verify_backup", { envelope: Uint8Array.of(1, 2, 3) })).toMatchObject({
         error: { code: "malformed" },
       });
     });
 
-    it("restores into a scratch namespace reproducing the batch's public keys; the copies cannot sign", async () => {
-      const restored = await privileged(client, fixture, "restore_backup", { envelope });
-      expect(restored.namespace).toMatch(/^scratch-[0-9a-f]{16}$/);
-      const restoredKeys = restored.keys as Array<Key & { source_key_ref: string }>;
-      expect(restoredKeys.map((key) => [key.source_key_ref, key.public_key, key.address])).toEqual(
-        keys.map((key) => [key.key_ref, key.public_key, key.address]),
-      );
-      for (const key of restoredKeys) expect(keys.map((k) => k.key_ref)).not.toContain(key.key_ref);
-      const copy = restoredKeys[0]!;
-      expect(expectOk(await client.request("public_identity", { key_ref: copy.key_ref }))).toMatchObject({
-        namespace: restored.namespace,
-        public_key: keys[0]!.public_key,
+    describe("restore into a new enclave (same env id and authorities, its own fresh data folder)", () => {
+      let fresh: EnclaveFixture;
+      let freshClient: RawEnclaveClient;
+      const transportKey = async (): Promise<Uint8Array> => {
+        const offered = expectOk(await freshClient.request("new_transport_key", {}));
+        expect(offered).toMatchObject({ env_id: "keystore-env", chain_id: CHAIN_ID });
+        return fromHex(offered.transport_public_key as string);
+      };
+      const packageFor = async (transport: Uint8Array): Promise<Uint8Array> => {
+        const made = await reencryptForTransport({
+          envelope,
+          recoveryPrivateKey: fixture.recoveryEncKey,
+          transportPublicKey: transport,
+          expect: { envId: "keystore-env", chainId: CHAIN_ID },
+        });
+        if (!made.ok) throw new Error(made.reason);
+        return made.package;
+      };
+
+      beforeAll(async () => {
+        fresh = await createEnclaveFixture({ envId: "keystore-env", keys: fixture });
+        ({ client: freshClient } = await RawEnclaveClient.connect(fresh.socketPath));
       });
-      expect(
-        await client.request("sign_transfer", {
-          key_ref: copy.key_ref,
-          chain_id: CHAIN_ID,
-          to: "0x1111111111111111111111111111111111111111",
-          value_units: "1",
-          nonce: "0",
-          max_fee_per_gas: "1",
-          max_priority_fee_per_gas: "1",
-          gas_limit: "21000",
-        }),
-      ).toMatchObject({ error: { code: "key_purpose_mismatch" } });
+      afterAll(async () => {
+        freshClient?.close();
+        await fresh?.dispose();
+      });
+
+      it("reports its sealed identity: the same public keys as the old enclave, nothing secret", async () => {
+        expect(expectOk(await freshClient.request("get_sealed_identity", {}))).toEqual(
+          expectOk(await client.request("get_sealed_identity", {})),
+        );
+      });
+
+      it("imports the batch under its original key_refs and namespace; a restored key proves itself; a repeat imports nothing", async () => {
+        const restorePackage = await packageFor(await transportKey());
+        const restored = await privileged(freshClient, fresh, "restore_backup", { package: restorePackage });
+        expect(restored).toEqual({ batch_id: "batch-ks", namespace: "agent-transfer", keys, imported: 3 });
+        expect(
+          expectOk(await freshClient.request("public_identity", { key_ref: keys[1]!.key_ref })),
+        ).toMatchObject({
+          namespace: "agent-transfer",
+          address: keys[1]!.address,
+        });
+        const nonce = `0x${randomBytes(32).toString("hex")}` as Hex;
+        const proof = expectOk(
+          await freshClient.request("prove_identity", { key_ref: keys[1]!.key_ref, verifier_nonce: nonce }),
+        );
+        expect(
+          verifyIdentityProof({
+            chainId: CHAIN_ID,
+            envId: "keystore-env",
+            keyRef: keys[1]!.key_ref,
+            storedWallet: keys[1]!.address,
+            verifierNonce: nonce,
+            publicKey: proof.public_key as Hex,
+            address: proof.address as Hex,
+            signature: proof.signature as Hex,
+          }),
+        ).toEqual({ ok: true });
+        const again = await privileged(freshClient, fresh, "restore_backup", {
+          package: await packageFor(await transportKey()),
+        });
+        expect(again).toEqual({ batch_id: "batch-ks", namespace: "agent-transfer", keys, imported: 0 });
+        // The restored batch survives a restart: it was sealed under the new enclave's own key.
+        await fresh.stop();
+        await fresh.start();
+        freshClient.close();
+        ({ client: freshClient } = await RawEnclaveClient.connect(fresh.socketPath));
+        expect(
+          expectOk(await freshClient.request("public_identity", { key_ref: keys[2]!.key_ref })),
+        ).toMatchObject({
+          public_key: keys[2]!.public_key,
+        });
+      });
+
+      it("refuses a package for a transport key it no longer holds (offered before a restart)", async () => {
+        const stale = await packageFor(await transportKey());
+        await fresh.stop();
+        await fresh.start();
+        freshClient.close();
+        ({ client: freshClient } = await RawEnclaveClient.connect(fresh.socketPath));
+        const params = { package: stale };
+        const response = await freshClient.request(
+          "restore_backup",
+          params,
+          await mintFor(freshClient, fresh, "restore_backup", params),
+        );
+        expect(response).toMatchObject({ error: { code: "seal_failed" } });
+        expect((response as { error: { reason: string } }).error.reason).toContain("ask for a new one");
+      });
+
+      it("refuses a package whose header names another env id, and one whose header was altered", async () => {
+        // Made here by the test with the recovery key, as a compromised operator machine could:
+        // the enclave itself must refuse another environment's batch.
+        const parsed = parseBackupEnvelope(envelope);
+        if (!parsed.ok) throw new Error(parsed.reason);
+        const plaintext = await hpkeOpen(
+          fixture.recoveryEncKey,
+          RECOVERY_HPKE_INFO,
+          headerAad(parsed.value.header),
+          parsed.value.recovery,
+        );
+        const transport = await transportKey();
+        const craft = async (header: typeof parsed.value.header, aadHeader = header) =>
+          encodeCbor({
+            v: 1,
+            kind: RESTORE_PACKAGE_KIND,
+            header,
+            transport_public_key: transport,
+            box: await hpkeSeal(transport, TRANSPORT_HPKE_INFO, packageAad(aadHeader, transport), plaintext),
+          });
+        const send = async (restorePackage: Uint8Array) => {
+          const params = { package: restorePackage };
+          return freshClient.request(
+            "restore_backup",
+            params,
+            await mintFor(freshClient, fresh, "restore_backup", params),
+          );
+        };
+        const otherEnv = { ...parsed.value.header, env_id: "other-env" };
+        expect(await send(await craft(otherEnv))).toMatchObject({
+          error: { code: "seal_failed", reason: expect.stringContaining("belongs to env other-env") },
+        });
+        const renamed = { ...parsed.value.header, batch_id: "batch-other" };
+        expect(await send(await craft(renamed, parsed.value.header))).toMatchObject({
+          error: { code: "seal_failed", reason: "restore package does not authenticate" },
+        });
+      });
     });
   });
 });

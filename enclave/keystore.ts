@@ -28,6 +28,10 @@ export type KeyEntry = KeyMaterial & { namespace: string; batchId: string };
 
 export type AddKeySetParams = { namespace: string; batchId: string; keys: KeyMaterial[] };
 
+export type RestoreOutcome =
+  | { ok: true; entries: KeyEntry[]; imported: number }
+  | { ok: false; reason: string };
+
 export class Keystore {
   private readonly byRef = new Map<string, KeyEntry>();
   private readonly byBatch = new Map<string, { namespace: string; keys: KeyEntry[] }>();
@@ -75,7 +79,7 @@ export class Keystore {
     return this.byRef.get(keyRef);
   }
 
-  /** The keys of a generated batch (restored copies are not indexed by batch). */
+  /** The keys of a batch (generated here or restored from a backup). */
   batch(batchId: string): { namespace: string; keys: KeyEntry[] } | undefined {
     return this.byBatch.get(batchId);
   }
@@ -118,6 +122,39 @@ export class Keystore {
     return this.index(params);
   }
 
+  /**
+   * Imports a restored batch under its own namespace and key_refs (issue 15). Idempotent: keys
+   * already held (the same key under the same ref, batch and namespace) are kept, the others are
+   * written. Refused, writing nothing, when a key_ref or the batch id already holds something else.
+   */
+  async restore(params: AddKeySetParams): Promise<RestoreOutcome> {
+    if (this.writing.has(params.batchId)) return { ok: false, reason: "batch is being written" };
+    const refs = new Set(params.keys.map((key) => key.keyRef));
+    const batch = this.byBatch.get(params.batchId);
+    if (batch && (batch.namespace !== params.namespace || batch.keys.some((key) => !refs.has(key.keyRef)))) {
+      return { ok: false, reason: "the batch id already holds other keys" };
+    }
+    const missing: KeyMaterial[] = [];
+    for (const key of params.keys) {
+      const held = this.byRef.get(key.keyRef);
+      if (!held) {
+        missing.push(key);
+        continue;
+      }
+      const same =
+        held.namespace === params.namespace &&
+        held.batchId === params.batchId &&
+        Buffer.from(held.privateKey).equals(Buffer.from(key.privateKey));
+      if (!same) return { ok: false, reason: "a key_ref of the batch already holds another key" };
+    }
+    if (missing.length > 0) await this.add({ ...params, keys: missing });
+    return {
+      ok: true,
+      entries: params.keys.map((key) => this.byRef.get(key.keyRef)!),
+      imported: missing.length,
+    };
+  }
+
   private index(params: AddKeySetParams): KeyEntry[] {
     const entries = params.keys.map((key) => ({
       ...key,
@@ -125,11 +162,9 @@ export class Keystore {
       batchId: params.batchId,
     }));
     for (const entry of entries) this.byRef.set(entry.keyRef, entry);
-    if (!params.namespace.startsWith("scratch-")) {
-      const existing = this.byBatch.get(params.batchId);
-      if (existing) existing.keys.push(...entries);
-      else this.byBatch.set(params.batchId, { namespace: params.namespace, keys: entries });
-    }
+    const existing = this.byBatch.get(params.batchId);
+    if (existing) existing.keys.push(...entries);
+    else this.byBatch.set(params.batchId, { namespace: params.namespace, keys: entries });
     return entries;
   }
 }

@@ -1,8 +1,9 @@
 /**
- * The enclave's sealed identity (issue 4 "Keystore"): env id, chain id and the admin, policy and
- * recovery authority public keys (DESIGN §5 "Ops and tiers"), fixed at `init` and sealed beside the
- * sealing key. Capabilities and identity proofs are checked against these values, never against
- * anything a caller sends.
+ * The enclave's sealed identity (issue 4 "Keystore"): env id, chain id, the admin, policy and
+ * recovery authority public keys (DESIGN §5 "Ops and tiers") and the recovery encryption public
+ * key every backup is sealed to (issue 15), fixed at `init` and sealed beside the sealing key.
+ * Capabilities and identity proofs are checked against these values, never against anything a
+ * caller sends.
  */
 import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
@@ -13,8 +14,8 @@ import { SEAL_LABEL, SEALING_KEY_BYTES, SealError, seal, unseal } from "./sealin
 
 const authorityKey = z.string().regex(/^0x[0-9a-f]{64}$/);
 
-/** Version 2 added the policy authority (issue 11). */
-export const SEALED_CONFIG_VERSION = 2;
+/** Version 2 added the policy authority (issue 11), version 3 the recovery encryption key (issue 15). */
+export const SEALED_CONFIG_VERSION = 3;
 
 export const sealedConfigSchema = z.object({
   v: z.literal(SEALED_CONFIG_VERSION),
@@ -23,20 +24,26 @@ export const sealedConfigSchema = z.object({
   admin_authority: authorityKey,
   policy_authority: authorityKey,
   recovery_authority: authorityKey,
+  /** X25519 public key (HPKE) of the offline recovery encryption key; its private half never enters. */
+  recovery_encryption_key: authorityKey,
   created_at: z.string(),
 });
 export type SealedConfig = z.infer<typeof sealedConfigSchema>;
 
-/** The shape `init` sealed before issue 11: no policy authority, so the admin key set policy. */
-const sealedConfigV1Schema = z.object({ v: z.literal(1), env_id: z.string() });
+/** The shapes `init` sealed before: v1 had no policy authority, v2 no recovery encryption key. */
+const outdatedConfigSchema = z.object({ v: z.union([z.literal(1), z.literal(2)]), env_id: z.string() });
 
 /**
- * Thrown for a data folder sealed before the policy authority existed. It cannot be upgraded in
- * place: adding an authority to a sealed config would need no capability at all, which is exactly
- * the hole issue 11 closes, so the operator re-initialises.
+ * Thrown for a data folder sealed by an older `init`. It cannot be upgraded in place: adding an
+ * authority or a recovery key to a sealed config would need no capability at all (the hole issue 11
+ * closes), and the keys it holds have no backup a recovery key can open, so the operator
+ * re-initialises.
  */
 export class SealedConfigOutdatedError extends Error {
   override readonly name = "SealedConfigOutdatedError";
+  constructor(readonly version: 1 | 2) {
+    super(`sealed config v${version} is older than v${SEALED_CONFIG_VERSION}`);
+  }
 }
 
 /** Seals the config for writing to disk. */
@@ -52,17 +59,16 @@ export async function readSealingKey(layout: DataDirLayout): Promise<Uint8Array>
 }
 
 /**
- * Unseals and parses the config; throws SealedConfigOutdatedError for the pre-policy-authority
- * shape and SealError if it does not authenticate or parse.
+ * Unseals and parses the config; throws SealedConfigOutdatedError for an older version and
+ * SealError if it does not authenticate or parse.
  */
 export async function readSealedConfig(layout: DataDirLayout, sealingKey: Uint8Array): Promise<SealedConfig> {
   const blob = new Uint8Array(await readFile(layout.sealedConfig));
   const decoded = decodeCbor(unseal(sealingKey, SEAL_LABEL.config, blob));
   const parsed = sealedConfigSchema.safeParse(decoded);
   if (parsed.success) return parsed.data;
-  if (sealedConfigV1Schema.safeParse(decoded).success) {
-    throw new SealedConfigOutdatedError("sealed config v1 has no policy authority");
-  }
+  const outdated = outdatedConfigSchema.safeParse(decoded);
+  if (outdated.success) throw new SealedConfigOutdatedError(outdated.data.v);
   throw new SealError("sealed config does not parse");
 }
 

@@ -23,6 +23,7 @@ import {
 } from "./sealed-config.ts";
 import { socketAccepts } from "./socket-probe.ts";
 import { StateStore } from "./state-store.ts";
+import { TransportKeys } from "./transport-keys.ts";
 
 export type StartEnclaveServerParams = {
   socketPath: string;
@@ -64,6 +65,7 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     keystore: await Keystore.open(layout.keysDir, sealingKey, logger),
     state: await StateStore.open(layout.state, sealingKey),
     sealingKey,
+    transportKeys: new TransportKeys(),
     now: params.now ?? (() => new Date()),
     logger,
   };
@@ -110,13 +112,17 @@ async function readConfigOrExplain(
     return await readSealedConfig(layout, sealingKey);
   } catch (error) {
     if (!(error instanceof SealedConfigOutdatedError)) throw error;
+    const missing =
+      error.version === 1
+        ? "the policy authority existed (issue 11), so its policy would still be settable with the origin's admin key"
+        : "the recovery encryption key existed (issue 15), so its backups open only with its own sealing key and die with it";
     throw new EnclaveStartError(
-      `${dataDir} was initialised before the policy authority existed (issue 11), so its policy ` +
-        "would still be settable with the origin's admin key; this enclave refuses to serve it. " +
-        "Re-initialise: move the data folder away, create a policy authority key " +
-        "(npx tsx scripts/enclave-authority.ts --out FILE) and run " +
-        "`npm run enclave -- init --env-id … --admin-pubkey … --policy-pubkey … --recovery-pubkey …` " +
-        "(local stack: rm -rf .data, then npm start).",
+      `${dataDir} was initialised before ${missing}; this enclave refuses to serve it. ` +
+        "Re-initialise: move the data folder away, create the offline keys " +
+        "(npx tsx scripts/enclave-authority.ts --out FILE for each authority, " +
+        "npx tsx scripts/recovery-key.ts --out FILE for the recovery encryption key) and run " +
+        "`npm run enclave -- init --env-id … --admin-pubkey … --policy-pubkey … --recovery-pubkey … " +
+        "--recovery-enc-pubkey …` (local stack: rm -rf .data, then npm start).",
     );
   }
 }

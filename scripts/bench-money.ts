@@ -30,6 +30,7 @@ import { makeAgents, type StackAgent } from "./lib/agent-factory.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
 import { payFromOperatorPool } from "./lib/operator-pool.ts";
 import { cpuDelta, treeCpuSeconds } from "./lib/proc-cpu.ts";
+import { createRestoreDriller, type RestoreDriller } from "./lib/restore-drill.ts";
 import { median, quantile } from "./lib/stats.ts";
 import { httpOk, startChild, waitUntilReady } from "./lib/supervisor.ts";
 import { createEnclaveFixture } from "./test/enclave-process.ts";
@@ -110,6 +111,7 @@ async function main(): Promise<void> {
   const enclave = await createEnclaveFixture({ envId: "bench-money" });
   const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
   let origin: Awaited<ReturnType<typeof spawnOrigin>> | undefined;
+  let driller: RestoreDriller | undefined;
   try {
     await waitUntilReady(devnet, () =>
       httpOk(devnetUrl, {
@@ -142,11 +144,19 @@ async function main(): Promise<void> {
     const treasury = await signer.configureTreasury({ budgetUnits: limit }, minter(enclave.policySecret));
     if (!treasury.ok) throw new Error(`configure_treasury: ${treasury.error.code}`);
     await payFromOperatorPool(devnetUrl, treasury.value.faucetAddress, 100_000n * 1_000_000n * WEI_PER_UNIT);
+    const identity = await signer.getSealedIdentity();
+    if (!identity.ok) throw new Error(`get_sealed_identity: ${identity.error.code}`);
+    driller = createRestoreDriller({
+      identity: identity.value,
+      recoveryAuthority: enclave.recoverySecret,
+      recoveryEncryptionKey: enclave.recoveryEncKey,
+    });
     const agents: StackAgent[] = await makeAgents(
       {
         db: database.db,
         signer,
-        authorities: { admin: minter(enclave.adminSecret), recovery: minter(enclave.recoverySecret) },
+        authorities: { admin: minter(enclave.adminSecret) },
+        driller,
         devnetUrl,
         envId: enclave.envId,
         backupDir: path.join(dir, "backups"),
@@ -369,6 +379,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await origin?.stop();
+    await driller?.close();
     await signer.close();
     await enclave.dispose();
     await devnet.stop();

@@ -4,7 +4,7 @@
  * are strings and integers, the same map the CBOR wire carries).
  *
  *   npx tsx scripts/mint-capability.ts --authority-key KEY --op restore_backup --env-id dev \
- *     --params '{}' --bytes-param envelope=batch.backup --socket .data/enclave.sock
+ *     --params '{}' --bytes-param package=batch.package --socket .data/enclave.sock
  *
  * --params is the exact wire params (snake_case, amounts as decimal strings); --bytes-param adds
  * a byte-string param from a file. The counter comes from --counter or, with --socket, from the

@@ -1,26 +1,35 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
-import { refillOnce } from "../origin/keypool/refill.ts";
-import { runRestoreDrill } from "../origin/keypool/restore-drill.ts";
+import { sha256 } from "../origin/keypool/backup-writer.ts";
+import { makeBatch, refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
+import { toHex } from "../shared/hex.ts";
+import {
+  randomX25519PrivateKey,
+  recoveryKeyFingerprint,
+  x25519PublicKey,
+} from "../shared/recovery-envelope.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
-import { startRewritingEnclaveProxy } from "./test/fault-enclave.ts";
+import { createEnclaveFixture, type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
 
 type Run = { code: number; stdout: string; stderr: string };
 
-describe("npm run restore-drill", () => {
+describe("npm run restore-drill (into a throwaway enclave, from the recovery key)", () => {
   let testDb: TestDatabase;
   let enclave: EnclaveProcess;
   let dir: string;
+  /** The drill's TMPDIR: its throwaway enclave's folder must be gone after every run. */
+  let drillTmp: string;
   let batchIds: string[];
+  const file = (name: string) => path.join(dir, name);
 
   const drill = (...args: string[]): Promise<Run> =>
     new Promise((resolve) => {
@@ -30,6 +39,7 @@ describe("npm run restore-drill", () => {
         {
           env: {
             ...process.env,
+            TMPDIR: drillTmp,
             DATABASE_URL: testDb.url,
             AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
             AGENT_ENV_ID: enclave.envId,
@@ -38,16 +48,57 @@ describe("npm run restore-drill", () => {
         (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
       );
     });
+  const keys = ["--recovery-key", "", "--recovery-enc-key", ""];
+  const withKeys = (batch: string, authority = "recovery.key", encryption = "recovery-enc.key") => {
+    keys[1] = file(authority);
+    keys[3] = file(encryption);
+    return ["--batch", batch, ...keys];
+  };
   const evidence = () =>
-    queryRows<{ batch_id: string; key_count: number }>(
+    queryRows<{
+      batch_id: string;
+      key_count: number;
+      method: string;
+      recovery_key_sha256: string;
+      proven_key_ref: string;
+    }>(
       testDb.handle.db,
-      sql`select batch_id, key_count from restore_evidence order by restored_at`,
+      sql`select batch_id, key_count, method, recovery_key_sha256, proven_key_ref from restore_evidence order by restored_at`,
     );
+  const backupOf = async (batchId: string) =>
+    (
+      await queryRows<{ backup_path: string }>(
+        testDb.handle.db,
+        sql`select backup_path from key_batches where batch_id = ${batchId}`,
+      )
+    )[0]!.backup_path;
+  /** Replaces a batch's backup file and the hash recorded for it (a fault before the hash was taken). */
+  const replaceBackup = async (batchId: string, bytes: Uint8Array) => {
+    const backupPath = await backupOf(batchId);
+    await writeFile(backupPath, bytes);
+    await testDb.handle.db.execute(
+      sql`update key_batches set backup_sha256 = ${sha256(bytes)} where batch_id = ${batchId}`,
+    );
+  };
+  /** Nothing of a throwaway enclave is left: no folder under its TMPDIR, no process using one. */
+  const expectNothingLeft = async () => {
+    // tsx keeps its compile cache there too (tsx-N); the drill's own folders are restore-drill-*.
+    expect((await readdir(drillTmp)).filter((name) => !name.startsWith("tsx-"))).toEqual([]);
+    const running: string[] = [];
+    for (const pid of await readdir("/proc")) {
+      if (!/^\d+$/.test(pid)) continue;
+      const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+      if (cmdline.includes(drillTmp)) running.push(pid);
+    }
+    expect(running).toEqual([]);
+  };
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
     enclave = await startEnclaveProcess({ envId: "drill-env" });
-    dir = await mkdtemp(path.join(tmpdir(), "restore-drill-"));
+    dir = await mkdtemp(path.join(tmpdir(), "restore-drill-test-"));
+    drillTmp = file("tmp");
+    await mkdir(drillTmp);
     const signer = createSignerClient({
       endpoint: `unix://${enclave.socketPath}`,
       liveIdentityEnabled: true,
@@ -62,15 +113,17 @@ describe("npm run restore-drill", () => {
         db: testDb.handle.db,
         signer,
         authorize,
-        backupDir: path.join(dir, "backups"),
+        backupDir: file("backups"),
         logger: pino({ level: "silent" }),
       },
-      { target: 9, batchSize: 3 },
+      { target: 15, batchSize: 3 },
     );
     batchIds = outcomes.map((outcome) => outcome.batchId);
     await signer.close();
-    await writeFile(path.join(dir, "recovery.key"), Buffer.from(enclave.recoverySecret).toString("hex"));
-    await writeFile(path.join(dir, "admin.key"), Buffer.from(enclave.adminSecret).toString("hex"));
+    await writeFile(file("recovery.key"), toHex(enclave.recoverySecret));
+    await writeFile(file("admin.key"), toHex(enclave.adminSecret));
+    await writeFile(file("recovery-enc.key"), toHex(enclave.recoveryEncKey));
+    await writeFile(file("other-enc.key"), toHex(randomX25519PrivateKey()));
   });
   afterAll(async () => {
     await enclave?.dispose();
@@ -78,69 +131,129 @@ describe("npm run restore-drill", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("restores a batch into a scratch namespace, matches its public keys and records evidence", async () => {
-    const result = await drill("--batch", batchIds[0]!, "--recovery-key", path.join(dir, "recovery.key"));
+  it("restores a batch into a throwaway enclave, matches it, proves a key and records evidence; nothing restored stays", async () => {
+    const liveKeySets = (await readdir(path.join(enclave.dataDir, "keys"))).length;
+    const result = await drill(...withKeys(batchIds[0]!));
+    expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/restored into scratch-[0-9a-f]{16} and matched; evidence recorded/);
-    expect(await evidence()).toEqual([{ batch_id: batchIds[0], key_count: 3 }]);
-  });
-
-  it("refuses an admin key in place of the recovery key, recording nothing", async () => {
-    const result = await drill("--batch", batchIds[1]!, "--recovery-key", path.join(dir, "admin.key"));
-    expect(result.code).toBe(1);
-    expect(result.stdout).toContain("capability_rejected");
-    expect(await evidence()).toHaveLength(1);
-  });
-
-  it("refuses a backup file that no longer matches its recorded hash", async () => {
-    const [batch] = await queryRows<{ backup_path: string }>(
-      testDb.handle.db,
-      sql`select backup_path from key_batches where batch_id = ${batchIds[1]!}`,
+    expect(result.stdout).toMatch(
+      /restore-drill: batch [0-9a-f-]{36}: 3 keys restored into a throwaway enclave and matched; key [0-9a-f]{64} signed and verified; evidence recorded\n/,
     );
-    const bytes = await readFile(batch!.backup_path);
-    bytes[10]! ^= 0xff;
-    await writeFile(batch!.backup_path, bytes);
-    const result = await drill("--batch", batchIds[1]!, "--recovery-key", path.join(dir, "recovery.key"));
-    expect(result).toMatchObject({ code: 1, stdout: "restore-drill: failed: backup file hash_mismatch\n" });
+    const [row] = await evidence();
+    const poolRefs = await queryRows<{ key_ref: string }>(
+      testDb.handle.db,
+      sql`select key_ref from key_pool where batch_id = ${batchIds[0]!}`,
+    );
+    expect(row).toMatchObject({
+      batch_id: batchIds[0],
+      key_count: 3,
+      method: "recovery_key_new_enclave",
+      recovery_key_sha256: recoveryKeyFingerprint(x25519PublicKey(enclave.recoveryEncKey)),
+    });
+    expect(poolRefs.map((key) => key.key_ref)).toContain(row!.proven_key_ref);
+    // The live enclave was only asked for its public identity: it holds no new key set.
+    expect((await readdir(path.join(enclave.dataDir, "keys"))).length).toBe(liveKeySets);
+    await expectNothingLeft();
+  });
+
+  it("refuses the admin key in place of the recovery authority, recording nothing", async () => {
+    const result = await drill(...withKeys(batchIds[1]!, "admin.key"));
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(`batch ${batchIds[1]}: failed: restore_backup: capability_rejected`);
     expect(await evidence()).toHaveLength(1);
+    await expectNothingLeft();
+  });
+
+  it("refuses a wrong recovery encryption key with a clear reason, recording nothing", async () => {
+    const result = await drill(...withKeys(batchIds[1]!, "recovery.key", "other-enc.key"));
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(
+      `batch ${batchIds[1]}: failed: wrong recovery key: the envelope is sealed to the recovery key with fingerprint ${recoveryKeyFingerprint(x25519PublicKey(enclave.recoveryEncKey))}`,
+    );
+    expect(await evidence()).toHaveLength(1);
+    await expectNothingLeft();
+  });
+
+  it("refuses a corrupted envelope: a file changed since it was written, and a recovery copy that does not open", async () => {
+    const changed = await readFile(await backupOf(batchIds[2]!));
+    changed[10]! ^= 0xff;
+    await writeFile(await backupOf(batchIds[2]!), changed);
+    const hashRefused = await drill(...withKeys(batchIds[2]!));
+    expect(hashRefused).toMatchObject({
+      code: 1,
+      stdout: `restore-drill: batch ${batchIds[2]}: failed: backup file hash_mismatch\n`,
+    });
+
+    const envelope = decodeCbor(await readFile(await backupOf(batchIds[3]!))) as {
+      recovery: { enc: Uint8Array; ct: Uint8Array };
+    };
+    const ct = new Uint8Array(envelope.recovery.ct);
+    ct[ct.length - 1]! ^= 0x01;
+    await replaceBackup(batchIds[3]!, encodeCbor({ ...envelope, recovery: { ...envelope.recovery, ct } }));
+    const openRefused = await drill(...withKeys(batchIds[3]!));
+    expect(openRefused).toMatchObject({
+      code: 1,
+      stdout: `restore-drill: batch ${batchIds[3]}: failed: the recovery copy does not open with this key: the envelope is corrupted or its header was altered\n`,
+    });
+    expect(await evidence()).toHaveLength(1);
+    await expectNothingLeft();
+  });
+
+  it("refuses an envelope of another env id, recording nothing", async () => {
+    // A real envelope of another enclave (env other-env), same offline keys, in place of the batch's.
+    const other = await createEnclaveFixture({ envId: "other-env", keys: enclave });
+    try {
+      const signer = createSignerClient({
+        endpoint: `unix://${other.socketPath}`,
+        liveIdentityEnabled: true,
+      });
+      const made = await makeBatch(
+        {
+          db: testDb.handle.db,
+          signer,
+          authorize: createCapabilityMinter({
+            authority: other.adminSecret,
+            envId: other.envId,
+            client: signer,
+          }),
+          backupDir: file("other-backups"),
+          logger: pino({ level: "silent" }),
+        },
+        1,
+      );
+      await signer.close();
+      expect(made.ok).toBe(true);
+      await replaceBackup(batchIds[4]!, await readFile(await backupOf(made.batchId)));
+    } finally {
+      await other.dispose();
+    }
+    const result = await drill(...withKeys(batchIds[4]!));
+    expect(result).toMatchObject({
+      code: 1,
+      stdout: `restore-drill: batch ${batchIds[4]}: failed: the envelope belongs to env other-env on chain 77, not to env drill-env on chain 77\n`,
+    });
+    expect(await evidence()).toHaveLength(1);
+    await expectNothingLeft();
+  });
+
+  it("records no evidence when the pool's records differ from what the backup restores", async () => {
+    // A real fault, no fake: the database's public key of one key no longer matches its backup.
+    await testDb.handle.db.execute(
+      sql`update key_pool set public_key = '0x04' || repeat('ab', 64)
+          where key_ref = (select min(key_ref) from key_pool where batch_id = ${batchIds[1]!})`,
+    );
+    const result = await drill(...withKeys(batchIds[1]!));
+    expect(result).toMatchObject({
+      code: 1,
+      stdout: `restore-drill: batch ${batchIds[1]}: failed: restored keys differ from the batch (1 mismatched of 3, 3 in the pool)\n`,
+    });
+    expect(await evidence()).toHaveLength(1);
+    await expectNothingLeft();
   });
 
   it("explains its usage", async () => {
     expect((await drill()).code).toBe(2);
-    expect(
-      (await drill("--batch", "00000000-0000-4000-8000-000000000000", "--recovery-key", "x")).stdout,
-    ).toContain("no batch");
-  });
-
-  it("records no evidence when the restored keys differ from the batch's (fake: a proxy rewriting restore_backup)", async () => {
-    // The real enclave cannot be made to restore other keys; the named fake forwards everything
-    // to it and swaps the public key of one restored key for another's.
-    const proxy = await startRewritingEnclaveProxy(enclave.socketPath, (op, response) => {
-      if (op !== "restore_backup" || response.ok !== true) return response;
-      const result = response.result as { keys: Array<{ public_key: string }> };
-      const [first, second] = result.keys;
-      return {
-        ...response,
-        result: { ...result, keys: [{ ...first, public_key: second!.public_key }, ...result.keys.slice(1)] },
-      };
-    });
-    const signer = createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true });
-    try {
-      const authorize = createCapabilityMinter({
-        authority: enclave.recoverySecret,
-        envId: enclave.envId,
-        client: signer,
-      });
-      const before = (await evidence()).length;
-      const result = await runRestoreDrill(testDb.handle.db, signer, authorize, batchIds[2]!);
-      expect(result).toEqual({
-        ok: false,
-        reason: "restored keys differ from the batch (1 mismatched of 3)",
-      });
-      expect(await evidence()).toHaveLength(before);
-    } finally {
-      await signer.close();
-      await proxy.close();
-    }
+    expect((await drill("--batch", batchIds[0]!, "--recovery-key", file("recovery.key"))).code).toBe(2);
+    expect((await drill(...withKeys("00000000-0000-4000-8000-000000000000"))).stdout).toContain("no batch");
   });
 });

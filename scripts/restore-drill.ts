@@ -1,23 +1,43 @@
 /**
- * `npm run restore-drill -- --batch ID --recovery-key FILE`: restores one batch's backup into a
- * scratch namespace of the enclave with a recovery capability minted from the operator's offline
- * recovery key, compares the public keys, and records restore evidence on an exact match.
- * Exit 0 on evidence recorded, 1 on a refused or failed drill, 2 on bad usage.
+ * `npm run restore-drill -- --batch ID [--batch ID …] --recovery-key FILE --recovery-enc-key FILE`
+ * (DESIGN §8, issue 15): proves each batch's backup restores without the live enclave. It reads the
+ * live enclave's public identity (AGENT_SIGNER_SVC_HSM_ENDPOINT), starts a throwaway enclave on a
+ * temporary data folder initialised with it, re-encrypts each backup's recovery copy to the
+ * throwaway's transport key with the offline recovery encryption key, restores it under a
+ * capability of the offline recovery authority key, compares every key_ref, public key and
+ * address with the pool, has one restored key sign an identity proof and verifies it, and records
+ * restore evidence. The throwaway enclave is stopped and its folder deleted before exit, whatever
+ * happened. Exit 0 when every batch was drilled, 1 when one was refused or failed, 2 on bad usage.
  */
 import { parseArgs } from "node:util";
 import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
-import { runRestoreDrill } from "../origin/keypool/restore-drill.ts";
-import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { createRestoreDriller } from "./lib/restore-drill.ts";
+import { readRecoveryKeyFile } from "./recovery-key.ts";
+
+const USAGE =
+  "usage: npm run restore-drill -- --batch BATCH_ID [--batch BATCH_ID …] --recovery-key FILE --recovery-enc-key FILE\n" +
+  "  --recovery-key      the recovery authority key (Ed25519, scripts/enclave-authority.ts)\n" +
+  "  --recovery-enc-key  the recovery encryption key (X25519, scripts/recovery-key.ts)\n";
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { batch: { type: "string" }, "recovery-key": { type: "string" } },
+    options: {
+      batch: { type: "string", multiple: true },
+      "recovery-key": { type: "string" },
+      "recovery-enc-key": { type: "string" },
+    },
     strict: true,
   });
-  if (!values.batch || !/^[0-9a-f-]{36}$/.test(values.batch) || !values["recovery-key"]) {
-    process.stderr.write("usage: npm run restore-drill -- --batch BATCH_ID --recovery-key FILE\n");
+  const batches = values.batch ?? [];
+  if (
+    batches.length === 0 ||
+    batches.some((batch) => !/^[0-9a-f-]{36}$/.test(batch)) ||
+    !values["recovery-key"] ||
+    !values["recovery-enc-key"]
+  ) {
+    process.stderr.write(USAGE);
     return 2;
   }
   const config = loadConfig(process.env);
@@ -25,27 +45,43 @@ async function main(): Promise<number> {
     process.stderr.write("restore-drill: AGENT_SIGNER_SVC_HSM_ENDPOINT is not set\n");
     return 2;
   }
-  const signer = createSignerClient({ endpoint: config.signer.endpoint, liveIdentityEnabled: true });
-  const authorize = createCapabilityMinter({
-    authority: { keyPath: values["recovery-key"] },
-    envId: config.envId,
-    client: signer,
+  const recoveryEncryptionKey = await readRecoveryKeyFile(values["recovery-enc-key"]);
+  const live = createSignerClient({ endpoint: config.signer.endpoint, liveIdentityEnabled: true });
+  const identity = await live.getSealedIdentity();
+  await live.close();
+  if (!identity.ok) {
+    process.stdout.write(`restore-drill: failed: the live enclave's identity: ${identity.error.code}\n`);
+    return 1;
+  }
+  const driller = createRestoreDriller({
+    identity: identity.value,
+    recoveryAuthority: { keyPath: values["recovery-key"] },
+    recoveryEncryptionKey,
   });
+  // Ctrl-C or a kill still stops the throwaway enclave and deletes its folder.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => void driller.close().finally(() => process.exit(130)));
+  }
   const database = await openDatabase(config, 1);
+  let failed = 0;
   try {
-    const result = await runRestoreDrill(database.db, signer, authorize, values.batch);
-    if (!result.ok) {
-      process.stdout.write(`restore-drill: failed: ${result.reason}\n`);
-      return 1;
+    for (const batchId of batches) {
+      const result = await driller.drill(database.db, batchId);
+      if (!result.ok) {
+        failed += 1;
+        process.stdout.write(`restore-drill: batch ${batchId}: failed: ${result.reason}\n`);
+        continue;
+      }
+      process.stdout.write(
+        `restore-drill: batch ${result.batchId}: ${result.keys} keys restored into a throwaway enclave and matched; ` +
+          `key ${result.provenKeyRef} signed and verified; evidence recorded\n`,
+      );
     }
-    process.stdout.write(
-      `restore-drill: batch ${result.batchId}: ${result.keys} keys restored into ${result.scratchNamespace} and matched; evidence recorded\n`,
-    );
-    return 0;
   } finally {
-    await signer.close();
+    await driller.close();
     await database.close();
   }
+  return failed === 0 ? 0 : 1;
 }
 
 main().then(

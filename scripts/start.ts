@@ -19,7 +19,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { type EdgeHandle, startEdge } from "./lib/edge.ts";
 import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
 import { initEnclaveOnce } from "./lib/local-enclave.ts";
-import { drillAndProveLocally, fundLocalTreasury } from "./lib/local-money.ts";
+import { backupLocalTreasury, drillAndProveLocally, fundLocalTreasury } from "./lib/local-money.ts";
 import { ensureLocalPolicy, LOCAL_POLICY } from "./lib/local-policy.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/supervisor.ts";
@@ -118,6 +118,13 @@ async function main(): Promise<void> {
       onLine: say,
     });
     if (sealed.treasury) {
+      // Backed up before any funds reach it (issue 15), like every key batch.
+      await backupLocalTreasury({
+        socketPath,
+        adminKeyFile: authority.adminKeyFile,
+        backupDir: path.join(dataDir, "backups"),
+        onLine: say,
+      });
       const sent = await fundLocalTreasury(devnetUrl, sealed.treasury.faucetAddress);
       if (sent > 0n) say(`treasury   funded with ${sent} units from the operator pool`);
     }
@@ -167,6 +174,7 @@ async function main(): Promise<void> {
       db: database.db,
       socketPath,
       recoveryKeyFile: authority.recoveryKeyFile,
+      recoveryEncKeyFile: authority.recoveryEncKeyFile,
       envId,
       onLine: say,
     });
@@ -207,6 +215,9 @@ async function main(): Promise<void> {
     );
     say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
+    if (existsSync(authority.recoveryEncKeyFile)) {
+      say(`recovery   ${authority.recoveryEncKeyFile} (encryption key of every backup; keep offline)`);
+    }
     say("Ctrl-C stops everything");
   } catch (error) {
     say(`failed: ${error instanceof Error ? error.message : String(error)}`);

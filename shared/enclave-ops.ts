@@ -12,8 +12,6 @@ import { ENV_ID_PATTERN, KEY_REF_PATTERN } from "./identity-proof.ts";
 
 export const KEY_NAMESPACES = ["agent-transfer", "faucet", "bridge-operator"] as const;
 export type KeyNamespace = (typeof KEY_NAMESPACES)[number];
-/** Restores land in their own namespace so a restored key can never sign (DESIGN §8). */
-export const SCRATCH_NAMESPACE_PATTERN = /^scratch-[0-9a-f]{16}$/;
 /** A batch is generated and exported as one unit; larger batches would approach the frame limit. */
 export const MAX_BATCH_KEYS = 1000;
 
@@ -30,7 +28,7 @@ export const hex32Schema = hexBytes(32);
 export const publicKeySchema = z.string().regex(/^0x04[0-9a-f]{128}$/);
 export const signatureSchema = hexBytes(65);
 export const hexDataSchema = z.string().regex(/^0x([0-9a-f]{2})*$/);
-const namespaceSchema = z.union([z.enum(KEY_NAMESPACES), z.string().regex(SCRATCH_NAMESPACE_PATTERN)]);
+const namespaceSchema = z.enum(KEY_NAMESPACES);
 const batchIdSchema = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/);
 /** Byte strings (cbor-x decodes them as Buffer, a Uint8Array). */
 export const bytesSchema = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
@@ -69,11 +67,42 @@ export const verifyBackupResult = z.object({
   keys: z.array(publicKeyInfoSchema),
 });
 
-export const restoreBackupParams = z.strictObject({ envelope: bytesSchema });
+/**
+ * restore_backup (recovery tier, issue 15): a restore package, i.e. a backup's keys re-encrypted
+ * offline from the recovery key to a transport key this enclave offered (new_transport_key). The
+ * batch is imported into its original namespace under its original key_refs.
+ */
+export const restoreBackupParams = z.strictObject({ package: bytesSchema });
 export const restoreBackupResult = z.object({
-  namespace: z.string().regex(SCRATCH_NAMESPACE_PATTERN),
   batch_id: batchIdSchema,
-  keys: z.array(publicKeyInfoSchema.extend({ source_key_ref: keyRefSchema })),
+  namespace: namespaceSchema,
+  keys: z.array(publicKeyInfoSchema),
+  /** Keys written by this call: 0 when the batch was already restored (idempotent). */
+  imported: z.number().int().nonnegative(),
+});
+
+/** new_transport_key (no capability): a fresh X25519 key held in memory, for one restore session. */
+export const newTransportKeyParams = z.strictObject({});
+export const newTransportKeyResult = z.object({
+  transport_public_key: hexBytes(32),
+  env_id: z.string().regex(ENV_ID_PATTERN),
+  chain_id: z.number().int(),
+  /** ISO time after which restore_backup no longer accepts packages sealed to it. */
+  expires_at: z.string(),
+});
+
+/**
+ * get_sealed_identity (no capability): what `init` sealed, all of it public, so a restore drill
+ * can initialise a throwaway enclave exactly like this one.
+ */
+export const getSealedIdentityParams = z.strictObject({});
+export const getSealedIdentityResult = z.object({
+  env_id: z.string().regex(ENV_ID_PATTERN),
+  chain_id: z.number().int(),
+  admin_authority: hex32Schema,
+  policy_authority: hex32Schema,
+  recovery_authority: hex32Schema,
+  recovery_encryption_key: hex32Schema,
 });
 
 export const configureTreasuryParams = z.strictObject({
@@ -125,6 +154,8 @@ export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 export const publicIdentityParams = z.strictObject({ key_ref: keyRefSchema });
 export const publicIdentityResult = publicKeyInfoSchema.extend({
   namespace: namespaceSchema,
+  /** The key's batch, as export_backup names it (issue 15: backing up a treasury or settler key). */
+  batch_id: batchIdSchema,
   env_id: z.string().regex(ENV_ID_PATTERN),
   chain_id: z.number().int(),
 });
@@ -182,6 +213,8 @@ export const ENCLAVE_OP_SCHEMAS = {
   export_backup: { params: exportBackupParams, result: exportBackupResult },
   verify_backup: { params: verifyBackupParams, result: verifyBackupResult },
   restore_backup: { params: restoreBackupParams, result: restoreBackupResult },
+  new_transport_key: { params: newTransportKeyParams, result: newTransportKeyResult },
+  get_sealed_identity: { params: getSealedIdentityParams, result: getSealedIdentityResult },
   configure_treasury: { params: configureTreasuryParams, result: configureTreasuryResult },
   configure_policy: { params: configurePolicyParams, result: configurePolicyResult },
   public_identity: { params: publicIdentityParams, result: publicIdentityResult },

@@ -1,31 +1,33 @@
-/** export_backup (admin), verify_backup (no capability), restore_backup (recovery tier). */
-import { randomBytes } from "node:crypto";
-import { buildBackupEnvelope, openBackupEnvelope } from "../backup-envelope.ts";
-import { materialFromPrivateKey, randomKeyRef } from "../keystore.ts";
+/**
+ * export_backup (admin), verify_backup (no capability), restore_backup (recovery tier), and the two
+ * unprivileged ops a restore into a new enclave needs (issue 15): new_transport_key and
+ * get_sealed_identity.
+ */
+import { KEY_NAMESPACES } from "../../shared/enclave-ops.ts";
+import { toHex } from "../../shared/hex.ts";
+import { buildBackupEnvelope, openRestorePackage, verifyBackupEnvelope } from "../backup-envelope.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
 import { type OpHandler, publicInfo } from "./handler.ts";
 
 /** Exports exactly the keys of one batch; any other set is refused like an unknown key. */
-export const exportBackup: OpHandler<"export_backup"> = (ctx, params) => {
+export const exportBackup: OpHandler<"export_backup"> = async (ctx, params) => {
   const batch = ctx.keystore.batch(params.batch_id);
   if (!batch) return KEY_NOT_USABLE;
+  const namespace = KEY_NAMESPACES.find((known) => known === batch.namespace);
+  if (!namespace) return KEY_NOT_USABLE;
   const requested = new Set(params.key_refs);
   if (requested.size !== params.key_refs.length) return refuse("malformed", "duplicate key_ref");
   const batchRefs = new Set(batch.keys.map((key) => key.keyRef));
   const sameSet = requested.size === batchRefs.size && params.key_refs.every((ref) => batchRefs.has(ref));
   if (!sameSet) return KEY_NOT_USABLE;
-  const built = buildBackupEnvelope(ctx, {
-    batchId: params.batch_id,
-    namespace: batch.namespace,
-    keys: batch.keys,
-  });
+  const built = await buildBackupEnvelope(ctx, { batchId: params.batch_id, namespace, keys: batch.keys });
   ctx.logger.info({ batch_id: params.batch_id, keys: batch.keys.length }, "backup exported");
   return succeed({ batch_id: params.batch_id, envelope: built.envelope, sha256: built.sha256 });
 };
 
-/** Decrypts and checks that every key reproduces its public key; stores nothing. */
+/** Checks an envelope this enclave exported (backup-envelope.ts says what); stores nothing. */
 export const verifyBackup: OpHandler<"verify_backup"> = (ctx, params) => {
-  const opened = openBackupEnvelope(ctx, params.envelope);
+  const opened = verifyBackupEnvelope(ctx, params.envelope);
   if (!opened.ok) return opened;
   return succeed({
     batch_id: opened.result.batchId,
@@ -39,20 +41,46 @@ export const verifyBackup: OpHandler<"verify_backup"> = (ctx, params) => {
 };
 
 /**
- * Restores into a fresh scratch namespace under new key_refs (DESIGN §8 restore drill): the copies
- * can be inspected and proven but never used to sign a transfer, faucet payout or x402 payment.
+ * Imports a restore package's batch into its original namespace under its original key_refs, so
+ * the database's key refs keep working in a new enclave. Re-restoring a batch is idempotent; a
+ * key_ref or batch id that already holds something else is refused.
  */
 export const restoreBackup: OpHandler<"restore_backup"> = async (ctx, params) => {
-  const opened = openBackupEnvelope(ctx, params.envelope);
+  const opened = await openRestorePackage(ctx, params.package);
   if (!opened.ok) return opened;
-  const namespace = `scratch-${randomBytes(8).toString("hex")}`;
-  const sources = opened.result.keys;
-  const copies = sources.map((key) => materialFromPrivateKey(key.privateKey, randomKeyRef()));
-  const entries = await ctx.keystore.add({ namespace, batchId: opened.result.batchId, keys: copies });
-  ctx.logger.info({ batch_id: opened.result.batchId, namespace, keys: entries.length }, "backup restored");
+  const { batchId, namespace, keys } = opened.result;
+  const restored = await ctx.keystore.restore({ namespace, batchId, keys });
+  if (!restored.ok) return refuse("malformed", restored.reason);
+  ctx.logger.info(
+    { batch_id: batchId, namespace, keys: keys.length, imported: restored.imported },
+    "backup restored",
+  );
   return succeed({
+    batch_id: batchId,
     namespace,
-    batch_id: opened.result.batchId,
-    keys: entries.map((entry, index) => ({ ...publicInfo(entry), source_key_ref: sources[index]!.keyRef })),
+    keys: restored.entries.map(publicInfo),
+    imported: restored.imported,
   });
 };
+
+/** A fresh transport key for one restore session; its private half stays in this process. */
+export const newTransportKey: OpHandler<"new_transport_key"> = async (ctx) => {
+  const created = await ctx.transportKeys.create(ctx.now());
+  return succeed({
+    transport_public_key: toHex(created.publicKey),
+    env_id: ctx.config.env_id,
+    chain_id: ctx.config.chain_id,
+    expires_at: created.expiresAt.toISOString(),
+  });
+};
+
+/** The sealed identity: env, chain and public keys only. */
+export const getSealedIdentity: OpHandler<"get_sealed_identity"> = (ctx) =>
+  succeed({
+    env_id: ctx.config.env_id,
+    chain_id: ctx.config.chain_id,
+    admin_authority: ctx.config.admin_authority,
+    policy_authority: ctx.config.policy_authority,
+    recovery_authority: ctx.config.recovery_authority,
+    recovery_encryption_key: ctx.config.recovery_encryption_key,
+  });

@@ -1,4 +1,5 @@
 /** public_identity and prove_identity (no capability): SPEC "Identity proof". */
+import type { KeyNamespace } from "../../shared/enclave-ops.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { buildIdentityProofPreimage, identityProofDigest } from "../../shared/identity-proof.ts";
 import { signDigest } from "../../shared/secp256k1.ts";
@@ -10,7 +11,9 @@ export const publicIdentity: OpHandler<"public_identity"> = (ctx, params) => {
   if (!key) return KEY_NOT_USABLE;
   return succeed({
     ...publicInfo(key),
-    namespace: key.namespace,
+    // Every key set is written under a KEY_NAMESPACES name (generate, treasury, restore).
+    namespace: key.namespace as KeyNamespace,
+    batch_id: key.batchId,
     env_id: ctx.config.env_id,
     chain_id: ctx.config.chain_id,
   });
@@ -19,7 +22,7 @@ export const publicIdentity: OpHandler<"public_identity"> = (ctx, params) => {
 /**
  * Signs the DESIGN §5 preimage, built here from the sealed chain id and env id; the caller only
  * chooses the key and the nonce. The preimage cannot be a transaction or another message, so any
- * namespace may prove possession (the restore drill proves its scratch copies this way).
+ * namespace may prove possession (the restore drill proves a restored key this way).
  */
 export const proveIdentity: OpHandler<"prove_identity"> = (ctx, params) => {
   const key = ctx.keystore.get(params.key_ref);

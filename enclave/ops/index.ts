@@ -1,6 +1,6 @@
 /** The op table: every op of DESIGN §5 (plus capability_counter and get_policy) to its handler. */
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
-import { exportBackup, restoreBackup, verifyBackup } from "./backup.ts";
+import { exportBackup, getSealedIdentity, newTransportKey, restoreBackup, verifyBackup } from "./backup.ts";
 import { capabilityCounter } from "./capability-counter.ts";
 import { configurePolicy, configureTreasury } from "./configure.ts";
 import { generateKeys } from "./generate-keys.ts";
@@ -15,6 +15,8 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   export_backup: exportBackup,
   verify_backup: verifyBackup,
   restore_backup: restoreBackup,
+  new_transport_key: newTransportKey,
+  get_sealed_identity: getSealedIdentity,
   configure_treasury: configureTreasury,
   configure_policy: configurePolicy,
   public_identity: publicIdentity,

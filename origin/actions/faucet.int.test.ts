@@ -7,7 +7,6 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
-import { runRestoreDrill } from "../keypool/restore-drill.ts";
 
 // POST /agent/v1/faucet and the funding gate (DESIGN §8) against the real stack.
 
@@ -105,6 +104,26 @@ describe("faucet and funding gate (real stack)", () => {
       expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
     });
 
+    it("evidence of a scratch-namespace drill (the live enclave restoring into itself) does not open the gate", async () => {
+      // Issue 15: such a drill proves nothing once the enclave is lost; only a restore into a new
+      // enclave from the recovery key counts. A row as the drills before issue 15 recorded it:
+      const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
+      await stack.db.handle.db.execute(
+        sql`insert into restore_evidence (batch_id, method, scratch_namespace, key_count, public_keys_sha256)
+            values (${agent.batchId}, 'scratch_namespace', 'scratch-0123456789abcdef', 1, ${"ab".repeat(32)})`,
+      );
+      const transfer = await agentCalls(stack.origin.base, agent.token).transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1",
+      });
+      expect(transfer.status).toBe(403);
+      expect(transfer.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
+      });
+      expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
+    });
+
     it("an approved_non_zero exception allows up to its ceiling and nothing once it expires or is revoked; evidence lifts the gate", async () => {
       const agent = await stack.newAgent({ drilled: false });
       const calls = agentCalls(stack.origin.base, agent.token);
@@ -170,7 +189,7 @@ describe("faucet and funding gate (real stack)", () => {
       });
 
       // Restore evidence lifts the gate: no exception needed.
-      const drilled = await runRestoreDrill(db, stack.signer, stack.authorities.recovery, agent.batchId);
+      const drilled = await stack.drill(agent.batchId);
       expect(drilled.ok).toBe(true);
       const lifted = await calls.transfer({
         idempotency_key: newKey(),

@@ -2,11 +2,13 @@
  * DESIGN §8 funding gate: faucet and transfer move funds only for a wallet that is enabled, whose
  * identity is verified and whose key batch is backed up; a batch without restore evidence holds
  * the wallet to its pre-restore ceiling, `zero_only` unless an active `approved_non_zero`
- * exception grants one (balance after the move ≤ ceiling). x402 skips this gate (SPEC).
+ * exception grants one (balance after the move ≤ ceiling). Only evidence of a restore into a new
+ * enclave from the recovery key counts (issue 15). x402 skips this gate (SPEC).
  */
 import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { pgArrayLiteral } from "../db/client.ts";
+import { RESTORE_METHOD_NEW_ENCLAVE } from "../db/schema.ts";
 
 export type GateReason =
   | "no_restore_evidence"
@@ -37,7 +39,8 @@ export function walletGatesSql(wallets: readonly string[]): SQL {
       'enabled', i.enabled,
       'verified', i.last_verified_at is not null,
       'batch_status', b.status,
-      'restored', exists (select 1 from restore_evidence r where r.batch_id = k.batch_id),
+      'restored', exists (select 1 from restore_evidence r
+        where r.batch_id = k.batch_id and r.method = ${RESTORE_METHOD_NEW_ENCLAVE}),
       'ceiling_units', (select max(e.ceiling_units)::text from funding_exceptions e
         where e.wallet = i.assigned_wallet and e.revoked_at is null and e.expires_at > now())))
     from agent_identities i

@@ -172,6 +172,7 @@ describe("identity sweep (SPEC 'Identity enabled flag (sweep)')", () => {
                 public_key: privateKeyToAccount(first.key.privateKey).publicKey,
                 address: first.key.address,
                 namespace: "agent-transfer",
+                batch_id: "fake-batch",
                 env_id: ENV_ID,
                 chain_id: 77,
               },
@@ -198,7 +199,9 @@ describe("identity sweep (SPEC 'Identity enabled flag (sweep)')", () => {
           env_id: ENV_ID,
           chain_id: 77,
         };
-        if (op === "public_identity") return { result: { ...info, namespace: "agent-transfer" } };
+        if (op === "public_identity") {
+          return { result: { ...info, namespace: "agent-transfer", batch_id: "fake-batch" } };
+        }
         const digest = identityProofDigest(
           buildIdentityProofPreimage({
             chainId: 77,

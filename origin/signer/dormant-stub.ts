@@ -24,6 +24,8 @@ export function createDormantSignerClient(): SignerClient {
     exportBackup: unavailable,
     verifyBackup: unavailable,
     restoreBackup: unavailable,
+    newTransportKey: unavailable,
+    getSealedIdentity: unavailable,
     configureTreasury: unavailable,
     configurePolicy: unavailable,
     publicIdentity: unavailable,

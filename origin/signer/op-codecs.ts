@@ -19,6 +19,7 @@ import type {
   ProveIdentityParams,
   PublicIdentityParams,
   RestoreBackupParams,
+  SealedIdentity,
   SignerPolicy,
   SignTransactionParams,
   SignX402AuthorizationParams,
@@ -119,12 +120,35 @@ export const OP_CODECS = {
     })),
   },
   restore_backup: {
-    toWire: (p: RestoreBackupParams) => ({ envelope: p.envelope }),
+    toWire: (p: RestoreBackupParams) => ({ package: p.package }),
     result: wire.restoreBackupResult.transform((r) => ({
-      namespace: r.namespace,
       batchId: r.batch_id,
-      keys: r.keys.map((key) => ({ ...keyInfo(key), sourceKeyRef: key.source_key_ref })),
+      namespace: r.namespace,
+      keys: r.keys.map(keyInfo),
+      imported: r.imported,
     })),
+  },
+  new_transport_key: {
+    toWire: (_: Record<string, never>) => ({}),
+    result: wire.newTransportKeyResult.transform((r) => ({
+      transportPublicKey: r.transport_public_key as Hex,
+      envId: r.env_id,
+      chainId: r.chain_id,
+      expiresAt: r.expires_at,
+    })),
+  },
+  get_sealed_identity: {
+    toWire: (_: Record<string, never>) => ({}),
+    result: wire.getSealedIdentityResult.transform(
+      (r): SealedIdentity => ({
+        envId: r.env_id,
+        chainId: r.chain_id,
+        adminAuthority: r.admin_authority as Hex,
+        policyAuthority: r.policy_authority as Hex,
+        recoveryAuthority: r.recovery_authority as Hex,
+        recoveryEncryptionKey: r.recovery_encryption_key as Hex,
+      }),
+    ),
   },
   configure_treasury: {
     toWire: (p: ConfigureTreasuryParams) => ({
@@ -146,6 +170,7 @@ export const OP_CODECS = {
     result: wire.publicIdentityResult.transform((r) => ({
       ...keyInfo(r),
       namespace: r.namespace,
+      batchId: r.batch_id,
       envId: r.env_id,
       chainId: r.chain_id,
     })),

@@ -93,6 +93,8 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     exportBackup: privileged("export_backup"),
     verifyBackup: call("verify_backup"),
     restoreBackup: privileged("restore_backup"),
+    newTransportKey: () => send("new_transport_key", {}),
+    getSealedIdentity: () => send("get_sealed_identity", {}),
     configureTreasury: privileged("configure_treasury"),
     configurePolicy: privileged("configure_policy"),
     publicIdentity: call("public_identity"),

@@ -43,11 +43,31 @@ export type ExportBackupResult = { batchId: string; envelope: Uint8Array; sha256
 export type VerifyBackupParams = { envelope: Uint8Array };
 export type VerifyBackupResult = { batchId: string; namespace: string; keys: KeyPublicInfo[] };
 
-export type RestoreBackupParams = { envelope: Uint8Array };
+/** A restore package (shared/recovery-envelope.ts), sealed to one of the enclave's transport keys. */
+export type RestoreBackupParams = { package: Uint8Array };
 export type RestoreBackupResult = {
-  namespace: string;
   batchId: string;
-  keys: Array<KeyPublicInfo & { sourceKeyRef: string }>;
+  namespace: KeyNamespace;
+  keys: KeyPublicInfo[];
+  /** Keys this call wrote; 0 when the batch was already restored. */
+  imported: number;
+};
+
+export type NewTransportKeyResult = {
+  transportPublicKey: Hex;
+  envId: string;
+  chainId: number;
+  expiresAt: string;
+};
+
+/** What `init` sealed (issue 15): all public. */
+export type SealedIdentity = {
+  envId: string;
+  chainId: number;
+  adminAuthority: Hex;
+  policyAuthority: Hex;
+  recoveryAuthority: Hex;
+  recoveryEncryptionKey: Hex;
 };
 
 export type ConfigureTreasuryParams = { faucetKeyRef?: string; budgetUnits: bigint };
@@ -85,7 +105,12 @@ export type GetPolicyResult = {
 export type GetPolicyOptions = { timeoutMs?: number };
 
 export type PublicIdentityParams = { keyRef: string };
-export type PublicIdentityResult = KeyPublicInfo & { namespace: string; envId: string; chainId: number };
+export type PublicIdentityResult = KeyPublicInfo & {
+  namespace: string;
+  batchId: string;
+  envId: string;
+  chainId: number;
+};
 
 export type ProveIdentityParams = { keyRef: string; verifierNonce: Hex };
 export type ProveIdentityResult = KeyPublicInfo & { signature: Hex; envId: string; chainId: number };
@@ -137,6 +162,10 @@ export interface SignerClient {
     params: RestoreBackupParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<RestoreBackupResult>>;
+  /** A fresh transport key of this enclave for restore packages (held in its memory). */
+  newTransportKey(): Promise<SignerResult<NewTransportKeyResult>>;
+  /** The sealed env, chain and public keys (no capability). */
+  getSealedIdentity(): Promise<SignerResult<SealedIdentity>>;
   /** Policy tier: the operator's policy key, never the origin's (DESIGN §5). */
   configureTreasury(
     params: ConfigureTreasuryParams,

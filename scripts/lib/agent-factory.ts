@@ -11,10 +11,10 @@ import { keyPool } from "../../origin/db/schema.ts";
 import { sweepIdentities } from "../../origin/identity/sweep.ts";
 import { provisionIdentity } from "../../origin/keypool/provision.ts";
 import { makeBatch } from "../../origin/keypool/refill.ts";
-import { runRestoreDrill } from "../../origin/keypool/restore-drill.ts";
 import type { CapabilityProvider, SignerClient } from "../../origin/signer/types.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
+import type { RestoreDriller } from "./restore-drill.ts";
 
 const logger = pino({ level: "silent" });
 
@@ -23,7 +23,9 @@ export type StackAgent = { token: string; agentId: string; wallet: Address; keyR
 export type AgentFactoryDeps = {
   db: Db;
   signer: SignerClient;
-  authorities: { admin: CapabilityProvider; recovery: CapabilityProvider };
+  authorities: { admin: CapabilityProvider };
+  /** Drills each batch made (issue 15: into a throwaway enclave, from the recovery key). */
+  driller: RestoreDriller;
   devnetUrl: string;
   envId: string;
   backupDir: string;
@@ -54,7 +56,7 @@ export async function makeAgents(
   );
   if (!batch.ok) throw new Error(`refill: ${batch.reason}`);
   if (options.drilled !== false) {
-    const drilled = await runRestoreDrill(deps.db, deps.signer, deps.authorities.recovery, batch.batchId);
+    const drilled = await deps.driller.drill(deps.db, batch.batchId);
     if (!drilled.ok) throw new Error(`restore drill: ${drilled.reason}`);
   }
   const agents: StackAgent[] = [];

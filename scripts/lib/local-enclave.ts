@@ -4,20 +4,30 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { readAuthoritySecret } from "../../origin/signer/capability-minter.ts";
 import { authorityPublicKey } from "../../shared/capability.ts";
+import { toHex } from "../../shared/hex.ts";
+import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
 import { createAuthorityKeyFile } from "../enclave-authority.ts";
+import { createRecoveryKeyFile, readRecoveryKeyFile } from "../recovery-key.ts";
 
 const run = promisify(execFile);
 
 /**
- * The local stack plays every role, so all three authority keys sit under the data folder. Only
- * the admin key is given to the origin; in production the policy and recovery keys stay offline
- * with the operator (README "Keys and where production keeps them").
+ * The local stack plays every role, so all three authority keys and the recovery encryption key
+ * sit under the data folder. Only the admin key is given to the origin; in production the policy
+ * and recovery keys stay offline with the operator (README "Keys and where production keeps them").
  */
-export type LocalAuthority = { adminKeyFile: string; policyKeyFile: string; recoveryKeyFile: string };
+export type LocalAuthority = {
+  adminKeyFile: string;
+  policyKeyFile: string;
+  recoveryKeyFile: string;
+  /** X25519 private key every backup is sealed to (issue 15). */
+  recoveryEncKeyFile: string;
+};
 
 /**
- * First run of the local stack: the admin, policy and recovery authority key files, then
- * `enclave init` sealing their public keys, the env id and chain 77. Later runs reuse them.
+ * First run of the local stack: the admin, policy and recovery authority key files and the
+ * recovery encryption key file, then `enclave init` sealing their public keys, the env id and
+ * chain 77. Later runs reuse them.
  */
 export async function initEnclaveOnce(params: {
   dataDir: string;
@@ -29,6 +39,7 @@ export async function initEnclaveOnce(params: {
     adminKeyFile: path.join(params.dataDir, "admin-authority.key"),
     policyKeyFile: path.join(params.dataDir, "policy-authority.key"),
     recoveryKeyFile: path.join(params.dataDir, "recovery-authority.key"),
+    recoveryEncKeyFile: path.join(params.dataDir, "recovery-encryption.key"),
   };
   if (existsSync(path.join(params.enclaveDir, "sealing.key"))) return authority;
 
@@ -51,6 +62,10 @@ export async function initEnclaveOnce(params: {
     await publicKeyOf(authority.policyKeyFile),
     "--recovery-pubkey",
     await publicKeyOf(authority.recoveryKeyFile),
+    "--recovery-enc-pubkey",
+    existsSync(authority.recoveryEncKeyFile)
+      ? toHex(x25519PublicKey(await readRecoveryKeyFile(authority.recoveryEncKeyFile)))
+      : (await createRecoveryKeyFile(authority.recoveryEncKeyFile)).publicKey,
   ]);
   params.onLine(`enclave    initialised for env ${params.envId} (authority keys in ${params.dataDir})`);
   return authority;

@@ -3,17 +3,21 @@
  * pool, and the restore drill run on every verified batch that has none yet, so the funding gate
  * opens honestly (DESIGN §8) rather than by an exception.
  */
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import type { Address } from "viem";
 import { publicClientFor } from "../../devnet/testing.ts";
 import { type Db, queryRows } from "../../origin/db/client.ts";
+import { RESTORE_METHOD_NEW_ENCLAVE } from "../../origin/db/schema.ts";
 import { sweepIdentities } from "../../origin/identity/sweep.ts";
-import { runRestoreDrill } from "../../origin/keypool/restore-drill.ts";
-import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../../origin/signer/create-signer-client.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { readRecoveryKeyFile } from "../recovery-key.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
+import { backupKey } from "./recover.ts";
+import { createRestoreDriller } from "./restore-drill.ts";
 
 /** The treasury is topped up to this many units when it falls below a tenth of it. */
 export const LOCAL_TREASURY_FLOAT_UNITS = 1_000_000_000n;
@@ -28,40 +32,84 @@ export async function fundLocalTreasury(devnetUrl: string, treasury: Address): P
 }
 
 /**
- * Drills every available batch without restore evidence, then proves the identities that are due,
- * with the local recovery key (the local stack plays every role). Returns the batches drilled.
+ * Drills every available batch without restore evidence (issue 15: each restored from its recovery
+ * copy into one throwaway enclave, stopped and deleted afterwards), then proves the identities
+ * that are due, with the local recovery keys (the local stack plays every role). Returns the
+ * batches drilled.
  */
 export async function drillAndProveLocally(params: {
   db: Db;
   socketPath: string;
   recoveryKeyFile: string;
+  recoveryEncKeyFile: string;
   envId: string;
   onLine: (line: string) => void;
 }): Promise<number> {
   const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
   try {
-    const authorize = createCapabilityMinter({
-      authority: { keyPath: params.recoveryKeyFile },
-      envId: params.envId,
-      client: signer,
-    });
     const batches = await queryRows<{ batch_id: string }>(
       params.db,
       sql`select b.batch_id from key_batches b
-          where b.status = 'available' and not exists (select 1 from restore_evidence r where r.batch_id = b.batch_id)
+          where b.status = 'available' and not exists (select 1 from restore_evidence r
+            where r.batch_id = b.batch_id and r.method = ${RESTORE_METHOD_NEW_ENCLAVE})
           order by b.created_at`,
     );
-    for (const { batch_id: batchId } of batches) {
-      const drilled = await runRestoreDrill(params.db, signer, authorize, batchId);
-      if (!drilled.ok) throw new Error(`restore drill of batch ${batchId} failed: ${drilled.reason}`);
+    if (batches.length > 0) {
+      const identity = await signer.getSealedIdentity();
+      if (!identity.ok) throw new Error(`the enclave's identity: ${identity.error.code}`);
+      const driller = createRestoreDriller({
+        identity: identity.value,
+        recoveryAuthority: { keyPath: params.recoveryKeyFile },
+        recoveryEncryptionKey: await readRecoveryKeyFile(params.recoveryEncKeyFile),
+      });
+      try {
+        for (const { batch_id: batchId } of batches) {
+          const drilled = await driller.drill(params.db, batchId);
+          if (!drilled.ok) throw new Error(`restore drill of batch ${batchId} failed: ${drilled.reason}`);
+        }
+      } finally {
+        await driller.close();
+      }
+      params.onLine(
+        `drill      ${batches.length} key batch(es) restored from the recovery key into a throwaway enclave and matched; evidence recorded`,
+      );
     }
-    if (batches.length > 0)
-      params.onLine(`drill      ${batches.length} key batch(es) restored and matched; evidence recorded`);
     await sweepIdentities(
       { db: params.db, signer, logger: pino({ level: "silent" }) },
       { envId: params.envId, windowSeconds: 3_600, now: new Date() },
     );
     return batches.length;
+  } finally {
+    await signer.close();
+  }
+}
+
+/**
+ * Backs up the faucet treasury's key once (issue 15): configure_treasury makes it outside any
+ * refill batch, so without this a lost enclave would take the treasury's float with it.
+ */
+export async function backupLocalTreasury(params: {
+  socketPath: string;
+  adminKeyFile: string;
+  backupDir: string;
+  onLine: (line: string) => void;
+}): Promise<void> {
+  const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
+  try {
+    const sealed = await signer.getPolicy();
+    if (!sealed.ok || !sealed.value.treasury) return;
+    const keyRef = sealed.value.treasury.faucetKeyRef;
+    const identity = await signer.publicIdentity({ keyRef });
+    if (!identity.ok) throw new Error(`treasury key: public_identity: ${identity.error.code}`);
+    if (existsSync(path.join(params.backupDir, `${identity.value.batchId}.backup`))) return;
+    const backedUp = await backupKey({
+      signer,
+      adminAuthority: { keyPath: params.adminKeyFile },
+      keyRef,
+      backupDir: params.backupDir,
+    });
+    if (!backedUp.ok) throw new Error(`treasury backup failed: ${backedUp.reason}`);
+    params.onLine(`treasury   key backed up to ${backedUp.path}`);
   } finally {
     await signer.close();
   }

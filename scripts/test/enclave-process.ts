@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { socketAccepts } from "../../enclave/socket-probe.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../../shared/capability.ts";
+import { toHex } from "../../shared/hex.ts";
+import { randomX25519PrivateKey, x25519PublicKey } from "../../shared/recovery-envelope.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const MAIN = join(REPO_ROOT, "enclave/main.ts");
@@ -24,6 +26,8 @@ export type EnclaveFixture = {
   /** The policy authority (configure_policy, configure_treasury): never the origin's key. */
   policySecret: Uint8Array;
   recoverySecret: Uint8Array;
+  /** The offline recovery encryption key (X25519 private key) every backup is sealed to. */
+  recoveryEncKey: Uint8Array;
   /** Starts the process (again); resolves when the socket accepts connections. */
   start: (options?: { profile?: string }) => Promise<void>;
   /** Sends SIGTERM and waits for the exit; resolves with the exit code. */
@@ -42,17 +46,24 @@ export function startEnclaveProcess(options: { envId?: string } = {}): Promise<E
   return createEnclaveFixture({ ...options, start: true });
 }
 
+/** The offline keys of a fixture; pass another fixture's to initialise a second enclave like it. */
+export type FixtureKeys = Pick<
+  EnclaveFixture,
+  "adminSecret" | "policySecret" | "recoverySecret" | "recoveryEncKey"
+>;
+
 /** Creates a temporary data dir, runs `init` through the CLI and starts the enclave. */
 export async function createEnclaveFixture(
-  options: { envId?: string; start?: boolean } = {},
+  options: { envId?: string; start?: boolean; keys?: FixtureKeys; logLevel?: string } = {},
 ): Promise<EnclaveFixture> {
   const dir = await mkdtemp(join(tmpdir(), "enclave-"));
   const dataDir = join(dir, "data");
   const socketPath = join(dir, "enclave.sock");
   const envId = options.envId ?? "test-env";
-  const adminSecret = randomAuthoritySecret();
-  const policySecret = randomAuthoritySecret();
-  const recoverySecret = randomAuthoritySecret();
+  const adminSecret = options.keys?.adminSecret ?? randomAuthoritySecret();
+  const policySecret = options.keys?.policySecret ?? randomAuthoritySecret();
+  const recoverySecret = options.keys?.recoverySecret ?? randomAuthoritySecret();
+  const recoveryEncKey = options.keys?.recoveryEncKey ?? randomX25519PrivateKey();
   await run(
     process.execPath,
     [
@@ -68,6 +79,8 @@ export async function createEnclaveFixture(
       authorityPublicKey(policySecret),
       "--recovery-pubkey",
       authorityPublicKey(recoverySecret),
+      "--recovery-enc-pubkey",
+      toHex(x25519PublicKey(recoveryEncKey)),
       "--data-dir",
       dataDir,
     ],
@@ -91,7 +104,7 @@ export async function createEnclaveFixture(
     const spawned = spawn(process.execPath, args, {
       cwd: REPO_ROOT,
       stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, LOG_LEVEL: "warn" },
+      env: { ...process.env, LOG_LEVEL: options.logLevel ?? "warn" },
     });
     spawned.stderr?.on("data", (chunk: Buffer) => {
       stderr += chunk.toString("utf8");
@@ -107,6 +120,7 @@ export async function createEnclaveFixture(
     adminSecret,
     policySecret,
     recoverySecret,
+    recoveryEncKey,
     start,
     stop,
     dispose: async () => {

@@ -16,6 +16,7 @@ import type { TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { type AgentFactoryDeps, makeAgents, type StackAgent } from "../lib/agent-factory.ts";
 import { payFromOperatorPool } from "../lib/operator-pool.ts";
+import { createRestoreDriller, type RestoreDrillResult } from "../lib/restore-drill.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
@@ -32,8 +33,15 @@ export type MoneyStack = {
   processEnv(overrides?: Record<string, string>): Record<string, string>;
   treasury: Address;
   policy: SignerPolicy;
+  /** Where the refill wrote each batch's backup envelope (BACKUP_DIR). */
+  backupDir: string;
   /** Mints capabilities of the enclave's three authorities. */
   authorities: { admin: CapabilityProvider; policy: CapabilityProvider; recovery: CapabilityProvider };
+  /**
+   * Drills a batch (issue 15): restored from the recovery key into the stack's one throwaway
+   * enclave (shared by every drill of this stack, stopped and deleted at close).
+   */
+  drill(batchId: string): Promise<RestoreDrillResult>;
   /**
    * A new agent on a fresh key. `units` funds its wallet from the operator pool; `drilled: false`
    * leaves its key batch without restore evidence; `verified: false` skips the identity proof.
@@ -131,10 +139,18 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
   };
   const origin = await startOrigin();
 
+  const identity = await signer.getSealedIdentity();
+  if (!identity.ok) throw new Error(`get_sealed_identity: ${identity.error.code}`);
+  const driller = createRestoreDriller({
+    identity: identity.value,
+    recoveryAuthority: enclave.recoverySecret,
+    recoveryEncryptionKey: enclave.recoveryEncKey,
+  });
   const agentDeps: AgentFactoryDeps = {
     db: db.handle.db,
     signer,
-    authorities,
+    authorities: { admin: authorities.admin },
+    driller,
     devnetUrl: devnet.url,
     envId: enclave.envId,
     backupDir,
@@ -160,11 +176,14 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     }),
     treasury: treasury.value.faucetAddress,
     policy,
+    backupDir,
     authorities,
+    drill: (batchId) => driller.drill(db.handle.db, batchId),
     newAgent,
     startOrigin,
     async close() {
       for (const started of origins) await started.close();
+      await driller.close();
       await signer.close();
       await enclave.dispose();
       await devnet.close();

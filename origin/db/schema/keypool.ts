@@ -54,14 +54,37 @@ export const keyPool = pgTable(
   ],
 );
 
-/** DESIGN §8: a restore drill reproduced the batch's public keys. */
-export const restoreEvidence = pgTable("restore_evidence", {
-  id: uuid("id").primaryKey().defaultRandom(),
-  batchId: uuid("batch_id")
-    .notNull()
-    .references(() => keyBatches.batchId),
-  scratchNamespace: text("scratch_namespace").notNull(),
-  keyCount: integer("key_count").notNull(),
-  publicKeysSha256: text("public_keys_sha256").notNull(),
-  restoredAt: timestamp("restored_at", { withTimezone: true }).notNull().defaultNow(),
-});
+/** The restore method whose evidence opens the funding gate (issue 15). */
+export const RESTORE_METHOD_NEW_ENCLAVE = "recovery_key_new_enclave";
+
+/**
+ * DESIGN §8: a restore drill reproduced the batch's public keys. `method` says how: only
+ * `recovery_key_new_enclave` (the recovery key's copy, restored into a throwaway enclave with no
+ * copy of the live one's data folder, issue 15) opens the funding gate; `scratch_namespace` rows
+ * are the earlier drills into the live enclave itself, kept as history.
+ */
+export const restoreEvidence = pgTable(
+  "restore_evidence",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    batchId: uuid("batch_id")
+      .notNull()
+      .references(() => keyBatches.batchId),
+    method: text("method").notNull(),
+    /** Only for `scratch_namespace` evidence. */
+    scratchNamespace: text("scratch_namespace"),
+    keyCount: integer("key_count").notNull(),
+    publicKeysSha256: text("public_keys_sha256").notNull(),
+    /** Fingerprint (SHA-256) of the recovery encryption key whose copy was restored. */
+    recoveryKeySha256: text("recovery_key_sha256"),
+    /** The restored key that signed the drill's test message (an identity proof). */
+    provenKeyRef: text("proven_key_ref"),
+    restoredAt: timestamp("restored_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check(
+      "restore_evidence_method_enum",
+      sql`${t.method} IN ('scratch_namespace','recovery_key_new_enclave')`,
+    ),
+  ],
+);

@@ -1,0 +1,105 @@
+/**
+ * A throwaway enclave for the restore drill (issue 15): the real enclave program, initialised on
+ * a fresh temporary data folder with the env id, chain and public keys of the live enclave (its
+ * sealed identity, nothing secret) and served on a socket inside that folder. It shares nothing
+ * with the live enclave: not its sealing key, not its keystore, not its counters. `close` stops the
+ * process and deletes the folder, restored key sets and all; it runs whatever happened before.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { socketAccepts } from "../../enclave/socket-probe.ts";
+import { createSocketSignerClient } from "../../origin/signer/socket-client.ts";
+import type { SealedIdentity, SignerClient } from "../../origin/signer/types.ts";
+import { type ManagedChild, startChild } from "./supervisor.ts";
+
+const ENCLAVE_MAIN = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "enclave/main.ts");
+const run = promisify(execFile);
+
+export type ThrowawayEnclave = {
+  /** The temporary folder holding its data folder and socket (gone after close). */
+  dir: string;
+  socketPath: string;
+  signer: SignerClient;
+  identity: SealedIdentity;
+  /** Stops the process, closes the client and deletes the folder. Safe to call twice. */
+  close(): Promise<void>;
+};
+
+export type StartThrowawayEnclaveParams = {
+  identity: SealedIdentity;
+  /** Receives the throwaway enclave's log lines (JSON, as the enclave writes them). */
+  onLog?: (line: string) => void;
+};
+
+/** Initialises and starts a throwaway enclave; on any failure nothing is left behind. */
+export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams): Promise<ThrowawayEnclave> {
+  const dir = await mkdtemp(join(tmpdir(), "restore-drill-"));
+  const dataDir = join(dir, "data");
+  const socketPath = join(dir, "enclave.sock");
+  let child: ManagedChild | undefined;
+  let signer: SignerClient | undefined;
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      await signer?.close().catch(() => {});
+      await child?.stop(5_000);
+      await rm(dir, { recursive: true, force: true });
+    })();
+    return closed;
+  };
+  try {
+    const { identity } = params;
+    await run(process.execPath, [
+      "--import",
+      "tsx",
+      ENCLAVE_MAIN,
+      "init",
+      "--data-dir",
+      dataDir,
+      "--env-id",
+      identity.envId,
+      "--admin-pubkey",
+      identity.adminAuthority,
+      "--policy-pubkey",
+      identity.policyAuthority,
+      "--recovery-pubkey",
+      identity.recoveryAuthority,
+      "--recovery-enc-pubkey",
+      identity.recoveryEncryptionKey,
+    ]);
+    child = startChild({
+      name: "drill-enclave",
+      entry: ENCLAVE_MAIN,
+      args: ["serve", "--socket", socketPath, "--data-dir", dataDir],
+      onLine: params.onLog ?? (() => {}),
+    });
+    await waitForSocket(socketPath, child);
+    signer = createSocketSignerClient({ socketPath });
+    const sealed = await signer.getSealedIdentity();
+    if (!sealed.ok || sealed.value.envId !== identity.envId || sealed.value.chainId !== identity.chainId) {
+      throw new Error("the throwaway enclave does not report the live enclave's identity");
+    }
+    return { dir, socketPath, signer, identity, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+async function waitForSocket(socketPath: string, child: ManagedChild, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exited = false;
+  void child.exited.then(() => {
+    exited = true;
+  });
+  while (Date.now() < deadline) {
+    if (exited) throw new Error("the throwaway enclave exited before it listened");
+    if (await socketAccepts(socketPath)) return;
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  throw new Error("the throwaway enclave did not listen in time");
+}
