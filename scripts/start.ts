@@ -19,7 +19,12 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { type EdgeHandle, startEdge } from "./lib/edge.ts";
 import { loadOrCreateLocalAgent } from "./lib/local-agent.ts";
 import { initEnclaveOnce } from "./lib/local-enclave.ts";
-import { backupLocalTreasury, drillAndProveLocally, fundLocalTreasury } from "./lib/local-money.ts";
+import {
+  backupLocalTreasury,
+  drillAndProveLocally,
+  fundLocalSettler,
+  fundLocalTreasury,
+} from "./lib/local-money.ts";
 import { ensureLocalPolicy, LOCAL_POLICY } from "./lib/local-policy.ts";
 import { loadOrCreateLocalSecrets } from "./lib/local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./lib/supervisor.ts";
@@ -128,6 +133,11 @@ async function main(): Promise<void> {
       const sent = await fundLocalTreasury(devnetUrl, sealed.treasury.faucetAddress);
       if (sent > 0n) say(`treasury   funded with ${sent} units from the operator pool`);
     }
+    if (sealed.settler) {
+      // The x402 settler pays the gas of settlements (DESIGN §3), funded like the treasury.
+      const sent = await fundLocalSettler(devnetUrl, sealed.settler.settlerAddress);
+      if (sent > 0n) say(`settler    gas funded with ${sent} units from the operator pool`);
+    }
 
     const secrets = await loadOrCreateLocalSecrets(dataDir);
     // DESIGN §3: every switch on for the local stack; public registration is switched on with its
@@ -150,6 +160,10 @@ async function main(): Promise<void> {
       AGENT_TRANSFER_ENABLED: "true",
       AGENT_TRANSFER_PER_TX_LIMIT: LOCAL_POLICY.perTxLimitUnits.toString(),
       AGENT_TRANSFER_DAILY_LIMIT: LOCAL_POLICY.dailyLimitUnits.toString(),
+      // x402 (issue 13): the demo's terms are the sealed ones, as the origin requires.
+      AGENT_X402_ENABLED: "true",
+      AGENT_X402_AMOUNT: String(LOCAL_POLICY.x402AmountUnits),
+      AGENT_X402_PAY_TO: String(LOCAL_POLICY.x402PayTo),
       // New identities are proven within seconds, so their funding gate opens soon after.
       IDENTITY_SWEEP_PERIOD_SECONDS: "15",
       AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
