@@ -9,8 +9,9 @@
  * run once the transfer-limit probes and a burst past the per-agent rate limit (probes.ts).
  * The machine is shared, so the figures are noisy; the CPU steal of the run is printed with them.
  */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+
 import { createWriteStream } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -26,7 +27,7 @@ import { makeSoakAgents } from "./soak/agents.ts";
 import { parseSoakArgs } from "./soak/args.ts";
 import { createEdgeClient } from "./soak/edge-client.ts";
 import { BASE_MIX, pickKind, type SoakContext } from "./soak/kinds.ts";
-import { LimitObservations, limitLines } from "./soak/limits.ts";
+import { LimitObservations, limitLines, REGISTRATION_NETWORK_DAILY } from "./soak/limits.ts";
 import { checkMoney } from "./soak/money.ts";
 import { probeRequestRate, probeTransferLimits } from "./soak/probes.ts";
 import { type MemoryRow, reportLines } from "./soak/report.ts";
@@ -37,6 +38,14 @@ const BASE_PATH = "/77";
 const ENV_ID = "local-dev";
 /** The local stack's faucet cooldown (scripts/lib/local-stack.ts). */
 const FAUCET_COOLDOWN_MS = 60_000;
+
+/** Registrations the mix starts in the run, if it runs at its rate. */
+function expectedRegistrations(args: { rate: number; durationMs: number }): number {
+  const total = BASE_MIX.reduce((sum, kind) => sum + kind.weight, 0);
+  const share =
+    BASE_MIX.filter((kind) => kind.name === "register").reduce((sum, kind) => sum + kind.weight, 0) / total;
+  return Math.ceil(args.rate * share * (args.durationMs / 1000));
+}
 
 const say = (line: string): void => {
   process.stdout.write(`[soak] ${line}\n`);
@@ -63,7 +72,14 @@ async function main(): Promise<number> {
     envId: ENV_ID,
     say: (line) => say(`stack  ${line}`),
     onPartLine: (line) => log.write(`${line}\n`),
-    originEnv: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+    originEnv: {
+      LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
+      // Keys for the registrations the run can make (at most the day's network quota), plus the
+      // reserve and the agents, made ahead in bigger batches: the run should meet the quota, not
+      // the key reserve. A short run keeps the stack's usual pool, so it starts as fast.
+      KEY_POOL_TARGET: String(20 + Math.min(REGISTRATION_NETWORK_DAILY, expectedRegistrations(args))),
+      KEY_POOL_BATCH_SIZE: "20",
+    },
     onPartExit: (name, code) => {
       partExited = `${name} exited (${code})`;
     },
@@ -135,7 +151,12 @@ async function main(): Promise<number> {
           limits,
           record: (kind, answer) => tally.record(kind, answer),
         }),
-        probeRequestRate({ edge, agent: agents.burst, limits, record: (kind, answer) => tally.record(kind, answer) }),
+        probeRequestRate({
+          edge,
+          agent: agents.burst,
+          limits,
+          record: (kind, answer) => tally.record(kind, answer),
+        }),
       ]);
 
       const tty = process.stdout.isTTY === true;
@@ -165,7 +186,8 @@ async function main(): Promise<number> {
           running.add(request);
         }
         // Requests the concurrency cap held back are dropped, not owed: the rate is a ceiling.
-        if (due > 0 && inFlight >= args.concurrency) launched = Math.floor(((now - started) / 1000) * args.rate);
+        if (due > 0 && inFlight >= args.concurrency)
+          launched = Math.floor(((now - started) / 1000) * args.rate);
         if (!warmMemory && now - started >= args.warmUpMs) {
           warmMemory = await sampleMemory();
           notePeak(warmMemory);
@@ -193,7 +215,9 @@ async function main(): Promise<number> {
       notePeak(endMemory);
       if (tty) process.stdout.write("\n");
       const elapsedS = (performance.now() - started) / 1000;
-      say(`load   done: ${tally.total} requests in ${elapsedS.toFixed(0)} s (${(tally.total / elapsedS).toFixed(1)} req/s)`);
+      say(
+        `load   done: ${tally.total} requests in ${elapsedS.toFixed(0)} s (${(tally.total / elapsedS).toFixed(1)} req/s)`,
+      );
       say(await steal());
       if (partExited) throw new Error(`a part of the stack stopped during the run: ${partExited}`);
 
@@ -205,7 +229,9 @@ async function main(): Promise<number> {
       const money = await checkMoney(ready.devnetUrl, {
         "genesis: operator pool": [DEV_OPERATOR_POOL_ADDRESS],
         "faucet treasury": ready.treasury ? [ready.treasury] : [],
-        "operator-provisioned agent wallets": wallets.filter((w) => w.origin === "operator").map((w) => w.assigned_wallet),
+        "operator-provisioned agent wallets": wallets
+          .filter((w) => w.origin === "operator")
+          .map((w) => w.assigned_wallet),
         "registered wallets": wallets.filter((w) => w.origin === "public").map((w) => w.assigned_wallet),
       });
 
@@ -242,16 +268,27 @@ async function main(): Promise<number> {
   }
 }
 
-/** Waits (up to two minutes) until no agent action is in flight; returns the count per status. */
+/**
+ * Waits (up to two minutes) until no agent action is in flight; returns the count per status (and
+ * error code: a refused faucet or transfer is recorded as a failed action).
+ */
 async function settleActions(db: Parameters<typeof queryRows>[0]): Promise<Record<string, number>> {
   const deadline = Date.now() + 120_000;
   for (;;) {
-    const rows = await queryRows<{ status: string; count: string }>(
+    const rows = await queryRows<{ status: string; error_code: string | null; count: string }>(
       db,
-      sql`select status, count(*)::text as count from agent_actions group by status order by status`,
+      sql`select status, error_code, count(*)::text as count from agent_actions
+          group by status, error_code order by status, error_code`,
     );
-    const counts = Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
-    const inFlight = ["requested", "signed", "submitted"].reduce((sum, status) => sum + (counts[status] ?? 0), 0);
+    const counts = Object.fromEntries(
+      rows.map((row) => [
+        row.error_code ? `${row.status} (${row.error_code})` : row.status,
+        Number(row.count),
+      ]),
+    );
+    const inFlight = rows
+      .filter((row) => ["requested", "signed", "submitted"].includes(row.status))
+      .reduce((sum, row) => sum + Number(row.count), 0);
     if (inFlight === 0 || Date.now() > deadline) return counts;
     await sleep(500);
   }

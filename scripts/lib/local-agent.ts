@@ -1,11 +1,11 @@
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
+import type { Address } from "viem";
 import { findIdentityByTokenId } from "../../origin/auth/identity-repository.ts";
 import { parseBearerHeader } from "../../origin/auth/token.ts";
 import type { Db } from "../../origin/db/client.ts";
 import { provisionIdentity } from "../../origin/keypool/provision.ts";
-import type { Address } from "viem";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
 
@@ -53,7 +53,11 @@ export async function provisionWhenKeyFree(
   for (;;) {
     const result = await provisionIdentity(db, { capabilities, origin: "operator" });
     if (result.ok) {
-      return { token: result.value.token, agentId: result.value.agentId, wallet: result.value.assignedWallet };
+      return {
+        token: result.value.token,
+        agentId: result.value.agentId,
+        wallet: result.value.assignedWallet,
+      };
     }
     if (result.error.code === "validation_failed" || Date.now() > deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, 500));

@@ -165,7 +165,11 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       say(`enclave    ready on ${socketPath}`);
       // The local stack plays the operator too: it seals a small policy with the policy key, which
       // the origin never gets (issue 11; production keeps that key offline).
-      const sealed = await ensureLocalPolicy({ socketPath, policyKeyFile: authority.policyKeyFile, onLine: say });
+      const sealed = await ensureLocalPolicy({
+        socketPath,
+        policyKeyFile: authority.policyKeyFile,
+        onLine: say,
+      });
       if (sealed.treasury) {
         // Backed up before any funds reach it (issue 15), like every key batch.
         await backupLocalTreasury({

@@ -7,8 +7,8 @@ import type { Address } from "viem";
 import type { Db } from "../../origin/db/client.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { provisionWhenKeyFree } from "../lib/local-agent.ts";
-import { drillAndProveLocally } from "../lib/local-money.ts";
 import type { LocalAuthority } from "../lib/local-enclave.ts";
+import { drillAndProveLocally } from "../lib/local-money.ts";
 import { payFromOperatorPool } from "../lib/operator-pool.ts";
 import type { SoakAgent } from "./kinds.ts";
 

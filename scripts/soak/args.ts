@@ -32,7 +32,8 @@ export function parseSoakArgs(argv: string[]): SoakArgs {
   const positive = (name: string, text: string | undefined, fallback: number): number => {
     if (text === undefined) return fallback;
     const value = Number(text);
-    if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number; ${SOAK_USAGE}`);
+    if (!Number.isFinite(value) || value <= 0)
+      throw new Error(`--${name} must be a positive number; ${SOAK_USAGE}`);
     return value;
   };
   if ((values.minutes === undefined) === (values.seconds === undefined)) throw new Error(SOAK_USAGE);

@@ -30,7 +30,11 @@ export type EdgeClient = {
 /** Long enough for a transfer under load; a request that takes longer counts as no answer. */
 const TIMEOUT_MS = 30_000;
 
-export function createEdgeClient(params: { frontUrl: string; workerUrl: string; basePath: string }): EdgeClient {
+export function createEdgeClient(params: {
+  frontUrl: string;
+  workerUrl: string;
+  basePath: string;
+}): EdgeClient {
   const send = async (base: string, path: string, options: RequestOptions, ip?: string): Promise<Answer> => {
     const headers: Record<string, string> = { ...options.headers };
     if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;

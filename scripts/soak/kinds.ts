@@ -31,7 +31,10 @@ const pick = <T>(items: readonly T[]): T => items[randomInt(items.length)]!;
 const freshKey = (prefix: string): string => `${prefix}-${randomBytes(12).toString("hex")}`;
 
 /** Public addresses (no private, shared or documentation range), as the edge would see clients. */
-export const REGISTRATION_IPS = Array.from({ length: 40 }, (_, i) => `81.2.${69 + (i >> 4)}.${16 + (i & 15)}`);
+export const REGISTRATION_IPS = Array.from(
+  { length: 40 },
+  (_, i) => `81.2.${69 + (i >> 4)}.${16 + (i & 15)}`,
+);
 /** Two addresses that present bad tokens, so their failures fill the pre-auth window. */
 export const BAD_TOKEN_IPS = ["5.9.10.11", "2a01:4f8:10a:1::2"];
 
@@ -42,7 +45,11 @@ const ALLOWED_READS = (ctx: SoakContext): { method: string; params: unknown[] }[
   { method: "eth_getBlockByNumber", params: ["latest", false] },
 ];
 
-const rpcCall = (ctx: SoakContext, id: number): unknown => ({ jsonrpc: "2.0", id, ...pick(ALLOWED_READS(ctx)) });
+const rpcCall = (ctx: SoakContext, id: number): unknown => ({
+  jsonrpc: "2.0",
+  id,
+  ...pick(ALLOWED_READS(ctx)),
+});
 
 export const BASE_MIX: readonly SoakKind[] = [
   {
@@ -66,7 +73,8 @@ export const BASE_MIX: readonly SoakKind[] = [
     run: (ctx) => {
       const calls = Array.from({ length: 2 + randomInt(19) }, (_, i) => rpcCall(ctx, i));
       // A disallowed method rides along now and then: a JSON-RPC error inside a 200, never a write.
-      if (randomInt(4) === 0) calls.push({ jsonrpc: "2.0", id: 99, method: "eth_sendRawTransaction", params: ["0x00"] });
+      if (randomInt(4) === 0)
+        calls.push({ jsonrpc: "2.0", id: 99, method: "eth_sendRawTransaction", params: ["0x00"] });
       return ctx.edge.request("/agent/v1/rpc", { token: pick(ctx.agents).token, json: calls });
     },
   },
@@ -99,7 +107,7 @@ export const BASE_MIX: readonly SoakKind[] = [
   },
   {
     name: "register",
-    weight: 3,
+    weight: 2,
     run: async (ctx) => {
       const ip = pick(REGISTRATION_IPS);
       const answer = await ctx.edge.requestFrom(ip, "/agent/v1/register", {

@@ -52,7 +52,13 @@ export class LimitObservations {
   }
 }
 
-export type LimitLine = { name: string; expected: string; observed: string; held: boolean; exercised: boolean };
+export type LimitLine = {
+  name: string;
+  expected: string;
+  observed: string;
+  held: boolean;
+  exercised: boolean;
+};
 
 /** The most events in any window of `windowMs` (times need not be sorted). */
 export function mostInWindow(times: readonly number[], windowMs: number): number {

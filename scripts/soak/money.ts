@@ -63,12 +63,18 @@ const topicAddress = (topic: Hex): Address => getAddress(`0x${topic.slice(-40)}`
  * Sums, at the latest block, the balances of `known` (named categories) and of every other address
  * any transaction or NativeTransferAuth transfer touched, plus the fees of every receipt.
  */
-export async function checkMoney(devnetUrl: string, known: Record<string, readonly Address[]>): Promise<MoneyCheck> {
+export async function checkMoney(
+  devnetUrl: string,
+  known: Record<string, readonly Address[]>,
+): Promise<MoneyCheck> {
   const [latestHex] = await rpcBatch<Hex>(devnetUrl, [{ method: "eth_blockNumber", params: [] }]);
   const latest = Number(hexToBigInt(latestHex!));
   const blocks = await rpcBatch<RpcBlock>(
     devnetUrl,
-    Array.from({ length: latest + 1 }, (_, n) => ({ method: "eth_getBlockByNumber", params: [toHex(n), true] })),
+    Array.from({ length: latest + 1 }, (_, n) => ({
+      method: "eth_getBlockByNumber",
+      params: [toHex(n), true],
+    })),
   );
   const transactions = blocks.flatMap((block) => block.transactions);
   const receipts = await rpcBatch<RpcReceipt>(
@@ -89,7 +95,10 @@ export async function checkMoney(devnetUrl: string, known: Record<string, readon
     seen.add(getAddress(tx.from));
     if (tx.to) seen.add(getAddress(tx.to));
     for (const log of receipt.logs) {
-      if (getAddress(log.address) === getAddress(NATIVE_TRANSFER_AUTH_ADDRESS) && log.topics[0] === TRANSFER_TOPIC) {
+      if (
+        getAddress(log.address) === getAddress(NATIVE_TRANSFER_AUTH_ADDRESS) &&
+        log.topics[0] === TRANSFER_TOPIC
+      ) {
         seen.add(topicAddress(log.topics[1]!));
         seen.add(topicAddress(log.topics[2]!));
       }
@@ -100,7 +109,9 @@ export async function checkMoney(devnetUrl: string, known: Record<string, readon
   const counted = new Set<Address>([getAddress(COINBASE_ADDRESS)]);
   const groups: { name: string; addresses: Address[] }[] = [];
   for (const [name, addresses] of Object.entries(known)) {
-    const fresh = [...new Set(addresses.map((address) => getAddress(address)))].filter((a) => !counted.has(a));
+    const fresh = [...new Set(addresses.map((address) => getAddress(address)))].filter(
+      (a) => !counted.has(a),
+    );
     for (const address of fresh) counted.add(address);
     groups.push({ name, addresses: fresh });
   }

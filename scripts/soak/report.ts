@@ -51,14 +51,18 @@ export function reportLines(report: SoakReport): string[] {
 
   lines.push("", "Requests by route kind and status");
   const statuses = [...report.tally.byStatus().keys()];
-  lines.push(`  ${pad("route kind", 24)}${statuses.map((status) => padLeft(status, 10)).join("")}${padLeft("total", 10)}`);
+  lines.push(
+    `  ${pad("route kind", 24)}${statuses.map((status) => padLeft(status, 10)).join("")}${padLeft("total", 10)}`,
+  );
   for (const [kind, counts] of [...report.tally.byKind].sort(([a], [b]) => a.localeCompare(b))) {
     const total = [...counts.values()].reduce((sum, count) => sum + count, 0);
     lines.push(
       `  ${pad(kind, 24)}${statuses.map((status) => padLeft(String(counts.get(status) ?? "."), 10)).join("")}${padLeft(String(total), 10)}`,
     );
   }
-  lines.push(`  ${pad("all", 24)}${statuses.map((status) => padLeft(String(report.tally.byStatus().get(status)), 10)).join("")}${padLeft(String(report.tally.total), 10)}`);
+  lines.push(
+    `  ${pad("all", 24)}${statuses.map((status) => padLeft(String(report.tally.byStatus().get(status)), 10)).join("")}${padLeft(String(report.tally.total), 10)}`,
+  );
   lines.push(
     `  agent actions at the end: ${Object.entries(report.actions)
       .map(([status, count]) => `${count} ${status}`)
@@ -75,9 +79,14 @@ export function reportLines(report: SoakReport): string[] {
   }
 
   const money = report.money;
-  lines.push("", `Money (wei, at block ${money.blocks - 1}; ${money.transactions} transactions since genesis)`);
+  lines.push(
+    "",
+    `Money (wei, at block ${money.blocks - 1}; ${money.transactions} transactions since genesis)`,
+  );
   for (const category of money.categories) {
-    lines.push(`  ${pad(`${category.name} (${category.addresses})`, 44)}${padLeft(category.wei.toString(), 34)}`);
+    lines.push(
+      `  ${pad(`${category.name} (${category.addresses})`, 44)}${padLeft(category.wei.toString(), 34)}`,
+    );
   }
   lines.push(`  ${pad("balances", 44)}${padLeft(money.balancesWei.toString(), 34)}`);
   lines.push(`  ${pad("+ fees of every receipt", 44)}${padLeft(money.feesWei.toString(), 34)}`);

@@ -2,7 +2,8 @@
 import type { Answer } from "./edge-client.ts";
 
 /** The status a request is counted under: the HTTP status, or `no answer`. */
-export const statusLabel = (answer: Answer): string => (answer.status === 0 ? "no answer" : String(answer.status));
+export const statusLabel = (answer: Answer): string =>
+  answer.status === 0 ? "no answer" : String(answer.status);
 
 export class Tally {
   /** kind → status → count. */
