@@ -95,7 +95,8 @@ export async function createEnclaveFixture(
     const current = child;
     child = null;
     // A process killed by a signal keeps exitCode null: signalCode says it is gone already.
-    if (!current || current.exitCode !== null || current.signalCode !== null) return current?.exitCode ?? null;
+    if (!current || current.exitCode !== null || current.signalCode !== null)
+      return current?.exitCode ?? null;
     const exited = new Promise<number | null>((done) => current.once("exit", (code) => done(code)));
     current.kill(signal);
     return exited;

@@ -55,10 +55,14 @@ export async function auditLoad(params: LoadAuditParams): Promise<LoadAudit> {
   const found = new Map(actions.map((action) => [action.action_id, action]));
   for (const seen of params.driver.actions.values()) {
     const row = found.get(seen.actionId);
-    if (!row) problems.push(`action ${seen.actionId} (${seen.kind}, answered ${seen.lastStatus}) is not in the database`);
+    if (!row)
+      problems.push(
+        `action ${seen.actionId} (${seen.kind}, answered ${seen.lastStatus}) is not in the database`,
+      );
   }
   for (const action of actions) {
-    if (!TERMINAL.has(action.status)) problems.push(`action ${action.action_id} (${action.kind}) is still ${action.status}`);
+    if (!TERMINAL.has(action.status))
+      problems.push(`action ${action.action_id} (${action.kind}) is still ${action.status}`);
   }
 
   // None doubled: one transaction per action, each transaction one action's, and the chain has
@@ -76,7 +80,8 @@ export async function auditLoad(params: LoadAuditParams): Promise<LoadAudit> {
   for (const action of actions) {
     if (!action.tx_id) continue;
     const other = actionOfTx.get(action.tx_id);
-    if (other) problems.push(`transaction ${action.tx_id} belongs to actions ${other} and ${action.action_id}`);
+    if (other)
+      problems.push(`transaction ${action.tx_id} belongs to actions ${other} and ${action.action_id}`);
     actionOfTx.set(action.tx_id, action.action_id);
   }
   for (const tx of txs) {
@@ -88,7 +93,8 @@ export async function auditLoad(params: LoadAuditParams): Promise<LoadAudit> {
   for (const sender of senders) {
     const rows = txs.filter((tx) => tx.sender === sender && mined(tx)).length;
     const onChain = await chain.getTransactionCount({ address: sender as `0x${string}` });
-    if (onChain !== rows) problems.push(`${sender} sent ${onChain} transactions on chain, its rows say ${rows}`);
+    if (onChain !== rows)
+      problems.push(`${sender} sent ${onChain} transactions on chain, its rows say ${rows}`);
   }
 
   // Balances: what each address held before, plus what confirmed actions moved, minus fees paid.

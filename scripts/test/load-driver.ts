@@ -47,7 +47,8 @@ export type LoadRequest = {
   anonymous?: boolean;
   /**
    * Safe to repeat as it is (an idempotency key or a payment nonce inside): without a final
-   * answer (a 5xx, a refusal, a cut, a hang) it is sent again by settle().
+   * answer (a 5xx, a cut, a hang) it is sent again by settle(). A refused connection carried
+   * nothing, so it created nothing that could be lost: it is not repeated.
    */
   idempotent?: boolean;
 };
@@ -79,6 +80,8 @@ export type LoadDriverParams = {
   loops: number;
   /** Pause of each loop between requests (keeps agents under the per-agent rate limit). */
   pauseMs?: number;
+  /** Extra pause after an answer that is not final (a client backing off); 250 ms by default. */
+  backoffMs?: number;
   /** A request without an answer after this long is recorded as `timeout`. */
   requestTimeoutMs?: number;
 };
@@ -147,14 +150,23 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
           : typeof envelope?.error?.action_id === "string"
             ? envelope.error.action_id
             : undefined;
-      const record: LoadRecord = { kind: label, status, code, actionId, startedAt, endedAt: Date.now(), loop };
+      const record: LoadRecord = {
+        kind: label,
+        status,
+        code,
+        actionId,
+        startedAt,
+        endedAt: Date.now(),
+        loop,
+      };
       records.push(record);
-      if (actionId) actions.set(actionId, { actionId, kind: label.replace(/:retry$/, ""), agent, lastStatus: status });
+      if (actionId)
+        actions.set(actionId, { actionId, kind: label.replace(/:retry$/, ""), agent, lastStatus: status });
       if (status === 201 && typeof (body as { agent_id?: unknown }).agent_id === "string") {
         registered.push((body as { agent_id: string }).agent_id);
       }
       if (req.idempotent) {
-        if (isFinal(status)) unanswered.delete(req);
+        if (isFinal(status) || status === "refused") unanswered.delete(req);
         else unanswered.set(req, { agent, label: label.replace(/:retry$/, "") });
       }
       return { record, body };
@@ -164,8 +176,19 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     const agent = params.agents[loop % params.agents.length]!;
     while (!stopping) {
       const kind = pick();
-      await kind.run({ agent, loop, send: sendFor(agent, loop, kind.name) });
-      if (params.pauseMs) await sleep(params.pauseMs);
+      let failed = false;
+      const send = sendFor(agent, loop, kind.name);
+      await kind.run({
+        agent,
+        loop,
+        send: async (req, label) => {
+          const answer = await send(req, label);
+          failed ||= !isFinal(answer.record.status);
+          return answer;
+        },
+      });
+      const pause = (params.pauseMs ?? 0) + (failed ? (params.backoffMs ?? 250) : 0);
+      if (pause > 0) await sleep(pause);
     }
   });
 
@@ -173,8 +196,9 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     const byKind: LoadSummary["byKind"] = {};
     for (const record of records) {
       const key = record.code ? `${record.status} ${record.code}` : String(record.status);
-      const kind = (byKind[record.kind] ??= {});
+      const kind = byKind[record.kind] ?? {};
       kind[key] = (kind[key] ?? 0) + 1;
+      byKind[record.kind] = kind;
     }
     return { total: records.length, byKind, actions: actions.size };
   };
@@ -305,7 +329,11 @@ export function readKinds(weights: { balance?: number; network?: number; rpc?: n
 }
 
 /** POST /agent/v1/transfers with a fresh idempotency key each time. */
-export function transferKind(params: { to: () => string; amountUnits: bigint; weight?: number }): RequestKind {
+export function transferKind(params: {
+  to: () => string;
+  amountUnits: bigint;
+  weight?: number;
+}): RequestKind {
   return {
     name: "transfer",
     weight: params.weight ?? 3,
@@ -313,7 +341,11 @@ export function transferKind(params: { to: () => string; amountUnits: bigint; we
       void (await ctx.send({
         method: "POST",
         path: "/agent/v1/transfers",
-        body: { idempotency_key: newIdempotencyKey(), to: params.to(), amount: params.amountUnits.toString() },
+        body: {
+          idempotency_key: newIdempotencyKey(),
+          to: params.to(),
+          amount: params.amountUnits.toString(),
+        },
         idempotent: true,
       })),
   };

@@ -19,7 +19,7 @@ import {
   transferKind,
 } from "./load-driver.ts";
 import { type MoneyStack, type MoneyStackOptions, type StackAgent, startMoneyStack } from "./money-stack.ts";
-import { spawnOrigin, type OriginProcess } from "./origin-process.ts";
+import { type OriginProcess, spawnOrigin } from "./origin-process.ts";
 
 export type LoadStack = {
   stack: MoneyStack;
@@ -27,7 +27,10 @@ export type LoadStack = {
   /** Starts an origin process (origin/main.ts, workers included) on the stack, env overrides applied. */
   spawnOrigin(env?: Record<string, string>, port?: number): Promise<OriginProcess>;
   /** Starts the load against `base`; `extraKinds` join the mix (x402 payments, say). */
-  startLoad(base: string | (() => string), options?: { loops?: number; extraKinds?: RequestKind[] }): LoadDriver;
+  startLoad(
+    base: string | (() => string),
+    options?: { loops?: number; extraKinds?: RequestKind[] },
+  ): LoadDriver;
   /** Audits the rows and the chain after the load (scripts/test/load-audit.ts). */
   audit(driver: LoadDriver): Promise<LoadAudit>;
   close(): Promise<void>;
