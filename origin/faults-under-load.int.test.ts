@@ -146,7 +146,6 @@ describe("faults under load (real processes)", () => {
       // /rpc speaks JSON-RPC (SPEC): the chain's absence is a JSON-RPC error, answered at once.
       for (const record of outage.filter((r) => r.kind === "rpc"))
         expect([record.status, record.code]).toEqual([200, "rpc:-32000"]);
-      expect(stranded, "actions left in flight by the cut").toBeGreaterThan(0);
       expect(tail.filter((record) => !isFinal(record.status))).toEqual([]);
       expect(unanswered).toEqual([]);
       expect(audit.problems, summary).toEqual([]);
