@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { createOriginMetrics } from "./console/metrics.ts";
 import type { NodeLocal } from "./console/node-local.ts";
 import { createConsoleRouter } from "./console/router.ts";
+import { isDatabaseUnavailable } from "./db/unavailable.ts";
 import type { AppDeps } from "./deps.ts";
 import { AppError, errorBody } from "./errors.ts";
 import { createGatewayLimiters } from "./gateway/limits.ts";
@@ -72,6 +73,16 @@ export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv>
     if (error instanceof AppError) {
       for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
       return c.json(errorBody(error.code, error.message, requestId, error.fields), error.status);
+    }
+    if (isDatabaseUnavailable(error)) {
+      // A database restart or a cut connection is the service being unavailable, not a bug: a
+      // clear 503 the client may retry (money requests are idempotent by key).
+      deps.logger.warn({ request_id: requestId, err: { message: error.message } }, "database unavailable");
+      c.header("Retry-After", "1");
+      return c.json(
+        errorBody("service_unavailable", "the database is unavailable; try again shortly", requestId),
+        503,
+      );
     }
     deps.logger.error(
       { request_id: requestId, err: { name: error.name, message: error.message } },

@@ -28,6 +28,8 @@ export const ERROR_STATUS = {
   registration_unavailable: 503,
   agent_signer_protocol_unavailable: 503,
   agent_signer_unavailable: 503,
+  /** The origin's chain node did not answer (or none is configured): a retry later is safe. */
+  chain_unavailable: 503,
   service_unavailable: 503,
 } as const;
 

@@ -144,7 +144,7 @@ const SIGNER_UNAVAILABLE: Refusal = {
   message: "the signer is unreachable; nothing was signed and a retry is safe",
 };
 const CHAIN_DOWN: Refusal = {
-  code: "upstream_unavailable",
+  code: "chain_unavailable",
   message: "the chain is unreachable; nothing was signed and a retry is safe",
 };
 

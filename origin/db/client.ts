@@ -69,13 +69,26 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     const pool = new NeonPool({ connectionString: params.url, max });
     // A dropped WebSocket surfaces here; without a listener node would crash the process.
     pool.on("error", () => {});
+    pool.on("connect", survivesLostConnection);
     const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
     return handle(db, driver, () => pool.end());
   }
   const pool = new pg.Pool({ connectionString: params.url, max });
   pool.on("error", () => {});
+  pool.on("connect", survivesLostConnection);
   const db = drizzlePg({ client: pool, schema }) as unknown as Db;
   return handle(db, driver, () => pool.end());
+}
+
+/**
+ * The pool listens for errors of idle clients only. A client checked out (a transaction waiting on
+ * the enclave, say) whose connection ends — a database restart — emits `error` with nobody
+ * listening, which would crash the process. With this listener the error reaches the client's
+ * pending or next query instead (a 503 to that request, db/unavailable.ts), and the pool drops the
+ * broken client when it is released.
+ */
+function survivesLostConnection(client: { on(event: "error", listener: () => void): unknown }): void {
+  client.on("error", () => {});
 }
 
 function handle(db: Db, driver: DatabaseDriver, end: () => Promise<void>): DatabaseHandle {

@@ -10,7 +10,7 @@ import type { AppEnv } from "../http/env.ts";
  */
 export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<AppEnv> {
   return async (c) => {
-    if (!upstream) throw new AppError("upstream_unavailable", "no chain is configured");
+    if (!upstream) throw new AppError("chain_unavailable", "no chain is configured");
     const address = c.get("agent").assignedWallet;
     const result = await upstream.send([
       { jsonrpc: "2.0", id: 0, method: "eth_blockNumber", params: [] },
@@ -18,7 +18,7 @@ export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<A
     ]);
     const [blockHex, balanceHex] = result.ok ? resultsById(result.body, 2) : [];
     if (!isQuantity(blockHex) || !isQuantity(balanceHex)) {
-      throw new AppError("upstream_unavailable", "the chain did not answer");
+      throw new AppError("chain_unavailable", "the chain did not answer; try again later");
     }
     const wei = BigInt(balanceHex);
     // Wei below one unit cannot be spent through the API; the 6-decimal view rounds down.

@@ -619,8 +619,8 @@ describe("gateway over HTTP (real database and devnet)", () => {
         });
         expect(replies[1]!.error).toMatchObject({ code: -32601 });
         const balance = await send(`${dead.base}/agent/v1/balance`, { headers: auth(tokens.read.token) });
-        expect(balance.status).toBe(502);
-        expect((balance.body as ErrorEnvelope).error.code).toBe("upstream_unavailable");
+        expect(balance.status).toBe(503);
+        expect((balance.body as ErrorEnvelope).error.code).toBe("chain_unavailable");
       } finally {
         await dead.close();
       }

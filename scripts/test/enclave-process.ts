@@ -32,6 +32,8 @@ export type EnclaveFixture = {
   start: (options?: { profile?: string }) => Promise<void>;
   /** Sends SIGTERM and waits for the exit; resolves with the exit code. */
   stop: () => Promise<number | null>;
+  /** SIGKILLs the process (no shutdown of its own) and waits until it is gone; start() runs it again. */
+  kill: () => Promise<void>;
   /** Stops the process and removes the temporary directory. */
   dispose: () => Promise<void>;
   stderr: () => string;
@@ -89,14 +91,17 @@ export async function createEnclaveFixture(
 
   let child: ChildProcess | null = null;
   let stderr = "";
-  const stop = async (): Promise<number | null> => {
+  const end = async (signal: "SIGTERM" | "SIGKILL"): Promise<number | null> => {
     const current = child;
     child = null;
-    if (!current || current.exitCode !== null) return current?.exitCode ?? null;
+    // A process killed by a signal keeps exitCode null: signalCode says it is gone already.
+    if (!current || current.exitCode !== null || current.signalCode !== null)
+      return current?.exitCode ?? null;
     const exited = new Promise<number | null>((done) => current.once("exit", (code) => done(code)));
-    current.kill("SIGTERM");
+    current.kill(signal);
     return exited;
   };
+  const stop = (): Promise<number | null> => end("SIGTERM");
   const start = async (startOptions: { profile?: string } = {}): Promise<void> => {
     await stop();
     const args = ["--import", "tsx", MAIN, "serve", "--socket", socketPath, "--data-dir", dataDir];
@@ -123,6 +128,9 @@ export async function createEnclaveFixture(
     recoveryEncKey,
     start,
     stop,
+    kill: async () => {
+      await end("SIGKILL");
+    },
     dispose: async () => {
       await stop();
       await rm(dir, { recursive: true, force: true });

@@ -14,7 +14,7 @@ import { createSignerClient } from "../../origin/signer/create-signer-client.ts"
 import type { CapabilityProvider, SignerClient, SignerPolicy } from "../../origin/signer/types.ts";
 import type { TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { type AgentFactoryDeps, makeAgents, type StackAgent } from "../lib/agent-factory.ts";
+import { type AgentFactoryDeps, makeAgents, makeFreeKeys, type StackAgent } from "../lib/agent-factory.ts";
 import { payFromOperatorPool } from "../lib/operator-pool.ts";
 import { createRestoreDriller, type RestoreDrillResult } from "../lib/restore-drill.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
@@ -54,6 +54,10 @@ export type MoneyStack = {
     drilled?: boolean;
     verified?: boolean;
   }): Promise<StackAgent>;
+  /** `count` agents on one batch (one drill for all), each funded with `units` when set. */
+  newAgents(count: number, options?: { capabilities?: string[]; units?: bigint }): Promise<StackAgent[]>;
+  /** `count` free keys on a fresh batch (not drilled: registrations need none), to issue. */
+  addFreeKeys(count: number): Promise<void>;
   /** Starts another origin on the same database, enclave and devnet (env overrides applied). */
   startOrigin(env?: Record<string, string>, tracker?: TxTrackerOptions): Promise<TestOrigin>;
   close(): Promise<void>;
@@ -72,10 +76,17 @@ export type MoneyStackOptions = {
    * funded from the operator pool, and the origin's x402 switch.
    */
   x402?: { amountUnits: bigint; payTo: Address };
+  /** The database to use instead of a clone of the suite's template (a test-owned cluster). */
+  database?: TestDatabase;
+  /**
+   * False: no in-process origin (`origin` then throws). For tests whose origins are processes
+   * under a fault, where a second tracker on a healthy path would finish their work for them.
+   */
+  inProcessOrigin?: boolean;
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
-  const db = await createTestDatabase();
+  const db = options.database ?? (await createTestDatabase());
   const devnet = await startDevnet({ port: 0 });
   const enclave = await startEnclaveProcess({ envId: "money-test" });
   const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
@@ -160,7 +171,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     origins.push(started);
     return started;
   };
-  const origin = await startOrigin();
+  const origin = options.inProcessOrigin === false ? undefined : await startOrigin();
 
   const identity = await signer.getSealedIdentity();
   if (!identity.ok) throw new Error(`get_sealed_identity: ${identity.error.code}`);
@@ -188,7 +199,10 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     devnet,
     enclave,
     signer,
-    origin,
+    get origin(): TestOrigin {
+      if (!origin) throw new Error("this stack was started without an in-process origin");
+      return origin;
+    },
     originEnv,
     processEnv: (overrides = {}) => ({
       ...originEnv,
@@ -204,6 +218,10 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     authorities,
     drill: (batchId) => driller.drill(db.handle.db, batchId),
     newAgent,
+    newAgents: (count, agentOptions = {}) => makeAgents(agentDeps, count, agentOptions),
+    async addFreeKeys(count) {
+      await makeFreeKeys(agentDeps, count, { drilled: false });
+    },
     startOrigin,
     async close() {
       for (const started of origins) await started.close();
