@@ -68,18 +68,19 @@ export async function launchLocalStack(params: LaunchLocalStackParams = {}): Pro
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  const field = (label: string): string | undefined =>
+  /** The value of the launcher's `[start] label   value` line whose value matches `value`. */
+  const field = (label: string, value: string): string | undefined =>
     lines
-      .map((line) => new RegExp(`\\[start\\] ${label}\\s+(\\S+)`).exec(line)?.[1])
-      .find((value) => value !== undefined);
+      .map((line) => new RegExp(`\\[start\\] ${label}\\s+(${value})`).exec(line)?.[1])
+      .find((found) => found !== undefined);
   const agentLine = lines
     .map((line) => /\[start\] agent\s+\S+ wallet (0x[0-9a-fA-F]{40})/.exec(line))
     .find(Boolean);
   return {
-    edgeBase: field("edge") ?? `http://127.0.0.1:${edgePort}/77`,
-    originBase: field("origin") ?? `http://127.0.0.1:${originPort}/77`,
+    edgeBase: field("edge", "https?://\\S+") ?? `http://127.0.0.1:${edgePort}/77`,
+    originBase: field("origin", "https?://\\S+") ?? `http://127.0.0.1:${originPort}/77`,
     devnetUrl: `http://127.0.0.1:${devnetPort}`,
-    agentToken: field("token"),
+    agentToken: field("token", "agt_\\S+"),
     agentWallet: agentLine?.[1],
     child,
     stop,
