@@ -41,7 +41,6 @@ export type BuildPaymentEnvelopeParams = {
 export function buildPaymentEnvelope(params: BuildPaymentEnvelopeParams): PaymentEnvelope {
   return {
     x402Version: 2,
-    resource: params.resource,
     payload: {
       authorization: {
         from: getAddress(params.from),
