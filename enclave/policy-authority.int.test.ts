@@ -90,6 +90,7 @@ describe("the policy authority (real process)", () => {
       policy_version: 0,
       policy: null,
       treasury: null,
+      settler: null,
     });
   });
 
@@ -149,6 +150,7 @@ describe("the policy authority (real process)", () => {
         budget_units: "1000",
         spent_units: "0",
       },
+      settler: null,
     });
   });
 

@@ -23,6 +23,8 @@ export type EnclaveState = {
   /** 0 before the first configure_policy; +1 on every accepted one (get_policy reports it). */
   policyVersion: number;
   treasury: Treasury | null;
+  /** The x402 settler key (configure_settler), the one key sign_settlement uses. */
+  settlerKeyRef: string | null;
   /** Transfer spend per key for one UTC day; a new day starts from zero. */
   daily: DailySpend;
 };
@@ -37,6 +39,8 @@ const persistedSchema = z.object({
   treasury: z
     .object({ faucet_key_ref: keyRefSchema, budget_units: uintStringSchema, spent_units: uintStringSchema })
     .nullable(),
+  // Optional: state files written before the settler existed stay readable.
+  settler_key_ref: keyRefSchema.nullable().optional(),
   daily: z.object({ day: z.string(), spent: z.record(z.string(), uintStringSchema) }),
 });
 
@@ -108,6 +112,7 @@ function emptyState(): EnclaveState {
     policy: null,
     policyVersion: 0,
     treasury: null,
+    settlerKeyRef: null,
     daily: { day: "", spent: new Map() },
   };
 }
@@ -124,6 +129,7 @@ function fromPersisted(data: z.infer<typeof persistedSchema>): EnclaveState {
           spentUnits: BigInt(data.treasury.spent_units),
         }
       : null,
+    settlerKeyRef: data.settler_key_ref ?? null,
     daily: {
       day: data.daily.day,
       spent: new Map(Object.entries(data.daily.spent).map(([key, units]) => [key, BigInt(units)])),
@@ -144,6 +150,7 @@ function toPersisted(state: EnclaveState): z.infer<typeof persistedSchema> {
           spent_units: state.treasury.spentUnits.toString(),
         }
       : null,
+    settler_key_ref: state.settlerKeyRef,
     daily: {
       day: state.daily.day,
       spent: Object.fromEntries([...state.daily.spent].map(([key, units]) => [key, units.toString()])),

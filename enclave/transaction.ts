@@ -1,6 +1,6 @@
 /**
  * EIP-1559 transfer built and signed inside the enclave from fields (issue 4 "Signing under
- * policy": never a caller digest). Native value only, no calldata. Preparing (serializing and
+ * policy": never a caller digest). Native value; calldata only for the settler's precompile call. Preparing (serializing and
  * hashing) is separate from signing so that fields viem refuses are found before any spend is
  * reserved.
  */
@@ -16,6 +16,8 @@ export type TransferFields = {
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
   gasLimit: bigint;
+  /** Calldata: only the settler's precompile call carries any (ops/sign-settlement.ts). */
+  data?: Hex;
 };
 
 export type PreparedTransfer = { unsigned: TransactionSerializableEIP1559; signingHash: Hex };
@@ -33,6 +35,7 @@ export function prepareTransfer(fields: TransferFields): PreparedTransfer | null
     maxFeePerGas: fields.maxFeePerGas,
     maxPriorityFeePerGas: fields.maxPriorityFeePerGas,
     gas: fields.gasLimit,
+    ...(fields.data ? { data: fields.data } : {}),
   };
   try {
     return { unsigned, signingHash: keccak256(serializeTransaction(unsigned)) };

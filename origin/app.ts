@@ -9,6 +9,7 @@ import { createHealthRouter } from "./health.ts";
 import type { AppEnv } from "./http/env.ts";
 import { requestContext } from "./http/request-context.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
+import { createX402Router } from "./x402/router.ts";
 
 export type { NodeLocal };
 
@@ -56,6 +57,9 @@ export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv>
     // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
     if (routers.registration) base.route("/agent/v1/register", routers.registration(deps, node));
     if (routers.gateway) base.route("/agent/v1", routers.gateway(deps, node));
+    // The demo resource and the facilitator (x402/router.ts): public, present when x402 is on.
+    const x402 = createX402Router(deps);
+    if (x402) base.route("/x402", x402);
   }
   app.route(deps.config.http.basePath, base);
 

@@ -7,6 +7,7 @@ import type { OriginMetrics } from "./console/metrics.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
 import type { SignerClient } from "./signer/types.ts";
+import type { X402Runtime } from "./x402/setup.ts";
 
 export type Clock = { now(): Date };
 
@@ -24,6 +25,8 @@ export type MoneyRuntime = {
   onInFlight: () => void;
   /** Crash tests only: see ExecutorFaults. */
   faults?: ExecutorFaults;
+  /** The x402 demo and facilitator (x402/setup.ts), when AGENT_X402_ENABLED is on. */
+  x402?: X402Runtime | undefined;
 };
 
 export const systemClock: Clock = { now: () => new Date() };

@@ -61,6 +61,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     await stack?.close();
   });
 
+  // A whole recovery (a new enclave, every batch restored, the policy sealed again, a transfer and a
+  // payout mined) takes most of a minute on a loaded two-core host: more than the default timeout.
   it("a new enclave restored from the backup folder signs a transfer the devnet mines, from the same wallet; the backed-up treasury key pays the faucet again", async () => {
     const calls = agentCalls(stack.origin.base, agent.token);
     const chain = publicClientFor(stack.devnet.url);
@@ -202,5 +204,5 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     expect(paid.status).toBe("confirmed");
     const payoutTx = await chain.getTransaction({ hash: paid.tx_hash as `0x${string}` });
     expect(payoutTx.from.toLowerCase()).toBe(stack.treasury.toLowerCase());
-  });
+  }, 180_000);
 });

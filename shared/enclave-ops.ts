@@ -10,7 +10,7 @@ import { z } from "zod";
 import { CAPABILITY_SCOPES, PRIVILEGED_OPS } from "./enclave-protocol.ts";
 import { ENV_ID_PATTERN, KEY_REF_PATTERN } from "./identity-proof.ts";
 
-export const KEY_NAMESPACES = ["agent-transfer", "faucet", "bridge-operator"] as const;
+export const KEY_NAMESPACES = ["agent-transfer", "faucet", "bridge-operator", "settler"] as const;
 export type KeyNamespace = (typeof KEY_NAMESPACES)[number];
 /** A batch is generated and exported as one unit; larger batches would approach the frame limit. */
 export const MAX_BATCH_KEYS = 1000;
@@ -115,6 +115,16 @@ export const configureTreasuryResult = z.object({
   budget_units: uintStringSchema,
 });
 
+/**
+ * configure_settler (policy tier): the x402 settler key (DESIGN §5), generated in the `settler`
+ * namespace on first use and kept afterwards, as configure_treasury makes the faucet key.
+ */
+export const configureSettlerParams = z.strictObject({});
+export const configureSettlerResult = z.object({
+  settler_key_ref: keyRefSchema,
+  settler_address: addressSchema,
+});
+
 export const policySchema = z.strictObject({
   per_tx_limit_units: uintStringSchema,
   daily_limit_units: uintStringSchema,
@@ -148,6 +158,8 @@ export const getPolicyResult = z.object({
   policy_version: z.number().int().nonnegative(),
   policy: policySchema.nullable(),
   treasury: treasuryStatusSchema.nullable(),
+  /** The x402 settler key, once configure_settler made it. */
+  settler: configureSettlerResult.nullable(),
 });
 export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 
@@ -200,6 +212,30 @@ export const signX402AuthorizationResult = z.object({
   }),
 });
 
+/**
+ * sign_settlement (settler key only, DESIGN §5): the enclave builds the precompile's
+ * transferWithAuthorization call, value 0, from these authorization fields and signature, so the
+ * settler key can pay gas and nothing else.
+ */
+export const signSettlementParams = z.strictObject({
+  key_ref: keyRefSchema,
+  chain_id: z.number().int().nonnegative(),
+  authorization: z.strictObject({
+    from: addressSchema,
+    to: addressSchema,
+    value: uintStringSchema,
+    valid_after: uintStringSchema,
+    valid_before: uintStringSchema,
+    nonce: hex32Schema,
+  }),
+  signature: signatureSchema,
+  nonce: uintStringSchema,
+  max_fee_per_gas: uintStringSchema,
+  max_priority_fee_per_gas: uintStringSchema,
+  gas_limit: uintStringSchema,
+});
+export const signSettlementResult = signTransactionResult;
+
 export const capabilityCounterParams = z.strictObject({
   authority: hex32Schema,
   scope: z.enum(CAPABILITY_SCOPES),
@@ -217,11 +253,13 @@ export const ENCLAVE_OP_SCHEMAS = {
   get_sealed_identity: { params: getSealedIdentityParams, result: getSealedIdentityResult },
   configure_treasury: { params: configureTreasuryParams, result: configureTreasuryResult },
   configure_policy: { params: configurePolicyParams, result: configurePolicyResult },
+  configure_settler: { params: configureSettlerParams, result: configureSettlerResult },
   public_identity: { params: publicIdentityParams, result: publicIdentityResult },
   prove_identity: { params: proveIdentityParams, result: proveIdentityResult },
   sign_transfer: { params: signTransactionParams, result: signTransactionResult },
   sign_faucet: { params: signTransactionParams, result: signTransactionResult },
   sign_x402_authorization: { params: signX402AuthorizationParams, result: signX402AuthorizationResult },
+  sign_settlement: { params: signSettlementParams, result: signSettlementResult },
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
   get_policy: { params: getPolicyParams, result: getPolicyResult },
 } as const;

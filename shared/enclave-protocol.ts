@@ -30,6 +30,7 @@ export const PRIVILEGED_OP_SCOPE = {
   export_backup: "admin",
   configure_treasury: "policy",
   configure_policy: "policy",
+  configure_settler: "policy",
   restore_backup: "recovery",
 } as const;
 export type PrivilegedOp = keyof typeof PRIVILEGED_OP_SCOPE;
@@ -54,6 +55,7 @@ export const UNPRIVILEGED_OPS = [
   "sign_transfer",
   "sign_faucet",
   "sign_x402_authorization",
+  "sign_settlement",
   "capability_counter",
   "get_policy",
 ] as const;

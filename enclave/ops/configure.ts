@@ -51,3 +51,28 @@ export const configurePolicy: OpHandler<"configure_policy"> = async (ctx, params
   ctx.logger.info({ policy_version: version, operator_pool: policy.operatorPool }, "policy configured");
   return succeed(policyToWire(policy));
 };
+
+/**
+ * Makes the x402 settler key (DESIGN §5) once, in the `settler` namespace, the way
+ * configure_treasury makes the faucet key; a repeat returns the same key. The key can only sign
+ * sign_settlement, so it pays gas for settlements and moves nothing else.
+ */
+export const configureSettler: OpHandler<"configure_settler"> = async (ctx) => {
+  let keyRef = ctx.state.state.settlerKeyRef;
+  if (keyRef === null) {
+    const [entry] = await ctx.keystore.add({
+      namespace: "settler",
+      batchId: `settler-${ctx.now().getTime()}`,
+      keys: generateKeyMaterial(1),
+    });
+    keyRef = entry!.keyRef;
+    const made = keyRef;
+    await ctx.state.commit((state) => {
+      state.settlerKeyRef = made;
+    });
+  }
+  const key = ctx.keystore.get(keyRef);
+  if (key?.namespace !== "settler") return KEY_NOT_USABLE;
+  ctx.logger.info({ settler_address: key.address }, "settler configured");
+  return succeed({ settler_key_ref: key.keyRef, settler_address: key.address });
+};

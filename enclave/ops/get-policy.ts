@@ -9,8 +9,9 @@ import { policyToWire } from "../policy.ts";
 import type { OpHandler } from "./handler.ts";
 
 export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
-  const { policy, policyVersion, treasury } = ctx.state.state;
+  const { policy, policyVersion, treasury, settlerKeyRef } = ctx.state.state;
   const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
+  const settlerKey = settlerKeyRef ? ctx.keystore.get(settlerKeyRef) : undefined;
   return succeed({
     env_id: ctx.config.env_id,
     chain_id: ctx.config.chain_id,
@@ -25,5 +26,6 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
             spent_units: treasury.spentUnits.toString(),
           }
         : null,
+    settler: settlerKey ? { settler_key_ref: settlerKey.keyRef, settler_address: settlerKey.address } : null,
   });
 };

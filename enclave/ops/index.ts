@@ -2,11 +2,12 @@
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
 import { exportBackup, getSealedIdentity, newTransportKey, restoreBackup, verifyBackup } from "./backup.ts";
 import { capabilityCounter } from "./capability-counter.ts";
-import { configurePolicy, configureTreasury } from "./configure.ts";
+import { configurePolicy, configureSettler, configureTreasury } from "./configure.ts";
 import { generateKeys } from "./generate-keys.ts";
 import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
+import { signSettlement } from "./sign-settlement.ts";
 import { signFaucet, signTransfer } from "./sign-transaction.ts";
 import { signX402Authorization } from "./sign-x402.ts";
 
@@ -19,11 +20,13 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   get_sealed_identity: getSealedIdentity,
   configure_treasury: configureTreasury,
   configure_policy: configurePolicy,
+  configure_settler: configureSettler,
   public_identity: publicIdentity,
   prove_identity: proveIdentity,
   sign_transfer: signTransfer,
   sign_faucet: signFaucet,
   sign_x402_authorization: signX402Authorization,
+  sign_settlement: signSettlement,
   capability_counter: capabilityCounter,
   get_policy: getPolicy,
 };

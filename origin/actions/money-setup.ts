@@ -14,14 +14,15 @@ import type { MoneyRuntime } from "../deps.ts";
 import type { Logger } from "../logger.ts";
 import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
+import { buildX402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
 
 export type PrepareMoneyResult =
   | { ok: true; money: MoneyRuntime | undefined; tracker: TxTracker | undefined }
   | { ok: false; errors: string[] };
 
-/** True when a switch that signs money transactions is on. */
+/** True when a switch that signs money transactions is on (x402 settles through the settler). */
 export function moneySwitchOn(config: Config): boolean {
-  return config.features.faucet || config.features.transfers;
+  return config.features.faucet || config.features.transfers || config.features.x402;
 }
 
 /**
@@ -63,7 +64,10 @@ export async function prepareMoney(params: {
       ],
     };
   }
-  const differences = policyDifferences(config, sealed.value);
+  const differences = [
+    ...policyDifferences(config, sealed.value),
+    ...x402PolicyDifferences(config, sealed.value),
+  ];
   if (differences.length > 0) return { ok: false, errors: differences };
   const policy = sealed.value.policy!;
   const tracker = createTxTracker(
@@ -71,18 +75,24 @@ export async function prepareMoney(params: {
     { leaseMs: broadcastLeaseMs(config.chain.timeoutMs), ...params.tracker },
   );
   const treasury = sealed.value.treasury;
-  return {
-    ok: true,
-    tracker,
-    money: {
-      fees: createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei }),
-      operatorPool: policy.operatorPool.toLowerCase(),
-      treasury: treasury
-        ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }
-        : undefined,
-      onInFlight: () => tracker.wake(),
-    },
+  const money: MoneyRuntime = {
+    fees: createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei }),
+    operatorPool: policy.operatorPool.toLowerCase(),
+    treasury: treasury
+      ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }
+      : undefined,
+    onInFlight: () => tracker.wake(),
   };
+  money.x402 = buildX402Runtime({
+    config,
+    sealed: sealed.value,
+    money,
+    db: params.db,
+    rpc: params.rpc,
+    signer: params.signer,
+    logger: params.logger,
+  });
+  return { ok: true, tracker, money };
 }
 
 /** Every way this node's money configuration differs from the sealed policy, one line each. */

@@ -288,12 +288,32 @@ export async function setTxStatus(
           error = coalesce(${fields.error ?? null}::text, error),
           broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
       where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
-      returning tx_id)
+      returning tx_id),
+    settlements as (
+      update x402_settlements
+      set status = ${settlementState(status)}, updated_at = now(),
+          error_reason = coalesce(${failedAction === null ? null : "broadcast_refused"}, error_reason)
+      where tx_id in (select tx_id from moved) and status in ('claimed', 'submitted'))
     update agent_actions
     set status = ${status}, updated_at = now(),
         error_code = coalesce(${failedAction}, error_code),
         error_message = coalesce(${failedAction === null ? null : (fields.error ?? null)}, error_message)
     where tx_id in (select tx_id from moved)`);
+}
+
+/**
+ * An x402 settlement's state follows its transaction's (DESIGN §4): a stored but unsent settlement
+ * is still `claimed`, `confirmed` is `settled`, and `failed` / `reverted` are the same words.
+ */
+function settlementState(status: TxStatus): string {
+  switch (status) {
+    case "signed":
+      return "claimed";
+    case "confirmed":
+      return "settled";
+    default:
+      return status;
+  }
 }
 
 /** A receipt, as the tracker records it. */
@@ -321,7 +341,11 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
       set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
           broadcast_lease_until = null
       from receipts r where t.tx_id = r.tx_id and t.status = 'submitted'
-      returning t.tx_id, t.status)
+      returning t.tx_id, t.status),
+    settlements as (
+      update x402_settlements x
+      set status = case m.status when 'confirmed' then 'settled' else m.status end, updated_at = now()
+      from moved m where x.tx_id = m.tx_id and x.status in ('claimed', 'submitted'))
     update agent_actions a set status = m.status, updated_at = now()
     from moved m where a.tx_id = m.tx_id`);
 }

@@ -21,6 +21,7 @@ import type {
   RestoreBackupParams,
   SealedIdentity,
   SignerPolicy,
+  SignSettlementParams,
   SignTransactionParams,
   SignX402AuthorizationParams,
   VerifyBackupParams,
@@ -91,6 +92,10 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
             budget_units: r.treasury.budgetUnits.toString(),
             spent_units: r.treasury.spentUnits.toString(),
           },
+    settler:
+      r.settler === null
+        ? null
+        : { settler_key_ref: r.settler.settlerKeyRef, settler_address: r.settler.settlerAddress },
   };
 }
 
@@ -161,6 +166,13 @@ export const OP_CODECS = {
       budgetUnits: BigInt(r.budget_units),
     })),
   },
+  configure_settler: {
+    toWire: (_: Record<string, never>) => ({}),
+    result: wire.configureSettlerResult.transform((r) => ({
+      settlerKeyRef: r.settler_key_ref,
+      settlerAddress: r.settler_address as Address,
+    })),
+  },
   configure_policy: {
     toWire: (p: ConfigurePolicyParams): wire.WirePolicy => signerPolicyToWire(p),
     result: wire.configurePolicyResult.transform(policyFromWire),
@@ -218,6 +230,26 @@ export const OP_CODECS = {
     }),
     result: wire.capabilityCounterResult.transform((r) => ({ nextCounter: r.next_counter })),
   },
+  sign_settlement: {
+    toWire: (p: SignSettlementParams): wire.WireParams<"sign_settlement"> => ({
+      key_ref: p.keyRef,
+      chain_id: p.chainId,
+      authorization: {
+        from: p.authorization.from.toLowerCase(),
+        to: p.authorization.to.toLowerCase(),
+        value: p.authorization.value.toString(),
+        valid_after: p.authorization.validAfter.toString(),
+        valid_before: p.authorization.validBefore.toString(),
+        nonce: p.authorization.nonce.toLowerCase(),
+      },
+      signature: p.signature.toLowerCase(),
+      nonce: p.nonce.toString(),
+      max_fee_per_gas: p.maxFeePerGas.toString(),
+      max_priority_fee_per_gas: p.maxPriorityFeePerGas.toString(),
+      gas_limit: p.gasLimit.toString(),
+    }),
+    result: txResult,
+  },
   get_policy: {
     toWire: (_: Record<string, never>) => ({}),
     result: wire.getPolicyResult.transform(
@@ -234,6 +266,13 @@ export const OP_CODECS = {
                 faucetAddress: r.treasury.faucet_address as Address,
                 budgetUnits: BigInt(r.treasury.budget_units),
                 spentUnits: BigInt(r.treasury.spent_units),
+              },
+        settler:
+          r.settler === null
+            ? null
+            : {
+                settlerKeyRef: r.settler.settler_key_ref,
+                settlerAddress: r.settler.settler_address as Address,
               },
       }),
     ),

@@ -93,6 +93,10 @@ export type TreasuryStatus = {
   budgetUnits: bigint;
   spentUnits: bigint;
 };
+/** The x402 settler key (DESIGN §5): pays the gas of settlements and signs nothing else. */
+export type SettlerStatus = { settlerKeyRef: string; settlerAddress: Address };
+export type ConfigureSettlerResult = SettlerStatus;
+
 /** What the enclave has sealed (DESIGN §5): the origin reads it, never writes it. */
 export type GetPolicyResult = {
   envId: string;
@@ -101,6 +105,7 @@ export type GetPolicyResult = {
   policyVersion: number;
   policy: SignerPolicy | null;
   treasury: TreasuryStatus | null;
+  settler: SettlerStatus | null;
 };
 export type GetPolicyOptions = { timeoutMs?: number };
 
@@ -142,6 +147,20 @@ export type SignX402AuthorizationResult = {
   authorization: TransferWithAuthorizationMessage;
 };
 
+/** sign_settlement: the enclave builds transferWithAuthorization (value 0) from these fields. */
+export type SignSettlementParams = {
+  keyRef: string;
+  chainId: number;
+  /** The payer's signed TransferWithAuthorization; `value` in 6-decimal units. */
+  authorization: TransferWithAuthorizationMessage;
+  /** The payer's 65-byte EIP-712 signature. */
+  signature: Hex;
+  nonce: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+  gasLimit: bigint;
+};
+
 export type CapabilityCounterParams = { authority: Hex; scope: CapabilityScope; op: PrivilegedOp };
 export type CapabilityCounterResult = { nextCounter: number };
 
@@ -176,6 +195,8 @@ export interface SignerClient {
     params: ConfigurePolicyParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<ConfigurePolicyResult>>;
+  /** Policy tier: makes the settler key once, then returns it. */
+  configureSettler(authorize: CapabilityProvider): Promise<SignerResult<ConfigureSettlerResult>>;
   publicIdentity(params: PublicIdentityParams): Promise<SignerResult<PublicIdentityResult>>;
   proveIdentity(params: ProveIdentityParams): Promise<SignerResult<ProveIdentityResult>>;
   signTransfer(params: SignTransactionParams): Promise<SignerResult<SignTransactionResult>>;
@@ -183,6 +204,7 @@ export interface SignerClient {
   signX402Authorization(
     params: SignX402AuthorizationParams,
   ): Promise<SignerResult<SignX402AuthorizationResult>>;
+  signSettlement(params: SignSettlementParams): Promise<SignerResult<SignTransactionResult>>;
   capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
   /** The sealed policy and treasury (no capability); `timeoutMs` overrides the request timeout. */
   getPolicy(options?: GetPolicyOptions): Promise<SignerResult<GetPolicyResult>>;

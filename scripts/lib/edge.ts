@@ -173,6 +173,9 @@ type ClientAddressFront = { url: string; close(): Promise<void> };
 /** Connection-scoped headers of one hop, never forwarded (RFC 9110 §7.6.1). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "upgrade", "te", "trailer"]);
 
+/** Request bodies up to this size can be sent again after a stale kept-alive socket. */
+const REPLAY_LIMIT_BYTES = 1 << 20;
+
 /**
  * Listens on 127.0.0.1:`port` and forwards every request to Miniflare at `target`, streaming both
  * ways, with CF-Connecting-IP set from the TCP peer (IPv4-mapped peers as IPv4).
@@ -186,30 +189,55 @@ async function startClientAddressFront(target: URL, port: number): Promise<Clien
     }
     const peer = incoming.socket.remoteAddress ?? "";
     headers["cf-connecting-ip"] = peer.startsWith("::ffff:") ? peer.slice(7) : peer;
-    const upstream = request(
-      {
-        hostname: target.hostname,
-        port: target.port,
-        method: incoming.method,
-        path: incoming.url,
-        headers,
-        agent,
-      },
-      (answer) => {
-        const raw: string[] = [];
-        for (let i = 0; i < answer.rawHeaders.length; i += 2) {
-          if (!HOP_BY_HOP.has(answer.rawHeaders[i]!.toLowerCase()))
-            raw.push(answer.rawHeaders[i]!, answer.rawHeaders[i + 1]!);
-        }
-        outgoing.writeHead(answer.statusCode ?? 502, answer.statusMessage, raw);
-        answer.pipe(outgoing);
-      },
-    );
-    upstream.on("error", () => {
-      if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
-      outgoing.end("local edge front: Miniflare did not answer");
+    // The request body is kept (up to a bound) as it streams, so a request that met a kept-alive
+    // socket Miniflare had just closed can be sent once more on a fresh one: that race is the
+    // front's, not the client's, and a client would see a 502 the real edge never gives.
+    const sent: Buffer[] = [];
+    let sentBytes = 0;
+    let replayable = true;
+    incoming.on("data", (chunk: Buffer) => {
+      sentBytes += chunk.length;
+      if (sentBytes > REPLAY_LIMIT_BYTES) replayable = false;
+      else sent.push(chunk);
     });
-    incoming.pipe(upstream);
+    const forward = (attempt: number): void => {
+      const upstream = request(
+        {
+          hostname: target.hostname,
+          port: target.port,
+          method: incoming.method,
+          path: incoming.url,
+          headers,
+          agent,
+        },
+        (answer) => {
+          const raw: string[] = [];
+          for (let i = 0; i < answer.rawHeaders.length; i += 2) {
+            if (!HOP_BY_HOP.has(answer.rawHeaders[i]!.toLowerCase()))
+              raw.push(answer.rawHeaders[i]!, answer.rawHeaders[i + 1]!);
+          }
+          outgoing.writeHead(answer.statusCode ?? 502, answer.statusMessage, raw);
+          answer.pipe(outgoing);
+        },
+      );
+      upstream.on("error", (error: NodeJS.ErrnoException) => {
+        const staleSocket = upstream.reusedSocket && error.code === "ECONNRESET";
+        if (staleSocket && attempt === 0 && replayable && !outgoing.headersSent) {
+          forward(1);
+          return;
+        }
+        if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
+        outgoing.end("local edge front: Miniflare did not answer");
+      });
+      if (attempt === 0) {
+        incoming.pipe(upstream);
+        return;
+      }
+      for (const chunk of sent) upstream.write(chunk);
+      if (incoming.readableEnded) upstream.end();
+      else incoming.pipe(upstream);
+    };
+    forward(0);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

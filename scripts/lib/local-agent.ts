@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
+import type { Address } from "viem";
 import { findIdentityByTokenId } from "../../origin/auth/identity-repository.ts";
 import { parseBearerHeader } from "../../origin/auth/token.ts";
 import type { Db } from "../../origin/db/client.ts";
@@ -31,22 +32,32 @@ export async function loadOrCreateLocalAgent(params: {
     const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
     if (identity?.enabled && !identity.revoked) return saved;
   }
-  const deadline = Date.now() + (params.waitMs ?? 60_000);
+  const agent = await provisionWhenKeyFree(params.db, ["read", "faucet", "transfer"], params.waitMs);
+  if (!agent) return undefined;
+  await writeFile(file, JSON.stringify(agent, null, 2), { mode: 0o600 });
+  // A real transfer from the operator pool, not dev_setBalance: the devnet's money stays conserved.
+  await payFromOperatorPool(params.devnetUrl, agent.wallet as Address, STARTING_UNITS * WEI_PER_UNIT);
+  return agent;
+}
+
+/**
+ * An operator-provisioned identity, as soon as the refill worker has a verified key free (retried
+ * every half second); undefined if none became free within `waitMs` (default a minute).
+ */
+export async function provisionWhenKeyFree(
+  db: Db,
+  capabilities: string[],
+  waitMs = 60_000,
+): Promise<LocalAgent | undefined> {
+  const deadline = Date.now() + waitMs;
   for (;;) {
-    const result = await provisionIdentity(params.db, {
-      capabilities: ["read", "faucet", "transfer"],
-      origin: "operator",
-    });
+    const result = await provisionIdentity(db, { capabilities, origin: "operator" });
     if (result.ok) {
-      const agent = {
+      return {
         token: result.value.token,
         agentId: result.value.agentId,
         wallet: result.value.assignedWallet,
       };
-      await writeFile(file, JSON.stringify(agent, null, 2), { mode: 0o600 });
-      // A real transfer from the operator pool, not dev_setBalance: the devnet's money stays conserved.
-      await payFromOperatorPool(params.devnetUrl, agent.wallet, STARTING_UNITS * WEI_PER_UNIT);
-      return agent;
     }
     if (result.error.code === "validation_failed" || Date.now() > deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, 500));

@@ -22,12 +22,29 @@ import { createRestoreDriller } from "./restore-drill.ts";
 /** The treasury is topped up to this many units when it falls below a tenth of it. */
 export const LOCAL_TREASURY_FLOAT_UNITS = 1_000_000_000n;
 
+/** The x402 settler's gas float: 100 USDC pays some 100,000 settlements at local fees. */
+export const LOCAL_SETTLER_FLOAT_UNITS = 100_000_000n;
+
 /** Tops the faucet treasury up from the operator pool; returns the units sent (0 if none). */
-export async function fundLocalTreasury(devnetUrl: string, treasury: Address): Promise<bigint> {
-  const balance = await publicClientFor(devnetUrl).getBalance({ address: treasury });
-  const floatWei = LOCAL_TREASURY_FLOAT_UNITS * WEI_PER_UNIT;
+export function fundLocalTreasury(devnetUrl: string, treasury: Address): Promise<bigint> {
+  return topUpFromOperatorPool(devnetUrl, treasury, LOCAL_TREASURY_FLOAT_UNITS);
+}
+
+/** Tops the x402 settler's gas up from the operator pool (DESIGN §3); returns the units sent. */
+export function fundLocalSettler(devnetUrl: string, settler: Address): Promise<bigint> {
+  return topUpFromOperatorPool(devnetUrl, settler, LOCAL_SETTLER_FLOAT_UNITS);
+}
+
+/** Sends `address` up to `floatUnits` when it holds less than a tenth of it. */
+async function topUpFromOperatorPool(
+  devnetUrl: string,
+  address: Address,
+  floatUnits: bigint,
+): Promise<bigint> {
+  const balance = await publicClientFor(devnetUrl).getBalance({ address });
+  const floatWei = floatUnits * WEI_PER_UNIT;
   if (balance * 10n >= floatWei) return 0n;
-  await payFromOperatorPool(devnetUrl, treasury, floatWei - balance);
+  await payFromOperatorPool(devnetUrl, address, floatWei - balance);
   return (floatWei - balance) / WEI_PER_UNIT;
 }
 

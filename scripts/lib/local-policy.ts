@@ -9,16 +9,27 @@ import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/constants.ts";
 import { readAuthoritySecret } from "../../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SignerPolicy } from "../../origin/signer/types.ts";
-import { applyPolicy, applyTreasury, type PolicyAdminResult, samePolicy } from "./policy-admin.ts";
+import {
+  applyPolicy,
+  applySettler,
+  applyTreasury,
+  type PolicyAdminResult,
+  samePolicy,
+} from "./policy-admin.ts";
+
+/** The local demo's payee (issue 13): an address nobody holds a key to, receiving every payment. */
+export const LOCAL_X402_PAY_TO = "0x4020000000000000000000000000000000000402" as Address;
+/** SPEC Limits: the demo quote's amount, 0.01 USDC. */
+export const LOCAL_X402_AMOUNT_UNITS = 10_000n;
 
 /** Small local limits (DESIGN §3): 10 USDC per transaction, 100 USDC a day, fees up to 0.001 USDC. */
 export const LOCAL_POLICY: SignerPolicy = {
   perTxLimitUnits: 10_000_000n,
   dailyLimitUnits: 100_000_000n,
   recipientAllowlist: null,
-  // x402 terms come with the money issue's demo resource.
-  x402AmountUnits: null,
-  x402PayTo: null,
+  // The x402 demo resource's terms (issue 13): 0.01 USDC to the local payee.
+  x402AmountUnits: LOCAL_X402_AMOUNT_UNITS,
+  x402PayTo: LOCAL_X402_PAY_TO,
   x402MaxTimeoutSeconds: 180,
   operatorPool: DEV_OPERATOR_POOL_ADDRESS.toLowerCase() as Address,
   feeCeilingWei: 10n ** 15n,
@@ -27,7 +38,7 @@ export const LOCAL_POLICY: SignerPolicy = {
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */
 export const LOCAL_TREASURY_BUDGET_UNITS = 1_000_000_000n;
 
-/** Applies LOCAL_POLICY if the sealed one differs and a treasury if none is configured. */
+/** Applies LOCAL_POLICY if the sealed one differs, and a treasury and a settler if none is configured. */
 export async function ensureLocalPolicy(params: {
   socketPath: string;
   policyKeyFile: string;
@@ -54,6 +65,10 @@ export async function ensureLocalPolicy(params: {
       params.onLine(
         `treasury   faucet ${current.treasury?.faucetAddress} budget ${LOCAL_TREASURY_BUDGET_UNITS} units`,
       );
+    }
+    if (!current.settler) {
+      current = expectApplied("configure_settler", await applySettler({ client, policySecret }));
+      params.onLine(`settler    x402 settler ${current.settler?.settlerAddress}`);
     }
     return current;
   } finally {

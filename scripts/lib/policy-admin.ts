@@ -96,6 +96,18 @@ export async function applyTreasury(params: {
   return readAfter(params.client, before.value);
 }
 
+/** configure_settler: makes the x402 settler key once (a repeat keeps it). */
+export async function applySettler(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const applied = await params.client.configureSettler(minter(params, before.value));
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
 /** True when the sealed policy is exactly `policy` (addresses compared without case). */
 export function samePolicy(sealed: SignerPolicy | null, policy: SignerPolicy): boolean {
   if (!sealed) return false;

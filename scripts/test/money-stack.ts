@@ -32,6 +32,8 @@ export type MoneyStack = {
   /** The whole environment of an origin process (origin/main.ts) on this stack. */
   processEnv(overrides?: Record<string, string>): Record<string, string>;
   treasury: Address;
+  /** The x402 settler's address, when the stack was started with x402 on. */
+  settler: Address | undefined;
   policy: SignerPolicy;
   /** Where the refill wrote each batch's backup envelope (BACKUP_DIR). */
   backupDir: string;
@@ -65,6 +67,11 @@ export type MoneyStackOptions = {
   treasuryUnits?: bigint;
   /** Origin environment overrides (limits, switches). */
   env?: Record<string, string>;
+  /**
+   * Turns x402 on (issue 13): the sealed x402 terms, a settler key made by configure_settler and
+   * funded from the operator pool, and the origin's x402 switch.
+   */
+  x402?: { amountUnits: bigint; payTo: Address };
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
@@ -90,6 +97,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     x402MaxTimeoutSeconds: 180,
     operatorPool: DEV_OPERATOR_POOL_ADDRESS,
     feeCeilingWei: 10n ** 15n,
+    ...(options.x402 ? { x402AmountUnits: options.x402.amountUnits, x402PayTo: options.x402.payTo } : {}),
     ...options.policy,
   };
   const sealed = await signer.configurePolicy(policy, authorities.policy);
@@ -104,6 +112,14 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     treasury.value.faucetAddress,
     (options.treasuryUnits ?? 1_000_000_000n) * WEI_PER_UNIT,
   );
+
+  let settler: Address | undefined;
+  if (options.x402) {
+    const made = await signer.configureSettler(authorities.policy);
+    if (!made.ok) throw new Error(`configure_settler: ${made.error.code}`);
+    settler = made.value.settlerAddress;
+    await payFromOperatorPool(devnet.url, settler, 1_000n * 1_000_000n * WEI_PER_UNIT);
+  }
 
   const originEnv: Record<string, string> = {
     AGENT_FAUCET_ENABLED: "true",
@@ -120,6 +136,13 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
     AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
     AGENT_ENV_ID: enclave.envId,
+    ...(options.x402
+      ? {
+          AGENT_X402_ENABLED: "true",
+          AGENT_X402_AMOUNT: options.x402.amountUnits.toString(),
+          AGENT_X402_PAY_TO: options.x402.payTo,
+        }
+      : {}),
     ...options.env,
   };
   const origins: TestOrigin[] = [];
@@ -175,6 +198,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
       ...overrides,
     }),
     treasury: treasury.value.faucetAddress,
+    settler,
     policy,
     backupDir,
     authorities,

@@ -1,7 +1,19 @@
 import { sql } from "drizzle-orm";
-import { check, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import { bigint, check, index, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import { outgoingTransactions } from "./transactions.ts";
 
-/** SPEC "x402 surfaces": a (from, nonce) pair settles once. */
+/**
+ * DESIGN §4: `claimed → submitted → settled`, or `failed` (never mined: refused before or at
+ * broadcast) / `reverted` (mined with status 0).
+ */
+export const SETTLEMENT_STATES = ["claimed", "submitted", "settled", "failed", "reverted"] as const;
+export type SettlementState = (typeof SETTLEMENT_STATES)[number];
+
+/**
+ * SPEC "x402 surfaces": a (from, nonce) pair settles once. The row is the claim, inserted before
+ * anything is signed or broadcast, so concurrent settles of one payment make one transaction; its
+ * transaction (chain/outgoing.ts) carries the settler nonce and moves this row's state with its own.
+ */
 export const x402Settlements = pgTable(
   "x402_settlements",
   {
@@ -10,15 +22,33 @@ export const x402Settlements = pgTable(
     nonce: text("nonce").notNull(),
     payTo: text("pay_to").notNull(),
     amountUnits: numeric("amount_units", { precision: 78, scale: 0 }).notNull(),
+    /** SHA-256 of the canonical JSON of the accepted requirement. */
     requirementHash: text("requirement_hash").notNull(),
-    status: text("status").notNull().default("pending"),
+    /** SHA-256 of the canonical JSON of the payment payload (authorization and signature). */
+    payloadHash: text("payload_hash").notNull(),
+    /** The payer's authorization and signature, so a settle can be finished by whoever resumes it. */
+    validAfter: bigint("valid_after", { mode: "bigint" }).notNull(),
+    validBefore: bigint("valid_before", { mode: "bigint" }).notNull(),
+    signature: text("signature").notNull(),
+    status: text("status").notNull().default("claimed"),
+    txId: uuid("tx_id").references(() => outgoingTransactions.txId),
     txHash: text("tx_hash"),
+    settlerNonce: bigint("settler_nonce", { mode: "bigint" }),
     errorReason: text("error_reason"),
+    /** A claim older than this without a transaction was abandoned (a crash before signing). */
+    claimedUntil: timestamp("claimed_until", { withTimezone: true }).notNull().defaultNow(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     unique("x402_settlements_payer_nonce_uq").on(t.payer, t.nonce),
-    check("x402_settlements_status_enum", sql`${t.status} IN ('pending','submitted','settled','failed')`),
+    check(
+      "x402_settlements_status_enum",
+      sql`${t.status} IN ('claimed','submitted','settled','failed','reverted')`,
+    ),
+    check("x402_settlements_payer_format", sql`${t.payer} ~ '^0x[0-9a-f]{40}$'`),
+    check("x402_settlements_nonce_format", sql`${t.nonce} ~ '^0x[0-9a-f]{64}$'`),
+    index("x402_settlements_tx_idx").on(t.txId),
+    index("x402_settlements_status_idx").on(t.status),
   ],
 );

@@ -1,0 +1,69 @@
+/**
+ * `GET {base}/x402/demo` (SPEC "x402 surfaces", DESIGN §7): unpaid, a 402 with the quote in the
+ * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, verify and settle
+ * through the in-process facilitator, and 200 with PAYMENT-RESPONSE only once the settler
+ * transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason; after a
+ * settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries its outcome,
+ * naming the original transaction.
+ */
+import type { Context } from "hono";
+import { Hono } from "hono";
+import type { AppEnv } from "../http/env.ts";
+import { decodePaymentHeader } from "./payment.ts";
+import type { X402Reason } from "./reasons.ts";
+import { X402_REASONS } from "./reasons.ts";
+import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
+import type { SettleResponse } from "./settle.ts";
+import type { X402Runtime } from "./setup.ts";
+import { type VerifyDeps, verifyPayment } from "./verify.ts";
+
+export function createDemoRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.get("/", async (c) => {
+    const resource: ResourceInfo = {
+      url: c.req.url,
+      mimeType: "application/json",
+      description: "x402 demo resource: a paid JSON answer",
+    };
+    const refuse = (reason?: X402Reason, settlement?: SettleResponse): Response => {
+      const quote = paymentRequired(resource, runtime.requirements, reason);
+      c.header("PAYMENT-REQUIRED", encodeHeader(quote));
+      if (settlement) c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
+      c.header("Cache-Control", "no-store");
+      return c.json(quote, 402);
+    };
+    const header = c.req.header("PAYMENT-SIGNATURE");
+    if (header === undefined) return refuse();
+    const decoded = decodePaymentHeader(header);
+    if (!decoded.ok) return refuse(decoded.reason);
+    const envelope = decoded.value;
+    const verified = await verifyPayment(verifyDeps, envelope, runtime.requirements, { checkClaimed: false });
+    if (!verified.ok) {
+      // A payment presented again after it settled: name the original transaction (DESIGN §7).
+      const known =
+        verified.reason === X402_REASONS.nonceUsed
+          ? await runtime.settler.known(envelope.authorization)
+          : undefined;
+      return refuse(verified.reason, known);
+    }
+    const outcome = await runtime.settler.settle({
+      authorization: verified.authorization,
+      signature: envelope.signature,
+      requirement: envelope.accepted,
+      payload: envelope.raw.payload,
+    });
+    if (outcome.kind !== "settled") return refuse(outcome.response.errorReason, outcome.response);
+    return paid(c, outcome.response);
+  });
+  return app;
+}
+
+function paid(c: Context<AppEnv>, settlement: SettleResponse): Response {
+  c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
+  c.header("Cache-Control", "no-store");
+  return c.json({
+    ok: true,
+    message: "paid: this is the demo resource",
+    transaction: settlement.transaction,
+  });
+}

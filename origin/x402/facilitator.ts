@@ -1,0 +1,110 @@
+/**
+ * The public facilitator (SPEC "x402 surfaces", DESIGN §7): `GET supported`, `POST verify`,
+ * `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient reads. It is the
+ * same verify and settle code the demo uses. Failures are data with HTTP 200, as the reference
+ * facilitator answers them; a body that is not JSON is 400.
+ */
+import { Hono } from "hono";
+import type { AppEnv } from "../http/env.ts";
+import { parseEnvelope } from "./payment.ts";
+import { X402_REASONS } from "./reasons.ts";
+import { X402_VERSION } from "./requirements.ts";
+import type { SettleResponse } from "./settle.ts";
+import type { X402Runtime } from "./setup.ts";
+import { compareRequirements, type VerifyDeps, type VerifyResult, verifyPayment } from "./verify.ts";
+
+type VerifyResponse = { isValid: boolean; invalidReason?: string; payer?: string };
+
+export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.get("/supported", (c) =>
+    c.json({
+      kinds: [
+        {
+          x402Version: X402_VERSION,
+          scheme: runtime.requirements.scheme,
+          network: runtime.requirements.network,
+          extra: runtime.requirements.extra,
+        },
+      ],
+      extensions: [],
+      signers: { "eip155:*": [runtime.settlerAddress] },
+    }),
+  );
+
+  /** Parses `{x402Version, paymentPayload, paymentRequirements}` and runs verify. */
+  const check = async (
+    body: unknown,
+  ): Promise<{ result: VerifyResult; envelope?: ReturnType<typeof parseEnvelope> }> => {
+    const request = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+    const envelope = parseEnvelope(request.paymentPayload);
+    if (!envelope.ok) return { result: { ok: false, reason: envelope.reason, payer: envelope.payer } };
+    const given = request.paymentRequirements;
+    if (typeof given !== "object" || given === null) {
+      return {
+        result: {
+          ok: false,
+          reason: X402_REASONS.invalidPaymentRequirements,
+          payer: envelope.value.authorization.from,
+        },
+      };
+    }
+    const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
+    if (differs) return { result: { ok: false, reason: differs, payer: envelope.value.authorization.from } };
+    return {
+      result: await verifyPayment(verifyDeps, envelope.value, runtime.requirements, { checkClaimed: true }),
+      envelope,
+    };
+  };
+
+  app.post("/verify", async (c) => {
+    const body = await c.req.json().catch(() => undefined);
+    if (body === undefined)
+      return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }, 400);
+    const { result } = await check(body);
+    const answer: VerifyResponse = result.ok
+      ? { isValid: true, payer: result.payer }
+      : { isValid: false, invalidReason: result.reason, ...(result.payer ? { payer: result.payer } : {}) };
+    return c.json(answer);
+  });
+
+  app.post("/settle", async (c) => {
+    const body = await c.req.json().catch(() => undefined);
+    if (body === undefined) {
+      return c.json(failed(X402_REASONS.invalidPayloadJson, ""), 400);
+    }
+    const request = body as Record<string, unknown>;
+    const envelope = parseEnvelope(request.paymentPayload);
+    if (!envelope.ok) return c.json(failed(envelope.reason, envelope.payer ?? ""));
+    // A repeat of a settle whose answer was lost is answered from the stored settlement (its
+    // transaction), never signed again.
+    const { result } = await check(body);
+    if (!result.ok) {
+      const known =
+        result.reason === X402_REASONS.nonceUsed
+          ? await runtime.settler.known(envelope.value.authorization)
+          : undefined;
+      return c.json(known ?? failed(result.reason, result.payer ?? ""));
+    }
+    const outcome = await runtime.settler.settle({
+      authorization: result.authorization,
+      signature: envelope.value.signature,
+      requirement: envelope.value.accepted,
+      payload: envelope.value.raw.payload,
+    });
+    return c.json(outcome.response);
+  });
+
+  return app;
+}
+
+function failed(reason: string, payer: string): SettleResponse {
+  return {
+    success: false,
+    errorReason: reason as SettleResponse["errorReason"],
+    payer,
+    transaction: "",
+    network: "eip155:77",
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * Decoding and shape checks of an x402 payment (SPEC "x402 objects": the Base64 JSON envelope in
+ * PAYMENT-SIGNATURE). Parsed once here; verify.ts then trusts the types. A defect is a reason,
+ * never an exception (STYLE "Errors": a failed verify is data).
+ */
+import type { Address } from "viem";
+import type { Hex } from "../../shared/hex.ts";
+import { X402_REASONS, type X402Reason } from "./reasons.ts";
+
+export type Authorization = {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+};
+
+/** An envelope whose shape is sound; its claims are not checked yet. */
+export type PaymentEnvelope = {
+  x402Version: number;
+  resource: { url: string };
+  /** The chosen requirement, as the client copied it. */
+  accepted: Record<string, unknown>;
+  authorization: Authorization;
+  signature: Hex;
+  /** The envelope as received, for hashing. */
+  raw: Record<string, unknown>;
+};
+
+export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: X402Reason; payer?: string };
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const UINT = /^(0|[1-9][0-9]{0,77})$/;
+const NONCE = /^0x[0-9a-fA-F]{64}$/;
+const SIGNATURE = /^0x[0-9a-fA-F]+$/;
+
+/** PAYMENT-SIGNATURE header value → envelope. */
+export function decodePaymentHeader(header: string): Parsed<PaymentEnvelope> {
+  const trimmed = header.trim();
+  if (trimmed === "" || trimmed.length % 4 === 1 || !BASE64.test(trimmed)) {
+    return { ok: false, reason: X402_REASONS.invalidPayloadBase64 };
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(trimmed, "base64").toString("utf8"));
+  } catch {
+    return { ok: false, reason: X402_REASONS.invalidPayloadJson };
+  }
+  return parseEnvelope(json);
+}
+
+/** A JSON value (a header's, or a facilitator body's paymentPayload) → envelope. */
+export function parseEnvelope(json: unknown): Parsed<PaymentEnvelope> {
+  if (!isObject(json)) return { ok: false, reason: X402_REASONS.invalidPayloadJson };
+  // SPEC "Errors": a missing resource.url or accepted is `invalid_payload`.
+  const resource = json.resource;
+  if (!isObject(resource) || typeof resource.url !== "string" || resource.url === "") {
+    return { ok: false, reason: X402_REASONS.invalidPayload };
+  }
+  if (!isObject(json.accepted)) return { ok: false, reason: X402_REASONS.invalidPayload };
+  if (typeof json.x402Version !== "number") return { ok: false, reason: X402_REASONS.invalidX402Version };
+  const payload = json.payload;
+  const authorization = isObject(payload) ? payload.authorization : undefined;
+  const signature = isObject(payload) ? payload.signature : undefined;
+  if (!isObject(authorization) || typeof signature !== "string") {
+    return { ok: false, reason: X402_REASONS.unsupportedPayloadType };
+  }
+  const { from, to, value, validAfter, validBefore, nonce } = authorization;
+  const fields =
+    isString(from, ADDRESS) &&
+    isString(to, ADDRESS) &&
+    isString(value, UINT) &&
+    isString(validAfter, UINT) &&
+    isString(validBefore, UINT) &&
+    isString(nonce, NONCE);
+  if (!fields) return { ok: false, reason: X402_REASONS.unsupportedPayloadType };
+  const payer = (from as string).toLowerCase();
+  if (!SIGNATURE.test(signature) || signature.length !== 132) {
+    return { ok: false, reason: X402_REASONS.signatureUnparsable, payer };
+  }
+  return {
+    ok: true,
+    value: {
+      x402Version: json.x402Version,
+      resource: { url: resource.url },
+      accepted: json.accepted,
+      authorization: {
+        from: payer as Address,
+        to: (to as string).toLowerCase() as Address,
+        value: BigInt(value as string),
+        validAfter: BigInt(validAfter as string),
+        validBefore: BigInt(validBefore as string),
+        nonce: (nonce as string).toLowerCase() as Hex,
+      },
+      signature: signature.toLowerCase() as Hex,
+      raw: json,
+    },
+  };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isString(value: unknown, pattern: RegExp): boolean {
+  return typeof value === "string" && pattern.test(value);
+}

@@ -1,0 +1,39 @@
+/**
+ * Every reason the x402 surfaces give, in one file (STYLE: wire strings live in one constants file
+ * that tests import). Where the official `@x402/*` packages name a reason, that name is used
+ * (`@x402/evm` exact scheme's `Err*` constants; `@x402/core`'s `settlement_pending`); otherwise
+ * the x402 v2 specification's standard codes (§9); otherwise our own, in the packages' pattern.
+ */
+export const X402_REASONS = {
+  // x402 v2 spec §9 (SPEC "Errors": missing resource.url or accepted).
+  invalidPayload: "invalid_payload",
+  invalidX402Version: "invalid_x402_version",
+  invalidPaymentRequirements: "invalid_payment_requirements",
+  unexpectedVerifyError: "unexpected_verify_error",
+  unexpectedSettleError: "unexpected_settle_error",
+  // Ours: the header is not Base64, or its Base64 is not a JSON object.
+  invalidPayloadBase64: "invalid_payload_base64",
+  invalidPayloadJson: "invalid_payload_json",
+  // @x402/evm (exact scheme, EIP-3009).
+  unsupportedPayloadType: "unsupported_payload_type",
+  scheme: "invalid_exact_evm_scheme",
+  networkMismatch: "invalid_exact_evm_network_mismatch",
+  recipientMismatch: "invalid_exact_evm_recipient_mismatch",
+  valueMismatch: "invalid_exact_evm_payload_authorization_value_mismatch",
+  validBefore: "invalid_exact_evm_payload_authorization_valid_before",
+  validAfter: "invalid_exact_evm_payload_authorization_valid_after",
+  signature: "invalid_exact_evm_signature",
+  signatureUnparsable: "invalid_exact_evm_failed_to_parse_signature",
+  nonceUsed: "invalid_exact_evm_nonce_already_used",
+  insufficientBalance: "invalid_exact_evm_insufficient_balance",
+  transactionFailed: "invalid_exact_evm_transaction_failed",
+  // Ours, in @x402/evm's pattern: defects its exact scheme does not check.
+  assetMismatch: "invalid_exact_evm_asset_mismatch",
+  validityTooLong: "invalid_exact_evm_payload_authorization_validity_too_long",
+  signatureHighS: "invalid_exact_evm_signature_high_s",
+  payerNotAllowed: "invalid_exact_evm_payer_not_allowed",
+  // @x402/core: a broadcast settlement without a receipt yet (SPEC "Errors").
+  settlementPending: "settlement_pending",
+} as const;
+
+export type X402Reason = (typeof X402_REASONS)[keyof typeof X402_REASONS];

@@ -1,0 +1,81 @@
+/**
+ * What the x402 surfaces need, built once at start (as money-setup.ts builds the money runtime):
+ * the quote from configuration, the settler from the enclave's sealed policy, and the settler
+ * engine. Refuses to start x402 when the sealed x402 terms differ from the configuration or no
+ * settler key exists, naming each difference.
+ */
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { broadcastLeaseMs } from "../chain/outgoing.ts";
+import type { Config } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import type { MoneyRuntime } from "../deps.ts";
+import type { Logger } from "../logger.ts";
+import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
+import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
+import { createSettler, type Settler, type SettlerDeps } from "./settle.ts";
+
+export type X402Runtime = {
+  requirements: PaymentRequirements;
+  operatorPool: string;
+  settler: Settler;
+  settlerAddress: string;
+};
+
+/** Every way this node's x402 configuration differs from the sealed policy, one line each. */
+export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): string[] {
+  if (!config.features.x402) return [];
+  const differences: string[] = [];
+  const policy = sealed.policy;
+  if (!policy) return differences; // money-setup.ts reports the missing policy
+  const amount = config.x402.amountUnits?.toString() ?? "unset";
+  const sealedAmount = policy.x402AmountUnits?.toString() ?? "unset";
+  if (amount !== sealedAmount)
+    differences.push(`AGENT_X402_AMOUNT is ${amount} but the enclave's sealed policy says ${sealedAmount}`);
+  const payTo = config.x402.payTo ?? "unset";
+  const sealedPayTo = policy.x402PayTo?.toLowerCase() ?? "unset";
+  if (payTo !== sealedPayTo)
+    differences.push(`AGENT_X402_PAY_TO is ${payTo} but the enclave's sealed policy says ${sealedPayTo}`);
+  if (!sealed.settler) {
+    differences.push(
+      "AGENT_X402_ENABLED is true but the enclave has no settler key: configure_settler under the policy authority makes it",
+    );
+  }
+  return differences;
+}
+
+/** Builds the runtime; undefined when x402 is off (or the money runtime could not be built). */
+export function buildX402Runtime(params: {
+  config: Config;
+  sealed: GetPolicyResult;
+  money: MoneyRuntime | undefined;
+  db: Db;
+  rpc: JsonRpcUpstream | undefined;
+  signer: SignerClient;
+  logger: Logger;
+  receiptTimeoutMs?: number;
+  faults?: SettlerDeps["faults"];
+}): X402Runtime | undefined {
+  const { config, sealed, money, rpc } = params;
+  const { amountUnits, payTo } = config.x402;
+  if (!config.features.x402 || !money || !rpc || !sealed.settler || amountUnits === undefined || !payTo) {
+    return undefined;
+  }
+  const settlerAddress = sealed.settler.settlerAddress.toLowerCase();
+  return {
+    requirements: demoRequirements({ amountUnits, payTo }),
+    operatorPool: money.operatorPool,
+    settlerAddress,
+    settler: createSettler({
+      db: params.db,
+      rpc,
+      signer: params.signer,
+      fees: money.fees,
+      logger: params.logger,
+      settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
+      leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
+      receiptTimeoutMs: params.receiptTimeoutMs ?? 10_000,
+      onInFlight: money.onInFlight,
+      faults: params.faults,
+    }),
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * Verification of an x402 payment against this service's one requirement (issue 13 item 3): the
+ * envelope's version and accepted requirement, the authorization's recipient, value and validity
+ * window, the payer's signature (recovering `from`, low-S only), the operator pool barred as payer,
+ * and then the facts: (from, nonce) unused on chain and unclaimed here, the balance sufficient.
+ * Every failure is a reason (reasons.ts), checked in that order, cheapest first.
+ */
+import { secp256k1 } from "@noble/curves/secp256k1";
+import { sql } from "drizzle-orm";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
+import { fromHex } from "../../shared/hex.ts";
+import { authorizationStateCalldata } from "../../shared/native-transfer-auth.ts";
+import { addressOfPublicKey, recoverPublicKey } from "../../shared/secp256k1.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { type Db, queryRows } from "../db/client.ts";
+import type { Authorization, PaymentEnvelope } from "./payment.ts";
+import { X402_REASONS, type X402Reason } from "./reasons.ts";
+import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
+
+export type VerifyResult =
+  | { ok: true; payer: string; authorization: Authorization }
+  | { ok: false; reason: X402Reason; payer?: string };
+
+export type VerifyDeps = { db: Db; rpc: JsonRpcUpstream; now: () => Date; operatorPool: string };
+
+const HALF_ORDER = secp256k1.CURVE.n / 2n;
+
+/**
+ * Checks a requirement (the envelope's `accepted`, or a facilitator request's
+ * paymentRequirements) against ours, field by field, so each difference has its own reason.
+ */
+export function compareRequirements(
+  given: Record<string, unknown>,
+  ours: PaymentRequirements,
+): X402Reason | null {
+  if (given.scheme !== ours.scheme) return X402_REASONS.scheme;
+  if (given.network !== ours.network) return X402_REASONS.networkMismatch;
+  if (typeof given.asset !== "string" || given.asset.toLowerCase() !== ours.asset)
+    return X402_REASONS.assetMismatch;
+  if (typeof given.payTo !== "string" || given.payTo.toLowerCase() !== ours.payTo.toLowerCase()) {
+    return X402_REASONS.recipientMismatch;
+  }
+  if (given.amount !== ours.amount) return X402_REASONS.valueMismatch;
+  if (given.maxTimeoutSeconds !== ours.maxTimeoutSeconds) return X402_REASONS.invalidPaymentRequirements;
+  return null;
+}
+
+/** The checks that need neither the database nor the chain. */
+export function checkPayment(
+  envelope: PaymentEnvelope,
+  ours: PaymentRequirements,
+  context: { nowSeconds: bigint; operatorPool: string },
+): VerifyResult {
+  const { authorization } = envelope;
+  const payer = authorization.from;
+  const fail = (reason: X402Reason): VerifyResult => ({ ok: false, reason, payer });
+  if (envelope.x402Version !== X402_VERSION) return fail(X402_REASONS.invalidX402Version);
+  const requirement = compareRequirements(envelope.accepted, ours);
+  if (requirement) return fail(requirement);
+  if (authorization.to !== ours.payTo.toLowerCase()) return fail(X402_REASONS.recipientMismatch);
+  if (authorization.value !== BigInt(ours.amount)) return fail(X402_REASONS.valueMismatch);
+  if (authorization.validBefore <= context.nowSeconds) return fail(X402_REASONS.validBefore);
+  if (authorization.validAfter > context.nowSeconds) return fail(X402_REASONS.validAfter);
+  // SPEC "x402 objects": validBefore no later than maxTimeoutSeconds after now.
+  if (authorization.validBefore > context.nowSeconds + BigInt(ours.maxTimeoutSeconds)) {
+    return fail(X402_REASONS.validityTooLong);
+  }
+  const signature = fromHex(envelope.signature);
+  const s = BigInt(`0x${Buffer.from(signature.subarray(32, 64)).toString("hex")}`);
+  // EIP-2: a high-S twin of a valid signature is refused, so one authorization has one encoding.
+  if (s > HALF_ORDER) return fail(X402_REASONS.signatureHighS);
+  const digest = transferWithAuthorizationDigest(authorization);
+  const publicKey = recoverPublicKey(fromHex(digest), envelope.signature);
+  if (!publicKey || addressOfPublicKey(publicKey).toLowerCase() !== payer)
+    return fail(X402_REASONS.signature);
+  if (payer === context.operatorPool) return fail(X402_REASONS.payerNotAllowed);
+  return { ok: true, payer, authorization };
+}
+
+/**
+ * All checks: the pure ones, then (from, nonce) unclaimed in our database (unless the caller
+ * claims it itself and answers duplicates its own way), then one JSON-RPC batch for the
+ * authorization's state on chain and the payer's balance.
+ */
+export async function verifyPayment(
+  deps: VerifyDeps,
+  envelope: PaymentEnvelope,
+  ours: PaymentRequirements,
+  options: { checkClaimed: boolean },
+): Promise<VerifyResult> {
+  const checked = checkPayment(envelope, ours, {
+    nowSeconds: BigInt(Math.floor(deps.now().getTime() / 1000)),
+    operatorPool: deps.operatorPool,
+  });
+  if (!checked.ok) return checked;
+  const { payer, authorization } = checked;
+  const fail = (reason: X402Reason): VerifyResult => ({ ok: false, reason, payer });
+  if (options.checkClaimed) {
+    const [claimed] = await queryRows<{ id: string }>(
+      deps.db,
+      sql`select id from x402_settlements where payer = ${payer} and nonce = ${authorization.nonce}`,
+    );
+    if (claimed) return fail(X402_REASONS.nonceUsed);
+  }
+  const answer = await deps.rpc.send([
+    {
+      jsonrpc: "2.0",
+      id: 0,
+      method: "eth_call",
+      params: [
+        {
+          to: NATIVE_TRANSFER_AUTH_ADDRESS,
+          data: authorizationStateCalldata(payer as `0x${string}`, authorization.nonce),
+        },
+        "latest",
+      ],
+    },
+    { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [payer, "latest"] },
+  ]);
+  if (!answer.ok || !Array.isArray(answer.body)) return fail(X402_REASONS.unexpectedVerifyError);
+  const byId = new Map(
+    (answer.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
+  );
+  const used = byId.get(0);
+  const balance = byId.get(1);
+  if (typeof used !== "string" || typeof balance !== "string" || !/^0x[0-9a-fA-F]+$/.test(balance)) {
+    return fail(X402_REASONS.unexpectedVerifyError);
+  }
+  if (BigInt(used === "0x" ? "0x0" : used) !== 0n) return fail(X402_REASONS.nonceUsed);
+  if (BigInt(balance) < authorization.value * WEI_PER_UNIT) return fail(X402_REASONS.insufficientBalance);
+  return checked;
+}

@@ -1,0 +1,420 @@
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
+import { sql } from "drizzle-orm";
+import { type Address, type Hex, type PrivateKeyAccount, parseEventLogs } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEV_OPERATOR_POOL_PRIVATE_KEY, NATIVE_TRANSFER_AUTH_ABI } from "../../devnet/index.ts";
+import { fund, newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
+import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { queryRows } from "../db/client.ts";
+import { X402_REASONS } from "./reasons.ts";
+
+// Issue 13 items 2–4 against the real stack (devnet, enclave, Postgres, the origin, the edge in
+// Miniflare), paid and checked with the official x402 packages unchanged.
+const EDGE_SECRET = "x402-edge-secret-0123456789abcdef0123456789abcdef";
+const AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+let stack: MoneyStack;
+let edge: EdgeHandle;
+let demo: string;
+
+beforeAll(async () => {
+  stack = await startMoneyStack({
+    x402: { amountUnits: AMOUNT, payTo },
+    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET },
+  });
+  demo = `${stack.origin.base}/x402/demo`;
+  edge = await startEdge({ originUrl: stack.origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
+}, 120_000);
+afterAll(async () => {
+  await edge?.stop();
+  await stack?.close();
+});
+
+const chain = () => publicClientFor(stack.devnet.url);
+
+async function fundedPayer(units = 1_000_000n): Promise<PrivateKeyAccount> {
+  const account = newAccount();
+  await fund(stack.devnet.url, account.address, units * WEI_PER_UNIT);
+  return account;
+}
+
+async function quote(): Promise<{ resource: PaymentPayload["resource"]; accepted: PaymentRequirements }> {
+  const response = await fetch(demo);
+  const body = (await response.json()) as {
+    resource: PaymentPayload["resource"];
+    accepts: PaymentRequirements[];
+  };
+  return { resource: body.resource, accepted: body.accepts[0]! };
+}
+
+/** A payment envelope made by @x402/evm's own client, as @x402/fetch would send it. */
+async function envelope(
+  account: PrivateKeyAccount,
+  change: (accepted: PaymentRequirements) => PaymentRequirements = (a) => a,
+): Promise<PaymentPayload> {
+  const { resource, accepted } = await quote();
+  const signedFor = change(accepted);
+  const created = await new ExactEvmScheme(account).createPaymentPayload(2, signedFor);
+  return { x402Version: 2, resource, accepted, payload: created.payload };
+}
+
+const header = (payload: unknown): string => Buffer.from(JSON.stringify(payload)).toString("base64");
+
+async function pay(
+  signature: string,
+): Promise<{ status: number; body: { error?: string }; response?: Record<string, unknown> }> {
+  const response = await fetch(demo, { headers: { "PAYMENT-SIGNATURE": signature } });
+  const paymentResponse = response.headers.get("PAYMENT-RESPONSE");
+  return {
+    status: response.status,
+    body: (await response.json()) as { error?: string },
+    response: paymentResponse
+      ? (decodePaymentResponseHeader(paymentResponse) as unknown as Record<string, unknown>)
+      : undefined,
+  };
+}
+
+async function authorizationUsedLogs(payer: Address): Promise<number> {
+  const logs = await chain().getLogs({
+    address: NATIVE_TRANSFER_AUTH_ADDRESS,
+    fromBlock: 0n,
+    toBlock: "latest",
+  });
+  return parseEventLogs({ abi: NATIVE_TRANSFER_AUTH_ABI, eventName: "AuthorizationUsed", logs }).filter(
+    (log) => log.args.authorizer.toLowerCase() === payer.toLowerCase(),
+  ).length;
+}
+
+describe("GET /x402/demo", () => {
+  it("answers an unpaid request with the spec's quote in the body and, Base64, in PAYMENT-REQUIRED", async () => {
+    const response = await fetch(`${edge.url}/77/x402/demo`);
+    expect(response.status).toBe(402);
+    const body = await response.json();
+    expect(body).toEqual({
+      x402Version: 2,
+      resource: {
+        url: expect.stringContaining("/77/x402/demo"),
+        mimeType: "application/json",
+        description: expect.any(String),
+      },
+      accepts: [
+        {
+          scheme: "exact",
+          network: "eip155:77",
+          asset: NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase(),
+          amount: "10000",
+          payTo,
+          maxTimeoutSeconds: 60,
+          extra: {
+            assetTransferMethod: "eip3009",
+            paymentFlow: "authorization",
+            kind: "native",
+            name: "USDC",
+            version: "2",
+            decimals: 6,
+            symbol: "USDC",
+          },
+        },
+      ],
+    });
+    expect(JSON.parse(Buffer.from(response.headers.get("PAYMENT-REQUIRED")!, "base64").toString())).toEqual(
+      body,
+    );
+  });
+
+  it("@x402/fetch with a funded viem account pays through the edge: 200 after a 0x1 receipt, exactly 10000 units", async () => {
+    const payer = await fundedPayer();
+    const before = await chain().getBalance({ address: payer.address });
+    const client = x402Client.fromConfig({
+      schemes: [{ network: CAIP2_NETWORK, client: new ExactEvmScheme(payer) }],
+      spendControls: {
+        allowedAssets: [
+          { network: CAIP2_NETWORK, asset: NATIVE_TRANSFER_AUTH_ADDRESS, maxAmountPerPayment: "10000" },
+        ],
+      },
+    });
+    const paidFetch = wrapFetchWithPayment(fetch, client);
+    const response = await paidFetch(`${edge.url}/77/x402/demo`);
+    expect(response.status).toBe(200);
+    const settlement = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!);
+    expect(settlement).toMatchObject({
+      success: true,
+      network: "eip155:77",
+      payer: payer.address.toLowerCase(),
+    });
+    const receipt = await chain().getTransactionReceipt({ hash: settlement.transaction as Hex });
+    expect(receipt.status).toBe("success");
+    expect(before - (await chain().getBalance({ address: payer.address }))).toBe(AMOUNT * WEI_PER_UNIT);
+    const [row] = await queryRows<{ status: string; tx_hash: string }>(
+      stack.db.handle.db,
+      sql`select status, tx_hash from x402_settlements where payer = ${payer.address.toLowerCase()}`,
+    );
+    expect(row).toEqual({ status: "settled", tx_hash: settlement.transaction });
+  });
+
+  it("50 concurrent retries with one PAYMENT-SIGNATURE: one settlement on chain, one 200, 49 402s naming it", async () => {
+    const payer = await fundedPayer();
+    const signature = header(await envelope(payer));
+    const answers = await Promise.all(Array.from({ length: 50 }, () => pay(signature)));
+    const ok = answers.filter((answer) => answer.status === 200);
+    expect(ok).toHaveLength(1);
+    const transaction = ok[0]!.response!.transaction;
+    const refused = answers.filter((answer) => answer.status === 402);
+    expect(refused).toHaveLength(49);
+    for (const answer of refused) {
+      expect(answer.response).toMatchObject({ success: false, transaction });
+      expect(answer.body.error).toBe(X402_REASONS.nonceUsed);
+    }
+    expect(await authorizationUsedLogs(payer.address)).toBe(1);
+    // A later presentation still names the original transaction.
+    const later = await pay(signature);
+    expect(later.status).toBe(402);
+    expect(later.response).toMatchObject({
+      success: false,
+      transaction,
+      errorReason: X402_REASONS.nonceUsed,
+    });
+  });
+
+  it("100 concurrent distinct payments: 100 settlements, 100 distinct settler nonces, every receipt 0x1", async () => {
+    const payers = await Promise.all(Array.from({ length: 100 }, () => fundedPayer()));
+    const signatures = await Promise.all(payers.map(async (payer) => header(await envelope(payer))));
+    const answers = await Promise.all(signatures.map((signature) => pay(signature)));
+    expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200));
+    const rows = await queryRows<{ status: string; settler_nonce: string; tx_hash: string }>(
+      stack.db.handle.db,
+      sql`select status, settler_nonce::text, tx_hash from x402_settlements
+          where payer = any(${`{${payers.map((p) => p.address.toLowerCase()).join(",")}}`}::text[])`,
+    );
+    expect(rows).toHaveLength(100);
+    expect(new Set(rows.map((row) => row.settler_nonce)).size).toBe(100);
+    expect(rows.every((row) => row.status === "settled")).toBe(true);
+    const receipts = await Promise.all(
+      rows.map((row) => chain().getTransactionReceipt({ hash: row.tx_hash as Hex })),
+    );
+    expect(receipts.every((receipt) => receipt.status === "success")).toBe(true);
+  }, 60_000);
+
+  describe("refuses with a reason and settles nothing", () => {
+    const now = () => BigInt(Math.floor(Date.now() / 1000));
+    const cases: [string, string, () => Promise<string>][] = [
+      ["not Base64", X402_REASONS.invalidPayloadBase64, async () => "%%%not-base64%%%"],
+      ["not JSON", X402_REASONS.invalidPayloadJson, async () => Buffer.from("{not json").toString("base64")],
+      [
+        "no resource.url",
+        X402_REASONS.invalidPayload,
+        async () => {
+          const payload = await envelope(await fundedPayer());
+          return header({ ...payload, resource: { mimeType: "application/json" } });
+        },
+      ],
+      [
+        "no accepted",
+        X402_REASONS.invalidPayload,
+        async () => {
+          const { accepted: _, ...payload } = await envelope(await fundedPayer());
+          return header(payload);
+        },
+      ],
+      [
+        "x402Version 1",
+        X402_REASONS.invalidX402Version,
+        async () => header({ ...(await envelope(await fundedPayer())), x402Version: 1 }),
+      ],
+      [
+        "another network",
+        X402_REASONS.networkMismatch,
+        async () => {
+          const payload = await envelope(await fundedPayer());
+          return header({ ...payload, accepted: { ...payload.accepted, network: "eip155:8453" } });
+        },
+      ],
+      [
+        "another asset",
+        X402_REASONS.assetMismatch,
+        async () => {
+          const payload = await envelope(await fundedPayer());
+          return header({
+            ...payload,
+            accepted: { ...payload.accepted, asset: "0x036cbd53842c5426634e7929541ec2318f3dcf7e" },
+          });
+        },
+      ],
+      [
+        "another payTo",
+        X402_REASONS.recipientMismatch,
+        async () => {
+          const payload = await envelope(await fundedPayer(), (a) => ({ ...a, payTo: newAccount().address }));
+          return header(payload);
+        },
+      ],
+      [
+        "another amount",
+        X402_REASONS.valueMismatch,
+        async () => {
+          const payload = await envelope(await fundedPayer(), (a) => ({ ...a, amount: "9999" }));
+          return header(payload);
+        },
+      ],
+      [
+        "validBefore too far",
+        X402_REASONS.validityTooLong,
+        async () => {
+          const payload = await envelope(await fundedPayer(), (a) => ({ ...a, maxTimeoutSeconds: 3_600 }));
+          return header(payload);
+        },
+      ],
+      [
+        "expired",
+        X402_REASONS.validBefore,
+        async () => signedBy(await fundedPayer(), { validAfter: 0n, validBefore: now() - 10n }),
+      ],
+      [
+        "not yet valid",
+        X402_REASONS.validAfter,
+        async () => signedBy(await fundedPayer(), { validAfter: now() + 30n, validBefore: now() + 50n }),
+      ],
+      [
+        "a bad signature",
+        X402_REASONS.signature,
+        async () => {
+          const payload = await envelope(await fundedPayer());
+          const other = await envelope(newAccount());
+          const forged = {
+            ...payload,
+            payload: { ...payload.payload, signature: (other.payload as { signature: string }).signature },
+          };
+          return header(forged);
+        },
+      ],
+      [
+        "a high-S signature",
+        X402_REASONS.signatureHighS,
+        async () => {
+          const payload = await envelope(await fundedPayer());
+          return header({
+            ...payload,
+            payload: {
+              ...payload.payload,
+              signature: highS((payload.payload as { signature: Hex }).signature),
+            },
+          });
+        },
+      ],
+      [
+        "from = the operator pool",
+        X402_REASONS.payerNotAllowed,
+        async () => header(await envelope(privateKeyToAccount(DEV_OPERATOR_POOL_PRIVATE_KEY))),
+      ],
+      [
+        "a payer without the balance",
+        X402_REASONS.insufficientBalance,
+        async () => header(await envelope(await fundedPayer(9_999n))),
+      ],
+    ];
+    for (const [name, reason, make] of cases) {
+      it(name, async () => {
+        const settlementsBefore = await countSettlements();
+        const answer = await pay(await make());
+        expect(answer.status).toBe(402);
+        expect(answer.body.error).toBe(reason);
+        expect(await countSettlements()).toBe(settlementsBefore);
+      });
+    }
+
+    async function signedBy(
+      account: PrivateKeyAccount,
+      window: { validAfter: bigint; validBefore: bigint },
+    ): Promise<string> {
+      const { resource, accepted } = await quote();
+      const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
+      const authorization = { from: account.address, to: payTo, value: AMOUNT, nonce, ...window };
+      const signature = await account.signTypedData({
+        domain: { name: "USDC", version: "2", chainId: 77, verifyingContract: NATIVE_TRANSFER_AUTH_ADDRESS },
+        types: {
+          TransferWithAuthorization: [
+            { name: "from", type: "address" },
+            { name: "to", type: "address" },
+            { name: "value", type: "uint256" },
+            { name: "validAfter", type: "uint256" },
+            { name: "validBefore", type: "uint256" },
+            { name: "nonce", type: "bytes32" },
+          ],
+        },
+        primaryType: "TransferWithAuthorization",
+        message: authorization,
+      });
+      return header({
+        x402Version: 2,
+        resource,
+        accepted,
+        payload: {
+          signature,
+          authorization: {
+            ...authorization,
+            value: String(AMOUNT),
+            validAfter: String(window.validAfter),
+            validBefore: String(window.validBefore),
+          },
+        },
+      });
+    }
+  });
+});
+
+describe("facilitator", () => {
+  it("@x402/core's HTTPFacilitatorClient lists, verifies and settles against ours unchanged", async () => {
+    const facilitator = new HTTPFacilitatorClient({ url: `${edge.url}/77/x402/facilitator` });
+    const supported = await facilitator.getSupported();
+    expect(supported.kinds).toEqual([
+      expect.objectContaining({ x402Version: 2, scheme: "exact", network: "eip155:77" }),
+    ]);
+    const payer = await fundedPayer();
+    const payload = await envelope(payer);
+    const verified = await facilitator.verify(payload, payload.accepted);
+    expect(verified).toMatchObject({ isValid: true, payer: payer.address.toLowerCase() });
+    const settled = await facilitator.settle(payload, payload.accepted);
+    expect(settled).toMatchObject({
+      success: true,
+      network: "eip155:77",
+      payer: payer.address.toLowerCase(),
+    });
+    expect((await chain().getTransactionReceipt({ hash: settled.transaction as Hex })).status).toBe(
+      "success",
+    );
+    // The settle's answer lost and asked again: the same transaction, nothing signed again.
+    const again = await facilitator
+      .settle(payload, payload.accepted)
+      .catch((error: { errorReason?: string; transaction?: string }) => error);
+    expect(again).toMatchObject({ transaction: settled.transaction });
+    expect(await authorizationUsedLogs(payer.address)).toBe(1);
+    const reverify = await facilitator
+      .verify(payload, payload.accepted)
+      .catch((error: { invalidReason?: string }) => error);
+    expect(reverify).toMatchObject({ invalidReason: X402_REASONS.nonceUsed });
+  });
+});
+
+async function countSettlements(): Promise<number> {
+  const [row] = await queryRows<{ n: number }>(
+    stack.db.handle.db,
+    sql`select count(*)::int as n from x402_settlements`,
+  );
+  return row!.n;
+}
+
+/** The same signature with s' = n − s and v flipped: valid ECDSA, high S (EIP-2 refuses it). */
+function highS(signature: Hex): Hex {
+  const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+  const r = signature.slice(2, 66);
+  const s = BigInt(`0x${signature.slice(66, 130)}`);
+  const v = Number.parseInt(signature.slice(130, 132), 16);
+  return `0x${r}${(n - s).toString(16).padStart(64, "0")}${(v === 27 ? 28 : 27).toString(16)}` as Hex;
+}

@@ -1,0 +1,57 @@
+import { parseArgs } from "node:util";
+
+export type SoakArgs = {
+  durationMs: number;
+  warmUpMs: number;
+  /** Requests started per second, across the mix. */
+  rate: number;
+  /** Requests in flight at most. */
+  concurrency: number;
+  /** Ordinary agents (two more run the limit probes). */
+  agents: number;
+  keepData: boolean;
+};
+
+export const SOAK_USAGE =
+  "usage: npm run soak -- --minutes N | --seconds N [--warm-up-seconds S] [--rate R] [--concurrency C] [--agents A] [--keep-data]";
+
+/** Warm-up by default: the first minute or 10 % of the run, whichever is shorter. */
+export function parseSoakArgs(argv: string[]): SoakArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      minutes: { type: "string" },
+      seconds: { type: "string" },
+      "warm-up-seconds": { type: "string" },
+      rate: { type: "string" },
+      concurrency: { type: "string" },
+      agents: { type: "string" },
+      "keep-data": { type: "boolean" },
+    },
+  });
+  const positive = (name: string, text: string | undefined, fallback: number): number => {
+    if (text === undefined) return fallback;
+    const value = Number(text);
+    if (!Number.isFinite(value) || value <= 0)
+      throw new Error(`--${name} must be a positive number; ${SOAK_USAGE}`);
+    return value;
+  };
+  if ((values.minutes === undefined) === (values.seconds === undefined)) throw new Error(SOAK_USAGE);
+  const durationMs =
+    values.minutes !== undefined
+      ? positive("minutes", values.minutes, 0) * 60_000
+      : positive("seconds", values.seconds, 0) * 1000;
+  const warmUpMs =
+    values["warm-up-seconds"] !== undefined
+      ? positive("warm-up-seconds", values["warm-up-seconds"], 0) * 1000
+      : Math.min(60_000, durationMs / 10);
+  if (warmUpMs >= durationMs) throw new Error("the warm-up must be shorter than the run");
+  return {
+    durationMs,
+    warmUpMs,
+    rate: positive("rate", values.rate, 30),
+    concurrency: Math.round(positive("concurrency", values.concurrency, 16)),
+    agents: Math.max(2, Math.round(positive("agents", values.agents, 6))),
+    keepData: values["keep-data"] ?? false,
+  };
+}

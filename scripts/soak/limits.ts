@@ -1,0 +1,149 @@
+/**
+ * What the soak saw of each limit, and the line it prints for it: expected against observed, and
+ * whether the limit held (never more allowed than its number) and was exercised (refused at least
+ * once in the run, so the line proves something).
+ */
+import { PER_AGENT_REQUESTS, PRE_AUTH_FAILURES } from "../../origin/gateway/limits.ts";
+
+/** The initial registration policy of the spec (SPEC "Registration policy and counters"). */
+export const REGISTRATION_PER_IP_DAILY = 3;
+export const REGISTRATION_NETWORK_DAILY = 100;
+
+export type ProbeOutcome = { status: number; code?: string; detail?: string };
+
+export class LimitObservations {
+  /** Registrations issued (201) and refused (429) per client address. */
+  readonly registrations = new Map<string, { issued: number; refused: number }>();
+  /** Server times (ms) of the faucet payouts accepted per agent. */
+  readonly faucetPayouts = new Map<string, number[]>();
+  faucetCooldownRefusals = 0;
+  faucetDailyRefusals = 0;
+  /** Times (ms) of the 401s per client address of the bad-token traffic. */
+  readonly authFailures = new Map<string, number[]>();
+  preAuthRefusals = 0;
+  /** Times (ms) of the accepted requests of the post-auth burst, and how many it had refused. */
+  readonly burstAccepted: number[] = [];
+  burstRefused = 0;
+  /** The transfer of exactly the per-transaction limit (its maximum fee makes it one unit too many). */
+  perTransaction: ProbeOutcome | undefined;
+  /** Transfers of the daily-limit probe: accepted units, and the refusal that ended them. */
+  dailyAcceptedUnits = 0n;
+  dailyAccepted = 0;
+  dailyRefusal: ProbeOutcome | undefined;
+
+  registration(ip: string, status: number): void {
+    const entry = this.registrations.get(ip) ?? { issued: 0, refused: 0 };
+    if (status === 201) entry.issued++;
+    if (status === 429) entry.refused++;
+    this.registrations.set(ip, entry);
+  }
+
+  faucet(agentId: string, status: number, code: string | undefined, createdAt: string | undefined): void {
+    if ((status === 200 || status === 202) && createdAt) {
+      this.faucetPayouts.set(agentId, [...(this.faucetPayouts.get(agentId) ?? []), Date.parse(createdAt)]);
+    }
+    if (code === "faucet_cooldown") this.faucetCooldownRefusals++;
+    if (code === "faucet_daily_limit") this.faucetDailyRefusals++;
+  }
+
+  badToken(ip: string, status: number, at: number): void {
+    if (status === 401) this.authFailures.set(ip, [...(this.authFailures.get(ip) ?? []), at]);
+    if (status === 429) this.preAuthRefusals++;
+  }
+}
+
+export type LimitLine = {
+  name: string;
+  expected: string;
+  observed: string;
+  held: boolean;
+  exercised: boolean;
+};
+
+/** The most events in any window of `windowMs` (times need not be sorted). */
+export function mostInWindow(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let start = 0, end = 0; end < sorted.length; end++) {
+    while (sorted[end]! - sorted[start]! >= windowMs) start++;
+    most = Math.max(most, end - start + 1);
+  }
+  return most;
+}
+
+export function limitLines(
+  seen: LimitObservations,
+  limits: { faucetCooldownMs: number; transferPerTxUnits: bigint; transferDailyUnits: bigint },
+): LimitLine[] {
+  const perIp = [...seen.registrations.values()];
+  const issued = perIp.reduce((sum, entry) => sum + entry.issued, 0);
+  const refusedRegistrations = perIp.reduce((sum, entry) => sum + entry.refused, 0);
+  const mostPerIp = Math.max(0, ...perIp.map((entry) => entry.issued));
+  const ipsAtQuota = perIp.filter((entry) => entry.issued >= REGISTRATION_PER_IP_DAILY).length;
+
+  const gaps = [...seen.faucetPayouts.values()].flatMap((times) => {
+    const sorted = [...times].sort((a, b) => a - b);
+    return sorted.slice(1).map((time, i) => time - sorted[i]!);
+  });
+  const shortestGap = gaps.length > 0 ? Math.min(...gaps) : undefined;
+
+  const failureWindows = [...seen.authFailures.values()].map((times) =>
+    mostInWindow(times, PRE_AUTH_FAILURES.windowSeconds * 1000),
+  );
+  const mostFailures = Math.max(0, ...failureWindows);
+  const mostBurst = mostInWindow(seen.burstAccepted, PER_AGENT_REQUESTS.windowSeconds * 1000);
+
+  const perTx = seen.perTransaction;
+  const daily = seen.dailyRefusal;
+  return [
+    {
+      name: "registrations per IP per UTC day",
+      expected: `≤ ${REGISTRATION_PER_IP_DAILY} issued per IP, then 429`,
+      observed: `most ${mostPerIp} on one IP of ${perIp.length}; ${ipsAtQuota} IPs at quota; ${refusedRegistrations} refused (429)`,
+      held: mostPerIp <= REGISTRATION_PER_IP_DAILY,
+      exercised: ipsAtQuota > 0 && refusedRegistrations > 0,
+    },
+    {
+      name: "registrations network-wide per UTC day",
+      expected: `≤ ${REGISTRATION_NETWORK_DAILY} issued, then 429`,
+      observed: `${issued} issued`,
+      held: issued <= REGISTRATION_NETWORK_DAILY,
+      exercised: issued === REGISTRATION_NETWORK_DAILY && refusedRegistrations > 0,
+    },
+    {
+      name: "faucet cooldown per agent",
+      expected: `payouts ≥ ${limits.faucetCooldownMs / 1000} s apart, else 429 faucet_cooldown`,
+      observed: `${gaps.length + seen.faucetPayouts.size} payouts, shortest gap ${shortestGap === undefined ? "n/a" : `${(shortestGap / 1000).toFixed(1)} s`}; ${seen.faucetCooldownRefusals} refused`,
+      held: shortestGap === undefined || shortestGap >= limits.faucetCooldownMs,
+      exercised: seen.faucetCooldownRefusals > 0,
+    },
+    {
+      name: "transfer per-transaction limit",
+      expected: `${limits.transferPerTxUnits} units plus fee refused: 403 limit_exceeded`,
+      observed: perTx ? `${perTx.status} ${perTx.code ?? ""} ${perTx.detail ?? ""}`.trim() : "not probed",
+      held: perTx?.status === 403 && perTx.code === "limit_exceeded",
+      exercised: perTx !== undefined,
+    },
+    {
+      name: "transfer daily limit (one agent)",
+      expected: `≤ ${limits.transferDailyUnits} units a day (value plus fee), then 403 limit_exceeded`,
+      observed: `${seen.dailyAccepted} accepted, ${seen.dailyAcceptedUnits} units; then ${daily ? `${daily.status} ${daily.code ?? ""} ${daily.detail ?? ""}`.trim() : "no refusal"}`,
+      held: seen.dailyAcceptedUnits <= limits.transferDailyUnits,
+      exercised: daily?.status === 403 && daily.code === "limit_exceeded",
+    },
+    {
+      name: "failed authentications per IP (pre-auth)",
+      expected: `≤ ${PRE_AUTH_FAILURES.limit} 401 per IP in ${PRE_AUTH_FAILURES.windowSeconds} s, then 429`,
+      observed: `most ${mostFailures} in a window; ${seen.preAuthRefusals} refused (429)`,
+      held: mostFailures <= PRE_AUTH_FAILURES.limit,
+      exercised: seen.preAuthRefusals > 0,
+    },
+    {
+      name: "requests per agent (post-auth)",
+      expected: `≤ ${PER_AGENT_REQUESTS.limit} per agent in ${PER_AGENT_REQUESTS.windowSeconds} s, then 429`,
+      observed: `burst: most ${mostBurst} accepted in a window; ${seen.burstRefused} refused (429)`,
+      held: mostBurst <= PER_AGENT_REQUESTS.limit,
+      exercised: seen.burstRefused > 0,
+    },
+  ];
+}
