@@ -12,13 +12,16 @@
  * BENCH_PAYERS (16) concurrent payers for BENCH_SECONDS. Goals at the end: our p50 ≤ 0.5× the
  * reference's, our throughput ≥ 2× the reference's, our p50 within 2× of the chain floor.
  */
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { Hex } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { fund, newAccount, usdc } from "../devnet/testing.ts";
 import { bareSettlementPayer, fetchPayer, type LoadSummary, runLoad, summarize } from "./bench/x402-load.ts";
 import { startReferenceServer } from "./bench/x402-reference.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
-import { launchLocalStack } from "./lib/local-stack-process.ts";
+import { createLocalStack } from "./lib/local-stack.ts";
 import { freePort } from "./test/free-port.ts";
 
 const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
@@ -43,10 +46,29 @@ function describe(name: string, s: LoadSummary): string {
 
 async function main(): Promise<void> {
   say(`bench:x402 — ${PAYERS} concurrent payers, ${SECONDS} s per phase`);
-  say("starting the local stack (npm start in a throwaway folder)…");
-  const stack = await launchLocalStack();
-  const closers: Array<() => Promise<void>> = [() => stack.stop()];
+  const dataDir = await mkdtemp(path.join(tmpdir(), "bench-x402-"));
+  await chmod(dataDir, 0o755);
+  say(`starting the local stack (as npm start does) in ${dataDir}…`);
+  const local = createLocalStack({
+    dataDir,
+    originPort: await freePort(),
+    devnetPort: await freePort(),
+    edgePort: await freePort(),
+    pgPort: await freePort(),
+    basePath: "/77",
+    envId: "local-dev",
+    say: () => {},
+    onPartLine: () => {},
+    originEnv: { LOG_LEVEL: "warn" },
+  });
+  const closers: Array<() => Promise<void>> = [
+    async () => {
+      await local.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  ];
   try {
+    const stack = await local.start();
     const devnetUrl = stack.devnetUrl;
     const payTo = newAccount().address;
     const steal = await startStealMeter();
@@ -96,7 +118,7 @@ async function main(): Promise<void> {
     const bareFailures = `${bareRun.failed} of ${bareRun.failed + bareRun.latenciesMs.length}`;
 
     // (a) ours, through the edge.
-    const demoUrl = `${stack.edgeBase}/x402/demo`;
+    const demoUrl = `${stack.edgeUrl}/77/x402/demo`;
     say(`(a) ours: ${demoUrl} through the edge, paid by @x402/fetch…`);
     const probe = await fetch(demoUrl);
     let ours: LoadSummary | undefined;

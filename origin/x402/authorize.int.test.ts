@@ -13,6 +13,7 @@ import {
   walletClientFor,
 } from "../../devnet/testing.ts";
 import { chain77X402Client } from "../../scripts/lib/x402-client.ts";
+import { payWithToken } from "../../scripts/lib/x402-token-payer.ts";
 import { send } from "../../scripts/test/http.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
@@ -69,17 +70,10 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
   let signRequests = 0;
   let chain: ReturnType<typeof publicClientFor>;
 
-  const x402Env = {
-    AGENT_X402_ENABLED: "true",
-    AGENT_X402_AMOUNT: AMOUNT.toString(),
-    AGENT_X402_PAY_TO: PAY_TO,
-    AGENT_X402_MAX_TIMEOUT_SECONDS: String(MAX_TIMEOUT_SECONDS),
-  };
-
   beforeAll(async () => {
+    // x402 on: the sealed terms (validity bound 180 s, the default), a funded settler, the switch.
     stack = await startMoneyStack({
-      policy: { x402AmountUnits: AMOUNT, x402PayTo: PAY_TO, x402MaxTimeoutSeconds: MAX_TIMEOUT_SECONDS },
-      env: x402Env,
+      x402: { amountUnits: AMOUNT, payTo: PAY_TO.toLowerCase() as Address },
     });
     chain = publicClientFor(stack.devnet.url);
     // The real enclave client, counted: what reaches the enclave is what could be signed.
@@ -96,7 +90,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       env: stack.originEnv,
       signer: counted,
     });
-  });
+  }, 180_000);
   afterAll(async () => {
     await origin?.close();
     await stack?.close();
@@ -320,5 +314,18 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     } finally {
       await off.close();
     }
+  });
+
+  it("lets an agent holding only its token pay the demo: 402, authorize, the paid retry, 200", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const before = await chain.getBalance({ address: agent.wallet });
+    const paid = await payWithToken({ base: origin.base, token: agent.token });
+    expect(paid.quote).toMatchObject({ amount: "10000", payTo: PAY_TO.toLowerCase() });
+    expect(paid.status).toBe(200);
+    expect(paid.settlement).toMatchObject({ success: true, network: CAIP2_NETWORK });
+    const receipt = await chain.getTransactionReceipt({ hash: paid.settlement!.transaction as Hex });
+    expect(receipt.status).toBe("success");
+    // The settler paid the gas: the agent's wallet lost exactly the amount.
+    expect(before - (await chain.getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
   });
 });
