@@ -17,6 +17,11 @@ export const ERROR_STATUS = {
   funding_gate_closed: 403,
   idempotency_conflict: 409,
   insufficient_funds: 422,
+  /** DESIGN §7: POST /x402/authorize refusals; nothing is signed. */
+  x402_amount_not_allowed: 422,
+  x402_pay_to_not_allowed: 422,
+  x402_requirement_unsupported: 422,
+  x402_validity_too_long: 422,
   rate_limited: 429,
   faucet_cooldown: 429,
   faucet_daily_limit: 429,

@@ -71,3 +71,63 @@ export const actionSchema = z.object({
   updated_at: z.string(),
 });
 export type ActionView = z.infer<typeof actionSchema>;
+
+/** A 32-byte nonce as hex, with or without `0x`, either case (normalised to lowercase `0x` form). */
+export const x402NonceSchema = z
+  .string({ error: "nonce must be a string" })
+  .regex(/^(0x)?[0-9a-fA-F]{64}$/, "nonce must be 32 bytes of hex (64 hex digits, 0x optional)");
+
+/**
+ * The 402 quote as the agent received it (SPEC "x402 objects"): only its shape is checked here.
+ * Which entry of `accepts` can be paid is the route's decision (origin/x402/authorize-requirement.ts),
+ * and what is copied into the envelope is the quote as sent, keys in their order.
+ */
+export const x402PaymentRequiredSchema = z.looseObject({
+  x402Version: z.number({ error: "payment_required.x402Version must be a number" }).int(),
+  resource: z.looseObject({
+    url: z.string({ error: "payment_required.resource.url is required" }).min(1).max(2_048),
+  }),
+  accepts: z
+    .array(z.looseObject({}), { error: "payment_required.accepts must be an array of requirements" })
+    .min(1, "payment_required.accepts must not be empty")
+    .max(32, "payment_required.accepts must have at most 32 entries"),
+  extensions: z.record(z.string(), z.unknown()).optional(),
+});
+export type X402PaymentRequired = z.infer<typeof x402PaymentRequiredSchema>;
+
+/** DESIGN §7: POST /agent/v1/x402/authorize. */
+export const x402AuthorizeRequestSchema = z.strictObject({
+  payment_required: x402PaymentRequiredSchema,
+  nonce: x402NonceSchema,
+  idempotency_key: idempotencyKeySchema.optional(),
+});
+export type X402AuthorizeRequest = z.infer<typeof x402AuthorizeRequestSchema>;
+
+/**
+ * DESIGN §7: the answer of POST /agent/v1/x402/authorize. `payment_signature` is the exact value of
+ * the `PAYMENT-SIGNATURE` header (Base64 of `payment_payload` as JSON); `valid_before` is the
+ * authorization's validBefore (unix seconds, as in the payload).
+ */
+export const x402AuthorizeResponseSchema = z.object({
+  action_id: z.string().uuid(),
+  payment_signature: z.string(),
+  payment_payload: z.object({
+    x402Version: z.literal(2),
+    payload: z.object({
+      authorization: z.object({
+        from: z.string(),
+        to: z.string(),
+        value: z.string(),
+        validAfter: z.string(),
+        validBefore: z.string(),
+        nonce: z.string(),
+      }),
+      signature: z.string(),
+    }),
+    extensions: z.record(z.string(), z.unknown()).optional(),
+    resource: z.looseObject({ url: z.string() }),
+    accepted: z.looseObject({}),
+  }),
+  valid_before: z.string(),
+});
+export type X402AuthorizeResponse = z.infer<typeof x402AuthorizeResponseSchema>;

@@ -15,6 +15,7 @@ import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
+import { x402AuthorizeHandler } from "../x402/authorize.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
@@ -74,7 +75,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   router.get("/actions/:action_id", requireCapability("read"), getActionHandler(deps.database.db));
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
-  const writes = { ...moneyHandlers(deps), ...options.writes };
+  const writes = { ...moneyHandlers(deps), ...x402Handlers(deps), ...options.writes };
   router.post("/faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
   router.post("/transfers", requireCapability("transfer"), writes.transfers ?? featureDisabled("transfers"));
   router.post(
@@ -110,6 +111,23 @@ function moneyHandlers(deps: AppDeps): WriteHandlers {
   return {
     ...(deps.config.features.faucet && services.treasury ? { faucet: faucetHandler(services) } : {}),
     ...(deps.config.features.transfers ? { transfers: transfersHandler(services) } : {}),
+  };
+}
+
+/**
+ * The x402 authorize route when its switch is on (config requires the amount and payTo then). It
+ * stands apart from the money routes: turning transfers off does not turn x402 off (SPEC).
+ */
+function x402Handlers(deps: AppDeps): WriteHandlers {
+  const { amountUnits, payTo, maxTimeoutSeconds } = deps.config.x402;
+  if (!deps.config.features.x402 || amountUnits === undefined || !payTo) return {};
+  return {
+    x402Authorize: x402AuthorizeHandler({
+      db: deps.database.db,
+      signer: deps.signer,
+      clock: deps.clock,
+      policy: { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds },
+    }),
   };
 }
 

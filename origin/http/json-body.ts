@@ -10,6 +10,18 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * boundary). Anything else is a 400 `validation_failed` whose message names what to fix.
  */
 export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxBytes = 4_096): Promise<T> {
+  return (await readJsonBody(c, schema, maxBytes)).data;
+}
+
+/**
+ * parseJsonBody, also giving the body as JSON.parse left it: for a route that must pass on part of
+ * what it was sent exactly as sent (a parsed object has the schema's key order, not the sender's).
+ */
+export async function readJsonBody<T>(
+  c: Context,
+  schema: z.ZodType<T>,
+  maxBytes = 4_096,
+): Promise<{ data: T; raw: unknown }> {
   const read = await readBodyLimited(c, maxBytes);
   if (!read.ok) throw new AppError("validation_failed", `the body must be at most ${maxBytes} bytes`);
   let body: unknown;
@@ -19,7 +31,7 @@ export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxByte
     throw new AppError("validation_failed", "the body must be a JSON object");
   }
   const parsed = schema.safeParse(body);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) return { data: parsed.data, raw: body };
   throw new AppError("validation_failed", describeIssue(parsed.error.issues[0]));
 }
 

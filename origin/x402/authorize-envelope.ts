@@ -1,0 +1,70 @@
+/**
+ * The x402 version 2 payment envelope (SPEC "x402 objects") exactly as the official client
+ * (`@x402/core`'s x402Client with `@x402/evm`'s exact scheme, what `@x402/fetch` sends) writes it
+ * for the same quote: keys in its order (x402Version, payload, extensions, resource, accepted),
+ * addresses checksummed, validAfter "0", `resource`, `extensions` and `accepted` copied from the
+ * quote as the agent sent them. Its Base64 is the `PAYMENT-SIGNATURE` header value.
+ */
+import { getAddress } from "viem";
+import type { Hex } from "../../shared/hex.ts";
+
+export type PaymentAuthorization = {
+  from: string;
+  to: string;
+  value: string;
+  validAfter: string;
+  validBefore: string;
+  nonce: string;
+};
+
+export type PaymentEnvelope = {
+  x402Version: 2;
+  payload: { authorization: PaymentAuthorization; signature: string };
+  extensions?: unknown;
+  resource: unknown;
+  accepted: unknown;
+};
+
+export type BuildPaymentEnvelopeParams = {
+  /** The quote's `resource`, `extensions` and chosen `accepts` entry, as the agent sent them. */
+  resource: unknown;
+  extensions: unknown;
+  accepted: unknown;
+  from: string;
+  to: string;
+  value: string;
+  validBefore: bigint;
+  nonce: Hex;
+  signature: Hex;
+};
+
+export function buildPaymentEnvelope(params: BuildPaymentEnvelopeParams): PaymentEnvelope {
+  return {
+    x402Version: 2,
+    payload: {
+      authorization: {
+        from: getAddress(params.from),
+        to: getAddress(params.to),
+        value: params.value,
+        validAfter: "0",
+        validBefore: params.validBefore.toString(),
+        nonce: params.nonce,
+      },
+      signature: params.signature,
+    },
+    // Absent from the JSON when the quote had none, as with the official client.
+    extensions: params.extensions,
+    resource: params.resource,
+    accepted: params.accepted,
+  };
+}
+
+/** The `PAYMENT-SIGNATURE` header value: Base64 of the UTF-8 JSON (x402 core's encoding). */
+export function encodePaymentSignature(envelope: PaymentEnvelope): string {
+  return Buffer.from(JSON.stringify(envelope), "utf8").toString("base64");
+}
+
+/** The envelope back from a header value this module wrote (a stored answer, never client input). */
+export function decodeStoredPaymentSignature(header: string): PaymentEnvelope {
+  return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as PaymentEnvelope;
+}

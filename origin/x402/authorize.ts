@@ -1,0 +1,169 @@
+/**
+ * POST /agent/v1/x402/authorize (SPEC; DESIGN §7): the enclave signs a TransferWithAuthorization
+ * from the caller's wallet for the quote's `exact` / eip155:77 entry, and the answer carries the
+ * exact `PAYMENT-SIGNATURE` header value of the paid retry. The amount and payTo are the node's
+ * (AGENT_X402_AMOUNT, AGENT_X402_PAY_TO), the validity at most AGENT_X402_MAX_TIMEOUT_SECONDS. The
+ * faucet/transfer funding gate, restore-evidence ceilings and transfer quotas do not apply (SPEC),
+ * so nothing of them is read here, nor the transfer switch.
+ */
+import type { Context, Handler } from "hono";
+import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../shared/gateway-schemas.ts";
+import { normaliseHex } from "../../shared/hex.ts";
+import { createActionClaimer, requestHash } from "../actions/repository.ts";
+import type { Db } from "../db/client.ts";
+import type { Clock } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+import { readJsonBody } from "../http/json-body.ts";
+import type { SignerClient, SignerFailure } from "../signer/types.ts";
+import {
+  buildPaymentEnvelope,
+  decodeStoredPaymentSignature,
+  encodePaymentSignature,
+} from "./authorize-envelope.ts";
+import { signActionOnce, storedPaymentSignature } from "./authorize-repository.ts";
+import { chooseRequirement, type X402AuthorizePolicy } from "./authorize-requirement.ts";
+
+export type X402AuthorizeDeps = {
+  db: Db;
+  signer: SignerClient;
+  clock: Clock;
+  policy: X402AuthorizePolicy;
+};
+
+/** A quote with a long description or extensions is larger than the money routes' 4 KiB bodies. */
+const MAX_BODY_BYTES = 32 * 1024;
+
+export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
+  // Claims that arrive together share one insert (actions/repository.ts).
+  const claim = createActionClaimer(deps.db);
+  return async (c) => {
+    const { data: body, raw } = await readJsonBody(c, x402AuthorizeRequestSchema, MAX_BODY_BYTES);
+    // What goes into the envelope is the quote as sent (schema parsing reorders keys).
+    const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
+    const chosen = chooseRequirement(body.payment_required, deps.policy);
+    // Refusals that depend on nothing but the request: answered before anything is written.
+    if (!chosen.ok) throw new AppError(chosen.refusal.code, chosen.refusal.message);
+    const { requirement } = chosen;
+    const accepted = (quote.accepts as unknown[])[requirement.index];
+    const agent = c.get("agent");
+    const nonce = normaliseHex(body.nonce, 32);
+
+    const claimed = await claim({
+      agentId: agent.agentId,
+      kind: "x402",
+      idempotencyKey: body.idempotency_key ?? `x402:${nonce}`,
+      // SPEC: the resource URL is bound to the request hash, not to the signed authorization; so
+      // is the rest of what the envelope copies from the quote.
+      requestHash: requestHash("x402", {
+        nonce,
+        resource: canonicalJson(quote.resource),
+        accepted: canonicalJson(accepted),
+        extensions: quote.extensions === undefined ? null : canonicalJson(quote.extensions),
+      }),
+      amountUnits: deps.policy.amountUnits,
+      toAddress: requirement.payTo,
+    });
+    const actionId = claimed.action.actionId;
+    if (!claimed.claimed) {
+      if (!claimed.samePayload) {
+        throw new AppError(
+          "idempotency_conflict",
+          "this idempotency_key was already used with another payload",
+          {
+            fields: { action_id: actionId },
+          },
+        );
+      }
+      const stored = storedPaymentSignature(claimed.action.signedPayload);
+      if (claimed.action.status === "signed" && stored) return answer(c, actionId, stored);
+    }
+
+    const outcome = await signActionOnce(deps.db, actionId, async () => {
+      const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
+      const signed = await deps.signer.signX402Authorization({
+        keyRef: agent.keyRef,
+        to: requirement.payTo,
+        valueUnits: deps.policy.amountUnits,
+        validAfter: 0n,
+        validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
+        nonce,
+      });
+      if (!signed.ok) return signed;
+      const { authorization, signature } = signed.value;
+      const envelope = buildPaymentEnvelope({
+        resource: quote.resource,
+        extensions: quote.extensions,
+        accepted,
+        from: authorization.from,
+        to: authorization.to,
+        value: requirement.amount,
+        validBefore: authorization.validBefore,
+        nonce: authorization.nonce,
+        signature,
+      });
+      return { ok: true, value: encodePaymentSignature(envelope) };
+    });
+    switch (outcome.kind) {
+      case "signed":
+        return answer(c, actionId, outcome.paymentSignature);
+      case "ended":
+        throw new AppError(
+          "idempotency_conflict",
+          `this authorization ended ${outcome.status} without a signature; authorize again with a fresh nonce`,
+          { fields: { action_id: actionId } },
+        );
+      case "refused": {
+        const refusal = signerRefusal(outcome.failure);
+        throw new AppError(refusal.code, refusal.message, { fields: { action_id: actionId } });
+      }
+    }
+  };
+}
+
+/** The same bytes every time for one action: all of it is derived from the stored header value. */
+function answer(c: Context<AppEnv>, actionId: string, paymentSignature: string): Response {
+  const envelope = decodeStoredPaymentSignature(paymentSignature);
+  const body: X402AuthorizeResponse = {
+    action_id: actionId,
+    payment_signature: paymentSignature,
+    payment_payload: envelope as X402AuthorizeResponse["payment_payload"],
+    valid_before: envelope.payload.authorization.validBefore,
+  };
+  // A signed payment is as good as money until it is settled or expires: no cache keeps it.
+  c.header("cache-control", "no-store");
+  return c.json(body, 200);
+}
+
+/**
+ * The enclave re-checks amount, payTo and validity under its sealed policy; a node configured
+ * unlike it (or a policy changed since start) is refused there with the same meaning.
+ */
+function signerRefusal(failure: SignerFailure): {
+  code:
+    | "x402_amount_not_allowed"
+    | "x402_pay_to_not_allowed"
+    | "x402_validity_too_long"
+    | "agent_signer_unavailable";
+  message: string;
+} {
+  if (failure.code === "cap_exceeded") {
+    const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
+    if (/amount/.test(failure.reason)) return { code: "x402_amount_not_allowed", message };
+    if (/payTo/.test(failure.reason)) return { code: "x402_pay_to_not_allowed", message };
+    if (/validity/.test(failure.reason)) return { code: "x402_validity_too_long", message };
+  }
+  return {
+    code: "agent_signer_unavailable",
+    message: `the signer cannot sign this authorization (${failure.code}); nothing was signed, a retry is safe`,
+  };
+}
+
+/** JSON with object keys sorted at every level: the same value hashes the same whatever its key order. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) =>
+    inner !== null && typeof inner === "object" && !Array.isArray(inner)
+      ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : inner,
+  );
+}
