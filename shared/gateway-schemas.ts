@@ -54,6 +54,15 @@ export type ActionStatus = (typeof ACTION_STATUSES)[number];
 /** Statuses after which an action never changes again. */
 export const TERMINAL_ACTION_STATUSES: readonly ActionStatus[] = ["confirmed", "failed", "reverted"];
 
+/**
+ * Whether an action has reached its end. An x402 authorization ends once signed: it is never
+ * submitted by us, the payee's facilitator settles it (SPEC "States and transitions / Agent action").
+ */
+export function isTerminalAction(action: { kind: string; status: ActionStatus }): boolean {
+  if (action.kind === "x402" && action.status === "signed") return true;
+  return TERMINAL_ACTION_STATUSES.includes(action.status);
+}
+
 /** DESIGN §7: the action, as faucet, transfers and GET /actions/{id} answer it. */
 export const actionSchema = z.object({
   action_id: z.string().uuid(),

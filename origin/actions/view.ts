@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type ActionView, TERMINAL_ACTION_STATUSES } from "../../shared/gateway-schemas.ts";
+import { type ActionView, isTerminalAction } from "../../shared/gateway-schemas.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { ActionRow } from "./repository.ts";
 
@@ -21,6 +21,5 @@ export function actionView(action: ActionRow): ActionView {
 
 /** DESIGN §7: 200 once the action is terminal, 202 while it is in flight. */
 export function respondWithAction(c: Context<AppEnv>, action: ActionRow): Response {
-  const terminal = TERMINAL_ACTION_STATUSES.includes(action.status);
-  return c.json(actionView(action), terminal ? 200 : 202);
+  return c.json(actionView(action), isTerminalAction(action) ? 200 : 202);
 }

@@ -176,6 +176,7 @@ describe("socket signer client against the real enclave", () => {
         policyVersion: 1,
         policy: { ...policy, x402PayTo: policy.x402PayTo?.toLowerCase() },
         treasury: null,
+        settler: null,
       },
     });
     const signed = await client.signTransfer({

@@ -217,6 +217,13 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(again.status).toBe(200);
     expect(again.text).toBe(first.text);
     expect(signRequests).toBe(before);
+    // An authorization ends once signed (the payee settles it): its action reads as terminal.
+    const actionId = (first.body as X402AuthorizeResponse).action_id;
+    const action = await send(`${origin.base}/agent/v1/actions/${actionId}`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    expect(action.status).toBe(200);
+    expect(action.body).toMatchObject({ action_id: actionId, kind: "x402", status: "signed" });
     // The same nonce again, spelled in capitals with its default key: the same request.
     const shouted = await authorize(origin.base, agent.token, {
       ...body,
