@@ -9,7 +9,9 @@ export type TestResponse = {
 export type SendParams = {
   method?: string;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Uint8Array;
+  /** The Content-Type sent with a body: `application/json` unless given; null sends none. */
+  contentType?: string | null;
   /** Source address on the loopback range (127.0.0.0/8), to act as distinct clients. */
   localAddress?: string;
 };
@@ -22,7 +24,15 @@ export function send(url: string, params: SendParams = {}): Promise<TestResponse
       {
         method: params.method ?? "GET",
         headers: {
-          ...(params.body === undefined ? {} : { "content-type": "application/json" }),
+          ...(params.body === undefined || params.contentType === null
+            ? {}
+            : { "content-type": params.contentType ?? "application/json" }),
+          // Framed even on GET, whose bodies Node would otherwise send unframed (the server would
+          // read them as the next request).
+          ...(params.body === undefined ||
+          Object.keys(params.headers ?? {}).some((name) => name.toLowerCase() === "transfer-encoding")
+            ? {}
+            : { "content-length": String(Buffer.byteLength(params.body)) }),
           ...params.headers,
         },
         localAddress: params.localAddress,

@@ -52,6 +52,8 @@ export type MoneyStack = {
     drilled?: boolean;
     verified?: boolean;
   }): Promise<StackAgent>;
+  /** `count` new agents on one fresh batch (options as newAgent's). */
+  newAgents(count: number, options?: Parameters<MoneyStack["newAgent"]>[0]): Promise<StackAgent[]>;
   /** Starts another origin on the same database, enclave and devnet (env overrides applied). */
   startOrigin(env?: Record<string, string>, tracker?: TxTrackerOptions): Promise<TestOrigin>;
   close(): Promise<void>;
@@ -159,6 +161,8 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     const [agent] = await makeAgents(agentDeps, 1, agentOptions);
     return agent!;
   };
+  const newAgents: MoneyStack["newAgents"] = (count, agentOptions = {}) =>
+    makeAgents(agentDeps, count, agentOptions);
 
   return {
     db,
@@ -180,6 +184,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     authorities,
     drill: (batchId) => driller.drill(db.handle.db, batchId),
     newAgent,
+    newAgents,
     startOrigin,
     async close() {
       for (const started of origins) await started.close();
