@@ -39,7 +39,7 @@ const hostileString = fc.oneof(
 /** A JSON text, escaped as JSON.stringify would not write it: lone surrogates and \u escapes. */
 const loneSurrogateText = fc
   .constantFrom("\\ud800", "\\udfff", "\\udbff\\u0041", "\\u0000", "\\uffff")
-  .map((escape) => `"${escape}"`);
+  .map((sequence) => `"${sequence}"`);
 
 /** Prototype-polluting keys, as raw text (JSON.parse makes them own properties). */
 const protoKeyText = fc
