@@ -132,11 +132,15 @@ describe("admin routes are unreachable through the edge", () => {
           headers,
           ...(target.method === "POST" ? { body } : {}),
         }).catch((error: Error) => ({ status: 0, body: error.message, headers: {} }));
-        answers.push(`${target.method} ${spelling} → ${response.status} ${JSON.stringify(response.body).slice(0, 120)}`);
+        answers.push(
+          `${target.method} ${spelling} → ${response.status} ${JSON.stringify(response.body).slice(0, 120)}`,
+        );
         // Refused, whoever refused it: the worker's 404, the gateway's 401, or (for a few POST
         // spellings) the local front's 502 when workerd drops the connection (scripts/lib/edge.ts).
         expect(response.status === 0 || response.status >= 400, answers.at(-1)).toBe(true);
-        expect(JSON.stringify(response.body), spelling).not.toMatch(/settings|identities|# HELP|# TYPE|<html/i);
+        expect(JSON.stringify(response.body), spelling).not.toMatch(
+          /settings|identities|# HELP|# TYPE|<html/i,
+        );
       }
     }
     // What reached the origin at all went to the gateway (bearer refusal) or nowhere (404).
