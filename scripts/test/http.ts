@@ -1,4 +1,5 @@
 import { request } from "node:http";
+import { recordOutput } from "./secret-sink.ts";
 
 export type TestResponse = {
   status: number;
@@ -43,6 +44,8 @@ export function send(url: string, params: SendParams = {}): Promise<TestResponse
         res.on("data", (chunk: Buffer) => chunks.push(chunk));
         res.on("end", () => {
           const text = Buffer.concat(chunks).toString("utf8");
+          // Error bodies go to the run's secret scan (a 201's token is the one place a token belongs).
+          if ((res.statusCode ?? 0) >= 400) recordOutput("error body", text);
           let body: unknown = text;
           try {
             body = JSON.parse(text);
