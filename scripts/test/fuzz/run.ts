@@ -114,7 +114,13 @@ async function changedState(
   const growth = (key: keyof StateSnapshot): number => Number(after[key]) - Number(before[key]);
   const excused = new Set<keyof StateSnapshot>();
   // SPEC Limits rule 1: an admitted attempt counts even when issuance then refuses it.
-  if (may.includes("registration_attempt") && growth("registration_attempts") <= refusals.length)
+  // Only refusals past admission (a quota or the key stock at issuance) may have counted one.
+  const pastAdmission = refusals.filter(
+    (response) =>
+      response !== "closed" &&
+      ["registration_unavailable", "registration_rate_limited"].includes(errorCode(response.body) ?? ""),
+  ).length;
+  if (may.includes("registration_attempt") && growth("registration_attempts") <= pastAdmission)
     excused.add("registration_attempts");
   // A money action refused after its claim is kept as `failed` with the refusal's code.
   if (may.includes("failed_action") && growth("actions") > 0 && growth("actions") <= refusals.length) {
