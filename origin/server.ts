@@ -45,7 +45,12 @@ export function startHttpServer(app: Hono<AppEnv>, host: string, port: number): 
  * envelope every other refusal uses, and the connection is closed since its framing is lost.
  */
 export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable || (socket as Socket & { _httpMessage?: unknown })._httpMessage) {
+  // A reset has no one to answer; a request already being answered keeps its own response.
+  if (
+    error.code === "ECONNRESET" ||
+    !socket.writable ||
+    (socket as Socket & { _httpMessage?: unknown })._httpMessage
+  ) {
     socket.destroy();
     return;
   }
