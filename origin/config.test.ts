@@ -122,12 +122,35 @@ describe("configuration", () => {
       expect(result.ok && result.config.features.registrationAllowLoopback, String(host)).toBe(true);
     }
     for (const host of ["0.0.0.0", "10.0.0.5", "::", "origin.internal"]) {
-      expect(errorsOf({ AGENT_REGISTRATION_ALLOW_LOOPBACK: "true", ORIGIN_HOST: host }), host).toEqual([
+      const env = {
+        AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
+        ORIGIN_HOST: host,
+        AGENT_ALLOW_PUBLIC_BIND: "1",
+      };
+      expect(errorsOf(env), host).toEqual([
         "AGENT_REGISTRATION_ALLOW_LOOPBACK: allowed only when ORIGIN_HOST is a loopback address",
       ]);
     }
     const notLiteral = parseConfig({ AGENT_REGISTRATION_ALLOW_LOOPBACK: "1" });
     expect(notLiteral.ok && notLiteral.config.features.registrationAllowLoopback).toBe(false);
+  });
+
+  it("refuses a non-loopback ORIGIN_HOST unless AGENT_TRUSTED_PROXIES is set or AGENT_ALLOW_PUBLIC_BIND=1", () => {
+    for (const host of ["0.0.0.0", "10.0.0.5", "::", "origin.internal"]) {
+      expect(errorsOf({ ORIGIN_HOST: host }), host).toEqual([
+        `ORIGIN_HOST: ${host} is not a loopback address; set AGENT_TRUSTED_PROXIES to the CIDRs of the ` +
+          "proxies in front of the origin, or AGENT_ALLOW_PUBLIC_BIND=1 to accept that clients reach it directly",
+      ]);
+      expect(parseConfig({ ORIGIN_HOST: host, AGENT_TRUSTED_PROXIES: "10.0.0.0/8" }).ok, host).toBe(true);
+      expect(parseConfig({ ORIGIN_HOST: host, AGENT_ALLOW_PUBLIC_BIND: "1" }).ok, host).toBe(true);
+    }
+    // Only the literal 1 acknowledges.
+    expect(errorsOf({ ORIGIN_HOST: "0.0.0.0", AGENT_ALLOW_PUBLIC_BIND: "true" })[0]).toMatch(
+      /^AGENT_ALLOW_PUBLIC_BIND/,
+    );
+    for (const host of ["127.0.0.1", "127.9.9.9", "::1", "localhost"]) {
+      expect(parseConfig({ ORIGIN_HOST: host }).ok, host).toBe(true);
+    }
   });
 
   it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {

@@ -87,6 +87,11 @@ const envSchema = z.object({
   AGENT_SIGNER_LIVE_IDENTITY_ENABLED: literalTrue,
   /** Ours, local development only: loopback clients may register (each address its own group). */
   AGENT_REGISTRATION_ALLOW_LOOPBACK: literalTrue,
+  /**
+   * Ours: the operator acknowledges that the origin listens on a non-loopback address with no
+   * trusted proxy in front (see crossFieldErrors). Only the literal `1` acknowledges.
+   */
+  AGENT_ALLOW_PUBLIC_BIND: z.enum(["1"]).optional(),
 
   AGENT_REGISTRATION_IP_SECRET: secret,
   AGENT_REGISTRATION_ADMIN_SECRET: secret,
@@ -260,6 +265,16 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   // whose clients are all on loopback, and only an origin that itself listens on loopback may use it.
   if (env.AGENT_REGISTRATION_ALLOW_LOOPBACK === "true" && !isLoopbackHost(env.ORIGIN_HOST ?? "127.0.0.1")) {
     errors.push("AGENT_REGISTRATION_ALLOW_LOOPBACK: allowed only when ORIGIN_HOST is a loopback address");
+  }
+  // SPEC Limits rule 3: behind a proxy without AGENT_TRUSTED_PROXIES every client is the proxy and
+  // the per-IP limits collapse into one bucket; bound publicly, the private console and /metrics
+  // face the network. Listening beyond loopback needs one or the other said out loud.
+  const host = env.ORIGIN_HOST ?? "127.0.0.1";
+  if (!isLoopbackHost(host) && !env.AGENT_TRUSTED_PROXIES?.trim() && env.AGENT_ALLOW_PUBLIC_BIND !== "1") {
+    errors.push(
+      `ORIGIN_HOST: ${host} is not a loopback address; set AGENT_TRUSTED_PROXIES to the CIDRs of the ` +
+        "proxies in front of the origin, or AGENT_ALLOW_PUBLIC_BIND=1 to accept that clients reach it directly",
+    );
   }
   if (env.AGENT_X402_ENABLED === "true") {
     for (const name of ["AGENT_X402_AMOUNT", "AGENT_X402_PAY_TO"] as const) {

@@ -16,6 +16,8 @@ export const ERROR_STATUS = {
   recipient_not_allowed: 403,
   funding_gate_closed: 403,
   idempotency_conflict: 409,
+  /** A body over the route's limit, refused before it is read in full. */
+  payload_too_large: 413,
   insufficient_funds: 422,
   /** DESIGN §7: POST /x402/authorize refusals; nothing is signed. */
   x402_amount_not_allowed: 422,
@@ -26,6 +28,8 @@ export const ERROR_STATUS = {
   faucet_cooldown: 429,
   faucet_daily_limit: 429,
   registration_rate_limited: 429,
+  /** Request headers over Node's limit (16 KiB), refused by the server before any route. */
+  headers_too_large: 431,
   internal_error: 500,
   upstream_unavailable: 502,
   agent_key_pool_exhausted: 503,

@@ -25,6 +25,10 @@ export type BearerAuthParams = {
 
 // A fixed hash to compare against when the token id is unknown, so both paths do the same work.
 const DUMMY_HASH = Buffer.alloc(32);
+// What a missing or malformed presentation is looked up and compared as: an id no token has
+// (not 32 hex digits) and a secret, so every failure costs one store read and one hash compare
+// and the timing does not tell a malformed token from a well-formed one (issue 18 item 4).
+const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
 
 /**
  * SPEC "Agent bearer token": fail-closed authentication against a non-revoked, enabled identity,
@@ -43,18 +47,20 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     }
 
     const parsed = parseBearerHeader(c.req.header("authorization"));
+    const presented = parsed ?? NO_SUCH_TOKEN;
     let failure: AuthFailure | undefined;
     let identity: TokenIdentity | undefined;
     try {
-      identity = parsed ? await params.lookup(parsed.tokenId) : undefined;
+      identity = await params.lookup(presented.tokenId);
     } catch (error) {
       // Fail closed, and say it is the service, not the token: no failure is counted against the IP.
       throw new AppError("service_unavailable", "authentication is temporarily unavailable", {
         cause: error,
       });
     }
+    const secretOk = secretMatches(presented.secret, identity?.secretHash ?? DUMMY_HASH);
     if (!parsed) failure = "missing_or_malformed";
-    else if (!secretMatches(parsed.secret, identity?.secretHash ?? DUMMY_HASH) || !identity) {
+    else if (!secretOk || !identity) {
       failure = identity ? "wrong_secret" : "unknown_token";
     } else if (identity.revoked) failure = "revoked";
     else if (!identity.enabled) failure = "disabled";

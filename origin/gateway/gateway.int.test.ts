@@ -507,7 +507,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
         expect(endless.sent).toBeGreaterThan(65_536);
         expect(endless.sent).toBeLessThan(64 * 1024 * 1024);
         if (endless.kind === "answered") {
-          expect(endless.status).toBe(200);
+          expect(endless.status).toBe(413);
           expect(JSON.parse(endless.body)).toMatchObject({
             error: { code: -32600, message: "request exceeds 65536 bytes" },
           });

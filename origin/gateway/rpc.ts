@@ -80,7 +80,8 @@ async function handle(
   upstream: JsonRpcUpstream | undefined,
 ): Promise<Response> {
   const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
-  if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`));
+  // JSON-RPC's form, HTTP's status: a proxy or client that reads only the status sees 413 too.
+  if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`), 413);
   let body: unknown;
   try {
     body = JSON.parse(UTF8.decode(read.bytes));

@@ -7,7 +7,8 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Reads a JSON body of at most `maxBytes` and parses it with `schema` (STYLE: parse once at the
- * boundary). Anything else is a 400 `validation_failed` whose message names what to fix.
+ * boundary). A larger body is a 413 `payload_too_large`, refused before it is read in full; anything
+ * else is a 400 `validation_failed` whose message names what to fix.
  */
 export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxBytes = 4_096): Promise<T> {
   return (await readJsonBody(c, schema, maxBytes)).data;
@@ -23,7 +24,7 @@ export async function readJsonBody<T>(
   maxBytes = 4_096,
 ): Promise<{ data: T; raw: unknown }> {
   const read = await readBodyLimited(c, maxBytes);
-  if (!read.ok) throw new AppError("validation_failed", `the body must be at most ${maxBytes} bytes`);
+  if (!read.ok) throw new AppError("payload_too_large", `the body must be at most ${maxBytes} bytes`);
   let body: unknown;
   try {
     body = JSON.parse(UTF8.decode(read.bytes));

@@ -6,7 +6,9 @@ import { readBodyLimited } from "../http/read-body.ts";
 const MAX_BODY_BYTES = 1024;
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
-export type RequestShapeResult = { ok: true } | { ok: false; message: string };
+export type RequestShapeResult =
+  | { ok: true }
+  | { ok: false; code: "validation_failed" | "payload_too_large"; message: string };
 
 /**
  * SPEC "POST /agent/v1/register": `Content-Type: application/json`, `X-SVC-Registration: 1`, body
@@ -16,20 +18,29 @@ export type RequestShapeResult = { ok: true } | { ok: false; message: string };
 export async function checkRequestShape(c: Context): Promise<RequestShapeResult> {
   const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim().toLowerCase();
   if (mediaType !== "application/json")
-    return { ok: false, message: "Content-Type must be application/json" };
+    return { ok: false, code: "validation_failed", message: "Content-Type must be application/json" };
   if (c.req.header(HEADER_REGISTRATION)?.trim() !== "1") {
-    return { ok: false, message: "X-SVC-Registration: 1 is required" };
+    return { ok: false, code: "validation_failed", message: "X-SVC-Registration: 1 is required" };
   }
   const read = await readBodyLimited(c, MAX_BODY_BYTES);
-  if (!read.ok) return { ok: false, message: "the body must be {}" };
+  if (!read.ok)
+    return {
+      ok: false,
+      code: "payload_too_large",
+      message: `the body must be {} (at most ${MAX_BODY_BYTES} bytes)`,
+    };
   let body: unknown;
   try {
     body = JSON.parse(UTF8.decode(read.bytes));
   } catch {
-    return { ok: false, message: "the body must be {}" };
+    return { ok: false, code: "validation_failed", message: "the body must be {}" };
   }
   if (body === null || typeof body !== "object" || Array.isArray(body) || Object.keys(body).length > 0) {
-    return { ok: false, message: "the body must be {}: registration takes no fields" };
+    return {
+      ok: false,
+      code: "validation_failed",
+      message: "the body must be {}: registration takes no fields",
+    };
   }
   return { ok: true };
 }

@@ -28,7 +28,7 @@ export type RegistrationRouterOptions = {
  * In order, each step refusing before the next costs anything:
  *   1. the registration switch (503 disabled);
  *   2. ingress: the edge secret and a public X-svc-Registration-IP (403, nothing counted);
- *   3. the request's shape (400);
+ *   3. the request's shape (400; 413 for a body over its limit, refused before it is read);
  *   4. the policy and quota state, read only (503 paused / total_ceiling / key_reserve, 429 when
  *      a daily quota is spent; no counter moves);
  *   5. the early local limiter (429; in memory, no persisted counter moves);
@@ -77,7 +77,7 @@ export function createRegistrationRouter(
       );
     }
     const shape = await checkRequestShape(c);
-    if (!shape.ok) throw new AppError("validation_failed", shape.message);
+    if (!shape.ok) throw new AppError(shape.code, shape.message);
 
     const now = clock.now();
     const day = utcDay(now);

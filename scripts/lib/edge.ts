@@ -17,6 +17,7 @@ import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
+import { recordOutput } from "../test/secret-sink.ts";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -110,7 +111,12 @@ export type EdgeHandle = {
 export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
   const wrangler = await readWranglerConfig();
   const script = await bundleEdgeWorker(wrangler.main);
-  const onLine = params.onLine ?? ((line: string) => process.stdout.write(`[edge] ${line}\n`));
+  const show = params.onLine ?? ((line: string) => process.stdout.write(`[edge] ${line}\n`));
+  // Under the test suite every edge line also goes to the run's secret scan (a no-op otherwise).
+  const onLine = (line: string): void => {
+    recordOutput("edge", line);
+    show(line);
+  };
   const bindings: Record<string, string> = {
     ...wrangler.vars,
     ORIGIN_URL: params.originUrl,

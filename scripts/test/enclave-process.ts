@@ -12,6 +12,7 @@ import { socketAccepts } from "../../enclave/socket-probe.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../../shared/capability.ts";
 import { toHex } from "../../shared/hex.ts";
 import { randomX25519PrivateKey, x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import { recordOutput, recordSecret } from "./secret-sink.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const MAIN = join(REPO_ROOT, "enclave/main.ts");
@@ -66,6 +67,9 @@ export async function createEnclaveFixture(
   const policySecret = options.keys?.policySecret ?? randomAuthoritySecret();
   const recoverySecret = options.keys?.recoverySecret ?? randomAuthoritySecret();
   const recoveryEncKey = options.keys?.recoveryEncKey ?? randomX25519PrivateKey();
+  // The authorities' and the recovery key's private halves must never show in any output either.
+  for (const key of [adminSecret, policySecret, recoverySecret, recoveryEncKey])
+    recordSecret(toHex(key).replace(/^0x/, ""));
   await run(
     process.execPath,
     [
@@ -113,6 +117,7 @@ export async function createEnclaveFixture(
     });
     spawned.stderr?.on("data", (chunk: Buffer) => {
       stderr += chunk.toString("utf8");
+      recordOutput("enclave", chunk.toString("utf8"));
     });
     child = spawned;
     await waitForSocket(socketPath, spawned);

@@ -7,6 +7,7 @@ import { connectDatabase } from "../../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../../origin/db/embedded.ts";
 import { migrateDatabase } from "../../origin/db/migrate.ts";
 import { freePort } from "./free-port.ts";
+import { SINK_ENV, scanSink } from "./secret-sink.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -40,10 +41,26 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await migrateDatabase(handle.db);
   await handle.close();
 
+  // Issue 18 item 4: every log line and error body of the run lands here (secret-sink.ts), and
+  // the run fails at the end if a secret or a token is found in any of it.
+  const sinkDir = await mkdtemp(path.join(tmpdir(), "agents-test-sink-"));
+  process.env[SINK_ENV] = sinkDir;
+
   project.provide("pgAdminUrl", adminUrl);
   project.provide("pgTemplate", template);
 
   return async () => {
+    const leaks = scanSink(sinkDir);
+    await rm(sinkDir, { recursive: true, force: true });
+    if (leaks.length > 0) {
+      throw new Error(
+        `secret scan: ${leaks.length} secret(s) or token(s) in the run's logs or error bodies:\n` +
+          leaks
+            .slice(0, 20)
+            .map((leak) => `  - ${leak.source}: ${leak.what}`)
+            .join("\n"),
+      );
+    }
     await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
     await stopEmbedded?.();
     if (tempDir) await rm(tempDir, { recursive: true, force: true });

@@ -1,4 +1,5 @@
 import { request } from "node:http";
+import { recordOutput } from "./secret-sink.ts";
 
 export type TestResponse = {
   status: number;
@@ -9,7 +10,9 @@ export type TestResponse = {
 export type SendParams = {
   method?: string;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Uint8Array;
+  /** The Content-Type sent with a body: `application/json` unless given; null sends none. */
+  contentType?: string | null;
   /** Source address on the loopback range (127.0.0.0/8), to act as distinct clients. */
   localAddress?: string;
 };
@@ -22,7 +25,15 @@ export function send(url: string, params: SendParams = {}): Promise<TestResponse
       {
         method: params.method ?? "GET",
         headers: {
-          ...(params.body === undefined ? {} : { "content-type": "application/json" }),
+          ...(params.body === undefined || params.contentType === null
+            ? {}
+            : { "content-type": params.contentType ?? "application/json" }),
+          // Framed even on GET, whose bodies Node would otherwise send unframed (the server would
+          // read them as the next request).
+          ...(params.body === undefined ||
+          Object.keys(params.headers ?? {}).some((name) => name.toLowerCase() === "transfer-encoding")
+            ? {}
+            : { "content-length": String(Buffer.byteLength(params.body)) }),
           ...params.headers,
         },
         localAddress: params.localAddress,
@@ -33,6 +44,8 @@ export function send(url: string, params: SendParams = {}): Promise<TestResponse
         res.on("data", (chunk: Buffer) => chunks.push(chunk));
         res.on("end", () => {
           const text = Buffer.concat(chunks).toString("utf8");
+          // Error bodies go to the run's secret scan (a 201's token is the one place a token belongs).
+          if ((res.statusCode ?? 0) >= 400) recordOutput("error body", text);
           let body: unknown = text;
           try {
             body = JSON.parse(text);

@@ -193,7 +193,6 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     const [agent] = await makeAgents(agentDeps, 1, agentOptions);
     return agent!;
   };
-
   return {
     db,
     devnet,

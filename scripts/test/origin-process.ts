@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { REPO_ROOT } from "./enclave-process.ts";
+import { recordOutput, recordSecretsOf } from "./secret-sink.ts";
 
 export type OriginProcess = {
   /** `http://127.0.0.1:<port>/77` */
@@ -26,6 +27,7 @@ export async function spawnOrigin(params: {
   timeoutMs?: number;
 }): Promise<OriginProcess> {
   const { DATABASE_URL: _inherited, ...inherited } = process.env;
+  recordSecretsOf(params.env);
   const child = spawn(
     process.execPath,
     [...(params.nodeArgs ?? []), "--import", "tsx", params.entry ?? "origin/main.ts"],
@@ -39,6 +41,7 @@ export async function spawnOrigin(params: {
   let output = "";
   const keep = (chunk: Buffer): void => {
     output = (output + chunk.toString()).slice(-65_536);
+    recordOutput("origin process", chunk.toString());
   };
   child.stdout?.on("data", keep);
   child.stderr?.on("data", keep);

@@ -14,6 +14,7 @@ import { startHttpServer } from "../../origin/server.ts";
 import { createDormantSignerClient } from "../../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../../origin/signer/types.ts";
 import type { TxTracker, TxTrackerOptions } from "../../origin/workers/tx-tracker.ts";
+import { recordOutput, recordSecretsOf, SINK_ENV } from "./secret-sink.ts";
 
 export type TestOrigin = {
   url: string;
@@ -54,12 +55,22 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     ? metrics.observeRpc(createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }))
     : undefined;
   const signer = metrics.observeSigner(params.signer ?? createDormantSignerClient());
-  // TEST_ORIGIN_LOG=1 prints the origin's log to stderr, for whoever debugs a failing test.
-  const logger = params.onLogLine
-    ? createLogger("info", { write: (line: string) => params.onLogLine?.(line) })
-    : process.env.TEST_ORIGIN_LOG === "1"
-      ? createLogger("debug", process.stderr)
-      : pino({ level: "silent" });
+  recordSecretsOf(params.env ?? {});
+  // TEST_ORIGIN_LOG=1 prints the origin's log to stderr, for whoever debugs a failing test. Every
+  // line also goes to the run's secret scan (secret-sink.ts) when it is on.
+  const scanned = process.env[SINK_ENV] !== undefined;
+  const logger =
+    params.onLogLine || scanned
+      ? createLogger(process.env.TEST_ORIGIN_LOG === "1" ? "debug" : "info", {
+          write: (line: string) => {
+            recordOutput("origin", line);
+            params.onLogLine?.(line);
+            if (process.env.TEST_ORIGIN_LOG === "1") process.stderr.write(line);
+          },
+        })
+      : process.env.TEST_ORIGIN_LOG === "1"
+        ? createLogger("debug", process.stderr)
+        : pino({ level: "silent" });
   // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
   const prepared = await prepareMoney({
     config,

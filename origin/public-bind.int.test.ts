@@ -1,0 +1,45 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { createTestDatabase } from "../scripts/test/database.ts";
+import { REPO_ROOT } from "../scripts/test/enclave-process.ts";
+import { spawnOrigin } from "../scripts/test/origin-process.ts";
+
+const run = promisify(execFile);
+
+// Issue 18 item 4: the origin refuses to listen beyond loopback unless AGENT_TRUSTED_PROXIES is
+// set or the operator acknowledges it with AGENT_ALLOW_PUBLIC_BIND=1: a clear message, exit 1.
+describe("the origin bound to a non-loopback address", () => {
+  it("stops at start with a message naming both ways out, and a non-zero exit", async () => {
+    const { DATABASE_URL: _unused, ...env } = process.env;
+    const outcome = await run(process.execPath, ["--import", "tsx", "origin/main.ts"], {
+      cwd: REPO_ROOT,
+      env: { ...env, ORIGIN_HOST: "0.0.0.0", ORIGIN_PORT: "0", AGENT_GATEWAY_ENABLED: "true" },
+      timeout: 60_000,
+    }).then(
+      () => ({ code: 0, stderr: "" }),
+      (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
+    );
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toContain(
+      "ORIGIN_HOST: 0.0.0.0 is not a loopback address; set AGENT_TRUSTED_PROXIES to the CIDRs of the " +
+        "proxies in front of the origin, or AGENT_ALLOW_PUBLIC_BIND=1 to accept that clients reach it directly",
+    );
+  });
+
+  it("starts when the operator acknowledges it (AGENT_ALLOW_PUBLIC_BIND=1)", async () => {
+    const db = await createTestDatabase();
+    try {
+      const origin = await spawnOrigin({
+        env: { DATABASE_URL: db.url, ORIGIN_HOST: "0.0.0.0", AGENT_ALLOW_PUBLIC_BIND: "1" },
+      });
+      try {
+        expect((await fetch(`${origin.base.replace("0.0.0.0", "127.0.0.1")}/healthz`)).status).toBe(200);
+      } finally {
+        expect(await origin.stop()).toBe(0);
+      }
+    } finally {
+      await db.drop();
+    }
+  });
+});
