@@ -12,7 +12,11 @@ export type OpenApiDocument = {
 };
 
 const SECURITY_SCHEMES = {
-  agentToken: { type: "http", scheme: "bearer", description: "The agent's token: `agt_<token_id>_<secret>`." },
+  agentToken: {
+    type: "http",
+    scheme: "bearer",
+    description: "The agent's token: `agt_<token_id>_<secret>`.",
+  },
   adminApiToken: { type: "apiKey", in: "header", name: "x-admin-api-token" },
   registrationAdminToken: { type: "apiKey", in: "header", name: "x-registration-admin-token" },
 };
@@ -95,7 +99,10 @@ function describeOperation(
     operationId: operation.operationId,
     summary: operation.summary,
     tags: [operation.tag],
-    security: operation.security.length === 0 ? [] : [Object.fromEntries(operation.security.map((name) => [name, []]))],
+    security:
+      operation.security.length === 0
+        ? []
+        : [Object.fromEntries(operation.security.map((name) => [name, []]))],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(request
       ? {
@@ -116,7 +123,11 @@ function describeOperation(
 function toJsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
   // Refinements (an address checksum, an amount's upper bound) have no JSON Schema form: the
   // document keeps their pattern and description, the route still checks them.
-  const converted = z.toJSONSchema(schema, { target: "draft-2020-12", io, unrepresentable: "any" }) as JsonSchema;
+  const converted = z.toJSONSchema(schema, {
+    target: "draft-2020-12",
+    io,
+    unrepresentable: "any",
+  }) as JsonSchema;
   delete converted.$schema;
   return converted;
 }

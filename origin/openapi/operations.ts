@@ -71,17 +71,20 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
     404: errorResponse("not_found: the gateway switch is off; feature_disabled: the route's switch is off"),
     429: errorResponse("rate_limited (either tier), or a money limit; `retry_after` in seconds"),
     500: errorResponse("internal_error"),
+    502: errorResponse(EDGE_502),
     503: errorResponse("service_unavailable, agent_signer_unavailable, agent_signer_protocol_unavailable"),
   };
   for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");
   return all;
 };
 
+/** The edge answers 502 itself when the origin does not (edge-worker/proxy.ts). */
+const EDGE_502 = "upstream_unavailable: the chain did not answer, or the edge could not reach the origin";
+
 const STATUS_TEXT: Record<number, string> = {
   400: "validation_failed: the message names the field to fix",
   409: "idempotency_conflict: the key was used with a different payload",
   422: "insufficient_funds (the amount plus the maximum fee exceeds the balance)",
-  502: "upstream_unavailable: the chain did not answer",
 };
 
 const action: NamedSchema = { name: "Action", schema: actionSchema };
@@ -113,7 +116,10 @@ export const OPERATIONS: readonly Operation[] = [
     summary: "Discovery: chain, the caller's identity, the RPC allowlist, limits and features. Call first.",
     tag: "agent",
     security: ["agentToken"],
-    responses: { 200: { description: "the network", body: { name: "Network", schema: networkResponseSchema } }, ...agentErrors() },
+    responses: {
+      200: { description: "the network", body: { name: "Network", schema: networkResponseSchema } },
+      ...agentErrors(),
+    },
   },
   {
     method: "get",
@@ -124,7 +130,7 @@ export const OPERATIONS: readonly Operation[] = [
     security: ["agentToken"],
     responses: {
       200: { description: "the balance", body: { name: "Balance", schema: balanceResponseSchema } },
-      ...agentErrors(502),
+      ...agentErrors(),
     },
   },
   {
@@ -151,7 +157,7 @@ export const OPERATIONS: readonly Operation[] = [
           ],
         },
       },
-      ...agentErrors(502),
+      ...agentErrors(),
     },
   },
   {
@@ -207,6 +213,7 @@ export const OPERATIONS: readonly Operation[] = [
     responses: {
       200: { description: "the OpenAPI 3.1 document", freeForm: true },
       404: errorResponse("not_found: the gateway switch is off"),
+      502: errorResponse(EDGE_502),
     },
   },
   // ─── Registration ────────────────────────────────────────────────────────────────────────
@@ -221,12 +228,16 @@ export const OPERATIONS: readonly Operation[] = [
     headers: [{ name: "X-SVC-Registration", description: "must be `1`", required: true }],
     requestBody: { name: "RegisterRequest", schema: registerRequestSchema },
     responses: {
-      201: { description: "the new identity; the token is shown once", body: { name: "Registration", schema: registerResponseSchema } },
+      201: {
+        description: "the new identity; the token is shown once",
+        body: { name: "Registration", schema: registerResponseSchema },
+      },
       400: errorResponse(STATUS_TEXT[400]!),
       403: errorResponse("cross_site_refused, registration_ingress_refused"),
       404: errorResponse("not_found: the gateway switch is off"),
       429: errorResponse("registration_rate_limited, with Retry-After"),
       500: errorResponse("internal_error"),
+      502: errorResponse(EDGE_502),
       503: errorResponse("registration_unavailable, with a `reason`"),
     },
   },
@@ -235,32 +246,39 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/x402/demo",
     operationId: "x402Demo",
-    summary:
-      "Demo paid resource: unpaid gives 402 with the quote; repeat with PAYMENT-SIGNATURE to pay.",
+    summary: "Demo paid resource: unpaid gives 402 with the quote; repeat with PAYMENT-SIGNATURE to pay.",
     tag: "x402",
     security: [],
     headers: [{ name: "PAYMENT-SIGNATURE", description: "Base64 of the payment envelope", required: false }],
     responses: {
       200: x402FreeForm("the paid resource, after the settlement is included with status 0x1"),
-      402: x402FreeForm("the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after a failed settle"),
+      402: x402FreeForm(
+        "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after a failed settle",
+      ),
       404: errorResponse("not_found / feature_disabled"),
       500: errorResponse("internal_error"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
     method: "get",
     path: "/x402/facilitator/supported",
     operationId: "x402Supported",
-    summary: "Facilitator capabilities `{kinds: [{x402Version: 2, scheme: \"exact\", network: \"eip155:77\", extra}]}`.",
+    summary:
+      'Facilitator capabilities `{kinds: [{x402Version: 2, scheme: "exact", network: "eip155:77", extra}]}`.',
     tag: "x402",
     security: [],
-    responses: { 200: x402FreeForm("the supported kinds"), 404: errorResponse("not_found / feature_disabled") },
+    responses: {
+      200: x402FreeForm("the supported kinds"),
+      404: errorResponse("not_found / feature_disabled"),
+    },
   },
   {
     method: "post",
     path: "/x402/facilitator/verify",
     operationId: "x402Verify",
-    summary: "Verify a payment: `{x402Version: 2, paymentPayload, paymentRequirements}` → `{isValid, invalidReason, payer}`.",
+    summary:
+      "Verify a payment: `{x402Version: 2, paymentPayload, paymentRequirements}` → `{isValid, invalidReason, payer}`.",
     tag: "x402",
     security: [],
     requestBody: { freeForm: true },
@@ -306,7 +324,10 @@ export const OPERATIONS: readonly Operation[] = [
       tag: "console",
       security: [],
       responses: {
-        200: { description: "the asset", contentType: asset.endsWith(".js") ? "text/javascript" : "text/css" },
+        200: {
+          description: "the asset",
+          contentType: asset.endsWith(".js") ? "text/javascript" : "text/css",
+        },
         404: errorResponse("feature_disabled: the console is off on this node"),
       },
     }),
@@ -319,7 +340,10 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "console",
     security: ["adminApiToken"],
     responses: {
-      200: { description: "the overview", body: { name: "RegistrationOverview", schema: registrationOverviewSchema } },
+      200: {
+        description: "the overview",
+        body: { name: "RegistrationOverview", schema: registrationOverviewSchema },
+      },
       ...consoleErrors(503),
     },
   },
@@ -331,7 +355,10 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "console",
     security: ["adminApiToken"],
     responses: {
-      200: { description: "the views", body: { name: "OperationsOverview", schema: operationsOverviewSchema } },
+      200: {
+        description: "the views",
+        body: { name: "OperationsOverview", schema: operationsOverviewSchema },
+      },
       ...consoleErrors(503),
     },
   },
@@ -342,7 +369,10 @@ export const OPERATIONS: readonly Operation[] = [
     summary: "Every recorded change, newest first.",
     tag: "console",
     security: ["adminApiToken"],
-    responses: { 200: { description: "the audit", body: { name: "Audit", schema: auditSchema } }, ...consoleErrors(503) },
+    responses: {
+      200: { description: "the audit", body: { name: "Audit", schema: auditSchema } },
+      ...consoleErrors(503),
+    },
   },
   {
     method: "post",
@@ -353,7 +383,10 @@ export const OPERATIONS: readonly Operation[] = [
     security: ["adminApiToken", "registrationAdminToken"],
     requestBody: { name: "SettingsChangeRequest", schema: settingsChangeRequestSchema },
     responses: {
-      200: { description: "what changed", body: { name: "SettingsChangeResponse", schema: settingsChangeResponseSchema } },
+      200: {
+        description: "what changed",
+        body: { name: "SettingsChangeResponse", schema: settingsChangeResponseSchema },
+      },
       ...consoleErrors(400, 503),
     },
   },
@@ -366,7 +399,10 @@ export const OPERATIONS: readonly Operation[] = [
     security: ["adminApiToken", "registrationAdminToken"],
     requestBody: { name: "IdentityChangeRequest", schema: identityChangeRequestSchema },
     responses: {
-      200: { description: "what changed", body: { name: "IdentityChangeResponse", schema: identityChangeResponseSchema } },
+      200: {
+        description: "what changed",
+        body: { name: "IdentityChangeResponse", schema: identityChangeResponseSchema },
+      },
       ...consoleErrors(400, 503),
     },
   },
@@ -378,7 +414,10 @@ export const OPERATIONS: readonly Operation[] = [
     summary: "Prometheus metrics, for a scraper holding the admin read token (as a bearer token).",
     tag: "operations",
     security: ["adminApiToken"],
-    responses: { 200: { description: "the Prometheus text format", contentType: "text/plain" }, ...consoleErrors() },
+    responses: {
+      200: { description: "the Prometheus text format", contentType: "text/plain" },
+      ...consoleErrors(),
+    },
   },
   {
     method: "get",

@@ -33,7 +33,9 @@ export type ResponseChecker = {
 };
 
 /** The document's routes, matched under any base path (tests mount the origin at their own). */
-export function createResponseChecker(document: OpenApiDocument = buildOpenApiDocument("/77")): ResponseChecker {
+export function createResponseChecker(
+  document: OpenApiDocument = buildOpenApiDocument("/77"),
+): ResponseChecker {
   const ajv = new Ajv2020({ strict: false, allErrors: false });
   addFormats.default(ajv);
   ajv.addSchema({ $id: DOC_ID, components: document.components });
@@ -41,7 +43,12 @@ export function createResponseChecker(document: OpenApiDocument = buildOpenApiDo
   for (const [path, methods] of Object.entries(document.paths)) {
     const pattern = new RegExp(`^(?:/[^/]+)*${path.replace(/\{[a-z_]+\}/g, "[^/]+").replace(/\./g, "\\.")}$`);
     for (const [method, operation] of Object.entries(methods)) {
-      routes.push({ pattern, path, method, responses: (operation as { responses: Route["responses"] }).responses });
+      routes.push({
+        pattern,
+        path,
+        method,
+        responses: (operation as { responses: Route["responses"] }).responses,
+      });
     }
   }
   // Longest documented path first, so /agent/v1/x402/authorize is not read as a base plus /x402/…
@@ -50,7 +57,9 @@ export function createResponseChecker(document: OpenApiDocument = buildOpenApiDo
   const validator = (key: string, schema: Record<string, unknown>): ValidateFunction => {
     let validate = compiled.get(key);
     if (!validate) {
-      const rebased = JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', `"${DOC_ID}#/components/`));
+      const rebased = JSON.parse(
+        JSON.stringify(schema).replaceAll('"#/components/', `"${DOC_ID}#/components/`),
+      );
       validate = ajv.compile(rebased);
       compiled.set(key, validate);
     }
@@ -67,18 +76,22 @@ export function createResponseChecker(document: OpenApiDocument = buildOpenApiDo
       const where = `${answer.method.toUpperCase()} ${route.path} → ${answer.status}`;
       const response = route.responses[String(answer.status)];
       if (!response) {
-        return [`${where}: the document declares no such status (${Object.keys(route.responses).join(", ")})`];
+        return [
+          `${where}: the document declares no such status (${Object.keys(route.responses).join(", ")})`,
+        ];
       }
       const mediaType = answer.contentType?.split(";")[0]?.trim().toLowerCase();
       const content = response.content;
       if (!content) return [];
       const declared = Object.keys(content)[0]!;
-      if (mediaType !== declared) return [`${where}: content type ${mediaType ?? "(none)"}, documented ${declared}`];
+      if (mediaType !== declared)
+        return [`${where}: content type ${mediaType ?? "(none)"}, documented ${declared}`];
       if (declared !== "application/json") return [];
       const validate = validator(`${route.method} ${route.path} ${answer.status}`, content[declared]!.schema);
       if (validate(answer.body)) return [];
       return (validate.errors ?? []).map(
-        (error) => `${where}: body ${error.instancePath || "/"} ${error.message} ${JSON.stringify(error.params)}`,
+        (error) =>
+          `${where}: body ${error.instancePath || "/"} ${error.message} ${JSON.stringify(error.params)}`,
       );
     },
   };
@@ -109,7 +122,8 @@ export function checkingFetch(inner: typeof fetch = fetch): typeof fetch {
       contentType: response.headers.get("content-type") ?? undefined,
       body,
     });
-    if (problems.length > 0) throw new Error(`the answer does not match the OpenAPI document:\n  ${problems.join("\n  ")}`);
+    if (problems.length > 0)
+      throw new Error(`the answer does not match the OpenAPI document:\n  ${problems.join("\n  ")}`);
     return response;
   };
 }
