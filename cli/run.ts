@@ -7,8 +7,8 @@ import { parseArgs } from "node:util";
 import {
   createGatewayClient,
   ERROR_CLASSES,
-  GatewayError,
   type GatewayClient,
+  GatewayError,
   RateLimited,
   register,
   ValidationFailed,

@@ -1,6 +1,3 @@
-import { sql } from "drizzle-orm";
-import { createPublicClient } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AgentAuthFailed,
   CapabilityRequired,
@@ -23,11 +20,14 @@ import {
   SignerUnavailable,
   ValidationFailed,
 } from "agent-wallet-service/client";
+import { sql } from "drizzle-orm";
+import { createPublicClient } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { freePort } from "../scripts/test/free-port.ts";
-import { checkingFetch } from "../scripts/test/openapi-check.ts";
 import { type MoneyStack, startMoneyStack } from "../scripts/test/money-stack.ts";
+import { checkingFetch } from "../scripts/test/openapi-check.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 
 // The client library (issue 17) against the real stack: origin, enclave, devnet, Postgres. Every
@@ -120,7 +120,11 @@ describe("gateway client (real stack)", () => {
     expect(await actionsOf(agent.agentId)).toBe(1);
     expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
     // The caller repeating with the key gets the same action, and a changed payload conflicts.
-    const again = await clientFor(agent.token).transfer({ to, amount: "1000", idempotencyKey: sent.idempotency_key });
+    const again = await clientFor(agent.token).transfer({
+      to,
+      amount: "1000",
+      idempotencyKey: sent.idempotency_key,
+    });
     expect(again.action_id).toBe(sent.action_id);
     const conflict = await rejection(
       clientFor(agent.token).transfer({ to, amount: "1001", idempotencyKey: sent.idempotency_key }),
@@ -188,7 +192,9 @@ describe("gateway client (real stack)", () => {
     expect(await rejection(client.action("00000000-0000-4000-8000-000000000000"))).toBeInstanceOf(NotFound);
 
     const faucetOff = await stack.startOrigin({ AGENT_FAUCET_ENABLED: "false" });
-    expect(await rejection(clientFor(faucetAgent.token, faucetOff.base).faucet())).toBeInstanceOf(FeatureDisabled);
+    expect(await rejection(clientFor(faucetAgent.token, faucetOff.base).faucet())).toBeInstanceOf(
+      FeatureDisabled,
+    );
 
     // Registration is off on this stack: 503 registration_unavailable, reason disabled.
     const closed = await rejection(register({ baseUrl: stack.origin.base, fetch }));
@@ -196,7 +202,9 @@ describe("gateway client (real stack)", () => {
     expect((closed as RegistrationUnavailable).reason).toBe("disabled");
 
     const nowhere = `http://127.0.0.1:${await freePort()}/77`;
-    const unreachable = await rejection(createGatewayClient({ baseUrl: nowhere, token: agent.token, retries: 0 }).balance());
+    const unreachable = await rejection(
+      createGatewayClient({ baseUrl: nowhere, token: agent.token, retries: 0 }).balance(),
+    );
     expect(unreachable).toBeInstanceOf(ServiceUnavailable);
     expect(unreachable.code).toBe("gateway_unreachable");
   });
@@ -218,7 +226,11 @@ describe("gateway client (real stack)", () => {
     } finally {
       await stack.enclave.start();
     }
-    const sent = await clientFor(agent.token).transfer({ to, amount: "1000", idempotencyKey: "signer-down-1" });
+    const sent = await clientFor(agent.token).transfer({
+      to,
+      amount: "1000",
+      idempotencyKey: "signer-down-1",
+    });
     expect((await clientFor(agent.token).waitForAction(sent.action_id)).status).toBe("confirmed");
     expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
   });

@@ -10,7 +10,9 @@ import { createWalletMcpServer } from "./server.ts";
 const token = process.env.AGENT_TOKEN;
 const baseUrl = process.env.AGENT_BASE_URL;
 if (!token || !baseUrl) {
-  process.stderr.write("agent-wallet mcp: set AGENT_TOKEN and AGENT_BASE_URL (e.g. http://127.0.0.1:8787/77)\n");
+  process.stderr.write(
+    "agent-wallet mcp: set AGENT_TOKEN and AGENT_BASE_URL (e.g. http://127.0.0.1:8787/77)\n",
+  );
   process.exit(2);
 }
 const server = createWalletMcpServer(createGatewayClient({ baseUrl, token }), "0.1.0");

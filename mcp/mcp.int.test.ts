@@ -4,9 +4,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
-import type { ActionView } from "../shared/gateway-schemas.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
+import type { ActionView } from "../shared/gateway-schemas.ts";
 
 // The MCP server (issue 17) as an MCP host runs it: the official client starts `npm run mcp` on
 // stdio, against the real stack.
@@ -21,7 +21,10 @@ describe("MCP server (official client, stdio, real stack)", () => {
   let client: Client;
   const results: string[] = [];
 
-  const call = async (name: string, args: Record<string, unknown> = {}): Promise<{ isError: boolean; json: unknown }> => {
+  const call = async (
+    name: string,
+    args: Record<string, unknown> = {},
+  ): Promise<{ isError: boolean; json: unknown }> => {
     const result = (await client.callTool({ name, arguments: args })) as ToolResult;
     const text = result.content.map((part) => part.text ?? "").join("");
     results.push(text);
@@ -63,7 +66,9 @@ describe("MCP server (official client, stdio, real stack)", () => {
       expect(Object.keys(tool.inputSchema.properties ?? {})).not.toContain("token");
     }
     const rpc = tools.find((tool) => tool.name === "rpc")!;
-    expect((rpc.inputSchema.properties as { method: { enum: string[] } }).method.enum).toContain("eth_getBalance");
+    expect((rpc.inputSchema.properties as { method: { enum: string[] } }).method.enum).toContain(
+      "eth_getBalance",
+    );
   });
 
   it("reads the balance and makes a transfer on chain; the token is in no result", async () => {
@@ -78,13 +83,18 @@ describe("MCP server (official client, stdio, real stack)", () => {
     const action = sent.json as ActionView;
     const done = await call("action_status", { action_id: action.action_id, wait: true });
     expect(done.json).toMatchObject({ action_id: action.action_id, status: "confirmed", amount: "1250000" });
-    expect(await publicClientFor(stack.devnet.url).getBalance({ address: to })).toBe(1_250_000n * WEI_PER_UNIT);
+    expect(await publicClientFor(stack.devnet.url).getBalance({ address: to })).toBe(
+      1_250_000n * WEI_PER_UNIT,
+    );
 
     expect((await call("network")).json).toMatchObject({ agent: { agent_id: agent.agentId } });
     expect((await call("rpc", { method: "eth_chainId" })).json).toBe("0x4d");
     // Errors are results too, typed by the service's code.
     const over = await call("transfer", { to, amount: "99000000" });
-    expect(over).toMatchObject({ isError: true, json: { error: { name: "LimitExceeded", code: "limit_exceeded" } } });
+    expect(over).toMatchObject({
+      isError: true,
+      json: { error: { name: "LimitExceeded", code: "limit_exceeded" } },
+    });
 
     const [, secret] = agent.token.split(/_(?=[0-9a-f]{64}$)/);
     for (const text of results) {
@@ -94,7 +104,10 @@ describe("MCP server (official client, stdio, real stack)", () => {
   });
 
   it("refuses a method off the allowlist at the tool's input schema", async () => {
-    const refused = (await client.callTool({ name: "rpc", arguments: { method: "eth_sendRawTransaction" } })) as ToolResult;
+    const refused = (await client.callTool({
+      name: "rpc",
+      arguments: { method: "eth_sendRawTransaction" },
+    })) as ToolResult;
     expect(refused.isError).toBe(true);
     expect(refused.content[0]?.text).toMatch(/eth_getBalance|Invalid/);
   });

@@ -26,7 +26,9 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
           name: error.name,
           code: error.code,
           message: error.message,
-          ...(error instanceof RateLimited && error.retryAfter !== undefined ? { retry_after: error.retryAfter } : {}),
+          ...(error instanceof RateLimited && error.retryAfter !== undefined
+            ? { retry_after: error.retryAfter }
+            : {}),
           ...(typeof error.body.reason === "string" ? { reason: error.body.reason } : {}),
         },
       };
@@ -35,19 +37,25 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   };
   const idempotencyKey = idempotencyKeySchema
     .optional()
-    .describe("Reuse the key of a call whose answer was lost; generated when absent (returned in the result).");
+    .describe(
+      "Reuse the key of a call whose answer was lost; generated when absent (returned in the result).",
+    );
 
   server.registerTool(
     "network",
     {
-      description: "Discovery: chain 77, this agent's id, wallet and capabilities, the rpc allowlist, limits, features.",
+      description:
+        "Discovery: chain 77, this agent's id, wallet and capabilities, the rpc allowlist, limits, features.",
       inputSchema: {},
     },
     () => run(() => client.network()),
   );
   server.registerTool(
     "balance",
-    { description: "The agent wallet's balance: `balance` in 6-decimal USDC units, `balance_wei` on chain.", inputSchema: {} },
+    {
+      description: "The agent wallet's balance: `balance` in 6-decimal USDC units, `balance_wei` on chain.",
+      inputSchema: {},
+    },
     () => run(() => client.balance()),
   );
   server.registerTool(
@@ -56,14 +64,17 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       description: "One read-only JSON-RPC call on chain 77, through the gateway's allowlist.",
       inputSchema: {
         method: z.enum(RPC_READ_ALLOWLIST),
-        params: z.array(z.unknown()).default([]).describe("JSON-RPC params, e.g. [\"0x…\", \"latest\"]"),
+        params: z.array(z.unknown()).default([]).describe('JSON-RPC params, e.g. ["0x…", "latest"]'),
       },
     },
     ({ method, params }) => run(() => client.rpc(method, params)),
   );
   server.registerTool(
     "faucet",
-    { description: "A faucet payout to the agent's own wallet (needs the faucet capability).", inputSchema: { idempotency_key: idempotencyKey } },
+    {
+      description: "A faucet payout to the agent's own wallet (needs the faucet capability).",
+      inputSchema: { idempotency_key: idempotencyKey },
+    },
     ({ idempotency_key }) => run(() => client.faucet({ idempotencyKey: idempotency_key })),
   );
   server.registerTool(
@@ -71,17 +82,25 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
     {
       description: "Transfer USDC from the agent's wallet. Poll action_status until confirmed.",
       inputSchema: {
-        to: z.string().regex(/^0x[0-9a-fA-F]{40}$/).describe("recipient address"),
-        amount: z.string().regex(/^[1-9][0-9]*$/).describe("6-decimal units as a decimal string: 1 USDC = \"1000000\""),
+        to: z
+          .string()
+          .regex(/^0x[0-9a-fA-F]{40}$/)
+          .describe("recipient address"),
+        amount: z
+          .string()
+          .regex(/^[1-9][0-9]*$/)
+          .describe('6-decimal units as a decimal string: 1 USDC = "1000000"'),
         idempotency_key: idempotencyKey,
       },
     },
-    ({ to, amount, idempotency_key }) => run(() => client.transfer({ to, amount, idempotencyKey: idempotency_key })),
+    ({ to, amount, idempotency_key }) =>
+      run(() => client.transfer({ to, amount, idempotencyKey: idempotency_key })),
   );
   server.registerTool(
     "action_status",
     {
-      description: "A faucet or transfer action's status (requested, signed, submitted, confirmed, failed, reverted).",
+      description:
+        "A faucet or transfer action's status (requested, signed, submitted, confirmed, failed, reverted).",
       inputSchema: {
         action_id: z.string().uuid(),
         wait: z.boolean().default(false).describe("wait (up to 60 s) until confirmed, failed or reverted"),

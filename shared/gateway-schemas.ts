@@ -4,8 +4,8 @@
  */
 import { z } from "zod";
 import { CAPABILITIES, WEI_PER_UNIT } from "./constants.ts";
-import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
 import { addressSchema } from "./enclave-ops.ts";
+import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
 
 /** Printable ASCII without spaces, 1–128 characters: unique per agent and operation kind. */
 export const idempotencyKeySchema = z
@@ -75,7 +75,10 @@ export type ActionView = z.infer<typeof actionSchema>;
 
 // ─── Responses of the read routes and registration (DESIGN §7) ──────────────────────────────
 
-const decimalString = z.string().regex(/^(0|[1-9][0-9]*)$/).describe("a non-negative integer, as a decimal string");
+const decimalString = z
+  .string()
+  .regex(/^(0|[1-9][0-9]*)$/)
+  .describe("a non-negative integer, as a decimal string");
 
 /** GET {base}/agent/v1/network: the contract an agent adapts to. */
 export const networkResponseSchema = z.object({

@@ -4,9 +4,10 @@
  * runs it on every answer its `send` gets, so every integration test checks the document against
  * what the origin really says. `OPENAPI_RESPONSE_CHECK=0` turns it off.
  */
+
+import type { ValidateFunction } from "ajv";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
-import type { ValidateFunction } from "ajv";
 import { buildOpenApiDocument, type OpenApiDocument } from "../../origin/openapi/document.ts";
 
 export type CheckedAnswer = {
