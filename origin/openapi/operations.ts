@@ -4,20 +4,9 @@
  * response schemas are the ones the tests check answers against. Nothing here is a second copy
  * of a body schema: a route whose body has no schema yet is documented as a free-form object.
  */
-import type { z } from "zod";
-import {
-  auditSchema,
-  identityChangeRequestSchema,
-  identityChangeResponseSchema,
-  operationsOverviewSchema,
-  registrationOverviewSchema,
-  settingsChangeRequestSchema,
-  settingsChangeResponseSchema,
-} from "../../shared/console-schemas.ts";
 import {
   actionSchema,
   balanceResponseSchema,
-  errorBodySchema,
   faucetRequestSchema,
   jsonRpcRequestSchema,
   jsonRpcResponseSchema,
@@ -26,40 +15,17 @@ import {
   registerResponseSchema,
   transferRequestSchema,
 } from "../../shared/gateway-schemas.ts";
+import { CONSOLE_OPERATIONS } from "./console-operations.ts";
+import {
+  EDGE_502,
+  errorResponse,
+  type NamedSchema,
+  type Operation,
+  type ResponseSpec,
+  STATUS_TEXT,
+} from "./operation-types.ts";
 
-export type HttpMethod = "get" | "post";
-export type SecurityName = "agentToken" | "adminApiToken" | "registrationAdminToken";
-
-/** A named schema becomes `#/components/schemas/{name}`. */
-export type NamedSchema = { name: string; schema: z.ZodType };
-
-export type ResponseSpec = {
-  description: string;
-  /** application/json unless `contentType` says otherwise. */
-  body?: NamedSchema | { array: NamedSchema } | { oneOf: Array<NamedSchema | { array: NamedSchema }> };
-  /** A body that is not JSON (HTML, CSS, the Prometheus text format). */
-  contentType?: string;
-  /** Any JSON object: a body whose schema lives outside this repository (x402's own shapes). */
-  freeForm?: true;
-};
-
-export type Operation = {
-  method: HttpMethod;
-  /** Relative to {base}, OpenAPI style: `/agent/v1/actions/{action_id}`. */
-  path: string;
-  operationId: string;
-  summary: string;
-  tag: "agent" | "registration" | "x402" | "console" | "operations";
-  /** Every listed scheme is required together (an AND); none = public. */
-  security: SecurityName[];
-  requestBody?: NamedSchema | { oneOf: Array<NamedSchema | { array: NamedSchema }> } | { freeForm: true };
-  /** Extra request headers the route requires. */
-  headers?: Array<{ name: string; description: string; required: boolean }>;
-  responses: Record<number, ResponseSpec>;
-};
-
-const error: NamedSchema = { name: "Error", schema: errorBodySchema };
-const errorResponse = (description: string): ResponseSpec => ({ description, body: error });
+export type { HttpMethod, NamedSchema, Operation, ResponseSpec, SecurityName } from "./operation-types.ts";
 
 /** Answers any agent route can give besides its own (SPEC "Errors", DESIGN §7). */
 const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
@@ -78,32 +44,12 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   return all;
 };
 
-/** The edge answers 502 itself when the origin does not (edge-worker/proxy.ts). */
-const EDGE_502 = "upstream_unavailable: the chain did not answer, or the edge could not reach the origin";
-
-const STATUS_TEXT: Record<number, string> = {
-  400: "validation_failed: the message names the field to fix",
-  409: "idempotency_conflict: the key was used with a different payload",
-  422: "insufficient_funds (the amount plus the maximum fee exceeds the balance)",
-};
-
 const action: NamedSchema = { name: "Action", schema: actionSchema };
 const moneyResponses = (): Record<number, ResponseSpec> => ({
   200: { description: "the action, terminal; or the stored action on a repeat", body: action },
   202: { description: "the action, in flight: poll GET /agent/v1/actions/{action_id}", body: action },
   ...agentErrors(400, 409, 422),
 });
-
-const consoleErrors = (...extra: number[]): Record<number, ResponseSpec> => {
-  const all: Record<number, ResponseSpec> = {
-    401: errorResponse("admin_auth_failed: a missing or wrong admin token"),
-    404: errorResponse("feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)"),
-    429: errorResponse("rate_limited: too many failed admin authentications from this address"),
-    500: errorResponse("internal_error"),
-  };
-  for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");
-  return all;
-};
 
 const x402FreeForm = (description: string): ResponseSpec => ({ description, freeForm: true });
 
@@ -302,133 +248,5 @@ export const OPERATIONS: readonly Operation[] = [
       404: errorResponse("not_found / feature_disabled"),
     },
   },
-  // ─── Operator console (private origin only) ─────────────────────────────────────────────
-  {
-    method: "get",
-    path: "/admin/agents",
-    operationId: "consolePage",
-    summary: "The console's HTML shell, without operational data.",
-    tag: "console",
-    security: [],
-    responses: {
-      200: { description: "HTML", contentType: "text/html" },
-      404: errorResponse("feature_disabled: the console is off on this node"),
-    },
-  },
-  ...(["console.js", "console.css"] as const).map(
-    (asset): Operation => ({
-      method: "get",
-      path: `/admin/agents/assets/${asset}`,
-      operationId: asset === "console.js" ? "consoleScript" : "consoleStyle",
-      summary: "An asset of the console page.",
-      tag: "console",
-      security: [],
-      responses: {
-        200: {
-          description: "the asset",
-          contentType: asset.endsWith(".js") ? "text/javascript" : "text/css",
-        },
-        404: errorResponse("feature_disabled: the console is off on this node"),
-      },
-    }),
-  ),
-  {
-    method: "get",
-    path: "/admin/agents/registration",
-    operationId: "consoleRegistration",
-    summary: "Registration counters, quotas, key stock, recent identities and local limiter buckets.",
-    tag: "console",
-    security: ["adminApiToken"],
-    responses: {
-      200: {
-        description: "the overview",
-        body: { name: "RegistrationOverview", schema: registrationOverviewSchema },
-      },
-      ...consoleErrors(503),
-    },
-  },
-  {
-    method: "get",
-    path: "/admin/agents/operations",
-    operationId: "consoleOperations",
-    summary: "Identity findings, key batches, actions, settlements and funding exceptions.",
-    tag: "console",
-    security: ["adminApiToken"],
-    responses: {
-      200: {
-        description: "the views",
-        body: { name: "OperationsOverview", schema: operationsOverviewSchema },
-      },
-      ...consoleErrors(503),
-    },
-  },
-  {
-    method: "get",
-    path: "/admin/agents/audit",
-    operationId: "consoleAudit",
-    summary: "Every recorded change, newest first.",
-    tag: "console",
-    security: ["adminApiToken"],
-    responses: {
-      200: { description: "the audit", body: { name: "Audit", schema: auditSchema } },
-      ...consoleErrors(503),
-    },
-  },
-  {
-    method: "post",
-    path: "/admin/agents/registration/settings",
-    operationId: "consoleChangeSettings",
-    summary: "Change registration settings, with a reason.",
-    tag: "console",
-    security: ["adminApiToken", "registrationAdminToken"],
-    requestBody: { name: "SettingsChangeRequest", schema: settingsChangeRequestSchema },
-    responses: {
-      200: {
-        description: "what changed",
-        body: { name: "SettingsChangeResponse", schema: settingsChangeResponseSchema },
-      },
-      ...consoleErrors(400, 503),
-    },
-  },
-  {
-    method: "post",
-    path: "/admin/agents/registration/identity",
-    operationId: "consoleChangeIdentity",
-    summary: "Disable or enable an identity, with a reason.",
-    tag: "console",
-    security: ["adminApiToken", "registrationAdminToken"],
-    requestBody: { name: "IdentityChangeRequest", schema: identityChangeRequestSchema },
-    responses: {
-      200: {
-        description: "what changed",
-        body: { name: "IdentityChangeResponse", schema: identityChangeResponseSchema },
-      },
-      ...consoleErrors(400, 503),
-    },
-  },
-  // ─── Operations (private origin only) ────────────────────────────────────────────────────
-  {
-    method: "get",
-    path: "/metrics",
-    operationId: "metrics",
-    summary: "Prometheus metrics, for a scraper holding the admin read token (as a bearer token).",
-    tag: "operations",
-    security: ["adminApiToken"],
-    responses: {
-      200: { description: "the Prometheus text format", contentType: "text/plain" },
-      ...consoleErrors(),
-    },
-  },
-  {
-    method: "get",
-    path: "/healthz",
-    operationId: "health",
-    summary: "Health of the database, the chain and the enclave; 503 when the database does not answer.",
-    tag: "operations",
-    security: [],
-    responses: {
-      200: { description: "healthy or degraded", freeForm: true },
-      503: { description: "the database does not answer", freeForm: true },
-    },
-  },
+  ...CONSOLE_OPERATIONS,
 ];
