@@ -209,6 +209,19 @@ describe("gateway client (real stack)", () => {
     expect(unreachable.code).toBe("gateway_unreachable");
   });
 
+  it("register sends once and never retries by itself, even when the answer is lost", async () => {
+    let calls = 0;
+    const lost: typeof globalThis.fetch = async (input, init) => {
+      calls++;
+      await fetch(input, init);
+      throw new TypeError("fetch failed (answer lost)");
+    };
+    const error = await rejection(register({ baseUrl: stack.origin.base, fetch: lost }));
+    expect(error).toBeInstanceOf(ServiceUnavailable);
+    expect(error.code).toBe("gateway_unreachable");
+    expect(calls).toBe(1);
+  });
+
   it("is SignerUnavailable with the enclave down, and a repeat under the same key succeeds once it is back", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     const to = newAccount().address;
