@@ -9,6 +9,7 @@ import { createGatewayLimiters } from "./gateway/limits.ts";
 import { createHealthRouter } from "./health.ts";
 import type { AppEnv } from "./http/env.ts";
 import { requestContext } from "./http/request-context.ts";
+import { createOpenApiRouter } from "./openapi/router.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import { createX402Router } from "./x402/router.ts";
 
@@ -57,6 +58,8 @@ export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv>
     // Registered first: Hono runs matching handlers in registration order, so the register route
     // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
     if (routers.registration) base.route("/agent/v1/register", routers.registration(deps, node));
+    // Public, like register: an agent reads the document before it holds a token.
+    base.route("/agent/v1/openapi.json", createOpenApiRouter(deps.config.http.basePath));
     if (routers.gateway) base.route("/agent/v1", routers.gateway(deps, node));
     // The demo resource and the facilitator (x402/router.ts): public, present when x402 is on.
     const x402 = createX402Router(deps);

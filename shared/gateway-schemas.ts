@@ -3,8 +3,9 @@
  * client library and the OpenAPI document are built from. Runtime-neutral: no `node:` imports.
  */
 import { z } from "zod";
-import { WEI_PER_UNIT } from "./constants.ts";
+import { CAPABILITIES, WEI_PER_UNIT } from "./constants.ts";
 import { addressSchema } from "./enclave-ops.ts";
+import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
 
 /** Printable ASCII without spaces, 1–128 characters: unique per agent and operation kind. */
 export const idempotencyKeySchema = z
@@ -140,3 +141,126 @@ export const x402AuthorizeResponseSchema = z.object({
   valid_before: z.string(),
 });
 export type X402AuthorizeResponse = z.infer<typeof x402AuthorizeResponseSchema>;
+
+// ─── Responses of the read routes and registration (DESIGN §7) ──────────────────────────────
+
+const decimalString = z
+  .string()
+  .regex(/^(0|[1-9][0-9]*)$/)
+  .describe("a non-negative integer, as a decimal string");
+
+/** GET {base}/agent/v1/network: the contract an agent adapts to. */
+export const networkResponseSchema = z.object({
+  api_version: z.literal("v1"),
+  chain: z.object({
+    chain_id: z.literal(77),
+    caip2: z.literal("eip155:77"),
+    native_token: z.object({ symbol: z.literal("USDC"), decimals: z.literal(6) }),
+    /** null while the chain does not answer. */
+    latest_block: decimalString.nullable(),
+  }),
+  agent: z.object({
+    agent_id: z.string(),
+    assigned_wallet: z.string(),
+    capabilities: z.array(z.enum(CAPABILITIES)),
+  }),
+  rpc: z.object({
+    allowed_methods: z.array(z.string()),
+    max_batch: z.number().int(),
+    max_batch_bytes: z.number().int(),
+    max_response_bytes: z.number().int(),
+  }),
+  limits: z.object({
+    rpc_in_flight: z.object({ per_agent: z.number().int(), per_node: z.number().int() }),
+    failed_auth_per_ip: z.object({ limit: z.number().int(), window_seconds: z.number().int() }),
+    requests_per_agent: z.object({ limit: z.number().int(), window_seconds: z.number().int() }),
+    transfer: z.object({
+      per_tx_units: decimalString,
+      daily_units: decimalString,
+      recipient_allowlist: z.array(z.string()).nullable(),
+    }),
+    faucet: z.object({
+      payout_units: decimalString,
+      cooldown_ms: z.number().int(),
+      daily_units: decimalString,
+    }),
+    x402: z.object({
+      amount_units: decimalString.nullable(),
+      pay_to: z.string().nullable(),
+      max_timeout_seconds: z.number().int(),
+    }),
+  }),
+  features: z.object({
+    faucet: z.boolean(),
+    transfers: z.boolean(),
+    x402: z.boolean(),
+    registration: z.boolean(),
+  }),
+});
+export type NetworkResponse = z.infer<typeof networkResponseSchema>;
+
+/** GET {base}/agent/v1/balance: the assigned wallet's balance, in 6-decimal units and in wei. */
+export const balanceResponseSchema = z.object({
+  address: z.string(),
+  balance: decimalString.describe("6-decimal units"),
+  decimals: z.literal(6),
+  symbol: z.literal("USDC"),
+  balance_wei: decimalString.describe("18-decimal wei, as eth_getBalance reads it"),
+  block_number: decimalString,
+});
+export type BalanceResponse = z.infer<typeof balanceResponseSchema>;
+
+/** POST {base}/agent/v1/register: 201, shown once (SPEC). */
+export const registerResponseSchema = z.object({
+  token: z.string(),
+  agent_id: z.string(),
+  assigned_wallet: z.string(),
+  capabilities: z.array(z.enum(CAPABILITIES)),
+  chain_id: z.literal(77),
+});
+export type RegisterResponse = z.infer<typeof registerResponseSchema>;
+
+/** POST {base}/agent/v1/register takes exactly `{}` (origin/registration/request-shape.ts checks it). */
+export const registerRequestSchema = z.strictObject({});
+
+/** The one error envelope of the gateway, registration and console (STYLE "Errors", format 1). */
+export const errorBodySchema = z.object({
+  error: z
+    .object({
+      code: z.enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]),
+      message: z.string(),
+      request_id: z.string(),
+      /** Seconds to wait, on 429 answers (DESIGN §7). */
+      retry_after: z.number().int().optional(),
+      /** Why, on funding_gate_closed and registration_unavailable. */
+      reason: z.string().optional(),
+      /** On limit_exceeded. */
+      limit: z.string().optional(),
+      limit_units: z.string().optional(),
+      remaining_units: z.string().optional(),
+    })
+    .catchall(z.union([z.string(), z.number()])),
+});
+
+// ─── JSON-RPC (POST {base}/agent/v1/rpc; origin/gateway/rpc.ts reads it field by field) ─────
+
+const jsonRpcId = z.union([z.string(), z.number(), z.null()]);
+export const jsonRpcRequestSchema = z.object({
+  jsonrpc: z.literal("2.0"),
+  id: jsonRpcId.optional(),
+  method: z.string(),
+  params: z.array(z.unknown()).optional(),
+});
+export const jsonRpcResponseSchema = z.object({
+  jsonrpc: z.literal("2.0"),
+  id: jsonRpcId,
+  result: z.unknown().optional(),
+  error: z
+    .object({
+      code: z.number().int(),
+      message: z.string(),
+      /** On a refused method: the allowlist and the batch limits. */
+      data: z.unknown().optional(),
+    })
+    .optional(),
+});

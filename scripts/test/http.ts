@@ -1,4 +1,5 @@
 import { request } from "node:http";
+import { responseCheckEnabled, sharedResponseChecker } from "./openapi-check.ts";
 import { recordOutput } from "./secret-sink.ts";
 
 export type TestResponse = {
@@ -17,8 +18,30 @@ export type SendParams = {
   localAddress?: string;
 };
 
-/** A minimal HTTP client that can choose its source address, which fetch cannot. */
-export function send(url: string, params: SendParams = {}): Promise<TestResponse> {
+/**
+ * A minimal HTTP client that can choose its source address, which fetch cannot. Every answer is
+ * checked against the OpenAPI document (openapi-check.ts; OPENAPI_RESPONSE_CHECK=0 turns it off):
+ * an answer the document does not describe fails the test that received it.
+ */
+export async function send(url: string, params: SendParams = {}): Promise<TestResponse> {
+  const response = await sendUnchecked(url, params);
+  if (!responseCheckEnabled()) return response;
+  const contentType = response.headers["content-type"];
+  const problems = sharedResponseChecker().check({
+    method: params.method ?? "GET",
+    url,
+    status: response.status,
+    contentType: Array.isArray(contentType) ? contentType[0] : contentType,
+    body: response.body,
+  });
+  if (problems.length > 0) {
+    throw new Error(`the answer does not match the OpenAPI document:\n  ${problems.join("\n  ")}`);
+  }
+  return response;
+}
+
+/** `send` without the document check, for tests that provoke answers outside the contract. */
+export function sendUnchecked(url: string, params: SendParams = {}): Promise<TestResponse> {
   return new Promise((resolve, reject) => {
     const req = request(
       url,

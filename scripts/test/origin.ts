@@ -1,3 +1,4 @@
+import type { Hono } from "hono";
 import pino from "pino";
 import { prepareMoney } from "../../origin/actions/money-setup.ts";
 import { createApp } from "../../origin/app.ts";
@@ -8,6 +9,7 @@ import { createOriginMetrics } from "../../origin/console/metrics.ts";
 import type { DatabaseHandle } from "../../origin/db/client.ts";
 import { type AppDeps, type Clock, systemClock } from "../../origin/deps.ts";
 import { createGatewayRouter } from "../../origin/gateway/router.ts";
+import type { AppEnv } from "../../origin/http/env.ts";
 import { createLogger } from "../../origin/logger.ts";
 import { createRegistrationRouter } from "../../origin/registration/router.ts";
 import { startHttpServer } from "../../origin/server.ts";
@@ -20,6 +22,8 @@ export type TestOrigin = {
   url: string;
   base: string;
   deps: AppDeps;
+  /** The composed app (its `routes` list what is mounted). */
+  app: Hono<AppEnv>;
   /** The transaction tracker, running, when a money switch is on. */
   tracker: TxTracker | undefined;
   close(): Promise<void>;
@@ -100,6 +104,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     url: server.url,
     base: `${server.url}${config.http.basePath}`,
     deps,
+    app,
     tracker: prepared.tracker,
     async close() {
       await server.close(1_000);

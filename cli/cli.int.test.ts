@@ -1,0 +1,213 @@
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  AgentAuthFailed,
+  CapabilityRequired,
+  LimitExceeded,
+  RegistrationUnavailable,
+} from "../client/index.ts";
+import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { makeBatch } from "../origin/keypool/refill.ts";
+import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
+import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
+
+// The agent CLI (issue 17) end to end, as an agent runs it: the `agent-wallet` bin in its own
+// process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.
+
+/** Each run is a fresh Node process loading TypeScript through tsx: seconds each on a busy machine. */
+const SLOW = { timeout: 300_000 };
+
+const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "agent-wallet.mjs");
+
+type Run = { code: number; stdout: string; stderr: string };
+
+function agentWallet(args: string[], env: Record<string, string>): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 90_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe("agent-wallet CLI (through the edge, real stack)", () => {
+  let stack: MoneyStack;
+  let edge: EdgeHandle;
+  let agent: StackAgent;
+  let base: string;
+  const runs: Run[] = [];
+  const run = async (args: string[], token: string | undefined = agent.token): Promise<Run> => {
+    const result = await agentWallet(args, {
+      AGENT_BASE_URL: base,
+      ...(token ? { AGENT_TOKEN: token } : {}),
+    });
+    runs.push(result);
+    return result;
+  };
+
+  beforeAll(async () => {
+    stack = await startMoneyStack();
+    const edgeSecret = randomBytes(32).toString("hex");
+    const origin = await stack.startOrigin({
+      AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
+      AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
+      AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
+      AGENT_EDGE_SHARED_SECRET: edgeSecret,
+    });
+    edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
+    base = `${edge.url}/77`;
+    agent = await stack.newAgent({ units: 3_000_000n });
+  }, 180_000);
+  afterAll(async () => {
+    await edge?.stop();
+    await stack?.close();
+  });
+
+  it(
+    "prints the help with the exit codes, and refuses a missing token or a token argument (2)",
+    SLOW,
+    async () => {
+      const help = await run(["--help"]);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain(`${AgentAuthFailed.exitCode}  AgentAuthFailed`);
+      expect(help.stdout).toContain(`${LimitExceeded.exitCode}  LimitExceeded`);
+      const noToken = await run(["balance"], "");
+      expect(noToken.code).toBe(2);
+      expect(noToken.stderr).toMatch(/AGENT_TOKEN is not set/);
+      const asArgument = await run(["balance", "--token", agent.token]);
+      expect(asArgument.code).toBe(2);
+      expect(asArgument.stderr).not.toContain(agent.token);
+    },
+  );
+
+  it("network, balance, faucet, transfer, action: output and exit 0", SLOW, async () => {
+    const network = await run(["network"]);
+    expect(network.code).toBe(0);
+    expect(network.stdout).toContain(`agent ${agent.agentId}`);
+    expect(network.stdout).toContain("chain 77 (eip155:77)");
+
+    const balance = await run(["balance", "--json"]);
+    expect(balance.code).toBe(0);
+    expect(JSON.parse(balance.stdout)).toMatchObject({
+      balance: "3000000",
+      address: agent.wallet.toLowerCase(),
+    });
+    expect((await run(["balance"])).stdout).toMatch(
+      /^3 USDC \(3000000 units\) in 0x[0-9a-f]{40} at block \d+\n$/,
+    );
+
+    const faucet = await run(["faucet", "--json", "--wait"]);
+    expect(faucet.code).toBe(0);
+    expect(JSON.parse(faucet.stdout)).toMatchObject({ kind: "faucet", status: "confirmed" });
+
+    const to = newAccount().address;
+    const transfer = await run([
+      "transfer",
+      "--to",
+      to,
+      "--amount",
+      "700000",
+      "--key",
+      "cli-transfer-1",
+      "--json",
+    ]);
+    expect(transfer.code).toBe(0);
+    const action = JSON.parse(transfer.stdout) as { action_id: string; idempotency_key: string };
+    expect(action.idempotency_key).toBe("cli-transfer-1");
+    const waited = await run(["action", action.action_id, "--wait"]);
+    expect(waited.code).toBe(0);
+    expect(waited.stdout).toContain(`action ${action.action_id}: transfer confirmed`);
+    expect(waited.stdout).toContain(`amount 0.7 USDC to ${to.toLowerCase()}`);
+    expect(await publicClientFor(stack.devnet.url).getBalance({ address: to })).toBe(700_000n * WEI_PER_UNIT);
+    // The same key again: the same action, nothing moves twice.
+    const again = await run([
+      "transfer",
+      "--to",
+      to,
+      "--amount",
+      "700000",
+      "--key",
+      "cli-transfer-1",
+      "--json",
+    ]);
+    expect(JSON.parse(again.stdout).action_id).toBe(action.action_id);
+  });
+
+  it("exits with the error class's code, JSON or human", SLOW, async () => {
+    const bad = await run(["balance"], `${agent.token.slice(0, -4)}0000`);
+    expect(bad.code).toBe(AgentAuthFailed.exitCode);
+    expect(bad.stderr).toMatch(/AgentAuthFailed \[agent_auth_failed\]/);
+
+    const over = await run(["transfer", "--to", newAccount().address, "--amount", "10000001", "--json"]);
+    expect(over.code).toBe(LimitExceeded.exitCode);
+    expect(JSON.parse(over.stdout)).toMatchObject({
+      error: {
+        name: "LimitExceeded",
+        code: "limit_exceeded",
+        status: 403,
+        exit_code: LimitExceeded.exitCode,
+      },
+    });
+
+    const reader = await stack.newAgent({ capabilities: ["read"] });
+    expect((await run(["faucet"], reader.token)).code).toBe(CapabilityRequired.exitCode);
+    expect((await run(["transfer", "--to", "0x1"])).code).toBe(2);
+  });
+
+  it(
+    "register: refused while paused (exit 15), then a new token that reads its empty wallet",
+    SLOW,
+    async () => {
+      const paused = await run(["register", "--json"], undefined);
+      expect(paused.code).toBe(RegistrationUnavailable.exitCode);
+      expect(JSON.parse(paused.stdout)).toMatchObject({ error: { code: "registration_unavailable" } });
+
+      // Free keys for public issuance, and the policy opened (it starts paused, SPEC).
+      const batch = await makeBatch(
+        {
+          db: stack.db.handle.db,
+          signer: stack.signer,
+          authorize: stack.authorities.admin,
+          backupDir: stack.backupDir,
+          logger: pino({ level: "silent" }),
+        },
+        2,
+      );
+      expect(batch.ok).toBe(true);
+      await updateRegistrationPolicy(stack.db.handle.db, {
+        changes: { paused: false, keyReserve: 0 },
+        reason: "cli test",
+      });
+
+      const registered = await run(["register", "--json"], undefined);
+      expect(registered.code).toBe(0);
+      const identity = JSON.parse(registered.stdout) as {
+        token: string;
+        capabilities: string[];
+        chain_id: number;
+      };
+      expect(identity).toMatchObject({ capabilities: ["read", "transfer"], chain_id: 77 });
+      const balance = await run(["balance", "--json"], identity.token);
+      expect(JSON.parse(balance.stdout)).toMatchObject({ balance: "0" });
+    },
+  );
+
+  it("never printed the agent's token", () => {
+    expect(runs.length).toBeGreaterThan(10);
+    for (const { stdout, stderr } of runs) {
+      expect(stdout).not.toContain(agent.token);
+      expect(stderr).not.toContain(agent.token);
+    }
+  });
+});

@@ -1,0 +1,54 @@
+import { formatUnits } from "viem";
+import type { ActionView, BalanceResponse, NetworkResponse, RegisterResponse } from "../client/index.ts";
+
+/** The human form of a command's result; --json prints the result itself. */
+export function formatHuman(command: string, result: unknown): string {
+  switch (command) {
+    case "network": {
+      const network = result as NetworkResponse;
+      const on = Object.entries(network.features)
+        .map(([name, enabled]) => `${name} ${enabled ? "on" : "off"}`)
+        .join(", ");
+      return [
+        `chain ${network.chain.chain_id} (${network.chain.caip2}), latest block ${network.chain.latest_block ?? "unknown"}`,
+        `agent ${network.agent.agent_id}`,
+        `wallet ${network.agent.assigned_wallet}`,
+        `capabilities ${network.agent.capabilities.join(", ")}`,
+        `features: ${on}`,
+        `rpc methods: ${network.rpc.allowed_methods.join(", ")}`,
+      ].join("\n");
+    }
+    case "balance": {
+      const balance = result as BalanceResponse;
+      return `${formatUnits(BigInt(balance.balance), balance.decimals)} ${balance.symbol} (${balance.balance} units) in ${balance.address} at block ${balance.block_number}`;
+    }
+    case "faucet":
+    case "transfer":
+    case "action": {
+      const action = result as ActionView & { idempotency_key?: string };
+      return [
+        `action ${action.action_id}: ${action.kind} ${action.status}`,
+        ...(action.amount ? [`amount ${formatUnits(BigInt(action.amount), 6)} USDC to ${action.to}`] : []),
+        ...(action.tx_hash ? [`tx ${action.tx_hash}`] : []),
+        ...(action.error_code ? [`error ${action.error_code}`] : []),
+        ...(action.idempotency_key ? [`idempotency key ${action.idempotency_key}`] : []),
+      ].join("\n");
+    }
+    case "register": {
+      const registered = result as RegisterResponse;
+      return [
+        `token ${registered.token}`,
+        "  (shown once: store it now, e.g. export AGENT_TOKEN=...; it cannot be recovered)",
+        `agent ${registered.agent_id}`,
+        `wallet ${registered.assigned_wallet}`,
+        `capabilities ${registered.capabilities.join(", ")}`,
+      ].join("\n");
+    }
+    case "pay": {
+      const paid = result as { status: number; body: unknown };
+      return typeof paid.body === "string" ? paid.body : JSON.stringify(paid.body, null, 2);
+    }
+    default:
+      return JSON.stringify(result, null, 2);
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * The agent CLI (`agent-wallet`, issue 17): the gateway client behind a command line. The token
+ * comes from AGENT_TOKEN only (never an argument, never printed); the base URL from
+ * AGENT_BASE_URL or --base-url. Exit codes follow the client's error classes (printed by --help).
+ */
+import { parseArgs } from "node:util";
+import {
+  createGatewayClient,
+  ERROR_CLASSES,
+  type GatewayClient,
+  GatewayError,
+  RateLimited,
+  register,
+  ValidationFailed,
+} from "../client/index.ts";
+import type { FetchLike } from "../client/request.ts";
+import { formatHuman } from "./format.ts";
+
+export type CliIo = {
+  env: Record<string, string | undefined>;
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  /** For tests (the response check); the global fetch otherwise. */
+  fetch?: FetchLike;
+};
+
+export const EXIT_OK = 0;
+export const EXIT_USAGE = 2;
+
+const COMMANDS = ["network", "balance", "faucet", "transfer", "action", "pay", "register"] as const;
+type Command = (typeof COMMANDS)[number];
+
+export function helpText(): string {
+  const codes = ERROR_CLASSES.map(
+    (errorClass) => `  ${String(errorClass.exitCode).padStart(2)}  ${errorClass.name}: ${errorClass.family}`,
+  );
+  return [
+    "usage: agent-wallet <command> [options]",
+    "",
+    "commands:",
+    "  network                          discovery: chain, identity, allowlist, limits, features",
+    "  balance                          the assigned wallet's balance",
+    "  faucet [--key K]                 a faucet payout to the assigned wallet",
+    "  transfer --to ADDR --amount U [--key K] [--wait]",
+    "                                   a transfer; U in 6-decimal units (1 USDC = 1000000)",
+    "  action ID [--wait]               an action's status (--wait: until confirmed, failed or reverted)",
+    "  pay URL [--key K] [--method M] [--data BODY]",
+    "                                   fetch URL, paying a 402 once through the gateway",
+    "  register                         a new token and wallet (never retried; the token is shown once)",
+    "",
+    "options:",
+    "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
+    "  --json           one JSON document on stdout (errors too)",
+    "  --key K          the idempotency key; repeat with the key of a call whose answer was lost",
+    "  -h, --help       this text",
+    "",
+    "environment:",
+    "  AGENT_TOKEN      the agent's bearer token (never pass it as an argument)",
+    "  AGENT_BASE_URL   e.g. http://127.0.0.1:8787/77",
+    "",
+    "exit codes:",
+    `   ${EXIT_OK}  success`,
+    `   ${EXIT_USAGE}  usage: an unknown command or option, a missing argument, AGENT_TOKEN unset`,
+    ...codes,
+  ].join("\n");
+}
+
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  let parsed: ReturnType<typeof parseCli>;
+  try {
+    parsed = parseCli(argv);
+  } catch (error) {
+    io.stderr(`agent-wallet: ${(error as Error).message}\nRun agent-wallet --help for usage.\n`);
+    return EXIT_USAGE;
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    io.stdout(`${helpText()}\n`);
+    return values.help ? EXIT_OK : EXIT_USAGE;
+  }
+  const command = positionals[0] as Command;
+  const usage = (message: string): number => {
+    io.stderr(`agent-wallet: ${message}\nRun agent-wallet --help for usage.\n`);
+    return EXIT_USAGE;
+  };
+  if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
+  const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
+  if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
+  const json = values.json === true;
+  const fetchFn = io.fetch ?? globalThis.fetch.bind(globalThis);
+
+  try {
+    let result: unknown;
+    if (command === "register") {
+      result = await register({ baseUrl, fetch: fetchFn });
+    } else {
+      const token = io.env.AGENT_TOKEN;
+      if (!token) return usage("AGENT_TOKEN is not set (the token is read from the environment only)");
+      const client = createGatewayClient({ baseUrl, token, fetch: fetchFn });
+      const run = await runCommand(client, command, positionals.slice(1), values);
+      if (typeof run === "number") return run === EXIT_USAGE ? usage(usageOf(command)) : run;
+      result = run;
+    }
+    io.stdout(`${json ? JSON.stringify(result, null, 2) : formatHuman(command, result)}\n`);
+    return EXIT_OK;
+  } catch (error) {
+    if (!(error instanceof GatewayError)) throw error;
+    if (json) {
+      io.stdout(`${JSON.stringify({ error: describeError(error) }, null, 2)}\n`);
+    } else {
+      const retry =
+        error instanceof RateLimited && error.retryAfter !== undefined
+          ? ` (retry after ${error.retryAfter}s)`
+          : "";
+      io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${retry}\n`);
+    }
+    return error.exitCode;
+  }
+}
+
+type Values = ReturnType<typeof parseCli>["values"];
+
+function parseCli(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      "base-url": { type: "string" },
+      json: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+      key: { type: "string" },
+      to: { type: "string" },
+      amount: { type: "string" },
+      wait: { type: "boolean" },
+      method: { type: "string" },
+      data: { type: "string" },
+    },
+  });
+}
+
+function usageOf(command: Command): string {
+  switch (command) {
+    case "transfer":
+      return "transfer needs --to ADDRESS and --amount UNITS";
+    case "action":
+      return "action needs an action id";
+    case "pay":
+      return "pay needs a URL";
+    default:
+      return `${command} takes no arguments`;
+  }
+}
+
+async function runCommand(
+  client: GatewayClient,
+  command: Exclude<Command, "register">,
+  args: string[],
+  values: Values,
+): Promise<unknown> {
+  switch (command) {
+    case "network":
+      return args.length === 0 ? client.network() : EXIT_USAGE;
+    case "balance":
+      return args.length === 0 ? client.balance() : EXIT_USAGE;
+    case "faucet": {
+      if (args.length > 0) return EXIT_USAGE;
+      const action = await client.faucet({ idempotencyKey: values.key });
+      return values.wait
+        ? { ...(await client.waitForAction(action.action_id)), idempotency_key: action.idempotency_key }
+        : action;
+    }
+    case "transfer": {
+      if (args.length > 0 || !values.to || !values.amount) return EXIT_USAGE;
+      if (!/^[0-9]+$/.test(values.amount)) {
+        throw new ValidationFailed("--amount must be a whole number of 6-decimal units", {
+          code: "validation_failed",
+        });
+      }
+      const action = await client.transfer({
+        to: values.to,
+        amount: values.amount,
+        idempotencyKey: values.key,
+      });
+      return values.wait
+        ? { ...(await client.waitForAction(action.action_id)), idempotency_key: action.idempotency_key }
+        : action;
+    }
+    case "action": {
+      if (args.length !== 1) return EXIT_USAGE;
+      return values.wait ? client.waitForAction(args[0]!) : client.action(args[0]!);
+    }
+    case "pay": {
+      if (args.length !== 1) return EXIT_USAGE;
+      const response = await client.fetchWithPayment(
+        args[0]!,
+        { method: values.method ?? "GET", ...(values.data === undefined ? {} : { body: values.data }) },
+        { idempotencyKey: values.key },
+      );
+      const text = await response.text();
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {}
+      return { status: response.status, payment_response: response.headers.get("payment-response"), body };
+    }
+  }
+}
+
+function describeError(error: GatewayError): Record<string, unknown> {
+  return {
+    name: error.name,
+    code: error.code,
+    message: error.message,
+    ...(error.status === undefined ? {} : { status: error.status }),
+    ...(error.requestId === undefined ? {} : { request_id: error.requestId }),
+    ...(error instanceof RateLimited && error.retryAfter !== undefined
+      ? { retry_after: error.retryAfter }
+      : {}),
+    ...("idempotencyKey" in error ? { idempotency_key: error.idempotencyKey } : {}),
+    exit_code: error.exitCode,
+  };
+}

@@ -1,0 +1,250 @@
+import {
+  AgentAuthFailed,
+  CapabilityRequired,
+  chain77,
+  createGatewayClient,
+  FeatureDisabled,
+  FundingGateClosed,
+  findGatewayError,
+  type GatewayClient,
+  GatewayError,
+  IdempotencyConflict,
+  InsufficientFunds,
+  LimitExceeded,
+  NotFound,
+  RateLimited,
+  RegistrationUnavailable,
+  RpcMethodNotAllowed,
+  register,
+  ServiceUnavailable,
+  SignerUnavailable,
+  ValidationFailed,
+} from "agent-wallet-service/client";
+import { sql } from "drizzle-orm";
+import { createPublicClient } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { queryRows } from "../origin/db/client.ts";
+import { freePort } from "../scripts/test/free-port.ts";
+import { type MoneyStack, startMoneyStack } from "../scripts/test/money-stack.ts";
+import { checkingFetch } from "../scripts/test/openapi-check.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
+
+// The client library (issue 17) against the real stack: origin, enclave, devnet, Postgres. Every
+// answer it receives is also checked against the OpenAPI document (checkingFetch).
+
+describe("gateway client (real stack)", () => {
+  let stack: MoneyStack;
+  let chain: ReturnType<typeof publicClientFor>;
+  const fetch = checkingFetch();
+  const clientFor = (token: string, base = stack.origin.base): GatewayClient =>
+    createGatewayClient({ baseUrl: base, token, fetch });
+  const rejection = async (promise: Promise<unknown>): Promise<GatewayError> => {
+    const error = await promise.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(GatewayError);
+    return error as GatewayError;
+  };
+  const actionsOf = async (agentId: string): Promise<number> => {
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from agent_actions where agent_id = ${agentId}`,
+    );
+    return row!.n;
+  };
+
+  beforeAll(async () => {
+    stack = await startMoneyStack();
+    chain = publicClientFor(stack.devnet.url);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("reads the network and the balance, and calls an allowlisted rpc method", async () => {
+    const agent = await stack.newAgent({ units: 2_000_000n });
+    const client = clientFor(agent.token);
+    const network = await client.network();
+    expect(network.chain.chain_id).toBe(77);
+    expect(network.agent).toEqual({
+      agent_id: agent.agentId,
+      assigned_wallet: agent.wallet.toLowerCase(),
+      capabilities: expect.arrayContaining(["read"]),
+    });
+    const balance = await client.balance();
+    expect(balance).toMatchObject({ address: agent.wallet.toLowerCase(), balance: "2000000", decimals: 6 });
+    expect(BigInt(balance.balance_wei)).toBe(2_000_000n * WEI_PER_UNIT);
+    expect(await client.rpc("eth_chainId")).toBe("0x4d");
+  });
+
+  it("pays the faucet and transfers, waits for both, and reads the actions", async () => {
+    const agent = await stack.newAgent();
+    const client = clientFor(agent.token);
+    const payout = await client.faucet();
+    expect(payout.kind).toBe("faucet");
+    expect(payout.idempotency_key).toMatch(/^faucet-/);
+    const paid = await client.waitForAction(payout.action_id);
+    expect(paid.status).toBe("confirmed");
+    expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+
+    const to = newAccount().address;
+    const sent = await client.transfer({ to, amount: 250_000n });
+    expect(sent).toMatchObject({ kind: "transfer", amount: "250000", to: to.toLowerCase() });
+    const done = await client.waitForAction(sent.action_id);
+    expect(done.status).toBe("confirmed");
+    expect(await client.action(sent.action_id)).toEqual(done);
+    expect(await chain.getBalance({ address: to })).toBe(250_000n * WEI_PER_UNIT);
+  });
+
+  it("repeats a money call with the same generated key after a lost answer: moved once", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // Fault that cannot be produced for real from the client side: the request reaches the
+    // gateway, the answer is dropped on its way back (the connection dies after the send).
+    let dropped = 0;
+    const keys: string[] = [];
+    const losing: typeof globalThis.fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (typeof init?.body === "string") keys.push(JSON.parse(init.body).idempotency_key);
+      if (dropped++ === 0) throw new TypeError("fetch failed (answer lost)");
+      return response;
+    };
+    const client = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch: losing });
+    const to = newAccount().address;
+    const sent = await client.transfer({ to, amount: "1000" });
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toBe(keys[1]);
+    expect(sent.idempotency_key).toBe(keys[0]);
+    expect((await clientFor(agent.token).waitForAction(sent.action_id)).status).toBe("confirmed");
+    expect(await actionsOf(agent.agentId)).toBe(1);
+    expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+    // The caller repeating with the key gets the same action, and a changed payload conflicts.
+    const again = await clientFor(agent.token).transfer({
+      to,
+      amount: "1000",
+      idempotencyKey: sent.idempotency_key,
+    });
+    expect(again.action_id).toBe(sent.action_id);
+    const conflict = await rejection(
+      clientFor(agent.token).transfer({ to, amount: "1001", idempotencyKey: sent.idempotency_key }),
+    );
+    expect(conflict).toBeInstanceOf(IdempotencyConflict);
+    expect(conflict.status).toBe(409);
+  });
+
+  it("reads the chain with viem through the transport, and a disallowed method is a typed error", async () => {
+    const agent = await stack.newAgent({ units: 3_000_000n });
+    const viem = createPublicClient({
+      chain: chain77(stack.devnet.url),
+      transport: clientFor(agent.token).transport(),
+    });
+    expect(await viem.getBalance({ address: agent.wallet })).toBe(3_000_000n * WEI_PER_UNIT);
+    expect(await viem.getBlockNumber()).toBe(await chain.getBlockNumber());
+    const refused = await viem
+      .request({ method: "eth_sendRawTransaction", params: ["0x00"] } as never)
+      .catch((error: unknown) => error);
+    const typed = findGatewayError(refused);
+    expect(typed).toBeInstanceOf(RpcMethodNotAllowed);
+    expect((typed as RpcMethodNotAllowed).rpcCode).toBe(-32601);
+    expect((typed as RpcMethodNotAllowed).allowedMethods).toContain("eth_getBalance");
+    // And directly through rpc().
+    const direct = await rejection(clientFor(agent.token).rpc("eth_call", [{}, "latest"]));
+    expect(direct).toBeInstanceOf(RpcMethodNotAllowed);
+  });
+
+  it("types each error the service gives", async () => {
+    const agent = await stack.newAgent({ units: 1_000n });
+    const client = clientFor(agent.token);
+    const to = newAccount().address;
+
+    const auth = await rejection(clientFor(`${agent.token.slice(0, -4)}0000`).balance());
+    expect(auth).toBeInstanceOf(AgentAuthFailed);
+    expect(auth).toMatchObject({ code: "agent_auth_failed", status: 401 });
+    expect(auth.requestId).toMatch(/^req_/);
+    expect(auth.message).not.toContain(agent.token);
+
+    const reader = await stack.newAgent({ capabilities: ["read"] });
+    expect(await rejection(clientFor(reader.token).faucet())).toBeInstanceOf(CapabilityRequired);
+
+    const invalid = await rejection(client.transfer({ to: "0x1234", amount: "1" }));
+    expect(invalid).toBeInstanceOf(ValidationFailed);
+    expect(invalid.status).toBe(400);
+
+    const over = await rejection(client.transfer({ to, amount: "10000001" }));
+    expect(over).toBeInstanceOf(LimitExceeded);
+    expect((over as LimitExceeded).limit).toBe("per_transaction");
+
+    expect(await rejection(client.transfer({ to, amount: "1000" }))).toBeInstanceOf(InsufficientFunds);
+
+    const undrilled = await stack.newAgent({ drilled: false, units: 2_000_000n });
+    const gate = await rejection(clientFor(undrilled.token).transfer({ to, amount: "1" }));
+    expect(gate).toBeInstanceOf(FundingGateClosed);
+    expect((gate as FundingGateClosed).reason).toBe("no_restore_evidence");
+
+    const faucetAgent = await stack.newAgent();
+    await clientFor(faucetAgent.token).faucet();
+    const cooldown = await rejection(clientFor(faucetAgent.token).faucet());
+    expect(cooldown).toBeInstanceOf(RateLimited);
+    expect(cooldown.code).toBe("faucet_cooldown");
+    expect((cooldown as RateLimited).retryAfter).toBeGreaterThan(0);
+
+    expect(await rejection(client.action("00000000-0000-4000-8000-000000000000"))).toBeInstanceOf(NotFound);
+
+    const faucetOff = await stack.startOrigin({ AGENT_FAUCET_ENABLED: "false" });
+    expect(await rejection(clientFor(faucetAgent.token, faucetOff.base).faucet())).toBeInstanceOf(
+      FeatureDisabled,
+    );
+
+    // Registration is off on this stack: 503 registration_unavailable, reason disabled.
+    const closed = await rejection(register({ baseUrl: stack.origin.base, fetch }));
+    expect(closed).toBeInstanceOf(RegistrationUnavailable);
+    expect((closed as RegistrationUnavailable).reason).toBe("disabled");
+
+    const nowhere = `http://127.0.0.1:${await freePort()}/77`;
+    const unreachable = await rejection(
+      createGatewayClient({ baseUrl: nowhere, token: agent.token, retries: 0 }).balance(),
+    );
+    expect(unreachable).toBeInstanceOf(ServiceUnavailable);
+    expect(unreachable.code).toBe("gateway_unreachable");
+  });
+
+  it("register sends once and never retries by itself, even when the answer is lost", async () => {
+    let calls = 0;
+    const lost: typeof globalThis.fetch = async (input, init) => {
+      calls++;
+      await fetch(input, init);
+      throw new TypeError("fetch failed (answer lost)");
+    };
+    const error = await rejection(register({ baseUrl: stack.origin.base, fetch: lost }));
+    expect(error).toBeInstanceOf(ServiceUnavailable);
+    expect(error.code).toBe("gateway_unreachable");
+    expect(calls).toBe(1);
+  });
+
+  it("is SignerUnavailable with the enclave down, and a repeat under the same key succeeds once it is back", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const to = newAccount().address;
+    await stack.enclave.stop();
+    try {
+      const down = await rejection(
+        createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch, retries: 0 }).transfer({
+          to,
+          amount: "1000",
+          idempotencyKey: "signer-down-1",
+        }),
+      );
+      expect(down).toBeInstanceOf(SignerUnavailable);
+      expect(down.status).toBe(503);
+    } finally {
+      await stack.enclave.start();
+    }
+    const sent = await clientFor(agent.token).transfer({
+      to,
+      amount: "1000",
+      idempotencyKey: "signer-down-1",
+    });
+    expect((await clientFor(agent.token).waitForAction(sent.action_id)).status).toBe("confirmed");
+    expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+  });
+});

@@ -1,0 +1,250 @@
+/**
+ * Errors of the gateway client, one class per family of the service's error codes (SPEC "Errors",
+ * DESIGN §7), all under GatewayError. `code` is the service's wire code; `exitCode` is what the
+ * agent CLI exits with for the family (printed by `agent-wallet --help`).
+ */
+
+export type GatewayErrorDetails = {
+  /** The service's code (`agent_auth_failed`, …) or the client's own (`gateway_unreachable`, …). */
+  code: string;
+  /** HTTP status, when there was an answer. */
+  status?: number;
+  requestId?: string;
+  /** The whole `error` object of the envelope (extra fields such as `retry_after`, `reason`). */
+  body?: Record<string, unknown>;
+  cause?: unknown;
+};
+
+export class GatewayError extends Error {
+  static readonly exitCode: number = 1;
+  static readonly family: string = "any other error";
+  readonly code: string;
+  readonly status: number | undefined;
+  readonly requestId: string | undefined;
+  readonly body: Record<string, unknown>;
+
+  constructor(message: string, details: GatewayErrorDetails) {
+    super(message, { cause: details.cause });
+    this.name = new.target.name;
+    this.code = details.code;
+    this.status = details.status;
+    this.requestId = details.requestId;
+    this.body = details.body ?? {};
+  }
+
+  get exitCode(): number {
+    return (this.constructor as typeof GatewayError).exitCode;
+  }
+}
+
+export class AgentAuthFailed extends GatewayError {
+  static override readonly exitCode = 3;
+  static override readonly family = "agent_auth_failed, admin_auth_failed: bad or revoked token";
+}
+export class CapabilityRequired extends GatewayError {
+  static override readonly exitCode = 4;
+  static override readonly family = "agent_capability_required";
+}
+/** 429s; `retryAfter` in seconds (the `retry_after` field or the Retry-After header). */
+export class RateLimited extends GatewayError {
+  static override readonly exitCode = 5;
+  static override readonly family =
+    "rate_limited, faucet_cooldown, faucet_daily_limit, registration_rate_limited";
+  readonly retryAfter: number | undefined;
+  constructor(message: string, details: GatewayErrorDetails & { retryAfter?: number }) {
+    super(message, details);
+    this.retryAfter = details.retryAfter;
+  }
+}
+export class ValidationFailed extends GatewayError {
+  static override readonly exitCode = 6;
+  static override readonly family = "validation_failed (and bad CLI input)";
+}
+export class IdempotencyConflict extends GatewayError {
+  static override readonly exitCode = 7;
+  static override readonly family = "idempotency_conflict";
+}
+export class FeatureDisabled extends GatewayError {
+  static override readonly exitCode = 8;
+  static override readonly family = "feature_disabled";
+}
+export class NotFound extends GatewayError {
+  static override readonly exitCode = 9;
+  static override readonly family = "not_found (also: the gateway switch is off)";
+}
+/** `limit` is `per_transaction` or `daily`; units are 6-decimal. */
+export class LimitExceeded extends GatewayError {
+  static override readonly exitCode = 10;
+  static override readonly family = "limit_exceeded";
+  get limit(): string | undefined {
+    return stringField(this.body, "limit");
+  }
+  get remainingUnits(): bigint | undefined {
+    const value = stringField(this.body, "remaining_units");
+    return value === undefined ? undefined : BigInt(value);
+  }
+}
+export class RecipientNotAllowed extends GatewayError {
+  static override readonly exitCode = 11;
+  static override readonly family = "recipient_not_allowed";
+}
+export class InsufficientFunds extends GatewayError {
+  static override readonly exitCode = 12;
+  static override readonly family = "insufficient_funds";
+}
+export class FundingGateClosed extends GatewayError {
+  static override readonly exitCode = 13;
+  static override readonly family = "funding_gate_closed";
+  get reason(): string | undefined {
+    return stringField(this.body, "reason");
+  }
+}
+/** The enclave could not be reached; nothing was signed, a retry with the same key is safe. */
+export class SignerUnavailable extends GatewayError {
+  static override readonly exitCode = 14;
+  static override readonly family = "agent_signer_unavailable, agent_signer_protocol_unavailable";
+}
+export class RegistrationUnavailable extends GatewayError {
+  static override readonly exitCode = 15;
+  static override readonly family =
+    "registration_unavailable, registration_ingress_refused, cross_site_refused, agent_key_pool_exhausted, agent_key_pool_busy";
+  get reason(): string | undefined {
+    return stringField(this.body, "reason");
+  }
+}
+/** An x402 authorization refused (`x402_*`), or a payment the resource did not accept. */
+export class PaymentRefused extends GatewayError {
+  static override readonly exitCode = 16;
+  static override readonly family = "x402_* refusals, a paid request answered 402 again";
+}
+/**
+ * A paid request whose answer was lost: the payment may have settled. Repeat the call with the
+ * same `idempotencyKey`: it presents the same authorization, so it can never pay twice.
+ */
+export class PaymentOutcomeUnknown extends GatewayError {
+  static override readonly exitCode = 17;
+  static override readonly family = "payment sent, answer lost: repeat with the same idempotency key";
+  readonly idempotencyKey: string;
+  constructor(message: string, details: GatewayErrorDetails & { idempotencyKey: string }) {
+    super(message, details);
+    this.idempotencyKey = details.idempotencyKey;
+  }
+}
+/** A JSON-RPC error from /rpc; `rpcCode` is the JSON-RPC error code. */
+export class RpcError extends GatewayError {
+  static override readonly exitCode = 18;
+  static override readonly family = "JSON-RPC errors from /rpc";
+  readonly rpcCode: number;
+  readonly data: unknown;
+  constructor(message: string, details: GatewayErrorDetails & { rpcCode: number; data?: unknown }) {
+    super(message, details);
+    this.rpcCode = details.rpcCode;
+    this.data = details.data;
+  }
+}
+/** -32601: the method is not on the gateway's read allowlist (`allowedMethods`). */
+export class RpcMethodNotAllowed extends RpcError {
+  get allowedMethods(): string[] {
+    const data = this.data as { allowed_methods?: unknown } | undefined;
+    return Array.isArray(data?.allowed_methods) ? data.allowed_methods.map(String) : [];
+  }
+}
+/** No answer (network), or the service failed (5xx: internal_error, upstream_unavailable, …). */
+export class ServiceUnavailable extends GatewayError {
+  static override readonly exitCode = 19;
+  static override readonly family =
+    "no answer, internal_error, upstream_unavailable, service_unavailable, an unexpected answer";
+}
+
+/** The classes the CLI documents, in exit-code order. */
+export const ERROR_CLASSES = [
+  GatewayError,
+  AgentAuthFailed,
+  CapabilityRequired,
+  RateLimited,
+  ValidationFailed,
+  IdempotencyConflict,
+  FeatureDisabled,
+  NotFound,
+  LimitExceeded,
+  RecipientNotAllowed,
+  InsufficientFunds,
+  FundingGateClosed,
+  SignerUnavailable,
+  RegistrationUnavailable,
+  PaymentRefused,
+  PaymentOutcomeUnknown,
+  RpcError,
+  ServiceUnavailable,
+] as const;
+
+type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
+
+const BY_CODE: Record<string, ErrorClass> = {
+  agent_auth_failed: AgentAuthFailed,
+  admin_auth_failed: AgentAuthFailed,
+  agent_capability_required: CapabilityRequired,
+  validation_failed: ValidationFailed,
+  idempotency_conflict: IdempotencyConflict,
+  feature_disabled: FeatureDisabled,
+  not_found: NotFound,
+  limit_exceeded: LimitExceeded,
+  recipient_not_allowed: RecipientNotAllowed,
+  insufficient_funds: InsufficientFunds,
+  funding_gate_closed: FundingGateClosed,
+  agent_signer_unavailable: SignerUnavailable,
+  agent_signer_protocol_unavailable: SignerUnavailable,
+  registration_unavailable: RegistrationUnavailable,
+  registration_ingress_refused: RegistrationUnavailable,
+  cross_site_refused: RegistrationUnavailable,
+  agent_key_pool_exhausted: RegistrationUnavailable,
+  agent_key_pool_busy: RegistrationUnavailable,
+  internal_error: ServiceUnavailable,
+  upstream_unavailable: ServiceUnavailable,
+  service_unavailable: ServiceUnavailable,
+};
+const RATE_LIMITED = new Set([
+  "rate_limited",
+  "faucet_cooldown",
+  "faucet_daily_limit",
+  "registration_rate_limited",
+]);
+
+/** The typed error for an error envelope `{error: {code, message, request_id, …}}`. */
+export function errorFromEnvelope(
+  status: number,
+  envelope: unknown,
+  retryAfterHeader: string | null,
+): GatewayError {
+  const error = (envelope as { error?: unknown } | null)?.error;
+  if (typeof error !== "object" || error === null || typeof (error as { code?: unknown }).code !== "string") {
+    return new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
+      code: "unexpected_answer",
+      status,
+    });
+  }
+  const body = error as Record<string, unknown>;
+  const code = body.code as string;
+  const message = typeof body.message === "string" ? body.message : code;
+  const details: GatewayErrorDetails = {
+    code,
+    status,
+    requestId: typeof body.request_id === "string" ? body.request_id : undefined,
+    body,
+  };
+  if (RATE_LIMITED.has(code) || status === 429) {
+    const fromBody = typeof body.retry_after === "number" ? body.retry_after : undefined;
+    const fromHeader =
+      retryAfterHeader !== null && /^\d+$/.test(retryAfterHeader) ? Number(retryAfterHeader) : undefined;
+    return new RateLimited(message, { ...details, retryAfter: fromBody ?? fromHeader });
+  }
+  if (code.startsWith("x402_")) return new PaymentRefused(message, details);
+  const known = BY_CODE[code];
+  if (known) return new known(message, details);
+  return status >= 500 ? new ServiceUnavailable(message, details) : new GatewayError(message, details);
+}
+
+function stringField(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  return typeof value === "string" ? value : undefined;
+}

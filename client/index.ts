@@ -1,0 +1,35 @@
+/**
+ * `agent-wallet-service/client`: the agent's TypeScript client of the gateway (issue 17). No
+ * Node-only APIs (fetch and Web Crypto only): it runs in Node, a Worker or a browser.
+ */
+export { chain77 } from "../shared/chain.ts";
+export type {
+  ActionView,
+  BalanceResponse,
+  NetworkResponse,
+  RegisterResponse,
+} from "../shared/gateway-schemas.ts";
+export * from "./errors.ts";
+export {
+  createGatewayClient,
+  findGatewayError,
+  type GatewayClient,
+  type GatewayClientParams,
+  type MoneyActionResult,
+  type TransferParams,
+  type WaitForActionParams,
+} from "./gateway-client.ts";
+export { type RegisterParams, register } from "./register.ts";
+export type { FetchLike } from "./request.ts";
+export { gatewayTransport, rpcCall } from "./viem-transport.ts";
+export {
+  type AuthorizeX402Params,
+  type FetchWithPaymentOptions,
+  nonceForKey,
+  PAYMENT_REQUIRED_HEADER,
+  PAYMENT_RESPONSE_HEADER,
+  PAYMENT_SIGNATURE_HEADER,
+  type PaymentRequired,
+  type PaymentRequirements,
+  type X402Authorization,
+} from "./x402.ts";

@@ -1,0 +1,67 @@
+import { errorFromEnvelope, ServiceUnavailable } from "./errors.ts";
+
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+export type JsonAnswer<T> = { status: number; body: T; headers: Headers };
+
+export type CallParams = {
+  method: "GET" | "POST";
+  /** Relative to the base URL, e.g. `/agent/v1/balance`. */
+  path: string;
+  body?: unknown;
+  token?: string;
+  headers?: Record<string, string>;
+};
+
+/**
+ * One JSON call to the service: a 2xx answer is returned parsed; an error envelope becomes its
+ * typed error; no answer at all becomes ServiceUnavailable (`gateway_unreachable`) with the cause.
+ * The token goes into the Authorization header only, never into a message.
+ */
+export async function callJson<T>(
+  fetchFn: FetchLike,
+  baseUrl: string,
+  params: CallParams,
+): Promise<JsonAnswer<T>> {
+  const headers: Record<string, string> = { accept: "application/json", ...params.headers };
+  if (params.body !== undefined) headers["content-type"] = "application/json";
+  if (params.token !== undefined) headers.authorization = `Bearer ${params.token}`;
+  let response: Response;
+  try {
+    response = await fetchFn(joinUrl(baseUrl, params.path), {
+      method: params.method,
+      headers,
+      ...(params.body === undefined ? {} : { body: JSON.stringify(params.body) }),
+    });
+  } catch (cause) {
+    throw new ServiceUnavailable(`no answer from ${params.method} ${params.path}`, {
+      code: "gateway_unreachable",
+      cause,
+    });
+  }
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (!response.ok) throw errorFromEnvelope(response.status, body, response.headers.get("retry-after"));
+  if (body === undefined) {
+    throw new ServiceUnavailable(`${params.method} ${params.path} answered ${response.status} without JSON`, {
+      code: "unexpected_answer",
+      status: response.status,
+    });
+  }
+  return { status: response.status, body: body as T, headers: response.headers };
+}
+
+/** `http://host/77` + `/agent/v1/x` (a trailing slash on the base is tolerated). */
+export function joinUrl(baseUrl: string, path: string): string {
+  return `${baseUrl.replace(/\/+$/, "")}${path}`;
+}
+
+/** A fresh idempotency key: 128 random bits, printable ASCII (Web Crypto: Workers, browsers, Node). */
+export function newIdempotencyKey(prefix = "awc"): string {
+  return `${prefix}-${crypto.randomUUID()}`;
+}

@@ -1,0 +1,160 @@
+/**
+ * The client's x402 side (SPEC "x402 objects", DESIGN §7): asking the gateway to authorize a
+ * quote, and answering a 402 with it. Never pays twice for one logical request: the idempotency
+ * key is fixed per request and the nonce is derived from it, so a repeated call presents the
+ * same authorization (the gateway returns the stored one) instead of signing a new payment.
+ */
+import { PaymentOutcomeUnknown, PaymentRefused, ServiceUnavailable } from "./errors.ts";
+import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
+
+/** A requirement object of a quote (`accepts[i]`). */
+export type PaymentRequirements = {
+  scheme: string;
+  network: string;
+  asset: string;
+  amount: string;
+  payTo: string;
+  maxTimeoutSeconds: number;
+  extra?: Record<string, unknown>;
+  [field: string]: unknown;
+};
+
+/** The 402 body: the quote. */
+export type PaymentRequired = {
+  x402Version?: number;
+  resource?: { url: string; mimeType?: string; description?: string };
+  accepts: PaymentRequirements[];
+  error?: string;
+  [field: string]: unknown;
+};
+
+export type AuthorizeX402Params = {
+  /** Fixed per logical payment; generated when absent. A repeat returns the stored authorization. */
+  idempotencyKey?: string;
+  /** 32 bytes, 0x-hex; derived from the idempotency key when absent. */
+  nonce?: `0x${string}`;
+};
+
+/** DESIGN §7: the answer of POST /agent/v1/x402/authorize. */
+export type X402Authorization = {
+  action_id: string;
+  /** The exact value for the PAYMENT-SIGNATURE header (Base64 of the JSON envelope). */
+  payment_signature: string;
+  payment_payload: Record<string, unknown>;
+  valid_before: string;
+  /** The key the authorization is stored under (repeat with it to get the same bytes). */
+  idempotency_key: string;
+};
+
+export type FetchWithPaymentOptions = {
+  /**
+   * Names the logical request. Pass the key of an earlier call whose paid answer was lost
+   * (PaymentOutcomeUnknown.idempotencyKey): the same authorization is presented again.
+   */
+  idempotencyKey?: string;
+};
+
+export const PAYMENT_SIGNATURE_HEADER = "PAYMENT-SIGNATURE";
+export const PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED";
+export const PAYMENT_RESPONSE_HEADER = "PAYMENT-RESPONSE";
+
+const NONCE_LABEL = "agent-wallet-client/x402-nonce/v1\u0000";
+
+/** SHA-256 of a label and the key: the same key always gives the same nonce (Web Crypto). */
+export async function nonceForKey(idempotencyKey: string): Promise<`0x${string}`> {
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(NONCE_LABEL + idempotencyKey),
+  );
+  return `0x${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+}
+
+export type X402Deps = { fetch: FetchLike; baseUrl: string; token: string };
+
+export async function authorizeX402(
+  deps: X402Deps,
+  quote: PaymentRequired,
+  params: AuthorizeX402Params = {},
+): Promise<X402Authorization> {
+  const idempotencyKey = params.idempotencyKey ?? newIdempotencyKey("x402");
+  const nonce = params.nonce ?? (await nonceForKey(idempotencyKey));
+  const answer = await callJson<Omit<X402Authorization, "idempotency_key">>(deps.fetch, deps.baseUrl, {
+    method: "POST",
+    path: "/agent/v1/x402/authorize",
+    token: deps.token,
+    body: { payment_required: quote, nonce, idempotency_key: idempotencyKey },
+  });
+  return { ...answer.body, idempotency_key: idempotencyKey };
+}
+
+/**
+ * `fetch`, answering a 402 once: the quote is authorized through the gateway and the request is
+ * repeated with PAYMENT-SIGNATURE. The request body must be re-sendable (a string or bytes).
+ */
+export async function fetchWithPayment(
+  deps: X402Deps,
+  url: string | URL,
+  init: RequestInit = {},
+  options: FetchWithPaymentOptions = {},
+): Promise<Response> {
+  const first = await deps.fetch(url, init);
+  if (first.status !== 402) return first;
+  const quote = await readQuote(first);
+  const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey("x402");
+  const authorization = await authorizeX402(deps, quote, { idempotencyKey });
+  const headers = new Headers(init.headers);
+  headers.set(PAYMENT_SIGNATURE_HEADER, authorization.payment_signature);
+  let paid: Response;
+  try {
+    paid = await deps.fetch(url, { ...init, headers });
+  } catch (cause) {
+    throw new PaymentOutcomeUnknown(
+      "the paid request got no answer; the payment may have settled: repeat with the same idempotency key",
+      { code: "payment_outcome_unknown", cause, idempotencyKey },
+    );
+  }
+  if (paid.status !== 402) return paid;
+  // Paid and refused: say why, with the settlement the resource names (an earlier presentation of
+  // this authorization settled already when it names a transaction).
+  const settlement = decodeHeaderJson(paid.headers.get(PAYMENT_RESPONSE_HEADER));
+  const again = (await paid.json().catch(() => undefined)) as { error?: unknown } | undefined;
+  const transaction = (settlement as { transaction?: unknown } | undefined)?.transaction;
+  throw new PaymentRefused(
+    typeof transaction === "string" && transaction !== ""
+      ? `this payment was already presented; it settled in ${transaction}`
+      : `the resource refused the payment${typeof again?.error === "string" ? `: ${again.error}` : ""}`,
+    {
+      code:
+        typeof transaction === "string" && transaction !== ""
+          ? "payment_already_settled"
+          : "payment_not_accepted",
+      status: 402,
+      body: { settlement, quote: again, idempotency_key: idempotencyKey },
+    },
+  );
+}
+
+async function readQuote(response: Response): Promise<PaymentRequired> {
+  const body = (await response.json().catch(() => undefined)) as PaymentRequired | undefined;
+  // SPEC: use the body; the PAYMENT-REQUIRED header carries the same JSON, Base64-encoded.
+  const quote = Array.isArray(body?.accepts)
+    ? body
+    : decodeHeaderJson(response.headers.get(PAYMENT_REQUIRED_HEADER));
+  if (!quote || !Array.isArray((quote as PaymentRequired).accepts)) {
+    throw new ServiceUnavailable("the resource answered 402 without a quote", {
+      code: "unexpected_answer",
+      status: 402,
+    });
+  }
+  return quote as PaymentRequired;
+}
+
+function decodeHeaderJson(value: string | null): unknown {
+  if (!value) return undefined;
+  try {
+    const bytes = Uint8Array.from(atob(value), (char) => char.charCodeAt(0));
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return undefined;
+  }
+}

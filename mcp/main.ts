@@ -1,0 +1,19 @@
+/**
+ * `npm run mcp`: the agent wallet's MCP server on stdio. AGENT_TOKEN and AGENT_BASE_URL come from
+ * the environment (the MCP host's configuration), never from a tool call. Logs go to stderr:
+ * stdout carries the protocol.
+ */
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { createGatewayClient } from "../client/index.ts";
+import { createWalletMcpServer } from "./server.ts";
+
+const token = process.env.AGENT_TOKEN;
+const baseUrl = process.env.AGENT_BASE_URL;
+if (!token || !baseUrl) {
+  process.stderr.write(
+    "agent-wallet mcp: set AGENT_TOKEN and AGENT_BASE_URL (e.g. http://127.0.0.1:8787/77)\n",
+  );
+  process.exit(2);
+}
+const server = createWalletMcpServer(createGatewayClient({ baseUrl, token }), "0.1.0");
+await server.connect(new StdioServerTransport());

@@ -1,0 +1,154 @@
+/** The operator console's and the operations routes' part of the route table (operations.ts). */
+import {
+  auditSchema,
+  identityChangeRequestSchema,
+  identityChangeResponseSchema,
+  operationsOverviewSchema,
+  registrationOverviewSchema,
+  settingsChangeRequestSchema,
+  settingsChangeResponseSchema,
+} from "../../shared/console-schemas.ts";
+import { errorResponse, type Operation, type ResponseSpec, STATUS_TEXT } from "./operation-types.ts";
+
+const consoleErrors = (...extra: number[]): Record<number, ResponseSpec> => {
+  const all: Record<number, ResponseSpec> = {
+    401: errorResponse("admin_auth_failed: a missing or wrong admin token"),
+    404: errorResponse("feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)"),
+    429: errorResponse("rate_limited: too many failed admin authentications from this address"),
+    500: errorResponse("internal_error"),
+  };
+  for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");
+  return all;
+};
+
+export const CONSOLE_OPERATIONS: readonly Operation[] = [
+  // ─── Operator console (private origin only) ─────────────────────────────────────────────
+  {
+    method: "get",
+    path: "/admin/agents",
+    operationId: "consolePage",
+    summary: "The console's HTML shell, without operational data.",
+    tag: "console",
+    security: [],
+    responses: {
+      200: { description: "HTML", contentType: "text/html" },
+      404: errorResponse("feature_disabled: the console is off on this node"),
+    },
+  },
+  ...(["console.js", "console.css"] as const).map(
+    (asset): Operation => ({
+      method: "get",
+      path: `/admin/agents/assets/${asset}`,
+      operationId: asset === "console.js" ? "consoleScript" : "consoleStyle",
+      summary: "An asset of the console page.",
+      tag: "console",
+      security: [],
+      responses: {
+        200: {
+          description: "the asset",
+          contentType: asset.endsWith(".js") ? "text/javascript" : "text/css",
+        },
+        404: errorResponse("feature_disabled: the console is off on this node"),
+      },
+    }),
+  ),
+  {
+    method: "get",
+    path: "/admin/agents/registration",
+    operationId: "consoleRegistration",
+    summary: "Registration counters, quotas, key stock, recent identities and local limiter buckets.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: {
+        description: "the overview",
+        body: { name: "RegistrationOverview", schema: registrationOverviewSchema },
+      },
+      ...consoleErrors(503),
+    },
+  },
+  {
+    method: "get",
+    path: "/admin/agents/operations",
+    operationId: "consoleOperations",
+    summary: "Identity findings, key batches, actions, settlements and funding exceptions.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: {
+        description: "the views",
+        body: { name: "OperationsOverview", schema: operationsOverviewSchema },
+      },
+      ...consoleErrors(503),
+    },
+  },
+  {
+    method: "get",
+    path: "/admin/agents/audit",
+    operationId: "consoleAudit",
+    summary: "Every recorded change, newest first.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: { description: "the audit", body: { name: "Audit", schema: auditSchema } },
+      ...consoleErrors(503),
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/registration/settings",
+    operationId: "consoleChangeSettings",
+    summary: "Change registration settings, with a reason.",
+    tag: "console",
+    security: ["adminApiToken", "registrationAdminToken"],
+    requestBody: { name: "SettingsChangeRequest", schema: settingsChangeRequestSchema },
+    responses: {
+      200: {
+        description: "what changed",
+        body: { name: "SettingsChangeResponse", schema: settingsChangeResponseSchema },
+      },
+      ...consoleErrors(400, 503),
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/registration/identity",
+    operationId: "consoleChangeIdentity",
+    summary: "Disable or enable an identity, with a reason.",
+    tag: "console",
+    security: ["adminApiToken", "registrationAdminToken"],
+    requestBody: { name: "IdentityChangeRequest", schema: identityChangeRequestSchema },
+    responses: {
+      200: {
+        description: "what changed",
+        body: { name: "IdentityChangeResponse", schema: identityChangeResponseSchema },
+      },
+      ...consoleErrors(400, 503),
+    },
+  },
+  // ─── Operations (private origin only) ────────────────────────────────────────────────────
+  {
+    method: "get",
+    path: "/metrics",
+    operationId: "metrics",
+    summary: "Prometheus metrics, for a scraper holding the admin read token (as a bearer token).",
+    tag: "operations",
+    security: ["adminApiToken"],
+    responses: {
+      200: { description: "the Prometheus text format", contentType: "text/plain" },
+      ...consoleErrors(),
+    },
+  },
+  {
+    method: "get",
+    path: "/healthz",
+    operationId: "health",
+    summary: "Health of the database, the chain and the enclave; 503 when the database does not answer.",
+    tag: "operations",
+    security: [],
+    responses: {
+      200: { description: "healthy or degraded", freeForm: true },
+      503: { description: "the database does not answer", freeForm: true },
+    },
+  },
+];

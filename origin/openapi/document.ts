@@ -1,0 +1,133 @@
+import { z } from "zod";
+import { API_VERSION } from "../../shared/constants.ts";
+import { type NamedSchema, OPERATIONS, type Operation, type ResponseSpec } from "./operations.ts";
+
+type JsonSchema = Record<string, unknown>;
+export type OpenApiDocument = {
+  openapi: "3.1.0";
+  info: { title: string; version: string; description: string };
+  servers: Array<{ url: string }>;
+  paths: Record<string, Record<string, unknown>>;
+  components: { schemas: Record<string, JsonSchema>; securitySchemes: Record<string, unknown> };
+};
+
+const SECURITY_SCHEMES = {
+  agentToken: {
+    type: "http",
+    scheme: "bearer",
+    description: "The agent's token: `agt_<token_id>_<secret>`.",
+  },
+  adminApiToken: { type: "apiKey", in: "header", name: "x-admin-api-token" },
+  registrationAdminToken: { type: "apiKey", in: "header", name: "x-registration-admin-token" },
+};
+
+/**
+ * The OpenAPI 3.1 document of everything the origin mounts under `basePath`, generated from the
+ * zod schemas the routes parse with (operations.ts): JSON Schema 2020-12, OpenAPI 3.1's dialect.
+ * Requests are described as the schema reads them, responses as it writes them.
+ */
+export function buildOpenApiDocument(basePath: string): OpenApiDocument {
+  const schemas: Record<string, JsonSchema> = {};
+  // A schema used both ways is registered once per direction when the two forms differ.
+  const ref = (named: NamedSchema, io: "input" | "output"): JsonSchema => {
+    const converted = toJsonSchema(named.schema, io);
+    const existing = schemas[named.name];
+    const name =
+      existing === undefined || JSON.stringify(existing) === JSON.stringify(converted)
+        ? named.name
+        : `${named.name}${io === "input" ? "Input" : "Output"}`;
+    schemas[name] = converted;
+    return { $ref: `#/components/schemas/${name}` };
+  };
+  const bodySchema = (body: NonNullable<ResponseSpec["body"]>, io: "input" | "output"): JsonSchema => {
+    if ("oneOf" in body) return { oneOf: body.oneOf.map((one) => bodySchema(one, io)) };
+    if ("array" in body) return { type: "array", items: ref(body.array, io) };
+    return ref(body, io);
+  };
+
+  const paths: OpenApiDocument["paths"] = {};
+  for (const operation of OPERATIONS) {
+    paths[operation.path] ??= {};
+    paths[operation.path]![operation.method] = describeOperation(operation, bodySchema);
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Agent wallet service",
+      version: API_VERSION,
+      description:
+        "Keyless wallet API for autonomous agents on chain 77 (native USDC, 6 decimals), the x402 payment surfaces and the operator console. Amounts are 6-decimal units as decimal strings; errors are `{error: {code, message, request_id}}`.",
+    },
+    servers: [{ url: basePath }],
+    paths,
+    components: { schemas, securitySchemes: SECURITY_SCHEMES },
+  };
+}
+
+function describeOperation(
+  operation: Operation,
+  bodySchema: (body: NonNullable<ResponseSpec["body"]>, io: "input" | "output") => JsonSchema,
+): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  for (const [status, spec] of Object.entries(operation.responses)) {
+    const content = spec.contentType
+      ? { [spec.contentType]: { schema: { type: "string" } } }
+      : spec.freeForm
+        ? { "application/json": { schema: { type: "object" } } }
+        : spec.body
+          ? { "application/json": { schema: bodySchema(spec.body, "output") } }
+          : undefined;
+    responses[status] = { description: spec.description, ...(content ? { content } : {}) };
+  }
+  const parameters = [
+    ...[...operation.path.matchAll(/\{([a-z_]+)\}/g)].map((match) => ({
+      name: match[1],
+      in: "path",
+      required: true,
+      schema: { type: "string" },
+    })),
+    ...(operation.headers ?? []).map((header) => ({
+      name: header.name,
+      in: "header",
+      required: header.required,
+      description: header.description,
+      schema: { type: "string" },
+    })),
+  ];
+  const request = operation.requestBody;
+  return {
+    operationId: operation.operationId,
+    summary: operation.summary,
+    tags: [operation.tag],
+    security:
+      operation.security.length === 0
+        ? []
+        : [Object.fromEntries(operation.security.map((name) => [name, []]))],
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(request
+      ? {
+          requestBody: {
+            required: true,
+            content: {
+              "application/json": {
+                schema: "freeForm" in request ? { type: "object" } : bodySchema(request, "input"),
+              },
+            },
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+function toJsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
+  // Refinements (an address checksum, an amount's upper bound) have no JSON Schema form: the
+  // document keeps their pattern and description, the route still checks them.
+  const converted = z.toJSONSchema(schema, {
+    target: "draft-2020-12",
+    io,
+    unrepresentable: "any",
+  }) as JsonSchema;
+  delete converted.$schema;
+  return converted;
+}

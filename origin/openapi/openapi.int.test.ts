@@ -1,0 +1,91 @@
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { consoleSecrets } from "../../scripts/test/console-client.ts";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { send, sendUnchecked } from "../../scripts/test/http.ts";
+import { createResponseChecker } from "../../scripts/test/openapi-check.ts";
+import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
+import { buildOpenApiDocument } from "./document.ts";
+
+// The OpenAPI document (issue 17): valid OpenAPI 3.1, served without a token, covering every
+// route the origin mounts, and strict enough that the response check catches a wrong answer.
+
+describe("OpenAPI document", () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin;
+  let gatewayOff: TestOrigin;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    // Every router on: the gateway, registration, the console (its tokens set).
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      env: { ...consoleSecrets().env, BASE_PATH: "/77" },
+    });
+    gatewayOff = await startTestOrigin({ database: testDb.handle, env: { AGENT_GATEWAY_ENABLED: "false" } });
+  });
+  afterAll(async () => {
+    await origin?.close();
+    await gatewayOff?.close();
+    await testDb?.drop();
+  });
+
+  it("validates as OpenAPI 3.1", async () => {
+    const document = buildOpenApiDocument("/77");
+    expect(document.openapi).toBe("3.1.0");
+    const result = await new Validator().validate(document);
+    expect(result).toEqual({ valid: true });
+  });
+
+  it("is served at {base}/agent/v1/openapi.json without a token", async () => {
+    const answer = await send(`${origin.base}/agent/v1/openapi.json`);
+    expect(answer.status).toBe(200);
+    expect(answer.headers["content-type"]).toMatch(/^application\/json/);
+    expect(answer.body).toEqual(JSON.parse(JSON.stringify(buildOpenApiDocument("/77"))));
+    // With the gateway switch off, every /agent/v1/* path is 404, this one too (SPEC switches).
+    const off = await send(`${gatewayOff.base}/agent/v1/openapi.json`);
+    expect(off.status).toBe(404);
+  });
+
+  it("documents every route the origin mounts (drift)", () => {
+    const document = buildOpenApiDocument("/77");
+    const mounted = origin.app.routes
+      // `use` middleware is mounted as ALL; a route is a method and a path without wildcards.
+      .filter((route) => route.method !== "ALL" && !route.path.includes("*"))
+      .map((route) => ({
+        method: route.method.toLowerCase(),
+        path: route.path.replace(/^\/77/, "").replace(/:([a-z_]+)/g, "{$1}"),
+      }));
+    expect(mounted.length).toBeGreaterThan(10);
+    const undocumented = mounted.filter(({ method, path }) => !document.paths[path]?.[method]);
+    expect(undocumented).toEqual([]);
+  });
+
+  it("the response check refuses an undeclared status and a body off its schema", async () => {
+    const checker = createResponseChecker();
+    const url = "http://127.0.0.1:1/77/agent/v1/balance";
+    const balance = {
+      address: "0x0000000000000000000000000000000000000001",
+      balance: "1",
+      decimals: 6,
+      symbol: "USDC",
+      balance_wei: "1000000000000",
+      block_number: "3",
+    };
+    const answer = { method: "GET", url, contentType: "application/json" };
+    expect(checker.check({ ...answer, status: 200, body: balance })).toEqual([]);
+    expect(checker.check({ ...answer, status: 200, body: { ...balance, balance: 1 } })[0]).toMatch(
+      /body \/balance must be string/,
+    );
+    expect(checker.check({ ...answer, status: 200, body: { ...balance, extra: true } })[0]).toMatch(
+      /additional properties/,
+    );
+    expect(checker.check({ ...answer, status: 418, body: balance })[0]).toMatch(/declares no such status/);
+    // A real answer checked as what it is conforms; the same body claimed for a 200 does not.
+    const refused = await sendUnchecked(`${origin.base}/agent/v1/network`);
+    expect(refused.status).toBe(401);
+    const real = { method: "GET", url: `${origin.base}/agent/v1/network`, contentType: "application/json" };
+    expect(checker.check({ ...real, status: 401, body: refused.body })).toEqual([]);
+    expect(checker.check({ ...real, status: 200, body: refused.body }).length).toBeGreaterThan(0);
+  });
+});

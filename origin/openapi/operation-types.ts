@@ -1,0 +1,47 @@
+/** Types and shared pieces of the route table (operations.ts). */
+import type { z } from "zod";
+import { errorBodySchema } from "../../shared/gateway-schemas.ts";
+
+export type HttpMethod = "get" | "post";
+export type SecurityName = "agentToken" | "adminApiToken" | "registrationAdminToken";
+
+/** A named schema becomes `#/components/schemas/{name}`. */
+export type NamedSchema = { name: string; schema: z.ZodType };
+
+export type ResponseSpec = {
+  description: string;
+  /** application/json unless `contentType` says otherwise. */
+  body?: NamedSchema | { array: NamedSchema } | { oneOf: Array<NamedSchema | { array: NamedSchema }> };
+  /** A body that is not JSON (HTML, CSS, the Prometheus text format). */
+  contentType?: string;
+  /** Any JSON object: a body whose schema lives outside this repository (x402's own shapes). */
+  freeForm?: true;
+};
+
+export type Operation = {
+  method: HttpMethod;
+  /** Relative to {base}, OpenAPI style: `/agent/v1/actions/{action_id}`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: "agent" | "registration" | "x402" | "console" | "operations";
+  /** Every listed scheme is required together (an AND); none = public. */
+  security: SecurityName[];
+  requestBody?: NamedSchema | { oneOf: Array<NamedSchema | { array: NamedSchema }> } | { freeForm: true };
+  /** Extra request headers the route requires. */
+  headers?: Array<{ name: string; description: string; required: boolean }>;
+  responses: Record<number, ResponseSpec>;
+};
+
+const error: NamedSchema = { name: "Error", schema: errorBodySchema };
+export const errorResponse = (description: string): ResponseSpec => ({ description, body: error });
+
+/** The edge answers 502 itself when the origin does not (edge-worker/proxy.ts). */
+export const EDGE_502 =
+  "upstream_unavailable: the chain did not answer, or the edge could not reach the origin";
+
+export const STATUS_TEXT: Record<number, string> = {
+  400: "validation_failed: the message names the field to fix",
+  409: "idempotency_conflict: the key was used with a different payload",
+  422: "insufficient_funds (the amount plus the maximum fee exceeds the balance)",
+};

@@ -1,0 +1,252 @@
+/**
+ * Every route the origin mounts under {base}, with the zod schemas its bodies follow: the source
+ * of the OpenAPI document (document.ts). Request schemas are the ones the routes parse with;
+ * response schemas are the ones the tests check answers against. Nothing here is a second copy
+ * of a body schema: a route whose body has no schema yet is documented as a free-form object.
+ */
+import {
+  actionSchema,
+  balanceResponseSchema,
+  faucetRequestSchema,
+  jsonRpcRequestSchema,
+  jsonRpcResponseSchema,
+  networkResponseSchema,
+  registerRequestSchema,
+  registerResponseSchema,
+  transferRequestSchema,
+} from "../../shared/gateway-schemas.ts";
+import { CONSOLE_OPERATIONS } from "./console-operations.ts";
+import {
+  EDGE_502,
+  errorResponse,
+  type NamedSchema,
+  type Operation,
+  type ResponseSpec,
+  STATUS_TEXT,
+} from "./operation-types.ts";
+
+export type { HttpMethod, NamedSchema, Operation, ResponseSpec, SecurityName } from "./operation-types.ts";
+
+/** Answers any agent route can give besides its own (SPEC "Errors", DESIGN §7). */
+const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
+  const all: Record<number, ResponseSpec> = {
+    401: errorResponse("agent_auth_failed: a bad or revoked token, or a disabled identity"),
+    403: errorResponse(
+      "agent_capability_required; on money routes also limit_exceeded, recipient_not_allowed, funding_gate_closed",
+    ),
+    404: errorResponse("not_found: the gateway switch is off; feature_disabled: the route's switch is off"),
+    429: errorResponse("rate_limited (either tier), or a money limit; `retry_after` in seconds"),
+    500: errorResponse("internal_error"),
+    502: errorResponse(EDGE_502),
+    503: errorResponse("service_unavailable, agent_signer_unavailable, agent_signer_protocol_unavailable"),
+  };
+  for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");
+  return all;
+};
+
+const action: NamedSchema = { name: "Action", schema: actionSchema };
+const moneyResponses = (): Record<number, ResponseSpec> => ({
+  200: { description: "the action, terminal; or the stored action on a repeat", body: action },
+  202: { description: "the action, in flight: poll GET /agent/v1/actions/{action_id}", body: action },
+  ...agentErrors(400, 409, 422),
+});
+
+const x402FreeForm = (description: string): ResponseSpec => ({ description, freeForm: true });
+
+export const OPERATIONS: readonly Operation[] = [
+  // ─── Agent wallet API ─────────────────────────────────────────────────────────────────────
+  {
+    method: "get",
+    path: "/agent/v1/network",
+    operationId: "getNetwork",
+    summary: "Discovery: chain, the caller's identity, the RPC allowlist, limits and features. Call first.",
+    tag: "agent",
+    security: ["agentToken"],
+    responses: {
+      200: { description: "the network", body: { name: "Network", schema: networkResponseSchema } },
+      ...agentErrors(),
+    },
+  },
+  {
+    method: "get",
+    path: "/agent/v1/balance",
+    operationId: "getBalance",
+    summary: "The assigned wallet's balance, in 6-decimal units and in wei.",
+    tag: "agent",
+    security: ["agentToken"],
+    responses: {
+      200: { description: "the balance", body: { name: "Balance", schema: balanceResponseSchema } },
+      ...agentErrors(),
+    },
+  },
+  {
+    method: "post",
+    path: "/agent/v1/rpc",
+    operationId: "rpc",
+    summary:
+      "Read-only JSON-RPC proxy: eth_chainId, eth_blockNumber, eth_getBalance, eth_getTransactionByHash, eth_getTransactionReceipt, eth_getBlockByNumber. Other methods get JSON-RPC error -32601 with the allowlist in `data`.",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: {
+      oneOf: [
+        { name: "JsonRpcRequest", schema: jsonRpcRequestSchema },
+        { array: { name: "JsonRpcRequest", schema: jsonRpcRequestSchema } },
+      ],
+    },
+    responses: {
+      200: {
+        description: "JSON-RPC 2.0 answers (errors too, with HTTP 200)",
+        body: {
+          oneOf: [
+            { name: "JsonRpcResponse", schema: jsonRpcResponseSchema },
+            { array: { name: "JsonRpcResponse", schema: jsonRpcResponseSchema } },
+          ],
+        },
+      },
+      ...agentErrors(),
+    },
+  },
+  {
+    method: "get",
+    path: "/agent/v1/actions/{action_id}",
+    operationId: "getAction",
+    summary: "One of the caller's own actions; another agent's id is 404 like an unknown one.",
+    tag: "agent",
+    security: ["agentToken"],
+    responses: { 200: { description: "the action", body: action }, ...agentErrors() },
+  },
+  {
+    method: "post",
+    path: "/agent/v1/faucet",
+    operationId: "faucet",
+    summary: "A faucet payout to the caller's own assigned wallet (capability `faucet`).",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: { name: "FaucetRequest", schema: faucetRequestSchema },
+    responses: moneyResponses(),
+  },
+  {
+    method: "post",
+    path: "/agent/v1/transfers",
+    operationId: "transfer",
+    summary: "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units.",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: { name: "TransferRequest", schema: transferRequestSchema },
+    responses: moneyResponses(),
+  },
+  {
+    method: "post",
+    path: "/agent/v1/x402/authorize",
+    operationId: "authorizeX402",
+    summary:
+      "Signs an x402 payment authorization for a quote (capability `transfer`): body `{payment_required, nonce, idempotency_key?}`, answer `{action_id, payment_signature, payment_payload, valid_before}`.",
+    tag: "x402",
+    security: ["agentToken"],
+    requestBody: { freeForm: true },
+    responses: {
+      200: x402FreeForm("the signed authorization; a repeat returns the same bytes"),
+      ...agentErrors(400, 409, 422),
+    },
+  },
+  {
+    method: "get",
+    path: "/agent/v1/openapi.json",
+    operationId: "getOpenApi",
+    summary: "This document.",
+    tag: "agent",
+    security: [],
+    responses: {
+      200: { description: "the OpenAPI 3.1 document", freeForm: true },
+      404: errorResponse("not_found: the gateway switch is off"),
+      502: errorResponse(EDGE_502),
+    },
+  },
+  // ─── Registration ────────────────────────────────────────────────────────────────────────
+  {
+    method: "post",
+    path: "/agent/v1/register",
+    operationId: "register",
+    summary:
+      "Issues a token and an empty assigned wallet (capabilities read and transfer). Never retry automatically: a lost answer may already have created the identity.",
+    tag: "registration",
+    security: [],
+    headers: [{ name: "X-SVC-Registration", description: "must be `1`", required: true }],
+    requestBody: { name: "RegisterRequest", schema: registerRequestSchema },
+    responses: {
+      201: {
+        description: "the new identity; the token is shown once",
+        body: { name: "Registration", schema: registerResponseSchema },
+      },
+      400: errorResponse(STATUS_TEXT[400]!),
+      403: errorResponse("cross_site_refused, registration_ingress_refused"),
+      404: errorResponse("not_found: the gateway switch is off"),
+      429: errorResponse("registration_rate_limited, with Retry-After"),
+      500: errorResponse("internal_error"),
+      502: errorResponse(EDGE_502),
+      503: errorResponse("registration_unavailable, with a `reason`"),
+    },
+  },
+  // ─── x402 surfaces (x402 version 2 shapes, as the official @x402/* packages read them) ────
+  {
+    method: "get",
+    path: "/x402/demo",
+    operationId: "x402Demo",
+    summary: "Demo paid resource: unpaid gives 402 with the quote; repeat with PAYMENT-SIGNATURE to pay.",
+    tag: "x402",
+    security: [],
+    headers: [{ name: "PAYMENT-SIGNATURE", description: "Base64 of the payment envelope", required: false }],
+    responses: {
+      200: x402FreeForm("the paid resource, after the settlement is included with status 0x1"),
+      402: x402FreeForm(
+        "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after a failed settle",
+      ),
+      404: errorResponse("not_found / feature_disabled"),
+      500: errorResponse("internal_error"),
+      502: errorResponse(EDGE_502),
+    },
+  },
+  {
+    method: "get",
+    path: "/x402/facilitator/supported",
+    operationId: "x402Supported",
+    summary:
+      'Facilitator capabilities `{kinds: [{x402Version: 2, scheme: "exact", network: "eip155:77", extra}]}`.',
+    tag: "x402",
+    security: [],
+    responses: {
+      200: x402FreeForm("the supported kinds"),
+      404: errorResponse("not_found / feature_disabled"),
+    },
+  },
+  {
+    method: "post",
+    path: "/x402/facilitator/verify",
+    operationId: "x402Verify",
+    summary:
+      "Verify a payment: `{x402Version: 2, paymentPayload, paymentRequirements}` → `{isValid, invalidReason, payer}`.",
+    tag: "x402",
+    security: [],
+    requestBody: { freeForm: true },
+    responses: {
+      200: x402FreeForm("the verification"),
+      400: x402FreeForm("a malformed request"),
+      404: errorResponse("not_found / feature_disabled"),
+    },
+  },
+  {
+    method: "post",
+    path: "/x402/facilitator/settle",
+    operationId: "x402Settle",
+    summary: "Settle a payment → `{success, errorReason, transaction, network, payer}`.",
+    tag: "x402",
+    security: [],
+    requestBody: { freeForm: true },
+    responses: {
+      200: x402FreeForm("the settlement"),
+      400: x402FreeForm("a malformed request"),
+      404: errorResponse("not_found / feature_disabled"),
+    },
+  },
+  ...CONSOLE_OPERATIONS,
+];

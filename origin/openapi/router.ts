@@ -1,0 +1,16 @@
+import { Hono } from "hono";
+import type { AppEnv } from "../http/env.ts";
+import { buildOpenApiDocument } from "./document.ts";
+
+/**
+ * GET {base}/agent/v1/openapi.json: the document, without authentication (an agent reads it before
+ * it holds a token). Built once: it depends only on the base path.
+ */
+export function createOpenApiRouter(basePath: string): Hono<AppEnv> {
+  const body = JSON.stringify(buildOpenApiDocument(basePath));
+  const router = new Hono<AppEnv>();
+  router.get("/", (c) =>
+    c.body(body, 200, { "content-type": "application/json", "cache-control": "public, max-age=300" }),
+  );
+  return router;
+}
