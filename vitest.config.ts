@@ -11,8 +11,10 @@ export default defineConfig({
     include: ["**/*.test.ts"],
     exclude: ["node_modules/**", ".data/**", ...(runProbes ? [] : [".test-probes/**"])],
     globalSetup: ["./scripts/test/global-setup.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 120_000,
+    // A hang guard, not a speed goal (those live in the benches): tests that spawn a CLI, a stack or
+    // a throwaway enclave take tens of seconds when the two cores are shared.
+    testTimeout: 90_000,
+    hookTimeout: 180_000,
     // Two cores: files run in forks so a crashing enclave or devnet cannot take the runner down.
     pool: "forks",
     ...(jsonReport ? { reporters: ["default", "json"], outputFile: { json: jsonReport } } : {}),
