@@ -52,7 +52,6 @@ export function buildX402Runtime(params: {
   rpc: JsonRpcUpstream | undefined;
   signer: SignerClient;
   logger: Logger;
-  receiptTimeoutMs?: number;
   faults?: SettlerDeps["faults"];
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;
@@ -73,7 +72,7 @@ export function buildX402Runtime(params: {
       logger: params.logger,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
       leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
-      receiptTimeoutMs: params.receiptTimeoutMs ?? 10_000,
+      receiptTimeoutMs: config.x402.receiptTimeoutMs,
       onInFlight: money.onInFlight,
       faults: params.faults,
     }),

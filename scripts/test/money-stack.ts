@@ -72,6 +72,8 @@ export type MoneyStackOptions = {
    * funded from the operator pool, and the origin's x402 switch.
    */
   x402?: { amountUnits: bigint; payTo: Address };
+  /** Timings of the stack's own origin's transaction tracker (a fault test may slow it right down). */
+  tracker?: TxTrackerOptions;
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
@@ -160,7 +162,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     origins.push(started);
     return started;
   };
-  const origin = await startOrigin();
+  const origin = await startOrigin({}, options.tracker);
 
   const identity = await signer.getSealedIdentity();
   if (!identity.ok) throw new Error(`get_sealed_identity: ${identity.error.code}`);
