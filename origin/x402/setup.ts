@@ -37,7 +37,7 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
     differences.push(`AGENT_X402_PAY_TO is ${payTo} but the enclave's sealed policy says ${sealedPayTo}`);
   if (!sealed.settler) {
     differences.push(
-      "AGENT_X402_ENABLED is true but the enclave has no settler key: configure_settler under the policy authority makes it",
+      "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
     );
   }
   return differences;
