@@ -64,9 +64,9 @@ describe("x402 settlement under faults (real processes)", () => {
 
     // A restarted origin's tracker finds the receipt and settles it; nothing is signed again.
     const restarted = await stack.startOrigin({}, { periodMs: 100 });
-    await expect.poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 }).toEqual([
-      { status: "settled", tx_hash: transaction },
-    ]);
+    await expect
+      .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+      .toEqual([{ status: "settled", tx_hash: transaction }]);
     const later = await pay(`${restarted.base}/x402/demo`, signature);
     expect(later.status).toBe(402);
     expect(later.response).toMatchObject({
@@ -122,9 +122,9 @@ describe("x402 settlement under faults (real processes)", () => {
 
         // The chain is back: the tracker reads the receipt and settles it.
         proxy.restore();
-        await expect.poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 }).toEqual([
-          { status: "settled", tx_hash: transaction },
-        ]);
+        await expect
+          .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+          .toEqual([{ status: "settled", tx_hash: transaction }]);
         answers.push(await pay(demo, signature));
         expect(answers[2]).toMatchObject({
           status: 402,

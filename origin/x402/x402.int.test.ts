@@ -14,8 +14,8 @@ import {
   authorizationUsedLogs as authorizationUsedLogsOn,
   envelope as envelopeFor,
   fundedPayer as fundedPayerOn,
-  paymentHeader,
   pay as payDemo,
+  paymentHeader,
   quote as quoteOf,
 } from "../../scripts/test/x402-client.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
