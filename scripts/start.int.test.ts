@@ -62,7 +62,8 @@ describe("npm start (the local stack launcher)", () => {
     });
     const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
 
-    const deadline = Date.now() + 60_000;
+    // The stack starts every part in turn (and backs up and funds two keys): minutes on a loaded host.
+    const deadline = Date.now() + 150_000;
     while (!output.includes("Ctrl-C stops everything") && Date.now() < deadline) {
       if (launcher.exitCode !== null) break;
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -159,5 +160,5 @@ describe("npm start (the local stack launcher)", () => {
     // The edge's workerd went with it: its port no longer answers.
     expect(output).toContain("edge stopped");
     await expect(fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/network`)).rejects.toThrow();
-  }, 90_000);
+  }, 200_000);
 });
