@@ -111,6 +111,8 @@ const envSchema = z.object({
   AGENT_X402_AMOUNT: optionalUnits,
   AGENT_X402_PAY_TO: address.optional(),
   AGENT_X402_MAX_TIMEOUT_SECONDS: integer(180, 1, 86_400),
+  /** Ours: how long a paid request waits for its settlement's receipt before 402 settlement_pending. */
+  AGENT_X402_RECEIPT_TIMEOUT_MS: integer(10_000, 100, 600_000),
 
   AGENT_SIGNER_SVC_HSM_ENDPOINT: z
     .string()
@@ -188,7 +190,12 @@ export type Config = {
     dailyLimitUnits: bigint;
     recipientAllowlist: `0x${string}`[] | undefined;
   };
-  x402: { amountUnits: bigint | undefined; payTo: `0x${string}` | undefined; maxTimeoutSeconds: number };
+  x402: {
+    amountUnits: bigint | undefined;
+    payTo: `0x${string}` | undefined;
+    maxTimeoutSeconds: number;
+    receiptTimeoutMs: number;
+  };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
   operatorPool: `0x${string}` | undefined;
@@ -323,6 +330,7 @@ function toConfig(env: Env): Config {
       amountUnits: env.AGENT_X402_AMOUNT,
       payTo: env.AGENT_X402_PAY_TO,
       maxTimeoutSeconds: env.AGENT_X402_MAX_TIMEOUT_SECONDS,
+      receiptTimeoutMs: env.AGENT_X402_RECEIPT_TIMEOUT_MS,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,

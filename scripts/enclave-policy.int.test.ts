@@ -86,7 +86,9 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
       policy_version: 0,
       policy: null,
       treasury: null,
+      settler: null,
     });
+    expect(table.stdout).toMatch(/settler +none configured/);
   });
 
   it("refuses a first apply that does not name every field (exit 2), changing nothing", async () => {
@@ -172,6 +174,37 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
       },
     });
   });
+
+  it("makes the x402 settler with the policy key once, shows it, and keeps it on a second run", async () => {
+    const refused = await cli(["settler", "--policy-key", adminKey]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("capability_rejected");
+    expect(await sealed()).toMatchObject({ settler: null });
+    const flagged = await cli(["settler", "--policy-key", policyKey, "--budget", "5"]);
+    expect(flagged.code).toBe(2);
+    expect(flagged.stderr).toContain("settler takes no --budget");
+
+    const made = await cli(["settler", "--policy-key", policyKey]);
+    expect(made.stderr).toBe("");
+    expect(made.code).toBe(0);
+    expect(made.stdout).toContain("settler configured");
+    const { settler } = (await sealed()) as { settler: { settler_address: string; settler_key_ref: string } };
+    expect(settler.settler_address).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(made.stdout).toMatch(new RegExp(`settler\\.address +- +${settler.settler_address} +\\*\\n`));
+
+    // Idempotent: the same key, nothing changed, said so.
+    const again = await cli(["settler", "--policy-key", policyKey, "--json"]);
+    expect(again.code).toBe(0);
+    const { before, after } = JSON.parse(again.stdout) as { before: unknown; after: unknown };
+    expect(after).toEqual(before);
+    expect((after as { settler: unknown }).settler).toEqual(settler);
+    const twice = await cli(["settler", "--policy-key", policyKey]);
+    expect(twice.stdout).toContain("settler already configured");
+
+    const shown = await cli(["show"]);
+    expect(shown.stdout).toMatch(new RegExp(`settler\\.address +${settler.settler_address}\\n`));
+    expect(shown.stdout).toMatch(new RegExp(`settler\\.key_ref +${settler.settler_key_ref}\\n`));
+  }, 120_000); // seven CLI runs, each a fresh node process: seconds apiece on a loaded host
 
   it("configures the treasury with the policy key, and refuses a bad flag with exit 2", async () => {
     const run = await cli(["treasury", "--policy-key", policyKey, "--budget", "1000000000"]);

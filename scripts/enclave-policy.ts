@@ -1,6 +1,7 @@
 /**
- * `npm run enclave-policy -- show|apply|treasury`: the operator's tool for the enclave's sealed
- * signing policy and faucet treasury (issue 11). `apply` and `treasury` mint a policy-tier
+ * `npm run enclave-policy -- show|apply|treasury|settler`: the operator's tool for the enclave's
+ * sealed signing policy, faucet treasury (issue 11) and x402 settler key (issue 13). `apply`,
+ * `treasury` and `settler` mint a policy-tier
  * capability from the policy authority key, which is kept offline with the operator and never on
  * the origin host (DESIGN §5 "Ops and tiers"); `show` needs no key. Env id and chain id come from
  * the enclave's get_policy, so the operator needs only the socket and the key. Prints before and
@@ -9,7 +10,7 @@
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
-import { applyPolicy, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
+import { applyPolicy, applySettler, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
 import {
   POLICY_USAGE,
   type PolicyCommand,
@@ -55,12 +56,14 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
   const result: PolicyAdminResult =
     command.command === "apply"
       ? await applyPolicy({ client, policySecret, changes: command.changes })
-      : await applyTreasury({
-          client,
-          policySecret,
-          budgetUnits: command.budgetUnits,
-          faucetKeyRef: command.faucetKeyRef,
-        });
+      : command.command === "settler"
+        ? await applySettler({ client, policySecret })
+        : await applyTreasury({
+            client,
+            policySecret,
+            budgetUnits: command.budgetUnits,
+            faucetKeyRef: command.faucetKeyRef,
+          });
   if (!result.ok) {
     if (result.error.kind === "usage") return fail(EXIT.usage, result.error.message);
     return fail(EXIT.refused, `refused by the enclave: ${result.error.code} (${result.error.reason})`);
@@ -68,7 +71,12 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
   const title =
     command.command === "apply"
       ? `policy applied, version ${result.before.policyVersion} -> ${result.after.policyVersion}`
-      : "treasury configured (spent restarts at 0)";
+      : command.command === "settler"
+        ? // configure_settler is idempotent: a second run keeps the key it made the first time.
+          result.before.settler
+          ? "settler already configured (kept; fund its address with gas)"
+          : "settler configured (fund its address with gas from the operator pool)"
+        : "treasury configured (spent restarts at 0)";
   write(
     command.json
       ? `${JSON.stringify(changeJson(result.before, result.after), null, 2)}\n`

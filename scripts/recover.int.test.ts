@@ -47,7 +47,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     });
 
   beforeAll(async () => {
-    stack = await startMoneyStack();
+    // x402 on, so the stack has a settler key (configure_settler) to back up beside the treasury's.
+    stack = await startMoneyStack({ x402: { amountUnits: 10_000n, payTo: newAccount().address } });
     agent = await stack.newAgent({ units: 20_000_000n });
     // Another batch, so the recovery restores more than the agent's own.
     other = await stack.newAgent({ drilled: false, verified: false });
@@ -80,6 +81,17 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     );
     expect(treasuryBackup.stdout).toContain(`key ${treasuryKeyRef} (faucet, batch treasury-`);
     expect(treasuryBackup.code).toBe(0);
+    const settlerKeyRef = sealedBefore.ok ? sealedBefore.value.settler?.settlerKeyRef : undefined;
+    const settlerBackup = await recover(
+      "backup-key",
+      "--settler",
+      "--admin-key",
+      path.join(keyDir, "admin.key"),
+      "--backup-dir",
+      stack.backupDir,
+    );
+    expect(settlerBackup.stdout).toContain(`key ${settlerKeyRef} (settler, batch settler-`);
+    expect(settlerBackup.code).toBe(0);
 
     // The disaster: the enclave process and its whole data folder (sealing key, keystore, state).
     await stack.enclave.stop();
@@ -147,9 +159,10 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     expect(carried.code).toBe(0);
 
     // Every batch of the backup folder, re-encrypted from the recovery key to the new enclave's
-    // transport key and restored under the recovery authority (the one already restored: 0 imported).
+    // transport key and restored under the recovery authority (the one already restored: 0 imported):
+    // the agents' two batches, the treasury's and the settler's.
     const backups = (await readdir(stack.backupDir)).filter((name) => name.endsWith(".backup"));
-    expect(backups).toHaveLength(3);
+    expect(backups).toHaveLength(4);
     const restored = await recover(
       "--backup-dir",
       stack.backupDir,
@@ -162,7 +175,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     expect(restored.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 1 imported`);
     expect(restored.stdout).toContain("(faucet): 1 keys held, 1 imported");
     expect(restored.stdout).toContain(`batch ${other.batchId} (agent-transfer): 1 keys held, 0 imported`);
-    expect(restored.stdout).toContain("recover: 3 restored, 0 refused\n");
+    expect(restored.stdout).toContain("(settler): 1 keys held, 1 imported");
+    expect(restored.stdout).toContain("recover: 4 restored, 0 refused\n");
     expect(restored.code).toBe(0);
     // Run again (a recovery that stopped half way is simply repeated): nothing more to import.
     const repeated = await recover(
@@ -177,6 +191,9 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     const held = await stack.signer.publicIdentity({ keyRef: agent.keyRef });
     expect(held).toMatchObject({ ok: true, value: { namespace: "agent-transfer" } });
     expect(held.ok && held.value.address.toLowerCase()).toBe(agent.wallet.toLowerCase());
+    const settlerHeld = await stack.signer.publicIdentity({ keyRef: settlerKeyRef! });
+    expect(settlerHeld).toMatchObject({ ok: true, value: { namespace: "settler" } });
+    expect(settlerHeld.ok && settlerHeld.value.address.toLowerCase()).toBe(stack.settler!.toLowerCase());
 
     // The operator seals the signing policy again with the offline policy key (runbook step).
     const sealed = await stack.signer.configurePolicy(stack.policy, stack.authorities.policy);

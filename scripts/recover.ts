@@ -8,9 +8,10 @@
  *       re-encrypts every DIR/*.backup to a transport key of the enclave and restores it
  *   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
  *       restores packages made offline by scripts/recovery-reencrypt.ts
- *   npm run recover -- backup-key (--treasury | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
+ *   npm run recover -- backup-key (--treasury | --settler | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
  *       before any loss: backs up a key the refill does not (the faucet treasury's, made by
- *       configure_treasury) as an envelope in DIR, so a recovery brings it back too
+ *       configure_treasury, or the x402 settler's, made by configure_settler) as an envelope in
+ *       DIR, so a recovery brings it back too
  *
  * --recovery-key is the recovery authority (Ed25519), --recovery-enc-key the recovery encryption
  * key (X25519); both are the operator's offline keys. The socket is --socket, else
@@ -27,7 +28,7 @@ const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE [--socket PATH]
   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
-  npm run recover -- backup-key (--treasury | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
+  npm run recover -- backup-key (--treasury | --settler | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
 `;
 
 async function main(): Promise<number> {
@@ -41,6 +42,7 @@ async function main(): Promise<number> {
       "recovery-enc-key": { type: "string" },
       socket: { type: "string" },
       treasury: { type: "boolean" },
+      settler: { type: "boolean" },
       "key-ref": { type: "string" },
       "admin-key": { type: "string" },
     },
@@ -52,7 +54,7 @@ async function main(): Promise<number> {
   const backupOnly =
     positionals.length === 1 &&
     positionals[0] === "backup-key" &&
-    Boolean(values.treasury) !== Boolean(values["key-ref"]) &&
+    [values.treasury, values.settler, values["key-ref"]].filter(Boolean).length === 1 &&
     values["admin-key"] &&
     values["backup-dir"];
   const fromDir = positionals.length === 0 && values["backup-dir"] && values["recovery-enc-key"];
@@ -108,20 +110,28 @@ async function main(): Promise<number> {
 
 async function backupOne(
   signer: ReturnType<typeof createSocketSignerClient>,
-  values: { treasury?: boolean; "key-ref"?: string; "admin-key"?: string; "backup-dir"?: string },
+  values: {
+    treasury?: boolean;
+    settler?: boolean;
+    "key-ref"?: string;
+    "admin-key"?: string;
+    "backup-dir"?: string;
+  },
 ): Promise<number> {
   let keyRef = values["key-ref"];
-  if (values.treasury) {
+  if (values.treasury || values.settler) {
     const sealed = await signer.getPolicy();
     if (!sealed.ok) {
       process.stdout.write(`recover: failed: get_policy: ${sealed.error.code}\n`);
       return 1;
     }
-    if (!sealed.value.treasury) {
-      process.stdout.write("recover: failed: no faucet treasury is configured\n");
+    keyRef = values.treasury ? sealed.value.treasury?.faucetKeyRef : sealed.value.settler?.settlerKeyRef;
+    if (!keyRef) {
+      process.stdout.write(
+        `recover: failed: ${values.treasury ? "no faucet treasury" : "no x402 settler"} is configured\n`,
+      );
       return 1;
     }
-    keyRef = sealed.value.treasury.faucetKeyRef;
   }
   const backedUp = await backupKey({
     signer,

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -99,6 +99,12 @@ describe("npm start (the local stack launcher)", () => {
         treasury: { budget_units: LOCAL_TREASURY_BUDGET_UNITS.toString(), spent_units: "0" },
       },
     });
+    // Issue 15: the keys the enclave made outside a refill (treasury, settler) are backed up at start.
+    const backups = await readdir(path.join(dataDir, "backups"));
+    expect(backups.filter((name) => /^(treasury|settler)-\d+\.backup$/.test(name)).sort()).toEqual([
+      expect.stringMatching(/^settler-/),
+      expect.stringMatching(/^treasury-/),
+    ]);
     // Issue 11: the local stack holds every key, but the origin is given the admin key only.
     const policyKeyFile = path.join(dataDir, "policy-authority.key");
     expect((await stat(policyKeyFile)).mode & 0o777).toBe(0o600);

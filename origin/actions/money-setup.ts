@@ -14,6 +14,7 @@ import type { MoneyRuntime } from "../deps.ts";
 import type { Logger } from "../logger.ts";
 import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
+import type { SettlerDeps } from "../x402/settle.ts";
 import { buildX402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
 
 export type PrepareMoneyResult =
@@ -23,6 +24,16 @@ export type PrepareMoneyResult =
 /** True when a switch that signs money transactions is on (x402 settles through the settler). */
 export function moneySwitchOn(config: Config): boolean {
   return config.features.faucet || config.features.transfers || config.features.x402;
+}
+
+/** The money switches that are on, as a message names them ("A", "A or B", "A, B or C"). */
+function moneySwitchesOn(config: Config): string {
+  const on = [
+    config.features.faucet && "AGENT_FAUCET_ENABLED",
+    config.features.transfers && "AGENT_TRANSFER_ENABLED",
+    config.features.x402 && "AGENT_X402_ENABLED",
+  ].filter((name): name is string => Boolean(name));
+  return on.length > 1 ? `${on.slice(0, -1).join(", ")} or ${on.at(-1)}` : on.join("");
 }
 
 /**
@@ -36,24 +47,18 @@ export async function prepareMoney(params: {
   db: Db;
   logger: Logger;
   tracker?: TxTrackerOptions;
+  /** Crash tests only (scripts/test/money-crash-origin.ts): the settler's fault hooks. */
+  x402Faults?: SettlerDeps["faults"];
   /** The policy already read at start, if it was (main.ts logs it first). */
   sealed?: SignerResult<GetPolicyResult>;
 }): Promise<PrepareMoneyResult> {
   const { config } = params;
   if (!moneySwitchOn(config)) return { ok: true, money: undefined, tracker: undefined };
   const errors: string[] = [];
-  if (!params.rpc)
-    errors.push("CHAIN_RPC_URL: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true");
-  if (!config.signer.endpoint) {
-    errors.push(
-      "AGENT_SIGNER_SVC_HSM_ENDPOINT: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true",
-    );
-  }
-  if (!config.operatorPool) {
-    errors.push(
-      "AGENT_OPERATOR_POOL_ADDRESS: required when AGENT_FAUCET_ENABLED or AGENT_TRANSFER_ENABLED is true",
-    );
-  }
+  const required = `required when ${moneySwitchesOn(config)} is true`;
+  if (!params.rpc) errors.push(`CHAIN_RPC_URL: ${required}`);
+  if (!config.signer.endpoint) errors.push(`AGENT_SIGNER_SVC_HSM_ENDPOINT: ${required}`);
+  if (!config.operatorPool) errors.push(`AGENT_OPERATOR_POOL_ADDRESS: ${required}`);
   if (errors.length > 0 || !params.rpc) return { ok: false, errors };
   const sealed = params.sealed ?? (await params.signer.getPolicy({ timeoutMs: 5_000 }));
   if (!sealed.ok) {
@@ -91,6 +96,7 @@ export async function prepareMoney(params: {
     rpc: params.rpc,
     signer: params.signer,
     logger: params.logger,
+    faults: params.x402Faults,
   });
   return { ok: true, tracker, money };
 }

@@ -359,6 +359,22 @@ describe("operator console API", () => {
     expect(times).toEqual([...times].sort((a, b) => b - a));
   });
 
+  it("counts x402 settlements in every state of DESIGN §4 (claimed, submitted, settled, failed, reverted)", async () => {
+    const states = ["claimed", "submitted", "settled", "failed", "reverted"];
+    for (const [i, state] of states.entries()) {
+      // A settlement row as the settler leaves it in each state (seeded: no chain is needed to count them).
+      await db().execute(sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash,
+          payload_hash, valid_after, valid_before, signature, status)
+        values (${`0x${String(i).repeat(40)}`}, ${`0x${"0".repeat(63)}${i}`}, ${`0x${"42".repeat(20)}`}, 10000,
+          'r', 'p', 0, 1, '0x', ${state})`);
+    }
+    const operations = operationsOverviewSchema.parse((await reader().get("/operations")).body);
+    expect([...operations.x402_settlements.by_state].sort((a, b) => (a.state < b.state ? -1 : 1))).toEqual(
+      [...states].sort().map((state) => ({ state, count: 1 })),
+    );
+    await db().execute(sql`delete from x402_settlements`);
+  });
+
   it("serves the page as a shell: no data, a strict CSP, its script and style from its own routes", async () => {
     const page = await send(`${origin.base}/admin/agents`);
     expect(page.status).toBe(200);

@@ -39,12 +39,18 @@ export function createDemoRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): 
     const envelope = decoded.value;
     const verified = await verifyPayment(verifyDeps, envelope, runtime.requirements, { checkClaimed: false });
     if (!verified.ok) {
-      // A payment presented again after it settled: name the original transaction (DESIGN §7).
+      // A payment presented again: name the original transaction (DESIGN §7), after it settled
+      // (nonce used on chain) and while it is pending with the chain out of reach (the on-chain
+      // check failed), so a client can reconcile instead of paying again.
       const known =
-        verified.reason === X402_REASONS.nonceUsed
+        verified.reason === X402_REASONS.nonceUsed || verified.reason === X402_REASONS.unexpectedVerifyError
           ? await runtime.settler.known(envelope.authorization)
           : undefined;
-      return refuse(verified.reason, known);
+      const reason =
+        verified.reason === X402_REASONS.unexpectedVerifyError && known?.errorReason
+          ? known.errorReason
+          : verified.reason;
+      return refuse(reason, known);
     }
     const outcome = await runtime.settler.settle({
       authorization: verified.authorization,

@@ -73,7 +73,7 @@ export type SettlerDeps = {
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
   onInFlight: () => void;
-  /** Crash tests only (scripts/test/x402-crash-origin.ts): after the chain accepted a broadcast. */
+  /** Crash tests only (scripts/test/money-crash-origin.ts): after the chain accepted a broadcast. */
   faults?: { afterBroadcast?: () => void };
 };
 

@@ -37,7 +37,7 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
     differences.push(`AGENT_X402_PAY_TO is ${payTo} but the enclave's sealed policy says ${sealedPayTo}`);
   if (!sealed.settler) {
     differences.push(
-      "AGENT_X402_ENABLED is true but the enclave has no settler key: configure_settler under the policy authority makes it",
+      "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
     );
   }
   return differences;
@@ -52,7 +52,6 @@ export function buildX402Runtime(params: {
   rpc: JsonRpcUpstream | undefined;
   signer: SignerClient;
   logger: Logger;
-  receiptTimeoutMs?: number;
   faults?: SettlerDeps["faults"];
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;
@@ -73,7 +72,7 @@ export function buildX402Runtime(params: {
       logger: params.logger,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
       leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
-      receiptTimeoutMs: params.receiptTimeoutMs ?? 10_000,
+      receiptTimeoutMs: config.x402.receiptTimeoutMs,
       onInFlight: money.onInFlight,
       faults: params.faults,
     }),

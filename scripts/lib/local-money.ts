@@ -102,10 +102,11 @@ export async function drillAndProveLocally(params: {
 }
 
 /**
- * Backs up the faucet treasury's key once (issue 15): configure_treasury makes it outside any
- * refill batch, so without this a lost enclave would take the treasury's float with it.
+ * Backs up, once each, the keys the enclave makes outside any refill batch (issue 15): the faucet
+ * treasury's (configure_treasury) and the x402 settler's (configure_settler). Without this a lost
+ * enclave would take the treasury's float and the settler's gas with it.
  */
-export async function backupLocalTreasury(params: {
+export async function backupLocalSealedKeys(params: {
   socketPath: string;
   adminKeyFile: string;
   backupDir: string;
@@ -114,19 +115,25 @@ export async function backupLocalTreasury(params: {
   const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
   try {
     const sealed = await signer.getPolicy();
-    if (!sealed.ok || !sealed.value.treasury) return;
-    const keyRef = sealed.value.treasury.faucetKeyRef;
-    const identity = await signer.publicIdentity({ keyRef });
-    if (!identity.ok) throw new Error(`treasury key: public_identity: ${identity.error.code}`);
-    if (existsSync(path.join(params.backupDir, `${identity.value.batchId}.backup`))) return;
-    const backedUp = await backupKey({
-      signer,
-      adminAuthority: { keyPath: params.adminKeyFile },
-      keyRef,
-      backupDir: params.backupDir,
-    });
-    if (!backedUp.ok) throw new Error(`treasury backup failed: ${backedUp.reason}`);
-    params.onLine(`treasury   key backed up to ${backedUp.path}`);
+    if (!sealed.ok) return;
+    const keys = [
+      { label: "treasury", keyRef: sealed.value.treasury?.faucetKeyRef },
+      { label: "settler", keyRef: sealed.value.settler?.settlerKeyRef },
+    ];
+    for (const { label, keyRef } of keys) {
+      if (!keyRef) continue;
+      const identity = await signer.publicIdentity({ keyRef });
+      if (!identity.ok) throw new Error(`${label} key: public_identity: ${identity.error.code}`);
+      if (existsSync(path.join(params.backupDir, `${identity.value.batchId}.backup`))) continue;
+      const backedUp = await backupKey({
+        signer,
+        adminAuthority: { keyPath: params.adminKeyFile },
+        keyRef,
+        backupDir: params.backupDir,
+      });
+      if (!backedUp.ok) throw new Error(`${label} backup failed: ${backedUp.reason}`);
+      params.onLine(`${label.padEnd(10)} key backed up to ${backedUp.path}`);
+    }
   } finally {
     await signer.close();
   }

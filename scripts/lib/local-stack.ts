@@ -1,7 +1,8 @@
 /**
  * The whole local stack on one machine with embedded defaults (DESIGN §3), in order: embedded
  * Postgres, migrations, the devnet, the enclave (initialised on first run, then given the local
- * signing policy with the policy key), the faucet treasury funded from the operator pool, the
+ * signing policy with the policy key), the faucet treasury and x402 settler backed up and funded from
+ * the operator pool, the
  * origin with its workers, the admin key only and its money switches on, an operator-provisioned
  * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
  * `npm start` prints what it started; the soak (`npm run soak`) drives load through it.
@@ -18,7 +19,7 @@ import { type EdgeHandle, startEdge } from "./edge.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
 import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
 import {
-  backupLocalTreasury,
+  backupLocalSealedKeys,
   drillAndProveLocally,
   fundLocalSettler,
   fundLocalTreasury,
@@ -175,14 +176,15 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         policyKeyFile: authority.policyKeyFile,
         onLine: say,
       });
+      // The treasury and settler keys are backed up before any funds reach them (issue 15), like
+      // every key batch.
+      await backupLocalSealedKeys({
+        socketPath,
+        adminKeyFile: authority.adminKeyFile,
+        backupDir: path.join(dataDir, "backups"),
+        onLine: say,
+      });
       if (sealed.treasury) {
-        // Backed up before any funds reach it (issue 15), like every key batch.
-        await backupLocalTreasury({
-          socketPath,
-          adminKeyFile: authority.adminKeyFile,
-          backupDir: path.join(dataDir, "backups"),
-          onLine: say,
-        });
         const sent = await fundLocalTreasury(devnetUrl, sealed.treasury.faucetAddress);
         if (sent > 0n) say(`treasury   funded with ${sent} units from the operator pool`);
       }

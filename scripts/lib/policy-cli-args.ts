@@ -18,6 +18,7 @@ export const POLICY_USAGE = `usage:
       [--allowlist ADDR,ADDR|none] [--x402-amount UNITS|none] [--x402-pay-to ADDR]
       [--max-validity SECONDS] [--operator-pool ADDR] [--json]
   npm run enclave-policy -- treasury --policy-key FILE --budget UNITS [--faucet-key-ref REF] [--json]
+  npm run enclave-policy -- settler --policy-key FILE [--json]
 Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET}).
 apply keeps every field the flags do not name; the first apply names them all.
 Units are 6-decimal USDC units (1 USDC = 1000000); --fee-ceiling is gas limit x max fee per gas, in wei.
@@ -33,7 +34,8 @@ export type PolicyCommand =
       policyKeyFile: string;
       budgetUnits: bigint;
       faucetKeyRef: string | undefined;
-    };
+    }
+  | { command: "settler"; socketPath: string; json: boolean; policyKeyFile: string };
 
 /** Thrown with a message fit for the terminal; the CLI exits 2. */
 export class PolicyUsageError extends Error {
@@ -51,7 +53,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   const { values, positionals } = parsed;
   const command = positionals[0];
   if (positionals.length !== 1 || !isCommand(command)) {
-    throw new PolicyUsageError("expected one command: show, apply or treasury");
+    throw new PolicyUsageError("expected one command: show, apply, treasury or settler");
   }
   const socketPath = socket(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const json = values.json ?? false;
@@ -73,6 +75,12 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   }
   const policyKeyFile = values["policy-key"];
   if (!policyKeyFile) throw new PolicyUsageError(`${command} needs --policy-key FILE`);
+  if (command === "settler") {
+    // configure_settler takes nothing: it makes the settler key once and keeps it.
+    const extra = used([...policyFlags, "max-validity", "operator-pool", "budget", "faucet-key-ref"]);
+    if (extra.length > 0) throw new PolicyUsageError(`settler takes no ${extra.join(", ")}`);
+    return { command, socketPath, json, policyKeyFile };
+  }
   if (command === "treasury") {
     const extra = used([...policyFlags, "max-validity", "operator-pool"]);
     if (extra.length > 0) throw new PolicyUsageError(`treasury takes no ${extra.join(", ")}`);
@@ -112,7 +120,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
 }
 
 function isCommand(value: string | undefined): value is PolicyCommand["command"] {
-  return value === "show" || value === "apply" || value === "treasury";
+  return value === "show" || value === "apply" || value === "treasury" || value === "settler";
 }
 
 function parse(argv: string[]) {

@@ -25,9 +25,12 @@ const ROW_ORDER = [
   "treasury.faucet_key_ref",
   "treasury.budget_units",
   "treasury.spent_units",
+  "settler",
+  "settler.address",
+  "settler.key_ref",
 ];
 
-/** The rows of one sealed state: version, every policy field, the treasury. */
+/** The rows of one sealed state: version, every policy field, the treasury, the x402 settler. */
 export function policyRows(result: GetPolicyResult): Row[] {
   const wire = getPolicyResultToWire(result);
   const rows: Row[] = [["policy_version", String(wire.policy_version)]];
@@ -59,6 +62,11 @@ export function policyRows(result: GetPolicyResult): Row[] {
       ["treasury.budget_units", treasury.budget_units],
       ["treasury.spent_units", treasury.spent_units],
     );
+  }
+  const settler = wire.settler;
+  if (!settler) rows.push(["settler", "none configured (x402 settles nothing)"]);
+  else {
+    rows.push(["settler.address", settler.settler_address], ["settler.key_ref", settler.settler_key_ref]);
   }
   return rows;
 }

@@ -1,8 +1,9 @@
 /**
  * Fault-injection child for the money crash tests: the origin as main.ts wires it (configuration
  * from the environment, the check against the sealed policy, the gateway), with one addition:
- * it SIGKILLs itself at MONEY_CRASH_AT (`after_signed` or `after_broadcast`) during its first
- * money operation — instants that cannot be hit from outside. Its transaction tracker never runs,
+ * it SIGKILLs itself at MONEY_CRASH_AT during its first money operation — instants that cannot be
+ * hit from outside: `after_signed` or `after_broadcast` of an agent action, or
+ * `settle_after_broadcast` of an x402 settlement (after the chain accepted it, before its receipt). Its transaction tracker never runs,
  * so whatever it leaves in flight is for the next origin to finish. Prints its base URL.
  */
 import { prepareMoney } from "../../origin/actions/money-setup.ts";
@@ -18,19 +19,31 @@ import { createSignerClient } from "../../origin/signer/create-signer-client.ts"
 
 const config = loadConfig(process.env);
 const crashAt = process.env.MONEY_CRASH_AT;
-if (crashAt !== "after_signed" && crashAt !== "after_broadcast")
+if (crashAt !== "after_signed" && crashAt !== "after_broadcast" && crashAt !== "settle_after_broadcast")
   throw new Error("MONEY_CRASH_AT is required");
+const die = (): void => void process.kill(process.pid, "SIGKILL");
 const logger = createLogger("silent");
 const database = connectDatabase({ url: config.database.url!, maxConnections: 4 });
 const rpc = createJsonRpcUpstream({ url: config.chain.rpcUrl!, timeoutMs: config.chain.timeoutMs });
 const signer = createSignerClient({ endpoint: config.signer.endpoint, liveIdentityEnabled: true });
-const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger });
+const prepared = await prepareMoney({
+  config,
+  signer,
+  rpc,
+  db: database.db,
+  logger,
+  x402Faults: crashAt === "settle_after_broadcast" ? { afterBroadcast: die } : undefined,
+});
 if (!prepared.ok || !prepared.money)
   throw new Error(`money refused: ${prepared.ok ? "off" : prepared.errors.join("; ")}`);
-const die = (): void => void process.kill(process.pid, "SIGKILL");
 const money = {
   ...prepared.money,
-  faults: crashAt === "after_signed" ? { afterSigned: die } : { afterBroadcast: die },
+  faults:
+    crashAt === "after_signed"
+      ? { afterSigned: die }
+      : crashAt === "after_broadcast"
+        ? { afterBroadcast: die }
+        : undefined,
 };
 const app = createApp(
   { config, database, chain: undefined, rpc, signer, money, logger, clock: systemClock },

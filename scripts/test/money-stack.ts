@@ -83,6 +83,8 @@ export type MoneyStackOptions = {
    * under a fault, where a second tracker on a healthy path would finish their work for them.
    */
   inProcessOrigin?: boolean;
+  /** Timings of the stack's own origin's transaction tracker (a fault test may slow it right down). */
+  tracker?: TxTrackerOptions;
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
@@ -171,7 +173,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     origins.push(started);
     return started;
   };
-  const origin = options.inProcessOrigin === false ? undefined : await startOrigin();
+  const origin = options.inProcessOrigin === false ? undefined : await startOrigin({}, options.tracker);
 
   const identity = await signer.getSealedIdentity();
   if (!identity.ok) throw new Error(`get_sealed_identity: ${identity.error.code}`);

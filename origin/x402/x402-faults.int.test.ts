@@ -1,0 +1,142 @@
+import { sql } from "drizzle-orm";
+import type { Address } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { spawnOrigin } from "../../scripts/test/origin-process.ts";
+import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
+import {
+  authorizationUsedLogs,
+  envelope,
+  fundedPayer,
+  type PaidAnswer,
+  pay,
+  paymentHeader,
+} from "../../scripts/test/x402-client.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { queryRows } from "../db/client.ts";
+import { X402_REASONS } from "./reasons.ts";
+
+// Issue 13 item 4, settlement safety when parts fail, against the real processes: an origin
+// SIGKILLed between the settle broadcast and its receipt, and a chain that stops answering after it
+// accepted the settlement. Each time the payment is settled exactly once, and whoever presents it
+// again is told of the original transaction.
+
+const AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+describe("x402 settlement under faults (real processes)", () => {
+  let stack: MoneyStack;
+
+  beforeAll(async () => {
+    // The stack's own origin shares the database; its tracker is slowed right down so that the
+    // origins each test starts are the ones that finish (or fail to finish) the settlement.
+    stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo }, tracker: { periodMs: 3_600_000 } });
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const settlementOf = async (payer: Address) => {
+    const rows = await queryRows<{ status: string; tx_hash: string | null }>(
+      stack.db.handle.db,
+      sql`select status, tx_hash from x402_settlements where payer = ${payer.toLowerCase()}`,
+    );
+    return rows;
+  };
+  const payToBalance = () => publicClientFor(stack.devnet.url).getBalance({ address: payTo });
+
+  it("settles once when the origin is SIGKILLed after the settle broadcast: the restarted origin resolves it to settled", async () => {
+    const payer = await fundedPayer(stack.devnet.url);
+    const doomed = await spawnOrigin({
+      entry: "scripts/test/money-crash-origin.ts",
+      env: { ...stack.processEnv(), MONEY_CRASH_AT: "settle_after_broadcast" },
+    });
+    const demo = `${doomed.base}/x402/demo`;
+    const signature = paymentHeader(await envelope(demo, payer));
+    const balanceBefore = await payToBalance();
+    await expect(pay(demo, signature)).rejects.toThrow();
+    expect(await doomed.exited).toBe("SIGKILL");
+    // Claimed and broadcast, no receipt recorded: nothing has moved it past `submitted`.
+    const [left] = await settlementOf(payer.address);
+    expect(left).toMatchObject({ status: "submitted", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    const transaction = left!.tx_hash!;
+
+    // A restarted origin's tracker finds the receipt and settles it; nothing is signed again.
+    const restarted = await stack.startOrigin({}, { periodMs: 100 });
+    await expect
+      .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+      .toEqual([{ status: "settled", tx_hash: transaction }]);
+    const later = await pay(`${restarted.base}/x402/demo`, signature);
+    expect(later.status).toBe(402);
+    expect(later.response).toMatchObject({
+      success: false,
+      transaction,
+      errorReason: X402_REASONS.nonceUsed,
+    });
+    expect(await authorizationUsedLogs(stack.devnet.url, payer.address)).toBe(1);
+    expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
+    await restarted.close();
+  }, 120_000);
+
+  describe("a chain that stops answering after it accepted the settlement", () => {
+    let proxy: RpcCutProxy;
+    beforeAll(async () => {
+      proxy = await startRpcCutProxy(stack.devnet.url);
+    });
+    afterAll(async () => {
+      await proxy?.close();
+    });
+
+    it("answers 402 settlement_pending naming the transaction, never 200, never settles twice; the tracker settles it once the chain is back", async () => {
+      // A short receipt wait, so the cut line outlasts it; the origin reaches the chain only through the proxy.
+      const origin = await stack.startOrigin(
+        { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
+        { periodMs: 100 },
+      );
+      const demo = `${origin.base}/x402/demo`;
+      try {
+        const payer = await fundedPayer(stack.devnet.url);
+        const signature = paymentHeader(await envelope(demo, payer));
+        const cut = proxy.cutAfter("eth_sendRawTransaction");
+        const answers: PaidAnswer[] = [await pay(demo, signature)];
+        await cut;
+        const first = answers[0]!;
+        expect(first.status).toBe(402);
+        expect(first.body.error).toBe(X402_REASONS.settlementPending);
+        expect(first.response).toMatchObject({
+          success: false,
+          errorReason: X402_REASONS.settlementPending,
+          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+        });
+        const transaction = first.response!.transaction as string;
+        expect(await settlementOf(payer.address)).toEqual([{ status: "submitted", tx_hash: transaction }]);
+
+        // Presented again while the line is still cut: pending, the same transaction, nothing new.
+        answers.push(await pay(demo, signature));
+        expect(answers[1]).toMatchObject({
+          status: 402,
+          body: { error: X402_REASONS.settlementPending },
+          response: { success: false, transaction },
+        });
+
+        // The chain is back: the tracker reads the receipt and settles it.
+        proxy.restore();
+        await expect
+          .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+          .toEqual([{ status: "settled", tx_hash: transaction }]);
+        answers.push(await pay(demo, signature));
+        expect(answers[2]).toMatchObject({
+          status: 402,
+          body: { error: X402_REASONS.nonceUsed },
+          response: { success: false, transaction, errorReason: X402_REASONS.nonceUsed },
+        });
+        expect(answers.map((answer) => answer.status)).not.toContain(200);
+        expect(await authorizationUsedLogs(stack.devnet.url, payer.address)).toBe(1);
+      } finally {
+        proxy.restore();
+        await origin.close();
+      }
+    }, 120_000);
+  });
+});

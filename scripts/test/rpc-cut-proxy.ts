@@ -1,0 +1,97 @@
+/**
+ * A JSON-RPC pass-through in front of the devnet whose line can be cut, for tests of a chain that
+ * stops answering (issue 13: a settlement broadcast whose receipt never comes in time). While cut,
+ * every connection is dropped without an answer, as a network partition would; the devnet itself
+ * keeps running and mining. `cutAfter(method)` cuts the line right after forwarding the answer of
+ * the first request that calls `method`, an instant a test cannot hit from outside. Loopback only.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+
+export type RpcCutProxy = {
+  url: string;
+  /** Requests that went through to the devnet (proof the client really used the proxy). */
+  readonly forwarded: number;
+  /** Cut the line now: open connections are dropped, new requests are dropped unanswered. */
+  cut(): void;
+  /** Cut the line once a request calling `method` has been answered; resolves when it is cut. */
+  cutAfter(method: string): Promise<void>;
+  /** Let requests through again. */
+  restore(): void;
+  close(): Promise<void>;
+};
+
+export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> {
+  let isCut = false;
+  let forwarded = 0;
+  let trigger: { method: string; fire: () => void } | undefined;
+  const sockets = new Set<Socket>();
+
+  const cut = (): void => {
+    isCut = true;
+    for (const socket of sockets) socket.destroy();
+  };
+
+  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    if (isCut) {
+      request.socket.destroy();
+      return;
+    }
+    const body = Buffer.concat(chunks).toString();
+    const answer = await fetch(targetUrl, {
+      method: "POST",
+      headers: { "content-type": request.headers["content-type"] ?? "application/json" },
+      body,
+    });
+    const text = await answer.text();
+    if (isCut) {
+      request.socket.destroy();
+      return;
+    }
+    forwarded++;
+    response.writeHead(answer.status, { "content-type": "application/json" });
+    response.end(text);
+    if (trigger && body.includes(`"${trigger.method}"`)) {
+      const fire = trigger.fire;
+      trigger = undefined;
+      // After the answer is on its way: the client learns the chain accepted it, then loses the line.
+      response.once("finish", () => {
+        cut();
+        fire();
+      });
+    }
+  };
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch(() => request.socket.destroy());
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get forwarded() {
+      return forwarded;
+    },
+    cut,
+    cutAfter: (method) =>
+      new Promise<void>((resolve) => {
+        trigger = { method, fire: resolve };
+      }),
+    restore: () => {
+      isCut = false;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}

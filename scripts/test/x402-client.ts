@@ -1,0 +1,78 @@
+/**
+ * A paying client for the x402 tests, made of the official packages (`@x402/evm`'s exact scheme
+ * signs, `@x402/fetch` decodes PAYMENT-RESPONSE) and viem: a funded payer, a payment envelope as
+ * `@x402/fetch` would send it, one paid request, and the settlements the chain logged for a payer.
+ */
+import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { decodePaymentResponseHeader } from "@x402/fetch";
+import { type Address, type PrivateKeyAccount, parseEventLogs } from "viem";
+import { NATIVE_TRANSFER_AUTH_ABI } from "../../devnet/index.ts";
+import { fund, newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+
+export type PaidAnswer = {
+  status: number;
+  body: { error?: string };
+  /** PAYMENT-RESPONSE, decoded, when the answer carries one. */
+  response?: Record<string, unknown>;
+};
+
+/** A new account holding `units` of native USDC on the devnet. */
+export async function fundedPayer(devnetUrl: string, units = 1_000_000n): Promise<PrivateKeyAccount> {
+  const account = newAccount();
+  await fund(devnetUrl, account.address, units * WEI_PER_UNIT);
+  return account;
+}
+
+/** The demo's unpaid answer: the resource and the one requirement it accepts. */
+export async function quote(
+  demoUrl: string,
+): Promise<{ resource: PaymentPayload["resource"]; accepted: PaymentRequirements }> {
+  const response = await fetch(demoUrl);
+  const body = (await response.json()) as {
+    resource: PaymentPayload["resource"];
+    accepts: PaymentRequirements[];
+  };
+  return { resource: body.resource, accepted: body.accepts[0]! };
+}
+
+/** A payment envelope made by @x402/evm's own client (signed for `change(accepted)`). */
+export async function envelope(
+  demoUrl: string,
+  account: PrivateKeyAccount,
+  change: (accepted: PaymentRequirements) => PaymentRequirements = (a) => a,
+): Promise<PaymentPayload> {
+  const { resource, accepted } = await quote(demoUrl);
+  const created = await new ExactEvmScheme(account).createPaymentPayload(2, change(accepted));
+  return { x402Version: 2, resource, accepted, payload: created.payload };
+}
+
+/** The PAYMENT-SIGNATURE header of an envelope (Base64 of its JSON). */
+export const paymentHeader = (payload: unknown): string =>
+  Buffer.from(JSON.stringify(payload)).toString("base64");
+
+/** One paid request: the status, the body and the decoded PAYMENT-RESPONSE. */
+export async function pay(demoUrl: string, signature: string): Promise<PaidAnswer> {
+  const response = await fetch(demoUrl, { headers: { "PAYMENT-SIGNATURE": signature } });
+  const paymentResponse = response.headers.get("PAYMENT-RESPONSE");
+  return {
+    status: response.status,
+    body: (await response.json()) as { error?: string },
+    response: paymentResponse
+      ? (decodePaymentResponseHeader(paymentResponse) as unknown as Record<string, unknown>)
+      : undefined,
+  };
+}
+
+/** How many settlements of `payer`'s authorizations the chain logged (AuthorizationUsed events). */
+export async function authorizationUsedLogs(devnetUrl: string, payer: Address): Promise<number> {
+  const logs = await publicClientFor(devnetUrl).getLogs({
+    address: NATIVE_TRANSFER_AUTH_ADDRESS,
+    fromBlock: 0n,
+    toBlock: "latest",
+  });
+  return parseEventLogs({ abi: NATIVE_TRANSFER_AUTH_ABI, eventName: "AuthorizationUsed", logs }).filter(
+    (log) => log.args.authorizer.toLowerCase() === payer.toLowerCase(),
+  ).length;
+}
