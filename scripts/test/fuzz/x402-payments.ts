@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import fc from "fast-check";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../../devnet/index.ts";
+import { highS } from "../../../devnet/testing.ts";
 import { demoRequirements } from "../../../origin/x402/requirements.ts";
 import { transferWithAuthorizationDigest } from "../../../shared/eip712.ts";
 import { fromHex, type Hex, toHex } from "../../../shared/hex.ts";
@@ -106,16 +107,6 @@ export const signedPayload: fc.Arbitrary<Record<string, unknown>> = fc
       },
     };
   });
-
-/** The same signature with S replaced by n − S (and v flipped): valid, but not low-S (EIP-2). */
-function highS(signature: Hex): Hex {
-  const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
-  const bytes = fromHex(signature);
-  const s = BigInt(toHex(bytes.subarray(32, 64)));
-  const flipped = (n - s).toString(16).padStart(64, "0");
-  const v = bytes[64] === 27 ? "1c" : "1b";
-  return `${signature.slice(0, 66)}${flipped}${v}` as Hex;
-}
 
 const base64 = (text: string | Uint8Array) => Buffer.from(text).toString("base64");
 
