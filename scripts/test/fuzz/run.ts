@@ -2,6 +2,7 @@
  * Runs one fuzz property per route against the fuzz stack and prints what replays it. The defaults
  * suit CI (1,000 cases per route, a fresh seed each run); a longer or replayed run is one flag away:
  *   FUZZ_RUNS=100000 FUZZ_SEED=1234 FUZZ_ONLY="POST transfers" npx vitest run origin/fuzz.int.test.ts
+ * (FUZZ_ONLY takes several route names separated by commas.)
  */
 
 import { isDeepStrictEqual } from "node:util";
