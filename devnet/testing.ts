@@ -145,3 +145,12 @@ export function transferWithAuthorizationCalldata(
     args: [...head, Number(v), r, s],
   });
 }
+
+/** The same signature with s' = n − s and v flipped: valid ECDSA, high S (EIP-2 refuses it). */
+export function highS(signature: Hex): Hex {
+  const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+  const r = signature.slice(2, 66);
+  const s = BigInt(`0x${signature.slice(66, 130)}`);
+  const v = Number.parseInt(signature.slice(130, 132), 16);
+  return `0x${r}${(n - s).toString(16).padStart(64, "0")}${(v === 27 ? 28 : 27).toString(16)}` as Hex;
+}

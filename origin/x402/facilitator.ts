@@ -37,7 +37,7 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
   const check = async (
     body: unknown,
   ): Promise<{ result: VerifyResult; envelope?: ReturnType<typeof parseEnvelope> }> => {
-    const request = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+    const request = fieldsOf(body);
     const envelope = parseEnvelope(request.paymentPayload);
     if (!envelope.ok) return { result: { ok: false, reason: envelope.reason, payer: envelope.payer } };
     const given = request.paymentRequirements;
@@ -74,8 +74,7 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
     if (body === undefined) {
       return c.json(failed(X402_REASONS.invalidPayloadJson, ""), 400);
     }
-    const request = body as Record<string, unknown>;
-    const envelope = parseEnvelope(request.paymentPayload);
+    const envelope = parseEnvelope(fieldsOf(body).paymentPayload);
     if (!envelope.ok) return c.json(failed(envelope.reason, envelope.payer ?? ""));
     // A repeat of a settle whose answer was lost is answered from the stored settlement (its
     // transaction), never signed again.
@@ -97,6 +96,11 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
   });
 
   return app;
+}
+
+/** A request's fields; a JSON body that is no object (`null`, a number) has none, so its payload is missing. */
+function fieldsOf(body: unknown): Record<string, unknown> {
+  return (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
 }
 
 function failed(reason: string, payer: string): SettleResponse {

@@ -368,6 +368,24 @@ describe("facilitator", () => {
       .catch((error: { invalidReason?: string }) => error);
     expect(reverify).toMatchObject({ invalidReason: X402_REASONS.nonceUsed });
   });
+
+  // Found by the fuzz suite: a settle whose JSON body is `null` was a 500.
+  it("a JSON body that is no object (null, a number, an array): failure data with 200, never a 5xx", async () => {
+    for (const body of ["null", "1", '"x"', "[]"]) {
+      for (const [path, failure] of [
+        ["verify", { isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }],
+        ["settle", { success: false, errorReason: X402_REASONS.invalidPayloadJson }],
+      ] as const) {
+        const response = await fetch(`${stack.origin.base}/x402/facilitator/${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        });
+        expect(response.status, `${path} ${body}`).toBe(200);
+        expect(await response.json(), `${path} ${body}`).toMatchObject(failure);
+      }
+    }
+  });
 });
 
 /** How many times each value occurs: a failed expectation then shows every kind that came back. */
@@ -383,13 +401,4 @@ async function countSettlements(): Promise<number> {
     sql`select count(*)::int as n from x402_settlements`,
   );
   return row!.n;
-}
-
-/** The same signature with s' = n − s and v flipped: valid ECDSA, high S (EIP-2 refuses it). */
-function highS(signature: Hex): Hex {
-  const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
-  const r = signature.slice(2, 66);
-  const s = BigInt(`0x${signature.slice(66, 130)}`);
-  const v = Number.parseInt(signature.slice(130, 132), 16);
-  return `0x${r}${(n - s).toString(16).padStart(64, "0")}${(v === 27 ? 28 : 27).toString(16)}` as Hex;
 }

@@ -2,16 +2,21 @@
  * The stack the fuzz suite runs against, every part real: the money stack (Postgres, devnet,
  * enclave, drilled and verified agents) and an origin *process* (origin/main.ts) with every
  * credential configured, so a crash shows as an exit and the process can be asked whether it
- * still answers. Registration is open with free keys, so fuzzed registrations can reach issuance.
+ * still answers. Registration is open with free keys, so fuzzed registrations can reach issuance;
+ * x402 is on, with a funded payer, so fuzzed payments can reach settlement.
  */
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import pino from "pino";
+import { fund, rpc } from "../../../devnet/testing.ts";
 import { queryRows } from "../../../origin/db/client.ts";
 import { makeBatch } from "../../../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../../../origin/registration/policy-repository.ts";
+import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { addressOfPublicKey, publicKeyOf } from "../../../shared/secp256k1.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../money-stack.ts";
 import { type OriginProcess, spawnOrigin } from "../origin-process.ts";
+import { FUZZ_X402 } from "./x402-payments.ts";
 
 export type FuzzSecrets = {
   adminApiToken: string;
@@ -34,6 +39,9 @@ export type StateSnapshot = {
   policy_changes: number;
   identity_changes: number;
   funding_exceptions: number;
+  x402_settlements: number;
+  /** Transactions the x402 settler has sent (its pending nonce on chain). */
+  settler_transactions: number;
 };
 
 export type FuzzStack = {
@@ -53,7 +61,10 @@ export type FuzzStack = {
 };
 
 export async function startFuzzStack(): Promise<FuzzStack> {
-  const money = await startMoneyStack();
+  // x402 on, with the terms and payers the x402 routes' generators sign for (x402-payments.ts).
+  const money = await startMoneyStack({
+    x402: { amountUnits: FUZZ_X402.amountUnits, payTo: FUZZ_X402.payTo },
+  });
   const secrets: FuzzSecrets = {
     adminApiToken: randomBytes(32).toString("hex"),
     registrationAdmin: randomBytes(32).toString("hex"),
@@ -80,6 +91,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       changes: { paused: false, keyReserve: 2 },
       reason: "fuzz suite: registration open",
     });
+    const fundedPayer = addressOfPublicKey(publicKeyOf(FUZZ_X402.fundedPayer));
+    await fund(money.devnet.url, fundedPayer, 1_000_000n * WEI_PER_UNIT);
     const origin = await spawnOrigin({
       env: money.processEnv({
         AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
@@ -104,9 +117,11 @@ export async function startFuzzStack(): Promise<FuzzStack> {
           (select md5(row(p.*)::text) from registration_policy p) as policy,
           (select count(*)::int from registration_policy_changes) as policy_changes,
           (select count(*)::int from identity_changes) as identity_changes,
-          (select count(*)::int from funding_exceptions) as funding_exceptions`,
+          (select count(*)::int from funding_exceptions) as funding_exceptions,
+          (select count(*)::int from x402_settlements) as x402_settlements`,
       );
-      return row!;
+      const nonce = await rpc(money.devnet.url, "eth_getTransactionCount", [money.settler, "pending"]);
+      return { ...row!, settler_transactions: Number(nonce.result) };
     };
     return {
       money,

@@ -112,7 +112,54 @@ export function mutatedBody(valid: fc.Arbitrary<unknown>): fc.Arbitrary<BodyByte
       const key = keys[pick % keys.length]!;
       return `{${JSON.stringify(key)}:${JSON.stringify(first) ?? "null"},${JSON.stringify(value).slice(1)}`;
     }),
+    fc
+      .tuple(asObject, fc.nat(), hostileValue, fc.boolean())
+      .map(([value, pick, replacement, asProtoKey]) => nestedMutation(value, pick, replacement, asProtoKey)),
   );
+}
+
+/** The paths of every value inside `value` (objects' keys and arrays' indexes), outermost first. */
+function innerPaths(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
+  if (!value || typeof value !== "object") return [];
+  const entries: [string | number, unknown][] = Array.isArray(value)
+    ? value.map((item, index) => [index, item])
+    : Object.entries(value);
+  return entries.flatMap(([key, inner]) => [[...prefix, key], ...innerPaths(inner, [...prefix, key])]);
+}
+
+const MARK = "\u0000fuzz-mark\u0000";
+
+/**
+ * One value deep inside a valid-ish object replaced (e.g. a payment's authorization.value made a
+ * huge number), or, as raw text, a prototype key put first in the object that holds it.
+ */
+function nestedMutation(
+  value: Record<string, unknown>,
+  pick: number,
+  replacement: unknown,
+  asProtoKey: boolean,
+): string {
+  const paths = innerPaths(value);
+  if (paths.length === 0) return JSON.stringify(value);
+  const path = paths[pick % paths.length]!;
+  const copy = structuredClone(value) as Record<string | number, unknown>;
+  const at = (keys: (string | number)[]) =>
+    keys.reduce<Record<string | number, unknown>>(
+      (node, key) => node[key] as Record<string | number, unknown>,
+      copy,
+    );
+  const parent = at(path.slice(0, -1));
+  if (!asProtoKey || Array.isArray(parent)) {
+    parent[path[path.length - 1]!] = replacement;
+    return JSON.stringify(copy);
+  }
+  const key = JSON.stringify(["__proto__", "constructor", "prototype"][pick % 3]);
+  const parentText = JSON.stringify(parent);
+  const hostile = `{${key}:${JSON.stringify(replacement) ?? "null"}${parentText === "{}" ? "" : ","}${parentText.slice(1)}`;
+  if (path.length === 1) return hostile;
+  // The parent's slot holds a mark in the copy's text, which the hostile text then replaces.
+  at(path.slice(0, -2))[path[path.length - 2]!] = MARK;
+  return JSON.stringify(copy).replace(JSON.stringify(MARK), () => hostile);
 }
 
 /** Characters a client can put in a header value (HTTP field-value: visible ASCII, space, tab, obs-text). */

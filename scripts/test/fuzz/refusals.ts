@@ -3,6 +3,7 @@
  * every refusal in its route's wire format (STYLE "Errors: three wire formats") with its code's
  * status from the one table.
  */
+import { X402_REASONS } from "../../../origin/x402/reasons.ts";
 import { ERROR_STATUS } from "../../../shared/error-codes.ts";
 import type { TestResponse } from "../http.ts";
 import type { FuzzRoute } from "./routes.ts";
@@ -36,28 +37,69 @@ function jsonRpcProblem(item: unknown): string | null {
   return "result" in item ? null : "neither result nor error";
 }
 
-/** x402 surfaces: the 402 quote, or an object with a reason (refined when the x402 routes land). */
-function x402Problem(response: TestResponse): string | null {
+const X402_REASON_SET = new Set<unknown>(Object.values(X402_REASONS));
+
+/**
+ * The demo resource: a 402 carries the quote (x402 v2, its requirements) and, when a payment was
+ * presented, the reason it was refused; a 200 is the paid answer with its PAYMENT-RESPONSE.
+ */
+function x402ResourceProblem(response: TestResponse, paymentPresented: boolean): string | null {
   if (!isObject(response.body)) return "not a JSON object";
-  if (response.status === 402)
-    return Array.isArray(response.body.accepts) && response.body.x402Version === 2
+  if (response.status === 200)
+    return response.body.ok === true && typeof response.headers["payment-response"] === "string"
       ? null
-      : "402 without a quote";
-  return envelopeProblem(response) === null ||
-    "invalidReason" in response.body ||
-    "errorReason" in response.body
-    ? null
-    : "no x402 reason";
+      : "200 without the paid answer and its PAYMENT-RESPONSE";
+  if (response.status !== 402) return `${response.status}, not 402`;
+  if (!Array.isArray(response.body.accepts) || response.body.x402Version !== 2) return "402 without a quote";
+  if (paymentPresented && !X402_REASON_SET.has(response.body.error)) return "402 without a reason";
+  return null;
+}
+
+/**
+ * The facilitator (as the reference one answers): verify's `{isValid, invalidReason}` and settle's
+ * `{success, errorReason}`, a failure being data with 200; a body that is not JSON is a 400 in the
+ * same shape.
+ */
+function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | null {
+  const body = response.body;
+  if (!isObject(body)) return "not a JSON object";
+  if (response.status !== 200 && response.status !== 400) return `${response.status}, not 200 or 400`;
+  const [flag, reason] =
+    route.refusal === "x402_verify" ? ["isValid", "invalidReason"] : ["success", "errorReason"];
+  if (body[flag] === true) return response.status === 200 ? null : `400 with ${flag}: true`;
+  if (body[flag] !== false) return `no boolean ${flag}`;
+  return X402_REASON_SET.has(body[reason]) ? null : `${flag}: false without a known ${reason}`;
+}
+
+/** Whether the answer refuses the request: an error status, or a facilitator's failure data. */
+export function isRefusal(route: FuzzRoute, response: TestResponse): boolean {
+  if (response.status >= 400) return true;
+  const body = isObject(response.body) ? response.body : {};
+  if (route.refusal === "x402_verify") return body.isValid !== true;
+  if (route.refusal === "x402_settle") return body.success !== true;
+  return false;
 }
 
 /** Why this answer breaks the properties, or null when it does not. */
-export function answerProblem(route: FuzzRoute, response: TestResponse): string | null {
+export function answerProblem(
+  route: FuzzRoute,
+  response: TestResponse,
+  request: { headers: Record<string, string> } = { headers: {} },
+): string | null {
   if (response.status >= 500) {
     const code =
       isObject(response.body) && isObject(response.body.error) ? response.body.error.code : undefined;
     if (!route.allowed5xx?.includes(code as never))
       return `5xx: ${response.status} ${JSON.stringify(response.body)}`;
   }
+  const x402 =
+    route.refusal === "x402_resource"
+      ? x402ResourceProblem(response, "payment-signature" in request.headers)
+      : route.refusal === "x402_verify" || route.refusal === "x402_settle"
+        ? facilitatorProblem(route, response)
+        : undefined;
+  if (x402 !== undefined)
+    return x402 && `${x402}: ${response.status} ${JSON.stringify(response.body).slice(0, 300)}`;
   if (response.status < 400) {
     if (route.refusal !== "jsonrpc" || response.status !== 200) return null;
     const items = Array.isArray(response.body) ? response.body : [response.body];
@@ -66,10 +108,6 @@ export function answerProblem(route: FuzzRoute, response: TestResponse): string 
       if (problem) return `${problem}: ${JSON.stringify(item).slice(0, 300)}`;
     }
     return null;
-  }
-  if (route.refusal === "x402") {
-    const problem = x402Problem(response);
-    return problem && `${problem}: ${response.status} ${JSON.stringify(response.body).slice(0, 300)}`;
   }
   // /rpc: an oversize body is refused 413 in JSON-RPC form; every other refusal is the envelope.
   if (route.refusal === "jsonrpc" && response.status === 413) {

@@ -14,16 +14,9 @@ import {
 } from "../../../shared/constants.ts";
 import type { StackAgent } from "../money-stack.ts";
 import type { FuzzSecrets } from "./fuzz-stack.ts";
-import {
-  anyJson,
-  type BodyBytes,
-  forwardedFor,
-  headerValue,
-  hostileBody,
-  ipLike,
-  mutatedBody,
-} from "./hostile.ts";
+import { type BodyBytes, forwardedFor, headerValue, hostileBody, ipLike, mutatedBody } from "./hostile.ts";
 import type { Credentials, FuzzRoute } from "./routes.ts";
+import { paymentHeaders } from "./x402-payments.ts";
 
 export type FuzzRequest = {
   method: string;
@@ -128,10 +121,7 @@ function credentialHeaders(kind: Credentials, ctx: RequestContext): fc.Arbitrary
           defined({ [HEADER_EDGE_SECRET]: edge, [HEADER_REGISTRATION_IP]: ip, [HEADER_REGISTRATION]: flag }),
         );
     case "payment":
-      return often(
-        anyJson.map((envelope) => Buffer.from(JSON.stringify(envelope) ?? "null").toString("base64")),
-        headerValue(300),
-      ).map((value) => ({ "payment-signature": value }));
+      return paymentHeaders.map((value) => defined({ "payment-signature": value }));
     case "none":
       return fc.constant({});
   }

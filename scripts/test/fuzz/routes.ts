@@ -12,8 +12,13 @@ import {
 } from "../../../shared/console-schemas.ts";
 import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../../shared/constants.ts";
 import type { ErrorCode } from "../../../shared/error-codes.ts";
-import { faucetRequestSchema, transferRequestSchema } from "../../../shared/gateway-schemas.ts";
+import {
+  faucetRequestSchema,
+  transferRequestSchema,
+  x402AuthorizeRequestSchema,
+} from "../../../shared/gateway-schemas.ts";
 import { anyJson } from "./hostile.ts";
+import { facilitatorBodies, payableQuotes } from "./x402-payments.ts";
 import { arbitraryFromSchema } from "./zod-arbitrary.ts";
 
 /**
@@ -26,12 +31,15 @@ export type Credentials =
   | "admin_change"
   | "metrics_scrape"
   | "registration"
-  /** A `PAYMENT-SIGNATURE` header: Base64 of an envelope-shaped JSON, or garbage (x402 routes). */
+  /** A `PAYMENT-SIGNATURE` header: Base64 of a signed envelope, mutated, hostile or broken (x402-payments.ts). */
   | "payment"
   | "none";
 
-/** The wire format of the route's refusals (STYLE "Errors: three wire formats"). */
-export type RefusalShape = "envelope" | "jsonrpc" | "x402";
+/**
+ * The wire format of the route's refusals (STYLE "Errors: three wire formats"); x402's differs by
+ * surface: the resource's 402 quote with a reason, and the facilitator's verify and settle data.
+ */
+export type RefusalShape = "envelope" | "jsonrpc" | "x402_resource" | "x402_verify" | "x402_settle";
 
 export type FuzzRoute = {
   name: string;
@@ -177,12 +185,18 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       refusalMayRecord: ["failed_action"],
     },
     {
-      // Not built yet on this branch (404 feature_disabled); its schema replaces anyJson when it is.
       name: "POST x402/authorize",
       method: "POST",
       path: "/agent/v1/x402/authorize",
       credentials: "agent",
-      body: { valid: anyJson, maxBytes: 4_096 },
+      body: {
+        // Quotes from the schema (mostly refused) and quotes of this node's terms (signed).
+        valid: fc.oneof(
+          fromSchema(x402AuthorizeRequestSchema),
+          fromSchema(x402AuthorizeRequestSchema, { payment_required: payableQuotes }),
+        ),
+        maxBytes: 32 * 1024,
+      },
       refusal: "envelope",
       readOnly: false,
       refusalMayRecord: ["failed_action"],
@@ -200,6 +214,40 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: false,
       allowed5xx: ["registration_unavailable"],
       refusalMayRecord: ["registration_attempt"],
+    },
+    {
+      name: "GET x402/demo",
+      method: "GET",
+      path: "/x402/demo",
+      credentials: "payment",
+      refusal: "x402_resource",
+      readOnly: false,
+    },
+    {
+      name: "GET x402/facilitator/supported",
+      method: "GET",
+      path: "/x402/facilitator/supported",
+      credentials: "none",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      name: "POST x402/facilitator/verify",
+      method: "POST",
+      path: "/x402/facilitator/verify",
+      credentials: "none",
+      body: { valid: facilitatorBodies, maxBytes: 4_096 },
+      refusal: "x402_verify",
+      readOnly: true,
+    },
+    {
+      name: "POST x402/facilitator/settle",
+      method: "POST",
+      path: "/x402/facilitator/settle",
+      credentials: "none",
+      body: { valid: facilitatorBodies, maxBytes: 4_096 },
+      refusal: "x402_settle",
+      readOnly: false,
     },
     {
       name: "GET admin registration",

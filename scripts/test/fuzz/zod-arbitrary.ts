@@ -42,6 +42,8 @@ export function arbitraryFromSchema(schema: z.ZodType): fc.Arbitrary<unknown> {
     }
     case "boolean":
       return fc.boolean();
+    case "unknown":
+      return fc.jsonValue({ maxDepth: 3 });
     case "enum":
       return fc.constantFrom(...Object.values(def.entries as Record<string, string>));
     case "literal":
