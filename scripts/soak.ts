@@ -20,7 +20,7 @@ import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { changeRegistrationSettings } from "../origin/registration/settings.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
-import { LOCAL_POLICY } from "./lib/local-policy.ts";
+import { LOCAL_POLICY, LOCAL_X402_AMOUNT_UNITS, LOCAL_X402_PAY_TO } from "./lib/local-policy.ts";
 import { createLocalStack, postmasterPid } from "./lib/local-stack.ts";
 import { childPidsNamed, type MemoryRoot, residentBytes } from "./lib/proc-memory.ts";
 import { makeSoakAgents } from "./soak/agents.ts";
@@ -30,14 +30,17 @@ import { BASE_MIX, pickKind, type SoakContext } from "./soak/kinds.ts";
 import { LimitObservations, limitLines, REGISTRATION_NETWORK_DAILY } from "./soak/limits.ts";
 import { checkMoney } from "./soak/money.ts";
 import { probeRequestRate, probeTransferLimits } from "./soak/probes.ts";
-import { type MemoryRow, reportLines } from "./soak/report.ts";
+import { type MemoryRow, type MemorySample, reportLines } from "./soak/report.ts";
 import { progressLine, Tally } from "./soak/tally.ts";
+import { makeAccountPayers, PaymentObservations, settledOnceLine } from "./soak/x402.ts";
 import { freePort } from "./test/free-port.ts";
 
 const BASE_PATH = "/77";
 const ENV_ID = "local-dev";
 /** The local stack's faucet cooldown (scripts/lib/local-stack.ts). */
 const FAUCET_COOLDOWN_MS = 60_000;
+/** How often the report's memory timeline samples every process. */
+const MEMORY_TIMELINE_MS = 30_000;
 
 /** Registrations the mix starts in the run, if it runs at its rate. */
 function expectedRegistrations(args: { rate: number; durationMs: number }): number {
@@ -110,6 +113,13 @@ async function main(): Promise<number> {
         onLine: (line) => say(`stack  ${line}`),
       });
 
+      say(`payers ${args.payers} viem accounts for x402, funded from the operator pool…`);
+      const accountPayers = await makeAccountPayers({
+        devnetUrl: ready.devnetUrl,
+        count: args.payers,
+        amountUnits: LOCAL_X402_AMOUNT_UNITS,
+      });
+
       const workerUrl = (await ready.edge.miniflare.ready).toString().replace(/\/$/, "");
       const edge = createEdgeClient({ frontUrl: ready.edgeUrl, workerUrl, basePath: BASE_PATH });
       const [workerd] = await childPidsNamed("workerd");
@@ -125,11 +135,20 @@ async function main(): Promise<number> {
 
       const tally = new Tally();
       const limits = new LimitObservations();
-      const ctx: SoakContext = { edge, agents: agents.regular, registered: [], limits };
+      const payments = new PaymentObservations();
+      const ctx: SoakContext = {
+        edge,
+        agents: agents.regular,
+        registered: [],
+        limits,
+        accountPayers,
+        payments,
+      };
       const mix = BASE_MIX;
       const steal = await startStealMeter();
 
       const startMemory = await sampleMemory();
+      const timeline: MemorySample[] = [{ atSeconds: 0, bytes: startMemory }];
       let warmMemory: Record<string, number | undefined> | undefined;
       const peak: Record<string, number | undefined> = { ...startMemory };
       const notePeak = (sample: Record<string, number | undefined>): void => {
@@ -192,6 +211,11 @@ async function main(): Promise<number> {
           warmMemory = await sampleMemory();
           notePeak(warmMemory);
         }
+        if (now - started >= timeline.length * MEMORY_TIMELINE_MS) {
+          const sample = await sampleMemory();
+          notePeak(sample);
+          timeline.push({ atSeconds: timeline.length * (MEMORY_TIMELINE_MS / 1000), bytes: sample });
+        }
         if (now >= nextProgress) {
           nextProgress = now + progressEveryMs;
           const sample = await sampleMemory();
@@ -233,6 +257,15 @@ async function main(): Promise<number> {
           .filter((w) => w.origin === "operator")
           .map((w) => w.assigned_wallet),
         "registered wallets": wallets.filter((w) => w.origin === "public").map((w) => w.assigned_wallet),
+        "x402 payers (viem accounts)": accountPayers.map((payer) => payer.address),
+        "x402 payee (demo payTo)": [LOCAL_X402_PAY_TO],
+        "x402 settler (gas)": ready.settler ? [ready.settler] : [],
+      });
+      const settledOnce = await settledOnceLine({
+        db: database.db,
+        devnetUrl: ready.devnetUrl,
+        payers: accountPayers.map((payer) => payer.address),
+        seen: payments,
       });
 
       const memory: MemoryRow[] = Object.entries(roots).map(([name, root]) => ({
@@ -245,12 +278,16 @@ async function main(): Promise<number> {
       }));
       const lines = reportLines({
         memory,
+        timeline: [...timeline, { atSeconds: Math.round(elapsedS), bytes: endMemory }],
         tally,
-        limits: limitLines(limits, {
-          faucetCooldownMs: FAUCET_COOLDOWN_MS,
-          transferPerTxUnits: LOCAL_POLICY.perTxLimitUnits,
-          transferDailyUnits: LOCAL_POLICY.dailyLimitUnits,
-        }),
+        limits: [
+          ...limitLines(limits, {
+            faucetCooldownMs: FAUCET_COOLDOWN_MS,
+            transferPerTxUnits: LOCAL_POLICY.perTxLimitUnits,
+            transferDailyUnits: LOCAL_POLICY.dailyLimitUnits,
+          }),
+          settledOnce,
+        ],
         money,
         actions,
         warmUpSeconds: Math.round(args.warmUpMs / 1000),

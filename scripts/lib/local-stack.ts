@@ -58,6 +58,8 @@ export type LocalStackReady = {
   secrets: LocalSecrets;
   /** The faucet treasury's address, once the policy has one. */
   treasury: Address | undefined;
+  /** The x402 settler's address (it pays the gas of settlements), once the policy has one. */
+  settler: Address | undefined;
   /** The operator-provisioned agent, or undefined when no verified key became free in time. */
   agent: LocalAgent | undefined;
   /** The devnet, enclave and origin processes, by name. */
@@ -270,6 +272,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         authority,
         secrets,
         treasury: sealed.treasury?.faucetAddress,
+        settler: sealed.settler?.settlerAddress,
         agent,
         children: { devnet, enclave, origin },
       };
