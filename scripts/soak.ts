@@ -23,7 +23,7 @@ import { startStealMeter } from "./lib/cpu-steal.ts";
 import { LOCAL_POLICY, LOCAL_X402_AMOUNT_UNITS, LOCAL_X402_PAY_TO } from "./lib/local-policy.ts";
 import { createLocalStack, postmasterPid } from "./lib/local-stack.ts";
 import { childPidsNamed, type MemoryRoot, residentBytes } from "./lib/proc-memory.ts";
-import { makeSoakAgents } from "./soak/agents.ts";
+import { fundSoakAgents, provisionSoakAgents, type SoakAgents } from "./soak/agents.ts";
 import { parseSoakArgs } from "./soak/args.ts";
 import { createEdgeClient } from "./soak/edge-client.ts";
 import { BASE_MIX, pickKind, type SoakContext } from "./soak/kinds.ts";
@@ -65,6 +65,7 @@ async function main(): Promise<number> {
   say(`stack output goes to ${logFile}`);
 
   let partExited: string | undefined;
+  let agents: SoakAgents | undefined;
   const stack = createLocalStack({
     dataDir,
     originPort: await freePort(),
@@ -82,6 +83,10 @@ async function main(): Promise<number> {
       // the key reserve. A short run keeps the stack's usual pool, so it starts as fast.
       KEY_POOL_TARGET: String(20 + Math.min(REGISTRATION_NETWORK_DAILY, expectedRegistrations(args))),
       KEY_POOL_BATCH_SIZE: "20",
+    },
+    beforeDrill: async (db) => {
+      say(`agents ${args.agents} ordinary and 2 for the limit probes, provisioned before the stack's drill…`);
+      agents = await provisionSoakAgents(db, args.agents);
     },
     onPartExit: (name, code) => {
       partExited = `${name} exited (${code})`;
@@ -102,16 +107,9 @@ async function main(): Promise<number> {
         reason: "soak: registration under load",
       });
       if (!opened.ok) throw new Error(`opening registration: ${opened.error.code}`);
-      say(`agents ${args.agents} ordinary and 2 for the limit probes, proven and funded…`);
-      const agents = await makeSoakAgents({
-        db: database.db,
-        devnetUrl: ready.devnetUrl,
-        socketPath: ready.socketPath,
-        authority: ready.authority,
-        envId: ENV_ID,
-        count: args.agents,
-        onLine: (line) => say(`stack  ${line}`),
-      });
+      if (!agents) throw new Error("the stack started without provisioning the soak's agents");
+      say("agents funded from the operator pool…");
+      await fundSoakAgents(ready.devnetUrl, agents);
 
       say(`payers ${args.payers} viem accounts for x402, funded from the operator pool…`);
       const accountPayers = await makeAccountPayers({

@@ -183,7 +183,7 @@ const REPLAY_LIMIT_BYTES = 1 << 20;
 async function startClientAddressFront(
   target: URL,
   port: number,
-  onError: (line: string) => void,
+  onLine: (line: string) => void,
 ): Promise<ClientAddressFront> {
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
   const server = createServer((incoming: IncomingMessage, outgoing: ServerResponse) => {
@@ -229,11 +229,14 @@ async function startClientAddressFront(
       upstream.on("error", (error: NodeJS.ErrnoException) => {
         const staleSocket = upstream.reusedSocket && error.code === "ECONNRESET";
         if (staleSocket && attempt === 0 && replayable && !outgoing.headersSent) {
+          onLine(
+            `local edge front: ${incoming.method} ${incoming.url} met a closed kept-alive socket; resent`,
+          );
           forward(1);
           return;
         }
         const why = `${error.code ?? error.message}${upstream.reusedSocket ? ", kept-alive socket" : ""}${attempt > 0 ? ", resent" : ""}`;
-        onError(`local edge front: ${incoming.method} ${incoming.url}: Miniflare did not answer (${why})`);
+        onLine(`local edge front: ${incoming.method} ${incoming.url}: Miniflare did not answer (${why})`);
         if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
         outgoing.end(`local edge front: Miniflare did not answer (${why})`);
       });

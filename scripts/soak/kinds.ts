@@ -142,8 +142,9 @@ export const BASE_MIX: readonly SoakKind[] = [
         `${pick(ctx.agents).token.slice(0, 36)}_${randomBytes(32).toString("hex")}`,
         "not-a-token",
       ]);
+      const sent = Date.now();
       const answer = await ctx.edge.requestFrom(ip, "/agent/v1/balance", { token });
-      ctx.limits.badToken(ip, answer.status, Date.now());
+      ctx.limits.badToken(ip, answer.status, { sent, answered: Date.now() });
       return answer;
     },
   },
