@@ -5,8 +5,9 @@
  * status, the limits seen holding, money conservation to the wei, and one line per goal.
  *
  * The mix (scripts/soak/kinds.ts): reads, rpc calls and batches, transfers between the soak's
- * agents, faucet payouts, public registrations from varied public addresses, bad tokens; beside it
- * run once the transfer-limit probes and a burst past the per-agent rate limit (probes.ts).
+ * agents, faucet payouts, public registrations from varied public addresses, bad tokens, x402
+ * payments by funded viem accounts with the official client (soak/x402.ts); beside it run once
+ * the transfer-limit probes and a burst past the per-agent rate limit (probes.ts).
  * The machine is shared, so the figures are noisy; the CPU steal of the run is printed with them.
  */
 

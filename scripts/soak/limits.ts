@@ -78,6 +78,9 @@ export function mostSurelyInWindow(spans: readonly Span[], windowMs: number): nu
   return most;
 }
 
+/** The real time a whole-second window of `seconds` surely covers (origin/http/rate-limiter.ts). */
+const wholeSecondWindowMs = (seconds: number): number => (seconds - 1) * 1000;
+
 export function limitLines(
   seen: LimitObservations,
   limits: { faucetCooldownMs: number; transferPerTxUnits: bigint; transferDailyUnits: bigint },
@@ -94,11 +97,16 @@ export function limitLines(
   });
   const shortestGap = gaps.length > 0 ? Math.min(...gaps) : undefined;
 
+  // The origin's limiter counts whole seconds: a window of N seconds is the current second and the
+  // N−1 before it, so what it promises is the limit in any N−1 seconds of real time.
   const failureWindows = [...seen.authFailures.values()].map((spans) =>
-    mostSurelyInWindow(spans, PRE_AUTH_FAILURES.windowSeconds * 1000),
+    mostSurelyInWindow(spans, wholeSecondWindowMs(PRE_AUTH_FAILURES.windowSeconds)),
   );
   const mostFailures = Math.max(0, ...failureWindows);
-  const mostBurst = mostSurelyInWindow(seen.burstAccepted, PER_AGENT_REQUESTS.windowSeconds * 1000);
+  const mostBurst = mostSurelyInWindow(
+    seen.burstAccepted,
+    wholeSecondWindowMs(PER_AGENT_REQUESTS.windowSeconds),
+  );
 
   const perTx = seen.perTransaction;
   const daily = seen.dailyRefusal;
@@ -140,14 +148,14 @@ export function limitLines(
     },
     {
       name: "failed authentications per IP (pre-auth)",
-      expected: `≤ ${PRE_AUTH_FAILURES.limit} 401 per IP in ${PRE_AUTH_FAILURES.windowSeconds} s, then 429`,
+      expected: `≤ ${PRE_AUTH_FAILURES.limit} 401 per IP in ${PRE_AUTH_FAILURES.windowSeconds} whole seconds, then 429`,
       observed: `most ${mostFailures} in a window; ${seen.preAuthRefusals} refused (429)`,
       held: mostFailures <= PRE_AUTH_FAILURES.limit,
       exercised: seen.preAuthRefusals > 0,
     },
     {
       name: "requests per agent (post-auth)",
-      expected: `≤ ${PER_AGENT_REQUESTS.limit} per agent in ${PER_AGENT_REQUESTS.windowSeconds} s, then 429`,
+      expected: `≤ ${PER_AGENT_REQUESTS.limit} per agent in ${PER_AGENT_REQUESTS.windowSeconds} whole seconds, then 429`,
       observed: `burst: most ${mostBurst} accepted in a window; ${seen.burstRefused} refused (429)`,
       held: mostBurst <= PER_AGENT_REQUESTS.limit,
       exercised: seen.burstRefused > 0,
