@@ -5,8 +5,9 @@
  * status, the limits seen holding, money conservation to the wei, and one line per goal.
  *
  * The mix (scripts/soak/kinds.ts): reads, rpc calls and batches, transfers between the soak's
- * agents, faucet payouts, public registrations from varied public addresses, bad tokens; beside it
- * run once the transfer-limit probes and a burst past the per-agent rate limit (probes.ts).
+ * agents, faucet payouts, public registrations from varied public addresses, bad tokens, x402
+ * payments by funded viem accounts with the official client (soak/x402.ts); beside it run once
+ * the transfer-limit probes and a burst past the per-agent rate limit (probes.ts).
  * The machine is shared, so the figures are noisy; the CPU steal of the run is printed with them.
  */
 
@@ -20,24 +21,27 @@ import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { changeRegistrationSettings } from "../origin/registration/settings.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
-import { LOCAL_POLICY } from "./lib/local-policy.ts";
+import { LOCAL_POLICY, LOCAL_X402_AMOUNT_UNITS, LOCAL_X402_PAY_TO } from "./lib/local-policy.ts";
 import { createLocalStack, postmasterPid } from "./lib/local-stack.ts";
 import { childPidsNamed, type MemoryRoot, residentBytes } from "./lib/proc-memory.ts";
-import { makeSoakAgents } from "./soak/agents.ts";
+import { fundSoakAgents, provisionSoakAgents, type SoakAgents } from "./soak/agents.ts";
 import { parseSoakArgs } from "./soak/args.ts";
 import { createEdgeClient } from "./soak/edge-client.ts";
 import { BASE_MIX, pickKind, type SoakContext } from "./soak/kinds.ts";
 import { LimitObservations, limitLines, REGISTRATION_NETWORK_DAILY } from "./soak/limits.ts";
 import { checkMoney } from "./soak/money.ts";
 import { probeRequestRate, probeTransferLimits } from "./soak/probes.ts";
-import { type MemoryRow, reportLines } from "./soak/report.ts";
+import { type MemoryRow, type MemorySample, reportLines } from "./soak/report.ts";
 import { progressLine, Tally } from "./soak/tally.ts";
+import { makeAccountPayers, PaymentObservations, settledOnceLine } from "./soak/x402.ts";
 import { freePort } from "./test/free-port.ts";
 
 const BASE_PATH = "/77";
 const ENV_ID = "local-dev";
 /** The local stack's faucet cooldown (scripts/lib/local-stack.ts). */
 const FAUCET_COOLDOWN_MS = 60_000;
+/** How often the report's memory timeline samples every process. */
+const MEMORY_TIMELINE_MS = 30_000;
 
 /** Registrations the mix starts in the run, if it runs at its rate. */
 function expectedRegistrations(args: { rate: number; durationMs: number }): number {
@@ -62,6 +66,7 @@ async function main(): Promise<number> {
   say(`stack output goes to ${logFile}`);
 
   let partExited: string | undefined;
+  let agents: SoakAgents | undefined;
   const stack = createLocalStack({
     dataDir,
     originPort: await freePort(),
@@ -79,6 +84,10 @@ async function main(): Promise<number> {
       // the key reserve. A short run keeps the stack's usual pool, so it starts as fast.
       KEY_POOL_TARGET: String(20 + Math.min(REGISTRATION_NETWORK_DAILY, expectedRegistrations(args))),
       KEY_POOL_BATCH_SIZE: "20",
+    },
+    beforeDrill: async (db) => {
+      say(`agents ${args.agents} ordinary and 2 for the limit probes, provisioned before the stack's drill…`);
+      agents = await provisionSoakAgents(db, args.agents);
     },
     onPartExit: (name, code) => {
       partExited = `${name} exited (${code})`;
@@ -99,15 +108,15 @@ async function main(): Promise<number> {
         reason: "soak: registration under load",
       });
       if (!opened.ok) throw new Error(`opening registration: ${opened.error.code}`);
-      say(`agents ${args.agents} ordinary and 2 for the limit probes, proven and funded…`);
-      const agents = await makeSoakAgents({
-        db: database.db,
+      if (!agents) throw new Error("the stack started without provisioning the soak's agents");
+      say("agents funded from the operator pool…");
+      await fundSoakAgents(ready.devnetUrl, agents);
+
+      say(`payers ${args.payers} viem accounts for x402, funded from the operator pool…`);
+      const accountPayers = await makeAccountPayers({
         devnetUrl: ready.devnetUrl,
-        socketPath: ready.socketPath,
-        authority: ready.authority,
-        envId: ENV_ID,
-        count: args.agents,
-        onLine: (line) => say(`stack  ${line}`),
+        count: args.payers,
+        amountUnits: LOCAL_X402_AMOUNT_UNITS,
       });
 
       const workerUrl = (await ready.edge.miniflare.ready).toString().replace(/\/$/, "");
@@ -125,11 +134,20 @@ async function main(): Promise<number> {
 
       const tally = new Tally();
       const limits = new LimitObservations();
-      const ctx: SoakContext = { edge, agents: agents.regular, registered: [], limits };
+      const payments = new PaymentObservations();
+      const ctx: SoakContext = {
+        edge,
+        agents: agents.regular,
+        registered: [],
+        limits,
+        accountPayers,
+        payments,
+      };
       const mix = BASE_MIX;
       const steal = await startStealMeter();
 
       const startMemory = await sampleMemory();
+      const timeline: MemorySample[] = [{ atSeconds: 0, bytes: startMemory }];
       let warmMemory: Record<string, number | undefined> | undefined;
       const peak: Record<string, number | undefined> = { ...startMemory };
       const notePeak = (sample: Record<string, number | undefined>): void => {
@@ -192,6 +210,11 @@ async function main(): Promise<number> {
           warmMemory = await sampleMemory();
           notePeak(warmMemory);
         }
+        if (now - started >= timeline.length * MEMORY_TIMELINE_MS) {
+          const sample = await sampleMemory();
+          notePeak(sample);
+          timeline.push({ atSeconds: timeline.length * (MEMORY_TIMELINE_MS / 1000), bytes: sample });
+        }
         if (now >= nextProgress) {
           nextProgress = now + progressEveryMs;
           const sample = await sampleMemory();
@@ -233,6 +256,15 @@ async function main(): Promise<number> {
           .filter((w) => w.origin === "operator")
           .map((w) => w.assigned_wallet),
         "registered wallets": wallets.filter((w) => w.origin === "public").map((w) => w.assigned_wallet),
+        "x402 payers (viem accounts)": accountPayers.map((payer) => payer.address),
+        "x402 payee (demo payTo)": [LOCAL_X402_PAY_TO],
+        "x402 settler (gas)": ready.settler ? [ready.settler] : [],
+      });
+      const settledOnce = await settledOnceLine({
+        db: database.db,
+        devnetUrl: ready.devnetUrl,
+        payers: accountPayers.map((payer) => payer.address),
+        seen: payments,
       });
 
       const memory: MemoryRow[] = Object.entries(roots).map(([name, root]) => ({
@@ -245,12 +277,16 @@ async function main(): Promise<number> {
       }));
       const lines = reportLines({
         memory,
+        timeline: [...timeline, { atSeconds: Math.round(elapsedS), bytes: endMemory }],
         tally,
-        limits: limitLines(limits, {
-          faucetCooldownMs: FAUCET_COOLDOWN_MS,
-          transferPerTxUnits: LOCAL_POLICY.perTxLimitUnits,
-          transferDailyUnits: LOCAL_POLICY.dailyLimitUnits,
-        }),
+        limits: [
+          ...limitLines(limits, {
+            faucetCooldownMs: FAUCET_COOLDOWN_MS,
+            transferPerTxUnits: LOCAL_POLICY.perTxLimitUnits,
+            transferDailyUnits: LOCAL_POLICY.dailyLimitUnits,
+          }),
+          settledOnce,
+        ],
         money,
         actions,
         warmUpSeconds: Math.round(args.warmUpMs / 1000),

@@ -158,7 +158,7 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
   }
   let front: ClientAddressFront;
   try {
-    front = await startClientAddressFront(ready, params.port ?? 0);
+    front = await startClientAddressFront(ready, params.port ?? 0, onLine);
   } catch (error) {
     await miniflare.dispose().catch(() => {});
     throw error;
@@ -186,7 +186,11 @@ const REPLAY_LIMIT_BYTES = 1 << 20;
  * Listens on 127.0.0.1:`port` and forwards every request to Miniflare at `target`, streaming both
  * ways, with CF-Connecting-IP set from the TCP peer (IPv4-mapped peers as IPv4).
  */
-async function startClientAddressFront(target: URL, port: number): Promise<ClientAddressFront> {
+async function startClientAddressFront(
+  target: URL,
+  port: number,
+  onLine: (line: string) => void,
+): Promise<ClientAddressFront> {
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
   const server = createServer((incoming: IncomingMessage, outgoing: ServerResponse) => {
     const headers: Record<string, string | string[]> = {};
@@ -196,8 +200,9 @@ async function startClientAddressFront(target: URL, port: number): Promise<Clien
     const peer = incoming.socket.remoteAddress ?? "";
     headers["cf-connecting-ip"] = peer.startsWith("::ffff:") ? peer.slice(7) : peer;
     // The request body is kept (up to a bound) as it streams, so a request that met a kept-alive
-    // socket Miniflare had just closed can be sent once more on a fresh one: that race is the
-    // front's, not the client's, and a client would see a 502 the real edge never gives.
+    // socket Miniflare had just closed can be sent once more on a fresh connection (not another
+    // pooled socket, which may have been closed in the same moment): that race is the front's,
+    // not the client's, and a client would see a 502 the real edge never gives.
     const sent: Buffer[] = [];
     let sentBytes = 0;
     let replayable = true;
@@ -214,7 +219,8 @@ async function startClientAddressFront(target: URL, port: number): Promise<Clien
           method: incoming.method,
           path: incoming.url,
           headers,
-          agent,
+          // The resend opens its own connection; `agent: false` closes it after the answer.
+          agent: attempt === 0 ? agent : false,
         },
         (answer) => {
           const raw: string[] = [];
@@ -229,11 +235,16 @@ async function startClientAddressFront(target: URL, port: number): Promise<Clien
       upstream.on("error", (error: NodeJS.ErrnoException) => {
         const staleSocket = upstream.reusedSocket && error.code === "ECONNRESET";
         if (staleSocket && attempt === 0 && replayable && !outgoing.headersSent) {
+          onLine(
+            `local edge front: ${incoming.method} ${incoming.url} met a closed kept-alive socket; resent`,
+          );
           forward(1);
           return;
         }
+        const why = `${error.code ?? error.message}${upstream.reusedSocket ? ", kept-alive socket" : ""}${attempt > 0 ? ", resent" : ""}`;
+        onLine(`local edge front: ${incoming.method} ${incoming.url}: Miniflare did not answer (${why})`);
         if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
-        outgoing.end("local edge front: Miniflare did not answer");
+        outgoing.end(`local edge front: Miniflare did not answer (${why})`);
       });
       if (attempt === 0) {
         incoming.pipe(upstream);

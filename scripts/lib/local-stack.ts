@@ -12,7 +12,7 @@ import path from "node:path";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/constants.ts";
 import { socketAccepts } from "../../enclave/socket-probe.ts";
-import { connectDatabase } from "../../origin/db/client.ts";
+import { connectDatabase, type Db } from "../../origin/db/client.ts";
 import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../../origin/db/embedded.ts";
 import { migrateDatabase } from "../../origin/db/migrate.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
@@ -42,6 +42,12 @@ export type LocalStackParams = {
   onPartLine?: (line: string) => void;
   /** Added to the origin's environment (after the local stack's own settings, so they win). */
   originEnv?: NodeJS.ProcessEnv;
+  /**
+   * Runs once the origin is up and its refill worker has made keys, before the restore drill: a
+   * caller that provisions its own agents here has their batches drilled and identities proven by
+   * the stack's one drill (each drill starts a throwaway enclave, most of a short run's time).
+   */
+  beforeDrill?: (db: Db) => Promise<void>;
   /** A part exited while the stack was running (not during stop). */
   onPartExit?: (name: string, code: number | string) => void;
 };
@@ -59,6 +65,8 @@ export type LocalStackReady = {
   secrets: LocalSecrets;
   /** The faucet treasury's address, once the policy has one. */
   treasury: Address | undefined;
+  /** The x402 settler's address (it pays the gas of settlements), once the policy has one. */
+  settler: Address | undefined;
   /** The operator-provisioned agent, or undefined when no verified key became free in time. */
   agent: LocalAgent | undefined;
   /** The devnet, enclave and origin processes, by name. */
@@ -242,6 +250,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       await waitUntilReady(origin, () => httpOk(`${originUrl}${basePath}/healthz`));
 
       const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
+      await params.beforeDrill?.(database.db);
       // DESIGN §3: the restore drill runs on the first batches, so the funding gate opens honestly.
       await drillAndProveLocally({
         db: database.db,
@@ -272,6 +281,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         authority,
         secrets,
         treasury: sealed.treasury?.faucetAddress,
+        settler: sealed.settler?.settlerAddress,
         agent,
         children: { devnet, enclave, origin },
       };

@@ -9,11 +9,13 @@ export type SoakArgs = {
   concurrency: number;
   /** Ordinary agents (two more run the limit probes). */
   agents: number;
+  /** Funded viem accounts paying the x402 demo. */
+  payers: number;
   keepData: boolean;
 };
 
 export const SOAK_USAGE =
-  "usage: npm run soak -- --minutes N | --seconds N [--warm-up-seconds S] [--rate R] [--concurrency C] [--agents A] [--keep-data]";
+  "usage: npm run soak -- --minutes N | --seconds N [--warm-up-seconds S] [--rate R] [--concurrency C] [--agents A] [--payers P] [--keep-data]";
 
 /** Warm-up by default: the first minute or 10 % of the run, whichever is shorter. */
 export function parseSoakArgs(argv: string[]): SoakArgs {
@@ -26,6 +28,7 @@ export function parseSoakArgs(argv: string[]): SoakArgs {
       rate: { type: "string" },
       concurrency: { type: "string" },
       agents: { type: "string" },
+      payers: { type: "string" },
       "keep-data": { type: "boolean" },
     },
   });
@@ -52,6 +55,7 @@ export function parseSoakArgs(argv: string[]): SoakArgs {
     rate: positive("rate", values.rate, 30),
     concurrency: Math.round(positive("concurrency", values.concurrency, 16)),
     agents: Math.max(2, Math.round(positive("agents", values.agents, 6))),
+    payers: Math.max(1, Math.round(positive("payers", values.payers, 4))),
     keepData: values["keep-data"] ?? false,
   };
 }

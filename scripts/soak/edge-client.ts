@@ -25,6 +25,8 @@ export type EdgeClient = {
   request(path: string, options?: RequestOptions): Promise<Answer>;
   /** The same, as a client at `ip` seen by the Cloudflare edge. */
   requestFrom(ip: string, path: string, options?: RequestOptions): Promise<Answer>;
+  /** The URL of `path` through the edge's front, for clients that bring their own fetch (x402). */
+  url(path: string): string;
 };
 
 /** Long enough for a transfer under load; a request that takes longer counts as no answer. */
@@ -47,14 +49,7 @@ export function createEdgeClient(params: {
         body: options.json === undefined ? undefined : JSON.stringify(options.json),
         signal: AbortSignal.timeout(TIMEOUT_MS),
       });
-      const text = await response.text();
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        // Not JSON: kept as text.
-      }
-      return { status: response.status, body, code: errorCode(body) };
+      return await answerOf(response);
     } catch (error) {
       return { status: 0, body: error instanceof Error ? error.message : String(error) };
     }
@@ -62,7 +57,20 @@ export function createEdgeClient(params: {
   return {
     request: (path, options = {}) => send(params.frontUrl, path, options),
     requestFrom: (ip, path, options = {}) => send(params.workerUrl, path, options, ip),
+    url: (path) => `${params.frontUrl}${params.basePath}${path}`,
   };
+}
+
+/** Reads a response into an answer: the body as JSON when it is JSON, else as text. */
+export async function answerOf(response: Response): Promise<Answer> {
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Not JSON: kept as text.
+  }
+  return { status: response.status, body, code: errorCode(body) };
 }
 
 function errorCode(body: unknown): string | undefined {

@@ -1,13 +1,15 @@
 /**
  * The soak's request mix: each kind is one request an agent (or an attacker) makes through the
- * edge, with its weight in the mix. The mix is a list, so a new surface (x402 payments) is one
- * more entry here and nothing else changes.
+ * edge, with its weight in the mix. The mix is a list, so a new surface is one more entry here and
+ * nothing else changes (a token-only agent's authorize-then-pay: its payers in the context and one
+ * entry calling `payDemo`).
  */
 import { randomBytes, randomInt } from "node:crypto";
 import type { Address } from "viem";
 import { HEADER_REGISTRATION } from "../../shared/constants.ts";
 import type { Answer, EdgeClient } from "./edge-client.ts";
 import type { LimitObservations } from "./limits.ts";
+import { type PaymentObservations, payDemo, type SoakPayer } from "./x402.ts";
 
 export type SoakAgent = { token: string; agentId: string; wallet: Address };
 
@@ -18,6 +20,9 @@ export type SoakContext = {
   /** Wallets issued by public registration during the run (transfer recipients too). */
   registered: Address[];
   limits: LimitObservations;
+  /** Funded viem local accounts that pay the x402 demo with the official client. */
+  accountPayers: readonly SoakPayer[];
+  payments: PaymentObservations;
 };
 
 export type SoakKind = {
@@ -121,6 +126,12 @@ export const BASE_MIX: readonly SoakKind[] = [
     },
   },
   {
+    // Each is a quote (402) and a paid retry settled on chain, counted by the final status.
+    name: "x402 pay (account)",
+    weight: 3,
+    run: (ctx) => payDemo(ctx.edge, pick(ctx.accountPayers), ctx.payments),
+  },
+  {
     name: "bad token",
     weight: 5,
     run: async (ctx) => {
@@ -131,8 +142,9 @@ export const BASE_MIX: readonly SoakKind[] = [
         `${pick(ctx.agents).token.slice(0, 36)}_${randomBytes(32).toString("hex")}`,
         "not-a-token",
       ]);
+      const sent = Date.now();
       const answer = await ctx.edge.requestFrom(ip, "/agent/v1/balance", { token });
-      ctx.limits.badToken(ip, answer.status, Date.now());
+      ctx.limits.badToken(ip, answer.status, { sent, answered: Date.now() });
       return answer;
     },
   },

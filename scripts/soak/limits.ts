@@ -18,11 +18,11 @@ export class LimitObservations {
   readonly faucetPayouts = new Map<string, number[]>();
   faucetCooldownRefusals = 0;
   faucetDailyRefusals = 0;
-  /** Times (ms) of the 401s per client address of the bad-token traffic. */
-  readonly authFailures = new Map<string, number[]>();
+  /** When each 401 of the bad-token traffic was sent and answered, per client address. */
+  readonly authFailures = new Map<string, Span[]>();
   preAuthRefusals = 0;
-  /** Times (ms) of the accepted requests of the post-auth burst, and how many it had refused. */
-  readonly burstAccepted: number[] = [];
+  /** When each accepted request of the post-auth burst was sent and answered; how many it had refused. */
+  readonly burstAccepted: Span[] = [];
   burstRefused = 0;
   /** The transfer of exactly the per-transaction limit (its maximum fee makes it one unit too many). */
   perTransaction: ProbeOutcome | undefined;
@@ -46,8 +46,8 @@ export class LimitObservations {
     if (code === "faucet_daily_limit") this.faucetDailyRefusals++;
   }
 
-  badToken(ip: string, status: number, at: number): void {
-    if (status === 401) this.authFailures.set(ip, [...(this.authFailures.get(ip) ?? []), at]);
+  badToken(ip: string, status: number, span: Span): void {
+    if (status === 401) this.authFailures.set(ip, [...(this.authFailures.get(ip) ?? []), span]);
     if (status === 429) this.preAuthRefusals++;
   }
 }
@@ -60,16 +60,26 @@ export type LimitLine = {
   exercised: boolean;
 };
 
-/** The most events in any window of `windowMs` (times need not be sorted). */
-export function mostInWindow(times: readonly number[], windowMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
+/** A request's client-side times (ms): the server counted it at some moment between the two. */
+export type Span = { sent: number; answered: number };
+
+/**
+ * The most requests the server surely counted within one window of `windowMs`: those sent at or
+ * after the window's start and answered before its end. The client cannot see the moment the
+ * server counted each (answers come late under load), so counting by answer time alone would show
+ * a limiter that held as broken; this count never exceeds what the server saw in that window.
+ */
+export function mostSurelyInWindow(spans: readonly Span[], windowMs: number): number {
   let most = 0;
-  for (let start = 0, end = 0; end < sorted.length; end++) {
-    while (sorted[end]! - sorted[start]! >= windowMs) start++;
-    most = Math.max(most, end - start + 1);
+  for (const { sent: start } of spans) {
+    const inside = spans.filter((span) => span.sent >= start && span.answered < start + windowMs).length;
+    most = Math.max(most, inside);
   }
   return most;
 }
+
+/** The real time a whole-second window of `seconds` surely covers (origin/http/rate-limiter.ts). */
+const wholeSecondWindowMs = (seconds: number): number => (seconds - 1) * 1000;
 
 export function limitLines(
   seen: LimitObservations,
@@ -87,11 +97,16 @@ export function limitLines(
   });
   const shortestGap = gaps.length > 0 ? Math.min(...gaps) : undefined;
 
-  const failureWindows = [...seen.authFailures.values()].map((times) =>
-    mostInWindow(times, PRE_AUTH_FAILURES.windowSeconds * 1000),
+  // The origin's limiter counts whole seconds: a window of N seconds is the current second and the
+  // N−1 before it, so what it promises is the limit in any N−1 seconds of real time.
+  const failureWindows = [...seen.authFailures.values()].map((spans) =>
+    mostSurelyInWindow(spans, wholeSecondWindowMs(PRE_AUTH_FAILURES.windowSeconds)),
   );
   const mostFailures = Math.max(0, ...failureWindows);
-  const mostBurst = mostInWindow(seen.burstAccepted, PER_AGENT_REQUESTS.windowSeconds * 1000);
+  const mostBurst = mostSurelyInWindow(
+    seen.burstAccepted,
+    wholeSecondWindowMs(PER_AGENT_REQUESTS.windowSeconds),
+  );
 
   const perTx = seen.perTransaction;
   const daily = seen.dailyRefusal;
@@ -133,14 +148,14 @@ export function limitLines(
     },
     {
       name: "failed authentications per IP (pre-auth)",
-      expected: `≤ ${PRE_AUTH_FAILURES.limit} 401 per IP in ${PRE_AUTH_FAILURES.windowSeconds} s, then 429`,
+      expected: `≤ ${PRE_AUTH_FAILURES.limit} 401 per IP in ${PRE_AUTH_FAILURES.windowSeconds} whole seconds, then 429`,
       observed: `most ${mostFailures} in a window; ${seen.preAuthRefusals} refused (429)`,
       held: mostFailures <= PRE_AUTH_FAILURES.limit,
       exercised: seen.preAuthRefusals > 0,
     },
     {
       name: "requests per agent (post-auth)",
-      expected: `≤ ${PER_AGENT_REQUESTS.limit} per agent in ${PER_AGENT_REQUESTS.windowSeconds} s, then 429`,
+      expected: `≤ ${PER_AGENT_REQUESTS.limit} per agent in ${PER_AGENT_REQUESTS.windowSeconds} whole seconds, then 429`,
       observed: `burst: most ${mostBurst} accepted in a window; ${seen.burstRefused} refused (429)`,
       held: mostBurst <= PER_AGENT_REQUESTS.limit,
       exercised: seen.burstRefused > 0,

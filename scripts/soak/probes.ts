@@ -66,9 +66,10 @@ export async function probeRequestRate(params: {
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       while (left-- > 0) {
+        const sent = Date.now();
         const answer = await edge.request("/agent/v1/network", { token: agent.token });
         record("network (rate probe)", answer);
-        if (answer.status === 200) limits.burstAccepted.push(Date.now());
+        if (answer.status === 200) limits.burstAccepted.push({ sent, answered: Date.now() });
         if (answer.status === 429) limits.burstRefused++;
       }
     }),

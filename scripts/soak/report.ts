@@ -16,8 +16,13 @@ export type MemoryRow = {
   inGoal: boolean;
 };
 
+/** RSS of every process at one moment of the load, seconds after it started. */
+export type MemorySample = { atSeconds: number; bytes: Record<string, number | undefined> };
+
 export type SoakReport = {
   memory: MemoryRow[];
+  /** Samples every MEMORY_TIMELINE_SECONDS, to see whether a process levels off or keeps growing. */
+  timeline: MemorySample[];
   tally: Tally;
   limits: LimitLine[];
   money: MoneyCheck;
@@ -47,6 +52,18 @@ export function reportLines(report: SoakReport): string[] {
     lines.push(
       `  ${pad(row.name, 34)}${padLeft(mebibytes(row.start), 10)}${padLeft(mebibytes(row.warm), 10)}${padLeft(mebibytes(row.end), 10)}${padLeft(r === undefined ? "n/a" : r.toFixed(3), 10)}${padLeft(mebibytes(row.peak), 10)}`,
     );
+  }
+
+  if (report.timeline.length > 0) {
+    lines.push("", "RSS during the load (MiB), by seconds since its start");
+    lines.push(
+      `  ${pad("process", 34)}${report.timeline.map((sample) => padLeft(`${sample.atSeconds} s`, 7)).join("")}`,
+    );
+    for (const row of report.memory) {
+      lines.push(
+        `  ${pad(row.name, 34)}${report.timeline.map((sample) => padLeft(mebibytes(sample.bytes[row.name]).replace(" MiB", ""), 7)).join("")}`,
+      );
+    }
   }
 
   lines.push("", "Requests by route kind and status");
