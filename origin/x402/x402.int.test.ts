@@ -7,7 +7,7 @@ import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
-import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { highS, newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import {
