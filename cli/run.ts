@@ -9,6 +9,7 @@ import {
   ERROR_CLASSES,
   type GatewayClient,
   GatewayError,
+  paymentSettlement,
   RateLimited,
   register,
   ValidationFailed,
@@ -202,7 +203,8 @@ async function runCommand(
       try {
         body = JSON.parse(text);
       } catch {}
-      return { status: response.status, payment_response: response.headers.get("payment-response"), body };
+      // The settlement decoded: the transaction that paid is what the agent keeps as its receipt.
+      return { status: response.status, settlement: paymentSettlement(response) ?? null, body };
     }
   }
 }

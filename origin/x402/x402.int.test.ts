@@ -3,13 +3,14 @@ import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { sql } from "drizzle-orm";
-import { type Address, type Hex, type PrivateKeyAccount, parseEventLogs } from "viem";
+import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEV_OPERATOR_POOL_PRIVATE_KEY, NATIVE_TRANSFER_AUTH_ABI } from "../../devnet/index.ts";
+import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
 import { fund, newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { authorizationUsedCount } from "../../scripts/test/x402-settlements.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -81,16 +82,8 @@ async function pay(
   };
 }
 
-async function authorizationUsedLogs(payer: Address): Promise<number> {
-  const logs = await chain().getLogs({
-    address: NATIVE_TRANSFER_AUTH_ADDRESS,
-    fromBlock: 0n,
-    toBlock: "latest",
-  });
-  return parseEventLogs({ abi: NATIVE_TRANSFER_AUTH_ABI, eventName: "AuthorizationUsed", logs }).filter(
-    (log) => log.args.authorizer.toLowerCase() === payer.toLowerCase(),
-  ).length;
-}
+const authorizationUsedLogs = (payer: Address): Promise<number> =>
+  authorizationUsedCount(stack.devnet.url, payer);
 
 describe("GET /x402/demo", () => {
   it("answers an unpaid request with the spec's quote in the body and, Base64, in PAYMENT-REQUIRED", async () => {
