@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
+import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AgentAuthFailed,
@@ -15,6 +16,7 @@ import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
+import { authorizationUsedCount } from "../scripts/test/x402-settlements.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 
 // The agent CLI (issue 17) end to end, as an agent runs it: the `agent-wallet` bin in its own
@@ -22,6 +24,10 @@ import { WEI_PER_UNIT } from "../shared/constants.ts";
 
 /** Each run is a fresh Node process loading TypeScript through tsx: seconds each on a busy machine. */
 const SLOW = { timeout: 300_000 };
+
+/** The demo's price with x402 on (10000 units = 0.01 USDC), paid to a fresh address. */
+const X402_AMOUNT = 10_000n;
+const X402_PAY_TO = newAccount().address.toLowerCase() as Address;
 
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "agent-wallet.mjs");
 
@@ -57,7 +63,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   };
 
   beforeAll(async () => {
-    stack = await startMoneyStack();
+    stack = await startMoneyStack({ x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO } });
     const edgeSecret = randomBytes(32).toString("hex");
     const origin = await stack.startOrigin({
       AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
@@ -200,6 +206,38 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       expect(identity).toMatchObject({ capabilities: ["read", "transfer"], chain_id: 77 });
       const balance = await run(["balance", "--json"], identity.token);
       expect(JSON.parse(balance.stdout)).toMatchObject({ balance: "0" });
+    },
+  );
+
+  it(
+    "pay URL: pays the demo's 402 once through the gateway, prints the transaction, exit 0",
+    SLOW,
+    async () => {
+      const chain = publicClientFor(stack.devnet.url);
+      const before = await chain.getBalance({ address: agent.wallet });
+      const paid = await run(["pay", `${base}/x402/demo`]);
+      expect(paid.code).toBe(0);
+      const printed = /^200: paid in transaction (0x[0-9a-f]{64}) on eip155:77\n/.exec(paid.stdout);
+      expect(printed, paid.stdout).not.toBeNull();
+      const receipt = await chain.getTransactionReceipt({ hash: printed![1] as Hex });
+      expect(receipt.status).toBe("success");
+      // Paid once, exactly the price: the settler paid the gas.
+      expect(before - (await chain.getBalance({ address: agent.wallet }))).toBe(X402_AMOUNT * WEI_PER_UNIT);
+      expect(await authorizationUsedCount(stack.devnet.url, agent.wallet)).toBe(1);
+      expect(await chain.getBalance({ address: X402_PAY_TO })).toBe(X402_AMOUNT * WEI_PER_UNIT);
+
+      const json = await run(["pay", `${base}/x402/demo`, "--json"]);
+      expect(json.code).toBe(0);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        status: 200,
+        settlement: {
+          success: true,
+          network: "eip155:77",
+          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+        },
+      });
+      for (const output of [paid.stdout, paid.stderr, json.stdout, json.stderr])
+        expect(output).not.toContain(agent.token);
     },
   );
 

@@ -1,5 +1,11 @@
 import { formatUnits } from "viem";
-import type { ActionView, BalanceResponse, NetworkResponse, RegisterResponse } from "../client/index.ts";
+import type {
+  ActionView,
+  BalanceResponse,
+  NetworkResponse,
+  PaymentSettlement,
+  RegisterResponse,
+} from "../client/index.ts";
 
 /** The human form of a command's result; --json prints the result itself. */
 export function formatHuman(command: string, result: unknown): string {
@@ -45,8 +51,15 @@ export function formatHuman(command: string, result: unknown): string {
       ].join("\n");
     }
     case "pay": {
-      const paid = result as { status: number; body: unknown };
-      return typeof paid.body === "string" ? paid.body : JSON.stringify(paid.body, null, 2);
+      const paid = result as { status: number; settlement: PaymentSettlement | null; body: unknown };
+      const body = typeof paid.body === "string" ? paid.body : JSON.stringify(paid.body, null, 2);
+      const settled = paid.settlement;
+      return [
+        settled?.success
+          ? `${paid.status}: paid in transaction ${settled.transaction} on ${settled.network}`
+          : `${paid.status}${settled ? `: the payment was not settled (${settled.errorReason ?? "no reason given"})` : ""}`,
+        body,
+      ].join("\n");
     }
     default:
       return JSON.stringify(result, null, 2);

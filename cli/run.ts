@@ -9,6 +9,7 @@ import {
   ERROR_CLASSES,
   type GatewayClient,
   GatewayError,
+  paymentSettlement,
   RateLimited,
   register,
   ValidationFailed,
@@ -43,9 +44,10 @@ export function helpText(): string {
     "  faucet [--key K]                 a faucet payout to the assigned wallet",
     "  transfer --to ADDR --amount U [--key K] [--wait]",
     "                                   a transfer; U in 6-decimal units (1 USDC = 1000000)",
-    "  action ID [--wait]               an action's status (--wait: until confirmed, failed or reverted)",
+    "  action ID [--wait]               an action's status (--wait: until it ends; an x402 one at signed)",
     "  pay URL [--key K] [--method M] [--data BODY]",
-    "                                   fetch URL, paying a 402 once through the gateway",
+    "                                   fetch URL, paying a 402 once through the gateway; prints the",
+    "                                   settlement's transaction, then the resource",
     "  register                         a new token and wallet (never retried; the token is shown once)",
     "",
     "options:",
@@ -202,7 +204,8 @@ async function runCommand(
       try {
         body = JSON.parse(text);
       } catch {}
-      return { status: response.status, payment_response: response.headers.get("payment-response"), body };
+      // The settlement decoded: the transaction that paid is what the agent keeps as its receipt.
+      return { status: response.status, settlement: paymentSettlement(response) ?? null, body };
     }
   }
 }

@@ -7,7 +7,6 @@ import {
   FundingGateClosed,
   findGatewayError,
   type GatewayClient,
-  GatewayError,
   IdempotencyConflict,
   InsufficientFunds,
   LimitExceeded,
@@ -26,6 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { freePort } from "../scripts/test/free-port.ts";
+import { rejection } from "../scripts/test/gateway-rejection.ts";
 import { type MoneyStack, startMoneyStack } from "../scripts/test/money-stack.ts";
 import { checkingFetch } from "../scripts/test/openapi-check.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
@@ -39,14 +39,6 @@ describe("gateway client (real stack)", () => {
   const fetch = checkingFetch();
   const clientFor = (token: string, base = stack.origin.base): GatewayClient =>
     createGatewayClient({ baseUrl: base, token, fetch });
-  const rejection = async (promise: Promise<unknown>): Promise<GatewayError> => {
-    const error = await promise.then(
-      () => undefined,
-      (caught: unknown) => caught,
-    );
-    expect(error).toBeInstanceOf(GatewayError);
-    return error as GatewayError;
-  };
   const actionsOf = async (agentId: string): Promise<number> => {
     const [row] = await queryRows<{ n: number }>(
       stack.db.handle.db,

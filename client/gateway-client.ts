@@ -1,5 +1,10 @@
 import type { CustomTransport } from "viem";
-import type { ActionView, BalanceResponse, NetworkResponse } from "../shared/gateway-schemas.ts";
+import {
+  type ActionView,
+  type BalanceResponse,
+  isTerminalAction,
+  type NetworkResponse,
+} from "../shared/gateway-schemas.ts";
 import { GatewayError, ServiceUnavailable, SignerUnavailable, ValidationFailed } from "./errors.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 import { gatewayTransport, rpcCall } from "./viem-transport.ts";
@@ -48,7 +53,10 @@ export type GatewayClient = {
   faucet(params?: { idempotencyKey?: string }): Promise<MoneyActionResult>;
   transfer(params: TransferParams): Promise<MoneyActionResult>;
   action(actionId: string): Promise<ActionView>;
-  /** Polls until confirmed, failed or reverted; throws ServiceUnavailable (`wait_timeout`) past the timeout. */
+  /**
+   * Polls until the action ends (SPEC: confirmed, failed or reverted; an x402 authorization ends
+   * once signed, the payee settles it); throws ServiceUnavailable (`wait_timeout`) past the timeout.
+   */
   waitForAction(actionId: string, params?: WaitForActionParams): Promise<ActionView>;
   authorizeX402(quote: PaymentRequired, params?: AuthorizeX402Params): Promise<X402Authorization>;
   fetchWithPayment(
@@ -59,8 +67,6 @@ export type GatewayClient = {
   /** A viem transport over /rpc with this client's token. */
   transport(): CustomTransport;
 };
-
-const TERMINAL = new Set(["confirmed", "failed", "reverted"]);
 
 /** The agent's client of the gateway (issue 17). Uses only fetch and Web Crypto: runs in Node, Workers, browsers. */
 export function createGatewayClient(params: GatewayClientParams): GatewayClient {
@@ -113,7 +119,7 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
       const deadline = Date.now() + (wait.timeoutMs ?? 60_000);
       for (;;) {
         const view = await action(actionId);
-        if (TERMINAL.has(view.status)) return view;
+        if (isTerminalAction(view)) return view;
         if (Date.now() > deadline) {
           throw new ServiceUnavailable(`action ${actionId} is still ${view.status}`, {
             code: "wait_timeout",

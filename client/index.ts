@@ -31,5 +31,7 @@ export {
   PAYMENT_SIGNATURE_HEADER,
   type PaymentRequired,
   type PaymentRequirements,
+  type PaymentSettlement,
+  paymentSettlement,
   type X402Authorization,
 } from "./x402.ts";

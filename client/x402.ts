@@ -116,9 +116,9 @@ export async function fetchWithPayment(
   if (paid.status !== 402) return paid;
   // Paid and refused: say why, with the settlement the resource names (an earlier presentation of
   // this authorization settled already when it names a transaction).
-  const settlement = decodeHeaderJson(paid.headers.get(PAYMENT_RESPONSE_HEADER));
+  const settlement = paymentSettlement(paid);
   const again = (await paid.json().catch(() => undefined)) as { error?: unknown } | undefined;
-  const transaction = (settlement as { transaction?: unknown } | undefined)?.transaction;
+  const transaction = settlement?.transaction;
   throw new PaymentRefused(
     typeof transaction === "string" && transaction !== ""
       ? `this payment was already presented; it settled in ${transaction}`
@@ -147,6 +147,24 @@ async function readQuote(response: Response): Promise<PaymentRequired> {
     });
   }
   return quote as PaymentRequired;
+}
+
+/** The resource's PAYMENT-RESPONSE (SPEC "x402 objects"): the settlement, decoded. */
+export type PaymentSettlement = {
+  success: boolean;
+  transaction: string;
+  network: string;
+  payer?: string;
+  errorReason?: string;
+  [field: string]: unknown;
+};
+
+/** The settlement a paid answer names in PAYMENT-RESPONSE, or undefined when it names none. */
+export function paymentSettlement(response: Response): PaymentSettlement | undefined {
+  const settlement = decodeHeaderJson(response.headers.get(PAYMENT_RESPONSE_HEADER));
+  return typeof settlement === "object" && settlement !== null
+    ? (settlement as PaymentSettlement)
+    : undefined;
 }
 
 function decodeHeaderJson(value: string | null): unknown {

@@ -103,7 +103,12 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
         "A faucet or transfer action's status (requested, signed, submitted, confirmed, failed, reverted).",
       inputSchema: {
         action_id: z.string().uuid(),
-        wait: z.boolean().default(false).describe("wait (up to 60 s) until confirmed, failed or reverted"),
+        wait: z
+          .boolean()
+          .default(false)
+          .describe(
+            "wait (up to 60 s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)",
+          ),
       },
     },
     ({ action_id, wait }) => run(() => (wait ? client.waitForAction(action_id) : client.action(action_id))),

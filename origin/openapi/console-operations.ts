@@ -8,7 +8,13 @@ import {
   settingsChangeRequestSchema,
   settingsChangeResponseSchema,
 } from "../../shared/console-schemas.ts";
-import { errorResponse, type Operation, type ResponseSpec, STATUS_TEXT } from "./operation-types.ts";
+import {
+  errorResponse,
+  type Operation,
+  PAYLOAD_TOO_LARGE,
+  type ResponseSpec,
+  STATUS_TEXT,
+} from "./operation-types.ts";
 
 const consoleErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
@@ -108,6 +114,7 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
         body: { name: "SettingsChangeResponse", schema: settingsChangeResponseSchema },
       },
       ...consoleErrors(400, 503),
+      413: PAYLOAD_TOO_LARGE,
     },
   },
   {
@@ -124,6 +131,7 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
         body: { name: "IdentityChangeResponse", schema: identityChangeResponseSchema },
       },
       ...consoleErrors(400, 503),
+      413: PAYLOAD_TOO_LARGE,
     },
   },
   // ─── Operations (private origin only) ────────────────────────────────────────────────────

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { API_VERSION } from "../../shared/constants.ts";
+import { HEADERS_TOO_LARGE } from "./operation-types.ts";
 import { type NamedSchema, OPERATIONS, type Operation, type ResponseSpec } from "./operations.ts";
 
 type JsonSchema = Record<string, unknown>;
@@ -69,7 +70,7 @@ function describeOperation(
   bodySchema: (body: NonNullable<ResponseSpec["body"]>, io: "input" | "output") => JsonSchema,
 ): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
-  for (const [status, spec] of Object.entries(operation.responses)) {
+  for (const [status, spec] of Object.entries({ ...operation.responses, 431: HEADERS_TOO_LARGE })) {
     const content = spec.contentType
       ? { [spec.contentType]: { schema: { type: "string" } } }
       : spec.freeForm

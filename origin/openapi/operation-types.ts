@@ -40,8 +40,18 @@ export const errorResponse = (description: string): ResponseSpec => ({ descripti
 export const EDGE_502 =
   "upstream_unavailable: the chain did not answer, or the edge could not reach the origin";
 
+/** A JSON body over the route's limit, refused before it is read in full. */
+export const PAYLOAD_TOO_LARGE = errorResponse("payload_too_large: the body is over this route's limit");
+
+/**
+ * What the server answers before any route runs (origin/server.ts answerClientError): request
+ * headers over Node's limit. Every operation can get it, so the document adds it to all of them.
+ */
+export const HEADERS_TOO_LARGE = errorResponse("headers_too_large: the request headers are over 16 KiB");
+
 export const STATUS_TEXT: Record<number, string> = {
   400: "validation_failed: the message names the field to fix",
   409: "idempotency_conflict: the key was used with a different payload",
   422: "insufficient_funds (the amount plus the maximum fee exceeds the balance)",
+  503: "service_unavailable: the database does not answer; a retry later is safe",
 };

@@ -14,6 +14,8 @@ import {
   registerRequestSchema,
   registerResponseSchema,
   transferRequestSchema,
+  x402AuthorizeRequestSchema,
+  x402AuthorizeResponseSchema,
 } from "../../shared/gateway-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
@@ -21,6 +23,7 @@ import {
   errorResponse,
   type NamedSchema,
   type Operation,
+  PAYLOAD_TOO_LARGE,
   type ResponseSpec,
   STATUS_TEXT,
 } from "./operation-types.ts";
@@ -38,7 +41,9 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
     429: errorResponse("rate_limited (either tier), or a money limit; `retry_after` in seconds"),
     500: errorResponse("internal_error"),
     502: errorResponse(EDGE_502),
-    503: errorResponse("service_unavailable, agent_signer_unavailable, agent_signer_protocol_unavailable"),
+    503: errorResponse(
+      "service_unavailable (the database), chain_unavailable (the chain), agent_signer_unavailable, agent_signer_protocol_unavailable",
+    ),
   };
   for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");
   return all;
@@ -49,6 +54,7 @@ const moneyResponses = (): Record<number, ResponseSpec> => ({
   200: { description: "the action, terminal; or the stored action on a repeat", body: action },
   202: { description: "the action, in flight: poll GET /agent/v1/actions/{action_id}", body: action },
   ...agentErrors(400, 409, 422),
+  413: PAYLOAD_TOO_LARGE,
 });
 
 const x402FreeForm = (description: string): ResponseSpec => ({ description, freeForm: true });
@@ -104,6 +110,10 @@ export const OPERATIONS: readonly Operation[] = [
         },
       },
       ...agentErrors(),
+      413: {
+        description: "a body over the /rpc limit: a JSON-RPC error -32600 (id null) with HTTP 413",
+        body: { name: "JsonRpcResponse", schema: jsonRpcResponseSchema },
+      },
     },
   },
   {
@@ -143,10 +153,17 @@ export const OPERATIONS: readonly Operation[] = [
       "Signs an x402 payment authorization for a quote (capability `transfer`): body `{payment_required, nonce, idempotency_key?}`, answer `{action_id, payment_signature, payment_payload, valid_before}`.",
     tag: "x402",
     security: ["agentToken"],
-    requestBody: { freeForm: true },
+    requestBody: { name: "X402AuthorizeRequest", schema: x402AuthorizeRequestSchema },
     responses: {
-      200: x402FreeForm("the signed authorization; a repeat returns the same bytes"),
-      ...agentErrors(400, 409, 422),
+      200: {
+        description: "the signed authorization; a repeat returns the same bytes",
+        body: { name: "X402Authorization", schema: x402AuthorizeResponseSchema },
+      },
+      ...agentErrors(400, 409),
+      413: PAYLOAD_TOO_LARGE,
+      422: errorResponse(
+        "x402_amount_not_allowed, x402_pay_to_not_allowed, x402_validity_too_long, x402_requirement_unsupported: no entry of the quote can be paid under the node's terms",
+      ),
     },
   },
   {
@@ -181,6 +198,7 @@ export const OPERATIONS: readonly Operation[] = [
       400: errorResponse(STATUS_TEXT[400]!),
       403: errorResponse("cross_site_refused, registration_ingress_refused"),
       404: errorResponse("not_found: the gateway switch is off"),
+      413: PAYLOAD_TOO_LARGE,
       429: errorResponse("registration_rate_limited, with Retry-After"),
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),

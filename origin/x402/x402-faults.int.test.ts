@@ -6,13 +6,13 @@ import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack
 import { spawnOrigin } from "../../scripts/test/origin-process.ts";
 import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
 import {
-  authorizationUsedLogs,
   envelope,
   fundedPayer,
   type PaidAnswer,
   pay,
   paymentHeader,
 } from "../../scripts/test/x402-client.ts";
+import { authorizationUsedCount } from "../../scripts/test/x402-settlements.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -74,7 +74,7 @@ describe("x402 settlement under faults (real processes)", () => {
       transaction,
       errorReason: X402_REASONS.nonceUsed,
     });
-    expect(await authorizationUsedLogs(stack.devnet.url, payer.address)).toBe(1);
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
     expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
     await restarted.close();
   }, 120_000);
@@ -132,7 +132,7 @@ describe("x402 settlement under faults (real processes)", () => {
           response: { success: false, transaction, errorReason: X402_REASONS.nonceUsed },
         });
         expect(answers.map((answer) => answer.status)).not.toContain(200);
-        expect(await authorizationUsedLogs(stack.devnet.url, payer.address)).toBe(1);
+        expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
       } finally {
         proxy.restore();
         await origin.close();

@@ -11,13 +11,13 @@ import { highS, newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import {
-  authorizationUsedLogs as authorizationUsedLogsOn,
   envelope as envelopeFor,
   fundedPayer as fundedPayerOn,
   pay as payDemo,
   paymentHeader,
   quote as quoteOf,
 } from "../../scripts/test/x402-client.ts";
+import { authorizationUsedCount } from "../../scripts/test/x402-settlements.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -55,7 +55,7 @@ const envelope = (account: PrivateKeyAccount, change?: (a: PaymentRequirements) 
   envelopeFor(demo, account, change);
 const header = paymentHeader;
 const pay = (signature: string) => payDemo(demo, signature);
-const authorizationUsedLogs = (payer: Address) => authorizationUsedLogsOn(stack.devnet.url, payer);
+const authorizationUsedLogs = (payer: Address) => authorizationUsedCount(stack.devnet.url, payer);
 
 describe("GET /x402/demo", () => {
   it("answers an unpaid request with the spec's quote in the body and, Base64, in PAYMENT-REQUIRED", async () => {

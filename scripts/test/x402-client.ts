@@ -1,15 +1,14 @@
 /**
  * A paying client for the x402 tests, made of the official packages (`@x402/evm`'s exact scheme
  * signs, `@x402/fetch` decodes PAYMENT-RESPONSE) and viem: a funded payer, a payment envelope as
- * `@x402/fetch` would send it, one paid request, and the settlements the chain logged for a payer.
+ * `@x402/fetch` would send it and one paid request (settlements counted: x402-settlements.ts).
  */
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { decodePaymentResponseHeader } from "@x402/fetch";
-import { type Address, type PrivateKeyAccount, parseEventLogs } from "viem";
-import { NATIVE_TRANSFER_AUTH_ABI } from "../../devnet/index.ts";
-import { fund, newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { PrivateKeyAccount } from "viem";
+import { fund, newAccount } from "../../devnet/testing.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
 
 export type PaidAnswer = {
   status: number;
@@ -63,16 +62,4 @@ export async function pay(demoUrl: string, signature: string): Promise<PaidAnswe
       ? (decodePaymentResponseHeader(paymentResponse) as unknown as Record<string, unknown>)
       : undefined,
   };
-}
-
-/** How many settlements of `payer`'s authorizations the chain logged (AuthorizationUsed events). */
-export async function authorizationUsedLogs(devnetUrl: string, payer: Address): Promise<number> {
-  const logs = await publicClientFor(devnetUrl).getLogs({
-    address: NATIVE_TRANSFER_AUTH_ADDRESS,
-    fromBlock: 0n,
-    toBlock: "latest",
-  });
-  return parseEventLogs({ abi: NATIVE_TRANSFER_AUTH_ABI, eventName: "AuthorizationUsed", logs }).filter(
-    (log) => log.args.authorizer.toLowerCase() === payer.toLowerCase(),
-  ).length;
 }

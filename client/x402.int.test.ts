@@ -1,0 +1,106 @@
+import {
+  createGatewayClient,
+  type GatewayClient,
+  PAYMENT_SIGNATURE_HEADER,
+  PaymentOutcomeUnknown,
+  PaymentRefused,
+  type PaymentRequired,
+} from "agent-wallet-service/client";
+import type { Address } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { rejection } from "../scripts/test/gateway-rejection.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
+import { checkingFetch } from "../scripts/test/openapi-check.ts";
+import { authorizationUsedCount, settlementRowCount } from "../scripts/test/x402-settlements.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
+
+// The client's x402 side (issue 17) against the real stack with x402 on (origin, enclave, devnet,
+// Postgres, the in-process facilitator): the demo's 402 paid through the gateway's authorization
+// and settled on chain. Every answer the client receives is checked against the OpenAPI document.
+
+const AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+describe("x402 through the client (real stack, x402 on)", () => {
+  let stack: MoneyStack;
+  let demo: string;
+  const fetch = checkingFetch();
+  const chain = () => publicClientFor(stack.devnet.url);
+  const clientFor = (agent: StackAgent, fetchFn: typeof globalThis.fetch = fetch): GatewayClient =>
+    createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch: fetchFn });
+  /** Times this agent's wallet paid: AuthorizationUsed logs on chain, and settlement rows. */
+  const payments = async (agent: StackAgent) => ({
+    onChain: await authorizationUsedCount(stack.devnet.url, agent.wallet),
+    rows: await settlementRowCount(stack.db.handle.db, agent.wallet),
+  });
+
+  beforeAll(async () => {
+    stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
+    demo = `${stack.origin.base}/x402/demo`;
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("authorizeX402(quote) gives the PAYMENT-SIGNATURE value the demo accepts; its action ends signed", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const client = clientFor(agent);
+    const unpaid = await fetch(demo);
+    expect(unpaid.status).toBe(402);
+    const quote = (await unpaid.json()) as PaymentRequired;
+
+    const authorization = await client.authorizeX402(quote);
+    const paid = await fetch(demo, {
+      headers: { [PAYMENT_SIGNATURE_HEADER]: authorization.payment_signature },
+    });
+    expect(paid.status).toBe(200);
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+    // SPEC: an x402 authorization's action ends at signed (the payee settles it, not us): waiting
+    // for it returns at once instead of polling for a confirmation that never comes.
+    const action = await client.waitForAction(authorization.action_id, { timeoutMs: 5_000 });
+    expect(action).toMatchObject({ kind: "x402", status: "signed" });
+  });
+
+  it("fetchWithPayment pays the demo's 402 once: 200, the wallet down by exactly the amount", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const before = await chain().getBalance({ address: agent.wallet });
+    const response = await clientFor(agent).fetchWithPayment(demo);
+    expect(response.status).toBe(200);
+    // The settler pays the gas: the agent's wallet loses the amount and nothing more.
+    expect(before - (await chain().getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+  });
+
+  it("never pays twice: the paid retry's answer lost, the call repeated with its key, one settlement", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // A fault the client cannot meet for real on demand: the paid request reaches the demo and is
+    // settled, then its answer is dropped on the way back (a fake network loss, named as such).
+    const losing: typeof globalThis.fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (new Headers(init?.headers).has(PAYMENT_SIGNATURE_HEADER)) {
+        await response.body?.cancel();
+        throw new TypeError("fetch failed (the answer was lost)");
+      }
+      return response;
+    };
+    const before = await chain().getBalance({ address: agent.wallet });
+    const lost = await rejection(clientFor(agent, losing).fetchWithPayment(demo));
+    expect(lost).toBeInstanceOf(PaymentOutcomeUnknown);
+    const key = (lost as PaymentOutcomeUnknown).idempotencyKey;
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+
+    // The same logical request again: the gateway hands back the same authorization, and the demo
+    // refuses it as spent, naming the settlement. Nothing is paid a second time.
+    const repeated = await clientFor(agent)
+      .fetchWithPayment(demo, {}, { idempotencyKey: key })
+      .then(
+        (response) => response.status,
+        (caught: unknown) => caught,
+      );
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+    expect(repeated).toBeInstanceOf(PaymentRefused);
+    expect((repeated as PaymentRefused).code).toBe("payment_already_settled");
+    expect(before - (await chain().getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
+  });
+});
