@@ -249,6 +249,7 @@ export const OPERATIONS: readonly Operation[] = [
     responses: {
       200: x402FreeForm("the verification"),
       400: x402FreeForm("a malformed request"),
+      413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       404: errorResponse("not_found / feature_disabled"),
     },
   },
@@ -263,6 +264,7 @@ export const OPERATIONS: readonly Operation[] = [
     responses: {
       200: x402FreeForm("the settlement"),
       400: x402FreeForm("a malformed request"),
+      413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       404: errorResponse("not_found / feature_disabled"),
     },
   },

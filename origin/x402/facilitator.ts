@@ -4,8 +4,9 @@
  * same verify and settle code the demo uses. Failures are data with HTTP 200, as the reference
  * facilitator answers them; a body that is not JSON is 400.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
+import { readBodyLimited } from "../http/read-body.ts";
 import { parseEnvelope } from "./payment.ts";
 import { X402_REASONS } from "./reasons.ts";
 import { X402_VERSION } from "./requirements.ts";
@@ -59,7 +60,9 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
   };
 
   app.post("/verify", async (c) => {
-    const body = await c.req.json().catch(() => undefined);
+    const body = await readFacilitatorBody(c);
+    if (body === TOO_LARGE)
+      return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayload }, 413);
     if (body === undefined)
       return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }, 400);
     const { result } = await check(body);
@@ -70,7 +73,8 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
   });
 
   app.post("/settle", async (c) => {
-    const body = await c.req.json().catch(() => undefined);
+    const body = await readFacilitatorBody(c);
+    if (body === TOO_LARGE) return c.json(failed(X402_REASONS.invalidPayload, ""), 413);
     if (body === undefined) {
       return c.json(failed(X402_REASONS.invalidPayloadJson, ""), 400);
     }
@@ -111,4 +115,22 @@ function failed(reason: string, payer: string): SettleResponse {
     transaction: "",
     network: "eip155:77",
   };
+}
+
+/** A verify or settle body is a payment and its requirements: a few KiB. */
+const MAX_BODY_BYTES = 64 * 1024;
+const TOO_LARGE = Symbol("too large");
+
+/**
+ * The request's JSON, read no further than MAX_BODY_BYTES (an oversize or endless body is never
+ * buffered whole); undefined when it is not JSON.
+ */
+async function readFacilitatorBody(c: Context): Promise<unknown> {
+  const read = await readBodyLimited(c, MAX_BODY_BYTES);
+  if (!read.ok) return TOO_LARGE;
+  try {
+    return JSON.parse(new TextDecoder().decode(read.bytes)) as unknown;
+  } catch {
+    return undefined;
+  }
 }

@@ -369,6 +369,19 @@ describe("facilitator", () => {
     expect(reverify).toMatchObject({ invalidReason: X402_REASONS.nonceUsed });
   });
 
+  it("refuses a body over 64 KiB with 413 in its own shape, before reading it whole", async () => {
+    for (const path of ["verify", "settle"]) {
+      const response = await fetch(`${stack.origin.base}/x402/facilitator/${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: `{"pad":"${"x".repeat(70 * 1024)}"}`,
+      });
+      expect(response.status, path).toBe(413);
+      const answer = (await response.json()) as Record<string, unknown>;
+      expect(answer.invalidReason ?? answer.errorReason, path).toBe(X402_REASONS.invalidPayload);
+    }
+  });
+
   // Found by the fuzz suite: a settle whose JSON body is `null` was a 500.
   it("a JSON body that is no object (null, a number, an array): failure data with 200, never a 5xx", async () => {
     for (const body of ["null", "1", '"x"', "[]"]) {
