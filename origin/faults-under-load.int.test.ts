@@ -173,6 +173,8 @@ describe("faults under load (real processes)", () => {
     try {
       driver = load.startLoad(origin.base); // the restarted origin listens on the same port
       await sleep(1_500);
+      // SIGTERM while requests are in flight, not in a gap between them: that is what drains.
+      while (driver.inFlight() < 2) await sleep(5);
       const termAt = Date.now();
       // Its drain lasts at most 10 s (origin/server.ts); far past that it is hung, not draining.
       const exitCode = await Promise.race([origin.stop(), sleep(40_000).then(() => "still running")]);

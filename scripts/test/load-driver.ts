@@ -99,6 +99,8 @@ export type LoadDriver = {
   actions: Map<string, SeenAction>;
   /** Public identities registered under load: their agent ids. */
   registered: string[];
+  /** Requests sent and not answered yet. */
+  inFlight(): number;
   /** Stops the loops after their current request; resolves when all have. */
   stop(): Promise<void>;
   /**
@@ -114,6 +116,7 @@ export type LoadDriver = {
 export function startLoadDriver(params: LoadDriverParams): LoadDriver {
   const base = typeof params.base === "string" ? () => params.base as string : params.base;
   const records: LoadRecord[] = [];
+  let inFlight = 0;
   const actions = new Map<string, SeenAction>();
   const registered: string[] = [];
   const unanswered = new Map<LoadRequest, { agent: LoadAgent; label: string }>();
@@ -133,7 +136,12 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     (agent: LoadAgent, loop: number, defaultLabel: string) =>
     async (req: LoadRequest, label = defaultLabel): Promise<LoadAnswer> => {
       const startedAt = Date.now();
-      const { status, body } = await exchange(base(), req, agent, params.requestTimeoutMs ?? 15_000);
+      inFlight++;
+      const { status, body } = await exchange(base(), req, agent, params.requestTimeoutMs ?? 15_000).finally(
+        () => {
+          inFlight--;
+        },
+      );
       const envelope = body as { error?: { code?: unknown; action_id?: unknown }; action_id?: unknown };
       const rpcError = (Array.isArray(body) ? body : [body]).find(
         (item) => item && typeof item === "object" && "jsonrpc" in item && "error" in item,
@@ -207,6 +215,7 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     records,
     actions,
     registered,
+    inFlight: () => inFlight,
     async stop() {
       stopping = true;
       await Promise.all(loops);
