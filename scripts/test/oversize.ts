@@ -6,6 +6,7 @@
  */
 import { request } from "node:http";
 import { connect } from "node:net";
+import { responseCheckEnabled, sharedResponseChecker } from "./openapi-check.ts";
 
 export type RawAnswer = { status: number; body: unknown; sentBodyBytes: number };
 
@@ -37,11 +38,11 @@ export function sendRaw(
         try {
           body = JSON.parse(text);
         } catch {}
-        resolve({
-          status: Number(received.slice(9, 12)),
-          body,
-          sentBodyBytes: Buffer.byteLength(params.body ?? ""),
-        });
+        const status = Number(received.slice(9, 12));
+        const contentType = /content-type: *([^\r\n]+)/i.exec(received.slice(0, split))?.[1];
+        const problem = documentProblem(params.method, url, status, contentType, body);
+        if (problem) reject(new Error(problem));
+        else resolve({ status, body, sentBodyBytes: Buffer.byteLength(params.body ?? "") });
       }
     });
     socket.on("error", reject);
@@ -94,7 +95,10 @@ export function sendEndlessBody(
         try {
           body = JSON.parse(text);
         } catch {}
-        resolve({ kind: "answered", status: res.statusCode ?? 0, body, sent });
+        const status = res.statusCode ?? 0;
+        const problem = documentProblem("POST", url, status, res.headers["content-type"], body);
+        if (problem) reject(new Error(problem));
+        else resolve({ kind: "answered", status, body, sent });
       });
     });
     req.on("error", (error: NodeJS.ErrnoException) => {
@@ -103,4 +107,22 @@ export function sendEndlessBody(
       else reject(error);
     });
   });
+}
+
+/**
+ * These refusals are answers too: checked against the OpenAPI document like every `send`
+ * (scripts/test/http.ts; OPENAPI_RESPONSE_CHECK=0 turns it off).
+ */
+function documentProblem(
+  method: string,
+  url: string,
+  status: number,
+  contentType: string | undefined,
+  body: unknown,
+): string | null {
+  if (!responseCheckEnabled()) return null;
+  const problems = sharedResponseChecker().check({ method, url, status, contentType, body });
+  return problems.length === 0
+    ? null
+    : `the answer does not match the OpenAPI document:\n  ${problems.join("\n  ")}`;
 }
