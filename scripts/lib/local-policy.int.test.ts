@@ -26,14 +26,15 @@ describe("ensureLocalPolicy (real enclave process)", () => {
     await enclave?.dispose();
   });
 
-  it("seals the local policy and a treasury on first start", async () => {
+  it("seals the local policy, a treasury and the x402 settler on first start", async () => {
     const sealed = await ensure();
     expect(sealed).toMatchObject({
       policyVersion: 1,
       policy: LOCAL_POLICY,
       treasury: { budgetUnits: LOCAL_TREASURY_BUDGET_UNITS, spentUnits: 0n },
+      settler: { settlerAddress: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/) },
     });
-    expect(lines).toHaveLength(2);
+    expect(lines.map((line) => line.split(/\s+/)[0])).toEqual(["policy", "treasury", "settler"]);
   });
 
   it("changes nothing on a restart", async () => {
@@ -41,7 +42,7 @@ describe("ensureLocalPolicy (real enclave process)", () => {
     const again = await ensure();
     expect(again).toEqual(first);
     expect(again.policyVersion).toBe(1);
-    expect(lines).toHaveLength(2);
+    expect(lines).toHaveLength(3);
   });
 
   it("re-applies the local policy when the sealed one differs, keeping the treasury", async () => {
@@ -62,6 +63,6 @@ describe("ensureLocalPolicy (real enclave process)", () => {
     }
     const reapplied = await ensure();
     expect(reapplied).toMatchObject({ policyVersion: 3, policy: LOCAL_POLICY });
-    expect(lines).toHaveLength(3);
+    expect(lines).toHaveLength(4);
   });
 });
