@@ -3,25 +3,11 @@
  * precompile itself dispatches on the selectors below and decodes with abi-words.ts.
  */
 import { toEventSelector, toFunctionSelector } from "viem";
+import { SETTLEMENT_ABI } from "../../shared/native-transfer-auth.ts";
 
 export const NATIVE_TRANSFER_AUTH_ABI = [
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" },
-      { name: "to", type: "address" },
-      { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" },
-      { name: "validBefore", type: "uint256" },
-      { name: "nonce", type: "bytes32" },
-      { name: "v", type: "uint8" },
-      { name: "r", type: "bytes32" },
-      { name: "s", type: "bytes32" },
-    ],
-    outputs: [],
-  },
+  // The two calls the service makes, from the one encoder it uses (v, r, s form; authorizationState).
+  ...SETTLEMENT_ABI,
   {
     type: "function",
     name: "transferWithAuthorization",
@@ -36,16 +22,6 @@ export const NATIVE_TRANSFER_AUTH_ABI = [
       { name: "signature", type: "bytes" },
     ],
     outputs: [],
-  },
-  {
-    type: "function",
-    name: "authorizationState",
-    stateMutability: "view",
-    inputs: [
-      { name: "authorizer", type: "address" },
-      { name: "nonce", type: "bytes32" },
-    ],
-    outputs: [{ name: "", type: "bool" }],
   },
   {
     type: "function",
