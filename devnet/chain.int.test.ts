@@ -1,4 +1,4 @@
-import { createAddressFromString, ecrecover, hexToBytes } from "@ethereumjs/util";
+import { createAddressFromString, hexToBytes } from "@ethereumjs/util";
 import { type Hex, keccak256, parseGwei } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -6,7 +6,8 @@ import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/
 import { Chain } from "./chain.ts";
 import { DEFAULT_OPERATOR_POOL_BALANCE_WEI, DEV_OPERATOR_POOL_ADDRESS } from "./constants.ts";
 import { silentLogger } from "./logger.ts";
-import { SignatureRecovery } from "./signature-recovery.ts";
+// The function the chain recovers with on the spot (libsecp256k1, else @ethereumjs/util's).
+import { ecrecover, SignatureRecovery } from "./signature-recovery.ts";
 import {
   newAccount,
   signTransferAuthorization,

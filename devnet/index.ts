@@ -7,6 +7,7 @@
 import { availableParallelism } from "node:os";
 import { createAddressFromString } from "@ethereumjs/util";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { libsecp256k1 } from "../shared/libsecp256k1.ts";
 import { Chain } from "./chain.ts";
 import {
   DEFAULT_DEVNET_HOST,
@@ -53,8 +54,9 @@ export type StartDevnetOptions = {
   maxTxsPerBlock?: number;
   /**
    * Worker threads that recover transaction and authorization signatures ahead of the block
-   * (signature-recovery.ts). Default: one less than the CPUs, at most 2; 0 recovers everything
-   * on the main thread.
+   * (signature-recovery.ts). Default: none where libsecp256k1 loads (a recovery on the spot is
+   * cheaper than the hand-off), else one less than the CPUs, at most 2; 0 recovers everything on
+   * the main thread.
    */
   signatureWorkers?: number;
 };
@@ -72,7 +74,8 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
   if (maxTxsPerBlock !== undefined && !(Number.isInteger(maxTxsPerBlock) && maxTxsPerBlock >= 1)) {
     throw new Error("maxTxsPerBlock must be a positive integer");
   }
-  const signatureWorkers = options.signatureWorkers ?? Math.min(2, availableParallelism() - 1);
+  const signatureWorkers =
+    options.signatureWorkers ?? (libsecp256k1 ? 0 : Math.min(2, availableParallelism() - 1));
   if (!(Number.isInteger(signatureWorkers) && signatureWorkers >= 0)) {
     throw new Error("signatureWorkers must be a non-negative integer");
   }

@@ -6,9 +6,13 @@
  * the precompile asks for them, by the exact same inputs. Anything not prefetched, or asked for
  * before its worker answered, is recovered on the spot with the same function, so results never
  * depend on the workers; only the time does.
+ *
+ * Where libsecp256k1 loads (shared/libsecp256k1.ts) a recovery costs ~0.07 ms on the spot, less
+ * than handing it to a worker and back, so the devnet then starts no workers (index.ts).
  */
 import { Worker } from "node:worker_threads";
-import { bytesToHex, ecrecover } from "@ethereumjs/util";
+import { bytesToHex, ecrecover as nobleEcrecover, setLengthLeft } from "@ethereumjs/util";
+import { libsecp256k1 } from "../shared/libsecp256k1.ts";
 
 /** The arguments of @ethereumjs/util's ecrecover. */
 export type RecoveryInput = {
@@ -26,6 +30,23 @@ export type Ecrecover = (
   s: Uint8Array,
   chainId?: bigint,
 ) => Uint8Array;
+
+/**
+ * @ethereumjs/util's ecrecover on libsecp256k1 when it loads: the same 64-byte key (x ‖ y) for
+ * the same input, and a throw wherever that one throws (a v that is no recovery bit, r or s zero
+ * or not below the order, no point for r).
+ */
+const native = libsecp256k1;
+export const ecrecover: Ecrecover = native
+  ? (hash, v, r, s, chainId) => {
+      const recovery = v === 0n || v === 1n ? v : chainId === undefined ? v - 27n : v - (chainId * 2n + 35n);
+      if (recovery !== 0n && recovery !== 1n) throw new Error("Invalid signature v value");
+      const signature = new Uint8Array(64);
+      signature.set(setLengthLeft(r, 32), 0);
+      signature.set(setLengthLeft(s, 32), 32);
+      return native.ecdsaRecover(signature, Number(recovery), hash, false).subarray(1);
+    }
+  : nobleEcrecover;
 
 /** Keys recovered ahead and not yet asked for; the oldest go first beyond this. */
 const MAX_PREFETCHED = 16_384;

@@ -13,7 +13,7 @@ import { type Address, createAddressFromString } from "@ethereumjs/util";
 import { createVM, type VM } from "@ethereumjs/vm";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { createNativeTransferAuth } from "./precompile/native-transfer-auth.ts";
-import type { Ecrecover } from "./signature-recovery.ts";
+import { type Ecrecover, ecrecover as libsecp256k1Ecrecover } from "./signature-recovery.ts";
 import { TrackingStateManager } from "./tracking-state-manager.ts";
 
 export type ExecutionContext = {
@@ -34,7 +34,7 @@ export type CreateDevnetVmParams = {
   blockHash(number: number): Uint8Array | undefined;
   /**
    * Public-key recovery for transaction senders and the precompile (the chain passes one that
-   * serves keys recovered ahead on worker threads); default @ethereumjs/util's ecrecover.
+   * serves keys recovered ahead on worker threads); default signature-recovery.ts's ecrecover.
    */
   ecrecover?: Ecrecover;
 };
@@ -42,8 +42,8 @@ export type CreateDevnetVmParams = {
 export function createDevnetCommon(ecrecover?: Ecrecover): Common {
   return createCustomCommon({ chainId: CHAIN_ID, name: "agent-wallet-devnet" }, Mainnet, {
     hardfork: Hardfork.Cancun,
-    // Transactions recover their sender through the common's customCrypto.ecrecover when set.
-    customCrypto: ecrecover === undefined ? {} : { ecrecover },
+    // Transactions (and the ecrecover precompile) recover through the common's customCrypto.ecrecover.
+    customCrypto: { ecrecover: ecrecover ?? libsecp256k1Ecrecover },
   });
 }
 

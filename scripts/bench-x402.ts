@@ -18,10 +18,19 @@ import path from "node:path";
 import type { Hex } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { fund, newAccount, usdc } from "../devnet/testing.ts";
-import { bareSettlementPayer, fetchPayer, type LoadSummary, runLoad, summarize } from "./bench/x402-load.ts";
+import {
+  bareSettlementPayer,
+  fetchPayer,
+  type LoadResult,
+  type LoadSummary,
+  runLoad,
+  summarize,
+} from "./bench/x402-load.ts";
 import { startReferenceServer } from "./bench/x402-reference.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
-import { createLocalStack } from "./lib/local-stack.ts";
+import { createLocalStack, postmasterPid } from "./lib/local-stack.ts";
+import { type CpuRoot, cpuDelta, treeCpuSeconds } from "./lib/proc-cpu.ts";
+import { childPidsNamed } from "./lib/proc-memory.ts";
 import { freePort } from "./test/free-port.ts";
 
 const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
@@ -59,7 +68,9 @@ async function main(): Promise<void> {
     envId: "local-dev",
     say: () => {},
     onPartLine: () => {},
-    originEnv: { LOG_LEVEL: "warn" },
+    // e.g. BENCH_ORIGIN_NODE_OPTIONS="--import ./profile.mjs" (a preload starting node:inspector's
+    // profiler: --cpu-prof itself is not allowed in NODE_OPTIONS) to see where the origin's time goes
+    originEnv: { LOG_LEVEL: "warn", NODE_OPTIONS: process.env.BENCH_ORIGIN_NODE_OPTIONS ?? "" },
   });
   const closers: Array<() => Promise<void>> = [
     async () => {
@@ -72,6 +83,30 @@ async function main(): Promise<void> {
     const devnetUrl = stack.devnetUrl;
     const payTo = newAccount().address;
     const steal = await startStealMeter();
+    const [workerd] = await childPidsNamed("workerd");
+    // Each process alone but Postgres (a child per connection). "bench" holds the payers' client
+    // and, in (b), the reference server and its facilitator, which run in this process.
+    const roots: Record<string, CpuRoot> = {
+      devnet: { pid: stack.children.devnet.process.pid, tree: false },
+      enclave: { pid: stack.children.enclave.process.pid, tree: false },
+      origin: { pid: stack.children.origin.process.pid, tree: false },
+      edge: { pid: workerd, tree: false },
+      postgres: { pid: await postmasterPid(path.join(dataDir, "pg")), tree: true },
+      bench: { pid: process.pid, tree: false },
+    };
+    const cpuLines: string[] = [];
+    /** Runs a measured phase and notes the CPU each process spent per payment in it. */
+    const measured = async (name: string, run: () => Promise<LoadResult>): Promise<LoadResult> => {
+      const before = await treeCpuSeconds(roots);
+      const result = await run();
+      const spent = cpuDelta(before, await treeCpuSeconds(roots));
+      const paid = Math.max(1, result.latenciesMs.length);
+      const parts = Object.entries(spent)
+        .filter(([, seconds]) => seconds > 0)
+        .map(([process, seconds]) => `${process} ${((seconds * 1000) / paid).toFixed(2)}`);
+      cpuLines.push(`    ${name}: CPU ms per payment: ${parts.join(", ")}`);
+      return result;
+    };
 
     // (c) the chain floor.
     say("(c) chain floor: bare transferWithAuthorization straight to the devnet…");
@@ -81,7 +116,9 @@ async function main(): Promise<void> {
       bareSettlementPayer({ devnetUrl, payer, relayer: relayers[index]!, payTo, amountUnits: AMOUNT_UNITS }),
     );
     await runLoad({ payers: floorPays, total: PAYERS }); // warm-up
-    const floorRun = await runLoad({ payers: floorPays, seconds: SECONDS });
+    const floorRun = await measured("(c) chain floor", () =>
+      runLoad({ payers: floorPays, seconds: SECONDS }),
+    );
     const floor = summarize(floorRun);
     if (floor.failed > 0) say(`    failures: ${floorRun.reasons.join("; ")}`);
 
@@ -105,7 +142,9 @@ async function main(): Promise<void> {
     const reference = await startReference(true);
     const referencePays = payers.map((payer) => fetchPayer(reference.url, payer));
     await runLoad({ payers: referencePays, total: PAYERS });
-    const referenceRun = await runLoad({ payers: referencePays, seconds: SECONDS });
+    const referenceRun = await measured("(b) reference", () =>
+      runLoad({ payers: referencePays, seconds: SECONDS }),
+    );
     const ref = summarize(referenceRun);
     if (ref.failed > 0) say(`    failures: ${referenceRun.reasons.join("; ")}`);
 
@@ -127,7 +166,7 @@ async function main(): Promise<void> {
     } else {
       const ourPays = payers.map((payer) => fetchPayer(demoUrl, payer));
       await runLoad({ payers: ourPays, total: PAYERS });
-      const ourRun = await runLoad({ payers: ourPays, seconds: SECONDS });
+      const ourRun = await measured("(a) ours", () => runLoad({ payers: ourPays, seconds: SECONDS }));
       ours = summarize(ourRun);
       if (ours.failed > 0) say(`    failures: ${ourRun.reasons.join("; ")}`);
     }
@@ -140,6 +179,7 @@ async function main(): Promise<void> {
     say(describe(`(b) reference, nonceManager (${PAYERS} payers)`, ref));
     say(describe(`(c) chain floor (${PAYERS} payers)`, floor));
     say(`reference without the nonceManager, 8 payers: ${bareFailures} paid requests failed`);
+    for (const line of cpuLines) say(line);
     if (bareRun.reasons.length > 0) say(`    e.g. ${bareRun.reasons[0]}`);
     say("");
     const goal = (text: string, met: boolean | undefined, figure: string): void =>

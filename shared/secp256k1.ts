@@ -1,13 +1,15 @@
 /**
  * secp256k1 helpers shared by the enclave (signing) and the verifiers (recovery): Ethereum-style
  * 65-byte signatures r ‖ s ‖ v (v = 27 + recovery id), EIP-2 low-S enforced both ways, and
- * address derivation from an uncompressed SEC1 public key.
- * Runtime-neutral: no `node:` imports.
+ * address derivation from an uncompressed SEC1 public key. Signing and recovery go through
+ * libsecp256k1 where its binding loads (libsecp256k1.ts), else @noble/curves: same bytes either way.
+ * Node only (the edge worker does not use it).
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { type Address, getAddress } from "viem";
 import { fromHex, type Hex, toHex } from "./hex.ts";
+import { libsecp256k1 } from "./libsecp256k1.ts";
 
 const HALF_ORDER = secp256k1.CURVE.n >> 1n;
 
@@ -15,6 +17,18 @@ export type RecoverableSignature = { signature: Hex; r: bigint; s: bigint; yPari
 
 /** Signs a 32-byte digest; noble's RFC 6979 signing normalises to low-S (EIP-2). */
 export function signDigest(digest: Uint8Array, privateKey: Uint8Array): RecoverableSignature {
+  if (libsecp256k1) {
+    const { signature, recid } = libsecp256k1.ecdsaSign(digest, privateKey);
+    const bytes = new Uint8Array(65);
+    bytes.set(signature, 0);
+    bytes[64] = 27 + recid;
+    return {
+      signature: toHex(bytes),
+      r: bytesToBigInt(signature.subarray(0, 32)),
+      s: bytesToBigInt(signature.subarray(32, 64)),
+      yParity: recid === 1 ? 1 : 0,
+    };
+  }
   const sig = secp256k1.sign(digest, privateKey, { lowS: true });
   const bytes = new Uint8Array(65);
   bytes.set(sig.toCompactRawBytes(), 0);
@@ -33,8 +47,9 @@ export function recoverPublicKey(digest: Uint8Array, signature: string): Uint8Ar
     const v = bytes[64]!;
     const recovery = v >= 27 ? v - 27 : v;
     if (recovery !== 0 && recovery !== 1) return null;
+    if (bytesToBigInt(bytes.subarray(32, 64)) > HALF_ORDER) return null;
+    if (libsecp256k1) return libsecp256k1.ecdsaRecover(bytes.subarray(0, 64), recovery, digest, false);
     const sig = secp256k1.Signature.fromCompact(bytes.subarray(0, 64)).addRecoveryBit(recovery);
-    if (sig.s > HALF_ORDER) return null;
     return sig.recoverPublicKey(digest).toRawBytes(false);
   } catch {
     return null;
@@ -50,6 +65,10 @@ export function isUncompressedPublicKey(publicKey: Uint8Array): boolean {
   } catch {
     return false;
   }
+}
+
+function bytesToBigInt(bytes: Uint8Array): bigint {
+  return BigInt(toHex(bytes));
 }
 
 /** EIP-55 address of an uncompressed public key: last 20 bytes of keccak256(x ‖ y). */

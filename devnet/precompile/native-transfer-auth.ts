@@ -74,7 +74,7 @@ export type NativeTransferAuthConfig = {
   chainId: bigint;
   /** Timestamp of the block being executed; the chain sets it under its lock before every EVM run. */
   blockTimestamp(): bigint;
-  /** Public-key recovery; default @ethereumjs/util's ecrecover. */
+  /** Public-key recovery; default signature-recovery.ts's ecrecover. */
   ecrecover?: Ecrecover;
 };
 

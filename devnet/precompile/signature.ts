@@ -1,19 +1,13 @@
 /**
  * Signer recovery with the checks USDC's ECRecover library makes before calling ecrecover:
  * EIP-2 low S, v of 27 or 28, and a signature that recovers at all. The recovery itself is
- * @ethereumjs/util's ecrecover, or the chain's drop-in for it that serves keys prefetched on
- * worker threads (signature-recovery.ts).
+ * @ethereumjs/util's ecrecover (on libsecp256k1 where it loads), or the chain's drop-in for it
+ * that serves keys prefetched on worker threads (signature-recovery.ts).
  */
-import {
-  bigIntToBytes,
-  bytesToBigInt,
-  ecrecover as recoverPublicKey,
-  SECP256K1_ORDER_DIV_2,
-  setLengthLeft,
-} from "@ethereumjs/util";
+import { bigIntToBytes, bytesToBigInt, SECP256K1_ORDER_DIV_2, setLengthLeft } from "@ethereumjs/util";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { err, ok, type Result } from "../result.ts";
-import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
+import { type Ecrecover, type RecoveryInput, ecrecover as recoverPublicKey } from "../signature-recovery.ts";
 
 export type SignatureFailure = "invalid_signature_length" | "invalid_s" | "invalid_v" | "invalid_signature";
 

@@ -7,6 +7,7 @@ import type { AppDeps } from "../deps.ts";
 import type { AppEnv } from "../http/env.ts";
 import { createDemoRouter } from "./demo.ts";
 import { createFacilitatorRouter } from "./facilitator.ts";
+import { createPayerFactsReader } from "./payer-facts.ts";
 
 /** Undefined when x402 is off or not configured: every /x402 path is then 404. */
 export function createX402Router(deps: AppDeps): Hono<AppEnv> | undefined {
@@ -14,7 +15,7 @@ export function createX402Router(deps: AppDeps): Hono<AppEnv> | undefined {
   if (!runtime || !deps.rpc) return undefined;
   const verifyDeps = {
     db: deps.database.db,
-    rpc: deps.rpc,
+    payerFacts: createPayerFactsReader(deps.rpc),
     now: () => deps.clock.now(),
     operatorPool: runtime.operatorPool,
   };

@@ -1,34 +1,40 @@
 /**
- * Settlement of verified x402 payments (issue 13 item 4), safe under concurrency and crashes:
- *   1. (from, nonce) is claimed in Postgres (a row of x402_settlements) before anything is signed,
- *      so N concurrent settles of one payment make one transaction; the others are told of it;
- *   2. claims that arrive together are signed as one batch under the settler's nonce row lock
- *      (chain/outgoing.ts), each stored before it is broadcast, nonces one at a time from the DB;
- *   3. the batch is broadcast in one JSON-RPC batch, and each settle waits for its receipt.
- * A crash after 2 leaves the transaction stored; the transaction tracker sends the same bytes and
- * moves the settlement with its receipt (outgoing.ts recordMined). A claim whose settle died before
- * signing is taken over by the next presentation once its lease ends; verify has by then checked
- * authorizationState on chain, so nothing is signed twice for one payment.
+ * Settlement of verified x402 payments (issue 13 item 4), safe under concurrency and crashes.
+ * Payments that arrive together settle as one batch, in one database transaction:
+ *   1. each (from, nonce) is claimed (a row of x402_settlements, unique on the pair), so N
+ *      concurrent settles of one payment make one transaction; the others are told of it. A
+ *      concurrent claim of the same pair by another origin waits for this transaction and then
+ *      finds it taken;
+ *   2. the settler's nonce row is locked (chain/outgoing.ts) and the claims are signed with the
+ *      next nonces, all at once; the signed transactions are stored with their claims in one
+ *      statement, and the transaction commits before anything is broadcast;
+ *   3. the batch is broadcast in one JSON-RPC batch, and the receipts are read in another (a node
+ *      that mines on arrival, as the devnet does, has them at once); a settle whose receipt is not
+ *      in yet polls for it until its deadline.
+ * A crash before the commit leaves nothing: no claim, nothing signed that escaped. A crash after
+ * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
+ * settlement with its receipt (outgoing.ts recordMined). Round trips between processes are what a
+ * settlement costs most here, so a batch pays them once, not once per payment.
  */
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { CAIP2_NETWORK, CHAIN_ID } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
-import type { FeeOracle } from "../chain/fees.ts";
+import type { FeeOracle, Fees } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   type BroadcastLease,
+  type MinedTransaction,
   nextNonceUpsert,
   readSenderView,
   recordBroadcastOutcomes,
   recordMined,
-  recordSigned,
   sendRawBatch,
 } from "../chain/outgoing.ts";
 import { createBatcher } from "../db/batcher.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import type { SignerClient } from "../signer/types.ts";
+import type { SignerClient, SignerResult, SignTransactionResult } from "../signer/types.ts";
 import type { Authorization } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 
@@ -37,6 +43,7 @@ export const SETTLEMENT_GAS = 100_000n;
 /** A claim without a stored transaction this long was abandoned by a settle that died. */
 const CLAIM_LEASE_SECONDS = 30;
 const POLL_MS = 50;
+const MAX_BATCH = 64;
 
 /** x402's settle answer (`@x402/core` SettleResponse), as PAYMENT-RESPONSE and /settle carry it. */
 export type SettleResponse = {
@@ -83,12 +90,20 @@ export type Settler = {
   known(authorization: Authorization): Promise<SettleResponse | undefined>;
 };
 
-type Claimed = { id: string; payment: SettlementPayment };
-type Signed = { kind: "signed"; txHash: Hex; txId: string } | { kind: "refused"; reason: X402Reason };
+type Receipt = { status: "confirmed" | "reverted"; feeWei: bigint; blockNumber: bigint };
+
+/** What the batch did with one payment. */
+type BatchOutcome =
+  /** Another presentation (here or in another origin) holds this payment. */
+  | { kind: "duplicate" }
+  | { kind: "refused"; reason: X402Reason }
+  /** Signed, stored and sent; `receipt` when the chain had it right after the broadcast. */
+  | { kind: "sent"; txHash: Hex; txId: string; receipt: Receipt | undefined };
 
 export function createSettler(deps: SettlerDeps): Settler {
-  const sign = createBatcher<Claimed, Signed>((items) => signBatch(deps, items), {
-    maxBatch: 64,
+  // One batch at a time: the settler's nonces must reach the chain in order.
+  const settleBatch = createBatcher<SettlementPayment, BatchOutcome>((items) => runBatch(deps, items), {
+    maxBatch: MAX_BATCH,
     maxInFlight: 1,
   });
 
@@ -103,19 +118,23 @@ export function createSettler(deps: SettlerDeps): Settler {
   return {
     async settle(payment) {
       const payer = payment.authorization.from;
-      const id = await claim(deps.db, payment);
-      if (!id) return { kind: "duplicate", response: await earlier(deps, payment.authorization, respond) };
-      const signed = await sign({ id, payment });
-      if (signed.kind === "refused") return { kind: "failed", response: respond(payer, "", signed.reason) };
-      const receipt = await waitForReceipt(deps, signed.txHash);
+      const outcome = await settleBatch(payment);
+      if (outcome.kind === "duplicate") {
+        return { kind: "duplicate", response: await earlier(deps, payment.authorization, respond) };
+      }
+      if (outcome.kind === "refused") return { kind: "failed", response: respond(payer, "", outcome.reason) };
+      let receipt = outcome.receipt;
       if (receipt === undefined) {
-        return { kind: "failed", response: respond(payer, signed.txHash, X402_REASONS.settlementPending) };
+        receipt = await waitForReceipt(deps, outcome.txHash);
+        if (receipt === undefined) {
+          return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.settlementPending) };
+        }
+        await recordMined(deps.db, [{ txId: outcome.txId, ...receipt }]);
       }
-      await recordMined(deps.db, [{ txId: signed.txId, ...receipt }]);
       if (receipt.status !== "confirmed") {
-        return { kind: "failed", response: respond(payer, signed.txHash, X402_REASONS.transactionFailed) };
+        return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.transactionFailed) };
       }
-      return { kind: "settled", response: respond(payer, signed.txHash) };
+      return { kind: "settled", response: respond(payer, outcome.txHash) };
     },
     async known(authorization) {
       const [row] = await queryRows<{ id: string }>(
@@ -138,28 +157,6 @@ function canonicalJson(value: unknown): string {
     return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(",")}}`;
   }
   return JSON.stringify(value) ?? "null";
-}
-
-/**
- * Inserts the claim, or takes over one abandoned before anything was signed; undefined when
- * another presentation holds the payment.
- */
-async function claim(db: Db, payment: SettlementPayment): Promise<string | undefined> {
-  const { authorization: a } = payment;
-  const [row] = await queryRows<{ id: string }>(
-    db,
-    sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
-          valid_after, valid_before, signature, claimed_until)
-        values (${a.from}, ${a.nonce}, ${a.to}, ${a.value.toString()}, ${sha256(payment.requirement)},
-          ${sha256(payment.payload)}, ${a.validAfter}, ${a.validBefore}, ${payment.signature},
-          now() + make_interval(secs => ${CLAIM_LEASE_SECONDS}))
-        on conflict (payer, nonce) do update
-          set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
-          where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
-            and x402_settlements.claimed_until < now()
-        returning id`,
-  );
-  return row?.id;
 }
 
 /** What an earlier presentation of this payment came to, once it names a transaction or ends. */
@@ -195,95 +192,255 @@ async function earlier(
 }
 
 /**
- * One batch of claims: the settler's chain view and fees read first (no lock held), then one
- * transaction holding its nonce row signs each claim with the next nonce and stores it, then one
- * JSON-RPC batch broadcasts them all.
+ * One batch: the settler's chain view and fees read first (no lock held); then one database
+ * transaction claims the payments, locks the settler's nonce row, signs what it claimed and
+ * stores it; then one JSON-RPC batch broadcasts and another reads the receipts.
  */
-async function signBatch(deps: SettlerDeps, items: Claimed[]): Promise<Signed[]> {
-  const results: Signed[] = new Array(items.length);
+async function runBatch(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchOutcome[]> {
+  const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
   const quote = await deps.fees.quote(SETTLEMENT_GAS);
   const view = quote.ok ? await readSenderView(deps.rpc, deps.settler.address) : undefined;
   if (!quote.ok || !view) {
-    // Nothing signed: the claims are released so a retry of the same payment can settle it.
-    await release(deps.db, items);
-    return items.map(() => ({ kind: "refused", reason: X402_REASONS.unexpectedSettleError }));
+    // Nothing claimed, nothing signed: the same payment presented again can still settle.
+    return payments.map(() => ({ kind: "refused", reason: X402_REASONS.unexpectedSettleError }));
   }
   const fees = quote.fees;
-  const leases: { index: number; lease: BroadcastLease }[] = [];
-  const unsigned: Claimed[] = [];
-  await deps.db.transaction(async (tx) => {
+  const stored = await deps.db.transaction(async (tx) => {
+    const claims = await claimAll(tx, payments);
+    if (claims.length === 0) return [];
     const [next] = await queryRows<{ next_nonce: string }>(
       tx,
       nextNonceUpsert(deps.settler.address, view.minedNonce),
     );
-    let nonce = BigInt(next!.next_nonce);
-    for (const [index, item] of items.entries()) {
-      const signed = await deps.signer.signSettlement({
-        keyRef: deps.settler.keyRef,
-        chainId: CHAIN_ID,
-        authorization: item.payment.authorization,
-        signature: item.payment.signature,
-        nonce,
-        maxFeePerGas: fees.maxFeePerGas,
-        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        gasLimit: fees.gasLimit,
-      });
-      if (!signed.ok) {
-        deps.logger.warn(
-          { code: signed.error.code, class: signed.error.class },
-          "enclave refused a settlement",
-        );
-        unsigned.push(item);
-        results[index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
-        continue;
-      }
-      const lease = await recordSigned(
-        tx,
-        {
-          purpose: "settlement",
-          sender: deps.settler.address,
-          nonce,
-          txHash: signed.value.txHash,
-          rawTx: signed.value.rawTransaction,
-          maxCostWei: fees.gasLimit * fees.maxFeePerGas,
-        },
-        { leaseMs: deps.leaseMs },
-      );
-      await tx.execute(sql`update x402_settlements set tx_id = ${lease.txId}, tx_hash = ${lease.txHash},
-          settler_nonce = ${nonce}, updated_at = now() where id = ${item.id}`);
-      leases.push({ index, lease });
-      results[index] = { kind: "signed", txHash: signed.value.txHash, txId: lease.txId };
-      nonce++;
+    const { signed, unsigned } = await signInNonceOrder(deps, fees, claims, BigInt(next!.next_nonce));
+    for (const claim of unsigned) {
+      outcomes[claim.index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
     }
+    return storeSigned(tx, deps, fees, signed, unsigned);
   });
-  await release(deps.db, unsigned);
-  if (leases.length === 0) return results;
-  const outcomes = await sendRawBatch(
+  if (stored.length === 0) return outcomes;
+
+  const leases = stored.map((item) => item.lease);
+  const sent = await sendRawBatch(deps.rpc, leases);
+  await recordBroadcastOutcomes(deps.db, leases, sent);
+  if (sent.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
+  if (sent.some((outcome) => outcome.kind !== "refused")) deps.onInFlight();
+  const accepted = stored.filter((_, n) => sent[n]!.kind === "accepted");
+  const receipts = await readReceipts(
     deps.rpc,
-    leases.map((item) => item.lease),
+    accepted.map((item) => item.lease.txHash as Hex),
   );
-  await recordBroadcastOutcomes(
-    deps.db,
-    leases.map((item) => item.lease),
-    outcomes,
-  );
-  if (outcomes.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
-  if (outcomes.some((outcome) => outcome.kind !== "refused")) deps.onInFlight();
-  for (const [n, { index }] of leases.entries()) {
-    if (outcomes[n]!.kind === "refused")
-      results[index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
+  const mined: MinedTransaction[] = [];
+  for (const [n, item] of stored.entries()) {
+    if (sent[n]!.kind === "refused") {
+      outcomes[item.index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
+      continue;
+    }
+    const receipt = receipts.get(item.lease.txHash);
+    if (receipt) mined.push({ txId: item.lease.txId, ...receipt });
+    outcomes[item.index] = {
+      kind: "sent",
+      txHash: item.lease.txHash as Hex,
+      txId: item.lease.txId,
+      receipt,
+    };
   }
-  return results;
+  await recordMined(deps.db, mined);
+  return outcomes;
 }
 
-/** Ends claims nothing was signed for, so the payment can be presented again. */
-async function release(db: Db, items: Claimed[]): Promise<void> {
-  for (const item of items) {
-    await db.execute(sql`delete from x402_settlements where id = ${item.id} and tx_id is null`);
-  }
+type Claim = { index: number; id: string; payment: SettlementPayment };
+
+/**
+ * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
+ * the batch, unless another presentation holds it already (a committed claim, or one of another
+ * origin's open transaction, which this waits for). A claim abandoned before anything was signed
+ * is taken over. Rows go in (payer, nonce) order, so two batches never wait on each other in a cycle.
+ */
+async function claimAll(tx: Db, payments: SettlementPayment[]): Promise<Claim[]> {
+  const first = new Map<string, number>();
+  payments.forEach((payment, index) => {
+    const key = claimKey(payment.authorization.from, payment.authorization.nonce);
+    if (!first.has(key)) first.set(key, index);
+  });
+  const rows = [...first.values()].map((index) => {
+    const { authorization: a, requirement, payload, signature } = payments[index]!;
+    return {
+      payer: a.from,
+      nonce: a.nonce,
+      pay_to: a.to,
+      amount_units: a.value.toString(),
+      requirement_hash: sha256(requirement),
+      payload_hash: sha256(payload),
+      valid_after: a.validAfter.toString(),
+      valid_before: a.validBefore.toString(),
+      signature,
+    };
+  });
+  const claimed = await queryRows<{ id: string; payer: string; nonce: string }>(
+    tx,
+    sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+          valid_after, valid_before, signature, claimed_until)
+        select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
+          signature, now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
+        from json_to_recordset(${JSON.stringify(rows)}::json) as c(payer text, nonce text, pay_to text,
+          amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
+          valid_before bigint, signature text)
+        order by payer, nonce
+        on conflict (payer, nonce) do update
+          set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
+          where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
+            and x402_settlements.claimed_until < now()
+        returning id, payer, nonce`,
+  );
+  return claimed
+    .map((row) => {
+      const index = first.get(claimKey(row.payer, row.nonce))!;
+      return { index, id: row.id, payment: payments[index]! };
+    })
+    .sort((a, b) => a.index - b.index);
 }
 
-type Receipt = { status: "confirmed" | "reverted"; feeWei: bigint; blockNumber: bigint };
+function claimKey(payer: string, nonce: string): string {
+  return `${payer.toLowerCase()}:${nonce.toLowerCase()}`;
+}
+
+type SignedClaim = Claim & { nonce: bigint } & SignTransactionResult;
+
+/**
+ * Signs the claims with consecutive settler nonces from `next`, all requests at once. The chain
+ * takes a nonce only after the one before it, so if the enclave refuses one, the signatures made
+ * for the claims after it (never stored, never sent) are dropped and those claims signed again,
+ * in turn, from the refused one's nonce.
+ */
+async function signInNonceOrder(
+  deps: SettlerDeps,
+  fees: Fees,
+  claims: Claim[],
+  next: bigint,
+): Promise<{ signed: SignedClaim[]; unsigned: Claim[] }> {
+  const sign = (claim: Claim, nonce: bigint): Promise<SignerResult<SignTransactionResult>> =>
+    deps.signer.signSettlement({
+      keyRef: deps.settler.keyRef,
+      chainId: CHAIN_ID,
+      authorization: claim.payment.authorization,
+      signature: claim.payment.signature,
+      nonce,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      gasLimit: fees.gasLimit,
+    });
+  const signed: SignedClaim[] = [];
+  const unsigned: Claim[] = [];
+  const refused = (claim: Claim, result: SignerResult<SignTransactionResult>): void => {
+    if (!result.ok) {
+      deps.logger.warn(
+        { code: result.error.code, class: result.error.class },
+        "enclave refused a settlement",
+      );
+    }
+    unsigned.push(claim);
+  };
+  const all = await Promise.all(claims.map((claim, n) => sign(claim, next + BigInt(n))));
+  let n = 0;
+  for (; n < claims.length; n++) {
+    const result = all[n]!;
+    if (!result.ok) break;
+    signed.push({ ...claims[n]!, nonce: next + BigInt(n), ...result.value });
+  }
+  if (n === claims.length) return { signed, unsigned };
+  refused(claims[n]!, all[n]!);
+  let nonce = next + BigInt(n);
+  for (const claim of claims.slice(n + 1)) {
+    const result = await sign(claim, nonce);
+    if (!result.ok) {
+      refused(claim, result);
+      continue;
+    }
+    signed.push({ ...claim, nonce, ...result.value });
+    nonce++;
+  }
+  return { signed, unsigned };
+}
+
+/**
+ * In one statement: the signed settlements stored (with their broadcast leases), the settler's
+ * next nonce moved past them, their claims pointed at them, and the claims nothing was signed for
+ * removed (so the payment can be presented again).
+ */
+async function storeSigned(
+  tx: Db,
+  deps: SettlerDeps,
+  fees: Fees,
+  signed: SignedClaim[],
+  unsigned: Claim[],
+): Promise<Array<{ index: number; lease: BroadcastLease }>> {
+  const rows = signed.map((item) => ({
+    id: item.id,
+    nonce: item.nonce.toString(),
+    tx_hash: item.txHash,
+    raw_tx: item.rawTransaction,
+  }));
+  const stored = await queryRows<{ tx_id: string; tx_hash: string }>(
+    tx,
+    sql`with signed as (
+          select * from json_to_recordset(${JSON.stringify(rows)}::json) as s(id uuid, nonce bigint, tx_hash text, raw_tx text)),
+        stored as (
+          insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
+          select 'settlement', ${deps.settler.address}, nonce, tx_hash, raw_tx, ${(fees.gasLimit * fees.maxFeePerGas).toString()}::numeric,
+            now() + make_interval(secs => ${deps.leaseMs / 1000})
+          from signed order by nonce
+          returning tx_id, tx_hash),
+        nonces as (
+          update sender_nonces set next_nonce = (select max(nonce) + 1 from signed), updated_at = now()
+          where address = ${deps.settler.address} and exists (select 1 from signed)),
+        claims as (
+          update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce, updated_at = now()
+          from signed s join stored st on st.tx_hash = s.tx_hash
+          where x.id = s.id),
+        released as (
+          delete from x402_settlements
+          where id = any(${pgArrayLiteral(unsigned.map((claim) => claim.id))}::uuid[]) and tx_id is null)
+        select tx_id, tx_hash from stored`,
+  );
+  const ids = new Map(stored.map((row) => [row.tx_hash, row.tx_id]));
+  return signed.map((item) => ({
+    index: item.index,
+    lease: { txId: ids.get(item.txHash)!, rawTx: item.rawTransaction, txHash: item.txHash, status: "signed" },
+  }));
+}
+
+/** The receipts the chain has now for these transactions, in one JSON-RPC batch. */
+async function readReceipts(rpc: JsonRpcUpstream, txHashes: Hex[]): Promise<Map<string, Receipt>> {
+  const receipts = new Map<string, Receipt>();
+  if (txHashes.length === 0) return receipts;
+  const answer = await rpc.send(
+    txHashes.map((hash, id) => ({ jsonrpc: "2.0", id, method: "eth_getTransactionReceipt", params: [hash] })),
+  );
+  if (!answer.ok || !Array.isArray(answer.body)) return receipts;
+  for (const item of answer.body as { id?: unknown; result?: unknown }[]) {
+    const hash = typeof item.id === "number" ? txHashes[item.id] : undefined;
+    const receipt = parseReceipt(item.result);
+    if (hash && receipt) receipts.set(hash, receipt);
+  }
+  return receipts;
+}
+
+/** A mined receipt's outcome, or undefined while there is none. */
+function parseReceipt(result: unknown): Receipt | undefined {
+  const receipt = result as {
+    status?: string;
+    gasUsed?: string;
+    effectiveGasPrice?: string;
+    blockNumber?: string;
+  } | null;
+  if (!receipt?.status || !receipt.blockNumber) return undefined;
+  return {
+    status: receipt.status === "0x1" ? "confirmed" : "reverted",
+    feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
+    blockNumber: BigInt(receipt.blockNumber),
+  };
+}
 
 /** Polls for the receipt until the deadline; undefined when none came in time. */
 async function waitForReceipt(deps: SettlerDeps, txHash: Hex): Promise<Receipt | undefined> {
@@ -295,25 +452,8 @@ async function waitForReceipt(deps: SettlerDeps, txHash: Hex): Promise<Receipt |
       method: "eth_getTransactionReceipt",
       params: [txHash],
     });
-    const receipt = answer.ok
-      ? ((
-          answer.body as {
-            result?: {
-              status?: string;
-              gasUsed?: string;
-              effectiveGasPrice?: string;
-              blockNumber?: string;
-            } | null;
-          }
-        ).result ?? null)
-      : null;
-    if (receipt?.status && receipt.blockNumber) {
-      return {
-        status: receipt.status === "0x1" ? "confirmed" : "reverted",
-        feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
-        blockNumber: BigInt(receipt.blockNumber),
-      };
-    }
+    const receipt = answer.ok ? parseReceipt((answer.body as { result?: unknown }).result) : undefined;
+    if (receipt) return receipt;
     if (Date.now() >= deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }

@@ -7,13 +7,12 @@
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { sql } from "drizzle-orm";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
-import { fromHex } from "../../shared/hex.ts";
-import { authorizationStateCalldata } from "../../shared/native-transfer-auth.ts";
+import { fromHex, type Hex } from "../../shared/hex.ts";
 import { addressOfPublicKey, recoverPublicKey } from "../../shared/secp256k1.ts";
-import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { type Db, queryRows } from "../db/client.ts";
+import type { PayerFactsReader } from "./payer-facts.ts";
 import type { Authorization, PaymentEnvelope } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
@@ -22,7 +21,13 @@ export type VerifyResult =
   | { ok: true; payer: string; authorization: Authorization }
   | { ok: false; reason: X402Reason; payer?: string };
 
-export type VerifyDeps = { db: Db; rpc: JsonRpcUpstream; now: () => Date; operatorPool: string };
+export type VerifyDeps = {
+  db: Db;
+  /** The payment's facts on chain (payer-facts.ts). */
+  payerFacts: PayerFactsReader;
+  now: () => Date;
+  operatorPool: string;
+};
 
 const HALF_ORDER = secp256k1.CURVE.n / 2n;
 
@@ -103,31 +108,9 @@ export async function verifyPayment(
     );
     if (claimed) return fail(X402_REASONS.nonceUsed);
   }
-  const answer = await deps.rpc.send([
-    {
-      jsonrpc: "2.0",
-      id: 0,
-      method: "eth_call",
-      params: [
-        {
-          to: NATIVE_TRANSFER_AUTH_ADDRESS,
-          data: authorizationStateCalldata(payer as `0x${string}`, authorization.nonce),
-        },
-        "latest",
-      ],
-    },
-    { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [payer, "latest"] },
-  ]);
-  if (!answer.ok || !Array.isArray(answer.body)) return fail(X402_REASONS.unexpectedVerifyError);
-  const byId = new Map(
-    (answer.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
-  );
-  const used = byId.get(0);
-  const balance = byId.get(1);
-  if (typeof used !== "string" || typeof balance !== "string" || !/^0x[0-9a-fA-F]+$/.test(balance)) {
-    return fail(X402_REASONS.unexpectedVerifyError);
-  }
-  if (BigInt(used === "0x" ? "0x0" : used) !== 0n) return fail(X402_REASONS.nonceUsed);
-  if (BigInt(balance) < authorization.value * WEI_PER_UNIT) return fail(X402_REASONS.insufficientBalance);
+  const facts = await deps.payerFacts(payer as Hex, authorization.nonce);
+  if (!facts) return fail(X402_REASONS.unexpectedVerifyError);
+  if (facts.nonceUsed) return fail(X402_REASONS.nonceUsed);
+  if (facts.balanceWei < authorization.value * WEI_PER_UNIT) return fail(X402_REASONS.insufficientBalance);
   return checked;
 }
