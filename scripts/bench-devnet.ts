@@ -1,5 +1,6 @@
 /**
- * `npm run bench:devnet`: throughput of the devnet, in-process on loopback.
+ * `npm run bench:devnet`: throughput of the devnet, in its own process (as npm start runs it),
+ * loaded over loopback HTTP from this one.
  *
  * Transactions are signed before each phase starts, then sent over HTTP with
  * eth_sendRawTransaction, which returns once the transaction is mined, so a returned call is a
@@ -13,17 +14,16 @@
  * commit), the same-run baseline of issue 12 item 7; at CONCURRENCY the two alternate for
  * BENCH_ROUNDS rounds (default 3) and the summary compares their medians.
  *
- * Columns beyond rate and latency: transactions per block; CPU ms per transaction for the whole
- * process (devnet, its signature workers, the clients); and CPU ms per transaction of the main
- * thread alone, whose saturation caps the rate. The machine is shared: the run also prints the
- * CPU steal (from /proc/stat) and the load average.
+ * Columns beyond rate and latency: transactions per block; CPU ms per transaction of the devnet's
+ * process (all its threads); and CPU ms per transaction of its main thread alone, whose saturation
+ * caps the rate. The machine is shared: the run also prints the CPU steal (from /proc/stat) and
+ * the load average.
  */
 import { readFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { availableParallelism, loadavg } from "node:os";
 import { type Hex, parseGwei } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { type Devnet, startDevnet } from "../devnet/index.ts";
 import {
   fund,
   newAccount,
@@ -35,6 +35,7 @@ import {
 } from "../devnet/testing.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { median, quantile } from "./lib/stats.ts";
+import { type ManagedChild, startChild } from "./lib/supervisor.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -60,7 +61,7 @@ type PhaseResult = {
   verified: string;
 };
 type Send = (body: string) => Promise<Record<string, unknown>>;
-type Bench = { url: string; send: Send; label: string };
+type Bench = { url: string; send: Send; label: string; pid: number };
 type Settled = {
   rounds: Array<{ grouped: PhaseResult; single: PhaseResult }>;
   /** Sequential settlements: grouped devnet, then baseline. */
@@ -69,14 +70,15 @@ type Settled = {
 
 async function main(): Promise<void> {
   const ticksBefore = await cpuTicks();
-  const grouped = await startDevnet({ port: 0 });
+  const grouped = await startDevnetProcess(undefined);
   // The baseline: one block per transaction, as the devnet mined before group commit.
-  const single = await startDevnet({ port: 0, maxTxsPerBlock: 1 });
+  const single = await startDevnetProcess(1);
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-  const benchOf = (devnet: Devnet, label: string): Bench => ({
+  const benchOf = (devnet: DevnetProcess, label: string): Bench => ({
     url: devnet.url,
     send: (body) => post(devnet.url, body, agent),
     label,
+    pid: devnet.child.process.pid!,
   });
   const bench = benchOf(grouped, "");
   const baseline = benchOf(single, ", one block per tx");
@@ -112,7 +114,7 @@ async function main(): Promise<void> {
     const read = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] });
     const reads = await runPhase(
       range(CONCURRENCY).map(() => repeat(read)),
-      bench.send,
+      bench,
     );
     results.push({
       name: `eth_blockNumber, ${describeWorkers(CONCURRENCY)}`,
@@ -125,8 +127,8 @@ async function main(): Promise<void> {
     await printBaseFees(bench.url);
   } finally {
     agent.destroy();
-    await grouped.close();
-    await single.close();
+    await grouped.child.stop();
+    await single.child.stop();
   }
   const ticksAfter = await cpuTicks();
   printSummary(settled, ticksBefore, ticksAfter);
@@ -214,7 +216,7 @@ async function measuredPhase(
   mainMs: number;
 }> {
   const before = await blockNumber(bench.url);
-  const run = await runPhase(queues, bench.send);
+  const run = await runPhase(queues, bench);
   return { ...run, blocks: (await blockNumber(bench.url)) - before };
 }
 
@@ -224,11 +226,11 @@ async function measuredPhase(
  */
 async function runPhase(
   queues: Array<Iterable<string>>,
-  send: Send,
+  { send, pid }: Bench,
 ): Promise<{ sent: number; seconds: number; latencies: number[]; cpuMs: number; mainMs: number }> {
   const latencies: number[] = [];
-  const cpuBefore = process.cpuUsage();
-  const mainBefore = await mainThreadCpuMs();
+  const cpuBefore = await cpuMsOf(`/proc/${pid}/stat`);
+  const mainBefore = await cpuMsOf(`/proc/${pid}/task/${pid}/stat`);
   const started = performance.now();
   const deadline = started + SECONDS * 1000;
   await Promise.all(
@@ -243,13 +245,13 @@ async function runPhase(
       }
     }),
   );
-  const cpu = process.cpuUsage(cpuBefore);
+  const seconds = (performance.now() - started) / 1000;
   return {
     sent: latencies.length,
-    seconds: (performance.now() - started) / 1000,
+    seconds,
     latencies,
-    cpuMs: (cpu.user + cpu.system) / 1000,
-    mainMs: (await mainThreadCpuMs()) - mainBefore,
+    cpuMs: (await cpuMsOf(`/proc/${pid}/stat`)) - cpuBefore,
+    mainMs: (await cpuMsOf(`/proc/${pid}/task/${pid}/stat`)) - mainBefore,
   };
 }
 
@@ -391,13 +393,42 @@ function printSummary(
 
 type CpuTicks = { steal: number; total: number };
 
+type DevnetProcess = { url: string; child: ManagedChild };
+
+/** A devnet in its own process (bench/devnet-server.ts), once it listens. */
+async function startDevnetProcess(maxTxsPerBlock: number | undefined): Promise<DevnetProcess> {
+  let announce: (url: string) => void = () => {};
+  const announced = new Promise<string>((resolve) => {
+    announce = resolve;
+  });
+  const child = startChild({
+    name: "devnet",
+    entry: "scripts/bench/devnet-server.ts",
+    env: {
+      ...process.env,
+      BENCH_MAX_TXS_PER_BLOCK: maxTxsPerBlock === undefined ? "" : String(maxTxsPerBlock),
+    },
+    onLine: (line) => {
+      const url = line.replace(/^\[devnet\] /, "");
+      if (url.startsWith("http://")) announce(url);
+    },
+  });
+  const url = await Promise.race([
+    announced,
+    child.exited.then((code) => {
+      throw new Error(`the devnet exited (${code}) before it listened`);
+    }),
+  ]);
+  return { url, child };
+}
+
 /**
- * CPU time of this process's main thread (the devnet's, which the clients share) from
- * /proc/self/task/<pid>/stat: utime + stime in clock ticks, taken as 10 ms (USER_HZ 100).
+ * CPU time of a process (/proc/<pid>/stat) or one of its threads (/proc/<pid>/task/<tid>/stat):
+ * utime + stime in clock ticks, taken as 10 ms (USER_HZ 100). NaN where /proc is missing.
  */
-async function mainThreadCpuMs(): Promise<number> {
+async function cpuMsOf(statPath: string): Promise<number> {
   try {
-    const stat = await readFile(`/proc/self/task/${process.pid}/stat`, "utf8");
+    const stat = await readFile(statPath, "utf8");
     // The command name, in parentheses, may hold spaces: count fields after it.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(fields[11]) + Number(fields[12])) * 10;

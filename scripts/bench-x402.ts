@@ -12,6 +12,7 @@
  * BENCH_PAYERS (16) concurrent payers for BENCH_SECONDS. Goals at the end: our p50 ≤ 0.5× the
  * reference's, our throughput ≥ 2× the reference's, our p50 within 2× of the chain floor.
  */
+import { appendFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -67,7 +68,9 @@ async function main(): Promise<void> {
     basePath: "/77",
     envId: "local-dev",
     say: () => {},
-    onPartLine: () => {},
+    onPartLine: (line) => {
+      if (process.env.EXP_PARTS) appendFileSync(process.env.EXP_PARTS, `${line}\n`);
+    },
     // e.g. BENCH_ORIGIN_NODE_OPTIONS="--import ./profile.mjs" (a preload starting node:inspector's
     // profiler: --cpu-prof itself is not allowed in NODE_OPTIONS) to see where the origin's time goes
     originEnv: { LOG_LEVEL: "warn", NODE_OPTIONS: process.env.BENCH_ORIGIN_NODE_OPTIONS ?? "" },

@@ -281,13 +281,17 @@ export async function setTxStatus(
 ): Promise<void> {
   if (txIds.length === 0) return;
   const failedAction = status === "failed" && fields.error ? "broadcast_refused" : null;
+  // Locked in tx_id order first, as recordMined does, so the two never deadlock on shared rows.
   await db.execute(sql`
-    with moved as (
+    with locked as materialized (
+      select tx_id from outgoing_transactions where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
+      order by tx_id for update),
+    moved as (
       update outgoing_transactions
       set status = ${status}, updated_at = now(), broadcast_lease_until = null,
           error = coalesce(${fields.error ?? null}::text, error),
           broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
-      where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
+      where tx_id in (select tx_id from locked)
       returning tx_id),
     settlements as (
       update x402_settlements
@@ -334,13 +338,19 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
     ),
     sql`, `,
   );
+  // The rows are locked in tx_id order first: a settle and a tracker (or two origins' trackers)
+  // recording overlapping receipts at once then queue on the first shared row instead of each
+  // holding one the other needs (a deadlock Postgres would end by failing one of them).
   await db.execute(sql`
     with receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
+    locked as materialized (
+      select t.tx_id from outgoing_transactions t join receipts r on r.tx_id = t.tx_id
+      where t.status = 'submitted' order by t.tx_id for update of t),
     moved as (
       update outgoing_transactions t
       set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
           broadcast_lease_until = null
-      from receipts r where t.tx_id = r.tx_id and t.status = 'submitted'
+      from receipts r where t.tx_id = r.tx_id and t.tx_id in (select tx_id from locked) and t.status = 'submitted'
       returning t.tx_id, t.status),
     settlements as (
       update x402_settlements x

@@ -101,11 +101,12 @@ type BatchOutcome =
   | { kind: "sent"; txHash: Hex; txId: string; receipt: Receipt | undefined };
 
 export function createSettler(deps: SettlerDeps): Settler {
-  // One batch at a time: the settler's nonces must reach the chain in order.
-  const settleBatch = createBatcher<SettlementPayment, BatchOutcome>((items) => runBatch(deps, items), {
-    maxBatch: MAX_BATCH,
-    maxInFlight: 1,
-  });
+  // Two batches at once: one signing while the one before it broadcasts, in nonce order (turns).
+  const takeTurn = createBroadcastTurns();
+  const settleBatch = createBatcher<SettlementPayment, BatchOutcome>(
+    (items) => runBatch(deps, takeTurn, items),
+    { maxBatch: MAX_BATCH, maxInFlight: 2 },
+  );
 
   const respond = (payer: string, transaction: string, reason?: X402Reason): SettleResponse => ({
     success: reason === undefined,
@@ -191,12 +192,53 @@ async function earlier(
   }
 }
 
+type Turn = { ready: Promise<void>; done: () => void };
+
+/**
+ * Keeps broadcasts in nonce order while the next batch signs: a batch takes its turn as soon as
+ * its nonces are assigned (the settler's nonce row lock admits one batch at a time, so turns
+ * follow nonces) and sends once the batch before it has sent. A node would otherwise hold the
+ * later nonces back as a gap until the earlier ones arrive.
+ */
+function createBroadcastTurns(): () => Turn {
+  let last = Promise.resolve();
+  return () => {
+    const ready = last;
+    let done: () => void = () => {};
+    last = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    return { ready, done };
+  };
+}
+
 /**
  * One batch: the settler's chain view and fees read first (no lock held); then one database
  * transaction claims the payments, locks the settler's nonce row, signs what it claimed and
- * stores it; then one JSON-RPC batch broadcasts and another reads the receipts.
+ * stores it; then, in its turn, one JSON-RPC batch broadcasts and another reads the receipts.
  */
-async function runBatch(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchOutcome[]> {
+async function runBatch(
+  deps: SettlerDeps,
+  takeTurn: () => Turn,
+  payments: SettlementPayment[],
+): Promise<BatchOutcome[]> {
+  let turn: Turn | undefined;
+  try {
+    return await settleInTurn(deps, payments, () => {
+      turn = takeTurn();
+      return turn;
+    });
+  } finally {
+    // Whatever happened (nothing to send, a failed transaction), the next batch may send.
+    turn?.done();
+  }
+}
+
+async function settleInTurn(
+  deps: SettlerDeps,
+  payments: SettlementPayment[],
+  takeTurn: () => Turn,
+): Promise<BatchOutcome[]> {
   const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
   const quote = await deps.fees.quote(SETTLEMENT_GAS);
   const view = quote.ok ? await readSenderView(deps.rpc, deps.settler.address) : undefined;
@@ -205,6 +247,7 @@ async function runBatch(deps: SettlerDeps, payments: SettlementPayment[]): Promi
     return payments.map(() => ({ kind: "refused", reason: X402_REASONS.unexpectedSettleError }));
   }
   const fees = quote.fees;
+  let turn: Turn | undefined;
   const stored = await deps.db.transaction(async (tx) => {
     const claims = await claimAll(tx, payments);
     if (claims.length === 0) return [];
@@ -212,6 +255,7 @@ async function runBatch(deps: SettlerDeps, payments: SettlementPayment[]): Promi
       tx,
       nextNonceUpsert(deps.settler.address, view.minedNonce),
     );
+    turn = takeTurn();
     const { signed, unsigned } = await signInNonceOrder(deps, fees, claims, BigInt(next!.next_nonce));
     for (const claim of unsigned) {
       outcomes[claim.index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
@@ -221,15 +265,20 @@ async function runBatch(deps: SettlerDeps, payments: SettlementPayment[]): Promi
   if (stored.length === 0) return outcomes;
 
   const leases = stored.map((item) => item.lease);
+  await turn!.ready;
   const sent = await sendRawBatch(deps.rpc, leases);
-  await recordBroadcastOutcomes(deps.db, leases, sent);
+  turn!.done();
+  await bookkeep(deps, "recording the broadcast", () => recordBroadcastOutcomes(deps.db, leases, sent));
   if (sent.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
-  if (sent.some((outcome) => outcome.kind !== "refused")) deps.onInFlight();
   const accepted = stored.filter((_, n) => sent[n]!.kind === "accepted");
   const receipts = await readReceipts(
     deps.rpc,
     accepted.map((item) => item.lease.txHash as Hex),
   );
+  // The tracker follows what is still in flight: a transient broadcast, or a receipt not in yet.
+  if (stored.some((item, n) => sent[n]!.kind !== "refused" && !receipts.has(item.lease.txHash))) {
+    deps.onInFlight();
+  }
   const mined: MinedTransaction[] = [];
   for (const [n, item] of stored.entries()) {
     if (sent[n]!.kind === "refused") {
@@ -245,8 +294,24 @@ async function runBatch(deps: SettlerDeps, payments: SettlementPayment[]): Promi
       receipt,
     };
   }
-  await recordMined(deps.db, mined);
+  await bookkeep(deps, "recording the receipts", () => recordMined(deps.db, mined));
   return outcomes;
+}
+
+/**
+ * Records what the chain already did. A failure here (the database gone for a moment) changes
+ * nothing the payer is told: the transactions are out, and the tracker records them from the chain.
+ */
+async function bookkeep(deps: SettlerDeps, what: string, record: () => Promise<void>): Promise<void> {
+  try {
+    await record();
+  } catch (error) {
+    deps.logger.warn(
+      { err: { message: error instanceof Error ? error.message : String(error) } },
+      `x402 settle: ${what} failed; the transaction tracker will`,
+    );
+    deps.onInFlight();
+  }
 }
 
 type Claim = { index: number; id: string; payment: SettlementPayment };

@@ -1,0 +1,84 @@
+import { sql } from "drizzle-orm";
+import type { Address } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { type FaultEnclave, startRewritingEnclaveProxy } from "../../scripts/test/fault-enclave.ts";
+import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
+import { queryRows } from "../db/client.ts";
+import { createSignerClient } from "../signer/create-signer-client.ts";
+import { X402_REASONS } from "./reasons.ts";
+
+// Settlements of one batch are signed all at once with consecutive settler nonces (settle.ts). If
+// the enclave refuses one of them, the ones after it must be signed again from its nonce: a
+// refused nonce left as a gap would hold every later settlement back on chain. The refusal comes
+// from a FAKE: a proxy in front of the real enclave that turns one sign_settlement answer into an
+// error (the real enclave refuses only payments that verification already turns away).
+const AMOUNT = 10_000n;
+const PAYMENTS = 8;
+const REFUSED = 3;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+let stack: MoneyStack;
+let proxy: FaultEnclave;
+let origin: TestOrigin;
+let settlementAnswers = 0;
+
+beforeAll(async () => {
+  stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
+  proxy = await startRewritingEnclaveProxy(stack.enclave.socketPath, (op, response) => {
+    if (op !== "sign_settlement") return response;
+    settlementAnswers++;
+    return settlementAnswers === REFUSED
+      ? { v: 1, id: response.id, ok: false, error: { code: "cap_exceeded", reason: "fake refusal" } }
+      : response;
+  });
+  origin = await startTestOrigin({
+    database: stack.db.handle,
+    rpcUrl: stack.devnet.url,
+    // A short receipt wait: a settlement held back behind a nonce gap shows as pending, soon.
+    env: { ...stack.originEnv, AGENT_X402_RECEIPT_TIMEOUT_MS: "3000" },
+    signer: createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true }),
+  });
+}, 120_000);
+afterAll(async () => {
+  await origin?.close();
+  await proxy?.close();
+  await stack?.close();
+});
+
+describe("x402 settlement batches", () => {
+  it("re-signs the settlements after one the enclave refused: the rest settle on consecutive nonces", async () => {
+    const demo = `${origin.base}/x402/demo`;
+    const payers = await Promise.all(Array.from({ length: PAYMENTS }, () => fundedPayer(stack.devnet.url)));
+    const headers = await Promise.all(
+      payers.map(async (payer) => paymentHeader(await envelope(demo, payer))),
+    );
+    // All at once, so that they share a batch and the refusal falls in its middle.
+    const answers = await Promise.all(headers.map((header) => pay(demo, header)));
+
+    const statuses = answers.map((answer) => answer.status).sort();
+    expect(statuses).toEqual([...Array(PAYMENTS - 1).fill(200), 402]);
+    const refused = answers.find((answer) => answer.status === 402)!;
+    expect(refused.body.error).toBe(X402_REASONS.unexpectedSettleError);
+
+    const rows = await queryRows<{ status: string; settler_nonce: string }>(
+      stack.db.handle.db,
+      sql`select status, settler_nonce::text from x402_settlements where pay_to = ${payTo} order by settler_nonce`,
+    );
+    expect(rows.map((row) => row.status)).toEqual(Array(PAYMENTS - 1).fill("settled"));
+    const nonces = rows.map((row) => BigInt(row.settler_nonce));
+    expect(nonces.map((nonce) => nonce - nonces[0]!)).toEqual(
+      Array.from({ length: PAYMENTS - 1 }, (_, i) => BigInt(i)),
+    );
+    const chainNonce = await publicClientFor(stack.devnet.url).getTransactionCount({
+      address: stack.settler!,
+    });
+    expect(BigInt(chainNonce)).toBe(nonces.at(-1)! + 1n);
+
+    // Its claim went with the refusal, so the same payment presented again settles.
+    const again = await pay(demo, headers[answers.indexOf(refused)]!);
+    expect(again.status).toBe(200);
+  });
+});
