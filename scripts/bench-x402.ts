@@ -68,8 +68,9 @@ async function main(): Promise<void> {
     basePath: "/77",
     envId: "local-dev",
     say: () => {},
+    // BENCH_STACK_LOG=FILE keeps the stack's output (the origin's log among it) for a failed run.
     onPartLine: (line) => {
-      if (process.env.EXP_PARTS) appendFileSync(process.env.EXP_PARTS, `${line}\n`);
+      if (process.env.BENCH_STACK_LOG) appendFileSync(process.env.BENCH_STACK_LOG, `${line}\n`);
     },
     // e.g. BENCH_ORIGIN_NODE_OPTIONS="--import ./profile.mjs" (a preload starting node:inspector's
     // profiler: --cpu-prof itself is not allowed in NODE_OPTIONS) to see where the origin's time goes
