@@ -5,7 +5,7 @@
  */
 import { createAddressFromString } from "@ethereumjs/util";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
-import { domainSeparator } from "./precompile/eip712.ts";
+import { domainSeparator } from "../shared/eip712.ts";
 import { authorizationRecoveryInput } from "./precompile/native-transfer-auth.ts";
 import type { SupportedTx } from "./rpc-format.ts";
 import type { RecoveryInput } from "./signature-recovery.ts";

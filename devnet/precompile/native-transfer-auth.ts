@@ -16,6 +16,7 @@ import {
   NATIVE_DECIMALS,
   WEI_PER_UNIT,
 } from "../../shared/constants.ts";
+import { authorizationDigest, domainSeparator } from "../../shared/eip712.ts";
 import type { Result } from "../result.ts";
 import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
 import {
@@ -32,7 +33,6 @@ import {
   encodeString,
   encodeUint,
 } from "./abi-words.ts";
-import { authorizationDigest, domainSeparator } from "./eip712.ts";
 import { REVERT_REASONS, type RevertReason } from "./reasons.ts";
 import {
   recoverSigner,
