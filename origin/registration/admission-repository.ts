@@ -1,62 +1,75 @@
 import { sql } from "drizzle-orm";
-import { type Db, queryRows } from "../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { ALL_GROUPS } from "./quota-gate.ts";
 
-export type AdmitAttemptParams = {
+export type AdmitAttemptsParams = {
   /** The start of the current minute (quota-clock.ts minuteStart). */
   minute: Date;
-  /** The hashed IP group. */
-  ipGroup: string;
+  /** One entry per attempt, in arrival order: the hashed IP group it came from. */
+  ipGroups: readonly string[];
   perIpLimit: number;
   globalLimit: number;
 };
 
 export type AdmitAttemptResult = { ok: true } | { ok: false; limit: "per_ip" | "global" };
 
-/** Thrown inside the transaction to roll the group's count back when the global count is full. */
-class GlobalFull extends Error {}
-
 /**
  * SPEC Limits rule 1: an admission attempt is counted and committed on its own, before any
- * provisioning, so a provisioning that fails later still consumed it. Both counts move or
- * neither does: the group's row and the network-wide row are upserted in one statement whose
- * updates only apply below the limit (the row lock of ON CONFLICT DO UPDATE re-checks the
- * condition against the latest count, so concurrent attempts cannot overshoot), and a group
- * admitted while the global row is full is rolled back. Rows are always locked group first,
- * then global, so two admissions never wait on each other in a cycle.
+ * provisioning, so a provisioning that fails later still consumed it. Attempts of one minute are
+ * judged in arrival order against exact counts: the rows of their groups and the network-wide row
+ * are locked first (an upsert that changes nothing, which locks a row even when another
+ * transaction has just inserted it), each attempt is judged on the group's count, then the
+ * network-wide count, and counted in both only if both have room, and the new counts are
+ * written in the same transaction. Rows are always locked groups first (in sorted order), then
+ * the network-wide row, so two admissions never wait on each other in a cycle. A group row this
+ * transaction created and did not count in is deleted again: a refused attempt leaves no row.
  */
-export async function admitAttempt(db: Db, params: AdmitAttemptParams): Promise<AdmitAttemptResult> {
-  // A fresh row starts at 1 without checking the condition, so a limit of 0 is decided here.
-  if (params.perIpLimit < 1) return { ok: false, limit: "per_ip" };
-  if (params.globalLimit < 1) return { ok: false, limit: "global" };
-  try {
-    return await db.transaction(async (tx) => {
-      const [row] = await queryRows<{ group_count: number | null; global_count: number | null }>(
-        tx,
-        sql`with ip_group as (
-              insert into registration_attempts (minute, ip_group, count)
-              values (${params.minute.toISOString()}, ${params.ipGroup}, 1)
-              on conflict (minute, ip_group) do update set count = registration_attempts.count + 1
-                where registration_attempts.count < ${params.perIpLimit}
-              returning count
-            ), all_groups as (
-              insert into registration_attempts (minute, ip_group, count)
-              select ${params.minute.toISOString()}, ${ALL_GROUPS}, 1 where exists (select 1 from ip_group)
-              on conflict (minute, ip_group) do update set count = registration_attempts.count + 1
-                where registration_attempts.count < ${params.globalLimit}
-              returning count
-            )
-            -- Attempt counts guard against floods; losing the last instant's counts in a crash is
-            -- harmless, so this transaction's commit does not wait for the disk (issuance does).
-            select (select count from ip_group) as group_count, (select count from all_groups) as global_count,
-                   set_config('synchronous_commit', 'off', true) as commit_mode`,
-      );
-      if (row?.group_count == null) return { ok: false, limit: "per_ip" } as const;
-      if (row.global_count == null) throw new GlobalFull();
-      return { ok: true } as const;
+export async function admitAttempts(db: Db, params: AdmitAttemptsParams): Promise<AdmitAttemptResult[]> {
+  const { ipGroups, perIpLimit, globalLimit } = params;
+  if (perIpLimit < 1) return ipGroups.map(() => ({ ok: false, limit: "per_ip" }));
+  if (globalLimit < 1) return ipGroups.map(() => ({ ok: false, limit: "global" }));
+  const minute = params.minute.toISOString();
+  const groups = [...new Set(ipGroups)].sort();
+  return db.transaction(async (tx) => {
+    const locked = await queryRows<{ ip_group: string; count: number }>(
+      tx,
+      sql`insert into registration_attempts (minute, ip_group, count)
+          select ${minute}::timestamptz, ip_group, 0
+          from unnest(${pgArrayLiteral(groups)}::text[] || ${ALL_GROUPS}::text) with ordinality as t(ip_group, n)
+          order by n
+          on conflict (minute, ip_group) do update set count = registration_attempts.count
+          returning ip_group, count`,
+    );
+    const counts = new Map(locked.map((row) => [row.ip_group, row.count]));
+    const before = new Map(counts);
+    const results = ipGroups.map((group): AdmitAttemptResult => {
+      const groupCount = counts.get(group)!;
+      const globalCount = counts.get(ALL_GROUPS)!;
+      if (groupCount >= perIpLimit) return { ok: false, limit: "per_ip" };
+      if (globalCount >= globalLimit) return { ok: false, limit: "global" };
+      counts.set(group, groupCount + 1);
+      counts.set(ALL_GROUPS, globalCount + 1);
+      return { ok: true };
     });
-  } catch (error) {
-    if (error instanceof GlobalFull) return { ok: false, limit: "global" };
-    throw error;
-  }
+    const counted = groups.filter((group) => counts.get(group) !== before.get(group));
+    const unused = groups.filter((group) => counts.get(group) === 0);
+    await tx.execute(
+      sql`with counted as (
+            update registration_attempts set count = v.count
+            from unnest(${pgArrayLiteral(counted)}::text[],
+                        ${pgArrayLiteral(counted.map((group) => counts.get(group)!))}::int[]) as v(ip_group, count)
+            where registration_attempts.minute = ${minute} and registration_attempts.ip_group = v.ip_group
+          ), network as (
+            update registration_attempts set count = ${counts.get(ALL_GROUPS)!}
+            where minute = ${minute} and ip_group = ${ALL_GROUPS}
+          ), unused as (
+            delete from registration_attempts
+            where minute = ${minute} and ip_group = any(${pgArrayLiteral(unused)}::text[]) and count = 0
+          )
+          -- Attempt counts guard against floods; losing the last instant's counts in a crash is
+          -- harmless, so this transaction's commit does not wait for the disk (issuance does).
+          select set_config('synchronous_commit', 'off', true)`,
+    );
+    return results;
+  });
 }
