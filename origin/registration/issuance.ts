@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Capability } from "../../shared/constants.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import type { Db } from "../db/client.ts";
 import { claimKeysForIdentities, type ProvisionedIdentity } from "../keypool/provision.ts";
 import { ALL_GROUPS, evaluateGate, type GateRefusal, readQuotaState } from "./quota-gate.ts";
 
