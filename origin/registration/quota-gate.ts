@@ -10,7 +10,12 @@ export type RegistrationState = {
   keyReserve: number;
   attemptsPerIpPerMinute: number;
   attemptsGlobalPerMinute: number;
-  /** Public registrations ever issued (the total ceiling counts these). */
+  /**
+   * Public registrations ever issued (the total ceiling counts these), counted only up to the
+   * ceiling: every decision compares this plus the issuances judged before against the ceiling,
+   * which gives the same answer for the capped count, and the count stays bounded as the table
+   * grows.
+   */
   issuedTotal: number;
   /**
    * Free keys: verified and backed up (a key is free only once its batch is available), counted
@@ -64,8 +69,11 @@ export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Prom
     db,
     sql`select p.paused, p.per_ip_daily, p.network_daily, p.total_ceiling, p.key_reserve,
           p.attempts_per_ip_per_minute, p.attempts_global_per_minute,
-          (select count(*)::int from registration_issued) as issued_total,
-          (select count(*)::int from (select 1 from key_pool where status = 'free'
+          (select count(*)::int from (select 1 from registration_issued
+                                      limit p.total_ceiling) issued) as issued_total,
+          -- In index order, so the scan stops at the limit: a bitmap scan (the planner's choice
+          -- without the order) reads every free key's index entry first.
+          (select count(*)::int from (select 1 from key_pool where status = 'free' order by created_at
                                       limit p.key_reserve + ${params.keysWanted}) free_keys) as free_keys,
           coalesce((select count from registration_admissions
                     where day = ${params.day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
