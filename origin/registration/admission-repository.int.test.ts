@@ -13,7 +13,10 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
   let testDb: TestDatabase;
   let nextMinute = Date.parse("2031-05-06T07:00:00Z");
   /** A minute no other test counted in. */
-  const freshMinute = () => new Date((nextMinute += 60_000));
+  const freshMinute = () => {
+    nextMinute += 60_000;
+    return new Date(nextMinute);
+  };
   const group = (name: string) => name.repeat(64).slice(0, 64);
   const A = group("a");
   const B = group("b");
