@@ -17,8 +17,8 @@ export type BatcherOptions<Request, Result> = {
  * Coalesces concurrent calls into batches, one batch out at a time per batcher: each batch takes
  * every call that arrived while the one before was out (up to maxBatch, all of one key), in
  * arrival order. A lone call goes out at once; under load, calls share one statement or one
- * transaction instead of each paying its own round trips, which is most of what a registration
- * costs the origin and Postgres. A batch that throws rejects each of its calls with the error.
+ * transaction instead of each paying its own round trips (in the origin's CPU and in Postgres's).
+ * A batch that throws rejects each of its calls with the error.
  */
 export class Batcher<Request, Result> {
   private readonly options: BatcherOptions<Request, Result>;
