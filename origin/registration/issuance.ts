@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { Capability } from "../../shared/constants.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import type { Db } from "../db/client.ts";
 import { claimKeysForIdentities, type ProvisionedIdentity } from "../keypool/provision.ts";
-import { ALL_GROUPS, evaluateGate, type GateRefusal, type RegistrationState } from "./quota-gate.ts";
+import { ALL_GROUPS, evaluateGate, type GateRefusal, readQuotaState } from "./quota-gate.ts";
 
 /** SPEC "Agent identity": public registration always gives read and transfer, never faucet. */
 export const PUBLIC_CAPABILITIES: readonly Capability[] = ["read", "transfer"];
@@ -39,7 +39,8 @@ export async function issuePublicIdentities(
   return db.transaction(async (tx): Promise<IssuePublicIdentityResult[]> => {
     await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
     const groups = [...new Set(requests.map((request) => request.ipGroup))];
-    const state = await readBatchState(tx, day, groups, requests.length);
+    // After the lock is granted: this statement sees every issuance committed before.
+    const state = await readQuotaState(tx, { day, ipGroups: groups, keysWanted: requests.length + 1 });
 
     // Judged in arrival order, each admission counted before the next is judged.
     const results: (IssuePublicIdentityResult | undefined)[] = new Array(requests.length);
@@ -86,61 +87,6 @@ export async function issuePublicIdentities(
     if (issued.length > 0) await recordIssued(tx, day, issued);
     return results as IssuePublicIdentityResult[];
   });
-}
-
-type BatchState = { policy: RegistrationState; groupCounts: Map<string, number> };
-
-/**
- * The policy and every count the batch is judged on, in one statement after the lock is granted,
- * so it sees every issuance committed before (READ COMMITTED takes a snapshot per statement).
- * Free keys are counted only as far as the decisions need (the reserve, plus one per request).
- */
-async function readBatchState(tx: Db, day: string, groups: string[], size: number): Promise<BatchState> {
-  const [row] = await queryRows<{
-    paused: boolean;
-    per_ip_daily: number;
-    network_daily: number;
-    total_ceiling: number;
-    key_reserve: number;
-    attempts_per_ip_per_minute: number;
-    attempts_global_per_minute: number;
-    issued_total: number;
-    free_keys: number;
-    network_today: number;
-    group_counts: Record<string, number> | null;
-  }>(
-    tx,
-    sql`select p.paused, p.per_ip_daily, p.network_daily, p.total_ceiling, p.key_reserve,
-          p.attempts_per_ip_per_minute, p.attempts_global_per_minute,
-          (select count(*)::int from registration_issued) as issued_total,
-          (select count(*)::int from (select 1 from key_pool where status = 'free'
-                                      limit p.key_reserve + ${size} + 1) free_keys) as free_keys,
-          coalesce((select count from registration_admissions
-                    where day = ${day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
-          (select json_object_agg(ip_group, count) from registration_admissions
-           where day = ${day} and ip_group in (${sql.join(
-             groups.map((group) => sql`${group}`),
-             sql`, `,
-           )})) as group_counts
-        from registration_policy p where p.id = 1`,
-  );
-  if (!row) throw new Error("registration_policy row is missing: run the migrations");
-  return {
-    policy: {
-      paused: row.paused,
-      perIpDaily: row.per_ip_daily,
-      networkDaily: row.network_daily,
-      totalCeiling: row.total_ceiling,
-      keyReserve: row.key_reserve,
-      attemptsPerIpPerMinute: row.attempts_per_ip_per_minute,
-      attemptsGlobalPerMinute: row.attempts_global_per_minute,
-      issuedTotal: row.issued_total,
-      freeKeys: row.free_keys,
-      networkToday: row.network_today,
-      ipGroupToday: 0,
-    },
-    groupCounts: new Map(Object.entries(row.group_counts ?? {})),
-  };
 }
 
 /** The issuance records and the day's counts (per group, and network-wide) of one batch. */

@@ -10,7 +10,12 @@ export type RegistrationState = {
   keyReserve: number;
   attemptsPerIpPerMinute: number;
   attemptsGlobalPerMinute: number;
-  /** Public registrations ever issued (the total ceiling counts these). */
+  /**
+   * Public registrations ever issued (the total ceiling counts these), counted only up to the
+   * ceiling: every decision compares this plus the issuances judged before against the ceiling,
+   * which gives the same answer for the capped count, and the count stays bounded as the table
+   * grows.
+   */
   issuedTotal: number;
   /**
    * Free keys: verified and backed up (a key is free only once its batch is available), counted
@@ -21,25 +26,33 @@ export type RegistrationState = {
   ipGroupToday: number;
 };
 
-export type ReadRegistrationStateParams = {
+export type ReadQuotaStateParams = {
   /** `YYYY-MM-DD`, UTC. */
   day: string;
-  /** The hashed IP group. */
-  ipGroup: string;
+  /** The hashed IP groups whose counts of the day are wanted. */
+  ipGroups: readonly string[];
+  /** Free keys beyond the reserve that the decisions need to see (one per issuance judged). */
+  keysWanted: number;
+};
+
+export type QuotaState = {
+  /** The policy and the network-wide figures; ipGroupToday is 0 here (see forGroup). */
+  policy: RegistrationState;
+  /** Today's count of each asked group that has one. */
+  groupCounts: Map<string, number>;
 };
 
 /** The network-wide row of the per-day and per-minute counters. */
 export const ALL_GROUPS = "*";
 
 /**
- * One statement, so one snapshot: every figure is as of the same instant. Under the issuance lock
- * it runs after the lock is granted, so it sees every issuance committed before (READ COMMITTED
- * takes a snapshot per statement).
+ * The policy and every count the quotas are judged on, for any number of IP groups, in one
+ * statement, so one snapshot: every figure is as of the same instant. Under the issuance lock it
+ * runs after the lock is granted, so it sees every issuance committed before (READ COMMITTED takes
+ * a snapshot per statement). Free keys are counted only as far as the decisions need (the reserve,
+ * plus keysWanted).
  */
-export async function readRegistrationState(
-  db: Db,
-  params: ReadRegistrationStateParams,
-): Promise<RegistrationState> {
+export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Promise<QuotaState> {
   const [row] = await queryRows<{
     paused: boolean;
     per_ip_daily: number;
@@ -51,34 +64,48 @@ export async function readRegistrationState(
     issued_total: number;
     free_keys: number;
     network_today: number;
-    ip_group_today: number;
+    group_counts: Record<string, number> | null;
   }>(
     db,
     sql`select p.paused, p.per_ip_daily, p.network_daily, p.total_ceiling, p.key_reserve,
           p.attempts_per_ip_per_minute, p.attempts_global_per_minute,
-          (select count(*)::int from registration_issued) as issued_total,
-          (select count(*)::int from (select 1 from key_pool where status = 'free'
-                                      limit p.key_reserve + 1) free_keys) as free_keys,
+          (select count(*)::int from (select 1 from registration_issued
+                                      limit p.total_ceiling) issued) as issued_total,
+          -- In index order, so the scan stops at the limit: a bitmap scan (the planner's choice
+          -- without the order) reads every free key's index entry first.
+          (select count(*)::int from (select 1 from key_pool where status = 'free' order by created_at
+                                      limit p.key_reserve + ${params.keysWanted}) free_keys) as free_keys,
           coalesce((select count from registration_admissions
                     where day = ${params.day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
-          coalesce((select count from registration_admissions
-                    where day = ${params.day} and ip_group = ${params.ipGroup}), 0) as ip_group_today
+          (select json_object_agg(ip_group, count) from registration_admissions
+           where day = ${params.day} and ip_group in (${sql.join(
+             params.ipGroups.map((group) => sql`${group}`),
+             sql`, `,
+           )})) as group_counts
         from registration_policy p where p.id = 1`,
   );
   if (!row) throw new Error("registration_policy row is missing: run the migrations");
   return {
-    paused: row.paused,
-    perIpDaily: row.per_ip_daily,
-    networkDaily: row.network_daily,
-    totalCeiling: row.total_ceiling,
-    keyReserve: row.key_reserve,
-    attemptsPerIpPerMinute: row.attempts_per_ip_per_minute,
-    attemptsGlobalPerMinute: row.attempts_global_per_minute,
-    issuedTotal: row.issued_total,
-    freeKeys: row.free_keys,
-    networkToday: row.network_today,
-    ipGroupToday: row.ip_group_today,
+    policy: {
+      paused: row.paused,
+      perIpDaily: row.per_ip_daily,
+      networkDaily: row.network_daily,
+      totalCeiling: row.total_ceiling,
+      keyReserve: row.key_reserve,
+      attemptsPerIpPerMinute: row.attempts_per_ip_per_minute,
+      attemptsGlobalPerMinute: row.attempts_global_per_minute,
+      issuedTotal: row.issued_total,
+      freeKeys: row.free_keys,
+      networkToday: row.network_today,
+      ipGroupToday: 0,
+    },
+    groupCounts: new Map(Object.entries(row.group_counts ?? {})),
   };
+}
+
+/** The state one IP group is judged on. */
+export function forGroup(state: QuotaState, ipGroup: string): RegistrationState {
+  return { ...state.policy, ipGroupToday: state.groupCounts.get(ipGroup) ?? 0 };
 }
 
 /** Why issuance is refused: a state of the service (503) or a spent daily quota (429). */

@@ -366,6 +366,19 @@ describe("POST {base}/agent/v1/register at the origin", () => {
       expect((await register(origin, publicIp())).status).toBe(201);
     });
 
+    it("attempts from one address sent at once to two nodes: exactly 10 admitted in the minute", async () => {
+      await open({ perIpDaily: 100 });
+      const ip = publicIp();
+      // 7 a node: each node's early limiter lets them all through; the persisted count decides.
+      const responses = await Promise.all(
+        Array.from({ length: 14 }, (_, i) => register(i % 2 ? twin : origin, ip)),
+      );
+      const statuses = responses.map((response) => response.status).sort();
+      expect(statuses).toEqual([...Array(10).fill(201), ...Array(4).fill(429)]);
+      for (const response of responses) if (response.status === 429) expectLimited(response);
+      expect(await attemptsOf(ip)).toBe(10);
+    });
+
     it("the global attempt limit across two nodes, counted in the database", async () => {
       await open({ attemptsGlobalPerMinute: 4 });
       for (let i = 0; i < 4; i++)

@@ -1,17 +1,23 @@
 import { Hono } from "hono";
 import { CHAIN_ID } from "../../shared/constants.ts";
+import type { Db } from "../db/client.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
-import { admitAttempt } from "./admission-repository.ts";
+import { type AdmitAttemptResult, admitAttempts } from "./admission-repository.ts";
+import { Batcher } from "./batcher.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
-import { type IssuanceRefusal, type IssuePublicIdentityResult, PUBLIC_CAPABILITIES } from "./issuance.ts";
-import { IssuanceBatcher } from "./issuance-batcher.ts";
+import {
+  type IssuanceRefusal,
+  type IssuePublicIdentityResult,
+  issuePublicIdentities,
+  PUBLIC_CAPABILITIES,
+} from "./issuance.ts";
 import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
-import { evaluateGate, type RegistrationState, readRegistrationState } from "./quota-gate.ts";
+import { evaluateGate, forGroup, type RegistrationState, readQuotaState } from "./quota-gate.ts";
 import { checkRequestShape } from "./request-shape.ts";
 
 type UnavailableReason = "disabled" | "paused" | "total_ceiling" | "key_reserve" | "unavailable";
@@ -45,7 +51,7 @@ export function createRegistrationRouter(
   const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
   const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
   const refusals = options.refusals ?? ignoreRefusal;
-  const issuer = new IssuanceBatcher(db);
+  const batchers = createRegistrationBatchers(db);
   const router = new Hono<AppEnv>();
 
   router.use("*", async (c, next) => {
@@ -84,7 +90,7 @@ export function createRegistrationRouter(
     const ipGroup = ingress.ipGroupHash;
     let state: RegistrationState;
     try {
-      state = await readRegistrationState(db, { day, ipGroup });
+      state = await batchers.state.submit({ day, ipGroup });
     } catch (error) {
       throw unavailable("unavailable", error);
     }
@@ -104,9 +110,9 @@ export function createRegistrationRouter(
       throw rateLimited(early.retryAfterSeconds);
     }
 
-    let admitted: Awaited<ReturnType<typeof admitAttempt>>;
+    let admitted: AdmitAttemptResult;
     try {
-      admitted = await admitAttempt(db, {
+      admitted = await batchers.admission.submit({
         minute: minuteStart(now),
         ipGroup,
         perIpLimit: state.attemptsPerIpPerMinute,
@@ -123,7 +129,7 @@ export function createRegistrationRouter(
 
     let issued: IssuePublicIdentityResult;
     try {
-      issued = await issuer.issue({ day, ipGroup });
+      issued = await batchers.issuance.submit({ day, ipGroup });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
       throw unavailable("unavailable", error);
@@ -150,6 +156,53 @@ export function createRegistrationRouter(
     throw new AppError("not_found", "no such route");
   });
   return router;
+}
+
+type AdmissionRequest = { minute: Date; ipGroup: string; perIpLimit: number; globalLimit: number };
+
+/** Requests per batch at most: the statement sizes stay small. */
+const MAX_BATCH = 64;
+
+/**
+ * The three database steps of a registration, each coalescing the requests that arrive together
+ * (batcher.ts): under load, a step costs one statement or transaction per batch instead of one
+ * per request, and every rule still holds per request: the state is read after the request
+ * arrived, attempts are counted exactly and committed before issuance, and quotas are judged in
+ * order under the issuance lock.
+ */
+function createRegistrationBatchers(db: Db) {
+  return {
+    state: new Batcher<{ day: string; ipGroup: string }, RegistrationState>({
+      maxBatch: MAX_BATCH,
+      keyOf: (request) => request.day,
+      run: async (requests) => {
+        const state = await readQuotaState(db, {
+          day: requests[0]!.day,
+          ipGroups: [...new Set(requests.map((request) => request.ipGroup))],
+          // Each request is judged alone here: one key beyond the reserve is enough to see.
+          keysWanted: 1,
+        });
+        return requests.map((request) => forGroup(state, request.ipGroup));
+      },
+    }),
+    admission: new Batcher<AdmissionRequest, AdmitAttemptResult>({
+      maxBatch: MAX_BATCH,
+      // One minute's counts, judged on one policy's limits.
+      keyOf: (request) => `${request.minute.getTime()} ${request.perIpLimit} ${request.globalLimit}`,
+      run: (requests) =>
+        admitAttempts(db, {
+          minute: requests[0]!.minute,
+          ipGroups: requests.map((request) => request.ipGroup),
+          perIpLimit: requests[0]!.perIpLimit,
+          globalLimit: requests[0]!.globalLimit,
+        }),
+    }),
+    issuance: new Batcher<{ day: string; ipGroup: string }, IssuePublicIdentityResult>({
+      maxBatch: MAX_BATCH,
+      keyOf: (request) => request.day,
+      run: (requests) => issuePublicIdentities(db, { day: requests[0]!.day, requests }),
+    }),
+  };
 }
 
 function refusalName(refusal: IssuanceRefusal): string {
