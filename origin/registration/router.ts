@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { CHAIN_ID } from "../../shared/constants.ts";
+import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
 import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -7,7 +8,6 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import { type AdmitAttemptResult, admitAttempts } from "./admission-repository.ts";
-import { Batcher } from "./batcher.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
 import {
@@ -90,7 +90,7 @@ export function createRegistrationRouter(
     const ipGroup = ingress.ipGroupHash;
     let state: RegistrationState;
     try {
-      state = await batchers.state.submit({ day, ipGroup });
+      state = await batchers.state({ day, ipGroup });
     } catch (error) {
       throw unavailable("unavailable", error);
     }
@@ -112,7 +112,7 @@ export function createRegistrationRouter(
 
     let admitted: AdmitAttemptResult;
     try {
-      admitted = await batchers.admission.submit({
+      admitted = await batchers.admission({
         minute: minuteStart(now),
         ipGroup,
         perIpLimit: state.attemptsPerIpPerMinute,
@@ -129,7 +129,7 @@ export function createRegistrationRouter(
 
     let issued: IssuePublicIdentityResult;
     try {
-      issued = await batchers.issuance.submit({ day, ipGroup });
+      issued = await batchers.issuance({ day, ipGroup });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
       throw unavailable("unavailable", error);
@@ -165,17 +165,15 @@ const MAX_BATCH = 64;
 
 /**
  * The three database steps of a registration, each coalescing the requests that arrive together
- * (batcher.ts): under load, a step costs one statement or transaction per batch instead of one
+ * (db/batcher.ts, one batch out at a time per step): under load, a step costs one statement or transaction per batch instead of one
  * per request, and every rule still holds per request: the state is read after the request
  * arrived, attempts are counted exactly and committed before issuance, and quotas are judged in
  * order under the issuance lock.
  */
 function createRegistrationBatchers(db: Db) {
   return {
-    state: new Batcher<{ day: string; ipGroup: string }, RegistrationState>({
-      maxBatch: MAX_BATCH,
-      keyOf: (request) => request.day,
-      run: async (requests) => {
+    state: createBatcher<{ day: string; ipGroup: string }, RegistrationState>(
+      async (requests) => {
         const state = await readQuotaState(db, {
           day: requests[0]!.day,
           ipGroups: [...new Set(requests.map((request) => request.ipGroup))],
@@ -184,24 +182,27 @@ function createRegistrationBatchers(db: Db) {
         });
         return requests.map((request) => forGroup(state, request.ipGroup));
       },
-    }),
-    admission: new Batcher<AdmissionRequest, AdmitAttemptResult>({
-      maxBatch: MAX_BATCH,
-      // One minute's counts, judged on one policy's limits.
-      keyOf: (request) => `${request.minute.getTime()} ${request.perIpLimit} ${request.globalLimit}`,
-      run: (requests) =>
+      { maxBatch: MAX_BATCH, maxInFlight: 1, keyOf: (request) => request.day },
+    ),
+    admission: createBatcher<AdmissionRequest, AdmitAttemptResult>(
+      (requests) =>
         admitAttempts(db, {
           minute: requests[0]!.minute,
           ipGroups: requests.map((request) => request.ipGroup),
           perIpLimit: requests[0]!.perIpLimit,
           globalLimit: requests[0]!.globalLimit,
         }),
-    }),
-    issuance: new Batcher<{ day: string; ipGroup: string }, IssuePublicIdentityResult>({
-      maxBatch: MAX_BATCH,
-      keyOf: (request) => request.day,
-      run: (requests) => issuePublicIdentities(db, { day: requests[0]!.day, requests }),
-    }),
+      {
+        maxBatch: MAX_BATCH,
+        maxInFlight: 1,
+        // One minute's counts, judged on one policy's limits.
+        keyOf: (request) => `${request.minute.getTime()} ${request.perIpLimit} ${request.globalLimit}`,
+      },
+    ),
+    issuance: createBatcher<{ day: string; ipGroup: string }, IssuePublicIdentityResult>(
+      (requests) => issuePublicIdentities(db, { day: requests[0]!.day, requests }),
+      { maxBatch: MAX_BATCH, maxInFlight: 1, keyOf: (request) => request.day },
+    ),
   };
 }
 
