@@ -1,0 +1,1 @@
+DROP INDEX "x402_settlements_status_idx";
