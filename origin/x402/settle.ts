@@ -130,7 +130,8 @@ export function createSettler(deps: SettlerDeps): Settler {
         if (receipt === undefined) {
           return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.settlementPending) };
         }
-        await recordMined(deps.db, [{ txId: outcome.txId, ...receipt }]);
+        const mined = { txId: outcome.txId, ...receipt };
+        await bookkeep(deps, "recording the receipt", () => recordMined(deps.db, [mined]));
       }
       if (receipt.status !== "confirmed") {
         return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.transactionFailed) };
