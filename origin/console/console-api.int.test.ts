@@ -325,6 +325,18 @@ describe("operator console API", () => {
       reason: "x",
     });
     expect(badAction.status).toBe(400);
+    // Postgres text cannot hold NUL: a reason with a control character is the agent's 400, not a 500.
+    for (const reason of ["\u0000", "a\u0007b"]) {
+      const control = await operator().post("/registration/identity", {
+        agent_id: agent.agent_id,
+        action: "enable",
+        reason,
+      });
+      expect(control.status).toBe(400);
+      expect(control.body).toMatchObject({
+        error: { code: "validation_failed", message: expect.stringContaining("control characters") },
+      });
+    }
   });
 
   it("shows findings, batches, actions, settlements and exceptions, and merges every change into the audit", async () => {
