@@ -99,6 +99,8 @@ export class Chain {
         const block = store.byNumber(number);
         return block === undefined ? undefined : hexToBytes(block.header.hash);
       },
+      onPruningError: (error) =>
+        params.logger.error({ error: error.message }, "pruning old states failed; they are kept from now on"),
     });
     const snapshot = params.snapshot;
     if (snapshot === undefined) {
@@ -268,6 +270,7 @@ export class Chain {
   #append(mined: Mined): void {
     this.#store.append(mined.block);
     this.#head = mined.header;
+    this.#dvm.pruner.noteBlock(mined.header.stateRoot);
   }
 
   /** Wall-clock seconds, never before the head: blocks may share a second, never go back. */
@@ -285,7 +288,7 @@ export class Chain {
       const blockNumber = at;
       const block = this.#store.byNumber(blockNumber);
       if (block === undefined) return err({ kind: "state_unavailable", blockNumber });
-      // The trie keeps every root written since start; a state file restores only the latest.
+      // The trie keeps the latest states (state-pruning.ts); a state file restores only the latest.
       const historical = this.#dvm.state.shallowCopy();
       const root = hexToBytes(block.header.stateRoot);
       if (!(await historical.hasStateRoot(root))) return err({ kind: "state_unavailable", blockNumber });
