@@ -35,8 +35,11 @@ export type BlockStoreOptions = {
 export const DEFAULT_RECENT_BLOCKS = 256;
 /** About 8 MB of transactions and receipts as objects. */
 export const DEFAULT_RECENT_TRANSACTIONS = 2_048;
-/** Old blocks parsed back from the file and kept, for readers that walk history block by block. */
-const READ_CACHE_BLOCKS = 32;
+/**
+ * Old blocks parsed back from the file are kept, up to this many of their transactions (and at
+ * least the last one read), for readers that walk history block by block.
+ */
+const READ_CACHE_TRANSACTIONS = 512;
 /** A transaction's place: block number × this + index (a 30M-gas block holds at most 1,428). */
 const TX_SLOTS_PER_BLOCK = 4_096;
 
@@ -54,6 +57,7 @@ export class BlockStore {
   readonly #blockByHash = new HashIndex();
   readonly #transactionByHash = new HashIndex();
   readonly #readCache = new Map<number, MinedBlock>();
+  #transactionsInReadCache = 0;
 
   constructor(options: BlockStoreOptions = {}) {
     this.#history = new HistoryFile(options.historyFile);
@@ -106,11 +110,13 @@ export class BlockStore {
     const location = this.#locations[number];
     if (location === undefined) return undefined;
     const block = JSON.parse(this.#history.read(location)) as MinedBlock;
-    if (this.#readCache.size >= READ_CACHE_BLOCKS) {
-      const oldest = this.#readCache.keys().next().value;
-      if (oldest !== undefined) this.#readCache.delete(oldest);
-    }
     this.#readCache.set(number, block);
+    this.#transactionsInReadCache += block.transactions.length;
+    for (const [cachedNumber, cached] of this.#readCache) {
+      if (this.#readCache.size === 1 || this.#transactionsInReadCache <= READ_CACHE_TRANSACTIONS) break;
+      this.#readCache.delete(cachedNumber);
+      this.#transactionsInReadCache -= cached.transactions.length;
+    }
     return block;
   }
 

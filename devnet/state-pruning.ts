@@ -13,8 +13,8 @@ import { fromRlp } from "viem";
 
 /** geth's TriesInMemory. */
 export const RETAINED_STATES = 128;
-/** Below this many nodes the map is never compacted (about 20 MB). */
-const MIN_NODES_BEFORE_COMPACTION = 20_000;
+/** Below this many nodes the map is never compacted (about 5 MB). */
+const MIN_NODES_BEFORE_COMPACTION = 5_000;
 /** MerkleStateManager keys code by "c" + code hash (prefixCodeHashes, on by default). */
 const CODE_KEY_PREFIX = bytesToHex(utf8ToBytes("c")).slice(2);
 
