@@ -1,9 +1,9 @@
 import { access, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type Hex, keccak256, parseGwei, toHex } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { type Hex, keccak256, toHex } from "viem";
+import { describe, expect, it } from "vitest";
+import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { DEFAULT_RECENT_BLOCKS } from "./block-store.ts";
 import { startDevnet } from "./index.ts";
 import {
@@ -15,9 +15,8 @@ import {
   transferAuthorization,
   transferWithAuthorizationCalldata,
   usdc,
+  walletClientFor,
 } from "./testing.ts";
-
-const FEES = { maxFeePerGas: parseGwei("30"), maxPriorityFeePerGas: parseGwei("1") };
 
 /** Every history answer a client can get about one mined settlement. */
 async function historyAnswers(url: string, hash: Hex, blockNumber: Hex): Promise<unknown[]> {
@@ -36,16 +35,8 @@ async function historyAnswers(url: string, hash: Hex, blockNumber: Hex): Promise
 }
 
 describe("devnet: blocks that left memory answer from the history file", () => {
-  let dir: string;
-
-  beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), "devnet-history-"));
-  });
-  afterAll(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
-
   it("old blocks, transactions, receipts and logs answer as when they were new, across a restart", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "devnet-history-"));
     const file = path.join(dir, "chain.json");
     const devnet = await startDevnet({ port: 0, stateFile: file });
     let restarted: Awaited<ReturnType<typeof startDevnet>> | undefined;
@@ -53,18 +44,17 @@ describe("devnet: blocks that left memory answer from the history file", () => {
       const [payer, relayer] = [newAccount(), newAccount()];
       await fund(devnet.url, payer.address, usdc(10n));
       await fund(devnet.url, relayer.address, usdc(1n));
+      // A settlement, signed as a client would sign it, kept raw to send it again later.
       const auth = transferAuthorization(payer.address, newAccount().address, 5_000n);
-      const raw = await relayer.signTransaction({
-        chainId: CHAIN_ID,
-        type: "eip1559",
-        to: NATIVE_TRANSFER_AUTH_ADDRESS,
-        data: transferWithAuthorizationCalldata(auth, await signTransferAuthorization(payer, auth)),
-        nonce: 0,
-        gas: 100_000n,
-        ...FEES,
-      });
-      expect((await rpc(devnet.url, "eth_sendRawTransaction", [raw])).result).toBe(keccak256(raw));
+      const wallet = walletClientFor(devnet.url, relayer);
+      const raw = await wallet.signTransaction(
+        await wallet.prepareTransactionRequest({
+          to: NATIVE_TRANSFER_AUTH_ADDRESS,
+          data: transferWithAuthorizationCalldata(auth, await signTransferAuthorization(payer, auth)),
+        }),
+      );
       const hash = keccak256(raw);
+      expect((await rpc(devnet.url, "eth_sendRawTransaction", [raw])).result).toBe(hash);
       const receipt = (await rpc(devnet.url, "eth_getTransactionReceipt", [hash])).result as {
         blockNumber: Hex;
         logs: unknown[];
@@ -93,6 +83,7 @@ describe("devnet: blocks that left memory answer from the history file", () => {
     } finally {
       await devnet.close();
       await restarted?.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
