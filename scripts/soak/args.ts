@@ -23,9 +23,9 @@ export const SOAK_USAGE =
 
 /**
  * The warm-up runs before the N minutes, by default for half as long, at most WARM_UP_DEFAULT_MS.
- * Measured (soak timelines, README "Soak"): under the mix at 30 req/s Miniflare's workerd climbs
- * for its first 3–4 minutes and Postgres fills its shared buffers for about as long; afterwards
- * both move within a band. A warm-up inside the run ended during that climb and counted it as
+ * Measured (soak timelines, README "Soak"): in their first minutes under the mix the origin and
+ * the enclave settle after start-up, Postgres fills its shared buffers and Miniflare's workerd
+ * climbs from 50 to over 100 MiB; a warm-up of one minute inside the run counted all that as
  * growth.
  */
 export function parseSoakArgs(argv: string[]): SoakArgs {
