@@ -10,7 +10,7 @@ import { Account, type Address, hexToBytes } from "@ethereumjs/util";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { BlockBuilder } from "./block-builder.ts";
 import { mineWaiting } from "./block-run.ts";
-import { BlockStore, type LogFilter } from "./block-store.ts";
+import { BlockStore, type BlockStoreOptions, type LogFilter } from "./block-store.ts";
 import { FutureQueue } from "./future-queue.ts";
 import { applyGenesisState } from "./genesis.ts";
 import { data, type Hex } from "./hex.ts";
@@ -46,6 +46,8 @@ export type CreateChainParams = {
   maxTxsPerBlock?: number;
   /** Recovers signatures ahead on worker threads; default none (all on the main thread). */
   recovery?: SignatureRecovery;
+  /** Older blocks' home (block-store.ts); default a temporary file. */
+  history?: BlockStoreOptions;
 };
 
 export type AccountState = { nonce: bigint; balance: bigint; code: Uint8Array };
@@ -89,7 +91,7 @@ export class Chain {
 
   static async create(options: CreateChainParams): Promise<Chain> {
     const params = { ...options, recovery: options.recovery ?? new SignatureRecovery(0) };
-    const store = new BlockStore();
+    const store = new BlockStore(params.history);
     const dvm = await createDevnetVm({
       operatorPool: params.operatorPool,
       ecrecover: params.recovery.ecrecover,
@@ -97,6 +99,8 @@ export class Chain {
         const block = store.byNumber(number);
         return block === undefined ? undefined : hexToBytes(block.header.hash);
       },
+      onPruningError: (error) =>
+        params.logger.error({ error: error.message }, "pruning old states failed; they are kept from now on"),
     });
     const snapshot = params.snapshot;
     if (snapshot === undefined) {
@@ -106,16 +110,21 @@ export class Chain {
       store.append(genesisBlock(header));
       return new Chain(params, dvm, store, header);
     }
-    await dvm.state.restore(snapshot.accounts);
-    for (const block of snapshot.blocks) store.append(block);
-    const head = headerFromRpc(dvm.common, store.head.header);
-    const root = data(await dvm.state.getStateRoot());
-    if (root !== store.head.header.stateRoot) {
-      throw new Error(
-        `state file is inconsistent: restored state root ${root}, head block has ${store.head.header.stateRoot}`,
-      );
+    try {
+      await dvm.state.restore(snapshot.accounts);
+      for (const block of snapshot.blocks) store.append(block);
+      const head = headerFromRpc(dvm.common, store.head.header);
+      const root = data(await dvm.state.getStateRoot());
+      if (root !== store.head.header.stateRoot) {
+        throw new Error(
+          `state file is inconsistent: restored state root ${root}, head block has ${store.head.header.stateRoot}`,
+        );
+      }
+      return new Chain(params, dvm, store, head);
+    } catch (error) {
+      store.close();
+      throw error;
     }
-    return new Chain(params, dvm, store, head);
   }
 
   /** Number of the latest block. */
@@ -248,13 +257,20 @@ export class Chain {
       chainId: CHAIN_ID,
       operatorPool: this.operatorPool.toString(),
       accounts: await this.#dvm.state.dump(),
-      blocks: [...this.#store.all()],
+      // Read lazily while the file is written: mined blocks never change, only new ones come.
+      blocks: this.#store.range(0, this.height),
     }));
+  }
+
+  /** Releases the history file; call after the last read. */
+  close(): void {
+    this.#store.close();
   }
 
   #append(mined: Mined): void {
     this.#store.append(mined.block);
     this.#head = mined.header;
+    this.#dvm.pruner.noteBlock(mined.header.stateRoot);
   }
 
   /** Wall-clock seconds, never before the head: blocks may share a second, never go back. */
@@ -272,7 +288,7 @@ export class Chain {
       const blockNumber = at;
       const block = this.#store.byNumber(blockNumber);
       if (block === undefined) return err({ kind: "state_unavailable", blockNumber });
-      // The trie keeps every root written since start; a state file restores only the latest.
+      // The trie keeps the latest states (state-pruning.ts); a state file restores only the latest.
       const historical = this.#dvm.state.shallowCopy();
       const root = hexToBytes(block.header.stateRoot);
       if (!(await historical.hasStateRoot(root))) return err({ kind: "state_unavailable", blockNumber });

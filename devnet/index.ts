@@ -101,7 +101,6 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
   );
   const recovery = new SignatureRecovery(signatureWorkers);
   let chain: Chain;
-  let server: RpcServer;
   try {
     chain = await Chain.create({
       operatorPool,
@@ -110,7 +109,17 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
       logger,
       maxTxsPerBlock,
       recovery,
+      // Beside the state file, in the devnet's data folder; a temporary file without one.
+      history: {
+        historyFile: options.stateFile === undefined ? undefined : `${options.stateFile}.blocks.jsonl`,
+      },
     });
+  } catch (error) {
+    await recovery.close();
+    throw error;
+  }
+  let server: RpcServer;
+  try {
     server = await startRpcServer({
       host: options.host ?? DEFAULT_DEVNET_HOST,
       port: options.port ?? DEFAULT_DEVNET_PORT,
@@ -119,6 +128,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
       health: () => ({ status: "ok", chainId: quantity(CHAIN_ID), blockNumber: quantity(chain.height) }),
     });
   } catch (error) {
+    chain.close();
     await recovery.close();
     throw error;
   }
@@ -142,6 +152,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
       await writeStateFile(options.stateFile, await chain.snapshot());
       logger.info({ stateFile: options.stateFile, blockNumber: chain.height }, "state saved");
     }
+    chain.close();
     await recovery.close();
   };
   return {

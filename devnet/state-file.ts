@@ -14,11 +14,15 @@ import type { AccountDump } from "./tracking-state-manager.ts";
 
 export const STATE_FILE_FORMAT = "agent-wallet-devnet-state/1";
 
+/** Blocks are written in pieces of about this many characters. */
+const WRITE_CHUNK_CHARS = 1 << 20;
+
 export type StateSnapshot = {
   chainId: number;
   operatorPool: Hex;
   accounts: AccountDump[];
-  blocks: readonly MinedBlock[];
+  /** Oldest first; read one at a time when written, since older blocks live in the history file. */
+  blocks: Iterable<MinedBlock>;
 };
 
 const hex = z.string().regex(/^0x[0-9a-fA-F]*$/);
@@ -93,14 +97,27 @@ export async function writeStateFile(file: string, snapshot: StateSnapshot): Pro
       code: data(account.code),
       storage: Object.fromEntries(account.storage.map(([slot, value]) => [data(slot), data(value)])),
     })),
-    blocks: snapshot.blocks,
   };
   await mkdir(path.dirname(file), { recursive: true });
   const temporary = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   try {
     const handle = await open(temporary, "w", 0o600);
     try {
-      await handle.writeFile(JSON.stringify(body));
+      // The document is written in pieces: the blocks, one by one, after everything else, so
+      // the whole history never sits in memory as one string.
+      const head = JSON.stringify({ ...body, blocks: [] });
+      await handle.write(`${head.slice(0, -"[]}".length)}[`);
+      let chunk = "";
+      let first = true;
+      for (const block of snapshot.blocks) {
+        chunk += `${first ? "" : ","}${JSON.stringify(block)}`;
+        first = false;
+        if (chunk.length >= WRITE_CHUNK_CHARS) {
+          await handle.write(chunk);
+          chunk = "";
+        }
+      }
+      await handle.write(`${chunk}]}`);
       await handle.sync();
     } finally {
       await handle.close();

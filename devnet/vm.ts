@@ -8,12 +8,14 @@
  */
 import { type Common, createCustomCommon, Hardfork, Mainnet } from "@ethereumjs/common";
 import type { EVMMockBlockchainInterface } from "@ethereumjs/evm";
+import { MerklePatriciaTrie } from "@ethereumjs/mpt";
 import { Caches, MerkleStateManager } from "@ethereumjs/statemanager";
-import { type Address, createAddressFromString } from "@ethereumjs/util";
+import { type Address, createAddressFromString, ValueEncoding } from "@ethereumjs/util";
 import { createVM, type VM } from "@ethereumjs/vm";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { createNativeTransferAuth } from "./precompile/native-transfer-auth.ts";
 import { type Ecrecover, ecrecover as libsecp256k1Ecrecover } from "./signature-recovery.ts";
+import { StatePruner } from "./state-pruning.ts";
 import { TrackingStateManager } from "./tracking-state-manager.ts";
 
 export type ExecutionContext = {
@@ -26,6 +28,8 @@ export type DevnetVm = {
   vm: VM;
   state: TrackingStateManager;
   execution: ExecutionContext;
+  /** Tell it every new block's state root: it keeps the latest states' trie nodes, not all. */
+  pruner: StatePruner;
 };
 
 export type CreateDevnetVmParams = {
@@ -37,6 +41,8 @@ export type CreateDevnetVmParams = {
    * serves keys recovered ahead on worker threads); default signature-recovery.ts's ecrecover.
    */
   ecrecover?: Ecrecover;
+  /** Told if pruning old states fails (it then stops; nothing is lost). */
+  onPruningError(error: Error): void;
 };
 
 export function createDevnetCommon(ecrecover?: Ecrecover): Common {
@@ -52,7 +58,16 @@ export async function createDevnetVm(params: CreateDevnetVmParams): Promise<Devn
   // With caches, writes collect in memory and reach the trie once per block, when the block's
   // state root is taken. Without them every account or slot a transaction writes re-hashes its
   // trie path at once, and putting many transactions in one block would save little.
-  const merkle = new MerkleStateManager({ common: createDevnetCommon(), caches: new Caches() });
+  const stateCommon = createDevnetCommon();
+  const pruner = new StatePruner({ onError: params.onPruningError });
+  // What MerkleStateManager builds by default (a key-hashing trie), on the pruner's node store.
+  const trie = new MerklePatriciaTrie({
+    useKeyHashing: true,
+    common: stateCommon,
+    db: pruner.nodes,
+    valueEncoding: ValueEncoding.Bytes,
+  });
+  const merkle = new MerkleStateManager({ common: stateCommon, trie, caches: new Caches() });
   const state = new TrackingStateManager(merkle);
   const execution: ExecutionContext = { timestamp: 0n };
   const precompile = createNativeTransferAuth({
@@ -83,5 +98,5 @@ export async function createDevnetVm(params: CreateDevnetVmParams): Promise<Devn
   if (events === undefined)
     throw new Error("the EVM exposes no events; NativeTransferAuth needs beforeMessage");
   events.on("beforeMessage", (message) => precompile.observeMessage(message));
-  return { common, vm, state, execution };
+  return { common, vm, state, execution, pruner };
 }

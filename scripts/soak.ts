@@ -44,11 +44,11 @@ const FAUCET_COOLDOWN_MS = 60_000;
 const MEMORY_TIMELINE_MS = 30_000;
 
 /** Registrations the mix starts in the run, if it runs at its rate. */
-function expectedRegistrations(args: { rate: number; durationMs: number }): number {
+function expectedRegistrations(args: { rate: number; loadMs: number }): number {
   const total = BASE_MIX.reduce((sum, kind) => sum + kind.weight, 0);
   const share =
     BASE_MIX.filter((kind) => kind.name === "register").reduce((sum, kind) => sum + kind.weight, 0) / total;
-  return Math.ceil(args.rate * share * (args.durationMs / 1000));
+  return Math.ceil(args.rate * share * (args.loadMs / 1000));
 }
 
 const say = (line: string): void => {
@@ -58,6 +58,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 async function main(): Promise<number> {
   const args = parseSoakArgs(process.argv.slice(2));
+  // The warm-up is load like the rest, before the measured minutes.
+  const loadMs = args.warmUpMs + args.durationMs;
   const dataDir = await mkdtemp(path.join(tmpdir(), "soak-"));
   // Postgres runs as its own user when this runs as root: it must be able to enter the folder.
   await chmod(dataDir, 0o755);
@@ -82,7 +84,9 @@ async function main(): Promise<number> {
       // Keys for the registrations the run can make (at most the day's network quota), plus the
       // reserve and the agents, made ahead in bigger batches: the run should meet the quota, not
       // the key reserve. A short run keeps the stack's usual pool, so it starts as fast.
-      KEY_POOL_TARGET: String(20 + Math.min(REGISTRATION_NETWORK_DAILY, expectedRegistrations(args))),
+      KEY_POOL_TARGET: String(
+        20 + Math.min(REGISTRATION_NETWORK_DAILY, expectedRegistrations({ rate: args.rate, loadMs })),
+      ),
       KEY_POOL_BATCH_SIZE: "20",
     },
     beforeDrill: async (db) => {
@@ -157,7 +161,7 @@ async function main(): Promise<number> {
       };
 
       say(
-        `load   ${(args.durationMs / 1000).toFixed(0)} s at ${args.rate} req/s (at most ${args.concurrency} in flight), warm-up ${(args.warmUpMs / 1000).toFixed(0)} s; mix: ${mix.map((kind) => `${kind.name} ${kind.weight}`).join(", ")}`,
+        `load   ${(args.warmUpMs / 1000).toFixed(0)} s warm-up then ${(args.durationMs / 1000).toFixed(0)} s measured, at ${args.rate} req/s (at most ${args.concurrency} in flight); mix: ${mix.map((kind) => `${kind.name} ${kind.weight}`).join(", ")}`,
       );
       const started = performance.now();
       const probes = Promise.all([
@@ -184,7 +188,7 @@ async function main(): Promise<number> {
       let launched = 0;
       let inFlight = 0;
       const running = new Set<Promise<void>>();
-      while (performance.now() - started < args.durationMs && partExited === undefined) {
+      while (performance.now() - started < loadMs && partExited === undefined) {
         const now = performance.now();
         const due = Math.floor(((now - started) / 1000) * args.rate) - launched;
         for (let i = 0; i < due && inFlight < args.concurrency; i++) {
@@ -223,7 +227,7 @@ async function main(): Promise<number> {
           lastProgress = { at: performance.now(), total: tally.total };
           const line = progressLine({
             elapsedMs: performance.now() - started,
-            durationMs: args.durationMs,
+            durationMs: loadMs,
             requestsPerSecond: rate,
             tally,
             memory: sample,
@@ -290,6 +294,7 @@ async function main(): Promise<number> {
         money,
         actions,
         warmUpSeconds: Math.round(args.warmUpMs / 1000),
+        measuredSeconds: Math.round(args.durationMs / 1000),
       });
       process.stdout.write(`${lines.join("\n")}\n`);
       return 0;

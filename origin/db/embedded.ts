@@ -23,6 +23,8 @@ export type StartEmbeddedPostgresParams = {
   joinIfRunning?: boolean;
   /** Where the server's own log lines go; default: dropped. */
   onLog?: (line: string) => void;
+  /** Server settings (`-c name=value` on start), e.g. `{ shared_buffers: "16MB" }`. */
+  settings?: Record<string, string>;
 };
 
 /**
@@ -53,6 +55,10 @@ export async function startEmbeddedPostgres(
     createPostgresUser: userInfo().uid === 0,
     onLog,
     onError: (message) => onLog(String(message)),
+    postgresFlags: Object.entries(params.settings ?? {}).flatMap(([name, value]) => [
+      "-c",
+      `${name}=${value}`,
+    ]),
   });
   if (!existsSync(path.join(dir, "PG_VERSION"))) await cluster.initialise();
   await cluster.start();

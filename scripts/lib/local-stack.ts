@@ -137,7 +137,15 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
   const startParts = async (): Promise<LocalStackReady> => {
     say(`data folder ${dataDir}`);
-    const pg = await startEmbeddedPostgres({ dir: path.join(dataDir, "pg"), port: params.pgPort });
+    const pg = await startEmbeddedPostgres({
+      dir: path.join(dataDir, "pg"),
+      port: params.pgPort,
+      // Sized for this stack, whose hot rows and indexes fit in a few MB: with the default 128 MB
+      // the buffers kept filling with rows written once and never read again (the agent actions,
+      // audit events), so Postgres's memory grew with its tables for as long as the soak ran,
+      // toward 128 MB. Rows beyond 16 MB are read from the OS page cache.
+      settings: { shared_buffers: "16MB" },
+    });
     postgres = pg;
     say(`postgres   ready on 127.0.0.1:${params.pgPort}`);
 

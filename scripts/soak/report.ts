@@ -28,6 +28,7 @@ export type SoakReport = {
   money: MoneyCheck;
   actions: Record<string, number>;
   warmUpSeconds: number;
+  measuredSeconds: number;
 };
 
 const pad = (text: string, width: number): string => text.padEnd(width);
@@ -42,7 +43,7 @@ export function reportLines(report: SoakReport): string[] {
   const lines: string[] = [];
   lines.push(
     "",
-    `Memory per process (RSS; Postgres: PSS summed over its processes), warm-up = first ${report.warmUpSeconds} s`,
+    `Memory per process (RSS; Postgres: PSS summed over its processes), warm-up = first ${report.warmUpSeconds} s of load, then ${report.measuredSeconds} s measured`,
   );
   lines.push(
     `  ${pad("process", 34)}${padLeft("start", 10)}${padLeft("warm-up", 10)}${padLeft("end", 10)}${padLeft("end/warm", 10)}${padLeft("peak", 10)}`,
