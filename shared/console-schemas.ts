@@ -21,14 +21,20 @@ export const settingsSchema = z.object({
 
 // ─── Requests ────────────────────────────────────────────────────────────────────────────────
 
-/** C0 control characters but tab and newline, and DEL: Postgres text cannot even hold NUL. */
-const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b-\u001f\u007f]/;
+/** A C0 control character but tab and newline, or DEL: Postgres text cannot even hold NUL. */
+function hasControlCharacter(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if ((code < 0x20 && code !== 0x09 && code !== 0x0a) || code === 0x7f) return true;
+  }
+  return false;
+}
 
 const reasonSchema = z
   .string({ error: "reason must be a string" })
   .max(500, "reason must be at most 500 characters")
   .refine((value) => value.trim() !== "", "reason must not be empty")
-  .refine((value) => !CONTROL_CHARACTERS.test(value), "reason must not hold control characters");
+  .refine((value) => !hasControlCharacter(value), "reason must not hold control characters");
 
 /**
  * POST {base}/admin/agents/registration/settings. `changes` maps setting names to values; the
