@@ -4,10 +4,10 @@
  * one, is denied in package.json: the prebuilt file is loaded at run time). On this machine it
  * recovers a public key in ~0.07 ms and signs in ~0.05 ms, where @noble/curves takes ~1.7 ms and
  * ~0.6 ms: recovery is the costliest step of every settlement the devnet mines and every x402
- * payment the origin verifies. Undefined where no prebuilt binding loads; callers then use noble.
- * Node only.
+ * payment the origin verifies. Undefined where no prebuilt binding loads, and outside Node (the
+ * agent client imports shared code in browsers): callers then use noble. No static `node:` import,
+ * so the module stays runtime-neutral; Node's require is reached through process.getBuiltinModule.
  */
-import { createRequire } from "node:module";
 
 export type Libsecp256k1 = {
   /** RFC 6979 deterministic signature, low-S: the same bytes noble produces for the same input. */
@@ -16,11 +16,17 @@ export type Libsecp256k1 = {
   ecdsaRecover(signature: Uint8Array, recid: number, digest: Uint8Array, compressed: boolean): Uint8Array;
 };
 
+type NodeProcess = { getBuiltinModule?: (id: string) => unknown };
+type NodeModule = { createRequire(url: string): (id: string) => unknown };
+
 function load(): Libsecp256k1 | undefined {
+  const nodeProcess = (globalThis as { process?: NodeProcess }).process;
+  const nodeModule = nodeProcess?.getBuiltinModule?.("node:module") as NodeModule | undefined;
+  if (!nodeModule) return undefined;
   try {
     // `secp256k1/bindings` is the native build only; the package's main would fall back to a
     // slower pure-JS curve on its own, which should be noble's instead.
-    return createRequire(import.meta.url)("secp256k1/bindings") as Libsecp256k1;
+    return nodeModule.createRequire(import.meta.url)("secp256k1/bindings") as Libsecp256k1;
   } catch {
     return undefined;
   }

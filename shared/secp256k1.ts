@@ -2,8 +2,8 @@
  * secp256k1 helpers shared by the enclave (signing) and the verifiers (recovery): Ethereum-style
  * 65-byte signatures r ‖ s ‖ v (v = 27 + recovery id), EIP-2 low-S enforced both ways, and
  * address derivation from an uncompressed SEC1 public key. Signing and recovery go through
- * libsecp256k1 where its binding loads (libsecp256k1.ts), else @noble/curves: same bytes either way.
- * Node only (the edge worker does not use it).
+ * libsecp256k1 where its binding loads (libsecp256k1.ts: Node), else @noble/curves: same bytes
+ * either way. Runtime-neutral: no `node:` imports.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { keccak_256 } from "@noble/hashes/sha3";
