@@ -34,6 +34,7 @@ import {
   usdc,
 } from "../devnet/testing.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { cpuMsOf } from "./lib/proc-cpu.ts";
 import { median, quantile } from "./lib/stats.ts";
 import { type ManagedChild, startChild } from "./lib/supervisor.ts";
 
@@ -420,21 +421,6 @@ async function startDevnetProcess(maxTxsPerBlock: number | undefined): Promise<D
     }),
   ]);
   return { url, child };
-}
-
-/**
- * CPU time of a process (/proc/<pid>/stat) or one of its threads (/proc/<pid>/task/<tid>/stat):
- * utime + stime in clock ticks, taken as 10 ms (USER_HZ 100). NaN where /proc is missing.
- */
-async function cpuMsOf(statPath: string): Promise<number> {
-  try {
-    const stat = await readFile(statPath, "utf8");
-    // The command name, in parentheses, may hold spaces: count fields after it.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return Number.NaN;
-  }
 }
 
 /** CPU time the hypervisor took from this VM (the "steal" column of /proc/stat), in ticks. */

@@ -328,6 +328,25 @@ export type MinedTransaction = {
   blockNumber: bigint;
 };
 
+/** What a receipt says of its transaction (no tx id yet). */
+export type ReceiptOutcome = Omit<MinedTransaction, "txId">;
+
+/** The outcome in an eth_getTransactionReceipt result, or undefined while it is not mined. */
+export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
+  const receipt = result as {
+    status?: string;
+    gasUsed?: string;
+    effectiveGasPrice?: string;
+    blockNumber?: string;
+  } | null;
+  if (!receipt?.status || !receipt.blockNumber) return undefined;
+  return {
+    status: receipt.status === "0x1" ? "confirmed" : "reverted",
+    feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
+    blockNumber: BigInt(receipt.blockNumber),
+  };
+}
+
 /** Records receipts in bulk: transactions and their actions, one statement for all. */
 export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<void> {
   if (mined.length === 0) return;

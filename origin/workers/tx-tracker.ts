@@ -11,6 +11,7 @@ import {
   broadcastLeaseMs,
   broadcastStored,
   type MinedTransaction,
+  receiptOutcome,
   recordMined,
   type TxStatus,
 } from "../chain/outgoing.ts";
@@ -43,8 +44,6 @@ export type TxTracker = Worker & {
 };
 
 export type TickReport = { confirmed: number; reverted: number; rebroadcast: number; abandoned: number };
-
-type Receipt = { status?: string; gasUsed?: string; effectiveGasPrice?: string; blockNumber?: string };
 
 export function createTxTracker(
   deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger },
@@ -90,20 +89,14 @@ export function createTxTracker(
         })),
       );
       if (!result.ok || !Array.isArray(result.body)) return; // chain down: try next tick
-      const receipts = new Map<number, Receipt | null>();
-      for (const item of result.body as { id?: unknown; result?: Receipt | null }[]) {
+      const receipts = new Map<number, unknown>();
+      for (const item of result.body as { id?: unknown; result?: unknown }[]) {
         if (typeof item.id === "number") receipts.set(item.id, item.result ?? null);
       }
       const mined: MinedTransaction[] = [];
       rows.forEach((row, index) => {
-        const receipt = receipts.get(index);
-        if (!receipt?.status || !receipt.blockNumber) return;
-        mined.push({
-          txId: row.tx_id,
-          status: receipt.status === "0x1" ? "confirmed" : "reverted",
-          feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
-          blockNumber: BigInt(receipt.blockNumber),
-        });
+        const outcome = receiptOutcome(receipts.get(index));
+        if (outcome) mined.push({ txId: row.tx_id, ...outcome });
       });
       await recordMined(deps.db, mined);
       for (const item of mined) {

@@ -26,7 +26,9 @@ import {
   type BroadcastLease,
   type MinedTransaction,
   nextNonceUpsert,
+  type ReceiptOutcome,
   readSenderView,
+  receiptOutcome,
   recordBroadcastOutcomes,
   recordMined,
   sendRawBatch,
@@ -90,7 +92,7 @@ export type Settler = {
   known(authorization: Authorization): Promise<SettleResponse | undefined>;
 };
 
-type Receipt = { status: "confirmed" | "reverted"; feeWei: bigint; blockNumber: bigint };
+type Receipt = ReceiptOutcome;
 
 /** What the batch did with one payment. */
 type BatchOutcome =
@@ -486,26 +488,10 @@ async function readReceipts(rpc: JsonRpcUpstream, txHashes: Hex[]): Promise<Map<
   if (!answer.ok || !Array.isArray(answer.body)) return receipts;
   for (const item of answer.body as { id?: unknown; result?: unknown }[]) {
     const hash = typeof item.id === "number" ? txHashes[item.id] : undefined;
-    const receipt = parseReceipt(item.result);
+    const receipt = receiptOutcome(item.result);
     if (hash && receipt) receipts.set(hash, receipt);
   }
   return receipts;
-}
-
-/** A mined receipt's outcome, or undefined while there is none. */
-function parseReceipt(result: unknown): Receipt | undefined {
-  const receipt = result as {
-    status?: string;
-    gasUsed?: string;
-    effectiveGasPrice?: string;
-    blockNumber?: string;
-  } | null;
-  if (!receipt?.status || !receipt.blockNumber) return undefined;
-  return {
-    status: receipt.status === "0x1" ? "confirmed" : "reverted",
-    feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
-    blockNumber: BigInt(receipt.blockNumber),
-  };
 }
 
 /** Polls for the receipt until the deadline; undefined when none came in time. */
@@ -518,7 +504,7 @@ async function waitForReceipt(deps: SettlerDeps, txHash: Hex): Promise<Receipt |
       method: "eth_getTransactionReceipt",
       params: [txHash],
     });
-    const receipt = answer.ok ? parseReceipt((answer.body as { result?: unknown }).result) : undefined;
+    const receipt = answer.ok ? receiptOutcome((answer.body as { result?: unknown }).result) : undefined;
     if (receipt) return receipt;
     if (Date.now() >= deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));

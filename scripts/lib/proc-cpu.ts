@@ -9,20 +9,36 @@ const TICKS_PER_SECOND = 100;
 
 type Stat = { ppid: number; ticks: number };
 
+/** Parent and user plus system ticks of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat text. */
+function parseStat(text: string): Stat {
+  // The command name may hold spaces and parentheses: fields start after the last ")".
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
+}
+
 async function readStats(): Promise<Map<number, Stat>> {
   const stats = new Map<number, Stat>();
   for (const entry of await readdir("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const text = await readFile(`/proc/${entry}/stat`, "utf8");
-      // The command name may hold spaces and parentheses: fields start after the last ")".
-      const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-      stats.set(Number(entry), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+      stats.set(Number(entry), parseStat(await readFile(`/proc/${entry}/stat`, "utf8")));
     } catch {
       // The process ended while we read.
     }
   }
   return stats;
+}
+
+/**
+ * CPU ms used so far by one process (/proc/<pid>/stat) or one of its threads
+ * (/proc/<pid>/task/<tid>/stat); NaN where it cannot be read.
+ */
+export async function cpuMsOf(statPath: string): Promise<number> {
+  try {
+    return (parseStat(await readFile(statPath, "utf8")).ticks * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** A process to account for: with its descendants (`tree`), or alone. */
