@@ -42,7 +42,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 2);
 const FAUCET_SAMPLES = Number(process.env.BENCH_FAUCET_SAMPLES ?? 100);
 /** Transfers signed ahead per straight account and phase: more than one account sends in SECONDS. */
-const PRESIGN = Number(process.env.BENCH_PRESIGN ?? 120);
+const PRESIGN = Number(process.env.BENCH_PRESIGN ?? 300);
 const AMOUNT_UNITS = 1_000n;
 const FEES = { maxFeePerGas: parseGwei("3"), maxPriorityFeePerGas: parseGwei("1"), gas: 21_000n };
 
