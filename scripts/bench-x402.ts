@@ -31,10 +31,10 @@ import {
 } from "./bench/x402-load.ts";
 import { startReferenceServer } from "./bench/x402-reference.ts";
 import { startStealMeter } from "./lib/cpu-steal.ts";
-import { median } from "./lib/stats.ts";
 import { createLocalStack, postmasterPid } from "./lib/local-stack.ts";
 import { type CpuRoot, cpuDelta, treeCpuSeconds } from "./lib/proc-cpu.ts";
 import { childPidsNamed } from "./lib/proc-memory.ts";
+import { median } from "./lib/stats.ts";
 import { freePort } from "./test/free-port.ts";
 
 const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
