@@ -35,6 +35,13 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
   const sealedPayTo = policy.x402PayTo?.toLowerCase() ?? "unset";
   if (payTo !== sealedPayTo)
     differences.push(`AGENT_X402_PAY_TO is ${payTo} but the enclave's sealed policy says ${sealedPayTo}`);
+  // The gateway refuses a longer validity itself (authorize-requirement.ts); the enclave refuses
+  // one over its sealed bound. Equal bounds give the agent the gateway's clear 422 every time.
+  const timeout = config.x402.maxTimeoutSeconds;
+  if (timeout !== policy.x402MaxTimeoutSeconds)
+    differences.push(
+      `AGENT_X402_MAX_TIMEOUT_SECONDS is ${timeout} but the enclave's sealed policy says ${policy.x402MaxTimeoutSeconds}`,
+    );
   if (!sealed.settler) {
     differences.push(
       "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",

@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { privileged } from "../../enclave/testing/capabilities.ts";
+import { RawEnclaveClient } from "../../enclave/testing/raw-client.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../../scripts/test/enclave-process.ts";
+import { loadConfig } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import { createLogger } from "../logger.ts";
+import { createSignerClient } from "../signer/create-signer-client.ts";
+import type { SignerClient } from "../signer/types.ts";
+import { prepareMoney } from "./money-setup.ts";
+
+// Issue 12 item 5 (and its x402 counterpart, issue 13): with a money switch on, the origin reads
+// the real enclave's sealed policy and refuses to start when its own limits differ, one line per
+// difference. The refusal comes before anything touches the database.
+const POOL = "0x00000000000000000000000000000000000000aa";
+const PAY_TO = "0x4020000000000000000000000000000000000402";
+
+describe("prepareMoney against the enclave's sealed policy", () => {
+  let enclave: EnclaveProcess;
+  let signer: SignerClient;
+
+  beforeAll(async () => {
+    enclave = await startEnclaveProcess({ envId: "money-setup" });
+    const { client } = await RawEnclaveClient.connect(enclave.socketPath);
+    await privileged(client, enclave, "configure_policy", {
+      per_tx_limit_units: "5000000",
+      daily_limit_units: "20000000",
+      recipient_allowlist: null,
+      x402_amount_units: "10000",
+      x402_pay_to: PAY_TO,
+      x402_max_timeout_seconds: 120,
+      operator_pool: POOL,
+      fee_ceiling_wei: "1000000000000000",
+    });
+    client.close();
+    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}` });
+  });
+  afterAll(async () => {
+    await signer?.close();
+    await enclave?.dispose();
+  });
+
+  const refusals = async (env: Record<string, string>): Promise<string[]> => {
+    const prepared = await prepareMoney({
+      config: loadConfig({
+        AGENT_ENV_ID: "money-setup",
+        CHAIN_RPC_URL: "http://127.0.0.1:1",
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_OPERATOR_POOL_ADDRESS: POOL,
+        ...env,
+      }),
+      signer,
+      // Never called: the policy check comes first, and these refusals end it.
+      rpc: { send: () => Promise.reject(new Error("not reached")), close: () => {} } as never,
+      db: undefined as unknown as Db,
+      logger: createLogger("silent"),
+    });
+    return prepared.ok ? [] : prepared.errors;
+  };
+
+  it("names each transfer limit that differs from the sealed one", async () => {
+    expect(
+      await refusals({
+        AGENT_TRANSFER_ENABLED: "true",
+        AGENT_TRANSFER_PER_TX_LIMIT: "5000001",
+        AGENT_TRANSFER_DAILY_LIMIT: "10000000",
+        AGENT_TRANSFER_RECIPIENT_ALLOWLIST: "0x1111111111111111111111111111111111111111",
+      }),
+    ).toEqual([
+      "AGENT_TRANSFER_PER_TX_LIMIT is 5000001 but the enclave's sealed policy says 5000000",
+      "AGENT_TRANSFER_DAILY_LIMIT is 10000000 but the enclave's sealed policy says 20000000",
+      "AGENT_TRANSFER_RECIPIENT_ALLOWLIST is 0x1111111111111111111111111111111111111111 but the enclave's sealed policy says unset (any recipient)",
+    ]);
+  });
+
+  it("names x402's amount, payee and validity bound when they differ, and the missing settler", async () => {
+    expect(
+      await refusals({
+        AGENT_X402_ENABLED: "true",
+        AGENT_X402_AMOUNT: "20000",
+        AGENT_X402_PAY_TO: "0x4020000000000000000000000000000000000403",
+        AGENT_X402_MAX_TIMEOUT_SECONDS: "180",
+      }),
+    ).toEqual([
+      "AGENT_X402_AMOUNT is 20000 but the enclave's sealed policy says 10000",
+      "AGENT_X402_PAY_TO is 0x4020000000000000000000000000000000000403 but the enclave's sealed policy says 0x4020000000000000000000000000000000000402",
+      "AGENT_X402_MAX_TIMEOUT_SECONDS is 180 but the enclave's sealed policy says 120",
+      "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
+    ]);
+  });
+
+  it("with x402's settings equal to the sealed ones, names only the missing settler", async () => {
+    expect(
+      await refusals({
+        AGENT_X402_ENABLED: "true",
+        AGENT_X402_AMOUNT: "10000",
+        AGENT_X402_PAY_TO: PAY_TO,
+        AGENT_X402_MAX_TIMEOUT_SECONDS: "120",
+      }),
+    ).toEqual([
+      "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
+    ]);
+  });
+});
