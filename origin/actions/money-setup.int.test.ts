@@ -33,7 +33,7 @@ describe("prepareMoney against the enclave's sealed policy", () => {
       fee_ceiling_wei: "1000000000000000",
     });
     client.close();
-    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}` });
+    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: false });
   });
   afterAll(async () => {
     await signer?.close();
