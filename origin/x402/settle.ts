@@ -197,6 +197,9 @@ async function earlier(
 
 type Turn = { ready: Promise<void>; done: () => void };
 
+/** The chain did not say the settler's nonce: the batch's claims are undone, nothing is signed. */
+class ChainUnavailable extends Error {}
+
 /**
  * Keeps broadcasts in nonce order while the next batch signs: a batch takes its turn as soon as
  * its nonces are assigned (the settler's nonce row lock admits one batch at a time, so turns
@@ -216,8 +219,8 @@ function createBroadcastTurns(): () => Turn {
 }
 
 /**
- * One batch: the settler's chain view and fees read first (no lock held); then one database
- * transaction claims the payments, locks the settler's nonce row, signs what it claimed and
+ * One batch: the fees quoted; then one database transaction claims the payments (while the chain
+ * says the settler's mined nonce), locks the settler's nonce row, signs what it claimed and
  * stores it; then, in its turn, one JSON-RPC batch broadcasts and another reads the receipts.
  */
 async function runBatch(
@@ -244,40 +247,56 @@ async function settleInTurn(
 ): Promise<BatchOutcome[]> {
   const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
   const quote = await deps.fees.quote(SETTLEMENT_GAS);
-  const view = quote.ok ? await readSenderView(deps.rpc, deps.settler.address) : undefined;
-  if (!quote.ok || !view) {
-    // Nothing claimed, nothing signed: the same payment presented again can still settle.
-    return payments.map(() => ({ kind: "refused", reason: X402_REASONS.unexpectedSettleError }));
-  }
+  // Nothing claimed, nothing signed: the same payment presented again can still settle.
+  const unavailable = (): BatchOutcome[] =>
+    payments.map(() => ({ kind: "refused", reason: X402_REASONS.unexpectedSettleError }));
+  if (!quote.ok) return unavailable();
   const fees = quote.fees;
+  // The settler's mined nonce is read while the payments are claimed: a round trip to a busy node
+  // costs about what the claim does, and the nonce row's lock, taken after both, orders batches.
+  const viewRead = readSenderView(deps.rpc, deps.settler.address).catch(() => undefined);
   let turn: Turn | undefined;
-  const stored = await deps.db.transaction(async (tx) => {
-    const claims = await claimAll(tx, payments);
-    if (claims.length === 0) return [];
-    const [next] = await queryRows<{ next_nonce: string }>(
-      tx,
-      nextNonceUpsert(deps.settler.address, view.minedNonce),
-    );
-    turn = takeTurn();
-    const { signed, unsigned } = await signInNonceOrder(deps, fees, claims, BigInt(next!.next_nonce));
-    for (const claim of unsigned) {
-      outcomes[claim.index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
-    }
-    return storeSigned(tx, deps, fees, signed, unsigned);
-  });
+  let stored: Awaited<ReturnType<typeof storeSigned>>;
+  try {
+    stored = await deps.db.transaction(async (tx) => {
+      const claims = await claimAll(tx, payments);
+      if (claims.length === 0) return [];
+      const view = await viewRead;
+      if (!view) throw new ChainUnavailable(); // the claims roll back with the transaction
+      const [next] = await queryRows<{ next_nonce: string }>(
+        tx,
+        nextNonceUpsert(deps.settler.address, view.minedNonce),
+      );
+      turn = takeTurn();
+      const { signed, unsigned } = await signInNonceOrder(deps, fees, claims, BigInt(next!.next_nonce));
+      for (const claim of unsigned) {
+        outcomes[claim.index] = { kind: "refused", reason: X402_REASONS.unexpectedSettleError };
+      }
+      return storeSigned(tx, deps, fees, signed, unsigned);
+    });
+  } catch (error) {
+    if (error instanceof ChainUnavailable) return unavailable();
+    throw error;
+  }
   if (stored.length === 0) return outcomes;
 
   const leases = stored.map((item) => item.lease);
   await turn!.ready;
   const sent = await sendRawBatch(deps.rpc, leases);
   turn!.done();
-  await bookkeep(deps, "recording the broadcast", () => recordBroadcastOutcomes(deps.db, leases, sent));
-  if (sent.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
   const accepted = stored.filter((_, n) => sent[n]!.kind === "accepted");
-  const receipts = await readReceipts(
-    deps.rpc,
-    accepted.map((item) => item.lease.txHash as Hex),
-  );
+  // The broadcast is recorded while the receipts are read; receipts are recorded after both.
+  const [receipts] = await Promise.all([
+    readReceipts(
+      deps.rpc,
+      accepted.map((item) => item.lease.txHash as Hex),
+    ),
+    bookkeep(deps, "recording the broadcast", () => recordBroadcastOutcomes(deps.db, leases, sent)).then(
+      () => {
+        if (accepted.length > 0) deps.faults?.afterBroadcast?.();
+      },
+    ),
+  ]);
   // The tracker follows what is still in flight: a transient broadcast, or a receipt not in yet.
   if (stored.some((item, n) => sent[n]!.kind !== "refused" && !receipts.has(item.lease.txHash))) {
     deps.onInFlight();
