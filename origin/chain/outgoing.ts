@@ -239,7 +239,7 @@ export async function recordBroadcastOutcomes(
   outcomes: readonly BroadcastOutcome[],
 ): Promise<void> {
   const accepted = leases.filter((_, n) => outcomes[n]!.kind === "accepted").map((lease) => lease.txId);
-  await setTxStatus(db, accepted, "submitted", { countBroadcast: true });
+  await setTxStatus(db, accepted, "submitted", { countBroadcast: true, chainCanTell: true });
   const transient = leases.filter((_, n) => outcomes[n]!.kind === "transient").map((lease) => lease.txId);
   if (transient.length > 0) {
     await db.execute(sql`update outgoing_transactions
@@ -277,14 +277,19 @@ export async function setTxStatus(
   db: Db,
   txIds: string[],
   status: TxStatus,
-  fields: { error?: string | null; countBroadcast?: boolean } = {},
+  fields: { error?: string | null; countBroadcast?: boolean; chainCanTell?: boolean } = {},
 ): Promise<void> {
   if (txIds.length === 0) return;
   const failedAction = status === "failed" && fields.error ? "broadcast_refused" : null;
   // Locked in tx_id order first, as recordMined does, so the two never deadlock on shared rows.
+  const flushWait = fields.chainCanTell
+    ? { cte: sql`${NO_FLUSH_WAIT},`, read: sql`, no_flush_wait` }
+    : { cte: sql``, read: sql`` };
   await db.execute(sql`
-    with locked as materialized (
-      select tx_id from outgoing_transactions where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
+    with ${flushWait.cte}
+    locked as materialized (
+      select tx_id from outgoing_transactions${flushWait.read}
+      where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
       order by tx_id for update),
     moved as (
       update outgoing_transactions
@@ -361,9 +366,10 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
   // recording overlapping receipts at once then queue on the first shared row instead of each
   // holding one the other needs (a deadlock Postgres would end by failing one of them).
   await db.execute(sql`
-    with receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
+    with ${NO_FLUSH_WAIT},
+    receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
     locked as materialized (
-      select t.tx_id from outgoing_transactions t join receipts r on r.tx_id = t.tx_id
+      select t.tx_id from outgoing_transactions t join receipts r on r.tx_id = t.tx_id, no_flush_wait
       where t.status = 'submitted' order by t.tx_id for update of t),
     moved as (
       update outgoing_transactions t
@@ -380,6 +386,18 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
 }
 
 /**
+ * A CTE for a one-statement write the chain can tell again (a broadcast accepted, a receipt): its
+ * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only),
+ * the wait that made these writes the slowest steps of a settlement. Postgres still writes the WAL
+ * within its walwriter delay, and any later synchronous commit flushes this one with it (the WAL is
+ * one sequence), so only a crash of the database itself in that moment can lose it; the row then
+ * stays `signed` or `submitted` and the tracker finds the same facts on chain again (a resend of
+ * the same bytes is "already known" or mined). The statement must read the CTE for it to run.
+ */
+const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
+  select set_config('synchronous_commit', 'off', true) as setting)`;
+
+/**
  * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is
  * closed by handing the nonce out again; otherwise the later transactions wait behind it, and the
  * tracker fills it (fill-nonce-gaps in the tracker).
@@ -393,15 +411,4 @@ async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
 
 function isQuantity(value: unknown): value is string {
   return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
-}
-
-async function _rpcQuantity(
-  rpc: JsonRpcUpstream,
-  method: string,
-  params: unknown[],
-): Promise<bigint | undefined> {
-  const result = await rpc.send({ jsonrpc: "2.0", id: 1, method, params });
-  if (!result.ok) return undefined;
-  const value = (result.body as { result?: unknown }).result;
-  return typeof value === "string" && /^0x[0-9a-fA-F]+$/.test(value) ? BigInt(value) : undefined;
 }
