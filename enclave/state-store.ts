@@ -78,7 +78,10 @@ export class StateStore {
     change(this.state);
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ resolve, reject });
-      if (!this.flushing) this.flushing = this.flushLoop();
+      // The write starts after this turn of the event loop, so every request read from the
+      // socket in it (a batch of signatures) shares that write, not just the first of them.
+      if (!this.flushing)
+        this.flushing = new Promise((next) => setImmediate(next)).then(() => this.flushLoop());
     });
   }
 
