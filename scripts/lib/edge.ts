@@ -18,22 +18,8 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { recordOutput } from "../test/secret-sink.ts";
-import { withWorkerdV8Flags } from "./workerd-v8-flags.ts";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-
-/**
- * V8 flags for workerd: a young generation of at most 2 MiB per semi-space (V8 grows it to tens of
- * MiB by default). Without it workerd's RSS climbs for hundreds of thousands of requests (issue 18),
- * native memory, not JS heap: most likely the C++ side of each request's objects, freed only when
- * V8 collects their JS wrappers, so the larger the young generation, the more of it waits. With it,
- * RSS still climbs over the first ~10k requests (50 → ~145 MiB, as without), then stays.
- * Measured, workerd's VmRSS, this worker proxying to a stub origin, 16 concurrent requests, at
- * ~15k / 30k / 150k requests: default 203 / 238 / 614 MiB, 4 MiB 181 / 199 / 197, 2 MiB 151 / 153 /
- * 163. `npm run soak -- --minutes 3 --rate 100` (warm-up to 9k requests, end at 27k, as the
- * 10-minute soak at its 30/s): edge end/warm 1.258 (145 → 183 MiB) by default, 0.989 with 2 MiB.
- */
-const WORKERD_V8_FLAGS = ["--max-semi-space-size=2"];
 
 export type WranglerConfig = {
   name: string;
@@ -140,38 +126,36 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
   };
   const signals = ["SIGINT", "SIGTERM"] as const;
   const listenersBefore = signals.map((signal) => process.listeners(signal));
-  // workerd spawns while Miniflare starts; it gets WORKERD_V8_FLAGS then.
-  const { miniflare, ready } = await withWorkerdV8Flags(WORKERD_V8_FLAGS, async () => {
-    const miniflare = new Miniflare({
-      name: wrangler.name,
-      modules: true,
-      script,
-      // Names the bundled module in stack traces; the file itself is never read.
-      scriptPath: path.resolve(REPO_ROOT, wrangler.main.replace(/\.ts$/, ".js")),
-      compatibilityDate: wrangler.compatibilityDate,
-      bindings,
-      host: "127.0.0.1",
-      port: 0,
-      handleRuntimeStdio(stdout: Readable, stderr: Readable) {
-        for (const stream of [stdout, stderr]) createInterface({ input: stream }).on("line", onLine);
-      },
-    });
-    if (params.callerHandlesSignals) {
-      // Miniflare's exit hook adds these listeners (once per process); its "exit" listener stays and
-      // still ends workerd if the process exits without stopping the edge.
-      signals.forEach((signal, index) => {
-        for (const listener of process.listeners(signal)) {
-          if (!listenersBefore[index]?.includes(listener)) process.removeListener(signal, listener);
-        }
-      });
-    }
-    try {
-      return { miniflare, ready: await miniflare.ready };
-    } catch (error) {
-      await miniflare.dispose().catch(() => {});
-      throw error;
-    }
+  const miniflare = new Miniflare({
+    name: wrangler.name,
+    modules: true,
+    script,
+    // Names the bundled module in stack traces; the file itself is never read.
+    scriptPath: path.resolve(REPO_ROOT, wrangler.main.replace(/\.ts$/, ".js")),
+    compatibilityDate: wrangler.compatibilityDate,
+    bindings,
+    host: "127.0.0.1",
+    port: 0,
+    handleRuntimeStdio(stdout: Readable, stderr: Readable) {
+      for (const stream of [stdout, stderr]) createInterface({ input: stream }).on("line", onLine);
+    },
   });
+  if (params.callerHandlesSignals) {
+    // Miniflare's exit hook adds these listeners (once per process); its "exit" listener stays and
+    // still ends workerd if the process exits without stopping the edge.
+    signals.forEach((signal, index) => {
+      for (const listener of process.listeners(signal)) {
+        if (!listenersBefore[index]?.includes(listener)) process.removeListener(signal, listener);
+      }
+    });
+  }
+  let ready: URL;
+  try {
+    ready = await miniflare.ready;
+  } catch (error) {
+    await miniflare.dispose().catch(() => {});
+    throw error;
+  }
   let front: ClientAddressFront;
   try {
     front = await startClientAddressFront(ready, params.port ?? 0, onLine);
