@@ -387,10 +387,10 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
 
 /**
  * A CTE for a one-statement write the chain can tell again (a broadcast accepted, a receipt): its
- * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only),
- * the wait that made these writes the slowest steps of a settlement. Postgres still writes the WAL
- * within its walwriter delay, and any later synchronous commit flushes this one with it (the WAL is
- * one sequence), so only a crash of the database itself in that moment can lose it; the row then
+ * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only), a
+ * wait in every settlement's and transfer's path that such a write does not need. Postgres still
+ * writes the WAL within its walwriter delay, and any later synchronous commit flushes this one with
+ * it (the WAL is one sequence), so only a crash of the database itself in that moment can lose it; the row then
  * stays `signed` or `submitted` and the tracker finds the same facts on chain again (a resend of
  * the same bytes is "already known" or mined). The statement must read the CTE for it to run.
  */
