@@ -390,9 +390,10 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
  * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only), a
  * wait in every settlement's and transfer's path that such a write does not need. Postgres still
  * writes the WAL within its walwriter delay, and any later synchronous commit flushes this one with
- * it (the WAL is one sequence), so only a crash of the database itself in that moment can lose it; the row then
- * stays `signed` or `submitted` and the tracker finds the same facts on chain again (a resend of
- * the same bytes is "already known" or mined). The statement must read the CTE for it to run.
+ * it (the WAL is one sequence), so only a crash of the database itself in that moment can lose it;
+ * the row then stays `signed` or `submitted` and the tracker finds the same facts on chain again (a
+ * resend of the same bytes is "already known" or mined). The statement must read the CTE for it to
+ * run.
  */
 const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
   select set_config('synchronous_commit', 'off', true) as setting)`;
