@@ -1,10 +1,10 @@
-import { createServer, type Server } from "node:http";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
+import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -12,7 +12,7 @@ import { X402_REASONS } from "./reasons.ts";
 // The settler's mined nonce is read from the chain while a batch claims its payments (settle.ts).
 // When that read fails, the claims must roll back: nothing claimed, nothing signed, and the same
 // payment presented again settles. The failure comes from a FAKE: a JSON-RPC pass-through to the
-// real devnet that answers 503 to calls of eth_getTransactionCount while `withhold` is on. Only
+// real devnet that answers 503 to calls of eth_getTransactionCount while they are withheld. Only
 // the settle path asks for it; verification's reads (eth_call, eth_getBalance) and the fee
 // quote go through, so the refusal can come from nowhere else.
 const AMOUNT = 10_000n;
@@ -20,41 +20,21 @@ const payTo = newAccount().address.toLowerCase() as Address;
 
 let stack: MoneyStack;
 let origin: TestOrigin;
-let proxy: Server;
-let withhold = false;
-let withheld = 0;
+let proxy: RpcCutProxy;
 
 beforeAll(async () => {
   stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
-  proxy = createServer(async (request, response) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString();
-    if (withhold && body.includes('"eth_getTransactionCount"')) {
-      withheld++;
-      response.writeHead(503).end();
-      return;
-    }
-    const answer = await fetch(stack.devnet.url, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body,
-    });
-    response.writeHead(answer.status, { "content-type": "application/json" }).end(await answer.text());
-  });
-  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
-  const address = proxy.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  proxy = await startRpcCutProxy(stack.devnet.url);
   origin = await startTestOrigin({
     database: stack.db.handle,
-    rpcUrl: `http://127.0.0.1:${port}`,
+    rpcUrl: proxy.url,
     env: stack.originEnv,
     signer: stack.signer,
   });
 }, 120_000);
 afterAll(async () => {
   await origin?.close();
-  await new Promise((resolve) => proxy?.close(resolve));
+  await proxy?.close();
   await stack?.close();
 });
 
@@ -72,10 +52,10 @@ describe("x402 settlement when the chain does not say the settler's nonce", () =
       )[0]!.n;
     const signedBefore = await settlerTransactions();
 
-    withhold = true;
+    proxy.withhold("eth_getTransactionCount");
     const refused = await pay(demo, header);
-    withhold = false;
-    expect(withheld).toBeGreaterThan(0);
+    proxy.withhold(undefined);
+    expect(proxy.withheld).toBeGreaterThan(0);
     expect(refused.status).toBe(402);
     expect(refused.body.error).toBe(X402_REASONS.unexpectedSettleError);
     const rows = await queryRows<{ status: string }>(

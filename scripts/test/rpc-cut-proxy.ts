@@ -3,7 +3,9 @@
  * stops answering (issue 13: a settlement broadcast whose receipt never comes in time). While cut,
  * every connection is dropped without an answer, as a network partition would; the devnet itself
  * keeps running and mining. `cutAfter(method)` cuts the line right after forwarding the answer of
- * the first request that calls `method`, an instant a test cannot hit from outside. Loopback only.
+ * the first request that calls `method`, an instant a test cannot hit from outside. `withhold(method)`
+ * answers 503 to the requests that call `method` while it is set, and passes the rest (a node that
+ * fails one kind of call). Loopback only.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -18,12 +20,18 @@ export type RpcCutProxy = {
   cutAfter(method: string): Promise<void>;
   /** Let requests through again. */
   restore(): void;
+  /** Answer 503 to every request calling `method` (undefined: none), forwarding the others. */
+  withhold(method: string | undefined): void;
+  /** Requests answered 503 by `withhold`. */
+  readonly withheld: number;
   close(): Promise<void>;
 };
 
 export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> {
   let isCut = false;
   let forwarded = 0;
+  let withheldMethod: string | undefined;
+  let withheld = 0;
   let trigger: { method: string; fire: () => void } | undefined;
   const sockets = new Set<Socket>();
 
@@ -40,6 +48,11 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
       return;
     }
     const body = Buffer.concat(chunks).toString();
+    if (withheldMethod !== undefined && body.includes(`"${withheldMethod}"`)) {
+      withheld++;
+      response.writeHead(503).end();
+      return;
+    }
     const answer = await fetch(targetUrl, {
       method: "POST",
       headers: { "content-type": request.headers["content-type"] ?? "application/json" },
@@ -79,6 +92,12 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
     url: `http://127.0.0.1:${port}`,
     get forwarded() {
       return forwarded;
+    },
+    get withheld() {
+      return withheld;
+    },
+    withhold: (method) => {
+      withheldMethod = method;
     },
     cut,
     cutAfter: (method) =>
