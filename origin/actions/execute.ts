@@ -23,6 +23,7 @@ import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
 import type { FeeOracle, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
+import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   type BroadcastLease,
@@ -153,7 +154,7 @@ type Signed = { index: number; nonce: bigint; txHash: Hex; rawTx: Hex; costWei: 
 async function runBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promise<ExecuteOutcome[]> {
   const outcomes: (ExecuteOutcome | undefined)[] = new Array(operations.length);
   // Read before the transaction, so no database lock is held across these calls (see
-  // readSenderView for why a stale view can only err towards refusing).
+  // SenderView for why a stale view can only err towards refusing).
   const quote = await deps.fees.quote(NATIVE_TRANSFER_GAS);
   const chain = quote.ok ? await readChain(deps.rpc, operations) : undefined;
   if (!quote.ok || !chain) {
@@ -286,7 +287,7 @@ type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigin
 
 /**
  * One JSON-RPC batch: each sender's mined nonce then its balance (nodes run a batch's calls in the
- * order listed; see readSenderView), and the balances of recipients the checks need.
+ * order listed; see SenderView), and the balances of recipients the checks need.
  */
 async function readChain(rpc: JsonRpcUpstream, operations: MoneyOperation[]): Promise<ChainView | undefined> {
   const senders = [...new Set(operations.map((operation) => operation.sender.address))];
@@ -303,13 +304,10 @@ async function readChain(rpc: JsonRpcUpstream, operations: MoneyOperation[]): Pr
     ...recipients.map((address) => ({ method: "eth_getBalance", params: [address, "latest"] })),
   ];
   const result = await rpc.send(calls.map((call, id) => ({ jsonrpc: "2.0", id, ...call })));
-  if (!result.ok || !Array.isArray(result.body)) return undefined;
-  const byId = new Map(
-    (result.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
-  );
+  const byId = batchResults(result);
   const quantity = (id: number): bigint | undefined => {
     const value = byId.get(id);
-    return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value) ? BigInt(value) : undefined;
+    return isQuantity(value) ? BigInt(value) : undefined;
   };
   const view: ChainView = { senders: new Map(), received: new Map() };
   for (const [n, address] of senders.entries()) {

@@ -3,6 +3,8 @@
  * twice the next block's base fee plus the tip (it survives the base fee doubling while the
  * transaction waits), never above what the enclave's fee ceiling allows for the gas limit.
  */
+
+import { batchResults, isQuantity } from "./json-rpc-results.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; gasLimit: bigint };
@@ -39,10 +41,7 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
         { jsonrpc: "2.0", id: 0, method: "eth_feeHistory", params: ["0x1", "latest", []] },
         { jsonrpc: "2.0", id: 1, method: "eth_maxPriorityFeePerGas", params: [] },
       ]);
-      if (!result.ok || !Array.isArray(result.body)) return undefined;
-      const byId = new Map(
-        (result.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
-      );
+      const byId = batchResults(result);
       const history = byId.get(0) as { baseFeePerGas?: unknown } | undefined;
       const tipHex = byId.get(1);
       // feeHistory's last base fee is the next block's.
@@ -77,8 +76,4 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
       return { ok: true, fees: { maxFeePerGas, maxPriorityFeePerGas: tip, gasLimit } };
     },
   };
-}
-
-function isQuantity(value: unknown): value is string {
-  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
 }

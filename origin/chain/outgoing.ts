@@ -12,29 +12,14 @@ import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 export type TxPurpose = "faucet" | "transfer" | "settlement" | "filler";
 export type TxStatus = "signed" | "submitted" | "confirmed" | "reverted" | "failed";
 
-/** What the chain says of a sender right now: its mined nonce and its balance. */
-export type SenderView = { minedNonce: bigint; balanceWei: bigint };
-
 /**
- * Reads the sender's mined nonce, then its balance, both at `latest`. In that order a
- * transaction mined between the two reads is both in the balance and above the nonce, so it is
- * counted twice as in flight (a refusal too many), never missed (an overdraft).
+ * What the chain says of a sender right now: its mined nonce and its balance, both at `latest`,
+ * read in one JSON-RPC batch, nonce first (nodes, geth and the devnet, run a batch's calls in the
+ * order listed). In that order a transaction mined between the two reads is both in the balance
+ * and above the nonce, so it is counted twice as in flight (a refusal too many), never missed
+ * (an overdraft).
  */
-export async function readSenderView(rpc: JsonRpcUpstream, address: string): Promise<SenderView | undefined> {
-  // One batch, nonce first: nodes (geth, the devnet) run a batch's calls in the order listed.
-  const result = await rpc.send([
-    { jsonrpc: "2.0", id: 0, method: "eth_getTransactionCount", params: [address, "latest"] },
-    { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [address, "latest"] },
-  ]);
-  if (!result.ok || !Array.isArray(result.body)) return undefined;
-  const byId = new Map(
-    (result.body as { id?: unknown; result?: unknown }[]).map((item) => [item.id, item.result]),
-  );
-  const nonce = byId.get(0);
-  const balance = byId.get(1);
-  if (!isQuantity(nonce) || !isQuantity(balance)) return undefined;
-  return { minedNonce: BigInt(nonce), balanceWei: BigInt(balance) };
-}
+export type SenderView = { minedNonce: bigint; balanceWei: bigint };
 
 /**
  * The statement that locks `address`'s nonce row for the rest of the transaction and returns the
@@ -352,9 +337,19 @@ export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
   };
 }
 
-/** Records receipts in bulk: transactions and their actions, one statement for all. */
-export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<void> {
+/**
+ * Records receipts in bulk: transactions and their actions, one statement for all. `broadcast`:
+ * the caller holds these transactions' broadcast leases and has just seen the chain accept them,
+ * so a transaction still `signed` moves straight to its receipt's state, its broadcast counted
+ * (one statement where recordBroadcastOutcomes and this would be two).
+ */
+export async function recordMined(
+  db: Db,
+  mined: MinedTransaction[],
+  options: { broadcast?: boolean } = {},
+): Promise<void> {
   if (mined.length === 0) return;
+  const from = options.broadcast ? sql`('signed', 'submitted')` : sql`('submitted')`;
   const rows = sql.join(
     mined.map(
       (item) =>
@@ -370,12 +365,13 @@ export async function recordMined(db: Db, mined: MinedTransaction[]): Promise<vo
     receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
     locked as materialized (
       select t.tx_id from outgoing_transactions t join receipts r on r.tx_id = t.tx_id, no_flush_wait
-      where t.status = 'submitted' order by t.tx_id for update of t),
+      where t.status in ${from} order by t.tx_id for update of t),
     moved as (
       update outgoing_transactions t
       set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
-          broadcast_lease_until = null
-      from receipts r where t.tx_id = r.tx_id and t.tx_id in (select tx_id from locked) and t.status = 'submitted'
+          broadcast_lease_until = null,
+          broadcast_attempts = broadcast_attempts + (case when t.status = 'signed' then 1 else 0 end)
+      from receipts r where t.tx_id = r.tx_id and t.tx_id in (select tx_id from locked) and t.status in ${from}
       returning t.tx_id, t.status),
     settlements as (
       update x402_settlements x
@@ -408,8 +404,4 @@ async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
     update sender_nonces set next_nonce = t.nonce, updated_at = now()
     from outgoing_transactions t
     where t.tx_id = ${txId} and sender_nonces.address = t.sender and sender_nonces.next_nonce = t.nonce + 1`);
-}
-
-function isQuantity(value: unknown): value is string {
-  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
 }

@@ -1,5 +1,6 @@
 import type { Handler } from "hono";
 import { NATIVE_DECIMALS, NATIVE_SYMBOL, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -16,7 +17,9 @@ export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<A
       { jsonrpc: "2.0", id: 0, method: "eth_blockNumber", params: [] },
       { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [address, "latest"] },
     ]);
-    const [blockHex, balanceHex] = result.ok ? resultsById(result.body, 2) : [];
+    const results = batchResults(result);
+    const blockHex = results.get(0);
+    const balanceHex = results.get(1);
     if (!isQuantity(blockHex) || !isQuantity(balanceHex)) {
       throw new AppError("chain_unavailable", "the chain did not answer; try again later");
     }
@@ -31,17 +34,4 @@ export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<A
       block_number: BigInt(blockHex).toString(),
     });
   };
-}
-
-function resultsById(body: unknown, count: number): unknown[] {
-  const out: unknown[] = new Array(count);
-  if (!Array.isArray(body)) return out;
-  for (const item of body as { id?: unknown; result?: unknown }[]) {
-    if (typeof item?.id === "number" && item.id >= 0 && item.id < count) out[item.id] = item.result;
-  }
-  return out;
-}
-
-function isQuantity(value: unknown): value is string {
-  return typeof value === "string" && /^0x[0-9a-fA-F]{1,64}$/.test(value);
 }

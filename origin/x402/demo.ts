@@ -1,7 +1,8 @@
 /**
  * `GET {base}/x402/demo` (SPEC "x402 surfaces", DESIGN §7): unpaid, a 402 with the quote in the
- * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, verify and settle
- * through the in-process facilitator, and 200 with PAYMENT-RESPONSE only once the settler
+ * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
+ * through the in-process facilitator (the settle batch reads the payment's facts on chain while
+ * it claims the payment, verify.ts verifyPayment's last checks), and 200 with PAYMENT-RESPONSE only once the settler
  * transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason; after a
  * settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries its outcome,
  * naming the original transaction.
@@ -11,11 +12,10 @@ import { Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
 import { decodePaymentHeader } from "./payment.ts";
 import type { X402Reason } from "./reasons.ts";
-import { X402_REASONS } from "./reasons.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
 import type { SettleResponse } from "./settle.ts";
 import type { X402Runtime } from "./setup.ts";
-import { type VerifyDeps, verifyPayment } from "./verify.ts";
+import { checkContext, checkPayment, type VerifyDeps } from "./verify.ts";
 
 export function createDemoRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -37,27 +37,17 @@ export function createDemoRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): 
     const decoded = decodePaymentHeader(header);
     if (!decoded.ok) return refuse(decoded.reason);
     const envelope = decoded.value;
-    const verified = await verifyPayment(verifyDeps, envelope, runtime.requirements, { checkClaimed: false });
-    if (!verified.ok) {
-      // A payment presented again: name the original transaction (DESIGN §7), after it settled
-      // (nonce used on chain) and while it is pending with the chain out of reach (the on-chain
-      // check failed), so a client can reconcile instead of paying again.
-      const known =
-        verified.reason === X402_REASONS.nonceUsed || verified.reason === X402_REASONS.unexpectedVerifyError
-          ? await runtime.settler.known(envelope.authorization)
-          : undefined;
-      const reason =
-        verified.reason === X402_REASONS.unexpectedVerifyError && known?.errorReason
-          ? known.errorReason
-          : verified.reason;
-      return refuse(reason, known);
-    }
+    const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
+    if (!checked.ok) return refuse(checked.reason);
     const outcome = await runtime.settler.settle({
-      authorization: verified.authorization,
+      authorization: checked.authorization,
       signature: envelope.signature,
       requirement: envelope.accepted,
       payload: envelope.raw.payload,
     });
+    if (outcome.kind === "invalid") return refuse(outcome.response.errorReason);
+    // A payment presented again (`duplicate`) names the original transaction (DESIGN §7), settled
+    // or pending, so a client can reconcile instead of paying again.
     if (outcome.kind !== "settled") return refuse(outcome.response.errorReason, outcome.response);
     return paid(c, outcome.response);
   });

@@ -12,7 +12,14 @@ import { X402_REASONS } from "./reasons.ts";
 import { X402_VERSION } from "./requirements.ts";
 import type { SettleResponse } from "./settle.ts";
 import type { X402Runtime } from "./setup.ts";
-import { compareRequirements, type VerifyDeps, type VerifyResult, verifyPayment } from "./verify.ts";
+import {
+  checkContext,
+  checkPayment,
+  compareRequirements,
+  type VerifyDeps,
+  type VerifyResult,
+  verifyPayment,
+} from "./verify.ts";
 
 type VerifyResponse = { isValid: boolean; invalidReason?: string; payer?: string };
 
@@ -34,9 +41,13 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
     }),
   );
 
-  /** Parses `{x402Version, paymentPayload, paymentRequirements}` and runs verify. */
+  /**
+   * Parses `{x402Version, paymentPayload, paymentRequirements}` and checks it: all of verify, or
+   * (to settle) the pure checks, the settle batch reading the rest while it claims the payment.
+   */
   const check = async (
     body: unknown,
+    depth: "verify" | "settle",
   ): Promise<{ result: VerifyResult; envelope?: ReturnType<typeof parseEnvelope> }> => {
     const request = fieldsOf(body);
     const envelope = parseEnvelope(request.paymentPayload);
@@ -54,7 +65,10 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
     const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
     if (differs) return { result: { ok: false, reason: differs, payer: envelope.value.authorization.from } };
     return {
-      result: await verifyPayment(verifyDeps, envelope.value, runtime.requirements, { checkClaimed: true }),
+      result:
+        depth === "verify"
+          ? await verifyPayment(verifyDeps, envelope.value, runtime.requirements)
+          : checkPayment(envelope.value, runtime.requirements, checkContext(verifyDeps)),
       envelope,
     };
   };
@@ -65,7 +79,7 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
       return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayload }, 413);
     if (body === undefined)
       return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }, 400);
-    const { result } = await check(body);
+    const { result } = await check(body, "verify");
     const answer: VerifyResponse = result.ok
       ? { isValid: true, payer: result.payer }
       : { isValid: false, invalidReason: result.reason, ...(result.payer ? { payer: result.payer } : {}) };
@@ -80,16 +94,10 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
     }
     const envelope = parseEnvelope(fieldsOf(body).paymentPayload);
     if (!envelope.ok) return c.json(failed(envelope.reason, envelope.payer ?? ""));
-    // A repeat of a settle whose answer was lost is answered from the stored settlement (its
-    // transaction), never signed again.
-    const { result } = await check(body);
-    if (!result.ok) {
-      const known =
-        result.reason === X402_REASONS.nonceUsed
-          ? await runtime.settler.known(envelope.value.authorization)
-          : undefined;
-      return c.json(known ?? failed(result.reason, result.payer ?? ""));
-    }
+    const { result } = await check(body, "settle");
+    if (!result.ok) return c.json(failed(result.reason, result.payer ?? ""));
+    // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
+    // settlement (its transaction), never signed again.
     const outcome = await runtime.settler.settle({
       authorization: result.authorization,
       signature: envelope.value.signature,

@@ -9,12 +9,13 @@ import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x4
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 
-// The settler's mined nonce is read from the chain while a batch claims its payments (settle.ts).
-// When that read fails, the claims must roll back: nothing claimed, nothing signed, and the same
-// payment presented again settles. The failure comes from a FAKE: a JSON-RPC pass-through to the
-// real devnet that answers 503 to calls of eth_getTransactionCount while they are withheld. Only
-// the settle path asks for it; verification's reads (eth_call, eth_getBalance) and the fee
-// quote go through, so the refusal can come from nowhere else.
+// The settler's mined nonce is read from the chain while a batch claims its payments (settle.ts),
+// in one JSON-RPC batch with the payments' facts. When that read fails, the claims must roll back:
+// nothing claimed, nothing signed, and the same payment presented again settles. The failure comes
+// from a FAKE: a JSON-RPC pass-through to the real devnet that answers 503 to requests calling
+// eth_getTransactionCount while they are withheld. Only that batch asks for it; the fee quote goes
+// through, and facts missing alone would be unexpected_verify_error, so the refusal can come from
+// nowhere else.
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 

@@ -12,7 +12,7 @@ import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
 import { fromHex, type Hex } from "../../shared/hex.ts";
 import { addressOfPublicKey, recoverPublicKey } from "../../shared/secp256k1.ts";
 import { type Db, queryRows } from "../db/client.ts";
-import type { PayerFactsReader } from "./payer-facts.ts";
+import type { PayerFacts, PayerFactsReader } from "./payer-facts.ts";
 import type { Authorization, PaymentEnvelope } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
@@ -51,6 +51,14 @@ export function compareRequirements(
   return null;
 }
 
+/** What the pure checks need to know: the time, and the operator pool barred as payer. */
+export function checkContext(deps: Pick<VerifyDeps, "now" | "operatorPool">): {
+  nowSeconds: bigint;
+  operatorPool: string;
+} {
+  return { nowSeconds: BigInt(Math.floor(deps.now().getTime() / 1000)), operatorPool: deps.operatorPool };
+}
+
 /** The checks that need neither the database nor the chain. */
 export function checkPayment(
   envelope: PaymentEnvelope,
@@ -84,33 +92,33 @@ export function checkPayment(
 }
 
 /**
- * All checks: the pure ones, then (from, nonce) unclaimed in our database (unless the caller
- * claims it itself and answers duplicates its own way), then one JSON-RPC batch for the
- * authorization's state on chain and the payer's balance.
+ * All checks, for the facilitator's /verify: the pure ones, then (from, nonce) unclaimed in our
+ * database, then one JSON-RPC batch for the authorization's state on chain and the payer's
+ * balance. Settling does the pure checks and leaves the rest to the settle batch (settle.ts),
+ * which claims the payment and reads the same facts at once.
  */
 export async function verifyPayment(
   deps: VerifyDeps,
   envelope: PaymentEnvelope,
   ours: PaymentRequirements,
-  options: { checkClaimed: boolean },
 ): Promise<VerifyResult> {
-  const checked = checkPayment(envelope, ours, {
-    nowSeconds: BigInt(Math.floor(deps.now().getTime() / 1000)),
-    operatorPool: deps.operatorPool,
-  });
+  const checked = checkPayment(envelope, ours, checkContext(deps));
   if (!checked.ok) return checked;
   const { payer, authorization } = checked;
   const fail = (reason: X402Reason): VerifyResult => ({ ok: false, reason, payer });
-  if (options.checkClaimed) {
-    const [claimed] = await queryRows<{ id: string }>(
-      deps.db,
-      sql`select id from x402_settlements where payer = ${payer} and nonce = ${authorization.nonce}`,
-    );
-    if (claimed) return fail(X402_REASONS.nonceUsed);
-  }
-  const facts = await deps.payerFacts(payer as Hex, authorization.nonce);
-  if (!facts) return fail(X402_REASONS.unexpectedVerifyError);
-  if (facts.nonceUsed) return fail(X402_REASONS.nonceUsed);
-  if (facts.balanceWei < authorization.value * WEI_PER_UNIT) return fail(X402_REASONS.insufficientBalance);
-  return checked;
+  const [claimed] = await queryRows<{ id: string }>(
+    deps.db,
+    sql`select id from x402_settlements where payer = ${payer} and nonce = ${authorization.nonce}`,
+  );
+  if (claimed) return fail(X402_REASONS.nonceUsed);
+  const refusal = factsRefusal(await deps.payerFacts(payer as Hex, authorization.nonce), authorization);
+  return refusal ? fail(refusal) : checked;
+}
+
+/** What the chain's facts of a payment refuse it for: null when they allow it. */
+export function factsRefusal(facts: PayerFacts | undefined, authorization: Authorization): X402Reason | null {
+  if (!facts) return X402_REASONS.unexpectedVerifyError;
+  if (facts.nonceUsed) return X402_REASONS.nonceUsed;
+  if (facts.balanceWei < authorization.value * WEI_PER_UNIT) return X402_REASONS.insufficientBalance;
+  return null;
 }

@@ -57,9 +57,10 @@ describe("x402 settlement under faults (real processes)", () => {
     const balanceBefore = await payToBalance();
     await expect(pay(demo, signature)).rejects.toThrow();
     expect(await doomed.exited).toBe("SIGKILL");
-    // Claimed and broadcast, no receipt recorded: nothing has moved it past `submitted`.
+    // Claimed, signed, stored and broadcast; nothing recorded after the broadcast: still `claimed`,
+    // naming its transaction.
     const [left] = await settlementOf(payer.address);
-    expect(left).toMatchObject({ status: "submitted", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    expect(left).toMatchObject({ status: "claimed", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     const transaction = left!.tx_hash!;
 
     // A restarted origin's tracker finds the receipt and settles it; nothing is signed again.

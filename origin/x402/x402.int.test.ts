@@ -7,7 +7,13 @@ import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
-import { highS, newAccount, publicClientFor } from "../../devnet/testing.ts";
+import {
+  highS,
+  newAccount,
+  publicClientFor,
+  transferWithAuthorizationCalldata,
+  walletClientFor,
+} from "../../devnet/testing.ts";
 import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import {
@@ -170,6 +176,26 @@ describe("GET /x402/demo", () => {
     expect(tally(receipts.map((receipt) => receipt.status))).toEqual({ success: 100 });
   }, 240_000);
 
+  it("payments the chain's facts refuse, among concurrent ones: each refused with its reason, its claim released, the rest settled on consecutive settler nonces", async () => {
+    const funded = await Promise.all(Array.from({ length: 8 }, () => fundedPayer()));
+    const short = await Promise.all(Array.from({ length: 4 }, () => fundedPayer(9_999n)));
+    const payers = [...funded, ...short];
+    const signatures = await Promise.all(payers.map(async (payer) => header(await envelope(payer))));
+    const answers = await Promise.all(signatures.map((signature) => pay(signature)));
+    expect(tally(answers.map((answer) => `${answer.status} ${answer.body.error ?? "paid"}`))).toEqual({
+      "200 paid": 8,
+      [`402 ${X402_REASONS.insufficientBalance}`]: 4,
+    });
+    const rows = await queryRows<{ status: string; settler_nonce: string }>(
+      stack.db.handle.db,
+      sql`select status, settler_nonce::text from x402_settlements
+          where payer = any(${`{${payers.map((p) => p.address.toLowerCase()).join(",")}}`}::text[])`,
+    );
+    expect(tally(rows.map((row) => row.status))).toEqual({ settled: 8 });
+    const nonces = rows.map((row) => Number(row.settler_nonce)).sort((a, b) => a - b);
+    expect(nonces.at(-1)! - nonces[0]!).toBe(7);
+  });
+
   describe("refuses with a reason and settles nothing", () => {
     const now = () => BigInt(Math.floor(Date.now() / 1000));
     const cases: [string, string, () => Promise<string>][] = [
@@ -285,6 +311,15 @@ describe("GET /x402/demo", () => {
         "a payer without the balance",
         X402_REASONS.insufficientBalance,
         async () => header(await envelope(await fundedPayer(9_999n))),
+      ],
+      [
+        "an authorization another relayer already settled on chain",
+        X402_REASONS.nonceUsed,
+        async () => {
+          const payload = await envelope(await fundedPayer());
+          await settleElsewhere(payload.payload as { signature: Hex; authorization: Record<string, string> });
+          return header(payload);
+        },
       ],
     ];
     for (const [name, reason, make] of cases) {
@@ -406,6 +441,25 @@ function tally(values: string[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
   return counts;
+}
+
+/** Sends the payment's transferWithAuthorization straight to the chain from a relayer of its own. */
+async function settleElsewhere(payment: { signature: Hex; authorization: Record<string, string> }) {
+  const relayer = await fundedPayer();
+  const a = payment.authorization;
+  const authorization = {
+    from: a.from as Address,
+    to: a.to as Address,
+    value: BigInt(a.value!),
+    validAfter: BigInt(a.validAfter!),
+    validBefore: BigInt(a.validBefore!),
+    nonce: a.nonce as Hex,
+  };
+  const hash = await walletClientFor(stack.devnet.url, relayer).sendTransaction({
+    to: NATIVE_TRANSFER_AUTH_ADDRESS,
+    data: transferWithAuthorizationCalldata(authorization, payment.signature),
+  });
+  expect((await chain().waitForTransactionReceipt({ hash })).status).toBe("success");
 }
 
 async function countSettlements(): Promise<number> {
