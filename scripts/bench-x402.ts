@@ -1,7 +1,10 @@
 /**
  * `npm run bench:x402` (issue 13): what a paid request costs, in one run, three ways:
  *   (a) ours: GET {edge}/77/x402/demo of the local stack (`npm start`, edge in Miniflare), paid by
- *       the official `@x402/fetch` client with funded viem local accounts;
+ *       the official `@x402/fetch` client with funded viem local accounts. The payers reach the
+ *       edge worker's workerd directly, with CF-Connecting-IP set as Cloudflare's network sets it:
+ *       `npm start`'s Node front (scripts/lib/edge.ts), which stands in for that network locally,
+ *       runs in this process beside the payers, and its hop is not part of the service;
  *   (b) the reference: a Hono server with `@x402/hono`'s payment middleware and the official
  *       `@x402/evm` facilitator in process, settling on the same devnet from one settler account
  *       given viem's nonceManager, paid by the same client; and once more without the
@@ -154,13 +157,13 @@ async function main(): Promise<void> {
     });
 
     // (a) ours, through the edge.
-    const demoUrl = `${stack.edgeUrl}/77/x402/demo`;
+    const demoUrl = `${(await stack.edge.miniflare.ready).origin}/77/x402/demo`;
     const probe = await fetch(demoUrl);
     const oursMeasured = probe.status === 402;
     if (!oursMeasured) {
       say(`(a) not measured: the demo answered ${probe.status}, not 402 (is the demo route on this branch?)`);
     }
-    const ourPays = payers.map((payer) => fetchPayer(demoUrl, payer));
+    const ourPays = payers.map((payer) => fetchPayer(demoUrl, payer, { "cf-connecting-ip": "127.0.0.1" }));
     if (oursMeasured) await runLoad({ payers: ourPays, total: PAYERS });
 
     type Round = { floor: LoadSummary; ref: LoadSummary; ours: LoadSummary | undefined };
