@@ -128,9 +128,14 @@ export type ExecuteOutcome =
 
 export type MoneyExecutor = { execute(operation: MoneyOperation): Promise<ExecuteOutcome> };
 
-/** At most this many operations share a batch; two batches may run at once (one signing, one broadcasting). */
+/** At most this many operations share a batch. */
 const MAX_BATCH = 64;
-const MAX_IN_FLIGHT = 2;
+/**
+ * One batch at a time: the next gathers what arrives meanwhile. Two at once (one signing, one
+ * broadcasting) moved no more transfers per second in bench:money and cost origin and Postgres
+ * 20 to 30 % more CPU per transfer, in smaller batches.
+ */
+const MAX_IN_FLIGHT = 1;
 
 export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
   const execute = createBatcher<MoneyOperation, ExecuteOutcome>((operations) => runBatch(deps, operations), {
