@@ -1,9 +1,9 @@
 /**
  * `GET {base}/x402/demo` (SPEC "x402 surfaces", DESIGN §7): unpaid, a 402 with the quote in the
  * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
- * through the in-process facilitator (the settle batch reads the payment's facts on chain while
- * it claims the payment, verify.ts verifyPayment's last checks), and 200 with PAYMENT-RESPONSE only once the settler
- * transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason; after a
+ * through the in-process facilitator (the settle batch reads the payment's facts on chain, the
+ * last checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once
+ * the settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason; after a
  * settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries its outcome,
  * naming the original transaction.
  */
