@@ -6,6 +6,7 @@
  * database share the work and never broadcast one transaction at the same time.
  */
 import { sql } from "drizzle-orm";
+import { batchResults } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   broadcastLeaseMs,
@@ -89,10 +90,7 @@ export function createTxTracker(
         })),
       );
       if (!result.ok || !Array.isArray(result.body)) return; // chain down: try next tick
-      const receipts = new Map<number, unknown>();
-      for (const item of result.body as { id?: unknown; result?: unknown }[]) {
-        if (typeof item.id === "number") receipts.set(item.id, item.result ?? null);
-      }
+      const receipts = batchResults(result);
       const mined: MinedTransaction[] = [];
       rows.forEach((row, index) => {
         const outcome = receiptOutcome(receipts.get(index));
