@@ -12,8 +12,8 @@
  *      next nonces, all at once; the signed transactions are stored with their claims in one
  *      statement, and the transaction commits before anything is broadcast;
  *   3. the batch is broadcast in one JSON-RPC batch, and the receipts are read in another (a node
- *      that mines on arrival, as the devnet does, has them at once); a settle whose receipt is not
- *      in yet polls for it until its deadline.
+ *      that mines on arrival, as the devnet does, has them at once) while the next batch starts;
+ *      a settle whose receipt is not in yet polls for it until its deadline.
  * A crash before the commit leaves nothing: no claim, nothing signed that escaped. A crash after
  * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
  * settlement with its receipt (outgoing.ts recordMined). Round trips between processes are what a
@@ -28,6 +28,7 @@ import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   type BroadcastLease,
+  type BroadcastOutcome,
   type MinedTransaction,
   nextNonceUpsert,
   type ReceiptOutcome,
@@ -106,11 +107,15 @@ type BatchOutcome =
   /** The chain's facts refuse it; its claim was released. */
   | { kind: "invalid"; reason: X402Reason }
   | { kind: "refused"; reason: X402Reason }
-  /** Signed, stored and sent; `receipt` when the chain had it right after the broadcast. */
-  | { kind: "sent"; txHash: Hex; txId: string; receipt: Receipt | undefined };
+  /**
+   * Signed, stored and sent; `receipt`, once read and recorded, is the one the chain had right
+   * after the broadcast, or undefined when it had none yet.
+   */
+  | { kind: "sent"; txHash: Hex; txId: string; receipt: Promise<Receipt | undefined> };
 
 export function createSettler(deps: SettlerDeps): Settler {
-  // One batch at a time: the next gathers every payment that arrives meanwhile. Fewer, larger
+  // One batch at a time, up to its broadcast (its receipts are read and recorded while the next
+  // one starts): the next gathers every payment that arrives meanwhile. Fewer, larger
   // batches cost the processes less per payment than two at once (bench:x402 measured CPU per
   // payment in origin, Postgres and enclave 10 to 15 % lower), and on a busy machine that is what
   // the latency follows. One at a time also sends the settler's nonces in order.
@@ -137,7 +142,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       if (outcome.kind === "invalid")
         return { kind: "invalid", response: respond(payer, "", outcome.reason) };
       if (outcome.kind === "refused") return { kind: "failed", response: respond(payer, "", outcome.reason) };
-      let receipt = outcome.receipt;
+      let receipt = await outcome.receipt;
       if (receipt === undefined) {
         receipt = await waitForReceipt(deps, outcome.txHash);
         if (receipt === undefined) {
@@ -257,7 +262,11 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
   }
 }
 
-/** One JSON-RPC batch broadcasts the stored settlements, and another reads their receipts. */
+/**
+ * One JSON-RPC batch broadcasts the stored settlements. Once the chain has taken them the next
+ * batch may start (its nonces follow these), while another JSON-RPC batch reads their receipts
+ * and they are recorded; this batch's payers are answered after that.
+ */
 async function broadcastStored(
   deps: SettlerDeps,
   { outcomes, stored }: SignedBatch,
@@ -265,25 +274,44 @@ async function broadcastStored(
   if (stored.length === 0) return outcomes;
   const leases = stored.map((item) => item.lease);
   const sent = await sendRawBatch(deps.rpc, leases);
-  const accepted = stored.filter((_, n) => sent[n]!.kind === "accepted");
-  const receipts = await readReceipts(
-    deps.rpc,
-    accepted.map((item) => item.lease.txHash as Hex),
-  );
-  if (accepted.length > 0) deps.faults?.afterBroadcast?.();
-  const mined: MinedTransaction[] = [];
-  const unmined: number[] = [];
+  if (sent.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
+  const recorded = recordReceipts(deps, leases, sent);
   for (const [n, item] of stored.entries()) {
-    const receipt = sent[n]!.kind === "accepted" ? receipts.get(item.lease.txHash) : undefined;
-    if (receipt) mined.push({ txId: item.lease.txId, ...receipt });
-    else unmined.push(n);
+    const { txHash, txId } = item.lease;
     outcomes[item.index] =
       sent[n]!.kind === "refused"
         ? { kind: "refused", reason: X402_REASONS.unexpectedSettleError }
-        : { kind: "sent", txHash: item.lease.txHash as Hex, txId: item.lease.txId, receipt };
+        : {
+            kind: "sent",
+            txHash: txHash as Hex,
+            txId,
+            receipt: recorded.then((receipts) => receipts.get(txHash)),
+          };
   }
-  // What the chain took and mined is recorded with its receipt, from `signed`, in one statement;
-  // the rest as its broadcast left it, and the tracker follows what is still in flight.
+  return outcomes;
+}
+
+/**
+ * Reads the receipts of what the chain took and records them, from `signed`, in one statement;
+ * the rest as its broadcast left it, and the tracker follows what is still in flight.
+ */
+async function recordReceipts(
+  deps: SettlerDeps,
+  leases: BroadcastLease[],
+  sent: BroadcastOutcome[],
+): Promise<Map<string, Receipt>> {
+  const accepted = leases.filter((_, n) => sent[n]!.kind === "accepted");
+  const receipts = await readReceipts(
+    deps.rpc,
+    accepted.map((lease) => lease.txHash as Hex),
+  );
+  const mined: MinedTransaction[] = [];
+  const unmined: number[] = [];
+  for (const [n, lease] of leases.entries()) {
+    const receipt = sent[n]!.kind === "accepted" ? receipts.get(lease.txHash) : undefined;
+    if (receipt) mined.push({ txId: lease.txId, ...receipt });
+    else unmined.push(n);
+  }
   await Promise.all([
     bookkeep(deps, "recording the receipts", () => recordMined(deps.db, mined, { broadcast: true })),
     bookkeep(deps, "recording the broadcast", () =>
@@ -295,7 +323,7 @@ async function broadcastStored(
     ),
   ]);
   if (unmined.some((n) => sent[n]!.kind !== "refused")) deps.onInFlight();
-  return outcomes;
+  return receipts;
 }
 
 /**
