@@ -61,7 +61,7 @@ beforeAll(async () => {
   });
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   [edge, edgeToNowhere] = await Promise.all([
-    startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET }),
+    startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, directSocket: true }),
     startEdge({ originUrl: nowhere, edgeSharedSecret: EDGE_SECRET }),
   ]);
 });
@@ -141,6 +141,17 @@ describe("pass-through routes", () => {
     expect(JSON.parse(Buffer.from(header ?? "", "base64").toString("utf8"))).toEqual(QUOTE);
     expect(await response.json()).toEqual(QUOTE);
     expect(origin.received.map((r) => r.url)).toEqual(["/77/x402/demo"]);
+  });
+
+  it("on the worker's direct socket (bench:x402's way in), the same worker answers, taking CF-Connecting-IP as the client", async () => {
+    const response = await fetch(`${edge.directUrl}77/x402/demo`, {
+      headers: { "cf-connecting-ip": "203.0.113.7" },
+    });
+    expect(response.status).toBe(402);
+    expect(await response.json()).toEqual(QUOTE);
+    expect(origin.received.map((r) => [r.url, r.headers[HEADER_CLIENT_IP]])).toEqual([
+      ["/77/x402/demo", "203.0.113.7"],
+    ]);
   });
 
   it("streams the origin's answer: the first part arrives before the origin has finished", async () => {

@@ -2,9 +2,11 @@
  * `npm run bench:x402` (issue 13): what a paid request costs, in one run, three ways:
  *   (a) ours: GET {edge}/77/x402/demo of the local stack (`npm start`, edge in Miniflare), paid by
  *       the official `@x402/fetch` client with funded viem local accounts. The payers reach the
- *       edge worker's workerd directly, with CF-Connecting-IP set as Cloudflare's network sets it:
- *       `npm start`'s Node front (scripts/lib/edge.ts), which stands in for that network locally,
- *       runs in this process beside the payers, and its hop is not part of the service;
+ *       edge worker itself, on its own workerd socket, with CF-Connecting-IP set as Cloudflare's
+ *       network sets it. What stands in for that network locally is not part of the service:
+ *       `npm start`'s Node front (scripts/lib/edge.ts), which would run in this process beside the
+ *       payers, and Miniflare's entry worker in front of ours (request.cf, its dev routes), which
+ *       on Cloudflare runs on Cloudflare's machines;
  *   (b) the reference: a Hono server with `@x402/hono`'s payment middleware and the official
  *       `@x402/evm` facilitator in process, settling on the same devnet from one settler account
  *       given viem's nonceManager, paid by the same client; and once more without the
@@ -71,6 +73,7 @@ async function main(): Promise<void> {
     originPort: await freePort(),
     devnetPort: await freePort(),
     edgePort: await freePort(),
+    edgeDirectSocket: true,
     pgPort: await freePort(),
     basePath: "/77",
     envId: "local-dev",
@@ -157,7 +160,7 @@ async function main(): Promise<void> {
     });
 
     // (a) ours, through the edge.
-    const demoUrl = `${(await stack.edge.miniflare.ready).origin}/77/x402/demo`;
+    const demoUrl = `${stack.edge.directUrl!.origin}/77/x402/demo`;
     const probe = await fetch(demoUrl);
     const oursMeasured = probe.status === 402;
     if (!oursMeasured) {

@@ -96,6 +96,12 @@ export type StartEdgeParams = {
    * Miniflare's own handler would otherwise exit the process at once with 130/143.
    */
   callerHandlesSignals?: boolean;
+  /**
+   * Also open a socket straight to the edge worker, past Miniflare's own entry worker (which
+   * stands in for Cloudflare's front: request.cf, dev routes), as `directUrl`. bench:x402 measures
+   * the service through it, since on Cloudflare that front runs on Cloudflare's machines.
+   */
+  directSocket?: boolean;
 };
 
 export type EdgeHandle = {
@@ -103,6 +109,8 @@ export type EdgeHandle = {
   url: string;
   /** Miniflare itself, behind the front (tests call its worker directly to bypass the front). */
   miniflare: Miniflare;
+  /** With `directSocket`: the edge worker's own socket, past Miniflare's entry worker. */
+  directUrl: URL | undefined;
   /** Disposes Miniflare, ending its workerd process; safe to call twice. */
   stop(): Promise<void>;
 };
@@ -136,6 +144,7 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
     bindings,
     host: "127.0.0.1",
     port: 0,
+    ...(params.directSocket ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
     handleRuntimeStdio(stdout: Readable, stderr: Readable) {
       for (const stream of [stdout, stderr]) createInterface({ input: stream }).on("line", onLine);
     },
@@ -150,8 +159,10 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
     });
   }
   let ready: URL;
+  let directUrl: URL | undefined;
   try {
     ready = await miniflare.ready;
+    if (params.directSocket) directUrl = await miniflare.unsafeGetDirectURL();
   } catch (error) {
     await miniflare.dispose().catch(() => {});
     throw error;
@@ -167,6 +178,7 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
   return {
     url: front.url,
     miniflare,
+    directUrl,
     stop() {
       stopped ??= front.close().then(() => miniflare.dispose());
       return stopped;

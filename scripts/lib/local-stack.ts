@@ -33,6 +33,8 @@ export type LocalStackParams = {
   originPort: number;
   devnetPort: number;
   edgePort: number;
+  /** Opens the edge worker's direct socket too (scripts/lib/edge.ts `directSocket`). */
+  edgeDirectSocket?: boolean;
   pgPort: number;
   basePath: string;
   envId: string;
@@ -276,6 +278,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         edgeSharedSecret: secrets.edgeSharedSecret,
         basePath,
         callerHandlesSignals: true,
+        directSocket: params.edgeDirectSocket,
         onLine: (line) => onPartLine(`[edge] ${line}`),
       });
       say(`edge       ready at ${edge.url}`);
