@@ -3,9 +3,9 @@
  * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
  * through the in-process facilitator (the settle batch reads the payment's facts on chain, the
  * last checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once
- * the settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason; after a
- * settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries its outcome,
- * naming the original transaction.
+ * the settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the
+ * reason; after a settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries
+ * its outcome, naming the original transaction.
  */
 import type { Context } from "hono";
 import { Hono } from "hono";

@@ -8,7 +8,7 @@
 import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { authorizationStateCalldata } from "../../shared/native-transfer-auth.ts";
-import { batchResults } from "../chain/json-rpc-results.ts";
+import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { createBatcher } from "../db/batcher.ts";
 
@@ -45,7 +45,7 @@ export function payerFactsFrom(
     const used = results.get(firstId + 2 * n);
     const balance = results.get(firstId + 2 * n + 1);
     if (typeof used !== "string" || !/^0x[0-9a-fA-F]*$/.test(used)) return undefined;
-    if (typeof balance !== "string" || !/^0x[0-9a-fA-F]+$/.test(balance)) return undefined;
+    if (!isQuantity(balance)) return undefined;
     return { nonceUsed: BigInt(used === "0x" ? "0x0" : used) !== 0n, balanceWei: BigInt(balance) };
   });
 }
