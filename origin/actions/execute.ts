@@ -10,12 +10,13 @@
  * A crash in 2 leaves actions `requested` with nothing signed that escaped (a retry or the tracker
  * runs them again); a crash after 2 leaves them `signed`, and the tracker sends the same bytes.
  *
- * Operations that arrive together run as one batch: one read of the chain, one lock statement, one
- * read of the facts the checks need, one statement storing what was signed, one commit, one
- * JSON-RPC batch of broadcasts (a node mines them in one block). Round trips between processes are
- * what a transfer costs most here, so a batch pays them once. Within a batch each sender's
- * operations run in arrival order with running totals, so each sees the ones before it exactly as
- * if they had committed; different senders sign concurrently.
+ * Operations that arrive together run as one batch: one read of the chain (while the batch takes
+ * its locks), one lock statement, one read of the facts the checks need, one statement storing
+ * what was signed, one commit, one JSON-RPC batch of broadcasts (a node mines them in one block).
+ * Round trips between processes are what a transfer costs most here, so a batch pays them once.
+ * Within a batch each sender's operations run in arrival order with running totals, so each sees
+ * the ones before it exactly as if they had committed; different senders sign concurrently. Once
+ * the chain has taken a batch's broadcasts the next batch starts, while this one's are recorded.
  */
 import { sql } from "drizzle-orm";
 import { CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -28,11 +29,12 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   type BroadcastLease,
   type BroadcastOutcome,
-  recordBroadcastOutcomes,
+  type ReceiptOutcome,
   type SenderView,
   sendRawBatch,
   type TxPurpose,
 } from "../chain/outgoing.ts";
+import { recordSentBatch } from "../chain/sent-batch.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral, queryRows, toDate } from "../db/client.ts";
 import type { Clock } from "../deps.ts";
@@ -61,7 +63,7 @@ export type ExecutorDeps = {
   fees: FeeOracle;
   clock: Clock;
   logger: Logger;
-  /** Called once transactions are in flight, so the tracker looks for their receipts soon. */
+  /** Called when transactions are left in flight, so the tracker looks for their receipts soon. */
   onInFlight?: () => void;
   /** How long a broadcast lease lasts (chain/outgoing.ts broadcastLeaseMs). */
   leaseMs: number;
@@ -72,19 +74,23 @@ export type ExecutorDeps = {
 export type ExecutorFaults = {
   /** After signed transactions are committed, before they are broadcast. */
   afterSigned?: () => void;
-  /** After the chain accepted a broadcast, before anything waits for the receipt. */
+  /** After the chain accepted a broadcast, before it is recorded or the receipt is read. */
   afterBroadcast?: () => void;
 };
 
 /** What an operation's checks see, read under the locks, counting earlier operations of its batch. */
 export type CheckFacts = {
-  /** The sender's mined nonce and balance, read before the locks (chain/outgoing.ts). */
+  /** The sender's mined nonce and balance, read while the batch took its locks (chain/outgoing.ts). */
   sender: SenderView;
   fees: Fees;
   /** Value plus the maximum fee of this transaction, in wei and in units (rounded up). */
   costWei: bigint;
   costUnits: bigint;
-  /** What the sender's unmined transactions can still take from it. */
+  /**
+   * What the sender's transactions above the view's mined nonce can still take from it: those the
+   * view's balance does not count yet, whatever their row says now (one mined since the view was
+   * read may already be recorded `confirmed`). A refused one (`failed`) takes nothing.
+   */
   inFlightWei: bigint;
   /** Units the agent's transfers signed today count against its daily limit. */
   transferSpentUnits: bigint;
@@ -117,8 +123,16 @@ export type MoneyOperation = {
 };
 
 export type ExecuteOutcome =
-  /** Signed and stored; `broadcast` says how the chain took it. */
-  | { kind: "signed"; lease: BroadcastLease; broadcast: BroadcastOutcome | undefined }
+  /**
+   * Signed, stored and sent; `broadcast` says how the chain took it, and `receipt` is the one the
+   * chain had right after (undefined while it has none), both as recorded.
+   */
+  | {
+      kind: "signed";
+      lease: BroadcastLease;
+      broadcast: BroadcastOutcome;
+      receipt: ReceiptOutcome | undefined;
+    }
   /** Refused; the action is now `failed` with the refusal's code. */
   | { kind: "refused"; refusal: Refusal }
   /** Could not be done now (signer or chain unreachable); the action stays `requested`. */
@@ -131,18 +145,27 @@ export type MoneyExecutor = { execute(operation: MoneyOperation): Promise<Execut
 /** At most this many operations share a batch. */
 const MAX_BATCH = 64;
 /**
- * One batch at a time: the next gathers what arrives meanwhile. Two at once (one signing, one
- * broadcasting) moved no more transfers per second in bench:money and cost origin and Postgres
- * 20 to 30 % more CPU per transfer, in smaller batches.
+ * One batch at a time up to its broadcast: the next gathers what arrives meanwhile. Two at once
+ * (one signing, one broadcasting) moved no more transfers per second in bench:money and cost
+ * origin and Postgres 20 to 30 % more CPU per transfer, in smaller batches. One at a time also
+ * sends each sender's nonces in order.
  */
 const MAX_IN_FLIGHT = 1;
 
+/** What a batch hands back at its broadcast: the outcomes, those of sent operations once recorded. */
+type BatchOutcome = ExecuteOutcome | { kind: "sent"; outcome: Promise<ExecuteOutcome> };
+
 export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
-  const execute = createBatcher<MoneyOperation, ExecuteOutcome>((operations) => runBatch(deps, operations), {
-    maxBatch: MAX_BATCH,
-    maxInFlight: MAX_IN_FLIGHT,
-  });
-  return { execute };
+  const run = createBatcher<MoneyOperation, BatchOutcome>(
+    async (operations) => broadcastSigned(deps, operations, await signBatch(deps, operations)),
+    { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
+  );
+  return {
+    async execute(operation) {
+      const outcome = await run(operation);
+      return outcome.kind === "sent" ? outcome.outcome : outcome;
+    },
+  };
 }
 
 const SIGNER_UNAVAILABLE: Refusal = {
@@ -156,103 +179,132 @@ const CHAIN_DOWN: Refusal = {
 
 type Signed = { index: number; nonce: bigint; txHash: Hex; rawTx: Hex; costWei: bigint; costUnits: bigint };
 
-async function runBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promise<ExecuteOutcome[]> {
-  const outcomes: (ExecuteOutcome | undefined)[] = new Array(operations.length);
-  // Read before the transaction, so no database lock is held across these calls (see
-  // SenderView for why a stale view can only err towards refusing).
-  const quote = await deps.fees.quote(NATIVE_TRANSFER_GAS);
-  const chain = quote.ok ? await readChain(deps.rpc, operations) : undefined;
-  if (!quote.ok || !chain) {
-    const refusal: Refusal =
-      !quote.ok && quote.reason === "above_fee_ceiling"
-        ? { code: "service_unavailable", message: `${quote.detail}; try again later` }
-        : CHAIN_DOWN;
-    await noteRetryable(deps.db, operations, refusal);
-    return operations.map(() => ({ kind: "unavailable", refusal }));
+/** A batch up to its commit: the outcomes of the operations that were not signed, and the signed. */
+type SignedBatch = {
+  outcomes: (ExecuteOutcome | undefined)[];
+  signed: Signed[];
+  stored: Map<string, string>;
+};
+
+/** The chain or the fee ceiling says no for now; thrown inside the transaction to roll it back. */
+class Unavailable extends Error {
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message);
   }
-  const fees = quote.fees;
+}
+
+async function signBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promise<SignedBatch> {
+  const outcomes: (ExecuteOutcome | undefined)[] = new Array(operations.length);
+  // The chain is read while the transaction takes its locks; no database lock waits on the chain
+  // beyond that (see SenderView for why a view older than the locks can only err towards refusing).
+  const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, operations)]);
+  reads.catch(() => {}); // awaited inside the transaction; a rejection there ends the batch
   const now = deps.clock.now();
 
   const signed: Signed[] = [];
   const refused: { index: number; refusal: Refusal }[] = [];
   const unavailable: number[] = [];
-  const stored = await deps.db.transaction(async (tx) => {
-    const { locked, nextNonces } = await lockBatch(tx, operations, chain.senders);
-    const facts = await readFacts(tx, operations, chain, now);
-    // Each sender's operations in arrival order; different senders at once.
-    const bySender = new Map<string, number[]>();
-    operations.forEach((operation, index) => {
-      if (!locked.has(operation.actionId)) {
-        outcomes[index] = { kind: "busy" };
-        return;
+  let stored: Map<string, string>;
+  try {
+    stored = await deps.db.transaction(async (tx) => {
+      const { locked, storedNonces } = await lockBatch(tx, operations);
+      const [quote, chain] = await reads;
+      if (!quote.ok) {
+        throw new Unavailable(
+          quote.reason === "above_fee_ceiling"
+            ? { code: "service_unavailable", message: `${quote.detail}; try again later` }
+            : CHAIN_DOWN,
+        );
       }
-      locked.delete(operation.actionId); // a second request for the same action in this batch is busy
-      bySender.set(operation.sender.address, [...(bySender.get(operation.sender.address) ?? []), index]);
-    });
-    await Promise.all(
-      [...bySender].map(async ([address, indexes]) => {
-        let nonce = nextNonces.get(address)!;
-        for (const index of indexes) {
-          const operation = operations[index]!;
-          const cost = costUnits({
-            valueUnits: operation.valueUnits,
-            gasLimit: fees.gasLimit,
-            maxFeePerGas: fees.maxFeePerGas,
-          });
-          const costWei = operation.valueUnits * WEI_PER_UNIT + fees.gasLimit * fees.maxFeePerGas;
-          const refusal = operation.check({
-            sender: chain.senders.get(address)!,
-            fees,
-            costWei,
-            costUnits: cost,
-            inFlightWei: facts.inFlight(address),
-            transferSpentUnits: facts.spent(operation.agentId),
-            faucet: facts.payouts(operation.agentId),
-            gate: facts.gate(operation.gateWallet),
-            recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
-            now,
-          });
-          if (refusal) {
-            refused.push({ index, refusal });
-            continue;
-          }
-          const result = await operation.sign({
-            keyRef: operation.sender.keyRef,
-            chainId: CHAIN_ID,
-            to: operation.to as Hex,
-            valueUnits: operation.valueUnits,
-            nonce,
-            maxFeePerGas: fees.maxFeePerGas,
-            maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-            gasLimit: fees.gasLimit,
-          });
-          if (!result.ok) {
-            // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
-            if (result.error.class === "retryable") unavailable.push(index);
-            else {
-              refused.push({ index, refusal: operation.signerRefusal(result.error) });
-              deps.logger.warn(
-                { action_id: operation.actionId, code: result.error.code, class: result.error.class },
-                "enclave refused to sign",
-              );
-            }
-            continue;
-          }
-          signed.push({
-            index,
-            nonce,
-            txHash: result.value.txHash,
-            rawTx: result.value.rawTransaction,
-            costWei,
-            costUnits: cost,
-          });
-          facts.count(operation, costWei, cost, now);
-          nonce++;
+      if (!chain) throw new Unavailable(CHAIN_DOWN);
+      const fees = quote.fees;
+      const facts = await readFacts(tx, operations, chain, now);
+      // Each sender's operations in arrival order; different senders at once.
+      const bySender = new Map<string, number[]>();
+      operations.forEach((operation, index) => {
+        if (!locked.has(operation.actionId)) {
+          outcomes[index] = { kind: "busy" };
+          return;
         }
-      }),
-    );
-    return recordBatch(tx, operations, signed, refused, deps.leaseMs);
-  });
+        locked.delete(operation.actionId); // a second request for the same action in this batch is busy
+        bySender.set(operation.sender.address, [...(bySender.get(operation.sender.address) ?? []), index]);
+      });
+      await Promise.all(
+        [...bySender].map(async ([address, indexes]) => {
+          const sender = chain.senders.get(address)!;
+          // The stored next nonce, or the chain's if it is ahead (chain/outgoing.ts nextNonceUpsert).
+          const storedNonce = storedNonces.get(address) ?? 0n;
+          let nonce = storedNonce > sender.minedNonce ? storedNonce : sender.minedNonce;
+          for (const index of indexes) {
+            const operation = operations[index]!;
+            const cost = costUnits({
+              valueUnits: operation.valueUnits,
+              gasLimit: fees.gasLimit,
+              maxFeePerGas: fees.maxFeePerGas,
+            });
+            const costWei = operation.valueUnits * WEI_PER_UNIT + fees.gasLimit * fees.maxFeePerGas;
+            const refusal = operation.check({
+              sender,
+              fees,
+              costWei,
+              costUnits: cost,
+              inFlightWei: facts.inFlight(address),
+              transferSpentUnits: facts.spent(operation.agentId),
+              faucet: facts.payouts(operation.agentId),
+              gate: facts.gate(operation.gateWallet),
+              recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
+              now,
+            });
+            if (refusal) {
+              refused.push({ index, refusal });
+              continue;
+            }
+            const result = await operation.sign({
+              keyRef: operation.sender.keyRef,
+              chainId: CHAIN_ID,
+              to: operation.to as Hex,
+              valueUnits: operation.valueUnits,
+              nonce,
+              maxFeePerGas: fees.maxFeePerGas,
+              maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+              gasLimit: fees.gasLimit,
+            });
+            if (!result.ok) {
+              // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
+              if (result.error.class === "retryable") unavailable.push(index);
+              else {
+                refused.push({ index, refusal: operation.signerRefusal(result.error) });
+                deps.logger.warn(
+                  { action_id: operation.actionId, code: result.error.code, class: result.error.class },
+                  "enclave refused to sign",
+                );
+              }
+              continue;
+            }
+            signed.push({
+              index,
+              nonce,
+              txHash: result.value.txHash,
+              rawTx: result.value.rawTransaction,
+              costWei,
+              costUnits: cost,
+            });
+            facts.count(operation, costWei, cost, now);
+            nonce++;
+          }
+        }),
+      );
+      return recordBatch(tx, operations, signed, refused, deps.leaseMs);
+    });
+  } catch (error) {
+    if (!(error instanceof Unavailable)) throw error;
+    await noteRetryable(deps.db, operations, error.refusal);
+    return {
+      outcomes: operations.map(() => ({ kind: "unavailable", refusal: error.refusal })),
+      signed: [],
+      stored: new Map(),
+    };
+  }
   for (const { index, refusal } of refused) outcomes[index] = { kind: "refused", refusal };
   if (unavailable.length > 0) {
     await noteRetryable(
@@ -262,8 +314,21 @@ async function runBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promi
     );
     for (const index of unavailable) outcomes[index] = { kind: "unavailable", refusal: SIGNER_UNAVAILABLE };
   }
-  if (signed.length === 0) return outcomes as ExecuteOutcome[];
+  return { outcomes, signed, stored };
+}
 
+/**
+ * One JSON-RPC batch broadcasts what the batch signed. Once the chain has taken it the next batch
+ * may start (its nonces follow these), while another JSON-RPC batch reads the receipts and they
+ * are recorded (chain/sent-batch.ts); the sent operations are answered after that, so an agent
+ * told `confirmed` or `submitted` reads the same from GET /actions/{id}.
+ */
+async function broadcastSigned(
+  deps: ExecutorDeps,
+  operations: MoneyOperation[],
+  { outcomes, signed, stored }: SignedBatch,
+): Promise<BatchOutcome[]> {
+  if (signed.length === 0) return outcomes as ExecuteOutcome[];
   deps.faults?.afterSigned?.();
   const leases: BroadcastLease[] = signed.map((item) => ({
     txId: stored.get(item.txHash)!,
@@ -272,9 +337,19 @@ async function runBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promi
     status: "signed",
   }));
   const broadcasts = await sendRawBatch(deps.rpc, leases);
-  await recordBroadcastOutcomes(deps.db, leases, broadcasts);
   if (broadcasts.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
-  if (broadcasts.some((outcome) => outcome.kind !== "refused")) deps.onInFlight?.();
+  const recorded = recordSentBatch(
+    {
+      db: deps.db,
+      rpc: deps.rpc,
+      logger: deps.logger,
+      onInFlight: deps.onInFlight,
+      context: "money executor",
+    },
+    leases,
+    broadcasts,
+  );
+  const batchOutcomes: BatchOutcome[] = outcomes as ExecuteOutcome[];
   signed.forEach((item, n) => {
     const broadcast = broadcasts[n]!;
     if (broadcast.kind === "refused") {
@@ -283,9 +358,17 @@ async function runBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promi
         "chain refused a signed transaction",
       );
     }
-    outcomes[item.index] = { kind: "signed", lease: leases[n]!, broadcast };
+    batchOutcomes[item.index] = {
+      kind: "sent",
+      outcome: recorded.then((receipts) => ({
+        kind: "signed",
+        lease: leases[n]!,
+        broadcast,
+        receipt: receipts.get(item.txHash),
+      })),
+    };
   });
-  return outcomes as ExecuteOutcome[];
+  return batchOutcomes;
 }
 
 type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };
@@ -331,17 +414,14 @@ async function readChain(rpc: JsonRpcUpstream, operations: MoneyOperation[]): Pr
 
 /**
  * Locks the batch's requested actions (skipping those another executor holds) and its senders'
- * nonce rows, in address order so two batches never wait on each other in a cycle; returns the
- * actions it holds and each sender's next nonce (chain/outgoing.ts nextNonceUpsert says how).
+ * nonce rows (made on a sender's first use), in address order so two batches never wait on each
+ * other in a cycle; returns the actions it holds and each sender's stored next nonce.
  */
 async function lockBatch(
   tx: Db,
   operations: MoneyOperation[],
-  senders: Map<string, SenderView>,
-): Promise<{ locked: Set<string>; nextNonces: Map<string, bigint> }> {
-  const mined = [...senders]
-    .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([address, view]) => ({ address, mined: view.minedNonce.toString() }));
+): Promise<{ locked: Set<string>; storedNonces: Map<string, bigint> }> {
+  const senders = [...new Set(operations.map((operation) => operation.sender.address))].sort();
   const [row] = await queryRows<{ locked: string[] | null; nonces: Record<string, string> | null }>(
     tx,
     sql`with locked as (
@@ -351,17 +431,16 @@ async function lockBatch(
           for update skip locked),
         nonces as (
           insert into sender_nonces (address, next_nonce)
-          select address, mined::bigint from json_to_recordset(${JSON.stringify(mined)}::json)
-            as m(address text, mined text) order by address
-          on conflict (address) do update
-            set next_nonce = greatest(sender_nonces.next_nonce, excluded.next_nonce), updated_at = now()
+          select address, 0 from unnest(${pgArrayLiteral(senders)}::text[]) with ordinality as s(address, n)
+          order by n
+          on conflict (address) do update set updated_at = now()
           returning address, next_nonce)
         select (select json_agg(action_id) from locked) as locked,
                (select json_object_agg(address, next_nonce::text) from nonces) as nonces`,
   );
   return {
     locked: new Set(row?.locked ?? []),
-    nextNonces: new Map(
+    storedNonces: new Map(
       Object.entries(row?.nonces ?? {}).map(([address, nonce]) => [address, BigInt(nonce)]),
     ),
   };
@@ -379,7 +458,9 @@ type Facts = {
 
 /**
  * Everything the batch's checks read, in one statement after the locks (a statement reads what was
- * committed when it started, so this one sees every earlier signing of these senders).
+ * committed when it started, so this one sees every earlier signing of these senders). The agents'
+ * parts read today's signed actions and the latest payout through agent_actions_signed_idx, so
+ * what a check costs does not grow with an agent's history.
  */
 async function readFacts(tx: Db, operations: MoneyOperation[], chain: ChainView, now: Date): Promise<Facts> {
   const mined = [...chain.senders].map(([address, view]) => ({ address, mined: view.minedNonce.toString() }));
@@ -399,18 +480,19 @@ async function readFacts(tx: Db, operations: MoneyOperation[], chain: ChainView,
             from outgoing_transactions t
             join json_to_recordset(${JSON.stringify(mined)}::json) as m(address text, mined text)
               on t.sender = m.address and t.nonce >= m.mined::bigint
-            where t.status in ('signed', 'submitted') group by t.sender) x) as in_flight,
+            where t.status <> 'failed' group by t.sender) x) as in_flight,
           (select json_object_agg(agent_id, total) from (
             select agent_id, sum(cost_units)::text as total from agent_actions
             where agent_id = any(${pgArrayLiteral(agents)}::uuid[]) and kind = 'transfer' and signed_at >= ${today}
             group by agent_id) x) as spent,
-          (select json_object_agg(agent_id, json_build_object('total_today', total_today, 'last_signed_at', last_signed_at)) from (
-            select agent_id,
-              coalesce(sum(amount_units) filter (where signed_at >= ${today}), 0)::text as total_today,
-              max(signed_at) as last_signed_at
-            from agent_actions
-            where agent_id = any(${pgArrayLiteral(agents)}::uuid[]) and kind = 'faucet' and signed_at is not null
-            group by agent_id) x) as payouts,
+          (select json_object_agg(a.agent_id, json_build_object(
+              'total_today', coalesce(today.total, 0)::text, 'last_signed_at', latest.signed_at))
+            from unnest(${pgArrayLiteral(agents)}::uuid[]) as a(agent_id)
+            cross join lateral (select sum(amount_units) as total from agent_actions
+              where agent_id = a.agent_id and kind = 'faucet' and signed_at >= ${today}) today
+            cross join lateral (select max(signed_at) as signed_at from agent_actions
+              where agent_id = a.agent_id and kind = 'faucet' and signed_at is not null) latest
+            where latest.signed_at is not null) as payouts,
           ${walletGatesSql(wallets)} as gates`,
   );
   const inFlight = new Map(

@@ -45,14 +45,20 @@ export async function runMoneyAction(
     if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
     return respondWithAction(c, current);
   }
-  // What this request did, without reading it back: `submitted` (202) or, if the chain refused
-  // the signed bytes, `failed` (200). The tracker moves it on; GET /actions/{id} reads it live.
-  const refused = outcome.broadcast?.kind === "refused";
+  // What this request did, without reading it back (the executor answers once it is recorded):
+  // `confirmed` or `reverted` (200) when the chain mined it before the answer, else `submitted`
+  // (202), or `failed` (200) if the chain refused the signed bytes. The tracker moves an
+  // unmined one on; GET /actions/{id} reads it live.
+  const { broadcast, receipt } = outcome;
+  const refused = broadcast.kind === "refused";
   return respondWithAction(c, {
     ...claimed.action,
-    status: refused ? "failed" : outcome.broadcast?.kind === "accepted" ? "submitted" : "signed",
+    status: refused
+      ? "failed"
+      : (receipt?.status ?? (broadcast.kind === "accepted" ? "submitted" : "signed")),
     txHash: outcome.lease.txHash,
     txId: outcome.lease.txId,
+    feeWei: receipt?.feeWei ?? null,
     errorCode: refused ? "broadcast_refused" : null,
     updatedAt: new Date(),
   });

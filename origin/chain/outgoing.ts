@@ -7,6 +7,7 @@ import { type SQL, sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 
+import { batchResults } from "./json-rpc-results.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 export type TxPurpose = "faucet" | "transfer" | "settlement" | "filler";
@@ -335,6 +336,27 @@ export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
     feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
     blockNumber: BigInt(receipt.blockNumber),
   };
+}
+
+/**
+ * The receipts the chain has now for these transactions, in one JSON-RPC batch; none when the
+ * chain did not answer.
+ */
+export async function readReceipts(
+  rpc: JsonRpcUpstream,
+  txHashes: readonly Hex[],
+): Promise<Map<string, ReceiptOutcome>> {
+  const receipts = new Map<string, ReceiptOutcome>();
+  if (txHashes.length === 0) return receipts;
+  const answer = await rpc.send(
+    txHashes.map((hash, id) => ({ jsonrpc: "2.0", id, method: "eth_getTransactionReceipt", params: [hash] })),
+  );
+  const results = batchResults(answer);
+  for (const [id, hash] of txHashes.entries()) {
+    const receipt = receiptOutcome(results.get(id));
+    if (receipt) receipts.set(hash, receipt);
+  }
+  return receipts;
 }
 
 /**

@@ -6,42 +6,57 @@ import { consoleCalls, consoleSecrets } from "../../scripts/test/console-client.
 import { send } from "../../scripts/test/http.ts";
 import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import type { TestOrigin } from "../../scripts/test/origin.ts";
 import { parsePrometheusText } from "../../scripts/test/prometheus.ts";
+import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { queryRows } from "../db/client.ts";
 
 // SPEC "Identity disable by operator" on the whole money stack (origin, enclave, devnet,
 // Postgres): a disable through the console applies at the agent's next request, moves no funds,
-// and does not cancel a transfer already submitted: the tracker still confirms it.
+// and does not cancel a transfer already submitted: the tracker still confirms it. The devnet
+// mines on arrival, so a transfer is answered `confirmed` unless its receipt cannot be read: the
+// origin here reaches the devnet through a FAKE JSON-RPC pass-through that answers 503 to receipt
+// reads while the test withholds them, which leaves the transfer `submitted`.
 
 const secrets = consoleSecrets();
 
 describe("operator disable with a transfer in flight (real stack)", () => {
   let stack: MoneyStack;
+  let proxy: RpcCutProxy;
+  let origin: TestOrigin;
   let chain: ReturnType<typeof publicClientFor>;
 
   beforeAll(async () => {
     stack = await startMoneyStack({ env: secrets.env });
+    proxy = await startRpcCutProxy(stack.devnet.url);
+    origin = await stack.startOrigin({}, undefined, proxy.url);
     chain = publicClientFor(stack.devnet.url);
   });
   afterAll(async () => {
+    // The stack closes its origins, this one too.
     await stack?.close();
+    await proxy?.close();
   });
 
   it("refuses the agent's next request, moves nothing, and the submitted transfer still confirms", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
-    const calls = agentCalls(stack.origin.base, agent.token);
-    const operator = consoleCalls(stack.origin.base, {
+    const calls = agentCalls(origin.base, agent.token);
+    const operator = consoleCalls(origin.base, {
       admin: secrets.adminToken,
       change: secrets.changeToken,
     });
     const balance = (address: Address) => chain.getBalance({ address });
     const recipient = newAccount().address;
-    // The tracker is held back, so the transfer stays `submitted` until this test lets it run.
+    // The trackers are held back, so the transfer stays `submitted` until this test lets one run.
     await stack.origin.tracker!.stop();
+    await origin.tracker!.stop();
 
+    proxy.withhold("eth_getTransactionReceipt");
     const submitted = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1500000" });
+    proxy.withhold(undefined);
+    expect(proxy.withheld).toBe(1);
     expect(submitted.status).toBe(202);
     const action = submitted.body as ActionView;
     expect(action.status).toBe("submitted");
@@ -70,7 +85,7 @@ describe("operator disable with a transfer in flight (real stack)", () => {
     expect(await funds()).toEqual(before);
     expect(await actionState()).toEqual({ action: "submitted", tx: "submitted" });
 
-    const report = await stack.origin.tracker!.tick();
+    const report = await origin.tracker!.tick();
     expect(report.confirmed).toBe(1);
     expect(await actionState()).toEqual({ action: "confirmed", tx: "confirmed" });
     expect(await balance(recipient)).toBe(1_500_000n * WEI_PER_UNIT);
@@ -86,7 +101,7 @@ describe("operator disable with a transfer in flight (real stack)", () => {
     expect(seen.body).toMatchObject({ action_id: action.action_id, status: "confirmed" });
 
     // The enclave and chain calls behind the transfer, timed in /metrics.
-    const scraped = await send(`${stack.origin.base}/metrics`, {
+    const scraped = await send(`${origin.base}/metrics`, {
       headers: { authorization: `Bearer ${secrets.adminToken}` },
     });
     const metrics = parsePrometheusText(String(scraped.body));

@@ -6,13 +6,13 @@
  * database share the work and never broadcast one transaction at the same time.
  */
 import { sql } from "drizzle-orm";
-import { batchResults } from "../chain/json-rpc-results.ts";
+import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   broadcastLeaseMs,
   broadcastStored,
   type MinedTransaction,
-  receiptOutcome,
+  readReceipts,
   recordMined,
   type TxStatus,
 } from "../chain/outgoing.ts";
@@ -81,20 +81,14 @@ export function createTxTracker(
             order by updated_at limit ${batchSize}`,
       );
       if (rows.length === 0) return;
-      const result = await deps.rpc.send(
-        rows.map((row, index) => ({
-          jsonrpc: "2.0",
-          id: index,
-          method: "eth_getTransactionReceipt",
-          params: [row.tx_hash],
-        })),
+      // None when the chain is down: nothing is recorded, and the next tick tries again.
+      const receipts = await readReceipts(
+        deps.rpc,
+        rows.map((row) => row.tx_hash as Hex),
       );
-      if (!result.ok || !Array.isArray(result.body)) return; // chain down: try next tick
-      const receipts = batchResults(result);
-      const mined: MinedTransaction[] = [];
-      rows.forEach((row, index) => {
-        const outcome = receiptOutcome(receipts.get(index));
-        if (outcome) mined.push({ txId: row.tx_id, ...outcome });
+      const mined: MinedTransaction[] = rows.flatMap((row) => {
+        const outcome = receipts.get(row.tx_hash);
+        return outcome ? [{ txId: row.tx_id, ...outcome }] : [];
       });
       await recordMined(deps.db, mined);
       for (const item of mined) {

@@ -3,7 +3,7 @@ import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
+import type { TestOrigin } from "../../scripts/test/origin.ts";
 import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
 import { queryRows } from "../db/client.ts";
@@ -26,17 +26,12 @@ let proxy: RpcCutProxy;
 beforeAll(async () => {
   stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
   proxy = await startRpcCutProxy(stack.devnet.url);
-  origin = await startTestOrigin({
-    database: stack.db.handle,
-    rpcUrl: proxy.url,
-    env: stack.originEnv,
-    signer: stack.signer,
-  });
+  origin = await stack.startOrigin({}, undefined, proxy.url);
 }, 120_000);
 afterAll(async () => {
-  await origin?.close();
-  await proxy?.close();
+  // The stack closes its origins, this one too.
   await stack?.close();
+  await proxy?.close();
 });
 
 describe("x402 settlement when the chain does not say the settler's nonce", () => {

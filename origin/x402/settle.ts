@@ -28,15 +28,13 @@ import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import {
   type BroadcastLease,
-  type BroadcastOutcome,
-  type MinedTransaction,
   nextNonceUpsert,
   type ReceiptOutcome,
   receiptOutcome,
-  recordBroadcastOutcomes,
   recordMined,
   sendRawBatch,
 } from "../chain/outgoing.ts";
+import { bookkeep, recordSentBatch, type SentBatchDeps } from "../chain/sent-batch.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
@@ -149,13 +147,23 @@ export function createSettler(deps: SettlerDeps): Settler {
           return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.settlementPending) };
         }
         const mined = { txId: outcome.txId, ...receipt };
-        await bookkeep(deps, "recording the receipt", () => recordMined(deps.db, [mined]));
+        await bookkeep(sentBatchDeps(deps), "recording the receipt", () => recordMined(deps.db, [mined]));
       }
       if (receipt.status !== "confirmed") {
         return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.transactionFailed) };
       }
       return { kind: "settled", response: respond(payer, outcome.txHash) };
     },
+  };
+}
+
+function sentBatchDeps(deps: SettlerDeps): SentBatchDeps {
+  return {
+    db: deps.db,
+    rpc: deps.rpc,
+    logger: deps.logger,
+    onInFlight: deps.onInFlight,
+    context: "x402 settle",
   };
 }
 
@@ -275,7 +283,7 @@ async function broadcastStored(
   const leases = stored.map((item) => item.lease);
   const sent = await sendRawBatch(deps.rpc, leases);
   if (sent.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
-  const recorded = recordReceipts(deps, leases, sent);
+  const recorded = recordSentBatch(sentBatchDeps(deps), leases, sent);
   for (const [n, item] of stored.entries()) {
     const { txHash, txId } = item.lease;
     outcomes[item.index] =
@@ -289,57 +297,6 @@ async function broadcastStored(
           };
   }
   return outcomes;
-}
-
-/**
- * Reads the receipts of what the chain took and records them, from `signed`, in one statement;
- * the rest as its broadcast left it, and the tracker follows what is still in flight.
- */
-async function recordReceipts(
-  deps: SettlerDeps,
-  leases: BroadcastLease[],
-  sent: BroadcastOutcome[],
-): Promise<Map<string, Receipt>> {
-  const accepted = leases.filter((_, n) => sent[n]!.kind === "accepted");
-  const receipts = await readReceipts(
-    deps.rpc,
-    accepted.map((lease) => lease.txHash as Hex),
-  );
-  const mined: MinedTransaction[] = [];
-  const unmined: number[] = [];
-  for (const [n, lease] of leases.entries()) {
-    const receipt = sent[n]!.kind === "accepted" ? receipts.get(lease.txHash) : undefined;
-    if (receipt) mined.push({ txId: lease.txId, ...receipt });
-    else unmined.push(n);
-  }
-  await Promise.all([
-    bookkeep(deps, "recording the receipts", () => recordMined(deps.db, mined, { broadcast: true })),
-    bookkeep(deps, "recording the broadcast", () =>
-      recordBroadcastOutcomes(
-        deps.db,
-        unmined.map((n) => leases[n]!),
-        unmined.map((n) => sent[n]!),
-      ),
-    ),
-  ]);
-  if (unmined.some((n) => sent[n]!.kind !== "refused")) deps.onInFlight();
-  return receipts;
-}
-
-/**
- * Records what the chain already did. A failure here (the database gone for a moment) changes
- * nothing the payer is told: the transactions are out, and the tracker records them from the chain.
- */
-async function bookkeep(deps: SettlerDeps, what: string, record: () => Promise<void>): Promise<void> {
-  try {
-    await record();
-  } catch (error) {
-    deps.logger.warn(
-      { err: { message: error instanceof Error ? error.message : String(error) } },
-      `x402 settle: ${what} failed; the transaction tracker will`,
-    );
-    deps.onInFlight();
-  }
 }
 
 type Claim = { index: number; id: string; payment: SettlementPayment };
@@ -522,21 +479,6 @@ async function storeSigned(
     index: item.index,
     lease: { txId: ids.get(item.txHash)!, rawTx: item.rawTransaction, txHash: item.txHash, status: "signed" },
   }));
-}
-
-/** The receipts the chain has now for these transactions, in one JSON-RPC batch. */
-async function readReceipts(rpc: JsonRpcUpstream, txHashes: Hex[]): Promise<Map<string, Receipt>> {
-  const receipts = new Map<string, Receipt>();
-  if (txHashes.length === 0) return receipts;
-  const answer = await rpc.send(
-    txHashes.map((hash, id) => ({ jsonrpc: "2.0", id, method: "eth_getTransactionReceipt", params: [hash] })),
-  );
-  const results = batchResults(answer);
-  for (const [id, hash] of txHashes.entries()) {
-    const receipt = receiptOutcome(results.get(id));
-    if (receipt) receipts.set(hash, receipt);
-  }
-  return receipts;
 }
 
 /** Polls for the receipt until the deadline; undefined when none came in time. */

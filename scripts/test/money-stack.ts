@@ -58,8 +58,11 @@ export type MoneyStack = {
   newAgents(count: number, options?: { capabilities?: string[]; units?: bigint }): Promise<StackAgent[]>;
   /** `count` free keys on a fresh batch (not drilled: registrations need none), to issue. */
   addFreeKeys(count: number): Promise<void>;
-  /** Starts another origin on the same database, enclave and devnet (env overrides applied). */
-  startOrigin(env?: Record<string, string>, tracker?: TxTrackerOptions): Promise<TestOrigin>;
+  /**
+   * Starts another origin on the same database, enclave and devnet (env overrides applied),
+   * reaching the devnet at `rpcUrl` when given (a pass-through in front of it).
+   */
+  startOrigin(env?: Record<string, string>, tracker?: TxTrackerOptions, rpcUrl?: string): Promise<TestOrigin>;
   close(): Promise<void>;
 };
 
@@ -162,10 +165,11 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
   const startOrigin = async (
     env: Record<string, string> = {},
     tracker?: TxTrackerOptions,
+    rpcUrl: string = devnet.url,
   ): Promise<TestOrigin> => {
     const started = await startTestOrigin({
       database: db.handle,
-      rpcUrl: devnet.url,
+      rpcUrl,
       env: { ...originEnv, ...env },
       signer,
       tracker,

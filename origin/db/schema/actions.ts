@@ -37,7 +37,9 @@ export const agentActions = pgTable(
       sql`${t.status} IN ('requested','signed','submitted','confirmed','failed','reverted')`,
     ),
     check("agent_actions_amount_nonnegative", sql`${t.amountUnits} IS NULL OR ${t.amountUnits} >= 0`),
-    index("agent_actions_agent_kind_idx").on(t.agentId, t.kind, t.createdAt),
+    // The daily limits' and the faucet cooldown's facts (actions/execute.ts readFacts): today's
+    // signed actions of an agent and kind, and its latest, without reading its whole history.
+    index("agent_actions_signed_idx").on(t.agentId, t.kind, t.signedAt).where(sql`${t.signedAt} IS NOT NULL`),
     index("agent_actions_in_flight_idx").on(t.status).where(sql`${t.status} IN ('signed','submitted')`),
     index("agent_actions_requested_idx").on(t.updatedAt).where(sql`${t.status} = 'requested'`),
     index("agent_actions_tx_idx").on(t.txId),

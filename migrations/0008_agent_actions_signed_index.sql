@@ -1,0 +1,2 @@
+DROP INDEX "agent_actions_agent_kind_idx";--> statement-breakpoint
+CREATE INDEX "agent_actions_signed_idx" ON "agent_actions" USING btree ("agent_id","kind","signed_at") WHERE "agent_actions"."signed_at" IS NOT NULL;
