@@ -74,6 +74,7 @@ async function main(): Promise<number> {
     originPort: await freePort(),
     devnetPort: await freePort(),
     edgePort: await freePort(),
+    edgeDirectSocket: true,
     pgPort: await freePort(),
     basePath: BASE_PATH,
     envId: ENV_ID,
@@ -123,8 +124,7 @@ async function main(): Promise<number> {
         amountUnits: LOCAL_X402_AMOUNT_UNITS,
       });
 
-      const workerUrl = (await ready.edge.miniflare.ready).toString().replace(/\/$/, "");
-      const edge = createEdgeClient({ frontUrl: ready.edgeUrl, workerUrl, basePath: BASE_PATH });
+      const edge = createEdgeClient({ workerUrl: ready.edge.directUrl!.origin, basePath: BASE_PATH });
       const [workerd] = await childPidsNamed("workerd");
       const roots: Record<string, MemoryRoot & { inGoal: boolean }> = {
         origin: { pid: ready.children.origin.process.pid, tree: false, inGoal: true },
@@ -132,7 +132,7 @@ async function main(): Promise<number> {
         devnet: { pid: ready.children.devnet.process.pid, tree: false, inGoal: true },
         "edge (Miniflare workerd)": { pid: workerd, tree: false, inGoal: true },
         postgres: { pid: await postmasterPid(path.join(dataDir, "pg")), tree: true, inGoal: true },
-        "soak driver (load, edge front)": { pid: process.pid, tree: false, inGoal: false },
+        "soak driver (load)": { pid: process.pid, tree: false, inGoal: false },
       };
       const sampleMemory = (): Promise<Record<string, number | undefined>> => residentBytes(roots);
 

@@ -1,8 +1,10 @@
 /**
- * How the soak's clients reach the stack: through the edge, as an agent would. Requests from this
- * machine go through the local edge's front (CF-Connecting-IP set from the connection, 127.0.0.1);
- * requests "from" a public address go to the worker in Miniflare with CF-Connecting-IP set to it,
- * as the Cloudflare edge sets it from the client's connection (Miniflare keeps a given value).
+ * How the soak's clients reach the stack: through the edge worker, as an agent would, on the
+ * worker's own workerd socket (scripts/lib/edge.ts `directSocket`), past Miniflare's entry worker
+ * and the local edge's Node front. Those two stand in for Cloudflare's front, which runs on
+ * Cloudflare's machines, so the soak's memory figure for workerd is the edge worker's own. Every
+ * request carries CF-Connecting-IP, as Cloudflare sets it from the client's connection: 127.0.0.1
+ * for this machine's clients, or the public address a request comes "from".
  */
 export type Answer = {
   /** HTTP status, or 0 when no answer came (connection refused or reset, timeout). */
@@ -25,23 +27,23 @@ export type EdgeClient = {
   request(path: string, options?: RequestOptions): Promise<Answer>;
   /** The same, as a client at `ip` seen by the Cloudflare edge. */
   requestFrom(ip: string, path: string, options?: RequestOptions): Promise<Answer>;
-  /** The URL of `path` through the edge's front, for clients that bring their own fetch (x402). */
+  /** The URL of `path` at the edge, for clients that bring their own fetch (x402)... */
   url(path: string): string;
+  /** ...and the headers they send with it. */
+  localHeaders: Readonly<Record<string, string>>;
 };
 
 /** Long enough for a transfer under load; a request that takes longer counts as no answer. */
 const TIMEOUT_MS = 30_000;
 
-export function createEdgeClient(params: {
-  frontUrl: string;
-  workerUrl: string;
-  basePath: string;
-}): EdgeClient {
-  const send = async (base: string, path: string, options: RequestOptions, ip?: string): Promise<Answer> => {
-    const headers: Record<string, string> = { ...options.headers };
+const LOCAL_IP = "127.0.0.1";
+
+export function createEdgeClient(params: { workerUrl: string; basePath: string }): EdgeClient {
+  const base = params.workerUrl.replace(/\/$/, "");
+  const send = async (path: string, options: RequestOptions, ip: string): Promise<Answer> => {
+    const headers: Record<string, string> = { ...options.headers, "cf-connecting-ip": ip };
     if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
     if (options.json !== undefined) headers["content-type"] ??= "application/json";
-    if (ip !== undefined) headers["cf-connecting-ip"] = ip;
     try {
       const response = await fetch(`${base}${params.basePath}${path}`, {
         method: options.method ?? (options.json === undefined ? "GET" : "POST"),
@@ -55,9 +57,10 @@ export function createEdgeClient(params: {
     }
   };
   return {
-    request: (path, options = {}) => send(params.frontUrl, path, options),
-    requestFrom: (ip, path, options = {}) => send(params.workerUrl, path, options, ip),
-    url: (path) => `${params.frontUrl}${params.basePath}${path}`,
+    request: (path, options = {}) => send(path, options, LOCAL_IP),
+    requestFrom: (ip, path, options = {}) => send(path, options, ip),
+    url: (path) => `${base}${params.basePath}${path}`,
+    localHeaders: { "cf-connecting-ip": LOCAL_IP },
   };
 }
 

@@ -84,6 +84,7 @@ export async function payDemo(
   let transaction: Hex | undefined;
   try {
     const response = await payer.paidFetch(edge.url("/x402/demo"), {
+      headers: edge.localHeaders,
       signal: AbortSignal.timeout(PAY_TIMEOUT_MS),
     });
     const header = response.headers.get("PAYMENT-RESPONSE");
