@@ -196,7 +196,6 @@ async function main(): Promise<void> {
     const recipient = privateKeyToAccount(generatePrivateKey()).address;
     const nonces = straightAccounts.map(() => 0);
 
-    /** AGENTS plain transfers in flight at a time, straight to the devnet, for SECONDS. */
     /**
      * Signs each account's next `perAccount` transfers ahead of the phase, so the phase measures
      * the chain taking them, not this process signing (the gateway's side is signed by the enclave).
@@ -223,9 +222,9 @@ async function main(): Promise<void> {
     /** Stops before a signed transfer is skipped: an unsent nonce would stall the next phase. */
     let presigned: Hex[][] = [];
 
-    /** AGENTS plain transfers in flight at a time, straight to the devnet, for SECONDS. */
-    const straight = async (): Promise<{ rate: number; count: number }> => {
-      const until = performance.now() + SECONDS * 1000;
+    /** AGENTS plain transfers in flight at a time, straight to the devnet, for `seconds`. */
+    const straight = async (seconds = SECONDS): Promise<{ rate: number; count: number }> => {
+      const until = performance.now() + seconds * 1000;
       const started = performance.now();
       let mined = 0;
       await Promise.all(
@@ -246,9 +245,9 @@ async function main(): Promise<void> {
       return { rate: mined / ((performance.now() - started) / 1000), count: mined };
     };
 
-    /** AGENTS agents sending back to back through the gateway for SECONDS; rate to `confirmed`. */
-    const gateway = async (): Promise<{ rate: number; count: number }> => {
-      const until = performance.now() + SECONDS * 1000;
+    /** AGENTS agents sending back to back through the gateway for `seconds`; rate to `confirmed`. */
+    const gateway = async (seconds = SECONDS): Promise<{ rate: number; count: number }> => {
+      const until = performance.now() + seconds * 1000;
       const started = performance.now();
       const actions: Array<{ id: string; token: string }> = [];
       let key = 0;
@@ -315,18 +314,27 @@ async function main(): Promise<void> {
         .join(", ");
       return { rate, cpu: `CPU ms per transfer: ${cpu}` };
     };
-    const steal = await startStealMeter();
-    const pairs: Array<{ straight: number; gateway: number }> = [];
-    for (let pair = 0; pair < PAIRS; pair++) {
-      presigned = await presign(PRESIGN);
-      const s = await measured(straight);
-      // Anything signed and not sent would hold the accounts' later nonces back: send it now.
+    /** Anything signed and not sent would hold the accounts' later nonces back: sends it now. */
+    const sendLeftovers = async (): Promise<void> => {
       for (const queue of presigned)
         for (const raw of queue.splice(0))
           await post(
             devnetUrl,
             JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] }),
           );
+    };
+    // One unmeasured second of each, so the first pair does not measure a cold devnet or origin.
+    say("warming up: 1 s straight, 1 s through the gateway…");
+    presigned = await presign(PRESIGN);
+    await straight(1);
+    await sendLeftovers();
+    await gateway(1);
+    const steal = await startStealMeter();
+    const pairs: Array<{ straight: number; gateway: number }> = [];
+    for (let pair = 0; pair < PAIRS; pair++) {
+      presigned = await presign(PRESIGN);
+      const s = await measured(straight);
+      await sendLeftovers();
       const g = await measured(gateway);
       pairs.push({ straight: s.rate, gateway: g.rate });
       say(`  pair ${pair + 1}: straight ${s.rate.toFixed(0)} tx/s (${s.cpu})`);
