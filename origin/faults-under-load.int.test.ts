@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../scripts/test/free-port.ts";
+import { holdSocket } from "../scripts/test/held-socket.ts";
 import { send } from "../scripts/test/http.ts";
 import { isFinal, type LoadDriver, type LoadRecord } from "../scripts/test/load-driver.ts";
 import { type LoadStack, startLoadStack } from "../scripts/test/load-stack.ts";
@@ -166,12 +166,14 @@ describe("faults under load (real processes)", () => {
     }
   }, 120_000);
 
-  it("origin SIGTERMed under load: in-flight requests are answered, it exits 0, a restarted origin finishes the rest", async () => {
-    const port = await freePort();
-    let origin = await load.spawnOrigin({}, port);
+  it("origin SIGTERMed under load on a supervisor's socket: in-flight requests are answered, it exits 0, a restarted origin on the same socket answers the rest", async () => {
+    // As systemd holds a socket-activated service's socket (origin/socket-activation.ts): it
+    // outlives the origin, so connections made while no origin runs wait in its queue.
+    const socket = holdSocket();
+    let origin = await load.spawnOrigin({}, socket);
     let driver: LoadDriver | undefined;
     try {
-      driver = load.startLoad(origin.base); // the restarted origin listens on the same port
+      driver = load.startLoad(origin.base);
       await sleep(1_500);
       // SIGTERM while requests are in flight, not in a gap between them: that is what drains.
       while (driver.inFlight() < 2) await sleep(5);
@@ -180,31 +182,43 @@ describe("faults under load (real processes)", () => {
       const exitCode = await Promise.race([origin.stop(), sleep(40_000).then(() => "still running")]);
       const exitedAt = Date.now();
       const stranded = await inFlight(load);
-      origin = await load.spawnOrigin({}, port);
-      const flowing = await untilMoneyFlows(driver, Date.now());
+      origin = await load.spawnOrigin({}, socket);
+      const restartedAt = Date.now();
+      const flowing = await untilMoneyFlows(driver, restartedAt);
       await sleep(1_500);
       await driver.stop();
       const tail = driver.records.filter((record) => record.startedAt > flowing + 200);
       const unanswered = await driver.settle();
       const audit = await load.audit(driver);
       const summary = driver.describe();
+      // Made before the new origin was up and answered after the old one had gone: they waited in
+      // the socket's queue.
+      const waited = driver.records.filter(
+        (record) => record.startedAt < restartedAt && record.endedAt > exitedAt,
+      );
       process.stderr.write(
-        `SIGTERM (exit ${exitCode} after ${exitedAt - termAt} ms, ${stranded} actions in flight), load summary:\n${summary}\n`,
+        `SIGTERM (exit ${exitCode} after ${exitedAt - termAt} ms, ${stranded} actions in flight, ` +
+          `${waited.length} requests waited for the new origin), load summary:\n${summary}\n`,
       );
 
       expect(exitCode).toBe(0);
-      // Drained: every request the origin had taken was answered; later ones found no listener
-      // (refused, never half-sent), and the client sent them again to the new origin.
+      // Drained: every request the old origin had taken was answered, and every connection made
+      // since waited in the socket's queue for the new one: none refused, cut or left hanging.
+      expect(
+        driver.records.filter((record) => typeof record.status !== "number"),
+        summary,
+      ).toEqual([]);
       expect(unclear(driver.records, []), summary).toEqual([]);
       const during = driver.records.filter((record) => record.startedAt < termAt && record.endedAt > termAt);
       expect(during.length, "requests in flight at SIGTERM").toBeGreaterThan(0);
-      expect(during.filter((record) => typeof record.status !== "number")).toEqual([]);
+      expect(waited.length, "requests that waited for the new origin").toBeGreaterThan(0);
       expect(tail.filter((record) => !isFinal(record.status))).toEqual([]);
       expect(unanswered).toEqual([]);
       expect(audit.problems, summary).toEqual([]);
     } finally {
       await driver?.stop();
       await origin.stop();
+      socket.close();
     }
   }, 120_000);
 });

@@ -13,13 +13,16 @@ import { createRegistrationRouter } from "./registration/router.ts";
 import { startHttpServer } from "./server.ts";
 import { createSignerClient } from "./signer/create-signer-client.ts";
 import { logSealedPolicy } from "./signer/sealed-policy.ts";
+import { inheritedListenFd } from "./socket-activation.ts";
 import { startBackgroundWorkers } from "./workers/background.ts";
 
 /** Boot only: config → database → deps → app → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
+  let listenFd: number | undefined;
   try {
     config = loadConfig(process.env);
+    listenFd = inheritedListenFd(process.env, process.pid);
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`origin: ${error.message}\n`);
@@ -27,6 +30,8 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // sd_listen_fds(3) unsets them too: they are this process's, not its children's (Postgres).
+  for (const name of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) delete process.env[name];
   const logger = createLogger(config.logLevel);
 
   const database = await openDatabase(config);
@@ -57,16 +62,20 @@ async function main(): Promise<void> {
   );
   // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
   const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
-  // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
-  const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger, sealed });
-  if (!prepared.ok) {
-    process.stderr.write(
-      `origin: the money switches cannot be turned on:\n  - ${prepared.errors.join("\n  - ")}\n`,
-    );
+  const closeClients = async (): Promise<void> => {
     await signer.close();
     rpc?.close();
     await database.close();
+  };
+  const stopAtStart = async (message: string): Promise<never> => {
+    process.stderr.write(`origin: ${message}\n`);
+    await closeClients();
     process.exit(1);
+  };
+  // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
+  const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger, sealed });
+  if (!prepared.ok) {
+    return stopAtStart(`the money switches cannot be turned on:\n  - ${prepared.errors.join("\n  - ")}`);
   }
   const deps: AppDeps = {
     config,
@@ -80,7 +89,9 @@ async function main(): Promise<void> {
     metrics,
   };
   const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
-  const server = await startHttpServer(app, config.http.host, config.http.port);
+  const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(
+    (error: unknown) => stopAtStart(error instanceof Error ? error.message : String(error)),
+  );
   logger.info(
     {
       url: `${server.url}${config.http.basePath}`,
@@ -104,9 +115,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, "shutting down");
     await server.close();
     await Promise.all(workers.map((worker) => worker.stop()));
-    await signer.close();
-    rpc?.close();
-    await database.close();
+    await closeClients();
     logger.info("stopped");
     process.exit(0);
   };

@@ -3,6 +3,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createTestDatabase } from "../scripts/test/database.ts";
 import { REPO_ROOT } from "../scripts/test/enclave-process.ts";
+import { holdSocket } from "../scripts/test/held-socket.ts";
 import { spawnOrigin } from "../scripts/test/origin-process.ts";
 
 const run = promisify(execFile);
@@ -39,6 +40,23 @@ describe("the origin bound to a non-loopback address", () => {
         expect(await origin.stop()).toBe(0);
       }
     } finally {
+      await db.drop();
+    }
+  });
+
+  // Socket activation (origin/socket-activation.ts): the supervisor binds the socket, so the
+  // checks above would judge ORIGIN_HOST while the origin served another address.
+  it("refuses a socket handed over bound elsewhere than ORIGIN_HOST:ORIGIN_PORT", async () => {
+    const db = await createTestDatabase();
+    const socket = holdSocket("127.0.0.2");
+    try {
+      const started = spawnOrigin({ env: { DATABASE_URL: db.url, ORIGIN_HOST: "127.0.0.1" }, socket });
+      await expect(started).rejects.toThrow(
+        `origin: LISTEN_FDS: the inherited socket is bound to 127.0.0.2:${socket.port}, ` +
+          `not ORIGIN_HOST:ORIGIN_PORT 127.0.0.1:${socket.port}`,
+      );
+    } finally {
+      socket.close();
       await db.drop();
     }
   });

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { AddressInfo, Socket } from "node:net";
-import { serve } from "@hono/node-server";
+import type { Server, ServerResponse } from "node:http";
+import { type AddressInfo, Server as NetServer, type Socket } from "node:net";
+import { createAdaptorServer } from "@hono/node-server";
 import type { Hono } from "hono";
 import { errorBody } from "./errors.ts";
 import type { AppEnv } from "./http/env.ts";
@@ -8,35 +9,99 @@ import type { AppEnv } from "./http/env.ts";
 export type RunningServer = {
   url: string;
   port: number;
-  /** Stops accepting, lets in-flight requests finish (up to `drainMs`), then closes the rest. */
+  /**
+   * Stops accepting and answers the requests already on its connections, each answer closing its
+   * connection; after `drainMs` the connections still open are closed as they are.
+   */
   close(drainMs?: number): Promise<void>;
 };
 
-export function startHttpServer(app: Hono<AppEnv>, host: string, port: number): Promise<RunningServer> {
+/**
+ * Serves `app` on `host:port`, or on `inheritedFd`: a listening socket handed over by a supervisor
+ * (systemd socket activation, origin/socket-activation.ts). That socket must be bound to
+ * `host:port` (port 0: any), since the start-up checks on ORIGIN_HOST (loopback-only switches,
+ * the public-bind guard) judge the address the origin really serves.
+ */
+export function startHttpServer(
+  app: Hono<AppEnv>,
+  host: string,
+  port: number,
+  inheritedFd?: number,
+): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, hostname: host, port }, (info: AddressInfo) => {
-      const url = `http://${host.includes(":") ? `[${host}]` : host}:${info.port}`;
-      resolve({
-        url,
-        port: info.port,
-        close(drainMs = 10_000) {
-          return new Promise((done) => {
-            const force = setTimeout(() => {
-              if ("closeAllConnections" in server) server.closeAllConnections();
-            }, drainMs);
-            server.close(() => {
-              clearTimeout(force);
-              done();
-            });
-            // Idle keep-alive sockets would otherwise hold close() open until they time out.
-            if ("closeIdleConnections" in server) server.closeIdleConnections();
-          });
-        },
-      });
-    });
+    const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+    const drain = drainOnClose(server);
     server.on("clientError", answerClientError);
     server.once("error", reject);
+    const listening = (): void => {
+      const info = server.address() as AddressInfo;
+      if (inheritedFd !== undefined && !servesAddress(info, host, port)) {
+        server.close();
+        reject(
+          new Error(
+            `LISTEN_FDS: the inherited socket is bound to ${info.address}:${info.port}, ` +
+              `not ORIGIN_HOST:ORIGIN_PORT ${host}:${port}`,
+          ),
+        );
+        return;
+      }
+      const shown = inheritedFd === undefined ? host : info.address;
+      resolve({
+        url: `http://${shown.includes(":") ? `[${shown}]` : shown}:${info.port}`,
+        port: info.port,
+        close: (drainMs = 10_000) => drain.close(drainMs),
+      });
+    };
+    if (inheritedFd === undefined) server.listen(port, host, listening);
+    else server.listen({ fd: inheritedFd }, listening);
   });
+}
+
+function servesAddress(info: AddressInfo, host: string, port: number): boolean {
+  const hostMatches =
+    info.address === host || (host === "localhost" && ["127.0.0.1", "::1"].includes(info.address));
+  return hostMatches && (port === 0 || info.port === port);
+}
+
+/**
+ * How long a kept-alive connection idle at the drain's start may still bring a request: one its
+ * client sent just before, and which is on its way. Closed at once, as Node's `server.close()`
+ * closes idle connections, that request would be cut; it is answered instead. A connection still
+ * idle after this is closed: its client can tell it from a request cut short, since none was sent.
+ */
+const IDLE_GRACE_MS = 250;
+
+/**
+ * The drain. The listener closes at once; every answer from then on says `Connection: close`, so
+ * each connection ends after its current request, and a client that would go on sending on a
+ * kept-alive connection cannot keep it open until the force at `drainMs` cuts a request short.
+ * (An answer whose headers were already out keeps its connection for Node's keep-alive timeout.)
+ */
+function drainOnClose(server: Server): { close(drainMs: number): Promise<void> } {
+  const inFlight = new Set<ServerResponse>();
+  let draining = false;
+  // Ahead of the app's listener, so the header is set before the app can write its answer.
+  server.prependListener("request", (_req, res) => {
+    if (draining) res.setHeader("connection", "close");
+    inFlight.add(res);
+    res.once("close", () => inFlight.delete(res));
+  });
+  return {
+    close(drainMs) {
+      draining = true;
+      for (const res of inFlight) if (!res.headersSent) res.setHeader("connection", "close");
+      return new Promise((done) => {
+        const idle = setTimeout(() => server.closeIdleConnections(), IDLE_GRACE_MS);
+        const force = setTimeout(() => server.closeAllConnections(), drainMs);
+        // net.Server's close: http.Server's would also close the idle connections at once.
+        NetServer.prototype.close.call(server, () => {
+          clearTimeout(idle);
+          clearTimeout(force);
+          done();
+        });
+      });
+    },
+  };
 }
 
 /**

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { updateRegistrationPolicy } from "../../origin/registration/policy-repository.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { HeldSocket } from "./held-socket.ts";
 import { auditLoad, type LoadAudit } from "./load-audit.ts";
 import {
   faucetKind,
@@ -24,8 +25,11 @@ import { type OriginProcess, spawnOrigin } from "./origin-process.ts";
 export type LoadStack = {
   stack: MoneyStack;
   agents: StackAgent[];
-  /** Starts an origin process (origin/main.ts, workers included) on the stack, env overrides applied. */
-  spawnOrigin(env?: Record<string, string>, port?: number): Promise<OriginProcess>;
+  /**
+   * Starts an origin process (origin/main.ts, workers included) on the stack, env overrides
+   * applied, on a port of its own or on a socket held as a supervisor holds one.
+   */
+  spawnOrigin(env?: Record<string, string>, socket?: HeldSocket): Promise<OriginProcess>;
   /** Starts the load against `base`; `extraKinds` join the mix (x402 payments, say). */
   startLoad(
     base: string | (() => string),
@@ -92,7 +96,7 @@ export async function startLoadStack(
   return {
     stack,
     agents,
-    spawnOrigin: (env = {}, port) => spawnOrigin({ env: stack.processEnv(env), port }),
+    spawnOrigin: (env = {}, socket) => spawnOrigin({ env: stack.processEnv(env), socket }),
     startLoad: (base, loadOptions = {}) =>
       startLoadDriver({
         base,

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { REPO_ROOT } from "./enclave-process.ts";
+import type { HeldSocket } from "./held-socket.ts";
 import { recordOutput, recordSecretsOf } from "./secret-sink.ts";
 
 export type OriginProcess = {
@@ -22,21 +23,31 @@ export async function spawnOrigin(params: {
   entry?: string;
   /** A fixed port: readiness is then /healthz answering, whatever the log level. */
   port?: number;
+  /** Served instead of a port of its own: handed over as a supervisor does (LISTEN_FDS). */
+  socket?: HeldSocket;
   /** Extra arguments for node itself (a profiler, say). */
   nodeArgs?: string[];
   timeoutMs?: number;
 }): Promise<OriginProcess> {
   const { DATABASE_URL: _inherited, ...inherited } = process.env;
   recordSecretsOf(params.env);
-  const child = spawn(
+  const port = params.socket?.port ?? params.port;
+  const node = [
     process.execPath,
-    [...(params.nodeArgs ?? []), "--import", "tsx", params.entry ?? "origin/main.ts"],
-    {
-      cwd: REPO_ROOT,
-      env: { ...inherited, ORIGIN_PORT: String(params.port ?? 0), LOG_LEVEL: "info", ...params.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+    ...(params.nodeArgs ?? []),
+    "--import",
+    "tsx",
+    params.entry ?? "origin/main.ts",
+  ];
+  const env = { ...inherited, ORIGIN_PORT: String(port ?? 0), LOG_LEVEL: "info", ...params.env };
+  // LISTEN_PID must name the origin itself: the shell learns its own pid, then execs node in place.
+  const child = params.socket
+    ? spawn("/bin/sh", ["-c", 'LISTEN_PID=$$ exec "$@"', "sh", ...node], {
+        cwd: REPO_ROOT,
+        env: { ...env, LISTEN_FDS: "1" },
+        stdio: ["ignore", "pipe", "pipe", params.socket.fd],
+      })
+    : spawn(node[0]!, node.slice(1), { cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   // The last 64 KiB of output: enough to find the URL or explain a failure, bounded under load.
   let output = "";
   const keep = (chunk: Buffer): void => {
@@ -50,11 +61,12 @@ export async function spawnOrigin(params: {
   );
   const deadline = Date.now() + (params.timeoutMs ?? 60_000);
   let base: string | undefined;
-  const fixed = params.port === undefined ? undefined : `http://127.0.0.1:${params.port}/77`;
+  const fixed = port === undefined ? undefined : `http://127.0.0.1:${port}/77`;
   while (!base) {
     if (
       fixed &&
-      (await fetch(`${fixed}/healthz`).then(
+      // Bounded: on a held socket the probe waits in its queue while no origin accepts.
+      (await fetch(`${fixed}/healthz`, { signal: AbortSignal.timeout(2_000) }).then(
         (r) => r.ok,
         () => false,
       ))
