@@ -67,7 +67,8 @@ function servesAddress(info: AddressInfo, host: string, port: number): boolean {
  * How long a kept-alive connection idle at the drain's start may still bring a request: one its
  * client sent just before, and which is on its way. Closed at once, as Node's `server.close()`
  * closes idle connections, that request would be cut; it is answered instead. A connection still
- * idle after this is closed: its client can tell it from a request cut short, since none was sent.
+ * idle after this is closed as Node's keep-alive timeout closes one, with the same race for a
+ * request sent at that very moment, which HTTP/1.1 clients know.
  */
 const IDLE_GRACE_MS = 250;
 
