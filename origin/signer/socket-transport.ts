@@ -87,12 +87,24 @@ export class SocketTransport {
       };
       if (this.state === "ready" && this.socket) {
         this.inflight.set(id, pending);
-        this.socket.write(frame);
+        this.send(this.socket, frame);
         return;
       }
       this.queued.set(id, pending);
       if (this.state === "idle") this.connect();
     });
+  }
+
+  /**
+   * Writes a frame; the frames of one turn of the event loop (a batch's signatures, say) leave in
+   * one write, as the enclave's replies do (enclave/connection.ts), instead of one system call each.
+   */
+  private send(socket: Socket, frame: Uint8Array): void {
+    if (!socket.writableCorked) {
+      socket.cork();
+      setImmediate(() => socket.uncork());
+    }
+    socket.write(frame);
   }
 
   /** Closes the connection and fails everything pending. */
@@ -185,7 +197,7 @@ export class SocketTransport {
     this.attempts = 0;
     for (const [id, pending] of this.queued) {
       this.inflight.set(id, pending);
-      socket.write(pending.frame);
+      this.send(socket, pending.frame);
     }
     this.queued.clear();
   }
