@@ -18,11 +18,10 @@
  * the ones before it exactly as if they had committed; different senders sign concurrently. Once
  * the chain has taken a batch's broadcasts the next batch starts, while this one's are recorded.
  */
-import { sql } from "drizzle-orm";
 import { CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
-import type { FeeOracle, Fees } from "../chain/fees.ts";
+import type { FeeOracle, FeeQuote, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
@@ -36,10 +35,11 @@ import {
 } from "../chain/outgoing.ts";
 import { recordSentBatch } from "../chain/sent-batch.ts";
 import { createBatcher } from "../db/batcher.ts";
-import { type Db, pgArrayLiteral, queryRows, toDate } from "../db/client.ts";
+import type { Db } from "../db/client.ts";
+import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
 import type { Clock } from "../deps.ts";
 import type { ErrorCode } from "../errors.ts";
-import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
+import type { WalletGateRow } from "../funding/gate.ts";
 import type { Logger } from "../logger.ts";
 import type {
   SignerFailure,
@@ -47,7 +47,15 @@ import type {
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
-import { startOfUtcDay } from "./utc-day.ts";
+import {
+  type ChainView,
+  type Facts,
+  lockBatch,
+  noteRetryable,
+  readFacts,
+  recordBatch,
+  type Signed,
+} from "./batch-store.ts";
 
 /** A refusal the agent is told about, in the gateway's error envelope. */
 export type Refusal = {
@@ -177,8 +185,6 @@ const CHAIN_DOWN: Refusal = {
   message: "the chain is unreachable; nothing was signed and a retry is safe",
 };
 
-type Signed = { index: number; nonce: bigint; txHash: Hex; rawTx: Hex; costWei: bigint; costUnits: bigint };
-
 /** A batch up to its commit: the outcomes of the operations that were not signed, and the signed. */
 type SignedBatch = {
   outcomes: (ExecuteOutcome | undefined)[];
@@ -186,125 +192,53 @@ type SignedBatch = {
   stored: Map<string, string>;
 };
 
-/** The chain or the fee ceiling says no for now; thrown inside the transaction to roll it back. */
-class Unavailable extends Error {
-  constructor(readonly refusal: Refusal) {
-    super(refusal.message);
-  }
-}
+/** What signing the locked operations came to, before it is recorded. */
+type Signing = {
+  outcomes: (ExecuteOutcome | undefined)[];
+  signed: Signed[];
+  refused: { index: number; refusal: Refusal }[];
+  /** The signer could not be reached for these: nothing signed, they stay `requested`. */
+  unavailable: number[];
+};
 
+/**
+ * One transaction, its statements pipelined (db/pipelined-transaction.ts): `begin` and the locks
+ * go out at once, with the chain read beside them; the facts follow as soon as the chain has
+ * answered; then the signatures; then what was signed and `commit`, in one more round trip.
+ */
 async function signBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promise<SignedBatch> {
-  const outcomes: (ExecuteOutcome | undefined)[] = new Array(operations.length);
-  // The chain is read while the transaction takes its locks; no database lock waits on the chain
-  // beyond that (see SenderView for why a view older than the locks can only err towards refusing).
-  const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, operations)]);
-  reads.catch(() => {}); // awaited inside the transaction; a rejection there ends the batch
   const now = deps.clock.now();
-
-  const signed: Signed[] = [];
-  const refused: { index: number; refusal: Refusal }[] = [];
-  const unavailable: number[] = [];
+  // No database lock waits on the chain beyond this read (see SenderView for why a view read
+  // before the locks can only err towards refusing).
+  const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, operations)]);
+  const tx = await openPipelinedTransaction(deps.db);
+  let signing: Signing;
   let stored: Map<string, string>;
   try {
-    stored = await deps.db.transaction(async (tx) => {
-      const { locked, storedNonces } = await lockBatch(tx, operations);
-      const [quote, chain] = await reads;
-      if (!quote.ok) {
-        throw new Unavailable(
-          quote.reason === "above_fee_ceiling"
-            ? { code: "service_unavailable", message: `${quote.detail}; try again later` }
-            : CHAIN_DOWN,
-        );
-      }
-      if (!chain) throw new Unavailable(CHAIN_DOWN);
-      const fees = quote.fees;
-      const facts = await readFacts(tx, operations, chain, now);
-      // Each sender's operations in arrival order; different senders at once.
-      const bySender = new Map<string, number[]>();
-      operations.forEach((operation, index) => {
-        if (!locked.has(operation.actionId)) {
-          outcomes[index] = { kind: "busy" };
-          return;
-        }
-        locked.delete(operation.actionId); // a second request for the same action in this batch is busy
-        bySender.set(operation.sender.address, [...(bySender.get(operation.sender.address) ?? []), index]);
-      });
-      await Promise.all(
-        [...bySender].map(async ([address, indexes]) => {
-          const sender = chain.senders.get(address)!;
-          // The stored next nonce, or the chain's if it is ahead (chain/outgoing.ts nextNonceUpsert).
-          const storedNonce = storedNonces.get(address) ?? 0n;
-          let nonce = storedNonce > sender.minedNonce ? storedNonce : sender.minedNonce;
-          for (const index of indexes) {
-            const operation = operations[index]!;
-            const cost = costUnits({
-              valueUnits: operation.valueUnits,
-              gasLimit: fees.gasLimit,
-              maxFeePerGas: fees.maxFeePerGas,
-            });
-            const costWei = operation.valueUnits * WEI_PER_UNIT + fees.gasLimit * fees.maxFeePerGas;
-            const refusal = operation.check({
-              sender,
-              fees,
-              costWei,
-              costUnits: cost,
-              inFlightWei: facts.inFlight(address),
-              transferSpentUnits: facts.spent(operation.agentId),
-              faucet: facts.payouts(operation.agentId),
-              gate: facts.gate(operation.gateWallet),
-              recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
-              now,
-            });
-            if (refusal) {
-              refused.push({ index, refusal });
-              continue;
-            }
-            const result = await operation.sign({
-              keyRef: operation.sender.keyRef,
-              chainId: CHAIN_ID,
-              to: operation.to as Hex,
-              valueUnits: operation.valueUnits,
-              nonce,
-              maxFeePerGas: fees.maxFeePerGas,
-              maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-              gasLimit: fees.gasLimit,
-            });
-            if (!result.ok) {
-              // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
-              if (result.error.class === "retryable") unavailable.push(index);
-              else {
-                refused.push({ index, refusal: operation.signerRefusal(result.error) });
-                deps.logger.warn(
-                  { action_id: operation.actionId, code: result.error.code, class: result.error.class },
-                  "enclave refused to sign",
-                );
-              }
-              continue;
-            }
-            signed.push({
-              index,
-              nonce,
-              txHash: result.value.txHash,
-              rawTx: result.value.rawTransaction,
-              costWei,
-              costUnits: cost,
-            });
-            facts.count(operation, costWei, cost, now);
-            nonce++;
-          }
-        }),
-      );
-      return recordBatch(tx, operations, signed, refused, deps.leaseMs);
-    });
+    const locks = lockBatch(tx, operations);
+    locks.catch(() => {}); // awaited below, unless the chain ends the batch first
+    const [quote, chain] = await reads;
+    if (!quote.ok || !chain) {
+      const down = chainRefusal(quote);
+      await tx.rollback();
+      await noteRetryable(deps.db, operations, down);
+      return {
+        outcomes: operations.map(() => ({ kind: "unavailable", refusal: down })),
+        signed: [],
+        stored: new Map(),
+      };
+    }
+    const [locked, facts] = await Promise.all([locks, readFacts(tx, operations, chain, now)]);
+    signing = await signLocked(deps, operations, { ...locked, facts, chain, fees: quote.fees, now });
+    [stored] = await Promise.all([
+      recordBatch(tx, operations, signing.signed, signing.refused, { leaseMs: deps.leaseMs, now }),
+      tx.commit(),
+    ]);
   } catch (error) {
-    if (!(error instanceof Unavailable)) throw error;
-    await noteRetryable(deps.db, operations, error.refusal);
-    return {
-      outcomes: operations.map(() => ({ kind: "unavailable", refusal: error.refusal })),
-      signed: [],
-      stored: new Map(),
-    };
+    await tx.rollback();
+    throw error;
   }
+  const { outcomes, signed, refused, unavailable } = signing;
   for (const { index, refusal } of refused) outcomes[index] = { kind: "refused", refusal };
   if (unavailable.length > 0) {
     await noteRetryable(
@@ -315,6 +249,124 @@ async function signBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Prom
     for (const index of unavailable) outcomes[index] = { kind: "unavailable", refusal: SIGNER_UNAVAILABLE };
   }
   return { outcomes, signed, stored };
+}
+
+/** What the agent is told when the chain's answers stop the batch for now. */
+function chainRefusal(quote: FeeQuote): Refusal {
+  return !quote.ok && quote.reason === "above_fee_ceiling"
+    ? { code: "service_unavailable", message: `${quote.detail}; try again later` }
+    : CHAIN_DOWN;
+}
+
+/**
+ * Checks and signs the operations whose actions the batch holds: each sender's in arrival order
+ * (its nonces follow one another), different senders at once. An action held by someone else is
+ * `busy`; so is a second request for an action of this batch.
+ */
+async function signLocked(
+  deps: ExecutorDeps,
+  operations: MoneyOperation[],
+  held: {
+    locked: Set<string>;
+    storedNonces: Map<string, bigint>;
+    facts: Facts;
+    chain: ChainView;
+    fees: Fees;
+    now: Date;
+  },
+): Promise<Signing> {
+  const signing: Signing = {
+    outcomes: new Array(operations.length),
+    signed: [],
+    refused: [],
+    unavailable: [],
+  };
+  const bySender = new Map<string, number[]>();
+  operations.forEach((operation, index) => {
+    if (!held.locked.has(operation.actionId)) {
+      signing.outcomes[index] = { kind: "busy" };
+      return;
+    }
+    held.locked.delete(operation.actionId);
+    bySender.set(operation.sender.address, [...(bySender.get(operation.sender.address) ?? []), index]);
+  });
+  await Promise.all(
+    [...bySender].map(async ([address, indexes]) => {
+      const sender = held.chain.senders.get(address)!;
+      // The stored next nonce, or the chain's if it is ahead (chain/outgoing.ts nextNonceUpsert).
+      const storedNonce = held.storedNonces.get(address) ?? 0n;
+      let nonce = storedNonce > sender.minedNonce ? storedNonce : sender.minedNonce;
+      for (const index of indexes) {
+        if (await signOne(deps, operations[index]!, index, { ...held, sender, nonce }, signing)) nonce++;
+      }
+    }),
+  );
+  return signing;
+}
+
+/** Checks one operation against the facts and signs it; true when it took the nonce. */
+async function signOne(
+  deps: ExecutorDeps,
+  operation: MoneyOperation,
+  index: number,
+  at: { facts: Facts; fees: Fees; now: Date; sender: SenderView; nonce: bigint },
+  signing: Signing,
+): Promise<boolean> {
+  const { facts, fees, now } = at;
+  const cost = costUnits({
+    valueUnits: operation.valueUnits,
+    gasLimit: fees.gasLimit,
+    maxFeePerGas: fees.maxFeePerGas,
+  });
+  const costWei = operation.valueUnits * WEI_PER_UNIT + fees.gasLimit * fees.maxFeePerGas;
+  const refusal = operation.check({
+    sender: at.sender,
+    fees,
+    costWei,
+    costUnits: cost,
+    inFlightWei: facts.inFlight(operation.sender.address),
+    transferSpentUnits: facts.spent(operation.agentId),
+    faucet: facts.payouts(operation.agentId),
+    gate: facts.gate(operation.gateWallet),
+    recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
+    now,
+  });
+  if (refusal) {
+    signing.refused.push({ index, refusal });
+    return false;
+  }
+  const result = await operation.sign({
+    keyRef: operation.sender.keyRef,
+    chainId: CHAIN_ID,
+    to: operation.to as Hex,
+    valueUnits: operation.valueUnits,
+    nonce: at.nonce,
+    maxFeePerGas: fees.maxFeePerGas,
+    maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    gasLimit: fees.gasLimit,
+  });
+  if (!result.ok) {
+    // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
+    if (result.error.class === "retryable") signing.unavailable.push(index);
+    else {
+      signing.refused.push({ index, refusal: operation.signerRefusal(result.error) });
+      deps.logger.warn(
+        { action_id: operation.actionId, code: result.error.code, class: result.error.class },
+        "enclave refused to sign",
+      );
+    }
+    return false;
+  }
+  signing.signed.push({
+    index,
+    nonce: at.nonce,
+    txHash: result.value.txHash,
+    rawTx: result.value.rawTransaction,
+    costWei,
+    costUnits: cost,
+  });
+  facts.count(operation, costWei, cost, now);
+  return true;
 }
 
 /**
@@ -371,8 +423,6 @@ async function broadcastSigned(
   return batchOutcomes;
 }
 
-type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };
-
 /**
  * One JSON-RPC batch: each sender's mined nonce then its balance (nodes run a batch's calls in the
  * order listed; see SenderView), and the balances of recipients the checks need.
@@ -410,201 +460,4 @@ async function readChain(rpc: JsonRpcUpstream, operations: MoneyOperation[]): Pr
     view.received.set(address, balance);
   }
   return view;
-}
-
-/**
- * Locks the batch's requested actions (skipping those another executor holds) and its senders'
- * nonce rows (made on a sender's first use), in address order so two batches never wait on each
- * other in a cycle; returns the actions it holds and each sender's stored next nonce.
- */
-async function lockBatch(
-  tx: Db,
-  operations: MoneyOperation[],
-): Promise<{ locked: Set<string>; storedNonces: Map<string, bigint> }> {
-  const senders = [...new Set(operations.map((operation) => operation.sender.address))].sort();
-  const [row] = await queryRows<{ locked: string[] | null; nonces: Record<string, string> | null }>(
-    tx,
-    sql`with locked as (
-          select action_id from agent_actions
-          where action_id = any(${pgArrayLiteral(operations.map((operation) => operation.actionId))}::uuid[])
-            and status = 'requested'
-          for update skip locked),
-        nonces as (
-          insert into sender_nonces (address, next_nonce)
-          select address, 0 from unnest(${pgArrayLiteral(senders)}::text[]) with ordinality as s(address, n)
-          order by n
-          on conflict (address) do update set updated_at = now()
-          returning address, next_nonce)
-        select (select json_agg(action_id) from locked) as locked,
-               (select json_object_agg(address, next_nonce::text) from nonces) as nonces`,
-  );
-  return {
-    locked: new Set(row?.locked ?? []),
-    storedNonces: new Map(
-      Object.entries(row?.nonces ?? {}).map(([address, nonce]) => [address, BigInt(nonce)]),
-    ),
-  };
-}
-
-type Facts = {
-  inFlight(sender: string): bigint;
-  spent(agentId: string): bigint;
-  payouts(agentId: string): { totalTodayUnits: bigint; lastSignedAt: Date | null };
-  gate(wallet: string): WalletGateRow | null;
-  received(recipient: string): bigint;
-  /** Counts a signed operation, so the next ones of the batch see it as if it were committed. */
-  count(operation: MoneyOperation, costWei: bigint, costUnits: bigint, now: Date): void;
-};
-
-/**
- * Everything the batch's checks read, in one statement after the locks (a statement reads what was
- * committed when it started, so this one sees every earlier signing of these senders). The agents'
- * parts read today's signed actions and the latest payout through agent_actions_signed_idx, so
- * what a check costs does not grow with an agent's history.
- */
-async function readFacts(tx: Db, operations: MoneyOperation[], chain: ChainView, now: Date): Promise<Facts> {
-  const mined = [...chain.senders].map(([address, view]) => ({ address, mined: view.minedNonce.toString() }));
-  const agents = [...new Set(operations.map((operation) => operation.agentId))];
-  const wallets = [...new Set(operations.map((operation) => operation.gateWallet))];
-  const today = startOfUtcDay(now).toISOString();
-  const [row] = await queryRows<{
-    in_flight: Record<string, string> | null;
-    spent: Record<string, string> | null;
-    payouts: Record<string, { total_today: string; last_signed_at: string | null }> | null;
-    gates: Record<string, WalletGateRow> | null;
-  }>(
-    tx,
-    sql`select
-          (select json_object_agg(sender, total) from (
-            select t.sender, sum(t.max_cost_wei)::text as total
-            from outgoing_transactions t
-            join json_to_recordset(${JSON.stringify(mined)}::json) as m(address text, mined text)
-              on t.sender = m.address and t.nonce >= m.mined::bigint
-            where t.status <> 'failed' group by t.sender) x) as in_flight,
-          (select json_object_agg(agent_id, total) from (
-            select agent_id, sum(cost_units)::text as total from agent_actions
-            where agent_id = any(${pgArrayLiteral(agents)}::uuid[]) and kind = 'transfer' and signed_at >= ${today}
-            group by agent_id) x) as spent,
-          (select json_object_agg(a.agent_id, json_build_object(
-              'total_today', coalesce(today.total, 0)::text, 'last_signed_at', latest.signed_at))
-            from unnest(${pgArrayLiteral(agents)}::uuid[]) as a(agent_id)
-            cross join lateral (select sum(amount_units) as total from agent_actions
-              where agent_id = a.agent_id and kind = 'faucet' and signed_at >= ${today}) today
-            cross join lateral (select max(signed_at) as signed_at from agent_actions
-              where agent_id = a.agent_id and kind = 'faucet' and signed_at is not null) latest
-            where latest.signed_at is not null) as payouts,
-          ${walletGatesSql(wallets)} as gates`,
-  );
-  const inFlight = new Map(
-    Object.entries(row?.in_flight ?? {}).map(([address, total]) => [address, BigInt(total)]),
-  );
-  const spent = new Map(Object.entries(row?.spent ?? {}).map(([agent, total]) => [agent, BigInt(total)]));
-  const payouts = new Map(
-    Object.entries(row?.payouts ?? {}).map(([agent, payout]) => [
-      agent,
-      {
-        totalTodayUnits: BigInt(payout.total_today),
-        lastSignedAt: payout.last_signed_at ? toDate(payout.last_signed_at) : null,
-      },
-    ]),
-  );
-  const gates = new Map(Object.entries(row?.gates ?? {}));
-  // Starts from the chain's balances; payouts signed in this batch are added as they are counted.
-  const received = new Map(chain.received);
-  return {
-    inFlight: (sender) => inFlight.get(sender) ?? 0n,
-    spent: (agentId) => spent.get(agentId) ?? 0n,
-    payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null },
-    gate: (wallet) => gates.get(wallet) ?? null,
-    received: (recipient) => received.get(recipient) ?? 0n,
-    count(operation, costWei, costUnits, at) {
-      inFlight.set(operation.sender.address, (inFlight.get(operation.sender.address) ?? 0n) + costWei);
-      if (operation.purpose === "transfer") {
-        spent.set(operation.agentId, (spent.get(operation.agentId) ?? 0n) + costUnits);
-      } else {
-        const before = payouts.get(operation.agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null };
-        payouts.set(operation.agentId, {
-          totalTodayUnits: before.totalTodayUnits + operation.valueUnits,
-          lastSignedAt: at,
-        });
-      }
-      if (operation.readRecipientBalance) {
-        received.set(operation.to, (received.get(operation.to) ?? 0n) + operation.valueUnits * WEI_PER_UNIT);
-      }
-    },
-  };
-}
-
-/**
- * In one statement: the signed transactions stored (with their broadcast leases), the senders'
- * next nonces moved past them, the signed actions pointed at them, the refused actions ended
- * `failed`. Returns each stored transaction's id by hash.
- */
-async function recordBatch(
-  tx: Db,
-  operations: MoneyOperation[],
-  signed: Signed[],
-  refused: { index: number; refusal: Refusal }[],
-  leaseMs: number,
-): Promise<Map<string, string>> {
-  if (signed.length === 0 && refused.length === 0) return new Map();
-  const transactions = signed.map((item) => {
-    const operation = operations[item.index]!;
-    return {
-      action_id: operation.actionId,
-      purpose: operation.purpose,
-      sender: operation.sender.address,
-      nonce: item.nonce.toString(),
-      tx_hash: item.txHash,
-      raw_tx: item.rawTx,
-      max_cost_wei: item.costWei.toString(),
-      cost_units: item.costUnits.toString(),
-    };
-  });
-  const nextNonces = new Map<string, bigint>();
-  for (const item of signed) {
-    const address = operations[item.index]!.sender.address;
-    if ((nextNonces.get(address) ?? -1n) < item.nonce + 1n) nextNonces.set(address, item.nonce + 1n);
-  }
-  const nonceRows = [...nextNonces].map(([address, next]) => ({ address, next: next.toString() }));
-  const failures = refused.map(({ index, refusal }) => ({
-    action_id: operations[index]!.actionId,
-    code: refusal.code,
-    message: refusal.message,
-  }));
-  const rows = await queryRows<{ tx_hash: string; tx_id: string }>(
-    tx,
-    sql`with signed as (
-          select * from json_to_recordset(${JSON.stringify(transactions)}::json) as s(
-            action_id uuid, purpose text, sender text, nonce bigint, tx_hash text, raw_tx text,
-            max_cost_wei numeric, cost_units numeric)),
-        stored as (
-          insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
-          select purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, now() + make_interval(secs => ${leaseMs / 1000})
-          from signed order by sender, nonce
-          returning tx_id, tx_hash),
-        nonces as (
-          update sender_nonces s set next_nonce = n.next::bigint, updated_at = now()
-          from json_to_recordset(${JSON.stringify(nonceRows)}::json) as n(address text, next text)
-          where s.address = n.address),
-        actions as (
-          update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
-            cost_units = s.cost_units, signed_at = now(), error_code = null, error_message = null, updated_at = now()
-          from signed s join stored st on st.tx_hash = s.tx_hash
-          where a.action_id = s.action_id and a.status = 'requested'),
-        failed as (
-          update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message, updated_at = now()
-          from json_to_recordset(${JSON.stringify(failures)}::json) as f(action_id uuid, code text, message text)
-          where a.action_id = f.action_id and a.status = 'requested')
-        select tx_hash, tx_id from stored`,
-  );
-  return new Map(rows.map((row) => [row.tx_hash, row.tx_id]));
-}
-
-/** Notes why requested actions could not run now; they stay `requested` for a retry. */
-async function noteRetryable(db: Db, operations: MoneyOperation[], refusal: Refusal): Promise<void> {
-  await db.execute(sql`update agent_actions set error_code = ${refusal.code}, error_message = ${refusal.message},
-      updated_at = now()
-    where action_id = any(${pgArrayLiteral(operations.map((operation) => operation.actionId))}::uuid[])
-      and status = 'requested'`);
 }

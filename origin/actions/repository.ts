@@ -3,10 +3,11 @@
  * faucet payout, transfer and x402 authorization, written before anything is signed.
  */
 import { createHash } from "node:crypto";
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import type { ActionStatus } from "../../shared/gateway-schemas.ts";
 import { createBatcher } from "../db/batcher.ts";
-import { type Db, queryRows, toDate } from "../db/client.ts";
+import { type Db, toDate } from "../db/client.ts";
+import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
 
 export type ActionKind = "faucet" | "transfer" | "x402";
 
@@ -75,22 +76,17 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
       to_address: request.toAddress,
     };
   });
-  const inserted = await queryRows<{
-    action_id: string;
-    agent_id: string;
-    kind: string;
-    idempotency_key: string;
-    created_at: Date | string;
-    updated_at: Date | string;
-  }>(
-    db,
-    sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
-        select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
-        from json_to_recordset(${JSON.stringify(toInsert)}::json) as r(
-          agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text)
-        on conflict (agent_id, kind, idempotency_key) do nothing
-        returning action_id, agent_id, kind, idempotency_key, created_at, updated_at`,
-  );
+  const inserted = await runPrepared<
+    {
+      action_id: string;
+      agent_id: string;
+      kind: string;
+      idempotency_key: string;
+      created_at: Date | string;
+      updated_at: Date | string;
+    },
+    "requests"
+  >(db, claimStatement, { requests: JSON.stringify(toInsert) });
   const claimed = new Map(
     inserted.map((row) => [
       keyOf({ agentId: row.agent_id, kind: row.kind as ActionKind, idempotencyKey: row.idempotency_key }),
@@ -107,12 +103,7 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
       kind: request.kind,
       key: request.idempotencyKey,
     }));
-    const existing = await selectActions(
-      db,
-      sql`(a.agent_id, a.kind, a.idempotency_key) in (
-            select agent_id, kind, key from json_to_recordset(${JSON.stringify(keys)}::json)
-              as k(agent_id uuid, kind text, key text))`,
-    );
+    const existing = await selectActions(db, byKeysStatement, { keys: JSON.stringify(keys) });
     for (const action of existing) found.set(keyOf(action), action);
   }
   return requests.map((request, index): ClaimResult => {
@@ -158,37 +149,72 @@ export function createActionClaimer(db: Db): (params: ClaimActionParams) => Prom
 
 /** The caller's own action (another agent's id reads as not found), with its transaction's fee. */
 export async function findAction(db: Db, agentId: string, actionId: string): Promise<ActionRow | undefined> {
-  const [row] = await selectActions(db, sql`a.action_id = ${actionId} and a.agent_id = ${agentId}`);
+  const [row] = await selectActions(db, byIdStatement, { actionId, agentId });
   return row;
 }
 
-async function selectActions(db: Db, where: ReturnType<typeof sql>): Promise<ActionRow[]> {
-  const rows = await queryRows<{
-    action_id: string;
-    agent_id: string;
-    kind: ActionKind;
-    idempotency_key: string;
-    request_hash: string;
-    status: ActionStatus;
-    amount_units: string | null;
-    to_address: string | null;
-    tx_hash: string | null;
-    tx_id: string | null;
-    fee_wei: string | null;
-    signed_payload: unknown;
-    error_code: string | null;
-    error_message: string | null;
-    created_at: Date | string;
-    updated_at: Date | string;
-  }>(
-    db,
-    sql`select a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash, a.status,
-          a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, t.fee_wei::text, a.signed_payload,
-          coalesce(a.error_code, case when a.status = 'reverted' then 'reverted' end) as error_code,
-          a.error_message, a.created_at, a.updated_at
-        from agent_actions a left join outgoing_transactions t on t.tx_id = a.tx_id
-        where ${where}`,
-  );
+const claimStatement = preparedStatement<"requests">(
+  "actions_claim",
+  sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
+      select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
+      from json_to_recordset(${sql.placeholder("requests")}::json) as r(
+        agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text)
+      on conflict (agent_id, kind, idempotency_key) do nothing
+      returning action_id, agent_id, kind, idempotency_key, created_at, updated_at`,
+);
+
+/** Actions as the API shows them, with their transactions' fees: `source` names its rows `a`. */
+const selectAction = (source: SQL, where: SQL = sql``): SQL =>
+  sql`select a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash, a.status,
+        a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, t.fee_wei::text, a.signed_payload,
+        coalesce(a.error_code, case when a.status = 'reverted' then 'reverted' end) as error_code,
+        a.error_message, a.created_at, a.updated_at
+      from ${source} left join outgoing_transactions t on t.tx_id = a.tx_id ${where}`;
+
+const byIdStatement = preparedStatement<"actionId" | "agentId">(
+  "actions_by_id",
+  selectAction(
+    sql`agent_actions a`,
+    sql`where a.action_id = ${sql.placeholder("actionId")}::uuid and a.agent_id = ${sql.placeholder("agentId")}::uuid`,
+  ),
+);
+
+// One probe of the idempotency index per key (a join the planner could turn into a scan).
+const byKeysStatement = preparedStatement<"keys">(
+  "actions_by_keys",
+  selectAction(
+    sql`json_to_recordset(${sql.placeholder("keys")}::json) as k(agent_id uuid, kind text, key text)
+        cross join lateral (select * from agent_actions b
+          where b.agent_id = k.agent_id and b.kind = k.kind and b.idempotency_key = k.key) a`,
+  ),
+);
+
+async function selectActions<P extends string>(
+  db: Db,
+  statement: PreparedStatement<P>,
+  values: Record<P, unknown>,
+): Promise<ActionRow[]> {
+  const rows = await runPrepared<
+    {
+      action_id: string;
+      agent_id: string;
+      kind: ActionKind;
+      idempotency_key: string;
+      request_hash: string;
+      status: ActionStatus;
+      amount_units: string | null;
+      to_address: string | null;
+      tx_hash: string | null;
+      tx_id: string | null;
+      fee_wei: string | null;
+      signed_payload: unknown;
+      error_code: string | null;
+      error_message: string | null;
+      created_at: Date | string;
+      updated_at: Date | string;
+    },
+    P
+  >(db, statement, values);
   return rows.map((row) => ({
     actionId: row.action_id,
     agentId: row.agent_id,

@@ -6,6 +6,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { preparedStatement, runPrepared } from "../db/prepared.ts";
 
 import { batchResults } from "./json-rpc-results.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
@@ -255,6 +256,19 @@ export async function broadcastStored(
 }
 
 /**
+ * A CTE for a one-statement write the chain can tell again (a broadcast accepted, a receipt): its
+ * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only), a
+ * wait in every settlement's and transfer's path that such a write does not need. Postgres still
+ * writes the WAL within its walwriter delay, and any later synchronous commit flushes this one with
+ * it (the WAL is one sequence), so only a crash of the database itself in that moment can lose it;
+ * the row then stays `signed` or `submitted` and the tracker finds the same facts on chain again (a
+ * resend of the same bytes is "already known" or mined). The statement must read the CTE for it to
+ * run.
+ */
+const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
+  select set_config('synchronous_commit', 'off', true) as setting)`;
+
+/**
  * Moves transactions (and the agent actions they belong to) to `status`, ending any broadcast
  * lease. The action's state is the transaction's from `signed` on; both change in one statement,
  * so a reader never sees them differ.
@@ -371,50 +385,63 @@ export async function recordMined(
   options: { broadcast?: boolean } = {},
 ): Promise<void> {
   if (mined.length === 0) return;
-  const from = options.broadcast ? sql`('signed', 'submitted')` : sql`('submitted')`;
-  const rows = sql.join(
-    mined.map(
-      (item) =>
-        sql`(${item.txId}::uuid, ${item.status}, ${item.feeWei.toString()}::numeric, ${item.blockNumber}::bigint)`,
-    ),
-    sql`, `,
-  );
-  // The rows are locked in tx_id order first: a settle and a tracker (or two origins' trackers)
-  // recording overlapping receipts at once then queue on the first shared row instead of each
-  // holding one the other needs (a deadlock Postgres would end by failing one of them).
-  await db.execute(sql`
+  // In tx_id order: the statement locks them in the order given.
+  const receipts = [...mined]
+    .sort((a, b) => (a.txId < b.txId ? -1 : 1))
+    .map((item) => ({
+      tx_id: item.txId,
+      status: item.status,
+      fee_wei: item.feeWei.toString(),
+      block_number: item.blockNumber.toString(),
+    }));
+  await runPrepared(db, options.broadcast ? recordMinedFromSigned : recordMinedFromSubmitted, {
+    receipts: JSON.stringify(receipts),
+  });
+}
+
+/**
+ * recordMined's statement for transactions still in one of `from`. The rows are locked one by one
+ * in the order given (tx_id order): a settle and a tracker (or two origins' trackers) recording
+ * overlapping receipts at once then queue on the first shared row instead of each holding one the
+ * other needs (a deadlock Postgres would end by failing one of them). Rows are found through their
+ * keys, whatever the plan the statement was prepared with: a search by status would read the
+ * in-flight index, whose entries for rows already confirmed stay until a vacuum, and a join with
+ * the actions could scan them all (hundreds of pages a statement in bench:money, either way).
+ */
+function recordMinedStatement(name: string, from: SQL) {
+  return preparedStatement<"receipts">(
+    name,
+    sql`
     with ${NO_FLUSH_WAIT},
-    receipts (tx_id, status, fee_wei, block_number) as (values ${rows}),
+    receipts as materialized (
+      select * from json_to_recordset(${sql.placeholder("receipts")}::json)
+        as r(tx_id uuid, status text, fee_wei numeric, block_number bigint)),
     locked as materialized (
-      select t.tx_id from outgoing_transactions t join receipts r on r.tx_id = t.tx_id, no_flush_wait
-      where t.status in ${from} order by t.tx_id for update of t),
+      select t.tx_id from receipts r
+      cross join lateral (select tx_id from outgoing_transactions t
+        where t.tx_id = r.tx_id and t.status in ${from} for update) t
+      cross join no_flush_wait),
     moved as (
       update outgoing_transactions t
       set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
           broadcast_lease_until = null,
           broadcast_attempts = broadcast_attempts + (case when t.status = 'signed' then 1 else 0 end)
-      from receipts r where t.tx_id = r.tx_id and t.tx_id in (select tx_id from locked) and t.status in ${from}
+      from locked l join receipts r on r.tx_id = l.tx_id where t.tx_id = l.tx_id
       returning t.tx_id, t.status),
     settlements as (
       update x402_settlements x
       set status = case m.status when 'confirmed' then 'settled' else m.status end, updated_at = now()
       from moved m where x.tx_id = m.tx_id and x.status in ('claimed', 'submitted'))
     update agent_actions a set status = m.status, updated_at = now()
-    from moved m where a.tx_id = m.tx_id`);
+    from moved m where a.tx_id = m.tx_id and a.tx_id = any(array(select tx_id from moved))`,
+  );
 }
 
-/**
- * A CTE for a one-statement write the chain can tell again (a broadcast accepted, a receipt): its
- * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only), a
- * wait in every settlement's and transfer's path that such a write does not need. Postgres still
- * writes the WAL within its walwriter delay, and any later synchronous commit flushes this one with
- * it (the WAL is one sequence), so only a crash of the database itself in that moment can lose it;
- * the row then stays `signed` or `submitted` and the tracker finds the same facts on chain again (a
- * resend of the same bytes is "already known" or mined). The statement must read the CTE for it to
- * run.
- */
-const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
-  select set_config('synchronous_commit', 'off', true) as setting)`;
+const recordMinedFromSigned = recordMinedStatement(
+  "outgoing_record_mined_broadcast",
+  sql`('signed', 'submitted')`,
+);
+const recordMinedFromSubmitted = recordMinedStatement("outgoing_record_mined", sql`('submitted')`);
 
 /**
  * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is

@@ -70,12 +70,16 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     // A dropped WebSocket surfaces here; without a listener node would crash the process.
     pool.on("error", () => {});
     pool.on("connect", survivesLostConnection);
+    pool.on("connect", plansOnce);
     const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
     return handle(db, driver, () => pool.end());
   }
-  const pool = new pg.Pool({ connectionString: params.url, max });
+  // Pipeline mode: statements issued without waiting go out at once (db/pipelined-transaction.ts);
+  // one awaited after another behave as without it.
+  const pool = new pg.Pool({ connectionString: params.url, max, pipeline: true } as pg.PoolConfig);
   pool.on("error", () => {});
   pool.on("connect", survivesLostConnection);
+  pool.on("connect", plansOnce);
   const db = drizzlePg({ client: pool, schema }) as unknown as Db;
   return handle(db, driver, () => pool.end());
 }
@@ -89,6 +93,20 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
  */
 function survivesLostConnection(client: { on(event: "error", listener: () => void): unknown }): void {
   client.on("error", () => {});
+}
+
+/**
+ * Named statements (db/prepared.ts, the token lookup) are planned once per connection and the plan
+ * reused. Left to itself Postgres keeps planning a statement whose parameters are arrays or JSON
+ * for every run (a plan made for the actual values always looks cheaper than the shared one), and
+ * for the money statements that planning cost more than running them. Unnamed statements, every
+ * other query, are planned on each run whatever this says. Queued before the pool hands the
+ * connection out, so it is in force for the connection's first query.
+ */
+function plansOnce(client: { query(text: string): Promise<unknown> }): void {
+  client.query("set plan_cache_mode = force_generic_plan").catch(() => {
+    // A connection that fails here fails its first real query too, which reports it.
+  });
 }
 
 function handle(db: Db, driver: DatabaseDriver, end: () => Promise<void>): DatabaseHandle {

@@ -70,6 +70,7 @@ describe("migrations and constraints", () => {
         "restore_evidence",
         "schema_migrations",
         "sender_nonces",
+        "transfer_daily_spend",
         "x402_settlements",
       ].sort(),
     );

@@ -7,7 +7,6 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { pgArrayLiteral } from "../db/client.ts";
 import { RESTORE_METHOD_NEW_ENCLAVE } from "../db/schema.ts";
 
 export type GateReason =
@@ -30,11 +29,11 @@ export type WalletGateRow = {
 };
 
 /**
- * The gate's facts about agent wallets (lowercase), as one SQL expression: a JSON object from
- * wallet to its facts; a wallet that is not the service's is absent. Read with a caller's other
- * checks, after its locks.
+ * The gate's facts about agent wallets (lowercase; a text[] expression, e.g. a parameter), as one
+ * SQL expression: a JSON object from wallet to its facts; a wallet that is not the service's is
+ * absent. Read with a caller's other checks, after its locks.
  */
-export function walletGatesSql(wallets: readonly string[]): SQL {
+export function walletGatesSql(wallets: SQL): SQL {
   return sql`(select json_object_agg(i.assigned_wallet, json_build_object(
       'enabled', i.enabled,
       'verified', i.last_verified_at is not null,
@@ -46,7 +45,7 @@ export function walletGatesSql(wallets: readonly string[]): SQL {
     from agent_identities i
     join key_pool k on k.key_ref = i.agent_transfer_key_ref
     join key_batches b on b.batch_id = k.batch_id
-    where i.assigned_wallet = any(${pgArrayLiteral(wallets)}::text[]))`;
+    where i.assigned_wallet = any(${wallets}))`;
 }
 
 /** The gate's verdict on a wallet whose balance after the move will be `balanceAfterWei`. */

@@ -16,7 +16,8 @@ import {
   recordMined,
   type TxStatus,
 } from "../chain/outgoing.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import type { Db } from "../db/client.ts";
+import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import type { Worker } from "./loop.ts";
 
@@ -25,6 +26,12 @@ export type TxTrackerOptions = {
   leaseMs?: number;
   /** Between ticks while nothing wakes the tracker. */
   periodMs?: number;
+  /**
+   * Between looks for transactions to send again and actions to abandon (a tick in between only
+   * reads receipts): those wait seconds anyway, and each look reads the in-flight index. Default:
+   * a second, or signedGraceMs if shorter.
+   */
+  sweepMs?: number;
   /** A `signed` transaction this long untouched was not broadcast by its request: send it. */
   signedGraceMs?: number;
   /** A `submitted` transaction this long without a receipt is sent again (a node may drop it). */
@@ -46,6 +53,36 @@ export type TxTracker = Worker & {
 
 export type TickReport = { confirmed: number; reverted: number; rebroadcast: number; abandoned: number };
 
+// The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
+const submittedStatement = preparedStatement<"limit">(
+  "tracker_submitted",
+  sql`select tx_id, tx_hash from outgoing_transactions where status = 'submitted'
+      order by updated_at limit ${sql.placeholder("limit")}::int`,
+);
+
+const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
+  "tracker_due",
+  sql`select tx_id, status from outgoing_transactions
+      where ((status = 'signed'
+              and updated_at < now() - make_interval(secs => ${sql.placeholder("signedGrace")}::double precision))
+          or (status = 'submitted'
+              and updated_at < now() - make_interval(secs => ${sql.placeholder("resendAfter")}::double precision)))
+        and (broadcast_lease_until is null or broadcast_lease_until < now())
+      order by updated_at limit 100`,
+);
+
+const abandonStatement = preparedStatement<"abandonAfter">(
+  "tracker_abandon",
+  sql`update agent_actions set status = 'failed', error_code = 'abandoned',
+        error_message = 'the request stopped before anything was signed', updated_at = now()
+      where action_id in (
+        select action_id from agent_actions
+        where status = 'requested'
+          and updated_at < now() - make_interval(secs => ${sql.placeholder("abandonAfter")}::double precision)
+        order by updated_at limit 100 for update skip locked)
+      returning action_id`,
+);
+
 export function createTxTracker(
   deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger },
   options: TxTrackerOptions = {},
@@ -56,6 +93,8 @@ export function createTxTracker(
   const abandonAfterMs = options.abandonAfterMs ?? 10 * 60_000;
   const batchSize = options.batchSize ?? 500;
   const leaseMs = options.leaseMs ?? broadcastLeaseMs(5_000);
+  const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
+  let lastSweep = Number.NEGATIVE_INFINITY;
 
   let started = false;
   let stopped = false;
@@ -63,9 +102,11 @@ export function createTxTracker(
   let running: Promise<TickReport> | undefined;
   let again = false;
 
-  const tick = async (): Promise<TickReport> => {
+  const tick = async (sweep: boolean): Promise<TickReport> => {
     const report: TickReport = { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0 };
     await resolveSubmitted(report);
+    if (!sweep) return report;
+    lastSweep = Date.now();
     await rebroadcast(report);
     report.abandoned = await abandonRequested();
     return report;
@@ -75,10 +116,12 @@ export function createTxTracker(
   // recordMined moves only what is still `submitted`, so the work is idempotent.
   const resolveSubmitted = async (report: TickReport): Promise<void> => {
     for (;;) {
-      const rows = await queryRows<{ tx_id: string; tx_hash: string }>(
+      const rows = await runPrepared<{ tx_id: string; tx_hash: string }, "limit">(
         deps.db,
-        sql`select tx_id, tx_hash from outgoing_transactions where status = 'submitted'
-            order by updated_at limit ${batchSize}`,
+        submittedStatement,
+        {
+          limit: batchSize,
+        },
       );
       if (rows.length === 0) return;
       // None when the chain is down: nothing is recorded, and the next tick tries again.
@@ -101,13 +144,10 @@ export function createTxTracker(
   };
 
   const rebroadcast = async (report: TickReport): Promise<void> => {
-    const due = await queryRows<{ tx_id: string; status: TxStatus }>(
+    const due = await runPrepared<{ tx_id: string; status: TxStatus }, "signedGrace" | "resendAfter">(
       deps.db,
-      sql`select tx_id, status from outgoing_transactions
-          where ((status = 'signed' and updated_at < now() - make_interval(secs => ${signedGraceMs / 1000}))
-             or (status = 'submitted' and updated_at < now() - make_interval(secs => ${resendAfterMs / 1000})))
-            and (broadcast_lease_until is null or broadcast_lease_until < now())
-          order by updated_at limit 100`,
+      dueStatement,
+      { signedGrace: signedGraceMs / 1000, resendAfter: resendAfterMs / 1000 },
     );
     for (const row of due) {
       const outcome = await broadcastStored(deps.db, deps.rpc, row.tx_id, {
@@ -121,16 +161,9 @@ export function createTxTracker(
   };
 
   const abandonRequested = async (): Promise<number> => {
-    const rows = await queryRows<{ action_id: string }>(
-      deps.db,
-      sql`update agent_actions set status = 'failed', error_code = 'abandoned',
-            error_message = 'the request stopped before anything was signed', updated_at = now()
-          where action_id in (
-            select action_id from agent_actions
-            where status = 'requested' and updated_at < now() - make_interval(secs => ${abandonAfterMs / 1000})
-            order by updated_at limit 100 for update skip locked)
-          returning action_id`,
-    );
+    const rows = await runPrepared<{ action_id: string }, "abandonAfter">(deps.db, abandonStatement, {
+      abandonAfter: abandonAfterMs / 1000,
+    });
     return rows.length;
   };
 
@@ -141,7 +174,7 @@ export function createTxTracker(
       return;
     }
     clearTimeout(timer);
-    running = tick()
+    running = tick(Date.now() - lastSweep >= sweepMs)
       .catch((error: unknown) => {
         deps.logger.error(
           { worker: "tx-tracker", err: { message: error instanceof Error ? error.message : String(error) } },
@@ -172,7 +205,7 @@ export function createTxTracker(
         setImmediate(run);
       } else again = true;
     },
-    tick: () => tick(),
+    tick: () => tick(true),
     async stop() {
       stopped = true;
       clearTimeout(timer);

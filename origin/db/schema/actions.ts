@@ -1,5 +1,17 @@
 import { sql } from "drizzle-orm";
-import { check, index, jsonb, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import {
+  check,
+  date,
+  index,
+  jsonb,
+  numeric,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from "drizzle-orm/pg-core";
 import { agentIdentities } from "./identities.ts";
 import { outgoingTransactions } from "./transactions.ts";
 
@@ -37,13 +49,32 @@ export const agentActions = pgTable(
       sql`${t.status} IN ('requested','signed','submitted','confirmed','failed','reverted')`,
     ),
     check("agent_actions_amount_nonnegative", sql`${t.amountUnits} IS NULL OR ${t.amountUnits} >= 0`),
-    // The daily limits' and the faucet cooldown's facts (actions/execute.ts readFacts): today's
-    // signed actions of an agent and kind, and its latest, without reading its whole history.
-    index("agent_actions_signed_idx").on(t.agentId, t.kind, t.signedAt).where(sql`${t.signedAt} IS NOT NULL`),
-    index("agent_actions_in_flight_idx").on(t.status).where(sql`${t.status} IN ('signed','submitted')`),
+    // The faucet's cooldown and daily limit (actions/execute.ts readFacts): an agent's payouts
+    // signed today and its latest one. Payouts only: a transfer's update leaves it alone.
+    index("agent_actions_faucet_signed_idx")
+      .on(t.agentId, t.signedAt)
+      .where(sql`${t.kind} = 'faucet' AND ${t.signedAt} IS NOT NULL`),
     index("agent_actions_requested_idx").on(t.updatedAt).where(sql`${t.status} = 'requested'`),
     index("agent_actions_tx_idx").on(t.txId),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
+  ],
+);
+
+/**
+ * What each agent's transfers signed on one UTC day count against its daily limit (value plus the
+ * maximum fee, in units), kept beside the actions by the statement that marks them `signed`, so
+ * the limit's check reads one row however many transfers the agent made that day.
+ */
+export const transferDailySpend = pgTable(
+  "transfer_daily_spend",
+  {
+    agentId: uuid("agent_id").notNull(),
+    day: date("day").notNull(),
+    spentUnits: numeric("spent_units", { precision: 78, scale: 0 }).notNull(),
+  },
+  (t) => [
+    primaryKey({ name: "transfer_daily_spend_pk", columns: [t.agentId, t.day] }),
+    check("transfer_daily_spend_nonnegative", sql`${t.spentUnits} >= 0`),
   ],
 );
 

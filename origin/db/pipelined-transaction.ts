@@ -1,0 +1,93 @@
+/**
+ * A transaction whose statements are written without waiting for the ones before them to answer
+ * (the pg driver's pipeline mode, db/client.ts): `begin` and the first statements share one round
+ * trip, and so do the last statement and `commit`. Postgres still runs them one after another, in
+ * order, each seeing what the ones before it did. A statement that fails aborts the transaction,
+ * so whatever was written behind it fails too (and `commit` rolls back): nothing after a failure
+ * takes effect. On a driver without pipelining (Neon's), each statement waits for the one before
+ * and none is sent after a failure.
+ */
+import type { Db } from "./client.ts";
+import { type PreparedStatement, type Queryable, queryPrepared } from "./prepared.ts";
+
+type PoolClient = Queryable & {
+  pipeline?: boolean;
+  query(text: string): Promise<{ command?: string }>;
+  release(error?: Error): void;
+};
+
+export type PipelinedTransaction = {
+  /** Writes `statement` behind everything written before it; resolves with its rows. */
+  run<T, P extends string>(statement: PreparedStatement<P>, values: Record<P, unknown>): Promise<T[]>;
+  /** Writes `commit` behind the statements run so far; rejects (rolled back) unless it committed. */
+  commit(): Promise<void>;
+  /** Ends the transaction without its changes. */
+  rollback(): Promise<void>;
+};
+
+/**
+ * Takes a connection from `db`'s pool and writes `begin` on it, not waited for: the first `run`
+ * follows it on the wire. The caller ends the transaction with `commit` or `rollback`; either
+ * returns the connection to the pool.
+ */
+export async function openPipelinedTransaction(db: Db): Promise<PipelinedTransaction> {
+  const pool = (db as unknown as { session: { client: { connect(): Promise<PoolClient> } } }).session.client;
+  const client = await pool.connect();
+  const pipelined = client.pipeline === true;
+  /** Settles once everything written so far has answered. */
+  let tail: Promise<unknown> = Promise.resolve();
+  let failure: unknown;
+  const write = <T>(send: () => Promise<T>): Promise<T> => {
+    const sent = pipelined
+      ? send()
+      : tail.then(() => (failure === undefined ? send() : Promise.reject(failure)));
+    tail = sent.then(
+      () => {},
+      (error: unknown) => {
+        failure ??= error;
+      },
+    );
+    return sent;
+  };
+  // Every statement's caller also waits for `begin`: a statement is only trusted inside it.
+  const begun = write(() => client.query("begin"));
+  let released = false;
+  const release = (error?: Error): void => {
+    if (released) return;
+    released = true;
+    client.release(error);
+  };
+  let rolledBack: Promise<void> | undefined;
+  const rollback = (): Promise<void> => {
+    rolledBack ??= (async () => {
+      if (released) return;
+      await tail;
+      try {
+        await client.query("rollback");
+        release();
+      } catch (error) {
+        // The connection is in an unknown state: the pool drops it.
+        release(error instanceof Error ? error : new Error(String(error)));
+      }
+    })();
+    return rolledBack;
+  };
+  return {
+    async run(statement, values) {
+      const [, rows] = await Promise.all([begun, write(() => queryPrepared(client, statement, values))]);
+      return rows as never;
+    },
+    async commit() {
+      try {
+        const [, result] = await Promise.all([begun, write(() => client.query("commit"))]);
+        // A transaction aborted by a failed statement answers `commit` with ROLLBACK.
+        if (result.command !== "COMMIT") throw new Error(`the transaction ended with ${result.command}`);
+        release();
+      } catch (error) {
+        await rollback();
+        throw error;
+      }
+    },
+    rollback,
+  };
+}
