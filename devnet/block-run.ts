@@ -1,9 +1,11 @@
 /**
  * One block-building run, under the chain lock: it takes every transaction waiting in the pool
  * and mines them, in arrival order, into as few blocks as the gas limit (and maxTxsPerBlock)
- * allow. What does not fit goes into the following blocks of the same run, so a state read
- * queued on the lock behind the run sees every transaction sent before it. Transactions that
- * arrive during the run wait for the next one.
+ * allow. What does not fit goes into the following blocks of the same run, so a call (or a read
+ * at "pending") queued on the lock behind the run sees every transaction sent before it.
+ * Transactions that arrive during the run wait for the next one. Between transactions the run lets the event loop serve what
+ * arrived meanwhile (reads of the head, new transactions joining the pool): executing one takes
+ * about a millisecond, and a block of a hundred would otherwise hold every request that long.
  */
 import type { Address } from "@ethereumjs/util";
 import type { BlockBuilder } from "./block-builder.ts";
@@ -89,7 +91,10 @@ async function mineBlock(
     next.caller = undefined;
     await place(ctx.pool.adopt({ ...next, caller }));
   };
-  for (const entry of batch) await place(entry);
+  for (const entry of batch) {
+    await new Promise((resolve) => setImmediate(resolve));
+    await place(entry);
+  }
   if (builder.count > 0) ctx.append(await builder.seal());
   // Answered only now: a caller's receipt is in the store when its call returns.
   ctx.pool.settleMined(included);

@@ -393,7 +393,7 @@ describe("devnet: transactions that wait share a block", () => {
     expect(nextBlock.baseFeePerGas).toBe(base + (base / 8n > 1n ? base / 8n : 1n));
   });
 
-  it("answers reads queued behind waiting transactions as mined, and shows a waiting transaction as pending", async () => {
+  it("answers latest from the head while transactions wait, and pending once they are mined", async () => {
     const [sender] = await fundedAccounts(url, 1);
     const sink = newAccount().address;
     const raws = await Promise.all([0, 1, 2].map((nonce) => signTransfer(sender!, sink, { nonce })));
@@ -411,12 +411,15 @@ describe("devnet: transactions that wait share a block", () => {
       ["eth_getBalance", [sink, "latest"]],
     ]);
     expect(answers.map((answer) => answer.error)).toEqual(Array(9).fill(undefined));
-    // Queued on the chain lock before the block, the first read sees no transaction yet; the
-    // reads after the sends see all three mined, under "pending" and "latest" alike.
+    // "latest" is the head block, as on any node: asked while the three waited for their block,
+    // before it and after the sends alike, it saw none of them; "pending" waited for the block.
     expect(answers[0]?.result).toBe("0x0");
+    expect(answers[7]?.result).toBe("0x0");
+    expect(answers[8]?.result).toBe("0x0");
     expect(answers[6]?.result).toBe("0x3");
-    expect(answers[7]?.result).toBe("0x3");
-    expect(answers[8]?.result).toBe("0xbb8");
+    // Once the sends have answered, the head holds them.
+    expect(await client.getTransactionCount({ address: sender!.address, blockTag: "latest" })).toBe(3);
+    expect(await client.getBalance({ address: sink })).toBe(3_000n);
     // History reads take no lock: asked while the transaction waited, they saw it pending.
     expect(answers[2]?.result).toMatchObject({
       hash,

@@ -1,8 +1,10 @@
 /**
  * The devnet's chain: EVM state, mined history, the transactions waiting for the next block and
  * the queue of early transactions, behind one lock. History reads (blocks, transactions,
- * receipts, logs) need no lock: blocks are appended whole. Everything that touches EVM state
- * runs under the lock, one at a time; building a block is one such run.
+ * receipts, logs) need no lock: blocks are appended whole. Nor do reads of the latest state: they
+ * read the head block's state, which no run changes (a block being built is not `latest` until it
+ * is appended, as on any node). Everything else that touches EVM state runs under the lock, one
+ * at a time; building a block is one such run.
  */
 import type { BlockHeader } from "@ethereumjs/block";
 import type { StateManagerInterface } from "@ethereumjs/common";
@@ -54,8 +56,11 @@ export type AccountState = { nonce: bigint; balance: bigint; code: Uint8Array };
 
 export type StateUnavailable = { kind: "state_unavailable"; blockNumber: number };
 
-/** A mined block number, or "latest" for the live state (between blocks under the lock: the head's). */
-export type StateTag = number | "latest";
+/**
+ * A mined block number, "latest" for the head block's state, or "pending" for the state once
+ * every transaction sent before the read is mined (the read waits for their block).
+ */
+export type StateTag = number | "latest" | "pending";
 
 export class Chain {
   readonly operatorPool: Address;
@@ -72,6 +77,8 @@ export class Chain {
   #head: BlockHeader;
   /** A block-building run is queued on the lock and has not started: later arrivals join it. */
   #miningQueued = false;
+  /** The head's state as a read-only view of the trie, made on the first read after the head moved. */
+  #headView: { root: Uint8Array; state: Promise<StateManagerInterface> } | undefined;
 
   private constructor(
     params: CreateChainParams & { recovery: SignatureRecovery },
@@ -172,7 +179,7 @@ export class Chain {
     return this.#store.logs(filter);
   }
 
-  /** Account fields at block `at`; "latest" reads the live state. */
+  /** Account fields at block `at`. */
   account(address: Address, at: StateTag): Promise<Result<AccountState, StateUnavailable>> {
     return this.#withStateAt(at, async (state) => {
       const account = await state.getAccount(address);
@@ -208,8 +215,8 @@ export class Chain {
     const admitted = this.#recovery.prefetch(this.#recoveryInputs(tx)).then(() => admitSender(tx));
     const answer = this.#pool.submit({ hash, tx, admitted });
     if (!this.#miningQueued) {
-      // The run takes its place in the lock's queue now, so a state read that arrives after this
-      // transaction still sees it mined.
+      // The run takes its place in the lock's queue now, so an eth_call that arrives after this
+      // transaction runs on a state that includes it.
       this.#miningQueued = true;
       void this.#lock.run(async () => {
         // Node runs pending I/O callbacks before setImmediate callbacks: after this yield, every
@@ -279,12 +286,29 @@ export class Chain {
     return now > this.#head.timestamp ? now : this.#head.timestamp;
   }
 
+  /**
+   * The head block's state, without the lock: the view is a copy of the state manager over the
+   * same trie nodes, set to the head's state root, so the run building the next block (which
+   * writes new nodes and never changes old ones) cannot disturb it. The trie keeps the nodes of
+   * the latest states (state-pruning.ts), the head's among them.
+   */
+  #headState(): Promise<StateManagerInterface> {
+    const root = this.#head.stateRoot;
+    if (this.#headView?.root !== root) {
+      const view = this.#dvm.state.shallowCopy();
+      this.#headView = { root, state: view.setStateRoot(root).then(() => view) };
+    }
+    return this.#headView.state;
+  }
+
   #withStateAt<T>(
     at: StateTag,
     read: (state: StateManagerInterface) => Promise<T>,
   ): Promise<Result<T, StateUnavailable>> {
+    if (at === "latest" || at === this.height) return this.#headState().then(read).then(ok);
     return this.#lock.run(async () => {
-      if (at === "latest" || at === this.height) return ok(await read(this.#dvm.state));
+      // Queued behind the run that mines what was sent before, and between runs: the head's state.
+      if (at === "pending") return ok(await read(this.#dvm.state));
       const blockNumber = at;
       const block = this.#store.byNumber(blockNumber);
       if (block === undefined) return err({ kind: "state_unavailable", blockNumber });

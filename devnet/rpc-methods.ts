@@ -199,7 +199,7 @@ function resolveBlock(chain: Chain, tag: BlockTag): MinedBlock | undefined {
 
 function stateTag(chain: Chain, value: unknown, index: number): StateTag {
   const tag = parseBlockTag(value, index);
-  if (tag.kind === "latest") return "latest";
+  if (tag.kind === "latest") return tag.pending ? "pending" : "latest";
   const block = resolveBlock(chain, tag);
   if (block === undefined) throw new RpcError(RPC_ERROR_CODES.serverError, "header not found");
   return Number(BigInt(block.header.number));

@@ -9,7 +9,8 @@ import { RPC_ERROR_CODES, RpcError } from "./json-rpc.ts";
 import type { CallRequest } from "./simulate.ts";
 
 export type BlockTag =
-  | { kind: "latest" }
+  /** `pending`: "pending" was asked for (state reads then wait for the transactions sent before). */
+  | { kind: "latest"; pending?: true }
   | { kind: "earliest" }
   | { kind: "number"; number: bigint }
   | { kind: "hash"; hash: Hex };
@@ -71,16 +72,18 @@ export function parseBoolean(value: unknown, index: number): boolean {
 }
 
 /**
- * A block tag, number, or EIP-1898 object. A state read queues behind the block that mines the
- * transactions sent before it, so nothing is left pending for it to see, and finality is
- * immediate: "pending", "safe" and "finalized" all mean the latest block. Omitted = latest.
+ * A block tag, number, or EIP-1898 object. Finality is immediate: "safe" and "finalized" mean the
+ * latest block, and so does "pending" for blocks; a state read at "pending" waits until the
+ * transactions sent before it are mined, so nothing is left pending for it to see (a nonce read
+ * there counts every transaction sent). Omitted = latest.
  */
 export function parseBlockTag(value: unknown, index: number): BlockTag {
   if (value === undefined || value === null) return { kind: "latest" };
   if (typeof value === "string") {
     switch (value) {
-      case "latest":
       case "pending":
+        return { kind: "latest", pending: true };
+      case "latest":
       case "safe":
       case "finalized":
         return { kind: "latest" };
