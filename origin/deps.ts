@@ -1,4 +1,4 @@
-import type { ExecutorFaults } from "./actions/execute.ts";
+import type { BroadcastLane } from "./chain/broadcast-lane.ts";
 import type { ChainClient } from "./chain/client.ts";
 import type { FeeOracle } from "./chain/fees.ts";
 import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
@@ -23,8 +23,11 @@ export type MoneyRuntime = {
   treasury: { address: string; keyRef: string } | undefined;
   /** Called once a transaction is in flight (wakes the transaction tracker). */
   onInFlight: () => void;
-  /** Crash tests only: see ExecutorFaults. */
-  faults?: ExecutorFaults;
+  /**
+   * The node's one lane for the faucet's and transfers' broadcasts (chain/broadcast-lane.ts):
+   * each batch's transactions after the last's, in order. Drained at shutdown.
+   */
+  broadcasts: BroadcastLane;
   /** The x402 demo and facilitator (x402/setup.ts), when AGENT_X402_ENABLED is on. */
   x402?: X402Runtime | undefined;
 };

@@ -114,6 +114,9 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, "shutting down");
     await server.close();
+    // Transfers answered `signed` leave for the chain before the clients close (the tracker of the
+    // next start would send them anyway, after their leases ran out).
+    await prepared.money?.broadcasts.idle();
     await Promise.all(workers.map((worker) => worker.stop()));
     await closeClients();
     logger.info("stopped");

@@ -2,9 +2,11 @@
  * `npm run bench:money`: what money movement through the service costs, beside the chain alone,
  * in one run (issue 12):
  *   - transfers per second to `confirmed` with AGENTS agents, each sending back to back through
- *     the gateway (POST /transfers; every action then followed to its receipt by the origin's
- *     tracker), against plain signed transfers from AGENTS accounts sent straight to the devnet
- *     (eth_sendRawTransaction, back to back). Goal: ≥ 0.7× the straight rate.
+ *     the gateway (POST /transfers, answered once the transfer is signed and stored; the origin
+ *     then broadcasts it and records its receipt), against plain signed transfers from AGENTS
+ *     accounts sent straight to the devnet (eth_sendRawTransaction, which answers once mined, back
+ *     to back). A phase ends when every transfer it sent is `confirmed`. Goal: ≥ 0.7× the
+ *     straight rate.
  *   - faucet payout latency to `confirmed`, p50 and p99, from the POST to the first GET
  *     /actions/{id} that reads `confirmed`.
  * The devnet, the enclave and the origin (origin/main.ts) run as their own processes; this process

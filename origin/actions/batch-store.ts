@@ -188,7 +188,7 @@ const recordStatement = preparedStatement<RecordParam>(
       stored as (
         insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
         select purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei,
-          now() + make_interval(secs => ${sql.placeholder("leaseSeconds")}::double precision)
+          clock_timestamp() + make_interval(secs => ${sql.placeholder("leaseSeconds")}::double precision)
         from signed order by sender, nonce
         returning tx_id, tx_hash),
       nonces as (
@@ -213,8 +213,9 @@ const recordStatement = preparedStatement<RecordParam>(
 );
 
 /**
- * In one statement: the signed transactions stored (with their broadcast leases), the senders'
- * next nonces moved past them, the signed actions pointed at them, today's transfer spend of their
+ * In one statement: the signed transactions stored (with broadcast leases that run from this
+ * statement's clock, after the signing, not from the transaction's start), the senders' next
+ * nonces moved past them, the signed actions pointed at them, today's transfer spend of their
  * agents counted, the refused actions ended `failed`. Returns each stored transaction's id by hash.
  */
 export async function recordBatch(

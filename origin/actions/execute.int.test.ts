@@ -33,7 +33,7 @@ describe("money executor batches (real stack)", () => {
       clock: deps.clock,
       logger: deps.logger,
       leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
-      onInFlight: deps.money!.onInFlight,
+      broadcasts: deps.money!.broadcasts,
     });
   });
   afterAll(async () => {

@@ -5,6 +5,7 @@
  * difference. The origin reads the policy and never writes it (issue 11).
  */
 import { CHAIN_ID } from "../../shared/constants.ts";
+import { type BroadcastLaneDeps, createBroadcastLane } from "../chain/broadcast-lane.ts";
 import { createFeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
@@ -16,6 +17,13 @@ import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/type
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
 import type { SettlerDeps } from "../x402/settle.ts";
 import { buildX402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
+
+/**
+ * Signed transactions that may wait for the chain before signing waits too: two full batches
+ * (actions/execute.ts MAX_BATCH), so the chain always has the next block's worth queued while one
+ * is on its way, and an agent's answer never runs more than that far ahead of the chain.
+ */
+const MAX_WAITING_BROADCASTS = 128;
 
 export type PrepareMoneyResult =
   | { ok: true; money: MoneyRuntime | undefined; tracker: TxTracker | undefined }
@@ -47,6 +55,8 @@ export async function prepareMoney(params: {
   db: Db;
   logger: Logger;
   tracker?: TxTrackerOptions;
+  /** Crash tests only (scripts/test/money-crash-origin.ts): the money broadcasts' fault hooks. */
+  faults?: BroadcastLaneDeps["faults"];
   /** Crash tests only (scripts/test/money-crash-origin.ts): the settler's fault hooks. */
   x402Faults?: SettlerDeps["faults"];
   /** The policy already read at start, if it was (main.ts logs it first). */
@@ -80,13 +90,23 @@ export async function prepareMoney(params: {
     { leaseMs: broadcastLeaseMs(config.chain.timeoutMs), ...params.tracker },
   );
   const treasury = sealed.value.treasury;
+  const onInFlight = (): void => tracker.wake();
   const money: MoneyRuntime = {
     fees: createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei }),
     operatorPool: policy.operatorPool.toLowerCase(),
     treasury: treasury
       ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }
       : undefined,
-    onInFlight: () => tracker.wake(),
+    onInFlight,
+    broadcasts: createBroadcastLane({
+      db: params.db,
+      rpc: params.rpc,
+      logger: params.logger,
+      onInFlight,
+      context: "money broadcast",
+      maxWaiting: MAX_WAITING_BROADCASTS,
+      faults: params.faults,
+    }),
   };
   money.x402 = buildX402Runtime({
     config,

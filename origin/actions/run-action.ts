@@ -46,20 +46,15 @@ export async function runMoneyAction(
     return respondWithAction(c, current);
   }
   // What this request did, without reading it back (the executor answers once it is recorded):
-  // `confirmed` or `reverted` (200) when the chain mined it before the answer, else `submitted`
-  // (202), or `failed` (200) if the chain refused the signed bytes. The tracker moves an
-  // unmined one on; GET /actions/{id} reads it live.
-  const { broadcast, receipt } = outcome;
-  const refused = broadcast.kind === "refused";
+  // `signed` (202), the transaction stored and on its way to the chain (actions/execute.ts).
+  // GET /actions/{id} follows it to `confirmed`.
   return respondWithAction(c, {
     ...claimed.action,
-    status: refused
-      ? "failed"
-      : (receipt?.status ?? (broadcast.kind === "accepted" ? "submitted" : "signed")),
+    status: "signed",
     txHash: outcome.lease.txHash,
     txId: outcome.lease.txId,
-    feeWei: receipt?.feeWei ?? null,
-    errorCode: refused ? "broadcast_refused" : null,
+    feeWei: null,
+    errorCode: null,
     updatedAt: new Date(),
   });
 }

@@ -42,22 +42,24 @@ describe("transfers (real stack)", () => {
     const senderBefore = await balance(agent.wallet);
     const body = { idempotency_key: newKey(), to: recipient, amount: "1500000" };
     const response = await calls.transfer(body);
-    // The devnet mines on arrival, so the receipt is in before the answer: 200 and `confirmed`,
-    // with the receipt's fee, as GET /actions/{id} reads it (DESIGN §7: 200 once terminal).
-    expect(response.status).toBe(200);
+    // Answered once signed and stored (DESIGN §7: 202 in flight), with the hash it will have on
+    // chain; the broadcast follows, and GET /actions/{id} reads the action to `confirmed`.
+    expect(response.status).toBe(202);
     const accepted = response.body as ActionView;
     expect(accepted).toMatchObject({
       kind: "transfer",
-      status: "confirmed",
+      status: "signed",
       amount: "1500000",
       to: recipient.toLowerCase(),
       tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      fee_wei: null,
     });
+    const done = await calls.settled(accepted.action_id);
+    const { updated_at: _answeredAt, ...sameFields } = accepted;
+    expect(done).toMatchObject({ ...sameFields, status: "confirmed", fee_wei: expect.any(String) });
     const receipt = await chain.getTransactionReceipt({ hash: accepted.tx_hash as `0x${string}` });
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
-    expect(accepted.fee_wei).toBe(fee.toString());
-    const done = (await calls.action(accepted.action_id)).body as ActionView;
-    expect({ ...done, updated_at: accepted.updated_at }).toEqual(accepted);
+    expect(done.fee_wei).toBe(fee.toString());
     expect(await balance(recipient)).toBe(1_500_000n * WEI_PER_UNIT);
     expect(senderBefore - (await balance(agent.wallet))).toBe(1_500_000n * WEI_PER_UNIT + fee);
     // A repeat with the same key and payload answers the stored action, 200 now that it is terminal.

@@ -16,9 +16,9 @@ import { queryRows } from "../db/client.ts";
 // SPEC "Identity disable by operator" on the whole money stack (origin, enclave, devnet,
 // Postgres): a disable through the console applies at the agent's next request, moves no funds,
 // and does not cancel a transfer already submitted: the tracker still confirms it. The devnet
-// mines on arrival, so a transfer is answered `confirmed` unless its receipt cannot be read: the
-// origin here reaches the devnet through a FAKE JSON-RPC pass-through that answers 503 to receipt
-// reads while the test withholds them, which leaves the transfer `submitted`.
+// mines on arrival, so a transfer is recorded `confirmed` right after its broadcast unless its
+// receipt cannot be read: the origin here reaches the devnet through a FAKE JSON-RPC pass-through
+// that answers 503 to receipt reads while the test withholds them, which leaves it `submitted`.
 
 const secrets = consoleSecrets();
 
@@ -53,21 +53,26 @@ describe("operator disable with a transfer in flight (real stack)", () => {
     await stack.origin.tracker!.stop();
     await origin.tracker!.stop();
 
-    proxy.withhold("eth_getTransactionReceipt");
-    const submitted = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1500000" });
-    proxy.withhold(undefined);
-    expect(proxy.withheld).toBe(1);
-    expect(submitted.status).toBe(202);
-    const action = submitted.body as ActionView;
-    expect(action.status).toBe("submitted");
-    const actionState = async () =>
+    const actionState = async (actionId: string) =>
       (
         await queryRows<{ action: string; tx: string }>(
           stack.db.handle.db,
           sql`select a.status as action, t.status as tx from agent_actions a
-              join outgoing_transactions t on t.tx_id = a.tx_id where a.action_id = ${action.action_id}`,
+              join outgoing_transactions t on t.tx_id = a.tx_id where a.action_id = ${actionId}`,
         )
       )[0];
+
+    proxy.withhold("eth_getTransactionReceipt");
+    const answered = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1500000" });
+    expect(answered.status).toBe(202);
+    const action = answered.body as ActionView;
+    expect(action.status).toBe("signed");
+    // The broadcast follows the answer; its receipt read is withheld, so it is recorded `submitted`.
+    const deadline = Date.now() + 10_000;
+    while ((await actionState(action.action_id))?.action !== "submitted" && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    proxy.withhold(undefined);
+    expect(proxy.withheld).toBe(1);
     const funds = async () => ({ agent: await balance(agent.wallet), recipient: await balance(recipient) });
     const before = await funds();
 
@@ -83,11 +88,11 @@ describe("operator disable with a transfer in flight (real stack)", () => {
     ).toBe(401);
     // Nothing moved and nothing was cancelled: the transaction is still on its way.
     expect(await funds()).toEqual(before);
-    expect(await actionState()).toEqual({ action: "submitted", tx: "submitted" });
+    expect(await actionState(action.action_id)).toEqual({ action: "submitted", tx: "submitted" });
 
     const report = await origin.tracker!.tick();
     expect(report.confirmed).toBe(1);
-    expect(await actionState()).toEqual({ action: "confirmed", tx: "confirmed" });
+    expect(await actionState(action.action_id)).toEqual({ action: "confirmed", tx: "confirmed" });
     expect(await balance(recipient)).toBe(1_500_000n * WEI_PER_UNIT);
 
     const enabled = await operator.post("/registration/identity", {

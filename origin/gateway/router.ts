@@ -95,9 +95,8 @@ function moneyHandlers(deps: AppDeps): WriteHandlers {
     fees: deps.money.fees,
     clock: deps.clock,
     logger: deps.logger,
-    onInFlight: deps.money.onInFlight,
+    broadcasts: deps.money.broadcasts,
     leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
-    faults: deps.money.faults,
   };
   const services: MoneyServices = {
     ...executorDeps,

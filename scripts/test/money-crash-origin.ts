@@ -32,19 +32,17 @@ const prepared = await prepareMoney({
   rpc,
   db: database.db,
   logger,
+  faults:
+    crashAt === "after_signed"
+      ? { beforeBroadcast: die }
+      : crashAt === "after_broadcast"
+        ? { afterBroadcast: die }
+        : undefined,
   x402Faults: crashAt === "settle_after_broadcast" ? { afterBroadcast: die } : undefined,
 });
 if (!prepared.ok || !prepared.money)
   throw new Error(`money refused: ${prepared.ok ? "off" : prepared.errors.join("; ")}`);
-const money = {
-  ...prepared.money,
-  faults:
-    crashAt === "after_signed"
-      ? { afterSigned: die }
-      : crashAt === "after_broadcast"
-        ? { afterBroadcast: die }
-        : undefined,
-};
+const money = prepared.money;
 const app = createApp(
   { config, database, chain: undefined, rpc, signer, money, logger, clock: systemClock },
   { gateway: createGatewayRouter },

@@ -108,6 +108,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     tracker: prepared.tracker,
     async close() {
       await server.close(1_000);
+      await prepared.money?.broadcasts.idle();
       await prepared.tracker?.stop();
       rpc?.close();
     },

@@ -1,0 +1,136 @@
+import { sql } from "drizzle-orm";
+import { type Address, keccak256 } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Devnet, startDevnet } from "../../devnet/index.ts";
+import { fund, newAccount, publicClientFor, usdc } from "../../devnet/testing.ts";
+import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { freePort } from "../../scripts/test/free-port.ts";
+import { CHAIN_ID } from "../../shared/constants.ts";
+import { queryRows } from "../db/client.ts";
+import { createLogger } from "../logger.ts";
+import { type BroadcastLane, createBroadcastLane } from "./broadcast-lane.ts";
+import { createJsonRpcUpstream, type JsonRpcUpstream } from "./json-rpc-upstream.ts";
+import { type BroadcastLease, recordSigned } from "./outgoing.ts";
+
+// The lane against a real devnet and a real database: stored transactions (signed here by a test
+// account, as the enclave would sign an agent's) go out in order, what queues while a broadcast is
+// on its way goes out together, and signing is held back while the chain has enough waiting.
+
+describe("broadcast lane (real devnet and Postgres)", () => {
+  let devnet: Devnet;
+  let database: TestDatabase;
+  let rpc: JsonRpcUpstream;
+  const chain = () => publicClientFor(devnet.url);
+
+  beforeAll(async () => {
+    devnet = await startDevnet({ port: 0 });
+    database = await createTestDatabase();
+    rpc = createJsonRpcUpstream({ url: devnet.url, timeoutMs: 5_000 });
+  });
+  afterAll(async () => {
+    rpc?.close();
+    await database?.drop();
+    await devnet?.close();
+  });
+
+  const laneWith = (options: { maxWaiting: number; rpc?: JsonRpcUpstream; onInFlight?: () => void }) =>
+    createBroadcastLane({
+      db: database.handle.db,
+      rpc: options.rpc ?? rpc,
+      logger: createLogger("silent"),
+      onInFlight: options.onInFlight,
+      context: "test lane",
+      maxWaiting: options.maxWaiting,
+    });
+
+  /** `count` transfers from a fresh funded account, nonces 0…, each stored `signed` under a lease. */
+  async function storedTransfers(count: number): Promise<{ sender: Address; leases: BroadcastLease[] }> {
+    const sender = newAccount();
+    await fund(devnet.url, sender.address, usdc(1_000n));
+    const to = newAccount().address;
+    const leases: BroadcastLease[] = [];
+    for (let nonce = 0; nonce < count; nonce++) {
+      const rawTx = await sender.signTransaction({
+        chainId: CHAIN_ID,
+        type: "eip1559",
+        to,
+        value: 1_000n,
+        nonce,
+        gas: 21_000n,
+        maxFeePerGas: 3_000_000_000n,
+        maxPriorityFeePerGas: 1_000_000_000n,
+      });
+      leases.push(
+        await recordSigned(
+          database.handle.db,
+          {
+            purpose: "transfer",
+            sender: sender.address.toLowerCase(),
+            nonce: BigInt(nonce),
+            txHash: keccak256(rawTx),
+            rawTx,
+            maxCostWei: 1_000n + 21_000n * 3_000_000_000n,
+          },
+          { leaseMs: 60_000 },
+        ),
+      );
+    }
+    return { sender: sender.address, leases };
+  }
+
+  const statuses = async (leases: BroadcastLease[]) =>
+    (
+      await queryRows<{ status: string }>(
+        database.handle.db,
+        sql`select status from outgoing_transactions
+            where tx_id = any(${`{${leases.map((lease) => lease.txId).join(",")}}`}::uuid[]) order by nonce`,
+      )
+    ).map((row) => row.status);
+
+  it("sends what queued while a broadcast was on its way in one batch after it, in order, and records the receipts", async () => {
+    const lane = laneWith({ maxWaiting: 100 });
+    const { leases } = await storedTransfers(6);
+    lane.send(leases.slice(0, 1));
+    // Queued while the first is on its way: they leave together once the chain has taken it.
+    lane.send(leases.slice(1, 3));
+    lane.send(leases.slice(3));
+    await lane.idle();
+
+    expect(await statuses(leases)).toEqual(Array(6).fill("confirmed"));
+    const receipts = await Promise.all(
+      leases.map((lease) => chain().getTransactionReceipt({ hash: lease.txHash as `0x${string}` })),
+    );
+    const blocks = receipts.map((receipt) => receipt.blockNumber);
+    expect(blocks.slice(1)).toEqual(Array(5).fill(blocks[1]));
+    expect(blocks[1]).toBeGreaterThan(blocks[0]!);
+    expect(receipts.slice(1).map((receipt) => receipt.transactionIndex)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it("holds room() while maxWaiting transactions wait for the chain, and frees it once the chain took them", async () => {
+    const lane: BroadcastLane = laneWith({ maxWaiting: 3 });
+    const { sender, leases } = await storedTransfers(3);
+    lane.send(leases);
+    let roomy = false;
+    const room = lane.room().then(() => {
+      roomy = true;
+    });
+    // The broadcast needs the devnet's answer, more than a turn of this event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(roomy).toBe(false);
+    await room;
+    expect(await chain().getTransactionCount({ address: sender })).toBe(3);
+  });
+
+  it("leaves what the chain did not take `signed` under its lease, and wakes the tracker", async () => {
+    const closed = createJsonRpcUpstream({ url: `http://127.0.0.1:${await freePort()}`, timeoutMs: 1_000 });
+    let woken = 0;
+    const lane = laneWith({ maxWaiting: 100, rpc: closed, onInFlight: () => woken++ });
+    const { sender, leases } = await storedTransfers(2);
+    lane.send(leases);
+    await lane.idle();
+    closed.close();
+    expect(await statuses(leases)).toEqual(["signed", "signed"]);
+    expect(woken).toBeGreaterThan(0);
+    expect(await chain().getTransactionCount({ address: sender })).toBe(0);
+  });
+});

@@ -1,0 +1,128 @@
+/**
+ * Broadcasts stored, signed transactions in the order they were signed, off the path of the
+ * requests that signed them (actions/execute.ts answers those once the transactions are stored,
+ * and hands them here). One JSON-RPC batch is on its way to the chain at a time; whatever is
+ * queued meanwhile leaves together in the next (a node mines what arrives together in one block),
+ * so each sender's nonces reach the chain in order. Once the chain has taken a batch, its receipts
+ * are read and recorded (sent-batch.ts) while the next one goes.
+ *
+ * Nothing here is the only copy: the transactions are stored as `signed` with a broadcast lease
+ * before they are queued. A broadcast that fails or never happens (a crash) is the transaction
+ * tracker's to repeat, from the same bytes, once the lease has run out; the lease outlasts the wait
+ * here (at most the batch on its way, then this one's own round trip: two chain timeouts of the
+ * lease's three).
+ */
+import type { Logger } from "../logger.ts";
+import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
+import { type BroadcastLease, sendRawBatch } from "./outgoing.ts";
+import { recordSentBatch, type SentBatchDeps } from "./sent-batch.ts";
+
+export type BroadcastLaneDeps = SentBatchDeps & {
+  rpc: JsonRpcUpstream;
+  logger: Logger;
+  /**
+   * At most this many transactions wait for the chain: `room()` holds the signer back beyond it,
+   * so a chain slower than signing slows the answers rather than piling up signed transactions.
+   */
+  maxWaiting: number;
+  /** Fault injection for crash tests only (scripts/test/money-crash-origin.ts); never set otherwise. */
+  faults?: {
+    /** Before a batch is broadcast (its transactions are stored, and committed `signed`). */
+    beforeBroadcast?: () => void;
+    /** After the chain accepted a broadcast, before it is recorded or the receipt is read. */
+    afterBroadcast?: () => void;
+  };
+};
+
+export type BroadcastLane = {
+  /** Queues stored transactions behind everything queued before them. */
+  send(leases: readonly BroadcastLease[]): void;
+  /** Resolves once fewer than `maxWaiting` transactions wait for the chain. */
+  room(): Promise<void>;
+  /** Resolves once nothing is queued, on its way to the chain or being recorded (a drain). */
+  idle(): Promise<void>;
+};
+
+export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
+  let queued: BroadcastLease[] = [];
+  let waiting = 0;
+  let sending = false;
+  let roomWaiters: Array<() => void> = [];
+  const recording = new Set<Promise<unknown>>();
+  let idleWaiters: Array<() => void> = [];
+
+  const settleWaiters = (): void => {
+    if (waiting < deps.maxWaiting) {
+      const woken = roomWaiters;
+      roomWaiters = [];
+      for (const wake of woken) wake();
+    }
+    if (!sending && queued.length === 0 && recording.size === 0) {
+      const woken = idleWaiters;
+      idleWaiters = [];
+      for (const wake of woken) wake();
+    }
+  };
+
+  const pump = async (): Promise<void> => {
+    if (sending || queued.length === 0) return;
+    sending = true;
+    const leases = queued;
+    queued = [];
+    try {
+      deps.faults?.beforeBroadcast?.();
+      const broadcasts = await sendRawBatch(deps.rpc, leases);
+      if (broadcasts.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
+      broadcasts.forEach((outcome, n) => {
+        if (outcome.kind === "refused") {
+          deps.logger.warn(
+            { tx_id: leases[n]!.txId, tx_hash: leases[n]!.txHash, reason: outcome.reason },
+            "chain refused a signed transaction",
+          );
+        }
+      });
+      const recorded: Promise<unknown> = recordSentBatch(deps, leases, broadcasts)
+        .catch((error: unknown) => {
+          // Reading the receipts failed: the tracker follows what was sent.
+          deps.logger.warn(
+            { err: { message: error instanceof Error ? error.message : String(error) } },
+            `${deps.context}: following a broadcast failed; the transaction tracker will`,
+          );
+          deps.onInFlight?.();
+        })
+        .finally(() => {
+          recording.delete(recorded);
+          settleWaiters();
+        });
+      recording.add(recorded);
+    } catch (error) {
+      // A bug (sendRawBatch answers failures as outcomes): the transactions stay stored, for the tracker.
+      deps.logger.error(
+        { err: { message: error instanceof Error ? error.message : String(error) } },
+        `${deps.context}: broadcasting failed; the transaction tracker will`,
+      );
+      deps.onInFlight?.();
+    } finally {
+      waiting -= leases.length;
+      sending = false;
+      settleWaiters();
+      void pump();
+    }
+  };
+
+  return {
+    send(leases) {
+      if (leases.length === 0) return;
+      queued.push(...leases);
+      waiting += leases.length;
+      void pump();
+    },
+    async room() {
+      while (waiting >= deps.maxWaiting) await new Promise<void>((resolve) => roomWaiters.push(resolve));
+    },
+    async idle() {
+      if (!sending && queued.length === 0 && recording.size === 0) return;
+      await new Promise<void>((resolve) => idleWaiters.push(resolve));
+    },
+  };
+}
