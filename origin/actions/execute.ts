@@ -148,20 +148,9 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
       async (operations) => {
         // A chain slower than signing holds the next batch here, before anything is signed.
         await deps.broadcasts.room();
-        const { outcomes, signed, stored } = await signBatch(deps, operations);
-        const leases = signed.map(
-          (item): BroadcastLease => ({
-            txId: stored.get(item.txHash)!,
-            rawTx: item.rawTx,
-            txHash: item.txHash,
-            status: "signed",
-          }),
-        );
+        const { outcomes, leases } = await signBatch(deps, operations);
         deps.broadcasts.send(leases);
-        signed.forEach((item, n) => {
-          outcomes[item.index] = { kind: "signed", lease: leases[n]! };
-        });
-        return outcomes as ExecuteOutcome[];
+        return outcomes;
       },
       { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
     ),
@@ -177,12 +166,8 @@ const CHAIN_DOWN: Refusal = {
   message: "the chain is unreachable; nothing was signed and a retry is safe",
 };
 
-/** A batch up to its commit: the outcomes of the operations that were not signed, and the signed. */
-type SignedBatch = {
-  outcomes: (ExecuteOutcome | undefined)[];
-  signed: Signed[];
-  stored: Map<string, string>;
-};
+/** A batch up to its commit: every operation's outcome, and the leases of what it signed and stored. */
+type SignedBatch = { outcomes: ExecuteOutcome[]; leases: BroadcastLease[] };
 
 /** What signing the locked operations came to, before it is recorded. */
 type Signing = {
@@ -214,11 +199,7 @@ async function signBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Prom
       const down = chainRefusal(quote);
       await tx.rollback();
       await noteRetryable(deps.db, operations, down);
-      return {
-        outcomes: operations.map(() => ({ kind: "unavailable", refusal: down })),
-        signed: [],
-        stored: new Map(),
-      };
+      return { outcomes: operations.map(() => ({ kind: "unavailable", refusal: down })), leases: [] };
     }
     const [locked, facts] = await Promise.all([locks, readFacts(tx, operations, chain, now)]);
     signing = await signLocked(deps, operations, { ...locked, facts, chain, fees: quote.fees, now });
@@ -240,7 +221,17 @@ async function signBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Prom
     );
     for (const index of unavailable) outcomes[index] = { kind: "unavailable", refusal: SIGNER_UNAVAILABLE };
   }
-  return { outcomes, signed, stored };
+  const leases = signed.map((item): BroadcastLease => {
+    const lease: BroadcastLease = {
+      txId: stored.get(item.txHash)!,
+      rawTx: item.rawTx,
+      txHash: item.txHash,
+      status: "signed",
+    };
+    outcomes[item.index] = { kind: "signed", lease };
+    return lease;
+  });
+  return { outcomes: outcomes as ExecuteOutcome[], leases };
 }
 
 /** What the agent is told when the chain's answers stop the batch for now. */

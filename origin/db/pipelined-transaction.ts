@@ -8,7 +8,7 @@
  * and none is sent after a failure.
  */
 import type { Db } from "./client.ts";
-import { type PreparedStatement, type Queryable, queryPrepared } from "./prepared.ts";
+import { driverClient, type PreparedStatement, type Queryable, queryPrepared } from "./prepared.ts";
 
 type PoolClient = Queryable & {
   pipeline?: boolean;
@@ -31,7 +31,7 @@ export type PipelinedTransaction = {
  * returns the connection to the pool.
  */
 export async function openPipelinedTransaction(db: Db): Promise<PipelinedTransaction> {
-  const pool = (db as unknown as { session: { client: { connect(): Promise<PoolClient> } } }).session.client;
+  const pool = driverClient<{ connect(): Promise<PoolClient> }>(db);
   const client = await pool.connect();
   const pipelined = client.pipeline === true;
   /** Settles once everything written so far has answered. */

@@ -36,19 +36,20 @@ export type Queryable = {
 };
 
 /**
- * Runs `statement` with `values` on `db`: the pool, or the connection of the transaction `db`
- * belongs to (drizzle keeps either as its session's client, for both drivers).
+ * The driver's own client behind `db`: its pool, or the connection of the transaction `db` belongs
+ * to (drizzle keeps either as its session's client, for both drivers).
  */
+export function driverClient<C>(db: Db): C {
+  return (db as unknown as { session: { client: C } }).session.client;
+}
+
+/** Runs `statement` with `values` on `db` (the pool, or its transaction's connection). */
 export function runPrepared<T, P extends string>(
   db: Db,
   statement: PreparedStatement<P>,
   values: Record<P, unknown>,
 ): Promise<T[]> {
-  return queryPrepared(
-    (db as unknown as { session: { client: Queryable } }).session.client,
-    statement,
-    values,
-  );
+  return queryPrepared(driverClient<Queryable>(db), statement, values);
 }
 
 /** Runs `statement` with `values` on a pool or connection of the driver's own. */

@@ -32,7 +32,7 @@ export type TxTrackerOptions = {
    * a second, or signedGraceMs if shorter.
    */
   sweepMs?: number;
-  /** A `signed` transaction this long untouched was not broadcast by its request: send it. */
+  /** A `signed` transaction this long untouched was not broadcast after its signing: send it. */
   signedGraceMs?: number;
   /** A `submitted` transaction this long without a receipt is sent again (a node may drop it). */
   resendAfterMs?: number;
