@@ -93,7 +93,7 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();
       await stopped;
-      await ctx.state.idle();
+      await ctx.state.close();
       await rm(params.socketPath, { force: true });
       logger.info("enclave stopped");
     })();

@@ -2,18 +2,21 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import * as atomic from "./atomic-file.ts";
 import { generateSealingKey, SealError } from "./sealing.ts";
+import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
 import { StateStore } from "./state-store.ts";
 
 describe("StateStore (sealed, group commit)", () => {
   let dir: string;
-  let path: string;
+  let path: StateSlotPaths;
   const key = generateSealingKey();
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "state-store-"));
-    path = join(dir, "state.sealed");
+    path = {
+      slots: [join(dir, "state.0.sealed"), join(dir, "state.1.sealed")],
+      legacy: join(dir, "state.sealed"),
+    };
   });
   afterEach(async () => {
     vi.restoreAllMocks();
@@ -62,7 +65,7 @@ describe("StateStore (sealed, group commit)", () => {
 
   it("coalesces concurrent commits into few writes, each resolved only after a write that includes it", async () => {
     const store = await StateStore.open(path, key);
-    const writes = vi.spyOn(atomic, "writeFileAtomic");
+    const writes = vi.spyOn(StateSlots.prototype, "write");
     await Promise.all(
       Array.from({ length: 50 }, (_, index) => store.commit((state) => state.counters.set(`c${index}`, 1))),
     );
@@ -74,7 +77,8 @@ describe("StateStore (sealed, group commit)", () => {
 
   it("rejects waiters with SealError when the write fails", async () => {
     const store = await StateStore.open(path, key);
-    vi.spyOn(atomic, "writeFileAtomic").mockRejectedValueOnce(new Error("disk full"));
+    // A fake for a fault the disk cannot be made to produce here.
+    vi.spyOn(StateSlots.prototype, "write").mockRejectedValueOnce(new Error("disk full"));
     await expect(store.commit((state) => state.counters.set("y", 1))).rejects.toBeInstanceOf(SealError);
   });
 
@@ -82,16 +86,18 @@ describe("StateStore (sealed, group commit)", () => {
     const store = await StateStore.open(path, key);
     await store.commit((state) => state.counters.set("z", 1));
     await expect(StateStore.open(path, generateSealingKey())).rejects.toBeInstanceOf(SealError);
-    const blob = await readFile(path);
+    const blob = await readFile(path.slots[0]);
     blob[blob.length - 1]! ^= 1;
-    await writeFile(path, blob);
+    await writeFile(path.slots[0], blob);
     await expect(StateStore.open(path, key)).rejects.toBeInstanceOf(SealError);
   });
 
-  it("writes atomically: no temp files remain and the file is private", async () => {
+  it("keeps its state in private slot files, and nothing else", async () => {
     const store = await StateStore.open(path, key);
     await store.commit((state) => state.counters.set("w", 1));
-    expect(await readdir(dir)).toEqual(["state.sealed"]);
-    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    await store.commit((state) => state.counters.set("w", 2));
+    await store.close();
+    expect((await readdir(dir)).sort()).toEqual(["state.0.sealed", "state.1.sealed"]);
+    for (const slot of path.slots) expect((await stat(slot)).mode & 0o777).toBe(0o600);
   });
 });

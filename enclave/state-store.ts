@@ -1,18 +1,16 @@
 /**
  * The enclave's mutable state (capability counters, policy and its version, treasury, daily spend
- * per key), sealed
- * in one file. Writes use group commit: a change is applied to memory at once (so checks that
+ * per key), sealed in its slots (state-slots.ts). Writes use group commit: a change is applied to memory at once (so checks that
  * follow see it, with no await in between), and its caller waits until a write that includes it
  * is durable. Concurrent signers therefore share one fsync instead of queueing one each, and no
  * signature leaves the enclave before the spend it counts is on disk.
  */
-import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { keyRefSchema, policySchema, uintStringSchema } from "../shared/enclave-ops.ts";
-import { writeFileAtomic } from "./atomic-file.ts";
 import { type Policy, policyFromWire, policyToWire, type Treasury } from "./policy.ts";
-import { SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
+import { SealError } from "./sealing.ts";
+import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
 
 export type DailySpend = { day: string; spent: Map<string, bigint> };
 
@@ -51,23 +49,17 @@ export class StateStore {
   private flushing: Promise<void> | null = null;
 
   private constructor(
-    private readonly path: string,
-    private readonly sealingKey: Uint8Array,
+    private readonly slots: StateSlots,
     readonly state: EnclaveState,
   ) {}
 
-  /** Loads the sealed state, or starts empty when the file does not exist yet. */
-  static async open(path: string, sealingKey: Uint8Array): Promise<StateStore> {
-    let blob: Uint8Array;
-    try {
-      blob = new Uint8Array(await readFile(path));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-      return new StateStore(path, sealingKey, emptyState());
-    }
-    const parsed = persistedSchema.safeParse(decodeCbor(unseal(sealingKey, SEAL_LABEL.state, blob)));
-    if (!parsed.success) throw new SealError("state file does not parse");
-    return new StateStore(path, sealingKey, fromPersisted(parsed.data));
+  /** Loads the sealed state, or starts empty when none was written yet. */
+  static async open(paths: StateSlotPaths, sealingKey: Uint8Array): Promise<StateStore> {
+    const { slots, plaintext } = await StateSlots.open(paths, sealingKey);
+    if (plaintext === null) return new StateStore(slots, emptyState());
+    const parsed = persistedSchema.safeParse(decodeCbor(plaintext));
+    if (!parsed.success) throw new SealError("state does not parse");
+    return new StateStore(slots, fromPersisted(parsed.data));
   }
 
   /**
@@ -85,9 +77,10 @@ export class StateStore {
     });
   }
 
-  /** Resolves when no write is in progress (for shutdown). */
-  async idle(): Promise<void> {
+  /** Waits for the writes in progress, then closes the files (for shutdown: no commit may follow). */
+  async close(): Promise<void> {
     while (this.flushing) await this.flushing;
+    await this.slots.close();
   }
 
   private async flushLoop(): Promise<void> {
@@ -97,8 +90,7 @@ export class StateStore {
       try {
         // Snapshot and waiters are taken together, synchronously: every change in the snapshot
         // belongs to a waiter of this batch or of an earlier one.
-        const blob = seal(this.sealingKey, SEAL_LABEL.state, encodeCbor(toPersisted(this.state)));
-        await writeFileAtomic(this.path, blob);
+        await this.slots.write(encodeCbor(toPersisted(this.state)));
         for (const waiter of batch) waiter.resolve();
       } catch (cause) {
         const error = new SealError("state write failed", { cause });

@@ -1,0 +1,109 @@
+import { mkdtemp, open, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { generateSealingKey, SEAL_LABEL, SealError, seal } from "./sealing.ts";
+import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
+
+const text = (bytes: Uint8Array | null): string | null =>
+  bytes === null ? null : Buffer.from(bytes).toString();
+const bytes = (value: string): Uint8Array => new Uint8Array(Buffer.from(value));
+
+describe("StateSlots (two sealed slots, written in turn)", () => {
+  let dir: string;
+  let paths: StateSlotPaths;
+  const key = generateSealingKey();
+  const opened: StateSlots[] = [];
+
+  const openSlots = async (
+    sealingKey = key,
+  ): Promise<{ slots: StateSlots; plaintext: Uint8Array | null }> => {
+    const result = await StateSlots.open(paths, sealingKey);
+    opened.push(result.slots);
+    return result;
+  };
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "state-slots-"));
+    paths = {
+      slots: [join(dir, "state.0.sealed"), join(dir, "state.1.sealed")],
+      legacy: join(dir, "state.sealed"),
+    };
+  });
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    for (const slots of opened.splice(0)) await slots.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("starts with nothing, writes the slots in turn, and a reopen reads the newest", async () => {
+    const { slots, plaintext } = await openSlots();
+    expect(plaintext).toBeNull();
+    await slots.write(bytes("first"));
+    expect(await readdir(dir)).toEqual(["state.0.sealed"]);
+    await slots.write(bytes("second"));
+    const afterSecond = await readFile(paths.slots[0]);
+    await slots.write(bytes("third"));
+    // The third went to slot 0 again: slot 1 (the newest then) was left alone.
+    expect(await readFile(paths.slots[0])).not.toEqual(afterSecond);
+    expect(text((await openSlots()).plaintext)).toBe("third");
+  });
+
+  it("a write torn by a crash costs only that write: the other slot's state is read, and the next write goes over the torn one", async () => {
+    const { slots } = await openSlots();
+    await slots.write(bytes("one"));
+    await slots.write(bytes("two"));
+    const before = await readFile(paths.slots[0]);
+    await slots.write(bytes("three"));
+    const complete = await readFile(paths.slots[0]);
+    // What a crash halfway through the third write leaves: its first half over the first write.
+    const half = Math.floor(complete.length / 2);
+    await writeFile(paths.slots[0], Buffer.concat([complete.subarray(0, half), before.subarray(half)]));
+
+    const reopened = await openSlots();
+    expect(text(reopened.plaintext)).toBe("two");
+    const slotOfTwo = await readFile(paths.slots[1]);
+    await reopened.slots.write(bytes("four"));
+    expect(await readFile(paths.slots[1])).toEqual(slotOfTwo);
+    expect(text((await openSlots()).plaintext)).toBe("four");
+  });
+
+  it("reads a shorter state written over a longer one exactly (the longer one's tail is ignored)", async () => {
+    const { slots } = await openSlots();
+    await slots.write(bytes("x".repeat(5000)));
+    await slots.write(bytes("between"));
+    await slots.write(bytes("short"));
+    expect((await readFile(paths.slots[0])).length).toBeGreaterThan(5000);
+    expect(text((await openSlots()).plaintext)).toBe("short");
+  });
+
+  it("retries a failed write in the same slot, never over the newest durable state", async () => {
+    const { slots } = await openSlots();
+    await slots.write(bytes("durable"));
+    const durable = await readFile(paths.slots[0]);
+    // A fake for a fault the disk cannot be made to produce here: the next fdatasync fails.
+    const probe = await open(join(dir, "probe"), "w");
+    const handlePrototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    vi.spyOn(handlePrototype, "datasync").mockRejectedValueOnce(new Error("EIO"));
+    await expect(slots.write(bytes("lost"))).rejects.toThrow("EIO");
+    await slots.write(bytes("retried"));
+    expect(await readFile(paths.slots[0])).toEqual(durable);
+    expect(text((await openSlots()).plaintext)).toBe("retried");
+  });
+
+  it("moves the single state file of earlier versions into a slot, then removes it", async () => {
+    await writeFile(paths.legacy, seal(key, SEAL_LABEL.state, bytes("legacy")), { mode: 0o600 });
+    expect(text((await openSlots()).plaintext)).toBe("legacy");
+    expect((await readdir(dir)).sort()).toEqual(["state.0.sealed"]);
+    expect(text((await openSlots()).plaintext)).toBe("legacy");
+  });
+
+  it("refuses slots none of which authenticates, instead of starting empty", async () => {
+    const { slots } = await openSlots();
+    await slots.write(bytes("sealed"));
+    await expect(openSlots(generateSealingKey())).rejects.toBeInstanceOf(SealError);
+    await writeFile(paths.slots[0], Buffer.from("not a slot"));
+    await expect(openSlots()).rejects.toBeInstanceOf(SealError);
+  });
+});

@@ -1,0 +1,178 @@
+/**
+ * Where the enclave's sealed state lives on disk: two slot files, written in turn, each in place
+ * (one positioned write and one fdatasync). The state is written once per group of signatures, so
+ * this is on the signing path; a temp file, fsync, rename and directory fsync per write cost about
+ * six times as long on an idle disk, and more when the machine is busy.
+ *
+ * Crash safety without a rename: a write only ever goes to the slot that does not hold the newest
+ * durable state, so a crash in the middle of it tears that slot and leaves the other intact. On
+ * open, the slot that authenticates with the higher sequence number wins; a torn slot does not
+ * authenticate. A slot is
+ *   sequence (8 bytes, big-endian) ‖ length (4 bytes, big-endian) ‖ sealed blob ‖ leftovers
+ * where the sequence is bound into the blob as associated data, and the leftovers are the tail of
+ * an earlier, longer write (a write never shrinks the file, so fdatasync has no size to record
+ * unless the state grew).
+ */
+import { type FileHandle, open, readFile, rm } from "node:fs/promises";
+import { dirname } from "node:path";
+import { syncDirectory } from "./atomic-file.ts";
+import { SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
+
+const SEQUENCE_BYTES = 8;
+const HEADER_BYTES = SEQUENCE_BYTES + 4;
+
+type SlotIndex = 0 | 1;
+type Slot = { path: string; handle: FileHandle | null };
+type Newest = { index: SlotIndex; sequence: bigint };
+
+export type StateSlotPaths = {
+  slots: readonly [string, string];
+  /** The single state file written before the slots existed, moved into them on first open. */
+  legacy: string;
+};
+
+export class StateSlots {
+  private constructor(
+    private readonly slots: [Slot, Slot],
+    private readonly sealingKey: Uint8Array,
+    private newest: Newest | null,
+  ) {}
+
+  /**
+   * Opens the slots and returns the newest state that authenticates (null: none was ever
+   * written). Slots that exist but of which none authenticates are a SealError (another sealing
+   * key, or tampering), never an empty state.
+   */
+  static async open(
+    paths: StateSlotPaths,
+    sealingKey: Uint8Array,
+  ): Promise<{ slots: StateSlots; plaintext: Uint8Array | null }> {
+    const read = await Promise.all(paths.slots.map((path) => readSlot(path, sealingKey)));
+    let newest: (Newest & { plaintext: Uint8Array }) | null = null;
+    for (const index of [0, 1] as const) {
+      const slot = read[index]!;
+      if (slot.kind === "valid" && (newest === null || slot.sequence > newest.sequence)) {
+        newest = { index, sequence: slot.sequence, plaintext: slot.plaintext };
+      }
+    }
+    if (newest === null && read.some((slot) => slot.kind === "unreadable")) {
+      throw new SealError("no state slot authenticates (another sealing key, or tampered with)");
+    }
+    const slots = new StateSlots(
+      [
+        { path: paths.slots[0], handle: null },
+        { path: paths.slots[1], handle: null },
+      ],
+      sealingKey,
+      newest && { index: newest.index, sequence: newest.sequence },
+    );
+    let plaintext = newest?.plaintext ?? null;
+    const legacy = await readLegacy(paths.legacy, sealingKey);
+    if (legacy !== null) {
+      // Moved into a slot, durably, before the old file goes: a crash in between finds the slot.
+      if (newest === null) {
+        await slots.write(legacy);
+        plaintext = legacy;
+      }
+      await rm(paths.legacy);
+      await syncDirectory(dirname(paths.legacy));
+    }
+    return { slots, plaintext };
+  }
+
+  /**
+   * Seals `plaintext` into the slot that does not hold the newest state and makes it durable.
+   * Writes must not overlap (the state store runs one at a time).
+   */
+  async write(plaintext: Uint8Array): Promise<void> {
+    const index: SlotIndex = this.newest === null ? 0 : this.newest.index === 0 ? 1 : 0;
+    const sequence = (this.newest?.sequence ?? 0n) + 1n;
+    const header = Buffer.alloc(HEADER_BYTES);
+    header.writeBigUInt64BE(sequence, 0);
+    const blob = seal(this.sealingKey, SEAL_LABEL.state, plaintext, header.subarray(0, SEQUENCE_BYTES));
+    header.writeUInt32BE(blob.length, SEQUENCE_BYTES);
+    const frame = Buffer.concat([header, blob]);
+    const slot = this.slots[index];
+    try {
+      slot.handle ??= await openSlot(slot.path);
+      await slot.handle.write(frame, 0, frame.length, 0);
+      await slot.handle.datasync();
+    } catch (error) {
+      // After a failed write or sync the kernel may have dropped the dirty pages and reported it
+      // once; the next attempt reopens the file and writes every byte again into the same slot
+      // (the other still holds the newest durable state).
+      const handle = slot.handle;
+      slot.handle = null;
+      await handle?.close().catch(() => {});
+      throw error;
+    }
+    this.newest = { index, sequence };
+  }
+
+  /** Closes the slot files (after the last write). */
+  async close(): Promise<void> {
+    for (const slot of this.slots) {
+      const handle = slot.handle;
+      slot.handle = null;
+      await handle?.close();
+    }
+  }
+}
+
+type ReadSlot =
+  | { kind: "absent" }
+  /** Exists but does not authenticate: torn by a crash, or not sealed under this key. */
+  | { kind: "unreadable" }
+  | { kind: "valid"; sequence: bigint; plaintext: Uint8Array };
+
+async function readSlot(path: string, sealingKey: Uint8Array): Promise<ReadSlot> {
+  const bytes = await readIfExists(path);
+  // A slot created but never written (a crash before its first write) holds nothing.
+  if (bytes === null || bytes.length === 0) return { kind: "absent" };
+  if (bytes.length < HEADER_BYTES) return { kind: "unreadable" };
+  const length = bytes.readUInt32BE(SEQUENCE_BYTES);
+  if (HEADER_BYTES + length > bytes.length) return { kind: "unreadable" };
+  try {
+    const plaintext = unseal(
+      sealingKey,
+      SEAL_LABEL.state,
+      bytes.subarray(HEADER_BYTES, HEADER_BYTES + length),
+      bytes.subarray(0, SEQUENCE_BYTES),
+    );
+    return { kind: "valid", sequence: bytes.readBigUInt64BE(0), plaintext };
+  } catch (error) {
+    if (error instanceof SealError) return { kind: "unreadable" };
+    throw error;
+  }
+}
+
+async function readLegacy(path: string, sealingKey: Uint8Array): Promise<Uint8Array | null> {
+  const bytes = await readIfExists(path);
+  return bytes === null ? null : unseal(sealingKey, SEAL_LABEL.state, bytes);
+}
+
+async function readIfExists(path: string): Promise<Buffer | null> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw error;
+  }
+}
+
+/** Opens a slot for writing in place; a new one is made 0600 and its name made durable first. */
+async function openSlot(path: string): Promise<FileHandle> {
+  try {
+    return await open(path, "r+");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  const handle = await open(path, "wx", 0o600);
+  try {
+    await syncDirectory(dirname(path));
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+  return handle;
+}
