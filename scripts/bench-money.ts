@@ -15,7 +15,7 @@
  * run is printed.
  */
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
-import { Agent, request } from "node:http";
+import { Agent, type RequestOptions, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -58,47 +58,46 @@ const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
 
-type Post = (
-  url: string,
-  body: string,
-  headers?: Record<string, string>,
-) => Promise<{ status: number; body: string }>;
+type Answer = { status: number; body: string };
+type Post = (url: string, body: string, headers?: Record<string, string>) => Promise<Answer>;
+
+/** Requests sent again by send() (printed: a run that needed many would say so). */
+let resent = 0;
+
+/**
+ * One HTTP request on a kept-alive connection. A connection the server closed for idleness just as
+ * this request was put on it fails with ECONNRESET before the server read anything (the race Node's
+ * docs describe for `reusedSocket`); such a request is sent once more, on a new connection. Were it
+ * read after all, repeating it is still safe: the gateway's requests carry idempotency keys, GETs
+ * read, and a raw transaction sent twice is one transaction (a refusal of the second would stop the
+ * run, not be counted).
+ */
+function send(agent: Agent, url: string, options: RequestOptions, body?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ...options, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("error", (error: NodeJS.ErrnoException) => {
+      if (req.reusedSocket && error.code === "ECONNRESET") {
+        resent++;
+        send(agent, url, options, body).then(resolve, reject);
+      } else reject(new Error(`${options.method ?? "GET"} ${url}: ${error.message}`, { cause: error }));
+    });
+    req.end(body);
+  });
+}
 
 function poster(): Post {
   const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
   return (url, body, headers = {}) =>
-    new Promise((resolve, reject) => {
-      const req = request(
-        url,
-        { method: "POST", agent, headers: { "content-type": "application/json", ...headers } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (chunk: Buffer) => chunks.push(chunk));
-          res.on("end", () =>
-            resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }),
-          );
-        },
-      );
-      req.on("error", reject);
-      req.end(body);
-    });
+    send(agent, url, { method: "POST", headers: { "content-type": "application/json", ...headers } }, body);
 }
 
-function getter(): (
-  url: string,
-  headers: Record<string, string>,
-) => Promise<{ status: number; body: string }> {
+function getter(): (url: string, headers: Record<string, string>) => Promise<Answer> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
-  return (url, headers) =>
-    new Promise((resolve, reject) => {
-      request(url, { agent, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-      })
-        .on("error", reject)
-        .end();
-    });
+  return (url, headers) => send(agent, url, { headers });
 }
 
 async function main(): Promise<void> {
@@ -369,6 +368,7 @@ async function main(): Promise<void> {
     }
     latencies.sort((a, b) => a - b);
     say(await steal());
+    if (resent > 0) say(`requests sent again after a kept-alive connection closed under them: ${resent}`);
 
     const ratios = pairs.map((pair) => pair.gateway / pair.straight);
     const ratio = median(ratios);
