@@ -99,6 +99,14 @@ describe("StateSlots (two sealed slots, written in turn)", () => {
     expect(text((await openSlots()).plaintext)).toBe("legacy");
   });
 
+  it("removes an earlier version's file left beside written slots (a crash after the move) without reading it", async () => {
+    const { slots } = await openSlots();
+    await slots.write(bytes("moved"));
+    await writeFile(paths.legacy, Buffer.from("left over"), { mode: 0o600 });
+    expect(text((await openSlots()).plaintext)).toBe("moved");
+    expect(await readdir(dir)).toEqual(["state.0.sealed"]);
+  });
+
   it("refuses slots none of which authenticates, instead of starting empty", async () => {
     const { slots } = await openSlots();
     await slots.write(bytes("sealed"));

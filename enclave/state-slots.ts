@@ -67,12 +67,13 @@ export class StateSlots {
       newest && { index: newest.index, sequence: newest.sequence },
     );
     let plaintext = newest?.plaintext ?? null;
-    const legacy = await readLegacy(paths.legacy, sealingKey);
+    const legacy = await readIfExists(paths.legacy);
     if (legacy !== null) {
-      // Moved into a slot, durably, before the old file goes: a crash in between finds the slot.
+      // Moved into a slot, durably, before the old file goes: a crash in between finds the slot
+      // next time, and the old file is then only removed.
       if (newest === null) {
-        await slots.write(legacy);
-        plaintext = legacy;
+        plaintext = unseal(sealingKey, SEAL_LABEL.state, legacy);
+        await slots.write(plaintext);
       }
       await rm(paths.legacy);
       await syncDirectory(dirname(paths.legacy));
@@ -144,11 +145,6 @@ async function readSlot(path: string, sealingKey: Uint8Array): Promise<ReadSlot>
     if (error instanceof SealError) return { kind: "unreadable" };
     throw error;
   }
-}
-
-async function readLegacy(path: string, sealingKey: Uint8Array): Promise<Uint8Array | null> {
-  const bytes = await readIfExists(path);
-  return bytes === null ? null : unseal(sealingKey, SEAL_LABEL.state, bytes);
 }
 
 async function readIfExists(path: string): Promise<Buffer | null> {

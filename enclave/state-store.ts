@@ -1,9 +1,10 @@
 /**
  * The enclave's mutable state (capability counters, policy and its version, treasury, daily spend
- * per key), sealed in its slots (state-slots.ts). Writes use group commit: a change is applied to memory at once (so checks that
- * follow see it, with no await in between), and its caller waits until a write that includes it
- * is durable. Concurrent signers therefore share one fsync instead of queueing one each, and no
- * signature leaves the enclave before the spend it counts is on disk.
+ * per key), sealed in its two slot files (state-slots.ts). Writes use group commit: a change is
+ * applied to memory at once (so checks that follow see it, with no await in between), and its
+ * caller waits until a write that includes it is durable. Concurrent signers therefore share one
+ * fdatasync instead of queueing one each, and no signature leaves the enclave before the spend it
+ * counts is on disk.
  */
 import { z } from "zod";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
