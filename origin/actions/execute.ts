@@ -14,10 +14,12 @@
  * promise (stored, sent in order, never signed again) holds from the commit on. GET
  * /actions/{id} follows the action to `confirmed`.
  *
- * Operations that arrive together run as one batch: one read of the chain (while the batch takes
- * its locks), one lock statement, one read of the facts the checks need, one statement storing
- * what was signed, one commit, one JSON-RPC batch of broadcasts (a node mines them in one block).
+ * Operations that arrive together run as one batch: one lock statement, one read of the facts the
+ * checks need, one statement storing what was signed, one commit, one JSON-RPC batch of
+ * broadcasts (a node mines them in one block).
  * Round trips between processes are what a transfer costs most here, so a batch pays them once.
+ * Each sender's chain view (mined nonce and balance) is read as its operation queues, batched with
+ * the others queueing then, so the read overlaps the wait for a batch instead of opening one.
  * Within a batch each sender's operations run in arrival order with running totals, so each sees
  * the ones before it exactly as if they had committed; different senders sign concurrently. Once a
  * batch has committed the next may start, while the broadcast lane sends this one's.
@@ -142,19 +144,25 @@ const MAX_BATCH = 64;
  */
 const MAX_IN_FLIGHT = 2;
 
+/** An operation waiting for its batch, its sender's chain view already on its way. */
+type Queued = { operation: MoneyOperation; senderView: Promise<SenderView | undefined> };
+
 export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
-  return {
-    execute: createBatcher<MoneyOperation, ExecuteOutcome>(
-      async (operations) => {
-        // A chain slower than signing holds the next batch here, before anything is signed.
-        await deps.broadcasts.room();
-        const { outcomes, leases } = await signBatch(deps, operations);
-        deps.broadcasts.send(leases);
-        return outcomes;
-      },
-      { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
-    ),
-  };
+  const senderViews = createBatcher<string, SenderView | undefined>(
+    (addresses) => readSenderViews(deps.rpc, addresses),
+    { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
+  );
+  const run = createBatcher<Queued, ExecuteOutcome>(
+    async (queued) => {
+      // A chain slower than signing holds the next batch here, before anything is signed.
+      await deps.broadcasts.room();
+      const { outcomes, leases } = await signBatch(deps, queued);
+      deps.broadcasts.send(leases);
+      return outcomes;
+    },
+    { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
+  );
+  return { execute: (operation) => run({ operation, senderView: senderViews(operation.sender.address) }) };
 }
 
 const SIGNER_UNAVAILABLE: Refusal = {
@@ -183,11 +191,12 @@ type Signing = {
  * go out at once, with the chain read beside them; the facts follow as soon as the chain has
  * answered; then the signatures; then what was signed and `commit`, in one more round trip.
  */
-async function signBatch(deps: ExecutorDeps, operations: MoneyOperation[]): Promise<SignedBatch> {
+async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<SignedBatch> {
   const now = deps.clock.now();
-  // No database lock waits on the chain beyond this read (see SenderView for why a view read
-  // before the locks can only err towards refusing).
-  const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, operations)]);
+  const operations = queued.map((item) => item.operation);
+  // No database lock waits on the chain beyond these reads (see SenderView for why a view read
+  // before the locks, however long before, can only err towards refusing).
+  const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, queued)]);
   const tx = await openPipelinedTransaction(deps.db);
   let signing: Signing;
   let stored: Map<string, string>;
@@ -353,40 +362,73 @@ async function signOne(
 }
 
 /**
- * One JSON-RPC batch: each sender's mined nonce then its balance (nodes run a batch's calls in the
- * order listed; see SenderView), and the balances of recipients the checks need.
+ * The batch's view of the chain: each sender's view as read when its first operation of the batch
+ * queued (one consistent pair per sender), and, in one JSON-RPC batch now, the balances of the
+ * recipients the checks need. Undefined when the chain did not answer.
  */
-async function readChain(rpc: JsonRpcUpstream, operations: MoneyOperation[]): Promise<ChainView | undefined> {
-  const senders = [...new Set(operations.map((operation) => operation.sender.address))];
+async function readChain(rpc: JsonRpcUpstream, queued: Queued[]): Promise<ChainView | undefined> {
+  const firsts = new Map<string, Promise<SenderView | undefined>>();
+  for (const { operation, senderView } of queued) {
+    if (!firsts.has(operation.sender.address)) firsts.set(operation.sender.address, senderView);
+  }
   const recipients = [
     ...new Set(
-      operations.filter((operation) => operation.readRecipientBalance).map((operation) => operation.to),
+      queued.filter(({ operation }) => operation.readRecipientBalance).map(({ operation }) => operation.to),
     ),
   ];
-  const calls = [
-    ...senders.flatMap((address) => [
-      { method: "eth_getTransactionCount", params: [address, "latest"] },
-      { method: "eth_getBalance", params: [address, "latest"] },
-    ]),
-    ...recipients.map((address) => ({ method: "eth_getBalance", params: [address, "latest"] })),
-  ];
-  const result = await rpc.send(calls.map((call, id) => ({ jsonrpc: "2.0", id, ...call })));
-  const byId = batchResults(result);
-  const quantity = (id: number): bigint | undefined => {
-    const value = byId.get(id);
-    return isQuantity(value) ? BigInt(value) : undefined;
+  const [views, balances] = await Promise.all([Promise.all(firsts.values()), readBalances(rpc, recipients)]);
+  if (views.includes(undefined) || !balances) return undefined;
+  const addresses = [...firsts.keys()];
+  return {
+    senders: new Map(addresses.map((address, index) => [address, views[index]!])),
+    received: new Map(recipients.map((address, index) => [address, balances[index]!])),
   };
-  const view: ChainView = { senders: new Map(), received: new Map() };
-  for (const [n, address] of senders.entries()) {
-    const minedNonce = quantity(2 * n);
-    const balanceWei = quantity(2 * n + 1);
-    if (minedNonce === undefined || balanceWei === undefined) return undefined;
-    view.senders.set(address, { minedNonce, balanceWei });
+}
+
+/**
+ * One JSON-RPC batch: each sender's mined nonce then its balance (nodes run a batch's calls in the
+ * order listed; see SenderView). One answer per address, in order.
+ */
+async function readSenderViews(
+  rpc: JsonRpcUpstream,
+  addresses: string[],
+): Promise<(SenderView | undefined)[]> {
+  const unique = [...new Set(addresses)];
+  const result = await rpc.send(
+    unique.flatMap((address, n) => [
+      { jsonrpc: "2.0", id: 2 * n, method: "eth_getTransactionCount", params: [address, "latest"] },
+      { jsonrpc: "2.0", id: 2 * n + 1, method: "eth_getBalance", params: [address, "latest"] },
+    ]),
+  );
+  const byId = batchResults(result);
+  const views = new Map<string, SenderView | undefined>();
+  for (const [n, address] of unique.entries()) {
+    const minedNonce = quantity(byId.get(2 * n));
+    const balanceWei = quantity(byId.get(2 * n + 1));
+    views.set(
+      address,
+      minedNonce === undefined || balanceWei === undefined ? undefined : { minedNonce, balanceWei },
+    );
   }
-  for (const [n, address] of recipients.entries()) {
-    const balance = quantity(2 * senders.length + n);
-    if (balance === undefined) return undefined;
-    view.received.set(address, balance);
-  }
-  return view;
+  return addresses.map((address) => views.get(address));
+}
+
+/** The balances of `addresses` at `latest`, in one JSON-RPC batch; undefined if any is missing. */
+async function readBalances(rpc: JsonRpcUpstream, addresses: string[]): Promise<bigint[] | undefined> {
+  if (addresses.length === 0) return [];
+  const result = await rpc.send(
+    addresses.map((address, id) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "eth_getBalance",
+      params: [address, "latest"],
+    })),
+  );
+  const byId = batchResults(result);
+  const balances = addresses.map((_, id) => quantity(byId.get(id)));
+  return balances.includes(undefined) ? undefined : (balances as bigint[]);
+}
+
+function quantity(value: unknown): bigint | undefined {
+  return isQuantity(value) ? BigInt(value) : undefined;
 }
