@@ -3,9 +3,10 @@
  * and mines them, in arrival order, into as few blocks as the gas limit (and maxTxsPerBlock)
  * allow. What does not fit goes into the following blocks of the same run, so a call (or a read
  * at "pending") queued on the lock behind the run sees every transaction sent before it.
- * Transactions that arrive during the run wait for the next one. Between transactions the run lets the event loop serve what
- * arrived meanwhile (reads of the head, new transactions joining the pool): executing one takes
- * about a millisecond, and a block of a hundred would otherwise hold every request that long.
+ * Transactions that arrive during the run wait for the next one. Between transactions the run
+ * lets the event loop serve what arrived meanwhile (reads of the head, new transactions joining
+ * the pool): executing one takes about a millisecond, and a block of a hundred would otherwise
+ * hold every request that long.
  */
 import type { Address } from "@ethereumjs/util";
 import type { BlockBuilder } from "./block-builder.ts";

@@ -15,7 +15,7 @@
 import type { Logger } from "../logger.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 import { type BroadcastLease, sendRawBatch } from "./outgoing.ts";
-import { recordSentBatch, type SentBatchDeps } from "./sent-batch.ts";
+import { bookkeep, recordSentBatch, type SentBatchDeps } from "./sent-batch.ts";
 
 export type BroadcastLaneDeps = SentBatchDeps & {
   rpc: JsonRpcUpstream;
@@ -45,19 +45,20 @@ export type BroadcastLane = {
 
 export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
   let queued: BroadcastLease[] = [];
-  let waiting = 0;
-  let sending = false;
+  /** The transactions of the JSON-RPC batch on its way (0: none is). */
+  let onTheWay = 0;
+  const waiting = (): number => queued.length + onTheWay;
   let roomWaiters: Array<() => void> = [];
   const recording = new Set<Promise<unknown>>();
   let idleWaiters: Array<() => void> = [];
 
   const settleWaiters = (): void => {
-    if (waiting < deps.maxWaiting) {
+    if (waiting() < deps.maxWaiting) {
       const woken = roomWaiters;
       roomWaiters = [];
       for (const wake of woken) wake();
     }
-    if (!sending && queued.length === 0 && recording.size === 0) {
+    if (waiting() === 0 && recording.size === 0) {
       const woken = idleWaiters;
       idleWaiters = [];
       for (const wake of woken) wake();
@@ -65,10 +66,10 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
   };
 
   const pump = async (): Promise<void> => {
-    if (sending || queued.length === 0) return;
-    sending = true;
+    if (onTheWay > 0 || queued.length === 0) return;
     const leases = queued;
     queued = [];
+    onTheWay = leases.length;
     try {
       deps.faults?.beforeBroadcast?.();
       const broadcasts = await sendRawBatch(deps.rpc, leases);
@@ -81,19 +82,13 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
           );
         }
       });
-      const recorded: Promise<unknown> = recordSentBatch(deps, leases, broadcasts)
-        .catch((error: unknown) => {
-          // Reading the receipts failed: the tracker follows what was sent.
-          deps.logger.warn(
-            { err: { message: error instanceof Error ? error.message : String(error) } },
-            `${deps.context}: following a broadcast failed; the transaction tracker will`,
-          );
-          deps.onInFlight?.();
-        })
-        .finally(() => {
-          recording.delete(recorded);
-          settleWaiters();
-        });
+      // Reading or recording the receipts may fail: the tracker then follows what was sent.
+      const recorded = bookkeep(deps, "following a broadcast", async () => {
+        await recordSentBatch(deps, leases, broadcasts);
+      }).finally(() => {
+        recording.delete(recorded);
+        settleWaiters();
+      });
       recording.add(recorded);
     } catch (error) {
       // A bug (sendRawBatch answers failures as outcomes): the transactions stay stored, for the tracker.
@@ -103,8 +98,7 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
       );
       deps.onInFlight?.();
     } finally {
-      waiting -= leases.length;
-      sending = false;
+      onTheWay = 0;
       settleWaiters();
       void pump();
     }
@@ -114,14 +108,13 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
     send(leases) {
       if (leases.length === 0) return;
       queued.push(...leases);
-      waiting += leases.length;
       void pump();
     },
     async room() {
-      while (waiting >= deps.maxWaiting) await new Promise<void>((resolve) => roomWaiters.push(resolve));
+      while (waiting() >= deps.maxWaiting) await new Promise<void>((resolve) => roomWaiters.push(resolve));
     },
     async idle() {
-      if (!sending && queued.length === 0 && recording.size === 0) return;
+      if (waiting() === 0 && recording.size === 0) return;
       await new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
   };
