@@ -33,7 +33,12 @@ export type LoadRecord = {
   startedAt: number;
   endedAt: number;
   loop: number;
+  /** The request's number in this driver, in the order sent (see `pending()`). */
+  serial: number;
 };
+
+/** A request sent and not answered yet. */
+export type PendingRequest = { serial: number; kind: string; startedAt: number };
 
 export type LoadAgent = { token: string; agentId?: string; wallet?: string };
 
@@ -99,8 +104,8 @@ export type LoadDriver = {
   actions: Map<string, SeenAction>;
   /** Public identities registered under load: their agent ids. */
   registered: string[];
-  /** Requests sent and not answered yet. */
-  inFlight(): number;
+  /** Requests sent and not answered yet; their records, once answered, carry the same serial. */
+  pending(): PendingRequest[];
   /** Stops the loops after their current request; resolves when all have. */
   stop(): Promise<void>;
   /**
@@ -116,7 +121,8 @@ export type LoadDriver = {
 export function startLoadDriver(params: LoadDriverParams): LoadDriver {
   const base = typeof params.base === "string" ? () => params.base as string : params.base;
   const records: LoadRecord[] = [];
-  let inFlight = 0;
+  const pending = new Map<number, PendingRequest>();
+  let serials = 0;
   const actions = new Map<string, SeenAction>();
   const registered: string[] = [];
   const unanswered = new Map<LoadRequest, { agent: LoadAgent; label: string }>();
@@ -136,11 +142,10 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     (agent: LoadAgent, loop: number, defaultLabel: string) =>
     async (req: LoadRequest, label = defaultLabel): Promise<LoadAnswer> => {
       const startedAt = Date.now();
-      inFlight++;
+      const serial = serials++;
+      pending.set(serial, { serial, kind: label, startedAt });
       const { status, body } = await exchange(base(), req, agent, params.requestTimeoutMs ?? 15_000).finally(
-        () => {
-          inFlight--;
-        },
+        () => pending.delete(serial),
       );
       const envelope = body as { error?: { code?: unknown; action_id?: unknown }; action_id?: unknown };
       const rpcError = (Array.isArray(body) ? body : [body]).find(
@@ -166,6 +171,7 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
         startedAt,
         endedAt: Date.now(),
         loop,
+        serial,
       };
       records.push(record);
       if (actionId)
@@ -215,7 +221,7 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     records,
     actions,
     registered,
-    inFlight: () => inFlight,
+    pending: () => [...pending.values()],
     async stop() {
       stopping = true;
       await Promise.all(loops);
