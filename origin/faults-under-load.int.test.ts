@@ -180,7 +180,11 @@ describe("faults under load (real processes)", () => {
       // among them; the snapshot follows these very requests, not a window of timestamps, which a
       // request answered within the same millisecond would fall out of.
       const isMoney = (kind: string) => kind === "transfer" || kind === "faucet";
-      while (!driver.pending().some((request) => isMoney(request.kind))) await sleep(1);
+      const moneyBy = Date.now() + 10_000;
+      while (!driver.pending().some((request) => isMoney(request.kind))) {
+        if (Date.now() > moneyBy) throw new Error(`no money request was sent:\n${driver.describe()}`);
+        await sleep(1);
+      }
       const atTerm = new Set(driver.pending().map((request) => request.serial));
       const termAt = Date.now();
       // Its drain lasts at most 10 s (origin/server.ts); far past that it is hung, not draining.

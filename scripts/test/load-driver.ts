@@ -38,7 +38,7 @@ export type LoadRecord = {
 };
 
 /** A request sent and not answered yet. */
-export type PendingRequest = { serial: number; kind: string; startedAt: number };
+export type PendingRequest = { serial: number; kind: string };
 
 export type LoadAgent = { token: string; agentId?: string; wallet?: string };
 
@@ -143,7 +143,7 @@ export function startLoadDriver(params: LoadDriverParams): LoadDriver {
     async (req: LoadRequest, label = defaultLabel): Promise<LoadAnswer> => {
       const startedAt = Date.now();
       const serial = serials++;
-      pending.set(serial, { serial, kind: label, startedAt });
+      pending.set(serial, { serial, kind: label });
       const { status, body } = await exchange(base(), req, agent, params.requestTimeoutMs ?? 15_000).finally(
         () => pending.delete(serial),
       );
