@@ -2,6 +2,7 @@ import { mkdtemp, open, readdir, readFile, rm, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { dataDirLayout } from "./data-dir.ts";
 import { generateSealingKey, SEAL_LABEL, SealError, seal } from "./sealing.ts";
 import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
 
@@ -25,10 +26,7 @@ describe("StateSlots (two sealed slots, written in turn)", () => {
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "state-slots-"));
-    paths = {
-      slots: [join(dir, "state.0.sealed"), join(dir, "state.1.sealed")],
-      legacy: join(dir, "state.sealed"),
-    };
+    paths = dataDirLayout(dir).state;
   });
   afterEach(async () => {
     vi.restoreAllMocks();

@@ -2,6 +2,7 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { dataDirLayout } from "./data-dir.ts";
 import { generateSealingKey, SealError } from "./sealing.ts";
 import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
 import { StateStore } from "./state-store.ts";
@@ -13,10 +14,7 @@ describe("StateStore (sealed, group commit)", () => {
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "state-store-"));
-    path = {
-      slots: [join(dir, "state.0.sealed"), join(dir, "state.1.sealed")],
-      legacy: join(dir, "state.sealed"),
-    };
+    path = dataDirLayout(dir).state;
   });
   afterEach(async () => {
     vi.restoreAllMocks();
