@@ -113,6 +113,18 @@ const envSchema = z.object({
   AGENT_X402_MAX_TIMEOUT_SECONDS: integer(180, 1, 86_400),
   /** Ours: how long a paid request waits for its settlement's receipt before 402 settlement_pending. */
   AGENT_X402_RECEIPT_TIMEOUT_MS: integer(10_000, 100, 600_000),
+  /** Ours: authorizations one agent may have signed per UTC day (sealed in the enclave too). */
+  AGENT_X402_DAILY_LIMIT: integer(1_000, 0, 10_000_000),
+  /**
+   * Ours: seconds of margin a settlement needs at both ends of an authorization's validity window
+   * (the chain checks it against a block's time, not ours; sealed in the enclave too).
+   */
+  AGENT_X402_VALIDITY_MARGIN_SECONDS: integer(6, 0, 600),
+  /**
+   * Ours: the public base URL clients reach this node at (scheme, host, port and BASE_PATH), e.g.
+   * https://wallet.example.com/77; names the resource in x402 quotes.
+   */
+  AGENT_PUBLIC_BASE_URL: z.string().url("must be an http(s) URL").optional(),
 
   AGENT_SIGNER_SVC_HSM_ENDPOINT: z
     .string()
@@ -195,6 +207,9 @@ export type Config = {
     payTo: `0x${string}` | undefined;
     maxTimeoutSeconds: number;
     receiptTimeoutMs: number;
+    /** Authorizations per agent per UTC day. */
+    dailyLimit: number;
+    validityMarginSeconds: number;
   };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
@@ -208,7 +223,7 @@ export type Config = {
     embedded: { dir: string; port: number };
   };
   chain: { rpcUrl: string | undefined; timeoutMs: number };
-  http: { basePath: string; host: string; port: number };
+  http: { basePath: string; host: string; port: number; publicBaseUrl: string | undefined };
   keyPool: { target: number; batchSize: number; stuckAfterSeconds: number; backupDir: string };
   identitySweep: { windowSeconds: number; periodSeconds: number };
   logLevel: Env["LOG_LEVEL"];
@@ -331,6 +346,8 @@ function toConfig(env: Env): Config {
       payTo: env.AGENT_X402_PAY_TO,
       maxTimeoutSeconds: env.AGENT_X402_MAX_TIMEOUT_SECONDS,
       receiptTimeoutMs: env.AGENT_X402_RECEIPT_TIMEOUT_MS,
+      dailyLimit: env.AGENT_X402_DAILY_LIMIT,
+      validityMarginSeconds: env.AGENT_X402_VALIDITY_MARGIN_SECONDS,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,
@@ -346,7 +363,12 @@ function toConfig(env: Env): Config {
       embedded: { dir: env.EMBEDDED_PG_DIR, port: env.EMBEDDED_PG_PORT },
     },
     chain: { rpcUrl: env.CHAIN_RPC_URL, timeoutMs: env.CHAIN_RPC_TIMEOUT_MS },
-    http: { basePath: env.BASE_PATH, host: env.ORIGIN_HOST, port: env.ORIGIN_PORT },
+    http: {
+      basePath: env.BASE_PATH,
+      host: env.ORIGIN_HOST,
+      port: env.ORIGIN_PORT,
+      publicBaseUrl: env.AGENT_PUBLIC_BASE_URL?.replace(/\/+$/, ""),
+    },
     keyPool: {
       target: env.KEY_POOL_TARGET,
       batchSize: env.KEY_POOL_BATCH_SIZE,
