@@ -149,11 +149,14 @@ export class RpcMethodNotAllowed extends RpcError {
     return Array.isArray(data?.allowed_methods) ? data.allowed_methods.map(String) : [];
   }
 }
-/** No answer (network), or the service failed (5xx: internal_error, upstream_unavailable, …). */
+/**
+ * No answer (network), the service failed (5xx: internal_error, upstream_unavailable, …), or the
+ * request did not reach it in full in time (408 request_timeout: nothing was done, a retry is safe).
+ */
 export class ServiceUnavailable extends GatewayError {
   static override readonly exitCode = 19;
   static override readonly family =
-    "no answer, internal_error, upstream_unavailable, service_unavailable, an unexpected answer";
+    "no answer, internal_error, upstream_unavailable, service_unavailable, request_timeout, an unexpected answer";
 }
 
 /** The classes the CLI documents, in exit-code order. */
@@ -202,6 +205,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   internal_error: ServiceUnavailable,
   upstream_unavailable: ServiceUnavailable,
   service_unavailable: ServiceUnavailable,
+  request_timeout: ServiceUnavailable,
 };
 const RATE_LIMITED = new Set([
   "rate_limited",

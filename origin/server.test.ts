@@ -101,3 +101,42 @@ describe("startHttpServer's drain (close)", () => {
     expect(answers.at(-1)!.toLowerCase()).toContain("connection: close");
   });
 });
+
+describe("startHttpServer's receive timeouts", () => {
+  let server: RunningServer | undefined;
+  afterEach(async () => {
+    await server?.close(0);
+    server = undefined;
+  });
+  const short = { headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 };
+
+  it("answers headers that stop coming with 408 request_timeout in the error envelope, and closes", async () => {
+    const { app } = appWithGate();
+    server = await startHttpServer(app, "127.0.0.1", 0, undefined, short);
+    const socket = connect(server.port, "127.0.0.1");
+    await once(socket, "connect");
+    const answer = readUntilClosed(socket);
+    socket.write("GET /quick HTTP/1.1\r\nHost: origin\r\n"); // and never the blank line
+    const text = await answer;
+    expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(text.toLowerCase()).toContain("connection: close");
+    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4))).toMatchObject({
+      error: { code: "request_timeout", request_id: expect.stringMatching(/^req_/) },
+    });
+  });
+
+  it("bounds receiving only: an answer that takes longer than the timeouts is still given", async () => {
+    const { app, entered, release } = appWithGate();
+    server = await startHttpServer(app, "127.0.0.1", 0, undefined, short);
+    const socket = connect(server.port, "127.0.0.1");
+    await once(socket, "connect");
+    const answer = readUntilClosed(socket);
+    socket.write(request("/slow"));
+    await entered;
+    await sleep(1_000); // past both timeouts
+    release();
+    await sleep(50);
+    socket.end();
+    expect(await answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+  });
+});

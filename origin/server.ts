@@ -3,6 +3,7 @@ import type { Server, ServerResponse } from "node:http";
 import { type AddressInfo, Server as NetServer, type Socket } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import type { Hono } from "hono";
+import type { ErrorBody } from "../shared/error-codes.ts";
 import { errorBody } from "./errors.ts";
 import type { AppEnv } from "./http/env.ts";
 
@@ -20,16 +21,18 @@ export type RunningServer = {
  * Serves `app` on `host:port`, or on `inheritedFd`: a listening socket handed over by a supervisor
  * (systemd socket activation, origin/socket-activation.ts). That socket must be bound to
  * `host:port` (port 0: any), since the start-up checks on ORIGIN_HOST (loopback-only switches,
- * the public-bind guard) judge the address the origin really serves.
+ * the public-bind guard) judge the address the origin really serves. `receiveTimeouts` are
+ * RECEIVE_TIMEOUTS but in tests of the timeouts themselves.
  */
 export function startHttpServer(
   app: Hono<AppEnv>,
   host: string,
   port: number,
   inheritedFd?: number,
+  receiveTimeouts: ReceiveTimeouts = RECEIVE_TIMEOUTS,
 ): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
-    const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+    const server = createAdaptorServer({ fetch: app.fetch, serverOptions: receiveTimeouts }) as Server;
     const drain = drainOnClose(server);
     server.on("clientError", answerClientError);
     server.once("error", reject);
@@ -56,6 +59,27 @@ export function startHttpServer(
     else server.listen({ fd: inheritedFd }, listening);
   });
 }
+
+/**
+ * How long a client may take to send its request: Node's defaults (headers 60 s, the whole request
+ * 300 s, checked every 30 s) let a client that trickles its bytes hold a connection and whatever
+ * waits on it for minutes. Both bound receiving only: once a request is in, its answer may take as
+ * long as it needs (the x402 demo waits up to AGENT_X402_RECEIPT_TIMEOUT_MS for a receipt). Routes
+ * give a body BODY_DEADLINE_MS once they start reading it (http/read-body.ts); the whole-request
+ * bound is the backstop for a body no route reads. Past either, Node stops reading and the client
+ * gets 408 (answerClientError).
+ */
+export const RECEIVE_TIMEOUTS: ReceiveTimeouts = {
+  headersTimeout: 10_000,
+  requestTimeout: 30_000,
+  connectionsCheckingInterval: 1_000,
+};
+
+export type ReceiveTimeouts = {
+  headersTimeout: number;
+  requestTimeout: number;
+  connectionsCheckingInterval: number;
+};
 
 function servesAddress(info: AddressInfo, host: string, port: number): boolean {
   const hostMatches =
@@ -106,9 +130,10 @@ function drainOnClose(server: Server): { close(drainMs: number): Promise<void> }
 }
 
 /**
- * What Node's HTTP parser refuses before any route runs: headers over its limit (16 KiB, 431)
- * and bytes that are no HTTP request (400). Node's own answer has no body; this one is the error
- * envelope every other refusal uses, and the connection is closed since its framing is lost.
+ * What Node's HTTP parser refuses before any route runs: headers over its limit (16 KiB, 431),
+ * a request not received within RECEIVE_TIMEOUTS (408) and bytes that are no HTTP request (400).
+ * Node's own answer has no body; this one is the error envelope every other refusal uses, and the
+ * connection is closed since its framing is lost.
  */
 export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
   // A reset has no one to answer; a request already being answered keeps its own response.
@@ -120,18 +145,36 @@ export function answerClientError(error: Error & { code?: string }, socket: Sock
     socket.destroy();
     return;
   }
-  const tooLarge = error.code === "HPE_HEADER_OVERFLOW";
-  const status = tooLarge ? 431 : 400;
-  const body = JSON.stringify(
-    tooLarge
-      ? errorBody("headers_too_large", "the request headers are too large", requestId())
-      : errorBody("validation_failed", "the request is not valid HTTP", requestId()),
-  );
+  const [status, reason, body] = clientErrorAnswer(error.code);
+  const text = JSON.stringify(body);
   socket.end(
-    `HTTP/1.1 ${status} ${tooLarge ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Connection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${reason}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
+      `Connection: close\r\n\r\n${text}`,
   );
+}
+
+function clientErrorAnswer(code: string | undefined): [number, string, ErrorBody] {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return [
+        431,
+        "Request Header Fields Too Large",
+        errorBody("headers_too_large", "the request headers are too large", requestId()),
+      ];
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return [
+        408,
+        "Request Timeout",
+        errorBody("request_timeout", "the request did not arrive in full in time", requestId()),
+      ];
+    default:
+      return [
+        400,
+        "Bad Request",
+        errorBody("validation_failed", "the request is not valid HTTP", requestId()),
+      ];
+  }
 }
 
 const requestId = (): string => `req_${randomBytes(8).toString("hex")}`;

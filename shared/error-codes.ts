@@ -15,6 +15,11 @@ export const ERROR_STATUS = {
   limit_exceeded: 403,
   recipient_not_allowed: 403,
   funding_gate_closed: 403,
+  /**
+   * The request's body did not arrive in full within the server's deadline (or the client left
+   * before it had): refused before anything scarce was taken, the connection closed.
+   */
+  request_timeout: 408,
   idempotency_conflict: 409,
   /** A body over the route's limit, refused before it is read in full. */
   payload_too_large: 413,

@@ -10,7 +10,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { InFlightLimiter } from "../http/in-flight.ts";
-import { readBodyLimited } from "../http/read-body.ts";
+import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 
 type Id = string | number | null;
@@ -38,9 +38,11 @@ const refusal = (id: Id, code: number, message: string): RpcResponse => ({
  * there is no submission or state-changing path, whatever the agent's capabilities (SPEC).
  * Limits are enforced before any upstream call. JSON-RPC errors answer with HTTP 200.
  *
- * What a node holds is bounded: calls in flight per agent and per node (429 past them, before the
- * body is read), the body (64 KB, cut off while it streams) and each upstream answer
- * (RPC_MAX_RESPONSE_BYTES, dropped while it streams).
+ * What a node holds is bounded: the body (64 KB, cut off while it streams, read within
+ * BODY_DEADLINE_MS), calls in flight per agent and per node (429 past them) and each upstream
+ * answer (RPC_MAX_RESPONSE_BYTES, dropped while it streams). The slot is taken only once the body
+ * is in: a client that sends its body slowly, or never, holds none, so a few tokens cannot keep
+ * every other agent's calls out by trickling bodies.
  */
 export function rpcHandler(
   upstream: JsonRpcUpstream | undefined,
@@ -48,6 +50,11 @@ export function rpcHandler(
   refusals: RefusalCounter = ignoreRefusal,
 ): Handler<AppEnv> {
   return async (c) => {
+    const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
+    if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
+    // JSON-RPC's form, HTTP's status: a proxy or client that reads only the status sees 413 too.
+    if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`), 413);
+
     const agentId = c.get("agent").agentId;
     if (!inFlight.tryAcquire(agentId)) {
       refusals("rpc_in_flight");
@@ -66,9 +73,11 @@ export function rpcHandler(
       inFlight.release(agentId);
     };
     const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-    outgoing?.once("close", release);
+    // A client that left just after its body was in has already closed: its slot goes back now.
+    if (outgoing?.closed) release();
+    else outgoing?.once("close", release);
     try {
-      return await handle(c, upstream);
+      return await handle(c, read.bytes, upstream);
     } finally {
       if (!outgoing) release();
     }
@@ -77,14 +86,12 @@ export function rpcHandler(
 
 async function handle(
   c: Parameters<Handler<AppEnv>>[0],
+  bytes: Uint8Array,
   upstream: JsonRpcUpstream | undefined,
 ): Promise<Response> {
-  const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
-  // JSON-RPC's form, HTTP's status: a proxy or client that reads only the status sees 413 too.
-  if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`), 413);
   let body: unknown;
   try {
-    body = JSON.parse(UTF8.decode(read.bytes));
+    body = JSON.parse(UTF8.decode(bytes));
   } catch {
     return c.json(refusal(null, -32700, "parse error"));
   }

@@ -1,14 +1,15 @@
 import type { Context } from "hono";
 import type { z } from "zod";
 import { AppError } from "../errors.ts";
-import { readBodyLimited } from "./read-body.ts";
+import { bodyIncompleteError, readBodyLimited } from "./read-body.ts";
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Reads a JSON body of at most `maxBytes` and parses it with `schema` (STYLE: parse once at the
- * boundary). A larger body is a 413 `payload_too_large`, refused before it is read in full; anything
- * else is a 400 `validation_failed` whose message names what to fix.
+ * boundary). A larger body is a 413 `payload_too_large`, refused before it is read in full; one that
+ * does not arrive in time is a 408 `request_timeout` (read-body.ts); anything else is a 400
+ * `validation_failed` whose message names what to fix.
  */
 export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxBytes = 4_096): Promise<T> {
   return (await readJsonBody(c, schema, maxBytes)).data;
@@ -24,6 +25,7 @@ export async function readJsonBody<T>(
   maxBytes = 4_096,
 ): Promise<{ data: T; raw: unknown }> {
   const read = await readBodyLimited(c, maxBytes);
+  if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
   if (!read.ok) throw new AppError("payload_too_large", `the body must be at most ${maxBytes} bytes`);
   let body: unknown;
   try {

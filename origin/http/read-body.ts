@@ -1,32 +1,85 @@
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
-
-export type ReadBodyResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: "too_large" };
+import { AppError } from "../errors.ts";
 
 /**
- * Reads a request body of at most `maxBytes`, so an oversize or endless body is never buffered
- * whole. A declared length over the limit is refused before reading; a declared length within it
- * bounds what Node's parser delivers, so the adapter's fast path reads it. Without a declared
- * length (chunked), the Node request is read chunk by chunk and cut off at the limit.
+ * Ours: how long a route waits for a request's body once it starts reading it. Every body the
+ * origin takes is a few KiB (64 KiB at most), which any client sends in well under a second; one
+ * that trickles in slower is a slow-body attack, answered before the route takes anything scarce
+ * (an /rpc slot, a database connection), so that no client can hold one by sending slowly.
+ */
+export const BODY_DEADLINE_MS = 5_000;
+
+export type ReadBodyResult =
+  | { ok: true; bytes: Uint8Array }
+  | { ok: false; reason: "too_large" }
+  /** Not in full within the deadline, or the client left before it had sent it. */
+  | { ok: false; reason: "incomplete" };
+
+const INCOMPLETE: ReadBodyResult = { ok: false, reason: "incomplete" };
+
+/**
+ * Reads a request body of at most `maxBytes` within BODY_DEADLINE_MS, so an oversize, endless or
+ * trickling body is never buffered whole nor waited for long. A declared length over the limit is
+ * refused before reading; a declared length within it bounds what Node's parser delivers, so the
+ * adapter's fast path reads it. Without a declared length (chunked), the Node request is read
+ * chunk by chunk and cut off at the limit. An incomplete body is answered with
+ * `bodyIncompleteError`, which closes the connection: its framing is lost.
  */
 export async function readBodyLimited(c: Context, maxBytes: number): Promise<ReadBodyResult> {
   const declared = c.req.header("content-length");
   if (declared !== undefined && Number(declared) > maxBytes) return { ok: false, reason: "too_large" };
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (declared !== undefined || !incoming || incoming.readableEnded) {
-    const bytes = new Uint8Array(await c.req.arrayBuffer());
-    return bytes.byteLength > maxBytes ? { ok: false, reason: "too_large" } : { ok: true, bytes };
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<ReadBodyResult>((resolve) => {
+    timer = setTimeout(() => resolve(INCOMPLETE), BODY_DEADLINE_MS);
+  });
+  try {
+    // The read goes on after the deadline until the connection closes; it never throws.
+    return await Promise.race([readBody(c, incoming, declared, maxBytes), deadline]);
+  } finally {
+    clearTimeout(timer);
   }
-  const chunks: Buffer[] = [];
-  let received = 0;
-  for await (const chunk of incoming as AsyncIterable<Buffer>) {
-    received += chunk.length;
-    if (received > maxBytes) {
-      // Stop reading; the rest is discarded when the response ends the request.
-      incoming.resume();
-      return { ok: false, reason: "too_large" };
+}
+
+async function readBody(
+  c: Context,
+  incoming: IncomingMessage | undefined,
+  declared: string | undefined,
+  maxBytes: number,
+): Promise<ReadBodyResult> {
+  try {
+    if (declared !== undefined || !incoming || incoming.readableEnded) {
+      const bytes = new Uint8Array(await c.req.arrayBuffer());
+      return bytes.byteLength > maxBytes ? { ok: false, reason: "too_large" } : { ok: true, bytes };
     }
-    chunks.push(chunk);
+    const chunks: Buffer[] = [];
+    let received = 0;
+    for await (const chunk of incoming as AsyncIterable<Buffer>) {
+      received += chunk.length;
+      if (received > maxBytes) {
+        // Stop reading; the rest is discarded when the response ends the request.
+        incoming.resume();
+        return { ok: false, reason: "too_large" };
+      }
+      chunks.push(chunk);
+    }
+    return { ok: true, bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
+  } catch {
+    // The client closed the connection before its body was in (Node's "aborted", the adapter's
+    // "Client connection prematurely closed"): no one is left to answer, and nothing was taken.
+    return INCOMPLETE;
   }
-  return { ok: true, bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
+}
+
+/**
+ * The answer to an incomplete body: 408 `request_timeout`, with `Connection: close`, since the
+ * rest of the body may still be on its way and would be read as the next request.
+ */
+export function bodyIncompleteError(): AppError {
+  return new AppError(
+    "request_timeout",
+    `the request body did not arrive in full within ${BODY_DEADLINE_MS / 1000} s`,
+    { headers: { Connection: "close" } },
+  );
 }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { API_VERSION } from "../../shared/constants.ts";
-import { HEADERS_TOO_LARGE } from "./operation-types.ts";
+import { HEADERS_TOO_LARGE, REQUEST_TIMEOUT } from "./operation-types.ts";
 import { type NamedSchema, OPERATIONS, type Operation, type ResponseSpec } from "./operations.ts";
 
 type JsonSchema = Record<string, unknown>;
@@ -70,7 +70,8 @@ function describeOperation(
   bodySchema: (body: NonNullable<ResponseSpec["body"]>, io: "input" | "output") => JsonSchema,
 ): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
-  for (const [status, spec] of Object.entries({ ...operation.responses, 431: HEADERS_TOO_LARGE })) {
+  const added = { 408: REQUEST_TIMEOUT, 431: HEADERS_TOO_LARGE };
+  for (const [status, spec] of Object.entries({ ...operation.responses, ...added })) {
     const content = spec.contentType
       ? { [spec.contentType]: { schema: { type: "string" } } }
       : spec.freeForm

@@ -49,6 +49,14 @@ export const PAYLOAD_TOO_LARGE = errorResponse("payload_too_large: the body is o
  */
 export const HEADERS_TOO_LARGE = errorResponse("headers_too_large: the request headers are over 16 KiB");
 
+/**
+ * A request whose headers (origin/server.ts) or body (origin/http/read-body.ts) did not arrive in
+ * full in time. Every operation can get it, so the document adds it to all of them.
+ */
+export const REQUEST_TIMEOUT = errorResponse(
+  "request_timeout: the request's headers or body did not arrive in full in time; the connection is closed",
+);
+
 export const STATUS_TEXT: Record<number, string> = {
   400: "validation_failed: the message names the field to fix",
   409: "idempotency_conflict: the key was used with a different payload",

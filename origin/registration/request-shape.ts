@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { HEADER_REGISTRATION } from "../../shared/constants.ts";
-import { readBodyLimited } from "../http/read-body.ts";
+import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 
 /** `{}` with room for whitespace; anything longer is not a registration body. */
 const MAX_BODY_BYTES = 1024;
@@ -23,6 +23,8 @@ export async function checkRequestShape(c: Context): Promise<RequestShapeResult>
     return { ok: false, code: "validation_failed", message: "X-SVC-Registration: 1 is required" };
   }
   const read = await readBodyLimited(c, MAX_BODY_BYTES);
+  // Thrown as read-body.ts builds it: its answer also closes the connection.
+  if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
   if (!read.ok)
     return {
       ok: false,

@@ -6,7 +6,7 @@
  */
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
-import { readBodyLimited } from "../http/read-body.ts";
+import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 import { parseEnvelope } from "./payment.ts";
 import { X402_REASONS } from "./reasons.ts";
 import { X402_VERSION } from "./requirements.ts";
@@ -135,6 +135,8 @@ const TOO_LARGE = Symbol("too large");
  */
 async function readFacilitatorBody(c: Context): Promise<unknown> {
   const read = await readBodyLimited(c, MAX_BODY_BYTES);
+  // A body that does not arrive in time is the server's 408, not a verdict on a payment.
+  if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
   if (!read.ok) return TOO_LARGE;
   try {
     return JSON.parse(new TextDecoder().decode(read.bytes)) as unknown;
