@@ -9,7 +9,14 @@
  * when absent), which would let any local client choose its address at the edge.
  */
 import { readFile } from "node:fs/promises";
-import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from "node:http";
+import {
+  Agent,
+  type ClientRequest,
+  createServer,
+  type IncomingMessage,
+  request,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -223,6 +230,17 @@ async function startClientAddressFront(
       if (sentBytes > REPLAY_LIMIT_BYTES) replayable = false;
       else sent.push(chunk);
     });
+    // A client that goes away takes its request with it, as Cloudflare's front does: the request to
+    // Miniflare is cut, so the worker's request to the origin ends too and the origin stops waiting
+    // on a body that will never come. (workerd 1.20260401 passes the cut on only while the body is
+    // still streaming: a request the origin already has whole is answered into the void.)
+    let current: ClientRequest | undefined;
+    let clientGone = false;
+    outgoing.once("close", () => {
+      if (outgoing.writableFinished) return;
+      clientGone = true;
+      current?.destroy();
+    });
     const forward = (attempt: number): void => {
       const upstream = request(
         {
@@ -244,7 +262,10 @@ async function startClientAddressFront(
           answer.pipe(outgoing);
         },
       );
+      current = upstream;
       upstream.on("error", (error: NodeJS.ErrnoException) => {
+        // Cut because the client left: no one to answer or resend for.
+        if (clientGone) return;
         const staleSocket = upstream.reusedSocket && error.code === "ECONNRESET";
         if (staleSocket && attempt === 0 && replayable && !outgoing.headersSent) {
           onLine(
