@@ -6,6 +6,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
+import type { RecentAuthentications } from "./recent-authentications.ts";
 import { parseBearerHeader, secretMatches } from "./token.ts";
 
 /** Why authentication failed: kept internal, collapsed into one wire error (no oracle). */
@@ -16,6 +17,8 @@ export type BearerAuthParams = {
   lookup: TokenLookup;
   /** Pre-auth tier: failed authentications per client IP (IPv6 per /64, see addressGroup). */
   failuresPerIp: SlidingWindowLimiter;
+  /** The token ids that authenticated from each client lately: still looked up past the limit. */
+  recentAuthentications: RecentAuthentications;
   /** Post-auth tier: requests per agent. */
   requestsPerAgent: SlidingWindowLimiter;
   onFailure?: (reason: AuthFailure, clientIp: string) => void;
@@ -34,19 +37,25 @@ const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
  * SPEC "Agent bearer token": fail-closed authentication against a non-revoked, enabled identity,
  * read from the database on every request. Every failure is the same 401 `agent_auth_failed`
  * (429 once the client's failure budget is spent), whatever its cause.
+ *
+ * Past a client's failure budget (SPEC "Limits": only failures count), a request is refused 429
+ * before any database read, unless its token id authenticated from that client lately
+ * (RecentAuthentications): that one is authenticated as usual, so a neighbour's bad tokens cannot
+ * lock out the agents that share its address. Its failure, if it fails, counts like any other.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const clientIp = c.get("clientIp");
     const source = addressGroup(clientIp);
     const refused = params.refusals ?? ignoreRefusal;
+    const parsed = parseBearerHeader(c.req.header("authorization"));
     const blocked = params.failuresPerIp.peek(source);
-    if (!blocked.allowed) {
+    const known = parsed !== null && params.recentAuthentications.has(source, parsed.tokenId);
+    if (!blocked.allowed && !known) {
       refused("pre_auth_ip");
       throw rateLimited(blocked.retryAfterSeconds);
     }
 
-    const parsed = parseBearerHeader(c.req.header("authorization"));
     const presented = parsed ?? NO_SUCH_TOKEN;
     let failure: AuthFailure | undefined;
     let identity: TokenIdentity | undefined;
@@ -69,14 +78,18 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       params.onFailure?.(failure ?? "unknown_token", clientIp);
       // Counted when the outcome is known, so the limit holds however many attempts arrive at
       // once: those that fail after the budget filled up are answered 429 like any later one.
-      // Only failures count; successful requests from the same address are never held back.
+      // Only failures count: a success never uses any of the client's budget.
       const counted = params.failuresPerIp.consume(source);
       if (!counted.allowed) {
+        // A known token id let through past the limit, failing: still counted.
+        if (known) params.failuresPerIp.record(source);
         refused("pre_auth_ip");
         throw rateLimited(counted.retryAfterSeconds);
       }
       throw new AppError("agent_auth_failed", "authentication failed");
     }
+    // Only here, authenticated: no unauthenticated request can enter (or evict from) the set.
+    params.recentAuthentications.remember(source, presented.tokenId);
 
     const allowed = params.requestsPerAgent.consume(identity.agentId);
     if (!allowed.allowed) {

@@ -82,7 +82,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       rpcUrl: devnet.url,
       env: { AGENT_TRUSTED_PROXIES: "127.0.0.1/32" },
     });
-    await seedFreeKeys(testDb.handle.db, 12);
+    await seedFreeKeys(testDb.handle.db, 16);
     tokens.read = await issue(["read"]);
     tokens.all = await issue(["read", "faucet", "transfer"]);
     tokens.transfer = await issue(["read", "transfer"]);
@@ -204,7 +204,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       const limited = await timed(attempt);
       expect(limited.response.status).toBe(429);
       expectRetryAfter(limited.response, first.span, limited.span);
-      // Once blocked, even a valid token from that IP waits.
+      // Once blocked, even a valid token waits, if it has not worked from that IP lately.
       const valid = await send(`${origin.base}/agent/v1/network`, {
         headers: auth(tokens.read.token),
         localAddress: from,
@@ -222,6 +222,40 @@ describe("gateway over HTTP (real database and devnet)", () => {
         localAddress: "127.0.0.21",
       });
       expect(other.status).toBe(401);
+    });
+
+    it("keeps a token that worked from an address working while that address sends a bad token a second; others wait, unread", async () => {
+      const from = "127.0.0.40";
+      const [known, stranger] = [await issue(["read"]), await issue(["read"])];
+      const read = (token: string, localAddress = from) =>
+        send(`${origin.base}/agent/v1/network`, { headers: auth(token), localAddress });
+      const bad = () =>
+        send(`${origin.base}/agent/v1/network`, {
+          headers: auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`),
+          localAddress: from,
+        });
+      expect((await read(known.token)).status).toBe(200);
+      for (let i = 0; i < 60; i++) expect((await bad()).status).toBe(401);
+      for (let second = 0; second < 3; second++) {
+        expect((await bad()).status).toBe(429);
+        expect((await read(known.token)).status).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+      expect((await read(stranger.token)).status).toBe(429);
+      expect((await read(stranger.token, "127.0.0.41")).status).toBe(200);
+
+      // Past the limit, a refusal reads nothing: with the token table locked, a request that read
+      // it would wait for the lock; these are answered at once.
+      const BLOCKED = "still waiting: it reads the database";
+      const within = <T>(request: Promise<T>) =>
+        Promise.race([request, new Promise<string>((resolve) => setTimeout(() => resolve(BLOCKED), 2_000))]);
+      const whileLocked: unknown[] = [];
+      await testDb.handle.db.transaction(async (tx) => {
+        await tx.execute(sql`lock table agent_tokens in access exclusive mode`);
+        whileLocked.push(await within(bad().then((r) => r.status)));
+        whileLocked.push(await within(read(stranger.token).then((r) => r.status)));
+      });
+      expect(whileLocked).toEqual([429, 429]);
     });
 
     it("holds the 60-failure limit when 100 bad requests from one IP arrive at once", async () => {

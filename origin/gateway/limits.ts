@@ -1,3 +1,4 @@
+import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { InFlightLimiter } from "../http/in-flight.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 
@@ -12,6 +13,8 @@ export const RPC_IN_FLIGHT = { perAgent: 4, perNode: 16 } as const;
 
 export type GatewayLimiters = {
   failuresPerIp: SlidingWindowLimiter;
+  /** Token ids that authenticated from each client lately, which the pre-auth tier lets through. */
+  recentAuthentications: RecentAuthentications;
   requestsPerAgent: SlidingWindowLimiter;
   rpcInFlight: InFlightLimiter;
 };
@@ -19,6 +22,7 @@ export type GatewayLimiters = {
 export function createGatewayLimiters(now?: () => number): GatewayLimiters {
   return {
     failuresPerIp: new SlidingWindowLimiter({ ...PRE_AUTH_FAILURES, now }),
+    recentAuthentications: new RecentAuthentications({ now }),
     requestsPerAgent: new SlidingWindowLimiter({ ...PER_AGENT_REQUESTS, now }),
     rpcInFlight: new InFlightLimiter({ perKey: RPC_IN_FLIGHT.perAgent, total: RPC_IN_FLIGHT.perNode }),
   };

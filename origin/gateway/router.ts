@@ -58,6 +58,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
     bearerAuth({
       lookup: createTokenLookup(deps.database.db),
       failuresPerIp: limiters.failuresPerIp,
+      recentAuthentications: limiters.recentAuthentications,
       requestsPerAgent: limiters.requestsPerAgent,
       onFailure: (reason, clientIp) => deps.logger.info({ reason, client_ip: clientIp }, "auth failed"),
       refusals: options.refusals,

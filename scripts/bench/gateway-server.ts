@@ -5,6 +5,7 @@
  * BENCH_PORT. Prints "ready" once listening.
  */
 import { createApp } from "../../origin/app.ts";
+import { RecentAuthentications } from "../../origin/auth/recent-authentications.ts";
 import { createChainClient } from "../../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../../origin/chain/json-rpc-upstream.ts";
 import { loadConfig } from "../../origin/config.ts";
@@ -30,6 +31,7 @@ const deps: AppDeps = {
 };
 const limiters = {
   failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
+  recentAuthentications: new RecentAuthentications(),
   requestsPerAgent: new SlidingWindowLimiter({ limit: 1_000_000_000, windowSeconds: 60 }),
   // Raised like the per-agent rate: the benchmark drives 64 connections with one token.
   rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),
