@@ -78,8 +78,8 @@ describe("admin routes are unreachable through the edge", () => {
   let testDb: TestDatabase;
   let origin: TestOrigin;
   let edge: EdgeHandle;
-  /** What the origin served: its request log lines' path and status. */
-  const served: { path: string; status: number }[] = [];
+  /** What the origin served: its request log lines' route and status. */
+  const served: { route: string; status: number }[] = [];
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -91,9 +91,9 @@ describe("admin routes are unreachable through the edge", () => {
         AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
       },
       onLogLine: (line) => {
-        const entry = JSON.parse(line) as { msg?: string; path?: string; status?: number };
-        if (entry.msg === "request" && entry.path !== undefined && entry.status !== undefined)
-          served.push({ path: entry.path, status: entry.status });
+        const entry = JSON.parse(line) as { msg?: string; route?: string; status?: number };
+        if (entry.msg === "request" && entry.route !== undefined && entry.status !== undefined)
+          served.push({ route: entry.route, status: entry.status });
       },
     });
     edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
@@ -146,6 +146,6 @@ describe("admin routes are unreachable through the edge", () => {
     // What reached the origin at all went to the gateway (bearer refusal) or nowhere (404).
     const consoleServed = served.filter((entry) => entry.status < 400 || entry.status === 403);
     expect(consoleServed, answers.join("\n")).toEqual([]);
-    for (const entry of served) expect([401, 404, 429], entry.path).toContain(entry.status);
+    for (const entry of served) expect([401, 404, 429], entry.route).toContain(entry.status);
   });
 });

@@ -1,11 +1,11 @@
 import type { MiddlewareHandler } from "hono";
-import { routePath } from "hono/route";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import type { AppEnv } from "../http/env.ts";
 import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
+import { routeLabel } from "../http/route-label.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";
 
@@ -113,8 +113,7 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
       return async (c, next) => {
         const started = performance.now();
         await next();
-        // The matched pattern of the handler that answered, never the raw path (cardinality).
-        const route = c.get("routeUnmatched") ? "unmatched" : routePath(c) || "unmatched";
+        const route = routeLabel(c);
         httpDuration.observe(
           { route, method: c.req.method, status: String(c.res.status) },
           (performance.now() - started) / 1000,

@@ -5,7 +5,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
 import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { send } from "../../scripts/test/http.ts";
+import { send, sendUnchecked } from "../../scripts/test/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
 import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
@@ -185,10 +185,39 @@ describe("gateway over HTTP (real database and devnet)", () => {
     await send(`${origin.base}/agent/v1/network?token=${agent.token}`, { headers: auth(agent.token) });
     const text = logLines.join("");
     expect(logLines.length).toBeGreaterThanOrEqual(4); // three requests and one auth failure
-    expect(text).toContain('"path":"/77/agent/v1/network"');
+    expect(text).toContain('"route":"/77/agent/v1/network"');
     expect(text).not.toContain("agt_");
     expect(text).not.toContain(secret);
     expect(text.toLowerCase()).not.toContain("authorization");
+  });
+
+  it("logs the matched route pattern, never a token a client put in the path or the query", async () => {
+    const agent = await issue(["read"]);
+    const [, tokenId, secret] = agent.token.split("_");
+    logLines.length = 0;
+    const paths = {
+      "/agent/v1/actions/TOKEN": "/77/agent/v1/actions/:action_id",
+      "/agent/v1/TOKEN": "unmatched",
+      "/agent/v1/network/TOKEN?token=TOKEN": "unmatched",
+      "/agent/v1/network?token=TOKEN": "/77/agent/v1/network",
+      "/TOKEN": "unmatched",
+    };
+    for (const [path, route] of Object.entries(paths)) {
+      const url = `${origin.base}${path.replaceAll("TOKEN", agent.token)}`;
+      logLines.length = 0;
+      await sendUnchecked(url, { headers: auth(agent.token) });
+      // Refused before any route: the gateway's authentication, a middleware of every path.
+      await sendUnchecked(url, { localAddress: "127.0.0.12" });
+      const text = logLines.join("");
+      expect(text, path).not.toContain(secret);
+      expect(text, path).not.toContain(tokenId);
+      const entries = logLines
+        .map((line) => JSON.parse(line) as { msg: string; route?: string })
+        .filter((entry) => entry.msg === "request");
+      expect(entries, path).toHaveLength(2);
+      expect(entries[0]!.route, path).toBe(route);
+      expect(entries[1]!.route, path).toMatch(/^(unmatched|\/77\/agent\/v1\/\*)$/);
+    }
   });
 
   describe("rate limits", () => {

@@ -2,11 +2,13 @@ import { randomBytes } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./env.ts";
+import { routeLabel } from "./route-label.ts";
 
 /**
  * Gives each request an id (echoed in X-Request-Id and in every error body) and logs one line
- * when it ends: method, route path, status, duration, and what the route added (logFields). Never
- * headers, bodies or query strings, which may carry tokens (DESIGN §7).
+ * when it ends: method, the matched route pattern (routeLabel), status, duration, and what the
+ * route added (logFields). Never the raw path, query string, headers or body, any of which may
+ * carry a token a client put there (DESIGN §7).
  */
 export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
   // Ids correlate log lines with responses; they need to be unique, not secret. A random
@@ -26,7 +28,7 @@ export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
       {
         request_id: requestId,
         method: c.req.method,
-        path: c.req.path,
+        route: routeLabel(c),
         status: c.res.status,
         ms: Math.round((performance.now() - started) * 10) / 10,
         ...c.get("logFields"),

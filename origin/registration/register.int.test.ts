@@ -181,7 +181,7 @@ describe("POST {base}/agent/v1/register at the origin", () => {
     expect(response.status).toBe(201);
     const token = (response.body as Created).token;
     const text = logLines.join("\n");
-    expect(text).toContain('"path":"/77/agent/v1/register"');
+    expect(text).toContain('"route":"/77/agent/v1/register"');
     expect(text).toContain('"outcome":"issued"');
     expect(text).not.toContain(token);
     expect(text).not.toContain(token.split("_")[2]);

@@ -4,6 +4,7 @@ import { BODY_DEADLINE_MS } from "../../origin/http/read-body.ts";
 import { provisionIdentity } from "../../origin/keypool/provision.ts";
 import { createTestDatabase, type TestDatabase } from "../test/database.ts";
 import { sendHalfBody } from "../test/half-sent.ts";
+import { sendUnchecked } from "../test/http.ts";
 import { startTestOrigin, type TestOrigin } from "../test/origin.ts";
 import { seedFreeKeys } from "../test/seed.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
@@ -20,6 +21,8 @@ describe("the local front (scripts/lib/edge.ts) before Miniflare and the origin"
   let origin: TestOrigin;
   let edge: EdgeHandle;
   const requestLines: string[] = [];
+  const edgeLines: string[] = [];
+  let miniflareStopped = false;
   const tokens: string[] = [];
 
   beforeAll(async () => {
@@ -30,7 +33,7 @@ describe("the local front (scripts/lib/edge.ts) before Miniflare and the origin"
         if (line.includes('"msg":"request"')) requestLines.push(line);
       },
     });
-    edge = await startEdge({ originUrl: origin.url, onLine: () => {} });
+    edge = await startEdge({ originUrl: origin.url, onLine: (line) => edgeLines.push(line) });
     await seedFreeKeys(testDb.handle.db, 4);
     for (let i = 0; i < 4; i++) {
       const issued = await provisionIdentity(testDb.handle.db, {
@@ -42,7 +45,10 @@ describe("the local front (scripts/lib/edge.ts) before Miniflare and the origin"
     }
   });
   afterAll(async () => {
-    await edge?.stop();
+    // Miniflare refuses a second dispose ("Server is not running"): the last test stopped it.
+    await edge?.stop().catch((error: unknown) => {
+      if (!miniflareStopped) throw error;
+    });
     await origin?.close();
     await testDb?.drop();
   });
@@ -72,12 +78,27 @@ describe("the local front (scripts/lib/edge.ts) before Miniflare and the origin"
     // its deadline (BODY_DEADLINE_MS; Node's whole-request timeout before there was one: minutes).
     expect(endedAfter).toBeLessThan(BODY_DEADLINE_MS / 2);
     for (const line of requestLines) {
-      const entry = JSON.parse(line) as { path: string; status: number; ms: number };
-      expect(entry.path).toBe("/77/agent/v1/rpc");
+      const entry = JSON.parse(line) as { route: string; status: number; ms: number };
+      expect(entry.route).toBe("/77/agent/v1/rpc");
       // 408 for a body cut short; workerd ends some cut bodies (chunked ones) as if complete, and
       // the origin then answers the `{` it got (a JSON-RPC parse error, 200). Neither waited.
       expect([200, 408]).toContain(entry.status);
       expect(entry.ms).toBeLessThan(BODY_DEADLINE_MS);
     }
+  });
+
+  // Last: it stops Miniflare behind the front.
+  it("logs no URL when Miniflare does not answer: a token in the path or query stays out of the log", async () => {
+    const token = tokens[0]!;
+    await edge.miniflare.dispose();
+    miniflareStopped = true;
+    edgeLines.length = 0;
+    const response = await sendUnchecked(`${edge.url}/77/agent/v1/${token}?token=${token}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(response.status).toBe(502);
+    expect(edgeLines.join("\n")).toContain("Miniflare did not answer");
+    expect(edgeLines.join("\n")).not.toContain(token.split("_")[1]!);
+    expect(edgeLines.join("\n")).not.toContain(token.split("_")[2]!);
   });
 });

@@ -267,15 +267,14 @@ async function startClientAddressFront(
         // Cut because the client left: no one to answer or resend for.
         if (clientGone) return;
         const staleSocket = upstream.reusedSocket && error.code === "ECONNRESET";
+        // The method only, never the URL: a path or query may carry a token (DESIGN §7).
         if (staleSocket && attempt === 0 && replayable && !outgoing.headersSent) {
-          onLine(
-            `local edge front: ${incoming.method} ${incoming.url} met a closed kept-alive socket; resent`,
-          );
+          onLine(`local edge front: a ${incoming.method} request met a closed kept-alive socket; resent`);
           forward(1);
           return;
         }
         const why = `${error.code ?? error.message}${upstream.reusedSocket ? ", kept-alive socket" : ""}${attempt > 0 ? ", resent" : ""}`;
-        onLine(`local edge front: ${incoming.method} ${incoming.url}: Miniflare did not answer (${why})`);
+        onLine(`local edge front: a ${incoming.method} request: Miniflare did not answer (${why})`);
         if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
         outgoing.end(`local edge front: Miniflare did not answer (${why})`);
       });
