@@ -1,6 +1,6 @@
 /**
  * Capability verification (DESIGN §5): signature, authority of the op's tier, op, chain, env,
- * scope, payload binding and the next contiguous counter. Every failure is the one code
+ * this enclave's instance id, scope, payload binding and the next contiguous counter. Every failure is the one code
  * `capability_rejected`. This check is pure: the caller reserves the counter afterwards.
  */
 import {
@@ -31,6 +31,10 @@ export function checkCapability(
   const authority = authorityOfScope(config, scope);
   if (cap.op !== op || cap.scope !== scope || cap.authority !== authority) return null;
   if (cap.chain_id !== config.chain_id || cap.env_id !== config.env_id) return null;
+  // Counters are per (authority, env, scope, op) and start at 1 in a replacement enclave
+  // initialised with the same env and keys: only the instance id tells a capability minted for
+  // the lost enclave (and recorded on its way there) from one minted for this one.
+  if (cap.instance_id !== config.instance_id) return null;
   let binding: string;
   try {
     binding = payloadBinding(op, rawParams);

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { ed25519 } from "@noble/curves/ed25519";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
+import { encodeCanonicalCbor } from "../shared/canonical-cbor.ts";
 import {
   authorityPublicKey,
   CAPABILITY_VERSION,
@@ -13,7 +14,7 @@ import {
 } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { toHex } from "../shared/hex.ts";
-import { mintFor, nextCounter } from "./testing/capabilities.ts";
+import { instanceIdOf, mintFor, nextCounter } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 describe("capabilities (real process)", () => {
@@ -103,12 +104,43 @@ describe("capabilities (real process)", () => {
       request_id: "wrong-op",
       chain_id: CHAIN_ID,
       env_id: fixture.envId,
+      instance_id: await instanceIdOf(client),
       scope: "admin",
       counter: await nextCounter(client, fixture.adminSecret, "generate_keys"),
       payload_binding: payloadBinding("generate_keys", params),
     };
     const sig = toHex(ed25519.sign(capabilitySigningPreimage(body), fixture.adminSecret));
     await expectRejectedWithoutStateChange({ ...body, sig });
+  });
+
+  it("refuses a version 1 capability, which names no enclave instance", async () => {
+    // Exactly what a minter made before instance ids: valid signature, next counter, right binding.
+    const body = {
+      ver: 1,
+      authority: authorityPublicKey(fixture.adminSecret),
+      op: "generate_keys",
+      request_id: "v1",
+      chain_id: CHAIN_ID,
+      env_id: fixture.envId,
+      scope: "admin",
+      counter: await nextCounter(client, fixture.adminSecret, "generate_keys"),
+      payload_binding: payloadBinding("generate_keys", params),
+    };
+    const preimage = new Uint8Array([
+      ...new TextEncoder().encode("svc-hsm/agent-cap/v1\0"),
+      ...encodeCanonicalCbor(body),
+    ]);
+    await expectRejectedWithoutStateChange({
+      ...body,
+      sig: toHex(ed25519.sign(preimage, fixture.adminSecret)),
+    });
+  });
+
+  it("refuses a capability for another enclave instance", async () => {
+    // Same env, chain, authority and next counter: only the instance id is another one.
+    await expectRejectedWithoutStateChange(
+      await mintFor(client, fixture, "generate_keys", params, { instanceId: `0x${"ab".repeat(16)}` }),
+    );
   });
 
   it("refuses a capability for another environment", async () => {

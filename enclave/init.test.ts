@@ -23,7 +23,7 @@ describe("initEnclave", () => {
     await rm(join(dir, ".."), { recursive: true, force: true });
   });
 
-  it("creates a 0600 sealing key and seals env id, chain id 77, the three authorities and the recovery encryption key beside it", async () => {
+  it("creates a 0600 sealing key and seals env id, chain id 77, the three authorities, the recovery encryption key and an instance id beside it", async () => {
     await initEnclave({
       dataDir: dir,
       envId: "dev-1",
@@ -36,9 +36,11 @@ describe("initEnclave", () => {
     expect((await stat(layout.sealingKey)).mode & 0o777).toBe(0o600);
     expect((await stat(layout.sealedConfig)).mode & 0o777).toBe(0o600);
     expect((await stat(dir)).mode & 0o777).toBe(0o700);
-    const config = await readSealedConfig(layout, await readSealingKey(layout));
+    const { config, upgraded } = await readSealedConfig(layout, await readSealingKey(layout));
+    expect(upgraded).toBe(false);
+    expect(config.instance_id).toMatch(/^0x[0-9a-f]{32}$/);
     expect(config).toMatchObject({
-      v: 3,
+      v: 4,
       env_id: "dev-1",
       chain_id: 77,
       admin_authority: admin,
@@ -47,6 +49,19 @@ describe("initEnclave", () => {
       recovery_encryption_key: recoveryEnc,
     });
     expect((await readdir(dir)).sort()).toEqual(["enclave.sealed", "keys", "sealing.key"]);
+  });
+
+  it("draws a new instance id for every data folder, even one initialised with the same env id and keys", async () => {
+    const params = {
+      envId: "dev-1",
+      adminAuthority: admin,
+      policyAuthority: policy,
+      recoveryAuthority: recovery,
+      recoveryEncryptionKey: recoveryEnc,
+    };
+    const first = await initEnclave({ ...params, dataDir: join(dir, "a") });
+    const second = await initEnclave({ ...params, dataDir: join(dir, "b") });
+    expect(second.instance_id).not.toBe(first.instance_id);
   });
 
   it("refuses to initialise twice, which would orphan every sealed key", async () => {

@@ -1,7 +1,7 @@
 /**
  * `npm run enclave -- init`: creates the sealing key (0600) and seals the env id, chain id 77, the
- * authority public keys and the recovery encryption public key beside it. Refuses to run twice: a second init would orphan every key
- * sealed under the first sealing key.
+ * authority public keys, the recovery encryption public key and a fresh random instance id beside
+ * it. Refuses to run twice: a second init would orphan every key sealed under the first sealing key.
  */
 import { mkdir } from "node:fs/promises";
 import { CHAIN_ID } from "../shared/constants.ts";
@@ -12,6 +12,7 @@ import { writeFileAtomic } from "./atomic-file.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import {
   isEnclaveInitialised,
+  randomInstanceId,
   SEALED_CONFIG_VERSION,
   type SealedConfig,
   sealConfig,
@@ -61,6 +62,8 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
     policy_authority: policyAuthority,
     recovery_authority: recoveryAuthority,
     recovery_encryption_key: recoveryEncryptionKey,
+    // Never taken from the operator: two enclaves initialised alike must still differ here.
+    instance_id: randomInstanceId(),
     created_at: (params.now ?? (() => new Date()))().toISOString(),
   };
   await writeFileAtomic(layout.sealingKey, sealingKey);

@@ -265,10 +265,15 @@ describe("keystore, identity proof and backups (real process)", () => {
         await fresh?.dispose();
       });
 
-      it("reports its sealed identity: the same public keys as the old enclave, nothing secret", async () => {
-        expect(expectOk(await freshClient.request("get_sealed_identity", {}))).toEqual(
-          expectOk(await client.request("get_sealed_identity", {})),
+      it("reports its sealed identity: the same public keys as the old enclave, its own instance id, nothing secret", async () => {
+        const { instance_id: freshInstance, ...freshIdentity } = expectOk(
+          await freshClient.request("get_sealed_identity", {}),
         );
+        const { instance_id: oldInstance, ...oldIdentity } = expectOk(
+          await client.request("get_sealed_identity", {}),
+        );
+        expect(freshIdentity).toEqual(oldIdentity);
+        expect(freshInstance).not.toBe(oldInstance);
       });
 
       it("imports the batch under its original key_refs and namespace; a restored key proves itself; a repeat imports nothing", async () => {

@@ -18,8 +18,18 @@ async function main(): Promise<number> {
   if (command.command === "init") {
     try {
       const config = await initEnclave(command);
+      // The record a recovery starts from (README "Disaster recovery"): all of it public.
       process.stdout.write(
-        `${JSON.stringify({ initialised: command.dataDir, env_id: config.env_id, chain_id: config.chain_id })}\n`,
+        `${JSON.stringify({
+          initialised: command.dataDir,
+          env_id: config.env_id,
+          chain_id: config.chain_id,
+          instance_id: config.instance_id,
+          admin_authority: config.admin_authority,
+          policy_authority: config.policy_authority,
+          recovery_authority: config.recovery_authority,
+          recovery_encryption_key: config.recovery_encryption_key,
+        })}\n`,
       );
       return 0;
     } catch (error) {

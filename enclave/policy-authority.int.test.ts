@@ -19,7 +19,7 @@ import { CHAIN_ID } from "../shared/constants.ts";
 import type { PrivilegedOp } from "../shared/enclave-protocol.ts";
 import { toHex } from "../shared/hex.ts";
 import { generateSealingKey, SEAL_LABEL, seal } from "./sealing.ts";
-import { mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
+import { instanceIdOf, mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // Issue 11 item 2: configure_policy and configure_treasury need the policy authority sealed at init,
@@ -45,6 +45,7 @@ function adminSignedCapabilities(
   op: PrivilegedOp,
   params: Record<string, unknown>,
   counter: number,
+  instanceId: string,
 ): unknown[] {
   return (["admin", "policy"] as const).map((scope) => {
     const body: CapabilityBody = {
@@ -54,6 +55,7 @@ function adminSignedCapabilities(
       request_id: `admin-${scope}-${op}`,
       chain_id: CHAIN_ID,
       env_id: fixture.envId,
+      instance_id: instanceId,
       scope,
       counter,
       payload_binding: payloadBinding(op, params),
@@ -101,7 +103,7 @@ describe("the policy authority (real process)", () => {
     ];
     for (const [op, params] of cases) {
       const counter = await nextCounter(client, fixture.adminSecret, op);
-      for (const cap of adminSignedCapabilities(fixture, op, params, counter)) {
+      for (const cap of adminSignedCapabilities(fixture, op, params, counter, await instanceIdOf(client))) {
         expect(await client.request(op, params, cap)).toMatchObject({
           ok: false,
           error: { code: "capability_rejected" },

@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
@@ -8,10 +8,12 @@ import { encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { toHex } from "../shared/hex.ts";
 import { randomX25519PrivateKey, x25519PublicKey } from "../shared/recovery-envelope.ts";
+import { dataDirLayout } from "./data-dir.ts";
 import { initEnclave } from "./init.ts";
+import { readSealedConfig } from "./sealed-config.ts";
 import { generateSealingKey, SEAL_LABEL, seal } from "./sealing.ts";
 import { EnclaveStartError, startEnclaveServer } from "./server.ts";
-import { RawEnclaveClient } from "./testing/raw-client.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // In-code API checks of start-up refusals; the protocol itself is covered by *.int.test.ts against
 // the real process.
@@ -66,6 +68,55 @@ describe("startEnclaveServer", () => {
     await server.close();
     await client.closed;
     await expect(stat(socketPath)).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("upgrades a v3 data folder in place with a random instance id, kept from then on", async () => {
+    // The shape `init` sealed before the instance id existed.
+    await mkdir(join(dataDir, "keys"), { recursive: true, mode: 0o700 });
+    const sealingKey = generateSealingKey();
+    const v3Config = {
+      v: 3,
+      env_id: "old-env",
+      chain_id: CHAIN_ID,
+      admin_authority: authorityPublicKey(randomAuthoritySecret()),
+      policy_authority: authorityPublicKey(randomAuthoritySecret()),
+      recovery_authority: authorityPublicKey(randomAuthoritySecret()),
+      recovery_encryption_key: toHex(x25519PublicKey(randomX25519PrivateKey())),
+      created_at: new Date().toISOString(),
+    };
+    await writeFile(join(dataDir, "sealing.key"), sealingKey, { mode: 0o600 });
+    await writeFile(
+      join(dataDir, "enclave.sealed"),
+      seal(sealingKey, SEAL_LABEL.config, encodeCbor(v3Config)),
+      {
+        mode: 0o600,
+      },
+    );
+    const layout = dataDirLayout(dataDir);
+    const identityAfterStart = async (): Promise<Record<string, unknown>> => {
+      const server = await startEnclaveServer({ socketPath, dataDir, logger });
+      const { client } = await RawEnclaveClient.connect(socketPath);
+      try {
+        return expectOk(await client.request("get_sealed_identity", {}));
+      } finally {
+        client.close();
+        await server.close();
+      }
+    };
+
+    const first = await identityAfterStart();
+    expect(first).toMatchObject({ env_id: "old-env", admin_authority: v3Config.admin_authority });
+    expect(first.instance_id).toMatch(/^0x[0-9a-f]{32}$/);
+    const sealed = await readSealedConfig(layout, sealingKey);
+    expect(sealed).toEqual({
+      config: { ...v3Config, v: 4, instance_id: first.instance_id },
+      upgraded: false,
+    });
+    expect((await stat(layout.sealedConfig)).mode & 0o777).toBe(0o600);
+    expect((await readdir(dataDir)).filter((name) => name.endsWith(".tmp"))).toEqual([]);
+    // Sealed once: a restart keeps the id (a new one at every start would refuse the operator's
+    // capabilities minted in between).
+    expect((await identityAfterStart()).instance_id).toBe(first.instance_id);
   });
 
   it("refuses a v2 data folder (no recovery encryption key) and says how to re-initialise", async () => {

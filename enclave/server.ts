@@ -16,9 +16,9 @@ import { Keystore } from "./keystore.ts";
 import { createEnclaveLogger } from "./logger.ts";
 import {
   isEnclaveInitialised,
+  type ReadSealedConfigResult,
   readSealedConfig,
   readSealingKey,
-  type SealedConfig,
   SealedConfigOutdatedError,
 } from "./sealed-config.ts";
 import { socketAccepts } from "./socket-probe.ts";
@@ -59,7 +59,13 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     throw new EnclaveStartError(`${layout.sealingKey} must not be readable by group or others (chmod 600)`);
   }
   const sealingKey = await readSealingKey(layout);
-  const config = await readConfigOrExplain(params.dataDir, layout, sealingKey);
+  const { config, upgraded } = await readConfigOrExplain(params.dataDir, layout, sealingKey);
+  if (upgraded) {
+    logger.warn(
+      { instance_id: config.instance_id },
+      "sealed config upgraded to v4 with a new instance id: capabilities minted before are refused",
+    );
+  }
   const ctx: EnclaveContext = {
     config,
     keystore: await Keystore.open(layout.keysDir, sealingKey, logger),
@@ -83,7 +89,12 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
   await prepareSocketPath(params.socketPath);
   await listen(server, params.socketPath);
   logger.info(
-    { socket: params.socketPath, env_id: config.env_id, chain_id: config.chain_id },
+    {
+      socket: params.socketPath,
+      env_id: config.env_id,
+      chain_id: config.chain_id,
+      instance_id: config.instance_id,
+    },
     "enclave listening",
   );
 
@@ -107,7 +118,7 @@ async function readConfigOrExplain(
   dataDir: string,
   layout: DataDirLayout,
   sealingKey: Uint8Array,
-): Promise<SealedConfig> {
+): Promise<ReadSealedConfigResult> {
   try {
     return await readSealedConfig(layout, sealingKey);
   } catch (error) {

@@ -7,8 +7,10 @@
  *     --params '{}' --bytes-param package=batch.package --socket .data/enclave.sock
  *
  * --params is the exact wire params (snake_case, amounts as decimal strings); --bytes-param adds
- * a byte-string param from a file. The counter comes from --counter or, with --socket, from the
- * enclave's capability_counter.
+ * a byte-string param from a file. The capability is good for one enclave instance only: its
+ * instance id comes from --instance-id (printed by that enclave's `init`, or its
+ * get_sealed_identity) or, with --socket, from the enclave itself. The counter comes from
+ * --counter or, with --socket, from the enclave's capability_counter.
  */
 import { randomUUID } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
@@ -16,13 +18,14 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
-import { authorityPublicKey, mintCapability } from "../shared/capability.ts";
+import { authorityPublicKey, instanceIdSchema, mintCapability } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { isPrivilegedOp, PRIVILEGED_OP_SCOPE } from "../shared/enclave-protocol.ts";
 
 const USAGE = `usage: npx tsx scripts/mint-capability.ts --authority-key PATH --op OP --env-id ID
-  (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]... (--counter N | --socket PATH)
-  [--request-id ID] [--chain-id ${CHAIN_ID}] [--out PATH]`;
+  (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
+  (--instance-id HEX --counter N | --socket PATH) [--request-id ID] [--chain-id ${CHAIN_ID}] [--out PATH]
+  --instance-id and --counter each override what --socket would ask the enclave for.`;
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -35,6 +38,7 @@ async function main(): Promise<number> {
       "params-file": { type: "string" },
       "bytes-param": { type: "string", multiple: true },
       counter: { type: "string" },
+      "instance-id": { type: "string" },
       socket: { type: "string" },
       "request-id": { type: "string" },
       "chain-id": { type: "string" },
@@ -46,7 +50,9 @@ async function main(): Promise<number> {
     !values["authority-key"] ||
     !isPrivilegedOp(op) ||
     !values["env-id"] ||
-    (!values.counter && !values.socket)
+    (!values.counter && !values.socket) ||
+    (!values["instance-id"] && !values.socket) ||
+    (values["instance-id"] !== undefined && !instanceIdSchema.safeParse(values["instance-id"]).success)
   ) {
     process.stderr.write(`${USAGE}\n`);
     return 64;
@@ -62,16 +68,28 @@ async function main(): Promise<number> {
   }
   const authoritySecret = await readAuthoritySecret(values["authority-key"]);
   let counter = values.counter ? z.coerce.number().int().positive().parse(values.counter) : 0;
-  if (!counter) {
+  let instanceId = values["instance-id"] ?? "";
+  if (!counter || !instanceId) {
     const client = createSocketSignerClient({ socketPath: values.socket! });
-    const next = await client.capabilityCounter({
-      authority: authorityPublicKey(authoritySecret),
-      scope: PRIVILEGED_OP_SCOPE[op],
-      op,
-    });
-    await client.close();
-    if (!next.ok) throw new Error(`capability_counter failed: ${next.error.code} ${next.error.reason}`);
-    counter = next.value.nextCounter;
+    try {
+      if (!instanceId) {
+        const identity = await client.getSealedIdentity();
+        if (!identity.ok)
+          throw new Error(`get_sealed_identity failed: ${identity.error.code} ${identity.error.reason}`);
+        instanceId = identity.value.instanceId;
+      }
+      if (!counter) {
+        const next = await client.capabilityCounter({
+          authority: authorityPublicKey(authoritySecret),
+          scope: PRIVILEGED_OP_SCOPE[op],
+          op,
+        });
+        if (!next.ok) throw new Error(`capability_counter failed: ${next.error.code} ${next.error.reason}`);
+        counter = next.value.nextCounter;
+      }
+    } finally {
+      await client.close();
+    }
   }
   const capability = mintCapability({
     authoritySecret,
@@ -80,6 +98,7 @@ async function main(): Promise<number> {
     requestId: values["request-id"] ?? `${op}-${randomUUID()}`,
     chainId: values["chain-id"] ? Number(values["chain-id"]) : CHAIN_ID,
     envId: values["env-id"],
+    instanceId,
     counter,
   });
   const text = `${JSON.stringify(capability)}\n`;

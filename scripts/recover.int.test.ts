@@ -4,6 +4,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { authorityPublicKey } from "../shared/capability.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
@@ -195,8 +196,19 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     expect(settlerHeld).toMatchObject({ ok: true, value: { namespace: "settler" } });
     expect(settlerHeld.ok && settlerHeld.value.address.toLowerCase()).toBe(stack.settler!.toLowerCase());
 
-    // The operator seals the signing policy again with the offline policy key (runbook step).
-    const sealed = await stack.signer.configurePolicy(stack.policy, stack.authorities.policy);
+    // The operator seals the signing policy again with the offline policy key (runbook step 4),
+    // minted for the new enclave's instance id: the stack's minter, which learnt the lost
+    // enclave's instance id, is refused.
+    expect(await stack.signer.configurePolicy(stack.policy, stack.authorities.policy)).toMatchObject({
+      ok: false,
+      error: { code: "capability_rejected" },
+    });
+    const policyKey = createCapabilityMinter({
+      authority: enclave.policySecret,
+      envId: enclave.envId,
+      client: stack.signer,
+    });
+    const sealed = await stack.signer.configurePolicy(stack.policy, policyKey);
     expect(sealed.ok).toBe(true);
 
     const recipient = newAccount().address;
@@ -212,7 +224,7 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     // faucet payout is paid from the same treasury address as before the loss.
     const treasury = await stack.signer.configureTreasury(
       { faucetKeyRef: treasuryKeyRef, budgetUnits: 1_000_000_000n },
-      stack.authorities.policy,
+      policyKey,
     );
     expect(treasury.ok && treasury.value.faucetAddress.toLowerCase()).toBe(stack.treasury.toLowerCase());
     const payout = await calls.faucet();

@@ -10,6 +10,7 @@ import {
 } from "./capability.ts";
 import { fromHex, toHex } from "./hex.ts";
 
+const INSTANCE = `0x${"5a".repeat(16)}`;
 const secret = fromHex(`0x${"07".repeat(32)}`);
 const params = { namespace: "agent-transfer", count: 10, batch_id: "b-1" };
 const mint = () =>
@@ -20,6 +21,7 @@ const mint = () =>
     requestId: "r-1",
     chainId: 77,
     envId: "dev",
+    instanceId: INSTANCE,
     counter: 1,
   });
 
@@ -28,7 +30,8 @@ describe("capability objects (DESIGN §5)", () => {
     const cap = mint();
     expect(capabilitySchema.parse(cap)).toEqual(cap);
     expect(cap).toMatchObject({
-      ver: 1,
+      ver: 2,
+      instance_id: INSTANCE,
       op: "generate_keys",
       scope: "admin",
       counter: 1,
@@ -45,6 +48,7 @@ describe("capability objects (DESIGN §5)", () => {
       requestId: "r",
       chainId: 77,
       envId: "dev",
+      instanceId: INSTANCE,
       counter: 1,
     });
     expect(cap.scope).toBe("recovery");
@@ -72,6 +76,7 @@ describe("capability objects (DESIGN §5)", () => {
     for (const change of [
       { counter: 2 },
       { env_id: "prod" },
+      { instance_id: `0x${"5b".repeat(16)}` },
       { chain_id: 1 },
       { op: "export_backup" },
       { request_id: "r-2" },

@@ -1,8 +1,12 @@
 /**
  * Capability objects (DESIGN §5, SPEC "Enclave signer interface"): an Ed25519-signed CBOR map
- * `{ver, authority, op, request_id, chain_id, env_id, scope, counter, payload_binding}` plus `sig`.
- * sig = Ed25519("svc-hsm/agent-cap/v1\0" ‖ canonical CBOR of the map without sig).
+ * `{ver, authority, op, request_id, chain_id, env_id, instance_id, scope, counter, payload_binding}`
+ * plus `sig`. sig = Ed25519("svc-hsm/agent-cap/v1\0" ‖ canonical CBOR of the map without sig).
  * payload_binding = keccak256(canonical CBOR of [op, params]).
+ * instance_id names the one enclave instance the capability is for (sealed at its `init`, answered
+ * by get_sealed_identity): a replacement initialised with the same env id and authority keys has
+ * another one, so a capability relayed to the lost enclave is worthless in its replacement, even
+ * though the replacement's counters start again at 1. Version 1 had no instance_id and is refused.
  * Used by the enclave to verify, and by the origin and the operator scripts to mint.
  * Runtime-neutral: no `node:` imports (Ed25519 from @noble/curves, not node:crypto).
  */
@@ -19,9 +23,11 @@ import {
 } from "./enclave-protocol.ts";
 import { fromHex, type Hex, toHex } from "./hex.ts";
 
-export const CAPABILITY_VERSION = 1;
+export const CAPABILITY_VERSION = 2;
 
 const hex32 = z.string().regex(/^0x[0-9a-f]{64}$/);
+/** An enclave instance id: 16 random bytes, lowercase 0x-hex. */
+export const instanceIdSchema = z.string().regex(/^0x[0-9a-f]{32}$/);
 
 export const capabilityBodySchema = z.strictObject({
   ver: z.literal(CAPABILITY_VERSION),
@@ -30,6 +36,7 @@ export const capabilityBodySchema = z.strictObject({
   request_id: z.string().min(1).max(128),
   chain_id: z.number().int().nonnegative(),
   env_id: z.string().min(1).max(64),
+  instance_id: instanceIdSchema,
   scope: z.enum(CAPABILITY_SCOPES),
   counter: z.number().int().positive(),
   payload_binding: hex32,
@@ -79,6 +86,8 @@ export type MintCapabilityParams = {
   requestId: string;
   chainId: number;
   envId: string;
+  /** The instance id of the enclave that will receive it (its get_sealed_identity). */
+  instanceId: string;
   counter: number;
 };
 
@@ -91,6 +100,7 @@ export function mintCapability(input: MintCapabilityParams): Capability {
     request_id: input.requestId,
     chain_id: input.chainId,
     env_id: input.envId,
+    instance_id: input.instanceId,
     scope: PRIVILEGED_OP_SCOPE[input.op],
     counter: input.counter,
     payload_binding: payloadBinding(input.op, input.params),

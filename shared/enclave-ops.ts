@@ -7,6 +7,7 @@
  */
 import { isAddress } from "viem";
 import { z } from "zod";
+import { instanceIdSchema } from "./capability.ts";
 import { CAPABILITY_SCOPES, PRIVILEGED_OPS } from "./enclave-protocol.ts";
 import { ENV_ID_PATTERN, KEY_REF_PATTERN } from "./identity-proof.ts";
 
@@ -93,12 +94,14 @@ export const newTransportKeyResult = z.object({
 
 /**
  * get_sealed_identity (no capability): what `init` sealed, all of it public, so a restore drill
- * can initialise a throwaway enclave exactly like this one.
+ * can initialise a throwaway enclave with the same env and keys, and a minter can name this
+ * enclave's instance id in its capabilities (a throwaway or a replacement has its own).
  */
 export const getSealedIdentityParams = z.strictObject({});
 export const getSealedIdentityResult = z.object({
   env_id: z.string().regex(ENV_ID_PATTERN),
   chain_id: z.number().int(),
+  instance_id: instanceIdSchema,
   admin_authority: hex32Schema,
   policy_authority: hex32Schema,
   recovery_authority: hex32Schema,

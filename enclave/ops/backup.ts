@@ -74,11 +74,12 @@ export const newTransportKey: OpHandler<"new_transport_key"> = async (ctx) => {
   });
 };
 
-/** The sealed identity: env, chain and public keys only. */
+/** The sealed identity: env, chain, instance id and public keys only. */
 export const getSealedIdentity: OpHandler<"get_sealed_identity"> = (ctx) =>
   succeed({
     env_id: ctx.config.env_id,
     chain_id: ctx.config.chain_id,
+    instance_id: ctx.config.instance_id,
     admin_authority: ctx.config.admin_authority,
     policy_authority: ctx.config.policy_authority,
     recovery_authority: ctx.config.recovery_authority,

@@ -26,6 +26,11 @@ export async function nextCounter(
   return result.next_counter as number;
 }
 
+/** The instance id of the enclave at the other end of `client` (every capability names it). */
+export async function instanceIdOf(client: RawEnclaveClient): Promise<string> {
+  return expectOk(await client.request("get_sealed_identity", {})).instance_id as string;
+}
+
 /** The fixture's authority secret of one tier. */
 export function secretOfScope(fixture: EnclaveFixture, scope: CapabilityScope): Uint8Array {
   switch (scope) {
@@ -44,7 +49,13 @@ export async function mintFor(
   fixture: EnclaveFixture,
   op: PrivilegedOp,
   params: Record<string, unknown>,
-  overrides: Partial<{ secret: Uint8Array; counter: number; envId: string; chainId: number }> = {},
+  overrides: Partial<{
+    secret: Uint8Array;
+    counter: number;
+    envId: string;
+    chainId: number;
+    instanceId: string;
+  }> = {},
 ): Promise<Capability> {
   const secret = overrides.secret ?? secretOfScope(fixture, PRIVILEGED_OP_SCOPE[op]);
   return mintCapability({
@@ -54,6 +65,7 @@ export async function mintFor(
     requestId: `test-${op}-${Date.now()}`,
     chainId: overrides.chainId ?? CHAIN_ID,
     envId: overrides.envId ?? fixture.envId,
+    instanceId: overrides.instanceId ?? (await instanceIdOf(client)),
     counter: overrides.counter ?? (await nextCounter(client, secret, op)),
   });
 }

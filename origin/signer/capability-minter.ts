@@ -2,6 +2,9 @@
  * Capability providers (DESIGN §5): the origin's key-pool worker holds the admin authority key
  * (a file path in config) and mints a capability per privileged request, asking the enclave for
  * the next contiguous counter first. The key is read from disk when first needed, never logged.
+ * Every capability names the instance id of the enclave it is for (shared/capability.ts): the
+ * minter asks the enclave it talks to (get_sealed_identity) once, before its first capability,
+ * and keeps it, so a minter made for one enclave never mints for a replacement.
  */
 import { readFile } from "node:fs/promises";
 import { authorityPublicKey, type Capability, mintCapability } from "../../shared/capability.ts";
@@ -24,8 +27,8 @@ export type CapabilityMinterOptions = {
   authority: Uint8Array | { keyPath: string };
   envId: string;
   chainId?: number;
-  /** Used only for `capability_counter`, an unprivileged op. */
-  client: Pick<SignerClient, "capabilityCounter">;
+  /** Used only for `capability_counter` and `get_sealed_identity`, unprivileged ops. */
+  client: Pick<SignerClient, "capabilityCounter" | "getSealedIdentity">;
   requestId?: () => string;
 };
 
@@ -38,6 +41,14 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
       authority instanceof Uint8Array ? Promise.resolve(authority) : readAuthoritySecret(authority.keyPath);
     return secret;
   };
+  let instanceId: string | null = null;
+  const loadInstanceId = async (): Promise<SignerResult<string>> => {
+    if (instanceId !== null) return { ok: true, value: instanceId };
+    const identity = await options.client.getSealedIdentity();
+    if (!identity.ok) return identity;
+    instanceId = identity.value.instanceId;
+    return { ok: true, value: instanceId };
+  };
   return async ({ op, params }): Promise<SignerResult<Capability>> => {
     let authoritySecret: Uint8Array;
     try {
@@ -47,6 +58,8 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
       const reason = `authority key unavailable: ${error instanceof Error ? error.message : String(error)}`;
       return { ok: false, error: signerFailure(CLIENT_FAILURE.capabilityUnavailable, reason) };
     }
+    const instance = await loadInstanceId();
+    if (!instance.ok) return instance;
     const next = await options.client.capabilityCounter({
       authority: authorityPublicKey(authoritySecret),
       scope: PRIVILEGED_OP_SCOPE[op],
@@ -60,6 +73,7 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
       requestId: options.requestId?.() ?? `${op}-${crypto.randomUUID()}`,
       chainId: options.chainId ?? CHAIN_ID,
       envId: options.envId,
+      instanceId: instance.value,
       counter: next.value.nextCounter,
     });
     return { ok: true, value: capability };

@@ -148,6 +148,7 @@ export const OP_CODECS = {
       (r): SealedIdentity => ({
         envId: r.env_id,
         chainId: r.chain_id,
+        instanceId: r.instance_id,
         adminAuthority: r.admin_authority as Hex,
         policyAuthority: r.policy_authority as Hex,
         recoveryAuthority: r.recovery_authority as Hex,

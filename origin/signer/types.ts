@@ -60,10 +60,12 @@ export type NewTransportKeyResult = {
   expiresAt: string;
 };
 
-/** What `init` sealed (issue 15): all public. */
+/** What `init` sealed: all public. */
 export type SealedIdentity = {
   envId: string;
   chainId: number;
+  /** This enclave instance's own id: every capability for it must name it. */
+  instanceId: string;
   adminAuthority: Hex;
   policyAuthority: Hex;
   recoveryAuthority: Hex;
