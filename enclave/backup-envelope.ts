@@ -8,10 +8,16 @@
  *   verify_backup opens, since the recovery copy cannot be opened here).
  * - verify: the sealing-key copy authenticates and every key reproduces its header entry; the
  *   recovery copy names this enclave's recovery key and has exactly the length HPKE gives that
- *   plaintext. Whether the recovery copy opens is what the restore drill proves, offline.
- * - restore: a restore package (the recovery copy re-encrypted offline to one of this enclave's
- *   transport keys) is opened, every key is checked against its header entry, and the keys are
- *   returned for import under their original namespace and key_refs.
+ *   plaintext. Whether the recovery copy opens is what the restore drill proves, in a throwaway
+ *   enclave.
+ * - load the recovery key: the recovery encryption private key, sealed to one of this enclave's
+ *   transport keys, is opened and kept in memory (held-recovery-key.ts) only if its public half is
+ *   the one sealed at init.
+ * - restore: a backup envelope's recovery copy is opened here with that loaded key (a drill, a
+ *   recovery from a backup folder: no wallet key is in plaintext outside an enclave), or a
+ *   restore package (the recovery copy re-encrypted offline to one of this enclave's transport
+ *   keys, the air-gapped path) is opened; every key is checked against its header entry, and the
+ *   keys are returned for import under their original namespace and key_refs.
  */
 import { createHash } from "node:crypto";
 import { encodeCbor } from "../shared/cbor-frame.ts";
@@ -24,14 +30,19 @@ import {
   headerAad,
   hpkeOpen,
   hpkeSeal,
+  importX25519PrivateKey,
   isWellFormedBox,
   packageAad,
   parseBackupEnvelope,
   parseRestorePackage,
   parseSecrets,
   RECOVERY_HPKE_INFO,
+  RECOVERY_KEY_HPKE_INFO,
+  recoveryKeyAad,
   recoveryKeyFingerprint,
   TRANSPORT_HPKE_INFO,
+  X25519_KEY_BYTES,
+  x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
 import type { EnclaveContext } from "./context.ts";
 import { type KeyEntry, type KeyMaterial, materialFromPrivateKey } from "./keystore.ts";
@@ -133,6 +144,89 @@ export async function openRestorePackage(
   }
   const secrets = parseSecrets(plaintext, header);
   return keysOfHeader(header, secrets);
+}
+
+/**
+ * restore_backup's opening of a backup envelope as it is on disk, with the recovery key that
+ * load_recovery_key holds. Refusals: `malformed` for something that is not a v2 envelope,
+ * `seal_failed` for another environment, another recovery key, a recovery copy that does not open
+ * or a key that does not reproduce its header entry, `not_configured` when no recovery key is held.
+ */
+export async function openBackupEnvelope(
+  ctx: EnclaveContext,
+  raw: Uint8Array,
+): Promise<OpOutcome<OpenedBatch>> {
+  const parsed = parseBackupEnvelope(raw);
+  if (!parsed.ok) return refuse("malformed", parsed.reason);
+  const { header, recovery } = parsed.value;
+  const other = otherEnvironment(ctx, header);
+  if (other) return other;
+  if (header.recovery_key_sha256 !== recoveryKeyFingerprint(fromHex(ctx.config.recovery_encryption_key))) {
+    return refuse("seal_failed", "envelope is sealed to another recovery key than this enclave's");
+  }
+  const recoveryKey = ctx.recoveryKey.privateKey(ctx.now());
+  if (!recoveryKey) {
+    return refuse(
+      "not_configured",
+      "no recovery key is loaded (never, expired, or before a restart): load_recovery_key first",
+    );
+  }
+  let plaintext: Uint8Array;
+  try {
+    plaintext = await hpkeOpen(recoveryKey, RECOVERY_HPKE_INFO, headerAad(header), recovery);
+  } catch (error) {
+    if (error instanceof HpkeOpenError) {
+      return refuse(
+        "seal_failed",
+        "the recovery copy does not open: the envelope is corrupted or its header was altered",
+      );
+    }
+    throw error;
+  }
+  return keysOfHeader(header, parseSecrets(plaintext, header));
+}
+
+/**
+ * load_recovery_key: opens the recovery encryption key sealed to one of this enclave's transport
+ * keys and holds it, only if its public half is the recovery encryption key sealed at init.
+ * Refusals (`seal_failed`): a transport key this enclave does not hold, a box that does not open,
+ * another key.
+ */
+export async function loadRecoveryKey(
+  ctx: EnclaveContext,
+  sealed: { transportPublicKey: Uint8Array; enc: Uint8Array; ct: Uint8Array },
+): Promise<OpOutcome<{ expiresAt: Date }>> {
+  const transportKey = ctx.transportKeys.privateKeyOf(sealed.transportPublicKey, ctx.now());
+  if (!transportKey) {
+    return refuse(
+      "seal_failed",
+      "the transport key is not held by this enclave (expired, or offered before a restart): ask for a new one",
+    );
+  }
+  const recoveryPublicKey = fromHex(ctx.config.recovery_encryption_key);
+  let privateKey: Uint8Array;
+  try {
+    privateKey = await hpkeOpen(
+      transportKey,
+      RECOVERY_KEY_HPKE_INFO,
+      recoveryKeyAad(sealed.transportPublicKey, recoveryPublicKey),
+      { enc: sealed.enc, ct: sealed.ct },
+    );
+  } catch (error) {
+    if (error instanceof HpkeOpenError) return refuse("seal_failed", "the sealed recovery key does not open");
+    throw error;
+  }
+  try {
+    // The one check that matters: only the private half of the key every backup of this enclave
+    // is sealed to may be held, whatever the associated data of the box says.
+    const isSealedKey =
+      privateKey.length === X25519_KEY_BYTES && equalBytes(x25519PublicKey(privateKey), recoveryPublicKey);
+    if (!isSealedKey) return refuse("seal_failed", "the key is not this enclave's recovery encryption key");
+    const held = await importX25519PrivateKey(privateKey);
+    return succeed({ expiresAt: ctx.recoveryKey.hold(held, ctx.now()) });
+  } finally {
+    privateKey.fill(0);
+  }
 }
 
 function otherEnvironment(ctx: EnclaveContext, header: BackupHeader): OpOutcome<never> | null {

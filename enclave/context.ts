@@ -1,5 +1,6 @@
 /** Everything an op handler needs, built once at start (STYLE: dependencies are passed). */
 import type { Logger } from "pino";
+import type { HeldRecoveryKey } from "./held-recovery-key.ts";
 import type { Keystore } from "./keystore.ts";
 import type { SealedConfig } from "./sealed-config.ts";
 import type { StateStore } from "./state-store.ts";
@@ -13,6 +14,8 @@ export type EnclaveContext = {
   sealingKey: Uint8Array;
   /** In-memory transport keys of restores into this enclave (issue 15). */
   transportKeys: TransportKeys;
+  /** The recovery encryption key while a restore session holds it (load_recovery_key). */
+  recoveryKey: HeldRecoveryKey;
   now: () => Date;
   logger: Logger;
 };

@@ -12,6 +12,7 @@ import { serveConnection } from "./connection.ts";
 import type { EnclaveContext } from "./context.ts";
 import { type DataDirLayout, dataDirLayout } from "./data-dir.ts";
 import { handleRequest } from "./dispatch.ts";
+import { HeldRecoveryKey } from "./held-recovery-key.ts";
 import { Keystore } from "./keystore.ts";
 import { createEnclaveLogger } from "./logger.ts";
 import {
@@ -72,6 +73,7 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     state: await StateStore.open(layout.state, sealingKey),
     sealingKey,
     transportKeys: new TransportKeys(),
+    recoveryKey: new HeldRecoveryKey(),
     now: params.now ?? (() => new Date()),
     logger,
   };

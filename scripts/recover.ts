@@ -1,11 +1,13 @@
 /**
- * `npm run recover` (issue 15): brings a new enclave back to holding every backed-up key.
+ * `npm run recover`: brings a new enclave back to holding every backed-up key.
  *
  *   npm run recover -- transport-key [--socket PATH]
  *       prints a fresh transport key of the enclave (for an air-gapped re-encryption with
  *       scripts/recovery-reencrypt.ts); it lives in the enclave's memory for an hour
  *   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE [--socket PATH]
- *       re-encrypts every DIR/*.backup to a transport key of the enclave and restores it
+ *       loads the recovery encryption key into the enclave (sealed to one of its transport keys)
+ *       and restores every DIR/*.backup as it is on disk: the enclave opens each recovery copy,
+ *       no wallet key is decrypted in this process
  *   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
  *       restores packages made offline by scripts/recovery-reencrypt.ts
  *   npm run recover -- backup-key (--treasury | --settler | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]

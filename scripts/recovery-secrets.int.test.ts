@@ -27,8 +27,8 @@ import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "./test/enc
 
 type Run = { code: number; stdout: string; stderr: string };
 
-// Issue 15: no private key, and no recovery private key, in any log line, error text or database
-// row that a drill, a refused drill and a recovery produce. The test knows the secrets (it opens
+// No private key, and no recovery private key, in any log line, error text or database row that a
+// drill, a refused drill and a recovery produce. The test knows the secrets (it opens
 // the envelopes with the offline recovery key) and scans everything those runs wrote.
 describe("recovery keeps every secret out of logs, errors and rows", () => {
   let testDb: TestDatabase;
@@ -180,8 +180,10 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
 
   it("finds no secret in any log line or error text of the drills and the recovery", () => {
     const text = produced.join("\n").toLowerCase();
-    // The scan saw real output: the enclaves' restore logs and the CLIs' lines.
+    // The scan saw real output: the enclaves' restore logs and the CLIs' lines. The throwaway and
+    // the new enclave were given the recovery key, and opened the envelopes themselves.
     expect(text).toContain("backup restored");
+    expect(text).toContain("recovery key loaded");
     expect(text).toContain("wrong recovery key");
     expect(text).toContain("does not open");
     for (const [name, secret] of secrets) expect(text.includes(secret), name).toBe(false);

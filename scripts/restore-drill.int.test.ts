@@ -17,6 +17,7 @@ import {
   recoveryKeyFingerprint,
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
+import { createRestoreDriller } from "./lib/restore-drill.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
 import { createEnclaveFixture, type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
 
@@ -116,7 +117,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
         backupDir: file("backups"),
         logger: pino({ level: "silent" }),
       },
-      { target: 15, batchSize: 3 },
+      { target: 18, batchSize: 3 },
     );
     batchIds = outcomes.map((outcome) => outcome.batchId);
     await signer.close();
@@ -156,11 +157,49 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     await expectNothingLeft();
   });
 
+  it("has the throwaway enclave open the envelope: the recovery key is loaded into it and the envelope restored as it is on disk", async () => {
+    // In process, to read the throwaway enclave's own log lines.
+    const lines: string[] = [];
+    const signer = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    const identity = await signer.getSealedIdentity();
+    await signer.close();
+    if (!identity.ok) throw new Error(identity.error.code);
+    const driller = createRestoreDriller({
+      identity: identity.value,
+      recoveryAuthority: enclave.recoverySecret,
+      recoveryEncryptionKey: enclave.recoveryEncKey,
+      onLog: (line) => lines.push(line),
+    });
+    try {
+      expect(await driller.drill(testDb.handle.db, batchIds[5]!)).toMatchObject({ ok: true, keys: 3 });
+    } finally {
+      await driller.close();
+    }
+    // Each line is "[drill-enclave] " and the enclave's JSON log record.
+    const records = lines
+      .filter((line) => line.includes("{"))
+      .map((line) => JSON.parse(line.slice(line.indexOf("{"))) as { msg?: string; op?: string });
+    const messages = records.map((record) => record.msg);
+    expect(messages).toEqual(
+      expect.arrayContaining(["capability accepted", "recovery key loaded", "backup restored"]),
+    );
+    expect(messages.indexOf("recovery key loaded")).toBeLessThan(messages.indexOf("backup restored"));
+    const accepted = records
+      .filter((record) => record.msg === "capability accepted")
+      .map((record) => record.op);
+    expect(accepted).toEqual(["load_recovery_key", "restore_backup"]);
+    expect(await evidence()).toHaveLength(2);
+    await expectNothingLeft();
+  });
+
   it("refuses the admin key in place of the recovery authority, recording nothing", async () => {
     const result = await drill(...withKeys(batchIds[1]!, "admin.key"));
     expect(result.code).toBe(1);
-    expect(result.stdout).toContain(`batch ${batchIds[1]}: failed: restore_backup: capability_rejected`);
-    expect(await evidence()).toHaveLength(1);
+    expect(result.stdout).toContain(`batch ${batchIds[1]}: failed: load_recovery_key: capability_rejected`);
+    expect(await evidence()).toHaveLength(2);
     await expectNothingLeft();
   });
 
@@ -170,7 +209,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     expect(result.stdout).toContain(
       `batch ${batchIds[1]}: failed: wrong recovery key: the envelope is sealed to the recovery key with fingerprint ${recoveryKeyFingerprint(x25519PublicKey(enclave.recoveryEncKey))}`,
     );
-    expect(await evidence()).toHaveLength(1);
+    expect(await evidence()).toHaveLength(2);
     await expectNothingLeft();
   });
 
@@ -190,12 +229,13 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     const ct = new Uint8Array(envelope.recovery.ct);
     ct[ct.length - 1]! ^= 0x01;
     await replaceBackup(batchIds[3]!, encodeCbor({ ...envelope, recovery: { ...envelope.recovery, ct } }));
+    // Only the throwaway enclave opens the recovery copy, so the refusal is its own.
     const openRefused = await drill(...withKeys(batchIds[3]!));
     expect(openRefused).toMatchObject({
       code: 1,
-      stdout: `restore-drill: batch ${batchIds[3]}: failed: the recovery copy does not open with this key: the envelope is corrupted or its header was altered\n`,
+      stdout: `restore-drill: batch ${batchIds[3]}: failed: restore_backup: seal_failed: the recovery copy does not open: the envelope is corrupted or its header was altered\n`,
     });
-    expect(await evidence()).toHaveLength(1);
+    expect(await evidence()).toHaveLength(2);
     await expectNothingLeft();
   });
 
@@ -232,7 +272,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
       code: 1,
       stdout: `restore-drill: batch ${batchIds[4]}: failed: the envelope belongs to env other-env on chain 77, not to env drill-env on chain 77\n`,
     });
-    expect(await evidence()).toHaveLength(1);
+    expect(await evidence()).toHaveLength(2);
     await expectNothingLeft();
   });
 
@@ -247,7 +287,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
       code: 1,
       stdout: `restore-drill: batch ${batchIds[1]}: failed: restored keys differ from the batch (1 mismatched of 3, 3 in the pool)\n`,
     });
-    expect(await evidence()).toHaveLength(1);
+    expect(await evidence()).toHaveLength(2);
     await expectNothingLeft();
   });
 

@@ -1,10 +1,11 @@
 /**
  * `npm run restore-drill -- --batch ID [--batch ID …] --recovery-key FILE --recovery-enc-key FILE`
- * (DESIGN §8, issue 15): proves each batch's backup restores without the live enclave. It reads the
- * live enclave's public identity (AGENT_SIGNER_SVC_HSM_ENDPOINT), starts a throwaway enclave on a
- * temporary data folder initialised with it, re-encrypts each backup's recovery copy to the
- * throwaway's transport key with the offline recovery encryption key, restores it under a
- * capability of the offline recovery authority key, compares every key_ref, public key and
+ * (DESIGN §8): proves each batch's backup restores without the live enclave. It reads the live
+ * enclave's public identity (AGENT_SIGNER_SVC_HSM_ENDPOINT), starts a throwaway enclave on a
+ * temporary data folder initialised with it, seals the offline recovery encryption key to the
+ * throwaway's transport key and loads it there, sends each backup envelope as it is on disk to be
+ * opened and restored by the throwaway under a capability of the offline recovery authority key
+ * (this process never holds a wallet key in plaintext), compares every key_ref, public key and
  * address with the pool, has one restored key sign an identity proof and verifies it, and records
  * restore evidence. The throwaway enclave is stopped and its folder deleted before exit, whatever
  * happened. Exit 0 when every batch was drilled, 1 when one was refused or failed, 2 on bad usage.

@@ -69,17 +69,40 @@ export const verifyBackupResult = z.object({
 });
 
 /**
- * restore_backup (recovery tier, issue 15): a restore package, i.e. a backup's keys re-encrypted
- * offline from the recovery key to a transport key this enclave offered (new_transport_key). The
- * batch is imported into its original namespace under its original key_refs.
+ * restore_backup (recovery tier): either a backup envelope as it is on disk, whose recovery copy
+ * the enclave opens itself with the recovery key loaded by load_recovery_key (a drill, a recovery
+ * from a backup folder), or a restore package, i.e. a backup's keys re-encrypted offline from the
+ * recovery key to a transport key this enclave offered (new_transport_key; the air-gapped path).
+ * The batch is imported into its original namespace under its original key_refs.
  */
-export const restoreBackupParams = z.strictObject({ package: bytesSchema });
+export const restoreBackupParams = z.union([
+  z.strictObject({ envelope: bytesSchema }),
+  z.strictObject({ package: bytesSchema }),
+]);
 export const restoreBackupResult = z.object({
   batch_id: batchIdSchema,
   namespace: namespaceSchema,
   keys: z.array(publicKeyInfoSchema),
   /** Keys written by this call: 0 when the batch was already restored (idempotent). */
   imported: z.number().int().nonnegative(),
+});
+
+/**
+ * load_recovery_key (recovery tier): the recovery encryption private key, HPKE-sealed
+ * (shared/recovery-envelope.ts) to a transport key this enclave offered. The enclave accepts it
+ * only if its public half is the recovery encryption key sealed at init, and holds it in memory
+ * only, for a bounded time, to open backup envelopes given to restore_backup.
+ */
+export const loadRecoveryKeyParams = z.strictObject({
+  transport_public_key: hexBytes(32),
+  enc: hexBytes(32),
+  /** The 32-byte key and the AEAD tag. */
+  ct: hexBytes(48),
+});
+export const loadRecoveryKeyResult = z.object({
+  recovery_encryption_key: hex32Schema,
+  /** ISO time after which the key is forgotten (a restart forgets it sooner). */
+  expires_at: z.string(),
 });
 
 /** new_transport_key (no capability): a fresh X25519 key held in memory, for one restore session. */
@@ -252,6 +275,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   export_backup: { params: exportBackupParams, result: exportBackupResult },
   verify_backup: { params: verifyBackupParams, result: verifyBackupResult },
   restore_backup: { params: restoreBackupParams, result: restoreBackupResult },
+  load_recovery_key: { params: loadRecoveryKeyParams, result: loadRecoveryKeyResult },
   new_transport_key: { params: newTransportKeyParams, result: newTransportKeyResult },
   get_sealed_identity: { params: getSealedIdentityParams, result: getSealedIdentityResult },
   configure_treasury: { params: configureTreasuryParams, result: configureTreasuryResult },

@@ -32,6 +32,7 @@ export const PRIVILEGED_OP_SCOPE = {
   configure_policy: "policy",
   configure_settler: "policy",
   restore_backup: "recovery",
+  load_recovery_key: "recovery",
 } as const;
 export type PrivilegedOp = keyof typeof PRIVILEGED_OP_SCOPE;
 export const PRIVILEGED_OPS = Object.keys(PRIVILEGED_OP_SCOPE) as PrivilegedOp[];

@@ -11,6 +11,11 @@
  *   private keys sealed with HPKE to the transport key a (new) enclave offered; the associated
  *   data binds the header and that transport key, so a package opens only in the enclave that
  *   offered the key and only for the batch its header names.
+ * - Sealed recovery key (made by a drill or a recovery): the recovery encryption private key
+ *   sealed with HPKE to a transport key an enclave offered, so that enclave opens the backup
+ *   envelopes' recovery copies itself (load_recovery_key, then restore_backup of the envelope as
+ *   it is on disk) and the wallet keys are never in plaintext outside an enclave. The associated
+ *   data binds the transport key and the recovery public key it must be the private half of.
  *
  * Suite: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-256-GCM, base mode, with a distinct `info`
  * label per use. Runtime-neutral (WebCrypto via @hpke/core): no `node:` imports.
@@ -32,6 +37,9 @@ export const RESTORE_PACKAGE_KIND = "svc-hsm/restore-package/v1";
 export const RECOVERY_HPKE_INFO = "svc-hsm/backup-recovery/v1";
 /** HPKE `info` of a restore package (recovery copy re-encrypted to an enclave's transport key). */
 export const TRANSPORT_HPKE_INFO = "svc-hsm/restore-transport/v1";
+/** HPKE `info` of the recovery encryption key sealed to an enclave's transport key. */
+export const RECOVERY_KEY_HPKE_INFO = "svc-hsm/recovery-key-transport/v1";
+const SEALED_RECOVERY_KEY_KIND = "svc-hsm/sealed-recovery-key/v1";
 export const X25519_KEY_BYTES = 32;
 const AEAD_TAG_BYTES = 16;
 
@@ -111,6 +119,18 @@ export function packageAad(header: BackupHeader, transportPublicKey: Uint8Array)
   return encodeCanonicalCbor({ header, transport_public_key: transportPublicKey });
 }
 
+/**
+ * The associated data of a sealed recovery key: the transport key it is sealed to and the public
+ * half it must have (the recovery encryption key the receiving enclave sealed at init).
+ */
+export function recoveryKeyAad(transportPublicKey: Uint8Array, recoveryPublicKey: Uint8Array): Uint8Array {
+  return encodeCanonicalCbor({
+    kind: SEALED_RECOVERY_KEY_KIND,
+    transport_public_key: transportPublicKey,
+    recovery_encryption_key: recoveryPublicKey,
+  });
+}
+
 /** SHA-256 of an X25519 public key, 0x-hex: how a header names the recovery key without holding it. */
 export function recoveryKeyFingerprint(publicKey: Uint8Array): Hex {
   return toHex(sha256(publicKey));
@@ -173,6 +193,14 @@ export async function hpkeOpen(
     // refusal says only that the box did not open.
     throw new HpkeOpenError("HPKE ciphertext does not open");
   }
+}
+
+/**
+ * A raw X25519 private key (32 bytes) as the HPKE library holds it in memory, for an enclave that
+ * keeps the recovery encryption key loaded for a while without keeping its bytes around.
+ */
+export async function importX25519PrivateKey(privateKey: Uint8Array): Promise<TransportPrivateKey> {
+  return suite.kem.deserializePrivateKey(copyBuffer(privateKey));
 }
 
 /** A fresh in-memory X25519 key pair for a transport key; the private half is never serialised. */

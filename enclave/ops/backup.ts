@@ -1,11 +1,17 @@
 /**
- * export_backup (admin), verify_backup (no capability), restore_backup (recovery tier), and the two
- * unprivileged ops a restore into a new enclave needs (issue 15): new_transport_key and
- * get_sealed_identity.
+ * export_backup (admin), verify_backup (no capability), restore_backup and load_recovery_key
+ * (recovery tier), and the two unprivileged ops a restore into a new enclave needs:
+ * new_transport_key and get_sealed_identity.
  */
 import { KEY_NAMESPACES } from "../../shared/enclave-ops.ts";
-import { toHex } from "../../shared/hex.ts";
-import { buildBackupEnvelope, openRestorePackage, verifyBackupEnvelope } from "../backup-envelope.ts";
+import { fromHex, toHex } from "../../shared/hex.ts";
+import {
+  buildBackupEnvelope,
+  loadRecoveryKey as loadSealedRecoveryKey,
+  openBackupEnvelope,
+  openRestorePackage,
+  verifyBackupEnvelope,
+} from "../backup-envelope.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
 import { type OpHandler, publicInfo } from "./handler.ts";
 
@@ -41,12 +47,16 @@ export const verifyBackup: OpHandler<"verify_backup"> = (ctx, params) => {
 };
 
 /**
- * Imports a restore package's batch into its original namespace under its original key_refs, so
- * the database's key refs keep working in a new enclave. Re-restoring a batch is idempotent; a
- * key_ref or batch id that already holds something else is refused.
+ * Imports the batch of a backup envelope (opened here with the loaded recovery key) or of a
+ * restore package into its original namespace under its original key_refs, so the database's key
+ * refs keep working in a new enclave. Re-restoring a batch is idempotent; a key_ref or batch id
+ * that already holds something else is refused.
  */
 export const restoreBackup: OpHandler<"restore_backup"> = async (ctx, params) => {
-  const opened = await openRestorePackage(ctx, params.package);
+  const opened =
+    "envelope" in params
+      ? await openBackupEnvelope(ctx, params.envelope)
+      : await openRestorePackage(ctx, params.package);
   if (!opened.ok) return opened;
   const { batchId, namespace, keys } = opened.result;
   const restored = await ctx.keystore.restore({ namespace, batchId, keys });
@@ -61,6 +71,19 @@ export const restoreBackup: OpHandler<"restore_backup"> = async (ctx, params) =>
     keys: restored.entries.map(publicInfo),
     imported: restored.imported,
   });
+};
+
+/** Holds the recovery encryption key for one restore session (backup-envelope.ts says on what terms). */
+export const loadRecoveryKey: OpHandler<"load_recovery_key"> = async (ctx, params) => {
+  const loaded = await loadSealedRecoveryKey(ctx, {
+    transportPublicKey: fromHex(params.transport_public_key),
+    enc: fromHex(params.enc),
+    ct: fromHex(params.ct),
+  });
+  if (!loaded.ok) return loaded;
+  const expiresAt = loaded.result.expiresAt.toISOString();
+  ctx.logger.info({ expires_at: expiresAt }, "recovery key loaded");
+  return succeed({ recovery_encryption_key: ctx.config.recovery_encryption_key, expires_at: expiresAt });
 };
 
 /** A fresh transport key for one restore session; its private half stays in this process. */

@@ -1,6 +1,13 @@
 /** The op table: every op of DESIGN §5 (plus capability_counter and get_policy) to its handler. */
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
-import { exportBackup, getSealedIdentity, newTransportKey, restoreBackup, verifyBackup } from "./backup.ts";
+import {
+  exportBackup,
+  getSealedIdentity,
+  loadRecoveryKey,
+  newTransportKey,
+  restoreBackup,
+  verifyBackup,
+} from "./backup.ts";
 import { capabilityCounter } from "./capability-counter.ts";
 import { configurePolicy, configureSettler, configureTreasury } from "./configure.ts";
 import { generateKeys } from "./generate-keys.ts";
@@ -16,6 +23,7 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   export_backup: exportBackup,
   verify_backup: verifyBackup,
   restore_backup: restoreBackup,
+  load_recovery_key: loadRecoveryKey,
   new_transport_key: newTransportKey,
   get_sealed_identity: getSealedIdentity,
   configure_treasury: configureTreasury,

@@ -24,6 +24,7 @@ export function createDormantSignerClient(): SignerClient {
     exportBackup: unavailable,
     verifyBackup: unavailable,
     restoreBackup: unavailable,
+    loadRecoveryKey: unavailable,
     newTransportKey: unavailable,
     getSealedIdentity: unavailable,
     configureTreasury: unavailable,

@@ -16,6 +16,7 @@ import type {
   GenerateKeysParams,
   GetPolicyResult,
   KeyPublicInfo,
+  LoadRecoveryKeyParams,
   ProveIdentityParams,
   PublicIdentityParams,
   RestoreBackupParams,
@@ -125,12 +126,23 @@ export const OP_CODECS = {
     })),
   },
   restore_backup: {
-    toWire: (p: RestoreBackupParams) => ({ package: p.package }),
+    toWire: (p: RestoreBackupParams) => ("envelope" in p ? { envelope: p.envelope } : { package: p.package }),
     result: wire.restoreBackupResult.transform((r) => ({
       batchId: r.batch_id,
       namespace: r.namespace,
       keys: r.keys.map(keyInfo),
       imported: r.imported,
+    })),
+  },
+  load_recovery_key: {
+    toWire: (p: LoadRecoveryKeyParams) => ({
+      transport_public_key: p.transportPublicKey.toLowerCase(),
+      enc: p.enc.toLowerCase(),
+      ct: p.ct.toLowerCase(),
+    }),
+    result: wire.loadRecoveryKeyResult.transform((r) => ({
+      recoveryEncryptionKey: r.recovery_encryption_key as Hex,
+      expiresAt: r.expires_at,
     })),
   },
   new_transport_key: {

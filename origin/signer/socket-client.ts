@@ -93,6 +93,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     exportBackup: privileged("export_backup"),
     verifyBackup: call("verify_backup"),
     restoreBackup: privileged("restore_backup"),
+    loadRecoveryKey: privileged("load_recovery_key"),
     newTransportKey: () => send("new_transport_key", {}),
     getSealedIdentity: () => send("get_sealed_identity", {}),
     configureTreasury: privileged("configure_treasury"),

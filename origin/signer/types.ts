@@ -43,8 +43,12 @@ export type ExportBackupResult = { batchId: string; envelope: Uint8Array; sha256
 export type VerifyBackupParams = { envelope: Uint8Array };
 export type VerifyBackupResult = { batchId: string; namespace: string; keys: KeyPublicInfo[] };
 
-/** A restore package (shared/recovery-envelope.ts), sealed to one of the enclave's transport keys. */
-export type RestoreBackupParams = { package: Uint8Array };
+/**
+ * A backup envelope as it is on disk, opened by the enclave with the recovery key it holds
+ * (loadRecoveryKey), or a restore package (shared/recovery-envelope.ts) sealed to one of the
+ * enclave's transport keys.
+ */
+export type RestoreBackupParams = { envelope: Uint8Array } | { package: Uint8Array };
 export type RestoreBackupResult = {
   batchId: string;
   namespace: KeyNamespace;
@@ -52,6 +56,10 @@ export type RestoreBackupResult = {
   /** Keys this call wrote; 0 when the batch was already restored. */
   imported: number;
 };
+
+/** The recovery encryption private key, HPKE-sealed to one of the enclave's transport keys. */
+export type LoadRecoveryKeyParams = { transportPublicKey: Hex; enc: Hex; ct: Hex };
+export type LoadRecoveryKeyResult = { recoveryEncryptionKey: Hex; expiresAt: string };
 
 export type NewTransportKeyResult = {
   transportPublicKey: Hex;
@@ -183,6 +191,11 @@ export interface SignerClient {
     params: RestoreBackupParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<RestoreBackupResult>>;
+  /** Recovery tier: the enclave holds the recovery encryption key in memory for a while. */
+  loadRecoveryKey(
+    params: LoadRecoveryKeyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<LoadRecoveryKeyResult>>;
   /** A fresh transport key of this enclave for restore packages (held in its memory). */
   newTransportKey(): Promise<SignerResult<NewTransportKeyResult>>;
   /** The sealed env, chain and public keys (no capability). */

@@ -1,17 +1,27 @@
 /**
- * Backing up keys outside the refill, and a real recovery (issue 15, README "Disaster recovery"): every backup envelope of a folder is
- * re-encrypted with the offline recovery encryption key to a transport key the (new) enclave
- * offered, and restored with a capability of the offline recovery authority, into its original
- * namespace under its original key_refs. Already restored batches answer imported 0 (idempotent),
- * so a recovery that stopped half way is simply run again.
+ * Backing up keys outside the refill, and a real recovery (README "Disaster recovery"): the
+ * offline recovery encryption key is loaded into the (new) enclave sealed to one of its transport
+ * keys (recovery-key-loader.ts), and every backup envelope of a folder is sent as it is on disk
+ * and restored with a capability of the offline recovery authority, into its original namespace
+ * under its original key_refs: the enclave opens each recovery copy itself, so no wallet private
+ * key is in plaintext in this process. Restore packages made on an air-gapped machine
+ * (scripts/recovery-reencrypt.ts) are restored as they are. Already restored batches answer
+ * imported 0 (idempotent), so a recovery that stopped half way is simply run again.
  */
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { readBackup, writeBackup } from "../../origin/keypool/backup-writer.ts";
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
-import type { SignerClient } from "../../origin/signer/types.ts";
+import type {
+  CapabilityProvider,
+  RestoreBackupResult,
+  SignerClient,
+  SignerResult,
+} from "../../origin/signer/types.ts";
 import { fromHex } from "../../shared/hex.ts";
-import { reencryptForTransport } from "./recovery-reencrypt.ts";
+import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import { checkEnvelopeHeader } from "./envelope-header.ts";
+import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 
 export type RecoveredBatch =
   | { file: string; ok: true; batchId: string; namespace: string; keys: number; imported: number }
@@ -20,7 +30,7 @@ export type RecoveredBatch =
 export type RecoverParams = {
   signer: SignerClient;
   recoveryAuthority: Uint8Array | { keyPath: string };
-  /** Restore packages made elsewhere (scripts/recovery-reencrypt.ts), or envelopes to re-encrypt here. */
+  /** Restore packages made elsewhere (scripts/recovery-reencrypt.ts), or envelopes the enclave opens. */
   source:
     | { kind: "backup-dir"; dir: string; recoveryEncryptionKey: Uint8Array }
     | { kind: "packages"; files: string[] };
@@ -32,51 +42,44 @@ export async function recoverBatches(params: RecoverParams): Promise<RecoveredBa
   if (!identity.ok)
     throw new Error(`the enclave's identity: ${identity.error.code}: ${identity.error.reason}`);
   const { envId, chainId } = identity.value;
+  // Minted for this enclave's own instance id, which the minter reads from it.
   const authorize = createCapabilityMinter({
     authority: params.recoveryAuthority,
     envId,
     chainId,
     client: params.signer,
   });
+  const { source } = params;
   const files =
-    params.source.kind === "packages"
-      ? params.source.files
-      : (await readdir(params.source.dir))
+    source.kind === "packages"
+      ? source.files
+      : (await readdir(source.dir))
           .filter((name) => name.endsWith(".backup") && !name.startsWith("."))
           .sort()
-          .map((name) => path.join((params.source as { dir: string }).dir, name));
+          .map((name) => path.join(source.dir, name));
+  const restoreEnvelope =
+    source.kind === "backup-dir"
+      ? envelopeRestorer({
+          signer: params.signer,
+          authorize,
+          recoveryEncryptionKey: source.recoveryEncryptionKey,
+          recoveryPublicKey: fromHex(identity.value.recoveryEncryptionKey),
+          expect: { envId, chainId },
+        })
+      : undefined;
 
-  let transportKey: Uint8Array | undefined;
   const results: RecoveredBatch[] = [];
   for (const file of files) {
-    let restorePackage: Uint8Array;
-    if (params.source.kind === "packages") {
-      restorePackage = new Uint8Array(await readFile(file));
-    } else {
-      if (!transportKey) {
-        const offered = await params.signer.newTransportKey();
-        if (!offered.ok) throw new Error(`new_transport_key: ${offered.error.code}`);
-        transportKey = fromHex(offered.value.transportPublicKey);
-      }
-      const reencrypted = await reencryptForTransport({
-        envelope: new Uint8Array(await readFile(file)),
-        recoveryPrivateKey: params.source.recoveryEncryptionKey,
-        transportPublicKey: transportKey,
-        expect: { envId, chainId },
-      });
-      if (!reencrypted.ok) {
-        results.push({ file, ok: false, reason: reencrypted.reason });
-        continue;
-      }
-      restorePackage = reencrypted.package;
-    }
-    const restored = await params.signer.restoreBackup({ package: restorePackage }, authorize);
+    const bytes = new Uint8Array(await readFile(file));
+    const restored: RestoreOutcome = restoreEnvelope
+      ? await restoreEnvelope(bytes)
+      : await params.signer.restoreBackup({ package: bytes }, authorize);
     if (!restored.ok) {
-      results.push({
-        file,
-        ok: false,
-        reason: `restore_backup: ${restored.error.code}: ${restored.error.reason}`,
-      });
+      const reason =
+        "refused" in restored
+          ? restored.refused
+          : `restore_backup: ${restored.error.code}: ${restored.error.reason}`;
+      results.push({ file, ok: false, reason });
       continue;
     }
     results.push({
@@ -89,6 +92,46 @@ export async function recoverBatches(params: RecoverParams): Promise<RecoveredBa
     });
   }
   return results;
+}
+
+type RestoreOutcome = SignerResult<RestoreBackupResult> | { ok: false; refused: string };
+
+/**
+ * restore_backup of envelopes as they are on disk. Each header is checked here first, so a wrong
+ * envelope is refused by name before the enclave is asked to open anything; the recovery key is
+ * loaded into the enclave before the first one and again whenever the enclave answers
+ * not_configured (it holds the key an hour at most, and forgets it at a restart).
+ */
+function envelopeRestorer(params: {
+  signer: SignerClient;
+  authorize: CapabilityProvider;
+  recoveryEncryptionKey: Uint8Array;
+  recoveryPublicKey: Uint8Array;
+  expect: { envId: string; chainId: number };
+}): (envelope: Uint8Array) => Promise<RestoreOutcome> {
+  let loaded = false;
+  return async (envelope) => {
+    const checked = checkEnvelopeHeader({
+      envelope,
+      recoveryPublicKey: x25519PublicKey(params.recoveryEncryptionKey),
+      expect: params.expect,
+    });
+    if (!checked.ok) return { ok: false, refused: checked.reason };
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      if (!loaded) {
+        const load = await loadRecoveryKeyInto(params);
+        if (!load.ok) return { ok: false, refused: load.reason };
+        loaded = true;
+      }
+      const restored = await params.signer.restoreBackup({ envelope }, params.authorize);
+      if (restored.ok || restored.error.code !== "not_configured") return restored;
+      loaded = false;
+    }
+    return {
+      ok: false,
+      refused: "restore_backup: not_configured: the enclave did not keep the recovery key",
+    };
+  };
 }
 
 export type BackupKeyResult =

@@ -1,9 +1,12 @@
 /**
- * The offline re-encryption step of a restore (issue 15): opens a backup envelope's recovery copy
- * with the recovery encryption key and seals the same keys to the transport key a (new) enclave
- * offered, as a restore package. This is the one place outside an enclave where the plaintext keys
- * exist, in this process's memory only: nothing here writes, logs or returns them, and every
- * refusal says what is wrong without any key material.
+ * The offline re-encryption step of the air-gapped recovery path (scripts/recovery-reencrypt.ts,
+ * README "Disaster recovery"): opens a backup envelope's recovery copy with the recovery
+ * encryption key and seals the same keys to the transport key a (new) enclave offered, as a
+ * restore package. This is the one place outside an enclave where the plaintext keys exist, in
+ * this process's memory only, on a machine that never reaches the enclave: nothing here writes,
+ * logs or returns them, and every refusal says what is wrong without any key material. Drills and
+ * `recover --backup-dir` never come here: they have the enclave open the envelopes itself
+ * (recovery-key-loader.ts), and scripts/recovery-paths.test.ts checks they do not import this.
  */
 import { encodeCbor } from "../../shared/cbor-frame.ts";
 import { equalBytes } from "../../shared/hex.ts";
@@ -14,15 +17,14 @@ import {
   hpkeOpen,
   hpkeSeal,
   packageAad,
-  parseBackupEnvelope,
   parseSecrets,
   RECOVERY_HPKE_INFO,
   RESTORE_PACKAGE_KIND,
-  recoveryKeyFingerprint,
   TRANSPORT_HPKE_INFO,
   x25519PublicKey,
 } from "../../shared/recovery-envelope.ts";
 import { addressOfPublicKey, publicKeyOf } from "../../shared/secp256k1.ts";
+import { checkEnvelopeHeader, type EnvelopeRefusal } from "./envelope-header.ts";
 
 export type OpenEnvelopeParams = {
   envelope: Uint8Array;
@@ -33,13 +35,7 @@ export type OpenEnvelopeParams = {
 
 export type ReencryptParams = OpenEnvelopeParams & { transportPublicKey: Uint8Array };
 
-export type ReencryptRefusal =
-  | "not_an_envelope"
-  | "other_environment"
-  | "other_batch"
-  | "wrong_recovery_key"
-  | "does_not_open"
-  | "keys_do_not_reproduce";
+export type ReencryptRefusal = EnvelopeRefusal | "does_not_open" | "keys_do_not_reproduce";
 
 export type Refused = { ok: false; refusal: ReencryptRefusal; reason: string };
 
@@ -65,31 +61,13 @@ export async function reencryptForTransport(params: ReencryptParams): Promise<Re
  * does not open) and never carry key material.
  */
 export async function openRecoveryCopy(params: OpenEnvelopeParams): Promise<OpenedEnvelope | Refused> {
-  const parsed = parseBackupEnvelope(params.envelope);
-  if (!parsed.ok) return { ok: false, refusal: "not_an_envelope", reason: parsed.reason };
-  const { header, recovery } = parsed.value;
-  if (header.env_id !== params.expect.envId || header.chain_id !== params.expect.chainId) {
-    return {
-      ok: false,
-      refusal: "other_environment",
-      reason: `the envelope belongs to env ${header.env_id} on chain ${header.chain_id}, not to env ${params.expect.envId} on chain ${params.expect.chainId}`,
-    };
-  }
-  if (params.expect.batchId !== undefined && header.batch_id !== params.expect.batchId) {
-    return {
-      ok: false,
-      refusal: "other_batch",
-      reason: `the envelope holds batch ${header.batch_id}, not ${params.expect.batchId}`,
-    };
-  }
-  const given = recoveryKeyFingerprint(x25519PublicKey(params.recoveryPrivateKey));
-  if (given !== header.recovery_key_sha256) {
-    return {
-      ok: false,
-      refusal: "wrong_recovery_key",
-      reason: `wrong recovery key: the envelope is sealed to the recovery key with fingerprint ${header.recovery_key_sha256}, the given key's fingerprint is ${given}`,
-    };
-  }
+  const checked = checkEnvelopeHeader({
+    envelope: params.envelope,
+    recoveryPublicKey: x25519PublicKey(params.recoveryPrivateKey),
+    expect: params.expect,
+  });
+  if (!checked.ok) return checked;
+  const { header, recovery } = checked.envelope;
   let plaintext: Uint8Array;
   try {
     plaintext = await hpkeOpen(params.recoveryPrivateKey, RECOVERY_HPKE_INFO, headerAad(header), recovery);

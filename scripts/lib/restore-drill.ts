@@ -1,11 +1,14 @@
 /**
- * The restore drill (DESIGN §8, issue 15): proves that a batch's backup brings its keys back
- * without the enclave that made it. A throwaway enclave (throwaway-enclave.ts: the real program
- * on a temporary data folder, initialised with the live enclave's public identity only) offers a
- * transport key; the backup's recovery copy is re-encrypted to it offline (recovery-reencrypt.ts);
- * restore_backup imports it under a recovery capability; every key_ref, public key and address
- * must equal the pool's records; one restored key signs an identity proof that must verify
- * against the pool's wallet. Only then is restore evidence recorded. A refusal records nothing.
+ * The restore drill (DESIGN §8): proves that a batch's backup brings its keys back without the
+ * enclave that made it. A throwaway enclave (throwaway-enclave.ts: the real program on a temporary
+ * data folder, initialised with the live enclave's public identity only) is given the recovery
+ * encryption key sealed to one of its transport keys (recovery-key-loader.ts) and the backup
+ * envelope as it is on disk; it opens the recovery copy itself and restore_backup imports it under
+ * a recovery capability. This process carries only ciphertext: no wallet private key is ever in
+ * plaintext outside an enclave (scripts/recovery-paths.test.ts keeps it so). Every key_ref, public
+ * key and address must equal the pool's records; one restored key signs an identity proof that
+ * must verify against the pool's wallet. Only then is restore evidence recorded. A refusal records
+ * nothing.
  *
  * A `RestoreDriller` starts its throwaway enclave on the first drill and drills any number of
  * batches with it (an enclave start costs a second or two); `close` stops it and deletes its
@@ -21,7 +24,9 @@ import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts
 import type { SealedIdentity } from "../../origin/signer/types.ts";
 import { fromHex, toHex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
-import { openRecoveryCopy, sealForTransport } from "./recovery-reencrypt.ts";
+import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import { checkEnvelopeHeader } from "./envelope-header.ts";
+import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 import { startThrowawayEnclave, type ThrowawayEnclave } from "./throwaway-enclave.ts";
 
 export type RestoreDrillResult =
@@ -33,7 +38,10 @@ export type RestoreDrillerOptions = {
   identity: SealedIdentity;
   /** The recovery authority (Ed25519 seed or its key file): signs restore_backup's capability. */
   recoveryAuthority: Uint8Array | { keyPath: string };
-  /** The recovery encryption key (X25519 private key): opens the envelopes' recovery copies. */
+  /**
+   * The recovery encryption key (X25519 private key): sealed to the throwaway enclave, which opens
+   * the envelopes' recovery copies with it; never used to open one here.
+   */
   recoveryEncryptionKey: Uint8Array;
   /** Receives the throwaway enclave's log lines. */
   onLog?: (line: string) => void;
@@ -82,13 +90,13 @@ async function drillInto(
   const file = await readBackup(batch.backupPath, batch.backupSha256);
   if (!file.ok) return { ok: false, reason: `backup file ${file.reason}` };
 
-  // The envelope is checked and opened before any enclave starts: a refusal costs nothing.
-  const opened = await openRecoveryCopy({
+  // The envelope's header is checked before any enclave starts: a refusal costs nothing.
+  const checked = checkEnvelopeHeader({
     envelope: file.envelope,
-    recoveryPrivateKey: options.recoveryEncryptionKey,
+    recoveryPublicKey: x25519PublicKey(options.recoveryEncryptionKey),
     expect: { envId: options.identity.envId, chainId: options.identity.chainId, batchId },
   });
-  if (!opened.ok) return { ok: false, reason: opened.reason };
+  if (!checked.ok) return { ok: false, reason: checked.reason };
 
   let enclave: ThrowawayEnclave;
   try {
@@ -99,17 +107,22 @@ async function drillInto(
       reason: `throwaway enclave: ${error instanceof Error ? error.message : String(error)}`,
     };
   }
-  const transport = await enclave.signer.newTransportKey();
-  if (!transport.ok) return { ok: false, reason: `new_transport_key: ${transport.error.code}` };
-  const restorePackage = await sealForTransport(opened, fromHex(transport.value.transportPublicKey));
-
+  // Minted for the throwaway enclave's own instance id, which the minter reads from it.
   const authorize = createCapabilityMinter({
     authority: options.recoveryAuthority,
     envId: options.identity.envId,
     chainId: options.identity.chainId,
     client: enclave.signer,
   });
-  const restored = await enclave.signer.restoreBackup({ package: restorePackage }, authorize);
+  // Loaded for each drill: the enclave holds the key an hour at most, and a drill is short.
+  const loaded = await loadRecoveryKeyInto({
+    signer: enclave.signer,
+    recoveryEncryptionKey: options.recoveryEncryptionKey,
+    recoveryPublicKey: fromHex(options.identity.recoveryEncryptionKey),
+    authorize,
+  });
+  if (!loaded.ok) return { ok: false, reason: loaded.reason };
+  const restored = await enclave.signer.restoreBackup({ envelope: file.envelope }, authorize);
   if (!restored.ok) {
     return { ok: false, reason: `restore_backup: ${restored.error.code}: ${restored.error.reason}` };
   }
@@ -158,7 +171,7 @@ async function drillInto(
     method: RESTORE_METHOD_NEW_ENCLAVE,
     keyCount: got.length,
     publicKeysSha256: publicKeysDigest(recorded.map((key) => [key.keyRef, key.publicKey])),
-    recoveryKeySha256: opened.header.recovery_key_sha256,
+    recoveryKeySha256: checked.header.recovery_key_sha256,
     provenKeyRef: proven.keyRef,
   });
   return { ok: true, batchId, keys: got.length, provenKeyRef: proven.keyRef };

@@ -2,8 +2,10 @@
  * A throwaway enclave for the restore drill (issue 15): the real enclave program, initialised on
  * a fresh temporary data folder with the env id, chain and public keys of the live enclave (its
  * sealed identity, nothing secret) and served on a socket inside that folder. It shares nothing
- * with the live enclave: not its sealing key, not its keystore, not its counters. `close` stops the
- * process and deletes the folder, restored key sets and all; it runs whatever happened before.
+ * with the live enclave: not its sealing key, not its keystore, not its counters, not its instance
+ * id (so no capability minted for it is good in the live one, nor the other way round). `close`
+ * stops the process and deletes the folder, restored key sets and all, with the recovery key it
+ * may hold in memory; it runs whatever happened before.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -24,6 +26,7 @@ export type ThrowawayEnclave = {
   dir: string;
   socketPath: string;
   signer: SignerClient;
+  /** Its own sealed identity: the live enclave's env, chain and public keys, its own instance id. */
   identity: SealedIdentity;
   /** Stops the process, closes the client and deletes the folder. Safe to call twice. */
   close(): Promise<void>;
@@ -80,10 +83,15 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
     await waitForSocket(socketPath, child);
     signer = createSocketSignerClient({ socketPath });
     const sealed = await signer.getSealedIdentity();
-    if (!sealed.ok || sealed.value.envId !== identity.envId || sealed.value.chainId !== identity.chainId) {
+    const same =
+      sealed.ok &&
+      sealed.value.envId === identity.envId &&
+      sealed.value.chainId === identity.chainId &&
+      sealed.value.recoveryAuthority === identity.recoveryAuthority &&
+      sealed.value.recoveryEncryptionKey === identity.recoveryEncryptionKey;
+    if (!sealed.ok || !same)
       throw new Error("the throwaway enclave does not report the live enclave's identity");
-    }
-    return { dir, socketPath, signer, identity, close };
+    return { dir, socketPath, signer, identity: sealed.value, close };
   } catch (error) {
     await close();
     throw error;
