@@ -1,8 +1,8 @@
 /**
- * The enclave's sealed identity (issue 4 "Keystore"): env id, chain id, the admin, policy and
- * recovery authority public keys (DESIGN §5 "Ops and tiers") and the recovery encryption public
- * key every backup is sealed to (issue 15), fixed at `init` and sealed beside the sealing key,
- * with a random instance id that names this enclave instance alone. Capabilities and identity
+ * The enclave's sealed identity: env id, chain id, the admin, policy and recovery authority
+ * public keys (DESIGN §5 "Ops and tiers") and the recovery encryption public key every backup is
+ * sealed to (README "Disaster recovery"), fixed at `init` and sealed beside the sealing key, with
+ * a random instance id that names this enclave instance alone. Capabilities and identity
  * proofs are checked against these values, never against anything a caller sends.
  */
 import { randomBytes } from "node:crypto";
@@ -18,8 +18,8 @@ import { SEAL_LABEL, SEALING_KEY_BYTES, SealError, seal, unseal } from "./sealin
 const authorityKey = z.string().regex(/^0x[0-9a-f]{64}$/);
 
 /**
- * Version 2 added the policy authority (issue 11), version 3 the recovery encryption key (issue
- * 15), version 4 the instance id every capability names (shared/capability.ts).
+ * Version 2 added the policy authority, version 3 the recovery encryption key, version 4 the
+ * instance id every capability names (shared/capability.ts).
  */
 export const SEALED_CONFIG_VERSION = 4;
 
