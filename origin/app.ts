@@ -62,7 +62,7 @@ export function createApp(deps: AppDeps, routers: AppRouters = {}): Hono<AppEnv>
     base.route("/agent/v1/openapi.json", createOpenApiRouter(deps.config.http.basePath));
     if (routers.gateway) base.route("/agent/v1", routers.gateway(deps, node));
     // The demo resource and the facilitator (x402/router.ts): public, present when x402 is on.
-    const x402 = createX402Router(deps);
+    const x402 = createX402Router(deps, { refusals: node.refusals });
     if (x402) base.route("/x402", x402);
   }
   app.route(deps.config.http.basePath, base);

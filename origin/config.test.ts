@@ -113,6 +113,25 @@ describe("configuration", () => {
     );
   });
 
+  it("defaults the x402 margin to 6 s and the per-client window to 1200 a minute, and refuses a margin no payment could meet", () => {
+    const x402 = {
+      AGENT_X402_ENABLED: "true",
+      AGENT_X402_AMOUNT: "10000",
+      AGENT_X402_PAY_TO: "0x4020000000000000000000000000000000000402",
+    };
+    expect(parseConfig(x402)).toMatchObject({
+      ok: true,
+      config: { x402: { validityMarginSeconds: 6, rateLimitPerMinute: 1200 } },
+    });
+    expect(parseConfig({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "59" }).ok).toBe(true);
+    expect(errorsOf({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "60" })).toEqual([
+      "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (60)",
+    ]);
+    expect(errorsOf({ AGENT_X402_RATE_LIMIT_PER_MINUTE: "0" })).toEqual([
+      "AGENT_X402_RATE_LIMIT_PER_MINUTE: must be at least 1",
+    ]);
+  });
+
   it("takes AGENT_REGISTRATION_ALLOW_LOOPBACK only for the literal true and a loopback ORIGIN_HOST", () => {
     for (const host of [undefined, "127.0.0.1", "127.1.2.3", "::1", "localhost"]) {
       const result = parseConfig({

@@ -2,6 +2,7 @@ import { isAddress } from "viem";
 import { z } from "zod";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { parseCidrList } from "./http/cidr.ts";
+import { DEMO_MAX_TIMEOUT_SECONDS } from "./x402/requirements.ts";
 
 /**
  * The origin's configuration: every switch of SPEC "Configuration switches" plus our own.
@@ -121,6 +122,11 @@ const envSchema = z.object({
    */
   AGENT_X402_VALIDITY_MARGIN_SECONDS: integer(6, 0, 600),
   /**
+   * Ours: requests one client (IPv4 address, IPv6 /64) may make per minute to the facilitator's
+   * verify and settle and the demo's paid retry, together (each one reads the chain; a settle signs).
+   */
+  AGENT_X402_RATE_LIMIT_PER_MINUTE: integer(1_200, 1, 1_000_000),
+  /**
    * Ours: the public base URL clients reach this node at (scheme, host, port and BASE_PATH), e.g.
    * https://wallet.example.com/77; names the resource in x402 quotes.
    */
@@ -210,6 +216,8 @@ export type Config = {
     /** Authorizations per agent per UTC day. */
     dailyLimit: number;
     validityMarginSeconds: number;
+    /** verify, settle and paid demo requests per client per minute. */
+    rateLimitPerMinute: number;
   };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
@@ -302,6 +310,14 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
     for (const name of ["AGENT_X402_AMOUNT", "AGENT_X402_PAY_TO"] as const) {
       if (!env[name]) errors.push(`${name}: required when AGENT_X402_ENABLED=true`);
     }
+    // An authorization must be valid for the margin on both sides of now and for no longer than
+    // the quote's maxTimeoutSeconds: a margin that large would refuse every payment.
+    const margin = Number(env.AGENT_X402_VALIDITY_MARGIN_SECONDS ?? 0);
+    if (margin >= DEMO_MAX_TIMEOUT_SECONDS) {
+      errors.push(
+        `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${DEMO_MAX_TIMEOUT_SECONDS})`,
+      );
+    }
   }
   if (env.DATABASE_DRIVER === "neon" && !env.DATABASE_URL) {
     errors.push("DATABASE_URL: required when DATABASE_DRIVER=neon");
@@ -348,6 +364,7 @@ function toConfig(env: Env): Config {
       receiptTimeoutMs: env.AGENT_X402_RECEIPT_TIMEOUT_MS,
       dailyLimit: env.AGENT_X402_DAILY_LIMIT,
       validityMarginSeconds: env.AGENT_X402_VALIDITY_MARGIN_SECONDS,
+      rateLimitPerMinute: env.AGENT_X402_RATE_LIMIT_PER_MINUTE,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,

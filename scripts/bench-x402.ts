@@ -3,7 +3,7 @@
  *   (a) ours: GET {edge}/77/x402/demo of the local stack (`npm start`, edge in Miniflare), paid by
  *       the official `@x402/fetch` client with funded viem local accounts. The payers reach the
  *       edge worker itself, on its own workerd socket, with CF-Connecting-IP set as Cloudflare's
- *       network sets it. What stands in for that network locally is not part of the service:
+ *       network sets it, each payer its own address. What stands in for that network locally is not part of the service:
  *       `npm start`'s Node front (scripts/lib/edge.ts), which would run in this process beside the
  *       payers, and Miniflare's entry worker in front of ours (request.cf, its dev routes), which
  *       on Cloudflare runs on Cloudflare's machines;
@@ -166,7 +166,11 @@ async function main(): Promise<void> {
     if (!oursMeasured) {
       say(`(a) not measured: the demo answered ${probe.status}, not 402 (is the demo route on this branch?)`);
     }
-    const ourPays = payers.map((payer) => fetchPayer(demoUrl, payer, { "cf-connecting-ip": "127.0.0.1" }));
+    // Each payer from an address of its own (198.18.0.0/15, RFC 2544's benchmarking range), as
+    // sixteen clients would be: the origin's per-client x402 window counts each payer alone.
+    const ourPays = payers.map((payer, index) =>
+      fetchPayer(demoUrl, payer, { "cf-connecting-ip": `198.18.0.${index + 1}` }),
+    );
     if (oursMeasured) await runLoad({ payers: ourPays, total: PAYERS });
 
     type Round = { floor: LoadSummary; ref: LoadSummary; ours: LoadSummary | undefined };

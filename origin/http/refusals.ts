@@ -1,7 +1,8 @@
 /**
  * The limiters that can refuse a request, as the metrics count them (issue 16): the gateway's two
  * tiers (SPEC Limits), the registration's early local limiter and its persisted admission, the
- * /rpc in-flight caps, and failed operator-console authentication.
+ * /rpc in-flight caps, the x402 surfaces' per-client window, and failed operator-console
+ * authentication.
  */
 export const REFUSAL_TIERS = [
   "pre_auth_ip",
@@ -9,6 +10,7 @@ export const REFUSAL_TIERS = [
   "registration_early",
   "registration_admission",
   "rpc_in_flight",
+  "x402_client",
   "admin_auth",
 ] as const;
 

@@ -58,6 +58,8 @@ const moneyResponses = (): Record<number, ResponseSpec> => ({
 });
 
 const x402FreeForm = (description: string): ResponseSpec => ({ description, freeForm: true });
+const X402_RATE_LIMITED =
+  "the client's window of verify, settle and paid demo requests is full (AGENT_X402_RATE_LIMIT_PER_MINUTE, per IPv4 address or IPv6 /64): `rate_limited` in the route's own shape, with Retry-After";
 
 export const OPERATIONS: readonly Operation[] = [
   // ─── Agent wallet API ─────────────────────────────────────────────────────────────────────
@@ -219,6 +221,7 @@ export const OPERATIONS: readonly Operation[] = [
       402: x402FreeForm(
         "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after a failed settle",
       ),
+      429: x402FreeForm(X402_RATE_LIMITED),
       404: errorResponse("not_found / feature_disabled"),
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),
@@ -250,6 +253,7 @@ export const OPERATIONS: readonly Operation[] = [
       200: x402FreeForm("the verification"),
       400: x402FreeForm("a malformed request"),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
+      429: x402FreeForm(X402_RATE_LIMITED),
       404: errorResponse("not_found / feature_disabled"),
     },
   },
@@ -265,6 +269,7 @@ export const OPERATIONS: readonly Operation[] = [
       200: x402FreeForm("the settlement"),
       400: x402FreeForm("a malformed request"),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
+      429: x402FreeForm(X402_RATE_LIMITED),
       404: errorResponse("not_found / feature_disabled"),
     },
   },

@@ -5,19 +5,25 @@
  * last checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once
  * the settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the
  * reason; after a settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries
- * its outcome, naming the original transaction.
+ * its outcome, naming the original transaction. A paid retry past the client's window
+ * (client-limit.ts) is 429 with the quote, `error` rate_limited, and Retry-After.
  */
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
+import type { ClientLimit } from "./client-limit.ts";
 import { decodePaymentHeader } from "./payment.ts";
-import type { X402Reason } from "./reasons.ts";
+import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
 import type { SettleResponse } from "./settle.ts";
 import type { X402Runtime } from "./setup.ts";
 import { checkContext, checkPayment, type VerifyDeps } from "./verify.ts";
 
-export function createDemoRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): Hono<AppEnv> {
+export function createDemoRouter(
+  runtime: X402Runtime,
+  verifyDeps: VerifyDeps,
+  limit: ClientLimit,
+): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.get("/", async (c) => {
     const resource: ResourceInfo = {
@@ -34,6 +40,13 @@ export function createDemoRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): 
     };
     const header = c.req.header("PAYMENT-SIGNATURE");
     if (header === undefined) return refuse();
+    // A paid retry reads the chain and may settle: it counts against the client's window.
+    const wait = limit(c.get("clientIp"));
+    if (wait !== undefined) {
+      c.header("Retry-After", String(wait));
+      c.header("Cache-Control", "no-store");
+      return c.json(paymentRequired(resource, runtime.requirements, X402_REASONS.rateLimited), 429);
+    }
     const decoded = decodePaymentHeader(header);
     if (!decoded.ok) return refuse(decoded.reason);
     const envelope = decoded.value;

@@ -2,11 +2,13 @@
  * The public facilitator (SPEC "x402 surfaces", DESIGN §7): `GET supported`, `POST verify`,
  * `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient reads. It is the
  * same verify and settle code the demo uses. Failures are data with HTTP 200, as the reference
- * facilitator answers them; a body that is not JSON is 400.
+ * facilitator answers them; a body that is not JSON is 400; a client past its window
+ * (client-limit.ts) is 429 with Retry-After, in the same shapes.
  */
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
 import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
+import type { ClientLimit } from "./client-limit.ts";
 import { parseEnvelope } from "./payment.ts";
 import { X402_REASONS } from "./reasons.ts";
 import { X402_VERSION } from "./requirements.ts";
@@ -23,8 +25,20 @@ import {
 
 type VerifyResponse = { isValid: boolean; invalidReason?: string; payer?: string };
 
-export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: VerifyDeps): Hono<AppEnv> {
+export function createFacilitatorRouter(
+  runtime: X402Runtime,
+  verifyDeps: VerifyDeps,
+  limit: ClientLimit,
+): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+
+  /** Retry-After set when the client's window is full (client-limit.ts), before the body is read. */
+  const overLimit = (c: Context<AppEnv>): boolean => {
+    const wait = limit(c.get("clientIp"));
+    if (wait === undefined) return false;
+    c.header("Retry-After", String(wait));
+    return true;
+  };
 
   app.get("/supported", (c) =>
     c.json({
@@ -74,6 +88,7 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
   };
 
   app.post("/verify", async (c) => {
+    if (overLimit(c)) return c.json({ isValid: false, invalidReason: X402_REASONS.rateLimited }, 429);
     const body = await readFacilitatorBody(c);
     if (body === TOO_LARGE)
       return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayload }, 413);
@@ -87,6 +102,7 @@ export function createFacilitatorRouter(runtime: X402Runtime, verifyDeps: Verify
   });
 
   app.post("/settle", async (c) => {
+    if (overLimit(c)) return c.json(failed(X402_REASONS.rateLimited, ""), 429);
     const body = await readFacilitatorBody(c);
     if (body === TOO_LARGE) return c.json(failed(X402_REASONS.invalidPayload, ""), 413);
     if (body === undefined) {

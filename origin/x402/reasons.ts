@@ -32,6 +32,8 @@ export const X402_REASONS = {
   validityTooLong: "invalid_exact_evm_payload_authorization_validity_too_long",
   signatureHighS: "invalid_exact_evm_signature_high_s",
   payerNotAllowed: "invalid_exact_evm_payer_not_allowed",
+  // Ours: the client's window of verify, settle and paid requests is full (HTTP 429, Retry-After).
+  rateLimited: "rate_limited",
   // @x402/core: a broadcast settlement without a receipt yet (SPEC "Errors").
   settlementPending: "settlement_pending",
 } as const;

@@ -1,26 +1,48 @@
 /**
  * The x402 surfaces under {base}/x402 (SPEC "x402 surfaces"): the demo resource and the public
- * facilitator, both over one runtime (setup.ts). Public: no bearer token; the edge passes them through.
+ * facilitator, both over one runtime (setup.ts). Public: no bearer token; the edge passes them
+ * through. The client is resolved as the gateway resolves it (DESIGN §7), for the per-client
+ * window of verify, settle and the paid demo (client-limit.ts).
  */
 import { Hono } from "hono";
 import type { AppDeps } from "../deps.ts";
+import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
+import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { RefusalCounter } from "../http/refusals.ts";
+import { createClientLimit } from "./client-limit.ts";
 import { createDemoRouter } from "./demo.ts";
 import { createFacilitatorRouter } from "./facilitator.ts";
 import { createPayerFactsReader } from "./payer-facts.ts";
 
+export type X402RouterOptions = {
+  /** Told of each refusal of the per-client window (metrics). */
+  refusals?: RefusalCounter;
+};
+
 /** Undefined when x402 is off or not configured: every /x402 path is then 404. */
-export function createX402Router(deps: AppDeps): Hono<AppEnv> | undefined {
+export function createX402Router(deps: AppDeps, options: X402RouterOptions = {}): Hono<AppEnv> | undefined {
   const runtime = deps.money?.x402;
   if (!runtime || !deps.rpc) return undefined;
+  const { x402 } = deps.config;
   const verifyDeps = {
     db: deps.database.db,
     payerFacts: createPayerFactsReader(deps.rpc),
     now: () => deps.clock.now(),
     operatorPool: runtime.operatorPool,
+    validityMarginSeconds: x402.validityMarginSeconds,
   };
+  const limit = createClientLimit({ perMinute: x402.rateLimitPerMinute, refusals: options.refusals });
+  const edgeSecret = deps.config.secrets.edgeShared;
   const app = new Hono<AppEnv>();
-  app.route("/demo", createDemoRouter(runtime, verifyDeps));
-  app.route("/facilitator", createFacilitatorRouter(runtime, verifyDeps));
+  app.use(
+    "*",
+    clientIpMiddleware(
+      deps.config.trustedProxies,
+      edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined,
+    ),
+  );
+  app.route("/demo", createDemoRouter(runtime, verifyDeps, limit));
+  app.route("/facilitator", createFacilitatorRouter(runtime, verifyDeps, limit));
   return app;
 }

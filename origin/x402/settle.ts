@@ -5,12 +5,15 @@
  *   1. each (from, nonce) is claimed (a row of x402_settlements, unique on the pair), so N
  *      concurrent settles of one payment make one transaction; the others are told of it. A
  *      concurrent claim of the same pair by another origin waits for this transaction and then
- *      finds it taken. Meanwhile one JSON-RPC batch reads the settler's mined nonce and each
- *      payment's facts (verification's last checks: authorization unused, balance enough); a
- *      claim the facts refuse is released;
- *   2. the settler's nonce row is locked (chain/outgoing.ts) and the claims are signed with the
- *      next nonces, all at once; the signed transactions are stored with their claims in one
- *      statement, and the transaction commits before anything is broadcast;
+ *      finds it taken. Meanwhile one JSON-RPC batch reads the settler's mined nonce, the block
+ *      number and each payment's facts (verification's last checks: authorization unused, balance
+ *      enough); a claim the facts or the validity window refuse is released;
+ *   2. the settler's nonce row is locked (chain/outgoing.ts), so every batch that signed before
+ *      this one has committed, whichever origin ran it; each payer's balance must then cover its
+ *      payment plus what its other settlements not yet in that balance hold (reservations.ts) and
+ *      its payments earlier in this batch. The claims left are signed with the next nonces, all at
+ *      once; the signed transactions are stored with their claims in one statement, and the
+ *      transaction commits before anything is broadcast;
  *   3. the batch is broadcast in one JSON-RPC batch, and the receipts are read in another (a node
  *      that mines on arrival, as the devnet does, has them at once) while the next batch starts;
  *      a settle whose receipt is not in yet polls for it until its deadline.
@@ -18,10 +21,31 @@
  * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
  * settlement with its receipt (outgoing.ts recordMined). Round trips between processes are what a
  * settlement costs most here, so a batch pays them once, not once per payment.
+ *
+ * The settler pays the gas of what it signs, so it signs only what the chain will not revert for
+ * anything the payer chose. Rather than simulate each call, every revert of the precompile's
+ * transferWithAuthorization (devnet/precompile/native-transfer-auth.ts, in its order) is ruled out
+ * before signing; what is left is the chain changing underneath (the payer spending its balance
+ * elsewhere, another relayer using the authorization first, a settlement mined later than the
+ * margin allows):
+ *   - value sent, a static call, a delegate call: the enclave builds a plain call of value 0;
+ *   - `from` the operator pool: verify.ts checkPayment (payerNotAllowed), and the enclave;
+ *   - not yet valid (block time <= validAfter) and expired (block time >= validBefore): the
+ *     window must hold AGENT_X402_VALIDITY_MARGIN_SECONDS on both sides of now, checked when the
+ *     payment arrives and again here just before signing (verify.ts windowRefusal);
+ *   - the authorization used: authorizationState on chain (step 1) and the claim (unique pair);
+ *   - the signature (length, high S, v, the signer): checkPayment takes 65 bytes, low S only, and
+ *     recovers `from` with v of 0, 1, 27 or 28, which the enclave's calldata carries as 27 or 28;
+ *   - a zero or precompile recipient: `to` must equal the configured payTo (checkPayment);
+ *   - the balance: step 2's reservation;
+ *   - malformed arguments: the enclave encodes the calldata from fields checkPayment bounded.
+ * Each cause a payer can choose has a test that presents it and sees nothing signed
+ * (x402.int.test.ts "refuses with a reason and settles nothing", the v test there, the boundary and
+ * over-balance attempts in x402-edge.int.test.ts, the unmined settlement in x402-faults.int.test.ts).
  */
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { CAIP2_NETWORK, CHAIN_ID } from "../../shared/constants.ts";
+import { CAIP2_NETWORK, CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import type { FeeOracle, Fees } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
@@ -42,7 +66,8 @@ import type { SignerClient, SignerResult, SignTransactionResult } from "../signe
 import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
-import { factsRefusal } from "./verify.ts";
+import { reservedUnits } from "./reservations.ts";
+import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 
 /** Gas of one settlement: 21000 intrinsic, calldata, and the precompile's 40000, with room. */
 export const SETTLEMENT_GAS = 100_000n;
@@ -65,7 +90,7 @@ export type SettleOutcome =
   | { kind: "settled"; response: SettleResponse }
   /** An earlier presentation holds the payment; `response` names its transaction. */
   | { kind: "duplicate"; response: SettleResponse }
-  /** The chain's facts refuse the payment (verify.ts factsRefusal): nothing was signed. */
+  /** The chain's facts or the validity window refuse the payment: nothing was signed. */
   | { kind: "invalid"; response: SettleResponse }
   /** Not settled (yet): pending, reverted, refused or not attempted. */
   | { kind: "failed"; response: SettleResponse };
@@ -84,6 +109,10 @@ export type SettlerDeps = {
   fees: FeeOracle;
   logger: Logger;
   settler: { address: string; keyRef: string };
+  /** The time the validity window is checked against, just before signing. */
+  now: () => Date;
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS. */
+  validityMarginSeconds: number;
   leaseMs: number;
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
@@ -102,7 +131,7 @@ type Receipt = ReceiptOutcome;
 type BatchOutcome =
   /** Another presentation (here or in another origin) holds this payment. */
   | { kind: "duplicate" }
-  /** The chain's facts refuse it; its claim was released. */
+  /** The chain's facts or the validity window refuse it; its claim was released. */
   | { kind: "invalid"; reason: X402Reason }
   | { kind: "refused"; reason: X402Reason }
   /**
@@ -224,8 +253,9 @@ type SignedBatch = { outcomes: BatchOutcome[]; stored: Array<{ index: number; le
 
 /**
  * One database transaction claims the payments (while the chain says its fees, the settler's
- * mined nonce and the payments' facts), locks the settler's nonce row, signs what it claimed with
- * the next nonces and stores it.
+ * mined nonce, the block number and the payments' facts), locks the settler's nonce row, keeps
+ * what the window, the facts and the payers' balances allow, signs it with the next nonces and
+ * stores it.
  */
 async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]): Promise<SignedBatch> {
   const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
@@ -243,20 +273,52 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
       if (claims.length === 0) return [];
       const [quote, chain] = await Promise.all([quoted, chainRead]);
       // The claims roll back with the transaction.
-      if (!quote.ok || chain.minedNonce === undefined) throw new ChainUnavailable(claims);
-      const fees = quote.fees;
-      const allowed: Claim[] = [];
-      const released: Claim[] = [];
-      for (const claim of claims) {
-        const refusal = factsRefusal(chain.facts[claim.index], claim.payment.authorization);
-        if (refusal) outcomes[claim.index] = { kind: "invalid", reason: refusal };
-        (refusal ? released : allowed).push(claim);
+      if (!quote.ok || chain.minedNonce === undefined || chain.blockNumber === undefined) {
+        throw new ChainUnavailable(claims);
       }
-      if (allowed.length === 0) return storeSigned(tx, deps, fees, [], released);
+      const fees = quote.fees;
+      const released: Claim[] = [];
+      const refuse = (claim: Claim, reason: X402Reason): void => {
+        outcomes[claim.index] = { kind: "invalid", reason };
+        released.push(claim);
+      };
+      // The window again, at the time of signing: a payment may have waited for this batch.
+      const nowSeconds = unixSeconds(deps.now());
+      const marginSeconds = BigInt(deps.validityMarginSeconds);
+      const candidates: Claim[] = [];
+      for (const claim of claims) {
+        const { authorization } = claim.payment;
+        const refusal =
+          windowRefusal(authorization, nowSeconds, marginSeconds) ??
+          factsRefusal(chain.facts[claim.index], authorization);
+        if (refusal) refuse(claim, refusal);
+        else candidates.push(claim);
+      }
+      if (candidates.length === 0) return storeSigned(tx, deps, fees, [], released);
       const [next] = await queryRows<{ next_nonce: string }>(
         tx,
         nextNonceUpsert(deps.settler.address, chain.minedNonce),
       );
+      // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
+      const reserved = await reservedUnits(tx, {
+        payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
+        excludeIds: claims.map((claim) => claim.id),
+        minedAfterBlock: chain.blockNumber,
+        openAfterSeconds: nowSeconds - marginSeconds,
+      });
+      const allowed: Claim[] = [];
+      for (const claim of candidates) {
+        const { authorization } = claim.payment;
+        const held = reserved.get(authorization.from) ?? 0n;
+        const refusal = factsRefusal(chain.facts[claim.index], authorization, held * WEI_PER_UNIT);
+        if (refusal) {
+          refuse(claim, refusal);
+          continue;
+        }
+        reserved.set(authorization.from, held + authorization.value);
+        allowed.push(claim);
+      }
+      if (allowed.length === 0) return storeSigned(tx, deps, fees, [], released);
       const { signed, unsigned } = await signInNonceOrder(deps, fees, allowed, BigInt(next!.next_nonce));
       for (const claim of unsigned) outcomes[claim.index] = unavailable;
       return storeSigned(tx, deps, fees, signed, [...released, ...unsigned]);
@@ -301,10 +363,21 @@ async function broadcastStored(
 
 type Claim = { index: number; id: string; payment: SettlementPayment };
 
-/** What a batch reads from the chain: the settler's mined nonce, and each payment's facts. */
-type BatchChain = { minedNonce: bigint | undefined; facts: Array<PayerFacts | undefined> };
+/**
+ * What a batch reads from the chain: the settler's mined nonce, the latest block number when the
+ * balances were read (or a block before), and each payment's facts.
+ */
+type BatchChain = {
+  minedNonce: bigint | undefined;
+  blockNumber: bigint | undefined;
+  facts: Array<PayerFacts | undefined>;
+};
 
-/** One JSON-RPC batch, the settler's nonce first; undefined parts when the chain did not say. */
+/**
+ * One JSON-RPC batch, the settler's nonce first, then the block number, then the facts: a node
+ * answers a batch's calls in order (geth one by one, the devnet starting each in turn), so the
+ * balances are of that block or a later one. Undefined parts when the chain did not say.
+ */
 async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchChain> {
   const queries = payments.map(({ authorization }) => ({
     payer: authorization.from as Hex,
@@ -312,13 +385,16 @@ async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]):
   }));
   const answer = await deps.rpc.send([
     { jsonrpc: "2.0", id: 0, method: "eth_getTransactionCount", params: [deps.settler.address, "latest"] },
-    ...payerFactsCalls(queries, 1),
+    { jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] },
+    ...payerFactsCalls(queries, 2),
   ]);
   const results = batchResults(answer);
   const nonce = results.get(0);
+  const block = results.get(1);
   return {
     minedNonce: isQuantity(nonce) ? BigInt(nonce) : undefined,
-    facts: payerFactsFrom(results, queries.length, 1),
+    blockNumber: isQuantity(block) ? BigInt(block) : undefined,
+    facts: payerFactsFrom(results, queries.length, 2),
   };
 }
 

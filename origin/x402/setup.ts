@@ -78,6 +78,9 @@ export function buildX402Runtime(params: {
       fees: money.fees,
       logger: params.logger,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
+      // The wall clock: the window is checked against the chain's block times, which follow it.
+      now: () => new Date(),
+      validityMarginSeconds: config.x402.validityMarginSeconds,
       leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
       onInFlight: money.onInFlight,

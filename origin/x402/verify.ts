@@ -1,21 +1,23 @@
 /**
  * Verification of an x402 payment against this service's one requirement (issue 13 item 3): the
  * envelope's version and accepted requirement, the authorization's recipient, value and validity
- * window, the payer's signature (recovering `from`, low-S only), the operator pool barred as payer,
- * and then the facts: (from, nonce) unused on chain and unclaimed here, the balance sufficient.
- * Every failure is a reason (reasons.ts), checked in that order, cheapest first.
+ * window (with AGENT_X402_VALIDITY_MARGIN_SECONDS at both ends), the payer's signature
+ * (recovering `from`, low-S only), the operator pool barred as payer, and then the facts: (from,
+ * nonce) unused on chain and unclaimed here, the balance enough for this payment and every other
+ * one of the payer's that is claimed or signed but not yet mined (reservations.ts). Every failure
+ * is a reason (reasons.ts), checked in that order, cheapest first.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
-import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
 import { fromHex, type Hex } from "../../shared/hex.ts";
 import { addressOfPublicKey, recoverPublicKey } from "../../shared/secp256k1.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import type { Db } from "../db/client.ts";
 import type { PayerFacts, PayerFactsReader } from "./payer-facts.ts";
 import type { Authorization, PaymentEnvelope } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
+import { verifyReservation } from "./reservations.ts";
 
 export type VerifyResult =
   | { ok: true; payer: string; authorization: Authorization }
@@ -27,7 +29,12 @@ export type VerifyDeps = {
   payerFacts: PayerFactsReader;
   now: () => Date;
   operatorPool: string;
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS: the window must hold this long on both sides of now. */
+  validityMarginSeconds: number;
 };
+
+/** What the pure checks need to know: the time, the margin, and the operator pool barred as payer. */
+export type CheckContext = { nowSeconds: bigint; marginSeconds: bigint; operatorPool: string };
 
 const HALF_ORDER = secp256k1.CURVE.n / 2n;
 
@@ -51,19 +58,42 @@ export function compareRequirements(
   return null;
 }
 
-/** What the pure checks need to know: the time, and the operator pool barred as payer. */
-export function checkContext(deps: Pick<VerifyDeps, "now" | "operatorPool">): {
-  nowSeconds: bigint;
-  operatorPool: string;
-} {
-  return { nowSeconds: BigInt(Math.floor(deps.now().getTime() / 1000)), operatorPool: deps.operatorPool };
+export function checkContext(
+  deps: Pick<VerifyDeps, "now" | "operatorPool" | "validityMarginSeconds">,
+): CheckContext {
+  return {
+    nowSeconds: unixSeconds(deps.now()),
+    marginSeconds: BigInt(deps.validityMarginSeconds),
+    operatorPool: deps.operatorPool,
+  };
+}
+
+export function unixSeconds(at: Date): bigint {
+  return BigInt(Math.floor(at.getTime() / 1000));
+}
+
+/**
+ * Whether the chain will still take the authorization when the settlement is mined. The
+ * precompile takes it in a block whose time t has validAfter < t < validBefore (EIP-3009;
+ * devnet/precompile/native-transfer-auth.ts), and that time is the block's, not our clock's, a
+ * moment after we sign: so the window must hold `marginSeconds` before and after our now. An
+ * authorization valid from this very second (validAfter = now) reverts in a block of this second.
+ */
+export function windowRefusal(
+  authorization: Pick<Authorization, "validAfter" | "validBefore">,
+  nowSeconds: bigint,
+  marginSeconds: bigint,
+): X402Reason | null {
+  if (authorization.validBefore < nowSeconds + marginSeconds) return X402_REASONS.validBefore;
+  if (authorization.validAfter > nowSeconds - marginSeconds) return X402_REASONS.validAfter;
+  return null;
 }
 
 /** The checks that need neither the database nor the chain. */
 export function checkPayment(
   envelope: PaymentEnvelope,
   ours: PaymentRequirements,
-  context: { nowSeconds: bigint; operatorPool: string },
+  context: CheckContext,
 ): VerifyResult {
   const { authorization } = envelope;
   const payer = authorization.from;
@@ -73,8 +103,8 @@ export function checkPayment(
   if (requirement) return fail(requirement);
   if (authorization.to !== ours.payTo.toLowerCase()) return fail(X402_REASONS.recipientMismatch);
   if (authorization.value !== BigInt(ours.amount)) return fail(X402_REASONS.valueMismatch);
-  if (authorization.validBefore <= context.nowSeconds) return fail(X402_REASONS.validBefore);
-  if (authorization.validAfter > context.nowSeconds) return fail(X402_REASONS.validAfter);
+  const window = windowRefusal(authorization, context.nowSeconds, context.marginSeconds);
+  if (window) return fail(window);
   // SPEC "x402 objects": validBefore no later than maxTimeoutSeconds after now.
   if (authorization.validBefore > context.nowSeconds + BigInt(ours.maxTimeoutSeconds)) {
     return fail(X402_REASONS.validityTooLong);
@@ -93,9 +123,10 @@ export function checkPayment(
 
 /**
  * All checks, for the facilitator's /verify: the pure ones, then (from, nonce) unclaimed in our
- * database, then one JSON-RPC batch for the authorization's state on chain and the payer's
- * balance. Settling does the pure checks and leaves the rest to the settle batch (settle.ts),
- * which claims the payment and reads the same facts at once.
+ * database and what the payer's other settlements hold in reserve, then one JSON-RPC batch for the
+ * authorization's state on chain and the payer's balance. Settling does the pure checks and leaves
+ * the rest to the settle batch (settle.ts), which claims the payment and reads the same facts at
+ * once. Verify holds no lock: its answer says what a settle now would find, not what it will.
  */
 export async function verifyPayment(
   deps: VerifyDeps,
@@ -106,19 +137,31 @@ export async function verifyPayment(
   if (!checked.ok) return checked;
   const { payer, authorization } = checked;
   const fail = (reason: X402Reason): VerifyResult => ({ ok: false, reason, payer });
-  const [claimed] = await queryRows<{ id: string }>(
-    deps.db,
-    sql`select id from x402_settlements where payer = ${payer} and nonce = ${authorization.nonce}`,
-  );
-  if (claimed) return fail(X402_REASONS.nonceUsed);
-  const refusal = factsRefusal(await deps.payerFacts(payer as Hex, authorization.nonce), authorization);
+  const [reservation, facts] = await Promise.all([
+    verifyReservation(deps.db, {
+      payer,
+      nonce: authorization.nonce,
+      openAfterSeconds: checkContext(deps).nowSeconds - BigInt(deps.validityMarginSeconds),
+    }),
+    deps.payerFacts(payer as Hex, authorization.nonce),
+  ]);
+  if (reservation.claimed) return fail(X402_REASONS.nonceUsed);
+  const refusal = factsRefusal(facts, authorization, reservation.reservedUnits * WEI_PER_UNIT);
   return refusal ? fail(refusal) : checked;
 }
 
-/** What the chain's facts of a payment refuse it for: null when they allow it. */
-export function factsRefusal(facts: PayerFacts | undefined, authorization: Authorization): X402Reason | null {
+/**
+ * What the chain's facts of a payment refuse it for: null when they allow it. `reservedWei` is
+ * what the payer's other settlements not yet in that balance will take first (reservations.ts).
+ */
+export function factsRefusal(
+  facts: PayerFacts | undefined,
+  authorization: Authorization,
+  reservedWei = 0n,
+): X402Reason | null {
   if (!facts) return X402_REASONS.unexpectedVerifyError;
   if (facts.nonceUsed) return X402_REASONS.nonceUsed;
-  if (facts.balanceWei < authorization.value * WEI_PER_UNIT) return X402_REASONS.insufficientBalance;
+  if (facts.balanceWei < authorization.value * WEI_PER_UNIT + reservedWei)
+    return X402_REASONS.insufficientBalance;
   return null;
 }

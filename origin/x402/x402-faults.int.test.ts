@@ -140,4 +140,64 @@ describe("x402 settlement under faults (real processes)", () => {
       }
     }, 120_000);
   });
+
+  describe("a settlement signed but not yet on chain", () => {
+    let proxy: RpcCutProxy;
+    beforeAll(async () => {
+      proxy = await startRpcCutProxy(stack.devnet.url);
+    });
+    afterAll(async () => {
+      await proxy?.close();
+    });
+
+    it("holds a settlement signed but not yet on chain against its payer's balance: verify and settle refuse a second one the balance cannot also cover", async () => {
+      const origin = await stack.startOrigin(
+        { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
+        { periodMs: 100 },
+      );
+      try {
+        // A balance that covers one payment.
+        const payer = await fundedPayer(stack.devnet.url, AMOUNT);
+        const balance = () => publicClientFor(stack.devnet.url).getBalance({ address: payer.address });
+        const demo = `${origin.base}/x402/demo`;
+        const [first, second] = [await envelope(demo, payer), await envelope(demo, payer)];
+
+        // Signed and stored, but its broadcast never reaches the chain: the balance still shows it all.
+        proxy.withhold("eth_sendRawTransaction");
+        const pending = await pay(demo, paymentHeader(first));
+        expect(pending).toMatchObject({ status: 402, body: { error: X402_REASONS.settlementPending } });
+        const transaction = pending.response!.transaction as string;
+        expect(await settlementOf(payer.address)).toEqual([{ status: "claimed", tx_hash: transaction }]);
+        expect(await balance()).toBe(AMOUNT * WEI_PER_UNIT);
+
+        // The second payment, at the stack's own origin, whose line to the chain is whole.
+        const verified = await fetch(`${stack.origin.base}/x402/facilitator/verify`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            x402Version: 2,
+            paymentPayload: second,
+            paymentRequirements: second.accepted,
+          }),
+        });
+        expect(await verified.json()).toMatchObject({
+          isValid: false,
+          invalidReason: X402_REASONS.insufficientBalance,
+        });
+        const refused = await pay(`${stack.origin.base}/x402/demo`, paymentHeader(second));
+        expect(refused).toMatchObject({ status: 402, body: { error: X402_REASONS.insufficientBalance } });
+
+        // The first reaches the chain and settles; the second was never signed.
+        proxy.withhold(undefined);
+        await expect
+          .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+          .toEqual([{ status: "settled", tx_hash: transaction }]);
+        expect(await balance()).toBe(0n);
+        expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+      } finally {
+        proxy.withhold(undefined);
+        await origin.close();
+      }
+    }, 120_000);
+  });
 });

@@ -196,6 +196,28 @@ describe("GET /x402/demo", () => {
     expect(nonces.at(-1)! - nonces[0]!).toBe(7);
   });
 
+  it("a signature whose v is 0 or 1 settles with receipt 0x1: the enclave's calldata carries it as 27 or 28", async () => {
+    for (const parity of ["00", "01"]) {
+      let payload = await envelope(await fundedPayer());
+      // Signatures whose v is 27 + parity, until one has the parity wanted.
+      while (
+        (payload.payload as { signature: Hex }).signature.slice(-2) !== (parity === "00" ? "1b" : "1c")
+      ) {
+        payload = await envelope(await fundedPayer());
+      }
+      const signature = (payload.payload as { signature: Hex }).signature;
+      const answer = await pay(
+        header({
+          ...payload,
+          payload: { ...payload.payload, signature: `${signature.slice(0, -2)}${parity}` },
+        }),
+      );
+      expect(answer.status, `v = ${parity}: ${JSON.stringify(answer.body)}`).toBe(200);
+      const receipt = await chain().getTransactionReceipt({ hash: answer.response!.transaction as Hex });
+      expect(receipt.status).toBe("success");
+    }
+  });
+
   describe("refuses with a reason and settles nothing", () => {
     const now = () => BigInt(Math.floor(Date.now() / 1000));
     const cases: [string, string, () => Promise<string>][] = [
@@ -274,6 +296,16 @@ describe("GET /x402/demo", () => {
         "not yet valid",
         X402_REASONS.validAfter,
         async () => signedBy(await fundedPayer(), { validAfter: now() + 30n, validBefore: now() + 50n }),
+      ],
+      [
+        "valid from this very second (validAfter = now: mined in a block of this second, it reverts)",
+        X402_REASONS.validAfter,
+        async () => signedBy(await fundedPayer(), { validAfter: now(), validBefore: now() + 50n }),
+      ],
+      [
+        "validBefore one second ahead (inside the margin: mined a second later, it reverts)",
+        X402_REASONS.validBefore,
+        async () => signedBy(await fundedPayer(), { validAfter: 0n, validBefore: now() + 1n }),
       ],
       [
         "a bad signature",

@@ -27,10 +27,11 @@ export type EdgeClient = {
   request(path: string, options?: RequestOptions): Promise<Answer>;
   /** The same, as a client at `ip` seen by the Cloudflare edge. */
   requestFrom(ip: string, path: string, options?: RequestOptions): Promise<Answer>;
-  /** The URL of `path` at the edge, for clients that bring their own fetch (x402)... */
+  /**
+   * The URL of `path` at the edge, for clients that bring their own fetch (x402); they send
+   * CF-Connecting-IP themselves.
+   */
   url(path: string): string;
-  /** ...and the headers they send with it. */
-  localHeaders: Readonly<Record<string, string>>;
 };
 
 /** Long enough for a transfer under load; a request that takes longer counts as no answer. */
@@ -60,7 +61,6 @@ export function createEdgeClient(params: { workerUrl: string; basePath: string }
     request: (path, options = {}) => send(path, options, LOCAL_IP),
     requestFrom: (ip, path, options = {}) => send(path, options, ip),
     url: (path) => `${base}${params.basePath}${path}`,
-    localHeaders: { "cf-connecting-ip": LOCAL_IP },
   };
 }
 

@@ -24,6 +24,12 @@ import type { LimitLine } from "./limits.ts";
 export type SoakPayer = {
   /** The address whose money pays (the `from` of its authorizations). */
   address: Address;
+  /**
+   * The IP address it pays from, as the edge sees it: each payer its own (198.18.0.0/15, RFC
+   * 2544's benchmarking range), as separate clients would be, so the origin's per-client x402
+   * window (AGENT_X402_RATE_LIMIT_PER_MINUTE) counts each payer alone.
+   */
+  clientIp: string;
   /** `fetch` that pays a 402 and retries, as the official client does. */
   paidFetch: typeof fetch;
 };
@@ -66,7 +72,11 @@ export async function makeAccountPayers(params: {
         ],
       },
     });
-    payers.push({ address: account.address, paidFetch: wrapFetchWithPayment(fetch, client) });
+    payers.push({
+      address: account.address,
+      clientIp: `198.18.${1 + Math.floor(i / 250)}.${1 + (i % 250)}`,
+      paidFetch: wrapFetchWithPayment(fetch, client),
+    });
   }
   return payers;
 }
@@ -84,7 +94,7 @@ export async function payDemo(
   let transaction: Hex | undefined;
   try {
     const response = await payer.paidFetch(edge.url("/x402/demo"), {
-      headers: edge.localHeaders,
+      headers: { "cf-connecting-ip": payer.clientIp },
       signal: AbortSignal.timeout(PAY_TIMEOUT_MS),
     });
     const header = response.headers.get("PAYMENT-RESPONSE");

@@ -6,9 +6,10 @@
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { decodePaymentResponseHeader } from "@x402/fetch";
-import type { PrivateKeyAccount } from "viem";
+import type { Hex, PrivateKeyAccount } from "viem";
 import { fund, newAccount } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 
 export type PaidAnswer = {
   status: number;
@@ -45,6 +46,40 @@ export async function envelope(
   const { resource, accepted } = await quote(demoUrl);
   const created = await new ExactEvmScheme(account).createPaymentPayload(2, change(accepted));
   return { x402Version: 2, resource, accepted, payload: created.payload };
+}
+
+/**
+ * A payment envelope for `quoted` signed by `account` with the validity window a client chose
+ * (the official client always sends validAfter 0 and validBefore now + maxTimeoutSeconds).
+ */
+export async function envelopeWithWindow(
+  quoted: { resource: PaymentPayload["resource"]; accepted: PaymentRequirements },
+  account: PrivateKeyAccount,
+  window: { validAfter: bigint; validBefore: bigint },
+): Promise<PaymentPayload> {
+  const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
+  const { accepted } = quoted;
+  const message = {
+    from: account.address,
+    to: accepted.payTo as Hex,
+    value: BigInt(accepted.amount),
+    validAfter: window.validAfter,
+    validBefore: window.validBefore,
+    nonce,
+  };
+  const signature = await account.signTypedData({
+    domain: nativeTransferAuthDomain(),
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+    primaryType: "TransferWithAuthorization",
+    message,
+  });
+  const authorization = {
+    ...message,
+    value: accepted.amount,
+    validAfter: window.validAfter.toString(),
+    validBefore: window.validBefore.toString(),
+  };
+  return { x402Version: 2, resource: quoted.resource, accepted, payload: { authorization, signature } };
 }
 
 /** The PAYMENT-SIGNATURE header of an envelope (Base64 of its JSON). */

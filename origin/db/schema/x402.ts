@@ -52,5 +52,9 @@ export const x402Settlements = pgTable(
     // change from being a HOT update and led the planner to scan its dead entries; the state
     // counts read the whole table anyway.
     index("x402_settlements_tx_idx").on(t.txId),
+    // A payer's settlements that may still move money, which its balance must cover before
+    // another one settles (x402/reservations.ts): those still inside their validity window.
+    // Neither column ever changes, so status changes stay HOT updates.
+    index("x402_settlements_payer_valid_before_idx").on(t.payer, t.validBefore),
   ],
 );

@@ -39,9 +39,16 @@ function jsonRpcProblem(item: unknown): string | null {
 
 const X402_REASON_SET = new Set<unknown>(Object.values(X402_REASONS));
 
+/** A 429 of the x402 surfaces' per-client window: rate_limited, with Retry-After. */
+function x402RateLimitProblem(response: TestResponse, reason: unknown): string | null {
+  if (reason !== X402_REASONS.rateLimited) return `429 with ${JSON.stringify(reason)}, not rate_limited`;
+  return /^\d+$/.test(String(response.headers["retry-after"] ?? "")) ? null : "429 without Retry-After";
+}
+
 /**
  * The demo resource: a 402 carries the quote (x402 v2, its requirements) and, when a payment was
- * presented, the reason it was refused; a 200 is the paid answer with its PAYMENT-RESPONSE.
+ * presented, the reason it was refused; a 200 is the paid answer with its PAYMENT-RESPONSE; a 429
+ * (a paid retry past the client's window) the quote with rate_limited.
  */
 function x402ResourceProblem(response: TestResponse, paymentPresented: boolean): string | null {
   if (!isObject(response.body)) return "not a JSON object";
@@ -49,6 +56,11 @@ function x402ResourceProblem(response: TestResponse, paymentPresented: boolean):
     return response.body.ok === true && typeof response.headers["payment-response"] === "string"
       ? null
       : "200 without the paid answer and its PAYMENT-RESPONSE";
+  if (response.status === 429 && paymentPresented) {
+    if (!Array.isArray(response.body.accepts) || response.body.x402Version !== 2)
+      return "429 without a quote";
+    return x402RateLimitProblem(response, response.body.error);
+  }
   if (response.status !== 402) return `${response.status}, not 402`;
   if (!Array.isArray(response.body.accepts) || response.body.x402Version !== 2) return "402 without a quote";
   if (paymentPresented && !X402_REASON_SET.has(response.body.error)) return "402 without a reason";
@@ -58,14 +70,16 @@ function x402ResourceProblem(response: TestResponse, paymentPresented: boolean):
 /**
  * The facilitator (as the reference one answers): verify's `{isValid, invalidReason}` and settle's
  * `{success, errorReason}`, a failure being data with 200; a body that is not JSON is a 400 in the
- * same shape.
+ * same shape, and a client past its window a 429.
  */
 function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | null {
   const body = response.body;
   if (!isObject(body)) return "not a JSON object";
-  if (response.status !== 200 && response.status !== 400) return `${response.status}, not 200 or 400`;
   const [flag, reason] =
     route.refusal === "x402_verify" ? ["isValid", "invalidReason"] : ["success", "errorReason"];
+  if (response.status === 429)
+    return body[flag] === false ? x402RateLimitProblem(response, body[reason]) : `429 with ${flag} not false`;
+  if (response.status !== 200 && response.status !== 400) return `${response.status}, not 200, 400 or 429`;
   if (body[flag] === true) return response.status === 200 ? null : `400 with ${flag}: true`;
   if (body[flag] !== false) return `no boolean ${flag}`;
   return X402_REASON_SET.has(body[reason]) ? null : `${flag}: false without a known ${reason}`;

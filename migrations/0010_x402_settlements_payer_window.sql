@@ -1,0 +1,1 @@
+CREATE INDEX "x402_settlements_payer_valid_before_idx" ON "x402_settlements" USING btree ("payer","valid_before");

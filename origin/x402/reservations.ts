@@ -1,0 +1,71 @@
+/**
+ * What a payer's balance must still cover before one more of its payments settles: every other
+ * settlement of the payer that is claimed or signed but not yet in the balance the chain showed
+ * (x402_settlements). Without it, N payments against a balance covering two each see the same
+ * balance, and N - 2 of them revert on chain at the settler's expense.
+ *
+ * A settlement counts while it may still move money: not yet mined (`claimed`, `submitted`), or
+ * mined in a block after the one the balance was read at or before (the settle batch asks the
+ * chain's block number before the balances, in one JSON-RPC batch that the node answers in order:
+ * a settlement mined in between counts twice, a refusal too many, never an overdraft). One whose
+ * validBefore has passed by more than the margin can no longer move money, and is not read.
+ */
+import { sql } from "drizzle-orm";
+import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+
+export type ReservedUnitsParams = {
+  payers: readonly string[];
+  /** Claims of the batch asking: it counts those itself, in its own order. */
+  excludeIds: readonly string[];
+  /** The block the balances were read at, or before: settlements mined after it are not in them. */
+  minedAfterBlock: bigint;
+  /** Settlements valid until this time or earlier (unix seconds) can no longer settle. */
+  openAfterSeconds: bigint;
+};
+
+/**
+ * Units each payer's other settlements hold, by payer (absent: none). For the settle batch, which
+ * calls it after taking the settler's nonce row lock: every batch that signed before it has
+ * committed by then, whichever origin ran it, and none signs until it has.
+ */
+export async function reservedUnits(db: Db, params: ReservedUnitsParams): Promise<Map<string, bigint>> {
+  const reserved = new Map<string, bigint>();
+  if (params.payers.length === 0) return reserved;
+  const rows = await queryRows<{ payer: string; units: string }>(
+    db,
+    sql`select x.payer, sum(x.amount_units)::text as units
+        from x402_settlements x
+        left join outgoing_transactions t on t.tx_id = x.tx_id
+        where x.payer = any(${pgArrayLiteral(params.payers)}::text[])
+          and x.valid_before > ${params.openAfterSeconds.toString()}::bigint
+          and not (x.id = any(${pgArrayLiteral(params.excludeIds)}::uuid[]))
+          and (x.status in ('claimed', 'submitted')
+            or (x.status = 'settled' and t.block_number > ${params.minedAfterBlock.toString()}::bigint))
+        group by x.payer`,
+  );
+  for (const row of rows) reserved.set(row.payer, BigInt(row.units));
+  return reserved;
+}
+
+export type VerifyReservation = { claimed: boolean; reservedUnits: bigint };
+
+/**
+ * For /verify, in one statement: whether (payer, nonce) is claimed here already, and what the
+ * payer's settlements not yet mined hold. Verify reads the balance without a block number, so
+ * settlements already mined count as in it.
+ */
+export async function verifyReservation(
+  db: Db,
+  params: { payer: string; nonce: string; openAfterSeconds: bigint },
+): Promise<VerifyReservation> {
+  const [row] = await queryRows<{ claimed: boolean; units: string }>(
+    db,
+    sql`select count(*) filter (where nonce = ${params.nonce}) > 0 as claimed,
+          coalesce(sum(amount_units) filter (
+            where nonce <> ${params.nonce} and status in ('claimed', 'submitted')), 0)::text as units
+        from x402_settlements
+        where payer = ${params.payer}
+          and (nonce = ${params.nonce} or valid_before > ${params.openAfterSeconds.toString()}::bigint)`,
+  );
+  return { claimed: row?.claimed ?? false, reservedUnits: BigInt(row?.units ?? "0") };
+}
