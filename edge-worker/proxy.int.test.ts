@@ -6,6 +6,7 @@ import {
   HEADER_EDGE_SECRET,
   HEADER_REGISTRATION,
   HEADER_REGISTRATION_IP,
+  HEADER_REQUEST_URL,
 } from "../shared/constants.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
@@ -141,6 +142,19 @@ describe("pass-through routes", () => {
     expect(JSON.parse(Buffer.from(header ?? "", "base64").toString("utf8"))).toEqual(QUOTE);
     expect(await response.json()).toEqual(QUOTE);
     expect(origin.received.map((r) => r.url)).toEqual(["/77/x402/demo"]);
+  });
+
+  it("tells the origin the URL the client requested, in place of any copy the client sent", async () => {
+    const response = await fetch(`${edge.url}/77/x402/demo?x=1`, {
+      headers: { [HEADER_REQUEST_URL]: "https://evil.example/77/x402/demo" },
+    });
+    expect(response.status).toBe(402);
+    expect(origin.received.map((r) => r.headers[HEADER_REQUEST_URL])).toEqual([
+      `${edge.url}/77/x402/demo?x=1`,
+    ]);
+    // On the worker's own socket too: the URL as requested there.
+    await fetch(`${edge.directUrl}77/x402/demo`, { headers: { "cf-connecting-ip": "203.0.113.7" } });
+    expect(origin.received[1]?.headers[HEADER_REQUEST_URL]).toBe(`${edge.directUrl}77/x402/demo`);
   });
 
   it("on the worker's direct socket (bench:x402's way in), the same worker answers, taking CF-Connecting-IP as the client", async () => {

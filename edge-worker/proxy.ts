@@ -1,4 +1,9 @@
-import { HEADER_CLIENT_IP, HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import {
+  HEADER_CLIENT_IP,
+  HEADER_EDGE_SECRET,
+  HEADER_REGISTRATION_IP,
+  HEADER_REQUEST_URL,
+} from "../shared/constants.ts";
 import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
 
@@ -14,10 +19,16 @@ export type ForwardParams = {
 };
 
 /**
- * Only the edge may speak for the client: a client-sent edge secret, registration IP or client IP
- * never reaches the origin on any route (SPEC "Registration ingress rules", DESIGN §7).
+ * Only the edge may speak for the client: a client-sent edge secret, registration IP, client IP
+ * or requested URL never reaches the origin on any route (SPEC "Registration ingress rules",
+ * DESIGN §7).
  */
-export const EDGE_ONLY_HEADERS = [HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP, HEADER_CLIENT_IP] as const;
+export const EDGE_ONLY_HEADERS = [
+  HEADER_EDGE_SECRET,
+  HEADER_REGISTRATION_IP,
+  HEADER_CLIENT_IP,
+  HEADER_REQUEST_URL,
+] as const;
 
 /**
  * Client-supplied address headers. The origin learns the client's address only from the edge's
@@ -46,12 +57,14 @@ export function clientAddress(request: Request): string | undefined {
 /**
  * The headers to send to the origin: the client's, less the edge-only and address headers, plus
  * the client's address as the edge saw it and the edge secret (when configured), so the origin's
- * per-IP limits see each client rather than the edge (DESIGN §7).
+ * per-IP limits see each client rather than the edge (DESIGN §7), and the URL the client
+ * requested, so that an x402 quote names the public URL, not the origin's private one.
  */
 export function originHeaders(request: Request, config: EdgeConfig, clientIp: string | undefined): Headers {
   const headers = new Headers(request.headers);
   for (const name of [...EDGE_ONLY_HEADERS, ...CLIENT_ADDRESS_HEADERS]) headers.delete(name);
   if (clientIp !== undefined) headers.set(HEADER_CLIENT_IP, clientIp);
+  headers.set(HEADER_REQUEST_URL, request.url);
   if (config.edgeSharedSecret !== undefined) headers.set(HEADER_EDGE_SECRET, config.edgeSharedSecret);
   return headers;
 }

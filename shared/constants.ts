@@ -50,6 +50,11 @@ export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
 export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
 /** DESIGN §7: the client address the edge saw, set by the edge on every forwarded request. */
 export const HEADER_CLIENT_IP = "x-svc-client-ip";
+/**
+ * The URL the client requested at the edge, set by the edge on every forwarded request: the
+ * origin names x402 resources by it (its own URL is private), with the edge secret only.
+ */
+export const HEADER_REQUEST_URL = "x-svc-request-url";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 

@@ -15,19 +15,29 @@ import type { ClientLimit } from "./client-limit.ts";
 import { decodePaymentHeader } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
+import type { ResourceUrlOf } from "./resource-url.ts";
 import type { SettleResponse } from "./settle.ts";
 import type { X402Runtime } from "./setup.ts";
 import { checkContext, checkPayment, type VerifyDeps } from "./verify.ts";
 
-export function createDemoRouter(
-  runtime: X402Runtime,
-  verifyDeps: VerifyDeps,
-  limit: ClientLimit,
-): Hono<AppEnv> {
+export type DemoRouterDeps = {
+  runtime: X402Runtime;
+  verifyDeps: VerifyDeps;
+  limit: ClientLimit;
+  /** The public URL the quote names, never the origin's own (resource-url.ts). */
+  resourceUrlOf: ResourceUrlOf;
+};
+
+export function createDemoRouter({
+  runtime,
+  verifyDeps,
+  limit,
+  resourceUrlOf,
+}: DemoRouterDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.get("/", async (c) => {
     const resource: ResourceInfo = {
-      url: c.req.url,
+      url: resourceUrlOf(c),
       mimeType: "application/json",
       description: "x402 demo resource: a paid JSON answer",
     };

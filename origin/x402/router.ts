@@ -2,7 +2,8 @@
  * The x402 surfaces under {base}/x402 (SPEC "x402 surfaces"): the demo resource and the public
  * facilitator, both over one runtime (setup.ts). Public: no bearer token; the edge passes them
  * through. The client is resolved as the gateway resolves it (DESIGN §7), for the per-client
- * window of verify, settle and the paid demo (client-limit.ts).
+ * window of verify, settle and the paid demo (client-limit.ts); the demo names itself by the URL
+ * the client requested (resource-url.ts).
  */
 import { Hono } from "hono";
 import type { AppDeps } from "../deps.ts";
@@ -14,6 +15,7 @@ import { createClientLimit } from "./client-limit.ts";
 import { createDemoRouter } from "./demo.ts";
 import { createFacilitatorRouter } from "./facilitator.ts";
 import { createPayerFactsReader } from "./payer-facts.ts";
+import { createResourceUrlOf } from "./resource-url.ts";
 
 export type X402RouterOptions = {
   /** Told of each refusal of the per-client window (metrics). */
@@ -34,15 +36,15 @@ export function createX402Router(deps: AppDeps, options: X402RouterOptions = {})
   };
   const limit = createClientLimit({ perMinute: x402.rateLimitPerMinute, refusals: options.refusals });
   const edgeSecret = deps.config.secrets.edgeShared;
+  const verifyEdge = edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined;
+  const resourceUrlOf = createResourceUrlOf({
+    publicBaseUrl: deps.config.http.publicBaseUrl,
+    basePath: deps.config.http.basePath,
+    verifyEdge,
+  });
   const app = new Hono<AppEnv>();
-  app.use(
-    "*",
-    clientIpMiddleware(
-      deps.config.trustedProxies,
-      edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined,
-    ),
-  );
-  app.route("/demo", createDemoRouter(runtime, verifyDeps, limit));
+  app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
+  app.route("/demo", createDemoRouter({ runtime, verifyDeps, limit, resourceUrlOf }));
   app.route("/facilitator", createFacilitatorRouter(runtime, verifyDeps, limit));
   return app;
 }

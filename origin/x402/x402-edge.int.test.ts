@@ -6,13 +6,14 @@ import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../scripts/test/x402-client.ts";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 
 // The x402 surfaces attacked from the public side of the edge, every part real (the edge worker in
 // Miniflare, the origin, the enclave, the devnet, Postgres): settle attempts the chain would revert
-// must never be signed, and a client's verify, settle and paid requests are held to its window.
+// must never be signed, a client's verify, settle and paid requests are held to its window, and
+// the quote never names the origin's private URL.
 const EDGE_SECRET = "x402-edge-attack-secret-0123456789abcdef0123456789";
 const AMOUNT = 10_000n;
 const MARGIN_SECONDS = 6n;
@@ -276,5 +277,57 @@ describe("the per-client window of verify, settle and the paid demo", () => {
     for (let i = 1; i <= LIMIT; i++) expect((await from(`2001:db8:5:6::${i}`, "verify")).status).toBe(200);
     expect((await from("2001:db8:5:6:ffff::9", "settle")).status).toBe(429);
     expect((await from("2001:db8:5:7::1", "settle")).status).toBe(200);
+  });
+});
+
+describe("the quote names the URL the client requested, never the origin's", () => {
+  const resourceUrl = async (url: string, headers: Record<string, string> = {}): Promise<string> => {
+    const response = await fetch(url, { headers });
+    expect(response.status).toBe(402);
+    const body = (await response.json()) as { resource: { url: string } };
+    const header = JSON.parse(Buffer.from(response.headers.get("payment-required")!, "base64").toString());
+    expect(header.resource.url).toBe(body.resource.url);
+    return body.resource.url;
+  };
+
+  it("through the edge, resource.url is exactly the edge URL, whatever X-svc-Request-URL the client sends", async () => {
+    const url = `${edge.url}/77/x402/demo`;
+    expect(await resourceUrl(url)).toBe(url);
+    expect(await resourceUrl(url, { [HEADER_REQUEST_URL]: "https://attacker.example/77/x402/demo" })).toBe(
+      url,
+    );
+    expect(await resourceUrl(`${url}?ref=1`)).toBe(`${url}?ref=1`);
+    // On the worker's own socket (where bench:x402 and the soak come in), its own URL.
+    const direct = `${edge.directUrl!.origin}/77/x402/demo`;
+    expect(await resourceUrl(direct, { "cf-connecting-ip": "203.0.113.9" })).toBe(direct);
+    expect(new URL(stack.origin.url).port).not.toBe(new URL(url).port);
+  });
+
+  it("straight at the origin, a client's X-svc-Request-URL counts for nothing without the edge secret", async () => {
+    const own = `${stack.origin.base}/x402/demo`;
+    const forged = { [HEADER_REQUEST_URL]: "https://attacker.example/77/x402/demo" };
+    expect(await resourceUrl(own, forged)).toBe(own);
+    expect(
+      await resourceUrl(own, { ...forged, [HEADER_EDGE_SECRET]: "not-the-edge-secret-0123456789abcdef" }),
+    ).toBe(own);
+  });
+
+  it("AGENT_PUBLIC_BASE_URL names the resource, through the edge or not", async () => {
+    const configured = await stack.startOrigin({ AGENT_PUBLIC_BASE_URL: "https://wallet.example.com/77/" });
+    const configuredEdge = await startEdge({
+      originUrl: configured.url,
+      edgeSharedSecret: EDGE_SECRET,
+      onLine: () => {},
+    });
+    try {
+      expect(await resourceUrl(`${configured.base}/x402/demo?ref=1`)).toBe(
+        "https://wallet.example.com/77/x402/demo?ref=1",
+      );
+      expect(await resourceUrl(`${configuredEdge.url}/77/x402/demo`)).toBe(
+        "https://wallet.example.com/77/x402/demo",
+      );
+    } finally {
+      await configuredEdge.stop();
+    }
   });
 });
