@@ -49,7 +49,7 @@ export class CapabilityRequired extends GatewayError {
 export class RateLimited extends GatewayError {
   static override readonly exitCode = 5;
   static override readonly family =
-    "rate_limited, faucet_cooldown, faucet_daily_limit, registration_rate_limited";
+    "rate_limited, faucet_cooldown, faucet_daily_limit, x402_daily_limit, registration_rate_limited";
   readonly retryAfter: number | undefined;
   constructor(message: string, details: GatewayErrorDetails & { retryAfter?: number }) {
     super(message, details);
@@ -211,6 +211,7 @@ const RATE_LIMITED = new Set([
   "rate_limited",
   "faucet_cooldown",
   "faucet_daily_limit",
+  "x402_daily_limit",
   "registration_rate_limited",
 ]);
 

@@ -32,6 +32,8 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   faucet_cooldown: 429,
   faucet_daily_limit: 429,
+  /** AGENT_X402_DAILY_LIMIT authorizations signed today: nothing is written or signed. */
+  x402_daily_limit: 429,
   registration_rate_limited: 429,
   /** Request headers over Node's limit (16 KiB), refused by the server before any route. */
   headers_too_large: 431,

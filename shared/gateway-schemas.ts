@@ -88,20 +88,71 @@ export const x402NonceSchema = z
   .regex(/^(0x)?[0-9a-fA-F]{64}$/, "nonce must be 32 bytes of hex (64 hex digits, 0x optional)");
 
 /**
- * The 402 quote as the agent received it (SPEC "x402 objects"): only its shape is checked here.
- * Which entry of `accepts` can be paid is the route's decision (origin/x402/authorize-requirement.ts),
- * and what is copied into the envelope is the quote as sent, keys in their order.
+ * Bounds of what a quote may carry into an authorization (the envelope copies `resource`, the
+ * chosen `accepts` entry and `extensions` as sent). Far above what an honest x402 quote holds (the
+ * official packages write a short description, entries of a few hundred bytes, extensions such as
+ * bazaar's schemas or sign-in-with-x's message of a few KiB), far below an attacker's 32 KiB.
+ */
+export const X402_QUOTE_BOUNDS = {
+  urlChars: 2_048,
+  mimeTypeChars: 256,
+  descriptionChars: 2_048,
+  /** The whole `resource` object as JSON (url, mimeType, description and any other field). */
+  resourceBytes: 6 * 1024,
+  accepts: 16,
+  /** Each `accepts` entry as JSON. */
+  acceptsEntryBytes: 4 * 1024,
+  extensionsBytes: 16 * 1024,
+} as const;
+
+const jsonBytes = (value: unknown): number => new TextEncoder().encode(JSON.stringify(value)).byteLength;
+
+/**
+ * The 402 quote as the agent received it (SPEC "x402 objects"): only its shape and size are
+ * checked here. Which entry of `accepts` can be paid is the route's decision
+ * (origin/x402/authorize-requirement.ts), and what is copied into the envelope is the quote as
+ * sent, keys in their order.
  */
 export const x402PaymentRequiredSchema = z.looseObject({
   x402Version: z.number({ error: "payment_required.x402Version must be a number" }).int(),
-  resource: z.looseObject({
-    url: z.string({ error: "payment_required.resource.url is required" }).min(1).max(2_048),
-  }),
+  resource: z
+    .looseObject({
+      url: z
+        .string({ error: "payment_required.resource.url is required" })
+        .min(1)
+        .max(X402_QUOTE_BOUNDS.urlChars),
+      mimeType: z.string().max(X402_QUOTE_BOUNDS.mimeTypeChars).optional(),
+      description: z.string().max(X402_QUOTE_BOUNDS.descriptionChars).optional(),
+    })
+    .refine(
+      (resource) => jsonBytes(resource) <= X402_QUOTE_BOUNDS.resourceBytes,
+      `payment_required.resource must be at most ${X402_QUOTE_BOUNDS.resourceBytes} bytes as JSON`,
+    )
+    .describe(`at most ${X402_QUOTE_BOUNDS.resourceBytes} bytes as JSON`),
   accepts: z
-    .array(z.looseObject({}), { error: "payment_required.accepts must be an array of requirements" })
+    .array(
+      z
+        .looseObject({})
+        .refine(
+          (entry) => jsonBytes(entry) <= X402_QUOTE_BOUNDS.acceptsEntryBytes,
+          `each payment_required.accepts entry must be at most ${X402_QUOTE_BOUNDS.acceptsEntryBytes} bytes as JSON`,
+        )
+        .describe(`a requirement, at most ${X402_QUOTE_BOUNDS.acceptsEntryBytes} bytes as JSON`),
+      { error: "payment_required.accepts must be an array of requirements" },
+    )
     .min(1, "payment_required.accepts must not be empty")
-    .max(32, "payment_required.accepts must have at most 32 entries"),
-  extensions: z.record(z.string(), z.unknown()).optional(),
+    .max(
+      X402_QUOTE_BOUNDS.accepts,
+      `payment_required.accepts must have at most ${X402_QUOTE_BOUNDS.accepts} entries`,
+    ),
+  extensions: z
+    .record(z.string(), z.unknown())
+    .refine(
+      (extensions) => jsonBytes(extensions) <= X402_QUOTE_BOUNDS.extensionsBytes,
+      `payment_required.extensions must be at most ${X402_QUOTE_BOUNDS.extensionsBytes} bytes as JSON`,
+    )
+    .describe(`at most ${X402_QUOTE_BOUNDS.extensionsBytes} bytes as JSON`)
+    .optional(),
 });
 export type X402PaymentRequired = z.infer<typeof x402PaymentRequiredSchema>;
 

@@ -119,7 +119,7 @@ function moneyHandlers(deps: AppDeps): WriteHandlers {
  * stands apart from the money routes: turning transfers off does not turn x402 off (SPEC).
  */
 function x402Handlers(deps: AppDeps): WriteHandlers {
-  const { amountUnits, payTo, maxTimeoutSeconds } = deps.config.x402;
+  const { amountUnits, payTo, maxTimeoutSeconds, dailyLimit } = deps.config.x402;
   if (!deps.config.features.x402 || amountUnits === undefined || !payTo) return {};
   return {
     x402Authorize: x402AuthorizeHandler({
@@ -127,6 +127,7 @@ function x402Handlers(deps: AppDeps): WriteHandlers {
       signer: deps.signer,
       clock: deps.clock,
       policy: { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds },
+      dailyLimit,
     }),
   };
 }

@@ -162,9 +162,15 @@ export const OPERATIONS: readonly Operation[] = [
         body: { name: "X402Authorization", schema: x402AuthorizeResponseSchema },
       },
       ...agentErrors(400, 409),
+      400: errorResponse(
+        "validation_failed, also for a quote past its bounds (`resource` 6 KiB, `accepts` 16 entries of 4 KiB, `extensions` 16 KiB, as JSON)",
+      ),
       413: PAYLOAD_TOO_LARGE,
       422: errorResponse(
         "x402_amount_not_allowed, x402_pay_to_not_allowed, x402_validity_too_long, x402_requirement_unsupported: no entry of the quote can be paid under the node's terms",
+      ),
+      429: errorResponse(
+        "rate_limited (either tier); x402_daily_limit: AGENT_X402_DAILY_LIMIT authorizations signed today, nothing written, `retry_after` to the next UTC day",
       ),
     },
   },

@@ -3,7 +3,9 @@
  * (`@x402/core`'s x402Client with `@x402/evm`'s exact scheme, what `@x402/fetch` sends) writes it
  * for the same quote: keys in its order (x402Version, payload, extensions, resource, accepted),
  * addresses checksummed, validAfter "0", `resource`, `extensions` and `accepted` copied from the
- * quote as the agent sent them. Its Base64 is the `PAYMENT-SIGNATURE` header value.
+ * quote as the agent sent them. Its Base64 is the `PAYMENT-SIGNATURE` header value. Only the
+ * authorization and its signature are stored (authorize-repository.ts); a repeat, whose request
+ * hash binds the copied parts byte for byte, builds the same envelope from its own body.
  */
 import { getAddress } from "viem";
 import type { Hex } from "../../shared/hex.ts";
@@ -25,31 +27,45 @@ export type PaymentEnvelope = {
   accepted: unknown;
 };
 
+/** The signed authorization as the envelope spells it: checksummed addresses, validAfter "0". */
+export function paymentAuthorization(params: {
+  from: string;
+  to: string;
+  /** The amount string as quoted. */
+  value: string;
+  validBefore: bigint;
+  nonce: Hex;
+}): PaymentAuthorization {
+  return {
+    from: getAddress(params.from),
+    to: getAddress(params.to),
+    value: params.value,
+    validAfter: "0",
+    validBefore: params.validBefore.toString(),
+    nonce: params.nonce,
+  };
+}
+
 export type BuildPaymentEnvelopeParams = {
   /** The quote's `resource`, `extensions` and chosen `accepts` entry, as the agent sent them. */
   resource: unknown;
   extensions: unknown;
   accepted: unknown;
-  from: string;
-  to: string;
-  value: string;
-  validBefore: bigint;
-  nonce: Hex;
-  signature: Hex;
+  authorization: PaymentAuthorization;
+  signature: string;
 };
 
+/**
+ * The envelope; the same bytes for the same parts. The authorization's keys are written in their
+ * fixed order here, whatever order the object given has (a stored one comes back from jsonb,
+ * which keeps no key order).
+ */
 export function buildPaymentEnvelope(params: BuildPaymentEnvelopeParams): PaymentEnvelope {
+  const { from, to, value, validAfter, validBefore, nonce } = params.authorization;
   return {
     x402Version: 2,
     payload: {
-      authorization: {
-        from: getAddress(params.from),
-        to: getAddress(params.to),
-        value: params.value,
-        validAfter: "0",
-        validBefore: params.validBefore.toString(),
-        nonce: params.nonce,
-      },
+      authorization: { from, to, value, validAfter, validBefore, nonce },
       signature: params.signature,
     },
     // Absent from the JSON when the quote had none, as with the official client.

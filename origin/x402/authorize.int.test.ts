@@ -20,6 +20,7 @@ import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
+import { requestHash } from "../actions/repository.ts";
 import { queryRows } from "../db/client.ts";
 import type { SignerClient } from "../signer/types.ts";
 
@@ -69,6 +70,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
   /** sign_x402_authorization requests that reached the enclave, through this test's origin. */
   let signRequests = 0;
   let chain: ReturnType<typeof publicClientFor>;
+  let counted: SignerClient;
 
   beforeAll(async () => {
     // x402 on: the sealed terms (validity bound 180 s, the default), a funded settler, the switch.
@@ -77,7 +79,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     });
     chain = publicClientFor(stack.devnet.url);
     // The real enclave client, counted: what reaches the enclave is what could be signed.
-    const counted: SignerClient = {
+    counted = {
       ...stack.signer,
       signX402Authorization: (params) => {
         signRequests++;
@@ -334,5 +336,232 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(receipt.status).toBe("success");
     // The settler paid the gas: the agent's wallet lost exactly the amount.
     expect(before - (await chain.getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
+  });
+
+  it("stores the signature, not the quote: a repeat rebuilds the same bytes from its own body; the quote's keys in another order are another payload", async () => {
+    const agent = await stack.newAgent();
+    // A quote with extensions of a few KiB, as bazaar's schemas or sign-in-with-x's message are.
+    const payment = {
+      ...quote(),
+      extensions: {
+        bazaar: { info: { input: { type: "http", method: "GET" } }, schema: { pad: "s".repeat(3_000) } },
+      },
+    };
+    const body = { payment_required: payment, nonce: newNonce() };
+    const first = await authorize(origin.base, agent.token, body);
+    expect(first.status).toBe(200);
+    const actionId = (first.body as X402AuthorizeResponse).action_id;
+    const [row] = await queryRows<{ signed_payload: Record<string, unknown>; bytes: number }>(
+      stack.db.handle.db,
+      sql`select signed_payload, pg_column_size(signed_payload) as bytes from agent_actions where action_id = ${actionId}`,
+    );
+    expect(Object.keys(row!.signed_payload).sort()).toEqual(["authorization", "signature"]);
+    expect(row!.bytes).toBeLessThan(600);
+    const again = await authorize(origin.base, agent.token, body);
+    expect(again.text).toBe(first.text);
+    // The same fields with the resource's keys reversed would build other bytes: a conflict.
+    const resource = payment.resource as Record<string, unknown>;
+    const reordered = Object.fromEntries(Object.entries(resource).reverse());
+    const conflict = await authorize(origin.base, agent.token, {
+      ...body,
+      payment_required: { ...payment, resource: reordered },
+    });
+    expect(conflict.status).toBe(409);
+  });
+
+  it("answers a row stored before only the signature was (the whole header value) with its stored bytes", async () => {
+    const agent = await stack.newAgent();
+    const body = { payment_required: quote(), nonce: newNonce() };
+    const first = await authorize(origin.base, agent.token, body);
+    expect(first.status).toBe(200);
+    const { action_id: actionId, payment_signature: header } = first.body as X402AuthorizeResponse;
+    // The row as the previous version wrote it: the header value, and the request hash of the
+    // quote's parts with their keys sorted.
+    const sorted = (value: unknown): string =>
+      JSON.stringify(value, (_key, inner: unknown) =>
+        inner !== null && typeof inner === "object" && !Array.isArray(inner)
+          ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+          : inner,
+      );
+    const legacyHash = requestHash("x402", {
+      nonce: body.nonce,
+      resource: sorted(body.payment_required.resource),
+      accepted: sorted(body.payment_required.accepts[0]),
+      extensions: null,
+    });
+    await stack.db.handle.db.execute(
+      sql`update agent_actions set signed_payload = ${JSON.stringify({ payment_signature: header })}::jsonb,
+            request_hash = ${legacyHash}
+          where action_id = ${actionId}`,
+    );
+    const before = signRequests;
+    const again = await authorize(origin.base, agent.token, body);
+    expect(again.text).toBe(first.text);
+    expect(signRequests).toBe(before);
+  });
+
+  it("refuses a quote past its bounds with 400, writing and signing nothing", async () => {
+    const agent = await stack.newAgent();
+    const entry = quote().accepts[0]!;
+    const cases: Array<[string, unknown]> = [
+      ["extensions over 16 KiB", { ...quote(), extensions: { pad: "e".repeat(17 * 1024) } }],
+      ["an accepts entry over 4 KiB", quote({ extra: { ...entry.extra, pad: "a".repeat(4 * 1024) } })],
+      ["17 accepts entries", { ...quote(), accepts: Array.from({ length: 17 }, () => entry) }],
+      [
+        "a description over 2048 characters",
+        { ...quote(), resource: { url: "http://127.0.0.1/x", description: "d".repeat(2_049) } },
+      ],
+      [
+        "a resource over 6 KiB",
+        { ...quote(), resource: { url: "http://127.0.0.1/x", note: "n".repeat(6 * 1024) } },
+      ],
+      [
+        "a mimeType over 256 characters",
+        { ...quote(), resource: { url: "http://127.0.0.1/x", mimeType: "m".repeat(257) } },
+      ],
+    ];
+    const before = signRequests;
+    for (const [name, paymentRequired] of cases) {
+      const response = await authorize(origin.base, agent.token, {
+        payment_required: paymentRequired,
+        nonce: newNonce(),
+      });
+      const error = (response.body as { error?: { code?: string } }).error;
+      expect({ name, status: response.status, code: error?.code }).toEqual({
+        name,
+        status: 400,
+        code: "validation_failed",
+      });
+    }
+    expect(signRequests).toBe(before);
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from agent_actions where agent_id = ${agent.agentId}`,
+    );
+    expect(row!.n).toBe(0);
+  });
+
+  it("600 authorize calls with 32 KiB quotes from an empty wallet's token grow the database by less than 1 MB", async () => {
+    // A token with nothing in its wallet, as a free public registration gives.
+    const agent = await stack.newAgent();
+    const db = stack.db.handle.db;
+    const sizes = async () => {
+      const [row] = await queryRows<{ database: string; tables: string }>(
+        db,
+        sql`select pg_database_size(current_database())::text as database,
+              (pg_total_relation_size('agent_actions') + pg_total_relation_size('x402_daily_authorizations'))::text as tables`,
+      );
+      return { database: Number(row!.database), tables: Number(row!.tables) };
+    };
+    const entry = quote().accepts[0]!;
+    // Random characters, which no compression of a stored value would shrink.
+    const noise = (chars: number): string => randomBytes(chars).toString("base64url").slice(0, chars);
+    // Half over the bounds (refused), half as large as they allow, about 31 KiB each (accepted).
+    const oversized = () => ({ ...quote(), extensions: { pad: noise(30 * 1024 + 512) } });
+    const largest = () => ({
+      ...quote(),
+      // The quote's own `error` is not copied into the envelope: only the body's bound holds it.
+      error: `Payment required ${noise(2_800)}`,
+      resource: {
+        url: `http://127.0.0.1/77/x402/demo?${noise(2_000)}`,
+        mimeType: "application/json",
+        description: noise(2_048),
+      },
+      accepts: [
+        entry,
+        ...Array.from({ length: 2 }, () => ({ ...entry, network: "eip155:8453", pad: noise(3_700) })),
+      ],
+      extensions: { pad: noise(16 * 1024 - 20) },
+    });
+    const before = await sizes();
+    const statuses: Record<number, number> = {};
+    const bodies = Array.from({ length: 600 }, (_, i) => ({
+      payment_required: i % 2 === 0 ? oversized() : largest(),
+      nonce: newNonce(),
+    }));
+    expect(JSON.stringify(bodies[0]).length).toBeGreaterThan(31 * 1024);
+    expect(JSON.stringify(bodies[1]).length).toBeGreaterThan(31 * 1024);
+    for (let i = 0; i < bodies.length; i += 8) {
+      const answers = await Promise.all(
+        bodies.slice(i, i + 8).map((body) => authorize(origin.base, agent.token, body)),
+      );
+      for (const answer of answers) statuses[answer.status] = (statuses[answer.status] ?? 0) + 1;
+    }
+    expect(statuses).toEqual({ 200: 300, 400: 300 });
+    const after = await sizes();
+    expect(after.tables - before.tables).toBeLessThan(1024 * 1024);
+    expect(after.database - before.database).toBeLessThan(1024 * 1024);
+  }, 300_000);
+
+  describe("AGENT_X402_DAILY_LIMIT", () => {
+    const LIMIT = 3;
+    let limited: TestOrigin;
+    beforeAll(async () => {
+      limited = await startTestOrigin({
+        database: stack.db.handle,
+        rpcUrl: stack.devnet.url,
+        env: { ...stack.originEnv, AGENT_X402_DAILY_LIMIT: String(LIMIT) },
+        signer: counted,
+      });
+    });
+    afterAll(async () => {
+      await limited?.close();
+    });
+    const actions = async (agentId: string): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        stack.db.handle.db,
+        sql`select count(*)::int as n from agent_actions where agent_id = ${agentId} and kind = 'x402'`,
+      );
+      return row!.n;
+    };
+
+    it("past the day's limit: 429 x402_daily_limit until the next UTC day, nothing written or signed; a repeat of a signed one is still answered", async () => {
+      const agent = await stack.newAgent();
+      const bodies = Array.from({ length: LIMIT + 1 }, () => ({
+        payment_required: quote(),
+        nonce: newNonce(),
+      }));
+      const firsts = [];
+      for (const body of bodies.slice(0, LIMIT)) {
+        const answer = await authorize(limited.base, agent.token, body);
+        expect(answer.status).toBe(200);
+        firsts.push(answer);
+      }
+      const signedBefore = signRequests;
+      const refused = await authorize(limited.base, agent.token, bodies[LIMIT]);
+      expect(refused.status).toBe(429);
+      const error = (refused.body as { error: { code: string; retry_after: number } }).error;
+      expect(error.code).toBe("x402_daily_limit");
+      const now = new Date();
+      const toMidnight = Math.ceil(
+        (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000,
+      );
+      expect(Math.abs(error.retry_after - toMidnight)).toBeLessThanOrEqual(5);
+      expect(refused.headers.get("retry-after")).toBe(String(error.retry_after));
+      expect(signRequests).toBe(signedBefore);
+      expect(await actions(agent.agentId)).toBe(LIMIT);
+      // A repeat of one signed today is its stored answer, not a new authorization.
+      const repeat = await authorize(limited.base, agent.token, bodies[0]);
+      expect(repeat.text).toBe(firsts[0]!.text);
+      expect(signRequests).toBe(signedBefore);
+    });
+
+    it("holds under concurrency: 10 distinct authorizations at once sign exactly the limit", async () => {
+      const agent = await stack.newAgent();
+      const signedBefore = signRequests;
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          authorize(limited.base, agent.token, { payment_required: quote(), nonce: newNonce() }),
+        ),
+      );
+      const codes = answers.map((answer) =>
+        answer.status === 200
+          ? "200"
+          : `${answer.status} ${(answer.body as { error: { code: string } }).error.code}`,
+      );
+      expect(codes.filter((code) => code === "200")).toHaveLength(LIMIT);
+      expect(codes.filter((code) => code === "429 x402_daily_limit")).toHaveLength(10 - LIMIT);
+      expect(signRequests - signedBefore).toBe(LIMIT);
+    });
   });
 });

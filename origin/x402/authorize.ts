@@ -4,12 +4,14 @@
  * exact `PAYMENT-SIGNATURE` header value of the paid retry. The amount and payTo are the node's
  * (AGENT_X402_AMOUNT, AGENT_X402_PAY_TO), the validity at most AGENT_X402_MAX_TIMEOUT_SECONDS. The
  * faucet/transfer funding gate, restore-evidence ceilings and transfer quotas do not apply (SPEC),
- * so nothing of them is read here, nor the transfer switch.
+ * so nothing of them is read here, nor the transfer switch. An agent signs at most
+ * AGENT_X402_DAILY_LIMIT a UTC day (429 x402_daily_limit past it, nothing written or signed).
  */
 import type { Context, Handler } from "hono";
 import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../shared/hex.ts";
 import { createActionClaimer, requestHash } from "../actions/repository.ts";
+import { secondsToNextUtcDay, utcDate } from "../actions/utc-day.ts";
 import type { Db } from "../db/client.ts";
 import type { Clock } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -20,8 +22,14 @@ import {
   buildPaymentEnvelope,
   decodeStoredPaymentSignature,
   encodePaymentSignature,
+  paymentAuthorization,
 } from "./authorize-envelope.ts";
-import { signActionOnce, storedPaymentSignature } from "./authorize-repository.ts";
+import {
+  readDailyAuthorizations,
+  type StoredAuthorization,
+  signActionOnce,
+  storedAuthorization,
+} from "./authorize-repository.ts";
 import { chooseRequirement, type X402AuthorizePolicy } from "./authorize-requirement.ts";
 
 export type X402AuthorizeDeps = {
@@ -29,6 +37,8 @@ export type X402AuthorizeDeps = {
   signer: SignerClient;
   clock: Clock;
   policy: X402AuthorizePolicy;
+  /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day. */
+  dailyLimit: number;
 };
 
 /** A quote with a long description or extensions is larger than the money routes' 4 KiB bodies. */
@@ -45,28 +55,40 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     // Refusals that depend on nothing but the request: answered before anything is written.
     if (!chosen.ok) throw new AppError(chosen.refusal.code, chosen.refusal.message);
     const { requirement } = chosen;
-    const accepted = (quote.accepts as unknown[])[requirement.index];
+    const copied: CopiedParts = {
+      resource: quote.resource,
+      accepted: (quote.accepts as unknown[])[requirement.index],
+      extensions: quote.extensions,
+    };
     const agent = c.get("agent");
     const nonce = normaliseHex(body.nonce, 32);
+    const idempotencyKey = body.idempotency_key ?? `x402:${nonce}`;
+    const now = deps.clock.now();
+    const day = utcDate(now);
+
+    // The day's count, before anything is written: past it, a new authorization stores nothing.
+    // A repeat of one already recorded goes on (its answer is stored, or its signing counts).
+    const daily = await readDailyAuthorizations(deps.db, { agentId: agent.agentId, day, idempotencyKey });
+    if (daily.count >= deps.dailyLimit && !daily.known) throw dailyLimitReached(deps.dailyLimit, now);
 
     const claimed = await claim({
       agentId: agent.agentId,
       kind: "x402",
-      idempotencyKey: body.idempotency_key ?? `x402:${nonce}`,
+      idempotencyKey,
       // SPEC: the resource URL is bound to the request hash, not to the signed authorization; so
-      // is the rest of what the envelope copies from the quote.
-      requestHash: requestHash("x402", {
-        nonce,
-        resource: canonicalJson(quote.resource),
-        accepted: canonicalJson(accepted),
-        extensions: quote.extensions === undefined ? null : canonicalJson(quote.extensions),
-      }),
+      // is the rest of what the envelope copies from the quote, byte for byte: the same hash
+      // rebuilds the same envelope from a repeat's own body.
+      requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
       amountUnits: deps.policy.amountUnits,
       toAddress: requirement.payTo,
     });
     const actionId = claimed.action.actionId;
     if (!claimed.claimed) {
-      if (!claimed.samePayload) {
+      // Rows written before the hash took the parts as sent hashed them with their keys sorted.
+      const same =
+        claimed.samePayload ||
+        claimed.action.requestHash === requestHash("x402", { nonce, ...sortedKeys(copied) });
+      if (!same) {
         throw new AppError(
           "idempotency_conflict",
           "this idempotency_key was already used with another payload",
@@ -75,44 +97,51 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
           },
         );
       }
-      const stored = storedPaymentSignature(claimed.action.signedPayload);
-      if (claimed.action.status === "signed" && stored) return answer(c, actionId, stored);
+      const stored = storedAuthorization(claimed.action.signedPayload);
+      if (claimed.action.status === "signed" && stored) return answer(c, actionId, stored, copied);
     }
 
-    const outcome = await signActionOnce(deps.db, actionId, async () => {
-      const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
-      const signed = await deps.signer.signX402Authorization({
-        keyRef: agent.keyRef,
-        to: requirement.payTo,
-        valueUnits: deps.policy.amountUnits,
-        validAfter: 0n,
-        validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
-        nonce,
-      });
-      if (!signed.ok) return signed;
-      const { authorization, signature } = signed.value;
-      const envelope = buildPaymentEnvelope({
-        resource: quote.resource,
-        extensions: quote.extensions,
-        accepted,
-        from: authorization.from,
-        to: authorization.to,
-        value: requirement.amount,
-        validBefore: authorization.validBefore,
-        nonce: authorization.nonce,
-        signature,
-      });
-      return { ok: true, value: encodePaymentSignature(envelope) };
-    });
+    const outcome = await signActionOnce(
+      deps.db,
+      { actionId, agentId: agent.agentId, day, dailyLimit: deps.dailyLimit },
+      async () => {
+        const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
+        const signed = await deps.signer.signX402Authorization({
+          keyRef: agent.keyRef,
+          to: requirement.payTo,
+          valueUnits: deps.policy.amountUnits,
+          validAfter: 0n,
+          validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
+          nonce,
+        });
+        if (!signed.ok) return signed;
+        const { authorization, signature } = signed.value;
+        return {
+          ok: true,
+          value: {
+            authorization: paymentAuthorization({
+              from: authorization.from,
+              to: authorization.to,
+              value: requirement.amount,
+              validBefore: authorization.validBefore,
+              nonce: authorization.nonce,
+            }),
+            signature,
+          },
+        };
+      },
+    );
     switch (outcome.kind) {
       case "signed":
-        return answer(c, actionId, outcome.paymentSignature);
+        return answer(c, actionId, outcome.stored, copied);
       case "ended":
         throw new AppError(
           "idempotency_conflict",
           `this authorization ended ${outcome.status} without a signature; authorize again with a fresh nonce`,
           { fields: { action_id: actionId } },
         );
+      case "daily_limit":
+        throw dailyLimitReached(deps.dailyLimit, now);
       case "refused": {
         const refusal = signerRefusal(outcome.failure);
         throw new AppError(refusal.code, refusal.message, { fields: { action_id: actionId } });
@@ -121,8 +150,23 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
   };
 }
 
-/** The same bytes every time for one action: all of it is derived from the stored header value. */
-function answer(c: Context<AppEnv>, actionId: string, paymentSignature: string): Response {
+/** What the envelope copies from the quote, as the agent sent it. */
+type CopiedParts = { resource: unknown; accepted: unknown; extensions: unknown };
+
+/**
+ * The answer: the same bytes every time for one action and one request hash. A stored header
+ * value (rows written before only the signature was stored) is returned as it is.
+ */
+function answer(
+  c: Context<AppEnv>,
+  actionId: string,
+  stored: StoredAuthorization,
+  copied: CopiedParts,
+): Response {
+  const paymentSignature =
+    stored.kind === "header"
+      ? stored.paymentSignature
+      : encodePaymentSignature(buildPaymentEnvelope({ ...copied, ...stored.signed }));
   const envelope = decodeStoredPaymentSignature(paymentSignature);
   const body: X402AuthorizeResponse = {
     action_id: actionId,
@@ -133,6 +177,16 @@ function answer(c: Context<AppEnv>, actionId: string, paymentSignature: string):
   // A signed payment is as good as money until it is settled or expires: no cache keeps it.
   c.header("cache-control", "no-store");
   return c.json(body, 200);
+}
+
+/** 429 until the next UTC day; nothing was written or signed. */
+function dailyLimitReached(limit: number, now: Date): AppError {
+  const seconds = secondsToNextUtcDay(now);
+  return new AppError(
+    "x402_daily_limit",
+    `this agent may authorize ${limit} x402 payments per UTC day (AGENT_X402_DAILY_LIMIT)`,
+    { fields: { retry_after: seconds }, headers: { "Retry-After": String(seconds) } },
+  );
 }
 
 /**
@@ -159,11 +213,26 @@ function signerRefusal(failure: SignerFailure): {
   };
 }
 
-/** JSON with object keys sorted at every level: the same value hashes the same whatever its key order. */
-function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, inner: unknown) =>
-    inner !== null && typeof inner === "object" && !Array.isArray(inner)
-      ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : inner,
-  );
+/** The copied parts as sent, keys in the sender's order: equal strings build equal envelopes. */
+function exactly(copied: CopiedParts): Record<string, string | null> {
+  return {
+    resource: JSON.stringify(copied.resource),
+    accepted: JSON.stringify(copied.accepted),
+    extensions: copied.extensions === undefined ? null : JSON.stringify(copied.extensions),
+  };
+}
+
+/** The copied parts as the request hash took them before: object keys sorted at every level. */
+function sortedKeys(copied: CopiedParts): Record<string, string | null> {
+  const canonical = (value: unknown): string =>
+    JSON.stringify(value, (_key, inner: unknown) =>
+      inner !== null && typeof inner === "object" && !Array.isArray(inner)
+        ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+        : inner,
+    );
+  return {
+    resource: canonical(copied.resource),
+    accepted: canonical(copied.accepted),
+    extensions: copied.extensions === undefined ? null : canonical(copied.extensions),
+  };
 }

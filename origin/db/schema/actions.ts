@@ -3,6 +3,7 @@ import {
   check,
   date,
   index,
+  integer,
   jsonb,
   numeric,
   pgTable,
@@ -75,6 +76,24 @@ export const transferDailySpend = pgTable(
   (t) => [
     primaryKey({ name: "transfer_daily_spend_pk", columns: [t.agentId, t.day] }),
     check("transfer_daily_spend_nonnegative", sql`${t.spentUnits} >= 0`),
+  ],
+);
+
+/**
+ * How many x402 authorizations each agent had signed on one UTC day (AGENT_X402_DAILY_LIMIT),
+ * counted by the statement that signs one (x402/authorize-repository.ts), so the limit's check
+ * reads one row however many the agent signed.
+ */
+export const x402DailyAuthorizations = pgTable(
+  "x402_daily_authorizations",
+  {
+    agentId: uuid("agent_id").notNull(),
+    day: date("day").notNull(),
+    authorizations: integer("authorizations").notNull(),
+  },
+  (t) => [
+    primaryKey({ name: "x402_daily_authorizations_pk", columns: [t.agentId, t.day] }),
+    check("x402_daily_authorizations_nonnegative", sql`${t.authorizations} >= 0`),
   ],
 );
 
