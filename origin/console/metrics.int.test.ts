@@ -110,6 +110,7 @@ describe("GET {base}/metrics", () => {
       "registration_early",
       "registration_admission",
       "rpc_in_flight",
+      "x402_client",
     ])
       expect(refusals(metrics, tier)).toBe(0);
   });

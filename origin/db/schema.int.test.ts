@@ -71,6 +71,7 @@ describe("migrations and constraints", () => {
         "schema_migrations",
         "sender_nonces",
         "transfer_daily_spend",
+        "x402_daily_authorizations",
         "x402_settlements",
       ].sort(),
     );
