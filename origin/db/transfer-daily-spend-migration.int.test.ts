@@ -1,27 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
+import { rm } from "node:fs/promises";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { adminQuery, withDatabase } from "../../scripts/test/global-setup.ts";
+import { migrationsBefore } from "../../scripts/test/migrations-before.ts";
 import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
-import { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.ts";
+import { migrateDatabase } from "./migrate.ts";
 
 const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
-
-/** The migrations folder as it was before `tag`: the same files, the journal cut before it. */
-async function migrationsBefore(tag: string): Promise<string> {
-  const dir = await mkdtemp(path.join(tmpdir(), "migrations-"));
-  await cp(MIGRATIONS_FOLDER, dir, { recursive: true });
-  const journalPath = path.join(dir, "meta", "_journal.json");
-  const journal = JSON.parse(await readFile(journalPath, "utf8")) as { entries: { tag: string }[] };
-  const cut = journal.entries.findIndex((entry) => entry.tag === tag);
-  expect(cut).toBeGreaterThan(0);
-  journal.entries = journal.entries.slice(0, cut);
-  await writeFile(journalPath, JSON.stringify(journal));
-  return dir;
-}
 
 describe("migration 0009 (transfer_daily_spend)", () => {
   const adminUrl = inject("pgAdminUrl");

@@ -1,0 +1,67 @@
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { adminQuery, withDatabase } from "../../scripts/test/global-setup.ts";
+import { migrationsBefore } from "../../scripts/test/migrations-before.ts";
+import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
+import { migrateDatabase } from "./migrate.ts";
+
+const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
+
+describe("migration 0011 (x402_daily_authorizations)", () => {
+  const adminUrl = inject("pgAdminUrl");
+  const name = `agents_migration_${hex(6)}`;
+  let handle: DatabaseHandle;
+  let before: string;
+
+  beforeAll(async () => {
+    await adminQuery(adminUrl, `create database "${name}"`);
+    handle = connectDatabase({ url: withDatabase(adminUrl, name), driver: "pg" });
+    before = await migrationsBefore("0011_x402_daily_authorizations");
+  });
+  afterAll(async () => {
+    await handle.close();
+    await adminQuery(adminUrl, `drop database if exists "${name}" with (force)`);
+    await rm(before, { recursive: true, force: true });
+  });
+
+  it("counts the x402 authorizations signed before it, per agent and UTC day, and nothing else", async () => {
+    const { db } = handle;
+    await migrateDatabase(db, before);
+    const agents = [hex(16), hex(16)].map(
+      (h) => `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`,
+    );
+    for (const agentId of agents) {
+      await db.execute(sql`insert into agent_identities (agent_id, assigned_wallet, agent_transfer_key_ref, capabilities, origin)
+        values (${agentId}, ${`0x${hex(20)}`}, ${hex(32)}, ${"{read,transfer}"}, 'operator')`);
+    }
+    const [first, second] = agents as [string, string];
+    const action = (agentId: string, kind: string, signedAt: string | null) =>
+      db.execute(sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, signed_at)
+        values (${agentId}, ${kind}, ${hex(8)}, ${hex(32)}, ${signedAt ? "signed" : "requested"},
+                ${signedAt}::timestamptz)`);
+    // Authorizations on two UTC days (one signed in the evening west of Greenwich, already the next
+    // day in UTC); a transfer and an unsigned request count for nothing.
+    await action(first, "x402", "2026-11-25T10:00:00Z");
+    await action(first, "x402", "2026-11-25T12:00:00Z");
+    await action(first, "x402", "2026-11-25T20:30:00-05:00");
+    await action(first, "transfer", "2026-11-25T11:00:00Z");
+    await action(first, "x402", null);
+    await action(second, "x402", "2026-11-25T09:00:00Z");
+
+    await migrateDatabase(db);
+
+    const rows = await queryRows<{ agent_id: string; day: string; authorizations: number }>(
+      db,
+      sql`select agent_id, day::text, authorizations from x402_daily_authorizations order by agent_id, day`,
+    );
+    expect(rows).toEqual(
+      [
+        { agent_id: first, day: "2026-11-25", authorizations: 2 },
+        { agent_id: first, day: "2026-11-26", authorizations: 1 },
+        { agent_id: second, day: "2026-11-25", authorizations: 1 },
+      ].sort((a, b) => (a.agent_id + a.day < b.agent_id + b.day ? -1 : 1)),
+    );
+  });
+});
