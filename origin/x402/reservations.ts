@@ -4,13 +4,17 @@
  * (x402_settlements). Without it, N payments against a balance covering two each see the same
  * balance, and N - 2 of them revert on chain at the settler's expense.
  *
- * A settlement counts while it may still move money: not yet mined (`claimed`, `submitted`), or
- * mined in a block after the one the balance was read at or before (the settle batch asks the
- * chain's block number before the balances, in one JSON-RPC batch that the node answers in order:
- * a settlement mined in between counts twice, a refusal too many, never an overdraft). One whose
- * validBefore has passed by more than the margin can no longer move money, and is not read.
+ * The settle batch reads the chain's block number and then the balances, in one JSON-RPC batch
+ * that the node answers in order, so the balances are of that block or a later one. A settlement
+ * counts unless that balance surely holds it already: mined (its receipt recorded, or read now
+ * from the chain) in that block or before, or reverted (it moved nothing). One mined in between
+ * counts twice, a refusal too many, never an overdraft. One whose validBefore has passed by more
+ * than the margin can no longer move money, and is not read.
  */
 import { sql } from "drizzle-orm";
+import type { Hex } from "../../shared/hex.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { readReceipts } from "../chain/outgoing.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 
 export type ReservedUnitsParams = {
@@ -18,7 +22,7 @@ export type ReservedUnitsParams = {
   /** Claims of the batch asking: it counts those itself, in its own order. */
   excludeIds: readonly string[];
   /** The block the balances were read at, or before: settlements mined after it are not in them. */
-  minedAfterBlock: bigint;
+  balanceBlock: bigint;
   /** Settlements valid until this time or earlier (unix seconds) can no longer settle. */
   openAfterSeconds: bigint;
 };
@@ -26,24 +30,39 @@ export type ReservedUnitsParams = {
 /**
  * Units each payer's other settlements hold, by payer (absent: none). For the settle batch, which
  * calls it after taking the settler's nonce row lock: every batch that signed before it has
- * committed by then, whichever origin ran it, and none signs until it has.
+ * committed by then, whichever origin ran it, and none signs until it has. A settlement signed
+ * but with no receipt recorded yet (the batch before this one may be recording it right now) is
+ * looked up on the chain, in one JSON-RPC batch, only when there is one.
  */
-export async function reservedUnits(db: Db, params: ReservedUnitsParams): Promise<Map<string, bigint>> {
+export async function reservedUnits(
+  db: Db,
+  rpc: JsonRpcUpstream,
+  params: ReservedUnitsParams,
+): Promise<Map<string, bigint>> {
   const reserved = new Map<string, bigint>();
   if (params.payers.length === 0) return reserved;
-  const rows = await queryRows<{ payer: string; units: string }>(
+  const rows = await queryRows<{ payer: string; units: string; status: string; tx_hash: string | null }>(
     db,
-    sql`select x.payer, sum(x.amount_units)::text as units
+    sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash
         from x402_settlements x
         left join outgoing_transactions t on t.tx_id = x.tx_id
         where x.payer = any(${pgArrayLiteral(params.payers)}::text[])
           and x.valid_before > ${params.openAfterSeconds.toString()}::bigint
           and not (x.id = any(${pgArrayLiteral(params.excludeIds)}::uuid[]))
           and (x.status in ('claimed', 'submitted')
-            or (x.status = 'settled' and t.block_number > ${params.minedAfterBlock.toString()}::bigint))
-        group by x.payer`,
+            or (x.status = 'settled' and t.block_number > ${params.balanceBlock.toString()}::bigint))`,
   );
-  for (const row of rows) reserved.set(row.payer, BigInt(row.units));
+  const unrecorded = rows.filter((row) => row.status !== "settled" && row.tx_hash !== null);
+  // None when the chain does not answer: then each counts.
+  const receipts = await readReceipts(
+    rpc,
+    unrecorded.map((row) => row.tx_hash as Hex),
+  );
+  for (const row of rows) {
+    const receipt = row.tx_hash === null ? undefined : receipts.get(row.tx_hash);
+    if (receipt && (receipt.status === "reverted" || receipt.blockNumber <= params.balanceBlock)) continue;
+    reserved.set(row.payer, (reserved.get(row.payer) ?? 0n) + BigInt(row.units));
+  }
   return reserved;
 }
 

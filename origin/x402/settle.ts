@@ -300,10 +300,10 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
         nextNonceUpsert(deps.settler.address, chain.minedNonce),
       );
       // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
-      const reserved = await reservedUnits(tx, {
+      const reserved = await reservedUnits(tx, deps.rpc, {
         payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
         excludeIds: claims.map((claim) => claim.id),
-        minedAfterBlock: chain.blockNumber,
+        balanceBlock: chain.blockNumber,
         openAfterSeconds: nowSeconds - marginSeconds,
       });
       const allowed: Claim[] = [];
