@@ -158,6 +158,14 @@ export class ServiceUnavailable extends GatewayError {
   static override readonly family =
     "no answer, internal_error, upstream_unavailable, service_unavailable, request_timeout, an unexpected answer";
 }
+/**
+ * The token's wallet and the key its identity signs with disagree: the signer refused, nothing was
+ * signed, and no retry helps; the service's operator must look at the identity.
+ */
+export class KeyBindingMismatch extends GatewayError {
+  static override readonly exitCode = 20;
+  static override readonly family = "agent_key_binding_mismatch: ask the operator to look at the identity";
+}
 
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
@@ -179,6 +187,7 @@ export const ERROR_CLASSES = [
   PaymentOutcomeUnknown,
   RpcError,
   ServiceUnavailable,
+  KeyBindingMismatch,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
@@ -195,6 +204,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   recipient_not_allowed: RecipientNotAllowed,
   insufficient_funds: InsufficientFunds,
   funding_gate_closed: FundingGateClosed,
+  agent_key_binding_mismatch: KeyBindingMismatch,
   agent_signer_unavailable: SignerUnavailable,
   agent_signer_protocol_unavailable: SignerUnavailable,
   registration_unavailable: RegistrationUnavailable,

@@ -27,6 +27,8 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
   let devnet: Devnet;
   let fixture: EnclaveFixture;
   let client: RawEnclaveClient;
+  /** An agent key: the only kind of address a faucet payout may go to. */
+  let agent: { key_ref: string; address: Address };
 
   beforeAll(async () => {
     devnet = await startDevnet({ port: 0 });
@@ -41,7 +43,15 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       x402_max_timeout_seconds: 180,
       operator_pool: DEV_OPERATOR_POOL_ADDRESS,
       fee_ceiling_wei: FEE_CEILING_WEI,
+      x402_validity_margin_seconds: 6,
+      x402_daily_limit: 1000,
     });
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "devnet-batch",
+    });
+    agent = (batch.keys as Array<{ key_ref: string; address: Address }>)[0]!;
   });
   afterAll(async () => {
     client?.close();
@@ -55,14 +65,16 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
     keyRef: string,
     from: Address,
     valueUnits: bigint,
+    to: Address = RECIPIENT,
   ) => {
     const chain = publicClientFor(devnet.url);
     const fees = await chain.estimateFeesPerGas();
     const signed = expectOk(
       await client.request(op, {
         key_ref: keyRef,
+        from,
         chain_id: CHAIN_ID,
-        to: RECIPIENT,
+        to,
         value_units: valueUnits.toString(),
         nonce: String(await chain.getTransactionCount({ address: from })),
         max_fee_per_gas: fees.maxFeePerGas.toString(),
@@ -78,12 +90,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
   };
 
   it("accepts an agent transfer signed by the enclave: receipt success, value moved in wei", async () => {
-    const batch = await privileged(client, fixture, "generate_keys", {
-      namespace: "agent-transfer",
-      count: 1,
-      batch_id: "devnet-batch",
-    });
-    const [key] = batch.keys as Array<{ key_ref: string; address: Address }>;
+    const key = agent;
     await fund(devnet.url, key!.address, 10n ** 20n); // 100 USDC, in wei
     const chain = publicClientFor(devnet.url);
     const before = await chain.getBalance({ address: RECIPIENT });
@@ -94,17 +101,26 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
   });
 
   it("accepts a faucet payout signed with the treasury's faucet key", async () => {
-    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "2000000" });
+    const treasury = await privileged(client, fixture, "configure_treasury", {
+      budget_units: "2000000",
+      payout_units: "1000000",
+      cooldown_ms: 60_000,
+      daily_limit_units: "1000000",
+    });
     const faucetAddress = treasury.faucet_address as Address;
     await fund(devnet.url, faucetAddress, 10n ** 20n); // 100 USDC, in wei
+    const chain = publicClientFor(devnet.url);
+    const before = await chain.getBalance({ address: agent.address });
     const receipt = await signAndSend(
       "sign_faucet",
       treasury.faucet_key_ref as string,
       faucetAddress,
       1_000_000n,
+      agent.address,
     );
     expect(receipt.status).toBe("success");
     expect(receipt.from.toLowerCase()).toBe(faucetAddress.toLowerCase());
+    expect((await chain.getBalance({ address: agent.address })) - before).toBe(1_000_000n * WEI_PER_UNIT);
   });
 
   it("settles an x402 authorization signed by the enclave through the NativeTransferAuth precompile", async () => {
@@ -118,6 +134,8 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       x402_max_timeout_seconds: 180,
       operator_pool: DEV_OPERATOR_POOL_ADDRESS,
       fee_ceiling_wei: FEE_CEILING_WEI,
+      x402_validity_margin_seconds: 6,
+      x402_daily_limit: 1000,
     });
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
@@ -130,6 +148,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
     const signed = expectOk(
       await client.request("sign_x402_authorization", {
         key_ref: payer!.key_ref,
+        from: payer!.address,
         to: payTo,
         value_units: "10000",
         valid_after: "0",
@@ -164,12 +183,18 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
    * Asks the enclave to sign a zero-value transaction whose maximum fee is nearly the whole balance
    * of `from`, and broadcasts whatever it signs, as a compromised origin would.
    */
-  const attemptFeeDrain = async (op: "sign_transfer" | "sign_faucet", keyRef: string, from: Address) => {
+  const attemptFeeDrain = async (
+    op: "sign_transfer" | "sign_faucet",
+    keyRef: string,
+    from: Address,
+    to: Address = RECIPIENT,
+  ) => {
     const chain = publicClientFor(devnet.url);
     const response = await client.request(op, {
       key_ref: keyRef,
+      from,
       chain_id: CHAIN_ID,
-      to: RECIPIENT,
+      to,
       value_units: "0",
       nonce: String(await chain.getTransactionCount({ address: from })),
       max_fee_per_gas: DRAIN_FEE_PER_GAS,
@@ -195,6 +220,8 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       x402_max_timeout_seconds: 180,
       operator_pool: DEV_OPERATOR_POOL_ADDRESS,
       fee_ceiling_wei: FEE_CEILING_WEI,
+      x402_validity_margin_seconds: 6,
+      x402_daily_limit: 1000,
     });
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
@@ -209,13 +236,20 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
   });
 
   it("refuses a fee-only drain of the faucet treasury under a budget of 0: nothing signed, the balance unchanged", async () => {
-    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "0" });
+    // A payout of 0 to an agent key, so only the fee bounds (ceiling, budget) can refuse it.
+    const treasury = await privileged(client, fixture, "configure_treasury", {
+      budget_units: "0",
+      payout_units: "0",
+      cooldown_ms: 0,
+      daily_limit_units: "0",
+    });
     const faucetAddress = treasury.faucet_address as Address;
     await fund(devnet.url, faucetAddress, WALLET_BALANCE_WEI);
     const { response, balance } = await attemptFeeDrain(
       "sign_faucet",
       treasury.faucet_key_ref as string,
       faucetAddress,
+      agent.address,
     );
     expect(balance).toBe(WALLET_BALANCE_WEI);
     expect(response).toMatchObject({ ok: false, error: { code: "cap_exceeded" } });

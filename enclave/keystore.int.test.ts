@@ -121,10 +121,13 @@ describe("keystore, identity proof and backups (real process)", () => {
       x402_max_timeout_seconds: 180,
       operator_pool: "0x00000000000000000000000000000000000000aa",
       fee_ceiling_wei: "1000000000000000",
+      x402_validity_margin_seconds: 6,
+      x402_daily_limit: 1000,
     });
     // Each transfer's maximum fee (21000 × 1 wei) counts as one unit.
     const transfer = (value: string) => ({
       key_ref: keys[2]!.key_ref,
+      from: keys[2]!.address,
       chain_id: CHAIN_ID,
       to: "0x1111111111111111111111111111111111111111",
       value_units: value,

@@ -34,6 +34,8 @@ export type RestoreOutcome =
 
 export class Keystore {
   private readonly byRef = new Map<string, KeyEntry>();
+  /** Namespaces holding a key of each (lowercase) address: sign_faucet pays agent keys only. */
+  private readonly namespacesByAddress = new Map<string, Set<string>>();
   private readonly byBatch = new Map<string, { namespace: string; keys: KeyEntry[] }>();
   /** Batches being written, so two concurrent generate_keys cannot both claim one batch id. */
   private readonly writing = new Set<string>();
@@ -77,6 +79,11 @@ export class Keystore {
   /** The key behind `keyRef`, if any. */
   get(keyRef: string): KeyEntry | undefined {
     return this.byRef.get(keyRef);
+  }
+
+  /** True when this keystore holds a key of `namespace` whose address is `address`. */
+  holdsAddress(namespace: string, address: string): boolean {
+    return this.namespacesByAddress.get(address.toLowerCase())?.has(namespace) ?? false;
   }
 
   /** The keys of a batch (generated here or restored from a backup). */
@@ -161,7 +168,13 @@ export class Keystore {
       namespace: params.namespace,
       batchId: params.batchId,
     }));
-    for (const entry of entries) this.byRef.set(entry.keyRef, entry);
+    for (const entry of entries) {
+      this.byRef.set(entry.keyRef, entry);
+      const address = entry.address.toLowerCase();
+      const namespaces = this.namespacesByAddress.get(address) ?? new Set<string>();
+      namespaces.add(entry.namespace);
+      this.namespacesByAddress.set(address, namespaces);
+    }
     const existing = this.byBatch.get(params.batchId);
     if (existing) existing.keys.push(...entries);
     else this.byBatch.set(params.batchId, { namespace: params.namespace, keys: entries });

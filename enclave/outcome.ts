@@ -2,7 +2,7 @@
  * Expected failures of an op are returned values (STYLE "Errors"), collapsed into the closed
  * DESIGN §5 codes. Reasons are deliberately generic where a precise one would be an oracle.
  */
-import type { EnclaveErrorCode, EnclaveFailure } from "../shared/enclave-protocol.ts";
+import type { EnclaveErrorCode, EnclaveFailure, RefusalDetail } from "../shared/enclave-protocol.ts";
 
 export type OpOutcome<T> = { ok: true; result: T } | { ok: false; error: EnclaveFailure };
 
@@ -11,9 +11,13 @@ export function succeed<T>(result: T): OpOutcome<T> {
   return { ok: true, result };
 }
 
-/** A refused outcome with one of the DESIGN §5 codes. */
-export function refuse(code: EnclaveErrorCode, reason: string): { ok: false; error: EnclaveFailure } {
-  return { ok: false, error: { code, reason } };
+/** A refused outcome with one of the DESIGN §5 codes, and which sealed bound refused it if one did. */
+export function refuse(
+  code: EnclaveErrorCode,
+  reason: string,
+  detail?: RefusalDetail,
+): { ok: false; error: EnclaveFailure } {
+  return { ok: false, error: detail === undefined ? { code, reason } : { code, reason, detail } };
 }
 
 /** One answer for "no such key" and "key of another namespace": no oracle (DESIGN §5). */

@@ -36,8 +36,12 @@ const policy = (overrides: Record<string, unknown> = {}): Record<string, unknown
   x402_max_timeout_seconds: 180,
   operator_pool: OPERATOR_POOL,
   fee_ceiling_wei: "1000000000000000",
+  x402_validity_margin_seconds: 6,
+  x402_daily_limit: 1000,
   ...overrides,
 });
+
+const TERMS = { payout_units: "40", cooldown_ms: 60_000, daily_limit_units: "40" };
 
 /** The most an attacker holding the admin key can send: every scope, minted with that key. */
 function adminSignedCapabilities(
@@ -99,7 +103,7 @@ describe("the policy authority (real process)", () => {
   it("refuses configure_policy and configure_treasury under an admin capability, changing nothing", async () => {
     const cases: Array<[PrivilegedOp, Record<string, unknown>]> = [
       ["configure_policy", policy({ per_tx_limit_units: "1000000000000" })],
-      ["configure_treasury", { budget_units: "1000000000000" }],
+      ["configure_treasury", { budget_units: "1000000000000", ...TERMS }],
     ];
     for (const [op, params] of cases) {
       const counter = await nextCounter(client, fixture.adminSecret, op);
@@ -121,7 +125,7 @@ describe("the policy authority (real process)", () => {
   it("refuses configure_policy and configure_treasury under a recovery capability", async () => {
     for (const [op, params] of [
       ["configure_policy", policy()],
-      ["configure_treasury", { budget_units: "1000" }],
+      ["configure_treasury", { budget_units: "1000", ...TERMS }],
     ] as const) {
       const cap = await mintFor(client, fixture, op, params, { secret: fixture.recoverySecret });
       expect(await client.request(op, params, cap)).toMatchObject({
@@ -140,7 +144,10 @@ describe("the policy authority (real process)", () => {
       recipient_allowlist: [OPERATOR_POOL.replace("aa", "bb")],
     });
     await privileged(client, fixture, "configure_policy", updated);
-    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "1000" });
+    const treasury = await privileged(client, fixture, "configure_treasury", {
+      budget_units: "1000",
+      ...TERMS,
+    });
     expect(await getPolicy()).toEqual({
       env_id: "policy-env",
       chain_id: CHAIN_ID,
@@ -151,12 +158,13 @@ describe("the policy authority (real process)", () => {
         faucet_address: treasury.faucet_address,
         budget_units: "1000",
         spent_units: "0",
+        ...TERMS,
       },
       settler: null,
     });
   });
 
-  it("keeps the policy, its version, the capability counters, the daily spend and the faucet spend across a restart", async () => {
+  it("keeps the policy, its version, the capability counters, the daily spend, the faucet spend and the recipient's payouts across a restart", async () => {
     await privileged(client, fixture, "configure_policy", policy({ fee_ceiling_wei: "0" }));
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
@@ -167,6 +175,7 @@ describe("the policy authority (real process)", () => {
     const sign = (op: "sign_transfer" | "sign_faucet", keyRef: string, value: string) =>
       client.request(op, {
         key_ref: keyRef,
+        from: op === "sign_faucet" ? faucetAddress : key!.address,
         chain_id: CHAIN_ID,
         to: op === "sign_faucet" ? key!.address : "0x1111111111111111111111111111111111111111",
         value_units: value,
@@ -176,7 +185,10 @@ describe("the policy authority (real process)", () => {
         gas_limit: "21000",
       });
     const before = await getPolicy();
-    const faucetKeyRef = (before.treasury as { faucet_key_ref: string }).faucet_key_ref;
+    const { faucet_key_ref: faucetKeyRef, faucet_address: faucetAddress } = before.treasury as {
+      faucet_key_ref: string;
+      faucet_address: string;
+    };
     expectOk(await sign("sign_transfer", key!.key_ref, "100"));
     expectOk(await sign("sign_faucet", faucetKeyRef, "40"));
     const replay = await mintFor(client, fixture, "configure_policy", policy());
@@ -198,6 +210,10 @@ describe("the policy authority (real process)", () => {
       error: { code: "cap_exceeded", reason: "over the daily limit" },
     });
     expectOk(await sign("sign_transfer", key!.key_ref, "50"));
+    // The recipient's payout before the restart still holds its cooldown.
+    expect(await sign("sign_faucet", faucetKeyRef, "40")).toMatchObject({
+      error: { code: "cap_exceeded", detail: "faucet_cooldown" },
+    });
   });
 });
 

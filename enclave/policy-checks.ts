@@ -1,9 +1,10 @@
 /**
  * The enclave's re-check of every signing request against sealed policy (DESIGN §5 "Policy inside
  * the enclave"). The gateway checks first to give clear errors; these checks are the ones that
- * hold even if the gateway is wrong or compromised. Pure functions: a refusal or null.
+ * hold even if the gateway is wrong or compromised. Pure functions: a refusal or null. Each
+ * refusal names the bound that refused it (`detail`), so the origin maps it without reading text.
  */
-import type { EnclaveFailure } from "../shared/enclave-protocol.ts";
+import type { EnclaveFailure, RefusalDetail } from "../shared/enclave-protocol.ts";
 import type { Policy, Treasury } from "./policy.ts";
 
 /**
@@ -12,8 +13,13 @@ import type { Policy, Treasury } from "./policy.ts";
  */
 export const MAX_GAS_LIMIT = 500_000n;
 
-const exceeded = (reason: string): EnclaveFailure => ({ code: "cap_exceeded", reason });
+const exceeded = (reason: string, detail: RefusalDetail): EnclaveFailure => ({
+  code: "cap_exceeded",
+  reason,
+  detail,
+});
 const NO_POLICY: EnclaveFailure = { code: "not_configured", reason: "signing policy is not configured" };
+const NO_X402: EnclaveFailure = { code: "not_configured", reason: "x402 policy is not configured" };
 
 export type TransactionCheck = {
   sealedChainId: number;
@@ -38,61 +44,171 @@ export function checkTransfer(policy: Policy | null, input: TransferCheck): Encl
   const common = checkCommon(policy, input);
   if (common) return common;
   if (policy.recipientAllowlist && !policy.recipientAllowlist.has(input.to.toLowerCase())) {
-    return exceeded("recipient not allowed");
+    return exceeded("recipient not allowed", "recipient");
   }
-  if (input.costUnits > policy.perTxLimitUnits) return exceeded("over the per-transaction limit");
+  if (input.costUnits > policy.perTxLimitUnits)
+    return exceeded("over the per-transaction limit", "per_transaction");
   if (input.spentTodayUnits + input.costUnits > policy.dailyLimitUnits)
-    return exceeded("over the daily limit");
+    return exceeded("over the daily limit", "daily");
   return null;
 }
 
+/** What sealed state holds of one faucet recipient (state-store.ts). */
+export type RecipientPayouts = {
+  /** The enclave's clock at the last payout signed to this recipient, in ms. */
+  lastPayoutMs: number;
+  /** The UTC day `unitsToday` counts. */
+  day: string;
+  unitsToday: bigint;
+};
+
+export type FaucetCheck = TransactionCheck & {
+  valueUnits: bigint;
+  /** True when `to` is the address of a key this enclave holds in the `agent-transfer` namespace. */
+  toIsAgentKey: boolean;
+  /** The recipient's sealed payout record, if it has one. */
+  paid: RecipientPayouts | undefined;
+  nowMs: number;
+  today: string;
+};
+
 /**
  * sign_faucet: a policy must be sealed (no policy, no signing: DESIGN §5), chain, never to the
- * operator pool, fee ceiling, and value plus maximum fee within the sealed faucet budget.
+ * operator pool, fee ceiling; then the sealed payout terms: exactly the payout, only to an agent
+ * key of this enclave (so a compromised origin cannot pay an address of its choosing), not within
+ * the recipient's cooldown, within its units of the UTC day; and value plus maximum fee within
+ * the sealed faucet budget.
  */
 export function checkFaucet(
   policy: Policy | null,
   treasury: Treasury,
-  input: TransactionCheck,
+  input: FaucetCheck,
 ): EnclaveFailure | null {
   if (!policy) return NO_POLICY;
+  const { terms } = treasury;
+  if (!terms) {
+    return {
+      code: "not_configured",
+      reason: "the treasury has no sealed payout terms: configure it again with the policy key",
+    };
+  }
   const common = checkCommon(policy, input);
   if (common) return common;
-  if (treasury.spentUnits + input.costUnits > treasury.budgetUnits) return exceeded("over the faucet budget");
+  if (input.valueUnits !== terms.payoutUnits)
+    return exceeded("value differs from the sealed payout", "faucet_payout");
+  if (!input.toIsAgentKey)
+    return exceeded("recipient is not an agent key of this enclave", "faucet_recipient");
+  const { paid } = input;
+  // A clock that went back reads as inside the cooldown: it errs towards refusing.
+  if (paid && input.nowMs - paid.lastPayoutMs < terms.cooldownMs) {
+    return exceeded("recipient was paid within the sealed cooldown", "faucet_cooldown");
+  }
+  const paidToday = paid?.day === input.today ? paid.unitsToday : 0n;
+  if (paidToday + input.valueUnits > terms.dailyLimitUnits) {
+    return exceeded("over the recipient's sealed daily payout units", "faucet_daily");
+  }
+  if (treasury.spentUnits + input.costUnits > treasury.budgetUnits)
+    return exceeded("over the faucet budget", "faucet_budget");
   return null;
 }
 
-export type X402Check = {
+type X402Terms = {
   from: string;
   to: string;
   valueUnits: bigint;
+};
+
+export type X402Check = X402Terms & {
+  validAfter: bigint;
+  validBefore: bigint;
+  nowSeconds: bigint;
+  /** Authorizations this key signed today (UTC, the enclave's clock). */
+  signedToday: number;
+};
+
+/**
+ * sign_x402_authorization: exact amount and payTo, never from the operator pool, a validity that
+ * ends within the maximum and not inside the sealed margin (an authorization that could not be
+ * settled is not worth signing), and the key's sealed count of the day.
+ */
+export function checkX402(policy: Policy | null, input: X402Check): EnclaveFailure | null {
+  if (!policy) return NO_X402;
+  const terms = checkX402Terms(policy, input);
+  if (terms) return terms;
+  if (input.validAfter >= input.validBefore) return exceeded("empty validity window", "x402_validity");
+  if (input.validBefore <= input.nowSeconds)
+    return exceeded("authorization already expired", "x402_validity");
+  if (input.validBefore < input.nowSeconds + BigInt(policy.x402ValidityMarginSeconds)) {
+    return exceeded("authorization expires within the sealed validity margin", "x402_validity");
+  }
+  // SPEC x402 objects: validBefore no later than maxTimeoutSeconds after now.
+  if (input.validBefore - input.nowSeconds > BigInt(policy.x402MaxTimeoutSeconds)) {
+    return exceeded("validity above the maximum", "x402_validity");
+  }
+  if (input.signedToday >= policy.x402DailyLimit) {
+    return exceeded("over the key's sealed daily x402 authorizations", "x402_daily");
+  }
+  return null;
+}
+
+export type SettlementCheck = X402Terms & {
   validAfter: bigint;
   validBefore: bigint;
   nowSeconds: bigint;
 };
 
-/** sign_x402_authorization: exact amount and payTo, bounded validity, never from the operator pool. */
-export function checkX402(policy: Policy | null, input: X402Check): EnclaveFailure | null {
-  if (!policy || policy.x402AmountUnits === null || policy.x402PayTo === null) {
-    return { code: "not_configured", reason: "x402 policy is not configured" };
+/**
+ * sign_settlement: the authorization is one the sealed x402 terms allow, valid at the enclave's
+ * clock with the sealed margin on both sides (validAfter ≤ now − margin, validBefore ≥ now +
+ * margin: the precompile would refuse it otherwise, at the settler's cost) and not valid longer
+ * than the sealed maximum. The payer's signature is checked apart (authorization-signature.ts).
+ */
+export function checkSettlement(policy: Policy | null, input: SettlementCheck): EnclaveFailure | null {
+  if (!policy) return NO_X402;
+  const terms = checkX402Terms(policy, input);
+  if (terms) return terms;
+  const margin = BigInt(policy.x402ValidityMarginSeconds);
+  if (input.validAfter > input.nowSeconds - margin) {
+    return exceeded("authorization not valid yet by the sealed margin", "settlement_window");
   }
-  if (input.from.toLowerCase() === policy.operatorPool) return exceeded("payer not allowed");
-  if (input.to.toLowerCase() !== policy.x402PayTo) return exceeded("payTo differs from policy");
-  if (input.valueUnits !== policy.x402AmountUnits) return exceeded("amount differs from policy");
-  if (input.validAfter >= input.validBefore) return exceeded("empty validity window");
-  if (input.validBefore <= input.nowSeconds) return exceeded("authorization already expired");
-  // SPEC x402 objects: validBefore no later than maxTimeoutSeconds after now.
+  if (input.validBefore < input.nowSeconds + margin) {
+    return exceeded("authorization expired or expires within the sealed margin", "settlement_window");
+  }
   if (input.validBefore - input.nowSeconds > BigInt(policy.x402MaxTimeoutSeconds)) {
-    return exceeded("validity above the maximum");
+    return exceeded("validity above the maximum", "settlement_window");
   }
   return null;
 }
 
+function checkX402Terms(policy: Policy, input: X402Terms): EnclaveFailure | null {
+  if (policy.x402AmountUnits === null || policy.x402PayTo === null) return NO_X402;
+  if (input.from.toLowerCase() === policy.operatorPool) return exceeded("payer not allowed", "x402_payer");
+  if (input.to.toLowerCase() !== policy.x402PayTo)
+    return exceeded("payTo differs from policy", "x402_pay_to");
+  if (input.valueUnits !== policy.x402AmountUnits)
+    return exceeded("amount differs from policy", "x402_amount");
+  return null;
+}
+
+/**
+ * SPEC: key-binding checks apply. The caller names the address it believes the key has (the
+ * identity's assigned wallet, the treasury's address); a key with another address is refused, so
+ * an identity pointed at another key (a free pool key, say) gets nothing signed by it.
+ */
+export function checkKeyBinding(keyAddress: string, from: string): EnclaveFailure | null {
+  if (keyAddress.toLowerCase() === from.toLowerCase()) return null;
+  return {
+    code: "key_purpose_mismatch",
+    reason: "the key's address is not the given from",
+    detail: "key_binding",
+  };
+}
+
 function checkCommon(policy: Policy, input: TransactionCheck): EnclaveFailure | null {
-  if (input.chainId !== input.sealedChainId) return exceeded("chain id not allowed");
-  if (input.to.toLowerCase() === policy.operatorPool) return exceeded("recipient not allowed");
-  if (input.gasLimit > MAX_GAS_LIMIT) return exceeded("gas limit above the enclave bound");
-  if (input.maxFeeWei > policy.feeCeilingWei) return exceeded("fee above the policy ceiling");
+  if (input.chainId !== input.sealedChainId) return exceeded("chain id not allowed", "chain");
+  if (input.to.toLowerCase() === policy.operatorPool) return exceeded("recipient not allowed", "recipient");
+  if (input.gasLimit > MAX_GAS_LIMIT) return exceeded("gas limit above the enclave bound", "gas_limit");
+  if (input.maxFeeWei > policy.feeCeilingWei) return exceeded("fee above the policy ceiling", "fee_ceiling");
   return null;
 }
 

@@ -1,7 +1,7 @@
 /**
  * The signing policy sealed inside the enclave (DESIGN §5 "Policy inside the enclave"), set by
- * `configure_policy`, and the faucet treasury set by `configure_treasury`. In memory amounts are
- * bigint and addresses lowercase, so every comparison is exact.
+ * `configure_policy`, and the faucet treasury with its payout terms, set by `configure_treasury`.
+ * In memory amounts are bigint and addresses lowercase, so every comparison is exact.
  */
 import type { WirePolicy } from "../shared/enclave-ops.ts";
 
@@ -16,12 +16,26 @@ export type Policy = {
   operatorPool: string;
   /** Ceiling on one transaction's gas limit × max fee per gas, in wei. */
   feeCeilingWei: bigint;
+  /** Whole seconds an x402 authorization must be valid on each side of the enclave's now. */
+  x402ValidityMarginSeconds: number;
+  /** x402 authorizations one key may sign per UTC day. */
+  x402DailyLimit: number;
+};
+
+/** What sign_faucet pays and how often (configure_treasury). */
+export type FaucetTerms = {
+  payoutUnits: bigint;
+  cooldownMs: number;
+  /** Units one recipient may receive per UTC day. */
+  dailyLimitUnits: bigint;
 };
 
 export type Treasury = {
   faucetKeyRef: string;
   budgetUnits: bigint;
   spentUnits: bigint;
+  /** null only for a treasury sealed before the terms existed: it pays nothing until reconfigured. */
+  terms: FaucetTerms | null;
 };
 
 /** Wire (snake_case, decimal strings) to in-memory policy. */
@@ -37,6 +51,8 @@ export function policyFromWire(wire: WirePolicy): Policy {
     x402MaxTimeoutSeconds: wire.x402_max_timeout_seconds,
     operatorPool: wire.operator_pool.toLowerCase(),
     feeCeilingWei: BigInt(wire.fee_ceiling_wei),
+    x402ValidityMarginSeconds: wire.x402_validity_margin_seconds,
+    x402DailyLimit: wire.x402_daily_limit,
   };
 }
 
@@ -51,5 +67,7 @@ export function policyToWire(policy: Policy): WirePolicy {
     x402_max_timeout_seconds: policy.x402MaxTimeoutSeconds,
     operator_pool: policy.operatorPool,
     fee_ceiling_wei: policy.feeCeilingWei.toString(),
+    x402_validity_margin_seconds: policy.x402ValidityMarginSeconds,
+    x402_daily_limit: policy.x402DailyLimit,
   };
 }

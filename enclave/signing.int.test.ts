@@ -27,13 +27,19 @@ const policy = (overrides: Record<string, unknown> = {}): Record<string, unknown
   x402_max_timeout_seconds: 180,
   operator_pool: OPERATOR_POOL,
   fee_ceiling_wei: "10000000000000", // 10 units
+  x402_validity_margin_seconds: 6,
+  x402_daily_limit: 1000,
   ...overrides,
 });
+
+/** The faucet's sealed payout terms (faucet-terms.int.test.ts attacks them). */
+const TERMS = { payout_units: "600", cooldown_ms: 0, daily_limit_units: "100000" };
 
 // Fee-free unless a test sets fees, so the value arithmetic below is exact; the limits' counting of
 // value plus the maximum fee is covered in spend-limits.int.test.ts.
 const transfer = (key: Key, overrides: Record<string, unknown> = {}): Record<string, unknown> => ({
   key_ref: key.key_ref,
+  from: key.address,
   chain_id: CHAIN_ID,
   to: RECIPIENT,
   value_units: "10",
@@ -49,6 +55,8 @@ describe("signing under policy (real process)", () => {
   let client: RawEnclaveClient;
   let agentKey: Key;
   let otherAgentKey: Key;
+  /** Signs only in the key-binding test, so its daily spend shows what a refusal counted. */
+  let boundKey: Key;
   let faucetKey: Key;
 
   beforeAll(async () => {
@@ -56,10 +64,10 @@ describe("signing under policy (real process)", () => {
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
-      count: 2,
+      count: 3,
       batch_id: "signing-batch",
     });
-    [agentKey, otherAgentKey] = batch.keys as [Key, Key];
+    [agentKey, otherAgentKey, boundKey] = batch.keys as [Key, Key, Key];
   });
   afterAll(async () => {
     client?.close();
@@ -77,6 +85,7 @@ describe("signing under policy (real process)", () => {
     const now = Math.floor(Date.now() / 1000);
     const x402 = {
       key_ref: agentKey.key_ref,
+      from: agentKey.address,
       to: PAY_TO,
       value_units: "10000",
       valid_after: "0",
@@ -89,9 +98,13 @@ describe("signing under policy (real process)", () => {
   });
 
   it("configures the treasury, generating a faucet key", async () => {
-    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "1000" });
+    const treasury = await privileged(client, fixture, "configure_treasury", {
+      budget_units: "1000",
+      ...TERMS,
+    });
     expect(treasury).toMatchObject({
       budget_units: "1000",
+      ...TERMS,
       faucet_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     const identity = expectOk(await client.request("public_identity", { key_ref: treasury.faucet_key_ref }));
@@ -110,7 +123,7 @@ describe("signing under policy (real process)", () => {
     expect(expectOk(await client.request("get_policy", {}))).toMatchObject({
       policy_version: 0,
       policy: null,
-      treasury: { budget_units: "1000", spent_units: "0" },
+      treasury: { budget_units: "1000", spent_units: "0", ...TERMS },
     });
   });
 
@@ -272,6 +285,7 @@ describe("signing under policy (real process)", () => {
     const nonce = `0x${"ab".repeat(32)}` as const;
     const params = {
       key_ref: agentKey.key_ref,
+      from: agentKey.address,
       to: PAY_TO,
       value_units: "10000",
       valid_after: "0",
@@ -308,6 +322,7 @@ describe("signing under policy (real process)", () => {
     const now = Math.floor(Date.now() / 1000);
     const base = {
       key_ref: agentKey.key_ref,
+      from: agentKey.address,
       to: PAY_TO,
       value_units: "10000",
       valid_after: "0",
@@ -327,9 +342,56 @@ describe("signing under policy (real process)", () => {
       });
     }
     expect(
-      await client.request("sign_x402_authorization", { ...base, key_ref: faucetKey.key_ref }),
+      await client.request("sign_x402_authorization", {
+        ...base,
+        key_ref: faucetKey.key_ref,
+        from: faucetKey.address,
+      }),
     ).toMatchObject({
       error: { code: "key_purpose_mismatch" },
     });
+  });
+
+  it("refuses sign_transfer, sign_x402_authorization and sign_faucet whose from is not the key's address, signing and counting nothing", async () => {
+    const mismatch = {
+      ok: false,
+      error: {
+        code: "key_purpose_mismatch",
+        reason: "the key's address is not the given from",
+        detail: "key_binding",
+      },
+    };
+    // As a compromised origin would: an identity's wallet, and another key of the pool to sign with.
+    expect(
+      await client.request(
+        "sign_transfer",
+        transfer(boundKey, { from: agentKey.address, value_units: "100" }),
+      ),
+    ).toMatchObject(mismatch);
+    const now = Math.floor(Date.now() / 1000);
+    expect(
+      await client.request("sign_x402_authorization", {
+        key_ref: boundKey.key_ref,
+        from: agentKey.address,
+        to: PAY_TO,
+        value_units: "10000",
+        valid_after: "0",
+        valid_before: String(now + 60),
+        nonce: `0x${"ef".repeat(32)}`,
+      }),
+    ).toMatchObject(mismatch);
+    // The faucet's from is the treasury: any other address is refused the same way.
+    await privileged(client, fixture, "configure_treasury", { budget_units: "1000", ...TERMS });
+    const spentBefore = await treasurySpent();
+    expect(
+      await client.request(
+        "sign_faucet",
+        transfer(faucetKey, { from: boundKey.address, to: agentKey.address, value_units: "600" }),
+      ),
+    ).toMatchObject(mismatch);
+    expect(await treasurySpent()).toBe(spentBefore);
+    // Nothing was counted against the key's day: 100 + 50 fill its daily limit of 150 exactly.
+    expectOk(await client.request("sign_transfer", transfer(boundKey, { value_units: "100" })));
+    expectOk(await client.request("sign_transfer", transfer(boundKey, { value_units: "50" })));
   });
 });

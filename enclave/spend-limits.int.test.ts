@@ -22,7 +22,17 @@ const POLICY = {
   x402_max_timeout_seconds: 180,
   operator_pool: OPERATOR_POOL,
   fee_ceiling_wei: "20000000000000", // 20 units
+  x402_validity_margin_seconds: 6,
+  x402_daily_limit: 1000,
 };
+
+/** A treasury whose payout is `payout`, with no cooldown and no per-recipient daily bound in the way. */
+const treasuryOf = (budget: string, payout = "30"): Record<string, unknown> => ({
+  budget_units: budget,
+  payout_units: payout,
+  cooldown_ms: 0,
+  daily_limit_units: "1000000",
+});
 
 /** Gas fields whose maximum fee is the named amount (gas limit × max fee per gas). */
 const FEE = {
@@ -45,6 +55,7 @@ const tx = (
   nonce = 0,
 ): Record<string, unknown> => ({
   key_ref: key.key_ref,
+  from: key.address,
   chain_id: CHAIN_ID,
   to: RECIPIENT,
   value_units: valueUnits,
@@ -52,11 +63,11 @@ const tx = (
   ...fee,
 });
 
-const refused = (reason: string): unknown => ({
+const refused = (reason: string, detail: string): unknown => ({
   v: 1,
   id: expect.any(Number),
   ok: false,
-  error: { code: "cap_exceeded", reason },
+  error: { code: "cap_exceeded", reason, detail },
 });
 
 const outcomes = (responses: EnclaveResponse[]): string[] =>
@@ -81,7 +92,7 @@ describe("spend limits count value plus the maximum fee (real process)", () => {
     });
     keys = batch.keys as Key[];
     await privileged(client, fixture, "configure_policy", POLICY);
-    const treasury = await privileged(client, fixture, "configure_treasury", { budget_units: "1000" });
+    const treasury = await privileged(client, fixture, "configure_treasury", treasuryOf("1000"));
     faucetKey = { key_ref: treasury.faucet_key_ref as string, address: treasury.faucet_address as string };
   });
   afterAll(async () => {
@@ -92,21 +103,23 @@ describe("spend limits count value plus the maximum fee (real process)", () => {
   it("refuses a zero-value sign_transfer whose maximum fee is over the ceiling, and signs one at the ceiling", async () => {
     // 21 units of fee fit the per-transaction limit of 100: only the ceiling refuses this.
     expect(await client.request("sign_transfer", tx(keys[0]!, "0", FEE.overCeiling))).toEqual(
-      refused("fee above the policy ceiling"),
+      refused("fee above the policy ceiling", "fee_ceiling"),
     );
     expectOk(await client.request("sign_transfer", tx(keys[0]!, "0", FEE.atCeiling)));
   });
 
   it("refuses a zero-value sign_faucet whose maximum fee is over the ceiling, spending nothing of the budget", async () => {
     const payout = { ...tx(faucetKey, "0", FEE.overCeiling), to: keys[0]!.address };
-    expect(await client.request("sign_faucet", payout)).toEqual(refused("fee above the policy ceiling"));
+    expect(await client.request("sign_faucet", payout)).toEqual(
+      refused("fee above the policy ceiling", "fee_ceiling"),
+    );
     expect(await treasurySpent()).toBe("0");
   });
 
   it("counts the maximum fee against the per-transaction limit", async () => {
     // 90 + 20 = 110 > 100, although the value alone fits; 80 + 20 = 100 is exactly the limit.
     expect(await client.request("sign_transfer", tx(keys[1]!, "90", FEE.atCeiling))).toEqual(
-      refused("over the per-transaction limit"),
+      refused("over the per-transaction limit", "per_transaction"),
     );
     expectOk(await client.request("sign_transfer", tx(keys[1]!, "80", FEE.atCeiling)));
   });
@@ -127,12 +140,12 @@ describe("spend limits count value plus the maximum fee (real process)", () => {
     ]);
     // At exactly 150, a zero-value transfer whose fee is 21000 wei still costs one unit.
     expect(await client.request("sign_transfer", tx(keys[2]!, "0", FEE.oneWeiPerGas, 3))).toEqual(
-      refused("over the daily limit"),
+      refused("over the daily limit", "daily"),
     );
   });
 
   it("counts value plus the maximum fee against the faucet budget", async () => {
-    await privileged(client, fixture, "configure_treasury", { budget_units: "150" });
+    await privileged(client, fixture, "configure_treasury", treasuryOf("150", "30"));
     const results: EnclaveResponse[] = [];
     for (let nonce = 0; nonce < 4; nonce++) {
       const payout = { ...tx(faucetKey, "30", FEE.atCeiling, nonce), to: keys[0]!.address };
@@ -160,7 +173,7 @@ describe("spend limits count value plus the maximum fee (real process)", () => {
   });
 
   it("signs exactly three of five sign_faucet requests written at once against the faucet budget", async () => {
-    await privileged(client, fixture, "configure_treasury", { budget_units: "150" });
+    await privileged(client, fixture, "configure_treasury", treasuryOf("150", "40"));
     const responses = await client.requestTogether(
       Array.from({ length: 5 }, (_, nonce) => ({
         op: "sign_faucet",

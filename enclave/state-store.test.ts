@@ -2,10 +2,11 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import { generateSealingKey, SealError } from "./sealing.ts";
 import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
-import { StateStore } from "./state-store.ts";
+import { StateStore, V2_POLICY_DEFAULTS } from "./state-store.ts";
 
 describe("StateStore (sealed, group commit)", () => {
   let dir: string;
@@ -21,7 +22,7 @@ describe("StateStore (sealed, group commit)", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("starts empty and persists counters, policy and its version, treasury and daily spend across a reopen", async () => {
+  it("starts empty and persists counters, policy and its version, treasury and its terms, daily spend, x402 counts and faucet payouts across a reopen", async () => {
     const store = await StateStore.open(path, key);
     expect(store.state.counters.size).toBe(0);
     expect(store.state.policyVersion).toBe(0);
@@ -34,24 +35,94 @@ describe("StateStore (sealed, group commit)", () => {
       x402MaxTimeoutSeconds: 180,
       operatorPool: "0x00000000000000000000000000000000000000aa",
       feeCeilingWei: 10n ** 15n,
+      x402ValidityMarginSeconds: 6,
+      x402DailyLimit: 1000,
     };
+    const treasury = {
+      faucetKeyRef: "ab".repeat(32),
+      budgetUnits: 10n ** 30n,
+      spentUnits: 5n,
+      terms: { payoutUnits: 1_000_000n, cooldownMs: 60_000, dailyLimitUnits: 10n ** 25n },
+    };
+    const recipient = "0x1111111111111111111111111111111111111111";
     await store.commit((state) => {
       state.counters.set("k", 3);
       state.policy = policy;
       state.policyVersion = 4;
-      state.treasury = { faucetKeyRef: "ab".repeat(32), budgetUnits: 10n ** 30n, spentUnits: 5n };
+      state.treasury = treasury;
       state.daily = { day: "2025-01-01", spent: new Map([["cd".repeat(32), 42n]]) };
+      state.x402Daily = { day: "2025-01-01", signed: new Map([["cd".repeat(32), 7]]) };
+      state.faucetPayouts.set(recipient, {
+        lastPayoutMs: 1_735_700_000_000,
+        day: "2025-01-01",
+        unitsToday: 9n,
+      });
     });
     const reopened = await StateStore.open(path, key);
     expect(reopened.state.counters.get("k")).toBe(3);
     expect(reopened.state.policy).toEqual(policy);
     expect(reopened.state.policyVersion).toBe(4);
-    expect(reopened.state.treasury).toEqual({
-      faucetKeyRef: "ab".repeat(32),
-      budgetUnits: 10n ** 30n,
-      spentUnits: 5n,
-    });
+    expect(reopened.state.treasury).toEqual(treasury);
     expect(reopened.state.daily.spent.get("cd".repeat(32))).toBe(42n);
+    expect(reopened.state.x402Daily).toEqual({ day: "2025-01-01", signed: new Map([["cd".repeat(32), 7]]) });
+    expect(reopened.state.faucetPayouts).toEqual(
+      new Map([[recipient, { lastPayoutMs: 1_735_700_000_000, day: "2025-01-01", unitsToday: 9n }]]),
+    );
+  });
+
+  it("reads a v2 state: the policy gains the origin's default margin and daily count, the treasury no payout terms; the next write is v3", async () => {
+    const v2Policy = {
+      per_tx_limit_units: "10",
+      daily_limit_units: "20",
+      recipient_allowlist: null,
+      x402_amount_units: "10000",
+      x402_pay_to: "0x2222222222222222222222222222222222222222",
+      x402_max_timeout_seconds: 180,
+      operator_pool: "0x00000000000000000000000000000000000000aa",
+      fee_ceiling_wei: "1000",
+    };
+    // A state as the previous version sealed it, written into the slots as that version wrote it.
+    const { slots } = await StateSlots.open(path, key);
+    await slots.write(
+      encodeCbor({
+        v: 2,
+        counters: { k: 2 },
+        policy: v2Policy,
+        policy_version: 3,
+        treasury: { faucet_key_ref: "ab".repeat(32), budget_units: "1000", spent_units: "40" },
+        settler_key_ref: "ef".repeat(32),
+        daily: { day: "2025-01-01", spent: { ["cd".repeat(32)]: "42" } },
+      }),
+    );
+    await slots.close();
+
+    const store = await StateStore.open(path, key);
+    expect(store.state.policy).toMatchObject({
+      perTxLimitUnits: 10n,
+      feeCeilingWei: 1000n,
+      x402ValidityMarginSeconds: V2_POLICY_DEFAULTS.x402_validity_margin_seconds,
+      x402DailyLimit: V2_POLICY_DEFAULTS.x402_daily_limit,
+    });
+    expect(store.state.treasury).toEqual({
+      faucetKeyRef: "ab".repeat(32),
+      budgetUnits: 1000n,
+      spentUnits: 40n,
+      terms: null,
+    });
+    expect(store.state).toMatchObject({ policyVersion: 3, settlerKeyRef: "ef".repeat(32) });
+    expect(store.state.counters.get("k")).toBe(2);
+    expect(store.state.daily.spent.get("cd".repeat(32))).toBe(42n);
+    expect(store.state.x402Daily.signed.size).toBe(0);
+    expect(store.state.faucetPayouts.size).toBe(0);
+
+    await store.commit((state) => state.counters.set("k", 3));
+    await store.close();
+    const reopened = await StateStore.open(path, key);
+    expect(reopened.state.policy).toEqual(store.state.policy);
+    expect(reopened.state.counters.get("k")).toBe(3);
+    const newest = await StateSlots.open(path, key);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(3);
+    await newest.slots.close();
   });
 
   it("applies a change to memory at once, before it is durable", async () => {

@@ -1,19 +1,27 @@
 /**
  * The enclave's mutable state (capability counters, policy and its version, treasury, daily spend
- * per key), sealed in its two slot files (state-slots.ts). Writes use group commit: a change is
- * applied to memory at once (so checks that follow see it, with no await in between), and its
- * caller waits until a write that includes it is durable. Concurrent signers therefore share one
- * fdatasync instead of queueing one each, and no signature leaves the enclave before the spend it
- * counts is on disk.
+ * per key, x402 authorizations per key and day, faucet payouts per recipient), sealed in its two
+ * slot files (state-slots.ts). Writes use group commit: a change is applied to memory at once (so
+ * checks that follow see it, with no await in between), and its caller waits until a write that
+ * includes it is durable. Concurrent signers therefore share one fdatasync instead of queueing one
+ * each, and no signature leaves the enclave before the spend it counts is on disk.
  */
 import { z } from "zod";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
-import { keyRefSchema, policySchema, uintStringSchema } from "../shared/enclave-ops.ts";
+import {
+  addressSchema,
+  keyRefSchema,
+  MAX_FAUCET_COOLDOWN_MS,
+  policySchema,
+  uintStringSchema,
+} from "../shared/enclave-ops.ts";
 import { type Policy, policyFromWire, policyToWire, type Treasury } from "./policy.ts";
+import type { RecipientPayouts } from "./policy-checks.ts";
 import { SealError } from "./sealing.ts";
 import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
 
 export type DailySpend = { day: string; spent: Map<string, bigint> };
+export type DailyCount = { day: string; signed: Map<string, number> };
 
 export type EnclaveState = {
   /** Last accepted counter per (authority, env, scope, op) key. */
@@ -26,22 +34,102 @@ export type EnclaveState = {
   settlerKeyRef: string | null;
   /** Transfer spend per key for one UTC day; a new day starts from zero. */
   daily: DailySpend;
+  /** x402 authorizations signed per key for one UTC day; a new day starts from zero. */
+  x402Daily: DailyCount;
+  /**
+   * Faucet payouts per recipient (lowercase address), kept while they still bound a payout (the
+   * day's units, or the cooldown); only agent keys of this enclave are ever paid, so it is bounded.
+   */
+  faucetPayouts: Map<string, RecipientPayouts>;
 };
 
-// v2 (issue 11): policy_version, and the policy's fee_ceiling_wei. A v1 state file only exists
-// beside a v1 sealed config, which the server refuses before reading state.
-const persistedSchema = z.object({
+const countersSchema = z.record(z.string(), z.number().int().positive());
+const dailySchema = z.object({ day: z.string(), spent: z.record(z.string(), uintStringSchema) });
+
+// v2: policy_version and the policy's fee_ceiling_wei. A v1 state file only exists beside a v1
+// sealed config, which the server refuses before reading state. Read only to migrate it.
+const persistedV2Schema = z.object({
   v: z.literal(2),
-  counters: z.record(z.string(), z.number().int().positive()),
-  policy: policySchema.nullable(),
+  counters: countersSchema,
+  policy: policySchema.omit({ x402_validity_margin_seconds: true, x402_daily_limit: true }).nullable(),
   policy_version: z.number().int().nonnegative(),
   treasury: z
     .object({ faucet_key_ref: keyRefSchema, budget_units: uintStringSchema, spent_units: uintStringSchema })
     .nullable(),
   // Optional: state files written before the settler existed stay readable.
   settler_key_ref: keyRefSchema.nullable().optional(),
-  daily: z.object({ day: z.string(), spent: z.record(z.string(), uintStringSchema) }),
+  daily: dailySchema,
 });
+
+// v3: the policy's x402 validity margin and daily count, the treasury's payout terms, the x402
+// authorizations per key and day, and the faucet payouts per recipient.
+const persistedSchema = z.object({
+  v: z.literal(3),
+  counters: countersSchema,
+  policy: policySchema.nullable(),
+  policy_version: z.number().int().nonnegative(),
+  treasury: z
+    .object({
+      faucet_key_ref: keyRefSchema,
+      budget_units: uintStringSchema,
+      spent_units: uintStringSchema,
+      terms: z
+        .object({
+          payout_units: uintStringSchema,
+          cooldown_ms: z.number().int().min(0).max(MAX_FAUCET_COOLDOWN_MS),
+          daily_limit_units: uintStringSchema,
+        })
+        .nullable(),
+    })
+    .nullable(),
+  settler_key_ref: keyRefSchema.nullable(),
+  daily: dailySchema,
+  x402_daily: z.object({ day: z.string(), signed: z.record(z.string(), z.number().int().positive()) }),
+  faucet_payouts: z.record(
+    addressSchema,
+    z.object({
+      last_payout_ms: z.number().int().nonnegative(),
+      day: z.string(),
+      units_today: uintStringSchema,
+    }),
+  ),
+});
+type Persisted = z.infer<typeof persistedSchema>;
+
+/**
+ * What a v2 policy gets for the fields it did not have: the origin's defaults of
+ * AGENT_X402_VALIDITY_MARGIN_SECONDS and AGENT_X402_DAILY_LIMIT, so a node configured by default
+ * still starts. Both only narrow what the enclave signed before, when neither was bounded.
+ */
+export const V2_POLICY_DEFAULTS = { x402_validity_margin_seconds: 6, x402_daily_limit: 1_000 } as const;
+
+/**
+ * A v2 state as v3: the policy with V2_POLICY_DEFAULTS, the treasury without payout terms (it pays
+ * nothing until the policy key seals them: no terms can be guessed), no x402 or payout records.
+ */
+function migrateV2(data: z.infer<typeof persistedV2Schema>): Persisted {
+  return {
+    v: 3,
+    counters: data.counters,
+    policy: data.policy ? { ...data.policy, ...V2_POLICY_DEFAULTS } : null,
+    policy_version: data.policy_version,
+    treasury: data.treasury ? { ...data.treasury, terms: null } : null,
+    settler_key_ref: data.settler_key_ref ?? null,
+    daily: data.daily,
+    x402_daily: { day: "", signed: {} },
+    faucet_payouts: {},
+  };
+}
+
+/** The state a sealed plaintext holds, from any version this enclave reads. */
+function parsePersisted(plaintext: Uint8Array): Persisted {
+  const value = decodeCbor(plaintext);
+  const current = persistedSchema.safeParse(value);
+  if (current.success) return current.data;
+  const v2 = persistedV2Schema.safeParse(value);
+  if (v2.success) return migrateV2(v2.data);
+  throw new SealError("state does not parse");
+}
 
 type Waiter = { resolve: () => void; reject: (error: Error) => void };
 
@@ -58,9 +146,8 @@ export class StateStore {
   static async open(paths: StateSlotPaths, sealingKey: Uint8Array): Promise<StateStore> {
     const { slots, plaintext } = await StateSlots.open(paths, sealingKey);
     if (plaintext === null) return new StateStore(slots, emptyState());
-    const parsed = persistedSchema.safeParse(decodeCbor(plaintext));
-    if (!parsed.success) throw new SealError("state does not parse");
-    return new StateStore(slots, fromPersisted(parsed.data));
+    // An older version is migrated in memory and written as the current one at the next commit.
+    return new StateStore(slots, fromPersisted(parsePersisted(plaintext)));
   }
 
   /**
@@ -110,40 +197,65 @@ function emptyState(): EnclaveState {
     treasury: null,
     settlerKeyRef: null,
     daily: { day: "", spent: new Map() },
+    x402Daily: { day: "", signed: new Map() },
+    faucetPayouts: new Map(),
   };
 }
 
-function fromPersisted(data: z.infer<typeof persistedSchema>): EnclaveState {
+function fromPersisted(data: Persisted): EnclaveState {
+  const { treasury } = data;
   return {
     counters: new Map(Object.entries(data.counters)),
     policy: data.policy ? policyFromWire(data.policy) : null,
     policyVersion: data.policy_version,
-    treasury: data.treasury
+    treasury: treasury
       ? {
-          faucetKeyRef: data.treasury.faucet_key_ref,
-          budgetUnits: BigInt(data.treasury.budget_units),
-          spentUnits: BigInt(data.treasury.spent_units),
+          faucetKeyRef: treasury.faucet_key_ref,
+          budgetUnits: BigInt(treasury.budget_units),
+          spentUnits: BigInt(treasury.spent_units),
+          terms: treasury.terms
+            ? {
+                payoutUnits: BigInt(treasury.terms.payout_units),
+                cooldownMs: treasury.terms.cooldown_ms,
+                dailyLimitUnits: BigInt(treasury.terms.daily_limit_units),
+              }
+            : null,
         }
       : null,
-    settlerKeyRef: data.settler_key_ref ?? null,
+    settlerKeyRef: data.settler_key_ref,
     daily: {
       day: data.daily.day,
       spent: new Map(Object.entries(data.daily.spent).map(([key, units]) => [key, BigInt(units)])),
     },
+    x402Daily: { day: data.x402_daily.day, signed: new Map(Object.entries(data.x402_daily.signed)) },
+    faucetPayouts: new Map(
+      Object.entries(data.faucet_payouts).map(([address, paid]) => [
+        address.toLowerCase(),
+        { lastPayoutMs: paid.last_payout_ms, day: paid.day, unitsToday: BigInt(paid.units_today) },
+      ]),
+    ),
   };
 }
 
-function toPersisted(state: EnclaveState): z.infer<typeof persistedSchema> {
+function toPersisted(state: EnclaveState): Persisted {
+  const { treasury } = state;
   return {
-    v: 2,
+    v: 3,
     counters: Object.fromEntries(state.counters),
     policy: state.policy ? policyToWire(state.policy) : null,
     policy_version: state.policyVersion,
-    treasury: state.treasury
+    treasury: treasury
       ? {
-          faucet_key_ref: state.treasury.faucetKeyRef,
-          budget_units: state.treasury.budgetUnits.toString(),
-          spent_units: state.treasury.spentUnits.toString(),
+          faucet_key_ref: treasury.faucetKeyRef,
+          budget_units: treasury.budgetUnits.toString(),
+          spent_units: treasury.spentUnits.toString(),
+          terms: treasury.terms
+            ? {
+                payout_units: treasury.terms.payoutUnits.toString(),
+                cooldown_ms: treasury.terms.cooldownMs,
+                daily_limit_units: treasury.terms.dailyLimitUnits.toString(),
+              }
+            : null,
         }
       : null,
     settler_key_ref: state.settlerKeyRef,
@@ -151,5 +263,12 @@ function toPersisted(state: EnclaveState): z.infer<typeof persistedSchema> {
       day: state.daily.day,
       spent: Object.fromEntries([...state.daily.spent].map(([key, units]) => [key, units.toString()])),
     },
+    x402_daily: { day: state.x402Daily.day, signed: Object.fromEntries(state.x402Daily.signed) },
+    faucet_payouts: Object.fromEntries(
+      [...state.faucetPayouts].map(([address, paid]) => [
+        address,
+        { last_payout_ms: paid.lastPayoutMs, day: paid.day, units_today: paid.unitsToday.toString() },
+      ]),
+    ),
   };
 }

@@ -19,6 +19,8 @@ const POLICY = {
   x402_max_timeout_seconds: 180,
   operator_pool: "0x00000000000000000000000000000000000000aa",
   fee_ceiling_wei: "1000000000000000",
+  x402_validity_margin_seconds: 6,
+  x402_daily_limit: 1000,
 };
 
 describe("GET /healthz: the enclave's sealed policy (real enclave, real Postgres)", () => {
@@ -65,7 +67,12 @@ describe("GET /healthz: the enclave's sealed policy (real enclave, real Postgres
     const { client } = await RawEnclaveClient.connect(enclave.socketPath);
     try {
       await privileged(client, enclave, "configure_policy", POLICY);
-      const treasury = await privileged(client, enclave, "configure_treasury", { budget_units: "5000" });
+      const treasury = await privileged(client, enclave, "configure_treasury", {
+        budget_units: "5000",
+        payout_units: "1000",
+        cooldown_ms: 60_000,
+        daily_limit_units: "2000",
+      });
       expect(expectOk(await client.request("get_policy", {}))).toMatchObject({ chain_id: CHAIN_ID });
       expect(await health()).toMatchObject({
         status: "degraded", // no chain in this test
@@ -78,6 +85,9 @@ describe("GET /healthz: the enclave's sealed policy (real enclave, real Postgres
             faucet_address: treasury.faucet_address,
             budget_units: "5000",
             spent_units: "0",
+            payout_units: "1000",
+            cooldown_ms: 60_000,
+            daily_limit_units: "2000",
           },
         },
       });

@@ -131,6 +131,8 @@ describe("origin/main.ts as a process", () => {
         x402_max_timeout_seconds: 180,
         operator_pool: "0x00000000000000000000000000000000000000aa",
         fee_ceiling_wei: "1000000000000000",
+        x402_validity_margin_seconds: 6,
+        x402_daily_limit: 1000,
       };
       await privileged(client, enclave, "configure_policy", policy);
       client.close();

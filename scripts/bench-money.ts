@@ -144,11 +144,17 @@ async function main(): Promise<void> {
         x402MaxTimeoutSeconds: 180,
         operatorPool: DEV_OPERATOR_POOL_ADDRESS,
         feeCeilingWei: 10n ** 15n,
+        x402ValidityMarginSeconds: 6,
+        x402DailyLimit: 1_000,
       },
       minter(enclave.policySecret),
     );
     if (!policy.ok) throw new Error(`configure_policy: ${policy.error.code}`);
-    const treasury = await signer.configureTreasury({ budgetUnits: limit }, minter(enclave.policySecret));
+    // The origin below is given the same payout terms (AGENT_FAUCET_*), as it requires.
+    const treasury = await signer.configureTreasury(
+      { budgetUnits: limit, payoutUnits: 1_000n, cooldownMs: 0, dailyLimitUnits: limit },
+      minter(enclave.policySecret),
+    );
     if (!treasury.ok) throw new Error(`configure_treasury: ${treasury.error.code}`);
     await payFromOperatorPool(devnetUrl, treasury.value.faucetAddress, 100_000n * 1_000_000n * WEI_PER_UNIT);
     const identity = await signer.getSealedIdentity();

@@ -3,11 +3,12 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { privileged } from "../enclave/testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "../enclave/testing/raw-client.ts";
 import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "./test/enclave-process.ts";
 
-// Issue 11 item 2: the operator applies and shows the policy with the policy key, through the
-// real CLI against the real enclave process.
+// The operator applies and shows the policy, the treasury and its payout terms, and the settler
+// with the policy key, through the real CLI against the real enclave process.
 
 const POOL = "0x00000000000000000000000000000000000000aa";
 const ALLOWED = ["0x1111111111111111111111111111111111111111", "0x3333333333333333333333333333333333333333"];
@@ -69,6 +70,10 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     "none",
     "--max-validity",
     "180",
+    "--x402-margin",
+    "6",
+    "--x402-daily",
+    "1000",
     "--operator-pool",
     POOL,
   ];
@@ -121,6 +126,8 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
         x402_amount_units: null,
         x402_pay_to: null,
         x402_max_timeout_seconds: 180,
+        x402_validity_margin_seconds: 6,
+        x402_daily_limit: 1000,
         operator_pool: POOL,
       },
     });
@@ -206,11 +213,107 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     expect(shown.stdout).toMatch(new RegExp(`settler\\.key_ref +${settler.settler_key_ref}\\n`));
   }, 120_000); // seven CLI runs, each a fresh node process: seconds apiece on a loaded host
 
-  it("configures the treasury with the policy key, and refuses a bad flag with exit 2", async () => {
-    const run = await cli(["treasury", "--policy-key", policyKey, "--budget", "1000000000"]);
+  it("points the settler at a named key of the settler namespace, and refuses a key of another", async () => {
+    const batch = await privileged(client, enclave, "generate_keys", {
+      namespace: "settler",
+      count: 1,
+      batch_id: "restored-settler",
+    });
+    const [restored] = batch.keys as Array<{ key_ref: string; address: string }>;
+    const pointed = await cli(["settler", "--policy-key", policyKey, "--settler-key-ref", restored!.key_ref]);
+    expect(pointed.stderr).toBe("");
+    expect(pointed.code).toBe(0);
+    expect(pointed.stdout).toContain("settler pointed at another key");
+    expect(await sealed()).toMatchObject({
+      settler: { settler_key_ref: restored!.key_ref, settler_address: restored!.address },
+    });
+    const agents = await privileged(client, enclave, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "not-a-settler",
+    });
+    const [agent] = agents.keys as Array<{ key_ref: string }>;
+    const refused = await cli(["settler", "--policy-key", policyKey, "--settler-key-ref", agent!.key_ref]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("key_purpose_mismatch");
+    expect(await sealed()).toMatchObject({ settler: { settler_key_ref: restored!.key_ref } });
+  }, 120_000);
+
+  it("changes the x402 margin and daily count alone, and shows them", async () => {
+    const run = await cli(["apply", "--policy-key", policyKey, "--x402-margin", "10", "--x402-daily", "500"]);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toMatch(/x402_validity_margin_seconds +6 +10 +\*\n/);
+    expect(run.stdout).toMatch(/x402_daily_limit +1000 +500 +\*\n/);
+    expect(await sealed()).toMatchObject({
+      policy: { x402_validity_margin_seconds: 10, x402_daily_limit: 500 },
+    });
+    const shown = await cli(["show"]);
+    expect(shown.stdout).toMatch(/x402_validity_margin_seconds +10\n/);
+    expect(shown.stdout).toMatch(/x402_daily_limit +500\n/);
+    const tooLong = await cli(["apply", "--policy-key", policyKey, "--x402-margin", "601"]);
+    expect(tooLong.code).toBe(2);
+    expect(tooLong.stderr).toContain("--x402-margin must be a whole number from 0 to 600");
+  });
+
+  it("configures the treasury and its payout terms with the policy key, keeps unnamed terms, and refuses a bad flag with exit 2", async () => {
+    const partial = await cli([
+      "treasury",
+      "--policy-key",
+      policyKey,
+      "--budget",
+      "1000000000",
+      "--payout",
+      "5",
+    ]);
+    expect(partial.code).toBe(2);
+    expect(partial.stderr).toContain("missing --cooldown-ms, --payout-daily");
+    expect(await sealed()).toMatchObject({ treasury: null });
+    const run = await cli([
+      "treasury",
+      "--policy-key",
+      policyKey,
+      "--budget",
+      "1000000000",
+      "--payout",
+      "1000000",
+      "--cooldown-ms",
+      "60000",
+      "--payout-daily",
+      "10000000",
+    ]);
+    expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/treasury\.budget_units +- +1000000000 +\*\n/);
-    expect(await sealed()).toMatchObject({ treasury: { budget_units: "1000000000", spent_units: "0" } });
+    expect(run.stdout).toMatch(/treasury\.payout_units +- +1000000 +\*\n/);
+    expect(run.stdout).toMatch(/treasury\.cooldown_ms +- +60000 +\*\n/);
+    expect(run.stdout).toMatch(/treasury\.daily_limit_units +- +10000000 +\*\n/);
+    expect(await sealed()).toMatchObject({
+      treasury: {
+        budget_units: "1000000000",
+        spent_units: "0",
+        payout_units: "1000000",
+        cooldown_ms: 60000,
+        daily_limit_units: "10000000",
+      },
+    });
+    const again = await cli([
+      "treasury",
+      "--policy-key",
+      policyKey,
+      "--budget",
+      "2000",
+      "--cooldown-ms",
+      "0",
+    ]);
+    expect(again.code).toBe(0);
+    expect(await sealed()).toMatchObject({
+      treasury: {
+        budget_units: "2000",
+        payout_units: "1000000",
+        cooldown_ms: 0,
+        daily_limit_units: "10000000",
+      },
+    });
     // The full set of refused flags is in scripts/lib/policy-cli-args.test.ts; one through the CLI here.
     const bad = await cli(["apply", "--policy-key", policyKey, "--per-tx", "1.5"]);
     expect(bad.code).toBe(2);

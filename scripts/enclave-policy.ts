@@ -1,6 +1,6 @@
 /**
  * `npm run enclave-policy -- show|apply|treasury|settler`: the operator's tool for the enclave's
- * sealed signing policy, faucet treasury (issue 11) and x402 settler key (issue 13). `apply`,
+ * sealed signing policy, faucet treasury and its payout terms, and x402 settler key. `apply`,
  * `treasury` and `settler` mint a policy-tier
  * capability from the policy authority key, which is kept offline with the operator and never on
  * the origin host (DESIGN §5 "Ops and tiers"); `show` needs no key. Env id and chain id come from
@@ -9,7 +9,7 @@
  */
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
-import type { SignerClient } from "../origin/signer/types.ts";
+import type { GetPolicyResult, SignerClient } from "../origin/signer/types.ts";
 import { applyPolicy, applySettler, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
 import {
   POLICY_USAGE,
@@ -57,12 +57,13 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
     command.command === "apply"
       ? await applyPolicy({ client, policySecret, changes: command.changes })
       : command.command === "settler"
-        ? await applySettler({ client, policySecret })
+        ? await applySettler({ client, policySecret, settlerKeyRef: command.settlerKeyRef })
         : await applyTreasury({
             client,
             policySecret,
             budgetUnits: command.budgetUnits,
             faucetKeyRef: command.faucetKeyRef,
+            terms: command.terms,
           });
   if (!result.ok) {
     if (result.error.kind === "usage") return fail(EXIT.usage, result.error.message);
@@ -72,10 +73,7 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
     command.command === "apply"
       ? `policy applied, version ${result.before.policyVersion} -> ${result.after.policyVersion}`
       : command.command === "settler"
-        ? // configure_settler is idempotent: a second run keeps the key it made the first time.
-          result.before.settler
-          ? "settler already configured (kept; fund its address with gas)"
-          : "settler configured (fund its address with gas from the operator pool)"
+        ? settlerTitle(result.before, result.after)
         : "treasury configured (spent restarts at 0)";
   write(
     command.json
@@ -83,6 +81,14 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
       : formatChange(title, result.before, result.after),
   );
   return EXIT.ok;
+}
+
+/** configure_settler is idempotent: a second run keeps the key it made, unless pointed at another. */
+function settlerTitle(before: GetPolicyResult, after: GetPolicyResult): string {
+  if (!before.settler) return "settler configured (fund its address with gas from the operator pool)";
+  if (before.settler.settlerKeyRef === after.settler?.settlerKeyRef)
+    return "settler already configured (kept; fund its address with gas)";
+  return "settler pointed at another key (its address pays the gas of settlements from now on)";
 }
 
 function write(text: string): void {

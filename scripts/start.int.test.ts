@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
-import { LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./lib/local-policy.ts";
+import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./lib/local-policy.ts";
 import { freePort } from "./test/free-port.ts";
 
 /** The environment of a running process, as the kernel holds it (Linux). */
@@ -96,7 +96,13 @@ describe("npm start (the local stack launcher)", () => {
         ok: true,
         policy_version: 1,
         policy: signerPolicyToWire(LOCAL_POLICY),
-        treasury: { budget_units: LOCAL_TREASURY_BUDGET_UNITS.toString(), spent_units: "0" },
+        treasury: {
+          budget_units: LOCAL_TREASURY_BUDGET_UNITS.toString(),
+          spent_units: "0",
+          payout_units: LOCAL_FAUCET_TERMS.payoutUnits.toString(),
+          cooldown_ms: LOCAL_FAUCET_TERMS.cooldownMs,
+          daily_limit_units: LOCAL_FAUCET_TERMS.dailyLimitUnits.toString(),
+        },
       },
     });
     // Issue 15: the keys the enclave made outside a refill (treasury, settler) are backed up at start.

@@ -131,21 +131,38 @@ export const getSealedIdentityResult = z.object({
   recovery_encryption_key: hex32Schema,
 });
 
+/** The longest faucet cooldown the enclave seals: a year, as the origin's configuration allows. */
+export const MAX_FAUCET_COOLDOWN_MS = 365 * 86_400_000;
+
+/**
+ * configure_treasury (policy tier): the faucet key, a fresh budget, and the payout terms the
+ * enclave enforces itself (README: a compromised origin cannot redirect the faucet): the one
+ * payout value, the cooldown between payouts to one recipient, and the units one recipient may
+ * receive per UTC day.
+ */
 export const configureTreasuryParams = z.strictObject({
   faucet_key_ref: keyRefSchema.nullable().optional(),
   budget_units: uintStringSchema,
+  payout_units: uintStringSchema,
+  cooldown_ms: z.number().int().min(0).max(MAX_FAUCET_COOLDOWN_MS),
+  daily_limit_units: uintStringSchema,
 });
 export const configureTreasuryResult = z.object({
   faucet_key_ref: keyRefSchema,
   faucet_address: addressSchema,
   budget_units: uintStringSchema,
+  payout_units: uintStringSchema,
+  cooldown_ms: z.number().int().nonnegative(),
+  daily_limit_units: uintStringSchema,
 });
 
 /**
  * configure_settler (policy tier): the x402 settler key (DESIGN §5), generated in the `settler`
- * namespace on first use and kept afterwards, as configure_treasury makes the faucet key.
+ * namespace on first use and kept afterwards, as configure_treasury makes the faucet key. With
+ * settler_key_ref the settler is pointed at that key of the `settler` namespace (a settler key
+ * restored after a recovery keeps its address and its gas float).
  */
-export const configureSettlerParams = z.strictObject({});
+export const configureSettlerParams = z.strictObject({ settler_key_ref: keyRefSchema.optional() });
 export const configureSettlerResult = z.object({
   settler_key_ref: keyRefSchema,
   settler_address: addressSchema,
@@ -163,6 +180,13 @@ export const policySchema = z.strictObject({
   operator_pool: addressSchema,
   /** Ceiling on one transaction's maximum fee (gas limit × max fee per gas), in wei. */
   fee_ceiling_wei: uintStringSchema,
+  /**
+   * Seconds an x402 authorization must still be valid, and must have been valid, at the enclave's
+   * clock for sign_settlement to pay gas for it (and left valid for sign_x402_authorization to sign).
+   */
+  x402_validity_margin_seconds: z.number().int().min(0).max(600),
+  /** x402 authorizations one key may sign per UTC day. */
+  x402_daily_limit: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
 });
 export type WirePolicy = z.infer<typeof policySchema>;
 export const configurePolicyParams = policySchema;
@@ -173,6 +197,11 @@ export const treasuryStatusSchema = z.object({
   faucet_address: addressSchema,
   budget_units: uintStringSchema,
   spent_units: uintStringSchema,
+  // null: a treasury sealed before the enclave kept payout terms; it pays nothing until the
+  // policy key configures it again with them.
+  payout_units: uintStringSchema.nullable(),
+  cooldown_ms: z.number().int().nonnegative().nullable(),
+  daily_limit_units: uintStringSchema.nullable(),
 });
 
 /** get_policy (no capability): the sealed policy, so the origin can check its configuration against it. */
@@ -205,9 +234,14 @@ export const proveIdentityResult = publicKeyInfoSchema.extend({
   chain_id: z.number().int(),
 });
 
-/** sign_transfer and sign_faucet: the enclave builds the EIP-1559 transaction from these fields. */
+/**
+ * sign_transfer and sign_faucet: the enclave builds the EIP-1559 transaction from these fields.
+ * `from` is the address the caller believes the key has (the identity's assigned wallet, the
+ * treasury's address): a key whose address differs is refused (SPEC: key-binding checks apply).
+ */
 export const signTransactionParams = z.strictObject({
   key_ref: keyRefSchema,
+  from: addressSchema,
   chain_id: z.number().int().nonnegative(),
   to: addressSchema,
   value_units: uintStringSchema,
@@ -218,8 +252,10 @@ export const signTransactionParams = z.strictObject({
 });
 export const signTransactionResult = z.object({ raw_transaction: hexDataSchema, tx_hash: hex32Schema });
 
+/** `from`: the identity's assigned wallet, which must be the key's address (as for sign_transfer). */
 export const signX402AuthorizationParams = z.strictObject({
   key_ref: keyRefSchema,
+  from: addressSchema,
   to: addressSchema,
   value_units: uintStringSchema,
   valid_after: uintStringSchema,
@@ -241,7 +277,8 @@ export const signX402AuthorizationResult = z.object({
 /**
  * sign_settlement (settler key only, DESIGN §5): the enclave builds the precompile's
  * transferWithAuthorization call, value 0, from these authorization fields and signature, so the
- * settler key can pay gas and nothing else.
+ * settler key can pay gas and nothing else; and only for an authorization `from` signed, under the
+ * sealed x402 terms, valid at the enclave's clock with the sealed margin.
  */
 export const signSettlementParams = z.strictObject({
   key_ref: keyRefSchema,

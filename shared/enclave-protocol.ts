@@ -21,6 +21,46 @@ export const ENCLAVE_ERROR_CODES = [
 export type EnclaveErrorCode = (typeof ENCLAVE_ERROR_CODES)[number];
 
 /**
+ * Which sealed bound refused a signing request: an optional, machine-readable `detail` beside the
+ * DESIGN §5 code, so the origin answers each refusal with its own gateway error by a switch over
+ * this closed list rather than by matching reason text. Reasons stay free text for people.
+ */
+export const REFUSAL_DETAILS = [
+  /** Transfers: the sealed per-transaction limit (value plus the maximum fee). */
+  "per_transaction",
+  /** Transfers: the sealed per-key daily limit. */
+  "daily",
+  /** Transfers and payouts: the allowlist, or the operator pool as recipient. */
+  "recipient",
+  "chain",
+  "gas_limit",
+  "fee_ceiling",
+  "faucet_budget",
+  /** A payout of another value than the sealed payout. */
+  "faucet_payout",
+  /** A payout to an address that is not one of this enclave's agent keys. */
+  "faucet_recipient",
+  "faucet_cooldown",
+  /** The sealed per-recipient units of one UTC day. */
+  "faucet_daily",
+  /** The operator pool as an x402 payer. */
+  "x402_payer",
+  "x402_amount",
+  "x402_pay_to",
+  /** An empty, expired or too long validity window, or one inside the sealed margin. */
+  "x402_validity",
+  /** The sealed per-key count of x402 authorizations of one UTC day. */
+  "x402_daily",
+  /** A settlement whose authorization signature is malformed or not by `from`. */
+  "settlement_signature",
+  /** A settlement outside its authorization's validity window (with the sealed margin). */
+  "settlement_window",
+  /** The key's address is not the `from` the caller named (the identity's wallet, the treasury). */
+  "key_binding",
+] as const;
+export type RefusalDetail = (typeof REFUSAL_DETAILS)[number];
+
+/**
  * Ops that need a capability, with their tier (DESIGN §5 "Ops and tiers"). The policy tier is held
  * apart from the admin key the origin keeps for key-pool refills: a compromised origin must not be
  * able to raise limits or redirect the faucet.
@@ -103,6 +143,8 @@ export type EnclaveRequest = z.infer<typeof requestSchema>;
 export const errorBodySchema = z.object({
   code: z.string(),
   reason: z.string().optional(),
+  // A detail this side does not know (a newer enclave) reads as none, never as a malformed reply.
+  detail: z.enum(REFUSAL_DETAILS).optional().catch(undefined),
 });
 
 export const responseSchema = z.discriminatedUnion("ok", [
@@ -121,4 +163,4 @@ export const responseSchema = z.discriminatedUnion("ok", [
 ]);
 export type EnclaveResponse = z.infer<typeof responseSchema>;
 
-export type EnclaveFailure = { code: EnclaveErrorCode; reason: string };
+export type EnclaveFailure = { code: EnclaveErrorCode; reason: string; detail?: RefusalDetail };

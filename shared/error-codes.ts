@@ -8,6 +8,11 @@ export const ERROR_STATUS = {
   /** Operator console: a missing or wrong admin token, whichever (one body, no oracle). */
   admin_auth_failed: 401,
   agent_capability_required: 403,
+  /**
+   * The token's wallet and the key its identity signs with disagree (SPEC: key-binding checks
+   * apply): the enclave refused, nothing was signed; an operator must look at the identity.
+   */
+  agent_key_binding_mismatch: 403,
   cross_site_refused: 403,
   registration_ingress_refused: 403,
   not_found: 404,
@@ -32,7 +37,8 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   faucet_cooldown: 429,
   faucet_daily_limit: 429,
-  /** AGENT_X402_DAILY_LIMIT authorizations signed today: nothing is written or signed. */
+  /** The agent's x402 authorizations of the UTC day are used up (AGENT_X402_DAILY_LIMIT at the
+   * gateway, the enclave's sealed count behind it): nothing is signed. */
   x402_daily_limit: 429,
   registration_rate_limited: 429,
   /** Request headers over Node's limit (16 KiB), refused by the server before any route. */

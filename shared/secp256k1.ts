@@ -56,6 +56,11 @@ export function recoverPublicKey(digest: Uint8Array, signature: string): Uint8Ar
   }
 }
 
+/** True when the S of a 65-byte r ‖ s ‖ v signature is in the lower half of the order (EIP-2). */
+export function hasLowS(signature: Uint8Array): boolean {
+  return signature.length === 65 && bytesToBigInt(signature.subarray(32, 64)) <= HALF_ORDER;
+}
+
 /** True when `publicKey` is a 65-byte uncompressed SEC1 point on secp256k1. */
 export function isUncompressedPublicKey(publicKey: Uint8Array): boolean {
   if (publicKey.length !== 65 || publicKey[0] !== 0x04) return false;

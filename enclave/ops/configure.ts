@@ -8,8 +8,10 @@ import { policyFromWire, policyToWire } from "../policy.ts";
 import type { OpHandler } from "./handler.ts";
 
 /**
- * Sets the faucet key and a fresh budget (spent restarts at zero). Without faucet_key_ref the
- * configured faucet key is kept, or a new one is generated in the `faucet` namespace.
+ * Sets the faucet key, a fresh budget (spent restarts at zero) and the payout terms sign_faucet
+ * enforces. Without faucet_key_ref the configured faucet key is kept, or a new one is generated in
+ * the `faucet` namespace. The recipients' payout records are kept: a new budget does not reopen a
+ * cooldown.
  */
 export const configureTreasury: OpHandler<"configure_treasury"> = async (ctx, params) => {
   let keyRef = params.faucet_key_ref ?? ctx.state.state.treasury?.faucetKeyRef ?? null;
@@ -25,14 +27,31 @@ export const configureTreasury: OpHandler<"configure_treasury"> = async (ctx, pa
   if (key?.namespace !== "faucet") return KEY_NOT_USABLE;
   const budgetUnits = BigInt(params.budget_units);
   const faucetKeyRef = keyRef;
+  const terms = {
+    payoutUnits: BigInt(params.payout_units),
+    cooldownMs: params.cooldown_ms,
+    dailyLimitUnits: BigInt(params.daily_limit_units),
+  };
   await ctx.state.commit((state) => {
-    state.treasury = { faucetKeyRef, budgetUnits, spentUnits: 0n };
+    state.treasury = { faucetKeyRef, budgetUnits, spentUnits: 0n, terms };
   });
-  ctx.logger.info({ faucet_address: key.address, budget_units: params.budget_units }, "treasury configured");
+  ctx.logger.info(
+    {
+      faucet_address: key.address,
+      budget_units: params.budget_units,
+      payout_units: params.payout_units,
+      cooldown_ms: params.cooldown_ms,
+      daily_limit_units: params.daily_limit_units,
+    },
+    "treasury configured",
+  );
   return succeed({
     faucet_key_ref: faucetKeyRef,
     faucet_address: key.address,
     budget_units: params.budget_units,
+    payout_units: params.payout_units,
+    cooldown_ms: params.cooldown_ms,
+    daily_limit_units: params.daily_limit_units,
   });
 };
 
@@ -54,11 +73,13 @@ export const configurePolicy: OpHandler<"configure_policy"> = async (ctx, params
 
 /**
  * Makes the x402 settler key (DESIGN §5) once, in the `settler` namespace, the way
- * configure_treasury makes the faucet key; a repeat returns the same key. The key can only sign
- * sign_settlement, so it pays gas for settlements and moves nothing else.
+ * configure_treasury makes the faucet key; a repeat returns the same key. With settler_key_ref the
+ * settler is pointed at that key of the `settler` namespace instead, as configure_treasury takes a
+ * faucet key: after a recovery, the restored settler key signs again, with its address and its gas
+ * float. The key can only sign sign_settlement, so it pays gas for settlements and moves nothing else.
  */
-export const configureSettler: OpHandler<"configure_settler"> = async (ctx) => {
-  let keyRef = ctx.state.state.settlerKeyRef;
+export const configureSettler: OpHandler<"configure_settler"> = async (ctx, params) => {
+  let keyRef = params.settler_key_ref ?? ctx.state.state.settlerKeyRef;
   if (keyRef === null) {
     const [entry] = await ctx.keystore.add({
       namespace: "settler",
@@ -66,13 +87,15 @@ export const configureSettler: OpHandler<"configure_settler"> = async (ctx) => {
       keys: generateKeyMaterial(1),
     });
     keyRef = entry!.keyRef;
-    const made = keyRef;
-    await ctx.state.commit((state) => {
-      state.settlerKeyRef = made;
-    });
   }
   const key = ctx.keystore.get(keyRef);
   if (key?.namespace !== "settler") return KEY_NOT_USABLE;
+  if (ctx.state.state.settlerKeyRef !== key.keyRef) {
+    const chosen = key.keyRef;
+    await ctx.state.commit((state) => {
+      state.settlerKeyRef = chosen;
+    });
+  }
   ctx.logger.info({ settler_address: key.address }, "settler configured");
   return succeed({ settler_key_ref: key.keyRef, settler_address: key.address });
 };

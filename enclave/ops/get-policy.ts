@@ -1,8 +1,8 @@
 /**
  * get_policy (no capability; DESIGN §5 "An op without a capability returns the sealed policy"): the
  * origin reads what it may not write, logs it at start and shows it on /healthz, and its money
- * routes compare their configuration with it. Limits, addresses and the faucet budget are not
- * secret; no key material is returned.
+ * routes compare their configuration with it. Limits, addresses, the faucet budget and payout
+ * terms are not secret; no key material is returned.
  */
 import { succeed } from "../outcome.ts";
 import { policyToWire } from "../policy.ts";
@@ -24,6 +24,9 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
             faucet_address: faucetKey.address,
             budget_units: treasury.budgetUnits.toString(),
             spent_units: treasury.spentUnits.toString(),
+            payout_units: treasury.terms?.payoutUnits.toString() ?? null,
+            cooldown_ms: treasury.terms?.cooldownMs ?? null,
+            daily_limit_units: treasury.terms?.dailyLimitUnits.toString() ?? null,
           }
         : null,
     settler: settlerKey ? { settler_key_ref: settlerKey.keyRef, settler_address: settlerKey.address } : null,

@@ -1,16 +1,19 @@
 /**
  * sign_transfer (agent-transfer keys, per-tx and daily limits) and sign_faucet (the configured
- * faucet key, within the sealed budget). Order: key, fields (serialized before anything else),
- * policy, durable spend reservation, signature. The spend is on disk before the signature exists,
- * so a crash can only over-count, never let a signed transaction escape its limit. What is counted
- * is value plus the maximum fee (DESIGN §5), computed by shared/fees.ts as the origin computes it.
+ * faucet key, the sealed payout terms and budget). Order: key and its binding to `from`, fields
+ * (serialized before anything else), policy, durable spend reservation, signature. The spend is on
+ * disk before the signature exists, so a crash can only over-count, never let a signed transaction
+ * escape its limit. What is counted is value plus the maximum fee (DESIGN §5), computed by
+ * shared/fees.ts as the origin computes it.
  */
 import type { Address } from "viem";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { WireParams } from "../../shared/enclave-ops.ts";
 import { costUnits, type FeeFields, maxFeeWei } from "../../shared/fees.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
-import { checkFaucet, checkTransfer, utcDay } from "../policy-checks.ts";
+import type { FaucetTerms } from "../policy.ts";
+import { checkFaucet, checkKeyBinding, checkTransfer, utcDay } from "../policy-checks.ts";
+import type { EnclaveState } from "../state-store.ts";
 import { type PreparedTransfer, prepareTransfer, signPrepared } from "../transaction.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -23,6 +26,8 @@ const MIN_GAS_LIMIT = 21_000n;
 export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   const key = ctx.keystore.get(params.key_ref);
   if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
+  const binding = checkKeyBinding(key.address, params.from);
+  if (binding) return { ok: false, error: binding };
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
   const cost = transactionCost(params);
@@ -53,9 +58,15 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   const { treasury, policy } = ctx.state.state;
   if (!treasury) return refuse("not_configured", "treasury is not configured");
   if (treasury.faucetKeyRef !== key.keyRef) return KEY_NOT_USABLE;
+  const binding = checkKeyBinding(key.address, params.from);
+  if (binding) return { ok: false, error: binding };
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
   const cost = transactionCost(params);
+  const now = ctx.now();
+  const today = utcDay(now);
+  const recipient = params.to.toLowerCase();
+  const valueUnits = BigInt(params.value_units);
   const refusal = checkFaucet(policy, treasury, {
     sealedChainId: ctx.config.chain_id,
     chainId: params.chain_id,
@@ -63,14 +74,45 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
     gasLimit: cost.gasLimit,
     maxFeeWei: cost.maxFeeWei,
     costUnits: cost.units,
+    valueUnits,
+    toIsAgentKey: ctx.keystore.holdsAddress("agent-transfer", recipient),
+    paid: ctx.state.state.faucetPayouts.get(recipient),
+    nowMs: now.getTime(),
+    today,
   });
   if (refusal) return { ok: false, error: refusal };
-  // As above: checked and reserved in one synchronous step.
+  // checkFaucet refuses a treasury without terms.
+  const terms = treasury.terms!;
+  // As above: checked and reserved in one synchronous step, the recipient's payout with the budget.
   await ctx.state.commit((next) => {
     if (next.treasury) next.treasury.spentUnits += cost.units;
+    recordPayout(next, { recipient, valueUnits, nowMs: now.getTime(), today, terms });
   });
   return signed(key.privateKey, prepared.result);
 };
+
+/**
+ * Counts a payout against its recipient, and forgets the recipients whose records no longer bound
+ * anything (another day's units, a cooldown run out), so the record stays as small as the set of
+ * recipients that can still be refused.
+ */
+function recordPayout(
+  state: EnclaveState,
+  payout: { recipient: string; valueUnits: bigint; nowMs: number; today: string; terms: FaucetTerms },
+): void {
+  const { recipient, valueUnits, nowMs, today, terms } = payout;
+  for (const [address, paid] of state.faucetPayouts) {
+    if (paid.day !== today && nowMs - paid.lastPayoutMs >= terms.cooldownMs)
+      state.faucetPayouts.delete(address);
+  }
+  const before = state.faucetPayouts.get(recipient);
+  const unitsToday = before?.day === today ? before.unitsToday : 0n;
+  state.faucetPayouts.set(recipient, {
+    lastPayoutMs: nowMs,
+    day: today,
+    unitsToday: unitsToday + valueUnits,
+  });
+}
 
 type TransactionCost = { gasLimit: bigint; maxFeeWei: bigint; units: bigint };
 

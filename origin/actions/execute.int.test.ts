@@ -68,7 +68,11 @@ describe("money executor batches (real stack)", () => {
     return Promise.all(operations.map((operation) => executor.execute(operation)));
   }
 
-  const services = () => ({ config: stack.origin.deps.config, signer: stack.signer });
+  const services = () => ({
+    config: stack.origin.deps.config,
+    signer: stack.signer,
+    clock: stack.origin.deps.clock,
+  });
 
   it("counts earlier transfers of the same batch against the daily limit: exactly five of six fit", async () => {
     const agent = await stack.newAgent({ units: 100_000_000n });

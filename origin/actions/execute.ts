@@ -329,6 +329,8 @@ async function signOne(
   }
   const result = await operation.sign({
     keyRef: operation.sender.keyRef,
+    // The enclave signs only when the key's address is the sender's (SPEC: key-binding checks).
+    from: operation.sender.address as Hex,
     chainId: CHAIN_ID,
     to: operation.to as Hex,
     valueUnits: operation.valueUnits,

@@ -11,6 +11,7 @@ import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
+import { KEY_BINDING_MISMATCH } from "../signer/key-binding.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyOperation, Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
@@ -47,7 +48,7 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
  * the daily limit, the treasury's balance and the funding gate of the receiving wallet.
  */
 export function faucetOperation(
-  services: Pick<MoneyServices, "config" | "signer">,
+  services: Pick<MoneyServices, "config" | "signer" | "clock">,
   params: { actionId: string; agent: AuthenticatedAgent; treasury: { address: string; keyRef: string } },
 ): MoneyOperation {
   const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;
@@ -62,7 +63,7 @@ export function faucetOperation(
     valueUnits: payoutUnits,
     readRecipientBalance: true,
     sign: (params) => services.signer.signFaucet(params),
-    signerRefusal,
+    signerRefusal: (failure) => signerRefusal(failure, { cooldownMs, now: services.clock.now() }),
     gateWallet: wallet,
     check: (facts) => {
       const { lastSignedAt, totalTodayUnits } = facts.faucet;
@@ -105,12 +106,44 @@ function gateClosed(reason: string, message: string): Refusal {
   return { code: "funding_gate_closed", message, fields: { reason } };
 }
 
-function signerRefusal(failure: SignerFailure): Refusal {
-  if (failure.code === "cap_exceeded") {
-    return gateClosed("treasury_low", `the faucet's sealed budget refused this payout (${failure.reason})`);
+/**
+ * The enclave refused under its sealed treasury: its payout terms are this node's (money-setup.ts
+ * checks at start), so each refusal gets the answer this node's own check would have given. A
+ * switch over the refusal's detail (never its text), exhaustive, so a new detail must be placed.
+ */
+function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Date }): Refusal {
+  const sealed = `the faucet's sealed terms refused this payout (${failure.reason})`;
+  switch (failure.detail) {
+    case "faucet_budget":
+      return gateClosed("treasury_low", sealed);
+    case "faucet_cooldown":
+      // The enclave counts from its own signing time: at most one cooldown from now.
+      return retryLater("faucet_cooldown", sealed, Math.max(1, Math.ceil(at.cooldownMs / 1000)));
+    case "faucet_daily":
+      return retryLater("faucet_daily_limit", sealed, secondsToNextUtcDay(at.now));
+    case "faucet_recipient":
+      return KEY_BINDING_MISMATCH;
+    // The node's treasury, payout, chain, gas or fees differ from the sealed ones (a policy changed
+    // since start), and others' details: nothing was signed, an operator must look.
+    case "key_binding":
+    case "faucet_payout":
+    case "recipient":
+    case "chain":
+    case "gas_limit":
+    case "fee_ceiling":
+    case "per_transaction":
+    case "daily":
+    case "x402_payer":
+    case "x402_amount":
+    case "x402_pay_to":
+    case "x402_validity":
+    case "x402_daily":
+    case "settlement_signature":
+    case "settlement_window":
+    case undefined:
+      return {
+        code: "agent_signer_unavailable",
+        message: `the signer cannot sign this payout (${failure.code})`,
+      };
   }
-  return {
-    code: "agent_signer_unavailable",
-    message: `the signer cannot sign this payout (${failure.code})`,
-  };
 }

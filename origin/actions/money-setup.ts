@@ -154,11 +154,39 @@ export function policyDifferences(config: Config, sealed: GetPolicyResult): stri
       describeAllowlist(policy.recipientAllowlist),
     );
   }
-  if (config.features.faucet && !sealed.treasury) {
-    differences.push(
+  if (config.features.faucet) differences.push(...faucetDifferences(config, sealed));
+  return differences;
+}
+
+/**
+ * The faucet's payout, cooldown and daily units are sealed with the treasury and enforced by the
+ * enclave; the node checks them first for its clear 429s, so they must be the same numbers.
+ */
+function faucetDifferences(config: Config, sealed: GetPolicyResult): string[] {
+  const treasury = sealed.treasury;
+  if (!treasury) {
+    return [
       "AGENT_FAUCET_ENABLED is true but the enclave has no faucet treasury: `npm run enclave-policy -- treasury`",
-    );
+    ];
   }
+  if (!treasury.terms) {
+    return [
+      "AGENT_FAUCET_ENABLED is true but the enclave's faucet treasury has no sealed payout terms: `npm run enclave-policy -- treasury --payout … --cooldown-ms … --payout-daily …`",
+    ];
+  }
+  const differences: string[] = [];
+  const mismatch = (name: string, ours: string, theirs: string): void => {
+    if (ours !== theirs)
+      differences.push(`${name} is ${ours} but the enclave's sealed treasury says ${theirs}`);
+  };
+  const { faucet } = config;
+  mismatch("AGENT_FAUCET_PAYOUT_AMOUNT", String(faucet.payoutUnits), String(treasury.terms.payoutUnits));
+  mismatch("AGENT_FAUCET_COOLDOWN_MS", String(faucet.cooldownMs), String(treasury.terms.cooldownMs));
+  mismatch(
+    "AGENT_FAUCET_DAILY_LIMIT",
+    String(faucet.dailyLimitUnits),
+    String(treasury.terms.dailyLimitUnits),
+  );
   return differences;
 }
 

@@ -10,6 +10,7 @@ import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
+import { KEY_BINDING_MISMATCH } from "../signer/key-binding.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyOperation, Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
@@ -121,18 +122,40 @@ function limitExceeded(
   };
 }
 
-/** The enclave refused under its sealed policy: the same limits, so the same kind of answer. */
+/**
+ * The enclave refused under its sealed policy: the same limits, so the same kind of answer. A
+ * switch over the refusal's detail (never its text), exhaustive, so a new detail must be placed.
+ */
 function signerRefusal(failure: SignerFailure): Refusal {
-  if (failure.code === "cap_exceeded") {
-    const daily = /daily/.test(failure.reason);
-    return {
-      code: "limit_exceeded",
-      message: `the signer's sealed policy refused this transfer (${failure.reason})`,
-      fields: { limit: daily ? "daily" : "per_transaction" },
-    };
+  const sealed = `the signer's sealed policy refused this transfer (${failure.reason})`;
+  switch (failure.detail) {
+    case "per_transaction":
+    case "daily":
+      return { code: "limit_exceeded", message: sealed, fields: { limit: failure.detail } };
+    case "recipient":
+      return { code: "recipient_not_allowed", message: sealed };
+    case "key_binding":
+      return KEY_BINDING_MISMATCH;
+    // Bounds this node's own checks keep it within (chain, gas, fees), and others' details.
+    case "chain":
+    case "gas_limit":
+    case "fee_ceiling":
+    case "faucet_budget":
+    case "faucet_payout":
+    case "faucet_recipient":
+    case "faucet_cooldown":
+    case "faucet_daily":
+    case "x402_payer":
+    case "x402_amount":
+    case "x402_pay_to":
+    case "x402_validity":
+    case "x402_daily":
+    case "settlement_signature":
+    case "settlement_window":
+    case undefined:
+      return {
+        code: "agent_signer_unavailable",
+        message: `the signer cannot sign this transfer (${failure.code})`,
+      };
   }
-  return {
-    code: "agent_signer_unavailable",
-    message: `the signer cannot sign this transfer (${failure.code})`,
-  };
 }

@@ -2,6 +2,7 @@
  * Failure codes the client produces itself, and the one table mapping every code (the enclave's
  * DESIGN §5 codes and ours) to a sweep class of SPEC "Identity enabled flag (sweep)".
  */
+import type { RefusalDetail } from "../../shared/enclave-protocol.ts";
 import type { SignerFailure, SignerFailureClass } from "./types.ts";
 
 /** Codes produced on the origin side of the socket. */
@@ -57,7 +58,8 @@ export function classifyFailureCode(code: string): SignerFailureClass {
   }
 }
 
-/** A failure with its class filled in. */
-export function signerFailure(code: string, reason: string): SignerFailure {
-  return { class: classifyFailureCode(code), code, reason };
+/** A failure with its class filled in (and the enclave's refusal detail, when it gave one). */
+export function signerFailure(code: string, reason: string, detail?: RefusalDetail): SignerFailure {
+  const failure = { class: classifyFailureCode(code), code, reason };
+  return detail === undefined ? failure : { ...failure, detail };
 }

@@ -11,8 +11,10 @@ import type { Hex } from "../../shared/hex.ts";
 import type {
   CapabilityCounterParams,
   ConfigurePolicyParams,
+  ConfigureSettlerParams,
   ConfigureTreasuryParams,
   ExportBackupParams,
+  FaucetTerms,
   GenerateKeysParams,
   GetPolicyResult,
   KeyPublicInfo,
@@ -38,6 +40,7 @@ const keyInfo = (key: { key_ref: string; public_key: string; address: string }):
 
 const txToWire = (params: SignTransactionParams): wire.WireParams<"sign_transfer"> => ({
   key_ref: params.keyRef,
+  from: params.from.toLowerCase(),
   chain_id: params.chainId,
   to: params.to,
   value_units: params.valueUnits.toString(),
@@ -61,7 +64,19 @@ const policyFromWire = (p: wire.WirePolicy): SignerPolicy => ({
   x402MaxTimeoutSeconds: p.x402_max_timeout_seconds,
   operatorPool: p.operator_pool as Address,
   feeCeilingWei: BigInt(p.fee_ceiling_wei),
+  x402ValidityMarginSeconds: p.x402_validity_margin_seconds,
+  x402DailyLimit: p.x402_daily_limit,
 });
+
+/** A sealed treasury's payout terms, or null when it was sealed without them. */
+function treasuryTerms(t: z.infer<typeof wire.treasuryStatusSchema>): FaucetTerms | null {
+  if (t.payout_units === null || t.cooldown_ms === null || t.daily_limit_units === null) return null;
+  return {
+    payoutUnits: BigInt(t.payout_units),
+    cooldownMs: t.cooldown_ms,
+    dailyLimitUnits: BigInt(t.daily_limit_units),
+  };
+}
 
 /** The client's policy in wire form (decimal strings), as configure_policy sends it and /healthz shows it. */
 export function signerPolicyToWire(p: SignerPolicy): wire.WirePolicy {
@@ -74,6 +89,8 @@ export function signerPolicyToWire(p: SignerPolicy): wire.WirePolicy {
     x402_max_timeout_seconds: p.x402MaxTimeoutSeconds,
     operator_pool: p.operatorPool,
     fee_ceiling_wei: p.feeCeilingWei.toString(),
+    x402_validity_margin_seconds: p.x402ValidityMarginSeconds,
+    x402_daily_limit: p.x402DailyLimit,
   };
 }
 
@@ -92,6 +109,9 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
             faucet_address: r.treasury.faucetAddress,
             budget_units: r.treasury.budgetUnits.toString(),
             spent_units: r.treasury.spentUnits.toString(),
+            payout_units: r.treasury.terms?.payoutUnits.toString() ?? null,
+            cooldown_ms: r.treasury.terms?.cooldownMs ?? null,
+            daily_limit_units: r.treasury.terms?.dailyLimitUnits.toString() ?? null,
           },
     settler:
       r.settler === null
@@ -172,15 +192,22 @@ export const OP_CODECS = {
     toWire: (p: ConfigureTreasuryParams) => ({
       ...(p.faucetKeyRef === undefined ? {} : { faucet_key_ref: p.faucetKeyRef }),
       budget_units: p.budgetUnits.toString(),
+      payout_units: p.payoutUnits.toString(),
+      cooldown_ms: p.cooldownMs,
+      daily_limit_units: p.dailyLimitUnits.toString(),
     }),
     result: wire.configureTreasuryResult.transform((r) => ({
       faucetKeyRef: r.faucet_key_ref,
       faucetAddress: r.faucet_address as Address,
       budgetUnits: BigInt(r.budget_units),
+      payoutUnits: BigInt(r.payout_units),
+      cooldownMs: r.cooldown_ms,
+      dailyLimitUnits: BigInt(r.daily_limit_units),
     })),
   },
   configure_settler: {
-    toWire: (_: Record<string, never>) => ({}),
+    toWire: (p: ConfigureSettlerParams) =>
+      p.settlerKeyRef === undefined ? {} : { settler_key_ref: p.settlerKeyRef },
     result: wire.configureSettlerResult.transform((r) => ({
       settlerKeyRef: r.settler_key_ref,
       settlerAddress: r.settler_address as Address,
@@ -217,6 +244,7 @@ export const OP_CODECS = {
   sign_x402_authorization: {
     toWire: (p: SignX402AuthorizationParams) => ({
       key_ref: p.keyRef,
+      from: p.from.toLowerCase(),
       to: p.to,
       value_units: p.valueUnits.toString(),
       valid_after: p.validAfter.toString(),
@@ -279,6 +307,7 @@ export const OP_CODECS = {
                 faucetAddress: r.treasury.faucet_address as Address,
                 budgetUnits: BigInt(r.treasury.budget_units),
                 spentUnits: BigInt(r.treasury.spent_units),
+                terms: treasuryTerms(r.treasury),
               },
         settler:
           r.settler === null

@@ -71,6 +71,8 @@ export async function logSealedPolicy(
       allowlist_size: policy.recipientAllowlist === null ? null : policy.recipientAllowlist.length,
       x402_amount_units: policy.x402AmountUnits === null ? null : policy.x402AmountUnits.toString(),
       x402_pay_to: policy.x402PayTo,
+      x402_validity_margin_seconds: policy.x402ValidityMarginSeconds,
+      x402_daily_limit: policy.x402DailyLimit,
     },
     "enclave policy",
   );

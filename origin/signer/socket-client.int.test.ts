@@ -24,6 +24,8 @@ const policy: SignerPolicy = {
   x402MaxTimeoutSeconds: 180,
   operatorPool: "0x00000000000000000000000000000000000000aa",
   feeCeilingWei: 10n ** 15n,
+  x402ValidityMarginSeconds: 6,
+  x402DailyLimit: 1000,
 };
 
 describe("socket signer client against the real enclave", () => {
@@ -181,6 +183,7 @@ describe("socket signer client against the real enclave", () => {
     });
     const signed = await client.signTransfer({
       keyRef: keys[1]!.keyRef,
+      from: keys[1]!.address,
       chainId: CHAIN_ID,
       to: "0x1111111111111111111111111111111111111111",
       valueUnits: 250_000n,
@@ -201,6 +204,7 @@ describe("socket signer client against the real enclave", () => {
   it("maps enclave refusals to sweep classes", async () => {
     const overLimit = await client.signTransfer({
       keyRef: keys[1]!.keyRef,
+      from: keys[1]!.address,
       chainId: CHAIN_ID,
       to: "0x1111111111111111111111111111111111111111",
       valueUnits: 1_000_001n,
@@ -211,7 +215,12 @@ describe("socket signer client against the real enclave", () => {
     });
     expect(overLimit).toEqual({
       ok: false,
-      error: { class: "terminal_agent", code: "cap_exceeded", reason: "over the per-transaction limit" },
+      error: {
+        class: "terminal_agent",
+        code: "cap_exceeded",
+        reason: "over the per-transaction limit",
+        detail: "per_transaction",
+      },
     });
     const unknownKey = await client.publicIdentity({ keyRef: "ab".repeat(32) });
     expect(unknownKey).toMatchObject({

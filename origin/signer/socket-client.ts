@@ -48,7 +48,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
   ): Promise<SignerResult<OpResult<Op>>> => {
     const timeoutMs = timeoutOverrideMs ?? (SLOW_OPS.has(op) ? slowRequestTimeoutMs : requestTimeoutMs);
     const outcome = await transport.request(op, wireParams, cap, timeoutMs);
-    if (!outcome.ok) return { ok: false, error: signerFailure(outcome.code, outcome.reason) };
+    if (!outcome.ok) return { ok: false, error: signerFailure(outcome.code, outcome.reason, outcome.detail) };
     const parsed = OP_CODECS[op].result.safeParse(outcome.result);
     if (!parsed.success) {
       options.logger?.warn({ op }, "enclave reply does not match the op schema");
@@ -98,7 +98,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     getSealedIdentity: () => send("get_sealed_identity", {}),
     configureTreasury: privileged("configure_treasury"),
     configurePolicy: privileged("configure_policy"),
-    configureSettler: (authorize) => privileged("configure_settler")({}, authorize),
+    configureSettler: privileged("configure_settler"),
     publicIdentity: call("public_identity"),
     proveIdentity: call("prove_identity"),
     signTransfer: call("sign_transfer"),

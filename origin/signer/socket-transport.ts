@@ -11,11 +11,12 @@ import {
   ENCLAVE_WIRE_VERSION,
   helloSchema,
   makeHello,
+  type RefusalDetail,
   responseSchema,
 } from "../../shared/enclave-protocol.ts";
 import { CLIENT_FAILURE } from "./failure-class.ts";
 
-export type TransportFailure = { ok: false; code: string; reason: string };
+export type TransportFailure = { ok: false; code: string; reason: string; detail?: RefusalDetail };
 export type TransportOutcome = { ok: true; result: unknown } | TransportFailure;
 
 export type SocketTransportOptions = {
@@ -229,7 +230,10 @@ export class SocketTransport {
     pending.settle(
       reply.ok
         ? { ok: true, result: reply.result }
-        : fail(reply.error.code, reply.error.reason ?? reply.error.code),
+        : {
+            ...fail(reply.error.code, reply.error.reason ?? reply.error.code),
+            ...(reply.error.detail === undefined ? {} : { detail: reply.error.detail }),
+          },
     );
   }
 

@@ -7,7 +7,7 @@ import type { Address } from "viem";
 import type { Capability } from "../../shared/capability.ts";
 import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
 import type { KeyNamespace } from "../../shared/enclave-ops.ts";
-import type { CapabilityScope, PrivilegedOp } from "../../shared/enclave-protocol.ts";
+import type { CapabilityScope, PrivilegedOp, RefusalDetail } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
 
 export type SignerFailureClass =
@@ -18,7 +18,16 @@ export type SignerFailureClass =
   | "terminal_malformed"
   | "terminal_unknown";
 
-export type SignerFailure = { class: SignerFailureClass; code: string; reason: string };
+/**
+ * `detail` names the sealed bound behind an enclave refusal (shared/enclave-protocol.ts
+ * REFUSAL_DETAILS): callers switch on it, never on `reason`, which is text for people.
+ */
+export type SignerFailure = {
+  class: SignerFailureClass;
+  code: string;
+  reason: string;
+  detail?: RefusalDetail;
+};
 
 export type SignerResult<T> = { ok: true; value: T } | { ok: false; error: SignerFailure };
 
@@ -80,8 +89,19 @@ export type SealedIdentity = {
   recoveryEncryptionKey: Hex;
 };
 
-export type ConfigureTreasuryParams = { faucetKeyRef?: string; budgetUnits: bigint };
-export type ConfigureTreasuryResult = { faucetKeyRef: string; faucetAddress: Address; budgetUnits: bigint };
+/** What sign_faucet pays and how often, sealed with the treasury. */
+export type FaucetTerms = {
+  payoutUnits: bigint;
+  cooldownMs: number;
+  /** Units one recipient may receive per UTC day. */
+  dailyLimitUnits: bigint;
+};
+export type ConfigureTreasuryParams = FaucetTerms & { faucetKeyRef?: string; budgetUnits: bigint };
+export type ConfigureTreasuryResult = FaucetTerms & {
+  faucetKeyRef: string;
+  faucetAddress: Address;
+  budgetUnits: bigint;
+};
 
 export type SignerPolicy = {
   perTxLimitUnits: bigint;
@@ -93,6 +113,10 @@ export type SignerPolicy = {
   operatorPool: Address;
   /** Ceiling on one transaction's gas limit × max fee per gas, in wei. */
   feeCeilingWei: bigint;
+  /** Seconds an x402 authorization must be valid on each side of the enclave's now to settle. */
+  x402ValidityMarginSeconds: number;
+  /** x402 authorizations one key may sign per UTC day. */
+  x402DailyLimit: number;
 };
 export type ConfigurePolicyParams = SignerPolicy;
 export type ConfigurePolicyResult = SignerPolicy;
@@ -102,9 +126,13 @@ export type TreasuryStatus = {
   faucetAddress: Address;
   budgetUnits: bigint;
   spentUnits: bigint;
+  /** null: a treasury sealed before payout terms existed, which pays nothing until reconfigured. */
+  terms: FaucetTerms | null;
 };
 /** The x402 settler key (DESIGN §5): pays the gas of settlements and signs nothing else. */
 export type SettlerStatus = { settlerKeyRef: string; settlerAddress: Address };
+/** Without settlerKeyRef the settler key is made once and kept; with it, pointed at that key. */
+export type ConfigureSettlerParams = { settlerKeyRef?: string };
 export type ConfigureSettlerResult = SettlerStatus;
 
 /** What the enclave has sealed (DESIGN §5): the origin reads it, never writes it. */
@@ -132,6 +160,8 @@ export type ProveIdentityResult = KeyPublicInfo & { signature: Hex; envId: strin
 
 export type SignTransactionParams = {
   keyRef: string;
+  /** The address the key must have (the identity's wallet, the treasury's): key binding. */
+  from: Address;
   chainId: number;
   to: Address;
   /** 6-decimal units; the enclave signs value × 10^12 wei. */
@@ -145,6 +175,8 @@ export type SignTransactionResult = { rawTransaction: Hex; txHash: Hex };
 
 export type SignX402AuthorizationParams = {
   keyRef: string;
+  /** The identity's assigned wallet, which the key's address must be (key binding). */
+  from: Address;
   to: Address;
   valueUnits: bigint;
   validAfter: bigint;
@@ -210,8 +242,11 @@ export interface SignerClient {
     params: ConfigurePolicyParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<ConfigurePolicyResult>>;
-  /** Policy tier: makes the settler key once, then returns it. */
-  configureSettler(authorize: CapabilityProvider): Promise<SignerResult<ConfigureSettlerResult>>;
+  /** Policy tier: makes the settler key once, then returns it, or points it at a named key. */
+  configureSettler(
+    params: ConfigureSettlerParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<ConfigureSettlerResult>>;
   publicIdentity(params: PublicIdentityParams): Promise<SignerResult<PublicIdentityResult>>;
   proveIdentity(params: ProveIdentityParams): Promise<SignerResult<ProveIdentityResult>>;
   signTransfer(params: SignTransactionParams): Promise<SignerResult<SignTransactionResult>>;

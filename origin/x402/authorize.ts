@@ -17,6 +17,7 @@ import type { Clock } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { readJsonBody } from "../http/json-body.ts";
+import { KEY_BINDING_MISMATCH } from "../signer/key-binding.ts";
 import type { SignerClient, SignerFailure } from "../signer/types.ts";
 import {
   buildPaymentEnvelope,
@@ -108,6 +109,8 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
         const signed = await deps.signer.signX402Authorization({
           keyRef: agent.keyRef,
+          // The enclave signs only when the key's address is the token's wallet (key binding).
+          from: agent.assignedWallet,
           to: requirement.payTo,
           valueUnits: deps.policy.amountUnits,
           validAfter: 0n,
@@ -144,7 +147,11 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         throw dailyLimitReached(deps.dailyLimit, now);
       case "refused": {
         const refusal = signerRefusal(outcome.failure);
-        throw new AppError(refusal.code, refusal.message, { fields: { action_id: actionId } });
+        const retryAfter = refusal.code === "x402_daily_limit" ? secondsToNextUtcDay(deps.clock.now()) : null;
+        throw new AppError(refusal.code, refusal.message, {
+          fields: { action_id: actionId, ...(retryAfter === null ? {} : { retry_after: retryAfter }) },
+          headers: retryAfter === null ? {} : { "Retry-After": String(retryAfter) },
+        });
       }
     }
   };
@@ -190,27 +197,52 @@ function dailyLimitReached(limit: number, now: Date): AppError {
 }
 
 /**
- * The enclave re-checks amount, payTo and validity under its sealed policy; a node configured
- * unlike it (or a policy changed since start) is refused there with the same meaning.
+ * The enclave re-checks amount, payTo, validity, the key's daily count and the key binding under
+ * its sealed policy; a node configured unlike it (or a policy changed since start) is refused there
+ * with the same meaning. A switch over the refusal's detail (never its text), exhaustive.
  */
 function signerRefusal(failure: SignerFailure): {
   code:
     | "x402_amount_not_allowed"
     | "x402_pay_to_not_allowed"
     | "x402_validity_too_long"
+    | "x402_daily_limit"
+    | "agent_key_binding_mismatch"
     | "agent_signer_unavailable";
   message: string;
 } {
-  if (failure.code === "cap_exceeded") {
-    const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
-    if (/amount/.test(failure.reason)) return { code: "x402_amount_not_allowed", message };
-    if (/payTo/.test(failure.reason)) return { code: "x402_pay_to_not_allowed", message };
-    if (/validity/.test(failure.reason)) return { code: "x402_validity_too_long", message };
+  const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
+  switch (failure.detail) {
+    case "x402_amount":
+      return { code: "x402_amount_not_allowed", message };
+    case "x402_pay_to":
+      return { code: "x402_pay_to_not_allowed", message };
+    case "x402_validity":
+      return { code: "x402_validity_too_long", message };
+    case "x402_daily":
+      return { code: "x402_daily_limit", message: `${message}; the count resets at the next UTC day` };
+    case "key_binding":
+      return KEY_BINDING_MISMATCH;
+    case "x402_payer":
+    case "per_transaction":
+    case "daily":
+    case "recipient":
+    case "chain":
+    case "gas_limit":
+    case "fee_ceiling":
+    case "faucet_budget":
+    case "faucet_payout":
+    case "faucet_recipient":
+    case "faucet_cooldown":
+    case "faucet_daily":
+    case "settlement_signature":
+    case "settlement_window":
+    case undefined:
+      return {
+        code: "agent_signer_unavailable",
+        message: `the signer cannot sign this authorization (${failure.code}); nothing was signed, a retry is safe`,
+      };
   }
-  return {
-    code: "agent_signer_unavailable",
-    message: `the signer cannot sign this authorization (${failure.code}); nothing was signed, a retry is safe`,
-  };
 }
 
 /** The copied parts as sent, keys in the sender's order: equal strings build equal envelopes. */

@@ -42,6 +42,19 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
     differences.push(
       `AGENT_X402_MAX_TIMEOUT_SECONDS is ${timeout} but the enclave's sealed policy says ${policy.x402MaxTimeoutSeconds}`,
     );
+  // The enclave refuses to settle, or to sign, an authorization inside its sealed margin, and to sign
+  // more than its sealed count per key and day; the gateway's own checks use these settings, so
+  // equal numbers give the agent the gateway's clear answer first.
+  const margin = config.x402.validityMarginSeconds;
+  if (margin !== policy.x402ValidityMarginSeconds)
+    differences.push(
+      `AGENT_X402_VALIDITY_MARGIN_SECONDS is ${margin} but the enclave's sealed policy says ${policy.x402ValidityMarginSeconds}`,
+    );
+  const daily = config.x402.dailyLimit;
+  if (daily !== policy.x402DailyLimit)
+    differences.push(
+      `AGENT_X402_DAILY_LIMIT is ${daily} but the enclave's sealed policy says ${policy.x402DailyLimit}`,
+    );
   if (!sealed.settler) {
     differences.push(
       "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",

@@ -4,7 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { privileged } from "../../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../../enclave/testing/raw-client.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../test/enclave-process.ts";
-import { ensureLocalPolicy, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
+import {
+  ensureLocalPolicy,
+  LOCAL_FAUCET_TERMS,
+  LOCAL_POLICY,
+  LOCAL_TREASURY_BUDGET_UNITS,
+} from "./local-policy.ts";
 
 // Decision 7 of issue 11: npm start applies the local policy with the policy key only when the
 // sealed one differs, and a treasury only when none exists, so restarts change nothing.
@@ -31,7 +36,7 @@ describe("ensureLocalPolicy (real enclave process)", () => {
     expect(sealed).toMatchObject({
       policyVersion: 1,
       policy: LOCAL_POLICY,
-      treasury: { budgetUnits: LOCAL_TREASURY_BUDGET_UNITS, spentUnits: 0n },
+      treasury: { budgetUnits: LOCAL_TREASURY_BUDGET_UNITS, spentUnits: 0n, terms: LOCAL_FAUCET_TERMS },
       settler: { settlerAddress: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/) },
     });
     expect(lines.map((line) => line.split(/\s+/)[0])).toEqual(["policy", "treasury", "settler"]);
@@ -57,6 +62,8 @@ describe("ensureLocalPolicy (real enclave process)", () => {
         x402_max_timeout_seconds: 60,
         operator_pool: LOCAL_POLICY.operatorPool,
         fee_ceiling_wei: "1",
+        x402_validity_margin_seconds: 0,
+        x402_daily_limit: 1,
       });
     } finally {
       client.close();

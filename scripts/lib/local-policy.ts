@@ -8,7 +8,7 @@ import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/constants.ts";
 import { readAuthoritySecret } from "../../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../../origin/signer/socket-client.ts";
-import type { GetPolicyResult, SignerPolicy } from "../../origin/signer/types.ts";
+import type { FaucetTerms, GetPolicyResult, SignerPolicy } from "../../origin/signer/types.ts";
 import {
   applyPolicy,
   applySettler,
@@ -33,12 +33,25 @@ export const LOCAL_POLICY: SignerPolicy = {
   x402MaxTimeoutSeconds: 180,
   operatorPool: DEV_OPERATOR_POOL_ADDRESS.toLowerCase() as Address,
   feeCeilingWei: 10n ** 15n,
+  // The origin's defaults (AGENT_X402_VALIDITY_MARGIN_SECONDS, AGENT_X402_DAILY_LIMIT).
+  x402ValidityMarginSeconds: 6,
+  x402DailyLimit: 1_000,
 };
 
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */
 export const LOCAL_TREASURY_BUDGET_UNITS = 1_000_000_000n;
 
-/** Applies LOCAL_POLICY if the sealed one differs, and a treasury and a settler if none is configured. */
+/** The local faucet (README): 1 USDC a minute, 10 USDC a day, per agent; the origin is given the same. */
+export const LOCAL_FAUCET_TERMS: FaucetTerms = {
+  payoutUnits: 1_000_000n,
+  cooldownMs: 60_000,
+  dailyLimitUnits: 10_000_000n,
+};
+
+/**
+ * Applies LOCAL_POLICY if the sealed one differs, a treasury if none is configured or its payout
+ * terms are not LOCAL_FAUCET_TERMS, and a settler if none is configured.
+ */
 export async function ensureLocalPolicy(params: {
   socketPath: string;
   policyKeyFile: string;
@@ -57,13 +70,21 @@ export async function ensureLocalPolicy(params: {
       );
       params.onLine(`policy     local policy applied (version ${current.policyVersion})`);
     }
-    if (!current.treasury) {
+    if (!sameTerms(current.treasury?.terms ?? null, LOCAL_FAUCET_TERMS)) {
+      // Keeps the faucet key of a treasury sealed before its terms were (its float stays usable).
       current = expectApplied(
         "configure_treasury",
-        await applyTreasury({ client, policySecret, budgetUnits: LOCAL_TREASURY_BUDGET_UNITS }),
+        await applyTreasury({
+          client,
+          policySecret,
+          budgetUnits: LOCAL_TREASURY_BUDGET_UNITS,
+          terms: LOCAL_FAUCET_TERMS,
+        }),
       );
       params.onLine(
-        `treasury   faucet ${current.treasury?.faucetAddress} budget ${LOCAL_TREASURY_BUDGET_UNITS} units`,
+        `treasury   faucet ${current.treasury?.faucetAddress} budget ${LOCAL_TREASURY_BUDGET_UNITS} units, ` +
+          `${LOCAL_FAUCET_TERMS.payoutUnits} a payout, every ${LOCAL_FAUCET_TERMS.cooldownMs / 1000} s, ` +
+          `${LOCAL_FAUCET_TERMS.dailyLimitUnits} a day per agent`,
       );
     }
     if (!current.settler) {
@@ -74,6 +95,15 @@ export async function ensureLocalPolicy(params: {
   } finally {
     await client.close();
   }
+}
+
+function sameTerms(sealed: FaucetTerms | null, terms: FaucetTerms): boolean {
+  return (
+    sealed !== null &&
+    sealed.payoutUnits === terms.payoutUnits &&
+    sealed.cooldownMs === terms.cooldownMs &&
+    sealed.dailyLimitUnits === terms.dailyLimitUnits
+  );
 }
 
 function expectApplied(step: string, result: PolicyAdminResult): GetPolicyResult {

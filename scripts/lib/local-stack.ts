@@ -24,7 +24,7 @@ import {
   fundLocalSettler,
   fundLocalTreasury,
 } from "./local-money.ts";
-import { ensureLocalPolicy, LOCAL_POLICY } from "./local-policy.ts";
+import { ensureLocalPolicy, LOCAL_FAUCET_TERMS, LOCAL_POLICY } from "./local-policy.ts";
 import { type LocalSecrets, loadOrCreateLocalSecrets } from "./local-secrets.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./supervisor.ts";
 
@@ -225,12 +225,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         ORIGIN_PORT: String(params.originPort),
         BASE_PATH: basePath,
         AGENT_GATEWAY_ENABLED: "true",
-        // Money with small local limits: the transfer limits are the sealed ones (LOCAL_POLICY), as
-        // the origin requires; the faucet pays 1 USDC a minute, 10 USDC a day, per agent.
+        // Money with small local limits: the transfer limits and the faucet's terms are the sealed
+        // ones (LOCAL_POLICY, LOCAL_FAUCET_TERMS), as the origin requires; the faucet pays 1 USDC a
+        // minute, 10 USDC a day, per agent.
         AGENT_FAUCET_ENABLED: "true",
-        AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
-        AGENT_FAUCET_COOLDOWN_MS: "60000",
-        AGENT_FAUCET_DAILY_LIMIT: "10000000",
+        AGENT_FAUCET_PAYOUT_AMOUNT: LOCAL_FAUCET_TERMS.payoutUnits.toString(),
+        AGENT_FAUCET_COOLDOWN_MS: String(LOCAL_FAUCET_TERMS.cooldownMs),
+        AGENT_FAUCET_DAILY_LIMIT: LOCAL_FAUCET_TERMS.dailyLimitUnits.toString(),
         AGENT_TRANSFER_ENABLED: "true",
         AGENT_TRANSFER_PER_TX_LIMIT: LOCAL_POLICY.perTxLimitUnits.toString(),
         AGENT_TRANSFER_DAILY_LIMIT: LOCAL_POLICY.dailyLimitUnits.toString(),
@@ -238,6 +239,8 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         AGENT_X402_ENABLED: "true",
         AGENT_X402_AMOUNT: String(LOCAL_POLICY.x402AmountUnits),
         AGENT_X402_PAY_TO: String(LOCAL_POLICY.x402PayTo),
+        AGENT_X402_VALIDITY_MARGIN_SECONDS: String(LOCAL_POLICY.x402ValidityMarginSeconds),
+        AGENT_X402_DAILY_LIMIT: String(LOCAL_POLICY.x402DailyLimit),
         // New identities are proven within seconds, so their funding gate opens soon after.
         IDENTITY_SWEEP_PERIOD_SECONDS: "15",
         AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { SignerPolicy } from "../../origin/signer/types.ts";
-import { mergePolicy, samePolicy } from "./policy-admin.ts";
+import { mergeFaucetTerms, mergePolicy, samePolicy } from "./policy-admin.ts";
 
 const sealed: SignerPolicy = {
   perTxLimitUnits: 10n,
@@ -11,6 +11,8 @@ const sealed: SignerPolicy = {
   x402MaxTimeoutSeconds: 180,
   operatorPool: "0x00000000000000000000000000000000000000aa",
   feeCeilingWei: 10n ** 15n,
+  x402ValidityMarginSeconds: 6,
+  x402DailyLimit: 1000,
 };
 
 describe("mergePolicy", () => {
@@ -27,7 +29,7 @@ describe("mergePolicy", () => {
       error: {
         kind: "usage",
         message: expect.stringContaining(
-          "missing --daily, --fee-ceiling, --allowlist, --x402-amount, --x402-pay-to, --max-validity, --operator-pool",
+          "missing --daily, --fee-ceiling, --allowlist, --x402-amount, --x402-pay-to, --max-validity, --x402-margin, --x402-daily, --operator-pool",
         ),
       },
     });
@@ -52,6 +54,25 @@ describe("mergePolicy", () => {
       ok: false,
       error: { kind: "usage" },
     });
+  });
+});
+
+describe("mergeFaucetTerms", () => {
+  const terms = { payoutUnits: 1_000_000n, cooldownMs: 60_000, dailyLimitUnits: 10_000_000n };
+
+  it("keeps the sealed terms the flags do not name", () => {
+    expect(mergeFaucetTerms(terms, { cooldownMs: 0 })).toEqual({
+      ok: true,
+      terms: { ...terms, cooldownMs: 0 },
+    });
+  });
+
+  it("needs every term when none is sealed, naming the missing flags", () => {
+    expect(mergeFaucetTerms(null, { payoutUnits: 5n })).toEqual({
+      ok: false,
+      error: { kind: "usage", message: expect.stringContaining("missing --cooldown-ms, --payout-daily") },
+    });
+    expect(mergeFaucetTerms(null, terms)).toEqual({ ok: true, terms });
   });
 });
 

@@ -1,12 +1,13 @@
 /**
- * Applying the enclave's signing policy and treasury with the policy authority key (DESIGN §5
- * "Ops and tiers", issue 11). Shared by the operator CLI (scripts/enclave-policy.ts) and the local
+ * Applying the enclave's signing policy, treasury and settler with the policy authority key
+ * (DESIGN §5 "Ops and tiers"). Shared by the operator CLI (scripts/enclave-policy.ts) and the local
  * stack (scripts/lib/local-policy.ts), so both take the same path: read the sealed policy, merge
  * the changes, mint a policy-tier capability with the next counter, apply, read it back.
  */
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import { signerPolicyToWire } from "../../origin/signer/op-codecs.ts";
 import type {
+  FaucetTerms,
   GetPolicyResult,
   SignerClient,
   SignerFailure,
@@ -14,6 +15,7 @@ import type {
 } from "../../origin/signer/types.ts";
 
 export type PolicyChanges = Partial<SignerPolicy>;
+export type FaucetTermsChanges = Partial<FaucetTerms>;
 
 export type PolicyAdminFailure =
   /** The request cannot be made as given: exit 2 in the CLI. */
@@ -34,7 +36,16 @@ export const POLICY_FIELD_FLAGS: { [Field in keyof SignerPolicy]-?: string } = {
   x402AmountUnits: "--x402-amount",
   x402PayTo: "--x402-pay-to",
   x402MaxTimeoutSeconds: "--max-validity",
+  x402ValidityMarginSeconds: "--x402-margin",
+  x402DailyLimit: "--x402-daily",
   operatorPool: "--operator-pool",
+};
+
+/** Every payout term a treasury without sealed terms must name, with the CLI flag that sets it. */
+export const FAUCET_TERM_FLAGS: { [Field in keyof FaucetTerms]-?: string } = {
+  payoutUnits: "--payout",
+  cooldownMs: "--cooldown-ms",
+  dailyLimitUnits: "--payout-daily",
 };
 
 type MergeResult = { ok: true; policy: SignerPolicy } | { ok: false; error: PolicyAdminFailure };
@@ -76,18 +87,45 @@ export async function applyPolicy(params: {
   return readAfter(params.client, before.value);
 }
 
-/** configure_treasury: a fresh budget (spent restarts at zero), the faucet key kept unless named. */
+/**
+ * The sealed payout terms with `changes` laid over them. Without sealed terms (no treasury yet,
+ * or one sealed before the enclave kept them) every term must be given.
+ */
+export function mergeFaucetTerms(
+  current: FaucetTerms | null,
+  changes: FaucetTermsChanges,
+): { ok: true; terms: FaucetTerms } | { ok: false; error: PolicyAdminFailure } {
+  const given = Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined));
+  const merged: FaucetTermsChanges = { ...current, ...given };
+  const missing = (Object.keys(FAUCET_TERM_FLAGS) as Array<keyof FaucetTerms>).filter(
+    (field) => merged[field] === undefined,
+  );
+  if (missing.length > 0) {
+    const flags = missing.map((field) => FAUCET_TERM_FLAGS[field]).join(", ");
+    return usage(`no payout terms are sealed yet, so treasury needs every one; missing ${flags}`);
+  }
+  return { ok: true, terms: merged as FaucetTerms };
+}
+
+/**
+ * configure_treasury: a fresh budget (spent restarts at zero), the faucet key kept unless named,
+ * the payout terms kept unless named.
+ */
 export async function applyTreasury(params: {
   client: SignerClient;
   policySecret: Uint8Array;
   budgetUnits: bigint;
   faucetKeyRef?: string;
+  terms?: FaucetTermsChanges;
 }): Promise<PolicyAdminResult> {
   const before = await params.client.getPolicy();
   if (!before.ok) return refused(before.error);
+  const merged = mergeFaucetTerms(before.value.treasury?.terms ?? null, params.terms ?? {});
+  if (!merged.ok) return merged;
   const applied = await params.client.configureTreasury(
     {
       budgetUnits: params.budgetUnits,
+      ...merged.terms,
       ...(params.faucetKeyRef === undefined ? {} : { faucetKeyRef: params.faucetKeyRef }),
     },
     minter(params, before.value),
@@ -96,14 +134,21 @@ export async function applyTreasury(params: {
   return readAfter(params.client, before.value);
 }
 
-/** configure_settler: makes the x402 settler key once (a repeat keeps it). */
+/**
+ * configure_settler: makes the x402 settler key once (a repeat keeps it), or points the settler at
+ * a key of the `settler` namespace (a restored one, after a recovery).
+ */
 export async function applySettler(params: {
   client: SignerClient;
   policySecret: Uint8Array;
+  settlerKeyRef?: string;
 }): Promise<PolicyAdminResult> {
   const before = await params.client.getPolicy();
   if (!before.ok) return refused(before.error);
-  const applied = await params.client.configureSettler(minter(params, before.value));
+  const applied = await params.client.configureSettler(
+    params.settlerKeyRef === undefined ? {} : { settlerKeyRef: params.settlerKeyRef },
+    minter(params, before.value),
+  );
   if (!applied.ok) return refused(applied.error);
   return readAfter(params.client, before.value);
 }

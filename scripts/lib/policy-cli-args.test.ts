@@ -34,6 +34,10 @@ describe("enclave-policy arguments", () => {
         "none",
         "--max-validity",
         "180",
+        "--x402-margin",
+        "0",
+        "--x402-daily",
+        "1000",
       ],
       {},
     );
@@ -51,6 +55,8 @@ describe("enclave-policy arguments", () => {
         ],
         x402AmountUnits: null,
         x402MaxTimeoutSeconds: 180,
+        x402ValidityMarginSeconds: 0,
+        x402DailyLimit: 1000,
       },
     });
     expect(parsePolicyArgs(["apply", ...KEY, "--allowlist", "none"], {})).toMatchObject({
@@ -58,9 +64,25 @@ describe("enclave-policy arguments", () => {
     });
   });
 
-  it("parses treasury", () => {
+  it("parses treasury and its payout terms, leaving out the terms it does not name", () => {
     expect(
-      parsePolicyArgs(["treasury", ...KEY, "--budget", "1000", "--faucet-key-ref", "ab".repeat(32)], {}),
+      parsePolicyArgs(
+        [
+          "treasury",
+          ...KEY,
+          "--budget",
+          "1000",
+          "--faucet-key-ref",
+          "ab".repeat(32),
+          "--payout",
+          "1000000",
+          "--cooldown-ms",
+          "60000",
+          "--payout-daily",
+          "10000000",
+        ],
+        {},
+      ),
     ).toEqual({
       command: "treasury",
       socketPath: DEFAULT_POLICY_SOCKET,
@@ -68,7 +90,25 @@ describe("enclave-policy arguments", () => {
       policyKeyFile: "/keys/policy.key",
       budgetUnits: 1000n,
       faucetKeyRef: "ab".repeat(32),
+      terms: { payoutUnits: 1_000_000n, cooldownMs: 60_000, dailyLimitUnits: 10_000_000n },
     });
+    expect(parsePolicyArgs(["treasury", ...KEY, "--budget", "1000", "--cooldown-ms", "0"], {})).toMatchObject(
+      {
+        faucetKeyRef: undefined,
+        terms: { cooldownMs: 0 },
+      },
+    );
+  });
+
+  it("parses settler, with or without the key to point it at", () => {
+    expect(parsePolicyArgs(["settler", ...KEY, "--settler-key-ref", "cd".repeat(32)], {})).toEqual({
+      command: "settler",
+      socketPath: DEFAULT_POLICY_SOCKET,
+      json: false,
+      policyKeyFile: "/keys/policy.key",
+      settlerKeyRef: "cd".repeat(32),
+    });
+    expect(parsePolicyArgs(["settler", ...KEY], {})).toMatchObject({ settlerKeyRef: undefined });
   });
 
   it("refuses what it cannot apply exactly", () => {
@@ -93,6 +133,18 @@ describe("enclave-policy arguments", () => {
       ["treasury", ...KEY],
       ["treasury", ...KEY, "--budget", "5", "--per-tx", "5"],
       ["treasury", ...KEY, "--budget", "5", "--faucet-key-ref", "xyz"],
+      ["treasury", ...KEY, "--budget", "5", "--payout", "1.5"],
+      ["treasury", ...KEY, "--budget", "5", "--cooldown-ms", "-1"],
+      ["treasury", ...KEY, "--budget", "5", "--cooldown-ms", "31536000001"],
+      ["treasury", ...KEY, "--budget", "5", "--payout-daily", "1e6"],
+      ["treasury", ...KEY, "--budget", "5", "--x402-daily", "5"],
+      ["apply", ...KEY, "--x402-margin", "601"],
+      ["apply", ...KEY, "--x402-margin", "6.5"],
+      ["apply", ...KEY, "--x402-daily", "-1"],
+      ["apply", ...KEY, "--payout", "5"],
+      ["settler", ...KEY, "--settler-key-ref", "xyz"],
+      ["settler", ...KEY, "--payout", "5"],
+      ["show", "--settler-key-ref", "cd".repeat(32)],
     ];
     for (const argv of bad) expect(() => parsePolicyArgs(argv, {}), argv.join(" ")).toThrow(PolicyUsageError);
     expect(() => parsePolicyArgs(["show"], { AGENT_SIGNER_SVC_HSM_ENDPOINT: "tcp://x" })).toThrow(

@@ -19,18 +19,23 @@ const ROW_ORDER = [
   "x402_amount_units",
   "x402_pay_to",
   "x402_max_timeout_seconds",
+  "x402_validity_margin_seconds",
+  "x402_daily_limit",
   "operator_pool",
   "treasury",
   "treasury.faucet_address",
   "treasury.faucet_key_ref",
   "treasury.budget_units",
   "treasury.spent_units",
+  "treasury.payout_units",
+  "treasury.cooldown_ms",
+  "treasury.daily_limit_units",
   "settler",
   "settler.address",
   "settler.key_ref",
 ];
 
-/** The rows of one sealed state: version, every policy field, the treasury, the x402 settler. */
+/** The rows of one sealed state: version, every policy field, the treasury and its terms, the settler. */
 export function policyRows(result: GetPolicyResult): Row[] {
   const wire = getPolicyResultToWire(result);
   const rows: Row[] = [["policy_version", String(wire.policy_version)]];
@@ -50,6 +55,8 @@ export function policyRows(result: GetPolicyResult): Row[] {
       ["x402_amount_units", policy.x402_amount_units ?? "none"],
       ["x402_pay_to", policy.x402_pay_to ?? "none"],
       ["x402_max_timeout_seconds", String(policy.x402_max_timeout_seconds)],
+      ["x402_validity_margin_seconds", String(policy.x402_validity_margin_seconds)],
+      ["x402_daily_limit", String(policy.x402_daily_limit)],
       ["operator_pool", policy.operator_pool],
     );
   }
@@ -61,6 +68,10 @@ export function policyRows(result: GetPolicyResult): Row[] {
       ["treasury.faucet_key_ref", treasury.faucet_key_ref],
       ["treasury.budget_units", treasury.budget_units],
       ["treasury.spent_units", treasury.spent_units],
+      // null: sealed before the enclave kept payout terms; it pays nothing until they are set.
+      ["treasury.payout_units", treasury.payout_units ?? "none sealed (pays nothing)"],
+      ["treasury.cooldown_ms", treasury.cooldown_ms === null ? "none sealed" : String(treasury.cooldown_ms)],
+      ["treasury.daily_limit_units", treasury.daily_limit_units ?? "none sealed"],
     );
   }
   const settler = wire.settler;

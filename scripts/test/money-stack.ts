@@ -72,7 +72,10 @@ export type MoneyStackOptions = {
   treasuryBudgetUnits?: bigint;
   /** What the treasury is funded with, in units. */
   treasuryUnits?: bigint;
-  /** Origin environment overrides (limits, switches). */
+  /**
+   * Origin environment overrides (limits, switches). AGENT_FAUCET_PAYOUT_AMOUNT, _COOLDOWN_MS and
+   * _DAILY_LIMIT are sealed with the treasury too, as the origin requires.
+   */
   env?: Record<string, string>;
   /**
    * Turns x402 on (issue 13): the sealed x402 terms, a settler key made by configure_settler and
@@ -113,13 +116,28 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     x402MaxTimeoutSeconds: 180,
     operatorPool: DEV_OPERATOR_POOL_ADDRESS,
     feeCeilingWei: 10n ** 15n,
+    // The origin's defaults; the origin is given the same below.
+    x402ValidityMarginSeconds: 6,
+    x402DailyLimit: 1_000,
     ...(options.x402 ? { x402AmountUnits: options.x402.amountUnits, x402PayTo: options.x402.payTo } : {}),
     ...options.policy,
   };
   const sealed = await signer.configurePolicy(policy, authorities.policy);
   if (!sealed.ok) throw new Error(`configure_policy: ${sealed.error.code}`);
+  // The faucet's terms are sealed with the treasury and must be the origin's (money-setup.ts).
+  const faucetEnv: Record<string, string> = {
+    AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+    AGENT_FAUCET_COOLDOWN_MS: "60000",
+    AGENT_FAUCET_DAILY_LIMIT: "5000000",
+  };
+  for (const name of Object.keys(faucetEnv)) faucetEnv[name] = options.env?.[name] ?? faucetEnv[name]!;
   const treasury = await signer.configureTreasury(
-    { budgetUnits: options.treasuryBudgetUnits ?? 1_000_000_000n },
+    {
+      budgetUnits: options.treasuryBudgetUnits ?? 1_000_000_000n,
+      payoutUnits: BigInt(faucetEnv.AGENT_FAUCET_PAYOUT_AMOUNT!),
+      cooldownMs: Number(faucetEnv.AGENT_FAUCET_COOLDOWN_MS),
+      dailyLimitUnits: BigInt(faucetEnv.AGENT_FAUCET_DAILY_LIMIT!),
+    },
     authorities.policy,
   );
   if (!treasury.ok) throw new Error(`configure_treasury: ${treasury.error.code}`);
@@ -131,7 +149,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
 
   let settler: Address | undefined;
   if (options.x402) {
-    const made = await signer.configureSettler(authorities.policy);
+    const made = await signer.configureSettler({}, authorities.policy);
     if (!made.ok) throw new Error(`configure_settler: ${made.error.code}`);
     settler = made.value.settlerAddress;
     await payFromOperatorPool(devnet.url, settler, 1_000n * 1_000_000n * WEI_PER_UNIT);
@@ -140,9 +158,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
   const originEnv: Record<string, string> = {
     AGENT_FAUCET_ENABLED: "true",
     AGENT_TRANSFER_ENABLED: "true",
-    AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
-    AGENT_FAUCET_COOLDOWN_MS: "60000",
-    AGENT_FAUCET_DAILY_LIMIT: "5000000",
+    ...faucetEnv,
     AGENT_TRANSFER_PER_TX_LIMIT: policy.perTxLimitUnits.toString(),
     AGENT_TRANSFER_DAILY_LIMIT: policy.dailyLimitUnits.toString(),
     ...(policy.recipientAllowlist
@@ -157,6 +173,8 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
           AGENT_X402_ENABLED: "true",
           AGENT_X402_AMOUNT: options.x402.amountUnits.toString(),
           AGENT_X402_PAY_TO: options.x402.payTo,
+          AGENT_X402_VALIDITY_MARGIN_SECONDS: String(policy.x402ValidityMarginSeconds),
+          AGENT_X402_DAILY_LIMIT: String(policy.x402DailyLimit),
         }
       : {}),
     ...options.env,

@@ -1,0 +1,156 @@
+import { type Address, type Hex, parseTransaction, recoverTransactionAddress } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
+import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../shared/eip712.ts";
+import type { EnclaveResponse } from "../shared/enclave-protocol.ts";
+import { privileged } from "./testing/capabilities.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
+
+// A compromised origin hands sign_settlement whatever it likes, straight over the socket: the
+// enclave recovers the authorization's signer, checks it is `from`, and checks the validity window
+// against its own clock with the sealed margin, so the settler never pays gas for a payment the
+// precompile would refuse (README "x402 payments"; DESIGN §5).
+
+const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
+const AMOUNT = 10_000n;
+const MARGIN_SECONDS = 6;
+/** secp256k1's order: a signature's S above half of it is the high-S twin (EIP-2). */
+const CURVE_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
+type Authorization = {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+};
+
+const nowSeconds = (): bigint => BigInt(Math.floor(Date.now() / 1000));
+let nonces = 0;
+const freshNonce = (): Hex => `0x${(++nonces).toString(16).padStart(64, "0")}`;
+
+describe("sign_settlement checks the authorization it pays gas for (real process)", () => {
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+  let settler: { key_ref: string; address: Address };
+  const payer = privateKeyToAccount(generatePrivateKey());
+  const stranger = privateKeyToAccount(generatePrivateKey());
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ envId: "settlement-env" });
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    await privileged(client, fixture, "configure_policy", {
+      per_tx_limit_units: "0",
+      daily_limit_units: "0",
+      recipient_allowlist: null,
+      x402_amount_units: AMOUNT.toString(),
+      x402_pay_to: PAY_TO,
+      x402_max_timeout_seconds: 180,
+      operator_pool: "0x00000000000000000000000000000000000000aa",
+      fee_ceiling_wei: "1000000000000000",
+      x402_validity_margin_seconds: MARGIN_SECONDS,
+      x402_daily_limit: 1000,
+    });
+    const made = await privileged(client, fixture, "configure_settler", {});
+    settler = { key_ref: made.settler_key_ref as string, address: made.settler_address as Address };
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+  });
+
+  const authorization = (change: Partial<Authorization> = {}): Authorization => ({
+    from: payer.address,
+    to: PAY_TO,
+    value: AMOUNT,
+    validAfter: 0n,
+    validBefore: nowSeconds() + 120n,
+    nonce: freshNonce(),
+    ...change,
+  });
+  const signedBy = (account: typeof payer, message: Authorization): Promise<Hex> =>
+    account.signTypedData({
+      domain: nativeTransferAuthDomain(),
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+      primaryType: "TransferWithAuthorization",
+      message,
+    });
+  const settle = (message: Authorization, signature: Hex): Promise<EnclaveResponse> =>
+    client.request("sign_settlement", {
+      key_ref: settler.key_ref,
+      chain_id: CHAIN_ID,
+      authorization: {
+        from: message.from.toLowerCase(),
+        to: message.to.toLowerCase(),
+        value: message.value.toString(),
+        valid_after: message.validAfter.toString(),
+        valid_before: message.validBefore.toString(),
+        nonce: message.nonce,
+      },
+      signature: signature.toLowerCase(),
+      nonce: "0",
+      max_fee_per_gas: "1000",
+      max_priority_fee_per_gas: "1",
+      gas_limit: "100000",
+    });
+  /** What the origin switches on, and what a person reads. */
+  const refusal = (response: EnclaveResponse) =>
+    response.ok ? "signed" : { code: response.error.code, detail: response.error.detail };
+
+  it("signs the precompile call for an authorization its `from` signed, valid by the margin", async () => {
+    const message = authorization();
+    const result = expectOk(await settle(message, await signedBy(payer, message)));
+    const raw = result.raw_transaction as `0x02${string}`;
+    const tx = parseTransaction(raw);
+    expect(tx.to).toBe(NATIVE_TRANSFER_AUTH_ADDRESS);
+    expect(tx.value ?? 0n).toBe(0n); // a zero value is left out of the encoding
+    expect(await recoverTransactionAddress({ serializedTransaction: raw })).toBe(settler.address);
+  });
+
+  it("refuses an expired authorization, one not valid yet by the margin and one that expires within it, by name", async () => {
+    const now = nowSeconds();
+    const windows: Array<[string, Partial<Authorization>]> = [
+      ["expired ten seconds ago", { validBefore: now - 10n }],
+      ["validAfter is now", { validAfter: now }],
+      ["validBefore within the margin", { validBefore: now + BigInt(MARGIN_SECONDS) - 3n }],
+      ["valid longer than the sealed maximum", { validBefore: now + 600n }],
+    ];
+    for (const [name, change] of windows) {
+      const message = authorization(change);
+      const response = await settle(message, await signedBy(payer, message));
+      expect({ name, refused: refusal(response) }).toEqual({
+        name,
+        refused: { code: "cap_exceeded", detail: "settlement_window" },
+      });
+    }
+  });
+
+  it("refuses a junk signature, another key's signature, v = 29 and a high-S twin, by name and never as an internal error", async () => {
+    const message = authorization();
+    const good = await signedBy(payer, message);
+    const r = good.slice(2, 66);
+    const s = BigInt(`0x${good.slice(66, 130)}`);
+    const v = Number.parseInt(good.slice(130, 132), 16);
+    const twin: Hex = `0x${r}${(CURVE_ORDER - s).toString(16).padStart(64, "0")}${(v === 27 ? 28 : 27).toString(16)}`;
+    const cases: Array<[string, Hex, string]> = [
+      ["a junk signature", `0x${"11".repeat(64)}1b`, "cap_exceeded"],
+      ["signed by another key than from", await signedBy(stranger, message), "cap_exceeded"],
+      ["v = 29", `0x${good.slice(2, 130)}1d`, "malformed"],
+      ["v = 0", `0x${good.slice(2, 130)}00`, "malformed"],
+      ["the high-S twin of from's signature", twin, "malformed"],
+    ];
+    for (const [name, signature, code] of cases) {
+      expect({ name, refused: refusal(await settle(message, signature)) }).toEqual({
+        name,
+        refused: { code, detail: "settlement_signature" },
+      });
+    }
+    // The same authorization with its own signature still signs: only the signature was refused.
+    expectOk(await settle(message, good));
+    // An exception would have been answered seal_failed and logged as "op failed".
+    expect(fixture.stderr()).not.toContain("op failed");
+  });
+});
