@@ -10,6 +10,7 @@ import { WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
 import { toHex } from "../shared/hex.ts";
 import { x25519PublicKey } from "../shared/recovery-envelope.ts";
+import { payWithToken } from "./lib/x402-token-payer.ts";
 import { REPO_ROOT } from "./test/enclave-process.ts";
 import { agentCalls, isAccepted, newKey } from "./test/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "./test/money-stack.ts";
@@ -20,7 +21,8 @@ type Run = { code: number; stdout: string; stderr: string };
 // Issue 15 acceptance: the enclave's data folder is lost entirely; a new enclave initialised with
 // the same env id and authority keys, restored from the backup folder through the offline
 // re-encryption step, signs for an agent provisioned before the loss, at the same wallet address,
-// and pays the faucet from the same treasury once its backed-up key is restored too.
+// pays the faucet from the same treasury once its backed-up key is restored too, and settles x402
+// payments from the same settler once the policy key points the settler at its restored key.
 describe("disaster recovery: the enclave's data folder is deleted (real stack)", () => {
   let stack: MoneyStack;
   let agent: StackAgent;
@@ -65,7 +67,7 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
 
   // A whole recovery (a new enclave, every batch restored, the policy sealed again, a transfer and a
   // payout mined) takes most of a minute on a loaded two-core host: more than the default timeout.
-  it("a new enclave restored from the backup folder signs a transfer the devnet mines, from the same wallet; the backed-up treasury key pays the faucet again", async () => {
+  it("a new enclave restored from the backup folder signs a transfer the devnet mines, from the same wallet; the backed-up treasury key pays the faucet again, and the restored settler key settles again once the settler is pointed at it", async () => {
     const calls = agentCalls(stack.origin.base, agent.token);
     const chain = publicClientFor(stack.devnet.url);
     // Before the loss: the faucet treasury's key (made by configure_treasury, not by the refill)
@@ -222,8 +224,9 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
 
     // The treasury comes back too: the policy key points the treasury at the restored key, and a
     // faucet payout is paid from the same treasury address as before the loss.
+    const terms = sealedBefore.ok ? sealedBefore.value.treasury?.terms : undefined;
     const treasury = await stack.signer.configureTreasury(
-      { faucetKeyRef: treasuryKeyRef, budgetUnits: 1_000_000_000n },
+      { faucetKeyRef: treasuryKeyRef, budgetUnits: 1_000_000_000n, ...terms! },
       policyKey,
     );
     expect(treasury.ok && treasury.value.faucetAddress.toLowerCase()).toBe(stack.treasury.toLowerCase());
@@ -233,5 +236,24 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     expect(paid.status).toBe("confirmed");
     const payoutTx = await chain.getTransaction({ hash: paid.tx_hash as `0x${string}` });
     expect(payoutTx.from.toLowerCase()).toBe(stack.treasury.toLowerCase());
-  }, 180_000);
+
+    // The x402 settler comes back as well: until the policy key points the settler at its restored
+    // key, the new enclave has none and settles nothing; then an agent's payment is settled from
+    // the settler address of before the loss, paying gas from the float it kept.
+    const notYet = await payWithToken({ base: stack.origin.base, token: agent.token });
+    expect(notYet.status).toBe(402);
+    expect(await chain.getTransactionCount({ address: stack.settler! })).toBe(0);
+    const pointed = await stack.signer.configureSettler(
+      { settlerKeyRef: settlerKeyRef! },
+      policyKey,
+    );
+    expect(pointed.ok && pointed.value).toEqual({ settlerKeyRef, settlerAddress: stack.settler });
+    const payment = await payWithToken({ base: stack.origin.base, token: agent.token });
+    expect(payment.status).toBe(200);
+    const settlement = await chain.getTransactionReceipt({
+      hash: payment.settlement!.transaction as `0x${string}`,
+    });
+    expect(settlement.status).toBe("success");
+    expect(settlement.from.toLowerCase()).toBe(stack.settler!.toLowerCase());
+  }, 240_000);
 });

@@ -83,6 +83,51 @@ describe("faucet and funding gate (real stack)", () => {
     expect(response.body).toMatchObject({ error: { code: "feature_disabled" } });
   });
 
+  it("answers the enclave's own refusals by what refused them, once its sealed terms are tighter than the node's", async () => {
+    // The policy authority changes the sealed treasury after the node started: the node's own
+    // checks pass, the enclave refuses, and the agent gets the answer that names the bound.
+    const agent = await stack.newAgent();
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const seal = async (change: Record<string, bigint | number>): Promise<void> => {
+      const sealed = await stack.signer.configureTreasury(
+        {
+          budgetUnits: 1_000_000_000n,
+          payoutUnits: 1_000_000n,
+          cooldownMs: 60_000,
+          dailyLimitUnits: 5_000_000n,
+          ...change,
+        },
+        stack.authorities.policy,
+      );
+      expect(sealed.ok).toBe(true);
+    };
+    const errorOf = (response: { status: number; body: unknown }) => ({
+      status: response.status,
+      ...(response.body as { error: Record<string, unknown> }).error,
+    });
+    try {
+      await seal({ dailyLimitUnits: 500_000n });
+      const daily = await calls.faucet();
+      expect(errorOf(daily)).toMatchObject({
+        status: 429,
+        code: "faucet_daily_limit",
+        retry_after: Number(daily.headers["retry-after"]),
+      });
+      await seal({ budgetUnits: 0n });
+      expect(errorOf(await calls.faucet())).toMatchObject({
+        status: 403,
+        code: "funding_gate_closed",
+        reason: "treasury_low",
+      });
+      await seal({ payoutUnits: 2_000_000n });
+      expect(errorOf(await calls.faucet())).toMatchObject({ status: 503, code: "agent_signer_unavailable" });
+      expect(await payouts(agent.agentId)).toBe(0);
+    } finally {
+      await seal({});
+    }
+    expect(isAccepted(await calls.faucet())).toBe(true);
+  });
+
   describe("funding gate", () => {
     it("zero_only refuses a wallet whose batch has no restore evidence, for the faucet and for transfers", async () => {
       const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });

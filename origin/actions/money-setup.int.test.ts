@@ -7,11 +7,12 @@ import type { Db } from "../db/client.ts";
 import { createLogger } from "../logger.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
 import type { SignerClient } from "../signer/types.ts";
-import { prepareMoney } from "./money-setup.ts";
+import { policyDifferences, prepareMoney } from "./money-setup.ts";
 
-// Issue 12 item 5 (and its x402 counterpart, issue 13): with a money switch on, the origin reads
-// the real enclave's sealed policy and refuses to start when its own limits differ, one line per
-// difference. The refusal comes before anything touches the database.
+// With a money switch on, the origin reads the real enclave's sealed policy and treasury and
+// refuses to start when its own limits differ, one line per difference: the enclave enforces the
+// sealed ones, so a node configured otherwise would promise agents what the signer refuses. The
+// refusal comes before anything touches the database.
 const POOL = "0x00000000000000000000000000000000000000aa";
 const PAY_TO = "0x4020000000000000000000000000000000000402";
 
@@ -31,6 +32,14 @@ describe("prepareMoney against the enclave's sealed policy", () => {
       x402_max_timeout_seconds: 120,
       operator_pool: POOL,
       fee_ceiling_wei: "1000000000000000",
+      x402_validity_margin_seconds: 10,
+      x402_daily_limit: 500,
+    });
+    await privileged(client, enclave, "configure_treasury", {
+      budget_units: "1000000000",
+      payout_units: "1000000",
+      cooldown_ms: 60_000,
+      daily_limit_units: "10000000",
     });
     client.close();
     signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: false });
@@ -40,15 +49,17 @@ describe("prepareMoney against the enclave's sealed policy", () => {
     await enclave?.dispose();
   });
 
+  const config = (env: Record<string, string>) =>
+    loadConfig({
+      AGENT_ENV_ID: "money-setup",
+      CHAIN_RPC_URL: "http://127.0.0.1:1",
+      AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+      AGENT_OPERATOR_POOL_ADDRESS: POOL,
+      ...env,
+    });
   const refusals = async (env: Record<string, string>): Promise<string[]> => {
     const prepared = await prepareMoney({
-      config: loadConfig({
-        AGENT_ENV_ID: "money-setup",
-        CHAIN_RPC_URL: "http://127.0.0.1:1",
-        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
-        AGENT_OPERATOR_POOL_ADDRESS: POOL,
-        ...env,
-      }),
+      config: config(env),
       signer,
       // Never called: the policy check comes first, and these refusals end it.
       rpc: { send: () => Promise.reject(new Error("not reached")), close: () => {} } as never,
@@ -73,20 +84,47 @@ describe("prepareMoney against the enclave's sealed policy", () => {
     ]);
   });
 
-  it("names x402's amount, payee and validity bound when they differ, and the missing settler", async () => {
+  it("names x402's amount, payee, validity bound, margin and daily count when they differ, and the missing settler", async () => {
     expect(
       await refusals({
         AGENT_X402_ENABLED: "true",
         AGENT_X402_AMOUNT: "20000",
         AGENT_X402_PAY_TO: "0x4020000000000000000000000000000000000403",
         AGENT_X402_MAX_TIMEOUT_SECONDS: "180",
+        // The defaults (6 s, 1000 a day) against the sealed 10 s and 500.
       }),
     ).toEqual([
       "AGENT_X402_AMOUNT is 20000 but the enclave's sealed policy says 10000",
       "AGENT_X402_PAY_TO is 0x4020000000000000000000000000000000000403 but the enclave's sealed policy says 0x4020000000000000000000000000000000000402",
       "AGENT_X402_MAX_TIMEOUT_SECONDS is 180 but the enclave's sealed policy says 120",
+      "AGENT_X402_VALIDITY_MARGIN_SECONDS is 6 but the enclave's sealed policy says 10",
+      "AGENT_X402_DAILY_LIMIT is 1000 but the enclave's sealed policy says 500",
       "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
     ]);
+  });
+
+  it("names each faucet setting that differs from the sealed treasury's payout terms", async () => {
+    expect(
+      await refusals({
+        AGENT_FAUCET_ENABLED: "true",
+        AGENT_FAUCET_PAYOUT_AMOUNT: "50000000",
+        AGENT_FAUCET_COOLDOWN_MS: "0",
+        AGENT_FAUCET_DAILY_LIMIT: "1000000000",
+      }),
+    ).toEqual([
+      "AGENT_FAUCET_PAYOUT_AMOUNT is 50000000 but the enclave's sealed treasury says 1000000",
+      "AGENT_FAUCET_COOLDOWN_MS is 0 but the enclave's sealed treasury says 60000",
+      "AGENT_FAUCET_DAILY_LIMIT is 1000000000 but the enclave's sealed treasury says 10000000",
+    ]);
+    const sealed = await signer.getPolicy();
+    if (!sealed.ok) throw new Error(sealed.error.code);
+    const same = config({
+      AGENT_FAUCET_ENABLED: "true",
+      AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+      AGENT_FAUCET_COOLDOWN_MS: "60000",
+      AGENT_FAUCET_DAILY_LIMIT: "10000000",
+    });
+    expect(policyDifferences(same, sealed.value)).toEqual([]);
   });
 
   it("with x402's settings equal to the sealed ones, names only the missing settler", async () => {
@@ -96,6 +134,8 @@ describe("prepareMoney against the enclave's sealed policy", () => {
         AGENT_X402_AMOUNT: "10000",
         AGENT_X402_PAY_TO: PAY_TO,
         AGENT_X402_MAX_TIMEOUT_SECONDS: "120",
+        AGENT_X402_VALIDITY_MARGIN_SECONDS: "10",
+        AGENT_X402_DAILY_LIMIT: "500",
       }),
     ).toEqual([
       "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
