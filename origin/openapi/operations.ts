@@ -35,10 +35,12 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
     401: errorResponse("agent_auth_failed: a bad or revoked token, or a disabled identity"),
     403: errorResponse(
-      "agent_capability_required; on money routes also limit_exceeded, recipient_not_allowed, funding_gate_closed",
+      "agent_capability_required; on money routes also limit_exceeded, recipient_not_allowed, funding_gate_closed; on signing routes agent_key_binding_mismatch (the token's wallet and its identity's signing key disagree; nothing was signed)",
     ),
     404: errorResponse("not_found: the gateway switch is off; feature_disabled: the route's switch is off"),
-    429: errorResponse("rate_limited (either tier), or a money limit; `retry_after` in seconds"),
+    429: errorResponse(
+      "rate_limited (either tier), or a money limit (faucet_cooldown, faucet_daily_limit, x402_daily_limit); `retry_after` in seconds",
+    ),
     500: errorResponse("internal_error"),
     502: errorResponse(EDGE_502),
     503: errorResponse(
