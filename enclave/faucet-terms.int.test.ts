@@ -120,13 +120,19 @@ describe("sign_faucet pays only the sealed payout to agent keys, once per cooldo
   });
 
   it("refuses any other amount than the sealed payout, a larger one or a smaller one", async () => {
-    for (const value of ["50000000", "949000000", "101", "99", "0"]) {
-      expect({ value, refused: refused(await payout(agents[0]!.address, { value_units: value })) }).toEqual({
-        value,
-        refused: { code: "cap_exceeded", detail: "faucet_payout" },
-      });
+    // No cooldown and no day's bound in the way here: only the sealed payout can refuse these.
+    const open = { budget_units: "1000000000", ...TERMS, cooldown_ms: 0, daily_limit_units: "1000000000" };
+    await privileged(client, fixture, "configure_treasury", open);
+    const values = ["50000000", "949000000", "101", "99", "0"];
+    const answers: Array<[string, unknown]> = [];
+    for (const value of values) {
+      answers.push([value, refused(await payout(agents[0]!.address, { value_units: value }))]);
     }
+    expect(answers).toEqual(
+      values.map((value) => [value, { code: "cap_exceeded", detail: "faucet_payout" }]),
+    );
     expect(await spent()).toBe("0");
+    await privileged(client, fixture, "configure_treasury", { budget_units: "1000000000", ...TERMS });
   });
 
   it("pays the sealed payout to an agent key, then refuses a second payout to it within the cooldown", async () => {
