@@ -243,10 +243,7 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     const notYet = await payWithToken({ base: stack.origin.base, token: agent.token });
     expect(notYet.status).toBe(402);
     expect(await chain.getTransactionCount({ address: stack.settler! })).toBe(0);
-    const pointed = await stack.signer.configureSettler(
-      { settlerKeyRef: settlerKeyRef! },
-      policyKey,
-    );
+    const pointed = await stack.signer.configureSettler({ settlerKeyRef: settlerKeyRef! }, policyKey);
     expect(pointed.ok && pointed.value).toEqual({ settlerKeyRef, settlerAddress: stack.settler });
     const payment = await payWithToken({ base: stack.origin.base, token: agent.token });
     expect(payment.status).toBe(200);
