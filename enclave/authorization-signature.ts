@@ -1,6 +1,7 @@
 /**
  * The payer's signature of an x402 authorization, as sign_settlement checks it before the settler
- * pays gas for it (DESIGN §5): a 65-byte r ‖ s ‖ v with v 27 or 28 and a low S (EIP-2), which
+ * pays gas for it (DESIGN §5): a 65-byte r ‖ s ‖ v with v 27 or 28 (or its parity, 0 or 1, as some
+ * wallets write it; the verifier accepts both and the calldata carries 27 or 28) and a low S (EIP-2), which
  * recovers, over the EIP-712 TransferWithAuthorization digest on the sealed chain, to `from`.
  * Anything else is a named refusal, never an exception.
  */
@@ -25,7 +26,9 @@ export function checkAuthorizationSignature(
   const bytes = fromHex(signature);
   if (bytes.length !== 65) return refused("malformed", "authorization signature is not 65 bytes");
   const v = bytes[64];
-  if (v !== 27 && v !== 28) return refused("malformed", "authorization signature v is not 27 or 28");
+  if (v !== 27 && v !== 28 && v !== 0 && v !== 1) {
+    return refused("malformed", "authorization signature v is not 27 or 28 (or 0 or 1)");
+  }
   if (!hasLowS(bytes)) return refused("malformed", "authorization signature has a high S (EIP-2)");
   const digest = fromHex(transferWithAuthorizationDigest(message, chainId));
   const publicKey = recoverPublicKey(digest, signature);

@@ -19,9 +19,18 @@ const policy = (perTxUsdc: bigint): Record<string, unknown> => ({
   x402_amount_units: null,
   x402_pay_to: null,
   x402_max_timeout_seconds: 180,
+  x402_validity_margin_seconds: 6,
+  x402_daily_limit: 1000,
   operator_pool: OPERATOR_POOL,
   fee_ceiling_wei: "1000000000000000",
 });
+
+/** The faucet's sealed payout terms, which every configure_treasury names. */
+const PAYOUT_TERMS = {
+  payout_units: USDC.toString(),
+  cooldown_ms: 60_000,
+  daily_limit_units: (10n * USDC).toString(),
+};
 
 type RecordedFrame = { v: 1; id: string; op: string; params: Record<string, unknown>; cap: unknown };
 
@@ -68,7 +77,10 @@ describe("capabilities are bound to one enclave instance (real processes)", () =
     await relay("policy10", "configure_policy", policy(10n));
     await relay("policy500", "configure_policy", policy(500n));
     await relay("tightened", "configure_policy", policy(10n));
-    await relay("treasury", "configure_treasury", { budget_units: (1_000_000n * USDC).toString() });
+    await relay("treasury", "configure_treasury", {
+      budget_units: (1_000_000n * USDC).toString(),
+      ...PAYOUT_TERMS,
+    });
     expect(frame("policy500").cap).toMatchObject({ counter: 2 });
     expect(frame("treasury").cap).toMatchObject({ counter: 1 });
     lostClient.close();
@@ -134,7 +146,7 @@ describe("capabilities are bound to one enclave instance (real processes)", () =
     await lost.start();
     const { client: lostClient } = await RawEnclaveClient.connect(lost.socketPath);
     try {
-      const params = { budget_units: "1" };
+      const params = { budget_units: "1", ...PAYOUT_TERMS };
       // Minted for the replacement (its instance id) with the counter the lost enclave expects.
       const counter = await nextCounter(lostClient, lost.policySecret, "configure_treasury");
       const forReplacement = await mintFor(client, replacement, "configure_treasury", params, { counter });

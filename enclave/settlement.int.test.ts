@@ -128,7 +128,7 @@ describe("sign_settlement checks the authorization it pays gas for (real process
     );
   });
 
-  it("refuses a junk signature, another key's signature, v = 29 and a high-S twin, by name and never as an internal error", async () => {
+  it("refuses a junk signature, another key's signature, v = 29 or 2 and a high-S twin, by name and never as an internal error", async () => {
     const message = authorization();
     const good = await signedBy(payer, message);
     const r = good.slice(2, 66);
@@ -139,14 +139,16 @@ describe("sign_settlement checks the authorization it pays gas for (real process
       ["a junk signature", `0x${"11".repeat(64)}1b`, "cap_exceeded"],
       ["signed by another key than from", await signedBy(stranger, message), "cap_exceeded"],
       ["v = 29", `0x${good.slice(2, 130)}1d`, "malformed"],
-      ["v = 0", `0x${good.slice(2, 130)}00`, "malformed"],
+      ["v = 2", `0x${good.slice(2, 130)}02`, "malformed"],
       ["the high-S twin of from's signature", twin, "malformed"],
     ];
     const answers: Array<[string, unknown]> = [];
     for (const [name, signature] of cases) answers.push([name, refusal(await settle(message, signature))]);
     expect(answers).toEqual(cases.map(([name, , code]) => [name, { code, detail: "settlement_signature" }]));
-    // The same authorization with its own signature still signs: only the signature was refused.
+    // The same authorization with its own signature still signs, also with v as its parity (0 or
+    // 1, as some wallets write it): only the signature was refused.
     expectOk(await settle(message, good));
+    expectOk(await settle(message, `0x${good.slice(2, 130)}0${v - 27}` as Hex));
     // An exception would have been answered seal_failed and logged as "op failed".
     expect(fixture.stderr()).not.toContain("op failed");
   });

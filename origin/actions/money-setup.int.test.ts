@@ -98,7 +98,7 @@ describe("prepareMoney against the enclave's sealed policy", () => {
       "AGENT_X402_PAY_TO is 0x4020000000000000000000000000000000000403 but the enclave's sealed policy says 0x4020000000000000000000000000000000000402",
       "AGENT_X402_MAX_TIMEOUT_SECONDS is 180 but the enclave's sealed policy says 120",
       "AGENT_X402_VALIDITY_MARGIN_SECONDS is 6 but the enclave's sealed policy says 10",
-      "AGENT_X402_DAILY_LIMIT is 1000 but the enclave's sealed policy says 500",
+      "AGENT_X402_DAILY_LIMIT is 1000, above the enclave's sealed policy's 500",
       "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",
     ]);
   });
@@ -135,7 +135,8 @@ describe("prepareMoney against the enclave's sealed policy", () => {
         AGENT_X402_PAY_TO: PAY_TO,
         AGENT_X402_MAX_TIMEOUT_SECONDS: "120",
         AGENT_X402_VALIDITY_MARGIN_SECONDS: "10",
-        AGENT_X402_DAILY_LIMIT: "500",
+        // A lower count than the sealed one only answers sooner: not a difference.
+        AGENT_X402_DAILY_LIMIT: "499",
       }),
     ).toEqual([
       "AGENT_X402_ENABLED is true but the enclave has no x402 settler key: `npm run enclave-policy -- settler --policy-key FILE`",

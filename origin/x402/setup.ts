@@ -44,16 +44,18 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
     );
   // The enclave refuses to settle, or to sign, an authorization inside its sealed margin, and to sign
   // more than its sealed count per key and day; the gateway's own checks use these settings, so
-  // equal numbers give the agent the gateway's clear answer first.
+  // the agent gets the gateway's clear answer first. A lower daily count at the gateway only
+  // answers sooner (an operator tightening one node, or a test); a higher one would leave the
+  // agent with the enclave's refusal.
   const margin = config.x402.validityMarginSeconds;
   if (margin !== policy.x402ValidityMarginSeconds)
     differences.push(
       `AGENT_X402_VALIDITY_MARGIN_SECONDS is ${margin} but the enclave's sealed policy says ${policy.x402ValidityMarginSeconds}`,
     );
   const daily = config.x402.dailyLimit;
-  if (daily !== policy.x402DailyLimit)
+  if (daily > policy.x402DailyLimit)
     differences.push(
-      `AGENT_X402_DAILY_LIMIT is ${daily} but the enclave's sealed policy says ${policy.x402DailyLimit}`,
+      `AGENT_X402_DAILY_LIMIT is ${daily}, above the enclave's sealed policy's ${policy.x402DailyLimit}`,
     );
   if (!sealed.settler) {
     differences.push(
