@@ -26,9 +26,21 @@ export const ERROR_STATUS = {
    */
   request_timeout: 408,
   idempotency_conflict: 409,
+  /**
+   * A repeat of a request nobody retried within 10 minutes of its last attempt, before anything
+   * was signed (the tracker ended it `failed`): that key's request is over; send a new one.
+   */
+  abandoned: 409,
   /** A body over the route's limit, refused before it is read in full. */
   payload_too_large: 413,
   insufficient_funds: 422,
+  /**
+   * A repeat of a request whose signed transaction did not move the amount: the chain refused it
+   * (`broadcast_refused`), or mined it reverted (`reverted`, its fee paid). That key's request is
+   * over; the first answer was the in-flight action (202).
+   */
+  broadcast_refused: 422,
+  reverted: 422,
   /** DESIGN §7: POST /x402/authorize refusals; nothing is signed. */
   x402_amount_not_allowed: 422,
   x402_pay_to_not_allowed: 422,

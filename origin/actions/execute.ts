@@ -46,6 +46,7 @@ import type {
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
+import { ABANDON_REQUESTED_AFTER_MS } from "../workers/tx-tracker.ts";
 import {
   type ChainView,
   type Facts,
@@ -116,16 +117,22 @@ export type MoneyOperation = {
   /** Null lets the operation go on. */
   check: (facts: CheckFacts) => Refusal | null;
   sign: (params: SignTransactionParams) => Promise<SignerResult<SignTransactionResult>>;
-  /** Turns a signer refusal (not a transport failure) into what the agent is told. */
+  /**
+   * Turns the enclave's refusal of this request under its sealed policy into what the agent is
+   * told; called only for those (refusesThisRequest), and its answer is final for the key.
+   */
   signerRefusal: (failure: SignerFailure) => Refusal;
 };
 
 export type ExecuteOutcome =
   /** Signed and stored; the broadcast lane sends it (and the tracker, should that fail). */
   | { kind: "signed"; lease: BroadcastLease }
-  /** Refused; the action is now `failed` with the refusal's code. */
+  /** Refused, a decision about this request; the action is now `failed` with the refusal's code. */
   | { kind: "refused"; refusal: Refusal }
-  /** Could not be done now (signer or chain unreachable); the action stays `requested`. */
+  /**
+   * Could not be done now for the service's own reasons (the signer or the chain, see
+   * refusesThisRequest); nothing was signed and the action stays `requested` for a retry.
+   */
   | { kind: "unavailable"; refusal: Refusal }
   /** Another request or the tracker is executing this action right now. */
   | { kind: "busy" };
@@ -165,14 +172,38 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
   return { execute: (operation) => run({ operation, senderView: senderViews(operation.sender.address) }) };
 }
 
-const SIGNER_UNAVAILABLE: Refusal = {
-  code: "agent_signer_unavailable",
-  message: "the signer is unreachable; nothing was signed and a retry is safe",
-};
+/**
+ * What every refusal that leaves the action `requested` tells the agent: what a retry does, and
+ * for how long it can (the tracker abandons a `requested` action after that long untouched).
+ */
+const RETRY_WITH_SAME_KEY = `nothing was signed: retry with the same idempotency_key, which runs the request again (within ${
+  ABANDON_REQUESTED_AFTER_MS / 60_000
+} minutes of this answer; after that it is abandoned and needs a new key)`;
+
 const CHAIN_DOWN: Refusal = {
   code: "chain_unavailable",
-  message: "the chain is unreachable; nothing was signed and a retry is safe",
+  message: `the chain is unreachable; ${RETRY_WITH_SAME_KEY}`,
 };
+
+/**
+ * Which signer failures are a decision about this request, and which are the service's state.
+ * Only the enclave's refusals under its sealed policy (class `terminal_agent`: `cap_exceeded`, a
+ * limit or budget; `key_purpose_mismatch`, the key's binding; origin/signer/failure-class.ts) are
+ * final: the operation's own mapping (`signerRefusal`) names them and the action ends `failed`, so a
+ * repeat of the key answers the same refusal. Every other failure (the enclave unreachable, timed
+ * out, not configured, its sealed storage failing, a capability it rejected, another protocol
+ * version) says nothing about the request: nothing was signed, the action stays `requested`, and a
+ * retry with the same key runs it again once the signer is back (DESIGN §7).
+ */
+function refusesThisRequest(failure: SignerFailure): boolean {
+  return failure.class === "terminal_agent";
+}
+
+/** The 503 of a signer failure that is the service's state, not a decision about the request. */
+function signerUnavailable(failure: SignerFailure): Refusal {
+  const what = failure.class === "retryable" ? "the signer is unreachable" : "the signer cannot sign now";
+  return { code: "agent_signer_unavailable", message: `${what} (${failure.code}); ${RETRY_WITH_SAME_KEY}` };
+}
 
 /** A batch up to its commit: every operation's outcome, and the leases of what it signed and stored. */
 type SignedBatch = { outcomes: ExecuteOutcome[]; leases: BroadcastLease[] };
@@ -182,8 +213,8 @@ type Signing = {
   outcomes: (ExecuteOutcome | undefined)[];
   signed: Signed[];
   refused: { index: number; refusal: Refusal }[];
-  /** The signer could not be reached for these: nothing signed, they stay `requested`. */
-  unavailable: number[];
+  /** The signer could not sign these for the service's own reasons: they stay `requested`. */
+  unavailable: { index: number; refusal: Refusal }[];
 };
 
 /**
@@ -222,14 +253,14 @@ async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<SignedBa
   }
   const { outcomes, signed, refused, unavailable } = signing;
   for (const { index, refusal } of refused) outcomes[index] = { kind: "refused", refusal };
-  if (unavailable.length > 0) {
-    await noteRetryable(
-      deps.db,
-      unavailable.map((index) => operations[index]!),
-      SIGNER_UNAVAILABLE,
-    );
-    for (const index of unavailable) outcomes[index] = { kind: "unavailable", refusal: SIGNER_UNAVAILABLE };
+  const byMessage = new Map<string, { refusal: Refusal; operations: MoneyOperation[] }>();
+  for (const { index, refusal } of unavailable) {
+    const group = byMessage.get(refusal.message) ?? { refusal, operations: [] };
+    group.operations.push(operations[index]!);
+    byMessage.set(refusal.message, group);
+    outcomes[index] = { kind: "unavailable", refusal };
   }
+  for (const group of byMessage.values()) await noteRetryable(deps.db, group.operations, group.refusal);
   const leases = signed.map((item): BroadcastLease => {
     const lease: BroadcastLease = {
       txId: stored.get(item.txHash)!,
@@ -246,7 +277,7 @@ async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<SignedBa
 /** What the agent is told when the chain's answers stop the batch for now. */
 function chainRefusal(quote: FeeQuote): Refusal {
   return !quote.ok && quote.reason === "above_fee_ceiling"
-    ? { code: "service_unavailable", message: `${quote.detail}; try again later` }
+    ? { code: "service_unavailable", message: `${quote.detail}; ${RETRY_WITH_SAME_KEY}` }
     : CHAIN_DOWN;
 }
 
@@ -341,11 +372,15 @@ async function signOne(
   });
   if (!result.ok) {
     // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
-    if (result.error.class === "retryable") signing.unavailable.push(index);
-    else {
-      signing.refused.push({ index, refusal: operation.signerRefusal(result.error) });
+    const failure = result.error;
+    if (refusesThisRequest(failure)) {
+      signing.refused.push({ index, refusal: operation.signerRefusal(failure) });
+    } else {
+      signing.unavailable.push({ index, refusal: signerUnavailable(failure) });
+    }
+    if (failure.class !== "retryable") {
       deps.logger.warn(
-        { action_id: operation.actionId, code: result.error.code, class: result.error.class },
+        { action_id: operation.actionId, code: failure.code, class: failure.class },
         "enclave refused to sign",
       );
     }

@@ -55,6 +55,46 @@ describe("money movement under faults (real processes)", () => {
     expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
   });
 
+  it("leaves the action requested while the enclave answers but cannot sign (another protocol profile): 503 says to retry with the same key, and that retry signs once", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const recipient = newAccount().address;
+    const body = { idempotency_key: newKey(), to: recipient, amount: "1000" };
+    const actionRow = () =>
+      queryRows<{ status: string; error_code: string | null }>(
+        stack.db.handle.db,
+        sql`select status, error_code from agent_actions where agent_id = ${agent.agentId}`,
+      );
+    // Another version of the enclave on the socket: it answers, and refuses our profile.
+    await stack.enclave.start({ profile: "bridge_operator" });
+    try {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const refused = await calls.transfer(body);
+        expect(refused.status).toBe(503);
+        expect(await actionRow()).toEqual([{ status: "requested", error_code: "agent_signer_unavailable" }]);
+        expect(refused.body).toMatchObject({
+          error: {
+            code: "agent_signer_unavailable",
+            message: expect.stringMatching(/nothing was signed: retry with the same idempotency_key/),
+            action_id: expect.any(String),
+          },
+        });
+      }
+      expect(await sentBy(agent.wallet)).toEqual([]);
+    } finally {
+      await stack.enclave.start();
+    }
+    let retried = await calls.transfer(body);
+    for (let i = 0; i < 100 && retried.status === 503; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      retried = await calls.transfer(body);
+    }
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
+    expect((await calls.settled((retried.body as ActionView).action_id)).status).toBe("confirmed");
+    expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+    expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
+  });
+
   for (const crashAt of ["after_signed", "after_broadcast"] as const) {
     it(`puts exactly one transaction on chain when the origin is SIGKILLed ${crashAt.replace("_", " ")}`, async () => {
       const agent = await stack.newAgent({ units: 1_000_000n });

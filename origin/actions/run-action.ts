@@ -1,17 +1,19 @@
 /**
  * The idempotent shell around a money operation (SPEC "Agent action"): claim the key, then run the
  * operation, or answer what is already recorded under it. Same key and payload: the stored action
- * (200 once terminal, 202 in flight); same key, other payload: 409. A duplicate that finds the
- * action still `requested` and nobody executing it runs it itself (a retry after a crash or after
- * an unreachable signer), so of concurrent duplicates exactly one signs.
+ * (200 once confirmed, 202 in flight), or, for one that ended without moving its amount, the
+ * refusal it ended with (view.ts endingRefusal); same key, other payload: 409. A
+ * duplicate that finds the action still `requested` and nobody executing it runs it itself (a
+ * retry after a crash, or after the signer or the chain could not be used: execute.ts
+ * refusesThisRequest), so of concurrent duplicates exactly one signs.
  */
 import type { Context } from "hono";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./execute.ts";
-import { type ClaimActionParams, type ClaimResult, findAction } from "./repository.ts";
-import { respondWithAction } from "./view.ts";
+import { type ActionRow, type ClaimActionParams, type ClaimResult, findAction } from "./repository.ts";
+import { endingRefusal, respondWithAction } from "./view.ts";
 
 export async function runMoneyAction(
   c: Context<AppEnv>,
@@ -28,7 +30,7 @@ export async function runMoneyAction(
         { fields: { action_id: claimed.action.actionId } },
       );
     }
-    if (claimed.action.status !== "requested") return respondWithAction(c, claimed.action);
+    if (claimed.action.status !== "requested") return respondWithStoredAction(c, claimed.action);
   }
   const actionId = claimed.action.actionId;
   const outcome: ExecuteOutcome = await deps.executor.execute(operationFor(actionId));
@@ -43,7 +45,7 @@ export async function runMoneyAction(
     // Someone else is executing it: answer what is recorded now.
     const current = await findAction(deps.db, claim.agentId, actionId);
     if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
-    return respondWithAction(c, current);
+    return respondWithStoredAction(c, current);
   }
   // What this request did, without reading it back (the executor answers once it is recorded):
   // `signed` (202), the transaction stored and on its way to the chain (actions/execute.ts).
@@ -57,4 +59,15 @@ export async function runMoneyAction(
     errorCode: null,
     updatedAt: new Date(),
   });
+}
+
+/** The stored action, or the refusal it ended with (DESIGN §7): a repeat never reads as a success. */
+function respondWithStoredAction(c: Context<AppEnv>, action: ActionRow): Response {
+  const ended = endingRefusal(action);
+  if (ended) {
+    throw new AppError(ended.code, ended.message, {
+      fields: { ...ended.fields, action_id: action.actionId },
+    });
+  }
+  return respondWithAction(c, action);
 }

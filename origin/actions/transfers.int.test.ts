@@ -6,7 +6,7 @@ import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import type { TestResponse } from "../../scripts/test/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { queryRows } from "../db/client.ts";
 
@@ -225,6 +225,36 @@ describe("transfers (real stack)", () => {
     expect(broke.status).toBe(422);
     expect(broke.body).toMatchObject({ error: { code: "insufficient_funds" } });
     expect(await balance(to)).toBe(0n);
+  });
+
+  it("answers a repeat of a refused or reverted transfer with the refusal it ended with, never 200", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    const over = { idempotency_key: newKey(), to, amount: "10000001" };
+    const first = await calls.transfer(over);
+    expect(first.status).toBe(403);
+    const refusal = (first.body as { error: Record<string, unknown> }).error;
+    expect(refusal).toMatchObject({ code: "limit_exceeded", action_id: expect.any(String) });
+    const repeat = await calls.transfer(over);
+    expect(repeat.status).toBe(403);
+    expect(repeat.body).toMatchObject({
+      error: { code: "limit_exceeded", message: refusal.message, action_id: refusal.action_id },
+    });
+
+    // A transfer the chain mines and reverts (a plain transfer to the NativeTransferAuth
+    // precompile, which has no receive): accepted in flight, then final for its key.
+    const reverting = { idempotency_key: newKey(), to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1000" };
+    const accepted = await calls.transfer(reverting);
+    expect(accepted.status).toBe(202);
+    const action = accepted.body as ActionView;
+    expect((await calls.settled(action.action_id)).status).toBe("reverted");
+    const after = await calls.transfer(reverting);
+    expect(after.status).toBe(422);
+    expect(after.body).toMatchObject({
+      error: { code: "reverted", action_id: action.action_id, tx_hash: action.tx_hash },
+    });
+    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
   });
 
   it("answers GET /actions/{id} only to the action's own agent", async () => {

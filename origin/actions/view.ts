@@ -1,6 +1,8 @@
 import type { Context } from "hono";
 import { type ActionView, isTerminalAction } from "../../shared/gateway-schemas.ts";
+import { ERROR_STATUS, type ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { Refusal } from "./execute.ts";
 import type { ActionRow } from "./repository.ts";
 
 /** DESIGN §7: the action on the wire. */
@@ -22,4 +24,38 @@ export function actionView(action: ActionRow): ActionView {
 /** DESIGN §7: 200 once the action is terminal, 202 while it is in flight. */
 export function respondWithAction(c: Context<AppEnv>, action: ActionRow): Response {
   return c.json(actionView(action), isTerminalAction(action) ? 200 : 202);
+}
+
+/**
+ * DESIGN §7: the refusal a `failed` or `reverted` action ended with, as a repeat of its key
+ * answers it (the same status and code as the first answer, the stored message), so a repeat can
+ * never read as a success; null for an action that has not ended so.
+ */
+export function endingRefusal(action: ActionRow): Refusal | null {
+  const txHash: Record<string, string> = action.txHash ? { tx_hash: action.txHash } : {};
+  if (action.status === "reverted") {
+    return {
+      code: "reverted",
+      message:
+        "the transaction was mined and reverted: the amount did not move, its fee was paid; this idempotency_key's request is over",
+      fields: txHash,
+    };
+  }
+  if (action.status !== "failed") return null;
+  const code = action.errorCode;
+  const stored = action.errorMessage ?? code ?? "the request failed";
+  if (code === "broadcast_refused") {
+    return {
+      code,
+      message: `the chain refused the signed transaction (${stored}): nothing moved; this idempotency_key's request is over`,
+      fields: txHash,
+    };
+  }
+  if (code !== null && isErrorCode(code)) return { code, message: stored };
+  // A code the table does not know (a bug): still a failure, never a success.
+  return { code: "internal_error", message: `the request failed (${code ?? "no code"})` };
+}
+
+function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(ERROR_STATUS, code);
 }

@@ -52,11 +52,24 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
 };
 
 const action: NamedSchema = { name: "Action", schema: actionSchema };
+/**
+ * A repeat of a key answers what its action came to: the action while in flight or once confirmed,
+ * the refusal it ended with otherwise (DESIGN §7), so a repeat never reads as a success.
+ */
 const moneyResponses = (): Record<number, ResponseSpec> => ({
-  200: { description: "the action, terminal; or the stored action on a repeat", body: action },
+  200: { description: "the action, confirmed (a repeat of a request whose action confirmed)", body: action },
   202: { description: "the action, in flight: poll GET /agent/v1/actions/{action_id}", body: action },
-  ...agentErrors(400, 409, 422),
+  ...agentErrors(400),
+  409: errorResponse(
+    "idempotency_conflict: the key was used with a different payload; abandoned: a repeat of a request not retried within 10 minutes, nothing signed (send a new key)",
+  ),
   413: PAYLOAD_TOO_LARGE,
+  422: errorResponse(
+    "insufficient_funds (the amount plus the maximum fee exceeds the balance); on a repeat of the key, broadcast_refused (the chain refused the signed transaction) or reverted (mined and reverted, the fee paid)",
+  ),
+  503: errorResponse(
+    "agent_signer_unavailable, chain_unavailable, service_unavailable: nothing was signed, retry with the same idempotency_key (it runs the request again); agent_signer_protocol_unavailable",
+  ),
 });
 
 const x402FreeForm = (description: string): ResponseSpec => ({ description, freeForm: true });

@@ -36,7 +36,10 @@ export type TxTrackerOptions = {
   signedGraceMs?: number;
   /** A `submitted` transaction this long without a receipt is sent again (a node may drop it). */
   resendAfterMs?: number;
-  /** A `requested` action this long untouched ends `failed` (`abandoned`): nothing was signed. */
+  /**
+   * A `requested` action this long untouched ends `failed` (`abandoned`): nothing was signed.
+   * Default ABANDON_REQUESTED_AFTER_MS.
+   */
   abandonAfterMs?: number;
   /** Receipts asked for per tick. */
   batchSize?: number;
@@ -52,6 +55,13 @@ export type TxTracker = Worker & {
 };
 
 export type TickReport = { confirmed: number; reverted: number; rebroadcast: number; abandoned: number };
+
+/**
+ * How long a `requested` action (nothing signed: the signer or the chain could not be reached, or
+ * the request stopped) waits for a retry under its idempotency key before it ends `abandoned`.
+ * Every attempt starts the wait again. The gateway's 503 answers tell agents this figure.
+ */
+export const ABANDON_REQUESTED_AFTER_MS = 10 * 60_000;
 
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
 const submittedStatement = preparedStatement<"limit">(
@@ -74,7 +84,8 @@ const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
 const abandonStatement = preparedStatement<"abandonAfter">(
   "tracker_abandon",
   sql`update agent_actions set status = 'failed', error_code = 'abandoned',
-        error_message = 'the request stopped before anything was signed', updated_at = now()
+        error_message = 'nothing was signed and the request was not retried in time: send it again with a new idempotency_key',
+        updated_at = now()
       where action_id in (
         select action_id from agent_actions
         where status = 'requested'
@@ -90,7 +101,7 @@ export function createTxTracker(
   const periodMs = options.periodMs ?? 250;
   const signedGraceMs = options.signedGraceMs ?? 5_000;
   const resendAfterMs = options.resendAfterMs ?? 30_000;
-  const abandonAfterMs = options.abandonAfterMs ?? 10 * 60_000;
+  const abandonAfterMs = options.abandonAfterMs ?? ABANDON_REQUESTED_AFTER_MS;
   const batchSize = options.batchSize ?? 500;
   const leaseMs = options.leaseMs ?? broadcastLeaseMs(5_000);
   const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
