@@ -1,4 +1,5 @@
 import {
+  ActionFailed,
   AgentAuthFailed,
   CapabilityRequired,
   chain77,
@@ -28,7 +29,7 @@ import { freePort } from "../scripts/test/free-port.ts";
 import { rejection } from "../scripts/test/gateway-rejection.ts";
 import { type MoneyStack, startMoneyStack } from "../scripts/test/money-stack.ts";
 import { checkingFetch } from "../scripts/test/openapi-check.ts";
-import { WEI_PER_UNIT } from "../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 
 // The client library (issue 17) against the real stack: origin, enclave, devnet, Postgres. Every
 // answer it receives is also checked against the OpenAPI document (checkingFetch).
@@ -214,29 +215,76 @@ describe("gateway client (real stack)", () => {
     expect(calls).toBe(1);
   });
 
-  it("is SignerUnavailable with the enclave down, and a repeat under the same key succeeds once it is back", async () => {
+  it("is SignerUnavailable while the signer is down or cannot sign; the same key then moves the money once", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     const to = newAccount().address;
+    const client = clientFor(agent.token);
+    const transfer = () => client.transfer({ to, amount: "1000", idempotencyKey: "signer-down-1" });
     await stack.enclave.stop();
     try {
-      const down = await rejection(
-        createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch, retries: 0 }).transfer({
-          to,
-          amount: "1000",
-          idempotencyKey: "signer-down-1",
-        }),
-      );
+      // Its own retries (same key) find the enclave still down: the error says to retry with the key.
+      const down = await rejection(transfer());
       expect(down).toBeInstanceOf(SignerUnavailable);
-      expect(down.status).toBe(503);
+      expect(down).toMatchObject({ status: 503, idempotencyKey: "signer-down-1" });
+      expect(down.message).toMatch(/nothing was signed: retry with the same idempotency_key/);
+      // Another version of the enclave on the socket: it answers, and cannot sign for us.
+      await stack.enclave.start({ profile: "bridge_operator" });
+      const cannot = await rejection(transfer());
+      expect(cannot).toBeInstanceOf(SignerUnavailable);
+      expect(cannot.idempotencyKey).toBe("signer-down-1");
     } finally {
       await stack.enclave.start();
     }
-    const sent = await clientFor(agent.token).transfer({
-      to,
-      amount: "1000",
-      idempotencyKey: "signer-down-1",
-    });
-    expect((await clientFor(agent.token).waitForAction(sent.action_id)).status).toBe("confirmed");
+    const sent = await retryWhileSignerUnavailable(transfer);
+    expect(sent.idempotency_key).toBe("signer-down-1");
+    expect((await client.waitForAction(sent.action_id)).status).toBe("confirmed");
     expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
+    expect(await actionsOf(agent.agentId)).toBe(1);
+  });
+
+  it("throws a terminal failure as its class, and the same class again on a repeat of the key", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const client = clientFor(agent.token);
+    const to = newAccount().address;
+    const over = () => client.transfer({ to, amount: "10000001", idempotencyKey: "over-1" });
+    const first = await rejection(over());
+    expect(first).toBeInstanceOf(LimitExceeded);
+    const repeat = await rejection(over());
+    expect(repeat).toBeInstanceOf(LimitExceeded);
+    expect(repeat.body.action_id).toBe(first.body.action_id);
+    expect(repeat.idempotencyKey).toBe("over-1");
+
+    // Mined and reverted (a plain transfer to the NativeTransferAuth precompile, which has no
+    // receive): in flight at first, then ActionFailed from waitForAction and from every repeat.
+    const revert = () =>
+      client.transfer({ to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1000", idempotencyKey: "revert-1" });
+    const sent = await revert();
+    expect(sent.status).toBe("signed");
+    const waited = await rejection(client.waitForAction(sent.action_id));
+    expect(waited).toBeInstanceOf(ActionFailed);
+    expect(waited).toMatchObject({ code: "reverted", exitCode: ActionFailed.exitCode });
+    expect((waited as ActionFailed).actionId).toBe(sent.action_id);
+    const again = await rejection(revert());
+    expect(again).toBeInstanceOf(ActionFailed);
+    expect(again).toMatchObject({ code: "reverted", status: 422 });
+    expect(await chain.getBalance({ address: to })).toBe(0n);
+    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
   });
 });
+
+/**
+ * Repeats `call` while it is SignerUnavailable (the origin's enclave client reconnects after a
+ * backoff of up to 5 s once the enclave is back), at most 30 s.
+ */
+async function retryWhileSignerUnavailable<T>(call: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!(error instanceof SignerUnavailable) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}

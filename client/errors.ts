@@ -12,6 +12,8 @@ export type GatewayErrorDetails = {
   requestId?: string;
   /** The whole `error` object of the envelope (extra fields such as `retry_after`, `reason`). */
   body?: Record<string, unknown>;
+  /** The idempotency key of the money request this error answers. */
+  idempotencyKey?: string;
   cause?: unknown;
 };
 
@@ -22,6 +24,13 @@ export class GatewayError extends Error {
   readonly status: number | undefined;
   readonly requestId: string | undefined;
   readonly body: Record<string, unknown>;
+  /**
+   * The idempotency key of the money request (faucet, transfer) this error answers, set by the
+   * client that sent it. SignerUnavailable and ServiceUnavailable: repeat the request with it (the
+   * gateway runs it again, or answers what it did: never a second payment). Any other class: a
+   * repeat with it answers the same error; a new request needs a new key.
+   */
+  idempotencyKey: string | undefined;
 
   constructor(message: string, details: GatewayErrorDetails) {
     super(message, { cause: details.cause });
@@ -30,6 +39,7 @@ export class GatewayError extends Error {
     this.status = details.status;
     this.requestId = details.requestId;
     this.body = details.body ?? {};
+    this.idempotencyKey = details.idempotencyKey;
   }
 
   get exitCode(): number {
@@ -99,10 +109,16 @@ export class FundingGateClosed extends GatewayError {
     return stringField(this.body, "reason");
   }
 }
-/** The enclave could not be reached; nothing was signed, a retry with the same key is safe. */
+/**
+ * The signer could not sign now (unreachable, or unable for the service's own reasons): nothing
+ * was signed. Retry with the same idempotency key (`idempotencyKey`): the gateway runs the request
+ * again, so once the signer is back it goes through, once. A request not retried within 10
+ * minutes is abandoned (then ActionFailed `abandoned`: send a new key).
+ */
 export class SignerUnavailable extends GatewayError {
   static override readonly exitCode = 14;
-  static override readonly family = "agent_signer_unavailable, agent_signer_protocol_unavailable";
+  static override readonly family =
+    "agent_signer_unavailable, agent_signer_protocol_unavailable: nothing was signed; retry with the same key";
 }
 export class RegistrationUnavailable extends GatewayError {
   static override readonly exitCode = 15;
@@ -124,10 +140,9 @@ export class PaymentRefused extends GatewayError {
 export class PaymentOutcomeUnknown extends GatewayError {
   static override readonly exitCode = 17;
   static override readonly family = "payment sent, answer lost: repeat with the same idempotency key";
-  readonly idempotencyKey: string;
+  declare idempotencyKey: string;
   constructor(message: string, details: GatewayErrorDetails & { idempotencyKey: string }) {
     super(message, details);
-    this.idempotencyKey = details.idempotencyKey;
   }
 }
 /** A JSON-RPC error from /rpc; `rpcCode` is the JSON-RPC error code. */
@@ -150,20 +165,37 @@ export class RpcMethodNotAllowed extends RpcError {
   }
 }
 /**
- * No answer (network), the service failed (5xx: internal_error, upstream_unavailable, …), or the
- * request did not reach it in full in time (408 request_timeout: nothing was done, a retry is safe).
+ * No answer (network), the service failed (5xx: internal_error, upstream_unavailable,
+ * chain_unavailable, …), or the request did not reach it in full in time (408 request_timeout:
+ * nothing was done). A money request: retry with the same idempotency key, which answers what the
+ * first attempt did or runs it again, never a second payment.
  */
 export class ServiceUnavailable extends GatewayError {
   static override readonly exitCode = 19;
   static override readonly family =
-    "no answer, internal_error, upstream_unavailable, service_unavailable, request_timeout, an unexpected answer";
+    "no answer, internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, an unexpected answer";
+}
+/**
+ * A faucet payout or transfer that ended without moving its amount, after it was accepted: the
+ * chain refused the signed transaction (`broadcast_refused`), mined it reverted (`reverted`, its
+ * fee paid), or it was not retried in time after the signer or the chain could not be used
+ * (`abandoned`, nothing signed). Final for its idempotency key: a repeat answers the same; a new
+ * request needs a new key. `actionId` names the action.
+ */
+export class ActionFailed extends GatewayError {
+  static override readonly exitCode = 20;
+  static override readonly family =
+    "reverted, broadcast_refused, abandoned: the action ended without moving its amount (a new request needs a new key)";
+  get actionId(): string | undefined {
+    return stringField(this.body, "action_id");
+  }
 }
 /**
  * The token's wallet and the key its identity signs with disagree: the signer refused, nothing was
  * signed, and no retry helps; the service's operator must look at the identity.
  */
 export class KeyBindingMismatch extends GatewayError {
-  static override readonly exitCode = 20;
+  static override readonly exitCode = 21;
   static override readonly family = "agent_key_binding_mismatch: ask the operator to look at the identity";
 }
 
@@ -187,6 +219,7 @@ export const ERROR_CLASSES = [
   PaymentOutcomeUnknown,
   RpcError,
   ServiceUnavailable,
+  ActionFailed,
   KeyBindingMismatch,
 ] as const;
 
@@ -216,6 +249,9 @@ const BY_CODE: Record<string, ErrorClass> = {
   upstream_unavailable: ServiceUnavailable,
   service_unavailable: ServiceUnavailable,
   request_timeout: ServiceUnavailable,
+  reverted: ActionFailed,
+  broadcast_refused: ActionFailed,
+  abandoned: ActionFailed,
 };
 const RATE_LIMITED = new Set([
   "rate_limited",
@@ -257,6 +293,38 @@ export function errorFromEnvelope(
   const known = BY_CODE[code];
   if (known) return new known(message, details);
   return status >= 500 ? new ServiceUnavailable(message, details) : new GatewayError(message, details);
+}
+
+/**
+ * The error of an action that ended `failed` or `reverted`, as GET /actions/{id} shows it: the
+ * class of its `error_code` (the same class the request's own refusal had), with the action's
+ * fields as its body. Undefined for any other status.
+ */
+export function errorFromAction(action: {
+  action_id: string;
+  status: string;
+  error_code: string | null;
+  tx_hash?: string | null;
+}): GatewayError | undefined {
+  if (action.status !== "failed" && action.status !== "reverted") return undefined;
+  const code = action.error_code ?? action.status;
+  const body: Record<string, unknown> = {
+    code,
+    message: `action ${action.action_id} ended ${action.status} (${code})`,
+    action_id: action.action_id,
+    action_status: action.status,
+    ...(action.tx_hash ? { tx_hash: action.tx_hash } : {}),
+  };
+  const details: GatewayErrorDetails = { code, body };
+  const message = body.message as string;
+  if (RATE_LIMITED.has(code)) return new RateLimited(message, details);
+  if (code.startsWith("x402_")) return new PaymentRefused(message, details);
+  const known = BY_CODE[code];
+  // An ended action is not retried by its key, whatever code it carries: never a "retry" class.
+  if (!known || known === SignerUnavailable || known === ServiceUnavailable) {
+    return new ActionFailed(message, details);
+  }
+  return new known(message, details);
 }
 
 function stringField(body: Record<string, unknown>, name: string): string | undefined {

@@ -5,7 +5,13 @@ import {
   isTerminalAction,
   type NetworkResponse,
 } from "../shared/gateway-schemas.ts";
-import { GatewayError, ServiceUnavailable, SignerUnavailable, ValidationFailed } from "./errors.ts";
+import {
+  errorFromAction,
+  GatewayError,
+  ServiceUnavailable,
+  SignerUnavailable,
+  ValidationFailed,
+} from "./errors.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 import { gatewayTransport, rpcCall } from "./viem-transport.ts";
 import {
@@ -24,7 +30,10 @@ export type GatewayClientParams = {
   token: string;
   /** Defaults to the global fetch (Node 18+, Workers, browsers). */
   fetch?: FetchLike;
-  /** Repeats of a faucet or transfer after no answer or a signer outage, same key (default 2). */
+  /**
+   * Repeats of a faucet or transfer after no answer, a 5xx or a signer outage (SignerUnavailable,
+   * ServiceUnavailable), always with the same key (default 2).
+   */
   retries?: number;
 };
 
@@ -50,12 +59,21 @@ export type GatewayClient = {
   balance(): Promise<BalanceResponse>;
   /** One allowlisted JSON-RPC call; a JSON-RPC error throws RpcError / RpcMethodNotAllowed. */
   rpc<T = unknown>(method: string, params?: readonly unknown[]): Promise<T>;
+  /**
+   * A faucet payout: resolves with the action only while it is in flight or once confirmed. A
+   * refusal throws its class, the same on every repeat of the key; SignerUnavailable or
+   * ServiceUnavailable after the built-in retries carries `idempotencyKey`: call again with it.
+   */
   faucet(params?: { idempotencyKey?: string }): Promise<MoneyActionResult>;
+  /** A transfer; resolves and throws as faucet() does. */
   transfer(params: TransferParams): Promise<MoneyActionResult>;
+  /** Reads an action as it is, whatever its status (waitForAction turns a failure into an error). */
   action(actionId: string): Promise<ActionView>;
   /**
-   * Polls until the action ends (SPEC: confirmed, failed or reverted; an x402 authorization ends
-   * once signed, the payee settles it); throws ServiceUnavailable (`wait_timeout`) past the timeout.
+   * Polls until the action ends: resolves once `confirmed` (an x402 authorization once signed, the
+   * payee settles it); throws the error of its class once `failed` or `reverted` (ActionFailed for
+   * a revert, a chain refusal or an abandoned request; the refusal's own class otherwise), and
+   * ServiceUnavailable (`wait_timeout`) past the timeout.
    */
   waitForAction(actionId: string, params?: WaitForActionParams): Promise<ActionView>;
   authorizeX402(quote: PaymentRequired, params?: AuthorizeX402Params): Promise<X402Authorization>;
@@ -76,8 +94,9 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
   const get = async <T>(path: string): Promise<T> =>
     (await callJson<T>(fetchFn, params.baseUrl, { method: "GET", path, token: params.token })).body;
 
-  // The same key on every attempt: the gateway answers a repeat with the stored action, so a retry
-  // after a lost answer or a signer outage can never move money twice.
+  // The same key on every attempt: the gateway answers a repeat with what the request came to, or
+  // runs it again when nothing was signed, so a retry after a lost answer or a signer outage can
+  // never move money twice.
   const postMoney = async (
     path: string,
     body: Record<string, unknown>,
@@ -91,8 +110,12 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
           token: params.token,
           body: { ...body, idempotency_key: key },
         });
+        // A gateway that answers an ended action as a 200 still does not make it a success.
+        const failed = errorFromAction(answer.body);
+        if (failed) throw failed;
         return { ...answer.body, idempotency_key: key };
       } catch (error) {
+        if (error instanceof GatewayError) error.idempotencyKey ??= key;
         if (attempt >= retries || !retryable(error)) throw error;
         await sleep(250 * 2 ** attempt);
       }
@@ -119,6 +142,8 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
       const deadline = Date.now() + (wait.timeoutMs ?? 60_000);
       for (;;) {
         const view = await action(actionId);
+        const failed = errorFromAction(view);
+        if (failed) throw failed;
         if (isTerminalAction(view)) return view;
         if (Date.now() > deadline) {
           throw new ServiceUnavailable(`action ${actionId} is still ${view.status}`, {
@@ -134,7 +159,10 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
   };
 }
 
-/** No answer, a signer outage or a 5xx: nothing or the same thing happened; the same key is safe. */
+/**
+ * No answer, a signer outage or a 5xx: nothing was signed, or the answer was lost; the same key
+ * runs the request again or answers what it did. Every other error is final for the key.
+ */
 function retryable(error: unknown): boolean {
   return error instanceof SignerUnavailable || error instanceof ServiceUnavailable;
 }
