@@ -6,10 +6,12 @@ import pino from "pino";
 import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  ActionFailed,
   AgentAuthFailed,
   CapabilityRequired,
   LimitExceeded,
   RegistrationUnavailable,
+  SignerUnavailable,
 } from "../client/index.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
@@ -17,7 +19,7 @@ import { updateRegistrationPolicy } from "../origin/registration/policy-reposito
 import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
 import { authorizationUsedCount } from "../scripts/test/x402-settlements.ts";
-import { WEI_PER_UNIT } from "../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 
 // The agent CLI (issue 17) end to end, as an agent runs it: the `agent-wallet` bin in its own
 // process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.
@@ -88,6 +90,10 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`${AgentAuthFailed.exitCode}  AgentAuthFailed`);
       expect(help.stdout).toContain(`${LimitExceeded.exitCode}  LimitExceeded`);
+      expect(help.stdout).toContain(
+        `${ActionFailed.exitCode}  ActionFailed: reverted, broadcast_refused, abandoned`,
+      );
+      expect(help.stdout).toMatch(/Exit 14 or 19:\s+nothing was signed/);
       const noToken = await run(["balance"], "");
       expect(noToken.code).toBe(2);
       expect(noToken.stderr).toMatch(/AGENT_TOKEN is not set/);
@@ -157,11 +163,19 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
 
     const over = await run(["transfer", "--to", newAccount().address, "--amount", "10000001", "--json"]);
     expect(over.code).toBe(LimitExceeded.exitCode);
-    expect(JSON.parse(over.stdout)).toMatchObject({
+    // The service's whole error object, with the class, status, key and exit code.
+    expect(JSON.parse(over.stdout)).toEqual({
       error: {
         name: "LimitExceeded",
         code: "limit_exceeded",
+        message: expect.stringMatching(/per-transaction limit/),
+        limit: "per_transaction",
+        limit_units: "10000000",
+        remaining_units: "10000000",
+        action_id: expect.any(String),
+        request_id: expect.stringMatching(/^req_/),
         status: 403,
+        idempotency_key: expect.stringMatching(/^transfer-/),
         exit_code: LimitExceeded.exitCode,
       },
     });
@@ -170,6 +184,111 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     expect((await run(["faucet"], reader.token)).code).toBe(CapabilityRequired.exitCode);
     expect((await run(["transfer", "--to", "0x1"])).code).toBe(2);
   });
+
+  it("prints a usage error under --json as one JSON document on stdout, exit 2", SLOW, async () => {
+    for (const args of [
+      ["transfer", "--to", "0x1", "--json"],
+      ["balance", "--frobnicate", "--json"],
+      ["--json"],
+    ]) {
+      const usage = await run(args);
+      expect({ args, code: usage.code }).toEqual({ args, code: 2 });
+      expect(JSON.parse(usage.stdout)).toEqual({
+        error: { name: "UsageError", code: "usage", message: expect.any(String), exit_code: 2 },
+      });
+    }
+  });
+
+  it(
+    "signer down, then unable to sign: exit 14 naming the key; the same command with --key then moves the money once",
+    SLOW,
+    async () => {
+      const payer = await stack.newAgent({ units: 1_000_000n });
+      const to = newAccount().address;
+      const transfer = (...extra: string[]) =>
+        run(["transfer", "--to", to, "--amount", "1000", "--key", "cli-down-1", ...extra], payer.token);
+      await stack.enclave.stop();
+      try {
+        const down = await transfer("--json");
+        expect(down.code).toBe(SignerUnavailable.exitCode);
+        expect(JSON.parse(down.stdout)).toMatchObject({
+          error: {
+            name: "SignerUnavailable",
+            code: "agent_signer_unavailable",
+            message: expect.stringMatching(/nothing was signed: retry with the same idempotency_key/),
+            idempotency_key: "cli-down-1",
+            exit_code: SignerUnavailable.exitCode,
+          },
+        });
+        // Another version of the enclave on the socket: it answers, and cannot sign for us.
+        await stack.enclave.start({ profile: "bridge_operator" });
+        const cannot = await transfer();
+        expect(cannot.code).toBe(SignerUnavailable.exitCode);
+        expect(cannot.stderr).toContain("run the same command with --key cli-down-1");
+      } finally {
+        await stack.enclave.start();
+      }
+      // The origin's enclave client reconnects after its backoff (at most 5 s).
+      let sent = await transfer("--wait", "--json");
+      for (let i = 0; i < 5 && sent.code === SignerUnavailable.exitCode; i++)
+        sent = await transfer("--wait", "--json");
+      expect(sent.code, sent.stdout).toBe(0);
+      expect(JSON.parse(sent.stdout)).toMatchObject({ status: "confirmed", idempotency_key: "cli-down-1" });
+      const chain = publicClientFor(stack.devnet.url);
+      expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+      expect(await chain.getTransactionCount({ address: payer.wallet })).toBe(1);
+    },
+  );
+
+  it(
+    "exits with the class of a terminal failure, also on a repeat of the key: over the limit (10), reverted (20)",
+    SLOW,
+    async () => {
+      const payer = await stack.newAgent({ units: 1_000_000n });
+      const over = ["transfer", "--to", newAccount().address, "--amount", "10000001", "--key", "cli-over-1"];
+      const first = await run([...over, "--json"]);
+      const repeat = await run([...over, "--json"]);
+      for (const result of [first, repeat]) expect(result.code).toBe(LimitExceeded.exitCode);
+      const refused = JSON.parse(first.stdout).error;
+      expect(JSON.parse(repeat.stdout).error).toMatchObject({
+        code: "limit_exceeded",
+        status: 403,
+        action_id: refused.action_id,
+        idempotency_key: "cli-over-1",
+      });
+
+      // Mined and reverted: a plain transfer to the NativeTransferAuth precompile (no receive).
+      const revert = [
+        "transfer",
+        "--to",
+        NATIVE_TRANSFER_AUTH_ADDRESS,
+        "--amount",
+        "1000",
+        "--key",
+        "cli-revert-1",
+      ];
+      const waited = await run([...revert, "--wait", "--json"], payer.token);
+      expect(waited.code).toBe(ActionFailed.exitCode);
+      const failed = JSON.parse(waited.stdout).error;
+      expect(failed).toMatchObject({
+        name: "ActionFailed",
+        code: "reverted",
+        action_status: "reverted",
+        idempotency_key: "cli-revert-1",
+        exit_code: ActionFailed.exitCode,
+      });
+      const again = await run([...revert, "--json"], payer.token);
+      expect(again.code).toBe(ActionFailed.exitCode);
+      expect(JSON.parse(again.stdout).error).toMatchObject({
+        code: "reverted",
+        status: 422,
+        action_id: failed.action_id,
+      });
+      const read = await run(["action", failed.action_id], payer.token);
+      expect(read.code).toBe(ActionFailed.exitCode);
+      expect(read.stderr).toMatch(/ActionFailed \[reverted\]/);
+    },
+  );
 
   it(
     "register: refused while paused (exit 15), then a new token that reads its empty wallet",

@@ -5,13 +5,18 @@
  */
 import { parseArgs } from "node:util";
 import {
+  type ActionView,
   createGatewayClient,
   ERROR_CLASSES,
+  errorFromAction,
   type GatewayClient,
   GatewayError,
+  PaymentOutcomeUnknown,
   paymentSettlement,
   RateLimited,
   register,
+  ServiceUnavailable,
+  SignerUnavailable,
   ValidationFailed,
 } from "../client/index.ts";
 import type { FetchLike } from "../client/request.ts";
@@ -44,7 +49,8 @@ export function helpText(): string {
     "  faucet [--key K]                 a faucet payout to the assigned wallet",
     "  transfer --to ADDR --amount U [--key K] [--wait]",
     "                                   a transfer; U in 6-decimal units (1 USDC = 1000000)",
-    "  action ID [--wait]               an action's status (--wait: until it ends; an x402 one at signed)",
+    "  action ID [--wait]               an action's status (--wait: until it ends; an x402 one at signed);",
+    "                                   a failed or reverted action exits with its error's code",
     "  pay URL [--key K] [--method M] [--data BODY]",
     "                                   fetch URL, paying a 402 once through the gateway; prints the",
     "                                   settlement's transaction, then the resource",
@@ -60,6 +66,14 @@ export function helpText(): string {
     "  AGENT_TOKEN      the agent's bearer token (never pass it as an argument)",
     "  AGENT_BASE_URL   e.g. http://127.0.0.1:8787/77",
     "",
+    "retries:",
+    "  faucet and transfer print their idempotency key, with the answer or the error. Exit 14 or 19:",
+    "  nothing was signed, or the answer was lost: run the same command with --key K; the gateway",
+    "  runs it again or answers what it did, never a second payment (within 10 minutes; after that",
+    "  the request is abandoned, exit 20). Any other error is final for its key: the same key answers",
+    "  the same error; once the cause is gone, send a new request (a new key). --wait exits 0 only",
+    "  once the action is confirmed.",
+    "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
     `   ${EXIT_USAGE}  usage: an unknown command or option, a missing argument, AGENT_TOKEN unset`,
@@ -68,27 +82,37 @@ export function helpText(): string {
 }
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  // Known before the arguments parse, so that even a usage error is one JSON document under --json.
+  const json = argv.includes("--json");
+  const usage = (message: string): number => {
+    if (json) {
+      const error = { name: "UsageError", code: "usage", message, exit_code: EXIT_USAGE };
+      io.stdout(`${JSON.stringify({ error }, null, 2)}\n`);
+    } else {
+      io.stderr(`agent-wallet: ${message}\nRun agent-wallet --help for usage.\n`);
+    }
+    return EXIT_USAGE;
+  };
   let parsed: ReturnType<typeof parseCli>;
   try {
     parsed = parseCli(argv);
   } catch (error) {
-    io.stderr(`agent-wallet: ${(error as Error).message}\nRun agent-wallet --help for usage.\n`);
-    return EXIT_USAGE;
+    return usage((error as Error).message);
   }
   const { values, positionals } = parsed;
-  if (values.help || positionals.length === 0) {
+  if (values.help) {
     io.stdout(`${helpText()}\n`);
-    return values.help ? EXIT_OK : EXIT_USAGE;
+    return EXIT_OK;
+  }
+  if (positionals.length === 0) {
+    if (json) return usage("no command given");
+    io.stdout(`${helpText()}\n`);
+    return EXIT_USAGE;
   }
   const command = positionals[0] as Command;
-  const usage = (message: string): number => {
-    io.stderr(`agent-wallet: ${message}\nRun agent-wallet --help for usage.\n`);
-    return EXIT_USAGE;
-  };
   if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
-  const json = values.json === true;
   const fetchFn = io.fetch ?? globalThis.fetch.bind(globalThis);
 
   try {
@@ -115,6 +139,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
           ? ` (retry after ${error.retryAfter}s)`
           : "";
       io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${retry}\n`);
+      if (error.idempotencyKey !== undefined) io.stderr(`${keyAdvice(error, error.idempotencyKey)}\n`);
     }
     return error.exitCode;
   }
@@ -168,9 +193,7 @@ async function runCommand(
     case "faucet": {
       if (args.length > 0) return EXIT_USAGE;
       const action = await client.faucet({ idempotencyKey: values.key });
-      return values.wait
-        ? { ...(await client.waitForAction(action.action_id)), idempotency_key: action.idempotency_key }
-        : action;
+      return values.wait ? waitForMoney(client, action) : action;
     }
     case "transfer": {
       if (args.length > 0 || !values.to || !values.amount) return EXIT_USAGE;
@@ -184,13 +207,16 @@ async function runCommand(
         amount: values.amount,
         idempotencyKey: values.key,
       });
-      return values.wait
-        ? { ...(await client.waitForAction(action.action_id)), idempotency_key: action.idempotency_key }
-        : action;
+      return values.wait ? waitForMoney(client, action) : action;
     }
     case "action": {
       if (args.length !== 1) return EXIT_USAGE;
-      return values.wait ? client.waitForAction(args[0]!) : client.action(args[0]!);
+      if (values.wait) return client.waitForAction(args[0]!);
+      const action = await client.action(args[0]!);
+      // Read, it still is the outcome the agent acts on: a failed action is its error, not exit 0.
+      const failed = errorFromAction(action);
+      if (failed) throw failed;
+      return action;
     }
     case "pay": {
       if (args.length !== 1) return EXIT_USAGE;
@@ -210,8 +236,27 @@ async function runCommand(
   }
 }
 
+/** A money action followed to its end; a failure throws with the request's key (client.waitForAction). */
+async function waitForMoney(
+  client: GatewayClient,
+  action: { action_id: string; idempotency_key: string },
+): Promise<ActionView & { idempotency_key: string }> {
+  try {
+    return { ...(await client.waitForAction(action.action_id)), idempotency_key: action.idempotency_key };
+  } catch (error) {
+    if (error instanceof GatewayError) error.idempotencyKey ??= action.idempotency_key;
+    throw error;
+  }
+}
+
+/**
+ * The error as one JSON object: the service's whole error object (its `limit`, `limit_units`,
+ * `remaining_units`, `reason`, `action_id`, … as sent), with the class, the HTTP status, the
+ * request's idempotency key and the exit code.
+ */
 function describeError(error: GatewayError): Record<string, unknown> {
   return {
+    ...error.body,
     name: error.name,
     code: error.code,
     message: error.message,
@@ -220,7 +265,18 @@ function describeError(error: GatewayError): Record<string, unknown> {
     ...(error instanceof RateLimited && error.retryAfter !== undefined
       ? { retry_after: error.retryAfter }
       : {}),
-    ...("idempotencyKey" in error ? { idempotency_key: error.idempotencyKey } : {}),
+    ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
     exit_code: error.exitCode,
   };
+}
+
+/** What the key of a failed money command is good for (the --help "retries" text). */
+function keyAdvice(error: GatewayError, key: string): string {
+  const retry =
+    error instanceof SignerUnavailable ||
+    error instanceof ServiceUnavailable ||
+    error instanceof PaymentOutcomeUnknown;
+  return retry
+    ? `idempotency key ${key}: run the same command with --key ${key} to retry it (never a second payment)`
+    : `idempotency key ${key}: final for this key (the same key answers the same); a new request needs a new key`;
 }

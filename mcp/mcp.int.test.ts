@@ -5,7 +5,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
-import { WEI_PER_UNIT } from "../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
 
 // The MCP server (issue 17) as an MCP host runs it: the official client starts `npm run mcp` on
@@ -101,6 +101,93 @@ describe("MCP server (official client, stdio, real stack)", () => {
       expect(text).not.toContain(agent.token);
       expect(text).not.toContain(secret);
     }
+  });
+
+  it("transfer with the signer down, then unable to sign: an error naming the key; the same call with it then moves the money once", async () => {
+    const chain = publicClientFor(stack.devnet.url);
+    const nonceBefore = await chain.getTransactionCount({ address: agent.wallet });
+    const to = newAccount().address;
+    const transfer = () => call("transfer", { to, amount: "1000", idempotency_key: "mcp-down-1" });
+    await stack.enclave.stop();
+    try {
+      const down = await transfer();
+      expect(down).toMatchObject({
+        isError: true,
+        json: {
+          error: {
+            name: "SignerUnavailable",
+            code: "agent_signer_unavailable",
+            message: expect.stringMatching(/nothing was signed: retry with the same idempotency_key/),
+            status: 503,
+            idempotency_key: "mcp-down-1",
+          },
+        },
+      });
+      // Another version of the enclave on the socket: it answers, and cannot sign for us.
+      await stack.enclave.start({ profile: "bridge_operator" });
+      expect(await transfer()).toMatchObject({
+        isError: true,
+        json: { error: { code: "agent_signer_unavailable", idempotency_key: "mcp-down-1" } },
+      });
+    } finally {
+      await stack.enclave.start();
+    }
+    // The origin's enclave client reconnects after its backoff (at most 5 s).
+    let sent = await transfer();
+    for (let i = 0; i < 5 && sent.isError; i++) sent = await transfer();
+    expect(sent.isError, JSON.stringify(sent.json)).toBe(false);
+    const action = sent.json as ActionView;
+    const done = await call("action_status", { action_id: action.action_id, wait: true });
+    expect(done).toMatchObject({ isError: false, json: { status: "confirmed" } });
+    expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(nonceBefore + 1);
+  });
+
+  it("a terminal failure is an error result with the service's fields, also on a repeat of the key", async () => {
+    const overTo = newAccount().address;
+    const over = () => call("transfer", { to: overTo, amount: "99000000", idempotency_key: "mcp-over-1" });
+    const first = await over();
+    const repeat = await over();
+    expect(first).toMatchObject({
+      isError: true,
+      json: {
+        error: {
+          name: "LimitExceeded",
+          code: "limit_exceeded",
+          limit: "per_transaction",
+          limit_units: "10000000",
+          remaining_units: "10000000",
+          action_id: expect.any(String),
+          status: 403,
+          idempotency_key: "mcp-over-1",
+        },
+      },
+    });
+    const refused = (first.json as { error: { action_id: string } }).error;
+    expect(repeat).toMatchObject({
+      isError: true,
+      json: { error: { name: "LimitExceeded", code: "limit_exceeded", action_id: refused.action_id } },
+    });
+
+    // Mined and reverted: a plain transfer to the NativeTransferAuth precompile (no receive).
+    const revert = () =>
+      call("transfer", { to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1000", idempotency_key: "mcp-revert-1" });
+    const sent = await revert();
+    expect(sent.isError).toBe(false);
+    const action = sent.json as ActionView;
+    const waited = await call("action_status", { action_id: action.action_id, wait: true });
+    expect(waited).toMatchObject({
+      isError: true,
+      json: { error: { name: "ActionFailed", code: "reverted", action_id: action.action_id } },
+    });
+    expect(await call("action_status", { action_id: action.action_id })).toMatchObject({
+      isError: true,
+      json: { error: { name: "ActionFailed", code: "reverted" } },
+    });
+    expect(await revert()).toMatchObject({
+      isError: true,
+      json: { error: { name: "ActionFailed", code: "reverted", status: 422, action_id: action.action_id } },
+    });
   });
 
   it("refuses a method off the allowlist at the tool's input schema", async () => {

@@ -2,13 +2,14 @@
  * The MCP server of the agent wallet (issue 17): the gateway client's read and money calls as MCP
  * tools. No tool wraps x402 authorization (SPEC "x402 surfaces": the MCP adapter does not wrap the
  * authorize endpoint). The token is the server's, from its environment: it is never a tool
- * argument, and no tool result carries it (the gateway's answers never contain it, and errors are
- * reduced to their name, code and message).
+ * argument, and no tool result carries it (neither the gateway's answers nor its error objects
+ * contain it). An error result is the service's whole error object with the class's name; a
+ * faucet or transfer that ends failed or reverted is an error result, never a success.
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { type GatewayClient, GatewayError, RateLimited } from "../client/index.ts";
+import { errorFromAction, type GatewayClient, GatewayError, RateLimited } from "../client/index.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
 import { idempotencyKeySchema } from "../shared/gateway-schemas.ts";
 
@@ -21,15 +22,18 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       return { content: [{ type: "text", text: JSON.stringify(await call(), null, 2) }] };
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error;
+      // The service's whole error object (limit, limit_units, remaining_units, reason, action_id, …).
       const described = {
         error: {
+          ...error.body,
           name: error.name,
           code: error.code,
           message: error.message,
+          ...(error.status === undefined ? {} : { status: error.status }),
           ...(error instanceof RateLimited && error.retryAfter !== undefined
             ? { retry_after: error.retryAfter }
             : {}),
-          ...(typeof error.body.reason === "string" ? { reason: error.body.reason } : {}),
+          ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
         },
       };
       return { isError: true, content: [{ type: "text", text: JSON.stringify(described, null, 2) }] };
@@ -38,8 +42,16 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   const idempotencyKey = idempotencyKeySchema
     .optional()
     .describe(
-      "Reuse the key of a call whose answer was lost; generated when absent (returned in the result).",
+      "Reuse the key of a call whose answer was lost or that answered agent_signer_unavailable or chain_unavailable (nothing was signed: the same key runs it again); generated when absent, returned in the result and in an error.",
     );
+  /** A failed or reverted action is the error of its class (client errorFromAction), not a result. */
+  const outcome = <T extends { action_id: string; status: string; error_code: string | null }>(
+    action: T,
+  ): T => {
+    const failed = errorFromAction(action);
+    if (failed) throw failed;
+    return action;
+  };
 
   server.registerTool(
     "network",
@@ -72,7 +84,8 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   server.registerTool(
     "faucet",
     {
-      description: "A faucet payout to the agent's own wallet (needs the faucet capability).",
+      description:
+        "A faucet payout to the agent's own wallet (needs the faucet capability). An error with code agent_signer_unavailable, chain_unavailable or service_unavailable: nothing was signed, call again with the same idempotency_key; any other error is final for that key.",
       inputSchema: { idempotency_key: idempotencyKey },
     },
     ({ idempotency_key }) => run(() => client.faucet({ idempotencyKey: idempotency_key })),
@@ -80,7 +93,8 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   server.registerTool(
     "transfer",
     {
-      description: "Transfer USDC from the agent's wallet. Poll action_status until confirmed.",
+      description:
+        "Transfer USDC from the agent's wallet; then action_status (wait) until confirmed. An error with code agent_signer_unavailable, chain_unavailable or service_unavailable: nothing was signed, call again with the same idempotency_key; any other error (limit_exceeded, insufficient_funds, reverted, …) is final for that key.",
       inputSchema: {
         to: z
           .string()
@@ -100,7 +114,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
     "action_status",
     {
       description:
-        "A faucet or transfer action's status (requested, signed, submitted, confirmed, failed, reverted).",
+        "A faucet or transfer action's status (requested, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code.",
       inputSchema: {
         action_id: z.string().uuid(),
         wait: z
@@ -111,7 +125,8 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
           ),
       },
     },
-    ({ action_id, wait }) => run(() => (wait ? client.waitForAction(action_id) : client.action(action_id))),
+    ({ action_id, wait }) =>
+      run(async () => (wait ? client.waitForAction(action_id) : outcome(await client.action(action_id)))),
   );
   return server;
 }
