@@ -1,18 +1,36 @@
 /**
- * `npm run demo:x402` (issue 13 item 5): pays the demo resource of the local stack through the
- * edge with nothing but the agent token `npm start` printed: 402 → POST /x402/authorize → the paid
- * retry with PAYMENT-SIGNATURE → 200, then the transaction's receipt and the balance it moved. An
- * agent with less than the price first takes a faucet payout.
+ * `npm run demo:x402` (issue 13 item 5): pays the demo resource of a running stack with nothing but
+ * an agent token: 402 → POST /x402/authorize → the paid retry with PAYMENT-SIGNATURE → 200, then
+ * the transaction's receipt and the balance it moved. An agent with less than the price first
+ * takes a faucet payout.
  *
- *   npm run demo:x402 -- agt_…        (or AGENT_TOKEN=agt_… npm run demo:x402)
+ *   AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/77 npm run demo:x402
  *
- * Environment: X402_DEMO_BASE (default http://127.0.0.1:8787/77, the local edge).
+ * The token and the base URL come from the environment, as the agent CLI and the MCP server read
+ * them: an argument would be echoed by npm and shown by `ps`, so any argument is refused, and
+ * there is no default base that could send the token to another stack. Exit 0 paid, 1 failed,
+ * 2 usage.
  */
 import { randomBytes } from "node:crypto";
 import { payWithToken } from "./lib/x402-token-payer.ts";
 
-const base = process.env.X402_DEMO_BASE ?? "http://127.0.0.1:8787/77";
-const token = process.argv[2] ?? process.env.AGENT_TOKEN;
+const USAGE =
+  "usage: AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/77 npm run demo:x402 (no arguments)";
+
+if (process.argv.length > 2) {
+  // The argument is never echoed: it may be the token.
+  process.stderr.write(
+    "demo:x402: takes no arguments; give the token in AGENT_TOKEN (an argument is echoed by npm and shown by ps)\n" +
+      `${USAGE}\n`,
+  );
+  process.exit(2);
+}
+const token = process.env.AGENT_TOKEN;
+const base = process.env.AGENT_BASE_URL?.replace(/\/+$/, "");
+if (!token || !base) {
+  process.stderr.write(`demo:x402: set ${!token ? "AGENT_TOKEN" : "AGENT_BASE_URL"}\n${USAGE}\n`);
+  process.exit(2);
+}
 
 const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
@@ -59,8 +77,7 @@ async function fundIfNeeded(needed: bigint): Promise<void> {
   say(`  payout ${payout.body.action_id} confirmed`);
 }
 
-async function main(): Promise<void> {
-  if (!token) throw new Error("give the agent token npm start printed: npm run demo:x402 -- agt_…");
+async function main(base: string, token: string): Promise<void> {
   say(`demo:x402 against ${base}`);
   const network = await agentGet<{ agent: { assigned_wallet: string } }>("/network");
   say(`agent wallet ${network.agent.assigned_wallet}`);
@@ -86,7 +103,7 @@ async function main(): Promise<void> {
   say(`balance ${before} → ${after} units (paid ${before - after}, the quote asked ${paid.quote.amount})`);
 }
 
-main().then(
+main(base, token).then(
   () => process.exit(0),
   (error: unknown) => {
     process.stderr.write(`demo:x402: ${error instanceof Error ? error.message : String(error)}\n`);
