@@ -91,6 +91,19 @@ describe("npm run funding (pre-restore exceptions, DESIGN §8)", () => {
     expect(again).toMatchObject({ code: 1, stderr: "funding: already revoked\n" });
   });
 
+  it("--help says what a ceiling caps (the balance after the move), in its own words", async () => {
+    const help = await run("--help");
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/balance AFTER the move is\s+at most UNITS/);
+    expect(help.stdout).toMatch(/The ceiling caps what the wallet holds, not\s+what it moves/);
+    expect(help.stdout).toMatch(/exit codes: 0 done, 1 refused/);
+    // A usage error shows the same text; neither points at a source file.
+    const usage = await run("frobnicate");
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain(help.stdout.trim());
+    for (const text of [help.stdout, usage.stderr]) expect(text).not.toMatch(/\.ts\b|scripts\//);
+  });
+
   it("refuses bad usage with exit 2 and changes nothing", async () => {
     const before = (await changes()).length;
     const cases = [

@@ -2,13 +2,7 @@
  * `npm run funding -- <command>`: pre-restore funding exceptions (DESIGN §8). A wallet whose key
  * batch has no restore evidence may hold funds only under an active `approved_non_zero` exception,
  * up to its ceiling, until it expires. Uses the node's configuration (DATABASE_URL, or the
- * embedded cluster of the running stack).
- *
- *   grant --wallet ADDR|--agent ID --ceiling UNITS (--expires-in 24h|--expires-at ISO) --reason TEXT
- *   list [--all]                 active exceptions (with --all: expired and revoked too)
- *   revoke --id ID --reason TEXT
- *
- * Exit codes: 0 done, 1 refused (not found, already revoked), 2 bad usage.
+ * embedded cluster of the running stack). HELP below is what `--help` prints.
  */
 
 import { parseArgs } from "node:util";
@@ -28,10 +22,44 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DURATION = /^(\d+)(m|h|d)$/;
 const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
+/**
+ * What a ceiling is, as the funding gate applies it (origin/funding/gate.ts evaluateWalletGate,
+ * called with the balance after the move by the faucet and transfer checks).
+ */
+const HELP = `usage: npm run funding -- <command> [options]
+
+Pre-restore funding exceptions. Until a restore drill has reproduced a wallet's key batch, no faucet
+payout or transfer may move funds into or out of that wallet (funding_gate_closed,
+no_restore_evidence; x402 payments skip this gate), unless an operator grants it an exception for a
+while.
+
+commands:
+  grant (--agent ID | --wallet ADDR) --ceiling UNITS (--expires-in 24h | --expires-at ISO) --reason TEXT
+      lets the wallet take faucet payouts and send transfers as long as its balance AFTER the move is
+      at most UNITS (6-decimal units: 5000000 = 5 USDC). The ceiling caps what the wallet holds, not
+      what it moves: a payout to it may fill it up to the ceiling; a transfer from it is allowed only
+      if what stays behind (its balance less its pending transfers, the amount and the maximum fee)
+      is at most the ceiling, so a wallet above its ceiling may only send enough to come down to it.
+      With several active exceptions the highest ceiling applies. --expires-in takes 30m, 24h or 7d.
+  list [--all]
+      active exceptions (--all: expired and revoked ones too), as JSON
+  revoke --id ID --reason TEXT
+      ends an exception now (with no other active one, no funds move again)
+
+Every grant and revoke is recorded with before, after and the reason, and shown in the console's
+audit. An expired exception is the same as none. Once a drill has restored the wallet's batch the
+gate lifts and no exception is needed.
+
+exit codes: 0 done, 1 refused (not found, already revoked), 2 usage`;
+
 class UsageError extends Error {}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -47,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
     strict: true,
   });
   if (!command || !["grant", "list", "revoke"].includes(command)) {
-    throw new UsageError("usage: npm run funding -- grant|list|revoke [options] (see scripts/funding.ts)");
+    throw new UsageError(`${command ? `unknown command ${command}` : "no command"}\n${HELP}`);
   }
   const database = await openDatabase(loadConfig(process.env), 2);
   try {

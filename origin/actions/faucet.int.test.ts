@@ -244,6 +244,34 @@ describe("faucet and funding gate (real stack)", () => {
       expect(isAccepted(lifted)).toBe(true);
     });
 
+    it("a ceiling caps the wallet's balance after the move, not the amount moved (as README and funding --help say)", async () => {
+      const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
+      const calls = agentCalls(stack.origin.base, agent.token);
+      const granted = await grantException(stack.db.handle.db, {
+        wallet: agent.wallet,
+        ceilingUnits: 1_000_000n,
+        expiresAt: new Date(Date.now() + 3_600_000),
+        reason: "ceiling semantics",
+      });
+      expect(granted.ok).toBe(true);
+      // Holding 2 USDC under a 1 USDC ceiling: a small transfer would leave it above the ceiling…
+      const small = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1000",
+      });
+      expect(small.status).toBe(403);
+      expect(small.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "ceiling_exceeded" },
+      });
+      // …while one larger than the ceiling itself, which brings it below, goes.
+      const to = newAccount().address;
+      const large = await calls.transfer({ idempotency_key: newKey(), to, amount: "1500000" });
+      expect(isAccepted(large), JSON.stringify(large.body)).toBe(true);
+      expect((await calls.settled((large.body as ActionView).action_id)).status).toBe("confirmed");
+      expect(await chain.getBalance({ address: to })).toBe(1_500_000n * WEI_PER_UNIT);
+    });
+
     it("refuses a wallet whose identity the enclave has not proven yet", async () => {
       const agent = await stack.newAgent({ verified: false, units: 1_000_000n });
       const response = await agentCalls(stack.origin.base, agent.token).transfer({
