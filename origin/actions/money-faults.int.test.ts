@@ -95,6 +95,42 @@ describe("money movement under faults (real processes)", () => {
     expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
   });
 
+  it("ends a request not retried in time abandoned: its key then answers 409 abandoned and signs nothing", async () => {
+    const quick = await stack.startOrigin({}, { abandonAfterMs: 500 });
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const calls = agentCalls(quick.base, agent.token);
+    const recipient = newAccount().address;
+    const body = { idempotency_key: newKey(), to: recipient, amount: "1000" };
+    await stack.enclave.stop();
+    try {
+      expect((await calls.transfer(body)).status).toBe(503);
+    } finally {
+      await stack.enclave.start();
+    }
+    const statusOf = async () => {
+      const [row] = await queryRows<{ status: string; error_code: string }>(
+        stack.db.handle.db,
+        sql`select status, error_code from agent_actions where agent_id = ${agent.agentId}`,
+      );
+      return row;
+    };
+    for (let i = 0; i < 100 && (await statusOf())?.status === "requested"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(await statusOf()).toEqual({ status: "failed", error_code: "abandoned" });
+    const repeat = await calls.transfer(body);
+    expect(repeat.status).toBe(409);
+    expect(repeat.body).toMatchObject({
+      error: {
+        code: "abandoned",
+        message: expect.stringMatching(/nothing was signed.*new idempotency_key/),
+        action_id: expect.any(String),
+      },
+    });
+    expect(await sentBy(agent.wallet)).toEqual([]);
+    expect(await chain.getBalance({ address: recipient })).toBe(0n);
+  });
+
   for (const crashAt of ["after_signed", "after_broadcast"] as const) {
     it(`puts exactly one transaction on chain when the origin is SIGKILLed ${crashAt.replace("_", " ")}`, async () => {
       const agent = await stack.newAgent({ units: 1_000_000n });
