@@ -70,9 +70,11 @@ export function helpText(): string {
     "  faucet and transfer print their idempotency key, with the answer or the error. Exit 14 or 19:",
     "  nothing was signed, or the answer was lost: run the same command with --key K; the gateway",
     "  runs it again or answers what it did, never a second payment (within 10 minutes; after that",
-    "  the request is abandoned, exit 20). Any other error is final for its key: the same key answers",
-    "  the same error; once the cause is gone, send a new request (a new key). --wait exits 0 only",
-    "  once the action is confirmed.",
+    "  the request is abandoned, exit 20). Any other refusal that names an action_id (a limit, the",
+    "  funds, the funding gate, the faucet's cooldown, a revert) is final for its key: the same key",
+    "  answers the same refusal; once the cause is gone, send a new request (a new key). Errors",
+    "  without an action_id (a bad token or argument, too many requests) recorded nothing. --wait",
+    "  exits 0 only once the action is confirmed.",
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
@@ -278,5 +280,7 @@ function keyAdvice(error: GatewayError, key: string): string {
     error instanceof PaymentOutcomeUnknown;
   return retry
     ? `idempotency key ${key}: run the same command with --key ${key} to retry it (never a second payment)`
-    : `idempotency key ${key}: final for this key (the same key answers the same); a new request needs a new key`;
+    : error.body.action_id !== undefined
+      ? `idempotency key ${key}: this refusal is final for the key (the same key answers it again); a new request needs a new key`
+      : `idempotency key ${key}: nothing was recorded under it`;
 }

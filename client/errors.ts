@@ -27,8 +27,10 @@ export class GatewayError extends Error {
   /**
    * The idempotency key of the money request (faucet, transfer) this error answers, set by the
    * client that sent it. SignerUnavailable and ServiceUnavailable: repeat the request with it (the
-   * gateway runs it again, or answers what it did: never a second payment). Any other class: a
-   * repeat with it answers the same error; a new request needs a new key.
+   * gateway runs it again, or answers what it did: never a second payment). A refusal that names
+   * an `action_id` in its body (a limit, the funds, the funding gate, a cooldown, ActionFailed) is
+   * final for the key: a repeat answers the same refusal; a new request needs a new key. Errors
+   * without one (a bad token or argument, too many requests) recorded nothing under the key.
    */
   idempotencyKey: string | undefined;
 

@@ -15,6 +15,10 @@ import { idempotencyKeySchema } from "../shared/gateway-schemas.ts";
 
 export const MCP_TOOLS = ["network", "balance", "rpc", "faucet", "transfer", "action_status"] as const;
 
+/** What a retry of a money call does, as the client's error classes say it (client/errors.ts). */
+const RETRY_RULE =
+  "An error named SignerUnavailable or ServiceUnavailable (agent_signer_unavailable, chain_unavailable, service_unavailable, no answer): nothing was signed, or the answer was lost; call again with the same idempotency_key (it is in the error), which never pays twice. Any other error that names an action_id (limit_exceeded, insufficient_funds, funding_gate_closed, faucet_cooldown, reverted, …) is final for that key: the same key answers the same error; send a new request with a new key once the cause is gone.";
+
 export function createWalletMcpServer(client: GatewayClient, version: string): McpServer {
   const server = new McpServer({ name: "agent-wallet", version });
   const run = async (call: () => Promise<unknown>): Promise<CallToolResult> => {
@@ -42,7 +46,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   const idempotencyKey = idempotencyKeySchema
     .optional()
     .describe(
-      "Reuse the key of a call whose answer was lost or that answered agent_signer_unavailable or chain_unavailable (nothing was signed: the same key runs it again); generated when absent, returned in the result and in an error.",
+      "Reuse the key of a call whose answer was lost, or that was a SignerUnavailable or ServiceUnavailable error; generated when absent, returned in the result and in an error.",
     );
   /** A failed or reverted action is the error of its class (client errorFromAction), not a result. */
   const outcome = <T extends { action_id: string; status: string; error_code: string | null }>(
@@ -84,8 +88,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   server.registerTool(
     "faucet",
     {
-      description:
-        "A faucet payout to the agent's own wallet (needs the faucet capability). An error with code agent_signer_unavailable, chain_unavailable or service_unavailable: nothing was signed, call again with the same idempotency_key; any other error is final for that key.",
+      description: `A faucet payout to the agent's own wallet (needs the faucet capability). ${RETRY_RULE}`,
       inputSchema: { idempotency_key: idempotencyKey },
     },
     ({ idempotency_key }) => run(() => client.faucet({ idempotencyKey: idempotency_key })),
@@ -93,8 +96,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   server.registerTool(
     "transfer",
     {
-      description:
-        "Transfer USDC from the agent's wallet; then action_status (wait) until confirmed. An error with code agent_signer_unavailable, chain_unavailable or service_unavailable: nothing was signed, call again with the same idempotency_key; any other error (limit_exceeded, insufficient_funds, reverted, …) is final for that key.",
+      description: `Transfer USDC from the agent's wallet; then action_status (wait) until confirmed. ${RETRY_RULE}`,
       inputSchema: {
         to: z
           .string()
