@@ -118,10 +118,12 @@ export type MoneyOperation = {
   check: (facts: CheckFacts) => Refusal | null;
   sign: (params: SignTransactionParams) => Promise<SignerResult<SignTransactionResult>>;
   /**
-   * Turns the enclave's refusal of this request under its sealed policy into what the agent is
-   * told; called only for those (refusesThisRequest), and its answer is final for the key.
+   * Turns the enclave's refusal under its sealed policy into what the agent is told, when it is a
+   * decision about this request (a limit, a budget, a cooldown, the key's binding): final for the
+   * key. Null when it is the service's state (the node configured unlike the sealed policy, a fee
+   * spike over the sealed ceiling): the action then stays `requested` (refusesThisRequest).
    */
-  signerRefusal: (failure: SignerFailure) => Refusal;
+  signerRefusal: (failure: SignerFailure) => Refusal | null;
 };
 
 export type ExecuteOutcome =
@@ -188,20 +190,24 @@ const CHAIN_DOWN: Refusal = {
 /**
  * Which signer failures are a decision about this request, and which are the service's state.
  * Only the enclave's refusals under its sealed policy (class `terminal_agent`: `cap_exceeded`, a
- * limit or budget; `key_purpose_mismatch`, the key's binding; origin/signer/failure-class.ts) are
- * final: the operation's own mapping (`signerRefusal`) names them and the action ends `failed`, so a
- * repeat of the key answers the same refusal. Every other failure (the enclave unreachable, timed
- * out, not configured, its sealed storage failing, a capability it rejected, another protocol
- * version) says nothing about the request: nothing was signed, the action stays `requested`, and a
- * retry with the same key runs it again once the signer is back (DESIGN §7).
+ * limit or budget; `key_purpose_mismatch`, the key's binding; origin/signer/failure-class.ts) can
+ * be final, and of those only what the operation's own mapping (`signerRefusal`) names a decision
+ * about the request: the action ends `failed`, so a repeat of the key answers the same refusal.
+ * Every other failure (the enclave unreachable, timed out, not configured, its sealed storage
+ * failing, a capability it rejected, another protocol version, the node configured unlike the
+ * sealed policy) says nothing about the request: nothing was signed, the action stays `requested`,
+ * and a retry with the same key runs it again once the cause is gone (DESIGN §7).
  */
-function refusesThisRequest(failure: SignerFailure): boolean {
-  return failure.class === "terminal_agent";
+function refusesThisRequest(operation: MoneyOperation, failure: SignerFailure): Refusal | null {
+  return failure.class === "terminal_agent" ? operation.signerRefusal(failure) : null;
 }
 
 /** The 503 of a signer failure that is the service's state, not a decision about the request. */
 function signerUnavailable(failure: SignerFailure): Refusal {
-  const what = failure.class === "retryable" ? "the signer is unreachable" : "the signer cannot sign now";
+  const what =
+    failure.class === "retryable"
+      ? "the signer is unreachable"
+      : `the signer cannot sign now${failure.detail ? ` (its sealed policy: ${failure.detail})` : ""}`;
   return { code: "agent_signer_unavailable", message: `${what} (${failure.code}); ${RETRY_WITH_SAME_KEY}` };
 }
 
@@ -373,8 +379,9 @@ async function signOne(
   if (!result.ok) {
     // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
     const failure = result.error;
-    if (refusesThisRequest(failure)) {
-      signing.refused.push({ index, refusal: operation.signerRefusal(failure) });
+    const refusal = refusesThisRequest(operation, failure);
+    if (refusal) {
+      signing.refused.push({ index, refusal });
     } else {
       signing.unavailable.push({ index, refusal: signerUnavailable(failure) });
     }

@@ -111,7 +111,7 @@ function gateClosed(reason: string, message: string): Refusal {
  * checks at start), so each refusal gets the answer this node's own check would have given. A
  * switch over the refusal's detail (never its text), exhaustive, so a new detail must be placed.
  */
-function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Date }): Refusal {
+function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Date }): Refusal | null {
   const sealed = `the faucet's sealed terms refused this payout (${failure.reason})`;
   switch (failure.detail) {
     case "faucet_budget":
@@ -122,10 +122,11 @@ function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Da
     case "faucet_daily":
       return retryLater("faucet_daily_limit", sealed, secondsToNextUtcDay(at.now));
     case "faucet_recipient":
+    case "key_binding":
       return KEY_BINDING_MISMATCH;
     // The node's treasury, payout, chain, gas or fees differ from the sealed ones (a policy changed
-    // since start), and others' details: nothing was signed, an operator must look.
-    case "key_binding":
+    // since start, a fee spike over the sealed ceiling), and others' details: nothing about this
+    // request, nothing signed; the action stays requested and a retry with its key runs it again.
     case "faucet_payout":
     case "recipient":
     case "chain":
@@ -141,9 +142,6 @@ function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Da
     case "settlement_signature":
     case "settlement_window":
     case undefined:
-      return {
-        code: "agent_signer_unavailable",
-        message: `the signer cannot sign this payout (${failure.code})`,
-      };
+      return null;
   }
 }

@@ -126,7 +126,7 @@ function limitExceeded(
  * The enclave refused under its sealed policy: the same limits, so the same kind of answer. A
  * switch over the refusal's detail (never its text), exhaustive, so a new detail must be placed.
  */
-function signerRefusal(failure: SignerFailure): Refusal {
+function signerRefusal(failure: SignerFailure): Refusal | null {
   const sealed = `the signer's sealed policy refused this transfer (${failure.reason})`;
   switch (failure.detail) {
     case "per_transaction":
@@ -136,7 +136,9 @@ function signerRefusal(failure: SignerFailure): Refusal {
       return { code: "recipient_not_allowed", message: sealed };
     case "key_binding":
       return KEY_BINDING_MISMATCH;
-    // Bounds this node's own checks keep it within (chain, gas, fees), and others' details.
+    // Bounds this node's own checks keep it within (chain, gas, fees: a node configured unlike the
+    // sealed policy, a fee spike over the sealed ceiling), and others' details: nothing about this
+    // request, nothing signed; the action stays requested and a retry with its key runs it again.
     case "chain":
     case "gas_limit":
     case "fee_ceiling":
@@ -153,9 +155,6 @@ function signerRefusal(failure: SignerFailure): Refusal {
     case "settlement_signature":
     case "settlement_window":
     case undefined:
-      return {
-        code: "agent_signer_unavailable",
-        message: `the signer cannot sign this transfer (${failure.code})`,
-      };
+      return null;
   }
 }

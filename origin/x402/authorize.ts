@@ -240,7 +240,7 @@ function signerRefusal(failure: SignerFailure): {
     case undefined:
       return {
         code: "agent_signer_unavailable",
-        message: `the signer cannot sign this authorization (${failure.code}); nothing was signed, a retry is safe`,
+        message: `the signer cannot sign this authorization (${failure.code}); nothing was signed: retry with the same nonce (and idempotency_key), which signs it once the signer can`,
       };
   }
 }
