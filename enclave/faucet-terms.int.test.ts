@@ -9,7 +9,7 @@ import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // A compromised origin asks sign_faucet for what it likes, straight over the socket: the enclave
 // pays only the sealed payout, only to one of its own agent keys, once per sealed cooldown and
-// within the sealed units of the recipient's UTC day (README: a compromised origin cannot redirect
+// within the sealed units of the recipient's UTC day (docs/security.md: a compromised origin cannot redirect
 // the faucet). Time passing (a cooldown run out, the next UTC day) needs the test's clock
 // (testing/clocked-enclave.ts); everything else runs against the real process.
 

@@ -5,7 +5,7 @@ import { instanceIdOf, mintFor, nextCounter, privileged } from "./testing/capabi
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // Attacker: holds the origin host, so every frame the origin relayed to the enclave was recorded,
-// but not the policy key. The enclave is lost and replaced as README "Disaster recovery" says: a
+// but not the policy key. The enclave is lost and replaced as docs/operations.md "Disaster recovery" says: a
 // new data folder initialised with the same env id and the same four public keys, whose capability
 // counters start again at 1. Recorded frames must be worthless there (shared/capability.ts).
 

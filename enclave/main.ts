@@ -18,7 +18,7 @@ async function main(): Promise<number> {
   if (command.command === "init") {
     try {
       const config = await initEnclave(command);
-      // The record a recovery starts from (README "Disaster recovery"): all of it public.
+      // The record a recovery starts from (docs/operations.md "Disaster recovery"): all of it public.
       process.stdout.write(
         `${JSON.stringify({
           initialised: command.dataDir,

@@ -1,7 +1,7 @@
 /**
  * The enclave's sealed identity: env id, chain id, the admin, policy and recovery authority
  * public keys (DESIGN §5 "Ops and tiers") and the recovery encryption public key every backup is
- * sealed to (README "Disaster recovery"), fixed at `init` and sealed beside the sealing key, with
+ * sealed to (docs/operations.md "Disaster recovery"), fixed at `init` and sealed beside the sealing key, with
  * a random instance id that names this enclave instance alone. Capabilities and identity
  * proofs are checked against these values, never against anything a caller sends.
  */

@@ -11,7 +11,7 @@ import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 // A compromised origin hands sign_settlement whatever it likes, straight over the socket: the
 // enclave recovers the authorization's signer, checks it is `from`, and checks the validity window
 // against its own clock with the sealed margin, so the settler never pays gas for a payment the
-// precompile would refuse (README "x402 payments"; DESIGN §5).
+// precompile would refuse (docs/x402.md; docs/enclave.md).
 
 const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const AMOUNT = 10_000n;

@@ -16,7 +16,7 @@ import {
 // Issue 18 items 1 and 4 against the real origin process (Postgres, enclave, devnet real), one
 // stack for the file: bodies and headers over their limits refused early, then every JSON route
 // and every header the origin parses fuzzed. Each fuzz property prints its seed and case count;
-// see scripts/test/fuzz/run.ts (and the README's testing section) for a longer or replayed run.
+// see scripts/test/fuzz/run.ts (and docs/development.md) for a longer or replayed run.
 const settings = fuzzSettings();
 
 let stack: FuzzStack;

@@ -3,7 +3,7 @@ import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT } from "./test/enclave-process.ts";
 
-// README "Keys and where production keeps them": during a drill and a recovery from a backup folder
+// docs/enclave.md "Keys and where production keeps them": during a drill and a recovery from a backup folder
 // the wallet private keys are in plaintext inside an enclave only. The script side is handed the
 // recovery encryption key, so what keeps it from opening a recovery copy is the code it runs. A
 // recovery copy is opened with HPKE's open (shared/recovery-envelope.ts hpkeOpen, or the @hpke

@@ -136,7 +136,7 @@ export const MAX_FAUCET_COOLDOWN_MS = 365 * 86_400_000;
 
 /**
  * configure_treasury (policy tier): the faucet key, a fresh budget, and the payout terms the
- * enclave enforces itself (README: a compromised origin cannot redirect the faucet): the one
+ * enclave enforces itself (docs/security.md: a compromised origin cannot redirect the faucet): the one
  * payout value, the cooldown between payouts to one recipient, and the units one recipient may
  * receive per UTC day.
  */

@@ -244,7 +244,7 @@ describe("faucet and funding gate (real stack)", () => {
       expect(isAccepted(lifted)).toBe(true);
     });
 
-    it("a ceiling caps the wallet's balance after the move, not the amount moved (as README and funding --help say)", async () => {
+    it("a ceiling caps the wallet's balance after the move, not the amount moved (as docs/agents.md and funding --help say)", async () => {
       const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
       const calls = agentCalls(stack.origin.base, agent.token);
       const granted = await grantException(stack.db.handle.db, {

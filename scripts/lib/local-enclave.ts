@@ -14,7 +14,7 @@ const run = promisify(execFile);
 /**
  * The local stack plays every role, so all three authority keys and the recovery encryption key
  * sit under the data folder. Only the admin key is given to the origin; in production the policy
- * and recovery keys stay offline with the operator (README "Keys and where production keeps them").
+ * and recovery keys stay offline with the operator (docs/enclave.md "Keys and where production keeps them").
  */
 export type LocalAuthority = {
   adminKeyFile: string;

@@ -41,7 +41,7 @@ export const LOCAL_POLICY: SignerPolicy = {
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */
 export const LOCAL_TREASURY_BUDGET_UNITS = 1_000_000_000n;
 
-/** The local faucet (README): 1 USDC a minute, 10 USDC a day, per agent; the origin is given the same. */
+/** The local faucet (docs/agents.md): 1 USDC a minute, 10 USDC a day, per agent; the origin is given the same. */
 export const LOCAL_FAUCET_TERMS: FaucetTerms = {
   payoutUnits: 1_000_000n,
   cooldownMs: 60_000,

@@ -214,7 +214,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
       const secrets = await loadOrCreateLocalSecrets(dataDir);
       // DESIGN §3: every switch on for the local stack; public registration is switched on with its
-      // policy left paused, as the spec's initial policy is (the README shows how to open it). The
+      // policy left paused, as the spec's initial policy is (docs/agents.md shows how to open it). The
       // local stack's clients are all on loopback, which production refuses: the local-development
       // switch lets each loopback address register as its own group.
       const originEnv: NodeJS.ProcessEnv = {

@@ -1,5 +1,5 @@
 /**
- * Backing up keys outside the refill, and a real recovery (README "Disaster recovery"): the
+ * Backing up keys outside the refill, and a real recovery (docs/operations.md "Disaster recovery"): the
  * offline recovery encryption key is loaded into the (new) enclave sealed to one of its transport
  * keys (recovery-key-loader.ts), and every backup envelope of a folder is sent as it is on disk
  * and restored with a capability of the offline recovery authority, into its original namespace

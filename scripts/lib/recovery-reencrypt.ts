@@ -1,6 +1,6 @@
 /**
  * The offline re-encryption step of the air-gapped recovery path (scripts/recovery-reencrypt.ts,
- * README "Disaster recovery"): opens a backup envelope's recovery copy with the recovery
+ * docs/operations.md "Disaster recovery"): opens a backup envelope's recovery copy with the recovery
  * encryption key and seals the same keys to the transport key a (new) enclave offered, as a
  * restore package. This is the one place outside an enclave where the plaintext keys exist, in
  * this process's memory only, on a machine that never reaches the enclave: nothing here writes,

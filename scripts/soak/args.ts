@@ -23,7 +23,7 @@ export const SOAK_USAGE =
 
 /**
  * The warm-up runs before the N minutes, by default for half as long, at most WARM_UP_DEFAULT_MS.
- * Measured (soak timelines, README "Soak"): in their first minutes under the mix the origin and
+ * Measured (soak timelines, docs/development.md "Soak"): in their first minutes under the mix the origin and
  * the enclave settle after start-up, Postgres fills its shared buffers and Miniflare's workerd
  * climbs from 50 to over 100 MiB; a warm-up of one minute inside the run counted all that as
  * growth.
