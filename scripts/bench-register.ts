@@ -228,7 +228,7 @@ async function main(): Promise<void> {
     await waitUntilReady(origin, () => httpOk(`http://127.0.0.1:${originPort}/77/healthz`));
     const url = `${edge.url}/77/agent/v1/register`;
     const settings = async (changes: Record<string, unknown>, reason: string) => {
-      const result = await changeRegistrationSettings(db, { changes, reason });
+      const result = await changeRegistrationSettings(db, { changes, reason, source: "cli" });
       if (!result.ok) throw new Error(JSON.stringify(result.error));
     };
     await settings(

@@ -20,9 +20,9 @@ describe("npm run registration (policy CLI)", () => {
       );
     });
   const changes = () =>
-    queryRows<{ setting: string; before_value: string; after_value: string; reason: string }>(
+    queryRows<{ setting: string; before_value: string; after_value: string; reason: string; source: string }>(
       testDb.handle.db,
-      sql`select setting, before_value, after_value, reason from registration_policy_changes order by changed_at`,
+      sql`select setting, before_value, after_value, reason, source from registration_policy_changes order by changed_at`,
     );
 
   beforeAll(async () => {
@@ -33,7 +33,7 @@ describe("npm run registration (policy CLI)", () => {
     await testDb.drop();
   });
 
-  it("opens, sets and pauses, printing before → after and recording the reason", async () => {
+  it("opens, sets and pauses, printing before → after and recording the reason and the channel (cli)", async () => {
     const opened = await run("open", "--reason", "local testing");
     expect(opened).toMatchObject({
       code: 0,
@@ -46,10 +46,22 @@ describe("npm run registration (policy CLI)", () => {
     const paused = await run("pause", "--reason", "incident 7");
     expect(paused.stdout).toContain("registration: paused: false → true");
     expect(await changes()).toEqual([
-      { setting: "paused", before_value: "true", after_value: "false", reason: "local testing" },
-      { setting: "perIpDaily", before_value: "3", after_value: "5", reason: "launch week" },
-      { setting: "networkDaily", before_value: "100", after_value: "200", reason: "launch week" },
-      { setting: "paused", before_value: "false", after_value: "true", reason: "incident 7" },
+      {
+        setting: "paused",
+        before_value: "true",
+        after_value: "false",
+        reason: "local testing",
+        source: "cli",
+      },
+      { setting: "perIpDaily", before_value: "3", after_value: "5", reason: "launch week", source: "cli" },
+      {
+        setting: "networkDaily",
+        before_value: "100",
+        after_value: "200",
+        reason: "launch week",
+        source: "cli",
+      },
+      { setting: "paused", before_value: "false", after_value: "true", reason: "incident 7", source: "cli" },
     ]);
   });
 

@@ -71,7 +71,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
       return 0;
     }
-    const result = await changeRegistrationSettings(database.db, { changes, reason });
+    const result = await changeRegistrationSettings(database.db, { changes, reason, source: "cli" });
     if (!result.ok) throw new Refusal(describe(result.error));
     if (result.value.changed.length === 0) process.stdout.write("registration: no change (already so)\n");
     for (const change of result.value.changed) {

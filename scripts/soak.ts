@@ -111,6 +111,7 @@ async function main(): Promise<number> {
       const opened = await changeRegistrationSettings(database.db, {
         changes: { paused: "false" },
         reason: "soak: registration under load",
+        source: "cli",
       });
       if (!opened.ok) throw new Error(`opening registration: ${opened.error.code}`);
       if (!agents) throw new Error("the stack started without provisioning the soak's agents");

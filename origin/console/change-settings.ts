@@ -18,6 +18,7 @@ export function changeSettingsHandler(deps: AppDeps): Handler<AppEnv> {
     const result = await changeRegistrationSettings(deps.database.db, {
       changes: body.changes,
       reason: body.reason,
+      source: "console",
     });
     if (!result.ok) throw refusal(result.error);
     c.set("logFields", { outcome: "settings_changed", changed: result.value.changed.length > 0 });

@@ -200,6 +200,8 @@ describe("operator console API", () => {
     for (let i = 1; i < chain.length; i++) expect(chain[i]!.before).toBe(chain[i - 1]!.after);
     expect(chain.map((change) => Number(change.after)).sort()).toEqual(values);
     for (const change of chain) expect(change.reason).toBe(`race ${change.after}`);
+    // Each change keeps the channel it came through (never a person: the credentials are shared).
+    for (const change of chain) expect(change.source).toBe("console");
     // What each request was told is what the audit kept, and the last after is the setting now.
     const told = answers.map((answer) => settingsChangeResponseSchema.parse(answer.body).changed[0]);
     expect(told.map((change) => `${change!.before}->${change!.after}`).sort()).toEqual(
@@ -363,6 +365,7 @@ describe("operator console API", () => {
       change: "grant",
       before: null,
       reason: "pre-restore test",
+      source: "cli",
     });
     expect(new Set(audit.changes.map((row) => row.kind))).toEqual(
       new Set(["funding_exception", "identity", "registration_setting"]),

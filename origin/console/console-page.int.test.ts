@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { Browser, Page } from "playwright-core";
+import { sql } from "drizzle-orm";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchBrowser } from "../../scripts/test/browser.ts";
 import { consoleSecrets } from "../../scripts/test/console-client.ts";
@@ -10,20 +11,25 @@ import { send } from "../../scripts/test/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
 import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import { queryRows } from "../db/client.ts";
 import { updateRegistrationPolicy } from "../registration/policy-repository.ts";
 
 // The operator console page in a real headless Chromium against the real origin (real Postgres):
 // an operator types the tokens, reads the counters and identities, changes a setting and sees it
-// audited, disables an agent (its next request is 401) and enables it again (200).
+// audited with its channel, disables an agent (its next request is 401) and enables it again (200),
+// each confirmation beside the form that caused it; read-only mode and a wrong change token are
+// said as what they are; on a phone, wide tables scroll inside their own box.
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
 const secrets = consoleSecrets();
 const SCREENSHOT = path.resolve(".test-artifacts/console.png");
+const PHONE_SCREENSHOT = path.resolve(".test-artifacts/console-phone.png");
 
 describe("the operator console page in a browser", () => {
   let testDb: TestDatabase;
   let origin: TestOrigin;
   let browser: Browser;
+  let context: BrowserContext;
   let agent: { token: string; agent_id: string; assigned_wallet: string };
 
   beforeAll(async () => {
@@ -51,6 +57,10 @@ describe("the operator console page in a browser", () => {
     expect(registered.status).toBe(201);
     agent = registered.body as typeof agent;
     browser = await launchBrowser();
+    // The packaged Chromium runs as a single process, which ends when a context closes: every
+    // test opens its pages in this one context, where one blank page stays open.
+    context = await browser.newContext();
+    await context.newPage();
   });
   afterAll(async () => {
     await browser?.close();
@@ -63,9 +73,29 @@ describe("the operator console page in a browser", () => {
       .status;
   const cell = (page: Page, section: string, key: string) =>
     page.locator(`#${section} dd[data-key="${key}"]`);
+  /** Whether the element lies wholly inside the visible part of the page. */
+  const inViewport = (page: Page, selector: string): Promise<boolean> =>
+    page.evaluate(
+      `(() => { const r = document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect();
+        return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight + 1; })()`,
+    ) as Promise<boolean>;
+  const signIn = async (page: Page, tokens: { admin: string; change: string }): Promise<void> => {
+    await page.goto(`${origin.base}/admin/agents`);
+    await page.fill("#admin-token", tokens.admin);
+    await page.fill("#change-token", tokens.change);
+    await page.click("#token-form button[type=submit]");
+    await page.locator("#console").waitFor({ state: "visible" });
+  };
+  const settingChanges = async (): Promise<number> =>
+    (
+      await queryRows<{ n: number }>(
+        testDb.handle.db,
+        sql`select count(*)::int as n from registration_policy_changes`,
+      )
+    )[0]!.n;
 
   it("reads, changes a setting with a reason, and disables and enables an agent", async () => {
-    const page = await browser.newPage();
+    const page = await context.newPage();
     const problems: string[] = [];
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
     page.on("console", (message) => {
@@ -99,7 +129,9 @@ describe("the operator console page in a browser", () => {
     await page.fill("#setting-value", "5");
     await page.fill("#setting-reason", "more room for the browser test");
     await page.click("#settings-form button[type=submit]");
-    await expect.poll(() => page.textContent("#message")).toBe("per_ip_daily: 3 → 5");
+    // The confirmation is said beside the form that caused it, where the operator is looking.
+    await expect.poll(() => page.textContent("#settings-form .form-message")).toBe("per_ip_daily: 3 → 5");
+    expect(await inViewport(page, "#settings-message")).toBe(true);
     const audited = page.locator("#audit tr", { hasText: "more room for the browser test" });
     expect(await audited.locator("td").allTextContents()).toEqual([
       expect.any(String),
@@ -109,7 +141,7 @@ describe("the operator console page in a browser", () => {
       "3",
       "5",
       "more room for the browser test",
-      "—",
+      "console",
     ]);
 
     // Disable: the agent's next request is refused; enable: it works again.
@@ -117,14 +149,19 @@ describe("the operator console page in a browser", () => {
     await page.click(`#identities button[data-agent="${agent.agent_id}"][data-action="disable"]`);
     await page.fill("#identity-reason", "suspicious traffic");
     await page.click("#identity-form button[type=submit]");
-    await expect.poll(() => page.textContent("#message")).toBe(`${agent.agent_id}: enabled → disabled`);
+    await expect
+      .poll(() => page.textContent("#identity-form .form-message"))
+      .toBe(`${agent.agent_id}: enabled → disabled`);
+    expect(await inViewport(page, "#identity-message")).toBe(true);
     expect(await agentStatus()).toBe(401);
     expect(await row.textContent()).toContain("disabled (operator: suspicious traffic)");
 
     await page.click(`#identities button[data-agent="${agent.agent_id}"][data-action="enable"]`);
     await page.fill("#identity-reason", "false alarm");
     await page.click("#identity-form button[type=submit]");
-    await expect.poll(() => page.textContent("#message")).toBe(`${agent.agent_id}: disabled → enabled`);
+    await expect
+      .poll(() => page.textContent("#identity-form .form-message"))
+      .toBe(`${agent.agent_id}: disabled → enabled`);
     expect(await agentStatus()).toBe(200);
     expect(await page.locator("#audit tr", { hasText: "false alarm" }).textContent()).toContain("console");
 
@@ -135,6 +172,81 @@ describe("the operator console page in a browser", () => {
     // Nothing was refused by the CSP or failed in the script; nothing was fetched elsewhere.
     expect(problems).toEqual([]);
     expect(pageRequests.every((url) => url.startsWith(`${origin.url}/`))).toBe(true);
+    await page.close();
+  });
+
+  it("opened with the read token only, says it is read only beside each change form and sends no change", async () => {
+    const page = await context.newPage();
+    const posts: string[] = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST") posts.push(request.url());
+    });
+    await signIn(page, { admin: secrets.adminToken, change: "" });
+    const before = await settingChanges();
+    for (const form of ["settings", "identity"]) {
+      const note = await page.textContent(`#${form}-message`);
+      expect(note, form).toContain("Read only: the console was opened without the registration admin token");
+      expect(await page.isDisabled(`#${form}-form button[type=submit]`), form).toBe(true);
+    }
+    // Enter in a field cannot send it either (the form's only submit button is disabled).
+    await page.selectOption("#setting-name", "per_ip_daily");
+    await page.fill("#setting-value", "7");
+    await page.fill("#setting-reason", "read-only attempt");
+    await page.press("#setting-reason", "Enter");
+    await page.waitForTimeout(300);
+    expect(posts).toEqual([]);
+    expect(await settingChanges()).toBe(before);
+    expect(await page.textContent("body")).not.toContain("Authentication failed");
+    await page.close();
+  });
+
+  it("a wrong registration admin token is told as that token refused, beside the form, and changes nothing", async () => {
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: "x".repeat(64) });
+    const before = await settingChanges();
+    await page.selectOption("#setting-name", "per_ip_daily");
+    await page.fill("#setting-value", "8");
+    await page.fill("#setting-reason", "wrong change token");
+    await page.click("#settings-form button[type=submit]");
+    await expect
+      .poll(() => page.textContent("#settings-message"))
+      .toBe(
+        "The registration admin token was refused: nothing changed. Forget the tokens and open the console again with the right one.",
+      );
+    // The read token was right: the console stays open.
+    expect(await page.isVisible("#console")).toBe(true);
+    expect(await settingChanges()).toBe(before);
+    await page.close();
+  });
+
+  it("on a phone the page never scrolls sideways: each wide table scrolls inside its own box", async () => {
+    const page = await context.newPage();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await page.locator("#identities table").waitFor();
+    const widths = (await page.evaluate(`(() => ({
+      page: document.documentElement.scrollWidth,
+      viewport: window.innerWidth,
+      boxes: [...document.querySelectorAll(".table-scroll")].map((box) => ({
+        id: box.parentElement.id,
+        client: box.clientWidth,
+        scroll: box.scrollWidth,
+        right: box.getBoundingClientRect().right,
+      })),
+    }))()`)) as {
+      page: number;
+      viewport: number;
+      boxes: { id: string; client: number; scroll: number; right: number }[];
+    };
+    expect(widths.page).toBeLessThanOrEqual(widths.viewport);
+    // Every table lies in a box within the screen, and the identities table (wallets and ids) is
+    // wider than a phone: it scrolls inside its box.
+    expect(widths.boxes.length).toBeGreaterThan(5);
+    for (const box of widths.boxes) expect(box.right, box.id).toBeLessThanOrEqual(widths.viewport);
+    const identities = widths.boxes.find((box) => box.id === "identities")!;
+    expect(identities.scroll).toBeGreaterThan(identities.client);
+    await mkdir(path.dirname(PHONE_SCREENSHOT), { recursive: true });
+    await page.screenshot({ path: PHONE_SCREENSHOT, fullPage: true });
     await page.close();
   });
 });

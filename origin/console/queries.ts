@@ -225,7 +225,7 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
   }>(
     db,
     sql`(select 'registration_setting' as kind, setting as subject, 'set' as change,
-                before_value as before, after_value as after, reason, null::text as source,
+                before_value as before, after_value as after, reason, source,
                 changed_at as at
          from registration_policy_changes order by changed_at desc limit ${limit})
         union all
@@ -234,7 +234,8 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
                 case when after_enabled then 'enabled' else 'disabled' end, reason, source, changed_at
          from identity_changes order by changed_at desc limit ${limit})
         union all
-        (select 'funding_exception', exception_id::text, change, before::text, after::text, reason, null,
+        -- Funding exceptions have one channel, the funding CLI: the console cannot grant them.
+        (select 'funding_exception', exception_id::text, change, before::text, after::text, reason, 'cli',
                 changed_at
          from funding_exception_changes order by changed_at desc limit ${limit})
         order by at desc limit ${limit}`,

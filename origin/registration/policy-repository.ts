@@ -32,9 +32,14 @@ export async function getRegistrationPolicy(db: Db): Promise<RegistrationPolicy>
   return policy;
 }
 
+/** The channel a change came through, never a person (the credentials are shared). */
+export type ChangeSource = "console" | "cli";
+
 export type UpdateRegistrationPolicyParams = {
   changes: Partial<Omit<RegistrationPolicy, "updatedAt">>;
   reason: string;
+  /** Unset only for setup that writes the policy directly (tests, benches): recorded as unknown. */
+  source?: ChangeSource;
 };
 
 export type PolicyChange = { setting: PolicySetting; before: string; after: string };
@@ -69,6 +74,7 @@ export async function updateRegistrationPolicy(
         beforeValue: change.before,
         afterValue: change.after,
         reason: params.reason,
+        source: params.source ?? null,
         // now() is the transaction's start; the change happens after the lock is granted.
         changedAt: sql`clock_timestamp()`,
       })),

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
 import {
+  type ChangeSource,
   getRegistrationPolicy,
   type PolicySetting,
   type RegistrationPolicy,
@@ -85,6 +86,8 @@ export type ChangeSettingsParams = {
   /** Setting name → value, as the operator sent them; every one is checked before anything changes. */
   changes: Record<string, unknown>;
   reason: string;
+  /** Recorded with each change, so the audit shows whether the console or the CLI made it. */
+  source: ChangeSource;
 };
 
 /**
@@ -108,6 +111,7 @@ export async function changeRegistrationSettings(
   const result = await updateRegistrationPolicy(db, {
     changes: changes as Parameters<typeof updateRegistrationPolicy>[1]["changes"],
     reason: params.reason,
+    source: params.source,
   });
   const byKey = new Map(NAMES.map((name) => [REGISTRATION_SETTINGS[name].key as string, name]));
   return {

@@ -1,4 +1,4 @@
-// The operator console page (issue 16). Plain JavaScript served as it is: no build step, no
+// The operator console page. Plain JavaScript served as it is: no build step, no
 // external asset, no inline script (the page's Content-Security-Policy allows only this file).
 // The tokens live in the `tokens` object below and nowhere else: not in storage, cookies or the
 // address. Everything shown is built with textContent, never parsed as HTML.
@@ -22,13 +22,19 @@
     return node;
   }
 
+  // Each table scrolls sideways inside its own box, so on a phone a wide table (wallets, hashes)
+  // never widens the page itself.
   function table(headers, rows, empty) {
     if (rows.length === 0) return el("p", { class: "muted" }, empty || "none");
     return el(
-      "table",
-      {},
-      el("thead", {}, el("tr", {}, ...headers.map((header) => el("th", {}, header)))),
-      el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((cell) => el("td", {}, cell))))),
+      "div",
+      { class: "table-scroll" },
+      el(
+        "table",
+        {},
+        el("thead", {}, el("tr", {}, ...headers.map((header) => el("th", {}, header)))),
+        el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((cell) => el("td", {}, cell))))),
+      ),
     );
   }
 
@@ -42,10 +48,32 @@
     $(target).replaceChildren(node);
   }
 
-  function say(text, kind) {
-    const message = $("message");
+  // A form's outcome is said beside that form (the page is long: a line at its top would be out of
+  // sight); sign-in and the tokens' state are said at the top, where the sign-in form is.
+  function say(text, kind, target) {
+    const message = $(target || "message");
     message.textContent = text;
-    message.className = kind || "";
+    message.className = `${target ? "form-message " : ""}${kind || ""}`;
+    if (target) message.scrollIntoView({ block: "nearest" });
+  }
+
+  const CHANGE_FORMS = [
+    ["settings-form", "settings-message"],
+    ["identity-form", "identity-message"],
+  ];
+  const READ_ONLY =
+    "Read only: the console was opened without the registration admin token, so nothing can be changed here. " +
+    "Forget the tokens and open it again with both to make changes.";
+
+  // Opened without the change token, the change forms say so and cannot be sent, instead of
+  // letting the server refuse the change as a failed authentication.
+  function showMode() {
+    for (const [form, message] of CHANGE_FORMS) {
+      for (const button of $(form).querySelectorAll("button[type=submit]")) button.disabled = !tokens.change;
+      $(form).classList.toggle("read-only", !tokens.change);
+      $(message).textContent = tokens.change ? "" : READ_ONLY;
+      $(message).className = tokens.change ? "form-message" : "form-message note";
+    }
   }
 
   class ApiError extends Error {
@@ -78,6 +106,9 @@
 
   function explain(error) {
     if (!(error instanceof ApiError)) return `The console API did not answer: ${error.message}`;
+    // A change is refused for its change token only: the read token was accepted a moment ago.
+    if (error.status === 401 && error.method === "POST")
+      return "The registration admin token was refused: nothing changed. Forget the tokens and open the console again with the right one.";
     if (error.status === 401) return "Authentication failed: check the tokens.";
     if (error.status === 429)
       return `Too many failed attempts from this address; retry in ${error.body?.error?.retry_after ?? 60} s.`;
@@ -295,7 +326,7 @@
     say(text, kind);
   }
 
-  async function guarded(work) {
+  async function guarded(work, target) {
     try {
       await work();
     } catch (error) {
@@ -303,7 +334,7 @@
       // refused for its token leaves the console open (the read token is right).
       if (error instanceof ApiError && error.status === 401 && error.method === "GET")
         forget(explain(error), "error");
-      else say(explain(error), "error");
+      else say(explain(error), "error", target);
     }
   }
 
@@ -318,6 +349,7 @@
       await refresh();
       $("login").hidden = true;
       $("console").hidden = false;
+      showMode();
       say(tokens.change ? "Signed in: reading and changes." : "Signed in: reading only.", "ok");
     });
   });
@@ -332,6 +364,7 @@
     // Numbers and booleans as JSON; anything else is sent as typed and refused by the server.
     const value =
       text === "true" ? true : text === "false" ? false : /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text;
+    if (!tokens.change) return say(READ_ONLY, "error", "settings-message");
     guarded(async () => {
       const result = await api("/registration/settings", {
         body: { changes: { [name]: value }, reason: $("setting-reason").value },
@@ -346,14 +379,16 @@
               .map((change) => `${change.setting}: ${change.before} → ${change.after}`)
               .join("; "),
         "ok",
+        "settings-message",
       );
-    });
+    }, "settings-message");
   });
 
   $("identity-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const agentId = $("identity-agent").value.trim();
     const action = $("identity-action").value;
+    if (!tokens.change) return say(READ_ONLY, "error", "identity-message");
     guarded(async () => {
       const result = await api("/registration/identity", {
         body: { agent_id: agentId, action, reason: $("identity-reason").value },
@@ -365,7 +400,8 @@
           ? `${agentId}: ${result.before.enabled ? "enabled" : "disabled"} → ${result.after.enabled ? "enabled" : "disabled"}`
           : `${agentId} was already ${result.after.enabled ? "enabled" : "disabled"}: nothing changed.`,
         "ok",
+        "identity-message",
       );
-    });
+    }, "identity-message");
   });
 })();

@@ -45,9 +45,18 @@ export const registrationPolicyChanges = pgTable(
     beforeValue: text("before_value").notNull(),
     afterValue: text("after_value").notNull(),
     reason: text("reason").notNull(),
+    /**
+     * The channel the change came through (console or CLI), never a person: the credentials are
+     * shared. Null for changes recorded before the channel was kept, and for test and bench setup
+     * that writes the policy directly.
+     */
+    source: text("source"),
     changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [check("registration_policy_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`)],
+  (t) => [
+    check("registration_policy_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    check("registration_policy_changes_source_enum", sql`${t.source} IN ('console','cli')`),
+  ],
 );
 
 /** Successful registrations per UTC day and IP group; ip_group '*' is the network-wide row. */

@@ -1,0 +1,2 @@
+ALTER TABLE "registration_policy_changes" ADD COLUMN "source" text;--> statement-breakpoint
+ALTER TABLE "registration_policy_changes" ADD CONSTRAINT "registration_policy_changes_source_enum" CHECK ("registration_policy_changes"."source" IN ('console','cli'));
