@@ -265,43 +265,68 @@ describe("identity sweep (SPEC 'Identity enabled flag (sweep)')", () => {
         liveIdentityEnabled: true,
       });
       await sweep(client);
+      await sweep(client);
       await client.close();
     } finally {
       await enclave.start();
     }
     expect(await row(identity.agentId)).toMatchObject({ enabled: true });
-    expect((await findings(identity.agentId)).map((finding) => finding.class)).toEqual(["terminal_wire"]);
+    // A finding on every tick, not once: the identity stays due until a proof succeeds.
+    expect((await findings(identity.agentId)).map((finding) => finding.class)).toEqual([
+      "terminal_wire",
+      "terminal_wire",
+    ]);
   });
 
-  it("terminal_config, terminal_agent and terminal_malformed (fake enclave): findings, wallet intact", async () => {
+  it("terminal_config, terminal_agent and terminal_malformed (fake enclave): a finding every tick, wallet intact", async () => {
     const identity = await seededIdentity();
-    await withFake(
-      () => ({ error: { code: "not_configured", reason: "policy is not sealed" } }),
-      async (signer) => {
-        await sweep(signer);
-      },
-    );
-    await withFake(
-      () => ({ error: { code: "cap_exceeded", reason: "rate of proofs exceeded" } }),
-      async (signer) => {
-        await sweep(signer);
-      },
-    );
-    await withFake(
-      () => ({ result: { key_ref: "not hex", chain_id: "seventy-seven" } }),
-      async (signer) => {
-        await sweep(signer);
-      },
-    );
-    expect(await row(identity.agentId)).toMatchObject({ enabled: true });
+    const twoTicks = async (signer: SignerClient): Promise<void> => {
+      await sweep(signer);
+      await sweep(signer);
+    };
+    await withFake(() => ({ error: { code: "not_configured", reason: "policy is not sealed" } }), twoTicks);
+    await withFake(() => ({ error: { code: "cap_exceeded", reason: "rate of proofs exceeded" } }), twoTicks);
+    await withFake(() => ({ result: { key_ref: "not hex", chain_id: "seventy-seven" } }), twoTicks);
+    expect(await row(identity.agentId)).toMatchObject({ enabled: true, last_verified_at: null });
     expect(await findings(identity.agentId)).toEqual([
       { class: "terminal_config", code: "not_configured" },
+      { class: "terminal_config", code: "not_configured" },
       { class: "terminal_agent", code: "cap_exceeded" },
+      { class: "terminal_agent", code: "cap_exceeded" },
+      { class: "terminal_malformed", code: "malformed_reply" },
       { class: "terminal_malformed", code: "malformed_reply" },
     ]);
   });
 
-  it("terminal_unknown: in dormant mode every identity gets a finding and keeps its wallet", async () => {
+  it("terminal_unknown: a proof that throws is a finding for that identity alone; the tick goes on to the rest", async () => {
+    const failing = await enclaveIdentity();
+    const healthy = await enclaveIdentity();
+    // A fake for a fault the real client cannot be made to produce: its call throws (a bug, say)
+    // for one key, instead of answering a failure. Everything else is the live enclave's.
+    const throwing = new Proxy(live, {
+      get(target, property, receiver) {
+        if (property === "publicIdentity") {
+          return async (params: { keyRef: string }) => {
+            if (params.keyRef === failing.keyRef) throw new TypeError("cannot read properties of undefined");
+            return target.publicIdentity(params);
+          };
+        }
+        const value = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    }) as SignerClient;
+    expect(await sweep(throwing)).toEqual({ checked: 2, verified: 1, disabled: 0, findings: 1 });
+    expect(await sweep(throwing)).toEqual({ checked: 1, verified: 0, disabled: 0, findings: 1 });
+    expect(await row(failing.agentId)).toMatchObject({ enabled: true, last_verified_at: null });
+    expect(await findings(failing.agentId)).toEqual([
+      { class: "terminal_unknown", code: "unexpected_error" },
+      { class: "terminal_unknown", code: "unexpected_error" },
+    ]);
+    expect((await row(healthy.agentId)).last_verified_at).not.toBeNull();
+    expect(await findings(healthy.agentId)).toEqual([]);
+  });
+
+  it("terminal_unknown: in dormant mode every identity gets a finding every tick and keeps its wallet", async () => {
     const first = await enclaveIdentity();
     const second = await enclaveIdentity();
     const dormant = createSignerClient({
@@ -309,10 +334,12 @@ describe("identity sweep (SPEC 'Identity enabled flag (sweep)')", () => {
       liveIdentityEnabled: false,
     });
     expect(await sweep(dormant)).toMatchObject({ checked: 2, disabled: 0, findings: 2 });
+    expect(await sweep(dormant)).toMatchObject({ checked: 2, disabled: 0, findings: 2 });
     await dormant.close();
     for (const identity of [first, second]) {
       expect(await row(identity.agentId)).toMatchObject({ enabled: true });
       expect(await findings(identity.agentId)).toEqual([
+        { class: "terminal_unknown", code: "agent_signer_protocol_unavailable" },
         { class: "terminal_unknown", code: "agent_signer_protocol_unavailable" },
       ]);
     }

@@ -48,7 +48,7 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
       deps.signer,
       { keyRef: identity.keyRef, assignedWallet: identity.assignedWallet as `0x${string}` },
       { chainId: params.chainId ?? CHAIN_ID, envId: params.envId },
-    );
+    ).catch(unexpected);
     report.checked++;
     const applied = await applyOutcome(deps.db, identity.agentId, outcome);
     if (outcome.verified) report.verified++;
@@ -62,6 +62,21 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
     }
   }
   return report;
+}
+
+/**
+ * SPEC: an unexpected raise or throw is a `terminal_unknown` finding with the wallet intact, for
+ * this identity alone: the rest of the tick goes on. The message is kept; no stack, which could
+ * carry request data.
+ */
+function unexpected(error: unknown): ProofOutcome {
+  const message = error instanceof Error ? error.message : String(error);
+  return {
+    verified: false,
+    class: "terminal_unknown",
+    code: "unexpected_error",
+    detail: message.slice(0, 500),
+  };
 }
 
 /** Writes what one outcome means; a destructive repeat on a disabled identity changes nothing. */
