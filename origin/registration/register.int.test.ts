@@ -173,19 +173,21 @@ describe("POST {base}/agent/v1/register at the origin", () => {
     expect(stored[0]!.text).not.toContain(ip);
   });
 
-  it("never logs the token, its secret or the client address", async () => {
+  it("never logs the response (token, its secret, agent id, wallet) or the client address", async () => {
     await open();
     const ip = publicIp();
     logLines.length = 0;
     const response = await register(origin, ip);
     expect(response.status).toBe(201);
-    const token = (response.body as Created).token;
+    const { token, agent_id: agentId, assigned_wallet: wallet } = response.body as Created;
     const text = logLines.join("\n");
     expect(text).toContain('"route":"/77/agent/v1/register"');
     expect(text).toContain('"outcome":"issued"');
     expect(text).not.toContain(token);
     expect(text).not.toContain(token.split("_")[2]);
     expect(text).not.toContain(ip);
+    expect(text).not.toContain(agentId);
+    expect(text.toLowerCase()).not.toContain(wallet.toLowerCase());
   });
 
   describe("ingress refusals: 403, no key, no counter", () => {

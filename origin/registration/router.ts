@@ -61,7 +61,8 @@ export function createRegistrationRouter(
   });
 
   router.post("/", async (c) => {
-    // The outcome goes on the request's one log line (request-context.ts); never the token or the address.
+    // The outcome goes on the request's one log line (request-context.ts); nothing of the response
+    // (token, agent id, wallet) and never the client address.
     const log = (outcome: string, fields: Record<string, string | boolean> = {}): void =>
       c.set("logFields", { outcome, ...fields });
 
@@ -138,7 +139,8 @@ export function createRegistrationRouter(
       log("refused", { stage: "issuance", refusal: refusalName(issued.refusal), admitted: true });
       throw refusalError(issued.refusal, clock.now());
     }
-    log("issued", { stage: "issuance", agent_id: issued.value.agentId, admitted: true });
+    // SPEC: the response is not logged, and the new agent id is part of it.
+    log("issued", { stage: "issuance", admitted: true });
     return c.json(
       {
         token: issued.value.token,
