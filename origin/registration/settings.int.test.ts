@@ -21,6 +21,7 @@ describe("registration settings service", () => {
         const result = await changeRegistrationSettings(testDb.handle.db, {
           changes: { [name]: value },
           reason: "range",
+          source: "cli",
         });
         expect(result.ok, `${name}=${value}`).toBe(true);
       }
@@ -41,7 +42,7 @@ describe("registration settings service", () => {
     [{}, "range", "no_change_requested"],
   ])("refuses %j (reason %j) with %s, changing nothing", async (changes, reason, code) => {
     const before = await getRegistrationPolicy(testDb.handle.db);
-    const result = await changeRegistrationSettings(testDb.handle.db, { changes, reason });
+    const result = await changeRegistrationSettings(testDb.handle.db, { changes, reason, source: "cli" });
     expect(result.ok ? "accepted" : result.error.code).toBe(code);
     expect(await getRegistrationPolicy(testDb.handle.db)).toEqual(before);
   });

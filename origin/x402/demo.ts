@@ -4,8 +4,8 @@
  * through the in-process facilitator (the settle batch reads the payment's facts on chain, the
  * last checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once
  * the settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the
- * reason; after a settle (pending, failed, or an earlier presentation) PAYMENT-RESPONSE carries
- * its outcome, naming the original transaction. A paid retry past the client's window
+ * reason; after a settle (refused on the chain's facts, pending, failed, or an earlier
+ * presentation) PAYMENT-RESPONSE carries its outcome, naming the original transaction if any. A paid retry past the client's window
  * (client-limit.ts) is 429 with the quote, `error` rate_limited, and Retry-After.
  */
 import type { Context } from "hono";
@@ -68,9 +68,10 @@ export function createDemoRouter({
       requirement: envelope.accepted,
       payload: envelope.raw.payload,
     });
-    if (outcome.kind === "invalid") return refuse(outcome.response.errorReason);
-    // A payment presented again (`duplicate`) names the original transaction (DESIGN §7), settled
-    // or pending, so a client can reconcile instead of paying again.
+    // Every settle that did not pay reports its outcome in PAYMENT-RESPONSE (SPEC "x402 surfaces"):
+    // refused on the chain's facts (balance, nonce; no transaction), pending or failed, or a
+    // payment presented again (`duplicate`), which names the original transaction, settled or
+    // pending, so a client can reconcile instead of paying again.
     if (outcome.kind !== "settled") return refuse(outcome.response.errorReason, outcome.response);
     return paid(c, outcome.response);
   });

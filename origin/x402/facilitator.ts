@@ -3,7 +3,9 @@
  * `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient reads. It is the
  * same verify and settle code the demo uses. Failures are data with HTTP 200, as the reference
  * facilitator answers them; a body that is not JSON is 400; a client past its window
- * (client-limit.ts) is 429 with Retry-After, in the same shapes.
+ * (client-limit.ts) is 429 with Retry-After, in the same shapes. The body's own `x402Version`
+ * must be 2, as the envelope's must: a body of another version (or none) is of a protocol this
+ * facilitator does not speak, whatever its payload says.
  */
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
@@ -66,6 +68,15 @@ export function createFacilitatorRouter(
     const request = fieldsOf(body);
     const envelope = parseEnvelope(request.paymentPayload);
     if (!envelope.ok) return { result: { ok: false, reason: envelope.reason, payer: envelope.payer } };
+    if (request.x402Version !== X402_VERSION) {
+      return {
+        result: {
+          ok: false,
+          reason: X402_REASONS.invalidX402Version,
+          payer: envelope.value.authorization.from,
+        },
+      };
+    }
     const given = request.paymentRequirements;
     if (typeof given !== "object" || given === null) {
       return {
@@ -108,10 +119,10 @@ export function createFacilitatorRouter(
     if (body === undefined) {
       return c.json(failed(X402_REASONS.invalidPayloadJson, ""), 400);
     }
-    const envelope = parseEnvelope(fieldsOf(body).paymentPayload);
-    if (!envelope.ok) return c.json(failed(envelope.reason, envelope.payer ?? ""));
-    const { result } = await check(body, "settle");
-    if (!result.ok) return c.json(failed(result.reason, result.payer ?? ""));
+    const { result, envelope } = await check(body, "settle");
+    if (!result.ok || !envelope?.ok) {
+      return c.json(failed(result.ok ? X402_REASONS.invalidPayload : result.reason, result.payer ?? ""));
+    }
     // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
     // settlement (its transaction), never signed again.
     const outcome = await runtime.settler.settle({

@@ -196,6 +196,26 @@ describe("GET /x402/demo", () => {
     expect(nonces.at(-1)! - nonces[0]!).toBe(7);
   });
 
+  it("a settle the chain's facts refuse (balance short, nonce used elsewhere): 402 with PAYMENT-RESPONSE naming the reason, no transaction", async () => {
+    const short = header(await envelope(await fundedPayer(9_999n)));
+    const spent = await envelope(await fundedPayer());
+    await settleElsewhere(spent.payload as { signature: Hex; authorization: Record<string, string> });
+    for (const [signature, reason] of [
+      [short, X402_REASONS.insufficientBalance],
+      [header(spent), X402_REASONS.nonceUsed],
+    ] as const) {
+      const answer = await pay(signature);
+      expect(answer.status, reason).toBe(402);
+      expect(answer.body.error, reason).toBe(reason);
+      expect(answer.response, reason).toMatchObject({
+        success: false,
+        errorReason: reason,
+        transaction: "",
+        network: "eip155:77",
+      });
+    }
+  });
+
   it("a signature whose v is 0 or 1 settles with receipt 0x1: the enclave's calldata carries it as 27 or 28", async () => {
     for (const parity of ["00", "01"]) {
       let payload = await envelope(await fundedPayer());
@@ -436,6 +456,37 @@ describe("facilitator", () => {
     expect(reverify).toMatchObject({ invalidReason: X402_REASONS.nonceUsed });
   });
 
+  it('refuses a body whose own x402Version is not 2 (1, absent, the string "2"): verify invalid, settle settles nothing', async () => {
+    const payload = await envelope(await fundedPayer());
+    const call = async (path: string, version: unknown) => {
+      const body: Record<string, unknown> = {
+        paymentPayload: payload,
+        paymentRequirements: payload.accepted,
+      };
+      if (version !== undefined) body.x402Version = version;
+      const response = await fetch(`${stack.origin.base}/x402/facilitator/${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    const settlementsBefore = await countSettlements();
+    for (const version of [1, undefined, "2"]) {
+      expect(await call("verify", version), String(version)).toEqual({
+        status: 200,
+        body: { isValid: false, invalidReason: X402_REASONS.invalidX402Version, payer: expect.any(String) },
+      });
+      expect(await call("settle", version), String(version)).toMatchObject({
+        status: 200,
+        body: { success: false, errorReason: X402_REASONS.invalidX402Version, transaction: "" },
+      });
+    }
+    expect(await countSettlements()).toBe(settlementsBefore);
+    // The same payment under version 2 is valid: only the version was refused.
+    expect((await call("verify", 2)).body).toMatchObject({ isValid: true });
+  });
+
   it("refuses a body over 64 KiB with 413 in its own shape, before reading it whole", async () => {
     for (const path of ["verify", "settle"]) {
       const response = await fetch(`${stack.origin.base}/x402/facilitator/${path}`, {
@@ -465,6 +516,27 @@ describe("facilitator", () => {
         expect(await response.json(), `${path} ${body}`).toMatchObject(failure);
       }
     }
+  });
+});
+
+describe("with AGENT_X402_ENABLED off", () => {
+  it("every x402 route is 404 (the demo, the facilitator, authorize), amount and payTo still configured", async () => {
+    const off = await stack.startOrigin({ AGENT_X402_ENABLED: "false" });
+    const agent = await stack.newAgent();
+    const answers = await Promise.all([
+      fetch(`${off.base}/x402/demo`),
+      fetch(`${off.base}/x402/facilitator/supported`),
+      fetch(`${off.base}/x402/facilitator/verify`, { method: "POST", body: "{}" }),
+      fetch(`${off.base}/x402/facilitator/settle`, { method: "POST", body: "{}" }),
+      fetch(`${off.base}/agent/v1/x402/authorize`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ payment_required: await quote(), nonce: `0x${"11".repeat(32)}` }),
+      }),
+    ]);
+    expect(answers.map((answer) => answer.status)).toEqual([404, 404, 404, 404, 404]);
+    // The same routes on the stack's own origin (switch on) answer: the switch is what closed them.
+    expect((await fetch(`${stack.origin.base}/x402/facilitator/supported`)).status).toBe(200);
   });
 });
 
