@@ -71,6 +71,110 @@ describe("faucet and funding gate (real stack)", () => {
     expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
   });
 
+  it("a repeat with the same idempotency key answers the same action and pays once", async () => {
+    const agent = await stack.newAgent();
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const key = newKey();
+    const first = await calls.faucet(key);
+    expect(isAccepted(first), JSON.stringify(first.body)).toBe(true);
+    const actionId = (first.body as ActionView).action_id;
+    expect((await calls.settled(actionId)).status).toBe("confirmed");
+    // Within the cooldown: a new key would be 429; the same key is the same request, answered.
+    const repeat = await calls.faucet(key);
+    expect(repeat.status, JSON.stringify(repeat.body)).toBe(200);
+    expect(repeat.body).toMatchObject({ action_id: actionId, kind: "faucet", status: "confirmed" });
+    const concurrent = await Promise.all(Array.from({ length: 5 }, () => calls.faucet(key)));
+    for (const answer of concurrent) expect((answer.body as ActionView).action_id).toBe(actionId);
+    expect(await payouts(agent.agentId)).toBe(1);
+    expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+  });
+
+  describe("the node's own payout terms (sealed with the treasury as the node has them)", () => {
+    /** Seals the treasury's terms, starts an origin with the same ones, runs `body`, restores both. */
+    const withTerms = async (
+      terms: { payoutUnits: bigint; cooldownMs: number; dailyLimitUnits: bigint; budgetUnits?: bigint },
+      body: (base: string) => Promise<void>,
+    ): Promise<void> => {
+      const seal = (change: Partial<typeof terms>) =>
+        stack.signer.configureTreasury(
+          {
+            budgetUnits: 1_000_000_000n,
+            payoutUnits: 1_000_000n,
+            cooldownMs: 60_000,
+            dailyLimitUnits: 5_000_000n,
+            ...change,
+          },
+          stack.authorities.policy,
+        );
+      expect((await seal(terms)).ok).toBe(true);
+      try {
+        const origin = await stack.startOrigin({
+          AGENT_FAUCET_PAYOUT_AMOUNT: String(terms.payoutUnits),
+          AGENT_FAUCET_COOLDOWN_MS: String(terms.cooldownMs),
+          AGENT_FAUCET_DAILY_LIMIT: String(terms.dailyLimitUnits),
+        });
+        await body(origin.base);
+      } finally {
+        expect((await seal({})).ok).toBe(true);
+      }
+    };
+
+    it("AGENT_FAUCET_DAILY_LIMIT: past the agent's units for the UTC day, 429 faucet_daily_limit until the next day, nothing paid", async () => {
+      await withTerms(
+        { payoutUnits: 1_000_000n, cooldownMs: 0, dailyLimitUnits: 2_000_000n },
+        async (base) => {
+          const agent = await stack.newAgent();
+          const calls = agentCalls(base, agent.token);
+          for (let i = 0; i < 2; i++) {
+            const paid = await calls.faucet();
+            expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+            expect((await calls.settled((paid.body as ActionView).action_id)).status).toBe("confirmed");
+          }
+          const refused = await calls.faucet();
+          expect(refused.status).toBe(429);
+          const now = new Date();
+          const nextDay = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+          const retryAfter = Number(refused.headers["retry-after"]);
+          expect(Math.abs(retryAfter - (nextDay - now.getTime()) / 1000)).toBeLessThan(5);
+          // Refused by this node's own limit, before anything reaches the enclave.
+          expect(refused.body).toMatchObject({
+            error: {
+              code: "faucet_daily_limit",
+              retry_after: retryAfter,
+              message: "today's faucet payouts would exceed 2000000 units (the day is UTC)",
+            },
+          });
+          expect(await payouts(agent.agentId)).toBe(2);
+          expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
+        },
+      );
+    });
+
+    it("a treasury that cannot pay the payout: 403 funding_gate_closed treasury_low, nothing signed", async () => {
+      // The treasury holds 1000 USDC (less what earlier payouts took); the payout is 2000.
+      const payoutUnits = 2_000_000_000n;
+      await withTerms(
+        { payoutUnits, cooldownMs: 60_000, dailyLimitUnits: payoutUnits, budgetUnits: 10_000_000_000n },
+        async (base) => {
+          const agent = await stack.newAgent();
+          const treasuryBefore = await chain.getBalance({ address: stack.treasury });
+          expect(treasuryBefore).toBeLessThan(payoutUnits * WEI_PER_UNIT);
+          const refused = await agentCalls(base, agent.token).faucet();
+          expect(refused.status).toBe(403);
+          expect(refused.body).toMatchObject({
+            error: {
+              code: "funding_gate_closed",
+              reason: "treasury_low",
+              message: "the faucet treasury cannot pay out now",
+            },
+          });
+          expect(await payouts(agent.agentId)).toBe(0);
+          expect(await chain.getBalance({ address: stack.treasury })).toBe(treasuryBefore);
+        },
+      );
+    });
+  });
+
   it("refuses a read-only token (403) and is 404 with the faucet switch off", async () => {
     const reader = await stack.newAgent({ capabilities: ["read", "transfer"] });
     const denied = await agentCalls(stack.origin.base, reader.token).faucet();
@@ -270,6 +374,30 @@ describe("faucet and funding gate (real stack)", () => {
       expect(isAccepted(large), JSON.stringify(large.body)).toBe(true);
       expect((await calls.settled((large.body as ActionView).action_id)).status).toBe("confirmed");
       expect(await chain.getBalance({ address: to })).toBe(1_500_000n * WEI_PER_UNIT);
+    });
+
+    it("refuses a wallet whose key batch has no verified backup (batch_not_backed_up), for the faucet and for transfers", async () => {
+      const agent = await stack.newAgent({ units: 2_000_000n });
+      // The batch as the refill leaves it between writing the backup and verifying it.
+      await stack.db.handle.db.execute(
+        sql`update key_batches set status = 'backup_written' where batch_id = ${agent.batchId}`,
+      );
+      const calls = agentCalls(stack.origin.base, agent.token);
+      const faucet = await calls.faucet();
+      expect(faucet.status).toBe(403);
+      expect(faucet.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "batch_not_backed_up" },
+      });
+      const transfer = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1",
+      });
+      expect(transfer.status).toBe(403);
+      expect(transfer.body).toMatchObject({
+        error: { code: "funding_gate_closed", reason: "batch_not_backed_up" },
+      });
+      expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
     });
 
     it("refuses a wallet whose identity the enclave has not proven yet", async () => {
