@@ -5,6 +5,8 @@ import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { findIdentityByTokenId } from "../auth/identity-repository.ts";
 import { parseBearerHeader, secretMatches } from "../auth/token.ts";
 import { queryRows } from "../db/client.ts";
+import { setIdentityEnabled } from "../identity/identity-admin.ts";
+import { applyOutcome } from "../identity/sweep.ts";
 import { provisionIdentity } from "./provision.ts";
 
 describe("provisionIdentity", () => {
@@ -115,6 +117,47 @@ describe("provisionIdentity", () => {
     // Once the locks are gone the same call succeeds.
     const after = await provisionIdentity(db, { capabilities: ["read"], origin: "public" });
     expect(after.ok).toBe(true);
+  });
+
+  it("never hands out again the key of an identity disabled by the operator or by the sweep", async () => {
+    const db = testDb.handle.db;
+    await seedFreeKeys(db, 3);
+    const provision = () => provisionIdentity(db, { capabilities: ["read"], origin: "operator" });
+    const [byOperator, bySweep] = [await provision(), await provision()];
+    if (!byOperator.ok || !bySweep.ok) throw new Error("provisioning failed");
+    const disabled = await setIdentityEnabled(db, {
+      agentId: byOperator.value.agentId,
+      enabled: false,
+      reason: "suspicious traffic",
+      source: "console",
+    });
+    expect(disabled.ok).toBe(true);
+    expect(
+      await applyOutcome(db, bySweep.value.agentId, {
+        verified: false,
+        class: "destructive",
+        code: "wallet_mismatch",
+        detail: "test",
+      }),
+    ).toBe("disabled");
+    const keysOf = () =>
+      queryRows<{ key_ref: string; status: string; assigned_agent_id: string | null }>(
+        db,
+        sql`select key_ref, status, assigned_agent_id::text from key_pool
+            where key_ref in (${byOperator.value.keyRef}, ${bySweep.value.keyRef}) order by key_ref`,
+      );
+    const held = [
+      { key_ref: byOperator.value.keyRef, status: "assigned", assigned_agent_id: byOperator.value.agentId },
+      { key_ref: bySweep.value.keyRef, status: "assigned", assigned_agent_id: bySweep.value.agentId },
+    ].sort((a, b) => (a.key_ref < b.key_ref ? -1 : 1));
+    expect(await keysOf()).toEqual(held);
+    // The one free key left goes to the next identity; after it the pool is empty, the two
+    // disabled identities' keys notwithstanding.
+    const next = await provision();
+    if (!next.ok) throw new Error(next.error.code);
+    expect([byOperator.value.keyRef, bySweep.value.keyRef]).not.toContain(next.value.keyRef);
+    expect(await provision()).toEqual({ ok: false, error: { code: "agent_key_pool_exhausted" } });
+    expect(await keysOf()).toEqual(held);
   });
 
   it("answers pool_exhausted on an empty pool", async () => {
