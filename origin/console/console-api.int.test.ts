@@ -507,3 +507,40 @@ describe("operator console: configuration", () => {
     }
   });
 });
+
+describe("operator console caps (SPEC Limits: the last 50 identities, up to 200 API buckets)", () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin;
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 55);
+    origin = await startTestOrigin({ database: testDb.handle, env: secrets.env });
+  });
+  afterAll(async () => {
+    await origin?.close();
+    await testDb?.drop();
+  });
+
+  it("shows the 50 newest of 55 public identities, newest first, and 200 of 210 active API buckets", async () => {
+    const made: string[] = [];
+    for (let i = 0; i < 55; i++) {
+      const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "public" });
+      if (!result.ok) throw new Error(result.error.code);
+      made.push(result.value.agentId);
+    }
+    // 210 clients, each with one failed authentication: 210 pre-authentication buckets.
+    for (let i = 1; i <= 210; i++) {
+      const response = await send(`${origin.base}/agent/v1/network`, {
+        headers: { authorization: "Bearer agt_nope" },
+        localAddress: `127.0.${3 + (i >> 8)}.${i & 255}`,
+      });
+      expect(response.status).toBe(401);
+    }
+    const overview = registrationOverviewSchema.parse(
+      (await consoleCalls(origin.base, { admin: secrets.adminToken }).get("/registration")).body,
+    );
+    expect(overview.identities.map((identity) => identity.agent_id)).toEqual(made.slice(5).reverse());
+    expect(overview.local_buckets.buckets).toHaveLength(200);
+    expect(new Set(overview.local_buckets.buckets.map((bucket) => bucket.key)).size).toBe(200);
+  });
+});
