@@ -325,6 +325,52 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     }
   });
 
+  it("keeps authorizing after the transfer limits are lowered below its amount and the day's transfer budget is spent", async () => {
+    // SPEC: lowering the transfer quotas neither disables x402 nor limits it. Sealed and
+    // configured alike (the node refuses to start otherwise): 200 units per transfer and a day,
+    // fees included, against an x402 amount of 10000.
+    const lowered = { ...stack.policy, perTxLimitUnits: 200n, dailyLimitUnits: 200n };
+    expect((await stack.signer.configurePolicy(lowered, stack.authorities.policy)).ok).toBe(true);
+    try {
+      const low = await startTestOrigin({
+        database: stack.db.handle,
+        rpcUrl: stack.devnet.url,
+        env: { ...stack.originEnv, AGENT_TRANSFER_PER_TX_LIMIT: "200", AGENT_TRANSFER_DAILY_LIMIT: "200" },
+        signer: stack.signer,
+      });
+      try {
+        const agent = await stack.newAgent({ units: 1_000_000n });
+        const transfer = (amount: string) =>
+          send(`${low.base}/agent/v1/transfers`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${agent.token}` },
+            body: JSON.stringify({ idempotency_key: newNonce(), to: newAccount().address, amount }),
+          });
+        const spent = await transfer("100");
+        expect(spent.status, JSON.stringify(spent.body)).toBe(202);
+        const over = await transfer("10");
+        expect(over.status, JSON.stringify(over.body)).toBe(403);
+        expect(over.body).toMatchObject({ error: { code: "limit_exceeded", limit: "daily" } });
+        for (let i = 0; i < 2; i++) {
+          const response = await authorize(low.base, agent.token, {
+            payment_required: quote(),
+            nonce: newNonce(),
+          });
+          expect(response.status, response.text).toBe(200);
+          const body = response.body as X402AuthorizeResponse;
+          expect(body.payment_payload.payload.authorization).toMatchObject({
+            from: getAddress(agent.wallet),
+            value: String(AMOUNT),
+          });
+        }
+      } finally {
+        await low.close();
+      }
+    } finally {
+      expect((await stack.signer.configurePolicy(stack.policy, stack.authorities.policy)).ok).toBe(true);
+    }
+  });
+
   it("lets an agent holding only its token pay the demo: 402, authorize, the paid retry, 200", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     const before = await chain.getBalance({ address: agent.wallet });
