@@ -3,12 +3,16 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { privileged } from "../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../enclave/testing/raw-client.ts";
 import { createTestDatabase } from "../scripts/test/database.ts";
 import { startEnclaveProcess } from "../scripts/test/enclave-process.ts";
 import { freePort } from "../scripts/test/free-port.ts";
+import { seedFreeKeys } from "../scripts/test/seed.ts";
+import { queryRows } from "./db/client.ts";
+import { provisionIdentity } from "./keypool/provision.ts";
 
 function processesMentioning(text: string): string[] {
   return execFileSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
@@ -168,6 +172,43 @@ describe("origin/main.ts as a process", () => {
       );
     } finally {
       await enclave.dispose();
+      await database.drop();
+    }
+  }, 90_000);
+
+  it("with the gateway switch off starts no background worker (identity sweep, batch sweeper); on, they run at once", async () => {
+    const database = await createTestDatabase();
+    try {
+      // What the workers would touch at their first tick: an identity never verified (the sweep
+      // records a finding for it; with no enclave configured, terminal_unknown) and a key batch
+      // stuck in `requested` for an hour (the batch sweeper fails it).
+      await seedFreeKeys(database.handle.db, 1);
+      const identity = await provisionIdentity(database.handle.db, {
+        capabilities: ["read"],
+        origin: "operator",
+      });
+      if (!identity.ok) throw new Error(identity.error.code);
+      await database.handle.db.execute(
+        sql`insert into key_batches (size, status, status_changed_at) values (1, 'requested', now() - interval '1 hour')`,
+      );
+      const touched = async () =>
+        (
+          await queryRows<{ findings: number; failed: number }>(
+            database.handle.db,
+            sql`select (select count(*)::int from identity_findings) as findings,
+                       (select count(*)::int from key_batches where status = 'failed') as failed`,
+          )
+        )[0]!;
+      const env = { DATABASE_URL: database.url, KEY_BATCH_STUCK_SECONDS: "60" };
+      await withOrigin(env, async () => {
+        // Both workers tick as soon as they start; three seconds is ample for a first tick.
+        await new Promise((resolve) => setTimeout(resolve, 3_000));
+        expect(await touched()).toEqual({ findings: 0, failed: 0 });
+      });
+      await withOrigin({ ...env, AGENT_GATEWAY_ENABLED: "true" }, async () => {
+        await expect.poll(touched, { timeout: 10_000 }).toEqual({ findings: 1, failed: 1 });
+      });
+    } finally {
       await database.drop();
     }
   }, 90_000);
