@@ -240,7 +240,7 @@ export const OPERATIONS: readonly Operation[] = [
     responses: {
       200: x402FreeForm("the paid resource, after the settlement is included with status 0x1"),
       402: x402FreeForm(
-        "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after a failed settle",
+        "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after every settle that did not pay (refused on the chain's facts, pending, failed, or a payment presented again)",
       ),
       429: x402FreeForm(X402_RATE_LIMITED),
       404: errorResponse("not_found / feature_disabled"),
@@ -271,7 +271,9 @@ export const OPERATIONS: readonly Operation[] = [
     security: [],
     requestBody: { freeForm: true },
     responses: {
-      200: x402FreeForm("the verification"),
+      200: x402FreeForm(
+        "the verification; a failure is data (`isValid: false`), a body whose own x402Version is not 2 `invalid_x402_version`",
+      ),
       400: x402FreeForm("a malformed request"),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: x402FreeForm(X402_RATE_LIMITED),
@@ -282,12 +284,15 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/x402/facilitator/settle",
     operationId: "x402Settle",
-    summary: "Settle a payment → `{success, errorReason, transaction, network, payer}`.",
+    summary:
+      "Settle a payment: `{x402Version: 2, paymentPayload, paymentRequirements}` → `{success, errorReason, transaction, network, payer}`.",
     tag: "x402",
     security: [],
     requestBody: { freeForm: true },
     responses: {
-      200: x402FreeForm("the settlement"),
+      200: x402FreeForm(
+        "the settlement; a failure is data (`success: false`), a body whose own x402Version is not 2 `invalid_x402_version`",
+      ),
       400: x402FreeForm("a malformed request"),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: x402FreeForm(X402_RATE_LIMITED),
