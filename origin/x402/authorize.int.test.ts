@@ -327,15 +327,15 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
 
   it("keeps authorizing after the transfer limits are lowered below its amount and the day's transfer budget is spent", async () => {
     // SPEC: lowering the transfer quotas neither disables x402 nor limits it. Sealed and
-    // configured alike (the node refuses to start otherwise): 200 units per transfer and a day,
+    // configured alike (the node refuses to start otherwise): 1000 units per transfer and a day,
     // fees included, against an x402 amount of 10000.
-    const lowered = { ...stack.policy, perTxLimitUnits: 200n, dailyLimitUnits: 200n };
+    const lowered = { ...stack.policy, perTxLimitUnits: 1_000n, dailyLimitUnits: 1_000n };
     expect((await stack.signer.configurePolicy(lowered, stack.authorities.policy)).ok).toBe(true);
     try {
       const low = await startTestOrigin({
         database: stack.db.handle,
         rpcUrl: stack.devnet.url,
-        env: { ...stack.originEnv, AGENT_TRANSFER_PER_TX_LIMIT: "200", AGENT_TRANSFER_DAILY_LIMIT: "200" },
+        env: { ...stack.originEnv, AGENT_TRANSFER_PER_TX_LIMIT: "1000", AGENT_TRANSFER_DAILY_LIMIT: "1000" },
         signer: stack.signer,
       });
       try {
@@ -346,9 +346,11 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
             headers: { authorization: `Bearer ${agent.token}` },
             body: JSON.stringify({ idempotency_key: newNonce(), to: newAccount().address, amount }),
           });
-        const spent = await transfer("100");
+        // 900 spent, whatever its fee turns out to be; 200 more is within the per-transfer limit
+        // and over the day's.
+        const spent = await transfer("900");
         expect(spent.status, JSON.stringify(spent.body)).toBe(202);
-        const over = await transfer("10");
+        const over = await transfer("200");
         expect(over.status, JSON.stringify(over.body)).toBe(403);
         expect(over.body).toMatchObject({ error: { code: "limit_exceeded", limit: "daily" } });
         for (let i = 0; i < 2; i++) {
