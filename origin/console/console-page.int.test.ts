@@ -188,6 +188,7 @@ describe("the operator console page in a browser", () => {
       expect(note, form).toContain("Read only: the console was opened without the registration admin token");
       expect(await page.isDisabled(`#${form}-form button[type=submit]`), form).toBe(true);
     }
+    expect(await page.isDisabled(`#identities button[data-agent="${agent.agent_id}"]`)).toBe(true);
     // Enter in a field cannot send it either (the form's only submit button is disabled).
     await page.selectOption("#setting-name", "per_ip_daily");
     await page.fill("#setting-value", "7");

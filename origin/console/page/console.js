@@ -176,6 +176,8 @@
                 type: "button",
                 "data-agent": identity.agent_id,
                 "data-action": action,
+                // Read only: nothing to prepare a change for.
+                ...(tokens.change ? {} : { disabled: "" }),
                 onclick: () => {
                   $("identity-agent").value = identity.agent_id;
                   $("identity-action").value = action;
