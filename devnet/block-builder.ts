@@ -32,10 +32,11 @@ export class BlockBuilder {
   readonly #executed: Executed[] = [];
   #gasUsed = 0n;
 
-  constructor(dvm: DevnetVm, parent: BlockHeader, timestamp: bigint) {
+  /** `baseFee`: the block's base fee when not the parent's rule (dev_setNextBlockBaseFeePerGas). */
+  constructor(dvm: DevnetVm, parent: BlockHeader, timestamp: bigint, baseFee?: bigint) {
     this.#dvm = dvm;
     this.#timestamp = timestamp;
-    this.#headerData = childHeaderData(dvm.common, parent, timestamp);
+    this.#headerData = childHeaderData(dvm.common, parent, timestamp, baseFee);
     this.#pending = createBlock({ header: this.#headerData }, { common: dvm.common });
   }
 

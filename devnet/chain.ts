@@ -8,7 +8,7 @@
  */
 import type { BlockHeader } from "@ethereumjs/block";
 import type { StateManagerInterface } from "@ethereumjs/common";
-import { Account, type Address, hexToBytes } from "@ethereumjs/util";
+import { Account, type Address, createAddressFromString, hexToBytes } from "@ethereumjs/util";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { BlockBuilder } from "./block-builder.ts";
 import { mineWaiting } from "./block-run.ts";
@@ -75,6 +75,8 @@ export class Chain {
   readonly #recovery: SignatureRecovery;
   readonly #recoveryInputs: RecoveryInputsOf = createRecoveryInputs();
   #head: BlockHeader;
+  /** The next block's base fee, set by dev_setNextBlockBaseFeePerGas; the rule's when undefined. */
+  #nextBaseFeeOverride: bigint | undefined;
   /** A block-building run is queued on the lock and has not started: later arrivals join it. */
   #miningQueued = false;
   /** The head's state as a read-only view of the trie, made on the first read after the head moved. */
@@ -145,7 +147,16 @@ export class Chain {
 
   /** Base fee of the next block: what a transaction sent now must at least offer. */
   nextBaseFee(): bigint {
-    return this.#head.calcNextBaseFee();
+    return this.#nextBaseFeeOverride ?? this.#head.calcNextBaseFee();
+  }
+
+  /**
+   * Sets the base fee of the next block, whatever the EIP-1559 rule says (as hardhat's and anvil's
+   * setNextBlockBaseFeePerGas do): a test raises the fee between a quote and its broadcast. The
+   * blocks after it follow the rule from it.
+   */
+  setNextBaseFee(wei: bigint): void {
+    this.#nextBaseFeeOverride = wei;
   }
 
   blockByNumber(number: number): MinedBlock | undefined {
@@ -205,10 +216,9 @@ export class Chain {
     const parsed = parseTransaction(raw, this.#dvm.common);
     if (!parsed.ok) return Promise.resolve(parsed);
     const { tx, hash } = parsed.value;
-    const known =
-      this.#store.transaction(hash) !== undefined ||
-      this.#queue.get(hash) !== undefined ||
-      this.#pool.get(hash) !== undefined;
+    const mined = this.#store.transaction(hash);
+    if (mined !== undefined) return this.#minedAlready(mined.transaction.from, tx.nonce);
+    const known = this.#queue.get(hash) !== undefined || this.#pool.get(hash) !== undefined;
     if (known) return Promise.resolve(err({ kind: "already_known" }));
     // The signatures (the costly part) are recovered on a worker meanwhile; the block waits for
     // this transaction's when it comes to it.
@@ -230,12 +240,22 @@ export class Chain {
           queue: this.#queue,
           logger: this.#logger,
           maxTxsPerBlock: this.#maxTxsPerBlock,
-          nextBlock: () => new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp()),
+          nextBlock: () => this.#newBlock(),
           append: (mined) => this.#append(mined),
         });
       });
     }
     return answer;
+  }
+
+  /**
+   * geth's answer to the bytes of a mined transaction: its pool no longer holds them, so they are
+   * checked as new, and their nonce is below the sender's.
+   */
+  async #minedAlready(from: string, nonce: bigint): Promise<SendResult> {
+    const account = await this.account(createAddressFromString(from.toLowerCase()), "latest");
+    const next = account.ok ? account.value.nonce : nonce + 1n;
+    return err({ kind: "nonce_too_low", next, got: nonce });
   }
 
   call(request: CallRequest, gasLimit: bigint): Promise<CallOutcome> {
@@ -254,7 +274,7 @@ export class Chain {
       const account = (await this.#dvm.state.getAccount(address)) ?? new Account();
       account.balance = wei;
       await this.#dvm.state.putAccount(address, account);
-      this.#append(await new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp()).seal());
+      this.#append(await this.#newBlock().seal());
     });
   }
 
@@ -274,9 +294,14 @@ export class Chain {
     this.#store.close();
   }
 
+  #newBlock(): BlockBuilder {
+    return new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp(), this.#nextBaseFeeOverride);
+  }
+
   #append(mined: Mined): void {
     this.#store.append(mined.block);
     this.#head = mined.header;
+    this.#nextBaseFeeOverride = undefined;
     this.#dvm.pruner.noteBlock(mined.header.stateRoot);
   }
 

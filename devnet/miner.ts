@@ -39,14 +39,19 @@ export function genesisBlock(header: BlockHeader): MinedBlock {
 }
 
 /** Header fields of the child of `parent`, before execution fills in roots and gas. */
-export function childHeaderData(common: Common, parent: BlockHeader, timestamp: bigint): HeaderData {
+export function childHeaderData(
+  common: Common,
+  parent: BlockHeader,
+  timestamp: bigint,
+  baseFee: bigint = parent.calcNextBaseFee(),
+): HeaderData {
   return {
     parentHash: parent.hash(),
     number: parent.number + 1n,
     timestamp,
     gasLimit: BLOCK_GAS_LIMIT,
     coinbase: COINBASE_ADDRESS,
-    baseFeePerGas: parent.calcNextBaseFee(),
+    baseFeePerGas: baseFee,
     excessBlobGas: parent.calcNextExcessBlobGas(common),
     blobGasUsed: 0n,
     // PREVRANDAO: no beacon chain here; a value that changes every block will do.

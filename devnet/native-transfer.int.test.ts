@@ -7,7 +7,7 @@ import {
   type Devnet,
   startDevnet,
 } from "./index.ts";
-import { fund, newAccount, publicClientFor, usdc, walletClientFor } from "./testing.ts";
+import { fund, newAccount, publicClientFor, rpc, setNextBaseFee, usdc, walletClientFor } from "./testing.ts";
 
 describe("devnet: genesis and native transfers with viem", () => {
   let devnet: Devnet;
@@ -129,7 +129,8 @@ describe("devnet: genesis and native transfers with viem", () => {
     const raw = await wallet.signTransaction(request);
     const hash = await client.sendRawTransaction({ serializedTransaction: raw });
     await client.waitForTransactionReceipt({ hash });
-    await expect(client.sendRawTransaction({ serializedTransaction: raw })).rejects.toThrow(/already known/);
+    // Mined already: geth answers a re-send of its bytes as a nonce too low, not "already known".
+    await expect(client.sendRawTransaction({ serializedTransaction: raw })).rejects.toThrow(/nonce too low/);
     const stale = await wallet.signTransaction({ ...request, value: 2n });
     await expect(client.sendRawTransaction({ serializedTransaction: stale })).rejects.toThrow(
       /nonce too low/,
@@ -138,5 +139,46 @@ describe("devnet: genesis and native transfers with viem", () => {
     await expect(
       walletClientFor(devnet.url, poor).sendTransaction({ to: sender.address, value: 1n }),
     ).rejects.toThrow(/insufficient funds/i);
+  });
+
+  it("answers a re-send of a mined transaction's bytes with nonce too low, as geth does", async () => {
+    const client = publicClientFor(devnet.url);
+    const sender = newAccount();
+    await fund(devnet.url, sender.address, usdc(1n));
+    const wallet = walletClientFor(devnet.url, sender);
+    const raw = await wallet.signTransaction(
+      await wallet.prepareTransactionRequest({ to: newAccount().address, value: 1n }),
+    );
+    await client.waitForTransactionReceipt({
+      hash: await client.sendRawTransaction({ serializedTransaction: raw }),
+    });
+    const resent = await rpc(devnet.url, "eth_sendRawTransaction", [raw]);
+    // Mutation: answering "already known" for a mined hash (as before) fails this.
+    expect(resent.error).toEqual({ code: -32000, message: "nonce too low: next nonce 1, tx nonce 0" });
+  });
+
+  it("raises the next block's base fee on request: a transaction below it is refused, the block carries it", async () => {
+    const client = publicClientFor(devnet.url);
+    const sender = newAccount();
+    await fund(devnet.url, sender.address, usdc(1n));
+    const wallet = walletClientFor(devnet.url, sender);
+    const request = await wallet.prepareTransactionRequest({ to: newAccount().address, value: 1n });
+    const raised = request.maxFeePerGas! + 1n;
+    await setNextBaseFee(devnet.url, raised);
+    expect(await client.getGasPrice()).toBeGreaterThan(raised);
+    const refused = await rpc(devnet.url, "eth_sendRawTransaction", [await wallet.signTransaction(request)]);
+    expect(refused.error).toMatchObject({
+      code: -32000,
+      message: expect.stringMatching(/^max fee per gas less than block base fee/),
+    });
+    const paying = await wallet.signTransaction({ ...request, maxFeePerGas: 2n * raised });
+    const receipt = await client.waitForTransactionReceipt({
+      hash: await client.sendRawTransaction({ serializedTransaction: paying }),
+    });
+    expect((await client.getBlock({ blockNumber: receipt.blockNumber })).baseFeePerGas).toBe(raised);
+    // One block only: the next follows the EIP-1559 rule from it again (a block far under its gas
+    // target lowers the fee).
+    await fund(devnet.url, newAccount().address, 1n);
+    expect((await client.getBlock()).baseFeePerGas).toBeLessThan(raised);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * The JSON-RPC methods of the devnet (DESIGN §6): the spec's read allowlist, what viem's public
- * and wallet clients call, and dev_setBalance. Results and errors follow geth, so viem parses
+ * and wallet clients call, dev_setBalance and dev_setNextBlockBaseFeePerGas. Results and errors follow geth, so viem parses
  * them and maps errors (nonce too low, insufficient funds, reverts) to its own error classes.
  */
 import { bigIntToBytes, setLengthLeft } from "@ethereumjs/util";
@@ -171,6 +171,12 @@ export function createRpcMethods(chain: Chain): RpcMethods {
     dev_setBalance: async (params) => {
       requireArguments(params, 2);
       await chain.setBalance(parseAddress(params[0], 0), parseQuantity(params[1], 1));
+      return true;
+    },
+    /** Tests only: the next block's base fee in wei, so a fee can rise between quote and send. */
+    dev_setNextBlockBaseFeePerGas: (params) => {
+      requireArguments(params, 1);
+      chain.setNextBaseFee(parseQuantity(params[0], 0));
       return true;
     },
   };

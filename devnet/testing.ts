@@ -97,6 +97,13 @@ export async function fund(url: string, address: string, wei: bigint): Promise<v
   if (response.result !== true) throw new Error(`dev_setBalance failed: ${JSON.stringify(response)}`);
 }
 
+/** Sets the next block's base fee (dev_setNextBlockBaseFeePerGas). */
+export async function setNextBaseFee(url: string, wei: bigint): Promise<void> {
+  const response = await rpc(url, "dev_setNextBlockBaseFeePerGas", [`0x${wei.toString(16)}`]);
+  if (response.result !== true)
+    throw new Error(`dev_setNextBlockBaseFeePerGas failed: ${JSON.stringify(response)}`);
+}
+
 export type TransferAuthorization = TransferWithAuthorizationMessage;
 
 /** An authorization valid from now for ten minutes, with a random nonce, unless overridden. */
