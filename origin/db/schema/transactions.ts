@@ -1,5 +1,15 @@
 import { sql } from "drizzle-orm";
-import { bigint, check, index, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  check,
+  index,
+  numeric,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
 
 /**
  * DESIGN §4: the next nonce of each address the service sends from (agent wallets, the faucet
@@ -23,7 +33,8 @@ export const senderNonces = pgTable(
  * Every transaction the service signs, stored before it is broadcast (DESIGN §4): a restart
  * rebroadcasts these bytes and never signs again. `signed → submitted → confirmed`, or `reverted`
  * (mined with status 0), or `failed` (never broadcast: the chain refused it). One nonce of one
- * sender is one row, whatever purpose or origin produced it.
+ * sender is one live row, whatever purpose or origin produced it: a refused (`failed`) row took
+ * nothing on chain, so its nonce is signed again and the refusal stays stored beside the new row.
  */
 export const outgoingTransactions = pgTable(
   "outgoing_transactions",
@@ -47,7 +58,9 @@ export const outgoingTransactions = pgTable(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    unique("outgoing_transactions_sender_nonce_uq").on(t.sender, t.nonce),
+    uniqueIndex("outgoing_transactions_sender_nonce_live_uq")
+      .on(t.sender, t.nonce)
+      .where(sql`${t.status} <> 'failed'`),
     check(
       "outgoing_transactions_purpose_enum",
       sql`${t.purpose} IN ('faucet','transfer','settlement','filler')`,
