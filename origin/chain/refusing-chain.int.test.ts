@@ -1,0 +1,207 @@
+import { sql } from "drizzle-orm";
+import type { Address } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import type { TestOrigin } from "../../scripts/test/origin.ts";
+import {
+  INSUFFICIENT_FUNDS_MESSAGE,
+  type RpcRefusalProxy,
+  startRpcRefusalProxy,
+} from "../../scripts/test/rpc-refusal-proxy.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { queryRows } from "../db/client.ts";
+import { X402_REASONS } from "../x402/reasons.ts";
+
+// The money path when the chain refuses a signed transaction, against the real processes: the
+// origin reaches the devnet only through a fault injector (scripts/test/rpc-refusal-proxy.ts) that
+// refuses one chosen eth_sendRawTransaction with geth's error, or has the devnet raise its base fee
+// between the quote and the broadcast. A refusal ends its own action `failed` with the chain's
+// reason; the sender's next transaction takes the refused nonce and confirms; nothing else in the
+// batch notices.
+//
+// Mutation for every test here: the uniqueness rule of (sender, nonce) over every stored row, as
+// before (migration 0012 undone): the refused row keeps its nonce, the next signing at it breaks
+// the rule, and the next transfer, payout or settlement answers 500 internal_error.
+
+const X402_AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+describe("a chain that refuses a signed transaction (real processes, a refusing pass-through)", () => {
+  let stack: MoneyStack;
+  let proxy: RpcRefusalProxy;
+  let origin: TestOrigin;
+  let chain: ReturnType<typeof publicClientFor>;
+
+  beforeAll(async () => {
+    // The stack's own origin reaches the devnet directly: its tracker is slowed right down, so the
+    // origin behind the pass-through is the one that signs, broadcasts and follows.
+    stack = await startMoneyStack({
+      x402: { amountUnits: X402_AMOUNT, payTo },
+      tracker: { periodMs: 3_600_000 },
+      env: { AGENT_FAUCET_COOLDOWN_MS: "1000" },
+    });
+    proxy = await startRpcRefusalProxy(stack.devnet.url);
+    origin = await stack.startOrigin({}, { periodMs: 100, signedGraceMs: 500 }, proxy.url);
+    chain = publicClientFor(stack.devnet.url);
+  }, 120_000);
+  afterAll(async () => {
+    await proxy?.close();
+    await stack?.close();
+  });
+
+  const sentBy = (wallet: string) =>
+    queryRows<{ nonce: string; status: string }>(
+      stack.db.handle.db,
+      sql`select nonce::text as nonce, status from outgoing_transactions where sender = ${wallet.toLowerCase()}
+          order by nonce, created_at`,
+    );
+  const actionRow = (actionId: string) =>
+    queryRows<{ status: string; error_code: string | null; error_message: string | null }>(
+      stack.db.handle.db,
+      sql`select status, error_code, error_message from agent_actions where action_id = ${actionId}`,
+    ).then((rows) => rows[0]);
+  const transfer = (agent: StackAgent, to: string, amount = "1000", key = newKey()) =>
+    agentCalls(origin.base, agent.token).transfer({ idempotency_key: key, to, amount });
+
+  /** Sends `agent`'s refused transfer; returns its action, ended `failed`, and the request's key. */
+  const refusedTransfer = async (agent: StackAgent, to: string, reason: RegExp) => {
+    const key = newKey();
+    const answer = await transfer(agent, to, "1000", key);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+    const view = await agentCalls(origin.base, agent.token).settled((answer.body as ActionView).action_id);
+    expect(view).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
+    expect(await actionRow(view.action_id)).toMatchObject({
+      status: "failed",
+      error_code: "broadcast_refused",
+      error_message: expect.stringMatching(reason),
+    });
+    // A repeat of the key answers the refusal with the chain's words, never a success.
+    const repeat = await transfer(agent, to, "1000", key);
+    expect(repeat.status).toBe(422);
+    expect(repeat.body).toMatchObject({
+      error: { code: "broadcast_refused", message: expect.stringMatching(reason) },
+    });
+    return view;
+  };
+
+  it("ends a refused transfer failed with the chain's reason; the wallet's next transfer confirms at the refused nonce; the other agents of the batch confirm", async () => {
+    const [refused, other, third] = await stack.newAgents(3, { units: 1_000_000n });
+    const recipient = newAccount().address;
+    const refusal = proxy.refuseOnce((tx) => tx.from === refused!.wallet.toLowerCase());
+    // Together, so the three share a batch (and its JSON-RPC batch of broadcasts).
+    const answers = await Promise.all([refused!, other!, third!].map((agent) => transfer(agent, recipient)));
+    expect(answers.every(isAccepted)).toBe(true);
+    const views = await Promise.all(
+      answers.map((answer, n) =>
+        agentCalls(origin.base, [refused!, other!, third!][n]!.token).settled(
+          (answer.body as ActionView).action_id,
+        ),
+      ),
+    );
+    expect((await refusal).nonce).toBe(0);
+    expect(views.map((view) => view.status)).toEqual(["failed", "confirmed", "confirmed"]);
+    expect(await actionRow(views[0]!.action_id)).toMatchObject({
+      error_code: "broadcast_refused",
+      error_message: INSUFFICIENT_FUNDS_MESSAGE,
+    });
+
+    const next = await transfer(refused!, recipient, "2000");
+    expect(next.status, JSON.stringify(next.body)).toBe(202);
+    const confirmed = await agentCalls(origin.base, refused!.token).settled(
+      (next.body as ActionView).action_id,
+    );
+    expect(confirmed.status).toBe("confirmed");
+    expect(await sentBy(refused!.wallet)).toEqual([
+      { nonce: "0", status: "failed" },
+      { nonce: "0", status: "confirmed" },
+    ]);
+    expect(await chain.getTransactionCount({ address: refused!.wallet })).toBe(1);
+    expect(await chain.getBalance({ address: recipient })).toBe((1_000n + 1_000n + 2_000n) * WEI_PER_UNIT);
+  }, 60_000);
+
+  it("ends a transfer failed when the base fee rises between its quote and its broadcast; the next transfer, quoted again, confirms at that nonce", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const recipient = newAccount().address;
+    // Over the quoted cap (twice the base fee, at most the genesis's 1 gwei, plus the 1 gwei tip),
+    // and low enough that the next quotes stay under the sealed fee ceiling.
+    expect((await chain.getBlock()).baseFeePerGas).toBeLessThanOrEqual(1_000_000_000n);
+    const rise = proxy.raiseBaseFeeBeforeSend(4_000_000_000n);
+    await refusedTransfer(agent, recipient, /max fee per gas less than block base fee/);
+    await rise;
+    // The fee oracle reuses a reading for a second: the next quote reads the raised fee.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const next = await transfer(agent, recipient);
+    expect(next.status, JSON.stringify(next.body)).toBe(202);
+    expect(
+      (await agentCalls(origin.base, agent.token).settled((next.body as ActionView).action_id)).status,
+    ).toBe("confirmed");
+    expect(await sentBy(agent.wallet)).toEqual([
+      { nonce: "0", status: "failed" },
+      { nonce: "0", status: "confirmed" },
+    ]);
+    expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
+  }, 60_000);
+
+  it("ends a refused faucet payout failed; the treasury's next payout confirms at the refused nonce", async () => {
+    const [first, second] = await stack.newAgents(2, {});
+    const treasuryNonce = await chain.getTransactionCount({ address: stack.treasury });
+    const refusal = proxy.refuseOnce((tx) => tx.from === stack.treasury.toLowerCase());
+    const refusedAnswer = await agentCalls(origin.base, first!.token).faucet();
+    expect(refusedAnswer.status, JSON.stringify(refusedAnswer.body)).toBe(202);
+    const refusedView = await agentCalls(origin.base, first!.token).settled(
+      (refusedAnswer.body as ActionView).action_id,
+    );
+    expect(refusedView).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
+    expect((await refusal).nonce).toBe(treasuryNonce);
+
+    const paid = await agentCalls(origin.base, second!.token).faucet();
+    expect(paid.status, JSON.stringify(paid.body)).toBe(202);
+    expect(
+      (await agentCalls(origin.base, second!.token).settled((paid.body as ActionView).action_id)).status,
+    ).toBe("confirmed");
+    const rows = await sentBy(stack.treasury);
+    expect(rows.filter((row) => row.nonce === String(treasuryNonce))).toEqual([
+      { nonce: String(treasuryNonce), status: "failed" },
+      { nonce: String(treasuryNonce), status: "confirmed" },
+    ]);
+    expect(await chain.getBalance({ address: second!.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+    expect(await chain.getBalance({ address: first!.wallet })).toBe(0n);
+  }, 60_000);
+
+  it("answers a refused settlement 402 and ends it failed; the settler's next settlement settles at the refused nonce", async () => {
+    const settler = stack.settler!.toLowerCase();
+    const demo = `${origin.base}/x402/demo`;
+    const settlerNonce = await chain.getTransactionCount({ address: stack.settler! });
+    const refusal = proxy.refuseOnce((tx) => tx.from === settler);
+    const refusedPayer = await fundedPayer(stack.devnet.url);
+    const refused = await pay(demo, paymentHeader(await envelope(demo, refusedPayer)));
+    expect(refused.status).toBe(402);
+    expect(refused.body.error).toBe(X402_REASONS.unexpectedSettleError);
+    expect((await refusal).nonce).toBe(settlerNonce);
+    // The refusal is recorded beside the answer, not before it.
+    await expect
+      .poll(() =>
+        queryRows<{ status: string; error_reason: string | null }>(
+          stack.db.handle.db,
+          sql`select status, error_reason from x402_settlements where payer = ${refusedPayer.address.toLowerCase()}`,
+        ),
+      )
+      .toEqual([{ status: "failed", error_reason: "broadcast_refused" }]);
+
+    const payer = await fundedPayer(stack.devnet.url);
+    const before = await chain.getBalance({ address: payTo });
+    const settled = await pay(demo, paymentHeader(await envelope(demo, payer)));
+    expect(settled.status, JSON.stringify(settled.body)).toBe(200);
+    expect(settled.response).toMatchObject({ success: true });
+    const rows = await sentBy(settler);
+    expect(rows.filter((item) => item.nonce === String(settlerNonce))).toEqual([
+      { nonce: String(settlerNonce), status: "failed" },
+      { nonce: String(settlerNonce), status: "confirmed" },
+    ]);
+    expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
+  }, 60_000);
+});

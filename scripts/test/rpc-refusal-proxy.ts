@@ -1,0 +1,137 @@
+/**
+ * A fault injector: a JSON-RPC pass-through in front of the devnet that refuses chosen
+ * eth_sendRawTransaction calls, alone or inside a batch, with geth's error shape (code -32000 and
+ * geth's message), and passes everything else through. A node refuses a signed transaction for
+ * reasons the devnet cannot be made to produce on demand at one chosen transaction (a balance
+ * that moved since the check, on another node's view; a pool policy), so this is the one fake of
+ * these tests, named as such. `raiseBaseFeeBeforeSend` is no fake: it makes the devnet itself
+ * raise the next block's base fee (dev_setNextBlockBaseFeePerGas) right before it forwards a
+ * broadcast, so the devnet's own admission refuses what was quoted before. Loopback only.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { type Address, type Hex, keccak256, parseTransaction, recoverTransactionAddress } from "viem";
+
+/** A broadcast as the proxy saw it. */
+export type SentTransaction = { from: Address; nonce: number; hash: Hex };
+
+/** geth's words for a transaction whose sender's balance moved since it was checked. */
+export const INSUFFICIENT_FUNDS_MESSAGE =
+  "insufficient funds for gas * price + value: balance 0, tx cost 1, overshot 1";
+
+export type RpcRefusalProxy = {
+  url: string;
+  /**
+   * Refuses, once, the first broadcast `pick` chooses, answering `message` with geth's code;
+   * resolves with that transaction once refused.
+   */
+  refuseOnce(pick: (tx: SentTransaction) => boolean, message?: string): Promise<SentTransaction>;
+  /** Before it forwards the next broadcast, sets the devnet's next base fee to `wei`. */
+  raiseBaseFeeBeforeSend(wei: bigint): Promise<void>;
+  /** Every broadcast that reached the proxy, in order (refused ones included). */
+  readonly sent: readonly SentTransaction[];
+  close(): Promise<void>;
+};
+
+type RpcRequest = { jsonrpc: "2.0"; id: unknown; method: string; params?: unknown[] };
+
+export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusalProxy> {
+  const refusals: Array<{
+    pick: (tx: SentTransaction) => boolean;
+    message: string;
+    done: (tx: SentTransaction) => void;
+  }> = [];
+  let baseFeeRise: { wei: bigint; done: () => void } | undefined;
+  const sent: SentTransaction[] = [];
+  const sockets = new Set<Socket>();
+
+  const forward = async (body: unknown): Promise<unknown> => {
+    const answer = await fetch(targetUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return answer.json();
+  };
+
+  /** The refusal for one request, or undefined to pass it on. */
+  const refusalFor = async (request: RpcRequest): Promise<unknown> => {
+    if (request.method !== "eth_sendRawTransaction") return undefined;
+    const raw = request.params?.[0] as Hex;
+    const tx: SentTransaction = {
+      from: (
+        await recoverTransactionAddress({ serializedTransaction: raw as never })
+      ).toLowerCase() as Address,
+      nonce: parseTransaction(raw).nonce ?? 0,
+      hash: keccak256(raw),
+    };
+    sent.push(tx);
+    const index = refusals.findIndex((refusal) => refusal.pick(tx));
+    if (index < 0) return undefined;
+    const [refusal] = refusals.splice(index, 1);
+    refusal!.done(tx);
+    return { jsonrpc: "2.0", id: request.id, error: { code: -32000, message: refusal!.message } };
+  };
+
+  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const body = JSON.parse(Buffer.concat(chunks).toString()) as RpcRequest | RpcRequest[];
+    const requests = Array.isArray(body) ? body : [body];
+    const answers: unknown[] = [];
+    for (const item of requests) answers.push(await refusalFor(item));
+    const rest = requests.filter((_, n) => answers[n] === undefined);
+    if (baseFeeRise && requests.some((item) => item.method === "eth_sendRawTransaction")) {
+      const rise = baseFeeRise;
+      baseFeeRise = undefined;
+      await forward({
+        jsonrpc: "2.0",
+        id: 0,
+        method: "dev_setNextBlockBaseFeePerGas",
+        params: [`0x${rise.wei.toString(16)}`],
+      });
+      rise.done();
+    }
+    if (rest.length > 0) {
+      const forwarded = await forward(Array.isArray(body) ? rest : rest[0]);
+      const list = Array.isArray(forwarded) ? forwarded : [forwarded];
+      const byId = new Map((list as Array<{ id: unknown }>).map((answer) => [answer.id, answer]));
+      requests.forEach((item, n) => {
+        if (answers[n] === undefined) answers[n] = byId.get(item.id);
+      });
+    }
+    response.writeHead(200, { "content-type": "application/json" });
+    response.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]));
+  };
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch(() => request.socket.destroy());
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get sent() {
+      return sent;
+    },
+    refuseOnce: (pick, message = INSUFFICIENT_FUNDS_MESSAGE) =>
+      new Promise<SentTransaction>((resolve) => {
+        refusals.push({ pick, message, done: resolve });
+      }),
+    raiseBaseFeeBeforeSend: (wei) =>
+      new Promise<void>((resolve) => {
+        baseFeeRise = { wei, done: resolve };
+      }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
