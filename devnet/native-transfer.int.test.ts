@@ -161,17 +161,27 @@ describe("devnet: genesis and native transfers with viem", () => {
     const client = publicClientFor(devnet.url);
     const sender = newAccount();
     await fund(devnet.url, sender.address, usdc(1n));
-    const wallet = walletClientFor(devnet.url, sender);
-    const request = await wallet.prepareTransactionRequest({ to: newAccount().address, value: 1n });
-    const raised = request.maxFeePerGas! + 1n;
+    const base = {
+      chainId: CHAIN_ID,
+      type: "eip1559",
+      to: newAccount().address,
+      value: 1n,
+      nonce: 0,
+      gas: 21_000n,
+      maxPriorityFeePerGas: 1n,
+    } as const;
+    const quotedCap = 2n * (await client.getGasPrice());
+    const raised = quotedCap + 1n;
     await setNextBaseFee(devnet.url, raised);
     expect(await client.getGasPrice()).toBeGreaterThan(raised);
-    const refused = await rpc(devnet.url, "eth_sendRawTransaction", [await wallet.signTransaction(request)]);
+    const refused = await rpc(devnet.url, "eth_sendRawTransaction", [
+      await sender.signTransaction({ ...base, maxFeePerGas: quotedCap }),
+    ]);
     expect(refused.error).toMatchObject({
       code: -32000,
       message: expect.stringMatching(/^max fee per gas less than block base fee/),
     });
-    const paying = await wallet.signTransaction({ ...request, maxFeePerGas: 2n * raised });
+    const paying = await sender.signTransaction({ ...base, maxFeePerGas: 2n * raised });
     const receipt = await client.waitForTransactionReceipt({
       hash: await client.sendRawTransaction({ serializedTransaction: paying }),
     });
