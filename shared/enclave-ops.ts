@@ -299,6 +299,22 @@ export const signSettlementParams = z.strictObject({
 });
 export const signSettlementResult = signTransactionResult;
 
+/**
+ * sign_filler: a zero-value transfer from the key's address to itself at `nonce`, gas 21000, so a
+ * nonce the chain refused can be used up and the sender's later transactions mined (DESIGN §4).
+ * It moves nothing anywhere; its fee is under the sealed ceiling and counted as the key's other
+ * transactions count it (an agent key's daily limit, the treasury's budget).
+ */
+export const signFillerParams = z.strictObject({
+  key_ref: keyRefSchema,
+  from: addressSchema,
+  chain_id: z.number().int().nonnegative(),
+  nonce: uintStringSchema,
+  max_fee_per_gas: uintStringSchema,
+  max_priority_fee_per_gas: uintStringSchema,
+});
+export const signFillerResult = signTransactionResult;
+
 export const capabilityCounterParams = z.strictObject({
   authority: hex32Schema,
   scope: z.enum(CAPABILITY_SCOPES),
@@ -324,6 +340,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   sign_faucet: { params: signTransactionParams, result: signTransactionResult },
   sign_x402_authorization: { params: signX402AuthorizationParams, result: signX402AuthorizationResult },
   sign_settlement: { params: signSettlementParams, result: signSettlementResult },
+  sign_filler: { params: signFillerParams, result: signFillerResult },
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
   get_policy: { params: getPolicyParams, result: getPolicyResult },
 } as const;

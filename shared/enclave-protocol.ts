@@ -97,6 +97,7 @@ export const UNPRIVILEGED_OPS = [
   "sign_faucet",
   "sign_x402_authorization",
   "sign_settlement",
+  "sign_filler",
   "capability_counter",
   "get_policy",
 ] as const;

@@ -14,6 +14,7 @@ import { generateKeys } from "./generate-keys.ts";
 import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
+import { signFiller } from "./sign-filler.ts";
 import { signSettlement } from "./sign-settlement.ts";
 import { signFaucet, signTransfer } from "./sign-transaction.ts";
 import { signX402Authorization } from "./sign-x402.ts";
@@ -35,6 +36,7 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   sign_faucet: signFaucet,
   sign_x402_authorization: signX402Authorization,
   sign_settlement: signSettlement,
+  sign_filler: signFiller,
   capability_counter: capabilityCounter,
   get_policy: getPolicy,
 };

@@ -36,6 +36,7 @@ export function createDormantSignerClient(): SignerClient {
     signFaucet: unavailable,
     signX402Authorization: unavailable,
     signSettlement: unavailable,
+    signFiller: unavailable,
     capabilityCounter: unavailable,
     getPolicy: unavailable,
     close: async () => undefined,

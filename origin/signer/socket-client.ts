@@ -105,6 +105,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     signFaucet: call("sign_faucet"),
     signX402Authorization: call("sign_x402_authorization"),
     signSettlement: call("sign_settlement"),
+    signFiller: call("sign_filler"),
     capabilityCounter: call("capability_counter"),
     getPolicy: (getOptions = {}) => send("get_policy", {}, undefined, getOptions.timeoutMs),
     close: () => transport.close(),

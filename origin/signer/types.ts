@@ -203,6 +203,17 @@ export type SignSettlementParams = {
   gasLimit: bigint;
 };
 
+/** sign_filler: a zero-value self-transfer at `nonce` (gas 21000), to use up a refused nonce. */
+export type SignFillerParams = {
+  keyRef: string;
+  /** The address the key must have: the transaction's sender and recipient. */
+  from: Address;
+  chainId: number;
+  nonce: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+};
+
 export type CapabilityCounterParams = { authority: Hex; scope: CapabilityScope; op: PrivilegedOp };
 export type CapabilityCounterResult = { nextCounter: number };
 
@@ -255,6 +266,7 @@ export interface SignerClient {
     params: SignX402AuthorizationParams,
   ): Promise<SignerResult<SignX402AuthorizationResult>>;
   signSettlement(params: SignSettlementParams): Promise<SignerResult<SignTransactionResult>>;
+  signFiller(params: SignFillerParams): Promise<SignerResult<SignTransactionResult>>;
   capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
   /** The sealed policy and treasury (no capability); `timeoutMs` overrides the request timeout. */
   getPolicy(options?: GetPolicyOptions): Promise<SignerResult<GetPolicyResult>>;
