@@ -85,14 +85,25 @@ export async function prepareMoney(params: {
   ];
   if (differences.length > 0) return { ok: false, errors: differences };
   const policy = sealed.value.policy!;
+  const fees = createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei });
+  const treasury = sealed.value.treasury;
+  const settler = sealed.value.settler;
+  // The service's own senders whose nonce gaps the tracker fills; agent wallets are looked up.
+  const serviceKeys = new Map<string, string>();
+  if (treasury) serviceKeys.set(treasury.faucetAddress.toLowerCase(), treasury.faucetKeyRef);
+  if (settler) serviceKeys.set(settler.settlerAddress.toLowerCase(), settler.settlerKeyRef);
   const tracker = createTxTracker(
-    { db: params.db, rpc: params.rpc, logger: params.logger },
+    {
+      db: params.db,
+      rpc: params.rpc,
+      logger: params.logger,
+      gaps: { signer: params.signer, fees, serviceKeys },
+    },
     { leaseMs: broadcastLeaseMs(config.chain.timeoutMs), ...params.tracker },
   );
-  const treasury = sealed.value.treasury;
   const onInFlight = (): void => tracker.wake();
   const money: MoneyRuntime = {
-    fees: createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei }),
+    fees,
     operatorPool: policy.operatorPool.toLowerCase(),
     treasury: treasury
       ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }

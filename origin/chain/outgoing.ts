@@ -445,8 +445,9 @@ const recordMinedFromSubmitted = recordMinedStatement("outgoing_record_mined", s
 
 /**
  * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is
- * closed by handing the nonce out again; otherwise the later transactions wait behind it, and the
- * tracker fills it (fill-nonce-gaps in the tracker).
+ * closed by handing the nonce out again (the refused row stays, out of the uniqueness rule of live
+ * rows); otherwise the later transactions wait behind it, and the tracker fills it with a filler
+ * (nonce-gaps.ts).
  */
 async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
   await tx.execute(sql`

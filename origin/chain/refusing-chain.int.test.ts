@@ -204,4 +204,87 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     ]);
     expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
   }, 60_000);
+
+  // A gap: the chain refuses a transaction after a later one of the same sender was signed and
+  // taken. Made so in that order for sure: the first broadcast is answered "txpool is full" (a
+  // transient failure: the transaction stays signed), the sender's next transaction is signed and
+  // sent, and the tracker's resend of the first is then refused. The later one waits in the
+  // node's queue behind the hole until the service fills it.
+  //
+  // Mutation for both: the tracker never fills gaps (fillNonceGaps not called): the later
+  // transaction stays submitted and the wait for it runs out.
+  const POOL_FULL = "txpool is full";
+
+  it("closes a nonce gap of an agent wallet without an operator: the transfer behind it confirms, and so does the next", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const wallet = agent.wallet.toLowerCase();
+    const recipient = newAccount().address;
+    const first = (tx: { from: string; nonce: number }) => tx.from === wallet && tx.nonce === 0;
+    const dropped = proxy.refuseOnce(first, POOL_FULL);
+    const refusal = proxy.refuseOnce(first);
+    const refusedAnswer = await transfer(agent, recipient, "1000");
+    expect(refusedAnswer.status, JSON.stringify(refusedAnswer.body)).toBe(202);
+    await dropped;
+    const behind = await transfer(agent, recipient, "2000");
+    expect(behind.status, JSON.stringify(behind.body)).toBe(202);
+    await refusal;
+    const calls = agentCalls(origin.base, agent.token);
+    expect((await calls.settled((refusedAnswer.body as ActionView).action_id)).status).toBe("failed");
+    expect((await calls.settled((behind.body as ActionView).action_id)).status).toBe("confirmed");
+    const next = await transfer(agent, recipient, "3000");
+    expect(next.status, JSON.stringify(next.body)).toBe(202);
+    expect((await calls.settled((next.body as ActionView).action_id)).status).toBe("confirmed");
+    const rows = await queryRows<{ nonce: string; purpose: string; status: string }>(
+      stack.db.handle.db,
+      sql`select nonce::text as nonce, purpose, status from outgoing_transactions where sender = ${wallet}
+          order by nonce, created_at`,
+    );
+    expect(rows).toEqual([
+      { nonce: "0", purpose: "transfer", status: "failed" },
+      { nonce: "0", purpose: "filler", status: "confirmed" },
+      { nonce: "1", purpose: "transfer", status: "confirmed" },
+      { nonce: "2", purpose: "transfer", status: "confirmed" },
+    ]);
+    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(3);
+    expect(await chain.getBalance({ address: recipient })).toBe(5_000n * WEI_PER_UNIT);
+  }, 60_000);
+
+  it("closes a nonce gap of the settler without an operator: the settlement behind it settles", async () => {
+    const settler = stack.settler!.toLowerCase();
+    const demo = `${origin.base}/x402/demo`;
+    const nonce = await chain.getTransactionCount({ address: stack.settler! });
+    const first = (tx: { from: string; nonce: number }) => tx.from === settler && tx.nonce === nonce;
+    const dropped = proxy.refuseOnce(first, POOL_FULL);
+    const refusal = proxy.refuseOnce(first);
+    const before = await chain.getBalance({ address: payTo });
+    const firstPayer = await fundedPayer(stack.devnet.url);
+    // Its transaction is refused on the resend: it never settles (its wait for a receipt runs out).
+    const firstAnswer = pay(demo, paymentHeader(await envelope(demo, firstPayer)));
+    await dropped;
+    const payer = await fundedPayer(stack.devnet.url);
+    const behind = await pay(demo, paymentHeader(await envelope(demo, payer)));
+    await refusal;
+    expect(behind.status, JSON.stringify(behind.body)).toBe(200);
+    expect((await firstAnswer).status).toBe(402);
+    const rows = await queryRows<{ nonce: string; purpose: string; status: string }>(
+      stack.db.handle.db,
+      sql`select nonce::text as nonce, purpose, status from outgoing_transactions
+          where sender = ${settler} and nonce >= ${nonce} order by nonce, created_at`,
+    );
+    expect(rows).toEqual([
+      { nonce: String(nonce), purpose: "settlement", status: "failed" },
+      { nonce: String(nonce), purpose: "filler", status: "confirmed" },
+      { nonce: String(nonce + 1), purpose: "settlement", status: "confirmed" },
+    ]);
+    const settlements = await queryRows<{ payer: string; status: string }>(
+      stack.db.handle.db,
+      sql`select payer, status from x402_settlements
+          where payer in (${firstPayer.address.toLowerCase()}, ${payer.address.toLowerCase()}) order by status`,
+    );
+    expect(settlements).toEqual([
+      { payer: firstPayer.address.toLowerCase(), status: "failed" },
+      { payer: payer.address.toLowerCase(), status: "settled" },
+    ]);
+    expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
+  }, 60_000);
 });

@@ -1,13 +1,15 @@
 /**
  * Follows the service's own transactions to the end (issue 12 item 4): `submitted` ones to their
  * receipt (`confirmed`, or `reverted` for status 0), `signed` ones whose broadcast never happened
- * (a crash, an unreachable chain) back to the chain with the same bytes, and `requested` actions
- * that nobody finished to `failed`. Every row is taken with SKIP LOCKED, so several origins on one
+ * (a crash, an unreachable chain) back to the chain with the same bytes, the holes a refusal left
+ * in a sender's nonces filled (chain/nonce-gaps.ts), and `requested` actions that nobody finished
+ * to `failed`. Every row is taken with SKIP LOCKED, so several origins on one
  * database share the work and never broadcast one transaction at the same time.
  */
 import { sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { fillNonceGaps, type GapFillerDeps } from "../chain/nonce-gaps.ts";
 import {
   broadcastLeaseMs,
   broadcastStored,
@@ -54,7 +56,17 @@ export type TxTracker = Worker & {
   tick(): Promise<TickReport>;
 };
 
-export type TickReport = { confirmed: number; reverted: number; rebroadcast: number; abandoned: number };
+export type TickReport = {
+  confirmed: number;
+  reverted: number;
+  rebroadcast: number;
+  abandoned: number;
+  /** Fillers the chain accepted into nonce gaps. */
+  filled: number;
+};
+
+/** What filling nonce gaps needs beyond the tracker's own deps (absent: gaps are not filled). */
+export type TrackerGapDeps = Pick<GapFillerDeps, "signer" | "fees" | "serviceKeys">;
 
 /**
  * How long a `requested` action (nothing signed: the signer or the chain could not be reached, or
@@ -95,7 +107,7 @@ const abandonStatement = preparedStatement<"abandonAfter">(
 );
 
 export function createTxTracker(
-  deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger },
+  deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger; gaps?: TrackerGapDeps },
   options: TxTrackerOptions = {},
 ): TxTracker {
   const periodMs = options.periodMs ?? 250;
@@ -114,11 +126,14 @@ export function createTxTracker(
   let again = false;
 
   const tick = async (sweep: boolean): Promise<TickReport> => {
-    const report: TickReport = { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0 };
+    const report: TickReport = { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0, filled: 0 };
     await resolveSubmitted(report);
     if (!sweep) return report;
     lastSweep = Date.now();
     await rebroadcast(report);
+    if (deps.gaps) {
+      report.filled = await fillNonceGaps({ ...deps, ...deps.gaps, leaseMs });
+    }
     report.abandoned = await abandonRequested();
     return report;
   };
@@ -191,7 +206,7 @@ export function createTxTracker(
           { worker: "tx-tracker", err: { message: error instanceof Error ? error.message : String(error) } },
           "worker tick failed",
         );
-        return { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0 };
+        return { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0, filled: 0 };
       })
       .finally(() => {
         running = undefined;
