@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newAccount } from "../../devnet/testing.ts";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import { queryRows } from "../db/client.ts";
@@ -68,6 +68,16 @@ describe("money executor batches (real stack)", () => {
     return Promise.all(operations.map((operation) => executor.execute(operation)));
   }
 
+  const chain = () => publicClientFor(stack.devnet.url);
+  const noncesOf = async (agent: StackAgent): Promise<string[]> =>
+    (
+      await queryRows<{ nonce: string }>(
+        stack.db.handle.db,
+        sql`select nonce::text from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}
+            and status <> 'failed' order by nonce`,
+      )
+    ).map((row) => row.nonce);
+
   const services = () => ({
     config: stack.origin.deps.config,
     signer: stack.signer,
@@ -111,15 +121,181 @@ describe("money executor batches (real stack)", () => {
     });
   });
 
-  it("keeps a refusal to its own operation: the rest of the batch is signed", async () => {
-    const rich = await stack.newAgent({ units: 10_000_000n });
-    const broke = await stack.newAgent();
-    const alsoRich = await stack.newAgent({ units: 10_000_000n });
+  it("keeps a refusal to its own operation: the same sender's operations around it are signed at contiguous nonces", async () => {
+    // Mutation: a refused operation taking its nonce (nonce++ whatever signOne answers) leaves a
+    // hole at nonce 1: the signed ones are then at 0 and 2, and the nonces below differ.
+    const rich = await stack.newAgent({ units: 20_000_000n });
+    const other = await stack.newAgent({ units: 10_000_000n });
     const to = newAccount().address.toLowerCase();
-    const outcomes = await inOneBatch("transfer", [rich, broke, alsoRich], (actionId, agent) =>
-      transferOperation(services(), { actionId, agent: asAgent(agent), to, amount: 1_000n }),
+    // The middle one is over the 10 USDC per-transaction limit, with the balance to pay it.
+    const amounts = [1_000n, 10_000_001n, 2_000n];
+    const outcomes = await inOneBatch("transfer", [rich, rich, rich, other], (actionId, agent) => {
+      const amount = agent === other ? 1_000n : amounts.shift()!;
+      return transferOperation(services(), { actionId, agent: asAgent(agent), to, amount });
+    });
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(["signed", "refused", "signed", "signed"]);
+    expect(outcomes[1]).toMatchObject({
+      refusal: { code: "limit_exceeded", fields: { limit: "per_transaction" } },
+    });
+    expect(await noncesOf(rich)).toEqual(["0", "1"]);
+    // A good transfer from the same wallet after the refusal takes the next nonce and confirms.
+    const [next] = await inOneBatch("transfer", [rich], (actionId, agent) =>
+      transferOperation(services(), { actionId, agent: asAgent(agent), to, amount: 3_000n }),
     );
-    expect(outcomes.map((outcome) => outcome.kind)).toEqual(["signed", "refused", "signed"]);
+    expect(next!.kind).toBe("signed");
+    expect(await noncesOf(rich)).toEqual(["0", "1", "2"]);
+    await expect
+      .poll(() => chain().getTransactionCount({ address: rich.wallet }), { timeout: 20_000 })
+      .toBe(3);
+  });
+
+  it("counts money in flight: of two 0.6 USDC transfers from a 1 USDC wallet, one is signed, the other refused insufficient_funds", async () => {
+    // Mutation: not counting what an earlier operation of the batch holds (facts.count leaving
+    // the in-flight total alone) signs both; the chain would refuse the second.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const to = newAccount().address.toLowerCase();
+    const outcomes = await inOneBatch("transfer", [agent, agent], (actionId) =>
+      transferOperation(services(), { actionId, agent: asAgent(agent), to, amount: 600_000n }),
+    );
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(["signed", "refused"]);
     expect(outcomes[1]).toMatchObject({ refusal: { code: "insufficient_funds" } });
+    // Again in a batch of its own: the first one's cost is in flight or already out of the balance.
+    const [again] = await inOneBatch("transfer", [agent], (actionId) =>
+      transferOperation(services(), { actionId, agent: asAgent(agent), to, amount: 600_000n }),
+    );
+    expect(again).toMatchObject({ kind: "refused", refusal: { code: "insufficient_funds" } });
+    expect(await noncesOf(agent)).toEqual(["0"]);
+  });
+
+  it("signs an action once when a duplicate arrives after it was signed: the late one is busy", async () => {
+    // Mutation: the lock taking any action, not only a `requested` one, signs it a second time.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const to = newAccount().address.toLowerCase();
+    const [claim] = await claimActions(stack.db.handle.db, [
+      {
+        agentId: agent.agentId,
+        kind: "transfer",
+        idempotencyKey: `late-${Date.now()}`,
+        requestHash: requestHash("transfer", { n: "late" }),
+        amountUnits: null,
+        toAddress: null,
+      },
+    ]);
+    const operation = () =>
+      transferOperation(services(), {
+        actionId: claim!.action.actionId,
+        agent: asAgent(agent),
+        to,
+        amount: 1_000n,
+      });
+    expect((await executor.execute(operation())).kind).toBe("signed");
+    expect((await executor.execute(operation())).kind).toBe("busy");
+    expect(await noncesOf(agent)).toEqual(["0"]);
+  });
+
+  describe("the faucet's day and cooldown (seeded payout history, a clock moved forward)", () => {
+    const DAY_MS = 86_400_000;
+    /** Payouts of `agent` recorded as signed at `at` (history the enclave never saw). */
+    const seedPayouts = async (agent: StackAgent, times: Date[]) => {
+      const claims = await claimActions(
+        stack.db.handle.db,
+        times.map((_, index) => ({
+          agentId: agent.agentId,
+          kind: "faucet" as const,
+          idempotencyKey: `seed-${Date.now()}-${index}`,
+          requestHash: requestHash("faucet", { n: String(index) }),
+          amountUnits: 1_000_000n,
+          toAddress: agent.wallet.toLowerCase(),
+        })),
+      );
+      for (const [index, claim] of claims.entries()) {
+        await stack.db.handle.db.execute(sql`update agent_actions set status = 'confirmed',
+            signed_at = ${times[index]!.toISOString()}::timestamptz where action_id = ${claim.action.actionId}`);
+      }
+    };
+    const executorAt = (offsetMs: number): MoneyExecutor => {
+      const deps = stack.origin.deps;
+      return createMoneyExecutor({
+        db: deps.database.db,
+        rpc: deps.rpc!,
+        fees: deps.money!.fees,
+        clock: { now: () => new Date(Date.now() + offsetMs) },
+        logger: deps.logger,
+        leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
+        broadcasts: deps.money!.broadcasts,
+      });
+    };
+    const payout = async (agent: StackAgent, at: MoneyExecutor = executor, offsetMs = 0) => {
+      const treasury = stack.origin.deps.money!.treasury!;
+      const [claim] = await claimActions(stack.db.handle.db, [
+        {
+          agentId: agent.agentId,
+          kind: "faucet",
+          idempotencyKey: `payout-${Date.now()}-${Math.random()}`,
+          requestHash: requestHash("faucet", {}),
+          amountUnits: 1_000_000n,
+          toAddress: agent.wallet.toLowerCase(),
+        },
+      ]);
+      const clock = { now: () => new Date(Date.now() + offsetMs) };
+      return at.execute(
+        faucetOperation(
+          { ...services(), clock },
+          { actionId: claim!.action.actionId, agent: asAgent(agent), treasury },
+        ),
+      );
+    };
+    /** Today's UTC midnight plus `ms`, or `ms` before now if that is still yesterday. */
+    const earlierToday = (ms: number): Date => {
+      const now = Date.now();
+      const midnight = now - (now % DAY_MS);
+      return new Date(Math.max(midnight + 1, now - ms));
+    };
+
+    it("pays the 5th payout of a UTC day and answers the 6th 429 faucet_daily_limit", async () => {
+      // Mutation: dropping the node's daily check lets the 6th reach the enclave, whose own
+      // cooldown (on its clock) refuses it as faucet_cooldown instead.
+      const agent = await stack.newAgent();
+      await seedPayouts(
+        agent,
+        [4, 3, 2].map((minutes) => earlierToday(minutes * 60_000)).concat(earlierToday(61_000)),
+      );
+      const fifth = await payout(agent);
+      expect(fifth.kind, JSON.stringify(fifth)).toBe("signed");
+      // A minute and more later by the node's clock: the cooldown is over, the day's 5 USDC are not.
+      const sixth = await payout(agent, executorAt(61_000), 61_000);
+      expect(sixth).toMatchObject({
+        kind: "refused",
+        refusal: { code: "faucet_daily_limit", message: expect.stringMatching(/^today's faucet payouts/) },
+      });
+    });
+
+    it("does not count yesterday's payouts against today", async () => {
+      // Mutation: counting every payout, not those signed since today's UTC midnight, refuses this.
+      const agent = await stack.newAgent();
+      const now = Date.now();
+      const yesterday = now - (now % DAY_MS) - 3_600_000;
+      await seedPayouts(
+        agent,
+        [0, 1, 2, 3, 4].map((n) => new Date(yesterday - n * 120_000)),
+      );
+      expect((await payout(agent)).kind).toBe("signed");
+    });
+
+    it("still answers 429 faucet_cooldown 45 s after a payout, with the 15 s left to wait", async () => {
+      // Mutation: a shorter cooldown in the node (half of it, or read as seconds) lets this one
+      // reach the enclave, whose refusal names the whole sealed cooldown (60 s), not the 15 s left.
+      const agent = await stack.newAgent();
+      expect((await payout(agent)).kind).toBe("signed");
+      const later = await payout(agent, executorAt(45_000), 45_000);
+      expect(later).toMatchObject({
+        kind: "refused",
+        refusal: {
+          code: "faucet_cooldown",
+          message: expect.stringMatching(/^the faucet pays each agent once every 60 s/),
+          fields: { retry_after: 15 },
+        },
+      });
+    });
   });
 });
