@@ -78,7 +78,11 @@ describe("sign_settlement checks the authorization it pays gas for (real process
       primaryType: "TransferWithAuthorization",
       message,
     });
-  const settle = (message: Authorization, signature: Hex): Promise<EnclaveResponse> =>
+  const settle = (
+    message: Authorization,
+    signature: Hex,
+    fees: { max_fee_per_gas?: string } = {},
+  ): Promise<EnclaveResponse> =>
     client.request("sign_settlement", {
       key_ref: settler.key_ref,
       chain_id: CHAIN_ID,
@@ -95,6 +99,7 @@ describe("sign_settlement checks the authorization it pays gas for (real process
       max_fee_per_gas: "1000",
       max_priority_fee_per_gas: "1",
       gas_limit: "100000",
+      ...fees,
     });
   /** What the origin switches on, and what a person reads. */
   const refusal = (response: EnclaveResponse) =>
@@ -108,6 +113,29 @@ describe("sign_settlement checks the authorization it pays gas for (real process
     expect(tx.to).toBe(NATIVE_TRANSFER_AUTH_ADDRESS);
     expect(tx.value ?? 0n).toBe(0n); // a zero value is left out of the encoding
     expect(await recoverTransactionAddress({ serializedTransaction: raw })).toBe(settler.address);
+  });
+
+  it("refuses a fee over the sealed ceiling, another amount, another payTo and a payer from the operator pool, each by name", async () => {
+    // Mutations: dropping any one of the four checks signs (or refuses by another name) its case.
+    const cases: Array<[string, Partial<Authorization>, { max_fee_per_gas?: string }, string]> = [
+      // 100000 gas × 10^10 + 1 wei is over the 10^15 wei ceiling.
+      ["fee over the ceiling", {}, { max_fee_per_gas: "10000000001" }, "fee_ceiling"],
+      ["one unit more", { value: AMOUNT + 1n }, {}, "x402_amount"],
+      ["one unit less", { value: AMOUNT - 1n }, {}, "x402_amount"],
+      ["another payTo", { to: "0x3333333333333333333333333333333333333333" }, {}, "x402_pay_to"],
+      ["from the operator pool", { from: "0x00000000000000000000000000000000000000aa" }, {}, "x402_payer"],
+    ];
+    const answers: Array<[string, unknown]> = [];
+    for (const [name, change, fees] of cases) {
+      const message = authorization(change);
+      answers.push([name, refusal(await settle(message, await signedBy(payer, message), fees))]);
+    }
+    expect(answers).toEqual(cases.map(([name, , , detail]) => [name, { code: "cap_exceeded", detail }]));
+    // At the ceiling exactly it signs.
+    const message = authorization();
+    expect(
+      refusal(await settle(message, await signedBy(payer, message), { max_fee_per_gas: "10000000000" })),
+    ).toBe("signed");
   });
 
   it("refuses an expired authorization, one not valid yet by the margin and one that expires within it, by name", async () => {
