@@ -1,7 +1,13 @@
 import { sql } from "drizzle-orm";
-import type { Address } from "viem";
+import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import {
+  fund,
+  newAccount,
+  publicClientFor,
+  transferWithAuthorizationCalldata,
+  walletClientFor,
+} from "../../devnet/testing.ts";
 import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import type { TestOrigin } from "../../scripts/test/origin.ts";
@@ -11,7 +17,7 @@ import {
   startRpcRefusalProxy,
 } from "../../scripts/test/rpc-refusal-proxy.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "../x402/reasons.ts";
@@ -202,6 +208,57 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
       { nonce: String(settlerNonce), status: "failed" },
       { nonce: String(settlerNonce), status: "confirmed" },
     ]);
+    expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
+  }, 60_000);
+
+  it("answers a settlement another relayer front-ran 402 transaction_failed and ends it reverted, never settled", async () => {
+    // Another relayer submits the same authorization just before ours reaches the chain: ours is
+    // mined and reverts (the authorization is used), its gas paid.
+    // Mutation: reading a mined receipt as settled whatever its status answers 200 here.
+    const demo = `${origin.base}/x402/demo`;
+    const payer = await fundedPayer(stack.devnet.url);
+    const payment = await envelope(demo, payer);
+    const relayer = newAccount();
+    await fund(stack.devnet.url, relayer.address, 1_000_000n * WEI_PER_UNIT);
+    const { authorization, signature } = payment.payload as {
+      authorization: Record<string, string>;
+      signature: Hex;
+    };
+    let frontRun: Hex | undefined;
+    const ranFirst = proxy.beforeNextSend(async () => {
+      frontRun = await walletClientFor(stack.devnet.url, relayer).sendTransaction({
+        to: NATIVE_TRANSFER_AUTH_ADDRESS,
+        data: transferWithAuthorizationCalldata(
+          {
+            from: authorization.from as Address,
+            to: authorization.to as Address,
+            value: BigInt(authorization.value!),
+            validAfter: BigInt(authorization.validAfter!),
+            validBefore: BigInt(authorization.validBefore!),
+            nonce: authorization.nonce as Hex,
+          },
+          signature,
+        ),
+        gas: 100_000n,
+      });
+      await chain.waitForTransactionReceipt({ hash: frontRun });
+    });
+    const before = await chain.getBalance({ address: payTo });
+    const answer = await pay(demo, paymentHeader(payment));
+    await ranFirst;
+    expect(answer.status, JSON.stringify(answer.body)).toBe(402);
+    expect(answer.body.error).toBe(X402_REASONS.transactionFailed);
+    expect(answer.response).toMatchObject({ success: false, errorReason: X402_REASONS.transactionFailed });
+    const transaction = answer.response!.transaction as Hex;
+    expect((await chain.getTransactionReceipt({ hash: transaction })).status).toBe("reverted");
+    expect(
+      await queryRows(
+        stack.db.handle.db,
+        sql`select status from x402_settlements
+        where payer = ${payer.address.toLowerCase()}`,
+      ),
+    ).toEqual([{ status: "reverted" }]);
+    // The payee was paid once, by the other relayer's transaction.
     expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
   }, 60_000);
 

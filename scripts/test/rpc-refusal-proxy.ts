@@ -6,7 +6,9 @@
  * that moved since the check, on another node's view; a pool policy), so this is the one fake of
  * these tests, named as such. `raiseBaseFeeBeforeSend` is no fake: it makes the devnet itself
  * raise the next block's base fee (dev_setNextBlockBaseFeePerGas) right before it forwards a
- * broadcast, so the devnet's own admission refuses what was quoted before. Loopback only.
+ * broadcast, so the devnet's own admission refuses what was quoted before; nor is
+ * `beforeNextSend`, which runs a test's own step (another relayer's transaction, say) against the
+ * devnet in the same instant. Loopback only.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -28,6 +30,8 @@ export type RpcRefusalProxy = {
   refuseOnce(pick: (tx: SentTransaction) => boolean, message?: string): Promise<SentTransaction>;
   /** Before it forwards the next broadcast, sets the devnet's next base fee to `wei`. */
   raiseBaseFeeBeforeSend(wei: bigint): Promise<void>;
+  /** Runs `step` before it forwards the next broadcast; resolves once it has run. */
+  beforeNextSend(step: () => Promise<void>): Promise<void>;
   /** Every broadcast that reached the proxy, in order (refused ones included). */
   readonly sent: readonly SentTransaction[];
   close(): Promise<void>;
@@ -41,7 +45,7 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
     message: string;
     done: (tx: SentTransaction) => void;
   }> = [];
-  let baseFeeRise: { wei: bigint; done: () => void } | undefined;
+  let nextSendStep: { step: () => Promise<void>; done: () => void } | undefined;
   const sent: SentTransaction[] = [];
   const sockets = new Set<Socket>();
 
@@ -81,16 +85,11 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
     const answers: unknown[] = [];
     for (const item of requests) answers.push(await refusalFor(item));
     const rest = requests.filter((_, n) => answers[n] === undefined);
-    if (baseFeeRise && requests.some((item) => item.method === "eth_sendRawTransaction")) {
-      const rise = baseFeeRise;
-      baseFeeRise = undefined;
-      await forward({
-        jsonrpc: "2.0",
-        id: 0,
-        method: "dev_setNextBlockBaseFeePerGas",
-        params: [`0x${rise.wei.toString(16)}`],
-      });
-      rise.done();
+    if (nextSendStep && rest.some((item) => item.method === "eth_sendRawTransaction")) {
+      const { step, done } = nextSendStep;
+      nextSendStep = undefined;
+      await step();
+      done();
     }
     if (rest.length > 0) {
       const forwarded = await forward(Array.isArray(body) ? rest : rest[0]);
@@ -103,6 +102,11 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
     response.writeHead(200, { "content-type": "application/json" });
     response.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]));
   };
+
+  const beforeNextSend = (step: () => Promise<void>): Promise<void> =>
+    new Promise<void>((resolve) => {
+      nextSendStep = { step, done: resolve };
+    });
 
   const server = createServer((request, response) => {
     handle(request, response).catch(() => request.socket.destroy());
@@ -124,9 +128,15 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
       new Promise<SentTransaction>((resolve) => {
         refusals.push({ pick, message, done: resolve });
       }),
+    beforeNextSend,
     raiseBaseFeeBeforeSend: (wei) =>
-      new Promise<void>((resolve) => {
-        baseFeeRise = { wei, done: resolve };
+      beforeNextSend(async () => {
+        await forward({
+          jsonrpc: "2.0",
+          id: 0,
+          method: "dev_setNextBlockBaseFeePerGas",
+          params: [`0x${wei.toString(16)}`],
+        });
       }),
     close: () =>
       new Promise<void>((resolve) => {
