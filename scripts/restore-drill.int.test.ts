@@ -291,6 +291,31 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     await expectNothingLeft();
   });
 
+  it("records no evidence when the pool holds a key the backup lacks", async () => {
+    // A real fault, no fake: a key of another batch is recorded in this one, so the pool has four
+    // keys where the backup restores three, every one of them matching.
+    // Mutation: comparing only the restored keys with the pool (not the counts) records evidence.
+    const before = (await evidence()).length;
+    const [moved] = await queryRows<{ key_ref: string }>(
+      testDb.handle.db,
+      sql`update key_pool set batch_id = ${batchIds[5]!}
+          where key_ref = (select min(key_ref) from key_pool where batch_id = ${batchIds[0]!}) returning key_ref`,
+    );
+    try {
+      const result = await drill(...withKeys(batchIds[5]!));
+      expect(result).toMatchObject({
+        code: 1,
+        stdout: `restore-drill: batch ${batchIds[5]}: failed: restored keys differ from the batch (0 mismatched of 3, 4 in the pool)\n`,
+      });
+      expect(await evidence()).toHaveLength(before);
+      await expectNothingLeft();
+    } finally {
+      await testDb.handle.db.execute(
+        sql`update key_pool set batch_id = ${batchIds[0]!} where key_ref = ${moved!.key_ref}`,
+      );
+    }
+  });
+
   it("explains its usage", async () => {
     expect((await drill()).code).toBe(2);
     expect((await drill("--batch", batchIds[0]!, "--recovery-key", file("recovery.key"))).code).toBe(2);
