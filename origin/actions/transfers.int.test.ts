@@ -114,7 +114,7 @@ describe("transfers (real stack)", () => {
     expect(await count("outgoing_transactions")).toBe(txsBefore);
   });
 
-  it("signs one transaction for 50 concurrent identical requests, and answers 409 to the key with another amount", async () => {
+  it("signs one transaction for 50 concurrent identical requests, and answers 409 to the key with another amount or another recipient", async () => {
     const agent = await stack.newAgent({ units: 5_000_000n });
     const calls = agentCalls(stack.origin.base, agent.token);
     const body = { idempotency_key: newKey(), to: newAccount().address, amount: "1000" };
@@ -136,6 +136,11 @@ describe("transfers (real stack)", () => {
     const conflict = await calls.transfer({ ...body, amount: "1001" });
     expect(conflict.status).toBe(409);
     expect(conflict.body).toMatchObject({ error: { code: "idempotency_conflict", action_id: actionId } });
+    // The key binds the recipient too. Mutation: a request hash without `to` answers this 200,
+    // the earlier transfer to someone else.
+    const elsewhere = await calls.transfer({ ...body, to: newAccount().address });
+    expect(elsewhere.status).toBe(409);
+    expect(elsewhere.body).toMatchObject({ error: { code: "idempotency_conflict", action_id: actionId } });
     const repeat = await calls.transfer(body);
     expect(repeat.status).toBe(200);
     expect(repeat.body).toMatchObject({ action_id: actionId, status: "confirmed" });
@@ -216,10 +221,24 @@ describe("transfers (real stack)", () => {
     expect(denied.status).toBe(403);
     expect(denied.body).toMatchObject({ error: { code: "agent_capability_required" } });
 
-    const asPoor = agentCalls(stack.origin.base, poor.token);
-    const overLimit = await asPoor.transfer({ idempotency_key: newKey(), to, amount: "10000000" });
+    // An agent rich enough to pay it: only the limit stands in the way. Mutation: a node check
+    // looser than the limit lets the enclave refuse it instead, without the node's figures.
+    const rich = await stack.newAgent({ units: 20_000_000n });
+    const overLimit = await agentCalls(stack.origin.base, rich.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "10000000",
+    });
     expect(overLimit.status).toBe(403);
-    expect(overLimit.body).toMatchObject({ error: { code: "limit_exceeded", limit: "per_transaction" } });
+    expect(overLimit.body).toMatchObject({
+      error: {
+        code: "limit_exceeded",
+        limit: "per_transaction",
+        limit_units: "10000000",
+        message: expect.stringMatching(/is over the per-transaction limit of 10000000 units$/),
+      },
+    });
+    const asPoor = agentCalls(stack.origin.base, poor.token);
     // 1000 units of balance cannot pay 1000 units plus a fee.
     const broke = await asPoor.transfer({ idempotency_key: newKey(), to, amount: "1000" });
     expect(broke.status).toBe(422);
