@@ -299,6 +299,42 @@ describe("transfers (real stack)", () => {
     });
   });
 
+  it("answers 403 recipient_not_allowed to a recipient off the node's allowlist before writing anything", async () => {
+    // The policy authority seals an allowlist; a node configured with the same list starts.
+    // Mutation: dropping the gateway's check leaves the enclave to refuse it, after an action row
+    // was written (and answered failed).
+    const allowed = newAccount().address.toLowerCase() as Address;
+    const sealed = await stack.signer.configurePolicy(
+      { ...stack.policy, recipientAllowlist: [allowed] },
+      stack.authorities.policy,
+    );
+    expect(sealed.ok).toBe(true);
+    try {
+      const strict = await stack.startOrigin({ AGENT_TRANSFER_RECIPIENT_ALLOWLIST: allowed });
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const calls = agentCalls(strict.base, agent.token);
+      const refused = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1000",
+      });
+      expect(refused.status).toBe(403);
+      expect(refused.body).toMatchObject({ error: { code: "recipient_not_allowed" } });
+      const rows = await queryRows<{ n: number }>(
+        stack.db.handle.db,
+        sql`select count(*)::int as n from agent_actions where agent_id = ${agent.agentId}`,
+      );
+      expect(rows[0]!.n).toBe(0);
+      const paid = await calls.transfer({ idempotency_key: newKey(), to: allowed, amount: "1000" });
+      expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+      expect((await calls.settled((paid.body as ActionView).action_id)).status).toBe("confirmed");
+      expect(await balance(allowed)).toBe(1_000n * WEI_PER_UNIT);
+    } finally {
+      const restored = await stack.signer.configurePolicy(stack.policy, stack.authorities.policy);
+      expect(restored.ok).toBe(true);
+    }
+  });
+
   it("is 404 with the transfer switch off", async () => {
     const off = await stack.startOrigin({ AGENT_TRANSFER_ENABLED: "false" });
     const agent: StackAgent = await stack.newAgent();
