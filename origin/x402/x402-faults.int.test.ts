@@ -150,6 +150,45 @@ describe("x402 settlement under faults (real processes)", () => {
       await proxy?.close();
     });
 
+    it("refuses at /verify a payment already claimed and signed but not yet mined: nonce already used", async () => {
+      // Mutation: /verify not asking whether the pair is claimed finds the authorization unused on
+      // chain and the balance (twice the amount) enough, and answers isValid: true.
+      const origin = await stack.startOrigin(
+        { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
+        { periodMs: 100 },
+      );
+      try {
+        const payer = await fundedPayer(stack.devnet.url, 2n * AMOUNT);
+        const demo = `${origin.base}/x402/demo`;
+        const payment = await envelope(demo, payer);
+        proxy.withhold("eth_sendRawTransaction");
+        const pending = await pay(demo, paymentHeader(payment));
+        expect(pending).toMatchObject({ status: 402, body: { error: X402_REASONS.settlementPending } });
+        expect(await settlementOf(payer.address)).toMatchObject([{ status: "claimed" }]);
+        const verified = await fetch(`${stack.origin.base}/x402/facilitator/verify`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            x402Version: 2,
+            paymentPayload: payment,
+            paymentRequirements: payment.accepted,
+          }),
+        });
+        expect(await verified.json()).toMatchObject({
+          isValid: false,
+          invalidReason: X402_REASONS.nonceUsed,
+        });
+        proxy.withhold(undefined);
+        await expect
+          .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+          .toMatchObject([{ status: "settled" }]);
+        expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+      } finally {
+        proxy.withhold(undefined);
+        await origin.close();
+      }
+    }, 120_000);
+
     it("holds a settlement signed but not yet on chain against its payer's balance: verify and settle refuse a second one the balance cannot also cover", async () => {
       const origin = await stack.startOrigin(
         { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
