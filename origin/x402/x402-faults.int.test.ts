@@ -80,6 +80,30 @@ describe("x402 settlement under faults (real processes)", () => {
     await restarted.close();
   }, 120_000);
 
+  it("takes over a claim abandoned before anything was signed once its lease has run out, and settles the payment once", async () => {
+    // The row a settle leaves when it dies between its claim and its signing (a claim with no
+    // transaction), its lease over. Mutation: a claim never taken over answers this payment as a
+    // duplicate of the dead one (402 settlement_pending), for good.
+    const payer = await fundedPayer(stack.devnet.url);
+    const demo = `${stack.origin.base}/x402/demo`;
+    const payment = await envelope(demo, payer);
+    const { authorization, signature } = payment.payload as {
+      authorization: Record<string, string>;
+      signature: string;
+    };
+    await stack.db.handle.db.execute(sql`insert into x402_settlements (payer, nonce, pay_to, amount_units,
+        requirement_hash, payload_hash, valid_after, valid_before, signature, claimed_until)
+      values (${payer.address.toLowerCase()}, ${authorization.nonce!.toLowerCase()}, ${payTo}, ${AMOUNT.toString()},
+        ${"00".repeat(32)}, ${"00".repeat(32)}, ${authorization.validAfter!}, ${authorization.validBefore!},
+        ${signature.toLowerCase()}, now() - interval '1 second')`);
+    const before = await payToBalance();
+    const paid = await pay(demo, paymentHeader(payment));
+    expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+    expect(await settlementOf(payer.address)).toMatchObject([{ status: "settled" }]);
+    expect((await payToBalance()) - before).toBe(AMOUNT * WEI_PER_UNIT);
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 60_000);
+
   describe("a chain that stops answering after it accepted the settlement", () => {
     let proxy: RpcCutProxy;
     beforeAll(async () => {
