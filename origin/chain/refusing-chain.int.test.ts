@@ -262,6 +262,24 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
   }, 60_000);
 
+  it("sends a submitted transaction the node dropped again, and it confirms", async () => {
+    // The node answers the broadcast with the hash and lets the transaction go. An origin whose
+    // tracker sends a submitted transaction again after a second without a receipt.
+    // Mutation: the tracker not sending `submitted` transactions again leaves it submitted for good.
+    const resending = await stack.startOrigin({}, { periodMs: 100, resendAfterMs: 1_000 }, proxy.url);
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const recipient = newAccount().address;
+    const dropped = proxy.dropOnce((tx) => tx.from === agent.wallet.toLowerCase());
+    const calls = agentCalls(resending.base, agent.token);
+    const answer = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "1000" });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+    const lost = await dropped;
+    expect((await calls.settled((answer.body as ActionView).action_id)).status).toBe("confirmed");
+    expect(proxy.sent.filter((tx) => tx.hash === lost.hash).length).toBeGreaterThan(1);
+    expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+    expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
+  }, 60_000);
+
   // A gap: the chain refuses a transaction after a later one of the same sender was signed and
   // taken. Made so in that order for sure: the first broadcast is answered "txpool is full" (a
   // transient failure: the transaction stays signed), the sender's next transaction is signed and

@@ -1,7 +1,8 @@
 /**
  * A fault injector: a JSON-RPC pass-through in front of the devnet that refuses chosen
  * eth_sendRawTransaction calls, alone or inside a batch, with geth's error shape (code -32000 and
- * geth's message), and passes everything else through. A node refuses a signed transaction for
+ * geth's message), or takes one and drops it (a node whose pool lets a pending transaction go),
+ * and passes everything else through. A node refuses a signed transaction for
  * reasons the devnet cannot be made to produce on demand at one chosen transaction (a balance
  * that moved since the check, on another node's view; a pool policy), so this is the one fake of
  * these tests, named as such. `raiseBaseFeeBeforeSend` is no fake: it makes the devnet itself
@@ -28,6 +29,11 @@ export type RpcRefusalProxy = {
    * resolves with that transaction once refused.
    */
   refuseOnce(pick: (tx: SentTransaction) => boolean, message?: string): Promise<SentTransaction>;
+  /**
+   * Answers the first broadcast `pick` chooses as a node does that took it (its hash) and then
+   * dropped it from its pool: nothing reaches the devnet. Resolves with it once dropped.
+   */
+  dropOnce(pick: (tx: SentTransaction) => boolean): Promise<SentTransaction>;
   /** Before it forwards the next broadcast, sets the devnet's next base fee to `wei`. */
   raiseBaseFeeBeforeSend(wei: bigint): Promise<void>;
   /** Runs `step` before it forwards the next broadcast; resolves once it has run. */
@@ -40,9 +46,10 @@ export type RpcRefusalProxy = {
 type RpcRequest = { jsonrpc: "2.0"; id: unknown; method: string; params?: unknown[] };
 
 export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusalProxy> {
+  /** message undefined: dropped (answered as taken, never forwarded). */
   const refusals: Array<{
     pick: (tx: SentTransaction) => boolean;
-    message: string;
+    message: string | undefined;
     done: (tx: SentTransaction) => void;
   }> = [];
   let nextSendStep: { step: () => Promise<void>; done: () => void } | undefined;
@@ -74,6 +81,7 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
     if (index < 0) return undefined;
     const [refusal] = refusals.splice(index, 1);
     refusal!.done(tx);
+    if (refusal!.message === undefined) return { jsonrpc: "2.0", id: request.id, result: tx.hash };
     return { jsonrpc: "2.0", id: request.id, error: { code: -32000, message: refusal!.message } };
   };
 
@@ -127,6 +135,10 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
     refuseOnce: (pick, message = INSUFFICIENT_FUNDS_MESSAGE) =>
       new Promise<SentTransaction>((resolve) => {
         refusals.push({ pick, message, done: resolve });
+      }),
+    dropOnce: (pick) =>
+      new Promise<SentTransaction>((resolve) => {
+        refusals.push({ pick, message: undefined, done: resolve });
       }),
     beforeNextSend,
     raiseBaseFeeBeforeSend: (wei) =>
