@@ -4,6 +4,7 @@ import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import { queryRows } from "../db/client.ts";
+import { grantException } from "../funding/exceptions.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
 import {
   createMoneyExecutor,
@@ -191,6 +192,42 @@ describe("money executor batches (real stack)", () => {
     expect((await executor.execute(operation())).kind).toBe("signed");
     expect((await executor.execute(operation())).kind).toBe("busy");
     expect(await noncesOf(agent)).toEqual(["0"]);
+  });
+
+  it("holds a wallet before its restore drill to its ceiling after the move, counting what its earlier transfers of the batch take", async () => {
+    // 2 USDC under a 1 USDC ceiling (an approved exception, no restore evidence yet): 1.5 USDC out
+    // brings it under the ceiling; 0.1 USDC more, after that, keeps it under. The first alone would
+    // not have (2 − 0.1 is over the ceiling), so the second is allowed only through the first.
+    // Mutation: the gate reading the balance without what is in flight refuses the second.
+    const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
+    const granted = await grantException(stack.db.handle.db, {
+      wallet: agent.wallet,
+      ceilingUnits: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+      reason: "ceiling with money in flight",
+    });
+    expect(granted.ok).toBe(true);
+    const to = newAccount().address.toLowerCase();
+    const amounts = [1_500_000n, 100_000n];
+    const outcomes = await inOneBatch("transfer", [agent, agent], (actionId) =>
+      transferOperation(services(), { actionId, agent: asAgent(agent), to, amount: amounts.shift()! }),
+    );
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(["signed", "signed"]);
+    // Alone, from the full balance, the small one is over the ceiling.
+    const other = await stack.newAgent({ drilled: false, units: 2_000_000n });
+    await grantException(stack.db.handle.db, {
+      wallet: other.wallet,
+      ceilingUnits: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+      reason: "ceiling alone",
+    });
+    const [alone] = await inOneBatch("transfer", [other], (actionId) =>
+      transferOperation(services(), { actionId, agent: asAgent(other), to, amount: 100_000n }),
+    );
+    expect(alone).toMatchObject({
+      kind: "refused",
+      refusal: { code: "funding_gate_closed", fields: { reason: "ceiling_exceeded" } },
+    });
   });
 
   describe("the faucet's day and cooldown (seeded payout history, a clock moved forward)", () => {
