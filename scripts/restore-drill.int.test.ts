@@ -10,6 +10,7 @@ import { sha256 } from "../origin/keypool/backup-writer.ts";
 import { makeBatch, refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import type { SignerClient } from "../origin/signer/types.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { toHex } from "../shared/hex.ts";
 import {
@@ -18,6 +19,7 @@ import {
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
 import { createRestoreDriller } from "./lib/restore-drill.ts";
+import { startThrowawayEnclave } from "./lib/throwaway-enclave.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
 import { createEnclaveFixture, type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
 
@@ -192,6 +194,50 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
       .map((record) => record.op);
     expect(accepted).toEqual(["load_recovery_key", "restore_backup"]);
     expect(await evidence()).toHaveLength(2);
+    await expectNothingLeft();
+  });
+
+  it("records no evidence when the restored key's identity proof does not verify", async () => {
+    // A throwaway enclave that restores the batch faithfully but answers the identity proof with
+    // another restored key's signature: a fault the real program does not make, so a fake in front
+    // of it, named. Mutation: recording evidence without verifying the proof records it here.
+    const signer = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    const identity = await signer.getSealedIdentity();
+    await signer.close();
+    if (!identity.ok) throw new Error(identity.error.code);
+    const [other] = await queryRows<{ key_ref: string }>(
+      testDb.handle.db,
+      sql`select max(key_ref) as key_ref from key_pool where batch_id = ${batchIds[5]!}`,
+    );
+    const before = (await evidence()).length;
+    const driller = createRestoreDriller({
+      identity: identity.value,
+      recoveryAuthority: enclave.recoverySecret,
+      recoveryEncryptionKey: enclave.recoveryEncKey,
+      startEnclave: async (params) => {
+        const real = await startThrowawayEnclave(params);
+        const lying: SignerClient = Object.assign(Object.create(real.signer) as SignerClient, {
+          proveIdentity: ((request) =>
+            real.signer.proveIdentity({
+              ...request,
+              keyRef: other!.key_ref,
+            })) satisfies SignerClient["proveIdentity"],
+        });
+        return { ...real, signer: lying };
+      },
+    });
+    try {
+      expect(await driller.drill(testDb.handle.db, batchIds[5]!)).toMatchObject({
+        ok: false,
+        reason: expect.stringMatching(/^the restored key's signature does not verify/),
+      });
+    } finally {
+      await driller.close();
+    }
+    expect(await evidence()).toHaveLength(before);
     await expectNothingLeft();
   });
 

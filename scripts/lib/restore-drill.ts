@@ -45,6 +45,8 @@ export type RestoreDrillerOptions = {
   recoveryEncryptionKey: Uint8Array;
   /** Receives the throwaway enclave's log lines. */
   onLog?: (line: string) => void;
+  /** Tests only: starts the throwaway enclave (a fault put in front of it); startThrowawayEnclave otherwise. */
+  startEnclave?: typeof startThrowawayEnclave;
 };
 
 export type RestoreDriller = {
@@ -58,7 +60,10 @@ export type RestoreDriller = {
 export function createRestoreDriller(options: RestoreDrillerOptions): RestoreDriller {
   let started: Promise<ThrowawayEnclave> | undefined;
   const target = (): Promise<ThrowawayEnclave> => {
-    started ??= startThrowawayEnclave({ identity: options.identity, onLog: options.onLog });
+    started ??= (options.startEnclave ?? startThrowawayEnclave)({
+      identity: options.identity,
+      onLog: options.onLog,
+    });
     // A failed start is not kept: the next drill tries again.
     started.catch(() => {
       started = undefined;
