@@ -280,6 +280,34 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
   }, 60_000);
 
+  it("settles 30 concurrent payments on 30 distinct settler nonces while the node takes its time to mine", async () => {
+    // Each broadcast is taken at once and mined 300 ms later, so a batch signs while the one
+    // before it is not mined yet: the chain's nonce lags the stored one. On a devnet that mines on
+    // arrival the two are always equal. Mutation: the settler's next nonce taken from the chain
+    // alone (not the greater of it and the stored one) signs a nonce twice.
+    proxy.delaySends(300);
+    try {
+      const demo = `${origin.base}/x402/demo`;
+      const payers = await Promise.all(Array.from({ length: 30 }, () => fundedPayer(stack.devnet.url)));
+      const payments = await Promise.all(
+        payers.map(async (payer) => paymentHeader(await envelope(demo, payer))),
+      );
+      const answers = await Promise.all(payments.map((payment) => pay(demo, payment)));
+      expect(answers.map((answer) => `${answer.status} ${answer.body.error ?? "paid"}`)).toEqual(
+        Array(30).fill("200 paid"),
+      );
+      const rows = await queryRows<{ status: string; settler_nonce: string }>(
+        stack.db.handle.db,
+        sql`select status, settler_nonce::text from x402_settlements
+            where payer = any(${`{${payers.map((payer) => payer.address.toLowerCase()).join(",")}}`}::text[])`,
+      );
+      expect(rows.map((row) => row.status)).toEqual(Array(30).fill("settled"));
+      expect(new Set(rows.map((row) => row.settler_nonce)).size).toBe(30);
+    } finally {
+      proxy.delaySends(undefined);
+    }
+  }, 120_000);
+
   // A gap: the chain refuses a transaction after a later one of the same sender was signed and
   // taken. Made so in that order for sure: the first broadcast is answered "txpool is full" (a
   // transient failure: the transaction stays signed), the sender's next transaction is signed and

@@ -34,6 +34,12 @@ export type RpcRefusalProxy = {
    * dropped it from its pool: nothing reaches the devnet. Resolves with it once dropped.
    */
   dropOnce(pick: (tx: SentTransaction) => boolean): Promise<SentTransaction>;
+  /**
+   * While set, takes every broadcast at once (answering its hash, as a node does that puts it in
+   * its pool) and hands it to the devnet `ms` later, in the order taken: a node that takes its
+   * time to mine. Undefined: broadcasts go straight through again.
+   */
+  delaySends(ms: number | undefined): void;
   /** Before it forwards the next broadcast, sets the devnet's next base fee to `wei`. */
   raiseBaseFeeBeforeSend(wei: bigint): Promise<void>;
   /** Runs `step` before it forwards the next broadcast; resolves once it has run. */
@@ -55,6 +61,9 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
   let nextSendStep: { step: () => Promise<void>; done: () => void } | undefined;
   const sent: SentTransaction[] = [];
   const sockets = new Set<Socket>();
+  let sendDelayMs: number | undefined;
+  /** The delayed broadcasts, forwarded one after another. */
+  let delayed = Promise.resolve();
 
   const forward = async (body: unknown): Promise<unknown> => {
     const answer = await fetch(targetUrl, {
@@ -92,6 +101,21 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
     const requests = Array.isArray(body) ? body : [body];
     const answers: unknown[] = [];
     for (const item of requests) answers.push(await refusalFor(item));
+    if (sendDelayMs !== undefined) {
+      const wait = sendDelayMs;
+      for (const [n, item] of requests.entries()) {
+        if (answers[n] !== undefined || item.method !== "eth_sendRawTransaction") continue;
+        const raw = item.params?.[0] as Hex;
+        answers[n] = { jsonrpc: "2.0", id: item.id, result: keccak256(raw) };
+        const taken = new Promise((resolve) => setTimeout(resolve, wait));
+        delayed = delayed.then(async () => {
+          await taken;
+          await forward({ jsonrpc: "2.0", id: 0, method: "eth_sendRawTransaction", params: [raw] }).catch(
+            () => undefined,
+          );
+        });
+      }
+    }
     const rest = requests.filter((_, n) => answers[n] === undefined);
     if (nextSendStep && rest.some((item) => item.method === "eth_sendRawTransaction")) {
       const { step, done } = nextSendStep;
@@ -140,6 +164,9 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
       new Promise<SentTransaction>((resolve) => {
         refusals.push({ pick, message: undefined, done: resolve });
       }),
+    delaySends: (ms) => {
+      sendDelayMs = ms;
+    },
     beforeNextSend,
     raiseBaseFeeBeforeSend: (wei) =>
       beforeNextSend(async () => {
