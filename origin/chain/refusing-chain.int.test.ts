@@ -178,6 +178,50 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     expect(await chain.getBalance({ address: first!.wallet })).toBe(0n);
   }, 60_000);
 
+  it("keeps a refused payout to its own agent: the other agents' payouts asked for at the same time confirm", async () => {
+    const agents = await stack.newAgents(3, {});
+    const refusedWallet = agents[0]!.wallet.toLowerCase();
+    const refusal = proxy.refuseOnce(
+      (tx) => tx.from === stack.treasury.toLowerCase() && tx.to === refusedWallet,
+    );
+    const answers = await Promise.all(agents.map((agent) => agentCalls(origin.base, agent.token).faucet()));
+    expect(answers.map((answer) => answer.status)).toEqual([202, 202, 202]);
+    await refusal;
+    const views = await Promise.all(
+      answers.map((answer, n) =>
+        agentCalls(origin.base, agents[n]!.token).settled((answer.body as ActionView).action_id),
+      ),
+    );
+    // A payout signed behind the refused one waits for its hole to be filled (nonce-gaps.ts).
+    expect(views.map((view) => view.status)).toEqual(["failed", "confirmed", "confirmed"]);
+    expect(await chain.getBalance({ address: agents[0]!.wallet })).toBe(0n);
+    for (const agent of agents.slice(1)) {
+      expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+    }
+  }, 60_000);
+
+  it("keeps a refused settlement to its own payment: the payments presented at the same time settle", async () => {
+    const demo = `${origin.base}/x402/demo`;
+    const payers = await Promise.all(Array.from({ length: 3 }, () => fundedPayer(stack.devnet.url)));
+    const payments = await Promise.all(
+      payers.map(async (payer) => paymentHeader(await envelope(demo, payer))),
+    );
+    // The settlement's calldata carries its payer's address.
+    const refusedPayer = payers[0]!.address.slice(2).toLowerCase();
+    const refusal = proxy.refuseOnce(
+      (tx) => tx.from === stack.settler!.toLowerCase() && tx.data.toLowerCase().includes(refusedPayer),
+    );
+    const before = await chain.getBalance({ address: payTo });
+    const answers = await Promise.all(payments.map((payment) => pay(demo, payment)));
+    await refusal;
+    expect(answers.map((answer) => `${answer.status} ${answer.body.error ?? "paid"}`)).toEqual([
+      `402 ${X402_REASONS.unexpectedSettleError}`,
+      "200 paid",
+      "200 paid",
+    ]);
+    expect((await chain.getBalance({ address: payTo })) - before).toBe(2n * X402_AMOUNT * WEI_PER_UNIT);
+  }, 60_000);
+
   it("answers a refused settlement 402 and ends it failed; the settler's next settlement settles at the refused nonce", async () => {
     const settler = stack.settler!.toLowerCase();
     const demo = `${origin.base}/x402/demo`;

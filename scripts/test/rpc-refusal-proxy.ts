@@ -16,7 +16,7 @@ import type { Socket } from "node:net";
 import { type Address, type Hex, keccak256, parseTransaction, recoverTransactionAddress } from "viem";
 
 /** A broadcast as the proxy saw it. */
-export type SentTransaction = { from: Address; nonce: number; hash: Hex };
+export type SentTransaction = { from: Address; to: Address | undefined; nonce: number; data: Hex; hash: Hex };
 
 /** geth's words for a transaction whose sender's balance moved since it was checked. */
 export const INSUFFICIENT_FUNDS_MESSAGE =
@@ -82,7 +82,9 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
       from: (
         await recoverTransactionAddress({ serializedTransaction: raw as never })
       ).toLowerCase() as Address,
+      to: parseTransaction(raw).to?.toLowerCase() as Address | undefined,
       nonce: parseTransaction(raw).nonce ?? 0,
+      data: parseTransaction(raw).data ?? "0x",
       hash: keccak256(raw),
     };
     sent.push(tx);
