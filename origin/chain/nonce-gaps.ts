@@ -78,9 +78,9 @@ export async function fillNonceGaps(deps: GapFillerDeps): Promise<number> {
 }
 
 async function findHoles(db: Db): Promise<Hole[]> {
-  const rows = await queryRows<{ sender: string; nonce: string }>(
+  const rows = await queryRows<{ sender: string; nonce: string | bigint }>(
     db,
-    sql`select distinct f.sender, f.nonce::text as nonce from outgoing_transactions f
+    sql`select distinct f.sender, f.nonce from outgoing_transactions f
         where f.status = 'failed'
           and not exists (select 1 from outgoing_transactions l
             where l.sender = f.sender and l.nonce = f.nonce and l.status <> 'failed')
@@ -89,7 +89,7 @@ async function findHoles(db: Db): Promise<Hole[]> {
           and not exists (select 1 from outgoing_transactions r
             where r.sender = f.sender and r.nonce = f.nonce and r.purpose = 'filler'
               and r.updated_at > now() - make_interval(secs => ${REFILL_AFTER_SECONDS}))
-        order by f.sender, nonce limit 50`,
+        order by f.sender, f.nonce limit 50`,
   );
   return rows.map((row) => ({ sender: row.sender, nonce: BigInt(row.nonce) }));
 }
