@@ -163,6 +163,9 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     );
     expect(refusedView).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
     expect((await refusal).nonce).toBe(treasuryNonce);
+    expect(await actionRow(refusedView.action_id)).toMatchObject({
+      error_message: INSUFFICIENT_FUNDS_MESSAGE,
+    });
 
     const paid = await agentCalls(origin.base, second!.token).faucet();
     expect(paid.status, JSON.stringify(paid.body)).toBe(202);
@@ -241,6 +244,14 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
         ),
       )
       .toEqual([{ status: "failed", error_reason: "broadcast_refused" }]);
+    // The chain's own words stay with the refused transaction.
+    expect(
+      await queryRows(
+        stack.db.handle.db,
+        sql`select t.error from outgoing_transactions t join x402_settlements x on x.tx_id = t.tx_id
+            where x.payer = ${refusedPayer.address.toLowerCase()}`,
+      ),
+    ).toEqual([{ error: INSUFFICIENT_FUNDS_MESSAGE }]);
 
     const payer = await fundedPayer(stack.devnet.url);
     const before = await chain.getBalance({ address: payTo });
