@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fund, newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";

@@ -1,0 +1,3 @@
+ALTER TABLE "outgoing_transactions" DROP CONSTRAINT "outgoing_transactions_sender_nonce_uq";--> statement-breakpoint
+CREATE UNIQUE INDEX "outgoing_transactions_sender_nonce_live_uq" ON "outgoing_transactions" USING btree ("sender","nonce") WHERE "outgoing_transactions"."status" <> 'failed';--> statement-breakpoint
+CREATE INDEX "outgoing_transactions_failed_idx" ON "outgoing_transactions" USING btree ("sender","nonce") WHERE "outgoing_transactions"."status" = 'failed';
