@@ -30,7 +30,7 @@ import { X402_REASONS } from "../x402/reasons.ts";
 // batch notices.
 //
 // Mutation for every test here: the uniqueness rule of (sender, nonce) over every stored row, as
-// before (migration 0012 undone): the refused row keeps its nonce, the next signing at it breaks
+// before (migration 0013 undone): the refused row keeps its nonce, the next signing at it breaks
 // the rule, and the next transfer, payout or settlement answers 500 internal_error.
 
 const X402_AMOUNT = 10_000n;
