@@ -201,6 +201,17 @@ export class KeyBindingMismatch extends GatewayError {
   static override readonly family = "agent_key_binding_mismatch: ask the operator to look at the identity";
 }
 
+/**
+ * The signer does not hold the key of the wallet (or of the faucet treasury): the service's enclave
+ * lost its keys and they have not been restored yet. Nothing was signed; final for its key, and no
+ * retry helps until the operator has restored the keys. Not a SignerUnavailable: that one is retried.
+ */
+export class KeyUnavailable extends GatewayError {
+  static override readonly exitCode = 22;
+  static override readonly family =
+    "agent_key_unavailable: the signer lacks the wallet's key; ask the operator to restore it (no retry helps)";
+}
+
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
   GatewayError,
@@ -223,6 +234,7 @@ export const ERROR_CLASSES = [
   ServiceUnavailable,
   ActionFailed,
   KeyBindingMismatch,
+  KeyUnavailable,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
@@ -240,6 +252,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   insufficient_funds: InsufficientFunds,
   funding_gate_closed: FundingGateClosed,
   agent_key_binding_mismatch: KeyBindingMismatch,
+  agent_key_unavailable: KeyUnavailable,
   agent_signer_unavailable: SignerUnavailable,
   agent_signer_protocol_unavailable: SignerUnavailable,
   registration_unavailable: RegistrationUnavailable,

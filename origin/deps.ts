@@ -6,6 +6,7 @@ import type { Config } from "./config.ts";
 import type { OriginMetrics } from "./console/metrics.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
+import type { KeyHoldingReport } from "./signer/key-holding.ts";
 import type { SignerClient } from "./signer/types.ts";
 import type { X402Runtime } from "./x402/setup.ts";
 
@@ -56,4 +57,9 @@ export type AppDeps = {
    * upstream with it (main.ts does); otherwise createApp makes one without those two.
    */
   metrics?: OriginMetrics | undefined;
+  /**
+   * Asks the enclave whether it holds the keys the database assigns (signer/key-holding.ts); absent
+   * without an enclave endpoint. /healthz reports it.
+   */
+  keysHeld?: (() => Promise<KeyHoldingReport>) | undefined;
 };

@@ -11,7 +11,8 @@ import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
 import { createRegistrationRouter } from "./registration/router.ts";
 import { startHttpServer } from "./server.ts";
-import { createSignerClient } from "./signer/create-signer-client.ts";
+import { createSignerClients } from "./signer/create-signer-client.ts";
+import { checkAssignedKeysHeld } from "./signer/key-holding.ts";
 import { logSealedPolicy } from "./signer/sealed-policy.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
 import { startBackgroundWorkers } from "./workers/background.ts";
@@ -53,13 +54,14 @@ async function main(): Promise<void> {
     : undefined;
   if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
 
-  const signer = metrics.observeSigner(
-    createSignerClient({
-      endpoint: config.signer.endpoint,
-      liveIdentityEnabled: config.features.liveIdentity,
-      logger,
-    }),
-  );
+  const signers = createSignerClients({
+    endpoint: config.signer.endpoint,
+    liveIdentityEnabled: config.features.liveIdentity,
+    logger,
+  });
+  const signer = metrics.observeSigner(signers.signer);
+  const { keyLookup } = signers;
+  const keysHeld = keyLookup ? () => checkAssignedKeysHeld(database.db, keyLookup) : undefined;
   // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
   const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
   const closeClients = async (): Promise<void> => {
@@ -72,6 +74,16 @@ async function main(): Promise<void> {
     await closeClients();
     process.exit(1);
   };
+  // An enclave that answers but lacks the assigned keys is not the one these wallets were made in:
+  // serving would answer every signing request "no such key" and the sweep would disable every
+  // identity. One that does not answer is let through (/healthz reports it), as for the policy.
+  if (keysHeld) {
+    const held = await keysHeld();
+    if (held.missing > 0)
+      return stopAtStart(`${held.instruction} (${held.missing} of ${held.checked} keys checked are missing)`);
+    if (!held.ok)
+      logger.warn({ code: held.error }, "could not ask the enclave for the assigned keys at start");
+  }
   // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
   const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger, sealed });
   if (!prepared.ok) {
@@ -87,6 +99,7 @@ async function main(): Promise<void> {
     logger,
     clock: systemClock,
     metrics,
+    keysHeld,
   };
   const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
   const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(

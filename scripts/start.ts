@@ -4,7 +4,8 @@
  * token. Ctrl-C stops every part, last started first.
  *
  * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
- * EDGE_PORT (8787), EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev).
+ * EDGE_PORT (8787), EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev),
+ * START_NEW_ENCLAVE (unset; `1` initialises a new enclave beside a database with identities).
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -33,6 +34,7 @@ async function main(): Promise<void> {
     pgPort,
     basePath,
     envId,
+    allowNewEnclave: process.env.START_NEW_ENCLAVE === "1",
     say,
     onPartExit: (name, code) => {
       say(`${name} exited unexpectedly (${code}); stopping the stack`);

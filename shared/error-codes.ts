@@ -62,6 +62,12 @@ export const ERROR_STATUS = {
   registration_unavailable: 503,
   agent_signer_protocol_unavailable: 503,
   agent_signer_unavailable: 503,
+  /**
+   * The enclave does not hold the key the database names for this sender (an enclave initialised
+   * afresh beside an existing database, keys never restored): nothing was signed, and a retry
+   * cannot help until an operator restores the keys from their backups. Final for its key.
+   */
+  agent_key_unavailable: 503,
   /** The origin's chain node did not answer (or none is configured): a retry later is safe. */
   chain_unavailable: 503,
   service_unavailable: 503,

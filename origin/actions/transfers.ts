@@ -10,7 +10,7 @@ import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
-import { KEY_BINDING_MISMATCH } from "../signer/key-binding.ts";
+import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyOperation, Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
@@ -154,7 +154,8 @@ function signerRefusal(failure: SignerFailure): Refusal | null {
     case "x402_daily":
     case "settlement_signature":
     case "settlement_window":
-    case undefined:
       return null;
+    case undefined:
+      return failure.code === "key_purpose_mismatch" ? keyUnavailable("wallet") : null;
   }
 }

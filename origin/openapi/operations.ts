@@ -44,7 +44,7 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
     500: errorResponse("internal_error"),
     502: errorResponse(EDGE_502),
     503: errorResponse(
-      "service_unavailable (the database), chain_unavailable (the chain), agent_signer_unavailable, agent_signer_protocol_unavailable",
+      "service_unavailable (the database), chain_unavailable (the chain), agent_signer_unavailable, agent_signer_protocol_unavailable (nothing signed; retry with the same key); on signing routes agent_key_unavailable (the signer does not hold the wallet's key: final for the key, no retry helps until the operator restores the keys)",
     ),
   };
   for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");

@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import { createDormantIdentityStub, createDormantSignerClient } from "./dormant-stub.ts";
 import { socketPathOfEndpoint } from "./endpoint.ts";
+import type { KeyLookup } from "./key-holding.ts";
 import { createSocketSignerClient } from "./socket-client.ts";
 import type { SignerClient } from "./types.ts";
 
@@ -23,7 +24,18 @@ export type CreateSignerClientOptions = {
 
 /** Builds the signer client; throws SignerEndpointError for a malformed endpoint (fail at boot). */
 export function createSignerClient(options: CreateSignerClientOptions): SignerClient {
-  if (!options.endpoint) return createDormantSignerClient();
+  return createSignerClients(options).signer;
+}
+
+/**
+ * The signer client, and the enclave's own `public_identity` beside it: asking whether the enclave
+ * holds a key is read-only, so it stays live while identity proofs are dormant (key-holding.ts).
+ */
+export function createSignerClients(options: CreateSignerClientOptions): {
+  signer: SignerClient;
+  keyLookup: KeyLookup | undefined;
+} {
+  if (!options.endpoint) return { signer: createDormantSignerClient(), keyLookup: undefined };
   const live = createSocketSignerClient({
     socketPath: socketPathOfEndpoint(options.endpoint),
     requestTimeoutMs: options.requestTimeoutMs,
@@ -32,6 +44,7 @@ export function createSignerClient(options: CreateSignerClientOptions): SignerCl
     backoff: options.backoff,
     logger: options.logger,
   });
-  if (options.liveIdentityEnabled) return live;
-  return { ...live, ...createDormantIdentityStub() };
+  const keyLookup = live.publicIdentity;
+  if (options.liveIdentityEnabled) return { signer: live, keyLookup };
+  return { signer: { ...live, ...createDormantIdentityStub() }, keyLookup };
 }

@@ -17,7 +17,7 @@ import type { Clock } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { readJsonBody } from "../http/json-body.ts";
-import { KEY_BINDING_MISMATCH } from "../signer/key-binding.ts";
+import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import type { SignerClient, SignerFailure } from "../signer/types.ts";
 import {
   buildPaymentEnvelope,
@@ -208,6 +208,7 @@ function signerRefusal(failure: SignerFailure): {
     | "x402_validity_too_long"
     | "x402_daily_limit"
     | "agent_key_binding_mismatch"
+    | "agent_key_unavailable"
     | "agent_signer_unavailable";
   message: string;
 } {
@@ -238,6 +239,8 @@ function signerRefusal(failure: SignerFailure): {
     case "settlement_signature":
     case "settlement_window":
     case undefined:
+      // Without a sealed bound named, key_purpose_mismatch means the enclave holds no such key.
+      if (failure.code === "key_purpose_mismatch") return keyUnavailable("wallet");
       return {
         code: "agent_signer_unavailable",
         message: `the signer cannot sign this authorization (${failure.code}); nothing was signed: retry with the same nonce (and idempotency_key), which signs it once the signer can`,

@@ -7,14 +7,17 @@
  * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
  * `npm start` prints what it started; the soak (`npm run soak`) drives load through it.
  */
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import { count } from "drizzle-orm";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/constants.ts";
 import { socketAccepts } from "../../enclave/socket-probe.ts";
 import { connectDatabase, type Db } from "../../origin/db/client.ts";
 import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../../origin/db/embedded.ts";
 import { migrateDatabase } from "../../origin/db/migrate.ts";
+import { agentIdentities } from "../../origin/db/schema.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
 import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
@@ -50,6 +53,12 @@ export type LocalStackParams = {
    * the stack's one drill (each drill starts a throwaway enclave, most of a short run's time).
    */
   beforeDrill?: (db: Db) => Promise<void>;
+  /**
+   * Initialise a new enclave even though the database already has agent identities (their keys
+   * are then lost for good). Off by default: a missing enclave beside a used database is a lost
+   * enclave, which the recovery runbook restores (START_NEW_ENCLAVE=1 for `npm start`).
+   */
+  allowNewEnclave?: boolean;
   /** A part exited while the stack was running (not during stop). */
   onPartExit?: (name: string, code: number | string) => void;
 };
@@ -90,6 +99,25 @@ export async function postmasterPid(pgDir: string): Promise<number | undefined> 
   } catch {
     return undefined;
   }
+}
+
+/** An enclave data folder `enclave init` has written (its sealing key is made there first). */
+export function enclaveInitialised(enclaveDir: string): boolean {
+  return existsSync(path.join(enclaveDir, "sealing.key"));
+}
+
+/**
+ * The launcher's refusal to put a new enclave beside a database whose wallets were made in a lost
+ * one: a new enclave would make a new treasury, orphan the old float and answer every signing
+ * request for those wallets "no such key".
+ */
+export function lostEnclaveMessage(dataDir: string, identities: number): string {
+  return [
+    `the database has ${identities} agent identities but ${path.join(dataDir, "enclave")} holds no enclave: their keys are in no enclave now.`,
+    `Restore them from the backups in ${path.join(dataDir, "backups")} with the recovery runbook (docs/operations.md, "Disaster recovery").`,
+    "To abandon those wallets and start a new enclave beside them instead: START_NEW_ENCLAVE=1 npm start;",
+    `for a fresh local stack (every wallet and token gone): rm -rf ${dataDir}`,
+  ].join(" ");
 }
 
 export function createLocalStack(params: LocalStackParams): LocalStack {
@@ -156,6 +184,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       const { applied } = await migrateDatabase(database.db);
       say(`migrations ${applied.length} applied`);
 
+      const enclaveDir = path.join(dataDir, "enclave");
+      if (!enclaveInitialised(enclaveDir) && !params.allowNewEnclave) {
+        const [row] = await database.db.select({ identities: count() }).from(agentIdentities);
+        const identities = row?.identities ?? 0;
+        if (identities > 0) throw new Error(lostEnclaveMessage(dataDir, identities));
+      }
+
       const devnetUrl = `http://127.0.0.1:${params.devnetPort}`;
       const devnet = supervise(
         startChild({
@@ -174,7 +209,6 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       );
       say(`devnet     ready at ${devnetUrl}`);
 
-      const enclaveDir = path.join(dataDir, "enclave");
       const socketPath = path.join(dataDir, "enclave.sock");
       const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
       const enclave = supervise(
