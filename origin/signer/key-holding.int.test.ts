@@ -22,9 +22,7 @@ describe("an enclave that does not hold an assigned key (real stack)", () => {
   /** Renames the agent's key ref in the database (its pool row too, so the funding gate still passes). */
   const pointAt = async (agentId: string, keyRef: string): Promise<void> => {
     await stack.db.handle.db.transaction(async (tx) => {
-      await tx.execute(
-        sql`update key_pool set key_ref = ${keyRef} where assigned_agent_id = ${agentId}`,
-      );
+      await tx.execute(sql`update key_pool set key_ref = ${keyRef} where assigned_agent_id = ${agentId}`);
       await tx.execute(
         sql`update agent_identities set agent_transfer_key_ref = ${keyRef} where agent_id = ${agentId}`,
       );
