@@ -49,6 +49,9 @@ export async function readWranglerConfig(
   for (const [index, raw] of (await readFile(file, "utf8")).split("\n").entries()) {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) continue;
+    // Deploy environments (`[env.production]`, …) follow the top level and are wrangler's alone:
+    // the local edge is the top level, the local development one.
+    if (line.startsWith("[env.")) break;
     if (line === "[vars]") {
       section = vars;
       continue;
@@ -109,6 +112,11 @@ export type StartEdgeParams = {
    * the service through it, since on Cloudflare that front runs on Cloudflare's machines.
    */
   directSocket?: boolean;
+  /**
+   * EDGE_LOCAL_DEV: true (the default) lets the worker forward to this loopback http origin; false
+   * runs it as deployed, where such an origin is a configuration error.
+   */
+  localDev?: boolean;
 };
 
 export type EdgeHandle = {
@@ -134,6 +142,7 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
   };
   const bindings: Record<string, string> = {
     ...wrangler.vars,
+    ...(params.localDev === false ? {} : { EDGE_LOCAL_DEV: "true" }),
     ORIGIN_URL: params.originUrl,
     ...(params.basePath === undefined ? {} : { BASE_PATH: params.basePath }),
     // Locally the secret is a plain binding, as `.dev.vars` gives it to `wrangler dev`.

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
+import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
+
+// The worker as deployed (no EDGE_LOCAL_DEV) once forwarded to a loopback origin over plain http,
+// and took a secret under 32 bytes as unset (every registration then 503 with no hint). Both are
+// now configuration errors: every request is refused, nothing is forwarded, and the log names the
+// variable.
+
+describe("the edge worker outside local development (Miniflare)", () => {
+  let origin: OriginStandIn;
+  const edges: EdgeHandle[] = [];
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    origin = await startOriginStandIn((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  afterAll(async () => {
+    for (const edge of edges) await edge.stop();
+    await origin?.close();
+  });
+
+  const start = async (params: { localDev: boolean; secret: string }): Promise<EdgeHandle> => {
+    const edge = await startEdge({
+      originUrl: origin.url,
+      edgeSharedSecret: params.secret,
+      localDev: params.localDev,
+      onLine: (line) => lines.push(line),
+    });
+    edges.push(edge);
+    return edge;
+  };
+
+  it("refuses a loopback http origin: 503 to every request, nothing forwarded, the problem logged", async () => {
+    const edge = await start({ localDev: false, secret: "s".repeat(32) });
+    for (const route of ["/77/agent/v1/network", "/77/x402/demo"]) {
+      const response = await fetch(`${edge.url}${route}`);
+      expect(response.status).toBe(503);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe("service_unavailable");
+    }
+    expect(origin.received).toEqual([]);
+    expect(lines.join("\n")).toContain("ORIGIN_URL must be https:// outside local development");
+  });
+
+  it("refuses a secret under 32 bytes as a configuration error, even locally", async () => {
+    lines.length = 0;
+    const edge = await start({ localDev: true, secret: "short-edge-secret" });
+    const response = await fetch(`${edge.url}/77/agent/v1/network`);
+    expect(response.status).toBe(503);
+    expect(origin.received).toEqual([]);
+    expect(lines.join("\n")).toContain("EDGE_SHARED_SECRET is shorter than 32 bytes");
+    expect(lines.join("\n")).not.toContain("short-edge-secret");
+  });
+});
