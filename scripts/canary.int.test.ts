@@ -1,7 +1,8 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,7 +12,7 @@ import { refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { createTestDatabase, type TestDatabase } from "./test/database.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "./test/enclave-process.ts";
+import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "./test/enclave-process.ts";
 
 type Run = { code: number; stdout: string };
 
@@ -95,6 +96,50 @@ describe("npm run canary (SPEC 'Live switch canary')", () => {
     before = await snapshot();
     expect((await canary()).code).toBe(0);
     expect(await snapshot()).toBe(before);
+  });
+
+  it("defaults to the local stack's socket (.data/enclave.sock), as the other operator tools do", async () => {
+    // A working folder of its own whose .data/enclave.sock is this test's enclave.
+    const cwd = path.join(backupDir, "operator");
+    await mkdir(path.join(cwd, ".data"), { recursive: true });
+    await symlink(enclave.socketPath, path.join(cwd, ".data", "enclave.sock"));
+    const { AGENT_SIGNER_SVC_HSM_ENDPOINT: _unset, ...env } = process.env;
+    const run = await new Promise<Run & { stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        // tsx by absolute path: this working folder has no node_modules.
+        [
+          "--import",
+          pathToFileURL(path.join(REPO_ROOT, "node_modules/tsx/dist/loader.mjs")).href,
+          path.join(REPO_ROOT, "scripts/canary.ts"),
+        ],
+        { cwd, env: { ...env, DATABASE_URL: testDb.url, AGENT_ENV_ID: "canary-env" } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    expect(run.stderr).toBe("");
+    expect(run).toMatchObject({ code: 0, stdout: expect.stringContaining("safe to switch") });
+  });
+
+  it("exits 64 on a usage or configuration error, never 2 (do not switch)", async () => {
+    const invalid = await new Promise<Run & { stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "scripts/canary.ts"],
+        { env: { ...process.env, DATABASE_URL: testDb.url, AGENT_ENV_ID: "Not An Env" } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    expect(invalid.code).toBe(64);
+    expect(invalid.stdout).toBe("");
+    expect(invalid.stderr).toContain("canary: usage:");
+    expect(invalid.stderr).toContain("AGENT_ENV_ID");
+    const unknownFlag = await new Promise<number>((resolve) => {
+      execFile(process.execPath, ["--import", "tsx", "scripts/canary.ts", "--socet", "x"], (error) =>
+        resolve(error ? Number(error.code ?? 1) : 0),
+      );
+    });
+    expect(unknownFlag).toBe(64);
   });
 
   it("exits 2 on a configuration mismatch, a protocol error or an unreachable enclave", async () => {

@@ -5,6 +5,10 @@
  * existing key. Run it offline for the policy and recovery keys: only their public keys travel.
  *
  *   npx tsx scripts/enclave-authority.ts --out .data/admin-authority.key
+ *   npx tsx scripts/enclave-authority.ts --show .data/admin-authority.key
+ *
+ * `--show` prints the public key of an existing key file, alone on one line, for `init` again
+ * (the recovery runbook) as `--admin-pubkey "$(npx tsx scripts/enclave-authority.ts --show FILE)"`.
  *
  * `createAuthorityKeyFile` is exported for the dev-stack launcher's first run.
  */
@@ -12,6 +16,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
 import { type Hex, toHex } from "../shared/hex.ts";
 
@@ -37,9 +42,24 @@ export async function createAuthorityKeyFile(path: string): Promise<{ publicKey:
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { out: { type: "string" } }, strict: true });
-  if (!values.out) {
-    process.stderr.write("usage: npx tsx scripts/enclave-authority.ts --out PATH\n");
+  const { values } = parseArgs({
+    options: { out: { type: "string" }, show: { type: "string" } },
+    strict: true,
+  });
+  if (values.show !== undefined && values.out === undefined) {
+    try {
+      process.stdout.write(`${authorityPublicKey(await readAuthoritySecret(values.show))}\n`);
+      return 0;
+    } catch (error) {
+      // The path is the operator's own; the file's contents never appear in a message.
+      const reason =
+        error instanceof Error && "code" in error ? String(error.code) : "not a 32-byte hex seed";
+      process.stderr.write(`enclave-authority: cannot read ${values.show} (${reason})\n`);
+      return 2;
+    }
+  }
+  if (!values.out || values.show !== undefined) {
+    process.stderr.write("usage: npx tsx scripts/enclave-authority.ts --out PATH | --show PATH\n");
     return 64;
   }
   try {

@@ -17,7 +17,8 @@
  *
  * --recovery-key is the recovery authority (Ed25519), --recovery-enc-key the recovery encryption
  * key (X25519); both are the operator's offline keys. The socket is --socket, else
- * AGENT_SIGNER_SVC_HSM_ENDPOINT, else the local stack's. One line per batch; exit 0 when every
+ * AGENT_SIGNER_SVC_HSM_ENDPOINT, else the local stack's. One line per batch, and for the faucet
+ * treasury's and the x402 settler's batches one more per key with its ref and address; exit 0 when every
  * batch was restored (or already was), 1 when one was refused, 2 on bad usage.
  */
 import { parseArgs } from "node:util";
@@ -101,6 +102,15 @@ async function main(): Promise<number> {
           ? `recover: ${result.file}: batch ${result.batchId} (${result.namespace}): ${result.keys} keys held, ${result.imported} imported\n`
           : `recover: ${result.file}: refused: ${result.reason}\n`,
       );
+      // The treasury and the settler are pointed back at their restored keys by ref (runbook
+      // step 4: enclave-policy treasury --faucet-key-ref, settler --settler-key-ref).
+      if (result.ok && (result.namespace === "faucet" || result.namespace === "settler")) {
+        for (const key of result.held) {
+          process.stdout.write(
+            `recover:   ${result.namespace} key_ref ${key.keyRef} address ${key.address}\n`,
+          );
+        }
+      }
     }
     const refused = results.filter((result) => !result.ok).length;
     process.stdout.write(`recover: ${results.length - refused} restored, ${refused} refused\n`);

@@ -6,6 +6,10 @@
  * scripts/recovery-reencrypt.ts) ever read it. Never overwrites an existing key. Run it offline.
  *
  *   npx tsx scripts/recovery-key.ts --out recovery-encryption.key
+ *   npx tsx scripts/recovery-key.ts --show recovery-encryption.key
+ *
+ * `--show` prints the public key of an existing key file, alone on one line, for `init` again
+ * (the recovery runbook): `--recovery-enc-pubkey "$(npx tsx scripts/recovery-key.ts --show FILE)"`.
  *
  * This is not the recovery *authority* (scripts/enclave-authority.ts, Ed25519): that one signs
  * restore_backup capabilities; this one decrypts backups. Both live offline with the operator.
@@ -58,9 +62,22 @@ export async function readRecoveryKeyFile(path: string): Promise<Uint8Array> {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { out: { type: "string" } }, strict: true });
-  if (!values.out) {
-    process.stderr.write("usage: npx tsx scripts/recovery-key.ts --out PATH\n");
+  const { values } = parseArgs({
+    options: { out: { type: "string" }, show: { type: "string" } },
+    strict: true,
+  });
+  if (values.show !== undefined && values.out === undefined) {
+    try {
+      process.stdout.write(`${toHex(x25519PublicKey(await readRecoveryKeyFile(values.show)))}\n`);
+      return 0;
+    } catch (error) {
+      const reason = error instanceof Error && "code" in error ? String(error.code) : "not a 32-byte hex key";
+      process.stderr.write(`recovery-key: cannot read ${values.show} (${reason})\n`);
+      return 2;
+    }
+  }
+  if (!values.out || values.show !== undefined) {
+    process.stderr.write("usage: npx tsx scripts/recovery-key.ts --out PATH | --show PATH\n");
     return 64;
   }
   try {

@@ -362,9 +362,64 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     }
   });
 
+  it("--pending drills every backed-up batch without restore evidence, each once, and nothing else", async () => {
+    const pending = async () =>
+      (
+        await queryRows<{ batch_id: string }>(
+          testDb.handle.db,
+          sql`select batch_id from key_batches b where status = 'available' and not exists
+              (select 1 from restore_evidence r where r.batch_id = b.batch_id) order by created_at, batch_id`,
+        )
+      ).map((row) => row.batch_id);
+    // One more batch, clean and not yet drilled, beside those earlier tests broke (a changed
+    // envelope, another env's envelope, a changed pool row), which stay pending.
+    const signer = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    const authorize = createCapabilityMinter({
+      authority: enclave.adminSecret,
+      envId: enclave.envId,
+      client: signer,
+    });
+    const [fresh] = await refillOnce(
+      {
+        db: testDb.handle.db,
+        signer,
+        authorize,
+        backupDir: file("backups"),
+        logger: pino({ level: "silent" }),
+      },
+      { target: 21, batchSize: 3 },
+    );
+    await signer.close();
+    const before = await pending();
+    expect(before).toContain(fresh!.batchId);
+    const drilledBefore = (await evidence()).map((row) => row.batch_id);
+    // Earlier tests drilled some batches and broke others (a changed envelope, a changed pool row).
+    const first = await drill("--pending", ...keys);
+    expect(first.stdout).toContain(`restore-drill: ${before.length} batch(es) without restore evidence\n`);
+    for (const batchId of before) {
+      expect(first.stdout.split(`restore-drill: batch ${batchId}: `)).toHaveLength(2);
+    }
+    for (const batchId of drilledBefore) expect(first.stdout).not.toContain(`batch ${batchId}:`);
+    const after = await pending();
+    // What was drilled now has evidence; what failed is still pending, and the exit code says so.
+    expect(after).toEqual(before.filter((batchId) => batchId !== fresh!.batchId));
+    expect(first.stdout).toMatch(new RegExp(`restore-drill: batch ${fresh!.batchId}: \\d+ keys restored`));
+    expect(first.code).toBe(1);
+    // Again, through --socket: only the batches that still fail are tried.
+    const second = await drill("--pending", ...keys, "--socket", enclave.socketPath);
+    expect(second.stdout).toContain(`restore-drill: ${after.length} batch(es) without restore evidence\n`);
+    expect(second.stdout.match(/restore-drill: batch /g) ?? []).toHaveLength(after.length);
+    await expectNothingLeft();
+  });
+
   it("explains its usage", async () => {
     expect((await drill()).code).toBe(2);
     expect((await drill("--batch", batchIds[0]!, "--recovery-key", file("recovery.key"))).code).toBe(2);
     expect((await drill(...withKeys("00000000-0000-4000-8000-000000000000"))).stdout).toContain("no batch");
+    // --pending and --batch together: one or the other.
+    expect((await drill("--pending", ...withKeys(batchIds[0]!))).code).toBe(2);
   });
 });

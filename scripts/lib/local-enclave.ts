@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { readAuthoritySecret } from "../../origin/signer/capability-minter.ts";
@@ -24,6 +25,11 @@ export type LocalAuthority = {
   recoveryEncKeyFile: string;
 };
 
+/** Where the local stack keeps the record `enclave init` printed (public keys only). */
+export function initRecordPath(dataDir: string): string {
+  return path.join(dataDir, "enclave-init.json");
+}
+
 /**
  * First run of the local stack: the admin, policy and recovery authority key files and the
  * recovery encryption key file, then `enclave init` sealing their public keys, the env id and
@@ -47,7 +53,7 @@ export async function initEnclaveOnce(params: {
     existsSync(file)
       ? authorityPublicKey(await readAuthoritySecret(file))
       : (await createAuthorityKeyFile(file)).publicKey;
-  await run(process.execPath, [
+  const { stdout } = await run(process.execPath, [
     "--import",
     "tsx",
     "enclave/main.ts",
@@ -67,6 +73,11 @@ export async function initEnclaveOnce(params: {
       ? toHex(x25519PublicKey(await readRecoveryKeyFile(authority.recoveryEncKeyFile)))
       : (await createRecoveryKeyFile(authority.recoveryEncKeyFile)).publicKey,
   ]);
-  params.onLine(`enclave    initialised for env ${params.envId} (authority keys in ${params.dataDir})`);
+  // init's record (env id, instance id, the four public keys; nothing secret) is what a recovery
+  // initialises the next enclave from, so it is kept beside the keys rather than scrolled away.
+  await writeFile(initRecordPath(params.dataDir), stdout);
+  params.onLine(
+    `enclave    initialised for env ${params.envId} (authority keys in ${params.dataDir}, record ${initRecordPath(params.dataDir)})`,
+  );
   return authority;
 }

@@ -17,7 +17,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { readRecoveryKeyFile } from "../recovery-key.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
 import { backupKey } from "./recover.ts";
-import { createRestoreDriller } from "./restore-drill.ts";
+import { createRestoreDriller, pendingDrillBatches } from "./restore-drill.ts";
 
 /** The treasury is topped up to this many units when it falls below a tenth of it. */
 export const LOCAL_TREASURY_FLOAT_UNITS = 1_000_000_000n;
@@ -64,13 +64,7 @@ export async function drillAndProveLocally(params: {
 }): Promise<number> {
   const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
   try {
-    const batches = await queryRows<{ batch_id: string }>(
-      params.db,
-      sql`select b.batch_id from key_batches b
-          where b.status = 'available' and not exists (select 1 from restore_evidence r
-            where r.batch_id = b.batch_id and r.method = ${RESTORE_METHOD_NEW_ENCLAVE})
-          order by b.created_at`,
-    );
+    const batches = await pendingDrillBatches(params.db);
     if (batches.length > 0) {
       const identity = await signer.getSealedIdentity();
       if (!identity.ok) throw new Error(`the enclave's identity: ${identity.error.code}`);
@@ -80,7 +74,7 @@ export async function drillAndProveLocally(params: {
         recoveryEncryptionKey: await readRecoveryKeyFile(params.recoveryEncKeyFile),
       });
       try {
-        for (const { batch_id: batchId } of batches) {
+        for (const batchId of batches) {
           const drilled = await driller.drill(params.db, batchId);
           if (!drilled.ok) throw new Error(`restore drill of batch ${batchId} failed: ${drilled.reason}`);
         }

@@ -24,7 +24,16 @@ import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 
 export type RecoveredBatch =
-  | { file: string; ok: true; batchId: string; namespace: string; keys: number; imported: number }
+  | {
+      file: string;
+      ok: true;
+      batchId: string;
+      namespace: string;
+      keys: number;
+      imported: number;
+      /** The restored keys' refs and addresses, as the enclave now holds them. */
+      held: { keyRef: string; address: string }[];
+    }
   | { file: string; ok: false; reason: string };
 
 export type RecoverParams = {
@@ -89,6 +98,7 @@ export async function recoverBatches(params: RecoverParams): Promise<RecoveredBa
       namespace: restored.value.namespace,
       keys: restored.value.keys.length,
       imported: restored.value.imported,
+      held: restored.value.keys.map((key) => ({ keyRef: key.keyRef, address: key.address })),
     });
   }
   return results;

@@ -15,9 +15,9 @@
  * folder, so nothing restored stays anywhere.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { Address } from "viem";
-import type { Db } from "../../origin/db/client.ts";
+import { type Db, queryRows } from "../../origin/db/client.ts";
 import { keyBatches, keyPool, RESTORE_METHOD_NEW_ENCLAVE, restoreEvidence } from "../../origin/db/schema.ts";
 import { readBackup } from "../../origin/keypool/backup-writer.ts";
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
@@ -28,6 +28,21 @@ import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 import { startThrowawayEnclave, type ThrowawayEnclave } from "./throwaway-enclave.ts";
+
+/**
+ * The batches a drill has not yet proven, oldest first: backed up and verified (`available`) with
+ * no restore evidence, so the funding gate holds their wallets.
+ */
+export async function pendingDrillBatches(db: Db): Promise<string[]> {
+  const rows = await queryRows<{ batch_id: string }>(
+    db,
+    sql`select b.batch_id from key_batches b
+        where b.status = 'available' and not exists (select 1 from restore_evidence r
+          where r.batch_id = b.batch_id and r.method = ${RESTORE_METHOD_NEW_ENCLAVE})
+        order by b.created_at, b.batch_id`,
+  );
+  return rows.map((row) => row.batch_id);
+}
 
 export type RestoreDrillResult =
   | { ok: true; batchId: string; keys: number; provenKeyRef: string }
