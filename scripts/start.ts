@@ -64,7 +64,13 @@ async function main(): Promise<void> {
     if (agent) {
       say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
       say(`token      ${agent.token}`);
-      say(`try        curl -H "Authorization: Bearer $TOKEN" ${edgeUrl}${basePath}/agent/v1/balance`);
+      say(
+        "paste these two lines into your shell (the CLI, the MCP server and the README's curls read them):",
+      );
+      // Unprefixed, so they paste as they are; the URL carries this run's ports, not the defaults.
+      process.stdout.write(`export AGENT_BASE_URL=${edgeUrl}${basePath}\n`);
+      process.stdout.write(`export AGENT_TOKEN=${agent.token}\n`);
+      say('try        curl -H "Authorization: Bearer $AGENT_TOKEN" $AGENT_BASE_URL/agent/v1/balance');
       say("           (the README shows a faucet payout, a transfer and reading the action)");
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");

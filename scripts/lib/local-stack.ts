@@ -18,6 +18,7 @@ import { connectDatabase, type Db } from "../../origin/db/client.ts";
 import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../../origin/db/embedded.ts";
 import { migrateDatabase } from "../../origin/db/migrate.ts";
 import { agentIdentities } from "../../origin/db/schema.ts";
+import { CHAIN_ID } from "../../shared/constants.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
 import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
@@ -29,6 +30,7 @@ import {
 } from "./local-money.ts";
 import { ensureLocalPolicy, LOCAL_FAUCET_TERMS, LOCAL_POLICY } from "./local-policy.ts";
 import { type LocalSecrets, loadOrCreateLocalSecrets } from "./local-secrets.ts";
+import { assertPortsFree } from "./ports.ts";
 import { httpOk, type ManagedChild, startChild, waitUntilReady } from "./supervisor.ts";
 
 export type LocalStackParams = {
@@ -120,6 +122,19 @@ export function lostEnclaveMessage(dataDir: string, identities: number): string 
   ].join(" ");
 }
 
+/** The devnet answers eth_chainId with 77 (0x4d). */
+async function answersChain77(url: string): Promise<boolean> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+    signal: AbortSignal.timeout(2_000),
+  });
+  if (!response.ok) return false;
+  const body = (await response.json().catch(() => null)) as { result?: unknown } | null;
+  return typeof body?.result === "string" && Number.parseInt(body.result, 16) === CHAIN_ID;
+}
+
 export function createLocalStack(params: LocalStackParams): LocalStack {
   const { dataDir, basePath, envId, say } = params;
   const onPartLine = params.onPartLine ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -167,6 +182,12 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
   const startParts = async (): Promise<LocalStackReady> => {
     say(`data folder ${dataDir}`);
+    await assertPortsFree([
+      { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
+      { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
+      { port: params.originPort, variable: "ORIGIN_PORT", part: "origin" },
+      { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
+    ]);
     const pg = await startEmbeddedPostgres({
       dir: path.join(dataDir, "pg"),
       port: params.pgPort,
@@ -200,13 +221,8 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
           onLine: onPartLine,
         }),
       );
-      await waitUntilReady(devnet, () =>
-        httpOk(devnetUrl, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
-        }),
-      );
+      // Chain 77 from our own child: a node of another chain there is not the stack's devnet.
+      await waitUntilReady(devnet, () => answersChain77(devnetUrl));
       say(`devnet     ready at ${devnetUrl}`);
 
       const socketPath = path.join(dataDir, "enclave.sock");
@@ -295,6 +311,12 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         startChild({ name: "origin", entry: "origin/main.ts", env: originEnv, onLine: onPartLine }),
       );
       await waitUntilReady(origin, () => httpOk(`${originUrl}${basePath}/healthz`));
+      // The answer above was the origin's own only if it is still running now: one that lost the
+      // port to another program exits at once.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      if (origin.process.exitCode !== null || origin.process.signalCode !== null) {
+        throw new Error(`origin exited right after /healthz answered on ${originUrl} (ORIGIN_PORT)`);
+      }
 
       const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
       await params.beforeDrill?.(database.db);
