@@ -9,7 +9,15 @@ describe("enclave CLI arguments", () => {
       socketPath: DEFAULT_SOCKET_PATH,
       announcedProfile: undefined,
       logLevel: "info",
+      socketMode: 0o600,
     });
+  });
+
+  it("takes a socket mode of 0600 or 0660 only (flag, then ENCLAVE_SOCKET_MODE)", () => {
+    expect(parseEnclaveArgs(["--socket-mode", "0660"], {})).toMatchObject({ socketMode: 0o660 });
+    expect(parseEnclaveArgs([], { ENCLAVE_SOCKET_MODE: "0660" })).toMatchObject({ socketMode: 0o660 });
+    expect(() => parseEnclaveArgs(["--socket-mode", "0666"], {})).toThrow(UsageError);
+    expect(() => parseEnclaveArgs([], { ENCLAVE_SOCKET_MODE: "0777" })).toThrow(UsageError);
   });
 
   it("takes flags over environment variables", () => {

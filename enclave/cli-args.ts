@@ -24,12 +24,15 @@ export type EnclaveCommand =
       socketPath: string;
       announcedProfile: string | undefined;
       logLevel: string;
+      /** 0o600 (the default) or 0o660: the socket's group may connect too (a separate origin user). */
+      socketMode: 0o600 | 0o660;
     };
 
 const envSchema = z.object({
   ENCLAVE_SOCKET_PATH: z.string().min(1).optional(),
   ENCLAVE_DATA_DIR: z.string().min(1).optional(),
   ENCLAVE_ANNOUNCED_PROFILE: z.string().min(1).optional(),
+  ENCLAVE_SOCKET_MODE: z.enum(["0600", "0660"]).optional(),
   LOG_LEVEL: z.string().min(1).optional(),
 });
 
@@ -41,8 +44,9 @@ export class UsageError extends Error {
 export const USAGE = `usage:
   npm run enclave -- init --env-id ID --admin-pubkey HEX --policy-pubkey HEX --recovery-pubkey HEX
                           --recovery-enc-pubkey HEX [--data-dir DIR]
-  npm run enclave [-- serve] [--socket PATH] [--data-dir DIR]
+  npm run enclave [-- serve] [--socket PATH] [--data-dir DIR] [--socket-mode 0600|0660]
 env: ENCLAVE_SOCKET_PATH (default ${DEFAULT_SOCKET_PATH}), ENCLAVE_DATA_DIR (default ${DEFAULT_DATA_DIR}),
+     ENCLAVE_SOCKET_MODE (default 0600; 0660 lets the socket's group, the origin's user, connect),
      ENCLAVE_ANNOUNCED_PROFILE / --profile (tests only), LOG_LEVEL`;
 
 /** Parses argv (without node and script) and the environment into a command. */
@@ -61,6 +65,7 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
       "recovery-enc-pubkey": { type: "string" },
       "data-dir": { type: "string" },
       socket: { type: "string" },
+      "socket-mode": { type: "string" },
       profile: { type: "string" },
     },
   });
@@ -88,12 +93,15 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
     };
   }
   if (command === "serve") {
+    const mode = values["socket-mode"] ?? envParsed.data.ENCLAVE_SOCKET_MODE ?? "0600";
+    if (mode !== "0600" && mode !== "0660") throw new UsageError("--socket-mode must be 0600 or 0660");
     return {
       command: "serve",
       dataDir,
       socketPath: values.socket ?? envParsed.data.ENCLAVE_SOCKET_PATH ?? DEFAULT_SOCKET_PATH,
       announcedProfile: values.profile ?? envParsed.data.ENCLAVE_ANNOUNCED_PROFILE,
       logLevel: envParsed.data.LOG_LEVEL ?? "info",
+      socketMode: mode === "0660" ? 0o660 : 0o600,
     };
   }
   throw new UsageError(`unknown command ${command}`);

@@ -45,6 +45,7 @@ async function main(): Promise<number> {
       socketPath: command.socketPath,
       dataDir: command.dataDir,
       announcedProfile: command.announcedProfile,
+      socketMode: command.socketMode,
       logger,
     });
   } catch (error) {

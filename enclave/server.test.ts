@@ -54,6 +54,16 @@ describe("startEnclaveServer", () => {
     await expect(startEnclaveServer({ socketPath, dataDir, logger })).rejects.toThrow(/chmod 600/);
   });
 
+  it("creates its socket 0600, or 0660 when the origin runs as another user in the socket's group", async () => {
+    await init();
+    const owner = await startEnclaveServer({ socketPath, dataDir, logger });
+    expect((await stat(socketPath)).mode & 0o777).toBe(0o600);
+    await owner.close();
+    const shared = await startEnclaveServer({ socketPath, dataDir, logger, socketMode: 0o660 });
+    expect((await stat(socketPath)).mode & 0o777).toBe(0o660);
+    await shared.close();
+  });
+
   it("replaces a stale socket file, refuses a live one, and removes its socket on close", async () => {
     await init();
     await mkdir(join(dir, "run"));

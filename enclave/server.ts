@@ -31,6 +31,12 @@ export type StartEnclaveServerParams = {
   dataDir: string;
   /** Announced profile; only tests set another one, to show the client refusing it. */
   announcedProfile?: string;
+  /**
+   * 0o600 by default: only the enclave's own user connects. 0o660 when the origin runs as another
+   * user in the socket's group (docs/operations.md, the service units), so the origin never gets
+   * the enclave user's access to the sealing key.
+   */
+  socketMode?: 0o600 | 0o660;
   logger?: Logger;
   now?: () => Date;
 };
@@ -89,7 +95,7 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     });
   });
   await prepareSocketPath(params.socketPath);
-  await listen(server, params.socketPath);
+  await listen(server, params.socketPath, params.socketMode ?? 0o600);
   logger.info(
     {
       socket: params.socketPath,
@@ -154,7 +160,7 @@ async function prepareSocketPath(socketPath: string): Promise<void> {
 }
 
 /** Listens with a umask that creates the socket 0600 from the start (no window at a wider mode). */
-async function listen(server: Server, socketPath: string): Promise<void> {
+async function listen(server: Server, socketPath: string, mode: 0o600 | 0o660): Promise<void> {
   const previous = process.umask(0o177);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -167,5 +173,6 @@ async function listen(server: Server, socketPath: string): Promise<void> {
   } finally {
     process.umask(previous);
   }
-  await chmod(socketPath, 0o600);
+  // Widened, if at all, only once listening: never wider than the operator asked.
+  await chmod(socketPath, mode);
 }
