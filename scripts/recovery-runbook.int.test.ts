@@ -110,8 +110,8 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     expect(baseUrl).toBe(`http://127.0.0.1:${ports.EDGE_PORT}/77`);
     expect(token).toBeDefined();
     const before = await sealedAddresses();
-    expect(before.treasury).toMatch(/^0x[0-9a-f]{40}$/);
-    expect(before.settler).toMatch(/^0x[0-9a-f]{40}$/);
+    expect(before.treasury).toMatch(/^0x[0-9a-f]{40}$/i);
+    expect(before.settler).toMatch(/^0x[0-9a-f]{40}$/i);
     const pg = await startEmbeddedPostgres({
       dir: path.join(dataDir, "pg"),
       port: Number(ports.EMBEDDED_PG_PORT),
