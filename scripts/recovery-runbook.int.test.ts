@@ -144,7 +144,12 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
       execFile(
         "bash",
         ["-e", "-c", block],
-        { cwd: REPO_ROOT, env: { ...process.env, START_DATA_DIR: dataDir }, maxBuffer: 16 * 1024 * 1024 },
+        {
+          cwd: REPO_ROOT,
+          env: { ...process.env, START_DATA_DIR: dataDir },
+          maxBuffer: 16 * 1024 * 1024,
+          timeout: 300_000,
+        },
         (error, stdout, stderr) =>
           resolve({ code: error ? Number(error.code ?? 1) : 0, output: `${stdout}\n${stderr}` }),
       );
