@@ -158,6 +158,16 @@ export const operationsOverviewSchema = z.object({
   }),
   key_batches: z.object({
     by_state: z.array(z.object({ state: z.string(), count, keys: count })),
+    /**
+     * Backed-up batches by restore drill: `drilled` have restore evidence (their wallets may move
+     * funds); `undrilled` lists, oldest first (at most 50), those the funding gate still holds,
+     * for `npm run restore-drill -- --pending`.
+     */
+    drills: z.object({
+      drilled: count,
+      undrilled_count: count,
+      undrilled: z.array(z.object({ batch_id: z.string(), keys: count, created_at: timestamp })),
+    }),
   }),
   actions: z.object({
     by_state: z.array(z.object({ kind: z.string(), state: z.string(), count })),

@@ -351,6 +351,20 @@ describe("operator console API", () => {
     if (!granted.ok) throw new Error(granted.message);
     const operations = operationsOverviewSchema.parse((await reader().get("/operations")).body);
     expect(operations.key_batches.by_state).toEqual([{ state: "available", count: 1, keys: 30 }]);
+    // The seeded batch has no restore evidence: listed as not drilled, then drilled once it has.
+    const [batch] = await queryRows<{ batch_id: string }>(db(), sql`select batch_id from key_batches`);
+    expect(operations.key_batches.drills).toEqual({
+      drilled: 0,
+      undrilled_count: 1,
+      undrilled: [{ batch_id: batch!.batch_id, keys: 30, created_at: expect.any(String) }],
+    });
+    await db().execute(
+      sql`insert into restore_evidence (batch_id, method, key_count, public_keys_sha256)
+          values (${batch!.batch_id}, 'recovery_key_new_enclave', 30, ${"ab".repeat(32)})`,
+    );
+    const drilled = operationsOverviewSchema.parse((await reader().get("/operations")).body);
+    expect(drilled.key_batches.drills).toEqual({ drilled: 1, undrilled_count: 0, undrilled: [] });
+    await db().execute(sql`delete from restore_evidence where batch_id = ${batch!.batch_id}`);
     expect(operations.funding_exceptions.active).toEqual([
       expect.objectContaining({
         id: granted.exception.id,

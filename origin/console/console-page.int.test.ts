@@ -116,6 +116,10 @@ describe("the operator console page in a browser", () => {
     const row = page.locator("#identities tr", { hasText: agent.agent_id });
     expect(await row.textContent()).toContain(agent.assigned_wallet);
     expect(await row.textContent()).toContain("enabled");
+    // The seeded keys' batch has no restore drill yet: the page says so, with the command.
+    expect(await page.textContent("#batches")).toContain(
+      "restore drill: 0 backed-up batch(es) drilled, 1 not drilled (npm run restore-drill -- --pending)",
+    );
     // The tokens are in the script's memory only: not in the fields, storage, cookies or address.
     expect(await page.inputValue("#admin-token")).toBe("");
     // (A string, evaluated in the page: this file is compiled without the DOM's types.)

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Audit, OperationsOverview, RegistrationOverview } from "../../shared/console-schemas.ts";
 import { type Db, queryRows } from "../db/client.ts";
+import { RESTORE_METHOD_NEW_ENCLAVE } from "../db/schema.ts";
 import { poolStock } from "../keypool/batch-repository.ts";
 import { getRegistrationPolicy } from "../registration/policy-repository.ts";
 import { minuteStart, utcDay } from "../registration/quota-clock.ts";
@@ -131,7 +132,7 @@ export async function readPersistentRegistration(db: Db, now: Date): Promise<Per
 
 /** Findings, batches, actions, settlements and active funding exceptions. */
 export async function readOperations(db: Db, now: Date): Promise<Omit<OperationsOverview, "generated_at">> {
-  const [counts, findings, actions, exceptions] = await Promise.all([
+  const [counts, findings, actions, exceptions, drills] = await Promise.all([
     readStateCounts(db),
     queryRows<{ agent_id: string; class: string; code: string; at: Date }>(
       db,
@@ -167,13 +168,46 @@ export async function readOperations(db: Db, now: Date): Promise<Omit<Operations
           where revoked_at is null and expires_at > ${now.toISOString()}
           order by approved_at desc limit 100`,
     ),
+    // Every available batch counted, the undrilled listed up to 50 (the page stays small however
+    // many batches a node has made): a row per undrilled batch, then one row with the totals.
+    queryRows<{
+      batch_id: string | null;
+      keys: number;
+      created_at: Date | null;
+      drilled: number;
+      undrilled: number;
+    }>(
+      db,
+      sql`with available as (
+            select b.batch_id, b.size, b.created_at, exists (select 1 from restore_evidence r
+              where r.batch_id = b.batch_id and r.method = ${RESTORE_METHOD_NEW_ENCLAVE}) as drilled
+            from key_batches b where b.status = 'available')
+          (select batch_id, size as keys, created_at, 0 as drilled, 0 as undrilled
+             from available where not drilled order by created_at, batch_id limit 50)
+          union all
+          select null, 0, null, (count(*) filter (where drilled))::int, (count(*) filter (where not drilled))::int
+            from available`,
+    ),
   ]);
+  const totals = drills.find((row) => row.batch_id === null);
+  const undrilled = drills.filter((row) => row.batch_id !== null);
   return {
     identity_findings: {
       by_class: counts.findings.map((row) => ({ class: row.class, count: row.count, last_at: row.lastAt })),
       recent: findings.map((row) => ({ ...row, at: iso(row.at) })),
     },
-    key_batches: { by_state: counts.batches },
+    key_batches: {
+      by_state: counts.batches,
+      drills: {
+        drilled: totals?.drilled ?? 0,
+        undrilled_count: totals?.undrilled ?? 0,
+        undrilled: undrilled.map((row) => ({
+          batch_id: row.batch_id!,
+          keys: row.keys,
+          created_at: iso(row.created_at!),
+        })),
+      },
+    },
     actions: {
       by_state: counts.actions,
       recent: actions.map((row) => ({

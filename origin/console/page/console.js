@@ -235,11 +235,29 @@
             ),
       ),
     );
+    const drills = data.key_batches.drills;
     show(
       "batches",
-      table(
-        ["state", "batches", "keys"],
-        data.key_batches.by_state.map((row) => [row.state, row.count, row.keys]),
+      el(
+        "div",
+        {},
+        table(
+          ["state", "batches", "keys"],
+          data.key_batches.by_state.map((row) => [row.state, row.count, row.keys]),
+        ),
+        // The funding gate holds the wallets of an undrilled batch: name them, with the command.
+        el(
+          "p",
+          {},
+          `restore drill: ${drills.drilled} backed-up batch(es) drilled, ${drills.undrilled_count} not drilled` +
+            (drills.undrilled_count > 0 ? " (npm run restore-drill -- --pending)" : ""),
+        ),
+        drills.undrilled.length === 0
+          ? ""
+          : table(
+              ["batch (not drilled)", "keys", "backed up"],
+              drills.undrilled.map((row) => [row.batch_id, row.keys, time(row.created_at)]),
+            ),
       ),
     );
     show(
