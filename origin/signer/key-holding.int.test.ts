@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGatewayClient, KeyUnavailable } from "../../client/index.ts";
 import { newAccount } from "../../devnet/testing.ts";
 import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
@@ -61,6 +62,29 @@ describe("an enclave that does not hold an assigned key (real stack)", () => {
         sql`select status, error_code, tx_hash from agent_actions where agent_id = ${agent.agentId}`,
       );
       expect(actions).toEqual([{ status: "failed", error_code: "agent_key_unavailable", tx_hash: null }]);
+    } finally {
+      await pointAt(agent.agentId, realKeyRef);
+    }
+  });
+
+  it("the client throws KeyUnavailable (exit code 22) at once, without retrying the key", async () => {
+    await pointAt(agent.agentId, missingKeyRef());
+    try {
+      const requests: string[] = [];
+      const wallet = createGatewayClient({
+        baseUrl: stack.origin.base,
+        token: agent.token,
+        fetch: (input, init) => {
+          requests.push(String(input));
+          return fetch(input, init);
+        },
+      });
+      const refused = await wallet.transfer({ to: newAccount().address, amount: 1_000_000n }).catch((e) => e);
+      expect(refused).toBeInstanceOf(KeyUnavailable);
+      expect(refused).toMatchObject({ code: "agent_key_unavailable", status: 503 });
+      expect(KeyUnavailable.exitCode).toBe(22);
+      // SignerUnavailable and ServiceUnavailable are retried with the key; this one is final.
+      expect(requests.filter((url) => url.endsWith("/transfers"))).toHaveLength(1);
     } finally {
       await pointAt(agent.agentId, realKeyRef);
     }
