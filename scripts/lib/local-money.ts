@@ -5,12 +5,10 @@
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { sql } from "drizzle-orm";
 import pino from "pino";
 import type { Address } from "viem";
 import { publicClientFor } from "../../devnet/testing.ts";
-import { type Db, queryRows } from "../../origin/db/client.ts";
-import { RESTORE_METHOD_NEW_ENCLAVE } from "../../origin/db/schema.ts";
+import type { Db } from "../../origin/db/client.ts";
 import { sweepIdentities } from "../../origin/identity/sweep.ts";
 import { createSignerClient } from "../../origin/signer/create-signer-client.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
