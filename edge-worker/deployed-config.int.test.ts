@@ -1,5 +1,11 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
+import { REPO_ROOT } from "../scripts/test/enclave-process.ts";
+import { parseEdgeConfig } from "./config.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The worker as deployed (no EDGE_LOCAL_DEV) once forwarded to a loopback origin over plain http,
@@ -43,6 +49,43 @@ describe("the edge worker outside local development (Miniflare)", () => {
     expect(origin.received).toEqual([]);
     expect(lines.join("\n")).toContain("ORIGIN_URL must be https:// outside local development");
   });
+
+  it("wrangler.toml's production environment builds (wrangler deploy --dry-run) and its vars pass the worker's checks", async () => {
+    const outdir = await mkdtemp(path.join(tmpdir(), "edge-dry-run-"));
+    try {
+      const built = await new Promise<{ code: number; output: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [
+            path.join(REPO_ROOT, "node_modules/wrangler/bin/wrangler.js"),
+            "deploy",
+            "--dry-run",
+            "--env",
+            "production",
+            "--outdir",
+            outdir,
+          ],
+          { cwd: REPO_ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, timeout: 120_000 },
+          (error, stdout, stderr) =>
+            resolve({ code: error ? Number(error.code ?? 1) : 0, output: `${stdout}\n${stderr}` }),
+        );
+      });
+      expect(built.output).toContain("--dry-run: exiting now.");
+      expect(built.code).toBe(0);
+      const vars = /env\.ORIGIN_URL \("([^"]+)"\)/.exec(built.output)?.[1];
+      const basePath = /env\.BASE_PATH \("([^"]+)"\)/.exec(built.output)?.[1];
+      expect(vars).toMatch(/^https:\/\//);
+      // What the deployed worker will parse, with its secret set: no configuration error.
+      const parsed = parseEdgeConfig({
+        ORIGIN_URL: vars,
+        BASE_PATH: basePath,
+        EDGE_SHARED_SECRET: "s".repeat(32),
+      });
+      expect(parsed.ok ? [] : parsed.problems).toEqual([]);
+    } finally {
+      await rm(outdir, { recursive: true, force: true });
+    }
+  }, 150_000);
 
   it("refuses a secret under 32 bytes as a configuration error, even locally", async () => {
     lines.length = 0;
