@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-// `.test-probes/` holds throwaway failing fixtures written by scripts/test/exit-code.int.test.ts;
+// `.test-probes/` holds throwaway failing fixtures written by testing/exit-code.int.test.ts;
 // only that test's child runs (VITEST_RUN_PROBES=1) may collect them.
 const runProbes = process.env.VITEST_RUN_PROBES === "1";
 // .ci/run asks for a JSON report beside the usual output, to print one `N passed, N failed` line.
@@ -10,7 +10,7 @@ export default defineConfig({
   test: {
     include: ["**/*.test.ts"],
     exclude: ["node_modules/**", ".data/**", ...(runProbes ? [] : [".test-probes/**"])],
-    globalSetup: ["./scripts/test/global-setup.ts"],
+    globalSetup: ["./testing/global-setup.ts"],
     // A hang guard, not a speed goal (those live in the benches): tests that spawn a CLI, a stack or
     // a throwaway enclave take tens of seconds when the two cores are shared.
     testTimeout: 90_000,

@@ -13,13 +13,13 @@ import {
   RegistrationUnavailable,
   SignerUnavailable,
 } from "../client/index.ts";
+import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
-import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
-import { authorizationUsedCount } from "../scripts/test/x402-settlements.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // The agent CLI (issue 17) end to end, as an agent runs it: the `agent-wallet` bin in its own
 // process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.

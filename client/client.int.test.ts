@@ -25,11 +25,11 @@ import { createPublicClient } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { freePort } from "../scripts/test/free-port.ts";
-import { rejection } from "../scripts/test/gateway-rejection.ts";
-import { type MoneyStack, startMoneyStack } from "../scripts/test/money-stack.ts";
-import { checkingFetch } from "../scripts/test/openapi-check.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { freePort } from "../testing/free-port.ts";
+import { rejection } from "../testing/gateway-rejection.ts";
+import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
+import { checkingFetch } from "../testing/openapi-check.ts";
 
 // The client library (issue 17) against the real stack: origin, enclave, devnet, Postgres. Every
 // answer it receives is also checked against the OpenAPI document (checkingFetch).

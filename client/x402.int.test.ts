@@ -9,11 +9,11 @@ import {
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
-import { rejection } from "../scripts/test/gateway-rejection.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
-import { checkingFetch } from "../scripts/test/openapi-check.ts";
-import { authorizationUsedCount, settlementRowCount } from "../scripts/test/x402-settlements.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
+import { rejection } from "../testing/gateway-rejection.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import { checkingFetch } from "../testing/openapi-check.ts";
+import { authorizationUsedCount, settlementRowCount } from "../testing/x402-settlements.ts";
 
 // The client's x402 side (issue 17) against the real stack with x402 on (origin, enclave, devnet,
 // Postgres, the in-process facilitator): the demo's 402 paid through the gateway's authorization

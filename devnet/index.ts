@@ -8,7 +8,8 @@ import { availableParallelism } from "node:os";
 import { createAddressFromString } from "@ethereumjs/util";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { libsecp256k1 } from "../shared/libsecp256k1.ts";
-import { Chain } from "./chain.ts";
+import { Chain } from "./chain/chain.ts";
+import { SignatureRecovery } from "./chain/signature-recovery.ts";
 import {
   DEFAULT_DEVNET_HOST,
   DEFAULT_DEVNET_PORT,
@@ -18,11 +19,13 @@ import {
 import { quantity } from "./hex.ts";
 import type { DevnetLogger } from "./logger.ts";
 import { silentLogger } from "./logger.ts";
-import { createRpcMethods } from "./rpc-methods.ts";
-import { type RpcServer, startRpcServer } from "./rpc-server.ts";
-import { SignatureRecovery } from "./signature-recovery.ts";
-import { readStateFile, writeStateFile } from "./state-file.ts";
+import { createRpcMethods } from "./rpc/methods.ts";
+import { type RpcServer, startRpcServer } from "./rpc/server.ts";
+import { readStateFile, writeStateFile } from "./state/state-file.ts";
 
+export { NATIVE_TRANSFER_AUTH_ABI } from "./chain/precompile/abi.ts";
+export { TRANSFER_GAS, VIEW_GAS } from "./chain/precompile/native-transfer-auth.ts";
+export { REVERT_REASONS } from "./chain/precompile/reasons.ts";
 export {
   DEFAULT_DEVNET_PORT,
   DEFAULT_OPERATOR_POOL_BALANCE_WEI,
@@ -31,9 +34,6 @@ export {
 } from "./constants.ts";
 export type { DevnetLogger } from "./logger.ts";
 export { createStderrLogger } from "./logger.ts";
-export { NATIVE_TRANSFER_AUTH_ABI } from "./precompile/abi.ts";
-export { TRANSFER_GAS, VIEW_GAS } from "./precompile/native-transfer-auth.ts";
-export { REVERT_REASONS } from "./precompile/reasons.ts";
 
 export type StartDevnetOptions = {
   /** TCP port; 0 picks a free one. Default 8545. */
@@ -54,7 +54,7 @@ export type StartDevnetOptions = {
   maxTxsPerBlock?: number;
   /**
    * Worker threads that recover transaction and authorization signatures ahead of the block
-   * (signature-recovery.ts). Default: none where libsecp256k1 loads (a recovery on the spot is
+   * (chain/signature-recovery.ts). Default: none where libsecp256k1 loads (a recovery on the spot is
    * cheaper than the hand-off), else one less than the CPUs, at most 2; 0 recovers everything on
    * the main thread.
    */

@@ -25,7 +25,7 @@ import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
   type TransferWithAuthorizationMessage,
 } from "../shared/eip712.ts";
-import { NATIVE_TRANSFER_AUTH_ABI } from "./precompile/abi.ts";
+import { NATIVE_TRANSFER_AUTH_ABI } from "./chain/precompile/abi.ts";
 
 export function devnetChain(url: string): Chain {
   return defineChain({

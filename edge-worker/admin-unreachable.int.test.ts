@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-import { createTestDatabase, type TestDatabase } from "../scripts/test/database.ts";
-import { send } from "../scripts/test/http.ts";
-import { startTestOrigin, type TestOrigin } from "../scripts/test/origin.ts";
+import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { HEADER_ADMIN_API_TOKEN, HEADER_REGISTRATION_ADMIN_TOKEN } from "../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { send } from "../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 
 // Issue 18 item 4 (SPEC "Registration ingress rules": admin routes are not opened through the
 // public edge): {base}/admin/… and {base}/metrics, in every spelling a client can send, never
@@ -136,7 +136,7 @@ describe("admin routes are unreachable through the edge", () => {
           `${target.method} ${spelling} → ${response.status} ${JSON.stringify(response.body).slice(0, 120)}`,
         );
         // Refused, whoever refused it: the worker's 404, the gateway's 401, or (for a few POST
-        // spellings) the local front's 502 when workerd drops the connection (scripts/lib/edge.ts).
+        // spellings) the local front's 502 when workerd drops the connection (dev/edge.ts).
         expect(response.status === 0 || response.status >= 400, answers.at(-1)).toBe(true);
         expect(JSON.stringify(response.body), spelling).not.toMatch(
           /settings|identities|# HELP|# TYPE|<html/i,

@@ -3,8 +3,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-import { REPO_ROOT } from "../scripts/test/enclave-process.ts";
+import { type EdgeHandle, startEdge } from "../dev/edge.ts";
+import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { parseEdgeConfig } from "./config.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 

@@ -5,6 +5,7 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
 import { hashIpGroup } from "../origin/registration/ip-classification.ts";
@@ -12,17 +13,16 @@ import { updateRegistrationPolicy } from "../origin/registration/policy-reposito
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
-import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-import { createTestDatabase, type TestDatabase } from "../scripts/test/database.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "../scripts/test/enclave-process.ts";
-import { send, type TestResponse } from "../scripts/test/http.ts";
-import { startTestOrigin, type TestOrigin } from "../scripts/test/origin.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
   HEADER_REGISTRATION,
   HEADER_REGISTRATION_IP,
 } from "../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { send, type TestResponse } from "../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 
 // The whole path: the real worker in Miniflare (behind the local front that, like Cloudflare, takes
 // the client's address from the connection), the real origin app, Postgres, and keys made by the

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-import { freePort } from "../scripts/test/free-port.ts";
+import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
@@ -8,6 +7,7 @@ import {
   HEADER_REGISTRATION_IP,
   HEADER_REQUEST_URL,
 } from "../shared/constants.ts";
+import { freePort } from "../testing/free-port.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: pass-through routes, the

@@ -1,14 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../scripts/lib/edge.ts";
-// The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
-import { sendUnchecked as send } from "../scripts/test/http.ts";
+import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
   HEADER_REGISTRATION,
   HEADER_REGISTRATION_IP,
 } from "../shared/constants.ts";
+// The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
+import { sendUnchecked as send } from "../testing/http.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: what a client sees and

@@ -2,7 +2,6 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ed25519 } from "@noble/curves/ed25519";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { encodeCanonicalCbor } from "../shared/canonical-cbor.ts";
 import {
   authorityPublicKey,
@@ -14,6 +13,7 @@ import {
 } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { toHex } from "../shared/hex.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { instanceIdOf, mintFor, nextCounter } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 

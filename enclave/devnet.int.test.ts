@@ -7,8 +7,8 @@ import {
   startDevnet,
 } from "../devnet/index.ts";
 import { fund, newAccount, publicClientFor, walletClientFor } from "../devnet/testing.ts";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 

@@ -1,8 +1,8 @@
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import type { EnclaveResponse } from "../shared/enclave-protocol.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { privileged } from "./testing/capabilities.ts";
 import { type ClockedEnclave, startClockedEnclave } from "./testing/clocked-enclave.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";

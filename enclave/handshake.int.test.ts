@@ -1,8 +1,8 @@
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { encodeFrame, MAX_FRAME_BYTES } from "../shared/cbor-frame.ts";
 import { ENCLAVE_PROFILE, ENCLAVE_PROTOCOL } from "../shared/constants.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { mintFor, privileged } from "./testing/capabilities.ts";
 import { RawEnclaveClient } from "./testing/raw-client.ts";
 

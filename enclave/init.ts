@@ -76,8 +76,7 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
  * (an all-zero shared secret), so a trial seal at init catches it before any backup depends on it.
  */
 async function parseRecoveryEncryptionKey(value: string): Promise<`0x${string}`> {
-  const message =
-    "--recovery-enc-pubkey must be a 32-byte X25519 public key in hex (scripts/recovery-key.ts)";
+  const message = "--recovery-enc-pubkey must be a 32-byte X25519 public key in hex (ops/recovery-key.ts)";
   let key: `0x${string}`;
   try {
     key = normaliseHex(value, 32);

@@ -1,8 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reencryptForTransport } from "../scripts/lib/recovery-reencrypt.ts";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
+import { reencryptForTransport } from "../ops/lib/reencrypt-envelope.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { fromHex, type Hex, toHex } from "../shared/hex.ts";
@@ -21,6 +20,7 @@ import {
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
 import { publicKeyOf } from "../shared/secp256k1.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 

@@ -5,7 +5,6 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { ed25519 } from "@noble/curves/ed25519";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../scripts/test/enclave-process.ts";
 import {
   authorityPublicKey,
   CAPABILITY_VERSION,
@@ -18,6 +17,7 @@ import { encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import type { PrivilegedOp } from "../shared/enclave-protocol.ts";
 import { toHex } from "../shared/hex.ts";
+import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
 import { generateSealingKey, SEAL_LABEL, seal } from "./sealing.ts";
 import { instanceIdOf, mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadRecoveryKeyInto } from "../ops/lib/recovery-key-loader.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
-import { loadRecoveryKeyInto } from "../scripts/lib/recovery-key-loader.ts";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { fromHex, toHex } from "../shared/hex.ts";
 import {
@@ -13,6 +12,7 @@ import {
   recoveryKeyAad,
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { mintFor, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 

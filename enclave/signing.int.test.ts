@@ -6,9 +6,9 @@ import {
   recoverTypedDataAddress,
 } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEnclaveFixture, type EnclaveFixture } from "../scripts/test/enclave-process.ts";
 import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../shared/eip712.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 

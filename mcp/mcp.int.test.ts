@@ -4,9 +4,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../scripts/test/money-stack.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
 
 // The MCP server (issue 17) as an MCP host runs it: the official client starts `npm run mcp` on
 // stdio, against the real stack.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isFinal, type LoadDriver, type LoadRecord } from "../scripts/test/load-driver.ts";
-import { type LoadStack, startLoadStack } from "../scripts/test/load-stack.ts";
-import { type OwnPostgres, startOwnPostgres } from "../scripts/test/own-postgres.ts";
+import { isFinal, type LoadDriver, type LoadRecord } from "../testing/load-driver.ts";
+import { type LoadStack, startLoadStack } from "../testing/load-stack.ts";
+import { type OwnPostgres, startOwnPostgres } from "../testing/own-postgres.ts";
 
 // Issue 18 item 2: Postgres stopped and started again under load, on a cluster this file owns (the
 // suite's shared cluster is never touched), with the origin as its own process (origin/main.ts).

@@ -1,10 +1,10 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { holdSocket } from "../scripts/test/held-socket.ts";
-import { send } from "../scripts/test/http.ts";
-import { isFinal, type LoadDriver, type LoadRecord } from "../scripts/test/load-driver.ts";
-import { type LoadStack, startLoadStack } from "../scripts/test/load-stack.ts";
-import { startTcpProxy } from "../scripts/test/tcp-proxy.ts";
+import { holdSocket } from "../testing/held-socket.ts";
+import { send } from "../testing/http.ts";
+import { isFinal, type LoadDriver, type LoadRecord } from "../testing/load-driver.ts";
+import { type LoadStack, startLoadStack } from "../testing/load-stack.ts";
+import { startTcpProxy } from "../testing/tcp-proxy.ts";
 import { queryRows } from "./db/client.ts";
 
 // Issue 18 item 2: faults against the real processes (origin/main.ts, the enclave, the devnet),

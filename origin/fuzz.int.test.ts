@@ -1,9 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FuzzStack, startFuzzStack } from "../scripts/test/fuzz/fuzz-stack.ts";
-import { envelopeProblem } from "../scripts/test/fuzz/refusals.ts";
-import { fuzzRoutes } from "../scripts/test/fuzz/routes.ts";
-import { fuzzRoute, fuzzSettings } from "../scripts/test/fuzz/run.ts";
-import { sendEndlessBody, sendRaw } from "../scripts/test/oversize.ts";
 import {
   HEADER_ADMIN_API_TOKEN,
   HEADER_EDGE_SECRET,
@@ -12,11 +7,16 @@ import {
   HEADER_REGISTRATION_IP,
   RPC_MAX_BATCH_BYTES,
 } from "../shared/constants.ts";
+import { type FuzzStack, startFuzzStack } from "../testing/fuzz/fuzz-stack.ts";
+import { envelopeProblem } from "../testing/fuzz/refusals.ts";
+import { fuzzRoutes } from "../testing/fuzz/routes.ts";
+import { fuzzRoute, fuzzSettings } from "../testing/fuzz/run.ts";
+import { sendEndlessBody, sendRaw } from "../testing/oversize.ts";
 
 // Issue 18 items 1 and 4 against the real origin process (Postgres, enclave, devnet real), one
 // stack for the file: bodies and headers over their limits refused early, then every JSON route
 // and every header the origin parses fuzzed. Each fuzz property prints its seed and case count;
-// see scripts/test/fuzz/run.ts (and docs/development.md) for a longer or replayed run.
+// see testing/fuzz/run.ts (and docs/development.md) for a longer or replayed run.
 const settings = fuzzSettings();
 
 let stack: FuzzStack;

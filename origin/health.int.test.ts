@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { privileged } from "../enclave/testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "../enclave/testing/raw-client.ts";
-import { createTestDatabase, type TestDatabase } from "../scripts/test/database.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "../scripts/test/enclave-process.ts";
-import { startTestOrigin, type TestOrigin } from "../scripts/test/origin.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 import { createSignerClient } from "./signer/create-signer-client.ts";
 import type { SignerClient } from "./signer/types.ts";
 

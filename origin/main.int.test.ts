@@ -7,10 +7,10 @@ import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { privileged } from "../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../enclave/testing/raw-client.ts";
-import { createTestDatabase } from "../scripts/test/database.ts";
-import { startEnclaveProcess } from "../scripts/test/enclave-process.ts";
-import { freePort } from "../scripts/test/free-port.ts";
-import { seedFreeKeys } from "../scripts/test/seed.ts";
+import { createTestDatabase } from "../testing/database.ts";
+import { startEnclaveProcess } from "../testing/enclave-process.ts";
+import { freePort } from "../testing/free-port.ts";
+import { seedFreeKeys } from "../testing/seed.ts";
 import { queryRows } from "./db/client.ts";
 import { provisionIdentity } from "./keypool/provision.ts";
 

@@ -1,10 +1,10 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { createTestDatabase } from "../scripts/test/database.ts";
-import { REPO_ROOT } from "../scripts/test/enclave-process.ts";
-import { holdSocket } from "../scripts/test/held-socket.ts";
-import { spawnOrigin } from "../scripts/test/origin-process.ts";
+import { createTestDatabase } from "../testing/database.ts";
+import { REPO_ROOT } from "../testing/enclave-process.ts";
+import { holdSocket } from "../testing/held-socket.ts";
+import { spawnOrigin } from "../testing/origin-process.ts";
 
 const run = promisify(execFile);
 

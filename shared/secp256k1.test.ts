@@ -9,7 +9,7 @@ import path from "node:path";
 import { ecrecover as nobleEcrecover } from "@ethereumjs/util";
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { describe, expect, it } from "vitest";
-import { ecrecover } from "../devnet/signature-recovery.ts";
+import { ecrecover } from "../devnet/chain/signature-recovery.ts";
 import { fromHex, toHex } from "./hex.ts";
 import { libsecp256k1, secp256k1Backend } from "./libsecp256k1.ts";
 import { recoverPublicKey, signDigest } from "./secp256k1.ts";

@@ -1,6 +1,5 @@
 /** Minting helpers for the enclave's integration tests. */
 
-import type { EnclaveFixture } from "../../scripts/test/enclave-process.ts";
 import { authorityPublicKey, type Capability, mintCapability } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import {
@@ -8,6 +7,7 @@ import {
   PRIVILEGED_OP_SCOPE,
   type PrivilegedOp,
 } from "../../shared/enclave-protocol.ts";
+import type { EnclaveFixture } from "../../testing/enclave-process.ts";
 import { expectOk, type RawEnclaveClient } from "./raw-client.ts";
 
 /** The next counter the enclave expects from `secret` for `op`. */

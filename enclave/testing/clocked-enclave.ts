@@ -5,7 +5,7 @@
  * a minute; the clock is the one thing that differs from the real process.
  */
 import pino from "pino";
-import { createEnclaveFixture, type EnclaveFixture } from "../../scripts/test/enclave-process.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../../testing/enclave-process.ts";
 import { type EnclaveServer, startEnclaveServer } from "../server.ts";
 
 export type ClockedEnclave = {

@@ -1,10 +1,10 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
 

@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { spawnOrigin } from "../../scripts/test/origin-process.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import { spawnOrigin } from "../../testing/origin-process.ts";
 import { queryRows } from "../db/client.ts";
 
 // Money movement when parts fail or run twice, against the real processes: an enclave that is
@@ -136,7 +136,7 @@ describe("money movement under faults (real processes)", () => {
       const agent = await stack.newAgent({ units: 1_000_000n });
       const recipient = newAccount().address;
       const doomed = await spawnOrigin({
-        entry: "scripts/test/money-crash-origin.ts",
+        entry: "testing/money-crash-origin.ts",
         // A 1 s chain timeout makes its broadcast lease 3 s: the next origin takes over after it.
         env: { ...stack.processEnv({ CHAIN_RPC_TIMEOUT_MS: "1000" }), MONEY_CRASH_AT: crashAt },
       });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { privileged } from "../../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../../enclave/testing/raw-client.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "../../scripts/test/enclave-process.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { loadConfig } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import { createLogger } from "../logger.ts";

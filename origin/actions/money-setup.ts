@@ -55,9 +55,9 @@ export async function prepareMoney(params: {
   db: Db;
   logger: Logger;
   tracker?: TxTrackerOptions;
-  /** Crash tests only (scripts/test/money-crash-origin.ts): the money broadcasts' fault hooks. */
+  /** Crash tests only (testing/money-crash-origin.ts): the money broadcasts' fault hooks. */
   faults?: BroadcastLaneDeps["faults"];
-  /** Crash tests only (scripts/test/money-crash-origin.ts): the settler's fault hooks. */
+  /** Crash tests only (testing/money-crash-origin.ts): the settler's fault hooks. */
   x402Faults?: SettlerDeps["faults"];
   /** The policy already read at start, if it was (main.ts logs it first). */
   sealed?: SignerResult<GetPolicyResult>;

@@ -3,11 +3,11 @@ import { type Address, getAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/index.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import type { TestResponse } from "../../scripts/test/http.ts";
-import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import type { TestResponse } from "../../testing/http.ts";
+import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // POST /agent/v1/transfers against the real stack (origin, enclave, devnet, Postgres): what an

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
-import { startWsRelay, type WsRelay } from "../../scripts/test/ws-relay.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
+import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import type { Db } from "../db/client.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { createTokenLookup, findIdentitiesByTokenIds } from "./identity-repository.ts";

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { median, probabilityOfSuperiority } from "../../scripts/lib/stats.ts";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { HEADER_CLIENT_IP, HEADER_EDGE_SECRET } from "../../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { median, probabilityOfSuperiority } from "../../testing/measure/stats.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
 import { agentIdentities } from "../db/schema.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 

@@ -25,7 +25,7 @@ export type BroadcastLaneDeps = SentBatchDeps & {
    * so a chain slower than signing slows the answers rather than piling up signed transactions.
    */
   maxWaiting: number;
-  /** Fault injection for crash tests only (scripts/test/money-crash-origin.ts); never set otherwise. */
+  /** Fault injection for crash tests only (testing/money-crash-origin.ts); never set otherwise. */
   faults?: {
     /** Before a batch is broadcast (its transactions are stored, and committed `signed`). */
     beforeBroadcast?: () => void;

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../scripts/test/free-port.ts";
+import { freePort } from "../../testing/free-port.ts";
 import { createJsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 type Seen = { url: string | undefined; authorization: string | undefined; body: string };

@@ -8,22 +8,22 @@ import {
   transferWithAuthorizationCalldata,
   walletClientFor,
 } from "../../devnet/testing.ts";
-import { agentCalls, isAccepted, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import type { TestOrigin } from "../../scripts/test/origin.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { TestOrigin } from "../../testing/origin.ts";
 import {
   INSUFFICIENT_FUNDS_MESSAGE,
   type RpcRefusalProxy,
   startRpcRefusalProxy,
-} from "../../scripts/test/rpc-refusal-proxy.ts";
-import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
-import type { ActionView } from "../../shared/gateway-schemas.ts";
+} from "../../testing/rpc-refusal-proxy.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "../x402/reasons.ts";
 
 // The money path when the chain refuses a signed transaction, against the real processes: the
-// origin reaches the devnet only through a fault injector (scripts/test/rpc-refusal-proxy.ts) that
+// origin reaches the devnet only through a fault injector (testing/rpc-refusal-proxy.ts) that
 // refuses one chosen eth_sendRawTransaction with geth's error, or has the devnet raise its base fee
 // between the quote and the broadcast. A refusal ends its own action `failed` with the chain's
 // reason; the sender's next transaction takes the refused nonce and confirms; nothing else in the

@@ -2,11 +2,6 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { consoleCalls, consoleSecrets, withoutRequestId } from "../../scripts/test/console-client.ts";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { send, type TestResponse } from "../../scripts/test/http.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import {
   auditSchema,
   identityChangeResponseSchema,
@@ -15,6 +10,11 @@ import {
   settingsChangeResponseSchema,
 } from "../../shared/console-schemas.ts";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import { consoleCalls, consoleSecrets, withoutRequestId } from "../../testing/console-client.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { send, type TestResponse } from "../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
 import { provisionIdentity } from "../keypool/provision.ts";

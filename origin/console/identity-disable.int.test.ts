@@ -2,15 +2,15 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { consoleCalls, consoleSecrets } from "../../scripts/test/console-client.ts";
-import { send } from "../../scripts/test/http.ts";
-import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import type { TestOrigin } from "../../scripts/test/origin.ts";
-import { parsePrometheusText } from "../../scripts/test/prometheus.ts";
-import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
+import { send } from "../../testing/http.ts";
+import { agentCalls, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import type { TestOrigin } from "../../testing/origin.ts";
+import { parsePrometheusText } from "../../testing/prometheus.ts";
+import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.ts";
 import { queryRows } from "../db/client.ts";
 
 // SPEC "Identity disable by operator" on the whole money stack (origin, enclave, devnet,

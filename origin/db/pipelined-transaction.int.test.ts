@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { startWsRelay, type WsRelay } from "../../scripts/test/ws-relay.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import { queryRows } from "./client.ts";
 import { openPipelinedTransaction } from "./pipelined-transaction.ts";
 import { preparedStatement, runPrepared } from "./prepared.ts";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type Db, queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 import { agentActions, agentIdentities } from "./schema.ts";

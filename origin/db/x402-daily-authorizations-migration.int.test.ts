@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { adminQuery, withDatabase } from "../../scripts/test/global-setup.ts";
-import { migrationsBefore } from "../../scripts/test/migrations-before.ts";
+import { adminQuery, withDatabase } from "../../testing/global-setup.ts";
+import { migrationsBefore } from "../../testing/migrations-before.ts";
 import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 

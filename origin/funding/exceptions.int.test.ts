@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, listExceptions, revokeException } from "./exceptions.ts";
 

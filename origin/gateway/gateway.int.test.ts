@@ -4,11 +4,11 @@ import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { send, sendUnchecked } from "../../scripts/test/http.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { send, sendUnchecked } from "../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 
 type Devnet = Awaited<ReturnType<typeof startDevnet>>;

@@ -1,13 +1,13 @@
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
-import { httpOk, type ManagedChild, startChild, waitUntilReady } from "../../scripts/lib/supervisor.ts";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { freePort } from "../../scripts/test/free-port.ts";
-import { send } from "../../scripts/test/http.ts";
-import { deployLogEmitter } from "../../scripts/test/log-emitter.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import { httpOk, type ManagedChild, startChild, waitUntilReady } from "../../ops/lib/supervisor.ts";
 import { RPC_MAX_RESPONSE_BYTES } from "../../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { freePort } from "../../testing/free-port.ts";
+import { send } from "../../testing/http.ts";
+import { deployLogEmitter } from "../../testing/log-emitter.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { RPC_IN_FLIGHT } from "./limits.ts";
 

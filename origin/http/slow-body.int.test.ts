@@ -4,11 +4,6 @@ import { connect } from "node:net";
 import { sql } from "drizzle-orm";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StackAgent } from "../../scripts/lib/agent-factory.ts";
-import { type HalfSentAnswer, type HalfSentRequest, sendHalfBody } from "../../scripts/test/half-sent.ts";
-import { send } from "../../scripts/test/http.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { type OriginProcess, spawnOrigin } from "../../scripts/test/origin-process.ts";
 import {
   HEADER_ADMIN_API_TOKEN,
   HEADER_EDGE_SECRET,
@@ -16,6 +11,11 @@ import {
   HEADER_REGISTRATION_ADMIN_TOKEN,
   HEADER_REGISTRATION_IP,
 } from "../../shared/constants.ts";
+import type { StackAgent } from "../../testing/agent-factory.ts";
+import { type HalfSentAnswer, type HalfSentRequest, sendHalfBody } from "../../testing/half-sent.ts";
+import { send } from "../../testing/http.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { type OriginProcess, spawnOrigin } from "../../testing/origin-process.ts";
 import { queryRows } from "../db/client.ts";
 import { RPC_IN_FLIGHT } from "../gateway/limits.ts";
 import { RECEIVE_TIMEOUTS } from "../server.ts";

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
 import { findIdentityByTokenId } from "../auth/identity-repository.ts";
 import { parseBearerHeader, secretMatches } from "../auth/token.ts";
 import { queryRows } from "../db/client.ts";

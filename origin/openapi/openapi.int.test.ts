@@ -1,10 +1,10 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { consoleSecrets } from "../../scripts/test/console-client.ts";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { send, sendUnchecked } from "../../scripts/test/http.ts";
-import { createResponseChecker } from "../../scripts/test/openapi-check.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
+import { consoleSecrets } from "../../testing/console-client.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { send, sendUnchecked } from "../../testing/http.ts";
+import { createResponseChecker } from "../../testing/openapi-check.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { buildOpenApiDocument } from "./document.ts";
 
 // The OpenAPI document (issue 17): valid OpenAPI 3.1, served without a token, covering every

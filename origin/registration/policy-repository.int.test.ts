@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { startWsRelay, type WsRelay } from "../../scripts/test/ws-relay.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import { queryRows } from "../db/client.ts";
 import { getRegistrationPolicy, updateRegistrationPolicy } from "./policy-repository.ts";
 

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
-import { send, type TestResponse } from "../../scripts/test/http.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
-import { seedFreeKeys } from "../../scripts/test/seed.ts";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { send, type TestResponse } from "../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { hashIpGroup } from "./ip-classification.ts";

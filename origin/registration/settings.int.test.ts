@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../scripts/test/database.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { getRegistrationPolicy } from "./policy-repository.ts";
 import { changeRegistrationSettings, REGISTRATION_SETTINGS } from "./settings.ts";
 

@@ -14,7 +14,7 @@ import { fromHex } from "../../shared/hex.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import type { CapabilityProvider, SignerClient, SignerResult } from "./types.ts";
 
-/** Reads an authority key file written by scripts/enclave-authority.ts (32-byte hex seed). */
+/** Reads an authority key file written by ops/enclave-authority.ts (32-byte hex seed). */
 export async function readAuthoritySecret(path: string): Promise<Uint8Array> {
   const text = (await readFile(path, "utf8")).trim();
   const secret = fromHex(text);

@@ -3,8 +3,8 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { agentCalls, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // SPEC: key-binding checks apply, on every signing path. The review pointed an identity's key ref

@@ -3,9 +3,9 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayClient, KeyUnavailable } from "../../client/index.ts";
 import { newAccount } from "../../devnet/testing.ts";
-import { agentCalls, newKey } from "../../scripts/test/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { spawnOrigin } from "../../scripts/test/origin-process.ts";
+import { agentCalls, newKey } from "../../testing/money-client.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import { spawnOrigin } from "../../testing/origin-process.ts";
 import { queryRows } from "../db/client.ts";
 
 // A lost enclave looked healthy: a fresh enclave beside a database whose wallets were made in the

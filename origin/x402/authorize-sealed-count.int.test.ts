@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // The enclave counts each key's x402 authorizations per UTC day against its sealed

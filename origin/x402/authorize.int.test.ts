@@ -4,6 +4,7 @@ import type { PaymentRequired } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import { type Address, getAddress, type Hex, verifyTypedData } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { payWithToken } from "../../dev/x402-token-payer.ts";
 import {
   fund,
   newAccount,
@@ -12,14 +13,13 @@ import {
   usdc,
   walletClientFor,
 } from "../../devnet/testing.ts";
-import { chain77X402Client } from "../../scripts/lib/x402-client.ts";
-import { payWithToken } from "../../scripts/lib/x402-token-payer.ts";
-import { send } from "../../scripts/test/http.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { startTestOrigin, type TestOrigin } from "../../scripts/test/origin.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
+import { send } from "../../testing/http.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { chain77X402Client } from "../../testing/x402-official-client.ts";
 import { requestHash } from "../actions/repository.ts";
 import { queryRows } from "../db/client.ts";
 import type { SignerClient } from "../signer/types.ts";

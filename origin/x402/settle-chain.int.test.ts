@@ -2,10 +2,10 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import type { TestOrigin } from "../../scripts/test/origin.ts";
-import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
-import { envelope, fundedPayer, pay, paymentHeader } from "../../scripts/test/x402-client.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import type { TestOrigin } from "../../testing/origin.ts";
+import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 

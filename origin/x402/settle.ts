@@ -24,7 +24,7 @@
  *
  * The settler pays the gas of what it signs, so it signs only what the chain will not revert for
  * anything the payer chose. Rather than simulate each call, every revert of the precompile's
- * transferWithAuthorization (devnet/precompile/native-transfer-auth.ts, in its order) is ruled out
+ * transferWithAuthorization (devnet/chain/precompile/native-transfer-auth.ts, in its order) is ruled out
  * before signing; what is left is the chain changing underneath (the payer spending its balance
  * elsewhere, another relayer using the authorization first, a settlement mined later than the
  * margin allows):
@@ -117,7 +117,7 @@ export type SettlerDeps = {
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
   onInFlight: () => void;
-  /** Crash tests only (scripts/test/money-crash-origin.ts): after the chain accepted a broadcast. */
+  /** Crash tests only (testing/money-crash-origin.ts): after the chain accepted a broadcast. */
   faults?: { afterBroadcast?: () => void };
 };
 

@@ -75,7 +75,7 @@ export function unixSeconds(at: Date): bigint {
 /**
  * Whether the chain will still take the authorization when the settlement is mined. The
  * precompile takes it in a block whose time t has validAfter < t < validBefore (EIP-3009;
- * devnet/precompile/native-transfer-auth.ts), and that time is the block's, not our clock's, a
+ * devnet/chain/precompile/native-transfer-auth.ts), and that time is the block's, not our clock's, a
  * moment after we sign: so the window must hold `marginSeconds` before and after our now. An
  * authorization valid from this very second (validAfter = now) reverts in a block of this second.
  */

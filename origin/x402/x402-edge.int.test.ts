@@ -2,11 +2,11 @@ import type { PaymentPayload } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../scripts/test/x402-client.ts";
 import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 

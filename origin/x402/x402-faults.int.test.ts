@@ -2,18 +2,12 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
-import { spawnOrigin } from "../../scripts/test/origin-process.ts";
-import { type RpcCutProxy, startRpcCutProxy } from "../../scripts/test/rpc-cut-proxy.ts";
-import {
-  envelope,
-  fundedPayer,
-  type PaidAnswer,
-  pay,
-  paymentHeader,
-} from "../../scripts/test/x402-client.ts";
-import { authorizationUsedCount } from "../../scripts/test/x402-settlements.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { spawnOrigin } from "../../testing/origin-process.ts";
+import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.ts";
+import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../testing/x402-payer.ts";
+import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 
@@ -49,7 +43,7 @@ describe("x402 settlement under faults (real processes)", () => {
   it("settles once when the origin is SIGKILLed after the settle broadcast: the restarted origin resolves it to settled", async () => {
     const payer = await fundedPayer(stack.devnet.url);
     const doomed = await spawnOrigin({
-      entry: "scripts/test/money-crash-origin.ts",
+      entry: "testing/money-crash-origin.ts",
       env: { ...stack.processEnv(), MONEY_CRASH_AT: "settle_after_broadcast" },
     });
     const demo = `${doomed.base}/x402/demo`;

@@ -6,6 +6,7 @@ import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
 import {
   highS,
@@ -14,17 +15,16 @@ import {
   transferWithAuthorizationCalldata,
   walletClientFor,
 } from "../../devnet/testing.ts";
-import { type EdgeHandle, startEdge } from "../../scripts/lib/edge.ts";
-import { type MoneyStack, startMoneyStack } from "../../scripts/test/money-stack.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
 import {
   envelope as envelopeFor,
   fundedPayer as fundedPayerOn,
   pay as payDemo,
   paymentHeader,
   quote as quoteOf,
-} from "../../scripts/test/x402-client.ts";
-import { authorizationUsedCount } from "../../scripts/test/x402-settlements.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+} from "../../testing/x402-payer.ts";
+import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 

@@ -1,0 +1,185 @@
+/**
+ * `npm run bench:enclave` (issue 4 acceptance): signing operations per second through the real
+ * enclave process over its socket, with 1 and with 32 requests in flight, beside the same signing
+ * done in this process with the same libraries (viem's EIP-712 hashing, @noble/curves secp256k1),
+ * in one run on one machine. Goal: at 32 in flight, at least half the in-process rate.
+ */
+import { randomBytes } from "node:crypto";
+import type { Address } from "viem";
+import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
+import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import type { KeyPublicInfo, SignerClient } from "../origin/signer/types.ts";
+import { CHAIN_ID } from "../shared/constants.ts";
+import { transferWithAuthorizationDigest } from "../shared/eip712.ts";
+import { fromHex, type Hex } from "../shared/hex.ts";
+import { buildIdentityProofPreimage, identityProofDigest } from "../shared/identity-proof.ts";
+import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../shared/secp256k1.ts";
+import { createEnclaveFixture } from "../testing/enclave-process.ts";
+
+const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
+const AMOUNT = 10_000n;
+const WARMUP_MS = 500;
+const MEASURE_MS = Number(process.env.BENCH_MS ?? 3_000);
+
+type Op = "sign_x402_authorization" | "prove_identity";
+type Figure = { op: Op; mode: string; ops: number; seconds: number; rate: number };
+
+const nonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
+
+/** Runs `once` for `ms` with `concurrency` loops in flight; returns completed operations and time. */
+async function measure(
+  concurrency: number,
+  ms: number,
+  once: () => Promise<void>,
+): Promise<{ ops: number; seconds: number }> {
+  let ops = 0;
+  const started = performance.now();
+  const deadline = started + ms;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < deadline) {
+        await once();
+        ops++;
+      }
+    }),
+  );
+  return { ops, seconds: (performance.now() - started) / 1000 };
+}
+
+/** The same signing the enclave does, in this process (synchronous, like the enclave's handler). */
+function inProcess(op: Op, ms: number): { ops: number; seconds: number } {
+  const privateKey = randomPrivateKey();
+  const publicKey = publicKeyOf(privateKey);
+  const address = addressOfPublicKey(publicKey);
+  const keyRef = randomBytes(32).toString("hex");
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  let ops = 0;
+  const started = performance.now();
+  const deadline = started + ms;
+  while (performance.now() < deadline) {
+    const digest =
+      op === "sign_x402_authorization"
+        ? fromHex(
+            transferWithAuthorizationDigest({
+              from: address,
+              to: PAY_TO,
+              value: AMOUNT,
+              validAfter: 0n,
+              validBefore: now + 120n,
+              nonce: nonce(),
+            }),
+          )
+        : identityProofDigest(
+            buildIdentityProofPreimage({
+              chainId: CHAIN_ID,
+              envId: "bench",
+              keyRef,
+              publicKey,
+              address,
+              verifierNonce: nonce(),
+            }),
+          );
+    signDigest(digest, privateKey);
+    ops++;
+  }
+  return { ops, seconds: (performance.now() - started) / 1000 };
+}
+
+function overSocket(client: SignerClient, op: Op, keys: KeyPublicInfo[]): () => Promise<void> {
+  let next = 0;
+  return async () => {
+    const { keyRef, address } = keys[next++ % keys.length]!;
+    const result =
+      op === "sign_x402_authorization"
+        ? await client.signX402Authorization({
+            keyRef,
+            from: address,
+            to: PAY_TO,
+            valueUnits: AMOUNT,
+            validAfter: 0n,
+            validBefore: BigInt(Math.floor(Date.now() / 1000) + 120),
+            nonce: nonce(),
+          })
+        : await client.proveIdentity({ keyRef, verifierNonce: nonce() });
+    if (!result.ok) throw new Error(`${op} failed: ${result.error.code} ${result.error.reason}`);
+  };
+}
+
+async function main(): Promise<void> {
+  process.stdout.write("starting the enclave process on a temporary socket...\n");
+  const fixture = await createEnclaveFixture({ envId: "bench" });
+  const client = createSocketSignerClient({ socketPath: fixture.socketPath, requestTimeoutMs: 30_000 });
+  try {
+    const admin = createCapabilityMinter({ authority: fixture.adminSecret, envId: fixture.envId, client });
+    const batch = await client.generateKeys(
+      { namespace: "agent-transfer", count: 32, batchId: "bench" },
+      admin,
+    );
+    if (!batch.ok) throw new Error(`generate_keys failed: ${batch.error.code}`);
+    const policy = await client.configurePolicy(
+      {
+        perTxLimitUnits: 0n,
+        dailyLimitUnits: 0n,
+        recipientAllowlist: null,
+        x402AmountUnits: AMOUNT,
+        x402PayTo: PAY_TO,
+        x402MaxTimeoutSeconds: 180,
+        operatorPool: "0x00000000000000000000000000000000000000aa",
+        feeCeilingWei: 0n,
+        x402ValidityMarginSeconds: 6,
+        // The bench signs as fast as the enclave can; the sealed daily count must not stop it.
+        x402DailyLimit: Number.MAX_SAFE_INTEGER,
+      },
+      createCapabilityMinter({ authority: fixture.policySecret, envId: fixture.envId, client }),
+    );
+    if (!policy.ok) throw new Error(`configure_policy failed: ${policy.error.code}`);
+    const keys = batch.value.keys;
+
+    const figures: Figure[] = [];
+    for (const op of ["sign_x402_authorization", "prove_identity"] as const) {
+      inProcess(op, WARMUP_MS);
+      const local = inProcess(op, MEASURE_MS);
+      figures.push({ op, mode: "in-process", ...local, rate: local.ops / local.seconds });
+      const once = overSocket(client, op, keys);
+      for (const inFlight of [1, 32]) {
+        await measure(inFlight, WARMUP_MS, once);
+        const remote = await measure(inFlight, MEASURE_MS, once);
+        figures.push({
+          op,
+          mode: `socket, ${inFlight} in flight`,
+          ...remote,
+          rate: remote.ops / remote.seconds,
+        });
+      }
+    }
+    report(figures);
+  } finally {
+    await client.close();
+    await fixture.dispose();
+  }
+}
+
+function report(figures: Figure[]): void {
+  const lines = [`node ${process.version}, ${process.platform}/${process.arch}, ${MEASURE_MS} ms per figure`];
+  for (const op of ["sign_x402_authorization", "prove_identity"] as const) {
+    const rows = figures.filter((figure) => figure.op === op);
+    const local = rows.find((figure) => figure.mode === "in-process")!;
+    lines.push(`\n${op}`);
+    for (const row of rows) {
+      const ratio = row === local ? "" : `  (${((100 * row.rate) / local.rate).toFixed(0)}% of in-process)`;
+      lines.push(
+        `  ${row.mode.padEnd(24)} ${row.rate.toFixed(0).padStart(7)} ops/s  [${row.ops} ops]${ratio}`,
+      );
+    }
+    const at32 = rows.find((figure) => figure.mode === "socket, 32 in flight")!;
+    lines.push(
+      `  goal (32 in flight >= 50% of in-process): ${at32.rate >= local.rate / 2 ? "met" : "NOT met"}`,
+    );
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench-enclave: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,417 @@
+/**
+ * `npm run bench:money`: what money movement through the service costs, beside the chain alone,
+ * in one run (issue 12):
+ *   - transfers per second to `confirmed` with AGENTS agents, each sending back to back through
+ *     the gateway (POST /transfers, answered once the transfer is signed and stored; the origin
+ *     then broadcasts it and records its receipt), against plain signed transfers from AGENTS
+ *     accounts sent straight to the devnet (eth_sendRawTransaction, which answers once mined, back
+ *     to back). A phase ends when every transfer it sent is `confirmed`. Goal: ≥ 0.7× the
+ *     straight rate.
+ *   - faucet payout latency to `confirmed`, p50 and p99, from the POST to the first GET
+ *     /actions/{id} that reads `confirmed`.
+ * The devnet, the enclave and the origin (origin/main.ts) run as their own processes; this process
+ * sets the stack up and drives load. The phases alternate (straight, gateway, straight, gateway)
+ * and each ratio is taken within a pair, since this shared VM's speed drifts; the CPU steal of the
+ * run is printed.
+ */
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { Agent, type RequestOptions, request } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { type Hex, parseGwei } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { payFromOperatorPool } from "../dev/operator-pool.ts";
+import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
+import { createRestoreDriller, type RestoreDriller } from "../ops/lib/restore-driller.ts";
+import { httpOk, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
+import { connectDatabase, queryRows } from "../origin/db/client.ts";
+import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { migrateDatabase } from "../origin/db/migrate.ts";
+import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
+import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
+import { makeAgents, type StackAgent } from "../testing/agent-factory.ts";
+import { createEnclaveFixture } from "../testing/enclave-process.ts";
+import { freePort } from "../testing/free-port.ts";
+import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
+import { median, quantile } from "../testing/measure/stats.ts";
+import { spawnOrigin } from "../testing/origin-process.ts";
+
+const AGENTS = Number(process.env.BENCH_AGENTS ?? 32);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const PAIRS = Number(process.env.BENCH_PAIRS ?? 3);
+const FAUCET_SAMPLES = Number(process.env.BENCH_FAUCET_SAMPLES ?? 100);
+/**
+ * Seconds of each phase run unmeasured first: the processes' code is still being optimised by the
+ * JIT for thousands of requests (after a 1 s warm-up the origin's CPU per transfer kept falling).
+ */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 5);
+/** Transfers signed ahead per straight account for a phase of `seconds`: more than it can send. */
+const presignCount = (seconds: number): number =>
+  Number(process.env.BENCH_PRESIGN ?? Math.ceil((seconds * 1_500) / AGENTS));
+const AMOUNT_UNITS = 1_000n;
+const FEES = { maxFeePerGas: parseGwei("3"), maxPriorityFeePerGas: parseGwei("1"), gas: 21_000n };
+
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+
+type Answer = { status: number; body: string };
+type Post = (url: string, body: string, headers?: Record<string, string>) => Promise<Answer>;
+
+/** Requests sent again by send() (printed: a run that needed many would say so). */
+let resent = 0;
+
+/**
+ * One HTTP request on a kept-alive connection. A connection the server closed for idleness just as
+ * this request was put on it fails with ECONNRESET before the server read anything (the race Node's
+ * docs describe for `reusedSocket`); such a request is sent once more, on a new connection. Were it
+ * read after all, repeating it is still safe: the gateway's requests carry idempotency keys, GETs
+ * read, and a raw transaction sent twice is one transaction (a refusal of the second would stop the
+ * run, not be counted).
+ */
+function send(agent: Agent, url: string, options: RequestOptions, body?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ...options, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("error", (error: NodeJS.ErrnoException) => {
+      if (req.reusedSocket && error.code === "ECONNRESET") {
+        resent++;
+        send(agent, url, options, body).then(resolve, reject);
+      } else reject(new Error(`${options.method ?? "GET"} ${url}: ${error.message}`, { cause: error }));
+    });
+    req.end(body);
+  });
+}
+
+function poster(): Post {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+  return (url, body, headers = {}) =>
+    send(agent, url, { method: "POST", headers: { "content-type": "application/json", ...headers } }, body);
+}
+
+function getter(): (url: string, headers: Record<string, string>) => Promise<Answer> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+  return (url, headers) => send(agent, url, { headers });
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "bench-money-"));
+  await chmod(dir, 0o755);
+  const postgres = await startEmbeddedPostgres({ dir: path.join(dir, "pg"), port: await freePort() });
+  const database = connectDatabase({ url: postgres.url, maxConnections: 4 });
+  await migrateDatabase(database.db);
+  const devnetPort = await freePort();
+  const devnetUrl = `http://127.0.0.1:${devnetPort}`;
+  const quiet = () => {};
+  const devnet = startChild({
+    name: "devnet",
+    entry: "devnet/main.ts",
+    args: ["--port", String(devnetPort)],
+    onLine: quiet,
+  });
+  const enclave = await createEnclaveFixture({ envId: "bench-money" });
+  const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+  let origin: Awaited<ReturnType<typeof spawnOrigin>> | undefined;
+  let driller: RestoreDriller | undefined;
+  try {
+    await waitUntilReady(devnet, () =>
+      httpOk(devnetUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+      }),
+    );
+    say(
+      `bench:money — ${AGENTS} agents; ${PAIRS} pairs of ${SECONDS}-second phases (straight, gateway); ${FAUCET_SAMPLES} faucet payouts`,
+    );
+    say("setting up: policy, treasury, keys, drill, identities, funding…");
+    const minter = (secret: Uint8Array) =>
+      createCapabilityMinter({ authority: secret, envId: enclave.envId, client: signer });
+    const limit = 1_000_000_000_000n;
+    const policy = await signer.configurePolicy(
+      {
+        perTxLimitUnits: limit,
+        dailyLimitUnits: limit,
+        recipientAllowlist: null,
+        x402AmountUnits: null,
+        x402PayTo: null,
+        x402MaxTimeoutSeconds: 180,
+        operatorPool: DEV_OPERATOR_POOL_ADDRESS,
+        feeCeilingWei: 10n ** 15n,
+        x402ValidityMarginSeconds: 6,
+        x402DailyLimit: 1_000,
+      },
+      minter(enclave.policySecret),
+    );
+    if (!policy.ok) throw new Error(`configure_policy: ${policy.error.code}`);
+    // The origin below is given the same payout terms (AGENT_FAUCET_*), as it requires.
+    const treasury = await signer.configureTreasury(
+      { budgetUnits: limit, payoutUnits: 1_000n, cooldownMs: 0, dailyLimitUnits: limit },
+      minter(enclave.policySecret),
+    );
+    if (!treasury.ok) throw new Error(`configure_treasury: ${treasury.error.code}`);
+    await payFromOperatorPool(devnetUrl, treasury.value.faucetAddress, 100_000n * 1_000_000n * WEI_PER_UNIT);
+    const identity = await signer.getSealedIdentity();
+    if (!identity.ok) throw new Error(`get_sealed_identity: ${identity.error.code}`);
+    driller = createRestoreDriller({
+      identity: identity.value,
+      recoveryAuthority: enclave.recoverySecret,
+      recoveryEncryptionKey: enclave.recoveryEncKey,
+    });
+    const agents: StackAgent[] = await makeAgents(
+      {
+        db: database.db,
+        signer,
+        authorities: { admin: minter(enclave.adminSecret) },
+        driller,
+        devnetUrl,
+        envId: enclave.envId,
+        backupDir: path.join(dir, "backups"),
+      },
+      AGENTS,
+      { units: 1_000_000_000n },
+    );
+    const straightAccounts = Array.from({ length: AGENTS }, () => privateKeyToAccount(generatePrivateKey()));
+    for (const account of straightAccounts) {
+      await payFromOperatorPool(devnetUrl, account.address, 1_000_000_000n * WEI_PER_UNIT);
+    }
+    origin = await spawnOrigin({
+      port: await freePort(),
+      // e.g. BENCH_ORIGIN_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the origin's time goes
+      nodeArgs: process.env.BENCH_ORIGIN_NODE_ARGS?.split(" ").filter(Boolean),
+      env: {
+        AGENT_GATEWAY_ENABLED: "true",
+        DATABASE_URL: postgres.url,
+        CHAIN_RPC_URL: devnetUrl,
+        LOG_LEVEL: "warn",
+        AGENT_FAUCET_ENABLED: "true",
+        AGENT_TRANSFER_ENABLED: "true",
+        AGENT_FAUCET_PAYOUT_AMOUNT: "1000",
+        AGENT_FAUCET_COOLDOWN_MS: "0",
+        AGENT_FAUCET_DAILY_LIMIT: limit.toString(),
+        AGENT_TRANSFER_PER_TX_LIMIT: limit.toString(),
+        AGENT_TRANSFER_DAILY_LIMIT: limit.toString(),
+        AGENT_OPERATOR_POOL_ADDRESS: DEV_OPERATOR_POOL_ADDRESS,
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+        AGENT_ENV_ID: enclave.envId,
+      },
+    });
+    const base = origin.base;
+    const post = poster();
+    const get = getter();
+    const recipient = privateKeyToAccount(generatePrivateKey()).address;
+    const nonces = straightAccounts.map(() => 0);
+    // Every transfer of the run has a key of its own: a key used before (by the warm-up or an
+    // earlier pair) would be answered from its stored action, moving nothing.
+    let key = 0;
+
+    /**
+     * Signs each account's next `perAccount` transfers ahead of the phase, so the phase measures
+     * the chain taking them, not this process signing (the gateway's side is signed by the enclave).
+     */
+    const presign = async (perAccount: number): Promise<Hex[][]> =>
+      Promise.all(
+        straightAccounts.map(async (account, index) => {
+          const signed: Hex[] = [];
+          for (let i = 0; i < perAccount; i++) {
+            signed.push(
+              await account.signTransaction({
+                chainId: CHAIN_ID,
+                type: "eip1559",
+                to: recipient,
+                value: AMOUNT_UNITS * WEI_PER_UNIT,
+                nonce: nonces[index]!++,
+                ...FEES,
+              }),
+            );
+          }
+          return signed;
+        }),
+      );
+    /** Each account's signed transfers not sent yet, in nonce order. */
+    let presigned: Hex[][] = [];
+
+    /** AGENTS plain transfers in flight at a time, straight to the devnet, for `seconds`. */
+    const straight = async (seconds = SECONDS): Promise<{ rate: number; count: number }> => {
+      const until = performance.now() + seconds * 1000;
+      const started = performance.now();
+      let mined = 0;
+      await Promise.all(
+        presigned.map(async (queue) => {
+          while (performance.now() < until && queue.length > 0) {
+            const raw = queue.shift()!;
+            const answer = await post(
+              devnetUrl,
+              JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] }),
+            );
+            if (!answer.body.includes('"result"')) throw new Error(`devnet refused: ${answer.body}`);
+            mined++;
+          }
+        }),
+      );
+      if (presigned.some((queue) => queue.length === 0))
+        say("  (an account ran out of pre-signed transfers: raise BENCH_PRESIGN)");
+      // What was signed and not sent never reached the chain: the next phase signs those nonces anew.
+      presigned.forEach((queue, index) => {
+        nonces[index]! -= queue.length;
+      });
+      presigned = [];
+      return { rate: mined / ((performance.now() - started) / 1000), count: mined };
+    };
+
+    /** AGENTS agents sending back to back through the gateway for `seconds`; rate to `confirmed`. */
+    const gateway = async (seconds = SECONDS): Promise<{ rate: number; count: number }> => {
+      const until = performance.now() + seconds * 1000;
+      const started = performance.now();
+      const actions: Array<{ id: string; token: string }> = [];
+      await Promise.all(
+        agents.map(async (agent) => {
+          const headers = { authorization: `Bearer ${agent.token}` };
+          while (performance.now() < until) {
+            const answer = await post(
+              `${base}/agent/v1/transfers`,
+              JSON.stringify({
+                idempotency_key: `bench-${process.pid}-${key++}`,
+                to: recipient,
+                amount: AMOUNT_UNITS.toString(),
+              }),
+              headers,
+            );
+            if (answer.status !== 202 && answer.status !== 200)
+              throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
+            actions.push({
+              id: (JSON.parse(answer.body) as { action_id: string }).action_id,
+              token: agent.token,
+            });
+          }
+        }),
+      );
+      // The rate counts a transfer when it is confirmed: wait for the last one, asking the
+      // database (one count) rather than polling every action over HTTP from this process.
+      const ids = actions.map((action) => action.id);
+      for (;;) {
+        const [row] = await queryRows<{ confirmed: number; failed: number }>(
+          database.db,
+          sql`select count(*) filter (where status = 'confirmed')::int as confirmed,
+                count(*) filter (where status in ('failed', 'reverted'))::int as failed
+              from agent_actions where action_id = any(${`{${ids.join(",")}}`}::uuid[])`,
+        );
+        if (row!.failed > 0) throw new Error(`${row!.failed} transfers failed`);
+        if (row!.confirmed === ids.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      return { rate: actions.length / ((performance.now() - started) / 1000), count: actions.length };
+    };
+
+    const postmaster = Number(
+      (await readFile(path.join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0],
+    );
+    // Each process alone, except Postgres: its work happens in one child per connection.
+    const trees = {
+      devnet: { pid: devnet.process.pid, tree: false },
+      enclave: { pid: enclave.pid(), tree: false },
+      origin: { pid: origin.child.pid, tree: false },
+      postgres: { pid: postmaster, tree: true },
+      bench: { pid: process.pid, tree: false },
+    };
+    /** Runs a phase and says how much CPU each process spent per transfer it completed. */
+    const measured = async (
+      phase: () => Promise<{ rate: number; count: number }>,
+    ): Promise<{ rate: number; cpu: string }> => {
+      const before = await treeCpuSeconds(trees);
+      const { rate, count } = await phase();
+      const spent = cpuDelta(before, await treeCpuSeconds(trees));
+      const cpu = Object.entries(spent)
+        .filter(([, seconds]) => seconds > 0)
+        .map(([name, seconds]) => `${name} ${((seconds * 1000) / count).toFixed(2)}`)
+        .join(", ");
+      return { rate, cpu: `CPU ms per transfer: ${cpu}` };
+    };
+    say(`warming up: ${WARMUP} s straight, ${WARMUP} s through the gateway…`);
+    presigned = await presign(presignCount(WARMUP));
+    await straight(WARMUP);
+    await gateway(WARMUP);
+    const steal = await startStealMeter();
+    const pairs: Array<{ straight: number; gateway: number }> = [];
+    for (let pair = 0; pair < PAIRS; pair++) {
+      presigned = await presign(presignCount(SECONDS));
+      const s = await measured(straight);
+      const g = await measured(gateway);
+      pairs.push({ straight: s.rate, gateway: g.rate });
+      say(`  pair ${pair + 1}: straight ${s.rate.toFixed(0)} tx/s (${s.cpu})`);
+      say(
+        `          gateway ${g.rate.toFixed(0)} transfers/s to confirmed, ${(g.rate / s.rate).toFixed(2)}× (${g.cpu})`,
+      );
+    }
+
+    // Faucet: one payout at a time, latency from the POST to reading `confirmed`.
+    const latencies: number[] = [];
+    for (let i = 0; i < FAUCET_SAMPLES; i++) {
+      const agent = agents[i % agents.length]!;
+      const headers = { authorization: `Bearer ${agent.token}` };
+      const started = performance.now();
+      const answer = await post(
+        `${base}/agent/v1/faucet`,
+        JSON.stringify({ idempotency_key: `faucet-${process.pid}-${i}` }),
+        headers,
+      );
+      if (answer.status !== 202 && answer.status !== 200)
+        throw new Error(`faucet answered ${answer.status}: ${answer.body}`);
+      const id = (JSON.parse(answer.body) as { action_id: string }).action_id;
+      for (;;) {
+        const read = await get(`${base}/agent/v1/actions/${id}`, headers);
+        if ((JSON.parse(read.body) as { status: string }).status === "confirmed") break;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      latencies.push(performance.now() - started);
+    }
+    latencies.sort((a, b) => a - b);
+    say(await steal());
+    if (resent > 0) say(`requests sent again after a kept-alive connection closed under them: ${resent}`);
+
+    const ratios = pairs.map((pair) => pair.gateway / pair.straight);
+    const ratio = median(ratios);
+    say("");
+    say("| measure | figure |");
+    say("|---|---|");
+    say(
+      `| baseline: plain signed transfers straight to the devnet | ${median(pairs.map((p) => p.straight)).toFixed(0)} tx/s |`,
+    );
+    say(
+      `| transfers through the gateway to confirmed (${AGENTS} agents) | ${median(pairs.map((p) => p.gateway)).toFixed(0)} /s |`,
+    );
+    say(
+      `| faucet payout to confirmed, p50 / p99 | ${quantile(latencies, 0.5).toFixed(1)} / ${quantile(latencies, 0.99).toFixed(1)} ms |`,
+    );
+    say("");
+    say(
+      `goal ≥ 0.7× the straight-to-devnet rate: ${ratio >= 0.7 ? "met" : "not met"} (${ratio.toFixed(2)}×, median of pairs ${ratios.map((r) => r.toFixed(2)).join(", ")})`,
+    );
+  } finally {
+    await origin?.stop();
+    await driller?.close();
+    await signer.close();
+    await enclave.dispose();
+    await devnet.stop();
+    await database.close();
+    await postgres.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(
+      `bench:money: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exit(1);
+  },
+);

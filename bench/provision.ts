@@ -1,0 +1,113 @@
+/**
+ * `npm run bench:provision`: identities provisioned per second with 1 and 32 concurrent callers,
+ * and keys made ready per second by the refill worker (generate → backup → verify → free), each
+ * beside a baseline from the same run: a bare one-row transaction on the same pool, and the
+ * enclave's generate_keys alone. Real embedded Postgres, real enclave process; loopback only.
+ */
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import pino from "pino";
+import { connectDatabase } from "../origin/db/client.ts";
+import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { migrateDatabase } from "../origin/db/migrate.ts";
+import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { refillOnce } from "../origin/keypool/refill.ts";
+import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
+import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { startEnclaveProcess } from "../testing/enclave-process.ts";
+import { freePort } from "../testing/free-port.ts";
+
+const KEYS = Number(process.env.BENCH_KEYS ?? 1200);
+const BATCH = Number(process.env.BENCH_BATCH ?? 100);
+
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+const rate = (count: number, ms: number): string => `${((count * 1000) / ms).toFixed(0)}/s`;
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = performance.now();
+  const value = await fn();
+  return { value, ms: performance.now() - started };
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "bench-provision-"));
+  await chmod(dir, 0o755);
+  const postgres = await startEmbeddedPostgres({ dir: path.join(dir, "pg"), port: await freePort() });
+  const database = connectDatabase({ url: postgres.url, maxConnections: 16 });
+  await migrateDatabase(database.db);
+  const enclave = await startEnclaveProcess({ envId: "bench" });
+  const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+  const authorize = createCapabilityMinter({
+    authority: enclave.adminSecret,
+    envId: "bench",
+    client: signer,
+  });
+  const logger = pino({ level: "silent" });
+  try {
+    say(`bench:provision — ${KEYS} keys in batches of ${BATCH}; node ${process.version}`);
+
+    const generateOnly = await timed(async () => {
+      for (let made = 0; made < 400; made += BATCH) {
+        const result = await signer.generateKeys(
+          { namespace: "agent-transfer", count: BATCH, batchId: `baseline-${made}` },
+          authorize,
+        );
+        if (!result.ok) throw new Error(result.error.code);
+      }
+    });
+    const refill = await timed(() =>
+      refillOnce(
+        { db: database.db, signer, authorize, backupDir: path.join(dir, "backups"), logger },
+        { target: KEYS, batchSize: BATCH },
+      ),
+    );
+    if (refill.value.some((outcome) => !outcome.ok)) throw new Error("a refill batch failed");
+    say(`refill worker: ${rate(KEYS, refill.ms)} keys made ready (${KEYS} in ${refill.ms.toFixed(0)} ms)`);
+    say(`  baseline, enclave generate_keys alone: ${rate(400, generateOnly.ms)} keys`);
+
+    const bare = await timed(async () => {
+      for (let i = 0; i < 300; i++) {
+        await database.db.transaction(async (tx) => {
+          await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
+        });
+      }
+    });
+    const sequential = 300;
+    const one = await timed(async () => {
+      for (let i = 0; i < sequential; i++) {
+        const result = await provisionIdentity(database.db, { capabilities: ["read"], origin: "operator" });
+        if (!result.ok) throw new Error(result.error.code);
+      }
+    });
+    const concurrent = KEYS - sequential;
+    let next = 0;
+    const many = await timed(() =>
+      Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (next++ < concurrent) {
+            const result = await provisionIdentity(database.db, {
+              capabilities: ["read"],
+              origin: "operator",
+            });
+            if (!result.ok) throw new Error(result.error.code);
+          }
+        }),
+      ),
+    );
+    say(`provisionIdentity, 1 caller:   ${rate(sequential, one.ms)} identities`);
+    say(`provisionIdentity, 32 callers: ${rate(concurrent, many.ms)} identities (pool of 16 connections)`);
+    say(`  baseline, bare one-row locking transaction, 1 caller: ${rate(300, bare.ms)}`);
+  } finally {
+    await signer.close();
+    await enclave.dispose();
+    await database.close();
+    await postgres.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

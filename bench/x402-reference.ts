@@ -1,0 +1,106 @@
+/**
+ * The reference x402 stack for bench:x402 (issue 13): a Hono server paid through `@x402/hono`'s
+ * payment middleware, its facilitator the official `@x402/core` x402Facilitator with `@x402/evm`'s
+ * exact scheme in process, settling on the same devnet from one settler account. Nothing of ours
+ * is in the payment path; the quote is the one our demo gives (SPEC "x402 objects").
+ */
+import { serve } from "@hono/node-server";
+import { x402Facilitator } from "@x402/core/facilitator";
+import type { FacilitatorClient } from "@x402/core/server";
+import { toFacilitatorEvmSigner } from "@x402/evm";
+import { ExactEvmScheme as ExactEvmFacilitator } from "@x402/evm/exact/facilitator";
+import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
+import { paymentMiddleware, x402ResourceServer } from "@x402/hono";
+import { Hono } from "hono";
+import { type Address, createWalletClient, type Hex, http, publicActions } from "viem";
+import { privateKeyToAccount, nonceManager as viemNonceManager } from "viem/accounts";
+import { devnetChain } from "../devnet/testing.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+
+export type ReferenceServerParams = {
+  devnetUrl: string;
+  port: number;
+  /** The settler account's key (funded for gas by the caller). */
+  settlerKey: Hex;
+  payTo: Address;
+  /** viem's nonceManager on the settler account: without it, concurrent settles reuse a nonce. */
+  nonceManager: boolean;
+  /** How often viem polls for a receipt; the bench gives the reference a short one, as ours. */
+  pollingIntervalMs: number;
+};
+
+export type ReferenceServer = { url: string; close(): Promise<void> };
+
+/** The demo quote's requirement (SPEC "x402 objects"): 10000 units, 60 s, every `extra` field. */
+export const DEMO_PRICE = {
+  amount: "10000",
+  asset: NATIVE_TRANSFER_AUTH_ADDRESS,
+  extra: {
+    assetTransferMethod: "eip3009",
+    paymentFlow: "authorization",
+    kind: "native",
+    name: "USDC",
+    version: "2",
+    decimals: 6,
+    symbol: "USDC",
+  },
+};
+
+export async function startReferenceServer(params: ReferenceServerParams): Promise<ReferenceServer> {
+  const account = privateKeyToAccount(
+    params.settlerKey,
+    params.nonceManager ? { nonceManager: viemNonceManager } : undefined,
+  );
+  const wallet = createWalletClient({
+    account,
+    chain: devnetChain(params.devnetUrl),
+    transport: http(params.devnetUrl, { retryCount: 0 }),
+    pollingInterval: params.pollingIntervalMs,
+  }).extend(publicActions);
+  // x402's signer is structural and loosely typed; viem's actions are generic. Cast at the seam
+  // (as devnet/chain/x402.int.test.ts does).
+  const signer = toFacilitatorEvmSigner({
+    address: account.address,
+    readContract: (args) => wallet.readContract(args as unknown as Parameters<typeof wallet.readContract>[0]),
+    verifyTypedData: (args) =>
+      wallet.verifyTypedData(args as unknown as Parameters<typeof wallet.verifyTypedData>[0]),
+    writeContract: (args) =>
+      wallet.writeContract(args as unknown as Parameters<typeof wallet.writeContract>[0]),
+    sendTransaction: (args) => wallet.sendTransaction(args),
+    waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt(args),
+    getCode: (args) => wallet.getCode(args),
+  });
+  const facilitator = new x402Facilitator().register(CAIP2_NETWORK, new ExactEvmFacilitator(signer));
+  const resourceServer = new x402ResourceServer(facilitator as unknown as FacilitatorClient).register(
+    CAIP2_NETWORK,
+    new ExactEvmServer(),
+  );
+
+  const app = new Hono();
+  app.use(
+    paymentMiddleware(
+      {
+        "GET /x402/demo": {
+          accepts: {
+            scheme: "exact",
+            network: CAIP2_NETWORK,
+            payTo: params.payTo,
+            price: DEMO_PRICE,
+            maxTimeoutSeconds: 60,
+          },
+          description: "x402 demo resource",
+          mimeType: "application/json",
+        },
+      },
+      resourceServer,
+    ),
+  );
+  app.get("/x402/demo", (c) => c.json({ paid: true }));
+
+  const server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: params.port });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  return {
+    url: `http://127.0.0.1:${params.port}/x402/demo`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

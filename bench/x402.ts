@@ -1,0 +1,248 @@
+/**
+ * `npm run bench:x402` (issue 13): what a paid request costs, in one run, three ways:
+ *   (a) ours: GET {edge}/77/x402/demo of the local stack (`npm start`, edge in Miniflare), paid by
+ *       the official `@x402/fetch` client with funded viem local accounts. The payers reach the
+ *       edge worker itself, on its own workerd socket, with CF-Connecting-IP set as Cloudflare's
+ *       network sets it, each payer its own address. What stands in for that network locally is not part of the service:
+ *       `npm start`'s Node front (dev/edge.ts), which would run in this process beside the
+ *       payers, and Miniflare's entry worker in front of ours (request.cf, its dev routes), which
+ *       on Cloudflare runs on Cloudflare's machines;
+ *   (b) the reference: a Hono server with `@x402/hono`'s payment middleware and the official
+ *       `@x402/evm` facilitator in process, settling on the same devnet from one settler account
+ *       given viem's nonceManager, paid by the same client; and once more without the
+ *       nonceManager, at 8 payers for 60 payments, to print how many fail;
+ *   (c) the chain floor: a bare `transferWithAuthorization` signed and sent straight to the devnet
+ *       and its receipt read.
+ * Each: latency from the first unpaid GET to the 200 (p50, p99) and payments per second at
+ * BENCH_PAYERS (16) concurrent payers for BENCH_SECONDS. The three run in turn, BENCH_ROUNDS (3)
+ * times; each ratio is taken within a round (this shared VM's speed drifts between minutes) and
+ * the goals judge the median of the rounds' ratios: our p50 ≤ 0.5× the reference's, our
+ * throughput ≥ 2× the reference's, our p50 within 2× of the chain floor.
+ */
+import { appendFileSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Hex } from "viem";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { createLocalStack, postmasterPid } from "../dev/local-stack.ts";
+import { fund, newAccount, usdc } from "../devnet/testing.ts";
+import { freePort } from "../testing/free-port.ts";
+import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
+import { childPidsNamed } from "../testing/measure/proc-memory.ts";
+import { median } from "../testing/measure/stats.ts";
+import {
+  bareSettlementPayer,
+  fetchPayer,
+  type LoadResult,
+  type LoadSummary,
+  runLoad,
+  summarize,
+} from "./x402-load.ts";
+import { startReferenceServer } from "./x402-reference.ts";
+
+const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** viem's receipt polling for the reference's settler (its default, 4 s, would be unfair to it). */
+const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
+const AMOUNT_UNITS = 10_000n;
+
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+
+async function fundedAccounts(devnetUrl: string, count: number): Promise<PrivateKeyAccount[]> {
+  const accounts = Array.from({ length: count }, () => newAccount());
+  for (const account of accounts) await fund(devnetUrl, account.address, usdc(1_000n));
+  return accounts;
+}
+
+function describe(name: string, s: LoadSummary): string {
+  return `| ${name} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${s.perSecond.toFixed(1)} | ${s.paid} | ${s.failed} |`;
+}
+
+async function main(): Promise<void> {
+  say(`bench:x402 — ${PAYERS} concurrent payers, ${SECONDS} s per phase`);
+  const dataDir = await mkdtemp(path.join(tmpdir(), "bench-x402-"));
+  await chmod(dataDir, 0o755);
+  say(`starting the local stack (as npm start does) in ${dataDir}…`);
+  const local = createLocalStack({
+    dataDir,
+    originPort: await freePort(),
+    devnetPort: await freePort(),
+    edgePort: await freePort(),
+    edgeDirectSocket: true,
+    pgPort: await freePort(),
+    basePath: "/77",
+    envId: "local-dev",
+    say: () => {},
+    // BENCH_STACK_LOG=FILE keeps the stack's output (the origin's log among it) for a failed run.
+    onPartLine: (line) => {
+      if (process.env.BENCH_STACK_LOG) appendFileSync(process.env.BENCH_STACK_LOG, `${line}\n`);
+    },
+    // e.g. BENCH_ORIGIN_NODE_OPTIONS="--import ./profile.mjs" (a preload starting node:inspector's
+    // profiler: --cpu-prof itself is not allowed in NODE_OPTIONS) to see where the origin's time goes
+    originEnv: { LOG_LEVEL: "warn", NODE_OPTIONS: process.env.BENCH_ORIGIN_NODE_OPTIONS ?? "" },
+  });
+  const closers: Array<() => Promise<void>> = [
+    async () => {
+      await local.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  ];
+  try {
+    const stack = await local.start();
+    const devnetUrl = stack.devnetUrl;
+    const payTo = newAccount().address;
+    const steal = await startStealMeter();
+    const [workerd] = await childPidsNamed("workerd");
+    // Each process alone but Postgres (a child per connection). "bench" holds the payers' client
+    // and, in (b), the reference server and its facilitator, which run in this process.
+    const roots: Record<string, CpuRoot> = {
+      devnet: { pid: stack.children.devnet.process.pid, tree: false },
+      enclave: { pid: stack.children.enclave.process.pid, tree: false },
+      origin: { pid: stack.children.origin.process.pid, tree: false },
+      edge: { pid: workerd, tree: false },
+      postgres: { pid: await postmasterPid(path.join(dataDir, "pg")), tree: true },
+      bench: { pid: process.pid, tree: false },
+    };
+    /** CPU seconds each process spent in a path's measured phases, and the payments they made. */
+    const cpu = new Map<string, { spent: Record<string, number>; paid: number }>();
+    /** Runs a measured phase and adds the CPU each process spent in it to its path's total. */
+    const measured = async (name: string, run: () => Promise<LoadResult>): Promise<LoadSummary> => {
+      const before = await treeCpuSeconds(roots);
+      const result = await run();
+      const spent = cpuDelta(before, await treeCpuSeconds(roots));
+      const total = cpu.get(name) ?? { spent: {}, paid: 0 };
+      for (const [process, seconds] of Object.entries(spent))
+        total.spent[process] = (total.spent[process] ?? 0) + seconds;
+      total.paid += result.latenciesMs.length;
+      cpu.set(name, total);
+      const summary = summarize(result);
+      if (summary.failed > 0) say(`    ${name} failures: ${result.reasons.join("; ")}`);
+      return summary;
+    };
+
+    // (c) the chain floor.
+    const floorPayers = await fundedAccounts(devnetUrl, PAYERS);
+    const relayers = await fundedAccounts(devnetUrl, PAYERS);
+    const floorPays = floorPayers.map((payer, index) =>
+      bareSettlementPayer({ devnetUrl, payer, relayer: relayers[index]!, payTo, amountUnits: AMOUNT_UNITS }),
+    );
+    await runLoad({ payers: floorPays, total: PAYERS }); // warm-up
+
+    // (b) the reference stack, at its best (nonceManager); once without it, to count failures.
+    const payers = await fundedAccounts(devnetUrl, PAYERS);
+    const startReference = async (nonceManager: boolean) => {
+      const settlerKey: Hex = generatePrivateKey();
+      await fund(devnetUrl, privateKeyToAccount(settlerKey).address, usdc(1_000n));
+      const server = await startReferenceServer({
+        devnetUrl,
+        port: await freePort(),
+        settlerKey,
+        payTo,
+        nonceManager,
+        pollingIntervalMs: REFERENCE_POLL_MS,
+      });
+      closers.push(() => server.close());
+      return server;
+    };
+    const reference = await startReference(true);
+    const referencePays = payers.map((payer) => fetchPayer(reference.url, payer));
+    await runLoad({ payers: referencePays, total: PAYERS });
+    say("reference without viem's nonceManager: 60 payments by 8 payers…");
+    const bare = await startReference(false);
+    const bareRun = await runLoad({
+      payers: payers.slice(0, 8).map((payer) => fetchPayer(bare.url, payer)),
+      total: 60,
+    });
+
+    // (a) ours, through the edge.
+    const demoUrl = `${stack.edge.directUrl!.origin}/77/x402/demo`;
+    const probe = await fetch(demoUrl);
+    const oursMeasured = probe.status === 402;
+    if (!oursMeasured) {
+      say(`(a) not measured: the demo answered ${probe.status}, not 402 (is the demo route on this branch?)`);
+    }
+    // Each payer from an address of its own (198.18.0.0/15, RFC 2544's benchmarking range), as
+    // sixteen clients would be: the origin's per-client x402 window counts each payer alone.
+    const ourPays = payers.map((payer, index) =>
+      fetchPayer(demoUrl, payer, { "cf-connecting-ip": `198.18.0.${index + 1}` }),
+    );
+    if (oursMeasured) await runLoad({ payers: ourPays, total: PAYERS });
+
+    type Round = { floor: LoadSummary; ref: LoadSummary; ours: LoadSummary | undefined };
+    const rounds: Round[] = [];
+    for (let round = 1; round <= ROUNDS; round++) {
+      say(`round ${round} of ${ROUNDS}: (c) chain floor, (b) reference, (a) ours (${demoUrl})…`);
+      const floor = await measured("(c) chain floor", () => runLoad({ payers: floorPays, seconds: SECONDS }));
+      const ref = await measured("(b) reference", () => runLoad({ payers: referencePays, seconds: SECONDS }));
+      const ours = oursMeasured
+        ? await measured("(a) ours", () => runLoad({ payers: ourPays, seconds: SECONDS }))
+        : undefined;
+      rounds.push({ floor, ref, ours });
+    }
+    say(await steal());
+
+    say("");
+    say("| round | path | p50 ms | p99 ms | payments/s | paid | failed |");
+    say("|---|---|---|---|---|---|---|");
+    rounds.forEach((round, index) => {
+      if (round.ours) say(describe(`${index + 1} | (a) ours, through the edge`, round.ours));
+      say(describe(`${index + 1} | (b) reference, nonceManager`, round.ref));
+      say(describe(`${index + 1} | (c) chain floor`, round.floor));
+    });
+    const bareFailures = `${bareRun.failed} of ${bareRun.failed + bareRun.latenciesMs.length}`;
+    say(`reference without the nonceManager, 8 payers: ${bareFailures} paid requests failed`);
+    if (bareRun.reasons.length > 0) say(`    the first failure: ${bareRun.reasons[0]}`);
+    for (const [name, total] of cpu) {
+      const parts = Object.entries(total.spent)
+        .filter(([, seconds]) => seconds > 0)
+        .map(([process, seconds]) => `${process} ${((seconds * 1000) / Math.max(1, total.paid)).toFixed(2)}`);
+      say(`    ${name}: CPU ms per payment: ${parts.join(", ")}`);
+    }
+    say("");
+    /** Each round's ratio of ours to another path, and their median; undefined when ours was not measured. */
+    const ratios = (of: (round: Round) => number | undefined) => {
+      const each = rounds.map(of).filter((value): value is number => value !== undefined);
+      return each.length === 0 ? undefined : { each, median: median(each) };
+    };
+    const goal = (text: string, ratio: ReturnType<typeof ratios>, met: (median: number) => boolean): void => {
+      const figure = ratio
+        ? `${ratio.median.toFixed(2)}×, median of rounds ${ratio.each.map((value) => value.toFixed(2)).join(", ")}`
+        : "no figure";
+      say(
+        `goal ${text}: ${ratio === undefined ? "not met (not measured)" : met(ratio.median) ? "met" : "not met"} (${figure})`,
+      );
+    };
+    goal(
+      "our p50 ≤ 0.5× the reference's",
+      ratios((round) => round.ours && round.ours.p50 / round.ref.p50),
+      (value) => value <= 0.5,
+    );
+    goal(
+      "our throughput ≥ 2× the reference's",
+      ratios((round) => round.ours && round.ours.perSecond / round.ref.perSecond),
+      (value) => value >= 2,
+    );
+    goal(
+      "our p50 within 2× of the chain floor",
+      ratios((round) => round.ours && round.ours.p50 / round.floor.p50),
+      (value) => value <= 2,
+    );
+  } finally {
+    for (const close of closers.reverse()) await close().catch(() => {});
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(
+      `bench:x402: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exit(1);
+  },
+);

@@ -1,0 +1,83 @@
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
+import { createAuthorityKeyFile } from "../ops/enclave-authority.ts";
+import { createRecoveryKeyFile, readRecoveryKeyFile } from "../ops/recovery-key.ts";
+import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
+import { authorityPublicKey } from "../shared/capability.ts";
+import { toHex } from "../shared/hex.ts";
+import { x25519PublicKey } from "../shared/recovery-envelope.ts";
+
+const run = promisify(execFile);
+
+/**
+ * The local stack plays every role, so all three authority keys and the recovery encryption key
+ * sit under the data folder. Only the admin key is given to the origin; in production the policy
+ * and recovery keys stay offline with the operator (docs/enclave.md "Keys and where production keeps them").
+ */
+export type LocalAuthority = {
+  adminKeyFile: string;
+  policyKeyFile: string;
+  recoveryKeyFile: string;
+  /** X25519 private key every backup is sealed to (issue 15). */
+  recoveryEncKeyFile: string;
+};
+
+/** Where the local stack keeps the record `enclave init` printed (public keys only). */
+export function initRecordPath(dataDir: string): string {
+  return path.join(dataDir, "enclave-init.json");
+}
+
+/**
+ * First run of the local stack: the admin, policy and recovery authority key files and the
+ * recovery encryption key file, then `enclave init` sealing their public keys, the env id and
+ * chain 77. Later runs reuse them.
+ */
+export async function initEnclaveOnce(params: {
+  dataDir: string;
+  enclaveDir: string;
+  envId: string;
+  onLine: (line: string) => void;
+}): Promise<LocalAuthority> {
+  const authority: LocalAuthority = {
+    adminKeyFile: path.join(params.dataDir, "admin-authority.key"),
+    policyKeyFile: path.join(params.dataDir, "policy-authority.key"),
+    recoveryKeyFile: path.join(params.dataDir, "recovery-authority.key"),
+    recoveryEncKeyFile: path.join(params.dataDir, "recovery-encryption.key"),
+  };
+  if (existsSync(path.join(params.enclaveDir, "sealing.key"))) return authority;
+
+  const publicKeyOf = async (file: string): Promise<string> =>
+    existsSync(file)
+      ? authorityPublicKey(await readAuthoritySecret(file))
+      : (await createAuthorityKeyFile(file)).publicKey;
+  const { stdout } = await run(process.execPath, [
+    "--import",
+    "tsx",
+    "enclave/main.ts",
+    "init",
+    "--env-id",
+    params.envId,
+    "--data-dir",
+    params.enclaveDir,
+    "--admin-pubkey",
+    await publicKeyOf(authority.adminKeyFile),
+    "--policy-pubkey",
+    await publicKeyOf(authority.policyKeyFile),
+    "--recovery-pubkey",
+    await publicKeyOf(authority.recoveryKeyFile),
+    "--recovery-enc-pubkey",
+    existsSync(authority.recoveryEncKeyFile)
+      ? toHex(x25519PublicKey(await readRecoveryKeyFile(authority.recoveryEncKeyFile)))
+      : (await createRecoveryKeyFile(authority.recoveryEncKeyFile)).publicKey,
+  ]);
+  // init's record (env id, instance id, the four public keys; nothing secret) is what a recovery
+  // initialises the next enclave from, so it is kept beside the keys rather than scrolled away.
+  await writeFile(initRecordPath(params.dataDir), stdout);
+  params.onLine(
+    `enclave    initialised for env ${params.envId} (authority keys in ${params.dataDir}, record ${initRecordPath(params.dataDir)})`,
+  );
+  return authority;
+}

@@ -1,0 +1,364 @@
+/**
+ * The whole local stack on one machine with embedded defaults (DESIGN §3), in order: embedded
+ * Postgres, migrations, the devnet, the enclave (initialised on first run, then given the local
+ * signing policy with the policy key), the faucet treasury and x402 settler backed up and funded from
+ * the operator pool, the
+ * origin with its workers, the admin key only and its money switches on, an operator-provisioned
+ * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
+ * `npm start` prints what it started; the soak (`npm run soak`) drives load through it.
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { count } from "drizzle-orm";
+import type { Address } from "viem";
+import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
+import { socketAccepts } from "../enclave/socket-probe.ts";
+import { httpOk, type ManagedChild, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
+import { connectDatabase, type Db } from "../origin/db/client.ts";
+import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { migrateDatabase } from "../origin/db/migrate.ts";
+import { agentIdentities } from "../origin/db/schema.ts";
+import { CHAIN_ID } from "../shared/constants.ts";
+import { type EdgeHandle, startEdge } from "./edge.ts";
+import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
+import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
+import {
+  backupLocalSealedKeys,
+  drillAndProveLocally,
+  fundLocalSettler,
+  fundLocalTreasury,
+} from "./local-money.ts";
+import { ensureLocalPolicy, LOCAL_FAUCET_TERMS, LOCAL_POLICY } from "./local-policy.ts";
+import { type LocalSecrets, loadOrCreateLocalSecrets } from "./local-secrets.ts";
+import { assertPortsFree } from "./ports.ts";
+
+export type LocalStackParams = {
+  dataDir: string;
+  originPort: number;
+  devnetPort: number;
+  edgePort: number;
+  /** Opens the edge worker's direct socket too (dev/edge.ts `directSocket`). */
+  edgeDirectSocket?: boolean;
+  pgPort: number;
+  basePath: string;
+  envId: string;
+  /** Progress of the start-up and the stop, one line each. */
+  say: (line: string) => void;
+  /** Every output line of the devnet, enclave, origin and edge, prefixed with the part's name. */
+  onPartLine?: (line: string) => void;
+  /** Added to the origin's environment (after the local stack's own settings, so they win). */
+  originEnv?: NodeJS.ProcessEnv;
+  /**
+   * Runs once the origin is up and its refill worker has made keys, before the restore drill: a
+   * caller that provisions its own agents here has their batches drilled and identities proven by
+   * the stack's one drill (each drill starts a throwaway enclave, most of a short run's time).
+   */
+  beforeDrill?: (db: Db) => Promise<void>;
+  /**
+   * Initialise a new enclave even though the database already has agent identities (their keys
+   * are then lost for good). Off by default: a missing enclave beside a used database is a lost
+   * enclave, which the recovery runbook restores (START_NEW_ENCLAVE=1 for `npm start`).
+   */
+  allowNewEnclave?: boolean;
+  /** A part exited while the stack was running (not during stop). */
+  onPartExit?: (name: string, code: number | string) => void;
+};
+
+/** What the stack started, once every part is ready. */
+export type LocalStackReady = {
+  devnetUrl: string;
+  originUrl: string;
+  /** The edge as clients reach it (the Node front that sets CF-Connecting-IP from the peer). */
+  edgeUrl: string;
+  edge: EdgeHandle;
+  postgres: EmbeddedPostgresHandle;
+  socketPath: string;
+  authority: LocalAuthority;
+  secrets: LocalSecrets;
+  /** The faucet treasury's address, once the policy has one. */
+  treasury: Address | undefined;
+  /** The x402 settler's address (it pays the gas of settlements), once the policy has one. */
+  settler: Address | undefined;
+  /** The operator-provisioned agent, or undefined when no verified key became free in time. */
+  agent: LocalAgent | undefined;
+  /** The devnet, enclave and origin processes, by name. */
+  children: Record<"devnet" | "enclave" | "origin", ManagedChild>;
+};
+
+export type LocalStack = {
+  /** Starts every part in order; on failure stops what had started and rethrows. */
+  start(): Promise<LocalStackReady>;
+  /** Stops every part, last started first; safe to call at any time and more than once. */
+  stop(): Promise<void>;
+};
+
+/** Pid of the cluster's postmaster, from the first line of its postmaster.pid (undefined if stopped). */
+export async function postmasterPid(pgDir: string): Promise<number | undefined> {
+  try {
+    const pid = Number((await readFile(path.join(pgDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** An enclave data folder `enclave init` has written (its sealing key is made there first). */
+export function enclaveInitialised(enclaveDir: string): boolean {
+  return existsSync(path.join(enclaveDir, "sealing.key"));
+}
+
+/**
+ * The launcher's refusal to put a new enclave beside a database whose wallets were made in a lost
+ * one: a new enclave would make a new treasury, orphan the old float and answer every signing
+ * request for those wallets "no such key".
+ */
+export function lostEnclaveMessage(dataDir: string, identities: number): string {
+  return [
+    `the database has ${identities} agent identities but ${path.join(dataDir, "enclave")} holds no enclave: their keys are in no enclave now.`,
+    `Restore them from the backups in ${path.join(dataDir, "backups")} with the recovery runbook (docs/operations.md, "Disaster recovery").`,
+    "To abandon those wallets and start a new enclave beside them instead: START_NEW_ENCLAVE=1 npm start;",
+    `for a fresh local stack (every wallet and token gone): rm -rf ${dataDir}`,
+  ].join(" ");
+}
+
+/** The devnet answers eth_chainId with 77 (0x4d). */
+async function answersChain77(url: string): Promise<boolean> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+    signal: AbortSignal.timeout(2_000),
+  });
+  if (!response.ok) return false;
+  const body = (await response.json().catch(() => null)) as { result?: unknown } | null;
+  return typeof body?.result === "string" && Number.parseInt(body.result, 16) === CHAIN_ID;
+}
+
+export function createLocalStack(params: LocalStackParams): LocalStack {
+  const { dataDir, basePath, envId, say } = params;
+  const onPartLine = params.onPartLine ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const children: ManagedChild[] = [];
+  let postgres: EmbeddedPostgresHandle | undefined;
+  // The edge runs in this process (Miniflare owns its workerd), so it is stopped apart from the children.
+  let edge: EdgeHandle | undefined;
+  let stopping: Promise<void> | undefined;
+
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      say("stopping…");
+      if (edge) {
+        await edge.stop().catch(() => {});
+        say("edge stopped");
+      }
+      for (const child of [...children].reverse()) {
+        await child.stop();
+        say(`${child.name} stopped`);
+      }
+      if (postgres) {
+        await postgres.stop().catch(() => {});
+        say("postgres stopped");
+      }
+    })();
+    return stopping;
+  };
+
+  const supervise = (child: ManagedChild): ManagedChild => {
+    children.push(child);
+    void child.exited.then((code) => {
+      if (!stopping) params.onPartExit?.(child.name, code);
+    });
+    return child;
+  };
+
+  const start = async (): Promise<LocalStackReady> => {
+    try {
+      return await startParts();
+    } catch (error) {
+      await stop();
+      throw error;
+    }
+  };
+
+  const startParts = async (): Promise<LocalStackReady> => {
+    say(`data folder ${dataDir}`);
+    await assertPortsFree([
+      { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
+      { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
+      { port: params.originPort, variable: "ORIGIN_PORT", part: "origin" },
+      { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
+    ]);
+    const pg = await startEmbeddedPostgres({
+      dir: path.join(dataDir, "pg"),
+      port: params.pgPort,
+      // Sized for this stack, whose hot rows and indexes fit in a few MB: with the default 128 MB
+      // the buffers kept filling with rows written once and never read again (the agent actions,
+      // audit events), so Postgres's memory grew with its tables for as long as the soak ran,
+      // toward 128 MB. Rows beyond 16 MB are read from the OS page cache.
+      settings: { shared_buffers: "16MB" },
+    });
+    postgres = pg;
+    say(`postgres   ready on 127.0.0.1:${params.pgPort}`);
+
+    const database = connectDatabase({ url: pg.url, driver: "pg", maxConnections: 2 });
+    try {
+      const { applied } = await migrateDatabase(database.db);
+      say(`migrations ${applied.length} applied`);
+
+      const enclaveDir = path.join(dataDir, "enclave");
+      if (!enclaveInitialised(enclaveDir) && !params.allowNewEnclave) {
+        const [row] = await database.db.select({ identities: count() }).from(agentIdentities);
+        const identities = row?.identities ?? 0;
+        if (identities > 0) throw new Error(lostEnclaveMessage(dataDir, identities));
+      }
+
+      const devnetUrl = `http://127.0.0.1:${params.devnetPort}`;
+      const devnet = supervise(
+        startChild({
+          name: "devnet",
+          entry: "devnet/main.ts",
+          args: ["--port", String(params.devnetPort), "--state", path.join(dataDir, "devnet-state.json")],
+          onLine: onPartLine,
+        }),
+      );
+      // Chain 77 from our own child: a node of another chain there is not the stack's devnet.
+      await waitUntilReady(devnet, () => answersChain77(devnetUrl));
+      say(`devnet     ready at ${devnetUrl}`);
+
+      const socketPath = path.join(dataDir, "enclave.sock");
+      const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
+      const enclave = supervise(
+        startChild({
+          name: "enclave",
+          entry: "enclave/main.ts",
+          args: ["serve", "--socket", socketPath, "--data-dir", enclaveDir],
+          onLine: onPartLine,
+        }),
+      );
+      await waitUntilReady(enclave, () => socketAccepts(socketPath));
+      say(`enclave    ready on ${socketPath}`);
+      // The local stack plays the operator too: it seals a small policy with the policy key, which
+      // the origin never gets (issue 11; production keeps that key offline).
+      const sealed = await ensureLocalPolicy({
+        socketPath,
+        policyKeyFile: authority.policyKeyFile,
+        onLine: say,
+      });
+      // The treasury and settler keys are backed up before any funds reach them (issue 15), like
+      // every key batch.
+      await backupLocalSealedKeys({
+        socketPath,
+        adminKeyFile: authority.adminKeyFile,
+        backupDir: path.join(dataDir, "backups"),
+        onLine: say,
+      });
+      if (sealed.treasury) {
+        const sent = await fundLocalTreasury(devnetUrl, sealed.treasury.faucetAddress);
+        if (sent > 0n) say(`treasury   funded with ${sent} units from the operator pool`);
+      }
+      if (sealed.settler) {
+        // The x402 settler pays the gas of settlements (DESIGN §3), funded like the treasury.
+        const sent = await fundLocalSettler(devnetUrl, sealed.settler.settlerAddress);
+        if (sent > 0n) say(`settler    gas funded with ${sent} units from the operator pool`);
+      }
+
+      const secrets = await loadOrCreateLocalSecrets(dataDir);
+      // DESIGN §3: every switch on for the local stack; public registration is switched on with its
+      // policy left paused, as the spec's initial policy is (docs/agents.md shows how to open it). The
+      // local stack's clients are all on loopback, which production refuses: the local-development
+      // switch lets each loopback address register as its own group.
+      const originEnv: NodeJS.ProcessEnv = {
+        ...process.env,
+        ...params.originEnv,
+        DATABASE_URL: pg.url,
+        CHAIN_RPC_URL: devnetUrl,
+        ORIGIN_PORT: String(params.originPort),
+        BASE_PATH: basePath,
+        AGENT_GATEWAY_ENABLED: "true",
+        // Money with small local limits: the transfer limits and the faucet's terms are the sealed
+        // ones (LOCAL_POLICY, LOCAL_FAUCET_TERMS), as the origin requires; the faucet pays 1 USDC a
+        // minute, 10 USDC a day, per agent.
+        AGENT_FAUCET_ENABLED: "true",
+        AGENT_FAUCET_PAYOUT_AMOUNT: LOCAL_FAUCET_TERMS.payoutUnits.toString(),
+        AGENT_FAUCET_COOLDOWN_MS: String(LOCAL_FAUCET_TERMS.cooldownMs),
+        AGENT_FAUCET_DAILY_LIMIT: LOCAL_FAUCET_TERMS.dailyLimitUnits.toString(),
+        AGENT_TRANSFER_ENABLED: "true",
+        AGENT_TRANSFER_PER_TX_LIMIT: LOCAL_POLICY.perTxLimitUnits.toString(),
+        AGENT_TRANSFER_DAILY_LIMIT: LOCAL_POLICY.dailyLimitUnits.toString(),
+        // x402 (issue 13): the demo's terms are the sealed ones, as the origin requires.
+        AGENT_X402_ENABLED: "true",
+        AGENT_X402_AMOUNT: String(LOCAL_POLICY.x402AmountUnits),
+        AGENT_X402_PAY_TO: String(LOCAL_POLICY.x402PayTo),
+        AGENT_X402_VALIDITY_MARGIN_SECONDS: String(LOCAL_POLICY.x402ValidityMarginSeconds),
+        AGENT_X402_DAILY_LIMIT: String(LOCAL_POLICY.x402DailyLimit),
+        // New identities are proven within seconds, so their funding gate opens soon after.
+        IDENTITY_SWEEP_PERIOD_SECONDS: "15",
+        AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+        AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
+        AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${socketPath}`,
+        AGENT_ADMIN_AUTHORITY_KEY_FILE: authority.adminKeyFile,
+        AGENT_ENV_ID: envId,
+        AGENT_OPERATOR_POOL_ADDRESS: DEV_OPERATOR_POOL_ADDRESS,
+        AGENT_REGISTRATION_IP_SECRET: secrets.registrationIpSecret,
+        AGENT_REGISTRATION_ADMIN_SECRET: secrets.registrationAdminSecret,
+        AGENT_EDGE_SHARED_SECRET: secrets.edgeSharedSecret,
+        AGENT_ADMIN_API_TOKEN: secrets.adminApiToken,
+        BACKUP_DIR: path.join(dataDir, "backups"),
+      };
+      const originUrl = `http://127.0.0.1:${params.originPort}`;
+      const origin = supervise(
+        startChild({ name: "origin", entry: "origin/main.ts", env: originEnv, onLine: onPartLine }),
+      );
+      await waitUntilReady(origin, () => httpOk(`${originUrl}${basePath}/healthz`));
+      // The answer above was the origin's own only if it is still running now: one that lost the
+      // port to another program exits at once.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      if (origin.process.exitCode !== null || origin.process.signalCode !== null) {
+        throw new Error(`origin exited right after /healthz answered on ${originUrl} (ORIGIN_PORT)`);
+      }
+
+      const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
+      await params.beforeDrill?.(database.db);
+      // DESIGN §3: the restore drill runs on the first batches, so the funding gate opens honestly.
+      await drillAndProveLocally({
+        db: database.db,
+        socketPath,
+        recoveryKeyFile: authority.recoveryKeyFile,
+        recoveryEncKeyFile: authority.recoveryEncKeyFile,
+        envId,
+        onLine: say,
+      });
+
+      // Last, in front of the origin: the public ingress (DESIGN §1, §3).
+      edge = await startEdge({
+        port: params.edgePort,
+        originUrl,
+        edgeSharedSecret: secrets.edgeSharedSecret,
+        basePath,
+        callerHandlesSignals: true,
+        directSocket: params.edgeDirectSocket,
+        onLine: (line) => onPartLine(`[edge] ${line}`),
+      });
+      say(`edge       ready at ${edge.url}`);
+      return {
+        devnetUrl,
+        originUrl,
+        edgeUrl: edge.url,
+        edge,
+        postgres: pg,
+        socketPath,
+        authority,
+        secrets,
+        treasury: sealed.treasury?.faucetAddress,
+        settler: sealed.settler?.settlerAddress,
+        agent,
+        children: { devnet, enclave, origin },
+      };
+    } finally {
+      await database.close();
+    }
+  };
+
+  return { start, stop };
+}

@@ -1,0 +1,170 @@
+import { execFileSync, spawn } from "node:child_process";
+import { chmod, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
+import { freePort } from "../testing/free-port.ts";
+import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
+
+/** The environment of a running process, as the kernel holds it (Linux). */
+async function environmentOf(pid: number): Promise<string[]> {
+  return (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0");
+}
+
+/** The pid of the launcher's child running `entry`. */
+function childRunning(launcherPid: number, entry: string): number {
+  const out = execFileSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" });
+  const line = out
+    .split("\n")
+    .map((row) => row.trim().split(/\s+/))
+    .find(([, ppid, ...args]) => Number(ppid) === launcherPid && args.join(" ").includes(entry));
+  if (!line) throw new Error(`no child running ${entry}`);
+  return Number(line[0]);
+}
+
+/** Processes whose command line mentions the folder: the stack's parts while it runs. */
+function processesMentioning(text: string): string[] {
+  const out = execFileSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" });
+  return out.split("\n").filter((line) => line.includes(text) && !line.includes("ps -eo"));
+}
+
+describe("npm start (the local stack launcher)", () => {
+  let dataDir = "";
+  afterAll(async () => {
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("serves /77/healthz, prints its URLs, and stops every part on Ctrl-C", async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-"));
+    await chmod(dataDir, 0o755);
+    const originPort = await freePort();
+    const devnetPort = await freePort();
+    const edgePort = await freePort();
+    const launcher = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
+      env: {
+        ...process.env,
+        START_DATA_DIR: dataDir,
+        ORIGIN_PORT: String(originPort),
+        DEVNET_PORT: String(devnetPort),
+        EDGE_PORT: String(edgePort),
+        EMBEDDED_PG_PORT: String(await freePort()),
+        LOG_LEVEL: "warn",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    launcher.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    launcher.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
+
+    // The whole stack, its policy, treasury, settler, drill and first agent: minutes on a loaded host.
+    const deadline = Date.now() + 180_000;
+    while (!output.includes("Ctrl-C stops everything") && Date.now() < deadline) {
+      if (launcher.exitCode !== null) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(output).toContain("Ctrl-C stops everything");
+    expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);
+    expect(output).toContain(`[start] edge       http://127.0.0.1:${edgePort}/77\n`);
+    // The console: its URL and where its tokens are, never the tokens; they open it.
+    const consoleUrl = `http://127.0.0.1:${originPort}/77/admin/agents`;
+    expect(output).toContain(`[start] console    ${consoleUrl} (private origin only)`);
+    const localSecrets = JSON.parse(
+      await readFile(path.join(dataDir, "local-secrets.json"), "utf8"),
+    ) as Record<string, string>;
+    for (const value of Object.values(localSecrets)) expect(output).not.toContain(value);
+    const overview = await fetch(`${consoleUrl}/registration`, {
+      headers: { "x-admin-api-token": localSecrets.adminApiToken! },
+    });
+    expect(overview.status).toBe(200);
+
+    const health = await fetch(`http://127.0.0.1:${originPort}/77/healthz`);
+    expect(health.status).toBe(200);
+    // The enclave was given the local policy and a treasury with the policy key, and the origin
+    // reads both back live.
+    expect(await health.json()).toMatchObject({
+      status: "ok",
+      database: { ok: true },
+      chain: { ok: true },
+      enclave: {
+        configured: true,
+        ok: true,
+        policy_version: 1,
+        policy: signerPolicyToWire(LOCAL_POLICY),
+        treasury: {
+          budget_units: LOCAL_TREASURY_BUDGET_UNITS.toString(),
+          spent_units: "0",
+          payout_units: LOCAL_FAUCET_TERMS.payoutUnits.toString(),
+          cooldown_ms: LOCAL_FAUCET_TERMS.cooldownMs,
+          daily_limit_units: LOCAL_FAUCET_TERMS.dailyLimitUnits.toString(),
+        },
+      },
+    });
+    // Issue 15: the keys the enclave made outside a refill (treasury, settler) are backed up at start.
+    const backups = await readdir(path.join(dataDir, "backups"));
+    expect(backups.filter((name) => /^(treasury|settler)-\d+\.backup$/.test(name)).sort()).toEqual([
+      expect.stringMatching(/^settler-/),
+      expect.stringMatching(/^treasury-/),
+    ]);
+    // Issue 11: the local stack holds every key, but the origin is given the admin key only.
+    const policyKeyFile = path.join(dataDir, "policy-authority.key");
+    expect((await stat(policyKeyFile)).mode & 0o777).toBe(0o600);
+    const policySeed = (await readFile(policyKeyFile, "utf8")).trim();
+    const originEnv = await environmentOf(childRunning(launcher.pid!, "origin/main.ts"));
+    expect(originEnv).toContain(
+      `AGENT_ADMIN_AUTHORITY_KEY_FILE=${path.join(dataDir, "admin-authority.key")}`,
+    );
+    expect(
+      originEnv.filter((entry) => entry.includes("policy-authority") || entry.includes(policySeed)),
+    ).toEqual([]);
+    // Every part runs: postgres, the devnet (its state file), the enclave (its socket), the origin.
+    const running = processesMentioning(dataDir).join("\n");
+    expect(running).toContain("postgres");
+    expect(running).toContain("devnet/main.ts");
+    expect(running).toContain("enclave/main.ts");
+
+    // The printed operator token works against the gateway, on a wallet the enclave made.
+    const token = /\[start\] token {6}(agt_\S+)/.exec(output)?.[1];
+    expect(token).toBeDefined();
+    const network = await fetch(`http://127.0.0.1:${originPort}/77/agent/v1/balance`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(network.status).toBe(200);
+    expect(await network.json()).toMatchObject({ balance: "100000000", symbol: "USDC" });
+
+    // The edge, last part of the stack, routes the gateway to the origin and keeps healthz private.
+    const throughEdge = await fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/network`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(throughEdge.status).toBe(200);
+    expect(await throughEdge.json()).toMatchObject({ api_version: "v1", chain: { chain_id: 77 } });
+    // Public registration is switched on, its policy paused as the spec's initial policy is.
+    const register = await fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-svc-registration": "1" },
+      body: "{}",
+    });
+    expect(register.status).toBe(503);
+    expect(await register.json()).toMatchObject({
+      error: { code: "registration_unavailable", reason: "paused" },
+    });
+    const edgeHealth = await fetch(`http://127.0.0.1:${edgePort}/77/healthz`);
+    expect(edgeHealth.status).toBe(404);
+    expect(await edgeHealth.json()).toMatchObject({ error: { code: "not_found" } });
+
+    launcher.kill("SIGINT");
+    expect(await exited).toBe(0);
+    expect(output).toContain("postgres stopped");
+    // Nothing the launcher started may outlive it.
+    expect(processesMentioning(dataDir)).toEqual([]);
+    await expect(fetch(`http://127.0.0.1:${originPort}/77/healthz`)).rejects.toThrow();
+    // The edge's workerd went with it: its port no longer answers.
+    expect(output).toContain("edge stopped");
+    await expect(fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/network`)).rejects.toThrow();
+  }, 240_000);
+});

@@ -1,0 +1,96 @@
+/**
+ * `npm start`: the whole stack on one machine with embedded defaults (DESIGN §3; the parts and
+ * their order are in dev/local-stack.ts), then the URLs and an operator-provisioned agent
+ * token. Ctrl-C stops every part, last started first.
+ *
+ * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
+ * EDGE_PORT (8787), EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev),
+ * START_NEW_ENCLAVE (unset; `1` initialises a new enclave beside a database with identities).
+ */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { createLocalStack } from "./local-stack.ts";
+
+const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
+const originPort = Number(process.env.ORIGIN_PORT ?? 8788);
+const devnetPort = Number(process.env.DEVNET_PORT ?? 8545);
+const edgePort = Number(process.env.EDGE_PORT ?? 8787);
+const pgPort = Number(process.env.EMBEDDED_PG_PORT ?? 54320);
+const basePath = process.env.BASE_PATH ?? "/77";
+const envId = process.env.AGENT_ENV_ID ?? "local-dev";
+
+const say = (line: string): void => {
+  process.stdout.write(`[start] ${line}\n`);
+};
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  let exiting = false;
+  const stack = createLocalStack({
+    dataDir,
+    originPort,
+    devnetPort,
+    edgePort,
+    pgPort,
+    basePath,
+    envId,
+    allowNewEnclave: process.env.START_NEW_ENCLAVE === "1",
+    say,
+    onPartExit: (name, code) => {
+      say(`${name} exited unexpectedly (${code}); stopping the stack`);
+      void stopAll(1);
+    },
+  });
+  const stopAll = async (code: number): Promise<never> => {
+    if (!exiting) {
+      exiting = true;
+      await stack.stop();
+    }
+    process.exit(code);
+  };
+  process.on("SIGINT", () => void stopAll(0));
+  process.on("SIGTERM", () => void stopAll(0));
+
+  try {
+    const ready = await stack.start();
+    const { edgeUrl, originUrl, devnetUrl, agent, authority } = ready;
+    say(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    say(`edge       ${edgeUrl}${basePath}`);
+    say(`origin     ${originUrl}${basePath}`);
+    say(`health     ${originUrl}${basePath}/healthz`);
+    say(`gateway    ${originUrl}${basePath}/agent/v1/network`);
+    say(`devnet     ${devnetUrl} (chain 77)`);
+    say(`enclave    unix://${ready.socketPath} (env ${envId})`);
+    if (agent) {
+      say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
+      say(`token      ${agent.token}`);
+      say(
+        "paste these two lines into your shell (the CLI, the MCP server and the README's curls read them):",
+      );
+      // Unprefixed, so they paste as they are; the URL carries this run's ports, not the defaults.
+      process.stdout.write(`export AGENT_BASE_URL=${edgeUrl}${basePath}\n`);
+      process.stdout.write(`export AGENT_TOKEN=${agent.token}\n`);
+      say('try        curl -H "Authorization: Bearer $AGENT_TOKEN" $AGENT_BASE_URL/agent/v1/balance');
+      say("           (the README shows a faucet payout, a transfer and reading the action)");
+    } else {
+      say("agent      none yet: the key pool has no verified key (see the origin's log)");
+    }
+    say(`register   switched on, policy paused: npm run registration -- open --reason "local testing"`);
+    say(`console    ${originUrl}${basePath}/admin/agents (private origin only)`);
+    say(`metrics    ${originUrl}${basePath}/metrics (Authorization: Bearer <adminApiToken>)`);
+    say(
+      `secrets    ${path.join(dataDir, "local-secrets.json")}: the console's tokens are adminApiToken and registrationAdminSecret (never printed)`,
+    );
+    say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
+    if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
+    if (existsSync(authority.recoveryEncKeyFile)) {
+      say(`recovery   ${authority.recoveryEncKeyFile} (encryption key of every backup; keep offline)`);
+    }
+    say("Ctrl-C stops everything");
+  } catch (error) {
+    say(`failed: ${error instanceof Error ? error.message : String(error)}`);
+    await stopAll(1);
+  }
+}
+
+void main();

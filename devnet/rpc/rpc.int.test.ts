@@ -1,0 +1,236 @@
+import { type Address, getAbiItem, type Hex, toHex } from "viem";
+import type { PrivateKeyAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
+import { TRANSFER_TOPIC } from "../chain/precompile/abi.ts";
+import { type Devnet, NATIVE_TRANSFER_AUTH_ABI, REVERT_REASONS, startDevnet } from "../index.ts";
+import {
+  fund,
+  newAccount,
+  publicClientFor,
+  rpc,
+  signTransferAuthorization,
+  transferAuthorization,
+  transferWithAuthorizationCalldata,
+  usdc,
+  walletClientFor,
+} from "../testing.ts";
+
+async function post(url: string, body: unknown): Promise<{ status: number; json: unknown }> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, json: text === "" ? undefined : JSON.parse(text) };
+}
+
+/** A signed precompile transfer of `value` units from `payer` to `payee`, as calldata. */
+async function transferCalldata(payer: PrivateKeyAccount, payee: Address, value: bigint): Promise<Hex> {
+  const auth = transferAuthorization(payer.address, payee, value);
+  return transferWithAuthorizationCalldata(auth, await signTransferAuthorization(payer, auth));
+}
+
+describe("devnet: JSON-RPC protocol", () => {
+  let devnet: Devnet;
+  let url: string;
+
+  beforeAll(async () => {
+    devnet = await startDevnet({ port: 0 });
+    url = devnet.url;
+  });
+  afterAll(async () => {
+    await devnet.close();
+  });
+
+  it("answers a batch in order, with -32601 for an unknown method", async () => {
+    const { status, json } = await post(url, [
+      { jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] },
+      { jsonrpc: "2.0", id: "two", method: "eth_blockNumber" },
+      { jsonrpc: "2.0", id: 3, method: "eth_sendTransaction", params: [{}] },
+      { jsonrpc: "2.0", id: 4, method: "net_version", params: [] },
+      { jsonrpc: "2.0", method: "eth_chainId", params: [] },
+    ]);
+    expect(status).toBe(200);
+    expect(json).toEqual([
+      { jsonrpc: "2.0", id: 1, result: "0x4d" },
+      { jsonrpc: "2.0", id: "two", result: "0x0" },
+      {
+        jsonrpc: "2.0",
+        id: 3,
+        error: { code: -32601, message: "the method eth_sendTransaction does not exist/is not available" },
+      },
+      { jsonrpc: "2.0", id: 4, result: "77" },
+    ]);
+  });
+
+  it("answers malformed requests with the JSON-RPC error codes", async () => {
+    expect((await rpc(url, "eth_nope")).error).toMatchObject({ code: -32601 });
+    expect((await rpc(url, "eth_getBalance", ["0x1234", "latest"])).error).toMatchObject({
+      code: -32602,
+      message: "invalid argument 0: not a 20-byte hex address",
+    });
+    expect((await rpc(url, "eth_getBalance", [])).error).toMatchObject({ code: -32602 });
+    expect((await rpc(url, "eth_getBlockByNumber", ["0x0", "yes"])).error).toMatchObject({ code: -32602 });
+    expect((await post(url, "{not json")).json).toMatchObject({ id: null, error: { code: -32700 } });
+    expect((await post(url, [])).json).toMatchObject({ id: null, error: { code: -32600 } });
+    expect((await post(url, { id: 9, method: "eth_chainId" })).json).toMatchObject({
+      id: 9,
+      error: { code: -32600 },
+    });
+    expect((await post(url, { jsonrpc: "2.0", method: "eth_chainId" })).status).toBe(204);
+    expect((await rpc(url, "eth_getBalance", [newAccount().address, "0x99999"])).error).toMatchObject({
+      code: -32000,
+      message: "header not found",
+    });
+  });
+
+  it("serves the identity methods and a GET health document", async () => {
+    expect((await rpc(url, "web3_clientVersion")).result).toMatch(/^agent-wallet-devnet\//);
+    expect((await rpc(url, "net_version")).result).toBe("77");
+    expect((await rpc(url, "eth_getBlockByNumber", ["0x999", false])).result).toBeNull();
+    expect((await rpc(url, "eth_getTransactionByHash", [`0x${"ab".repeat(32)}`])).result).toBeNull();
+    expect((await rpc(url, "eth_getTransactionReceipt", [`0x${"ab".repeat(32)}`])).result).toBeNull();
+    const health = await fetch(url);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: "ok", chainId: "0x4d" });
+  });
+
+  it("reports a reverted eth_call and eth_estimateGas as geth does: code 3 with the revert data", async () => {
+    const payer = newAccount();
+    await fund(url, payer.address, usdc(1n));
+    const data = await transferCalldata(payer, newAccount().address, 5_000_000n);
+    for (const method of ["eth_call", "eth_estimateGas"]) {
+      const { error } = await rpc(url, method, [{ to: NATIVE_TRANSFER_AUTH_ADDRESS, data }, "latest"]);
+      expect(error).toMatchObject({
+        code: 3,
+        message: `execution reverted: ${REVERT_REASONS.insufficientBalance}`,
+      });
+      expect((error as { data: string }).data).toMatch(/^0x08c379a0/);
+    }
+    const bare = await rpc(url, "eth_call", [{ to: NATIVE_TRANSFER_AUTH_ADDRESS, data: "0xdeadbeef" }]);
+    expect(bare.error).toEqual({ code: 3, message: "execution reverted", data: "0x" });
+  });
+
+  it("mines a transaction sent ahead of its nonce once the gap is filled", async () => {
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(1n));
+    const wallet = walletClientFor(url, sender);
+    const base = await wallet.prepareTransactionRequest({ to: newAccount().address, value: 1n });
+    const first = await wallet.signTransaction(base);
+    const second = await wallet.signTransaction({ ...base, nonce: base.nonce + 1 });
+
+    const secondHash = await client.sendRawTransaction({ serializedTransaction: second });
+    const pending = await client.getTransaction({ hash: secondHash });
+    expect(pending.blockNumber).toBeNull();
+    expect(await client.getTransactionReceipt({ hash: secondHash }).catch(() => null)).toBeNull();
+
+    await client.sendRawTransaction({ serializedTransaction: first });
+    const receipt = await client.waitForTransactionReceipt({ hash: secondHash });
+    expect(receipt.status).toBe("success");
+    expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
+  });
+
+  it("filters logs by address, topics, block range and block hash", async () => {
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    const [payeeA, payeeB] = [newAccount().address, newAccount().address];
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const wallet = walletClientFor(url, relayer);
+    const receipts = [];
+    for (const payee of [payeeA, payeeB, payeeA]) {
+      const hash = await wallet.sendTransaction({
+        to: NATIVE_TRANSFER_AUTH_ADDRESS,
+        data: await transferCalldata(payer, payee, 1_000n),
+      });
+      receipts.push(await client.waitForTransactionReceipt({ hash }));
+    }
+    const first = receipts[0]!.blockNumber;
+    const last = receipts[2]!.blockNumber;
+
+    const all = await client.getLogs({
+      address: NATIVE_TRANSFER_AUTH_ADDRESS,
+      fromBlock: first,
+      toBlock: last,
+    });
+    expect(all).toHaveLength(6);
+    expect(
+      await client.getLogs({ address: newAccount().address, fromBlock: first, toBlock: last }),
+    ).toHaveLength(0);
+
+    const toA = await client.getLogs({
+      address: NATIVE_TRANSFER_AUTH_ADDRESS,
+      event: getAbiItem({ abi: NATIVE_TRANSFER_AUTH_ABI, name: "Transfer" }),
+      args: { to: payeeA },
+      fromBlock: first,
+      toBlock: last,
+    });
+    expect(toA.map((log) => log.transactionHash)).toEqual([
+      receipts[0]!.transactionHash,
+      receipts[2]!.transactionHash,
+    ]);
+    expect(toA[0]?.args).toEqual({ from: payer.address, to: payeeA, value: 1_000n });
+
+    const transfersFromSecond = await rpc(url, "eth_getLogs", [
+      { fromBlock: toHex(receipts[1]!.blockNumber), toBlock: "latest", topics: [TRANSFER_TOPIC] },
+    ]);
+    expect((transfersFromSecond.result as unknown[]).length).toBe(2);
+
+    const anyOfTwo = await rpc(url, "eth_getLogs", [
+      {
+        fromBlock: toHex(first),
+        topics: [
+          TRANSFER_TOPIC,
+          null,
+          [payeeA, payeeB].map((a) => `0x${a.slice(2).toLowerCase().padStart(64, "0")}`),
+        ],
+      },
+    ]);
+    expect((anyOfTwo.result as unknown[]).length).toBe(3);
+
+    const byHash = await rpc(url, "eth_getLogs", [{ blockHash: receipts[1]!.blockHash }]);
+    expect((byHash.result as Array<{ transactionHash: string }>).map((log) => log.transactionHash)).toEqual([
+      receipts[1]!.transactionHash,
+      receipts[1]!.transactionHash,
+    ]);
+    expect(
+      (await rpc(url, "eth_getLogs", [{ fromBlock: toHex(last), toBlock: toHex(first) }])).error,
+    ).toMatchObject({
+      code: -32602,
+    });
+  });
+
+  it("reads balances at past blocks", async () => {
+    const client = publicClientFor(url);
+    const account = newAccount();
+    await fund(url, account.address, 5n);
+    const fundedAt = await client.getBlockNumber();
+    await fund(url, account.address, 7n);
+    expect(await client.getBalance({ address: account.address, blockNumber: fundedAt - 1n })).toBe(0n);
+    expect(await client.getBalance({ address: account.address, blockNumber: fundedAt })).toBe(5n);
+    expect(await client.getBalance({ address: account.address })).toBe(7n);
+  });
+
+  it("keeps concurrent transactions from many senders consistent", async () => {
+    const client = publicClientFor(url);
+    const senders = Array.from({ length: 8 }, () => newAccount());
+    const sink = newAccount().address;
+    for (const sender of senders) await fund(url, sender.address, usdc(1n));
+    const start = await client.getBlockNumber();
+    const hashes = await Promise.all(
+      senders.map((sender) => walletClientFor(url, sender).sendTransaction({ to: sink, value: 1_000n })),
+    );
+    const receipts = await Promise.all(hashes.map((hash) => client.waitForTransactionReceipt({ hash })));
+    expect(receipts.every((receipt) => receipt.status === "success")).toBe(true);
+    // Transactions that arrive while a block is being built share the next one (blocks.int.test.ts).
+    const blocks = new Set(receipts.map((receipt) => receipt.blockNumber));
+    expect(await client.getBlockNumber({ cacheTime: 0 })).toBe(start + BigInt(blocks.size));
+    const positions = receipts.map((receipt) => `${receipt.blockNumber}/${receipt.transactionIndex}`);
+    expect(new Set(positions).size).toBe(senders.length);
+    expect(await client.getBalance({ address: sink })).toBe(8_000n);
+  });
+});

@@ -1,0 +1,117 @@
+import { execFile } from "node:child_process";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { queryRows } from "../origin/db/client.ts";
+import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { seedFreeKeys } from "../testing/seed.ts";
+
+type Run = { code: number; stdout: string; stderr: string };
+
+describe("npm run agents (operator CLI)", () => {
+  let testDb: TestDatabase;
+  const run = (...args: string[]): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "ops/agents.ts", ...args],
+        { env: { ...process.env, DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 2);
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("creates an identity and prints the token once, as JSON", async () => {
+    const created = await run("create", "--capabilities", "read,faucet,transfer");
+    expect(created.code).toBe(0);
+    const body = JSON.parse(created.stdout) as Record<string, unknown>;
+    expect(body).toEqual({
+      token: expect.stringMatching(/^agt_[0-9a-f]{32}_[0-9a-f]{64}$/),
+      agent_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      assigned_wallet: expect.stringMatching(/^0x[0-9a-f]{40}$/),
+      capabilities: ["read", "faucet", "transfer"],
+    });
+    const listed = await run("list");
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).not.toContain(String(body.token));
+    expect(listed.stdout).not.toContain(String(body.token).split("_")[2]);
+    expect(JSON.parse(listed.stdout)).toEqual([
+      expect.objectContaining({ agent_id: body.agent_id, enabled: true, revoked: false, origin: "operator" }),
+    ]);
+  });
+
+  it("refuses bad input with a clear message", async () => {
+    const badCapability = await run("create", "--capabilities", "read,admin");
+    expect(badCapability.code).toBe(1);
+    expect(badCapability.stderr).toContain(
+      "capabilities must be a non-empty subset of read, faucet, transfer",
+    );
+    expect((await run("create")).stderr).toContain("--capabilities is required");
+    expect((await run("frobnicate")).code).toBe(2);
+    expect((await run("disable", "--agent", "nope", "--reason", "x")).stderr).toContain(
+      "--agent must be an agent id",
+    );
+    expect((await run("list", "--bogus")).code).toBe(2);
+  });
+
+  it("disables (with a reason), enables and revokes", async () => {
+    const created = JSON.parse((await run("create", "--capabilities", "read")).stdout) as {
+      agent_id: string;
+    };
+    const id = created.agent_id;
+    const row = async () =>
+      (
+        await queryRows<{ enabled: boolean; revoked: boolean; disabled_reason: string | null }>(
+          testDb.handle.db,
+          sql`select enabled, revoked, disabled_reason from agent_identities where agent_id = ${id}`,
+        )
+      )[0];
+
+    expect((await run("disable", "--agent", id)).code).toBe(2);
+    expect(await run("disable", "--agent", id, "--reason", "suspicious traffic")).toMatchObject({ code: 0 });
+    expect(await row()).toEqual({
+      enabled: false,
+      revoked: false,
+      disabled_reason: "operator: suspicious traffic",
+    });
+    expect((await run("enable", "--agent", id)).code).toBe(2);
+    expect((await run("enable", "--agent", id, "--reason", "cleared")).stdout).toContain("enabled");
+    expect(await row()).toEqual({ enabled: true, revoked: false, disabled_reason: null });
+    // The same record the console writes and shows in its audit: before, after, reason, source.
+    const changes = await queryRows<{
+      before_enabled: boolean;
+      after_enabled: boolean;
+      reason: string;
+      source: string;
+    }>(
+      testDb.handle.db,
+      sql`select before_enabled, after_enabled, reason, source from identity_changes
+          where agent_id = ${id} order by changed_at`,
+    );
+    expect(changes).toEqual([
+      { before_enabled: true, after_enabled: false, reason: "suspicious traffic", source: "cli" },
+      { before_enabled: false, after_enabled: true, reason: "cleared", source: "cli" },
+    ]);
+    expect((await run("revoke", "--agent", id)).code).toBe(0);
+    expect((await row())?.revoked).toBe(true);
+    // SPEC "Transfer-key pool": the key stays with its (revoked) identity; it never returns to the pool.
+    const keys = await queryRows<{ status: string }>(
+      testDb.handle.db,
+      sql`select status from key_pool where assigned_agent_id = ${id}`,
+    );
+    expect(keys).toEqual([{ status: "assigned" }]);
+    const missing = await run("enable", "--agent", "00000000-0000-4000-8000-000000000000", "--reason", "x");
+    expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });
+  });
+
+  it("reports an exhausted pool without creating anything", async () => {
+    const result = await run("create", "--capabilities", "read");
+    expect(result).toMatchObject({ code: 1, stderr: "agents: agent_key_pool_exhausted\n" });
+  });
+});

@@ -1,0 +1,136 @@
+import { execFile } from "node:child_process";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { queryRows } from "../origin/db/client.ts";
+import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { seedFreeKeys } from "../testing/seed.ts";
+
+type Run = { code: number; stdout: string; stderr: string };
+
+describe("npm run funding (pre-restore exceptions, DESIGN §8)", () => {
+  let testDb: TestDatabase;
+  let agent: { agentId: string; wallet: string };
+  const run = (...args: string[]): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "ops/funding.ts", ...args],
+        { env: { ...process.env, DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+  const changes = () =>
+    queryRows<{ change: string; before: unknown; after: Record<string, unknown>; reason: string }>(
+      testDb.handle.db,
+      sql`select change, before, after, reason from funding_exception_changes order by changed_at`,
+    );
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 1);
+    const provisioned = await provisionIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    if (!provisioned.ok) throw new Error(provisioned.error.code);
+    agent = { agentId: provisioned.value.agentId, wallet: provisioned.value.assignedWallet };
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("grants by agent, lists it active, revokes it, and records before, after and reason each time", async () => {
+    const granted = await run(
+      "grant",
+      "--agent",
+      agent.agentId,
+      "--ceiling",
+      "5000000",
+      "--expires-in",
+      "24h",
+      "--reason",
+      "pilot",
+    );
+    expect(granted.code).toBe(0);
+    const exception = (JSON.parse(granted.stdout) as { granted: Record<string, unknown> }).granted;
+    expect(exception).toMatchObject({
+      wallet: agent.wallet,
+      ceiling_units: "5000000",
+      mode: "approved_non_zero",
+      active: true,
+    });
+    const expires = new Date(String(exception.expires_at)).getTime();
+    expect(Math.abs(expires - (Date.now() + 86_400_000))).toBeLessThan(60_000);
+
+    expect(JSON.parse((await run("list")).stdout)).toEqual([
+      expect.objectContaining({ id: exception.id, active: true }),
+    ]);
+
+    const revoked = await run("revoke", "--id", String(exception.id), "--reason", "drill passed");
+    expect(revoked.code).toBe(0);
+    expect(JSON.parse((await run("list")).stdout)).toEqual([]);
+    expect(JSON.parse((await run("list", "--all")).stdout)).toEqual([
+      expect.objectContaining({ id: exception.id, active: false, revoked_at: expect.any(String) }),
+    ]);
+    expect(await changes()).toEqual([
+      {
+        change: "grant",
+        before: null,
+        after: expect.objectContaining({ ceiling_units: "5000000", revoked_at: null }),
+        reason: "pilot",
+      },
+      {
+        change: "revoke",
+        before: expect.objectContaining({ revoked_at: null }),
+        after: expect.objectContaining({ revoked_at: expect.any(String) }),
+        reason: "drill passed",
+      },
+    ]);
+    const again = await run("revoke", "--id", String(exception.id), "--reason", "twice");
+    expect(again).toMatchObject({ code: 1, stderr: "funding: already revoked\n" });
+  });
+
+  it("--help says what a ceiling caps (the balance after the move), in its own words", async () => {
+    const help = await run("--help");
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/balance AFTER the move is\s+at most UNITS/);
+    expect(help.stdout).toMatch(/The ceiling caps what the wallet holds, not\s+what it moves/);
+    expect(help.stdout).toMatch(/exit codes: 0 done, 1 refused/);
+    // A usage error shows the same text; neither points at a source file.
+    const usage = await run("frobnicate");
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain(help.stdout.trim());
+    for (const text of [help.stdout, usage.stderr]) expect(text).not.toMatch(/\.ts\b|scripts\//);
+  });
+
+  it("refuses bad usage with exit 2 and changes nothing", async () => {
+    const before = (await changes()).length;
+    const cases = [
+      ["grant", "--wallet", agent.wallet, "--ceiling", "1", "--expires-in", "24h"],
+      ["grant", "--wallet", agent.wallet, "--ceiling", "1", "--expires-in", "24h", "--reason", "  "],
+      ["grant", "--wallet", "0x1234", "--ceiling", "1", "--expires-in", "1h", "--reason", "r"],
+      ["grant", "--wallet", agent.wallet, "--ceiling", "-1", "--expires-in", "1h", "--reason", "r"],
+      ["grant", "--wallet", agent.wallet, "--ceiling", "1", "--expires-in", "soon", "--reason", "r"],
+      [
+        "grant",
+        "--wallet",
+        agent.wallet,
+        "--ceiling",
+        "1",
+        "--expires-at",
+        "2000-01-01T00:00:00Z",
+        "--reason",
+        "r",
+      ],
+      ["revoke", "--id", "not-a-uuid", "--reason", "r"],
+      ["frobnicate"],
+    ];
+    for (const args of cases) {
+      const result = await run(...args);
+      expect({ args, code: result.code }).toEqual({ args, code: 2 });
+      expect(result.stderr).toMatch(/^funding: /);
+    }
+    expect((await changes()).length).toBe(before);
+  });
+});

@@ -1,0 +1,186 @@
+/**
+ * Applying the enclave's signing policy, treasury and settler with the policy authority key
+ * (DESIGN §5 "Ops and tiers"). Shared by the operator CLI (ops/enclave-policy.ts) and the local
+ * stack (dev/local-policy.ts), so both take the same path: read the sealed policy, merge
+ * the changes, mint a policy-tier capability with the next counter, apply, read it back.
+ */
+import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
+import { signerPolicyToWire } from "../../origin/signer/op-codecs.ts";
+import type {
+  FaucetTerms,
+  GetPolicyResult,
+  SignerClient,
+  SignerFailure,
+  SignerPolicy,
+} from "../../origin/signer/types.ts";
+
+export type PolicyChanges = Partial<SignerPolicy>;
+export type FaucetTermsChanges = Partial<FaucetTerms>;
+
+export type PolicyAdminFailure =
+  /** The request cannot be made as given: exit 2 in the CLI. */
+  | { kind: "usage"; message: string }
+  /** The enclave refused it or could not be reached: exit 1 in the CLI. */
+  | { kind: "refused"; code: string; reason: string };
+
+export type PolicyAdminResult =
+  | { ok: true; before: GetPolicyResult; after: GetPolicyResult }
+  | { ok: false; error: PolicyAdminFailure };
+
+/** Every field a first policy must name, with the CLI flag that sets it. */
+export const POLICY_FIELD_FLAGS: { [Field in keyof SignerPolicy]-?: string } = {
+  perTxLimitUnits: "--per-tx",
+  dailyLimitUnits: "--daily",
+  feeCeilingWei: "--fee-ceiling",
+  recipientAllowlist: "--allowlist",
+  x402AmountUnits: "--x402-amount",
+  x402PayTo: "--x402-pay-to",
+  x402MaxTimeoutSeconds: "--max-validity",
+  x402ValidityMarginSeconds: "--x402-margin",
+  x402DailyLimit: "--x402-daily",
+  operatorPool: "--operator-pool",
+};
+
+/** Every payout term a treasury without sealed terms must name, with the CLI flag that sets it. */
+export const FAUCET_TERM_FLAGS: { [Field in keyof FaucetTerms]-?: string } = {
+  payoutUnits: "--payout",
+  cooldownMs: "--cooldown-ms",
+  dailyLimitUnits: "--payout-daily",
+};
+
+type MergeResult = { ok: true; policy: SignerPolicy } | { ok: false; error: PolicyAdminFailure };
+
+/**
+ * The sealed policy with `changes` laid over it. Without a sealed policy every field must be given
+ * (x402PayTo may be left out when x402AmountUnits is null). x402 amount and payTo are set together.
+ */
+export function mergePolicy(current: SignerPolicy | null, changes: PolicyChanges): MergeResult {
+  const given = Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined));
+  const merged: PolicyChanges = { ...current, ...given };
+  if (merged.x402AmountUnits === null && changes.x402PayTo === undefined) merged.x402PayTo = null;
+  const missing = (Object.keys(POLICY_FIELD_FLAGS) as Array<keyof SignerPolicy>).filter(
+    (field) => merged[field] === undefined,
+  );
+  if (missing.length > 0) {
+    const flags = missing.map((field) => POLICY_FIELD_FLAGS[field]).join(", ");
+    return usage(`no policy is sealed yet, so the first apply needs every field; missing ${flags}`);
+  }
+  const policy = merged as SignerPolicy;
+  if ((policy.x402AmountUnits === null) !== (policy.x402PayTo === null)) {
+    return usage("--x402-amount and --x402-pay-to are set together (--x402-amount none clears both)");
+  }
+  return { ok: true, policy };
+}
+
+/** Applies `changes` over the sealed policy under a capability minted from the policy key. */
+export async function applyPolicy(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+  changes: PolicyChanges;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const merged = mergePolicy(before.value.policy, params.changes);
+  if (!merged.ok) return merged;
+  const applied = await params.client.configurePolicy(merged.policy, minter(params, before.value));
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
+/**
+ * The sealed payout terms with `changes` laid over them. Without sealed terms (no treasury yet,
+ * or one sealed before the enclave kept them) every term must be given.
+ */
+export function mergeFaucetTerms(
+  current: FaucetTerms | null,
+  changes: FaucetTermsChanges,
+): { ok: true; terms: FaucetTerms } | { ok: false; error: PolicyAdminFailure } {
+  const given = Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined));
+  const merged: FaucetTermsChanges = { ...current, ...given };
+  const missing = (Object.keys(FAUCET_TERM_FLAGS) as Array<keyof FaucetTerms>).filter(
+    (field) => merged[field] === undefined,
+  );
+  if (missing.length > 0) {
+    const flags = missing.map((field) => FAUCET_TERM_FLAGS[field]).join(", ");
+    return usage(`no payout terms are sealed yet, so treasury needs every one; missing ${flags}`);
+  }
+  return { ok: true, terms: merged as FaucetTerms };
+}
+
+/**
+ * configure_treasury: a fresh budget (spent restarts at zero), the faucet key kept unless named,
+ * the payout terms kept unless named.
+ */
+export async function applyTreasury(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+  budgetUnits: bigint;
+  faucetKeyRef?: string;
+  terms?: FaucetTermsChanges;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const merged = mergeFaucetTerms(before.value.treasury?.terms ?? null, params.terms ?? {});
+  if (!merged.ok) return merged;
+  const applied = await params.client.configureTreasury(
+    {
+      budgetUnits: params.budgetUnits,
+      ...merged.terms,
+      ...(params.faucetKeyRef === undefined ? {} : { faucetKeyRef: params.faucetKeyRef }),
+    },
+    minter(params, before.value),
+  );
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
+/**
+ * configure_settler: makes the x402 settler key once (a repeat keeps it), or points the settler at
+ * a key of the `settler` namespace (a restored one, after a recovery).
+ */
+export async function applySettler(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+  settlerKeyRef?: string;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const applied = await params.client.configureSettler(
+    params.settlerKeyRef === undefined ? {} : { settlerKeyRef: params.settlerKeyRef },
+    minter(params, before.value),
+  );
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
+/** True when the sealed policy is exactly `policy` (addresses compared without case). */
+export function samePolicy(sealed: SignerPolicy | null, policy: SignerPolicy): boolean {
+  if (!sealed) return false;
+  const canonical = (value: SignerPolicy): string => JSON.stringify(signerPolicyToWire(value)).toLowerCase();
+  return canonical(sealed) === canonical(policy);
+}
+
+function minter(params: { client: SignerClient; policySecret: Uint8Array }, sealed: GetPolicyResult) {
+  // Env and chain come from the enclave itself: the operator needs nothing but the key and socket.
+  return createCapabilityMinter({
+    authority: params.policySecret,
+    envId: sealed.envId,
+    chainId: sealed.chainId,
+    client: params.client,
+    requestId: () => `enclave-policy-${crypto.randomUUID()}`,
+  });
+}
+
+async function readAfter(client: SignerClient, before: GetPolicyResult): Promise<PolicyAdminResult> {
+  const after = await client.getPolicy();
+  if (!after.ok) return refused(after.error);
+  return { ok: true, before, after: after.value };
+}
+
+function usage(message: string): { ok: false; error: PolicyAdminFailure } {
+  return { ok: false, error: { kind: "usage", message } };
+}
+
+function refused(failure: SignerFailure): { ok: false; error: PolicyAdminFailure } {
+  return { ok: false, error: { kind: "refused", code: failure.code, reason: failure.reason } };
+}

@@ -1,0 +1,116 @@
+/**
+ * Mints one enclave capability (DESIGN §5) for an operator, e.g. a recovery-tier restore_backup
+ * for the restore drill with the offline recovery key. Prints the capability as JSON (its fields
+ * are strings and integers, the same map the CBOR wire carries).
+ *
+ *   npx tsx ops/mint-capability.ts --authority-key KEY --op restore_backup --env-id dev \
+ *     --params '{}' --bytes-param package=batch.package --socket .data/enclave.sock
+ *
+ * --params is the exact wire params (snake_case, amounts as decimal strings); --bytes-param adds
+ * a byte-string param from a file. The capability is good for one enclave instance only: its
+ * instance id comes from --instance-id (printed by that enclave's `init`, or its
+ * get_sealed_identity) or, with --socket, from the enclave itself. The counter comes from
+ * --counter or, with --socket, from the enclave's capability_counter.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
+import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import { authorityPublicKey, instanceIdSchema, mintCapability } from "../shared/capability.ts";
+import { CHAIN_ID } from "../shared/constants.ts";
+import { isPrivilegedOp, PRIVILEGED_OP_SCOPE } from "../shared/enclave-protocol.ts";
+
+const USAGE = `usage: npx tsx ops/mint-capability.ts --authority-key PATH --op OP --env-id ID
+  (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
+  (--instance-id HEX --counter N | --socket PATH) [--request-id ID] [--chain-id ${CHAIN_ID}] [--out PATH]
+  --instance-id and --counter each override what --socket would ask the enclave for.`;
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    strict: true,
+    options: {
+      "authority-key": { type: "string" },
+      op: { type: "string" },
+      "env-id": { type: "string" },
+      params: { type: "string" },
+      "params-file": { type: "string" },
+      "bytes-param": { type: "string", multiple: true },
+      counter: { type: "string" },
+      "instance-id": { type: "string" },
+      socket: { type: "string" },
+      "request-id": { type: "string" },
+      "chain-id": { type: "string" },
+      out: { type: "string" },
+    },
+  });
+  const op = values.op ?? "";
+  if (
+    !values["authority-key"] ||
+    !isPrivilegedOp(op) ||
+    !values["env-id"] ||
+    (!values.counter && !values.socket) ||
+    (!values["instance-id"] && !values.socket) ||
+    (values["instance-id"] !== undefined && !instanceIdSchema.safeParse(values["instance-id"]).success)
+  ) {
+    process.stderr.write(`${USAGE}\n`);
+    return 64;
+  }
+  const paramsText = values["params-file"]
+    ? await readFile(values["params-file"], "utf8")
+    : (values.params ?? "{}");
+  const params: Record<string, unknown> = z.record(z.string(), z.unknown()).parse(JSON.parse(paramsText));
+  for (const entry of values["bytes-param"] ?? []) {
+    const [name, file] = entry.split("=", 2);
+    if (!name || !file) throw new Error(`--bytes-param ${entry}: expected NAME=FILE`);
+    params[name] = new Uint8Array(await readFile(file));
+  }
+  const authoritySecret = await readAuthoritySecret(values["authority-key"]);
+  let counter = values.counter ? z.coerce.number().int().positive().parse(values.counter) : 0;
+  let instanceId = values["instance-id"] ?? "";
+  if (!counter || !instanceId) {
+    const client = createSocketSignerClient({ socketPath: values.socket! });
+    try {
+      if (!instanceId) {
+        const identity = await client.getSealedIdentity();
+        if (!identity.ok)
+          throw new Error(`get_sealed_identity failed: ${identity.error.code} ${identity.error.reason}`);
+        instanceId = identity.value.instanceId;
+      }
+      if (!counter) {
+        const next = await client.capabilityCounter({
+          authority: authorityPublicKey(authoritySecret),
+          scope: PRIVILEGED_OP_SCOPE[op],
+          op,
+        });
+        if (!next.ok) throw new Error(`capability_counter failed: ${next.error.code} ${next.error.reason}`);
+        counter = next.value.nextCounter;
+      }
+    } finally {
+      await client.close();
+    }
+  }
+  const capability = mintCapability({
+    authoritySecret,
+    op,
+    params,
+    requestId: values["request-id"] ?? `${op}-${randomUUID()}`,
+    chainId: values["chain-id"] ? Number(values["chain-id"]) : CHAIN_ID,
+    envId: values["env-id"],
+    instanceId,
+    counter,
+  });
+  const text = `${JSON.stringify(capability)}\n`;
+  if (values.out) await writeFile(values.out, text, { mode: 0o600 });
+  else process.stdout.write(text);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`mint-capability: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,105 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
+import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import type { SignerClient } from "../origin/signer/types.ts";
+import { toHex } from "../shared/hex.ts";
+import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { backupKey } from "./lib/recovery.ts";
+
+type Run = { code: number; stdout: string; stderr: string };
+
+// `npm run recover` and its backup-key step when something is wrong, against a real enclave
+// process: a recovery that refuses a batch must not exit 0 (a runbook would read it as done), and
+// a backup of a key must hold that key and no other.
+describe("recover: refusals (real enclave)", () => {
+  let enclave: EnclaveProcess;
+  let signer: SignerClient;
+  let dir: string;
+  const file = (name: string) => path.join(dir, name);
+  let keys: Array<{ keyRef: string }>;
+
+  beforeAll(async () => {
+    enclave = await startEnclaveProcess({ envId: "recover-refusals" });
+    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+    dir = await mkdtemp(path.join(tmpdir(), "recover-refusals-"));
+    await writeFile(file("recovery.key"), toHex(enclave.recoverySecret));
+    await writeFile(file("recovery-enc.key"), toHex(enclave.recoveryEncKey));
+    const authorize = createCapabilityMinter({
+      authority: enclave.adminSecret,
+      envId: enclave.envId,
+      client: signer,
+    });
+    const made = await signer.generateKeys(
+      { namespace: "settler", count: 1, batchId: "refusals-one" },
+      authorize,
+    );
+    const other = await signer.generateKeys(
+      { namespace: "settler", count: 1, batchId: "refusals-two" },
+      authorize,
+    );
+    if (!made.ok || !other.ok) throw new Error("generate_keys failed");
+    keys = [made.value.keys[0]!, other.value.keys[0]!];
+  });
+  afterAll(async () => {
+    await signer?.close();
+    await enclave?.dispose();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const recover = (...args: string[]): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "ops/recover.ts", ...args, "--socket", enclave.socketPath],
+        { cwd: REPO_ROOT },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
+  it("exits 1 when a batch of the folder was refused, though another was restored", async () => {
+    // Mutation: exiting 0 whatever the batches came to fails this.
+    const backups = path.join(dir, "backups");
+    const good = await backupKey({
+      signer,
+      adminAuthority: enclave.adminSecret,
+      keyRef: keys[0]!.keyRef,
+      backupDir: backups,
+    });
+    expect(good.ok, JSON.stringify(good)).toBe(true);
+    await writeFile(path.join(backups, "damaged.backup"), Buffer.from("not an envelope"));
+    const result = await recover(
+      "--backup-dir",
+      backups,
+      "--recovery-key",
+      file("recovery.key"),
+      "--recovery-enc-key",
+      file("recovery-enc.key"),
+    );
+    expect(result.stdout).toMatch(/damaged\.backup: refused: /);
+    expect(result.stdout).toMatch(/recover: 1 restored, 1 refused\n$/);
+    expect(result.code).toBe(1);
+  });
+
+  it("backup-key refuses a backup that holds another key than the one asked for", async () => {
+    // A fault the real enclave does not make, so a fake, named: an enclave whose export_backup
+    // returns another key's backup. Mutation: not checking the verified backup's keys accepts it.
+    const wrongKey: SignerClient = Object.assign(Object.create(signer) as SignerClient, {
+      exportBackup: ((_params, authorize) =>
+        signer.exportBackup(
+          { batchId: "refusals-two", keyRefs: [keys[1]!.keyRef] },
+          authorize,
+        )) satisfies SignerClient["exportBackup"],
+    });
+    const result = await backupKey({
+      signer: wrongKey,
+      adminAuthority: enclave.adminSecret,
+      keyRef: keys[0]!.keyRef,
+      backupDir: path.join(dir, "wrong"),
+    });
+    expect(result).toEqual({ ok: false, reason: "verify_backup: the backup holds other keys" });
+  });
+});

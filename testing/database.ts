@@ -1,0 +1,55 @@
+import { randomBytes } from "node:crypto";
+import { inject } from "vitest";
+import { connectDatabase, type DatabaseDriver, type DatabaseHandle } from "../origin/db/client.ts";
+import { adminQuery, withDatabase } from "./global-setup.ts";
+
+export type TestDatabase = {
+  url: string;
+  name: string;
+  handle: DatabaseHandle;
+  /** Closes the handle and drops the database. */
+  drop(): Promise<void>;
+};
+
+export type CreateTestDatabaseParams = {
+  driver?: DatabaseDriver;
+  neonWsProxy?: string;
+  maxConnections?: number;
+};
+
+/** A fresh, fully migrated database cloned from the run's template (see global-setup.ts). */
+export async function createTestDatabase(params: CreateTestDatabaseParams = {}): Promise<TestDatabase> {
+  const adminUrl = inject("pgAdminUrl");
+  const template = inject("pgTemplate");
+  const name = `agents_test_${randomBytes(6).toString("hex")}`;
+  await cloneTemplate(adminUrl, name, template);
+  const url = withDatabase(adminUrl, name);
+  const handle = connectDatabase({
+    url,
+    driver: params.driver ?? "pg",
+    neonWsProxy: params.neonWsProxy,
+    maxConnections: params.maxConnections,
+  });
+  return {
+    url,
+    name,
+    handle,
+    async drop() {
+      await handle.close();
+      await adminQuery(adminUrl, `drop database if exists "${name}" with (force)`);
+    },
+  };
+}
+
+async function cloneTemplate(adminUrl: string, name: string, template: string): Promise<void> {
+  // Two files cloning at the same instant can see "source database is being accessed": retry.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await adminQuery(adminUrl, `create database "${name}" template "${template}"`);
+      return;
+    } catch (error) {
+      if (attempt >= 20 || !String(error).includes("being accessed")) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 + attempt * 25));
+    }
+  }
+}

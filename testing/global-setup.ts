@@ -1,0 +1,84 @@
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import pg from "pg";
+import type { TestProject } from "vitest/node";
+import { connectDatabase } from "../origin/db/client.ts";
+import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { migrateDatabase } from "../origin/db/migrate.ts";
+import { freePort } from "./free-port.ts";
+import { SINK_ENV, scanSink } from "./secret-sink.ts";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    pgAdminUrl: string;
+    pgTemplate: string;
+  }
+}
+
+/**
+ * Once per test run: a real Postgres (embedded on a free port, or the server of DATABASE_URL),
+ * and a template database with every migration applied. Each test file clones the template
+ * (testing/database.ts), so files run in parallel without sharing rows.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  let adminUrl = process.env.DATABASE_URL;
+  let stopEmbedded: (() => Promise<void>) | undefined;
+  let tempDir: string | undefined;
+  if (!adminUrl) {
+    tempDir = await mkdtemp(path.join(tmpdir(), "agents-test-pg-"));
+    // Under root the cluster runs as the `postgres` user, which must be able to enter the folder.
+    await chmod(tempDir, 0o755);
+    const embedded = await startEmbeddedPostgres({ dir: path.join(tempDir, "pg"), port: await freePort() });
+    adminUrl = embedded.adminUrl;
+    stopEmbedded = embedded.stop;
+  }
+  const template = `agents_template_${process.pid}`;
+  await adminQuery(adminUrl, `drop database if exists "${template}"`);
+  await adminQuery(adminUrl, `create database "${template}"`);
+  const templateUrl = withDatabase(adminUrl, template);
+  const handle = connectDatabase({ url: templateUrl, driver: "pg", maxConnections: 1 });
+  await migrateDatabase(handle.db);
+  await handle.close();
+
+  // Issue 18 item 4: every log line and error body of the run lands here (secret-sink.ts), and
+  // the run fails at the end if a secret or a token is found in any of it.
+  const sinkDir = await mkdtemp(path.join(tmpdir(), "agents-test-sink-"));
+  process.env[SINK_ENV] = sinkDir;
+
+  project.provide("pgAdminUrl", adminUrl);
+  project.provide("pgTemplate", template);
+
+  return async () => {
+    const leaks = scanSink(sinkDir);
+    await rm(sinkDir, { recursive: true, force: true });
+    if (leaks.length > 0) {
+      throw new Error(
+        `secret scan: ${leaks.length} secret(s) or token(s) in the run's logs or error bodies:\n` +
+          leaks
+            .slice(0, 20)
+            .map((leak) => `  - ${leak.source}: ${leak.what}`)
+            .join("\n"),
+      );
+    }
+    await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
+    await stopEmbedded?.();
+    if (tempDir) await rm(tempDir, { recursive: true, force: true });
+  };
+}
+
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+export async function adminQuery(url: string, text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,40 @@
+import { randomBytes } from "node:crypto";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Db } from "../origin/db/client.ts";
+import { keyBatches, keyPool } from "../origin/db/schema.ts";
+
+export type SeededKey = { keyRef: string; address: `0x${string}`; privateKey: `0x${string}` };
+
+/**
+ * Test fixture: `count` free keys in an `available` batch, made here rather than by the enclave.
+ * For tests of what happens to pool rows (claims, auth, reads) where the key's custody is not
+ * under test; the private keys are returned so a test can sign as the wallet if it must.
+ */
+export async function seedFreeKeys(db: Db, count: number): Promise<SeededKey[]> {
+  const keys: SeededKey[] = Array.from({ length: count }, () => {
+    const privateKey = `0x${randomBytes(32).toString("hex")}` as const;
+    const account = privateKeyToAccount(privateKey);
+    return {
+      keyRef: randomBytes(32).toString("hex"),
+      address: account.address.toLowerCase() as `0x${string}`,
+      privateKey,
+    };
+  });
+  if (count === 0) return keys;
+  const [batch] = await db
+    .insert(keyBatches)
+    .values({ size: count, status: "available" })
+    .returning({ batchId: keyBatches.batchId });
+  for (let i = 0; i < keys.length; i += 500) {
+    await db.insert(keyPool).values(
+      keys.slice(i, i + 500).map((key) => ({
+        keyRef: key.keyRef,
+        batchId: batch!.batchId,
+        address: key.address,
+        publicKey: privateKeyToAccount(key.privateKey).publicKey,
+        status: "free",
+      })),
+    );
+  }
+  return keys;
+}
