@@ -4,23 +4,23 @@
  * raised so the benchmark measures the limiters' cost without being stopped by them. Env: DATABASE_URL, CHAIN_RPC_URL,
  * BENCH_PORT. Prints "ready" once listening.
  */
-import { createApp } from "../origin/app.ts";
 import { RecentAuthentications } from "../origin/auth/recent-authentications.ts";
 import { createChainClient } from "../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
+import { systemClock } from "../origin/clock.ts";
+import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import { connectDatabase } from "../origin/db/client.ts";
-import { type AppDeps, systemClock } from "../origin/deps.ts";
-import { createGatewayRouter } from "../origin/gateway/router.ts";
 import { InFlightLimiter } from "../origin/http/in-flight.ts";
 import { SlidingWindowLimiter } from "../origin/http/rate-limiter.ts";
+import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
 import { startHttpServer } from "../origin/server.ts";
 import { createDormantSignerClient } from "../origin/signer/dormant-stub.ts";
 
 const config = loadConfig({ ...process.env, AGENT_GATEWAY_ENABLED: "true", LOG_LEVEL: "silent" });
 const rpcUrl = config.chain.rpcUrl!;
-const deps: AppDeps = {
+const infrastructure: Infrastructure = {
   config,
   database: connectDatabase({ url: config.database.url!, maxConnections: 10 }),
   chain: createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }),
@@ -36,7 +36,9 @@ const limiters = {
   // Raised like the per-agent rate: the benchmark drives 64 connections with one token.
   rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),
 };
-const app = createApp(deps, { gateway: (d) => createGatewayRouter(d, { limiters }) });
+const composed = await composeOrigin(infrastructure, { limiters });
+if (!composed.ok) throw new Error(composed.errors.join("; "));
+const app = composed.value.app;
 app.get("/bench/bare", (c) => c.json({ ok: true }));
 await startHttpServer(app, "127.0.0.1", Number(process.env.BENCH_PORT));
 process.stdout.write("ready\n");

@@ -1,11 +1,10 @@
-import { Hono } from "hono";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { createApp } from "./app.ts";
+import { systemClock } from "./clock.ts";
+import { composeOrigin } from "./compose.ts";
 import { loadConfig } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
-import { type AppDeps, systemClock } from "./deps.ts";
-import type { AppEnv } from "./http/env.ts";
+import type { Infrastructure } from "./infrastructure.ts";
 import { createDormantSignerClient } from "./signer/dormant-stub.ts";
 
 // Unit level: the database is never reached by these routes, so an inert handle stands in.
@@ -16,7 +15,7 @@ const inertDatabase: DatabaseHandle = {
   close: async () => {},
 };
 
-function depsFor(env: Record<string, string>): AppDeps {
+function infrastructureFor(env: Record<string, string>): Infrastructure {
   return {
     config: loadConfig(env),
     database: inertDatabase,
@@ -28,46 +27,42 @@ function depsFor(env: Record<string, string>): AppDeps {
   };
 }
 
-function gatewayProbe(): { built: number; factory: (deps: AppDeps) => Hono<AppEnv> } {
-  const probe = {
-    built: 0,
-    factory: () => {
-      probe.built++;
-      const router = new Hono<AppEnv>();
-      router.get("/network", (c) => c.json({ reached: true }));
-      return router;
-    },
-  };
-  return probe;
+async function originFor(env: Record<string, string>) {
+  const composed = await composeOrigin(infrastructureFor(env));
+  if (!composed.ok) throw new Error(composed.errors.join("; "));
+  return composed.value;
 }
+
+const GATEWAY_CAPABILITIES = ["registration", "openapi", "gateway", "x402"];
 
 describe("gateway master switch", () => {
   it.each(["TRUE", "1", "yes", undefined])(
     "AGENT_GATEWAY_ENABLED=%j: /77/agent/v1/* is 404 and nothing is built",
     async (value) => {
-      const probe = gatewayProbe();
-      const app = createApp(depsFor(value === undefined ? {} : { AGENT_GATEWAY_ENABLED: value }), {
-        gateway: probe.factory,
-      });
-      const response = await app.request("/77/agent/v1/network");
+      const origin = await originFor(value === undefined ? {} : { AGENT_GATEWAY_ENABLED: value });
+      const response = await origin.app.request("/77/agent/v1/network");
       expect(response.status).toBe(404);
       expect(await response.json()).toMatchObject({ error: { code: "not_found" } });
-      expect(probe.built).toBe(0);
+      const built = origin.capabilities.map((each) => each.name);
+      expect(built.filter((name) => GATEWAY_CAPABILITIES.includes(name))).toEqual([]);
     },
   );
 
   it("mounts the gateway for the literal true, under BASE_PATH", async () => {
-    const probe = gatewayProbe();
-    const app = createApp(depsFor({ AGENT_GATEWAY_ENABLED: "true", BASE_PATH: "/chain77" }), {
-      gateway: probe.factory,
-    });
-    expect(probe.built).toBe(1);
-    expect((await app.request("/chain77/agent/v1/network")).status).toBe(200);
-    expect((await app.request("/77/agent/v1/network")).status).toBe(404);
+    const origin = await originFor({ AGENT_GATEWAY_ENABLED: "true", BASE_PATH: "/chain77" });
+    expect(origin.capabilities.map((each) => each.name)).toEqual(
+      expect.arrayContaining(GATEWAY_CAPABILITIES),
+    );
+    // Reached: the gateway itself answers (503: this unit-level origin has no database to
+    // authenticate against), not the 404 of an unmounted path.
+    const reached = await origin.app.request("/chain77/agent/v1/network");
+    expect(reached.status).toBe(503);
+    expect(await reached.json()).toMatchObject({ error: { code: "service_unavailable" } });
+    expect((await origin.app.request("/77/agent/v1/network")).status).toBe(404);
   });
 
   it("answers unknown paths with the error envelope and a request id", async () => {
-    const app = createApp(depsFor({}));
+    const { app } = await originFor({});
     const response = await app.request("/77/nope");
     const body = (await response.json()) as { error: { request_id: string } };
     expect(response.status).toBe(404);
@@ -75,7 +70,7 @@ describe("gateway master switch", () => {
   });
 
   it("serves the health check and reports a missing chain and no enclave endpoint", async () => {
-    const app = createApp(depsFor({}));
+    const { app } = await originFor({});
     const response = await app.request("/77/healthz");
     expect(response.status).toBe(200);
     expect(await response.json()).toMatchObject({

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
-import type { AppDeps } from "./deps.ts";
 import type { AppEnv } from "./http/env.ts";
+import type { Infrastructure } from "./infrastructure.ts";
 import type { KeyHoldingReport } from "./signer/key-holding.ts";
 import { readEnclavePolicy } from "./signer/sealed-policy.ts";
 
@@ -17,7 +17,7 @@ type Probe = { ok: boolean; ms: number; error?: string };
  * database assigns: an enclave initialised afresh beside this database makes the status
  * `degraded`, with the instruction to restore the keys, since every signing request would fail.
  */
-export function createHealthRouter(deps: AppDeps): Hono<AppEnv> {
+export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
   const router = new Hono<AppEnv>();
   router.get("/healthz", async (c) => {
     const enclavePolicy = readEnclavePolicy(deps.signer, {

@@ -1,23 +1,19 @@
-import { prepareMoney } from "./actions/money-setup.ts";
-import { createApp } from "./app.ts";
 import { createChainClient } from "./chain/client.ts";
 import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
+import { systemClock } from "./clock.ts";
+import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { createOriginMetrics } from "./console/metrics.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { openDatabase } from "./db/open.ts";
-import { type AppDeps, systemClock } from "./deps.ts";
-import { createGatewayRouter } from "./gateway/router.ts";
 import { createLogger } from "./logger.ts";
-import { createRegistrationRouter } from "./registration/router.ts";
 import { startHttpServer } from "./server.ts";
 import { createSignerClients } from "./signer/create-signer-client.ts";
 import { checkAssignedKeysHeld } from "./signer/key-holding.ts";
 import { logSealedPolicy } from "./signer/sealed-policy.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
-import { startBackgroundWorkers } from "./workers/background.ts";
 
-/** Boot only: config → database → deps → app → serve; clean shutdown on SIGINT/SIGTERM. */
+/** Boot only: config → database → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
   let listenFd: number | undefined;
@@ -84,24 +80,16 @@ async function main(): Promise<void> {
     if (!held.ok)
       logger.warn({ code: held.error }, "could not ask the enclave for the assigned keys at start");
   }
-  // Issue 12 item 5: a money switch whose limits differ from the sealed policy stops here.
-  const prepared = await prepareMoney({ config, signer, rpc, db: database.db, logger, sealed });
-  if (!prepared.ok) {
-    return stopAtStart(`the money switches cannot be turned on:\n  - ${prepared.errors.join("\n  - ")}`);
+  // A money switch whose limits differ from the sealed policy stops here.
+  const composed = await composeOrigin(
+    { config, database, chain, rpc, signer, logger, clock: systemClock, metrics, keysHeld },
+    { sealed },
+  );
+  if (!composed.ok) {
+    return stopAtStart(`the money switches cannot be turned on:\n  - ${composed.errors.join("\n  - ")}`);
   }
-  const deps: AppDeps = {
-    config,
-    database,
-    chain,
-    rpc,
-    signer,
-    money: prepared.money,
-    logger,
-    clock: systemClock,
-    metrics,
-    keysHeld,
-  };
-  const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
+  const origin = composed.value;
+  const app = origin.app;
   const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(
     (error: unknown) => stopAtStart(error instanceof Error ? error.message : String(error)),
   );
@@ -114,12 +102,8 @@ async function main(): Promise<void> {
     "origin listening",
   );
 
-  // SPEC: with the gateway switch off, no background worker starts.
-  const workers = config.gatewayEnabled ? startBackgroundWorkers(deps) : [];
-  if (config.gatewayEnabled && prepared.tracker) {
-    prepared.tracker.start();
-    workers.push(prepared.tracker);
-  }
+  // SPEC: with the gateway switch off, no background worker starts (composeOrigin's start).
+  origin.start();
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {
@@ -127,10 +111,9 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, "shutting down");
     await server.close();
-    // Transfers answered `signed` leave for the chain before the clients close (the tracker of the
-    // next start would send them anyway, after their leases ran out).
-    await prepared.money?.broadcasts.idle();
-    await Promise.all(workers.map((worker) => worker.stop()));
+    // Each capability drains (transfers answered `signed` leave for the chain) before its workers
+    // stop and the clients close.
+    await origin.stop();
     await closeClients();
     logger.info("stopped");
     process.exit(0);

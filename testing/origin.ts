@@ -1,17 +1,16 @@
 import type { Hono } from "hono";
 import pino from "pino";
-import { prepareMoney } from "../origin/actions/money-setup.ts";
-import { createApp } from "../origin/app.ts";
+import type { MoneyRuntime } from "../origin/actions/money-setup.ts";
 import { createChainClient } from "../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
+import { type Clock, systemClock } from "../origin/clock.ts";
+import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import { createOriginMetrics } from "../origin/console/metrics.ts";
 import type { DatabaseHandle } from "../origin/db/client.ts";
-import { type AppDeps, type Clock, systemClock } from "../origin/deps.ts";
-import { createGatewayRouter } from "../origin/gateway/router.ts";
 import type { AppEnv } from "../origin/http/env.ts";
+import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
-import { createRegistrationRouter } from "../origin/registration/router.ts";
 import { startHttpServer } from "../origin/server.ts";
 import { createDormantSignerClient } from "../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
@@ -21,7 +20,8 @@ import { recordOutput, recordSecretsOf, SINK_ENV } from "./secret-sink.ts";
 export type TestOrigin = {
   url: string;
   base: string;
-  deps: AppDeps;
+  /** The infrastructure the origin was composed from, and its money runtime when a money switch is on. */
+  deps: Infrastructure & { money: MoneyRuntime | undefined };
   /** The composed app (its `routes` list what is mounted). */
   app: Hono<AppEnv>;
   /** The transaction tracker, running, when a money switch is on. */
@@ -43,7 +43,7 @@ export type StartTestOriginParams = {
   clock?: Clock;
 };
 
-/** The real origin app on a free loopback port, wired as main.ts wires it, for HTTP-level tests. */
+/** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
 export async function startTestOrigin(params: StartTestOriginParams): Promise<TestOrigin> {
   const config = loadConfig({
     AGENT_GATEWAY_ENABLED: "true",
@@ -76,40 +76,24 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
         ? createLogger("debug", process.stderr)
         : pino({ level: "silent" });
   // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
-  const prepared = await prepareMoney({
-    config,
-    signer,
-    rpc,
-    db: params.database.db,
-    logger,
-    tracker: params.tracker,
-  });
-  if (!prepared.ok)
-    throw new Error(`the origin would refuse to start:\n  - ${prepared.errors.join("\n  - ")}`);
-  const deps: AppDeps = {
-    config,
-    database: params.database,
-    chain: rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined,
-    rpc,
-    signer,
-    money: prepared.money,
-    logger,
-    clock,
-    metrics,
-  };
-  const app = createApp(deps, { gateway: createGatewayRouter, registration: createRegistrationRouter });
-  const server = await startHttpServer(app, "127.0.0.1", 0);
-  prepared.tracker?.start();
+  const chain = rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
+  const infrastructure = { config, database: params.database, chain, rpc, signer, logger, clock, metrics };
+  const composed = await composeOrigin(infrastructure, { tracker: params.tracker });
+  if (!composed.ok)
+    throw new Error(`the origin would refuse to start:\n  - ${composed.errors.join("\n  - ")}`);
+  const origin = composed.value;
+  const server = await startHttpServer(origin.app, "127.0.0.1", 0);
+  // The transaction tracker only: the key pool and identity workers are for the tests that start them.
+  origin.start(["money"]);
   return {
     url: server.url,
     base: `${server.url}${config.http.basePath}`,
-    deps,
-    app,
-    tracker: prepared.tracker,
+    deps: { ...infrastructure, money: origin.money.runtime },
+    app: origin.app,
+    tracker: origin.money.tracker,
     async close() {
       await server.close(1_000);
-      await prepared.money?.broadcasts.idle();
-      await prepared.tracker?.stop();
+      await origin.stop();
       rpc?.close();
     },
   };

@@ -5,18 +5,16 @@
  * difference. The origin reads the policy and never writes it (issue 11).
  */
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { type BroadcastLaneDeps, createBroadcastLane } from "../chain/broadcast-lane.ts";
-import { createFeeOracle } from "../chain/fees.ts";
+import { type BroadcastLane, createBroadcastLane } from "../chain/broadcast-lane.ts";
+import { createFeeOracle, type FeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
-import type { MoneyRuntime } from "../deps.ts";
 import type { Logger } from "../logger.ts";
 import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
-import type { SettlerDeps } from "../x402/settle.ts";
-import { buildX402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
+import { buildX402Runtime, type X402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
 
 /**
  * Signed transactions that may wait for the chain before signing waits too: two full batches
@@ -25,8 +23,33 @@ import { buildX402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
  */
 const MAX_WAITING_BROADCASTS = 128;
 
+/**
+ * What the money routes need beyond the infrastructure, built once the origin has checked its
+ * configuration against the enclave's sealed policy.
+ */
+export type MoneyRuntime = {
+  fees: FeeOracle;
+  /** The genesis bridge operator, lowercase: never a recipient (DESIGN §5). */
+  operatorPool: string;
+  /** The faucet treasury the enclave signs payouts with; absent without a configured treasury. */
+  treasury: { address: string; keyRef: string } | undefined;
+  /** Called once a transaction is in flight (wakes the transaction tracker). */
+  onInFlight: () => void;
+  /**
+   * The node's one lane for the faucet's and transfers' broadcasts (chain/broadcast-lane.ts):
+   * each batch's transactions after the last's, in order. Drained at shutdown.
+   */
+  broadcasts: BroadcastLane;
+};
+
 export type PrepareMoneyResult =
-  | { ok: true; money: MoneyRuntime | undefined; tracker: TxTracker | undefined }
+  | {
+      ok: true;
+      money: MoneyRuntime | undefined;
+      /** The x402 demo and facilitator (x402/setup.ts), when AGENT_X402_ENABLED is on. */
+      x402: X402Runtime | undefined;
+      tracker: TxTracker | undefined;
+    }
   | { ok: false; errors: string[] };
 
 /** True when a switch that signs money transactions is on (x402 settles through the settler). */
@@ -55,15 +78,11 @@ export async function prepareMoney(params: {
   db: Db;
   logger: Logger;
   tracker?: TxTrackerOptions;
-  /** Crash tests only (testing/money-crash-origin.ts): the money broadcasts' fault hooks. */
-  faults?: BroadcastLaneDeps["faults"];
-  /** Crash tests only (testing/money-crash-origin.ts): the settler's fault hooks. */
-  x402Faults?: SettlerDeps["faults"];
   /** The policy already read at start, if it was (main.ts logs it first). */
   sealed?: SignerResult<GetPolicyResult>;
 }): Promise<PrepareMoneyResult> {
   const { config } = params;
-  if (!moneySwitchOn(config)) return { ok: true, money: undefined, tracker: undefined };
+  if (!moneySwitchOn(config)) return { ok: true, money: undefined, x402: undefined, tracker: undefined };
   const errors: string[] = [];
   const required = `required when ${moneySwitchesOn(config)} is true`;
   if (!params.rpc) errors.push(`CHAIN_RPC_URL: ${required}`);
@@ -116,10 +135,9 @@ export async function prepareMoney(params: {
       onInFlight,
       context: "money broadcast",
       maxWaiting: MAX_WAITING_BROADCASTS,
-      faults: params.faults,
     }),
   };
-  money.x402 = buildX402Runtime({
+  const x402 = buildX402Runtime({
     config,
     sealed: sealed.value,
     money,
@@ -127,9 +145,8 @@ export async function prepareMoney(params: {
     rpc: params.rpc,
     signer: params.signer,
     logger: params.logger,
-    faults: params.x402Faults,
   });
-  return { ok: true, tracker, money };
+  return { ok: true, tracker, money, x402 };
 }
 
 /** Every way this node's money configuration differs from the sealed policy, one line each. */

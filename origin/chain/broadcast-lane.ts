@@ -25,13 +25,6 @@ export type BroadcastLaneDeps = SentBatchDeps & {
    * so a chain slower than signing slows the answers rather than piling up signed transactions.
    */
   maxWaiting: number;
-  /** Fault injection for crash tests only (testing/money-crash-origin.ts); never set otherwise. */
-  faults?: {
-    /** Before a batch is broadcast (its transactions are stored, and committed `signed`). */
-    beforeBroadcast?: () => void;
-    /** After the chain accepted a broadcast, before it is recorded or the receipt is read. */
-    afterBroadcast?: () => void;
-  };
 };
 
 export type BroadcastLane = {
@@ -71,9 +64,7 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
     queued = [];
     onTheWay = leases.length;
     try {
-      deps.faults?.beforeBroadcast?.();
       const broadcasts = await sendRawBatch(deps.rpc, leases);
-      if (broadcasts.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
       broadcasts.forEach((outcome, n) => {
         if (outcome.kind === "refused") {
           deps.logger.warn(

@@ -1,6 +1,6 @@
 import type { Handler } from "hono";
-import type { AppDeps } from "../deps.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { readAudit } from "./queries.ts";
 
 /**
@@ -8,6 +8,6 @@ import { readAudit } from "./queries.ts";
  * registration settings, identity enable/disable and funding exceptions, newest first. The audit
  * identifies no person: the credentials are shared (SPEC "Operator console").
  */
-export function auditHandler(deps: AppDeps): Handler<AppEnv> {
+export function auditHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => c.json(await readAudit(deps.database.db));
 }

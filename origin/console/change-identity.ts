@@ -1,10 +1,10 @@
 import type { Handler } from "hono";
 import { type IdentityChangeResponse, identityChangeRequestSchema } from "../../shared/console-schemas.ts";
-import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import { setIdentityEnabled } from "../identity/identity-admin.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 
 /**
  * POST {base}/admin/agents/registration/identity (SPEC "Identity disable by operator"): disables
@@ -12,7 +12,7 @@ import { setIdentityEnabled } from "../identity/identity-admin.ts";
  * before, after and reason in the same transaction. It applies at the agent's next request, moves
  * no funds and leaves submitted transactions to finish.
  */
-export function changeIdentityHandler(deps: AppDeps): Handler<AppEnv> {
+export function changeIdentityHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => {
     const body = await parseJsonBody(c, identityChangeRequestSchema);
     const result = await setIdentityEnabled(deps.database.db, {

@@ -1,9 +1,9 @@
 import type { Handler } from "hono";
 import { type SettingsChangeResponse, settingsChangeRequestSchema } from "../../shared/console-schemas.ts";
-import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { changeRegistrationSettings, type SettingsRefusal } from "../registration/settings.ts";
 
 /**
@@ -12,7 +12,7 @@ import { changeRegistrationSettings, type SettingsRefusal } from "../registratio
  * empty reasons are 400 and change nothing; every change is recorded with before, after and
  * reason, under the policy row's lock, so concurrent changes serialize.
  */
-export function changeSettingsHandler(deps: AppDeps): Handler<AppEnv> {
+export function changeSettingsHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => {
     const body = await parseJsonBody(c, settingsChangeRequestSchema);
     const result = await changeRegistrationSettings(deps.database.db, {

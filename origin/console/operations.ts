@@ -1,7 +1,7 @@
 import type { Handler } from "hono";
 import type { OperationsOverview } from "../../shared/console-schemas.ts";
-import type { AppDeps } from "../deps.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { readOperations } from "./queries.ts";
 
 /**
@@ -9,7 +9,7 @@ import { readOperations } from "./queries.ts";
  * class, key batches by state, actions by kind and state with the latest, x402 settlements by
  * state, and the active funding exceptions.
  */
-export function operationsHandler(deps: AppDeps): Handler<AppEnv> {
+export function operationsHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => {
     const now = deps.clock.now();
     const body: OperationsOverview = {

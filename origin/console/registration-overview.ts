@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import type { Handler } from "hono";
 import type { RegistrationOverview } from "../../shared/console-schemas.ts";
-import type { AppDeps } from "../deps.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { LimiterBucket } from "../http/rate-limiter.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { hashIpGroup } from "../registration/ip-classification.ts";
 import { REGISTRATION_SETTINGS } from "../registration/settings.ts";
 import type { NodeLocal } from "./node-local.ts";
@@ -24,7 +24,7 @@ const SETTING_RANGES = Object.fromEntries(
  * admission counters, verified-key stock, the policy and quotas, the last 50 public identities,
  * the hashed IP groups, and this node's limiter buckets of the last 60 s. Read only.
  */
-export function registrationOverviewHandler(deps: AppDeps, node: NodeLocal): Handler<AppEnv> {
+export function registrationOverviewHandler(deps: Infrastructure, node: NodeLocal): Handler<AppEnv> {
   const displayIpGroup = ipGroupDisplay(deps.config.secrets.registrationIp);
   return async (c) => {
     const now = deps.clock.now();

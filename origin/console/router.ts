@@ -1,9 +1,9 @@
 import { Hono } from "hono";
-import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import type { AppEnv } from "../http/env.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { ADMIN_AUTH_FAILURES, createAdminAuth } from "./admin-auth.ts";
 import { auditHandler } from "./audit.ts";
 import { changeIdentityHandler } from "./change-identity.ts";
@@ -21,7 +21,7 @@ import { registrationOverviewHandler } from "./registration-overview.ts";
  * gateway on. Without AGENT_ADMIN_API_TOKEN nothing here can authenticate, so every route
  * answers 404 `feature_disabled`.
  */
-export function createConsoleRouter(deps: AppDeps, node: NodeLocal): Hono<AppEnv> {
+export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono<AppEnv> {
   const router = new Hono<AppEnv>();
   const adminApiToken = deps.config.secrets.adminApiToken;
   if (!adminApiToken) {

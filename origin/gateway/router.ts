@@ -1,28 +1,25 @@
 import { type Handler, Hono } from "hono";
-import { createMoneyExecutor, type ExecutorDeps } from "../actions/execute.ts";
-import { faucetHandler } from "../actions/faucet.ts";
 import { getActionHandler } from "../actions/get-action.ts";
-import type { MoneyServices } from "../actions/money-services.ts";
-import { createActionClaimer } from "../actions/repository.ts";
-import { transfersHandler } from "../actions/transfers.ts";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
 import { createLatestBlock } from "../chain/block-number.ts";
-import { broadcastLeaseMs } from "../chain/outgoing.ts";
-import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
-import { x402AuthorizeHandler } from "../x402/authorize.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
 import { rpcHandler } from "./rpc.ts";
 
-/** Handlers of the write routes; a route whose handler is absent answers `feature_disabled`. */
-export type WriteHandlers = {
+/**
+ * Handlers of the write routes, built by the capabilities whose switches are on (the money
+ * module's faucet and transfers, the x402 module's authorize); a route whose handler is absent
+ * answers `feature_disabled`.
+ */
+export type GatewayWriteHandlers = {
   faucet?: Handler<AppEnv>;
   transfers?: Handler<AppEnv>;
   x402Authorize?: Handler<AppEnv>;
@@ -31,7 +28,7 @@ export type WriteHandlers = {
 export type GatewayRouterOptions = {
   /** This node's limiters (origin/app.ts shares them with the console); fresh ones otherwise. */
   limiters?: GatewayLimiters;
-  writes?: WriteHandlers;
+  writes?: GatewayWriteHandlers;
   /** Told of each limiter refusal (metrics). */
   refusals?: RefusalCounter;
 };
@@ -40,7 +37,7 @@ export type GatewayRouterOptions = {
  * The agent wallet API under {base}/agent/v1. Built only when the gateway switch is on
  * (origin/app.ts), so with the switch off neither the limiter nor any route exists.
  */
-export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions = {}): Hono<AppEnv> {
+export function createGatewayRouter(deps: Infrastructure, options: GatewayRouterOptions = {}): Hono<AppEnv> {
   const limiters = options.limiters ?? createGatewayLimiters();
   const router = new Hono<AppEnv>();
   const latestBlock = deps.rpc ? createLatestBlock(deps.rpc) : undefined;
@@ -76,7 +73,7 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
   router.get("/actions/:action_id", requireCapability("read"), getActionHandler(deps.database.db));
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
-  const writes = { ...moneyHandlers(deps), ...x402Handlers(deps), ...options.writes };
+  const writes = options.writes ?? {};
   router.post("/faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
   router.post("/transfers", requireCapability("transfer"), writes.transfers ?? featureDisabled("transfers"));
   router.post(
@@ -85,51 +82,6 @@ export function createGatewayRouter(deps: AppDeps, options: GatewayRouterOptions
     writes.x402Authorize ?? featureDisabled("x402 authorization"),
   );
   return router;
-}
-
-/** The faucet and transfer routes of the switches that are on (and checked at start, main.ts). */
-function moneyHandlers(deps: AppDeps): WriteHandlers {
-  if (!deps.money || !deps.rpc) return {};
-  const executorDeps: ExecutorDeps = {
-    db: deps.database.db,
-    rpc: deps.rpc,
-    fees: deps.money.fees,
-    clock: deps.clock,
-    logger: deps.logger,
-    broadcasts: deps.money.broadcasts,
-    leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
-  };
-  const services: MoneyServices = {
-    ...executorDeps,
-    executor: createMoneyExecutor(executorDeps),
-    claim: createActionClaimer(deps.database.db),
-    config: deps.config,
-    signer: deps.signer,
-    operatorPool: deps.money.operatorPool,
-    treasury: deps.money.treasury,
-  };
-  return {
-    ...(deps.config.features.faucet && services.treasury ? { faucet: faucetHandler(services) } : {}),
-    ...(deps.config.features.transfers ? { transfers: transfersHandler(services) } : {}),
-  };
-}
-
-/**
- * The x402 authorize route when its switch is on (config requires the amount and payTo then). It
- * stands apart from the money routes: turning transfers off does not turn x402 off (SPEC).
- */
-function x402Handlers(deps: AppDeps): WriteHandlers {
-  const { amountUnits, payTo, maxTimeoutSeconds, dailyLimit } = deps.config.x402;
-  if (!deps.config.features.x402 || amountUnits === undefined || !payTo) return {};
-  return {
-    x402Authorize: x402AuthorizeHandler({
-      db: deps.database.db,
-      signer: deps.signer,
-      clock: deps.clock,
-      policy: { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds },
-      dailyLimit,
-    }),
-  };
 }
 
 function featureDisabled(what: string): Handler<AppEnv> {

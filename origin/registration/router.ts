@@ -2,11 +2,11 @@ import { Hono } from "hono";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
-import type { AppDeps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { type AdmitAttemptResult, admitAttempts } from "./admission-repository.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
@@ -43,7 +43,7 @@ export type RegistrationRouterOptions = {
  * Every answer carries Cache-Control: no-store; the token is never logged.
  */
 export function createRegistrationRouter(
-  deps: AppDeps,
+  deps: Infrastructure,
   options: RegistrationRouterOptions = {},
 ): Hono<AppEnv> {
   const { config, clock } = deps;

@@ -12,8 +12,8 @@ import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../sh
 import { normaliseHex } from "../../shared/hex.ts";
 import { createActionClaimer, requestHash } from "../actions/repository.ts";
 import { secondsToNextUtcDay, utcDate } from "../actions/utc-day.ts";
+import type { Clock } from "../clock.ts";
 import type { Db } from "../db/client.ts";
-import type { Clock } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { readJsonBody } from "../http/json-body.ts";

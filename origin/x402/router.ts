@@ -6,16 +6,17 @@
  * the client requested (resource-url.ts).
  */
 import { Hono } from "hono";
-import type { AppDeps } from "../deps.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { createClientLimit } from "./client-limit.ts";
 import { createDemoRouter } from "./demo.ts";
 import { createFacilitatorRouter } from "./facilitator.ts";
 import { createPayerFactsReader } from "./payer-facts.ts";
 import { createResourceUrlOf } from "./resource-url.ts";
+import type { X402Runtime } from "./setup.ts";
 
 export type X402RouterOptions = {
   /** Told of each refusal of the per-client window (metrics). */
@@ -23,8 +24,11 @@ export type X402RouterOptions = {
 };
 
 /** Undefined when x402 is off or not configured: every /x402 path is then 404. */
-export function createX402Router(deps: AppDeps, options: X402RouterOptions = {}): Hono<AppEnv> | undefined {
-  const runtime = deps.money?.x402;
+export function createX402Router(
+  deps: Infrastructure,
+  runtime: X402Runtime | undefined,
+  options: X402RouterOptions = {},
+): Hono<AppEnv> | undefined {
   if (!runtime || !deps.rpc) return undefined;
   const { x402 } = deps.config;
   const verifyDeps = {

@@ -4,15 +4,15 @@
  * engine. Refuses to start x402 when the sealed x402 terms differ from the configuration or no
  * settler key exists, naming each difference.
  */
+import type { FeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
-import type { MoneyRuntime } from "../deps.ts";
 import type { Logger } from "../logger.ts";
 import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
-import { createSettler, type Settler, type SettlerDeps } from "./settle.ts";
+import { createSettler, type Settler } from "./settle.ts";
 
 export type X402Runtime = {
   requirements: PaymentRequirements;
@@ -69,12 +69,12 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
 export function buildX402Runtime(params: {
   config: Config;
   sealed: GetPolicyResult;
-  money: MoneyRuntime | undefined;
+  /** The money runtime's parts the settler shares (actions/money-setup.ts). */
+  money: { fees: FeeOracle; operatorPool: string; onInFlight: () => void } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
   signer: SignerClient;
   logger: Logger;
-  faults?: SettlerDeps["faults"];
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;
   const { amountUnits, payTo } = config.x402;
@@ -99,7 +99,6 @@ export function buildX402Runtime(params: {
       leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
       onInFlight: money.onInFlight,
-      faults: params.faults,
     }),
   };
 }

@@ -1,19 +1,23 @@
-import type { AppDeps } from "../deps.ts";
-import { sweepIdentities } from "../identity/sweep.ts";
-import { refillOnce } from "../keypool/refill.ts";
-import { sweepStuckBatches } from "../keypool/sweeper.ts";
+import { type Capability, capability } from "../capability.ts";
+import type { Infrastructure } from "../infrastructure.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
-import { startLoop, type Worker } from "./loop.ts";
+import { startLoop, type Worker } from "../workers/loop.ts";
+import { refillOnce } from "./refill.ts";
+import { sweepStuckBatches } from "./sweeper.ts";
 
 const REFILL_PERIOD_MS = 10_000;
 const MAX_REFILL_BACKOFF_MS = 5 * 60_000;
 
 /**
- * The origin's background workers (DESIGN §1): key-pool refill, stuck-batch sweeper and identity
- * sweep. Started only when the gateway switch is on (SPEC "Configuration switches").
+ * The key pool's background workers (DESIGN §1): the refill, when the origin can mint the
+ * enclave's admin capability, and the stuck-batch sweeper.
  */
-export function startBackgroundWorkers(deps: AppDeps): Worker[] {
-  const { config, logger, database, signer, clock } = deps;
+export function createKeyPoolModule(infra: Infrastructure): Capability {
+  return capability("keypool", { workers: () => startKeyPoolWorkers(infra) });
+}
+
+function startKeyPoolWorkers(infra: Infrastructure): Worker[] {
+  const { config, logger, database, signer, clock } = infra;
   const db = database.db;
   const workers: Worker[] = [];
 
@@ -61,13 +65,6 @@ export function startBackgroundWorkers(deps: AppDeps): Worker[] {
         });
       },
     ),
-    startLoop("identity-sweep", config.identitySweep.periodSeconds * 1000, logger, async () => {
-      const report = await sweepIdentities(
-        { db, signer, logger },
-        { envId: config.envId, windowSeconds: config.identitySweep.windowSeconds, now: clock.now() },
-      );
-      if (report.checked > 0) logger.info(report, "identity sweep");
-    }),
   );
   return workers;
 }

@@ -1,0 +1,43 @@
+import type { Hono } from "hono";
+import type { AppEnv } from "./http/env.ts";
+import type { Worker } from "./workers/loop.ts";
+
+/** The capabilities the origin is assembled from (compose.ts), in the order their routes mount. */
+export type CapabilityName =
+  | "health"
+  | "console"
+  | "money"
+  | "registration"
+  | "openapi"
+  | "gateway"
+  | "x402"
+  | "keypool"
+  | "identity";
+
+/**
+ * One capability of the origin, in the one shape composeOrigin knows: the routers it mounts under
+ * BASE_PATH, the background workers it runs, and what it drains at shutdown. Its start-up check
+ * runs while it is built: a factory that finds the configuration unusable answers the reasons
+ * instead of a capability, and the origin refuses to start naming them (StartupCheck).
+ */
+export type Capability = {
+  name: CapabilityName;
+  /** Mounted under {base} in this order; Hono runs matching handlers in registration order. */
+  routes: readonly { path: string; router: Hono<AppEnv> }[];
+  /** Starts this capability's background workers; called once, after the server listens. */
+  workers: () => Worker[];
+  /** Finishes what this capability has in flight, before the workers stop and the clients close. */
+  stop: () => Promise<void>;
+};
+
+/** A factory's start-up check: the capability, or each reason the origin must not start. */
+export type StartupCheck<T> = { ok: true; value: T } | { ok: false; errors: string[] };
+
+export function capability(name: CapabilityName, parts: Partial<Omit<Capability, "name">> = {}): Capability {
+  return {
+    name,
+    routes: parts.routes ?? [],
+    workers: parts.workers ?? (() => []),
+    stop: parts.stop ?? (async () => {}),
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * The one place the origin is assembled, used by main.ts, the test harness
+ * (scripts/test/origin.ts), the crash child (scripts/test/money-crash-origin.ts) and the gateway
+ * bench (scripts/bench/gateway-server.ts).
+ *
+ * Three layers, each importing only the ones below it:
+ *   - the infrastructure (infrastructure.ts): the configuration, the database, the chain clients,
+ *     the signer client, the logger, the clock and the metrics; opened by the caller, which also
+ *     closes them. It names no capability. A test that needs a fault the real parts cannot produce
+ *     wraps one of these clients before handing them over (the crash child's upstream that kills
+ *     its process around a broadcast); no production type carries a test hook.
+ *   - the capabilities (capability.ts), each in its own folder and of one shape: the routers it
+ *     mounts under BASE_PATH, the workers it runs, what it drains at shutdown; its start-up check
+ *     runs while it is built. health and console always; money (its start-up check is the sealed
+ *     policy's, whatever the gateway switch); with the gateway switch on, registration, openapi,
+ *     gateway (which mounts the write routes money and x402 hand it) and x402; keypool and
+ *     identity, whose workers start only with the gateway switch on (SPEC "Configuration
+ *     switches").
+ *   - this root, which builds the node-local state the capabilities share (the gateway's
+ *     limiters and the registration's early limiter, shown by the console; the metrics), the
+ *     capabilities in dependency order, and the app (app.ts) from their routes in mount order.
+ *
+ * Serving, signals and closing the infrastructure stay with the caller: main.ts listens on its
+ * port or inherited socket and exits on a signal; a test listens on a free port.
+ */
+import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
+import { createApp } from "./app.ts";
+import type { Capability, CapabilityName, StartupCheck } from "./capability.ts";
+import { capability } from "./capability.ts";
+import { createOriginMetrics, type OriginMetrics } from "./console/metrics.ts";
+import type { NodeLocal } from "./console/node-local.ts";
+import { createConsoleRouter } from "./console/router.ts";
+import { createGatewayLimiters, type GatewayLimiters } from "./gateway/limits.ts";
+import { createGatewayRouter } from "./gateway/router.ts";
+import { createHealthRouter } from "./health.ts";
+import { createIdentityModule } from "./identity/capability.ts";
+import type { Infrastructure } from "./infrastructure.ts";
+import { createKeyPoolModule } from "./keypool/capability.ts";
+import { createOpenApiRouter } from "./openapi/router.ts";
+import { EarlyLimiter } from "./registration/early-limiter.ts";
+import { createRegistrationRouter } from "./registration/router.ts";
+import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
+import type { Worker } from "./workers/loop.ts";
+import type { TxTrackerOptions } from "./workers/tx-tracker.ts";
+import { createX402Module } from "./x402/capability.ts";
+
+export type ComposeOptions = {
+  /** Timings of the transaction tracker (tests shorten its grace periods). */
+  tracker?: TxTrackerOptions;
+  /** This node's gateway limiters; the configured ones by default (the bench raises them). */
+  limiters?: GatewayLimiters;
+  /** The sealed policy, when the caller read it already (main.ts logs it first). */
+  sealed?: SignerResult<GetPolicyResult>;
+};
+
+export type ComposedOrigin = {
+  app: ReturnType<typeof createApp>;
+  /** The infrastructure as the capabilities got it (with the metrics registry filled in). */
+  infrastructure: Infrastructure & { metrics: OriginMetrics };
+  /** In mount order. */
+  capabilities: readonly Capability[];
+  /** The money capability's runtime and tracker (tests read them). */
+  money: MoneyModule;
+  /**
+   * Starts the workers of the named capabilities (all by default), once the server listens. With
+   * the gateway switch off no worker starts.
+   */
+  start(only?: readonly CapabilityName[]): void;
+  /** Drains each capability, then stops the workers; the caller closes the infrastructure after. */
+  stop(): Promise<void>;
+};
+
+export async function composeOrigin(
+  infrastructure: Infrastructure,
+  options: ComposeOptions = {},
+): Promise<StartupCheck<ComposedOrigin>> {
+  const { config, clock } = infrastructure;
+  const metrics = infrastructure.metrics ?? createOriginMetrics({ db: infrastructure.database.db });
+  const infra = { ...infrastructure, metrics };
+  const node: NodeLocal = {
+    // As before they were shared: the gateway's tiers on the system's time, the registration's
+    // early limiter on the infrastructure's clock (its windows follow the quota clock).
+    limiters: options.limiters ?? createGatewayLimiters(),
+    earlyLimiter: new EarlyLimiter(() => clock.now().getTime()),
+    refusals: metrics.refused,
+    metrics,
+    startedAt: clock.now(),
+  };
+
+  const money = await createMoneyModule(infra, { tracker: options.tracker, sealed: options.sealed });
+  if (!money.ok) return money;
+
+  const capabilities: Capability[] = [
+    capability("health", { routes: [{ path: "/", router: createHealthRouter(infra) }] }),
+    // The console and /metrics: private origin only (the edge never routes them), whatever the
+    // gateway switch (console/router.ts says why).
+    capability("console", { routes: [{ path: "/", router: createConsoleRouter(infra, node) }] }),
+  ];
+  // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
+  // through to the 404 (SPEC "Configuration switches").
+  if (config.gatewayEnabled) {
+    const x402 = createX402Module(infra, node.refusals, money.value.x402);
+    capabilities.push(
+      // Registered first: Hono runs matching handlers in registration order, so the register route
+      // answers before the gateway's `*` middleware (client IP, bearer auth) would run. Public:
+      // register needs no token (SPEC).
+      capability("registration", {
+        routes: [
+          {
+            path: "/agent/v1/register",
+            router: createRegistrationRouter(infra, {
+              earlyLimiter: node.earlyLimiter,
+              refusals: node.refusals,
+            }),
+          },
+        ],
+      }),
+      // Public, like register: an agent reads the document before it holds a token.
+      capability("openapi", {
+        routes: [{ path: "/agent/v1/openapi.json", router: createOpenApiRouter(config.http.basePath) }],
+      }),
+      capability("gateway", {
+        routes: [
+          {
+            path: "/agent/v1",
+            router: createGatewayRouter(infra, {
+              limiters: node.limiters,
+              refusals: node.refusals,
+              writes: { ...money.value.writes, ...x402.writes },
+            }),
+          },
+        ],
+      }),
+      // The demo resource and the facilitator: public, present when x402 is on.
+      x402.capability,
+    );
+  }
+  capabilities.push(createKeyPoolModule(infra), createIdentityModule(infra), money.value.capability);
+
+  const app = createApp(infra, capabilities);
+  const workers: Worker[] = [];
+  return {
+    ok: true,
+    value: {
+      app,
+      infrastructure: infra,
+      capabilities,
+      money: money.value,
+      start(only) {
+        if (!config.gatewayEnabled) return;
+        for (const each of capabilities) {
+          if (!only || only.includes(each.name)) workers.push(...each.workers());
+        }
+      },
+      async stop() {
+        for (const each of capabilities) await each.stop();
+        await Promise.all(workers.map((worker) => worker.stop()));
+      },
+    },
+  };
+}

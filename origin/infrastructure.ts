@@ -1,0 +1,40 @@
+import type { ChainClient } from "./chain/client.ts";
+import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import type { OriginMetrics } from "./console/metrics.ts";
+import type { DatabaseHandle } from "./db/client.ts";
+import type { Logger } from "./logger.ts";
+import type { KeyHoldingReport } from "./signer/key-holding.ts";
+import type { SignerClient } from "./signer/types.ts";
+
+/**
+ * The clients and services every capability is built on, opened once by whoever starts the
+ * origin (main.ts, the test harness, the crash child, the bench) and handed to composeOrigin
+ * (compose.ts); no module reaches for a singleton (STYLE habit 6). It names no capability: a
+ * capability imports it, never the other way round. A test that needs a fault the real parts
+ * cannot produce wraps one of these clients (a signer that fails, an upstream that dies after a
+ * broadcast) instead of threading a hook through production types.
+ */
+export type Infrastructure = {
+  config: Config;
+  database: DatabaseHandle;
+  /** Absent when CHAIN_RPC_URL is unset: the origin runs without a chain and /healthz says so. */
+  chain: ChainClient | undefined;
+  /** Raw JSON-RPC pass-through to the same node (the /rpc proxy, balance reads); absent with no chain. */
+  rpc: JsonRpcUpstream | undefined;
+  /** The enclave signer: the socket client, or dormant when no endpoint is configured. */
+  signer: SignerClient;
+  logger: Logger;
+  clock: Clock;
+  /**
+   * The metrics registry, when the builder of this infrastructure wrapped the signer and the chain
+   * upstream with it (main.ts does); otherwise composeOrigin makes one without those two.
+   */
+  metrics?: OriginMetrics | undefined;
+  /**
+   * Asks the enclave whether it holds the keys the database assigns (signer/key-holding.ts); absent
+   * without an enclave endpoint. /healthz reports it.
+   */
+  keysHeld?: (() => Promise<KeyHoldingReport>) | undefined;
+};

@@ -1,0 +1,44 @@
+import type { Handler } from "hono";
+import { type Capability, capability } from "../capability.ts";
+import type { AppEnv } from "../http/env.ts";
+import type { RefusalCounter } from "../http/refusals.ts";
+import type { Infrastructure } from "../infrastructure.ts";
+import { x402AuthorizeHandler } from "./authorize.ts";
+import { createX402Router } from "./router.ts";
+import type { X402Runtime } from "./setup.ts";
+
+export type X402Module = {
+  capability: Capability;
+  /** The gateway's authorize route, when the switch is on; the gateway mounts it. */
+  writes: { x402Authorize?: Handler<AppEnv> };
+};
+
+/**
+ * The x402 demo resource and facilitator under {base}/x402 (present when x402 is on and its
+ * runtime was built from the sealed policy, see actions/money-setup.ts), and the gateway's
+ * authorize route. Authorize stands apart from the money routes: turning transfers off does not
+ * turn x402 off (SPEC); config requires the amount and payTo when the switch is on.
+ */
+export function createX402Module(
+  infra: Infrastructure,
+  refusals: RefusalCounter,
+  runtime: X402Runtime | undefined,
+): X402Module {
+  const router = createX402Router(infra, runtime, { refusals });
+  const { amountUnits, payTo, maxTimeoutSeconds, dailyLimit } = infra.config.x402;
+  const on = infra.config.features.x402 && amountUnits !== undefined && payTo;
+  return {
+    capability: capability("x402", { routes: router ? [{ path: "/x402", router }] : [] }),
+    writes: on
+      ? {
+          x402Authorize: x402AuthorizeHandler({
+            db: infra.database.db,
+            signer: infra.signer,
+            clock: infra.clock,
+            policy: { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds },
+            dailyLimit,
+          }),
+        }
+      : {},
+  };
+}
