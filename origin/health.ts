@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "./http/env.ts";
 import type { Infrastructure } from "./infrastructure.ts";
+import { route } from "./openapi/route.ts";
 import type { KeyHoldingReport } from "./signer/key-holding.ts";
 import { readEnclavePolicy } from "./signer/sealed-policy.ts";
 
@@ -19,7 +20,7 @@ type Probe = { ok: boolean; ms: number; error?: string };
  */
 export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
   const router = new Hono<AppEnv>();
-  router.get("/healthz", async (c) => {
+  route(router, "/", "health", async (c) => {
     const enclavePolicy = readEnclavePolicy(deps.signer, {
       configured: deps.config.signer.endpoint !== undefined,
       timeoutMs: HEALTH_ENCLAVE_TIMEOUT_MS,

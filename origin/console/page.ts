@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { type Handler, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
+import { route } from "../openapi/route.ts";
 
 /**
  * The page's only sources: itself, its script and its stylesheet, all from this origin; no inline
@@ -44,8 +45,8 @@ export function createPageRouter(basePath: string): Hono<AppEnv> {
     (body: string, type: string): Handler<AppEnv> =>
     (c) =>
       c.body(body, 200, { ...SECURITY_HEADERS, "Content-Type": type });
-  router.get("/admin/agents", serve(html, "text/html; charset=utf-8"));
-  router.get("/admin/agents/assets/console.js", serve(script, "text/javascript; charset=utf-8"));
-  router.get("/admin/agents/assets/console.css", serve(style, "text/css; charset=utf-8"));
+  route(router, "/", "consolePage", serve(html, "text/html; charset=utf-8"));
+  route(router, "/", "consoleScript", serve(script, "text/javascript; charset=utf-8"));
+  route(router, "/", "consoleStyle", serve(style, "text/css; charset=utf-8"));
   return router;
 }

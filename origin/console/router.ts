@@ -4,6 +4,7 @@ import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import type { AppEnv } from "../http/env.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { Infrastructure } from "../infrastructure.ts";
+import { route } from "../openapi/route.ts";
 import { ADMIN_AUTH_FAILURES, createAdminAuth } from "./admin-auth.ts";
 import { auditHandler } from "./audit.ts";
 import { changeIdentityHandler } from "./change-identity.ts";
@@ -52,13 +53,13 @@ export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono
   });
 
   router.route("/", createPageRouter(deps.config.http.basePath));
-  router.get("/admin/agents/registration", auth.read, registrationOverviewHandler(deps, node));
-  router.get("/admin/agents/operations", auth.read, operationsHandler(deps));
-  router.get("/admin/agents/audit", auth.read, auditHandler(deps));
-  router.post("/admin/agents/registration/settings", auth.change, changeSettingsHandler(deps));
-  router.post("/admin/agents/registration/identity", auth.change, changeIdentityHandler(deps));
+  route(router, "/", "consoleRegistration", auth.read, registrationOverviewHandler(deps, node));
+  route(router, "/", "consoleOperations", auth.read, operationsHandler(deps));
+  route(router, "/", "consoleAudit", auth.read, auditHandler(deps));
+  route(router, "/", "consoleChangeSettings", auth.change, changeSettingsHandler(deps));
+  route(router, "/", "consoleChangeIdentity", auth.change, changeIdentityHandler(deps));
   // GET {base}/metrics: the Prometheus text format, for a scraper holding the admin read token.
-  router.get("/metrics", auth.scrape, async (c) =>
+  route(router, "/", "metrics", auth.scrape, async (c) =>
     c.body(await node.metrics.render(), 200, {
       "Content-Type": node.metrics.registry.contentType,
       "Cache-Control": "no-store",

@@ -9,6 +9,7 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
+import { route } from "../openapi/route.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
@@ -62,22 +63,32 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
     }),
   );
 
-  router.get("/network", requireCapability("read"), networkHandler(deps.config, latestBlock));
-  router.get("/balance", requireCapability("read"), balanceHandler(deps.rpc));
-  router.post(
-    "/rpc",
+  const at = "/agent/v1";
+  route(router, at, "getNetwork", requireCapability("read"), networkHandler(deps.config, latestBlock));
+  route(router, at, "getBalance", requireCapability("read"), balanceHandler(deps.rpc));
+  route(
+    router,
+    at,
+    "rpc",
     requireCapability("read"),
     rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals),
   );
-
-  router.get("/actions/:action_id", requireCapability("read"), getActionHandler(deps.database.db));
+  route(router, at, "getAction", requireCapability("read"), getActionHandler(deps.database.db));
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
   const writes = options.writes ?? {};
-  router.post("/faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
-  router.post("/transfers", requireCapability("transfer"), writes.transfers ?? featureDisabled("transfers"));
-  router.post(
-    "/x402/authorize",
+  route(router, at, "faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
+  route(
+    router,
+    at,
+    "transfer",
+    requireCapability("transfer"),
+    writes.transfers ?? featureDisabled("transfers"),
+  );
+  route(
+    router,
+    at,
+    "authorizeX402",
     requireCapability("transfer"),
     writes.x402Authorize ?? featureDisabled("x402 authorization"),
   );

@@ -1,6 +1,7 @@
-/** Types and shared pieces of the route table (operations.ts). */
+/** Types and shared pieces of the route table (operations.ts): one descriptor per endpoint. */
 import type { z } from "zod";
 import { errorBodySchema } from "../../shared/gateway-schemas.ts";
+import type { CapabilityName } from "../capability.ts";
 
 export type HttpMethod = "get" | "post";
 export type SecurityName = "agentToken" | "adminApiToken" | "registrationAdminToken";
@@ -23,6 +24,8 @@ export type Operation = {
   /** Relative to {base}, OpenAPI style: `/agent/v1/actions/{action_id}`. */
   path: string;
   operationId: string;
+  /** The capability that builds the route's handler (compose.ts); it mounts it with route.ts. */
+  capability: CapabilityName;
   summary: string;
   tag: "agent" | "registration" | "x402" | "console" | "operations";
   /** Every listed scheme is required together (an AND); none = public. */

@@ -1,8 +1,11 @@
 /**
- * Every route the origin mounts under {base}, with the zod schemas its bodies follow: the source
- * of the OpenAPI document (document.ts). Request schemas are the ones the routes parse with;
- * response schemas are the ones the tests check answers against. Nothing here is a second copy
- * of a body schema: a route whose body has no schema yet is documented as a free-form object.
+ * Every route the origin mounts under {base}, one descriptor per endpoint (method, path, the zod
+ * schemas its bodies follow, the capability that handles it): the routers register their handlers
+ * at it (route.ts), the OpenAPI document is generated from it (document.ts), and the fuzz table
+ * (scripts/test/fuzz/routes.ts) takes each route's method, path and body schema from it. Request
+ * schemas are the ones the routes parse with; response schemas are the ones the tests check
+ * answers against. Nothing here is a second copy of a body schema: a route whose body has no
+ * schema yet is documented as a free-form object.
  */
 import {
   actionSchema,
@@ -82,6 +85,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/agent/v1/network",
     operationId: "getNetwork",
+    capability: "gateway",
     summary: "Discovery: chain, the caller's identity, the RPC allowlist, limits and features. Call first.",
     tag: "agent",
     security: ["agentToken"],
@@ -94,6 +98,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/agent/v1/balance",
     operationId: "getBalance",
+    capability: "gateway",
     summary: "The assigned wallet's balance, in 6-decimal units and in wei.",
     tag: "agent",
     security: ["agentToken"],
@@ -106,6 +111,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/agent/v1/rpc",
     operationId: "rpc",
+    capability: "gateway",
     summary:
       "Read-only JSON-RPC proxy: eth_chainId, eth_blockNumber, eth_getBalance, eth_getTransactionByHash, eth_getTransactionReceipt, eth_getBlockByNumber. Other methods get JSON-RPC error -32601 with the allowlist in `data`.",
     tag: "agent",
@@ -137,6 +143,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/agent/v1/actions/{action_id}",
     operationId: "getAction",
+    capability: "gateway",
     summary: "One of the caller's own actions; another agent's id is 404 like an unknown one.",
     tag: "agent",
     security: ["agentToken"],
@@ -146,6 +153,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/agent/v1/faucet",
     operationId: "faucet",
+    capability: "money",
     summary: "A faucet payout to the caller's own assigned wallet (capability `faucet`).",
     tag: "agent",
     security: ["agentToken"],
@@ -156,6 +164,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/agent/v1/transfers",
     operationId: "transfer",
+    capability: "money",
     summary: "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units.",
     tag: "agent",
     security: ["agentToken"],
@@ -166,6 +175,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/agent/v1/x402/authorize",
     operationId: "authorizeX402",
+    capability: "x402",
     summary:
       "Signs an x402 payment authorization for a quote (capability `transfer`): body `{payment_required, nonce, idempotency_key?}`, answer `{action_id, payment_signature, payment_payload, valid_before}`.",
     tag: "x402",
@@ -193,6 +203,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/agent/v1/openapi.json",
     operationId: "getOpenApi",
+    capability: "openapi",
     summary: "This document.",
     tag: "agent",
     security: [],
@@ -207,6 +218,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/agent/v1/register",
     operationId: "register",
+    capability: "registration",
     summary:
       "Issues a token and an empty assigned wallet (capabilities read and transfer). Never retry automatically: a lost answer may already have created the identity.",
     tag: "registration",
@@ -233,6 +245,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/x402/demo",
     operationId: "x402Demo",
+    capability: "x402",
     summary: "Demo paid resource: unpaid gives 402 with the quote; repeat with PAYMENT-SIGNATURE to pay.",
     tag: "x402",
     security: [],
@@ -252,6 +265,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/x402/facilitator/supported",
     operationId: "x402Supported",
+    capability: "x402",
     summary:
       'Facilitator capabilities `{kinds: [{x402Version: 2, scheme: "exact", network: "eip155:77", extra}]}`.',
     tag: "x402",
@@ -265,6 +279,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/x402/facilitator/verify",
     operationId: "x402Verify",
+    capability: "x402",
     summary:
       "Verify a payment: `{x402Version: 2, paymentPayload, paymentRequirements}` → `{isValid, invalidReason, payer}`.",
     tag: "x402",
@@ -284,6 +299,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/x402/facilitator/settle",
     operationId: "x402Settle",
+    capability: "x402",
     summary:
       "Settle a payment: `{x402Version: 2, paymentPayload, paymentRequirements}` → `{success, errorReason, transaction, network, payer}`.",
     tag: "x402",

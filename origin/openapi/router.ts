@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
 import { buildOpenApiDocument } from "./document.ts";
+import { route } from "./route.ts";
 
 /**
  * GET {base}/agent/v1/openapi.json: the document, without authentication (an agent reads it before
@@ -9,7 +10,7 @@ import { buildOpenApiDocument } from "./document.ts";
 export function createOpenApiRouter(basePath: string): Hono<AppEnv> {
   const body = JSON.stringify(buildOpenApiDocument(basePath));
   const router = new Hono<AppEnv>();
-  router.get("/", (c) =>
+  route(router, "/agent/v1/openapi.json", "getOpenApi", (c) =>
     c.body(body, 200, { "content-type": "application/json", "cache-control": "public, max-age=300" }),
   );
   return router;

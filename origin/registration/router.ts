@@ -7,6 +7,7 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
+import { route } from "../openapi/route.ts";
 import { type AdmitAttemptResult, admitAttempts } from "./admission-repository.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
@@ -60,7 +61,7 @@ export function createRegistrationRouter(
     await next();
   });
 
-  router.post("/", async (c) => {
+  route(router, "/agent/v1/register", "register", async (c) => {
     // The outcome goes on the request's one log line (request-context.ts); nothing of the response
     // (token, agent id, wallet) and never the client address.
     const log = (outcome: string, fields: Record<string, string | boolean> = {}): void =>

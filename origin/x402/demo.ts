@@ -11,6 +11,7 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
+import { route } from "../openapi/route.ts";
 import type { ClientLimit } from "./client-limit.ts";
 import { decodePaymentHeader } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
@@ -35,7 +36,7 @@ export function createDemoRouter({
   resourceUrlOf,
 }: DemoRouterDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  app.get("/", async (c) => {
+  route(app, "/x402/demo", "x402Demo", async (c) => {
     const resource: ResourceInfo = {
       url: resourceUrlOf(c),
       mimeType: "application/json",

@@ -10,6 +10,7 @@
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
 import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
+import { route } from "../openapi/route.ts";
 import type { ClientLimit } from "./client-limit.ts";
 import { parseEnvelope } from "./payment.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -42,7 +43,7 @@ export function createFacilitatorRouter(
     return true;
   };
 
-  app.get("/supported", (c) =>
+  route(app, "/x402/facilitator", "x402Supported", (c) =>
     c.json({
       kinds: [
         {
@@ -98,7 +99,7 @@ export function createFacilitatorRouter(
     };
   };
 
-  app.post("/verify", async (c) => {
+  route(app, "/x402/facilitator", "x402Verify", async (c) => {
     if (overLimit(c)) return c.json({ isValid: false, invalidReason: X402_REASONS.rateLimited }, 429);
     const body = await readFacilitatorBody(c);
     if (body === TOO_LARGE)
@@ -112,7 +113,7 @@ export function createFacilitatorRouter(
     return c.json(answer);
   });
 
-  app.post("/settle", async (c) => {
+  route(app, "/x402/facilitator", "x402Settle", async (c) => {
     if (overLimit(c)) return c.json(failed(X402_REASONS.rateLimited, ""), 429);
     const body = await readFacilitatorBody(c);
     if (body === TOO_LARGE) return c.json(failed(X402_REASONS.invalidPayload, ""), 413);

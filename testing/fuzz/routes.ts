@@ -1,22 +1,18 @@
 /**
- * The routes the fuzz suite covers: one entry per route, each naming its credentials, its body
- * (generated from the route's own zod schema) and the shape of its refusals. A new route is one
- * entry here; a new credential or refusal shape is one case in requests.ts or refusals.ts.
+ * The routes the fuzz suite covers. Each route's method, path and body schema come from its
+ * descriptor in origin/openapi/operations.ts (the one the router and the OpenAPI document use);
+ * this table adds what only the fuzz needs, by operationId: its credentials, the shape of its
+ * refusals, arbitraries for what a schema cannot say (checksummed addresses, known ids), its body
+ * limit. Every descriptor is either fuzzed here or named in NOT_FUZZED with the reason, so a new
+ * route cannot be left out silently. A new credential or refusal shape is one case in requests.ts
+ * or refusals.ts.
  */
 import fc from "fast-check";
 import type { z } from "zod";
-import {
-  identityChangeRequestSchema,
-  settingsChangeRequestSchema,
-  settingsSchema,
-} from "../../shared/console-schemas.ts";
+import { OPERATIONS, type Operation } from "../../origin/openapi/operations.ts";
+import { settingsSchema } from "../../shared/console-schemas.ts";
 import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { ErrorCode } from "../../shared/error-codes.ts";
-import {
-  faucetRequestSchema,
-  transferRequestSchema,
-  x402AuthorizeRequestSchema,
-} from "../../shared/gateway-schemas.ts";
 import { anyJson } from "./hostile.ts";
 import { facilitatorBodies, payableQuotes } from "./x402-payments.ts";
 import { arbitraryFromSchema } from "./zod-arbitrary.ts";
@@ -122,79 +118,114 @@ const uuidish = fc.oneof(
 /** Ids the stack knows, so some fuzzed references hit real rows. */
 export type KnownIds = { agentIds: string[] };
 
+/** What the fuzz adds to a route's descriptor; the method, the path and the body schema are the descriptor's. */
+type FuzzFacts = Omit<FuzzRoute, "method" | "path" | "body"> & {
+  operationId: string;
+  /** For a path with one `{parameter}`: the values it takes. */
+  param?: fc.Arbitrary<string>;
+  /**
+   * The body: from the descriptor's request schema, with `fields` overriding top-level fields, or
+   * `valid` given the schema (bodies the schema cannot describe: JSON-RPC, x402's own shapes).
+   */
+  body?: {
+    maxBytes: number;
+    fields?: Record<string, fc.Arbitrary<unknown>>;
+    valid?: (schema: z.ZodType | undefined) => fc.Arbitrary<unknown>;
+  };
+};
+
+/** Descriptors the fuzz leaves alone, and why. */
+const NOT_FUZZED: Record<string, string> = {
+  getOpenApi: "a constant document: no parameter, no body, no state",
+  consolePage: "a static page: no parameter, no body, no state",
+  consoleScript: "a static asset",
+  consoleStyle: "a static asset",
+  health: "private, no parameter, no body, no state; probed by health.int.test.ts",
+};
+
+function requestSchema(operation: Operation): z.ZodType | undefined {
+  const request = operation.requestBody;
+  return request && "schema" in request ? request.schema : undefined;
+}
+
+function fuzzRoute(facts: FuzzFacts): FuzzRoute {
+  const operation = OPERATIONS.find((candidate) => candidate.operationId === facts.operationId);
+  if (!operation) throw new Error(`the fuzz table names ${facts.operationId}, which has no route descriptor`);
+  const { operationId: _, param, body, ...route } = facts;
+  const path = param ? param.map((value) => operation.path.replace(/\{[a-z_]+\}/, value)) : operation.path;
+  const schema = requestSchema(operation);
+  const valid = body?.valid ? body.valid(schema) : schema ? fromSchema(schema, body?.fields) : undefined;
+  if (body && !valid) throw new Error(`${facts.operationId}: a body with neither a schema nor arbitraries`);
+  return {
+    ...route,
+    method: operation.method === "get" ? "GET" : "POST",
+    path,
+    ...(body && valid ? { body: { valid, maxBytes: body.maxBytes } } : {}),
+  };
+}
+
 export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
   const agentId = known.agentIds.length ? fc.oneof(fc.uuid(), fc.constantFrom(...known.agentIds)) : fc.uuid();
-  return [
+  const table: FuzzFacts[] = [
     {
+      operationId: "getNetwork",
       name: "GET network",
-      method: "GET",
-      path: "/agent/v1/network",
       credentials: "agent",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "getBalance",
       name: "GET balance",
-      method: "GET",
-      path: "/agent/v1/balance",
       credentials: "agent",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "getAction",
       name: "GET actions/:id",
-      method: "GET",
-      path: uuidish.map((id) => `/agent/v1/actions/${id}`),
+      param: uuidish,
       credentials: "agent",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "rpc",
       name: "POST rpc",
-      method: "POST",
-      path: "/agent/v1/rpc",
       credentials: "agent",
       body: {
-        valid: fc.oneof(rpcCall, fc.array(rpcCall, { minLength: 0, maxLength: 120 })),
+        valid: () => fc.oneof(rpcCall, fc.array(rpcCall, { minLength: 0, maxLength: 120 })),
         maxBytes: RPC_MAX_BATCH_BYTES,
       },
       refusal: "jsonrpc",
       readOnly: true,
     },
     {
+      operationId: "faucet",
       name: "POST faucet",
-      method: "POST",
-      path: "/agent/v1/faucet",
       credentials: "agent",
-      body: { valid: fromSchema(faucetRequestSchema), maxBytes: 4_096 },
+      body: { maxBytes: 4_096 },
       refusal: "envelope",
       readOnly: false,
       refusalMayRecord: ["failed_action"],
     },
     {
+      operationId: "transfer",
       name: "POST transfers",
-      method: "POST",
-      path: "/agent/v1/transfers",
       credentials: "agent",
-      body: {
-        valid: fromSchema(transferRequestSchema, { to: lowercaseAddress }),
-        maxBytes: 4_096,
-      },
+      body: { fields: { to: lowercaseAddress }, maxBytes: 4_096 },
       refusal: "envelope",
       readOnly: false,
       refusalMayRecord: ["failed_action"],
     },
     {
+      operationId: "authorizeX402",
       name: "POST x402/authorize",
-      method: "POST",
-      path: "/agent/v1/x402/authorize",
       credentials: "agent",
       body: {
         // Quotes from the schema (mostly refused) and quotes of this node's terms (signed).
-        valid: fc.oneof(
-          fromSchema(x402AuthorizeRequestSchema),
-          fromSchema(x402AuthorizeRequestSchema, { payment_required: payableQuotes }),
-        ),
+        valid: (schema) =>
+          fc.oneof(fromSchema(schema!), fromSchema(schema!, { payment_required: payableQuotes })),
         maxBytes: 32 * 1024,
       },
       refusal: "envelope",
@@ -202,12 +233,11 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       refusalMayRecord: ["failed_action"],
     },
     {
+      operationId: "register",
       name: "POST register",
-      method: "POST",
-      path: "/agent/v1/register",
       credentials: "registration",
       body: {
-        valid: fc.oneof({ weight: 3, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: anyJson }),
+        valid: () => fc.oneof({ weight: 3, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: anyJson }),
         maxBytes: 1_024,
       },
       refusal: "envelope",
@@ -216,88 +246,85 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       refusalMayRecord: ["registration_attempt"],
     },
     {
+      operationId: "x402Demo",
       name: "GET x402/demo",
-      method: "GET",
-      path: "/x402/demo",
       credentials: "payment",
       refusal: "x402_resource",
       readOnly: false,
     },
     {
+      operationId: "x402Supported",
       name: "GET x402/facilitator/supported",
-      method: "GET",
-      path: "/x402/facilitator/supported",
       credentials: "none",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "x402Verify",
       name: "POST x402/facilitator/verify",
-      method: "POST",
-      path: "/x402/facilitator/verify",
       credentials: "none",
-      body: { valid: facilitatorBodies, maxBytes: 4_096 },
+      body: { valid: () => facilitatorBodies, maxBytes: 4_096 },
       refusal: "x402_verify",
       readOnly: true,
     },
     {
+      operationId: "x402Settle",
       name: "POST x402/facilitator/settle",
-      method: "POST",
-      path: "/x402/facilitator/settle",
       credentials: "none",
-      body: { valid: facilitatorBodies, maxBytes: 4_096 },
+      body: { valid: () => facilitatorBodies, maxBytes: 4_096 },
       refusal: "x402_settle",
       readOnly: false,
     },
     {
+      operationId: "consoleRegistration",
       name: "GET admin registration",
-      method: "GET",
-      path: "/admin/agents/registration",
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "consoleOperations",
       name: "GET admin operations",
-      method: "GET",
-      path: "/admin/agents/operations",
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "consoleAudit",
       name: "GET admin audit",
-      method: "GET",
-      path: "/admin/agents/audit",
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "metrics",
       name: "GET metrics",
-      method: "GET",
-      path: "/metrics",
       credentials: "metrics_scrape",
       refusal: "envelope",
       readOnly: true,
     },
     {
+      operationId: "consoleChangeSettings",
       name: "POST admin settings",
-      method: "POST",
-      path: "/admin/agents/registration/settings",
       credentials: "admin_change",
-      body: { valid: fromSchema(settingsChangeRequestSchema, { changes: settingsChanges }), maxBytes: 4_096 },
+      body: { fields: { changes: settingsChanges }, maxBytes: 4_096 },
       refusal: "envelope",
       readOnly: false,
     },
     {
+      operationId: "consoleChangeIdentity",
       name: "POST admin identity",
-      method: "POST",
-      path: "/admin/agents/registration/identity",
       credentials: "admin_change",
-      body: { valid: fromSchema(identityChangeRequestSchema, { agent_id: agentId }), maxBytes: 4_096 },
+      body: { fields: { agent_id: agentId }, maxBytes: 4_096 },
       refusal: "envelope",
       readOnly: false,
     },
   ];
+  const covered = new Set([...table.map((facts) => facts.operationId), ...Object.keys(NOT_FUZZED)]);
+  const missed = OPERATIONS.filter((operation) => !covered.has(operation.operationId));
+  if (missed.length > 0)
+    throw new Error(
+      `routes neither fuzzed nor in NOT_FUZZED: ${missed.map((operation) => operation.operationId).join(", ")}`,
+    );
+  return table.map(fuzzRoute);
 }

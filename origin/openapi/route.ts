@@ -1,0 +1,31 @@
+import type { Handler, Hono, MiddlewareHandler } from "hono";
+import type { AppEnv } from "../http/env.ts";
+import { OPERATIONS, type Operation } from "./operations.ts";
+
+const byId = new Map(OPERATIONS.map((operation) => [operation.operationId, operation]));
+
+/** The route descriptor of an operation (operations.ts); a typo is a start-up error, not a 404. */
+export function operation(operationId: string): Operation {
+  const found = byId.get(operationId);
+  if (!found) throw new Error(`no route descriptor ${operationId} in origin/openapi/operations.ts`);
+  return found;
+}
+
+/**
+ * Registers the handlers of an operation on a router mounted at `mountedAt` under {base}, at the
+ * method and path of its descriptor: the one place a route's method and path are written, which
+ * the OpenAPI document (document.ts) and the fuzz table (scripts/test/fuzz/routes.ts) read too.
+ */
+export function route(
+  router: Hono<AppEnv>,
+  mountedAt: string,
+  operationId: string,
+  ...handlers: [...MiddlewareHandler<AppEnv>[], Handler<AppEnv>]
+): void {
+  const { method, path } = operation(operationId);
+  const prefix = mountedAt === "/" ? "" : mountedAt;
+  if (!path.startsWith(prefix))
+    throw new Error(`${operationId} (${path}) is not under the router's mount point ${mountedAt}`);
+  const local = path.slice(prefix.length).replace(/\{([a-z_]+)\}/g, ":$1") || "/";
+  router.on(method.toUpperCase(), local, ...(handlers as [Handler<AppEnv>]));
+}
