@@ -1,11 +1,11 @@
 import { Hono } from "hono";
 import type { Capability } from "./capability.ts";
-import type { OriginMetrics } from "./console/metrics.ts";
 import { isDatabaseUnavailable } from "./db/unavailable.ts";
 import { AppError, errorBody } from "./errors.ts";
 import type { AppEnv } from "./http/env.ts";
 import { requestContext } from "./http/request-context.ts";
 import type { Infrastructure } from "./infrastructure.ts";
+import type { OriginMetrics } from "./metrics/metrics.ts";
 
 /**
  * The HTTP app: request context and metrics on every request, each capability's routers under

@@ -16,9 +16,8 @@ export type CapabilityName =
 
 /**
  * One capability of the origin, in the one shape composeOrigin knows: the routers it mounts under
- * BASE_PATH, the background workers it runs, and what it drains at shutdown. Its start-up check
- * runs while it is built: a factory that finds the configuration unusable answers the reasons
- * instead of a capability, and the origin refuses to start naming them (StartupCheck).
+ * BASE_PATH, the background workers it runs, and what it drains at shutdown. What must hold before
+ * any capability is built is a start-up check (startup/), run first by composeOrigin.
  */
 export type Capability = {
   name: CapabilityName;
@@ -30,7 +29,7 @@ export type Capability = {
   stop: () => Promise<void>;
 };
 
-/** A factory's start-up check: the capability, or each reason the origin must not start. */
+/** A start-up check's answer: what it built, or each reason the origin must not start. */
 export type StartupCheck<T> = { ok: true; value: T } | { ok: false; errors: string[] };
 
 export function capability(name: CapabilityName, parts: Partial<Omit<Capability, "name">> = {}): Capability {

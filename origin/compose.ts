@@ -3,22 +3,27 @@
  * (scripts/test/origin.ts), the crash child (scripts/test/money-crash-origin.ts) and the gateway
  * bench (scripts/bench/gateway-server.ts).
  *
- * Three layers, each importing only the ones below it:
+ * Four layers, each importing only the ones below it:
  *   - the infrastructure (infrastructure.ts): the configuration, the database, the chain clients,
  *     the signer client, the logger, the clock and the metrics; opened by the caller, which also
  *     closes them. It names no capability. A test that needs a fault the real parts cannot produce
  *     wraps one of these clients before handing them over (the crash child's upstream that kills
  *     its process around a broadcast); no production type carries a test hook.
  *   - the capabilities (capability.ts), each in its own folder and of one shape: the routers it
- *     mounts under BASE_PATH, the workers it runs, what it drains at shutdown; its start-up check
- *     runs while it is built. health and console always; money (its start-up check is the sealed
- *     policy's, whatever the gateway switch); with the gateway switch on, registration, openapi,
- *     gateway (which mounts the write routes money and x402 hand it) and x402; keypool and
- *     identity, whose workers start only with the gateway switch on (SPEC "Configuration
- *     switches").
- *   - this root, which builds the node-local state the capabilities share (the gateway's
- *     limiters and the registration's early limiter, shown by the console; the metrics), the
- *     capabilities in dependency order, and the app (app.ts) from their routes in mount order.
+ *     mounts under BASE_PATH, the workers it runs, what it drains at shutdown. health and console
+ *     always; money (the faucet and transfers, and the transaction tracker); with the gateway
+ *     switch on, registration, openapi, gateway (which mounts the write routes money and x402 hand
+ *     it) and x402; keypool and identity. Workers start only with the gateway switch on (SPEC
+ *     "Configuration switches"). Each route a capability registers is a descriptor of
+ *     openapi/operations.ts (openapi/route.ts).
+ *   - the start-up checks (startup/): the money switches against the enclave's sealed policy,
+ *     whatever the gateway switch; a failed check is the list of reasons the origin refuses to
+ *     start with. The check builds the money runtime and the settler, which money and x402 share,
+ *     so it sits above both.
+ *   - this root, which runs the start-up checks, builds the node-local state the capabilities share
+ *     (the gateway's limiters and the registration's early limiter, shown by the console; the
+ *     metrics), the capabilities in dependency order, and the app (app.ts) from their routes in
+ *     mount order.
  *
  * Serving, signals and closing the infrastructure stay with the caller: main.ts listens on its
  * port or inherited socket and exits on a signal; a test listens on a free port.
@@ -27,7 +32,6 @@ import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
 import { createApp } from "./app.ts";
 import type { Capability, CapabilityName, StartupCheck } from "./capability.ts";
 import { capability } from "./capability.ts";
-import { createOriginMetrics, type OriginMetrics } from "./console/metrics.ts";
 import type { NodeLocal } from "./console/node-local.ts";
 import { createConsoleRouter } from "./console/router.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./gateway/limits.ts";
@@ -36,10 +40,12 @@ import { createHealthRouter } from "./health.ts";
 import { createIdentityModule } from "./identity/capability.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
+import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
 import { createOpenApiRouter } from "./openapi/router.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import { createRegistrationRouter } from "./registration/router.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
+import { prepareMoney } from "./startup/money-setup.ts";
 import type { Worker } from "./workers/loop.ts";
 import type { TxTrackerOptions } from "./workers/tx-tracker.ts";
 import { createX402Module } from "./x402/capability.ts";
@@ -87,8 +93,19 @@ export async function composeOrigin(
     startedAt: clock.now(),
   };
 
-  const money = await createMoneyModule(infra, { tracker: options.tracker, sealed: options.sealed });
-  if (!money.ok) return money;
+  // The start-up check of the money switches against the sealed policy, whatever the gateway
+  // switch; it builds the money runtime and the settler both money and x402 run on.
+  const prepared = await prepareMoney({
+    config,
+    signer: infra.signer,
+    rpc: infra.rpc,
+    db: infra.database.db,
+    logger: infra.logger,
+    tracker: options.tracker,
+    sealed: options.sealed,
+  });
+  if (!prepared.ok) return prepared;
+  const money = createMoneyModule(infra, prepared);
 
   const capabilities: Capability[] = [
     capability("health", { routes: [{ path: "/", router: createHealthRouter(infra) }] }),
@@ -99,7 +116,7 @@ export async function composeOrigin(
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
   // through to the 404 (SPEC "Configuration switches").
   if (config.gatewayEnabled) {
-    const x402 = createX402Module(infra, node.refusals, money.value.x402);
+    const x402 = createX402Module(infra, node.refusals, prepared.x402);
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run. Public:
@@ -126,7 +143,7 @@ export async function composeOrigin(
             router: createGatewayRouter(infra, {
               limiters: node.limiters,
               refusals: node.refusals,
-              writes: { ...money.value.writes, ...x402.writes },
+              writes: { ...money.writes, ...x402.writes },
             }),
           },
         ],
@@ -135,7 +152,7 @@ export async function composeOrigin(
       x402.capability,
     );
   }
-  capabilities.push(createKeyPoolModule(infra), createIdentityModule(infra), money.value.capability);
+  capabilities.push(createKeyPoolModule(infra), createIdentityModule(infra), money.capability);
 
   const app = createApp(infra, capabilities);
   const workers: Worker[] = [];
@@ -145,7 +162,7 @@ export async function composeOrigin(
       app,
       infrastructure: infra,
       capabilities,
-      money: money.value,
+      money,
       start(only) {
         if (!config.gatewayEnabled) return;
         for (const each of capabilities) {

@@ -2,7 +2,12 @@ import { isAddress } from "viem";
 import { z } from "zod";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { parseCidrList } from "./http/cidr.ts";
-import { DEMO_MAX_TIMEOUT_SECONDS } from "./x402/requirements.ts";
+
+/**
+ * SPEC Limits: the x402 demo quote's maxTimeoutSeconds (x402/requirements.ts quotes it); here
+ * because the validity margin is checked against it.
+ */
+export const DEMO_MAX_TIMEOUT_SECONDS = 60;
 
 /**
  * The origin's configuration: every switch of SPEC "Configuration switches" plus our own.

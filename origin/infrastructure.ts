@@ -2,9 +2,9 @@ import type { ChainClient } from "./chain/client.ts";
 import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import type { OriginMetrics } from "./console/metrics.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
+import type { OriginMetrics } from "./metrics/metrics.ts";
 import type { KeyHoldingReport } from "./signer/key-holding.ts";
 import type { SignerClient } from "./signer/types.ts";
 

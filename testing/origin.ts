@@ -1,16 +1,16 @@
 import type { Hono } from "hono";
 import pino from "pino";
-import type { MoneyRuntime } from "../origin/actions/money-setup.ts";
+import type { MoneyRuntime } from "../origin/actions/money-runtime.ts";
 import { createChainClient } from "../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
 import { type Clock, systemClock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
-import { createOriginMetrics } from "../origin/console/metrics.ts";
 import type { DatabaseHandle } from "../origin/db/client.ts";
 import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
+import { createOriginMetrics } from "../origin/metrics/metrics.ts";
 import { startHttpServer } from "../origin/server.ts";
 import { createDormantSignerClient } from "../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../origin/signer/types.ts";

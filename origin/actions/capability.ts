@@ -1,15 +1,13 @@
 import type { Handler } from "hono";
-import { type Capability, capability, type StartupCheck } from "../capability.ts";
+import { type Capability, capability } from "../capability.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import type { GetPolicyResult, SignerResult } from "../signer/types.ts";
-import type { TxTracker, TxTrackerOptions } from "../workers/tx-tracker.ts";
-import type { X402Runtime } from "../x402/setup.ts";
+import type { TxTracker } from "../workers/tx-tracker.ts";
 import { createMoneyExecutor, type ExecutorDeps } from "./execute.ts";
 import { faucetHandler } from "./faucet.ts";
+import type { MoneyRuntime } from "./money-runtime.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { type MoneyRuntime, prepareMoney } from "./money-setup.ts";
 import { createActionClaimer } from "./repository.ts";
 import { transfersHandler } from "./transfers.ts";
 
@@ -17,8 +15,6 @@ export type MoneyModule = {
   capability: Capability;
   /** Present when a money switch is on and the configuration matched the sealed policy. */
   runtime: MoneyRuntime | undefined;
-  /** The x402 runtime, built from the same sealed policy (x402/setup.ts). */
-  x402: X402Runtime | undefined;
   /** The transaction tracker, when a money switch is on; started with the capability's workers. */
   tracker: TxTracker | undefined;
   /** The gateway's faucet and transfer routes of the switches that are on. */
@@ -29,46 +25,31 @@ export type MoneyModule = {
 export type MoneyWrites = { faucet?: Handler<AppEnv>; transfers?: Handler<AppEnv> };
 
 /**
- * The faucet and transfers, and the money runtime x402 settles through. Its start-up check is
- * prepareMoney's: a money switch whose limits differ from the enclave's sealed policy refuses the
- * start. Its worker is the transaction tracker; at shutdown the transfers answered `signed` leave
- * for the chain before the clients close (the next start's tracker would send them anyway, after
- * their leases ran out).
+ * The faucet and transfers, over the money runtime the start-up check built
+ * (startup/money-setup.ts; x402 settles through the same runtime). Its worker is the transaction
+ * tracker; at shutdown the transfers answered `signed` leave for the chain before the clients
+ * close (the next start's tracker would send them anyway, after their leases ran out).
  */
-export async function createMoneyModule(
+export function createMoneyModule(
   infra: Infrastructure,
-  options: { tracker?: TxTrackerOptions; sealed?: SignerResult<GetPolicyResult> } = {},
-): Promise<StartupCheck<MoneyModule>> {
-  const prepared = await prepareMoney({
-    config: infra.config,
-    signer: infra.signer,
-    rpc: infra.rpc,
-    db: infra.database.db,
-    logger: infra.logger,
-    tracker: options.tracker,
-    sealed: options.sealed,
-  });
-  if (!prepared.ok) return prepared;
+  prepared: { money: MoneyRuntime | undefined; tracker: TxTracker | undefined },
+): MoneyModule {
   const { money, tracker } = prepared;
   return {
-    ok: true,
-    value: {
-      capability: capability("money", {
-        workers: () => {
-          if (!tracker) return [];
-          tracker.start();
-          return [tracker];
-        },
-        stop: async () => {
-          await money?.broadcasts.idle();
-        },
-      }),
-      runtime: money,
-      x402: prepared.x402,
-      tracker,
-      // The handlers exist only where the gateway mounts them (with its switch on).
-      writes: infra.config.gatewayEnabled ? moneyHandlers(infra, money) : {},
-    },
+    capability: capability("money", {
+      workers: () => {
+        if (!tracker) return [];
+        tracker.start();
+        return [tracker];
+      },
+      stop: async () => {
+        await money?.broadcasts.idle();
+      },
+    }),
+    runtime: money,
+    tracker,
+    // The handlers exist only where the gateway mounts them (with its switch on).
+    writes: infra.config.gatewayEnabled ? moneyHandlers(infra, money) : {},
   };
 }
 

@@ -1,7 +1,7 @@
 import type { GatewayLimiters } from "../gateway/limits.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
+import type { OriginMetrics } from "../metrics/metrics.ts";
 import type { EarlyLimiter } from "../registration/early-limiter.ts";
-import type { OriginMetrics } from "./metrics.ts";
 
 /**
  * What one app instance keeps in memory and shares between its routers (origin/app.ts builds

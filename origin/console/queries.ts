@@ -3,11 +3,11 @@ import type { Audit, OperationsOverview, RegistrationOverview } from "../../shar
 import { type Db, queryRows } from "../db/client.ts";
 import { RESTORE_METHOD_NEW_ENCLAVE } from "../db/schema.ts";
 import { poolStock } from "../keypool/batch-repository.ts";
+import { readStateCounts } from "../metrics/state-counts.ts";
 import { getRegistrationPolicy } from "../registration/policy-repository.ts";
 import { minuteStart, utcDay } from "../registration/quota-clock.ts";
 import { ALL_GROUPS } from "../registration/quota-gate.ts";
 import { REGISTRATION_SETTINGS, settingsView } from "../registration/settings.ts";
-import { readStateCounts } from "./state-counts.ts";
 
 /** The console's database reads. Read only: no counter moves (SPEC "Operator console"). */
 

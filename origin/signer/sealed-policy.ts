@@ -42,7 +42,7 @@ export async function readEnclavePolicy(
 /**
  * Start-up: one info line with the sealed policy (version, limits, fee ceiling, allowlist size, x402
  * terms), or a warning when the enclave does not answer; the origin starts either way. Returns what
- * it read, for the money switches' check (origin/actions/money-setup.ts).
+ * it read, for the money switches' check (origin/startup/money-setup.ts).
  */
 export async function logSealedPolicy(
   signer: Pick<SignerClient, "getPolicy">,

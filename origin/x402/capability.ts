@@ -15,7 +15,7 @@ export type X402Module = {
 
 /**
  * The x402 demo resource and facilitator under {base}/x402 (present when x402 is on and its
- * runtime was built from the sealed policy, see actions/money-setup.ts), and the gateway's
+ * runtime was built from the sealed policy, see startup/money-setup.ts), and the gateway's
  * authorize route. Authorize stands apart from the money routes: turning transfers off does not
  * turn x402 off (SPEC); config requires the amount and payTo when the switch is on.
  */

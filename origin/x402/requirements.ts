@@ -10,9 +10,8 @@ import {
   NATIVE_SYMBOL,
   NATIVE_TRANSFER_AUTH_ADDRESS,
 } from "../../shared/constants.ts";
+import { DEMO_MAX_TIMEOUT_SECONDS } from "../config.ts";
 
-/** SPEC Limits: the demo quote's maxTimeoutSeconds. */
-export const DEMO_MAX_TIMEOUT_SECONDS = 60;
 export const X402_VERSION = 2;
 
 export type PaymentRequirements = {

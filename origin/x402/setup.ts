@@ -69,7 +69,7 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
 export function buildX402Runtime(params: {
   config: Config;
   sealed: GetPolicyResult;
-  /** The money runtime's parts the settler shares (actions/money-setup.ts). */
+  /** The money runtime's parts the settler shares (startup/money-setup.ts). */
   money: { fees: FeeOracle; operatorPool: string; onInFlight: () => void } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;

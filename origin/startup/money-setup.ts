@@ -1,12 +1,15 @@
 /**
- * Issue 12 item 5: a money switch turns on only when this node's limits are the enclave's sealed
- * ones. The enclave re-checks every signature under its policy anyway; a node configured otherwise
- * would promise agents limits the signer does not keep, so it refuses to start, naming each
- * difference. The origin reads the policy and never writes it (issue 11).
+ * The start-up check of the money switches (the faucet, transfers and x402), run by compose.ts
+ * before any capability is built: a money switch turns on only when this node's limits are the
+ * enclave's sealed ones. The enclave re-checks every signature under its policy anyway; a node
+ * configured otherwise would promise agents limits the signer does not keep, so it refuses to
+ * start, naming each difference. The origin reads the policy and never writes it. It sits above
+ * actions/ and x402/ because it builds what both run on: the money runtime and the settler.
  */
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { type BroadcastLane, createBroadcastLane } from "../chain/broadcast-lane.ts";
-import { createFeeOracle, type FeeOracle } from "../chain/fees.ts";
+import type { MoneyRuntime } from "../actions/money-runtime.ts";
+import { createBroadcastLane } from "../chain/broadcast-lane.ts";
+import { createFeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { Config } from "../config.ts";
@@ -22,25 +25,6 @@ import { buildX402Runtime, type X402Runtime, x402PolicyDifferences } from "../x4
  * is on its way, and an agent's answer never runs more than that far ahead of the chain.
  */
 const MAX_WAITING_BROADCASTS = 128;
-
-/**
- * What the money routes need beyond the infrastructure, built once the origin has checked its
- * configuration against the enclave's sealed policy.
- */
-export type MoneyRuntime = {
-  fees: FeeOracle;
-  /** The genesis bridge operator, lowercase: never a recipient (DESIGN §5). */
-  operatorPool: string;
-  /** The faucet treasury the enclave signs payouts with; absent without a configured treasury. */
-  treasury: { address: string; keyRef: string } | undefined;
-  /** Called once a transaction is in flight (wakes the transaction tracker). */
-  onInFlight: () => void;
-  /**
-   * The node's one lane for the faucet's and transfers' broadcasts (chain/broadcast-lane.ts):
-   * each batch's transactions after the last's, in order. Drained at shutdown.
-   */
-  broadcasts: BroadcastLane;
-};
 
 export type PrepareMoneyResult =
   | {
