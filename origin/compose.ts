@@ -1,7 +1,7 @@
 /**
  * The one place the origin is assembled, used by main.ts, the test harness
- * (scripts/test/origin.ts), the crash child (scripts/test/money-crash-origin.ts) and the gateway
- * bench (scripts/bench/gateway-server.ts).
+ * (testing/origin.ts), the crash child (testing/money-crash-origin.ts) and the gateway
+ * bench (bench/gateway-server.ts).
  *
  * Four layers, each importing only the ones below it:
  *   - the infrastructure (infrastructure.ts): the configuration, the database, the chain clients,

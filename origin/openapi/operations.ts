@@ -2,7 +2,7 @@
  * Every route the origin mounts under {base}, one descriptor per endpoint (method, path, the zod
  * schemas its bodies follow, the capability that handles it): the routers register their handlers
  * at it (route.ts), the OpenAPI document is generated from it (document.ts), and the fuzz table
- * (scripts/test/fuzz/routes.ts) takes each route's method, path and body schema from it. Request
+ * (testing/fuzz/routes.ts) takes each route's method, path and body schema from it. Request
  * schemas are the ones the routes parse with; response schemas are the ones the tests check
  * answers against. Nothing here is a second copy of a body schema: a route whose body has no
  * schema yet is documented as a free-form object.

@@ -14,7 +14,7 @@ export function operation(operationId: string): Operation {
 /**
  * Registers the handlers of an operation on a router mounted at `mountedAt` under {base}, at the
  * method and path of its descriptor: the one place a route's method and path are written, which
- * the OpenAPI document (document.ts) and the fuzz table (scripts/test/fuzz/routes.ts) read too.
+ * the OpenAPI document (document.ts) and the fuzz table (testing/fuzz/routes.ts) read too.
  */
 export function route(
   router: Hono<AppEnv>,
