@@ -32,6 +32,9 @@ export type Capability = {
 /** A start-up check's answer: what it built, or each reason the origin must not start. */
 export type StartupCheck<T> = { ok: true; value: T } | { ok: false; errors: string[] };
 
+/** The start-up checks composeOrigin runs, in order (startup/). */
+export type StartupCheckName = "keys" | "money";
+
 export function capability(name: CapabilityName, parts: Partial<Omit<Capability, "name">> = {}): Capability {
   return {
     name,

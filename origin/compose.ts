@@ -16,9 +16,10 @@
  *     it) and x402; keypool and identity. Workers start only with the gateway switch on (SPEC
  *     "Configuration switches"). Each route a capability registers is a descriptor of
  *     openapi/operations.ts (openapi/route.ts).
- *   - the start-up checks (startup/): the money switches against the enclave's sealed policy,
- *     whatever the gateway switch; a failed check is the list of reasons the origin refuses to
- *     start with. The check builds the money runtime and the settler, which money and x402 share,
+ *   - the start-up checks (startup/), whatever the gateway switch: the enclave holds the keys the
+ *     database assigns (when the infrastructure can ask, keysHeld), then the money switches
+ *     against the enclave's sealed policy; a failed check is the list of reasons the origin
+ *     refuses to start with. The check builds the money runtime and the settler, which money and x402 share,
  *     so it sits above both.
  *   - this root, which runs the start-up checks, builds the node-local state the capabilities share
  *     (the gateway's limiters and the registration's early limiter, shown by the console; the
@@ -30,7 +31,7 @@
  */
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
 import { createApp } from "./app.ts";
-import type { Capability, CapabilityName, StartupCheck } from "./capability.ts";
+import type { Capability, CapabilityName, StartupCheckName } from "./capability.ts";
 import { capability } from "./capability.ts";
 import type { NodeLocal } from "./console/node-local.ts";
 import { createConsoleRouter } from "./console/router.ts";
@@ -45,6 +46,7 @@ import { createOpenApiRouter } from "./openapi/router.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import { createRegistrationRouter } from "./registration/router.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
+import { checkKeysHeld } from "./startup/keys-held.ts";
 import { prepareMoney } from "./startup/money-setup.ts";
 import type { Worker } from "./workers/loop.ts";
 import type { TxTrackerOptions } from "./workers/tx-tracker.ts";
@@ -79,7 +81,7 @@ export type ComposedOrigin = {
 export async function composeOrigin(
   infrastructure: Infrastructure,
   options: ComposeOptions = {},
-): Promise<StartupCheck<ComposedOrigin>> {
+): Promise<{ ok: true; value: ComposedOrigin } | { ok: false; check: StartupCheckName; errors: string[] }> {
   const { config, clock } = infrastructure;
   const metrics = infrastructure.metrics ?? createOriginMetrics({ db: infrastructure.database.db });
   const infra = { ...infrastructure, metrics };
@@ -93,6 +95,8 @@ export async function composeOrigin(
     startedAt: clock.now(),
   };
 
+  const keys = await checkKeysHeld(infra);
+  if (!keys.ok) return { ...keys, check: "keys" };
   // The start-up check of the money switches against the sealed policy, whatever the gateway
   // switch; it builds the money runtime and the settler both money and x402 run on.
   const prepared = await prepareMoney({
@@ -104,7 +108,7 @@ export async function composeOrigin(
     tracker: options.tracker,
     sealed: options.sealed,
   });
-  if (!prepared.ok) return prepared;
+  if (!prepared.ok) return { ...prepared, check: "money" };
   const money = createMoneyModule(infra, prepared);
 
   const capabilities: Capability[] = [

@@ -70,23 +70,18 @@ async function main(): Promise<void> {
     await closeClients();
     process.exit(1);
   };
-  // An enclave that answers but lacks the assigned keys is not the one these wallets were made in:
-  // serving would answer every signing request "no such key" and the sweep would disable every
-  // identity. One that does not answer is let through (/healthz reports it), as for the policy.
-  if (keysHeld) {
-    const held = await keysHeld();
-    if (held.missing > 0)
-      return stopAtStart(`${held.instruction} (${held.missing} of ${held.checked} keys checked are missing)`);
-    if (!held.ok)
-      logger.warn({ code: held.error }, "could not ask the enclave for the assigned keys at start");
-  }
-  // A money switch whose limits differ from the sealed policy stops here.
+  // The start-up checks (the keys the database assigns, the money switches against the sealed
+  // policy) refuse the start here.
   const composed = await composeOrigin(
     { config, database, chain, rpc, signer, logger, clock: systemClock, metrics, keysHeld },
     { sealed },
   );
   if (!composed.ok) {
-    return stopAtStart(`the money switches cannot be turned on:\n  - ${composed.errors.join("\n  - ")}`);
+    return stopAtStart(
+      composed.check === "money"
+        ? `the money switches cannot be turned on:\n  - ${composed.errors.join("\n  - ")}`
+        : composed.errors.join("\n"),
+    );
   }
   const origin = composed.value;
   const app = origin.app;
