@@ -32,19 +32,18 @@
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
 import { createApp } from "./app.ts";
 import type { Capability, CapabilityName, StartupCheckName } from "./capability.ts";
-import { capability } from "./capability.ts";
+import { createConsoleModule } from "./console/capability.ts";
 import type { NodeLocal } from "./console/node-local.ts";
-import { createConsoleRouter } from "./console/router.ts";
+import { createGatewayModule } from "./gateway/capability.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./gateway/limits.ts";
-import { createGatewayRouter } from "./gateway/router.ts";
-import { createHealthRouter } from "./health.ts";
+import { createHealthModule } from "./health.ts";
 import { createIdentityModule } from "./identity/capability.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
-import { createOpenApiRouter } from "./openapi/router.ts";
+import { createOpenApiModule } from "./openapi/router.ts";
+import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
-import { createRegistrationRouter } from "./registration/router.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { prepareMoney } from "./startup/money-setup.ts";
@@ -111,47 +110,17 @@ export async function composeOrigin(
   if (!prepared.ok) return { ...prepared, check: "money" };
   const money = createMoneyModule(infra, prepared);
 
-  const capabilities: Capability[] = [
-    capability("health", { routes: [{ path: "/", router: createHealthRouter(infra) }] }),
-    // The console and /metrics: private origin only (the edge never routes them), whatever the
-    // gateway switch (console/router.ts says why).
-    capability("console", { routes: [{ path: "/", router: createConsoleRouter(infra, node) }] }),
-  ];
+  const capabilities: Capability[] = [createHealthModule(infra), createConsoleModule(infra, node)];
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
   // through to the 404 (SPEC "Configuration switches").
   if (config.gatewayEnabled) {
     const x402 = createX402Module(infra, node.refusals, prepared.x402);
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
-      // answers before the gateway's `*` middleware (client IP, bearer auth) would run. Public:
-      // register needs no token (SPEC).
-      capability("registration", {
-        routes: [
-          {
-            path: "/agent/v1/register",
-            router: createRegistrationRouter(infra, {
-              earlyLimiter: node.earlyLimiter,
-              refusals: node.refusals,
-            }),
-          },
-        ],
-      }),
-      // Public, like register: an agent reads the document before it holds a token.
-      capability("openapi", {
-        routes: [{ path: "/agent/v1/openapi.json", router: createOpenApiRouter(config.http.basePath) }],
-      }),
-      capability("gateway", {
-        routes: [
-          {
-            path: "/agent/v1",
-            router: createGatewayRouter(infra, {
-              limiters: node.limiters,
-              refusals: node.refusals,
-              writes: { ...money.writes, ...x402.writes },
-            }),
-          },
-        ],
-      }),
+      // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
+      createRegistrationModule(infra, node),
+      createOpenApiModule(config.http.basePath),
+      createGatewayModule(infra, node, { ...money.writes, ...x402.writes }),
       // The demo resource and the facilitator: public, present when x402 is on.
       x402.capability,
     );

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { type Capability, capability } from "./capability.ts";
 import type { AppEnv } from "./http/env.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import { route } from "./openapi/route.ts";
@@ -9,6 +10,11 @@ import { readEnclavePolicy } from "./signer/sealed-policy.ts";
 export const HEALTH_ENCLAVE_TIMEOUT_MS = 2_000;
 
 type Probe = { ok: boolean; ms: number; error?: string };
+
+/** GET {base}/healthz, whatever the gateway switch. */
+export function createHealthModule(infra: Infrastructure): Capability {
+  return capability("health", { routes: [{ path: "/", router: createHealthRouter(infra) }] });
+}
 
 /**
  * GET {base}/healthz: private (the edge never routes it). 200 while the database answers;

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import { buildOpenApiDocument } from "./document.ts";
 import { route } from "./route.ts";
@@ -14,4 +15,11 @@ export function createOpenApiRouter(basePath: string): Hono<AppEnv> {
     c.body(body, 200, { "content-type": "application/json", "cache-control": "public, max-age=300" }),
   );
   return router;
+}
+
+/** The document, public like register: an agent reads it before it holds a token. */
+export function createOpenApiModule(basePath: string): Capability {
+  return capability("openapi", {
+    routes: [{ path: "/agent/v1/openapi.json", router: createOpenApiRouter(basePath) }],
+  });
 }

@@ -1,0 +1,20 @@
+import { type Capability, capability } from "../capability.ts";
+import type { RefusalCounter } from "../http/refusals.ts";
+import type { Infrastructure } from "../infrastructure.ts";
+import type { EarlyLimiter } from "./early-limiter.ts";
+import { createRegistrationRouter } from "./router.ts";
+
+/**
+ * POST {base}/agent/v1/register: public (register needs no token, SPEC), so it is mounted before
+ * the gateway, whose `*` middleware (client IP, bearer auth) would otherwise run first.
+ */
+export function createRegistrationModule(
+  infra: Infrastructure,
+  node: { earlyLimiter: EarlyLimiter; refusals: RefusalCounter },
+): Capability {
+  const router = createRegistrationRouter(infra, {
+    earlyLimiter: node.earlyLimiter,
+    refusals: node.refusals,
+  });
+  return capability("registration", { routes: [{ path: "/agent/v1/register", router }] });
+}
