@@ -1,19 +1,11 @@
-import { createChainClient } from "./chain/client.ts";
-import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
-import { systemClock } from "./clock.ts";
 import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
-import { migrateDatabase } from "./db/migrate.ts";
-import { openDatabase } from "./db/open.ts";
 import { createLogger } from "./logger.ts";
-import { createOriginMetrics } from "./metrics/metrics.ts";
+import { openInfrastructure } from "./open-infrastructure.ts";
 import { startHttpServer } from "./server.ts";
-import { createSignerClients } from "./signer/create-signer-client.ts";
-import { checkAssignedKeysHeld } from "./signer/key-holding.ts";
-import { logSealedPolicy } from "./signer/sealed-policy.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
 
-/** Boot only: config → database → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
+/** Boot only: config → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
   let listenFd: number | undefined;
@@ -31,51 +23,15 @@ async function main(): Promise<void> {
   for (const name of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) delete process.env[name];
   const logger = createLogger(config.logLevel);
 
-  const database = await openDatabase(config);
-  const { applied } = await migrateDatabase(database.db);
-  logger.info(
-    { driver: database.driver, owns_embedded: database.ownsEmbedded, migrations_applied: applied.length },
-    "database ready",
-  );
-
-  // One registry for this origin; the enclave and chain clients are wrapped so every call is timed.
-  const metrics = createOriginMetrics({ db: database.db, processMetrics: true });
-  const chain = config.chain.rpcUrl
-    ? createChainClient({ rpcUrl: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs })
-    : undefined;
-  const rpc = config.chain.rpcUrl
-    ? metrics.observeRpc(
-        createJsonRpcUpstream({ url: config.chain.rpcUrl, timeoutMs: config.chain.timeoutMs }),
-      )
-    : undefined;
-  if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
-
-  const signers = createSignerClients({
-    endpoint: config.signer.endpoint,
-    liveIdentityEnabled: config.features.liveIdentity,
-    logger,
-  });
-  const signer = metrics.observeSigner(signers.signer);
-  const { keyLookup } = signers;
-  const keysHeld = keyLookup ? () => checkAssignedKeysHeld(database.db, keyLookup) : undefined;
-  // The origin reads the enclave's sealed policy; it holds no key that could change it (issue 11).
-  const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
-  const closeClients = async (): Promise<void> => {
-    await signer.close();
-    rpc?.close();
-    await database.close();
-  };
+  const opened = await openInfrastructure(config, logger);
   const stopAtStart = async (message: string): Promise<never> => {
     process.stderr.write(`origin: ${message}\n`);
-    await closeClients();
+    await opened.close();
     process.exit(1);
   };
   // The start-up checks (the keys the database assigns, the money switches against the sealed
   // policy) refuse the start here.
-  const composed = await composeOrigin(
-    { config, database, chain, rpc, signer, logger, clock: systemClock, metrics, keysHeld },
-    { sealed },
-  );
+  const composed = await composeOrigin(opened.infrastructure, { sealed: opened.sealed });
   if (!composed.ok) {
     return stopAtStart(
       composed.check === "money"
@@ -109,7 +65,7 @@ async function main(): Promise<void> {
     // Each capability drains (transfers answered `signed` leave for the chain) before its workers
     // stop and the clients close.
     await origin.stop();
-    await closeClients();
+    await opened.close();
     logger.info("stopped");
     process.exit(0);
   };
