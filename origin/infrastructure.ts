@@ -11,9 +11,8 @@ import type { SignerClient } from "./signer/types.ts";
 /**
  * The clients and services every capability is built on, opened once by whoever starts the
  * origin (main.ts through open-infrastructure.ts, the test harness, the crash child, the bench)
- * and handed to composeOrigin
- * (compose.ts); no module reaches for a singleton (STYLE habit 6). It names no capability: a
- * capability imports it, never the other way round. A test that needs a fault the real parts
+ * and handed to composeOrigin (compose.ts); no module reaches for a singleton. It names no
+ * capability: a capability imports it, never the other way round. A test that needs a fault the real parts
  * cannot produce wraps one of these clients (a signer that fails, an upstream that dies after a
  * broadcast) instead of threading a hook through production types.
  */
