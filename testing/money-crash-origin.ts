@@ -41,6 +41,8 @@ function dyingAround(upstream: JsonRpcUpstream): JsonRpcUpstream {
       if (!isBroadcast(payload)) return upstream.send(payload);
       if (crashAt === "after_signed") die();
       const result = await upstream.send(payload);
+      // after_broadcast (the money lane's) and settle_after_broadcast (the settler's) are one
+      // instant here: nothing else in this child broadcasts.
       if (result.ok && accepted(result.body)) die();
       return result;
     },
