@@ -54,7 +54,7 @@ import { createX402Module } from "./x402/capability.ts";
 export type ComposeOptions = {
   /** Timings of the transaction tracker (tests shorten its grace periods). */
   tracker?: TxTrackerOptions;
-  /** This node's gateway limiters; the configured ones by default (the bench raises them). */
+  /** This node's gateway limiters; the standard tiers by default (the bench raises them). */
   limiters?: GatewayLimiters;
   /** The sealed policy, when the caller read it already (main.ts logs it first). */
   sealed?: SignerResult<GetPolicyResult>;
@@ -85,8 +85,8 @@ export async function composeOrigin(
   const metrics = infrastructure.metrics ?? createOriginMetrics({ db: infrastructure.database.db });
   const infra = { ...infrastructure, metrics };
   const node: NodeLocal = {
-    // As before they were shared: the gateway's tiers on the system's time, the registration's
-    // early limiter on the infrastructure's clock (its windows follow the quota clock).
+    // The gateway's tiers run on the system's time, the registration's early limiter on the
+    // infrastructure's clock (its windows follow the quota clock).
     limiters: options.limiters ?? createGatewayLimiters(),
     earlyLimiter: new EarlyLimiter(() => clock.now().getTime()),
     refusals: metrics.refused,
