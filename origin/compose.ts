@@ -42,13 +42,13 @@ import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
+import type { TxTrackerOptions } from "./outbox/index.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { prepareMoney } from "./startup/money-setup.ts";
 import type { Worker } from "./workers/loop.ts";
-import type { TxTrackerOptions } from "./workers/tx-tracker.ts";
 import { createX402Module } from "./x402/capability.ts";
 
 export type ComposeOptions = {

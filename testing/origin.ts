@@ -11,10 +11,10 @@ import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
 import { createOriginMetrics } from "../origin/metrics/metrics.ts";
+import type { TxTracker, TxTrackerOptions } from "../origin/outbox/index.ts";
 import { startHttpServer } from "../origin/server.ts";
 import { createDormantSignerClient } from "../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
-import type { TxTracker, TxTrackerOptions } from "../origin/workers/tx-tracker.ts";
 import { recordOutput, recordSecretsOf, SINK_ENV } from "./secret-sink.ts";
 
 export type TestOrigin = {

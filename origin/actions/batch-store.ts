@@ -5,11 +5,11 @@
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import type { SenderView } from "../chain/outgoing.ts";
 import { type Db, pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
+import type { SenderView } from "../outbox/index.ts";
 import type { MoneyOperation, Refusal } from "./execute.ts";
 import { startOfUtcDay, utcDate } from "./utc-day.ts";
 

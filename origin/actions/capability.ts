@@ -1,9 +1,9 @@
 import type { Handler } from "hono";
 import { type Capability, capability } from "../capability.ts";
-import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import type { TxTracker } from "../workers/tx-tracker.ts";
+import type { TxTracker } from "../outbox/index.ts";
+import { broadcastLeaseMs } from "../outbox/index.ts";
 import { createMoneyExecutor, type ExecutorDeps } from "./execute.ts";
 import { faucetHandler } from "./faucet.ts";
 import type { MoneyRuntime } from "./money-runtime.ts";

@@ -2,10 +2,10 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
-import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
+import { broadcastLeaseMs } from "../outbox/index.ts";
 import {
   createMoneyExecutor,
   type ExecuteOutcome,

@@ -6,7 +6,7 @@
  *   2. one transaction holds the actions and their senders' nonce rows: checks, nonces,
  *      signatures, the transactions stored, actions `signed`. The nonce row lock serialises all one
  *      sender does, so the checks that count its past (limits, balance) see every earlier signing;
- *   3. the stored bytes are broadcast under a lease, in signing order (chain/broadcast-lane.ts).
+ *   3. the stored bytes are broadcast under a lease, in signing order (outbox/lane.ts).
  * A crash in 2 leaves actions `requested` with nothing signed that escaped (a retry or the tracker
  * runs them again); a crash after 2 leaves them `signed`, and the tracker sends the same bytes.
  * The request is answered after step 2: `signed` (202), with the transaction's hash. What follows
@@ -27,12 +27,10 @@
 import { CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
-import type { BroadcastLane } from "../chain/broadcast-lane.ts";
 import type { FeeOracle, FeeQuote, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import type { BroadcastLease, SenderView, TxPurpose } from "../chain/outgoing.ts";
 import type { Clock } from "../clock.ts";
 import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
@@ -40,13 +38,21 @@ import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
 import type { ErrorCode } from "../errors.ts";
 import type { WalletGateRow } from "../funding/gate.ts";
 import type { Logger } from "../logger.ts";
+import {
+  ABANDON_REQUESTED_AFTER_MS,
+  type BroadcastLane,
+  type BroadcastLease,
+  type SenderView,
+  type SigningStep,
+  signInNonceOrder,
+  type TxPurpose,
+} from "../outbox/index.ts";
 import type {
   SignerFailure,
   SignerResult,
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
-import { ABANDON_REQUESTED_AFTER_MS } from "../workers/tx-tracker.ts";
 import {
   type ChainView,
   type Facts,
@@ -73,13 +79,13 @@ export type ExecutorDeps = {
   logger: Logger;
   /** Where what a batch signed goes to be broadcast, in order, once it is stored. */
   broadcasts: BroadcastLane;
-  /** How long a broadcast lease lasts (chain/outgoing.ts broadcastLeaseMs). */
+  /** How long a broadcast lease lasts (outbox/store.ts broadcastLeaseMs). */
   leaseMs: number;
 };
 
 /** What an operation's checks see, read under the locks, counting earlier operations of its batch. */
 export type CheckFacts = {
-  /** The sender's mined nonce and balance, read while the batch took its locks (chain/outgoing.ts). */
+  /** The sender's mined nonce and balance, read while the batch took its locks (outbox/intent.ts). */
   sender: SenderView;
   fees: Fees;
   /** Value plus the maximum fee of this transaction, in wei and in units (rounded up). */
@@ -320,89 +326,97 @@ async function signLocked(
     bySender.set(operation.sender.address, [...(bySender.get(operation.sender.address) ?? []), index]);
   });
   await Promise.all(
-    [...bySender].map(async ([address, indexes]) => {
+    [...bySender].map(([address, indexes]) => {
       const sender = held.chain.senders.get(address)!;
-      // The stored next nonce, or the chain's if it is ahead (chain/outgoing.ts nextNonceUpsert).
+      // The stored next nonce, or the chain's if it is ahead (outbox/store.ts nextNonceUpsert).
       const storedNonce = held.storedNonces.get(address) ?? 0n;
-      let nonce = storedNonce > sender.minedNonce ? storedNonce : sender.minedNonce;
-      for (const index of indexes) {
-        if (await signOne(deps, operations[index]!, index, { ...held, sender, nonce }, signing)) nonce++;
-      }
+      const next = storedNonce > sender.minedNonce ? storedNonce : sender.minedNonce;
+      return signInNonceOrder(indexes, next, signingStep(deps, operations, { ...held, sender }, signing));
     }),
   );
   return signing;
 }
 
-/** Checks one operation against the facts and signs it; true when it took the nonce. */
-async function signOne(
+/**
+ * One sender's operations through the outbox's signing (outbox/signing.ts), one at a time: each
+ * signature counts against the key's sealed budget in the enclave, and each check must see the
+ * signings before it (facts.count).
+ */
+function signingStep(
   deps: ExecutorDeps,
-  operation: MoneyOperation,
-  index: number,
-  at: { facts: Facts; fees: Fees; now: Date; sender: SenderView; nonce: bigint },
+  operations: MoneyOperation[],
+  at: { facts: Facts; fees: Fees; now: Date; sender: SenderView },
   signing: Signing,
-): Promise<boolean> {
+): SigningStep<number> {
   const { facts, fees, now } = at;
-  const cost = costUnits({
-    valueUnits: operation.valueUnits,
-    gasLimit: fees.gasLimit,
-    maxFeePerGas: fees.maxFeePerGas,
-  });
-  const costWei = operation.valueUnits * WEI_PER_UNIT + fees.gasLimit * fees.maxFeePerGas;
-  const refusal = operation.check({
-    sender: at.sender,
-    fees,
-    costWei,
-    costUnits: cost,
-    inFlightWei: facts.inFlight(operation.sender.address),
-    transferSpentUnits: facts.spent(operation.agentId),
-    faucet: facts.payouts(operation.agentId),
-    gate: facts.gate(operation.gateWallet),
-    recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
-    now,
-  });
-  if (refusal) {
-    signing.refused.push({ index, refusal });
-    return false;
-  }
-  const result = await operation.sign({
-    keyRef: operation.sender.keyRef,
-    // The enclave signs only when the key's address is the sender's (SPEC: key-binding checks).
-    from: operation.sender.address as Hex,
-    chainId: CHAIN_ID,
-    to: operation.to as Hex,
-    valueUnits: operation.valueUnits,
-    nonce: at.nonce,
-    maxFeePerGas: fees.maxFeePerGas,
-    maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-    gasLimit: fees.gasLimit,
-  });
-  if (!result.ok) {
-    // Nothing signed, or nothing that left the enclave for good: this nonce is still free.
-    const failure = result.error;
-    const refusal = refusesThisRequest(operation, failure);
-    if (refusal) {
-      signing.refused.push({ index, refusal });
-    } else {
-      signing.unavailable.push({ index, refusal: signerUnavailable(failure) });
-    }
-    if (failure.class !== "retryable") {
-      deps.logger.warn(
-        { action_id: operation.actionId, code: failure.code, class: failure.class },
-        "enclave refused to sign",
-      );
-    }
-    return false;
-  }
-  signing.signed.push({
-    index,
-    nonce: at.nonce,
-    txHash: result.value.txHash,
-    rawTx: result.value.rawTransaction,
-    costWei,
-    costUnits: cost,
-  });
-  facts.count(operation, costWei, cost, now);
-  return true;
+  const costs = new Map<number, { costWei: bigint; costUnits: bigint }>();
+  return {
+    window: 1,
+    admit(index) {
+      const operation = operations[index]!;
+      const cost = {
+        costWei: operation.valueUnits * WEI_PER_UNIT + fees.gasLimit * fees.maxFeePerGas,
+        costUnits: costUnits({
+          valueUnits: operation.valueUnits,
+          gasLimit: fees.gasLimit,
+          maxFeePerGas: fees.maxFeePerGas,
+        }),
+      };
+      const refusal = operation.check({
+        sender: at.sender,
+        fees,
+        ...cost,
+        inFlightWei: facts.inFlight(operation.sender.address),
+        transferSpentUnits: facts.spent(operation.agentId),
+        faucet: facts.payouts(operation.agentId),
+        gate: facts.gate(operation.gateWallet),
+        recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
+        now,
+      });
+      if (refusal) {
+        signing.refused.push({ index, refusal });
+        return false;
+      }
+      costs.set(index, cost);
+      return true;
+    },
+    sign(index, nonce) {
+      const operation = operations[index]!;
+      return operation.sign({
+        keyRef: operation.sender.keyRef,
+        // The enclave signs only when the key's address is the sender's (SPEC: key-binding checks).
+        from: operation.sender.address as Hex,
+        chainId: CHAIN_ID,
+        to: operation.to as Hex,
+        valueUnits: operation.valueUnits,
+        nonce,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        gasLimit: fees.gasLimit,
+      });
+    },
+    signed(index, nonce, result) {
+      const cost = costs.get(index)!;
+      signing.signed.push({ index, nonce, txHash: result.txHash, rawTx: result.rawTransaction, ...cost });
+      facts.count(operations[index]!, cost.costWei, cost.costUnits, now);
+    },
+    unsigned(index, failure) {
+      // Nothing signed, or nothing that left the enclave for good: the nonce is still free.
+      const operation = operations[index]!;
+      const refusal = refusesThisRequest(operation, failure);
+      if (refusal) {
+        signing.refused.push({ index, refusal });
+      } else {
+        signing.unavailable.push({ index, refusal: signerUnavailable(failure) });
+      }
+      if (failure.class !== "retryable") {
+        deps.logger.warn(
+          { action_id: operation.actionId, code: failure.code, class: failure.class },
+          "enclave refused to sign",
+        );
+      }
+    },
+  };
 }
 
 /**

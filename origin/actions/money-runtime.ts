@@ -1,5 +1,5 @@
-import type { BroadcastLane } from "../chain/broadcast-lane.ts";
 import type { FeeOracle } from "../chain/fees.ts";
+import type { BroadcastLane } from "../outbox/index.ts";
 
 /**
  * What the money routes need beyond the infrastructure, built once the origin has checked its
@@ -14,7 +14,7 @@ export type MoneyRuntime = {
   /** Called once a transaction is in flight (wakes the transaction tracker). */
   onInFlight: () => void;
   /**
-   * The node's one lane for the faucet's and transfers' broadcasts (chain/broadcast-lane.ts):
+   * The node's one lane for the faucet's and transfers' broadcasts (outbox/lane.ts):
    * each batch's transactions after the last's, in order. Drained at shutdown.
    */
   broadcasts: BroadcastLane;

@@ -8,15 +8,19 @@
  */
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { MoneyRuntime } from "../actions/money-runtime.ts";
-import { createBroadcastLane } from "../chain/broadcast-lane.ts";
 import { createFeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
+import {
+  broadcastLeaseMs,
+  createBroadcastLane,
+  createTxTracker,
+  type TxTracker,
+  type TxTrackerOptions,
+} from "../outbox/index.ts";
 import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
-import { createTxTracker, type TxTracker, type TxTrackerOptions } from "../workers/tx-tracker.ts";
 import { buildX402Runtime, type X402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
 
 /**

@@ -14,8 +14,8 @@
 import { sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { readReceipts } from "../chain/outgoing.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { readReceipts } from "../outbox/index.ts";
 
 export type ReservedUnitsParams = {
   payers: readonly string[];

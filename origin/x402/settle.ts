@@ -8,7 +8,7 @@
  *      finds it taken. Meanwhile one JSON-RPC batch reads the settler's mined nonce, the block
  *      number and each payment's facts (verification's last checks: authorization unused, balance
  *      enough); a claim the facts or the validity window refuse is released;
- *   2. the settler's nonce row is locked (chain/outgoing.ts), so every batch that signed before
+ *   2. the settler's nonce row is locked (outbox/store.ts), so every batch that signed before
  *      this one has committed, whichever origin ran it; each payer's balance must then cover its
  *      payment plus what its other settlements not yet in that balance hold (reservations.ts) and
  *      its payments earlier in this batch. The claims left are signed with the next nonces, all at
@@ -19,7 +19,7 @@
  *      a settle whose receipt is not in yet polls for it until its deadline.
  * A crash before the commit leaves nothing: no claim, nothing signed that escaped. A crash after
  * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
- * settlement with its receipt (outgoing.ts recordMined). Round trips between processes are what a
+ * settlement with its receipt (outbox/store.ts recordMined). Round trips between processes are what a
  * settlement costs most here, so a batch pays them once, not once per payment.
  *
  * The settler pays the gas of what it signs, so it signs only what the chain will not revert for
@@ -50,19 +50,22 @@ import type { Hex } from "../../shared/hex.ts";
 import type { FeeOracle, Fees } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import {
-  type BroadcastLease,
-  nextNonceUpsert,
-  type ReceiptOutcome,
-  receiptOutcome,
-  recordMined,
-  sendRawBatch,
-} from "../chain/outgoing.ts";
-import { bookkeep, recordSentBatch, type SentBatchDeps } from "../chain/sent-batch.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import type { SignerClient, SignerResult, SignTransactionResult } from "../signer/types.ts";
+import {
+  type BroadcastLease,
+  bookkeep,
+  nextNonceUpsert,
+  type ReceiptOutcome,
+  recordMined,
+  recordSentBatch,
+  type SentBatchDeps,
+  sendRawBatch,
+  signInNonceOrder,
+  waitForReceipt,
+} from "../outbox/index.ts";
+import type { SignerClient, SignTransactionResult } from "../signer/types.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
@@ -73,6 +76,7 @@ import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 export const SETTLEMENT_GAS = 100_000n;
 /** A claim without a stored transaction this long was abandoned by a settle that died. */
 const CLAIM_LEASE_SECONDS = 30;
+/** How often a repeated presentation looks at what the earlier one came to. */
 const POLL_MS = 50;
 const MAX_BATCH = 64;
 
@@ -171,7 +175,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       if (outcome.kind === "refused") return { kind: "failed", response: respond(payer, "", outcome.reason) };
       let receipt = await outcome.receipt;
       if (receipt === undefined) {
-        receipt = await waitForReceipt(deps, outcome.txHash);
+        receipt = await waitForReceipt(deps.rpc, outcome.txHash, deps.receiptTimeoutMs);
         if (receipt === undefined) {
           return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.settlementPending) };
         }
@@ -241,13 +245,6 @@ async function earlier(
   }
 }
 
-/** The chain did not say its fees or the settler's nonce: the claims are undone, nothing is signed. */
-class ChainUnavailable extends Error {
-  constructor(readonly claims: Claim[]) {
-    super("the chain did not say its fees or the settler's nonce");
-  }
-}
-
 /** A batch after its database transaction: what it decided, and the settlements it stored. */
 type SignedBatch = { outcomes: BatchOutcome[]; stored: Array<{ index: number; lease: BroadcastLease }> };
 
@@ -267,69 +264,84 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
   // its earlier presentation.
   const quoted = deps.fees.quote(SETTLEMENT_GAS);
   const chainRead = readBatchChain(deps, payments);
-  try {
-    const stored = await deps.db.transaction(async (tx) => {
-      const claims = await claimAll(tx, payments);
-      if (claims.length === 0) return [];
-      const [quote, chain] = await Promise.all([quoted, chainRead]);
-      // The claims roll back with the transaction.
-      if (!quote.ok || chain.minedNonce === undefined || chain.blockNumber === undefined) {
-        throw new ChainUnavailable(claims);
-      }
-      const fees = quote.fees;
-      const released: Claim[] = [];
-      const refuse = (claim: Claim, reason: X402Reason): void => {
-        outcomes[claim.index] = { kind: "invalid", reason };
-        released.push(claim);
-      };
-      // The window again, at the time of signing: a payment may have waited for this batch.
-      const nowSeconds = unixSeconds(deps.now());
-      const marginSeconds = BigInt(deps.validityMarginSeconds);
-      const candidates: Claim[] = [];
-      for (const claim of claims) {
-        const { authorization } = claim.payment;
-        const refusal =
-          windowRefusal(authorization, nowSeconds, marginSeconds) ??
-          factsRefusal(chain.facts[claim.index], authorization);
-        if (refusal) refuse(claim, refusal);
-        else candidates.push(claim);
-      }
-      if (candidates.length === 0) return storeSigned(tx, deps, fees, [], released);
-      const [next] = await queryRows<{ next_nonce: string }>(
-        tx,
-        nextNonceUpsert(deps.settler.address, chain.minedNonce),
-      );
-      // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
-      const reserved = await reservedUnits(tx, deps.rpc, {
-        payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
-        excludeIds: claims.map((claim) => claim.id),
-        balanceBlock: chain.blockNumber,
-        openAfterSeconds: nowSeconds - marginSeconds,
-      });
-      const allowed: Claim[] = [];
-      for (const claim of candidates) {
+  const stored = await deps.db.transaction(async (tx) => {
+    const claims = await claimAll(tx, payments);
+    if (claims.length === 0) return [];
+    const [quote, chain] = await Promise.all([quoted, chainRead]);
+    if (!quote.ok || chain.minedNonce === undefined || chain.blockNumber === undefined) {
+      // The claims are released; the others stay duplicates: an earlier presentation holds them,
+      // whatever the chain says.
+      for (const claim of claims) outcomes[claim.index] = unavailable;
+      await releaseClaims(tx, claims);
+      return [];
+    }
+    const fees = quote.fees;
+    const released: Claim[] = [];
+    const refuse = (claim: Claim, reason: X402Reason): void => {
+      outcomes[claim.index] = { kind: "invalid", reason };
+      released.push(claim);
+    };
+    // The window again, at the time of signing: a payment may have waited for this batch.
+    const nowSeconds = unixSeconds(deps.now());
+    const marginSeconds = BigInt(deps.validityMarginSeconds);
+    const candidates: Claim[] = [];
+    for (const claim of claims) {
+      const { authorization } = claim.payment;
+      const refusal =
+        windowRefusal(authorization, nowSeconds, marginSeconds) ??
+        factsRefusal(chain.facts[claim.index], authorization);
+      if (refusal) refuse(claim, refusal);
+      else candidates.push(claim);
+    }
+    if (candidates.length === 0) return storeSigned(tx, deps, fees, [], released);
+    const [next] = await queryRows<{ next_nonce: string }>(
+      tx,
+      nextNonceUpsert(deps.settler.address, chain.minedNonce),
+    );
+    // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
+    const reserved = await reservedUnits(tx, deps.rpc, {
+      payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
+      excludeIds: claims.map((claim) => claim.id),
+      balanceBlock: chain.blockNumber,
+      openAfterSeconds: nowSeconds - marginSeconds,
+    });
+    const signed: SignedClaim[] = [];
+    const unsigned: Claim[] = [];
+    await signInNonceOrder(candidates, BigInt(next!.next_nonce), {
+      // The settler's key counts no budget per signature: the whole batch is signed at once.
+      window: candidates.length,
+      admit(claim) {
         const { authorization } = claim.payment;
         const held = reserved.get(authorization.from) ?? 0n;
         const refusal = factsRefusal(chain.facts[claim.index], authorization, held * WEI_PER_UNIT);
         if (refusal) {
           refuse(claim, refusal);
-          continue;
+          return false;
         }
         reserved.set(authorization.from, held + authorization.value);
-        allowed.push(claim);
-      }
-      if (allowed.length === 0) return storeSigned(tx, deps, fees, [], released);
-      const { signed, unsigned } = await signInNonceOrder(deps, fees, allowed, BigInt(next!.next_nonce));
-      for (const claim of unsigned) outcomes[claim.index] = unavailable;
-      return storeSigned(tx, deps, fees, signed, [...released, ...unsigned]);
+        return true;
+      },
+      sign: (claim, nonce) =>
+        deps.signer.signSettlement({
+          keyRef: deps.settler.keyRef,
+          chainId: CHAIN_ID,
+          authorization: claim.payment.authorization,
+          signature: claim.payment.signature,
+          nonce,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+          gasLimit: fees.gasLimit,
+        }),
+      signed: (claim, nonce, result) => signed.push({ ...claim, nonce, ...result }),
+      unsigned(claim, failure) {
+        deps.logger.warn({ code: failure.code, class: failure.class }, "enclave refused a settlement");
+        outcomes[claim.index] = unavailable;
+        unsigned.push(claim);
+      },
     });
-    return { outcomes, stored };
-  } catch (error) {
-    if (!(error instanceof ChainUnavailable)) throw error;
-    // The others stay duplicates: an earlier presentation holds them, whatever the chain says.
-    for (const claim of error.claims) outcomes[claim.index] = unavailable;
-    return { outcomes, stored: [] };
-  }
+    return storeSigned(tx, deps, fees, signed, [...released, ...unsigned]);
+  });
+  return { outcomes, stored };
 }
 
 /**
@@ -454,60 +466,10 @@ function claimKey(payer: string, nonce: string): string {
 
 type SignedClaim = Claim & { nonce: bigint } & SignTransactionResult;
 
-/**
- * Signs the claims with consecutive settler nonces from `next`, all requests at once. The chain
- * takes a nonce only after the one before it, so if the enclave refuses one, the signatures made
- * for the claims after it (never stored, never sent) are dropped and those claims signed again,
- * in turn, from the refused one's nonce.
- */
-async function signInNonceOrder(
-  deps: SettlerDeps,
-  fees: Fees,
-  claims: Claim[],
-  next: bigint,
-): Promise<{ signed: SignedClaim[]; unsigned: Claim[] }> {
-  const sign = (claim: Claim, nonce: bigint): Promise<SignerResult<SignTransactionResult>> =>
-    deps.signer.signSettlement({
-      keyRef: deps.settler.keyRef,
-      chainId: CHAIN_ID,
-      authorization: claim.payment.authorization,
-      signature: claim.payment.signature,
-      nonce,
-      maxFeePerGas: fees.maxFeePerGas,
-      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-      gasLimit: fees.gasLimit,
-    });
-  const signed: SignedClaim[] = [];
-  const unsigned: Claim[] = [];
-  const refused = (claim: Claim, result: SignerResult<SignTransactionResult>): void => {
-    if (!result.ok) {
-      deps.logger.warn(
-        { code: result.error.code, class: result.error.class },
-        "enclave refused a settlement",
-      );
-    }
-    unsigned.push(claim);
-  };
-  const all = await Promise.all(claims.map((claim, n) => sign(claim, next + BigInt(n))));
-  let n = 0;
-  for (; n < claims.length; n++) {
-    const result = all[n]!;
-    if (!result.ok) break;
-    signed.push({ ...claims[n]!, nonce: next + BigInt(n), ...result.value });
-  }
-  if (n === claims.length) return { signed, unsigned };
-  refused(claims[n]!, all[n]!);
-  let nonce = next + BigInt(n);
-  for (const claim of claims.slice(n + 1)) {
-    const result = await sign(claim, nonce);
-    if (!result.ok) {
-      refused(claim, result);
-      continue;
-    }
-    signed.push({ ...claim, nonce, ...result.value });
-    nonce++;
-  }
-  return { signed, unsigned };
+/** Releases claims nothing was signed for, so the payment can be presented again. */
+async function releaseClaims(tx: Db, claims: Claim[]): Promise<void> {
+  await tx.execute(sql`delete from x402_settlements
+      where id = any(${pgArrayLiteral(claims.map((claim) => claim.id))}::uuid[]) and tx_id is null`);
 }
 
 /**
@@ -555,21 +517,4 @@ async function storeSigned(
     index: item.index,
     lease: { txId: ids.get(item.txHash)!, rawTx: item.rawTransaction, txHash: item.txHash, status: "signed" },
   }));
-}
-
-/** Polls for the receipt until the deadline; undefined when none came in time. */
-async function waitForReceipt(deps: SettlerDeps, txHash: Hex): Promise<Receipt | undefined> {
-  const deadline = Date.now() + deps.receiptTimeoutMs;
-  for (;;) {
-    const answer = await deps.rpc.send({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "eth_getTransactionReceipt",
-      params: [txHash],
-    });
-    const receipt = answer.ok ? receiptOutcome((answer.body as { result?: unknown }).result) : undefined;
-    if (receipt) return receipt;
-    if (Date.now() >= deadline) return undefined;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
 }

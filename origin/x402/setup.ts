@@ -6,10 +6,10 @@
  */
 import type { FeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { broadcastLeaseMs } from "../chain/outgoing.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
+import { broadcastLeaseMs } from "../outbox/index.ts";
 import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
 import { createSettler, type Settler } from "./settle.ts";

@@ -71,7 +71,7 @@ export const outgoingTransactions = pgTable(
     ),
     check("outgoing_transactions_sender_format", sql`${t.sender} ~ '^0x[0-9a-f]{40}$'`),
     check("outgoing_transactions_hash_format", sql`${t.txHash} ~ '^0x[0-9a-f]{64}$'`),
-    // The refused ones, few: the tracker looks among them for nonce gaps (chain/nonce-gaps.ts).
+    // The refused ones, few: the tracker looks among them for nonce gaps (outbox/gaps.ts).
     index("outgoing_transactions_failed_idx").on(t.sender, t.nonce).where(sql`${t.status} = 'failed'`),
     index("outgoing_transactions_in_flight_idx")
       .on(t.status, t.updatedAt)

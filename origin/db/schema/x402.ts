@@ -12,7 +12,7 @@ export type SettlementState = (typeof SETTLEMENT_STATES)[number];
 /**
  * SPEC "x402 surfaces": a (from, nonce) pair settles once. The row is the claim, inserted before
  * anything is signed or broadcast, so concurrent settles of one payment make one transaction; its
- * transaction (chain/outgoing.ts) carries the settler nonce and moves this row's state with its own.
+ * transaction (outbox/store.ts) carries the settler nonce and moves this row's state with its own.
  */
 export const x402Settlements = pgTable(
   "x402_settlements",

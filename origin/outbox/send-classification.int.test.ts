@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, startDevnet } from "../../devnet/index.ts";
 import { fund, newAccount, publicClientFor, usdc } from "../../devnet/testing.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { createJsonRpcUpstream, type JsonRpcUpstream } from "./json-rpc-upstream.ts";
-import { sendRaw, sendRawBatch } from "./outgoing.ts";
+import { createJsonRpcUpstream, type JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { sendRaw, sendRawBatch } from "./sender.ts";
 
 // How the service reads the chain's answer to a broadcast, against the real devnet (which words
 // its refusals as geth does): "nonce too low" means mined already when the chain has the

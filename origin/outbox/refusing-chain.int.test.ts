@@ -195,7 +195,7 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
         agentCalls(origin.base, agents[n]!.token).settled((answer.body as ActionView).action_id),
       ),
     );
-    // A payout signed behind the refused one waits for its hole to be filled (nonce-gaps.ts).
+    // A payout signed behind the refused one waits for its hole to be filled (outbox/gaps.ts).
     expect(views.map((view) => view.status)).toEqual(["failed", "confirmed", "confirmed"]);
     expect(await chain.getBalance({ address: agents[0]!.wallet })).toBe(0n);
     for (const agent of agents.slice(1)) {

@@ -6,11 +6,11 @@ import { fund, newAccount, publicClientFor, usdc } from "../../devnet/testing.ts
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { freePort } from "../../testing/free-port.ts";
+import { createJsonRpcUpstream, type JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { queryRows } from "../db/client.ts";
 import { createLogger } from "../logger.ts";
-import { type BroadcastLane, createBroadcastLane } from "./broadcast-lane.ts";
-import { createJsonRpcUpstream, type JsonRpcUpstream } from "./json-rpc-upstream.ts";
-import { type BroadcastLease, recordSigned } from "./outgoing.ts";
+import type { BroadcastLease } from "./intent.ts";
+import { type BroadcastLane, createBroadcastLane } from "./lane.ts";
 
 // The lane against a real devnet and a real database: stored transactions (signed here by a test
 // account, as the enclave would sign an agent's) go out in order, what queues while a broadcast is
@@ -60,20 +60,16 @@ describe("broadcast lane (real devnet and Postgres)", () => {
         maxFeePerGas: 3_000_000_000n,
         maxPriorityFeePerGas: 1_000_000_000n,
       });
-      leases.push(
-        await recordSigned(
-          database.handle.db,
-          {
-            purpose: "transfer",
-            sender: sender.address.toLowerCase(),
-            nonce: BigInt(nonce),
-            txHash: keccak256(rawTx),
-            rawTx,
-            maxCostWei: 1_000n + 21_000n * 3_000_000_000n,
-          },
-          { leaseMs: 60_000 },
-        ),
+      // Stored as the outbox stores what it signed: `signed`, under a broadcast lease.
+      const txHash = keccak256(rawTx);
+      const [row] = await queryRows<{ tx_id: string }>(
+        database.handle.db,
+        sql`insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
+            values ('transfer', ${sender.address.toLowerCase()}, ${nonce}, ${txHash}, ${rawTx},
+                    ${(1_000n + 21_000n * 3_000_000_000n).toString()}, now() + interval '60 seconds')
+            returning tx_id`,
       );
+      leases.push({ txId: row!.tx_id, rawTx, txHash, status: "signed" });
     }
     return { sender: sender.address, leases };
   }

@@ -1,27 +1,13 @@
 /**
- * The service's own transactions (DESIGN §4): nonces handed out under a row lock per sending
- * address, signed bytes stored before they are broadcast, and broadcasts that never overlap for
- * one transaction. Faucet payouts, transfers and x402 settlements all go through here.
+ * The outbox's rows (DESIGN §4): nonces handed out under a row lock per sending address, signed
+ * bytes stored before they are broadcast, broadcast leases so no two origins send one transaction
+ * at once, and each state the chain moves a transaction to, written with the state of the domain
+ * row that follows it (an agent action, an x402 settlement) in the same statement.
  */
 import { type SQL, sql } from "drizzle-orm";
-import type { Hex } from "../../shared/hex.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
-
-import { batchResults } from "./json-rpc-results.ts";
-import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
-
-export type TxPurpose = "faucet" | "transfer" | "settlement" | "filler";
-export type TxStatus = "signed" | "submitted" | "confirmed" | "reverted" | "failed";
-
-/**
- * What the chain says of a sender right now: its mined nonce and its balance, both at `latest`,
- * read in one JSON-RPC batch, nonce first (nodes, geth and the devnet, run a batch's calls in the
- * order listed). In that order a transaction mined between the two reads is both in the balance
- * and above the nonce, so it is counted twice as in flight (a refusal too many), never missed
- * (an overdraft).
- */
-export type SenderView = { minedNonce: bigint; balanceWei: bigint };
+import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
 /**
  * The statement that locks `address`'s nonce row for the rest of the transaction and returns the
@@ -37,18 +23,6 @@ export function nextNonceUpsert(address: string, minedNonce: bigint): SQL {
     returning next_nonce`;
 }
 
-export type SignedTransaction = {
-  purpose: TxPurpose;
-  sender: string;
-  nonce: bigint;
-  txHash: Hex;
-  rawTx: Hex;
-  maxCostWei: bigint;
-};
-
-/** The right to broadcast one stored transaction until its lease ends, with what to send. */
-export type BroadcastLease = { txId: string; rawTx: string; txHash: string; status: TxStatus };
-
 /**
  * How long a broadcast lease lasts: longer than any one broadcast can take (three chain timeouts),
  * so a lease never ends while its broadcast is still in flight, and no two origins ever send one
@@ -56,36 +30,6 @@ export type BroadcastLease = { txId: string; rawTx: string; txHash: string; stat
  */
 export function broadcastLeaseMs(chainTimeoutMs: number): number {
   return Math.max(3_000, 3 * chainTimeoutMs);
-}
-
-/**
- * Stores a signed transaction, moves its sender's next nonce past it and, when `actionId` is
- * given, moves that action from `requested` to `signed`, in one statement of the caller's
- * transaction (which holds the nonce row lock). The caller holds its broadcast lease.
- */
-export async function recordSigned(
-  tx: Db,
-  signed: SignedTransaction,
-  params: { leaseMs: number; actionId?: string; costUnits?: bigint },
-): Promise<BroadcastLease> {
-  const [row] = await queryRows<{ tx_id: string }>(
-    tx,
-    sql`with stored as (
-          insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
-          values (${signed.purpose}, ${signed.sender}, ${signed.nonce}, ${signed.txHash}, ${signed.rawTx},
-                  ${signed.maxCostWei.toString()}, now() + make_interval(secs => ${params.leaseMs / 1000}))
-          returning tx_id),
-        nonce as (
-          update sender_nonces set next_nonce = ${signed.nonce + 1n}, updated_at = now()
-          where address = ${signed.sender}),
-        action as (
-          update agent_actions set status = 'signed', tx_id = (select tx_id from stored), tx_hash = ${signed.txHash},
-            cost_units = ${params.costUnits?.toString() ?? null}::numeric, signed_at = now(), error_code = null,
-            error_message = null, updated_at = now()
-          where action_id = ${params.actionId ?? null}::uuid and status = 'requested')
-        select tx_id from stored`,
-  );
-  return { txId: row!.tx_id, rawTx: signed.rawTx, txHash: signed.txHash, status: "signed" };
 }
 
 /**
@@ -106,113 +50,6 @@ export async function claimBroadcast(
         returning raw_tx, tx_hash, status`,
   );
   return row ? { txId, rawTx: row.raw_tx, txHash: row.tx_hash, status: row.status } : undefined;
-}
-
-/** How the chain answered one broadcast. */
-export type BroadcastOutcome =
-  | { kind: "accepted" }
-  /** Not sent or not answered (unreachable, timeout, a full pool): try again later. */
-  | { kind: "transient"; reason: string }
-  /** The chain will never take these bytes; nothing of them was spent. */
-  | { kind: "refused"; reason: string };
-
-/**
- * Sends many transactions in one JSON-RPC batch (a node mines what arrives together in one block)
- * and classifies each answer as sendRaw does; a failed round trip is transient for all of them.
- */
-export async function sendRawBatch(
-  rpc: JsonRpcUpstream,
-  txs: readonly { rawTx: string; txHash: string }[],
-): Promise<BroadcastOutcome[]> {
-  if (txs.length === 0) return [];
-  const result = await rpc.send(
-    txs.map((tx, index) => ({
-      jsonrpc: "2.0",
-      id: index,
-      method: "eth_sendRawTransaction",
-      params: [tx.rawTx],
-    })),
-  );
-  if (!result.ok || !Array.isArray(result.body)) {
-    const reason = result.ok ? "chain bad_body" : `chain ${result.failure}`;
-    return txs.map(() => ({ kind: "transient", reason }));
-  }
-  const byId = new Map((result.body as { id?: unknown }[]).map((item) => [item.id, item]));
-  return Promise.all(
-    txs.map((tx, index) =>
-      classifySend(rpc, byId.get(index) ?? { error: { message: "no answer" } }, tx.txHash),
-    ),
-  );
-}
-
-/** Sends raw bytes and classifies the answer in geth's words (the devnet words them the same). */
-export async function sendRaw(
-  rpc: JsonRpcUpstream,
-  rawTx: string,
-  txHash: string,
-): Promise<BroadcastOutcome> {
-  const result = await rpc.send({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [rawTx] });
-  if (!result.ok) return { kind: "transient", reason: `chain ${result.failure}` };
-  return classifySend(rpc, result.body, txHash);
-}
-
-async function classifySend(
-  rpc: JsonRpcUpstream,
-  answer: unknown,
-  txHash: string,
-): Promise<BroadcastOutcome> {
-  const body = answer as { result?: unknown; error?: { message?: unknown } };
-  if (typeof body.result === "string") return { kind: "accepted" };
-  const message = typeof body.error?.message === "string" ? body.error.message : "no result";
-  if (/already known|known transaction/i.test(message)) return { kind: "accepted" };
-  if (/nonce too low/i.test(message)) {
-    // Mined already (an earlier broadcast got through) or another transaction took the nonce.
-    const receipt = await rpc.send({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "eth_getTransactionReceipt",
-      params: [txHash],
-    });
-    if (!receipt.ok) return { kind: "transient", reason: `chain ${receipt.failure}` };
-    const mined = (receipt.body as { result?: unknown }).result;
-    return mined ? { kind: "accepted" } : { kind: "refused", reason: message };
-  }
-  if (/txpool is full|underpriced|timeout|try again/i.test(message))
-    return { kind: "transient", reason: message };
-  return { kind: "refused", reason: message };
-}
-
-/**
- * Sends the leased bytes, with no database lock held while the chain answers, then records the
- * outcome and ends the lease: `signed` becomes `submitted` on acceptance and `failed` on a refusal
- * (its nonce handed out again if nothing came after it); a transient failure leaves it as it was
- * for the tracker to send again.
- */
-export async function broadcastLeased(
-  db: Db,
-  rpc: JsonRpcUpstream,
-  lease: BroadcastLease,
-): Promise<BroadcastOutcome> {
-  const outcome = await sendRaw(rpc, lease.rawTx, lease.txHash);
-  if (outcome.kind === "transient") {
-    // updated_at moves too: the tracker's next attempt waits a full grace period.
-    await db.execute(sql`update outgoing_transactions
-        set broadcast_attempts = broadcast_attempts + 1, error = ${outcome.reason}, updated_at = now(),
-            broadcast_lease_until = null
-        where tx_id = ${lease.txId}`);
-    return outcome;
-  }
-  if (outcome.kind === "accepted") {
-    await setTxStatus(db, [lease.txId], lease.status === "signed" ? "submitted" : lease.status, {
-      countBroadcast: true,
-    });
-    return outcome;
-  }
-  await db.transaction(async (tx) => {
-    await setTxStatus(tx, [lease.txId], "failed", { error: outcome.reason, countBroadcast: true });
-    await releaseNonceIfLast(tx, lease.txId);
-  });
-  return outcome;
 }
 
 /**
@@ -242,17 +79,6 @@ export async function recordBroadcastOutcomes(
       await releaseNonceIfLast(tx, lease.txId);
     });
   }
-}
-
-/** Claims and broadcasts one stored transaction; undefined if another broadcast holds it. */
-export async function broadcastStored(
-  db: Db,
-  rpc: JsonRpcUpstream,
-  txId: string,
-  options: { leaseMs: number; resend?: boolean },
-): Promise<BroadcastOutcome | undefined> {
-  const lease = await claimBroadcast(db, txId, options);
-  return lease ? broadcastLeased(db, rpc, lease) : undefined;
 }
 
 /**
@@ -323,54 +149,6 @@ function settlementState(status: TxStatus): string {
     default:
       return status;
   }
-}
-
-/** A receipt, as the tracker records it. */
-export type MinedTransaction = {
-  txId: string;
-  status: "confirmed" | "reverted";
-  feeWei: bigint;
-  blockNumber: bigint;
-};
-
-/** What a receipt says of its transaction (no tx id yet). */
-export type ReceiptOutcome = Omit<MinedTransaction, "txId">;
-
-/** The outcome in an eth_getTransactionReceipt result, or undefined while it is not mined. */
-export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
-  const receipt = result as {
-    status?: string;
-    gasUsed?: string;
-    effectiveGasPrice?: string;
-    blockNumber?: string;
-  } | null;
-  if (!receipt?.status || !receipt.blockNumber) return undefined;
-  return {
-    status: receipt.status === "0x1" ? "confirmed" : "reverted",
-    feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
-    blockNumber: BigInt(receipt.blockNumber),
-  };
-}
-
-/**
- * The receipts the chain has now for these transactions, in one JSON-RPC batch; none when the
- * chain did not answer.
- */
-export async function readReceipts(
-  rpc: JsonRpcUpstream,
-  txHashes: readonly Hex[],
-): Promise<Map<string, ReceiptOutcome>> {
-  const receipts = new Map<string, ReceiptOutcome>();
-  if (txHashes.length === 0) return receipts;
-  const answer = await rpc.send(
-    txHashes.map((hash, id) => ({ jsonrpc: "2.0", id, method: "eth_getTransactionReceipt", params: [hash] })),
-  );
-  const results = batchResults(answer);
-  for (const [id, hash] of txHashes.entries()) {
-    const receipt = receiptOutcome(results.get(id));
-    if (receipt) receipts.set(hash, receipt);
-  }
-  return receipts;
 }
 
 /**
@@ -447,9 +225,9 @@ const recordMinedFromSubmitted = recordMinedStatement("outgoing_record_mined", s
  * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is
  * closed by handing the nonce out again (the refused row stays, out of the uniqueness rule of live
  * rows); otherwise the later transactions wait behind it, and the tracker fills it with a filler
- * (nonce-gaps.ts).
+ * (gaps.ts).
  */
-async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
+export async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
   await tx.execute(sql`
     update sender_nonces set next_nonce = t.nonce, updated_at = now()
     from outgoing_transactions t

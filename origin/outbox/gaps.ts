@@ -2,10 +2,10 @@
  * Closing the holes a refusal leaves in a sender's nonces (DESIGN §4). The chain mines a sender's
  * transactions in nonce order only, so a refused transaction with later ones signed behind it
  * stalls them all: they wait in the node's queue, and the sender's next transaction waits behind
- * them. When nothing came after it, the refusal hands its nonce out again (outgoing.ts); otherwise
- * the tracker calls this, which fills the hole with a filler: a transfer of nothing from the
- * sender to itself at that nonce, signed by the enclave's sign_filler (it can move no money, so
- * the enclave signs it for any sending key within the fee ceiling). Once it is mined, the
+ * them. When nothing came after it, the refusal hands its nonce out again (store.ts
+ * releaseNonceIfLast); otherwise the tracker calls this, which fills the hole with a filler: a
+ * transfer of nothing from the sender to itself at that nonce, signed by the enclave's sign_filler
+ * (it can move no money, so the enclave signs it for any sending key within the fee ceiling). Once it is mined, the
  * transactions behind it are mined as they were signed, and their agents see them confirm.
  *
  * Why a filler rather than signing the later transactions again at the freed nonce: those bytes
@@ -15,13 +15,14 @@
 import { sql } from "drizzle-orm";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { type FeeOracle, NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
+import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { SignerClient } from "../signer/types.ts";
-import { type FeeOracle, NATIVE_TRANSFER_GAS } from "./fees.ts";
-import { batchResults, isQuantity } from "./json-rpc-results.ts";
-import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
-import { type BroadcastLease, broadcastLeased } from "./outgoing.ts";
+import type { BroadcastLease } from "./intent.ts";
+import { broadcastLeased } from "./sender.ts";
 
 /** A hole is filled again this long after a filler that did not close it (itself refused). */
 const REFILL_AFTER_SECONDS = 30;

@@ -4,7 +4,7 @@
  * and hands them here). One JSON-RPC batch is on its way to the chain at a time; whatever is
  * queued meanwhile leaves together in the next (a node mines what arrives together in one block),
  * so each sender's nonces reach the chain in order. Once the chain has taken a batch, its receipts
- * are read and recorded (sent-batch.ts) while the next one goes.
+ * are read and recorded (receipts.ts) while the next one goes.
  *
  * Nothing here is the only copy: the transactions are stored as `signed` with a broadcast lease
  * before they are queued. A broadcast that fails or never happens (a crash) is the transaction
@@ -12,10 +12,12 @@
  * here (at most the batch on its way, then this one's own round trip: two chain timeouts of the
  * lease's three).
  */
+
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Logger } from "../logger.ts";
-import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
-import { type BroadcastLease, sendRawBatch } from "./outgoing.ts";
-import { bookkeep, recordSentBatch, type SentBatchDeps } from "./sent-batch.ts";
+import type { BroadcastLease } from "./intent.ts";
+import { bookkeep, recordSentBatch, type SentBatchDeps } from "./receipts.ts";
+import { sendRawBatch } from "./sender.ts";
 
 export type BroadcastLaneDeps = SentBatchDeps & {
   rpc: JsonRpcUpstream;

@@ -2,29 +2,25 @@
  * Follows the service's own transactions to the end (issue 12 item 4): `submitted` ones to their
  * receipt (`confirmed`, or `reverted` for status 0), `signed` ones whose broadcast never happened
  * (a crash, an unreachable chain) back to the chain with the same bytes, the holes a refusal left
- * in a sender's nonces filled (chain/nonce-gaps.ts), and `requested` actions that nobody finished
+ * in a sender's nonces filled (gaps.ts), and `requested` actions that nobody finished
  * to `failed`. Every row is taken with SKIP LOCKED, so several origins on one
  * database share the work and never broadcast one transaction at the same time.
  */
 import { sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { fillNonceGaps, type GapFillerDeps } from "../chain/nonce-gaps.ts";
-import {
-  broadcastLeaseMs,
-  broadcastStored,
-  type MinedTransaction,
-  readReceipts,
-  recordMined,
-  type TxStatus,
-} from "../chain/outgoing.ts";
 import type { Db } from "../db/client.ts";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
-import type { Worker } from "./loop.ts";
+import type { Worker } from "../workers/loop.ts";
+import { fillNonceGaps, type GapFillerDeps } from "./gaps.ts";
+import type { MinedTransaction, TxStatus } from "./intent.ts";
+import { readReceipts } from "./receipts.ts";
+import { broadcastStored } from "./sender.ts";
+import { broadcastLeaseMs, recordMined } from "./store.ts";
 
 export type TxTrackerOptions = {
-  /** How long a broadcast lease lasts (chain/outgoing.ts broadcastLeaseMs). */
+  /** How long a broadcast lease lasts (outbox/store.ts broadcastLeaseMs). */
   leaseMs?: number;
   /** Between ticks while nothing wakes the tracker. */
   periodMs?: number;

@@ -1,0 +1,139 @@
+/**
+ * Following the service's own transactions to their receipts. After a batch broadcast (sender.ts
+ * sendRawBatch), the receipts of what the chain took are read in one JSON-RPC batch (a node that
+ * mines on arrival, as the devnet does, has them at once) and recorded with the broadcast in one
+ * statement (store.ts recordMined from `signed`); what has no receipt yet is recorded as its
+ * broadcast left it (recordBroadcastOutcomes), for the tracker (tracker.ts) to follow. A caller
+ * that must answer with the receipt waits for it here too (waitForReceipt).
+ */
+import type { Hex } from "../../shared/hex.ts";
+import { batchResults } from "../chain/json-rpc-results.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import type { Db } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import type { BroadcastLease, BroadcastOutcome, MinedTransaction, ReceiptOutcome } from "./intent.ts";
+import { recordBroadcastOutcomes, recordMined } from "./store.ts";
+
+/** The outcome in an eth_getTransactionReceipt result, or undefined while it is not mined. */
+export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
+  const receipt = result as {
+    status?: string;
+    gasUsed?: string;
+    effectiveGasPrice?: string;
+    blockNumber?: string;
+  } | null;
+  if (!receipt?.status || !receipt.blockNumber) return undefined;
+  return {
+    status: receipt.status === "0x1" ? "confirmed" : "reverted",
+    feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
+    blockNumber: BigInt(receipt.blockNumber),
+  };
+}
+
+/**
+ * The receipts the chain has now for these transactions, in one JSON-RPC batch; none when the
+ * chain did not answer.
+ */
+export async function readReceipts(
+  rpc: JsonRpcUpstream,
+  txHashes: readonly Hex[],
+): Promise<Map<string, ReceiptOutcome>> {
+  const receipts = new Map<string, ReceiptOutcome>();
+  if (txHashes.length === 0) return receipts;
+  const answer = await rpc.send(
+    txHashes.map((hash, id) => ({ jsonrpc: "2.0", id, method: "eth_getTransactionReceipt", params: [hash] })),
+  );
+  const results = batchResults(answer);
+  for (const [id, hash] of txHashes.entries()) {
+    const receipt = receiptOutcome(results.get(id));
+    if (receipt) receipts.set(hash, receipt);
+  }
+  return receipts;
+}
+
+export type SentBatchDeps = {
+  db: Db;
+  rpc: JsonRpcUpstream;
+  logger: Logger;
+  /** Called when something is left in flight, so the tracker looks for it soon. */
+  onInFlight?: (() => void) | undefined;
+  /** Who is recording, for the log line of a failed record (e.g. "x402 settle"). */
+  context: string;
+};
+
+/**
+ * Reads the receipts of the accepted broadcasts and records every lease's outcome; returns the
+ * receipts by transaction hash. A record that fails (the database gone for a moment) is logged and
+ * left to the tracker, which finds the same facts on chain: the transactions are out either way.
+ */
+export async function recordSentBatch(
+  deps: SentBatchDeps,
+  leases: readonly BroadcastLease[],
+  sent: readonly BroadcastOutcome[],
+): Promise<Map<string, ReceiptOutcome>> {
+  const accepted = leases.filter((_, n) => sent[n]!.kind === "accepted");
+  const receipts = await readReceipts(
+    deps.rpc,
+    accepted.map((lease) => lease.txHash as Hex),
+  );
+  const mined: MinedTransaction[] = [];
+  const unmined: number[] = [];
+  for (const [n, lease] of leases.entries()) {
+    const receipt = sent[n]!.kind === "accepted" ? receipts.get(lease.txHash) : undefined;
+    if (receipt) mined.push({ txId: lease.txId, ...receipt });
+    else unmined.push(n);
+  }
+  await Promise.all([
+    bookkeep(deps, "recording the receipts", () => recordMined(deps.db, mined, { broadcast: true })),
+    bookkeep(deps, "recording the broadcast", () =>
+      recordBroadcastOutcomes(
+        deps.db,
+        unmined.map((n) => leases[n]!),
+        unmined.map((n) => sent[n]!),
+      ),
+    ),
+  ]);
+  if (unmined.some((n) => sent[n]!.kind !== "refused")) deps.onInFlight?.();
+  return receipts;
+}
+
+/** Records what the chain already did; a failure changes nothing the caller is told. */
+export async function bookkeep(
+  deps: Pick<SentBatchDeps, "logger" | "onInFlight" | "context">,
+  what: string,
+  record: () => Promise<void>,
+): Promise<void> {
+  try {
+    await record();
+  } catch (error) {
+    deps.logger.warn(
+      { err: { message: error instanceof Error ? error.message : String(error) } },
+      `${deps.context}: ${what} failed; the transaction tracker will`,
+    );
+    deps.onInFlight?.();
+  }
+}
+
+/** How often a caller waiting for one receipt asks for it. */
+const RECEIPT_POLL_MS = 50;
+
+/** Polls for one transaction's receipt until `timeoutMs` has passed; undefined when none came in time. */
+export async function waitForReceipt(
+  rpc: JsonRpcUpstream,
+  txHash: Hex,
+  timeoutMs: number,
+): Promise<ReceiptOutcome | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answer = await rpc.send({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_getTransactionReceipt",
+      params: [txHash],
+    });
+    const receipt = answer.ok ? receiptOutcome((answer.body as { result?: unknown }).result) : undefined;
+    if (receipt) return receipt;
+    if (Date.now() >= deadline) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
+  }
+}
