@@ -10,7 +10,7 @@ import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
 import type { SenderView } from "../outbox/index.ts";
-import type { MoneyOperation, Refusal } from "./execute.ts";
+import type { MoneyOperation, Refusal } from "./operation.ts";
 import { startOfUtcDay, utcDate } from "./utc-day.ts";
 
 /** What the chain said of the batch's senders (and of the recipients the checks need). */

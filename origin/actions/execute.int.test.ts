@@ -6,13 +6,9 @@ import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
 import { broadcastLeaseMs } from "../outbox/index.ts";
-import {
-  createMoneyExecutor,
-  type ExecuteOutcome,
-  type MoneyExecutor,
-  type MoneyOperation,
-} from "./execute.ts";
+import { createMoneyExecutor } from "./execute.ts";
 import { faucetOperation } from "./faucet.ts";
+import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.ts";
 import { claimActions, requestHash } from "./repository.ts";
 import { transferOperation } from "./transfers.ts";
 

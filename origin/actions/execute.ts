@@ -35,8 +35,6 @@ import type { Clock } from "../clock.ts";
 import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
 import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
-import type { ErrorCode } from "../errors.ts";
-import type { WalletGateRow } from "../funding/gate.ts";
 import type { Logger } from "../logger.ts";
 import {
   ABANDON_REQUESTED_AFTER_MS,
@@ -45,14 +43,8 @@ import {
   type SenderView,
   type SigningStep,
   signInNonceOrder,
-  type TxPurpose,
 } from "../outbox/index.ts";
-import type {
-  SignerFailure,
-  SignerResult,
-  SignTransactionParams,
-  SignTransactionResult,
-} from "../signer/types.ts";
+import type { SignerFailure } from "../signer/types.ts";
 import {
   type ChainView,
   type Facts,
@@ -62,14 +54,7 @@ import {
   recordBatch,
   type Signed,
 } from "./batch-store.ts";
-
-/** A refusal the agent is told about, in the gateway's error envelope. */
-export type Refusal = {
-  code: ErrorCode;
-  message: string;
-  fields?: Record<string, string | number>;
-  headers?: Record<string, string>;
-};
+import type { ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
 
 export type ExecutorDeps = {
   db: Db;
@@ -82,70 +67,6 @@ export type ExecutorDeps = {
   /** How long a broadcast lease lasts (outbox/store.ts broadcastLeaseMs). */
   leaseMs: number;
 };
-
-/** What an operation's checks see, read under the locks, counting earlier operations of its batch. */
-export type CheckFacts = {
-  /** The sender's mined nonce and balance, read while the batch took its locks (outbox/intent.ts). */
-  sender: SenderView;
-  fees: Fees;
-  /** Value plus the maximum fee of this transaction, in wei and in units (rounded up). */
-  costWei: bigint;
-  costUnits: bigint;
-  /**
-   * What the sender's transactions above the view's mined nonce can still take from it: those the
-   * view's balance does not count yet, whatever their row says now (one mined since the view was
-   * read may already be recorded `confirmed`). A refused one (`failed`) takes nothing.
-   */
-  inFlightWei: bigint;
-  /** Units the agent's transfers signed today count against its daily limit. */
-  transferSpentUnits: bigint;
-  /** The agent's faucet payouts: units signed today, and when the latest was signed. */
-  faucet: { totalTodayUnits: bigint; lastSignedAt: Date | null };
-  /** The funding gate's facts of `gateWallet` (null: not one of the service's wallets). */
-  gate: WalletGateRow | null;
-  /** The recipient's balance, in wei, when the operation asked for it. */
-  recipientBalanceWei: bigint | undefined;
-  now: Date;
-};
-
-export type MoneyOperation = {
-  actionId: string;
-  agentId: string;
-  purpose: Extract<TxPurpose, "faucet" | "transfer">;
-  /** The address that signs and pays, and its key in the enclave. */
-  sender: { address: string; keyRef: string };
-  to: string;
-  valueUnits: bigint;
-  /** The wallet the funding gate is about (DESIGN §8): the sender's, or the payout's recipient. */
-  gateWallet: string;
-  /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
-  readRecipientBalance?: boolean;
-  /** Null lets the operation go on. */
-  check: (facts: CheckFacts) => Refusal | null;
-  sign: (params: SignTransactionParams) => Promise<SignerResult<SignTransactionResult>>;
-  /**
-   * Turns the enclave's refusal under its sealed policy into what the agent is told, when it is a
-   * decision about this request (a limit, a budget, a cooldown, the key's binding): final for the
-   * key. Null when it is the service's state (the node configured unlike the sealed policy, a fee
-   * spike over the sealed ceiling): the action then stays `requested` (refusesThisRequest).
-   */
-  signerRefusal: (failure: SignerFailure) => Refusal | null;
-};
-
-export type ExecuteOutcome =
-  /** Signed and stored; the broadcast lane sends it (and the tracker, should that fail). */
-  | { kind: "signed"; lease: BroadcastLease }
-  /** Refused, a decision about this request; the action is now `failed` with the refusal's code. */
-  | { kind: "refused"; refusal: Refusal }
-  /**
-   * Could not be done now for the service's own reasons (the signer or the chain, see
-   * refusesThisRequest); nothing was signed and the action stays `requested` for a retry.
-   */
-  | { kind: "unavailable"; refusal: Refusal }
-  /** Another request or the tracker is executing this action right now. */
-  | { kind: "busy" };
-
-export type MoneyExecutor = { execute(operation: MoneyOperation): Promise<ExecuteOutcome> };
 
 /** At most this many operations share a batch. */
 const MAX_BATCH = 64;

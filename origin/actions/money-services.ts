@@ -1,6 +1,7 @@
 import type { Config } from "../config.ts";
 import type { SignerClient } from "../signer/types.ts";
-import type { ExecutorDeps, MoneyExecutor } from "./execute.ts";
+import type { ExecutorDeps } from "./execute.ts";
+import type { MoneyExecutor } from "./operation.ts";
 import type { ClaimActionParams, ClaimResult } from "./repository.ts";
 
 /** What the faucet and transfer routes need beyond the executor's deps. */

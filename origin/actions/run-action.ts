@@ -11,7 +11,7 @@ import type { Context } from "hono";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./execute.ts";
+import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.ts";
 import { type ActionRow, type ClaimActionParams, type ClaimResult, findAction } from "./repository.ts";
 import { endingRefusal, respondWithAction } from "./view.ts";
 

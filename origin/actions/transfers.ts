@@ -12,8 +12,8 @@ import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import type { SignerFailure } from "../signer/types.ts";
-import type { MoneyOperation, Refusal } from "./execute.ts";
 import type { MoneyServices } from "./money-services.ts";
+import type { MoneyOperation, Refusal } from "./operation.ts";
 import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 

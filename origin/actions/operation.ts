@@ -1,0 +1,88 @@
+/**
+ * What the money domain hands the outbox's batch runner (execute.ts): one operation (a faucet
+ * payout or a transfer) with its pure checks and its signer call, and what the runner answers.
+ * Types only, so the runner, its statements (batch-store.ts) and the handlers share them without
+ * importing one another.
+ */
+import type { Fees } from "../chain/fees.ts";
+import type { ErrorCode } from "../errors.ts";
+import type { WalletGateRow } from "../funding/gate.ts";
+import type { BroadcastLease, SenderView, TxPurpose } from "../outbox/index.ts";
+import type {
+  SignerFailure,
+  SignerResult,
+  SignTransactionParams,
+  SignTransactionResult,
+} from "../signer/types.ts";
+
+/** A refusal the agent is told about, in the gateway's error envelope. */
+export type Refusal = {
+  code: ErrorCode;
+  message: string;
+  fields?: Record<string, string | number>;
+  headers?: Record<string, string>;
+};
+
+/** What an operation's checks see, read under the locks, counting earlier operations of its batch. */
+export type CheckFacts = {
+  /** The sender's mined nonce and balance, read while the batch took its locks (outbox/intent.ts). */
+  sender: SenderView;
+  fees: Fees;
+  /** Value plus the maximum fee of this transaction, in wei and in units (rounded up). */
+  costWei: bigint;
+  costUnits: bigint;
+  /**
+   * What the sender's transactions above the view's mined nonce can still take from it: those the
+   * view's balance does not count yet, whatever their row says now (one mined since the view was
+   * read may already be recorded `confirmed`). A refused one (`failed`) takes nothing.
+   */
+  inFlightWei: bigint;
+  /** Units the agent's transfers signed today count against its daily limit. */
+  transferSpentUnits: bigint;
+  /** The agent's faucet payouts: units signed today, and when the latest was signed. */
+  faucet: { totalTodayUnits: bigint; lastSignedAt: Date | null };
+  /** The funding gate's facts of `gateWallet` (null: not one of the service's wallets). */
+  gate: WalletGateRow | null;
+  /** The recipient's balance, in wei, when the operation asked for it. */
+  recipientBalanceWei: bigint | undefined;
+  now: Date;
+};
+
+export type MoneyOperation = {
+  actionId: string;
+  agentId: string;
+  purpose: Extract<TxPurpose, "faucet" | "transfer">;
+  /** The address that signs and pays, and its key in the enclave. */
+  sender: { address: string; keyRef: string };
+  to: string;
+  valueUnits: bigint;
+  /** The wallet the funding gate is about (DESIGN §8): the sender's, or the payout's recipient. */
+  gateWallet: string;
+  /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
+  readRecipientBalance?: boolean;
+  /** Null lets the operation go on. */
+  check: (facts: CheckFacts) => Refusal | null;
+  sign: (params: SignTransactionParams) => Promise<SignerResult<SignTransactionResult>>;
+  /**
+   * Turns the enclave's refusal under its sealed policy into what the agent is told, when it is a
+   * decision about this request (a limit, a budget, a cooldown, the key's binding): final for the
+   * key. Null when it is the service's state (the node configured unlike the sealed policy, a fee
+   * spike over the sealed ceiling): the action then stays `requested` (refusesThisRequest).
+   */
+  signerRefusal: (failure: SignerFailure) => Refusal | null;
+};
+
+export type ExecuteOutcome =
+  /** Signed and stored; the broadcast lane sends it (and the tracker, should that fail). */
+  | { kind: "signed"; lease: BroadcastLease }
+  /** Refused, a decision about this request; the action is now `failed` with the refusal's code. */
+  | { kind: "refused"; refusal: Refusal }
+  /**
+   * Could not be done now for the service's own reasons (the signer or the chain, see
+   * refusesThisRequest); nothing was signed and the action stays `requested` for a retry.
+   */
+  | { kind: "unavailable"; refusal: Refusal }
+  /** Another request or the tracker is executing this action right now. */
+  | { kind: "busy" };
+
+export type MoneyExecutor = { execute(operation: MoneyOperation): Promise<ExecuteOutcome> };
