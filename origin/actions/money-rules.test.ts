@@ -1,0 +1,233 @@
+import { describe, expect, it } from "vitest";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import type { WalletGateRow } from "../funding/gate.ts";
+import type { AuthenticatedAgent } from "../http/env.ts";
+import { faucetOperation } from "./faucet.ts";
+import type { MoneyServices } from "./money-services.ts";
+import type { CheckFacts, Refusal } from "./operation.ts";
+import { transferOperation } from "./transfers.ts";
+
+// The money rules as the outbox's batch runner applies them (operation.check), over the facts it
+// read under its locks: no database, no chain, no enclave. Each row names the rule that decides.
+
+const NOW = new Date("2026-11-26T12:00:00.000Z");
+const WALLET = "0x1111111111111111111111111111111111111111";
+const AGENT: AuthenticatedAgent = {
+  agentId: "00000000-0000-4000-8000-000000000001",
+  assignedWallet: WALLET,
+  keyRef: "key-1",
+  capabilities: [],
+};
+const FEES = { maxFeePerGas: 2_000_000_000n, maxPriorityFeePerGas: 1_000_000_000n, gasLimit: 21_000n };
+/** A wallet the gate lets move anything: restored by a drill. */
+const OPEN_GATE: WalletGateRow = {
+  enabled: true,
+  verified: true,
+  batch_status: "available",
+  restored: true,
+  ceiling_units: null,
+};
+const units = (n: bigint): bigint => n * WEI_PER_UNIT;
+
+function services(): Pick<MoneyServices, "config" | "signer" | "clock"> {
+  return {
+    config: {
+      transfers: { perTxLimitUnits: 1_000n, dailyLimitUnits: 2_500n, recipientAllowlist: undefined },
+      faucet: { payoutUnits: 100n, cooldownMs: 60_000, dailyLimitUnits: 250n },
+    } as MoneyServices["config"],
+    signer: {} as MoneyServices["signer"],
+    clock: { now: () => NOW },
+  };
+}
+
+/** The facts of an operation of `valueUnits`: fees priced as the batch runner prices them. */
+function facts(valueUnits: bigint, overrides: Partial<CheckFacts> = {}): CheckFacts {
+  const feeWei = FEES.gasLimit * FEES.maxFeePerGas;
+  const costWei = units(valueUnits) + feeWei;
+  return {
+    sender: { minedNonce: 0n, balanceWei: units(1_000_000n) },
+    fees: FEES,
+    costWei,
+    costUnits: (costWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT,
+    inFlightWei: 0n,
+    transferSpentUnits: 0n,
+    faucet: { totalTodayUnits: 0n, lastSignedAt: null },
+    gate: OPEN_GATE,
+    recipientBalanceWei: undefined,
+    now: NOW,
+    ...overrides,
+  };
+}
+
+/** What a refusal comes to, as the agent reads it: its code and the field that says why. */
+function decided(refusal: Refusal | null): string | null {
+  if (!refusal) return null;
+  const why = refusal.fields?.limit ?? refusal.fields?.reason;
+  return why === undefined ? refusal.code : `${refusal.code}:${why}`;
+}
+
+describe("transfer rules: the per-transaction limit, the daily limit, the balance, the funding gate", () => {
+  const check = (valueUnits: bigint, overrides: Partial<CheckFacts> = {}): string | null => {
+    const operation = transferOperation(services(), {
+      actionId: "a",
+      agent: AGENT,
+      to: "0x2222222222222222222222222222222222222222",
+      amount: valueUnits,
+    });
+    return decided(operation.check(facts(valueUnits, overrides)));
+  };
+  // The maximum fee is 21000 gas at 2 gwei, 42e12 wei: 42 units of 1e12 wei. A cost is value + 42.
+  const cases: Array<[string, bigint, Partial<CheckFacts>, string | null]> = [
+    ["well within every rule", 100n, {}, null],
+    ["value plus fee exactly the per-transaction limit", 958n, {}, null],
+    ["value plus fee one unit over the per-transaction limit", 959n, {}, "limit_exceeded:per_transaction"],
+    ["today's spend plus this one exactly the daily limit", 900n, { transferSpentUnits: 1_558n }, null],
+    [
+      "today's spend plus this one a unit over the daily limit",
+      900n,
+      { transferSpentUnits: 1_559n },
+      "limit_exceeded:daily",
+    ],
+    [
+      "the per-transaction limit is checked before the daily one",
+      2_000n,
+      { transferSpentUnits: 2_500n },
+      "limit_exceeded:per_transaction",
+    ],
+    [
+      "a balance that covers exactly value plus maximum fee",
+      100n,
+      { sender: { minedNonce: 0n, balanceWei: units(142n) } },
+      null,
+    ],
+    [
+      "a balance a wei short",
+      100n,
+      { sender: { minedNonce: 0n, balanceWei: units(142n) - 1n } },
+      "insufficient_funds",
+    ],
+    [
+      "a balance that would cover it but for what is in flight",
+      100n,
+      { sender: { minedNonce: 0n, balanceWei: units(200n) }, inFlightWei: units(59n) },
+      "insufficient_funds",
+    ],
+    ["a wallet that is not the service's", 100n, { gate: null }, "funding_gate_closed:batch_not_backed_up"],
+    [
+      "a disabled identity",
+      100n,
+      { gate: { ...OPEN_GATE, enabled: false } },
+      "funding_gate_closed:identity_disabled",
+    ],
+    [
+      "no restore drill and no exception",
+      100n,
+      { gate: { ...OPEN_GATE, restored: false } },
+      "funding_gate_closed:no_restore_evidence",
+    ],
+    [
+      "the gate judges the balance left after the move: under an exception's ceiling",
+      100n,
+      {
+        sender: { minedNonce: 0n, balanceWei: units(1_142n) },
+        gate: { ...OPEN_GATE, restored: false, ceiling_units: "1000" },
+      },
+      null,
+    ],
+    [
+      "the gate judges the balance left after the move: a wei over the ceiling",
+      100n,
+      {
+        sender: { minedNonce: 0n, balanceWei: units(1_142n) + 1n },
+        gate: { ...OPEN_GATE, restored: false, ceiling_units: "1000" },
+      },
+      "funding_gate_closed:ceiling_exceeded",
+    ],
+  ];
+  for (const [name, value, overrides, expected] of cases) {
+    it(name, () => {
+      expect(check(value, overrides)).toBe(expected);
+    });
+  }
+
+  it("says how much of the day's limit remains", () => {
+    const operation = transferOperation(services(), {
+      actionId: "a",
+      agent: AGENT,
+      to: WALLET,
+      amount: 900n,
+    });
+    expect(operation.check(facts(900n, { transferSpentUnits: 2_000n }))?.fields).toEqual({
+      limit: "daily",
+      limit_units: "2500",
+      remaining_units: "500",
+    });
+  });
+});
+
+describe("faucet rules: the cooldown, the daily limit, the treasury, the receiving wallet's gate", () => {
+  const treasury = { address: "0x3333333333333333333333333333333333333333", keyRef: "treasury" };
+  const check = (overrides: Partial<CheckFacts>): Refusal | null =>
+    faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(facts(100n, overrides));
+  const ago = (ms: number): Date => new Date(NOW.getTime() - ms);
+  const cases: Array<[string, Partial<CheckFacts>, string | null]> = [
+    ["a first payout", {}, null],
+    ["the cooldown just over", { faucet: { totalTodayUnits: 100n, lastSignedAt: ago(60_000) } }, null],
+    [
+      "a millisecond inside the cooldown",
+      { faucet: { totalTodayUnits: 100n, lastSignedAt: ago(59_999) } },
+      "faucet_cooldown",
+    ],
+    [
+      "today's payouts plus this one exactly the daily limit",
+      { faucet: { totalTodayUnits: 150n, lastSignedAt: null } },
+      null,
+    ],
+    [
+      "today's payouts plus this one over the daily limit",
+      { faucet: { totalTodayUnits: 151n, lastSignedAt: null } },
+      "faucet_daily_limit",
+    ],
+    [
+      "a treasury that cannot pay value plus maximum fee",
+      { sender: { minedNonce: 0n, balanceWei: units(142n) - 1n } },
+      "funding_gate_closed:treasury_low",
+    ],
+    [
+      "a treasury short only for what is in flight",
+      { sender: { minedNonce: 0n, balanceWei: units(200n) }, inFlightWei: units(59n) },
+      "funding_gate_closed:treasury_low",
+    ],
+    [
+      "the receiving wallet's gate: its balance after the payout within the ceiling",
+      { gate: { ...OPEN_GATE, restored: false, ceiling_units: "150" }, recipientBalanceWei: units(50n) },
+      null,
+    ],
+    [
+      "the receiving wallet's gate: a wei over the ceiling after the payout",
+      { gate: { ...OPEN_GATE, restored: false, ceiling_units: "150" }, recipientBalanceWei: units(50n) + 1n },
+      "funding_gate_closed:ceiling_exceeded",
+    ],
+    [
+      "the receiving wallet unverified",
+      { gate: { ...OPEN_GATE, verified: false } },
+      "funding_gate_closed:identity_not_verified",
+    ],
+  ];
+  for (const [name, overrides, expected] of cases) {
+    it(name, () => {
+      expect(decided(check(overrides))).toBe(expected);
+    });
+  }
+
+  it("tells the agent when to come back: the rest of the cooldown, rounded up", () => {
+    const refusal = check({ faucet: { totalTodayUnits: 100n, lastSignedAt: ago(58_500) } });
+    expect(refusal?.fields).toEqual({ retry_after: 2 });
+    expect(refusal?.headers).toEqual({ "Retry-After": "2" });
+  });
+
+  it("tells the agent when the UTC day turns after the daily limit", () => {
+    const refusal = check({ faucet: { totalTodayUnits: 250n, lastSignedAt: null } });
+    expect(refusal?.fields).toEqual({ retry_after: 12 * 3600 });
+  });
+});

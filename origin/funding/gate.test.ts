@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { evaluateWalletGate, type WalletGateRow } from "./gate.ts";
+
+// The funding gate's verdict from the facts walletGatesSql reads: each row names the fact that
+// decides, in the order the gate weighs them.
+
+const READY: WalletGateRow = {
+  enabled: true,
+  verified: true,
+  batch_status: "available",
+  restored: true,
+  ceiling_units: null,
+};
+const units = (n: bigint): bigint => n * WEI_PER_UNIT;
+
+describe("evaluateWalletGate", () => {
+  const cases: Array<[string, WalletGateRow | null, bigint, string | null]> = [
+    ["a restored, verified, enabled wallet moves anything", READY, units(1_000_000_000n), null],
+    ["a wallet that is not the service's", null, 0n, "batch_not_backed_up"],
+    [
+      "a disabled identity, whatever else holds",
+      { ...READY, enabled: false, verified: false },
+      0n,
+      "identity_disabled",
+    ],
+    ["custody not yet proven by the enclave", { ...READY, verified: false }, 0n, "identity_not_verified"],
+    [
+      "a key batch without a verified backup",
+      { ...READY, batch_status: "sealed" },
+      0n,
+      "batch_not_backed_up",
+    ],
+    [
+      "a backup check comes before restore evidence",
+      { ...READY, batch_status: "sealed", restored: false },
+      0n,
+      "batch_not_backed_up",
+    ],
+    [
+      "no restore drill and no exception: not even zero",
+      { ...READY, restored: false },
+      0n,
+      "no_restore_evidence",
+    ],
+    [
+      "an exception's ceiling, the balance after exactly at it",
+      { ...READY, restored: false, ceiling_units: "500" },
+      units(500n),
+      null,
+    ],
+    [
+      "an exception's ceiling, a wei over it",
+      { ...READY, restored: false, ceiling_units: "500" },
+      units(500n) + 1n,
+      "ceiling_exceeded",
+    ],
+    [
+      "a zero ceiling lets a wallet hold nothing",
+      { ...READY, restored: false, ceiling_units: "0" },
+      1n,
+      "ceiling_exceeded",
+    ],
+    [
+      "a restore drill lifts any ceiling",
+      { ...READY, restored: true, ceiling_units: "0" },
+      units(10_000n),
+      null,
+    ],
+  ];
+  for (const [name, row, balanceAfterWei, reason] of cases) {
+    it(name, () => {
+      expect(evaluateWalletGate(row, balanceAfterWei)?.reason ?? null).toBe(reason);
+    });
+  }
+});
