@@ -13,7 +13,8 @@ import { type CheckContext, checkPayment, compareRequirements } from "./verify.t
 // window, signature, payer. Each row changes one thing of a valid payment and names the reason.
 
 const NOW = 1_800_000_000n;
-const PAY_TO = "0x4020000000000000000000000000000000000402";
+// Letters in it, so its letter case can differ.
+const PAY_TO = `0x4020${"0".repeat(31)}abcde` as const;
 const OURS = demoRequirements({ amountUnits: 10_000n, payTo: PAY_TO });
 const PAYER_KEY = fromHex(`0x${"11".repeat(32)}`);
 const PAYER = addressOfPublicKey(publicKeyOf(PAYER_KEY)).toLowerCase() as Hex;
