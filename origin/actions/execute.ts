@@ -55,6 +55,8 @@ import {
   type Signed,
 } from "./batch-store.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
+// Actions follow their transactions' states (outbox/followers.ts).
+import "./outbox-follower.ts";
 
 export type ExecutorDeps = {
   db: Db;

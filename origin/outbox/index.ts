@@ -24,6 +24,9 @@
  *                JSON-RPC batch on its way at a time, while the next batch signs;
  *   receipts.ts  the receipts of a broadcast batch read in one JSON-RPC batch and recorded with
  *                the broadcast in one statement, or waited for by a caller that answers with one;
+ *   followers.ts the domain rows whose state follows a transaction's (an agent action, an x402
+ *                settlement): each domain registers how its rows follow, and the outbox writes
+ *                them in the statement that moves the transactions, naming no domain table;
  *   gaps.ts      the gap rule: a refused nonce with transactions signed behind it is filled with a
  *                zero-value filler the enclave signs (never by signing those transactions again,
  *                whose bytes may already be in a node's queue);
@@ -38,6 +41,7 @@
  * chain/ stays read-only access to the chain (JSON-RPC, fees, block numbers); everything that
  * writes to the chain or to the outgoing_transactions table is here.
  */
+export { followOutgoing, type TxFollower } from "./followers.ts";
 export type {
   BroadcastLease,
   BroadcastOutcome,

@@ -6,7 +6,8 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
-import { preparedStatement, runPrepared } from "../db/prepared.ts";
+import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
+import { followersTail } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
 /**
@@ -95,9 +96,8 @@ const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
   select set_config('synchronous_commit', 'off', true) as setting)`;
 
 /**
- * Moves transactions (and the agent actions they belong to) to `status`, ending any broadcast
- * lease. The action's state is the transaction's from `signed` on; both change in one statement,
- * so a reader never sees them differ.
+ * Moves transactions (and the domain rows that follow them, followers.ts) to `status`, ending any
+ * broadcast lease, in one statement, so a reader never sees them differ.
  */
 export async function setTxStatus(
   db: Db,
@@ -106,7 +106,7 @@ export async function setTxStatus(
   fields: { error?: string | null; countBroadcast?: boolean; chainCanTell?: boolean } = {},
 ): Promise<void> {
   if (txIds.length === 0) return;
-  const failedAction = status === "failed" && fields.error ? "broadcast_refused" : null;
+  const refusal = status === "failed" && fields.error ? fields.error : null;
   // Locked in tx_id order first, as recordMined does, so the two never deadlock on shared rows.
   const flushWait = fields.chainCanTell
     ? { cte: sql`${NO_FLUSH_WAIT},`, read: sql`, no_flush_wait` }
@@ -123,39 +123,14 @@ export async function setTxStatus(
           error = coalesce(${fields.error ?? null}::text, error),
           broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
       where tx_id in (select tx_id from locked)
-      returning tx_id),
-    settlements as (
-      update x402_settlements
-      set status = ${settlementState(status)}, updated_at = now(),
-          error_reason = coalesce(${failedAction === null ? null : "broadcast_refused"}, error_reason)
-      where tx_id in (select tx_id from moved) and status in ('claimed', 'submitted'))
-    update agent_actions
-    set status = ${status}, updated_at = now(),
-        error_code = coalesce(${failedAction}, error_code),
-        error_message = coalesce(${failedAction === null ? null : (fields.error ?? null)}, error_message)
-    where tx_id in (select tx_id from moved)`);
+      returning tx_id)${followersTail((follower) => follower.moved(status, refusal))}`);
 }
 
 /**
- * An x402 settlement's state follows its transaction's (DESIGN §4): a stored but unsent settlement
- * is still `claimed`, `confirmed` is `settled`, and `failed` / `reverted` are the same words.
- */
-function settlementState(status: TxStatus): string {
-  switch (status) {
-    case "signed":
-      return "claimed";
-    case "confirmed":
-      return "settled";
-    default:
-      return status;
-  }
-}
-
-/**
- * Records receipts in bulk: transactions and their actions, one statement for all. `broadcast`:
- * the caller holds these transactions' broadcast leases and has just seen the chain accept them,
- * so a transaction still `signed` moves straight to its receipt's state, its broadcast counted
- * (one statement where recordBroadcastOutcomes and this would be two).
+ * Records receipts in bulk: transactions and the domain rows that follow them (followers.ts), one
+ * statement for all. `broadcast`: the caller holds these transactions' broadcast leases and has
+ * just seen the chain accept them, so a transaction still `signed` moves straight to its receipt's
+ * state, its broadcast counted (one statement where recordBroadcastOutcomes and this would be two).
  */
 export async function recordMined(
   db: Db,
@@ -172,7 +147,7 @@ export async function recordMined(
       fee_wei: item.feeWei.toString(),
       block_number: item.blockNumber.toString(),
     }));
-  await runPrepared(db, options.broadcast ? recordMinedFromSigned : recordMinedFromSubmitted, {
+  await runPrepared(db, recordMinedFrom(options.broadcast === true), {
     receipts: JSON.stringify(receipts),
   });
 }
@@ -205,21 +180,22 @@ function recordMinedStatement(name: string, from: SQL) {
           broadcast_lease_until = null,
           broadcast_attempts = broadcast_attempts + (case when t.status = 'signed' then 1 else 0 end)
       from locked l join receipts r on r.tx_id = l.tx_id where t.tx_id = l.tx_id
-      returning t.tx_id, t.status),
-    settlements as (
-      update x402_settlements x
-      set status = case m.status when 'confirmed' then 'settled' else m.status end, updated_at = now()
-      from moved m where x.tx_id = m.tx_id and x.status in ('claimed', 'submitted'))
-    update agent_actions a set status = m.status, updated_at = now()
-    from moved m where a.tx_id = m.tx_id and a.tx_id = any(array(select tx_id from moved))`,
+      returning t.tx_id, t.status)${followersTail((follower) => follower.mined)}`,
   );
 }
 
-const recordMinedFromSigned = recordMinedStatement(
-  "outgoing_record_mined_broadcast",
-  sql`('signed', 'submitted')`,
-);
-const recordMinedFromSubmitted = recordMinedStatement("outgoing_record_mined", sql`('submitted')`);
+/** recordMined's two statements, built on first use, once every follower is registered. */
+let recordMinedStatements:
+  | { fromSigned: PreparedStatement<"receipts">; fromSubmitted: PreparedStatement<"receipts"> }
+  | undefined;
+
+function recordMinedFrom(broadcast: boolean): PreparedStatement<"receipts"> {
+  recordMinedStatements ??= {
+    fromSigned: recordMinedStatement("outgoing_record_mined_broadcast", sql`('signed', 'submitted')`),
+    fromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`),
+  };
+  return broadcast ? recordMinedStatements.fromSigned : recordMinedStatements.fromSubmitted;
+}
 
 /**
  * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is

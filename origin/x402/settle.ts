@@ -68,6 +68,8 @@ import {
 import type { SignerClient, SignTransactionResult } from "../signer/types.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
+// Settlements follow their transactions' states (outbox/followers.ts).
+import "./outbox-follower.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { reservedUnits } from "./reservations.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
