@@ -26,12 +26,14 @@
  *                the broadcast in one statement, or waited for by a caller that answers with one;
  *   followers.ts the domain rows whose state follows a transaction's (an agent action, an x402
  *                settlement): each domain registers how its rows follow, and the outbox writes
- *                them in the statement that moves the transactions, naming no domain table;
+ *                them in the statement that moves the transactions, whose text names no
+ *                domain table;
  *   gaps.ts      the gap rule: a refused nonce with transactions signed behind it is filled with a
  *                zero-value filler the enclave signs (never by signing those transactions again,
  *                whose bytes may already be in a node's queue);
  *   tracker.ts   what a crash or an unreachable chain left behind: `signed` sent again from the
- *                same bytes, `submitted` followed to its receipt, gaps filled.
+ *                same bytes, `submitted` followed to its receipt, gaps filled; it also ends the
+ *                agent actions nobody finished `abandoned`, a money rule it still runs itself.
  *
  * Performance rests on batching (docs/performance.md): a batch takes one lock statement, one read
  * of the facts its checks need, one store statement, one commit and one JSON-RPC batch of
