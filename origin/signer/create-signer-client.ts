@@ -1,5 +1,5 @@
 /**
- * The factory deps.ts calls: the live socket client, with identity proofs from the dormant stub
+ * The factory the composition root (open-infrastructure.ts) calls: the live socket client, with identity proofs from the dormant stub
  * unless AGENT_SIGNER_LIVE_IDENTITY_ENABLED is set (SPEC "Configuration switches"); with no
  * endpoint at all, a fully dormant signer.
  */

@@ -123,8 +123,6 @@ export type SettlerDeps = {
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
   onInFlight: () => void;
-  /** Crash tests only (testing/money-crash-origin.ts): after the chain accepted a broadcast. */
-  faults?: { afterBroadcast?: () => void };
 };
 
 export type Settler = {
@@ -358,7 +356,6 @@ async function broadcastStored(
   if (stored.length === 0) return outcomes;
   const leases = stored.map((item) => item.lease);
   const sent = await sendRawBatch(deps.rpc, leases);
-  if (sent.some((outcome) => outcome.kind === "accepted")) deps.faults?.afterBroadcast?.();
   const recorded = recordSentBatch(sentBatchDeps(deps), leases, sent);
   for (const [n, item] of stored.entries()) {
     const { txHash, txId } = item.lease;

@@ -1,5 +1,5 @@
 /**
- * What the x402 surfaces need, built once at start (as money-setup.ts builds the money runtime):
+ * What the x402 surfaces need, built once at start (as startup/money-setup.ts builds the money runtime):
  * the quote from configuration, the settler from the enclave's sealed policy, and the settler
  * engine. Refuses to start x402 when the sealed x402 terms differ from the configuration or no
  * settler key exists, naming each difference.
@@ -26,7 +26,7 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
   if (!config.features.x402) return [];
   const differences: string[] = [];
   const policy = sealed.policy;
-  if (!policy) return differences; // money-setup.ts reports the missing policy
+  if (!policy) return differences; // startup/money-setup.ts reports the missing policy
   const amount = config.x402.amountUnits?.toString() ?? "unset";
   const sealedAmount = policy.x402AmountUnits?.toString() ?? "unset";
   if (amount !== sealedAmount)
