@@ -31,6 +31,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import { makeAgents, type StackAgent } from "../testing/agent-factory.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
@@ -305,7 +306,7 @@ async function main(): Promise<void> {
         );
         if (row!.failed > 0) throw new Error(`${row!.failed} transfers failed`);
         if (row!.confirmed === ids.length) break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
+        await sleep(10);
       }
       return { rate: actions.length / ((performance.now() - started) / 1000), count: actions.length };
     };
@@ -368,7 +369,7 @@ async function main(): Promise<void> {
       for (;;) {
         const read = await get(`${base}/agent/v1/actions/${id}`, headers);
         if ((JSON.parse(read.body) as { status: string }).status === "confirmed") break;
-        await new Promise((resolve) => setTimeout(resolve, 2));
+        await sleep(2);
       }
       latencies.push(performance.now() - started);
     }

@@ -9,6 +9,7 @@ import type { PrivateKeyAccount } from "viem/accounts";
 import { transferAuthorization, transferWithAuthorizationCalldata } from "../devnet/testing.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../shared/eip712.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { quantile } from "../testing/measure/stats.ts";
 import { chain77X402Client } from "../testing/x402-official-client.ts";
 
@@ -48,9 +49,7 @@ export async function runLoad(params: LoadParams): Promise<LoadResult> {
       while (more()) {
         started++;
         const t0 = performance.now();
-        const failure = await pay().catch((error: unknown) =>
-          error instanceof Error ? error.message : String(error),
-        );
+        const failure = await pay().catch((error: unknown) => errorMessage(error));
         if (failure === null) latenciesMs.push(performance.now() - t0);
         else {
           failed++;

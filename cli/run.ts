@@ -20,6 +20,7 @@ import {
   ValidationFailed,
 } from "../client/index.ts";
 import type { FetchLike } from "../client/request.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { formatHuman } from "./format.ts";
 
 export type CliIo = {
@@ -99,7 +100,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   try {
     parsed = parseCli(argv);
   } catch (error) {
-    return usage((error as Error).message);
+    return usage(errorMessage(error));
   }
   const { values, positionals } = parsed;
   if (values.help) {

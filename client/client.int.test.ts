@@ -26,6 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
 import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
@@ -284,7 +285,7 @@ async function retryWhileSignerUnavailable<T>(call: () => Promise<T>): Promise<T
       return await call();
     } catch (error) {
       if (!(error instanceof SignerUnavailable) || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   }
 }

@@ -5,6 +5,7 @@ import {
   isTerminalAction,
   type NetworkResponse,
 } from "../shared/gateway-schemas.ts";
+import { sleep } from "../shared/sleep.ts";
 import {
   errorFromAction,
   GatewayError,
@@ -173,10 +174,6 @@ function unitsString(amount: bigint | string): string {
     return amount.toString();
   }
   return amount;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** The client's typed error anywhere in a cause chain (viem wraps transport errors). */

@@ -12,6 +12,8 @@
  * 2 usage.
  */
 import { randomBytes } from "node:crypto";
+import { errorMessage } from "../shared/error-message.ts";
+import { sleep } from "../shared/sleep.ts";
 import { payWithToken } from "./x402-token-payer.ts";
 
 const USAGE =
@@ -72,7 +74,7 @@ async function fundIfNeeded(needed: bigint): Promise<void> {
     if (action.status === "confirmed") break;
     if (action.status === "failed" || action.status === "reverted" || tries > 300)
       throw new Error(`the faucet payout ended ${action.status}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
   say(`  payout ${payout.body.action_id} confirmed`);
 }
@@ -106,7 +108,7 @@ async function main(base: string, token: string): Promise<void> {
 main(base, token).then(
   () => process.exit(0),
   (error: unknown) => {
-    process.stderr.write(`demo:x402: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`demo:x402: ${errorMessage(error)}\n`);
     process.exit(1);
   },
 );

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RPC_IN_FLIGHT } from "../origin/gateway/limits.ts";
 import { BODY_DEADLINE_MS } from "../origin/http/read-body.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { sendHalfBody } from "../testing/half-sent.ts";
 import { sendUnchecked } from "../testing/http.ts";
@@ -13,8 +14,6 @@ import { type EdgeHandle, startEdge } from "./edge.ts";
 // them, in front of the real origin app and Postgres. A client that goes away in the middle of its
 // request must take the request with it all the way to the origin, as Cloudflare's front does;
 // otherwise the origin goes on waiting for a body that will never come.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("the local front (dev/edge.ts) before Miniflare and the origin", () => {
   let testDb: TestDatabase;

@@ -7,6 +7,7 @@ import { parseBearerHeader } from "../origin/auth/token.ts";
 import type { Db } from "../origin/db/client.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
 
 export type LocalAgent = { token: string; agentId: string; wallet: string };
@@ -60,6 +61,6 @@ export async function provisionWhenKeyFree(
       };
     }
     if (result.error.code === "validation_failed" || Date.now() > deadline) return undefined;
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(500);
   }
 }

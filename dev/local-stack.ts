@@ -20,6 +20,7 @@ import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
 import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
@@ -313,7 +314,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       await waitUntilReady(origin, () => httpOk(`${originUrl}${basePath}/healthz`));
       // The answer above was the origin's own only if it is still running now: one that lost the
       // port to another program exits at once.
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await sleep(250);
       if (origin.process.exitCode !== null || origin.process.signalCode !== null) {
         throw new Error(`origin exited right after /healthz answered on ${originUrl} (ORIGIN_PORT)`);
       }

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
+import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
 
@@ -66,7 +67,7 @@ describe("npm start (the local stack launcher)", () => {
     const deadline = Date.now() + 180_000;
     while (!output.includes("Ctrl-C stops everything") && Date.now() < deadline) {
       if (launcher.exitCode !== null) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     expect(output).toContain("Ctrl-C stops everything");
     expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);

@@ -9,6 +9,7 @@
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { errorMessage } from "../shared/error-message.ts";
 import { createLocalStack } from "./local-stack.ts";
 
 const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
@@ -88,7 +89,7 @@ async function main(): Promise<void> {
     }
     say("Ctrl-C stops everything");
   } catch (error) {
-    say(`failed: ${error instanceof Error ? error.message : String(error)}`);
+    say(`failed: ${errorMessage(error)}`);
     await stopAll(1);
   }
 }

@@ -10,6 +10,7 @@
  * saving the state file first.
  */
 import { parseArgs } from "node:util";
+import { errorMessage } from "../shared/error-message.ts";
 import { DEFAULT_DEVNET_PORT } from "./constants.ts";
 import { createStderrLogger, startDevnet } from "./index.ts";
 
@@ -49,10 +50,7 @@ async function main(): Promise<void> {
     devnet.close().then(
       () => process.exit(0),
       (error: unknown) => {
-        logger.error(
-          { error: error instanceof Error ? error.message : String(error) },
-          "failed to stop cleanly",
-        );
+        logger.error({ error: errorMessage(error) }, "failed to stop cleanly");
         process.exit(1);
       },
     );
@@ -64,6 +62,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`devnet: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`devnet: ${errorMessage(error)}\n`);
   process.exit(1);
 });

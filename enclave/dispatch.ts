@@ -15,6 +15,7 @@ import {
   requestIdSchema,
   requestSchema,
 } from "../shared/enclave-protocol.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { checkCapability } from "./capability-check.ts";
 import type { EnclaveContext } from "./context.ts";
 import { OP_HANDLERS } from "./ops/index.ts";
@@ -55,7 +56,7 @@ export async function handleRequest(ctx: EnclaveContext, frame: unknown): Promis
       return failure(id, { code: "seal_failed", reason: "sealed storage failed" });
     }
     // A bug, not an expected refusal: log it and answer with the storage code rather than crash.
-    ctx.logger.error({ op, err: error instanceof Error ? error.message : String(error) }, "op failed");
+    ctx.logger.error({ op, err: errorMessage(error) }, "op failed");
     return failure(id, { code: "seal_failed", reason: "internal error" });
   }
 }

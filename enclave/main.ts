@@ -2,6 +2,8 @@
  * `npm run enclave`: the signer enclave process (issue 4). `init` creates the sealing key and the
  * sealed config; serve (default) listens until SIGTERM or SIGINT, then removes its socket.
  */
+
+import { errorMessage } from "../shared/error-message.ts";
 import { parseEnclaveArgs, USAGE } from "./cli-args.ts";
 import { InitError, initEnclave } from "./init.ts";
 import { createEnclaveLogger } from "./logger.ts";
@@ -12,7 +14,7 @@ async function main(): Promise<number> {
   try {
     command = parseEnclaveArgs(process.argv.slice(2), process.env);
   } catch (error) {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
+    process.stderr.write(`${errorMessage(error)}\n${USAGE}\n`);
     return 64;
   }
   if (command.command === "init") {
@@ -70,7 +72,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`enclave: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`enclave: ${errorMessage(error)}\n`);
     process.exit(1);
   },
 );

@@ -12,6 +12,7 @@ import { ConfigError, loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { CANARY_EXIT, runCanary } from "../origin/identity/canary.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 
 /** EX_USAGE: apart from the canary's own 0, 1 and 2, so a script never reads it as a verdict. */
@@ -28,7 +29,7 @@ async function main(): Promise<number> {
   } catch (error) {
     if (!(error instanceof ConfigError) && !isParseArgsError(error)) throw error;
     process.stderr.write(
-      `canary: usage: ${error instanceof Error ? error.message : String(error)}\n` +
+      `canary: usage: ${errorMessage(error)}\n` +
         "usage: npm run canary [-- --socket PATH] (with the node's environment)\n",
     );
     return EXIT_USAGE;
@@ -61,9 +62,7 @@ function isParseArgsError(error: unknown): boolean {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stdout.write(
-      `canary: do not switch: ${error instanceof Error ? error.message : String(error)}\n`,
-    );
+    process.stdout.write(`canary: do not switch: ${errorMessage(error)}\n`);
     process.exit(CANARY_EXIT.doNotSwitch);
   },
 );

@@ -18,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { type Hex, toHex } from "../shared/hex.ts";
 
 /** Thrown when the key file already exists. */
@@ -77,7 +78,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   main().then(
     (code) => process.exit(code),
     (error: unknown) => {
-      process.stderr.write(`enclave-authority: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.stderr.write(`enclave-authority: ${errorMessage(error)}\n`);
       process.exit(1);
     },
   );

@@ -10,6 +10,7 @@
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SignerClient } from "../origin/signer/types.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { applyPolicy, applySettler, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
 import {
   POLICY_USAGE,
@@ -103,7 +104,7 @@ function fail(code: number, message: string): number {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`enclave-policy: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`enclave-policy: ${errorMessage(error)}\n`);
     process.exit(1);
   },
 );

@@ -17,6 +17,7 @@ import {
   listExceptions,
   revokeException,
 } from "../origin/funding/exceptions.ts";
+import { errorMessage } from "../shared/error-message.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DURATION = /^(\d+)(m|h|d)$/;
@@ -163,7 +164,7 @@ function toWire(exception: FundingException): Record<string, unknown> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     process.stderr.write(`funding: ${message}\n`);
     process.exit(
       error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS") ? 2 : 1,

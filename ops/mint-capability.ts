@@ -21,6 +21,7 @@ import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import { authorityPublicKey, instanceIdSchema, mintCapability } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { isPrivilegedOp, PRIVILEGED_OP_SCOPE } from "../shared/enclave-protocol.ts";
+import { errorMessage } from "../shared/error-message.ts";
 
 const USAGE = `usage: npx tsx ops/mint-capability.ts --authority-key PATH --op OP --env-id ID
   (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
@@ -110,7 +111,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`mint-capability: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`mint-capability: ${errorMessage(error)}\n`);
     process.exit(1);
   },
 );

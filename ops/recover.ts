@@ -24,6 +24,7 @@
 import { parseArgs } from "node:util";
 import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { backupKey, recoverBatches } from "./lib/recovery.ts";
 import { readRecoveryKeyFile } from "./recovery-key.ts";
 
@@ -164,7 +165,7 @@ async function backupOne(
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`recover: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`recover: ${errorMessage(error)}\n`);
     process.exit(
       error instanceof Error && "code" in error && String(error.code).startsWith("ERR_PARSE_ARGS") ? 2 : 1,
     );

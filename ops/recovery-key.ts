@@ -18,6 +18,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { errorMessage } from "../shared/error-message.ts";
 import { fromHex, type Hex, toHex } from "../shared/hex.ts";
 import {
   randomX25519PrivateKey,
@@ -97,7 +98,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   main().then(
     (code) => process.exit(code),
     (error: unknown) => {
-      process.stderr.write(`recovery-key: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.stderr.write(`recovery-key: ${errorMessage(error)}\n`);
       process.exit(1);
     },
   );

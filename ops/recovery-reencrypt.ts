@@ -13,6 +13,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { CHAIN_ID } from "../shared/constants.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { fromHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
 import { reencryptForTransport } from "./lib/reencrypt-envelope.ts";
@@ -64,7 +65,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`recovery-reencrypt: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`recovery-reencrypt: ${errorMessage(error)}\n`);
     process.exit(1);
   },
 );

@@ -8,6 +8,7 @@ import { newAccount } from "../devnet/testing.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import { sleep } from "../shared/sleep.ts";
 import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
 
@@ -80,7 +81,7 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
         if (launcher.child.exitCode !== null || Date.now() > deadline) {
           throw new Error(`npm start did not get ready:\n${launcher.output()}`);
         }
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        await sleep(200);
       }
     };
     const stop = async (launcher: Launcher): Promise<void> => {
@@ -196,7 +197,7 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     const deadline = Date.now() + 60_000;
     let status = action.status;
     while (status !== "confirmed" && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await sleep(250);
       const read = await fetch(`${baseUrl}/agent/v1/actions/${action.action_id}`, { headers });
       status = ((await read.json()) as { status: string }).status;
       expect(["signed", "submitted", "confirmed"]).toContain(status);

@@ -21,6 +21,7 @@ import {
   readRegistrationStatus,
   type SettingsRefusal,
 } from "../origin/registration/settings.ts";
+import { errorMessage } from "../shared/error-message.ts";
 
 class Refusal extends Error {}
 
@@ -104,7 +105,7 @@ function describe(refusal: SettingsRefusal): string {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     process.stderr.write(`registration: ${message}\n`);
     process.exit(error instanceof Refusal ? 2 : 1);
   },

@@ -16,6 +16,7 @@ import { parseArgs } from "node:util";
 import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 import { createRestoreDriller, pendingDrillBatches } from "./lib/restore-driller.ts";
 import { readRecoveryKeyFile } from "./recovery-key.ts";
@@ -103,7 +104,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`restore-drill: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`restore-drill: ${errorMessage(error)}\n`);
     process.exit(
       error instanceof Error && "code" in error && String(error.code).startsWith("ERR_PARSE_ARGS") ? 2 : 1,
     );

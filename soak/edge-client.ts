@@ -1,3 +1,4 @@
+import { errorMessage } from "../shared/error-message.ts";
 /**
  * How the soak's clients reach the stack: through the edge worker, as an agent would, on the
  * worker's own workerd socket (dev/edge.ts `directSocket`), past Miniflare's entry worker
@@ -54,7 +55,7 @@ export function createEdgeClient(params: { workerUrl: string; basePath: string }
       });
       return await answerOf(response);
     } catch (error) {
-      return { status: 0, body: error instanceof Error ? error.message : String(error) };
+      return { status: 0, body: errorMessage(error) };
     }
   };
   return {

@@ -22,6 +22,8 @@ import { createLocalStack, postmasterPid } from "../dev/local-stack.ts";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { changeRegistrationSettings } from "../origin/registration/settings.ts";
+import { errorMessage } from "../shared/error-message.ts";
+import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { childPidsNamed, type MemoryRoot, residentBytes } from "../testing/measure/proc-memory.ts";
@@ -54,7 +56,6 @@ function expectedRegistrations(args: { rate: number; loadMs: number }): number {
 const say = (line: string): void => {
   process.stdout.write(`[soak] ${line}\n`);
 };
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<number> {
   const args = parseSoakArgs(process.argv.slice(2));
@@ -339,7 +340,7 @@ async function settleActions(db: Parameters<typeof queryRows>[0]): Promise<Recor
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`[soak] failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`[soak] failed: ${errorMessage(error)}\n`);
     process.exit(1);
   },
 );

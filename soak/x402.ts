@@ -18,6 +18,7 @@ import { NATIVE_TRANSFER_AUTH_ABI } from "../devnet/index.ts";
 import { publicClientFor } from "../devnet/testing.ts";
 import { type Db, queryRows } from "../origin/db/client.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { errorMessage } from "../shared/error-message.ts";
 import { type Answer, answerOf, type EdgeClient } from "./edge-client.ts";
 import type { LimitLine } from "./limits.ts";
 
@@ -101,7 +102,7 @@ export async function payDemo(
     if (header) transaction = decodePaymentResponseHeader(header).transaction as Hex;
     answer = await answerOf(response);
   } catch (error) {
-    answer = { status: 0, body: error instanceof Error ? error.message : String(error) };
+    answer = { status: 0, body: errorMessage(error) };
   }
   seen.record(answer, transaction);
   return answer;

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { inject } from "vitest";
 import { connectDatabase, type DatabaseDriver, type DatabaseHandle } from "../origin/db/client.ts";
+import { sleep } from "../shared/sleep.ts";
 import { adminQuery, withDatabase } from "./global-setup.ts";
 
 export type TestDatabase = {
@@ -49,7 +50,7 @@ async function cloneTemplate(adminUrl: string, name: string, template: string): 
       return;
     } catch (error) {
       if (attempt >= 20 || !String(error).includes("being accessed")) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50 + attempt * 25));
+      await sleep(50 + attempt * 25);
     }
   }
 }

@@ -12,6 +12,7 @@ import { socketAccepts } from "../enclave/socket-probe.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
 import { toHex } from "../shared/hex.ts";
 import { randomX25519PrivateKey, x25519PublicKey } from "../shared/recovery-envelope.ts";
+import { sleep } from "../shared/sleep.ts";
 import { recordOutput, recordSecret } from "./secret-sink.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -152,7 +153,7 @@ async function waitForSocket(socketPath: string, child: ChildProcess, timeoutMs 
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`enclave exited with code ${child.exitCode}`);
     if (await socketAccepts(socketPath)) return;
-    await new Promise((done) => setTimeout(done, 50));
+    await sleep(50);
   }
   throw new Error("enclave did not start listening in time");
 }

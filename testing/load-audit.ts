@@ -9,6 +9,7 @@ import { sql } from "drizzle-orm";
 import { publicClientFor } from "../devnet/testing.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../origin/db/client.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import type { LoadDriver } from "./load-driver.ts";
 
 export type LoadAuditParams = {
@@ -144,6 +145,6 @@ async function untilSettled(db: Db, agentIds: string[], timeoutMs: number): Prom
           from agent_actions where agent_id = any(${pgArrayLiteral(agentIds)}::uuid[])`,
     );
     if (rows.every((row) => TERMINAL.has(row.status)) || Date.now() > deadline) return rows;
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
   }
 }

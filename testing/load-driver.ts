@@ -12,6 +12,7 @@
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 
 /** An HTTP status, or what happened instead of one. */
 export type LoadStatus =
@@ -309,8 +310,6 @@ function exchange(
     outgoing.end(payload);
   });
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const newIdempotencyKey = (): string => `load-${randomBytes(8).toString("hex")}`;
 

@@ -1,6 +1,7 @@
 /** HTTP helpers for the money tests: the agent's side of the gateway, over real HTTP. */
 import { randomBytes } from "node:crypto";
 import type { ActionView } from "../shared/gateway-schemas.ts";
+import { sleep } from "../shared/sleep.ts";
 import { type SendParams, send, type TestResponse } from "./http.ts";
 
 export type AgentCalls = {
@@ -48,7 +49,7 @@ export function agentCalls(base: string, token: string): AgentCalls {
         const view = response.body as ActionView;
         if (["confirmed", "failed", "reverted"].includes(view.status)) return view;
         if (Date.now() > deadline) throw new Error(`action ${actionId} still ${view.status}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
       }
     },
   };

@@ -3,6 +3,7 @@
  * URL first), for tests that kill it, restart it or run two at once on one database.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { sleep } from "../shared/sleep.ts";
 import { REPO_ROOT } from "./enclave-process.ts";
 import type { HeldSocket } from "./held-socket.ts";
 import { recordOutput, recordSecretsOf } from "./secret-sink.ts";
@@ -85,7 +86,7 @@ export async function spawnOrigin(params: {
     if (child.exitCode !== null || child.signalCode !== null)
       throw new Error(`origin exited before listening:\n${output}`);
     if (Date.now() > deadline) throw new Error(`origin did not start in time:\n${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
   return {
     base,

@@ -14,6 +14,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { type Address, type Hex, keccak256, parseTransaction, recoverTransactionAddress } from "viem";
+import { sleep } from "../shared/sleep.ts";
 
 /** A broadcast as the proxy saw it. */
 export type SentTransaction = { from: Address; to: Address | undefined; nonce: number; data: Hex; hash: Hex };
@@ -109,7 +110,7 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
         if (answers[n] !== undefined || item.method !== "eth_sendRawTransaction") continue;
         const raw = item.params?.[0] as Hex;
         answers[n] = { jsonrpc: "2.0", id: item.id, result: keccak256(raw) };
-        const taken = new Promise((resolve) => setTimeout(resolve, wait));
+        const taken = sleep(wait);
         delayed = delayed.then(async () => {
           await taken;
           await forward({ jsonrpc: "2.0", id: 0, method: "eth_sendRawTransaction", params: [raw] }).catch(

@@ -12,6 +12,7 @@ import {
 } from "@ethereumjs/block";
 import type { Address } from "@ethereumjs/util";
 import { encodeReceipt, type RunTxResult, runTx } from "@ethereumjs/vm";
+import { errorMessage } from "../../shared/error-message.ts";
 import { data } from "../hex.ts";
 import { err, ok, type Result } from "../result.ts";
 import { formatHeader, formatReceipt, formatTransaction, type SupportedTx } from "../rpc/format.ts";
@@ -67,7 +68,7 @@ export class BlockBuilder {
       // runTx checkpoints state itself and reverts everything when it throws.
       result = await runTx(this.#dvm.vm, { tx, block: this.#pending, blockGasUsed: this.#gasUsed });
     } catch (error) {
-      return err(error instanceof Error ? error.message : String(error));
+      return err(errorMessage(error));
     }
     this.#gasUsed += result.blockGasSpent;
     this.#executed.push({ tx, sender, result });

@@ -19,6 +19,7 @@ import {
   NATIVE_TRANSFER_AUTH_ADDRESS,
   WEI_PER_UNIT,
 } from "../../shared/constants.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import {
   DEV_OPERATOR_POOL_PRIVATE_KEY,
   type Devnet,
@@ -92,7 +93,7 @@ describe("devnet: NativeTransferAuth precompile", () => {
     try {
       await publicClientFor(url).call({ account: relayer.address, to: PRECOMPILE, data });
     } catch (error) {
-      return error instanceof Error ? error.message : String(error);
+      return errorMessage(error);
     }
     return "did not revert";
   }

@@ -8,6 +8,7 @@ import { EVMError } from "@ethereumjs/evm";
 import { type AccessListBytes, createAccessList2930Tx, createFeeMarket1559Tx } from "@ethereumjs/tx";
 import { type Address, createZeroAddress } from "@ethereumjs/util";
 import { runTx } from "@ethereumjs/vm";
+import { errorMessage } from "../../shared/error-message.ts";
 import { childHeaderData } from "./miner.ts";
 import type { DevnetVm } from "./vm.ts";
 
@@ -90,7 +91,7 @@ export async function simulateCall(
       return { kind: "revert", returnValue: result.execResult.returnValue };
     return { kind: "halt", error: error.error };
   } catch (error) {
-    return { kind: "refused", error: error instanceof Error ? error.message : String(error) };
+    return { kind: "refused", error: errorMessage(error) };
   } finally {
     await dvm.state.revert();
   }

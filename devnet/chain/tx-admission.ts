@@ -6,6 +6,7 @@
 import type { Common } from "@ethereumjs/common";
 import { Capability, createTxFromRLP } from "@ethereumjs/tx";
 import { type Address, bigIntToUnpaddedBytes } from "@ethereumjs/util";
+import { errorMessage } from "../../shared/error-message.ts";
 import { BLOCK_GAS_LIMIT } from "../constants.ts";
 import { data, type Hex } from "../hex.ts";
 import { err, ok, type Result } from "../result.ts";
@@ -90,7 +91,7 @@ export function feeCap(tx: SupportedTx): bigint {
 }
 
 function describe(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   // ethereumjs appends a dump of the transaction after " (tx type=…"; keep the cause only.
   return message.split(" (tx type=")[0] ?? message;
 }

@@ -12,6 +12,7 @@ import {
   MAX_FAUCET_COOLDOWN_MS,
   uintStringSchema,
 } from "../../shared/enclave-ops.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import type { FaucetTermsChanges, PolicyChanges } from "./policy-admin.ts";
 
 /** The local stack's socket (dev/start.ts), when neither --socket nor the endpoint is set. */
@@ -64,7 +65,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   try {
     parsed = parse(argv);
   } catch (error) {
-    throw new PolicyUsageError(error instanceof Error ? error.message : String(error));
+    throw new PolicyUsageError(errorMessage(error));
   }
   const { values, positionals } = parsed;
   const command = positionals[0];
@@ -191,7 +192,7 @@ function socket(flag: string | undefined, endpoint: string | undefined): string 
   try {
     return socketPathOfEndpoint(endpoint);
   } catch (error) {
-    throw new PolicyUsageError(error instanceof Error ? error.message : String(error));
+    throw new PolicyUsageError(errorMessage(error));
   }
 }
 

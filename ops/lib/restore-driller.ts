@@ -22,6 +22,7 @@ import { keyBatches, keyPool, RESTORE_METHOD_NEW_ENCLAVE, restoreEvidence } from
 import { readBackup } from "../../origin/keypool/backup-writer.ts";
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import type { SealedIdentity } from "../../origin/signer/types.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex, toHex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
@@ -124,7 +125,7 @@ async function drillInto(
   } catch (error) {
     return {
       ok: false,
-      reason: `throwaway enclave: ${error instanceof Error ? error.message : String(error)}`,
+      reason: `throwaway enclave: ${errorMessage(error)}`,
     };
   }
   // Minted for the throwaway enclave's own instance id, which the minter reads from it.

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+import { sleep } from "../../shared/sleep.ts";
 
 export type ManagedChild = {
   name: string;
@@ -66,7 +67,7 @@ export async function waitUntilReady(
   while (Date.now() < deadline) {
     if (gone) throw new Error(`${child.name} exited before it was ready`);
     if (await probe().catch(() => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
   }
   throw new Error(`${child.name} was not ready within ${Math.round(timeoutMs / 1000)} s`);
 }

@@ -16,6 +16,7 @@ import { promisify } from "node:util";
 import { socketAccepts } from "../../enclave/socket-probe.ts";
 import { createSocketSignerClient } from "../../origin/signer/socket-client.ts";
 import type { SealedIdentity, SignerClient } from "../../origin/signer/types.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { type ManagedChild, startChild } from "./supervisor.ts";
 
 const ENCLAVE_MAIN = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "enclave/main.ts");
@@ -107,7 +108,7 @@ async function waitForSocket(socketPath: string, child: ManagedChild, timeoutMs 
   while (Date.now() < deadline) {
     if (exited) throw new Error("the throwaway enclave exited before it listened");
     if (await socketAccepts(socketPath)) return;
-    await new Promise((done) => setTimeout(done, 50));
+    await sleep(50);
   }
   throw new Error("the throwaway enclave did not listen in time");
 }
