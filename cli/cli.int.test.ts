@@ -12,6 +12,7 @@ import {
   LimitExceeded,
   RegistrationUnavailable,
   SignerUnavailable,
+  ValidationFailed,
 } from "../client/index.ts";
 import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
@@ -94,6 +95,9 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         `${ActionFailed.exitCode}  ActionFailed: reverted, broadcast_refused, abandoned`,
       );
       expect(help.stdout).toMatch(/Exit 14 or 19:\s+nothing was signed/);
+      expect(help.stdout).toContain(
+        `${ValidationFailed.exitCode}  ValidationFailed: validation_failed, payload_too_large, headers_too_large`,
+      );
       const noToken = await run(["balance"], "");
       expect(noToken.code).toBe(2);
       expect(noToken.stderr).toMatch(/AGENT_TOKEN is not set/);

@@ -1,6 +1,8 @@
+import type { ErrorCode } from "../shared/error-codes.ts";
+
 /**
- * Errors of the gateway client, one class per family of the service's error codes (SPEC "Errors",
- * DESIGN §7), all under GatewayError. `code` is the service's wire code; `exitCode` is what the
+ * Errors of the gateway client, one class per family of the service's error codes (docs/api.md,
+ * "Errors"), all under GatewayError. `code` is the service's wire code; `exitCode` is what the
  * agent CLI exits with for the family (printed by `agent-wallet --help`).
  */
 
@@ -68,9 +70,11 @@ export class RateLimited extends GatewayError {
     this.retryAfter = details.retryAfter;
   }
 }
+/** The request as sent is refused (its fields, or its body or headers over the service's limits). */
 export class ValidationFailed extends GatewayError {
   static override readonly exitCode = 6;
-  static override readonly family = "validation_failed (and bad CLI input)";
+  static override readonly family =
+    "validation_failed, payload_too_large, headers_too_large (and bad CLI input)";
 }
 export class IdempotencyConflict extends GatewayError {
   static override readonly exitCode = 7;
@@ -239,11 +243,17 @@ export const ERROR_CLASSES = [
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
 
-const BY_CODE: Record<string, ErrorClass> = {
+/**
+ * The class of each of the service's codes. Typed over every code of ERROR_STATUS, so a code the
+ * service adds without a class here fails the typecheck.
+ */
+const BY_CODE: { readonly [code in ErrorCode]: ErrorClass } = {
   agent_auth_failed: AgentAuthFailed,
   admin_auth_failed: AgentAuthFailed,
   agent_capability_required: CapabilityRequired,
   validation_failed: ValidationFailed,
+  payload_too_large: ValidationFailed,
+  headers_too_large: ValidationFailed,
   idempotency_conflict: IdempotencyConflict,
   feature_disabled: FeatureDisabled,
   not_found: NotFound,
@@ -262,19 +272,33 @@ const BY_CODE: Record<string, ErrorClass> = {
   agent_key_pool_busy: RegistrationUnavailable,
   internal_error: ServiceUnavailable,
   upstream_unavailable: ServiceUnavailable,
+  chain_unavailable: ServiceUnavailable,
   service_unavailable: ServiceUnavailable,
   request_timeout: ServiceUnavailable,
   reverted: ActionFailed,
   broadcast_refused: ActionFailed,
   abandoned: ActionFailed,
+  rate_limited: RateLimited,
+  faucet_cooldown: RateLimited,
+  faucet_daily_limit: RateLimited,
+  x402_daily_limit: RateLimited,
+  registration_rate_limited: RateLimited,
+  x402_amount_not_allowed: PaymentRefused,
+  x402_pay_to_not_allowed: PaymentRefused,
+  x402_requirement_unsupported: PaymentRefused,
+  x402_validity_too_long: PaymentRefused,
 };
-const RATE_LIMITED = new Set([
-  "rate_limited",
-  "faucet_cooldown",
-  "faucet_daily_limit",
-  "x402_daily_limit",
-  "registration_rate_limited",
-]);
+
+/** The class of a code the service sent, undefined for a code this client does not know. */
+function classOf(code: string): ErrorClass | undefined {
+  return Object.hasOwn(BY_CODE, code) ? BY_CODE[code as ErrorCode] : undefined;
+}
+
+const RATE_LIMITED: ReadonlySet<string> = new Set(
+  Object.entries(BY_CODE)
+    .filter(([, errorClass]) => errorClass === RateLimited)
+    .map(([code]) => code),
+);
 
 /** The typed error for an error envelope `{error: {code, message, request_id, …}}`. */
 export function errorFromEnvelope(
@@ -305,7 +329,7 @@ export function errorFromEnvelope(
     return new RateLimited(message, { ...details, retryAfter: fromBody ?? fromHeader });
   }
   if (code.startsWith("x402_")) return new PaymentRefused(message, details);
-  const known = BY_CODE[code];
+  const known = classOf(code);
   if (known) return new known(message, details);
   return status >= 500 ? new ServiceUnavailable(message, details) : new GatewayError(message, details);
 }
@@ -334,7 +358,7 @@ export function errorFromAction(action: {
   const message = body.message as string;
   if (RATE_LIMITED.has(code)) return new RateLimited(message, details);
   if (code.startsWith("x402_")) return new PaymentRefused(message, details);
-  const known = BY_CODE[code];
+  const known = classOf(code);
   // An ended action is not retried by its key, whatever code it carries: never a "retry" class.
   if (!known || known === SignerUnavailable || known === ServiceUnavailable) {
     return new ActionFailed(message, details);
