@@ -11,7 +11,7 @@
  * submitted by relayers), each sequential and with CONCURRENCY senders in parallel; then
  * eth_blockNumber reads, the baseline for the gateway's /rpc benchmark. The settlement phases also
  * run on a second devnet started with maxTxsPerBlock 1 (one block per transaction, as before group
- * commit), the same-run baseline of issue 12 item 7; at CONCURRENCY the two alternate for
+ * commit), the same-run baseline for group commit; at CONCURRENCY the two alternate for
  * BENCH_ROUNDS rounds (default 3) and the summary compares their medians.
  *
  * Columns beyond rate and latency: transactions per block; CPU ms per transaction of the devnet's
@@ -45,7 +45,7 @@ const POOL = Number(process.env.BENCH_POOL ?? 1_500);
 const FEES = { maxFeePerGas: parseGwei("3"), maxPriorityFeePerGas: parseGwei("1") };
 /** Alternating rounds of the 16-concurrent settlement comparison. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-/** Issue 12, acceptance of item 7. */
+/** The pass mark of the grouped devnet: settlements per second at 16 concurrent. */
 const SETTLEMENT_GOAL_PER_SECOND = 300;
 
 type PhaseResult = {
@@ -366,7 +366,7 @@ function printSummary(
   const perBlock = median(settled.rounds.map((round) => txsPerBlock(round.grouped)));
   const [groupedSequential, singleSequential] = settled.sequential as [PhaseResult, PhaseResult];
   console.log(
-    `group commit (item 7), settlements at ${CONCURRENCY} concurrent, median of ${settled.rounds.length}: ` +
+    `group commit, settlements at ${CONCURRENCY} concurrent, median of ${settled.rounds.length}: ` +
       `${grouped.toFixed(1)}/s in ${perBlock.toFixed(1)} tx/block, against ${single.toFixed(1)}/s with one ` +
       `block per transaction (× ${(grouped / single).toFixed(2)}; rounds ` +
       `${settled.rounds.map((round) => `${rate(round.grouped).toFixed(0)}/${rate(round.single).toFixed(0)}`).join(", ")})`,

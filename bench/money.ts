@@ -1,6 +1,6 @@
 /**
  * `npm run bench:money`: what money movement through the service costs, beside the chain alone,
- * in one run (issue 12):
+ * in one run (docs/performance.md, "Money"):
  *   - transfers per second to `confirmed` with AGENTS agents, each sending back to back through
  *     the gateway (POST /transfers, answered once the transfer is signed and stored; the origin
  *     then broadcasts it and records its receipt), against plain signed transfers from AGENTS

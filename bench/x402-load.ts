@@ -1,5 +1,5 @@
 /**
- * Load for bench:x402 (issue 13): payers paying concurrently, each payment timed from its start
+ * Load for bench:x402: payers paying concurrently, each payment timed from its start
  * to its answer, and the ways of paying the bench compares (the official client over HTTP, or a
  * bare settlement straight to the devnet).
  */

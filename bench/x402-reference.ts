@@ -1,5 +1,5 @@
 /**
- * The reference x402 stack for bench:x402 (issue 13): a Hono server paid through `@x402/hono`'s
+ * The reference x402 stack for bench:x402: a Hono server paid through `@x402/hono`'s
  * payment middleware, its facilitator the official `@x402/core` x402Facilitator with `@x402/evm`'s
  * exact scheme in process, settling on the same devnet from one settler account. Nothing of ours
  * is in the payment path; the quote is the one our demo gives (SPEC "x402 objects").

@@ -22,7 +22,7 @@ import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
-// The agent CLI (issue 17) end to end, as an agent runs it: the `agent-wallet` bin in its own
+// The agent CLI (docs/agents.md) end to end, as an agent runs it: the `agent-wallet` bin in its own
 // process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.
 
 /** Each run is a fresh Node process loading TypeScript through tsx: seconds each on a busy machine. */

@@ -1,5 +1,5 @@
 /**
- * The agent CLI (`agent-wallet`, issue 17): the gateway client behind a command line. The token
+ * The agent CLI (`agent-wallet`, docs/agents.md): the gateway client behind a command line. The token
  * comes from AGENT_TOKEN only (never an argument, never printed); the base URL from
  * AGENT_BASE_URL or --base-url. Exit codes follow the client's error classes (printed by --help).
  */

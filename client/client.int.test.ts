@@ -32,7 +32,7 @@ import { rejection } from "../testing/gateway-rejection.ts";
 import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
 
-// The client library (issue 17) against the real stack: origin, enclave, devnet, Postgres. Every
+// The client library (docs/agents.md) against the real stack: origin, enclave, devnet, Postgres. Every
 // answer it receives is also checked against the OpenAPI document (checkingFetch).
 
 describe("gateway client (real stack)", () => {

@@ -1,5 +1,5 @@
 /**
- * `agent-wallet-service/client`: the agent's TypeScript client of the gateway (issue 17). No
+ * `agent-wallet-service/client`: the agent's TypeScript client of the gateway (docs/agents.md). No
  * Node-only APIs (fetch and Web Crypto only): it runs in Node, a Worker or a browser.
  */
 export { chain77 } from "../shared/chain.ts";

@@ -15,7 +15,7 @@ import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/mo
 import { checkingFetch } from "../testing/openapi-check.ts";
 import { authorizationUsedCount, settlementRowCount } from "../testing/x402-settlements.ts";
 
-// The client's x402 side (issue 17) against the real stack with x402 on (origin, enclave, devnet,
+// The client's x402 side (docs/agents.md) against the real stack with x402 on (origin, enclave, devnet,
 // Postgres, the in-process facilitator): the demo's 402 paid through the gateway's authorization
 // and settled on chain. Every answer the client receives is checked against the OpenAPI document.
 

@@ -1,5 +1,5 @@
 /**
- * `npm run demo:x402` (issue 13 item 5): pays the demo resource of a running stack with nothing but
+ * `npm run demo:x402` (docs/x402.md): pays the demo resource of a running stack with nothing but
  * an agent token: 402 → POST /x402/authorize → the paid retry with PAYMENT-SIGNATURE → 200, then
  * the transaction's receipt and the balance it moved. An agent with less than the price first
  * takes a faucet payout.

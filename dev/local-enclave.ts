@@ -21,7 +21,7 @@ export type LocalAuthority = {
   adminKeyFile: string;
   policyKeyFile: string;
   recoveryKeyFile: string;
-  /** X25519 private key every backup is sealed to (issue 15). */
+  /** X25519 private key every backup is sealed to. */
   recoveryEncKeyFile: string;
 };
 

@@ -1,5 +1,5 @@
 /**
- * The local stack's money set-up (issue 12 item 8): the faucet treasury funded from the operator
+ * The local stack's money set-up: the faucet treasury funded from the operator
  * pool, and the restore drill run on every verified batch that has none yet, so the funding gate
  * opens honestly (DESIGN §8) rather than by an exception.
  */
@@ -47,7 +47,7 @@ async function topUpFromOperatorPool(
 }
 
 /**
- * Drills every available batch without restore evidence (issue 15: each restored from its recovery
+ * Drills every available batch without restore evidence (docs/operations.md, "Restore drills": each restored from its recovery
  * copy into one throwaway enclave, stopped and deleted afterwards), then proves the identities
  * that are due, with the local recovery keys (the local stack plays every role). Returns the
  * batches drilled.
@@ -94,7 +94,7 @@ export async function drillAndProveLocally(params: {
 }
 
 /**
- * Backs up, once each, the keys the enclave makes outside any refill batch (issue 15): the faucet
+ * Backs up, once each, the keys the enclave makes outside any refill batch (docs/operations.md, "Backups"): the faucet
  * treasury's (configure_treasury) and the x402 settler's (configure_settler). Without this a lost
  * enclave would take the treasury's float and the settler's gas with it.
  */

@@ -11,7 +11,7 @@ import {
   LOCAL_TREASURY_BUDGET_UNITS,
 } from "./local-policy.ts";
 
-// Decision 7 of issue 11: npm start applies the local policy with the policy key only when the
+// npm start applies the local policy with the policy key only when the
 // sealed one differs, and a treasury only when none exists, so restarts change nothing.
 describe("ensureLocalPolicy (real enclave process)", () => {
   let enclave: EnclaveProcess;

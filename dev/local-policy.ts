@@ -17,7 +17,7 @@ import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { FaucetTerms, GetPolicyResult, SignerPolicy } from "../origin/signer/types.ts";
 
-/** The local demo's payee (issue 13): an address nobody holds a key to, receiving every payment. */
+/** The local demo's payee: an address nobody holds a key to, receiving every payment. */
 export const LOCAL_X402_PAY_TO = "0x4020000000000000000000000000000000000402" as Address;
 /** SPEC Limits: the demo quote's amount, 0.01 USDC. */
 export const LOCAL_X402_AMOUNT_UNITS = 10_000n;
@@ -27,7 +27,7 @@ export const LOCAL_POLICY: SignerPolicy = {
   perTxLimitUnits: 10_000_000n,
   dailyLimitUnits: 100_000_000n,
   recipientAllowlist: null,
-  // The x402 demo resource's terms (issue 13): 0.01 USDC to the local payee.
+  // The x402 demo resource's terms: 0.01 USDC to the local payee.
   x402AmountUnits: LOCAL_X402_AMOUNT_UNITS,
   x402PayTo: LOCAL_X402_PAY_TO,
   x402MaxTimeoutSeconds: 180,

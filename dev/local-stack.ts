@@ -239,13 +239,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       await waitUntilReady(enclave, () => socketAccepts(socketPath));
       say(`enclave    ready on ${socketPath}`);
       // The local stack plays the operator too: it seals a small policy with the policy key, which
-      // the origin never gets (issue 11; production keeps that key offline).
+      // the origin never gets (production keeps that key offline: docs/enclave.md).
       const sealed = await ensureLocalPolicy({
         socketPath,
         policyKeyFile: authority.policyKeyFile,
         onLine: say,
       });
-      // The treasury and settler keys are backed up before any funds reach them (issue 15), like
+      // The treasury and settler keys are backed up before any funds reach them, like
       // every key batch.
       await backupLocalSealedKeys({
         socketPath,
@@ -286,7 +286,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         AGENT_TRANSFER_ENABLED: "true",
         AGENT_TRANSFER_PER_TX_LIMIT: LOCAL_POLICY.perTxLimitUnits.toString(),
         AGENT_TRANSFER_DAILY_LIMIT: LOCAL_POLICY.dailyLimitUnits.toString(),
-        // x402 (issue 13): the demo's terms are the sealed ones, as the origin requires.
+        // x402: the demo's terms are the sealed ones, as the origin requires.
         AGENT_X402_ENABLED: "true",
         AGENT_X402_AMOUNT: String(LOCAL_POLICY.x402AmountUnits),
         AGENT_X402_PAY_TO: String(LOCAL_POLICY.x402PayTo),

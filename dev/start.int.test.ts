@@ -106,13 +106,13 @@ describe("npm start (the local stack launcher)", () => {
         },
       },
     });
-    // Issue 15: the keys the enclave made outside a refill (treasury, settler) are backed up at start.
+    // The keys the enclave made outside a refill (treasury, settler) are backed up at start.
     const backups = await readdir(path.join(dataDir, "backups"));
     expect(backups.filter((name) => /^(treasury|settler)-\d+\.backup$/.test(name)).sort()).toEqual([
       expect.stringMatching(/^settler-/),
       expect.stringMatching(/^treasury-/),
     ]);
-    // Issue 11: the local stack holds every key, but the origin is given the admin key only.
+    // The local stack holds every key, but the origin is given the admin key only.
     const policyKeyFile = path.join(dataDir, "policy-authority.key");
     expect((await stat(policyKeyFile)).mode & 0o777).toBe(0o600);
     const policySeed = (await readFile(policyKeyFile, "utf8")).trim();

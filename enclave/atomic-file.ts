@@ -1,5 +1,5 @@
 /**
- * Atomic file replacement (issue 4 "Keystore": temp file, fsync, rename, fsync of the directory),
+ * Atomic file replacement (temp file, fsync, rename, fsync of the directory),
  * so a crash mid-write leaves either the old file or the new one, never half of either.
  */
 import { randomBytes } from "node:crypto";

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_DATA_DIR, DEFAULT_SOCKET_PATH, parseEnclaveArgs, UsageError } from "./cli-args.ts";
 
 describe("enclave CLI arguments", () => {
-  it("serves on the defaults of issue 4", () => {
+  it("serves on its defaults when given no flag and no variable", () => {
     expect(parseEnclaveArgs([], {})).toEqual({
       command: "serve",
       dataDir: DEFAULT_DATA_DIR,

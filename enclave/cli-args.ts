@@ -1,6 +1,6 @@
 /**
  * Arguments of `npm run enclave` (serve, the default) and `npm run enclave -- init`. Flags win
- * over environment variables, which win over the defaults of issue 4.
+ * over environment variables, which win over the built-in defaults.
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";

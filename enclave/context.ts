@@ -12,7 +12,7 @@ export type EnclaveContext = {
   state: StateStore;
   /** Needed only to derive the backup key; never logged, never sent. */
   sealingKey: Uint8Array;
-  /** In-memory transport keys of restores into this enclave (issue 15). */
+  /** In-memory transport keys of restores into this enclave. */
   transportKeys: TransportKeys;
   /** The recovery encryption key while a restore session holds it (load_recovery_key). */
   recoveryKey: HeldRecoveryKey;

@@ -18,7 +18,7 @@ const FEE_CEILING_WEI = "1000000000000000";
 /** 100 USDC, in wei. */
 const WALLET_BALANCE_WEI = 10n ** 20n;
 /**
- * Issue 11's fee-only drain: value 0, and a tip as high as the fee cap so the whole maximum fee is
+ * A fee-only drain: value 0, and a tip as high as the fee cap so the whole maximum fee is
  * paid. 21000 × 4761904761904761 = 99999999999999981000 wei: the wallet keeps 19000 wei.
  */
 const DRAIN_FEE_PER_GAS = (WALLET_BALANCE_WEI / 21_000n).toString();

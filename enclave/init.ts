@@ -26,7 +26,7 @@ export type InitEnclaveParams = {
   adminAuthority: string;
   policyAuthority: string;
   recoveryAuthority: string;
-  /** X25519 public key (32 bytes hex) of the offline recovery encryption key (issue 15). */
+  /** X25519 public key (32 bytes hex) of the offline recovery encryption key. */
   recoveryEncryptionKey: string;
   chainId?: number;
   now?: () => Date;

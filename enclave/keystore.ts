@@ -130,7 +130,7 @@ export class Keystore {
   }
 
   /**
-   * Imports a restored batch under its own namespace and key_refs (issue 15). Idempotent: keys
+   * Imports a restored batch under its own namespace and key_refs (docs/operations.md, "Disaster recovery"). Idempotent: keys
    * already held (the same key under the same ref, batch and namespace) are kept, the others are
    * written. Refused, writing nothing, when a key_ref or the batch id already holds something else.
    */

@@ -1,5 +1,5 @@
 /**
- * `npm run enclave`: the signer enclave process (issue 4). `init` creates the sealing key and the
+ * `npm run enclave`: the signer enclave process (docs/enclave.md). `init` creates the sealing key and the
  * sealed config; serve (default) listens until SIGTERM or SIGINT, then removes its socket.
  */
 

@@ -22,8 +22,8 @@ import { generateSealingKey, SEAL_LABEL, seal } from "./sealing.ts";
 import { instanceIdOf, mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
-// Issue 11 item 2: configure_policy and configure_treasury need the policy authority sealed at init,
-// not the admin key the origin holds for key-pool refills (DESIGN §5 "Ops and tiers").
+// configure_policy and configure_treasury need the policy authority sealed at init, not the admin
+// key the origin holds for key-pool refills (docs/enclave.md, "Keys and where production keeps them").
 
 const OPERATOR_POOL = "0x00000000000000000000000000000000000000aa";
 
@@ -227,7 +227,7 @@ describe("an enclave data folder sealed before the policy authority", () => {
     dir = await mkdtemp(join(tmpdir(), "enclave-v1-"));
     const dataDir = join(dir, "data");
     await mkdir(join(dataDir, "keys"), { recursive: true, mode: 0o700 });
-    // The shape `init` sealed before issue 11: admin and recovery authorities only.
+    // The shape an older `init` sealed: admin and recovery authorities only.
     const sealingKey = generateSealingKey();
     const v1Config = {
       v: 1,

@@ -55,8 +55,8 @@ const outdatedConfigSchema = z.object({ v: z.union([z.literal(1), z.literal(2)])
 
 /**
  * Thrown for a data folder sealed by an older `init`. It cannot be upgraded in place: adding an
- * authority or a recovery key to a sealed config would need no capability at all (the hole issue 11
- * closes), and the keys it holds have no backup a recovery key can open, so the operator
+ * authority or a recovery key to a sealed config would need no capability at all (the very hole
+ * sealing the authorities at init closes), and the keys it holds have no backup a recovery key can open, so the operator
  * re-initialises.
  */
 export class SealedConfigOutdatedError extends Error {

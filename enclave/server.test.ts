@@ -130,7 +130,7 @@ describe("startEnclaveServer", () => {
   });
 
   it("refuses a v2 data folder (no recovery encryption key) and says how to re-initialise", async () => {
-    // The shape `init` sealed before issue 15: three authorities, no recovery encryption key.
+    // The shape an older `init` sealed: three authorities, no recovery encryption key.
     await mkdir(join(dataDir, "keys"), { recursive: true, mode: 0o700 });
     const sealingKey = generateSealingKey();
     const v2Config = {
@@ -153,7 +153,7 @@ describe("startEnclaveServer", () => {
     const started = startEnclaveServer({ socketPath, dataDir, logger });
     await expect(started).rejects.toBeInstanceOf(EnclaveStartError);
     await expect(started).rejects.toThrow(/initialised before the recovery encryption key existed/);
-    await expect(started).rejects.toThrow(/scripts\/recovery-key\.ts --out FILE/);
+    await expect(started).rejects.toThrow(/ops\/recovery-key\.ts --out FILE/);
     await expect(started).rejects.toThrow(/--recovery-enc-pubkey/);
     await expect(stat(socketPath)).rejects.toMatchObject({ code: "ENOENT" });
   });

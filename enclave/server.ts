@@ -1,6 +1,6 @@
 /**
  * The enclave service: loads the sealed config, keystore and state from the data directory and
- * listens on a Unix-domain socket created with mode 0600 (issue 4). `startEnclaveServer` is also
+ * listens on a Unix-domain socket created with mode 0600. `startEnclaveServer` is also
  * the in-code API for tests; acceptance tests run the real process through `main.ts`.
  */
 import { chmod, mkdir, rm, stat } from "node:fs/promises";
@@ -133,8 +133,8 @@ async function readConfigOrExplain(
     if (!(error instanceof SealedConfigOutdatedError)) throw error;
     const missing =
       error.version === 1
-        ? "the policy authority existed (issue 11), so its policy would still be settable with the origin's admin key"
-        : "the recovery encryption key existed (issue 15), so its backups open only with its own sealing key and die with it";
+        ? "the policy authority existed, so its policy would still be settable with the origin's admin key"
+        : "the recovery encryption key existed, so its backups open only with its own sealing key and die with it";
     throw new EnclaveStartError(
       `${dataDir} was initialised before ${missing}; this enclave refuses to serve it. ` +
         "Re-initialise: move the data folder away, create the offline keys " +

@@ -5,9 +5,9 @@ import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-pr
 import { privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
-// Issue 11: the enclave counts value plus the maximum fee (gas limit × max fee per gas, rounded up
+// The enclave counts value plus the maximum fee (gas limit × max fee per gas, rounded up
 // to whole units of 10^12 wei) against the per-transaction limit, the per-key daily limit and the
-// faucet budget, and refuses any fee above the sealed ceiling. Issue 10 item 2: requests that
+// faucet budget, and refuses any fee above the sealed ceiling (docs/enclave.md). Requests that
 // arrive together are still counted one after another.
 
 const OPERATOR_POOL = "0x00000000000000000000000000000000000000aa";

@@ -1,6 +1,6 @@
 /**
- * EIP-1559 transfer built and signed inside the enclave from fields (issue 4 "Signing under
- * policy": never a caller digest). Native value; calldata only for the settler's precompile call. Preparing (serializing and
+ * EIP-1559 transfer built and signed inside the enclave from fields, never a caller's
+ * digest (docs/enclave.md, "The enclave's signing policy"). Native value; calldata only for the settler's precompile call. Preparing (serializing and
  * hashing) is separate from signing so that fields viem refuses are found before any spend is
  * reserved.
  */

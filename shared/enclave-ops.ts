@@ -221,7 +221,7 @@ export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 export const publicIdentityParams = z.strictObject({ key_ref: keyRefSchema });
 export const publicIdentityResult = publicKeyInfoSchema.extend({
   namespace: namespaceSchema,
-  /** The key's batch, as export_backup names it (issue 15: backing up a treasury or settler key). */
+  /** The key's batch, as export_backup names it (a treasury or settler key is backed up on its own). */
   batch_id: batchIdSchema,
   env_id: z.string().regex(ENV_ID_PATTERN),
   chain_id: z.number().int(),

@@ -84,7 +84,7 @@ export type CapabilityScope = (typeof CAPABILITY_SCOPES)[number];
  * Ops without a capability. `capability_counter` is our addition to DESIGN §5: counters are not
  * secret, and a holder of an authority key needs the next contiguous one to mint. `get_policy` is
  * DESIGN §5's "op without a capability [that] returns the sealed policy". `new_transport_key` and
- * `get_sealed_identity` (issue 15) serve restores into a new enclave: a transport key is useless
+ * `get_sealed_identity` serve restores into a new enclave: a transport key is useless
  * without a recovery capability, and the sealed identity holds public keys only.
  */
 export const UNPRIVILEGED_OPS = [

@@ -1,5 +1,5 @@
 /**
- * Backup envelopes and restore packages (issue 15): the formats both the enclave and the
+ * Backup envelopes and restore packages (docs/operations.md, "Backups" and "Disaster recovery"): the formats both the enclave and the
  * operator's offline scripts read, and the HPKE (RFC 9180) that carries key material between them.
  *
  * - Backup envelope v2 (made by export_backup): a plaintext header (batch, env, chain, namespace,

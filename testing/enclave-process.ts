@@ -1,6 +1,6 @@
 /**
  * Runs the real enclave program (`enclave/main.ts` under tsx) on a temporary socket and data
- * directory, as the acceptance tests of issue 4 require, and as the benchmark uses it.
+ * directory, so the enclave's tests run the program itself, and as the benchmark uses it.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";

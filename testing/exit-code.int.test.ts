@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { REPO_ROOT } from "./enclave-process.ts";
 
-// Issue 10: `npm test` must exit non-zero when a test fails or a file fails to load, whether the
+// `npm test` must exit non-zero when a test fails or a file fails to load, whether the
 // suite starts its own embedded Postgres (DATABASE_URL unset, the default and CI) or uses a server.
 // Each case runs a child `npm test` on throwaway fixtures, as a user would run one file.
 

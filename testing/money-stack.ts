@@ -40,7 +40,7 @@ export type MoneyStack = {
   /** Mints capabilities of the enclave's three authorities. */
   authorities: { admin: CapabilityProvider; policy: CapabilityProvider; recovery: CapabilityProvider };
   /**
-   * Drills a batch (issue 15): restored from the recovery key into the stack's one throwaway
+   * Drills a batch (docs/operations.md, "Restore drills"): restored from the recovery key into the stack's one throwaway
    * enclave (shared by every drill of this stack, stopped and deleted at close).
    */
   drill(batchId: string): Promise<RestoreDrillResult>;
@@ -78,7 +78,7 @@ export type MoneyStackOptions = {
    */
   env?: Record<string, string>;
   /**
-   * Turns x402 on (issue 13): the sealed x402 terms, a settler key made by configure_settler and
+   * Turns x402 on (docs/x402.md): the sealed x402 terms, a settler key made by configure_settler and
    * funded from the operator pool, and the origin's x402 switch.
    */
   x402?: { amountUnits: bigint; payTo: Address };

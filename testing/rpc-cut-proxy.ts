@@ -1,6 +1,6 @@
 /**
  * A JSON-RPC pass-through in front of the devnet whose line can be cut, for tests of a chain that
- * stops answering (issue 13: a settlement broadcast whose receipt never comes in time). While cut,
+ * stops answering (a settlement broadcast whose receipt never comes in time). While cut,
  * every connection is dropped without an answer, as a network partition would; the devnet itself
  * keeps running and mining. `cutAfter(method)` cuts the line right after forwarding the answer of
  * the first request that calls `method`, an instant a test cannot hit from outside. `withhold(method)`

@@ -1,5 +1,5 @@
 /**
- * The suite-wide secret scan (issue 18 item 4): every origin, enclave and edge log line and every
+ * The suite-wide secret scan (secrets and tokens never reach logs, docs/security.md): every origin, enclave and edge log line and every
  * error body the tests produce is copied into a folder for the run, with every configured secret
  * the tests hand out; at the end of the run (global-setup.ts) the folder is scanned, and any
  * secret or agent token found in it fails the run. Off unless TEST_SECRET_SINK names a folder.

@@ -1,5 +1,5 @@
 /**
- * The official x402 client as a payer on chain 77 uses it (issue 13 item 5): `@x402/core`'s
+ * The official x402 client as a payer on chain 77 uses it (docs/x402.md): `@x402/core`'s
  * x402Client with `@x402/evm`'s exact scheme. It pays only its default assets unless told, so the
  * native USDC precompile is allowed explicitly, capped at `maxAmountPerPayment` units.
  */

@@ -1,5 +1,5 @@
 /**
- * A throwaway enclave for the restore drill (issue 15): the real enclave program, initialised on
+ * A throwaway enclave for the restore drill (docs/operations.md, "Restore drills"): the real enclave program, initialised on
  * a fresh temporary data folder with the env id, chain and public keys of the live enclave (its
  * sealed identity, nothing secret) and served on a socket inside that folder. It shares nothing
  * with the live enclave: not its sealing key, not its keystore, not its counters, not its instance
