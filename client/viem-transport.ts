@@ -10,7 +10,7 @@ type RpcAnswer = {
   error?: { code: number; message: string; data?: unknown };
 };
 
-/** JSON-RPC -32601, the gateway's answer to a method off its read allowlist (DESIGN §7). */
+/** JSON-RPC -32601, the gateway's answer to a method off its read allowlist. */
 const METHOD_NOT_ALLOWED = -32601;
 
 let nextId = 1;

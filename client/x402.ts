@@ -1,5 +1,5 @@
 /**
- * The client's x402 side (SPEC "x402 objects", DESIGN §7): asking the gateway to authorize a
+ * The client's x402 side (SPEC "x402 objects"): asking the gateway to authorize a
  * quote, and answering a 402 with it. Never pays twice for one logical request: the idempotency
  * key is fixed per request and the nonce is derived from it, so a repeated call presents the
  * same authorization (the gateway returns the stored one) instead of signing a new payment.
@@ -35,7 +35,7 @@ export type AuthorizeX402Params = {
   nonce?: `0x${string}`;
 };
 
-/** DESIGN §7: the answer of POST /agent/v1/x402/authorize. */
+/** The answer of POST /agent/v1/x402/authorize. */
 export type X402Authorization = {
   action_id: string;
   /** The exact value for the PAYMENT-SIGNATURE header (Base64 of the JSON envelope). */

@@ -71,7 +71,7 @@ export async function readWranglerConfig(
 
 /**
  * Bundles the worker for workerd. The `neutral` platform resolves no Node built-in, so a `node:`
- * import in edge-worker/ fails here instead of at deploy time (DESIGN §2).
+ * import in edge-worker/ fails here instead of at deploy time (docs/architecture.md).
  */
 export async function bundleEdgeWorker(entry: string): Promise<string> {
   const result = await build({
@@ -276,7 +276,7 @@ async function startClientAddressFront(
         // Cut because the client left: no one to answer or resend for.
         if (clientGone) return;
         const staleSocket = upstream.reusedSocket && error.code === "ECONNRESET";
-        // The method only, never the URL: a path or query may carry a token (DESIGN §7).
+        // The method only, never the URL: a path or query may carry a token (docs/security.md).
         if (staleSocket && attempt === 0 && replayable && !outgoing.headersSent) {
           onLine(`local edge front: a ${incoming.method} request met a closed kept-alive socket; resent`);
           forward(1);

@@ -1,7 +1,7 @@
 /**
  * The local stack's money set-up: the faucet treasury funded from the operator
  * pool, and the restore drill run on every verified batch that has none yet, so the funding gate
- * opens honestly (DESIGN §8) rather than by an exception.
+ * opens honestly (docs/api.md, "The funding gate") rather than by an exception.
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -28,7 +28,7 @@ export function fundLocalTreasury(devnetUrl: string, treasury: Address): Promise
   return topUpFromOperatorPool(devnetUrl, treasury, LOCAL_TREASURY_FLOAT_UNITS);
 }
 
-/** Tops the x402 settler's gas up from the operator pool (DESIGN §3); returns the units sent. */
+/** Tops the x402 settler's gas up from the operator pool; returns the units sent. */
 export function fundLocalSettler(devnetUrl: string, settler: Address): Promise<bigint> {
   return topUpFromOperatorPool(devnetUrl, settler, LOCAL_SETTLER_FLOAT_UNITS);
 }
@@ -47,9 +47,9 @@ async function topUpFromOperatorPool(
 }
 
 /**
- * Drills every available batch without restore evidence (docs/operations.md, "Restore drills": each restored from its recovery
- * copy into one throwaway enclave, stopped and deleted afterwards), then proves the identities
- * that are due, with the local recovery keys (the local stack plays every role). Returns the
+ * Drills every available batch without restore evidence (docs/operations.md, "Restore drills": each restored
+ * from its recovery copy into one throwaway enclave, stopped and deleted afterwards), then proves the
+ * identities that are due, with the local recovery keys (the local stack plays every role). Returns the
  * batches drilled.
  */
 export async function drillAndProveLocally(params: {
@@ -94,8 +94,8 @@ export async function drillAndProveLocally(params: {
 }
 
 /**
- * Backs up, once each, the keys the enclave makes outside any refill batch (docs/operations.md, "Backups"): the faucet
- * treasury's (configure_treasury) and the x402 settler's (configure_settler). Without this a lost
+ * Backs up, once each, the keys the enclave makes outside any refill batch (docs/operations.md, "Backups"):
+ * the faucet treasury's (configure_treasury) and the x402 settler's (configure_settler). Without this a lost
  * enclave would take the treasury's float and the settler's gas with it.
  */
 export async function backupLocalSealedKeys(params: {

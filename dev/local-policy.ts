@@ -22,7 +22,10 @@ export const LOCAL_X402_PAY_TO = "0x4020000000000000000000000000000000000402" as
 /** SPEC Limits: the demo quote's amount, 0.01 USDC. */
 export const LOCAL_X402_AMOUNT_UNITS = 10_000n;
 
-/** Small local limits (DESIGN §3): 10 USDC per transaction, 100 USDC a day, fees up to 0.001 USDC. */
+/**
+ * Small local limits (docs/configuration.md, "The local stack"): 10 USDC per transaction, 100 USDC a day,
+ * fees up to 0.001 USDC.
+ */
 export const LOCAL_POLICY: SignerPolicy = {
   perTxLimitUnits: 10_000_000n,
   dailyLimitUnits: 100_000_000n,
@@ -41,7 +44,9 @@ export const LOCAL_POLICY: SignerPolicy = {
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */
 export const LOCAL_TREASURY_BUDGET_UNITS = 1_000_000_000n;
 
-/** The local faucet (docs/agents.md): 1 USDC a minute, 10 USDC a day, per agent; the origin is given the same. */
+/**
+ * The local faucet (docs/agents.md): 1 USDC a minute, 10 USDC a day, per agent; the origin is given the same.
+ */
 export const LOCAL_FAUCET_TERMS: FaucetTerms = {
   payoutUnits: 1_000_000n,
   cooldownMs: 60_000,

@@ -1,7 +1,7 @@
 /**
- * The whole local stack on one machine with embedded defaults (DESIGN §3), in order: embedded
- * Postgres, migrations, the devnet, the enclave (initialised on first run, then given the local
- * signing policy with the policy key), the faucet treasury and x402 settler backed up and funded from
+ * The whole local stack on one machine with embedded defaults (docs/configuration.md, "The local stack"), in
+ * order: embedded Postgres, migrations, the devnet, the enclave (initialised on first run, then given the
+ * local signing policy with the policy key), the faucet treasury and x402 settler backed up and funded from
  * the operator pool, the
  * origin with its workers, the admin key only and its money switches on, an operator-provisioned
  * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
@@ -258,13 +258,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         if (sent > 0n) say(`treasury   funded with ${sent} units from the operator pool`);
       }
       if (sealed.settler) {
-        // The x402 settler pays the gas of settlements (DESIGN §3), funded like the treasury.
+        // The x402 settler pays the gas of settlements, funded like the treasury.
         const sent = await fundLocalSettler(devnetUrl, sealed.settler.settlerAddress);
         if (sent > 0n) say(`settler    gas funded with ${sent} units from the operator pool`);
       }
 
       const secrets = await loadOrCreateLocalSecrets(dataDir);
-      // DESIGN §3: every switch on for the local stack; public registration is switched on with its
+      // Every switch on for the local stack; public registration is switched on with its
       // policy left paused, as the spec's initial policy is (docs/agents.md shows how to open it). The
       // local stack's clients are all on loopback, which production refuses: the local-development
       // switch lets each loopback address register as its own group.
@@ -321,7 +321,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
       const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
       await params.beforeDrill?.(database.db);
-      // DESIGN §3: the restore drill runs on the first batches, so the funding gate opens honestly.
+      // The restore drill runs on the first batches, so the funding gate opens honestly.
       await drillAndProveLocally({
         db: database.db,
         socketPath,
@@ -331,7 +331,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         onLine: say,
       });
 
-      // Last, in front of the origin: the public ingress (DESIGN §1, §3).
+      // Last, in front of the origin: the public ingress (docs/architecture.md).
       edge = await startEdge({
         port: params.edgePort,
         originUrl,

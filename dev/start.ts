@@ -1,7 +1,7 @@
 /**
- * `npm start`: the whole stack on one machine with embedded defaults (DESIGN §3; the parts and
- * their order are in dev/local-stack.ts), then the URLs and an operator-provisioned agent
- * token. Ctrl-C stops every part, last started first.
+ * `npm start`: the whole stack on one machine with embedded defaults (docs/configuration.md, "The local
+ * stack"; the parts and their order are in dev/local-stack.ts), then the URLs and an operator-provisioned
+ * agent token. Ctrl-C stops every part, last started first.
  *
  * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
  * EDGE_PORT (8787), EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev),

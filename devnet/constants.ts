@@ -4,7 +4,7 @@
  */
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 
-/** DESIGN §3: local ports; the devnet listens on 8545 unless told otherwise. */
+/** Local ports; the devnet listens on 8545 unless told otherwise. */
 export const DEFAULT_DEVNET_PORT = 8545;
 /** Loopback only: the devnet has no authentication and a funding method. */
 export const DEFAULT_DEVNET_HOST = "127.0.0.1";
@@ -36,7 +36,7 @@ export const DEV_OPERATOR_POOL_ADDRESS = "0x54A305F4ad9E69d59Fd3e76646FFa7b8993f
 /** Genesis balance of the operator pool: one billion USDC, in wei. */
 export const DEFAULT_OPERATOR_POOL_BALANCE_WEI = 1_000_000_000n * 1_000_000n * WEI_PER_UNIT;
 
-/** DESIGN §6: the one-byte marker code at the precompile address (INVALID, never executed). */
+/** The one-byte marker code at the precompile address (INVALID, never executed). */
 export const PRECOMPILE_MARKER_CODE = Uint8Array.of(0xfe);
 
 /** Largest accepted HTTP body; a batch of 100 raw transactions fits comfortably. */

@@ -1,5 +1,5 @@
 /**
- * The chain-77 devnet (DESIGN §6): a real EVM with the NativeTransferAuth precompile, mining
+ * The chain-77 devnet: a real EVM with the NativeTransferAuth precompile, mining
  * transactions as they arrive (those that arrive together share a block), served as JSON-RPC on
  * loopback. Tests start it in-process on a free port;
  * `npm run devnet` runs it as a process (main.ts).

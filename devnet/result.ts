@@ -1,4 +1,4 @@
-/** Expected failures are values (STYLE "Errors"): the caller maps each reason with an exhaustive switch. */
+/** Expected failures are values, not exceptions: the caller maps each reason with an exhaustive switch. */
 export type Result<T, E> = { ok: true; value: T } | { ok: false; error: E };
 
 export function ok<T>(value: T): { ok: true; value: T } {

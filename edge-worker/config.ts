@@ -13,7 +13,7 @@ export type EdgeBindings = {
 };
 
 export type EdgeConfig = {
-  /** `/77` by default (DESIGN §1): every route of the spec is mounted under it. */
+  /** `/77` by default (docs/architecture.md): every route of the spec is mounted under it. */
   basePath: string;
   /** Scheme, host and port of the origin; the request's own path and query are kept. */
   originUrl: URL;
@@ -23,12 +23,12 @@ export type EdgeConfig = {
 
 export type ParseEdgeConfigResult = { ok: true; config: EdgeConfig } | { ok: false; problems: string[] };
 
-/** DESIGN §7: the origin refuses secrets shorter than 32 bytes; so does the edge. */
+/** The origin refuses secrets shorter than 32 bytes; so does the edge. */
 const MIN_SECRET_BYTES = 32;
 const BASE_PATH_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
 
 /**
- * Parses the bindings once at the boundary (STYLE "Habits" 1). A problem names the variable and
+ * Parses the bindings once at the boundary, so the worker trusts them after. A problem names the variable and
  * never echoes its value, like the origin's config.
  */
 export function parseEdgeConfig(env: EdgeBindings): ParseEdgeConfigResult {

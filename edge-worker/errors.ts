@@ -7,7 +7,7 @@ export function newRequestId(): string {
 }
 
 /**
- * A refusal made by the edge itself, in the gateway's one envelope (STYLE "Errors" 1), with the
+ * A refusal made by the edge itself, in the gateway's one envelope, with the
  * status taken from the shared ERROR_STATUS table.
  */
 export function errorResponse(

@@ -1,6 +1,6 @@
 /**
- * The edge worker (DESIGN §1): registration ingress and routing to the origin, under BASE_PATH.
- * Imports nothing but `shared/` and Hono, and runs in workerd (no Node built-ins, DESIGN §2).
+ * The edge worker (docs/architecture.md): registration ingress and routing to the origin, under BASE_PATH.
+ * Imports nothing but `shared/` and Hono, and runs in workerd (no Node built-ins).
  */
 import { Hono } from "hono";
 import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";

@@ -11,7 +11,7 @@ import { freePort } from "../testing/free-port.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: pass-through routes, the
-// routes the edge never opens, and an unreachable origin (DESIGN §1).
+// routes the edge never opens, and an unreachable origin (docs/architecture.md).
 
 const EDGE_SECRET = "s".repeat(64);
 const REQUEST_ID = /^req_[0-9a-f]{16}$/;
@@ -101,7 +101,7 @@ describe("pass-through routes", () => {
     expect(seen).toMatchObject({ method: "GET", url: "/77/agent/v1/network?verbose=1&x=%2F", body: "" });
     expect(seen?.headers.authorization).toBe("Bearer agt_test");
     expect(seen?.headers["x-client-note"]).toBe("kept");
-    // The client's address is the edge's to say (DESIGN §7): from the connection, with the secret.
+    // The client's address is the edge's to say (docs/security.md): from the connection, with the secret.
     expect(seen?.headers["x-forwarded-for"]).toBeUndefined();
     expect(seen?.headers["cf-connecting-ip"]).toBeUndefined();
     expect(seen?.headers[HEADER_CLIENT_IP]).toBe("127.0.0.1");

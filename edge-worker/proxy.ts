@@ -21,7 +21,7 @@ export type ForwardParams = {
 /**
  * Only the edge may speak for the client: a client-sent edge secret, registration IP, client IP
  * or requested URL never reaches the origin on any route (SPEC "Registration ingress rules",
- * DESIGN §7).
+ * docs/security.md).
  */
 export const EDGE_ONLY_HEADERS = [
   HEADER_EDGE_SECRET,
@@ -57,7 +57,7 @@ export function clientAddress(request: Request): string | undefined {
 /**
  * The headers to send to the origin: the client's, less the edge-only and address headers, plus
  * the client's address as the edge saw it and the edge secret (when configured), so the origin's
- * per-IP limits see each client rather than the edge (DESIGN §7), and the URL the client
+ * per-IP limits see each client rather than the edge (docs/security.md), and the URL the client
  * requested, so that an x402 quote names the public URL, not the origin's private one.
  */
 export function originHeaders(request: Request, config: EdgeConfig, clientIp: string | undefined): Headers {
@@ -103,7 +103,7 @@ export async function forwardToOrigin(
 }
 
 /**
- * DESIGN §1: `{base}/agent/v1/*` and `{base}/x402/*` pass through unchanged (method, path, query,
+ * `{base}/agent/v1/*` and `{base}/x402/*` pass through unchanged (method, path, query,
  * body, streaming); the headers as originHeaders makes them.
  */
 export function passThrough(

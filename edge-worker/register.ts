@@ -53,7 +53,7 @@ export function checkRegistrationIngress(request: Request, config: EdgeConfig): 
 
 /**
  * POST {base}/agent/v1/register: checked here, then forwarded with the client address from the
- * edge provider and the edge shared secret (DESIGN §1, §7). A refusal is never forwarded, so it
+ * edge provider and the edge shared secret (docs/architecture.md). A refusal is never forwarded, so it
  * consumes no key (SPEC "Errors").
  */
 export async function handleRegister(

@@ -1,6 +1,6 @@
 /**
  * The payer's signature of an x402 authorization, as sign_settlement checks it before the settler
- * pays gas for it (DESIGN §5): a 65-byte r ‖ s ‖ v with v 27 or 28 (or its parity, 0 or 1, as some
+ * pays gas for it: a 65-byte r ‖ s ‖ v with v 27 or 28 (or its parity, 0 or 1, as some
  * wallets write it; the verifier accepts both and the calldata carries 27 or 28) and a low S (EIP-2), which
  * recovers, over the EIP-712 TransferWithAuthorization digest on the sealed chain, to `from`.
  * Anything else is a named refusal, never an exception.

@@ -1,5 +1,5 @@
 /**
- * Backup envelopes of a key batch inside the enclave (SPEC "Transfer-key pool", DESIGN §5
+ * Backup envelopes of a key batch inside the enclave (SPEC "Transfer-key pool";
  * export/verify/restore, docs/operations.md "Backups"). Formats and HPKE live in shared/recovery-envelope.ts.
  *
  * - export: the batch's private keys are sealed twice under the canonical header as associated

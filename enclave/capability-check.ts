@@ -1,6 +1,7 @@
 /**
- * Capability verification (DESIGN §5): signature, authority of the op's tier, op, chain, env,
- * this enclave's instance id, scope, payload binding and the next contiguous counter. Every failure is the one code
+ * Capability verification: signature, authority of the op's tier, op, chain, env,
+ * this enclave's instance id, scope, payload binding and the next contiguous counter. Every failure is the
+ * one code
  * `capability_rejected`. This check is pure: the caller reserves the counter afterwards.
  */
 import {
@@ -50,7 +51,10 @@ export function checkCapability(
   return { counterKey, counter: cap.counter, cap };
 }
 
-/** The sealed authority of each tier (DESIGN §5 "Ops and tiers"); exhaustive over the scopes. */
+/**
+ * The sealed authority of each tier (docs/enclave.md, "Keys and where production keeps them"); exhaustive
+ * over the scopes.
+ */
 function authorityOfScope(config: SealedConfig, scope: CapabilityScope): string {
   switch (scope) {
     case "admin":

@@ -1,5 +1,5 @@
 /**
- * One client connection (DESIGN §5): the enclave sends its hello first, requires the client's
+ * One client connection: the enclave sends its hello first, requires the client's
  * hello to name protocol `svc-hsm/agent/v1` and profile `agent_gateway` (else `wrong_profile` and
  * close), then serves requests concurrently, answering each with its id. A frame that does not
  * decode or is oversize gets `malformed` with id null and the connection stays open.

@@ -1,5 +1,5 @@
 /**
- * One request in, one response out (DESIGN §5 "Request"/"response"). Order of checks: envelope,
+ * One request in, one response out. Order of checks: envelope,
  * known op, params schema, capability (privileged ops), then the op. Anything refused before the
  * op runs changes no state; an accepted capability's counter is made durable before the op runs,
  * so a replay after a crash is still refused.
@@ -61,7 +61,7 @@ export async function handleRequest(ctx: EnclaveContext, frame: unknown): Promis
   }
 }
 
-/** The response to a frame that did not decode or was oversize (DESIGN §5). */
+/** The response to a frame that did not decode or was oversize. */
 export function malformedFrameResponse(reason: string): EnclaveResponse {
   return failure(null, { code: "malformed", reason });
 }

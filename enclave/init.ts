@@ -45,7 +45,8 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
   const recoveryAuthority = parseAuthority(params.recoveryAuthority, "--recovery-pubkey");
   const recoveryEncryptionKey = await parseRecoveryEncryptionKey(params.recoveryEncryptionKey);
   if (new Set([adminAuthority, policyAuthority, recoveryAuthority]).size !== 3) {
-    // The tiers only mean something if they are held by different keys (DESIGN §5 "Ops and tiers").
+    // The tiers only mean something if they are held by different keys (docs/enclave.md, "Keys and where
+    // production keeps them").
     throw new InitError("the admin, policy and recovery authority keys must all differ");
   }
   const layout = dataDirLayout(params.dataDir);

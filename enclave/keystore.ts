@@ -1,5 +1,5 @@
 /**
- * The keystore (DESIGN §5 "Keystore", issue 4): secp256k1 keys in namespaces, sealed at rest with
+ * The keystore: secp256k1 keys in namespaces, sealed at rest with
  * AES-256-GCM. Keys are written as immutable key-set files (one per generated batch or restore),
  * each replaced atomically, so a crash never leaves half a key or half a batch. Decrypted keys live
  * only in this process's memory; nothing here ever returns a private key to a caller.
@@ -130,9 +130,9 @@ export class Keystore {
   }
 
   /**
-   * Imports a restored batch under its own namespace and key_refs (docs/operations.md, "Disaster recovery"). Idempotent: keys
-   * already held (the same key under the same ref, batch and namespace) are kept, the others are
-   * written. Refused, writing nothing, when a key_ref or the batch id already holds something else.
+   * Imports a restored batch under its own namespace and key_refs (docs/operations.md, "Disaster recovery").
+   * Idempotent: keys already held (the same key under the same ref, batch and namespace) are kept, the others
+   * are written. Refused, writing nothing, when a key_ref or the batch id already holds something else.
    */
   async restore(params: AddKeySetParams): Promise<RestoreOutcome> {
     if (this.writing.has(params.batchId)) return { ok: false, reason: "batch is being written" };

@@ -1,6 +1,6 @@
 /**
- * Expected failures of an op are returned values (STYLE "Errors"), collapsed into the closed
- * DESIGN §5 codes. Reasons are deliberately generic where a precise one would be an oracle.
+ * Expected failures of an op are returned values, collapsed into the enclave's closed
+ * error codes. Reasons are deliberately generic where a precise one would be an oracle.
  */
 import type { EnclaveErrorCode, EnclaveFailure, RefusalDetail } from "../shared/enclave-protocol.ts";
 
@@ -11,7 +11,7 @@ export function succeed<T>(result: T): OpOutcome<T> {
   return { ok: true, result };
 }
 
-/** A refused outcome with one of the DESIGN §5 codes, and which sealed bound refused it if one did. */
+/** A refused outcome with one of the enclave's error codes, and which sealed bound refused it if one did. */
 export function refuse(
   code: EnclaveErrorCode,
   reason: string,
@@ -20,5 +20,5 @@ export function refuse(
   return { ok: false, error: detail === undefined ? { code, reason } : { code, reason, detail } };
 }
 
-/** One answer for "no such key" and "key of another namespace": no oracle (DESIGN §5). */
+/** One answer for "no such key" and "key of another namespace": no oracle. */
 export const KEY_NOT_USABLE = refuse("key_purpose_mismatch", "key not usable for this operation");

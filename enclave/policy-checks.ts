@@ -1,7 +1,7 @@
 /**
- * The enclave's re-check of every signing request against sealed policy (DESIGN §5 "Policy inside
- * the enclave"). The gateway checks first to give clear errors; these checks are the ones that
- * hold even if the gateway is wrong or compromised. Pure functions: a refusal or null. Each
+ * The enclave's re-check of every signing request against sealed policy (docs/enclave.md,
+ * "The enclave's signing policy"). The gateway checks first to give clear errors; these checks are the ones
+ * that hold even if the gateway is wrong or compromised. Pure functions: a refusal or null. Each
  * refusal names the bound that refused it (`detail`), so the origin maps it without reading text.
  */
 import type { EnclaveFailure, RefusalDetail } from "../shared/enclave-protocol.ts";
@@ -36,7 +36,7 @@ export type TransferCheck = TransactionCheck & { spentTodayUnits: bigint };
 
 /**
  * sign_transfer: chain, recipient, fee ceiling, per-transaction and daily limits. The limits count
- * value plus the maximum fee (DESIGN §5), so no transfer moves more than the policy allows through
+ * value plus the maximum fee, so no transfer moves more than the policy allows through
  * its fee.
  */
 export function checkTransfer(policy: Policy | null, input: TransferCheck): EnclaveFailure | null {
@@ -73,7 +73,7 @@ export type FaucetCheck = TransactionCheck & {
 };
 
 /**
- * sign_faucet: a policy must be sealed (no policy, no signing: DESIGN §5), chain, never to the
+ * sign_faucet: a policy must be sealed (no policy, no signing), chain, never to the
  * operator pool, fee ceiling; then the sealed payout terms: exactly the payout, only to an agent
  * key of this enclave (so a compromised origin cannot pay an address of its choosing), not within
  * the recipient's cooldown, within its units of the UTC day; and value plus maximum fee within

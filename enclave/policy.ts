@@ -1,5 +1,5 @@
 /**
- * The signing policy sealed inside the enclave (DESIGN §5 "Policy inside the enclave"), set by
+ * The signing policy sealed inside the enclave (docs/enclave.md, "The enclave's signing policy"), set by
  * `configure_policy`, and the faucet treasury with its payout terms, set by `configure_treasury`.
  * In memory amounts are bigint and addresses lowercase, so every comparison is exact.
  */

@@ -1,9 +1,9 @@
 /**
  * The enclave's sealed identity: env id, chain id, the admin, policy and recovery authority
- * public keys (DESIGN §5 "Ops and tiers") and the recovery encryption public key every backup is
- * sealed to (docs/operations.md "Disaster recovery"), fixed at `init` and sealed beside the sealing key, with
- * a random instance id that names this enclave instance alone. Capabilities and identity
- * proofs are checked against these values, never against anything a caller sends.
+ * public keys (docs/enclave.md, "Keys and where production keeps them") and the recovery encryption public
+ * key every backup is sealed to (docs/operations.md "Disaster recovery"), fixed at `init` and sealed beside
+ * the sealing key, with a random instance id that names this enclave instance alone. Capabilities and
+ * identity proofs are checked against these values, never against anything a caller sends.
  */
 import { randomBytes } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
@@ -56,8 +56,8 @@ const outdatedConfigSchema = z.object({ v: z.union([z.literal(1), z.literal(2)])
 /**
  * Thrown for a data folder sealed by an older `init`. It cannot be upgraded in place: adding an
  * authority or a recovery key to a sealed config would need no capability at all (the very hole
- * sealing the authorities at init closes), and the keys it holds have no backup a recovery key can open, so the operator
- * re-initialises.
+ * sealing the authorities at init closes), and the keys it holds have no backup a recovery key can open, so
+ * the operator re-initialises.
  */
 export class SealedConfigOutdatedError extends Error {
   override readonly name = "SealedConfigOutdatedError";

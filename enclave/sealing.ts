@@ -1,5 +1,5 @@
 /**
- * Sealing at rest (DESIGN §5 "Keystore"): AES-256-GCM under the enclave sealing key. Each blob is
+ * Sealing at rest: AES-256-GCM under the enclave sealing key. Each blob is
  * version (1) ‖ iv (12) ‖ tag (16) ‖ ciphertext, with a purpose label as associated data so a blob
  * sealed for one purpose (say, the state file) never unseals as another (say, a key set).
  */

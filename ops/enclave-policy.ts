@@ -3,9 +3,9 @@
  * sealed signing policy, faucet treasury and its payout terms, and x402 settler key. `apply`,
  * `treasury` and `settler` mint a policy-tier
  * capability from the policy authority key, which is kept offline with the operator and never on
- * the origin host (DESIGN §5 "Ops and tiers"); `show` needs no key. Env id and chain id come from
- * the enclave's get_policy, so the operator needs only the socket and the key. Prints before and
- * after. Exit codes: 0 ok, 1 refused by the enclave (or unreachable), 2 usage.
+ * the origin host (docs/enclave.md, "Keys and where production keeps them"); `show` needs no key. Env id and
+ * chain id come from the enclave's get_policy, so the operator needs only the socket and the key. Prints
+ * before and after. Exit codes: 0 ok, 1 refused by the enclave (or unreachable), 2 usage.
  */
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";

@@ -8,7 +8,7 @@ import { seedFreeKeys } from "../testing/seed.ts";
 
 type Run = { code: number; stdout: string; stderr: string };
 
-describe("npm run funding (pre-restore exceptions, DESIGN §8)", () => {
+describe("npm run funding (pre-restore exceptions)", () => {
   let testDb: TestDatabase;
   let agent: { agentId: string; wallet: string };
   const run = (...args: string[]): Promise<Run> =>

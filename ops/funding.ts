@@ -1,6 +1,6 @@
 /**
- * `npm run funding -- <command>`: pre-restore funding exceptions (DESIGN §8). A wallet whose key
- * batch has no restore evidence may hold funds only under an active `approved_non_zero` exception,
+ * `npm run funding -- <command>`: pre-restore funding exceptions (docs/api.md, "The funding gate"). A wallet
+ * whose key batch has no restore evidence may hold funds only under an active `approved_non_zero` exception,
  * up to its ceiling, until it expires. Uses the node's configuration (DATABASE_URL, or the
  * embedded cluster of the running stack). HELP below is what `--help` prints.
  */

@@ -1,5 +1,5 @@
 /**
- * Mints one enclave capability (DESIGN §5) for an operator, e.g. a recovery-tier restore_backup
+ * Mints one enclave capability for an operator, e.g. a recovery-tier restore_backup
  * for the restore drill with the offline recovery key. Prints the capability as JSON (its fields
  * are strings and integers, the same map the CBOR wire carries).
  *

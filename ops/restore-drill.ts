@@ -1,9 +1,9 @@
 /**
- * `npm run restore-drill -- (--batch ID [--batch ID …] | --pending) --recovery-key FILE --recovery-enc-key FILE`
- * (DESIGN §8): proves each batch's backup restores without the live enclave; `--pending` drills
- * every backed-up batch with no restore evidence yet. It reads the live enclave's public identity
- * (--socket, else AGENT_SIGNER_SVC_HSM_ENDPOINT, else the local stack's socket), starts a throwaway enclave on a
- * temporary data folder initialised with it, seals the offline recovery encryption key to the
+ * `npm run restore-drill -- (--batch ID [--batch ID …] | --pending) --recovery-key FILE --recovery-enc-key
+ * FILE` (docs/operations.md, "Restore drills"): proves each batch's backup restores without the live enclave;
+ * `--pending` drills every backed-up batch with no restore evidence yet. It reads the live enclave's public
+ * identity (--socket, else AGENT_SIGNER_SVC_HSM_ENDPOINT, else the local stack's socket), starts a throwaway
+ * enclave on a temporary data folder initialised with it, seals the offline recovery encryption key to the
  * throwaway's transport key and loads it there, sends each backup envelope as it is on disk to be
  * opened and restored by the throwaway under a capability of the offline recovery authority key
  * (this process never holds a wallet key in plaintext), compares every key_ref, public key and

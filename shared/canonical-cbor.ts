@@ -2,7 +2,7 @@
  * Deterministic CBOR encoding (RFC 8949 §4.2.1 "core deterministic encoding") of the small value
  * set that capabilities and their bound params use: text strings, integers, byte strings, booleans,
  * null, arrays and string-keyed maps. Floats, undefined, tags and indefinite lengths are refused, so
- * two parties that agree on the value always agree on the bytes (DESIGN §5: the capability `sig`
+ * two parties that agree on the value always agree on the bytes (the capability `sig`
  * and `payload_binding` are computed over "canonical CBOR").
  *
  * cbor-x is not used here on purpose: it encodes integers above 2^32 as float64 and keeps the

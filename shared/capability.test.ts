@@ -25,7 +25,7 @@ const mint = () =>
     counter: 1,
   });
 
-describe("capability objects (DESIGN §5)", () => {
+describe("capability objects", () => {
   it("mints a schema-valid, admin-scoped capability that verifies", () => {
     const cap = mint();
     expect(capabilitySchema.parse(cap)).toEqual(cap);

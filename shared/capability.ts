@@ -1,5 +1,5 @@
 /**
- * Capability objects (DESIGN §5, SPEC "Enclave signer interface"): an Ed25519-signed CBOR map
+ * Capability objects (SPEC "Enclave signer interface"): an Ed25519-signed CBOR map
  * `{ver, authority, op, request_id, chain_id, env_id, instance_id, scope, counter, payload_binding}`
  * plus `sig`. sig = Ed25519("svc-hsm/agent-cap/v1\0" ‖ canonical CBOR of the map without sig).
  * payload_binding = keccak256(canonical CBOR of [op, params]).
@@ -61,7 +61,7 @@ export function capabilitySigningPreimage(body: CapabilityBody): Uint8Array {
 }
 
 /**
- * DESIGN §5: keccak256 of the op and its canonical params. `params` must be the exact wire params
+ * The payload binding: keccak256 of the op and its canonical params. `params` must be the exact wire params
  * (snake_case, bigints as decimal strings, bytes as Uint8Array); throws CanonicalCborError otherwise.
  */
 export function payloadBinding(op: string, params: unknown): Hex {
@@ -91,7 +91,7 @@ export type MintCapabilityParams = {
   counter: number;
 };
 
-/** Mints a capability for `op` over `params`; the scope is the op's tier (DESIGN §5). */
+/** Mints a capability for `op` over `params`; the scope is the op's tier. */
 export function mintCapability(input: MintCapabilityParams): Capability {
   const body: CapabilityBody = {
     ver: CAPABILITY_VERSION,
@@ -121,7 +121,7 @@ export function verifyCapabilitySignature(cap: Capability): boolean {
   }
 }
 
-/** Counter key: counters are contiguous per (authority, env, scope, op) (DESIGN §5). */
+/** Counter key: counters are contiguous per (authority, env, scope, op). */
 export function capabilityCounterKey(
   authority: string,
   envId: string,

@@ -7,7 +7,7 @@ const lengthHeader = (length: number): Uint8Array => {
   return header;
 };
 
-describe("frame codec (DESIGN §5)", () => {
+describe("frame codec", () => {
   it("prefixes one CBOR item with its 4-byte big-endian length", () => {
     const frame = encodeFrame({ v: 1 });
     expect(Array.from(frame.subarray(0, 4))).toEqual([0, 0, 0, frame.length - 4]);

@@ -1,5 +1,5 @@
 /**
- * DESIGN §5 framing of the enclave socket: each frame is a 4-byte big-endian length followed by
+ * Framing of the enclave socket: each frame is a 4-byte big-endian length followed by
  * exactly one CBOR item (cbor-x), at most 1 MiB. The decoder is incremental: bytes arrive in
  * arbitrary chunks, and a frame that does not decode or declares an oversize length becomes a
  * `malformed` event (an oversize frame's bytes are skipped) so the stream stays usable.
@@ -7,7 +7,7 @@
  */
 import { Decoder, Encoder } from "cbor-x";
 
-/** DESIGN §5: a frame carries at most 1 MiB of CBOR. */
+/** A frame carries at most 1 MiB of CBOR. */
 export const MAX_FRAME_BYTES = 1024 * 1024;
 const HEADER_BYTES = 4;
 
@@ -83,7 +83,7 @@ export class FrameDecoder {
       if (this.buffered < HEADER_BYTES) break;
       const length = this.peekLength();
       if (length > this.maxFrameBytes) {
-        // DESIGN §5: answer malformed once and skip the declared bytes.
+        // Answer malformed once and skip the declared bytes.
         this.discard(HEADER_BYTES);
         this.skipRemaining = length;
         events.push({ kind: "malformed", reason: "oversize" });

@@ -3,7 +3,7 @@ import { CHAIN_ID, NATIVE_SYMBOL } from "./constants.ts";
 
 /**
  * viem's description of chain 77. viem assumes 18 native decimals for gas maths, and on chain
- * the native balance is indeed 18-decimal wei; the 6-decimal unit is an API-level view (DESIGN §6).
+ * the native balance is indeed 18-decimal wei; the 6-decimal unit is an API-level view.
  */
 export function chain77(rpcUrl: string): Chain {
   return defineChain({

@@ -1,5 +1,5 @@
 /**
- * Wire schemas of the operator console API (SPEC "Operator console", DESIGN §7), requests and
+ * Wire schemas of the operator console API (SPEC "Operator console"), requests and
  * responses in one module: the routes validate requests with them, the tests check responses
  * against them, and the OpenAPI document is to be generated from them. Runtime-neutral.
  */

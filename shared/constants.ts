@@ -8,10 +8,10 @@ export const CHAIN_ID = 77;
 export const CAIP2_NETWORK = "eip155:77";
 export const NATIVE_SYMBOL = "USDC";
 export const NATIVE_DECIMALS = 6;
-/** On chain the native balance is 18-decimal wei; one 6-decimal unit is 10^12 wei (DESIGN §6). */
+/** On chain the native balance is 18-decimal wei; one 6-decimal unit is 10^12 wei. */
 export const WEI_PER_UNIT = 10n ** 12n;
 
-/** DESIGN §6: the NativeTransferAuth precompile. */
+/** The NativeTransferAuth precompile. */
 export const NATIVE_TRANSFER_AUTH_ADDRESS = "0x2d00000000000000000000000000000000000006" as const;
 export const EIP712_DOMAIN_NAME = "USDC";
 export const EIP712_DOMAIN_VERSION = "2";
@@ -44,11 +44,11 @@ export const DEFAULT_BASE_PATH = "/77";
 export const CAPABILITIES = ["read", "faucet", "transfer"] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
-/** Header names (DESIGN §7, SPEC "POST /agent/v1/register", "Registration ingress rules"). */
+/** Header names (SPEC "POST /agent/v1/register", "Registration ingress rules"). */
 export const HEADER_REGISTRATION = "x-svc-registration";
 export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
 export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
-/** DESIGN §7: the client address the edge saw, set by the edge on every forwarded request. */
+/** The client address the edge saw, set by the edge on every forwarded request. */
 export const HEADER_CLIENT_IP = "x-svc-client-ip";
 /**
  * The URL the client requested at the edge, set by the edge on every forwarded request: the
@@ -58,7 +58,7 @@ export const HEADER_REQUEST_URL = "x-svc-request-url";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 
-/** Enclave protocol labels (SPEC "Versioning", DESIGN §5). */
+/** Enclave protocol labels (SPEC "Versioning"). */
 export const ENCLAVE_PROTOCOL = "svc-hsm/agent/v1";
 export const ENCLAVE_PROFILE = "agent_gateway";
 export const CAPABILITY_DOMAIN = "svc-hsm/agent-cap/v1";

@@ -1,5 +1,5 @@
 /**
- * EIP-712 pieces of the x402 authorization (SPEC "x402 objects", DESIGN §6): the
+ * EIP-712 pieces of the x402 authorization (SPEC "x402 objects"): the
  * TransferWithAuthorization type and the NativeTransferAuth domain on chain 77, and its digest,
  * hashed from its fixed layout (the precompile hashes the calldata words the same way), which
  * costs a tenth of a generic typed-data encoder on the origin's verification path.
@@ -39,7 +39,7 @@ export function nativeTransferAuthDomain(chainId: number = CHAIN_ID): TypedDataD
 export type TransferWithAuthorizationMessage = {
   from: Address;
   to: Address;
-  /** 6-decimal units, as the precompile counts them (DESIGN §6). */
+  /** 6-decimal units, as the precompile counts them. */
   value: bigint;
   validAfter: bigint;
   validBefore: bigint;

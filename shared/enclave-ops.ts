@@ -1,5 +1,5 @@
 /**
- * Wire schemas of the params and results of every enclave op (DESIGN §5). Wire form: snake_case
+ * Wire schemas of the params and results of every enclave op. Wire form: snake_case
  * maps, integers that may exceed 2^53 (money, gas, nonces, timestamps) as decimal strings, byte
  * strings as lowercase 0x-hex (key_ref stays bare 64-hex, SPEC "Agent identity"), backup envelopes
  * as raw CBOR bytes. Params are strict: an unknown field is malformed rather than silently bound.
@@ -157,7 +157,7 @@ export const configureTreasuryResult = z.object({
 });
 
 /**
- * configure_settler (policy tier): the x402 settler key (DESIGN §5), generated in the `settler`
+ * configure_settler (policy tier): the x402 settler key, generated in the `settler`
  * namespace on first use and kept afterwards, as configure_treasury makes the faucet key. With
  * settler_key_ref the settler is pointed at that key of the `settler` namespace (a settler key
  * restored after a recovery keeps its address and its gas float).
@@ -275,7 +275,7 @@ export const signX402AuthorizationResult = z.object({
 });
 
 /**
- * sign_settlement (settler key only, DESIGN §5): the enclave builds the precompile's
+ * sign_settlement (settler key only): the enclave builds the precompile's
  * transferWithAuthorization call, value 0, from these authorization fields and signature, so the
  * settler key can pay gas and nothing else; and only for an authorization `from` signed, under the
  * sealed x402 terms, valid at the enclave's clock with the sealed margin.
@@ -301,7 +301,7 @@ export const signSettlementResult = signTransactionResult;
 
 /**
  * sign_filler: a zero-value transfer from the key's address to itself at `nonce`, gas 21000, so a
- * nonce the chain refused can be used up and the sender's later transactions mined (DESIGN §4).
+ * nonce the chain refused can be used up and the sender's later transactions mined.
  * It moves nothing anywhere; its fee is under the sealed ceiling and counted as the key's other
  * transactions count it (an agent key's daily limit, the treasury's budget).
  */

@@ -1,5 +1,5 @@
 /**
- * Envelopes of the enclave socket protocol (DESIGN §5): hello, request, response, the closed list
+ * Envelopes of the enclave socket protocol: hello, request, response, the closed list
  * of ops and error codes, and which capability tier each privileged op needs. Both the enclave and
  * the origin's signer client parse with these schemas. Runtime-neutral: no `node:` imports.
  */
@@ -8,7 +8,7 @@ import { ENCLAVE_PROTOCOL } from "./constants.ts";
 
 export const ENCLAVE_WIRE_VERSION = 1;
 
-/** DESIGN §5 error codes, exactly; nothing else travels in `error.code`. */
+/** The enclave's error codes, a closed list; nothing else travels in `error.code`. */
 export const ENCLAVE_ERROR_CODES = [
   "malformed",
   "wrong_profile",
@@ -22,7 +22,7 @@ export type EnclaveErrorCode = (typeof ENCLAVE_ERROR_CODES)[number];
 
 /**
  * Which sealed bound refused a signing request: an optional, machine-readable `detail` beside the
- * DESIGN §5 code, so the origin answers each refusal with its own gateway error by a switch over
+ * error code, so the origin answers each refusal with its own gateway error by a switch over
  * this closed list rather than by matching reason text. Reasons stay free text for people.
  */
 export const REFUSAL_DETAILS = [
@@ -61,9 +61,9 @@ export const REFUSAL_DETAILS = [
 export type RefusalDetail = (typeof REFUSAL_DETAILS)[number];
 
 /**
- * Ops that need a capability, with their tier (DESIGN §5 "Ops and tiers"). The policy tier is held
- * apart from the admin key the origin keeps for key-pool refills: a compromised origin must not be
- * able to raise limits or redirect the faucet.
+ * Ops that need a capability, with their tier (docs/enclave.md, "Keys and where production keeps them"). The
+ * policy tier is held apart from the admin key the origin keeps for key-pool refills: a compromised origin
+ * must not be able to raise limits or redirect the faucet.
  */
 export const PRIVILEGED_OP_SCOPE = {
   generate_keys: "admin",
@@ -81,9 +81,9 @@ export const CAPABILITY_SCOPES = ["admin", "policy", "recovery"] as const;
 export type CapabilityScope = (typeof CAPABILITY_SCOPES)[number];
 
 /**
- * Ops without a capability. `capability_counter` is our addition to DESIGN §5: counters are not
- * secret, and a holder of an authority key needs the next contiguous one to mint. `get_policy` is
- * DESIGN §5's "op without a capability [that] returns the sealed policy". `new_transport_key` and
+ * Ops without a capability. `capability_counter` needs none: counters are not
+ * secret, and a holder of an authority key needs the next contiguous one to mint. `get_policy`
+ * returns the sealed policy, which is no secret. `new_transport_key` and
  * `get_sealed_identity` serve restores into a new enclave: a transport key is useless
  * without a recovery capability, and the sealed identity holds public keys only.
  */
@@ -106,7 +106,7 @@ export type UnprivilegedOp = (typeof UNPRIVILEGED_OPS)[number];
 export const ENCLAVE_OPS = [...PRIVILEGED_OPS, ...UNPRIVILEGED_OPS] as const;
 export type EnclaveOp = PrivilegedOp | UnprivilegedOp;
 
-/** True when `op` is one of the ops of DESIGN §5 (plus capability_counter). */
+/** True when `op` is one of the enclave's ops. */
 export function isEnclaveOp(op: string): op is EnclaveOp {
   return (ENCLAVE_OPS as readonly string[]).includes(op);
 }
@@ -123,7 +123,7 @@ export const helloSchema = z.object({
 });
 export type Hello = z.infer<typeof helloSchema>;
 
-/** The hello each side sends first (DESIGN §5 "Handshake"). */
+/** The hello each side sends first, before any request. */
 export function makeHello(profile: string): Hello {
   return { v: ENCLAVE_WIRE_VERSION, protocol: ENCLAVE_PROTOCOL, profile };
 }

@@ -1,6 +1,6 @@
 /**
  * The closed set of gateway, registration and console error codes and their HTTP statuses
- * (SPEC "Errors", DESIGN §7). One table, so a status can never disagree with the spec.
+ * (SPEC "Errors"). One table, so a status can never disagree with the spec.
  */
 export const ERROR_STATUS = {
   validation_failed: 400,
@@ -41,7 +41,7 @@ export const ERROR_STATUS = {
    */
   broadcast_refused: 422,
   reverted: 422,
-  /** DESIGN §7: POST /x402/authorize refusals; nothing is signed. */
+  /** POST /x402/authorize refusals; nothing is signed. */
   x402_amount_not_allowed: 422,
   x402_pay_to_not_allowed: 422,
   x402_requirement_unsupported: 422,

@@ -1,7 +1,7 @@
 /**
- * The cost of one transaction as the enclave's limits count it (DESIGN §5 "Policy inside the
- * enclave": limits and budgets count value plus the maximum fee). One function for the enclave's
- * re-check and the origin's money routes, so the gateway's clear errors and the enclave's refusals
+ * The cost of one transaction as the enclave's limits count it (docs/enclave.md, "The
+ * enclave's signing policy": limits and budgets count value plus the maximum fee). One function for the
+ * enclave's re-check and the origin's money routes, so the gateway's clear errors and the enclave's refusals
  * can never disagree by a rounding. Runtime-neutral: no `node:` imports.
  */
 import { WEI_PER_UNIT } from "./constants.ts";

@@ -1,5 +1,5 @@
 /**
- * Wire schemas of the gateway's money routes (DESIGN §7): what the routes validate with, what the
+ * Wire schemas of the gateway's money routes (docs/api.md): what the routes validate with, what the
  * client library and the OpenAPI document are built from. Runtime-neutral: no `node:` imports.
  */
 import { z } from "zod";
@@ -64,7 +64,7 @@ export function isTerminalAction(action: { kind: string; status: ActionStatus })
   return TERMINAL_ACTION_STATUSES.includes(action.status);
 }
 
-/** DESIGN §7: the action, as faucet, transfers and GET /actions/{id} answer it. */
+/** The action, as faucet, transfers and GET /actions/{id} answer it. */
 export const actionSchema = z.object({
   action_id: z.string().uuid(),
   kind: z.enum(ACTION_KINDS),
@@ -156,7 +156,7 @@ export const x402PaymentRequiredSchema = z.looseObject({
 });
 export type X402PaymentRequired = z.infer<typeof x402PaymentRequiredSchema>;
 
-/** DESIGN §7: POST /agent/v1/x402/authorize. */
+/** POST /agent/v1/x402/authorize. */
 export const x402AuthorizeRequestSchema = z.strictObject({
   payment_required: x402PaymentRequiredSchema,
   nonce: x402NonceSchema,
@@ -165,7 +165,7 @@ export const x402AuthorizeRequestSchema = z.strictObject({
 export type X402AuthorizeRequest = z.infer<typeof x402AuthorizeRequestSchema>;
 
 /**
- * DESIGN §7: the answer of POST /agent/v1/x402/authorize. `payment_signature` is the exact value of
+ * The answer of POST /agent/v1/x402/authorize. `payment_signature` is the exact value of
  * the `PAYMENT-SIGNATURE` header (Base64 of `payment_payload` as JSON); `valid_before` is the
  * authorization's validBefore (unix seconds, as in the payload).
  */
@@ -193,7 +193,7 @@ export const x402AuthorizeResponseSchema = z.object({
 });
 export type X402AuthorizeResponse = z.infer<typeof x402AuthorizeResponseSchema>;
 
-// ─── Responses of the read routes and registration (DESIGN §7) ──────────────────────────────
+// ─── Responses of the read routes and registration (docs/api.md) ──────────────────────────────
 
 const decimalString = z
   .string()
@@ -274,14 +274,14 @@ export type RegisterResponse = z.infer<typeof registerResponseSchema>;
 /** POST {base}/agent/v1/register takes exactly `{}` (origin/registration/request-shape.ts checks it). */
 export const registerRequestSchema = z.strictObject({});
 
-/** The one error envelope of the gateway, registration and console (STYLE "Errors", format 1). */
+/** The one error envelope of the gateway, registration and console. */
 export const errorBodySchema = z.object({
   error: z
     .object({
       code: z.enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]),
       message: z.string(),
       request_id: z.string(),
-      /** Seconds to wait, on 429 answers (DESIGN §7). */
+      /** Seconds to wait, on 429 answers (docs/api.md). */
       retry_after: z.number().int().optional(),
       /** Why, on funding_gate_closed and registration_unavailable. */
       reason: z.string().optional(),

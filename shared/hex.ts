@@ -1,5 +1,5 @@
 /**
- * 0x-hex helpers for the enclave wire (byte strings travel as lowercase 0x-hex, DESIGN §5 params).
+ * 0x-hex helpers for the enclave wire (byte strings in op params travel as lowercase 0x-hex).
  * Runtime-neutral: no `node:` imports.
  */
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils";

@@ -9,8 +9,8 @@ import {
 } from "./identity-proof.ts";
 import { addressOfPublicKey, publicKeyOf, signDigest } from "./secp256k1.ts";
 
-// Golden vector (DESIGN §5 byte layout). Computed once and hard-coded: a change of layout, label,
-// hashing or signature encoding must fail this test.
+// Golden vector (the byte layout in identity-proof.ts). Computed once and hard-coded: a change of layout,
+// label, hashing or signature encoding must fail this test.
 const PRIVATE_KEY = fromHex("0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318");
 const ENV_ID = "golden-env";
 const KEY_REF = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -63,7 +63,7 @@ describe("identity proof golden vector", () => {
     expect(addressOfPublicKey(fromHex(PUBLIC_KEY))).toBe(ADDRESS);
   });
 
-  it("builds the fixed 201-byte preimage in the DESIGN §5 layout", () => {
+  it("builds the fixed 201-byte preimage in the byte layout buildIdentityProofPreimage documents", () => {
     const preimage = buildIdentityProofPreimage(fields);
     expect(preimage.length).toBe(201);
     expect(toHex(preimage)).toBe(PREIMAGE_HEX);

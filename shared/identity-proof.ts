@@ -1,5 +1,5 @@
 /**
- * Identity proof (SPEC "Identity proof (proof of possession)", DESIGN §5): the preimage builder the
+ * Identity proof (SPEC "Identity proof (proof of possession)"): the preimage builder the
  * enclave signs and the verifier the origin runs. The preimage starts with 0x19 (EIP-191), so it
  * can never be an RLP transaction, and carries its own label, so it is no other signed message.
  * Runtime-neutral: no `node:` imports.
@@ -10,7 +10,7 @@ import { IDENTITY_PROOF_LABEL } from "./constants.ts";
 import { equalBytes, fromHex, type Hex } from "./hex.ts";
 import { addressOfPublicKey, isUncompressedPublicKey, recoverPublicKey } from "./secp256k1.ts";
 
-/** DESIGN §5: env_id is `[a-z0-9-]{1,64}`. */
+/** `env_id` is `[a-z0-9-]{1,64}`. */
 export const ENV_ID_PATTERN = /^[a-z0-9-]{1,64}$/;
 /** SPEC "Agent identity": key_ref is a 64-character hex handle (32 bytes). */
 export const KEY_REF_PATTERN = /^[0-9a-f]{64}$/;
@@ -30,7 +30,7 @@ const textEncoder = new TextEncoder();
 const EIP191_PREFIX = 0x19;
 
 /**
- * DESIGN §5 byte layout: 0x19 ‖ len(label) (1 byte) ‖ label ‖ chain_id (8 bytes BE) ‖
+ * Byte layout: 0x19 ‖ len(label) (1 byte) ‖ label ‖ chain_id (8 bytes BE) ‖
  * len(env_id) (1 byte) ‖ env_id ‖ key_ref (32) ‖ pubkey (65, uncompressed) ‖ address (20) ‖
  * verifier_nonce (32). Throws on a field outside its format (a caller bug, not a verdict).
  */

@@ -1,5 +1,5 @@
 /**
- * The two calls of the NativeTransferAuth precompile (DESIGN §6) that the service makes: the
+ * The two calls of the NativeTransferAuth precompile that the service makes: the
  * settler's `transferWithAuthorization(from, to, value, validAfter, validBefore, nonce, v, r, s)`
  * and the `authorizationState(authorizer, nonce)` read. One encoder for the enclave (which builds
  * the settlement it signs) and the origin (which reads and reconciles). Runtime-neutral.

@@ -1,5 +1,5 @@
 /**
- * Money conservation, to the wei: the devnet cannot mint (DESIGN §6), and the local stack funds
+ * Money conservation, to the wei: the devnet cannot mint, and the local stack funds
  * every wallet from the genesis operator pool by ordinary transfers, so the balances of every
  * address the run involved plus the fees paid in every receipt since genesis must equal the
  * genesis allocation. The chain is read from block 0, so the transactions the stack sent at

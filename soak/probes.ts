@@ -24,7 +24,7 @@ const describeRefusal = (answer: Answer): string | undefined => {
 };
 
 /**
- * The per-transaction limit counts value plus the maximum fee (DESIGN §5), so a transfer of exactly
+ * The per-transaction limit counts value plus the maximum fee, so a transfer of exactly
  * the limit is refused; then transfers of 90 % of the per-transaction limit until the daily limit
  * refuses one (or something else ends them).
  */

@@ -16,7 +16,7 @@ export const newKey = (): string => `key-${randomBytes(8).toString("hex")}`;
 
 /**
  * A money request that went through: 202 while in flight, or 200 if its receipt was in before the
- * answer was (DESIGN §7), with an action that did not fail.
+ * answer was (docs/api.md), with an action that did not fail.
  */
 export function isAccepted(response: TestResponse): boolean {
   const status = (response.body as Partial<ActionView>).status;

@@ -1,14 +1,14 @@
 /**
- * The suite-wide secret scan (secrets and tokens never reach logs, docs/security.md): every origin, enclave and edge log line and every
- * error body the tests produce is copied into a folder for the run, with every configured secret
- * the tests hand out; at the end of the run (global-setup.ts) the folder is scanned, and any
- * secret or agent token found in it fails the run. Off unless TEST_SECRET_SINK names a folder.
+ * The suite-wide secret scan (secrets and tokens never reach logs, docs/security.md): every origin, enclave
+ * and edge log line and every error body the tests produce is copied into a folder for the run, with every
+ * configured secret the tests hand out; at the end of the run (global-setup.ts) the folder is scanned, and
+ * any secret or agent token found in it fails the run. Off unless TEST_SECRET_SINK names a folder.
  */
 import { appendFileSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 const SINK_ENV = "TEST_SECRET_SINK";
-/** DESIGN §4: the shape of an agent token; any match in a log line or an error body is a leak. */
+/** The shape of an agent token; any match in a log line or an error body is a leak. */
 const TOKEN_PATTERN = /agt_[0-9a-f]{32}_[0-9a-f]{64}/g;
 /** Environment variables whose values are secrets. */
 const SECRET_ENV = [

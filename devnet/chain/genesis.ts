@@ -1,5 +1,5 @@
 /**
- * Genesis state (DESIGN §6): the operator pool funded, the marker code at the precompile address,
+ * Genesis state: the operator pool funded, the marker code at the precompile address,
  * nothing else.
  */
 import { Account, type Address, createAddressFromString } from "@ethereumjs/util";

@@ -1,7 +1,7 @@
 /**
- * The JSON-RPC methods of the devnet (DESIGN §6): the spec's read allowlist, what viem's public
- * and wallet clients call, dev_setBalance and dev_setNextBlockBaseFeePerGas. Results and errors follow geth, so viem parses
- * them and maps errors (nonce too low, insufficient funds, reverts) to its own error classes.
+ * The JSON-RPC methods of the devnet: the spec's read allowlist, what viem's public
+ * and wallet clients call, dev_setBalance and dev_setNextBlockBaseFeePerGas. Results and errors follow geth,
+ * so viem parses them and maps errors (nonce too low, insufficient funds, reverts) to its own error classes.
  */
 import { bigIntToBytes, setLengthLeft } from "@ethereumjs/util";
 import { keccak_256 } from "@noble/hashes/sha3";

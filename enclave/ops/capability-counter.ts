@@ -1,5 +1,5 @@
 /**
- * capability_counter (no capability; our addition to DESIGN §5): the next contiguous counter for
+ * capability_counter (no capability): the next contiguous counter for
  * (authority, this enclave's env, scope, op), so an authority holder can mint. Counters are not
  * secret and knowing one grants nothing without the authority key.
  */

@@ -1,6 +1,6 @@
 /**
- * configure_treasury and configure_policy (policy tier, DESIGN §5: an authority whose key never
- * sits on the origin host): sealed policy the signers re-check.
+ * configure_treasury and configure_policy (policy tier: an authority whose key never
+ * sits on the origin host, docs/enclave.md): sealed policy the signers re-check.
  */
 import { generateKeyMaterial } from "../keystore.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
@@ -55,7 +55,7 @@ export const configureTreasury: OpHandler<"configure_treasury"> = async (ctx, pa
   });
 };
 
-/** Replaces the signing policy (DESIGN §5 "Policy inside the enclave"). */
+/** Replaces the signing policy (docs/enclave.md, "The enclave's signing policy"). */
 export const configurePolicy: OpHandler<"configure_policy"> = async (ctx, params) => {
   if ((params.x402_amount_units === null) !== (params.x402_pay_to === null)) {
     return refuse("malformed", "x402 amount and payTo are set together");
@@ -72,7 +72,7 @@ export const configurePolicy: OpHandler<"configure_policy"> = async (ctx, params
 };
 
 /**
- * Makes the x402 settler key (DESIGN §5) once, in the `settler` namespace, the way
+ * Makes the x402 settler key once, in the `settler` namespace, the way
  * configure_treasury makes the faucet key; a repeat returns the same key. With settler_key_ref the
  * settler is pointed at that key of the `settler` namespace instead, as configure_treasury takes a
  * faucet key: after a recovery, the restored settler key signs again, with its address and its gas

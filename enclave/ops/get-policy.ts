@@ -1,5 +1,5 @@
 /**
- * get_policy (no capability; DESIGN §5 "An op without a capability returns the sealed policy"): the
+ * get_policy (no capability: the sealed policy is no secret): the
  * origin reads what it may not write, logs it at start and shows it on /healthz, and its money
  * routes compare their configuration with it. Limits, addresses, the faucet budget and payout
  * terms are not secret; no key material is returned.

@@ -20,7 +20,7 @@ export const publicIdentity: OpHandler<"public_identity"> = (ctx, params) => {
 };
 
 /**
- * Signs the DESIGN §5 preimage, built here from the sealed chain id and env id; the caller only
+ * Signs the preimage, built here from the sealed chain id and env id; the caller only
  * chooses the key and the nonce. The preimage cannot be a transaction or another message, so any
  * namespace may prove possession (the restore drill proves a restored key this way).
  */

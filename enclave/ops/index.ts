@@ -1,4 +1,4 @@
-/** The op table: every op of DESIGN §5 (plus capability_counter and get_policy) to its handler. */
+/** The op table: every op of the enclave protocol to its handler. */
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
 import {
   exportBackup,

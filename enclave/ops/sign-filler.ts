@@ -1,7 +1,7 @@
 /**
  * sign_filler: a transfer of nothing from a key's address to itself, at a nonce the origin names,
  * gas 21000. The chain refused a transaction at that nonce after later ones were signed, and
- * those wait behind the hole for good; this one fills it (DESIGN §4). It can move no money: the
+ * those wait behind the hole for good; this one fills it. It can move no money: the
  * recipient is the sender, the value zero, no calldata. What it costs is its fee, under the sealed
  * ceiling and counted as the key's other transactions count theirs (an agent key's daily limit,
  * the treasury's budget; the settler's gas, as for sign_settlement, only by the ceiling), so a

@@ -1,5 +1,5 @@
 /**
- * sign_settlement (DESIGN §5): the settler key signs only a call of the NativeTransferAuth
+ * sign_settlement: the settler key signs only a call of the NativeTransferAuth
  * precompile's transferWithAuthorization with value 0, whose calldata the enclave encodes itself
  * from the authorization fields and the payer's signature. The payer's signature is what moves the
  * money; the settler key pays gas, within the sealed fee ceiling, and can do nothing else. The

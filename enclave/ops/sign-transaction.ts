@@ -3,7 +3,7 @@
  * faucet key, the sealed payout terms and budget). Order: key and its binding to `from`, fields
  * (serialized before anything else), policy, durable spend reservation, signature. The spend is on
  * disk before the signature exists, so a crash can only over-count, never let a signed transaction
- * escape its limit. What is counted is value plus the maximum fee (DESIGN §5), computed by
+ * escape its limit. What is counted is value plus the maximum fee, computed by
  * shared/fees.ts as the origin computes it.
  */
 import type { Address } from "viem";
@@ -136,7 +136,7 @@ function prepare(params: TxParams, sealedChainId: number): OpOutcome<PreparedTra
     chainId: sealedChainId,
     nonce: Number(params.nonce),
     to: params.to as Address,
-    // DESIGN §4/§6: one 6-decimal unit is 10^12 wei on chain.
+    // One 6-decimal unit is 10^12 wei on chain.
     valueWei: BigInt(params.value_units) * WEI_PER_UNIT,
     maxFeePerGas: BigInt(params.max_fee_per_gas),
     maxPriorityFeePerGas: BigInt(params.max_priority_fee_per_gas),

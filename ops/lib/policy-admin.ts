@@ -1,8 +1,8 @@
 /**
  * Applying the enclave's signing policy, treasury and settler with the policy authority key
- * (DESIGN §5 "Ops and tiers"). Shared by the operator CLI (ops/enclave-policy.ts) and the local
- * stack (dev/local-policy.ts), so both take the same path: read the sealed policy, merge
- * the changes, mint a policy-tier capability with the next counter, apply, read it back.
+ * (docs/enclave.md, "Keys and where production keeps them"). Shared by the operator CLI
+ * (ops/enclave-policy.ts) and the local stack (dev/local-policy.ts), so both take the same path: read the
+ * sealed policy, merge the changes, mint a policy-tier capability with the next counter, apply, read it back.
  */
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import { signerPolicyToWire } from "../../origin/signer/op-codecs.ts";

@@ -1,7 +1,7 @@
 /**
  * Arguments of `npm run enclave-policy` (ops/enclave-policy.ts). Amounts are decimal strings
  * of 6-decimal units, the fee ceiling is wei; everything is parsed here, once, into bigint and
- * lowercase addresses, so the rest of the tool trusts its input (STYLE "Parse once").
+ * lowercase addresses, so the rest of the tool trusts its input.
  */
 import { parseArgs } from "node:util";
 import type { Address } from "viem";

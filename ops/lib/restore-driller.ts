@@ -1,7 +1,7 @@
 /**
- * The restore drill (DESIGN §8): proves that a batch's backup brings its keys back without the
- * enclave that made it. A throwaway enclave (throwaway-enclave.ts: the real program on a temporary
- * data folder, initialised with the live enclave's public identity only) is given the recovery
+ * The restore drill (docs/operations.md, "Restore drills"): proves that a batch's backup brings its keys back
+ * without the enclave that made it. A throwaway enclave (throwaway-enclave.ts: the real program on a
+ * temporary data folder, initialised with the live enclave's public identity only) is given the recovery
  * encryption key sealed to one of its transport keys (recovery-key-loader.ts) and the backup
  * envelope as it is on disk; it opens the recovery copy itself and restore_backup imports it under
  * a recovery capability. This process carries only ciphertext: no wallet private key is ever in
@@ -61,7 +61,9 @@ export type RestoreDrillerOptions = {
   recoveryEncryptionKey: Uint8Array;
   /** Receives the throwaway enclave's log lines. */
   onLog?: (line: string) => void;
-  /** Tests only: starts the throwaway enclave (a fault put in front of it); startThrowawayEnclave otherwise. */
+  /**
+   * Tests only: starts the throwaway enclave (a fault put in front of it); startThrowawayEnclave otherwise.
+   */
   startEnclave?: typeof startThrowawayEnclave;
 };
 

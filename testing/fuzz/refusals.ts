@@ -1,7 +1,7 @@
 /**
  * What the fuzz suite accepts as an answer: no 5xx beyond the ones the spec gives the route, and
- * every refusal in its route's wire format (STYLE "Errors: three wire formats") with its code's
- * status from the one table.
+ * every refusal in its route's wire format (the gateway's error envelope, x402's own shapes, or JSON-RPC)
+ * with its code's status from the one table.
  */
 import { X402_REASONS } from "../../origin/x402/reasons.ts";
 import { ERROR_STATUS } from "../../shared/error-codes.ts";

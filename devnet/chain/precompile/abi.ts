@@ -1,5 +1,5 @@
 /**
- * The NativeTransferAuth interface (DESIGN §6) as a viem ABI, for clients and tests. The
+ * The NativeTransferAuth interface as a viem ABI, for clients and tests. The
  * precompile itself dispatches on the selectors below and decodes with abi-words.ts.
  */
 import { toEventSelector, toFunctionSelector } from "viem";

@@ -1,5 +1,5 @@
 /**
- * NativeTransferAuth (DESIGN §6): an EIP-3009-shaped interface over native balances, registered
+ * NativeTransferAuth: an EIP-3009-shaped interface over native balances, registered
  * as a custom precompile of @ethereumjs/evm. value is in 6-decimal units and moves
  * value × 10^12 wei from `from` to `to`; it never creates wei, so it cannot mint.
  *
