@@ -2,7 +2,7 @@
  * The reference x402 stack for bench:x402: a Hono server paid through `@x402/hono`'s
  * payment middleware, its facilitator the official `@x402/core` x402Facilitator with `@x402/evm`'s
  * exact scheme in process, settling on the same devnet from one settler account. Nothing of ours
- * is in the payment path; the quote is the one our demo gives (SPEC "x402 objects").
+ * is in the payment path; the quote is the one our demo gives.
  */
 import { serve } from "@hono/node-server";
 import { x402Facilitator } from "@x402/core/facilitator";
@@ -31,7 +31,7 @@ export type ReferenceServerParams = {
 
 export type ReferenceServer = { url: string; close(): Promise<void> };
 
-/** The demo quote's requirement (SPEC "x402 objects"): 10000 units, 60 s, every `extra` field. */
+/** The demo quote's requirement: 10000 units, 60 s, every `extra` field. */
 export const DEMO_PRICE = {
   amount: "10000",
   asset: NATIVE_TRANSFER_AUTH_ADDRESS,

@@ -302,7 +302,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       expect(paused.code).toBe(RegistrationUnavailable.exitCode);
       expect(JSON.parse(paused.stdout)).toMatchObject({ error: { code: "registration_unavailable" } });
 
-      // Free keys for public issuance, and the policy opened (it starts paused, SPEC).
+      // Free keys for public issuance, and the policy opened (it starts paused).
       const batch = await makeBatch(
         {
           db: stack.db.handle.db,

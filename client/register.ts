@@ -9,7 +9,7 @@ export type RegisterParams = {
 
 /**
  * POST {base}/agent/v1/register: a new token and an empty assigned wallet. Called once, never
- * retried (SPEC: a lost answer may already have created the identity, and the token is shown
+ * retried (a lost answer may already have created the identity, and the token is shown
  * once). Store the token before anything else.
  */
 export async function register(params: RegisterParams): Promise<RegisterResponse> {

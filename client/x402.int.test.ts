@@ -56,7 +56,7 @@ describe("x402 through the client (real stack, x402 on)", () => {
     });
     expect(paid.status).toBe(200);
     expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
-    // SPEC: an x402 authorization's action ends at signed (the payee settles it, not us): waiting
+    // An x402 authorization's action ends at signed (the payee settles it, not us): waiting
     // for it returns at once instead of polling for a confirmation that never comes.
     const action = await client.waitForAction(authorization.action_id, { timeoutMs: 5_000 });
     expect(action).toMatchObject({ kind: "x402", status: "signed" });

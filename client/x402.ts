@@ -1,5 +1,5 @@
 /**
- * The client's x402 side (SPEC "x402 objects"): asking the gateway to authorize a
+ * The client's x402 side (docs/x402.md): asking the gateway to authorize a
  * quote, and answering a 402 with it. Never pays twice for one logical request: the idempotency
  * key is fixed per request and the nonce is derived from it, so a repeated call presents the
  * same authorization (the gateway returns the stored one) instead of signing a new payment.
@@ -136,7 +136,7 @@ export async function fetchWithPayment(
 
 async function readQuote(response: Response): Promise<PaymentRequired> {
   const body = (await response.json().catch(() => undefined)) as PaymentRequired | undefined;
-  // SPEC: use the body; the PAYMENT-REQUIRED header carries the same JSON, Base64-encoded.
+  // The body is used; the PAYMENT-REQUIRED header carries the same JSON, Base64-encoded.
   const quote = Array.isArray(body?.accepts)
     ? body
     : decodeHeaderJson(response.headers.get(PAYMENT_REQUIRED_HEADER));
@@ -149,7 +149,7 @@ async function readQuote(response: Response): Promise<PaymentRequired> {
   return quote as PaymentRequired;
 }
 
-/** The resource's PAYMENT-RESPONSE (SPEC "x402 objects"): the settlement, decoded. */
+/** The resource's PAYMENT-RESPONSE (docs/x402.md): the settlement, decoded. */
 export type PaymentSettlement = {
   success: boolean;
   transaction: string;

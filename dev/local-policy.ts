@@ -19,7 +19,7 @@ import type { FaucetTerms, GetPolicyResult, SignerPolicy } from "../origin/signe
 
 /** The local demo's payee: an address nobody holds a key to, receiving every payment. */
 export const LOCAL_X402_PAY_TO = "0x4020000000000000000000000000000000000402" as Address;
-/** SPEC Limits: the demo quote's amount, 0.01 USDC. */
+/** The demo quote's amount, 0.01 USDC (docs/api.md, "The demo quote's amount"). */
 export const LOCAL_X402_AMOUNT_UNITS = 10_000n;
 
 /**

@@ -118,7 +118,7 @@ export function transferAuthorization(
   return { from, to, value, validAfter: 0n, validBefore: now + 600n, nonce, ...overrides };
 }
 
-/** SPEC "x402 objects": TransferWithAuthorization under the NativeTransferAuth domain. */
+/** TransferWithAuthorization under the NativeTransferAuth domain. */
 export function signTransferAuthorization(
   signer: PrivateKeyAccount,
   message: TransferAuthorization,

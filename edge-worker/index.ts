@@ -14,8 +14,8 @@ export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
 
 /**
  * Routes, by allowlist: register, the rest of `/agent/v1/*`, and `/x402/*`. Everything else is a
- * 404 made here and never forwarded, which covers `{base}/admin/*` (SPEC "Registration ingress
- * rules": admin routes are not opened through the public edge) and the private `{base}/healthz`.
+ * 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are
+ * not opened through the public edge, docs/security.md) and the private `{base}/healthz`.
  */
 export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   const { config, fetchOrigin } = deps;

@@ -20,8 +20,7 @@ export type ForwardParams = {
 
 /**
  * Only the edge may speak for the client: a client-sent edge secret, registration IP, client IP
- * or requested URL never reaches the origin on any route (SPEC "Registration ingress rules",
- * docs/security.md).
+ * or requested URL never reaches the origin on any route (docs/security.md).
  */
 export const EDGE_ONLY_HEADERS = [
   HEADER_EDGE_SECRET,
@@ -33,7 +32,7 @@ export const EDGE_ONLY_HEADERS = [
 /**
  * Client-supplied address headers. The origin learns the client's address only from the edge's
  * X-svc-Client-IP (and, for registration, X-svc-Registration-IP); these are removed so that no
- * later reader trusts them (SPEC: client-supplied forwarded-for headers are not trusted).
+ * later reader trusts them (client-supplied forwarded-for headers are never trusted).
  */
 export const CLIENT_ADDRESS_HEADERS = [
   "x-forwarded-for",

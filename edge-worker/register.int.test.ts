@@ -12,7 +12,7 @@ import { sendUnchecked as send } from "../testing/http.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: what a client sees and
-// what reaches the origin (SPEC "POST /agent/v1/register", "Registration ingress rules").
+// what reaches the origin (docs/api.md, docs/security.md).
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
 /** The address fetch connects from: the local edge, like Cloudflare, takes the client from the connection. */

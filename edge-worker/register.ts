@@ -3,7 +3,7 @@ import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
 import { clientAddress, type FetchOrigin, forwardToOrigin, originHeaders } from "./proxy.ts";
 
-/** SPEC "POST /agent/v1/register": the response must not be cached, whoever answers. */
+/** POST /agent/v1/register: the response must not be cached, whoever answers. */
 const NO_STORE = { "cache-control": "no-store" } as const;
 
 /** Why the edge refused; collapsed into generic wire errors by `refusalResponse`. */
@@ -21,7 +21,7 @@ export type IngressCheckResult =
   | { ok: false; refusal: IngressRefusal };
 
 /**
- * SPEC "Registration ingress rules" and "POST /agent/v1/register", in the order a client can
+ * The registration ingress checks (docs/security.md), in the order a client can
  * fix them: cross-site first (403), then the request's shape (400), then what the service lacks
  * (503). Nothing here reads the body.
  */
@@ -54,7 +54,7 @@ export function checkRegistrationIngress(request: Request, config: EdgeConfig): 
 /**
  * POST {base}/agent/v1/register: checked here, then forwarded with the client address from the
  * edge provider and the edge shared secret (docs/architecture.md). A refusal is never forwarded, so it
- * consumes no key (SPEC "Errors").
+ * consumes no key (docs/api.md, "Error codes").
  */
 export async function handleRegister(
   fetchOrigin: FetchOrigin,

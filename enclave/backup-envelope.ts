@@ -1,6 +1,6 @@
 /**
- * Backup envelopes of a key batch inside the enclave (SPEC "Transfer-key pool";
- * export/verify/restore, docs/operations.md "Backups"). Formats and HPKE live in shared/recovery-envelope.ts.
+ * Backup envelopes of a key batch inside the enclave (export/verify/restore,
+ * docs/operations.md "Backups"). Formats and HPKE live in shared/recovery-envelope.ts.
  *
  * - export: the batch's private keys are sealed twice under the canonical header as associated
  *   data: with HPKE to the sealed recovery encryption key (the copy a recovery opens, offline),

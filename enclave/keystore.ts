@@ -199,7 +199,7 @@ export function materialFromPrivateKey(privateKey: Uint8Array, keyRef: string): 
   };
 }
 
-/** SPEC "Agent identity": key_ref is 64 lowercase hex, here 32 random bytes. */
+/** key_ref is 64 lowercase hex, here 32 random bytes. */
 export function randomKeyRef(): string {
   return randomBytes(32).toString("hex");
 }

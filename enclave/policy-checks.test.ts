@@ -67,7 +67,7 @@ describe("checkTransfer", () => {
     expect(checkTransfer(policy, { ...transfer, maxFeeWei: 10n ** 13n })).toBeNull();
   });
 
-  it("treats the default limits of 0 as refusing every non-zero transfer (SPEC Limits)", () => {
+  it("treats the default limits of 0 as refusing every non-zero transfer", () => {
     expect(checkTransfer({ ...policy, perTxLimitUnits: 0n, dailyLimitUnits: 0n }, transfer)?.code).toBe(
       "cap_exceeded",
     );

@@ -141,7 +141,7 @@ export function checkX402(policy: Policy | null, input: X402Check): EnclaveFailu
   if (input.validBefore < input.nowSeconds + BigInt(policy.x402ValidityMarginSeconds)) {
     return exceeded("authorization expires within the sealed validity margin", "x402_validity");
   }
-  // SPEC x402 objects: validBefore no later than maxTimeoutSeconds after now.
+  // validBefore no later than maxTimeoutSeconds after now.
   if (input.validBefore - input.nowSeconds > BigInt(policy.x402MaxTimeoutSeconds)) {
     return exceeded("validity above the maximum", "x402_validity");
   }
@@ -191,7 +191,7 @@ function checkX402Terms(policy: Policy, input: X402Terms): EnclaveFailure | null
 }
 
 /**
- * SPEC: key-binding checks apply. The caller names the address it believes the key has (the
+ * Key binding: the caller names the address it believes the key has (the
  * identity's assigned wallet, the treasury's address); a key with another address is refused, so
  * an identity pointed at another key (a free pool key, say) gets nothing signed by it.
  */

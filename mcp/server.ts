@@ -1,6 +1,6 @@
 /**
- * The MCP server of the agent wallet (docs/agents.md, "The agent's tools"): the gateway client's read and money calls as MCP
- * tools. No tool wraps x402 authorization (SPEC "x402 surfaces": the MCP adapter does not wrap the
+ * The MCP server of the agent wallet (docs/agents.md, "The agent's tools"): the gateway client's read and
+ * money calls as MCP tools. No tool wraps x402 authorization (the MCP adapter does not wrap the
  * authorize endpoint). The token is the server's, from its environment: it is never a tool
  * argument, and no tool result carries it (neither the gateway's answers nor its error objects
  * contain it). An error result is the service's whole error object with the class's name; a

@@ -100,7 +100,7 @@ describe("npm run agents (operator CLI)", () => {
     ]);
     expect((await run("revoke", "--agent", id)).code).toBe(0);
     expect((await row())?.revoked).toBe(true);
-    // SPEC "Transfer-key pool": the key stays with its (revoked) identity; it never returns to the pool.
+    // The key stays with its (revoked) identity; it never returns to the pool.
     const keys = await queryRows<{ status: string }>(
       testDb.handle.db,
       sql`select status from key_pool where assigned_agent_id = ${id}`,

@@ -16,7 +16,7 @@ import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "../testing/
 
 type Run = { code: number; stdout: string };
 
-describe("npm run canary (SPEC 'Live switch canary')", () => {
+describe("npm run canary (the live switch canary)", () => {
   let testDb: TestDatabase;
   let enclave: EnclaveProcess;
   let backupDir: string;

@@ -1,5 +1,5 @@
 /**
- * Capability objects (SPEC "Enclave signer interface"): an Ed25519-signed CBOR map
+ * Capability objects (docs/enclave.md): an Ed25519-signed CBOR map
  * `{ver, authority, op, request_id, chain_id, env_id, instance_id, scope, counter, payload_binding}`
  * plus `sig`. sig = Ed25519("svc-hsm/agent-cap/v1\0" ‖ canonical CBOR of the map without sig).
  * payload_binding = keccak256(canonical CBOR of [op, params]).

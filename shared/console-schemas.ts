@@ -1,6 +1,6 @@
 /**
- * Wire schemas of the operator console API (SPEC "Operator console"), requests and
- * responses in one module: the routes validate requests with them, the tests check responses
+ * Wire schemas of the operator console API (docs/operations.md, "The operator console and metrics"), requests
+ * and responses in one module: the routes validate requests with them, the tests check responses
  * against them, and the OpenAPI document is to be generated from them. Runtime-neutral.
  */
 import { z } from "zod";
@@ -87,7 +87,7 @@ export const registrationOverviewSchema = z.object({
     z.string(),
     z.object({ kind: z.enum(["boolean", "integer"]), max: count.optional() }),
   ),
-  /** Persistent counters (SPEC: admission attempts to the database, not refusals before it). */
+  /** Persistent counters: admission attempts reach the database, refusals before it do not. */
   counters: z.object({
     issued_total: count,
     issued_today: count,
@@ -131,7 +131,7 @@ export const registrationOverviewSchema = z.object({
       last_issued_at: timestamp.nullable(),
     }),
   ),
-  /** This node's in-memory limiter buckets: per node, reset on restart (SPEC "Operator console"). */
+  /** This node's in-memory limiter buckets: per node, reset on restart. */
   local_buckets: z.object({
     scope: z.literal("node"),
     reset_on_restart: z.literal(true),

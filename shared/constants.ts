@@ -3,7 +3,7 @@
  * Runtime-neutral: no `node:` imports (the edge bundles this file for workerd).
  */
 
-/** SPEC "What the service does": chain id 77, native token USDC with 6 decimals. */
+/** Chain id 77, native token USDC with 6 decimals. */
 export const CHAIN_ID = 77;
 export const CAIP2_NETWORK = "eip155:77";
 export const NATIVE_SYMBOL = "USDC";
@@ -16,7 +16,7 @@ export const NATIVE_TRANSFER_AUTH_ADDRESS = "0x2d0000000000000000000000000000000
 export const EIP712_DOMAIN_NAME = "USDC";
 export const EIP712_DOMAIN_VERSION = "2";
 
-/** SPEC "POST /agent/v1/rpc": the closed read allowlist. */
+/** POST /agent/v1/rpc: the closed read allowlist (docs/api.md). */
 export const RPC_READ_ALLOWLIST = [
   "eth_chainId",
   "eth_blockNumber",
@@ -40,11 +40,11 @@ export const RPC_MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
 export const API_VERSION = "v1";
 export const DEFAULT_BASE_PATH = "/77";
 
-/** SPEC "Agent identity": the closed capability enum. */
+/** The closed set of token capabilities. */
 export const CAPABILITIES = ["read", "faucet", "transfer"] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
-/** Header names (SPEC "POST /agent/v1/register", "Registration ingress rules"). */
+/** Header names of the edge's forwarding (docs/security.md) and of the operator routes. */
 export const HEADER_REGISTRATION = "x-svc-registration";
 export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
 export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
@@ -58,7 +58,10 @@ export const HEADER_REQUEST_URL = "x-svc-request-url";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 
-/** Enclave protocol labels (SPEC "Versioning"). */
+/**
+ * Labels of the enclave protocol: the hello's protocol and profile (the enclave refuses others), and
+ * the domains of capabilities and identity proofs.
+ */
 export const ENCLAVE_PROTOCOL = "svc-hsm/agent/v1";
 export const ENCLAVE_PROFILE = "agent_gateway";
 export const CAPABILITY_DOMAIN = "svc-hsm/agent-cap/v1";

@@ -1,5 +1,5 @@
 /**
- * EIP-712 pieces of the x402 authorization (SPEC "x402 objects"): the
+ * EIP-712 pieces of the x402 authorization (docs/x402.md): the
  * TransferWithAuthorization type and the NativeTransferAuth domain on chain 77, and its digest,
  * hashed from its fixed layout (the precompile hashes the calldata words the same way), which
  * costs a tenth of a generic typed-data encoder on the origin's verification path.

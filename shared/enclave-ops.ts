@@ -1,7 +1,7 @@
 /**
  * Wire schemas of the params and results of every enclave op. Wire form: snake_case
  * maps, integers that may exceed 2^53 (money, gas, nonces, timestamps) as decimal strings, byte
- * strings as lowercase 0x-hex (key_ref stays bare 64-hex, SPEC "Agent identity"), backup envelopes
+ * strings as lowercase 0x-hex (key_ref stays bare 64-hex, as identities store it), backup envelopes
  * as raw CBOR bytes. Params are strict: an unknown field is malformed rather than silently bound.
  * Runtime-neutral: no `node:` imports.
  */
@@ -237,7 +237,7 @@ export const proveIdentityResult = publicKeyInfoSchema.extend({
 /**
  * sign_transfer and sign_faucet: the enclave builds the EIP-1559 transaction from these fields.
  * `from` is the address the caller believes the key has (the identity's assigned wallet, the
- * treasury's address): a key whose address differs is refused (SPEC: key-binding checks apply).
+ * treasury's address): a key whose address differs is refused (key binding).
  */
 export const signTransactionParams = z.strictObject({
   key_ref: keyRefSchema,

@@ -1,6 +1,6 @@
 /**
  * The closed set of gateway, registration and console error codes and their HTTP statuses
- * (SPEC "Errors"). One table, so a status can never disagree with the spec.
+ * (docs/api.md, "Error codes"). One table, so a status can never disagree with the documented one.
  */
 export const ERROR_STATUS = {
   validation_failed: 400,
@@ -9,8 +9,8 @@ export const ERROR_STATUS = {
   admin_auth_failed: 401,
   agent_capability_required: 403,
   /**
-   * The token's wallet and the key its identity signs with disagree (SPEC: key-binding checks
-   * apply): the enclave refused, nothing was signed; an operator must look at the identity.
+   * The token's wallet and the key its identity signs with disagree (key binding):
+   * the enclave refused, nothing was signed; an operator must look at the identity.
    */
   agent_key_binding_mismatch: 403,
   cross_site_refused: 403,

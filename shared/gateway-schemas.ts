@@ -57,7 +57,7 @@ export const TERMINAL_ACTION_STATUSES: readonly ActionStatus[] = ["confirmed", "
 
 /**
  * Whether an action has reached its end. An x402 authorization ends once signed: it is never
- * submitted by us, the payee's facilitator settles it (SPEC "States and transitions / Agent action").
+ * submitted by us, the payee's facilitator settles it (docs/api.md, "Faucet and transfer actions: states").
  */
 export function isTerminalAction(action: { kind: string; status: ActionStatus }): boolean {
   if (action.kind === "x402" && action.status === "signed") return true;
@@ -108,7 +108,7 @@ export const X402_QUOTE_BOUNDS = {
 const jsonBytes = (value: unknown): number => new TextEncoder().encode(JSON.stringify(value)).byteLength;
 
 /**
- * The 402 quote as the agent received it (SPEC "x402 objects"): only its shape and size are
+ * The 402 quote as the agent received it (docs/x402.md): only its shape and size are
  * checked here. Which entry of `accepts` can be paid is the route's decision
  * (origin/x402/authorize-requirement.ts), and what is copied into the envelope is the quote as
  * sent, keys in their order.
@@ -261,7 +261,7 @@ export const balanceResponseSchema = z.object({
 });
 export type BalanceResponse = z.infer<typeof balanceResponseSchema>;
 
-/** POST {base}/agent/v1/register: 201, shown once (SPEC). */
+/** POST {base}/agent/v1/register: 201, the token shown once. */
 export const registerResponseSchema = z.object({
   token: z.string(),
   agent_id: z.string(),

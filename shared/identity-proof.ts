@@ -1,5 +1,5 @@
 /**
- * Identity proof (SPEC "Identity proof (proof of possession)"): the preimage builder the
+ * Identity proof (proof of possession of the wallet's key): the preimage builder the
  * enclave signs and the verifier the origin runs. The preimage starts with 0x19 (EIP-191), so it
  * can never be an RLP transaction, and carries its own label, so it is no other signed message.
  * Runtime-neutral: no `node:` imports.
@@ -12,7 +12,7 @@ import { addressOfPublicKey, isUncompressedPublicKey, recoverPublicKey } from ".
 
 /** `env_id` is `[a-z0-9-]{1,64}`. */
 export const ENV_ID_PATTERN = /^[a-z0-9-]{1,64}$/;
-/** SPEC "Agent identity": key_ref is a 64-character hex handle (32 bytes). */
+/** key_ref is a 64-character hex handle (32 bytes). */
 export const KEY_REF_PATTERN = /^[0-9a-f]{64}$/;
 
 export type IdentityProofFields = {
@@ -94,7 +94,7 @@ export type IdentityProofFailure =
 export type VerifyIdentityProofResult = { ok: true } | { ok: false; reason: IdentityProofFailure };
 
 /**
- * SPEC "Identity proof": the public key must be on the curve and hash to the address, the address
+ * The public key must be on the curve and hash to the address, the address
  * must equal the stored wallet, and the signature over the preimage built from the verifier's own
  * chain id, env id, key_ref and nonce must recover to that key (low-S only).
  */

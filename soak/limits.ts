@@ -5,7 +5,7 @@
  */
 import { PER_AGENT_REQUESTS, PRE_AUTH_FAILURES } from "../origin/gateway/limits.ts";
 
-/** The initial registration policy of the spec (SPEC "Registration policy and counters"). */
+/** The initial registration policy, as a fresh database holds it. */
 export const REGISTRATION_PER_IP_DAILY = 3;
 export const REGISTRATION_NETWORK_DAILY = 100;
 

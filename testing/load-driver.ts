@@ -382,7 +382,7 @@ export function faucetKind(weight = 1): RequestKind {
 
 /**
  * POST /agent/v1/register as the edge forwards it (its secret, a public client IP per call). Never
- * repeated (SPEC: a lost answer may already have created the identity).
+ * repeated (a lost answer may already have created the identity).
  */
 export function registerKind(params: { edgeSecret: string; weight?: number }): RequestKind {
   let next = 1;

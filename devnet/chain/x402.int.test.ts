@@ -8,7 +8,7 @@ import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../..
 import { type Devnet, NATIVE_TRANSFER_AUTH_ABI, startDevnet } from "../index.ts";
 import { fund, newAccount, publicClientFor, usdc, walletClientFor } from "../testing.ts";
 
-/** SPEC "x402 objects": the requirement a chain-77 resource quotes. */
+/** The requirement a chain-77 resource quotes. */
 function requirement(payTo: string): PaymentRequirements {
   return {
     scheme: "exact",

@@ -1,4 +1,4 @@
-/** public_identity and prove_identity (no capability): SPEC "Identity proof". */
+/** public_identity and prove_identity (no capability): the proof of possession of a wallet's key. */
 import type { KeyNamespace } from "../../shared/enclave-ops.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { buildIdentityProofPreimage, identityProofDigest } from "../../shared/identity-proof.ts";

@@ -1,6 +1,6 @@
 /**
  * sign_x402_authorization: the enclave builds the EIP-712 TransferWithAuthorization digest itself
- * (SPEC "x402 objects") and signs only the configured amount and payTo, from the key the caller
+ * (docs/x402.md) and signs only the configured amount and payTo, from the key the caller
  * names as `from` (key binding), within the maximum validity and outside the sealed margin, and
  * within the key's sealed count of authorizations for the UTC day. The count is on disk before the
  * signature leaves, as the transfer spend is (sign-transaction.ts): a crash can only over-count.

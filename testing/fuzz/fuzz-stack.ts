@@ -25,7 +25,7 @@ export type FuzzSecrets = {
   registrationIp: string;
 };
 
-/** What a refused request must leave as it found it (SPEC: no state change from a refusal). */
+/** What a refused request must leave as it found it (a refusal changes no state). */
 export type StateSnapshot = {
   actions: number;
   identities: number;

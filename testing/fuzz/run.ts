@@ -35,9 +35,10 @@ const BATCH = 8;
 /**
  * Sends each case and holds the four properties: no 5xx beyond the spec's, every refusal in the
  * route's wire format, a refusal (or any answer of a read route) changes no state (rows, the
- * settler's transactions on chain), and the origin process still answers. Cases go in batches of BATCH concurrent requests, with the state read
- * before and after each batch; a batch in which a write route succeeded is not state-checked
- * (its success may change state). Throws fast-check's report (seed, path, shrunk case) on a failure.
+ * settler's transactions on chain), and the origin process still answers. Cases go in batches of BATCH
+ * concurrent requests, with the state read before and after each batch; a batch in which a write route
+ * succeeded is not state-checked (its success may change state). Throws fast-check's report (seed, path,
+ * shrunk case) on a failure.
  */
 export async function fuzzRoute(
   stack: FuzzStack,
@@ -118,7 +119,7 @@ async function changedState(
   );
   const growth = (key: keyof StateSnapshot): number => Number(after[key]) - Number(before[key]);
   const excused = new Set<keyof StateSnapshot>();
-  // SPEC Limits rule 1: an admitted attempt counts even when issuance then refuses it.
+  // An admitted registration attempt counts even when issuance then refuses it.
   // Only refusals past admission (a quota or the key stock at issuance) may have counted one.
   const pastAdmission = refusals.filter(
     (response) =>

@@ -1,6 +1,6 @@
 /**
  * x402 inputs for the fuzz suite: payment envelopes shaped as the official client sends them
- * (SPEC "x402 objects"), signed for real so the fuzz reaches verify's deep checks and, now and
+ * (docs/x402.md), signed for real so the fuzz reaches verify's deep checks and, now and
  * then, a settlement; the `PAYMENT-SIGNATURE` values that carry them (Base64 of a sound, mutated
  * or hostile JSON text, or broken Base64); and the facilitator's request bodies.
  */
@@ -147,7 +147,10 @@ export const payableQuotes: fc.Arbitrary<Record<string, unknown>> = accepted.map
   accepts: [requirement],
 }));
 
-/** `{x402Version, paymentPayload, paymentRequirements}`, mostly right; the rest of the hostility comes from the request generator. */
+/**
+ * `{x402Version, paymentPayload, paymentRequirements}`, mostly right; the rest of the hostility comes from
+ * the request generator.
+ */
 export const facilitatorBodies: fc.Arbitrary<Record<string, unknown>> = fc.record(
   {
     x402Version: often(fc.constant<unknown>(2), anyJson),

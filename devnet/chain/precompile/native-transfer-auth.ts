@@ -69,7 +69,7 @@ const TRANSFER = hexToBytes(TRANSFER_TOPIC);
 
 export type NativeTransferAuthConfig = {
   address: Address;
-  /** The genesis bridge operator, barred as `from` (SPEC "x402 surfaces"). */
+  /** The genesis bridge operator, barred as `from`. */
   operatorPool: Address;
   chainId: bigint;
   /** Timestamp of the block being executed; the chain sets it under its lock before every EVM run. */
