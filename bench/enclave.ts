@@ -1,6 +1,6 @@
 /**
- * `npm run bench:enclave` (docs/performance.md, "The enclave"): signing operations per second through the real
- * enclave process over its socket, with 1 and with 32 requests in flight, beside the same signing
+ * `npm run bench:enclave` (docs/performance.md, "The enclave"): signing operations per second through the
+ * real enclave process over its socket, with 1 and with 32 requests in flight, beside the same signing
  * done in this process with the same libraries (viem's EIP-712 hashing, @noble/curves secp256k1),
  * in one run on one machine. Goal: at 32 in flight, at least half the in-process rate.
  */

@@ -1,5 +1,6 @@
 /**
- * `npm run bench:x402` (docs/performance.md, "x402 settlement"): what a paid request costs, in one run, three ways:
+ * `npm run bench:x402` (docs/performance.md, "x402 settlement"): what a paid request costs, in one
+ * run, three ways:
  *   (a) ours: GET {edge}/77/x402/demo of the local stack (`npm start`, edge in Miniflare), paid by
  *       the official `@x402/fetch` client with funded viem local accounts. The payers reach the
  *       edge worker itself, on its own workerd socket, with CF-Connecting-IP set as Cloudflare's

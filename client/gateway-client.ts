@@ -87,7 +87,9 @@ export type GatewayClient = {
   transport(): CustomTransport;
 };
 
-/** The agent's client of the gateway (docs/agents.md). Uses only fetch and Web Crypto: runs in Node, Workers, browsers. */
+/**
+ * The agent's client of the gateway (docs/agents.md). Uses only fetch and Web Crypto: runs in Node, Workers, browsers.
+ */
 export function createGatewayClient(params: GatewayClientParams): GatewayClient {
   const fetchFn: FetchLike = params.fetch ?? globalThis.fetch.bind(globalThis);
   const deps = { fetch: fetchFn, baseUrl: params.baseUrl, token: params.token };

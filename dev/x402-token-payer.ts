@@ -1,8 +1,7 @@
 /**
- * An agent that holds only its bearer token pays an x402 resource (docs/x402.md): the unpaid GET and its 402
- * quote, the gateway's authorization of it (the enclave signs; the agent has no key), and the paid retry with
- * the
- * `PAYMENT-SIGNATURE` it was given. Used by `npm run demo:x402` and its test.
+ * An agent that holds only its bearer token pays an x402 resource (docs/x402.md): the unpaid GET
+ * and its 402 quote, the gateway's authorization of it (the enclave signs; the agent has no key),
+ * and the paid retry with the `PAYMENT-SIGNATURE` it was given. Used by `npm run demo:x402` and its test.
  */
 import { randomBytes } from "node:crypto";
 import type { X402AuthorizeResponse } from "../shared/gateway-schemas.ts";

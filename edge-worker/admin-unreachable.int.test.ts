@@ -6,8 +6,9 @@ import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { send } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 
-// Admin routes are not opened through the public edge (docs/security.md, "Anyone on the network"): {base}/admin/… and {base}/metrics, in every spelling a client can send, never
-// reach the console through the real worker in Miniflare, even with the right tokens.
+// Admin routes are not opened through the public edge (docs/security.md, "Anyone on the network"):
+// {base}/admin/… and {base}/metrics, in every spelling a client can send, never reach the console through the
+// real worker in Miniflare, even with the right tokens.
 
 const ADMIN_TOKEN = randomBytes(32).toString("hex");
 const CHANGE_TOKEN = randomBytes(32).toString("hex");

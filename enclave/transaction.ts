@@ -1,8 +1,8 @@
 /**
  * EIP-1559 transfer built and signed inside the enclave from fields, never a caller's
- * digest (docs/enclave.md, "The enclave's signing policy"). Native value; calldata only for the settler's precompile call. Preparing (serializing and
- * hashing) is separate from signing so that fields viem refuses are found before any spend is
- * reserved.
+ * digest (docs/enclave.md, "The enclave's signing policy"). Native value; calldata only for the settler's
+ * precompile call. Preparing (serializing and hashing) is separate from signing so that fields viem refuses
+ * are found before any spend is reserved.
  */
 import { type Address, keccak256, serializeTransaction, type TransactionSerializableEIP1559 } from "viem";
 import { fromHex, type Hex } from "../shared/hex.ts";

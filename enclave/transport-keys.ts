@@ -1,7 +1,7 @@
 /**
- * Transport keys of restores into this enclave (docs/operations.md, "Disaster recovery"): X25519 key pairs made on request and
- * held in this process's memory only (the private half is never serialised or written). A restart
- * forgets them all, so a restore package made for an earlier run no longer opens. Each lives an
+ * Transport keys of restores into this enclave (docs/operations.md, "Disaster recovery"): X25519 key pairs
+ * made on request and held in this process's memory only (the private half is never serialised or written). A
+ * restart forgets them all, so a restore package made for an earlier run no longer opens. Each lives an
  * hour; at most MAX_LIVE are kept (the oldest is forgotten first), since asking for one needs no
  * capability.
  */

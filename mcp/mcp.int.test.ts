@@ -8,8 +8,8 @@ import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.
 import type { ActionView } from "../shared/gateway-schemas.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
 
-// The MCP server (docs/agents.md, "The agent's tools") as an MCP host runs it: the official client starts `npm run mcp` on
-// stdio, against the real stack.
+// The MCP server (docs/agents.md, "The agent's tools") as an MCP host runs it: the official client starts
+// `npm run mcp` on stdio, against the real stack.
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 

@@ -1,6 +1,6 @@
 /**
- * Creates an Ed25519 authority key pair for enclave capabilities (docs/enclave.md, "Keys and where production keeps them"): writes the
- * 32-byte seed as hex to a new 0600 file and prints the public key to pass to
+ * Creates an Ed25519 authority key pair for enclave capabilities (docs/enclave.md, "Keys and where production
+ * keeps them"): writes the 32-byte seed as hex to a new 0600 file and prints the public key to pass to
  * `npm run enclave -- init --admin-pubkey/--policy-pubkey/--recovery-pubkey`. Never overwrites an
  * existing key. Run it offline for the policy and recovery keys: only their public keys travel.
  *

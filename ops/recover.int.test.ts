@@ -18,8 +18,8 @@ import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/mo
 const run = promisify(execFile);
 type Run = { code: number; stdout: string; stderr: string };
 
-// Disaster recovery (docs/operations.md): the enclave's data folder is lost entirely; a new enclave initialised with
-// the same env id and authority keys, restored from the backup folder through the offline
+// Disaster recovery (docs/operations.md): the enclave's data folder is lost entirely; a new enclave
+// initialised with the same env id and authority keys, restored from the backup folder through the offline
 // re-encryption step, signs for an agent provisioned before the loss, at the same wallet address,
 // pays the faucet from the same treasury once its backed-up key is restored too, and settles x402
 // payments from the same settler once the policy key points the settler at its restored key.

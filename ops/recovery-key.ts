@@ -1,7 +1,7 @@
 /**
- * Creates the recovery encryption key (docs/enclave.md, "Keys and where production keeps them"): an X25519 key pair whose public half goes to
- * `npm run enclave -- init --recovery-enc-pubkey` and whose private half (32 bytes, hex, in a new
- * 0600 file) stays offline with the operator. Every backup envelope's keys are sealed to it with
+ * Creates the recovery encryption key (docs/enclave.md, "Keys and where production keeps them"): an X25519
+ * key pair whose public half goes to `npm run enclave -- init --recovery-enc-pubkey` and whose private
+ * half (32 bytes, hex, in a new 0600 file) stays offline with the operator. Every backup envelope's keys are sealed to it with
  * HPKE; only the offline recovery steps (npm run restore-drill, npm run recover,
  * ops/recovery-reencrypt.ts) ever read it. Never overwrites an existing key. Run it offline.
  *

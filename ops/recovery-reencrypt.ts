@@ -1,6 +1,6 @@
 /**
- * The offline re-encryption step of a recovery (docs/operations.md, "Disaster recovery"), for an operator who keeps the recovery
- * encryption key on a machine that never reaches the enclave:
+ * The offline re-encryption step of a recovery (docs/operations.md, "Disaster recovery"), for an operator who
+ * keeps the recovery encryption key on a machine that never reaches the enclave:
  *
  *   npx tsx ops/recovery-reencrypt.ts --envelope BATCH.backup --recovery-enc-key FILE \
  *     --transport-key HEX --env-id ID --out BATCH.package

@@ -1,6 +1,7 @@
 /**
- * Backup envelopes and restore packages (docs/operations.md, "Backups" and "Disaster recovery"): the formats both the enclave and the
- * operator's offline scripts read, and the HPKE (RFC 9180) that carries key material between them.
+ * Backup envelopes and restore packages (docs/operations.md, "Backups" and "Disaster recovery"): the formats
+ * both the enclave and the operator's offline scripts read, and the HPKE (RFC 9180) that carries key material
+ * between them.
  *
  * - Backup envelope v2 (made by export_backup): a plaintext header (batch, env, chain, namespace,
  *   key refs, public keys, addresses, the recovery encryption key's fingerprint), the batch's

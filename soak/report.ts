@@ -3,7 +3,9 @@ import type { LimitLine } from "./limits.ts";
 import type { MoneyCheck } from "./money.ts";
 import { mebibytes, type Tally } from "./tally.ts";
 
-/** The soak's own bound (no documented service limit): RSS at the end within +15 % of its value after warm-up. */
+/**
+ * The soak's own bound (no documented service limit): RSS at the end within +15 % of its value after warm-up.
+ */
 export const RSS_GROWTH_ALLOWED = 0.15;
 
 export type MemoryRow = {

@@ -24,7 +24,9 @@ export type AgentFactoryDeps = {
   db: Db;
   signer: SignerClient;
   authorities: { admin: CapabilityProvider };
-  /** Drills each batch made (docs/operations.md, "Restore drills": into a throwaway enclave, from the recovery key). */
+  /**
+   * Drills each batch made (docs/operations.md, "Restore drills": into a throwaway enclave, from the recovery key).
+   */
   driller: RestoreDriller;
   devnetUrl: string;
   envId: string;

@@ -41,8 +41,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await migrateDatabase(handle.db);
   await handle.close();
 
-  // Secrets and tokens never reach logs (docs/security.md): every log line and error body of the run lands here (secret-sink.ts), and
-  // the run fails at the end if a secret or a token is found in any of it.
+  // Secrets and tokens never reach logs (docs/security.md): every log line and error body of the run lands
+  // here (secret-sink.ts), and the run fails at the end if a secret or a token is found in any of it.
   const sinkDir = await mkdtemp(path.join(tmpdir(), "agents-test-sink-"));
   process.env[SINK_ENV] = sinkDir;
 

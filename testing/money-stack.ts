@@ -40,8 +40,8 @@ export type MoneyStack = {
   /** Mints capabilities of the enclave's three authorities. */
   authorities: { admin: CapabilityProvider; policy: CapabilityProvider; recovery: CapabilityProvider };
   /**
-   * Drills a batch (docs/operations.md, "Restore drills"): restored from the recovery key into the stack's one throwaway
-   * enclave (shared by every drill of this stack, stopped and deleted at close).
+   * Drills a batch (docs/operations.md, "Restore drills"): restored from the recovery key into the stack's
+   * one throwaway enclave (shared by every drill of this stack, stopped and deleted at close).
    */
   drill(batchId: string): Promise<RestoreDrillResult>;
   /**

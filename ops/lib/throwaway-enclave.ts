@@ -1,7 +1,7 @@
 /**
- * A throwaway enclave for the restore drill (docs/operations.md, "Restore drills"): the real enclave program, initialised on
- * a fresh temporary data folder with the env id, chain and public keys of the live enclave (its
- * sealed identity, nothing secret) and served on a socket inside that folder. It shares nothing
+ * A throwaway enclave for the restore drill (docs/operations.md, "Restore drills"): the real enclave program,
+ * initialised on a fresh temporary data folder with the env id, chain and public keys of the live enclave
+ * (its sealed identity, nothing secret) and served on a socket inside that folder. It shares nothing
  * with the live enclave: not its sealing key, not its keystore, not its counters, not its instance
  * id (so no capability minted for it is good in the live one, nor the other way round). `close`
  * stops the process and deletes the folder, restored key sets and all, with the recovery key it
