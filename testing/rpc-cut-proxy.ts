@@ -7,8 +7,8 @@
  * answers 503 to the requests that call `method` while it is set, and passes the rest (a node that
  * fails one kind of call). Loopback only.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { startLoopbackServer } from "./loopback-server.ts";
 
 export type RpcCutProxy = {
   url: string;
@@ -33,11 +33,10 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
   let withheldMethod: string | undefined;
   let withheld = 0;
   let trigger: { method: string; fire: () => void } | undefined;
-  const sockets = new Set<Socket>();
 
   const cut = (): void => {
     isCut = true;
-    for (const socket of sockets) socket.destroy();
+    server.dropConnections();
   };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
@@ -77,19 +76,10 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
     }
   };
 
-  const server = createServer((request, response) => {
-    handle(request, response).catch(() => request.socket.destroy());
-  });
-  server.on("connection", (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const server = await startLoopbackServer(handle);
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: server.url,
     get forwarded() {
       return forwarded;
     },
@@ -107,10 +97,6 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
     restore: () => {
       isCut = false;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }

@@ -11,10 +11,10 @@
  * `beforeNextSend`, which runs a test's own step (another relayer's transaction, say) against the
  * devnet in the same instant. Loopback only.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { type Address, type Hex, keccak256, parseTransaction, recoverTransactionAddress } from "viem";
 import { sleep } from "../shared/sleep.ts";
+import { startLoopbackServer } from "./loopback-server.ts";
 
 /** A broadcast as the proxy saw it. */
 export type SentTransaction = { from: Address; to: Address | undefined; nonce: number; data: Hex; hash: Hex };
@@ -61,7 +61,6 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
   }> = [];
   let nextSendStep: { step: () => Promise<void>; done: () => void } | undefined;
   const sent: SentTransaction[] = [];
-  const sockets = new Set<Socket>();
   let sendDelayMs: number | undefined;
   /** The delayed broadcasts, forwarded one after another. */
   let delayed = Promise.resolve();
@@ -143,19 +142,10 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
       nextSendStep = { step, done: resolve };
     });
 
-  const server = createServer((request, response) => {
-    handle(request, response).catch(() => request.socket.destroy());
-  });
-  server.on("connection", (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const server = await startLoopbackServer(handle);
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: server.url,
     get sent() {
       return sent;
     },
@@ -180,10 +170,6 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
           params: [`0x${wei.toString(16)}`],
         });
       }),
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }
