@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../shared/sleep.ts";
 import { isFinal, type LoadDriver, type LoadRecord } from "../testing/load-driver.ts";
 import { type LoadStack, startLoadStack } from "../testing/load-stack.ts";
 import { type OwnPostgres, startOwnPostgres } from "../testing/own-postgres.ts";
@@ -7,8 +8,6 @@ import { type OwnPostgres, startOwnPostgres } from "../testing/own-postgres.ts";
 // suite's shared cluster is never touched), with the origin as its own process (origin/main.ts).
 // While it is down: clear 503s, never a 500 or a hang; after: the same origin recovers with no
 // restart, and the rows and the chain show no action lost, doubled or stuck, no identity disabled.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("Postgres stopped and restarted under load (a test-owned cluster)", () => {
   let postgres: OwnPostgres;

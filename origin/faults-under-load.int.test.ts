@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../shared/sleep.ts";
 import { holdSocket } from "../testing/held-socket.ts";
 import { send } from "../testing/http.ts";
 import { isFinal, type LoadDriver, type LoadRecord } from "../testing/load-driver.ts";
@@ -12,8 +13,6 @@ import { queryRows } from "./db/client.ts";
 // Every case: clear errors while it lasts (a status and the spec's code, never a bare 5xx, never a
 // hang), recovery without an operator, and then, from the rows and the chain: no action lost,
 // doubled or stuck, balances equal to what the settled actions moved, no identity disabled.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Answers that are not clear: a hang, a cut, a 500, or a 5xx whose code is not one of `allowed`. */
 function unclear(records: LoadRecord[], allowed: string[]): LoadRecord[] {

@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { privileged } from "../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../enclave/testing/raw-client.ts";
+import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase } from "../testing/database.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
@@ -48,7 +49,7 @@ describe("origin/main.ts as a process", () => {
     const exited = new Promise<number | null>((resolve) => origin.once("exit", (code) => resolve(code)));
     const deadline = Date.now() + 60_000;
     while (!output.includes("origin listening") && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     expect(output).toContain('"owns_embedded":true');
 
@@ -111,7 +112,7 @@ describe("origin/main.ts as a process", () => {
     try {
       const deadline = Date.now() + 60_000;
       while (!output.includes("origin listening") && Date.now() < deadline && origin.exitCode === null) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await sleep(100);
       }
       expect(output).toContain("origin listening");
       await check(port, () => output);
@@ -202,7 +203,7 @@ describe("origin/main.ts as a process", () => {
       const env = { DATABASE_URL: database.url, KEY_BATCH_STUCK_SECONDS: "60" };
       await withOrigin(env, async () => {
         // Both workers tick as soon as they start; three seconds is ample for a first tick.
-        await new Promise((resolve) => setTimeout(resolve, 3_000));
+        await sleep(3_000);
         expect(await touched()).toEqual({ findings: 0, failed: 0 });
       });
       await withOrigin({ ...env, AGENT_GATEWAY_ENABLED: "true" }, async () => {

@@ -1,3 +1,4 @@
+import { errorMessage } from "../shared/error-message.ts";
 import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
@@ -42,7 +43,7 @@ async function main(): Promise<void> {
   const origin = composed.value;
   const app = origin.app;
   const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(
-    (error: unknown) => stopAtStart(error instanceof Error ? error.message : String(error)),
+    (error: unknown) => stopAtStart(errorMessage(error)),
   );
   logger.info(
     {
@@ -76,8 +77,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(
-    `origin: failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
-  );
+  process.stderr.write(`origin: failed to start: ${errorMessage(error)}\n`);
   process.exit(1);
 });

@@ -2,12 +2,11 @@ import { once } from "node:events";
 import { connect, type Socket } from "node:net";
 import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
+import { sleep } from "../shared/sleep.ts";
 import type { AppEnv } from "./http/env.ts";
 import { type RunningServer, startHttpServer } from "./server.ts";
 
 // The drain on real loopback sockets, spoken to in raw HTTP/1.1 so each connection's fate shows.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A route whose answer waits until the test lets it go. */
 function appWithGate(): { app: Hono<AppEnv>; entered: Promise<void>; release(): void } {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
@@ -47,7 +48,7 @@ describe("money movement under faults (real processes)", () => {
     // The client reconnects with backoff; the same request, retried, goes through.
     let retried = await calls.transfer(body);
     for (let i = 0; i < 50 && retried.status === 503; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       retried = await calls.transfer(body);
     }
     expect(isAccepted(retried)).toBe(true);
@@ -86,7 +87,7 @@ describe("money movement under faults (real processes)", () => {
     }
     let retried = await calls.transfer(body);
     for (let i = 0; i < 100 && retried.status === 503; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       retried = await calls.transfer(body);
     }
     expect(retried.status, JSON.stringify(retried.body)).toBe(202);
@@ -115,7 +116,7 @@ describe("money movement under faults (real processes)", () => {
       return row;
     };
     for (let i = 0; i < 100 && (await statusOf())?.status === "requested"; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     expect(await statusOf()).toEqual({ status: "failed", error_code: "abandoned" });
     const repeat = await calls.transfer(body);

@@ -5,6 +5,7 @@ import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/index.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
@@ -167,7 +168,7 @@ describe("transfers (real stack)", () => {
       sent = Promise.all(
         [1, 2].map(() => calls.transfer({ idempotency_key: newKey(), to, amount: "6000000" })),
       );
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await sleep(500);
     });
     const racing = await sent!;
     const statuses = racing.map((response) => (response.status === 200 ? 202 : response.status)).sort();

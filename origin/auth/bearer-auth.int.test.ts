@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { connectDatabase } from "../db/client.ts";
@@ -73,7 +74,7 @@ describe("bearerAuth (real identity store)", () => {
     await testDb.handle.db.transaction(async (tx) => {
       await tx.execute(sql`lock table agent_tokens in access exclusive mode`);
       pending = send();
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
     });
     return pending!;
   }

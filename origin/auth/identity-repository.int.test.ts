@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
@@ -101,12 +102,12 @@ describe.each(["pg", "neon"] as const)("token lookup batching (real database, %s
     const lookup = createTokenLookup(testDb.handle.db, { find, maxInFlight: 1 });
     const [first, second, third] = agents as [Agent, Agent, Agent];
     const firstAnswer = lookup(first.tokenId);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
     await testDb.handle.db.execute(
       sql`update agent_identities set revoked = true where agent_id = ${second.agentId}`,
     );
     const later = [lookup(second.tokenId), lookup(third.tokenId)];
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
     const later2 = lookup(first.tokenId);
     expect(calls).toHaveLength(1);
     release();

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
@@ -70,7 +71,7 @@ describe("operator disable with a transfer in flight (real stack)", () => {
     // The broadcast follows the answer; its receipt read is withheld, so it is recorded `submitted`.
     const deadline = Date.now() + 10_000;
     while ((await actionState(action.action_id))?.action !== "submitted" && Date.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     proxy.withhold(undefined);
     expect(proxy.withheld).toBe(1);
     const funds = async () => ({ agent: await balance(agent.wallet), recipient: await balance(recipient) });

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import { queryRows } from "./client.ts";
@@ -101,7 +102,7 @@ describe.each(["pg", "neon"] as const)(
         await holder.run(insertNote, { body: "by the holder" });
         const locked = waiter.run(lockCounter, {});
         const counted = waiter.run<{ n: number }, never>(countNotes, {});
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await sleep(100);
         await holder.commit();
         await locked;
         expect(await counted).toEqual([{ n: 1 }]);

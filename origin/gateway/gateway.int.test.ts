@@ -5,6 +5,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, sendUnchecked } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
@@ -228,7 +229,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       const first = await timed(attempt);
       expect(first.response.status).toBe(401);
       // The first failure ages: the answer must count down from it, not always say 60.
-      await new Promise((resolve) => setTimeout(resolve, 2_100));
+      await sleep(2_100);
       for (let i = 1; i < 60; i++) expect((await attempt()).status).toBe(401);
       const limited = await timed(attempt);
       expect(limited.response.status).toBe(429);
@@ -268,7 +269,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       for (let second = 0; second < 3; second++) {
         expect((await bad()).status).toBe(429);
         expect((await read(known.token)).status).toBe(200);
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        await sleep(1_000);
       }
       expect((await read(stranger.token)).status).toBe(429);
       expect((await read(stranger.token, "127.0.0.41")).status).toBe(200);
@@ -315,7 +316,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
             }),
           ),
         );
-        await new Promise((resolve) => setTimeout(resolve, 500));
+        await sleep(500);
       });
       const statuses = (await responses!).map((response) => response.status);
       expect(statuses).toEqual(Array(100).fill(200));
@@ -625,7 +626,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
         const first = agents
           .slice(0, 4)
           .flatMap((agent) => Array.from({ length: 4 }, () => callAs(agent.token)));
-        await new Promise((resolve) => setTimeout(resolve, 300)); // all 16 are in flight
+        await sleep(300); // all 16 are in flight
         const extra = await callAs(agents[4]!.token);
         expect(extra.status).toBe(429);
         expect((await Promise.all(first)).map((r) => r.status)).toEqual(Array(16).fill(200));

@@ -11,6 +11,7 @@ import {
   HEADER_REGISTRATION_ADMIN_TOKEN,
   HEADER_REGISTRATION_IP,
 } from "../../shared/constants.ts";
+import { sleep } from "../../shared/sleep.ts";
 import type { StackAgent } from "../../testing/agent-factory.ts";
 import { type HalfSentAnswer, type HalfSentRequest, sendHalfBody } from "../../testing/half-sent.ts";
 import { send } from "../../testing/http.ts";
@@ -95,7 +96,7 @@ describe("slow request bodies (origin as its own process)", () => {
     expect(slow).toHaveLength(RPC_IN_FLIGHT.perNode);
     await Promise.all(slow.map((request) => request.sent));
     // Long enough for every one of them to be authenticated and waiting on its body.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await sleep(1_000);
 
     const other = await chainId(agents[4]!.token);
     expect(other.status).toBe(200);

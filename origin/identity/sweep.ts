@@ -1,5 +1,6 @@
 import { and, asc, eq, isNull, lt, or, sql } from "drizzle-orm";
 import { CHAIN_ID } from "../../shared/constants.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, identityFindings } from "../db/schema.ts";
 import type { Logger } from "../logger.ts";
@@ -70,7 +71,7 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
  * carry request data.
  */
 function unexpected(error: unknown): ProofOutcome {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return {
     verified: false,
     class: "terminal_unknown",

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
+import { errorMessage } from "../../shared/error-message.ts";
 
 export type WriteBackupParams = {
   dir: string;
@@ -57,7 +58,7 @@ export async function writeBackup(params: WriteBackupParams): Promise<WriteBacku
     return { ok: true, value: { path: finalPath, sha256: expected } };
   } catch (error) {
     await rm(tempPath, { force: true }).catch(() => {});
-    return { ok: false, reason: "io_error", detail: error instanceof Error ? error.message : String(error) };
+    return { ok: false, reason: "io_error", detail: errorMessage(error) };
   }
 }
 

@@ -1,6 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { CAPABILITIES, type Capability } from "../../shared/constants.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { issueToken } from "../auth/token.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { keyPool } from "../db/schema.ts";
@@ -58,7 +59,7 @@ export async function provisionIdentity(db: Db, params: ProvisionIdentityParams)
     // exhausted or has a key again; wait briefly before calling it busy.
     if (result.ok || result.error.code !== "agent_key_pool_busy" || attempt >= BUSY_RETRIES.length)
       return result;
-    await new Promise((resolve) => setTimeout(resolve, BUSY_RETRIES[attempt]));
+    await sleep(BUSY_RETRIES[attempt]!);
   }
 }
 

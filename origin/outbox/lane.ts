@@ -13,6 +13,7 @@
  * lease's three).
  */
 
+import { errorMessage } from "../../shared/error-message.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Logger } from "../logger.ts";
 import type { BroadcastLease } from "./intent.ts";
@@ -86,7 +87,7 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
     } catch (error) {
       // A bug (sendRawBatch answers failures as outcomes): the transactions stay stored, for the tracker.
       deps.logger.error(
-        { err: { message: error instanceof Error ? error.message : String(error) } },
+        { err: { message: errorMessage(error) } },
         `${deps.context}: broadcasting failed; the transaction tracker will`,
       );
       deps.onInFlight?.();

@@ -6,7 +6,9 @@
  * broadcast left it (recordBroadcastOutcomes), for the tracker (tracker.ts) to follow. A caller
  * that must answer with the receipt waits for it here too (waitForReceipt).
  */
+import { errorMessage } from "../../shared/error-message.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { batchResults } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
@@ -107,7 +109,7 @@ export async function bookkeep(
     await record();
   } catch (error) {
     deps.logger.warn(
-      { err: { message: error instanceof Error ? error.message : String(error) } },
+      { err: { message: errorMessage(error) } },
       `${deps.context}: ${what} failed; the transaction tracker will`,
     );
     deps.onInFlight?.();
@@ -134,6 +136,6 @@ export async function waitForReceipt(
     const receipt = answer.ok ? receiptOutcome((answer.body as { result?: unknown }).result) : undefined;
     if (receipt) return receipt;
     if (Date.now() >= deadline) return undefined;
-    await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
+    await sleep(RECEIPT_POLL_MS);
   }
 }

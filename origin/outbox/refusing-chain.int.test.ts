@@ -10,6 +10,7 @@ import {
 } from "../../devnet/testing.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
@@ -139,7 +140,7 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     await refusedTransfer(agent, recipient, /max fee per gas less than block base fee/);
     await rise;
     // The fee oracle reuses a reading for a second: the next quote reads the raised fee.
-    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await sleep(1_100);
     const next = await transfer(agent, recipient);
     expect(next.status, JSON.stringify(next.body)).toBe(202);
     expect(

@@ -6,7 +6,9 @@
  * to `failed`. Every row is taken with SKIP LOCKED, so several origins on one
  * database share the work and never broadcast one transaction at the same time.
  */
+
 import { sql } from "drizzle-orm";
+import { errorMessage } from "../../shared/error-message.ts";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
@@ -199,7 +201,7 @@ export function createTxTracker(
     running = tick(Date.now() - lastSweep >= sweepMs)
       .catch((error: unknown) => {
         deps.logger.error(
-          { worker: "tx-tracker", err: { message: error instanceof Error ? error.message : String(error) } },
+          { worker: "tx-tracker", err: { message: errorMessage(error) } },
           "worker tick failed",
         );
         return { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0, filled: 0 };

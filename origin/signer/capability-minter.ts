@@ -6,10 +6,12 @@
  * minter asks the enclave it talks to (get_sealed_identity) once, before its first capability,
  * and keeps it, so a minter made for one enclave never mints for a replacement.
  */
+
 import { readFile } from "node:fs/promises";
 import { authorityPublicKey, type Capability, mintCapability } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { PRIVILEGED_OP_SCOPE } from "../../shared/enclave-protocol.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import type { CapabilityProvider, SignerClient, SignerResult } from "./types.ts";
@@ -55,7 +57,7 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
       authoritySecret = await loadSecret();
     } catch (error) {
       secret = null;
-      const reason = `authority key unavailable: ${error instanceof Error ? error.message : String(error)}`;
+      const reason = `authority key unavailable: ${errorMessage(error)}`;
       return { ok: false, error: signerFailure(CLIENT_FAILURE.capabilityUnavailable, reason) };
     }
     const instance = await loadInstanceId();

@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayClient, KeyUnavailable } from "../../client/index.ts";
 import { newAccount } from "../../devnet/testing.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
@@ -119,7 +120,7 @@ describe("an enclave that does not hold an assigned key (real stack)", () => {
     }
     const again = await spawnOrigin({ env: stack.processEnv() }).then(
       (started) => started.stop().then(() => "started"),
-      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+      (error: unknown) => errorMessage(error),
     );
     expect(again).toContain("the enclave does not hold the keys this database assigns");
     await pointAt(agent.agentId, realKeyRef);

@@ -7,6 +7,7 @@ import { authorityPublicKey } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { createCapabilityMinter } from "./capability-minter.ts";
 import { createSignerClient } from "./create-signer-client.ts";
@@ -142,7 +143,7 @@ describe("socket signer client against the real enclave", () => {
         return result;
       });
     // Sent once the slow request is on the wire (its capability is minted first).
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
     const fast = client.publicIdentity({ keyRef: keys[0]!.keyRef }).then((result) => {
       order.push("fast");
       return result;

@@ -3,8 +3,10 @@
  * time per client, so a capability provider that asks `capability_counter` and mints sees
  * contiguous counters (DESIGN §5: a gap or a replay is refused).
  */
+
 import type { Logger } from "pino";
 import type { EnclaveOp, PrivilegedOp } from "../../shared/enclave-protocol.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import { OP_CODECS, type OpParams, type OpResult } from "./op-codecs.ts";
 import { SocketTransport } from "./socket-transport.ts";
@@ -73,10 +75,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
         const cap = await authorize({ op, params: wireParams }).catch(
           (error: unknown): SignerResult<never> => ({
             ok: false,
-            error: signerFailure(
-              CLIENT_FAILURE.capabilityUnavailable,
-              error instanceof Error ? error.message : String(error),
-            ),
+            error: signerFailure(CLIENT_FAILURE.capabilityUnavailable, errorMessage(error)),
           }),
         );
         if (!cap.ok) return cap;

@@ -1,3 +1,4 @@
+import { errorMessage } from "../../shared/error-message.ts";
 import type { Logger } from "../logger.ts";
 
 export type Worker = { name: string; stop(): Promise<void> };
@@ -13,7 +14,7 @@ export function startLoop(name: string, periodMs: number, logger: Logger, tick: 
   const run = (): void => {
     running = tick()
       .catch((error: unknown) => {
-        const message = error instanceof Error ? error.message : String(error);
+        const message = errorMessage(error);
         logger.error({ worker: name, err: { message } }, "worker tick failed");
       })
       .finally(() => {

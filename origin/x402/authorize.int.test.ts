@@ -16,6 +16,7 @@ import {
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { send } from "../../testing/http.ts";
 import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
@@ -214,7 +215,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(first.status).toBe(200);
     const before = signRequests;
     // Later, so a second signature would carry another validBefore.
-    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await sleep(1_100);
     const again = await authorize(origin.base, agent.token, body);
     expect(again.status).toBe(200);
     expect(again.text).toBe(first.text);

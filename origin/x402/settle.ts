@@ -43,10 +43,12 @@
  * (x402.int.test.ts "refuses with a reason and settles nothing", the v test there, the boundary and
  * over-balance attempts in x402-edge.int.test.ts, the unmined settlement in x402-faults.int.test.ts).
  */
+
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { CAIP2_NETWORK, CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { sleep } from "../../shared/sleep.ts";
 import type { FeeOracle, Fees } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
@@ -241,7 +243,7 @@ async function earlier(
         (row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError,
       );
     }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    await sleep(POLL_MS);
   }
 }
 

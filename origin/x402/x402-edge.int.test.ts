@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
 import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
@@ -44,8 +45,6 @@ afterAll(async () => {
 });
 
 const chain = () => publicClientFor(stack.devnet.url);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 type Settled = { success: boolean; errorReason?: string; transaction: string };
 
 /** POST {edge}/77/x402/facilitator/settle, as any client on the network may. */
