@@ -7,6 +7,7 @@
  * answers against. Nothing here is a second copy of a body schema: a route whose body has no
  * schema yet is documented as a free-form object.
  */
+import { CAIP2_NETWORK } from "../../shared/constants.ts";
 import {
   actionSchema,
   balanceResponseSchema,
@@ -266,8 +267,7 @@ export const OPERATIONS: readonly Operation[] = [
     path: "/x402/facilitator/supported",
     operationId: "x402Supported",
     capability: "x402",
-    summary:
-      'Facilitator capabilities `{kinds: [{x402Version: 2, scheme: "exact", network: "eip155:77", extra}]}`.',
+    summary: `Facilitator capabilities \`{kinds: [{x402Version: 2, scheme: "exact", network: "${CAIP2_NETWORK}", extra}]}\`.`,
     tag: "x402",
     security: [],
     responses: {

@@ -32,6 +32,7 @@ import {
   storedAuthorization,
 } from "./authorize-repository.ts";
 import { chooseRequirement, type X402AuthorizePolicy } from "./authorize-requirement.ts";
+import { sortedKeysJson } from "./canonical-json.ts";
 
 export type X402AuthorizeDeps = {
   db: Db;
@@ -259,15 +260,9 @@ function exactly(copied: CopiedParts): Record<string, string | null> {
 
 /** The copied parts as the request hash took them before: object keys sorted at every level. */
 function sortedKeys(copied: CopiedParts): Record<string, string | null> {
-  const canonical = (value: unknown): string =>
-    JSON.stringify(value, (_key, inner: unknown) =>
-      inner !== null && typeof inner === "object" && !Array.isArray(inner)
-        ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-        : inner,
-    );
   return {
-    resource: canonical(copied.resource),
-    accepted: canonical(copied.accepted),
-    extensions: copied.extensions === undefined ? null : canonical(copied.extensions),
+    resource: sortedKeysJson(copied.resource),
+    accepted: sortedKeysJson(copied.accepted),
+    extensions: copied.extensions === undefined ? null : sortedKeysJson(copied.extensions),
   };
 }

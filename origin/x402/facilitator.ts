@@ -8,6 +8,7 @@
  * facilitator does not speak, whatever its payload says.
  */
 import { type Context, Hono } from "hono";
+import { CAIP2_NETWORK } from "../../shared/constants.ts";
 import type { AppEnv } from "../http/env.ts";
 import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 import { route } from "../openapi/route.ts";
@@ -149,7 +150,7 @@ function failed(reason: string, payer: string): SettleResponse {
     errorReason: reason as SettleResponse["errorReason"],
     payer,
     transaction: "",
-    network: "eip155:77",
+    network: CAIP2_NETWORK,
   };
 }
 

@@ -68,6 +68,7 @@ import {
   waitForReceipt,
 } from "../outbox/index.ts";
 import type { SignerClient, SignTransactionResult } from "../signer/types.ts";
+import { canonicalJson } from "./canonical-json.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 // Settlements follow their transactions' states (outbox/followers.ts).
@@ -204,15 +205,6 @@ function sentBatchDeps(deps: SettlerDeps): SentBatchDeps {
 
 function sha256(value: unknown): string {
   return createHash("sha256").update(canonicalJson(value)).digest("hex");
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
 }
 
 /** What an earlier presentation of this payment came to, once it names a transaction or ends. */
