@@ -11,7 +11,7 @@ export const DEMO_MAX_TIMEOUT_SECONDS = 60;
 
 /**
  * The origin's configuration: every switch of SPEC "Configuration switches" plus our own.
- * Parsed once at start (STYLE: parse once at the boundary); only main.ts and the scripts read
+ * Parsed once at start (parsed once at the boundary, trusted after); only main.ts and the scripts read
  * process.env and hand it here.
  */
 
@@ -281,7 +281,7 @@ export class ConfigError extends Error {
 
 function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   const errors: string[] = [];
-  // DESIGN §7: two equal secrets stop the process; one leaked value must not unlock two doors.
+  // Two equal secrets stop the process; one leaked value must not unlock two doors.
   for (let i = 0; i < SECRET_NAMES.length; i++) {
     for (let j = i + 1; j < SECRET_NAMES.length; j++) {
       const a = env[SECRET_NAMES[i]!];

@@ -5,11 +5,11 @@ export { ERROR_STATUS, type ErrorCode };
 export type AppErrorOptions = {
   cause?: unknown;
   headers?: Record<string, string>;
-  /** Extra snake_case fields of the error object, e.g. `retry_after` on a 429 (DESIGN §7). */
+  /** Extra snake_case fields of the error object, e.g. `retry_after` on a 429. */
   fields?: Record<string, string | number>;
 };
 
-/** Thrown by routes and middleware only; app.onError turns it into the envelope (STYLE "Errors"). */
+/** Thrown by routes and middleware only; app.onError turns it into the envelope. */
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly status: (typeof ERROR_STATUS)[ErrorCode];

@@ -4,7 +4,7 @@ import { isFinal, type LoadDriver, type LoadRecord } from "../testing/load-drive
 import { type LoadStack, startLoadStack } from "../testing/load-stack.ts";
 import { type OwnPostgres, startOwnPostgres } from "../testing/own-postgres.ts";
 
-// Issue 18 item 2: Postgres stopped and started again under load, on a cluster this file owns (the
+// Postgres stopped and started again under load, on a cluster this file owns (the
 // suite's shared cluster is never touched), with the origin as its own process (origin/main.ts).
 // While it is down: clear 503s, never a 500 or a hang; after: the same origin recovers with no
 // restart, and the rows and the chain show no action lost, doubled or stuck, no identity disabled.

@@ -8,7 +8,7 @@ import { type LoadStack, startLoadStack } from "../testing/load-stack.ts";
 import { startTcpProxy } from "../testing/tcp-proxy.ts";
 import { queryRows } from "./db/client.ts";
 
-// Issue 18 item 2: faults against the real processes (origin/main.ts, the enclave, the devnet),
+// Faults against the real processes (origin/main.ts, the enclave, the devnet),
 // each with load running through it: reads, rpc, transfers, faucet payouts and registrations.
 // Every case: clear errors while it lasts (a status and the spec's code, never a bare 5xx, never a
 // hang), recovery without an operator, and then, from the rows and the chain: no action lost,

@@ -13,7 +13,7 @@ import { fuzzRoutes } from "../testing/fuzz/routes.ts";
 import { fuzzRoute, fuzzSettings } from "../testing/fuzz/run.ts";
 import { sendEndlessBody, sendRaw } from "../testing/oversize.ts";
 
-// Issue 18 items 1 and 4 against the real origin process (Postgres, enclave, devnet real), one
+// Hostile input against the real origin process (Postgres, enclave, devnet real), one
 // stack for the file: bodies and headers over their limits refused early, then every JSON route
 // and every header the origin parses fuzzed. Each fuzz property prints its seed and case count;
 // see testing/fuzz/run.ts (and docs/development.md) for a longer or replayed run.

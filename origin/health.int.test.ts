@@ -8,7 +8,7 @@ import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 import { createSignerClient } from "./signer/create-signer-client.ts";
 import type { SignerClient } from "./signer/types.ts";
 
-// Issue 11 item 3: the origin reads the sealed policy and shows it on /healthz, live per call.
+// The origin reads the sealed policy and shows it on /healthz, live per call.
 
 const POLICY = {
   per_tx_limit_units: "10000000",

@@ -19,7 +19,7 @@ export function createHealthModule(infra: Infrastructure): Capability {
 /**
  * GET {base}/healthz: private (the edge never routes it). 200 while the database answers;
  * the chain and the enclave are reported but do not fail the check, since the origin can run
- * without them. The enclave section is the sealed policy, read live (DESIGN §5, issue 11): limits
+ * without them. The enclave section is the sealed policy, read live (docs/enclave.md): limits
  * and addresses, no key material. `enclave.keys` says whether the enclave holds the keys the
  * database assigns: an enclave initialised afresh beside this database makes the status
  * `degraded`, with the instruction to restore the keys, since every signing request would fail.

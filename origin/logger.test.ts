@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createLogger } from "./logger.ts";
 
-// DESIGN §7: logs never carry tokens or secrets. Code never passes them to the logger; redaction
+// Logs never carry tokens or secrets (docs/security.md). Code never passes them to the logger; redaction
 // is the second line of defence, so these calls pass them on purpose and read what comes out.
 
 const TOKEN = `agt_${"1".repeat(32)}_${"2".repeat(64)}`;

@@ -4,7 +4,7 @@ export type { Logger };
 
 /**
  * JSON logs. Redaction is a second line of defence: code never passes headers, tokens or
- * secrets to the logger in the first place (DESIGN §7).
+ * secrets to the logger in the first place (docs/security.md).
  */
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino(

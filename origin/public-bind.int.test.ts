@@ -8,7 +8,7 @@ import { spawnOrigin } from "../testing/origin-process.ts";
 
 const run = promisify(execFile);
 
-// Issue 18 item 4: the origin refuses to listen beyond loopback unless AGENT_TRUSTED_PROXIES is
+// The origin refuses to listen beyond loopback unless AGENT_TRUSTED_PROXIES is
 // set or the operator acknowledges it with AGENT_ALLOW_PUBLIC_BIND=1: a clear message, exit 1.
 describe("the origin bound to a non-loopback address", () => {
   it("stops at start with a message naming both ways out, and a non-zero exit", async () => {

@@ -125,7 +125,7 @@ const CHAIN_DOWN: Refusal = {
  * Every other failure (the enclave unreachable, timed out, not configured, its sealed storage
  * failing, a capability it rejected, another protocol version, the node configured unlike the
  * sealed policy) says nothing about the request: nothing was signed, the action stays `requested`,
- * and a retry with the same key runs it again once the cause is gone (DESIGN §7).
+ * and a retry with the same key runs it again once the cause is gone.
  */
 function refusesThisRequest(operation: MoneyOperation, failure: SignerFailure): Refusal | null {
   return failure.class === "terminal_agent" ? operation.signerRefusal(failure) : null;

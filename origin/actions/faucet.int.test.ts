@@ -8,7 +8,7 @@ import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
 
-// POST /agent/v1/faucet and the funding gate (DESIGN §8) against the real stack.
+// POST /agent/v1/faucet and the funding gate (docs/api.md, "The funding gate") against the real stack.
 
 describe("faucet and funding gate (real stack)", () => {
   let stack: MoneyStack;
@@ -254,8 +254,8 @@ describe("faucet and funding gate (real stack)", () => {
     });
 
     it("evidence of a scratch-namespace drill (the live enclave restoring into itself) does not open the gate", async () => {
-      // Issue 15: such a drill proves nothing once the enclave is lost; only a restore into a new
-      // enclave from the recovery key counts. A row as the drills before issue 15 recorded it:
+      // Such a drill proves nothing once the enclave is lost; only a restore into a new
+      // enclave from the recovery key counts. A row as the earlier drills recorded it:
       const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
       await stack.db.handle.db.execute(
         sql`insert into restore_evidence (batch_id, method, scratch_namespace, key_count, public_keys_sha256)

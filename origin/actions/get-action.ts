@@ -8,7 +8,7 @@ import { actionView } from "./view.ts";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
- * GET /agent/v1/actions/{action_id} (DESIGN §7): the caller's own action. Another agent's id is
+ * GET /agent/v1/actions/{action_id}: the caller's own action. Another agent's id is
  * 404 exactly like an unknown one, so ids reveal nothing across agents.
  */
 export function getActionHandler(db: Db): Handler<AppEnv> {

@@ -7,7 +7,7 @@ import type { BroadcastLane } from "../outbox/index.ts";
  */
 export type MoneyRuntime = {
   fees: FeeOracle;
-  /** The genesis bridge operator, lowercase: never a recipient (DESIGN §5). */
+  /** The genesis bridge operator, lowercase: never a recipient. */
   operatorPool: string;
   /** The faucet treasury the enclave signs payouts with; absent without a configured treasury. */
   treasury: { address: string; keyRef: string } | undefined;

@@ -12,7 +12,7 @@ export type MoneyServices = ExecutorDeps & {
   claim: (params: ClaimActionParams) => Promise<ClaimResult>;
   config: Config;
   signer: SignerClient;
-  /** The genesis bridge operator: never a recipient (SPEC, DESIGN §5), lowercase. */
+  /** The genesis bridge operator: never a recipient (SPEC), lowercase. */
   operatorPool: string;
   /** The faucet treasury the enclave signs payouts with; absent when the faucet is off. */
   treasury: { address: string; keyRef: string } | undefined;

@@ -56,7 +56,7 @@ export type MoneyOperation = {
   sender: { address: string; keyRef: string };
   to: string;
   valueUnits: bigint;
-  /** The wallet the funding gate is about (DESIGN §8): the sender's, or the payout's recipient. */
+  /** The wallet the funding gate is about (docs/api.md): the sender's, or the payout's recipient. */
   gateWallet: string;
   /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
   readRecipientBalance?: boolean;

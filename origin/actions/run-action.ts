@@ -61,7 +61,7 @@ export async function runMoneyAction(
   });
 }
 
-/** The stored action, or the refusal it ended with (DESIGN §7): a repeat never reads as a success. */
+/** The stored action, or the refusal it ended with: a repeat never reads as a success. */
 function respondWithStoredAction(c: Context<AppEnv>, action: ActionRow): Response {
   const ended = endingRefusal(action);
   if (ended) {

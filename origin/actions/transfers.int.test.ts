@@ -43,7 +43,7 @@ describe("transfers (real stack)", () => {
     const senderBefore = await balance(agent.wallet);
     const body = { idempotency_key: newKey(), to: recipient, amount: "1500000" };
     const response = await calls.transfer(body);
-    // Answered once signed and stored (DESIGN §7: 202 in flight), with the hash it will have on
+    // Answered once signed and stored (202 in flight, docs/api.md), with the hash it will have on
     // chain; the broadcast follows, and GET /actions/{id} reads the action to `confirmed`.
     expect(response.status).toBe(202);
     const accepted = response.body as ActionView;

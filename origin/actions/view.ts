@@ -5,7 +5,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { Refusal } from "./operation.ts";
 import type { ActionRow } from "./repository.ts";
 
-/** DESIGN §7: the action on the wire. */
+/** The action on the wire. */
 export function actionView(action: ActionRow): ActionView {
   return {
     action_id: action.actionId,
@@ -21,13 +21,13 @@ export function actionView(action: ActionRow): ActionView {
   };
 }
 
-/** DESIGN §7: 200 once the action is terminal, 202 while it is in flight. */
+/** 200 once the action is terminal, 202 while it is in flight. */
 export function respondWithAction(c: Context<AppEnv>, action: ActionRow): Response {
   return c.json(actionView(action), isTerminalAction(action) ? 200 : 202);
 }
 
 /**
- * DESIGN §7: the refusal a `failed` or `reverted` action ended with, as a repeat of its key
+ * The refusal a `failed` or `reverted` action ended with, as a repeat of its key
  * answers it (the same status and code as the first answer, the stored message), so a repeat can
  * never read as a success; null for an action that has not ended so.
  */

@@ -30,7 +30,7 @@ export type BearerAuthParams = {
 const DUMMY_HASH = Buffer.alloc(32);
 // What a missing or malformed presentation is looked up and compared as: an id no token has
 // (not 32 hex digits) and a secret, so every failure costs one store read and one hash compare
-// and the timing does not tell a malformed token from a well-formed one (issue 18 item 4).
+// and the timing does not tell a malformed token from a well-formed one (docs/security.md).
 const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
 
 /**

@@ -9,7 +9,7 @@ import { seedFreeKeys } from "../../testing/seed.ts";
 import { agentIdentities } from "../db/schema.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 
-// Issue 18 item 4: no token oracle. Four wrong presentations (an unknown token, a real token id
+// No token oracle (docs/security.md). Four wrong presentations (an unknown token, a real token id
 // with a wrong secret, a malformed token, a disabled identity's real token) must be answered alike:
 // the same status, the same body apart from request_id, the same headers, and times that do not
 // tell them apart, against the real origin app and Postgres.

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { bearerCredentials } from "../http/authorization.ts";
 
-/** DESIGN §4: `agt_<token_id>_<secret>`, 16-byte id and 32-byte secret, lowercase hex. */
+/** A token is `agt_<token_id>_<secret>`, 16-byte id and 32-byte secret, lowercase hex. */
 const TOKEN_PATTERN = /^agt_([0-9a-f]{32})_([0-9a-f]{64})$/;
 
 export type IssuedToken = {

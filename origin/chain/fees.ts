@@ -20,7 +20,7 @@ export const NATIVE_TRANSFER_GAS = 21_000n;
 
 export type CreateFeeOracleParams = {
   rpc: JsonRpcUpstream;
-  /** The sealed policy's ceiling on gas limit × max fee per gas, in wei (DESIGN §5). */
+  /** The sealed policy's ceiling on gas limit × max fee per gas, in wei (docs/enclave.md). */
   feeCeilingWei: bigint;
   /** How long one reading of the chain's fees is reused. */
   maxAgeMs?: number;

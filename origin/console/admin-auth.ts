@@ -39,7 +39,7 @@ export type AdminAuth = {
 type Presented = (header: (name: string) => string | undefined) => { read: string | undefined };
 
 /**
- * SPEC "Operator console", DESIGN §7: both tokens compared in constant time (SHA-256 digests of
+ * SPEC "Operator console": both tokens compared in constant time (SHA-256 digests of
  * equal length, both always compared, so neither the length nor which token was wrong shows in
  * the timing); every failure the same 401 body; failures counted per client, 429 past the limit.
  * Needs `clientIp` set before it (clientIpMiddleware).

@@ -4,7 +4,7 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { readAudit } from "./queries.ts";
 
 /**
- * GET {base}/admin/agents/audit (DESIGN §7: every change records before, after, reason and time):
+ * GET {base}/admin/agents/audit (every change records before, after, reason and time):
  * registration settings, identity enable/disable and funding exceptions, newest first. The audit
  * identifies no person: the credentials are shared (SPEC "Operator console").
  */

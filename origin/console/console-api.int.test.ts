@@ -388,7 +388,7 @@ describe("operator console API", () => {
     expect(times).toEqual([...times].sort((a, b) => b - a));
   });
 
-  it("counts x402 settlements in every state of DESIGN §4 (claimed, submitted, settled, failed, reverted)", async () => {
+  it("counts x402 settlements in every state (claimed, submitted, settled, failed, reverted)", async () => {
     const states = ["claimed", "submitted", "settled", "failed", "reverted"];
     for (const [i, state] of states.entries()) {
       // A settlement row as the settler leaves it in each state (seeded: no chain is needed to count them).

@@ -15,7 +15,7 @@ import { createPageRouter } from "./page.ts";
 import { registrationOverviewHandler } from "./registration-overview.ts";
 
 /**
- * The operator console and the metrics (SPEC "Operator console"; DESIGN §7), on the private
+ * The operator console and the metrics (SPEC "Operator console"; docs/operations.md), on the private
  * origin only: the edge routes neither `{base}/admin/*` nor `{base}/metrics` (edge-worker/index.ts
  * forwards an allowlist). Mounted whatever the gateway switch, which governs the gateway's
  * endpoints: an operator can read the node and prepare registration settings before turning the

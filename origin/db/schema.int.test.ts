@@ -43,7 +43,7 @@ describe("migrations and constraints", () => {
     await testDb.drop();
   });
 
-  it("creates every table of DESIGN §4 and seeds the paused registration policy", async () => {
+  it("creates every table of the schema and seeds the paused registration policy", async () => {
     const { db } = testDb.handle;
     const tables = await queryRows<{ table_name: string }>(
       db,

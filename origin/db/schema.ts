@@ -1,4 +1,4 @@
-/** The whole database schema (DESIGN §4), split by area under schema/. */
+/** The whole database schema, split by area under schema/. */
 export * from "./schema/actions.ts";
 export * from "./schema/identities.ts";
 export * from "./schema/keypool.ts";

@@ -1,7 +1,7 @@
 /**
- * DESIGN §8 `approved_non_zero` exceptions: an operator grants a wallet a pre-restore ceiling for a
- * limited time, with a reason; every grant and revocation records before, after and the reason.
- * An expired exception is the same as none.
+ * `approved_non_zero` exceptions (docs/api.md, "The funding gate"): an operator grants a wallet a
+ * pre-restore ceiling for a limited time, with a reason; every grant and revocation records before,
+ * after and the reason. An expired exception is the same as none.
  */
 import { desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -14,7 +14,7 @@ export type ClientIpHeaders = {
 };
 
 /**
- * DESIGN §7: X-svc-Client-IP when the request carries a valid edge secret (the edge sets it from
+ * X-svc-Client-IP when the request carries a valid edge secret (the edge sets it from
  * its client metadata and strips a client's copy); otherwise, or when that value is no IP
  * address, the socket peer or, behind trusted proxies, X-Forwarded-For. The secret is checked
  * only when one is presented, so a direct client pays nothing for the edge rule.

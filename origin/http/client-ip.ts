@@ -3,7 +3,7 @@ import type { CidrSet } from "./cidr.ts";
 import { formatIpv6, ipv4Mapped, ipv6Words, nat64Embedded, parseIpLiteral } from "./ip-address.ts";
 
 /**
- * DESIGN §7: the client is the socket peer, unless the peer is a trusted proxy; then it is the
+ * The client is the socket peer, unless the peer is a trusted proxy; then it is the
  * right-most X-Forwarded-For hop that is not itself a trusted proxy. Hops left of that are
  * client-supplied and never trusted, so a spoofed header from an untrusted peer changes nothing.
  */

@@ -4,7 +4,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 export type EdgeSecretVerifier = (presented: string | undefined) => boolean;
 
 /**
- * DESIGN §7: the origin compares the edge secret in constant time. Both sides are hashed first,
+ * The origin compares the edge secret in constant time. Both sides are hashed first,
  * so the comparison takes the same time whatever the presented length, and the expected digest
  * is computed once: a request pays one SHA-256 of a short string. No secret configured: nothing
  * verifies.

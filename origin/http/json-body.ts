@@ -6,10 +6,10 @@ import { bodyIncompleteError, readBodyLimited } from "./read-body.ts";
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Reads a JSON body of at most `maxBytes` and parses it with `schema` (STYLE: parse once at the
- * boundary). A larger body is a 413 `payload_too_large`, refused before it is read in full; one that
- * does not arrive in time is a 408 `request_timeout` (read-body.ts); anything else is a 400
- * `validation_failed` whose message names what to fix.
+ * Reads a JSON body of at most `maxBytes` and parses it with `schema` (parsed once at the boundary,
+ * trusted after). A larger body is a 413 `payload_too_large`, refused before it is read in full;
+ * one that does not arrive in time is a 408 `request_timeout` (read-body.ts); anything else is a
+ * 400 `validation_failed` whose message names what to fix.
  */
 export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxBytes = 4_096): Promise<T> {
   return (await readJsonBody(c, schema, maxBytes)).data;

@@ -1,5 +1,5 @@
 /**
- * The limiters that can refuse a request, as the metrics count them (issue 16): the gateway's two
+ * The limiters that can refuse a request, as the metrics count them: the gateway's two
  * tiers (SPEC Limits), the registration's early local limiter and its persisted admission, the
  * /rpc in-flight caps, the x402 surfaces' per-client window, and failed operator-console
  * authentication.

@@ -8,7 +8,7 @@ import { routeLabel } from "./route-label.ts";
  * Gives each request an id (echoed in X-Request-Id and in every error body) and logs one line
  * when it ends: method, the matched route pattern (routeLabel), status, duration, and what the
  * route added (logFields). Never the raw path, query string, headers or body, any of which may
- * carry a token a client put there (DESIGN §7).
+ * carry a token a client put there (docs/security.md).
  */
 export function requestContext(logger: Logger): MiddlewareHandler<AppEnv> {
   // Ids correlate log lines with responses; they need to be unique, not secret. A random

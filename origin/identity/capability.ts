@@ -3,7 +3,7 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { startLoop } from "../workers/loop.ts";
 import { sweepIdentities } from "./sweep.ts";
 
-/** The identity sweep (DESIGN §1): live identities checked against the enclave, periodically. */
+/** The identity sweep (docs/api.md): live identities checked against the enclave, periodically. */
 export function createIdentityModule(infra: Infrastructure): Capability {
   const { config, logger, database, signer, clock } = infra;
   return capability("identity", {

@@ -66,8 +66,9 @@ function destructive(code: string, detail: string): ProofOutcome {
 
 /**
  * The enclave answers `key_purpose_mismatch` when it holds no agent-transfer key under the stored
- * ref (DESIGN §5: also "key not found", no oracle). For the sweep that is the spec's "key-ref
- * mismatch": the enclave no longer holds the key behind the wallet, so it is destructive.
+ * ref (also its answer to "key not found": no oracle, docs/security.md). For the sweep that is the
+ * spec's "key-ref mismatch": the enclave no longer holds the key behind the wallet, so it is
+ * destructive.
  */
 function fromSignerFailure(error: SignerFailure): ProofOutcome {
   if (error.code === "key_purpose_mismatch") {

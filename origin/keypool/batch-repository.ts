@@ -2,7 +2,7 @@ import { and, eq, inArray, lt, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { keyBatches, keyPool } from "../db/schema.ts";
 
-/** DESIGN §4 batch states, in order; `failed` may be reached from any intermediate one. */
+/** The key batch states, in order; `failed` may be reached from any intermediate one. */
 export const IN_PROGRESS_STATES = ["requested", "generated", "backup_written", "backup_verified"] as const;
 export type BatchState = (typeof IN_PROGRESS_STATES)[number] | "available" | "failed";
 

@@ -9,7 +9,7 @@ const REFILL_PERIOD_MS = 10_000;
 const MAX_REFILL_BACKOFF_MS = 5 * 60_000;
 
 /**
- * The key pool's background workers (DESIGN §1): the refill, when the origin can mint the
+ * The key pool's background workers: the refill, when the origin can mint the
  * enclave's admin capability, and the stuck-batch sweeper.
  */
 export function createKeyPoolModule(infra: Infrastructure): Capability {

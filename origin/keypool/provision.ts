@@ -78,7 +78,7 @@ export type ClaimKeyForIdentityParams = {
 };
 
 /**
- * The claim itself, inside the caller's transaction (STYLE: the owner of an invariant opens the
+ * The claim itself, inside the caller's transaction (the owner of an invariant opens the
  * transaction and passes `tx` down). See claimKeysForIdentities; this is the one-key case.
  */
 export async function claimKeyForIdentity(

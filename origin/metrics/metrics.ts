@@ -10,7 +10,7 @@ import type { SignerClient } from "../signer/types.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";
 
 /**
- * The origin's Prometheus metrics (issue 16), one registry per instance (never prom-client's
+ * The origin's Prometheus metrics (docs/operations.md), one registry per instance (never prom-client's
  * global one, so two apps in one process, as in tests, never share or collide):
  *  - HTTP requests by matched route pattern, method and status, with latency;
  *  - limiter refusals by tier;

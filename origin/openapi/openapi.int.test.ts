@@ -7,7 +7,7 @@ import { createResponseChecker } from "../../testing/openapi-check.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { buildOpenApiDocument } from "./document.ts";
 
-// The OpenAPI document (issue 17): valid OpenAPI 3.1, served without a token, covering every
+// The OpenAPI document (docs/api.md): valid OpenAPI 3.1, served without a token, covering every
 // route the origin mounts, and strict enough that the response check catches a wrong answer.
 
 describe("OpenAPI document", () => {

@@ -34,7 +34,7 @@ import {
 
 export type { HttpMethod, NamedSchema, Operation, ResponseSpec, SecurityName } from "./operation-types.ts";
 
-/** Answers any agent route can give besides its own (SPEC "Errors", DESIGN §7). */
+/** Answers any agent route can give besides its own (SPEC "Errors"). */
 const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
     401: errorResponse("agent_auth_failed: a bad or revoked token, or a disabled identity"),
@@ -58,7 +58,7 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
 const action: NamedSchema = { name: "Action", schema: actionSchema };
 /**
  * A repeat of a key answers what its action came to: the action while in flight or once confirmed,
- * the refusal it ended with otherwise (DESIGN §7), so a repeat never reads as a success.
+ * the refusal it ended with otherwise, so a repeat never reads as a success.
  */
 const moneyResponses = (): Record<number, ResponseSpec> => ({
   200: { description: "the action, confirmed (a repeat of a request whose action confirmed)", body: action },

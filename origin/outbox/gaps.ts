@@ -1,5 +1,5 @@
 /**
- * Closing the holes a refusal leaves in a sender's nonces (DESIGN §4). The chain mines a sender's
+ * Closing the holes a refusal leaves in a sender's nonces (docs/architecture.md). The chain mines a sender's
  * transactions in nonce order only, so a refused transaction with later ones signed behind it
  * stalls them all: they wait in the node's queue, and the sender's next transaction waits behind
  * them. When nothing came after it, the refusal hands its nonce out again (store.ts

@@ -1,5 +1,5 @@
 /**
- * The outbox's rows (DESIGN §4): nonces handed out under a row lock per sending address, signed
+ * The outbox's rows (docs/architecture.md): nonces handed out under a row lock per sending address, signed
  * bytes stored before they are broadcast, broadcast leases so no two origins send one transaction
  * at once, and each state the chain moves a transaction to, written with the state of the domain
  * row that follows it (an agent action, an x402 settlement) in the same statement.

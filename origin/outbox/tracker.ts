@@ -1,5 +1,5 @@
 /**
- * Follows the service's own transactions to the end (issue 12 item 4): `submitted` ones to their
+ * Follows the service's own transactions to the end: `submitted` ones to their
  * receipt (`confirmed`, or `reverted` for status 0), `signed` ones whose broadcast never happened
  * (a crash, an unreachable chain) back to the chain with the same bytes, the holes a refusal left
  * in a sender's nonces filled (gaps.ts), and `requested` actions that nobody finished

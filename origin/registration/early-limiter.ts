@@ -8,7 +8,7 @@ export type EarlyDecision = { allowed: true } | { allowed: false; retryAfterSeco
 const GLOBAL_KEY = "*";
 
 /**
- * DESIGN §7: the early local limiter, in memory per node, in front of the database admission.
+ * The early local limiter, in memory per node, in front of the database admission.
  * It holds the attempt limits of the policy (per IP group and overall, per 60 s sliding window)
  * on this node alone, so a flood is turned away without a database write; the persisted counters
  * behind it hold the same limits across every node. A refusal here moves no persisted counter

@@ -13,7 +13,7 @@ export type RequestShapeResult =
 /**
  * SPEC "POST /agent/v1/register": `Content-Type: application/json`, `X-SVC-Registration: 1`, body
  * `{}`. The client chooses nothing (wallet, capabilities, secret), so any field is refused rather
- * than ignored (DESIGN §7).
+ * than ignored.
  */
 export async function checkRequestShape(c: Context): Promise<RequestShapeResult> {
   const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim().toLowerCase();

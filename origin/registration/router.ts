@@ -31,7 +31,7 @@ export type RegistrationRouterOptions = {
 };
 
 /**
- * POST {base}/agent/v1/register (SPEC; DESIGN §7), mounted outside the gateway's bearer auth.
+ * POST {base}/agent/v1/register (SPEC), mounted outside the gateway's bearer auth.
  * In order, each step refusing before the next costs anything:
  *   1. the registration switch (503 disabled);
  *   2. ingress: the edge secret and a public X-svc-Registration-IP (403, nothing counted);
@@ -224,7 +224,7 @@ function unavailable(reason: UnavailableReason, cause?: unknown): AppError {
   });
 }
 
-/** SPEC "POST /agent/v1/register": 429 with Retry-After (and `retry_after`, DESIGN §7). */
+/** SPEC "POST /agent/v1/register": 429 with Retry-After (and `retry_after`, docs/api.md). */
 function rateLimited(retryAfterSeconds: number): AppError {
   return new AppError("registration_rate_limited", "too many registrations; retry later", {
     headers: { "Retry-After": String(retryAfterSeconds) },

@@ -1,5 +1,5 @@
 /**
- * Capability providers (DESIGN §5): the origin's key-pool worker holds the admin authority key
+ * Capability providers: the origin's key-pool worker holds the admin authority key
  * (a file path in config) and mints a capability per privileged request, asking the enclave for
  * the next contiguous counter first. The key is read from disk when first needed, never logged.
  * Every capability names the instance id of the enclave it is for (shared/capability.ts): the

@@ -1,5 +1,5 @@
 /**
- * The dormant signer (SPEC "Configuration switches", DESIGN §5 "Dormant stub"): with
+ * The dormant signer (SPEC "Configuration switches"): with
  * AGENT_SIGNER_LIVE_IDENTITY_ENABLED unset, identity proofs answer
  * `agent_signer_protocol_unavailable`, which the sweep classes terminal_unknown and which leaves
  * every wallet intact.

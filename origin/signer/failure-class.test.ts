@@ -6,7 +6,7 @@ import { socketPathOfEndpoint } from "./endpoint.ts";
 import { CLIENT_FAILURE, classifyFailureCode } from "./failure-class.ts";
 
 describe("failure classes (SPEC Identity enabled flag (sweep))", () => {
-  it("classes every enclave code of DESIGN §5", () => {
+  it("classes every enclave code", () => {
     const table = Object.fromEntries(ENCLAVE_ERROR_CODES.map((code) => [code, classifyFailureCode(code)]));
     expect(table).toEqual({
       malformed: "terminal_wire",

@@ -1,6 +1,6 @@
 /**
  * Failure codes the client produces itself, and the one table mapping every code (the enclave's
- * DESIGN §5 codes and ours) to a sweep class of SPEC "Identity enabled flag (sweep)".
+ * codes and ours) to a sweep class of SPEC "Identity enabled flag (sweep)".
  */
 import type { RefusalDetail } from "../../shared/enclave-protocol.ts";
 import type { SignerFailure, SignerFailureClass } from "./types.ts";

@@ -13,10 +13,10 @@ export const KEY_BINDING_MISMATCH = {
 
 /**
  * The enclave answered `key_purpose_mismatch` without naming a sealed bound: it holds no key of the
- * op's namespace under the ref the database stores (DESIGN §5 gives "no such key" and "another
- * namespace" one answer, and the refs the origin sends are always of the op's namespace). Not a
- * state that passes: the enclave in use is not the one these wallets were made in, and only a
- * restore of its keys from the backups brings them back, so a retry is no use.
+ * op's namespace under the ref the database stores (the enclave gives "no such key" and "another
+ * namespace" one answer, docs/security.md, and the refs the origin sends are always of the op's
+ * namespace). Not a state that passes: the enclave in use is not the one these wallets were made
+ * in, and only a restore of its keys from the backups brings them back, so a retry is no use.
  */
 export function keyUnavailable(holder: "wallet" | "treasury"): {
   code: "agent_key_unavailable";

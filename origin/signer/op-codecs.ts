@@ -1,7 +1,7 @@
 /**
  * Per-op conversion between the client's camelCase params/results (bigint amounts) and the wire
  * form of shared/enclave-ops.ts. Replies are parsed with the shared zod schemas, so a reply that
- * does not match its op never reaches a caller (STYLE "Parse once at the boundary").
+ * does not match its op never reaches a caller (parsed once at the boundary).
  */
 import type { Address } from "viem";
 import type { z } from "zod";

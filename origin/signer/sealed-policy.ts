@@ -1,8 +1,8 @@
 /**
- * The origin reads, never writes, the enclave's sealed policy (DESIGN §5: "An op without a
- * capability returns the sealed policy, so the origin can check its own configuration against
- * it"). Logged once at start and shown live on /healthz; the money routes will refuse a switch
- * whose configuration differs from it. Limits and addresses only: get_policy carries no key.
+ * The origin reads, never writes, the enclave's sealed policy (an op without a capability returns
+ * the sealed policy, so the origin can check its own configuration against it; docs/enclave.md).
+ * Logged once at start and shown live on /healthz; the money routes will refuse a switch whose
+ * configuration differs from it. Limits and addresses only: get_policy carries no key.
  */
 import type { WireGetPolicyResult, WirePolicy } from "../../shared/enclave-ops.ts";
 import type { Logger } from "../logger.ts";

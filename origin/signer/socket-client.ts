@@ -1,7 +1,7 @@
 /**
- * The live SignerClient over the enclave socket (issue 4 item 6). Privileged calls run one at a
+ * The live SignerClient over the enclave socket. Privileged calls run one at a
  * time per client, so a capability provider that asks `capability_counter` and mints sees
- * contiguous counters (DESIGN §5: a gap or a replay is refused).
+ * contiguous counters (the enclave refuses a gap or a replay).
  */
 
 import type { Logger } from "pino";

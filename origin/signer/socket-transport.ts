@@ -1,5 +1,5 @@
 /**
- * One multiplexed connection to the enclave socket (DESIGN §5): hello handshake pinned to profile
+ * One multiplexed connection to the enclave socket (docs/enclave.md): hello handshake pinned to profile
  * `agent_gateway`, requests matched to replies by id, a timeout per request, and lazy reconnection
  * with exponential backoff. Outcomes are data, never exceptions; the caller classifies the codes.
  */
@@ -177,7 +177,7 @@ export class SocketTransport {
     });
   }
 
-  /** DESIGN §5: the first frame must be hello for svc-hsm/agent/v1, profile agent_gateway. */
+  /** The first frame must be hello for svc-hsm/agent/v1, profile agent_gateway. */
   private checkHello(value: unknown): TransportFailure | null {
     const refusal = responseSchema.safeParse(value);
     if (refusal.success && !refusal.data.ok && refusal.data.error.code === "wrong_profile") {

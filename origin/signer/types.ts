@@ -1,5 +1,5 @@
 /**
- * The origin's narrow view of the enclave signer (DESIGN §5, issue 4): one method per op, each
+ * The origin's narrow view of the enclave signer: one method per op, each
  * returning a SignerResult whose failure carries a sweep class of SPEC "Identity enabled flag
  * (sweep)". Amounts are bigint; the client converts to the snake_case wire form.
  */
@@ -129,13 +129,13 @@ export type TreasuryStatus = {
   /** null: a treasury sealed before payout terms existed, which pays nothing until reconfigured. */
   terms: FaucetTerms | null;
 };
-/** The x402 settler key (DESIGN §5): pays the gas of settlements and signs nothing else. */
+/** The x402 settler key: pays the gas of settlements and signs nothing else. */
 export type SettlerStatus = { settlerKeyRef: string; settlerAddress: Address };
 /** Without settlerKeyRef the settler key is made once and kept; with it, pointed at that key. */
 export type ConfigureSettlerParams = { settlerKeyRef?: string };
 export type ConfigureSettlerResult = SettlerStatus;
 
-/** What the enclave has sealed (DESIGN §5): the origin reads it, never writes it. */
+/** What the enclave has sealed (docs/enclave.md): the origin reads it, never writes it. */
 export type GetPolicyResult = {
   envId: string;
   chainId: number;
@@ -243,12 +243,12 @@ export interface SignerClient {
   newTransportKey(): Promise<SignerResult<NewTransportKeyResult>>;
   /** The sealed env, chain and public keys (no capability). */
   getSealedIdentity(): Promise<SignerResult<SealedIdentity>>;
-  /** Policy tier: the operator's policy key, never the origin's (DESIGN §5). */
+  /** Policy tier: the operator's policy key, never the origin's (docs/enclave.md). */
   configureTreasury(
     params: ConfigureTreasuryParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<ConfigureTreasuryResult>>;
-  /** Policy tier: the operator's policy key, never the origin's (DESIGN §5). */
+  /** Policy tier: the operator's policy key, never the origin's (docs/enclave.md). */
   configurePolicy(
     params: ConfigurePolicyParams,
     authorize: CapabilityProvider,

@@ -5,7 +5,7 @@ import { createLogger } from "../logger.ts";
 import { createDormantSignerClient } from "../signer/dormant-stub.ts";
 import { prepareMoney } from "./money-setup.ts";
 
-// Issue 12 item 5 / issue 13: a node whose money switches lack the chain, the enclave or the
+// A node whose money switches lack the chain, the enclave or the
 // operator pool refuses to start, naming the switches that need them. Nothing is read before these
 // checks, so no database or enclave is involved.
 describe("prepareMoney's start-up refusals", () => {

@@ -1,6 +1,6 @@
 /**
- * Which entry of a 402 quote the gateway may authorize (SPEC "POST /agent/v1/x402/authorize",
- * DESIGN §7): an `exact` / `eip155:77` / precompile-asset entry whose EIP-712 domain is the one the
+ * Which entry of a 402 quote the gateway may authorize (SPEC "POST /agent/v1/x402/authorize"):
+ * an `exact` / `eip155:77` / precompile-asset entry whose EIP-712 domain is the one the
  * enclave signs under, for exactly AGENT_X402_AMOUNT to AGENT_X402_PAY_TO, valid no longer than
  * AGENT_X402_MAX_TIMEOUT_SECONDS. Pure: the route turns a refusal into its 422.
  */

@@ -1,5 +1,5 @@
 /**
- * POST /agent/v1/x402/authorize (SPEC; DESIGN §7): the enclave signs a TransferWithAuthorization
+ * POST /agent/v1/x402/authorize (SPEC; docs/x402.md): the enclave signs a TransferWithAuthorization
  * from the caller's wallet for the quote's `exact` / eip155:77 entry, and the answer carries the
  * exact `PAYMENT-SIGNATURE` header value of the paid retry. The amount and payTo are the node's
  * (AGENT_X402_AMOUNT, AGENT_X402_PAY_TO), the validity at most AGENT_X402_MAX_TIMEOUT_SECONDS. The

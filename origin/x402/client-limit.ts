@@ -4,7 +4,7 @@
  * without a token. One sliding window (http/rate-limiter.ts, in memory per node, as SPEC Limits
  * keeps the gateway's) counts them together per client: an IPv4 address, or an IPv6 /64
  * (http/client-ip.ts addressGroup), as the client IP middleware resolved it. The route answers a
- * refusal with 429 and Retry-After in its own x402 shape (STYLE "Errors": no gateway envelope).
+ * refusal with 429 and Retry-After in its own x402 shape, not in the gateway's envelope.
  */
 import { addressGroup } from "../http/client-ip.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";

@@ -1,5 +1,5 @@
 /**
- * `GET {base}/x402/demo` (SPEC "x402 surfaces", DESIGN §7): unpaid, a 402 with the quote in the
+ * `GET {base}/x402/demo` (SPEC "x402 surfaces"): unpaid, a 402 with the quote in the
  * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
  * through the in-process facilitator (the settle batch reads the payment's facts on chain, the
  * last checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once

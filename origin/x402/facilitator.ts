@@ -1,5 +1,5 @@
 /**
- * The public facilitator (SPEC "x402 surfaces", DESIGN §7): `GET supported`, `POST verify`,
+ * The public facilitator (SPEC "x402 surfaces"; docs/x402.md): `GET supported`, `POST verify`,
  * `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient reads. It is the
  * same verify and settle code the demo uses. Failures are data with HTTP 200, as the reference
  * facilitator answers them; a body that is not JSON is 400; a client past its window

@@ -1,5 +1,5 @@
 /**
- * What verification reads from the chain of a payment (issue 13 item 3): whether the
+ * What verification reads from the chain of a payment: whether the
  * authorization's (from, nonce) is used (`authorizationState` on the precompile) and the payer's
  * balance, two calls per payment. Payments read together share one JSON-RPC batch, so a burst
  * costs the origin and the node one round trip rather than one per payment. The settle batch

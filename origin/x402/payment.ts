@@ -1,7 +1,7 @@
 /**
  * Decoding and shape checks of an x402 payment (SPEC "x402 objects": the Base64 JSON envelope in
  * PAYMENT-SIGNATURE). Parsed once here; verify.ts then trusts the types. A defect is a reason,
- * never an exception (STYLE "Errors": a failed verify is data).
+ * never an exception (a failed verify is data, not an exception).
  */
 import type { Address } from "viem";
 import type { Hex } from "../../shared/hex.ts";

@@ -1,8 +1,9 @@
 /**
- * Every reason the x402 surfaces give, in one file (STYLE: wire strings live in one constants file
- * that tests import). Where the official `@x402/*` packages name a reason, that name is used
- * (`@x402/evm` exact scheme's `Err*` constants; `@x402/core`'s `settlement_pending`); otherwise
- * the x402 v2 specification's standard codes (§9); otherwise our own, in the packages' pattern.
+ * Every reason the x402 surfaces give, in one file (wire strings live in one constants file that
+ * tests import, so a test and the code cannot drift apart). Where the official `@x402/*` packages
+ * name a reason, that name is used (`@x402/evm` exact scheme's `Err*` constants; `@x402/core`'s
+ * `settlement_pending`); otherwise the x402 v2 specification's standard codes (§9); otherwise our
+ * own, in the packages' pattern.
  */
 export const X402_REASONS = {
   // x402 v2 spec §9 (SPEC "Errors": missing resource.url or accepted).

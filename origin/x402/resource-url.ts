@@ -5,7 +5,7 @@
  *   1. AGENT_PUBLIC_BASE_URL (scheme, host, port and BASE_PATH), with the path below BASE_PATH and
  *      the query of this request;
  *   2. the URL the edge says the client requested (X-svc-Request-URL), on a request carrying a
- *      valid edge secret (DESIGN §7: only the edge speaks for the client; it strips a client's copy);
+ *      valid edge secret (only the edge speaks for the client; it strips a client's copy);
  *   3. the request's own URL: a client that reached the origin directly (the local stack, tests).
  */
 import type { Context } from "hono";

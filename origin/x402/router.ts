@@ -1,7 +1,7 @@
 /**
  * The x402 surfaces under {base}/x402 (SPEC "x402 surfaces"): the demo resource and the public
  * facilitator, both over one runtime (setup.ts). Public: no bearer token; the edge passes them
- * through. The client is resolved as the gateway resolves it (DESIGN §7), for the per-client
+ * through. The client is resolved as the gateway resolves it, for the per-client
  * window of verify, settle and the paid demo (client-limit.ts); the demo names itself by the URL
  * the client requested (resource-url.ts).
  */

@@ -1,5 +1,5 @@
 /**
- * Settlement of verified x402 payments (issue 13 item 4), safe under concurrency and crashes.
+ * Settlement of verified x402 payments, safe under concurrency and crashes.
  * Payments that arrive together settle as one batch (one at a time per origin), in one database
  * transaction:
  *   1. each (from, nonce) is claimed (a row of x402_settlements, unique on the pair), so N

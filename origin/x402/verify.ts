@@ -1,5 +1,5 @@
 /**
- * Verification of an x402 payment against this service's one requirement (issue 13 item 3): the
+ * Verification of an x402 payment against this service's one requirement: the
  * envelope's version and accepted requirement, the authorization's recipient, value and validity
  * window (with AGENT_X402_VALIDITY_MARGIN_SECONDS at both ends), the payer's signature
  * (recovering `from`, low-S only), the operator pool barred as payer, and then the facts: (from,

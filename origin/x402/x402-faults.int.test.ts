@@ -11,7 +11,7 @@ import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 
-// Issue 13 item 4, settlement safety when parts fail, against the real processes: an origin
+// Settlement safety when parts fail, against the real processes: an origin
 // SIGKILLed between the settle broadcast and its receipt, and a chain that stops answering after it
 // accepted the settlement. Each time the payment is settled exactly once, and whoever presents it
 // again is told of the original transaction.

@@ -28,8 +28,9 @@ import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
 
-// Issue 13 items 2–4 against the real stack (devnet, enclave, Postgres, the origin, the edge in
-// Miniflare), paid and checked with the official x402 packages unchanged.
+// x402 authorize, verification and settlement (docs/x402.md) against the real stack (devnet,
+// enclave, Postgres, the origin, the edge in Miniflare), paid and checked with the official x402
+// packages unchanged.
 const EDGE_SECRET = "x402-edge-secret-0123456789abcdef0123456789abcdef";
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;

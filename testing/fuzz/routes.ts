@@ -32,8 +32,9 @@ export type Credentials =
   | "none";
 
 /**
- * The wire format of the route's refusals (STYLE "Errors: three wire formats"); x402's differs by
- * surface: the resource's 402 quote with a reason, and the facilitator's verify and settle data.
+ * The wire format of the route's refusals (the gateway's envelope, JSON-RPC's error, or x402's
+ * own); x402's differs by surface: the resource's 402 quote with a reason, and the facilitator's
+ * verify and settle data.
  */
 export type RefusalShape = "envelope" | "jsonrpc" | "x402_resource" | "x402_verify" | "x402_settle";
 

@@ -16,7 +16,7 @@ import {
 import { agentIdentities } from "./identities.ts";
 import { outgoingTransactions } from "./transactions.ts";
 
-/** SPEC "Agent action"; DESIGN §4. Written before signing; unique per (agent, kind, key). */
+/** SPEC "Agent action". Written before signing; unique per (agent, kind, key). */
 export const agentActions = pgTable(
   "agent_actions",
   {
@@ -33,7 +33,7 @@ export const agentActions = pgTable(
     txHash: text("tx_hash"),
     /** The signed transaction of a faucet payout or transfer (its chain state lives there too). */
     txId: uuid("tx_id").references(() => outgoingTransactions.txId),
-    /** Value plus the maximum fee, in units, as the enclave counts it against limits (DESIGN §5). */
+    /** Value plus the maximum fee, in units, as the enclave counts it against limits (docs/enclave.md). */
     costUnits: numeric("cost_units", { precision: 78, scale: 0 }),
     signedAt: timestamp("signed_at", { withTimezone: true }),
     signedPayload: jsonb("signed_payload"),
@@ -97,7 +97,7 @@ export const x402DailyAuthorizations = pgTable(
   ],
 );
 
-/** DESIGN §8: a time-limited `approved_non_zero` pre-restore ceiling for one wallet. */
+/** A time-limited `approved_non_zero` pre-restore ceiling for one wallet. */
 export const fundingExceptions = pgTable(
   "funding_exceptions",
   {
@@ -118,7 +118,7 @@ export const fundingExceptions = pgTable(
   ],
 );
 
-/** DESIGN §8: every grant and revocation of a funding exception, with before, after and reason. */
+/** Every grant and revocation of a funding exception, with before, after and reason. */
 export const fundingExceptionChanges = pgTable(
   "funding_exception_changes",
   {

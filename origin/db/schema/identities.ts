@@ -3,7 +3,7 @@ import { boolean, check, customType, index, pgTable, text, timestamp, uuid } fro
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
 
-/** SPEC "Agent identity"; DESIGN §4. */
+/** SPEC "Agent identity". */
 export const agentIdentities = pgTable(
   "agent_identities",
   {
@@ -33,7 +33,7 @@ export const agentIdentities = pgTable(
   ],
 );
 
-/** DESIGN §4: token `agt_<token_id>_<secret>`; only SHA-256(secret) is stored. */
+/** A token is `agt_<token_id>_<secret>`; only SHA-256(secret) is stored. */
 export const agentTokens = pgTable(
   "agent_tokens",
   {

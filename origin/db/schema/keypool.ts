@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { check, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { agentIdentities } from "./identities.ts";
 
-/** DESIGN §4: requested → generated → backup_written → backup_verified → available, or failed. */
+/** A key batch: requested → generated → backup_written → backup_verified → available, or failed. */
 export const keyBatches = pgTable(
   "key_batches",
   {
@@ -26,7 +26,7 @@ export const keyBatches = pgTable(
   ],
 );
 
-/** DESIGN §4: pending → free → assigned, or quarantined. A key never returns to free. */
+/** A key: pending → free → assigned, or quarantined. A key never returns to free. */
 export const keyPool = pgTable(
   "key_pool",
   {
@@ -54,13 +54,13 @@ export const keyPool = pgTable(
   ],
 );
 
-/** The restore method whose evidence opens the funding gate (issue 15). */
+/** The restore method whose evidence opens the funding gate (docs/api.md, "The funding gate"). */
 export const RESTORE_METHOD_NEW_ENCLAVE = "recovery_key_new_enclave";
 
 /**
- * DESIGN §8: a restore drill reproduced the batch's public keys. `method` says how: only
+ * A restore drill reproduced the batch's public keys. `method` says how: only
  * `recovery_key_new_enclave` (the recovery key's copy, restored into a throwaway enclave with no
- * copy of the live one's data folder, issue 15) opens the funding gate; `scratch_namespace` rows
+ * copy of the live one's data folder) opens the funding gate; `scratch_namespace` rows
  * are the earlier drills into the live enclave itself, kept as history.
  */
 export const restoreEvidence = pgTable(

@@ -12,7 +12,7 @@ import {
 } from "drizzle-orm/pg-core";
 
 /**
- * DESIGN §4: the next nonce of each address the service sends from (agent wallets, the faucet
+ * The next nonce of each address the service sends from (agent wallets, the faucet
  * treasury, the settler). A row is locked while a transaction of its address is signed, so two
  * origins sharing the database never hand out one nonce twice.
  */
@@ -30,7 +30,7 @@ export const senderNonces = pgTable(
 );
 
 /**
- * Every transaction the service signs, stored before it is broadcast (DESIGN §4): a restart
+ * Every transaction the service signs, stored before it is broadcast: a restart
  * rebroadcasts these bytes and never signs again. `signed → submitted → confirmed`, or `reverted`
  * (mined with status 0), or `failed` (never broadcast: the chain refused it). One nonce of one
  * sender is one live row, whatever purpose or origin produced it: a refused (`failed`) row took

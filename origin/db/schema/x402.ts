@@ -3,7 +3,7 @@ import { bigint, check, index, numeric, pgTable, text, timestamp, unique, uuid }
 import { outgoingTransactions } from "./transactions.ts";
 
 /**
- * DESIGN §4: `claimed → submitted → settled`, or `failed` (never mined: refused before or at
+ * A settlement's states: `claimed → submitted → settled`, or `failed` (never mined: refused before or at
  * broadcast) / `reverted` (mined with status 0).
  */
 export const SETTLEMENT_STATES = ["claimed", "submitted", "settled", "failed", "reverted"] as const;
