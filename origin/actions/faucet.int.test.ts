@@ -233,23 +233,24 @@ describe("faucet and funding gate (real stack)", () => {
   });
 
   describe("funding gate", () => {
-    it("zero_only refuses a wallet whose batch has no restore evidence, for the faucet and for transfers", async () => {
-      const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
-      const calls = agentCalls(stack.origin.base, agent.token);
+    /** The faucet and a transfer of the agent are both refused 403 funding_gate_closed with `reason`. */
+    const expectGateClosedForFaucetAndTransfer = async (token: string, reason: string): Promise<void> => {
+      const calls = agentCalls(stack.origin.base, token);
       const faucet = await calls.faucet();
       expect(faucet.status).toBe(403);
-      expect(faucet.body).toMatchObject({
-        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
-      });
+      expect(faucet.body).toMatchObject({ error: { code: "funding_gate_closed", reason } });
       const transfer = await calls.transfer({
         idempotency_key: newKey(),
         to: newAccount().address,
         amount: "1",
       });
       expect(transfer.status).toBe(403);
-      expect(transfer.body).toMatchObject({
-        error: { code: "funding_gate_closed", reason: "no_restore_evidence" },
-      });
+      expect(transfer.body).toMatchObject({ error: { code: "funding_gate_closed", reason } });
+    };
+
+    it("zero_only refuses a wallet whose batch has no restore evidence, for the faucet and for transfers", async () => {
+      const agent = await stack.newAgent({ drilled: false, units: 2_000_000n });
+      await expectGateClosedForFaucetAndTransfer(agent.token, "no_restore_evidence");
       expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
     });
 
@@ -382,21 +383,7 @@ describe("faucet and funding gate (real stack)", () => {
       await stack.db.handle.db.execute(
         sql`update key_batches set status = 'backup_written' where batch_id = ${agent.batchId}`,
       );
-      const calls = agentCalls(stack.origin.base, agent.token);
-      const faucet = await calls.faucet();
-      expect(faucet.status).toBe(403);
-      expect(faucet.body).toMatchObject({
-        error: { code: "funding_gate_closed", reason: "batch_not_backed_up" },
-      });
-      const transfer = await calls.transfer({
-        idempotency_key: newKey(),
-        to: newAccount().address,
-        amount: "1",
-      });
-      expect(transfer.status).toBe(403);
-      expect(transfer.body).toMatchObject({
-        error: { code: "funding_gate_closed", reason: "batch_not_backed_up" },
-      });
+      await expectGateClosedForFaucetAndTransfer(agent.token, "batch_not_backed_up");
       expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
     });
 
