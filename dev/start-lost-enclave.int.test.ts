@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,6 +8,7 @@ import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
 import { freePort } from "../testing/free-port.ts";
+import { runLauncherToExit } from "../testing/launcher.ts";
 
 // `rm -rf .data/enclave && npm start` used to initialise a fresh enclave beside the database, make
 // and fund a new treasury (orphaning the old float), print "ready" and a token, while every wallet
@@ -40,25 +40,14 @@ describe("npm start beside a database whose enclave is gone", () => {
       await pg.stop();
     }
 
-    const launcher = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
-      env: {
-        ...process.env,
-        START_DATA_DIR: dataDir,
-        ORIGIN_PORT: String(await freePort()),
-        DEVNET_PORT: String(await freePort()),
-        EDGE_PORT: String(await freePort()),
-        EMBEDDED_PG_PORT: String(pgPort),
-        LOG_LEVEL: "warn",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+    const { code, output } = await runLauncherToExit({
+      START_DATA_DIR: dataDir,
+      ORIGIN_PORT: String(await freePort()),
+      DEVNET_PORT: String(await freePort()),
+      EDGE_PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(pgPort),
+      LOG_LEVEL: "warn",
     });
-    let output = "";
-    for (const stream of [launcher.stdout, launcher.stderr]) {
-      stream.on("data", (chunk: Buffer) => {
-        output += chunk.toString();
-      });
-    }
-    const code = await new Promise<number | null>((resolve) => launcher.once("exit", resolve));
     expect(code).toBe(1);
     expect(output).toContain(
       `[start] failed: the database has 1 agent identities but ${path.join(dataDir, "enclave")} holds no enclave`,

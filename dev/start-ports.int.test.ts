@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
 import { chmod, mkdtemp, readdir, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "../testing/free-port.ts";
+import { runLauncherToExit } from "../testing/launcher.ts";
 
 // `npm start` printed "ready" and a token while another program held one of its ports (any 200 on
 // /healthz, any JSON-RPC node on 8545 such as Anvil or Hardhat) and died right after. It now
@@ -29,25 +29,14 @@ describe("npm start with a port another program holds", () => {
     });
     await new Promise<void>((resolve) => squatter!.listen(devnetPort, "127.0.0.1", resolve));
 
-    const launcher = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
-      env: {
-        ...process.env,
-        START_DATA_DIR: dataDir,
-        ORIGIN_PORT: String(await freePort()),
-        DEVNET_PORT: String(devnetPort),
-        EDGE_PORT: String(await freePort()),
-        EMBEDDED_PG_PORT: String(await freePort()),
-        LOG_LEVEL: "warn",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+    const { code, output } = await runLauncherToExit({
+      START_DATA_DIR: dataDir,
+      ORIGIN_PORT: String(await freePort()),
+      DEVNET_PORT: String(devnetPort),
+      EDGE_PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(await freePort()),
+      LOG_LEVEL: "warn",
     });
-    let output = "";
-    for (const stream of [launcher.stdout, launcher.stderr]) {
-      stream.on("data", (chunk: Buffer) => {
-        output += chunk.toString();
-      });
-    }
-    const code = await new Promise<number | null>((resolve) => launcher.once("exit", resolve));
     expect(code).toBe(1);
     expect(output).toContain(
       `[start] failed: port ${devnetPort} (DEVNET_PORT, the devnet) is in use by another program. Stop that program, or choose other ports: DEVNET_PORT=`,
