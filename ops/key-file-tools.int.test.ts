@@ -1,0 +1,75 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REPO_ROOT } from "../testing/enclave-process.ts";
+
+type Run = { code: number; stdout: string; stderr: string };
+
+function runTool(tool: string, ...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["--import", "tsx", tool, ...args],
+      { cwd: REPO_ROOT, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === "number" ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "key-file-tools-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe.each([
+  { tool: "ops/enclave-authority.ts", fields: ["public_key", "key_file"], what: "an authority key" },
+  { tool: "ops/recovery-key.ts", fields: ["public_key", "fingerprint", "key_file"], what: "a recovery key" },
+])("$tool", ({ tool, fields, what }) => {
+  const file = (): string => path.join(dir, `${path.basename(tool, ".ts")}.key`);
+
+  it("--out writes a new 0600 key file and prints its public parts; --show prints the same public key", async () => {
+    const created = await runTool(tool, "--out", file());
+    expect(created.code).toBe(0);
+    const printed = JSON.parse(created.stdout) as Record<string, string>;
+    expect(Object.keys(printed).sort()).toEqual([...fields].sort());
+    expect(printed.key_file).toBe(file());
+    expect((await stat(file())).mode & 0o777).toBe(0o600);
+    const secret = (await readFile(file(), "utf8")).trim();
+    expect(created.stdout).not.toContain(secret.slice(2));
+
+    const shown = await runTool(tool, "--show", file());
+    expect(shown).toMatchObject({ code: 0, stdout: `${printed.public_key}\n` });
+  });
+
+  it("refuses to overwrite an existing key file (exit 2), which keeps its key", async () => {
+    const existing = path.join(dir, `${path.basename(tool, ".ts")}.existing`);
+    expect((await runTool(tool, "--out", existing)).code).toBe(0);
+    const before = await readFile(existing, "utf8");
+    const again = await runTool(tool, "--out", existing);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain(`refusing to overwrite ${what}`);
+    expect(await readFile(existing, "utf8")).toBe(before);
+  });
+
+  it("--show of a file that holds no key exits 2 without printing the file's text", async () => {
+    const bogus = path.join(dir, `${path.basename(tool, ".ts")}.bogus`);
+    await writeFile(bogus, "not-a-key-SECRETISH\n");
+    const shown = await runTool(tool, "--show", bogus);
+    expect(shown.code).toBe(2);
+    expect(shown.stderr).toContain(`cannot read ${bogus}`);
+    expect(shown.stderr).not.toContain("SECRETISH");
+  });
+
+  it("answers a usage error with exit 64", async () => {
+    expect((await runTool(tool)).code).toBe(64);
+    expect((await runTool(tool, "--out", file(), "--show", file())).code).toBe(64);
+  });
+});
