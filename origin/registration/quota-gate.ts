@@ -1,15 +1,9 @@
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
+import type { RegistrationPolicy } from "./policy-repository.ts";
 
 /** The policy and every count the issuance quotas are judged on, read in one statement. */
-export type RegistrationState = {
-  paused: boolean;
-  perIpDaily: number;
-  networkDaily: number;
-  totalCeiling: number;
-  keyReserve: number;
-  attemptsPerIpPerMinute: number;
-  attemptsGlobalPerMinute: number;
+export type RegistrationState = Omit<RegistrationPolicy, "updatedAt"> & {
   /**
    * Public registrations ever issued (the total ceiling counts these), counted only up to the
    * ceiling: every decision compares this plus the issuances judged before against the ceiling,
