@@ -5,6 +5,7 @@
  * the settlement it signs) and the origin (which reads and reconciles). Runtime-neutral.
  */
 import { type Address, encodeFunctionData, parseSignature } from "viem";
+import type { TransferWithAuthorizationMessage } from "./eip712.ts";
 import type { Hex } from "./hex.ts";
 
 export const SETTLEMENT_ABI = [
@@ -41,18 +42,8 @@ export const SETTLEMENT_ABI = [
 export const AUTHORIZATION_USED_TOPIC =
   "0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5" as const;
 
-export type SettlementAuthorization = {
-  from: Address;
-  to: Address;
-  /** 6-decimal units. */
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-};
-
 /** Calldata of transferWithAuthorization with the 65-byte signature split into v, r, s. */
-export function settlementCalldata(authorization: SettlementAuthorization, signature: Hex): Hex {
+export function settlementCalldata(authorization: TransferWithAuthorizationMessage, signature: Hex): Hex {
   const { r, s, v, yParity } = parseSignature(signature);
   return encodeFunctionData({
     abi: SETTLEMENT_ABI,

@@ -4,17 +4,12 @@
  * never an exception (a failed verify is data, not an exception).
  */
 import type { Address } from "viem";
+import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 
-export type Authorization = {
-  from: Address;
-  to: Address;
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-};
+/** The signed TransferWithAuthorization a payment carries (its EIP-712 message). */
+export type Authorization = TransferWithAuthorizationMessage;
 
 /** An envelope whose shape is sound; its claims are not checked yet. */
 export type PaymentEnvelope = {
