@@ -4,20 +4,13 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import type { InitEnclaveParams } from "./init.ts";
 
 export const DEFAULT_SOCKET_PATH = ".data/enclave.sock";
 export const DEFAULT_DATA_DIR = ".data/enclave";
 
 export type EnclaveCommand =
-  | {
-      command: "init";
-      dataDir: string;
-      envId: string;
-      adminAuthority: string;
-      policyAuthority: string;
-      recoveryAuthority: string;
-      recoveryEncryptionKey: string;
-    }
+  | ({ command: "init" } & Omit<InitEnclaveParams, "chainId" | "now">)
   | {
       command: "serve";
       dataDir: string;
