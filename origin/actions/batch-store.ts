@@ -1,7 +1,8 @@
 /**
- * The money executor's statements (actions/execute.ts): the batch's locks, the facts its checks
- * read, and what it signed, each one named statement (db/prepared.ts) of the batch's pipelined
- * transaction (db/pipelined-transaction.ts).
+ * The money executor's parts of its batches (actions/execute.ts), each a named statement
+ * (db/prepared.ts) of the outbox batch's pipelined transaction (outbox/batch.ts): its claim of the
+ * requested actions, locked with the senders' nonce rows; the facts its checks read; and its rows
+ * in the statement that stores what was signed.
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -9,62 +10,69 @@ import { type Db, pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
-import type { SenderView } from "../outbox/index.ts";
+import { defineOutboxBatch, type OutboxBatch, type SenderView } from "../outbox/index.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
 import { startOfUtcDay, utcDate } from "./utc-day.ts";
 
 /** What the chain said of the batch's senders (and of the recipients the checks need). */
 export type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };
 
-/** One signature of a batch: the operation's index, its nonce, the signed bytes and its cost. */
-export type Signed = {
-  index: number;
-  nonce: bigint;
-  txHash: `0x${string}`;
-  rawTx: `0x${string}`;
-  costWei: bigint;
-  costUnits: bigint;
-};
-
-const lockStatement = preparedStatement<"actions" | "senders">(
-  "money_lock_batch",
-  sql`with locked as (
-        select action_id from agent_actions
-        where action_id = any(${sql.placeholder("actions")}::uuid[]) and status = 'requested'
-        for update skip locked),
-      nonces as (
-        insert into sender_nonces (address, next_nonce)
-        select address, 0 from unnest(${sql.placeholder("senders")}::text[]) with ordinality as s(address, n)
-        order by n
-        on conflict (address) do update set updated_at = now()
-        returning address, next_nonce)
-      select (select json_agg(action_id) from locked) as locked,
-             (select json_object_agg(address, next_nonce::text) from nonces) as nonces`,
-);
+type MoneyClaimParam = "actions";
+type MoneyStoreParam = "day" | "failures";
 
 /**
- * Locks the batch's requested actions (skipping those another executor holds) and its senders'
- * nonce rows (made on a sender's first use), in address order so two batches never wait on each
- * other in a cycle; returns the actions it holds and each sender's stored next nonce.
+ * The money batch's statements (outbox/batch.ts composes and names them). The claim: the batch's
+ * requested actions, skipping those another executor holds. Its rows in the store statement: the
+ * signed actions pointed at their transactions, today's transfer spend of their agents counted,
+ * the refused actions ended `failed`.
  */
-export async function lockBatch(
-  tx: PipelinedTransaction,
-  operations: MoneyOperation[],
-): Promise<{ locked: Set<string>; storedNonces: Map<string, bigint> }> {
-  const senders = [...new Set(operations.map((operation) => operation.sender.address))].sort();
-  const [row] = await tx.run<
-    { locked: string[] | null; nonces: Record<string, string> | null },
-    "actions" | "senders"
-  >(lockStatement, {
-    actions: pgArrayLiteral(operations.map((operation) => operation.actionId)),
-    senders: pgArrayLiteral(senders),
-  });
-  return {
-    locked: new Set(row?.locked ?? []),
-    storedNonces: new Map(
-      Object.entries(row?.nonces ?? {}).map(([address, nonce]) => [address, BigInt(nonce)]),
-    ),
-  };
+export const moneyBatchStatements = defineOutboxBatch<MoneyClaimParam, MoneyStoreParam>({
+  name: "money",
+  claim: {
+    ctes: sql`locked as (
+        select action_id from agent_actions
+        where action_id = any(${sql.placeholder("actions")}::uuid[]) and status = 'requested'
+        for update skip locked)`,
+    result: sql`(select json_agg(action_id) from locked)`,
+  },
+  signedColumns: sql`action_id uuid, agent_id uuid, cost_units numeric`,
+  store: [
+    {
+      name: "actions",
+      sql: sql`update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
+          cost_units = s.cost_units, signed_at = now(), error_code = null, error_message = null, updated_at = now()
+        from signed s join stored st on st.tx_hash = s.tx_hash
+        where a.action_id = s.action_id and a.status = 'requested'`,
+    },
+    {
+      name: "spend",
+      sql: sql`insert into transfer_daily_spend as d (agent_id, day, spent_units)
+        select agent_id, ${sql.placeholder("day")}::date, sum(cost_units) from signed where purpose = 'transfer'
+        group by agent_id
+        on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`,
+    },
+    {
+      name: "failed",
+      sql: sql`update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message, updated_at = now()
+        from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text)
+        where a.action_id = f.action_id and a.status = 'requested'`,
+    },
+  ],
+});
+
+/** A batch of money operations in the outbox (outbox/batch.ts); items are operation indexes. */
+export type MoneyBatch = OutboxBatch<number, MoneyClaimParam, MoneyStoreParam>;
+
+/**
+ * Locks the batch's requested actions (skipping those another executor holds) with its senders'
+ * nonce rows (outbox/batch.ts), in one statement; returns the actions it holds.
+ */
+export async function lockBatch(batch: MoneyBatch, operations: MoneyOperation[]): Promise<Set<string>> {
+  const locked = await batch.lock(
+    operations.map((operation) => operation.sender.address),
+    { actions: pgArrayLiteral(operations.map((operation) => operation.actionId)) },
+  );
+  return new Set((locked as string[] | null) ?? []);
 }
 
 export type Facts = {
@@ -110,7 +118,7 @@ const factsStatement = preparedStatement<FactsParam>(
  * transfers one row of transfer_daily_spend, and the payouts a range of the faucet's own index.
  */
 export async function readFacts(
-  tx: PipelinedTransaction,
+  tx: Pick<PipelinedTransaction, "run">,
   operations: MoneyOperation[],
   chain: ChainView,
   now: Date,
@@ -177,87 +185,23 @@ export async function readFacts(
   };
 }
 
-type RecordParam = "signed" | "leaseSeconds" | "nonces" | "day" | "failures";
-
-const recordStatement = preparedStatement<RecordParam>(
-  "money_record_batch",
-  sql`with signed as (
-        select * from json_to_recordset(${sql.placeholder("signed")}::json) as s(
-          action_id uuid, agent_id uuid, purpose text, sender text, nonce bigint, tx_hash text, raw_tx text,
-          max_cost_wei numeric, cost_units numeric)),
-      stored as (
-        insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
-        select purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei,
-          clock_timestamp() + make_interval(secs => ${sql.placeholder("leaseSeconds")}::double precision)
-        from signed order by sender, nonce
-        returning tx_id, tx_hash),
-      nonces as (
-        update sender_nonces s set next_nonce = n.next, updated_at = now()
-        from json_to_recordset(${sql.placeholder("nonces")}::json) as n(address text, next bigint)
-        where s.address = n.address),
-      actions as (
-        update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
-          cost_units = s.cost_units, signed_at = now(), error_code = null, error_message = null, updated_at = now()
-        from signed s join stored st on st.tx_hash = s.tx_hash
-        where a.action_id = s.action_id and a.status = 'requested'),
-      spend as (
-        insert into transfer_daily_spend as d (agent_id, day, spent_units)
-        select agent_id, ${sql.placeholder("day")}::date, sum(cost_units) from signed where purpose = 'transfer'
-        group by agent_id
-        on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units),
-      failed as (
-        update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message, updated_at = now()
-        from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text)
-        where a.action_id = f.action_id and a.status = 'requested')
-      select tx_hash, tx_id from stored`,
-);
-
 /**
- * In one statement: the signed transactions stored (with broadcast leases that run from this
- * statement's clock, after the signing, not from the transaction's start), the senders' next
- * nonces moved past them, the signed actions pointed at them, today's transfer spend of their
- * agents counted, the refused actions ended `failed`. Returns each stored transaction's id by hash.
+ * The money rows of the store statement: today's date for the transfer spend, and the refused
+ * actions to end `failed`; null when the batch neither signed nor refused anything.
  */
-export async function recordBatch(
-  tx: PipelinedTransaction,
+export function moneyStoreValues(
   operations: MoneyOperation[],
-  signed: Signed[],
+  signedCount: number,
   refused: { index: number; refusal: Refusal }[],
-  { leaseMs, now }: { leaseMs: number; now: Date },
-): Promise<Map<string, string>> {
-  if (signed.length === 0 && refused.length === 0) return new Map();
-  const transactions = signed.map((item) => {
-    const operation = operations[item.index]!;
-    return {
-      action_id: operation.actionId,
-      agent_id: operation.agentId,
-      purpose: operation.purpose,
-      sender: operation.sender.address,
-      nonce: item.nonce.toString(),
-      tx_hash: item.txHash,
-      raw_tx: item.rawTx,
-      max_cost_wei: item.costWei.toString(),
-      cost_units: item.costUnits.toString(),
-    };
-  });
-  const nextNonces = new Map<string, bigint>();
-  for (const item of signed) {
-    const address = operations[item.index]!.sender.address;
-    if ((nextNonces.get(address) ?? -1n) < item.nonce + 1n) nextNonces.set(address, item.nonce + 1n);
-  }
+  now: Date,
+): Record<MoneyStoreParam, unknown> | null {
+  if (signedCount === 0 && refused.length === 0) return null;
   const failures = refused.map(({ index, refusal }) => ({
     action_id: operations[index]!.actionId,
     code: refusal.code,
     message: refusal.message,
   }));
-  const rows = await tx.run<{ tx_hash: string; tx_id: string }, RecordParam>(recordStatement, {
-    signed: JSON.stringify(transactions),
-    leaseSeconds: leaseMs / 1000,
-    nonces: JSON.stringify([...nextNonces].map(([address, next]) => ({ address, next: next.toString() }))),
-    day: utcDate(now),
-    failures: JSON.stringify(failures),
-  });
-  return new Map(rows.map((row) => [row.tx_hash, row.tx_id]));
+  return { day: utcDate(now), failures: JSON.stringify(failures) };
 }
 
 /** Notes why requested actions could not run now; they stay `requested` for a retry. */

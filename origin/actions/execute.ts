@@ -34,25 +34,25 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Clock } from "../clock.ts";
 import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
-import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
 import type { Logger } from "../logger.ts";
 import {
-  ABANDON_REQUESTED_AFTER_MS,
   type BroadcastLane,
-  type BroadcastLease,
+  type OutboxSigningStep,
+  runOutboxBatch,
   type SenderView,
-  type SigningStep,
-  signInNonceOrder,
+  type StoredIntent,
 } from "../outbox/index.ts";
 import type { SignerFailure } from "../signer/types.ts";
+import { ABANDON_REQUESTED_AFTER_MS } from "./abandon.ts";
 import {
   type ChainView,
   type Facts,
   lockBatch,
+  type MoneyBatch,
+  moneyBatchStatements,
+  moneyStoreValues,
   noteRetryable,
   readFacts,
-  recordBatch,
-  type Signed,
 } from "./batch-store.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
 // Actions follow their transactions' states (outbox/followers.ts).
@@ -94,9 +94,7 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
     async (queued) => {
       // A chain slower than signing holds the next batch here, before anything is signed.
       await deps.broadcasts.room();
-      const { outcomes, leases } = await signBatch(deps, queued);
-      deps.broadcasts.send(leases);
-      return outcomes;
+      return signBatch(deps, queued);
     },
     { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
   );
@@ -140,53 +138,55 @@ function signerUnavailable(failure: SignerFailure): Refusal {
   return { code: "agent_signer_unavailable", message: `${what} (${failure.code}); ${RETRY_WITH_SAME_KEY}` };
 }
 
-/** A batch up to its commit: every operation's outcome, and the leases of what it signed and stored. */
-type SignedBatch = { outcomes: ExecuteOutcome[]; leases: BroadcastLease[] };
-
 /** What signing the locked operations came to, before it is recorded. */
 type Signing = {
   outcomes: (ExecuteOutcome | undefined)[];
-  signed: Signed[];
   refused: { index: number; refusal: Refusal }[];
   /** The signer could not sign these for the service's own reasons: they stay `requested`. */
   unavailable: { index: number; refusal: Refusal }[];
 };
 
 /**
- * One transaction, its statements pipelined (db/pipelined-transaction.ts): `begin` and the locks
- * go out at once, with the chain read beside them; the facts follow as soon as the chain has
- * answered; then the signatures; then what was signed and `commit`, in one more round trip.
+ * One outbox batch (outbox/batch.ts), its statements pipelined: `begin` and the lock of the
+ * actions with their senders' nonce rows go out at once, with the chain read beside them; the
+ * facts follow as soon as the chain has answered; then the signatures; then what was signed and
+ * `commit`, in one more round trip. Once committed, the broadcast lane sends what was stored.
  */
-async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<SignedBatch> {
+async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<ExecuteOutcome[]> {
   const now = deps.clock.now();
   const operations = queued.map((item) => item.operation);
   // No database lock waits on the chain beyond these reads (see SenderView for why a view read
   // before the locks, however long before, can only err towards refusing).
   const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, queued)]);
-  const tx = await openPipelinedTransaction(deps.db);
-  let signing: Signing;
-  let stored: Map<string, string>;
-  try {
-    const locks = lockBatch(tx, operations);
-    locks.catch(() => {}); // awaited below, unless the chain ends the batch first
-    const [quote, chain] = await reads;
-    if (!quote.ok || !chain) {
-      const down = chainRefusal(quote);
-      await tx.rollback();
-      await noteRetryable(deps.db, operations, down);
-      return { outcomes: operations.map(() => ({ kind: "unavailable", refusal: down })), leases: [] };
-    }
-    const [locked, facts] = await Promise.all([locks, readFacts(tx, operations, chain, now)]);
-    signing = await signLocked(deps, operations, { ...locked, facts, chain, fees: quote.fees, now });
-    [stored] = await Promise.all([
-      recordBatch(tx, operations, signing.signed, signing.refused, { leaseMs: deps.leaseMs, now }),
-      tx.commit(),
-    ]);
-  } catch (error) {
-    await tx.rollback();
-    throw error;
+  const signing: Signing = { outcomes: new Array(operations.length), refused: [], unavailable: [] };
+  const batchDeps = { db: deps.db, lane: deps.broadcasts, leaseMs: deps.leaseMs };
+  type Batched = { down: Refusal } | { stored: StoredIntent<number>[] };
+  const batched = await runOutboxBatch(
+    batchDeps,
+    moneyBatchStatements,
+    async (batch: MoneyBatch): Promise<Batched> => {
+      const locks = lockBatch(batch, operations);
+      locks.catch(() => {}); // awaited below, unless the chain ends the batch first
+      const [quote, chain] = await reads;
+      // Rolled back: nothing was claimed.
+      if (!quote.ok || !chain) return { down: chainRefusal(quote) };
+      const [locked, facts] = await Promise.all([locks, readFacts(batch, operations, chain, now)]);
+      const signedCount = await signLocked(deps, batch, operations, signing, {
+        locked,
+        facts,
+        chain,
+        fees: quote.fees,
+        now,
+      });
+      return { stored: await batch.store(moneyStoreValues(operations, signedCount, signing.refused, now)) };
+    },
+  );
+  if ("down" in batched) {
+    const down = batched.down;
+    await noteRetryable(deps.db, operations, down);
+    return operations.map(() => ({ kind: "unavailable", refusal: down }));
   }
-  const { outcomes, signed, refused, unavailable } = signing;
+  const { outcomes, refused, unavailable } = signing;
   for (const { index, refusal } of refused) outcomes[index] = { kind: "refused", refusal };
   const byMessage = new Map<string, { refusal: Refusal; operations: MoneyOperation[] }>();
   for (const { index, refusal } of unavailable) {
@@ -196,17 +196,8 @@ async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<SignedBa
     outcomes[index] = { kind: "unavailable", refusal };
   }
   for (const group of byMessage.values()) await noteRetryable(deps.db, group.operations, group.refusal);
-  const leases = signed.map((item): BroadcastLease => {
-    const lease: BroadcastLease = {
-      txId: stored.get(item.txHash)!,
-      rawTx: item.rawTx,
-      txHash: item.txHash,
-      status: "signed",
-    };
-    outcomes[item.index] = { kind: "signed", lease };
-    return lease;
-  });
-  return { outcomes: outcomes as ExecuteOutcome[], leases };
+  for (const { item, lease } of batched.stored) outcomes[item] = { kind: "signed", lease };
+  return outcomes as ExecuteOutcome[];
 }
 
 /** What the agent is told when the chain's answers stop the batch for now. */
@@ -219,26 +210,15 @@ function chainRefusal(quote: FeeQuote): Refusal {
 /**
  * Checks and signs the operations whose actions the batch holds: each sender's in arrival order
  * (its nonces follow one another), different senders at once. An action held by someone else is
- * `busy`; so is a second request for an action of this batch.
+ * `busy`; so is a second request for an action of this batch. Resolves with how many were signed.
  */
 async function signLocked(
   deps: ExecutorDeps,
+  batch: MoneyBatch,
   operations: MoneyOperation[],
-  held: {
-    locked: Set<string>;
-    storedNonces: Map<string, bigint>;
-    facts: Facts;
-    chain: ChainView;
-    fees: Fees;
-    now: Date;
-  },
-): Promise<Signing> {
-  const signing: Signing = {
-    outcomes: new Array(operations.length),
-    signed: [],
-    refused: [],
-    unavailable: [],
-  };
+  signing: Signing,
+  held: { locked: Set<string>; facts: Facts; chain: ChainView; fees: Fees; now: Date },
+): Promise<number> {
   const bySender = new Map<string, number[]>();
   operations.forEach((operation, index) => {
     if (!held.locked.has(operation.actionId)) {
@@ -248,16 +228,15 @@ async function signLocked(
     held.locked.delete(operation.actionId);
     bySender.set(operation.sender.address, [...(bySender.get(operation.sender.address) ?? []), index]);
   });
+  let signedCount = 0;
   await Promise.all(
     [...bySender].map(([address, indexes]) => {
       const sender = held.chain.senders.get(address)!;
-      // The stored next nonce, or the chain's if it is ahead (outbox/store.ts nextNonceUpsert).
-      const storedNonce = held.storedNonces.get(address) ?? 0n;
-      const next = storedNonce > sender.minedNonce ? storedNonce : sender.minedNonce;
-      return signInNonceOrder(indexes, next, signingStep(deps, operations, { ...held, sender }, signing));
+      const step = signingStep(deps, operations, { ...held, sender }, signing, () => signedCount++);
+      return batch.sign(address, sender.minedNonce, indexes, step);
     }),
   );
-  return signing;
+  return signedCount;
 }
 
 /**
@@ -270,7 +249,8 @@ function signingStep(
   operations: MoneyOperation[],
   at: { facts: Facts; fees: Fees; now: Date; sender: SenderView },
   signing: Signing,
-): SigningStep<number> {
+  onSigned: () => void,
+): OutboxSigningStep<number> {
   const { facts, fees, now } = at;
   const costs = new Map<number, { costWei: bigint; costUnits: bigint }>();
   return {
@@ -318,10 +298,23 @@ function signingStep(
         gasLimit: fees.gasLimit,
       });
     },
-    signed(index, nonce, result) {
+    signed(index) {
       const cost = costs.get(index)!;
-      signing.signed.push({ index, nonce, txHash: result.txHash, rawTx: result.rawTransaction, ...cost });
       facts.count(operations[index]!, cost.costWei, cost.costUnits, now);
+      onSigned();
+    },
+    intent(index) {
+      const operation = operations[index]!;
+      const cost = costs.get(index)!;
+      return {
+        purpose: operation.purpose,
+        maxCostWei: cost.costWei,
+        row: {
+          action_id: operation.actionId,
+          agent_id: operation.agentId,
+          cost_units: cost.costUnits.toString(),
+        },
+      };
     },
     unsigned(index, failure) {
       // Nothing signed, or nothing that left the enclave for good: the nonce is still free.

@@ -18,11 +18,12 @@ import type { Hex } from "../../shared/hex.ts";
 import { type FeeOracle, NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { type Db, queryRows } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { SignerClient } from "../signer/types.ts";
 import type { BroadcastLease } from "./intent.ts";
 import { broadcastLeased } from "./sender.ts";
+import { resolveSenderKeys } from "./tracker-hooks.ts";
 
 /** A hole is filled again this long after a filler that did not close it (itself refused). */
 const REFILL_AFTER_SECONDS = 30;
@@ -125,12 +126,8 @@ async function keyRefs(deps: GapFillerDeps, holes: Hole[]): Promise<Map<string, 
     else agents.push(sender);
   }
   if (agents.length === 0) return keys;
-  const rows = await queryRows<{ wallet: string; key_ref: string }>(
-    deps.db,
-    sql`select assigned_wallet as wallet, agent_transfer_key_ref as key_ref from agent_identities
-        where assigned_wallet = any(${pgArrayLiteral([...new Set(agents)])}::text[])`,
-  );
-  for (const row of rows) keys.set(row.wallet, row.key_ref);
+  for (const [address, keyRef] of await resolveSenderKeys(deps.db, [...new Set(agents)]))
+    keys.set(address, keyRef);
   return keys;
 }
 

@@ -1,27 +1,35 @@
 /**
  * The outbox: the service's own transactions (faucet payouts, transfers, x402 settlements and the
  * fillers of nonce gaps), each sent exactly once, in its sender's nonce order, and followed to its
- * receipt. Domains hand it intents; it owns everything between their decision and the chain.
+ * receipt. Domains hand it intents; it owns everything between their decision and the chain, and
+ * it is the only module that writes outgoing_transactions and sender_nonces
+ * (owns-outgoing.test.ts).
  *
  * What a domain keeps (origin/actions/ for money, origin/x402/settle.ts for settlements): its own
- * claim (the idempotency row: an agent action, an x402 settlement), its pure checks (transfer and
- * faucet rules, checkPayment and factsRefusal, the funding gate), and its answer to the caller.
+ * claim (the idempotency row: an agent action, an x402 settlement), its chain reads and facts, its
+ * pure checks (transfer and faucet rules, checkPayment and factsRefusal, the funding gate), its
+ * rows in the statements the outbox composes, and its answer to the caller.
  *
  * What the outbox does, in this order, one file a step:
  *   intent.ts    the words every step shares: purposes, states, a sender's chain view, a lease;
+ *   batch.ts     a batch from the domain's claim to the lane, in one pipelined transaction: the
+ *                senders' nonce rows locked (with the domain's claim when it takes both at once),
+ *                the next-nonce rule, signing per sender, one statement storing what was signed
+ *                with the domain's rows (which the domain defines when its module loads), the
+ *                commit, then the leases handed to the lane;
  *   signing.ts   signing a sender's queue in nonce order, with the one refusal rule: a nonce is
  *                taken only by a signature that is kept, and after a refused signature the ones
  *                behind it are made again, one at a time, from the refused one's nonce (so a
  *                batch never leaves a hole of its own making);
- *   store.ts     the rows: the nonce row lock that orders every signing of a sender, signed bytes
- *                stored before anything is broadcast, broadcast leases (no two origins send one
- *                transaction at once), and each state the chain moves a transaction to, written
- *                in the same statement as the state of the domain row that follows it;
+ *   store.ts     the rows after the batch: broadcast leases (no two origins send one transaction
+ *                at once), and each state the chain moves a transaction to, written in the same
+ *                statement as the state of the domain row that follows it;
  *   sender.ts    broadcasting: one JSON-RPC batch for many, each answer classified as accepted,
  *                transient or refused; a refusal ends the transaction `failed` and hands its
  *                nonce out again when nothing came after it;
- *   lane.ts      the node's one broadcast lane: stored transactions leave in signing order, one
- *                JSON-RPC batch on its way at a time, while the next batch signs;
+ *   lane.ts      the node's one broadcast lane, shared by every domain: stored transactions leave
+ *                in signing order, one JSON-RPC batch on its way at a time, while the next batch
+ *                signs; each gets back its broadcast's outcome and the receipt read right after;
  *   receipts.ts  the receipts of a broadcast batch read in one JSON-RPC batch and recorded with
  *                the broadcast in one statement, or waited for by a caller that answers with one;
  *   followers.ts the domain rows whose state follows a transaction's (an agent action, an x402
@@ -32,17 +40,31 @@
  *                zero-value filler the enclave signs (never by signing those transactions again,
  *                whose bytes may already be in a node's queue);
  *   tracker.ts   what a crash or an unreachable chain left behind: `signed` sent again from the
- *                same bytes, `submitted` followed to its receipt, gaps filled; it also ends the
- *                agent actions nobody finished `abandoned`, a money rule it still runs itself.
+ *                same bytes, `submitted` followed to its receipt, gaps filled, and the domains'
+ *                sweeps run;
+ *   tracker-hooks.ts what the tracker and the gap filler ask of the domains, registered like the
+ *                followers: sweeps (money ends the agent actions nobody finished,
+ *                actions/abandon.ts) and the keys of the senders the outbox does not know (the
+ *                agent wallets).
  *
  * Performance rests on batching (docs/performance.md): a batch takes one lock statement, one read
  * of the facts its checks need, one store statement, one commit and one JSON-RPC batch of
- * broadcasts; the domains' batch runners (actions/execute.ts, x402/settle.ts) keep that shape and
- * call the steps above.
+ * broadcasts; the domains' batchers (actions/execute.ts, x402/settle.ts) gather what arrives
+ * together and run it through batch.ts.
  *
  * chain/ stays read-only access to the chain (JSON-RPC, fees, block numbers); everything that
- * writes to the chain or to the outgoing_transactions table is here.
+ * writes to the chain or to the outgoing_transactions table is here. The outbox's files name no
+ * domain table.
  */
+export {
+  defineOutboxBatch,
+  type OutboxBatch,
+  type OutboxBatchDeps,
+  type OutboxBatchStatements,
+  type OutboxSigningStep,
+  runOutboxBatch,
+  type StoredIntent,
+} from "./batch.ts";
 export { followOutgoing, type TxFollower } from "./followers.ts";
 export type {
   BroadcastLease,
@@ -53,7 +75,7 @@ export type {
   TxPurpose,
   TxStatus,
 } from "./intent.ts";
-export { type BroadcastLane, type BroadcastLaneDeps, createBroadcastLane } from "./lane.ts";
+export { type BroadcastLane, type BroadcastLaneDeps, createBroadcastLane, type LaneOutcome } from "./lane.ts";
 export {
   bookkeep,
   readReceipts,
@@ -63,10 +85,15 @@ export {
 } from "./receipts.ts";
 export { sendRawBatch } from "./sender.ts";
 export { type SigningStep, signInNonceOrder } from "./signing.ts";
-export { broadcastLeaseMs, nextNonceUpsert, recordMined } from "./store.ts";
+export { broadcastLeaseMs, recordMined } from "./store.ts";
 export {
-  ABANDON_REQUESTED_AFTER_MS,
   createTxTracker,
   type TxTracker,
   type TxTrackerOptions,
 } from "./tracker.ts";
+export {
+  registerSenderKeys,
+  registerTrackerSweep,
+  type SenderKeyResolver,
+  type TrackerSweep,
+} from "./tracker-hooks.ts";

@@ -1,6 +1,6 @@
 /**
- * The outbox's rows (docs/architecture.md): nonces handed out under a row lock per sending address, signed
- * bytes stored before they are broadcast, broadcast leases so no two origins send one transaction
+ * The outbox's rows (docs/architecture.md): nonces handed out under a row lock per sending address
+ * (batch.ts), signed bytes stored before they are broadcast, broadcast leases so no two origins send one transaction
  * at once, and each state the chain moves a transaction to, written with the state of the domain
  * row that follows it (an agent action, an x402 settlement) in the same statement.
  */
@@ -9,20 +9,6 @@ import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
 import { followersTail } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
-
-/**
- * The statement that locks `address`'s nonce row for the rest of the transaction and returns the
- * next nonce to use: the stored one, or the chain's if the chain is ahead (a first use, or a
- * transaction sent without us). Concurrent callers for one address wait on it, so each gets its
- * own nonce; reads that must see every earlier signing of the address come after it, in their own
- * statement (a statement reads the data committed when it started).
- */
-export function nextNonceUpsert(address: string, minedNonce: bigint): SQL {
-  return sql`insert into sender_nonces (address, next_nonce) values (${address}, ${minedNonce})
-    on conflict (address) do update
-      set next_nonce = greatest(sender_nonces.next_nonce, excluded.next_nonce), updated_at = now()
-    returning next_nonce`;
-}
 
 /**
  * How long a broadcast lease lasts: longer than any one broadcast can take (three chain timeouts),

@@ -2,9 +2,9 @@
  * Follows the service's own transactions to the end: `submitted` ones to their
  * receipt (`confirmed`, or `reverted` for status 0), `signed` ones whose broadcast never happened
  * (a crash, an unreachable chain) back to the chain with the same bytes, the holes a refusal left
- * in a sender's nonces filled (gaps.ts), and `requested` actions that nobody finished
- * to `failed`. Every row is taken with SKIP LOCKED, so several origins on one
- * database share the work and never broadcast one transaction at the same time.
+ * in a sender's nonces filled (gaps.ts), and the domains' sweeps run (tracker-hooks.ts: money
+ * ends the agent actions nobody finished). Every row is taken with SKIP LOCKED, so several origins
+ * on one database share the work and never broadcast one transaction at the same time.
  */
 
 import { sql } from "drizzle-orm";
@@ -20,6 +20,7 @@ import type { MinedTransaction, TxStatus } from "./intent.ts";
 import { readReceipts } from "./receipts.ts";
 import { broadcastStored } from "./sender.ts";
 import { broadcastLeaseMs, recordMined } from "./store.ts";
+import { runTrackerSweeps } from "./tracker-hooks.ts";
 
 export type TxTrackerOptions = {
   /** How long a broadcast lease lasts (outbox/store.ts broadcastLeaseMs). */
@@ -37,8 +38,8 @@ export type TxTrackerOptions = {
   /** A `submitted` transaction this long without a receipt is sent again (a node may drop it). */
   resendAfterMs?: number;
   /**
-   * A `requested` action this long untouched ends `failed` (`abandoned`): nothing was signed.
-   * Default ABANDON_REQUESTED_AFTER_MS.
+   * Handed to the domains' sweeps: money ends a `requested` action this long untouched (its
+   * default: actions/abandon.ts ABANDON_REQUESTED_AFTER_MS).
    */
   abandonAfterMs?: number;
   /** Receipts asked for per tick. */
@@ -66,13 +67,6 @@ export type TickReport = {
 /** What filling nonce gaps needs beyond the tracker's own deps (absent: gaps are not filled). */
 export type TrackerGapDeps = Pick<GapFillerDeps, "signer" | "fees" | "serviceKeys">;
 
-/**
- * How long a `requested` action (nothing signed: the signer or the chain could not be reached, or
- * the request stopped) waits for a retry under its idempotency key before it ends `abandoned`.
- * Every attempt starts the wait again. The gateway's 503 answers tell agents this figure.
- */
-export const ABANDON_REQUESTED_AFTER_MS = 10 * 60_000;
-
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
 const submittedStatement = preparedStatement<"limit">(
   "tracker_submitted",
@@ -91,19 +85,6 @@ const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
       order by updated_at limit 100`,
 );
 
-const abandonStatement = preparedStatement<"abandonAfter">(
-  "tracker_abandon",
-  sql`update agent_actions set status = 'failed', error_code = 'abandoned',
-        error_message = 'nothing was signed and the request was not retried in time: send it again with a new idempotency_key',
-        updated_at = now()
-      where action_id in (
-        select action_id from agent_actions
-        where status = 'requested'
-          and updated_at < now() - make_interval(secs => ${sql.placeholder("abandonAfter")}::double precision)
-        order by updated_at limit 100 for update skip locked)
-      returning action_id`,
-);
-
 export function createTxTracker(
   deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger; gaps?: TrackerGapDeps },
   options: TxTrackerOptions = {},
@@ -111,7 +92,6 @@ export function createTxTracker(
   const periodMs = options.periodMs ?? 250;
   const signedGraceMs = options.signedGraceMs ?? 5_000;
   const resendAfterMs = options.resendAfterMs ?? 30_000;
-  const abandonAfterMs = options.abandonAfterMs ?? ABANDON_REQUESTED_AFTER_MS;
   const batchSize = options.batchSize ?? 500;
   const leaseMs = options.leaseMs ?? broadcastLeaseMs(5_000);
   const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
@@ -132,7 +112,7 @@ export function createTxTracker(
     if (deps.gaps) {
       report.filled = await fillNonceGaps({ ...deps, ...deps.gaps, leaseMs });
     }
-    report.abandoned = await abandonRequested();
+    report.abandoned = await runTrackerSweeps(deps.db, { abandonAfterMs: options.abandonAfterMs });
     return report;
   };
 
@@ -182,13 +162,6 @@ export function createTxTracker(
       report.rebroadcast++;
       deps.logger.info({ tx_id: row.tx_id, outcome: outcome.kind }, "transaction sent again");
     }
-  };
-
-  const abandonRequested = async (): Promise<number> => {
-    const rows = await runPrepared<{ action_id: string }, "abandonAfter">(deps.db, abandonStatement, {
-      abandonAfter: abandonAfterMs / 1000,
-    });
-    return rows.length;
   };
 
   const run = (): void => {

@@ -121,7 +121,7 @@ export async function prepareMoney(params: {
       rpc: params.rpc,
       logger: params.logger,
       onInFlight,
-      context: "money broadcast",
+      context: "outbox broadcast",
       maxWaiting: MAX_WAITING_BROADCASTS,
     }),
   };

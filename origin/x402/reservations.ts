@@ -15,6 +15,8 @@ import { sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
+import { preparedStatement } from "../db/prepared.ts";
 import { readReceipts } from "../outbox/index.ts";
 
 export type ReservedUnitsParams = {
@@ -27,6 +29,21 @@ export type ReservedUnitsParams = {
   openAfterSeconds: bigint;
 };
 
+type ReservedParam = "payers" | "openAfter" | "excludeIds" | "balanceBlock";
+
+// In the settle batch's pipelined transaction (outbox/batch.ts), so a named statement.
+const reservedStatement = preparedStatement<ReservedParam>(
+  "x402_reserved_units",
+  sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash
+      from x402_settlements x
+      left join outgoing_transactions t on t.tx_id = x.tx_id
+      where x.payer = any(${sql.placeholder("payers")}::text[])
+        and x.valid_before > ${sql.placeholder("openAfter")}::bigint
+        and not (x.id = any(${sql.placeholder("excludeIds")}::uuid[]))
+        and (x.status in ('claimed', 'submitted')
+          or (x.status = 'settled' and t.block_number > ${sql.placeholder("balanceBlock")}::bigint))`,
+);
+
 /**
  * Units each payer's other settlements hold, by payer (absent: none). For the settle batch, which
  * calls it after taking the settler's nonce row lock: every batch that signed before it has
@@ -35,23 +52,21 @@ export type ReservedUnitsParams = {
  * looked up on the chain, in one JSON-RPC batch, only when there is one.
  */
 export async function reservedUnits(
-  db: Db,
+  run: PipelinedTransaction["run"],
   rpc: JsonRpcUpstream,
   params: ReservedUnitsParams,
 ): Promise<Map<string, bigint>> {
   const reserved = new Map<string, bigint>();
   if (params.payers.length === 0) return reserved;
-  const rows = await queryRows<{ payer: string; units: string; status: string; tx_hash: string | null }>(
-    db,
-    sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash
-        from x402_settlements x
-        left join outgoing_transactions t on t.tx_id = x.tx_id
-        where x.payer = any(${pgArrayLiteral(params.payers)}::text[])
-          and x.valid_before > ${params.openAfterSeconds.toString()}::bigint
-          and not (x.id = any(${pgArrayLiteral(params.excludeIds)}::uuid[]))
-          and (x.status in ('claimed', 'submitted')
-            or (x.status = 'settled' and t.block_number > ${params.balanceBlock.toString()}::bigint))`,
-  );
+  const rows = await run<
+    { payer: string; units: string; status: string; tx_hash: string | null },
+    ReservedParam
+  >(reservedStatement, {
+    payers: pgArrayLiteral(params.payers),
+    openAfter: params.openAfterSeconds.toString(),
+    excludeIds: pgArrayLiteral(params.excludeIds),
+    balanceBlock: params.balanceBlock.toString(),
+  });
   const unrecorded = rows.filter((row) => row.status !== "settled" && row.tx_hash !== null);
   // None when the chain does not answer: then each counts.
   const receipts = await readReceipts(

@@ -8,15 +8,16 @@
  *      finds it taken. Meanwhile one JSON-RPC batch reads the settler's mined nonce, the block
  *      number and each payment's facts (verification's last checks: authorization unused, balance
  *      enough); a claim the facts or the validity window refuse is released;
- *   2. the settler's nonce row is locked (outbox/store.ts), so every batch that signed before
+ *   2. the settler's nonce row is locked (outbox/batch.ts), so every batch that signed before
  *      this one has committed, whichever origin ran it; each payer's balance must then cover its
  *      payment plus what its other settlements not yet in that balance hold (reservations.ts) and
  *      its payments earlier in this batch. The claims left are signed with the next nonces, all at
  *      once; the signed transactions are stored with their claims in one statement, and the
  *      transaction commits before anything is broadcast;
- *   3. the batch is broadcast in one JSON-RPC batch, and the receipts are read in another (a node
- *      that mines on arrival, as the devnet does, has them at once) while the next batch starts;
- *      a settle whose receipt is not in yet polls for it until its deadline.
+ *   3. the batch goes to the node's broadcast lane (outbox/lane.ts, shared with money), which
+ *      broadcasts it in one JSON-RPC batch and reads the receipts in another (a node that mines on
+ *      arrival, as the devnet does, has them at once) while the next batch starts; a settle whose
+ *      receipt is not in yet polls for it until its deadline.
  * A crash before the commit leaves nothing: no claim, nothing signed that escaped. A crash after
  * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
  * settlement with its receipt (outbox/store.ts recordMined). Round trips between processes are what a
@@ -49,25 +50,25 @@ import { sql } from "drizzle-orm";
 import { CAIP2_NETWORK, CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { sleep } from "../../shared/sleep.ts";
-import type { FeeOracle, Fees } from "../chain/fees.ts";
+import type { FeeOracle } from "../chain/fees.ts";
 import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import {
-  type BroadcastLease,
+  type BroadcastLane,
   bookkeep,
-  nextNonceUpsert,
+  defineOutboxBatch,
+  type OutboxBatch,
   type ReceiptOutcome,
   recordMined,
-  recordSentBatch,
+  runOutboxBatch,
   type SentBatchDeps,
-  sendRawBatch,
-  signInNonceOrder,
   waitForReceipt,
 } from "../outbox/index.ts";
-import type { SignerClient, SignTransactionResult } from "../signer/types.ts";
+import type { SignerClient } from "../signer/types.ts";
 import { canonicalJson } from "./canonical-json.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
@@ -84,6 +85,8 @@ const CLAIM_LEASE_SECONDS = 30;
 /** How often a repeated presentation looks at what the earlier one came to. */
 const POLL_MS = 50;
 const MAX_BATCH = 64;
+/** One settle batch at a time, up to its broadcast (see createSettler). */
+const MAX_IN_FLIGHT = 1;
 
 /** x402's settle answer (`@x402/core` SettleResponse), as PAYMENT-RESPONSE and /settle carry it. */
 export type SettleResponse = {
@@ -123,6 +126,8 @@ export type SettlerDeps = {
   /** AGENT_X402_VALIDITY_MARGIN_SECONDS. */
   validityMarginSeconds: number;
   leaseMs: number;
+  /** The node's broadcast lane (outbox/lane.ts), shared with money: it sends what a batch stored. */
+  broadcasts: BroadcastLane;
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
   onInFlight: () => void;
@@ -153,10 +158,10 @@ export function createSettler(deps: SettlerDeps): Settler {
   // batches cost the processes less per payment than two at once (bench:x402 measured CPU per
   // payment in origin, Postgres and enclave 10 to 15 % lower), and on a busy machine that is what
   // the latency follows. One at a time also sends the settler's nonces in order.
-  const settleBatch = createBatcher<SettlementPayment, BatchOutcome>(
-    async (items) => broadcastStored(deps, await claimSignStore(deps, items)),
-    { maxBatch: MAX_BATCH, maxInFlight: 1 },
-  );
+  const settleBatch = createBatcher<SettlementPayment, BatchOutcome>((items) => claimSignStore(deps, items), {
+    maxBatch: MAX_BATCH,
+    maxInFlight: MAX_IN_FLIGHT,
+  });
 
   const respond = (payer: string, transaction: string, reason?: X402Reason): SettleResponse => ({
     success: reason === undefined,
@@ -239,16 +244,46 @@ async function earlier(
   }
 }
 
-/** A batch after its database transaction: what it decided, and the settlements it stored. */
-type SignedBatch = { outcomes: BatchOutcome[]; stored: Array<{ index: number; lease: BroadcastLease }> };
+/**
+ * The settle batch's rows in the outbox's store statement (outbox/batch.ts composes and names it):
+ * the claims pointed at their stored transactions, and the claims nothing was signed for removed
+ * (so the payment can be presented again). The claim is its own statement, before the settler's
+ * nonce row is locked (see claimSignStore).
+ */
+const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
+  name: "x402_settle",
+  signedColumns: sql`id uuid`,
+  store: [
+    {
+      name: "claims",
+      sql: sql`update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce, updated_at = now()
+        from signed s join stored st on st.tx_hash = s.tx_hash
+        where x.id = s.id`,
+    },
+    {
+      name: "released",
+      sql: sql`delete from x402_settlements
+        where id = any(${sql.placeholder("unsigned")}::uuid[]) and tx_id is null`,
+    },
+  ],
+});
+
+type SettleBatch = OutboxBatch<Claim, never, "unsigned">;
+
+/** The store statement's values: the claims nothing was signed for, released. */
+function released(claims: Claim[]): { unsigned: string } {
+  return { unsigned: pgArrayLiteral(claims.map((claim) => claim.id)) };
+}
 
 /**
- * One database transaction claims the payments (while the chain says its fees, the settler's
- * mined nonce, the block number and the payments' facts), locks the settler's nonce row, keeps
- * what the window, the facts and the payers' balances allow, signs it with the next nonces and
- * stores it.
+ * One outbox batch (outbox/batch.ts) claims the payments (while the chain says its fees, the
+ * settler's mined nonce, the block number and the payments' facts), locks the settler's nonce row,
+ * keeps what the window, the facts and the payers' balances allow, signs it with the next nonces
+ * and stores it; once it has committed, the broadcast lane sends it. Resolves once the chain has
+ * taken the batch's transactions (the next batch's nonces follow these), with their receipts still
+ * being read and recorded.
  */
-async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]): Promise<SignedBatch> {
+async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchOutcome[]> {
   const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
   // Nothing claimed, nothing signed: the same payment presented again can still settle.
   const unavailable = { kind: "refused", reason: X402_REASONS.unexpectedSettleError } as const;
@@ -258,22 +293,22 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
   // its earlier presentation.
   const quoted = deps.fees.quote(SETTLEMENT_GAS);
   const chainRead = readBatchChain(deps, payments);
-  const stored = await deps.db.transaction(async (tx) => {
-    const claims = await claimAll(tx, payments);
+  const batchDeps = { db: deps.db, lane: deps.broadcasts, leaseMs: deps.leaseMs };
+  const stored = await runOutboxBatch(batchDeps, settleBatchStatements, async (batch: SettleBatch) => {
+    const claims = await claimAll(batch, payments);
     if (claims.length === 0) return [];
     const [quote, chain] = await Promise.all([quoted, chainRead]);
     if (!quote.ok || chain.minedNonce === undefined || chain.blockNumber === undefined) {
       // The claims are released; the others stay duplicates: an earlier presentation holds them,
       // whatever the chain says.
       for (const claim of claims) outcomes[claim.index] = unavailable;
-      await releaseClaims(tx, claims);
-      return [];
+      return batch.store(released(claims));
     }
     const fees = quote.fees;
-    const released: Claim[] = [];
+    const refused: Claim[] = [];
     const refuse = (claim: Claim, reason: X402Reason): void => {
       outcomes[claim.index] = { kind: "invalid", reason };
-      released.push(claim);
+      refused.push(claim);
     };
     // The window again, at the time of signing: a payment may have waited for this batch.
     const nowSeconds = unixSeconds(deps.now());
@@ -287,21 +322,17 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
       if (refusal) refuse(claim, refusal);
       else candidates.push(claim);
     }
-    if (candidates.length === 0) return storeSigned(tx, deps, fees, [], released);
-    const [next] = await queryRows<{ next_nonce: string }>(
-      tx,
-      nextNonceUpsert(deps.settler.address, chain.minedNonce),
-    );
+    if (candidates.length === 0) return batch.store(released(refused));
+    await batch.lock([deps.settler.address], {});
     // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
-    const reserved = await reservedUnits(tx, deps.rpc, {
+    const reserved = await reservedUnits(batch.run, deps.rpc, {
       payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
       excludeIds: claims.map((claim) => claim.id),
       balanceBlock: chain.blockNumber,
       openAfterSeconds: nowSeconds - marginSeconds,
     });
-    const signed: SignedClaim[] = [];
     const unsigned: Claim[] = [];
-    await signInNonceOrder(candidates, BigInt(next!.next_nonce), {
+    await batch.sign(deps.settler.address, chain.minedNonce, candidates, {
       // The settler's key counts no budget per signature: the whole batch is signed at once.
       window: candidates.length,
       admit(claim) {
@@ -326,42 +357,28 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
           maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
           gasLimit: fees.gasLimit,
         }),
-      signed: (claim, nonce, result) => signed.push({ ...claim, nonce, ...result }),
+      signed: () => {},
+      intent: (claim) => ({
+        purpose: "settlement",
+        maxCostWei: fees.gasLimit * fees.maxFeePerGas,
+        row: { id: claim.id },
+      }),
       unsigned(claim, failure) {
         deps.logger.warn({ code: failure.code, class: failure.class }, "enclave refused a settlement");
         outcomes[claim.index] = unavailable;
         unsigned.push(claim);
       },
     });
-    return storeSigned(tx, deps, fees, signed, [...released, ...unsigned]);
+    return batch.store(released([...refused, ...unsigned]));
   });
-  return { outcomes, stored };
-}
-
-/**
- * One JSON-RPC batch broadcasts the stored settlements. Once the chain has taken them the next
- * batch may start (its nonces follow these), while another JSON-RPC batch reads their receipts
- * and they are recorded; this batch's payers are answered after that.
- */
-async function broadcastStored(
-  deps: SettlerDeps,
-  { outcomes, stored }: SignedBatch,
-): Promise<BatchOutcome[]> {
-  if (stored.length === 0) return outcomes;
-  const leases = stored.map((item) => item.lease);
-  const sent = await sendRawBatch(deps.rpc, leases);
-  const recorded = recordSentBatch(sentBatchDeps(deps), leases, sent);
-  for (const [n, item] of stored.entries()) {
-    const { txHash, txId } = item.lease;
+  // One batch at a time up to its broadcast: the next one starts once the chain has taken this one.
+  const sent = await Promise.all(stored.map((item) => item.broadcast));
+  for (const [n, { item, lease }] of stored.entries()) {
+    const { outcome, receipt } = sent[n]!;
     outcomes[item.index] =
-      sent[n]!.kind === "refused"
+      outcome.kind === "refused"
         ? { kind: "refused", reason: X402_REASONS.unexpectedSettleError }
-        : {
-            kind: "sent",
-            txHash: txHash as Hex,
-            txId,
-            receipt: recorded.then((receipts) => receipts.get(txHash)),
-          };
+        : { kind: "sent", txHash: lease.txHash as Hex, txId: lease.txId, receipt };
   }
   return outcomes;
 }
@@ -403,13 +420,30 @@ async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]):
   };
 }
 
+const claimStatement = preparedStatement<"claims">(
+  "x402_claim_batch",
+  sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+        valid_after, valid_before, signature, claimed_until)
+      select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
+        signature, now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
+      from json_to_recordset(${sql.placeholder("claims")}::json) as c(payer text, nonce text, pay_to text,
+        amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
+        valid_before bigint, signature text)
+      order by payer, nonce
+      on conflict (payer, nonce) do update
+        set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
+        where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
+          and x402_settlements.claimed_until < now()
+      returning id, payer, nonce`,
+);
+
 /**
  * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
  * the batch, unless another presentation holds it already (a committed claim, or one of another
  * origin's open transaction, which this waits for). A claim abandoned before anything was signed
  * is taken over. Rows go in (payer, nonce) order, so two batches never wait on each other in a cycle.
  */
-async function claimAll(tx: Db, payments: SettlementPayment[]): Promise<Claim[]> {
+async function claimAll(batch: SettleBatch, payments: SettlementPayment[]): Promise<Claim[]> {
   const first = new Map<string, number>();
   payments.forEach((payment, index) => {
     const key = claimKey(payment.authorization.from, payment.authorization.nonce);
@@ -429,22 +463,9 @@ async function claimAll(tx: Db, payments: SettlementPayment[]): Promise<Claim[]>
       signature,
     };
   });
-  const claimed = await queryRows<{ id: string; payer: string; nonce: string }>(
-    tx,
-    sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
-          valid_after, valid_before, signature, claimed_until)
-        select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
-          signature, now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
-        from json_to_recordset(${JSON.stringify(rows)}::json) as c(payer text, nonce text, pay_to text,
-          amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
-          valid_before bigint, signature text)
-        order by payer, nonce
-        on conflict (payer, nonce) do update
-          set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
-          where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
-            and x402_settlements.claimed_until < now()
-        returning id, payer, nonce`,
-  );
+  const claimed = await batch.run<{ id: string; payer: string; nonce: string }, "claims">(claimStatement, {
+    claims: JSON.stringify(rows),
+  });
   return claimed
     .map((row) => {
       const index = first.get(claimKey(row.payer, row.nonce))!;
@@ -455,59 +476,4 @@ async function claimAll(tx: Db, payments: SettlementPayment[]): Promise<Claim[]>
 
 function claimKey(payer: string, nonce: string): string {
   return `${payer.toLowerCase()}:${nonce.toLowerCase()}`;
-}
-
-type SignedClaim = Claim & { nonce: bigint } & SignTransactionResult;
-
-/** Releases claims nothing was signed for, so the payment can be presented again. */
-async function releaseClaims(tx: Db, claims: Claim[]): Promise<void> {
-  await tx.execute(sql`delete from x402_settlements
-      where id = any(${pgArrayLiteral(claims.map((claim) => claim.id))}::uuid[]) and tx_id is null`);
-}
-
-/**
- * In one statement: the signed settlements stored (with their broadcast leases), the settler's
- * next nonce moved past them, their claims pointed at them, and the claims nothing was signed for
- * removed (so the payment can be presented again).
- */
-async function storeSigned(
-  tx: Db,
-  deps: SettlerDeps,
-  fees: Fees,
-  signed: SignedClaim[],
-  unsigned: Claim[],
-): Promise<Array<{ index: number; lease: BroadcastLease }>> {
-  const rows = signed.map((item) => ({
-    id: item.id,
-    nonce: item.nonce.toString(),
-    tx_hash: item.txHash,
-    raw_tx: item.rawTransaction,
-  }));
-  const stored = await queryRows<{ tx_id: string; tx_hash: string }>(
-    tx,
-    sql`with signed as (
-          select * from json_to_recordset(${JSON.stringify(rows)}::json) as s(id uuid, nonce bigint, tx_hash text, raw_tx text)),
-        stored as (
-          insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
-          select 'settlement', ${deps.settler.address}, nonce, tx_hash, raw_tx, ${(fees.gasLimit * fees.maxFeePerGas).toString()}::numeric,
-            now() + make_interval(secs => ${deps.leaseMs / 1000})
-          from signed order by nonce
-          returning tx_id, tx_hash),
-        nonces as (
-          update sender_nonces set next_nonce = (select max(nonce) + 1 from signed), updated_at = now()
-          where address = ${deps.settler.address} and exists (select 1 from signed)),
-        claims as (
-          update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce, updated_at = now()
-          from signed s join stored st on st.tx_hash = s.tx_hash
-          where x.id = s.id),
-        released as (
-          delete from x402_settlements
-          where id = any(${pgArrayLiteral(unsigned.map((claim) => claim.id))}::uuid[]) and tx_id is null)
-        select tx_id, tx_hash from stored`,
-  );
-  const ids = new Map(stored.map((row) => [row.tx_hash, row.tx_id]));
-  return signed.map((item) => ({
-    index: item.index,
-    lease: { txId: ids.get(item.txHash)!, rawTx: item.rawTransaction, txHash: item.txHash, status: "signed" },
-  }));
 }

@@ -9,7 +9,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import { broadcastLeaseMs } from "../outbox/index.ts";
+import { type BroadcastLane, broadcastLeaseMs } from "../outbox/index.ts";
 import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
 import { createSettler, type Settler } from "./settle.ts";
@@ -70,7 +70,9 @@ export function buildX402Runtime(params: {
   config: Config;
   sealed: GetPolicyResult;
   /** The money runtime's parts the settler shares (startup/money-setup.ts). */
-  money: { fees: FeeOracle; operatorPool: string; onInFlight: () => void } | undefined;
+  money:
+    | { fees: FeeOracle; operatorPool: string; onInFlight: () => void; broadcasts: BroadcastLane }
+    | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
   signer: SignerClient;
@@ -99,6 +101,8 @@ export function buildX402Runtime(params: {
       leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
       onInFlight: money.onInFlight,
+      // The node's one lane, shared with money: settlements and transfers leave in signing order.
+      broadcasts: money.broadcasts,
     }),
   };
 }

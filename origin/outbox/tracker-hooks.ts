@@ -1,0 +1,50 @@
+/**
+ * What the tracker and the gap filler ask of the domains, registered like the followers
+ * (followers.ts) when a domain's module loads, so the outbox names no domain table:
+ *   - sweeps the tracker runs on each of its sweeps (money ends the agent actions nobody finished);
+ *   - who holds the keys of the senders the outbox does not know (the agent wallets, whose keys the
+ *     identity rows name), for the gap filler to sign a filler with.
+ */
+import type { Db } from "../db/client.ts";
+
+/** A domain's sweep: ends what was left behind; resolves with how many rows it ended. */
+export type TrackerSweep = {
+  name: string;
+  run(db: Db, options: { abandonAfterMs?: number | undefined }): Promise<number>;
+};
+
+/** The enclave key ref of each of `addresses` the domain knows (absent: not its sender). */
+export type SenderKeyResolver = (db: Db, addresses: readonly string[]) => Promise<Map<string, string>>;
+
+const sweeps: TrackerSweep[] = [];
+const resolvers: SenderKeyResolver[] = [];
+
+/** Registers a sweep the tracker runs on each of its sweeps; call it when the domain's module loads. */
+export function registerTrackerSweep(sweep: TrackerSweep): void {
+  if (!sweeps.some((known) => known.name === sweep.name)) sweeps.push(sweep);
+}
+
+/** Registers a resolver of sender keys for the gap filler; call it when the domain's module loads. */
+export function registerSenderKeys(resolver: SenderKeyResolver): void {
+  if (!resolvers.includes(resolver)) resolvers.push(resolver);
+}
+
+/** Runs every registered sweep, in registration order; the rows they ended, together. */
+export async function runTrackerSweeps(
+  db: Db,
+  options: { abandonAfterMs?: number | undefined },
+): Promise<number> {
+  let ended = 0;
+  for (const sweep of sweeps) ended += await sweep.run(db, options);
+  return ended;
+}
+
+/** The key refs of `addresses` the registered resolvers know. */
+export async function resolveSenderKeys(db: Db, addresses: readonly string[]): Promise<Map<string, string>> {
+  const keys = new Map<string, string>();
+  for (const resolve of resolvers) {
+    for (const [address, keyRef] of await resolve(db, addresses))
+      if (!keys.has(address)) keys.set(address, keyRef);
+  }
+  return keys;
+}
