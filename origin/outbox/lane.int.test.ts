@@ -102,6 +102,29 @@ describe("broadcast lane (real devnet and Postgres)", () => {
     expect(receipts.slice(1).map((receipt) => receipt.transactionIndex)).toEqual([0, 1, 2, 3, 4]);
   });
 
+  it("gives each transaction back how the chain took its broadcast and the receipt read right after it; none when the chain was out of reach", async () => {
+    const lane = laneWith({ maxWaiting: 100 });
+    const { leases } = await storedTransfers(2);
+    const sent = await Promise.all(lane.send(leases));
+    expect(sent.map((item) => item.outcome.kind)).toEqual(["accepted", "accepted"]);
+    const receipts = await Promise.all(sent.map((item) => item.receipt));
+    const onChain = await Promise.all(
+      leases.map((lease) => chain().getTransactionReceipt({ hash: lease.txHash as `0x${string}` })),
+    );
+    expect(receipts.map((receipt) => receipt?.status)).toEqual(["confirmed", "confirmed"]);
+    expect(receipts.map((receipt) => receipt?.blockNumber)).toEqual(
+      onChain.map((receipt) => receipt.blockNumber),
+    );
+
+    const closed = createJsonRpcUpstream({ url: `http://127.0.0.1:${await freePort()}`, timeoutMs: 1_000 });
+    const unreachable = laneWith({ maxWaiting: 100, rpc: closed });
+    const stranded = await storedTransfers(1);
+    const [answer] = await Promise.all(unreachable.send(stranded.leases));
+    closed.close();
+    expect(answer!.outcome.kind).toBe("transient");
+    expect(await answer!.receipt).toBeUndefined();
+  });
+
   it("holds room() while maxWaiting transactions wait for the chain, and frees it once the chain took them", async () => {
     const lane: BroadcastLane = laneWith({ maxWaiting: 3 });
     const { sender, leases } = await storedTransfers(3);
