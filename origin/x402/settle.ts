@@ -323,14 +323,17 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
       else candidates.push(claim);
     }
     if (candidates.length === 0) return batch.store(released(refused));
-    await batch.lock([deps.settler.address], {});
-    // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
+    const locked = batch.lock([deps.settler.address], {});
+    locked.catch(() => {}); // awaited below; a failed lock fails the reservation read behind it too
+    // Under the nonce row's lock, so no other batch signs for these payers meanwhile: the read goes
+    // out behind the lock in the same round trip, and Postgres starts it once the lock is granted.
     const reserved = await reservedUnits(batch.run, deps.rpc, {
       payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
       excludeIds: claims.map((claim) => claim.id),
       balanceBlock: chain.blockNumber,
       openAfterSeconds: nowSeconds - marginSeconds,
     });
+    await locked;
     const unsigned: Claim[] = [];
     await batch.sign(deps.settler.address, chain.minedNonce, candidates, {
       // The settler's key counts no budget per signature: the whole batch is signed at once.
