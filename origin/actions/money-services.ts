@@ -1,15 +1,15 @@
 import type { Config } from "../config.ts";
 import type { SignerClient } from "../signer/types.ts";
 import type { ExecutorDeps } from "./execute.ts";
+import type { ActionClaimer } from "./idempotent-action.ts";
 import type { MoneyExecutor } from "./operation.ts";
-import type { ClaimActionParams, ClaimResult } from "./repository.ts";
 
 /** What the faucet and transfer routes need beyond the executor's deps. */
 export type MoneyServices = ExecutorDeps & {
   /** One per app: operations that arrive together share its batches. */
   executor: MoneyExecutor;
   /** One per app: claims that arrive together share one insert (repository.ts createActionClaimer). */
-  claim: (params: ClaimActionParams) => Promise<ClaimResult>;
+  claim: ActionClaimer;
   config: Config;
   signer: SignerClient;
   /** The genesis bridge operator: never a recipient (SPEC), lowercase. */

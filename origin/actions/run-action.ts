@@ -1,38 +1,41 @@
 /**
- * The idempotent shell around a money operation (SPEC "Agent action"): claim the key, then run the
- * operation, or answer what is already recorded under it. Same key and payload: the stored action
- * (200 once confirmed, 202 in flight), or, for one that ended without moving its amount, the
- * refusal it ended with (view.ts endingRefusal); same key, other payload: 409. A
- * duplicate that finds the action still `requested` and nobody executing it runs it itself (a
- * retry after a crash, or after the signer or the chain could not be used: execute.ts
- * refusesThisRequest), so of concurrent duplicates exactly one signs.
+ * A money operation in the idempotency shell (idempotent-action.ts; SPEC "Agent action"). Same
+ * key and payload: the stored action (200 once confirmed, 202 in flight), or, for one that ended
+ * without moving its amount, the refusal it ended with (view.ts endingRefusal). A duplicate that
+ * finds the action still `requested` and nobody executing it runs it itself (a retry after a
+ * crash, or after the signer or the chain could not be used: execute.ts refusesThisRequest), so
+ * of concurrent duplicates exactly one signs.
  */
 import type { Context } from "hono";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
+import { type ActionClaimer, runIdempotentAction } from "./idempotent-action.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.ts";
-import { type ActionRow, type ClaimActionParams, type ClaimResult, findAction } from "./repository.ts";
+import { type ActionRow, type ClaimActionParams, findAction } from "./repository.ts";
 import { endingRefusal, respondWithAction } from "./view.ts";
 
 export async function runMoneyAction(
   c: Context<AppEnv>,
-  deps: { db: Db; executor: MoneyExecutor; claim: (params: ClaimActionParams) => Promise<ClaimResult> },
+  deps: { db: Db; executor: MoneyExecutor; claim: ActionClaimer },
   claim: ClaimActionParams,
   operationFor: (actionId: string) => MoneyOperation,
 ): Promise<Response> {
-  const claimed = await deps.claim(claim);
-  if (!claimed.claimed) {
-    if (!claimed.samePayload) {
-      throw new AppError(
-        "idempotency_conflict",
-        "this idempotency_key was already used with another payload",
-        { fields: { action_id: claimed.action.actionId } },
-      );
-    }
-    if (claimed.action.status !== "requested") return respondWithStoredAction(c, claimed.action);
-  }
-  const actionId = claimed.action.actionId;
+  return runIdempotentAction(deps.claim, {
+    claim,
+    answerStored: (action) =>
+      action.status === "requested" ? undefined : respondWithStoredAction(c, action),
+    run: (action) => executeMoneyAction(c, deps, action, operationFor),
+  });
+}
+
+async function executeMoneyAction(
+  c: Context<AppEnv>,
+  deps: { db: Db; executor: MoneyExecutor },
+  claimed: ActionRow,
+  operationFor: (actionId: string) => MoneyOperation,
+): Promise<Response> {
+  const { actionId } = claimed;
   const outcome: ExecuteOutcome = await deps.executor.execute(operationFor(actionId));
   if (outcome.kind === "refused" || outcome.kind === "unavailable") {
     const { refusal } = outcome;
@@ -43,7 +46,7 @@ export async function runMoneyAction(
   }
   if (outcome.kind === "busy") {
     // Someone else is executing it: answer what is recorded now.
-    const current = await findAction(deps.db, claim.agentId, actionId);
+    const current = await findAction(deps.db, claimed.agentId, actionId);
     if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
     return respondWithStoredAction(c, current);
   }
@@ -51,7 +54,7 @@ export async function runMoneyAction(
   // `signed` (202), the transaction stored and on its way to the chain (actions/execute.ts).
   // GET /actions/{id} follows it to `confirmed`.
   return respondWithAction(c, {
-    ...claimed.action,
+    ...claimed,
     status: "signed",
     txHash: outcome.lease.txHash,
     txId: outcome.lease.txId,

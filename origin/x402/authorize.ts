@@ -7,9 +7,11 @@
  * so nothing of them is read here, nor the transfer switch. An agent signs at most
  * AGENT_X402_DAILY_LIMIT a UTC day (429 x402_daily_limit past it, nothing written or signed).
  */
+
 import type { Context, Handler } from "hono";
 import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../shared/hex.ts";
+import { idempotencyConflict, runIdempotentAction } from "../actions/idempotent-action.ts";
 import { createActionClaimer, requestHash } from "../actions/repository.ts";
 import { secondsToNextUtcDay, utcDate } from "../actions/utc-day.ts";
 import type { Clock } from "../clock.ts";
@@ -27,6 +29,7 @@ import {
 } from "./authorize-envelope.ts";
 import {
   readDailyAuthorizations,
+  type SignOnceOutcome,
   type StoredAuthorization,
   signActionOnce,
   storedAuthorization,
@@ -73,89 +76,89 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     const daily = await readDailyAuthorizations(deps.db, { agentId: agent.agentId, day, idempotencyKey });
     if (daily.count >= deps.dailyLimit && !daily.known) throw dailyLimitReached(deps.dailyLimit, now);
 
-    const claimed = await claim({
-      agentId: agent.agentId,
-      kind: "x402",
-      idempotencyKey,
-      // SPEC: the resource URL is bound to the request hash, not to the signed authorization; so
-      // is the rest of what the envelope copies from the quote, byte for byte: the same hash
-      // rebuilds the same envelope from a repeat's own body.
-      requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
-      amountUnits: deps.policy.amountUnits,
-      toAddress: requirement.payTo,
-    });
-    const actionId = claimed.action.actionId;
-    if (!claimed.claimed) {
-      // Rows written before the hash took the parts as sent hashed them with their keys sorted.
-      const same =
-        claimed.samePayload ||
-        claimed.action.requestHash === requestHash("x402", { nonce, ...sortedKeys(copied) });
-      if (!same) {
-        throw new AppError(
-          "idempotency_conflict",
-          "this idempotency_key was already used with another payload",
-          {
-            fields: { action_id: actionId },
-          },
-        );
-      }
-      const stored = storedAuthorization(claimed.action.signedPayload);
-      if (claimed.action.status === "signed" && stored) return answer(c, actionId, stored, copied);
-    }
-
-    const outcome = await signActionOnce(
-      deps.db,
-      { actionId, agentId: agent.agentId, day, dailyLimit: deps.dailyLimit },
-      async () => {
-        const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
-        const signed = await deps.signer.signX402Authorization({
-          keyRef: agent.keyRef,
-          // The enclave signs only when the key's address is the token's wallet (key binding).
-          from: agent.assignedWallet,
-          to: requirement.payTo,
-          valueUnits: deps.policy.amountUnits,
-          validAfter: 0n,
-          validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
-          nonce,
-        });
-        if (!signed.ok) return signed;
-        const { authorization, signature } = signed.value;
-        return {
-          ok: true,
-          value: {
-            authorization: paymentAuthorization({
-              from: authorization.from,
-              to: authorization.to,
-              value: requirement.amount,
-              validBefore: authorization.validBefore,
-              nonce: authorization.nonce,
-            }),
-            signature,
-          },
-        };
+    return runIdempotentAction(claim, {
+      claim: {
+        agentId: agent.agentId,
+        kind: "x402",
+        idempotencyKey,
+        // SPEC: the resource URL is bound to the request hash, not to the signed authorization; so
+        // is the rest of what the envelope copies from the quote, byte for byte: the same hash
+        // rebuilds the same envelope from a repeat's own body.
+        requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
+        amountUnits: deps.policy.amountUnits,
+        toAddress: requirement.payTo,
       },
-    );
-    switch (outcome.kind) {
-      case "signed":
-        return answer(c, actionId, outcome.stored, copied);
-      case "ended":
-        throw new AppError(
-          "idempotency_conflict",
-          `this authorization ended ${outcome.status} without a signature; authorize again with a fresh nonce`,
-          { fields: { action_id: actionId } },
+      // Rows written before the hash took the parts as sent hashed them with their keys sorted.
+      formerRequestHash: () => requestHash("x402", { nonce, ...sortedKeys(copied) }),
+      answerStored: (action) => {
+        const stored = storedAuthorization(action.signedPayload);
+        return action.status === "signed" && stored ? answer(c, action.actionId, stored, copied) : undefined;
+      },
+      run: async ({ actionId }) => {
+        const outcome = await signActionOnce(
+          deps.db,
+          { actionId, agentId: agent.agentId, day, dailyLimit: deps.dailyLimit },
+          async () => {
+            const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
+            const signed = await deps.signer.signX402Authorization({
+              keyRef: agent.keyRef,
+              // The enclave signs only when the key's address is the token's wallet (key binding).
+              from: agent.assignedWallet,
+              to: requirement.payTo,
+              valueUnits: deps.policy.amountUnits,
+              validAfter: 0n,
+              validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
+              nonce,
+            });
+            if (!signed.ok) return signed;
+            const { authorization, signature } = signed.value;
+            return {
+              ok: true,
+              value: {
+                authorization: paymentAuthorization({
+                  from: authorization.from,
+                  to: authorization.to,
+                  value: requirement.amount,
+                  validBefore: authorization.validBefore,
+                  nonce: authorization.nonce,
+                }),
+                signature,
+              },
+            };
+          },
         );
-      case "daily_limit":
-        throw dailyLimitReached(deps.dailyLimit, now);
-      case "refused": {
-        const refusal = signerRefusal(outcome.failure);
-        const retryAfter = refusal.code === "x402_daily_limit" ? secondsToNextUtcDay(deps.clock.now()) : null;
-        throw new AppError(refusal.code, refusal.message, {
-          fields: { action_id: actionId, ...(retryAfter === null ? {} : { retry_after: retryAfter }) },
-          headers: retryAfter === null ? {} : { "Retry-After": String(retryAfter) },
-        });
-      }
-    }
+        return answerOutcome(c, deps, { actionId, outcome, copied, now });
+      },
+    });
   };
+}
+
+/** What one signing of the action answers: the authorization, or why there is none. */
+function answerOutcome(
+  c: Context<AppEnv>,
+  deps: X402AuthorizeDeps,
+  params: { actionId: string; outcome: SignOnceOutcome; copied: CopiedParts; now: Date },
+): Response {
+  const { actionId, outcome, copied, now } = params;
+  switch (outcome.kind) {
+    case "signed":
+      return answer(c, actionId, outcome.stored, copied);
+    case "ended":
+      throw idempotencyConflict(
+        actionId,
+        `this authorization ended ${outcome.status} without a signature; authorize again with a fresh nonce`,
+      );
+    case "daily_limit":
+      throw dailyLimitReached(deps.dailyLimit, now);
+    case "refused": {
+      const refusal = signerRefusal(outcome.failure);
+      const retryAfter = refusal.code === "x402_daily_limit" ? secondsToNextUtcDay(deps.clock.now()) : null;
+      throw new AppError(refusal.code, refusal.message, {
+        fields: { action_id: actionId, ...(retryAfter === null ? {} : { retry_after: retryAfter }) },
+        headers: retryAfter === null ? {} : { "Retry-After": String(retryAfter) },
+      });
+    }
+  }
 }
 
 /** What the envelope copies from the quote, as the agent sent it. */
