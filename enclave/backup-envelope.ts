@@ -91,7 +91,7 @@ export type OpenedBatch = {
  */
 export function verifyBackupEnvelope(ctx: EnclaveContext, raw: Uint8Array): OpOutcome<OpenedBatch> {
   const parsed = parseBackupEnvelope(raw);
-  if (!parsed.ok) return refuse("malformed", parsed.reason);
+  if (!parsed.ok) return refuse("malformed", parsed.error);
   const { header, recovery, sealed } = parsed.value;
   const other = otherEnvironment(ctx, header);
   if (other) return other;
@@ -124,7 +124,7 @@ export async function openRestorePackage(
   raw: Uint8Array,
 ): Promise<OpOutcome<OpenedBatch>> {
   const parsed = parseRestorePackage(raw);
-  if (!parsed.ok) return refuse("malformed", parsed.reason);
+  if (!parsed.ok) return refuse("malformed", parsed.error);
   const { header, transport_public_key: transportKey, box } = parsed.value;
   const other = otherEnvironment(ctx, header);
   if (other) return other;
@@ -157,7 +157,7 @@ export async function openBackupEnvelope(
   raw: Uint8Array,
 ): Promise<OpOutcome<OpenedBatch>> {
   const parsed = parseBackupEnvelope(raw);
-  if (!parsed.ok) return refuse("malformed", parsed.reason);
+  if (!parsed.ok) return refuse("malformed", parsed.error);
   const { header, recovery } = parsed.value;
   const other = otherEnvironment(ctx, header);
   if (other) return other;

@@ -48,7 +48,7 @@ export async function handleRequest(ctx: EnclaveContext, frame: unknown): Promis
     }
     const handler = OP_HANDLERS[op] as AnyHandler;
     const outcome = await handler(ctx, parsed.data);
-    if (outcome.ok) return { v: ENCLAVE_WIRE_VERSION, id, ok: true, result: outcome.result };
+    if (outcome.ok) return { v: ENCLAVE_WIRE_VERSION, id, ok: true, result: outcome.value };
     return failure(id, outcome.error);
   } catch (error) {
     if (error instanceof SealError) {

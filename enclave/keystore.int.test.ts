@@ -90,23 +90,23 @@ describe("keystore, identity proof and backups (real process)", () => {
       const otherNonce = `0x${randomBytes(32).toString("hex")}` as Hex;
       expect(verifyIdentityProof(expected({ verifierNonce: otherNonce }))).toEqual({
         ok: false,
-        reason: "signature_invalid",
+        error: "signature_invalid",
       });
       expect(verifyIdentityProof(expected({ envId: "other-env" }))).toEqual({
         ok: false,
-        reason: "signature_invalid",
+        error: "signature_invalid",
       });
       expect(verifyIdentityProof(expected({ chainId: 1 }))).toEqual({
         ok: false,
-        reason: "signature_invalid",
+        error: "signature_invalid",
       });
       expect(verifyIdentityProof(expected({ keyRef: keys[1]!.key_ref }))).toEqual({
         ok: false,
-        reason: "signature_invalid",
+        error: "signature_invalid",
       });
       expect(verifyIdentityProof(expected({ storedWallet: keys[1]!.address }))).toEqual({
         ok: false,
-        reason: "wallet_mismatch",
+        error: "wallet_mismatch",
       });
     });
   });
@@ -191,7 +191,7 @@ describe("keystore, identity proof and backups (real process)", () => {
       });
       // The offline recovery key opens its copy, bound to the header, and gets the batch's keys.
       const parsed = parseBackupEnvelope(envelope);
-      if (!parsed.ok) throw new Error(parsed.reason);
+      if (!parsed.ok) throw new Error(parsed.error);
       const plaintext = await hpkeOpen(
         fixture.recoveryEncKey,
         RECOVERY_HPKE_INFO,
@@ -341,7 +341,7 @@ describe("keystore, identity proof and backups (real process)", () => {
         // Made here by the test with the recovery key, as a compromised operator machine could:
         // the enclave itself must refuse another environment's batch.
         const parsed = parseBackupEnvelope(envelope);
-        if (!parsed.ok) throw new Error(parsed.reason);
+        if (!parsed.ok) throw new Error(parsed.error);
         const plaintext = await hpkeOpen(
           fixture.recoveryEncKey,
           RECOVERY_HPKE_INFO,

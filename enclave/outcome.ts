@@ -3,12 +3,14 @@
  * error codes. Reasons are deliberately generic where a precise one would be an oracle.
  */
 import type { EnclaveErrorCode, EnclaveFailure, RefusalDetail } from "../shared/enclave-protocol.ts";
+import { err, ok, type Result } from "../shared/result.ts";
 
-export type OpOutcome<T> = { ok: true; result: T } | { ok: false; error: EnclaveFailure };
+/** In-process only: dispatch.ts writes it on the wire as the protocol's `result` or `error`. */
+export type OpOutcome<T> = Result<T, EnclaveFailure>;
 
 /** A successful outcome. */
 export function succeed<T>(result: T): OpOutcome<T> {
-  return { ok: true, result };
+  return ok(result);
 }
 
 /** A refused outcome with one of the enclave's error codes, and which sealed bound refused it if one did. */
@@ -17,7 +19,7 @@ export function refuse(
   reason: string,
   detail?: RefusalDetail,
 ): { ok: false; error: EnclaveFailure } {
-  return { ok: false, error: detail === undefined ? { code, reason } : { code, reason, detail } };
+  return err(detail === undefined ? { code, reason } : { code, reason, detail });
 }
 
 /** One answer for "no such key" and "key of another namespace": no oracle. */

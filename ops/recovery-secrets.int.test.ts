@@ -77,7 +77,7 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
     // recovery encryption key, the authority seeds.
     for (const batchId of [first!, second!]) {
       const parsed = parseBackupEnvelope(await readFile(path.join(dir, "backups", `${batchId}.backup`)));
-      if (!parsed.ok) throw new Error(parsed.reason);
+      if (!parsed.ok) throw new Error(parsed.error);
       const plaintext = await hpkeOpen(
         live.recoveryEncKey,
         RECOVERY_HPKE_INFO,

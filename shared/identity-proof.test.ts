@@ -88,7 +88,7 @@ describe("identity proof golden vector", () => {
 
 describe("verifyIdentityProof refusals", () => {
   it("refuses another nonce, env id, chain id or key_ref", () => {
-    const refused = { ok: false, reason: "signature_invalid" };
+    const refused = { ok: false, error: "signature_invalid" };
     expect(verifyIdentityProof(verifyParams({ verifierNonce: `0x${"5b".repeat(32)}` }))).toEqual(refused);
     expect(verifyIdentityProof(verifyParams({ envId: "golden-env2" }))).toEqual(refused);
     expect(verifyIdentityProof(verifyParams({ chainId: 78 }))).toEqual(refused);
@@ -100,7 +100,7 @@ describe("verifyIdentityProof refusals", () => {
       verifyIdentityProof(verifyParams({ storedWallet: "0x0000000000000000000000000000000000000001" })),
     ).toEqual({
       ok: false,
-      reason: "wallet_mismatch",
+      error: "wallet_mismatch",
     });
   });
 
@@ -108,16 +108,16 @@ describe("verifyIdentityProof refusals", () => {
     const otherKey = toHex(publicKeyOf(fromHex(`0x${"11".repeat(32)}`)));
     expect(verifyIdentityProof(verifyParams({ publicKey: otherKey }))).toEqual({
       ok: false,
-      reason: "address_mismatch",
+      error: "address_mismatch",
     });
     const offCurve = `0x04${"01".repeat(64)}` as Hex;
     expect(verifyIdentityProof(verifyParams({ publicKey: offCurve }))).toEqual({
       ok: false,
-      reason: "public_key_invalid",
+      error: "public_key_invalid",
     });
     expect(verifyIdentityProof(verifyParams({ publicKey: `0x02${PUBLIC_KEY.slice(4, 68)}` }))).toEqual({
       ok: false,
-      reason: "public_key_invalid",
+      error: "public_key_invalid",
     });
   });
 
@@ -131,7 +131,7 @@ describe("verifyIdentityProof refusals", () => {
     twin[64] = bytes[64] === 27 ? 28 : 27;
     expect(verifyIdentityProof(verifyParams({ signature: toHex(twin) }))).toEqual({
       ok: false,
-      reason: "signature_invalid",
+      error: "signature_invalid",
     });
   });
 
@@ -139,7 +139,7 @@ describe("verifyIdentityProof refusals", () => {
     const other = signDigest(fromHex(DIGEST), fromHex(`0x${"22".repeat(32)}`)).signature;
     expect(verifyIdentityProof(verifyParams({ signature: other }))).toEqual({
       ok: false,
-      reason: "signature_invalid",
+      error: "signature_invalid",
     });
   });
 

@@ -8,6 +8,7 @@ import { keccak_256 } from "@noble/hashes/sha3";
 import { type Address, isAddress } from "viem";
 import { IDENTITY_PROOF_LABEL } from "./constants.ts";
 import { equalBytes, fromHex, type Hex } from "./hex.ts";
+import { err, ok, type Result } from "./result.ts";
 import { addressOfPublicKey, isUncompressedPublicKey, recoverPublicKey } from "./secp256k1.ts";
 
 /** `env_id` is `[a-z0-9-]{1,64}`. */
@@ -91,7 +92,7 @@ export type IdentityProofFailure =
   | "wallet_mismatch"
   | "signature_invalid";
 
-export type VerifyIdentityProofResult = { ok: true } | { ok: false; reason: IdentityProofFailure };
+export type VerifyIdentityProofResult = Result<void, IdentityProofFailure>;
 
 /**
  * The public key must be on the curve and hash to the address, the address
@@ -103,15 +104,14 @@ export function verifyIdentityProof(params: VerifyIdentityProofParams): VerifyId
   try {
     publicKey = fromHex(params.publicKey);
   } catch {
-    return { ok: false, reason: "public_key_invalid" };
+    return err("public_key_invalid");
   }
-  if (!isUncompressedPublicKey(publicKey)) return { ok: false, reason: "public_key_invalid" };
-  if (!isAddress(params.address, { strict: false })) return { ok: false, reason: "address_mismatch" };
+  if (!isUncompressedPublicKey(publicKey)) return err("public_key_invalid");
+  if (!isAddress(params.address, { strict: false })) return err("address_mismatch");
   const derived = addressOfPublicKey(publicKey);
-  if (derived.toLowerCase() !== params.address.toLowerCase())
-    return { ok: false, reason: "address_mismatch" };
+  if (derived.toLowerCase() !== params.address.toLowerCase()) return err("address_mismatch");
   if (derived.toLowerCase() !== params.storedWallet.toLowerCase()) {
-    return { ok: false, reason: "wallet_mismatch" };
+    return err("wallet_mismatch");
   }
   let digest: Uint8Array;
   try {
@@ -126,11 +126,11 @@ export function verifyIdentityProof(params: VerifyIdentityProofParams): VerifyId
       }),
     );
   } catch {
-    return { ok: false, reason: "signature_invalid" };
+    return err("signature_invalid");
   }
   const recovered = recoverPublicKey(digest, params.signature);
-  if (!recovered || !equalBytes(recovered, publicKey)) return { ok: false, reason: "signature_invalid" };
-  return { ok: true };
+  if (!recovered || !equalBytes(recovered, publicKey)) return err("signature_invalid");
+  return ok(undefined);
 }
 
 function asBytes(value: Uint8Array | Hex, length: number, what: string): Uint8Array {

@@ -31,6 +31,7 @@ import { decodeCbor } from "./cbor-frame.ts";
 import { bytesSchema, KEY_NAMESPACES } from "./enclave-ops.ts";
 import { type Hex, toHex } from "./hex.ts";
 import { KEY_REF_PATTERN } from "./identity-proof.ts";
+import { err, ok, type Result } from "./result.ts";
 
 export const BACKUP_ENVELOPE_KIND = "svc-hsm/backup/v2";
 export const RESTORE_PACKAGE_KIND = "svc-hsm/restore-package/v1";
@@ -216,7 +217,8 @@ export async function generateTransportKeyPair(): Promise<{
   };
 }
 
-export type ParseResult<T> = { ok: true; value: T } | { ok: false; reason: string };
+/** A parse that failed says why, for the operator. */
+export type ParseResult<T> = Result<T, string>;
 
 /** Decodes and parses a backup envelope (v2); a v1 envelope is named as such. */
 export function parseBackupEnvelope(raw: Uint8Array): ParseResult<BackupEnvelope> {
@@ -224,18 +226,16 @@ export function parseBackupEnvelope(raw: Uint8Array): ParseResult<BackupEnvelope
   try {
     decoded = decodeCbor(raw);
   } catch {
-    return { ok: false, reason: "not a backup envelope (does not decode)" };
+    return err("not a backup envelope (does not decode)");
   }
   const parsed = backupEnvelopeSchema.safeParse(decoded);
-  if (parsed.success) return { ok: true, value: parsed.data };
+  if (parsed.success) return ok(parsed.data);
   if (typeof decoded === "object" && decoded !== null && (decoded as { v?: unknown }).v === 1) {
-    return {
-      ok: false,
-      reason:
-        "a v1 envelope (sealing key only, made before the recovery key existed): it has no recovery copy",
-    };
+    return err(
+      "a v1 envelope (sealing key only, made before the recovery key existed): it has no recovery copy",
+    );
   }
-  return { ok: false, reason: "not a backup envelope (unexpected shape)" };
+  return err("not a backup envelope (unexpected shape)");
 }
 
 /** Decodes and parses a restore package. */
@@ -244,10 +244,10 @@ export function parseRestorePackage(raw: Uint8Array): ParseResult<RestorePackage
   try {
     decoded = decodeCbor(raw);
   } catch {
-    return { ok: false, reason: "not a restore package" };
+    return err("not a restore package");
   }
   const parsed = restorePackageSchema.safeParse(decoded);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, reason: "not a restore package" };
+  return parsed.success ? ok(parsed.data) : err("not a restore package");
 }
 
 /** Decodes the secrets plaintext; null when it does not parse or does not match the header's refs. */

@@ -13,8 +13,8 @@ import {
 import type { Address } from "@ethereumjs/util";
 import { encodeReceipt, type RunTxResult, runTx } from "@ethereumjs/vm";
 import { errorMessage } from "../../shared/error-message.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { data } from "../hex.ts";
-import { err, ok, type Result } from "../result.ts";
 import { formatHeader, formatReceipt, formatTransaction, type SupportedTx } from "../rpc/format.ts";
 import type { MinedBlock } from "../rpc/types.ts";
 import { orderedTrieRoot } from "../state/trie-root.ts";

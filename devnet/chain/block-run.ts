@@ -9,8 +9,8 @@
  * hold every request that long.
  */
 import type { Address } from "@ethereumjs/util";
+import { err, ok } from "../../shared/result.ts";
 import type { DevnetLogger } from "../logger.ts";
-import { err, ok } from "../result.ts";
 import type { BlockBuilder } from "./block-builder.ts";
 import type { FutureQueue, QueuedTx } from "./future-queue.ts";
 import type { Mined } from "./miner.ts";

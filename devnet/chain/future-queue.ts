@@ -4,8 +4,8 @@
  * queue, n+1 waits here until n is mined, then joins n's block when it fits.
  */
 import type { Address } from "@ethereumjs/util";
+import { err, ok, type Result } from "../../shared/result.ts";
 import type { Hex } from "../hex.ts";
-import { err, ok, type Result } from "../result.ts";
 import type { SupportedTx } from "../rpc/format.ts";
 import type { Caller } from "./pending-pool.ts";
 

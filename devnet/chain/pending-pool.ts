@@ -6,8 +6,8 @@
  * go into the next block as a group (group commit).
  */
 import type { Address } from "@ethereumjs/util";
+import { ok, type Result } from "../../shared/result.ts";
 import type { Hex } from "../hex.ts";
-import { ok, type Result } from "../result.ts";
 import type { SupportedTx } from "../rpc/format.ts";
 import type { TxRejection } from "./tx-admission.ts";
 

@@ -7,9 +7,9 @@ import type { Common } from "@ethereumjs/common";
 import { Capability, createTxFromRLP } from "@ethereumjs/tx";
 import { type Address, bigIntToUnpaddedBytes } from "@ethereumjs/util";
 import { errorMessage } from "../../shared/error-message.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { BLOCK_GAS_LIMIT } from "../constants.ts";
 import { data, type Hex } from "../hex.ts";
-import { err, ok, type Result } from "../result.ts";
 import type { SupportedTx } from "../rpc/format.ts";
 import type { RecoveryInput } from "./signature-recovery.ts";
 

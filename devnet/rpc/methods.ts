@@ -6,6 +6,7 @@
 import { bigIntToBytes, setLengthLeft } from "@ethereumjs/util";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { CHAIN_ID } from "../../shared/constants.ts";
+import type { Result } from "../../shared/result.ts";
 import type { Chain, StateTag } from "../chain/chain.ts";
 import {
   BLOCK_GAS_LIMIT,
@@ -237,9 +238,7 @@ function rangeBound(chain: Chain, tag: BlockTag): number {
   }
 }
 
-async function readState<T>(
-  read: () => Promise<{ ok: true; value: T } | { ok: false; error: unknown }>,
-): Promise<T> {
+async function readState<T>(read: () => Promise<Result<T, unknown>>): Promise<T> {
   const result = await read();
   if (!result.ok) throw new RpcError(RPC_ERROR_CODES.serverError, "historical state not available");
   return result.value;

@@ -36,9 +36,9 @@ export const verifyBackup: OpHandler<"verify_backup"> = (ctx, params) => {
   const opened = verifyBackupEnvelope(ctx, params.envelope);
   if (!opened.ok) return opened;
   return succeed({
-    batch_id: opened.result.batchId,
-    namespace: opened.result.namespace,
-    keys: opened.result.keys.map((key) => ({
+    batch_id: opened.value.batchId,
+    namespace: opened.value.namespace,
+    keys: opened.value.keys.map((key) => ({
       key_ref: key.keyRef,
       public_key: key.publicKeyHex,
       address: key.address,
@@ -58,7 +58,7 @@ export const restoreBackup: OpHandler<"restore_backup"> = async (ctx, params) =>
       ? await openBackupEnvelope(ctx, params.envelope)
       : await openRestorePackage(ctx, params.package);
   if (!opened.ok) return opened;
-  const { batchId, namespace, keys } = opened.result;
+  const { batchId, namespace, keys } = opened.value;
   const restored = await ctx.keystore.restore({ namespace, batchId, keys });
   if (!restored.ok) return refuse("malformed", restored.reason);
   ctx.logger.info(
@@ -81,7 +81,7 @@ export const loadRecoveryKey: OpHandler<"load_recovery_key"> = async (ctx, param
     ct: fromHex(params.ct),
   });
   if (!loaded.ok) return loaded;
-  const expiresAt = loaded.result.expiresAt.toISOString();
+  const expiresAt = loaded.value.expiresAt.toISOString();
   ctx.logger.info({ expires_at: expiresAt }, "recovery key loaded");
   return succeed({ recovery_encryption_key: ctx.config.recovery_encryption_key, expires_at: expiresAt });
 };

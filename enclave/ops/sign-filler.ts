@@ -11,6 +11,7 @@
 import type { EnclaveFailure } from "../../shared/enclave-protocol.ts";
 import { costUnits, maxFeeWei } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { err } from "../../shared/result.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
 import { checkKeyBinding, utcDay } from "../policy-checks.ts";
 import { prepareTransfer, signPrepared } from "../transaction.ts";
@@ -18,13 +19,8 @@ import type { OpHandler } from "./handler.ts";
 
 const FILLER_GAS = 21_000n;
 
-const exceeded = (
-  reason: string,
-  detail: EnclaveFailure["detail"],
-): { ok: false; error: EnclaveFailure } => ({
-  ok: false,
-  error: { code: "cap_exceeded", reason, detail },
-});
+const exceeded = (reason: string, detail: EnclaveFailure["detail"]): { ok: false; error: EnclaveFailure } =>
+  err({ code: "cap_exceeded", reason, detail });
 
 export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   const key = ctx.keystore.get(params.key_ref);
@@ -35,7 +31,7 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
     (key?.namespace === "settler" && state.settlerKeyRef === key.keyRef);
   if (!key || !usable) return KEY_NOT_USABLE;
   const binding = checkKeyBinding(key.address, params.from);
-  if (binding) return { ok: false, error: binding };
+  if (binding) return err(binding);
   const { policy } = state;
   if (!policy) return refuse("not_configured", "signing policy is not configured");
   if (params.chain_id !== ctx.config.chain_id) return exceeded("chain id not allowed", "chain");

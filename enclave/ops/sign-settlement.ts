@@ -13,6 +13,7 @@ import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import { maxFeeWei } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { settlementCalldata } from "../../shared/native-transfer-auth.ts";
+import { err } from "../../shared/result.ts";
 import { checkAuthorizationSignature } from "../authorization-signature.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
 import { checkSettlement, MAX_GAS_LIMIT } from "../policy-checks.ts";
@@ -45,14 +46,14 @@ export const signSettlement: OpHandler<"sign_settlement"> = (ctx, params) => {
     validBefore: authorization.validBefore,
     nowSeconds: BigInt(Math.floor(ctx.now().getTime() / 1000)),
   });
-  if (refusal) return { ok: false, error: refusal };
+  if (refusal) return err(refusal);
   // After the window: both times are then below 2^256, as the digest's words must be.
   const signatureRefusal = checkAuthorizationSignature(
     authorization,
     params.signature as Hex,
     ctx.config.chain_id,
   );
-  if (signatureRefusal) return { ok: false, error: signatureRefusal };
+  if (signatureRefusal) return err(signatureRefusal);
   const gasLimit = BigInt(params.gas_limit);
   if (gasLimit < MIN_GAS_LIMIT) return refuse("malformed", "gas limit below 21000");
   if (gasLimit > MAX_GAS_LIMIT)

@@ -10,6 +10,7 @@ import type { Address } from "viem";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { WireParams } from "../../shared/enclave-ops.ts";
 import { costUnits, type FeeFields, maxFeeWei } from "../../shared/fees.ts";
+import { err } from "../../shared/result.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
 import type { FaucetTerms } from "../policy.ts";
 import { checkFaucet, checkKeyBinding, checkTransfer, utcDay } from "../policy-checks.ts";
@@ -27,7 +28,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   const key = ctx.keystore.get(params.key_ref);
   if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
   const binding = checkKeyBinding(key.address, params.from);
-  if (binding) return { ok: false, error: binding };
+  if (binding) return err(binding);
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
   const cost = transactionCost(params);
@@ -43,13 +44,13 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
     costUnits: cost.units,
     spentTodayUnits: spentToday,
   });
-  if (refusal) return { ok: false, error: refusal };
+  if (refusal) return err(refusal);
   // No await between the check above and this reservation: concurrent requests see each other.
   await ctx.state.commit((next) => {
     if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
     next.daily.spent.set(key.keyRef, spentToday + cost.units);
   });
-  return signed(key.privateKey, prepared.result);
+  return signed(key.privateKey, prepared.value);
 };
 
 export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
@@ -59,7 +60,7 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   if (!treasury) return refuse("not_configured", "treasury is not configured");
   if (treasury.faucetKeyRef !== key.keyRef) return KEY_NOT_USABLE;
   const binding = checkKeyBinding(key.address, params.from);
-  if (binding) return { ok: false, error: binding };
+  if (binding) return err(binding);
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
   const cost = transactionCost(params);
@@ -80,7 +81,7 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
     nowMs: now.getTime(),
     today,
   });
-  if (refusal) return { ok: false, error: refusal };
+  if (refusal) return err(refusal);
   // checkFaucet refuses a treasury without terms.
   const terms = treasury.terms!;
   // As above: checked and reserved in one synchronous step, the recipient's payout with the budget.
@@ -88,7 +89,7 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
     if (next.treasury) next.treasury.spentUnits += cost.units;
     recordPayout(next, { recipient, valueUnits, nowMs: now.getTime(), today, terms });
   });
-  return signed(key.privateKey, prepared.result);
+  return signed(key.privateKey, prepared.value);
 };
 
 /**

@@ -10,6 +10,7 @@ import type { Address } from "viem";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { fromHex } from "../../shared/hex.ts";
+import { err } from "../../shared/result.ts";
 import { signDigest } from "../../shared/secp256k1.ts";
 import { KEY_NOT_USABLE, succeed } from "../outcome.ts";
 import { checkKeyBinding, checkX402, utcDay } from "../policy-checks.ts";
@@ -19,7 +20,7 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
   const key = ctx.keystore.get(params.key_ref);
   if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
   const binding = checkKeyBinding(key.address, params.from);
-  if (binding) return { ok: false, error: binding };
+  if (binding) return err(binding);
   const valueUnits = BigInt(params.value_units);
   const validAfter = BigInt(params.valid_after);
   const validBefore = BigInt(params.valid_before);
@@ -36,7 +37,7 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
     nowSeconds: BigInt(Math.floor(now.getTime() / 1000)),
     signedToday,
   });
-  if (refusal) return { ok: false, error: refusal };
+  if (refusal) return err(refusal);
   // No await between the check above and this count: concurrent requests see each other.
   await ctx.state.commit((next) => {
     if (next.x402Daily.day !== today) next.x402Daily = { day: today, signed: new Map() };

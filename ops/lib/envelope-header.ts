@@ -29,7 +29,7 @@ export type CheckEnvelopeHeaderResult =
 /** Parses the envelope and checks its header against `expect` and the recovery key's fingerprint. */
 export function checkEnvelopeHeader(params: CheckEnvelopeHeaderParams): CheckEnvelopeHeaderResult {
   const parsed = parseBackupEnvelope(params.envelope);
-  if (!parsed.ok) return { ok: false, refusal: "not_an_envelope", reason: parsed.reason };
+  if (!parsed.ok) return { ok: false, refusal: "not_an_envelope", reason: parsed.error };
   const { header } = parsed.value;
   if (header.env_id !== params.expect.envId || header.chain_id !== params.expect.chainId) {
     return {

@@ -187,7 +187,7 @@ async function drillInto(
     signature: proof.value.signature,
   });
   if (!verified.ok)
-    return { ok: false, reason: `the restored key's signature does not verify (${verified.reason})` };
+    return { ok: false, reason: `the restored key's signature does not verify (${verified.error})` };
 
   await db.insert(restoreEvidence).values({
     batchId,

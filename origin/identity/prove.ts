@@ -49,10 +49,7 @@ export async function proveIdentity(
   });
   if (!verdict.ok) {
     // A proof made for another chain or environment fails here too: fail closed (SPEC).
-    return destructive(
-      verdict.reason === "signature_invalid" ? "proof_failed" : verdict.reason,
-      verdict.reason,
-    );
+    return destructive(verdict.error === "signature_invalid" ? "proof_failed" : verdict.error, verdict.error);
   }
   if (proof.value.publicKey.toLowerCase() !== info.publicKey.toLowerCase()) {
     return destructive("public_key_mismatch", "the proof's key differs from the public identity");

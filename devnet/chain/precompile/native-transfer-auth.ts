@@ -17,7 +17,7 @@ import {
   WEI_PER_UNIT,
 } from "../../../shared/constants.ts";
 import { authorizationDigest, domainSeparator } from "../../../shared/eip712.ts";
-import type { Result } from "../../result.ts";
+import { ok, type Result } from "../../../shared/result.ts";
 import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
 import {
   AUTHORIZATION_USED_TOPIC,
@@ -148,7 +148,7 @@ export function createNativeTransferAuth(config: NativeTransferAuthConfig): Nati
         const r = args.uint(7);
         const s = args.uint(8);
         if (v === undefined || r === undefined || s === undefined) return revert(gas, EMPTY);
-        return transfer(args, { ok: true, value: { v, r, s } }, input, call, gas);
+        return transfer(args, ok({ v, r, s }), input, call, gas);
       }
       case "transferWithAuthorizationBytes": {
         const signature = args.bytes(6);

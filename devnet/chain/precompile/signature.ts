@@ -6,7 +6,7 @@
  */
 import { bigIntToBytes, bytesToBigInt, SECP256K1_ORDER_DIV_2, setLengthLeft } from "@ethereumjs/util";
 import { keccak_256 } from "@noble/hashes/sha3";
-import { err, ok, type Result } from "../../result.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
 import { type Ecrecover, type RecoveryInput, ecrecover as recoverPublicKey } from "../signature-recovery.ts";
 
 export type SignatureFailure = "invalid_signature_length" | "invalid_s" | "invalid_v" | "invalid_signature";
