@@ -13,6 +13,7 @@ import { CHAIN_ID } from "../../shared/constants.ts";
 import { PRIVILEGED_OP_SCOPE } from "../../shared/enclave-protocol.ts";
 import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex } from "../../shared/hex.ts";
+import { err, ok } from "../../shared/result.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import type { CapabilityProvider, SignerClient, SignerResult } from "./types.ts";
 
@@ -45,11 +46,11 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
   };
   let instanceId: string | null = null;
   const loadInstanceId = async (): Promise<SignerResult<string>> => {
-    if (instanceId !== null) return { ok: true, value: instanceId };
+    if (instanceId !== null) return ok(instanceId);
     const identity = await options.client.getSealedIdentity();
     if (!identity.ok) return identity;
     instanceId = identity.value.instanceId;
-    return { ok: true, value: instanceId };
+    return ok(instanceId);
   };
   return async ({ op, params }): Promise<SignerResult<Capability>> => {
     let authoritySecret: Uint8Array;
@@ -58,7 +59,7 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
     } catch (error) {
       secret = null;
       const reason = `authority key unavailable: ${errorMessage(error)}`;
-      return { ok: false, error: signerFailure(CLIENT_FAILURE.capabilityUnavailable, reason) };
+      return err(signerFailure(CLIENT_FAILURE.capabilityUnavailable, reason));
     }
     const instance = await loadInstanceId();
     if (!instance.ok) return instance;
@@ -78,11 +79,11 @@ export function createCapabilityMinter(options: CapabilityMinterOptions): Capabi
       instanceId: instance.value,
       counter: next.value.nextCounter,
     });
-    return { ok: true, value: capability };
+    return ok(capability);
   };
 }
 
 /** A provider returning a capability minted elsewhere (an operator's offline recovery key). */
 export function fixedCapability(capability: Capability): CapabilityProvider {
-  return async () => ({ ok: true, value: capability });
+  return async () => ok(capability);
 }

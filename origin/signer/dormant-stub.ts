@@ -4,13 +4,12 @@
  * `agent_signer_protocol_unavailable`, which the sweep classes terminal_unknown and which leaves
  * every wallet intact.
  */
+import { err } from "../../shared/result.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import type { SignerClient, SignerResult } from "./types.ts";
 
-const unavailable = async (): Promise<SignerResult<never>> => ({
-  ok: false,
-  error: signerFailure(CLIENT_FAILURE.protocolUnavailable, "the live enclave signer is not enabled"),
-});
+const unavailable = async (): Promise<SignerResult<never>> =>
+  err(signerFailure(CLIENT_FAILURE.protocolUnavailable, "the live enclave signer is not enabled"));
 
 /** The identity ops of the dormant stub. */
 export function createDormantIdentityStub(): Pick<SignerClient, "publicIdentity" | "proveIdentity"> {

@@ -7,6 +7,7 @@
 import type { Logger } from "pino";
 import type { EnclaveOp, PrivilegedOp } from "../../shared/enclave-protocol.ts";
 import { errorMessage } from "../../shared/error-message.ts";
+import { err, ok } from "../../shared/result.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import { OP_CODECS, type OpParams, type OpResult } from "./op-codecs.ts";
 import { SocketTransport } from "./socket-transport.ts";
@@ -50,16 +51,14 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
   ): Promise<SignerResult<OpResult<Op>>> => {
     const timeoutMs = timeoutOverrideMs ?? (SLOW_OPS.has(op) ? slowRequestTimeoutMs : requestTimeoutMs);
     const outcome = await transport.request(op, wireParams, cap, timeoutMs);
-    if (!outcome.ok) return { ok: false, error: signerFailure(outcome.code, outcome.reason, outcome.detail) };
-    const parsed = OP_CODECS[op].result.safeParse(outcome.result);
+    if (!outcome.ok)
+      return err(signerFailure(outcome.error.code, outcome.error.reason, outcome.error.detail));
+    const parsed = OP_CODECS[op].result.safeParse(outcome.value);
     if (!parsed.success) {
       options.logger?.warn({ op }, "enclave reply does not match the op schema");
-      return {
-        ok: false,
-        error: signerFailure(CLIENT_FAILURE.malformedReply, `reply to ${op} does not match its schema`),
-      };
+      return err(signerFailure(CLIENT_FAILURE.malformedReply, `reply to ${op} does not match its schema`));
     }
-    return { ok: true, value: parsed.data as OpResult<Op> };
+    return ok(parsed.data as OpResult<Op>);
   };
 
   const call = <Op extends Exclude<EnclaveOp, PrivilegedOp>>(op: Op) => {
@@ -73,10 +72,8 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
       const run = async (): Promise<SignerResult<OpResult<Op>>> => {
         const wireParams = toWire(params);
         const cap = await authorize({ op, params: wireParams }).catch(
-          (error: unknown): SignerResult<never> => ({
-            ok: false,
-            error: signerFailure(CLIENT_FAILURE.capabilityUnavailable, errorMessage(error)),
-          }),
+          (error: unknown): SignerResult<never> =>
+            err(signerFailure(CLIENT_FAILURE.capabilityUnavailable, errorMessage(error))),
         );
         if (!cap.ok) return cap;
         return send(op, wireParams, cap.value);

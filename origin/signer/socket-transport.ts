@@ -14,10 +14,12 @@ import {
   type RefusalDetail,
   responseSchema,
 } from "../../shared/enclave-protocol.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { CLIENT_FAILURE } from "./failure-class.ts";
 
-export type TransportFailure = { ok: false; code: string; reason: string; detail?: RefusalDetail };
-export type TransportOutcome = { ok: true; result: unknown } | TransportFailure;
+export type TransportError = { code: string; reason: string; detail?: RefusalDetail };
+export type TransportFailure = { ok: false; error: TransportError };
+export type TransportOutcome = Result<unknown, TransportError>;
 
 export type SocketTransportOptions = {
   socketPath: string;
@@ -36,7 +38,7 @@ type Pending = {
 
 type State = "idle" | "connecting" | "ready" | "backoff" | "closed";
 
-const fail = (code: string, reason: string): TransportFailure => ({ ok: false, code, reason });
+const fail = (code: string, reason: string): TransportFailure => err({ code, reason });
 
 export class SocketTransport {
   private state: State = "idle";
@@ -153,7 +155,7 @@ export class SocketTransport {
           const refusal = this.checkHello(event.value);
           if (refusal) {
             this.handshakeFailure = refusal;
-            this.options.logger?.warn({ code: refusal.code }, "enclave hello refused");
+            this.options.logger?.warn({ code: refusal.error.code }, "enclave hello refused");
             socket.destroy();
             return;
           }
@@ -229,11 +231,12 @@ export class SocketTransport {
     this.inflight.delete(reply.id);
     pending.settle(
       reply.ok
-        ? { ok: true, result: reply.result }
-        : {
-            ...fail(reply.error.code, reply.error.reason ?? reply.error.code),
+        ? ok(reply.result)
+        : err({
+            code: reply.error.code,
+            reason: reply.error.reason ?? reply.error.code,
             ...(reply.error.detail === undefined ? {} : { detail: reply.error.detail }),
-          },
+          }),
     );
   }
 

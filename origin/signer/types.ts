@@ -9,6 +9,7 @@ import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
 import type { KeyNamespace } from "../../shared/enclave-ops.ts";
 import type { CapabilityScope, PrivilegedOp, RefusalDetail } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
+import type { Result } from "../../shared/result.ts";
 
 export type SignerFailureClass =
   | "retryable"
@@ -29,7 +30,7 @@ export type SignerFailure = {
   detail?: RefusalDetail;
 };
 
-export type SignerResult<T> = { ok: true; value: T } | { ok: false; error: SignerFailure };
+export type SignerResult<T> = Result<T, SignerFailure>;
 
 /**
  * Supplies the capability for one privileged request, given the exact wire params it must bind.
