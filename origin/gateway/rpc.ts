@@ -51,7 +51,7 @@ export function rpcHandler(
 ): Handler<AppEnv> {
   return async (c) => {
     const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
-    if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
+    if (!read.ok && read.error === "incomplete") throw bodyIncompleteError();
     // JSON-RPC's form, HTTP's status: a proxy or client that reads only the status sees 413 too.
     if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`), 413);
 
@@ -77,7 +77,7 @@ export function rpcHandler(
     if (outgoing?.closed) release();
     else outgoing?.once("close", release);
     try {
-      return await handle(c, read.bytes, upstream);
+      return await handle(c, read.value, upstream);
     } finally {
       if (!outgoing) release();
     }

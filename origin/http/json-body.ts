@@ -25,11 +25,11 @@ export async function readJsonBody<T>(
   maxBytes = 4_096,
 ): Promise<{ data: T; raw: unknown }> {
   const read = await readBodyLimited(c, maxBytes);
-  if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
+  if (!read.ok && read.error === "incomplete") throw bodyIncompleteError();
   if (!read.ok) throw new AppError("payload_too_large", `the body must be at most ${maxBytes} bytes`);
   let body: unknown;
   try {
-    body = JSON.parse(UTF8.decode(read.bytes));
+    body = JSON.parse(UTF8.decode(read.value));
   } catch {
     throw new AppError("validation_failed", "the body must be a JSON object");
   }

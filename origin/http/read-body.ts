@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { AppError } from "../errors.ts";
 
 /**
@@ -10,13 +11,10 @@ import { AppError } from "../errors.ts";
  */
 export const BODY_DEADLINE_MS = 5_000;
 
-export type ReadBodyResult =
-  | { ok: true; bytes: Uint8Array }
-  | { ok: false; reason: "too_large" }
-  /** Not in full within the deadline, or the client left before it had sent it. */
-  | { ok: false; reason: "incomplete" };
+/** `incomplete`: not in full within the deadline, or the client left before it had sent it. */
+export type ReadBodyResult = Result<Uint8Array, "too_large" | "incomplete">;
 
-const INCOMPLETE: ReadBodyResult = { ok: false, reason: "incomplete" };
+const INCOMPLETE: ReadBodyResult = err("incomplete");
 
 /**
  * Reads a request body of at most `maxBytes` within BODY_DEADLINE_MS, so an oversize, endless or
@@ -28,7 +26,7 @@ const INCOMPLETE: ReadBodyResult = { ok: false, reason: "incomplete" };
  */
 export async function readBodyLimited(c: Context, maxBytes: number): Promise<ReadBodyResult> {
   const declared = c.req.header("content-length");
-  if (declared !== undefined && Number(declared) > maxBytes) return { ok: false, reason: "too_large" };
+  if (declared !== undefined && Number(declared) > maxBytes) return err("too_large");
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<ReadBodyResult>((resolve) => {
@@ -51,7 +49,7 @@ async function readBody(
   try {
     if (declared !== undefined || !incoming || incoming.readableEnded) {
       const bytes = new Uint8Array(await c.req.arrayBuffer());
-      return bytes.byteLength > maxBytes ? { ok: false, reason: "too_large" } : { ok: true, bytes };
+      return bytes.byteLength > maxBytes ? err("too_large") : ok(bytes);
     }
     const chunks: Buffer[] = [];
     let received = 0;
@@ -60,11 +58,11 @@ async function readBody(
       if (received > maxBytes) {
         // Stop reading; the rest is discarded when the response ends the request.
         incoming.resume();
-        return { ok: false, reason: "too_large" };
+        return err("too_large");
       }
       chunks.push(chunk);
     }
-    return { ok: true, bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
+    return ok(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   } catch {
     // The client closed the connection before its body was in (Node's "aborted", the adapter's
     // "Client connection prematurely closed"): no one is left to answer, and nothing was taken.

@@ -60,8 +60,8 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
     expect(await admit(minute, [A, B, A, A])).toEqual([
       { ok: true },
       { ok: true },
-      { ok: false, limit: "per_ip" },
-      { ok: false, limit: "per_ip" },
+      { ok: false, error: "per_ip" },
+      { ok: false, error: "per_ip" },
     ]);
     expect(await rows(minute)).toEqual({ [A]: 10, [B]: 1, "*": 11 });
   });
@@ -71,7 +71,7 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
     const results = await Promise.all(Array.from({ length: 6 }, () => admit(minute, [A, A, A])));
     expect(admitted(results)).toBe(10);
     expect(results.flat().filter((result) => !result.ok)).toEqual(
-      Array.from({ length: 8 }, () => ({ ok: false, limit: "per_ip" })),
+      Array.from({ length: 8 }, () => ({ ok: false, error: "per_ip" })),
     );
     expect(await rows(minute)).toEqual({ [A]: 10, "*": 10 });
   });
@@ -86,13 +86,13 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
       admit(minute, [C], limits),
     ]);
     expect(admitted(results)).toBe(5);
-    for (const result of results.flat()) if (!result.ok) expect(result.limit).toBe("global");
+    for (const result of results.flat()) if (!result.ok) expect(result.error).toBe("global");
     const counts = await rows(minute);
     expect(counts["*"]).toBe(5);
     expect((counts[A] ?? 0) + (counts[B] ?? 0) + (counts[C] ?? 0)).toBe(5);
     // A group that comes once the network-wide count is full is refused and leaves no row.
     const D = group("d");
-    expect(await admit(minute, [D], limits)).toEqual([{ ok: false, limit: "global" }]);
+    expect(await admit(minute, [D], limits)).toEqual([{ ok: false, error: "global" }]);
     expect(Object.keys(await rows(minute))).not.toContain(D);
   });
 });

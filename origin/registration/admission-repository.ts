@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { ALL_GROUPS } from "./quota-gate.ts";
 
@@ -11,7 +12,8 @@ export type AdmitAttemptsParams = {
   globalLimit: number;
 };
 
-export type AdmitAttemptResult = { ok: true } | { ok: false; limit: "per_ip" | "global" };
+/** Admitted, or which limit it met. */
+export type AdmitAttemptResult = Result<void, "per_ip" | "global">;
 
 /**
  * SPEC Limits rule 1: an admission attempt is counted and committed on its own, before any
@@ -23,12 +25,12 @@ export type AdmitAttemptResult = { ok: true } | { ok: false; limit: "per_ip" | "
  */
 export async function admitAttempts(db: Db, params: AdmitAttemptsParams): Promise<AdmitAttemptResult[]> {
   const { ipGroups, perIpLimit, globalLimit } = params;
-  if (perIpLimit < 1) return ipGroups.map(() => ({ ok: false, limit: "per_ip" }));
-  if (globalLimit < 1) return ipGroups.map(() => ({ ok: false, limit: "global" }));
+  if (perIpLimit < 1) return ipGroups.map(() => err("per_ip"));
+  if (globalLimit < 1) return ipGroups.map(() => err("global"));
   const perGroup = new Map<string, number>();
   for (const group of ipGroups) perGroup.set(group, (perGroup.get(group) ?? 0) + 1);
   const fits = [...perGroup.values()].every((n) => n <= perIpLimit) && ipGroups.length <= globalLimit;
-  if (fits && (await countAllIfRoom(db, { ...params, perGroup }))) return ipGroups.map(() => ({ ok: true }));
+  if (fits && (await countAllIfRoom(db, { ...params, perGroup }))) return ipGroups.map(() => ok(undefined));
   return judgeInOrder(db, params);
 }
 
@@ -117,11 +119,11 @@ async function judgeInOrder(db: Db, params: AdmitAttemptsParams): Promise<AdmitA
     const results = ipGroups.map((group): AdmitAttemptResult => {
       const groupCount = counts.get(group)!;
       const globalCount = counts.get(ALL_GROUPS)!;
-      if (groupCount >= perIpLimit) return { ok: false, limit: "per_ip" };
-      if (globalCount >= globalLimit) return { ok: false, limit: "global" };
+      if (groupCount >= perIpLimit) return err("per_ip");
+      if (globalCount >= globalLimit) return err("global");
       counts.set(group, groupCount + 1);
       counts.set(ALL_GROUPS, globalCount + 1);
-      return { ok: true };
+      return ok(undefined);
     });
     const counted = groups.filter((group) => counts.get(group) !== before.get(group));
     const unused = groups.filter((group) => counts.get(group) === 0);

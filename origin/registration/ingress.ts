@@ -1,4 +1,5 @@
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import type { EdgeSecretVerifier } from "../http/edge-secret.ts";
 import { classifyRegistrationIp, hashIpGroup } from "./ip-classification.ts";
 
@@ -10,7 +11,8 @@ export type IngressRefusal =
   | "malformed_ip"
   | "not_public_ip";
 
-export type IngressResult = { ok: true; ipGroupHash: string } | { ok: false; refusal: IngressRefusal };
+/** The caller's hashed address group, or why it is not let in. */
+export type IngressResult = Result<string, IngressRefusal>;
 
 export type CheckIngressParams = {
   verifyEdge: EdgeSecretVerifier;
@@ -29,13 +31,13 @@ export function checkIngress(
   params: CheckIngressParams,
 ): IngressResult {
   const secret = header(HEADER_EDGE_SECRET);
-  if (secret === undefined) return { ok: false, refusal: "no_edge_secret" };
-  if (!params.verifyEdge(secret)) return { ok: false, refusal: "wrong_edge_secret" };
+  if (secret === undefined) return err("no_edge_secret");
+  if (!params.verifyEdge(secret)) return err("wrong_edge_secret");
   const ip = classifyRegistrationIp(header(HEADER_REGISTRATION_IP), { allowLoopback: params.allowLoopback });
   if (!ip.ok) {
     const refusal =
-      ip.refusal === "missing" ? "missing_ip" : ip.refusal === "malformed" ? "malformed_ip" : "not_public_ip";
-    return { ok: false, refusal };
+      ip.error === "missing" ? "missing_ip" : ip.error === "malformed" ? "malformed_ip" : "not_public_ip";
+    return err(refusal);
   }
-  return { ok: true, ipGroupHash: hashIpGroup(params.ipSecret, ip.group) };
+  return ok(hashIpGroup(params.ipSecret, ip.value.group));
 }

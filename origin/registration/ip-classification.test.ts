@@ -8,13 +8,11 @@ describe("classifyRegistrationIp", () => {
   it("accepts public addresses and groups IPv4 per address, IPv6 per /64", () => {
     expect(classifyRegistrationIp("81.2.69.160", strict)).toEqual({
       ok: true,
-      ip: "81.2.69.160",
-      group: "81.2.69.160",
+      value: { ip: "81.2.69.160", group: "81.2.69.160" },
     });
     expect(classifyRegistrationIp("2A00:1450:4001:81C::200E", strict)).toEqual({
       ok: true,
-      ip: "2a00:1450:4001:81c::200e",
-      group: "2a00:1450:4001:81c::/64",
+      value: { ip: "2a00:1450:4001:81c::200e", group: "2a00:1450:4001:81c::/64" },
     });
   });
 
@@ -27,11 +25,10 @@ describe("classifyRegistrationIp", () => {
     ]) {
       expect(classifyRegistrationIp(spelling, strict), spelling).toEqual({
         ok: true,
-        ip: "81.2.69.160",
-        group: "81.2.69.160",
+        value: { ip: "81.2.69.160", group: "81.2.69.160" },
       });
     }
-    expect(classifyRegistrationIp("64:ff9b::10.0.0.1", strict)).toEqual({ ok: false, refusal: "not_public" });
+    expect(classifyRegistrationIp("64:ff9b::10.0.0.1", strict)).toEqual({ ok: false, error: "not_public" });
   });
 
   it.each([
@@ -45,30 +42,32 @@ describe("classifyRegistrationIp", () => {
     "192.0.0.8",
     "192.88.99.1",
   ])("refuses the non-global %s", (ip) => {
-    expect(classifyRegistrationIp(ip, strict)).toEqual({ ok: false, refusal: "not_public" });
+    expect(classifyRegistrationIp(ip, strict)).toEqual({ ok: false, error: "not_public" });
   });
 
   it("lets loopback register only with the local switch, each address its own group", () => {
-    expect(classifyRegistrationIp("127.0.0.5", strict)).toEqual({ ok: false, refusal: "not_public" });
+    expect(classifyRegistrationIp("127.0.0.5", strict)).toEqual({ ok: false, error: "not_public" });
     expect(classifyRegistrationIp("127.0.0.5", local)).toEqual({
       ok: true,
-      ip: "127.0.0.5",
-      group: "127.0.0.5",
+      value: { ip: "127.0.0.5", group: "127.0.0.5" },
     });
-    expect(classifyRegistrationIp("::1", local)).toEqual({ ok: true, ip: "::1", group: "::1" });
-    expect(classifyRegistrationIp("::ffff:127.0.0.6", local)).toMatchObject({ ok: true, group: "127.0.0.6" });
+    expect(classifyRegistrationIp("::1", local)).toEqual({ ok: true, value: { ip: "::1", group: "::1" } });
+    expect(classifyRegistrationIp("::ffff:127.0.0.6", local)).toMatchObject({
+      ok: true,
+      value: { group: "127.0.0.6" },
+    });
   });
 
   it.each(["10.0.0.1", "192.168.1.1", "fd00::1", "fe80::1", "169.254.0.1", "0.0.0.0", "::", "203.0.113.1"])(
     "still refuses %s with the local switch on",
     (ip) => {
-      expect(classifyRegistrationIp(ip, local)).toEqual({ ok: false, refusal: "not_public" });
+      expect(classifyRegistrationIp(ip, local)).toEqual({ ok: false, error: "not_public" });
     },
   );
 
   it("refuses what is not one address", () => {
-    expect(classifyRegistrationIp(undefined, strict)).toEqual({ ok: false, refusal: "missing" });
-    expect(classifyRegistrationIp("", strict)).toEqual({ ok: false, refusal: "missing" });
+    expect(classifyRegistrationIp(undefined, strict)).toEqual({ ok: false, error: "missing" });
+    expect(classifyRegistrationIp("", strict)).toEqual({ ok: false, error: "missing" });
     for (const value of [
       "81.2.69.160, 81.2.69.161",
       " 81.2.69.160",
@@ -76,7 +75,7 @@ describe("classifyRegistrationIp", () => {
       "[2a00:1450::1]",
       "2a00:1450::1%1",
     ]) {
-      expect(classifyRegistrationIp(value, strict), value).toEqual({ ok: false, refusal: "malformed" });
+      expect(classifyRegistrationIp(value, strict), value).toEqual({ ok: false, error: "malformed" });
     }
   });
 });

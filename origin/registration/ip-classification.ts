@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
 import { BlockList } from "node:net";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import { nat64Embedded, parseIpLiteral } from "../http/ip-address.ts";
 
@@ -53,9 +54,7 @@ LOOPBACK.addAddress("::1", "ipv6");
 
 export type RegistrationIpRefusal = "missing" | "malformed" | "not_public";
 
-export type ClassifyRegistrationIpResult =
-  | { ok: true; ip: string; group: string }
-  | { ok: false; refusal: RegistrationIpRefusal };
+export type ClassifyRegistrationIpResult = Result<{ ip: string; group: string }, RegistrationIpRefusal>;
 
 export type ClassifyRegistrationIpParams = {
   /** Local development only (AGENT_REGISTRATION_ALLOW_LOOPBACK): loopback addresses are accepted. */
@@ -71,19 +70,19 @@ export function classifyRegistrationIp(
   header: string | undefined,
   params: ClassifyRegistrationIpParams,
 ): ClassifyRegistrationIpResult {
-  if (header === undefined || header === "") return { ok: false, refusal: "missing" };
+  if (header === undefined || header === "") return err("missing");
   // A list (two headers joined, or a forwarded-for chain) is a collapsed value: refused, never split.
   const parsed = parseIpLiteral(header);
-  if (parsed === null) return { ok: false, refusal: "malformed" };
+  if (parsed === null) return err("malformed");
   const ip = parsed.family === 6 ? (nat64Embedded(parsed.words) ?? parsed.text) : parsed.text;
   const family = ip.includes(":") ? "ipv6" : "ipv4";
-  if (params.allowLoopback && LOOPBACK.check(ip, family)) return { ok: true, ip, group: addressGroup(ip) };
+  if (params.allowLoopback && LOOPBACK.check(ip, family)) return ok({ ip, group: addressGroup(ip) });
   const isPublic =
     family === "ipv4"
       ? !REFUSED.check(ip, "ipv4")
       : GLOBAL_UNICAST.check(ip, "ipv6") && !REFUSED.check(ip, "ipv6");
-  if (!isPublic) return { ok: false, refusal: "not_public" };
-  return { ok: true, ip, group: addressGroup(ip) };
+  if (!isPublic) return err("not_public");
+  return ok({ ip, group: addressGroup(ip) });
 }
 
 /** SPEC: IP groups are stored only as HMAC-SHA-256 under AGENT_REGISTRATION_IP_SECRET (hex). */

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Capability } from "../../shared/constants.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { claimKeysForIdentities, type ProvisionedIdentity } from "../keypool/provision.ts";
 import { ALL_GROUPS, evaluateGate, type GateRefusal, readQuotaState } from "./quota-gate.ts";
@@ -16,9 +17,7 @@ export type IssuePublicIdentitiesParams = {
 
 export type IssuanceRefusal = GateRefusal | { kind: "unavailable"; reason: "unavailable" };
 
-export type IssuePublicIdentityResult =
-  | { ok: true; value: ProvisionedIdentity }
-  | { ok: false; refusal: IssuanceRefusal };
+export type IssuePublicIdentityResult = Result<ProvisionedIdentity, IssuanceRefusal>;
 
 /**
  * SPEC Limits rule 2: the quotas and the key assignment are committed together under one database
@@ -54,7 +53,7 @@ export async function issuePublicIdentities(
         networkToday: state.policy.networkToday + admitted.length,
         ipGroupToday: perGroup.get(request.ipGroup) ?? 0,
       });
-      if (refusal) results[index] = { ok: false, refusal };
+      if (refusal) results[index] = err(refusal);
       else {
         admitted.push(index);
         perGroup.set(request.ipGroup, (perGroup.get(request.ipGroup) ?? 0) + 1);
@@ -78,10 +77,10 @@ export async function issuePublicIdentities(
     admitted.forEach((index, n) => {
       const identity = identities[n];
       if (!identity) {
-        results[index] = { ok: false, refusal: shortfall };
+        results[index] = err(shortfall);
         return;
       }
-      results[index] = { ok: true, value: identity };
+      results[index] = ok(identity);
       issued.push({ agentId: identity.agentId, ipGroup: requests[index]!.ipGroup });
     });
     if (issued.length > 0) await recordIssued(tx, day, issued);

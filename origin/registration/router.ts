@@ -76,20 +76,20 @@ export function createRegistrationRouter(
       allowLoopback: config.features.registrationAllowLoopback,
     });
     if (!ingress.ok) {
-      log("ingress_refused", { refusal: ingress.refusal });
+      log("ingress_refused", { refusal: ingress.error });
       throw new AppError(
         "registration_ingress_refused",
-        ingress.refusal === "no_edge_secret" || ingress.refusal === "wrong_edge_secret"
+        ingress.error === "no_edge_secret" || ingress.error === "wrong_edge_secret"
           ? "registration is accepted only through the edge"
           : "the client address is not accepted for registration",
       );
     }
     const shape = await checkRequestShape(c);
-    if (!shape.ok) throw new AppError(shape.code, shape.message);
+    if (!shape.ok) throw new AppError(shape.error.code, shape.error.message);
 
     const now = clock.now();
     const day = utcDay(now);
-    const ipGroup = ingress.ipGroupHash;
+    const ipGroup = ingress.value;
     let state: RegistrationState;
     try {
       state = await batchers.state({ day, ipGroup });
@@ -125,7 +125,7 @@ export function createRegistrationRouter(
     }
     if (!admitted.ok) {
       refusals("registration_admission");
-      log("refused", { stage: "admission", refusal: admitted.limit, admitted: false });
+      log("refused", { stage: "admission", refusal: admitted.error, admitted: false });
       throw rateLimited(secondsToNextMinute(clock.now()));
     }
 
@@ -137,8 +137,8 @@ export function createRegistrationRouter(
       throw unavailable("unavailable", error);
     }
     if (!issued.ok) {
-      log("refused", { stage: "issuance", refusal: refusalName(issued.refusal), admitted: true });
-      throw refusalError(issued.refusal, clock.now());
+      log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true });
+      throw refusalError(issued.error, clock.now());
     }
     // SPEC: the response is not logged, and the new agent id is part of it.
     log("issued", { stage: "issuance", admitted: true });

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import {
   type ChangeSource,
@@ -43,9 +44,7 @@ export type SettingsView = Record<SettingName, boolean | number>;
 
 export type SettingChange = { setting: SettingName; before: string; after: string };
 
-export type ChangeSettingsResult =
-  | { ok: true; value: { after: SettingsView; changed: SettingChange[] } }
-  | { ok: false; error: SettingsRefusal };
+export type ChangeSettingsResult = Result<{ after: SettingsView; changed: SettingChange[] }, SettingsRefusal>;
 
 const NAMES = Object.keys(REGISTRATION_SETTINGS) as SettingName[];
 
@@ -62,24 +61,20 @@ export function settingsView(policy: RegistrationPolicy): SettingsView {
 export function parseSettingValue(
   name: string,
   value: unknown,
-): { ok: true; name: SettingName; value: boolean | number } | { ok: false; error: SettingsRefusal } {
-  if (!Object.hasOwn(REGISTRATION_SETTINGS, name))
-    return { ok: false, error: { code: "unknown_setting", setting: name } };
+): Result<{ name: SettingName; value: boolean | number }, SettingsRefusal> {
+  if (!Object.hasOwn(REGISTRATION_SETTINGS, name)) return err({ code: "unknown_setting", setting: name });
   const setting = name as SettingName;
   const rule: SettingRule = REGISTRATION_SETTINGS[setting];
   if (rule.kind === "boolean") {
-    if (value === true || value === "true") return { ok: true, name: setting, value: true };
-    if (value === false || value === "false") return { ok: true, name: setting, value: false };
-    return { ok: false, error: { code: "invalid_value", setting, message: "must be true or false" } };
+    if (value === true || value === "true") return ok({ name: setting, value: true });
+    if (value === false || value === "false") return ok({ name: setting, value: false });
+    return err({ code: "invalid_value", setting, message: "must be true or false" });
   }
   const number = typeof value === "string" && /^\d{1,12}$/.test(value) ? Number(value) : value;
   if (typeof number !== "number" || !Number.isInteger(number) || number < 0 || number > rule.max) {
-    return {
-      ok: false,
-      error: { code: "invalid_value", setting, message: `must be a whole number from 0 to ${rule.max}` },
-    };
+    return err({ code: "invalid_value", setting, message: `must be a whole number from 0 to ${rule.max}` });
   }
-  return { ok: true, name: setting, value: number };
+  return ok({ name: setting, value: number });
 }
 
 export type ChangeSettingsParams = {
@@ -98,14 +93,14 @@ export async function changeRegistrationSettings(
   db: Db,
   params: ChangeSettingsParams,
 ): Promise<ChangeSettingsResult> {
-  if (params.reason.trim() === "") return { ok: false, error: { code: "empty_reason" } };
+  if (params.reason.trim() === "") return err({ code: "empty_reason" });
   const entries = Object.entries(params.changes);
-  if (entries.length === 0) return { ok: false, error: { code: "no_change_requested" } };
+  if (entries.length === 0) return err({ code: "no_change_requested" });
   const changes: Partial<Record<PolicySetting, boolean | number>> = {};
   for (const [name, value] of entries) {
     const parsed = parseSettingValue(name, value);
     if (!parsed.ok) return parsed;
-    changes[REGISTRATION_SETTINGS[parsed.name].key] = parsed.value;
+    changes[REGISTRATION_SETTINGS[parsed.value.name].key] = parsed.value.value;
   }
   // The before values come from the update itself, read under the policy row's lock.
   const result = await updateRegistrationPolicy(db, {
@@ -114,17 +109,14 @@ export async function changeRegistrationSettings(
     source: params.source,
   });
   const byKey = new Map(NAMES.map((name) => [REGISTRATION_SETTINGS[name].key as string, name]));
-  return {
-    ok: true,
-    value: {
-      after: settingsView(result.policy),
-      changed: result.changed.map((change) => ({
-        setting: byKey.get(change.setting)!,
-        before: change.before,
-        after: change.after,
-      })),
-    },
-  };
+  return ok({
+    after: settingsView(result.policy),
+    changed: result.changed.map((change) => ({
+      setting: byKey.get(change.setting)!,
+      before: change.before,
+      after: change.after,
+    })),
+  });
 }
 
 export type RegistrationStatus = {

@@ -12,6 +12,7 @@ import {
   NATIVE_TRANSFER_AUTH_ADDRESS,
 } from "../../shared/constants.ts";
 import type { X402PaymentRequired } from "../../shared/gateway-schemas.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 /** The node's x402 settings (config.x402 with the switch on: amount and payTo are required). */
 export type X402AuthorizePolicy = {
@@ -39,9 +40,7 @@ export type ChosenRequirement = {
   maxTimeoutSeconds: number;
 };
 
-export type ChooseRequirementResult =
-  | { ok: true; requirement: ChosenRequirement }
-  | { ok: false; refusal: RequirementRefusal };
+export type ChooseRequirementResult = Result<ChosenRequirement, RequirementRefusal>;
 
 /**
  * The first entry the node can pay; when every payable-looking entry is refused, the first one's
@@ -52,7 +51,9 @@ export function chooseRequirement(
   policy: X402AuthorizePolicy,
 ): ChooseRequirementResult {
   if (quote.x402Version !== 2) {
-    return unsupported(`this gateway authorizes x402 version 2 quotes, not version ${quote.x402Version}`);
+    return err(
+      unsupported(`this gateway authorizes x402 version 2 quotes, not version ${quote.x402Version}`),
+    );
   }
   let firstRefusal: RequirementRefusal | undefined;
   for (const [index, entry] of quote.accepts.entries()) {
@@ -62,15 +63,14 @@ export function chooseRequirement(
       firstRefusal ??= checked;
       continue;
     }
-    return { ok: true, requirement: { index, ...checked } };
+    return ok({ index, ...checked });
   }
-  return {
-    ok: false,
-    refusal: firstRefusal ?? {
+  return err(
+    firstRefusal ?? {
       code: "x402_requirement_unsupported",
       message: `no entry of accepts is scheme "exact" on ${CAIP2_NETWORK} in the native asset ${NATIVE_TRANSFER_AUTH_ADDRESS} by EIP-3009 authorization (EIP-712 domain "${EIP712_DOMAIN_NAME}" version "${EIP712_DOMAIN_VERSION}")`,
     },
-  };
+  );
 }
 
 /**
@@ -113,7 +113,7 @@ function checkEntry(
   }
   const timeout = entry.maxTimeoutSeconds;
   if (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1) {
-    return unsupported("maxTimeoutSeconds must be a positive whole number of seconds").refusal;
+    return unsupported("maxTimeoutSeconds must be a positive whole number of seconds");
   }
   if (timeout > policy.maxTimeoutSeconds) {
     return {
@@ -124,8 +124,8 @@ function checkEntry(
   return { amount: allowed, payTo: payTo.toLowerCase() as `0x${string}`, maxTimeoutSeconds: timeout };
 }
 
-function unsupported(message: string): { ok: false; refusal: RequirementRefusal } {
-  return { ok: false, refusal: { code: "x402_requirement_unsupported", message } };
+function unsupported(message: string): RequirementRefusal {
+  return { code: "x402_requirement_unsupported", message };
 }
 
 /** A quoted value for an error message: short, and never more than the quote's own field. */

@@ -11,6 +11,7 @@
 import type { Context, Handler } from "hono";
 import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../shared/hex.ts";
+import { ok } from "../../shared/result.ts";
 import { idempotencyConflict, runIdempotentAction } from "../actions/idempotent-action.ts";
 import { createActionClaimer, requestHash } from "../actions/repository.ts";
 import { secondsToNextUtcDay, utcDate } from "../actions/utc-day.ts";
@@ -58,8 +59,8 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
     const chosen = chooseRequirement(body.payment_required, deps.policy);
     // Refusals that depend on nothing but the request: answered before anything is written.
-    if (!chosen.ok) throw new AppError(chosen.refusal.code, chosen.refusal.message);
-    const { requirement } = chosen;
+    if (!chosen.ok) throw new AppError(chosen.error.code, chosen.error.message);
+    const requirement = chosen.value;
     const copied: CopiedParts = {
       resource: quote.resource,
       accepted: (quote.accepts as unknown[])[requirement.index],
@@ -112,19 +113,16 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
             });
             if (!signed.ok) return signed;
             const { authorization, signature } = signed.value;
-            return {
-              ok: true,
-              value: {
-                authorization: paymentAuthorization({
-                  from: authorization.from,
-                  to: authorization.to,
-                  value: requirement.amount,
-                  validBefore: authorization.validBefore,
-                  nonce: authorization.nonce,
-                }),
-                signature,
-              },
-            };
+            return ok({
+              authorization: paymentAuthorization({
+                from: authorization.from,
+                to: authorization.to,
+                value: requirement.amount,
+                validBefore: authorization.validBefore,
+                nonce: authorization.nonce,
+              }),
+              signature,
+            });
           },
         );
         return answerOutcome(c, deps, { actionId, outcome, copied, now });

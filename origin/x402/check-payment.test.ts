@@ -164,8 +164,8 @@ describe("checkPayment: the envelope against our one requirement", () => {
   for (const [name, given, context, reason] of cases) {
     it(name, () => {
       const result = checkPayment(given, OURS, context);
-      expect(result.ok ? null : result.reason).toBe(reason);
-      expect(result.ok ? result.payer : result.payer).toBe(PAYER);
+      expect(result.ok ? null : result.error.reason).toBe(reason);
+      expect(result.ok ? result.value.payer : result.error.payer).toBe(PAYER);
     });
   }
 });

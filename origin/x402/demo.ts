@@ -59,12 +59,12 @@ export function createDemoRouter({
       return c.json(paymentRequired(resource, runtime.requirements, X402_REASONS.rateLimited), 429);
     }
     const decoded = decodePaymentHeader(header);
-    if (!decoded.ok) return refuse(decoded.reason);
+    if (!decoded.ok) return refuse(decoded.error.reason);
     const envelope = decoded.value;
     const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
-    if (!checked.ok) return refuse(checked.reason);
+    if (!checked.ok) return refuse(checked.error.reason);
     const outcome = await runtime.settler.settle({
-      authorization: checked.authorization,
+      authorization: checked.value.authorization,
       signature: envelope.signature,
       requirement: envelope.accepted,
       payload: envelope.raw.payload,

@@ -9,6 +9,7 @@
  */
 import { type Context, Hono } from "hono";
 import { CAIP2_NETWORK } from "../../shared/constants.ts";
+import { err } from "../../shared/result.ts";
 import type { AppEnv } from "../http/env.ts";
 import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 import { route } from "../openapi/route.ts";
@@ -69,28 +70,23 @@ export function createFacilitatorRouter(
   ): Promise<{ result: VerifyResult; envelope?: ReturnType<typeof parseEnvelope> }> => {
     const request = fieldsOf(body);
     const envelope = parseEnvelope(request.paymentPayload);
-    if (!envelope.ok) return { result: { ok: false, reason: envelope.reason, payer: envelope.payer } };
+    if (!envelope.ok) return { result: envelope };
     if (request.x402Version !== X402_VERSION) {
       return {
-        result: {
-          ok: false,
-          reason: X402_REASONS.invalidX402Version,
-          payer: envelope.value.authorization.from,
-        },
+        result: err({ reason: X402_REASONS.invalidX402Version, payer: envelope.value.authorization.from }),
       };
     }
     const given = request.paymentRequirements;
     if (typeof given !== "object" || given === null) {
       return {
-        result: {
-          ok: false,
+        result: err({
           reason: X402_REASONS.invalidPaymentRequirements,
           payer: envelope.value.authorization.from,
-        },
+        }),
       };
     }
     const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
-    if (differs) return { result: { ok: false, reason: differs, payer: envelope.value.authorization.from } };
+    if (differs) return { result: err({ reason: differs, payer: envelope.value.authorization.from }) };
     return {
       result:
         depth === "verify"
@@ -109,8 +105,12 @@ export function createFacilitatorRouter(
       return c.json({ isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }, 400);
     const { result } = await check(body, "verify");
     const answer: VerifyResponse = result.ok
-      ? { isValid: true, payer: result.payer }
-      : { isValid: false, invalidReason: result.reason, ...(result.payer ? { payer: result.payer } : {}) };
+      ? { isValid: true, payer: result.value.payer }
+      : {
+          isValid: false,
+          invalidReason: result.error.reason,
+          ...(result.error.payer ? { payer: result.error.payer } : {}),
+        };
     return c.json(answer);
   });
 
@@ -122,13 +122,12 @@ export function createFacilitatorRouter(
       return c.json(failed(X402_REASONS.invalidPayloadJson, ""), 400);
     }
     const { result, envelope } = await check(body, "settle");
-    if (!result.ok || !envelope?.ok) {
-      return c.json(failed(result.ok ? X402_REASONS.invalidPayload : result.reason, result.payer ?? ""));
-    }
+    if (!result.ok) return c.json(failed(result.error.reason, result.error.payer ?? ""));
+    if (!envelope?.ok) return c.json(failed(X402_REASONS.invalidPayload, result.value.payer));
     // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
     // settlement (its transaction), never signed again.
     const outcome = await runtime.settler.settle({
-      authorization: result.authorization,
+      authorization: result.value.authorization,
       signature: envelope.value.signature,
       requirement: envelope.value.accepted,
       payload: envelope.value.raw.payload,
@@ -165,10 +164,10 @@ const TOO_LARGE = Symbol("too large");
 async function readFacilitatorBody(c: Context): Promise<unknown> {
   const read = await readBodyLimited(c, MAX_BODY_BYTES);
   // A body that does not arrive in time is the server's 408, not a verdict on a payment.
-  if (!read.ok && read.reason === "incomplete") throw bodyIncompleteError();
+  if (!read.ok && read.error === "incomplete") throw bodyIncompleteError();
   if (!read.ok) return TOO_LARGE;
   try {
-    return JSON.parse(new TextDecoder().decode(read.bytes)) as unknown;
+    return JSON.parse(new TextDecoder().decode(read.value)) as unknown;
   } catch {
     return undefined;
   }

@@ -6,6 +6,7 @@
 import type { Address } from "viem";
 import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 
 /** The signed TransferWithAuthorization a payment carries (its EIP-712 message). */
@@ -23,7 +24,10 @@ export type PaymentEnvelope = {
   raw: Record<string, unknown>;
 };
 
-export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: X402Reason; payer?: string };
+/** Why a payment is refused, and who its payer is once the envelope names one. */
+export type PaymentRefusal = { reason: X402Reason; payer?: string };
+
+export type Parsed<T> = Result<T, PaymentRefusal>;
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
@@ -35,32 +39,32 @@ const SIGNATURE = /^0x[0-9a-fA-F]+$/;
 export function decodePaymentHeader(header: string): Parsed<PaymentEnvelope> {
   const trimmed = header.trim();
   if (trimmed === "" || trimmed.length % 4 === 1 || !BASE64.test(trimmed)) {
-    return { ok: false, reason: X402_REASONS.invalidPayloadBase64 };
+    return err({ reason: X402_REASONS.invalidPayloadBase64 });
   }
   let json: unknown;
   try {
     json = JSON.parse(Buffer.from(trimmed, "base64").toString("utf8"));
   } catch {
-    return { ok: false, reason: X402_REASONS.invalidPayloadJson };
+    return err({ reason: X402_REASONS.invalidPayloadJson });
   }
   return parseEnvelope(json);
 }
 
 /** A JSON value (a header's, or a facilitator body's paymentPayload) → envelope. */
 export function parseEnvelope(json: unknown): Parsed<PaymentEnvelope> {
-  if (!isObject(json)) return { ok: false, reason: X402_REASONS.invalidPayloadJson };
+  if (!isObject(json)) return err({ reason: X402_REASONS.invalidPayloadJson });
   // SPEC "Errors": a missing resource.url or accepted is `invalid_payload`.
   const resource = json.resource;
   if (!isObject(resource) || typeof resource.url !== "string" || resource.url === "") {
-    return { ok: false, reason: X402_REASONS.invalidPayload };
+    return err({ reason: X402_REASONS.invalidPayload });
   }
-  if (!isObject(json.accepted)) return { ok: false, reason: X402_REASONS.invalidPayload };
-  if (typeof json.x402Version !== "number") return { ok: false, reason: X402_REASONS.invalidX402Version };
+  if (!isObject(json.accepted)) return err({ reason: X402_REASONS.invalidPayload });
+  if (typeof json.x402Version !== "number") return err({ reason: X402_REASONS.invalidX402Version });
   const payload = json.payload;
   const authorization = isObject(payload) ? payload.authorization : undefined;
   const signature = isObject(payload) ? payload.signature : undefined;
   if (!isObject(authorization) || typeof signature !== "string") {
-    return { ok: false, reason: X402_REASONS.unsupportedPayloadType };
+    return err({ reason: X402_REASONS.unsupportedPayloadType });
   }
   const { from, to, value, validAfter, validBefore, nonce } = authorization;
   const fields =
@@ -70,29 +74,26 @@ export function parseEnvelope(json: unknown): Parsed<PaymentEnvelope> {
     isString(validAfter, UINT) &&
     isString(validBefore, UINT) &&
     isString(nonce, NONCE);
-  if (!fields) return { ok: false, reason: X402_REASONS.unsupportedPayloadType };
+  if (!fields) return err({ reason: X402_REASONS.unsupportedPayloadType });
   const payer = (from as string).toLowerCase();
   if (!SIGNATURE.test(signature) || signature.length !== 132) {
-    return { ok: false, reason: X402_REASONS.signatureUnparsable, payer };
+    return err({ reason: X402_REASONS.signatureUnparsable, payer });
   }
-  return {
-    ok: true,
-    value: {
-      x402Version: json.x402Version,
-      resource: { url: resource.url },
-      accepted: json.accepted,
-      authorization: {
-        from: payer as Address,
-        to: (to as string).toLowerCase() as Address,
-        value: BigInt(value as string),
-        validAfter: BigInt(validAfter as string),
-        validBefore: BigInt(validBefore as string),
-        nonce: (nonce as string).toLowerCase() as Hex,
-      },
-      signature: signature.toLowerCase() as Hex,
-      raw: json,
+  return ok({
+    x402Version: json.x402Version,
+    resource: { url: resource.url },
+    accepted: json.accepted,
+    authorization: {
+      from: payer as Address,
+      to: (to as string).toLowerCase() as Address,
+      value: BigInt(value as string),
+      validAfter: BigInt(validAfter as string),
+      validBefore: BigInt(validBefore as string),
+      nonce: (nonce as string).toLowerCase() as Hex,
     },
-  };
+    signature: signature.toLowerCase() as Hex,
+    raw: json,
+  });
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

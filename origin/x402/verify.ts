@@ -11,17 +11,16 @@ import { secp256k1 } from "@noble/curves/secp256k1";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
 import { fromHex, type Hex } from "../../shared/hex.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { addressOfPublicKey, recoverPublicKey } from "../../shared/secp256k1.ts";
 import type { Db } from "../db/client.ts";
 import type { PayerFacts, PayerFactsReader } from "./payer-facts.ts";
-import type { Authorization, PaymentEnvelope } from "./payment.ts";
+import type { Authorization, PaymentEnvelope, PaymentRefusal } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
 import { verifyReservation } from "./reservations.ts";
 
-export type VerifyResult =
-  | { ok: true; payer: string; authorization: Authorization }
-  | { ok: false; reason: X402Reason; payer?: string };
+export type VerifyResult = Result<{ payer: string; authorization: Authorization }, PaymentRefusal>;
 
 export type VerifyDeps = {
   db: Db;
@@ -97,7 +96,7 @@ export function checkPayment(
 ): VerifyResult {
   const { authorization } = envelope;
   const payer = authorization.from;
-  const fail = (reason: X402Reason): VerifyResult => ({ ok: false, reason, payer });
+  const fail = (reason: X402Reason): VerifyResult => err({ reason, payer });
   if (envelope.x402Version !== X402_VERSION) return fail(X402_REASONS.invalidX402Version);
   const requirement = compareRequirements(envelope.accepted, ours);
   if (requirement) return fail(requirement);
@@ -118,7 +117,7 @@ export function checkPayment(
   if (!publicKey || addressOfPublicKey(publicKey).toLowerCase() !== payer)
     return fail(X402_REASONS.signature);
   if (payer === context.operatorPool) return fail(X402_REASONS.payerNotAllowed);
-  return { ok: true, payer, authorization };
+  return ok({ payer, authorization });
 }
 
 /**
@@ -135,8 +134,8 @@ export async function verifyPayment(
 ): Promise<VerifyResult> {
   const checked = checkPayment(envelope, ours, checkContext(deps));
   if (!checked.ok) return checked;
-  const { payer, authorization } = checked;
-  const fail = (reason: X402Reason): VerifyResult => ({ ok: false, reason, payer });
+  const { payer, authorization } = checked.value;
+  const fail = (reason: X402Reason): VerifyResult => err({ reason, payer });
   const [reservation, facts] = await Promise.all([
     verifyReservation(deps.db, {
       payer,
