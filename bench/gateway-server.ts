@@ -37,7 +37,7 @@ const limiters = {
   rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),
 };
 const composed = await composeOrigin(infrastructure, { limiters });
-if (!composed.ok) throw new Error(composed.errors.join("; "));
+if (!composed.ok) throw new Error(composed.error.errors.join("; "));
 const app = composed.value.app;
 app.get("/bench/bare", (c) => c.json({ ok: true }));
 await startHttpServer(app, "127.0.0.1", Number(process.env.BENCH_PORT));

@@ -29,7 +29,7 @@ function infrastructureFor(env: Record<string, string>): Infrastructure {
 
 async function originFor(env: Record<string, string>) {
   const composed = await composeOrigin(infrastructureFor(env));
-  if (!composed.ok) throw new Error(composed.errors.join("; "));
+  if (!composed.ok) throw new Error(composed.error.errors.join("; "));
   return composed.value;
 }
 

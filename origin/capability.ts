@@ -1,4 +1,5 @@
 import type { Hono } from "hono";
+import type { Result } from "../shared/result.ts";
 import type { AppEnv } from "./http/env.ts";
 import type { Worker } from "./workers/loop.ts";
 
@@ -30,7 +31,7 @@ export type Capability = {
 };
 
 /** A start-up check's answer: what it built, or each reason the origin must not start. */
-export type StartupCheck<T> = { ok: true; value: T } | { ok: false; errors: string[] };
+export type StartupCheck<T> = Result<T, string[]>;
 
 /** The start-up checks composeOrigin runs, in order (startup/). */
 export type StartupCheckName = "keys" | "money";

@@ -29,6 +29,7 @@
  * Serving, signals and closing the infrastructure stay with the caller: main.ts listens on its
  * port or inherited socket and exits on a signal; a test listens on a free port.
  */
+import { err, ok, type Result } from "../shared/result.ts";
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
 import { createApp } from "./app.ts";
 import type { Capability, CapabilityName, StartupCheckName } from "./capability.ts";
@@ -80,7 +81,7 @@ export type ComposedOrigin = {
 export async function composeOrigin(
   infrastructure: Infrastructure,
   options: ComposeOptions = {},
-): Promise<{ ok: true; value: ComposedOrigin } | { ok: false; check: StartupCheckName; errors: string[] }> {
+): Promise<Result<ComposedOrigin, { check: StartupCheckName; errors: string[] }>> {
   const { config, clock } = infrastructure;
   const metrics = infrastructure.metrics ?? createOriginMetrics({ db: infrastructure.database.db });
   const infra = { ...infrastructure, metrics };
@@ -95,7 +96,7 @@ export async function composeOrigin(
   };
 
   const keys = await checkKeysHeld(infra);
-  if (!keys.ok) return { ...keys, check: "keys" };
+  if (!keys.ok) return err({ check: "keys", errors: keys.error });
   // The start-up check of the money switches against the sealed policy, whatever the gateway
   // switch; it builds the money runtime and the settler both money and x402 run on.
   const prepared = await prepareMoney({
@@ -107,14 +108,14 @@ export async function composeOrigin(
     tracker: options.tracker,
     sealed: options.sealed,
   });
-  if (!prepared.ok) return { ...prepared, check: "money" };
-  const money = createMoneyModule(infra, prepared);
+  if (!prepared.ok) return err({ check: "money", errors: prepared.error });
+  const money = createMoneyModule(infra, prepared.value);
 
   const capabilities: Capability[] = [createHealthModule(infra), createConsoleModule(infra, node)];
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
   // through to the 404 (SPEC "Configuration switches").
   if (config.gatewayEnabled) {
-    const x402 = createX402Module(infra, node.refusals, prepared.x402);
+    const x402 = createX402Module(infra, node.refusals, prepared.value.x402);
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
@@ -129,23 +130,20 @@ export async function composeOrigin(
 
   const app = createApp(infra, capabilities);
   const workers: Worker[] = [];
-  return {
-    ok: true,
-    value: {
-      app,
-      infrastructure: infra,
-      capabilities,
-      money,
-      start(only) {
-        if (!config.gatewayEnabled) return;
-        for (const each of capabilities) {
-          if (!only || only.includes(each.name)) workers.push(...each.workers());
-        }
-      },
-      async stop() {
-        for (const each of capabilities) await each.stop();
-        await Promise.all(workers.map((worker) => worker.stop()));
-      },
+  return ok({
+    app,
+    infrastructure: infra,
+    capabilities,
+    money,
+    start(only) {
+      if (!config.gatewayEnabled) return;
+      for (const each of capabilities) {
+        if (!only || only.includes(each.name)) workers.push(...each.workers());
+      }
     },
-  };
+    async stop() {
+      for (const each of capabilities) await each.stop();
+      await Promise.all(workers.map((worker) => worker.stop()));
+    },
+  });
 }

@@ -6,7 +6,7 @@ const secret = (fill: string, bytes = 32): string => fill.repeat(bytes);
 function errorsOf(env: Record<string, string>): string[] {
   const result = parseConfig(env);
   if (result.ok) throw new Error("expected the configuration to be refused");
-  return result.errors;
+  return result.error;
 }
 
 describe("configuration", () => {
@@ -14,7 +14,7 @@ describe("configuration", () => {
     const result = parseConfig({});
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    const { config } = result;
+    const config = result.value;
     expect(config.gatewayEnabled).toBe(false);
     expect(config.features).toEqual({
       publicRegistration: false,
@@ -34,7 +34,7 @@ describe("configuration", () => {
     // Off, not refused: a value other than `true` is a valid "no".
     expect(parseConfig({ AGENT_GATEWAY_ENABLED: value })).toMatchObject({
       ok: true,
-      config: { gatewayEnabled: false },
+      value: { gatewayEnabled: false },
     });
   });
 
@@ -42,15 +42,15 @@ describe("configuration", () => {
     const result = parseConfig({ DATABASE_URL: "", AGENT_REGISTRATION_IP_SECRET: "", ORIGIN_PORT: "" });
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.config.database.url).toBeUndefined();
-    expect(result.config.secrets.registrationIp).toBeUndefined();
-    expect(result.config.http.port).toBe(8788);
+    expect(result.value.database.url).toBeUndefined();
+    expect(result.value.secrets.registrationIp).toBeUndefined();
+    expect(result.value.http.port).toBe(8788);
   });
 
   it("turns the gateway on only for the literal true", () => {
     expect(parseConfig({ AGENT_GATEWAY_ENABLED: "true" })).toMatchObject({
       ok: true,
-      config: { gatewayEnabled: true },
+      value: { gatewayEnabled: true },
     });
   });
 
@@ -121,7 +121,7 @@ describe("configuration", () => {
     };
     expect(parseConfig(x402)).toMatchObject({
       ok: true,
-      config: { x402: { validityMarginSeconds: 6, rateLimitPerMinute: 1200 } },
+      value: { x402: { validityMarginSeconds: 6, rateLimitPerMinute: 1200 } },
     });
     expect(parseConfig({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "59" }).ok).toBe(true);
     expect(errorsOf({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "60" })).toEqual([
@@ -138,7 +138,7 @@ describe("configuration", () => {
         AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
         ...(host === undefined ? {} : { ORIGIN_HOST: host }),
       });
-      expect(result.ok && result.config.features.registrationAllowLoopback, String(host)).toBe(true);
+      expect(result.ok && result.value.features.registrationAllowLoopback, String(host)).toBe(true);
     }
     for (const host of ["0.0.0.0", "10.0.0.5", "::", "origin.internal"]) {
       const env = {
@@ -151,7 +151,7 @@ describe("configuration", () => {
       ]);
     }
     const notLiteral = parseConfig({ AGENT_REGISTRATION_ALLOW_LOOPBACK: "1" });
-    expect(notLiteral.ok && notLiteral.config.features.registrationAllowLoopback).toBe(false);
+    expect(notLiteral.ok && notLiteral.value.features.registrationAllowLoopback).toBe(false);
   });
 
   it("refuses a non-loopback ORIGIN_HOST unless AGENT_TRUSTED_PROXIES is set or AGENT_ALLOW_PUBLIC_BIND=1", () => {
@@ -179,8 +179,8 @@ describe("configuration", () => {
     });
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.config.transfers.perTxLimitUnits).toBe(123456789012345678901234567890n);
-    const proxies = result.config.trustedProxies;
+    expect(result.value.transfers.perTxLimitUnits).toBe(123456789012345678901234567890n);
+    const proxies = result.value.trustedProxies;
     expect(proxies.contains("10.1.2.3")).toBe(true);
     expect(proxies.contains("2001:db8::1")).toBe(true);
     expect(proxies.contains("192.0.2.7")).toBe(true);

@@ -1,6 +1,7 @@
 import { isAddress } from "viem";
 import { z } from "zod";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
+import { err, ok, type Result } from "../shared/result.ts";
 import { parseCidrList } from "./http/cidr.ts";
 
 /**
@@ -242,7 +243,8 @@ export type Config = {
   logLevel: Env["LOG_LEVEL"];
 };
 
-export type ConfigResult = { ok: true; config: Config } | { ok: false; errors: string[] };
+/** The configuration, or every refusal of the environment (one line per bad variable). */
+export type ConfigResult = Result<Config, string[]>;
 
 /**
  * Parses the environment. On failure it lists every bad variable at once, naming the variable and
@@ -259,15 +261,15 @@ export function parseConfig(rawEnv: Record<string, string | undefined>): ConfigR
     }
   }
   errors.push(...crossFieldErrors(env));
-  if (errors.length > 0 || !parsed.success) return { ok: false, errors: [...new Set(errors)] };
-  return { ok: true, config: toConfig(parsed.data) };
+  if (errors.length > 0 || !parsed.success) return err([...new Set(errors)]);
+  return ok(toConfig(parsed.data));
 }
 
 /** Like parseConfig, but throws a ConfigError carrying every message. */
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const result = parseConfig(env);
-  if (!result.ok) throw new ConfigError(result.errors);
-  return result.config;
+  if (!result.ok) throw new ConfigError(result.error);
+  return result.value;
 }
 
 export class ConfigError extends Error {

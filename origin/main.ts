@@ -35,9 +35,9 @@ async function main(): Promise<void> {
   const composed = await composeOrigin(opened.infrastructure, { sealed: opened.sealed });
   if (!composed.ok) {
     return stopAtStart(
-      composed.check === "money"
-        ? `the money switches cannot be turned on:\n  - ${composed.errors.join("\n  - ")}`
-        : composed.errors.join("\n"),
+      composed.error.check === "money"
+        ? `the money switches cannot be turned on:\n  - ${composed.error.errors.join("\n  - ")}`
+        : composed.error.errors.join("\n"),
     );
   }
   const origin = composed.value;

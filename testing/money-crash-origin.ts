@@ -65,7 +65,7 @@ const composed = await composeOrigin({
   logger,
   clock: systemClock,
 });
-if (!composed.ok) throw new Error(`money refused: ${composed.errors.join("; ")}`);
+if (!composed.ok) throw new Error(`money refused: ${composed.error.errors.join("; ")}`);
 if (!composed.value.money.runtime) throw new Error("money refused: off");
 const server = await startHttpServer(composed.value.app, "127.0.0.1", 0);
 process.stdout.write(`${server.url}${config.http.basePath}\n`);

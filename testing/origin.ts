@@ -80,7 +80,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
   const infrastructure = { config, database: params.database, chain, rpc, signer, logger, clock, metrics };
   const composed = await composeOrigin(infrastructure, { tracker: params.tracker });
   if (!composed.ok)
-    throw new Error(`the origin would refuse to start:\n  - ${composed.errors.join("\n  - ")}`);
+    throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);
   const origin = composed.value;
   const server = await startHttpServer(origin.app, "127.0.0.1", 0);
   // The transaction tracker only: the key pool and identity workers are for the tests that start them.

@@ -178,10 +178,11 @@ export async function backupKey(params: {
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok) return { ok: false, reason: `backup_writer: ${written.reason}: ${written.detail}` };
+  if (!written.ok)
+    return { ok: false, reason: `backup_writer: ${written.error.reason}: ${written.error.detail}` };
   const file = await readBackup(written.value.path, written.value.sha256);
-  if (!file.ok) return { ok: false, reason: `backup_file: ${file.reason}` };
-  const verified = await params.signer.verifyBackup({ envelope: file.envelope });
+  if (!file.ok) return { ok: false, reason: `backup_file: ${file.error}` };
+  const verified = await params.signer.verifyBackup({ envelope: file.value });
   if (!verified.ok)
     return { ok: false, reason: `verify_backup: ${verified.error.code}: ${verified.error.reason}` };
   const same = verified.value.keys.length === 1 && verified.value.keys[0]!.keyRef === params.keyRef;

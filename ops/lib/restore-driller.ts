@@ -111,11 +111,11 @@ async function drillInto(
   }
   if (!batch.backupPath || !batch.backupSha256) return { ok: false, reason: "batch has no recorded backup" };
   const file = await readBackup(batch.backupPath, batch.backupSha256);
-  if (!file.ok) return { ok: false, reason: `backup file ${file.reason}` };
+  if (!file.ok) return { ok: false, reason: `backup file ${file.error}` };
 
   // The envelope's header is checked before any enclave starts: a refusal costs nothing.
   const checked = checkEnvelopeHeader({
-    envelope: file.envelope,
+    envelope: file.value,
     recoveryPublicKey: x25519PublicKey(options.recoveryEncryptionKey),
     expect: { envId: options.identity.envId, chainId: options.identity.chainId, batchId },
   });
@@ -145,7 +145,7 @@ async function drillInto(
     authorize,
   });
   if (!loaded.ok) return { ok: false, reason: loaded.reason };
-  const restored = await enclave.signer.restoreBackup({ envelope: file.envelope }, authorize);
+  const restored = await enclave.signer.restoreBackup({ envelope: file.value }, authorize);
   if (!restored.ok) {
     return { ok: false, reason: `restore_backup: ${restored.error.code}: ${restored.error.reason}` };
   }

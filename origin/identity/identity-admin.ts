@@ -1,4 +1,5 @@
 import { desc, eq, sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, identityChanges } from "../db/schema.ts";
 
@@ -32,9 +33,7 @@ export async function listIdentities(db: Db, limit = 1000): Promise<IdentitySumm
     .limit(limit);
 }
 
-export type IdentityChange =
-  | { ok: true; changed: boolean }
-  | { ok: false; error: "not_found" | "reason_required" };
+export type IdentityChange = Result<{ changed: boolean }, "not_found" | "reason_required">;
 
 /** Where an operator change came from: a channel, never a person (the credentials are shared). */
 export type IdentityChangeSource = "console" | "cli";
@@ -46,17 +45,10 @@ export type SetIdentityEnabledParams = {
   source: IdentityChangeSource;
 };
 
-export type SetIdentityEnabledResult =
-  | {
-      ok: true;
-      value: {
-        changed: boolean;
-        before: { enabled: boolean };
-        after: { enabled: boolean };
-        revoked: boolean;
-      };
-    }
-  | { ok: false; error: "not_found" | "reason_required" };
+export type SetIdentityEnabledResult = Result<
+  { changed: boolean; before: { enabled: boolean }; after: { enabled: boolean }; revoked: boolean },
+  "not_found" | "reason_required"
+>;
 
 /**
  * SPEC "Identity disable by operator": reversible, applies at the next request (bearer auth reads
@@ -72,21 +64,21 @@ export async function setIdentityEnabled(
   params: SetIdentityEnabledParams,
 ): Promise<SetIdentityEnabledResult> {
   const reason = params.reason.trim();
-  if (reason === "") return { ok: false, error: "reason_required" };
-  return db.transaction(async (tx) => {
+  if (reason === "") return err("reason_required");
+  return db.transaction(async (tx): Promise<SetIdentityEnabledResult> => {
     const [before] = await tx
       .select({ enabled: agentIdentities.enabled, revoked: agentIdentities.revoked })
       .from(agentIdentities)
       .where(eq(agentIdentities.agentId, params.agentId))
       .for("update");
-    if (!before) return { ok: false, error: "not_found" } as const;
+    if (!before) return err("not_found");
     const value = {
       changed: before.enabled !== params.enabled,
       before: { enabled: before.enabled },
       after: { enabled: params.enabled },
       revoked: before.revoked,
     };
-    if (!value.changed) return { ok: true, value } as const;
+    if (!value.changed) return ok(value);
     await tx
       .update(agentIdentities)
       .set(
@@ -104,7 +96,7 @@ export async function setIdentityEnabled(
       // now() is the transaction's start; the change happens once the row lock is granted.
       changedAt: sql`clock_timestamp()`,
     });
-    return { ok: true, value } as const;
+    return ok(value);
   });
 }
 
@@ -115,5 +107,5 @@ export async function revokeIdentity(db: Db, agentId: string): Promise<IdentityC
     .set({ revoked: true, revokedAt: sql`coalesce(${agentIdentities.revokedAt}, now())` })
     .where(eq(agentIdentities.agentId, agentId))
     .returning({ agentId: agentIdentities.agentId });
-  return updated.length === 1 ? { ok: true, changed: true } : { ok: false, error: "not_found" };
+  return updated.length === 1 ? ok({ changed: true }) : err("not_found");
 }

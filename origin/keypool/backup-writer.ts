@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { errorMessage } from "../../shared/error-message.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 export type WriteBackupParams = {
   dir: string;
@@ -15,9 +16,12 @@ export type WriteBackupParams = {
 
 export type BackupWritten = { path: string; sha256: string };
 
-export type WriteBackupResult =
-  | { ok: true; value: BackupWritten }
-  | { ok: false; reason: "envelope_hash_mismatch" | "reread_hash_mismatch" | "io_error"; detail: string };
+export type BackupWriteFailure = {
+  reason: "envelope_hash_mismatch" | "reread_hash_mismatch" | "io_error";
+  detail: string;
+};
+
+export type WriteBackupResult = Result<BackupWritten, BackupWriteFailure>;
 
 /**
  * SPEC "Transfer-key pool": write via a temporary file, fsync, atomic rename, fsync of the
@@ -27,11 +31,7 @@ export type WriteBackupResult =
 export async function writeBackup(params: WriteBackupParams): Promise<WriteBackupResult> {
   const expected = params.expectedSha256.replace(/^0x/, "").toLowerCase();
   if (sha256(params.envelope) !== expected) {
-    return {
-      ok: false,
-      reason: "envelope_hash_mismatch",
-      detail: "the envelope does not match its reported hash",
-    };
+    return err({ reason: "envelope_hash_mismatch", detail: "the envelope does not match its reported hash" });
   }
   const finalPath = path.join(params.dir, `${params.batchId}.backup`);
   const tempPath = path.join(params.dir, `.${params.batchId}.${randomBytes(4).toString("hex")}.tmp`);
@@ -49,16 +49,12 @@ export async function writeBackup(params: WriteBackupParams): Promise<WriteBacku
     await fsyncDirectory(params.dir);
     const reread = sha256(await readFile(finalPath));
     if (reread !== expected) {
-      return {
-        ok: false,
-        reason: "reread_hash_mismatch",
-        detail: "the file read back differs from the envelope",
-      };
+      return err({ reason: "reread_hash_mismatch", detail: "the file read back differs from the envelope" });
     }
-    return { ok: true, value: { path: finalPath, sha256: expected } };
+    return ok({ path: finalPath, sha256: expected });
   } catch (error) {
     await rm(tempPath, { force: true }).catch(() => {});
-    return { ok: false, reason: "io_error", detail: errorMessage(error) };
+    return err({ reason: "io_error", detail: errorMessage(error) });
   }
 }
 
@@ -66,16 +62,16 @@ export async function writeBackup(params: WriteBackupParams): Promise<WriteBacku
 export async function readBackup(
   filePath: string,
   expectedSha256: string,
-): Promise<{ ok: true; envelope: Uint8Array } | { ok: false; reason: "missing" | "hash_mismatch" }> {
+): Promise<Result<Uint8Array, "missing" | "hash_mismatch">> {
   let bytes: Buffer;
   try {
     bytes = await readFile(filePath);
   } catch {
-    return { ok: false, reason: "missing" };
+    return err("missing");
   }
   return sha256(bytes) === expectedSha256.replace(/^0x/, "").toLowerCase()
-    ? { ok: true, envelope: new Uint8Array(bytes) }
-    : { ok: false, reason: "hash_mismatch" };
+    ? ok(new Uint8Array(bytes))
+    : err("hash_mismatch");
 }
 
 export function sha256(bytes: Uint8Array): string {

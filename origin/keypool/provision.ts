@@ -1,6 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { CAPABILITIES, type Capability } from "../../shared/constants.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { issueToken } from "../auth/token.ts";
 import { type Db, queryRows } from "../db/client.ts";
@@ -25,9 +26,7 @@ export type ProvisionFailure =
   | { code: "agent_key_pool_exhausted" }
   | { code: "agent_key_pool_busy" };
 
-export type ProvisionResult =
-  | { ok: true; value: ProvisionedIdentity }
-  | { ok: false; error: ProvisionFailure };
+export type ProvisionResult = Result<ProvisionedIdentity, ProvisionFailure>;
 
 const capabilitiesSchema = z
   .array(z.enum(CAPABILITIES))
@@ -45,13 +44,10 @@ const BUSY_RETRIES = [5, 10, 20, 40, 80];
 export async function provisionIdentity(db: Db, params: ProvisionIdentityParams): Promise<ProvisionResult> {
   const parsed = capabilitiesSchema.safeParse(params.capabilities);
   if (!parsed.success) {
-    return {
-      ok: false,
-      error: {
-        code: "validation_failed",
-        message: `capabilities must be a non-empty subset of ${CAPABILITIES.join(", ")}`,
-      },
-    };
+    return err({
+      code: "validation_failed",
+      message: `capabilities must be a non-empty subset of ${CAPABILITIES.join(", ")}`,
+    });
   }
   for (let attempt = 0; ; attempt++) {
     const result = await claimOnce(db, parsed.data, params.origin);
@@ -86,14 +82,15 @@ export async function claimKeyForIdentity(
   params: ClaimKeyForIdentityParams,
 ): Promise<ProvisionResult> {
   const claimed = await claimKeysForIdentities(tx, { ...params, count: 1 });
-  return claimed.ok ? { ok: true, value: claimed.value[0]! } : claimed;
+  return claimed.ok ? ok(claimed.value[0]!) : claimed;
 }
 
 export type ClaimKeysForIdentitiesParams = ClaimKeyForIdentityParams & { count: number };
 
-export type ClaimKeysResult =
-  | { ok: true; value: ProvisionedIdentity[] }
-  | { ok: false; error: Exclude<ProvisionFailure, { code: "validation_failed" }> };
+export type ClaimKeysResult = Result<
+  ProvisionedIdentity[],
+  Exclude<ProvisionFailure, { code: "validation_failed" }>
+>;
 
 /**
  * Up to `count` identities, each on its own key, inside the caller's transaction: one statement
@@ -160,16 +157,15 @@ export async function claimKeysForIdentities(
       .from(keyPool)
       .where(eq(keyPool.status, "free"))
       .limit(1);
-    return { ok: false, error: { code: stillFree ? "agent_key_pool_busy" : "agent_key_pool_exhausted" } };
+    return err({ code: stillFree ? "agent_key_pool_busy" : "agent_key_pool_exhausted" });
   }
-  return {
-    ok: true,
-    value: claimed.map((row) => ({
+  return ok(
+    claimed.map((row) => ({
       token: tokens[Number(row.n) - 1]!.token,
       agentId: row.agent_id,
       assignedWallet: row.assigned_wallet as `0x${string}`,
       keyRef: row.agent_transfer_key_ref,
       capabilities,
     })),
-  };
+  );
 }

@@ -71,7 +71,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     expectedSha256: exported.value.sha256,
     afterTempWrite: deps.faults?.afterTempWrite,
   });
-  if (!written.ok) return fail(`backup_writer: ${written.reason}`);
+  if (!written.ok) return fail(`backup_writer: ${written.error.reason}`);
   const advanced = await advanceBatch(deps.db, batchId, "generated", "backup_written", {
     backupPath: written.value.path,
     backupSha256: written.value.sha256,
@@ -99,8 +99,8 @@ export async function verifyAndRelease(
     return { ok: false, batchId, reason };
   };
   const file = await readBackup(backupPath, backupSha256);
-  if (!file.ok) return fail(`backup_file: ${file.reason}`);
-  const verified = await deps.signer.verifyBackup({ envelope: file.envelope });
+  if (!file.ok) return fail(`backup_file: ${file.error}`);
+  const verified = await deps.signer.verifyBackup({ envelope: file.value });
   if (!verified.ok) return fail(`verify_backup: ${verified.error.code}`);
   const expected = new Set(keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
   const restored = new Set(verified.value.keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));

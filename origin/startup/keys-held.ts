@@ -1,3 +1,4 @@
+import { err, ok } from "../../shared/result.ts";
 import type { StartupCheck } from "../capability.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 
@@ -10,14 +11,11 @@ import type { Infrastructure } from "../infrastructure.ts";
 export async function checkKeysHeld(
   infra: Pick<Infrastructure, "keysHeld" | "logger">,
 ): Promise<StartupCheck<void>> {
-  if (!infra.keysHeld) return { ok: true, value: undefined };
+  if (!infra.keysHeld) return ok(undefined);
   const held = await infra.keysHeld();
   if (held.missing > 0)
-    return {
-      ok: false,
-      errors: [`${held.instruction} (${held.missing} of ${held.checked} keys checked are missing)`],
-    };
+    return err([`${held.instruction} (${held.missing} of ${held.checked} keys checked are missing)`]);
   if (!held.ok)
     infra.logger.warn({ code: held.error }, "could not ask the enclave for the assigned keys at start");
-  return { ok: true, value: undefined };
+  return ok(undefined);
 }

@@ -66,7 +66,7 @@ describe("prepareMoney against the enclave's sealed policy", () => {
       db: undefined as unknown as Db,
       logger: createLogger("silent"),
     });
-    return prepared.ok ? [] : prepared.errors;
+    return prepared.ok ? [] : prepared.error;
   };
 
   it("names each transfer limit that differs from the sealed one", async () => {

@@ -17,7 +17,7 @@ describe("prepareMoney's start-up refusals", () => {
       db: undefined as unknown as Db, // not reached: the refusal comes first
       logger: createLogger("silent"),
     });
-    return prepared.ok ? [] : prepared.errors;
+    return prepared.ok ? [] : prepared.error;
   };
 
   it("names AGENT_X402_ENABLED when x402 alone is on", async () => {

@@ -7,7 +7,9 @@
  * actions/ and x402/ because it builds what both run on: the money runtime and the settler.
  */
 import { CHAIN_ID } from "../../shared/constants.ts";
+import { err, ok } from "../../shared/result.ts";
 import type { MoneyRuntime } from "../actions/money-runtime.ts";
+import type { StartupCheck } from "../capability.ts";
 import { createFeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Config } from "../config.ts";
@@ -30,15 +32,15 @@ import { buildX402Runtime, type X402Runtime, x402PolicyDifferences } from "../x4
  */
 const MAX_WAITING_BROADCASTS = 128;
 
-export type PrepareMoneyResult =
-  | {
-      ok: true;
-      money: MoneyRuntime | undefined;
-      /** The x402 demo and facilitator (x402/setup.ts), when AGENT_X402_ENABLED is on. */
-      x402: X402Runtime | undefined;
-      tracker: TxTracker | undefined;
-    }
-  | { ok: false; errors: string[] };
+export type PreparedMoney = {
+  money: MoneyRuntime | undefined;
+  /** The x402 demo and facilitator (x402/setup.ts), when AGENT_X402_ENABLED is on. */
+  x402: X402Runtime | undefined;
+  tracker: TxTracker | undefined;
+};
+
+/** The runtimes, or each reason the money switches cannot be turned on. */
+export type PrepareMoneyResult = StartupCheck<PreparedMoney>;
 
 /** True when a switch that signs money transactions is on (x402 settles through the settler). */
 export function moneySwitchOn(config: Config): boolean {
@@ -70,27 +72,24 @@ export async function prepareMoney(params: {
   sealed?: SignerResult<GetPolicyResult>;
 }): Promise<PrepareMoneyResult> {
   const { config } = params;
-  if (!moneySwitchOn(config)) return { ok: true, money: undefined, x402: undefined, tracker: undefined };
+  if (!moneySwitchOn(config)) return ok({ money: undefined, x402: undefined, tracker: undefined });
   const errors: string[] = [];
   const required = `required when ${moneySwitchesOn(config)} is true`;
   if (!params.rpc) errors.push(`CHAIN_RPC_URL: ${required}`);
   if (!config.signer.endpoint) errors.push(`AGENT_SIGNER_SVC_HSM_ENDPOINT: ${required}`);
   if (!config.operatorPool) errors.push(`AGENT_OPERATOR_POOL_ADDRESS: ${required}`);
-  if (errors.length > 0 || !params.rpc) return { ok: false, errors };
+  if (errors.length > 0 || !params.rpc) return err(errors);
   const sealed = params.sealed ?? (await params.signer.getPolicy({ timeoutMs: 5_000 }));
   if (!sealed.ok) {
-    return {
-      ok: false,
-      errors: [
-        `cannot read the enclave's sealed policy (${sealed.error.code}: ${sealed.error.reason}); the money switches stay off`,
-      ],
-    };
+    return err([
+      `cannot read the enclave's sealed policy (${sealed.error.code}: ${sealed.error.reason}); the money switches stay off`,
+    ]);
   }
   const differences = [
     ...policyDifferences(config, sealed.value),
     ...x402PolicyDifferences(config, sealed.value),
   ];
-  if (differences.length > 0) return { ok: false, errors: differences };
+  if (differences.length > 0) return err(differences);
   const policy = sealed.value.policy!;
   const fees = createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei });
   const treasury = sealed.value.treasury;
@@ -134,7 +133,7 @@ export async function prepareMoney(params: {
     signer: params.signer,
     logger: params.logger,
   });
-  return { ok: true, tracker, money, x402 };
+  return ok({ tracker, money, x402 });
 }
 
 /** Every way this node's money configuration differs from the sealed policy, one line each. */
