@@ -11,20 +11,20 @@ describe("parseEdgeConfig", () => {
       ORIGIN_URL: "http://127.0.0.1:8788",
       EDGE_SHARED_SECRET: SECRET,
     });
-    expect(parsed.ok && parsed.config.basePath).toBe("/77");
-    expect(parsed.ok && parsed.config.originUrl.origin).toBe("http://127.0.0.1:8788");
-    expect(parsed.ok && parsed.config.edgeSharedSecret).toBe(SECRET);
+    expect(parsed.ok && parsed.value.basePath).toBe("/77");
+    expect(parsed.ok && parsed.value.originUrl.origin).toBe("http://127.0.0.1:8788");
+    expect(parsed.ok && parsed.value.edgeSharedSecret).toBe(SECRET);
   });
 
   it("takes an https origin on a public host with a secret, as deployed", () => {
     const parsed = parseEdgeConfig({ ORIGIN_URL: "https://origin.example", EDGE_SHARED_SECRET: SECRET });
-    expect(parsed.ok && parsed.config.originUrl.origin).toBe("https://origin.example");
+    expect(parsed.ok && parsed.value.originUrl.origin).toBe("https://origin.example");
   });
 
   it("in local development, treats a missing secret as not configured, so registration fails closed", () => {
     for (const EDGE_SHARED_SECRET of [undefined, ""]) {
       const parsed = parseEdgeConfig({ ...LOCAL, ORIGIN_URL: "http://127.0.0.1:8788", EDGE_SHARED_SECRET });
-      expect(parsed.ok && parsed.config.edgeSharedSecret).toBeUndefined();
+      expect(parsed.ok && parsed.value.edgeSharedSecret).toBeUndefined();
     }
   });
 
@@ -35,7 +35,7 @@ describe("parseEdgeConfig", () => {
     ]) {
       const parsed = parseEdgeConfig({ ...env, EDGE_SHARED_SECRET: "short-secret-value" });
       expect(parsed.ok).toBe(false);
-      const problems = parsed.ok ? "" : parsed.problems.join("\n");
+      const problems = parsed.ok ? "" : parsed.error.join("\n");
       expect(problems).toContain("EDGE_SHARED_SECRET is shorter than 32 bytes");
       expect(problems).not.toContain("short-secret-value");
     }
@@ -43,7 +43,7 @@ describe("parseEdgeConfig", () => {
 
   it("refuses a missing secret outside local development", () => {
     const parsed = parseEdgeConfig({ ORIGIN_URL: "https://origin.example" });
-    expect(parsed.ok ? "" : parsed.problems.join("\n")).toContain("EDGE_SHARED_SECRET is not set");
+    expect(parsed.ok ? "" : parsed.error.join("\n")).toContain("EDGE_SHARED_SECRET is not set");
   });
 
   it.each([
@@ -58,7 +58,7 @@ describe("parseEdgeConfig", () => {
   ])("refuses ORIGIN_URL %s outside local development (%s)", (ORIGIN_URL, why) => {
     const parsed = parseEdgeConfig({ ORIGIN_URL, EDGE_SHARED_SECRET: SECRET });
     expect(parsed.ok).toBe(false);
-    const problems = parsed.ok ? "" : parsed.problems.join("\n");
+    const problems = parsed.ok ? "" : parsed.error.join("\n");
     expect(problems).toContain("ORIGIN_URL");
     expect(problems).toContain(why);
     expect(problems).not.toContain(ORIGIN_URL);
@@ -75,7 +75,7 @@ describe("parseEdgeConfig", () => {
   ])("refuses %j, naming %s without echoing its value", (env, variable) => {
     const parsed = parseEdgeConfig({ ...LOCAL, ...env });
     expect(parsed.ok).toBe(false);
-    const problems = parsed.ok ? "" : parsed.problems.join("\n");
+    const problems = parsed.ok ? "" : parsed.error.join("\n");
     expect(problems).toContain(variable);
     expect(problems).not.toContain("secret-value");
     expect(problems).not.toContain("origin.example");

@@ -1,4 +1,5 @@
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
+import { err, ok, type Result } from "../shared/result.ts";
 
 /** The worker's bindings: vars from wrangler.toml, the secret from `wrangler secret put`. */
 export type EdgeBindings = {
@@ -21,7 +22,7 @@ export type EdgeConfig = {
   edgeSharedSecret: string | undefined;
 };
 
-export type ParseEdgeConfigResult = { ok: true; config: EdgeConfig } | { ok: false; problems: string[] };
+export type ParseEdgeConfigResult = Result<EdgeConfig, string[]>;
 
 /** The origin refuses secrets shorter than 32 bytes; so does the edge. */
 const MIN_SECRET_BYTES = 32;
@@ -74,8 +75,8 @@ export function parseEdgeConfig(env: EdgeBindings): ParseEdgeConfigResult {
     );
   const edgeSharedSecret = secretBytes >= MIN_SECRET_BYTES ? secret : undefined;
 
-  if (problems.length > 0 || !originUrl) return { ok: false, problems };
-  return { ok: true, config: { basePath, originUrl, edgeSharedSecret } };
+  if (problems.length > 0 || !originUrl) return err(problems);
+  return ok({ basePath, originUrl, edgeSharedSecret });
 }
 
 /** localhost and its subdomains, 127.0.0.0/8, ::1, and the unspecified addresses. */

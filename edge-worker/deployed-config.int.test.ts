@@ -81,7 +81,7 @@ describe("the edge worker outside local development (Miniflare)", () => {
         BASE_PATH: basePath,
         EDGE_SHARED_SECRET: "s".repeat(32),
       });
-      expect(parsed.ok ? [] : parsed.problems).toEqual([]);
+      expect(parsed.ok ? [] : parsed.error).toEqual([]);
     } finally {
       await rm(outdir, { recursive: true, force: true });
     }

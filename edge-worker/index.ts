@@ -53,10 +53,10 @@ export default {
     if (!app) {
       const parsed = parseEdgeConfig(env);
       if (!parsed.ok) {
-        console.error(JSON.stringify({ error: "edge misconfigured", problems: parsed.problems }));
+        console.error(JSON.stringify({ error: "edge misconfigured", problems: parsed.error }));
         return errorResponse("service_unavailable", "the edge is not configured", newRequestId());
       }
-      app = createEdgeApp({ config: parsed.config, fetchOrigin: (upstream) => fetch(upstream) });
+      app = createEdgeApp({ config: parsed.value, fetchOrigin: (upstream) => fetch(upstream) });
       apps.set(env, app);
     }
     return app.fetch(request, env, ctx);

@@ -1,4 +1,5 @@
 import { HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { err, ok, type Result } from "../shared/result.ts";
 import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
 import { clientAddress, type FetchOrigin, forwardToOrigin, originHeaders } from "./proxy.ts";
@@ -16,9 +17,7 @@ export type IngressRefusal =
   | { kind: "malformed_client_ip" }
   | { kind: "no_edge_secret" };
 
-export type IngressCheckResult =
-  | { ok: true; clientIp: string; edgeSharedSecret: string }
-  | { ok: false; refusal: IngressRefusal };
+export type IngressCheckResult = Result<{ clientIp: string; edgeSharedSecret: string }, IngressRefusal>;
 
 /**
  * The registration ingress checks (docs/security.md), in the order a client can
@@ -29,26 +28,25 @@ export function checkRegistrationIngress(request: Request, config: EdgeConfig): 
   // Browser use is same-origin; a server client may omit Origin. `Origin: null` is cross-site.
   const origin = request.headers.get("origin");
   if (origin !== null && origin.trim() !== new URL(request.url).origin) {
-    return { ok: false, refusal: { kind: "cross_site_origin" } };
+    return err({ kind: "cross_site_origin" });
   }
   const fetchSite = request.headers.get("sec-fetch-site");
   if (fetchSite !== null && !["same-origin", "none"].includes(fetchSite.trim().toLowerCase())) {
-    return { ok: false, refusal: { kind: "cross_site_fetch_site" } };
+    return err({ kind: "cross_site_fetch_site" });
   }
 
   const mediaType = (request.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase();
-  if (mediaType !== "application/json") return { ok: false, refusal: { kind: "not_json" } };
+  if (mediaType !== "application/json") return err({ kind: "not_json" });
   if (request.headers.get(HEADER_REGISTRATION)?.trim() !== "1") {
-    return { ok: false, refusal: { kind: "missing_registration_header" } };
+    return err({ kind: "missing_registration_header" });
   }
 
   // Cloudflare sets CF-Connecting-IP from the connection, overwriting anything the client sent.
-  if (!request.headers.get("cf-connecting-ip")?.trim())
-    return { ok: false, refusal: { kind: "no_client_ip" } };
+  if (!request.headers.get("cf-connecting-ip")?.trim()) return err({ kind: "no_client_ip" });
   const clientIp = clientAddress(request);
-  if (clientIp === undefined) return { ok: false, refusal: { kind: "malformed_client_ip" } };
-  if (config.edgeSharedSecret === undefined) return { ok: false, refusal: { kind: "no_edge_secret" } };
-  return { ok: true, clientIp, edgeSharedSecret: config.edgeSharedSecret };
+  if (clientIp === undefined) return err({ kind: "malformed_client_ip" });
+  if (config.edgeSharedSecret === undefined) return err({ kind: "no_edge_secret" });
+  return ok({ clientIp, edgeSharedSecret: config.edgeSharedSecret });
 }
 
 /**
@@ -66,10 +64,10 @@ export async function handleRegister(
     return errorResponse("not_found", "no such route", requestId, NO_STORE);
   }
   const checked = checkRegistrationIngress(request, config);
-  if (!checked.ok) return refusalResponse(checked.refusal, requestId);
+  if (!checked.ok) return refusalResponse(checked.error, requestId);
 
-  const headers = originHeaders(request, config, checked.clientIp);
-  headers.set(HEADER_REGISTRATION_IP, checked.clientIp);
+  const headers = originHeaders(request, config, checked.value.clientIp);
+  headers.set(HEADER_REGISTRATION_IP, checked.value.clientIp);
   const url = new URL(request.url);
   const response = await forwardToOrigin(fetchOrigin, request, {
     originUrl: config.originUrl,
