@@ -25,9 +25,9 @@ describe("Keystore.restore", () => {
   it("imports a batch once; a repeat writes nothing; it survives a reopen under its own refs", async () => {
     const keys = generateKeyMaterial(2);
     const first = await store.restore({ namespace: "agent-transfer", batchId: "b1", keys });
-    expect(first).toMatchObject({ ok: true, imported: 2 });
+    expect(first).toMatchObject({ ok: true, value: { imported: 2 } });
     const again = await store.restore({ namespace: "agent-transfer", batchId: "b1", keys });
-    expect(again).toMatchObject({ ok: true, imported: 0 });
+    expect(again).toMatchObject({ ok: true, value: { imported: 0 } });
     expect(await readdir(join(dir, "keys"))).toHaveLength(1);
     const reopened = await open();
     expect(reopened.get(keys[1]!.keyRef)).toMatchObject({ namespace: "agent-transfer", batchId: "b1" });
@@ -41,15 +41,15 @@ describe("Keystore.restore", () => {
     const sameRef = materialFromPrivateKey(other!.privateKey, held!.keyRef);
     expect(await store.restore({ namespace: "agent-transfer", batchId: "b1", keys: [sameRef] })).toEqual({
       ok: false,
-      reason: "a key_ref of the batch already holds another key",
+      error: "a key_ref of the batch already holds another key",
     });
     expect(await store.restore({ namespace: "agent-transfer", batchId: "b1", keys: [other!] })).toEqual({
       ok: false,
-      reason: "the batch id already holds other keys",
+      error: "the batch id already holds other keys",
     });
     expect(await store.restore({ namespace: "faucet", batchId: "b2", keys: [held!] })).toEqual({
       ok: false,
-      reason: "a key_ref of the batch already holds another key",
+      error: "a key_ref of the batch already holds another key",
     });
     expect(await readdir(join(dir, "keys"))).toHaveLength(1);
     expect(store.get(held!.keyRef)?.address).toBe(held!.address);

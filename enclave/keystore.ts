@@ -11,6 +11,7 @@ import type { Logger } from "pino";
 import { type Address, getAddress } from "viem";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { type Hex, toHex } from "../shared/hex.ts";
+import { err, ok, type Result } from "../shared/result.ts";
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey } from "../shared/secp256k1.ts";
 import { isTempFile, writeFileAtomic } from "./atomic-file.ts";
 import { keySetRecordSchema } from "./key-set-record.ts";
@@ -28,9 +29,8 @@ export type KeyEntry = KeyMaterial & { namespace: string; batchId: string };
 
 export type AddKeySetParams = { namespace: string; batchId: string; keys: KeyMaterial[] };
 
-export type RestoreOutcome =
-  | { ok: true; entries: KeyEntry[]; imported: number }
-  | { ok: false; reason: string };
+/** The batch's entries and how many of them were written now, or why nothing was. */
+export type RestoreOutcome = Result<{ entries: KeyEntry[]; imported: number }, string>;
 
 export class Keystore {
   private readonly byRef = new Map<string, KeyEntry>();
@@ -135,11 +135,11 @@ export class Keystore {
    * are written. Refused, writing nothing, when a key_ref or the batch id already holds something else.
    */
   async restore(params: AddKeySetParams): Promise<RestoreOutcome> {
-    if (this.writing.has(params.batchId)) return { ok: false, reason: "batch is being written" };
+    if (this.writing.has(params.batchId)) return err("batch is being written");
     const refs = new Set(params.keys.map((key) => key.keyRef));
     const batch = this.byBatch.get(params.batchId);
     if (batch && (batch.namespace !== params.namespace || batch.keys.some((key) => !refs.has(key.keyRef)))) {
-      return { ok: false, reason: "the batch id already holds other keys" };
+      return err("the batch id already holds other keys");
     }
     const missing: KeyMaterial[] = [];
     for (const key of params.keys) {
@@ -152,14 +152,10 @@ export class Keystore {
         held.namespace === params.namespace &&
         held.batchId === params.batchId &&
         Buffer.from(held.privateKey).equals(Buffer.from(key.privateKey));
-      if (!same) return { ok: false, reason: "a key_ref of the batch already holds another key" };
+      if (!same) return err("a key_ref of the batch already holds another key");
     }
     if (missing.length > 0) await this.add({ ...params, keys: missing });
-    return {
-      ok: true,
-      entries: params.keys.map((key) => this.byRef.get(key.keyRef)!),
-      imported: missing.length,
-    };
+    return ok({ entries: params.keys.map((key) => this.byRef.get(key.keyRef)!), imported: missing.length });
   }
 
   private index(params: AddKeySetParams): KeyEntry[] {

@@ -60,16 +60,16 @@ export const restoreBackup: OpHandler<"restore_backup"> = async (ctx, params) =>
   if (!opened.ok) return opened;
   const { batchId, namespace, keys } = opened.value;
   const restored = await ctx.keystore.restore({ namespace, batchId, keys });
-  if (!restored.ok) return refuse("malformed", restored.reason);
+  if (!restored.ok) return refuse("malformed", restored.error);
   ctx.logger.info(
-    { batch_id: batchId, namespace, keys: keys.length, imported: restored.imported },
+    { batch_id: batchId, namespace, keys: keys.length, imported: restored.value.imported },
     "backup restored",
   );
   return succeed({
     batch_id: batchId,
     namespace,
-    keys: restored.entries.map(publicInfo),
-    imported: restored.imported,
+    keys: restored.value.entries.map(publicInfo),
+    imported: restored.value.imported,
   });
 };
 
