@@ -112,7 +112,7 @@ function sameTerms(sealed: FaucetTerms | null, terms: FaucetTerms): boolean {
 }
 
 function expectApplied(step: string, result: PolicyAdminResult): GetPolicyResult {
-  if (result.ok) return result.after;
+  if (result.ok) return result.value.after;
   const detail =
     result.error.kind === "usage" ? result.error.message : `${result.error.code}: ${result.error.reason}`;
   throw new Error(`local ${step} failed (${detail})`);

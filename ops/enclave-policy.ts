@@ -70,16 +70,17 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
     if (result.error.kind === "usage") return fail(EXIT.usage, result.error.message);
     return fail(EXIT.refused, `refused by the enclave: ${result.error.code} (${result.error.reason})`);
   }
+  const { before, after } = result.value;
   const title =
     command.command === "apply"
-      ? `policy applied, version ${result.before.policyVersion} -> ${result.after.policyVersion}`
+      ? `policy applied, version ${before.policyVersion} -> ${after.policyVersion}`
       : command.command === "settler"
-        ? settlerTitle(result.before, result.after)
+        ? settlerTitle(before, after)
         : "treasury configured (spent restarts at 0)";
   write(
     command.json
-      ? `${JSON.stringify(changeJson(result.before, result.after), null, 2)}\n`
-      : formatChange(title, result.before, result.after),
+      ? `${JSON.stringify(changeJson(before, after), null, 2)}\n`
+      : formatChange(title, before, after),
   );
   return EXIT.ok;
 }

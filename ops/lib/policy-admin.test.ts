@@ -19,7 +19,7 @@ describe("mergePolicy", () => {
   it("overrides only the named fields of the sealed policy", () => {
     expect(mergePolicy(sealed, { dailyLimitUnits: 200n, recipientAllowlist: null })).toEqual({
       ok: true,
-      policy: { ...sealed, dailyLimitUnits: 200n, recipientAllowlist: null },
+      value: { ...sealed, dailyLimitUnits: 200n, recipientAllowlist: null },
     });
   });
 
@@ -36,14 +36,14 @@ describe("mergePolicy", () => {
     const { x402PayTo: _payTo, ...withoutPayTo } = sealed;
     expect(mergePolicy(null, { ...withoutPayTo, x402AmountUnits: null })).toEqual({
       ok: true,
-      policy: { ...sealed, x402AmountUnits: null, x402PayTo: null },
+      value: { ...sealed, x402AmountUnits: null, x402PayTo: null },
     });
   });
 
   it("sets x402 amount and payTo together; clearing the amount clears payTo", () => {
     expect(mergePolicy(sealed, { x402AmountUnits: null })).toMatchObject({
       ok: true,
-      policy: { x402AmountUnits: null, x402PayTo: null },
+      value: { x402AmountUnits: null, x402PayTo: null },
     });
     const cleared = { ...sealed, x402AmountUnits: null, x402PayTo: null };
     expect(mergePolicy(cleared, { x402AmountUnits: 5n })).toMatchObject({
@@ -63,7 +63,7 @@ describe("mergeFaucetTerms", () => {
   it("keeps the sealed terms the flags do not name", () => {
     expect(mergeFaucetTerms(terms, { cooldownMs: 0 })).toEqual({
       ok: true,
-      terms: { ...terms, cooldownMs: 0 },
+      value: { ...terms, cooldownMs: 0 },
     });
   });
 
@@ -72,7 +72,7 @@ describe("mergeFaucetTerms", () => {
       ok: false,
       error: { kind: "usage", message: expect.stringContaining("missing --cooldown-ms, --payout-daily") },
     });
-    expect(mergeFaucetTerms(null, terms)).toEqual({ ok: true, terms });
+    expect(mergeFaucetTerms(null, terms)).toEqual({ ok: true, value: terms });
   });
 });
 

@@ -13,6 +13,7 @@ import type {
   SignerFailure,
   SignerPolicy,
 } from "../../origin/signer/types.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 export type PolicyChanges = Partial<SignerPolicy>;
 export type FaucetTermsChanges = Partial<FaucetTerms>;
@@ -23,9 +24,11 @@ export type PolicyAdminFailure =
   /** The enclave refused it or could not be reached: exit 1 in the CLI. */
   | { kind: "refused"; code: string; reason: string };
 
-export type PolicyAdminResult =
-  | { ok: true; before: GetPolicyResult; after: GetPolicyResult }
-  | { ok: false; error: PolicyAdminFailure };
+/** The sealed state before and after the change, or why there was none. */
+export type PolicyAdminResult = Result<
+  { before: GetPolicyResult; after: GetPolicyResult },
+  PolicyAdminFailure
+>;
 
 /** Every field a first policy must name, with the CLI flag that sets it. */
 export const POLICY_FIELD_FLAGS: { [Field in keyof SignerPolicy]-?: string } = {
@@ -48,7 +51,7 @@ export const FAUCET_TERM_FLAGS: { [Field in keyof FaucetTerms]-?: string } = {
   dailyLimitUnits: "--payout-daily",
 };
 
-type MergeResult = { ok: true; policy: SignerPolicy } | { ok: false; error: PolicyAdminFailure };
+type MergeResult = Result<SignerPolicy, PolicyAdminFailure>;
 
 /**
  * The sealed policy with `changes` laid over it. Without a sealed policy every field must be given
@@ -69,7 +72,7 @@ export function mergePolicy(current: SignerPolicy | null, changes: PolicyChanges
   if ((policy.x402AmountUnits === null) !== (policy.x402PayTo === null)) {
     return usage("--x402-amount and --x402-pay-to are set together (--x402-amount none clears both)");
   }
-  return { ok: true, policy };
+  return ok(policy);
 }
 
 /** Applies `changes` over the sealed policy under a capability minted from the policy key. */
@@ -82,7 +85,7 @@ export async function applyPolicy(params: {
   if (!before.ok) return refused(before.error);
   const merged = mergePolicy(before.value.policy, params.changes);
   if (!merged.ok) return merged;
-  const applied = await params.client.configurePolicy(merged.policy, minter(params, before.value));
+  const applied = await params.client.configurePolicy(merged.value, minter(params, before.value));
   if (!applied.ok) return refused(applied.error);
   return readAfter(params.client, before.value);
 }
@@ -94,7 +97,7 @@ export async function applyPolicy(params: {
 export function mergeFaucetTerms(
   current: FaucetTerms | null,
   changes: FaucetTermsChanges,
-): { ok: true; terms: FaucetTerms } | { ok: false; error: PolicyAdminFailure } {
+): Result<FaucetTerms, PolicyAdminFailure> {
   const given = Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined));
   const merged: FaucetTermsChanges = { ...current, ...given };
   const missing = (Object.keys(FAUCET_TERM_FLAGS) as Array<keyof FaucetTerms>).filter(
@@ -104,7 +107,7 @@ export function mergeFaucetTerms(
     const flags = missing.map((field) => FAUCET_TERM_FLAGS[field]).join(", ");
     return usage(`no payout terms are sealed yet, so treasury needs every one; missing ${flags}`);
   }
-  return { ok: true, terms: merged as FaucetTerms };
+  return ok(merged as FaucetTerms);
 }
 
 /**
@@ -125,7 +128,7 @@ export async function applyTreasury(params: {
   const applied = await params.client.configureTreasury(
     {
       budgetUnits: params.budgetUnits,
-      ...merged.terms,
+      ...merged.value,
       ...(params.faucetKeyRef === undefined ? {} : { faucetKeyRef: params.faucetKeyRef }),
     },
     minter(params, before.value),
@@ -174,13 +177,13 @@ function minter(params: { client: SignerClient; policySecret: Uint8Array }, seal
 async function readAfter(client: SignerClient, before: GetPolicyResult): Promise<PolicyAdminResult> {
   const after = await client.getPolicy();
   if (!after.ok) return refused(after.error);
-  return { ok: true, before, after: after.value };
+  return ok({ before, after: after.value });
 }
 
 function usage(message: string): { ok: false; error: PolicyAdminFailure } {
-  return { ok: false, error: { kind: "usage", message } };
+  return err({ kind: "usage", message });
 }
 
 function refused(failure: SignerFailure): { ok: false; error: PolicyAdminFailure } {
-  return { ok: false, error: { kind: "refused", code: failure.code, reason: failure.reason } };
+  return err({ kind: "refused", code: failure.code, reason: failure.reason });
 }
