@@ -103,12 +103,12 @@ async function main(argv: string[]): Promise<number> {
       });
     }
     if (!result.ok) {
-      if (result.error === "invalid") throw new UsageError(result.message);
-      process.stderr.write(`funding: ${result.message}\n`);
+      if (result.error.code === "invalid") throw new UsageError(result.error.message);
+      process.stderr.write(`funding: ${result.error.message}\n`);
       return 1;
     }
     process.stdout.write(
-      `${JSON.stringify({ [command === "grant" ? "granted" : "revoked"]: toWire(result.exception) })}\n`,
+      `${JSON.stringify({ [command === "grant" ? "granted" : "revoked"]: toWire(result.value) })}\n`,
     );
     return 0;
   } finally {

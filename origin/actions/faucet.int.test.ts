@@ -327,8 +327,8 @@ describe("faucet and funding gate (real stack)", () => {
         expiresAt: new Date(Date.now() + 3_600_000),
         reason: "second look",
       });
-      if (!again.ok) throw new Error(again.message);
-      expect((await revokeException(db, { id: again.exception.id, reason: "drill due" })).ok).toBe(true);
+      if (!again.ok) throw new Error(again.error.message);
+      expect((await revokeException(db, { id: again.value.id, reason: "drill due" })).ok).toBe(true);
       const revoked = await calls.transfer({
         idempotency_key: newKey(),
         to: newAccount().address,

@@ -348,7 +348,7 @@ describe("operator console API", () => {
       expiresAt: new Date(Date.now() + 3_600_000),
       reason: "pre-restore test",
     });
-    if (!granted.ok) throw new Error(granted.message);
+    if (!granted.ok) throw new Error(granted.error.message);
     const operations = operationsOverviewSchema.parse((await reader().get("/operations")).body);
     expect(operations.key_batches.by_state).toEqual([{ state: "available", count: 1, keys: 30 }]);
     // The seeded batch has no restore evidence: listed as not drilled, then drilled once it has.
@@ -367,7 +367,7 @@ describe("operator console API", () => {
     await db().execute(sql`delete from restore_evidence where batch_id = ${batch!.batch_id}`);
     expect(operations.funding_exceptions.active).toEqual([
       expect.objectContaining({
-        id: granted.exception.id,
+        id: granted.value.id,
         ceiling_units: "5000000",
         reason: "pre-restore test",
       }),
@@ -375,7 +375,7 @@ describe("operator console API", () => {
     const audit = auditSchema.parse((await reader().get("/audit")).body);
     expect(audit.changes[0]).toMatchObject({
       kind: "funding_exception",
-      subject: granted.exception.id,
+      subject: granted.value.id,
       change: "grant",
       before: null,
       reason: "pre-restore test",

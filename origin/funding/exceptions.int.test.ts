@@ -31,8 +31,7 @@ describe("funding exceptions service", () => {
       await grantException(db, { wallet, ceilingUnits: 1n, expiresAt: later, reason: "   " }),
     ).toMatchObject({
       ok: false,
-      error: "invalid",
-      message: "a reason is required",
+      error: { code: "invalid", message: "a reason is required" },
     });
     expect(
       await grantException(db, {
@@ -41,18 +40,18 @@ describe("funding exceptions service", () => {
         expiresAt: new Date(Date.now() - 1000),
         reason: "r",
       }),
-    ).toMatchObject({ ok: false, error: "invalid" });
+    ).toMatchObject({ ok: false, error: { code: "invalid" } });
     expect(
       await grantException(db, { wallet, ceilingUnits: -1n, expiresAt: later, reason: "r" }),
     ).toMatchObject({
       ok: false,
-      error: "invalid",
+      error: { code: "invalid" },
     });
     expect(
       await revokeException(db, { id: "00000000-0000-4000-8000-000000000000", reason: "r" }),
     ).toMatchObject({
       ok: false,
-      error: "not_found",
+      error: { code: "not_found" },
     });
     expect(await rows()).toBe(0);
   });

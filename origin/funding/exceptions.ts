@@ -4,6 +4,7 @@
  * after and the reason. An expired exception is the same as none.
  */
 import { desc, eq, sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { fundingExceptionChanges, fundingExceptions } from "../db/schema.ts";
 
@@ -20,9 +21,9 @@ export type FundingException = {
 
 export type GrantParams = { wallet: string; ceilingUnits: bigint; expiresAt: Date; reason: string };
 
-export type ExceptionResult =
-  | { ok: true; exception: FundingException }
-  | { ok: false; error: "not_found" | "already_revoked" | "invalid"; message: string };
+export type ExceptionRefusal = { code: "not_found" | "already_revoked" | "invalid"; message: string };
+
+export type ExceptionResult = Result<FundingException, ExceptionRefusal>;
 
 /** Grants a ceiling to a wallet until `expiresAt`. */
 export async function grantException(
@@ -31,12 +32,10 @@ export async function grantException(
   now = new Date(),
 ): Promise<ExceptionResult> {
   const reason = params.reason.trim();
-  if (reason === "") return { ok: false, error: "invalid", message: "a reason is required" };
-  if (params.expiresAt <= now)
-    return { ok: false, error: "invalid", message: "the expiry must be in the future" };
-  if (params.ceilingUnits < 0n)
-    return { ok: false, error: "invalid", message: "the ceiling must not be negative" };
-  return db.transaction(async (tx) => {
+  if (reason === "") return err({ code: "invalid", message: "a reason is required" });
+  if (params.expiresAt <= now) return err({ code: "invalid", message: "the expiry must be in the future" });
+  if (params.ceilingUnits < 0n) return err({ code: "invalid", message: "the ceiling must not be negative" });
+  return db.transaction(async (tx): Promise<ExceptionResult> => {
     const [row] = await tx
       .insert(fundingExceptions)
       .values({
@@ -54,7 +53,7 @@ export async function grantException(
       after: snapshot(exception),
       reason,
     });
-    return { ok: true, exception };
+    return ok(exception);
   });
 }
 
@@ -65,15 +64,15 @@ export async function revokeException(
   now = new Date(),
 ): Promise<ExceptionResult> {
   const reason = params.reason.trim();
-  if (reason === "") return { ok: false, error: "invalid", message: "a reason is required" };
-  return db.transaction(async (tx) => {
+  if (reason === "") return err({ code: "invalid", message: "a reason is required" });
+  return db.transaction(async (tx): Promise<ExceptionResult> => {
     const [current] = await tx
       .select()
       .from(fundingExceptions)
       .where(eq(fundingExceptions.id, params.id))
       .for("update");
-    if (!current) return { ok: false, error: "not_found", message: `no funding exception ${params.id}` };
-    if (current.revokedAt) return { ok: false, error: "already_revoked", message: "already revoked" };
+    if (!current) return err({ code: "not_found", message: `no funding exception ${params.id}` });
+    if (current.revokedAt) return err({ code: "already_revoked", message: "already revoked" });
     const before = toException(current, now);
     const [updated] = await tx
       .update(fundingExceptions)
@@ -88,7 +87,7 @@ export async function revokeException(
       after: snapshot(exception),
       reason,
     });
-    return { ok: true, exception };
+    return ok(exception);
   });
 }
 
