@@ -74,7 +74,7 @@ export async function drillAndProveLocally(params: {
       try {
         for (const batchId of batches) {
           const drilled = await driller.drill(params.db, batchId);
-          if (!drilled.ok) throw new Error(`restore drill of batch ${batchId} failed: ${drilled.reason}`);
+          if (!drilled.ok) throw new Error(`restore drill of batch ${batchId} failed: ${drilled.error}`);
         }
       } finally {
         await driller.close();

@@ -149,9 +149,9 @@ describe("load_recovery_key and restore_backup of an envelope (real processes)",
       recoveryPublicKey: x25519PublicKey(target.recoveryEncKey),
       authorize: recoveryMinter(),
     });
-    expect(loaded).toMatchObject({ ok: true, expiresAt: expect.any(String) });
+    expect(loaded).toMatchObject({ ok: true, value: { expiresAt: expect.any(String) } });
     // Held an hour at most.
-    const heldFor = Date.parse((loaded as { expiresAt: string }).expiresAt) - Date.now();
+    const heldFor = Date.parse((loaded as { value: { expiresAt: string } }).value.expiresAt) - Date.now();
     expect(heldFor).toBeGreaterThan(55 * 60_000);
     expect(heldFor).toBeLessThanOrEqual(60 * 60_000);
 

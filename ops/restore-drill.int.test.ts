@@ -180,7 +180,10 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
       onLog: (line) => lines.push(line),
     });
     try {
-      expect(await driller.drill(testDb.handle.db, batchIds[5]!)).toMatchObject({ ok: true, keys: 3 });
+      expect(await driller.drill(testDb.handle.db, batchIds[5]!)).toMatchObject({
+        ok: true,
+        value: { keys: 3 },
+      });
     } finally {
       await driller.close();
     }
@@ -236,7 +239,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     try {
       expect(await driller.drill(testDb.handle.db, batchIds[5]!)).toMatchObject({
         ok: false,
-        reason: expect.stringMatching(/^the restored key's signature does not verify/),
+        error: expect.stringMatching(/^the restored key's signature does not verify/),
       });
     } finally {
       await driller.close();

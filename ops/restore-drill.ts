@@ -86,12 +86,13 @@ async function main(): Promise<number> {
       const result = await driller.drill(database.db, batchId);
       if (!result.ok) {
         failed += 1;
-        process.stdout.write(`restore-drill: batch ${batchId}: failed: ${result.reason}\n`);
+        process.stdout.write(`restore-drill: batch ${batchId}: failed: ${result.error}\n`);
         continue;
       }
+      const drilled = result.value;
       process.stdout.write(
-        `restore-drill: batch ${result.batchId}: ${result.keys} keys restored into a throwaway enclave and matched; ` +
-          `key ${result.provenKeyRef} signed and verified; evidence recorded\n`,
+        `restore-drill: batch ${drilled.batchId}: ${drilled.keys} keys restored into a throwaway enclave and matched; ` +
+          `key ${drilled.provenKeyRef} signed and verified; evidence recorded\n`,
       );
     }
   } finally {

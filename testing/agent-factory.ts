@@ -104,7 +104,7 @@ export async function makeFreeKeys(
   if (!batch.ok) throw new Error(`refill: ${batch.reason}`);
   if (options.drilled !== false) {
     const drilled = await deps.driller.drill(deps.db, batch.batchId);
-    if (!drilled.ok) throw new Error(`restore drill: ${drilled.reason}`);
+    if (!drilled.ok) throw new Error(`restore drill: ${drilled.error}`);
   }
   return batch.batchId;
 }

@@ -16,6 +16,7 @@ import {
   recoveryKeyFingerprint,
   x25519PublicKey,
 } from "../../shared/recovery-envelope.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 export type LoadRecoveryKeyIntoParams = {
   signer: Pick<SignerClient, "newTransportKey" | "loadRecoveryKey">;
@@ -27,7 +28,8 @@ export type LoadRecoveryKeyIntoParams = {
   authorize: CapabilityProvider;
 };
 
-export type LoadRecoveryKeyIntoResult = { ok: true; expiresAt: string } | { ok: false; reason: string };
+/** Until when the enclave holds the key, or why it does not. */
+export type LoadRecoveryKeyIntoResult = Result<{ expiresAt: string }, string>;
 
 /** Loads the recovery encryption key into the enclave behind `signer`; see the module comment. */
 export async function loadRecoveryKeyInto(
@@ -36,13 +38,12 @@ export async function loadRecoveryKeyInto(
   const given = x25519PublicKey(params.recoveryEncryptionKey);
   if (!equalBytes(given, params.recoveryPublicKey)) {
     // The enclave would refuse it too; saying so here names both fingerprints.
-    return {
-      ok: false,
-      reason: `wrong recovery key: the enclave's recovery key has fingerprint ${recoveryKeyFingerprint(params.recoveryPublicKey)}, the given key's fingerprint is ${recoveryKeyFingerprint(given)}`,
-    };
+    return err(
+      `wrong recovery key: the enclave's recovery key has fingerprint ${recoveryKeyFingerprint(params.recoveryPublicKey)}, the given key's fingerprint is ${recoveryKeyFingerprint(given)}`,
+    );
   }
   const offered = await params.signer.newTransportKey();
-  if (!offered.ok) return { ok: false, reason: `new_transport_key: ${offered.error.code}` };
+  if (!offered.ok) return err(`new_transport_key: ${offered.error.code}`);
   const transportPublicKey = fromHex(offered.value.transportPublicKey);
   const box = await hpkeSeal(
     transportPublicKey,
@@ -55,7 +56,7 @@ export async function loadRecoveryKeyInto(
     params.authorize,
   );
   if (!loaded.ok) {
-    return { ok: false, reason: `load_recovery_key: ${loaded.error.code}: ${loaded.error.reason}` };
+    return err(`load_recovery_key: ${loaded.error.code}: ${loaded.error.reason}`);
   }
-  return { ok: true, expiresAt: loaded.value.expiresAt };
+  return ok({ expiresAt: loaded.value.expiresAt });
 }

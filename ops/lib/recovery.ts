@@ -130,7 +130,7 @@ function envelopeRestorer(params: {
     for (let attempt = 0; attempt < 2; attempt += 1) {
       if (!loaded) {
         const load = await loadRecoveryKeyInto(params);
-        if (!load.ok) return { ok: false, refused: load.reason };
+        if (!load.ok) return { ok: false, refused: load.error };
         loaded = true;
       }
       const restored = await params.signer.restoreBackup({ envelope }, params.authorize);

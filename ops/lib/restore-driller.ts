@@ -26,6 +26,7 @@ import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex, toHex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 import { startThrowawayEnclave, type ThrowawayEnclave } from "./throwaway-enclave.ts";
@@ -45,9 +46,8 @@ export async function pendingDrillBatches(db: Db): Promise<string[]> {
   return rows.map((row) => row.batch_id);
 }
 
-export type RestoreDrillResult =
-  | { ok: true; batchId: string; keys: number; provenKeyRef: string }
-  | { ok: false; reason: string };
+/** What the drill restored and proved, or why it failed (for the operator). */
+export type RestoreDrillResult = Result<{ batchId: string; keys: number; provenKeyRef: string }, string>;
 
 export type RestoreDrillerOptions = {
   /** The live enclave's sealed identity (get_sealed_identity): the throwaway is initialised with it. */
@@ -105,13 +105,13 @@ async function drillInto(
   batchId: string,
 ): Promise<RestoreDrillResult> {
   const [batch] = await db.select().from(keyBatches).where(eq(keyBatches.batchId, batchId));
-  if (!batch) return { ok: false, reason: `no batch ${batchId}` };
+  if (!batch) return err(`no batch ${batchId}`);
   if (batch.status !== "available" && batch.status !== "backup_verified") {
-    return { ok: false, reason: `batch is ${batch.status}; only a verified backup can be drilled` };
+    return err(`batch is ${batch.status}; only a verified backup can be drilled`);
   }
-  if (!batch.backupPath || !batch.backupSha256) return { ok: false, reason: "batch has no recorded backup" };
+  if (!batch.backupPath || !batch.backupSha256) return err("batch has no recorded backup");
   const file = await readBackup(batch.backupPath, batch.backupSha256);
-  if (!file.ok) return { ok: false, reason: `backup file ${file.error}` };
+  if (!file.ok) return err(`backup file ${file.error}`);
 
   // The envelope's header is checked before any enclave starts: a refusal costs nothing.
   const checked = checkEnvelopeHeader({
@@ -119,16 +119,13 @@ async function drillInto(
     recoveryPublicKey: x25519PublicKey(options.recoveryEncryptionKey),
     expect: { envId: options.identity.envId, chainId: options.identity.chainId, batchId },
   });
-  if (!checked.ok) return { ok: false, reason: checked.reason };
+  if (!checked.ok) return err(checked.reason);
 
   let enclave: ThrowawayEnclave;
   try {
     enclave = await target();
   } catch (error) {
-    return {
-      ok: false,
-      reason: `throwaway enclave: ${errorMessage(error)}`,
-    };
+    return err(`throwaway enclave: ${errorMessage(error)}`);
   }
   // Minted for the throwaway enclave's own instance id, which the minter reads from it.
   const authorize = createCapabilityMinter({
@@ -144,10 +141,10 @@ async function drillInto(
     recoveryPublicKey: fromHex(options.identity.recoveryEncryptionKey),
     authorize,
   });
-  if (!loaded.ok) return { ok: false, reason: loaded.reason };
+  if (!loaded.ok) return err(loaded.error);
   const restored = await enclave.signer.restoreBackup({ envelope: file.value }, authorize);
   if (!restored.ok) {
-    return { ok: false, reason: `restore_backup: ${restored.error.code}: ${restored.error.reason}` };
+    return err(`restore_backup: ${restored.error.code}: ${restored.error.reason}`);
   }
 
   const recorded = await db
@@ -164,10 +161,9 @@ async function drillInto(
     );
   });
   if (got.length !== expected.size || mismatched.length > 0 || restored.value.batchId !== batchId) {
-    return {
-      ok: false,
-      reason: `restored keys differ from the batch (${mismatched.length} mismatched of ${got.length}, ${expected.size} in the pool)`,
-    };
+    return err(
+      `restored keys differ from the batch (${mismatched.length} mismatched of ${got.length}, ${expected.size} in the pool)`,
+    );
   }
 
   // A test message signed by one restored key: the throwaway enclave must hold the private key,
@@ -175,7 +171,7 @@ async function drillInto(
   const proven = [...recorded].sort((a, b) => a.keyRef.localeCompare(b.keyRef))[0]!;
   const nonce = toHex(randomBytes(32));
   const proof = await enclave.signer.proveIdentity({ keyRef: proven.keyRef, verifierNonce: nonce });
-  if (!proof.ok) return { ok: false, reason: `prove_identity: ${proof.error.code}` };
+  if (!proof.ok) return err(`prove_identity: ${proof.error.code}`);
   const verified = verifyIdentityProof({
     chainId: options.identity.chainId,
     envId: options.identity.envId,
@@ -186,8 +182,7 @@ async function drillInto(
     address: proof.value.address,
     signature: proof.value.signature,
   });
-  if (!verified.ok)
-    return { ok: false, reason: `the restored key's signature does not verify (${verified.error})` };
+  if (!verified.ok) return err(`the restored key's signature does not verify (${verified.error})`);
 
   await db.insert(restoreEvidence).values({
     batchId,
@@ -197,7 +192,7 @@ async function drillInto(
     recoveryKeySha256: checked.header.recovery_key_sha256,
     provenKeyRef: proven.keyRef,
   });
-  return { ok: true, batchId, keys: got.length, provenKeyRef: proven.keyRef };
+  return ok({ batchId, keys: got.length, provenKeyRef: proven.keyRef });
 }
 
 /** SHA-256 (hex) over the batch's public keys in key_ref order (what the evidence row names). */

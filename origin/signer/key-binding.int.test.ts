@@ -36,7 +36,7 @@ describe("an identity whose key ref points at another key (real stack)", () => {
     poolKey = free!;
     // Drilled like the agent's own batch, so the funding gate has nothing to say about it.
     const drilled = await stack.drill(free!.batch_id);
-    if (!drilled.ok) throw new Error(`drill: ${drilled.reason}`);
+    if (!drilled.ok) throw new Error(`drill: ${drilled.error}`);
     await stack.db.handle.db.execute(
       sql`update agent_identities set agent_transfer_key_ref = ${poolKey!.key_ref}
           where agent_id = ${agent.agentId}`,
