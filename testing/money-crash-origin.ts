@@ -43,7 +43,7 @@ function dyingAround(upstream: JsonRpcUpstream): JsonRpcUpstream {
       const result = await upstream.send(payload);
       // after_broadcast (the money lane's) and settle_after_broadcast (the settler's) are one
       // instant here: nothing else in this child broadcasts.
-      if (result.ok && accepted(result.body)) die();
+      if (result.ok && accepted(result.value)) die();
       return result;
     },
     close: () => upstream.close(),

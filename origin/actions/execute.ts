@@ -175,7 +175,7 @@ async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<ExecuteO
         locked,
         facts,
         chain,
-        fees: quote.fees,
+        fees: quote.value,
         now,
       });
       return { stored: await batch.store(moneyStoreValues(operations, signedCount, signing.refused, now)) };
@@ -202,8 +202,8 @@ async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<ExecuteO
 
 /** What the agent is told when the chain's answers stop the batch for now. */
 function chainRefusal(quote: FeeQuote): Refusal {
-  return !quote.ok && quote.reason === "above_fee_ceiling"
-    ? { code: "service_unavailable", message: `${quote.detail}; ${RETRY_WITH_SAME_KEY}` }
+  return !quote.ok && quote.error.reason === "above_fee_ceiling"
+    ? { code: "service_unavailable", message: `${quote.error.detail}; ${RETRY_WITH_SAME_KEY}` }
     : CHAIN_DOWN;
 }
 

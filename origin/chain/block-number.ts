@@ -15,7 +15,7 @@ export function createLatestBlock(upstream: JsonRpcUpstream, maxAgeMs = 500, now
       inFlight ??= upstream
         .send({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
         .then((result) => {
-          const hex = result.ok ? (result.body as { result?: unknown }).result : undefined;
+          const hex = result.ok ? (result.value as { result?: unknown }).result : undefined;
           if (typeof hex !== "string" || !/^0x[0-9a-f]+$/i.test(hex)) return null;
           cached = { value: BigInt(hex), at: now() };
           return cached.value;

@@ -4,14 +4,16 @@
  * transaction waits), never above what the enclave's fee ceiling allows for the gas limit.
  */
 
+import { err, ok, type Result } from "../../shared/result.ts";
 import { batchResults, isQuantity } from "./json-rpc-results.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; gasLimit: bigint };
 
-export type FeeQuote =
-  | { ok: true; fees: Fees }
-  | { ok: false; reason: "chain_unavailable" | "above_fee_ceiling"; detail: string };
+/** Why no fees can be quoted now: the chain did not say, or its fees exceed the sealed ceiling. */
+export type FeeRefusal = { reason: "chain_unavailable" | "above_fee_ceiling"; detail: string };
+
+export type FeeQuote = Result<Fees, FeeRefusal>;
 
 export type FeeOracle = { quote(gasLimit: bigint): Promise<FeeQuote> };
 
@@ -59,21 +61,19 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
   return {
     async quote(gasLimit) {
       const market = await read();
-      if (!market)
-        return { ok: false, reason: "chain_unavailable", detail: "the chain did not report its fees" };
+      if (!market) return err({ reason: "chain_unavailable", detail: "the chain did not report its fees" });
       const wanted = market.baseFee * 2n + market.tip;
       const allowed = params.feeCeilingWei / gasLimit;
       const maxFeePerGas = wanted < allowed ? wanted : allowed;
       // Below base fee plus tip the transaction would not be mined now: better refused than stuck.
       if (maxFeePerGas < market.baseFee + market.tip) {
-        return {
-          ok: false,
+        return err({
           reason: "above_fee_ceiling",
           detail: `the chain's fees (${market.baseFee + market.tip} wei per gas) exceed the sealed fee ceiling`,
-        };
+        });
       }
       const tip = market.tip < maxFeePerGas ? market.tip : maxFeePerGas;
-      return { ok: true, fees: { maxFeePerGas, maxPriorityFeePerGas: tip, gasLimit } };
+      return ok({ maxFeePerGas, maxPriorityFeePerGas: tip, gasLimit });
     },
   };
 }

@@ -6,9 +6,9 @@ import type { UpstreamResult } from "./json-rpc-upstream.ts";
  * an item that answered an error has no result (undefined), as one the node left out.
  */
 export function batchResults(answer: UpstreamResult): Map<unknown, unknown> {
-  if (!answer.ok || !Array.isArray(answer.body)) return new Map();
+  if (!answer.ok || !Array.isArray(answer.value)) return new Map();
   return new Map(
-    (answer.body as { id?: unknown; result?: unknown }[]).map((item) => [item?.id, item?.result]),
+    (answer.value as { id?: unknown; result?: unknown }[]).map((item) => [item?.id, item?.result]),
   );
 }
 

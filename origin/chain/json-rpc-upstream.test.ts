@@ -44,7 +44,7 @@ describe("JSON-RPC upstream client", () => {
     url.username = "project";
     url.password = "s3cret/key";
     const upstream = createJsonRpcUpstream({ url: url.toString(), timeoutMs: 2_000 });
-    expect(await upstream.send(call)).toEqual({ ok: true, body: { jsonrpc: "2.0", id: 1, result: "0x1" } });
+    expect(await upstream.send(call)).toEqual({ ok: true, value: { jsonrpc: "2.0", id: 1, result: "0x1" } });
     upstream.close();
     const last = seen.at(-1)!;
     expect(last.url).toBe("/v3/node?tier=free");
@@ -55,24 +55,24 @@ describe("JSON-RPC upstream client", () => {
   it("returns failures as data: timeout, bad status, bad body, too large, unreachable", async () => {
     const slow = createJsonRpcUpstream({ url: `${base}/slow`, timeoutMs: 150 });
     const started = performance.now();
-    expect(await slow.send(call)).toEqual({ ok: false, failure: "timeout" });
+    expect(await slow.send(call)).toEqual({ ok: false, error: "timeout" });
     expect(performance.now() - started).toBeLessThan(2_000);
     slow.close();
 
     const status = createJsonRpcUpstream({ url: `${base}/status`, timeoutMs: 2_000 });
-    expect(await status.send(call)).toEqual({ ok: false, failure: "bad_status" });
+    expect(await status.send(call)).toEqual({ ok: false, error: "bad_status" });
     status.close();
 
     const garbage = createJsonRpcUpstream({ url: `${base}/garbage`, timeoutMs: 2_000 });
-    expect(await garbage.send(call)).toEqual({ ok: false, failure: "bad_body" });
+    expect(await garbage.send(call)).toEqual({ ok: false, error: "bad_body" });
     garbage.close();
 
     const huge = createJsonRpcUpstream({ url: `${base}/huge`, timeoutMs: 2_000, maxResponseBytes: 10_000 });
-    expect(await huge.send(call)).toEqual({ ok: false, failure: "too_large" });
+    expect(await huge.send(call)).toEqual({ ok: false, error: "too_large" });
     huge.close();
 
     const nobody = createJsonRpcUpstream({ url: `http://127.0.0.1:${await freePort()}`, timeoutMs: 2_000 });
-    expect(await nobody.send(call)).toEqual({ ok: false, failure: "unreachable" });
+    expect(await nobody.send(call)).toEqual({ ok: false, error: "unreachable" });
     nobody.close();
   });
 });

@@ -1,10 +1,11 @@
 import { Agent, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { RPC_MAX_RESPONSE_BYTES } from "../../shared/constants.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 export type UpstreamFailure = "timeout" | "unreachable" | "bad_status" | "bad_body" | "too_large";
 
-export type UpstreamResult = { ok: true; body: unknown } | { ok: false; failure: UpstreamFailure };
+export type UpstreamResult = Result<unknown, UpstreamFailure>;
 
 export type JsonRpcUpstream = {
   /** Posts one JSON-RPC payload (object or batch) and returns the parsed body. Never throws. */
@@ -61,7 +62,7 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
         };
         // For a call given up on before its answer ended: its socket cannot be reused.
         const abandon = (failure: UpstreamFailure): void => {
-          settle({ ok: false, failure });
+          settle(err(failure));
           req.destroy();
         };
         const req = send(
@@ -75,19 +76,19 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
               else chunks.push(chunk);
             });
             res.on("end", () => {
-              if (res.statusCode !== 200) return settle({ ok: false, failure: "bad_status" });
+              if (res.statusCode !== 200) return settle(err("bad_status"));
               try {
-                settle({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
+                settle(ok(JSON.parse(Buffer.concat(chunks).toString("utf8"))));
               } catch {
-                settle({ ok: false, failure: "bad_body" });
+                settle(err("bad_body"));
               }
             });
-            res.on("error", () => settle({ ok: false, failure: "unreachable" }));
+            res.on("error", () => settle(err("unreachable")));
           },
         );
         // A deadline for the whole call, not just socket idleness (SPEC: every upstream call times out).
         const timer = setTimeout(() => abandon("timeout"), params.timeoutMs);
-        req.on("error", () => settle({ ok: false, failure: "unreachable" }));
+        req.on("error", () => settle(err("unreachable")));
         req.end(body);
       });
     },

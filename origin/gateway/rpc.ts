@@ -139,14 +139,14 @@ async function answer(items: unknown[], upstream: JsonRpcUpstream | undefined): 
   const result = await upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
   if (!result.ok) {
     failAll(
-      result.failure === "too_large"
+      result.error === "too_large"
         ? `the answer exceeds ${RPC_MAX_RESPONSE_BYTES} bytes: ask for fewer items per call`
-        : `upstream unavailable: ${result.failure}`,
+        : `upstream unavailable: ${result.error}`,
     );
     return responses;
   }
   const byIndex = new Map<number, { result?: unknown; error?: unknown }>();
-  for (const item of Array.isArray(result.body) ? result.body : [result.body]) {
+  for (const item of Array.isArray(result.value) ? result.value : [result.value]) {
     if (item && typeof item === "object" && typeof (item as { id?: unknown }).id === "number") {
       byIndex.set((item as { id: number }).id, item as { result?: unknown; error?: unknown });
     }

@@ -148,9 +148,9 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
           const method = chainMethod(payload);
           const started = performance.now();
           const result = await upstream.send(payload);
-          const outcome = result.ok ? "ok" : result.failure;
+          const outcome = result.ok ? "ok" : result.error;
           chainDuration.observe({ method, outcome }, (performance.now() - started) / 1000);
-          if (!result.ok) chainErrors.inc({ method, failure: result.failure });
+          if (!result.ok) chainErrors.inc({ method, failure: result.error });
           return result;
         },
         close: () => upstream.close(),

@@ -143,7 +143,7 @@ async function signFiller(
 ): Promise<BroadcastLease | undefined> {
   const quote = await deps.fees.quote(NATIVE_TRANSFER_GAS);
   if (!quote.ok) return undefined;
-  const { fees } = quote;
+  const fees = quote.value;
   return deps.db.transaction(async (tx) => {
     await tx.execute(sql`select 1 from sender_nonces where address = ${hole.sender} for update`);
     const [live] = await queryRows<{ n: number }>(

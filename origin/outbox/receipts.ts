@@ -133,7 +133,7 @@ export async function waitForReceipt(
       method: "eth_getTransactionReceipt",
       params: [txHash],
     });
-    const receipt = answer.ok ? receiptOutcome((answer.body as { result?: unknown }).result) : undefined;
+    const receipt = answer.ok ? receiptOutcome((answer.value as { result?: unknown }).result) : undefined;
     if (receipt) return receipt;
     if (Date.now() >= deadline) return undefined;
     await sleep(RECEIPT_POLL_MS);

@@ -26,11 +26,11 @@ export async function sendRawBatch(
       params: [tx.rawTx],
     })),
   );
-  if (!result.ok || !Array.isArray(result.body)) {
-    const reason = result.ok ? "chain bad_body" : `chain ${result.failure}`;
+  if (!result.ok || !Array.isArray(result.value)) {
+    const reason = result.ok ? "chain bad_body" : `chain ${result.error}`;
     return txs.map(() => ({ kind: "transient", reason }));
   }
-  const byId = new Map((result.body as { id?: unknown }[]).map((item) => [item.id, item]));
+  const byId = new Map((result.value as { id?: unknown }[]).map((item) => [item.id, item]));
   return Promise.all(
     txs.map((tx, index) =>
       classifySend(rpc, byId.get(index) ?? { error: { message: "no answer" } }, tx.txHash),
@@ -45,8 +45,8 @@ export async function sendRaw(
   txHash: string,
 ): Promise<BroadcastOutcome> {
   const result = await rpc.send({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [rawTx] });
-  if (!result.ok) return { kind: "transient", reason: `chain ${result.failure}` };
-  return classifySend(rpc, result.body, txHash);
+  if (!result.ok) return { kind: "transient", reason: `chain ${result.error}` };
+  return classifySend(rpc, result.value, txHash);
 }
 
 async function classifySend(
@@ -66,8 +66,8 @@ async function classifySend(
       method: "eth_getTransactionReceipt",
       params: [txHash],
     });
-    if (!receipt.ok) return { kind: "transient", reason: `chain ${receipt.failure}` };
-    const mined = (receipt.body as { result?: unknown }).result;
+    if (!receipt.ok) return { kind: "transient", reason: `chain ${receipt.error}` };
+    const mined = (receipt.value as { result?: unknown }).result;
     return mined ? { kind: "accepted" } : { kind: "refused", reason: message };
   }
   if (/txpool is full|underpriced|timeout|try again/i.test(message))

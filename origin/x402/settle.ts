@@ -304,7 +304,7 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
       for (const claim of claims) outcomes[claim.index] = unavailable;
       return batch.store(released(claims));
     }
-    const fees = quote.fees;
+    const fees = quote.value;
     const refused: Claim[] = [];
     const refuse = (claim: Claim, reason: X402Reason): void => {
       outcomes[claim.index] = { kind: "invalid", reason };
