@@ -5,6 +5,7 @@
  * BENCH_PORT. Prints "ready" once listening.
  */
 import { RecentAuthentications } from "../origin/auth/recent-authentications.ts";
+import { fileBackupStore } from "../origin/backup-store.ts";
 import { createChainClient } from "../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
 import { systemClock } from "../origin/clock.ts";
@@ -28,6 +29,7 @@ const infrastructure: Infrastructure = {
   signer: createDormantSignerClient(),
   logger: createLogger("silent"),
   clock: systemClock,
+  backupStore: fileBackupStore,
 };
 const limiters = {
   failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),

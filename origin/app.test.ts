@@ -1,5 +1,6 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
+import { fileBackupStore } from "./backup-store.ts";
 import { systemClock } from "./clock.ts";
 import { composeOrigin } from "./compose.ts";
 import { loadConfig } from "./config.ts";
@@ -24,6 +25,7 @@ function infrastructureFor(env: Record<string, string>): Infrastructure {
     signer: createDormantSignerClient(),
     logger: pino({ level: "silent" }),
     clock: systemClock,
+    backupStore: fileBackupStore,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { BackupStore } from "./backup-store.ts";
 import type { ChainClient } from "./chain/client.ts";
 import type { JsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import type { Clock } from "./clock.ts";
@@ -14,7 +15,7 @@ import type { SignerClient } from "./signer/types.ts";
  * and handed to composeOrigin (compose.ts); no module reaches for a singleton. It names no
  * capability: a capability imports it, never the other way round. A test that needs a fault the real parts
  * cannot produce wraps one of these clients (a signer that fails, an upstream that dies after a
- * broadcast) instead of threading a hook through production types.
+ * broadcast, a backup store whose disk fails between two steps of a write) instead of threading a hook through production types.
  */
 export type Infrastructure = {
   config: Config;
@@ -27,6 +28,8 @@ export type Infrastructure = {
   signer: SignerClient;
   logger: Logger;
   clock: Clock;
+  /** Where the key pool writes its batches' encrypted backups (under config.keyPool.backupDir). */
+  backupStore: BackupStore;
   /**
    * The metrics registry, when the builder of this infrastructure wrapped the signer and the chain
    * upstream with it (main.ts does); otherwise composeOrigin makes one without those two.

@@ -1,3 +1,4 @@
+import { fileBackupStore } from "./backup-store.ts";
 import { createChainClient } from "./chain/client.ts";
 import { createJsonRpcUpstream } from "./chain/json-rpc-upstream.ts";
 import { systemClock } from "./clock.ts";
@@ -55,7 +56,18 @@ export async function openInfrastructure(config: Config, logger: Logger): Promis
   const keysHeld = keyLookup ? () => checkAssignedKeysHeld(database.db, keyLookup) : undefined;
   const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
   return {
-    infrastructure: { config, database, chain, rpc, signer, logger, clock: systemClock, metrics, keysHeld },
+    infrastructure: {
+      config,
+      database,
+      chain,
+      rpc,
+      signer,
+      logger,
+      clock: systemClock,
+      backupStore: fileBackupStore,
+      metrics,
+      keysHeld,
+    },
     sealed,
     async close() {
       await signer.close();

@@ -10,6 +10,8 @@
  * tracker) never run, so whatever it leaves in flight is for the next origin to finish. Prints its
  * base URL.
  */
+
+import { fileBackupStore } from "../origin/backup-store.ts";
 import { createJsonRpcUpstream, type JsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
 import { systemClock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
@@ -64,6 +66,7 @@ const composed = await composeOrigin({
   signer,
   logger,
   clock: systemClock,
+  backupStore: fileBackupStore,
 });
 if (!composed.ok) throw new Error(`money refused: ${composed.error.errors.join("; ")}`);
 if (!composed.value.money.runtime) throw new Error("money refused: off");

@@ -1,6 +1,7 @@
 import type { Hono } from "hono";
 import pino from "pino";
 import type { MoneyRuntime } from "../origin/actions/money-runtime.ts";
+import { fileBackupStore } from "../origin/backup-store.ts";
 import { createChainClient } from "../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
 import { type Clock, systemClock } from "../origin/clock.ts";
@@ -77,7 +78,17 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
         : pino({ level: "silent" });
   // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
   const chain = rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
-  const infrastructure = { config, database: params.database, chain, rpc, signer, logger, clock, metrics };
+  const infrastructure = {
+    config,
+    database: params.database,
+    chain,
+    rpc,
+    signer,
+    logger,
+    clock,
+    backupStore: fileBackupStore,
+    metrics,
+  };
   const composed = await composeOrigin(infrastructure, { tracker: params.tracker });
   if (!composed.ok)
     throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);

@@ -5,6 +5,7 @@
  * Env: DATABASE_URL, ENCLAVE_SOCKET, ADMIN_KEY_FILE, ENV_ID, BACKUP_DIR.
  */
 import pino from "pino";
+import { createBackupStore, nodeBackupFiles } from "../origin/backup-store.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
@@ -30,7 +31,11 @@ await makeBatch(
     authorize,
     backupDir: env("BACKUP_DIR"),
     logger: pino({ level: "silent" }),
-    faults: { afterTempWrite: () => void process.kill(process.pid, "SIGKILL") },
+    // The disk the child writes to kills it once the temporary file is durable, before the rename.
+    backups: createBackupStore({
+      ...nodeBackupFiles,
+      rename: async () => void process.kill(process.pid, "SIGKILL"),
+    }),
   },
   4,
 );

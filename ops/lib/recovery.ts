@@ -10,7 +10,7 @@
  */
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { readBackup, writeBackup } from "../../origin/keypool/backup-writer.ts";
+import { readBackup, writeBackup } from "../../origin/backup-store.ts";
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import type {
   CapabilityProvider,

@@ -17,9 +17,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
 import type { Address } from "viem";
+import { readBackup } from "../../origin/backup-store.ts";
 import { type Db, queryRows } from "../../origin/db/client.ts";
 import { keyBatches, keyPool, RESTORE_METHOD_NEW_ENCLAVE, restoreEvidence } from "../../origin/db/schema.ts";
-import { readBackup } from "../../origin/keypool/backup-writer.ts";
 import { createCapabilityMinter } from "../../origin/signer/capability-minter.ts";
 import type { SealedIdentity } from "../../origin/signer/types.ts";
 import { errorMessage } from "../../shared/error-message.ts";

@@ -17,7 +17,7 @@ export function createKeyPoolModule(infra: Infrastructure): Capability {
 }
 
 function startKeyPoolWorkers(infra: Infrastructure): Worker[] {
-  const { config, logger, database, signer, clock } = infra;
+  const { config, logger, database, signer, clock, backupStore } = infra;
   const db = database.db;
   const workers: Worker[] = [];
 
@@ -35,7 +35,7 @@ function startKeyPoolWorkers(infra: Infrastructure): Worker[] {
       startLoop("key-pool-refill", REFILL_PERIOD_MS, logger, async () => {
         if (Date.now() < nextAttempt) return;
         const outcomes = await refillOnce(
-          { db, signer, authorize, backupDir: config.keyPool.backupDir, logger },
+          { db, signer, authorize, backupDir: config.keyPool.backupDir, backups: backupStore, logger },
           { target: config.keyPool.target, batchSize: config.keyPool.batchSize },
         );
         const made = outcomes.filter((outcome) => outcome.ok).length;

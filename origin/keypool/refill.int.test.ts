@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
+import { createBackupStore, fileBackupStore, nodeBackupFiles } from "../backup-store.ts";
 import { queryRows } from "../db/client.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
@@ -85,15 +86,18 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     const outcome = await makeBatch(
       {
         ...deps,
-        faults: {
-          afterTempWrite: async () => {
+        // A disk that corrupts the temporary file once it is durable, before the rename.
+        backups: createBackupStore({
+          ...nodeBackupFiles,
+          rename: async (from, to) => {
             const [temp] = (await readdir(backupDir)).filter((name) => name.endsWith(".tmp"));
             const file = path.join(backupDir, temp!);
             const bytes = await readFile(file);
             bytes[bytes.length - 1]! ^= 0xff;
             await writeFile(file, bytes);
+            await nodeBackupFiles.rename(from, to);
           },
-        },
+        }),
       },
       3,
     );
@@ -107,11 +111,15 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     const outcome = await makeBatch(
       {
         ...deps,
-        faults: {
-          beforeVerify: async (file) => {
+        // The backup is written and re-read whole; the file is corrupted when the batch reads it
+        // back for the enclave to verify (after it is recorded as backup_written).
+        backups: {
+          write: (params) => fileBackupStore.write(params),
+          read: async (file, expectedSha256) => {
             const bytes = await readFile(file);
             bytes[Math.floor(bytes.length / 2)]! ^= 0x01;
             await writeFile(file, bytes);
+            return fileBackupStore.read(file, expectedSha256);
           },
         },
       },

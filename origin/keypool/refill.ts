@@ -1,7 +1,7 @@
+import { type BackupStore, fileBackupStore } from "../backup-store.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { CapabilityProvider, SignerClient } from "../signer/types.ts";
-import { readBackup, writeBackup } from "./backup-writer.ts";
 import {
   advanceBatch,
   createBatch,
@@ -18,14 +18,9 @@ export type RefillDeps = {
   /** Mints the admin capabilities generate_keys and export_backup need. */
   authorize: CapabilityProvider;
   backupDir: string;
+  /** Where the backups under backupDir are written and read back; the files on this host by default. */
+  backups?: BackupStore;
   logger: Logger;
-  /** Fault injection for crash and corruption tests only; never set in production. */
-  faults?: {
-    /** After the temporary backup file is durable, before the rename. */
-    afterTempWrite?: () => Promise<void> | void;
-    /** After the batch is recorded as backup_written, before the file is read back for verify. */
-    beforeVerify?: (backupPath: string) => Promise<void> | void;
-  };
 };
 
 export type BatchOutcome =
@@ -64,12 +59,11 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     deps.authorize,
   );
   if (!exported.ok) return fail(`export_backup: ${exported.error.code}`);
-  const written = await writeBackup({
+  const written = await (deps.backups ?? fileBackupStore).write({
     dir: deps.backupDir,
     batchId,
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
-    afterTempWrite: deps.faults?.afterTempWrite,
   });
   if (!written.ok) return fail(`backup_writer: ${written.error.reason}`);
   const advanced = await advanceBatch(deps.db, batchId, "generated", "backup_written", {
@@ -78,7 +72,6 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
   });
   if (!advanced) return { ok: false, batchId, reason: "batch moved on" };
 
-  await deps.faults?.beforeVerify?.(written.value.path);
   return verifyAndRelease(deps, batchId, written.value.path, written.value.sha256, keys);
 }
 
@@ -87,7 +80,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
  * second copy, not the envelope in memory) and reproduce exactly the batch's public keys.
  */
 export async function verifyAndRelease(
-  deps: Pick<RefillDeps, "db" | "signer" | "logger">,
+  deps: Pick<RefillDeps, "db" | "signer" | "logger" | "backups">,
   batchId: string,
   backupPath: string,
   backupSha256: string,
@@ -98,7 +91,7 @@ export async function verifyAndRelease(
     deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
     return { ok: false, batchId, reason };
   };
-  const file = await readBackup(backupPath, backupSha256);
+  const file = await (deps.backups ?? fileBackupStore).read(backupPath, backupSha256);
   if (!file.ok) return fail(`backup_file: ${file.error}`);
   const verified = await deps.signer.verifyBackup({ envelope: file.value });
   if (!verified.ok) return fail(`verify_backup: ${verified.error.code}`);
