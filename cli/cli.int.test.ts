@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +19,7 @@ import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // The agent CLI (docs/agents.md) end to end, as an agent runs it: the `agent-wallet` bin in its own
@@ -34,20 +34,8 @@ const X402_PAY_TO = newAccount().address.toLowerCase() as Address;
 
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "agent-wallet.mjs");
 
-type Run = { code: number; stdout: string; stderr: string };
-
-function agentWallet(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 90_000 },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+function agentWallet(args: string[], env: Record<string, string>): Promise<ToolRun> {
+  return runTool(BIN, args, { env, cleanEnv: true, timeoutMs: 90_000 });
 }
 
 describe("agent-wallet CLI (through the edge, real stack)", () => {
@@ -55,8 +43,8 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let edge: EdgeHandle;
   let agent: StackAgent;
   let base: string;
-  const runs: Run[] = [];
-  const run = async (args: string[], token: string | undefined = agent.token): Promise<Run> => {
+  const runs: ToolRun[] = [];
+  const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
     const result = await agentWallet(args, {
       AGENT_BASE_URL: base,
       ...(token ? { AGENT_TOKEN: token } : {}),

@@ -1,9 +1,9 @@
-import { execFile } from "node:child_process";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // `npm run demo:x402` as an operator runs it: the script in its own process, told where the stack
@@ -13,20 +13,8 @@ import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
-type Run = { code: number; stdout: string; stderr: string };
-
-function demo(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", "dev/demo-x402.ts", ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 90_000 },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+function demo(args: string[], env: Record<string, string>): Promise<ToolRun> {
+  return runTool("dev/demo-x402.ts", args, { env, cleanEnv: true, timeoutMs: 90_000 });
 }
 
 describe("npm run demo:x402 (real stack, x402 on)", () => {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runTool } from "../testing/run-tool.ts";
 import { fund, newAccount, rpc } from "./testing.ts";
 
 type Running = { child: ChildProcess; url: string; exited: Promise<number | null> };
@@ -54,15 +55,7 @@ describe("devnet: the CLI (npm run devnet)", () => {
   });
 
   it("refuses a malformed flag with a message and exit code 1", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", "devnet/main.ts", "--operator-pool", "0x12"], {
-      cwd: path.resolve(import.meta.dirname, ".."),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const { code, stderr } = await runTool("devnet/main.ts", ["--operator-pool", "0x12"]);
     expect(code).toBe(1);
     expect(stderr).toContain("--operator-pool must be a 20-byte hex address");
   });

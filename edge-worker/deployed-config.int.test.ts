@@ -1,10 +1,9 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EdgeHandle, startEdge } from "../dev/edge.ts";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
+import { runTool } from "../testing/run-tool.ts";
 import { parseEdgeConfig } from "./config.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
@@ -53,23 +52,12 @@ describe("the edge worker outside local development (Miniflare)", () => {
   it("wrangler.toml's production environment builds (wrangler deploy --dry-run) and its vars pass the worker's checks", async () => {
     const outdir = await mkdtemp(path.join(tmpdir(), "edge-dry-run-"));
     try {
-      const built = await new Promise<{ code: number; output: string }>((resolve) => {
-        execFile(
-          process.execPath,
-          [
-            path.join(REPO_ROOT, "node_modules/wrangler/bin/wrangler.js"),
-            "deploy",
-            "--dry-run",
-            "--env",
-            "production",
-            "--outdir",
-            outdir,
-          ],
-          { cwd: REPO_ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, timeout: 120_000 },
-          (error, stdout, stderr) =>
-            resolve({ code: error ? Number(error.code ?? 1) : 0, output: `${stdout}\n${stderr}` }),
-        );
-      });
+      const wrangler = await runTool(
+        "node_modules/wrangler/bin/wrangler.js",
+        ["deploy", "--dry-run", "--env", "production", "--outdir", outdir],
+        { env: { WRANGLER_SEND_METRICS: "false" }, timeoutMs: 120_000 },
+      );
+      const built = { code: wrangler.code, output: `${wrangler.stdout}\n${wrangler.stderr}` };
       expect(built.output).toContain("--dry-run: exiting now.");
       expect(built.code).toBe(0);
       const vars = /env\.ORIGIN_URL \("([^"]+)"\)/.exec(built.output)?.[1];

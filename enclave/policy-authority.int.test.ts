@@ -1,8 +1,6 @@
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { ed25519 } from "@noble/curves/ed25519";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -17,7 +15,8 @@ import { encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import type { PrivilegedOp } from "../shared/enclave-protocol.ts";
 import { toHex } from "../shared/hex.ts";
-import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
+import { runTool } from "../testing/run-tool.ts";
 import { generateSealingKey, SEAL_LABEL, seal } from "./sealing.ts";
 import { instanceIdOf, mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
@@ -246,14 +245,13 @@ describe("an enclave data folder sealed before the policy authority", () => {
       },
     );
 
-    const failure = await promisify(execFile)(
-      process.execPath,
-      ["--import", "tsx", "enclave/main.ts", "serve", "--data-dir", dataDir, "--socket", join(dir, "e.sock")],
-      { cwd: REPO_ROOT },
-    ).then(
-      () => null,
-      (error: { code: number; stderr: string }) => error,
-    );
+    const failure = await runTool("enclave/main.ts", [
+      "serve",
+      "--data-dir",
+      dataDir,
+      "--socket",
+      join(dir, "e.sock"),
+    ]);
     expect(failure?.code).toBe(2);
     const stderr = failure?.stderr ?? "";
     expect(stderr).toContain("initialised before the policy authority existed");

@@ -1,23 +1,14 @@
-import { execFile } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
-
-type Run = { code: number; stdout: string; stderr: string };
 
 describe("npm run agents (operator CLI)", () => {
   let testDb: TestDatabase;
-  const run = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/agents.ts", ...args],
-        { env: { ...process.env, DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const run = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/agents.ts", args, { env: { DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } });
 
   beforeAll(async () => {
     testDb = await createTestDatabase();

@@ -1,8 +1,6 @@
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +10,8 @@ import { refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
-import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { runTool } from "../testing/run-tool.ts";
 
 type Run = { code: number; stdout: string };
 
@@ -21,23 +20,17 @@ describe("npm run canary (the live switch canary)", () => {
   let enclave: EnclaveProcess;
   let backupDir: string;
 
-  const canary = (env: Record<string, string> = {}): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/canary.ts"],
-        {
-          env: {
-            ...process.env,
-            DATABASE_URL: testDb.url,
-            AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
-            AGENT_ENV_ID: "canary-env",
-            ...env,
-          },
-        },
-        (error, stdout) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout }),
-      );
+  const canary = async (env: Record<string, string> = {}): Promise<Run> => {
+    const { code, stdout } = await runTool("ops/canary.ts", [], {
+      env: {
+        DATABASE_URL: testDb.url,
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_ENV_ID: "canary-env",
+        ...env,
+      },
     });
+    return { code, stdout };
+  };
   /** Every row the canary could have touched, as text: it must not change. */
   const snapshot = async () =>
     JSON.stringify(
@@ -103,42 +96,24 @@ describe("npm run canary (the live switch canary)", () => {
     const cwd = path.join(backupDir, "operator");
     await mkdir(path.join(cwd, ".data"), { recursive: true });
     await symlink(enclave.socketPath, path.join(cwd, ".data", "enclave.sock"));
-    const { AGENT_SIGNER_SVC_HSM_ENDPOINT: _unset, ...env } = process.env;
-    const run = await new Promise<Run & { stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        // tsx by absolute path: this working folder has no node_modules.
-        [
-          "--import",
-          pathToFileURL(path.join(REPO_ROOT, "node_modules/tsx/dist/loader.mjs")).href,
-          path.join(REPO_ROOT, "ops/canary.ts"),
-        ],
-        { cwd, env: { ...env, DATABASE_URL: testDb.url, AGENT_ENV_ID: "canary-env" } },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
+    // runTool loads tsx by its path: this working folder has no node_modules.
+    const run = await runTool("ops/canary.ts", [], {
+      cwd,
+      env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: undefined, DATABASE_URL: testDb.url, AGENT_ENV_ID: "canary-env" },
     });
     expect(run.stderr).toBe("");
     expect(run).toMatchObject({ code: 0, stdout: expect.stringContaining("safe to switch") });
   });
 
   it("exits 64 on a usage or configuration error, never 2 (do not switch)", async () => {
-    const invalid = await new Promise<Run & { stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/canary.ts"],
-        { env: { ...process.env, DATABASE_URL: testDb.url, AGENT_ENV_ID: "Not An Env" } },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
+    const invalid = await runTool("ops/canary.ts", [], {
+      env: { DATABASE_URL: testDb.url, AGENT_ENV_ID: "Not An Env" },
     });
     expect(invalid.code).toBe(64);
     expect(invalid.stdout).toBe("");
     expect(invalid.stderr).toContain("canary: usage:");
     expect(invalid.stderr).toContain("AGENT_ENV_ID");
-    const unknownFlag = await new Promise<number>((resolve) => {
-      execFile(process.execPath, ["--import", "tsx", "ops/canary.ts", "--socet", "x"], (error) =>
-        resolve(error ? Number(error.code ?? 1) : 0),
-      );
-    });
+    const unknownFlag = (await runTool("ops/canary.ts", ["--socet", "x"])).code;
     expect(unknownFlag).toBe(64);
   });
 

@@ -1,11 +1,10 @@
-import { execFile } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { privileged } from "../enclave/testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "../enclave/testing/raw-client.ts";
-import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 
 // The operator applies and shows the policy, the treasury and its payout terms, and the settler
 // with the policy key, through the real CLI against the real enclave process.
@@ -14,31 +13,15 @@ const POOL = "0x00000000000000000000000000000000000000aa";
 const ALLOWED = ["0x1111111111111111111111111111111111111111", "0x3333333333333333333333333333333333333333"];
 const PAY_TO = "0x2222222222222222222222222222222222222222";
 
-type Run = { code: number; stdout: string; stderr: string };
-
 describe("npm run enclave-policy (real CLI, real enclave)", () => {
   let enclave: EnclaveProcess;
   let client: RawEnclaveClient;
   let policyKey: string;
   let adminKey: string;
 
-  const cli = async (args: string[], env: Record<string, string> = {}): Promise<Run> => {
+  const cli = async (args: string[], env: Record<string, string> = {}): Promise<ToolRun> => {
     const withSocket = env.AGENT_SIGNER_SVC_HSM_ENDPOINT ? args : [...args, "--socket", enclave.socketPath];
-    return promisify(execFile)(
-      process.execPath,
-      ["--import", "tsx", "ops/enclave-policy.ts", ...withSocket],
-      {
-        cwd: REPO_ROOT,
-        env: { ...process.env, ...env },
-      },
-    ).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (error: { code: number; stdout: string; stderr: string }) => ({
-        code: error.code,
-        stdout: error.stdout,
-        stderr: error.stderr,
-      }),
-    );
+    return runTool("ops/enclave-policy.ts", withSocket, { env });
   };
   const sealed = async (): Promise<Record<string, unknown>> =>
     expectOk(await client.request("get_policy", {}));

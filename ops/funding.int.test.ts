@@ -1,25 +1,16 @@
-import { execFile } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
-
-type Run = { code: number; stdout: string; stderr: string };
 
 describe("npm run funding (pre-restore exceptions)", () => {
   let testDb: TestDatabase;
   let agent: { agentId: string; wallet: string };
-  const run = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/funding.ts", ...args],
-        { env: { ...process.env, DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const run = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/funding.ts", args, { env: { DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } });
   const changes = () =>
     queryRows<{ change: string; before: unknown; after: Record<string, unknown>; reason: string }>(
       testDb.handle.db,

@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -7,10 +6,9 @@ import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
 import { toHex } from "../shared/hex.ts";
-import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { backupKey } from "./lib/recovery.ts";
-
-type Run = { code: number; stdout: string; stderr: string };
 
 // `npm run recover` and its backup-key step when something is wrong, against a real enclave
 // process: a recovery that refuses a batch must not exit 0 (a runbook would read it as done), and
@@ -50,15 +48,8 @@ describe("recover: refusals (real enclave)", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  const recover = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/recover.ts", ...args, "--socket", enclave.socketPath],
-        { cwd: REPO_ROOT },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const recover = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/recover.ts", [...args, "--socket", enclave.socketPath]);
 
   it("exits 1 when a batch of the folder was refused, though another was restored", async () => {
     // Mutation: exiting 0 whatever the batches came to fails this.

@@ -14,9 +14,9 @@ import { x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { agentCalls, isAccepted, newKey } from "../testing/money-client.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 
 const run = promisify(execFile);
-type Run = { code: number; stdout: string; stderr: string };
 
 // Disaster recovery (docs/operations.md): the enclave's data folder is lost entirely; a new enclave
 // initialised with the same env id and authority keys, restored from the backup folder through the offline
@@ -29,25 +29,10 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
   let other: StackAgent;
   let keyDir: string;
 
-  const recover = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/recover.ts", ...args, "--socket", stack.enclave.socketPath],
-        { cwd: REPO_ROOT },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const recover = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/recover.ts", [...args, "--socket", stack.enclave.socketPath]);
 
-  const cli = (script: string, args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", script, ...args],
-        { cwd: REPO_ROOT },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const cli = (script: string, args: string[]): Promise<ToolRun> => runTool(script, args);
 
   beforeAll(async () => {
     // x402 on, so the stack has a settler key (configure_settler) to back up beside the treasury's.

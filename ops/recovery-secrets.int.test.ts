@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -22,10 +21,9 @@ import {
   randomX25519PrivateKey,
 } from "../shared/recovery-envelope.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
-import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
+import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { createRestoreDriller } from "./lib/restore-driller.ts";
-
-type Run = { code: number; stdout: string; stderr: string };
 
 // No private key, and no recovery private key, in any log line, error text or database row that a
 // drill, a refused drill and a recovery produce. The test knows the secrets (it opens
@@ -37,18 +35,11 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
   const produced: string[] = [];
   const secrets = new Map<string, string>();
 
-  const cli = (script: string, args: string[], env: Record<string, string> = {}): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", script, ...args],
-        { cwd: REPO_ROOT, env: { ...process.env, ...env } },
-        (error, stdout, stderr) => {
-          produced.push(stdout, stderr);
-          resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-        },
-      );
-    });
+  const cli = async (script: string, args: string[], env: Record<string, string> = {}): Promise<ToolRun> => {
+    const run = await runTool(script, args, { env });
+    produced.push(run.stdout, run.stderr);
+    return run;
+  };
 
   beforeAll(async () => {
     testDb = await createTestDatabase();

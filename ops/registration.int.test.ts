@@ -1,24 +1,15 @@
-import { execFile } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import { getRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
-
-type Run = { code: number; stdout: string; stderr: string };
 
 describe("npm run registration (policy CLI)", () => {
   let testDb: TestDatabase;
-  const run = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/registration.ts", ...args],
-        { env: { ...process.env, DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const run = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/registration.ts", args, { env: { DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } });
   const changes = () =>
     queryRows<{ setting: string; before_value: string; after_value: string; reason: string; source: string }>(
       testDb.handle.db,

@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -24,10 +23,9 @@ import {
   type EnclaveProcess,
   startEnclaveProcess,
 } from "../testing/enclave-process.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { createRestoreDriller } from "./lib/restore-driller.ts";
 import { startThrowawayEnclave } from "./lib/throwaway-enclave.ts";
-
-type Run = { code: number; stdout: string; stderr: string };
 
 describe("npm run restore-drill (into a throwaway enclave, from the recovery key)", () => {
   let testDb: TestDatabase;
@@ -38,22 +36,14 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
   let batchIds: string[];
   const file = (name: string) => path.join(dir, name);
 
-  const drill = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "ops/restore-drill.ts", ...args],
-        {
-          env: {
-            ...process.env,
-            TMPDIR: drillTmp,
-            DATABASE_URL: testDb.url,
-            AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
-            AGENT_ENV_ID: enclave.envId,
-          },
-        },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
+  const drill = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/restore-drill.ts", args, {
+      env: {
+        TMPDIR: drillTmp,
+        DATABASE_URL: testDb.url,
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_ENV_ID: enclave.envId,
+      },
     });
   const keys = ["--recovery-key", "", "--recovery-enc-key", ""];
   const withKeys = (batch: string, authority = "recovery.key", encryption = "recovery-enc.key") => {
