@@ -18,8 +18,9 @@ import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // The agent CLI (docs/agents.md) end to end, as an agent runs it: the `agent-wallet` bin in its own
@@ -39,7 +40,10 @@ function agentWallet(args: string[], env: Record<string, string>): Promise<ToolR
 }
 
 describe("agent-wallet CLI (through the edge, real stack)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack(
+    { x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO } },
+    { timeoutMs: 180_000 },
+  );
   let edge: EdgeHandle;
   let agent: StackAgent;
   let base: string;
@@ -54,7 +58,6 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   };
 
   beforeAll(async () => {
-    stack = await startMoneyStack({ x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO } });
     const edgeSecret = randomBytes(32).toString("hex");
     const origin = await stack.startOrigin({
       AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
@@ -68,7 +71,6 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
-    await stack?.close();
   });
 
   it(

@@ -22,21 +22,21 @@ import {
 } from "agent-wallet-service/client";
 import { sql } from "drizzle-orm";
 import { createPublicClient } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
-import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 
 // The client library (docs/agents.md) against the real stack: origin, enclave, devnet, Postgres. Every
 // answer it receives is also checked against the OpenAPI document (checkingFetch).
 
 describe("gateway client (real stack)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack();
   let chain: ReturnType<typeof publicClientFor>;
   const fetch = checkingFetch();
   const clientFor = (token: string, base = stack.origin.base): GatewayClient =>
@@ -50,11 +50,7 @@ describe("gateway client (real stack)", () => {
   };
 
   beforeAll(async () => {
-    stack = await startMoneyStack();
     chain = publicClientFor(stack.devnet.url);
-  });
-  afterAll(async () => {
-    await stack?.close();
   });
 
   it("reads the network and the balance, and calls an allowlisted rpc method", async () => {

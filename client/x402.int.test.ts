@@ -7,12 +7,13 @@ import {
   type PaymentRequired,
 } from "agent-wallet-service/client";
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import type { StackAgent } from "../testing/money-stack.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount, settlementRowCount } from "../testing/x402-settlements.ts";
 
 // The client's x402 side (docs/agents.md) against the real stack with x402 on (origin, enclave, devnet,
@@ -23,7 +24,7 @@ const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
 describe("x402 through the client (real stack, x402 on)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo } }, { timeoutMs: 120_000 });
   let demo: string;
   const fetch = checkingFetch();
   const chain = () => publicClientFor(stack.devnet.url);
@@ -36,12 +37,8 @@ describe("x402 through the client (real stack, x402 on)", () => {
   });
 
   beforeAll(async () => {
-    stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
     demo = `${stack.origin.base}/x402/demo`;
   }, 120_000);
-  afterAll(async () => {
-    await stack?.close();
-  });
 
   it("authorizeX402(quote) gives the PAYMENT-SIGNATURE value the demo accepts; its action ends signed", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });

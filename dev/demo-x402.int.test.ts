@@ -1,9 +1,9 @@
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
-import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // `npm run demo:x402` as an operator runs it: the script in its own process, told where the stack
@@ -18,14 +18,7 @@ function demo(args: string[], env: Record<string, string>): Promise<ToolRun> {
 }
 
 describe("npm run demo:x402 (real stack, x402 on)", () => {
-  let stack: MoneyStack;
-
-  beforeAll(async () => {
-    stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
-  }, 120_000);
-  afterAll(async () => {
-    await stack?.close();
-  });
+  const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo } }, { timeoutMs: 120_000 });
 
   it("pays the stack named by AGENT_BASE_URL with the token in AGENT_TOKEN", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import type { StackAgent } from "../testing/money-stack.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 
 // The MCP server (docs/agents.md, "The agent's tools") as an MCP host runs it: the official client starts
 // `npm run mcp` on stdio, against the real stack.
@@ -16,7 +17,7 @@ const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..
 type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
 
 describe("MCP server (official client, stdio, real stack)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack({}, { timeoutMs: 120_000 });
   let agent: StackAgent;
   let client: Client;
   const results: string[] = [];
@@ -32,7 +33,6 @@ describe("MCP server (official client, stdio, real stack)", () => {
   };
 
   beforeAll(async () => {
-    stack = await startMoneyStack();
     agent = await stack.newAgent({ units: 5_000_000n });
     client = new Client({ name: "mcp-test", version: "1.0.0" });
     await client.connect(
@@ -53,7 +53,6 @@ describe("MCP server (official client, stdio, real stack)", () => {
   }, 120_000);
   afterAll(async () => {
     await client?.close();
-    await stack?.close();
   });
 
   it("lists the wallet tools, none of them authorizes x402, and none takes a token", async () => {

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { payWithToken } from "../dev/x402-token-payer.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
@@ -13,8 +13,9 @@ import { toHex } from "../shared/hex.ts";
 import { x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { agentCalls, isAccepted, newKey } from "../testing/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../testing/money-stack.ts";
+import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 
 const run = promisify(execFile);
 
@@ -24,7 +25,8 @@ const run = promisify(execFile);
 // pays the faucet from the same treasury once its backed-up key is restored too, and settles x402
 // payments from the same settler once the policy key points the settler at its restored key.
 describe("disaster recovery: the enclave's data folder is deleted (real stack)", () => {
-  let stack: MoneyStack;
+  // x402 on, so the stack has a settler key (configure_settler) to back up beside the treasury's.
+  const stack = useMoneyStack({ x402: { amountUnits: 10_000n, payTo: newAccount().address } });
   let agent: StackAgent;
   let other: StackAgent;
   let keyDir: string;
@@ -35,8 +37,6 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
   const cli = (script: string, args: string[]): Promise<ToolRun> => runTool(script, args);
 
   beforeAll(async () => {
-    // x402 on, so the stack has a settler key (configure_settler) to back up beside the treasury's.
-    stack = await startMoneyStack({ x402: { amountUnits: 10_000n, payTo: newAccount().address } });
     agent = await stack.newAgent({ units: 20_000_000n });
     // Another batch, so the recovery restores more than the agent's own.
     other = await stack.newAgent({ drilled: false, verified: false });
@@ -45,9 +45,6 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret));
     await writeFile(path.join(keyDir, "recovery-enc.key"), toHex(stack.enclave.recoveryEncKey));
     await writeFile(path.join(keyDir, "admin.key"), toHex(stack.enclave.adminSecret));
-  });
-  afterAll(async () => {
-    await stack?.close();
   });
 
   // A whole recovery (a new enclave, every batch restored, the policy sealed again, a transfer and a

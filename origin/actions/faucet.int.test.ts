@@ -1,26 +1,22 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
 
 // POST /agent/v1/faucet and the funding gate (docs/api.md, "The funding gate") against the real stack.
 
 describe("faucet and funding gate (real stack)", () => {
-  let stack: MoneyStack;
+  // Payout 1 USDC, cooldown 60 s, 5 USDC a day per agent (the stack's defaults).
+  const stack = useMoneyStack();
   let chain: ReturnType<typeof publicClientFor>;
 
   beforeAll(async () => {
-    // Payout 1 USDC, cooldown 60 s, 5 USDC a day per agent (the stack's defaults).
-    stack = await startMoneyStack();
     chain = publicClientFor(stack.devnet.url);
-  });
-  afterAll(async () => {
-    await stack?.close();
   });
 
   const payouts = async (agentId: string): Promise<number> => {

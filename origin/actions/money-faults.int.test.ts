@@ -1,12 +1,14 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { enclaveDown, enclaveProfile, underFault } from "../../testing/fault-scenario.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // Money movement when parts fail or run twice, against the real processes: an enclave that is
@@ -14,15 +16,11 @@ import { queryRows } from "../db/client.ts";
 // origins sharing one database.
 
 describe("money movement under faults (real processes)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack();
   let chain: ReturnType<typeof publicClientFor>;
 
   beforeAll(async () => {
-    stack = await startMoneyStack();
     chain = publicClientFor(stack.devnet.url);
-  });
-  afterAll(async () => {
-    await stack?.close();
   });
 
   const sentBy = (wallet: string) =>
@@ -36,15 +34,12 @@ describe("money movement under faults (real processes)", () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     const calls = agentCalls(stack.origin.base, agent.token);
     const body = { idempotency_key: newKey(), to: newAccount().address, amount: "1000" };
-    await stack.enclave.stop();
-    try {
+    await underFault(enclaveDown(stack.enclave), async () => {
       const down = await calls.transfer(body);
       expect(down.status).toBe(503);
       expect(down.body).toMatchObject({ error: { code: "agent_signer_unavailable" } });
       expect(await sentBy(agent.wallet)).toEqual([]);
-    } finally {
-      await stack.enclave.start();
-    }
+    });
     // The client reconnects with backoff; the same request, retried, goes through.
     let retried = await calls.transfer(body);
     for (let i = 0; i < 50 && retried.status === 503; i++) {
@@ -67,8 +62,7 @@ describe("money movement under faults (real processes)", () => {
         sql`select status, error_code from agent_actions where agent_id = ${agent.agentId}`,
       );
     // Another version of the enclave on the socket: it answers, and refuses our profile.
-    await stack.enclave.start({ profile: "bridge_operator" });
-    try {
+    await underFault(enclaveProfile(stack.enclave, "bridge_operator"), async () => {
       for (let attempt = 0; attempt < 2; attempt++) {
         const refused = await calls.transfer(body);
         expect(refused.status).toBe(503);
@@ -82,9 +76,7 @@ describe("money movement under faults (real processes)", () => {
         });
       }
       expect(await sentBy(agent.wallet)).toEqual([]);
-    } finally {
-      await stack.enclave.start();
-    }
+    });
     let retried = await calls.transfer(body);
     for (let i = 0; i < 100 && retried.status === 503; i++) {
       await sleep(100);
@@ -102,12 +94,9 @@ describe("money movement under faults (real processes)", () => {
     const calls = agentCalls(quick.base, agent.token);
     const recipient = newAccount().address;
     const body = { idempotency_key: newKey(), to: recipient, amount: "1000" };
-    await stack.enclave.stop();
-    try {
+    await underFault(enclaveDown(stack.enclave), async () => {
       expect((await calls.transfer(body)).status).toBe(503);
-    } finally {
-      await stack.enclave.start();
-    }
+    });
     const statusOf = async () => {
       const [row] = await queryRows<{ status: string; error_code: string }>(
         stack.db.handle.db,

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { type Address, getAddress } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/index.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -8,23 +8,20 @@ import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // POST /agent/v1/transfers against the real stack (origin, enclave, devnet, Postgres): what an
 // agent sees, what lands on chain, and what the database records.
 
 describe("transfers (real stack)", () => {
-  let stack: MoneyStack;
+  // Per-transaction 10 USDC, daily 50 USDC (the stack's policy, sealed in the enclave).
+  const stack = useMoneyStack();
   let chain: ReturnType<typeof publicClientFor>;
 
   beforeAll(async () => {
-    // Per-transaction 10 USDC, daily 50 USDC (the stack's policy, sealed in the enclave).
-    stack = await startMoneyStack();
     chain = publicClientFor(stack.devnet.url);
-  });
-  afterAll(async () => {
-    await stack?.close();
   });
 
   const count = async (table: "agent_actions" | "outgoing_transactions"): Promise<number> => {

@@ -15,8 +15,8 @@ import { sleep } from "../../shared/sleep.ts";
 import type { StackAgent } from "../../testing/agent-factory.ts";
 import { type HalfSentAnswer, type HalfSentRequest, sendHalfBody } from "../../testing/half-sent.ts";
 import { send } from "../../testing/http.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
 import { type OriginProcess, spawnOrigin } from "../../testing/origin-process.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { RPC_IN_FLIGHT } from "../gateway/limits.ts";
 import { RECEIVE_TIMEOUTS } from "../server.ts";
@@ -34,15 +34,14 @@ const EDGE_SECRET = randomBytes(32).toString("hex");
 const SLACK_MS = 3_000;
 
 describe("slow request bodies (origin as its own process)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack({
+    inProcessOrigin: false,
+    x402: { amountUnits: 10_000n, payTo: privateKeyToAccount(`0x${"11".repeat(32)}`).address },
+  });
   let origin: OriginProcess;
   let agents: StackAgent[];
 
   beforeAll(async () => {
-    stack = await startMoneyStack({
-      inProcessOrigin: false,
-      x402: { amountUnits: 10_000n, payTo: privateKeyToAccount(`0x${"11".repeat(32)}`).address },
-    });
     // Real keys, proven: the origin's identity sweep would disable any other.
     agents = await stack.newAgents(6);
     origin = await spawnOrigin({
@@ -58,7 +57,6 @@ describe("slow request bodies (origin as its own process)", () => {
   });
   afterAll(async () => {
     await origin?.stop();
-    await stack?.close();
   });
 
   const auth = (token: string) => ({ authorization: `Bearer ${token}` });

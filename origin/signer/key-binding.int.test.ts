@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // SPEC: key-binding checks apply, on every signing path. The review pointed an identity's key ref
@@ -15,7 +16,7 @@ import { queryRows } from "../db/client.ts";
 const PAY_TO = newAccount().address.toLowerCase() as Address;
 
 describe("an identity whose key ref points at another key (real stack)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack({ x402: { amountUnits: 10_000n, payTo: PAY_TO } }, { timeoutMs: 180_000 });
   let agent: StackAgent;
   /** The free pool key the identity row is pointed at, as an attacker on the database would. */
   let poolKey: { key_ref: string; address: string };
@@ -26,7 +27,6 @@ describe("an identity whose key ref points at another key (real stack)", () => {
   };
 
   beforeAll(async () => {
-    stack = await startMoneyStack({ x402: { amountUnits: 10_000n, payTo: PAY_TO } });
     agent = await stack.newAgent({ units: 20_000_000n });
     await stack.addFreeKeys(1);
     const [free] = await queryRows<{ key_ref: string; address: string; batch_id: string }>(
@@ -42,9 +42,6 @@ describe("an identity whose key ref points at another key (real stack)", () => {
           where agent_id = ${agent.agentId}`,
     );
   }, 180_000);
-  afterAll(async () => {
-    await stack?.close();
-  });
 
   it("gets 403 agent_key_binding_mismatch from POST /transfers: no signed action, no transaction", async () => {
     const calls = agentCalls(stack.origin.base, agent.token);

@@ -1,12 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createGatewayClient, KeyUnavailable } from "../../client/index.ts";
 import { newAccount } from "../../devnet/testing.ts";
 import { errorMessage } from "../../shared/error-message.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // A lost enclave looked healthy: a fresh enclave beside a database whose wallets were made in the
@@ -17,7 +18,7 @@ import { queryRows } from "../db/client.ts";
 const missingKeyRef = (): string => randomBytes(32).toString("hex");
 
 describe("an enclave that does not hold an assigned key (real stack)", () => {
-  let stack: MoneyStack;
+  const stack = useMoneyStack({}, { timeoutMs: 180_000 });
   let agent: StackAgent;
   let realKeyRef = "";
 
@@ -32,7 +33,6 @@ describe("an enclave that does not hold an assigned key (real stack)", () => {
   };
 
   beforeAll(async () => {
-    stack = await startMoneyStack();
     agent = await stack.newAgent({ units: 20_000_000n });
     const [row] = await queryRows<{ key_ref: string }>(
       stack.db.handle.db,
@@ -40,9 +40,6 @@ describe("an enclave that does not hold an assigned key (real stack)", () => {
     );
     realKeyRef = row!.key_ref;
   }, 180_000);
-  afterAll(async () => {
-    await stack?.close();
-  });
 
   it("answers a transfer 503 agent_key_unavailable, final for its key, with the instruction to restore", async () => {
     await pointAt(agent.agentId, missingKeyRef());

@@ -6,7 +6,7 @@ import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { sleep } from "../../shared/sleep.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -20,18 +20,20 @@ const AMOUNT = 10_000n;
 const MARGIN_SECONDS = 6n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
-let stack: MoneyStack;
-let edge: EdgeHandle;
-
-beforeAll(async () => {
-  stack = await startMoneyStack({
+const stack = useMoneyStack(
+  {
     x402: { amountUnits: AMOUNT, payTo },
     env: {
       AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
       AGENT_X402_VALIDITY_MARGIN_SECONDS: MARGIN_SECONDS.toString(),
       AGENT_X402_RECEIPT_TIMEOUT_MS: "60000",
     },
-  });
+  },
+  { timeoutMs: 180_000 },
+);
+let edge: EdgeHandle;
+
+beforeAll(async () => {
   edge = await startEdge({
     originUrl: stack.origin.url,
     edgeSharedSecret: EDGE_SECRET,
@@ -41,7 +43,6 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await edge?.stop();
-  await stack?.close();
 });
 
 const chain = () => publicClientFor(stack.devnet.url);

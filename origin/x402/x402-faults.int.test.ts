@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { useRpcCutProxy } from "../../testing/fault-scenario.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
-import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
 import { queryRows } from "../db/client.ts";
@@ -20,16 +20,12 @@ const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
 describe("x402 settlement under faults (real processes)", () => {
-  let stack: MoneyStack;
-
-  beforeAll(async () => {
-    // The stack's own origin shares the database; its tracker is slowed right down so that the
-    // origins each test starts are the ones that finish (or fail to finish) the settlement.
-    stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo }, tracker: { periodMs: 3_600_000 } });
-  }, 120_000);
-  afterAll(async () => {
-    await stack?.close();
-  });
+  // The stack's own origin shares the database; its tracker is slowed right down so that the
+  // origins each test starts are the ones that finish (or fail to finish) the settlement.
+  const stack = useMoneyStack(
+    { x402: { amountUnits: AMOUNT, payTo }, tracker: { periodMs: 3_600_000 } },
+    { timeoutMs: 120_000 },
+  );
 
   const settlementOf = async (payer: Address) => {
     const rows = await queryRows<{ status: string; tx_hash: string | null }>(
@@ -99,13 +95,7 @@ describe("x402 settlement under faults (real processes)", () => {
   }, 60_000);
 
   describe("a chain that stops answering after it accepted the settlement", () => {
-    let proxy: RpcCutProxy;
-    beforeAll(async () => {
-      proxy = await startRpcCutProxy(stack.devnet.url);
-    });
-    afterAll(async () => {
-      await proxy?.close();
-    });
+    const proxy = useRpcCutProxy(() => stack.devnet.url);
 
     it("answers 402 settlement_pending naming the transaction, never 200, never settles twice; the tracker settles it once the chain is back", async () => {
       // A short receipt wait, so the cut line outlasts it; the origin reaches the chain only through the proxy.
@@ -160,13 +150,7 @@ describe("x402 settlement under faults (real processes)", () => {
   });
 
   describe("a settlement signed but not yet on chain", () => {
-    let proxy: RpcCutProxy;
-    beforeAll(async () => {
-      proxy = await startRpcCutProxy(stack.devnet.url);
-    });
-    afterAll(async () => {
-      await proxy?.close();
-    });
+    const proxy = useRpcCutProxy(() => stack.devnet.url);
 
     it("refuses at /verify a payment already claimed and signed but not yet mined: nonce already used", async () => {
       // Mutation: /verify not asking whether the pair is claimed finds the authorization unused on

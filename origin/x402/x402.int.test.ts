@@ -16,7 +16,7 @@ import {
   walletClientFor,
 } from "../../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import {
   envelope as envelopeFor,
   fundedPayer as fundedPayerOn,
@@ -35,24 +35,25 @@ const EDGE_SECRET = "x402-edge-secret-0123456789abcdef0123456789abcdef";
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
-let stack: MoneyStack;
-let edge: EdgeHandle;
-let demo: string;
-
-beforeAll(async () => {
-  stack = await startMoneyStack({
+const stack = useMoneyStack(
+  {
     x402: { amountUnits: AMOUNT, payTo },
     // A generous receipt wait: on a loaded machine 100 settlements at once can take longer than the
     // default 10 s, and the acceptance is 100 paid answers (a late receipt is settlement_pending,
     // which x402-faults.int.test.ts proves on its own).
     env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "120000" },
-  });
+  },
+  { timeoutMs: 120_000 },
+);
+let edge: EdgeHandle;
+let demo: string;
+
+beforeAll(async () => {
   demo = `${stack.origin.base}/x402/demo`;
   edge = await startEdge({ originUrl: stack.origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
 }, 120_000);
 afterAll(async () => {
   await edge?.stop();
-  await stack?.close();
 });
 
 const chain = () => publicClientFor(stack.devnet.url);

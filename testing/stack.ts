@@ -1,0 +1,53 @@
+/**
+ * File-scoped fixtures: one call at the top of a describe block starts a part in beforeAll, stops
+ * it in afterAll, and hands back the part itself. The handle forwards to the part once beforeAll
+ * has run, so the file's tests read `stack.origin.base` as if they held the stack.
+ */
+import { afterAll, beforeAll } from "vitest";
+import { type MoneyStack, type MoneyStackOptions, startMoneyStack } from "./money-stack.ts";
+
+export type FixtureOptions = {
+  /** How long the start may take; vitest's hookTimeout by default. */
+  timeoutMs?: number;
+};
+
+/**
+ * A whole money stack (money-stack.ts) for the describe block it is called in. `options` may be a
+ * function, for options built from values the file makes at collection time or in an earlier hook.
+ * Hooks registered after this call run after the stack started and before it closes.
+ */
+export function useMoneyStack(
+  options: MoneyStackOptions | (() => MoneyStackOptions) = {},
+  fixture: FixtureOptions = {},
+): MoneyStack {
+  return useFixture(
+    "money stack",
+    () => startMoneyStack(typeof options === "function" ? options() : options),
+    (stack) => stack.close(),
+    fixture,
+  );
+}
+
+/** Starts a part in beforeAll and stops it in afterAll; the handle forwards to the part. */
+export function useFixture<T extends object>(
+  name: string,
+  start: () => Promise<T>,
+  stop: (part: T) => Promise<unknown>,
+  fixture: FixtureOptions = {},
+): T {
+  let part: T | undefined;
+  beforeAll(async () => {
+    part = await start();
+  }, fixture.timeoutMs);
+  afterAll(async () => {
+    if (part) await stop(part);
+  });
+  return new Proxy({} as T, {
+    get(_target, property) {
+      if (!part) throw new Error(`the ${name} is used before its beforeAll started it (or after it failed)`);
+      const value = Reflect.get(part, property, part);
+      return typeof value === "function" ? value.bind(part) : value;
+    },
+    has: (_target, property) => part !== undefined && Reflect.has(part, property),
+  });
+}
