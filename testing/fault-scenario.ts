@@ -34,12 +34,6 @@ export const enclaveProfile = (enclave: EnclaveFixture, profile: string): Fault 
   off: () => enclave.start(),
 });
 
-/** The chain line cut at the pass-through (testing/rpc-cut-proxy.ts), then restored. */
-export const chainCut = (proxy: RpcCutProxy): Fault => ({
-  on: async () => proxy.cut(),
-  off: async () => proxy.restore(),
-});
-
 /**
  * A chain pass-through (testing/rpc-cut-proxy.ts) in front of the devnet at `target()`, for the
  * describe block it is called in; the origins a test points at it are the ones a cut reaches.
