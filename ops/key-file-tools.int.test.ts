@@ -1,24 +1,11 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
+import { runTool as run, type ToolRun } from "../testing/run-tool.ts";
 
-type Run = { code: number; stdout: string; stderr: string };
-
-function runTool(tool: string, ...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", tool, ...args],
-      { cwd: REPO_ROOT, timeout: 30_000 },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === "number" ? error.code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+function runTool(tool: string, ...args: string[]): Promise<ToolRun> {
+  return run(tool, args, { timeoutMs: 30_000 });
 }
 
 let dir: string;
