@@ -123,8 +123,8 @@ export async function backupLocalSealedKeys(params: {
         keyRef,
         backupDir: params.backupDir,
       });
-      if (!backedUp.ok) throw new Error(`${label} backup failed: ${backedUp.reason}`);
-      params.onLine(`${label.padEnd(10)} key backed up to ${backedUp.path}`);
+      if (!backedUp.ok) throw new Error(`${label} backup failed: ${backedUp.error}`);
+      params.onLine(`${label.padEnd(10)} key backed up to ${backedUp.value.path}`);
     }
   } finally {
     await signer.close();

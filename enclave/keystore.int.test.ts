@@ -255,8 +255,8 @@ describe("keystore, identity proof and backups (real process)", () => {
           transportPublicKey: transport,
           expect: { envId: "keystore-env", chainId: CHAIN_ID },
         });
-        if (!made.ok) throw new Error(made.reason);
-        return made.package;
+        if (!made.ok) throw new Error(made.error.reason);
+        return made.value.package;
       };
 
       beforeAll(async () => {

@@ -91,6 +91,6 @@ describe("recover: refusals (real enclave)", () => {
       keyRef: keys[0]!.keyRef,
       backupDir: path.join(dir, "wrong"),
     });
-    expect(result).toEqual({ ok: false, reason: "verify_backup: the backup holds other keys" });
+    expect(result).toEqual({ ok: false, error: "verify_backup: the backup holds other keys" });
   });
 });

@@ -97,23 +97,26 @@ async function main(): Promise<number> {
           }
         : { kind: "packages", files: packages },
     });
-    for (const result of results) {
+    for (const { file, result } of results) {
+      if (!result.ok) {
+        process.stdout.write(`recover: ${file}: refused: ${result.error}\n`);
+        continue;
+      }
+      const batch = result.value;
       process.stdout.write(
-        result.ok
-          ? `recover: ${result.file}: batch ${result.batchId} (${result.namespace}): ${result.keys} keys held, ${result.imported} imported\n`
-          : `recover: ${result.file}: refused: ${result.reason}\n`,
+        `recover: ${file}: batch ${batch.batchId} (${batch.namespace}): ${batch.keys} keys held, ${batch.imported} imported\n`,
       );
       // The treasury and the settler are pointed back at their restored keys by ref (runbook
       // step 4: enclave-policy treasury --faucet-key-ref, settler --settler-key-ref).
-      if (result.ok && (result.namespace === "faucet" || result.namespace === "settler")) {
-        for (const key of result.held) {
+      if (batch.namespace === "faucet" || batch.namespace === "settler") {
+        for (const key of batch.held) {
           process.stdout.write(
-            `recover:   ${result.namespace} key_ref ${key.keyRef} address ${key.address}\n`,
+            `recover:   ${batch.namespace} key_ref ${key.keyRef} address ${key.address}\n`,
           );
         }
       }
     }
-    const refused = results.filter((result) => !result.ok).length;
+    const refused = results.filter(({ result }) => !result.ok).length;
     process.stdout.write(`recover: ${results.length - refused} restored, ${refused} refused\n`);
     return refused === 0 ? 0 : 1;
   } finally {
@@ -153,11 +156,11 @@ async function backupOne(
     backupDir: values["backup-dir"]!,
   });
   if (!backedUp.ok) {
-    process.stdout.write(`recover: failed: ${backedUp.reason}\n`);
+    process.stdout.write(`recover: failed: ${backedUp.error}\n`);
     return 1;
   }
   process.stdout.write(
-    `recover: key ${keyRef} (${backedUp.namespace}, batch ${backedUp.batchId}) backed up and verified: ${backedUp.path}\n`,
+    `recover: key ${keyRef} (${backedUp.value.namespace}, batch ${backedUp.value.batchId}) backed up and verified: ${backedUp.value.path}\n`,
   );
   return 0;
 }

@@ -52,12 +52,13 @@ async function main(): Promise<number> {
     expect: { envId: values["env-id"], chainId: CHAIN_ID },
   });
   if (!result.ok) {
-    process.stdout.write(`recovery-reencrypt: refused: ${result.reason}\n`);
+    process.stdout.write(`recovery-reencrypt: refused: ${result.error.reason}\n`);
     return 1;
   }
-  await writeFile(values.out, result.package, { mode: 0o600, flag: "wx" });
+  const { package: restorePackage, header } = result.value;
+  await writeFile(values.out, restorePackage, { mode: 0o600, flag: "wx" });
   process.stdout.write(
-    `recovery-reencrypt: batch ${result.header.batch_id} (${result.header.keys.length} keys, ${result.header.namespace}) sealed to the transport key: ${values.out}\n`,
+    `recovery-reencrypt: batch ${header.batch_id} (${header.keys.length} keys, ${header.namespace}) sealed to the transport key: ${values.out}\n`,
   );
   return 0;
 }

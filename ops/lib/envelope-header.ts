@@ -11,6 +11,7 @@ import {
   parseBackupEnvelope,
   recoveryKeyFingerprint,
 } from "../../shared/recovery-envelope.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 export type CheckEnvelopeHeaderParams = {
   envelope: Uint8Array;
@@ -20,38 +21,41 @@ export type CheckEnvelopeHeaderParams = {
   expect: { envId: string; chainId: number; batchId?: string };
 };
 
-export type EnvelopeRefusal = "not_an_envelope" | "other_environment" | "other_batch" | "wrong_recovery_key";
+export type EnvelopeRefusalCode =
+  | "not_an_envelope"
+  | "other_environment"
+  | "other_batch"
+  | "wrong_recovery_key";
 
-export type CheckEnvelopeHeaderResult =
-  | { ok: true; header: BackupHeader; envelope: BackupEnvelope }
-  | { ok: false; refusal: EnvelopeRefusal; reason: string };
+export type EnvelopeRefusal = { refusal: EnvelopeRefusalCode; reason: string };
+
+export type CheckedEnvelope = { header: BackupHeader; envelope: BackupEnvelope };
+
+export type CheckEnvelopeHeaderResult = Result<CheckedEnvelope, EnvelopeRefusal>;
 
 /** Parses the envelope and checks its header against `expect` and the recovery key's fingerprint. */
 export function checkEnvelopeHeader(params: CheckEnvelopeHeaderParams): CheckEnvelopeHeaderResult {
   const parsed = parseBackupEnvelope(params.envelope);
-  if (!parsed.ok) return { ok: false, refusal: "not_an_envelope", reason: parsed.error };
+  if (!parsed.ok) return err({ refusal: "not_an_envelope", reason: parsed.error });
   const { header } = parsed.value;
   if (header.env_id !== params.expect.envId || header.chain_id !== params.expect.chainId) {
-    return {
-      ok: false,
+    return err({
       refusal: "other_environment",
       reason: `the envelope belongs to env ${header.env_id} on chain ${header.chain_id}, not to env ${params.expect.envId} on chain ${params.expect.chainId}`,
-    };
+    });
   }
   if (params.expect.batchId !== undefined && header.batch_id !== params.expect.batchId) {
-    return {
-      ok: false,
+    return err({
       refusal: "other_batch",
       reason: `the envelope holds batch ${header.batch_id}, not ${params.expect.batchId}`,
-    };
+    });
   }
   const given = recoveryKeyFingerprint(params.recoveryPublicKey);
   if (given !== header.recovery_key_sha256) {
-    return {
-      ok: false,
+    return err({
       refusal: "wrong_recovery_key",
       reason: `wrong recovery key: the envelope is sealed to the recovery key with fingerprint ${header.recovery_key_sha256}, the given key's fingerprint is ${given}`,
-    };
+    });
   }
-  return { ok: true, header, envelope: parsed.value };
+  return ok({ header, envelope: parsed.value });
 }

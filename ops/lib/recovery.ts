@@ -16,25 +16,25 @@ import type {
   CapabilityProvider,
   RestoreBackupResult,
   SignerClient,
-  SignerResult,
+  SignerFailure,
 } from "../../origin/signer/types.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 
-export type RecoveredBatch =
-  | {
-      file: string;
-      ok: true;
-      batchId: string;
-      namespace: string;
-      keys: number;
-      imported: number;
-      /** The restored keys' refs and addresses, as the enclave now holds them. */
-      held: { keyRef: string; address: string }[];
-    }
-  | { file: string; ok: false; reason: string };
+export type RestoredBatch = {
+  batchId: string;
+  namespace: string;
+  keys: number;
+  imported: number;
+  /** The restored keys' refs and addresses, as the enclave now holds them. */
+  held: { keyRef: string; address: string }[];
+};
+
+/** One backup or package of a recovery: the batch it restored, or the reason it was refused. */
+export type FileRecovery = { file: string; result: Result<RestoredBatch, string> };
 
 export type RecoverParams = {
   signer: SignerClient;
@@ -46,7 +46,7 @@ export type RecoverParams = {
 };
 
 /** Restores each backup or package in turn; one refusal does not stop the others. */
-export async function recoverBatches(params: RecoverParams): Promise<RecoveredBatch[]> {
+export async function recoverBatches(params: RecoverParams): Promise<FileRecovery[]> {
   const identity = await params.signer.getSealedIdentity();
   if (!identity.ok)
     throw new Error(`the enclave's identity: ${identity.error.code}: ${identity.error.reason}`);
@@ -66,7 +66,7 @@ export async function recoverBatches(params: RecoverParams): Promise<RecoveredBa
           .filter((name) => name.endsWith(".backup") && !name.startsWith("."))
           .sort()
           .map((name) => path.join(source.dir, name));
-  const restoreEnvelope =
+  const restore: (bytes: Uint8Array) => Promise<RestoreOutcome> =
     source.kind === "backup-dir"
       ? envelopeRestorer({
           signer: params.signer,
@@ -75,36 +75,36 @@ export async function recoverBatches(params: RecoverParams): Promise<RecoveredBa
           recoveryPublicKey: fromHex(identity.value.recoveryEncryptionKey),
           expect: { envId, chainId },
         })
-      : undefined;
+      : async (bytes) => {
+          const restored = await params.signer.restoreBackup({ package: bytes }, authorize);
+          return restored.ok ? restored : err(restoreRefusal(restored.error));
+        };
 
-  const results: RecoveredBatch[] = [];
+  const results: FileRecovery[] = [];
   for (const file of files) {
-    const bytes = new Uint8Array(await readFile(file));
-    const restored: RestoreOutcome = restoreEnvelope
-      ? await restoreEnvelope(bytes)
-      : await params.signer.restoreBackup({ package: bytes }, authorize);
-    if (!restored.ok) {
-      const reason =
-        "refused" in restored
-          ? restored.refused
-          : `restore_backup: ${restored.error.code}: ${restored.error.reason}`;
-      results.push({ file, ok: false, reason });
-      continue;
-    }
+    const restored = await restore(new Uint8Array(await readFile(file)));
     results.push({
       file,
-      ok: true,
-      batchId: restored.value.batchId,
-      namespace: restored.value.namespace,
-      keys: restored.value.keys.length,
-      imported: restored.value.imported,
-      held: restored.value.keys.map((key) => ({ keyRef: key.keyRef, address: key.address })),
+      result: restored.ok
+        ? ok({
+            batchId: restored.value.batchId,
+            namespace: restored.value.namespace,
+            keys: restored.value.keys.length,
+            imported: restored.value.imported,
+            held: restored.value.keys.map((key) => ({ keyRef: key.keyRef, address: key.address })),
+          })
+        : restored,
     });
   }
   return results;
 }
 
-type RestoreOutcome = SignerResult<RestoreBackupResult> | { ok: false; refused: string };
+/** What the enclave restored, or the reason the file was refused (for the operator). */
+type RestoreOutcome = Result<RestoreBackupResult, string>;
+
+function restoreRefusal(error: SignerFailure): string {
+  return `restore_backup: ${error.code}: ${error.reason}`;
+}
 
 /**
  * restore_backup of envelopes as they are on disk. Each header is checked here first, so a wrong
@@ -126,27 +126,27 @@ function envelopeRestorer(params: {
       recoveryPublicKey: x25519PublicKey(params.recoveryEncryptionKey),
       expect: params.expect,
     });
-    if (!checked.ok) return { ok: false, refused: checked.reason };
+    if (!checked.ok) return err(checked.error.reason);
     for (let attempt = 0; attempt < 2; attempt += 1) {
       if (!loaded) {
         const load = await loadRecoveryKeyInto(params);
-        if (!load.ok) return { ok: false, refused: load.error };
+        if (!load.ok) return load;
         loaded = true;
       }
       const restored = await params.signer.restoreBackup({ envelope }, params.authorize);
-      if (restored.ok || restored.error.code !== "not_configured") return restored;
+      if (restored.ok) return restored;
+      if (restored.error.code !== "not_configured") return err(restoreRefusal(restored.error));
       loaded = false;
     }
-    return {
-      ok: false,
-      refused: "restore_backup: not_configured: the enclave did not keep the recovery key",
-    };
+    return err("restore_backup: not_configured: the enclave did not keep the recovery key");
   };
 }
 
-export type BackupKeyResult =
-  | { ok: true; batchId: string; namespace: string; path: string }
-  | { ok: false; reason: string };
+/** The key's batch, its namespace and the backup file that was written and verified. */
+export type BackedUpKey = { batchId: string; namespace: string; path: string };
+
+/** The backup, or the reason it was not made (for the operator). */
+export type BackupKeyResult = Result<BackedUpKey, string>;
 
 /**
  * Backs up the batch of one key that the refill does not back up (the faucet treasury key made by
@@ -161,7 +161,7 @@ export async function backupKey(params: {
   backupDir: string;
 }): Promise<BackupKeyResult> {
   const identity = await params.signer.publicIdentity({ keyRef: params.keyRef });
-  if (!identity.ok) return { ok: false, reason: `public_identity: ${identity.error.code}` };
+  if (!identity.ok) return err(`public_identity: ${identity.error.code}`);
   const { batchId, namespace, envId, chainId } = identity.value;
   const authorize = createCapabilityMinter({
     authority: params.adminAuthority,
@@ -170,22 +170,19 @@ export async function backupKey(params: {
     client: params.signer,
   });
   const exported = await params.signer.exportBackup({ batchId, keyRefs: [params.keyRef] }, authorize);
-  if (!exported.ok)
-    return { ok: false, reason: `export_backup: ${exported.error.code}: ${exported.error.reason}` };
+  if (!exported.ok) return err(`export_backup: ${exported.error.code}: ${exported.error.reason}`);
   const written = await writeBackup({
     dir: params.backupDir,
     batchId,
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok)
-    return { ok: false, reason: `backup_writer: ${written.error.reason}: ${written.error.detail}` };
+  if (!written.ok) return err(`backup_writer: ${written.error.reason}: ${written.error.detail}`);
   const file = await readBackup(written.value.path, written.value.sha256);
-  if (!file.ok) return { ok: false, reason: `backup_file: ${file.error}` };
+  if (!file.ok) return err(`backup_file: ${file.error}`);
   const verified = await params.signer.verifyBackup({ envelope: file.value });
-  if (!verified.ok)
-    return { ok: false, reason: `verify_backup: ${verified.error.code}: ${verified.error.reason}` };
+  if (!verified.ok) return err(`verify_backup: ${verified.error.code}: ${verified.error.reason}`);
   const same = verified.value.keys.length === 1 && verified.value.keys[0]!.keyRef === params.keyRef;
-  if (!same) return { ok: false, reason: "verify_backup: the backup holds other keys" };
-  return { ok: true, batchId, namespace, path: written.value.path };
+  if (!same) return err("verify_backup: the backup holds other keys");
+  return ok({ batchId, namespace, path: written.value.path });
 }

@@ -23,8 +23,9 @@ import {
   TRANSPORT_HPKE_INFO,
   x25519PublicKey,
 } from "../../shared/recovery-envelope.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { addressOfPublicKey, publicKeyOf } from "../../shared/secp256k1.ts";
-import { checkEnvelopeHeader, type EnvelopeRefusal } from "./envelope-header.ts";
+import { checkEnvelopeHeader, type EnvelopeRefusalCode } from "./envelope-header.ts";
 
 export type OpenEnvelopeParams = {
   envelope: Uint8Array;
@@ -35,24 +36,28 @@ export type OpenEnvelopeParams = {
 
 export type ReencryptParams = OpenEnvelopeParams & { transportPublicKey: Uint8Array };
 
-export type ReencryptRefusal = EnvelopeRefusal | "does_not_open" | "keys_do_not_reproduce";
+export type ReencryptRefusalCode = EnvelopeRefusalCode | "does_not_open" | "keys_do_not_reproduce";
 
-export type Refused = { ok: false; refusal: ReencryptRefusal; reason: string };
+export type ReencryptRefusal = { refusal: ReencryptRefusalCode; reason: string };
 
 /** An opened recovery copy: keep it in memory only, and seal it with sealForTransport. */
-export type OpenedEnvelope = { ok: true; header: BackupHeader; plaintext: Uint8Array };
+export type OpenedEnvelope = { header: BackupHeader; plaintext: Uint8Array };
 
-export type ReencryptResult = { ok: true; package: Uint8Array; header: BackupHeader } | Refused;
+export type OpenRecoveryCopyResult = Result<OpenedEnvelope, ReencryptRefusal>;
+
+/** A restore package and the header of the envelope it was made from. */
+export type ReencryptedPackage = { package: Uint8Array; header: BackupHeader };
+
+export type ReencryptResult = Result<ReencryptedPackage, ReencryptRefusal>;
 
 /** Re-encrypts one envelope's keys to a transport key; see the module comment. */
 export async function reencryptForTransport(params: ReencryptParams): Promise<ReencryptResult> {
   const opened = await openRecoveryCopy(params);
   if (!opened.ok) return opened;
-  return {
-    ok: true,
-    package: await sealForTransport(opened, params.transportPublicKey),
-    header: opened.header,
-  };
+  return ok({
+    package: await sealForTransport(opened.value, params.transportPublicKey),
+    header: opened.value.header,
+  });
 }
 
 /**
@@ -60,25 +65,24 @@ export async function reencryptForTransport(params: ReencryptParams): Promise<Re
  * refusals name what is wrong (another env, another batch, another recovery key, a copy that
  * does not open) and never carry key material.
  */
-export async function openRecoveryCopy(params: OpenEnvelopeParams): Promise<OpenedEnvelope | Refused> {
+export async function openRecoveryCopy(params: OpenEnvelopeParams): Promise<OpenRecoveryCopyResult> {
   const checked = checkEnvelopeHeader({
     envelope: params.envelope,
     recoveryPublicKey: x25519PublicKey(params.recoveryPrivateKey),
     expect: params.expect,
   });
   if (!checked.ok) return checked;
-  const { header, recovery } = checked.envelope;
+  const { header, recovery } = checked.value.envelope;
   let plaintext: Uint8Array;
   try {
     plaintext = await hpkeOpen(params.recoveryPrivateKey, RECOVERY_HPKE_INFO, headerAad(header), recovery);
   } catch (error) {
     if (!(error instanceof HpkeOpenError)) throw error;
-    return {
-      ok: false,
+    return err({
       refusal: "does_not_open",
       reason:
         "the recovery copy does not open with this key: the envelope is corrupted or its header was altered",
-    };
+    });
   }
   const secrets = parseSecrets(plaintext, header);
   const reproduces =
@@ -91,13 +95,12 @@ export async function openRecoveryCopy(params: OpenEnvelopeParams): Promise<Open
       );
     }) ?? false;
   if (!reproduces) {
-    return {
-      ok: false,
+    return err({
       refusal: "keys_do_not_reproduce",
       reason: "the recovery copy's keys do not reproduce the public keys of its header",
-    };
+    });
   }
-  return { ok: true, header, plaintext };
+  return ok({ header, plaintext });
 }
 
 /** Seals an opened recovery copy to a transport key as a restore package. */

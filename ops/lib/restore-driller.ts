@@ -119,7 +119,7 @@ async function drillInto(
     recoveryPublicKey: x25519PublicKey(options.recoveryEncryptionKey),
     expect: { envId: options.identity.envId, chainId: options.identity.chainId, batchId },
   });
-  if (!checked.ok) return err(checked.reason);
+  if (!checked.ok) return err(checked.error.reason);
 
   let enclave: ThrowawayEnclave;
   try {
@@ -189,7 +189,7 @@ async function drillInto(
     method: RESTORE_METHOD_NEW_ENCLAVE,
     keyCount: got.length,
     publicKeysSha256: publicKeysDigest(recorded.map((key) => [key.keyRef, key.publicKey])),
-    recoveryKeySha256: checked.header.recovery_key_sha256,
+    recoveryKeySha256: checked.value.header.recovery_key_sha256,
     provenKeyRef: proven.keyRef,
   });
   return ok({ batchId, keys: got.length, provenKeyRef: proven.keyRef });
