@@ -6,7 +6,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256 } from "../origin/backup-store.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { refillOnce } from "../origin/keypool/refill.ts";
+import { batchIdOf, refillOnce } from "../origin/keypool/refill.ts";
 import { createLogger } from "../origin/logger.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
@@ -62,7 +62,7 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
       },
       { target: 4, batchSize: 2 },
     );
-    const [first, second] = outcomes.map((outcome) => outcome.batchId);
+    const [first, second] = outcomes.map(batchIdOf);
 
     // The secrets to look for: every batch key (opened here with the offline recovery key), the
     // recovery encryption key, the authority seeds.

@@ -6,7 +6,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256 } from "../origin/backup-store.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { makeBatch, refillOnce } from "../origin/keypool/refill.ts";
+import { batchIdOf, makeBatch, refillOnce } from "../origin/keypool/refill.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
@@ -115,7 +115,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
       },
       { target: 18, batchSize: 3 },
     );
-    batchIds = outcomes.map((outcome) => outcome.batchId);
+    batchIds = outcomes.map(batchIdOf);
     await signer.close();
     await writeFile(file("recovery.key"), toHex(enclave.recoverySecret));
     await writeFile(file("admin.key"), toHex(enclave.adminSecret));
@@ -306,7 +306,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
       );
       await signer.close();
       expect(made.ok).toBe(true);
-      await replaceBackup(batchIds[4]!, await readFile(await backupOf(made.batchId)));
+      await replaceBackup(batchIds[4]!, await readFile(await backupOf(batchIdOf(made))));
     } finally {
       await other.dispose();
     }
@@ -391,7 +391,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     );
     await signer.close();
     const before = await pending();
-    expect(before).toContain(fresh!.batchId);
+    expect(before).toContain(batchIdOf(fresh!));
     const drilledBefore = (await evidence()).map((row) => row.batch_id);
     // Earlier tests drilled some batches and broke others (a changed envelope, a changed pool row).
     const first = await drill("--pending", ...keys);
@@ -402,8 +402,8 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     for (const batchId of drilledBefore) expect(first.stdout).not.toContain(`batch ${batchId}:`);
     const after = await pending();
     // What was drilled now has evidence; what failed is still pending, and the exit code says so.
-    expect(after).toEqual(before.filter((batchId) => batchId !== fresh!.batchId));
-    expect(first.stdout).toMatch(new RegExp(`restore-drill: batch ${fresh!.batchId}: \\d+ keys restored`));
+    expect(after).toEqual(before.filter((batchId) => batchId !== batchIdOf(fresh!)));
+    expect(first.stdout).toMatch(new RegExp(`restore-drill: batch ${batchIdOf(fresh!)}: \\d+ keys restored`));
     expect(first.code).toBe(1);
     // Again, through --socket: only the batches that still fail are tried.
     const second = await drill("--pending", ...keys, "--socket", enclave.socketPath);

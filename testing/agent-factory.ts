@@ -101,10 +101,10 @@ export async function makeFreeKeys(
     },
     count,
   );
-  if (!batch.ok) throw new Error(`refill: ${batch.reason}`);
+  if (!batch.ok) throw new Error(`refill: ${batch.error.reason}`);
   if (options.drilled !== false) {
-    const drilled = await deps.driller.drill(deps.db, batch.batchId);
+    const drilled = await deps.driller.drill(deps.db, batch.value.batchId);
     if (!drilled.ok) throw new Error(`restore drill: ${drilled.error}`);
   }
-  return batch.batchId;
+  return batch.value.batchId;
 }

@@ -64,7 +64,7 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
 
   it("tops the pool up to the target with backed-up, verified keys the enclave holds", async () => {
     const outcomes = await refillOnce(deps, { target: 12, batchSize: 5 });
-    expect(outcomes.map((outcome) => outcome.ok && outcome.keys)).toEqual([5, 5, 2]);
+    expect(outcomes.map((outcome) => outcome.ok && outcome.value.keys)).toEqual([5, 5, 2]);
     expect((await batches()).map((batch) => batch.status)).toEqual(["available", "available", "available"]);
     const free = await queryRows<{ key_ref: string; address: string; public_key: string }>(
       testDb.handle.db,
@@ -101,7 +101,7 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
       },
       3,
     );
-    expect(outcome).toMatchObject({ ok: false, reason: "backup_writer: reread_hash_mismatch" });
+    expect(outcome).toMatchObject({ ok: false, error: { reason: "backup_writer: reread_hash_mismatch" } });
     const [batch] = await batches();
     expect(batch).toMatchObject({ status: "failed", failure_reason: "backup_writer: reread_hash_mismatch" });
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
@@ -125,7 +125,7 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
       },
       3,
     );
-    expect(outcome).toMatchObject({ ok: false, reason: "backup_file: hash_mismatch" });
+    expect(outcome).toMatchObject({ ok: false, error: { reason: "backup_file: hash_mismatch" } });
     const [batch] = await batches();
     expect(batch!.status).toBe("failed");
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
@@ -163,7 +163,10 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
         },
         3,
       );
-      expect(outcome).toMatchObject({ ok: false, reason: "verify_backup: keys differ from the batch" });
+      expect(outcome).toMatchObject({
+        ok: false,
+        error: { reason: "verify_backup: keys differ from the batch" },
+      });
       const [batch] = await batches();
       expect(batch).toMatchObject({
         status: "failed",

@@ -1,3 +1,4 @@
+import { err, ok, type Result } from "../../shared/result.ts";
 import { type BackupStore, fileBackupStore } from "../backup-store.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
@@ -23,9 +24,13 @@ export type RefillDeps = {
   logger: Logger;
 };
 
-export type BatchOutcome =
-  | { ok: true; batchId: string; keys: number }
-  | { ok: false; batchId: string; reason: string };
+/** A batch made ready (its keys available), or failed (its keys quarantined) and why. */
+export type BatchOutcome = Result<{ batchId: string; keys: number }, { batchId: string; reason: string }>;
+
+/** The batch an outcome is about, made or failed. */
+export function batchIdOf(outcome: BatchOutcome): string {
+  return outcome.ok ? outcome.value.batchId : outcome.error.batchId;
+}
 
 /**
  * Makes one batch ready: requested → generated → backup_written → backup_verified → available.
@@ -37,7 +42,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
   const fail = async (reason: string): Promise<BatchOutcome> => {
     await failBatch(deps.db, batchId, reason);
     deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
-    return { ok: false, batchId, reason };
+    return err({ batchId, reason });
   };
 
   const generated = await deps.signer.generateKeys(
@@ -51,8 +56,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     address: key.address,
   }));
   if (keys.length !== size) return fail("generate_keys: wrong number of keys");
-  if (!(await recordGeneratedKeys(deps.db, batchId, keys)))
-    return { ok: false, batchId, reason: "batch moved on" };
+  if (!(await recordGeneratedKeys(deps.db, batchId, keys))) return err({ batchId, reason: "batch moved on" });
 
   const exported = await deps.signer.exportBackup(
     { batchId, keyRefs: keys.map((key) => key.keyRef) },
@@ -70,7 +74,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     backupPath: written.value.path,
     backupSha256: written.value.sha256,
   });
-  if (!advanced) return { ok: false, batchId, reason: "batch moved on" };
+  if (!advanced) return err({ batchId, reason: "batch moved on" });
 
   return verifyAndRelease(deps, batchId, written.value.path, written.value.sha256, keys);
 }
@@ -89,7 +93,7 @@ export async function verifyAndRelease(
   const fail = async (reason: string): Promise<BatchOutcome> => {
     await failBatch(deps.db, batchId, reason);
     deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
-    return { ok: false, batchId, reason };
+    return err({ batchId, reason });
   };
   const file = await (deps.backups ?? fileBackupStore).read(backupPath, backupSha256);
   if (!file.ok) return fail(`backup_file: ${file.error}`);
@@ -105,10 +109,10 @@ export async function verifyAndRelease(
     return fail("verify_backup: keys differ from the batch");
   }
   if (!(await advanceBatch(deps.db, batchId, "backup_written", "backup_verified"))) {
-    return { ok: false, batchId, reason: "batch moved on" };
+    return err({ batchId, reason: "batch moved on" });
   }
-  if (!(await releaseBatch(deps.db, batchId))) return { ok: false, batchId, reason: "batch moved on" };
-  return { ok: true, batchId, keys: keys.length };
+  if (!(await releaseBatch(deps.db, batchId))) return err({ batchId, reason: "batch moved on" });
+  return ok({ batchId, keys: keys.length });
 }
 
 export type RefillParams = { target: number; batchSize: number };

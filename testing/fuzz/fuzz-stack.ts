@@ -86,7 +86,7 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       },
       12,
     );
-    if (!batch.ok) throw new Error(`registration keys: ${batch.reason}`);
+    if (!batch.ok) throw new Error(`registration keys: ${batch.error.reason}`);
     await updateRegistrationPolicy(db, {
       changes: { paused: false, keyReserve: 2 },
       reason: "fuzz suite: registration open",
