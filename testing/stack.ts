@@ -4,6 +4,7 @@
  * has run, so the file's tests read `stack.origin.base` as if they held the stack.
  */
 import { afterAll, beforeAll } from "vitest";
+import { type Devnet, startDevnet } from "../devnet/index.ts";
 import { type MoneyStack, type MoneyStackOptions, startMoneyStack } from "./money-stack.ts";
 
 export type FixtureOptions = {
@@ -24,6 +25,16 @@ export function useMoneyStack(
     "money stack",
     () => startMoneyStack(typeof options === "function" ? options() : options),
     (stack) => stack.close(),
+    fixture,
+  );
+}
+
+/** A devnet alone on a free port, for the files that test chain code without a whole stack. */
+export function useDevnet(fixture: FixtureOptions = {}): Devnet {
+  return useFixture(
+    "devnet",
+    () => startDevnet({ port: 0 }),
+    (devnet) => devnet.close(),
     fixture,
   );
 }

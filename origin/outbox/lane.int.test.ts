@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
 import { type Address, keccak256 } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, startDevnet } from "../../devnet/index.ts";
+import { describe, expect, it } from "vitest";
 import { fund, newAccount, publicClientFor, usdc } from "../../devnet/testing.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { createTestDatabase } from "../../testing/database.ts";
 import { freePort } from "../../testing/free-port.ts";
+import { useDevnet, useFixture } from "../../testing/stack.ts";
 import { createJsonRpcUpstream, type JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { queryRows } from "../db/client.ts";
 import { createLogger } from "../logger.ts";
@@ -17,21 +17,18 @@ import { type BroadcastLane, createBroadcastLane } from "./lane.ts";
 // on its way goes out together, and signing is held back while the chain has enough waiting.
 
 describe("broadcast lane (real devnet and Postgres)", () => {
-  let devnet: Devnet;
-  let database: TestDatabase;
-  let rpc: JsonRpcUpstream;
+  const devnet = useDevnet();
+  const database = useFixture(
+    "database",
+    () => createTestDatabase(),
+    (test) => test.drop(),
+  );
+  const rpc = useFixture(
+    "JSON-RPC upstream",
+    async () => createJsonRpcUpstream({ url: devnet.url, timeoutMs: 5_000 }),
+    async (upstream) => upstream.close(),
+  );
   const chain = () => publicClientFor(devnet.url);
-
-  beforeAll(async () => {
-    devnet = await startDevnet({ port: 0 });
-    database = await createTestDatabase();
-    rpc = createJsonRpcUpstream({ url: devnet.url, timeoutMs: 5_000 });
-  });
-  afterAll(async () => {
-    rpc?.close();
-    await database?.drop();
-    await devnet?.close();
-  });
 
   const laneWith = (options: { maxWaiting: number; rpc?: JsonRpcUpstream; onInFlight?: () => void }) =>
     createBroadcastLane({

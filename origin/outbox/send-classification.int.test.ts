@@ -1,9 +1,9 @@
 import { keccak256 } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, startDevnet } from "../../devnet/index.ts";
+import { describe, expect, it } from "vitest";
 import { fund, newAccount, publicClientFor, usdc } from "../../devnet/testing.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { createJsonRpcUpstream, type JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { useDevnet, useFixture } from "../../testing/stack.ts";
+import { createJsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { sendRaw, sendRawBatch } from "./sender.ts";
 
 // How the service reads the chain's answer to a broadcast, against the real devnet (which words
@@ -12,17 +12,12 @@ import { sendRaw, sendRawBatch } from "./sender.ts";
 // not (another transaction took the nonce).
 
 describe("broadcast classification (real devnet)", () => {
-  let devnet: Devnet;
-  let rpc: JsonRpcUpstream;
-
-  beforeAll(async () => {
-    devnet = await startDevnet({ port: 0 });
-    rpc = createJsonRpcUpstream({ url: devnet.url, timeoutMs: 5_000 });
-  });
-  afterAll(async () => {
-    rpc?.close();
-    await devnet?.close();
-  });
+  const devnet = useDevnet();
+  const rpc = useFixture(
+    "JSON-RPC upstream",
+    async () => createJsonRpcUpstream({ url: devnet.url, timeoutMs: 5_000 }),
+    async (upstream) => upstream.close(),
+  );
 
   const signedTransfer = async (sender: ReturnType<typeof newAccount>, nonce: number, value: bigint) => {
     const rawTx = await sender.signTransaction({
