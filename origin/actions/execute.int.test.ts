@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
@@ -16,12 +17,11 @@ import { transferOperation } from "./transfers.ts";
 // loop share a batch, and each must see the ones before it in that batch as if they had committed.
 
 describe("money executor batches (real stack)", () => {
-  let stack: MoneyStack;
+  // Per-transaction 10 USDC, daily 50 USDC, faucet 1 USDC a minute (the stack's defaults).
+  const stack = useMoneyStack();
   let executor: MoneyExecutor;
 
   beforeAll(async () => {
-    // Per-transaction 10 USDC, daily 50 USDC, faucet 1 USDC a minute (the stack's defaults).
-    stack = await startMoneyStack();
     const deps = stack.origin.deps;
     executor = createMoneyExecutor({
       db: deps.database.db,
@@ -32,9 +32,6 @@ describe("money executor batches (real stack)", () => {
       leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
       broadcasts: deps.money!.broadcasts,
     });
-  });
-  afterAll(async () => {
-    await stack?.close();
   });
 
   const asAgent = (agent: StackAgent): AuthenticatedAgent => ({

@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
 // The enclave counts each key's x402 authorizations per UTC day against its sealed
@@ -13,20 +14,16 @@ import { queryRows } from "../db/client.ts";
 const PAY_TO = newAccount().address.toLowerCase() as Address;
 
 describe("POST /x402/authorize past the enclave's sealed daily count (real stack)", () => {
-  let stack: MoneyStack;
+  // A sealed count of 2; the node is configured alike (AGENT_X402_DAILY_LIMIT), as it must be.
+  const stack = useMoneyStack(
+    { x402: { amountUnits: 10_000n, payTo: PAY_TO }, policy: { x402DailyLimit: 2 } },
+    { timeoutMs: 180_000 },
+  );
   let agent: StackAgent;
 
   beforeAll(async () => {
-    // A sealed count of 2; the node is configured alike (AGENT_X402_DAILY_LIMIT), as it must be.
-    stack = await startMoneyStack({
-      x402: { amountUnits: 10_000n, payTo: PAY_TO },
-      policy: { x402DailyLimit: 2 },
-    });
     agent = await stack.newAgent();
   }, 180_000);
-  afterAll(async () => {
-    await stack?.close();
-  });
 
   const authorize = async (): Promise<{ status: number; retryAfter: string | null; body: unknown }> => {
     const quote = await fetch(`${stack.origin.base}/x402/demo`);

@@ -3,7 +3,7 @@ import { encodePaymentSignatureHeader } from "@x402/core/http";
 import type { PaymentRequired } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import { type Address, getAddress, type Hex, verifyTypedData } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { payWithToken } from "../../dev/x402-token-payer.ts";
 import {
   fund,
@@ -18,8 +18,8 @@ import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../
 import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { send } from "../../testing/http.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
-import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { startTestOrigin } from "../../testing/origin.ts";
+import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { chain77X402Client } from "../../testing/x402-official-client.ts";
 import { requestHash } from "../actions/repository.ts";
 import { queryRows } from "../db/client.ts";
@@ -66,18 +66,17 @@ const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 
 // Each test makes its agent (keys, backup, drill, proof): on this shared VM that can take 20 s.
 describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
-  let stack: MoneyStack;
-  let origin: TestOrigin;
+  // x402 on: the sealed terms (validity bound 180 s, the default), a funded settler, the switch.
+  const stack = useMoneyStack(
+    { x402: { amountUnits: AMOUNT, payTo: PAY_TO.toLowerCase() as Address } },
+    { timeoutMs: 180_000 },
+  );
   /** sign_x402_authorization requests that reached the enclave, through this test's origin. */
   let signRequests = 0;
   let chain: ReturnType<typeof publicClientFor>;
   let counted: SignerClient;
 
   beforeAll(async () => {
-    // x402 on: the sealed terms (validity bound 180 s, the default), a funded settler, the switch.
-    stack = await startMoneyStack({
-      x402: { amountUnits: AMOUNT, payTo: PAY_TO.toLowerCase() as Address },
-    });
     chain = publicClientFor(stack.devnet.url);
     // The real enclave client, counted: what reaches the enclave is what could be signed.
     counted = {
@@ -87,17 +86,19 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
         return stack.signer.signX402Authorization(params);
       },
     };
-    origin = await startTestOrigin({
-      database: stack.db.handle,
-      rpcUrl: stack.devnet.url,
-      env: stack.originEnv,
-      signer: counted,
-    });
   }, 180_000);
-  afterAll(async () => {
-    await origin?.close();
-    await stack?.close();
-  });
+  const origin = useFixture(
+    "origin",
+    () =>
+      startTestOrigin({
+        database: stack.db.handle,
+        rpcUrl: stack.devnet.url,
+        env: stack.originEnv,
+        signer: counted,
+      }),
+    (testOrigin) => testOrigin.close(),
+    { timeoutMs: 180_000 },
+  );
 
   /** The answer with its exact bytes (`text`), as well as parsed. */
   const authorize = async (
@@ -544,18 +545,17 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
 
   describe("AGENT_X402_DAILY_LIMIT", () => {
     const LIMIT = 3;
-    let limited: TestOrigin;
-    beforeAll(async () => {
-      limited = await startTestOrigin({
-        database: stack.db.handle,
-        rpcUrl: stack.devnet.url,
-        env: { ...stack.originEnv, AGENT_X402_DAILY_LIMIT: String(LIMIT) },
-        signer: counted,
-      });
-    });
-    afterAll(async () => {
-      await limited?.close();
-    });
+    const limited = useFixture(
+      "origin with a daily limit",
+      () =>
+        startTestOrigin({
+          database: stack.db.handle,
+          rpcUrl: stack.devnet.url,
+          env: { ...stack.originEnv, AGENT_X402_DAILY_LIMIT: String(LIMIT) },
+          signer: counted,
+        }),
+      (testOrigin) => testOrigin.close(),
+    );
     const actions = async (agentId: string): Promise<number> => {
       const [row] = await queryRows<{ n: number }>(
         stack.db.handle.db,

@@ -1,10 +1,10 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { type FaultEnclave, startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
-import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
+import { startTestOrigin } from "../../testing/origin.ts";
+import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
@@ -20,33 +20,35 @@ const PAYMENTS = 8;
 const REFUSED = 3;
 const payTo = newAccount().address.toLowerCase() as Address;
 
-let stack: MoneyStack;
-let proxy: FaultEnclave;
-let origin: TestOrigin;
 let settlementAnswers = 0;
 
-beforeAll(async () => {
-  stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
-  proxy = await startRewritingEnclaveProxy(stack.enclave.socketPath, (op, response) => {
-    if (op !== "sign_settlement") return response;
-    settlementAnswers++;
-    return settlementAnswers === REFUSED
-      ? { v: 1, id: response.id, ok: false, error: { code: "cap_exceeded", reason: "fake refusal" } }
-      : response;
-  });
-  origin = await startTestOrigin({
-    database: stack.db.handle,
-    rpcUrl: stack.devnet.url,
-    // A short receipt wait: a settlement held back behind a nonce gap shows as pending, soon.
-    env: { ...stack.originEnv, AGENT_X402_RECEIPT_TIMEOUT_MS: "3000" },
-    signer: createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true }),
-  });
-}, 120_000);
-afterAll(async () => {
-  await origin?.close();
-  await proxy?.close();
-  await stack?.close();
-});
+const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo } }, { timeoutMs: 120_000 });
+const proxy = useFixture(
+  "rewriting enclave proxy",
+  () =>
+    startRewritingEnclaveProxy(stack.enclave.socketPath, (op, response) => {
+      if (op !== "sign_settlement") return response;
+      settlementAnswers++;
+      return settlementAnswers === REFUSED
+        ? { v: 1, id: response.id, ok: false, error: { code: "cap_exceeded", reason: "fake refusal" } }
+        : response;
+    }),
+  (enclaveProxy) => enclaveProxy.close(),
+  { timeoutMs: 120_000 },
+);
+const origin = useFixture(
+  "origin",
+  () =>
+    startTestOrigin({
+      database: stack.db.handle,
+      rpcUrl: stack.devnet.url,
+      // A short receipt wait: a settlement held back behind a nonce gap shows as pending, soon.
+      env: { ...stack.originEnv, AGENT_X402_RECEIPT_TIMEOUT_MS: "3000" },
+      signer: createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true }),
+    }),
+  (testOrigin) => testOrigin.close(),
+  { timeoutMs: 120_000 },
+);
 
 describe("x402 settlement batches", () => {
   it("re-signs the settlements after one the enclave refused: the rest settle on consecutive nonces", async () => {

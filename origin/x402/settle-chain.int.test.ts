@@ -1,10 +1,10 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
-import { type MoneyStack, startMoneyStack } from "../../testing/money-stack.ts";
+import { useRpcCutProxy } from "../../testing/fault-scenario.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
-import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.ts";
+import { useMoneyStack } from "../../testing/stack.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "./reasons.ts";
@@ -19,20 +19,14 @@ import { X402_REASONS } from "./reasons.ts";
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
-let stack: MoneyStack;
+const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo } }, { timeoutMs: 120_000 });
+const proxy = useRpcCutProxy(() => stack.devnet.url);
+// The stack closes its origins, this one too.
 let origin: TestOrigin;
-let proxy: RpcCutProxy;
 
 beforeAll(async () => {
-  stack = await startMoneyStack({ x402: { amountUnits: AMOUNT, payTo } });
-  proxy = await startRpcCutProxy(stack.devnet.url);
   origin = await stack.startOrigin({}, undefined, proxy.url);
 }, 120_000);
-afterAll(async () => {
-  // The stack closes its origins, this one too.
-  await stack?.close();
-  await proxy?.close();
-});
 
 describe("x402 settlement when the chain does not say the settler's nonce", () => {
   it("refuses with unexpected_settle_error, claims and signs nothing, and the same payment settles later", async () => {
