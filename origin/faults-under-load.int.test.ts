@@ -1,10 +1,11 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { sleep } from "../shared/sleep.ts";
 import { holdSocket } from "../testing/held-socket.ts";
 import { send } from "../testing/http.ts";
 import { isFinal, type LoadDriver, type LoadRecord } from "../testing/load-driver.ts";
 import { type LoadStack, startLoadStack } from "../testing/load-stack.ts";
+import { useFixture } from "../testing/stack.ts";
 import { startTcpProxy } from "../testing/tcp-proxy.ts";
 import { queryRows } from "./db/client.ts";
 
@@ -53,14 +54,11 @@ async function untilMoneyFlows(driver: LoadDriver, since: number, timeoutMs = 10
 }
 
 describe("faults under load (real processes)", () => {
-  let load: LoadStack;
-
-  beforeAll(async () => {
-    load = await startLoadStack();
-  });
-  afterAll(async () => {
-    await load?.close();
-  });
+  const load = useFixture(
+    "load stack",
+    () => startLoadStack(),
+    (stack) => stack.close(),
+  );
 
   it("enclave SIGKILLed mid-request and restarted: 503 agent_signer_unavailable meanwhile, then everything settles", async () => {
     const origin = await load.spawnOrigin();

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Address, Hex } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   fund,
   newAccount,
@@ -12,13 +12,10 @@ import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constan
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
-import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
-import {
-  INSUFFICIENT_FUNDS_MESSAGE,
-  type RpcRefusalProxy,
-  startRpcRefusalProxy,
-} from "../../testing/rpc-refusal-proxy.ts";
+import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../testing/rpc-refusal-proxy.ts";
+import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "../x402/reasons.ts";
@@ -38,27 +35,29 @@ const X402_AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
 describe("a chain that refuses a signed transaction (real processes, a refusing pass-through)", () => {
-  let stack: MoneyStack;
-  let proxy: RpcRefusalProxy;
+  // The stack's own origin reaches the devnet directly: its tracker is slowed right down, so the
+  // origin behind the pass-through is the one that signs, broadcasts and follows.
+  const stack = useMoneyStack(
+    {
+      x402: { amountUnits: X402_AMOUNT, payTo },
+      tracker: { periodMs: 3_600_000 },
+      env: { AGENT_FAUCET_COOLDOWN_MS: "1000" },
+    },
+    { timeoutMs: 120_000 },
+  );
+  const proxy = useFixture(
+    "refusing pass-through",
+    () => startRpcRefusalProxy(stack.devnet.url),
+    (refusing) => refusing.close(),
+    { timeoutMs: 120_000 },
+  );
   let origin: TestOrigin;
   let chain: ReturnType<typeof publicClientFor>;
 
   beforeAll(async () => {
-    // The stack's own origin reaches the devnet directly: its tracker is slowed right down, so the
-    // origin behind the pass-through is the one that signs, broadcasts and follows.
-    stack = await startMoneyStack({
-      x402: { amountUnits: X402_AMOUNT, payTo },
-      tracker: { periodMs: 3_600_000 },
-      env: { AGENT_FAUCET_COOLDOWN_MS: "1000" },
-    });
-    proxy = await startRpcRefusalProxy(stack.devnet.url);
     origin = await stack.startOrigin({}, { periodMs: 100, signedGraceMs: 500 }, proxy.url);
     chain = publicClientFor(stack.devnet.url);
   }, 120_000);
-  afterAll(async () => {
-    await proxy?.close();
-    await stack?.close();
-  });
 
   const sentBy = (wallet: string) =>
     queryRows<{ nonce: string; status: string }>(
