@@ -143,6 +143,67 @@ describe("money executor batches (real stack)", () => {
       .toBe(3);
   });
 
+  it("runs two batches at once without interleaving a sender's nonces: the one sharing a sender signs after the other commits", async () => {
+    // Two batches are in flight at once (execute.ts MAX_IN_FLIGHT). Mutation: the batch not locking
+    // its senders' nonce rows (outbox/batch.ts, the lock statement's `senders`) lets the second read
+    // the next nonce the first is about to take: it signs nonce 0 again, and its store fails on the
+    // live-nonce rule, so its operations are not signed.
+    const shared = await stack.newAgent({ units: 10_000_000n });
+    const others: StackAgent[] = [];
+    for (let n = 0; n < 3; n++) others.push(await stack.newAgent({ units: 1_000_000n }));
+    const to = newAccount().address.toLowerCase();
+    const first = [shared, others[0]!, shared];
+    const second = [shared, others[1]!, others[2]!, shared];
+    const agents = [...first, ...second];
+    const claims = await claimActions(
+      stack.db.handle.db,
+      agents.map((agent, index) => ({
+        agentId: agent.agentId,
+        kind: "transfer" as const,
+        idempotencyKey: `in-flight-${Date.now()}-${index}`,
+        requestHash: requestHash("transfer", { n: String(index) }),
+        amountUnits: null,
+        toAddress: null,
+      })),
+    );
+    const execute = (index: number): Promise<ExecuteOutcome> =>
+      executor.execute(
+        transferOperation(services(), {
+          actionId: claims[index]!.action.actionId,
+          agent: asAgent(agents[index]!),
+          to,
+          amount: 1_000n + BigInt(index),
+        }),
+      );
+    let firstDone = false;
+    const firstOutcomes = Promise.all(first.map((_, index) => execute(index)));
+    void firstOutcomes.finally(() => {
+      firstDone = true;
+    });
+    // The first batch starts on the next turn of the event loop; the second opens after it.
+    await new Promise((resolve) => setImmediate(resolve));
+    const secondOutcomes = Promise.all(second.map((_, index) => execute(first.length + index)));
+    expect(firstDone).toBe(false);
+    const outcomes = [...(await firstOutcomes), ...(await secondOutcomes)];
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(Array(agents.length).fill("signed"));
+    const nonceOf = async (outcome: ExecuteOutcome): Promise<string | undefined> => {
+      if (outcome.kind !== "signed") return undefined;
+      const [row] = await queryRows<{ nonce: string }>(
+        stack.db.handle.db,
+        sql`select nonce::text from outgoing_transactions where tx_hash = ${outcome.lease.txHash}`,
+      );
+      return row?.nonce;
+    };
+    // The shared sender's: the first batch's two at 0 and 1, then the second batch's at 2 and 3.
+    const sharedNonces = await Promise.all(
+      outcomes.filter((_, index) => agents[index] === shared).map((outcome) => nonceOf(outcome)),
+    );
+    expect(sharedNonces).toEqual(["0", "1", "2", "3"]);
+    await expect
+      .poll(() => chain().getTransactionCount({ address: shared.wallet }), { timeout: 20_000 })
+      .toBe(4);
+  });
+
   it("counts money in flight: of two 0.6 USDC transfers from a 1 USDC wallet, one is signed, the other refused insufficient_funds", async () => {
     // Mutation: not counting what an earlier operation of the batch holds (facts.count leaving
     // the in-flight total alone) signs both; the chain would refuse the second.

@@ -78,7 +78,8 @@ const MAX_BATCH = 64;
  * until it commits, so a batch with a sender in common waits for the other's commit (and its
  * broadcasts are queued behind the other's). In bench:money (32 agents) two at once moved about
  * 5 % more transfers per second than one, for more CPU per transfer (smaller batches); more would
- * mostly wait on each other's locks.
+ * mostly wait on each other's locks. execute.int.test.ts "runs two batches at once without
+ * interleaving a sender's nonces" holds the two to that.
  */
 const MAX_IN_FLIGHT = 2;
 
