@@ -95,8 +95,7 @@ export type ClaimKeysResult = Result<
 /**
  * Up to `count` identities, each on its own key, inside the caller's transaction: one statement
  * takes the oldest free keys with a row lock that skips rows locked by others, inserts an
- * identity and its token for each, and marks the keys assigned (public registration claims for a
- * whole batch this way and commits its quotas with the claim). Fewer keys than asked for: the
+ * identity and its token for each, and marks the keys assigned. Fewer keys than asked for: the
  * identities that could be made, in order. None: busy or exhausted, and nothing is written.
  */
 export async function claimKeysForIdentities(

@@ -3,12 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import { queryRows } from "../db/client.ts";
-import { type AdmitAttemptResult, admitAttempts } from "./admission-repository.ts";
+import { type AdmitAttemptResult, admitAttempt } from "./admission-repository.ts";
 
 // The persisted per-minute attempt counts (SPEC Limits: 10 per IP group, 120 globally, persisted),
-// judged for batches of attempts at once, as several nodes' batches arrive together. Through
-// node-postgres and the Neon driver: a batch without room is undone by an error both must report.
-describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%s driver)", (driver) => {
+// judged one attempt at a time, as several nodes' attempts arrive together. Through node-postgres
+// and the Neon driver.
+describe.each(["pg", "neon"] as const)("admission attempts, counted one by one (%s driver)", (driver) => {
   let relay: WsRelay | undefined;
   let testDb: TestDatabase;
   let nextMinute = Date.parse("2031-05-06T07:00:00Z");
@@ -31,8 +31,14 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
     await relay?.close();
   });
 
-  const admit = (minute: Date, ipGroups: string[], limits = { perIpLimit: 10, globalLimit: 120 }) =>
-    admitAttempts(testDb.handle.db, { minute, ipGroups, ...limits });
+  const admit = (minute: Date, ipGroup: string, limits = { perIpLimit: 10, globalLimit: 120 }) =>
+    admitAttempt(testDb.handle.db, { minute, ipGroup, ...limits });
+  /** Each attempt after the one before has been judged. */
+  const admitInTurn = async (minute: Date, ipGroups: string[]) => {
+    const results: AdmitAttemptResult[] = [];
+    for (const ipGroup of ipGroups) results.push(await admit(minute, ipGroup));
+    return results;
+  };
   const rows = async (minute: Date) =>
     Object.fromEntries(
       (
@@ -42,22 +48,15 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
         )
       ).map((row) => [row.ip_group, row.count]),
     );
-  const admitted = (results: AdmitAttemptResult[][]) => results.flat().filter((result) => result.ok).length;
+  const admitted = (results: AdmitAttemptResult[]) => results.filter((result) => result.ok).length;
 
-  it("counts every attempt of a batch that has room, in its groups and network-wide", async () => {
+  it("judges attempts in arrival order: the 11th attempt of a group is refused", async () => {
     const minute = freshMinute();
-    expect(await admit(minute, [A, B, A])).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
-    expect(await admit(minute, [A])).toEqual([{ ok: true }]);
-    expect(await rows(minute)).toEqual({ [A]: 3, [B]: 1, "*": 4 });
-  });
-
-  it("judges a batch that reaches a limit in arrival order: the 11th attempt of a group is refused", async () => {
-    const minute = freshMinute();
-    await admit(
+    await admitInTurn(
       minute,
       Array.from({ length: 9 }, () => A),
     );
-    expect(await admit(minute, [A, B, A, A])).toEqual([
+    expect(await admitInTurn(minute, [A, B, A, A])).toEqual([
       { ok: true },
       { ok: true },
       { ok: false, error: "per_ip" },
@@ -66,33 +65,28 @@ describe.each(["pg", "neon"] as const)("admission attempts, counted per batch (%
     expect(await rows(minute)).toEqual({ [A]: 10, [B]: 1, "*": 11 });
   });
 
-  it("admits exactly the limit of one group when batches of several nodes arrive at once", async () => {
+  it("admits exactly the limit of one group when attempts of several nodes arrive at once", async () => {
     const minute = freshMinute();
-    const results = await Promise.all(Array.from({ length: 6 }, () => admit(minute, [A, A, A])));
+    const results = await Promise.all(Array.from({ length: 18 }, () => admit(minute, A)));
     expect(admitted(results)).toBe(10);
-    expect(results.flat().filter((result) => !result.ok)).toEqual(
+    expect(results.filter((result) => !result.ok)).toEqual(
       Array.from({ length: 8 }, () => ({ ok: false, error: "per_ip" })),
     );
     expect(await rows(minute)).toEqual({ [A]: 10, "*": 10 });
   });
 
-  it("admits exactly the global limit when batches of several nodes arrive at once", async () => {
+  it("admits exactly the global limit when attempts of several nodes arrive at once", async () => {
     const minute = freshMinute();
     const limits = { perIpLimit: 10, globalLimit: 5 };
-    const results = await Promise.all([
-      admit(minute, [A, A, B], limits),
-      admit(minute, [B, A], limits),
-      admit(minute, [A, B], limits),
-      admit(minute, [C], limits),
-    ]);
+    const results = await Promise.all([A, A, B, B, A, A, B, C].map((group) => admit(minute, group, limits)));
     expect(admitted(results)).toBe(5);
-    for (const result of results.flat()) if (!result.ok) expect(result.error).toBe("global");
+    for (const result of results) if (!result.ok) expect(result.error).toBe("global");
     const counts = await rows(minute);
     expect(counts["*"]).toBe(5);
     expect((counts[A] ?? 0) + (counts[B] ?? 0) + (counts[C] ?? 0)).toBe(5);
     // A group that comes once the network-wide count is full is refused and leaves no row.
     const D = group("d");
-    expect(await admit(minute, [D], limits)).toEqual([{ ok: false, error: "global" }]);
+    expect(await admit(minute, D, limits)).toEqual({ ok: false, error: "global" });
     expect(Object.keys(await rows(minute))).not.toContain(D);
   });
 });

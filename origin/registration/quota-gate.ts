@@ -6,9 +6,8 @@ import type { RegistrationPolicy } from "./policy-repository.ts";
 export type RegistrationState = Omit<RegistrationPolicy, "updatedAt"> & {
   /**
    * Public registrations ever issued (the total ceiling counts these), counted only up to the
-   * ceiling: every decision compares this plus the issuances judged before against the ceiling,
-   * which gives the same answer for the capped count, and the count stays bounded as the table
-   * grows.
+   * ceiling: the decision compares it against the ceiling, which gives the same answer for the
+   * capped count, and the count stays bounded as the table grows.
    */
   issuedTotal: number;
   /**
@@ -23,30 +22,21 @@ export type RegistrationState = Omit<RegistrationPolicy, "updatedAt"> & {
 export type ReadQuotaStateParams = {
   /** `YYYY-MM-DD`, UTC. */
   day: string;
-  /** The hashed IP groups whose counts of the day are wanted. */
-  ipGroups: readonly string[];
-  /** Free keys beyond the reserve that the decisions need to see (one per issuance judged). */
-  keysWanted: number;
-};
-
-export type QuotaState = {
-  /** The policy and the network-wide figures; ipGroupToday is 0 here (see forGroup). */
-  policy: RegistrationState;
-  /** Today's count of each asked group that has one. */
-  groupCounts: Map<string, number>;
+  /** The hashed IP group whose count of the day is wanted. */
+  ipGroup: string;
 };
 
 /** The network-wide row of the per-day and per-minute counters. */
 export const ALL_GROUPS = "*";
 
 /**
- * The policy and every count the quotas are judged on, for any number of IP groups, in one
- * statement, so one snapshot: every figure is as of the same instant. Under the issuance lock it
- * runs after the lock is granted, so it sees every issuance committed before (READ COMMITTED takes
- * a snapshot per statement). Free keys are counted only as far as the decisions need (the reserve,
- * plus keysWanted).
+ * The policy and every count the quotas of one IP group are judged on, in one statement, so one
+ * snapshot: every figure is as of the same instant. Under the issuance lock it runs after the lock
+ * is granted, so it sees every issuance committed before (READ COMMITTED takes a snapshot per
+ * statement). Free keys are counted only as far as the decision needs: the reserve plus the one
+ * key an issuance takes.
  */
-export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Promise<QuotaState> {
+export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Promise<RegistrationState> {
   const [row] = await queryRows<{
     paused: boolean;
     per_ip_daily: number;
@@ -58,7 +48,7 @@ export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Prom
     issued_total: number;
     free_keys: number;
     network_today: number;
-    group_counts: Record<string, number> | null;
+    ip_group_today: number;
   }>(
     db,
     sql`select p.paused, p.per_ip_daily, p.network_daily, p.total_ceiling, p.key_reserve,
@@ -68,38 +58,27 @@ export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Prom
           -- In index order, so the scan stops at the limit: a bitmap scan (the planner's choice
           -- without the order) reads every free key's index entry first.
           (select count(*)::int from (select 1 from key_pool where status = 'free' order by created_at
-                                      limit p.key_reserve + ${params.keysWanted}) free_keys) as free_keys,
+                                      limit p.key_reserve + 1) free_keys) as free_keys,
           coalesce((select count from registration_admissions
                     where day = ${params.day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
-          (select json_object_agg(ip_group, count) from registration_admissions
-           where day = ${params.day} and ip_group in (${sql.join(
-             params.ipGroups.map((group) => sql`${group}`),
-             sql`, `,
-           )})) as group_counts
+          coalesce((select count from registration_admissions
+                    where day = ${params.day} and ip_group = ${params.ipGroup}), 0) as ip_group_today
         from registration_policy p where p.id = 1`,
   );
   if (!row) throw new Error("registration_policy row is missing: run the migrations");
   return {
-    policy: {
-      paused: row.paused,
-      perIpDaily: row.per_ip_daily,
-      networkDaily: row.network_daily,
-      totalCeiling: row.total_ceiling,
-      keyReserve: row.key_reserve,
-      attemptsPerIpPerMinute: row.attempts_per_ip_per_minute,
-      attemptsGlobalPerMinute: row.attempts_global_per_minute,
-      issuedTotal: row.issued_total,
-      freeKeys: row.free_keys,
-      networkToday: row.network_today,
-      ipGroupToday: 0,
-    },
-    groupCounts: new Map(Object.entries(row.group_counts ?? {})),
+    paused: row.paused,
+    perIpDaily: row.per_ip_daily,
+    networkDaily: row.network_daily,
+    totalCeiling: row.total_ceiling,
+    keyReserve: row.key_reserve,
+    attemptsPerIpPerMinute: row.attempts_per_ip_per_minute,
+    attemptsGlobalPerMinute: row.attempts_global_per_minute,
+    issuedTotal: row.issued_total,
+    freeKeys: row.free_keys,
+    networkToday: row.network_today,
+    ipGroupToday: row.ip_group_today,
   };
-}
-
-/** The state one IP group is judged on. */
-export function forGroup(state: QuotaState, ipGroup: string): RegistrationState {
-  return { ...state.policy, ipGroupToday: state.groupCounts.get(ipGroup) ?? 0 };
 }
 
 /** Why issuance is refused: a state of the service (503) or a spent daily quota (429). */

@@ -1,24 +1,22 @@
 import { Hono } from "hono";
 import { CHAIN_ID } from "../../shared/constants.ts";
-import { createBatcher } from "../db/batcher.ts";
-import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { route } from "../openapi/route.ts";
-import { type AdmitAttemptResult, admitAttempts } from "./admission-repository.ts";
+import { type AdmitAttemptResult, admitAttempt } from "./admission-repository.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
 import {
   type IssuanceRefusal,
   type IssuePublicIdentityResult,
-  issuePublicIdentities,
+  issuePublicIdentity,
   PUBLIC_CAPABILITIES,
 } from "./issuance.ts";
 import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
-import { evaluateGate, forGroup, type RegistrationState, readQuotaState } from "./quota-gate.ts";
+import { evaluateGate, type RegistrationState, readQuotaState } from "./quota-gate.ts";
 import { checkRequestShape } from "./request-shape.ts";
 
 type UnavailableReason = "disabled" | "paused" | "total_ceiling" | "key_reserve" | "unavailable";
@@ -52,7 +50,6 @@ export function createRegistrationRouter(
   const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
   const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
   const refusals = options.refusals ?? ignoreRefusal;
-  const batchers = createRegistrationBatchers(db);
   const router = new Hono<AppEnv>();
 
   router.use("*", async (c, next) => {
@@ -92,7 +89,7 @@ export function createRegistrationRouter(
     const ipGroup = ingress.value;
     let state: RegistrationState;
     try {
-      state = await batchers.state({ day, ipGroup });
+      state = await readQuotaState(db, { day, ipGroup });
     } catch (error) {
       throw unavailable("unavailable", error);
     }
@@ -114,7 +111,7 @@ export function createRegistrationRouter(
 
     let admitted: AdmitAttemptResult;
     try {
-      admitted = await batchers.admission({
+      admitted = await admitAttempt(db, {
         minute: minuteStart(now),
         ipGroup,
         perIpLimit: state.attemptsPerIpPerMinute,
@@ -131,7 +128,7 @@ export function createRegistrationRouter(
 
     let issued: IssuePublicIdentityResult;
     try {
-      issued = await batchers.issuance({ day, ipGroup });
+      issued = await issuePublicIdentity(db, { day, ipGroup });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
       throw unavailable("unavailable", error);
@@ -159,54 +156,6 @@ export function createRegistrationRouter(
     throw new AppError("not_found", "no such route");
   });
   return router;
-}
-
-type AdmissionRequest = { minute: Date; ipGroup: string; perIpLimit: number; globalLimit: number };
-
-/** Requests per batch at most: the statement sizes stay small. */
-const MAX_BATCH = 64;
-
-/**
- * The three database steps of a registration, each coalescing the requests that arrive together
- * (db/batcher.ts, one batch out at a time per step): under load, a step costs one statement or transaction per batch instead of one
- * per request, and every rule still holds per request: the state is read after the request
- * arrived, attempts are counted exactly and committed before issuance, and quotas are judged in
- * order under the issuance lock.
- */
-function createRegistrationBatchers(db: Db) {
-  return {
-    state: createBatcher<{ day: string; ipGroup: string }, RegistrationState>(
-      async (requests) => {
-        const state = await readQuotaState(db, {
-          day: requests[0]!.day,
-          ipGroups: [...new Set(requests.map((request) => request.ipGroup))],
-          // Each request is judged alone here: one key beyond the reserve is enough to see.
-          keysWanted: 1,
-        });
-        return requests.map((request) => forGroup(state, request.ipGroup));
-      },
-      { maxBatch: MAX_BATCH, maxInFlight: 1, keyOf: (request) => request.day },
-    ),
-    admission: createBatcher<AdmissionRequest, AdmitAttemptResult>(
-      (requests) =>
-        admitAttempts(db, {
-          minute: requests[0]!.minute,
-          ipGroups: requests.map((request) => request.ipGroup),
-          perIpLimit: requests[0]!.perIpLimit,
-          globalLimit: requests[0]!.globalLimit,
-        }),
-      {
-        maxBatch: MAX_BATCH,
-        maxInFlight: 1,
-        // One minute's counts, judged on one policy's limits.
-        keyOf: (request) => `${request.minute.getTime()} ${request.perIpLimit} ${request.globalLimit}`,
-      },
-    ),
-    issuance: createBatcher<{ day: string; ipGroup: string }, IssuePublicIdentityResult>(
-      (requests) => issuePublicIdentities(db, { day: requests[0]!.day, requests }),
-      { maxBatch: MAX_BATCH, maxInFlight: 1, keyOf: (request) => request.day },
-    ),
-  };
 }
 
 function refusalName(refusal: IssuanceRefusal): string {
