@@ -6,6 +6,7 @@
 import { afterAll, beforeAll } from "vitest";
 import { type Devnet, startDevnet } from "../devnet/index.ts";
 import { type MoneyStack, type MoneyStackOptions, startMoneyStack } from "./money-stack.ts";
+import { type StartTestOriginParams, startTestOrigin, type TestOrigin } from "./origin.ts";
 
 export type FixtureOptions = {
   /** How long the start may take; vitest's hookTimeout by default. */
@@ -35,6 +36,33 @@ export function useDevnet(fixture: FixtureOptions = {}): Devnet {
     "devnet",
     () => startDevnet({ port: 0 }),
     (devnet) => devnet.close(),
+    fixture,
+  );
+}
+
+/**
+ * Another origin on a money stack's database, devnet and environment, for the describe block it is
+ * called in. `options` is read when the origin starts (after the hooks registered before this
+ * call): `env` is added to the stack's origin environment, the rest goes to startTestOrigin.
+ */
+export function useStackOrigin(
+  name: string,
+  stack: MoneyStack,
+  options: () => Omit<Partial<StartTestOriginParams>, "database" | "rpcUrl"> = () => ({}),
+  fixture: FixtureOptions = {},
+): TestOrigin {
+  return useFixture(
+    name,
+    () => {
+      const { env, ...rest } = options();
+      return startTestOrigin({
+        ...rest,
+        database: stack.db.handle,
+        rpcUrl: stack.devnet.url,
+        env: { ...stack.originEnv, ...env },
+      });
+    },
+    (origin) => origin.close(),
     fixture,
   );
 }

@@ -19,7 +19,7 @@ import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { send } from "../../testing/http.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
-import { useFixture, useMoneyStack } from "../../testing/stack.ts";
+import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { chain77X402Client } from "../../testing/x402-official-client.ts";
 import { requestHash } from "../actions/repository.ts";
 import { queryRows } from "../db/client.ts";
@@ -87,18 +87,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       },
     };
   }, 180_000);
-  const origin = useFixture(
-    "origin",
-    () =>
-      startTestOrigin({
-        database: stack.db.handle,
-        rpcUrl: stack.devnet.url,
-        env: stack.originEnv,
-        signer: counted,
-      }),
-    (testOrigin) => testOrigin.close(),
-    { timeoutMs: 180_000 },
-  );
+  const origin = useStackOrigin("origin", stack, () => ({ signer: counted }), { timeoutMs: 180_000 });
 
   /** The answer with its exact bytes (`text`), as well as parsed. */
   const authorize = async (
@@ -545,17 +534,10 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
 
   describe("AGENT_X402_DAILY_LIMIT", () => {
     const LIMIT = 3;
-    const limited = useFixture(
-      "origin with a daily limit",
-      () =>
-        startTestOrigin({
-          database: stack.db.handle,
-          rpcUrl: stack.devnet.url,
-          env: { ...stack.originEnv, AGENT_X402_DAILY_LIMIT: String(LIMIT) },
-          signer: counted,
-        }),
-      (testOrigin) => testOrigin.close(),
-    );
+    const limited = useStackOrigin("origin with a daily limit", stack, () => ({
+      env: { AGENT_X402_DAILY_LIMIT: String(LIMIT) },
+      signer: counted,
+    }));
     const actions = async (agentId: string): Promise<number> => {
       const [row] = await queryRows<{ n: number }>(
         stack.db.handle.db,

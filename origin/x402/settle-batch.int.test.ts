@@ -3,8 +3,7 @@ import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
-import { startTestOrigin } from "../../testing/origin.ts";
-import { useFixture, useMoneyStack } from "../../testing/stack.ts";
+import { useFixture, useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
@@ -36,17 +35,14 @@ const proxy = useFixture(
   (enclaveProxy) => enclaveProxy.close(),
   { timeoutMs: 120_000 },
 );
-const origin = useFixture(
+const origin = useStackOrigin(
   "origin",
-  () =>
-    startTestOrigin({
-      database: stack.db.handle,
-      rpcUrl: stack.devnet.url,
-      // A short receipt wait: a settlement held back behind a nonce gap shows as pending, soon.
-      env: { ...stack.originEnv, AGENT_X402_RECEIPT_TIMEOUT_MS: "3000" },
-      signer: createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true }),
-    }),
-  (testOrigin) => testOrigin.close(),
+  stack,
+  () => ({
+    // A short receipt wait: a settlement held back behind a nonce gap shows as pending, soon.
+    env: { AGENT_X402_RECEIPT_TIMEOUT_MS: "3000" },
+    signer: createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true }),
+  }),
   { timeoutMs: 120_000 },
 );
 
