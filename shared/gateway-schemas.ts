@@ -42,7 +42,12 @@ export const transferRequestSchema = z.strictObject({
 });
 export type TransferRequest = z.infer<typeof transferRequestSchema>;
 
-export const ACTION_KINDS = ["faucet", "transfer", "x402"] as const;
+/**
+ * `filler`: a zero-value transfer from the agent's wallet to itself that the service signed in place
+ * of one of its stuck transactions (docs/api.md#faucet-and-transfer-actions-states); its fee is paid
+ * by the wallet and counts against the daily limit.
+ */
+export const ACTION_KINDS = ["faucet", "transfer", "x402", "filler"] as const;
 export const ACTION_STATUSES = [
   "requested",
   "signed",
@@ -77,6 +82,11 @@ export const actionSchema = z.object({
   fee_wei: z.string().nullable(),
   /** Why a failed action failed (an error code of the gateway), else null. */
   error_code: z.string().nullable(),
+  /**
+   * While the action is `submitted`: the node's words for its last broadcast, when that was not
+   * accepted (a timeout, "nonce too low", a refusal). Still in flight: only the chain ends it.
+   */
+  last_broadcast_error: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });

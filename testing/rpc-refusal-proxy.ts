@@ -1,10 +1,14 @@
 /**
  * A fault injector: a JSON-RPC pass-through in front of the devnet that refuses chosen
  * eth_sendRawTransaction calls, alone or inside a batch, with geth's error shape (code -32000 and
- * geth's message), or takes one and drops it (a node whose pool lets a pending transaction go),
- * and passes everything else through. A node refuses a signed transaction for
- * reasons the devnet cannot be made to produce on demand at one chosen transaction (a balance
- * that moved since the check, on another node's view; a pool policy), so this is the one fake of
+ * geth's message), or takes one and drops it (a node whose pool lets a pending transaction go), or
+ * lies about one: forwards it to the devnet, which takes and mines it, and then answers with an
+ * error, as real endpoints do (geth's own "request timed out" while its pool still adds the
+ * transaction; a load balancer that retried the call on a node that had already mined it, "nonce
+ * too low", and then reads receipts from a node that lags). Everything else passes through. A node
+ * refuses or lies about a signed transaction for reasons the devnet cannot be made to produce on
+ * demand at one chosen transaction (a balance that moved since the check, on another node's view; a
+ * pool policy; a timeout in the middle of an add; a lagging replica), so this is the one fake of
  * these tests, named as such. `raiseBaseFeeBeforeSend` is no fake: it makes the devnet itself
  * raise the next block's base fee (dev_setNextBlockBaseFeePerGas) right before it forwards a
  * broadcast, so the devnet's own admission refuses what was quoted before; nor is
@@ -23,6 +27,16 @@ export type SentTransaction = { from: Address; to: Address | undefined; nonce: n
 export const INSUFFICIENT_FUNDS_MESSAGE =
   "insufficient funds for gas * price + value: balance 0, tx cost 1, overshot 1";
 
+/**
+ * How a lying node answers a broadcast it passed on: `timeout`, geth's own -32002 "request timed
+ * out"; `lagging`, "nonce too low" (a load balancer's retry reached a node that had mined it), with
+ * the transaction's receipt and body then hidden for a while (read from a node that lags).
+ */
+export type LieMode = "timeout" | "lagging";
+
+/** geth's answer to a call it gave up waiting for (its pool may still add the transaction). */
+export const REQUEST_TIMED_OUT = { code: -32002, message: "request timed out" } as const;
+
 export type RpcRefusalProxy = {
   url: string;
   /**
@@ -30,6 +44,15 @@ export type RpcRefusalProxy = {
    * resolves with that transaction once refused.
    */
   refuseOnce(pick: (tx: SentTransaction) => boolean, message?: string): Promise<SentTransaction>;
+  /**
+   * Refuses every broadcast `pick` chooses, with `message` (geth's code), until `stop()`: a node
+   * whose view keeps refusing the transaction (its sender's balance spent on another node's view).
+   * `first` resolves with the first one refused.
+   */
+  refuseEvery(
+    pick: (tx: SentTransaction) => boolean,
+    message?: string,
+  ): { first: Promise<SentTransaction>; refused(): number; stop(): void };
   /**
    * Answers the first broadcast `pick` chooses as a node does that took it (its hash) and then
    * dropped it from its pool: nothing reaches the devnet. Resolves with it once dropped.
@@ -45,6 +68,12 @@ export type RpcRefusalProxy = {
   raiseBaseFeeBeforeSend(wei: bigint): Promise<void>;
   /** Runs `step` before it forwards the next broadcast; resolves once it has run. */
   beforeNextSend(step: () => Promise<void>): Promise<void>;
+  /**
+   * Lies, once, about the first broadcast `pick` chooses: forwards it to the devnet (which takes
+   * and mines it), then answers `mode`'s error (LieMode). In `lagging` mode its receipt and body
+   * read as not found for `hideMs` after. Resolves with the transaction once it has been forwarded.
+   */
+  lieOnce(pick: (tx: SentTransaction) => boolean, mode: LieMode, hideMs?: number): Promise<SentTransaction>;
   /** Every broadcast that reached the proxy, in order (refused ones included). */
   readonly sent: readonly SentTransaction[];
   close(): Promise<void>;
@@ -53,12 +82,16 @@ export type RpcRefusalProxy = {
 type RpcRequest = { jsonrpc: "2.0"; id: unknown; method: string; params?: unknown[] };
 
 export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusalProxy> {
-  /** message undefined: dropped (answered as taken, never forwarded). */
+  /** message undefined: dropped (answered as taken, never forwarded); lie: forwarded, then an error. */
   const refusals: Array<{
     pick: (tx: SentTransaction) => boolean;
     message: string | undefined;
+    lie?: { mode: LieMode; hideMs: number };
     done: (tx: SentTransaction) => void;
   }> = [];
+  const standing: Array<{ pick: (tx: SentTransaction) => boolean; message: string; count: number }> = [];
+  /** Hashes whose receipt and body a lagging node does not have yet, until the given time. */
+  const hidden = new Map<string, number>();
   let nextSendStep: { step: () => Promise<void>; done: () => void } | undefined;
   const sent: SentTransaction[] = [];
   let sendDelayMs: number | undefined;
@@ -76,6 +109,12 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
 
   /** The refusal for one request, or undefined to pass it on. */
   const refusalFor = async (request: RpcRequest): Promise<unknown> => {
+    if (request.method === "eth_getTransactionReceipt" || request.method === "eth_getTransactionByHash") {
+      const hash = String(request.params?.[0]).toLowerCase();
+      const until = hidden.get(hash);
+      if (until !== undefined && Date.now() < until) return { jsonrpc: "2.0", id: request.id, result: null };
+      return undefined;
+    }
     if (request.method !== "eth_sendRawTransaction") return undefined;
     const raw = request.params?.[0] as Hex;
     const tx: SentTransaction = {
@@ -88,9 +127,23 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
       hash: keccak256(raw),
     };
     sent.push(tx);
+    const refusing = standing.find((refusal) => refusal.pick(tx));
+    if (refusing) {
+      refusing.count++;
+      return { jsonrpc: "2.0", id: request.id, error: { code: -32000, message: refusing.message } };
+    }
     const index = refusals.findIndex((refusal) => refusal.pick(tx));
     if (index < 0) return undefined;
     const [refusal] = refusals.splice(index, 1);
+    if (refusal!.lie) {
+      const { mode, hideMs } = refusal!.lie;
+      await forward({ jsonrpc: "2.0", id: 0, method: "eth_sendRawTransaction", params: [raw] });
+      refusal!.done(tx);
+      if (mode === "timeout") return { jsonrpc: "2.0", id: request.id, error: REQUEST_TIMED_OUT };
+      hidden.set(tx.hash.toLowerCase(), Date.now() + hideMs);
+      const message = `nonce too low: next nonce ${tx.nonce + 1}, tx nonce ${tx.nonce}`;
+      return { jsonrpc: "2.0", id: request.id, error: { code: -32000, message } };
+    }
     refusal!.done(tx);
     if (refusal!.message === undefined) return { jsonrpc: "2.0", id: request.id, result: tx.hash };
     return { jsonrpc: "2.0", id: request.id, error: { code: -32000, message: refusal!.message } };
@@ -153,9 +206,37 @@ export async function startRpcRefusalProxy(targetUrl: string): Promise<RpcRefusa
       new Promise<SentTransaction>((resolve) => {
         refusals.push({ pick, message, done: resolve });
       }),
+    refuseEvery: (pick, message = INSUFFICIENT_FUNDS_MESSAGE) => {
+      let resolveFirst: (tx: SentTransaction) => void = () => {};
+      const first = new Promise<SentTransaction>((resolve) => {
+        resolveFirst = resolve;
+      });
+      const entry = {
+        pick: (tx: SentTransaction) => {
+          if (!pick(tx)) return false;
+          resolveFirst(tx);
+          return true;
+        },
+        message,
+        count: 0,
+      };
+      standing.push(entry);
+      return {
+        first,
+        refused: () => entry.count,
+        stop: () => {
+          const at = standing.indexOf(entry);
+          if (at >= 0) standing.splice(at, 1);
+        },
+      };
+    },
     dropOnce: (pick) =>
       new Promise<SentTransaction>((resolve) => {
         refusals.push({ pick, message: undefined, done: resolve });
+      }),
+    lieOnce: (pick, mode, hideMs = 3_000) =>
+      new Promise<SentTransaction>((resolve) => {
+        refusals.push({ pick, message: undefined, lie: { mode, hideMs }, done: resolve });
       }),
     delaySends: (ms) => {
       sendDelayMs = ms;

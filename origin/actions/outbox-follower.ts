@@ -1,24 +1,28 @@
 /**
  * An agent action's state is its transaction's from `signed` on (SPEC "States and transitions /
- * Agent action"): the outbox moves both in one statement (outbox/followers.ts). A broadcast the
- * chain refused ends the action `failed` with `broadcast_refused` and the chain's words.
- * It also tells the outbox which key signs for an agent wallet (outbox/tracker-hooks.ts).
+ * Agent action"): the outbox moves both in one statement (outbox/followers.ts). While in flight
+ * (`submitted`) the action carries the words of its last broadcast that was not accepted; once
+ * another transaction took its nonce it ends `failed` with `broadcast_refused` and what happened.
+ * It also tells the outbox which key signs for an agent wallet, and shows the agent a filler its
+ * wallet pays for (outbox/tracker-hooks.ts).
  */
 import { sql } from "drizzle-orm";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { pgArrayLiteral, queryRows } from "../db/client.ts";
-import { followOutgoing, registerSenderKeys } from "../outbox/index.ts";
+import { followOutgoing, registerFillerRecorder, registerSenderKeys } from "../outbox/index.ts";
+import { requestHash } from "./repository.ts";
 
 followOutgoing({
   name: "actions",
   // Found through the moved transactions' keys, whatever the plan the statement was prepared with
   // (a join alone could scan every action; outbox/store.ts recordMinedStatement).
-  mined: sql`update agent_actions a set status = m.status, updated_at = now()
-    from moved m where a.tx_id = m.tx_id and a.tx_id = any(array(select tx_id from moved))`,
-  moved: (status, refusal) => sql`update agent_actions
-    set status = ${status}, updated_at = now(),
-        error_code = coalesce(${refusal === null ? null : "broadcast_refused"}, error_code),
-        error_message = coalesce(${refusal}, error_message)
-    where tx_id in (select tx_id from moved)`,
+  moved: sql`update agent_actions a
+    set status = m.status, updated_at = now(),
+        last_broadcast_error = case when m.status = 'submitted' then m.error end,
+        error_code = case when m.status = 'failed' then 'broadcast_refused' else a.error_code end,
+        error_message = case when m.status = 'failed' then m.error else a.error_message end
+    from moved m where a.tx_id = m.tx_id and a.tx_id = any(array(select tx_id from moved))
+      and a.status in ('signed', 'submitted')`,
 });
 
 // An agent wallet's key is the one its identity row names: the gap filler signs its fillers with it.
@@ -29,4 +33,26 @@ registerSenderKeys(async (db, addresses) => {
         where assigned_wallet = any(${pgArrayLiteral([...addresses])}::text[])`,
   );
   return new Map(rows.map((row) => [row.wallet, row.key_ref]));
+});
+
+// A filler from an agent's wallet is the agent's too: an action of kind `filler` (amount 0, to the
+// wallet itself) following the filler's transaction, and its most possible fee counted against the
+// agent's daily transfer limit, as the enclave counts it (docs/api.md#faucet-and-transfer-actions-states).
+registerFillerRecorder(async (tx, filler) => {
+  const costUnits = (filler.maxCostWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT;
+  const nonce = filler.nonce.toString();
+  await tx.execute(sql`
+    with agent as (
+      select agent_id from agent_identities where assigned_wallet = ${filler.sender}),
+    action as (
+      insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units, to_address,
+                                 tx_id, tx_hash, cost_units, signed_at)
+      select agent_id, 'filler', ${`filler:${nonce}`}, ${requestHash("filler", { nonce })}, 'signed', 0,
+             ${filler.sender}, ${filler.txId}, ${filler.txHash}, ${costUnits.toString()}, now()
+      from agent
+      on conflict (agent_id, kind, idempotency_key) do nothing
+      returning agent_id)
+    insert into transfer_daily_spend as d (agent_id, day, spent_units)
+    select agent_id, (now() at time zone 'utc')::date, ${costUnits.toString()} from action
+    on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`);
 });

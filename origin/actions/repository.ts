@@ -9,7 +9,8 @@ import { createBatcher } from "../db/batcher.ts";
 import { type Db, toDate } from "../db/client.ts";
 import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
 
-export type ActionKind = "faucet" | "transfer" | "x402";
+/** `filler`: a filler the service signed from the agent's wallet in place of a stuck transaction (outbox/fillers.ts). */
+export type ActionKind = "faucet" | "transfer" | "x402" | "filler";
 
 export type ActionRow = {
   actionId: string;
@@ -26,6 +27,8 @@ export type ActionRow = {
   signedPayload: unknown;
   errorCode: string | null;
   errorMessage: string | null;
+  /** While in flight: the words of its last broadcast that was not accepted. */
+  lastBroadcastError: string | null;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -122,6 +125,7 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
           signedPayload: null,
           errorCode: null,
           errorMessage: null,
+          lastBroadcastError: null,
           createdAt: toDate(row.created_at),
           updatedAt: toDate(row.updated_at),
         },
@@ -168,7 +172,7 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
   sql`select a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash, a.status,
         a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, t.fee_wei::text, a.signed_payload,
         coalesce(a.error_code, case when a.status = 'reverted' then 'reverted' end) as error_code,
-        a.error_message, a.created_at, a.updated_at
+        a.error_message, a.last_broadcast_error, a.created_at, a.updated_at
       from ${source} left join outgoing_transactions t on t.tx_id = a.tx_id ${where}`;
 
 const byIdStatement = preparedStatement<"actionId" | "agentId">(
@@ -210,6 +214,7 @@ async function selectActions<P extends string>(
       signed_payload: unknown;
       error_code: string | null;
       error_message: string | null;
+      last_broadcast_error: string | null;
       created_at: Date | string;
       updated_at: Date | string;
     },
@@ -230,6 +235,7 @@ async function selectActions<P extends string>(
     signedPayload: row.signed_payload,
     errorCode: row.error_code,
     errorMessage: row.error_message,
+    lastBroadcastError: row.last_broadcast_error,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
   }));

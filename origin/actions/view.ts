@@ -16,6 +16,7 @@ export function actionView(action: ActionRow): ActionView {
     to: action.toAddress,
     fee_wei: action.feeWei?.toString() ?? null,
     error_code: action.status === "failed" || action.status === "reverted" ? action.errorCode : null,
+    last_broadcast_error: action.status === "submitted" ? action.lastBroadcastError : null,
     created_at: action.createdAt.toISOString(),
     updated_at: action.updatedAt.toISOString(),
   };
@@ -47,7 +48,7 @@ export function endingRefusal(action: ActionRow): Refusal | null {
   if (code === "broadcast_refused") {
     return {
       code,
-      message: `the chain refused the signed transaction (${stored}): nothing moved; this idempotency_key's request is over`,
+      message: `the signed transaction was never mined: ${stored}; nothing moved, and this idempotency_key's request is over`,
       fields: txHash,
     };
   }

@@ -15,7 +15,23 @@ export type FeeRefusal = { reason: "chain_unavailable" | "above_fee_ceiling"; de
 
 export type FeeQuote = Result<Fees, FeeRefusal>;
 
-export type FeeOracle = { quote(gasLimit: bigint): Promise<FeeQuote> };
+export type FeeOracle = {
+  quote(gasLimit: bigint): Promise<FeeQuote>;
+  /**
+   * Fees for a transaction that replaces one at the same nonce (a filler, outbox/fillers.ts), which
+   * is signed once and must outbid what it replaces whatever the base fee does meanwhile: its cap is
+   * the most the sealed ceiling allows for `gasLimit` (a cap costs nothing unless the base fee rises
+   * to it: a transaction pays the base fee plus its tip), and its tip the quote's, raised to at least
+   * 12.5 % above `previous`'s (nodes replace a pending transaction only for a bump of 10 %).
+   */
+  replacement(
+    gasLimit: bigint,
+    previous: Pick<Fees, "maxFeePerGas" | "maxPriorityFeePerGas">,
+  ): Promise<FeeQuote>;
+};
+
+/** A replacement's fees are at least this many eighths of the replaced one's (12.5 % more). */
+const REPLACEMENT_BUMP_EIGHTHS = 9n;
 
 /** A plain native transfer. */
 export const NATIVE_TRANSFER_GAS = 21_000n;
@@ -58,7 +74,7 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
     return reading;
   };
 
-  return {
+  const oracle: FeeOracle = {
     async quote(gasLimit) {
       const market = await read();
       if (!market) return err({ reason: "chain_unavailable", detail: "the chain did not report its fees" });
@@ -75,5 +91,24 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
       const tip = market.tip < maxFeePerGas ? market.tip : maxFeePerGas;
       return ok({ maxFeePerGas, maxPriorityFeePerGas: tip, gasLimit });
     },
+    async replacement(gasLimit, previous) {
+      const quoted = await oracle.quote(gasLimit);
+      if (!quoted.ok) return quoted;
+      const maxFeePerGas = params.feeCeilingWei / gasLimit;
+      const bumped = (fee: bigint): bigint => ceilDiv(fee * REPLACEMENT_BUMP_EIGHTHS, 8n);
+      if (maxFeePerGas < bumped(previous.maxFeePerGas)) {
+        return err({
+          reason: "above_fee_ceiling",
+          detail: "the sealed fee ceiling leaves no room to outbid the transaction being replaced",
+        });
+      }
+      const tip = max(quoted.value.maxPriorityFeePerGas, bumped(previous.maxPriorityFeePerGas));
+      return ok({ maxFeePerGas, maxPriorityFeePerGas: min(tip, maxFeePerGas), gasLimit });
+    },
   };
+  return oracle;
 }
+
+const max = (a: bigint, b: bigint): bigint => (a > b ? a : b);
+const min = (a: bigint, b: bigint): bigint => (a < b ? a : b);
+const ceilDiv = (a: bigint, b: bigint): bigint => (a + b - 1n) / b;

@@ -10,21 +10,18 @@
  * then is a wiring mistake, refused at once.
  */
 import { type SQL, sql } from "drizzle-orm";
-import type { TxStatus } from "./intent.ts";
 
 export type TxFollower = {
   /** The follower's name in the statement (lowercase letters and underscores). */
   name: string;
   /**
-   * An UPDATE of the follower's rows after receipts: `moved` holds the transactions they moved,
-   * (tx_id, status), status `confirmed` or `reverted`.
+   * An UPDATE of the follower's rows after their transactions moved: the statement's CTE `moved`
+   * holds (tx_id, status, error), status one of `submitted` (a broadcast answered; error: the
+   * node's words, null when accepted), `confirmed`, `reverted` (a receipt) or `failed` (another
+   * transaction took the nonce; error: which, and the last broadcast's answer). The follower must
+   * leave rows that have ended as they are.
    */
-  mined: SQL;
-  /**
-   * An UPDATE of the follower's rows after their transactions (`moved`: tx_id) moved to `status`;
-   * `refusal` is the chain's reason when it refused the broadcast, else null.
-   */
-  moved(status: TxStatus, refusal: string | null): SQL;
+  moved: SQL;
 };
 
 const followers: TxFollower[] = [];
@@ -42,12 +39,12 @@ export function followOutgoing(follower: TxFollower): void {
  * The tail of a statement whose CTE `moved` holds the transactions it moved: every follower's
  * update (the last one as the statement itself), or a bare select when none is registered.
  */
-export function followersTail(update: (follower: TxFollower) => SQL): SQL {
+export function followersTail(): SQL {
   built = true;
-  if (followers.length === 0) return sql`select 1`;
+  if (followers.length === 0) return sql`select 1 from moved`;
   const ctes = followers
     .slice(0, -1)
-    .map((follower) => sql`, ${sql.raw(follower.name)} as (${update(follower)})`);
+    .map((follower) => sql`, ${sql.raw(follower.name)} as (${follower.moved})`);
   return sql`${sql.join(ctes)}
-    ${update(followers.at(-1)!)}`;
+    ${followers.at(-1)!.moved}`;
 }

@@ -1,7 +1,7 @@
 /**
  * The outbox: the service's own transactions (faucet payouts, transfers, x402 settlements and the
- * fillers of nonce gaps), each sent exactly once, in its sender's nonce order, and followed to its
- * receipt. Domains hand it intents; it owns everything between their decision and the chain, and
+ * fillers that replace stuck ones), each signed once, sent in its sender's nonce order, and followed
+ * until the chain decides it. Domains hand it intents; it owns everything between their decision and the chain, and
  * it is the only module that writes outgoing_transactions and sender_nonces
  * (owns-outgoing.test.ts).
  *
@@ -24,28 +24,36 @@
  *   store.ts     the rows after the batch: broadcast leases (no two origins send one transaction
  *                at once), and each state the chain moves a transaction to, written in the same
  *                statement as the state of the domain row that follows it;
- *   sender.ts    broadcasting: one JSON-RPC batch for many, each answer classified as accepted,
- *                transient or refused; a refusal ends the transaction `failed` and hands its
- *                nonce out again when nothing came after it;
+ *   broadcast-answers.ts what a node's answer to a broadcast proves: accepted, refused (a
+ *                validation error about the transaction, in each node's words) or unknown
+ *                (everything else: a timeout, "nonce too low", "already known"). No answer ends a
+ *                transaction;
+ *   sender.ts    broadcasting: one JSON-RPC batch for many, each answer read for what it proves and
+ *                recorded; whatever it was, the transaction stays in flight and keeps its nonce;
  *   lane.ts      the node's one broadcast lane, shared by every domain: stored transactions leave
  *                in signing order, one JSON-RPC batch on its way at a time, while the next batch
  *                signs; each gets back its broadcast's outcome and the receipt read right after;
- *   receipts.ts  the receipts of a broadcast batch read in one JSON-RPC batch and recorded with
- *                the broadcast in one statement, or waited for by a caller that answers with one;
+ *   receipts.ts  the receipts of a broadcast batch read in one JSON-RPC batch (whatever the nodes
+ *                answered) and recorded with the broadcast in one statement, or waited for by a
+ *                caller that answers with one;
  *   followers.ts the domain rows whose state follows a transaction's (an agent action, an x402
  *                settlement): each domain registers how its rows follow, and the outbox writes
  *                them in the statement that moves the transactions, whose text names no
  *                domain table;
- *   gaps.ts      the gap rule: a refused nonce with transactions signed behind it is filled with a
- *                zero-value filler the enclave signs (never by signing those transactions again,
- *                whose bytes may already be in a node's queue);
- *   tracker.ts   what a crash or an unreachable chain left behind: `signed` sent again from the
- *                same bytes, `submitted` followed to its receipt, gaps filled, and the domains'
- *                sweeps run;
- *   tracker-hooks.ts what the tracker and the gap filler ask of the domains, registered like the
+ *   decide.ts    who ends a transaction: the chain. Once the sender's mined nonce has passed it, the
+ *                transaction mined at that nonce decides: ours is recorded with its receipt and the
+ *                others there end `failed` (store.ts recordMined); one the service did not sign ends
+ *                ours `failed` once that has held for a while;
+ *   fillers.ts   ending a stuck transaction sooner: a zero-value filler the enclave signs at the
+ *                same nonce at a higher fee (never a second payment at a new nonce, which could be
+ *                mined beside the first);
+ *   tracker.ts   what a crash, a lying or unreachable chain left behind: `signed` sent with the same
+ *                bytes, in-flight transactions followed to their end and sent again, stuck ones
+ *                replaced, and the domains' sweeps run;
+ *   tracker-hooks.ts what the tracker and the filler ask of the domains, registered like the
  *                followers: sweeps (money ends the agent actions nobody finished,
- *                actions/abandon.ts) and the keys of the senders the outbox does not know (the
- *                agent wallets).
+ *                actions/abandon.ts), the keys of the senders the outbox does not know (the agent
+ *                wallets), and the domain's rows for a filler (money shows it to the agent).
  *
  * Performance rests on batching (docs/performance.md): a batch takes one lock statement, one read
  * of the facts its checks need, one store statement, one commit and one JSON-RPC batch of
@@ -92,8 +100,11 @@ export {
   type TxTrackerOptions,
 } from "./tracker.ts";
 export {
+  type FillerRecorder,
+  registerFillerRecorder,
   registerSenderKeys,
   registerTrackerSweep,
   type SenderKeyResolver,
+  type StoredFiller,
   type TrackerSweep,
 } from "./tracker-hooks.ts";

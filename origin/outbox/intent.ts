@@ -20,12 +20,18 @@ export type SenderView = { minedNonce: bigint; balanceWei: bigint };
 /** The right to broadcast one stored transaction until its lease ends, with what to send. */
 export type BroadcastLease = { txId: string; rawTx: string; txHash: string; status: TxStatus };
 
-/** How the chain answered one broadcast. */
+/**
+ * How a node answered one broadcast (broadcast-answers.ts). None of them ends a transaction: the
+ * chain does, once the sender's mined nonce has passed it (decide.ts).
+ */
 export type BroadcastOutcome =
   | { kind: "accepted" }
-  /** Not sent or not answered (unreachable, timeout, a full pool): try again later. */
-  | { kind: "transient"; reason: string }
-  /** The chain will never take these bytes; nothing of them was spent. */
+  /**
+   * The node may or may not have taken the bytes (a timeout, a gateway error, no answer for it,
+   * "nonce too low", "already known", a full pool): they may still be mined.
+   */
+  | { kind: "unknown"; reason: string }
+  /** A validation error about the transaction: the node that answered did not take these bytes. */
   | { kind: "refused"; reason: string };
 
 /** A receipt, as the tracker records it. */

@@ -88,10 +88,15 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
     try {
       const broadcasts = await sendRawBatch(deps.rpc, leases);
       broadcasts.forEach((outcome, n) => {
-        if (outcome.kind === "refused") {
+        if (outcome.kind !== "accepted") {
           deps.logger.warn(
-            { tx_id: leases[n]!.txId, tx_hash: leases[n]!.txHash, reason: outcome.reason },
-            "chain refused a signed transaction",
+            {
+              tx_id: leases[n]!.txId,
+              tx_hash: leases[n]!.txHash,
+              outcome: outcome.kind,
+              reason: outcome.reason,
+            },
+            "a node did not accept a signed transaction; it stays in flight until the chain decides",
           );
         }
       });
@@ -117,7 +122,7 @@ export function createBroadcastLane(deps: BroadcastLaneDeps): BroadcastLane {
         `${deps.context}: broadcasting failed; the transaction tracker will`,
       );
       deps.onInFlight?.();
-      const outcome: BroadcastOutcome = { kind: "transient", reason: errorMessage(error) };
+      const outcome: BroadcastOutcome = { kind: "unknown", reason: errorMessage(error) };
       for (const item of batch) item.sent({ outcome, receipt: Promise.resolve(undefined) });
     } finally {
       onTheWay = 0;

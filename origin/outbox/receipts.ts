@@ -1,10 +1,11 @@
 /**
  * Following the service's own transactions to their receipts. After a batch broadcast (sender.ts
- * sendRawBatch), the receipts of what the chain took are read in one JSON-RPC batch (a node that
- * mines on arrival, as the devnet does, has them at once) and recorded with the broadcast in one
- * statement (store.ts recordMined from `signed`); what has no receipt yet is recorded as its
- * broadcast left it (recordBroadcastOutcomes), for the tracker (tracker.ts) to follow. A caller
- * that must answer with the receipt waits for it here too (waitForReceipt).
+ * sendRawBatch), the receipts of all of them are read in one JSON-RPC batch (a node that mines on
+ * arrival, as the devnet does, has them at once; and a node that answered with an error may have
+ * taken the bytes all the same) and recorded with the broadcast in one statement (store.ts
+ * recordMined from `signed`); what has no receipt yet is recorded with its broadcast's answer
+ * (recordBroadcasts), for the tracker (tracker.ts) to follow. A caller that must answer with the
+ * receipt waits for it here too (waitForReceipt).
  */
 import { errorMessage } from "../../shared/error-message.ts";
 import type { Hex } from "../../shared/hex.ts";
@@ -14,7 +15,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, ReceiptOutcome } from "./intent.ts";
-import { recordBroadcastOutcomes, recordMined } from "./store.ts";
+import { recordBroadcasts, recordMined } from "./store.ts";
 
 /** The outcome in an eth_getTransactionReceipt result, or undefined while it is not mined. */
 export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
@@ -64,38 +65,38 @@ export type SentBatchDeps = {
 };
 
 /**
- * Reads the receipts of the accepted broadcasts and records every lease's outcome; returns the
- * receipts by transaction hash. A record that fails (the database gone for a moment) is logged and
- * left to the tracker, which finds the same facts on chain: the transactions are out either way.
+ * Reads the receipts of the broadcast transactions, whatever their answers, and records every
+ * lease's outcome; returns the receipts by transaction hash. A record that fails (the database gone
+ * for a moment) is logged and left to the tracker, which finds the same facts on chain: the
+ * transactions are out either way.
  */
 export async function recordSentBatch(
   deps: SentBatchDeps,
   leases: readonly BroadcastLease[],
   sent: readonly BroadcastOutcome[],
 ): Promise<Map<string, ReceiptOutcome>> {
-  const accepted = leases.filter((_, n) => sent[n]!.kind === "accepted");
   const receipts = await readReceipts(
     deps.rpc,
-    accepted.map((lease) => lease.txHash as Hex),
+    leases.map((lease) => lease.txHash as Hex),
   );
   const mined: MinedTransaction[] = [];
   const unmined: number[] = [];
   for (const [n, lease] of leases.entries()) {
-    const receipt = sent[n]!.kind === "accepted" ? receipts.get(lease.txHash) : undefined;
+    const receipt = receipts.get(lease.txHash);
     if (receipt) mined.push({ txId: lease.txId, ...receipt });
     else unmined.push(n);
   }
   await Promise.all([
     bookkeep(deps, "recording the receipts", () => recordMined(deps.db, mined, { broadcast: true })),
     bookkeep(deps, "recording the broadcast", () =>
-      recordBroadcastOutcomes(
+      recordBroadcasts(
         deps.db,
         unmined.map((n) => leases[n]!),
         unmined.map((n) => sent[n]!),
       ),
     ),
   ]);
-  if (unmined.some((n) => sent[n]!.kind !== "refused")) deps.onInFlight?.();
+  if (unmined.length > 0) deps.onInFlight?.();
   return receipts;
 }
 

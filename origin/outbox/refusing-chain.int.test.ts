@@ -14,22 +14,24 @@ import { sleep } from "../../shared/sleep.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
-import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../testing/rpc-refusal-proxy.ts";
+import {
+  INSUFFICIENT_FUNDS_MESSAGE,
+  type SentTransaction,
+  startRpcRefusalProxy,
+} from "../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 import { X402_REASONS } from "../x402/reasons.ts";
 
-// The money path when the chain refuses a signed transaction, against the real processes: the
-// origin reaches the devnet only through a fault injector (testing/rpc-refusal-proxy.ts) that
-// refuses one chosen eth_sendRawTransaction with geth's error, or has the devnet raise its base fee
-// between the quote and the broadcast. A refusal ends its own action `failed` with the chain's
-// reason; the sender's next transaction takes the refused nonce and confirms; nothing else in the
-// batch notices.
-//
-// Mutation for every test here: the uniqueness rule of (sender, nonce) over every stored row, as
-// before (migration 0013 undone): the refused row keeps its nonce, the next signing at it breaks
-// the rule, and the next transfer, payout or settlement answers 500 internal_error.
+// The money path when a node refuses a signed transaction, against the real processes: the origin
+// reaches the devnet only through a fault injector (testing/rpc-refusal-proxy.ts) that refuses
+// chosen eth_sendRawTransaction calls with geth's error, or has the devnet raise its base fee
+// between the quote and the broadcast so that the devnet itself refuses. A refusal ends nothing: the
+// transaction stays in flight (`submitted`, with the node's words) and keeps its nonce, which is
+// never handed out again; the tracker replaces it with a filler at the same nonce, and only once
+// the chain has mined the filler does the payment end `failed`, nothing moved. Nothing else in the
+// batch notices, and the sender's next transaction takes the next nonce.
 
 const X402_AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
@@ -41,7 +43,7 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     {
       x402: { amountUnits: X402_AMOUNT, payTo },
       tracker: { periodMs: 3_600_000 },
-      env: { AGENT_FAUCET_COOLDOWN_MS: "1000" },
+      env: { AGENT_FAUCET_COOLDOWN_MS: "1000", AGENT_X402_RECEIPT_TIMEOUT_MS: "1500" },
     },
     { timeoutMs: 120_000 },
   );
@@ -60,9 +62,9 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
   }, 120_000);
 
   const sentBy = (wallet: string) =>
-    queryRows<{ nonce: string; status: string }>(
+    queryRows<{ nonce: string; purpose: string; status: string }>(
       stack.db.handle.db,
-      sql`select nonce::text as nonce, status from outgoing_transactions where sender = ${wallet.toLowerCase()}
+      sql`select nonce::text as nonce, purpose, status from outgoing_transactions where sender = ${wallet.toLowerCase()}
           order by nonce, created_at`,
     );
   const actionRow = (actionId: string) =>
@@ -72,99 +74,133 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     ).then((rows) => rows[0]);
   const transfer = (agent: StackAgent, to: string, amount = "1000", key = newKey()) =>
     agentCalls(origin.base, agent.token).transfer({ idempotency_key: key, to, amount });
+  /** A payment of `from` (not a filler: a filler pays its sender itself). */
+  const paymentOf = (from: string) => (tx: SentTransaction) =>
+    tx.from === from.toLowerCase() && tx.to !== from.toLowerCase();
 
-  /** Sends `agent`'s refused transfer; returns its action, ended `failed`, and the request's key. */
-  const refusedTransfer = async (agent: StackAgent, to: string, reason: RegExp) => {
-    const key = newKey();
-    const answer = await transfer(agent, to, "1000", key);
-    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
-    const view = await agentCalls(origin.base, agent.token).settled((answer.body as ActionView).action_id);
-    expect(view).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
-    expect(await actionRow(view.action_id)).toMatchObject({
-      status: "failed",
-      error_code: "broadcast_refused",
-      error_message: expect.stringMatching(reason),
-    });
-    // A repeat of the key answers the refusal with the chain's words, never a success.
-    const repeat = await transfer(agent, to, "1000", key);
-    expect(repeat.status).toBe(422);
-    expect(repeat.body).toMatchObject({
-      error: { code: "broadcast_refused", message: expect.stringMatching(reason) },
-    });
-    return view;
-  };
-
-  it("ends a refused transfer failed with the chain's reason; the wallet's next transfer confirms at the refused nonce; the other agents of the batch confirm", async () => {
+  it("keeps a transfer a node refuses in flight with the node's words until a filler takes its nonce; then it ends failed, nothing moved; the batch's other agents confirm; the next transfer takes the next nonce", async () => {
     const [refused, other, third] = await stack.newAgents(3, { units: 1_000_000n });
     const recipient = newAccount().address;
-    const refusal = proxy.refuseOnce((tx) => tx.from === refused!.wallet.toLowerCase());
-    // Together, so the three share a batch (and its JSON-RPC batch of broadcasts).
-    const answers = await Promise.all([refused!, other!, third!].map((agent) => transfer(agent, recipient)));
-    expect(answers.every(isAccepted)).toBe(true);
-    const views = await Promise.all(
-      answers.map((answer, n) =>
-        agentCalls(origin.base, [refused!, other!, third!][n]!.token).settled(
-          (answer.body as ActionView).action_id,
+    const wallet = refused!.wallet.toLowerCase();
+    const calls = agentCalls(origin.base, refused!.token);
+    const key = newKey();
+    const refusing = proxy.refuseEvery(paymentOf(wallet));
+    // The filler is held back too for a while (a full pool: it is sent again and again), so the
+    // transfer is seen in flight for as long as the test looks.
+    const holding = proxy.refuseEvery((tx) => tx.from === wallet && tx.to === wallet, "txpool is full");
+    let views: ActionView[];
+    try {
+      // Together, so the three share a batch (and its JSON-RPC batch of broadcasts).
+      const answers = await Promise.all([
+        transfer(refused!, recipient, "1000", key),
+        transfer(other!, recipient),
+        transfer(third!, recipient),
+      ]);
+      expect(answers.every(isAccepted)).toBe(true);
+      expect((await refusing.first).nonce).toBe(0);
+      await holding.first;
+      const refusedId = (answers[0]!.body as ActionView).action_id;
+      // Mutation: a refusal ending the transfer `failed` at once (as before) fails this: the agent
+      // would be told "nothing moved" while a node that took the bytes can still mine them.
+      const inFlight = { status: "submitted", last_broadcast_error: INSUFFICIENT_FUNDS_MESSAGE };
+      expect((await calls.action(refusedId)).body).toMatchObject(inFlight);
+      // A repeat of its key answers the same: in flight, with the node's words.
+      const repeated = await transfer(refused!, recipient, "1000", key);
+      expect(repeated.status).toBe(202);
+      expect(repeated.body).toMatchObject({ action_id: refusedId, ...inFlight });
+      holding.stop();
+      views = await Promise.all(
+        answers.map((answer, n) =>
+          agentCalls(origin.base, [refused!, other!, third!][n]!.token).settled(
+            (answer.body as ActionView).action_id,
+          ),
         ),
-      ),
-    );
-    expect((await refusal).nonce).toBe(0);
+      );
+    } finally {
+      holding.stop();
+      refusing.stop();
+    }
     expect(views.map((view) => view.status)).toEqual(["failed", "confirmed", "confirmed"]);
+    expect(views[0]).toMatchObject({ error_code: "broadcast_refused", last_broadcast_error: null });
     expect(await actionRow(views[0]!.action_id)).toMatchObject({
       error_code: "broadcast_refused",
-      error_message: INSUFFICIENT_FUNDS_MESSAGE,
+      error_message: expect.stringMatching(/^its nonce 0 went to filler 0x[0-9a-f]{64}, mined instead/),
     });
+    // A repeat of the key answers the proven failure, with what happened.
+    const repeat = await transfer(refused!, recipient, "1000", key);
+    expect(repeat.status).toBe(422);
+    expect(repeat.body).toMatchObject({
+      error: { code: "broadcast_refused", message: expect.stringMatching(/nothing moved/) },
+    });
+    // The filler is the agent's too: an action of its own, with the fee its wallet paid.
+    const [filler] = await queryRows<{ action_id: string }>(
+      stack.db.handle.db,
+      sql`select action_id from agent_actions where agent_id = ${refused!.agentId} and kind = 'filler'`,
+    );
+    const fillerView = (await calls.action(filler!.action_id)).body as ActionView;
+    expect(fillerView).toMatchObject({ kind: "filler", status: "confirmed", amount: "0", to: wallet });
+    expect(BigInt(fillerView.fee_wei!)).toBeGreaterThan(0n);
 
     const next = await transfer(refused!, recipient, "2000");
     expect(next.status, JSON.stringify(next.body)).toBe(202);
-    const confirmed = await agentCalls(origin.base, refused!.token).settled(
-      (next.body as ActionView).action_id,
-    );
-    expect(confirmed.status).toBe("confirmed");
-    expect(await sentBy(refused!.wallet)).toEqual([
-      { nonce: "0", status: "failed" },
-      { nonce: "0", status: "confirmed" },
+    expect((await calls.settled((next.body as ActionView).action_id)).status).toBe("confirmed");
+    expect(await sentBy(wallet)).toEqual([
+      { nonce: "0", purpose: "transfer", status: "failed" },
+      { nonce: "0", purpose: "filler", status: "confirmed" },
+      { nonce: "1", purpose: "transfer", status: "confirmed" },
     ]);
-    expect(await chain.getTransactionCount({ address: refused!.wallet })).toBe(1);
+    expect(await chain.getTransactionCount({ address: refused!.wallet })).toBe(2);
     expect(await chain.getBalance({ address: recipient })).toBe((1_000n + 1_000n + 2_000n) * WEI_PER_UNIT);
-  }, 60_000);
+  }, 90_000);
 
-  it("ends a transfer failed when the base fee rises between its quote and its broadcast; the next transfer, quoted again, confirms at that nonce", async () => {
+  it("replaces a transfer the devnet itself refuses (its base fee rose past the quote) with a filler at a higher fee; the transfer ends failed and the next, quoted again, confirms at the next nonce", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     const recipient = newAccount().address;
     // Over the quoted cap (twice the base fee, at most the genesis's 1 gwei, plus the 1 gwei tip),
-    // and low enough that the next quotes stay under the sealed fee ceiling.
+    // and low enough that the filler's and the next quotes stay under the sealed fee ceiling.
     expect((await chain.getBlock()).baseFeePerGas).toBeLessThanOrEqual(1_000_000_000n);
     const rise = proxy.raiseBaseFeeBeforeSend(4_000_000_000n);
-    await refusedTransfer(agent, recipient, /max fee per gas less than block base fee/);
+    const answer = await transfer(agent, recipient);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
     await rise;
+    const calls = agentCalls(origin.base, agent.token);
+    const view = await calls.settled((answer.body as ActionView).action_id, 30_000);
+    expect(view).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
+    expect(await actionRow(view.action_id)).toMatchObject({
+      error_message: expect.stringMatching(/max fee per gas less than block base fee/),
+    });
     // The fee oracle reuses a reading for a second: the next quote reads the raised fee.
     await sleep(1_100);
     const next = await transfer(agent, recipient);
     expect(next.status, JSON.stringify(next.body)).toBe(202);
-    expect(
-      (await agentCalls(origin.base, agent.token).settled((next.body as ActionView).action_id)).status,
-    ).toBe("confirmed");
+    expect((await calls.settled((next.body as ActionView).action_id)).status).toBe("confirmed");
     expect(await sentBy(agent.wallet)).toEqual([
-      { nonce: "0", status: "failed" },
-      { nonce: "0", status: "confirmed" },
+      { nonce: "0", purpose: "transfer", status: "failed" },
+      { nonce: "0", purpose: "filler", status: "confirmed" },
+      { nonce: "1", purpose: "transfer", status: "confirmed" },
     ]);
     expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
-  }, 60_000);
+  }, 90_000);
 
-  it("ends a refused faucet payout failed; the treasury's next payout confirms at the refused nonce", async () => {
+  it("replaces a faucet payout a node refuses with a treasury filler; the payout ends failed, and the treasury's next payout confirms at the next nonce", async () => {
     const [first, second] = await stack.newAgents(2, {});
+    const treasury = stack.treasury.toLowerCase();
     const treasuryNonce = await chain.getTransactionCount({ address: stack.treasury });
-    const refusal = proxy.refuseOnce((tx) => tx.from === stack.treasury.toLowerCase());
-    const refusedAnswer = await agentCalls(origin.base, first!.token).faucet();
-    expect(refusedAnswer.status, JSON.stringify(refusedAnswer.body)).toBe(202);
-    const refusedView = await agentCalls(origin.base, first!.token).settled(
-      (refusedAnswer.body as ActionView).action_id,
-    );
+    const refusing = proxy.refuseEvery(paymentOf(treasury));
+    let refusedView: ActionView;
+    try {
+      const refusedAnswer = await agentCalls(origin.base, first!.token).faucet();
+      expect(refusedAnswer.status, JSON.stringify(refusedAnswer.body)).toBe(202);
+      expect((await refusing.first).nonce).toBe(treasuryNonce);
+      refusedView = await agentCalls(origin.base, first!.token).settled(
+        (refusedAnswer.body as ActionView).action_id,
+      );
+    } finally {
+      refusing.stop();
+    }
     expect(refusedView).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
-    expect((await refusal).nonce).toBe(treasuryNonce);
     expect(await actionRow(refusedView.action_id)).toMatchObject({
-      error_message: INSUFFICIENT_FUNDS_MESSAGE,
+      error_message: expect.stringContaining(INSUFFICIENT_FUNDS_MESSAGE),
     });
 
     const paid = await agentCalls(origin.base, second!.token).faucet();
@@ -172,38 +208,44 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     expect(
       (await agentCalls(origin.base, second!.token).settled((paid.body as ActionView).action_id)).status,
     ).toBe("confirmed");
-    const rows = await sentBy(stack.treasury);
-    expect(rows.filter((row) => row.nonce === String(treasuryNonce))).toEqual([
-      { nonce: String(treasuryNonce), status: "failed" },
-      { nonce: String(treasuryNonce), status: "confirmed" },
+    const rows = (await sentBy(treasury)).filter((row) => BigInt(row.nonce) >= BigInt(treasuryNonce));
+    expect(rows).toEqual([
+      { nonce: String(treasuryNonce), purpose: "faucet", status: "failed" },
+      { nonce: String(treasuryNonce), purpose: "filler", status: "confirmed" },
+      { nonce: String(treasuryNonce + 1), purpose: "faucet", status: "confirmed" },
     ]);
     expect(await chain.getBalance({ address: second!.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
     expect(await chain.getBalance({ address: first!.wallet })).toBe(0n);
-  }, 60_000);
+  }, 90_000);
 
   it("keeps a refused payout to its own agent: the other agents' payouts asked for at the same time confirm", async () => {
     const agents = await stack.newAgents(3, {});
     const refusedWallet = agents[0]!.wallet.toLowerCase();
-    const refusal = proxy.refuseOnce(
+    const refusing = proxy.refuseEvery(
       (tx) => tx.from === stack.treasury.toLowerCase() && tx.to === refusedWallet,
     );
-    const answers = await Promise.all(agents.map((agent) => agentCalls(origin.base, agent.token).faucet()));
-    expect(answers.map((answer) => answer.status)).toEqual([202, 202, 202]);
-    await refusal;
-    const views = await Promise.all(
-      answers.map((answer, n) =>
-        agentCalls(origin.base, agents[n]!.token).settled((answer.body as ActionView).action_id),
-      ),
-    );
-    // A payout signed behind the refused one waits for its hole to be filled (outbox/gaps.ts).
+    let views: ActionView[];
+    try {
+      const answers = await Promise.all(agents.map((agent) => agentCalls(origin.base, agent.token).faucet()));
+      expect(answers.map((answer) => answer.status)).toEqual([202, 202, 202]);
+      await refusing.first;
+      views = await Promise.all(
+        answers.map((answer, n) =>
+          agentCalls(origin.base, agents[n]!.token).settled((answer.body as ActionView).action_id, 30_000),
+        ),
+      );
+    } finally {
+      refusing.stop();
+    }
+    // A payout signed behind the refused one waits for the filler at its nonce (outbox/fillers.ts).
     expect(views.map((view) => view.status)).toEqual(["failed", "confirmed", "confirmed"]);
     expect(await chain.getBalance({ address: agents[0]!.wallet })).toBe(0n);
     for (const agent of agents.slice(1)) {
       expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
     }
-  }, 60_000);
+  }, 90_000);
 
-  it("keeps a refused settlement to its own payment: the payments presented at the same time settle", async () => {
+  it("keeps a refused settlement to its own payment: the payments presented at the same time settle, and the refused one is named as pending, never as unpaid", async () => {
     const demo = `${origin.base}/x402/demo`;
     const payers = await Promise.all(Array.from({ length: 3 }, () => fundedPayer(stack.devnet.url)));
     const payments = await Promise.all(
@@ -211,60 +253,72 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     );
     // The settlement's calldata carries its payer's address.
     const refusedPayer = payers[0]!.address.slice(2).toLowerCase();
-    const refusal = proxy.refuseOnce(
+    const refusing = proxy.refuseEvery(
       (tx) => tx.from === stack.settler!.toLowerCase() && tx.data.toLowerCase().includes(refusedPayer),
     );
     const before = await chain.getBalance({ address: payTo });
-    const answers = await Promise.all(payments.map((payment) => pay(demo, payment)));
-    await refusal;
+    let answers: Awaited<ReturnType<typeof pay>>[];
+    try {
+      answers = await Promise.all(payments.map((payment) => pay(demo, payment)));
+      await refusing.first;
+    } finally {
+      refusing.stop();
+    }
     expect(answers.map((answer) => `${answer.status} ${answer.body.error ?? "paid"}`)).toEqual([
-      `402 ${X402_REASONS.unexpectedSettleError}`,
+      `402 ${X402_REASONS.settlementPending}`,
       "200 paid",
       "200 paid",
     ]);
+    // Every answer after a broadcast names the transaction.
+    expect(answers[0]!.response!.transaction).toMatch(/^0x[0-9a-f]{64}$/);
     expect((await chain.getBalance({ address: payTo })) - before).toBe(2n * X402_AMOUNT * WEI_PER_UNIT);
-  }, 60_000);
+  }, 90_000);
 
-  it("answers a refused settlement 402 and ends it failed; the settler's next settlement settles at the refused nonce", async () => {
+  it("answers a refused settlement settlement_pending naming its transaction; once a filler took the settler's nonce, the same payment answers broadcast_refused, and the next payment settles", async () => {
     const settler = stack.settler!.toLowerCase();
     const demo = `${origin.base}/x402/demo`;
     const settlerNonce = await chain.getTransactionCount({ address: stack.settler! });
-    const refusal = proxy.refuseOnce((tx) => tx.from === settler);
     const refusedPayer = await fundedPayer(stack.devnet.url);
-    const refused = await pay(demo, paymentHeader(await envelope(demo, refusedPayer)));
-    expect(refused.status).toBe(402);
-    expect(refused.body.error).toBe(X402_REASONS.unexpectedSettleError);
-    expect((await refusal).nonce).toBe(settlerNonce);
-    // The refusal is recorded beside the answer, not before it.
-    await expect
-      .poll(() =>
-        queryRows<{ status: string; error_reason: string | null }>(
-          stack.db.handle.db,
-          sql`select status, error_reason from x402_settlements where payer = ${refusedPayer.address.toLowerCase()}`,
-        ),
-      )
-      .toEqual([{ status: "failed", error_reason: "broadcast_refused" }]);
-    // The chain's own words stay with the refused transaction.
-    expect(
-      await queryRows(
-        stack.db.handle.db,
-        sql`select t.error from outgoing_transactions t join x402_settlements x on x.tx_id = t.tx_id
-            where x.payer = ${refusedPayer.address.toLowerCase()}`,
-      ),
-    ).toEqual([{ error: INSUFFICIENT_FUNDS_MESSAGE }]);
+    const payment = paymentHeader(await envelope(demo, refusedPayer));
+    const refusing = proxy.refuseEvery(paymentOf(settler));
+    try {
+      const refused = await pay(demo, payment);
+      expect(refused.status).toBe(402);
+      expect(refused.body.error).toBe(X402_REASONS.settlementPending);
+      expect(refused.response).toMatchObject({ success: false, transaction: expect.stringMatching(/^0x/) });
+      expect((await refusing.first).nonce).toBe(settlerNonce);
+      // The chain decides: the filler is mined at the settler's nonce, and the settlement ends failed.
+      await expect
+        .poll(
+          () =>
+            queryRows<{ status: string; error_reason: string | null }>(
+              stack.db.handle.db,
+              sql`select status, error_reason from x402_settlements where payer = ${refusedPayer.address.toLowerCase()}`,
+            ),
+          { timeout: 20_000 },
+        )
+        .toEqual([{ status: "failed", error_reason: "broadcast_refused" }]);
+    } finally {
+      refusing.stop();
+    }
+    // The same payment presented again learns it was never settled: nothing moved.
+    const again = await pay(demo, payment);
+    expect(again.status).toBe(402);
+    expect(again.body.error).toBe(X402_REASONS.broadcastRefused);
 
     const payer = await fundedPayer(stack.devnet.url);
     const before = await chain.getBalance({ address: payTo });
     const settled = await pay(demo, paymentHeader(await envelope(demo, payer)));
     expect(settled.status, JSON.stringify(settled.body)).toBe(200);
     expect(settled.response).toMatchObject({ success: true });
-    const rows = await sentBy(settler);
-    expect(rows.filter((item) => item.nonce === String(settlerNonce))).toEqual([
-      { nonce: String(settlerNonce), status: "failed" },
-      { nonce: String(settlerNonce), status: "confirmed" },
+    const rows = (await sentBy(settler)).filter((row) => BigInt(row.nonce) >= BigInt(settlerNonce));
+    expect(rows).toEqual([
+      { nonce: String(settlerNonce), purpose: "settlement", status: "failed" },
+      { nonce: String(settlerNonce), purpose: "filler", status: "confirmed" },
+      { nonce: String(settlerNonce + 1), purpose: "settlement", status: "confirmed" },
     ]);
     expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
-  }, 60_000);
+  }, 90_000);
 
   it("answers a settlement another relayer front-ran 402 transaction_failed and ends it reverted, never settled", async () => {
     // Another relayer submits the same authorization just before ours reaches the chain: ours is
@@ -331,7 +385,7 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     const lost = await dropped;
     expect((await calls.settled((answer.body as ActionView).action_id)).status).toBe("confirmed");
     expect(proxy.sent.filter((tx) => tx.hash === lost.hash).length).toBeGreaterThan(1);
-    expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+    expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", purpose: "transfer", status: "confirmed" }]);
     expect(await chain.getBalance({ address: recipient })).toBe(1_000n * WEI_PER_UNIT);
   }, 60_000);
 
@@ -340,9 +394,16 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     // before it is not mined yet: the chain's nonce lags the stored one. On a devnet that mines on
     // arrival the two are always equal. Mutation: the settler's next nonce taken from the chain
     // alone (not the greater of it and the stored one) signs a nonce twice.
+    // An origin that waits as long as a paid request does by default for its receipt (this file's
+    // stack waits 1.5 s, so that a refused settlement answers soon).
+    const patient = await stack.startOrigin(
+      { AGENT_X402_RECEIPT_TIMEOUT_MS: "10000" },
+      { periodMs: 100, signedGraceMs: 500 },
+      proxy.url,
+    );
     proxy.delaySends(300);
     try {
-      const demo = `${origin.base}/x402/demo`;
+      const demo = `${patient.base}/x402/demo`;
       const payers = await Promise.all(Array.from({ length: 30 }, () => fundedPayer(stack.devnet.url)));
       const payments = await Promise.all(
         payers.map(async (payer) => paymentHeader(await envelope(demo, payer))),
@@ -369,7 +430,7 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
   // sent, and the tracker's resend of the first is then refused. The later one waits in the
   // node's queue behind the hole until the service fills it.
   //
-  // Mutation for both: the tracker never fills gaps (fillNonceGaps not called): the later
+  // Mutation for both: the tracker never replaces a stuck transaction (replaceStuck not called): the later
   // transaction stays submitted and the wait for it runs out.
   const POOL_FULL = "txpool is full";
 

@@ -6,12 +6,12 @@ import { useDevnet, useFixture } from "../../testing/stack.ts";
 import { createJsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { sendRaw, sendRawBatch } from "./sender.ts";
 
-// How the service reads the chain's answer to a broadcast, against the real devnet (which words
-// its refusals as geth does): "nonce too low" means mined already when the chain has the
-// transaction's receipt (an earlier broadcast got through: accepted), and a refusal when it has
-// not (another transaction took the nonce).
+// What our devnet's answers to a broadcast prove, against the real devnet (which words them as
+// geth does; broadcast-answers.test.ts holds the other nodes' words): a validation error about the
+// transaction is a refusal; "nonce too low" and "already known" are unknown, whether the bytes were
+// mined already or another transaction took the nonce: only the chain's nonce and receipts decide.
 
-describe("broadcast classification (real devnet)", () => {
+describe("broadcast answers of the real devnet", () => {
   const devnet = useDevnet();
   const rpc = useFixture(
     "JSON-RPC upstream",
@@ -19,43 +19,74 @@ describe("broadcast classification (real devnet)", () => {
     async (upstream) => upstream.close(),
   );
 
-  const signedTransfer = async (sender: ReturnType<typeof newAccount>, nonce: number, value: bigint) => {
+  const signedTransfer = async (
+    sender: ReturnType<typeof newAccount>,
+    nonce: number,
+    value: bigint,
+    fields: { gas?: bigint; maxFeePerGas?: bigint; chainId?: number } = {},
+  ) => {
     const rawTx = await sender.signTransaction({
-      chainId: CHAIN_ID,
+      chainId: fields.chainId ?? CHAIN_ID,
       type: "eip1559",
       to: newAccount().address,
       value,
       nonce,
-      gas: 21_000n,
-      maxFeePerGas: 3_000_000_000n,
-      maxPriorityFeePerGas: 1_000_000_000n,
+      gas: fields.gas ?? 21_000n,
+      maxFeePerGas: fields.maxFeePerGas ?? 3_000_000_000n,
+      maxPriorityFeePerGas: fields.maxFeePerGas ?? 1_000_000_000n,
     });
     return { rawTx, txHash: keccak256(rawTx) };
   };
 
-  it("takes the bytes of a mined transaction, sent again, as accepted (nonce too low, its receipt there)", async () => {
+  it("reads the bytes of a mined transaction sent again as unknown (nonce too low), never as a refusal", async () => {
     const sender = newAccount();
     await fund(devnet.url, sender.address, usdc(1n));
     const tx = await signedTransfer(sender, 0, 1n);
-    expect(await sendRaw(rpc, tx.rawTx, tx.txHash)).toEqual({ kind: "accepted" });
+    expect(await sendRaw(rpc, tx.rawTx)).toEqual({ kind: "accepted" });
     await publicClientFor(devnet.url).waitForTransactionReceipt({ hash: tx.txHash });
-    // Mutation: classifying every "nonce too low" as a refusal (no receipt read) fails this; so
-    // does a devnet that answers "already known" here (that branch is then never taken).
-    expect(await sendRaw(rpc, tx.rawTx, tx.txHash)).toEqual({ kind: "accepted" });
-    expect(await sendRawBatch(rpc, [tx])).toEqual([{ kind: "accepted" }]);
+    // Mutation: reading "nonce too low" as a refusal fails this.
+    expect(await sendRaw(rpc, tx.rawTx)).toEqual({
+      kind: "unknown",
+      reason: "nonce too low: next nonce 1, tx nonce 0",
+    });
+    expect(await sendRawBatch(rpc, [tx])).toEqual([
+      { kind: "unknown", reason: "nonce too low: next nonce 1, tx nonce 0" },
+    ]);
   });
 
-  it("refuses a transaction whose nonce another transaction took (nonce too low, no receipt of its own)", async () => {
+  it("reads a transaction whose nonce another took as unknown too: its receipt, not the answer, says which was mined", async () => {
     const sender = newAccount();
     await fund(devnet.url, sender.address, usdc(1n));
     const first = await signedTransfer(sender, 0, 1n);
-    await sendRaw(rpc, first.rawTx, first.txHash);
+    await sendRaw(rpc, first.rawTx);
     await publicClientFor(devnet.url).waitForTransactionReceipt({ hash: first.txHash });
     const rival = await signedTransfer(sender, 0, 2n);
-    // Mutation: classifying every "nonce too low" as accepted (mined already) fails this.
-    expect(await sendRaw(rpc, rival.rawTx, rival.txHash)).toEqual({
-      kind: "refused",
+    expect(await sendRaw(rpc, rival.rawTx)).toEqual({
+      kind: "unknown",
       reason: "nonce too low: next nonce 1, tx nonce 0",
+    });
+  });
+
+  it("reads the devnet's validation errors as refusals: the balance, the fee below the base fee, too little gas, another chain", async () => {
+    const poor = newAccount();
+    expect(await sendRaw(rpc, (await signedTransfer(poor, 0, 1n)).rawTx)).toMatchObject({
+      kind: "refused",
+      reason: expect.stringMatching(/^insufficient funds for gas \* price \+ value/),
+    });
+    const sender = newAccount();
+    await fund(devnet.url, sender.address, usdc(1n));
+    expect(
+      await sendRaw(rpc, (await signedTransfer(sender, 0, 1n, { maxFeePerGas: 1n })).rawTx),
+    ).toMatchObject({
+      kind: "refused",
+      reason: expect.stringMatching(/^max fee per gas less than block base fee/),
+    });
+    expect(await sendRaw(rpc, (await signedTransfer(sender, 0, 1n, { gas: 20_000n })).rawTx)).toMatchObject({
+      kind: "refused",
+      reason: expect.stringMatching(/^intrinsic gas too low/),
+    });
+    expect(await sendRaw(rpc, (await signedTransfer(sender, 0, 1n, { chainId: 1 })).rawTx)).toMatchObject({
+      kind: "refused",
     });
   });
 });

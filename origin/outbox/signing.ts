@@ -1,7 +1,7 @@
 /**
  * Signing one sender's queue in nonce order, the outbox's one rule for refusals: a nonce is taken
  * only by a signature that is kept, so a queue never leaves a hole of its own making (a hole left
- * by the chain refusing a broadcast is gaps.ts's).
+ * by a transaction the chain does not mine is fillers.ts's).
  *
  * Each item is admitted once (the domain's checks, under the sender's nonce row lock), just before
  * its first signature. Admitted items are signed `window` at a time, at consecutive nonces, all

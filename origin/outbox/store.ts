@@ -1,11 +1,16 @@
 /**
  * The outbox's rows (docs/architecture.md): nonces handed out under a row lock per sending address
- * (batch.ts), signed bytes stored before they are broadcast, broadcast leases so no two origins send one transaction
- * at once, and each state the chain moves a transaction to, written with the state of the domain
- * row that follows it (an agent action, an x402 settlement) in the same statement.
+ * (batch.ts), signed bytes stored before they are broadcast, broadcast leases so no two origins send
+ * one transaction at once, and each state the chain moves a transaction to, written with the state
+ * of the domain rows that follow it (an agent action, an x402 settlement) in the same statement.
+ *
+ * A transaction leaves `signed` or `submitted` only for what the chain did: a receipt (`confirmed`,
+ * `reverted`), or another transaction mined at its nonce (`failed`, written by the same statement
+ * that records that one's receipt, or by decide.ts). No statement here moves a row that has ended,
+ * and none hands a nonce out again.
  */
 import { type SQL, sql } from "drizzle-orm";
-import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { type Db, queryRows } from "../db/client.ts";
 import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
 import { followersTail } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
@@ -20,19 +25,18 @@ export function broadcastLeaseMs(chainTimeoutMs: number): number {
 }
 
 /**
- * Claims a stored transaction for broadcasting: only one origin at a time, and only when nobody
- * holds its lease. `resend` also takes `submitted` ones (a node may drop a pending transaction).
+ * Claims a stored transaction still in flight for broadcasting (its first, or again): only one
+ * origin at a time, and only when nobody holds its lease.
  */
 export async function claimBroadcast(
   db: Db,
   txId: string,
-  options: { leaseMs: number; resend?: boolean },
+  options: { leaseMs: number },
 ): Promise<BroadcastLease | undefined> {
-  const statuses = options.resend ? ["signed", "submitted"] : ["signed"];
   const [row] = await queryRows<{ raw_tx: string; tx_hash: string; status: TxStatus }>(
     db,
     sql`update outgoing_transactions set broadcast_lease_until = now() + make_interval(secs => ${options.leaseMs / 1000})
-        where tx_id = ${txId} and status = any(${pgArrayLiteral(statuses)}::text[])
+        where tx_id = ${txId} and status in ('signed', 'submitted')
           and (broadcast_lease_until is null or broadcast_lease_until < now())
         returning raw_tx, tx_hash, status`,
   );
@@ -40,83 +44,116 @@ export async function claimBroadcast(
 }
 
 /**
- * Records how the chain took a batch of broadcasts, ending their leases: accepted ones become
- * `submitted` together, transient ones wait for the tracker, refused ones end `failed` (each
- * handing its nonce out again if nothing came after it).
- */
-export async function recordBroadcastOutcomes(
-  db: Db,
-  leases: readonly BroadcastLease[],
-  outcomes: readonly BroadcastOutcome[],
-): Promise<void> {
-  const accepted = leases.filter((_, n) => outcomes[n]!.kind === "accepted").map((lease) => lease.txId);
-  await setTxStatus(db, accepted, "submitted", { countBroadcast: true, chainCanTell: true });
-  const transient = leases.filter((_, n) => outcomes[n]!.kind === "transient").map((lease) => lease.txId);
-  if (transient.length > 0) {
-    await db.execute(sql`update outgoing_transactions
-        set broadcast_attempts = broadcast_attempts + 1, error = 'chain unavailable', updated_at = now(),
-            broadcast_lease_until = null
-        where tx_id = any(${pgArrayLiteral(transient)}::uuid[])`);
-  }
-  for (const [n, lease] of leases.entries()) {
-    const outcome = outcomes[n]!;
-    if (outcome.kind !== "refused") continue;
-    await db.transaction(async (tx) => {
-      await setTxStatus(tx, [lease.txId], "failed", { error: outcome.reason, countBroadcast: true });
-      await releaseNonceIfLast(tx, lease.txId);
-    });
-  }
-}
-
-/**
- * A CTE for a one-statement write the chain can tell again (a broadcast accepted, a receipt): its
- * commit does not wait for the WAL flush (synchronous_commit off, for its own transaction only), a
- * wait in every settlement's and transfer's path that such a write does not need. Postgres still
- * writes the WAL within its walwriter delay, and any later synchronous commit flushes this one with
- * it (the WAL is one sequence), so only a crash of the database itself in that moment can lose it;
- * the row then stays `signed` or `submitted` and the tracker finds the same facts on chain again (a
- * resend of the same bytes is "already known" or mined). The statement must read the CTE for it to
- * run.
+ * A CTE for a one-statement write the chain can tell again (a broadcast's answer, a receipt, a
+ * nonce taken): its commit does not wait for the WAL flush (synchronous_commit off, for its own
+ * transaction only), a wait in every settlement's and transfer's path that such a write does not
+ * need. Postgres still writes the WAL within its walwriter delay, and any later synchronous commit
+ * flushes this one with it (the WAL is one sequence), so only a crash of the database itself in
+ * that moment can lose it; the row then stays `signed` or `submitted` and the tracker finds the
+ * same facts on chain again (a resend of the same bytes is "already known" or mined). The statement
+ * must read the CTE for it to run.
  */
 const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
   select set_config('synchronous_commit', 'off', true) as setting)`;
 
+/** One move of an in-flight transaction that is not a receipt (see moveInFlight). */
+type InFlightMove = {
+  tx_id: string;
+  status: "submitted" | "failed";
+  /** The answer a broadcast got (with `submitted`): counted as an attempt. */
+  outcome: BroadcastOutcome["kind"] | null;
+  /** The chain's words, or why the transaction failed; null clears it (an accepted broadcast). */
+  error: string | null;
+};
+
 /**
- * Moves transactions (and the domain rows that follow them, followers.ts) to `status`, ending any
- * broadcast lease, in one statement, so a reader never sees them differ.
+ * Moves transactions still in flight, with the domain rows that follow them (followers.ts), in one
+ * statement, so a reader never sees the two differ. Rows are locked one by one in tx_id order, as
+ * recordMined locks them, so the two never wait on each other in a cycle; a row that has ended
+ * meanwhile is left as it is.
  */
-export async function setTxStatus(
-  db: Db,
-  txIds: string[],
-  status: TxStatus,
-  fields: { error?: string | null; countBroadcast?: boolean; chainCanTell?: boolean } = {},
-): Promise<void> {
-  if (txIds.length === 0) return;
-  const refusal = status === "failed" && fields.error ? fields.error : null;
-  // Locked in tx_id order first, as recordMined does, so the two never deadlock on shared rows.
-  const flushWait = fields.chainCanTell
-    ? { cte: sql`${NO_FLUSH_WAIT},`, read: sql`, no_flush_wait` }
-    : { cte: sql``, read: sql`` };
-  await db.execute(sql`
-    with ${flushWait.cte}
+function moveInFlightStatement(): PreparedStatement<"moves"> {
+  return preparedStatement<"moves">(
+    "outgoing_move_in_flight",
+    sql`
+    with ${NO_FLUSH_WAIT},
+    moves as materialized (
+      select * from json_to_recordset(${sql.placeholder("moves")}::json)
+        as m(tx_id uuid, status text, outcome text, error text)),
     locked as materialized (
-      select tx_id from outgoing_transactions${flushWait.read}
-      where tx_id = any(${pgArrayLiteral(txIds)}::uuid[])
-      order by tx_id for update),
+      select t.tx_id from moves m
+      cross join lateral (select tx_id from outgoing_transactions t
+        where t.tx_id = m.tx_id and t.status in ('signed', 'submitted') for update) t
+      cross join no_flush_wait),
     moved as (
-      update outgoing_transactions
-      set status = ${status}, updated_at = now(), broadcast_lease_until = null,
-          error = coalesce(${fields.error ?? null}::text, error),
-          broadcast_attempts = broadcast_attempts + ${fields.countBroadcast ? 1 : 0}
-      where tx_id in (select tx_id from locked)
-      returning tx_id)${followersTail((follower) => follower.moved(status, refusal))}`);
+      update outgoing_transactions t
+      set status = m.status, error = m.error, updated_at = now(), broadcast_lease_until = null,
+          broadcast_outcome = coalesce(m.outcome, t.broadcast_outcome),
+          broadcast_attempts = broadcast_attempts + (case when m.outcome is null then 0 else 1 end),
+          nonce_passed_at = case when m.status = 'failed' then t.nonce_passed_at else null end
+      from locked l join moves m on m.tx_id = l.tx_id where t.tx_id = l.tx_id
+      returning t.tx_id, t.status, t.error)${followersTail()}`,
+  );
+}
+
+async function moveInFlight(db: Db, moves: InFlightMove[]): Promise<void> {
+  if (moves.length === 0) return;
+  const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
+  recordStatements ??= buildRecordStatements();
+  await runPrepared(db, recordStatements.moveInFlight, { moves: JSON.stringify(sorted) });
+}
+
+/**
+ * Records how nodes answered broadcasts, ending their leases: each becomes (or stays) `submitted`,
+ * with the answer's class and words (null words for an accepted one). Whatever the answer, the
+ * transaction stays in flight: a refusal proves only that the node that answered did not take the
+ * bytes, and an unknown answer not even that.
+ */
+export async function recordBroadcasts(
+  db: Db,
+  leases: readonly BroadcastLease[],
+  outcomes: readonly BroadcastOutcome[],
+): Promise<void> {
+  await moveInFlight(
+    db,
+    leases.map((lease, n) => {
+      const outcome = outcomes[n]!;
+      return {
+        tx_id: lease.txId,
+        status: "submitted",
+        outcome: outcome.kind,
+        error: outcome.kind === "accepted" ? null : outcome.reason,
+      };
+    }),
+  );
+}
+
+/**
+ * Ends transactions `failed`, with why: for decide.ts, once the chain has mined another
+ * transaction at their nonce and none of the service's there.
+ */
+export async function failInFlight(
+  db: Db,
+  failures: readonly { txId: string; error: string }[],
+): Promise<void> {
+  await moveInFlight(
+    db,
+    failures.map((failure) => ({
+      tx_id: failure.txId,
+      status: "failed",
+      outcome: null,
+      error: failure.error,
+    })),
+  );
 }
 
 /**
  * Records receipts in bulk: transactions and the domain rows that follow them (followers.ts), one
- * statement for all. `broadcast`: the caller holds these transactions' broadcast leases and has
- * just seen the chain accept them, so a transaction still `signed` moves straight to its receipt's
- * state, its broadcast counted (one statement where recordBroadcastOutcomes and this would be two).
+ * statement for all. In the same statement, every other transaction of the service at a mined one's
+ * (sender, nonce) ends `failed`, naming the one mined there: the chain has decided that nonce, so
+ * none of them can be mined any more (docs/architecture.md#who-decides-a-transactions-end).
+ * `broadcast`: the caller holds these transactions' broadcast leases and has just sent them, so a
+ * transaction still `signed` moves straight to its receipt's state, its broadcast counted.
  */
 export async function recordMined(
   db: Db,
@@ -133,9 +170,11 @@ export async function recordMined(
       fee_wei: item.feeWei.toString(),
       block_number: item.blockNumber.toString(),
     }));
-  await runPrepared(db, recordMinedFrom(options.broadcast === true), {
-    receipts: JSON.stringify(receipts),
-  });
+  recordStatements ??= buildRecordStatements();
+  const statement = options.broadcast
+    ? recordStatements.minedFromSigned
+    : recordStatements.minedFromSubmitted;
+  await runPrepared(db, statement, { receipts: JSON.stringify(receipts) });
 }
 
 /**
@@ -147,7 +186,7 @@ export async function recordMined(
  * in-flight index, whose entries for rows already confirmed stay until a vacuum, and a join with
  * the actions could scan them all (hundreds of pages a statement in bench:money, either way).
  */
-function recordMinedStatement(name: string, from: SQL) {
+function recordMinedStatement(name: string, from: SQL): PreparedStatement<"receipts"> {
   return preparedStatement<"receipts">(
     name,
     sql`
@@ -160,38 +199,41 @@ function recordMinedStatement(name: string, from: SQL) {
       cross join lateral (select tx_id from outgoing_transactions t
         where t.tx_id = r.tx_id and t.status in ${from} for update) t
       cross join no_flush_wait),
-    moved as (
+    mined as (
       update outgoing_transactions t
       set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),
-          broadcast_lease_until = null,
+          broadcast_lease_until = null, nonce_passed_at = null,
           broadcast_attempts = broadcast_attempts + (case when t.status = 'signed' then 1 else 0 end)
       from locked l join receipts r on r.tx_id = l.tx_id where t.tx_id = l.tx_id
-      returning t.tx_id, t.status)${followersTail((follower) => follower.mined)}`,
+      returning t.tx_id, t.status, t.sender, t.nonce, t.purpose, t.tx_hash),
+    superseded as (
+      update outgoing_transactions o
+      set status = 'failed', updated_at = now(), broadcast_lease_until = null,
+          error = 'its nonce ' || o.nonce || ' went to ' || m.purpose || ' ' || m.tx_hash
+            || coalesce(', mined instead (its last broadcast was answered: ' || o.error || ')', ', mined instead')
+      from mined m
+      where o.sender = m.sender and o.nonce = m.nonce and o.status in ('signed', 'submitted')
+        and not (o.tx_id in (select tx_id from locked))
+      returning o.tx_id, o.status, o.error),
+    moved as (
+      select tx_id, status, null::text as error from mined
+      union all select tx_id, status, error from superseded)${followersTail()}`,
   );
 }
 
-/** recordMined's two statements, built on first use, once every follower is registered. */
-let recordMinedStatements:
-  | { fromSigned: PreparedStatement<"receipts">; fromSubmitted: PreparedStatement<"receipts"> }
+/** The statements that carry the followers, built on first use, once every follower is registered. */
+let recordStatements:
+  | {
+      minedFromSigned: PreparedStatement<"receipts">;
+      minedFromSubmitted: PreparedStatement<"receipts">;
+      moveInFlight: PreparedStatement<"moves">;
+    }
   | undefined;
 
-function recordMinedFrom(broadcast: boolean): PreparedStatement<"receipts"> {
-  recordMinedStatements ??= {
-    fromSigned: recordMinedStatement("outgoing_record_mined_broadcast", sql`('signed', 'submitted')`),
-    fromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`),
+function buildRecordStatements(): NonNullable<typeof recordStatements> {
+  return {
+    minedFromSigned: recordMinedStatement("outgoing_record_mined_broadcast", sql`('signed', 'submitted')`),
+    minedFromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`),
+    moveInFlight: moveInFlightStatement(),
   };
-  return broadcast ? recordMinedStatements.fromSigned : recordMinedStatements.fromSubmitted;
-}
-
-/**
- * A refused transaction leaves a hole at its nonce. If nothing was signed after it, the hole is
- * closed by handing the nonce out again (the refused row stays, out of the uniqueness rule of live
- * rows); otherwise the later transactions wait behind it, and the tracker fills it with a filler
- * (gaps.ts).
- */
-export async function releaseNonceIfLast(tx: Db, txId: string): Promise<void> {
-  await tx.execute(sql`
-    update sender_nonces set next_nonce = t.nonce, updated_at = now()
-    from outgoing_transactions t
-    where t.tx_id = ${txId} and sender_nonces.address = t.sender and sender_nonces.next_nonce = t.nonce + 1`);
 }

@@ -1,9 +1,11 @@
 /**
- * What the tracker and the gap filler ask of the domains, registered like the followers
+ * What the tracker and the filler ask of the domains, registered like the followers
  * (followers.ts) when a domain's module loads, so the outbox names no domain table:
  *   - sweeps the tracker runs on each of its sweeps (money ends the agent actions nobody finished);
  *   - who holds the keys of the senders the outbox does not know (the agent wallets, whose keys the
- *     identity rows name), for the gap filler to sign a filler with.
+ *     identity rows name), for the filler to sign with;
+ *   - the domain's rows for a filler, written in the transaction that stores it (money shows the
+ *     agent a filler its wallet pays for, and counts its fee against the agent's daily limit).
  */
 import type { Db } from "../db/client.ts";
 
@@ -16,8 +18,24 @@ export type TrackerSweep = {
 /** The enclave key ref of each of `addresses` the domain knows (absent: not its sender). */
 export type SenderKeyResolver = (db: Db, addresses: readonly string[]) => Promise<Map<string, string>>;
 
+/** A filler the outbox stored, for the domain that owns its sender. */
+export type StoredFiller = {
+  sender: string;
+  nonce: bigint;
+  txId: string;
+  txHash: string;
+  /** Its most possible fee, in wei. */
+  maxCostWei: bigint;
+  /** The stuck transaction it may replace. */
+  replacedTxId: string;
+};
+
+/** Writes a domain's rows for a filler in the filler's own transaction (`tx`); nothing for another's sender. */
+export type FillerRecorder = (tx: Db, filler: StoredFiller) => Promise<void>;
+
 const sweeps: TrackerSweep[] = [];
 const resolvers: SenderKeyResolver[] = [];
+const fillerRecorders: FillerRecorder[] = [];
 
 /** Registers a sweep the tracker runs on each of its sweeps; call it when the domain's module loads. */
 export function registerTrackerSweep(sweep: TrackerSweep): void {
@@ -27,6 +45,16 @@ export function registerTrackerSweep(sweep: TrackerSweep): void {
 /** Registers a resolver of sender keys for the gap filler; call it when the domain's module loads. */
 export function registerSenderKeys(resolver: SenderKeyResolver): void {
   if (!resolvers.includes(resolver)) resolvers.push(resolver);
+}
+
+/** Registers a domain's rows for fillers; call it when the domain's module loads. */
+export function registerFillerRecorder(recorder: FillerRecorder): void {
+  if (!fillerRecorders.includes(recorder)) fillerRecorders.push(recorder);
+}
+
+/** Writes every registered domain's rows for a filler, in its transaction. */
+export async function recordFiller(tx: Db, filler: StoredFiller): Promise<void> {
+  for (const record of fillerRecorders) await record(tx, filler);
 }
 
 /** Runs every registered sweep, in registration order; the rows they ended, together. */

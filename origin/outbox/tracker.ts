@@ -1,10 +1,12 @@
 /**
- * Follows the service's own transactions to the end: `submitted` ones to their
- * receipt (`confirmed`, or `reverted` for status 0), `signed` ones whose broadcast never happened
- * (a crash, an unreachable chain) back to the chain with the same bytes, the holes a refusal left
- * in a sender's nonces filled (gaps.ts), and the domains' sweeps run (tracker-hooks.ts: money
- * ends the agent actions nobody finished). Every row is taken with SKIP LOCKED, so several origins
- * on one database share the work and never broadcast one transaction at the same time.
+ * Follows the service's own transactions to the end the chain decides (decide.ts): `submitted` ones
+ * to their receipt (`confirmed`, or `reverted` for status 0) or to another transaction mined at
+ * their nonce (`failed`); `signed` ones whose broadcast never happened (a crash, an unreachable
+ * chain) to the chain with the same bytes, and in-flight ones to the chain again (a node may have
+ * dropped or never taken them); stuck ones replaced by a filler (fillers.ts); and the domains'
+ * sweeps run (tracker-hooks.ts: money ends the agent actions nobody finished). Broadcasts are
+ * leased, so several origins on one database share the work and never send one transaction at the
+ * same time.
  */
 
 import { sql } from "drizzle-orm";
@@ -15,8 +17,9 @@ import type { Db } from "../db/client.ts";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import type { Worker } from "../workers/loop.ts";
-import { fillNonceGaps, type GapFillerDeps } from "./gaps.ts";
-import type { MinedTransaction, TxStatus } from "./intent.ts";
+import { decidePassed, type Unmined } from "./decide.ts";
+import { type FillerDeps, replaceStuck } from "./fillers.ts";
+import type { MinedTransaction } from "./intent.ts";
 import { readReceipts } from "./receipts.ts";
 import { broadcastStored } from "./sender.ts";
 import { broadcastLeaseMs, recordMined } from "./store.ts";
@@ -33,10 +36,23 @@ export type TxTrackerOptions = {
    * a second, or signedGraceMs if shorter.
    */
   sweepMs?: number;
-  /** A `signed` transaction this long untouched was not broadcast after its signing: send it. */
+  /**
+   * A `signed` transaction this long untouched was not broadcast after its signing: send it. A
+   * `submitted` one whose last broadcast was not accepted is sent again after as long.
+   */
   signedGraceMs?: number;
-  /** A `submitted` transaction this long without a receipt is sent again (a node may drop it). */
+  /** A `submitted` transaction a node accepted, this long without a receipt, is sent again (a node may drop it). */
   resendAfterMs?: number;
+  /**
+   * A transaction broadcast this long ago and still unmined is replaced by a filler (fillers.ts);
+   * one a node refused at its last broadcast is replaced at once. Default two minutes.
+   */
+  replaceAfterMs?: number;
+  /**
+   * How long the chain's nonce must be seen past an unmined transaction, none of the service's
+   * mined at that nonce, before it is called `failed` (decide.ts). Default ten minutes.
+   */
+  decideAfterMs?: number;
   /**
    * Handed to the domains' sweeps: money ends a `requested` action this long untouched (its
    * default: actions/abandon.ts ABANDON_REQUESTED_AFTER_MS).
@@ -60,29 +76,42 @@ export type TickReport = {
   reverted: number;
   rebroadcast: number;
   abandoned: number;
-  /** Fillers the chain accepted into nonce gaps. */
+  /** Fillers a node accepted in place of stuck transactions. */
   filled: number;
+  /** Transactions ended `failed` because a transaction the service did not sign took their nonce. */
+  failed: number;
 };
 
-/** What filling nonce gaps needs beyond the tracker's own deps (absent: gaps are not filled). */
-export type TrackerGapDeps = Pick<GapFillerDeps, "signer" | "fees" | "serviceKeys">;
+/** What replacing stuck transactions needs beyond the tracker's own deps (absent: none are replaced). */
+export type TrackerGapDeps = Pick<FillerDeps, "signer" | "fees" | "serviceKeys">;
 
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
 const submittedStatement = preparedStatement<"limit">(
   "tracker_submitted",
-  sql`select tx_id, tx_hash from outgoing_transactions where status = 'submitted'
+  sql`select tx_id, tx_hash, sender, nonce::text, (created_at < now() - interval '2 seconds') as settled_in
+      from outgoing_transactions where status = 'submitted'
       order by updated_at limit ${sql.placeholder("limit")}::int`,
 );
 
+/**
+ * What is due to be sent again: never broadcast since its signing, or in flight without a receipt.
+ * An unknown answer (the node may not have it) is followed by the same bytes again soon; an accepted
+ * one after a longer wait (a node may drop it); a refused one only as slowly, since the same bytes
+ * would meet the same refusal and the filler beside it (fillers.ts) is what ends it. A payment with
+ * a filler beside it is left to the filler: the tracker stops pushing what it is replacing.
+ */
 const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
   "tracker_due",
-  sql`select tx_id, status from outgoing_transactions
-      where ((status = 'signed'
-              and updated_at < now() - make_interval(secs => ${sql.placeholder("signedGrace")}::double precision))
-          or (status = 'submitted'
-              and updated_at < now() - make_interval(secs => ${sql.placeholder("resendAfter")}::double precision)))
-        and (broadcast_lease_until is null or broadcast_lease_until < now())
-      order by updated_at limit 100`,
+  sql`select tx_id from outgoing_transactions t
+      where ((t.status = 'signed'
+              and t.updated_at < now() - make_interval(secs => ${sql.placeholder("signedGrace")}::double precision))
+          or (t.status = 'submitted' and t.updated_at < now() - make_interval(secs =>
+              case when t.broadcast_outcome in ('accepted', 'refused') then ${sql.placeholder("resendAfter")}::double precision
+                   else ${sql.placeholder("signedGrace")}::double precision end)))
+        and (t.broadcast_lease_until is null or t.broadcast_lease_until < now())
+        and (t.purpose = 'filler' or not exists (select 1 from outgoing_transactions f
+          where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed'))
+      order by t.updated_at limit 100`,
 );
 
 export function createTxTracker(
@@ -94,6 +123,8 @@ export function createTxTracker(
   const resendAfterMs = options.resendAfterMs ?? 30_000;
   const batchSize = options.batchSize ?? 500;
   const leaseMs = options.leaseMs ?? broadcastLeaseMs(5_000);
+  const replaceAfterMs = options.replaceAfterMs ?? 120_000;
+  const decideAfterMs = options.decideAfterMs ?? 600_000;
   const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
   let lastSweep = Number.NEGATIVE_INFINITY;
 
@@ -103,61 +134,69 @@ export function createTxTracker(
   let running: Promise<TickReport> | undefined;
   let again = false;
 
+  const emptyReport = (): TickReport => ({
+    confirmed: 0,
+    reverted: 0,
+    rebroadcast: 0,
+    abandoned: 0,
+    filled: 0,
+    failed: 0,
+  });
+
   const tick = async (sweep: boolean): Promise<TickReport> => {
-    const report: TickReport = { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0, filled: 0 };
-    await resolveSubmitted(report);
+    const report = emptyReport();
+    const unmined = await resolveSubmitted(report);
     if (!sweep) return report;
     lastSweep = Date.now();
+    report.failed = await decidePassed(deps, unmined, decideAfterMs);
     await rebroadcast(report);
     if (deps.gaps) {
-      report.filled = await fillNonceGaps({ ...deps, ...deps.gaps, leaseMs });
+      report.filled = await replaceStuck({ ...deps, ...deps.gaps, leaseMs, replaceAfterMs });
     }
     report.abandoned = await runTrackerSweeps(deps.db, { abandonAfterMs: options.abandonAfterMs });
     return report;
   };
 
   // No lock is held while the chain answers: several origins may read the same receipts, and
-  // recordMined moves only what is still `submitted`, so the work is idempotent.
-  const resolveSubmitted = async (report: TickReport): Promise<void> => {
+  // recordMined moves only what is still in flight, so the work is idempotent. Resolves with the
+  // transactions left without a receipt that are more than a moment old (decide.ts looks at them).
+  const resolveSubmitted = async (report: TickReport): Promise<Unmined[]> => {
+    const unmined: Unmined[] = [];
     for (;;) {
-      const rows = await runPrepared<{ tx_id: string; tx_hash: string }, "limit">(
-        deps.db,
-        submittedStatement,
-        {
-          limit: batchSize,
-        },
-      );
-      if (rows.length === 0) return;
+      const rows = await runPrepared<
+        { tx_id: string; tx_hash: string; sender: string; nonce: string; settled_in: boolean },
+        "limit"
+      >(deps.db, submittedStatement, { limit: batchSize });
+      if (rows.length === 0) return unmined;
       // None when the chain is down: nothing is recorded, and the next tick tries again.
       const receipts = await readReceipts(
         deps.rpc,
         rows.map((row) => row.tx_hash as Hex),
       );
-      const mined: MinedTransaction[] = rows.flatMap((row) => {
+      const mined: MinedTransaction[] = [];
+      for (const row of rows) {
         const outcome = receipts.get(row.tx_hash);
-        return outcome ? [{ txId: row.tx_id, ...outcome }] : [];
-      });
+        if (outcome) mined.push({ txId: row.tx_id, ...outcome });
+        else if (row.settled_in)
+          unmined.push({ txId: row.tx_id, sender: row.sender, nonce: BigInt(row.nonce) });
+      }
       await recordMined(deps.db, mined);
       for (const item of mined) {
         if (item.status === "confirmed") report.confirmed++;
         else report.reverted++;
       }
       // Another full batch may be waiting only if this one was full and all of it was mined.
-      if (rows.length < batchSize || mined.length < rows.length) return;
+      if (rows.length < batchSize || mined.length < rows.length) return unmined;
     }
   };
 
   const rebroadcast = async (report: TickReport): Promise<void> => {
-    const due = await runPrepared<{ tx_id: string; status: TxStatus }, "signedGrace" | "resendAfter">(
-      deps.db,
-      dueStatement,
-      { signedGrace: signedGraceMs / 1000, resendAfter: resendAfterMs / 1000 },
-    );
+    const due = await runPrepared<{ tx_id: string }, "signedGrace" | "resendAfter">(deps.db, dueStatement, {
+      signedGrace: signedGraceMs / 1000,
+      resendAfter: resendAfterMs / 1000,
+    });
     for (const row of due) {
-      const outcome = await broadcastStored(deps.db, deps.rpc, row.tx_id, {
-        leaseMs,
-        resend: row.status === "submitted",
-      });
+      const outcome = await broadcastStored(deps.db, deps.rpc, row.tx_id, { leaseMs });
       if (!outcome) continue;
       report.rebroadcast++;
       deps.logger.info({ tx_id: row.tx_id, outcome: outcome.kind }, "transaction sent again");
@@ -177,7 +216,7 @@ export function createTxTracker(
           { worker: "tx-tracker", err: { message: errorMessage(error) } },
           "worker tick failed",
         );
-        return { confirmed: 0, reverted: 0, rebroadcast: 0, abandoned: 0, filled: 0 };
+        return emptyReport();
       })
       .finally(() => {
         running = undefined;

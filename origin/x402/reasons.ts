@@ -35,8 +35,11 @@ export const X402_REASONS = {
   payerNotAllowed: "invalid_exact_evm_payer_not_allowed",
   // Ours: the client's window of verify, settle and paid requests is full (HTTP 429, Retry-After).
   rateLimited: "rate_limited",
-  // @x402/core: a broadcast settlement without a receipt yet (SPEC "Errors").
+  // @x402/core: a broadcast settlement without a receipt yet (SPEC "Errors"): retry the same payment.
   settlementPending: "settlement_pending",
+  // Ours, as money's actions word it: the settlement was never mined (another transaction took the
+  // settler's nonce), nothing moved; the authorization was not used.
+  broadcastRefused: "broadcast_refused",
 } as const;
 
 export type X402Reason = (typeof X402_REASONS)[keyof typeof X402_REASONS];

@@ -98,7 +98,11 @@ export type SettleResponse = {
 };
 
 export type SettleOutcome =
-  /** This presentation settled the payment: receipt status 0x1. */
+  /**
+   * The payment is settled (receipt status 0x1): by this presentation, or by an earlier one of the
+   * same payload while the authorization is still valid (a client retrying after
+   * `settlement_pending`, docs/x402.md#after-settlement_pending-retry-the-same-payment).
+   */
   | { kind: "settled"; response: SettleResponse }
   /** An earlier presentation holds the payment; `response` names its transaction. */
   | { kind: "duplicate"; response: SettleResponse }
@@ -145,7 +149,8 @@ type BatchOutcome =
   | { kind: "duplicate" }
   /** The chain's facts or the validity window refuse it; its claim was released. */
   | { kind: "invalid"; reason: X402Reason }
-  | { kind: "refused"; reason: X402Reason }
+  /** Nothing was signed (the chain or the signer could not be used); the claim was released. */
+  | { kind: "unsigned"; reason: X402Reason }
   /**
    * Signed, stored and sent; `receipt`, once read and recorded, is the one the chain had right
    * after the broadcast, or undefined when it had none yet.
@@ -175,12 +180,11 @@ export function createSettler(deps: SettlerDeps): Settler {
     async settle(payment) {
       const payer = payment.authorization.from;
       const outcome = await settleBatch(payment);
-      if (outcome.kind === "duplicate") {
-        return { kind: "duplicate", response: await earlier(deps, payment.authorization, respond) };
-      }
+      if (outcome.kind === "duplicate") return earlier(deps, payment, respond);
       if (outcome.kind === "invalid")
         return { kind: "invalid", response: respond(payer, "", outcome.reason) };
-      if (outcome.kind === "refused") return { kind: "failed", response: respond(payer, "", outcome.reason) };
+      if (outcome.kind === "unsigned")
+        return { kind: "failed", response: respond(payer, "", outcome.reason) };
       let receipt = await outcome.receipt;
       if (receipt === undefined) {
         receipt = await waitForReceipt(deps.rpc, outcome.txHash, deps.receiptTimeoutMs);
@@ -212,33 +216,52 @@ function sha256(value: unknown): string {
   return createHash("sha256").update(canonicalJson(value)).digest("hex");
 }
 
-/** What an earlier presentation of this payment came to, once it names a transaction or ends. */
+/**
+ * What an earlier presentation of this payment came to, once it names a transaction or ends. The
+ * same payload presented again while its authorization is valid is the same payment retried (after
+ * `settlement_pending`, or an answer lost on the way): once settled, it is answered as settled,
+ * never as a reason to pay again. Another payload for the same (from, nonce), or a presentation
+ * after the authorization has expired, learns only that the nonce is used, and by which transaction.
+ */
 async function earlier(
   deps: SettlerDeps,
-  authorization: Authorization,
+  payment: SettlementPayment,
   respond: (payer: string, transaction: string, reason?: X402Reason) => SettleResponse,
-): Promise<SettleResponse> {
+): Promise<SettleOutcome> {
+  const { authorization } = payment;
   const payer = authorization.from;
   const deadline = Date.now() + deps.receiptTimeoutMs + 5_000;
   for (;;) {
-    const [row] = await queryRows<{ status: string; tx_hash: string | null; error_reason: string | null }>(
+    const [row] = await queryRows<{
+      status: string;
+      tx_hash: string | null;
+      error_reason: string | null;
+      payload_hash: string;
+      valid_before: string;
+    }>(
       deps.db,
-      sql`select status, tx_hash, error_reason from x402_settlements
+      sql`select status, tx_hash, error_reason, payload_hash, valid_before::text from x402_settlements
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
     const final = row && row.status !== "claimed" && row.status !== "submitted";
     if (final || Date.now() > deadline) {
       const tx = row?.tx_hash ?? "";
+      const duplicate = (reason: X402Reason): SettleOutcome => ({
+        kind: "duplicate",
+        response: respond(payer, tx, reason),
+      });
       if (!row || row.status === "claimed" || row.status === "submitted") {
-        return respond(payer, tx, X402_REASONS.settlementPending);
+        return duplicate(X402_REASONS.settlementPending);
       }
-      if (row.status === "settled") return respond(payer, tx, X402_REASONS.nonceUsed);
-      if (row.status === "reverted") return respond(payer, tx, X402_REASONS.transactionFailed);
-      return respond(
-        payer,
-        tx,
-        (row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError,
-      );
+      if (row.status === "settled") {
+        const retried =
+          row.payload_hash === sha256(payment.payload) && BigInt(row.valid_before) > unixSeconds(deps.now());
+        return retried
+          ? { kind: "settled", response: respond(payer, tx) }
+          : duplicate(X402_REASONS.nonceUsed);
+      }
+      if (row.status === "reverted") return duplicate(X402_REASONS.transactionFailed);
+      return duplicate((row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError);
     }
     await sleep(POLL_MS);
   }
@@ -286,7 +309,7 @@ function released(claims: Claim[]): { unsigned: string } {
 async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchOutcome[]> {
   const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
   // Nothing claimed, nothing signed: the same payment presented again can still settle.
-  const unavailable = { kind: "refused", reason: X402_REASONS.unexpectedSettleError } as const;
+  const unavailable = { kind: "unsigned", reason: X402_REASONS.unexpectedSettleError } as const;
   // The chain is read while the payments are claimed: a round trip to a busy node costs about
   // what the claim does, and the nonce row's lock, taken after both, orders batches. The claims
   // are made even when the chain is out of reach, so a payment presented again is still told of
@@ -375,13 +398,16 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
     return batch.store(released([...refused, ...unsigned]));
   });
   // One batch at a time up to its broadcast: the next one starts once the chain has taken this one.
+  // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): the
+  // settle waits for its receipt, and an answer without one names it as pending.
   const sent = await Promise.all(stored.map((item) => item.broadcast));
   for (const [n, { item, lease }] of stored.entries()) {
-    const { outcome, receipt } = sent[n]!;
-    outcomes[item.index] =
-      outcome.kind === "refused"
-        ? { kind: "refused", reason: X402_REASONS.unexpectedSettleError }
-        : { kind: "sent", txHash: lease.txHash as Hex, txId: lease.txId, receipt };
+    outcomes[item.index] = {
+      kind: "sent",
+      txHash: lease.txHash as Hex,
+      txId: lease.txId,
+      receipt: sent[n]!.receipt,
+    };
   }
   return outcomes;
 }

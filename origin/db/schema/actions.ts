@@ -39,12 +39,17 @@ export const agentActions = pgTable(
     signedPayload: jsonb("signed_payload"),
     errorCode: text("error_code"),
     errorMessage: text("error_message"),
+    /**
+     * While the action's transaction is in flight: the reason its last broadcast got, if it was not
+     * accepted (docs/api.md#faucet-and-transfer-actions-states).
+     */
+    lastBroadcastError: text("last_broadcast_error"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     unique("agent_actions_idempotency_uq").on(t.agentId, t.kind, t.idempotencyKey),
-    check("agent_actions_kind_enum", sql`${t.kind} IN ('faucet','transfer','x402')`),
+    check("agent_actions_kind_enum", sql`${t.kind} IN ('faucet','transfer','x402','filler')`),
     check(
       "agent_actions_status_enum",
       sql`${t.status} IN ('requested','signed','submitted','confirmed','failed','reverted')`,

@@ -32,9 +32,11 @@ export const senderNonces = pgTable(
 /**
  * Every transaction the service signs, stored before it is broadcast: a restart
  * rebroadcasts these bytes and never signs again. `signed → submitted → confirmed`, or `reverted`
- * (mined with status 0), or `failed` (never broadcast: the chain refused it). One nonce of one
- * sender is one live row, whatever purpose or origin produced it: a refused (`failed`) row took
- * nothing on chain, so its nonce is signed again and the refusal stays stored beside the new row.
+ * (mined with status 0), or `failed`: proven never to be mined, because the sender's nonce went to
+ * another transaction (docs/architecture.md#who-decides-a-transactions-end). A nonce of a sender
+ * holds at most one payment (a transfer, a payout, a settlement) that is not `failed`, and at most
+ * one filler that may replace it: a nonce is never handed out again, so no second payment is ever
+ * signed while the first can still be mined.
  */
 export const outgoingTransactions = pgTable(
   "outgoing_transactions",
@@ -50,7 +52,19 @@ export const outgoingTransactions = pgTable(
     status: text("status").notNull().default("signed"),
     feeWei: numeric("fee_wei", { precision: 78, scale: 0 }),
     blockNumber: bigint("block_number", { mode: "bigint" }),
+    /** The last broadcast's answer, in the chain's words (null: accepted, or never sent). */
     error: text("error"),
+    /**
+     * How the last broadcast was answered: `accepted`, `unknown` (a timeout, a gateway error, "nonce
+     * too low", "already known": the node may have taken it) or `refused` (a validation error
+     * proving that node did not take these bytes); null before the first.
+     */
+    broadcastOutcome: text("broadcast_outcome"),
+    /**
+     * When the sender's mined nonce was first seen past this transaction's nonce while none of the
+     * service's transactions at that nonce had a receipt; null otherwise.
+     */
+    noncePassedAt: timestamp("nonce_passed_at", { withTimezone: true }),
     broadcastAttempts: bigint("broadcast_attempts", { mode: "number" }).notNull().default(0),
     /** Whoever broadcasts holds this lease; nobody else sends the transaction before it ends. */
     broadcastLeaseUntil: timestamp("broadcast_lease_until", { withTimezone: true }),
@@ -58,9 +72,13 @@ export const outgoingTransactions = pgTable(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    uniqueIndex("outgoing_transactions_sender_nonce_live_uq")
+    uniqueIndex("outgoing_transactions_sender_nonce_payment_uq")
       .on(t.sender, t.nonce)
-      .where(sql`${t.status} <> 'failed'`),
+      .where(sql`${t.status} <> 'failed' AND ${t.purpose} <> 'filler'`),
+    uniqueIndex("outgoing_transactions_sender_nonce_filler_uq")
+      .on(t.sender, t.nonce)
+      .where(sql`${t.status} <> 'failed' AND ${t.purpose} = 'filler'`),
+    index("outgoing_transactions_sender_nonce_idx").on(t.sender, t.nonce),
     check(
       "outgoing_transactions_purpose_enum",
       sql`${t.purpose} IN ('faucet','transfer','settlement','filler')`,
@@ -71,8 +89,10 @@ export const outgoingTransactions = pgTable(
     ),
     check("outgoing_transactions_sender_format", sql`${t.sender} ~ '^0x[0-9a-f]{40}$'`),
     check("outgoing_transactions_hash_format", sql`${t.txHash} ~ '^0x[0-9a-f]{64}$'`),
-    // The refused ones, few: the tracker looks among them for nonce gaps (outbox/gaps.ts).
-    index("outgoing_transactions_failed_idx").on(t.sender, t.nonce).where(sql`${t.status} = 'failed'`),
+    check(
+      "outgoing_transactions_broadcast_outcome_enum",
+      sql`${t.broadcastOutcome} IS NULL OR ${t.broadcastOutcome} IN ('accepted','unknown','refused')`,
+    ),
     index("outgoing_transactions_in_flight_idx")
       .on(t.status, t.updatedAt)
       .where(sql`${t.status} IN ('signed','submitted')`),
