@@ -154,12 +154,16 @@ describe("GET /x402/demo", () => {
     // Another payload for the same (from, nonce): the same signature with v as 0/1 instead of 27/28
     // (both verify), so not the payment that settled. It learns only that the nonce is used, and by
     // which transaction.
-    const { payload } = payment as { payload: { signature: string } };
+    const payload = payment.payload as { signature: string };
     const v = Number.parseInt(payload.signature.slice(-2), 16);
     const reencoded = `${payload.signature.slice(0, -2)}${(v - 27).toString(16).padStart(2, "0")}`;
     const other = await pay(header({ ...payment, payload: { ...payload, signature: reencoded } }));
     expect(other.status).toBe(402);
-    expect(other.response).toMatchObject({ success: false, transaction, errorReason: X402_REASONS.nonceUsed });
+    expect(other.response).toMatchObject({
+      success: false,
+      transaction,
+      errorReason: X402_REASONS.nonceUsed,
+    });
     expect(await authorizationUsedLogs(payer.address)).toBe(1);
   });
 
