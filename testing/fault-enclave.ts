@@ -65,8 +65,14 @@ export async function startFaultEnclave(
   };
 }
 
-/** Changes one answer of the real enclave; returns it unchanged to pass it through. */
-export type RewriteAnswer = (op: string, response: Record<string, unknown>) => Record<string, unknown>;
+/**
+ * Changes one answer of the real enclave; returns it unchanged to pass it through, or undefined to
+ * lose it on the way back (the request was served in full: a reply that never arrives).
+ */
+export type RewriteAnswer = (
+  op: string,
+  response: Record<string, unknown>,
+) => Record<string, unknown> | undefined;
 
 /**
  * A FAKE in front of the real enclave, for answers the real one cannot be made to give (a
@@ -121,7 +127,8 @@ export async function startRewritingEnclaveProxy(
         const response = event.value as Record<string, unknown>;
         const op = opsById.get(response.id);
         opsById.delete(response.id);
-        client.write(encodeFrame(op === undefined ? response : rewrite(op, response)));
+        const answer = op === undefined ? response : rewrite(op, response);
+        if (answer !== undefined) client.write(encodeFrame(answer));
       }
     });
   });

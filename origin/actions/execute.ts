@@ -42,6 +42,7 @@ import {
   type SenderView,
   type StoredIntent,
 } from "../outbox/index.ts";
+import { CLIENT_FAILURE } from "../signer/failure-class.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import { ABANDON_REQUESTED_AFTER_MS } from "./abandon.ts";
 import {
@@ -130,8 +131,19 @@ function refusesThisRequest(operation: MoneyOperation, failure: SignerFailure): 
   return failure.class === "terminal_agent" ? operation.signerRefusal(failure) : null;
 }
 
-/** The 503 of a signer failure that is the service's state, not a decision about the request. */
+/**
+ * The 503 of a signer failure that is the service's state, not a decision about the request. A
+ * timed-out request may still have been signed inside the enclave and counted against its sealed
+ * daily limit (the count is durable before a signature leaves), though nothing of it was stored or
+ * sent: the message says so, for an agent near its limit.
+ */
 function signerUnavailable(failure: SignerFailure): Refusal {
+  if (failure.code === CLIENT_FAILURE.timeout) {
+    return {
+      code: "agent_signer_unavailable",
+      message: `the signer did not answer in time (${failure.code}): nothing was stored or sent, though a signature it made meanwhile may still count against the wallet's sealed daily limit; ${RETRY_WITH_SAME_KEY}`,
+    };
+  }
   const what =
     failure.class === "retryable"
       ? "the signer is unreachable"

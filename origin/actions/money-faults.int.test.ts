@@ -4,12 +4,15 @@ import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
 import { enclaveDown, enclaveProfile, underFault } from "../../testing/fault-scenario.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
+import { startTestOrigin } from "../../testing/origin.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
+import { createSignerClient } from "../signer/create-signer-client.ts";
 
 // Money movement when parts fail or run twice, against the real processes: an enclave that is
 // down, an origin killed between signing and broadcasting or between broadcast and receipt, two
@@ -49,6 +52,53 @@ describe("money movement under faults (real processes)", () => {
     expect(isAccepted(retried)).toBe(true);
     expect((await calls.settled((retried.body as ActionView).action_id)).status).toBe("confirmed");
     expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+  });
+
+  it("a signature whose answer never arrives: 503 says nothing was stored or sent and that it may still count against the sealed daily limit; the action stays requested and its retry signs once", async () => {
+    // A FAKE in front of the real enclave loses the first sign_transfer answer on the way back (a
+    // reply that never arrives, which the real enclave cannot be made to do on demand): the enclave
+    // signed and counted it; the origin's signer client times out.
+    let lose = true;
+    const lossy = await startRewritingEnclaveProxy(stack.enclave.socketPath, (op, response) => {
+      if (op !== "sign_transfer" || !lose) return response;
+      lose = false;
+      return undefined;
+    });
+    const origin = await startTestOrigin({
+      database: stack.db.handle,
+      rpcUrl: stack.devnet.url,
+      env: stack.originEnv,
+      signer: createSignerClient({
+        endpoint: lossy.endpoint,
+        liveIdentityEnabled: true,
+        requestTimeoutMs: 1_000,
+      }),
+    });
+    try {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const calls = agentCalls(origin.base, agent.token);
+      const body = { idempotency_key: newKey(), to: newAccount().address, amount: "1000" };
+      const timedOut = await calls.transfer(body);
+      expect(timedOut.status).toBe(503);
+      // Mutation: answering a timeout as any other unreachable signer ("the signer is unreachable")
+      // fails this.
+      expect(timedOut.body).toMatchObject({
+        error: {
+          code: "agent_signer_unavailable",
+          message: expect.stringMatching(
+            /nothing was stored or sent, though a signature it made meanwhile may still count against the wallet's sealed daily limit/,
+          ),
+        },
+      });
+      expect(await sentBy(agent.wallet)).toEqual([]);
+      const retried = await calls.transfer(body);
+      expect(isAccepted(retried)).toBe(true);
+      expect((await calls.settled((retried.body as ActionView).action_id)).status).toBe("confirmed");
+      expect(await sentBy(agent.wallet)).toEqual([{ nonce: "0", status: "confirmed" }]);
+    } finally {
+      await origin.close();
+      await lossy.close();
+    }
   });
 
   it("leaves the action requested while the enclave answers but cannot sign (another protocol profile): 503 says to retry with the same key, and that retry signs once", async () => {
