@@ -53,6 +53,7 @@ describe("sign_settlement checks the authorization it pays gas for (real process
       fee_ceiling_wei: "1000000000000000",
       x402_validity_margin_seconds: MARGIN_SECONDS,
       x402_daily_limit: 1000,
+      settler_daily_fee_units: "1000000000",
     });
     const made = await privileged(client, fixture, "configure_settler", {});
     settler = { key_ref: made.settler_key_ref as string, address: made.settler_address as Address };
