@@ -129,6 +129,7 @@ async function main(): Promise<void> {
         x402ValidityMarginSeconds: 6,
         // The bench signs as fast as the enclave can; the sealed daily count must not stop it.
         x402DailyLimit: Number.MAX_SAFE_INTEGER,
+        settlerDailyFeeUnits: 0n,
       },
       createCapabilityMinter({ authority: fixture.policySecret, envId: fixture.envId, client }),
     );

@@ -147,6 +147,7 @@ async function main(): Promise<void> {
         feeCeilingWei: 10n ** 15n,
         x402ValidityMarginSeconds: 6,
         x402DailyLimit: 1_000,
+        settlerDailyFeeUnits: limit,
       },
       minter(enclave.policySecret),
     );

@@ -64,6 +64,7 @@ describe("ensureLocalPolicy (real enclave process)", () => {
         fee_ceiling_wei: "1",
         x402_validity_margin_seconds: 0,
         x402_daily_limit: 1,
+        settler_daily_fee_units: "1000000000",
       });
     } finally {
       client.close();

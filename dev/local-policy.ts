@@ -24,7 +24,7 @@ export const LOCAL_X402_AMOUNT_UNITS = 10_000n;
 
 /**
  * Small local limits (docs/configuration.md, "The local stack"): 10 USDC per transaction, 100 USDC a day,
- * fees up to 0.001 USDC.
+ * fees up to 0.001 USDC, 20 USDC of settler fees a day.
  */
 export const LOCAL_POLICY: SignerPolicy = {
   perTxLimitUnits: 10_000_000n,
@@ -39,6 +39,9 @@ export const LOCAL_POLICY: SignerPolicy = {
   // The origin's defaults (AGENT_X402_VALIDITY_MARGIN_SECONDS, AGENT_X402_DAILY_LIMIT).
   x402ValidityMarginSeconds: 6,
   x402DailyLimit: 1_000,
+  // 20 USDC of settler fees a day, a fifth of its local float (dev/local-money.ts): at least
+  // 20,000 settlements a day at the fee ceiling, and the most a compromised origin burns in one.
+  settlerDailyFeeUnits: 20_000_000n,
 };
 
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */

@@ -45,6 +45,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       fee_ceiling_wei: FEE_CEILING_WEI,
       x402_validity_margin_seconds: 6,
       x402_daily_limit: 1000,
+      settler_daily_fee_units: "1000000000",
     });
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
@@ -136,6 +137,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       fee_ceiling_wei: FEE_CEILING_WEI,
       x402_validity_margin_seconds: 6,
       x402_daily_limit: 1000,
+      settler_daily_fee_units: "1000000000",
     });
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",
@@ -222,6 +224,7 @@ describe("enclave-signed transactions on the devnet (real enclave process, real 
       fee_ceiling_wei: FEE_CEILING_WEI,
       x402_validity_margin_seconds: 6,
       x402_daily_limit: 1000,
+      settler_daily_fee_units: "1000000000",
     });
     const batch = await privileged(client, fixture, "generate_keys", {
       namespace: "agent-transfer",

@@ -21,6 +21,7 @@ const policy = (perTxUsdc: bigint): Record<string, unknown> => ({
   x402_max_timeout_seconds: 180,
   x402_validity_margin_seconds: 6,
   x402_daily_limit: 1000,
+  settler_daily_fee_units: "1000000000",
   operator_pool: OPERATOR_POOL,
   fee_ceiling_wei: "1000000000000000",
 });

@@ -123,6 +123,7 @@ describe("keystore, identity proof and backups (real process)", () => {
       fee_ceiling_wei: "1000000000000000",
       x402_validity_margin_seconds: 6,
       x402_daily_limit: 1000,
+      settler_daily_fee_units: "1000000000",
     });
     // Each transfer's maximum fee (21000 × 1 wei) counts as one unit.
     const transfer = (value: string) => ({

@@ -37,6 +37,7 @@ const policy = (overrides: Record<string, unknown> = {}): Record<string, unknown
   fee_ceiling_wei: "1000000000000000",
   x402_validity_margin_seconds: 6,
   x402_daily_limit: 1000,
+  settler_daily_fee_units: "1000000000",
   ...overrides,
 });
 

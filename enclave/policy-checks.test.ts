@@ -4,6 +4,7 @@ import {
   checkFaucet,
   checkKeyBinding,
   checkSettlement,
+  checkSettlerFeeBudget,
   checkTransfer,
   checkX402,
   MAX_GAS_LIMIT,
@@ -24,6 +25,7 @@ const policy: Policy = {
   feeCeilingWei: 10n ** 13n,
   x402ValidityMarginSeconds: 6,
   x402DailyLimit: 3,
+  settlerDailyFeeUnits: 1_000_000_000n,
 };
 const transfer = {
   sealedChainId: 77,
@@ -227,6 +229,28 @@ describe("checkSettlement", () => {
   it("applies no margin when the sealed margin is 0", () => {
     const noMargin = { ...policy, x402ValidityMarginSeconds: 0 };
     expect(checkSettlement(noMargin, { ...auth, validAfter: now, validBefore: now })).toBeNull();
+  });
+});
+
+describe("checkSettlerFeeBudget", () => {
+  it("allows the budget exactly and refuses one unit past it, by name", () => {
+    const sealed = { ...policy, settlerDailyFeeUnits: 221n };
+    const cases: Array<[bigint, bigint, unknown]> = [
+      [0n, 100n, null],
+      [200n, 21n, null],
+      [221n, 0n, null],
+      // Mutations: refusing at the budget (>=) refuses 200 + 21 above; leaving out what was spent
+      // today lets 200 + 22 through.
+      [200n, 22n, { code: "cap_exceeded", detail: "settler_fee_budget" }],
+      [221n, 1n, { code: "cap_exceeded", detail: "settler_fee_budget" }],
+      [0n, 222n, { code: "cap_exceeded", detail: "settler_fee_budget" }],
+    ];
+    for (const [spentTodayUnits, feeUnits, expected] of cases) {
+      expect(
+        named(checkSettlerFeeBudget(sealed, { spentTodayUnits, feeUnits })),
+        `${spentTodayUnits}+${feeUnits}`,
+      ).toEqual(expected);
+    }
   });
 });
 

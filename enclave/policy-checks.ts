@@ -191,6 +191,20 @@ function checkX402Terms(policy: Policy, input: X402Terms): EnclaveFailure | null
 }
 
 /**
+ * The settler's sealed fee budget of the UTC day: the maximum fees of the settlements and fillers
+ * it signed today plus this one's (docs/enclave.md#the-settlers-fee-budget).
+ */
+export function checkSettlerFeeBudget(
+  policy: Policy,
+  input: { spentTodayUnits: bigint; feeUnits: bigint },
+): EnclaveFailure | null {
+  if (input.spentTodayUnits + input.feeUnits > policy.settlerDailyFeeUnits) {
+    return exceeded("over the settler's sealed fee budget of the day", "settler_fee_budget");
+  }
+  return null;
+}
+
+/**
  * Key binding: the caller names the address it believes the key has (the
  * identity's assigned wallet, the treasury's address); a key with another address is refused, so
  * an identity pointed at another key (a free pool key, say) gets nothing signed by it.

@@ -20,6 +20,11 @@ export type Policy = {
   x402ValidityMarginSeconds: number;
   /** x402 authorizations one key may sign per UTC day. */
   x402DailyLimit: number;
+  /**
+   * Units of fee the settler key may commit per UTC day (the maximum fee of each settlement and
+   * filler it signs, rounded up to units): the most a compromised origin can burn of its float a day.
+   */
+  settlerDailyFeeUnits: bigint;
 };
 
 /** What sign_faucet pays and how often (configure_treasury). */
@@ -53,6 +58,7 @@ export function policyFromWire(wire: WirePolicy): Policy {
     feeCeilingWei: BigInt(wire.fee_ceiling_wei),
     x402ValidityMarginSeconds: wire.x402_validity_margin_seconds,
     x402DailyLimit: wire.x402_daily_limit,
+    settlerDailyFeeUnits: BigInt(wire.settler_daily_fee_units),
   };
 }
 
@@ -69,5 +75,6 @@ export function policyToWire(policy: Policy): WirePolicy {
     fee_ceiling_wei: policy.feeCeilingWei.toString(),
     x402_validity_margin_seconds: policy.x402ValidityMarginSeconds,
     x402_daily_limit: policy.x402DailyLimit,
+    settler_daily_fee_units: policy.settlerDailyFeeUnits.toString(),
   };
 }

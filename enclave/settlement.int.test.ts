@@ -53,6 +53,7 @@ describe("sign_settlement checks the authorization it pays gas for (real process
       fee_ceiling_wei: "1000000000000000",
       x402_validity_margin_seconds: MARGIN_SECONDS,
       x402_daily_limit: 1000,
+      settler_daily_fee_units: "1000000000",
     });
     const made = await privileged(client, fixture, "configure_settler", {});
     settler = { key_ref: made.settler_key_ref as string, address: made.settler_address as Address };
@@ -81,7 +82,7 @@ describe("sign_settlement checks the authorization it pays gas for (real process
   const settle = (
     message: Authorization,
     signature: Hex,
-    fees: { max_fee_per_gas?: string } = {},
+    fees: { max_fee_per_gas?: string; gas_limit?: string } = {},
   ): Promise<EnclaveResponse> =>
     client.request("sign_settlement", {
       key_ref: settler.key_ref,
@@ -136,6 +137,18 @@ describe("sign_settlement checks the authorization it pays gas for (real process
     expect(
       refusal(await settle(message, await signedBy(payer, message), { max_fee_per_gas: "10000000000" })),
     ).toBe("signed");
+  });
+
+  it("refuses a gas limit over the enclave's bound by name, though its fee is under the ceiling", async () => {
+    const over = authorization();
+    // 500001 gas × 1000 wei is far under the 10^15 wei ceiling: only the gas bound refuses it.
+    // Mutation: dropping sign_settlement's MAX_GAS_LIMIT check signs this.
+    expect(refusal(await settle(over, await signedBy(payer, over), { gas_limit: "500001" }))).toEqual({
+      code: "cap_exceeded",
+      detail: "gas_limit",
+    });
+    const at = authorization();
+    expect(refusal(await settle(at, await signedBy(payer, at), { gas_limit: "500000" }))).toBe("signed");
   });
 
   it("refuses an expired authorization, one not valid yet by the margin and one that expires within it, by name", async () => {

@@ -29,6 +29,7 @@ const policy = (overrides: Record<string, unknown> = {}): Record<string, unknown
   fee_ceiling_wei: "10000000000000", // 10 units
   x402_validity_margin_seconds: 6,
   x402_daily_limit: 1000,
+  settler_daily_fee_units: "1000000000",
   ...overrides,
 });
 
@@ -265,6 +266,37 @@ describe("signing under policy (real process)", () => {
       ),
     );
     await privileged(client, fixture, "configure_policy", policy());
+  });
+
+  it("matches a sealed allowlist whatever the case of the address: sealed checksummed, a transfer to it lowercase or checksummed signs, to another is refused", async () => {
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "allowlist-case",
+    });
+    const [key] = batch.keys as [Key];
+    const checksummed = getAddress("0xabcdefabcdefabcdefabcdefabcdefabcdefabcd");
+    expect(checksummed).not.toBe(checksummed.toLowerCase());
+    await privileged(client, fixture, "configure_policy", policy({ recipient_allowlist: [checksummed] }));
+    try {
+      const outcome = async (to: string): Promise<unknown> => {
+        const response = await client.request("sign_transfer", transfer(key, { to, value_units: "1" }));
+        return response.ok ? "signed" : { code: response.error.code, detail: response.error.detail };
+      };
+      // Mutations: sealing the allowlist without lowercasing it refuses the lowercase transfer;
+      // comparing the request's `to` without lowercasing it refuses the checksummed one.
+      expect({
+        lowercase: await outcome(checksummed.toLowerCase()),
+        checksummed: await outcome(checksummed),
+        another: await outcome(RECIPIENT),
+      }).toEqual({
+        lowercase: "signed",
+        checksummed: "signed",
+        another: { code: "cap_exceeded", detail: "recipient" },
+      });
+    } finally {
+      await privileged(client, fixture, "configure_policy", policy());
+    }
   });
 
   it("signs faucet payouts within the sealed budget only", async () => {

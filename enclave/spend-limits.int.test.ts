@@ -24,6 +24,7 @@ const POLICY = {
   fee_ceiling_wei: "20000000000000", // 20 units
   x402_validity_margin_seconds: 6,
   x402_daily_limit: 1000,
+  settler_daily_fee_units: "1000000000",
 };
 
 /** A treasury whose payout is `payout`, with no cooldown and no per-recipient daily bound in the way. */

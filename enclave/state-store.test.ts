@@ -6,7 +6,8 @@ import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import { generateSealingKey, SealError } from "./sealing.ts";
 import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
-import { StateStore, V2_POLICY_DEFAULTS } from "./state-store.ts";
+import { StateStore } from "./state-store.ts";
+import { V2_POLICY_DEFAULTS, V3_POLICY_DEFAULTS } from "./state-versions.ts";
 
 describe("StateStore (sealed, group commit)", () => {
   let dir: string;
@@ -22,7 +23,7 @@ describe("StateStore (sealed, group commit)", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("starts empty and persists counters, policy and its version, treasury and its terms, daily spend, x402 counts and faucet payouts across a reopen", async () => {
+  it("starts empty and persists counters, policy and its version, treasury and its terms, daily spend, x402 counts, faucet payouts and signed nonces across a reopen", async () => {
     const store = await StateStore.open(path, key);
     expect(store.state.counters.size).toBe(0);
     expect(store.state.policyVersion).toBe(0);
@@ -37,6 +38,7 @@ describe("StateStore (sealed, group commit)", () => {
       feeCeilingWei: 10n ** 15n,
       x402ValidityMarginSeconds: 6,
       x402DailyLimit: 1000,
+      settlerDailyFeeUnits: 1_000_000_000n,
     };
     const treasury = {
       faucetKeyRef: "ab".repeat(32),
@@ -57,6 +59,16 @@ describe("StateStore (sealed, group commit)", () => {
         day: "2025-01-01",
         unitsToday: 9n,
       });
+      state.nonces.prunedAtMs = 1_735_700_000_000;
+      state.nonces.keys.set("cd".repeat(32), {
+        lastSignedMs: 1_735_700_000_001,
+        floor: 3,
+        signed: [
+          [3, 9],
+          [12, 12],
+        ],
+        filled: [5],
+      });
     });
     const reopened = await StateStore.open(path, key);
     expect(reopened.state.counters.get("k")).toBe(3);
@@ -68,9 +80,11 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.faucetPayouts).toEqual(
       new Map([[recipient, { lastPayoutMs: 1_735_700_000_000, day: "2025-01-01", unitsToday: 9n }]]),
     );
+    // Mutation: writing no nonce record (toPersisted leaving signed_nonces empty) fails this.
+    expect(reopened.state.nonces).toEqual(store.state.nonces);
   });
 
-  it("reads a v2 state: the policy gains the origin's default margin and daily count, the treasury no payout terms; the next write is v3", async () => {
+  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v4", async () => {
     const v2Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -102,6 +116,7 @@ describe("StateStore (sealed, group commit)", () => {
       feeCeilingWei: 1000n,
       x402ValidityMarginSeconds: V2_POLICY_DEFAULTS.x402_validity_margin_seconds,
       x402DailyLimit: V2_POLICY_DEFAULTS.x402_daily_limit,
+      settlerDailyFeeUnits: BigInt(V3_POLICY_DEFAULTS.settler_daily_fee_units),
     });
     expect(store.state.treasury).toEqual({
       faucetKeyRef: "ab".repeat(32),
@@ -114,6 +129,7 @@ describe("StateStore (sealed, group commit)", () => {
     expect(store.state.daily.spent.get("cd".repeat(32))).toBe(42n);
     expect(store.state.x402Daily.signed.size).toBe(0);
     expect(store.state.faucetPayouts.size).toBe(0);
+    expect(store.state.nonces.keys.size).toBe(0);
 
     await store.commit((state) => state.counters.set("k", 3));
     await store.close();
@@ -121,7 +137,89 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.counters.get("k")).toBe(3);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(3);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(4);
+    await newest.slots.close();
+  });
+
+  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v4", async () => {
+    const v3Policy = {
+      per_tx_limit_units: "10",
+      daily_limit_units: "20",
+      recipient_allowlist: ["0x1111111111111111111111111111111111111111"],
+      x402_amount_units: "10000",
+      x402_pay_to: "0x2222222222222222222222222222222222222222",
+      x402_max_timeout_seconds: 180,
+      operator_pool: "0x00000000000000000000000000000000000000aa",
+      fee_ceiling_wei: "1000",
+      x402_validity_margin_seconds: 9,
+      x402_daily_limit: 77,
+    };
+    const agentKey = "cd".repeat(32);
+    const recipient = "0x3333333333333333333333333333333333333333";
+    // A state as the previous version sealed it, written into the slots as that version wrote it.
+    const { slots } = await StateSlots.open(path, key);
+    await slots.write(
+      encodeCbor({
+        v: 3,
+        counters: { k: 2 },
+        policy: v3Policy,
+        policy_version: 5,
+        treasury: {
+          faucet_key_ref: "ab".repeat(32),
+          budget_units: "1000",
+          spent_units: "40",
+          terms: { payout_units: "600", cooldown_ms: 60_000, daily_limit_units: "1200" },
+        },
+        settler_key_ref: "ef".repeat(32),
+        daily: { day: "2025-01-01", spent: { [agentKey]: "42" } },
+        x402_daily: { day: "2025-01-01", signed: { [agentKey]: 7 } },
+        faucet_payouts: {
+          [recipient]: { last_payout_ms: 1_735_700_000_000, day: "2025-01-01", units_today: "600" },
+        },
+      }),
+    );
+    await slots.close();
+
+    // Mutation: parsePersisted without its v3 branch fails this ("state does not parse").
+    const store = await StateStore.open(path, key);
+    expect(store.state.policy).toEqual({
+      perTxLimitUnits: 10n,
+      dailyLimitUnits: 20n,
+      recipientAllowlist: new Set(["0x1111111111111111111111111111111111111111"]),
+      x402AmountUnits: 10_000n,
+      x402PayTo: "0x2222222222222222222222222222222222222222",
+      x402MaxTimeoutSeconds: 180,
+      operatorPool: "0x00000000000000000000000000000000000000aa",
+      feeCeilingWei: 1000n,
+      x402ValidityMarginSeconds: 9,
+      x402DailyLimit: 77,
+      settlerDailyFeeUnits: BigInt(V3_POLICY_DEFAULTS.settler_daily_fee_units),
+    });
+    expect(store.state).toMatchObject({
+      policyVersion: 5,
+      settlerKeyRef: "ef".repeat(32),
+      treasury: {
+        faucetKeyRef: "ab".repeat(32),
+        budgetUnits: 1000n,
+        spentUnits: 40n,
+        terms: { payoutUnits: 600n, cooldownMs: 60_000, dailyLimitUnits: 1200n },
+      },
+      daily: { day: "2025-01-01", spent: new Map([[agentKey, 42n]]) },
+      x402Daily: { day: "2025-01-01", signed: new Map([[agentKey, 7]]) },
+      faucetPayouts: new Map([
+        [recipient, { lastPayoutMs: 1_735_700_000_000, day: "2025-01-01", unitsToday: 600n }],
+      ]),
+    });
+    expect(store.state.counters.get("k")).toBe(2);
+    expect(store.state.nonces.keys.size).toBe(0);
+
+    await store.commit((state) => state.counters.set("k", 3));
+    await store.close();
+    const reopened = await StateStore.open(path, key);
+    expect(reopened.state.policy).toEqual(store.state.policy);
+    expect(reopened.state.treasury).toEqual(store.state.treasury);
+    const newest = await StateSlots.open(path, key);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(4);
     await newest.slots.close();
   });
 

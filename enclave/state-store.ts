@@ -1,24 +1,19 @@
 /**
  * The enclave's mutable state (capability counters, policy and its version, treasury, daily spend
- * per key, x402 authorizations per key and day, faucet payouts per recipient), sealed in its two
- * slot files (state-slots.ts). Writes use group commit: a change is applied to memory at once (so
+ * per key, x402 authorizations per key and day, faucet payouts per recipient, the nonces each key
+ * signed at), sealed in its two slot files (state-slots.ts); its on-disk versions are in
+ * state-versions.ts. Writes use group commit: a change is applied to memory at once (so
  * checks that follow see it, with no await in between), and its caller waits until a write that
  * includes it is durable. Concurrent signers therefore share one fdatasync instead of queueing one
  * each, and no signature leaves the enclave before the spend it counts is on disk.
  */
-import { z } from "zod";
-import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
-import {
-  addressSchema,
-  keyRefSchema,
-  MAX_FAUCET_COOLDOWN_MS,
-  policySchema,
-  uintStringSchema,
-} from "../shared/enclave-ops.ts";
+import { encodeCbor } from "../shared/cbor-frame.ts";
+import { emptyNonceRecords, type NonceRecords } from "./nonce-record.ts";
 import { type Policy, policyFromWire, policyToWire, type Treasury } from "./policy.ts";
 import type { RecipientPayouts } from "./policy-checks.ts";
 import { SealError } from "./sealing.ts";
 import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
+import { type Persisted, parsePersisted } from "./state-versions.ts";
 
 export type DailySpend = { day: string; spent: Map<string, bigint> };
 export type DailyCount = { day: string; signed: Map<string, number> };
@@ -32,7 +27,10 @@ export type EnclaveState = {
   treasury: Treasury | null;
   /** The x402 settler key (configure_settler), the one key sign_settlement uses. */
   settlerKeyRef: string | null;
-  /** Transfer spend per key for one UTC day; a new day starts from zero. */
+  /**
+   * Spend per key for one UTC day; a new day starts from zero. An agent key's transfers and
+   * fillers count against the policy's daily limit, the settler key's fees against its fee budget.
+   */
   daily: DailySpend;
   /** x402 authorizations signed per key for one UTC day; a new day starts from zero. */
   x402Daily: DailyCount;
@@ -41,95 +39,9 @@ export type EnclaveState = {
    * day's units, or the cooldown); only agent keys of this enclave are ever paid, so it is bounded.
    */
   faucetPayouts: Map<string, RecipientPayouts>;
+  /** The nonces each key signed a transaction and a filler at (nonce-record.ts). */
+  nonces: NonceRecords;
 };
-
-const countersSchema = z.record(z.string(), z.number().int().positive());
-const dailySchema = z.object({ day: z.string(), spent: z.record(z.string(), uintStringSchema) });
-
-// v2: policy_version and the policy's fee_ceiling_wei. A v1 state file only exists beside a v1
-// sealed config, which the server refuses before reading state. Read only to migrate it.
-const persistedV2Schema = z.object({
-  v: z.literal(2),
-  counters: countersSchema,
-  policy: policySchema.omit({ x402_validity_margin_seconds: true, x402_daily_limit: true }).nullable(),
-  policy_version: z.number().int().nonnegative(),
-  treasury: z
-    .object({ faucet_key_ref: keyRefSchema, budget_units: uintStringSchema, spent_units: uintStringSchema })
-    .nullable(),
-  // Optional: state files written before the settler existed stay readable.
-  settler_key_ref: keyRefSchema.nullable().optional(),
-  daily: dailySchema,
-});
-
-// v3: the policy's x402 validity margin and daily count, the treasury's payout terms, the x402
-// authorizations per key and day, and the faucet payouts per recipient.
-const persistedSchema = z.object({
-  v: z.literal(3),
-  counters: countersSchema,
-  policy: policySchema.nullable(),
-  policy_version: z.number().int().nonnegative(),
-  treasury: z
-    .object({
-      faucet_key_ref: keyRefSchema,
-      budget_units: uintStringSchema,
-      spent_units: uintStringSchema,
-      terms: z
-        .object({
-          payout_units: uintStringSchema,
-          cooldown_ms: z.number().int().min(0).max(MAX_FAUCET_COOLDOWN_MS),
-          daily_limit_units: uintStringSchema,
-        })
-        .nullable(),
-    })
-    .nullable(),
-  settler_key_ref: keyRefSchema.nullable(),
-  daily: dailySchema,
-  x402_daily: z.object({ day: z.string(), signed: z.record(z.string(), z.number().int().positive()) }),
-  faucet_payouts: z.record(
-    addressSchema,
-    z.object({
-      last_payout_ms: z.number().int().nonnegative(),
-      day: z.string(),
-      units_today: uintStringSchema,
-    }),
-  ),
-});
-type Persisted = z.infer<typeof persistedSchema>;
-
-/**
- * What a v2 policy gets for the fields it did not have: the origin's defaults of
- * AGENT_X402_VALIDITY_MARGIN_SECONDS and AGENT_X402_DAILY_LIMIT, so a node configured by default
- * still starts. Both only narrow what the enclave signed before, when neither was bounded.
- */
-export const V2_POLICY_DEFAULTS = { x402_validity_margin_seconds: 6, x402_daily_limit: 1_000 } as const;
-
-/**
- * A v2 state as v3: the policy with V2_POLICY_DEFAULTS, the treasury without payout terms (it pays
- * nothing until the policy key seals them: no terms can be guessed), no x402 or payout records.
- */
-function migrateV2(data: z.infer<typeof persistedV2Schema>): Persisted {
-  return {
-    v: 3,
-    counters: data.counters,
-    policy: data.policy ? { ...data.policy, ...V2_POLICY_DEFAULTS } : null,
-    policy_version: data.policy_version,
-    treasury: data.treasury ? { ...data.treasury, terms: null } : null,
-    settler_key_ref: data.settler_key_ref ?? null,
-    daily: data.daily,
-    x402_daily: { day: "", signed: {} },
-    faucet_payouts: {},
-  };
-}
-
-/** The state a sealed plaintext holds, from any version this enclave reads. */
-function parsePersisted(plaintext: Uint8Array): Persisted {
-  const value = decodeCbor(plaintext);
-  const current = persistedSchema.safeParse(value);
-  if (current.success) return current.data;
-  const v2 = persistedV2Schema.safeParse(value);
-  if (v2.success) return migrateV2(v2.data);
-  throw new SealError("state does not parse");
-}
 
 type Waiter = { resolve: () => void; reject: (error: Error) => void };
 
@@ -199,6 +111,7 @@ function emptyState(): EnclaveState {
     daily: { day: "", spent: new Map() },
     x402Daily: { day: "", signed: new Map() },
     faucetPayouts: new Map(),
+    nonces: emptyNonceRecords(),
   };
 }
 
@@ -234,13 +147,27 @@ function fromPersisted(data: Persisted): EnclaveState {
         { lastPayoutMs: paid.last_payout_ms, day: paid.day, unitsToday: BigInt(paid.units_today) },
       ]),
     ),
+    nonces: {
+      prunedAtMs: data.signed_nonces.pruned_at_ms,
+      keys: new Map(
+        Object.entries(data.signed_nonces.keys).map(([keyRef, [lastSignedMs, floor, signed, filled]]) => [
+          keyRef,
+          {
+            lastSignedMs,
+            floor,
+            signed: signed.map(([first, last]): [number, number] => [first, last]),
+            filled,
+          },
+        ]),
+      ),
+    },
   };
 }
 
 function toPersisted(state: EnclaveState): Persisted {
   const { treasury } = state;
   return {
-    v: 3,
+    v: 4,
     counters: Object.fromEntries(state.counters),
     policy: state.policy ? policyToWire(state.policy) : null,
     policy_version: state.policyVersion,
@@ -270,5 +197,14 @@ function toPersisted(state: EnclaveState): Persisted {
         { last_payout_ms: paid.lastPayoutMs, day: paid.day, units_today: paid.unitsToday.toString() },
       ]),
     ),
+    signed_nonces: {
+      pruned_at_ms: state.nonces.prunedAtMs,
+      keys: Object.fromEntries(
+        [...state.nonces.keys].map(([keyRef, record]) => [
+          keyRef,
+          [record.lastSignedMs, record.floor, record.signed, record.filled],
+        ]),
+      ),
+    },
   };
 }

@@ -27,6 +27,7 @@ const policy = (dailyLimit: number): Record<string, unknown> => ({
   fee_ceiling_wei: "1000000000000000",
   x402_validity_margin_seconds: MARGIN_SECONDS,
   x402_daily_limit: dailyLimit,
+  settler_daily_fee_units: "1000000000",
 });
 
 let nonces = 0;

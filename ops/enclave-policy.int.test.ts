@@ -57,6 +57,8 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     "6",
     "--x402-daily",
     "1000",
+    "--settler-daily",
+    "20000000",
     "--operator-pool",
     POOL,
   ];
@@ -111,6 +113,7 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
         x402_max_timeout_seconds: 180,
         x402_validity_margin_seconds: 6,
         x402_daily_limit: 1000,
+        settler_daily_fee_units: "20000000",
         operator_pool: POOL,
       },
     });
@@ -194,6 +197,7 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     const shown = await cli(["show"]);
     expect(shown.stdout).toMatch(new RegExp(`settler\\.address +${settler.settler_address}\\n`));
     expect(shown.stdout).toMatch(new RegExp(`settler\\.key_ref +${settler.settler_key_ref}\\n`));
+    expect(shown.stdout).toMatch(/settler\.fee_spent_today_units +0\n/);
   }, 120_000); // seven CLI runs, each a fresh node process: seconds apiece on a loaded host
 
   it("points the settler at a named key of the settler namespace, and refuses a key of another", async () => {
@@ -236,6 +240,16 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     const tooLong = await cli(["apply", "--policy-key", policyKey, "--x402-margin", "601"]);
     expect(tooLong.code).toBe(2);
     expect(tooLong.stderr).toContain("--x402-margin must be a whole number from 0 to 600");
+  });
+
+  it("changes the settler's daily fee budget alone, and shows it", async () => {
+    const run = await cli(["apply", "--policy-key", policyKey, "--settler-daily", "5000000"]);
+    // Mutation: parsing --settler-daily without setting the field fails this (exit 2, nothing to apply).
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toMatch(/settler_daily_fee_units +20000000 +5000000 +\*\n/);
+    expect(await sealed()).toMatchObject({ policy: { settler_daily_fee_units: "5000000" } });
+    const shown = await cli(["show"]);
+    expect(shown.stdout).toMatch(/settler_daily_fee_units +5000000\n/);
   });
 
   it("configures the treasury and its payout terms with the policy key, keeps unnamed terms, and refuses a bad flag with exit 2", async () => {

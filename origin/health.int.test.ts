@@ -21,6 +21,7 @@ const POLICY = {
   fee_ceiling_wei: "1000000000000000",
   x402_validity_margin_seconds: 6,
   x402_daily_limit: 1000,
+  settler_daily_fee_units: "1000000000",
 };
 
 describe("GET /healthz: the enclave's sealed policy (real enclave, real Postgres)", () => {

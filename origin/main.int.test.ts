@@ -138,6 +138,7 @@ describe("origin/main.ts as a process", () => {
         fee_ceiling_wei: "1000000000000000",
         x402_validity_margin_seconds: 6,
         x402_daily_limit: 1000,
+        settler_daily_fee_units: "1000000000",
       };
       await privileged(client, enclave, "configure_policy", policy);
       client.close();
@@ -164,6 +165,7 @@ describe("origin/main.ts as a process", () => {
             allowlist_size: 1,
             x402_amount_units: null,
             x402_pay_to: null,
+            settler_daily_fee_units: "1000000000",
           });
           const health = await fetch(`http://127.0.0.1:${port}/77/healthz`);
           expect(await health.json()).toMatchObject({

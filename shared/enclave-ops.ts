@@ -187,6 +187,11 @@ export const policySchema = z.strictObject({
   x402_validity_margin_seconds: z.number().int().min(0).max(600),
   /** x402 authorizations one key may sign per UTC day. */
   x402_daily_limit: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  /**
+   * Units of fee the settler key may commit per UTC day: the maximum fee (gas limit × max fee per
+   * gas, rounded up to units) of every settlement and filler it signs that day.
+   */
+  settler_daily_fee_units: uintStringSchema,
 });
 export type WirePolicy = z.infer<typeof policySchema>;
 export const configurePolicyParams = policySchema;
@@ -204,6 +209,12 @@ export const treasuryStatusSchema = z.object({
   daily_limit_units: uintStringSchema.nullable(),
 });
 
+/** The settler as get_policy reports it: its key, and the fee units its sealed daily budget has counted today. */
+export const settlerStatusSchema = configureSettlerResult.extend({
+  /** Counted against policy.settler_daily_fee_units on the enclave's current UTC day. */
+  fee_spent_today_units: uintStringSchema,
+});
+
 /** get_policy (no capability): the sealed policy, so the origin can check its configuration against it. */
 export const getPolicyParams = z.strictObject({});
 export const getPolicyResult = z.object({
@@ -214,7 +225,7 @@ export const getPolicyResult = z.object({
   policy: policySchema.nullable(),
   treasury: treasuryStatusSchema.nullable(),
   /** The x402 settler key, once configure_settler made it. */
-  settler: configureSettlerResult.nullable(),
+  settler: settlerStatusSchema.nullable(),
 });
 export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 
@@ -278,7 +289,8 @@ export const signX402AuthorizationResult = z.object({
  * sign_settlement (settler key only): the enclave builds the precompile's
  * transferWithAuthorization call, value 0, from these authorization fields and signature, so the
  * settler key can pay gas and nothing else; and only for an authorization `from` signed, under the
- * sealed x402 terms, valid at the enclave's clock with the sealed margin.
+ * sealed x402 terms, valid at the enclave's clock with the sealed margin, within the settler's
+ * sealed fee budget of the day.
  */
 export const signSettlementParams = z.strictObject({
   key_ref: keyRefSchema,
@@ -301,9 +313,11 @@ export const signSettlementResult = signTransactionResult;
 
 /**
  * sign_filler: a zero-value transfer from the key's address to itself at `nonce`, gas 21000, so a
- * nonce the chain refused can be used up and the sender's later transactions mined.
- * It moves nothing anywhere; its fee is under the sealed ceiling and counted as the key's other
- * transactions count it (an agent key's daily limit, the treasury's budget).
+ * nonce the chain refused (or left stuck) can be used up and the sender's later transactions mined.
+ * It moves nothing anywhere; it is signed only at a nonce the enclave signed a transaction of this
+ * key at, once per key and nonce; its fee is under the sealed ceiling and counted as the key's other
+ * transactions count it (an agent key's daily limit, the treasury's budget, the settler's fee
+ * budget of the day).
  */
 export const signFillerParams = z.strictObject({
   key_ref: keyRefSchema,

@@ -57,6 +57,15 @@ export const REFUSAL_DETAILS = [
   "settlement_window",
   /** The key's address is not the `from` the caller named (the identity's wallet, the treasury). */
   "key_binding",
+  /**
+   * The settler's sealed fee budget of one UTC day: the maximum fees of its settlements and
+   * fillers signed that day.
+   */
+  "settler_fee_budget",
+  /** A filler at a nonce the enclave signed no transaction of this key at (or no longer remembers). */
+  "filler_nonce",
+  /** A second filler at a nonce: one is signed per key and nonce. */
+  "filler_repeat",
 ] as const;
 export type RefusalDetail = (typeof REFUSAL_DETAILS)[number];
 

@@ -119,6 +119,8 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     // The origin's defaults; the origin is given the same below.
     x402ValidityMarginSeconds: 6,
     x402DailyLimit: 1_000,
+    // 1,000 USDC of settler fees a day: the settler's whole float, so no test meets it by accident.
+    settlerDailyFeeUnits: 1_000_000_000n,
     ...(options.x402 ? { x402AmountUnits: options.x402.amountUnits, x402PayTo: options.x402.payTo } : {}),
     ...options.policy,
   };

@@ -2,10 +2,13 @@
  * get_policy (no capability: the sealed policy is no secret): the
  * origin reads what it may not write, logs it at start and shows it on /healthz, and its money
  * routes compare their configuration with it. Limits, addresses, the faucet budget and payout
- * terms are not secret; no key material is returned.
+ * terms, and what the treasury and the settler have spent of their budgets are not secret; no key
+ * material is returned.
  */
+import { spentToday } from "../daily-spend.ts";
 import { succeed } from "../outcome.ts";
 import { policyToWire } from "../policy.ts";
+import { utcDay } from "../policy-checks.ts";
 import type { OpHandler } from "./handler.ts";
 
 export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
@@ -29,6 +32,12 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
             daily_limit_units: treasury.terms?.dailyLimitUnits.toString() ?? null,
           }
         : null,
-    settler: settlerKey ? { settler_key_ref: settlerKey.keyRef, settler_address: settlerKey.address } : null,
+    settler: settlerKey
+      ? {
+          settler_key_ref: settlerKey.keyRef,
+          settler_address: settlerKey.address,
+          fee_spent_today_units: spentToday(ctx.state.state, settlerKey.keyRef, utcDay(ctx.now())).toString(),
+        }
+      : null,
   });
 };

@@ -1,19 +1,23 @@
 /**
  * sign_filler: a transfer of nothing from a key's address to itself, at a nonce the origin names,
- * gas 21000. The chain refused a transaction at that nonce after later ones were signed, and
- * those wait behind the hole for good; this one fills it. It can move no money: the
- * recipient is the sender, the value zero, no calldata. What it costs is its fee, under the sealed
- * ceiling and counted as the key's other transactions count theirs (an agent key's daily limit,
- * the treasury's budget; the settler's gas, as for sign_settlement, only by the ceiling), so a
- * compromised origin gains nothing from it and can burn no more than the limits it already has.
+ * gas 21000. A transaction of ours at that nonce was refused or is stuck, and those signed after it
+ * wait behind it; this one takes its nonce. It can move no money: the recipient is the sender, the
+ * value zero, no calldata. It is signed only at a nonce the enclave signed a transaction of this
+ * key at, and once per key and nonce (docs/enclave.md#fillers-and-the-nonce-record), so fillers add
+ * no transaction to the chain beyond those already counted. What it costs is its fee, under the
+ * sealed ceiling and counted as the key's other transactions count theirs (an agent key's daily
+ * limit, the treasury's budget, the settler's fee budget of the day), so a compromised origin can
+ * burn no more than the limits it already has.
  */
 
 import type { EnclaveFailure } from "../../shared/enclave-protocol.ts";
 import { costUnits, maxFeeWei } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { err } from "../../shared/result.ts";
+import { countSpend, spentToday } from "../daily-spend.ts";
+import { fillerRefusal, recordFilledNonce } from "../nonce-record.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
-import { checkKeyBinding, utcDay } from "../policy-checks.ts";
+import { checkKeyBinding, checkSettlerFeeBudget, utcDay } from "../policy-checks.ts";
 import { prepareTransfer, signPrepared } from "../transaction.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -37,20 +41,32 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   if (params.chain_id !== ctx.config.chain_id) return exceeded("chain id not allowed", "chain");
   if (BigInt(params.nonce) > BigInt(Number.MAX_SAFE_INTEGER))
     return refuse("malformed", "nonce out of range");
+  const nonce = Number(params.nonce);
+  const nonceRefusal = fillerRefusal(state.nonces, key.keyRef, nonce);
+  if (nonceRefusal === "filler_nonce") {
+    return exceeded("no transaction of this key was signed at this nonce", "filler_nonce");
+  }
+  if (nonceRefusal === "filler_repeat") {
+    return exceeded("a filler of this key was already signed at this nonce", "filler_repeat");
+  }
   const fee = { gasLimit: FILLER_GAS, maxFeePerGas: BigInt(params.max_fee_per_gas) };
   if (maxFeeWei(fee) > policy.feeCeilingWei) return exceeded("fee above the policy ceiling", "fee_ceiling");
   const units = costUnits({ ...fee, valueUnits: 0n });
   const today = utcDay(ctx.now());
-  const spentToday = state.daily.day === today ? (state.daily.spent.get(key.keyRef) ?? 0n) : 0n;
-  if (key.namespace === "agent-transfer" && spentToday + units > policy.dailyLimitUnits) {
+  const spent = spentToday(state, key.keyRef, today);
+  if (key.namespace === "agent-transfer" && spent + units > policy.dailyLimitUnits) {
     return exceeded("over the daily limit", "daily");
   }
   if (key.namespace === "faucet" && state.treasury!.spentUnits + units > state.treasury!.budgetUnits) {
     return exceeded("over the faucet budget", "faucet_budget");
   }
+  if (key.namespace === "settler") {
+    const budget = checkSettlerFeeBudget(policy, { spentTodayUnits: spent, feeUnits: units });
+    if (budget) return err(budget);
+  }
   const prepared = prepareTransfer({
     chainId: ctx.config.chain_id,
-    nonce: Number(params.nonce),
+    nonce,
     to: key.address as Hex,
     valueWei: 0n,
     maxFeePerGas: fee.maxFeePerGas,
@@ -60,12 +76,9 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   if (!prepared) return refuse("malformed", "transaction fields out of range");
   // No await between the checks above and this reservation, as for sign_transfer.
   await ctx.state.commit((next) => {
-    if (key.namespace === "agent-transfer") {
-      if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
-      next.daily.spent.set(key.keyRef, spentToday + units);
-    } else if (key.namespace === "faucet" && next.treasury) {
-      next.treasury.spentUnits += units;
-    }
+    if (key.namespace === "faucet" && next.treasury) next.treasury.spentUnits += units;
+    else countSpend(next, key.keyRef, today, units);
+    recordFilledNonce(next.nonces, key.keyRef, nonce);
   });
   const tx = signPrepared(key.privateKey, prepared);
   return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });

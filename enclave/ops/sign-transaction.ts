@@ -1,16 +1,17 @@
 /**
  * sign_transfer (agent-transfer keys, per-tx and daily limits) and sign_faucet (the configured
  * faucet key, the sealed payout terms and budget). Order: key and its binding to `from`, fields
- * (serialized before anything else), policy, durable spend reservation, signature. The spend is on
- * disk before the signature exists, so a crash can only over-count, never let a signed transaction
- * escape its limit. What is counted is value plus the maximum fee, computed by
- * shared/fees.ts as the origin computes it.
+ * (serialized before anything else), policy, durable spend reservation (with the nonce signed at,
+ * for sign_filler), signature. The spend is on disk before the signature exists, so a crash can
+ * only over-count, never let a signed transaction escape its limit. What is counted is value plus
+ * the maximum fee, computed by shared/fees.ts as the origin computes it.
  */
 import type { Address } from "viem";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { WireParams } from "../../shared/enclave-ops.ts";
 import { costUnits, type FeeFields, maxFeeWei } from "../../shared/fees.ts";
 import { err } from "../../shared/result.ts";
+import { recordSignedNonce } from "../nonce-record.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
 import type { FaucetTerms } from "../policy.ts";
 import { checkFaucet, checkKeyBinding, checkTransfer, utcDay } from "../policy-checks.ts";
@@ -32,7 +33,8 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   const prepared = prepare(params, ctx.config.chain_id);
   if (!prepared.ok) return prepared;
   const cost = transactionCost(params);
-  const today = utcDay(ctx.now());
+  const now = ctx.now();
+  const today = utcDay(now);
   const { state } = ctx.state;
   const spentToday = state.daily.day === today ? (state.daily.spent.get(key.keyRef) ?? 0n) : 0n;
   const refusal = checkTransfer(state.policy, {
@@ -49,6 +51,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   await ctx.state.commit((next) => {
     if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
     next.daily.spent.set(key.keyRef, spentToday + cost.units);
+    recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
   });
   return signed(key.privateKey, prepared.value);
 };
@@ -88,6 +91,7 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   await ctx.state.commit((next) => {
     if (next.treasury) next.treasury.spentUnits += cost.units;
     recordPayout(next, { recipient, valueUnits, nowMs: now.getTime(), today, terms });
+    recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
   });
   return signed(key.privateKey, prepared.value);
 };

@@ -13,6 +13,7 @@ const sealed: SignerPolicy = {
   feeCeilingWei: 10n ** 15n,
   x402ValidityMarginSeconds: 6,
   x402DailyLimit: 1000,
+  settlerDailyFeeUnits: 20_000_000n,
 };
 
 describe("mergePolicy", () => {
@@ -29,7 +30,7 @@ describe("mergePolicy", () => {
       error: {
         kind: "usage",
         message: expect.stringContaining(
-          "missing --daily, --fee-ceiling, --allowlist, --x402-amount, --x402-pay-to, --max-validity, --x402-margin, --x402-daily, --operator-pool",
+          "missing --daily, --fee-ceiling, --allowlist, --x402-amount, --x402-pay-to, --max-validity, --x402-margin, --x402-daily, --settler-daily, --operator-pool",
         ),
       },
     });

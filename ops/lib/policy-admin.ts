@@ -41,6 +41,7 @@ export const POLICY_FIELD_FLAGS: { [Field in keyof SignerPolicy]-?: string } = {
   x402MaxTimeoutSeconds: "--max-validity",
   x402ValidityMarginSeconds: "--x402-margin",
   x402DailyLimit: "--x402-daily",
+  settlerDailyFeeUnits: "--settler-daily",
   operatorPool: "--operator-pool",
 };
 

@@ -38,6 +38,8 @@ describe("enclave-policy arguments", () => {
         "0",
         "--x402-daily",
         "1000",
+        "--settler-daily",
+        "20000000",
       ],
       {},
     );
@@ -57,6 +59,7 @@ describe("enclave-policy arguments", () => {
         x402MaxTimeoutSeconds: 180,
         x402ValidityMarginSeconds: 0,
         x402DailyLimit: 1000,
+        settlerDailyFeeUnits: 20_000_000n,
       },
     });
     expect(parsePolicyArgs(["apply", ...KEY, "--allowlist", "none"], {})).toMatchObject({
@@ -141,6 +144,8 @@ describe("enclave-policy arguments", () => {
       ["apply", ...KEY, "--x402-margin", "601"],
       ["apply", ...KEY, "--x402-margin", "6.5"],
       ["apply", ...KEY, "--x402-daily", "-1"],
+      ["apply", ...KEY, "--settler-daily", "1.5"],
+      ["treasury", ...KEY, "--budget", "5", "--settler-daily", "5"],
       ["apply", ...KEY, "--payout", "5"],
       ["settler", ...KEY, "--settler-key-ref", "xyz"],
       ["settler", ...KEY, "--payout", "5"],

@@ -22,7 +22,8 @@ export const POLICY_USAGE = `usage:
   npm run enclave-policy -- show [--json]
   npm run enclave-policy -- apply --policy-key FILE [--per-tx UNITS] [--daily UNITS] [--fee-ceiling WEI]
       [--allowlist ADDR,ADDR|none] [--x402-amount UNITS|none] [--x402-pay-to ADDR]
-      [--max-validity SECONDS] [--x402-margin SECONDS] [--x402-daily COUNT] [--operator-pool ADDR] [--json]
+      [--max-validity SECONDS] [--x402-margin SECONDS] [--x402-daily COUNT] [--settler-daily UNITS]
+      [--operator-pool ADDR] [--json]
   npm run enclave-policy -- treasury --policy-key FILE --budget UNITS [--payout UNITS] [--cooldown-ms MS]
       [--payout-daily UNITS] [--faucet-key-ref REF] [--json]
   npm run enclave-policy -- settler --policy-key FILE [--settler-key-ref REF] [--json]
@@ -30,7 +31,8 @@ Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else 
 apply keeps every field the flags do not name; the first apply names them all. treasury keeps the
 payout terms it does not name (a first treasury names them all); --payout-daily is per recipient
 per UTC day. --x402-margin is whole seconds an x402 authorization must be valid on each side of
-the enclave's clock to be settled; --x402-daily is authorizations per key per UTC day.
+the enclave's clock to be settled; --x402-daily is authorizations per key per UTC day;
+--settler-daily is units of fee the x402 settler may commit per UTC day (settlements and fillers).
 Units are 6-decimal USDC units (1 USDC = 1000000); --fee-ceiling is gas limit x max fee per gas, in wei.
 Exit: 0 applied or shown, 1 refused by the enclave or enclave unreachable, 2 usage.`;
 
@@ -84,6 +86,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
     "max-validity",
     "x402-margin",
     "x402-daily",
+    "settler-daily",
     "operator-pool",
   ] as const;
   const treasuryFlags = ["budget", "faucet-key-ref", "payout", "cooldown-ms", "payout-daily"] as const;
@@ -147,6 +150,8 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
     changes.x402ValidityMarginSeconds = integer(values["x402-margin"], "--x402-margin", 600);
   if (values["x402-daily"] !== undefined)
     changes.x402DailyLimit = integer(values["x402-daily"], "--x402-daily", Number.MAX_SAFE_INTEGER);
+  if (values["settler-daily"] !== undefined)
+    changes.settlerDailyFeeUnits = amount(values["settler-daily"], "--settler-daily");
   if (values["operator-pool"] !== undefined)
     changes.operatorPool = address(values["operator-pool"], "--operator-pool");
   if (Object.keys(changes).length === 0) throw new PolicyUsageError("apply needs at least one field to set");
@@ -175,6 +180,7 @@ function parse(argv: string[]) {
       "max-validity": { type: "string" },
       "x402-margin": { type: "string" },
       "x402-daily": { type: "string" },
+      "settler-daily": { type: "string" },
       "operator-pool": { type: "string" },
       budget: { type: "string" },
       "faucet-key-ref": { type: "string" },

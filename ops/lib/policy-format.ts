@@ -21,6 +21,7 @@ const ROW_ORDER = [
   "x402_max_timeout_seconds",
   "x402_validity_margin_seconds",
   "x402_daily_limit",
+  "settler_daily_fee_units",
   "operator_pool",
   "treasury",
   "treasury.faucet_address",
@@ -33,6 +34,7 @@ const ROW_ORDER = [
   "settler",
   "settler.address",
   "settler.key_ref",
+  "settler.fee_spent_today_units",
 ];
 
 /** The rows of one sealed state: version, every policy field, the treasury and its terms, the settler. */
@@ -57,6 +59,7 @@ export function policyRows(result: GetPolicyResult): Row[] {
       ["x402_max_timeout_seconds", String(policy.x402_max_timeout_seconds)],
       ["x402_validity_margin_seconds", String(policy.x402_validity_margin_seconds)],
       ["x402_daily_limit", String(policy.x402_daily_limit)],
+      ["settler_daily_fee_units", policy.settler_daily_fee_units],
       ["operator_pool", policy.operator_pool],
     );
   }
@@ -77,7 +80,11 @@ export function policyRows(result: GetPolicyResult): Row[] {
   const settler = wire.settler;
   if (!settler) rows.push(["settler", "none configured (x402 settles nothing)"]);
   else {
-    rows.push(["settler.address", settler.settler_address], ["settler.key_ref", settler.settler_key_ref]);
+    rows.push(
+      ["settler.address", settler.settler_address],
+      ["settler.key_ref", settler.settler_key_ref],
+      ["settler.fee_spent_today_units", settler.fee_spent_today_units],
+    );
   }
   return rows;
 }

@@ -154,6 +154,9 @@ function signerRefusal(failure: SignerFailure): Refusal | null {
     case "x402_daily":
     case "settlement_signature":
     case "settlement_window":
+    case "settler_fee_budget":
+    case "filler_nonce":
+    case "filler_repeat":
       return null;
     case undefined:
       return failure.code === "key_purpose_mismatch" ? keyUnavailable("wallet") : null;

@@ -67,6 +67,7 @@ const policyFromWire = (p: wire.WirePolicy): SignerPolicy => ({
   feeCeilingWei: BigInt(p.fee_ceiling_wei),
   x402ValidityMarginSeconds: p.x402_validity_margin_seconds,
   x402DailyLimit: p.x402_daily_limit,
+  settlerDailyFeeUnits: BigInt(p.settler_daily_fee_units),
 });
 
 /** A sealed treasury's payout terms, or null when it was sealed without them. */
@@ -92,6 +93,7 @@ export function signerPolicyToWire(p: SignerPolicy): wire.WirePolicy {
     fee_ceiling_wei: p.feeCeilingWei.toString(),
     x402_validity_margin_seconds: p.x402ValidityMarginSeconds,
     x402_daily_limit: p.x402DailyLimit,
+    settler_daily_fee_units: p.settlerDailyFeeUnits.toString(),
   };
 }
 
@@ -117,7 +119,11 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
     settler:
       r.settler === null
         ? null
-        : { settler_key_ref: r.settler.settlerKeyRef, settler_address: r.settler.settlerAddress },
+        : {
+            settler_key_ref: r.settler.settlerKeyRef,
+            settler_address: r.settler.settlerAddress,
+            fee_spent_today_units: r.settler.feeSpentTodayUnits.toString(),
+          },
   };
 }
 
@@ -327,6 +333,7 @@ export const OP_CODECS = {
             : {
                 settlerKeyRef: r.settler.settler_key_ref,
                 settlerAddress: r.settler.settler_address as Address,
+                feeSpentTodayUnits: BigInt(r.settler.fee_spent_today_units),
               },
       }),
     ),

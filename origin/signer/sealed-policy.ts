@@ -41,8 +41,9 @@ export async function readEnclavePolicy(
 
 /**
  * Start-up: one info line with the sealed policy (version, limits, fee ceiling, allowlist size, x402
- * terms), or a warning when the enclave does not answer; the origin starts either way. Returns what
- * it read, for the money switches' check (origin/startup/money-setup.ts).
+ * terms, the settler's fee budget), or a warning when the enclave does not answer; the origin
+ * starts either way. Returns what it read, for the money switches' check
+ * (origin/startup/money-setup.ts).
  */
 export async function logSealedPolicy(
   signer: Pick<SignerClient, "getPolicy">,
@@ -73,6 +74,7 @@ export async function logSealedPolicy(
       x402_pay_to: policy.x402PayTo,
       x402_validity_margin_seconds: policy.x402ValidityMarginSeconds,
       x402_daily_limit: policy.x402DailyLimit,
+      settler_daily_fee_units: policy.settlerDailyFeeUnits.toString(),
     },
     "enclave policy",
   );

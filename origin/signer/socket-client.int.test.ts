@@ -27,6 +27,7 @@ const policy: SignerPolicy = {
   feeCeilingWei: 10n ** 15n,
   x402ValidityMarginSeconds: 6,
   x402DailyLimit: 1000,
+  settlerDailyFeeUnits: 1_000_000_000n,
 };
 
 describe("socket signer client against the real enclave", () => {

@@ -118,6 +118,8 @@ export type SignerPolicy = {
   x402ValidityMarginSeconds: number;
   /** x402 authorizations one key may sign per UTC day. */
   x402DailyLimit: number;
+  /** Units of fee (maximum fees, rounded up) the settler may commit per UTC day. */
+  settlerDailyFeeUnits: bigint;
 };
 export type ConfigurePolicyParams = SignerPolicy;
 export type ConfigurePolicyResult = SignerPolicy;
@@ -131,10 +133,12 @@ export type TreasuryStatus = {
   terms: FaucetTerms | null;
 };
 /** The x402 settler key: pays the gas of settlements and signs nothing else. */
-export type SettlerStatus = { settlerKeyRef: string; settlerAddress: Address };
+export type SettlerKey = { settlerKeyRef: string; settlerAddress: Address };
+/** The settler key and the fee units counted today against the sealed settlerDailyFeeUnits. */
+export type SettlerStatus = SettlerKey & { feeSpentTodayUnits: bigint };
 /** Without settlerKeyRef the settler key is made once and kept; with it, pointed at that key. */
 export type ConfigureSettlerParams = { settlerKeyRef?: string };
-export type ConfigureSettlerResult = SettlerStatus;
+export type ConfigureSettlerResult = SettlerKey;
 
 /** What the enclave has sealed (docs/enclave.md): the origin reads it, never writes it. */
 export type GetPolicyResult = {
@@ -204,7 +208,10 @@ export type SignSettlementParams = {
   gasLimit: bigint;
 };
 
-/** sign_filler: a zero-value self-transfer at `nonce` (gas 21000), to use up a refused nonce. */
+/**
+ * sign_filler: a zero-value self-transfer at `nonce` (gas 21000), to use up a refused or stuck
+ * nonce; signed only at a nonce the enclave signed a transaction of the key at, once.
+ */
 export type SignFillerParams = {
   keyRef: string;
   /** The address the key must have: the transaction's sender and recipient. */

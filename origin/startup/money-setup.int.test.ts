@@ -34,6 +34,7 @@ describe("prepareMoney against the enclave's sealed policy", () => {
       fee_ceiling_wei: "1000000000000000",
       x402_validity_margin_seconds: 10,
       x402_daily_limit: 500,
+      settler_daily_fee_units: "1000000000",
     });
     await privileged(client, enclave, "configure_treasury", {
       budget_units: "1000000000",

@@ -240,6 +240,9 @@ function signerRefusal(failure: SignerFailure): {
     case "faucet_daily":
     case "settlement_signature":
     case "settlement_window":
+    case "settler_fee_budget":
+    case "filler_nonce":
+    case "filler_repeat":
     case undefined:
       // Without a sealed bound named, key_purpose_mismatch means the enclave holds no such key.
       if (failure.code === "key_purpose_mismatch") return keyUnavailable("wallet");

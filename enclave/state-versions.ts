@@ -1,0 +1,151 @@
+/**
+ * The sealed state's on-disk versions: the current one (v4), and the older ones this enclave still
+ * opens, each migrated in memory to the current one (written as it at the next commit). A state is
+ * CBOR in wire form: decimal strings for amounts, snake_case names.
+ */
+import { z } from "zod";
+import { decodeCbor } from "../shared/cbor-frame.ts";
+import {
+  addressSchema,
+  keyRefSchema,
+  MAX_FAUCET_COOLDOWN_MS,
+  policySchema,
+  uintStringSchema,
+} from "../shared/enclave-ops.ts";
+import { SealError } from "./sealing.ts";
+
+const countersSchema = z.record(z.string(), z.number().int().positive());
+const dailySchema = z.object({ day: z.string(), spent: z.record(z.string(), uintStringSchema) });
+const nonceSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+
+// v2: policy_version and the policy's fee_ceiling_wei. A v1 state file only exists beside a v1
+// sealed config, which the server refuses before reading state. Read only to migrate it.
+const persistedV2Schema = z.object({
+  v: z.literal(2),
+  counters: countersSchema,
+  policy: policySchema
+    .omit({ x402_validity_margin_seconds: true, x402_daily_limit: true, settler_daily_fee_units: true })
+    .nullable(),
+  policy_version: z.number().int().nonnegative(),
+  treasury: z
+    .object({ faucet_key_ref: keyRefSchema, budget_units: uintStringSchema, spent_units: uintStringSchema })
+    .nullable(),
+  // Optional: state files written before the settler existed stay readable.
+  settler_key_ref: keyRefSchema.nullable().optional(),
+  daily: dailySchema,
+});
+
+// v3: the policy's x402 validity margin and daily count, the treasury's payout terms, the x402
+// authorizations per key and day, and the faucet payouts per recipient.
+const persistedV3Schema = z.object({
+  v: z.literal(3),
+  counters: countersSchema,
+  policy: policySchema.omit({ settler_daily_fee_units: true }).nullable(),
+  policy_version: z.number().int().nonnegative(),
+  treasury: z
+    .object({
+      faucet_key_ref: keyRefSchema,
+      budget_units: uintStringSchema,
+      spent_units: uintStringSchema,
+      terms: z
+        .object({
+          payout_units: uintStringSchema,
+          cooldown_ms: z.number().int().min(0).max(MAX_FAUCET_COOLDOWN_MS),
+          daily_limit_units: uintStringSchema,
+        })
+        .nullable(),
+    })
+    .nullable(),
+  settler_key_ref: keyRefSchema.nullable(),
+  daily: dailySchema,
+  x402_daily: z.object({ day: z.string(), signed: z.record(z.string(), z.number().int().positive()) }),
+  faucet_payouts: z.record(
+    addressSchema,
+    z.object({
+      last_payout_ms: z.number().int().nonnegative(),
+      day: z.string(),
+      units_today: uintStringSchema,
+    }),
+  ),
+});
+type PersistedV3 = z.infer<typeof persistedV3Schema>;
+
+// v4: the policy's settler fee budget of the day (the settler's fees count in `daily`, under its
+// key), and the nonces each key signed a transaction or a filler at (nonce-record.ts).
+export const persistedSchema = persistedV3Schema.extend({
+  v: z.literal(4),
+  policy: policySchema.nullable(),
+  signed_nonces: z.object({
+    pruned_at_ms: z.number().int(),
+    // Per key [last_signed_ms, floor, signed ranges, filled nonces]: a tuple rather than a map,
+    // since the record is written with every group of signatures and names would double its size.
+    keys: z.record(
+      keyRefSchema,
+      z.tuple([
+        z.number().int(),
+        nonceSchema,
+        z.array(z.tuple([nonceSchema, nonceSchema])),
+        z.array(nonceSchema),
+      ]),
+    ),
+  }),
+});
+export type Persisted = z.infer<typeof persistedSchema>;
+
+/**
+ * What a v2 policy gets for the fields it did not have: the origin's defaults of
+ * AGENT_X402_VALIDITY_MARGIN_SECONDS and AGENT_X402_DAILY_LIMIT, so a node configured by default
+ * still starts. Both only narrow what the enclave signed before, when neither was bounded.
+ */
+export const V2_POLICY_DEFAULTS = { x402_validity_margin_seconds: 6, x402_daily_limit: 1_000 } as const;
+
+/**
+ * What a v3 policy gets for the settler's daily fee budget, which it did not have: 20 USDC a day,
+ * the local stack's value (docs/enclave.md#the-settlers-fee-budget). It only narrows what the
+ * enclave signed before, when the settler's gas was bounded per transaction alone; the operator
+ * seals the node's own with `enclave-policy apply --settler-daily`.
+ */
+export const V3_POLICY_DEFAULTS = { settler_daily_fee_units: "20000000" } as const;
+
+/**
+ * A v2 state as v3: the policy with V2_POLICY_DEFAULTS, the treasury without payout terms (it pays
+ * nothing until the policy key seals them: no terms can be guessed), no x402 or payout records.
+ */
+function migrateV2(data: z.infer<typeof persistedV2Schema>): PersistedV3 {
+  return {
+    v: 3,
+    counters: data.counters,
+    policy: data.policy ? { ...data.policy, ...V2_POLICY_DEFAULTS } : null,
+    policy_version: data.policy_version,
+    treasury: data.treasury ? { ...data.treasury, terms: null } : null,
+    settler_key_ref: data.settler_key_ref ?? null,
+    daily: data.daily,
+    x402_daily: { day: "", signed: {} },
+    faucet_payouts: {},
+  };
+}
+
+/**
+ * A v3 state as v4: the policy with V3_POLICY_DEFAULTS, and an empty nonce record. The nonces
+ * signed before the upgrade are not known, so a filler at one of them is refused.
+ */
+function migrateV3(data: PersistedV3): Persisted {
+  return {
+    ...data,
+    v: 4,
+    policy: data.policy ? { ...data.policy, ...V3_POLICY_DEFAULTS } : null,
+    signed_nonces: { pruned_at_ms: 0, keys: {} },
+  };
+}
+
+/** The state a sealed plaintext holds, from any version this enclave reads, as the current one. */
+export function parsePersisted(plaintext: Uint8Array): Persisted {
+  const value = decodeCbor(plaintext);
+  const current = persistedSchema.safeParse(value);
+  if (current.success) return current.data;
+  const v3 = persistedV3Schema.safeParse(value);
+  if (v3.success) return migrateV3(v3.data);
+  const v2 = persistedV2Schema.safeParse(value);
+  if (v2.success) return migrateV3(migrateV2(v2.data));
+  throw new SealError("state does not parse");
+}
