@@ -37,7 +37,17 @@ export type FillerDeps = {
   leaseMs: number;
   /** A transaction whose broadcasts were not refused is replaced once it has waited this long unmined. */
   replaceAfterMs: number;
+  /**
+   * The tracker's memory of the fillers the enclave refused under its sealed policy (by
+   * `sender:nonce`, until when not to ask again): a budget spent today, a nonce it has no record of,
+   * a filler it signed already whose bytes a crash lost. Asking again each second would only repeat
+   * the refusal in the log.
+   */
+  refused: Map<string, number>;
 };
+
+/** How long a filler the enclave refused under its sealed policy is not asked for again. */
+const REFUSED_FILLER_PAUSE_MS = 10 * 60_000;
 
 type Stuck = { txId: string; sender: string; nonce: bigint; rawTx: string };
 
@@ -48,7 +58,11 @@ type Stuck = { txId: string; sender: string; nonce: bigint; rawTx: string };
  * decided). Returns how many fillers a node accepted.
  */
 export async function replaceStuck(deps: FillerDeps): Promise<number> {
-  const stuck = await findStuck(deps.db, deps.replaceAfterMs);
+  const now = Date.now();
+  for (const [key, until] of deps.refused) if (until <= now) deps.refused.delete(key);
+  const stuck = (await findStuck(deps.db, deps.replaceAfterMs)).filter(
+    (tx) => !deps.refused.has(`${tx.sender}:${tx.nonce}`),
+  );
   if (stuck.length === 0) return 0;
   const mined = await minedNonces(
     deps.rpc,
@@ -152,14 +166,14 @@ async function signFiller(
       maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
     });
     if (!signed.ok) {
-      deps.logger.warn(
-        {
-          sender: stuck.sender,
-          nonce: stuck.nonce.toString(),
-          code: signed.error.code,
-          detail: signed.error.detail,
-        },
-        "enclave refused a filler",
+      const { code, detail, class: failureClass } = signed.error;
+      const sealed = failureClass === "terminal_agent";
+      if (sealed) deps.refused.set(`${stuck.sender}:${stuck.nonce}`, Date.now() + REFUSED_FILLER_PAUSE_MS);
+      deps.logger[sealed ? "error" : "warn"](
+        { sender: stuck.sender, nonce: stuck.nonce.toString(), replaced: stuck.txId, code, detail },
+        sealed
+          ? "enclave refused a filler under its sealed policy: the transaction stays in flight until the chain mines it or an operator closes its nonce"
+          : "enclave could not sign a filler now; the next sweep asks again",
       );
       return undefined;
     }

@@ -127,6 +127,7 @@ export function createTxTracker(
   const decideAfterMs = options.decideAfterMs ?? 600_000;
   const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
   let lastSweep = Number.NEGATIVE_INFINITY;
+  const refusedFillers = new Map<string, number>();
 
   let started = false;
   let stopped = false;
@@ -151,7 +152,13 @@ export function createTxTracker(
     report.failed = await decidePassed(deps, unmined, decideAfterMs);
     await rebroadcast(report);
     if (deps.gaps) {
-      report.filled = await replaceStuck({ ...deps, ...deps.gaps, leaseMs, replaceAfterMs });
+      report.filled = await replaceStuck({
+        ...deps,
+        ...deps.gaps,
+        leaseMs,
+        replaceAfterMs,
+        refused: refusedFillers,
+      });
     }
     report.abandoned = await runTrackerSweeps(deps.db, { abandonAfterMs: options.abandonAfterMs });
     return report;
