@@ -78,17 +78,19 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
   const paymentOf = (from: string) => (tx: SentTransaction) =>
     tx.from === from.toLowerCase() && tx.to !== from.toLowerCase();
 
-  it("keeps a transfer a node refuses in flight with the node's words until a filler takes its nonce; then it ends failed, nothing moved; the batch's other agents confirm; the next transfer takes the next nonce", async () => {
+  it("keeps a transfer a node refuses in flight with the node's words until a filler takes its nonce; then it ends failed, nothing moved; the batch's other agents confirm; the wallet's next transfer, sent meanwhile, takes the next nonce and confirms", async () => {
     const [refused, other, third] = await stack.newAgents(3, { units: 1_000_000n });
     const recipient = newAccount().address;
     const wallet = refused!.wallet.toLowerCase();
     const calls = agentCalls(origin.base, refused!.token);
     const key = newKey();
-    const refusing = proxy.refuseEvery(paymentOf(wallet));
+    // Its payment at nonce 0 is refused by every node it reaches.
+    const refusing = proxy.refuseEvery((tx) => paymentOf(wallet)(tx) && tx.nonce === 0);
     // The filler is held back too for a while (a full pool: it is sent again and again), so the
     // transfer is seen in flight for as long as the test looks.
     const holding = proxy.refuseEvery((tx) => tx.from === wallet && tx.to === wallet, "txpool is full");
     let views: ActionView[];
+    let behindId = "";
     try {
       // Together, so the three share a batch (and its JSON-RPC batch of broadcasts).
       const answers = await Promise.all([
@@ -108,6 +110,18 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
       const repeated = await transfer(refused!, recipient, "1000", key);
       expect(repeated.status).toBe(202);
       expect(repeated.body).toMatchObject({ action_id: refusedId, ...inFlight });
+      // The wallet's next transfer, sent while the refused one is in flight, takes the next nonce:
+      // a nonce is never handed out again while its transaction can still be mined. Mutation:
+      // handing a refused nonce out again when nothing was signed after it (the code before) signs
+      // this one at nonce 0 too.
+      const behind = await transfer(refused!, recipient, "2000");
+      expect(behind.status, JSON.stringify(behind.body)).toBe(202);
+      behindId = (behind.body as ActionView).action_id;
+      expect(await sentBy(wallet)).toEqual([
+        { nonce: "0", purpose: "transfer", status: "submitted" },
+        { nonce: "0", purpose: "filler", status: expect.stringMatching(/^(signed|submitted)$/) },
+        { nonce: "1", purpose: "transfer", status: expect.stringMatching(/^(signed|submitted)$/) },
+      ]);
       holding.stop();
       views = await Promise.all(
         answers.map((answer, n) =>
@@ -141,9 +155,8 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     expect(fillerView).toMatchObject({ kind: "filler", status: "confirmed", amount: "0", to: wallet });
     expect(BigInt(fillerView.fee_wei!)).toBeGreaterThan(0n);
 
-    const next = await transfer(refused!, recipient, "2000");
-    expect(next.status, JSON.stringify(next.body)).toBe(202);
-    expect((await calls.settled((next.body as ActionView).action_id)).status).toBe("confirmed");
+    // The transfer behind the stuck nonce waited for it, and confirms once the filler is mined.
+    expect((await calls.settled(behindId)).status).toBe("confirmed");
     expect(await sentBy(wallet)).toEqual([
       { nonce: "0", purpose: "transfer", status: "failed" },
       { nonce: "0", purpose: "filler", status: "confirmed" },
