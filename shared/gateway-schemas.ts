@@ -87,6 +87,11 @@ export const actionSchema = z.object({
    * accepted (a timeout, "nonce too low", a refusal). Still in flight: only the chain ends it.
    */
   last_broadcast_error: z.string().nullable(),
+  /**
+   * For an action that ended `failed` because a filler from the agent's own wallet took its nonce:
+   * that filler's action (kind `filler`, with its fee), else null.
+   */
+  replaced_by: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });

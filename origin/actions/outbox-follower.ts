@@ -20,7 +20,9 @@ followOutgoing({
     set status = m.status, updated_at = now(),
         last_broadcast_error = case when m.status = 'submitted' then m.error end,
         error_code = case when m.status = 'failed' then 'broadcast_refused' else a.error_code end,
-        error_message = case when m.status = 'failed' then m.error else a.error_message end
+        error_message = case when m.status = 'failed' then m.error else a.error_message end,
+        replaced_by_action_id = case when m.status = 'failed' then
+          (select f.action_id from agent_actions f where f.tx_id = m.taken_by and f.kind = 'filler') end
     from moved m where a.tx_id = m.tx_id and a.tx_id = any(array(select tx_id from moved))
       and a.status in ('signed', 'submitted')`,
 });

@@ -29,6 +29,8 @@ export type ActionRow = {
   errorMessage: string | null;
   /** While in flight: the words of its last broadcast that was not accepted. */
   lastBroadcastError: string | null;
+  /** Ended `failed` because the agent's filler took its nonce: that filler's action. */
+  replacedByActionId: string | null;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -126,6 +128,7 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
           errorCode: null,
           errorMessage: null,
           lastBroadcastError: null,
+          replacedByActionId: null,
           createdAt: toDate(row.created_at),
           updatedAt: toDate(row.updated_at),
         },
@@ -172,7 +175,7 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
   sql`select a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash, a.status,
         a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, t.fee_wei::text, a.signed_payload,
         coalesce(a.error_code, case when a.status = 'reverted' then 'reverted' end) as error_code,
-        a.error_message, a.last_broadcast_error, a.created_at, a.updated_at
+        a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.created_at, a.updated_at
       from ${source} left join outgoing_transactions t on t.tx_id = a.tx_id ${where}`;
 
 const byIdStatement = preparedStatement<"actionId" | "agentId">(
@@ -215,6 +218,7 @@ async function selectActions<P extends string>(
       error_code: string | null;
       error_message: string | null;
       last_broadcast_error: string | null;
+      replaced_by_action_id: string | null;
       created_at: Date | string;
       updated_at: Date | string;
     },
@@ -236,6 +240,7 @@ async function selectActions<P extends string>(
     errorCode: row.error_code,
     errorMessage: row.error_message,
     lastBroadcastError: row.last_broadcast_error,
+    replacedByActionId: row.replaced_by_action_id,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
   }));

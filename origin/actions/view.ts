@@ -17,6 +17,7 @@ export function actionView(action: ActionRow): ActionView {
     fee_wei: action.feeWei?.toString() ?? null,
     error_code: action.status === "failed" || action.status === "reverted" ? action.errorCode : null,
     last_broadcast_error: action.status === "submitted" ? action.lastBroadcastError : null,
+    replaced_by: action.replacedByActionId,
     created_at: action.createdAt.toISOString(),
     updated_at: action.updatedAt.toISOString(),
   };

@@ -16,10 +16,11 @@ export type TxFollower = {
   name: string;
   /**
    * An UPDATE of the follower's rows after their transactions moved: the statement's CTE `moved`
-   * holds (tx_id, status, error), status one of `submitted` (a broadcast answered; error: the
-   * node's words, null when accepted), `confirmed`, `reverted` (a receipt) or `failed` (another
-   * transaction took the nonce; error: which, and the last broadcast's answer). The follower must
-   * leave rows that have ended as they are.
+   * holds (tx_id, status, error, taken_by), status one of `submitted` (a broadcast answered; error:
+   * the node's words, null when accepted), `confirmed`, `reverted` (a receipt) or `failed` (another
+   * transaction took the nonce; error: which, and the last broadcast's answer; taken_by: that
+   * transaction's tx_id when it is the service's). The follower must leave rows that have ended as
+   * they are.
    */
   moved: SQL;
 };

@@ -146,12 +146,10 @@ describe("a chain that refuses a signed transaction (real processes, a refusing 
     expect(repeat.body).toMatchObject({
       error: { code: "broadcast_refused", message: expect.stringMatching(/nothing moved/) },
     });
-    // The filler is the agent's too: an action of its own, with the fee its wallet paid.
-    const [filler] = await queryRows<{ action_id: string }>(
-      stack.db.handle.db,
-      sql`select action_id from agent_actions where agent_id = ${refused!.agentId} and kind = 'filler'`,
-    );
-    const fillerView = (await calls.action(filler!.action_id)).body as ActionView;
+    // The filler is the agent's too: an action of its own, named by the transfer it replaced, with
+    // the fee its wallet paid.
+    expect(views[0]!.replaced_by).toMatch(/^[0-9a-f-]{36}$/);
+    const fillerView = (await calls.action(views[0]!.replaced_by!)).body as ActionView;
     expect(fillerView).toMatchObject({ kind: "filler", status: "confirmed", amount: "0", to: wallet });
     expect(BigInt(fillerView.fee_wei!)).toBeGreaterThan(0n);
 

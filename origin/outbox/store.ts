@@ -92,7 +92,7 @@ function moveInFlightStatement(): PreparedStatement<"moves"> {
           broadcast_attempts = broadcast_attempts + (case when m.outcome is null then 0 else 1 end),
           nonce_passed_at = case when m.status = 'failed' then t.nonce_passed_at else null end
       from locked l join moves m on m.tx_id = l.tx_id where t.tx_id = l.tx_id
-      returning t.tx_id, t.status, t.error)${followersTail()}`,
+      returning t.tx_id, t.status, t.error, null::uuid as taken_by)${followersTail()}`,
   );
 }
 
@@ -214,10 +214,10 @@ function recordMinedStatement(name: string, from: SQL): PreparedStatement<"recei
       from mined m
       where o.sender = m.sender and o.nonce = m.nonce and o.status in ('signed', 'submitted')
         and not (o.tx_id in (select tx_id from locked))
-      returning o.tx_id, o.status, o.error),
+      returning o.tx_id, o.status, o.error, m.tx_id as taken_by),
     moved as (
-      select tx_id, status, null::text as error from mined
-      union all select tx_id, status, error from superseded)${followersTail()}`,
+      select tx_id, status, null::text as error, null::uuid as taken_by from mined
+      union all select tx_id, status, error, taken_by from superseded)${followersTail()}`,
   );
 }
 

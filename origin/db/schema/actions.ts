@@ -44,6 +44,11 @@ export const agentActions = pgTable(
      * accepted (docs/api.md#faucet-and-transfer-actions-states).
      */
     lastBroadcastError: text("last_broadcast_error"),
+    /**
+     * For an action ended `failed` because another transaction took its nonce: the agent's filler
+     * action that did, when it was one (docs/api.md#faucet-and-transfer-actions-states).
+     */
+    replacedByActionId: uuid("replaced_by_action_id"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
