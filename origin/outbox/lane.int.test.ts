@@ -11,6 +11,7 @@ import { queryRows } from "../db/client.ts";
 import { createLogger } from "../logger.ts";
 import type { BroadcastLease } from "./intent.ts";
 import { type BroadcastLane, createBroadcastLane } from "./lane.ts";
+import { failInFlight, recordBroadcasts } from "./store.ts";
 
 // The lane against a real devnet and a real database: stored transactions (signed here by a test
 // account, as the enclave would sign an agent's) go out in order, what queues while a broadcast is
@@ -149,5 +150,22 @@ describe("broadcast lane (real devnet and Postgres)", () => {
     expect(await statuses(leases)).toEqual(["submitted", "submitted"]);
     expect(woken).toBeGreaterThan(0);
     expect(await chain().getTransactionCount({ address: sender })).toBe(0);
+  });
+
+  it("never moves a transaction that has ended: a broadcast's answer recorded after its receipt leaves it confirmed", async () => {
+    // A tracker's resend answered "nonce too low" while another origin recorded the receipt: the
+    // late answer must not move the row back in flight. Mutation: moveInFlight without its
+    // `status in ('signed', 'submitted')` condition leaves it `submitted`.
+    const lane = laneWith({ maxWaiting: 100 });
+    const { leases } = await storedTransfers(1);
+    const [sent] = await Promise.all(lane.send(leases));
+    expect((await sent!.receipt)?.status).toBe("confirmed");
+    await lane.idle();
+    expect(await statuses(leases)).toEqual(["confirmed"]);
+    await recordBroadcasts(database.handle.db, leases, [
+      { kind: "unknown", reason: "nonce too low: next nonce 1, tx nonce 0" },
+    ]);
+    await failInFlight(database.handle.db, [{ txId: leases[0]!.txId, error: "a late decision" }]);
+    expect(await statuses(leases)).toEqual(["confirmed"]);
   });
 });
