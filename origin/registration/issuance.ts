@@ -15,9 +15,17 @@ export type IssuePublicIdentityParams = {
   ipGroup: string;
   /** Free keys beyond the reserve worth counting for `freeKeysLeft` (quota-gate.ts). */
   freeKeyMargin?: number;
+  /**
+   * With the proof of work on: the group's count of the day the request's challenge was bound
+   * to. Under the lock it must still be the count, so one solution makes one identity at most.
+   */
+  proofCount?: number;
 };
 
-export type IssuanceRefusal = GateRefusal | { kind: "unavailable"; reason: "unavailable" };
+export type IssuanceRefusal =
+  | GateRefusal
+  | { kind: "unavailable"; reason: "unavailable" }
+  | { kind: "proof_spent" };
 
 export type IssuedIdentity = ProvisionedIdentity & {
   /**
@@ -42,13 +50,14 @@ export async function issuePublicIdentity(
   db: Db,
   params: IssuePublicIdentityParams,
 ): Promise<IssuePublicIdentityResult> {
-  const { day, ipGroup, freeKeyMargin } = params;
+  const { day, ipGroup, freeKeyMargin, proofCount } = params;
   return db.transaction(async (tx): Promise<IssuePublicIdentityResult> => {
     await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
     // After the lock is granted: this statement sees every issuance committed before.
     const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
     const refusal = evaluateGate(state);
     if (refusal) return err(refusal);
+    if (proofCount !== undefined && state.ipGroupToday !== proofCount) return err({ kind: "proof_spent" });
 
     const claimed = await claimKeyForIdentity(tx, { capabilities: PUBLIC_CAPABILITIES, origin: "public" });
     if (!claimed.ok) {

@@ -41,6 +41,7 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
       day: params.day,
       ipGroup: params.ipGroup,
       freeKeyMargin: batchSize,
+      proofCount: params.proofCount,
     });
     if (issued.ok) {
       if (issued.value.freeKeysLeft < keyReserve + batchSize) demand.wake({ keyReserve });

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { CHAIN_ID } from "../../shared/constants.ts";
+import { CHAIN_ID, HEADER_REGISTRATION_PROOF } from "../../shared/constants.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -12,6 +12,7 @@ import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
 import { type IssuanceRefusal, PUBLIC_CAPABILITIES } from "./issuance.ts";
 import { type IssueWhenKeysResult, issueWhenKeys } from "./issue-when-keys.ts";
+import { createProofGate, type ProofGate } from "./proof-gate.ts";
 import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
 import { evaluateGate, onlyShortOfKeys, type RegistrationState, readQuotaState } from "./quota-gate.ts";
 import { checkRequestShape } from "./request-shape.ts";
@@ -45,9 +46,11 @@ export type RegistrationRouterOptions = {
  *   4. the policy and quota state, read only (503 paused / total_ceiling / key_reserve, 429 when
  *      a daily quota is spent; no counter moves). Short of keys only, on a node that can make
  *      them, the request goes on and the refill is woken;
- *   5. the early local limiter (429; in memory, no persisted counter moves);
- *   6. admission: the persisted per-minute attempt counts, committed on their own (429);
- *   7. issuance: quotas and key assignment committed together under one lock (201, or 429/503);
+ *   5. with AGENT_REGISTRATION_POW_BITS, the proof of work: one HMAC and two hashes (428 with a
+ *      fresh challenge; no counter moves);
+ *   6. the early local limiter (429; in memory, no persisted counter moves);
+ *   7. admission: the persisted per-minute attempt counts, committed on their own (429);
+ *   8. issuance: quotas and key assignment committed together under one lock (201, or 429/503/428);
  *      short of keys, it waits for the refill's next batch, bounded (issue-when-keys.ts).
  * Every answer carries Cache-Control: no-store; the token is never logged.
  */
@@ -62,6 +65,9 @@ export function createRegistrationRouter(
   const refusals = options.refusals ?? ignoreRefusal;
   const keyDemand = options.keyDemand ?? NO_KEY_DEMAND;
   const keyWaitMs = options.keyWaitMs ?? KEY_WAIT_MS;
+  // Checked at the origin, not the edge: the difficulty follows the day's counts and a solution is
+  // spent against the group's count, both in the database (docs/security.md).
+  let proofGate: ProofGate | undefined;
   const router = new Hono<AppEnv>();
 
   router.use("*", async (c, next) => {
@@ -113,6 +119,18 @@ export function createRegistrationRouter(
       log("refused", { stage: "state", refusal: refusalName(gate) });
       throw refusalError(gate, now);
     }
+    proofGate ??= createProofGate(config.registration.proofOfWorkBits, config.secrets.registrationIp);
+    const proof = proofGate.judge({
+      header: c.req.header(HEADER_REGISTRATION_PROOF),
+      ipGroup,
+      day,
+      state,
+      now,
+    });
+    if (!proof.ok) {
+      log("refused", { stage: "proof", refusal: proof.error });
+      throw proofGate.challenge({ ipGroup, day, state, now });
+    }
     if (waitForKeys) keyDemand.wake({ keyReserve: state.keyReserve });
 
     const early = earlyLimiter.consume(ipGroup, {
@@ -152,6 +170,7 @@ export function createRegistrationRouter(
         demand: keyDemand,
         waitMs: keyWaitMs,
         signal: c.req.raw.signal,
+        proofCount: proof.value,
       });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
@@ -161,6 +180,15 @@ export function createRegistrationRouter(
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
     if (!issued.ok) {
       log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true, ...waited });
+      if (issued.error.kind === "proof_spent") {
+        // Another request of the group made an identity with this solution first: a fresh challenge,
+        // bound to the count as it is now.
+        const later = clock.now();
+        const fresh = await readQuotaState(db, { day: utcDay(later), ipGroup }).catch((error: unknown) => {
+          throw unavailable("unavailable", error);
+        });
+        throw proofGate.challenge({ ipGroup, day: utcDay(later), state: fresh, now: later });
+      }
       throw refusalError(issued.error, clock.now());
     }
     // SPEC: the response is not logged, and the new agent id is part of it.
@@ -185,10 +213,17 @@ export function createRegistrationRouter(
 }
 
 function refusalName(refusal: IssuanceRefusal): string {
-  return refusal.kind === "limited" ? refusal.limit : refusal.reason;
+  switch (refusal.kind) {
+    case "limited":
+      return refusal.limit;
+    case "unavailable":
+      return refusal.reason;
+    case "proof_spent":
+      return "proof_spent";
+  }
 }
 
-function refusalError(refusal: IssuanceRefusal, now: Date): AppError {
+function refusalError(refusal: Exclude<IssuanceRefusal, { kind: "proof_spent" }>, now: Date): AppError {
   return refusal.kind === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
 }
 
