@@ -4,6 +4,7 @@ import type {
   BalanceResponse,
   NetworkResponse,
   PaymentSettlement,
+  ProofProgress,
   RegisterResponse,
 } from "../client/index.ts";
 
@@ -64,4 +65,14 @@ export function formatHuman(command: string, result: unknown): string {
     default:
       return JSON.stringify(result, null, 2);
   }
+}
+
+/**
+ * The one stderr line of a registration whose proof of work takes more than a moment: what it is
+ * and how long it takes on average at the rate seen so far (2^bits attempts expected).
+ */
+export function proofProgressLine(progress: ProofProgress): string {
+  const perMs = progress.attempts / Math.max(progress.elapsedMs, 1);
+  const expectedSeconds = Math.max(1, Math.round(2 ** progress.bits / perMs / 1000));
+  return `agent-wallet: registration asks for a proof of work (${progress.bits} bits); solving it, about ${expectedSeconds} s on average on this machine…`;
 }

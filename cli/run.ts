@@ -21,7 +21,7 @@ import {
 } from "../client/index.ts";
 import type { FetchLike } from "../client/request.ts";
 import { errorMessage } from "../shared/error-message.ts";
-import { formatHuman } from "./format.ts";
+import { formatHuman, proofProgressLine } from "./format.ts";
 
 export type CliIo = {
   env: Record<string, string | undefined>;
@@ -55,7 +55,8 @@ export function helpText(): string {
     "  pay URL [--key K] [--method M] [--data BODY]",
     "                                   fetch URL, paying a 402 once through the gateway; prints the",
     "                                   settlement's transaction, then the resource",
-    "  register                         a new token and wallet (never retried; the token is shown once)",
+    "  register                         a new token and wallet (never retried; the token is shown once;",
+    "                                   a proof of work the service asks for is solved first)",
     "",
     "options:",
     "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
@@ -121,7 +122,18 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   try {
     let result: unknown;
     if (command === "register") {
-      result = await register({ baseUrl, fetch: fetchFn });
+      // A service with the proof of work on: solved without asking; one line on stderr once it
+      // has taken more than a moment (the client reports each second), stdout unchanged.
+      let told = false;
+      result = await register({
+        baseUrl,
+        fetch: fetchFn,
+        onProofOfWork: (progress) => {
+          if (told) return;
+          told = true;
+          io.stderr(`${proofProgressLine(progress)}\n`);
+        },
+      });
     } else {
       const token = io.env.AGENT_TOKEN;
       if (!token) return usage("AGENT_TOKEN is not set (the token is read from the environment only)");

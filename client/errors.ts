@@ -129,7 +129,7 @@ export class SignerUnavailable extends GatewayError {
 export class RegistrationUnavailable extends GatewayError {
   static override readonly exitCode = 15;
   static override readonly family =
-    "registration_unavailable, registration_ingress_refused, cross_site_refused, agent_key_pool_exhausted, agent_key_pool_busy";
+    "registration_unavailable, registration_ingress_refused, registration_proof_required, cross_site_refused, agent_key_pool_exhausted, agent_key_pool_busy";
   get reason(): string | undefined {
     return stringField(this.body, "reason");
   }
@@ -267,6 +267,8 @@ const BY_CODE: { readonly [code in ErrorCode]: ErrorClass } = {
   agent_signer_protocol_unavailable: SignerUnavailable,
   registration_unavailable: RegistrationUnavailable,
   registration_ingress_refused: RegistrationUnavailable,
+  // register() solves the challenge itself; this surfaces only when it gives up.
+  registration_proof_required: RegistrationUnavailable,
   cross_site_refused: RegistrationUnavailable,
   agent_key_pool_exhausted: RegistrationUnavailable,
   agent_key_pool_busy: RegistrationUnavailable,

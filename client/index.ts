@@ -19,7 +19,7 @@ export {
   type TransferParams,
   type WaitForActionParams,
 } from "./gateway-client.ts";
-export { type RegisterParams, register } from "./register.ts";
+export { type ProofProgress, type RegisterParams, register } from "./register.ts";
 export type { FetchLike } from "./request.ts";
 export { gatewayTransport, rpcCall } from "./viem-transport.ts";
 export {

@@ -19,6 +19,7 @@ import { connectDatabase, type Db } from "../origin/db/client.ts";
 import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
+import { getRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
@@ -62,9 +63,18 @@ export type LocalStackParams = {
    * enclave, which the recovery runbook restores (START_NEW_ENCLAVE=1 for `npm start`).
    */
   allowNewEnclave?: boolean;
-  /** A part exited while the stack was running (not during stop). */
+  /** A part exited while the stack was running (not during stop), and is not restarted. */
   onPartExit?: (name: string, code: number | string) => void;
+  /**
+   * Restart an enclave that exits while the stack runs, on the same socket and data folder (the
+   * origin reconnects by itself), rather than reporting it through onPartExit: `npm start` does;
+   * the soak, which counts a dead part as a failure, does not. At most MAX_ENCLAVE_RESTARTS a minute.
+   */
+  restartEnclave?: boolean;
 };
+
+/** More exits than this within a minute and the enclave is left down (its data folder is broken, say). */
+export const MAX_ENCLAVE_RESTARTS = 5;
 
 /** What the stack started, once every part is ready. */
 export type LocalStackReady = {
@@ -83,8 +93,10 @@ export type LocalStackReady = {
   settler: Address | undefined;
   /** The operator-provisioned agent, or undefined when no verified key became free in time. */
   agent: LocalAgent | undefined;
-  /** The devnet, enclave and origin processes, by name. */
+  /** The devnet, enclave and origin processes, by name (the enclave's is the latest, once restarted). */
   children: Record<"devnet" | "enclave" | "origin", ManagedChild>;
+  /** The registration policy as the database holds it at start: paused or open, with its day's quotas. */
+  registration: { paused: boolean; perIpDaily: number; networkDaily: number };
 };
 
 export type LocalStack = {
@@ -144,6 +156,8 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
   // The edge runs in this process (Miniflare owns its workerd), so it is stopped apart from the children.
   let edge: EdgeHandle | undefined;
   let stopping: Promise<void> | undefined;
+  /** What start() answered, once it has. */
+  let running: LocalStackReady | undefined;
 
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
@@ -170,6 +184,52 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       if (!stopping) params.onPartExit?.(child.name, code);
     });
     return child;
+  };
+
+  /**
+   * The enclave, restarted when it exits while the stack runs (params.restartEnclave): the same
+   * program on the same socket and data folder, so its keys, policy and counters are the ones it
+   * had, and the origin's signer client connects to it again at its next request. `current` is
+   * told each new process, so `children.enclave` and the stop order follow it.
+   */
+  const superviseEnclave = (
+    start: () => ManagedChild,
+    socketPath: string,
+    current: (child: ManagedChild) => void,
+  ): ManagedChild => {
+    const exits: number[] = [];
+    const watch = (child: ManagedChild): void => {
+      void child.exited.then(async (code) => {
+        if (stopping) return;
+        const now = Date.now();
+        exits.push(now);
+        while (exits.length > 0 && now - exits[0]! > 60_000) exits.shift();
+        if (!params.restartEnclave || exits.length > MAX_ENCLAVE_RESTARTS) {
+          if (params.restartEnclave)
+            say(`enclave    exited ${exits.length} times within a minute; not restarting it`);
+          params.onPartExit?.(child.name, code);
+          return;
+        }
+        say(`enclave    exited (${code}); restarting it on the same socket and data folder`);
+        // A moment's pause, so an enclave that dies at once does not spin.
+        await sleep(500);
+        if (stopping) return;
+        const next = start();
+        children[children.indexOf(child)] = next;
+        current(next);
+        watch(next);
+        try {
+          await waitUntilReady(next, () => socketAccepts(socketPath));
+          say(`enclave    ready again on ${socketPath}; the origin reconnects at its next request`);
+        } catch {
+          // It exited before it was ready: its own watch restarts it, within the bound.
+        }
+      });
+    };
+    const first = start();
+    children.push(first);
+    watch(first);
+    return first;
   };
 
   const start = async (): Promise<LocalStackReady> => {
@@ -228,13 +288,19 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
       const socketPath = path.join(dataDir, "enclave.sock");
       const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
-      const enclave = supervise(
-        startChild({
-          name: "enclave",
-          entry: "enclave/main.ts",
-          args: ["serve", "--socket", socketPath, "--data-dir", enclaveDir],
-          onLine: onPartLine,
-        }),
+      let enclave = superviseEnclave(
+        () =>
+          startChild({
+            name: "enclave",
+            entry: "enclave/main.ts",
+            args: ["serve", "--socket", socketPath, "--data-dir", enclaveDir],
+            onLine: onPartLine,
+          }),
+        socketPath,
+        (next) => {
+          enclave = next;
+          if (running) running.children.enclave = next;
+        },
       );
       await waitUntilReady(enclave, () => socketAccepts(socketPath));
       say(`enclave    ready on ${socketPath}`);
@@ -342,7 +408,9 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         onLine: (line) => onPartLine(`[edge] ${line}`),
       });
       say(`edge       ready at ${edge.url}`);
-      return {
+      // As the database holds it: a stack started before may have been opened since (or paused).
+      const policy = await getRegistrationPolicy(database.db);
+      running = {
         devnetUrl,
         originUrl,
         edgeUrl: edge.url,
@@ -355,7 +423,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         settler: sealed.settler?.settlerAddress,
         agent,
         children: { devnet, enclave, origin },
+        registration: {
+          paused: policy.paused,
+          perIpDaily: policy.perIpDaily,
+          networkDaily: policy.networkDaily,
+        },
       };
+      return running;
     } finally {
       await database.close();
     }

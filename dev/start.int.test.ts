@@ -1,4 +1,5 @@
-import { execFileSync, spawn } from "node:child_process";
+import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { chmod, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -6,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
+import { runTool } from "../testing/run-tool.ts";
 import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
 
 /** The environment of a running process, as the kernel holds it (Linux). */
@@ -30,45 +32,68 @@ function processesMentioning(text: string): string[] {
   return out.split("\n").filter((line) => line.includes(text) && !line.includes("ps -eo"));
 }
 
+/** `npm start` (dev/start.ts) on `env`, its output collected as it comes. */
+function launch(env: Record<string, string>): {
+  launcher: ChildProcessWithoutNullStreams;
+  output: () => string;
+  exited: Promise<number | null>;
+} {
+  const launcher = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let output = "";
+  launcher.stdout.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  launcher.stderr.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
+  return { launcher, output: () => output, exited };
+}
+
+/** Waits until the launcher's output holds `text` (or it exits, or `ms` pass). */
+async function waitForOutput(run: ReturnType<typeof launch>, text: string, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!run.output().includes(text) && Date.now() < deadline) {
+    if (run.launcher.exitCode !== null) break;
+    await sleep(100);
+  }
+}
+
 describe("npm start (the local stack launcher)", () => {
   let dataDir = "";
+  let env: Record<string, string> = {};
+  let run: ReturnType<typeof launch>;
+  let token = "";
   afterAll(async () => {
+    if (run && run.launcher.exitCode === null) {
+      run.launcher.kill("SIGINT");
+      await run.exited;
+    }
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
-  it("serves /77/healthz, prints its URLs, and stops every part on Ctrl-C", async () => {
+  it("serves /77/healthz and prints its URLs", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-"));
     await chmod(dataDir, 0o755);
-    const originPort = await freePort();
-    const devnetPort = await freePort();
-    const edgePort = await freePort();
-    const launcher = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
-      env: {
-        ...process.env,
-        START_DATA_DIR: dataDir,
-        ORIGIN_PORT: String(originPort),
-        DEVNET_PORT: String(devnetPort),
-        EDGE_PORT: String(edgePort),
-        EMBEDDED_PG_PORT: String(await freePort()),
-        LOG_LEVEL: "warn",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    launcher.stdout.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    launcher.stderr.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
+    env = {
+      START_DATA_DIR: dataDir,
+      ORIGIN_PORT: String(await freePort()),
+      DEVNET_PORT: String(await freePort()),
+      EDGE_PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(await freePort()),
+      LOG_LEVEL: "warn",
+    };
+    const originPort = Number(env.ORIGIN_PORT);
+    const edgePort = Number(env.EDGE_PORT);
+    run = launch(env);
+    const { launcher } = run;
 
     // The whole stack, its policy, treasury, settler, drill and first agent: minutes on a loaded host.
-    const deadline = Date.now() + 180_000;
-    while (!output.includes("Ctrl-C stops everything") && Date.now() < deadline) {
-      if (launcher.exitCode !== null) break;
-      await sleep(100);
-    }
+    await waitForOutput(run, "Ctrl-C stops everything", 180_000);
+    const output = run.output();
     expect(output).toContain("Ctrl-C stops everything");
     expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(output).toContain(`[start] edge       http://127.0.0.1:${edgePort}/77\n`);
@@ -130,8 +155,8 @@ describe("npm start (the local stack launcher)", () => {
     expect(running).toContain("enclave/main.ts");
 
     // The printed operator token works against the gateway, on a wallet the enclave made.
-    const token = /\[start\] token {6}(agt_\S+)/.exec(output)?.[1];
-    expect(token).toBeDefined();
+    token = /\[start\] token {6}(agt_\S+)/.exec(output)?.[1] ?? "";
+    expect(token).not.toBe("");
     const network = await fetch(`http://127.0.0.1:${originPort}/77/agent/v1/balance`, {
       headers: { authorization: `Bearer ${token}` },
     });
@@ -158,14 +183,87 @@ describe("npm start (the local stack launcher)", () => {
     expect(edgeHealth.status).toBe(404);
     expect(await edgeHealth.json()).toMatchObject({ error: { code: "not_found" } });
 
+    // The registration line says what the database holds: the spec's initial policy, paused.
+    expect(output).toContain(
+      '[start] register   switched on, policy paused: npm run registration -- open --reason "local testing"',
+    );
+    expect(launcher.exitCode).toBeNull();
+  }, 240_000);
+
+  // Mutation: dev/start.ts without restartEnclave (the enclave's exit stops the stack) fails this:
+  // no restart line, and the launcher exits 1.
+  it("restarts an enclave that dies, and the stack signs again", async () => {
+    const base = `http://127.0.0.1:${env.ORIGIN_PORT}/77`;
+    const transfer = (key: string) =>
+      fetch(`${base}/agent/v1/transfers`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          idempotency_key: key,
+          to: "0x1111111111111111111111111111111111111111",
+          amount: "1",
+        }),
+      });
+    const enclave = childRunning(run.launcher.pid!, "enclave/main.ts");
+    process.kill(enclave, "SIGKILL");
+    await waitForOutput(run, "[start] enclave    ready again", 60_000);
+    expect(run.output()).toContain(
+      "[start] enclave    exited (SIGKILL); restarting it on the same socket and data folder",
+    );
+    expect(run.output()).toContain("[start] enclave    ready again on");
+    expect(run.launcher.exitCode).toBeNull();
+    const restarted = childRunning(run.launcher.pid!, "enclave/main.ts");
+    expect(restarted).not.toBe(enclave);
+
+    // A transfer signed by the restarted enclave: its keys, policy and counters are the ones it had.
+    // The origin's client may still be waiting out its reconnection delay: the same key again
+    // (nothing was signed) until it answers.
+    const key = `start-test-${randomUUID()}`;
+    let answer = await transfer(key);
+    const deadline = Date.now() + 60_000;
+    while (answer.status === 503 && Date.now() < deadline) {
+      await answer.body?.cancel();
+      await sleep(500);
+      answer = await transfer(key);
+    }
+    expect([200, 202]).toContain(answer.status);
+    expect(await answer.json()).toMatchObject({
+      kind: "transfer",
+      tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+    });
+  }, 120_000);
+
+  it("stops every part on Ctrl-C", async () => {
+    const { launcher } = run;
+    const originPort = Number(env.ORIGIN_PORT);
+    const edgePort = Number(env.EDGE_PORT);
+    // Opened while it runs, for the next test's start to find.
+    const opened = await runTool("ops/registration.ts", ["open", "--reason", "start test"], {
+      env: { EMBEDDED_PG_DIR: path.join(dataDir, "pg"), EMBEDDED_PG_PORT: env.EMBEDDED_PG_PORT },
+    });
+    expect(opened.code, opened.stderr).toBe(0);
+    const exited = run.exited;
+    const output = (): string => run.output();
     launcher.kill("SIGINT");
     expect(await exited).toBe(0);
-    expect(output).toContain("postgres stopped");
+    expect(output()).toContain("postgres stopped");
     // Nothing the launcher started may outlive it.
     expect(processesMentioning(dataDir)).toEqual([]);
     await expect(fetch(`http://127.0.0.1:${originPort}/77/healthz`)).rejects.toThrow();
     // The edge's workerd went with it: its port no longer answers.
-    expect(output).toContain("edge stopped");
+    expect(output()).toContain("edge stopped");
     await expect(fetch(`http://127.0.0.1:${edgePort}/77/agent/v1/network`)).rejects.toThrow();
+  }, 120_000);
+
+  // Mutation: dev/start.ts printing the paused line whatever the database says fails this.
+  it("prints registration's state from the database when started again (open)", async () => {
+    run = launch(env);
+    await waitForOutput(run, "Ctrl-C stops everything", 180_000);
+    expect(run.output()).toContain(
+      "[start] register   open (3 a day per address, 100 a day in all): agent-wallet register",
+    );
+    expect(run.output()).not.toContain("policy paused");
+    run.launcher.kill("SIGINT");
+    expect(await run.exited).toBe(0);
   }, 240_000);
 });

@@ -37,6 +37,9 @@ async function main(): Promise<void> {
     envId,
     allowNewEnclave: process.env.START_NEW_ENCLAVE === "1",
     say,
+    // An enclave that dies is started again on its socket and data folder (the origin reconnects);
+    // any other part that dies stops the stack.
+    restartEnclave: true,
     onPartExit: (name, code) => {
       say(`${name} exited unexpectedly (${code}); stopping the stack`);
       void stopAll(1);
@@ -76,7 +79,13 @@ async function main(): Promise<void> {
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }
-    say(`register   switched on, policy paused: npm run registration -- open --reason "local testing"`);
+    // The policy as the database holds it, so a restarted stack says what it will answer.
+    const { registration } = ready;
+    say(
+      registration.paused
+        ? `register   switched on, policy paused: npm run registration -- open --reason "local testing"`
+        : `register   open (${registration.perIpDaily} a day per address, ${registration.networkDaily} a day in all): agent-wallet register; pause with npm run registration -- pause --reason …`,
+    );
     say(`console    ${originUrl}${basePath}/admin/agents (private origin only)`);
     say(`metrics    ${originUrl}${basePath}/metrics (Authorization: Bearer <adminApiToken>)`);
     say(

@@ -111,6 +111,9 @@ export async function composeOrigin(
   if (!prepared.ok) return err({ check: "money", errors: prepared.error });
   const money = createMoneyModule(infra, prepared.value);
 
+  // Built before registration, which wakes its refill and waits on it (keypool/demand.ts); its
+  // workers still start with the others.
+  const keyPool = createKeyPoolModule(infra);
   const capabilities: Capability[] = [createHealthModule(infra), createConsoleModule(infra, node)];
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
   // through to the 404 (SPEC "Configuration switches").
@@ -119,14 +122,14 @@ export async function composeOrigin(
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
-      createRegistrationModule(infra, node),
+      createRegistrationModule(infra, node, keyPool.demand),
       createOpenApiModule(config.http.basePath),
       createGatewayModule(infra, node, { ...money.writes, ...x402.writes }),
       // The demo resource and the facilitator: public, present when x402 is on.
       x402.capability,
     );
   }
-  capabilities.push(createKeyPoolModule(infra), createIdentityModule(infra), money.capability);
+  capabilities.push(keyPool.capability, createIdentityModule(infra), money.capability);
 
   const app = createApp(infra, capabilities);
   const workers: Worker[] = [];

@@ -171,6 +171,8 @@ const envSchema = z.object({
   ORIGIN_PORT: integer(8788, 0, 65_535),
 
   BACKUP_DIR: z.string().min(1).default(".data/backups"),
+  /** Ours: the registration proof of work's difficulty before the day's fill adds to it; 0 = off. */
+  AGENT_REGISTRATION_POW_BITS: integer(0, 0, 24),
   KEY_POOL_TARGET: integer(20, 0, 100_000),
   KEY_POOL_BATCH_SIZE: integer(10, 1, 1_000),
   KEY_BATCH_STUCK_SECONDS: integer(300, 1, 86_400),
@@ -239,6 +241,8 @@ export type Config = {
   chain: { rpcUrl: string | undefined; timeoutMs: number };
   http: { basePath: string; host: string; port: number; publicBaseUrl: string | undefined };
   keyPool: { target: number; batchSize: number; stuckAfterSeconds: number; backupDir: string };
+  /** Public registration's proof of work: its base difficulty in bits, 0 when off. */
+  registration: { proofOfWorkBits: number };
   identitySweep: { windowSeconds: number; periodSeconds: number };
   logLevel: Env["LOG_LEVEL"];
 };
@@ -399,6 +403,7 @@ function toConfig(env: Env): Config {
       stuckAfterSeconds: env.KEY_BATCH_STUCK_SECONDS,
       backupDir: env.BACKUP_DIR,
     },
+    registration: { proofOfWorkBits: env.AGENT_REGISTRATION_POW_BITS },
     identitySweep: {
       windowSeconds: env.IDENTITY_SWEEP_WINDOW_SECONDS,
       periodSeconds: env.IDENTITY_SWEEP_PERIOD_SECONDS,

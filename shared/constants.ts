@@ -47,6 +47,8 @@ export type Capability = (typeof CAPABILITIES)[number];
 /** Header names of the edge's forwarding (docs/security.md) and of the operator routes. */
 export const HEADER_REGISTRATION = "x-svc-registration";
 export const HEADER_REGISTRATION_IP = "x-svc-registration-ip";
+/** A registration's proof of work, `<challenge>.<solution>` (shared/registration-proof.ts). */
+export const HEADER_REGISTRATION_PROOF = "x-svc-registration-proof";
 export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
 /** The client address the edge saw, set by the edge on every forwarded request. */
 export const HEADER_CLIENT_IP = "x-svc-client-ip";

@@ -53,6 +53,11 @@ export const ERROR_STATUS = {
    * gateway, the enclave's sealed count behind it): nothing is signed. */
   x402_daily_limit: 429,
   registration_rate_limited: 429,
+  /**
+   * Registration with the proof of work on: the request carried no valid, unspent solution. The
+   * answer holds a fresh `challenge` and its `bits`; nothing was counted or created.
+   */
+  registration_proof_required: 428,
   /** Request headers over Node's limit (16 KiB), refused by the server before any route. */
   headers_too_large: 431,
   internal_error: 500,

@@ -2,6 +2,7 @@ import type { Hono } from "hono";
 import pino from "pino";
 import type { MoneyRuntime } from "../origin/actions/money-runtime.ts";
 import { fileBackupStore } from "../origin/backup-store.ts";
+import type { CapabilityName } from "../origin/capability.ts";
 import { createChainClient } from "../origin/chain/client.ts";
 import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
 import { type Clock, systemClock } from "../origin/clock.ts";
@@ -42,6 +43,8 @@ export type StartTestOriginParams = {
   onLogLine?: (line: string) => void;
   /** The origin's clock (registration quota days and minutes, the metrics cache); the system's by default. */
   clock?: Clock;
+  /** The capabilities whose workers run: the transaction tracker (`money`) by default. */
+  workers?: readonly CapabilityName[];
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -94,8 +97,9 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);
   const origin = composed.value;
   const server = await startHttpServer(origin.app, "127.0.0.1", 0);
-  // The transaction tracker only: the key pool and identity workers are for the tests that start them.
-  origin.start(["money"]);
+  // The transaction tracker only, unless the test asks for more: the key pool and identity workers
+  // are for the tests that start them.
+  origin.start(params.workers ?? ["money"]);
   return {
     url: server.url,
     base: `${server.url}${config.http.basePath}`,

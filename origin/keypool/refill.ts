@@ -115,7 +115,17 @@ export async function verifyAndRelease(
   return ok({ batchId, keys: keys.length });
 }
 
-export type RefillParams = { target: number; batchSize: number };
+export type RefillParams = {
+  target: number;
+  batchSize: number;
+  /**
+   * Every batch of `batchSize` keys, even when fewer would reach the target (the worker's rounds,
+   * woken after each public issuance near the reserve, would otherwise make batches of one key).
+   */
+  wholeBatches?: boolean;
+  /** Told of each batch as it ends, made or failed, while the round goes on. */
+  onBatch?: (outcome: BatchOutcome) => void;
+};
 
 /** Tops the free, verified stock up to `target`, counting keys already on their way. */
 export async function refillOnce(deps: RefillDeps, params: RefillParams): Promise<BatchOutcome[]> {
@@ -124,8 +134,12 @@ export async function refillOnce(deps: RefillDeps, params: RefillParams): Promis
     const stock = await poolStock(deps.db);
     const deficit = params.target - stock.free - stock.pendingInBatches;
     if (deficit <= 0) return outcomes;
-    const outcome = await makeBatch(deps, Math.min(deficit, params.batchSize));
+    const outcome = await makeBatch(
+      deps,
+      params.wholeBatches ? params.batchSize : Math.min(deficit, params.batchSize),
+    );
     outcomes.push(outcome);
+    params.onBatch?.(outcome);
     // A failing enclave or disk must not spin: stop this round and try again next tick.
     if (!outcome.ok) return outcomes;
   }

@@ -224,7 +224,15 @@ export const OPERATIONS: readonly Operation[] = [
       "Issues a token and an empty assigned wallet (capabilities read and transfer). Never retry automatically: a lost answer may already have created the identity.",
     tag: "registration",
     security: [],
-    headers: [{ name: "X-SVC-Registration", description: "must be `1`", required: true }],
+    headers: [
+      { name: "X-SVC-Registration", description: "must be `1`", required: true },
+      {
+        name: "X-svc-Registration-Proof",
+        description:
+          "with the proof of work on: `<challenge>.<solution>` answering a 428's `challenge` (docs/security.md)",
+        required: false,
+      },
+    ],
     requestBody: { name: "RegisterRequest", schema: registerRequestSchema },
     responses: {
       201: {
@@ -235,6 +243,9 @@ export const OPERATIONS: readonly Operation[] = [
       403: errorResponse("cross_site_refused, registration_ingress_refused"),
       404: errorResponse("not_found: the gateway switch is off"),
       413: PAYLOAD_TOO_LARGE,
+      428: errorResponse(
+        "registration_proof_required, with a fresh `challenge`, its `bits` and `expires_in` (proof of work on)",
+      ),
       429: errorResponse("registration_rate_limited, with Retry-After"),
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),

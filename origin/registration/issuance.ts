@@ -13,11 +13,29 @@ export type IssuePublicIdentityParams = {
   day: string;
   /** The hashed IP group the registration came from. */
   ipGroup: string;
+  /** Free keys beyond the reserve worth counting for `freeKeysLeft` (quota-gate.ts). */
+  freeKeyMargin?: number;
+  /**
+   * With the proof of work on: the group's count of the day the request's challenge was bound
+   * to. Under the lock it must still be the count, so one solution makes one identity at most.
+   */
+  proofCount?: number;
 };
 
-export type IssuanceRefusal = GateRefusal | { kind: "unavailable"; reason: "unavailable" };
+export type IssuanceRefusal =
+  | GateRefusal
+  | { kind: "unavailable"; reason: "unavailable" }
+  | { kind: "proof_spent" };
 
-export type IssuePublicIdentityResult = Result<ProvisionedIdentity, IssuanceRefusal>;
+export type IssuedIdentity = ProvisionedIdentity & {
+  /**
+   * Free keys left after this issuance, counted up to the reserve plus `freeKeyMargin`: below that
+   * the stock is near the reserve and the refill is woken.
+   */
+  freeKeysLeft: number;
+};
+
+export type IssuePublicIdentityResult = Result<IssuedIdentity, IssuanceRefusal>;
 
 /**
  * SPEC Limits rule 2: the quotas and the key assignment are committed together under one database
@@ -32,12 +50,14 @@ export async function issuePublicIdentity(
   db: Db,
   params: IssuePublicIdentityParams,
 ): Promise<IssuePublicIdentityResult> {
-  const { day, ipGroup } = params;
+  const { day, ipGroup, freeKeyMargin, proofCount } = params;
   return db.transaction(async (tx): Promise<IssuePublicIdentityResult> => {
     await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
     // After the lock is granted: this statement sees every issuance committed before.
-    const refusal = evaluateGate(await readQuotaState(tx, { day, ipGroup }));
+    const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
+    const refusal = evaluateGate(state);
     if (refusal) return err(refusal);
+    if (proofCount !== undefined && state.ipGroupToday !== proofCount) return err({ kind: "proof_spent" });
 
     const claimed = await claimKeyForIdentity(tx, { capabilities: PUBLIC_CAPABILITIES, origin: "public" });
     if (!claimed.ok) {
@@ -50,7 +70,7 @@ export async function issuePublicIdentity(
       );
     }
     await recordIssued(tx, day, { agentId: claimed.value.agentId, ipGroup });
-    return ok(claimed.value);
+    return ok({ ...claimed.value, freeKeysLeft: state.freeKeys - 1 });
   });
 }
 

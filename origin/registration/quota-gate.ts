@@ -12,7 +12,7 @@ export type RegistrationState = Omit<RegistrationPolicy, "updatedAt"> & {
   issuedTotal: number;
   /**
    * Free keys: verified and backed up (a key is free only once its batch is available), counted
-   * only as far as the decision needs (up to the reserve plus one).
+   * only as far as the decision needs: up to the reserve plus one, plus the margin asked for.
    */
   freeKeys: number;
   networkToday: number;
@@ -24,6 +24,11 @@ export type ReadQuotaStateParams = {
   day: string;
   /** The hashed IP group whose count of the day is wanted. */
   ipGroup: string;
+  /**
+   * Free keys beyond the reserve plus one worth counting (0 by default): issuance counts one batch
+   * more, to tell when the stock is near the reserve and the refill should be woken.
+   */
+  freeKeyMargin?: number;
 };
 
 /** The network-wide row of the per-day and per-minute counters. */
@@ -34,7 +39,7 @@ export const ALL_GROUPS = "*";
  * snapshot: every figure is as of the same instant. Under the issuance lock it runs after the lock
  * is granted, so it sees every issuance committed before (READ COMMITTED takes a snapshot per
  * statement). Free keys are counted only as far as the decision needs: the reserve plus the one
- * key an issuance takes.
+ * key an issuance takes (plus `freeKeyMargin`).
  */
 export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Promise<RegistrationState> {
   const [row] = await queryRows<{
@@ -58,7 +63,7 @@ export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Prom
           -- In index order, so the scan stops at the limit: a bitmap scan (the planner's choice
           -- without the order) reads every free key's index entry first.
           (select count(*)::int from (select 1 from key_pool where status = 'free' order by created_at
-                                      limit p.key_reserve + 1) free_keys) as free_keys,
+                                      limit p.key_reserve + 1 + ${params.freeKeyMargin ?? 0}::int) free_keys) as free_keys,
           coalesce((select count from registration_admissions
                     where day = ${params.day} and ip_group = ${ALL_GROUPS}), 0) as network_today,
           coalesce((select count from registration_admissions
@@ -99,4 +104,17 @@ export function evaluateGate(state: RegistrationState): GateRefusal | null {
   if (state.networkToday >= state.networkDaily) return { kind: "limited", limit: "network_daily" };
   if (state.ipGroupToday >= state.perIpDaily) return { kind: "limited", limit: "per_ip_daily" };
   return null;
+}
+
+/**
+ * The request would pass every rule but the key reserve: the one refusal the key-pool refill can
+ * lift while the request waits (docs/operations.md#the-key-pool-refills-on-demand).
+ */
+export function onlyShortOfKeys(state: RegistrationState): boolean {
+  const refusal = evaluateGate(state);
+  return (
+    refusal?.kind === "unavailable" &&
+    refusal.reason === "key_reserve" &&
+    evaluateGate({ ...state, freeKeys: Number.POSITIVE_INFINITY }) === null
+  );
 }

@@ -1,7 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import {
+  HEADER_EDGE_SECRET,
+  HEADER_REGISTRATION,
+  HEADER_REGISTRATION_IP,
+  HEADER_REGISTRATION_PROOF,
+} from "../../shared/constants.ts";
+import { solveChallenge } from "../../shared/registration-proof.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
@@ -458,6 +464,107 @@ describe("POST {base}/agent/v1/register at the origin", () => {
         )
       )[0]!.n,
     ).toBe(0);
+  });
+
+  describe("with the proof of work on (AGENT_REGISTRATION_POW_BITS=8)", () => {
+    let proofOrigin: TestOrigin;
+    beforeAll(async () => {
+      proofOrigin = await startTestOrigin({
+        database: testDb.handle,
+        env: { ...ENV, AGENT_REGISTRATION_POW_BITS: "8" },
+        clock,
+      });
+    });
+    afterAll(async () => {
+      await proofOrigin?.close();
+    });
+
+    /** The 428's challenge, solved: the header value the client sends back. */
+    const solve = async (
+      response: TestResponse,
+    ): Promise<{ challenge: string; bits: number; proof: string }> => {
+      expect(response.status).toBe(428);
+      expect(response.headers["cache-control"]).toBe("no-store");
+      const { code, challenge, bits } = (response.body as Envelope).error as unknown as {
+        code: string;
+        challenge: string;
+        bits: number;
+      };
+      expect(code).toBe("registration_proof_required");
+      return { challenge, bits, proof: `${challenge}.${await solveChallenge({ challenge, bits })}` };
+    };
+    const withProof = (proof: string) => ({ headers: { [HEADER_REGISTRATION_PROOF]: proof } });
+
+    // Mutation: the gate letting a request without a valid proof through (judge answering ok)
+    // fails the first expectation: the request registers.
+    it("answers 428 with a challenge, counting nothing; the solved challenge registers", async () => {
+      await open();
+      const ip = publicIp();
+      const before = await counters();
+      const { bits, proof } = await solve(await register(proofOrigin, ip));
+      expect(bits).toBe(8);
+      expect(await counters()).toEqual(before);
+      const created = await register(proofOrigin, ip, withProof(proof));
+      expect(created.status).toBe(201);
+      expect((created.body as Created).capabilities).toEqual(["read", "transfer"]);
+    });
+
+    // Mutation: a MAC without the IP group lets the other address register with it.
+    it("refuses a solution made for another address, and a spent one, each with a fresh challenge", async () => {
+      await open();
+      const ip = publicIp();
+      const { challenge, proof } = await solve(await register(proofOrigin, ip));
+      const before = await counters();
+      await solve(await register(proofOrigin, publicIp(), withProof(proof)));
+      expect(await counters()).toEqual(before);
+      expect((await register(proofOrigin, ip, withProof(proof))).status).toBe(201);
+      // Spent: the address's count moved on, so the same solution is answered with a new challenge.
+      const replay = await solve(await register(proofOrigin, ip, withProof(proof)));
+      expect(replay.challenge).not.toBe(challenge);
+      expect((await register(proofOrigin, ip, withProof(replay.proof))).status).toBe(201);
+    });
+
+    // Mutation: issuance not checking under the policy lock that the group's count is still the
+    // challenge's: three of the identical requests register (the address's day allows 3).
+    it("one solution sent 6 times at once registers once", async () => {
+      await open();
+      const ip = publicIp();
+      const { proof } = await solve(await register(proofOrigin, ip));
+      // All six pass every check before the lock (none has registered yet) and then queue on the
+      // policy row lock, held here until they all wait: the count under the lock decides.
+      const sent: Promise<TestResponse>[] = [];
+      await db().transaction(async (tx) => {
+        await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
+        for (let i = 0; i < 6; i++) sent.push(register(proofOrigin, ip, withProof(proof)));
+        const waiting = sql`select count(*)::int as n from pg_stat_activity
+                            where wait_event_type = 'Lock' and query like '%registration_policy%for update%'`;
+        const deadline = Date.now() + 20_000;
+        while ((await queryRows<{ n: number }>(db(), waiting))[0]!.n < 6 && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      });
+      const statuses = (await Promise.all(sent)).map((response) => response.status).sort();
+      expect(statuses).toEqual([201, 428, 428, 428, 428, 428]);
+    });
+
+    // Mutation: challenges asking for the configured bits whatever the day's fill fails this.
+    it("asks for a bit more for each halving of the day's network-wide quota left", async () => {
+      await open({ networkDaily: 8 });
+      const bitsNow = async (): Promise<number> =>
+        (await solve(await register(proofOrigin, publicIp()))).bits;
+      const registerOne = async (): Promise<void> => {
+        const ip = publicIp();
+        const { proof } = await solve(await register(proofOrigin, ip));
+        expect((await register(proofOrigin, ip, withProof(proof))).status).toBe(201);
+      };
+      expect(await bitsNow()).toBe(8); // 8 of 8 left
+      for (let i = 0; i < 4; i++) await registerOne();
+      expect(await bitsNow()).toBe(9); // 4 left: half
+      for (let i = 0; i < 2; i++) await registerOne();
+      expect(await bitsNow()).toBe(10); // 2 left: a quarter
+      await registerOne();
+      expect(await bitsNow()).toBe(11); // 1 left: an eighth
+    });
   });
 
   it("answers 404 to another method, and to the legacy GET {base}/faucet", async () => {

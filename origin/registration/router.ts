@@ -1,31 +1,40 @@
 import { Hono } from "hono";
-import { CHAIN_ID } from "../../shared/constants.ts";
+import { CHAIN_ID, HEADER_REGISTRATION_PROOF } from "../../shared/constants.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
+import { type KeyDemand, NO_KEY_DEMAND } from "../keypool/demand.ts";
 import { route } from "../openapi/route.ts";
 import { type AdmitAttemptResult, admitAttempt } from "./admission-repository.ts";
 import { EarlyLimiter } from "./early-limiter.ts";
 import { checkIngress } from "./ingress.ts";
-import {
-  type IssuanceRefusal,
-  type IssuePublicIdentityResult,
-  issuePublicIdentity,
-  PUBLIC_CAPABILITIES,
-} from "./issuance.ts";
+import { type IssuanceRefusal, PUBLIC_CAPABILITIES } from "./issuance.ts";
+import { type IssueWhenKeysResult, issueWhenKeys } from "./issue-when-keys.ts";
+import { createProofGate, type ProofGate } from "./proof-gate.ts";
 import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
-import { evaluateGate, type RegistrationState, readQuotaState } from "./quota-gate.ts";
+import { evaluateGate, onlyShortOfKeys, type RegistrationState, readQuotaState } from "./quota-gate.ts";
 import { checkRequestShape } from "./request-shape.ts";
 
 type UnavailableReason = "disabled" | "paused" | "total_ceiling" | "key_reserve" | "unavailable";
+
+/**
+ * How long a registration short of keys waits for the refill, in all
+ * (docs/operations.md#the-key-pool-refills-on-demand): a batch takes well under a second on an
+ * idle enclave, and a minute's 120 admitted attempts need at most a dozen batches of 10.
+ */
+export const KEY_WAIT_MS = 10_000;
 
 export type RegistrationRouterOptions = {
   /** This node's early limiter (origin/app.ts shares it with the console); a fresh one otherwise. */
   earlyLimiter?: EarlyLimiter;
   /** Told of each refusal by the early limiter or the persisted admission (metrics). */
   refusals?: RefusalCounter;
+  /** This node's key-pool refill, woken and waited on when keys run short; none by default. */
+  keyDemand?: KeyDemand;
+  /** How long a request short of keys waits for the refill (KEY_WAIT_MS by default). */
+  keyWaitMs?: number;
 };
 
 /**
@@ -35,10 +44,14 @@ export type RegistrationRouterOptions = {
  *   2. ingress: the edge secret and a public X-svc-Registration-IP (403, nothing counted);
  *   3. the request's shape (400; 413 for a body over its limit, refused before it is read);
  *   4. the policy and quota state, read only (503 paused / total_ceiling / key_reserve, 429 when
- *      a daily quota is spent; no counter moves);
- *   5. the early local limiter (429; in memory, no persisted counter moves);
- *   6. admission: the persisted per-minute attempt counts, committed on their own (429);
- *   7. issuance: quotas and key assignment committed together under one lock (201, or 429/503).
+ *      a daily quota is spent; no counter moves). Short of keys only, on a node that can make
+ *      them, the request goes on and the refill is woken;
+ *   5. with AGENT_REGISTRATION_POW_BITS, the proof of work: one HMAC and two hashes (428 with a
+ *      fresh challenge; no counter moves);
+ *   6. the early local limiter (429; in memory, no persisted counter moves);
+ *   7. admission: the persisted per-minute attempt counts, committed on their own (429);
+ *   8. issuance: quotas and key assignment committed together under one lock (201, or 429/503/428);
+ *      short of keys, it waits for the refill's next batch, bounded (issue-when-keys.ts).
  * Every answer carries Cache-Control: no-store; the token is never logged.
  */
 export function createRegistrationRouter(
@@ -50,6 +63,11 @@ export function createRegistrationRouter(
   const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
   const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
   const refusals = options.refusals ?? ignoreRefusal;
+  const keyDemand = options.keyDemand ?? NO_KEY_DEMAND;
+  const keyWaitMs = options.keyWaitMs ?? KEY_WAIT_MS;
+  // Checked at the origin, not the edge: the difficulty follows the day's counts and a solution is
+  // spent against the group's count, both in the database (docs/security.md).
+  let proofGate: ProofGate | undefined;
   const router = new Hono<AppEnv>();
 
   router.use("*", async (c, next) => {
@@ -94,10 +112,26 @@ export function createRegistrationRouter(
       throw unavailable("unavailable", error);
     }
     const gate = evaluateGate(state);
-    if (gate) {
+    // Short of keys and nothing else: counted and admitted like any request, it waits for the
+    // refill at issuance rather than being refused while keys can be made.
+    const waitForKeys = gate !== null && onlyShortOfKeys(state) && keyDemand.canMake();
+    if (gate && !waitForKeys) {
       log("refused", { stage: "state", refusal: refusalName(gate) });
       throw refusalError(gate, now);
     }
+    proofGate ??= createProofGate(config.registration.proofOfWorkBits, config.secrets.registrationIp);
+    const proof = proofGate.judge({
+      header: c.req.header(HEADER_REGISTRATION_PROOF),
+      ipGroup,
+      day,
+      state,
+      now,
+    });
+    if (!proof.ok) {
+      log("refused", { stage: "proof", refusal: proof.error });
+      throw proofGate.challenge({ ipGroup, day, state, now });
+    }
+    if (waitForKeys) keyDemand.wake({ keyReserve: state.keyReserve });
 
     const early = earlyLimiter.consume(ipGroup, {
       perIpGroup: state.attemptsPerIpPerMinute,
@@ -126,19 +160,39 @@ export function createRegistrationRouter(
       throw rateLimited(secondsToNextMinute(clock.now()));
     }
 
-    let issued: IssuePublicIdentityResult;
+    let outcome: IssueWhenKeysResult;
     try {
-      issued = await issuePublicIdentity(db, { day, ipGroup });
+      outcome = await issueWhenKeys(db, {
+        day,
+        ipGroup,
+        keyReserve: state.keyReserve,
+        batchSize: config.keyPool.batchSize,
+        demand: keyDemand,
+        waitMs: keyWaitMs,
+        signal: c.req.raw.signal,
+        proofCount: proof.value,
+      });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
       throw unavailable("unavailable", error);
     }
+    const { issued, waitedMs } = outcome;
+    const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
     if (!issued.ok) {
-      log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true });
+      log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true, ...waited });
+      if (issued.error.kind === "proof_spent") {
+        // Another request of the group made an identity with this solution first: a fresh challenge,
+        // bound to the count as it is now.
+        const later = clock.now();
+        const fresh = await readQuotaState(db, { day: utcDay(later), ipGroup }).catch((error: unknown) => {
+          throw unavailable("unavailable", error);
+        });
+        throw proofGate.challenge({ ipGroup, day: utcDay(later), state: fresh, now: later });
+      }
       throw refusalError(issued.error, clock.now());
     }
     // SPEC: the response is not logged, and the new agent id is part of it.
-    log("issued", { stage: "issuance", admitted: true });
+    log("issued", { stage: "issuance", admitted: true, ...waited });
     return c.json(
       {
         token: issued.value.token,
@@ -159,10 +213,17 @@ export function createRegistrationRouter(
 }
 
 function refusalName(refusal: IssuanceRefusal): string {
-  return refusal.kind === "limited" ? refusal.limit : refusal.reason;
+  switch (refusal.kind) {
+    case "limited":
+      return refusal.limit;
+    case "unavailable":
+      return refusal.reason;
+    case "proof_spent":
+      return "proof_spent";
+  }
 }
 
-function refusalError(refusal: IssuanceRefusal, now: Date): AppError {
+function refusalError(refusal: Exclude<IssuanceRefusal, { kind: "proof_spent" }>, now: Date): AppError {
   return refusal.kind === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
 }
 

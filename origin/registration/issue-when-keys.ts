@@ -1,0 +1,63 @@
+import type { Db } from "../db/client.ts";
+import type { KeyDemand } from "../keypool/demand.ts";
+import {
+  type IssuePublicIdentityParams,
+  type IssuePublicIdentityResult,
+  issuePublicIdentity,
+} from "./issuance.ts";
+
+export type IssueWhenKeysParams = IssuePublicIdentityParams & {
+  /** The registration policy's key reserve, as the request's state read it. */
+  keyReserve: number;
+  /** KEY_POOL_BATCH_SIZE: the stock counts as near the reserve when less than a batch above it. */
+  batchSize: number;
+  /** This node's key-pool refill (keypool/demand.ts). */
+  demand: KeyDemand;
+  /** How long a request short of keys waits for the refill, in all. */
+  waitMs: number;
+  /** The client's request: once it is gone, no key is taken for it. */
+  signal?: AbortSignal | undefined;
+};
+
+/** The issuance, and how long it waited for the refill in all (0 when it did not). */
+export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult; waitedMs: number };
+
+/**
+ * docs/operations.md#the-key-pool-refills-on-demand: issues as issuePublicIdentity does, and
+ *   - wakes the refill when the issuance leaves fewer than a batch of keys above the reserve, so
+ *     the next registrations find keys;
+ *   - when the only refusal is the key reserve and this node can make keys, waits for the
+ *     refill's next batch and tries again, until `waitMs` has passed, the refill fails or the
+ *     client has gone. Each try is the whole issuance under the policy lock, so quotas, the
+ *     ceiling and the reserve are judged afresh; the reserve itself is never handed out.
+ * The request's admission was committed before (SPEC Limits rule 1): waiting consumes nothing more.
+ */
+export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promise<IssueWhenKeysResult> {
+  const { demand, keyReserve, batchSize } = params;
+  const deadline = performance.now() + params.waitMs;
+  let waitedMs = 0;
+  for (;;) {
+    const issued = await issuePublicIdentity(db, {
+      day: params.day,
+      ipGroup: params.ipGroup,
+      freeKeyMargin: batchSize,
+      proofCount: params.proofCount,
+    });
+    if (issued.ok) {
+      if (issued.value.freeKeysLeft < keyReserve + batchSize) demand.wake({ keyReserve });
+      return { issued, waitedMs };
+    }
+    const shortOfKeys = issued.error.kind === "unavailable" && issued.error.reason === "key_reserve";
+    const left = deadline - performance.now();
+    if (!shortOfKeys || !demand.canMake() || left <= 0) {
+      return { issued, waitedMs };
+    }
+    // Listening before waking: the round the wake starts cannot end unheard.
+    const progress = demand.nextProgress(left);
+    demand.wake({ keyReserve });
+    const waitStarted = performance.now();
+    const next = await progress;
+    waitedMs += Math.round(performance.now() - waitStarted);
+    if (next === "failed" || next === "timeout" || params.signal?.aborted) return { issued, waitedMs };
+  }
+}

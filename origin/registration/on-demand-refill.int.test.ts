@@ -1,0 +1,183 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
+import { toHex } from "../../shared/hex.ts";
+import { sleep } from "../../shared/sleep.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
+import { send, type TestResponse } from "../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { queryRows } from "../db/client.ts";
+import { createSignerClient } from "../signer/create-signer-client.ts";
+import type { SignerClient } from "../signer/types.ts";
+import { updateRegistrationPolicy } from "./policy-repository.ts";
+
+// docs/operations.md#the-key-pool-refills-on-demand, against the real parts: Postgres, the enclave
+// process making every batch (generated, backed up to disk, read back and verified by the enclave
+// before any key is free), and the origin with its key-pool worker running on the configuration a
+// node has (KEY_POOL_TARGET 20, batches of 10, the spec's initial policy opened). The test acts
+// as the edge: it sends the edge secret and X-svc-Registration-IP itself.
+
+const EDGE_SECRET = randomBytes(32).toString("hex");
+const IP_SECRET = randomBytes(32).toString("hex");
+
+let nextAddress = 1;
+/** A public address no other request of the file uses (81.3.0.0/16 is ordinary unicast space). */
+function publicIp(): string {
+  const n = nextAddress++;
+  return `81.3.${n >> 8}.${n & 255}`;
+}
+
+describe("public registration refills the key pool on demand (real enclave)", () => {
+  let testDb: TestDatabase;
+  let enclave: EnclaveProcess;
+  let signer: SignerClient;
+  let dir: string;
+  let origin: TestOrigin;
+  const db = () => testDb.handle.db;
+
+  const register = (ip: string): Promise<TestResponse> =>
+    send(`${origin.base}/agent/v1/register`, {
+      method: "POST",
+      headers: {
+        [HEADER_REGISTRATION]: "1",
+        [HEADER_EDGE_SECRET]: EDGE_SECRET,
+        [HEADER_REGISTRATION_IP]: ip,
+      },
+      body: "{}",
+    });
+  const freeKeys = async (): Promise<number> =>
+    (
+      await queryRows<{ n: number }>(db(), sql`select count(*)::int as n from key_pool where status = 'free'`)
+    )[0]!.n;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    enclave = await startEnclaveProcess({ envId: "on-demand-refill" });
+    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
+    dir = await mkdtemp(path.join(tmpdir(), "on-demand-refill-"));
+    const adminKeyFile = path.join(dir, "admin-authority.key");
+    await writeFile(adminKeyFile, toHex(enclave.adminSecret), { mode: 0o600 });
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      signer,
+      workers: ["keypool"],
+      env: {
+        AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
+        AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
+        AGENT_REGISTRATION_IP_SECRET: IP_SECRET,
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
+        AGENT_ENV_ID: enclave.envId,
+        BACKUP_DIR: path.join(dir, "backups"),
+        KEY_POOL_TARGET: "20",
+        KEY_POOL_BATCH_SIZE: "10",
+      },
+    });
+    // The worker's first round: the pool at its target, 10 keys above the spec's reserve of 10.
+    const deadline = Date.now() + 60_000;
+    while ((await freeKeys()) < 20 && Date.now() < deadline) await sleep(200);
+    expect(await freeKeys()).toBe(20);
+    await updateRegistrationPolicy(db(), { changes: { paused: false }, reason: "on-demand refill test" });
+  }, 120_000);
+  afterAll(async () => {
+    await origin?.close();
+    await signer?.close();
+    await enclave?.dispose();
+    await testDb?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  // Mutation: issueWhenKeys returning at once on key_reserve (no wake, no wait) fails this: the
+  // burst leaves the pool at the reserve and the fresh client is answered 503 key_reserve.
+  it("after 30 addresses × 3 registrations at once, a fresh client within quota registers within 5 s", async () => {
+    // The spec's initial quotas (3 per address and 100 a day in all; 10 and 120 attempts a
+    // minute) admit all 91 requests; only keys could refuse them, and 10 are free for the public.
+    const burst = Array.from({ length: 30 }, () => publicIp()).flatMap((ip) => [ip, ip, ip]);
+    const responses = await Promise.all(burst.map((ip) => register(ip)));
+    const statuses = responses.map((response) => response.status);
+    for (const response of responses) {
+      if (response.status !== 201) {
+        expect(response.body).toMatchObject({
+          error: { code: "registration_unavailable", reason: "key_reserve" },
+        });
+      }
+    }
+    const created = statuses.filter((status) => status === 201).length;
+
+    const fresh = publicIp();
+    const started = performance.now();
+    const response = await register(fresh);
+    const tookMs = performance.now() - started;
+    expect(response.status, JSON.stringify(response.body)).toBe(201);
+    expect(tookMs).toBeLessThan(5_000);
+    // Far more than the 10 keys above the reserve: the burst itself was served from new batches.
+    expect(created).toBeGreaterThan(20);
+
+    // The reserve stayed reserved, and every key handed out came from a batch that was backed up
+    // and verified before it was free.
+    expect(await freeKeys()).toBeGreaterThanOrEqual(10);
+    const [unverified] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from key_pool k join key_batches b using (batch_id)
+          where k.status = 'assigned' and (b.status <> 'available' or b.backup_sha256 is null)`,
+    );
+    expect(unverified!.n).toBe(0);
+    const [identities] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from agent_identities where origin = 'public'`,
+    );
+    expect(identities!.n).toBe(created + 1);
+  }, 120_000);
+
+  // Mutations: the refill worker not telling the end of its failed round (demand.roundEnded), so
+  // the request waits out its 10 s bound, fails the first refusal's time; KeyDemand.canMake
+  // ignoring the refill's back-off (the request is admitted and waits for a round that never
+  // comes) fails the second's.
+  it("with the enclave gone: refused key_reserve once the woken round fails, then at once while the refill backs off", async () => {
+    const refusedFast = async (withinMs: number): Promise<void> => {
+      const started = performance.now();
+      const response = await register(publicIp());
+      const tookMs = performance.now() - started;
+      expect(response.status).toBe(503);
+      expect(response.body).toMatchObject({
+        error: { code: "registration_unavailable", reason: "key_reserve" },
+      });
+      expect(tookMs).toBeLessThan(withinMs);
+    };
+    const failedBatches = async (): Promise<number> =>
+      (
+        await queryRows<{ n: number }>(
+          db(),
+          sql`select count(*)::int as n from key_batches where status = 'failed'`,
+        )
+      )[0]!.n;
+
+    // The refill idle (the rounds the first test woke have ended), then the enclave killed.
+    const inProgress = sql`select count(*)::int as n from key_batches
+                           where status not in ('available', 'failed')`;
+    const deadline = Date.now() + 30_000;
+    while ((await queryRows<{ n: number }>(db(), inProgress))[0]!.n > 0 && Date.now() < deadline) {
+      await sleep(100);
+    }
+    const failedBefore = await failedBatches();
+    await enclave.kill();
+    try {
+      // The pool exactly at the reserve: the request wakes the refill, whose round fails on the
+      // dead socket, and is answered then rather than at its wait bound.
+      const free = await freeKeys();
+      await updateRegistrationPolicy(db(), { changes: { keyReserve: free }, reason: "at the reserve" });
+      await refusedFast(3_000);
+      // The refill now backs off: nothing is woken, nobody waits.
+      await refusedFast(1_000);
+      expect(await failedBatches()).toBe(failedBefore + 1);
+      expect(await freeKeys()).toBe(free);
+    } finally {
+      await enclave.start();
+    }
+  }, 120_000);
+});
