@@ -7,6 +7,5 @@ ALTER TABLE "outgoing_transactions" ADD COLUMN "broadcast_outcome" text;--> stat
 ALTER TABLE "outgoing_transactions" ADD COLUMN "nonce_passed_at" timestamp with time zone;--> statement-breakpoint
 CREATE UNIQUE INDEX "outgoing_transactions_sender_nonce_payment_uq" ON "outgoing_transactions" USING btree ("sender","nonce") WHERE "outgoing_transactions"."status" <> 'failed' AND "outgoing_transactions"."purpose" <> 'filler';--> statement-breakpoint
 CREATE UNIQUE INDEX "outgoing_transactions_sender_nonce_filler_uq" ON "outgoing_transactions" USING btree ("sender","nonce") WHERE "outgoing_transactions"."status" <> 'failed' AND "outgoing_transactions"."purpose" = 'filler';--> statement-breakpoint
-CREATE INDEX "outgoing_transactions_sender_nonce_idx" ON "outgoing_transactions" USING btree ("sender","nonce");--> statement-breakpoint
 ALTER TABLE "agent_actions" ADD CONSTRAINT "agent_actions_kind_enum" CHECK ("agent_actions"."kind" IN ('faucet','transfer','x402','filler'));--> statement-breakpoint
 ALTER TABLE "outgoing_transactions" ADD CONSTRAINT "outgoing_transactions_broadcast_outcome_enum" CHECK ("outgoing_transactions"."broadcast_outcome" IS NULL OR "outgoing_transactions"."broadcast_outcome" IN ('accepted','unknown','refused'));

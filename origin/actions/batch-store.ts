@@ -92,8 +92,14 @@ const factsStatement = preparedStatement<FactsParam>(
   sql`select
         (select json_object_agg(m.address, f.total)
           from json_to_recordset(${sql.placeholder("mined")}::json) as m(address text, mined bigint)
-          cross join lateral (select sum(t.max_cost_wei)::text as total from outgoing_transactions t
-            where t.sender = m.address and t.nonce >= m.mined and t.status <> 'failed') f
+          cross join lateral (select sum(part)::text as total from (
+            -- Payments and fillers apart: each sum reads its own (sender, nonce) index.
+            select sum(t.max_cost_wei) as part from outgoing_transactions t
+              where t.sender = m.address and t.nonce >= m.mined and t.status <> 'failed' and t.purpose <> 'filler'
+            union all
+            select sum(t.max_cost_wei) from outgoing_transactions t
+              where t.sender = m.address and t.nonce >= m.mined and t.status <> 'failed' and t.purpose = 'filler'
+          ) parts) f
           where f.total is not null) as in_flight,
         (select json_object_agg(agent_id, spent_units::text) from transfer_daily_spend
           where agent_id = any(${sql.placeholder("transferAgents")}::uuid[])

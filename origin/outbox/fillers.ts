@@ -102,7 +102,7 @@ async function findStuck(db: Db, replaceAfterMs: number): Promise<Stuck[]> {
           and (t.broadcast_outcome = 'refused'
             or t.created_at < now() - make_interval(secs => ${replaceAfterMs / 1000}))
           and not exists (select 1 from outgoing_transactions f
-            where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler')
+            where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed')
         order by t.sender, t.nonce limit 50`,
   );
   return rows.map((row) => ({
@@ -154,7 +154,7 @@ async function signFiller(
       sql`select 1 as n from outgoing_transactions t
           where t.tx_id = ${stuck.txId} and t.status in ('signed', 'submitted')
             and not exists (select 1 from outgoing_transactions f
-              where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler')`,
+              where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed')`,
     );
     if (!open) return undefined;
     const signed = await deps.signer.signFiller({

@@ -212,8 +212,14 @@ function recordMinedStatement(name: string, from: SQL): PreparedStatement<"recei
           error = 'its nonce ' || o.nonce || ' went to ' || m.purpose || ' ' || m.tx_hash
             || coalesce(', mined instead (its last broadcast was answered: ' || o.error || ')', ', mined instead')
       from mined m
-      where o.sender = m.sender and o.nonce = m.nonce and o.status in ('signed', 'submitted')
-        and not (o.tx_id in (select tx_id from locked))
+      where o.tx_id in (
+          -- The payment and the filler at each mined one's nonce, each found through its own index.
+          select p.tx_id from outgoing_transactions p where p.sender = m.sender and p.nonce = m.nonce
+            and p.status <> 'failed' and p.purpose <> 'filler'
+          union all
+          select f.tx_id from outgoing_transactions f where f.sender = m.sender and f.nonce = m.nonce
+            and f.status <> 'failed' and f.purpose = 'filler')
+        and o.status in ('signed', 'submitted') and not (o.tx_id in (select tx_id from locked))
       returning o.tx_id, o.status, o.error, m.tx_id as taken_by),
     moved as (
       select tx_id, status, null::text as error, null::uuid as taken_by from mined

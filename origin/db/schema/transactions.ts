@@ -78,7 +78,6 @@ export const outgoingTransactions = pgTable(
     uniqueIndex("outgoing_transactions_sender_nonce_filler_uq")
       .on(t.sender, t.nonce)
       .where(sql`${t.status} <> 'failed' AND ${t.purpose} = 'filler'`),
-    index("outgoing_transactions_sender_nonce_idx").on(t.sender, t.nonce),
     check(
       "outgoing_transactions_purpose_enum",
       sql`${t.purpose} IN ('faucet','transfer','settlement','filler')`,
