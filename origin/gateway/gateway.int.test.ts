@@ -83,7 +83,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       rpcUrl: devnet.url,
       env: { AGENT_TRUSTED_PROXIES: "127.0.0.1/32" },
     });
-    await seedFreeKeys(testDb.handle.db, 16);
+    await seedFreeKeys(testDb.handle.db, 24);
     tokens.read = await issue(["read"]);
     tokens.all = await issue(["read", "faucet", "transfer"]);
     tokens.transfer = await issue(["read", "transfer"]);
