@@ -71,6 +71,54 @@ describe("x402 settlement under faults (real processes)", () => {
     await restarted.close();
   }, 120_000);
 
+  it("never takes over a claim whose settlement is stored but not yet mined once its lease has run out: presented again, no second settler transaction", async () => {
+    // Mutation: settle.ts claimStatement without `x402_settlements.tx_id is null` in its
+    // take-over condition signs the payment a second time: two settler transactions carry it.
+    const payer = await fundedPayer(stack.devnet.url);
+    const doomed = await spawnOrigin({
+      entry: "testing/money-crash-origin.ts",
+      env: { ...stack.processEnv(), MONEY_CRASH_AT: "after_signed" },
+    });
+    const payment = await envelope(`${doomed.base}/x402/demo`, payer);
+    const signature = paymentHeader(payment);
+    const nonce = (payment.payload as { authorization: { nonce: string } }).authorization.nonce.toLowerCase();
+    /** Settler transactions stored for this payment: its nonce is in their calldata. */
+    const settlerTransactions = async () =>
+      (
+        await queryRows<{ tx_hash: string }>(
+          stack.db.handle.db,
+          sql`select tx_hash from outgoing_transactions
+              where purpose = 'settlement' and position(${nonce.slice(2)} in raw_tx) > 0`,
+        )
+      ).map((row) => row.tx_hash);
+    // Claimed, signed and stored; the origin dies before the broadcast.
+    await expect(pay(`${doomed.base}/x402/demo`, signature)).rejects.toThrow();
+    expect(await doomed.exited).toBe("SIGKILL");
+    const [left] = await settlementOf(payer.address);
+    expect(left).toMatchObject({ status: "claimed", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    const transaction = left!.tx_hash!;
+    expect(await settlerTransactions()).toEqual([transaction]);
+    // Its claim's lease runs out (as 30 s after the claim), the transaction still unmined.
+    await stack.db.handle.db.execute(
+      sql`update x402_settlements set claimed_until = now() - interval '1 second'
+          where payer = ${payer.address.toLowerCase()}`,
+    );
+
+    // Presented again at an origin whose tracker sends what was stored: told of the original.
+    const restarted = await stack.startOrigin({}, { periodMs: 100 });
+    try {
+      const again = await pay(`${restarted.base}/x402/demo`, signature);
+      expect(again.response).toMatchObject({ transaction });
+      await expect
+        .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+        .toEqual([{ status: "settled", tx_hash: transaction }]);
+      expect(await settlerTransactions()).toEqual([transaction]);
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await restarted.close();
+    }
+  }, 120_000);
+
   it("takes over a claim abandoned before anything was signed once its lease has run out, and settles the payment once", async () => {
     // The row a settle leaves when it dies between its claim and its signing (a claim with no
     // transaction), its lease over. Mutation: a claim never taken over answers this payment as a
@@ -185,64 +233,6 @@ describe("x402 settlement under faults (real processes)", () => {
         await expect
           .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
           .toMatchObject([{ status: "settled" }]);
-        expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
-      } finally {
-        proxy.withhold(undefined);
-        await origin.close();
-      }
-    }, 120_000);
-
-    it("never takes over a claim whose settlement is stored but not yet mined, once its lease has run out: presented again, no second settler transaction", async () => {
-      // Mutation: settle.ts claimStatement without `x402_settlements.tx_id is null` in its
-      // take-over condition signs the payment a second time: the repeat names a new transaction.
-      const origin = await stack.startOrigin(
-        { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
-        { periodMs: 100 },
-      );
-      try {
-        const payer = await fundedPayer(stack.devnet.url);
-        const demo = `${origin.base}/x402/demo`;
-        const payment = await envelope(demo, payer);
-        const signature = paymentHeader(payment);
-        const nonce = (
-          payment.payload as { authorization: { nonce: string } }
-        ).authorization.nonce.toLowerCase();
-        /** Settler transactions stored for this payment: its nonce is in their calldata. */
-        const settlerTransactions = async () =>
-          (
-            await queryRows<{ tx_hash: string }>(
-              stack.db.handle.db,
-              sql`select tx_hash from outgoing_transactions
-                  where purpose = 'settlement' and position(${nonce.slice(2)} in raw_tx) > 0`,
-            )
-          ).map((row) => row.tx_hash);
-
-        // Signed and stored; its broadcast never reaches the chain.
-        proxy.withhold("eth_sendRawTransaction");
-        const first = await pay(demo, signature);
-        expect(first).toMatchObject({ status: 402, body: { error: X402_REASONS.settlementPending } });
-        const transaction = first.response!.transaction as string;
-        expect(await settlementOf(payer.address)).toEqual([{ status: "claimed", tx_hash: transaction }]);
-        // Its claim's lease runs out (as after 30 s), the transaction still unmined.
-        await stack.db.handle.db.execute(
-          sql`update x402_settlements set claimed_until = now() - interval '1 second'
-              where payer = ${payer.address.toLowerCase()}`,
-        );
-
-        const again = await pay(demo, signature);
-        expect(again).toMatchObject({
-          status: 402,
-          body: { error: X402_REASONS.settlementPending },
-          response: { transaction },
-        });
-        expect(await settlerTransactions()).toEqual([transaction]);
-
-        // Let through: the one transaction settles it.
-        proxy.withhold(undefined);
-        await expect
-          .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
-          .toEqual([{ status: "settled", tx_hash: transaction }]);
-        expect(await settlerTransactions()).toEqual([transaction]);
         expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
       } finally {
         proxy.withhold(undefined);
