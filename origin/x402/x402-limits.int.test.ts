@@ -181,9 +181,10 @@ describe("an honest payer behind an address that sends junk", () => {
       clearInterval(timer);
       await Promise.all(junk);
     }
-    // The junk was held to its window: 429 past it, never a 5xx.
+    // The junk was held to its window (this test is well inside its minute): at most 20 answered
+    // with their reason, every other one 429, never a 5xx.
     const statuses = tally(junkStatuses.map(String));
-    expect(statuses["429"]).toBeGreaterThan(junkStatuses.length / 2);
+    expect(junkStatuses.length - (statuses["429"] ?? 0)).toBeLessThanOrEqual(PER_MINUTE);
     expect(Object.keys(statuses).filter((status) => status.startsWith("5"))).toEqual([]);
   }, 120_000);
 
