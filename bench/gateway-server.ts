@@ -4,6 +4,7 @@
  * raised so the benchmark measures the limiters' cost without being stopped by them. Env: DATABASE_URL, CHAIN_RPC_URL,
  * BENCH_PORT. Prints "ready" once listening.
  */
+import { LockoutAllowance } from "../origin/auth/lockout-allowance.ts";
 import { RecentAuthentications } from "../origin/auth/recent-authentications.ts";
 import { fileBackupStore } from "../origin/backup-store.ts";
 import { createChainClient } from "../origin/chain/client.ts";
@@ -34,6 +35,7 @@ const infrastructure: Infrastructure = {
 const limiters = {
   failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
   recentAuthentications: new RecentAuthentications(),
+  lockoutAllowance: new LockoutAllowance(),
   requestsPerAgent: new SlidingWindowLimiter({ limit: 1_000_000_000, windowSeconds: 60 }),
   // Raised like the per-agent rate: the benchmark drives 64 connections with one token.
   rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),

@@ -7,8 +7,9 @@ import { send } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 
 // Admin routes are not opened through the public edge (docs/security.md, "Anyone on the network"):
-// {base}/admin/… and {base}/metrics, in every spelling a client can send, never reach the console through the
-// real worker in Miniflare, even with the right tokens.
+// {base}/admin/… (the console's OpenAPI document among them) and {base}/metrics, in every spelling a
+// client can send, never reach the console through the real worker in Miniflare, even with the
+// right tokens.
 
 const ADMIN_TOKEN = randomBytes(32).toString("hex");
 const CHANGE_TOKEN = randomBytes(32).toString("hex");
@@ -20,6 +21,9 @@ const TARGETS = [
   { method: "GET", path: "admin/agents" },
   { method: "POST", path: "admin/agents/registration/settings" },
   { method: "GET", path: "metrics" },
+  // The console's OpenAPI document: the public one, which the edge serves, names none of these.
+  // Mutation: an edge forwarding {base}/admin/openapi.json serves it (200) through the edge.
+  { method: "GET", path: "admin/openapi.json" },
 ] as const;
 
 /** Every spelling of `/77/<path>`: case, encoded slashes and dots, `..`, double slashes, trailing dots. */
@@ -139,7 +143,7 @@ describe("admin routes are unreachable through the edge", () => {
         // spellings) the local front's 502 when workerd drops the connection (dev/edge.ts).
         expect(response.status === 0 || response.status >= 400, answers.at(-1)).toBe(true);
         expect(JSON.stringify(response.body), spelling).not.toMatch(
-          /settings|identities|# HELP|# TYPE|<html/i,
+          /settings|identities|# HELP|# TYPE|<html|consoleOpenApi/i,
         );
       }
     }

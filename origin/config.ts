@@ -128,10 +128,16 @@ const envSchema = z.object({
    */
   AGENT_X402_VALIDITY_MARGIN_SECONDS: integer(6, 0, 600),
   /**
-   * Ours: requests one client (IPv4 address, IPv6 /64) may make per minute to the facilitator's
-   * verify and settle and the demo's paid retry, together (each one reads the chain; a settle signs).
+   * Ours: the facilitator's verify and settle and the demo's paid retry, per minute, of one client:
+   * of one payer (the authorization's `from`) for well-formed payments it signed, of one address
+   * (IPv4, IPv6 /64) for requests the checks without chain or database refuse (x402/client-limit.ts).
    */
   AGENT_X402_RATE_LIMIT_PER_MINUTE: integer(1_200, 1, 1_000_000),
+  /**
+   * Ours: well-formed, signed payments one address (IPv4, IPv6 /64) may present per minute, all
+   * its payers together (each reads the chain and the database; a settle signs).
+   */
+  AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: integer(3_600, 1, 10_000_000),
   /**
    * Ours: the public base URL clients reach this node at (scheme, host, port and BASE_PATH), e.g.
    * https://wallet.example.com/77; names the resource in x402 quotes.
@@ -224,8 +230,10 @@ export type Config = {
     /** Authorizations per agent per UTC day. */
     dailyLimit: number;
     validityMarginSeconds: number;
-    /** verify, settle and paid demo requests per client per minute. */
+    /** Refused requests per address, signed payments per payer, per minute (x402/client-limit.ts). */
     rateLimitPerMinute: number;
+    /** Signed payments per address per minute, all payers together. */
+    addressPaymentsPerMinute: number;
   };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
@@ -376,6 +384,7 @@ function toConfig(env: Env): Config {
       dailyLimit: env.AGENT_X402_DAILY_LIMIT,
       validityMarginSeconds: env.AGENT_X402_VALIDITY_MARGIN_SECONDS,
       rateLimitPerMinute: env.AGENT_X402_RATE_LIMIT_PER_MINUTE,
+      addressPaymentsPerMinute: env.AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,

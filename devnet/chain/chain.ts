@@ -79,6 +79,8 @@ export class Chain {
   #nextBaseFeeOverride: bigint | undefined;
   /** A block-building run is queued on the lock and has not started: later arrivals join it. */
   #miningQueued = false;
+  /** False (dev_setAutomine, tests only): transactions wait in the pool until dev_mine. */
+  #automine = true;
   /** The head's state as a read-only view of the trie, made on the first read after the head moved. */
   #headView: { root: Uint8Array; state: Promise<StateManagerInterface> } | undefined;
 
@@ -224,6 +226,12 @@ export class Chain {
     // this transaction's when it comes to it.
     const admitted = this.#recovery.prefetch(this.#recoveryInputs(tx)).then(() => admitSender(tx));
     const answer = this.#pool.submit({ hash, tx, admitted });
+    if (!this.#automine) {
+      // As a node's pool does: the hash now, the block when dev_mine asks for one (a refusal
+      // found then goes to nobody, as a dropped pending transaction would).
+      answer.catch(() => {});
+      return admitted.then((sender) => (sender.ok ? ok(hash) : sender));
+    }
     if (!this.#miningQueued) {
       // The run takes its place in the lock's queue now, so an eth_call that arrives after this
       // transaction runs on a state that includes it.
@@ -234,18 +242,35 @@ export class Chain {
         // and joins this run. Later ones wait for the next.
         await new Promise((resolve) => setImmediate(resolve));
         this.#miningQueued = false;
-        await mineWaiting({
-          dvm: this.#dvm,
-          pool: this.#pool,
-          queue: this.#queue,
-          logger: this.#logger,
-          maxTxsPerBlock: this.#maxTxsPerBlock,
-          nextBlock: () => this.#newBlock(),
-          append: (mined) => this.#append(mined),
-        });
+        await this.#mineWaiting();
       });
     }
     return answer;
+  }
+
+  /**
+   * dev_setAutomine, tests only: off, a transaction sent waits in the pool (its hash answered at
+   * once) until dev_mine, so a test can leave blocks between a read and a transaction's block.
+   */
+  setAutomine(on: boolean): void {
+    this.#automine = on;
+  }
+
+  /** dev_mine, tests only: mines everything waiting now, in one run; resolves once stored. */
+  mine(): Promise<void> {
+    return this.#lock.run(() => this.#mineWaiting());
+  }
+
+  #mineWaiting(): Promise<void> {
+    return mineWaiting({
+      dvm: this.#dvm,
+      pool: this.#pool,
+      queue: this.#queue,
+      logger: this.#logger,
+      maxTxsPerBlock: this.#maxTxsPerBlock,
+      nextBlock: () => this.#newBlock(),
+      append: (mined) => this.#append(mined),
+    });
   }
 
   /**

@@ -1,6 +1,7 @@
 /**
  * The JSON-RPC methods of the devnet: the spec's read allowlist, what viem's public
- * and wallet clients call, dev_setBalance and dev_setNextBlockBaseFeePerGas. Results and errors follow geth,
+ * and wallet clients call, dev_setBalance, and the test controls dev_setNextBlockBaseFeePerGas,
+ * dev_setAutomine and dev_mine. Results and errors follow geth,
  * so viem parses them and maps errors (nonce too low, insufficient funds, reverts) to its own error classes.
  */
 import { bigIntToBytes, setLengthLeft } from "@ethereumjs/util";
@@ -178,6 +179,21 @@ export function createRpcMethods(chain: Chain): RpcMethods {
     dev_setNextBlockBaseFeePerGas: (params) => {
       requireArguments(params, 1);
       chain.setNextBaseFee(parseQuantity(params[0], 0));
+      return true;
+    },
+    /**
+     * Tests only: false leaves transactions in the pool (their hashes answered at once) until
+     * dev_mine, so a block can come between a read and a transaction's inclusion.
+     */
+    dev_setAutomine: (params) => {
+      requireArguments(params, 1);
+      chain.setAutomine(parseBoolean(params[0], 0));
+      return true;
+    },
+    /** Tests only: mines what waits in the pool now; answers once its blocks are stored. */
+    dev_mine: async (params) => {
+      requireArguments(params, 0);
+      await chain.mine();
       return true;
     },
   };

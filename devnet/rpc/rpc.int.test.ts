@@ -133,6 +133,37 @@ describe("devnet: JSON-RPC protocol", () => {
     expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
   });
 
+  it("with dev_setAutomine(false), answers a transaction's hash at once and mines it only at dev_mine", async () => {
+    // Mutation: sendRawTransaction ignoring the automine switch mines the transaction at once
+    // (its receipt is there before dev_mine).
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(1n));
+    const wallet = walletClientFor(url, sender);
+    const request = await wallet.prepareTransactionRequest({ to: newAccount().address, value: 1n });
+    const signed = await wallet.signTransaction(request);
+    expect(await rpc(url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    try {
+      const height = await client.getBlockNumber();
+      const hash = await client.sendRawTransaction({ serializedTransaction: signed });
+      expect((await client.getTransaction({ hash })).blockNumber).toBeNull();
+      expect(await client.getTransactionReceipt({ hash }).catch(() => null)).toBeNull();
+      // A block sealed meanwhile (dev_setBalance's) leaves it waiting.
+      await fund(url, newAccount().address, 1n);
+      expect(await client.getTransactionReceipt({ hash }).catch(() => null)).toBeNull();
+      expect(await rpc(url, "dev_mine", [])).toMatchObject({ result: true });
+      const receipt = await client.getTransactionReceipt({ hash });
+      expect(receipt.status).toBe("success");
+      expect(receipt.blockNumber).toBe(height + 2n);
+    } finally {
+      await rpc(url, "dev_setAutomine", [true]);
+    }
+    // Automining again: the next transaction's receipt is there when its send returns.
+    const next = await wallet.signTransaction({ ...request, nonce: request.nonce + 1 });
+    const nextHash = await client.sendRawTransaction({ serializedTransaction: next });
+    expect((await client.getTransactionReceipt({ hash: nextHash })).status).toBe("success");
+  });
+
   it("filters logs by address, topics, block range and block hash", async () => {
     const client = publicClientFor(url);
     const relayer = newAccount();

@@ -12,6 +12,7 @@ import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { bearerAuth } from "./bearer-auth.ts";
 import { createTokenLookup, type TokenLookup } from "./identity-repository.ts";
+import { LOCKOUT_ALLOWANCE, LockoutAllowance } from "./lockout-allowance.ts";
 import { RecentAuthentications } from "./recent-authentications.ts";
 
 // The middleware against the real identity store. Concurrency is produced for real: a table lock
@@ -24,6 +25,7 @@ function appWith(
   lookup: TokenLookup,
   perAgent = 600,
   recentAuthentications = new RecentAuthentications(),
+  lockoutAllowance = new LockoutAllowance(),
 ): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.use("*", async (c, next) => {
@@ -37,13 +39,14 @@ function appWith(
       lookup,
       failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
       recentAuthentications,
+      lockoutAllowance,
       requestsPerAgent: new SlidingWindowLimiter({ limit: perAgent, windowSeconds: 60 }),
     }),
   );
   app.get("/x", (c) => c.text("ok"));
   app.onError((error, c) =>
     error instanceof AppError
-      ? c.json(errorBody(error.code, error.message, "req_test"), error.status)
+      ? c.json(errorBody(error.code, error.message, "req_test", error.fields), error.status)
       : c.text("bug", 500),
   );
   return app;
@@ -56,7 +59,7 @@ describe("bearerAuth (real identity store)", () => {
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    await seedFreeKeys(testDb.handle.db, 4);
+    await seedFreeKeys(testDb.handle.db, 12);
   });
   afterAll(async () => {
     await testDb?.drop();
@@ -105,50 +108,130 @@ describe("bearerAuth (real identity store)", () => {
     expect(statuses.filter((status) => status === 429)).toHaveLength(40);
   });
 
-  it("past an address's failure limit, lets through only the token ids that authenticated from it, and reads the store for no other", async () => {
-    const [known, stranger] = await Promise.all([issue(), issue()]);
-    // The real store, every read counted: the only database access of authentication.
-    let lookups = 0;
+  /** The app over the real store, every read counted (the only database access of authentication). */
+  const countedApp = (perAgent = 600) => {
     const store = createTokenLookup(testDb.handle.db);
     const recent = new RecentAuthentications();
+    const counter = { lookups: 0 };
     const app = appWith(
       (tokenId) => {
-        lookups++;
+        counter.lookups++;
         return store(tokenId);
       },
-      600,
+      perAgent,
       recent,
     );
     const from = (ip: string, authorization: string) =>
       app.request("/x", { headers: { authorization, [CLIENT_HEADER]: ip } });
+    const lockOut = async (ip: string) => {
+      for (let i = 0; i < 60; i++) expect((await from(ip, badToken())).status).toBe(401);
+    };
+    return { from, recent, counter, lockOut };
+  };
+
+  it("past an address's failure limit, reads the store for the token ids that worked from it, and for 3 new ids and 6 that came back a minute, no more", async () => {
+    // Mutation: LockoutAllowance admitting every id past the limit reads the store for all 20 bad
+    // tokens and all 17 sent again (40 reads with the known token's, not 23).
+    const [known, stranger] = await Promise.all([issue(), issue()]);
+    const { from, recent, counter, lockOut } = countedApp();
     const nat = "198.18.1.1";
 
     expect((await from(nat, `Bearer ${known}`)).status).toBe(200);
-    for (let i = 0; i < 60; i++) expect((await from(nat, badToken())).status).toBe(401);
+    await lockOut(nat);
     expect(recent.size).toBe(1); // failures never enter it
 
-    lookups = 0;
+    counter.lookups = 0;
+    const sentOnce: string[] = [];
     for (let i = 0; i < 20; i++) {
-      expect((await from(nat, badToken())).status).toBe(429);
+      const bad = badToken();
+      sentOnce.push(bad);
+      expect((await from(nat, bad)).status).toBe(429);
       expect((await from(nat, "Bearer not-a-token")).status).toBe(429);
       expect((await from(nat, `Bearer ${known}`)).status).toBe(200);
     }
-    // The known token's reads only: no bad token past the limit reached the store.
-    expect(lookups).toBe(20);
-    // A valid token that never worked from there waits like a bad one, without a read…
-    lookups = 0;
-    expect((await from(nat, `Bearer ${stranger}`)).status).toBe(429);
-    expect(lookups).toBe(0);
+    // The known token's 20 reads, and 3 first sights of bad ids: the other 17 and the malformed
+    // presentations reached no store.
+    expect(counter.lookups).toBe(20 + LOCKOUT_ALLOWANCE.firstSight);
+    // The 17 refused ids sent again: 6 come back into the store, then no more.
+    counter.lookups = 0;
+    for (const bad of sentOnce.slice(LOCKOUT_ALLOWANCE.firstSight))
+      expect((await from(nat, bad)).status).toBe(429);
+    expect(counter.lookups).toBe(LOCKOUT_ALLOWANCE.comeBack);
+    // Both lanes are spent: a valid token that never worked from here waits, unread…
+    counter.lookups = 0;
+    const waited = await from(nat, `Bearer ${stranger}`);
+    expect(waited.status).toBe(429);
+    expect(counter.lookups).toBe(0);
     // …and works from elsewhere.
     expect((await from("198.18.1.2", `Bearer ${stranger}`)).status).toBe(200);
+  });
 
-    // The known token id with a wrong secret is read, refused, and counted like any failure.
-    const [, knownId] = /^agt_([0-9a-f]{32})_/.exec(known)!;
-    lookups = 0;
-    const wrongSecret = await from(nat, `Bearer agt_${knownId}_${randomBytes(32).toString("hex")}`);
-    expect(wrongSecret.status).toBe(429);
-    expect(lookups).toBe(1);
-    expect(recent.size).toBe(2);
+  it("lets a fresh valid token in past the limit at once, or once it comes back after Retry-After while bad ids use up the first lane", async () => {
+    // Mutation: LockoutAllowance without its come-back lane refuses the second stranger for good.
+    const [first, second] = await Promise.all([issue(), issue()]);
+    const { from, lockOut } = countedApp();
+    const nat = "198.18.1.5";
+    await lockOut(nat);
+    expect((await from(nat, `Bearer ${first}`)).status).toBe(200);
+    // Bad ids, each sent once, use up the first lane; the second stranger is told to come back.
+    for (let i = 0; i < LOCKOUT_ALLOWANCE.firstSight; i++)
+      expect((await from(nat, badToken())).status).toBe(429);
+    const refused = await from(nat, `Bearer ${second}`);
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toMatchObject({
+      error: { code: "rate_limited", retry_after: LOCKOUT_ALLOWANCE.retryAfterSeconds },
+    });
+    expect((await from(nat, `Bearer ${second}`)).status).toBe(200);
+    // Both have worked from here now: they pass as known tokens, as often as they like.
+    for (let i = 0; i < 10; i++) {
+      expect((await from(nat, `Bearer ${first}`)).status).toBe(200);
+      expect((await from(nat, `Bearer ${second}`)).status).toBe(200);
+    }
+  });
+
+  it("an attacker holding one valid token gets no more reads past the limit with its id and wrong secrets, nor by alternating it with bad tokens", async () => {
+    // Mutation: bearerAuth not forgetting a known id that fails reads the store for all 20 wrong
+    // secrets below.
+    const valid = await issue();
+    const [, id] = /^agt_([0-9a-f]{32})_/.exec(valid)!;
+    const { from, recent, counter, lockOut } = countedApp();
+    const nat = "198.18.1.7";
+    expect((await from(nat, `Bearer ${valid}`)).status).toBe(200);
+    await lockOut(nat);
+    counter.lookups = 0;
+    // Alternating the valid token with bad ones: the valid token's reads, and the first lane's 3.
+    for (let i = 0; i < 10; i++) {
+      expect((await from(nat, `Bearer ${valid}`)).status).toBe(200);
+      expect((await from(nat, badToken())).status).toBe(429);
+    }
+    expect(counter.lookups).toBe(10 + LOCKOUT_ALLOWANCE.firstSight);
+    // Its id with wrong secrets: read once as a known id, which it then is not; refused at first
+    // sight (the lane is spent), read once more when it comes back, and then spent for the minute.
+    counter.lookups = 0;
+    for (let i = 0; i < 20; i++) {
+      expect((await from(nat, `Bearer agt_${id}_${randomBytes(32).toString("hex")}`)).status).toBe(429);
+    }
+    expect(counter.lookups).toBe(2);
+    expect(recent.has(nat, id!)).toBe(false);
+  });
+
+  it("remembers a token at an address only once the per-agent tier admitted it", async () => {
+    // Mutation: remember() before the per-agent check makes the token known at the second address
+    // while its agent is over its limit, and past that address's failure limit it is read (1).
+    const token = await issue();
+    const [, id] = /^agt_([0-9a-f]{32})_/.exec(token)!;
+    const { from, recent, counter, lockOut } = countedApp(2);
+    expect((await from("198.18.1.10", `Bearer ${token}`)).status).toBe(200);
+    expect((await from("198.18.1.10", `Bearer ${token}`)).status).toBe(200);
+    // Over its agent's limit: authenticated, refused 429 by the per-agent tier, not remembered.
+    expect((await from("198.18.1.11", `Bearer ${token}`)).status).toBe(429);
+    expect(recent.has("198.18.1.11", id!)).toBe(false);
+    // Past that address's limit, with its first lane spent, the token is not read there.
+    await lockOut("198.18.1.11");
+    for (let i = 0; i < LOCKOUT_ALLOWANCE.firstSight; i++) await from("198.18.1.11", badToken());
+    counter.lookups = 0;
+    expect((await from("198.18.1.11", `Bearer ${token}`)).status).toBe(429);
+    expect(counter.lookups).toBe(0);
   });
 
   it("never holds back successful requests from one IP, however many are in flight at once", async () => {

@@ -6,6 +6,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
+import type { LockoutAllowance } from "./lockout-allowance.ts";
 import type { RecentAuthentications } from "./recent-authentications.ts";
 import { parseBearerHeader, secretMatches } from "./token.ts";
 
@@ -19,6 +20,8 @@ export type BearerAuthParams = {
   failuresPerIp: SlidingWindowLimiter;
   /** The token ids that authenticated from each client lately: still looked up past the limit. */
   recentAuthentications: RecentAuthentications;
+  /** The few reads past the limit for other token ids (lockout-allowance.ts). */
+  lockoutAllowance: LockoutAllowance;
   /** Post-auth tier: requests per agent. */
   requestsPerAgent: SlidingWindowLimiter;
   onFailure?: (reason: AuthFailure, clientIp: string) => void;
@@ -40,8 +43,10 @@ const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
  *
  * Past a client's failure budget (SPEC "Limits": only failures count), a request is refused 429
  * before any database read, unless its token id authenticated from that client lately
- * (RecentAuthentications): that one is authenticated as usual, so a neighbour's bad tokens cannot
- * lock out the agents that share its address. Its failure, if it fails, counts like any other.
+ * (RecentAuthentications), or the address's small allowance for other ids admits it
+ * (LockoutAllowance): those are authenticated as usual, so a neighbour's bad tokens cannot lock
+ * out the agents that share its address, nor keep a fresh one out. A failure past the budget is
+ * 429 however it was read, counts like any other, and the id no longer counts as working there.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
@@ -51,9 +56,14 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     const parsed = parseBearerHeader(c.req.header("authorization"));
     const blocked = params.failuresPerIp.peek(source);
     const known = parsed !== null && params.recentAuthentications.has(source, parsed.tokenId);
-    if (!blocked.allowed && !known) {
+    // Past the limit, an id that has not worked from here is read only if the allowance admits it.
+    const lane =
+      blocked.allowed || known || parsed === null
+        ? undefined
+        : params.lockoutAllowance.admit(source, parsed.tokenId);
+    if (!blocked.allowed && !known && !lane?.admitted) {
       refused("pre_auth_ip");
-      throw rateLimited(blocked.retryAfterSeconds);
+      throw rateLimited(lane?.retryAfterSeconds ?? blocked.retryAfterSeconds);
     }
 
     const presented = parsed ?? NO_SUCH_TOKEN;
@@ -76,26 +86,31 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
 
     if (failure || !identity) {
       params.onFailure?.(failure ?? "unknown_token", clientIp);
+      // A token id that fails from here is no longer one that works from here: it cannot keep
+      // buying reads past the limit with wrong secrets.
+      if (known) params.recentAuthentications.forget(source, presented.tokenId);
+      if (lane?.admitted) params.lockoutAllowance.failed(source, presented.tokenId);
       // Counted when the outcome is known, so the limit holds however many attempts arrive at
       // once: those that fail after the budget filled up are answered 429 like any later one.
       // Only failures count: a success never uses any of the client's budget.
       const counted = params.failuresPerIp.consume(source);
       if (!counted.allowed) {
-        // A known token id let through past the limit, failing: still counted.
-        if (known) params.failuresPerIp.record(source);
+        // An id read past the limit (known, or admitted by the allowance), failing: still counted.
+        if (known || lane?.admitted) params.failuresPerIp.record(source);
         refused("pre_auth_ip");
         throw rateLimited(counted.retryAfterSeconds);
       }
       throw new AppError("agent_auth_failed", "authentication failed");
     }
-    // Only here, authenticated: no unauthenticated request can enter (or evict from) the set.
-    params.recentAuthentications.remember(source, presented.tokenId);
 
-    const allowed = params.requestsPerAgent.consume(identity.agentId);
-    if (!allowed.allowed) {
+    const admitted = params.requestsPerAgent.consume(identity.agentId);
+    if (!admitted.allowed) {
       refused("per_agent");
-      throw rateLimited(allowed.retryAfterSeconds);
+      throw rateLimited(admitted.retryAfterSeconds);
     }
+    // Only here, authenticated and within its agent's limit: no unauthenticated request, and no
+    // token past its own limit, can enter (or evict from) the set.
+    params.recentAuthentications.remember(source, presented.tokenId);
 
     c.set("agent", {
       agentId: identity.agentId,

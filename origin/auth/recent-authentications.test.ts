@@ -16,4 +16,30 @@ describe("RecentAuthentications", () => {
     expect(recent.size).toBe(3);
     expect(["b", "c", "d", "e"].map((id) => recent.has("198.18.2.1", id))).toEqual([true, false, true, true]);
   });
+
+  it("remembers one token at no more than its cap of addresses, its least recently seen dropped first", () => {
+    // Mutation: remember() without the per-token cap keeps all 20 addresses of the one token.
+    const recent = new RecentAuthentications({ maxSourcesPerToken: 16 });
+    for (let i = 0; i < 20; i++) recent.remember(`198.18.3.${i}`, "roaming");
+    recent.remember("198.18.4.1", "settled");
+    expect(recent.size).toBe(17);
+    expect(Array.from({ length: 20 }, (_, i) => recent.has(`198.18.3.${i}`, "roaming"))).toEqual([
+      ...Array(4).fill(false),
+      ...Array(16).fill(true),
+    ]);
+    // Seen again, an address moves to the back of its token's queue.
+    recent.remember("198.18.3.4", "roaming");
+    recent.remember("198.18.3.99", "roaming");
+    expect([recent.has("198.18.3.4", "roaming"), recent.has("198.18.3.5", "roaming")]).toEqual([true, false]);
+    expect(recent.has("198.18.4.1", "settled")).toBe(true);
+  });
+
+  it("forgets a pair that failed, and keeps its token's other addresses", () => {
+    const recent = new RecentAuthentications();
+    recent.remember("198.18.5.1", "a");
+    recent.remember("198.18.5.2", "a");
+    recent.forget("198.18.5.1", "a");
+    expect([recent.has("198.18.5.1", "a"), recent.has("198.18.5.2", "a")]).toEqual([false, true]);
+    expect(recent.size).toBe(1);
+  });
 });

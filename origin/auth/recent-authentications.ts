@@ -3,44 +3,73 @@
  * memory per node. A client's failures past the pre-auth limit (SPEC "Limits") then lock out only
  * the tokens that have not worked from its address: agents behind one shared NAT, serverless
  * egress or CI runner keep working while a neighbour sends bad tokens (the device-cookie defence
- * against lockout, OWASP). Only a successful authentication enters the set, so unauthenticated
- * requests cannot fill it; its size is fixed, the pair seen least recently dropped first.
+ * against lockout, OWASP). Only a request that authenticated and that the per-agent tier admitted
+ * enters the set, so unauthenticated requests cannot fill it, nor can a token past its own limit;
+ * its size is fixed, the pair seen least recently dropped first, and one token holds at most
+ * `maxSourcesPerToken` addresses (its least recently seen dropped first), so a token used from
+ * many addresses cannot fill the node's set either. A token id that fails from an address is
+ * forgotten there.
  */
 export const RECENT_AUTHENTICATIONS = {
   /** How long a success from a client keeps its token working there past the limit. */
   windowSeconds: 24 * 60 * 60,
   /** About 300 bytes a pair, measured (V8 strings and the Map): at most ~15 MiB per node. */
   maxEntries: 50_000,
+  /** Addresses one token is remembered at: an agent on a few runners or egress ranges. */
+  maxSourcesPerToken: 16,
 } as const;
 
 export type RecentAuthenticationsOptions = {
   windowSeconds?: number;
   maxEntries?: number;
+  maxSourcesPerToken?: number;
   now?: () => number;
 };
 
 export class RecentAuthentications {
   private readonly windowSeconds: number;
   private readonly maxEntries: number;
+  private readonly maxSourcesPerToken: number;
   private readonly now: () => number;
   /** `source token_id` → the second (Unix) of the last success; Map order is recency order. */
   private readonly seen = new Map<string, number>();
+  /** token_id → its sources in the set, least recently seen first. */
+  private readonly sourcesOf = new Map<string, Set<string>>();
 
   constructor(options: RecentAuthenticationsOptions = {}) {
     this.windowSeconds = options.windowSeconds ?? RECENT_AUTHENTICATIONS.windowSeconds;
     this.maxEntries = options.maxEntries ?? RECENT_AUTHENTICATIONS.maxEntries;
+    this.maxSourcesPerToken = options.maxSourcesPerToken ?? RECENT_AUTHENTICATIONS.maxSourcesPerToken;
     this.now = options.now ?? Date.now;
   }
 
-  /** Records that `tokenId` authenticated from `source` now. Call only after a success. */
+  /**
+   * Records that `tokenId` authenticated from `source` now. Call only after a success the
+   * per-agent tier admitted.
+   */
   remember(source: string, tokenId: string): void {
     const key = `${source} ${tokenId}`;
     // Re-inserted, so the Map's first key is always the least recently seen pair.
-    if (!this.seen.delete(key) && this.seen.size >= this.maxEntries) {
-      const oldest = this.seen.keys().next();
-      if (!oldest.done) this.seen.delete(oldest.value);
+    if (this.seen.delete(key)) {
+      this.sourcesOf.get(tokenId)?.delete(source);
+    } else {
+      const sources = this.sourcesOf.get(tokenId);
+      if (sources && sources.size >= this.maxSourcesPerToken) {
+        const oldest = sources.values().next();
+        if (!oldest.done) this.forget(oldest.value, tokenId);
+      }
+      if (this.seen.size >= this.maxEntries) {
+        const oldest = this.seen.keys().next();
+        if (!oldest.done) this.forgetKey(oldest.value);
+      }
     }
     this.seen.set(key, this.second());
+    let sources = this.sourcesOf.get(tokenId);
+    if (!sources) {
+      sources = new Set();
+      this.sourcesOf.set(tokenId, sources);
+    }
+    sources.add(source);
   }
 
   /** Whether `tokenId` authenticated from `source` within the window. */
@@ -49,8 +78,23 @@ export class RecentAuthentications {
     return at !== undefined && this.second() - at < this.windowSeconds;
   }
 
+  /** Drops the pair: `tokenId` failed from `source`, so it no longer counts as working there. */
+  forget(source: string, tokenId: string): void {
+    this.forgetKey(`${source} ${tokenId}`);
+  }
+
   get size(): number {
     return this.seen.size;
+  }
+
+  private forgetKey(key: string): void {
+    if (!this.seen.delete(key)) return;
+    // Neither a source (an address, a /64) nor a token id holds a space.
+    const split = key.lastIndexOf(" ");
+    const tokenId = key.slice(split + 1);
+    const sources = this.sourcesOf.get(tokenId);
+    sources?.delete(key.slice(0, split));
+    if (sources?.size === 0) this.sourcesOf.delete(tokenId);
   }
 
   private second(): number {

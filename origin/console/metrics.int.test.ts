@@ -151,10 +151,12 @@ describe("GET {base}/metrics", () => {
       });
       expect(failed.status).toBe(401);
     }
+    // The 61st failure is refused (a valid token new to the address would still be read, through
+    // the allowance past the limit: docs/configuration.md).
     expect(
       (
         await send(`${origin.base}/agent/v1/network`, {
-          headers: { authorization: `Bearer ${token}` },
+          headers: { authorization: "Bearer agt_wrong" },
           localAddress: "127.0.0.61",
         })
       ).status,

@@ -4,6 +4,7 @@ import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import type { AppEnv } from "../http/env.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { Infrastructure } from "../infrastructure.ts";
+import { buildOpenApiDocument } from "../openapi/document.ts";
 import { route } from "../openapi/route.ts";
 import { ADMIN_AUTH_FAILURES, createAdminAuth } from "./admin-auth.ts";
 import { auditHandler } from "./audit.ts";
@@ -29,7 +30,9 @@ export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono
     const off = (): never => {
       throw new AppError("feature_disabled", "the operator console needs AGENT_ADMIN_API_TOKEN on this node");
     };
-    for (const path of ["/admin/agents", "/admin/agents/*", "/metrics"]) router.all(path, off);
+    for (const path of ["/admin/agents", "/admin/agents/*", "/admin/openapi.json", "/metrics"]) {
+      router.all(path, off);
+    }
     return router;
   }
 
@@ -53,6 +56,11 @@ export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono
   });
 
   router.route("/", createPageRouter(deps.config.http.basePath));
+  // The console's own OpenAPI document: like the page, no data, so no token; private like it.
+  const document = JSON.stringify(buildOpenApiDocument(deps.config.http.basePath, "admin"));
+  route(router, "/", "consoleOpenApi", (c) =>
+    c.body(document, 200, { "content-type": "application/json", "cache-control": "no-store" }),
+  );
   route(router, "/", "consoleRegistration", auth.read, registrationOverviewHandler(deps, node));
   route(router, "/", "consoleOperations", auth.read, operationsHandler(deps));
   route(router, "/", "consoleAudit", auth.read, auditHandler(deps));

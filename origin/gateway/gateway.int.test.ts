@@ -83,7 +83,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
       rpcUrl: devnet.url,
       env: { AGENT_TRUSTED_PROXIES: "127.0.0.1/32" },
     });
-    await seedFreeKeys(testDb.handle.db, 16);
+    await seedFreeKeys(testDb.handle.db, 24);
     tokens.read = await issue(["read"]);
     tokens.all = await issue(["read", "faucet", "transfer"]);
     tokens.transfer = await issue(["read", "transfer"]);
@@ -234,12 +234,13 @@ describe("gateway over HTTP (real database and devnet)", () => {
       const limited = await timed(attempt);
       expect(limited.response.status).toBe(429);
       expectRetryAfter(limited.response, first.span, limited.span);
-      // Once blocked, even a valid token waits, if it has not worked from that IP lately.
+      // Once blocked, a valid token that has not worked from that IP lately is read only through
+      // the address's small allowance past the limit (lockout-allowance.ts): here it has room.
       const valid = await send(`${origin.base}/agent/v1/network`, {
         headers: auth(tokens.read.token),
         localAddress: from,
       });
-      expect(valid.status).toBe(429);
+      expect(valid.status).toBe(200);
 
       const spoofed = await send(`${origin.base}/agent/v1/network`, {
         headers: { ...bad, "x-forwarded-for": "198.51.100.77" },
@@ -254,9 +255,13 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(other.status).toBe(401);
     });
 
-    it("keeps a token that worked from an address working while that address sends a bad token a second; others wait, unread", async () => {
+    it("keeps a token that worked from an address working while that address sends a bad token a second; a new one gets in through the allowance, the rest wait unread", async () => {
       const from = "127.0.0.40";
-      const [known, stranger] = [await issue(["read"]), await issue(["read"])];
+      const [known, stranger, another] = [
+        await issue(["read"]),
+        await issue(["read"]),
+        await issue(["read"]),
+      ];
       const read = (token: string, localAddress = from) =>
         send(`${origin.base}/agent/v1/network`, { headers: auth(token), localAddress });
       const bad = () =>
@@ -271,8 +276,14 @@ describe("gateway over HTTP (real database and devnet)", () => {
         expect((await read(known.token)).status).toBe(200);
         await sleep(1_000);
       }
-      expect((await read(stranger.token)).status).toBe(429);
+      // Those three bad tokens used up the first lane: a token new to the address is told to come
+      // back in a second, and then gets in; it works from elsewhere meanwhile.
+      const told = await read(stranger.token);
+      expect(told.status).toBe(429);
+      expect(told.headers["retry-after"]).toBe("1");
       expect((await read(stranger.token, "127.0.0.41")).status).toBe(200);
+      await sleep(1_000);
+      expect((await read(stranger.token)).status).toBe(200);
 
       // Past the limit, a refusal reads nothing: with the token table locked, a request that read
       // it would wait for the lock; these are answered at once.
@@ -283,9 +294,64 @@ describe("gateway over HTTP (real database and devnet)", () => {
       await testDb.handle.db.transaction(async (tx) => {
         await tx.execute(sql`lock table agent_tokens in access exclusive mode`);
         whileLocked.push(await within(bad().then((r) => r.status)));
-        whileLocked.push(await within(read(stranger.token).then((r) => r.status)));
+        whileLocked.push(await within(read(another.token).then((r) => r.status)));
       });
       expect(whileLocked).toEqual([429, 429]);
+    });
+
+    it("admits a fresh valid token behind an address that sends one bad token a second", async () => {
+      // Mutation: bearerAuth reading no token past the limit but those that worked from the
+      // address (no LockoutAllowance) answers the fresh token 429 every time.
+      const badToken = () => `agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
+      const networkFrom = (localAddress: string, token: string) =>
+        sendUnchecked(`${origin.base}/agent/v1/network`, { headers: auth(token), localAddress });
+      /** A client that follows Retry-After: its statuses until it is let in (at most 3 tries). */
+      const untilAdmitted = async (localAddress: string, token: string): Promise<number[]> => {
+        const statuses: number[] = [];
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const answer = await networkFrom(localAddress, token);
+          statuses.push(answer.status);
+          if (answer.status !== 429) break;
+          await sleep(Number(answer.headers["retry-after"]) * 1_000);
+        }
+        return statuses;
+      };
+      const withJunk = async <T>(
+        address: string,
+        junk: () => string,
+        steps: () => Promise<T>,
+      ): Promise<T> => {
+        for (let i = 0; i < 60; i++) expect((await networkFrom(address, junk())).status).toBe(401);
+        const sent: Array<Promise<unknown>> = [];
+        const timer = setInterval(() => sent.push(networkFrom(address, junk())), 1_000);
+        try {
+          await sleep(4_500);
+          return await steps();
+        } finally {
+          clearInterval(timer);
+          await Promise.all(sent);
+        }
+      };
+
+      // A new bad token every second (a scanner): the fresh token is let in once it comes back.
+      const fresh = await issue(["read"]);
+      const scanned = await withJunk("127.0.0.42", badToken, async () => {
+        const statuses = await untilAdmitted("127.0.0.42", fresh.token);
+        for (let i = 0; i < 3; i++) statuses.push((await networkFrom("127.0.0.42", fresh.token)).status);
+        return statuses;
+      });
+      expect(scanned.slice(-4)).toEqual([200, 200, 200, 200]);
+      expect(scanned.length).toBeLessThanOrEqual(5);
+
+      // One bad token over and over (a job with a revoked token): the fresh token is let in at once.
+      const revoked = badToken();
+      const other = await issue(["read"]);
+      const repeated = await withJunk(
+        "127.0.0.43",
+        () => revoked,
+        () => untilAdmitted("127.0.0.43", other.token),
+      );
+      expect(repeated).toEqual([200]);
     });
 
     it("holds the 60-failure limit when 100 bad requests from one IP arrive at once", async () => {

@@ -1,3 +1,4 @@
+import { LockoutAllowance } from "../auth/lockout-allowance.ts";
 import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { InFlightLimiter } from "../http/in-flight.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
@@ -15,6 +16,8 @@ export type GatewayLimiters = {
   failuresPerIp: SlidingWindowLimiter;
   /** Token ids that authenticated from each client lately, which the pre-auth tier lets through. */
   recentAuthentications: RecentAuthentications;
+  /** The few reads past the pre-auth limit for token ids that have not worked from the client. */
+  lockoutAllowance: LockoutAllowance;
   requestsPerAgent: SlidingWindowLimiter;
   rpcInFlight: InFlightLimiter;
 };
@@ -23,6 +26,7 @@ export function createGatewayLimiters(now?: () => number): GatewayLimiters {
   return {
     failuresPerIp: new SlidingWindowLimiter({ ...PRE_AUTH_FAILURES, now }),
     recentAuthentications: new RecentAuthentications({ now }),
+    lockoutAllowance: new LockoutAllowance({ now }),
     requestsPerAgent: new SlidingWindowLimiter({ ...PER_AGENT_REQUESTS, now }),
     rpcInFlight: new InFlightLimiter({ perKey: RPC_IN_FLIGHT.perAgent, total: RPC_IN_FLIGHT.perNode }),
   };

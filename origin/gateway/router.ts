@@ -57,6 +57,7 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
       lookup: createTokenLookup(deps.database.db),
       failuresPerIp: limiters.failuresPerIp,
       recentAuthentications: limiters.recentAuthentications,
+      lockoutAllowance: limiters.lockoutAllowance,
       requestsPerAgent: limiters.requestsPerAgent,
       onFailure: (reason, clientIp) => deps.logger.info({ reason, client_ip: clientIp }, "auth failed"),
       refusals: options.refusals,

@@ -1,8 +1,10 @@
 /**
  * The limiters that can refuse a request, as the metrics count them: the gateway's two
  * tiers (SPEC Limits), the registration's early local limiter and its persisted admission, the
- * /rpc in-flight caps, the x402 surfaces' per-client window, and failed operator-console
- * authentication.
+ * /rpc in-flight caps, the x402 surfaces' windows (refused requests per client address, payments
+ * per payer and per client address) and their guard against reverted settlements (and its queue
+ * of settles waiting for a slot), and failed
+ * operator-console authentication.
  */
 export const REFUSAL_TIERS = [
   "pre_auth_ip",
@@ -11,6 +13,10 @@ export const REFUSAL_TIERS = [
   "registration_admission",
   "rpc_in_flight",
   "x402_client",
+  "x402_payer",
+  "x402_client_payments",
+  "x402_reverts",
+  "x402_in_flight",
   "admin_auth",
 ] as const;
 

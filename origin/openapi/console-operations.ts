@@ -141,6 +141,20 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
       413: PAYLOAD_TOO_LARGE,
     },
   },
+  {
+    method: "get",
+    path: "/admin/openapi.json",
+    operationId: "consoleOpenApi",
+    capability: "console",
+    summary:
+      "This document: the console's and the operations routes (the public one, at /agent/v1/openapi.json, names none of them).",
+    tag: "console",
+    security: [],
+    responses: {
+      200: { description: "the OpenAPI 3.1 document", freeForm: true },
+      404: errorResponse("feature_disabled: the console is off on this node"),
+    },
+  },
   // ─── Operations (private origin only) ────────────────────────────────────────────────────
   {
     method: "get",

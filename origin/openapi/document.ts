@@ -13,21 +13,45 @@ export type OpenApiDocument = {
 };
 
 const SECURITY_SCHEMES = {
-  agentToken: {
-    type: "http",
-    scheme: "bearer",
-    description: "The agent's token: `agt_<token_id>_<secret>`.",
+  public: {
+    agentToken: {
+      type: "http",
+      scheme: "bearer",
+      description: "The agent's token: `agt_<token_id>_<secret>`.",
+    },
   },
-  adminApiToken: { type: "apiKey", in: "header", name: "x-admin-api-token" },
-  registrationAdminToken: { type: "apiKey", in: "header", name: "x-registration-admin-token" },
+  admin: {
+    adminApiToken: { type: "apiKey", in: "header", name: "x-admin-api-token" },
+    registrationAdminToken: { type: "apiKey", in: "header", name: "x-registration-admin-token" },
+  },
 };
 
 /**
- * The OpenAPI 3.1 document of everything the origin mounts under `basePath`, generated from the
- * zod schemas the routes parse with (operations.ts): JSON Schema 2020-12, OpenAPI 3.1's dialect.
- * Requests are described as the schema reads them, responses as it writes them.
+ * Who a document is for. `public`: what the edge serves, the agent gateway, registration and the
+ * x402 surfaces (`{base}/agent/v1/openapi.json`). `admin`: the operator console and the operations
+ * routes, which exist on the private origin only, and so does their document
+ * (`{base}/admin/openapi.json`): the public one names none of them.
  */
-export function buildOpenApiDocument(basePath: string): OpenApiDocument {
+export type OpenApiAudience = "public" | "admin";
+
+const AUDIENCE_TAGS: Record<OpenApiAudience, readonly Operation["tag"][]> = {
+  public: ["agent", "registration", "x402"],
+  admin: ["console", "operations"],
+};
+
+const DESCRIPTIONS: Record<OpenApiAudience, string> = {
+  public:
+    "Keyless wallet API for autonomous agents on chain 77 (native USDC, 6 decimals) and the x402 payment surfaces. Amounts are 6-decimal units as decimal strings; errors are `{error: {code, message, request_id}}`.",
+  admin:
+    "The operator console and the operations routes of a node, on its private origin only (the edge answers 404 to all of them). Errors are `{error: {code, message, request_id}}`.",
+};
+
+/**
+ * The OpenAPI 3.1 document of what the origin mounts under `basePath` for `audience`, generated
+ * from the zod schemas the routes parse with (operations.ts): JSON Schema 2020-12, OpenAPI 3.1's
+ * dialect. Requests are described as the schema reads them, responses as it writes them.
+ */
+export function buildOpenApiDocument(basePath: string, audience: OpenApiAudience): OpenApiDocument {
   const schemas: Record<string, JsonSchema> = {};
   // A schema used both ways is registered once per direction when the two forms differ.
   const ref = (named: NamedSchema, io: "input" | "output"): JsonSchema => {
@@ -48,20 +72,20 @@ export function buildOpenApiDocument(basePath: string): OpenApiDocument {
 
   const paths: OpenApiDocument["paths"] = {};
   for (const operation of OPERATIONS) {
+    if (!AUDIENCE_TAGS[audience].includes(operation.tag)) continue;
     paths[operation.path] ??= {};
     paths[operation.path]![operation.method] = describeOperation(operation, bodySchema);
   }
   return {
     openapi: "3.1.0",
     info: {
-      title: "Agent wallet service",
+      title: audience === "public" ? "Agent wallet service" : "Agent wallet service: operator console",
       version: API_VERSION,
-      description:
-        "Keyless wallet API for autonomous agents on chain 77 (native USDC, 6 decimals), the x402 payment surfaces and the operator console. Amounts are 6-decimal units as decimal strings; errors are `{error: {code, message, request_id}}`.",
+      description: DESCRIPTIONS[audience],
     },
     servers: [{ url: basePath }],
     paths,
-    components: { schemas, securitySchemes: SECURITY_SCHEMES },
+    components: { schemas, securitySchemes: SECURITY_SCHEMES[audience] },
   };
 }
 

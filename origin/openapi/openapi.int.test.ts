@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, sendUnchecked } from "../../testing/http.ts";
-import { createResponseChecker } from "../../testing/openapi-check.ts";
+import { createResponseChecker, everyRouteDocument } from "../../testing/openapi-check.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { buildOpenApiDocument } from "./document.ts";
+import { buildOpenApiDocument, type OpenApiDocument } from "./document.ts";
 
 // The OpenAPI document (docs/api.md): valid OpenAPI 3.1, served without a token, covering every
 // route the origin mounts, and strict enough that the response check catches a wrong answer.
@@ -30,25 +30,61 @@ describe("OpenAPI document", () => {
     await testDb?.drop();
   });
 
-  it("validates as OpenAPI 3.1", async () => {
-    const document = buildOpenApiDocument("/77");
-    expect(document.openapi).toBe("3.1.0");
-    const result = await new Validator().validate(document);
-    expect(result).toEqual({ valid: true });
+  it("validates as OpenAPI 3.1, both documents", async () => {
+    for (const audience of ["public", "admin"] as const) {
+      const document = buildOpenApiDocument("/77", audience);
+      expect(document.openapi).toBe("3.1.0");
+      const result = await new Validator().validate(document);
+      expect(result, audience).toEqual({ valid: true });
+    }
   });
 
   it("is served at {base}/agent/v1/openapi.json without a token", async () => {
     const answer = await send(`${origin.base}/agent/v1/openapi.json`);
     expect(answer.status).toBe(200);
     expect(answer.headers["content-type"]).toMatch(/^application\/json/);
-    expect(answer.body).toEqual(JSON.parse(JSON.stringify(buildOpenApiDocument("/77"))));
+    expect(answer.body).toEqual(JSON.parse(JSON.stringify(buildOpenApiDocument("/77", "public"))));
     // With the gateway switch off, every /agent/v1/* path is 404, this one too (SPEC switches).
     const off = await send(`${gatewayOff.base}/agent/v1/openapi.json`);
     expect(off.status).toBe(404);
   });
 
+  it("the public document names the gateway, registration and x402 only; the console's is served on the private origin", async () => {
+    // Mutation: the public document built from every descriptor names /admin/… and /metrics.
+    const open = (await send(`${origin.base}/agent/v1/openapi.json`)).body as OpenApiDocument;
+    const paths = Object.keys(open.paths);
+    expect(paths.filter((path) => !/^\/(agent\/v1|x402)\//.test(path))).toEqual([]);
+    expect(paths).toEqual(expect.arrayContaining(["/agent/v1/register", "/x402/facilitator/settle"]));
+    expect(Object.keys(open.components.securitySchemes)).toEqual(["agentToken"]);
+    const text = JSON.stringify(open);
+    for (const privateName of [
+      "/admin/",
+      "/metrics",
+      "/healthz",
+      "x-admin-api-token",
+      "x-registration-admin-token",
+    ]) {
+      expect(text.includes(privateName), privateName).toBe(false);
+    }
+    // The console's own, at its private path, with no token (like the page, it holds no data).
+    const admin = await send(`${origin.base}/admin/openapi.json`);
+    expect(admin.status).toBe(200);
+    const adminPaths = Object.keys((admin.body as OpenApiDocument).paths);
+    expect(adminPaths).toEqual(
+      expect.arrayContaining([
+        "/admin/agents/registration/settings",
+        "/metrics",
+        "/healthz",
+        "/admin/openapi.json",
+      ]),
+    );
+    expect(adminPaths.filter((path) => paths.includes(path))).toEqual([]);
+    // Without the console's token configured, its document is gone with it.
+    expect((await send(`${gatewayOff.base}/admin/openapi.json`)).status).toBe(404);
+  });
+
   it("documents every route the origin mounts (drift)", () => {
-    const document = buildOpenApiDocument("/77");
+    const document = everyRouteDocument("/77");
     const mounted = origin.app.routes
       // `use` middleware is mounted as ALL; a route is a method and a path without wildcards.
       .filter((route) => route.method !== "ALL" && !route.path.includes("*"))

@@ -78,7 +78,7 @@ const moneyResponses = (): Record<number, ResponseSpec> => ({
 
 const x402FreeForm = (description: string): ResponseSpec => ({ description, freeForm: true });
 const X402_RATE_LIMITED =
-  "the client's window of verify, settle and paid demo requests is full (AGENT_X402_RATE_LIMIT_PER_MINUTE, per IPv4 address or IPv6 /64): `rate_limited` in the route's own shape, with Retry-After";
+  "`rate_limited`: a window of the client's is full (AGENT_X402_RATE_LIMIT_PER_MINUTE of refused requests per IPv4 address or IPv6 /64, of signed payments per payer; AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE of signed payments per address); `invalid_exact_evm_too_many_reverts`: the payer or the address has had 3 settlements revert within 10 minutes; in the route's own shape, with Retry-After";
 
 export const OPERATIONS: readonly Operation[] = [
   // ─── Agent wallet API ─────────────────────────────────────────────────────────────────────

@@ -1,13 +1,14 @@
 /**
- * The x402 version 2 payment envelope (SPEC "x402 objects") exactly as the official client
+ * The x402 version 2 payment envelope (SPEC "x402 objects") as the official client
  * (`@x402/core`'s x402Client with `@x402/evm`'s exact scheme, what `@x402/fetch` sends) writes it
  * for the same quote: keys in its order (x402Version, payload, extensions, resource, accepted),
- * addresses checksummed, validAfter "0", `resource`, `extensions` and `accepted` copied from the
- * quote as the agent sent them. Its Base64 is the `PAYMENT-SIGNATURE` header value. Only the
- * authorization and its signature are stored (authorize-repository.ts); a repeat, whose request
- * hash binds the copied parts byte for byte, builds the same envelope from its own body.
+ * validAfter "0", `resource`, `extensions` and `accepted` copied from the quote as the agent sent
+ * them. Addresses are copied as given, where the official client checksums them: `to` is the
+ * quote's payTo exactly as the quote wrote it, `from` the wallet as the service writes it (its
+ * `assigned_wallet`). Its Base64 is the `PAYMENT-SIGNATURE` header value. Only the authorization
+ * and its signature are stored (authorize-repository.ts); a repeat, whose request hash binds the
+ * copied parts byte for byte, builds the same envelope from its own body.
  */
-import { getAddress } from "viem";
 import type { Hex } from "../../shared/hex.ts";
 
 export type PaymentAuthorization = {
@@ -27,9 +28,11 @@ export type PaymentEnvelope = {
   accepted: unknown;
 };
 
-/** The signed authorization as the envelope spells it: checksummed addresses, validAfter "0". */
+/** The signed authorization as the envelope spells it: addresses as given, validAfter "0". */
 export function paymentAuthorization(params: {
+  /** The agent's wallet, as its `assigned_wallet` is written. */
   from: string;
+  /** The quote's payTo, as the quote wrote it. */
   to: string;
   /** The amount string as quoted. */
   value: string;
@@ -37,8 +40,8 @@ export function paymentAuthorization(params: {
   nonce: Hex;
 }): PaymentAuthorization {
   return {
-    from: getAddress(params.from),
-    to: getAddress(params.to),
+    from: params.from,
+    to: params.to,
     value: params.value,
     validAfter: "0",
     validBefore: params.validBefore.toString(),

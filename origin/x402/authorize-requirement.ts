@@ -37,6 +37,8 @@ export type ChosenRequirement = {
   amount: string;
   /** Lowercase. */
   payTo: `0x${string}`;
+  /** The payTo as the quote wrote it (SPEC "x402 objects": addresses are copied as given). */
+  quotedPayTo: string;
   maxTimeoutSeconds: number;
 };
 
@@ -121,7 +123,12 @@ function checkEntry(
       message: `the quote asks for an authorization valid ${timeout} s; this node signs at most ${policy.maxTimeoutSeconds} s (AGENT_X402_MAX_TIMEOUT_SECONDS)`,
     };
   }
-  return { amount: allowed, payTo: payTo.toLowerCase() as `0x${string}`, maxTimeoutSeconds: timeout };
+  return {
+    amount: allowed,
+    payTo: payTo.toLowerCase() as `0x${string}`,
+    quotedPayTo: payTo,
+    maxTimeoutSeconds: timeout,
+  };
 }
 
 function unsupported(message: string): RequirementRefusal {

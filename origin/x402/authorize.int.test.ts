@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { encodePaymentSignatureHeader } from "@x402/core/http";
 import type { PaymentRequired } from "@x402/core/types";
 import { sql } from "drizzle-orm";
-import { type Address, getAddress, type Hex, verifyTypedData } from "viem";
+import { type Address, type Hex, verifyTypedData } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { payWithToken } from "../../dev/x402-token-payer.ts";
 import {
@@ -17,6 +17,7 @@ import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../..
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { enclaveDown, underFault } from "../../testing/fault-scenario.ts";
 import { send } from "../../testing/http.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
@@ -114,7 +115,8 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
 
   it("answers the envelope the official client sends, signed by the agent's wallet, and it settles on chain", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
-    const payment = quote();
+    // A checksummed payTo, as the official client writes it (it checksums what it copies; we copy as given).
+    const payment = quote({ payTo: PAY_TO });
     const nonce = newNonce();
     const response = await authorize(origin.base, agent.token, { payment_required: payment, nonce });
     expect(response.status).toBe(200);
@@ -123,7 +125,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     const envelope = body.payment_payload;
     expect(Object.keys(body)).toEqual(["action_id", "payment_signature", "payment_payload", "valid_before"]);
     expect(envelope.payload.authorization).toMatchObject({
-      from: getAddress(agent.wallet),
+      from: agent.wallet,
       to: PAY_TO,
       value: "10000",
       validAfter: "0",
@@ -139,7 +141,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     // The official client, given the same quote (and, in its signer, our signature), writes the
     // same envelope once its random nonce and its clock's validBefore are set to ours.
     const official = await chain77X402Client({
-      address: getAddress(agent.wallet),
+      address: agent.wallet as Address,
       signTypedData: async () => envelope.payload.signature as Hex,
     }).createPaymentPayload(payment as PaymentRequired);
     const authorization = (official.payload as { authorization: Record<string, string> }).authorization;
@@ -233,6 +235,78 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(await signedActions(agent.agentId)).toBe(1);
   });
 
+  it("copies payTo from the quote as the quote wrote it, checksummed or not, and from as the wallet is written; each settles at the facilitator", async () => {
+    // Mutation: paymentAuthorization checksumming its addresses (as the official client does)
+    // answers the lowercase quote with a checksummed `to`, and `from` checksummed.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const network = await send(`${origin.base}/agent/v1/network`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    const wallet = (network.body as { agent: { assigned_wallet: string } }).agent.assigned_wallet;
+    const mixed = PAY_TO.slice(0, 2) + PAY_TO.slice(2, 12).toUpperCase() + PAY_TO.slice(12).toLowerCase();
+    for (const payTo of [PAY_TO, PAY_TO.toLowerCase(), mixed]) {
+      const response = await authorize(origin.base, agent.token, {
+        payment_required: quote({ payTo }),
+        nonce: newNonce(),
+      });
+      expect(response.status, response.text).toBe(200);
+      const envelope = (response.body as X402AuthorizeResponse).payment_payload;
+      expect(envelope.payload.authorization.to).toBe(payTo);
+      expect((envelope.accepted as { payTo: string }).payTo).toBe(payTo);
+      expect(envelope.payload.authorization.from).toBe(wallet);
+      // The payee's facilitator (ours) settles it as it stands.
+      const settled = await fetch(`${origin.base}/x402/facilitator/settle`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          x402Version: 2,
+          paymentPayload: envelope,
+          paymentRequirements: envelope.accepted,
+        }),
+      });
+      const answer = (await settled.json()) as { success: boolean; transaction: string };
+      expect(answer, payTo).toMatchObject({ success: true });
+      expect((await chain.getTransactionReceipt({ hash: answer.transaction as Hex })).status).toBe("success");
+    }
+  });
+
+  it("answers a repeat of an authorization the sweep abandoned 409 abandoned, as a transfer's, and signs nothing", async () => {
+    // Mutation: authorize.ts without endedRefusal (the shell running the ended action again)
+    // answers 409 idempotency_conflict.
+    const quick = await stack.startOrigin({}, { abandonAfterMs: 500 });
+    try {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const body = { payment_required: quote(), nonce: newNonce() };
+      await underFault(enclaveDown(stack.enclave), async () => {
+        const down = await authorize(quick.base, agent.token, body);
+        expect(down.status).toBe(503);
+      });
+      const actionOf = async () => {
+        const [row] = await queryRows<{ action_id: string; status: string; error_code: string | null }>(
+          stack.db.handle.db,
+          sql`select action_id, status, error_code from agent_actions where agent_id = ${agent.agentId} and kind = 'x402'`,
+        );
+        return row;
+      };
+      await expect
+        .poll(async () => (await actionOf())?.status, { timeout: 30_000, interval: 100 })
+        .toBe("failed");
+      expect(await actionOf()).toMatchObject({ error_code: "abandoned" });
+      const repeat = await authorize(quick.base, agent.token, body);
+      expect(repeat.status).toBe(409);
+      expect(repeat.body).toMatchObject({
+        error: {
+          code: "abandoned",
+          message: expect.stringMatching(/nothing was signed.*new idempotency_key/),
+          action_id: (await actionOf())!.action_id,
+        },
+      });
+      expect(await signedActions(agent.agentId)).toBe(0);
+    } finally {
+      await quick.close();
+    }
+  });
+
   it("signs once for 30 concurrent identical requests, all answered with the same bytes", async () => {
     const agent = await stack.newAgent();
     const body = { payment_required: quote(), nonce: newNonce() };
@@ -310,7 +384,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       });
       expect(response.status).toBe(200);
       const body = response.body as X402AuthorizeResponse;
-      expect(body.payment_payload.payload.authorization.from).toBe(getAddress(agent.wallet));
+      expect(body.payment_payload.payload.authorization.from).toBe(agent.wallet);
     } finally {
       await off.close();
     }
@@ -352,7 +426,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
           expect(response.status, response.text).toBe(200);
           const body = response.body as X402AuthorizeResponse;
           expect(body.payment_payload.payload.authorization).toMatchObject({
-            from: getAddress(agent.wallet),
+            from: agent.wallet,
             value: String(AMOUNT),
           });
         }

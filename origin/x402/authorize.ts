@@ -13,8 +13,9 @@ import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../sh
 import { normaliseHex } from "../../shared/hex.ts";
 import { ok } from "../../shared/result.ts";
 import { idempotencyConflict, runIdempotentAction } from "../actions/idempotent-action.ts";
-import { createActionClaimer, requestHash } from "../actions/repository.ts";
+import { type ActionRow, createActionClaimer, findAction, requestHash } from "../actions/repository.ts";
 import { secondsToNextUtcDay, utcDate } from "../actions/utc-day.ts";
+import { endingRefusal } from "../actions/view.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
@@ -92,6 +93,10 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
       // Rows written before the hash took the parts as sent hashed them with their keys sorted.
       formerRequestHash: () => requestHash("x402", { nonce, ...sortedKeys(copied) }),
       answerStored: (action) => {
+        // One the tracker's sweep ended without a signature answers as a transfer's does (409
+        // `abandoned`): this key's request is over, a fresh nonce is needed.
+        const ended = endedRefusal(action);
+        if (ended) throw ended;
         const stored = storedAuthorization(action.signedPayload);
         return action.status === "signed" && stored ? answer(c, action.actionId, stored, copied) : undefined;
       },
@@ -114,9 +119,10 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
             if (!signed.ok) return signed;
             const { authorization, signature } = signed.value;
             return ok({
+              // Addresses as given (SPEC "x402 objects"): the enclave signed for these two.
               authorization: paymentAuthorization({
-                from: authorization.from,
-                to: authorization.to,
+                from: agent.assignedWallet,
+                to: requirement.quotedPayTo,
                 value: requirement.amount,
                 validBefore: authorization.validBefore,
                 nonce: authorization.nonce,
@@ -125,6 +131,11 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
             });
           },
         );
+        if (outcome.kind === "ended") {
+          // Ended by the sweep between the claim and the signing: its stored refusal, as a repeat gets.
+          const action = await findAction(deps.db, agent.agentId, actionId);
+          throw (action && endedRefusal(action)) ?? endedConflict(actionId, outcome.status);
+        }
         return answerOutcome(c, deps, { actionId, outcome, copied, now });
       },
     });
@@ -142,10 +153,7 @@ function answerOutcome(
     case "signed":
       return answer(c, actionId, outcome.stored, copied);
     case "ended":
-      throw idempotencyConflict(
-        actionId,
-        `this authorization ended ${outcome.status} without a signature; authorize again with a fresh nonce`,
-      );
+      throw endedConflict(actionId, outcome.status);
     case "daily_limit":
       throw dailyLimitReached(deps.dailyLimit, now);
     case "refused": {
@@ -157,6 +165,24 @@ function answerOutcome(
       });
     }
   }
+}
+
+/**
+ * The refusal an x402 action that ended without a signature answers, as a money action's repeat
+ * does (actions/view.ts endingRefusal): `abandoned` for one the sweep ended. Undefined otherwise.
+ */
+function endedRefusal(action: ActionRow): AppError | undefined {
+  const ended = endingRefusal(action);
+  return ended
+    ? new AppError(ended.code, ended.message, { fields: { ...ended.fields, action_id: action.actionId } })
+    : undefined;
+}
+
+function endedConflict(actionId: string, status: string): AppError {
+  return idempotencyConflict(
+    actionId,
+    `this authorization ended ${status} without a signature; authorize again with a fresh nonce`,
+  );
 }
 
 /** What the envelope copies from the quote, as the agent sent it. */

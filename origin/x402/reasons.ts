@@ -33,7 +33,11 @@ export const X402_REASONS = {
   validityTooLong: "invalid_exact_evm_payload_authorization_validity_too_long",
   signatureHighS: "invalid_exact_evm_signature_high_s",
   payerNotAllowed: "invalid_exact_evm_payer_not_allowed",
-  // Ours: the client's window of verify, settle and paid requests is full (HTTP 429, Retry-After).
+  // Ours, in @x402/evm's pattern: the payer, or the client's address, has had as many settlements
+  // revert in the window as it may (revert-guard.ts); refused for a while (HTTP 429, Retry-After).
+  tooManyReverts: "invalid_exact_evm_too_many_reverts",
+  // Ours: a window of the client's (its address's refused requests, its payer's payments, its
+  // address's payments) is full (client-limit.ts; HTTP 429, Retry-After).
   rateLimited: "rate_limited",
   // @x402/core: a broadcast settlement without a receipt yet (SPEC "Errors"): retry the same payment.
   settlementPending: "settlement_pending",

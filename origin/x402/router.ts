@@ -1,9 +1,10 @@
 /**
  * The x402 surfaces under {base}/x402 (SPEC "x402 surfaces"): the demo resource and the public
  * facilitator, both over one runtime (setup.ts). Public: no bearer token; the edge passes them
- * through. The client is resolved as the gateway resolves it, for the per-client
- * window of verify, settle and the paid demo (client-limit.ts); the demo names itself by the URL
- * the client requested (resource-url.ts).
+ * through. The client is resolved as the gateway resolves it, for the windows of verify, settle
+ * and the paid demo (client-limit.ts) and the guard against reverted settlements
+ * (revert-guard.ts), both shared by the two routers; the demo names itself by the URL the client
+ * requested (resource-url.ts).
  */
 import { Hono } from "hono";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
@@ -11,15 +12,16 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { createClientLimit } from "./client-limit.ts";
+import { createX402Limits } from "./client-limit.ts";
 import { createDemoRouter } from "./demo.ts";
 import { createFacilitatorRouter } from "./facilitator.ts";
 import { createPayerFactsReader } from "./payer-facts.ts";
 import { createResourceUrlOf } from "./resource-url.ts";
+import { createRevertGuard } from "./revert-guard.ts";
 import type { X402Runtime } from "./setup.ts";
 
 export type X402RouterOptions = {
-  /** Told of each refusal of the per-client window (metrics). */
+  /** Told of each refusal of a window or of the revert guard (metrics). */
   refusals?: RefusalCounter;
 };
 
@@ -38,7 +40,12 @@ export function createX402Router(
     operatorPool: runtime.operatorPool,
     validityMarginSeconds: x402.validityMarginSeconds,
   };
-  const limit = createClientLimit({ perMinute: x402.rateLimitPerMinute, refusals: options.refusals });
+  const limits = createX402Limits({
+    perMinute: x402.rateLimitPerMinute,
+    addressPaymentsPerMinute: x402.addressPaymentsPerMinute,
+    refusals: options.refusals,
+  });
+  const guard = createRevertGuard({ db: deps.database.db, refusals: options.refusals });
   const edgeSecret = deps.config.secrets.edgeShared;
   const verifyEdge = edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined;
   const resourceUrlOf = createResourceUrlOf({
@@ -48,7 +55,7 @@ export function createX402Router(
   });
   const app = new Hono<AppEnv>();
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
-  app.route("/demo", createDemoRouter({ runtime, verifyDeps, limit, resourceUrlOf }));
-  app.route("/facilitator", createFacilitatorRouter(runtime, verifyDeps, limit));
+  app.route("/demo", createDemoRouter({ runtime, verifyDeps, limits, guard, resourceUrlOf }));
+  app.route("/facilitator", createFacilitatorRouter({ runtime, verifyDeps, limits, guard }));
   return app;
 }

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { createClientLimit } from "./client-limit.ts";
 import type { Authorization } from "./payment.ts";
 import { X402_REASONS } from "./reasons.ts";
 import { factsRefusal, windowRefusal } from "./verify.ts";
@@ -99,21 +98,4 @@ describe("factsRefusal: the balance covers this payment and what is held for the
       expect(factsRefusal(facts, authorization, held)).toBe(reason);
     });
   }
-});
-
-describe("createClientLimit: one window per client, IPv6 per /64", () => {
-  it("refuses past the limit with the seconds to wait, and counts a /64 as one client", () => {
-    let now = 1_000_000;
-    const refused: string[] = [];
-    const limit = createClientLimit({ perMinute: 2, now: () => now, refusals: (tier) => refused.push(tier) });
-    expect([limit("203.0.113.7"), limit("203.0.113.7")]).toEqual([undefined, undefined]);
-    expect(limit("203.0.113.7")).toBe(60);
-    expect(limit("203.0.113.8")).toBeUndefined();
-    expect([limit("2001:db8:1:2::1"), limit("2001:db8:1:2::ffff")]).toEqual([undefined, undefined]);
-    expect(limit("2001:db8:1:2:aaaa::1")).toBe(60);
-    expect(limit("2001:db8:1:3::1")).toBeUndefined();
-    expect(refused).toEqual(["x402_client", "x402_client"]);
-    now += 60_000;
-    expect(limit("203.0.113.7")).toBeUndefined();
-  });
 });

@@ -133,8 +133,18 @@ export async function verifyPayment(
   ours: PaymentRequirements,
 ): Promise<VerifyResult> {
   const checked = checkPayment(envelope, ours, checkContext(deps));
-  if (!checked.ok) return checked;
-  const { payer, authorization } = checked.value;
+  return checked.ok ? verifyFacts(deps, checked.value) : checked;
+}
+
+/**
+ * The checks of /verify that read the database and the chain, for a payment the pure checks
+ * passed (checkPayment): the route counts it against its payer's window in between.
+ */
+export async function verifyFacts(
+  deps: VerifyDeps,
+  checked: { payer: string; authorization: Authorization },
+): Promise<VerifyResult> {
+  const { payer, authorization } = checked;
   const fail = (reason: X402Reason): VerifyResult => err({ reason, payer });
   const [reservation, facts] = await Promise.all([
     verifyReservation(deps.db, {
@@ -146,7 +156,7 @@ export async function verifyPayment(
   ]);
   if (reservation.claimed) return fail(X402_REASONS.nonceUsed);
   const refusal = factsRefusal(facts, authorization, reservation.reservedUnits * WEI_PER_UNIT);
-  return refusal ? fail(refusal) : checked;
+  return refusal ? fail(refusal) : ok(checked);
 }
 
 /**

@@ -13,8 +13,8 @@ import { X402_REASONS } from "./reasons.ts";
 
 // The x402 surfaces attacked from the public side of the edge, every part real (the edge worker in
 // Miniflare, the origin, the enclave, the devnet, Postgres): settle attempts the chain would revert
-// must never be signed, a client's verify, settle and paid requests are held to its window, and
-// the quote never names the origin's private URL.
+// must never be signed, a client's refused verify, settle and paid requests are held to its
+// window, and the quote never names the origin's private URL.
 const EDGE_SECRET = "x402-edge-attack-secret-0123456789abcdef0123456789";
 const AMOUNT = 10_000n;
 const MARGIN_SECONDS = 6n;
@@ -206,7 +206,7 @@ describe("a payer's balance is held across origins sharing the database", () => 
   });
 });
 
-describe("the per-client window of verify, settle and the paid demo", () => {
+describe("the per-client window of refused verify, settle and paid demo requests", () => {
   const LIMIT = 3;
   let limitedEdge: EdgeHandle;
 
@@ -244,7 +244,8 @@ describe("the per-client window of verify, settle and the paid demo", () => {
     };
   };
 
-  it("counts a client's verify, settle and paid requests together; past the limit each is 429 in its own x402 shape with Retry-After", async () => {
+  it("counts a client's refused verify, settle and paid requests together; past the limit each is 429 in its own x402 shape with Retry-After", async () => {
+    // Mutation: X402Limits.refused never refusing answers the fourth junk verify 200.
     const ip = "198.51.100.7";
     expect((await from(ip, "verify")).status).toBe(200);
     expect((await from(ip, "settle")).status).toBe(200);

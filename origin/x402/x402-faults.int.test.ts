@@ -1,11 +1,12 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { newAccount, publicClientFor, rpc } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { useRpcCutProxy } from "../../testing/fault-scenario.ts";
 import { spawnOrigin } from "../../testing/origin-process.ts";
-import { useMoneyStack } from "../../testing/stack.ts";
+import { startRpcAfterReadProxy } from "../../testing/rpc-after-read-proxy.ts";
+import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../testing/x402-payer.ts";
 import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
 import { queryRows } from "../db/client.ts";
@@ -65,6 +66,54 @@ describe("x402 settlement under faults (real processes)", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
     expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
     await restarted.close();
+  }, 120_000);
+
+  it("never takes over a claim whose settlement is stored but not yet mined once its lease has run out: presented again, no second settler transaction", async () => {
+    // Mutation: settle.ts claimStatement without `x402_settlements.tx_id is null` in its
+    // take-over condition signs the payment a second time: two settler transactions carry it.
+    const payer = await fundedPayer(stack.devnet.url);
+    const doomed = await spawnOrigin({
+      entry: "testing/money-crash-origin.ts",
+      env: { ...stack.processEnv(), MONEY_CRASH_AT: "after_signed" },
+    });
+    const payment = await envelope(`${doomed.base}/x402/demo`, payer);
+    const signature = paymentHeader(payment);
+    const nonce = (payment.payload as { authorization: { nonce: string } }).authorization.nonce.toLowerCase();
+    /** Settler transactions stored for this payment: its nonce is in their calldata. */
+    const settlerTransactions = async () =>
+      (
+        await queryRows<{ tx_hash: string }>(
+          stack.db.handle.db,
+          sql`select tx_hash from outgoing_transactions
+              where purpose = 'settlement' and position(${nonce.slice(2)} in raw_tx) > 0`,
+        )
+      ).map((row) => row.tx_hash);
+    // Claimed, signed and stored; the origin dies before the broadcast.
+    await expect(pay(`${doomed.base}/x402/demo`, signature)).rejects.toThrow();
+    expect(await doomed.exited).toBe("SIGKILL");
+    const [left] = await settlementOf(payer.address);
+    expect(left).toMatchObject({ status: "claimed", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    const transaction = left!.tx_hash!;
+    expect(await settlerTransactions()).toEqual([transaction]);
+    // Its claim's lease runs out (as 30 s after the claim), the transaction still unmined.
+    await stack.db.handle.db.execute(
+      sql`update x402_settlements set claimed_until = now() - interval '1 second'
+          where payer = ${payer.address.toLowerCase()}`,
+    );
+
+    // Presented again at an origin whose tracker sends what was stored: told of the original.
+    const restarted = await stack.startOrigin({}, { periodMs: 100 });
+    try {
+      const again = await pay(`${restarted.base}/x402/demo`, signature);
+      expect(again.response).toMatchObject({ transaction });
+      await expect
+        .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+        .toEqual([{ status: "settled", tx_hash: transaction }]);
+      expect(await settlerTransactions()).toEqual([transaction]);
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await restarted.close();
+    }
   }, 120_000);
 
   it("takes over a claim abandoned before anything was signed once its lease has run out, and settles the payment once", async () => {
@@ -234,6 +283,88 @@ describe("x402 settlement under faults (real processes)", () => {
       } finally {
         proxy.withhold(undefined);
         await origin.close();
+      }
+    }, 120_000);
+  });
+
+  describe("a settlement mined one block after the balance read", () => {
+    // The first payment's origin reaches the chain through a line cut right after its broadcast,
+    // so nothing records that settlement's receipt; the second payment's origin reads the chain
+    // through a pass-through that lets the devnet mine one block between that origin's balance read
+    // and its next call. The devnet holds its blocks meanwhile (dev_setAutomine false).
+    const cutLine = useRpcCutProxy(() => stack.devnet.url);
+    const afterRead = useFixture(
+      "after-read pass-through",
+      () => startRpcAfterReadProxy(stack.devnet.url),
+      (started) => started.close(),
+    );
+
+    it("is not counted as already in that balance: of two payments of one payer whose balance covers one, the second is not signed", async () => {
+      // Mutation: reservations.ts counting a settlement mined in the block after the balance read
+      // as in it (`receipt.blockNumber <= balanceBlock + 1n`) signs the second payment too.
+      const first = await stack.startOrigin(
+        { CHAIN_RPC_URL: cutLine.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "2000", CHAIN_RPC_TIMEOUT_MS: "1000" },
+        { periodMs: 3_600_000 },
+      );
+      const second = await stack.startOrigin({ CHAIN_RPC_URL: afterRead.url }, { periodMs: 3_600_000 });
+      const devnet = stack.devnet.url;
+      try {
+        const payer = await fundedPayer(devnet, AMOUNT);
+        const [a, b] = [
+          await envelope(`${first.base}/x402/demo`, payer),
+          await envelope(`${second.base}/x402/demo`, payer),
+        ];
+        const nonceOf = (payment: typeof a) =>
+          (payment.payload as { authorization: { nonce: string } }).authorization.nonce
+            .toLowerCase()
+            .slice(2);
+        const settlerTransactions = async (payment: typeof a) =>
+          queryRows<{ tx_hash: string }>(
+            stack.db.handle.db,
+            sql`select tx_hash from outgoing_transactions
+                where purpose = 'settlement' and position(${nonceOf(payment)} in raw_tx) > 0`,
+          );
+        expect(await rpc(devnet, "dev_setAutomine", [false])).toMatchObject({ result: true });
+        try {
+          // The first: signed, stored and broadcast; it waits in the devnet's pool, unmined, and
+          // its origin loses the line right after the broadcast.
+          const cut = cutLine.cutAfter("eth_sendRawTransaction");
+          const paying = pay(`${first.base}/x402/demo`, paymentHeader(a));
+          await cut;
+          const [pending] = await settlerTransactions(a);
+          expect(pending).toBeDefined();
+          // The second: its batch reads the balance (the first's amount still in it) at block N;
+          // then the devnet mines the first in block N + 1, before the reservation is read.
+          const payerAddress = payer.address.toLowerCase();
+          const mined = afterRead.afterNext(
+            (requests) =>
+              requests.some((r) => r.method === "eth_blockNumber") &&
+              requests.some(
+                (r) => r.method === "eth_getBalance" && String(r.params?.[0]).toLowerCase() === payerAddress,
+              ),
+            async () => {
+              expect(await rpc(devnet, "dev_mine", [])).toMatchObject({ result: true });
+            },
+          );
+          const refused = await pay(`${second.base}/x402/demo`, paymentHeader(b));
+          await mined;
+          expect(refused).toMatchObject({ status: 402, body: { error: X402_REASONS.insufficientBalance } });
+          expect(await settlerTransactions(b)).toEqual([]);
+          expect((await paying).status).toBe(402); // pending: its line was cut
+        } finally {
+          await rpc(devnet, "dev_setAutomine", [true]);
+          await rpc(devnet, "dev_mine", []);
+          cutLine.restore();
+        }
+        const receipt = await publicClientFor(devnet).getTransactionReceipt({
+          hash: (await settlerTransactions(a))[0]!.tx_hash as `0x${string}`,
+        });
+        expect(receipt.status).toBe("success");
+        expect(await publicClientFor(devnet).getBalance({ address: payer.address })).toBe(0n);
+        expect(await authorizationUsedCount(devnet, payer.address)).toBe(1);
+      } finally {
+        await first.close();
+        await second.close();
       }
     }, 120_000);
   });

@@ -138,6 +138,7 @@ type FuzzFacts = Omit<FuzzRoute, "method" | "path" | "body"> & {
 /** Descriptors the fuzz leaves alone, and why. */
 const NOT_FUZZED: Record<string, string> = {
   getOpenApi: "a constant document: no parameter, no body, no state",
+  consoleOpenApi: "a constant document: no parameter, no body, no state",
   consolePage: "a static page: no parameter, no body, no state",
   consoleScript: "a static asset",
   consoleStyle: "a static asset",
