@@ -52,7 +52,15 @@ export type FetchWithPaymentOptions = {
    * (PaymentOutcomeUnknown.idempotencyKey): the same authorization is presented again.
    */
   idempotencyKey?: string;
+  /**
+   * How long a payment answered `settlement_pending` is presented again, the same payment, before
+   * the call gives up with PaymentOutcomeUnknown (default 30 s).
+   */
+  pendingWaitMs?: number;
 };
+
+/** Between two presentations of a payment whose settlement is pending. */
+const PENDING_RETRY_MS = 1_000;
 
 export const PAYMENT_SIGNATURE_HEADER = "PAYMENT-SIGNATURE";
 export const PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED";
@@ -104,35 +112,56 @@ export async function fetchWithPayment(
   const authorization = await authorizeX402(deps, quote, { idempotencyKey });
   const headers = new Headers(init.headers);
   headers.set(PAYMENT_SIGNATURE_HEADER, authorization.payment_signature);
-  let paid: Response;
-  try {
-    paid = await deps.fetch(url, { ...init, headers });
-  } catch (cause) {
-    throw new PaymentOutcomeUnknown(
-      "the paid request got no answer; the payment may have settled: repeat with the same idempotency key",
-      { code: "payment_outcome_unknown", cause, idempotencyKey },
-    );
+  const present = async (): Promise<Response> => {
+    try {
+      return await deps.fetch(url, { ...init, headers });
+    } catch (cause) {
+      throw new PaymentOutcomeUnknown(
+        "the paid request got no answer; the payment may have settled: repeat with the same idempotency key",
+        { code: "payment_outcome_unknown", cause, idempotencyKey },
+      );
+    }
+  };
+  // `settlement_pending` means "present the same payment again", never "pay again" (docs/x402.md):
+  // the resource answers it as paid once its one settlement is mined.
+  const deadline = Date.now() + (options.pendingWaitMs ?? 30_000);
+  let paid = await present();
+  let settlement = paymentSettlement(paid);
+  while (paid.status === 402 && settlement?.errorReason === SETTLEMENT_PENDING && Date.now() < deadline) {
+    await paid.body?.cancel();
+    await new Promise((resolve) => setTimeout(resolve, PENDING_RETRY_MS));
+    paid = await present();
+    settlement = paymentSettlement(paid);
   }
   if (paid.status !== 402) return paid;
-  // Paid and refused: say why, with the settlement the resource names (an earlier presentation of
-  // this authorization settled already when it names a transaction).
-  const settlement = paymentSettlement(paid);
   const again = (await paid.json().catch(() => undefined)) as { error?: unknown } | undefined;
   const transaction = settlement?.transaction;
+  if (settlement?.errorReason === SETTLEMENT_PENDING) {
+    throw new PaymentOutcomeUnknown(
+      `the payment's settlement ${transaction ?? ""} is still pending: repeat with the same idempotency key, which presents the same payment (never pay again)`,
+      { code: SETTLEMENT_PENDING, status: 402, body: { settlement }, idempotencyKey },
+    );
+  }
+  // Paid and refused: say why, with the settlement the resource names (another presentation of
+  // this authorization settled it already when it names a transaction and says the nonce is used).
+  const alreadySettled =
+    settlement?.errorReason === NONCE_ALREADY_USED && typeof transaction === "string" && transaction !== "";
   throw new PaymentRefused(
-    typeof transaction === "string" && transaction !== ""
+    alreadySettled
       ? `this payment was already presented; it settled in ${transaction}`
       : `the resource refused the payment${typeof again?.error === "string" ? `: ${again.error}` : ""}`,
     {
-      code:
-        typeof transaction === "string" && transaction !== ""
-          ? "payment_already_settled"
-          : "payment_not_accepted",
+      code: alreadySettled ? "payment_already_settled" : "payment_not_accepted",
       status: 402,
       body: { settlement, quote: again, idempotency_key: idempotencyKey },
     },
   );
 }
+
+/** x402's reason for a settlement broadcast without a receipt yet: present the same payment again. */
+const SETTLEMENT_PENDING = "settlement_pending";
+/** @x402/evm's reason for an authorization whose nonce another presentation used. */
+const NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used";
 
 async function readQuote(response: Response): Promise<PaymentRequired> {
   const body = (await response.json().catch(() => undefined)) as PaymentRequired | undefined;
