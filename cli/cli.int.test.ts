@@ -8,6 +8,7 @@ import {
   ActionFailed,
   AgentAuthFailed,
   CapabilityRequired,
+  InsufficientFunds,
   LimitExceeded,
   RegistrationUnavailable,
   SignerUnavailable,
@@ -173,6 +174,15 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         exit_code: LimitExceeded.exitCode,
       },
     });
+
+    // The figures of a refusal for funds, in USDC beside the service's units. Mutation: dropping
+    // the InsufficientFunds suffix in cli/run.ts fails this.
+    const poor = await stack.newAgent({ units: 1_000n });
+    const broke = await run(["transfer", "--to", newAccount().address, "--amount", "1000"], poor.token);
+    expect(broke.code).toBe(InsufficientFunds.exitCode);
+    expect(broke.stderr).toMatch(
+      /InsufficientFunds \[insufficient_funds\]: .*needs (\d+) units and has 1000 available.*\(needs 0\.00\d+ USDC, 0\.001 USDC available\)\n/,
+    );
 
     const reader = await stack.newAgent({ capabilities: ["read"] });
     expect((await run(["faucet"], reader.token)).code).toBe(CapabilityRequired.exitCode);

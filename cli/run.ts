@@ -4,6 +4,7 @@
  * AGENT_BASE_URL or --base-url. Exit codes follow the client's error classes (printed by --help).
  */
 import { parseArgs } from "node:util";
+import { formatUnits } from "viem";
 import {
   type ActionView,
   createGatewayClient,
@@ -11,6 +12,7 @@ import {
   errorFromAction,
   type GatewayClient,
   GatewayError,
+  InsufficientFunds,
   PaymentOutcomeUnknown,
   paymentSettlement,
   RateLimited,
@@ -20,6 +22,7 @@ import {
   ValidationFailed,
 } from "../client/index.ts";
 import type { FetchLike } from "../client/request.ts";
+import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { formatHuman } from "./format.ts";
 
@@ -137,11 +140,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     if (json) {
       io.stdout(`${JSON.stringify({ error: describeError(error) }, null, 2)}\n`);
     } else {
-      const retry =
-        error instanceof RateLimited && error.retryAfter !== undefined
-          ? ` (retry after ${error.retryAfter}s)`
-          : "";
-      io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${retry}\n`);
+      io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${errorSuffix(error)}\n`);
       if (error.idempotencyKey !== undefined) io.stderr(`${keyAdvice(error, error.idempotencyKey)}\n`);
     }
     return error.exitCode;
@@ -271,6 +270,20 @@ function describeError(error: GatewayError): Record<string, unknown> {
     ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
     exit_code: error.exitCode,
   };
+}
+
+/** What a human reads after the service's message: when to retry, or the figures in USDC. */
+function errorSuffix(error: GatewayError): string {
+  if (error instanceof RateLimited && error.retryAfter !== undefined) {
+    return ` (retry after ${error.retryAfter}s)`;
+  }
+  if (error instanceof InsufficientFunds) {
+    const { neededUnits, availableUnits } = error;
+    if (neededUnits !== undefined && availableUnits !== undefined) {
+      return ` (needs ${formatUnits(neededUnits, NATIVE_DECIMALS)} USDC, ${formatUnits(availableUnits, NATIVE_DECIMALS)} USDC available)`;
+    }
+  }
+  return "";
 }
 
 /** What the key of a failed money command is good for (the --help "retries" text). */

@@ -289,6 +289,15 @@ export const errorBodySchema = z.object({
       limit: z.string().optional(),
       limit_units: z.string().optional(),
       remaining_units: z.string().optional(),
+      /**
+       * On insufficient_funds: what the transfer needs (amount plus the maximum fee, rounded up) and
+       * what the wallet has (less pending transfers, rounded down), in 6-decimal units; the exact
+       * figures in wei beside them.
+       */
+      needed_units: z.string().optional(),
+      available_units: z.string().optional(),
+      needed_wei: z.string().optional(),
+      available_wei: z.string().optional(),
     })
     .catchall(z.union([z.string(), z.number()])),
 });

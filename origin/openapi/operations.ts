@@ -69,7 +69,7 @@ const moneyResponses = (): Record<number, ResponseSpec> => ({
   ),
   413: PAYLOAD_TOO_LARGE,
   422: errorResponse(
-    "insufficient_funds (the amount plus the maximum fee exceeds the balance); on a repeat of the key, broadcast_refused (the chain refused the signed transaction) or reverted (mined and reverted, the fee paid)",
+    "insufficient_funds (the amount plus the maximum fee exceeds the balance less pending transfers: `needed_units` and `available_units`, in 6-decimal units, with `needed_wei` and `available_wei`); on a repeat of the key, broadcast_refused (the chain refused the signed transaction) or reverted (mined and reverted, the fee paid)",
   ),
   503: errorResponse(
     "agent_signer_unavailable, chain_unavailable, service_unavailable: nothing was signed, retry with the same idempotency_key (it runs the request again); agent_signer_protocol_unavailable",
@@ -166,7 +166,8 @@ export const OPERATIONS: readonly Operation[] = [
     path: "/agent/v1/transfers",
     operationId: "transfer",
     capability: "money",
-    summary: "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units.",
+    summary:
+      "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units. `to` may not be the zero address or the operator pool (400 validation_failed, nothing written).",
     tag: "agent",
     security: ["agentToken"],
     requestBody: { name: "TransferRequest", schema: transferRequestSchema },
