@@ -1,3 +1,14 @@
+import { sql } from "drizzle-orm";
+import { createPublicClient } from "viem";
+import { beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { queryRows } from "../origin/db/client.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
+import { freePort } from "../testing/free-port.ts";
+import { rejection } from "../testing/gateway-rejection.ts";
+import { checkingFetch } from "../testing/openapi-check.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 import {
   ActionFailed,
   AgentAuthFailed,
@@ -19,18 +30,7 @@ import {
   ServiceUnavailable,
   SignerUnavailable,
   ValidationFailed,
-} from "agent-wallet-service/client";
-import { sql } from "drizzle-orm";
-import { createPublicClient } from "viem";
-import { beforeAll, describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../devnet/testing.ts";
-import { queryRows } from "../origin/db/client.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
-import { sleep } from "../shared/sleep.ts";
-import { freePort } from "../testing/free-port.ts";
-import { rejection } from "../testing/gateway-rejection.ts";
-import { checkingFetch } from "../testing/openapi-check.ts";
-import { useMoneyStack } from "../testing/stack.ts";
+} from "./index.ts";
 
 // The client library (docs/agents.md) against the real stack: origin, enclave, devnet, Postgres. Every
 // answer it receives is also checked against the OpenAPI document (checkingFetch).

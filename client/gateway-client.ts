@@ -1,10 +1,5 @@
 import type { CustomTransport } from "viem";
-import {
-  type ActionView,
-  type BalanceResponse,
-  isTerminalAction,
-  type NetworkResponse,
-} from "../shared/gateway-schemas.ts";
+import { isTerminalAction } from "../shared/action-status.ts";
 import { sleep } from "../shared/sleep.ts";
 import {
   errorFromAction,
@@ -15,6 +10,7 @@ import {
 } from "./errors.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 import { gatewayTransport, rpcCall } from "./viem-transport.ts";
+import type { ActionView, BalanceResponse, NetworkResponse } from "./wire.ts";
 import {
   type AuthorizeX402Params,
   authorizeX402,

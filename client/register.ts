@@ -1,5 +1,5 @@
-import type { RegisterResponse } from "../shared/gateway-schemas.ts";
 import { callJson, type FetchLike } from "./request.ts";
+import type { RegisterResponse } from "./wire.ts";
 
 export type RegisterParams = {
   /** The service's base URL, chain segment included: `https://host/77`. */

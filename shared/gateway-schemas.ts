@@ -3,6 +3,7 @@
  * client library and the OpenAPI document are built from. Runtime-neutral: no `node:` imports.
  */
 import { z } from "zod";
+import { ACTION_KINDS, ACTION_STATUSES } from "./action-status.ts";
 import { CAPABILITIES, WEI_PER_UNIT } from "./constants.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
@@ -42,27 +43,13 @@ export const transferRequestSchema = z.strictObject({
 });
 export type TransferRequest = z.infer<typeof transferRequestSchema>;
 
-export const ACTION_KINDS = ["faucet", "transfer", "x402"] as const;
-export const ACTION_STATUSES = [
-  "requested",
-  "signed",
-  "submitted",
-  "confirmed",
-  "failed",
-  "reverted",
-] as const;
-export type ActionStatus = (typeof ACTION_STATUSES)[number];
-/** Statuses after which an action never changes again. */
-export const TERMINAL_ACTION_STATUSES: readonly ActionStatus[] = ["confirmed", "failed", "reverted"];
-
-/**
- * Whether an action has reached its end. An x402 authorization ends once signed: it is never
- * submitted by us, the payee's facilitator settles it (docs/api.md, "Faucet and transfer actions: states").
- */
-export function isTerminalAction(action: { kind: string; status: ActionStatus }): boolean {
-  if (action.kind === "x402" && action.status === "signed") return true;
-  return TERMINAL_ACTION_STATUSES.includes(action.status);
-}
+export {
+  ACTION_KINDS,
+  ACTION_STATUSES,
+  type ActionStatus,
+  isTerminalAction,
+  TERMINAL_ACTION_STATUSES,
+} from "./action-status.ts";
 
 /** The action, as faucet, transfers and GET /actions/{id} answer it. */
 export const actionSchema = z.object({
