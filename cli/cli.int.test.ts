@@ -21,6 +21,7 @@ import { updateRegistrationPolicy } from "../origin/registration/policy-reposito
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { recordSecret } from "../testing/secret-sink.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
@@ -47,6 +48,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   );
   let edge: EdgeHandle;
   let agent: StackAgent;
+  let rotating: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -69,6 +71,8 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
     base = `${edge.url}/77`;
     agent = await stack.newAgent({ units: 3_000_000n });
+    // Made before the register test leaves a public batch's free key behind.
+    rotating = await stack.newAgent({ units: 2_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -361,6 +365,29 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       });
       for (const output of [paid.stdout, paid.stderr, json.stdout, json.stderr])
         expect(output).not.toContain(agent.token);
+    },
+  );
+
+  it(
+    "rotate-token: prints the new token once; the old one then exits 3, the new one reads the same wallet",
+    SLOW,
+    async () => {
+      // Mutation: a CLI without the command (rotate-token left out of COMMANDS) fails this: exit 2.
+      const rotated = await run(["rotate-token"], rotating.token);
+      expect(rotated.code).toBe(0);
+      const printed =
+        /^token (agt_[0-9a-f]{32}_[0-9a-f]{64})\n {2}\(shown once: store it now, e\.g\. export AGENT_TOKEN=\.\.\.; the old token no longer works\)\nagent ([0-9a-f-]{36})\nwallet (0x[0-9a-f]{40})\ncapabilities read, faucet, transfer\n$/.exec(
+          rotated.stdout,
+        );
+      expect(printed, rotated.stdout).not.toBeNull();
+      recordSecret(printed![1]!);
+      expect([printed![2], printed![3]]).toEqual([rotating.agentId, rotating.wallet.toLowerCase()]);
+      expect((await run(["balance"], rotating.token)).code).toBe(AgentAuthFailed.exitCode);
+      const balance = await run(["balance", "--json"], printed![1]);
+      expect(JSON.parse(balance.stdout)).toMatchObject({
+        address: rotating.wallet.toLowerCase(),
+        balance: "2000",
+      });
     },
   );
 

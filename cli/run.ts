@@ -37,7 +37,16 @@ export type CliIo = {
 export const EXIT_OK = 0;
 export const EXIT_USAGE = 2;
 
-const COMMANDS = ["network", "balance", "faucet", "transfer", "action", "pay", "register"] as const;
+const COMMANDS = [
+  "network",
+  "balance",
+  "faucet",
+  "transfer",
+  "action",
+  "pay",
+  "register",
+  "rotate-token",
+] as const;
 type Command = (typeof COMMANDS)[number];
 
 export function helpText(): string {
@@ -59,6 +68,8 @@ export function helpText(): string {
     "                                   fetch URL, paying a 402 once through the gateway; prints the",
     "                                   settlement's transaction, then the resource",
     "  register                         a new token and wallet (never retried; the token is shown once)",
+    "  rotate-token                     a new token for this identity (wallet, capabilities, actions and",
+    "                                   limits stay), printed once; the old one stops working. Never retried",
     "",
     "options:",
     "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
@@ -220,6 +231,8 @@ async function runCommand(
       if (failed) throw failed;
       return action;
     }
+    case "rotate-token":
+      return args.length === 0 ? client.rotateToken() : EXIT_USAGE;
     case "pay": {
       if (args.length !== 1) return EXIT_USAGE;
       const response = await client.fetchWithPayment(

@@ -212,6 +212,33 @@ describe("gateway client (real stack)", () => {
     expect(calls).toBe(1);
   });
 
+  it("rotateToken: the new token once, used by this client from then on; the old one refused; never retried", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const client = clientFor(agent.token);
+    const rotated = await client.rotateToken();
+    expect(rotated).toEqual({
+      token: expect.stringMatching(/^agt_[0-9a-f]{32}_[0-9a-f]{64}$/),
+      agent_id: agent.agentId,
+      assigned_wallet: agent.wallet.toLowerCase(),
+      capabilities: ["read", "faucet", "transfer"],
+    });
+    // Mutation: a client that keeps its old token after the rotation fails this (AgentAuthFailed).
+    expect(await client.balance()).toMatchObject({ address: agent.wallet.toLowerCase(), balance: "1000000" });
+    expect(await rejection(clientFor(agent.token).balance())).toBeInstanceOf(AgentAuthFailed);
+
+    // A lost answer is not sent again: the rotation went through once, and neither token works.
+    let calls = 0;
+    const lost: typeof globalThis.fetch = async (input, init) => {
+      calls++;
+      await fetch(input, init);
+      throw new TypeError("fetch failed (answer lost)");
+    };
+    const unlucky = createGatewayClient({ baseUrl: stack.origin.base, token: rotated.token, fetch: lost });
+    expect(await rejection(unlucky.rotateToken())).toBeInstanceOf(ServiceUnavailable);
+    expect(calls).toBe(1);
+    expect(await rejection(client.balance())).toBeInstanceOf(AgentAuthFailed);
+  });
+
   it("is SignerUnavailable while the signer is down or cannot sign; the same key then moves the money once", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     const to = newAccount().address;

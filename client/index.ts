@@ -24,6 +24,7 @@ export type {
   Capability,
   NetworkResponse,
   RegisterResponse,
+  TokenRotation,
 } from "./wire.ts";
 export {
   type AuthorizeX402Params,

@@ -71,3 +71,11 @@ export type RegisterResponse = {
   capabilities: Capability[];
   chain_id: 77;
 };
+
+/** POST {base}/agent/v1/token/rotate: the new token, shown once, for the same identity. */
+export type TokenRotation = {
+  token: string;
+  agent_id: string;
+  assigned_wallet: string;
+  capabilities: Capability[];
+};

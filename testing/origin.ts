@@ -8,6 +8,7 @@ import { type Clock, systemClock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import type { DatabaseHandle } from "../origin/db/client.ts";
+import type { GatewayLimiters } from "../origin/gateway/limits.ts";
 import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
@@ -42,6 +43,8 @@ export type StartTestOriginParams = {
   onLogLine?: (line: string) => void;
   /** The origin's clock (registration quota days and minutes, the metrics cache); the system's by default. */
   clock?: Clock;
+  /** The gateway's limiters (a test of a tier sets a small one); the standard tiers by default. */
+  limiters?: GatewayLimiters;
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -89,7 +92,10 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     backupStore: fileBackupStore,
     metrics,
   };
-  const composed = await composeOrigin(infrastructure, { tracker: params.tracker });
+  const composed = await composeOrigin(infrastructure, {
+    tracker: params.tracker,
+    limiters: params.limiters,
+  });
   if (!composed.ok)
     throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);
   const origin = composed.value;

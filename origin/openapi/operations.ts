@@ -21,6 +21,7 @@ import {
   x402AuthorizeRequestSchema,
   x402AuthorizeResponseSchema,
 } from "../../shared/gateway-schemas.ts";
+import { tokenRotationRequestSchema, tokenRotationResponseSchema } from "../../shared/token-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
   EDGE_502,
@@ -149,6 +150,28 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "agent",
     security: ["agentToken"],
     responses: { 200: { description: "the action", body: action }, ...agentErrors() },
+  },
+  {
+    method: "post",
+    path: "/agent/v1/token/rotate",
+    operationId: "rotateToken",
+    capability: "gateway",
+    summary:
+      "Replaces the caller's token with a new one, shown once (`Cache-Control: no-store`), for the same identity: wallet, capabilities, actions and limits stay. The old token fails from the next request on. Any capability; body `{}`.",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: { name: "TokenRotationRequest", schema: tokenRotationRequestSchema },
+    responses: {
+      200: {
+        description: "the new token, shown once; store it before anything else",
+        body: { name: "TokenRotation", schema: tokenRotationResponseSchema },
+      },
+      ...agentErrors(400),
+      401: errorResponse(
+        "agent_auth_failed: a bad or revoked token, a disabled identity, or a token another rotation replaced first",
+      ),
+      413: PAYLOAD_TOO_LARGE,
+    },
   },
   {
     method: "post",
