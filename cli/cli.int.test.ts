@@ -19,6 +19,7 @@ import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { recordSecret } from "../testing/secret-sink.ts";
@@ -245,6 +246,52 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       const chain = publicClientFor(stack.devnet.url);
       expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
       expect(await chain.getTransactionCount({ address: payer.wallet })).toBe(1);
+    },
+  );
+
+  it(
+    "an enclave that does not answer: one line on stderr says what the command waits for while it waits; stdout and the exit code stay the command's",
+    SLOW,
+    async () => {
+      const payer = await stack.newAgent({ units: 1_000_000n });
+      const to = newAccount().address.toLowerCase();
+      let stderrSoFar = "";
+      let exited = false;
+      // A real hang: the enclave process paused (SIGSTOP) with the origin's request in its socket.
+      process.kill(stack.enclave.pid()!, "SIGSTOP");
+      let transfer: Promise<ToolRun>;
+      try {
+        transfer = runTool(BIN, ["transfer", "--to", to, "--amount", "1000", "--key", "cli-hung-1"], {
+          env: { AGENT_BASE_URL: base, AGENT_TOKEN: payer.token },
+          cleanEnv: true,
+          timeoutMs: 90_000,
+          onStderr: (text) => {
+            stderrSoFar += text;
+          },
+        }).finally(() => {
+          exited = true;
+        });
+        // Mutation: the CLI without its waiting notice (cli/run.ts, withWaitingNotice) fails this:
+        // nothing is printed until the client's retries give up, some 30 s later.
+        const deadline = Date.now() + 20_000;
+        while (!stderrSoFar.includes("\n") && !exited && Date.now() < deadline) await sleep(100);
+        expect(exited).toBe(false);
+        expect(stderrSoFar).toBe(
+          `agent-wallet: no answer yet from POST ${base}/agent/v1/transfers after 2 s; still waiting (a money request may wait for the service's signer; it is safe to stop and run the same command with --key cli-hung-1: never a second payment)\n`,
+        );
+      } finally {
+        process.kill(stack.enclave.pid()!, "SIGCONT");
+      }
+      // Answered once the enclave runs again: what the command prints without the wait.
+      const done = await transfer;
+      expect(done.code).toBe(0);
+      expect(done.stdout).toMatch(
+        new RegExp(
+          `^action [0-9a-f-]{36}: transfer (signed|confirmed)\namount 0.001 USDC to ${to}\ntx 0x[0-9a-f]{64}\nidempotency key cli-hung-1\n$`,
+        ),
+      );
+      expect(done.stderr).toBe(stderrSoFar);
+      runs.push(done);
     },
   );
 

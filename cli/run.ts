@@ -25,6 +25,7 @@ import type { FetchLike } from "../client/request.ts";
 import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { formatHuman } from "./format.ts";
+import { withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
   env: Record<string, string | undefined>;
@@ -32,6 +33,8 @@ export type CliIo = {
   stderr: (text: string) => void;
   /** For tests (the response check); the global fetch otherwise. */
   fetch?: FetchLike;
+  /** How long a request may go unanswered before the CLI says it waits (WAITING_NOTICE_AFTER_MS). */
+  waitingNoticeMs?: number;
 };
 
 export const EXIT_OK = 0;
@@ -89,7 +92,8 @@ export function helpText(): string {
     "  funds, the funding gate, the faucet's cooldown, a revert) is final for its key: the same key",
     "  answers the same refusal; once the cause is gone, send a new request (a new key). Errors",
     "  without an action_id (a bad token or argument, too many requests) recorded nothing. --wait",
-    "  exits 0 only once the action is confirmed.",
+    "  exits 0 only once the action is confirmed. A request with no answer after 2 s prints one line",
+    "  on stderr saying what the command waits for (and the key to retry a money command with).",
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
@@ -130,7 +134,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
-  const fetchFn = io.fetch ?? globalThis.fetch.bind(globalThis);
+  // A money command's key is made here when not given, so that everything the CLI prints while
+  // the request is out (the waiting notice) can name it.
+  if (command === "faucet" || command === "transfer" || command === "pay") {
+    values.key ??= `${command === "pay" ? "x402" : command}-${crypto.randomUUID()}`;
+  }
+  const fetchFn = withWaitingNotice(io.fetch ?? globalThis.fetch.bind(globalThis), {
+    write: io.stderr,
+    advice: waitingAdvice(command, values.key),
+    afterMs: io.waitingNoticeMs,
+  });
 
   try {
     let result: unknown;
@@ -297,6 +310,26 @@ function errorSuffix(error: GatewayError): string {
     }
   }
   return "";
+}
+
+/**
+ * What the waiting notice adds (docs/agents.md, "The agent's tools"): a money request may be stopped
+ * and sent again with its key, which never pays twice; a registration must never be sent again.
+ */
+function waitingAdvice(command: Command, key: string | undefined): string | undefined {
+  switch (command) {
+    case "faucet":
+    case "transfer":
+      return `a money request may wait for the service's signer; it is safe to stop and run the same command with --key ${key}: never a second payment`;
+    case "pay":
+      return `it is safe to stop and run the same command with --key ${key}: it presents the same authorization, never a second payment`;
+    case "register":
+      return "do not run register again if you stop it: a lost answer may already have created the identity";
+    case "rotate-token":
+      return "if you stop it and AGENT_TOKEN then answers AgentAuthFailed, the rotation went through and its token is lost: the service's operator can issue another";
+    default:
+      return undefined;
+  }
 }
 
 /** What the key of a failed money command is good for (the --help "retries" text). */
