@@ -29,7 +29,7 @@ import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 // The agent CLI (docs/agents.md) end to end, as an agent runs it: the `agent-wallet` bin in its own
 // process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.
 
-/** Each run is a fresh Node process loading TypeScript through tsx: seconds each on a busy machine. */
+/** Each run is a fresh Node process (the bundle the suite's setup built): a second or more on a busy machine. */
 const SLOW = { timeout: 300_000 };
 
 /** The demo's price with x402 on (10000 units = 0.01 USDC), paid to a fresh address. */

@@ -25,13 +25,14 @@ import type { FetchLike } from "../client/request.ts";
 import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { formatHuman } from "./format.ts";
+import { nodeFetch } from "./node-fetch.ts";
 import { withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
   env: Record<string, string | undefined>;
   stdout: (text: string) => void;
   stderr: (text: string) => void;
-  /** For tests (the response check); the global fetch otherwise. */
+  /** For tests (the response check); requests over node:http otherwise (node-fetch.ts). */
   fetch?: FetchLike;
   /** How long a request may go unanswered before the CLI says it waits (WAITING_NOTICE_AFTER_MS). */
   waitingNoticeMs?: number;
@@ -139,7 +140,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (command === "faucet" || command === "transfer" || command === "pay") {
     values.key ??= `${command === "pay" ? "x402" : command}-${crypto.randomUUID()}`;
   }
-  const fetchFn = withWaitingNotice(io.fetch ?? globalThis.fetch.bind(globalThis), {
+  const fetchFn = withWaitingNotice(io.fetch ?? nodeFetch, {
     write: io.stderr,
     advice: waitingAdvice(command, values.key),
     afterMs: io.waitingNoticeMs,
