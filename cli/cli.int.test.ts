@@ -8,6 +8,7 @@ import {
   ActionFailed,
   AgentAuthFailed,
   CapabilityRequired,
+  InsufficientFunds,
   LimitExceeded,
   RegistrationUnavailable,
   SignerUnavailable,
@@ -18,15 +19,17 @@ import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { recordSecret } from "../testing/secret-sink.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // The agent CLI (docs/agents.md) end to end, as an agent runs it: the `agent-wallet` bin in its own
 // process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.
 
-/** Each run is a fresh Node process loading TypeScript through tsx: seconds each on a busy machine. */
+/** Each run is a fresh Node process (the bundle the suite's setup built): a second or more on a busy machine. */
 const SLOW = { timeout: 300_000 };
 
 /** The demo's price with x402 on (10000 units = 0.01 USDC), paid to a fresh address. */
@@ -46,6 +49,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   );
   let edge: EdgeHandle;
   let agent: StackAgent;
+  let rotating: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -68,6 +72,8 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
     base = `${edge.url}/77`;
     agent = await stack.newAgent({ units: 3_000_000n });
+    // Made before the register test leaves a public batch's free key behind.
+    rotating = await stack.newAgent({ units: 2_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -174,6 +180,15 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       },
     });
 
+    // The figures of a refusal for funds, in USDC beside the service's units. Mutation: dropping
+    // the InsufficientFunds suffix in cli/run.ts fails this.
+    const poor = await stack.newAgent({ units: 1_000n });
+    const broke = await run(["transfer", "--to", newAccount().address, "--amount", "1000"], poor.token);
+    expect(broke.code).toBe(InsufficientFunds.exitCode);
+    expect(broke.stderr).toMatch(
+      /InsufficientFunds \[insufficient_funds\]: .*needs (\d+) units and has 1000 available.*\(needs 0\.00\d+ USDC, 0\.001 USDC available\)\n/,
+    );
+
     const reader = await stack.newAgent({ capabilities: ["read"] });
     expect((await run(["faucet"], reader.token)).code).toBe(CapabilityRequired.exitCode);
     expect((await run(["transfer", "--to", "0x1"])).code).toBe(2);
@@ -231,6 +246,52 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       const chain = publicClientFor(stack.devnet.url);
       expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
       expect(await chain.getTransactionCount({ address: payer.wallet })).toBe(1);
+    },
+  );
+
+  it(
+    "an enclave that does not answer: one line on stderr says what the command waits for while it waits; stdout and the exit code stay the command's",
+    SLOW,
+    async () => {
+      const payer = await stack.newAgent({ units: 1_000_000n });
+      const to = newAccount().address.toLowerCase();
+      let stderrSoFar = "";
+      let exited = false;
+      // A real hang: the enclave process paused (SIGSTOP) with the origin's request in its socket.
+      process.kill(stack.enclave.pid()!, "SIGSTOP");
+      let transfer: Promise<ToolRun>;
+      try {
+        transfer = runTool(BIN, ["transfer", "--to", to, "--amount", "1000", "--key", "cli-hung-1"], {
+          env: { AGENT_BASE_URL: base, AGENT_TOKEN: payer.token },
+          cleanEnv: true,
+          timeoutMs: 90_000,
+          onStderr: (text) => {
+            stderrSoFar += text;
+          },
+        }).finally(() => {
+          exited = true;
+        });
+        // Mutation: the CLI without its waiting notice (cli/run.ts, withWaitingNotice) fails this:
+        // nothing is printed until the client's retries give up, some 30 s later.
+        const deadline = Date.now() + 20_000;
+        while (!stderrSoFar.includes("\n") && !exited && Date.now() < deadline) await sleep(100);
+        expect(exited).toBe(false);
+        expect(stderrSoFar).toBe(
+          `agent-wallet: no answer yet from POST ${base}/agent/v1/transfers after 2 s; still waiting (a money request may wait for the service's signer; it is safe to stop and run the same command with --key cli-hung-1: never a second payment)\n`,
+        );
+      } finally {
+        process.kill(stack.enclave.pid()!, "SIGCONT");
+      }
+      // Answered once the enclave runs again: what the command prints without the wait.
+      const done = await transfer;
+      expect(done.code).toBe(0);
+      expect(done.stdout).toMatch(
+        new RegExp(
+          `^action [0-9a-f-]{36}: transfer (signed|confirmed)\namount 0.001 USDC to ${to}\ntx 0x[0-9a-f]{64}\nidempotency key cli-hung-1\n$`,
+        ),
+      );
+      expect(done.stderr).toBe(stderrSoFar);
+      runs.push(done);
     },
   );
 
@@ -351,6 +412,29 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       });
       for (const output of [paid.stdout, paid.stderr, json.stdout, json.stderr])
         expect(output).not.toContain(agent.token);
+    },
+  );
+
+  it(
+    "rotate-token: prints the new token once; the old one then exits 3, the new one reads the same wallet",
+    SLOW,
+    async () => {
+      // Mutation: a CLI without the command (rotate-token left out of COMMANDS) fails this: exit 2.
+      const rotated = await run(["rotate-token"], rotating.token);
+      expect(rotated.code).toBe(0);
+      const printed =
+        /^token (agt_[0-9a-f]{32}_[0-9a-f]{64})\n {2}\(shown once: store it now, e\.g\. export AGENT_TOKEN=\.\.\.; the old token no longer works\)\nagent ([0-9a-f-]{36})\nwallet (0x[0-9a-f]{40})\ncapabilities read, faucet, transfer\n$/.exec(
+          rotated.stdout,
+        );
+      expect(printed, rotated.stdout).not.toBeNull();
+      recordSecret(printed![1]!);
+      expect([printed![2], printed![3]]).toEqual([rotating.agentId, rotating.wallet.toLowerCase()]);
+      expect((await run(["balance"], rotating.token)).code).toBe(AgentAuthFailed.exitCode);
+      const balance = await run(["balance", "--json"], printed![1]);
+      expect(JSON.parse(balance.stdout)).toMatchObject({
+        address: rotating.wallet.toLowerCase(),
+        balance: "2000",
+      });
     },
   );
 

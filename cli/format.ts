@@ -6,6 +6,7 @@ import type {
   PaymentSettlement,
   ProofProgress,
   RegisterResponse,
+  TokenRotation,
 } from "../client/index.ts";
 
 /** The human form of a command's result; --json prints the result itself. */
@@ -49,6 +50,16 @@ export function formatHuman(command: string, result: unknown): string {
         `agent ${registered.agent_id}`,
         `wallet ${registered.assigned_wallet}`,
         `capabilities ${registered.capabilities.join(", ")}`,
+      ].join("\n");
+    }
+    case "rotate-token": {
+      const rotated = result as TokenRotation;
+      return [
+        `token ${rotated.token}`,
+        "  (shown once: store it now, e.g. export AGENT_TOKEN=...; the old token no longer works)",
+        `agent ${rotated.agent_id}`,
+        `wallet ${rotated.assigned_wallet}`,
+        `capabilities ${rotated.capabilities.join(", ")}`,
       ].join("\n");
     }
     case "pay": {

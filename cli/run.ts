@@ -4,6 +4,7 @@
  * AGENT_BASE_URL or --base-url. Exit codes follow the client's error classes (printed by --help).
  */
 import { parseArgs } from "node:util";
+import { formatUnits } from "viem";
 import {
   type ActionView,
   createGatewayClient,
@@ -11,6 +12,7 @@ import {
   errorFromAction,
   type GatewayClient,
   GatewayError,
+  InsufficientFunds,
   PaymentOutcomeUnknown,
   paymentSettlement,
   RateLimited,
@@ -20,21 +22,35 @@ import {
   ValidationFailed,
 } from "../client/index.ts";
 import type { FetchLike } from "../client/request.ts";
+import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { formatHuman, proofProgressLine } from "./format.ts";
+import { nodeFetch } from "./node-fetch.ts";
+import { withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
   env: Record<string, string | undefined>;
   stdout: (text: string) => void;
   stderr: (text: string) => void;
-  /** For tests (the response check); the global fetch otherwise. */
+  /** For tests (the response check); requests over node:http otherwise (node-fetch.ts). */
   fetch?: FetchLike;
+  /** How long a request may go unanswered before the CLI says it waits (WAITING_NOTICE_AFTER_MS). */
+  waitingNoticeMs?: number;
 };
 
 export const EXIT_OK = 0;
 export const EXIT_USAGE = 2;
 
-const COMMANDS = ["network", "balance", "faucet", "transfer", "action", "pay", "register"] as const;
+const COMMANDS = [
+  "network",
+  "balance",
+  "faucet",
+  "transfer",
+  "action",
+  "pay",
+  "register",
+  "rotate-token",
+] as const;
 type Command = (typeof COMMANDS)[number];
 
 export function helpText(): string {
@@ -57,6 +73,8 @@ export function helpText(): string {
     "                                   settlement's transaction, then the resource",
     "  register                         a new token and wallet (never retried; the token is shown once;",
     "                                   a proof of work the service asks for is solved first)",
+    "  rotate-token                     a new token for this identity (wallet, capabilities, actions and",
+    "                                   limits stay), printed once; the old one stops working. Never retried",
     "",
     "options:",
     "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
@@ -76,7 +94,8 @@ export function helpText(): string {
     "  funds, the funding gate, the faucet's cooldown, a revert) is final for its key: the same key",
     "  answers the same refusal; once the cause is gone, send a new request (a new key). Errors",
     "  without an action_id (a bad token or argument, too many requests) recorded nothing. --wait",
-    "  exits 0 only once the action is confirmed.",
+    "  exits 0 only once the action is confirmed. A request with no answer after 2 s prints one line",
+    "  on stderr saying what the command waits for (and the key to retry a money command with).",
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
@@ -117,7 +136,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
-  const fetchFn = io.fetch ?? globalThis.fetch.bind(globalThis);
+  // A money command's key is made here when not given, so that everything the CLI prints while
+  // the request is out (the waiting notice) can name it.
+  if (command === "faucet" || command === "transfer" || command === "pay") {
+    values.key ??= `${command === "pay" ? "x402" : command}-${crypto.randomUUID()}`;
+  }
+  const fetchFn = withWaitingNotice(io.fetch ?? nodeFetch, {
+    write: io.stderr,
+    advice: waitingAdvice(command, values.key),
+    afterMs: io.waitingNoticeMs,
+  });
 
   try {
     let result: unknown;
@@ -149,11 +177,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     if (json) {
       io.stdout(`${JSON.stringify({ error: describeError(error) }, null, 2)}\n`);
     } else {
-      const retry =
-        error instanceof RateLimited && error.retryAfter !== undefined
-          ? ` (retry after ${error.retryAfter}s)`
-          : "";
-      io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${retry}\n`);
+      io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${errorSuffix(error)}\n`);
       if (error.idempotencyKey !== undefined) io.stderr(`${keyAdvice(error, error.idempotencyKey)}\n`);
     }
     return error.exitCode;
@@ -233,6 +257,8 @@ async function runCommand(
       if (failed) throw failed;
       return action;
     }
+    case "rotate-token":
+      return args.length === 0 ? client.rotateToken() : EXIT_USAGE;
     case "pay": {
       if (args.length !== 1) return EXIT_USAGE;
       const response = await client.fetchWithPayment(
@@ -283,6 +309,40 @@ function describeError(error: GatewayError): Record<string, unknown> {
     ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
     exit_code: error.exitCode,
   };
+}
+
+/** What a human reads after the service's message: when to retry, or the figures in USDC. */
+function errorSuffix(error: GatewayError): string {
+  if (error instanceof RateLimited && error.retryAfter !== undefined) {
+    return ` (retry after ${error.retryAfter}s)`;
+  }
+  if (error instanceof InsufficientFunds) {
+    const { neededUnits, availableUnits } = error;
+    if (neededUnits !== undefined && availableUnits !== undefined) {
+      return ` (needs ${formatUnits(neededUnits, NATIVE_DECIMALS)} USDC, ${formatUnits(availableUnits, NATIVE_DECIMALS)} USDC available)`;
+    }
+  }
+  return "";
+}
+
+/**
+ * What the waiting notice adds (docs/agents.md, "The agent's tools"): a money request may be stopped
+ * and sent again with its key, which never pays twice; a registration must never be sent again.
+ */
+function waitingAdvice(command: Command, key: string | undefined): string | undefined {
+  switch (command) {
+    case "faucet":
+    case "transfer":
+      return `a money request may wait for the service's signer; it is safe to stop and run the same command with --key ${key}: never a second payment`;
+    case "pay":
+      return `it is safe to stop and run the same command with --key ${key}: it presents the same authorization, never a second payment`;
+    case "register":
+      return "do not run register again if you stop it: a lost answer may already have created the identity";
+    case "rotate-token":
+      return "if you stop it and AGENT_TOKEN then answers AgentAuthFailed, the rotation went through and its token is lost: the service's operator can issue another";
+    default:
+      return undefined;
+  }
 }
 
 /** What the key of a failed money command is good for (the --help "retries" text). */

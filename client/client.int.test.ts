@@ -1,3 +1,14 @@
+import { sql } from "drizzle-orm";
+import { createPublicClient } from "viem";
+import { beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { queryRows } from "../origin/db/client.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
+import { freePort } from "../testing/free-port.ts";
+import { rejection } from "../testing/gateway-rejection.ts";
+import { checkingFetch } from "../testing/openapi-check.ts";
+import { useMoneyStack } from "../testing/stack.ts";
 import {
   ActionFailed,
   AgentAuthFailed,
@@ -19,18 +30,7 @@ import {
   ServiceUnavailable,
   SignerUnavailable,
   ValidationFailed,
-} from "agent-wallet-service/client";
-import { sql } from "drizzle-orm";
-import { createPublicClient } from "viem";
-import { beforeAll, describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../devnet/testing.ts";
-import { queryRows } from "../origin/db/client.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
-import { sleep } from "../shared/sleep.ts";
-import { freePort } from "../testing/free-port.ts";
-import { rejection } from "../testing/gateway-rejection.ts";
-import { checkingFetch } from "../testing/openapi-check.ts";
-import { useMoneyStack } from "../testing/stack.ts";
+} from "./index.ts";
 
 // The client library (docs/agents.md) against the real stack: origin, enclave, devnet, Postgres. Every
 // answer it receives is also checked against the OpenAPI document (checkingFetch).
@@ -210,6 +210,33 @@ describe("gateway client (real stack)", () => {
     expect(error).toBeInstanceOf(ServiceUnavailable);
     expect(error.code).toBe("gateway_unreachable");
     expect(calls).toBe(1);
+  });
+
+  it("rotateToken: the new token once, used by this client from then on; the old one refused; never retried", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const client = clientFor(agent.token);
+    const rotated = await client.rotateToken();
+    expect(rotated).toEqual({
+      token: expect.stringMatching(/^agt_[0-9a-f]{32}_[0-9a-f]{64}$/),
+      agent_id: agent.agentId,
+      assigned_wallet: agent.wallet.toLowerCase(),
+      capabilities: ["read", "faucet", "transfer"],
+    });
+    // Mutation: a client that keeps its old token after the rotation fails this (AgentAuthFailed).
+    expect(await client.balance()).toMatchObject({ address: agent.wallet.toLowerCase(), balance: "1000000" });
+    expect(await rejection(clientFor(agent.token).balance())).toBeInstanceOf(AgentAuthFailed);
+
+    // A lost answer is not sent again: the rotation went through once, and neither token works.
+    let calls = 0;
+    const lost: typeof globalThis.fetch = async (input, init) => {
+      calls++;
+      await fetch(input, init);
+      throw new TypeError("fetch failed (answer lost)");
+    };
+    const unlucky = createGatewayClient({ baseUrl: stack.origin.base, token: rotated.token, fetch: lost });
+    expect(await rejection(unlucky.rotateToken())).toBeInstanceOf(ServiceUnavailable);
+    expect(calls).toBe(1);
+    expect(await rejection(client.balance())).toBeInstanceOf(AgentAuthFailed);
   });
 
   it("is SignerUnavailable while the signer is down or cannot sign; the same key then moves the money once", async () => {

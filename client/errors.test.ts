@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ERROR_STATUS, type ErrorCode } from "../shared/error-codes.ts";
-import { errorFromEnvelope, GatewayError, RateLimited } from "./errors.ts";
+import { errorFromEnvelope, GatewayError, InsufficientFunds, RateLimited } from "./errors.ts";
 
 function answered(code: string, status: number): GatewayError {
   return errorFromEnvelope(
@@ -34,5 +34,28 @@ describe("the client's error classes over the service's codes", () => {
     expect(error.exitCode).toBe(exitCode);
     expect(error.message).toBe(`refused: ${code}`);
     expect(error.requestId).toBe("req_1");
+  });
+
+  // Mutation: an accessor that reads the wei fields (or none) fails this.
+  it("insufficient_funds: its figures in 6-decimal units, as bigints", () => {
+    const error = errorFromEnvelope(
+      422,
+      {
+        error: {
+          code: "insufficient_funds",
+          message: "the wallet cannot pay",
+          request_id: "req_2",
+          needed_units: "1000042",
+          available_units: "999",
+          needed_wei: "1000042000000000000",
+          available_wei: "999500000000000",
+        },
+      },
+      null,
+    );
+    expect(error).toBeInstanceOf(InsufficientFunds);
+    const refused = error as InsufficientFunds;
+    expect([refused.neededUnits, refused.availableUnits]).toEqual([1_000_042n, 999n]);
+    expect(refused.body.available_wei).toBe("999500000000000");
   });
 });

@@ -96,17 +96,27 @@ export class LimitExceeded extends GatewayError {
     return stringField(this.body, "limit");
   }
   get remainingUnits(): bigint | undefined {
-    const value = stringField(this.body, "remaining_units");
-    return value === undefined ? undefined : BigInt(value);
+    return bigintField(this.body, "remaining_units");
   }
 }
 export class RecipientNotAllowed extends GatewayError {
   static override readonly exitCode = 11;
   static override readonly family = "recipient_not_allowed";
 }
+/**
+ * The wallet cannot pay the amount plus the maximum fee (pending transfers included). The figures
+ * are in 6-decimal units like the request's `amount`: what it needs (rounded up, as the limits
+ * count the fee) and what it has (rounded down); the exact wei figures are in `body`.
+ */
 export class InsufficientFunds extends GatewayError {
   static override readonly exitCode = 12;
   static override readonly family = "insufficient_funds";
+  get neededUnits(): bigint | undefined {
+    return bigintField(this.body, "needed_units");
+  }
+  get availableUnits(): bigint | undefined {
+    return bigintField(this.body, "available_units");
+  }
 }
 export class FundingGateClosed extends GatewayError {
   static override readonly exitCode = 13;
@@ -371,4 +381,10 @@ export function errorFromAction(action: {
 function stringField(body: Record<string, unknown>, name: string): string | undefined {
   const value = body[name];
   return typeof value === "string" ? value : undefined;
+}
+
+/** A decimal string field as a bigint; undefined when absent or not a whole number. */
+function bigintField(body: Record<string, unknown>, name: string): bigint | undefined {
+  const value = stringField(body, name);
+  return value !== undefined && /^[0-9]+$/.test(value) ? BigInt(value) : undefined;
 }

@@ -1,10 +1,5 @@
 import type { CustomTransport } from "viem";
-import {
-  type ActionView,
-  type BalanceResponse,
-  isTerminalAction,
-  type NetworkResponse,
-} from "../shared/gateway-schemas.ts";
+import { isTerminalAction } from "../shared/action-status.ts";
 import { sleep } from "../shared/sleep.ts";
 import {
   errorFromAction,
@@ -15,6 +10,7 @@ import {
 } from "./errors.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 import { gatewayTransport, rpcCall } from "./viem-transport.ts";
+import type { ActionView, BalanceResponse, NetworkResponse, TokenRotation } from "./wire.ts";
 import {
   type AuthorizeX402Params,
   authorizeX402,
@@ -85,6 +81,13 @@ export type GatewayClient = {
   ): Promise<Response>;
   /** A viem transport over /rpc with this client's token. */
   transport(): CustomTransport;
+  /**
+   * POST /agent/v1/token/rotate: a new token for the same identity (wallet, capabilities, actions
+   * and limits stay), shown once; the old one fails from the next request on. This client uses the
+   * new token from then on. Never retried: if the answer is lost, the old token no longer works
+   * either, and only the service's operator can issue another. Store `token` before anything else.
+   */
+  rotateToken(): Promise<TokenRotation>;
 };
 
 /**
@@ -92,10 +95,11 @@ export type GatewayClient = {
  */
 export function createGatewayClient(params: GatewayClientParams): GatewayClient {
   const fetchFn: FetchLike = params.fetch ?? globalThis.fetch.bind(globalThis);
+  // The one holder of the token: rotateToken() replaces it for every later call of this client.
   const deps = { fetch: fetchFn, baseUrl: params.baseUrl, token: params.token };
   const retries = params.retries ?? 2;
   const get = async <T>(path: string): Promise<T> =>
-    (await callJson<T>(fetchFn, params.baseUrl, { method: "GET", path, token: params.token })).body;
+    (await callJson<T>(fetchFn, params.baseUrl, { method: "GET", path, token: deps.token })).body;
 
   // The same key on every attempt: the gateway answers a repeat with what the request came to, or
   // runs it again when nothing was signed, so a retry after a lost answer or a signer outage can
@@ -110,7 +114,7 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
         const answer = await callJson<ActionView>(fetchFn, params.baseUrl, {
           method: "POST",
           path,
-          token: params.token,
+          token: deps.token,
           body: { ...body, idempotency_key: key },
         });
         // A gateway that answers an ended action as a 200 still does not make it a success.
@@ -159,6 +163,17 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
     authorizeX402: (quote, authorize) => authorizeX402(deps, quote, authorize),
     fetchWithPayment: (url, init, options) => fetchWithPayment(deps, url, init, options),
     transport: () => gatewayTransport(deps),
+    async rotateToken() {
+      // Sent once, never retried: a lost answer leaves neither token working (docs/agents.md).
+      const answer = await callJson<TokenRotation>(fetchFn, params.baseUrl, {
+        method: "POST",
+        path: "/agent/v1/token/rotate",
+        token: deps.token,
+        body: {},
+      });
+      deps.token = answer.body.token;
+      return answer.body;
+    },
   };
 }
 

@@ -1,14 +1,9 @@
 /**
- * `agent-wallet-service/client`: the agent's TypeScript client of the gateway (docs/agents.md). No
- * Node-only APIs (fetch and Web Crypto only): it runs in Node, a Worker or a browser.
+ * The agent's TypeScript client of the gateway (docs/agents.md): the package `agent-wallet-client`
+ * (client/package.json, built by client/build.mjs), and `agent-wallet-service/client` inside this
+ * repository. No Node-only APIs (fetch and Web Crypto only): it runs in Node, a Worker or a browser.
  */
 export { chain77 } from "../shared/chain.ts";
-export type {
-  ActionView,
-  BalanceResponse,
-  NetworkResponse,
-  RegisterResponse,
-} from "../shared/gateway-schemas.ts";
 export * from "./errors.ts";
 export {
   createGatewayClient,
@@ -22,6 +17,15 @@ export {
 export { type ProofProgress, type RegisterParams, register } from "./register.ts";
 export type { FetchLike } from "./request.ts";
 export { gatewayTransport, rpcCall } from "./viem-transport.ts";
+export type {
+  ActionStatus,
+  ActionView,
+  BalanceResponse,
+  Capability,
+  NetworkResponse,
+  RegisterResponse,
+  TokenRotation,
+} from "./wire.ts";
 export {
   type AuthorizeX402Params,
   type FetchWithPaymentOptions,

@@ -1,8 +1,8 @@
 import { HEADER_REGISTRATION, HEADER_REGISTRATION_PROOF } from "../shared/constants.ts";
-import type { RegisterResponse } from "../shared/gateway-schemas.ts";
 import { type ProofProgress, solveChallenge } from "../shared/registration-proof.ts";
 import { GatewayError } from "./errors.ts";
 import { callJson, type FetchLike } from "./request.ts";
+import type { RegisterResponse } from "./wire.ts";
 
 export type { ProofProgress } from "../shared/registration-proof.ts";
 

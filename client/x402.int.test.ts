@@ -1,10 +1,3 @@
-import {
-  createGatewayClient,
-  type GatewayClient,
-  PAYMENT_SIGNATURE_HEADER,
-  PaymentOutcomeUnknown,
-  type PaymentRequired,
-} from "agent-wallet-service/client";
 import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
@@ -14,6 +7,13 @@ import type { StackAgent } from "../testing/money-stack.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount, settlementRowCount } from "../testing/x402-settlements.ts";
+import {
+  createGatewayClient,
+  type GatewayClient,
+  PAYMENT_SIGNATURE_HEADER,
+  PaymentOutcomeUnknown,
+  type PaymentRequired,
+} from "./index.ts";
 
 // The client's x402 side (docs/agents.md) against the real stack with x402 on (origin, enclave, devnet,
 // Postgres, the in-process facilitator): the demo's 402 paid through the gateway's authorization

@@ -10,8 +10,12 @@
  * disable and enable record before, after and reason in identity_changes (the console's audit),
  * through the same service as the console.
  *   revoke --agent ID                            final: the token never works again
+ *   rotate-token --agent ID                      a new token for the same identity, printed once
+ *                                                as {token, agent_id, assigned_wallet, capabilities};
+ *                                                the old token fails from its next request on
  */
 import { parseArgs } from "node:util";
+import { rotateToken } from "../origin/auth/rotate-token.ts";
 import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
@@ -34,8 +38,8 @@ async function main(argv: string[]): Promise<number> {
     },
     strict: true,
   });
-  if (!command || !["create", "list", "disable", "enable", "revoke"].includes(command)) {
-    throw new UsageError("usage: npm run agents -- create|list|disable|enable|revoke [options]");
+  if (!command || !["create", "list", "disable", "enable", "revoke", "rotate-token"].includes(command)) {
+    throw new UsageError("usage: npm run agents -- create|list|disable|enable|revoke|rotate-token [options]");
   }
   const agentId = (): string => {
     if (!values.agent || !UUID.test(values.agent))
@@ -100,6 +104,34 @@ async function main(argv: string[]): Promise<number> {
         }
         process.stdout.write(
           `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}\n`,
+        );
+        return 0;
+      }
+      case "rotate-token": {
+        const id = agentId();
+        const result = await rotateToken(db, { agentId: id });
+        if (!result.ok) {
+          switch (result.error) {
+            case "not_found":
+              process.stderr.write(`agents: no agent ${id}\n`);
+              return 1;
+            case "token_replaced":
+              // Only a rotation that names the token it replaces (the agent's own) can find it gone.
+              throw new Error("an operator's rotation names no token");
+            case "revoked":
+              process.stderr.write(
+                `agents: ${id} is revoked; revocation is final, no token brings it back\n`,
+              );
+              return 1;
+          }
+        }
+        const { token, agentId: rotatedId, assignedWallet, capabilities, enabled } = result.value;
+        // Shown once, on stdout only, like a created identity's token; never logged.
+        process.stdout.write(
+          `${JSON.stringify({ token, agent_id: rotatedId, assigned_wallet: assignedWallet, capabilities })}\n`,
+        );
+        process.stderr.write(
+          `agents: ${id} has a new token; the old one fails from its next request on${enabled ? "" : " (the identity is disabled: the new token works once it is enabled)"}\n`,
         );
         return 0;
       }

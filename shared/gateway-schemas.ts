@@ -3,6 +3,7 @@
  * client library and the OpenAPI document are built from. Runtime-neutral: no `node:` imports.
  */
 import { z } from "zod";
+import { ACTION_KINDS, ACTION_STATUSES } from "./action-status.ts";
 import { CAPABILITIES, WEI_PER_UNIT } from "./constants.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
@@ -42,32 +43,13 @@ export const transferRequestSchema = z.strictObject({
 });
 export type TransferRequest = z.infer<typeof transferRequestSchema>;
 
-/**
- * `filler`: a zero-value transfer from the agent's wallet to itself that the service signed in place
- * of one of its stuck transactions (docs/api.md#faucet-and-transfer-actions-states); its fee is paid
- * by the wallet and counts against the daily limit.
- */
-export const ACTION_KINDS = ["faucet", "transfer", "x402", "filler"] as const;
-export const ACTION_STATUSES = [
-  "requested",
-  "signed",
-  "submitted",
-  "confirmed",
-  "failed",
-  "reverted",
-] as const;
-export type ActionStatus = (typeof ACTION_STATUSES)[number];
-/** Statuses after which an action never changes again. */
-export const TERMINAL_ACTION_STATUSES: readonly ActionStatus[] = ["confirmed", "failed", "reverted"];
-
-/**
- * Whether an action has reached its end. An x402 authorization ends once signed: it is never
- * submitted by us, the payee's facilitator settles it (docs/api.md, "Faucet and transfer actions: states").
- */
-export function isTerminalAction(action: { kind: string; status: ActionStatus }): boolean {
-  if (action.kind === "x402" && action.status === "signed") return true;
-  return TERMINAL_ACTION_STATUSES.includes(action.status);
-}
+export {
+  ACTION_KINDS,
+  ACTION_STATUSES,
+  type ActionStatus,
+  isTerminalAction,
+  TERMINAL_ACTION_STATUSES,
+} from "./action-status.ts";
 
 /** The action, as faucet, transfers and GET /actions/{id} answer it. */
 export const actionSchema = z.object({
@@ -304,6 +286,15 @@ export const errorBodySchema = z.object({
       limit: z.string().optional(),
       limit_units: z.string().optional(),
       remaining_units: z.string().optional(),
+      /**
+       * On insufficient_funds: what the transfer needs (amount plus the maximum fee, rounded up) and
+       * what the wallet has (less pending transfers, rounded down), in 6-decimal units; the exact
+       * figures in wei beside them.
+       */
+      needed_units: z.string().optional(),
+      available_units: z.string().optional(),
+      needed_wei: z.string().optional(),
+      available_wei: z.string().optional(),
     })
     .catchall(z.union([z.string(), z.number()])),
 });

@@ -1,6 +1,8 @@
+import { execFileSync } from "node:child_process";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { connectDatabase } from "../origin/db/client.ts";
@@ -22,6 +24,11 @@ declare module "vitest" {
  * (testing/database.ts), so files run in parallel without sharing rows.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The agent CLI's bin runs its bundle while it is current with the sources (cli/build.mjs):
+  // built here, so the CLI's tests run what an installed checkout runs, made from these sources.
+  execFileSync(process.execPath, [fileURLToPath(new URL("../cli/build.mjs", import.meta.url))], {
+    stdio: "inherit",
+  });
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   let tempDir: string | undefined;

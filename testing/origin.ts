@@ -9,6 +9,7 @@ import { type Clock, systemClock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import type { DatabaseHandle } from "../origin/db/client.ts";
+import type { GatewayLimiters } from "../origin/gateway/limits.ts";
 import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
@@ -45,6 +46,8 @@ export type StartTestOriginParams = {
   clock?: Clock;
   /** The capabilities whose workers run: the transaction tracker (`money`) by default. */
   workers?: readonly CapabilityName[];
+  /** The gateway's limiters (a test of a tier sets a small one); the standard tiers by default. */
+  limiters?: GatewayLimiters;
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -92,7 +95,10 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     backupStore: fileBackupStore,
     metrics,
   };
-  const composed = await composeOrigin(infrastructure, { tracker: params.tracker });
+  const composed = await composeOrigin(infrastructure, {
+    tracker: params.tracker,
+    limiters: params.limiters,
+  });
   if (!composed.ok)
     throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);
   const origin = composed.value;

@@ -19,6 +19,8 @@ export type RunToolOptions = {
   stdin?: string;
   /** The tool is killed after this long and the run reports code -1. */
   timeoutMs?: number;
+  /** Told of each piece of standard error as it arrives, for a test that watches a tool still running. */
+  onStderr?: (text: string) => void;
 };
 
 /** `code` is the exit code, or -1 when the tool did not exit by itself (a signal, the timeout). */
@@ -55,6 +57,7 @@ export function runTool(
   });
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr += chunk.toString();
+    options.onStderr?.(chunk.toString());
   });
   return new Promise((resolve, reject) => {
     child.once("error", reject);

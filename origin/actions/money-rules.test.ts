@@ -163,6 +163,30 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       remaining_units: "500",
     });
   });
+
+  // The cost of 100 units is 142 units (a 42e12 wei maximum fee). Mutation: rounding the
+  // available balance up (or the need down) fails the fractional rows; dropping needed_units and
+  // available_units fails every row.
+  it.each([
+    ["a balance a wei short of 142 units", units(142n) - 1n, 0n, "141"],
+    ["half a unit, less what is in flight", units(100n) + 500_000_000_000n, units(10n), "90"],
+    ["in flight above the balance: nothing available", units(50n), units(60n), "0"],
+  ])("insufficient_funds in units: %s", (_name, balanceWei, inFlightWei, availableUnits) => {
+    const operation = transferOperation(services(), {
+      actionId: "a",
+      agent: AGENT,
+      to: WALLET,
+      amount: 100n,
+    });
+    const refusal = operation.check(facts(100n, { sender: { minedNonce: 0n, balanceWei }, inFlightWei }));
+    expect(refusal?.fields).toEqual({
+      needed_units: "142",
+      available_units: availableUnits,
+      needed_wei: units(142n).toString(),
+      available_wei: (balanceWei - inFlightWei).toString(),
+    });
+    expect(refusal?.message).toContain(`needs 142 units and has ${availableUnits} available`);
+  });
 });
 
 describe("faucet rules: the cooldown, the daily limit, the treasury, the receiving wallet's gate", () => {

@@ -87,6 +87,9 @@ describe("transfers (real stack)", () => {
       ["to not an address", { idempotency_key: newKey(), to: "0x1234", amount: "1" }],
       ["to with a bad checksum", { idempotency_key: newKey(), to: badChecksum, amount: "1" }],
       ["to the operator pool", { idempotency_key: newKey(), to: DEV_OPERATOR_POOL_ADDRESS, amount: "1" }],
+      // Mutation: dropping the zero-address check in transfers.ts fails this (the empty wallet's
+      // transfer is claimed and refused 422 insufficient_funds, an action written).
+      ["to the zero address", { idempotency_key: newKey(), to: `0x${"0".repeat(40)}`, amount: "1" }],
       ["no idempotency key", { to, amount: "1" }],
       ["empty idempotency key", { idempotency_key: "", to, amount: "1" }],
       ["300-character idempotency key", { idempotency_key: "k".repeat(300), to, amount: "1" }],
@@ -237,10 +240,24 @@ describe("transfers (real stack)", () => {
       },
     });
     const asPoor = agentCalls(stack.origin.base, poor.token);
-    // 1000 units of balance cannot pay 1000 units plus a fee.
+    // 1000 units of balance cannot pay 1000 units plus a fee. The refusal's figures are in the
+    // units the request's amount is in (the need rounded up, as the limits count it), the exact
+    // wei beside them. Mutation: answering the wei figures alone (no needed_units and
+    // available_units) fails this.
     const broke = await asPoor.transfer({ idempotency_key: newKey(), to, amount: "1000" });
     expect(broke.status).toBe(422);
-    expect(broke.body).toMatchObject({ error: { code: "insufficient_funds" } });
+    const refusal = (broke.body as { error: Record<string, string> }).error;
+    expect(refusal).toMatchObject({
+      code: "insufficient_funds",
+      available_units: "1000",
+      available_wei: (1_000n * WEI_PER_UNIT).toString(),
+      needed_units: expect.stringMatching(/^[0-9]+$/),
+      needed_wei: expect.stringMatching(/^[0-9]+$/),
+    });
+    const neededWei = BigInt(refusal.needed_wei!);
+    expect(BigInt(refusal.needed_units!)).toBe((neededWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT);
+    expect(BigInt(refusal.needed_units!)).toBeGreaterThan(1_000n);
+    expect(refusal.message).toContain(`needs ${refusal.needed_units} units and has 1000 available`);
     expect(await balance(to)).toBe(0n);
   });
 

@@ -5,6 +5,7 @@
  * the same limits again under its sealed policy; these checks exist to give the clear error.
  */
 import type { Handler } from "hono";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
 import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
@@ -17,6 +18,8 @@ import type { MoneyOperation, Refusal } from "./operation.ts";
 import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 
+const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
+
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
   const { recipientAllowlist } = services.config.transfers;
   const allowlist = recipientAllowlist ? new Set<string>(recipientAllowlist) : null;
@@ -26,6 +29,14 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
     const to = body.to.toLowerCase();
     const amount = BigInt(body.amount);
     // Refusals that depend on nothing but the request: answered before anything is written.
+    // The zero address has no key: whatever is sent there is gone for good, and a zero `to` is far
+    // more often an unset variable than a wish to burn (docs/api.md, "Transfers").
+    if (to === ZERO_ADDRESS) {
+      throw new AppError(
+        "validation_failed",
+        "to must not be the zero address: nothing sent there can be spent",
+      );
+    }
     if (to === services.operatorPool) {
       throw new AppError("validation_failed", "to must not be the operator pool (the bridge operator)");
     }
@@ -94,17 +105,31 @@ export function transferOperation(
         );
       }
       const available = facts.sender.balanceWei - facts.inFlightWei;
-      if (available < facts.costWei) {
-        return {
-          code: "insufficient_funds",
-          message: "the wallet cannot pay the amount plus the maximum fee (pending transfers included)",
-          fields: { needed_wei: facts.costWei.toString(), available_wei: available.toString() },
-        };
-      }
+      if (available < facts.costWei) return insufficientFunds(facts.costWei, facts.costUnits, available);
       const gate = evaluateWalletGate(facts.gate, available - facts.costWei);
       return gate
         ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
         : null;
+    },
+  };
+}
+
+/**
+ * The wallet cannot pay: the figures in the units the request's `amount` uses (docs/api.md,
+ * "insufficient_funds"), what is needed rounded up as the limits count it and what is available
+ * rounded down, so a refusal never reads as "needs 5, has 5". The exact wei figures stay beside
+ * them: a balance that paid fees is rarely a whole number of units, and earlier clients read them.
+ */
+function insufficientFunds(neededWei: bigint, neededUnits: bigint, availableWei: bigint): Refusal {
+  const availableUnits = availableWei > 0n ? availableWei / WEI_PER_UNIT : 0n;
+  return {
+    code: "insufficient_funds",
+    message: `the wallet cannot pay the amount plus the maximum fee: it needs ${neededUnits} units and has ${availableUnits} available (pending transfers included)`,
+    fields: {
+      needed_units: neededUnits.toString(),
+      available_units: availableUnits.toString(),
+      needed_wei: neededWei.toString(),
+      available_wei: availableWei.toString(),
     },
   };
 }

@@ -13,6 +13,7 @@ import { route } from "../openapi/route.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
+import { rotateTokenHandler } from "./rotate-token.ts";
 import { rpcHandler } from "./rpc.ts";
 
 /**
@@ -75,6 +76,8 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
     rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals),
   );
   route(router, at, "getAction", requireCapability("read"), getActionHandler(deps.database.db));
+  // No capability: any valid token may replace itself (rotate-token.ts).
+  route(router, at, "rotateToken", rotateTokenHandler(deps.database.db));
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
   const writes = options.writes ?? {};

@@ -117,6 +117,9 @@ describe("slow request bodies (origin as its own process)", () => {
       "/agent/v1/faucet": auth(agent.token),
       "/agent/v1/transfers": auth(agent.token),
       "/agent/v1/x402/authorize": auth(agent.token),
+      // Mutation: a rotation made before its body is read fails this (the token is replaced by the
+      // first stalled request: the second answers 401, and the token no longer works).
+      "/agent/v1/token/rotate": auth(agent.token),
       "/agent/v1/register": {
         [HEADER_EDGE_SECRET]: EDGE_SECRET,
         [HEADER_REGISTRATION_IP]: "127.0.0.77",
@@ -146,6 +149,8 @@ describe("slow request bodies (origin as its own process)", () => {
     );
     for (const { what, request } of slow) expectTimedOut(await request.answer, sentAt, what);
     expect(await rows()).toBe(before);
+    // Nor was the token rotated: it still works.
+    expect((await chainId(agent.token)).status).toBe(200);
   });
 
   it("answers a client that trickles its headers 408 once the server's headers timeout has passed", async () => {

@@ -21,6 +21,7 @@ import {
   x402AuthorizeRequestSchema,
   x402AuthorizeResponseSchema,
 } from "../../shared/gateway-schemas.ts";
+import { tokenRotationRequestSchema, tokenRotationResponseSchema } from "../../shared/token-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
   EDGE_502,
@@ -69,7 +70,7 @@ const moneyResponses = (): Record<number, ResponseSpec> => ({
   ),
   413: PAYLOAD_TOO_LARGE,
   422: errorResponse(
-    "insufficient_funds (the amount plus the maximum fee exceeds the balance); on a repeat of the key, broadcast_refused (the chain refused the signed transaction) or reverted (mined and reverted, the fee paid)",
+    "insufficient_funds (the amount plus the maximum fee exceeds the balance less pending transfers: `needed_units` and `available_units`, in 6-decimal units, with `needed_wei` and `available_wei`); on a repeat of the key, broadcast_refused (the chain refused the signed transaction) or reverted (mined and reverted, the fee paid)",
   ),
   503: errorResponse(
     "agent_signer_unavailable, chain_unavailable, service_unavailable: nothing was signed, retry with the same idempotency_key (it runs the request again); agent_signer_protocol_unavailable",
@@ -152,6 +153,28 @@ export const OPERATIONS: readonly Operation[] = [
   },
   {
     method: "post",
+    path: "/agent/v1/token/rotate",
+    operationId: "rotateToken",
+    capability: "gateway",
+    summary:
+      "Replaces the caller's token with a new one, shown once (`Cache-Control: no-store`), for the same identity: wallet, capabilities, actions and limits stay. The old token fails from the next request on. Any capability; body `{}`.",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: { name: "TokenRotationRequest", schema: tokenRotationRequestSchema },
+    responses: {
+      200: {
+        description: "the new token, shown once; store it before anything else",
+        body: { name: "TokenRotation", schema: tokenRotationResponseSchema },
+      },
+      ...agentErrors(400),
+      401: errorResponse(
+        "agent_auth_failed: a bad or revoked token, a disabled identity, or a token another rotation replaced first",
+      ),
+      413: PAYLOAD_TOO_LARGE,
+    },
+  },
+  {
+    method: "post",
     path: "/agent/v1/faucet",
     operationId: "faucet",
     capability: "money",
@@ -166,7 +189,8 @@ export const OPERATIONS: readonly Operation[] = [
     path: "/agent/v1/transfers",
     operationId: "transfer",
     capability: "money",
-    summary: "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units.",
+    summary:
+      "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units. `to` may not be the zero address or the operator pool (400 validation_failed, nothing written).",
     tag: "agent",
     security: ["agentToken"],
     requestBody: { name: "TransferRequest", schema: transferRequestSchema },

@@ -143,6 +143,8 @@ const NOT_FUZZED: Record<string, string> = {
   consoleScript: "a static asset",
   consoleStyle: "a static asset",
   health: "private, no parameter, no body, no state; probed by health.int.test.ts",
+  rotateToken:
+    "a success replaces the token every other fuzzed route's requests carry; its body is exactly {} and its refusals are the gateway's; attacked by origin/gateway/token-rotation.int.test.ts",
 };
 
 function requestSchema(operation: Operation): z.ZodType | undefined {

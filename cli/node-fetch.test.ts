@@ -1,0 +1,75 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../testing/free-port.ts";
+import { nodeFetch } from "./node-fetch.ts";
+
+// The CLI's requests over node:http (node-fetch.ts), against a real server on loopback: what the
+// client reads of an answer, and redirects followed as fetch follows them.
+
+type Seen = { method: string; url: string; headers: IncomingMessage["headers"]; body: string };
+
+describe("nodeFetch", () => {
+  let server: Server;
+  let base: string;
+  const seen: Seen[] = [];
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      let body = "";
+      request.on("data", (chunk: Buffer) => {
+        body += chunk.toString();
+      });
+      request.on("end", () => {
+        seen.push({ method: request.method!, url: request.url!, headers: request.headers, body });
+        const to = /^\/redirect\/(\d+)$/.exec(request.url!);
+        if (to) {
+          response.writeHead(Number(to[1]), { location: "/landed" });
+          response.end();
+          return;
+        }
+        response.writeHead(request.url === "/missing" ? 404 : 200, {
+          "content-type": "application/json",
+          "retry-after": "7",
+        });
+        response.end(JSON.stringify({ method: request.method, body }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("sends the method, headers (a record or a Headers object) and body; answers status, ok, headers, text and json", async () => {
+    const answer = await nodeFetch(`${base}/x?q=1`, {
+      method: "POST",
+      headers: { Authorization: "Bearer t", "content-type": "application/json" },
+      body: '{"a":1}',
+    });
+    expect([answer.status, answer.ok, answer.headers.get("Retry-After")]).toEqual([200, true, "7"]);
+    expect(await answer.json()).toEqual({ method: "POST", body: '{"a":1}' });
+    expect(seen.at(-1)).toMatchObject({
+      url: "/x?q=1",
+      headers: { authorization: "Bearer t", "content-length": "7" },
+    });
+    const missing = await nodeFetch(new URL(`${base}/missing`), { headers: new Headers({ "X-One": "1" }) });
+    expect([missing.status, missing.ok, missing.headers.get("x-absent")]).toEqual([404, false, null]);
+    expect(await missing.text()).toBe('{"method":"GET","body":""}');
+    expect(seen.at(-1)?.headers["x-one"]).toBe("1");
+  });
+
+  // Mutation: returning the redirect itself (no following) fails this.
+  it("follows redirects as fetch does: 303 goes on as a GET without the body, 307 keeps the POST and its body", async () => {
+    const seeOther = await nodeFetch(`${base}/redirect/303`, { method: "POST", body: "paid" });
+    expect(await seeOther.json()).toEqual({ method: "GET", body: "" });
+    const temporary = await nodeFetch(`${base}/redirect/307`, { method: "POST", body: "paid" });
+    expect(await temporary.json()).toEqual({ method: "POST", body: "paid" });
+  });
+
+  it("rejects with a TypeError when nothing answers, as fetch does", async () => {
+    const port = await freePort();
+    await expect(nodeFetch(`http://127.0.0.1:${port}/`)).rejects.toBeInstanceOf(TypeError);
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * The answers of the gateway as the client returns them (docs/api.md), written out as plain types
+ * so that the client package's declarations need no schema library. The origin validates with the
+ * zod schemas of shared/gateway-schemas.ts; wire.test.ts fails the typecheck when the two differ.
+ */
+import type { ActionStatus } from "../shared/action-status.ts";
+import type { Capability } from "../shared/constants.ts";
+
+export type { ActionStatus, Capability };
+
+/**
+ * A faucet payout, a transfer, an x402 authorization or a filler the service signed from the
+ * wallet, as POST and GET /actions/{id} answer it.
+ */
+export type ActionView = {
+  action_id: string;
+  kind: "faucet" | "transfer" | "x402" | "filler";
+  status: ActionStatus;
+  tx_hash: string | null;
+  /** 6-decimal units. */
+  amount: string | null;
+  to: string | null;
+  /** What the mined transaction cost its sender in fees, in wei; null until mined. */
+  fee_wei: string | null;
+  /** Why a failed action failed (an error code of the gateway), else null. */
+  error_code: string | null;
+  /**
+   * While `submitted`: the node's words for its last broadcast, when that was not accepted. Still
+   * in flight: only the chain ends it.
+   */
+  last_broadcast_error: string | null;
+  /** Ended `failed` because a filler from the wallet took its nonce: that filler's action. */
+  replaced_by: string | null;
+  created_at: string;
+  updated_at: string;
+};
+
+/** GET {base}/agent/v1/network: the contract an agent adapts to. */
+export type NetworkResponse = {
+  api_version: "v1";
+  chain: {
+    chain_id: 77;
+    caip2: "eip155:77";
+    native_token: { symbol: "USDC"; decimals: 6 };
+    /** A decimal string; null while the chain does not answer. */
+    latest_block: string | null;
+  };
+  agent: { agent_id: string; assigned_wallet: string; capabilities: Capability[] };
+  rpc: {
+    allowed_methods: string[];
+    max_batch: number;
+    max_batch_bytes: number;
+    max_response_bytes: number;
+  };
+  limits: {
+    rpc_in_flight: { per_agent: number; per_node: number };
+    failed_auth_per_ip: { limit: number; window_seconds: number };
+    requests_per_agent: { limit: number; window_seconds: number };
+    transfer: { per_tx_units: string; daily_units: string; recipient_allowlist: string[] | null };
+    faucet: { payout_units: string; cooldown_ms: number; daily_units: string };
+    x402: { amount_units: string | null; pay_to: string | null; max_timeout_seconds: number };
+  };
+  features: { faucet: boolean; transfers: boolean; x402: boolean; registration: boolean };
+};
+
+/** GET {base}/agent/v1/balance: decimal strings, in 6-decimal units and in 18-decimal wei. */
+export type BalanceResponse = {
+  address: string;
+  balance: string;
+  decimals: 6;
+  symbol: "USDC";
+  balance_wei: string;
+  block_number: string;
+};
+
+/** POST {base}/agent/v1/register: 201, the token shown once. */
+export type RegisterResponse = {
+  token: string;
+  agent_id: string;
+  assigned_wallet: string;
+  capabilities: Capability[];
+  chain_id: 77;
+};
+
+/** POST {base}/agent/v1/token/rotate: the new token, shown once, for the same identity. */
+export type TokenRotation = {
+  token: string;
+  agent_id: string;
+  assigned_wallet: string;
+  capabilities: Capability[];
+};
