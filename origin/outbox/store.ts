@@ -206,21 +206,30 @@ function recordMinedStatement(name: string, from: SQL): PreparedStatement<"recei
           broadcast_attempts = broadcast_attempts + (case when t.status = 'signed' then 1 else 0 end)
       from locked l join receipts r on r.tx_id = l.tx_id where t.tx_id = l.tx_id
       returning t.tx_id, t.status, t.sender, t.nonce, t.purpose, t.tx_hash),
+    siblings as materialized (
+      -- The payment and the filler at each mined one's nonce, each found through its own index
+      -- (two probes a receipt, whatever else is in flight), but for the mined ones themselves.
+      select s.tx_id, m.tx_id as taken_by, m.purpose as taken_purpose, m.tx_hash as taken_hash from mined m
+      cross join lateral (
+        select p.tx_id from outgoing_transactions p where p.sender = m.sender and p.nonce = m.nonce
+          and p.status <> 'failed' and p.purpose <> 'filler'
+        union all
+        select f.tx_id from outgoing_transactions f where f.sender = m.sender and f.nonce = m.nonce
+          and f.status <> 'failed' and f.purpose = 'filler') s
+      where not (s.tx_id in (select tx_id from locked))),
+    -- Locked through their keys, still in flight, as the receipts rows are (see above).
+    siblings_locked as materialized (
+      select t.tx_id, s.taken_by, s.taken_purpose, s.taken_hash from siblings s
+      cross join lateral (select tx_id from outgoing_transactions t
+        where t.tx_id = s.tx_id and t.status in ('signed', 'submitted') for update) t),
     superseded as (
       update outgoing_transactions o
       set status = 'failed', updated_at = now(), broadcast_lease_until = null,
-          error = 'its nonce ' || o.nonce || ' went to ' || m.purpose || ' ' || m.tx_hash
+          error = 'its nonce ' || o.nonce || ' went to ' || s.taken_purpose || ' ' || s.taken_hash
             || coalesce(', mined instead (its last broadcast was answered: ' || o.error || ')', ', mined instead')
-      from mined m
-      where o.tx_id in (
-          -- The payment and the filler at each mined one's nonce, each found through its own index.
-          select p.tx_id from outgoing_transactions p where p.sender = m.sender and p.nonce = m.nonce
-            and p.status <> 'failed' and p.purpose <> 'filler'
-          union all
-          select f.tx_id from outgoing_transactions f where f.sender = m.sender and f.nonce = m.nonce
-            and f.status <> 'failed' and f.purpose = 'filler')
-        and o.status in ('signed', 'submitted') and not (o.tx_id in (select tx_id from locked))
-      returning o.tx_id, o.status, o.error, m.tx_id as taken_by),
+      from siblings_locked s
+      where o.tx_id = s.tx_id
+      returning o.tx_id, o.status, o.error, s.taken_by),
     moved as (
       select tx_id, status, null::text as error, null::uuid as taken_by from mined
       union all select tx_id, status, error, taken_by from superseded)${followersTail()}`,
