@@ -30,9 +30,13 @@
  * port or inherited socket and exits on a signal; a test listens on a free port.
  */
 import { err, ok, type Result } from "../shared/result.ts";
+import { abandonRequestedSweep } from "./actions/abandon.ts";
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
+import type { MoneyRuntime } from "./actions/money-runtime.ts";
+import { actionsFollower, agentWalletKeys, recordAgentFiller } from "./actions/outbox-follower.ts";
 import { createApp } from "./app.ts";
 import type { Capability, CapabilityName, StartupCheckName } from "./capability.ts";
+import { createFeeOracle } from "./chain/fees.ts";
 import { createConsoleModule } from "./console/capability.ts";
 import type { NodeLocal } from "./console/node-local.ts";
 import { createGatewayModule } from "./gateway/capability.ts";
@@ -43,14 +47,16 @@ import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
-import type { TxTrackerOptions } from "./outbox/index.ts";
+import { broadcastLeaseMs, createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
-import { prepareMoney } from "./startup/money-setup.ts";
+import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
 import type { Worker } from "./workers/loop.ts";
 import { createX402Module } from "./x402/capability.ts";
+import { settlementsFollower } from "./x402/outbox-follower.ts";
+import { buildX402Runtime, type X402Runtime } from "./x402/setup.ts";
 
 export type ComposeOptions = {
   /** Timings of the transaction tracker (tests shorten its grace periods). */
@@ -97,19 +103,16 @@ export async function composeOrigin(
 
   const keys = await checkKeysHeld(infra);
   if (!keys.ok) return err({ check: "keys", errors: keys.error });
-  // The start-up check of the money switches against the sealed policy, whatever the gateway
-  // switch; it builds the money runtime and the settler both money and x402 run on.
-  const prepared = await prepareMoney({
+  // The start-up check of the money switches against the sealed policy, whatever the gateway switch.
+  const checked = await checkMoney({
     config,
     signer: infra.signer,
     rpc: infra.rpc,
-    db: infra.database.db,
-    logger: infra.logger,
-    tracker: options.tracker,
     sealed: options.sealed,
   });
-  if (!prepared.ok) return err({ check: "money", errors: prepared.error });
-  const money = createMoneyModule(infra, prepared.value);
+  if (!checked.ok) return err({ check: "money", errors: checked.error });
+  const runtimes = buildMoney(infra, checked.value, options.tracker);
+  const money = createMoneyModule(infra, runtimes?.money);
 
   // Built before registration, which wakes its refill and waits on it (keypool/demand.ts); its
   // workers still start with the others.
@@ -118,7 +121,7 @@ export async function composeOrigin(
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
   // through to the 404 (SPEC "Configuration switches").
   if (config.gatewayEnabled) {
-    const x402 = createX402Module(infra, node.refusals, prepared.value.x402);
+    const x402 = createX402Module(infra, node.refusals, runtimes?.x402);
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
@@ -149,4 +152,65 @@ export async function composeOrigin(
       await Promise.all(workers.map((worker) => worker.stop()));
     },
   });
+}
+
+/**
+ * Signed transactions that may wait for the chain before signing waits too: two full batches
+ * (actions/execute.ts MAX_BATCH), so the chain always has the next block's worth queued while one
+ * is on its way, and an agent's answer never runs more than that far ahead of the chain.
+ */
+const MAX_WAITING_BROADCASTS = 128;
+
+/** Every domain's part of the outbox: the rows that follow its transactions, sweeps, keys, fillers. */
+export const OUTBOX_DOMAINS: OutboxDomains = {
+  followers: [actionsFollower, settlementsFollower],
+  sweeps: [abandonRequestedSweep],
+  senderKeys: [agentWalletKeys],
+  fillerRecorders: [recordAgentFiller],
+};
+
+/**
+ * The node's one outbox, and the money and x402 runtimes over it, from the sealed policy the
+ * start-up check matched; undefined with no money switch on.
+ */
+function buildMoney(
+  infra: Infrastructure,
+  checked: CheckedMoney,
+  tracker: TxTrackerOptions | undefined,
+): { money: MoneyRuntime; x402: X402Runtime | undefined } | undefined {
+  if (!checked) return undefined;
+  const { sealed, rpc } = checked;
+  const { config, logger } = infra;
+  const db = infra.database.db;
+  const policy = sealed.policy!;
+  const fees = createFeeOracle({ rpc, feeCeilingWei: policy.feeCeilingWei });
+  const { treasury, settler } = sealed;
+  // The service's own senders, whose stuck transactions the tracker replaces; agent wallets are looked up.
+  const serviceKeys = new Map<string, string>();
+  if (treasury) serviceKeys.set(treasury.faucetAddress.toLowerCase(), treasury.faucetKeyRef);
+  if (settler) serviceKeys.set(settler.settlerAddress.toLowerCase(), settler.settlerKeyRef);
+  const outbox = createOutbox(
+    {
+      db,
+      rpc,
+      logger,
+      signer: infra.signer,
+      fees,
+      serviceKeys,
+      leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
+      maxWaiting: MAX_WAITING_BROADCASTS,
+      tracker,
+    },
+    OUTBOX_DOMAINS,
+  );
+  const money: MoneyRuntime = {
+    fees,
+    operatorPool: policy.operatorPool.toLowerCase(),
+    treasury: treasury
+      ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }
+      : undefined,
+    outbox,
+  };
+  const x402 = buildX402Runtime({ config, sealed, money, db, rpc, signer: infra.signer, logger });
+  return { money, x402 };
 }

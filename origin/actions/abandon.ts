@@ -2,11 +2,11 @@
  * The agent actions nobody finished: a `requested` action (nothing signed: the signer or the chain
  * could not be reached, or the request stopped) waits for a retry under its idempotency key, and
  * ends `failed` (`abandoned`) once it has waited this long untouched. The transaction tracker runs
- * the sweep on each of its sweeps (outbox/tracker-hooks.ts).
+ * the sweep on each of its sweeps (outbox/tracker-hooks.ts), handed it by the composition root.
  */
 import { sql } from "drizzle-orm";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
-import { registerTrackerSweep } from "../outbox/index.ts";
+import type { TrackerSweep } from "../outbox/index.ts";
 
 /**
  * How long a `requested` action waits for a retry under its idempotency key before it ends
@@ -28,7 +28,7 @@ const abandonStatement = preparedStatement<"abandonAfter">(
       returning action_id`,
 );
 
-registerTrackerSweep({
+export const abandonRequestedSweep: TrackerSweep = {
   name: "abandon_requested_actions",
   async run(db, options) {
     const rows = await runPrepared<{ action_id: string }, "abandonAfter">(db, abandonStatement, {
@@ -36,4 +36,4 @@ registerTrackerSweep({
     });
     return rows.length;
   },
-});
+};

@@ -3,7 +3,6 @@ import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import type { TxTracker } from "../outbox/index.ts";
-import { broadcastLeaseMs } from "../outbox/index.ts";
 import { createMoneyExecutor, type ExecutorDeps } from "./execute.ts";
 import { faucetHandler } from "./faucet.ts";
 import type { MoneyRuntime } from "./money-runtime.ts";
@@ -25,16 +24,13 @@ export type MoneyModule = {
 export type MoneyWrites = { faucet?: Handler<AppEnv>; transfers?: Handler<AppEnv> };
 
 /**
- * The faucet and transfers, over the money runtime the start-up check built
- * (startup/money-setup.ts; x402 settles through the same runtime). Its worker is the transaction
- * tracker; at shutdown the transfers answered `signed` leave for the chain before the clients
- * close (the next start's tracker would send them anyway, after their leases ran out).
+ * The faucet and transfers, over the money runtime the composition root built (compose.ts; x402
+ * settles through the same outbox). Its worker is the outbox's transaction tracker; at shutdown
+ * the transfers answered `signed` leave for the chain before the clients close (the next start's
+ * tracker would send them anyway, after their leases ran out).
  */
-export function createMoneyModule(
-  infra: Infrastructure,
-  prepared: { money: MoneyRuntime | undefined; tracker: TxTracker | undefined },
-): MoneyModule {
-  const { money, tracker } = prepared;
+export function createMoneyModule(infra: Infrastructure, money: MoneyRuntime | undefined): MoneyModule {
+  const tracker = money?.outbox.tracker;
   return {
     capability: capability("money", {
       workers: () => {
@@ -43,7 +39,7 @@ export function createMoneyModule(
         return [tracker];
       },
       stop: async () => {
-        await money?.broadcasts.idle();
+        await money?.outbox.idle();
       },
     }),
     runtime: money,
@@ -62,8 +58,7 @@ function moneyHandlers(infra: Infrastructure, money: MoneyRuntime | undefined): 
     fees: money.fees,
     clock: infra.clock,
     logger: infra.logger,
-    broadcasts: money.broadcasts,
-    leaseMs: broadcastLeaseMs(infra.config.chain.timeoutMs),
+    outbox: money.outbox,
   };
   const services: MoneyServices = {
     ...executorDeps,

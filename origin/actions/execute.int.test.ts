@@ -6,7 +6,6 @@ import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
-import { broadcastLeaseMs } from "../outbox/index.ts";
 import { createMoneyExecutor } from "./execute.ts";
 import { faucetOperation } from "./faucet.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.ts";
@@ -29,8 +28,7 @@ describe("money executor batches (real stack)", () => {
       fees: deps.money!.fees,
       clock: deps.clock,
       logger: deps.logger,
-      leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
-      broadcasts: deps.money!.broadcasts,
+      outbox: deps.money!.outbox,
     });
   });
 
@@ -312,8 +310,7 @@ describe("money executor batches (real stack)", () => {
         fees: deps.money!.fees,
         clock: { now: () => new Date(Date.now() + offsetMs) },
         logger: deps.logger,
-        leaseMs: broadcastLeaseMs(deps.config.chain.timeoutMs),
-        broadcasts: deps.money!.broadcasts,
+        outbox: deps.money!.outbox,
       });
     };
     const payout = async (agent: StackAgent, at: MoneyExecutor = executor, offsetMs = 0) => {

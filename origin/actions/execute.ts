@@ -35,13 +35,7 @@ import type { Clock } from "../clock.ts";
 import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import {
-  type BroadcastLane,
-  type OutboxSigningStep,
-  runOutboxBatch,
-  type SenderView,
-  type StoredIntent,
-} from "../outbox/index.ts";
+import type { Outbox, OutboxSigningStep, SenderView, StoredIntent } from "../outbox/index.ts";
 import { CLIENT_FAILURE } from "../signer/failure-class.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import { ABANDON_REQUESTED_AFTER_MS } from "./abandon.ts";
@@ -56,8 +50,6 @@ import {
   readFacts,
 } from "./batch-store.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
-// Actions follow their transactions' states (outbox/followers.ts).
-import "./outbox-follower.ts";
 
 export type ExecutorDeps = {
   db: Db;
@@ -65,10 +57,8 @@ export type ExecutorDeps = {
   fees: FeeOracle;
   clock: Clock;
   logger: Logger;
-  /** Where what a batch signed goes to be broadcast, in order, once it is stored. */
-  broadcasts: BroadcastLane;
-  /** How long a broadcast lease lasts (outbox/store.ts broadcastLeaseMs). */
-  leaseMs: number;
+  /** The node's outbox: its batches store what was signed and send it, in order, once committed. */
+  outbox: Pick<Outbox, "batch" | "room">;
 };
 
 /** At most this many operations share a batch. */
@@ -95,7 +85,7 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
   const run = createBatcher<Queued, ExecuteOutcome>(
     async (queued) => {
       // A chain slower than signing holds the next batch here, before anything is signed.
-      await deps.broadcasts.room();
+      await deps.outbox.room();
       return signBatch(deps, queued);
     },
     { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
@@ -172,10 +162,8 @@ async function signBatch(deps: ExecutorDeps, queued: Queued[]): Promise<ExecuteO
   // before the locks, however long before, can only err towards refusing).
   const reads = Promise.all([deps.fees.quote(NATIVE_TRANSFER_GAS), readChain(deps.rpc, queued)]);
   const signing: Signing = { outcomes: new Array(operations.length), refused: [], unavailable: [] };
-  const batchDeps = { db: deps.db, lane: deps.broadcasts, leaseMs: deps.leaseMs };
   type Batched = { down: Refusal } | { stored: StoredIntent<number>[] };
-  const batched = await runOutboxBatch(
-    batchDeps,
+  const batched = await deps.outbox.batch(
     moneyBatchStatements,
     async (batch: MoneyBatch): Promise<Batched> => {
       const locks = lockBatch(batch, operations);

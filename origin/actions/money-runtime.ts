@@ -1,9 +1,9 @@
 import type { FeeOracle } from "../chain/fees.ts";
-import type { BroadcastLane } from "../outbox/index.ts";
+import type { Outbox } from "../outbox/index.ts";
 
 /**
- * What the money routes need beyond the infrastructure, built once the origin has checked its
- * configuration against the enclave's sealed policy.
+ * What the money routes need beyond the infrastructure, built by the composition root (compose.ts)
+ * once the start-up check has matched the configuration to the enclave's sealed policy.
  */
 export type MoneyRuntime = {
   fees: FeeOracle;
@@ -11,11 +11,9 @@ export type MoneyRuntime = {
   operatorPool: string;
   /** The faucet treasury the enclave signs payouts with; absent without a configured treasury. */
   treasury: { address: string; keyRef: string } | undefined;
-  /** Called once a transaction is in flight (wakes the transaction tracker). */
-  onInFlight: () => void;
   /**
-   * The node's one lane for the faucet's and transfers' broadcasts (outbox/lane.ts):
-   * each batch's transactions after the last's, in order. Drained at shutdown.
+   * The node's one outbox (outbox/outbox.ts), shared with x402: batches, the broadcast lane (each
+   * batch's transactions after the last's, in order; drained at shutdown) and the tracker.
    */
-  broadcasts: BroadcastLane;
+  outbox: Outbox;
 };

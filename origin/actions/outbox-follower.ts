@@ -1,18 +1,19 @@
 /**
  * An agent action's state is its transaction's from `signed` on (SPEC "States and transitions /
- * Agent action"): the outbox moves both in one statement (outbox/followers.ts). While in flight
- * (`submitted`) the action carries the words of its last broadcast that was not accepted; once
- * another transaction took its nonce it ends `failed` with `broadcast_refused` and what happened.
+ * Agent action"): the outbox moves both in one statement (outbox/followers.ts), with this
+ * follower, which the composition root hands it. While in flight (`submitted`) the action
+ * carries the words of its last broadcast that was not accepted; once another transaction took its
+ * nonce it ends `failed` with `broadcast_refused` and what happened.
  * It also tells the outbox which key signs for an agent wallet, and shows the agent a filler its
- * wallet pays for (outbox/tracker-hooks.ts).
+ * wallet pays for (outbox/tracker-hooks.ts), handed to the outbox the same way.
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { pgArrayLiteral, queryRows } from "../db/client.ts";
-import { followOutgoing, registerFillerRecorder, registerSenderKeys } from "../outbox/index.ts";
+import type { FillerRecorder, SenderKeyResolver, TxFollower } from "../outbox/index.ts";
 import { requestHash } from "./repository.ts";
 
-followOutgoing({
+export const actionsFollower: TxFollower = {
   name: "actions",
   // Found through the moved transactions' keys, whatever the plan the statement was prepared with
   // (a join alone could scan every action; outbox/store.ts recordMinedStatement).
@@ -25,22 +26,22 @@ followOutgoing({
           (select f.action_id from agent_actions f where f.tx_id = m.taken_by and f.kind = 'filler') end
     from moved m where a.tx_id = m.tx_id and a.tx_id = any(array(select tx_id from moved))
       and a.status in ('signed', 'submitted')`,
-});
+};
 
 // An agent wallet's key is the one its identity row names: the gap filler signs its fillers with it.
-registerSenderKeys(async (db, addresses) => {
+export const agentWalletKeys: SenderKeyResolver = async (db, addresses) => {
   const rows = await queryRows<{ wallet: string; key_ref: string }>(
     db,
     sql`select assigned_wallet as wallet, agent_transfer_key_ref as key_ref from agent_identities
         where assigned_wallet = any(${pgArrayLiteral([...addresses])}::text[])`,
   );
   return new Map(rows.map((row) => [row.wallet, row.key_ref]));
-});
+};
 
 // A filler from an agent's wallet is the agent's too: an action of kind `filler` (amount 0, to the
 // wallet itself) following the filler's transaction, and its most possible fee counted against the
 // agent's daily transfer limit, as the enclave counts it (docs/api.md#faucet-and-transfer-actions-states).
-registerFillerRecorder(async (tx, filler) => {
+export const recordAgentFiller: FillerRecorder = async (tx, filler) => {
   const costUnits = (filler.maxCostWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT;
   const nonce = filler.nonce.toString();
   await tx.execute(sql`
@@ -57,4 +58,4 @@ registerFillerRecorder(async (tx, filler) => {
     insert into transfer_daily_spend as d (agent_id, day, spent_units)
     select agent_id, (now() at time zone 'utc')::date, ${costUnits.toString()} from action
     on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`);
-});
+};

@@ -14,7 +14,7 @@ import { sql } from "drizzle-orm";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { minedNonces } from "./chain-reads.ts";
-import { failInFlight } from "./store.ts";
+import type { OutboxStore } from "./store.ts";
 
 /** An in-flight transaction without a receipt in the latest read. */
 export type Unmined = { txId: string; sender: string; nonce: bigint };
@@ -25,7 +25,7 @@ export type Unmined = { txId: string; sender: string; nonce: bigint };
  * those marked for `decideAfterMs`. Returns how many it ended; nothing when the chain did not answer.
  */
 export async function decidePassed(
-  deps: { db: Db; rpc: JsonRpcUpstream },
+  deps: { db: Db; rpc: JsonRpcUpstream; store: OutboxStore },
   unmined: readonly Unmined[],
   decideAfterMs: number,
 ): Promise<number> {
@@ -54,7 +54,7 @@ export async function decidePassed(
         where s.passed and t.status in ('signed', 'submitted')
           and t.nonce_passed_at < now() - make_interval(secs => ${decideAfterMs / 1000})`,
   );
-  await failInFlight(
+  await deps.store.failInFlight(
     deps.db,
     due.map((row) => ({
       txId: row.tx_id,

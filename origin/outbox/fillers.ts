@@ -24,10 +24,14 @@ import type { SignerClient } from "../signer/types.ts";
 import { minedNonces } from "./chain-reads.ts";
 import type { BroadcastLease } from "./intent.ts";
 import { broadcastLeased } from "./sender.ts";
-import { recordFiller, resolveSenderKeys } from "./tracker-hooks.ts";
+import type { OutboxStore } from "./store.ts";
+import { recordFiller, resolveSenderKeys, type TrackerHooks } from "./tracker-hooks.ts";
 
 export type FillerDeps = {
   db: Db;
+  store: OutboxStore;
+  /** The domains' key lookups and rows for a filler. */
+  hooks: TrackerHooks;
   rpc: JsonRpcUpstream;
   logger: Logger;
   signer: Pick<SignerClient, "signFiller">;
@@ -84,7 +88,7 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
     }
     const lease = await signFiller(deps, tx, keyRef);
     if (!lease) continue;
-    const outcome = await broadcastLeased(deps.db, deps.rpc, lease);
+    const outcome = await broadcastLeased(deps, lease);
     deps.logger.info(
       { sender: tx.sender, nonce: tx.nonce.toString(), replaced: tx.txId, outcome: outcome.kind },
       "stuck transaction replaced by a filler",
@@ -123,7 +127,7 @@ async function keyRefs(deps: FillerDeps, stuck: Stuck[]): Promise<Map<string, st
     else agents.push(sender);
   }
   if (agents.length === 0) return keys;
-  for (const [address, keyRef] of await resolveSenderKeys(deps.db, [...new Set(agents)]))
+  for (const [address, keyRef] of await resolveSenderKeys(deps.hooks, deps.db, [...new Set(agents)]))
     keys.set(address, keyRef);
   return keys;
 }
@@ -187,7 +191,7 @@ async function signFiller(
           returning tx_id`,
     );
     const lease: BroadcastLease = { txId: row!.tx_id, rawTx: rawTransaction, txHash, status: "signed" };
-    await recordFiller(tx, {
+    await recordFiller(deps.hooks, tx, {
       sender: stuck.sender,
       nonce: stuck.nonce,
       txId: lease.txId,

@@ -1,13 +1,9 @@
 /**
  * The domain rows whose state follows an outgoing transaction's from `signed` on: an agent
- * action, an x402 settlement. Each domain registers its follower when its module loads
- * (actions/outbox-follower.ts, x402/outbox-follower.ts); the outbox writes every follower's rows
- * in the statement that moves the transactions, so a reader never sees the two differ, and the
- * outbox itself names no domain table.
- *
- * The statements are built on their first use, after every module has loaded, and their text is
- * then fixed (db/prepared.ts): a follower registered later would be left out, so registering one
- * then is a wiring mistake, refused at once.
+ * action, an x402 settlement. Each domain defines its follower (actions/outbox-follower.ts,
+ * x402/outbox-follower.ts) and the composition root hands them to the outbox it builds
+ * (outbox.ts); the outbox writes every follower's rows in the statement that moves the
+ * transactions, so a reader never sees the two differ, and the outbox itself names no domain table.
  */
 import { type SQL, sql } from "drizzle-orm";
 
@@ -25,23 +21,11 @@ export type TxFollower = {
   moved: SQL;
 };
 
-const followers: TxFollower[] = [];
-let built = false;
-
-/** Registers a domain's follower; call it when the domain's module loads. */
-export function followOutgoing(follower: TxFollower): void {
-  if (built) {
-    throw new Error(`outbox follower "${follower.name}" registered after the outbox's statements were built`);
-  }
-  followers.push(follower);
-}
-
 /**
  * The tail of a statement whose CTE `moved` holds the transactions it moved: every follower's
- * update (the last one as the statement itself), or a bare select when none is registered.
+ * update (the last one as the statement itself), or a bare select when there is none.
  */
-export function followersTail(): SQL {
-  built = true;
+export function followersTail(followers: readonly TxFollower[]): SQL {
   if (followers.length === 0) return sql`select 1 from moved`;
   const ctes = followers
     .slice(0, -1)

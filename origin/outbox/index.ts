@@ -67,44 +67,20 @@
 export {
   defineOutboxBatch,
   type OutboxBatch,
-  type OutboxBatchDeps,
   type OutboxBatchStatements,
   type OutboxSigningStep,
-  runOutboxBatch,
   type StoredIntent,
 } from "./batch.ts";
-export { followOutgoing, type TxFollower } from "./followers.ts";
-export type {
-  BroadcastLease,
-  BroadcastOutcome,
-  MinedTransaction,
-  ReceiptOutcome,
-  SenderView,
-  TxPurpose,
-  TxStatus,
-} from "./intent.ts";
-export { type BroadcastLane, type BroadcastLaneDeps, createBroadcastLane, type LaneOutcome } from "./lane.ts";
+export type { TxFollower } from "./followers.ts";
+export type { BroadcastLease, ReceiptOutcome, SenderView, TxPurpose } from "./intent.ts";
 export {
-  bookkeep,
-  readReceipts,
-  recordSentBatch,
-  type SentBatchDeps,
-  waitForReceipt,
-} from "./receipts.ts";
-export { sendRawBatch } from "./sender.ts";
-export { type SigningStep, signInNonceOrder } from "./signing.ts";
-export { broadcastLeaseMs, recordMined } from "./store.ts";
-export {
-  createTxTracker,
-  type TxTracker,
-  type TxTrackerOptions,
-} from "./tracker.ts";
-export {
-  type FillerRecorder,
-  registerFillerRecorder,
-  registerSenderKeys,
-  registerTrackerSweep,
-  type SenderKeyResolver,
-  type StoredFiller,
-  type TrackerSweep,
-} from "./tracker-hooks.ts";
+  createOutbox,
+  type Outbox,
+  type OutboxDeps,
+  type OutboxDomains,
+  type SentTransaction,
+} from "./outbox.ts";
+export { readReceipts } from "./receipts.ts";
+export { broadcastLeaseMs } from "./store.ts";
+export type { TxTracker, TxTrackerOptions } from "./tracker.ts";
+export type { FillerRecorder, SenderKeyResolver, StoredFiller, TrackerSweep } from "./tracker-hooks.ts";

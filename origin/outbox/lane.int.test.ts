@@ -11,7 +11,7 @@ import { queryRows } from "../db/client.ts";
 import { createLogger } from "../logger.ts";
 import type { BroadcastLease } from "./intent.ts";
 import { type BroadcastLane, createBroadcastLane } from "./lane.ts";
-import { failInFlight, recordBroadcasts } from "./store.ts";
+import { createOutboxStore } from "./store.ts";
 
 // The lane against a real devnet and a real database: stored transactions (signed here by a test
 // account, as the enclave would sign an agent's) go out in order, what queues while a broadcast is
@@ -30,11 +30,14 @@ describe("broadcast lane (real devnet and Postgres)", () => {
     async (upstream) => upstream.close(),
   );
   const chain = () => publicClientFor(devnet.url);
+  // No domain rows follow these transactions.
+  const store = createOutboxStore([]);
 
   const laneWith = (options: { maxWaiting: number; rpc?: JsonRpcUpstream; onInFlight?: () => void }) =>
     createBroadcastLane({
       db: database.handle.db,
       rpc: options.rpc ?? rpc,
+      store,
       logger: createLogger("silent"),
       onInFlight: options.onInFlight,
       context: "test lane",
@@ -162,10 +165,10 @@ describe("broadcast lane (real devnet and Postgres)", () => {
     expect((await sent!.receipt)?.status).toBe("confirmed");
     await lane.idle();
     expect(await statuses(leases)).toEqual(["confirmed"]);
-    await recordBroadcasts(database.handle.db, leases, [
+    await store.recordBroadcasts(database.handle.db, leases, [
       { kind: "unknown", reason: "nonce too low: next nonce 1, tx nonce 0" },
     ]);
-    await failInFlight(database.handle.db, [{ txId: leases[0]!.txId, error: "a late decision" }]);
+    await store.failInFlight(database.handle.db, [{ txId: leases[0]!.txId, error: "a late decision" }]);
     expect(await statuses(leases)).toEqual(["confirmed"]);
   });
 });

@@ -15,7 +15,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, ReceiptOutcome } from "./intent.ts";
-import { recordBroadcasts, recordMined } from "./store.ts";
+import type { OutboxStore } from "./store.ts";
 
 /** The outcome in an eth_getTransactionReceipt result, or undefined while it is not mined. */
 export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
@@ -56,6 +56,8 @@ export async function readReceipts(
 
 export type SentBatchDeps = {
   db: Db;
+  /** Where the broadcasts' answers and the receipts are recorded. */
+  store: OutboxStore;
   rpc: JsonRpcUpstream;
   logger: Logger;
   /** Called when something is left in flight, so the tracker looks for it soon. */
@@ -87,9 +89,11 @@ export async function recordSentBatch(
     else unmined.push(n);
   }
   await Promise.all([
-    bookkeep(deps, "recording the receipts", () => recordMined(deps.db, mined, { broadcast: true })),
+    bookkeep(deps, "recording the receipts", () =>
+      deps.store.recordMined(deps.db, mined, { broadcast: true }),
+    ),
     bookkeep(deps, "recording the broadcast", () =>
-      recordBroadcasts(
+      deps.store.recordBroadcasts(
         deps.db,
         unmined.map((n) => leases[n]!),
         unmined.map((n) => sent[n]!),

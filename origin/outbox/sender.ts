@@ -9,7 +9,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import { classifyBroadcastAnswer } from "./broadcast-answers.ts";
 import type { BroadcastLease, BroadcastOutcome } from "./intent.ts";
-import { claimBroadcast, recordBroadcasts } from "./store.ts";
+import { claimBroadcast, type OutboxStore } from "./store.ts";
 
 /**
  * Sends many transactions in one JSON-RPC batch and reads each answer (broadcast-answers.ts); a
@@ -48,23 +48,21 @@ export async function sendRaw(rpc: JsonRpcUpstream, rawTx: string): Promise<Broa
  * Sends the leased bytes, with no database lock held while the chain answers, then records how
  * they were answered and ends the lease (store.ts recordBroadcasts).
  */
-export async function broadcastLeased(
-  db: Db,
-  rpc: JsonRpcUpstream,
-  lease: BroadcastLease,
-): Promise<BroadcastOutcome> {
-  const outcome = await sendRaw(rpc, lease.rawTx);
-  await recordBroadcasts(db, [lease], [outcome]);
+export async function broadcastLeased(deps: BroadcastDeps, lease: BroadcastLease): Promise<BroadcastOutcome> {
+  const outcome = await sendRaw(deps.rpc, lease.rawTx);
+  await deps.store.recordBroadcasts(deps.db, [lease], [outcome]);
   return outcome;
 }
 
+/** What a broadcast of a stored transaction needs: the chain, and where its answer is recorded. */
+export type BroadcastDeps = { db: Db; rpc: JsonRpcUpstream; store: OutboxStore };
+
 /** Claims and broadcasts one stored transaction; undefined if another broadcast holds it. */
 export async function broadcastStored(
-  db: Db,
-  rpc: JsonRpcUpstream,
+  deps: BroadcastDeps,
   txId: string,
   options: { leaseMs: number },
 ): Promise<BroadcastOutcome | undefined> {
-  const lease = await claimBroadcast(db, txId, options);
-  return lease ? broadcastLeased(db, rpc, lease) : undefined;
+  const lease = await claimBroadcast(deps.db, txId, options);
+  return lease ? broadcastLeased(deps, lease) : undefined;
 }

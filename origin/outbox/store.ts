@@ -12,7 +12,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
 import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
-import { followersTail } from "./followers.ts";
+import { followersTail, type TxFollower } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
 /**
@@ -72,9 +72,9 @@ type InFlightMove = {
  * recordMined locks them, so the two never wait on each other in a cycle; a row that has ended
  * meanwhile is left as it is.
  */
-function moveInFlightStatement(): PreparedStatement<"moves"> {
+function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatement<"moves"> {
   return preparedStatement<"moves">(
-    "outgoing_move_in_flight",
+    statementName("outgoing_move_in_flight", followers),
     sql`
     with ${NO_FLUSH_WAIT},
     moves as materialized (
@@ -92,89 +92,106 @@ function moveInFlightStatement(): PreparedStatement<"moves"> {
           broadcast_attempts = broadcast_attempts + (case when m.outcome is null then 0 else 1 end),
           nonce_passed_at = case when m.status = 'failed' then t.nonce_passed_at else null end
       from locked l join moves m on m.tx_id = l.tx_id where t.tx_id = l.tx_id
-      returning t.tx_id, t.status, t.error, null::uuid as taken_by)${followersTail()}`,
-  );
-}
-
-async function moveInFlight(db: Db, moves: InFlightMove[]): Promise<void> {
-  if (moves.length === 0) return;
-  const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
-  recordStatements ??= buildRecordStatements();
-  await runPrepared(db, recordStatements.moveInFlight, { moves: JSON.stringify(sorted) });
-}
-
-/**
- * Records how nodes answered broadcasts, ending their leases: each becomes (or stays) `submitted`,
- * with the answer's class and words (null words for an accepted one). Whatever the answer, the
- * transaction stays in flight: a refusal proves only that the node that answered did not take the
- * bytes, and an unknown answer not even that.
- */
-export async function recordBroadcasts(
-  db: Db,
-  leases: readonly BroadcastLease[],
-  outcomes: readonly BroadcastOutcome[],
-): Promise<void> {
-  await moveInFlight(
-    db,
-    leases.map((lease, n) => {
-      const outcome = outcomes[n]!;
-      return {
-        tx_id: lease.txId,
-        status: "submitted",
-        outcome: outcome.kind,
-        error: outcome.kind === "accepted" ? null : outcome.reason,
-      };
-    }),
+      returning t.tx_id, t.status, t.error, null::uuid as taken_by)${followersTail(followers)}`,
   );
 }
 
 /**
- * Ends transactions `failed`, with why: for decide.ts, once the chain has mined another
- * transaction at their nonce and none of the service's there.
+ * What the outbox writes as the chain moves its transactions, with the domain rows that follow them
+ * (followers.ts) in the same statements. Built once per outbox (outbox.ts), from the followers its
+ * composition hands it.
  */
-export async function failInFlight(
-  db: Db,
-  failures: readonly { txId: string; error: string }[],
-): Promise<void> {
-  await moveInFlight(
-    db,
-    failures.map((failure) => ({
-      tx_id: failure.txId,
-      status: "failed",
-      outcome: null,
-      error: failure.error,
-    })),
-  );
+export type OutboxStore = {
+  /**
+   * Records how nodes answered broadcasts, ending their leases: each becomes (or stays)
+   * `submitted`, with the answer's class and words (null words for an accepted one). Whatever the
+   * answer, the transaction stays in flight: a refusal proves only that the node that answered did
+   * not take the bytes, and an unknown answer not even that.
+   */
+  recordBroadcasts(
+    db: Db,
+    leases: readonly BroadcastLease[],
+    outcomes: readonly BroadcastOutcome[],
+  ): Promise<void>;
+  /**
+   * Ends transactions `failed`, with why: for decide.ts, once the chain has mined another
+   * transaction at their nonce and none of the service's there.
+   */
+  failInFlight(db: Db, failures: readonly { txId: string; error: string }[]): Promise<void>;
+  /**
+   * Records receipts in bulk: transactions and the domain rows that follow them, one statement for
+   * all. In the same statement, every other transaction of the service at a mined one's (sender,
+   * nonce) ends `failed`, naming the one mined there: the chain has decided that nonce, so none of
+   * them can be mined any more (docs/architecture.md#who-decides-a-transactions-end).
+   * `broadcast`: the caller holds these transactions' broadcast leases and has just sent them, so a
+   * transaction still `signed` moves straight to its receipt's state, its broadcast counted.
+   */
+  recordMined(db: Db, mined: readonly MinedTransaction[], options?: { broadcast?: boolean }): Promise<void>;
+};
+
+export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore {
+  const statements = {
+    minedFromSigned: recordMinedStatement(
+      "outgoing_record_mined_broadcast",
+      sql`('signed', 'submitted')`,
+      followers,
+    ),
+    minedFromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`, followers),
+    moveInFlight: moveInFlightStatement(followers),
+  };
+  const moveInFlight = async (db: Db, moves: InFlightMove[]): Promise<void> => {
+    if (moves.length === 0) return;
+    const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
+    await runPrepared(db, statements.moveInFlight, { moves: JSON.stringify(sorted) });
+  };
+  return {
+    recordBroadcasts: (db, leases, outcomes) =>
+      moveInFlight(
+        db,
+        leases.map((lease, n) => {
+          const outcome = outcomes[n]!;
+          return {
+            tx_id: lease.txId,
+            status: "submitted",
+            outcome: outcome.kind,
+            error: outcome.kind === "accepted" ? null : outcome.reason,
+          };
+        }),
+      ),
+    failInFlight: (db, failures) =>
+      moveInFlight(
+        db,
+        failures.map((failure) => ({
+          tx_id: failure.txId,
+          status: "failed",
+          outcome: null,
+          error: failure.error,
+        })),
+      ),
+    async recordMined(db, mined, options = {}) {
+      if (mined.length === 0) return;
+      // In tx_id order: the statement locks them in the order given.
+      const receipts = [...mined]
+        .sort((a, b) => (a.txId < b.txId ? -1 : 1))
+        .map((item) => ({
+          tx_id: item.txId,
+          status: item.status,
+          fee_wei: item.feeWei.toString(),
+          block_number: item.blockNumber.toString(),
+        }));
+      const statement = options.broadcast ? statements.minedFromSigned : statements.minedFromSubmitted;
+      await runPrepared(db, statement, { receipts: JSON.stringify(receipts) });
+    },
+  };
 }
 
 /**
- * Records receipts in bulk: transactions and the domain rows that follow them (followers.ts), one
- * statement for all. In the same statement, every other transaction of the service at a mined one's
- * (sender, nonce) ends `failed`, naming the one mined there: the chain has decided that nonce, so
- * none of them can be mined any more (docs/architecture.md#who-decides-a-transactions-end).
- * `broadcast`: the caller holds these transactions' broadcast leases and has just sent them, so a
- * transaction still `signed` moves straight to its receipt's state, its broadcast counted.
+ * A statement's name for one set of followers: its text carries their updates, and a connection
+ * holds one text per name, so two outboxes of one process with other followers (tests compose
+ * origins with and without some) never share a name.
  */
-export async function recordMined(
-  db: Db,
-  mined: MinedTransaction[],
-  options: { broadcast?: boolean } = {},
-): Promise<void> {
-  if (mined.length === 0) return;
-  // In tx_id order: the statement locks them in the order given.
-  const receipts = [...mined]
-    .sort((a, b) => (a.txId < b.txId ? -1 : 1))
-    .map((item) => ({
-      tx_id: item.txId,
-      status: item.status,
-      fee_wei: item.feeWei.toString(),
-      block_number: item.blockNumber.toString(),
-    }));
-  recordStatements ??= buildRecordStatements();
-  const statement = options.broadcast
-    ? recordStatements.minedFromSigned
-    : recordStatements.minedFromSubmitted;
-  await runPrepared(db, statement, { receipts: JSON.stringify(receipts) });
+function statementName(base: string, followers: readonly TxFollower[]): string {
+  return followers.length === 0 ? base : `${base}__${followers.map((follower) => follower.name).join("_")}`;
 }
 
 /**
@@ -186,9 +203,13 @@ export async function recordMined(
  * in-flight index, whose entries for rows already confirmed stay until a vacuum, and a join with
  * the actions could scan them all (hundreds of pages a statement in bench:money, either way).
  */
-function recordMinedStatement(name: string, from: SQL): PreparedStatement<"receipts"> {
+function recordMinedStatement(
+  name: string,
+  from: SQL,
+  followers: readonly TxFollower[],
+): PreparedStatement<"receipts"> {
   return preparedStatement<"receipts">(
-    name,
+    statementName(name, followers),
     sql`
     with ${NO_FLUSH_WAIT},
     receipts as materialized (
@@ -232,23 +253,6 @@ function recordMinedStatement(name: string, from: SQL): PreparedStatement<"recei
       returning o.tx_id, o.status, o.error, s.taken_by),
     moved as (
       select tx_id, status, null::text as error, null::uuid as taken_by from mined
-      union all select tx_id, status, error, taken_by from superseded)${followersTail()}`,
+      union all select tx_id, status, error, taken_by from superseded)${followersTail(followers)}`,
   );
-}
-
-/** The statements that carry the followers, built on first use, once every follower is registered. */
-let recordStatements:
-  | {
-      minedFromSigned: PreparedStatement<"receipts">;
-      minedFromSubmitted: PreparedStatement<"receipts">;
-      moveInFlight: PreparedStatement<"moves">;
-    }
-  | undefined;
-
-function buildRecordStatements(): NonNullable<typeof recordStatements> {
-  return {
-    minedFromSigned: recordMinedStatement("outgoing_record_mined_broadcast", sql`('signed', 'submitted')`),
-    minedFromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`),
-    moveInFlight: moveInFlightStatement(),
-  };
 }

@@ -1,6 +1,6 @@
 /**
- * What the tracker and the filler ask of the domains, registered like the followers
- * (followers.ts) when a domain's module loads, so the outbox names no domain table:
+ * What the tracker and the filler ask of the domains, handed to the outbox with the followers
+ * (followers.ts) by the composition root, so the outbox names no domain table:
  *   - sweeps the tracker runs on each of its sweeps (money ends the agent actions nobody finished);
  *   - who holds the keys of the senders the outbox does not know (the agent wallets, whose keys the
  *     identity rows name), for the filler to sign with;
@@ -33,44 +33,40 @@ export type StoredFiller = {
 /** Writes a domain's rows for a filler in the filler's own transaction (`tx`); nothing for another's sender. */
 export type FillerRecorder = (tx: Db, filler: StoredFiller) => Promise<void>;
 
-const sweeps: TrackerSweep[] = [];
-const resolvers: SenderKeyResolver[] = [];
-const fillerRecorders: FillerRecorder[] = [];
+/** What the domains hand the outbox for its tracker and fillers (outbox.ts createOutbox). */
+export type TrackerHooks = {
+  /** Run in this order on each of the tracker's sweeps. */
+  sweeps: readonly TrackerSweep[];
+  /** Asked in this order; the first that knows an address names its key. */
+  senderKeys: readonly SenderKeyResolver[];
+  /** Each writes its domain's rows for a filler, in the filler's transaction. */
+  fillerRecorders: readonly FillerRecorder[];
+};
 
-/** Registers a sweep the tracker runs on each of its sweeps; call it when the domain's module loads. */
-export function registerTrackerSweep(sweep: TrackerSweep): void {
-  if (!sweeps.some((known) => known.name === sweep.name)) sweeps.push(sweep);
+/** Writes every domain's rows for a filler, in its transaction. */
+export async function recordFiller(hooks: TrackerHooks, tx: Db, filler: StoredFiller): Promise<void> {
+  for (const record of hooks.fillerRecorders) await record(tx, filler);
 }
 
-/** Registers a resolver of sender keys for the gap filler; call it when the domain's module loads. */
-export function registerSenderKeys(resolver: SenderKeyResolver): void {
-  if (!resolvers.includes(resolver)) resolvers.push(resolver);
-}
-
-/** Registers a domain's rows for fillers; call it when the domain's module loads. */
-export function registerFillerRecorder(recorder: FillerRecorder): void {
-  if (!fillerRecorders.includes(recorder)) fillerRecorders.push(recorder);
-}
-
-/** Writes every registered domain's rows for a filler, in its transaction. */
-export async function recordFiller(tx: Db, filler: StoredFiller): Promise<void> {
-  for (const record of fillerRecorders) await record(tx, filler);
-}
-
-/** Runs every registered sweep, in registration order; the rows they ended, together. */
+/** Runs every sweep, in order; the rows they ended, together. */
 export async function runTrackerSweeps(
+  hooks: TrackerHooks,
   db: Db,
   options: { abandonAfterMs?: number | undefined },
 ): Promise<number> {
   let ended = 0;
-  for (const sweep of sweeps) ended += await sweep.run(db, options);
+  for (const sweep of hooks.sweeps) ended += await sweep.run(db, options);
   return ended;
 }
 
-/** The key refs of `addresses` the registered resolvers know. */
-export async function resolveSenderKeys(db: Db, addresses: readonly string[]): Promise<Map<string, string>> {
+/** The key refs of `addresses` the domains know. */
+export async function resolveSenderKeys(
+  hooks: TrackerHooks,
+  db: Db,
+  addresses: readonly string[],
+): Promise<Map<string, string>> {
   const keys = new Map<string, string>();
-  for (const resolve of resolvers) {
+  for (const resolve of hooks.senderKeys) {
     for (const [address, keyRef] of await resolve(db, addresses))
       if (!keys.has(address)) keys.set(address, keyRef);
   }

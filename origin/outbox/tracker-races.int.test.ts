@@ -11,11 +11,13 @@ import { type SentTransaction, startRpcRefusalProxy } from "../../testing/rpc-re
 import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { createFeeOracle } from "../chain/fees.ts";
 import { createJsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { OUTBOX_DOMAINS } from "../compose.ts";
 import { queryRows } from "../db/client.ts";
 import { createLogger } from "../logger.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
+import { createOutbox } from "./outbox.ts";
 import { broadcastStored } from "./sender.ts";
-import { createTxTracker } from "./tracker.ts";
+import { createOutboxStore } from "./store.ts";
 
 // Two origins' trackers on one database, ticking at the same instant, against the real processes:
 // each stored transaction is broadcast by one of them at a time (the broadcast lease), and a stuck
@@ -40,23 +42,24 @@ describe("two trackers racing (real processes)", () => {
     (enclaveProxy) => enclaveProxy.close(),
   );
 
-  /** Two trackers as two origins run them: each its own chain client and signer connection. */
+  /** Two outboxes' trackers as two origins run them: each its own chain client and signer connection. */
   const twoTrackers = () =>
     [0, 1].map(() => {
       const rpc = createJsonRpcUpstream({ url: proxy.url, timeoutMs: 5_000 });
       const signer = createSignerClient({ endpoint: counting.endpoint, liveIdentityEnabled: true });
-      const tracker = createTxTracker(
+      const { tracker } = createOutbox(
         {
           db: stack.db.handle.db,
           rpc,
           logger: createLogger(process.env.TEST_ORIGIN_LOG ? "info" : "silent"),
-          gaps: {
-            signer,
-            fees: createFeeOracle({ rpc, feeCeilingWei: stack.policy.feeCeilingWei }),
-            serviceKeys: new Map(),
-          },
+          signer,
+          fees: createFeeOracle({ rpc, feeCeilingWei: stack.policy.feeCeilingWei }),
+          serviceKeys: new Map(),
+          leaseMs: 10_000,
+          maxWaiting: 128,
+          tracker: { signedGraceMs: 0 },
         },
-        { signedGraceMs: 0 },
+        OUTBOX_DOMAINS,
       );
       return {
         tracker,
@@ -95,9 +98,12 @@ describe("two trackers racing (real processes)", () => {
     // comes while it is.
     const held = proxy.beforeNextSend(() => sleep(500));
     const clients = [0, 1].map(() => createJsonRpcUpstream({ url: proxy.url, timeoutMs: 5_000 }));
+    const store = createOutboxStore(OUTBOX_DOMAINS.followers);
     try {
       const claims = await Promise.all(
-        clients.map((rpc) => broadcastStored(stack.db.handle.db, rpc, txId, { leaseMs: 10_000 })),
+        clients.map((rpc) =>
+          broadcastStored({ db: stack.db.handle.db, rpc, store }, txId, { leaseMs: 10_000 }),
+        ),
       );
       await held;
       expect(claims.filter((outcome) => outcome !== undefined)).toEqual([{ kind: "accepted" }]);

@@ -22,8 +22,8 @@ import { type FillerDeps, replaceStuck } from "./fillers.ts";
 import type { MinedTransaction } from "./intent.ts";
 import { readReceipts } from "./receipts.ts";
 import { broadcastStored } from "./sender.ts";
-import { broadcastLeaseMs, recordMined } from "./store.ts";
-import { runTrackerSweeps } from "./tracker-hooks.ts";
+import { broadcastLeaseMs, type OutboxStore } from "./store.ts";
+import { runTrackerSweeps, type TrackerHooks } from "./tracker-hooks.ts";
 
 export type TxTrackerOptions = {
   /** How long a broadcast lease lasts (outbox/store.ts broadcastLeaseMs). */
@@ -114,10 +114,17 @@ const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
       order by t.updated_at limit 100`,
 );
 
-export function createTxTracker(
-  deps: { db: Db; rpc: JsonRpcUpstream; logger: Logger; gaps?: TrackerGapDeps },
-  options: TxTrackerOptions = {},
-): TxTracker {
+export type TxTrackerDeps = {
+  db: Db;
+  rpc: JsonRpcUpstream;
+  logger: Logger;
+  store: OutboxStore;
+  hooks: TrackerHooks;
+  /** Absent: stuck transactions are not replaced. */
+  gaps?: TrackerGapDeps;
+};
+
+export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions = {}): TxTracker {
   const periodMs = options.periodMs ?? 250;
   const signedGraceMs = options.signedGraceMs ?? 5_000;
   const resendAfterMs = options.resendAfterMs ?? 30_000;
@@ -160,7 +167,9 @@ export function createTxTracker(
         refused: refusedFillers,
       });
     }
-    report.abandoned = await runTrackerSweeps(deps.db, { abandonAfterMs: options.abandonAfterMs });
+    report.abandoned = await runTrackerSweeps(deps.hooks, deps.db, {
+      abandonAfterMs: options.abandonAfterMs,
+    });
     return report;
   };
 
@@ -187,7 +196,7 @@ export function createTxTracker(
         else if (row.settled_in)
           unmined.push({ txId: row.tx_id, sender: row.sender, nonce: BigInt(row.nonce) });
       }
-      await recordMined(deps.db, mined);
+      await deps.store.recordMined(deps.db, mined);
       for (const item of mined) {
         if (item.status === "confirmed") report.confirmed++;
         else report.reverted++;
@@ -203,7 +212,7 @@ export function createTxTracker(
       resendAfter: resendAfterMs / 1000,
     });
     for (const row of due) {
-      const outcome = await broadcastStored(deps.db, deps.rpc, row.tx_id, { leaseMs });
+      const outcome = await broadcastStored(deps, row.tx_id, { leaseMs });
       if (!outcome) continue;
       report.rebroadcast++;
       deps.logger.info({ tx_id: row.tx_id, outcome: outcome.kind }, "transaction sent again");

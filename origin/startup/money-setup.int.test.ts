@@ -3,11 +3,9 @@ import { privileged } from "../../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../../enclave/testing/raw-client.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { loadConfig } from "../config.ts";
-import type { Db } from "../db/client.ts";
-import { createLogger } from "../logger.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
 import type { SignerClient } from "../signer/types.ts";
-import { policyDifferences, prepareMoney } from "./money-setup.ts";
+import { checkMoney, policyDifferences } from "./money-setup.ts";
 
 // With a money switch on, the origin reads the real enclave's sealed policy and treasury and
 // refuses to start when its own limits differ, one line per difference: the enclave enforces the
@@ -16,7 +14,7 @@ import { policyDifferences, prepareMoney } from "./money-setup.ts";
 const POOL = "0x00000000000000000000000000000000000000aa";
 const PAY_TO = "0x4020000000000000000000000000000000000402";
 
-describe("prepareMoney against the enclave's sealed policy", () => {
+describe("checkMoney against the enclave's sealed policy", () => {
   let enclave: EnclaveProcess;
   let signer: SignerClient;
 
@@ -59,13 +57,11 @@ describe("prepareMoney against the enclave's sealed policy", () => {
       ...env,
     });
   const refusals = async (env: Record<string, string>): Promise<string[]> => {
-    const prepared = await prepareMoney({
+    const prepared = await checkMoney({
       config: config(env),
       signer,
       // Never called: the policy check comes first, and these refusals end it.
       rpc: { send: () => Promise.reject(new Error("not reached")), close: () => {} } as never,
-      db: undefined as unknown as Db,
-      logger: createLogger("silent"),
     });
     return prepared.ok ? [] : prepared.error;
   };

@@ -1,21 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../config.ts";
-import type { Db } from "../db/client.ts";
-import { createLogger } from "../logger.ts";
 import { createDormantSignerClient } from "../signer/dormant-stub.ts";
-import { prepareMoney } from "./money-setup.ts";
+import { checkMoney } from "./money-setup.ts";
 
 // A node whose money switches lack the chain, the enclave or the
 // operator pool refuses to start, naming the switches that need them. Nothing is read before these
 // checks, so no database or enclave is involved.
-describe("prepareMoney's start-up refusals", () => {
+describe("checkMoney's start-up refusals", () => {
   const refusals = async (env: Record<string, string>): Promise<string[]> => {
-    const prepared = await prepareMoney({
+    const prepared = await checkMoney({
       config: loadConfig(env),
       signer: createDormantSignerClient(),
       rpc: undefined,
-      db: undefined as unknown as Db, // not reached: the refusal comes first
-      logger: createLogger("silent"),
     });
     return prepared.ok ? [] : prepared.error;
   };

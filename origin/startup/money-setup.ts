@@ -3,44 +3,26 @@
  * before any capability is built: a money switch turns on only when this node's limits are the
  * enclave's sealed ones. The enclave re-checks every signature under its policy anyway; a node
  * configured otherwise would promise agents limits the signer does not keep, so it refuses to
- * start, naming each difference. The origin reads the policy and never writes it. It sits above
- * actions/ and x402/ because it builds what both run on: the money runtime and the settler.
+ * start, naming each difference. The origin reads the policy and never writes it. The check builds
+ * nothing: it answers with the sealed policy it matched, which the composition root builds the
+ * outbox, the money runtime and the settler from.
  */
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { err, ok } from "../../shared/result.ts";
-import type { MoneyRuntime } from "../actions/money-runtime.ts";
 import type { StartupCheck } from "../capability.ts";
-import { createFeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Config } from "../config.ts";
-import type { Db } from "../db/client.ts";
-import type { Logger } from "../logger.ts";
-import {
-  broadcastLeaseMs,
-  createBroadcastLane,
-  createTxTracker,
-  type TxTracker,
-  type TxTrackerOptions,
-} from "../outbox/index.ts";
 import type { GetPolicyResult, SignerClient, SignerResult } from "../signer/types.ts";
-import { buildX402Runtime, type X402Runtime, x402PolicyDifferences } from "../x402/setup.ts";
+import { x402PolicyDifferences } from "../x402/setup.ts";
 
 /**
- * Signed transactions that may wait for the chain before signing waits too: two full batches
- * (actions/execute.ts MAX_BATCH), so the chain always has the next block's worth queued while one
- * is on its way, and an agent's answer never runs more than that far ahead of the chain.
+ * The sealed policy a node's money switches were matched to, and the chain they run on; undefined
+ * when no money switch is on.
  */
-const MAX_WAITING_BROADCASTS = 128;
+export type CheckedMoney = { sealed: GetPolicyResult; rpc: JsonRpcUpstream } | undefined;
 
-export type PreparedMoney = {
-  money: MoneyRuntime | undefined;
-  /** The x402 demo and facilitator (x402/setup.ts), when AGENT_X402_ENABLED is on. */
-  x402: X402Runtime | undefined;
-  tracker: TxTracker | undefined;
-};
-
-/** The runtimes, or each reason the money switches cannot be turned on. */
-export type PrepareMoneyResult = StartupCheck<PreparedMoney>;
+/** The sealed policy the switches match, or each reason they cannot be turned on. */
+export type CheckMoneyResult = StartupCheck<CheckedMoney>;
 
 /** True when a switch that signs money transactions is on (x402 settles through the settler). */
 export function moneySwitchOn(config: Config): boolean {
@@ -58,21 +40,18 @@ function moneySwitchesOn(config: Config): string {
 }
 
 /**
- * Reads the sealed policy and builds what the money routes need, or lists why the switches cannot
- * be turned on. With no money switch on there is nothing to check.
+ * Reads the sealed policy and matches the money switches to it, or lists why they cannot be
+ * turned on. With no money switch on there is nothing to check.
  */
-export async function prepareMoney(params: {
+export async function checkMoney(params: {
   config: Config;
-  signer: SignerClient;
+  signer: Pick<SignerClient, "getPolicy">;
   rpc: JsonRpcUpstream | undefined;
-  db: Db;
-  logger: Logger;
-  tracker?: TxTrackerOptions;
   /** The policy already read at start, if it was (main.ts logs it first). */
-  sealed?: SignerResult<GetPolicyResult>;
-}): Promise<PrepareMoneyResult> {
+  sealed?: SignerResult<GetPolicyResult> | undefined;
+}): Promise<CheckMoneyResult> {
   const { config } = params;
-  if (!moneySwitchOn(config)) return ok({ money: undefined, x402: undefined, tracker: undefined });
+  if (!moneySwitchOn(config)) return ok(undefined);
   const errors: string[] = [];
   const required = `required when ${moneySwitchesOn(config)} is true`;
   if (!params.rpc) errors.push(`CHAIN_RPC_URL: ${required}`);
@@ -90,50 +69,7 @@ export async function prepareMoney(params: {
     ...x402PolicyDifferences(config, sealed.value),
   ];
   if (differences.length > 0) return err(differences);
-  const policy = sealed.value.policy!;
-  const fees = createFeeOracle({ rpc: params.rpc, feeCeilingWei: policy.feeCeilingWei });
-  const treasury = sealed.value.treasury;
-  const settler = sealed.value.settler;
-  // The service's own senders whose nonce gaps the tracker fills; agent wallets are looked up.
-  const serviceKeys = new Map<string, string>();
-  if (treasury) serviceKeys.set(treasury.faucetAddress.toLowerCase(), treasury.faucetKeyRef);
-  if (settler) serviceKeys.set(settler.settlerAddress.toLowerCase(), settler.settlerKeyRef);
-  const tracker = createTxTracker(
-    {
-      db: params.db,
-      rpc: params.rpc,
-      logger: params.logger,
-      gaps: { signer: params.signer, fees, serviceKeys },
-    },
-    { leaseMs: broadcastLeaseMs(config.chain.timeoutMs), ...params.tracker },
-  );
-  const onInFlight = (): void => tracker.wake();
-  const money: MoneyRuntime = {
-    fees,
-    operatorPool: policy.operatorPool.toLowerCase(),
-    treasury: treasury
-      ? { address: treasury.faucetAddress.toLowerCase(), keyRef: treasury.faucetKeyRef }
-      : undefined,
-    onInFlight,
-    broadcasts: createBroadcastLane({
-      db: params.db,
-      rpc: params.rpc,
-      logger: params.logger,
-      onInFlight,
-      context: "outbox broadcast",
-      maxWaiting: MAX_WAITING_BROADCASTS,
-    }),
-  };
-  const x402 = buildX402Runtime({
-    config,
-    sealed: sealed.value,
-    money,
-    db: params.db,
-    rpc: params.rpc,
-    signer: params.signer,
-    logger: params.logger,
-  });
-  return ok({ tracker, money, x402 });
+  return ok({ sealed: sealed.value, rpc: params.rpc });
 }
 
 /** Every way this node's money configuration differs from the sealed policy, one line each. */

@@ -6,12 +6,12 @@
  * Only a settlement still in flight moves.
  */
 import { sql } from "drizzle-orm";
-import { followOutgoing } from "../outbox/index.ts";
+import type { TxFollower } from "../outbox/index.ts";
 
-followOutgoing({
+export const settlementsFollower: TxFollower = {
   name: "settlements",
   moved: sql`update x402_settlements x
     set status = case m.status when 'confirmed' then 'settled' else m.status end, updated_at = now(),
         error_reason = case when m.status = 'failed' then 'broadcast_refused' else x.error_reason end
     from moved m where x.tx_id = m.tx_id and x.status in ('claimed', 'submitted')`,
-});
+};

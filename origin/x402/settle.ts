@@ -58,22 +58,16 @@ import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import {
-  type BroadcastLane,
-  bookkeep,
   defineOutboxBatch,
+  type Outbox,
   type OutboxBatch,
   type ReceiptOutcome,
-  recordMined,
-  runOutboxBatch,
-  type SentBatchDeps,
-  waitForReceipt,
+  type SentTransaction,
 } from "../outbox/index.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { canonicalJson } from "./canonical-json.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
-// Settlements follow their transactions' states (outbox/followers.ts).
-import "./outbox-follower.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { reservedUnits } from "./reservations.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
@@ -129,19 +123,15 @@ export type SettlerDeps = {
   now: () => Date;
   /** AGENT_X402_VALIDITY_MARGIN_SECONDS. */
   validityMarginSeconds: number;
-  leaseMs: number;
-  /** The node's broadcast lane (outbox/lane.ts), shared with money: it sends what a batch stored. */
-  broadcasts: BroadcastLane;
+  /** The node's outbox (outbox/outbox.ts), shared with money: batches, broadcasts, receipts. */
+  outbox: Pick<Outbox, "batch" | "receipt">;
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
-  onInFlight: () => void;
 };
 
 export type Settler = {
   settle(payment: SettlementPayment): Promise<SettleOutcome>;
 };
-
-type Receipt = ReceiptOutcome;
 
 /** What the batch did with one payment. */
 type BatchOutcome =
@@ -151,11 +141,8 @@ type BatchOutcome =
   | { kind: "invalid"; reason: X402Reason }
   /** Nothing was signed (the chain or the signer could not be used); the claim was released. */
   | { kind: "unsigned"; reason: X402Reason }
-  /**
-   * Signed, stored and sent; `receipt`, once read and recorded, is the one the chain had right
-   * after the broadcast, or undefined when it had none yet.
-   */
-  | { kind: "sent"; txHash: Hex; txId: string; receipt: Promise<Receipt | undefined> };
+  /** Signed, stored and handed to the broadcast lane. */
+  | { kind: "sent"; sent: SentTransaction };
 
 export function createSettler(deps: SettlerDeps): Settler {
   // One batch at a time, up to its broadcast (its receipts are read and recorded while the next
@@ -185,30 +172,20 @@ export function createSettler(deps: SettlerDeps): Settler {
         return { kind: "invalid", response: respond(payer, "", outcome.reason) };
       if (outcome.kind === "unsigned")
         return { kind: "failed", response: respond(payer, "", outcome.reason) };
-      let receipt = await outcome.receipt;
+      const { txHash } = outcome.sent;
+      // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): an
+      // answer without its receipt names it as pending.
+      const receipt: ReceiptOutcome | undefined = await deps.outbox.receipt(outcome.sent, {
+        timeoutMs: deps.receiptTimeoutMs,
+      });
       if (receipt === undefined) {
-        receipt = await waitForReceipt(deps.rpc, outcome.txHash, deps.receiptTimeoutMs);
-        if (receipt === undefined) {
-          return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.settlementPending) };
-        }
-        const mined = { txId: outcome.txId, ...receipt };
-        await bookkeep(sentBatchDeps(deps), "recording the receipt", () => recordMined(deps.db, [mined]));
+        return { kind: "failed", response: respond(payer, txHash, X402_REASONS.settlementPending) };
       }
       if (receipt.status !== "confirmed") {
-        return { kind: "failed", response: respond(payer, outcome.txHash, X402_REASONS.transactionFailed) };
+        return { kind: "failed", response: respond(payer, txHash, X402_REASONS.transactionFailed) };
       }
-      return { kind: "settled", response: respond(payer, outcome.txHash) };
+      return { kind: "settled", response: respond(payer, txHash) };
     },
-  };
-}
-
-function sentBatchDeps(deps: SettlerDeps): SentBatchDeps {
-  return {
-    db: deps.db,
-    rpc: deps.rpc,
-    logger: deps.logger,
-    onInFlight: deps.onInFlight,
-    context: "x402 settle",
   };
 }
 
@@ -316,8 +293,7 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
   // its earlier presentation.
   const quoted = deps.fees.quote(SETTLEMENT_GAS);
   const chainRead = readBatchChain(deps, payments);
-  const batchDeps = { db: deps.db, lane: deps.broadcasts, leaseMs: deps.leaseMs };
-  const stored = await runOutboxBatch(batchDeps, settleBatchStatements, async (batch: SettleBatch) => {
+  const stored = await deps.outbox.batch(settleBatchStatements, async (batch: SettleBatch) => {
     const claims = await claimAll(batch, payments);
     if (claims.length === 0) return [];
     const [quote, chain] = await Promise.all([quoted, chainRead]);
@@ -398,16 +374,9 @@ async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]):
     return batch.store(released([...refused, ...unsigned]));
   });
   // One batch at a time up to its broadcast: the next one starts once the chain has taken this one.
-  // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): the
-  // settle waits for its receipt, and an answer without one names it as pending.
-  const sent = await Promise.all(stored.map((item) => item.broadcast));
-  for (const [n, { item, lease }] of stored.entries()) {
-    outcomes[item.index] = {
-      kind: "sent",
-      txHash: lease.txHash as Hex,
-      txId: lease.txId,
-      receipt: sent[n]!.receipt,
-    };
+  await Promise.all(stored.map((item) => item.broadcast));
+  for (const { item, lease, broadcast } of stored) {
+    outcomes[item.index] = { kind: "sent", sent: { txId: lease.txId, txHash: lease.txHash, broadcast } };
   }
   return outcomes;
 }

@@ -1,5 +1,5 @@
 /**
- * What the x402 surfaces need, built once at start (as startup/money-setup.ts builds the money runtime):
+ * What the x402 surfaces need, built once at start by the composition root (compose.ts):
  * the quote from configuration, the settler from the enclave's sealed policy, and the settler
  * engine. Refuses to start x402 when the sealed x402 terms differ from the configuration or no
  * settler key exists, naming each difference.
@@ -9,7 +9,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import { type BroadcastLane, broadcastLeaseMs } from "../outbox/index.ts";
+import type { Outbox } from "../outbox/index.ts";
 import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
 import { createSettler, type Settler } from "./settle.ts";
@@ -69,10 +69,8 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
 export function buildX402Runtime(params: {
   config: Config;
   sealed: GetPolicyResult;
-  /** The money runtime's parts the settler shares (startup/money-setup.ts). */
-  money:
-    | { fees: FeeOracle; operatorPool: string; onInFlight: () => void; broadcasts: BroadcastLane }
-    | undefined;
+  /** The money runtime's parts the settler shares (compose.ts builds them). */
+  money: { fees: FeeOracle; operatorPool: string; outbox: Outbox } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
   signer: SignerClient;
@@ -98,11 +96,9 @@ export function buildX402Runtime(params: {
       // The wall clock: the window is checked against the chain's block times, which follow it.
       now: () => new Date(),
       validityMarginSeconds: config.x402.validityMarginSeconds,
-      leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
-      onInFlight: money.onInFlight,
-      // The node's one lane, shared with money: settlements and transfers leave in signing order.
-      broadcasts: money.broadcasts,
+      // The node's one outbox, shared with money: settlements and transfers leave in signing order.
+      outbox: money.outbox,
     }),
   };
 }

@@ -1,0 +1,111 @@
+/**
+ * The outbox as one service, built once by the composition root (compose.ts) from the domains'
+ * parts: their followers (followers.ts), sweeps, sender key lookups and filler rows
+ * (tracker-hooks.ts). It owns the store statements those parts are written into, the node's one
+ * broadcast lane, the tracker, and the receipt waits; a domain runs its batches through it and
+ * gets back what the chain did, and nothing of it is filled in module state.
+ */
+import type { Hex } from "../../shared/hex.ts";
+import type { FeeOracle } from "../chain/fees.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import type { Db } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import type { SignerClient } from "../signer/types.ts";
+import { type OutboxBatch, type OutboxBatchStatements, runOutboxBatch } from "./batch.ts";
+import type { TxFollower } from "./followers.ts";
+import type { ReceiptOutcome } from "./intent.ts";
+import { createBroadcastLane, type LaneOutcome } from "./lane.ts";
+import { bookkeep, waitForReceipt } from "./receipts.ts";
+import { createOutboxStore } from "./store.ts";
+import { createTxTracker, type TxTracker, type TxTrackerOptions } from "./tracker.ts";
+import type { TrackerHooks } from "./tracker-hooks.ts";
+
+/** What the domains hand the outbox: how their rows follow transactions, and the tracker's hooks. */
+export type OutboxDomains = TrackerHooks & { followers: readonly TxFollower[] };
+
+export type OutboxDeps = {
+  db: Db;
+  rpc: JsonRpcUpstream;
+  logger: Logger;
+  /** The enclave, for fillers only: a domain's signatures are its own batch's. */
+  signer: Pick<SignerClient, "signFiller">;
+  fees: FeeOracle;
+  /** The service's own senders by lowercase address (the treasury, the settler), for fillers. */
+  serviceKeys: ReadonlyMap<string, string>;
+  /** How long a broadcast lease lasts (store.ts broadcastLeaseMs). */
+  leaseMs: number;
+  /** At most this many signed transactions wait for the chain before `room()` holds signing back. */
+  maxWaiting: number;
+  tracker?: TxTrackerOptions | undefined;
+};
+
+/** A transaction a batch stored and handed to the lane. */
+export type SentTransaction = { txId: string; txHash: string; broadcast: Promise<LaneOutcome> };
+
+export type Outbox = {
+  /**
+   * Runs one batch of a domain (batch.ts): its claim, the senders' nonce rows locked, the
+   * signatures in nonce order, what was signed stored with the domain's rows, the commit, then the
+   * broadcasts on the node's lane.
+   */
+  batch<Item, ClaimParam extends string, StoreParam extends string, Result>(
+    statements: OutboxBatchStatements<ClaimParam, StoreParam>,
+    body: (batch: OutboxBatch<Item, ClaimParam, StoreParam>) => Promise<Result>,
+  ): Promise<Result>;
+  /**
+   * The receipt of a sent transaction: the one read right after its broadcast, or else waited for
+   * until `timeoutMs` and recorded (with its followers); undefined when the chain had none by then,
+   * and the tracker follows it.
+   */
+  receipt(sent: SentTransaction, options: { timeoutMs: number }): Promise<ReceiptOutcome | undefined>;
+  /** Resolves once the lane has room for more signed transactions (a chain slower than signing). */
+  room(): Promise<void>;
+  /** Resolves once nothing is queued, on its way to the chain or being recorded (a drain). */
+  idle(): Promise<void>;
+  /** Follows what is in flight to its end; its worker starts with the money capability's. */
+  tracker: TxTracker;
+};
+
+export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
+  const { db, rpc, logger } = deps;
+  const store = createOutboxStore(domains.followers);
+  const tracker = createTxTracker(
+    {
+      db,
+      rpc,
+      logger,
+      store,
+      hooks: domains,
+      gaps: { signer: deps.signer, fees: deps.fees, serviceKeys: deps.serviceKeys },
+    },
+    { leaseMs: deps.leaseMs, ...deps.tracker },
+  );
+  const onInFlight = (): void => tracker.wake();
+  const lane = createBroadcastLane({
+    db,
+    rpc,
+    logger,
+    store,
+    onInFlight,
+    context: "outbox broadcast",
+    maxWaiting: deps.maxWaiting,
+  });
+  const batchDeps = { db, lane, leaseMs: deps.leaseMs };
+  return {
+    batch: (statements, body) => runOutboxBatch(batchDeps, statements, body),
+    async receipt(sent, options) {
+      const read = await (await sent.broadcast).receipt;
+      if (read) return read;
+      const receipt = await waitForReceipt(rpc, sent.txHash as Hex, options.timeoutMs);
+      if (!receipt) return undefined;
+      const recording = { logger, onInFlight, context: "receipt wait" };
+      await bookkeep(recording, "recording the receipt", () =>
+        store.recordMined(db, [{ txId: sent.txId, ...receipt }]),
+      );
+      return receipt;
+    },
+    room: () => lane.room(),
+    idle: () => lane.idle(),
+    tracker,
+  };
+}
