@@ -58,7 +58,7 @@ export type ExecutorDeps = {
   clock: Clock;
   logger: Logger;
   /** The node's outbox: its batches store what was signed and send it, in order, once committed. */
-  outbox: Pick<Outbox, "batch" | "room">;
+  outbox: Pick<Outbox, "batch" | "room" | "senderView">;
 };
 
 /** At most this many operations share a batch. */
@@ -78,10 +78,6 @@ const MAX_IN_FLIGHT = 2;
 type Queued = { operation: MoneyOperation; senderView: Promise<SenderView | undefined> };
 
 export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
-  const senderViews = createBatcher<string, SenderView | undefined>(
-    (addresses) => readSenderViews(deps.rpc, addresses),
-    { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
-  );
   const run = createBatcher<Queued, ExecuteOutcome>(
     async (queued) => {
       // A chain slower than signing holds the next batch here, before anything is signed.
@@ -90,7 +86,9 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
     },
     { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT },
   );
-  return { execute: (operation) => run({ operation, senderView: senderViews(operation.sender.address) }) };
+  return {
+    execute: (operation) => run({ operation, senderView: deps.outbox.senderView(operation.sender.address) }),
+  };
 }
 
 /**
@@ -358,34 +356,6 @@ async function readChain(rpc: JsonRpcUpstream, queued: Queued[]): Promise<ChainV
     senders: new Map(addresses.map((address, index) => [address, views[index]!])),
     received: new Map(recipients.map((address, index) => [address, balances[index]!])),
   };
-}
-
-/**
- * One JSON-RPC batch: each sender's mined nonce then its balance (nodes run a batch's calls in the
- * order listed; see SenderView). One answer per address, in order.
- */
-async function readSenderViews(
-  rpc: JsonRpcUpstream,
-  addresses: string[],
-): Promise<(SenderView | undefined)[]> {
-  const unique = [...new Set(addresses)];
-  const result = await rpc.send(
-    unique.flatMap((address, n) => [
-      { jsonrpc: "2.0", id: 2 * n, method: "eth_getTransactionCount", params: [address, "latest"] },
-      { jsonrpc: "2.0", id: 2 * n + 1, method: "eth_getBalance", params: [address, "latest"] },
-    ]),
-  );
-  const byId = batchResults(result);
-  const views = new Map<string, SenderView | undefined>();
-  for (const [n, address] of unique.entries()) {
-    const minedNonce = quantity(byId.get(2 * n));
-    const balanceWei = quantity(byId.get(2 * n + 1));
-    views.set(
-      address,
-      minedNonce === undefined || balanceWei === undefined ? undefined : { minedNonce, balanceWei },
-    );
-  }
-  return addresses.map((address) => views.get(address));
 }
 
 /** The balances of `addresses` at `latest`, in one JSON-RPC batch; undefined if any is missing. */

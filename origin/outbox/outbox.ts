@@ -8,12 +8,14 @@
 import type { Hex } from "../../shared/hex.ts";
 import type { FeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { type OutboxBatch, type OutboxBatchStatements, runOutboxBatch } from "./batch.ts";
+import { readSenderViews } from "./chain-reads.ts";
 import type { TxFollower } from "./followers.ts";
-import type { ReceiptOutcome } from "./intent.ts";
+import type { ReceiptOutcome, SenderView } from "./intent.ts";
 import { createBroadcastLane, type LaneOutcome } from "./lane.ts";
 import { bookkeep, waitForReceipt } from "./receipts.ts";
 import { createOutboxStore } from "./store.ts";
@@ -58,6 +60,12 @@ export type Outbox = {
    * and the tracker follows it.
    */
   receipt(sent: SentTransaction, options: { timeoutMs: number }): Promise<ReceiptOutcome | undefined>;
+  /**
+   * A sender's view of the chain (its mined nonce and balance), read in one JSON-RPC batch with the
+   * others asked for meanwhile; undefined when the chain did not say. A domain asks as an item
+   * queues, so the read overlaps the wait for its batch instead of opening it.
+   */
+  senderView(address: string): Promise<SenderView | undefined>;
   /** Resolves once the lane has room for more signed transactions (a chain slower than signing). */
   room(): Promise<void>;
   /** Resolves once nothing is queued, on its way to the chain or being recorded (a drain). */
@@ -65,6 +73,11 @@ export type Outbox = {
   /** Follows what is in flight to its end; its worker starts with the money capability's. */
   tracker: TxTracker;
 };
+
+/** Senders whose views one JSON-RPC batch reads: a domain batch's worth (actions/execute.ts MAX_BATCH). */
+const SENDER_VIEWS_PER_READ = 64;
+/** Reads on their way at once: as many as a domain's batches (actions/execute.ts MAX_IN_FLIGHT). */
+const SENDER_VIEW_READS_IN_FLIGHT = 2;
 
 export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
   const { db, rpc, logger } = deps;
@@ -91,7 +104,12 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
     maxWaiting: deps.maxWaiting,
   });
   const batchDeps = { db, lane, leaseMs: deps.leaseMs };
+  const senderViews = createBatcher<string, SenderView | undefined>(
+    (addresses) => readSenderViews(rpc, addresses),
+    { maxBatch: SENDER_VIEWS_PER_READ, maxInFlight: SENDER_VIEW_READS_IN_FLIGHT },
+  );
   return {
+    senderView: (address) => senderViews(address),
     batch: (statements, body) => runOutboxBatch(batchDeps, statements, body),
     async receipt(sent, options) {
       const read = await (await sent.broadcast).receipt;

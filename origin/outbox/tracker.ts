@@ -10,13 +10,12 @@
  */
 
 import { sql } from "drizzle-orm";
-import { errorMessage } from "../../shared/error-message.ts";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
-import type { Worker } from "../workers/loop.ts";
+import { startLoop, type WakeableWorker, type Worker } from "../workers/loop.ts";
 import { decidePassed, type Unmined } from "./decide.ts";
 import { type FillerDeps, replaceStuck } from "./fillers.ts";
 import type { MinedTransaction } from "./intent.ts";
@@ -136,11 +135,8 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   let lastSweep = Number.NEGATIVE_INFINITY;
   const refusedFillers = new Map<string, number>();
 
-  let started = false;
+  let loop: WakeableWorker | undefined;
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<TickReport> | undefined;
-  let again = false;
 
   const emptyReport = (): TickReport => ({
     confirmed: 0,
@@ -219,49 +215,20 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
     }
   };
 
-  const run = (): void => {
-    if (stopped || !started) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    clearTimeout(timer);
-    running = tick(Date.now() - lastSweep >= sweepMs)
-      .catch((error: unknown) => {
-        deps.logger.error(
-          { worker: "tx-tracker", err: { message: errorMessage(error) } },
-          "worker tick failed",
-        );
-        return emptyReport();
-      })
-      .finally(() => {
-        running = undefined;
-        if (stopped) return;
-        if (again) {
-          again = false;
-          setImmediate(run);
-        } else timer = setTimeout(run, periodMs);
-      });
-  };
   return {
     name: "tx-tracker",
     start: () => {
-      if (started || stopped) return;
-      started = true;
-      run();
+      if (loop || stopped) return;
+      // The worker loop logs a tick that failed and goes on (workers/loop.ts).
+      loop = startLoop("tx-tracker", periodMs, deps.logger, async () => {
+        await tick(Date.now() - lastSweep >= sweepMs);
+      });
     },
-    wake: () => {
-      if (!started || stopped) return;
-      if (!running) {
-        clearTimeout(timer);
-        setImmediate(run);
-      } else again = true;
-    },
+    wake: () => loop?.wake(),
     tick: () => tick(true),
     async stop() {
       stopped = true;
-      clearTimeout(timer);
-      await running;
+      await loop?.stop();
     },
   };
 }
