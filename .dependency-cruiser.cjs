@@ -66,6 +66,22 @@ module.exports = {
       to: { path: "^testing/" },
     },
     {
+      name: "outbox-internals-imported",
+      comment:
+        "The outbox is one service: outside origin/outbox/, programs use what its index exports (docs/architecture.md#from-route-to-receipt-the-outbox), never its files.",
+      severity: "error",
+      from: { path: "^origin/", pathNot: `(^origin/outbox/|${TEST_CODE})` },
+      to: { path: "^origin/outbox/", pathNot: "^origin/outbox/index\\.ts$" },
+    },
+    {
+      name: "domain-imports-another-domain",
+      comment:
+        "Money (origin/actions/) and x402 (origin/x402/) share what both use through rooms below them (agent-actions/, outbox/), never by importing each other.",
+      severity: "error",
+      from: { path: "^origin/(actions|x402)/", pathNot: TEST_CODE },
+      to: { path: "^origin/(actions|x402)/", pathNot: "^origin/$1/" },
+    },
+    {
       name: "origin-import-cycle",
       comment: "No import cycle inside origin/ or between its folders (type-only imports count).",
       severity: "error",

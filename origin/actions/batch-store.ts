@@ -6,13 +6,13 @@
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import { type Db, pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
 import { defineOutboxBatch, type OutboxBatch, type SenderView } from "../outbox/index.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
-import { startOfUtcDay, utcDate } from "./utc-day.ts";
 
 /** What the chain said of the batch's senders (and of the recipients the checks need). */
 export type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };

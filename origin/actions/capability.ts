@@ -1,4 +1,5 @@
 import type { Handler } from "hono";
+import { createActionClaimer } from "../agent-actions/repository.ts";
 import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
@@ -7,7 +8,6 @@ import { createMoneyExecutor, type ExecutorDeps } from "./execute.ts";
 import { faucetHandler } from "./faucet.ts";
 import type { MoneyRuntime } from "./money-runtime.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { createActionClaimer } from "./repository.ts";
 import { transfersHandler } from "./transfers.ts";
 
 export type MoneyModule = {

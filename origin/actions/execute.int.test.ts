@@ -3,13 +3,13 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { claimActions, requestHash } from "../agent-actions/repository.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
 import { createMoneyExecutor } from "./execute.ts";
 import { faucetOperation } from "./faucet.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.ts";
-import { claimActions, requestHash } from "./repository.ts";
 import { transferOperation } from "./transfers.ts";
 
 // The executor's batches, against the real stack: operations handed over in one turn of the event

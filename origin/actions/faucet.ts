@@ -7,6 +7,8 @@
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
+import { requestHash } from "../agent-actions/repository.ts";
+import { secondsToNextUtcDay } from "../agent-actions/utc-day.ts";
 import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
@@ -15,9 +17,7 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
-import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
-import { secondsToNextUtcDay } from "./utc-day.ts";
 
 export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
   const { payoutUnits } = services.config.faucet;

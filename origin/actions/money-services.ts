@@ -1,7 +1,7 @@
+import type { ActionClaimer } from "../agent-actions/idempotent-action.ts";
 import type { Config } from "../config.ts";
 import type { SignerClient } from "../signer/types.ts";
 import type { ExecutorDeps } from "./execute.ts";
-import type { ActionClaimer } from "./idempotent-action.ts";
 import type { MoneyExecutor } from "./operation.ts";
 
 /** What the faucet and transfer routes need beyond the executor's deps. */

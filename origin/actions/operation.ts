@@ -4,8 +4,8 @@
  * Types only, so the runner, its statements (batch-store.ts) and the handlers share them without
  * importing one another.
  */
+import type { Refusal } from "../agent-actions/refusal.ts";
 import type { Fees } from "../chain/fees.ts";
-import type { ErrorCode } from "../errors.ts";
 import type { WalletGateRow } from "../funding/gate.ts";
 import type { BroadcastLease, SenderView, TxPurpose } from "../outbox/index.ts";
 import type {
@@ -14,14 +14,6 @@ import type {
   SignTransactionParams,
   SignTransactionResult,
 } from "../signer/types.ts";
-
-/** A refusal the agent is told about, in the gateway's error envelope. */
-export type Refusal = {
-  code: ErrorCode;
-  message: string;
-  fields?: Record<string, string | number>;
-  headers?: Record<string, string>;
-};
 
 /** What an operation's checks see, read under the locks, counting earlier operations of its batch. */
 export type CheckFacts = {
@@ -86,3 +78,5 @@ export type ExecuteOutcome =
   | { kind: "busy" };
 
 export type MoneyExecutor = { execute(operation: MoneyOperation): Promise<ExecuteOutcome> };
+
+export type { Refusal };

@@ -9,9 +9,9 @@
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { requestHash } from "../agent-actions/repository.ts";
 import { pgArrayLiteral, queryRows } from "../db/client.ts";
 import type { FillerRecorder, SenderKeyResolver, TxFollower } from "../outbox/index.ts";
-import { requestHash } from "./repository.ts";
 
 export const actionsFollower: TxFollower = {
   name: "actions",

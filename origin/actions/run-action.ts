@@ -7,13 +7,13 @@
  * of concurrent duplicates exactly one signs.
  */
 import type { Context } from "hono";
+import { type ActionClaimer, runIdempotentAction } from "../agent-actions/idempotent-action.ts";
+import { type ActionRow, type ClaimActionParams, findAction } from "../agent-actions/repository.ts";
+import { endingRefusal, respondWithAction } from "../agent-actions/view.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
-import { type ActionClaimer, runIdempotentAction } from "./idempotent-action.ts";
 import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.ts";
-import { type ActionRow, type ClaimActionParams, findAction } from "./repository.ts";
-import { endingRefusal, respondWithAction } from "./view.ts";
 
 export async function runMoneyAction(
   c: Context<AppEnv>,

@@ -7,6 +7,7 @@
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
+import { requestHash } from "../agent-actions/repository.ts";
 import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
@@ -15,7 +16,6 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
-import { requestHash } from "./repository.ts";
 import { runMoneyAction } from "./run-action.ts";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";

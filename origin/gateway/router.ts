@@ -1,5 +1,5 @@
 import { type Handler, Hono } from "hono";
-import { getActionHandler } from "../actions/get-action.ts";
+import { getActionHandler } from "../agent-actions/get-action.ts";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
 import { createLatestBlock } from "../chain/block-number.ts";

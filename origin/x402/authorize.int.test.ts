@@ -22,7 +22,7 @@ import { send } from "../../testing/http.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { chain77X402Client } from "../../testing/x402-official-client.ts";
-import { requestHash } from "../actions/repository.ts";
+import { requestHash } from "../agent-actions/repository.ts";
 import { queryRows } from "../db/client.ts";
 import type { SignerClient } from "../signer/types.ts";
 

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { type ActionView, isTerminalAction } from "../../shared/gateway-schemas.ts";
 import { ERROR_STATUS, type ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { Refusal } from "./operation.ts";
+import type { Refusal } from "./refusal.ts";
 import type { ActionRow } from "./repository.ts";
 
 /** The action on the wire. */
