@@ -1,4 +1,4 @@
-// Folder-level import rule for origin/ (docs/development.md "Where code lives"), checked by
+// Folder-level import rule for origin/ (docs/development.md#where-code-lives), checked by
 // `npm run lint` next to .dependency-cruiser.cjs: no import cycle between origin's folders, so
 // each folder (a capability such as gateway/ or x402/, or a layer such as chain/ or db/) can be
 // read with only the folders below it. Production code only: a test may import across folders.

@@ -32,7 +32,10 @@ import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
-/** The network-wide attempts a minute the service admits by default (SPEC Limits). */
+/**
+ * The network-wide attempts a minute the service admits by default
+ * (docs/api.md#registration-quotas-and-counters).
+ */
 const NETWORK_ATTEMPTS_PER_MINUTE = 120;
 const ROUND = Number(process.env.BENCH_ROUND ?? 400);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -363,10 +366,11 @@ async function main(): Promise<void> {
       `quotas exact: ${exact ? "yes" : "NO"} (issued ${check!.issued} = the day's network-wide quota ${check!.network_daily}; ${check!.identities} identities on ${check!.wallets} distinct wallets and ${check!.assigned} assigned keys; ${check!.free} free keys ≥ reserve ${RESERVE})`,
     );
     const rate = (edgeAll.count * 1000) / edgeAll.ms;
-    // Registration admits 120 attempts a minute network-wide (SPEC Limits), 2 a second: the goal is
-    // headroom over that, not a race with a direct call. The former goals (200/s, 0.5× direct) were
-    // set for batchers that shared round trips between concurrent registrations; they were removed
-    // for simplicity (docs/performance.md, "Removed"), and the ratio is printed for comparison only.
+    // Registration admits 120 attempts a minute network-wide
+    // (docs/api.md#registration-quotas-and-counters), 2 a second: the goal is headroom over that,
+    // not a race with a direct call. The former goals (200/s, 0.5× direct) were set for batchers
+    // that shared round trips between concurrent registrations; they were removed for simplicity
+    // (docs/performance.md, "Removed"), and the ratio is printed for comparison only.
     const floor = (10 * NETWORK_ATTEMPTS_PER_MINUTE) / 60;
     say(
       `goal ≥ ${floor}/s (10× the network-wide limit of ${NETWORK_ATTEMPTS_PER_MINUTE} attempts a minute): ${rate >= floor ? "met" : "not met"} (${rate.toFixed(0)}/s; ${ratio.toFixed(2)}× direct)`,

@@ -14,12 +14,12 @@ import {
   SignerUnavailable,
   ValidationFailed,
 } from "../client/index.ts";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { recordSecret } from "../testing/secret-sink.ts";
@@ -69,7 +69,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
       AGENT_EDGE_SHARED_SECRET: edgeSecret,
     });
-    edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
+    edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
     base = `${edge.url}/77`;
     agent = await stack.newAgent({ units: 3_000_000n });
     // Made before the register test leaves a public batch's free key behind.

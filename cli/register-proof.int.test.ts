@@ -5,7 +5,6 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
@@ -13,6 +12,7 @@ import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
 import { HEADER_REGISTRATION } from "../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
 import { send } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
@@ -76,7 +76,7 @@ describe("agent-wallet register with the proof of work on (through the edge, rea
         AGENT_REGISTRATION_POW_BITS: String(BITS),
       },
     });
-    edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
+    edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
     await updateRegistrationPolicy(testDb.handle.db, {
       changes: { paused: false, keyReserve: 0 },
       reason: "cli proof of work test",

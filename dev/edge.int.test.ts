@@ -4,11 +4,11 @@ import { BODY_DEADLINE_MS } from "../origin/http/read-body.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { sendHalfBody } from "../testing/half-sent.ts";
 import { sendUnchecked } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
-import { type EdgeHandle, startEdge } from "./edge.ts";
 
 // The local front (dev/edge.ts) with the edge worker in Miniflare, as `npm start` wires
 // them, in front of the real origin app and Postgres. A client that goes away in the middle of its
@@ -21,6 +21,8 @@ describe("the local front (dev/edge.ts) before Miniflare and the origin", () => 
   let edge: EdgeHandle;
   const requestLines: string[] = [];
   const edgeLines: string[] = [];
+  /** What the edge hands its output sink, which testing/edge.ts also gives the run's secret scan. */
+  const sunkLines: string[] = [];
   let miniflareStopped = false;
   const tokens: string[] = [];
 
@@ -32,7 +34,11 @@ describe("the local front (dev/edge.ts) before Miniflare and the origin", () => 
         if (line.includes('"msg":"request"')) requestLines.push(line);
       },
     });
-    edge = await startEdge({ originUrl: origin.url, onLine: (line) => edgeLines.push(line) });
+    edge = await startTestEdge({
+      originUrl: origin.url,
+      onLine: (line) => edgeLines.push(line),
+      outputSink: (line) => sunkLines.push(line),
+    });
     await seedFreeKeys(testDb.handle.db, 4);
     for (let i = 0; i < 4; i++) {
       const issued = await provisionIdentity(testDb.handle.db, {
@@ -92,6 +98,7 @@ describe("the local front (dev/edge.ts) before Miniflare and the origin", () => 
     await edge.miniflare.dispose();
     miniflareStopped = true;
     edgeLines.length = 0;
+    sunkLines.length = 0;
     const response = await sendUnchecked(`${edge.url}/77/agent/v1/${token}?token=${token}`, {
       headers: { authorization: `Bearer ${token}` },
     });
@@ -99,5 +106,7 @@ describe("the local front (dev/edge.ts) before Miniflare and the origin", () => 
     expect(edgeLines.join("\n")).toContain("Miniflare did not answer");
     expect(edgeLines.join("\n")).not.toContain(token.split("_")[1]!);
     expect(edgeLines.join("\n")).not.toContain(token.split("_")[2]!);
+    // The front's own lines reach the output sink too, not only the worker's.
+    expect(sunkLines).toEqual(edgeLines);
   });
 });

@@ -24,7 +24,6 @@ import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
-import { recordOutput } from "../testing/secret-sink.ts";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -102,6 +101,12 @@ export type StartEdgeParams = {
   /** Receives every line the worker logs; by default printed with an `[edge]` prefix. */
   onLine?: (line: string) => void;
   /**
+   * Also receives every line the worker and the local front log, whatever `onLine` does with it:
+   * the test suite passes its secret scan here (testing/edge.ts), so a secret or a token the edge
+   * logs fails the run. None by default: `npm start` has nothing to scan its lines for.
+   */
+  outputSink?: (line: string) => void;
+  /**
    * The caller stops the edge itself on SIGINT/SIGTERM (the launcher stops every part in order).
    * Miniflare's own handler would otherwise exit the process at once with 130/143.
    */
@@ -135,9 +140,9 @@ export async function startEdge(params: StartEdgeParams): Promise<EdgeHandle> {
   const wrangler = await readWranglerConfig();
   const script = await bundleEdgeWorker(wrangler.main);
   const show = params.onLine ?? ((line: string) => process.stdout.write(`[edge] ${line}\n`));
-  // Under the test suite every edge line also goes to the run's secret scan (a no-op otherwise).
+  const sink = params.outputSink;
   const onLine = (line: string): void => {
-    recordOutput("edge", line);
+    sink?.(line);
     show(line);
   };
   const bindings: Record<string, string> = {

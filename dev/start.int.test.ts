@@ -8,6 +8,7 @@ import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { runTool } from "../testing/run-tool.ts";
+import { recordOutput } from "../testing/secret-sink.ts";
 import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
 
 /** The environment of a running process, as the kernel holds it (Linux). */
@@ -43,8 +44,16 @@ function launch(env: Record<string, string>): {
     stdio: ["pipe", "pipe", "pipe"],
   });
   let output = "";
+  let partial = "";
   launcher.stdout.on("data", (chunk: Buffer) => {
     output += chunk.toString();
+    // npm start gives its edge no output sink (dev/edge.ts): the lines it prints as `[edge] …` go
+    // to the run's secret scan from here, as testing/edge.ts sends an edge started in-process.
+    // Not the launcher's own lines, which print the local agent's token on purpose.
+    const lines = (partial + chunk.toString()).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines)
+      if (line.startsWith("[edge] ")) recordOutput("edge", line.slice("[edge] ".length));
   });
   launcher.stderr.on("data", (chunk: Buffer) => {
     output += chunk.toString();

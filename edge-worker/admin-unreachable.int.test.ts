@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { HEADER_ADMIN_API_TOKEN, HEADER_REGISTRATION_ADMIN_TOKEN } from "../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { send } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 
@@ -100,7 +100,7 @@ describe("admin routes are unreachable through the edge", () => {
           served.push({ route: entry.route, status: entry.status });
       },
     });
-    edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
+    edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
   });
   afterAll(async () => {
     await edge?.stop();

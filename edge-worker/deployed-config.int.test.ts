@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { parseEdgeConfig } from "./config.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
@@ -28,7 +28,7 @@ describe("the edge worker outside local development (Miniflare)", () => {
   });
 
   const start = async (params: { localDev: boolean; secret: string }): Promise<EdgeHandle> => {
-    const edge = await startEdge({
+    const edge = await startTestEdge({
       originUrl: origin.url,
       edgeSharedSecret: params.secret,
       localDev: params.localDev,

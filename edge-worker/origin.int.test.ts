@@ -5,7 +5,6 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { refillOnce } from "../origin/keypool/refill.ts";
 import { hashIpGroup } from "../origin/registration/ip-classification.ts";
@@ -20,6 +19,7 @@ import {
   HEADER_REGISTRATION_IP,
 } from "../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
 import { send, type TestResponse } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
@@ -95,7 +95,7 @@ describe("the edge in front of the real origin", () => {
       },
       onLogLine: (line) => logLines.push(line),
     });
-    edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
+    edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
   });
   afterAll(async () => {
     await edge?.stop();

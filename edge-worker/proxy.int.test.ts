@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
@@ -7,6 +6,7 @@ import {
   HEADER_REGISTRATION_IP,
   HEADER_REQUEST_URL,
 } from "../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { freePort } from "../testing/free-port.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
@@ -62,8 +62,8 @@ beforeAll(async () => {
   });
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   [edge, edgeToNowhere] = await Promise.all([
-    startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, directSocket: true }),
-    startEdge({ originUrl: nowhere, edgeSharedSecret: EDGE_SECRET }),
+    startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, directSocket: true }),
+    startTestEdge({ originUrl: nowhere, edgeSharedSecret: EDGE_SECRET }),
   ]);
 });
 

@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../dev/edge.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
   HEADER_REGISTRATION,
   HEADER_REGISTRATION_IP,
 } from "../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 // The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
 import { sendUnchecked as send } from "../testing/http.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
@@ -37,8 +37,8 @@ beforeAll(async () => {
     response.writeHead(originAnswer.status, originAnswer.headers).end(originAnswer.body);
   });
   [edge, edgeWithoutSecret] = await Promise.all([
-    startEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET }),
-    startEdge({ originUrl: origin.url }),
+    startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET }),
+    startTestEdge({ originUrl: origin.url }),
   ]);
 });
 

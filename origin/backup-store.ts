@@ -71,7 +71,7 @@ export const nodeBackupFiles: BackupFiles = {
 };
 
 /**
- * SPEC "Transfer-key pool": write via a temporary file, fsync, atomic rename, fsync of the
+ * Write via a temporary file (docs/operations.md#backups), fsync, atomic rename, fsync of the
  * directory, then re-read the file and compare its SHA-256 before the batch may advance. A crash
  * at any point leaves either no file or a whole one under the final name, never a half.
  */

@@ -5,18 +5,18 @@ import { err, ok, type Result } from "../shared/result.ts";
 import { parseCidrList } from "./http/cidr.ts";
 
 /**
- * SPEC Limits: the x402 demo quote's maxTimeoutSeconds (x402/requirements.ts quotes it); here
- * because the validity margin is checked against it.
+ * The x402 demo quote's maxTimeoutSeconds (docs/api.md#the-demo-quotes-amount; x402/requirements.ts
+ * quotes it); here because the validity margin is checked against it.
  */
 export const DEMO_MAX_TIMEOUT_SECONDS = 60;
 
 /**
- * The origin's configuration: every switch of SPEC "Configuration switches" plus our own.
+ * The origin's configuration: every variable of docs/configuration.md#variables.
  * Parsed once at start (parsed once at the boundary, trusted after); only main.ts and the scripts read
  * process.env and hand it here.
  */
 
-/** SPEC: "only the literal `true` enables". Applied to every switch so none is on by accident. */
+/** Only the literal `true` enables (docs/configuration.md#variables): no switch is on by accident. */
 const literalTrue = z
   .string()
   .optional()
@@ -43,7 +43,7 @@ const integer = (fallback: number, min: number, max: number) =>
     .transform((value) => (value === undefined ? fallback : Number(value)))
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
-/** Secrets are measured in bytes, not characters (SPEC Limits: "at least 32 bytes each"). */
+/** Secrets are at least 32 bytes, not characters (docs/configuration.md#variables). */
 const MIN_SECRET_BYTES = 32;
 const secret = z
   .string()
@@ -315,9 +315,10 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   if (env.AGENT_REGISTRATION_ALLOW_LOOPBACK === "true" && !isLoopbackHost(env.ORIGIN_HOST ?? "127.0.0.1")) {
     errors.push("AGENT_REGISTRATION_ALLOW_LOOPBACK: allowed only when ORIGIN_HOST is a loopback address");
   }
-  // SPEC Limits rule 3: behind a proxy without AGENT_TRUSTED_PROXIES every client is the proxy and
-  // the per-IP limits collapse into one bucket; bound publicly, the private console and /metrics
-  // face the network. Listening beyond loopback needs one or the other said out loud.
+  // docs/configuration.md#the-clients-address: behind a proxy without AGENT_TRUSTED_PROXIES every
+  // client is the proxy and the per-IP limits collapse into one bucket; bound publicly, the private
+  // console and /metrics face the network. Listening beyond loopback needs one or the other said
+  // out loud.
   const host = env.ORIGIN_HOST ?? "127.0.0.1";
   if (!isLoopbackHost(host) && !env.AGENT_TRUSTED_PROXIES?.trim() && env.AGENT_ALLOW_PUBLIC_BIND !== "1") {
     errors.push(

@@ -150,7 +150,8 @@ describe("faults under load (real processes)", () => {
       ]);
       const balances = outage.filter((record) => record.kind === "balance");
       for (const record of balances) expect([record.status, record.code]).toEqual([503, "chain_unavailable"]);
-      // /rpc speaks JSON-RPC (SPEC): the chain's absence is a JSON-RPC error, answered at once.
+      // /rpc speaks JSON-RPC (docs/api.md#conventions): the chain's absence is a JSON-RPC error,
+      // answered at once.
       for (const record of outage.filter((r) => r.kind === "rpc"))
         expect([record.status, record.code]).toEqual([200, "rpc:-32000"]);
       expect(tail.filter((record) => !isFinal(record.status))).toEqual([]);

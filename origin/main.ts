@@ -54,7 +54,8 @@ async function main(): Promise<void> {
     "origin listening",
   );
 
-  // SPEC: with the gateway switch off, no background worker starts (composeOrigin's start).
+  // With the gateway switch off, no background worker starts (composeOrigin's start;
+  // docs/api.md#the-switches).
   origin.start();
 
   let stopping = false;

@@ -37,16 +37,16 @@ const DUMMY_HASH = Buffer.alloc(32);
 const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
 
 /**
- * SPEC "Agent bearer token": fail-closed authentication against a non-revoked, enabled identity,
+ * Fail-closed authentication against a non-revoked, enabled identity (docs/api.md#conventions),
  * read from the database on every request. Every failure is the same 401 `agent_auth_failed`
  * (429 once the client's failure budget is spent), whatever its cause.
  *
- * Past a client's failure budget (SPEC "Limits": only failures count), a request is refused 429
- * before any database read, unless its token id authenticated from that client lately
+ * Past a client's failure budget (only failures count: docs/api.md#rate-limits), a request is
+ * refused 429 before any database read, unless its token id authenticated from that client lately
  * (RecentAuthentications), or the address's small allowance for other ids admits it
- * (LockoutAllowance): those are authenticated as usual, so a neighbour's bad tokens cannot lock
- * out the agents that share its address, nor keep a fresh one out. A failure past the budget is
- * 429 however it was read, counts like any other, and the id no longer counts as working there.
+ * (LockoutAllowance): those are authenticated as usual, so a neighbour's bad tokens cannot lock out
+ * the agents that share its address, nor keep a fresh one out. A failure past the budget is 429
+ * however it was read, counts like any other, and the id no longer counts as working there.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
@@ -122,7 +122,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
   };
 }
 
-/** Each route declares its capability; `read` never reaches a write route (SPEC "Authentication"). */
+/** Each route declares its capability; `read` never reaches a write route (docs/api.md#conventions). */
 export function requireCapability(capability: Capability): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     if (!c.get("agent").capabilities.includes(capability)) {

@@ -1,7 +1,7 @@
 /**
- * Ours: the few database reads an address still gets past its failure limit (SPEC "Limits": 60
- * failed authentications a minute) for tokens that have not worked from it, so that a fresh valid
- * token behind a neighbour sending bad tokens is not locked out with it
+ * Ours: the few database reads an address still gets past its failure limit (60 failed
+ * authentications a minute: docs/api.md#rate-limits) for tokens that have not worked from it, so
+ * that a fresh valid token behind a neighbour sending bad tokens is not locked out with it
  * (docs/security.md#floods-and-what-they-still-get). Tokens that have worked from the address pass
  * as before (recent-authentications.ts); for any other token id, per address and per minute:
  *  - `firstSight` reads for ids this address has not presented since its lockout began;

@@ -1,14 +1,14 @@
 /**
  * Ours: which token ids authenticated from which client (IPv4 address or IPv6 /64) lately, kept in
- * memory per node. A client's failures past the pre-auth limit (SPEC "Limits") then lock out only
- * the tokens that have not worked from its address: agents behind one shared NAT, serverless
- * egress or CI runner keep working while a neighbour sends bad tokens (the device-cookie defence
- * against lockout, OWASP). Only a request that authenticated and that the per-agent tier admitted
- * enters the set, so unauthenticated requests cannot fill it, nor can a token past its own limit;
- * its size is fixed, the pair seen least recently dropped first, and one token holds at most
- * `maxSourcesPerToken` addresses (its least recently seen dropped first), so a token used from
- * many addresses cannot fill the node's set either. A token id that fails from an address is
- * forgotten there.
+ * memory per node. A client's failures past the pre-auth limit (docs/api.md#rate-limits) then lock
+ * out only the tokens that have not worked from its address: agents behind one shared NAT,
+ * serverless egress or CI runner keep working while a neighbour sends bad tokens (the device-cookie
+ * defence against lockout, OWASP). Only a request that authenticated and that the per-agent tier
+ * admitted enters the set, so unauthenticated requests cannot fill it, nor can a token past its own
+ * limit; its size is fixed, the pair seen least recently dropped first, and one token holds at most
+ * `maxSourcesPerToken` addresses (its least recently seen dropped first), so a token used from many
+ * addresses cannot fill the node's set either. A token id that fails from an address is forgotten
+ * there.
  */
 export const RECENT_AUTHENTICATIONS = {
   /** How long a success from a client keeps its token working there past the limit. */

@@ -86,7 +86,8 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
             res.on("error", () => settle(err("unreachable")));
           },
         );
-        // A deadline for the whole call, not just socket idleness (SPEC: every upstream call times out).
+        // A deadline for the whole call, not just socket idleness: every upstream call times out
+        // (CHAIN_RPC_TIMEOUT_MS, docs/configuration.md#variables).
         const timer = setTimeout(() => abandon("timeout"), params.timeoutMs);
         req.on("error", () => settle(err("unreachable")));
         req.end(body);

@@ -28,9 +28,12 @@ export type AdminAuthParams = {
 };
 
 export type AdminAuth = {
-  /** `x-admin-api-token` (SPEC "Other credentials": read access to the console API). */
+  /**
+   * `x-admin-api-token`: read access to the console API
+   * (docs/operations.md#the-operator-console-and-metrics).
+   */
   read: MiddlewareHandler<AppEnv>;
-  /** `x-admin-api-token` and `x-registration-admin-token` (SPEC: needed in addition for changes). */
+  /** `x-admin-api-token` and `x-registration-admin-token`, needed as well for changes. */
   change: MiddlewareHandler<AppEnv>;
   /** The admin token as `x-admin-api-token` or `Authorization: Bearer …` (Prometheus scrapers). */
   scrape: MiddlewareHandler<AppEnv>;
@@ -39,10 +42,10 @@ export type AdminAuth = {
 type Presented = (header: (name: string) => string | undefined) => { read: string | undefined };
 
 /**
- * SPEC "Operator console": both tokens compared in constant time (SHA-256 digests of
- * equal length, both always compared, so neither the length nor which token was wrong shows in
- * the timing); every failure the same 401 body; failures counted per client, 429 past the limit.
- * Needs `clientIp` set before it (clientIpMiddleware).
+ * Both tokens (docs/operations.md#the-operator-console-and-metrics) compared in constant time
+ * (SHA-256 digests of equal length, both always compared, so neither the length nor which token was
+ * wrong shows in the timing); every failure the same 401 body; failures counted per client, 429
+ * past the limit. Needs `clientIp` set before it (clientIpMiddleware).
  */
 export function createAdminAuth(params: AdminAuthParams): AdminAuth {
   const matchesRead = digestMatcher(params.adminApiToken);

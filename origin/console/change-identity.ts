@@ -7,10 +7,11 @@ import { setIdentityEnabled } from "../identity/identity-admin.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 
 /**
- * POST {base}/admin/agents/registration/identity (SPEC "Identity disable by operator"): disables
- * or enables an identity, with a reason, through the service `npm run agents` uses, which records
- * before, after and reason in the same transaction. It applies at the agent's next request, moves
- * no funds and leaves submitted transactions to finish.
+ * POST {base}/admin/agents/registration/identity
+ * (docs/operations.md#the-operator-console-and-metrics): disables or enables an identity, with a
+ * reason, through the service `npm run agents` uses, which records before, after and reason in the
+ * same transaction. It applies at the agent's next request, moves no funds and leaves submitted
+ * transactions to finish.
  */
 export function changeIdentityHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => {

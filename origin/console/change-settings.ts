@@ -7,10 +7,11 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { changeRegistrationSettings, type SettingsRefusal } from "../registration/settings.ts";
 
 /**
- * POST {base}/admin/agents/registration/settings (SPEC "Operator console"): changes registration
- * settings through the service the registration CLI uses. Unknown settings, invalid ranges and
- * empty reasons are 400 and change nothing; every change is recorded with before, after and
- * reason, under the policy row's lock, so concurrent changes serialize.
+ * POST {base}/admin/agents/registration/settings
+ * (docs/operations.md#the-operator-console-and-metrics): changes registration settings through the
+ * service the registration CLI uses. Unknown settings, invalid ranges and empty reasons are 400 and
+ * change nothing; every change is recorded with before, after and reason, under the policy row's
+ * lock, so concurrent changes serialize.
  */
 export function changeSettingsHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => {

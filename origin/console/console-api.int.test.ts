@@ -263,7 +263,7 @@ describe("operator console API", () => {
     // No client address anywhere in what the console shows.
     const text = JSON.stringify(overview);
     for (const ip of ["81.3.0.1", "81.3.0.2", "127.0.0.90"]) expect(text).not.toContain(ip);
-    // SPEC: reading changes no admission counter.
+    // Reading changes no admission counter (docs/api.md#registration-quotas-and-counters).
     const again = await read();
     expect(again.counters).toEqual(overview.counters);
   });
@@ -522,7 +522,8 @@ describe("operator console: configuration", () => {
   });
 });
 
-describe("operator console caps (SPEC Limits: the last 50 identities, up to 200 API buckets)", () => {
+// What the console shows at most (docs/api.md#the-operator-console).
+describe("operator console caps: the last 50 identities, up to 200 API buckets", () => {
   let testDb: TestDatabase;
   let origin: TestOrigin;
   beforeAll(async () => {

@@ -14,12 +14,13 @@ import { parsePrometheusText } from "../../testing/prometheus.ts";
 import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.ts";
 import { queryRows } from "../db/client.ts";
 
-// SPEC "Identity disable by operator" on the whole money stack (origin, enclave, devnet,
-// Postgres): a disable through the console applies at the agent's next request, moves no funds,
-// and does not cancel a transfer already submitted: the tracker still confirms it. The devnet
-// mines on arrival, so a transfer is recorded `confirmed` right after its broadcast unless its
-// receipt cannot be read: the origin here reaches the devnet through a FAKE JSON-RPC pass-through
-// that answers 503 to receipt reads while the test withholds them, which leaves it `submitted`.
+// An operator's disable (docs/operations.md#the-operator-console-and-metrics) on the whole money
+// stack (origin, enclave, devnet, Postgres): a disable through the console applies at the agent's
+// next request, moves no funds, and does not cancel a transfer already submitted: the tracker still
+// confirms it. The devnet mines on arrival, so a transfer is recorded `confirmed` right after its
+// broadcast unless its receipt cannot be read: the origin here reaches the devnet through a FAKE
+// JSON-RPC pass-through that answers 503 to receipt reads while the test withholds them, which
+// leaves it `submitted`.
 
 const secrets = consoleSecrets();
 

@@ -7,7 +7,7 @@ import type { EarlyLimiter } from "../registration/early-limiter.ts";
  * What one app instance keeps in memory and shares between its routers (origin/app.ts builds
  * it): the gateway's limiters and the registration's early limiter, which the console shows as
  * this node's buckets, and the metrics, which every limiter reports its refusals to. Per node,
- * reset on restart (SPEC "Operator console").
+ * reset on restart (docs/operations.md#the-operator-console-and-metrics).
  */
 export type NodeLocal = {
   limiters: GatewayLimiters;

@@ -31,9 +31,10 @@ const SECURITY_HEADERS: Record<string, string> = {
 const asset = (name: string): string => readFileSync(new URL(`./page/${name}`, import.meta.url), "utf8");
 
 /**
- * GET {base}/admin/agents (SPEC "Operator console": an HTML shell without operational data) and
- * its script and stylesheet, served as they are from origin/console/page/ (no build step). The
- * one value put into the page is the API's base path, from the configuration.
+ * GET {base}/admin/agents (an HTML shell without operational data:
+ * docs/operations.md#the-operator-console-and-metrics) and its script and stylesheet, served as
+ * they are from origin/console/page/ (no build step). The one value put into the page is the API's
+ * base path, from the configuration.
  */
 export function createPageRouter(basePath: string): Hono<AppEnv> {
   const apiBase = `${basePath}/admin/agents`;

@@ -9,7 +9,10 @@ import { minuteStart, utcDay } from "../registration/quota-clock.ts";
 import { ALL_GROUPS } from "../registration/quota-gate.ts";
 import { REGISTRATION_SETTINGS, settingsView } from "../registration/settings.ts";
 
-/** The console's database reads. Read only: no counter moves (SPEC "Operator console"). */
+/**
+ * The console's database reads. Read only: no counter moves
+ * (docs/api.md#registration-quotas-and-counters).
+ */
 
 const iso = (value: Date | string): string => new Date(value).toISOString();
 
@@ -237,7 +240,7 @@ const SETTING_NAMES = new Map<string, string>(
   Object.entries(REGISTRATION_SETTINGS).map(([name, rule]) => [rule.key, name]),
 );
 
-/** SPEC "Operator console": the audit does not identify a person, since credentials are shared. */
+/** The audit does not identify a person, since credentials are shared (docs/api.md#the-operator-console). */
 export const AUDIT_NOTE =
   "Console and operator tools use shared credentials: a change records what changed, when and why, " +
   "and the channel it came through, never who made it.";

@@ -9,7 +9,7 @@ import { REGISTRATION_SETTINGS } from "../registration/settings.ts";
 import type { NodeLocal } from "./node-local.ts";
 import { readPersistentRegistration } from "./queries.ts";
 
-/** SPEC Limits: the console shows up to 200 API buckets over 60 seconds. */
+/** The console shows up to 200 API buckets over 60 seconds (docs/api.md#the-operator-console). */
 export const MAX_LOCAL_BUCKETS = 200;
 
 const SETTING_RANGES = Object.fromEntries(
@@ -20,9 +20,10 @@ const SETTING_RANGES = Object.fromEntries(
 ) as RegistrationOverview["setting_ranges"];
 
 /**
- * GET {base}/admin/agents/registration (SPEC "Operator console"): the persistent issuance and
- * admission counters, verified-key stock, the policy and quotas, the last 50 public identities,
- * the hashed IP groups, and this node's limiter buckets of the last 60 s. Read only.
+ * GET {base}/admin/agents/registration (docs/operations.md#the-operator-console-and-metrics): the
+ * persistent issuance and admission counters, verified-key stock, the policy and quotas, the last
+ * 50 public identities, the hashed IP groups, and this node's limiter buckets of the last 60 s.
+ * Read only.
  */
 export function registrationOverviewHandler(deps: Infrastructure, node: NodeLocal): Handler<AppEnv> {
   const displayIpGroup = ipGroupDisplay(deps.config.secrets.registrationIp);

@@ -16,12 +16,12 @@ import { createPageRouter } from "./page.ts";
 import { registrationOverviewHandler } from "./registration-overview.ts";
 
 /**
- * The operator console and the metrics (SPEC "Operator console"; docs/operations.md), on the private
- * origin only: the edge routes neither `{base}/admin/*` nor `{base}/metrics` (edge-worker/index.ts
- * forwards an allowlist). Mounted whatever the gateway switch, which governs the gateway's
- * endpoints: an operator can read the node and prepare registration settings before turning the
- * gateway on. Without AGENT_ADMIN_API_TOKEN nothing here can authenticate, so every route
- * answers 404 `feature_disabled`.
+ * The operator console and the metrics (docs/operations.md#the-operator-console-and-metrics), on
+ * the private origin only: the edge routes neither `{base}/admin/*` nor `{base}/metrics`
+ * (edge-worker/index.ts forwards an allowlist). Mounted whatever the gateway switch, which governs
+ * the gateway's endpoints: an operator can read the node and prepare registration settings before
+ * turning the gateway on. Without AGENT_ADMIN_API_TOKEN nothing here can authenticate, so every
+ * route answers 404 `feature_disabled`.
  */
 export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono<AppEnv> {
   const router = new Hono<AppEnv>();

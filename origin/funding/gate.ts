@@ -3,7 +3,8 @@
  * wallet that is enabled, whose identity is verified and whose key batch is backed up; a batch
  * without restore evidence holds the wallet to its pre-restore ceiling, `zero_only` unless an
  * active `approved_non_zero` exception grants one (balance after the move ≤ ceiling). Only evidence
- * of a restore into a new enclave from the recovery key counts. x402 skips this gate (SPEC).
+ * of a restore into a new enclave from the recovery key counts. x402 skips this gate
+ * (docs/api.md#x402-stands-apart-from-transfers).
  */
 import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";

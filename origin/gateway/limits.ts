@@ -3,7 +3,7 @@ import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { InFlightLimiter } from "../http/in-flight.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 
-/** SPEC Limits: the two gateway tiers. */
+/** The gateway's two tiers (docs/api.md#rate-limits). */
 export const PRE_AUTH_FAILURES = { limit: 60, windowSeconds: 60 } as const;
 export const PER_AGENT_REQUESTS = { limit: 600, windowSeconds: 60 } as const;
 /**

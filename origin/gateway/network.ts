@@ -15,7 +15,7 @@ import type { Config } from "../config.ts";
 import type { AppEnv } from "../http/env.ts";
 import { PER_AGENT_REQUESTS, PRE_AUTH_FAILURES, RPC_IN_FLIGHT } from "./limits.ts";
 
-/** GET /agent/v1/network: the contract an agent adapts to (SPEC; its shape is networkResponseSchema). */
+/** GET /agent/v1/network: the contract an agent adapts to (docs/agents.md#reading; networkResponseSchema). */
 export function networkHandler(config: Config, latestBlock: LatestBlock | undefined): Handler<AppEnv> {
   // Everything but the block and the caller is fixed for the life of the process.
   const fixed = {

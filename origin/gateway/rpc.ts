@@ -35,8 +35,9 @@ const refusal = (id: Id, code: number, message: string): RpcResponse => ({
 
 /**
  * POST /agent/v1/rpc: a read-only JSON-RPC proxy. The closed allowlist is the only way through;
- * there is no submission or state-changing path, whatever the agent's capabilities (SPEC).
- * Limits are enforced before any upstream call. JSON-RPC errors answer with HTTP 200.
+ * there is no submission or state-changing path, whatever the agent's capabilities
+ * (docs/security.md#a-cheap-token-public-registration-or-read-only). Limits are enforced before any
+ * upstream call. JSON-RPC errors answer with HTTP 200.
  *
  * What a node holds is bounded: the body (64 KB, cut off while it streams, read within
  * BODY_DEADLINE_MS), calls in flight per agent and per node (429 past them) and each upstream

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { newAccount } from "../../devnet/testing.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { TokenRotationResponse } from "../../shared/token-schemas.ts";
+import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import { runTool } from "../../testing/run-tool.ts";
@@ -41,7 +41,7 @@ describe("token rotation (real stack)", () => {
   let base: string;
 
   beforeAll(async () => {
-    edge = await startEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
+    edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: edgeSecret, onLine: () => {} });
     base = `${edge.url}/77`;
   }, 120_000);
   afterAll(async () => {

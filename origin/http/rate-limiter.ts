@@ -1,9 +1,9 @@
 /**
- * Sliding-window counters kept in memory per node (SPEC Limits: "sliding window, kept in memory
- * per node"). Each key keeps a count per second that had events, oldest first, so a count ages out
- * within a second of leaving the window without a timestamp per request, and a key with a few
- * events (the usual failing client) costs about 130 bytes. The number of keys is bounded: the least
- * recently touched key is dropped first, so memory stays flat under many client IPs.
+ * Sliding-window counters kept in memory per node (docs/api.md#rate-limits). Each key keeps a count
+ * per second that had events, oldest first, so a count ages out within a second of leaving the
+ * window without a timestamp per request, and a key with a few events (the usual failing client)
+ * costs about 130 bytes. The number of keys is bounded: the least recently touched key is dropped
+ * first, so memory stays flat under many client IPs.
  */
 export type SlidingWindowLimiterOptions = {
   limit: number;

@@ -1,10 +1,9 @@
 /**
- * The limiters that can refuse a request, as the metrics count them: the gateway's two
- * tiers (SPEC Limits), the registration's early local limiter and its persisted admission, the
- * /rpc in-flight caps, the x402 surfaces' windows (refused requests per client address, payments
- * per payer and per client address) and their guard against reverted settlements (and its queue
- * of settles waiting for a slot), and failed
- * operator-console authentication.
+ * The limiters that can refuse a request, as the metrics count them: the gateway's two tiers
+ * (docs/api.md#rate-limits), the registration's early local limiter and its persisted admission,
+ * the /rpc in-flight caps, the x402 surfaces' windows (refused requests per client address,
+ * payments per payer and per client address) and their guard against reverted settlements (and its
+ * queue of settles waiting for a slot), and failed operator-console authentication.
  */
 export const REFUSAL_TIERS = [
   "pre_auth_ip",

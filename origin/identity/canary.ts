@@ -5,7 +5,7 @@ import { agentIdentities, keyPool } from "../db/schema.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { proveIdentity } from "./prove.ts";
 
-/** SPEC "Live switch canary" exit codes. */
+/** The canary's exit codes (docs/operations.md#switching-a-node-to-live-signing). */
 export const CANARY_EXIT = { switch: 0, noCandidate: 1, doNotSwitch: 2 } as const;
 
 export type CanaryResult = { exitCode: (typeof CANARY_EXIT)[keyof typeof CANARY_EXIT]; line: string };

@@ -51,13 +51,13 @@ export type SetIdentityEnabledResult = Result<
 >;
 
 /**
- * SPEC "Identity disable by operator": reversible, applies at the next request (bearer auth reads
- * the identity on every request), moves no funds and leaves submitted transactions alone (nothing
- * here touches actions or transactions). Either way a reason is required, and a change is recorded
- * in identity_changes with its before and after, in the transaction that makes it, under the
- * identity's row lock: concurrent changes serialize and every record's before is the state it
- * found. Setting the state the identity already has changes and records nothing. Enabling clears
- * the disable reason; it does not undo a revocation.
+ * An operator's disable (docs/operations.md#the-operator-console-and-metrics) is reversible,
+ * applies at the next request (bearer auth reads the identity on every request), moves no funds and
+ * leaves submitted transactions alone (nothing here touches actions or transactions). Either way a
+ * reason is required, and a change is recorded in identity_changes with its before and after, in
+ * the transaction that makes it, under the identity's row lock: concurrent changes serialize and
+ * every record's before is the state it found. Setting the state the identity already has changes
+ * and records nothing. Enabling clears the disable reason; it does not undo a revocation.
  */
 export async function setIdentityEnabled(
   db: Db,

@@ -5,7 +5,10 @@ import type { SignerClient, SignerFailure, SignerFailureClass } from "../signer/
 
 export type SweepClass = "destructive" | SignerFailureClass;
 
-/** What one proof attempt concluded: verified, or a class of SPEC "Identity enabled flag (sweep)". */
+/**
+ * What one proof attempt concluded: verified, or a finding's class
+ * (docs/operations.md#what-a-finding-means).
+ */
 export type ProofOutcome =
   | { verified: true }
   | { verified: false; class: SweepClass; code: string; detail: string };
@@ -48,7 +51,8 @@ export async function proveIdentity(
     signature: proof.value.signature,
   });
   if (!verdict.ok) {
-    // A proof made for another chain or environment fails here too: fail closed (SPEC).
+    // A proof made for another chain or environment fails here too: fail closed
+    // (docs/operations.md#switching-a-node-to-live-signing).
     return destructive(verdict.error === "signature_invalid" ? "proof_failed" : verdict.error, verdict.error);
   }
   if (proof.value.publicKey.toLowerCase() !== info.publicKey.toLowerCase()) {

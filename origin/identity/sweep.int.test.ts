@@ -27,7 +27,7 @@ const ENV_ID = "sweep-test";
 type Row = { enabled: boolean; disabled_reason: string | null; last_verified_at: Date | null };
 type Finding = { class: string; code: string };
 
-describe("identity sweep (SPEC 'Identity enabled flag (sweep)')", () => {
+describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
   let testDb: TestDatabase;
   let enclave: EnclaveProcess;
   let live: SignerClient;

@@ -21,9 +21,9 @@ export type SweepParams = {
 export type SweepReport = { checked: number; verified: number; disabled: number; findings: number };
 
 /**
- * SPEC "Identity enabled flag (sweep)": re-proves every enabled identity whose last verification
- * is older than the window. Only `destructive` changes state (disables, once); every other class
- * records a finding and leaves the wallet intact, to be retried next tick.
+ * Re-proves every enabled identity whose last verification is older than the window
+ * (docs/api.md#identities-keys-and-the-sweep). Only `destructive` changes state (disables, once);
+ * every other class records a finding and leaves the wallet intact, to be retried next tick.
  */
 export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Promise<SweepReport> {
   const cutoff = new Date(params.now.getTime() - params.windowSeconds * 1000);
@@ -66,9 +66,9 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
 }
 
 /**
- * SPEC: an unexpected raise or throw is a `terminal_unknown` finding with the wallet intact, for
- * this identity alone: the rest of the tick goes on. The message is kept; no stack, which could
- * carry request data.
+ * An unexpected raise or throw is a `terminal_unknown` finding with the wallet intact, for this
+ * identity alone: the rest of the tick goes on (docs/api.md#identities-keys-and-the-sweep). The
+ * message is kept; no stack, which could carry request data.
  */
 function unexpected(error: unknown): ProofOutcome {
   const message = errorMessage(error);

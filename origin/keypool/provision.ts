@@ -37,9 +37,10 @@ const capabilitiesSchema = z
 const BUSY_RETRIES = [5, 10, 20, 40, 80];
 
 /**
- * SPEC "Key pool entry": one transaction inserts the identity and its token and claims one free
- * key with a row lock that skips rows locked by others, so two provisionings never take the
- * same key. A claimed key never returns to the pool. With no free key, nothing is written.
+ * One transaction (docs/api.md#identities-keys-and-the-sweep) inserts the identity and its token
+ * and claims one free key with a row lock that skips rows locked by others, so two provisionings
+ * never take the same key. A claimed key never returns to the pool. With no free key, nothing is
+ * written.
  */
 export async function provisionIdentity(db: Db, params: ProvisionIdentityParams): Promise<ProvisionResult> {
   const parsed = capabilitiesSchema.safeParse(params.capabilities);

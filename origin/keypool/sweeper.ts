@@ -5,8 +5,9 @@ import { failBatch, findStuckBatches } from "./batch-repository.ts";
 export type SweepBatchesParams = { stuckAfterSeconds: number; now: Date };
 
 /**
- * SPEC "Transfer-key pool": batches stuck in an intermediate backup state fail, and their keys are
- * quarantined, so inputs left by a crash are reconciled and never handed out.
+ * Batches stuck in an intermediate backup state fail, and their keys are quarantined
+ * (docs/operations.md#the-key-pool-refills-on-demand), so inputs left by a crash are reconciled and
+ * never handed out.
  */
 export async function sweepStuckBatches(
   db: Db,

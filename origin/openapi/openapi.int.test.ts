@@ -44,7 +44,8 @@ describe("OpenAPI document", () => {
     expect(answer.status).toBe(200);
     expect(answer.headers["content-type"]).toMatch(/^application\/json/);
     expect(answer.body).toEqual(JSON.parse(JSON.stringify(buildOpenApiDocument("/77", "public"))));
-    // With the gateway switch off, every /agent/v1/* path is 404, this one too (SPEC switches).
+    // With the gateway switch off, every /agent/v1/* path is 404, this one too
+    // (docs/api.md#the-switches).
     const off = await send(`${gatewayOff.base}/agent/v1/openapi.json`);
     expect(off.status).toBe(404);
   });

@@ -35,7 +35,7 @@ import {
 
 export type { HttpMethod, NamedSchema, Operation, ResponseSpec, SecurityName } from "./operation-types.ts";
 
-/** Answers any agent route can give besides its own (SPEC "Errors"). */
+/** Answers any agent route can give besides its own (docs/api.md#error-codes). */
 const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
     401: errorResponse("agent_auth_failed: a bad or revoked token, or a disabled identity"),

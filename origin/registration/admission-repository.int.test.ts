@@ -5,9 +5,9 @@ import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import { queryRows } from "../db/client.ts";
 import { type AdmitAttemptResult, admitAttempt } from "./admission-repository.ts";
 
-// The persisted per-minute attempt counts (SPEC Limits: 10 per IP group, 120 globally, persisted),
-// judged one attempt at a time, as several nodes' attempts arrive together. Through node-postgres
-// and the Neon driver.
+// The persisted per-minute attempt counts (10 per IP group, 120 in all:
+// docs/api.md#registration-quotas-and-counters), judged one attempt at a time, as several nodes'
+// attempts arrive together. Through node-postgres and the Neon driver.
 describe.each(["pg", "neon"] as const)("admission attempts, counted one by one (%s driver)", (driver) => {
   let relay: WsRelay | undefined;
   let testDb: TestDatabase;

@@ -16,15 +16,16 @@ export type AdmitAttemptParams = {
 export type AdmitAttemptResult = Result<void, "per_ip" | "global">;
 
 /**
- * SPEC Limits rule 1: an admission attempt is counted and committed on its own, before any
- * provisioning, so a provisioning that fails later still consumed it. The attempt is judged on
- * exact counts: the group's row and then the network-wide row are locked first (an upsert that
- * changes nothing, which locks a row even when another transaction has just inserted it), the
- * attempt is counted in both only if the group's count and then the network-wide count have room,
- * and the new counts are written in the same transaction. Every admission locks its group's row
- * before the network-wide one, so two admissions never wait on each other in a cycle, and the
- * counts stay exact across nodes. A group row this transaction created and did not count in is
- * deleted again: a refused attempt leaves no row.
+ * An admission attempt is counted and committed on its own
+ * (docs/api.md#registration-quotas-and-counters), before any provisioning, so a provisioning that
+ * fails later still consumed it. The attempt is judged on exact counts: the group's row and then
+ * the network-wide row are locked first (an upsert that changes nothing, which locks a row even
+ * when another transaction has just inserted it), the attempt is counted in both only if the
+ * group's count and then the network-wide count have room, and the new counts are written in the
+ * same transaction. Every admission locks its group's row before the network-wide one, so two
+ * admissions never wait on each other in a cycle, and the counts stay exact across nodes. A group
+ * row this transaction created and did not count in is deleted again: a refused attempt leaves no
+ * row.
  */
 export async function admitAttempt(db: Db, params: AdmitAttemptParams): Promise<AdmitAttemptResult> {
   const { ipGroup, perIpLimit, globalLimit } = params;

@@ -6,8 +6,9 @@ import type { EarlyLimiter } from "./early-limiter.ts";
 import { createRegistrationRouter } from "./router.ts";
 
 /**
- * POST {base}/agent/v1/register: public (register needs no token, SPEC), so it is mounted before
- * the gateway, whose `*` middleware (client IP, bearer auth) would otherwise run first.
+ * POST {base}/agent/v1/register: public (it needs no token:
+ * docs/api.md#registration-what-a-request-must-be), so it is mounted before the gateway, whose `*`
+ * middleware (client IP, bearer auth) would otherwise run first.
  */
 export function createRegistrationModule(
   infra: Infrastructure,

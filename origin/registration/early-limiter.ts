@@ -8,13 +8,13 @@ export type EarlyDecision = { allowed: true } | { allowed: false; retryAfterSeco
 const GLOBAL_KEY = "*";
 
 /**
- * The early local limiter, in memory per node, in front of the database admission.
- * It holds the attempt limits of the policy (per IP group and overall, per 60 s sliding window)
- * on this node alone, so a flood is turned away without a database write; the persisted counters
- * behind it hold the same limits across every node. A refusal here moves no persisted counter
- * (SPEC "Operator console": counters count admission attempts to the database, not refusals by
- * the early local limiter). Limits come from the policy on each call, so an operator's change
- * applies at once.
+ * The early local limiter, in memory per node, in front of the database admission. It holds the
+ * attempt limits of the policy (per IP group and overall, per 60 s sliding window) on this node
+ * alone, so a flood is turned away without a database write; the persisted counters behind it hold
+ * the same limits across every node. A refusal here moves no persisted counter (the counters count
+ * the attempts admitted to the database, not refusals by the early local limiter:
+ * docs/api.md#registration-quotas-and-counters). Limits come from the policy on each call, so an
+ * operator's change applies at once.
  */
 export class EarlyLimiter {
   private readonly windows: SlidingWindowLimiter;

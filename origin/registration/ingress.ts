@@ -21,10 +21,11 @@ export type CheckIngressParams = {
 };
 
 /**
- * SPEC "Registration ingress rules": a registration must come from the edge (its shared secret,
- * compared in constant time) and carry the client address the edge saw in X-svc-Registration-IP,
- * one public address. Nothing here reads the database or a counter, so a refusal consumes neither
- * a key nor a count. The address leaves this function only as its group's HMAC.
+ * A registration must come from the edge (docs/api.md#registration-what-a-request-must-be: its
+ * shared secret, compared in constant time) and carry the client address the edge saw in
+ * X-svc-Registration-IP, one public address. Nothing here reads the database or a counter, so a
+ * refusal consumes neither a key nor a count. The address leaves this function only as its group's
+ * HMAC.
  */
 export function checkIngress(
   header: (name: string) => string | undefined,

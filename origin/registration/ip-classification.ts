@@ -5,8 +5,9 @@ import { addressGroup } from "../http/client-ip.ts";
 import { nat64Embedded, parseIpLiteral } from "../http/ip-address.ts";
 
 /**
- * SPEC "Registration ingress rules": the origin refuses a missing, malformed, private or collapsed
- * IP value. Only addresses a client on the public internet can hold are accepted:
+ * The origin refuses a missing, malformed, private or collapsed IP value
+ * (docs/api.md#registration-what-a-request-must-be). Only addresses a client on the public internet
+ * can hold are accepted:
  *   IPv4: everything but 0/8 (this network, unspecified), 10/8, 100.64/10 (CGNAT), 127/8
  *     (loopback), 169.254/16 (link-local), 172.16/12, 192.0.0/24 (IETF protocol assignments),
  *     192.0.2/24, 198.51.100/24, 203.0.113/24 (documentation), 192.88.99/24 (6to4 relay),
@@ -64,7 +65,7 @@ export type ClassifyRegistrationIpParams = {
 /**
  * Parses X-svc-Registration-IP strictly (one address: no list, port, zone, brackets or spaces)
  * and accepts it only if it is public. The group is what quotas count: an IPv4 address, or an
- * IPv6 /64 (SPEC: "IPv6 addresses are grouped by /64").
+ * IPv6 /64 (docs/api.md#registration-quotas-and-counters).
  */
 export function classifyRegistrationIp(
   header: string | undefined,
@@ -85,7 +86,10 @@ export function classifyRegistrationIp(
   return ok({ ip, group: addressGroup(ip) });
 }
 
-/** SPEC: IP groups are stored only as HMAC-SHA-256 under AGENT_REGISTRATION_IP_SECRET (hex). */
+/**
+ * IP groups are stored only as HMAC-SHA-256 under AGENT_REGISTRATION_IP_SECRET, in hex
+ * (docs/api.md#registration-quotas-and-counters).
+ */
 export function hashIpGroup(secret: string, group: string): string {
   return createHmac("sha256", secret).update(group).digest("hex");
 }

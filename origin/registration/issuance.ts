@@ -5,7 +5,10 @@ import type { Db } from "../db/client.ts";
 import { claimKeyForIdentity, type ProvisionedIdentity } from "../keypool/provision.ts";
 import { ALL_GROUPS, evaluateGate, type GateRefusal, readQuotaState } from "./quota-gate.ts";
 
-/** SPEC "Agent identity": public registration always gives read and transfer, never faucet. */
+/**
+ * Public registration always gives read and transfer, never faucet
+ * (docs/api.md#registration-what-a-request-must-be).
+ */
 export const PUBLIC_CAPABILITIES: readonly Capability[] = ["read", "transfer"];
 
 export type IssuePublicIdentityParams = {
@@ -38,13 +41,14 @@ export type IssuedIdentity = ProvisionedIdentity & {
 export type IssuePublicIdentityResult = Result<IssuedIdentity, IssuanceRefusal>;
 
 /**
- * SPEC Limits rule 2: the quotas and the key assignment are committed together under one database
- * lock, the registration policy row. Every public issuance takes it first, so issuances run one
- * transaction after another, on every node, and each sees every count the one before committed.
- * Under the lock the request is judged against exact figures (the per-group and network daily
- * quotas, the total ceiling, and the verified-key reserve: free keys after the claim stay at or
- * above it), and the identity, token, key, issuance record and the day's counts are written in the
- * same transaction. Operator provisioning does not take this lock, so it may use the reserve.
+ * The quotas and the key assignment are committed together under one database lock, the
+ * registration policy row (docs/api.md#registration-quotas-and-counters). Every public issuance
+ * takes it first, so issuances run one transaction after another, on every node, and each sees
+ * every count the one before committed. Under the lock the request is judged against exact figures
+ * (the per-group and network daily quotas, the total ceiling, and the verified-key reserve: free
+ * keys after the claim stay at or above it), and the identity, token, key, issuance record and the
+ * day's counts are written in the same transaction. Operator provisioning does not take this lock,
+ * so it may use the reserve.
  */
 export async function issuePublicIdentity(
   db: Db,

@@ -30,7 +30,8 @@ export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult; waitedMs:
  *     refill's next batch and tries again, until `waitMs` has passed, the refill fails or the
  *     client has gone. Each try is the whole issuance under the policy lock, so quotas, the
  *     ceiling and the reserve are judged afresh; the reserve itself is never handed out.
- * The request's admission was committed before (SPEC Limits rule 1): waiting consumes nothing more.
+ * The request's admission was committed before: waiting consumes nothing more
+ * (docs/api.md#registration-quotas-and-counters).
  */
 export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promise<IssueWhenKeysResult> {
   const { demand, keyReserve, batchSize } = params;

@@ -46,7 +46,7 @@ export type PolicyChange = { setting: PolicySetting; before: string; after: stri
 
 /**
  * Applies setting changes and records, per changed setting, the before value, the after value and
- * the reason, in one transaction under the row lock (SPEC "Registration policy and counters").
+ * the reason, in one transaction under the row lock (docs/api.md#registration-quotas-and-counters).
  * Settings whose value does not change are not recorded.
  */
 export async function updateRegistrationPolicy(

@@ -1,4 +1,7 @@
-/** The windows of the registration quotas: UTC days and whole minutes (SPEC Limits). */
+/**
+ * The windows of the registration quotas: UTC days and whole minutes
+ * (docs/api.md#registration-quotas-and-counters).
+ */
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;

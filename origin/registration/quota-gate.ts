@@ -92,10 +92,10 @@ export type GateRefusal =
   | { kind: "limited"; limit: "network_daily" | "per_ip_daily" };
 
 /**
- * SPEC "Registration" and Limits: refused while paused, at the total ceiling, when free verified
- * keys are at the reserve (one more issuance would leave fewer than the reserve; an empty pool
- * is the same case), and once the day's network-wide or per-group quota is spent. The service's
- * states come first: they are the same for every client.
+ * Refused (docs/api.md#registration-quotas-and-counters) while paused, at the total ceiling, when
+ * free verified keys are at the reserve (one more issuance would leave fewer than the reserve; an
+ * empty pool is the same case), and once the day's network-wide or per-group quota is spent. The
+ * service's states come first: they are the same for every client.
  */
 export function evaluateGate(state: RegistrationState): GateRefusal | null {
   if (state.paused) return { kind: "unavailable", reason: "paused" };

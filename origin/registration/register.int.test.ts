@@ -17,8 +17,9 @@ import { provisionIdentity } from "../keypool/provision.ts";
 import { hashIpGroup } from "./ip-classification.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
 
-// POST {base}/agent/v1/register at the real origin (real Postgres), the test acting as the edge:
-// it sends the edge secret and X-svc-Registration-IP itself (SPEC "Registration ingress rules").
+// POST {base}/agent/v1/register at the real origin (real Postgres), the test acting as the edge: it
+// sends the edge secret and X-svc-Registration-IP itself
+// (docs/api.md#registration-what-a-request-must-be).
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
 const IP_SECRET = randomBytes(32).toString("hex");
@@ -437,7 +438,8 @@ describe("POST {base}/agent/v1/register at the origin", () => {
     expect(after.identities - before.identities).toBe(12);
   });
 
-  it("a provisioning that fails after admission still consumes the attempt (SPEC Limits rule 1)", async () => {
+  it("a provisioning that fails after admission still consumes the attempt", async () => {
+    // The attempt is committed before provisioning (docs/api.md#registration-quotas-and-counters).
     await open({ keyReserve: 0 });
     const ip = publicIp();
     // A real busy pool: every free key is row-locked by a transaction held open here.

@@ -12,9 +12,9 @@ export type RequestShapeRefusal = { code: "validation_failed" | "payload_too_lar
 export type RequestShapeResult = Result<void, RequestShapeRefusal>;
 
 /**
- * SPEC "POST /agent/v1/register": `Content-Type: application/json`, `X-SVC-Registration: 1`, body
- * `{}`. The client chooses nothing (wallet, capabilities, secret), so any field is refused rather
- * than ignored.
+ * `Content-Type: application/json`, `X-SVC-Registration: 1`, body `{}`
+ * (docs/api.md#registration-what-a-request-must-be). The client chooses nothing (wallet,
+ * capabilities, secret), so any field is refused rather than ignored.
  */
 export async function checkRequestShape(c: Context): Promise<RequestShapeResult> {
   const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim().toLowerCase();

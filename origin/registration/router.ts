@@ -38,8 +38,8 @@ export type RegistrationRouterOptions = {
 };
 
 /**
- * POST {base}/agent/v1/register (SPEC), mounted outside the gateway's bearer auth.
- * In order, each step refusing before the next costs anything:
+ * POST {base}/agent/v1/register (docs/api.md#registration-what-a-request-must-be), mounted outside
+ * the gateway's bearer auth. In order, each step refusing before the next costs anything:
  *   1. the registration switch (503 disabled);
  *   2. ingress: the edge secret and a public X-svc-Registration-IP (403, nothing counted);
  *   3. the request's shape (400; 413 for a body over its limit, refused before it is read);
@@ -191,7 +191,8 @@ export function createRegistrationRouter(
       }
       throw refusalError(issued.error, clock.now());
     }
-    // SPEC: the response is not logged, and the new agent id is part of it.
+    // The response is not logged, and the new agent id is part of it
+    // (docs/api.md#what-registration-logs).
     log("issued", { stage: "issuance", admitted: true, ...waited });
     return c.json(
       {
@@ -234,7 +235,7 @@ function unavailable(reason: UnavailableReason, cause?: unknown): AppError {
   });
 }
 
-/** SPEC "POST /agent/v1/register": 429 with Retry-After (and `retry_after`, docs/api.md). */
+/** 429 with Retry-After and `retry_after` (docs/api.md#registration-quotas-and-counters). */
 function rateLimited(retryAfterSeconds: number): AppError {
   return new AppError("registration_rate_limited", "too many registrations; retry later", {
     headers: { "Retry-After": String(retryAfterSeconds) },

@@ -12,9 +12,9 @@ import { ALL_GROUPS } from "./quota-gate.ts";
 
 /**
  * The registration settings service: what `npm run registration` calls now and the operator
- * console will call later (SPEC "Operator console": unknown settings, invalid ranges and empty
- * reasons are rejected; every change records before, after and reason). Names are snake_case, as
- * on the wire.
+ * console will call later (docs/operations.md#the-operator-console-and-metrics: unknown settings,
+ * invalid ranges and empty reasons are rejected; every change records before, after and reason).
+ * Names are snake_case, as on the wire.
  */
 
 type SettingRule =
@@ -131,7 +131,10 @@ export type RegistrationStatus = {
   recent_changes: { setting: string; before: string; after: string; reason: string; changed_at: string }[];
 };
 
-/** Settings and counters, read only: reading changes no counter (SPEC "Operator console"). */
+/**
+ * Settings and counters, read only: reading changes no counter
+ * (docs/api.md#registration-quotas-and-counters).
+ */
 export async function readRegistrationStatus(db: Db, now: Date): Promise<RegistrationStatus> {
   const policy = await getRegistrationPolicy(db);
   const minute = new Date(Math.floor(now.getTime() / 60_000) * 60_000).toISOString();

@@ -1,6 +1,6 @@
 /**
  * The factory the composition root (open-infrastructure.ts) calls: the live socket client, with identity proofs from the dormant stub
- * unless AGENT_SIGNER_LIVE_IDENTITY_ENABLED is set (SPEC "Configuration switches"); with no
+ * unless AGENT_SIGNER_LIVE_IDENTITY_ENABLED is set (docs/configuration.md#variables); with no
  * endpoint at all, a fully dormant signer.
  */
 import type { Logger } from "pino";

@@ -1,5 +1,5 @@
 /**
- * The dormant signer (SPEC "Configuration switches"): with
+ * The dormant signer (docs/operations.md#switching-a-node-to-live-signing): with
  * AGENT_SIGNER_LIVE_IDENTITY_ENABLED unset, identity proofs answer
  * `agent_signer_protocol_unavailable`, which the sweep classes terminal_unknown and which leaves
  * every wallet intact.

@@ -1,4 +1,4 @@
-/** Parsing of AGENT_SIGNER_SVC_HSM_ENDPOINT (SPEC "Configuration switches": a host-side unix:// path). */
+/** Parsing of AGENT_SIGNER_SVC_HSM_ENDPOINT, a `unix://` path (docs/configuration.md#variables). */
 import { resolve } from "node:path";
 
 /** Thrown at boot for an endpoint that is not `unix://PATH`. */

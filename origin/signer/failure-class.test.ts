@@ -5,7 +5,7 @@ import { createDormantSignerClient } from "./dormant-stub.ts";
 import { socketPathOfEndpoint } from "./endpoint.ts";
 import { CLIENT_FAILURE, classifyFailureCode } from "./failure-class.ts";
 
-describe("failure classes (SPEC Identity enabled flag (sweep))", () => {
+describe("failure classes (docs/operations.md#what-a-finding-means)", () => {
   it("classes every enclave code", () => {
     const table = Object.fromEntries(ENCLAVE_ERROR_CODES.map((code) => [code, classifyFailureCode(code)]));
     expect(table).toEqual({

@@ -1,6 +1,6 @@
 /**
  * Failure codes the client produces itself, and the one table mapping every code (the enclave's
- * codes and ours) to a sweep class of SPEC "Identity enabled flag (sweep)".
+ * codes and ours) to a finding's class (docs/operations.md#what-a-finding-means).
  */
 import type { RefusalDetail } from "../../shared/enclave-protocol.ts";
 import type { SignerFailure, SignerFailureClass } from "./types.ts";
@@ -23,7 +23,7 @@ export const CLIENT_FAILURE = {
   capabilityUnavailable: "capability_unavailable",
   /** The request itself could not be encoded (larger than a frame). */
   requestTooLarge: "request_too_large",
-  /** SPEC Errors: the dormant stub's answer. */
+  /** The dormant stub's answer (docs/operations.md#switching-a-node-to-live-signing). */
   protocolUnavailable: "agent_signer_protocol_unavailable",
 } as const;
 
@@ -53,7 +53,8 @@ export function classifyFailureCode(code: string): SignerFailureClass {
     case CLIENT_FAILURE.malformedReply:
       return "terminal_malformed";
     default:
-      // Includes agent_signer_protocol_unavailable (SPEC sweep table) and request_too_large.
+      // Includes agent_signer_protocol_unavailable (docs/operations.md#what-a-finding-means) and
+      // request_too_large.
       return "terminal_unknown";
   }
 }

@@ -8,10 +8,11 @@ import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
-// SPEC: key-binding checks apply, on every signing path. The review pointed an identity's key ref
-// at a free pool key and got an x402 authorization signed by that unassigned key. The enclave now
-// signs only when the key's address is the `from` the gateway names (the identity's assigned
-// wallet), and the gateway answers its refusal as 403 agent_key_binding_mismatch: nothing signed.
+// Key binding applies on every signing path (docs/enclave.md#the-enclaves-signing-policy). The
+// review pointed an identity's key ref at a free pool key and got an x402 authorization signed by
+// that unassigned key. The enclave now signs only when the key's address is the `from` the gateway
+// names (the identity's assigned wallet), and the gateway answers its refusal as 403
+// agent_key_binding_mismatch: nothing signed.
 
 const PAY_TO = newAccount().address.toLowerCase() as Address;
 

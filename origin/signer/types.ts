@@ -1,7 +1,7 @@
 /**
- * The origin's narrow view of the enclave signer: one method per op, each
- * returning a SignerResult whose failure carries a sweep class of SPEC "Identity enabled flag
- * (sweep)". Amounts are bigint; the client converts to the snake_case wire form.
+ * The origin's narrow view of the enclave signer: one method per op, each returning a SignerResult
+ * whose failure carries a finding's class (docs/operations.md#what-a-finding-means). Amounts are
+ * bigint; the client converts to the snake_case wire form.
  */
 import type { Address } from "viem";
 import type { Capability } from "../../shared/capability.ts";

@@ -1,10 +1,10 @@
 /**
- * The x402 version 2 payment envelope (SPEC "x402 objects") as the official client
- * (`@x402/core`'s x402Client with `@x402/evm`'s exact scheme, what `@x402/fetch` sends) writes it
- * for the same quote: keys in its order (x402Version, payload, extensions, resource, accepted),
- * validAfter "0", `resource`, `extensions` and `accepted` copied from the quote as the agent sent
- * them. Addresses are copied as given, where the official client checksums them: `to` is the
- * quote's payTo exactly as the quote wrote it, `from` the wallet as the service writes it (its
+ * The x402 version 2 payment envelope (docs/x402.md#the-demo-and-the-facilitator) as the official
+ * client (`@x402/core`'s x402Client with `@x402/evm`'s exact scheme, what `@x402/fetch` sends)
+ * writes it for the same quote: keys in its order (x402Version, payload, extensions, resource,
+ * accepted), validAfter "0", `resource`, `extensions` and `accepted` copied from the quote as the
+ * agent sent them. Addresses are copied as given, where the official client checksums them: `to` is
+ * the quote's payTo exactly as the quote wrote it, `from` the wallet as the service writes it (its
  * `assigned_wallet`). Its Base64 is the `PAYMENT-SIGNATURE` header value. Only the authorization
  * and its signature are stored (authorize-repository.ts); a repeat, whose request hash binds the
  * copied parts byte for byte, builds the same envelope from its own body.

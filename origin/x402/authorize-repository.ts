@@ -1,9 +1,9 @@
 /**
- * The one signature of an x402 action (SPEC "Agent action": x402 authorization stores the signed
- * payment payload and returns it again on a repeat), and the agent's count of them per UTC day
- * (AGENT_X402_DAILY_LIMIT). The action row is locked while the enclave signs, so of concurrent
- * duplicates exactly one signs and the others read what it stored; a request that died mid-way
- * released its lock, and the next duplicate signs.
+ * The one signature of an x402 action (the action stores the signed authorization and answers a
+ * repeat with it: docs/x402.md#an-agent-pays-with-its-token-authorize), and the agent's count of
+ * them per UTC day (AGENT_X402_DAILY_LIMIT). The action row is locked while the enclave signs, so
+ * of concurrent duplicates exactly one signs and the others read what it stored; a request that
+ * died mid-way released its lock, and the next duplicate signs.
  *
  * What is stored is what the answer cannot be rebuilt without: the signed authorization and its
  * signature, a few hundred bytes. The quote's `resource`, `accepted` and `extensions` are bound

@@ -1,8 +1,9 @@
 /**
- * Which entry of a 402 quote the gateway may authorize (SPEC "POST /agent/v1/x402/authorize"):
- * an `exact` / `eip155:77` / precompile-asset entry whose EIP-712 domain is the one the
- * enclave signs under, for exactly AGENT_X402_AMOUNT to AGENT_X402_PAY_TO, valid no longer than
- * AGENT_X402_MAX_TIMEOUT_SECONDS. Pure: the route turns a refusal into its 422.
+ * Which entry of a 402 quote the gateway may authorize
+ * (docs/x402.md#an-agent-pays-with-its-token-authorize): an `exact` / `eip155:77` /
+ * precompile-asset entry whose EIP-712 domain is the one the enclave signs under, for exactly
+ * AGENT_X402_AMOUNT to AGENT_X402_PAY_TO, valid no longer than AGENT_X402_MAX_TIMEOUT_SECONDS.
+ * Pure: the route turns a refusal into its 422.
  */
 import { isAddress } from "viem";
 import {
@@ -37,7 +38,10 @@ export type ChosenRequirement = {
   amount: string;
   /** Lowercase. */
   payTo: `0x${string}`;
-  /** The payTo as the quote wrote it (SPEC "x402 objects": addresses are copied as given). */
+  /**
+   * The payTo as the quote wrote it: addresses are copied as given
+   * (docs/x402.md#an-agent-pays-with-its-token-authorize).
+   */
   quotedPayTo: string;
   maxTimeoutSeconds: number;
 };

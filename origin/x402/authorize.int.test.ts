@@ -34,7 +34,7 @@ const AMOUNT = 10_000n;
 const PAY_TO = newAccount().address;
 const MAX_TIMEOUT_SECONDS = 180;
 
-/** SPEC "x402 objects": the quote of a chain-77 resource, as a 402 body carries it. */
+/** The quote of a chain-77 resource, as a 402 body carries it (docs/x402.md#the-demo-and-the-facilitator). */
 function quote(overrides: Record<string, unknown> = {}, resourceUrl = "http://127.0.0.1/77/x402/demo") {
   return {
     x402Version: 2,
@@ -391,9 +391,10 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
   });
 
   it("keeps authorizing after the transfer limits are lowered below its amount and the day's transfer budget is spent", async () => {
-    // SPEC: lowering the transfer quotas neither disables x402 nor limits it. Sealed and
-    // configured alike (the node refuses to start otherwise): 1000 units per transfer and a day,
-    // fees included, against an x402 amount of 10000.
+    // Lowering the transfer quotas neither disables x402 nor limits it
+    // (docs/api.md#x402-stands-apart-from-transfers). Sealed and configured alike (the node refuses
+    // to start otherwise): 1000 units per transfer and a day, fees included, against an x402 amount
+    // of 10000.
     const lowered = { ...stack.policy, perTxLimitUnits: 1_000n, dailyLimitUnits: 1_000n };
     expect((await stack.signer.configurePolicy(lowered, stack.authorities.policy)).ok).toBe(true);
     try {

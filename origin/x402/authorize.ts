@@ -1,11 +1,12 @@
 /**
- * POST /agent/v1/x402/authorize (SPEC; docs/x402.md): the enclave signs a TransferWithAuthorization
- * from the caller's wallet for the quote's `exact` / eip155:77 entry, and the answer carries the
- * exact `PAYMENT-SIGNATURE` header value of the paid retry. The amount and payTo are the node's
- * (AGENT_X402_AMOUNT, AGENT_X402_PAY_TO), the validity at most AGENT_X402_MAX_TIMEOUT_SECONDS. The
- * faucet/transfer funding gate, restore-evidence ceilings and transfer quotas do not apply (SPEC),
- * so nothing of them is read here, nor the transfer switch. An agent signs at most
- * AGENT_X402_DAILY_LIMIT a UTC day (429 x402_daily_limit past it, nothing written or signed).
+ * POST /agent/v1/x402/authorize (docs/x402.md#an-agent-pays-with-its-token-authorize): the enclave
+ * signs a TransferWithAuthorization from the caller's wallet for the quote's `exact` / eip155:77
+ * entry, and the answer carries the exact `PAYMENT-SIGNATURE` header value of the paid retry. The
+ * amount and payTo are the node's (AGENT_X402_AMOUNT, AGENT_X402_PAY_TO), the validity at most
+ * AGENT_X402_MAX_TIMEOUT_SECONDS. The faucet/transfer funding gate, restore-evidence ceilings and
+ * transfer quotas do not apply (docs/api.md#x402-stands-apart-from-transfers), so nothing of them
+ * is read here, nor the transfer switch. An agent signs at most AGENT_X402_DAILY_LIMIT a UTC day
+ * (429 x402_daily_limit past it, nothing written or signed).
  */
 
 import type { Context, Handler } from "hono";
@@ -83,9 +84,10 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         agentId: agent.agentId,
         kind: "x402",
         idempotencyKey,
-        // SPEC: the resource URL is bound to the request hash, not to the signed authorization; so
-        // is the rest of what the envelope copies from the quote, byte for byte: the same hash
-        // rebuilds the same envelope from a repeat's own body.
+        // The resource URL is bound to the request hash, not to the signed authorization
+        // (docs/x402.md#an-agent-pays-with-its-token-authorize); so is the rest of what the
+        // envelope copies from the quote, byte for byte: the same hash rebuilds the same envelope
+        // from a repeat's own body.
         requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
         amountUnits: deps.policy.amountUnits,
         toAddress: requirement.payTo,
@@ -119,7 +121,8 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
             if (!signed.ok) return signed;
             const { authorization, signature } = signed.value;
             return ok({
-              // Addresses as given (SPEC "x402 objects"): the enclave signed for these two.
+              // Addresses as given (docs/x402.md#an-agent-pays-with-its-token-authorize): the
+              // enclave signed for these two.
               authorization: paymentAuthorization({
                 from: agent.assignedWallet,
                 to: requirement.quotedPayTo,

@@ -17,7 +17,8 @@ export type X402Module = {
  * The x402 demo resource and facilitator under {base}/x402 (present when x402 is on and its
  * runtime was built from the sealed policy, see startup/money-setup.ts), and the gateway's
  * authorize route. Authorize stands apart from the money routes: turning transfers off does not
- * turn x402 off (SPEC); config requires the amount and payTo when the switch is on.
+ * turn x402 off (docs/api.md#x402-stands-apart-from-transfers); config requires the amount and
+ * payTo when the switch is on.
  */
 export function createX402Module(
   infra: Infrastructure,

@@ -11,8 +11,9 @@
  *    AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, and against its address's budget for such
  *    payments, AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE across all its payers (so one address cannot
  *    flood the chain reads with payers it makes up either).
- * Sliding windows in memory per node (http/rate-limiter.ts), as SPEC Limits keeps the gateway's.
- * The route answers a refusal with 429 and Retry-After in its own x402 shape.
+ * Sliding windows in memory per node (http/rate-limiter.ts), as the gateway's are
+ * (docs/api.md#rate-limits). The route answers a refusal with 429 and Retry-After in its own x402
+ * shape.
  */
 import { addressGroup } from "../http/client-ip.ts";
 import { SlidingWindowLimiter } from "../http/rate-limiter.ts";

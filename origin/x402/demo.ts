@@ -1,16 +1,16 @@
 /**
- * `GET {base}/x402/demo` (SPEC "x402 surfaces"): unpaid, a 402 with the quote in the
- * body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
- * through the in-process facilitator (the settle batch reads the payment's facts on chain, the
- * last checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once
- * the settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the
- * reason; after a settle (refused on the chain's facts, pending, failed, or an earlier
- * presentation) PAYMENT-RESPONSE carries its outcome, naming the original transaction if any. A
- * paid retry is counted for what it is (client-limit.ts): one the pure checks refuse against its
- * client's address, a signed payment against its payer and its address's payment budget; past
- * either, 429 with the quote, `error` rate_limited, and Retry-After. A payer or address that has
- * made as many settlements revert as it may is refused the same way with
- * `invalid_exact_evm_too_many_reverts` (revert-guard.ts).
+ * `GET {base}/x402/demo` (docs/x402.md#the-demo-and-the-facilitator): unpaid, a 402 with the quote
+ * in the body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
+ * through the in-process facilitator (the settle batch reads the payment's facts on chain, the last
+ * checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once the
+ * settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason;
+ * after a settle (refused on the chain's facts, pending, failed, or an earlier presentation)
+ * PAYMENT-RESPONSE carries its outcome, naming the original transaction if any. A paid retry is
+ * counted for what it is (client-limit.ts): one the pure checks refuse against its client's
+ * address, a signed payment against its payer and its address's payment budget; past either, 429
+ * with the quote, `error` rate_limited, and Retry-After. A payer or address that has made as many
+ * settlements revert as it may is refused the same way with `invalid_exact_evm_too_many_reverts`
+ * (revert-guard.ts).
  */
 import type { Context } from "hono";
 import { Hono } from "hono";
@@ -89,7 +89,8 @@ export function createDemoRouter({
         payload: envelope.raw.payload,
       }),
     );
-    // Every settle that did not pay reports its outcome in PAYMENT-RESPONSE (SPEC "x402 surfaces"):
+    // Every settle that did not pay reports its outcome in PAYMENT-RESPONSE
+    // (docs/api.md#the-demos-paid-retry-when-payment-response-is-sent):
     // refused on the chain's facts (balance, nonce; no transaction), pending or failed, or a
     // payment presented again (`duplicate`), which names the original transaction, settled or
     // pending, so a client can reconcile instead of paying again.

@@ -1,10 +1,10 @@
 /**
- * The public facilitator (SPEC "x402 surfaces"; docs/x402.md): `GET supported`, `POST verify`,
- * `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient reads. It is the
- * same verify and settle code the demo uses. Failures are data with HTTP 200, as the reference
- * facilitator answers them; a body that is not JSON is 400. The body's own `x402Version` must be
- * 2, as the envelope's must: a body of another version (or none) is of a protocol this facilitator
- * does not speak, whatever its payload says.
+ * The public facilitator (docs/x402.md#the-demo-and-the-facilitator): `GET supported`, `POST
+ * verify`, `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient reads.
+ * It is the same verify and settle code the demo uses. Failures are data with HTTP 200, as the
+ * reference facilitator answers them; a body that is not JSON is 400. The body's own `x402Version`
+ * must be 2, as the envelope's must: a body of another version (or none) is of a protocol this
+ * facilitator does not speak, whatever its payload says.
  *
  * Each request is counted for what it is (client-limit.ts): one the pure checks refuse against its
  * client's address, a signed payment against its payer and its address's payment budget; past

@@ -1,7 +1,7 @@
 /**
- * Decoding and shape checks of an x402 payment (SPEC "x402 objects": the Base64 JSON envelope in
- * PAYMENT-SIGNATURE). Parsed once here; verify.ts then trusts the types. A defect is a reason,
- * never an exception (a failed verify is data, not an exception).
+ * Decoding and shape checks of an x402 payment: the Base64 JSON envelope in PAYMENT-SIGNATURE
+ * (docs/x402.md#the-demo-and-the-facilitator). Parsed once here; verify.ts then trusts the types. A
+ * defect is a reason, never an exception (a failed verify is data, not an exception).
  */
 import type { Address } from "viem";
 import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
@@ -53,7 +53,8 @@ export function decodePaymentHeader(header: string): Parsed<PaymentEnvelope> {
 /** A JSON value (a header's, or a facilitator body's paymentPayload) → envelope. */
 export function parseEnvelope(json: unknown): Parsed<PaymentEnvelope> {
   if (!isObject(json)) return err({ reason: X402_REASONS.invalidPayloadJson });
-  // SPEC "Errors": a missing resource.url or accepted is `invalid_payload`.
+  // A missing resource.url or accepted is `invalid_payload`
+  // (docs/x402.md#the-demo-and-the-facilitator).
   const resource = json.resource;
   if (!isObject(resource) || typeof resource.url !== "string" || resource.url === "") {
     return err({ reason: X402_REASONS.invalidPayload });

@@ -6,7 +6,8 @@
  * own, in the packages' pattern.
  */
 export const X402_REASONS = {
-  // x402 v2 spec §9 (SPEC "Errors": missing resource.url or accepted).
+  // x402 v2 spec §9 (a payment without resource.url or accepted:
+  // docs/x402.md#the-demo-and-the-facilitator).
   invalidPayload: "invalid_payload",
   invalidX402Version: "invalid_x402_version",
   invalidPaymentRequirements: "invalid_payment_requirements",
@@ -39,7 +40,8 @@ export const X402_REASONS = {
   // Ours: a window of the client's (its address's refused requests, its payer's payments, its
   // address's payments) is full (client-limit.ts; HTTP 429, Retry-After).
   rateLimited: "rate_limited",
-  // @x402/core: a broadcast settlement without a receipt yet (SPEC "Errors"): retry the same payment.
+  // @x402/core: a broadcast settlement without a receipt yet: retry the same payment
+  // (docs/x402.md#after-settlement_pending-retry-the-same-payment).
   settlementPending: "settlement_pending",
   // Ours, as money's actions word it: the settlement was never mined (another transaction took the
   // settler's nonce), nothing moved; the authorization was not used.

@@ -1,6 +1,7 @@
 /**
- * The demo resource's quote (SPEC "x402 objects", Limits): one `exact` requirement on eip155:77
- * in the precompile's native USDC, with every `extra` field the spec lists.
+ * The demo resource's quote (docs/x402.md#the-demo-and-the-facilitator, and its amount and
+ * validity: docs/api.md#the-demo-quotes-amount): one `exact` requirement on eip155:77 in the
+ * precompile's native USDC, with every `extra` field an exact-scheme client signs by.
  */
 import {
   CAIP2_NETWORK,

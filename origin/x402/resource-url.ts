@@ -1,7 +1,8 @@
 /**
- * The URL an x402 quote names as its resource (SPEC "x402 objects": `resource.url`), which a payer
- * signs for and sees: the URL the client requested, never the origin's own. Behind the edge the
- * origin's URL is private (its scheme, host and port), so, first that wins:
+ * The URL an x402 quote names as its resource, `resource.url`
+ * (docs/configuration.md#the-resource-an-x402-quote-names), which a payer signs for and sees: the
+ * URL the client requested, never the origin's own. Behind the edge the origin's URL is private
+ * (its scheme, host and port), so, first that wins:
  *   1. AGENT_PUBLIC_BASE_URL (scheme, host, port and BASE_PATH), with the path below BASE_PATH and
  *      the query of this request;
  *   2. the URL the edge says the client requested (X-svc-Request-URL), on a request carrying a

@@ -1,8 +1,8 @@
 /**
- * The x402 surfaces under {base}/x402 (SPEC "x402 surfaces"): the demo resource and the public
- * facilitator, both over one runtime (setup.ts). Public: no bearer token; the edge passes them
- * through. The client is resolved as the gateway resolves it, for the windows of verify, settle
- * and the paid demo (client-limit.ts) and the guard against reverted settlements
+ * The x402 surfaces under {base}/x402 (docs/x402.md#the-demo-and-the-facilitator): the demo
+ * resource and the public facilitator, both over one runtime (setup.ts). Public: no bearer token;
+ * the edge passes them through. The client is resolved as the gateway resolves it, for the windows
+ * of verify, settle and the paid demo (client-limit.ts) and the guard against reverted settlements
  * (revert-guard.ts), both shared by the two routers; the demo names itself by the URL the client
  * requested (resource-url.ts).
  */

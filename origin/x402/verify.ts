@@ -104,7 +104,8 @@ export function checkPayment(
   if (authorization.value !== BigInt(ours.amount)) return fail(X402_REASONS.valueMismatch);
   const window = windowRefusal(authorization, context.nowSeconds, context.marginSeconds);
   if (window) return fail(window);
-  // SPEC "x402 objects": validBefore no later than maxTimeoutSeconds after now.
+  // validBefore no later than maxTimeoutSeconds after now
+  // (docs/x402.md#what-a-settlement-must-pass).
   if (authorization.validBefore > context.nowSeconds + BigInt(ours.maxTimeoutSeconds)) {
     return fail(X402_REASONS.validityTooLong);
   }

@@ -2,10 +2,10 @@ import type { PaymentPayload } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
@@ -34,7 +34,7 @@ const stack = useMoneyStack(
 let edge: EdgeHandle;
 
 beforeAll(async () => {
-  edge = await startEdge({
+  edge = await startTestEdge({
     originUrl: stack.origin.url,
     edgeSharedSecret: EDGE_SECRET,
     onLine: () => {},
@@ -212,7 +212,7 @@ describe("the per-client window of refused verify, settle and paid demo requests
 
   beforeAll(async () => {
     const limited = await stack.startOrigin({ AGENT_X402_RATE_LIMIT_PER_MINUTE: String(LIMIT) });
-    limitedEdge = await startEdge({
+    limitedEdge = await startTestEdge({
       originUrl: limited.url,
       edgeSharedSecret: EDGE_SECRET,
       onLine: () => {},
@@ -315,7 +315,7 @@ describe("the quote names the URL the client requested, never the origin's", () 
 
   it("AGENT_PUBLIC_BASE_URL names the resource, through the edge or not", async () => {
     const configured = await stack.startOrigin({ AGENT_PUBLIC_BASE_URL: "https://wallet.example.com/77/" });
-    const configuredEdge = await startEdge({
+    const configuredEdge = await startTestEdge({
       originUrl: configured.url,
       edgeSharedSecret: EDGE_SECRET,
       onLine: () => {},

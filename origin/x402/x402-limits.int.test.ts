@@ -5,10 +5,10 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { fund, newAccount, publicClientFor, walletClientFor } from "../../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
 import { type RpcRefusalProxy, startRpcRefusalProxy } from "../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../testing/stack.ts";
@@ -38,7 +38,7 @@ const chain = () => publicClientFor(stack.devnet.url);
 
 /** An edge in front of `origin`, on the worker's own socket, where a request names its client. */
 async function edgeFor(origin: TestOrigin): Promise<EdgeHandle> {
-  return startEdge({
+  return startTestEdge({
     originUrl: origin.url,
     edgeSharedSecret: EDGE_SECRET,
     onLine: () => {},

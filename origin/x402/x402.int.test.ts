@@ -6,7 +6,6 @@ import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EdgeHandle, startEdge } from "../../dev/edge.ts";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
 import {
   highS,
@@ -16,6 +15,7 @@ import {
   walletClientFor,
 } from "../../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import {
   envelope as envelopeFor,
@@ -50,7 +50,11 @@ let demo: string;
 
 beforeAll(async () => {
   demo = `${stack.origin.base}/x402/demo`;
-  edge = await startEdge({ originUrl: stack.origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
+  edge = await startTestEdge({
+    originUrl: stack.origin.url,
+    edgeSharedSecret: EDGE_SECRET,
+    onLine: () => {},
+  });
 }, 120_000);
 afterAll(async () => {
   await edge?.stop();

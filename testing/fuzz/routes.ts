@@ -52,9 +52,10 @@ export type FuzzRoute = {
   /** 5xx error codes this route may answer by the spec in the suite's state (e.g. registration's 503). */
   allowed5xx?: ErrorCode[];
   /**
-   * What a refusal may record by the spec: an admitted registration attempt (SPEC Limits rule 1),
-   * or the idempotency record of a money action refused after its claim (a `failed` action with
-   * the refusal's code, so a repeat of the key answers the same).
+   * What a refusal may record: an admitted registration attempt
+   * (docs/api.md#registration-quotas-and-counters), or the idempotency record of a money action
+   * refused after its claim (a `failed` action with the refusal's code, so a repeat of the key
+   * answers the same).
    */
   refusalMayRecord?: ("registration_attempt" | "failed_action")[];
 };

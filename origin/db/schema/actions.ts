@@ -16,7 +16,7 @@ import {
 import { agentIdentities } from "./identities.ts";
 import { outgoingTransactions } from "./transactions.ts";
 
-/** SPEC "Agent action". Written before signing; unique per (agent, kind, key). */
+/** Written before signing; unique per (agent, kind, key) (docs/api.md#conventions). */
 export const agentActions = pgTable(
   "agent_actions",
   {

@@ -3,7 +3,7 @@ import { boolean, check, customType, index, pgTable, text, timestamp, uuid } fro
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
 
-/** SPEC "Agent identity". */
+/** An agent's identity: its wallet and key reference, its capabilities (docs/architecture.md#state). */
 export const agentIdentities = pgTable(
   "agent_identities",
   {
@@ -21,7 +21,7 @@ export const agentIdentities = pgTable(
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
   },
   (t) => [
-    // SPEC: capabilities are a closed enum of exactly read, faucet, transfer.
+    // Capabilities are a closed enum of exactly read, faucet, transfer (docs/api.md#conventions).
     check(
       "agent_identities_capabilities_enum",
       sql`${t.capabilities} <@ ARRAY['read','faucet','transfer']::text[] AND cardinality(${t.capabilities}) > 0`,
@@ -51,7 +51,7 @@ export const agentTokens = pgTable(
   ],
 );
 
-/** Outcomes of the scheduled identity proof (SPEC "Identity enabled flag (sweep)"). */
+/** Outcomes of the scheduled identity proof (docs/operations.md#what-a-finding-means). */
 export const identityFindings = pgTable(
   "identity_findings",
   {
@@ -74,7 +74,7 @@ export const identityFindings = pgTable(
 );
 
 /**
- * Every operator enable or disable of an identity (SPEC "Identity disable by operator"), with the
+ * Every operator enable or disable of an identity (docs/api.md#the-operator-console), with the
  * before and after state and the reason, written in the transaction that makes the change. The
  * source is the channel (console or CLI), never a person: the credentials are shared.
  */

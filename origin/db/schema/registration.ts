@@ -13,7 +13,7 @@ import {
 } from "drizzle-orm/pg-core";
 import { agentIdentities } from "./identities.ts";
 
-/** SPEC "Registration policy and counters": one row holding the initial values of the spec. */
+/** One row, holding the initial policy of docs/api.md#registration-quotas-and-counters. */
 export const registrationPolicy = pgTable(
   "registration_policy",
   {
@@ -36,7 +36,10 @@ export const registrationPolicy = pgTable(
   ],
 );
 
-/** SPEC: "Each setting change records the before value, the after value and a reason." */
+/**
+ * Each setting change, with its before and after values and its reason
+ * (docs/api.md#the-operator-console).
+ */
 export const registrationPolicyChanges = pgTable(
   "registration_policy_changes",
   {
@@ -70,7 +73,10 @@ export const registrationAdmissions = pgTable(
   (t) => [primaryKey({ columns: [t.day, t.ipGroup] })],
 );
 
-/** Admission attempts per minute bucket and IP group ('*' global); SPEC: persisted. */
+/**
+ * Admission attempts per minute bucket and IP group ('*' global), persisted
+ * (docs/api.md#registration-quotas-and-counters).
+ */
 export const registrationAttempts = pgTable(
   "registration_attempts",
   {

@@ -10,9 +10,10 @@ export const SETTLEMENT_STATES = ["claimed", "submitted", "settled", "failed", "
 export type SettlementState = (typeof SETTLEMENT_STATES)[number];
 
 /**
- * SPEC "x402 surfaces": a (from, nonce) pair settles once. The row is the claim, inserted before
- * anything is signed or broadcast, so concurrent settles of one payment make one transaction; its
- * transaction (outbox/store.ts) carries the settler nonce and moves this row's state with its own.
+ * A (from, nonce) pair settles once (docs/x402.md#the-demo-and-the-facilitator). The row is the
+ * claim, inserted before anything is signed or broadcast, so concurrent settles of one payment make
+ * one transaction; its transaction (outbox/store.ts) carries the settler nonce and moves this row's
+ * state with its own.
  */
 export const x402Settlements = pgTable(
   "x402_settlements",
