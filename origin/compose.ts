@@ -13,8 +13,8 @@
  *     mounts under BASE_PATH, the workers it runs, what it drains at shutdown. health and console
  *     always; money (the faucet and transfers, and the transaction tracker); with the gateway
  *     switch on, registration, openapi, gateway (which mounts the write routes money and x402 hand
- *     it) and x402; keypool and identity. Workers start only with the gateway switch on (SPEC
- *     "Configuration switches"). Each route a capability registers is a descriptor of
+ *     it) and x402; keypool and identity. Workers start only with the gateway switch on
+ *     (docs/api.md#the-switches). Each route a capability registers is a descriptor of
  *     openapi/operations.ts (openapi/route.ts).
  *   - the start-up checks (startup/), whatever the gateway switch: the enclave holds the keys the
  *     database assigns (when the infrastructure can ask, keysHeld), then the money switches
@@ -119,7 +119,7 @@ export async function composeOrigin(
   const keyPool = createKeyPoolModule(infra);
   const capabilities: Capability[] = [createHealthModule(infra), createConsoleModule(infra, node)];
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
-  // through to the 404 (SPEC "Configuration switches").
+  // through to the 404 (docs/api.md#the-switches).
   if (config.gatewayEnabled) {
     const x402 = createX402Module(infra, node.refusals, runtimes?.x402);
     capabilities.push(

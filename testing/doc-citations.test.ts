@@ -9,22 +9,6 @@ import { docCitations, headingSlug, markdownAnchors, PLAN_DOCUMENT_CITATION } fr
 
 const root = path.resolve(import.meta.dirname, "..");
 
-/**
- * TEMPORARY: paths someone is rewriting, whose plan-document citations are converted to docs/
- * anchors once that rewrite has landed. The rule against plan-document citations skips them (the
- * anchor check does not). Remove an entry once its citations are converted, until the list is
- * empty; then delete the list.
- */
-const PLAN_CITATIONS_AWAITING_REWRITE: readonly string[] = [
-  "origin/outbox/",
-  "origin/actions/",
-  "origin/x402/settle.ts",
-  "origin/x402/setup.ts",
-  "origin/x402/outbox-follower.ts",
-  "origin/startup/",
-  "origin/compose.ts",
-];
-
 /** Folders of no source of ours: dependencies, build output, local data, tool caches. */
 const NOT_SOURCE = new Set([
   "node_modules",
@@ -70,11 +54,6 @@ const planCitations = files
         PLAN_DOCUMENT_CITATION.test(content) ? [{ file, at: `${file}:${index + 1}: ${content.trim()}` }] : [],
       ),
   );
-const awaitingRewrite = (file: string): boolean =>
-  PLAN_CITATIONS_AWAITING_REWRITE.some((entry) =>
-    entry.endsWith("/") ? file.startsWith(entry) : file === entry,
-  );
-
 describe("GitHub heading anchors", () => {
   it.each([
     ["Faucet and transfer actions: states", "faucet-and-transfer-actions-states"],
@@ -130,6 +109,6 @@ describe("citations in source files", () => {
   });
 
   it("no source file cites the plan documents the service was built from: cite a docs/ anchor instead", () => {
-    expect(planCitations.filter(({ file }) => !awaitingRewrite(file)).map(({ at }) => at)).toEqual([]);
+    expect(planCitations.map(({ at }) => at)).toEqual([]);
   });
 });

@@ -1,6 +1,5 @@
 /**
- * Executes `requested` faucet payouts and transfers (SPEC "States and transitions / Agent
- * action"): the checks that need locks, the enclave's signature, the signed bytes stored, then the
+ * Executes `requested` faucet payouts and transfers (docs/api.md#faucet-and-transfer-actions-states): the checks that need locks, the enclave's signature, the signed bytes stored, then the
  * broadcast. Three steps, each safe to crash in:
  *   1. (the caller) the action is committed as `requested` before anything is signed;
  *   2. one transaction holds the actions and their senders' nonce rows: checks, nonces,
@@ -286,7 +285,7 @@ function signingStep(
       const operation = operations[index]!;
       return operation.sign({
         keyRef: operation.sender.keyRef,
-        // The enclave signs only when the key's address is the sender's (SPEC: key-binding checks).
+        // The enclave signs only when the key's address is the sender's (docs/enclave.md#the-enclaves-signing-policy).
         from: operation.sender.address as Hex,
         chainId: CHAIN_ID,
         to: operation.to as Hex,

@@ -1,5 +1,5 @@
 /**
- * POST /agent/v1/faucet (SPEC): pays AGENT_FAUCET_PAYOUT_AMOUNT from the faucet treasury
+ * POST /agent/v1/faucet (docs/api.md#repeats-and-limits-of-the-faucet): pays AGENT_FAUCET_PAYOUT_AMOUNT from the faucet treasury
  * (enclave `sign_faucet`) to the caller's own wallet. The cooldown and the daily limit are checked
  * under the treasury's nonce lock, which every payout takes, so simultaneous requests see each
  * other; the funding gate checks the receiving wallet and the treasury's balance.

@@ -12,7 +12,7 @@ export type MoneyServices = ExecutorDeps & {
   claim: ActionClaimer;
   config: Config;
   signer: SignerClient;
-  /** The genesis bridge operator: never a recipient (SPEC), lowercase. */
+  /** The genesis bridge operator: never a recipient (docs/api.md#transfers-refused-before-anything-is-written-and-short-of-funds), lowercase. */
   operatorPool: string;
   /** The faucet treasury the enclave signs payouts with; absent when the faucet is off. */
   treasury: { address: string; keyRef: string } | undefined;

@@ -1,6 +1,5 @@
 /**
- * An agent action's state is its transaction's from `signed` on (SPEC "States and transitions /
- * Agent action"): the outbox moves both in one statement (outbox/followers.ts), with this
+ * An agent action's state is its transaction's from `signed` on (docs/api.md#faucet-and-transfer-actions-states): the outbox moves both in one statement (outbox/followers.ts), with this
  * follower, which the composition root hands it. While in flight (`submitted`) the action
  * carries the words of its last broadcast that was not accepted; once another transaction took its
  * nonce it ends `failed` with `broadcast_refused` and what happened.

@@ -1,5 +1,5 @@
 /**
- * A money operation in the idempotency shell (idempotent-action.ts; SPEC "Agent action"). Same
+ * A money operation in the idempotency shell (agent-actions/idempotent-action.ts; docs/api.md#conventions). Same
  * key and payload: the stored action (200 once confirmed, 202 in flight), or, for one that ended
  * without moving its amount, the refusal it ended with (view.ts endingRefusal). A duplicate that
  * finds the action still `requested` and nobody executing it runs it itself (a retry after a

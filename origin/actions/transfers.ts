@@ -1,5 +1,5 @@
 /**
- * POST /agent/v1/transfers (SPEC): from the caller's assigned wallet to `to`, within
+ * POST /agent/v1/transfers (docs/architecture.md#moving-money-post-agentv1transfers-and-faucet): from the caller's assigned wallet to `to`, within
  * the per-transaction and UTC-daily limits (value plus the maximum fee, as the enclave counts),
  * the optional recipient allowlist, the wallet's balance and the funding gate. The enclave checks
  * the same limits again under its sealed policy; these checks exist to give the clear error.

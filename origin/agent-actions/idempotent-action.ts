@@ -1,5 +1,5 @@
 /**
- * The idempotency shell every agent action runs in (SPEC "Agent action"): claim the idempotency
+ * The idempotency shell every agent action runs in (docs/api.md#conventions): claim the idempotency
  * key, then run the action, or answer what is already recorded under the key. Same key and
  * another payload: 409 `idempotency_conflict`. Same key and payload: the action's own stored
  * answer when it has one, otherwise it runs (a repeat after a crash or a refusal the action may

@@ -1,5 +1,5 @@
 /**
- * Agent actions (SPEC "Agent action"): the audit and idempotency record of every
+ * Agent actions (docs/architecture.md#state): the audit and idempotency record of every
  * faucet payout, transfer and x402 authorization, written before anything is signed.
  */
 import { createHash } from "node:crypto";

@@ -1,4 +1,4 @@
-/** SPEC Limits: daily limits reset at UTC midnight. */
+/** Daily limits reset at UTC midnight (docs/api.md#conventions). */
 export function startOfUtcDay(now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
 }
