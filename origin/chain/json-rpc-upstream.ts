@@ -26,9 +26,9 @@ export type CreateJsonRpcUpstreamParams = {
 const DEFAULT_MAX_RESPONSE_BYTES = RPC_MAX_RESPONSE_BYTES;
 
 /**
- * A raw JSON-RPC client for the proxy and the balance read: keep-alive sockets, a hard timeout
- * per call, and failures returned as data. It adds no parsing beyond JSON, so the proxy stays a
- * thin, fast pass-through.
+ * A raw JSON-RPC client for the /rpc proxy and the origin's own calls (json-rpc-call.ts, which
+ * reads the answers): keep-alive sockets, a hard timeout per call, and failures returned as data.
+ * It adds no parsing beyond JSON, so the proxy stays a thin, fast pass-through.
  */
 export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): JsonRpcUpstream {
   const target = new URL(params.url);

@@ -1,0 +1,151 @@
+/**
+ * Typed JSON-RPC calls over json-rpc-upstream.ts: a call names its method and params and carries
+ * the parser of its result (eth-calls.ts builds the ones the origin makes); a batch sends its calls
+ * in one request, in the order listed, and answers each call's parsed result or why there is none.
+ * The answer is read here, once, so no caller picks a node's JSON apart. (The /rpc proxy forwards
+ * agents' own calls and reads nothing: it uses the upstream directly.)
+ */
+import { err, ok, type Result } from "../../shared/result.ts";
+import type { JsonRpcUpstream, UpstreamFailure } from "./json-rpc-upstream.ts";
+
+/** One call: what goes on the wire, and how its result is read (undefined: not what it answers). */
+export type RpcCall<T> = {
+  readonly method: string;
+  readonly params: readonly unknown[];
+  readonly parse: (result: unknown) => T | undefined;
+};
+
+/** A JSON-RPC error object as a node sent it; `code` is undefined when the node gave none. */
+export type RpcErrorObject = { code: number | undefined; message: string };
+
+/**
+ * Why a call has no result: the round trip failed (or its answer was no batch: `bad_body`), the
+ * node left the call out of its batch answer, answered an error object, or answered something
+ * that is neither a result the call's parser takes nor an error object.
+ */
+export type RpcCallFailure =
+  | { code: "upstream"; failure: UpstreamFailure }
+  | { code: "missing" }
+  | { code: "rpc_error"; error: RpcErrorObject }
+  | { code: "unparseable" };
+
+export type RpcCallResult<T> = Result<T, RpcCallFailure>;
+
+/** A batch's calls in the order they are sent: calls, or lists of calls (sent where they stand). */
+export type RpcBatchCalls = readonly (RpcCall<unknown> | RpcBatchCalls)[];
+
+/** The results of a batch, in the shape of its calls. */
+export type RpcBatchResults<C> = {
+  readonly [K in keyof C]: C[K] extends RpcCall<infer T>
+    ? RpcCallResult<T>
+    : C[K] extends RpcBatchCalls
+      ? RpcBatchResults<C[K]>
+      : never;
+};
+
+type Sender = Pick<JsonRpcUpstream, "send">;
+
+// Failures carry nothing of the call, so one value serves them all.
+const MISSING: RpcCallResult<never> = err({ code: "missing" });
+const UNPARSEABLE: RpcCallResult<never> = err({ code: "unparseable" });
+
+/** One call on its own (not a batch of one), with the id 1. */
+export async function sendRpcCall<T>(rpc: Sender, call: RpcCall<T>): Promise<RpcCallResult<T>> {
+  const answer = await rpc.send(wireCall(call, 1));
+  return answer.ok
+    ? readRpcAnswer(call.parse, answer.value)
+    : err({ code: "upstream", failure: answer.error });
+}
+
+/**
+ * One JSON-RPC batch of `calls` in the order listed, lists flattened where they stand, each with
+ * its position as id. Nodes run a batch's calls in that order (geth one by one, the devnet
+ * starting each in turn), and callers rely on it: a sender's nonce read before its balance
+ * (SenderView, outbox/intent.ts), the block number before the balances it bounds
+ * (x402/reservations.ts). The answer's items are matched by id, whatever their order. No calls: no
+ * request.
+ */
+export async function sendRpcBatch<const C extends RpcBatchCalls>(
+  rpc: Sender,
+  calls: C,
+): Promise<RpcBatchResults<C>> {
+  // The walk below builds the results in the calls' own shape; the type cannot follow it.
+  const results: unknown = await sendCalls(rpc, calls);
+  return results as RpcBatchResults<C>;
+}
+
+async function sendCalls(rpc: Sender, calls: RpcBatchCalls): Promise<unknown[]> {
+  const wire: object[] = [];
+  flatten(calls, wire);
+  if (wire.length === 0) return readList(calls, { items: [], failed: undefined, next: 0 });
+  const answer = await rpc.send(wire);
+  if (!answer.ok) return readList(calls, failedRead(answer.error));
+  if (!Array.isArray(answer.value)) return readList(calls, failedRead("bad_body"));
+  const items: unknown[] = new Array(wire.length);
+  for (const item of answer.value) {
+    const id: unknown = typeof item === "object" && item !== null && "id" in item ? item.id : undefined;
+    // A repeated id: the last item wins.
+    if (typeof id === "number" && Number.isInteger(id) && id >= 0 && id < wire.length) items[id] = item;
+  }
+  return readList(calls, { items, failed: undefined, next: 0 });
+}
+
+/**
+ * One answer object read for a call whose result `parse` reads: its result if `parse` takes it,
+ * else its error object, else unparseable. An answer carrying both is read by its result, as the
+ * origin always has: a broadcast answered with a hash was taken, whatever else the node said.
+ */
+export function readRpcAnswer<T>(
+  parse: (result: unknown) => T | undefined,
+  answer: unknown,
+): RpcCallResult<T> {
+  if (typeof answer !== "object" || answer === null) return UNPARSEABLE;
+  if ("result" in answer) {
+    const value = parse(answer.result);
+    if (value !== undefined) return ok(value);
+  }
+  if ("error" in answer) {
+    const error = errorObject(answer.error);
+    if (error) return err({ code: "rpc_error", error });
+  }
+  return UNPARSEABLE;
+}
+
+function errorObject(error: unknown): RpcErrorObject | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  if (!("message" in error) || typeof error.message !== "string") return undefined;
+  const code = "code" in error && typeof error.code === "number" ? error.code : undefined;
+  return { code, message: error.message };
+}
+
+// Key order as the origin has always sent it, so the bytes on the wire are unchanged.
+function wireCall(call: RpcCall<unknown>, id: number): object {
+  return { jsonrpc: "2.0", id, method: call.method, params: call.params };
+}
+
+function flatten(calls: RpcBatchCalls, wire: object[]): void {
+  for (const call of calls) {
+    if (isCallList(call)) flatten(call, wire);
+    else wire.push(wireCall(call, wire.length));
+  }
+}
+
+function isCallList(entry: RpcCall<unknown> | RpcBatchCalls): entry is RpcBatchCalls {
+  return Array.isArray(entry);
+}
+
+/** The answer items by id (or the one failure of them all), and the next id to read. */
+type BatchRead = { items: unknown[]; failed: RpcCallResult<never> | undefined; next: number };
+
+function failedRead(failure: UpstreamFailure): BatchRead {
+  return { items: [], failed: err({ code: "upstream", failure }), next: 0 };
+}
+
+function readList(calls: RpcBatchCalls, read: BatchRead): unknown[] {
+  return calls.map((call) => {
+    if (isCallList(call)) return readList(call, read);
+    const item = read.items[read.next++];
+    if (read.failed) return read.failed;
+    return item === undefined ? MISSING : readRpcAnswer(call.parse, item);
+  });
+}
