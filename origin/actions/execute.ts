@@ -26,9 +26,10 @@
 import { CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { ethGetBalance } from "../chain/eth-calls.ts";
 import type { FeeOracle, FeeQuote, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
-import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
+import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Clock } from "../clock.ts";
 import { createBatcher } from "../db/batcher.ts";
@@ -359,20 +360,14 @@ async function readChain(rpc: JsonRpcUpstream, queued: Queued[]): Promise<ChainV
 
 /** The balances of `addresses` at `latest`, in one JSON-RPC batch; undefined if any is missing. */
 async function readBalances(rpc: JsonRpcUpstream, addresses: string[]): Promise<bigint[] | undefined> {
-  if (addresses.length === 0) return [];
-  const result = await rpc.send(
-    addresses.map((address, id) => ({
-      jsonrpc: "2.0",
-      id,
-      method: "eth_getBalance",
-      params: [address, "latest"],
-    })),
+  const results = await sendRpcBatch(
+    rpc,
+    addresses.map((address) => ethGetBalance(address)),
   );
-  const byId = batchResults(result);
-  const balances = addresses.map((_, id) => quantity(byId.get(id)));
-  return balances.includes(undefined) ? undefined : (balances as bigint[]);
-}
-
-function quantity(value: unknown): bigint | undefined {
-  return isQuantity(value) ? BigInt(value) : undefined;
+  const balances: bigint[] = [];
+  for (const result of results) {
+    if (!result.ok) return undefined;
+    balances.push(result.value);
+  }
+  return balances;
 }

@@ -1,3 +1,5 @@
+import { ethBlockNumber } from "./eth-calls.ts";
+import { sendRpcCall } from "./json-rpc-call.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 export type LatestBlock = { get(): Promise<bigint | null> };
@@ -12,12 +14,10 @@ export function createLatestBlock(upstream: JsonRpcUpstream, maxAgeMs = 500, now
   return {
     get() {
       if (cached && now() - cached.at < maxAgeMs) return Promise.resolve(cached.value);
-      inFlight ??= upstream
-        .send({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+      inFlight ??= sendRpcCall(upstream, ethBlockNumber())
         .then((result) => {
-          const hex = result.ok ? (result.value as { result?: unknown }).result : undefined;
-          if (typeof hex !== "string" || !/^0x[0-9a-f]+$/i.test(hex)) return null;
-          cached = { value: BigInt(hex), at: now() };
+          if (!result.ok) return null;
+          cached = { value: result.value, at: now() };
           return cached.value;
         })
         .finally(() => {

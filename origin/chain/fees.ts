@@ -5,7 +5,8 @@
  */
 
 import { err, ok, type Result } from "../../shared/result.ts";
-import { batchResults, isQuantity } from "./json-rpc-results.ts";
+import { ethFeeHistoryNextBaseFee, ethMaxPriorityFeePerGas } from "./eth-calls.ts";
+import { sendRpcBatch } from "./json-rpc-call.ts";
 import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; gasLimit: bigint };
@@ -55,18 +56,12 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
   const read = async (): Promise<{ baseFee: bigint; tip: bigint } | undefined> => {
     if (cached && now() - cached.at < maxAgeMs) return cached;
     reading ??= (async () => {
-      const result = await params.rpc.send([
-        { jsonrpc: "2.0", id: 0, method: "eth_feeHistory", params: ["0x1", "latest", []] },
-        { jsonrpc: "2.0", id: 1, method: "eth_maxPriorityFeePerGas", params: [] },
+      const [baseFee, tip] = await sendRpcBatch(params.rpc, [
+        ethFeeHistoryNextBaseFee(),
+        ethMaxPriorityFeePerGas(),
       ]);
-      const byId = batchResults(result);
-      const history = byId.get(0) as { baseFeePerGas?: unknown } | undefined;
-      const tipHex = byId.get(1);
-      // feeHistory's last base fee is the next block's.
-      const baseFees = Array.isArray(history?.baseFeePerGas) ? history.baseFeePerGas : [];
-      const nextBaseFee = baseFees[baseFees.length - 1];
-      if (!isQuantity(nextBaseFee) || !isQuantity(tipHex)) return undefined;
-      cached = { baseFee: BigInt(nextBaseFee), tip: BigInt(tipHex), at: now() };
+      if (!baseFee.ok || !tip.ok) return undefined;
+      cached = { baseFee: baseFee.value, tip: tip.value, at: now() };
       return cached;
     })().finally(() => {
       reading = undefined;

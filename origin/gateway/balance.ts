@@ -1,6 +1,7 @@
 import type { Handler } from "hono";
 import { NATIVE_DECIMALS, NATIVE_SYMBOL, WEI_PER_UNIT } from "../../shared/constants.ts";
-import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
+import { ethBlockNumber, ethGetBalance } from "../chain/eth-calls.ts";
+import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -13,17 +14,11 @@ export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<A
   return async (c) => {
     if (!upstream) throw new AppError("chain_unavailable", "no chain is configured");
     const address = c.get("agent").assignedWallet;
-    const result = await upstream.send([
-      { jsonrpc: "2.0", id: 0, method: "eth_blockNumber", params: [] },
-      { jsonrpc: "2.0", id: 1, method: "eth_getBalance", params: [address, "latest"] },
-    ]);
-    const results = batchResults(result);
-    const blockHex = results.get(0);
-    const balanceHex = results.get(1);
-    if (!isQuantity(blockHex) || !isQuantity(balanceHex)) {
+    const [block, balance] = await sendRpcBatch(upstream, [ethBlockNumber(), ethGetBalance(address)]);
+    if (!block.ok || !balance.ok) {
       throw new AppError("chain_unavailable", "the chain did not answer; try again later");
     }
-    const wei = BigInt(balanceHex);
+    const wei = balance.value;
     // Wei below one unit cannot be spent through the API; the 6-decimal view rounds down.
     return c.json({
       address,
@@ -31,7 +26,7 @@ export function balanceHandler(upstream: JsonRpcUpstream | undefined): Handler<A
       decimals: NATIVE_DECIMALS,
       symbol: NATIVE_SYMBOL,
       balance_wei: wei.toString(),
-      block_number: BigInt(blockHex).toString(),
+      block_number: block.value.toString(),
     });
   };
 }

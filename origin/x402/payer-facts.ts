@@ -8,7 +8,8 @@
 import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { authorizationStateCalldata } from "../../shared/native-transfer-auth.ts";
-import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
+import { ethCall, ethGetBalance } from "../chain/eth-calls.ts";
+import { type RpcBatchResults, type RpcCall, sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { createBatcher } from "../db/batcher.ts";
 
@@ -19,41 +20,25 @@ export type PayerFactsQuery = { payer: Hex; nonce: Hex };
 /** Undefined when the chain did not answer (or answered something that is not a quantity). */
 export type PayerFactsReader = (payer: Hex, nonce: Hex) => Promise<PayerFacts | undefined>;
 
-/** The JSON-RPC calls for `queries`, two each, with ids from `firstId` on. */
-export function payerFactsCalls(queries: PayerFactsQuery[], firstId: number): object[] {
-  return queries.flatMap(({ payer, nonce }, n) => [
-    {
-      jsonrpc: "2.0",
-      id: firstId + 2 * n,
-      method: "eth_call",
-      params: [
-        { to: NATIVE_TRANSFER_AUTH_ADDRESS, data: authorizationStateCalldata(payer, nonce) },
-        "latest",
-      ],
-    },
-    { jsonrpc: "2.0", id: firstId + 2 * n + 1, method: "eth_getBalance", params: [payer, "latest"] },
-  ]);
+/** A query's two calls, in this order: the authorization's state, then the payer's balance. */
+export type PayerFactsCalls = readonly [used: RpcCall<Hex>, balance: RpcCall<bigint>];
+
+export function payerFactsCalls({ payer, nonce }: PayerFactsQuery): PayerFactsCalls {
+  return [
+    ethCall({ to: NATIVE_TRANSFER_AUTH_ADDRESS, data: authorizationStateCalldata(payer, nonce) }),
+    ethGetBalance(payer),
+  ];
 }
 
-/** The facts of `count` queries from the answers by id (payerFactsCalls' ids from `firstId`). */
-export function payerFactsFrom(
-  results: ReadonlyMap<unknown, unknown>,
-  count: number,
-  firstId: number,
-): Array<PayerFacts | undefined> {
-  return Array.from({ length: count }, (_, n) => {
-    const used = results.get(firstId + 2 * n);
-    const balance = results.get(firstId + 2 * n + 1);
-    if (typeof used !== "string" || !/^0x[0-9a-fA-F]*$/.test(used)) return undefined;
-    if (!isQuantity(balance)) return undefined;
-    return { nonceUsed: BigInt(used === "0x" ? "0x0" : used) !== 0n, balanceWei: BigInt(balance) };
-  });
+/** A query's facts from its calls' results; undefined unless both answered. */
+export function payerFactsOf([used, balance]: RpcBatchResults<PayerFactsCalls>): PayerFacts | undefined {
+  if (!used.ok || !balance.ok) return undefined;
+  return { nonceUsed: BigInt(used.value === "0x" ? "0x0" : used.value) !== 0n, balanceWei: balance.value };
 }
 
 export function createPayerFactsReader(rpc: JsonRpcUpstream): PayerFactsReader {
   const read = createBatcher<PayerFactsQuery, PayerFacts | undefined>(
-    async (queries) =>
-      payerFactsFrom(batchResults(await rpc.send(payerFactsCalls(queries, 0))), queries.length, 0),
+    async (queries) => (await sendRpcBatch(rpc, queries.map(payerFactsCalls))).map(payerFactsOf),
     { maxBatch: 64, maxInFlight: 2 },
   );
   return (payer, nonce) => read({ payer, nonce });

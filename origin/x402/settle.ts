@@ -50,8 +50,9 @@ import { sql } from "drizzle-orm";
 import { CAIP2_NETWORK, CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { ethBlockNumber, ethGetTransactionCount } from "../chain/eth-calls.ts";
 import type { FeeOracle } from "../chain/fees.ts";
-import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
+import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
@@ -66,7 +67,7 @@ import {
 } from "../outbox/index.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { canonicalJson } from "./canonical-json.ts";
-import { type PayerFacts, payerFactsCalls, payerFactsFrom } from "./payer-facts.ts";
+import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { reservedUnits } from "./reservations.ts";
@@ -399,22 +400,17 @@ type BatchChain = {
  * balances are of that block or a later one. Undefined parts when the chain did not say.
  */
 async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchChain> {
-  const queries = payments.map(({ authorization }) => ({
-    payer: authorization.from as Hex,
-    nonce: authorization.nonce,
-  }));
-  const answer = await deps.rpc.send([
-    { jsonrpc: "2.0", id: 0, method: "eth_getTransactionCount", params: [deps.settler.address, "latest"] },
-    { jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] },
-    ...payerFactsCalls(queries, 2),
+  const [nonce, block, facts] = await sendRpcBatch(deps.rpc, [
+    ethGetTransactionCount(deps.settler.address),
+    ethBlockNumber(),
+    payments.map(({ authorization }) =>
+      payerFactsCalls({ payer: authorization.from as Hex, nonce: authorization.nonce }),
+    ),
   ]);
-  const results = batchResults(answer);
-  const nonce = results.get(0);
-  const block = results.get(1);
   return {
-    minedNonce: isQuantity(nonce) ? BigInt(nonce) : undefined,
-    blockNumber: isQuantity(block) ? BigInt(block) : undefined,
-    facts: payerFactsFrom(results, queries.length, 2),
+    minedNonce: nonce.ok ? nonce.value : undefined,
+    blockNumber: block.ok ? block.value : undefined,
+    facts: facts.map(payerFactsOf),
   };
 }
 
