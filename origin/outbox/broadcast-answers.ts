@@ -20,6 +20,9 @@
  * devnet (devnet/rpc/errors.ts, in geth's words). broadcast-answers.test.ts holds one real message of
  * each per node.
  */
+import { err } from "../../shared/result.ts";
+import { text } from "../chain/eth-calls.ts";
+import { type RpcCallResult, readRpcAnswer } from "../chain/json-rpc-call.ts";
 import type { BroadcastOutcome } from "./intent.ts";
 
 type Wording = { node: "geth" | "nethermind" | "erigon" | "reth" | "devnet"; words: readonly string[] };
@@ -116,16 +119,32 @@ export const REFUSAL_WORDINGS: readonly Wording[] = [
 
 const REFUSALS: readonly string[] = [...new Set(REFUSAL_WORDINGS.flatMap((wording) => wording.words))];
 
+/** The outcome of one eth_sendRawTransaction call, as json-rpc-call.ts read the node's answer. */
+export function classifyBroadcast(answer: RpcCallResult<string>): BroadcastOutcome {
+  if (answer.ok) return { kind: "accepted" };
+  const failure = answer.error;
+  switch (failure.code) {
+    case "upstream":
+      return { kind: "unknown", reason: `chain ${failure.failure}` };
+    case "missing":
+      return { kind: "unknown", reason: "no answer for this transaction" };
+    case "unparseable":
+      return { kind: "unknown", reason: "no result" };
+    case "rpc_error": {
+      const message = failure.error.message;
+      return isRefusal(message) ? { kind: "refused", reason: message } : { kind: "unknown", reason: message };
+    }
+  }
+}
+
 /**
- * The outcome of one JSON-RPC answer to eth_sendRawTransaction (an item of a batch, or the whole
- * answer); undefined when the node left the item out of its batch answer.
+ * The outcome of one raw JSON-RPC answer object to eth_sendRawTransaction (an item of a batch, or
+ * the whole answer), read as a call's answer is; undefined when the node left the item out of its
+ * batch answer. The answers in the nodes' own words are tested through it.
  */
 export function classifyBroadcastAnswer(answer: unknown): BroadcastOutcome {
-  if (answer === undefined) return { kind: "unknown", reason: "no answer for this transaction" };
-  const body = answer as { result?: unknown; error?: { message?: unknown } } | null;
-  if (typeof body?.result === "string") return { kind: "accepted" };
-  const message = typeof body?.error?.message === "string" ? body.error.message : "no result";
-  return isRefusal(message) ? { kind: "refused", reason: message } : { kind: "unknown", reason: message };
+  if (answer === undefined) return classifyBroadcast(err({ code: "missing" }));
+  return classifyBroadcast(readRpcAnswer(text, answer));
 }
 
 /** Whether a node's error message is a validation error about the transaction itself. */

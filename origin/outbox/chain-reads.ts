@@ -2,7 +2,8 @@
  * What the outbox reads of its senders on chain: their mined nonces (fillers.ts, decide.ts), and
  * each sender's view before a batch signs for it (outbox.ts senderView).
  */
-import { batchResults, isQuantity } from "../chain/json-rpc-results.ts";
+import { ethGetBalance, ethGetTransactionCount } from "../chain/eth-calls.ts";
+import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { SenderView } from "./intent.ts";
 
@@ -13,19 +14,12 @@ export async function minedNonces(
 ): Promise<Map<string, bigint>> {
   const unique = [...new Set(senders)];
   const nonces = new Map<string, bigint>();
-  if (unique.length === 0) return nonces;
-  const answer = await rpc.send(
-    unique.map((address, id) => ({
-      jsonrpc: "2.0",
-      id,
-      method: "eth_getTransactionCount",
-      params: [address, "latest"],
-    })),
+  const results = await sendRpcBatch(
+    rpc,
+    unique.map((address) => ethGetTransactionCount(address)),
   );
-  const results = batchResults(answer);
-  for (const [id, address] of unique.entries()) {
-    const value = results.get(id);
-    if (isQuantity(value)) nonces.set(address, BigInt(value));
+  for (const [n, result] of results.entries()) {
+    if (result.ok) nonces.set(unique[n]!, result.value);
   }
   return nonces;
 }
@@ -40,21 +34,16 @@ export async function readSenderViews(
   addresses: readonly string[],
 ): Promise<(SenderView | undefined)[]> {
   const unique = [...new Set(addresses)];
-  const result = await rpc.send(
-    unique.flatMap((address, n) => [
-      { jsonrpc: "2.0", id: 2 * n, method: "eth_getTransactionCount", params: [address, "latest"] },
-      { jsonrpc: "2.0", id: 2 * n + 1, method: "eth_getBalance", params: [address, "latest"] },
-    ]),
+  const results = await sendRpcBatch(
+    rpc,
+    unique.map((address) => [ethGetTransactionCount(address), ethGetBalance(address)] as const),
   );
-  const byId = batchResults(result);
   const views = new Map<string, SenderView | undefined>();
-  for (const [n, address] of unique.entries()) {
-    const minedNonce = byId.get(2 * n);
-    const balanceWei = byId.get(2 * n + 1);
+  for (const [n, [minedNonce, balanceWei]] of results.entries()) {
     views.set(
-      address,
-      isQuantity(minedNonce) && isQuantity(balanceWei)
-        ? { minedNonce: BigInt(minedNonce), balanceWei: BigInt(balanceWei) }
+      unique[n]!,
+      minedNonce.ok && balanceWei.ok
+        ? { minedNonce: minedNonce.value, balanceWei: balanceWei.value }
         : undefined,
     );
   }

@@ -10,28 +10,13 @@
 import { errorMessage } from "../../shared/error-message.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { sleep } from "../../shared/sleep.ts";
-import { batchResults } from "../chain/json-rpc-results.ts";
+import { ethGetTransactionReceipt } from "../chain/eth-calls.ts";
+import { sendRpcBatch, sendRpcCall } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, ReceiptOutcome } from "./intent.ts";
 import type { OutboxStore } from "./store.ts";
-
-/** The outcome in an eth_getTransactionReceipt result, or undefined while it is not mined. */
-export function receiptOutcome(result: unknown): ReceiptOutcome | undefined {
-  const receipt = result as {
-    status?: string;
-    gasUsed?: string;
-    effectiveGasPrice?: string;
-    blockNumber?: string;
-  } | null;
-  if (!receipt?.status || !receipt.blockNumber) return undefined;
-  return {
-    status: receipt.status === "0x1" ? "confirmed" : "reverted",
-    feeWei: BigInt(receipt.gasUsed ?? "0x0") * BigInt(receipt.effectiveGasPrice ?? "0x0"),
-    blockNumber: BigInt(receipt.blockNumber),
-  };
-}
 
 /**
  * The receipts the chain has now for these transactions, in one JSON-RPC batch; none when the
@@ -42,14 +27,12 @@ export async function readReceipts(
   txHashes: readonly Hex[],
 ): Promise<Map<string, ReceiptOutcome>> {
   const receipts = new Map<string, ReceiptOutcome>();
-  if (txHashes.length === 0) return receipts;
-  const answer = await rpc.send(
-    txHashes.map((hash, id) => ({ jsonrpc: "2.0", id, method: "eth_getTransactionReceipt", params: [hash] })),
+  const results = await sendRpcBatch(
+    rpc,
+    txHashes.map((hash) => ethGetTransactionReceipt(hash)),
   );
-  const results = batchResults(answer);
-  for (const [id, hash] of txHashes.entries()) {
-    const receipt = receiptOutcome(results.get(id));
-    if (receipt) receipts.set(hash, receipt);
+  for (const [n, result] of results.entries()) {
+    if (result.ok && result.value) receipts.set(txHashes[n]!, result.value);
   }
   return receipts;
 }
@@ -132,14 +115,8 @@ export async function waitForReceipt(
 ): Promise<ReceiptOutcome | undefined> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const answer = await rpc.send({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "eth_getTransactionReceipt",
-      params: [txHash],
-    });
-    const receipt = answer.ok ? receiptOutcome((answer.value as { result?: unknown }).result) : undefined;
-    if (receipt) return receipt;
+    const receipt = await sendRpcCall(rpc, ethGetTransactionReceipt(txHash));
+    if (receipt.ok && receipt.value) return receipt.value;
     if (Date.now() >= deadline) return undefined;
     await sleep(RECEIPT_POLL_MS);
   }

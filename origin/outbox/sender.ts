@@ -5,9 +5,11 @@
  * again: a transaction leaves `submitted` only with a receipt, or once another transaction took its
  * nonce (decide.ts).
  */
+import { ethSendRawTransaction } from "../chain/eth-calls.ts";
+import { sendRpcBatch, sendRpcCall } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
-import { classifyBroadcastAnswer } from "./broadcast-answers.ts";
+import { classifyBroadcast } from "./broadcast-answers.ts";
 import type { BroadcastLease, BroadcastOutcome } from "./intent.ts";
 import { claimBroadcast, type OutboxStore } from "./store.ts";
 
@@ -20,28 +22,16 @@ export async function sendRawBatch(
   rpc: JsonRpcUpstream,
   txs: readonly { rawTx: string }[],
 ): Promise<BroadcastOutcome[]> {
-  if (txs.length === 0) return [];
-  const result = await rpc.send(
-    txs.map((tx, index) => ({
-      jsonrpc: "2.0",
-      id: index,
-      method: "eth_sendRawTransaction",
-      params: [tx.rawTx],
-    })),
+  const answers = await sendRpcBatch(
+    rpc,
+    txs.map((tx) => ethSendRawTransaction(tx.rawTx)),
   );
-  if (!result.ok || !Array.isArray(result.value)) {
-    const reason = result.ok ? "chain bad_body" : `chain ${result.error}`;
-    return txs.map(() => ({ kind: "unknown", reason }));
-  }
-  const byId = new Map((result.value as { id?: unknown }[]).map((item) => [item?.id, item]));
-  return txs.map((_, index) => classifyBroadcastAnswer(byId.get(index)));
+  return answers.map(classifyBroadcast);
 }
 
 /** Sends raw bytes and reads the answer (broadcast-answers.ts). */
 export async function sendRaw(rpc: JsonRpcUpstream, rawTx: string): Promise<BroadcastOutcome> {
-  const result = await rpc.send({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [rawTx] });
-  if (!result.ok) return { kind: "unknown", reason: `chain ${result.error}` };
-  return classifyBroadcastAnswer(result.value);
+  return classifyBroadcast(await sendRpcCall(rpc, ethSendRawTransaction(rawTx)));
 }
 
 /**
