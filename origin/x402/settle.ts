@@ -115,7 +115,8 @@ export type SettlementPayment = {
 export type SettlerDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
-  signer: SignerClient;
+  /** The one enclave op a settler needs. */
+  signer: Pick<SignerClient, "signSettlement">;
   fees: FeeOracle;
   logger: Logger;
   settler: { address: string; keyRef: string };
