@@ -10,6 +10,7 @@ import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { createCapabilityMinter } from "./capability-minter.ts";
+import { describeSignerConformance } from "./conformance.ts";
 import { createSignerClient } from "./create-signer-client.ts";
 import { createSocketSignerClient } from "./socket-client.ts";
 import type { CapabilityProvider, KeyPublicInfo, SignerClient, SignerPolicy } from "./types.ts";
@@ -319,4 +320,15 @@ describe("socket signer client against the real enclave", () => {
       error: { class: "retryable", code: "signer_client_closed" },
     });
   });
+});
+
+describeSignerConformance("socket client (createSignerClient, live identity)", {
+  startEnclave: () => startEnclaveProcess(),
+  client: (enclave, options) =>
+    createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+      requestTimeoutMs: options.requestTimeoutMs,
+    }),
+  dormantOps: [],
 });
