@@ -103,6 +103,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
   }
   const origin = composed.value;
   const server = await startHttpServer(origin.app, "127.0.0.1", 0);
+  let closing: Promise<void> | undefined;
   // The transaction tracker only, unless the test asks for more: the key pool and identity workers
   // are for the tests that start them.
   origin.start(params.workers ?? ["money"]);
@@ -112,10 +113,14 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     deps: { ...infrastructure, money: origin.money.runtime },
     app: origin.app,
     tracker: origin.money.tracker,
-    async close() {
-      await server.close(1_000);
-      await origin.stop();
-      await opened.close();
+    // Once, whoever asks first: a test may close an origin its stack closes again at the end.
+    close() {
+      closing ??= (async () => {
+        await server.close(1_000);
+        await origin.stop();
+        await opened.close();
+      })();
+      return closing;
     },
   };
 }
