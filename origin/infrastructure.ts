@@ -31,12 +31,8 @@ export type Infrastructure = {
   clock: Clock;
   /** Where the key pool writes its batches' encrypted backups (under config.keyPool.backupDir). */
   backupStore: BackupStore;
-  /**
-   * The metrics registry the signer and the chain upstream are wrapped with (openInfrastructure
-   * always fills it in); for an infrastructure built otherwise, composeOrigin makes one without
-   * those two.
-   */
-  metrics?: OriginMetrics | undefined;
+  /** The metrics registry the signer and the chain upstream are wrapped with (openInfrastructure). */
+  metrics: OriginMetrics;
   /**
    * Asks the enclave whether it holds the keys the database assigns (signer/key-holding.ts); absent
    * without an enclave endpoint. The origin refuses to start when a key is missing
