@@ -433,7 +433,7 @@ const claimStatement = preparedStatement<"claims">(
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
       returning id, payer, nonce`,
-);
+).returns({ id: "uuid", payer: "text", nonce: "text" });
 
 /**
  * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
@@ -461,7 +461,7 @@ async function claimAll(batch: SettleBatch, payments: SettlementPayment[]): Prom
       signature,
     };
   });
-  const claimed = await batch.run<{ id: string; payer: string; nonce: string }, "claims">(claimStatement, {
+  const claimed = await batch.run(claimStatement, {
     claims: JSON.stringify(rows),
   });
   return claimed
