@@ -15,7 +15,7 @@ import type { TrackerSweep } from "../outbox/index.ts";
 export const ABANDON_REQUESTED_AFTER_MS = 10 * 60_000;
 
 // Run several times a second per origin, so planned once (db/prepared.ts).
-const abandonStatement = preparedStatement<"abandonAfter">(
+export const abandonStatement = preparedStatement<"abandonAfter">(
   "tracker_abandon",
   sql`update agent_actions set status = 'failed', error_code = 'abandoned',
         error_message = 'nothing was signed and the request was not retried in time: send it again with a new idempotency_key',

@@ -87,7 +87,7 @@ export type Facts = {
 
 type FactsParam = "mined" | "transferAgents" | "day" | "faucetAgents" | "dayStart" | "wallets";
 
-const factsStatement = preparedStatement<FactsParam>(
+export const factsStatement = preparedStatement<FactsParam>(
   "money_read_facts",
   sql`select
         (select json_object_agg(m.address, f.total)

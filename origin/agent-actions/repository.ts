@@ -150,7 +150,7 @@ export async function findAction(db: Db, agentId: string, actionId: string): Pro
   return row;
 }
 
-const claimStatement = preparedStatement<"requests">(
+export const claimStatement = preparedStatement<"requests">(
   "actions_claim",
   sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
       select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
@@ -197,7 +197,7 @@ const actionColumns = {
   updated_at: "timestamptz",
 } as const;
 
-const byIdStatement = preparedStatement<"actionId" | "agentId">(
+export const byIdStatement = preparedStatement<"actionId" | "agentId">(
   "actions_by_id",
   selectAction(
     sql`agent_actions a`,
@@ -206,7 +206,7 @@ const byIdStatement = preparedStatement<"actionId" | "agentId">(
 ).returns(actionColumns);
 
 // One probe of the idempotency index per key (a join the planner could turn into a scan).
-const byKeysStatement = preparedStatement<"keys">(
+export const byKeysStatement = preparedStatement<"keys">(
   "actions_by_keys",
   selectAction(
     sql`json_to_recordset(${sql.placeholder("keys")}::json) as k(agent_id uuid, kind text, key text)

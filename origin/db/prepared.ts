@@ -3,7 +3,8 @@
  * by name: Postgres parses and plans each once per connection, then reuses the plan, instead of
  * doing both on every call (for the larger statements, planning cost more than running). The
  * driver call also skips drizzle's per-query set-up. The text is fixed when the module loads; only
- * the values change, which is what a named statement requires.
+ * the values change, which is what a named statement requires. Each statement declares the columns
+ * of its rows (docs/development.md#named-statements-declare-their-rows).
  */
 import { Placeholder, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
@@ -12,7 +13,8 @@ import type { Db } from "./client.ts";
 /**
  * What a statement's rows hold, declared beside its text: each result column by name, in order,
  * with its type tag. The rows' TypeScript type follows from it; nothing checks or converts a row
- * as it is read.
+ * as it is read: origin/db/prepared.int.test.ts has Postgres describe every statement on the
+ * migrated schema and compares.
  */
 export type Columns = Readonly<Record<string, ColumnDeclaration>>;
 

@@ -129,8 +129,13 @@ export type OutboxStore = {
   recordMined(db: Db, mined: readonly MinedTransaction[], options?: { broadcast?: boolean }): Promise<void>;
 };
 
-export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore {
-  const statements = {
+/** The store's named statements for `followers` (db/prepared.ts); none of them returns a row read. */
+export function outboxStoreStatements(followers: readonly TxFollower[]): {
+  minedFromSigned: PreparedStatement<"receipts", NoColumns>;
+  minedFromSubmitted: PreparedStatement<"receipts", NoColumns>;
+  moveInFlight: PreparedStatement<"moves", NoColumns>;
+} {
+  return {
     minedFromSigned: recordMinedStatement(
       "outgoing_record_mined_broadcast",
       sql`('signed', 'submitted')`,
@@ -139,6 +144,10 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
     minedFromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`, followers),
     moveInFlight: moveInFlightStatement(followers),
   };
+}
+
+export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore {
+  const statements = outboxStoreStatements(followers);
   const moveInFlight = async (db: Db, moves: InFlightMove[]): Promise<void> => {
     if (moves.length === 0) return;
     const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));

@@ -85,7 +85,7 @@ export type TickReport = {
 export type TrackerGapDeps = Pick<FillerDeps, "signer" | "fees" | "serviceKeys">;
 
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
-const submittedStatement = preparedStatement<"limit">(
+export const submittedStatement = preparedStatement<"limit">(
   "tracker_submitted",
   sql`select tx_id, tx_hash, sender, nonce::text, (created_at < now() - interval '2 seconds') as settled_in
       from outgoing_transactions where status = 'submitted'
@@ -99,7 +99,7 @@ const submittedStatement = preparedStatement<"limit">(
  * would meet the same refusal and the filler beside it (fillers.ts) is what ends it. A payment with
  * a filler beside it is left to the filler: the tracker stops pushing what it is replacing.
  */
-const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
+export const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
   "tracker_due",
   sql`select tx_id from outgoing_transactions t
       where ((t.status = 'signed'

@@ -73,7 +73,7 @@ type PayerReverts = { reverts: number; freesInSeconds: number };
  * authorization was still valid, so its valid_before is within a day of updated_at; the bound
  * keeps the read on the (payer, valid_before) index.
  */
-const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | "limit">(
+export const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | "limit">(
   "x402_payer_reverts",
   sql`select payer, count(*)::int as reverts,
         greatest(1, ceil(extract(epoch from

@@ -250,7 +250,7 @@ async function earlier(
  * (so the payment can be presented again). The claim is its own statement, before the settler's
  * nonce row is locked (see claimSignStore).
  */
-const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
+export const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
   name: "x402_settle",
   signedColumns: sql`id uuid`,
   store: [
@@ -418,7 +418,7 @@ async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]):
   };
 }
 
-const claimStatement = preparedStatement<"claims">(
+export const claimStatement = preparedStatement<"claims">(
   "x402_claim_batch",
   sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
         valid_after, valid_before, signature, claimed_until)
