@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -200,5 +201,18 @@ describe("redact", () => {
     ["a variable that is no secret", "env prod-eu-1", "env prod-eu-1"],
   ])("%s", (_what, text, expected) => {
     expect(redact(text, secrets)).toBe(expected);
+  });
+});
+
+describe("docs/operations.md#exit-codes-of-the-operator-tools", () => {
+  it("documents the shell's codes, each with its name", () => {
+    const doc = readFileSync(path.join(REPO_ROOT, "docs/operations.md"), "utf8");
+    const start = doc.indexOf("\n## Exit codes of the operator tools\n");
+    expect(start).toBeGreaterThan(0);
+    const section = doc.slice(start + 1, doc.indexOf("\n## ", start + 1));
+    const documented = Object.fromEntries(
+      [...section.matchAll(/^\| `(\d+)` +\| (\w+) +\|/gm)].map(([, code, name]) => [name!, Number(code)]),
+    );
+    expect(documented).toEqual(EXIT_CODES);
   });
 });
