@@ -6,32 +6,25 @@
  */
 import { LockoutAllowance } from "../origin/auth/lockout-allowance.ts";
 import { RecentAuthentications } from "../origin/auth/recent-authentications.ts";
-import { fileBackupStore } from "../origin/backup-store.ts";
-import { createChainClient } from "../origin/chain/client.ts";
-import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
-import { systemClock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
-import { connectDatabase } from "../origin/db/client.ts";
 import { InFlightLimiter } from "../origin/http/in-flight.ts";
 import { SlidingWindowLimiter } from "../origin/http/rate-limiter.ts";
-import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
+import { openInfrastructure } from "../origin/open-infrastructure.ts";
 import { startHttpServer } from "../origin/server.ts";
-import { createDormantSignerClient } from "../origin/signer/dormant-stub.ts";
 
-const config = loadConfig({ ...process.env, AGENT_GATEWAY_ENABLED: "true", LOG_LEVEL: "silent" });
-const rpcUrl = config.chain.rpcUrl!;
-const infrastructure: Infrastructure = {
-  config,
-  database: connectDatabase({ url: config.database.url!, maxConnections: 10 }),
-  chain: createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }),
-  rpc: createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }),
-  signer: createDormantSignerClient(),
-  logger: createLogger("silent"),
-  clock: systemClock,
-  backupStore: fileBackupStore,
-};
+// Built as main.ts builds it, metrics included. No enclave: the routes measured sign nothing, so
+// an endpoint inherited from the shell is dropped. A pool of 10 connections, as the bench has
+// always measured with.
+const config = loadConfig({
+  ...process.env,
+  AGENT_SIGNER_SVC_HSM_ENDPOINT: undefined,
+  AGENT_GATEWAY_ENABLED: "true",
+  LOG_LEVEL: "silent",
+  DATABASE_POOL_SIZE: "10",
+});
+const opened = await openInfrastructure(config, createLogger("silent"));
 const limiters = {
   failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
   recentAuthentications: new RecentAuthentications(),
@@ -40,7 +33,7 @@ const limiters = {
   // Raised like the per-agent rate: the benchmark drives 64 connections with one token.
   rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),
 };
-const composed = await composeOrigin(infrastructure, { limiters });
+const composed = await composeOrigin(opened.infrastructure, { limiters, sealed: opened.sealed });
 if (!composed.ok) throw new Error(composed.error.errors.join("; "));
 const app = composed.value.app;
 app.get("/bench/bare", (c) => c.json({ ok: true }));

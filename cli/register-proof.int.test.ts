@@ -67,8 +67,9 @@ describe("agent-wallet register with the proof of work on (through the edge, rea
     expect(made.every((outcome) => outcome.ok)).toBe(true);
     origin = await startTestOrigin({
       database: testDb.handle,
-      signer,
       env: {
+        AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
         AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
         AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",
         AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,

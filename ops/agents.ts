@@ -13,20 +13,25 @@
  *   rotate-token --agent ID                      a new token for the same identity, printed once
  *                                                as {token, agent_id, assigned_wallet, capabilities};
  *                                                the old token fails from its next request on
+ *
+ * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
  */
 import { parseArgs } from "node:util";
 import { rotateToken } from "../origin/auth/rotate-token.ts";
-import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
-import { errorMessage } from "../shared/error-message.ts";
+import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
+import { nodeConfig } from "./lib/node-config.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-class UsageError extends Error {}
+const USAGE = `usage: npm run agents -- create --capabilities read,faucet,transfer
+       npm run agents -- list
+       npm run agents -- disable|enable --agent ID --reason TEXT
+       npm run agents -- revoke|rotate-token --agent ID`;
 
-async function main(argv: string[]): Promise<number> {
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const [command, ...rest] = argv;
   const { values } = parseArgs({
     args: rest,
@@ -39,7 +44,7 @@ async function main(argv: string[]): Promise<number> {
     strict: true,
   });
   if (!command || !["create", "list", "disable", "enable", "revoke", "rotate-token"].includes(command)) {
-    throw new UsageError("usage: npm run agents -- create|list|disable|enable|revoke|rotate-token [options]");
+    throw new UsageError(command ? `unknown command '${command}'` : "no command");
   }
   const agentId = (): string => {
     if (!values.agent || !UUID.test(values.agent))
@@ -47,7 +52,7 @@ async function main(argv: string[]): Promise<number> {
     return values.agent;
   };
 
-  const database = await openDatabase(loadConfig(process.env), 2);
+  const database = await openDatabase(nodeConfig(env), 2);
   try {
     const { db } = database;
     switch (command) {
@@ -58,14 +63,13 @@ async function main(argv: string[]): Promise<number> {
         if (!result.ok) {
           const message =
             result.error.code === "validation_failed" ? result.error.message : result.error.code;
-          process.stderr.write(`agents: ${message}\n`);
-          return 1;
+          return refused(message);
         }
         const { token, agentId: id, assignedWallet, capabilities: granted } = result.value;
         process.stdout.write(
           `${JSON.stringify({ token, agent_id: id, assigned_wallet: assignedWallet, capabilities: granted })}\n`,
         );
-        return 0;
+        return DONE;
       }
       case "list": {
         const rows = await listIdentities(db);
@@ -86,7 +90,7 @@ async function main(argv: string[]): Promise<number> {
             2,
           )}\n`,
         );
-        return 0;
+        return DONE;
       }
       case "disable":
       case "enable": {
@@ -99,13 +103,12 @@ async function main(argv: string[]): Promise<number> {
           source: "cli",
         });
         if (!result.ok) {
-          process.stderr.write(`agents: ${result.error === "not_found" ? `no agent ${id}` : result.error}\n`);
-          return 1;
+          return refused(result.error === "not_found" ? `no agent ${id}` : result.error);
         }
         process.stdout.write(
           `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}\n`,
         );
-        return 0;
+        return DONE;
       }
       case "rotate-token": {
         const id = agentId();
@@ -113,16 +116,12 @@ async function main(argv: string[]): Promise<number> {
         if (!result.ok) {
           switch (result.error) {
             case "not_found":
-              process.stderr.write(`agents: no agent ${id}\n`);
-              return 1;
+              return refused(`no agent ${id}`);
             case "token_replaced":
               // Only a rotation that names the token it replaces (the agent's own) can find it gone.
               throw new Error("an operator's rotation names no token");
             case "revoked":
-              process.stderr.write(
-                `agents: ${id} is revoked; revocation is final, no token brings it back\n`,
-              );
-              return 1;
+              return refused(`${id} is revoked; revocation is final, no token brings it back`);
           }
         }
         const { token, agentId: rotatedId, assignedWallet, capabilities, enabled } = result.value;
@@ -133,17 +132,16 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write(
           `agents: ${id} has a new token; the old one fails from its next request on${enabled ? "" : " (the identity is disabled: the new token works once it is enabled)"}\n`,
         );
-        return 0;
+        return DONE;
       }
       default: {
         const id = agentId();
         const result = await revokeIdentity(db, id);
         if (!result.ok) {
-          process.stderr.write(`agents: no agent ${id}\n`);
-          return 1;
+          return refused(`no agent ${id}`);
         }
         process.stdout.write(`agents: ${id} revoked\n`);
-        return 0;
+        return DONE;
       }
     }
   } finally {
@@ -151,13 +149,4 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    const message = errorMessage(error);
-    process.stderr.write(`agents: ${message}\n`);
-    process.exit(
-      error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS") ? 2 : 1,
-    );
-  },
-);
+runCli({ name: "agents", usage: USAGE, run });

@@ -111,8 +111,9 @@ describe("npm run canary (the live switch canary)", () => {
     });
     expect(invalid.code).toBe(64);
     expect(invalid.stdout).toBe("");
-    expect(invalid.stderr).toContain("canary: usage:");
-    expect(invalid.stderr).toContain("AGENT_ENV_ID");
+    expect(invalid.stderr).toMatch(/^canary: invalid configuration:\n/);
+    expect(invalid.stderr).toContain("  - AGENT_ENV_ID: ");
+    expect(invalid.stderr).toContain("\nusage: npm run canary");
     const unknownFlag = (await runTool("ops/canary.ts", ["--socet", "x"])).code;
     expect(unknownFlag).toBe(64);
   });

@@ -1,39 +1,30 @@
 /**
  * `npm run canary [-- --socket PATH]`: with this node's configuration, proves one key through the
  * live signer client and writes nothing. The enclave is --socket, else AGENT_SIGNER_SVC_HSM_ENDPOINT,
- * else the local stack's socket, as for the other operator tools. Exit 0: verified and configuration
- * matches, safe to switch; 1: no candidate key; 2: do not switch (the line names the mismatch);
- * 64: a usage or configuration error (an unknown flag, an invalid variable), which says nothing
- * about the enclave. One line either way.
+ * else the local stack's socket, as for the other operator tools. Its exit code is its verdict, so
+ * it keeps its own numbers (docs/operations.md#exit-codes-of-the-operator-tools): 0 verified and
+ * configuration matches, safe to switch; 1 no candidate key; 2 do not switch (the line names the
+ * mismatch), which an error that stops the probe (the database unreachable) also answers, as
+ * inconclusive; 64 a usage or configuration error (an unknown flag, an invalid variable), which
+ * says nothing about the enclave. One line either way.
  */
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { CANARY_EXIT, runCanary } from "../origin/identity/canary.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
-import { errorMessage } from "../shared/error-message.ts";
+import { type CliContext, type CliOutcome, DONE, refused, runCli } from "./lib/cli-shell.ts";
+import { nodeConfig } from "./lib/node-config.ts";
 import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 
 /** EX_USAGE: apart from the canary's own 0, 1 and 2, so a script never reads it as a verdict. */
 const EXIT_USAGE = 64;
 
-async function main(): Promise<number> {
-  let socket: string | undefined;
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    ({
-      values: { socket },
-    } = parseArgs({ options: { socket: { type: "string" } }, strict: true }));
-    config = loadConfig(process.env);
-  } catch (error) {
-    if (!(error instanceof ConfigError) && !isParseArgsError(error)) throw error;
-    process.stderr.write(
-      `canary: usage: ${errorMessage(error)}\n` +
-        "usage: npm run canary [-- --socket PATH] (with the node's environment)\n",
-    );
-    return EXIT_USAGE;
-  }
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+  const {
+    values: { socket },
+  } = parseArgs({ args: argv, options: { socket: { type: "string" } }, strict: true });
+  const config = nodeConfig(env);
   const endpoint = socket
     ? `unix://${path.resolve(socket)}`
     : (config.signer.endpoint ?? `unix://${path.resolve(DEFAULT_POLICY_SOCKET)}`);
@@ -48,21 +39,24 @@ async function main(): Promise<number> {
   try {
     const result = await runCanary(database.db, signer, { envId: config.envId });
     process.stdout.write(`${result.line}\n`);
-    return result.exitCode;
+    switch (result.exitCode) {
+      case CANARY_EXIT.switch:
+        return DONE;
+      case CANARY_EXIT.noCandidate:
+        return refused();
+      case CANARY_EXIT.doNotSwitch:
+        // Mapped to 2 below, with the errors that leave the probe inconclusive.
+        return { exit: "error" };
+    }
   } finally {
     await signer.close();
     await database.close();
   }
 }
 
-function isParseArgsError(error: unknown): boolean {
-  return error instanceof Error && "code" in error && String(error.code).startsWith("ERR_PARSE_ARGS");
-}
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stdout.write(`canary: do not switch: ${errorMessage(error)}\n`);
-    process.exit(CANARY_EXIT.doNotSwitch);
-  },
-);
+runCli({
+  name: "canary",
+  usage: "usage: npm run canary [-- --socket PATH] (with the node's environment)",
+  run,
+  exitCodes: { refused: CANARY_EXIT.noCandidate, error: CANARY_EXIT.doNotSwitch, usage: EXIT_USAGE },
+});

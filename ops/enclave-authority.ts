@@ -15,7 +15,8 @@
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
 import type { Hex } from "../shared/hex.ts";
-import { type KeyFileTool, runKeyFileToolIfMain, writeNewKeyFile } from "./lib/key-file-tool.ts";
+import { runCliIfMain } from "./lib/cli-shell.ts";
+import { type KeyFileTool, keyFileCli, writeNewKeyFile } from "./lib/key-file-tool.ts";
 
 /** Writes a fresh authority seed to `path` (0600, refusing to overwrite); returns its public key. */
 export async function createAuthorityKeyFile(path: string): Promise<{ publicKey: Hex; keyFile: string }> {
@@ -35,4 +36,4 @@ const tool: KeyFileTool = {
   show: async (path) => authorityPublicKey(await readAuthoritySecret(path)),
 };
 
-runKeyFileToolIfMain(import.meta.url, tool);
+runCliIfMain(import.meta.url, keyFileCli(tool));

@@ -5,55 +5,54 @@
  * capability from the policy authority key, which is kept offline with the operator and never on
  * the origin host (docs/enclave.md, "Keys and where production keeps them"); `show` needs no key. Env id and
  * chain id come from the enclave's get_policy, so the operator needs only the socket and the key. Prints
- * before and after. Exit codes: 0 ok, 1 refused by the enclave (or unreachable), 2 usage.
+ * before and after. Exit codes: docs/operations.md#exit-codes-of-the-operator-tools (refused: by the
+ * enclave; error: the enclave could not be reached).
  */
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SignerClient } from "../origin/signer/types.ts";
-import { errorMessage } from "../shared/error-message.ts";
-import { applyPolicy, applySettler, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
 import {
-  POLICY_USAGE,
-  type PolicyCommand,
-  PolicyUsageError,
-  parsePolicyArgs,
-} from "./lib/policy-cli-args.ts";
+  type CliContext,
+  type CliOutcome,
+  DONE,
+  errored,
+  readArgumentFile,
+  refused,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
+import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { applyPolicy, applySettler, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
+import { POLICY_USAGE, type PolicyCommand, parsePolicyArgs } from "./lib/policy-cli-args.ts";
 import { changeJson, formatChange, formatShow, showJson } from "./lib/policy-format.ts";
 
-const EXIT = { ok: 0, refused: 1, usage: 2 } as const;
-
-async function main(): Promise<number> {
-  let command: PolicyCommand;
-  try {
-    command = parsePolicyArgs(process.argv.slice(2), process.env);
-  } catch (error) {
-    if (!(error instanceof PolicyUsageError)) throw error;
-    process.stderr.write(`enclave-policy: ${error.message}\n${POLICY_USAGE}\n`);
-    return EXIT.usage;
-  }
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+  const command = parsePolicyArgs(argv, env);
   const client = createSocketSignerClient({ socketPath: command.socketPath });
   try {
-    return await run(command, client);
+    return await runCommand(command, client);
   } finally {
     await client.close();
   }
 }
 
-async function run(command: PolicyCommand, client: SignerClient): Promise<number> {
+async function runCommand(command: PolicyCommand, client: SignerClient): Promise<CliOutcome> {
   if (command.command === "show") {
     const sealed = await client.getPolicy();
-    if (!sealed.ok) return fail(EXIT.refused, `${sealed.error.code}: ${sealed.error.reason}`);
+    if (!sealed.ok) {
+      const message = `${sealed.error.code}: ${sealed.error.reason}`;
+      return enclaveUnreachable(sealed.error) ? errored(message) : refused(message);
+    }
     write(command.json ? `${JSON.stringify(showJson(sealed.value), null, 2)}\n` : formatShow(sealed.value));
-    return EXIT.ok;
+    return DONE;
   }
-  let policySecret: Uint8Array;
-  try {
-    policySecret = await readAuthoritySecret(command.policyKeyFile);
-  } catch (error) {
-    // The path is the operator's own; the key's contents never appear in a message.
-    const reason = error instanceof Error && "code" in error ? String(error.code) : "not a 32-byte hex seed";
-    return fail(EXIT.usage, `cannot read --policy-key ${command.policyKeyFile} (${reason})`);
-  }
+  // The path is the operator's own; the key's contents never appear in a message.
+  const policySecret = await readArgumentFile(
+    "--policy-key",
+    command.policyKeyFile,
+    "a 32-byte hex seed",
+    readAuthoritySecret,
+  );
   const result: PolicyAdminResult =
     command.command === "apply"
       ? await applyPolicy({ client, policySecret, changes: command.changes })
@@ -67,8 +66,14 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
             terms: command.terms,
           });
   if (!result.ok) {
-    if (result.error.kind === "usage") return fail(EXIT.usage, result.error.message);
-    return fail(EXIT.refused, `refused by the enclave: ${result.error.code} (${result.error.reason})`);
+    switch (result.error.kind) {
+      case "usage":
+        throw new UsageError(result.error.message);
+      case "refused":
+        return refused(`refused by the enclave: ${result.error.code} (${result.error.reason})`);
+      case "unreachable":
+        return errored(`no answer from the enclave: ${result.error.code} (${result.error.reason})`);
+    }
   }
   const { before, after } = result.value;
   const title =
@@ -82,7 +87,7 @@ async function run(command: PolicyCommand, client: SignerClient): Promise<number
       ? `${JSON.stringify(changeJson(before, after), null, 2)}\n`
       : formatChange(title, before, after),
   );
-  return EXIT.ok;
+  return DONE;
 }
 
 /** configure_settler is idempotent: a second run keeps the key it made, unless pointed at another. */
@@ -97,15 +102,4 @@ function write(text: string): void {
   process.stdout.write(text);
 }
 
-function fail(code: number, message: string): number {
-  process.stderr.write(`enclave-policy: ${message}\n`);
-  return code;
-}
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`enclave-policy: ${errorMessage(error)}\n`);
-    process.exit(1);
-  },
-);
+runCli({ name: "enclave-policy", usage: POLICY_USAGE, run });

@@ -2,12 +2,12 @@
  * `npm run funding -- <command>`: pre-restore funding exceptions (docs/api.md, "The funding gate"). A wallet
  * whose key batch has no restore evidence may hold funds only under an active `approved_non_zero` exception,
  * up to its ceiling, until it expires. Uses the node's configuration (DATABASE_URL, or the
- * embedded cluster of the running stack). HELP below is what `--help` prints.
+ * embedded cluster of the running stack). HELP below is what `--help` prints, and a usage error
+ * after its message (docs/operations.md#exit-codes-of-the-operator-tools).
  */
 
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
-import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
 import {
@@ -17,7 +17,8 @@ import {
   listExceptions,
   revokeException,
 } from "../origin/funding/exceptions.ts";
-import { errorMessage } from "../shared/error-message.ts";
+import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
+import { nodeConfig } from "./lib/node-config.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DURATION = /^(\d+)(m|h|d)$/;
@@ -51,15 +52,14 @@ Every grant and revoke is recorded with before, after and the reason, and shown 
 audit. An expired exception is the same as none. Once a drill has restored the wallet's batch the
 gate lifts and no exception is needed.
 
-exit codes: 0 done, 1 refused (not found, already revoked), 2 usage`;
+exit codes: 0 done, 1 refused (not found, already revoked), 2 usage, 3 error (the database could
+not be reached, or another failure to finish)`;
 
-class UsageError extends Error {}
-
-async function main(argv: string[]): Promise<number> {
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const [command, ...rest] = argv;
   if (command === "--help" || command === "-h" || command === "help") {
     process.stdout.write(`${HELP}\n`);
-    return 0;
+    return DONE;
   }
   const { values } = parseArgs({
     args: rest,
@@ -76,15 +76,15 @@ async function main(argv: string[]): Promise<number> {
     strict: true,
   });
   if (!command || !["grant", "list", "revoke"].includes(command)) {
-    throw new UsageError(`${command ? `unknown command ${command}` : "no command"}\n${HELP}`);
+    throw new UsageError(command ? `unknown command ${command}` : "no command");
   }
-  const database = await openDatabase(loadConfig(process.env), 2);
+  const database = await openDatabase(nodeConfig(env), 2);
   try {
     const { db } = database;
     if (command === "list") {
       const exceptions = await listExceptions(db, { all: values.all });
       process.stdout.write(`${JSON.stringify(exceptions.map(toWire), null, 2)}\n`);
-      return 0;
+      return DONE;
     }
     if (!values.reason?.trim()) throw new UsageError("--reason is required");
     let result: ExceptionResult;
@@ -104,13 +104,12 @@ async function main(argv: string[]): Promise<number> {
     }
     if (!result.ok) {
       if (result.error.code === "invalid") throw new UsageError(result.error.message);
-      process.stderr.write(`funding: ${result.error.message}\n`);
-      return 1;
+      return refused(result.error.message);
     }
     process.stdout.write(
       `${JSON.stringify({ [command === "grant" ? "granted" : "revoked"]: toWire(result.value) })}\n`,
     );
-    return 0;
+    return DONE;
   } finally {
     await database.close();
   }
@@ -161,13 +160,4 @@ function toWire(exception: FundingException): Record<string, unknown> {
   };
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    const message = errorMessage(error);
-    process.stderr.write(`funding: ${message}\n`);
-    process.exit(
-      error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS") ? 2 : 1,
-    );
-  },
-);
+runCli({ name: "funding", usage: HELP, run });

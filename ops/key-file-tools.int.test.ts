@@ -36,27 +36,30 @@ describe.each([
     expect(shown).toMatchObject({ code: 0, stdout: `${printed.public_key}\n` });
   });
 
-  it("refuses to overwrite an existing key file (exit 2), which keeps its key", async () => {
+  it("refuses to overwrite an existing key file (exit 1, refused), which keeps its key", async () => {
     const existing = path.join(dir, `${path.basename(tool, ".ts")}.existing`);
     expect((await runTool(tool, "--out", existing)).code).toBe(0);
     const before = await readFile(existing, "utf8");
     const again = await runTool(tool, "--out", existing);
-    expect(again.code).toBe(2);
+    expect(again.code).toBe(1);
     expect(again.stderr).toContain(`refusing to overwrite ${what}`);
     expect(await readFile(existing, "utf8")).toBe(before);
   });
 
-  it("--show of a file that holds no key exits 2 without printing the file's text", async () => {
+  it("--show of a file that holds no key is a usage error (exit 2) that does not print the file's text", async () => {
     const bogus = path.join(dir, `${path.basename(tool, ".ts")}.bogus`);
     await writeFile(bogus, "not-a-key-SECRETISH\n");
     const shown = await runTool(tool, "--show", bogus);
     expect(shown.code).toBe(2);
-    expect(shown.stderr).toContain(`cannot read ${bogus}`);
+    expect(shown.stderr).toContain(`cannot read --show ${bogus}`);
     expect(shown.stderr).not.toContain("SECRETISH");
   });
 
-  it("answers a usage error with exit 64", async () => {
-    expect((await runTool(tool)).code).toBe(64);
-    expect((await runTool(tool, "--out", file(), "--show", file())).code).toBe(64);
+  it("answers a usage error with exit 2 and the usage", async () => {
+    for (const args of [[], ["--out", file(), "--show", file()], ["--bogus"]]) {
+      const run = await runTool(tool, ...args);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(`usage: npx tsx ${tool} --out PATH | --show PATH`);
+    }
   });
 });

@@ -10,7 +10,8 @@
  * a byte-string param from a file. The capability is good for one enclave instance only: its
  * instance id comes from --instance-id (printed by that enclave's `init`, or its
  * get_sealed_identity) or, with --socket, from the enclave itself. The counter comes from
- * --counter or, with --socket, from the enclave's capability_counter.
+ * --counter or, with --socket, from the enclave's capability_counter. Exit codes:
+ * docs/operations.md#exit-codes-of-the-operator-tools.
  */
 import { randomUUID } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
@@ -18,18 +19,30 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import type { SignerFailure } from "../origin/signer/types.ts";
 import { authorityPublicKey, instanceIdSchema, mintCapability } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { isPrivilegedOp, PRIVILEGED_OP_SCOPE } from "../shared/enclave-protocol.ts";
-import { errorMessage } from "../shared/error-message.ts";
+import {
+  type CliOutcome,
+  DONE,
+  errored,
+  readArgumentBytes,
+  readArgumentFile,
+  refused,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
+import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
 
 const USAGE = `usage: npx tsx ops/mint-capability.ts --authority-key PATH --op OP --env-id ID
   (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
   (--instance-id HEX --counter N | --socket PATH) [--request-id ID] [--chain-id ${CHAIN_ID}] [--out PATH]
   --instance-id and --counter each override what --socket would ask the enclave for.`;
 
-async function main(): Promise<number> {
+async function run(argv: string[]): Promise<CliOutcome> {
   const { values } = parseArgs({
+    args: argv,
     strict: true,
     options: {
       "authority-key": { type: "string" },
@@ -55,28 +68,38 @@ async function main(): Promise<number> {
     (!values["instance-id"] && !values.socket) ||
     (values["instance-id"] !== undefined && !instanceIdSchema.safeParse(values["instance-id"]).success)
   ) {
-    process.stderr.write(`${USAGE}\n`);
-    return 64;
+    throw new UsageError(
+      "--authority-key, a privileged --op, --env-id, and --socket or both --instance-id and --counter are required",
+    );
   }
   const paramsText = values["params-file"]
-    ? await readFile(values["params-file"], "utf8")
+    ? await readArgumentFile("--params-file", values["params-file"], "text", (file) => readFile(file, "utf8"))
     : (values.params ?? "{}");
-  const params: Record<string, unknown> = z.record(z.string(), z.unknown()).parse(JSON.parse(paramsText));
+  const params = paramsOf(paramsText);
   for (const entry of values["bytes-param"] ?? []) {
     const [name, file] = entry.split("=", 2);
-    if (!name || !file) throw new Error(`--bytes-param ${entry}: expected NAME=FILE`);
-    params[name] = new Uint8Array(await readFile(file));
+    if (!name || !file) throw new UsageError(`--bytes-param ${entry}: expected NAME=FILE`);
+    params[name] = await readArgumentBytes("--bytes-param", file);
   }
-  const authoritySecret = await readAuthoritySecret(values["authority-key"]);
-  let counter = values.counter ? z.coerce.number().int().positive().parse(values.counter) : 0;
+  const authoritySecret = await readArgumentFile(
+    "--authority-key",
+    values["authority-key"],
+    "a 32-byte hex seed",
+    readAuthoritySecret,
+  );
+  const counterGiven = values.counter
+    ? z.coerce.number().int().positive().safeParse(values.counter)
+    : undefined;
+  if (counterGiven && !counterGiven.success)
+    throw new UsageError("--counter must be a positive whole number");
+  let counter = counterGiven?.data ?? 0;
   let instanceId = values["instance-id"] ?? "";
   if (!counter || !instanceId) {
     const client = createSocketSignerClient({ socketPath: values.socket! });
     try {
       if (!instanceId) {
         const identity = await client.getSealedIdentity();
-        if (!identity.ok)
-          throw new Error(`get_sealed_identity failed: ${identity.error.code} ${identity.error.reason}`);
+        if (!identity.ok) return signerFailure("get_sealed_identity", identity.error);
         instanceId = identity.value.instanceId;
       }
       if (!counter) {
@@ -85,7 +108,7 @@ async function main(): Promise<number> {
           scope: PRIVILEGED_OP_SCOPE[op],
           op,
         });
-        if (!next.ok) throw new Error(`capability_counter failed: ${next.error.code} ${next.error.reason}`);
+        if (!next.ok) return signerFailure("capability_counter", next.error);
         counter = next.value.nextCounter;
       }
     } finally {
@@ -105,13 +128,25 @@ async function main(): Promise<number> {
   const text = `${JSON.stringify(capability)}\n`;
   if (values.out) await writeFile(values.out, text, { mode: 0o600 });
   else process.stdout.write(text);
-  return 0;
+  return DONE;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`mint-capability: ${errorMessage(error)}\n`);
-    process.exit(1);
-  },
-);
+/** --params as the wire params: a JSON object, or a usage error. */
+function paramsOf(text: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new UsageError("--params (or --params-file) is not JSON");
+  }
+  const record = z.record(z.string(), z.unknown()).safeParse(parsed);
+  if (!record.success) throw new UsageError("--params (or --params-file) must be a JSON object");
+  return record.data;
+}
+
+function signerFailure(op: string, failure: SignerFailure): CliOutcome {
+  const message = `${op} failed: ${failure.code} ${failure.reason}`;
+  return enclaveUnreachable(failure) ? errored(message) : refused(message);
+}
+
+runCli({ name: "mint-capability", usage: USAGE, run });

@@ -19,12 +19,24 @@
  * key (X25519); both are the operator's offline keys. The socket is --socket, else
  * AGENT_SIGNER_SVC_HSM_ENDPOINT, else the local stack's. One line per batch, and for the faucet
  * treasury's and the x402 settler's batches one more per key with its ref and address; exit 0 when every
- * batch was restored (or already was), 1 when one was refused, 2 on bad usage.
+ * batch was restored (or already was), 1 when one was refused, 2 on bad usage, 3 when the enclave
+ * could not be reached (docs/operations.md#exit-codes-of-the-operator-tools).
  */
 import { parseArgs } from "node:util";
+import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
-import { errorMessage } from "../shared/error-message.ts";
+import {
+  type CliContext,
+  type CliOutcome,
+  DONE,
+  errored,
+  readArgumentFile,
+  refused,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
+import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
 import { backupKey, recoverBatches } from "./lib/recovery.ts";
 import { readRecoveryKeyFile } from "./recovery-key.ts";
 
@@ -35,8 +47,9 @@ const USAGE = `usage:
   npm run recover -- backup-key (--treasury | --settler | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
 `;
 
-async function main(): Promise<number> {
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const { values, positionals } = parseArgs({
+    args: argv,
     strict: true,
     allowPositionals: true,
     options: {
@@ -51,7 +64,7 @@ async function main(): Promise<number> {
       "admin-key": { type: "string" },
     },
   });
-  const endpoint = process.env.AGENT_SIGNER_SVC_HSM_ENDPOINT;
+  const endpoint = env.AGENT_SIGNER_SVC_HSM_ENDPOINT;
   const socketPath = values.socket ?? (endpoint ? socketPathOfEndpoint(endpoint) : ".data/enclave.sock");
   const packages = values.package ?? [];
   const transportOnly = positionals.length === 1 && positionals[0] === "transport-key";
@@ -64,16 +77,38 @@ async function main(): Promise<number> {
   const fromDir = positionals.length === 0 && values["backup-dir"] && values["recovery-enc-key"];
   const fromPackages = positionals.length === 0 && !values["backup-dir"] && packages.length > 0;
   if (!transportOnly && !backupOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
-    process.stderr.write(USAGE);
-    return 2;
+    throw new UsageError("give one of the forms below");
   }
+  // Read before the enclave is asked anything: a key file that cannot be read is a usage error.
+  const restoring = !transportOnly && !backupOnly;
+  const recoveryAuthority = restoring
+    ? await readArgumentFile(
+        "--recovery-key",
+        values["recovery-key"]!,
+        "a 32-byte hex seed",
+        readAuthoritySecret,
+      )
+    : undefined;
+  const recoveryEncryptionKey =
+    restoring && fromDir
+      ? await readArgumentFile(
+          "--recovery-enc-key",
+          values["recovery-enc-key"]!,
+          "a 32-byte hex key",
+          readRecoveryKeyFile,
+        )
+      : undefined;
+  const adminAuthority = backupOnly
+    ? await readArgumentFile("--admin-key", values["admin-key"]!, "a 32-byte hex seed", readAuthoritySecret)
+    : undefined;
   const signer = createSocketSignerClient({ socketPath });
   try {
     if (transportOnly) {
       const offered = await signer.newTransportKey();
       if (!offered.ok) {
+        if (enclaveUnreachable(offered.error)) return errored(`new_transport_key: ${offered.error.code}`);
         process.stdout.write(`recover: failed: new_transport_key: ${offered.error.code}\n`);
-        return 1;
+        return refused();
       }
       process.stdout.write(
         `${JSON.stringify({
@@ -83,18 +118,14 @@ async function main(): Promise<number> {
           expires_at: offered.value.expiresAt,
         })}\n`,
       );
-      return 0;
+      return DONE;
     }
-    if (backupOnly) return await backupOne(signer, values);
+    if (backupOnly) return await backupOne(signer, { ...values, adminAuthority: adminAuthority! });
     const results = await recoverBatches({
       signer,
-      recoveryAuthority: { keyPath: values["recovery-key"]! },
+      recoveryAuthority: recoveryAuthority!,
       source: fromDir
-        ? {
-            kind: "backup-dir",
-            dir: values["backup-dir"]!,
-            recoveryEncryptionKey: await readRecoveryKeyFile(values["recovery-enc-key"]!),
-          }
+        ? { kind: "backup-dir", dir: values["backup-dir"]!, recoveryEncryptionKey: recoveryEncryptionKey! }
         : { kind: "packages", files: packages },
     });
     for (const { file, result } of results) {
@@ -116,9 +147,9 @@ async function main(): Promise<number> {
         }
       }
     }
-    const refused = results.filter(({ result }) => !result.ok).length;
-    process.stdout.write(`recover: ${results.length - refused} restored, ${refused} refused\n`);
-    return refused === 0 ? 0 : 1;
+    const refusals = results.filter(({ result }) => !result.ok).length;
+    process.stdout.write(`recover: ${results.length - refusals} restored, ${refusals} refused\n`);
+    return refusals === 0 ? DONE : refused();
   } finally {
     await signer.close();
   }
@@ -130,47 +161,40 @@ async function backupOne(
     treasury?: boolean;
     settler?: boolean;
     "key-ref"?: string;
-    "admin-key"?: string;
     "backup-dir"?: string;
+    adminAuthority: Uint8Array;
   },
-): Promise<number> {
+): Promise<CliOutcome> {
   let keyRef = values["key-ref"];
   if (values.treasury || values.settler) {
     const sealed = await signer.getPolicy();
     if (!sealed.ok) {
+      if (enclaveUnreachable(sealed.error)) return errored(`get_policy: ${sealed.error.code}`);
       process.stdout.write(`recover: failed: get_policy: ${sealed.error.code}\n`);
-      return 1;
+      return refused();
     }
     keyRef = values.treasury ? sealed.value.treasury?.faucetKeyRef : sealed.value.settler?.settlerKeyRef;
     if (!keyRef) {
       process.stdout.write(
         `recover: failed: ${values.treasury ? "no faucet treasury" : "no x402 settler"} is configured\n`,
       );
-      return 1;
+      return refused();
     }
   }
   const backedUp = await backupKey({
     signer,
-    adminAuthority: { keyPath: values["admin-key"]! },
+    adminAuthority: values.adminAuthority,
     keyRef: keyRef!,
     backupDir: values["backup-dir"]!,
   });
   if (!backedUp.ok) {
     process.stdout.write(`recover: failed: ${backedUp.error}\n`);
-    return 1;
+    return refused();
   }
   process.stdout.write(
     `recover: key ${keyRef} (${backedUp.value.namespace}, batch ${backedUp.value.batchId}) backed up and verified: ${backedUp.value.path}\n`,
   );
-  return 0;
+  return DONE;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`recover: ${errorMessage(error)}\n`);
-    process.exit(
-      error instanceof Error && "code" in error && String(error.code).startsWith("ERR_PARSE_ARGS") ? 2 : 1,
-    );
-  },
-);
+runCli({ name: "recover", usage: USAGE, run });

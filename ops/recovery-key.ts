@@ -21,7 +21,8 @@ import {
   recoveryKeyFingerprint,
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
-import { type KeyFileTool, runKeyFileToolIfMain, writeNewKeyFile } from "./lib/key-file-tool.ts";
+import { runCliIfMain } from "./lib/cli-shell.ts";
+import { type KeyFileTool, keyFileCli, writeNewKeyFile } from "./lib/key-file-tool.ts";
 
 export type RecoveryKeyFile = { publicKey: Hex; fingerprint: Hex; keyFile: string };
 
@@ -57,4 +58,4 @@ const tool: KeyFileTool = {
   show: async (path) => toHex(x25519PublicKey(await readRecoveryKeyFile(path))),
 };
 
-runKeyFileToolIfMain(import.meta.url, tool);
+runCliIfMain(import.meta.url, keyFileCli(tool));

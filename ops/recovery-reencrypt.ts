@@ -8,22 +8,32 @@
  * It opens the envelope's recovery copy and seals the same keys to the transport key the new
  * enclave offered (`npm run recover -- transport-key`), writing a restore package (0600) that only
  * that enclave process can open; `npm run recover -- --package FILE …` then restores it. The
- * plaintext keys exist only in this process's memory. Exit 0 written, 1 refused, 2 usage.
+ * plaintext keys exist only in this process's memory. Exit 0 written, 1 refused, 2 usage
+ * (docs/operations.md#exit-codes-of-the-operator-tools).
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { CHAIN_ID } from "../shared/constants.ts";
-import { errorMessage } from "../shared/error-message.ts";
 import { fromHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
+import {
+  type CliOutcome,
+  DONE,
+  readArgumentBytes,
+  readArgumentFile,
+  refused,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
 import { reencryptForTransport } from "./lib/reencrypt-envelope.ts";
 import { readRecoveryKeyFile } from "./recovery-key.ts";
 
 const USAGE =
   "usage: npx tsx ops/recovery-reencrypt.ts --envelope FILE --recovery-enc-key FILE --transport-key HEX --env-id ID --out FILE\n";
 
-async function main(): Promise<number> {
+async function run(argv: string[]): Promise<CliOutcome> {
   const { values } = parseArgs({
+    args: argv,
     strict: true,
     options: {
       envelope: { type: "string" },
@@ -42,31 +52,34 @@ async function main(): Promise<number> {
     !ENV_ID_PATTERN.test(values["env-id"]) ||
     !values.out
   ) {
-    process.stderr.write(USAGE);
-    return 2;
+    throw new UsageError("every flag is required: a 32-byte hex --transport-key, a valid --env-id");
   }
   const result = await reencryptForTransport({
-    envelope: new Uint8Array(await readFile(values.envelope)),
-    recoveryPrivateKey: await readRecoveryKeyFile(values["recovery-enc-key"]),
+    envelope: await readArgumentBytes("--envelope", values.envelope),
+    recoveryPrivateKey: await readArgumentFile(
+      "--recovery-enc-key",
+      values["recovery-enc-key"],
+      "a 32-byte hex key",
+      readRecoveryKeyFile,
+    ),
     transportPublicKey: fromHex(transportHex),
     expect: { envId: values["env-id"], chainId: CHAIN_ID },
   });
   if (!result.ok) {
     process.stdout.write(`recovery-reencrypt: refused: ${result.error.reason}\n`);
-    return 1;
+    return refused();
   }
   const { package: restorePackage, header } = result.value;
-  await writeFile(values.out, restorePackage, { mode: 0o600, flag: "wx" });
+  try {
+    await writeFile(values.out, restorePackage, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    return refused(`${values.out} exists; refusing to overwrite it`);
+  }
   process.stdout.write(
     `recovery-reencrypt: batch ${header.batch_id} (${header.keys.length} keys, ${header.namespace}) sealed to the transport key: ${values.out}\n`,
   );
-  return 0;
+  return DONE;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`recovery-reencrypt: ${errorMessage(error)}\n`);
-    process.exit(1);
-  },
-);
+runCli({ name: "recovery-reencrypt", usage: USAGE, run });

@@ -78,7 +78,7 @@ describe("npm run registration (policy CLI)", () => {
     });
   });
 
-  it("refuses bad settings, ranges, reasons and usage with exit 2 and one clear line, changing nothing", async () => {
+  it("refuses bad settings, ranges, reasons and usage with exit 2, one clear line and the usage, changing nothing", async () => {
     const cases: [string[], string][] = [
       [["set", "per_ip_weekly", "5", "--reason", "x"], "unknown setting 'per_ip_weekly'"],
       [["set", "key_reserve", "-1", "--reason", "x"], "key_reserve must be a whole number from 0 to 1000000"],
@@ -89,7 +89,7 @@ describe("npm run registration (policy CLI)", () => {
       [["set", "paused", "yes", "--reason", "x"], "paused must be true or false"],
       [["open", "--reason", "  "], "--reason is required and must not be empty"],
       [["set", "per_ip_daily", "4", "bogus", "1", "--reason", "x"], "unknown setting 'bogus'"],
-      [["close", "--reason", "x"], "usage: npm run registration"],
+      [["close", "--reason", "x"], "unknown command 'close'"],
     ];
     const before = await getRegistrationPolicy(testDb.handle.db);
     const changesBefore = (await changes()).length;
@@ -98,8 +98,11 @@ describe("npm run registration (policy CLI)", () => {
     results.forEach((result, i) => {
       const [args, message] = cases[i]!;
       expect(result.code, args.join(" ")).toBe(2);
-      expect(result.stderr, args.join(" ")).toContain(message);
-      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1);
+      const [line, usage, ...more] = result.stderr.trim().split("\n");
+      expect(line, args.join(" ")).toMatch(/^registration: /);
+      expect(line, args.join(" ")).toContain(message);
+      expect(usage, args.join(" ")).toMatch(/^usage: npm run registration -- status/);
+      expect(more, args.join(" ")).toEqual([]);
     });
     expect(await getRegistrationPolicy(testDb.handle.db)).toEqual(before);
     expect(await changes()).toHaveLength(changesBefore);

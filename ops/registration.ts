@@ -11,9 +11,9 @@
  *             attempts_per_ip_per_minute, attempts_global_per_minute
  *
  * Every change prints `NAME: before → after`. A refusal (unknown setting, a value out of range,
- * an empty reason, bad usage) prints one line and exits 2, changing nothing.
+ * an empty reason, bad usage) is a usage error: its line and the usage, exit 2, changing nothing
+ * (docs/operations.md#exit-codes-of-the-operator-tools).
  */
-import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import {
   changeRegistrationSettings,
@@ -21,24 +21,23 @@ import {
   readRegistrationStatus,
   type SettingsRefusal,
 } from "../origin/registration/settings.ts";
-import { errorMessage } from "../shared/error-message.ts";
-
-class Refusal extends Error {}
+import { type CliContext, type CliOutcome, DONE, runCli, UsageError } from "./lib/cli-shell.ts";
+import { nodeConfig } from "./lib/node-config.ts";
 
 const USAGE =
   "usage: npm run registration -- status | open --reason TEXT | pause --reason TEXT | set NAME VALUE --reason TEXT";
 
-async function main(argv: string[]): Promise<number> {
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   // Parsed by hand: node's parseArgs would take a value such as `-1` for an option.
   const positionals: string[] = [];
   let reasonGiven: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === "--reason") {
-      if (i + 1 >= argv.length) throw new Refusal("--reason needs a value");
+      if (i + 1 >= argv.length) throw new UsageError("--reason needs a value");
       reasonGiven = argv[++i]!;
     } else if (arg.startsWith("--reason=")) reasonGiven = arg.slice("--reason=".length);
-    else if (arg.startsWith("--")) throw new Refusal(`unknown option '${arg}'; ${USAGE}`);
+    else if (arg.startsWith("--")) throw new UsageError(`unknown option '${arg}'`);
     else positionals.push(arg);
   }
   const [command, ...rest] = positionals;
@@ -46,40 +45,39 @@ async function main(argv: string[]): Promise<number> {
   let changes: Record<string, string> | undefined;
   switch (command) {
     case "status":
-      if (rest.length > 0 || reasonGiven !== undefined) throw new Refusal(USAGE);
+      if (rest.length > 0 || reasonGiven !== undefined) throw new UsageError("status takes no arguments");
       break;
     case "open":
     case "pause":
-      if (rest.length > 0) throw new Refusal(USAGE);
+      if (rest.length > 0) throw new UsageError(`${command} takes only --reason`);
       changes = { paused: command === "pause" ? "true" : "false" };
       break;
     case "set":
-      if (rest.length === 0 || rest.length % 2 !== 0)
-        throw new Refusal(`set needs NAME VALUE pairs; ${USAGE}`);
+      if (rest.length === 0 || rest.length % 2 !== 0) throw new UsageError("set needs NAME VALUE pairs");
       changes = {};
       for (let i = 0; i < rest.length; i += 2) changes[rest[i]!] = rest[i + 1]!;
       break;
     default:
-      throw new Refusal(USAGE);
+      throw new UsageError(command ? `unknown command '${command}'` : "no command");
   }
-  if (changes && reason.trim() === "") throw new Refusal("--reason is required and must not be empty");
+  if (changes && reason.trim() === "") throw new UsageError("--reason is required and must not be empty");
 
-  const config = loadConfig(process.env);
+  const config = nodeConfig(env);
   const database = await openDatabase(config, 2);
   try {
     if (!changes) {
       const status = await readRegistrationStatus(database.db, new Date());
       process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
-      return 0;
+      return DONE;
     }
     const result = await changeRegistrationSettings(database.db, { changes, reason, source: "cli" });
-    if (!result.ok) throw new Refusal(describe(result.error));
+    if (!result.ok) throw new UsageError(describe(result.error));
     if (result.value.changed.length === 0) process.stdout.write("registration: no change (already so)\n");
     for (const change of result.value.changed) {
       process.stdout.write(`registration: ${change.setting}: ${change.before} → ${change.after}\n`);
     }
     process.stdout.write(`registration: paused is ${result.value.after.paused}\n`);
-    return 0;
+    return DONE;
   } finally {
     await database.close();
   }
@@ -102,11 +100,4 @@ function describe(refusal: SettingsRefusal): string {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    const message = errorMessage(error);
-    process.stderr.write(`registration: ${message}\n`);
-    process.exit(error instanceof Refusal ? 2 : 1);
-  },
-);
+runCli({ name: "registration", usage: USAGE, run });

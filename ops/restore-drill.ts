@@ -9,14 +9,27 @@
  * (this process never holds a wallet key in plaintext), compares every key_ref, public key and
  * address with the pool, has one restored key sign an identity proof and verifies it, and records
  * restore evidence. The throwaway enclave is stopped and its folder deleted before exit, whatever
- * happened. Exit 0 when every batch was drilled, 1 when one was refused or failed, 2 on bad usage.
+ * happened, a Ctrl-C included. Exit 0 when every batch was drilled, 1 when one was refused or failed,
+ * 2 on bad usage, 3 when the live enclave or the database could not be reached, 130 when interrupted
+ * (docs/operations.md#exit-codes-of-the-operator-tools).
  */
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { loadConfig } from "../origin/config.ts";
 import { openDatabase } from "../origin/db/open.ts";
+import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
-import { errorMessage } from "../shared/error-message.ts";
+import {
+  type CliContext,
+  type CliOutcome,
+  DONE,
+  errored,
+  readArgumentFile,
+  refused,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
+import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { nodeConfig } from "./lib/node-config.ts";
 import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 import { createRestoreDriller, pendingDrillBatches } from "./lib/restore-driller.ts";
 import { readRecoveryKeyFile } from "./recovery-key.ts";
@@ -28,8 +41,9 @@ const USAGE =
   "  --recovery-enc-key  the recovery encryption key (X25519, ops/recovery-key.ts)\n" +
   `  --socket            the live enclave's socket (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET})\n`;
 
-async function main(): Promise<number> {
+async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<CliOutcome> {
   const { values } = parseArgs({
+    args: argv,
     options: {
       batch: { type: "string", multiple: true },
       "recovery-key": { type: "string" },
@@ -46,31 +60,42 @@ async function main(): Promise<number> {
     !values["recovery-key"] ||
     !values["recovery-enc-key"]
   ) {
-    process.stderr.write(USAGE);
-    return 2;
+    throw new UsageError("give --batch ID (a UUID, repeatable) or --pending, not both, and both keys");
   }
-  const config = loadConfig(process.env);
+  const config = nodeConfig(env);
   // As the other operator tools (enclave-policy, recover): the local stack's socket by default.
   const endpoint = values.socket
     ? `unix://${path.resolve(values.socket)}`
     : (config.signer.endpoint ?? `unix://${path.resolve(DEFAULT_POLICY_SOCKET)}`);
-  const recoveryEncryptionKey = await readRecoveryKeyFile(values["recovery-enc-key"]);
+  // Read before anything starts: a key file that cannot be read is a usage error.
+  const recoveryAuthority = await readArgumentFile(
+    "--recovery-key",
+    values["recovery-key"],
+    "a 32-byte hex seed",
+    readAuthoritySecret,
+  );
+  const recoveryEncryptionKey = await readArgumentFile(
+    "--recovery-enc-key",
+    values["recovery-enc-key"],
+    "a 32-byte hex key",
+    readRecoveryKeyFile,
+  );
   const live = createSignerClient({ endpoint, liveIdentityEnabled: true });
   const identity = await live.getSealedIdentity();
   await live.close();
   if (!identity.ok) {
-    process.stdout.write(`restore-drill: failed: the live enclave's identity: ${identity.error.code}\n`);
-    return 1;
+    const what = `the live enclave's identity: ${identity.error.code}`;
+    if (enclaveUnreachable(identity.error)) return errored(what);
+    process.stdout.write(`restore-drill: failed: ${what}\n`);
+    return refused();
   }
   const driller = createRestoreDriller({
     identity: identity.value,
-    recoveryAuthority: { keyPath: values["recovery-key"] },
+    recoveryAuthority,
     recoveryEncryptionKey,
   });
   // Ctrl-C or a kill still stops the throwaway enclave and deletes its folder.
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    process.once(signal, () => void driller.close().finally(() => process.exit(130)));
-  }
+  onInterrupt(() => driller.close());
   const database = await openDatabase(config, 1);
   let failed = 0;
   try {
@@ -99,15 +124,7 @@ async function main(): Promise<number> {
     await driller.close();
     await database.close();
   }
-  return failed === 0 ? 0 : 1;
+  return failed === 0 ? DONE : refused();
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`restore-drill: ${errorMessage(error)}\n`);
-    process.exit(
-      error instanceof Error && "code" in error && String(error.code).startsWith("ERR_PARSE_ARGS") ? 2 : 1,
-    );
-  },
-);
+runCli({ name: "restore-drill", usage: USAGE, run });

@@ -1,12 +1,9 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { fileBackupStore } from "./backup-store.ts";
-import { systemClock } from "./clock.ts";
 import { composeOrigin } from "./compose.ts";
 import { loadConfig } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
-import type { Infrastructure } from "./infrastructure.ts";
-import { createDormantSignerClient } from "./signer/dormant-stub.ts";
+import { openInfrastructure } from "./open-infrastructure.ts";
 
 // Unit level: the database is never reached by these routes, so an inert handle stands in.
 const inertDatabase: DatabaseHandle = {
@@ -16,21 +13,13 @@ const inertDatabase: DatabaseHandle = {
   close: async () => {},
 };
 
-function infrastructureFor(env: Record<string, string>): Infrastructure {
-  return {
-    config: loadConfig(env),
-    database: inertDatabase,
-    chain: undefined,
-    rpc: undefined,
-    signer: createDormantSignerClient(),
-    logger: pino({ level: "silent" }),
-    clock: systemClock,
-    backupStore: fileBackupStore,
-  };
-}
-
 async function originFor(env: Record<string, string>) {
-  const composed = await composeOrigin(infrastructureFor(env));
+  // No chain and no enclave configured: nothing here opens a connection.
+  const opened = await openInfrastructure(loadConfig(env), pino({ level: "silent" }), {
+    database: inertDatabase,
+    processMetrics: false,
+  });
+  const composed = await composeOrigin(opened.infrastructure);
   if (!composed.ok) throw new Error(composed.error.errors.join("; "));
   return composed.value;
 }

@@ -45,7 +45,6 @@ import { createHealthModule } from "./health.ts";
 import { createIdentityModule } from "./identity/capability.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
-import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
 import { broadcastLeaseMs, createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
@@ -69,8 +68,8 @@ export type ComposeOptions = {
 
 export type ComposedOrigin = {
   app: ReturnType<typeof createApp>;
-  /** The infrastructure as the capabilities got it (with the metrics registry filled in). */
-  infrastructure: Infrastructure & { metrics: OriginMetrics };
+  /** The infrastructure as the capabilities got it. */
+  infrastructure: Infrastructure;
   /** In mount order. */
   capabilities: readonly Capability[];
   /** The money capability's runtime and tracker (tests read them). */
@@ -89,8 +88,8 @@ export async function composeOrigin(
   options: ComposeOptions = {},
 ): Promise<Result<ComposedOrigin, { check: StartupCheckName; errors: string[] }>> {
   const { config, clock } = infrastructure;
-  const metrics = infrastructure.metrics ?? createOriginMetrics({ db: infrastructure.database.db });
-  const infra = { ...infrastructure, metrics };
+  const infra = infrastructure;
+  const { metrics } = infra;
   const node: NodeLocal = {
     // The gateway's tiers run on the system's time, the registration's early limiter on the
     // infrastructure's clock (its windows follow the quota clock).

@@ -5,8 +5,6 @@ import { CHAIN_ID } from "../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
-import { createSignerClient } from "./signer/create-signer-client.ts";
-import type { SignerClient } from "./signer/types.ts";
 
 // The origin reads the sealed policy and shows it on /healthz, live per call.
 
@@ -27,7 +25,6 @@ const POLICY = {
 describe("GET /healthz: the enclave's sealed policy (real enclave, real Postgres)", () => {
   let testDb: TestDatabase;
   let enclave: EnclaveProcess;
-  let signer: SignerClient;
   let origin: TestOrigin;
 
   const health = async (): Promise<Record<string, unknown>> => {
@@ -40,20 +37,15 @@ describe("GET /healthz: the enclave's sealed policy (real enclave, real Postgres
     testDb = await createTestDatabase();
     enclave = await startEnclaveProcess({ envId: "health-env" });
     const endpoint = `unix://${enclave.socketPath}`;
-    signer = createSignerClient({
-      endpoint,
-      liveIdentityEnabled: true,
-      backoff: { initialMs: 20, maxMs: 50 },
-    });
     origin = await startTestOrigin({
       database: testDb.handle,
-      signer,
       env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: endpoint },
+      // Reconnects soon once the last test stops the enclave.
+      signerTimings: { backoff: { initialMs: 20, maxMs: 50 } },
     });
   });
   afterAll(async () => {
     await origin?.close();
-    await signer?.close();
     await enclave?.dispose();
     await testDb?.drop();
   });

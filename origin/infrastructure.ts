@@ -11,11 +11,12 @@ import type { SignerClient } from "./signer/types.ts";
 
 /**
  * The clients and services every capability is built on, opened once by whoever starts the
- * origin (main.ts through open-infrastructure.ts, the test harness, the crash child, the bench)
- * and handed to composeOrigin (compose.ts); no module reaches for a singleton. It names no
- * capability: a capability imports it, never the other way round. A test that needs a fault the real parts
- * cannot produce wraps one of these clients (a signer that fails, an upstream that dies after a
- * broadcast, a backup store whose disk fails between two steps of a write) instead of threading a hook through production types.
+ * origin (main.ts, the test harness, the crash child, the bench), each through the one factory
+ * openInfrastructure (open-infrastructure.ts), and handed to composeOrigin (compose.ts); no module
+ * reaches for a singleton. It names no capability: a capability imports it, never the other way
+ * round. A test that needs a fault the real parts cannot produce names it as an override of that
+ * factory (a signer that fails, an upstream that dies after a broadcast) instead of threading a
+ * hook through production types.
  */
 export type Infrastructure = {
   config: Config;
@@ -30,14 +31,12 @@ export type Infrastructure = {
   clock: Clock;
   /** Where the key pool writes its batches' encrypted backups (under config.keyPool.backupDir). */
   backupStore: BackupStore;
-  /**
-   * The metrics registry, when the builder of this infrastructure wrapped the signer and the chain
-   * upstream with it (main.ts does); otherwise composeOrigin makes one without those two.
-   */
-  metrics?: OriginMetrics | undefined;
+  /** The metrics registry the signer and the chain upstream are wrapped with (openInfrastructure). */
+  metrics: OriginMetrics;
   /**
    * Asks the enclave whether it holds the keys the database assigns (signer/key-holding.ts); absent
-   * without an enclave endpoint. /healthz reports it.
+   * without an enclave endpoint. The origin refuses to start when a key is missing
+   * (startup/keys-held.ts); /healthz reports it.
    */
   keysHeld?: (() => Promise<KeyHoldingReport>) | undefined;
 };

@@ -11,15 +11,12 @@
  * base URL.
  */
 
-import { fileBackupStore } from "../origin/backup-store.ts";
-import { createJsonRpcUpstream, type JsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
-import { systemClock } from "../origin/clock.ts";
+import type { JsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
-import { connectDatabase } from "../origin/db/client.ts";
 import { createLogger } from "../origin/logger.ts";
+import { openInfrastructure } from "../origin/open-infrastructure.ts";
 import { startHttpServer } from "../origin/server.ts";
-import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 
 const config = loadConfig(process.env);
 const crashAt = process.env.MONEY_CRASH_AT;
@@ -52,22 +49,9 @@ function dyingAround(upstream: JsonRpcUpstream): JsonRpcUpstream {
   };
 }
 
-const logger = createLogger("silent");
-const database = connectDatabase({ url: config.database.url!, maxConnections: 4 });
-const rpc = dyingAround(
-  createJsonRpcUpstream({ url: config.chain.rpcUrl!, timeoutMs: config.chain.timeoutMs }),
-);
-const signer = createSignerClient({ endpoint: config.signer.endpoint, liveIdentityEnabled: true });
-const composed = await composeOrigin({
-  config,
-  database,
-  chain: undefined,
-  rpc,
-  signer,
-  logger,
-  clock: systemClock,
-  backupStore: fileBackupStore,
-});
+// Built as main.ts builds it; the one override is the fault.
+const opened = await openInfrastructure(config, createLogger("silent"), { rpc: dyingAround });
+const composed = await composeOrigin(opened.infrastructure, { sealed: opened.sealed });
 if (!composed.ok) throw new Error(`money refused: ${composed.error.errors.join("; ")}`);
 if (!composed.value.money.runtime) throw new Error("money refused: off");
 const server = await startHttpServer(composed.value.app, "127.0.0.1", 0);

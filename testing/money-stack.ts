@@ -191,7 +191,6 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
       database: db.handle,
       rpcUrl,
       env: { ...originEnv, ...env },
-      signer,
       tracker,
     });
     origins.push(started);

@@ -1,11 +1,8 @@
 import type { Hono } from "hono";
 import pino from "pino";
 import type { MoneyRuntime } from "../origin/actions/money-runtime.ts";
-import { fileBackupStore } from "../origin/backup-store.ts";
 import type { CapabilityName } from "../origin/capability.ts";
-import { createChainClient } from "../origin/chain/client.ts";
-import { createJsonRpcUpstream } from "../origin/chain/json-rpc-upstream.ts";
-import { type Clock, systemClock } from "../origin/clock.ts";
+import type { Clock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import type { DatabaseHandle } from "../origin/db/client.ts";
@@ -13,10 +10,9 @@ import type { GatewayLimiters } from "../origin/gateway/limits.ts";
 import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
-import { createOriginMetrics } from "../origin/metrics/metrics.ts";
+import { openInfrastructure, type SignerTimings } from "../origin/open-infrastructure.ts";
 import type { TxTracker, TxTrackerOptions } from "../origin/outbox/index.ts";
 import { startHttpServer } from "../origin/server.ts";
-import { createDormantSignerClient } from "../origin/signer/dormant-stub.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
 import { recordOutput, recordSecretsOf, SINK_ENV } from "./secret-sink.ts";
 
@@ -36,8 +32,19 @@ export type StartTestOriginParams = {
   database: DatabaseHandle;
   /** The chain's JSON-RPC URL (a devnet); omitted = no chain. */
   rpcUrl?: string;
+  /**
+   * The origin's environment. The enclave is the one AGENT_SIGNER_SVC_HSM_ENDPOINT names, reached
+   * by the origin's own signer client as main.ts reaches it (a dormant signer without it).
+   */
   env?: Record<string, string>;
+  /**
+   * A signer client the test built and closes, used instead of the origin's own (one through a
+   * fault proxy, one that counts what it sends). The keys-held check still asks the enclave the
+   * environment names.
+   */
   signer?: SignerClient;
+  /** The timings of the origin's own signer client instead of its defaults. */
+  signerTimings?: SignerTimings;
   /** Timings of the transaction tracker (tests shorten its grace periods). */
   tracker?: TxTrackerOptions;
   /** Receives the origin's JSON log lines (at info level) instead of discarding them. */
@@ -58,14 +65,6 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     ...(params.rpcUrl ? { CHAIN_RPC_URL: params.rpcUrl } : {}),
     ...params.env,
   });
-  const rpcUrl = config.chain.rpcUrl;
-  const clock = params.clock ?? systemClock;
-  // As main.ts does: one registry per origin, the enclave and chain clients wrapped and timed.
-  const metrics = createOriginMetrics({ db: params.database.db, now: () => clock.now().getTime() });
-  const rpc = rpcUrl
-    ? metrics.observeRpc(createJsonRpcUpstream({ url: rpcUrl, timeoutMs: config.chain.timeoutMs }))
-    : undefined;
-  const signer = metrics.observeSigner(params.signer ?? createDormantSignerClient());
   recordSecretsOf(params.env ?? {});
   // TEST_ORIGIN_LOG=1 prints the origin's log to stderr, for whoever debugs a failing test. Every
   // line also goes to the run's secret scan (secret-sink.ts) when it is on.
@@ -82,27 +81,29 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
       : process.env.TEST_ORIGIN_LOG === "1"
         ? createLogger("debug", process.stderr)
         : pino({ level: "silent" });
-  // As main.ts does: a money switch is on only if the configuration matches the sealed policy.
-  const chain = rpcUrl ? createChainClient({ rpcUrl, timeoutMs: config.chain.timeoutMs }) : undefined;
-  const infrastructure = {
-    config,
+  // Built as main.ts builds it (the keys-held check and the sealed policy included), on the
+  // test's database; several origins share this process, so none collects the process metrics.
+  const ownSigner = params.signer;
+  const opened = await openInfrastructure(config, logger, {
     database: params.database,
-    chain,
-    rpc,
-    signer,
-    logger,
-    clock,
-    backupStore: fileBackupStore,
-    metrics,
-  };
+    processMetrics: false,
+    clock: params.clock,
+    signer: ownSigner ? () => ownSigner : undefined,
+    signerTimings: params.signerTimings,
+  });
+  const { infrastructure } = opened;
   const composed = await composeOrigin(infrastructure, {
     tracker: params.tracker,
     limiters: params.limiters,
+    sealed: opened.sealed,
   });
-  if (!composed.ok)
+  if (!composed.ok) {
+    await opened.close();
     throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);
+  }
   const origin = composed.value;
   const server = await startHttpServer(origin.app, "127.0.0.1", 0);
+  let closing: Promise<void> | undefined;
   // The transaction tracker only, unless the test asks for more: the key pool and identity workers
   // are for the tests that start them.
   origin.start(params.workers ?? ["money"]);
@@ -112,10 +113,14 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     deps: { ...infrastructure, money: origin.money.runtime },
     app: origin.app,
     tracker: origin.money.tracker,
-    async close() {
-      await server.close(1_000);
-      await origin.stop();
-      rpc?.close();
+    // Once, whoever asks first: a test may close an origin its stack closes again at the end.
+    close() {
+      closing ??= (async () => {
+        await server.close(1_000);
+        await origin.stop();
+        await opened.close();
+      })();
+      return closing;
     },
   };
 }

@@ -5,11 +5,10 @@
  * key file's text.
  */
 import { mkdir, writeFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname } from "node:path";
 import { parseArgs } from "node:util";
-import { errorMessage } from "../../shared/error-message.ts";
 import { toHex } from "../../shared/hex.ts";
+import { type CliTool, DONE, readArgumentFile, refused, UsageError } from "./cli-shell.ts";
 
 /** Thrown when the key file already exists. */
 export class KeyFileExistsError extends Error {
@@ -43,48 +42,32 @@ export type KeyFileTool = {
 
 /**
  * `--out PATH` creates a key file and prints its public parts as one JSON line; `--show PATH`
- * prints an existing file's public key alone on one line (for `$(...)` in the runbook). Exit 0,
- * 2 when the file exists or cannot be read, 64 on a usage error.
+ * prints an existing file's public key alone on one line (for `$(...)` in the runbook). A file
+ * that exists already is refused; one that cannot be read is a usage error.
  */
-export async function runKeyFileTool(tool: KeyFileTool, args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { out: { type: "string" }, show: { type: "string" } },
-    strict: true,
-  });
-  if (values.show !== undefined && values.out === undefined) {
-    try {
-      process.stdout.write(`${await tool.show(values.show)}\n`);
-      return 0;
-    } catch (error) {
-      // The path is the operator's own; the file's contents never appear in a message.
-      const reason = error instanceof Error && "code" in error ? String(error.code) : `not ${tool.holds}`;
-      process.stderr.write(`${tool.name}: cannot read ${values.show} (${reason})\n`);
-      return 2;
-    }
-  }
-  if (!values.out || values.show !== undefined) {
-    process.stderr.write(`usage: npx tsx ${tool.path} --out PATH | --show PATH\n`);
-    return 64;
-  }
-  try {
-    process.stdout.write(`${JSON.stringify(await tool.create(values.out))}\n`);
-    return 0;
-  } catch (error) {
-    if (!(error instanceof KeyFileExistsError)) throw error;
-    process.stderr.write(`${error.message}\n`);
-    return 2;
-  }
-}
-
-/** Runs the tool when its module is the process's entry point (not when it is imported). */
-export function runKeyFileToolIfMain(moduleUrl: string, tool: KeyFileTool): void {
-  if (!process.argv[1] || resolve(process.argv[1]) !== fileURLToPath(moduleUrl)) return;
-  runKeyFileTool(tool, process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (error: unknown) => {
-      process.stderr.write(`${tool.name}: ${errorMessage(error)}\n`);
-      process.exit(1);
+export function keyFileCli(tool: KeyFileTool): CliTool {
+  return {
+    name: tool.name,
+    usage: `usage: npx tsx ${tool.path} --out PATH | --show PATH`,
+    async run(argv) {
+      const { values } = parseArgs({
+        args: argv,
+        options: { out: { type: "string" }, show: { type: "string" } },
+        strict: true,
+      });
+      if (values.show !== undefined && values.out === undefined) {
+        const shown = await readArgumentFile("--show", values.show, tool.holds, tool.show);
+        process.stdout.write(`${shown}\n`);
+        return DONE;
+      }
+      if (!values.out || values.show !== undefined) throw new UsageError("give --out PATH or --show PATH");
+      try {
+        process.stdout.write(`${JSON.stringify(await tool.create(values.out))}\n`);
+        return DONE;
+      } catch (error) {
+        if (!(error instanceof KeyFileExistsError)) throw error;
+        return refused(error.message);
+      }
     },
-  );
+  };
 }

@@ -14,15 +14,21 @@ import type {
   SignerPolicy,
 } from "../../origin/signer/types.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
+import { enclaveUnreachable } from "./enclave-unreachable.ts";
 
 export type PolicyChanges = Partial<SignerPolicy>;
 export type FaucetTermsChanges = Partial<FaucetTerms>;
 
 export type PolicyAdminFailure =
-  /** The request cannot be made as given: exit 2 in the CLI. */
+  /** The request cannot be made as given: a usage error in the CLI. */
   | { kind: "usage"; message: string }
-  /** The enclave refused it or could not be reached: exit 1 in the CLI. */
-  | { kind: "refused"; code: string; reason: string };
+  /** The enclave refused it: refused in the CLI. */
+  | { kind: "refused"; code: string; reason: string }
+  /**
+   * The request never had the enclave's answer (no socket, a timeout, a dropped connection): an
+   * error in the CLI. A change whose answer was lost may have been applied; `show` tells.
+   */
+  | { kind: "unreachable"; code: string; reason: string };
 
 /** The sealed state before and after the change, or why there was none. */
 export type PolicyAdminResult = Result<
@@ -186,5 +192,6 @@ function usage(message: string): { ok: false; error: PolicyAdminFailure } {
 }
 
 function refused(failure: SignerFailure): { ok: false; error: PolicyAdminFailure } {
-  return err({ kind: "refused", code: failure.code, reason: failure.reason });
+  const kind = enclaveUnreachable(failure) ? "unreachable" : "refused";
+  return err({ kind, code: failure.code, reason: failure.reason });
 }

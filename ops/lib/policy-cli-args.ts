@@ -13,6 +13,7 @@ import {
   uintStringSchema,
 } from "../../shared/enclave-ops.ts";
 import { errorMessage } from "../../shared/error-message.ts";
+import { UsageError } from "./cli-shell.ts";
 import type { FaucetTermsChanges, PolicyChanges } from "./policy-admin.ts";
 
 /** The local stack's socket (dev/start.ts), when neither --socket nor the endpoint is set. */
@@ -34,7 +35,7 @@ per UTC day. --x402-margin is whole seconds an x402 authorization must be valid 
 the enclave's clock to be settled; --x402-daily is authorizations per key per UTC day;
 --settler-daily is units of fee the x402 settler may commit per UTC day (settlements and fillers).
 Units are 6-decimal USDC units (1 USDC = 1000000); --fee-ceiling is gas limit x max fee per gas, in wei.
-Exit: 0 applied or shown, 1 refused by the enclave or enclave unreachable, 2 usage.`;
+Exit: 0 applied or shown, 1 refused by the enclave, 2 usage, 3 the enclave unreachable (or another error).`;
 
 export type PolicyCommand =
   | { command: "show"; socketPath: string; json: boolean }
@@ -56,9 +57,9 @@ export type PolicyCommand =
       settlerKeyRef: string | undefined;
     };
 
-/** Thrown with a message fit for the terminal; the CLI exits 2. */
-export class PolicyUsageError extends Error {
-  override readonly name = "PolicyUsageError";
+/** Thrown with a message fit for the terminal: a usage error of the CLI shell. */
+export class PolicyUsageError extends UsageError {
+  override readonly name: string = "PolicyUsageError";
 }
 
 /** Parses argv (without node and script) and the environment. */

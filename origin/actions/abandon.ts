@@ -15,7 +15,7 @@ import type { TrackerSweep } from "../outbox/index.ts";
 export const ABANDON_REQUESTED_AFTER_MS = 10 * 60_000;
 
 // Run several times a second per origin, so planned once (db/prepared.ts).
-const abandonStatement = preparedStatement<"abandonAfter">(
+export const abandonStatement = preparedStatement<"abandonAfter">(
   "tracker_abandon",
   sql`update agent_actions set status = 'failed', error_code = 'abandoned',
         error_message = 'nothing was signed and the request was not retried in time: send it again with a new idempotency_key',
@@ -26,12 +26,12 @@ const abandonStatement = preparedStatement<"abandonAfter">(
           and updated_at < now() - make_interval(secs => ${sql.placeholder("abandonAfter")}::double precision)
         order by updated_at limit 100 for update skip locked)
       returning action_id`,
-);
+).returns({ action_id: "uuid" });
 
 export const abandonRequestedSweep: TrackerSweep = {
   name: "abandon_requested_actions",
   async run(db, options) {
-    const rows = await runPrepared<{ action_id: string }, "abandonAfter">(db, abandonStatement, {
+    const rows = await runPrepared(db, abandonStatement, {
       abandonAfter: (options.abandonAfterMs ?? ABANDON_REQUESTED_AFTER_MS) / 1000,
     });
     return rows.length;

@@ -9,7 +9,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import { type Db, pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
-import { preparedStatement } from "../db/prepared.ts";
+import { jsonOf, preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
 import { defineOutboxBatch, type OutboxBatch, type SenderView } from "../outbox/index.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
@@ -87,7 +87,7 @@ export type Facts = {
 
 type FactsParam = "mined" | "transferAgents" | "day" | "faucetAgents" | "dayStart" | "wallets";
 
-const factsStatement = preparedStatement<FactsParam>(
+export const factsStatement = preparedStatement<FactsParam>(
   "money_read_facts",
   sql`select
         (select json_object_agg(m.address, f.total)
@@ -114,7 +114,12 @@ const factsStatement = preparedStatement<FactsParam>(
             where agent_id = a.agent_id and kind = 'faucet' and signed_at is not null) latest
           where latest.signed_at is not null) as payouts,
         ${walletGatesSql(sql`${sql.placeholder("wallets")}::text[]`)} as gates`,
-);
+).returns({
+  in_flight: jsonOf<Record<string, string>>({ nullable: true }),
+  spent: jsonOf<Record<string, string>>({ nullable: true }),
+  payouts: jsonOf<Record<string, { total_today: string; last_signed_at: string | null }>>({ nullable: true }),
+  gates: jsonOf<Record<string, WalletGateRow>>({ nullable: true }),
+});
 
 /**
  * Everything the batch's checks read, in one statement after the locks (a statement reads what was
@@ -135,15 +140,7 @@ export async function readFacts(
     return pgArrayLiteral([...new Set(agents.map((operation) => operation.agentId))]);
   };
   const today = startOfUtcDay(now);
-  const [row] = await tx.run<
-    {
-      in_flight: Record<string, string> | null;
-      spent: Record<string, string> | null;
-      payouts: Record<string, { total_today: string; last_signed_at: string | null }> | null;
-      gates: Record<string, WalletGateRow> | null;
-    },
-    FactsParam
-  >(factsStatement, {
+  const [row] = await tx.run(factsStatement, {
     mined: JSON.stringify(mined),
     transferAgents: agentsOf("transfer"),
     day: utcDate(today),

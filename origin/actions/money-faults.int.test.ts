@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
@@ -140,6 +140,8 @@ describe("money movement under faults (real processes)", () => {
 
   it("ends a request not retried in time abandoned: its key then answers 409 abandoned and signs nothing", async () => {
     const quick = await stack.startOrigin({}, { abandonAfterMs: 500 });
+    // Closed at the end: its tracker would abandon any other test's action `requested` for 500 ms.
+    onTestFinished(() => quick.close());
     const agent = await stack.newAgent({ units: 1_000_000n });
     const calls = agentCalls(quick.base, agent.token);
     const recipient = newAccount().address;

@@ -11,7 +11,8 @@ export type MoneyServices = ExecutorDeps & {
   /** One per app: claims that arrive together share one insert (repository.ts createActionClaimer). */
   claim: ActionClaimer;
   config: Config;
-  signer: SignerClient;
+  /** The two enclave ops money signs with: a payout, a transfer. */
+  signer: Pick<SignerClient, "signFaucet" | "signTransfer">;
   /** The genesis bridge operator: never a recipient (docs/api.md#transfers-refused-before-anything-is-written-and-short-of-funds), lowercase. */
   operatorPool: string;
   /** The faucet treasury the enclave signs payouts with; absent when the faucet is off. */

@@ -7,7 +7,7 @@ import { type SQL, sql } from "drizzle-orm";
 import type { ActionStatus } from "../../shared/gateway-schemas.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, toDate } from "../db/client.ts";
-import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
+import { type PreparedStatement, preparedStatement, runPrepared, textOf } from "../db/prepared.ts";
 
 /** `filler`: a filler the service signed from the agent's wallet in place of a stuck transaction (outbox/fillers.ts). */
 export type ActionKind = "faucet" | "transfer" | "x402" | "filler";
@@ -81,20 +81,10 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
       to_address: request.toAddress,
     };
   });
-  const inserted = await runPrepared<
-    {
-      action_id: string;
-      agent_id: string;
-      kind: string;
-      idempotency_key: string;
-      created_at: Date | string;
-      updated_at: Date | string;
-    },
-    "requests"
-  >(db, claimStatement, { requests: JSON.stringify(toInsert) });
+  const inserted = await runPrepared(db, claimStatement, { requests: JSON.stringify(toInsert) });
   const claimed = new Map(
     inserted.map((row) => [
-      keyOf({ agentId: row.agent_id, kind: row.kind as ActionKind, idempotencyKey: row.idempotency_key }),
+      keyOf({ agentId: row.agent_id, kind: row.kind, idempotencyKey: row.idempotency_key }),
       row,
     ]),
   );
@@ -160,7 +150,7 @@ export async function findAction(db: Db, agentId: string, actionId: string): Pro
   return row;
 }
 
-const claimStatement = preparedStatement<"requests">(
+export const claimStatement = preparedStatement<"requests">(
   "actions_claim",
   sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
       select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
@@ -168,7 +158,14 @@ const claimStatement = preparedStatement<"requests">(
         agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text)
       on conflict (agent_id, kind, idempotency_key) do nothing
       returning action_id, agent_id, kind, idempotency_key, created_at, updated_at`,
-);
+).returns({
+  action_id: "uuid",
+  agent_id: "uuid",
+  kind: textOf<ActionKind>(),
+  idempotency_key: "text",
+  created_at: "timestamptz",
+  updated_at: "timestamptz",
+});
 
 /** Actions as the API shows them, with their transactions' fees: `source` names its rows `a`. */
 const selectAction = (source: SQL, where: SQL = sql``): SQL =>
@@ -178,52 +175,52 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
         a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.created_at, a.updated_at
       from ${source} left join outgoing_transactions t on t.tx_id = a.tx_id ${where}`;
 
-const byIdStatement = preparedStatement<"actionId" | "agentId">(
+/** The columns selectAction returns. */
+const actionColumns = {
+  action_id: "uuid",
+  agent_id: "uuid",
+  kind: textOf<ActionKind>(),
+  idempotency_key: "text",
+  request_hash: "text",
+  status: textOf<ActionStatus>(),
+  amount_units: "text?",
+  to_address: "text?",
+  tx_hash: "text?",
+  tx_id: "uuid?",
+  fee_wei: "text?",
+  signed_payload: "jsonb?",
+  error_code: "text?",
+  error_message: "text?",
+  last_broadcast_error: "text?",
+  replaced_by_action_id: "uuid?",
+  created_at: "timestamptz",
+  updated_at: "timestamptz",
+} as const;
+
+export const byIdStatement = preparedStatement<"actionId" | "agentId">(
   "actions_by_id",
   selectAction(
     sql`agent_actions a`,
     sql`where a.action_id = ${sql.placeholder("actionId")}::uuid and a.agent_id = ${sql.placeholder("agentId")}::uuid`,
   ),
-);
+).returns(actionColumns);
 
 // One probe of the idempotency index per key (a join the planner could turn into a scan).
-const byKeysStatement = preparedStatement<"keys">(
+export const byKeysStatement = preparedStatement<"keys">(
   "actions_by_keys",
   selectAction(
     sql`json_to_recordset(${sql.placeholder("keys")}::json) as k(agent_id uuid, kind text, key text)
         cross join lateral (select * from agent_actions b
           where b.agent_id = k.agent_id and b.kind = k.kind and b.idempotency_key = k.key) a`,
   ),
-);
+).returns(actionColumns);
 
 async function selectActions<P extends string>(
   db: Db,
-  statement: PreparedStatement<P>,
+  statement: PreparedStatement<P, typeof actionColumns>,
   values: Record<P, unknown>,
 ): Promise<ActionRow[]> {
-  const rows = await runPrepared<
-    {
-      action_id: string;
-      agent_id: string;
-      kind: ActionKind;
-      idempotency_key: string;
-      request_hash: string;
-      status: ActionStatus;
-      amount_units: string | null;
-      to_address: string | null;
-      tx_hash: string | null;
-      tx_id: string | null;
-      fee_wei: string | null;
-      signed_payload: unknown;
-      error_code: string | null;
-      error_message: string | null;
-      last_broadcast_error: string | null;
-      replaced_by_action_id: string | null;
-      created_at: Date | string;
-      updated_at: Date | string;
-    },
-    P
-  >(db, statement, values);
+  const rows = await runPrepared(db, statement, values);
   return rows.map((row) => ({
     actionId: row.action_id,
     agentId: row.agent_id,

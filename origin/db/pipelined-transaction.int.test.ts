@@ -10,20 +10,20 @@ import { preparedStatement, runPrepared } from "./prepared.ts";
 const insertNote = preparedStatement<"body">(
   "test_insert_note",
   sql`insert into pipeline_notes (body) values (${sql.placeholder("body")}) returning id`,
-);
+).returns({ id: "int" });
 const lockCounter = preparedStatement<never>(
   "test_lock_counter",
   sql`select value from pipeline_counter where id = 1 for update`,
-);
+).returns({ value: "int" });
 const countNotes = preparedStatement<never>(
   "test_count_notes",
   sql`select count(*)::int as n from pipeline_notes`,
-);
+).returns({ n: "int" });
 // A constant in the template travels as a parameter of its own with every run.
 const notesLike = preparedStatement<"prefix">(
   "test_notes_like",
   sql`select body from pipeline_notes where body like ${sql.placeholder("prefix")} || ${"%"} order by id`,
-);
+).returns({ body: "text" });
 
 // Both drivers: node-postgres writes the statements back to back (pipeline mode); the Neon driver
 // has no pipelining and sends each after the one before, with the same outcomes.
@@ -60,8 +60,8 @@ describe.each(["pg", "neon"] as const)(
 
     it("commits statements written back to back, visible to others only after the commit", async () => {
       const tx = await openPipelinedTransaction(testDb.handle.db);
-      const first = tx.run<{ id: number }, "body">(insertNote, { body: "first" });
-      const second = tx.run<{ id: number }, "body">(insertNote, { body: "second" });
+      const first = tx.run(insertNote, { body: "first" });
+      const second = tx.run(insertNote, { body: "second" });
       const [[a], [b]] = await Promise.all([first, second]);
       expect(b!.id).toBeGreaterThan(a!.id);
       expect(await notes()).toEqual([]);
@@ -101,7 +101,7 @@ describe.each(["pg", "neon"] as const)(
         await holder.run(lockCounter, {});
         await holder.run(insertNote, { body: "by the holder" });
         const locked = waiter.run(lockCounter, {});
-        const counted = waiter.run<{ n: number }, never>(countNotes, {});
+        const counted = waiter.run(countNotes, {});
         await sleep(100);
         await holder.commit();
         await locked;
@@ -121,9 +121,7 @@ describe.each(["pg", "neon"] as const)(
       await runPrepared(db, insertNote, { body: "banana" });
       // Concurrent runs take both connections; each prepares the statement on its own.
       const found = await Promise.all(
-        Array.from({ length: 6 }, () =>
-          runPrepared<{ body: string }, "prefix">(db, notesLike, { prefix: "ap" }),
-        ),
+        Array.from({ length: 6 }, () => runPrepared(db, notesLike, { prefix: "ap" })),
       );
       for (const rows of found) expect(rows.map((row) => row.body)).toEqual(["apple", "apricot"]);
     });

@@ -8,7 +8,14 @@
  * and none is sent after a failure.
  */
 import type { Db } from "./client.ts";
-import { driverClient, type PreparedStatement, type Queryable, queryPrepared } from "./prepared.ts";
+import {
+  type Columns,
+  driverClient,
+  type PreparedStatement,
+  type Queryable,
+  queryPrepared,
+  type RowOf,
+} from "./prepared.ts";
 
 type PoolClient = Queryable & {
   pipeline?: boolean;
@@ -18,7 +25,10 @@ type PoolClient = Queryable & {
 
 export type PipelinedTransaction = {
   /** Writes `statement` behind everything written before it; resolves with its rows. */
-  run<T, P extends string>(statement: PreparedStatement<P>, values: Record<P, unknown>): Promise<T[]>;
+  run<P extends string, C extends Columns>(
+    statement: PreparedStatement<P, C>,
+    values: Record<P, unknown>,
+  ): Promise<RowOf<C>[]>;
   /** Writes `commit` behind the statements run so far; rejects (rolled back) unless it committed. */
   commit(): Promise<void>;
   /** Ends the transaction without its changes. */
@@ -75,7 +85,7 @@ export async function openPipelinedTransaction(db: Db): Promise<PipelinedTransac
   return {
     async run(statement, values) {
       const [, rows] = await Promise.all([begun, write(() => queryPrepared(client, statement, values))]);
-      return rows as never;
+      return rows;
     },
     async commit() {
       try {

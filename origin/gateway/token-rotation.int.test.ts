@@ -25,7 +25,6 @@ describe("token rotation (real stack)", () => {
   const logLines: string[] = [];
   const origin = useStackOrigin("edge's origin", stack, () => ({
     env: { AGENT_EDGE_SHARED_SECRET: edgeSecret },
-    signer: stack.signer,
     onLogLine: (line) => logLines.push(line),
   }));
   // The per-agent tier at 5 requests a minute, for the test of the window a new token inherits.
@@ -35,7 +34,6 @@ describe("token rotation (real stack)", () => {
   };
   const tight = useStackOrigin("origin with a tight per-agent tier", stack, () => ({
     limiters: tightLimiters,
-    signer: stack.signer,
   }));
   let edge: EdgeHandle;
   let base: string;

@@ -2,8 +2,7 @@ import { and, asc, eq } from "drizzle-orm";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, keyPool } from "../db/schema.ts";
-import type { SignerClient } from "../signer/types.ts";
-import { proveIdentity } from "./prove.ts";
+import { type IdentitySigner, proveIdentity } from "./prove.ts";
 
 /** The canary's exit codes (docs/operations.md#switching-a-node-to-live-signing). */
 export const CANARY_EXIT = { switch: 0, noCandidate: 1, doNotSwitch: 2 } as const;
@@ -17,7 +16,7 @@ export type CanaryResult = { exitCode: (typeof CANARY_EXIT)[keyof typeof CANARY_
  */
 export async function runCanary(
   db: Db,
-  signer: SignerClient,
+  signer: IdentitySigner,
   params: { envId: string },
 ): Promise<CanaryResult> {
   const [identity] = await db

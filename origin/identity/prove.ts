@@ -13,6 +13,9 @@ export type ProofOutcome =
   | { verified: true }
   | { verified: false; class: SweepClass; code: string; detail: string };
 
+/** The two ops a proof asks the enclave; the sweep and the canary see no more of the signer. */
+export type IdentitySigner = Pick<SignerClient, "publicIdentity" | "proveIdentity">;
+
 export type IdentityUnderProof = { keyRef: string; assignedWallet: `0x${string}` };
 
 export type ProveParams = { chainId: number; envId: string };
@@ -23,7 +26,7 @@ export type ProveParams = { chainId: number; envId: string };
  * Only a mismatch or a failed proof is `destructive`; everything else leaves the wallet intact.
  */
 export async function proveIdentity(
-  signer: SignerClient,
+  signer: IdentitySigner,
   identity: IdentityUnderProof,
   params: ProveParams,
 ): Promise<ProofOutcome> {

@@ -19,6 +19,7 @@ import { refillOnce } from "../keypool/refill.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
 import type { SignerClient } from "../signer/types.ts";
+import type { IdentitySigner } from "./prove.ts";
 import { applyOutcome, sweepIdentities } from "./sweep.ts";
 
 const logger = pino({ level: "silent" });
@@ -75,7 +76,7 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
     return { agentId: result.value.agentId, key: key! };
   }
 
-  const sweep = (signer: SignerClient, overrides: { envId?: string; chainId?: number } = {}) =>
+  const sweep = (signer: IdentitySigner, overrides: { envId?: string; chainId?: number } = {}) =>
     sweepIdentities(
       { db: testDb.handle.db, signer, logger },
       { envId: overrides.envId ?? ENV_ID, chainId: overrides.chainId, windowSeconds: 3600, now: new Date() },
@@ -95,7 +96,7 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
 
   async function withFake(
     reply: (op: string, params: Record<string, unknown>) => FaultReply,
-    body: (signer: SignerClient) => Promise<void>,
+    body: (signer: IdentitySigner) => Promise<void>,
   ) {
     const fake = await startFaultEnclave(reply);
     const signer = createSignerClient({
@@ -280,7 +281,7 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
 
   it("terminal_config, terminal_agent and terminal_malformed (fake enclave): a finding every tick, wallet intact", async () => {
     const identity = await seededIdentity();
-    const twoTicks = async (signer: SignerClient): Promise<void> => {
+    const twoTicks = async (signer: IdentitySigner): Promise<void> => {
       await sweep(signer);
       await sweep(signer);
     };
@@ -303,18 +304,13 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
     const healthy = await enclaveIdentity();
     // A fake for a fault the real client cannot be made to produce: its call throws (a bug, say)
     // for one key, instead of answering a failure. Everything else is the live enclave's.
-    const throwing = new Proxy(live, {
-      get(target, property, receiver) {
-        if (property === "publicIdentity") {
-          return async (params: { keyRef: string }) => {
-            if (params.keyRef === failing.keyRef) throw new TypeError("cannot read properties of undefined");
-            return target.publicIdentity(params);
-          };
-        }
-        const value = Reflect.get(target, property, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
+    const throwing: IdentitySigner = {
+      publicIdentity: async (params) => {
+        if (params.keyRef === failing.keyRef) throw new TypeError("cannot read properties of undefined");
+        return live.publicIdentity(params);
       },
-    }) as SignerClient;
+      proveIdentity: live.proveIdentity,
+    };
     expect(await sweep(throwing)).toEqual({ checked: 2, verified: 1, disabled: 0, findings: 1 });
     expect(await sweep(throwing)).toEqual({ checked: 1, verified: 0, disabled: 0, findings: 1 });
     expect(await row(failing.agentId)).toMatchObject({ enabled: true, last_verified_at: null });

@@ -4,10 +4,9 @@ import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, identityFindings } from "../db/schema.ts";
 import type { Logger } from "../logger.ts";
-import type { SignerClient } from "../signer/types.ts";
-import { type ProofOutcome, proveIdentity } from "./prove.ts";
+import { type IdentitySigner, type ProofOutcome, proveIdentity } from "./prove.ts";
 
-export type SweepDeps = { db: Db; signer: SignerClient; logger: Logger };
+export type SweepDeps = { db: Db; signer: IdentitySigner; logger: Logger };
 
 export type SweepParams = {
   envId: string;

@@ -15,7 +15,8 @@ import {
 
 export type RefillDeps = {
   db: Db;
-  signer: SignerClient;
+  /** A batch is generated, exported and verified: the refill asks the enclave nothing else. */
+  signer: Pick<SignerClient, "generateKeys" | "exportBackup" | "verifyBackup">;
   /** Mints the admin capabilities generate_keys and export_backup need. */
   authorize: CapabilityProvider;
   backupDir: string;
@@ -84,7 +85,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
  * second copy, not the envelope in memory) and reproduce exactly the batch's public keys.
  */
 export async function verifyAndRelease(
-  deps: Pick<RefillDeps, "db" | "signer" | "logger" | "backups">,
+  deps: Pick<RefillDeps, "db" | "logger" | "backups"> & { signer: Pick<SignerClient, "verifyBackup"> },
   batchId: string,
   backupPath: string,
   backupSha256: string,

@@ -23,7 +23,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral } from "../db/client.ts";
 import { openPipelinedTransaction, type PipelinedTransaction } from "../db/pipelined-transaction.ts";
-import { type PreparedStatement, preparedStatement } from "../db/prepared.ts";
+import { jsonOf, type PreparedStatement, preparedStatement } from "../db/prepared.ts";
 import type { BroadcastLease, TxPurpose } from "./intent.ts";
 import type { BroadcastLane, LaneOutcome } from "./lane.ts";
 import { type SigningStep, signInNonceOrder } from "./signing.ts";
@@ -34,7 +34,7 @@ export type OutboxBatchDomain = {
   name: string;
   /**
    * A claim taken in the same statement as the nonce rows: its CTEs (before the outbox's
-   * `nonces`), and the expression the statement returns of it as `claimed`.
+   * `nonces`), and the json expression the statement returns of it as `claimed`.
    */
   claim?: { ctes: SQL; result: SQL };
   /** The domain's columns of each signed transaction in `signed` (`name type, ...`). */
@@ -43,10 +43,19 @@ export type OutboxBatchDomain = {
   store: ReadonlyArray<{ name: string; sql: SQL }>;
 };
 
+/** What the lock statement returns: the domain's claim, and each locked sender's next nonce. */
+const lockColumns = {
+  claimed: jsonOf<unknown>({ nullable: true }),
+  nonces: jsonOf<Record<string, string>>({ nullable: true }),
+} as const;
+
+/** What the store statement returns: each stored transaction's id. */
+const storeColumns = { tx_hash: "text", tx_id: "uuid" } as const;
+
 /** The composed, named statements of one domain's batches. */
 export type OutboxBatchStatements<ClaimParam extends string, StoreParam extends string> = {
-  lock: PreparedStatement<"senders" | ClaimParam>;
-  store: PreparedStatement<"signed" | "leaseSeconds" | StoreParam>;
+  lock: PreparedStatement<"senders" | ClaimParam, typeof lockColumns>;
+  store: PreparedStatement<"signed" | "leaseSeconds" | StoreParam, typeof storeColumns>;
 };
 
 /** Composes and names a domain's batch statements; call it when the domain's module loads. */
@@ -63,9 +72,9 @@ export function defineOutboxBatch<ClaimParam extends string = never, StoreParam 
         order by n
         on conflict (address) do update set updated_at = now()
         returning address, next_nonce)
-      select ${claim ? claim.result : sql`null`} as claimed,
+      select ${claim ? claim.result : sql`null::json`} as claimed,
              (select json_object_agg(address, next_nonce::text) from nonces) as nonces`,
-  );
+  ).returns(lockColumns);
   const domainCtes = domain.store.map((cte) => sql`, ${sql.raw(cte.name)} as (${cte.sql})`);
   const store = preparedStatement<"signed" | "leaseSeconds" | StoreParam>(
     `${domain.name}_store_batch`,
@@ -84,7 +93,7 @@ export function defineOutboxBatch<ClaimParam extends string = never, StoreParam 
         from (select sender, max(nonce) + 1 as next from signed group by sender) n
         where s.address = n.sender)${sql.join(domainCtes)}
       select tx_hash, tx_id from stored`,
-  );
+  ).returns(storeColumns);
   return { lock, store };
 }
 
@@ -155,10 +164,10 @@ export async function runOutboxBatch<Item, ClaimParam extends string, StoreParam
     run: (statement, values) => tx.run(statement, values),
     async lock(senders, claim) {
       const sorted = [...new Set(senders)].sort();
-      const [row] = await tx.run<{ claimed: unknown; nonces: Record<string, string> | null }, string>(
-        statements.lock,
-        { ...claim, senders: pgArrayLiteral(sorted) } as Record<"senders" | ClaimParam, unknown>,
-      );
+      const [row] = await tx.run(statements.lock, {
+        ...claim,
+        senders: pgArrayLiteral(sorted),
+      } as Record<"senders" | ClaimParam, unknown>);
       storedNonces = new Map(
         Object.entries(row?.nonces ?? {}).map(([address, nonce]) => [address, BigInt(nonce)]),
       );
@@ -199,14 +208,11 @@ export async function runOutboxBatch<Item, ClaimParam extends string, StoreParam
         await tx.commit();
       } else {
         const [rows] = await Promise.all([
-          tx.run<{ tx_hash: string; tx_id: string }, "signed" | "leaseSeconds" | StoreParam>(
-            statements.store,
-            {
-              ...values,
-              signed: JSON.stringify(signed.map((item) => item.row)),
-              leaseSeconds: deps.leaseMs / 1000,
-            },
-          ),
+          tx.run(statements.store, {
+            ...values,
+            signed: JSON.stringify(signed.map((item) => item.row)),
+            leaseSeconds: deps.leaseMs / 1000,
+          }),
           tx.commit(),
         ]);
         ids = new Map(rows.map((row) => [row.tx_hash, row.tx_id]));

@@ -11,7 +11,7 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
-import { type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
+import { type NoColumns, type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
 import { followersTail, type TxFollower } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
@@ -72,7 +72,7 @@ type InFlightMove = {
  * recordMined locks them, so the two never wait on each other in a cycle; a row that has ended
  * meanwhile is left as it is.
  */
-function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatement<"moves"> {
+function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatement<"moves", NoColumns> {
   return preparedStatement<"moves">(
     statementName("outgoing_move_in_flight", followers),
     sql`
@@ -93,7 +93,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
           nonce_passed_at = case when m.status = 'failed' then t.nonce_passed_at else null end
       from locked l join moves m on m.tx_id = l.tx_id where t.tx_id = l.tx_id
       returning t.tx_id, t.status, t.error, null::uuid as taken_by)${followersTail(followers)}`,
-  );
+  ).returns({});
 }
 
 /**
@@ -129,8 +129,13 @@ export type OutboxStore = {
   recordMined(db: Db, mined: readonly MinedTransaction[], options?: { broadcast?: boolean }): Promise<void>;
 };
 
-export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore {
-  const statements = {
+/** The store's named statements for `followers` (db/prepared.ts); none of them returns a row read. */
+export function outboxStoreStatements(followers: readonly TxFollower[]): {
+  minedFromSigned: PreparedStatement<"receipts", NoColumns>;
+  minedFromSubmitted: PreparedStatement<"receipts", NoColumns>;
+  moveInFlight: PreparedStatement<"moves", NoColumns>;
+} {
+  return {
     minedFromSigned: recordMinedStatement(
       "outgoing_record_mined_broadcast",
       sql`('signed', 'submitted')`,
@@ -139,6 +144,10 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
     minedFromSubmitted: recordMinedStatement("outgoing_record_mined", sql`('submitted')`, followers),
     moveInFlight: moveInFlightStatement(followers),
   };
+}
+
+export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore {
+  const statements = outboxStoreStatements(followers);
   const moveInFlight = async (db: Db, moves: InFlightMove[]): Promise<void> => {
     if (moves.length === 0) return;
     const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
@@ -207,7 +216,7 @@ function recordMinedStatement(
   name: string,
   from: SQL,
   followers: readonly TxFollower[],
-): PreparedStatement<"receipts"> {
+): PreparedStatement<"receipts", NoColumns> {
   return preparedStatement<"receipts">(
     statementName(name, followers),
     sql`
@@ -254,5 +263,5 @@ function recordMinedStatement(
     moved as (
       select tx_id, status, null::text as error, null::uuid as taken_by from mined
       union all select tx_id, status, error, taken_by from superseded)${followersTail(followers)}`,
-  );
+  ).returns({});
 }

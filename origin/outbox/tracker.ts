@@ -85,12 +85,12 @@ export type TickReport = {
 export type TrackerGapDeps = Pick<FillerDeps, "signer" | "fees" | "serviceKeys">;
 
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
-const submittedStatement = preparedStatement<"limit">(
+export const submittedStatement = preparedStatement<"limit">(
   "tracker_submitted",
   sql`select tx_id, tx_hash, sender, nonce::text, (created_at < now() - interval '2 seconds') as settled_in
       from outgoing_transactions where status = 'submitted'
       order by updated_at limit ${sql.placeholder("limit")}::int`,
-);
+).returns({ tx_id: "uuid", tx_hash: "text", sender: "text", nonce: "text", settled_in: "bool" });
 
 /**
  * What is due to be sent again: never broadcast since its signing, or in flight without a receipt.
@@ -99,7 +99,7 @@ const submittedStatement = preparedStatement<"limit">(
  * would meet the same refusal and the filler beside it (fillers.ts) is what ends it. A payment with
  * a filler beside it is left to the filler: the tracker stops pushing what it is replacing.
  */
-const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
+export const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
   "tracker_due",
   sql`select tx_id from outgoing_transactions t
       where ((t.status = 'signed'
@@ -111,7 +111,7 @@ const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
         and (t.purpose = 'filler' or not exists (select 1 from outgoing_transactions f
           where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed'))
       order by t.updated_at limit 100`,
-);
+).returns({ tx_id: "uuid" });
 
 export type TxTrackerDeps = {
   db: Db;
@@ -175,10 +175,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   const resolveSubmitted = async (report: TickReport): Promise<Unmined[]> => {
     const unmined: Unmined[] = [];
     for (;;) {
-      const rows = await runPrepared<
-        { tx_id: string; tx_hash: string; sender: string; nonce: string; settled_in: boolean },
-        "limit"
-      >(deps.db, submittedStatement, { limit: batchSize });
+      const rows = await runPrepared(deps.db, submittedStatement, { limit: batchSize });
       if (rows.length === 0) return unmined;
       // None when the chain is down: nothing is recorded, and the next tick tries again.
       const receipts = await readReceipts(
@@ -203,7 +200,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   };
 
   const rebroadcast = async (report: TickReport): Promise<void> => {
-    const due = await runPrepared<{ tx_id: string }, "signedGrace" | "resendAfter">(deps.db, dueStatement, {
+    const due = await runPrepared(deps.db, dueStatement, {
       signedGrace: signedGraceMs / 1000,
       resendAfter: resendAfterMs / 1000,
     });

@@ -12,8 +12,6 @@ import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { queryRows } from "../db/client.ts";
-import { createSignerClient } from "../signer/create-signer-client.ts";
-import type { SignerClient } from "../signer/types.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
 
 // docs/operations.md#the-key-pool-refills-on-demand, against the real parts: Postgres, the enclave
@@ -35,7 +33,6 @@ function publicIp(): string {
 describe("public registration refills the key pool on demand (real enclave)", () => {
   let testDb: TestDatabase;
   let enclave: EnclaveProcess;
-  let signer: SignerClient;
   let dir: string;
   let origin: TestOrigin;
   const db = () => testDb.handle.db;
@@ -58,19 +55,18 @@ describe("public registration refills the key pool on demand (real enclave)", ()
   beforeAll(async () => {
     testDb = await createTestDatabase();
     enclave = await startEnclaveProcess({ envId: "on-demand-refill" });
-    signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
     dir = await mkdtemp(path.join(tmpdir(), "on-demand-refill-"));
     const adminKeyFile = path.join(dir, "admin-authority.key");
     await writeFile(adminKeyFile, toHex(enclave.adminSecret), { mode: 0o600 });
     origin = await startTestOrigin({
       database: testDb.handle,
-      signer,
       workers: ["keypool"],
       env: {
         AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
         AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
         AGENT_REGISTRATION_IP_SECRET: IP_SECRET,
         AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+        AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
         AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
         AGENT_ENV_ID: enclave.envId,
         BACKUP_DIR: path.join(dir, "backups"),
@@ -86,7 +82,6 @@ describe("public registration refills the key pool on demand (real enclave)", ()
   }, 120_000);
   afterAll(async () => {
     await origin?.close();
-    await signer?.close();
     await enclave?.dispose();
     await testDb?.drop();
     if (dir) await rm(dir, { recursive: true, force: true });

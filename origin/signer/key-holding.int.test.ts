@@ -122,4 +122,19 @@ describe("an enclave that does not hold an assigned key (real stack)", () => {
     expect(again).toContain("the enclave does not hold the keys this database assigns");
     await pointAt(agent.agentId, realKeyRef);
   });
+
+  it("an in-process test origin asks as main.ts does: /healthz reports the keys, and it refuses to start without one", async () => {
+    // Mutation: testing/origin.ts assembling its own infrastructure without keysHeld (as it once
+    // did) fails both halves.
+    const healthy = await fetch(`${stack.origin.base}/healthz`);
+    expect(await healthy.json()).toMatchObject({ enclave: { keys: { checked: 1, missing: 0, ok: true } } });
+    await pointAt(agent.agentId, missingKeyRef());
+    try {
+      await expect(stack.startOrigin()).rejects.toThrow(
+        "the enclave does not hold the keys this database assigns",
+      );
+    } finally {
+      await pointAt(agent.agentId, realKeyRef);
+    }
+  });
 });

@@ -10,6 +10,7 @@ import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { createCapabilityMinter } from "./capability-minter.ts";
+import { describeSignerConformance } from "./conformance.ts";
 import { createSignerClient } from "./create-signer-client.ts";
 import { createSocketSignerClient } from "./socket-client.ts";
 import type { CapabilityProvider, KeyPublicInfo, SignerClient, SignerPolicy } from "./types.ts";
@@ -266,22 +267,6 @@ describe("socket signer client against the real enclave", () => {
     await dormant.close();
   });
 
-  it("times out a request the enclave does not answer (retryable), then recovers", async () => {
-    const quick = createSocketSignerClient({ socketPath: enclave.socketPath, requestTimeoutMs: 300 });
-    expect((await quick.publicIdentity({ keyRef: keys[0]!.keyRef })).ok).toBe(true);
-    process.kill(enclave.pid()!, "SIGSTOP");
-    try {
-      expect(await quick.publicIdentity({ keyRef: keys[0]!.keyRef })).toEqual({
-        ok: false,
-        error: { class: "retryable", code: "signer_timeout", reason: "no reply within 300 ms" },
-      });
-    } finally {
-      process.kill(enclave.pid()!, "SIGCONT");
-    }
-    expect((await quick.publicIdentity({ keyRef: keys[0]!.keyRef })).ok).toBe(true);
-    await quick.close();
-  });
-
   it("fails fast as retryable while the enclave is down and reconnects after it restarts", async () => {
     expect((await client.publicIdentity({ keyRef: keys[0]!.keyRef })).ok).toBe(true);
     await enclave.stop();
@@ -311,12 +296,15 @@ describe("socket signer client against the real enclave", () => {
       await enclave.start();
     }
   });
+});
 
-  it("answers retryable signer_client_closed after close()", async () => {
-    const closing = createSocketSignerClient({ socketPath: enclave.socketPath });
-    await closing.close();
-    expect(await closing.publicIdentity({ keyRef: keys[0]!.keyRef })).toMatchObject({
-      error: { class: "retryable", code: "signer_client_closed" },
-    });
-  });
+describeSignerConformance("socket client (createSignerClient, live identity)", {
+  startEnclave: () => startEnclaveProcess(),
+  client: (enclave, options) =>
+    createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+      requestTimeoutMs: options.requestTimeoutMs,
+    }),
+  dormantOps: [],
 });

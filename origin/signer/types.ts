@@ -278,6 +278,9 @@ export interface SignerClient {
   capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
   /** The sealed policy and treasury (no capability); `timeoutMs` overrides the request timeout. */
   getPolicy(options?: GetPolicyOptions): Promise<SignerResult<GetPolicyResult>>;
-  /** Closes the connection; later calls fail as retryable `signer_client_closed`. */
+  /**
+   * Closes the connection; later calls of an op that would reach the enclave fail as retryable
+   * `signer_client_closed` (a dormant op keeps its answer). Safe to call more than once.
+   */
   close(): Promise<void>;
 }

@@ -42,7 +42,7 @@ import { sortedKeysJson } from "./canonical-json.ts";
 
 export type X402AuthorizeDeps = {
   db: Db;
-  signer: SignerClient;
+  signer: Pick<SignerClient, "signX402Authorization">;
   clock: Clock;
   policy: X402AuthorizePolicy;
   /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day. */

@@ -16,33 +16,23 @@ import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
 import { route } from "../openapi/route.ts";
-import type { X402Limits } from "./client-limit.ts";
+import type { Facilitator, Turned } from "./facilitator-core.ts";
 import { decodePaymentHeader } from "./payment.ts";
-import { X402_REASONS, type X402Reason } from "./reasons.ts";
+import type { X402Reason } from "./reasons.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
 import type { ResourceUrlOf } from "./resource-url.ts";
-import { guardReason, type RevertGuard } from "./revert-guard.ts";
 import type { SettleResponse } from "./settle.ts";
-import { settledOutcome } from "./settled-outcome.ts";
 import type { X402Runtime } from "./setup.ts";
-import { checkContext, checkPayment, type VerifyDeps } from "./verify.ts";
 
 export type DemoRouterDeps = {
   runtime: X402Runtime;
-  verifyDeps: VerifyDeps;
-  limits: X402Limits;
-  guard: RevertGuard;
+  /** The in-process facilitator's core, which checks and settles the paid retry. */
+  facilitator: Facilitator;
   /** The public URL the quote names, never the origin's own (resource-url.ts). */
   resourceUrlOf: ResourceUrlOf;
 };
 
-export function createDemoRouter({
-  runtime,
-  verifyDeps,
-  limits,
-  guard,
-  resourceUrlOf,
-}: DemoRouterDeps): Hono<AppEnv> {
+export function createDemoRouter({ runtime, facilitator, resourceUrlOf }: DemoRouterDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   route(app, "/x402/demo", "x402Demo", async (c) => {
     const resource: ResourceInfo = {
@@ -65,30 +55,16 @@ export function createDemoRouter({
       c.header("Cache-Control", "no-store");
       return c.json(paymentRequired(resource, runtime.requirements, reason), 429);
     };
-    // A paid retry the pure checks refuse counts against the client's address.
-    const refused = (reason: X402Reason): Response => {
-      const wait = limits.refused(clientIp);
-      return wait === undefined ? refuse(reason) : tooMany(wait, X402_REASONS.rateLimited);
-    };
+    // Turned away before settling: a 402 naming the reason, or a 429 with the wait past a window.
+    const turnedAway = ({ reason, retryAfterSeconds }: Turned): Response =>
+      retryAfterSeconds === undefined ? refuse(reason) : tooMany(retryAfterSeconds, reason);
     const decoded = decodePaymentHeader(header);
-    if (!decoded.ok) return refused(decoded.error.reason);
-    const envelope = decoded.value;
-    const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
-    if (!checked.ok) return refused(checked.error.reason);
-    // A signed payment reads the chain and may settle: it counts against its payer and its address.
-    const { payer, authorization } = checked.value;
-    const wait = limits.payment(clientIp, payer);
-    if (wait !== undefined) return tooMany(wait, X402_REASONS.rateLimited);
-    const slot = await guard.enter(clientIp, payer);
-    if (!slot.ok) return tooMany(slot.error.retryAfterSeconds, guardReason(slot.error));
-    const outcome = await settledOutcome(slot.value, () =>
-      runtime.settler.settle({
-        authorization,
-        signature: envelope.signature,
-        requirement: envelope.accepted,
-        payload: envelope.raw.payload,
-      }),
-    );
+    // A paid retry the pure checks refuse counts against the client's address.
+    if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.reason));
+    const checked = facilitator.checkEnvelope(decoded.value, clientIp);
+    if ("turned" in checked) return turnedAway(checked.turned);
+    const outcome = await facilitator.settleChecked(checked, clientIp);
+    if ("turned" in outcome) return turnedAway(outcome.turned);
     // Every settle that did not pay reports its outcome in PAYMENT-RESPONSE
     // (docs/api.md#the-demos-paid-retry-when-payment-response-is-sent):
     // refused on the chain's facts (balance, nonce; no transaction), pending or failed, or a

@@ -32,7 +32,7 @@ export type ReservedUnitsParams = {
 type ReservedParam = "payers" | "openAfter" | "excludeIds" | "balanceBlock";
 
 // In the settle batch's pipelined transaction (outbox/batch.ts), so a named statement.
-const reservedStatement = preparedStatement<ReservedParam>(
+export const reservedStatement = preparedStatement<ReservedParam>(
   "x402_reserved_units",
   sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash
       from x402_settlements x
@@ -42,7 +42,7 @@ const reservedStatement = preparedStatement<ReservedParam>(
         and not (x.id = any(${sql.placeholder("excludeIds")}::uuid[]))
         and (x.status in ('claimed', 'submitted')
           or (x.status = 'settled' and t.block_number > ${sql.placeholder("balanceBlock")}::bigint))`,
-);
+).returns({ payer: "text", units: "text", status: "text", tx_hash: "text?" });
 
 /**
  * Units each payer's other settlements hold, by payer (absent: none). For the settle batch, which
@@ -58,10 +58,7 @@ export async function reservedUnits(
 ): Promise<Map<string, bigint>> {
   const reserved = new Map<string, bigint>();
   if (params.payers.length === 0) return reserved;
-  const rows = await run<
-    { payer: string; units: string; status: string; tx_hash: string | null },
-    ReservedParam
-  >(reservedStatement, {
+  const rows = await run(reservedStatement, {
     payers: pgArrayLiteral(params.payers),
     openAfter: params.openAfterSeconds.toString(),
     excludeIds: pgArrayLiteral(params.excludeIds),

@@ -73,7 +73,7 @@ type PayerReverts = { reverts: number; freesInSeconds: number };
  * authorization was still valid, so its valid_before is within a day of updated_at; the bound
  * keeps the read on the (payer, valid_before) index.
  */
-const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | "limit">(
+export const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | "limit">(
   "x402_payer_reverts",
   sql`select payer, count(*)::int as reverts,
         greatest(1, ceil(extract(epoch from
@@ -88,7 +88,7 @@ const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | 
               and updated_at > now() - make_interval(secs => ${sql.placeholder("window")}::double precision)) r
       where n <= ${sql.placeholder("limit")}::int
       group by payer`,
-);
+).returns({ payer: "text", reverts: "int", frees_in: "int" });
 
 export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard {
   const limits = { ...REVERT_GUARD, ...params.limits };
@@ -102,10 +102,7 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
   // Settles that arrive together share one read.
   const readPayerReverts = createBatcher<string, PayerReverts>(
     async (payers) => {
-      const rows = await runPrepared<
-        { payer: string; reverts: number; frees_in: number },
-        "payers" | "window" | "since" | "limit"
-      >(params.db, payerRevertsStatement, {
+      const rows = await runPrepared(params.db, payerRevertsStatement, {
         payers: pgArrayLiteral([...new Set(payers)]),
         window: limits.windowSeconds,
         since: Math.floor(now() / 1000) - limits.windowSeconds - 86_400,

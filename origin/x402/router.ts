@@ -15,6 +15,7 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { createX402Limits } from "./client-limit.ts";
 import { createDemoRouter } from "./demo.ts";
 import { createFacilitatorRouter } from "./facilitator.ts";
+import { createFacilitator } from "./facilitator-core.ts";
 import { createPayerFactsReader } from "./payer-facts.ts";
 import { createResourceUrlOf } from "./resource-url.ts";
 import { createRevertGuard } from "./revert-guard.ts";
@@ -55,7 +56,8 @@ export function createX402Router(
   });
   const app = new Hono<AppEnv>();
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
-  app.route("/demo", createDemoRouter({ runtime, verifyDeps, limits, guard, resourceUrlOf }));
-  app.route("/facilitator", createFacilitatorRouter({ runtime, verifyDeps, limits, guard }));
+  const facilitator = createFacilitator({ runtime, verifyDeps, limits, guard });
+  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf }));
+  app.route("/facilitator", createFacilitatorRouter(facilitator));
   return app;
 }

@@ -116,7 +116,8 @@ export type SettlementPayment = {
 export type SettlerDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
-  signer: SignerClient;
+  /** The one enclave op a settler needs. */
+  signer: Pick<SignerClient, "signSettlement">;
   fees: FeeOracle;
   logger: Logger;
   settler: { address: string; keyRef: string };
@@ -251,7 +252,7 @@ async function earlier(
  * (so the payment can be presented again). The claim is its own statement, before the settler's
  * nonce row is locked (see claimSignStore).
  */
-const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
+export const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
   name: "x402_settle",
   signedColumns: sql`id uuid`,
   store: [
@@ -414,7 +415,7 @@ async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]):
   };
 }
 
-const claimStatement = preparedStatement<"claims">(
+export const claimStatement = preparedStatement<"claims">(
   "x402_claim_batch",
   sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
         valid_after, valid_before, signature, claimed_until)
@@ -429,7 +430,7 @@ const claimStatement = preparedStatement<"claims">(
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
       returning id, payer, nonce`,
-);
+).returns({ id: "uuid", payer: "text", nonce: "text" });
 
 /**
  * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
@@ -457,7 +458,7 @@ async function claimAll(batch: SettleBatch, payments: SettlementPayment[]): Prom
       signature,
     };
   });
-  const claimed = await batch.run<{ id: string; payer: string; nonce: string }, "claims">(claimStatement, {
+  const claimed = await batch.run(claimStatement, {
     claims: JSON.stringify(rows),
   });
   return claimed

@@ -73,7 +73,7 @@ export function buildX402Runtime(params: {
   money: { fees: FeeOracle; operatorPool: string; outbox: Outbox } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
-  signer: SignerClient;
+  signer: Pick<SignerClient, "signSettlement">;
   logger: Logger;
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;

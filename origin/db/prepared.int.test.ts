@@ -1,0 +1,213 @@
+// Every named statement of the origin declares the columns its rows hold (db/prepared.ts); nothing
+// checks a row as it is read (docs/development.md#named-statements-declare-their-rows). This test
+// holds each declaration to the migrated schema: Postgres parses and describes every statement,
+// without running it, and the columns it says the statement returns must be the declared ones, by
+// name, in order, of the declared types.
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { abandonStatement } from "../actions/abandon.ts";
+import { factsStatement, moneyBatchStatements } from "../actions/batch-store.ts";
+import * as agentActions from "../agent-actions/repository.ts";
+import { OUTBOX_DOMAINS } from "../compose.ts";
+import { outboxStoreStatements } from "../outbox/store.ts";
+import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
+import { reservedStatement } from "../x402/reservations.ts";
+import { payerRevertsStatement } from "../x402/revert-guard.ts";
+import * as settle from "../x402/settle.ts";
+import { COLUMN_TYPES, type Columns, columnDeclaration, type PreparedStatement } from "./prepared.ts";
+
+type AnyStatement = PreparedStatement<string, Columns>;
+
+/**
+ * Every named statement the origin runs. The outbox's store statements carry the followers the
+ * composition root hands the outbox (compose.ts), so they are built here from the same ones.
+ */
+function originStatements(): AnyStatement[] {
+  return [
+    agentActions.claimStatement,
+    agentActions.byIdStatement,
+    agentActions.byKeysStatement,
+    abandonStatement,
+    factsStatement,
+    moneyBatchStatements.lock,
+    moneyBatchStatements.store,
+    settle.claimStatement,
+    settle.settleBatchStatements.lock,
+    settle.settleBatchStatements.store,
+    reservedStatement,
+    payerRevertsStatement,
+    submittedStatement,
+    dueStatement,
+    ...Object.values(outboxStoreStatements(OUTBOX_DOMAINS.followers)),
+  ];
+}
+
+const originRoot = path.resolve(import.meta.dirname, "..");
+
+/** The origin's source files, tests aside. */
+function sourceFiles(dir = ""): string[] {
+  return readdirSync(path.join(originRoot, dir), { withFileTypes: true }).flatMap((entry) => {
+    const relative = dir ? `${dir}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) return sourceFiles(relative);
+    return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [relative] : [];
+  });
+}
+
+/**
+ * Files whose statements' names are composed, and how this test builds them: defineOutboxBatch's
+ * from each domain's name (the domains' exports above), the store's from the outbox's followers.
+ */
+const COMPOSED_NAMES = new Set(["outbox/batch.ts", "outbox/store.ts"]);
+
+/**
+ * The statement names the origin's source spells out, by file, and the files that compose names
+ * of which this test knows nothing: a statement not in originStatements shows up in either.
+ */
+function namesInSource(): { named: { file: string; name: string }[]; composedElsewhere: string[] } {
+  const named: { file: string; name: string }[] = [];
+  const composedElsewhere: string[] = [];
+  for (const file of sourceFiles()) {
+    if (file === "db/prepared.ts") continue;
+    const text = readFileSync(path.join(originRoot, file), "utf8");
+    for (const [, first] of text.matchAll(/\bpreparedStatement(?:<[^>(]*>)?\(\s*([^,]+),/g)) {
+      const literal = /^"([a-z0-9_]+)"$/.exec(first!.trim());
+      if (literal) named.push({ file, name: literal[1]! });
+      else if (!COMPOSED_NAMES.has(file)) composedElsewhere.push(file);
+    }
+    for (const [, domain] of text.matchAll(
+      /\bdefineOutboxBatch(?:<[^>(]*>)?\(\{\s*name:\s*"([a-z0-9_]+)"/g,
+    )) {
+      named.push({ file, name: `${domain}_lock_batch` }, { file, name: `${domain}_store_batch` });
+    }
+  }
+  return { named, composedElsewhere };
+}
+
+type Described = { parameters: number; columns: { name: string; typeOid: number }[] };
+
+/**
+ * Parses `text` as an unnamed statement and asks Postgres to describe it (the extended protocol's
+ * Parse, Describe, Sync): its parameters and its result columns, with nothing run.
+ */
+function describeStatement(client: pg.Client, text: string): Promise<Described> {
+  return new Promise((resolve, reject) => {
+    const described: Described = { parameters: 0, columns: [] };
+    let failure: Error | undefined;
+    const ignore = (): void => {};
+    const parameters = (message: { parameterCount: number }): void => {
+      described.parameters = message.parameterCount;
+    };
+    let connection: pg.Connection | undefined;
+    client.query({
+      submit(submitted) {
+        connection = submitted;
+        connection.on("parameterDescription", parameters);
+        connection.parse({ name: "", text, types: [] }, false);
+        connection.describe({ type: "S", name: "" }, false);
+        connection.sync();
+      },
+      handleRowDescription(message: { fields: { name: string; dataTypeID: number }[] }) {
+        described.columns = message.fields.map((field) => ({ name: field.name, typeOid: field.dataTypeID }));
+      },
+      handleError(error: Error) {
+        failure = error;
+      },
+      handleReadyForQuery() {
+        connection?.off("parameterDescription", parameters);
+        if (failure) reject(failure);
+        else resolve(described);
+      },
+      handleDataRow: ignore,
+      handleCommandComplete: ignore,
+      handleEmptyQuery: ignore,
+      handlePortalSuspended: ignore,
+      handleCopyInResponse: ignore,
+      handleCopyData: ignore,
+    } as pg.Submittable);
+  });
+}
+
+/** What is wrong with `statement`'s declaration against what Postgres described, one line each. */
+function mismatches(statement: AnyStatement, described: Described, typeNames: Map<number, string>): string[] {
+  const found: string[] = [];
+  if (described.parameters !== statement.params.length) {
+    found.push(`sends ${statement.params.length} values, Postgres expects ${described.parameters}`);
+  }
+  const declared = Object.entries(statement.columns).map(([name, column]) => {
+    const { type, nullable } = columnDeclaration(column);
+    return { name, type, nullable, pgType: COLUMN_TYPES[type] };
+  });
+  const returned = described.columns.map((column) => ({
+    name: column.name,
+    pgType: typeNames.get(column.typeOid) ?? `type oid ${column.typeOid}`,
+  }));
+  for (let n = 0; n < Math.max(declared.length, returned.length); n++) {
+    const want = declared[n];
+    const got = returned[n];
+    const wanted = want && `${want.name} ${want.type}${want.nullable ? "?" : ""} (${want.pgType})`;
+    if (!want) found.push(`column ${n + 1}: returns ${got!.name} ${got!.pgType}, not declared`);
+    else if (!got) found.push(`column ${n + 1}: declares ${wanted}, not returned`);
+    else if (want.name !== got.name || want.pgType !== got.pgType) {
+      found.push(`column ${n + 1}: declares ${wanted}, returns ${got.name} ${got.pgType}`);
+    }
+  }
+  return found;
+}
+
+describe("named statements", () => {
+  let testDb: TestDatabase;
+  let client: pg.Client;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase({ maxConnections: 1 });
+    client = new pg.Client({ connectionString: testDb.url });
+    await client.connect();
+  });
+  afterAll(async () => {
+    await client?.end();
+    await testDb?.drop();
+  });
+
+  it("each returns, on the migrated schema, the columns it declares: names, order and types", async () => {
+    const statements = originStatements();
+    const described = new Map<AnyStatement, Described>();
+    const failures: string[] = [];
+    for (const statement of statements) {
+      try {
+        described.set(statement, await describeStatement(client, statement.text));
+      } catch (error) {
+        failures.push(`${statement.name}: Postgres refuses it: ${(error as Error).message}`);
+      }
+    }
+    const oids = [...new Set([...described.values()].flatMap((each) => each.columns.map((c) => c.typeOid)))];
+    const { rows } = await client.query<{ oid: number; name: string }>(
+      "select oid::int as oid, format_type(oid, null) as name from pg_type where oid = any($1::oid[])",
+      [oids],
+    );
+    const typeNames = new Map(rows.map((row) => [row.oid, row.name]));
+    for (const [statement, each] of described) {
+      failures.push(...mismatches(statement, each, typeNames).map((line) => `${statement.name}: ${line}`));
+    }
+    const names = statements.map((statement) => statement.name);
+    for (const name of new Set(names.filter((name, n) => names.indexOf(name) !== n))) {
+      failures.push(`${name}: two statements share the name (a connection keeps one text per name)`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it("covers every statement the origin's source names", () => {
+    const covered = new Set(originStatements().map((statement) => statement.name));
+    const { named, composedElsewhere } = namesInSource();
+    expect(named.length).toBeGreaterThan(0);
+    const missing = named
+      .filter(({ name }) => !covered.has(name))
+      .map(({ file, name }) => `${name} (origin/${file}): add it to originStatements`);
+    const unknown = composedElsewhere.map(
+      (file) => `origin/${file} composes a statement's name: build its statements in originStatements`,
+    );
+    expect([...missing, ...unknown]).toEqual([]);
+  });
+});
