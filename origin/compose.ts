@@ -1,7 +1,8 @@
 /**
  * The one place the origin is assembled, used by main.ts, the test harness
  * (testing/origin.ts), the crash child (testing/money-crash-origin.ts) and the gateway
- * bench (bench/gateway-server.ts).
+ * bench (bench/gateway-server.ts), each of which opens its infrastructure with
+ * open-infrastructure.ts.
  *
  * Four layers, each importing only the ones below it:
  *   - the infrastructure (infrastructure.ts): the configuration, the database, the chain clients,
@@ -19,12 +20,12 @@
  *   - the start-up checks (startup/), whatever the gateway switch: the enclave holds the keys the
  *     database assigns (when the infrastructure can ask, keysHeld), then the money switches
  *     against the enclave's sealed policy; a failed check is the list of reasons the origin
- *     refuses to start with. The check builds the money runtime and the settler, which money and x402 share,
- *     so it sits above both.
- *   - this root, which runs the start-up checks, builds the node-local state the capabilities share
- *     (the gateway's limiters and the registration's early limiter, shown by the console; the
- *     metrics), the capabilities in dependency order, and the app (app.ts) from their routes in
- *     mount order.
+ *     refuses to start with. A check builds nothing.
+ *   - this root, which runs the start-up checks, builds the node's one outbox (outbox/outbox.ts)
+ *     from every domain's parts (OUTBOX_DOMAINS) and the money and x402 runtimes over it, the
+ *     node-local state the capabilities share (the gateway's limiters and the registration's early
+ *     limiter, shown by the console; the metrics), the capabilities in dependency order, and the
+ *     app (app.ts) from their routes in mount order.
  *
  * Serving, signals and closing the infrastructure stay with the caller: main.ts listens on its
  * port or inherited socket and exits on a signal; a test listens on a free port.
@@ -84,12 +85,10 @@ export type ComposedOrigin = {
 };
 
 export async function composeOrigin(
-  infrastructure: Infrastructure,
+  infra: Infrastructure,
   options: ComposeOptions = {},
 ): Promise<Result<ComposedOrigin, { check: StartupCheckName; errors: string[] }>> {
-  const { config, clock } = infrastructure;
-  const infra = infrastructure;
-  const { metrics } = infra;
+  const { config, clock, metrics } = infra;
   const node: NodeLocal = {
     // The gateway's tiers run on the system's time, the registration's early limiter on the
     // infrastructure's clock (its windows follow the quota clock).
