@@ -138,17 +138,15 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   let loop: WakeableWorker | undefined;
   let stopped = false;
 
-  const emptyReport = (): TickReport => ({
-    confirmed: 0,
-    reverted: 0,
-    rebroadcast: 0,
-    abandoned: 0,
-    filled: 0,
-    failed: 0,
-  });
-
   const tick = async (sweep: boolean): Promise<TickReport> => {
-    const report = emptyReport();
+    const report: TickReport = {
+      confirmed: 0,
+      reverted: 0,
+      rebroadcast: 0,
+      abandoned: 0,
+      filled: 0,
+      failed: 0,
+    };
     const unmined = await resolveSubmitted(report);
     if (!sweep) return report;
     lastSweep = Date.now();
