@@ -209,6 +209,6 @@ function buildMoney(
       : undefined,
     outbox,
   };
-  const x402 = buildX402Runtime({ config, sealed, money, db, rpc, signer: infra.signer, logger });
+  const x402 = buildX402Runtime({ config, sealed, money, db, rpc, logger });
   return { money, x402 };
 }

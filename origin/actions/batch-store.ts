@@ -1,42 +1,39 @@
 /**
- * The money executor's parts of its batches (actions/execute.ts), each a named statement
- * (db/prepared.ts) of the outbox batch's pipelined transaction (outbox/batch.ts): its claim of the
- * requested actions, locked with the senders' nonce rows; the facts its checks read; and its rows
- * in the statement that stores what was signed.
+ * The money kind's statements (actions/execute.ts), each a named statement (db/prepared.ts) of
+ * the outbox batch's pipelined transaction (outbox/submit.ts): its claim of the requested
+ * actions; the facts its checks read, behind the lock of the senders' nonce rows; and its rows in
+ * the statement that stores what was signed.
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
-import { type Db, pgArrayLiteral, toDate } from "../db/client.ts";
+import { pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
-import { defineOutboxBatch, type OutboxBatch, type SenderView } from "../outbox/index.ts";
+import { defineKindStore, type SenderView, type Unsigned } from "../outbox/index.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
 
 /** What the chain said of the batch's senders (and of the recipients the checks need). */
 export type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };
 
-type MoneyClaimParam = "actions";
-type MoneyStoreParam = "day" | "failures";
+/** The batch's requested actions, skipping those another executor holds, locked to its commit. */
+export const claimStatement = preparedStatement<"actions">(
+  "money_claim_batch",
+  sql`select action_id::text as key, action_id::text as id from agent_actions
+      where action_id = any(${sql.placeholder("actions")}::uuid[]) and status = 'requested'
+      for update skip locked`,
+).returns({ key: "text", id: "text" });
 
 /**
- * The money batch's statements (outbox/batch.ts composes and names them). The claim: the batch's
- * requested actions, skipping those another executor holds. Its rows in the store statement: the
- * signed actions pointed at their transactions, today's transfer spend of their agents counted,
- * the refused actions ended `failed`.
+ * The money rows of the outbox's store statement (outbox/kind.ts defineKindStore): the signed
+ * actions pointed at their transactions, today's transfer spend of their agents counted, the
+ * refused actions ended `failed`, and why the ones that could not run now stay `requested`.
  */
-export const moneyBatchStatements = defineOutboxBatch<MoneyClaimParam, MoneyStoreParam>({
+export const storeStatement = defineKindStore<"day" | "failures" | "notes">({
   name: "money",
-  claim: {
-    ctes: sql`locked as (
-        select action_id from agent_actions
-        where action_id = any(${sql.placeholder("actions")}::uuid[]) and status = 'requested'
-        for update skip locked)`,
-    result: sql`(select json_agg(action_id) from locked)`,
-  },
   signedColumns: sql`action_id uuid, agent_id uuid, cost_units numeric`,
-  store: [
+  ctes: [
     {
       name: "actions",
       sql: sql`update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
@@ -57,25 +54,18 @@ export const moneyBatchStatements = defineOutboxBatch<MoneyClaimParam, MoneyStor
         from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text)
         where a.action_id = f.action_id and a.status = 'requested'`,
     },
+    {
+      name: "noted",
+      sql: sql`update agent_actions a set error_code = n.code, error_message = n.message, updated_at = now()
+        from json_to_recordset(${sql.placeholder("notes")}::json) as n(action_id uuid, code text, message text)
+        where a.action_id = n.action_id and a.status = 'requested'`,
+    },
   ],
 });
 
-/** A batch of money operations in the outbox (outbox/batch.ts); items are operation indexes. */
-export type MoneyBatch = OutboxBatch<number, MoneyClaimParam, MoneyStoreParam>;
-
-/**
- * Locks the batch's requested actions (skipping those another executor holds) with its senders'
- * nonce rows (outbox/batch.ts), in one statement; returns the actions it holds.
- */
-export async function lockBatch(batch: MoneyBatch, operations: MoneyOperation[]): Promise<Set<string>> {
-  const locked = await batch.lock(
-    operations.map((operation) => operation.sender.address),
-    { actions: pgArrayLiteral(operations.map((operation) => operation.actionId)) },
-  );
-  return new Set((locked as string[] | null) ?? []);
-}
-
 export type Facts = {
+  /** The sender's chain view, as read when its first operation of the batch queued. */
+  sender(address: string): SenderView;
   inFlight(sender: string): bigint;
   spent(agentId: string): bigint;
   payouts(agentId: string): { totalTodayUnits: bigint; lastSignedAt: Date | null };
@@ -129,8 +119,8 @@ export const factsStatement = preparedStatement<FactsParam>(
  * transfers one row of transfer_daily_spend, and the payouts a range of the faucet's own index.
  */
 export async function readFacts(
-  tx: Pick<PipelinedTransaction, "run">,
-  operations: MoneyOperation[],
+  run: PipelinedTransaction["run"],
+  operations: readonly MoneyOperation[],
   chain: ChainView,
   now: Date,
 ): Promise<Facts> {
@@ -140,7 +130,7 @@ export async function readFacts(
     return pgArrayLiteral([...new Set(agents.map((operation) => operation.agentId))]);
   };
   const today = startOfUtcDay(now);
-  const [row] = await tx.run(factsStatement, {
+  const [row] = await run(factsStatement, {
     mined: JSON.stringify(mined),
     transferAgents: agentsOf("transfer"),
     day: utcDate(today),
@@ -165,6 +155,7 @@ export async function readFacts(
   // Starts from the chain's balances; payouts signed in this batch are added as they are counted.
   const received = new Map(chain.received);
   return {
+    sender: (address) => chain.senders.get(address)!,
     inFlight: (sender) => inFlight.get(sender) ?? 0n,
     spent: (agentId) => spent.get(agentId) ?? 0n,
     payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null },
@@ -188,29 +179,19 @@ export async function readFacts(
   };
 }
 
-/**
- * The money rows of the store statement: today's date for the transfer spend, and the refused
- * actions to end `failed`; null when the batch neither signed nor refused anything.
- */
-export function moneyStoreValues(
-  operations: MoneyOperation[],
-  signedCount: number,
-  refused: { index: number; refusal: Refusal }[],
-  now: Date,
-): Record<MoneyStoreParam, unknown> | null {
-  if (signedCount === 0 && refused.length === 0) return null;
-  const failures = refused.map(({ index, refusal }) => ({
-    action_id: operations[index]!.actionId,
-    code: refusal.code,
-    message: refusal.message,
-  }));
-  return { day: utcDate(now), failures: JSON.stringify(failures) };
-}
-
-/** Notes why requested actions could not run now; they stay `requested` for a retry. */
-export async function noteRetryable(db: Db, operations: MoneyOperation[], refusal: Refusal): Promise<void> {
-  await db.execute(sql`update agent_actions set error_code = ${refusal.code}, error_message = ${refusal.message},
-      updated_at = now()
-    where action_id = any(${pgArrayLiteral(operations.map((operation) => operation.actionId))}::uuid[])
-      and status = 'requested'`);
+/** The money parameters of the store statement: today's date, the refused, the noted. */
+export function storeValues(ended: {
+  refused: readonly Unsigned<MoneyOperation, Refusal>[];
+  unavailable: readonly Unsigned<MoneyOperation, Refusal>[];
+  now: Date;
+}): Record<"day" | "failures" | "notes", unknown> {
+  const rows = (list: readonly Unsigned<MoneyOperation, Refusal>[]): string =>
+    JSON.stringify(
+      list.map(({ item, refusal }) => ({
+        action_id: item.actionId,
+        code: refusal.code,
+        message: refusal.message,
+      })),
+    );
+  return { day: utcDate(ended.now), failures: rows(ended.refused), notes: rows(ended.unavailable) };
 }

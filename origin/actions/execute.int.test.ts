@@ -143,7 +143,7 @@ describe("money executor batches (real stack)", () => {
 
   it("runs two batches at once without interleaving a sender's nonces: the one sharing a sender signs after the other commits", async () => {
     // Two batches are in flight at once (execute.ts MAX_IN_FLIGHT). Mutation: the batch not locking
-    // its senders' nonce rows (outbox/batch.ts, the lock statement's `senders`) lets the second read
+    // its senders' nonce rows (outbox/submit.ts, the lock statement's `senders`) lets the second read
     // the next nonce the first is about to take: it signs nonce 0 again, and its store fails on the
     // live-nonce rule, so its operations are not signed.
     const shared = await stack.newAgent({ units: 10_000_000n });
@@ -188,7 +188,7 @@ describe("money executor batches (real stack)", () => {
       if (outcome.kind !== "signed") return undefined;
       const [row] = await queryRows<{ nonce: string }>(
         stack.db.handle.db,
-        sql`select nonce::text from outgoing_transactions where tx_hash = ${outcome.lease.txHash}`,
+        sql`select nonce::text from outgoing_transactions where tx_hash = ${outcome.tx.txHash}`,
       );
       return row?.nonce;
     };

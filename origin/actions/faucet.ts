@@ -62,7 +62,7 @@ export function faucetOperation(
     to: wallet,
     valueUnits: payoutUnits,
     readRecipientBalance: true,
-    sign: (params) => services.signer.signFaucet(params),
+    signerOp: "signFaucet",
     signerRefusal: (failure) => signerRefusal(failure, { cooldownMs, now: services.clock.now() }),
     gateWallet: wallet,
     check: (facts) => {

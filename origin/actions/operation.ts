@@ -1,19 +1,14 @@
 /**
- * What the money domain hands the outbox's batch runner (execute.ts): one operation (a faucet
- * payout or a transfer) with its pure checks and its signer call, and what the runner answers.
- * Types only, so the runner, its statements (batch-store.ts) and the handlers share them without
- * importing one another.
+ * What the money domain hands its outbox kind (execute.ts): one operation (a faucet payout or a
+ * transfer) with its pure checks and its signer op, and what the executor answers. Types only, so
+ * the kind, its statements (batch-store.ts) and the handlers share them without importing one
+ * another.
  */
 import type { Refusal } from "../agent-actions/refusal.ts";
 import type { Fees } from "../chain/fees.ts";
 import type { WalletGateRow } from "../funding/gate.ts";
-import type { BroadcastLease, SenderView, TxPurpose } from "../outbox/index.ts";
-import type {
-  SignerFailure,
-  SignerResult,
-  SignTransactionParams,
-  SignTransactionResult,
-} from "../signer/types.ts";
+import type { SenderView, TxPurpose } from "../outbox/index.ts";
+import type { SignerFailure } from "../signer/types.ts";
 
 /** What an operation's checks see, read under the locks, counting earlier operations of its batch. */
 export type CheckFacts = {
@@ -54,7 +49,8 @@ export type MoneyOperation = {
   readRecipientBalance?: boolean;
   /** Null lets the operation go on. */
   check: (facts: CheckFacts) => Refusal | null;
-  sign: (params: SignTransactionParams) => Promise<SignerResult<SignTransactionResult>>;
+  /** The enclave op that signs it: the sender's key, under that op's sealed budget. */
+  signerOp: "signTransfer" | "signFaucet";
   /**
    * Turns the enclave's refusal under its sealed policy into what the agent is told, when it is a
    * decision about this request (a limit, a budget, a cooldown, the key's binding): final for the
@@ -66,7 +62,7 @@ export type MoneyOperation = {
 
 export type ExecuteOutcome =
   /** Signed and stored; the broadcast lane sends it (and the tracker, should that fail). */
-  | { kind: "signed"; lease: BroadcastLease }
+  | { kind: "signed"; tx: { txId: string; txHash: string } }
   /** Refused, a decision about this request; the action is now `failed` with the refusal's code. */
   | { kind: "refused"; refusal: Refusal }
   /**

@@ -56,8 +56,8 @@ async function executeMoneyAction(
   return respondWithAction(c, {
     ...claimed,
     status: "signed",
-    txHash: outcome.lease.txHash,
-    txId: outcome.lease.txId,
+    txHash: outcome.tx.txHash,
+    txId: outcome.tx.txId,
     feeWei: null,
     errorCode: null,
     updatedAt: new Date(),

@@ -78,7 +78,7 @@ export function transferOperation(
     sender: { address: wallet, keyRef: agent.keyRef },
     to,
     valueUnits: amount,
-    sign: (params) => services.signer.signTransfer(params),
+    signerOp: "signTransfer",
     signerRefusal,
     gateWallet: wallet,
     check: (facts) => {

@@ -9,10 +9,11 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { abandonStatement } from "../actions/abandon.ts";
-import { factsStatement, moneyBatchStatements } from "../actions/batch-store.ts";
+import * as moneyBatch from "../actions/batch-store.ts";
 import * as agentActions from "../agent-actions/repository.ts";
 import { OUTBOX_DOMAINS } from "../compose.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
+import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
 import { reservedStatement } from "../x402/reservations.ts";
 import { payerRevertsStatement } from "../x402/revert-guard.ts";
@@ -31,12 +32,12 @@ function originStatements(): AnyStatement[] {
     agentActions.byIdStatement,
     agentActions.byKeysStatement,
     abandonStatement,
-    factsStatement,
-    moneyBatchStatements.lock,
-    moneyBatchStatements.store,
+    moneyBatch.claimStatement,
+    moneyBatch.factsStatement,
+    moneyBatch.storeStatement,
+    lockStatement,
     settle.claimStatement,
-    settle.settleBatchStatements.lock,
-    settle.settleBatchStatements.store,
+    settle.storeStatement,
     reservedStatement,
     payerRevertsStatement,
     submittedStatement,
@@ -57,10 +58,10 @@ function sourceFiles(dir = ""): string[] {
 }
 
 /**
- * Files whose statements' names are composed, and how this test builds them: defineOutboxBatch's
- * from each domain's name (the domains' exports above), the store's from the outbox's followers.
+ * Files whose statements' names are composed, and how this test builds them: defineKindStore's
+ * from each kind's name (the domains' exports above), the store's from the outbox's followers.
  */
-const COMPOSED_NAMES = new Set(["outbox/batch.ts", "outbox/store.ts"]);
+const COMPOSED_NAMES = new Set(["outbox/kind.ts", "outbox/store.ts"]);
 
 /**
  * The statement names the origin's source spells out, by file, and the files that compose names
@@ -77,10 +78,8 @@ function namesInSource(): { named: { file: string; name: string }[]; composedEls
       if (literal) named.push({ file, name: literal[1]! });
       else if (!COMPOSED_NAMES.has(file)) composedElsewhere.push(file);
     }
-    for (const [, domain] of text.matchAll(
-      /\bdefineOutboxBatch(?:<[^>(]*>)?\(\{\s*name:\s*"([a-z0-9_]+)"/g,
-    )) {
-      named.push({ file, name: `${domain}_lock_batch` }, { file, name: `${domain}_store_batch` });
+    for (const [, domain] of text.matchAll(/\bdefineKindStore(?:<[^>(]*>)?\(\{\s*name:\s*"([a-z0-9_]+)"/g)) {
+      named.push({ file, name: `${domain}_store_batch` });
     }
   }
   return { named, composedElsewhere };

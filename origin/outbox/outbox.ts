@@ -12,13 +12,13 @@ import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { SignerClient } from "../signer/types.ts";
-import { type OutboxBatch, type OutboxBatchStatements, runOutboxBatch } from "./batch.ts";
 import { readSenderViews } from "./chain-reads.ts";
 import type { TxFollower } from "./followers.ts";
 import type { ReceiptOutcome, SenderView } from "./intent.ts";
-import { createBroadcastLane, type LaneOutcome } from "./lane.ts";
+import { createBroadcastLane } from "./lane.ts";
 import { bookkeep, waitForReceipt } from "./receipts.ts";
 import { createOutboxStore } from "./store.ts";
+import { createSubmit, type KindSigner, type SentTransaction, type Submit } from "./submit.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "./tracker.ts";
 import type { TrackerHooks } from "./tracker-hooks.ts";
 
@@ -29,8 +29,8 @@ export type OutboxDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
   logger: Logger;
-  /** The enclave, for fillers only: a domain's signatures are its own batch's. */
-  signer: Pick<SignerClient, "signFiller">;
+  /** The enclave: the ops the kinds' signing requests name, and fillers'. */
+  signer: KindSigner & Pick<SignerClient, "signFiller">;
   fees: FeeOracle;
   /** The service's own senders by lowercase address (the treasury, the settler), for fillers. */
   serviceKeys: ReadonlyMap<string, string>;
@@ -41,42 +41,29 @@ export type OutboxDeps = {
   tracker?: TxTrackerOptions | undefined;
 };
 
-/** A transaction a batch stored and handed to the lane. */
-export type SentTransaction = { txId: string; txHash: string; broadcast: Promise<LaneOutcome> };
-
 export type Outbox = {
   /**
-   * Runs one batch of a domain (batch.ts): its claim, the senders' nonce rows locked, the
-   * signatures in nonce order, what was signed stored with the domain's rows, the commit, then the
-   * broadcasts on the node's lane.
+   * Runs an item of a kind (kind.ts) through the outbox's one path (submit.ts), batched with what
+   * arrives together: its claim, the senders' nonce rows locked, its checks, its signature in
+   * nonce order, what was signed stored with the kind's rows, the commit, then the broadcast on
+   * the node's lane. Resolves with what became of it.
    */
-  batch<Item, ClaimParam extends string, StoreParam extends string, Result>(
-    statements: OutboxBatchStatements<ClaimParam, StoreParam>,
-    body: (batch: OutboxBatch<Item, ClaimParam, StoreParam>) => Promise<Result>,
-  ): Promise<Result>;
+  submit: Submit;
   /**
    * The receipt of a sent transaction: the one read right after its broadcast, or else waited for
    * until `timeoutMs` and recorded (with its followers); undefined when the chain had none by then,
    * and the tracker follows it.
    */
   receipt(sent: SentTransaction, options: { timeoutMs: number }): Promise<ReceiptOutcome | undefined>;
-  /**
-   * A sender's view of the chain (its mined nonce and balance), read in one JSON-RPC batch with the
-   * others asked for meanwhile; undefined when the chain did not say. A domain asks as an item
-   * queues, so the read overlaps the wait for its batch instead of opening it.
-   */
-  senderView(address: string): Promise<SenderView | undefined>;
-  /** Resolves once the lane has room for more signed transactions (a chain slower than signing). */
-  room(): Promise<void>;
   /** Resolves once nothing is queued, on its way to the chain or being recorded (a drain). */
   idle(): Promise<void>;
   /** Follows what is in flight to its end; its worker starts with the money capability's. */
   tracker: TxTracker;
 };
 
-/** Senders whose views one JSON-RPC batch reads: a domain batch's worth (actions/execute.ts MAX_BATCH). */
+/** Senders whose views one JSON-RPC batch reads: a batch's worth (actions/execute.ts). */
 const SENDER_VIEWS_PER_READ = 64;
-/** Reads on their way at once: as many as a domain's batches (actions/execute.ts MAX_IN_FLIGHT). */
+/** Reads on their way at once: as many as money's batches (actions/execute.ts). */
 const SENDER_VIEW_READS_IN_FLIGHT = 2;
 
 export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
@@ -103,14 +90,23 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
     context: "outbox broadcast",
     maxWaiting: deps.maxWaiting,
   });
-  const batchDeps = { db, lane, leaseMs: deps.leaseMs };
-  const senderViews = createBatcher<string, SenderView | undefined>(
+  // A sender's view of the chain (its mined nonce and balance), read in one JSON-RPC batch with
+  // the others asked for meanwhile; undefined when the chain did not say.
+  const senderView = createBatcher<string, SenderView | undefined>(
     (addresses) => readSenderViews(rpc, addresses),
     { maxBatch: SENDER_VIEWS_PER_READ, maxInFlight: SENDER_VIEW_READS_IN_FLIGHT },
   );
   return {
-    senderView: (address) => senderViews(address),
-    batch: (statements, body) => runOutboxBatch(batchDeps, statements, body),
+    submit: createSubmit({
+      db,
+      rpc,
+      logger,
+      signer: deps.signer,
+      fees: deps.fees,
+      lane,
+      leaseMs: deps.leaseMs,
+      senderView,
+    }),
     async receipt(sent, options) {
       const read = await (await sent.broadcast).receipt;
       if (read) return read;
@@ -122,7 +118,6 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
       );
       return receipt;
     },
-    room: () => lane.room(),
     idle: () => lane.idle(),
     tracker,
   };

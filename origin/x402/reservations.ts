@@ -31,7 +31,7 @@ export type ReservedUnitsParams = {
 
 type ReservedParam = "payers" | "openAfter" | "excludeIds" | "balanceBlock";
 
-// In the settle batch's pipelined transaction (outbox/batch.ts), so a named statement.
+// In the settle batch's pipelined transaction (outbox/submit.ts), so a named statement.
 export const reservedStatement = preparedStatement<ReservedParam>(
   "x402_reserved_units",
   sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash

@@ -1,23 +1,23 @@
 /**
- * Settlement of verified x402 payments, safe under concurrency and crashes.
- * Payments that arrive together settle as one batch (one at a time per origin), in one database
- * transaction:
+ * Settlement of verified x402 payments, safe under concurrency and crashes: x402's kind of the
+ * outbox (outbox/kind.ts), which runs it (outbox/submit.ts). Payments that arrive together settle
+ * as one batch (one at a time per origin), in one database transaction:
  *   1. each (from, nonce) is claimed (a row of x402_settlements, unique on the pair), so N
  *      concurrent settles of one payment make one transaction; the others are told of it. A
  *      concurrent claim of the same pair by another origin waits for this transaction and then
- *      finds it taken. Meanwhile one JSON-RPC batch reads the settler's mined nonce, the block
- *      number and each payment's facts (verification's last checks: authorization unused, balance
- *      enough); a claim the facts or the validity window refuse is released;
- *   2. the settler's nonce row is locked (outbox/batch.ts), so every batch that signed before
- *      this one has committed, whichever origin ran it; each payer's balance must then cover its
- *      payment plus what its other settlements not yet in that balance hold (reservations.ts) and
- *      its payments earlier in this batch. The claims left are signed with the next nonces, all at
- *      once; the signed transactions are stored with their claims in one statement, and the
- *      transaction commits before anything is broadcast;
+ *      finds it taken. With the claim, the settler's nonce row is locked, so every batch that
+ *      signed before this one has committed, whichever origin ran it. Meanwhile one JSON-RPC batch
+ *      reads the settler's mined nonce, the block number and each payment's facts
+ *      (verification's last checks: authorization unused, balance enough);
+ *   2. each payment must still be inside its validity window, and its payer's balance must cover
+ *      it plus what its other settlements not yet in that balance hold (reservations.ts) and its
+ *      payments earlier in this batch; a claim refused is released. The claims left are signed
+ *      with the next nonces, all at once; the signed transactions are stored with their claims in
+ *      one statement, and the transaction commits before anything is broadcast;
  *   3. the batch goes to the node's broadcast lane (outbox/lane.ts, shared with money), which
  *      broadcasts it in one JSON-RPC batch and reads the receipts in another (a node that mines on
- *      arrival, as the devnet does, has them at once) while the next batch starts; a settle whose
- *      receipt is not in yet polls for it until its deadline.
+ *      arrival, as the devnet does, has them at once); the next batch starts once the chain has
+ *      taken this one's, and a settle whose receipt is not in yet waits for it until its deadline.
  * A crash before the commit leaves nothing: no claim, nothing signed that escaped. A crash after
  * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
  * settlement with its receipt (outbox/store.ts recordMined). Round trips between processes are what a
@@ -33,7 +33,7 @@
  *   - `from` the operator pool: verify.ts checkPayment (payerNotAllowed), and the enclave;
  *   - not yet valid (block time <= validAfter) and expired (block time >= validBefore): the
  *     window must hold AGENT_X402_VALIDITY_MARGIN_SECONDS on both sides of now, checked when the
- *     payment arrives and again here just before signing (verify.ts windowRefusal);
+ *     payment arrives and again here, in the batch that signs it (verify.ts windowRefusal);
  *   - the authorization used: authorizationState on chain (step 1) and the claim (unique pair);
  *   - the signature (length, high S, v, the signer): checkPayment takes 65 bytes, low S only, and
  *     recovers `from` with v of 0, 1, 27 or 28, which the enclave's calldata carries as 27 or 28;
@@ -47,25 +47,17 @@
 
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { CAIP2_NETWORK, CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { CAIP2_NETWORK, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { ethBlockNumber, ethGetTransactionCount } from "../chain/eth-calls.ts";
 import type { FeeOracle } from "../chain/fees.ts";
 import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
-import {
-  defineOutboxBatch,
-  type Outbox,
-  type OutboxBatch,
-  type ReceiptOutcome,
-  type SentTransaction,
-} from "../outbox/index.ts";
-import type { SignerClient } from "../signer/types.ts";
+import { defineKindStore, type Outbox, type OutboxKind, type ReceiptOutcome } from "../outbox/index.ts";
 import { canonicalJson } from "./canonical-json.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
@@ -80,8 +72,6 @@ const CLAIM_LEASE_SECONDS = 30;
 /** How often a repeated presentation looks at what the earlier one came to. */
 const POLL_MS = 50;
 const MAX_BATCH = 64;
-/** One settle batch at a time, up to its broadcast (see createSettler). */
-const MAX_IN_FLIGHT = 1;
 
 /** x402's settle answer (`@x402/core` SettleResponse), as PAYMENT-RESPONSE and /settle carry it. */
 export type SettleResponse = {
@@ -116,8 +106,6 @@ export type SettlementPayment = {
 export type SettlerDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
-  /** The one enclave op a settler needs. */
-  signer: Pick<SignerClient, "signSettlement">;
   fees: FeeOracle;
   logger: Logger;
   settler: { address: string; keyRef: string };
@@ -125,8 +113,8 @@ export type SettlerDeps = {
   now: () => Date;
   /** AGENT_X402_VALIDITY_MARGIN_SECONDS. */
   validityMarginSeconds: number;
-  /** The node's outbox (outbox/outbox.ts), shared with money: batches, broadcasts, receipts. */
-  outbox: Pick<Outbox, "batch" | "receipt">;
+  /** The node's outbox (outbox/outbox.ts), shared with money: it runs the kind, and waits for receipts. */
+  outbox: Pick<Outbox, "submit" | "receipt">;
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
 };
@@ -135,28 +123,8 @@ export type Settler = {
   settle(payment: SettlementPayment): Promise<SettleOutcome>;
 };
 
-/** What the batch did with one payment. */
-type BatchOutcome =
-  /** Another presentation (here or in another origin) holds this payment. */
-  | { kind: "duplicate" }
-  /** The chain's facts or the validity window refuse it; its claim was released. */
-  | { kind: "invalid"; reason: X402Reason }
-  /** Nothing was signed (the chain or the signer could not be used); the claim was released. */
-  | { kind: "unsigned"; reason: X402Reason }
-  /** Signed, stored and handed to the broadcast lane. */
-  | { kind: "sent"; sent: SentTransaction };
-
 export function createSettler(deps: SettlerDeps): Settler {
-  // One batch at a time, up to its broadcast (its receipts are read and recorded while the next
-  // one starts): the next gathers every payment that arrives meanwhile. Fewer, larger
-  // batches cost the processes less per payment than two at once (bench:x402 measured CPU per
-  // payment in origin, Postgres and enclave 10 to 15 % lower), and on a busy machine that is what
-  // the latency follows. One at a time also sends the settler's nonces in order.
-  const settleBatch = createBatcher<SettlementPayment, BatchOutcome>((items) => claimSignStore(deps, items), {
-    maxBatch: MAX_BATCH,
-    maxInFlight: MAX_IN_FLIGHT,
-  });
-
+  const kind = settleKind(deps);
   const respond = (payer: string, transaction: string, reason?: X402Reason): SettleResponse => ({
     success: reason === undefined,
     ...(reason ? { errorReason: reason } : {}),
@@ -168,12 +136,13 @@ export function createSettler(deps: SettlerDeps): Settler {
   return {
     async settle(payment) {
       const payer = payment.authorization.from;
-      const outcome = await settleBatch(payment);
-      if (outcome.kind === "duplicate") return earlier(deps, payment, respond);
-      if (outcome.kind === "invalid")
-        return { kind: "invalid", response: respond(payer, "", outcome.reason) };
-      if (outcome.kind === "unsigned")
-        return { kind: "failed", response: respond(payer, "", outcome.reason) };
+      const outcome = await deps.outbox.submit(kind, payment);
+      // Another presentation (here or in another origin) holds this payment.
+      if (outcome.kind === "unclaimed") return earlier(deps, payment, respond);
+      if (outcome.kind === "refused")
+        return { kind: "invalid", response: respond(payer, "", outcome.refusal) };
+      if (outcome.kind === "unavailable")
+        return { kind: "failed", response: respond(payer, "", outcome.refusal) };
       const { txHash } = outcome.sent;
       // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): an
       // answer without its receipt names it as pending.
@@ -247,15 +216,14 @@ async function earlier(
 }
 
 /**
- * The settle batch's rows in the outbox's store statement (outbox/batch.ts composes and names it):
- * the claims pointed at their stored transactions, and the claims nothing was signed for removed
- * (so the payment can be presented again). The claim is its own statement, before the settler's
- * nonce row is locked (see claimSignStore).
+ * The settle batch's rows in the outbox's store statement (outbox/kind.ts defineKindStore): the
+ * claims pointed at their stored transactions, and the claims nothing was signed for removed (so
+ * the payment can be presented again).
  */
-export const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
+export const storeStatement = defineKindStore<"unsigned">({
   name: "x402_settle",
   signedColumns: sql`id uuid`,
-  store: [
+  ctes: [
     {
       name: "claims",
       sql: sql`update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce, updated_at = now()
@@ -270,151 +238,116 @@ export const settleBatchStatements = defineOutboxBatch<never, "unsigned">({
   ],
 });
 
-type SettleBatch = OutboxBatch<Claim, never, "unsigned">;
+/** What a batch read from the chain: the latest block number when the balances were read (or a block before), and each payment's facts. */
+type SettleChain = { blockNumber: bigint; facts: Map<SettlementPayment, PayerFacts | undefined> };
 
-/** The store statement's values: the claims nothing was signed for, released. */
-function released(claims: Claim[]): { unsigned: string } {
-  return { unsigned: pgArrayLiteral(claims.map((claim) => claim.id)) };
-}
+/** What the checks read: the chain's facts, and what each payer's other settlements hold (reservations.ts), counted on as the batch signs. */
+type SettleFacts = { chain: SettleChain; reserved: Map<string, bigint> };
 
-/**
- * One outbox batch (outbox/batch.ts) claims the payments (while the chain says its fees, the
- * settler's mined nonce, the block number and the payments' facts), locks the settler's nonce row,
- * keeps what the window, the facts and the payers' balances allow, signs it with the next nonces
- * and stores it; once it has committed, the broadcast lane sends it. Resolves once the chain has
- * taken the batch's transactions (the next batch's nonces follow these), with their receipts still
- * being read and recorded.
- */
-async function claimSignStore(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchOutcome[]> {
-  const outcomes: BatchOutcome[] = payments.map(() => ({ kind: "duplicate" }));
-  // Nothing claimed, nothing signed: the same payment presented again can still settle.
-  const unavailable = { kind: "unsigned", reason: X402_REASONS.unexpectedSettleError } as const;
-  // The chain is read while the payments are claimed: a round trip to a busy node costs about
-  // what the claim does, and the nonce row's lock, taken after both, orders batches. The claims
-  // are made even when the chain is out of reach, so a payment presented again is still told of
-  // its earlier presentation.
-  const quoted = deps.fees.quote(SETTLEMENT_GAS);
-  const chainRead = readBatchChain(deps, payments);
-  const stored = await deps.outbox.batch(settleBatchStatements, async (batch: SettleBatch) => {
-    const claims = await claimAll(batch, payments);
-    if (claims.length === 0) return [];
-    const [quote, chain] = await Promise.all([quoted, chainRead]);
-    if (!quote.ok || chain.minedNonce === undefined || chain.blockNumber === undefined) {
-      // The claims are released; the others stay duplicates: an earlier presentation holds them,
-      // whatever the chain says.
-      for (const claim of claims) outcomes[claim.index] = unavailable;
-      return batch.store(released(claims));
-    }
-    const fees = quote.value;
-    const refused: Claim[] = [];
-    const refuse = (claim: Claim, reason: X402Reason): void => {
-      outcomes[claim.index] = { kind: "invalid", reason };
-      refused.push(claim);
-    };
-    // The window again, at the time of signing: a payment may have waited for this batch.
-    const nowSeconds = unixSeconds(deps.now());
-    const marginSeconds = BigInt(deps.validityMarginSeconds);
-    const candidates: Claim[] = [];
-    for (const claim of claims) {
-      const { authorization } = claim.payment;
-      const refusal =
-        windowRefusal(authorization, nowSeconds, marginSeconds) ??
-        factsRefusal(chain.facts[claim.index], authorization);
-      if (refusal) refuse(claim, refusal);
-      else candidates.push(claim);
-    }
-    if (candidates.length === 0) return batch.store(released(refused));
-    const locked = batch.lock([deps.settler.address], {});
-    locked.catch(() => {}); // awaited below; a failed lock fails the reservation read behind it too
-    // Under the nonce row's lock, so no other batch signs for these payers meanwhile: the read goes
-    // out behind the lock in the same round trip, and Postgres starts it once the lock is granted.
-    const reserved = await reservedUnits(batch.run, deps.rpc, {
-      payers: [...new Set(candidates.map((claim) => claim.payment.authorization.from))],
-      excludeIds: claims.map((claim) => claim.id),
-      balanceBlock: chain.blockNumber,
-      openAfterSeconds: nowSeconds - marginSeconds,
-    });
-    await locked;
-    const unsigned: Claim[] = [];
-    await batch.sign(deps.settler.address, chain.minedNonce, candidates, {
-      // The settler's key counts no budget per signature: the whole batch is signed at once.
-      window: candidates.length,
-      admit(claim) {
-        const { authorization } = claim.payment;
-        const held = reserved.get(authorization.from) ?? 0n;
-        const refusal = factsRefusal(chain.facts[claim.index], authorization, held * WEI_PER_UNIT);
-        if (refusal) {
-          refuse(claim, refusal);
-          return false;
-        }
-        reserved.set(authorization.from, held + authorization.value);
-        return true;
-      },
-      sign: (claim, nonce) =>
-        deps.signer.signSettlement({
-          keyRef: deps.settler.keyRef,
-          chainId: CHAIN_ID,
-          authorization: claim.payment.authorization,
-          signature: claim.payment.signature,
-          nonce,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-          gasLimit: fees.gasLimit,
-        }),
-      signed: () => {},
-      intent: (claim) => ({
-        purpose: "settlement",
-        maxCostWei: fees.gasLimit * fees.maxFeePerGas,
-        row: { id: claim.id },
+/** x402's kind: settlements, signed by the settler's key, which pays their gas. */
+function settleKind(deps: SettlerDeps): OutboxKind<SettlementPayment, SettleChain, SettleFacts, X402Reason> {
+  const marginSeconds = BigInt(deps.validityMarginSeconds);
+  return {
+    name: "x402_settle",
+    purpose: () => "settlement",
+    // One batch at a time, up to its broadcast (its receipts are read and recorded while the next
+    // one starts): the next gathers every payment that arrives meanwhile. Fewer, larger batches
+    // cost the processes less per payment than two at once (bench:x402 measured CPU per payment
+    // in origin, Postgres and enclave 10 to 15 % lower), and on a busy machine that is what the
+    // latency follows. One at a time also sends the settler's nonces in order.
+    batching: { maxBatch: MAX_BATCH, maxInFlight: 1, untilBroadcast: true },
+    gasLimit: SETTLEMENT_GAS,
+    // The settler's key counts no budget per signature: the whole batch is signed at once.
+    window: Number.POSITIVE_INFINITY,
+    now: deps.now,
+    sender: () => deps.settler.address,
+    readsSenderViews: false,
+    claim: {
+      key: (payment) => claimKey(payment.authorization.from, payment.authorization.nonce),
+      statement: claimStatement,
+      values: (payments) => ({ claims: JSON.stringify(payments.map(claimRow)) }),
+    },
+    chain: (rpc, batch) => readBatchChain(rpc, deps.settler.address, batch.items),
+    async facts({ run, rpc }, batch) {
+      const claimed = await batch.claimed;
+      // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
+      const reserved = await reservedUnits(run, rpc, {
+        payers: [...new Set(claimed.map(({ item }) => item.authorization.from))],
+        excludeIds: claimed.map((claim) => claim.id),
+        balanceBlock: batch.chain.blockNumber,
+        openAfterSeconds: unixSeconds(batch.now) - marginSeconds,
+      });
+      return { chain: batch.chain, reserved };
+    },
+    check(payment, facts, at) {
+      const { authorization } = payment;
+      const held = facts.reserved.get(authorization.from) ?? 0n;
+      // The window again, at the time of signing: a payment may have waited for this batch.
+      return (
+        windowRefusal(authorization, unixSeconds(at.now), marginSeconds) ??
+        factsRefusal(facts.chain.facts.get(payment), authorization, held * WEI_PER_UNIT)
+      );
+    },
+    count({ authorization }, facts) {
+      facts.reserved.set(
+        authorization.from,
+        (facts.reserved.get(authorization.from) ?? 0n) + authorization.value,
+      );
+    },
+    signing: ({ authorization, signature }) => ({
+      op: "signSettlement",
+      keyRef: deps.settler.keyRef,
+      authorization,
+      signature,
+    }),
+    // Nothing claimed, nothing signed: the same payment presented again can still settle.
+    unsigned: () => ({ final: false, refusal: X402_REASONS.unexpectedSettleError }),
+    chainDown: () => X402_REASONS.unexpectedSettleError,
+    store: {
+      statement: storeStatement,
+      row: ({ id }) => ({ id }),
+      values: ({ refused, unavailable }) => ({
+        unsigned: pgArrayLiteral([...refused, ...unavailable].map((claim) => claim.id)),
       }),
-      unsigned(claim, failure) {
-        deps.logger.warn({ code: failure.code, class: failure.class }, "enclave refused a settlement");
-        outcomes[claim.index] = unavailable;
-        unsigned.push(claim);
-      },
-    });
-    return batch.store(released([...refused, ...unsigned]));
-  });
-  // One batch at a time up to its broadcast: the next one starts once the chain has taken this one.
-  await Promise.all(stored.map((item) => item.broadcast));
-  for (const { item, lease, broadcast } of stored) {
-    outcomes[item.index] = { kind: "sent", sent: { txId: lease.txId, txHash: lease.txHash, broadcast } };
-  }
-  return outcomes;
+    },
+  };
 }
-
-type Claim = { index: number; id: string; payment: SettlementPayment };
-
-/**
- * What a batch reads from the chain: the settler's mined nonce, the latest block number when the
- * balances were read (or a block before), and each payment's facts.
- */
-type BatchChain = {
-  minedNonce: bigint | undefined;
-  blockNumber: bigint | undefined;
-  facts: Array<PayerFacts | undefined>;
-};
 
 /**
  * One JSON-RPC batch, the settler's nonce first, then the block number, then the facts: a node
  * answers a batch's calls in order (geth one by one, the devnet starting each in turn), so the
- * balances are of that block or a later one. Undefined parts when the chain did not say.
+ * balances are of that block or a later one. Undefined when the chain did not say the nonce or the
+ * block (a payment's facts it did not say refuse that payment alone).
  */
-async function readBatchChain(deps: SettlerDeps, payments: SettlementPayment[]): Promise<BatchChain> {
-  const [nonce, block, facts] = await sendRpcBatch(deps.rpc, [
-    ethGetTransactionCount(deps.settler.address),
+async function readBatchChain(
+  rpc: JsonRpcUpstream,
+  settler: string,
+  payments: readonly SettlementPayment[],
+): Promise<{ minedNonces: Map<string, bigint>; chain: SettleChain } | undefined> {
+  const [nonce, block, facts] = await sendRpcBatch(rpc, [
+    ethGetTransactionCount(settler),
     ethBlockNumber(),
     payments.map(({ authorization }) =>
       payerFactsCalls({ payer: authorization.from as Hex, nonce: authorization.nonce }),
     ),
   ]);
+  if (!nonce.ok || !block.ok) return undefined;
   return {
-    minedNonce: nonce.ok ? nonce.value : undefined,
-    blockNumber: block.ok ? block.value : undefined,
-    facts: facts.map(payerFactsOf),
+    minedNonces: new Map([[settler, nonce.value]]),
+    chain: {
+      blockNumber: block.value,
+      facts: new Map(payments.map((payment, index) => [payment, payerFactsOf(facts[index]!)])),
+    },
   };
 }
 
+/**
+ * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
+ * the batch (the outbox hands only those), unless another presentation holds it already (a
+ * committed claim, or one of another origin's open transaction, which this waits for). A claim
+ * abandoned before anything was signed is taken over. Rows go in (payer, nonce) order, so two
+ * batches never wait on each other in a cycle.
+ */
 export const claimStatement = preparedStatement<"claims">(
   "x402_claim_batch",
   sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
@@ -429,44 +362,21 @@ export const claimStatement = preparedStatement<"claims">(
         set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
-      returning id, payer, nonce`,
-).returns({ id: "uuid", payer: "text", nonce: "text" });
+      returning lower(payer) || ':' || lower(nonce) as key, id::text as id`,
+).returns({ key: "text", id: "text" });
 
-/**
- * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
- * the batch, unless another presentation holds it already (a committed claim, or one of another
- * origin's open transaction, which this waits for). A claim abandoned before anything was signed
- * is taken over. Rows go in (payer, nonce) order, so two batches never wait on each other in a cycle.
- */
-async function claimAll(batch: SettleBatch, payments: SettlementPayment[]): Promise<Claim[]> {
-  const first = new Map<string, number>();
-  payments.forEach((payment, index) => {
-    const key = claimKey(payment.authorization.from, payment.authorization.nonce);
-    if (!first.has(key)) first.set(key, index);
-  });
-  const rows = [...first.values()].map((index) => {
-    const { authorization: a, requirement, payload, signature } = payments[index]!;
-    return {
-      payer: a.from,
-      nonce: a.nonce,
-      pay_to: a.to,
-      amount_units: a.value.toString(),
-      requirement_hash: sha256(requirement),
-      payload_hash: sha256(payload),
-      valid_after: a.validAfter.toString(),
-      valid_before: a.validBefore.toString(),
-      signature,
-    };
-  });
-  const claimed = await batch.run(claimStatement, {
-    claims: JSON.stringify(rows),
-  });
-  return claimed
-    .map((row) => {
-      const index = first.get(claimKey(row.payer, row.nonce))!;
-      return { index, id: row.id, payment: payments[index]! };
-    })
-    .sort((a, b) => a.index - b.index);
+function claimRow({ authorization: a, requirement, payload, signature }: SettlementPayment) {
+  return {
+    payer: a.from,
+    nonce: a.nonce,
+    pay_to: a.to,
+    amount_units: a.value.toString(),
+    requirement_hash: sha256(requirement),
+    payload_hash: sha256(payload),
+    valid_after: a.validAfter.toString(),
+    valid_before: a.validBefore.toString(),
+    signature,
+  };
 }
 
 function claimKey(payer: string, nonce: string): string {

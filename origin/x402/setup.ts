@@ -10,7 +10,7 @@ import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Outbox } from "../outbox/index.ts";
-import type { GetPolicyResult, SignerClient } from "../signer/types.ts";
+import type { GetPolicyResult } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
 import { createSettler, type Settler } from "./settle.ts";
 
@@ -73,7 +73,6 @@ export function buildX402Runtime(params: {
   money: { fees: FeeOracle; operatorPool: string; outbox: Outbox } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
-  signer: Pick<SignerClient, "signSettlement">;
   logger: Logger;
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;
@@ -89,7 +88,6 @@ export function buildX402Runtime(params: {
     settler: createSettler({
       db: params.db,
       rpc,
-      signer: params.signer,
       fees: money.fees,
       logger: params.logger,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
