@@ -6,6 +6,7 @@
  */
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { storedActionColumns } from "../agent-actions/repository.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import { pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
@@ -32,6 +33,8 @@ export const claimStatement = preparedStatement<"actions">(
  */
 export const storeStatement = defineKindStore<"day" | "failures" | "notes">({
   name: "money",
+  // The 202 is this row: what was stored, as GET /actions/{id} reads it.
+  answer: "actions",
   signedColumns: sql`action_id uuid, agent_id uuid, cost_units numeric`,
   ctes: [
     {
@@ -39,7 +42,8 @@ export const storeStatement = defineKindStore<"day" | "failures" | "notes">({
       sql: sql`update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
           cost_units = s.cost_units, signed_at = now(), error_code = null, error_message = null, updated_at = now()
         from signed s join stored st on st.tx_hash = s.tx_hash
-        where a.action_id = s.action_id and a.status = 'requested'`,
+        where a.action_id = s.action_id and a.status = 'requested'
+        returning ${storedActionColumns}`,
     },
     {
       name: "spend",

@@ -21,6 +21,7 @@
  */
 import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { storedAction } from "../agent-actions/repository.ts";
 import { ethGetBalance } from "../chain/eth-calls.ts";
 import type { FeeOracle, FeeQuote, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
@@ -72,7 +73,7 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
   return {
     async execute(operation): Promise<ExecuteOutcome> {
       const outcome = await deps.outbox.submit(kind, operation);
-      if (outcome.kind === "sent") return { kind: "signed", tx: outcome.sent };
+      if (outcome.kind === "sent") return { kind: "signed", action: storedAction(outcome.stored) };
       return outcome.kind === "unclaimed" ? { kind: "busy" } : outcome;
     },
   };

@@ -5,6 +5,7 @@
  * another.
  */
 import type { Refusal } from "../agent-actions/refusal.ts";
+import type { ActionRow } from "../agent-actions/repository.ts";
 import type { Fees } from "../chain/fees.ts";
 import type { WalletGateRow } from "../funding/gate.ts";
 import type { SenderView, TxPurpose } from "../outbox/index.ts";
@@ -61,8 +62,11 @@ export type MoneyOperation = {
 };
 
 export type ExecuteOutcome =
-  /** Signed and stored; the broadcast lane sends it (and the tracker, should that fail). */
-  | { kind: "signed"; tx: { txId: string; txHash: string } }
+  /**
+   * Signed and stored, the action as the statement that stored it returned it; the broadcast lane
+   * sends it (and the tracker, should that fail).
+   */
+  | { kind: "signed"; action: ActionRow }
   /** Refused, a decision about this request; the action is now `failed` with the refusal's code. */
   | { kind: "refused"; refusal: Refusal }
   /**

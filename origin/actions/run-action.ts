@@ -50,18 +50,10 @@ async function executeMoneyAction(
     if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
     return respondWithStoredAction(c, current);
   }
-  // What this request did, without reading it back (the executor answers once it is recorded):
-  // `signed` (202), the transaction stored and on its way to the chain (actions/execute.ts).
-  // GET /actions/{id} follows it to `confirmed`.
-  return respondWithAction(c, {
-    ...claimed,
-    status: "signed",
-    txHash: outcome.tx.txHash,
-    txId: outcome.tx.txId,
-    feeWei: null,
-    errorCode: null,
-    updatedAt: new Date(),
-  });
+  // `signed` (202), as the statement that stored the transaction returned the action: the
+  // transaction on its way to the chain (actions/execute.ts). GET /actions/{id} follows it to
+  // `confirmed`.
+  return respondWithAction(c, outcome.action);
 }
 
 /** The stored action, or the refusal it ended with: a repeat never reads as a success. */

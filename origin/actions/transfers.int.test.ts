@@ -52,6 +52,14 @@ describe("transfers (real stack)", () => {
       tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
       fee_wei: null,
     });
+    // The 202 is the row as the statement that stored the transaction returned it: its
+    // updated_at is that statement's clock, which it wrote as signed_at too, not the time the
+    // answer was built.
+    const [stored] = await queryRows<{ signed_at: Date }>(
+      stack.db.handle.db,
+      sql`select signed_at from agent_actions where action_id = ${accepted.action_id}`,
+    );
+    expect(accepted.updated_at).toBe(new Date(stored!.signed_at).toISOString());
     const done = await calls.settled(accepted.action_id);
     const { updated_at: _answeredAt, ...sameFields } = accepted;
     expect(done).toMatchObject({ ...sameFields, status: "confirmed", fee_wei: expect.any(String) });

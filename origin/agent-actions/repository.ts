@@ -7,7 +7,13 @@ import { type SQL, sql } from "drizzle-orm";
 import type { ActionStatus } from "../../shared/gateway-schemas.ts";
 import { createBatcher } from "../db/batcher.ts";
 import { type Db, toDate } from "../db/client.ts";
-import { type PreparedStatement, preparedStatement, runPrepared, textOf } from "../db/prepared.ts";
+import {
+  type PreparedStatement,
+  preparedStatement,
+  type RowOf,
+  runPrepared,
+  textOf,
+} from "../db/prepared.ts";
 
 /** `filler`: a filler the service signed from the agent's wallet in place of a stuck transaction (outbox/fillers.ts). */
 export type ActionKind = "faucet" | "transfer" | "x402" | "filler";
@@ -175,6 +181,14 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
         a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.created_at, a.updated_at
       from ${source} left join outgoing_transactions t on t.tx_id = a.tx_id ${where}`;
 
+/**
+ * The same columns, of an action a statement has just written as `a`, for its RETURNING: the
+ * answer of the request that wrote it (a signed action has no fee yet).
+ */
+export const storedActionColumns = sql`a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash,
+  a.status, a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, null::text as fee_wei, a.signed_payload,
+  a.error_code, a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.created_at, a.updated_at`;
+
 /** The columns selectAction returns. */
 const actionColumns = {
   action_id: "uuid",
@@ -221,7 +235,21 @@ async function selectActions<P extends string>(
   values: Record<P, unknown>,
 ): Promise<ActionRow[]> {
   const rows = await runPrepared(db, statement, values);
-  return rows.map((row) => ({
+  return rows.map(actionOf);
+}
+
+type ActionColumnsRow = RowOf<typeof actionColumns>;
+
+/**
+ * An action from the row a statement returned with storedActionColumns, as JSON (the outbox's store
+ * statement returns its answer so: its timestamps are strings).
+ */
+export function storedAction(json: unknown): ActionRow {
+  return actionOf(json as ActionColumnsRow);
+}
+
+function actionOf(row: ActionColumnsRow): ActionRow {
+  return {
     actionId: row.action_id,
     agentId: row.agent_id,
     kind: row.kind,
@@ -240,5 +268,5 @@ async function selectActions<P extends string>(
     replacedByActionId: row.replaced_by_action_id,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
-  }));
+  };
 }

@@ -14,7 +14,7 @@ import { sql } from "drizzle-orm";
 import type { FeeQuote, Fees } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
-import { type PreparedStatement, preparedStatement } from "../db/prepared.ts";
+import { jsonOf, type PreparedStatement, preparedStatement } from "../db/prepared.ts";
 import type { SignerFailure, SignSettlementParams, SignTransactionParams } from "../signer/types.ts";
 import type { SenderView, TxPurpose } from "./intent.ts";
 
@@ -40,8 +40,13 @@ export type CheckAt = { fees: Fees; now: Date; costWei: bigint };
 
 /** The columns a claim statement returns for each item it claimed. */
 type ClaimColumns = { key: "text"; id: "text" };
-/** The columns a store statement returns: each stored transaction's id. */
-type StoreColumns = { tx_hash: "text"; tx_id: "uuid" };
+/** The columns a store statement returns: each stored transaction's id, and the kind's answer row. */
+const storeColumns = {
+  tx_hash: "text",
+  tx_id: "uuid",
+  answer: jsonOf<unknown>({ nullable: true }),
+} as const;
+type StoreColumns = typeof storeColumns;
 
 export type OutboxKind<Item, Chain, Facts, Refusal> = {
   /** Names its statements (`<name>_store_batch`) and its log lines; lowercase letters and underscores. */
@@ -124,13 +129,19 @@ export type OutboxKind<Item, Chain, Facts, Refusal> = {
  * `<name>_store_batch`: the signed transactions (with the domain's `signedColumns`) in `signed`,
  * stored with broadcast leases that run from this statement's clock; the senders' next nonces
  * moved past them (never back: a filler's nonce is behind); and the domain's CTEs, each a
- * data-modifying one reading `signed` and `stored` (tx_id, tx_hash of each stored one).
+ * data-modifying one reading `signed` and `stored` (tx_id, tx_hash of each stored one). `answer`
+ * names the CTE whose returned row (with its `tx_hash`) is each stored transaction's answer, so a
+ * domain answers its caller from what it stored, not from what it meant to store.
  */
 export function defineKindStore<StoreParam extends string = never>(domain: {
   name: string;
   signedColumns: SQL;
   ctes: ReadonlyArray<{ name: string; sql: SQL }>;
+  answer?: string;
 }): PreparedStatement<"signed" | "leaseSeconds" | StoreParam, StoreColumns> {
+  const answer = domain.answer
+    ? sql`(select row_to_json(r) from ${sql.raw(domain.answer)} r where r.tx_hash = st.tx_hash)`
+    : sql`null::json`;
   const ctes = domain.ctes.map((cte) => sql`, ${sql.raw(cte.name)} as (${cte.sql})`);
   return preparedStatement<"signed" | "leaseSeconds" | StoreParam>(
     `${domain.name}_store_batch`,
@@ -148,6 +159,6 @@ export function defineKindStore<StoreParam extends string = never>(domain: {
         update sender_nonces s set next_nonce = greatest(s.next_nonce, n.next), updated_at = now()
         from (select sender, max(nonce) + 1 as next from signed group by sender) n
         where s.address = n.sender)${sql.join(ctes)}
-      select tx_hash, tx_id from stored`,
-  ).returns({ tx_hash: "text", tx_id: "uuid" });
+      select st.tx_hash, st.tx_id, ${answer} as answer from stored st`,
+  ).returns(storeColumns);
 }

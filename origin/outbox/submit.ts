@@ -45,8 +45,11 @@ export type SentTransaction = { txId: string; txHash: string; broadcast: Promise
 
 /** What became of one submitted item. */
 export type Submitted<Refusal> =
-  /** Signed, stored and handed to the broadcast lane. */
-  | { kind: "sent"; sent: SentTransaction }
+  /**
+   * Signed, stored and handed to the broadcast lane; `stored` is the kind's answer row as the store
+   * statement returned it (kind.ts defineKindStore `answer`), null without one.
+   */
+  | { kind: "sent"; sent: SentTransaction; stored: unknown }
   /** A check or the enclave decided against it: the store statement ended it with the refusal. */
   | { kind: "refused"; refusal: Refusal }
   /** Not now (the chain or the enclave could not be used): nothing signed, its claim let go. */
@@ -130,7 +133,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
     unsigned: { refused: Ended<Item, Refusal>[]; unavailable: Ended<Item, Refusal>[] },
   ): Promise<void> => {
     ended = true;
-    let ids = new Map<string, string>();
+    let ids = new Map<string, { txId: string; answer: unknown }>();
     if (signed.length + unsigned.refused.length + unsigned.unavailable.length === 0) {
       await tx.commit();
     } else {
@@ -142,15 +145,16 @@ async function runBatch<Item, Chain, Facts, Refusal>(
         }),
         tx.commit(),
       ]);
-      ids = new Map(rows.map((row) => [row.tx_hash, row.tx_id]));
+      ids = new Map(rows.map((row) => [row.tx_hash, { txId: row.tx_id, answer: row.answer }]));
     }
     for (const { index, refusal } of unsigned.refused) outcomes[index] = { kind: "refused", refusal };
     for (const { index, refusal } of unsigned.unavailable) outcomes[index] = { kind: "unavailable", refusal };
-    const leases = signed.map(({ lease }) => ({ ...lease, txId: ids.get(lease.txHash)! }));
+    const leases = signed.map(({ lease }) => ({ ...lease, txId: ids.get(lease.txHash)!.txId }));
     const broadcasts = deps.lane.send(leases);
     signed.forEach(({ held }, n) => {
       const { txId, txHash } = leases[n]!;
-      outcomes[held.index] = { kind: "sent", sent: { txId, txHash, broadcast: broadcasts[n]! } };
+      const sent = { txId, txHash, broadcast: broadcasts[n]! };
+      outcomes[held.index] = { kind: "sent", sent, stored: ids.get(txHash)!.answer };
     });
     if (kind.batching.untilBroadcast) await Promise.all(broadcasts);
   };
