@@ -47,7 +47,7 @@ import { createIdentityModule } from "./identity/capability.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
-import { broadcastLeaseMs, createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
+import { createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
@@ -195,7 +195,7 @@ function buildMoney(
       signer: infra.signer,
       fees,
       serviceKeys,
-      leaseMs: broadcastLeaseMs(config.chain.timeoutMs),
+      chainTimeoutMs: config.chain.timeoutMs,
       maxWaiting: MAX_WAITING_BROADCASTS,
       tracker,
     },

@@ -11,7 +11,7 @@ import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
 import { createLogger } from "../origin/logger.ts";
 import { openInfrastructure, type SignerTimings } from "../origin/open-infrastructure.ts";
-import type { TxTracker, TxTrackerOptions } from "../origin/outbox/index.ts";
+import type { Outbox, TxTrackerOptions } from "../origin/outbox/index.ts";
 import { startHttpServer } from "../origin/server.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
 import { recordOutput, recordSecretsOf, SINK_ENV } from "./secret-sink.ts";
@@ -24,7 +24,7 @@ export type TestOrigin = {
   /** The composed app (its `routes` list what is mounted). */
   app: Hono<AppEnv>;
   /** The transaction tracker, running, when a money switch is on. */
-  tracker: TxTracker | undefined;
+  tracker: Outbox["tracker"] | undefined;
   close(): Promise<void>;
 };
 

@@ -6,7 +6,7 @@
  */
 import { sql } from "drizzle-orm";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
-import type { TrackerSweep } from "../outbox/index.ts";
+import type { OutboxDomains } from "../outbox/index.ts";
 
 /**
  * How long a `requested` action waits for a retry under its idempotency key before it ends
@@ -28,7 +28,7 @@ export const abandonStatement = preparedStatement<"abandonAfter">(
       returning action_id`,
 ).returns({ action_id: "uuid" });
 
-export const abandonRequestedSweep: TrackerSweep = {
+export const abandonRequestedSweep: OutboxDomains["sweeps"][number] = {
   name: "abandon_requested_actions",
   async run(db, options) {
     const rows = await runPrepared(db, abandonStatement, {

@@ -3,7 +3,7 @@ import { createActionClaimer } from "../agent-actions/repository.ts";
 import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import type { TxTracker } from "../outbox/index.ts";
+import type { Outbox } from "../outbox/index.ts";
 import { createMoneyExecutor, type ExecutorDeps } from "./execute.ts";
 import { faucetHandler } from "./faucet.ts";
 import type { MoneyRuntime } from "./money-runtime.ts";
@@ -15,7 +15,7 @@ export type MoneyModule = {
   /** Present when a money switch is on and the configuration matched the sealed policy. */
   runtime: MoneyRuntime | undefined;
   /** The transaction tracker, when a money switch is on; started with the capability's workers. */
-  tracker: TxTracker | undefined;
+  tracker: Outbox["tracker"] | undefined;
   /** The gateway's faucet and transfer routes of the switches that are on. */
   writes: MoneyWrites;
 };

@@ -10,9 +10,9 @@ import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { requestHash } from "../agent-actions/repository.ts";
 import { pgArrayLiteral, queryRows } from "../db/client.ts";
-import type { FillerRecorder, SenderKeyResolver, TxFollower } from "../outbox/index.ts";
+import type { OutboxDomains } from "../outbox/index.ts";
 
-export const actionsFollower: TxFollower = {
+export const actionsFollower: OutboxDomains["followers"][number] = {
   name: "actions",
   // Found through the moved transactions' keys, whatever the plan the statement was prepared with
   // (a join alone could scan every action; outbox/store.ts recordMinedStatement).
@@ -28,7 +28,7 @@ export const actionsFollower: TxFollower = {
 };
 
 // An agent wallet's key is the one its identity row names: the gap filler signs its fillers with it.
-export const agentWalletKeys: SenderKeyResolver = async (db, addresses) => {
+export const agentWalletKeys: OutboxDomains["senderKeys"][number] = async (db, addresses) => {
   const rows = await queryRows<{ wallet: string; key_ref: string }>(
     db,
     sql`select assigned_wallet as wallet, agent_transfer_key_ref as key_ref from agent_identities
@@ -40,7 +40,7 @@ export const agentWalletKeys: SenderKeyResolver = async (db, addresses) => {
 // A filler from an agent's wallet is the agent's too: an action of kind `filler` (amount 0, to the
 // wallet itself) following the filler's transaction, and its most possible fee counted against the
 // agent's daily transfer limit, as the enclave counts it (docs/api.md#faucet-and-transfer-actions-states).
-export const recordAgentFiller: FillerRecorder = async (tx, filler) => {
+export const recordAgentFiller: OutboxDomains["fillerRecorders"][number] = async (tx, filler) => {
   const costUnits = (filler.maxCostWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT;
   const nonce = filler.nonce.toString();
   await tx.execute(sql`

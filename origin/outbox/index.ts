@@ -66,11 +66,8 @@
  */
 
 export type { TxFollower } from "./followers.ts";
-export type { BroadcastLease, ReceiptOutcome, SenderView, TxPurpose } from "./intent.ts";
+export type { SenderView, TxPurpose } from "./intent.ts";
 export { type CheckAt, defineKindStore, type OutboxKind, type Unsigned } from "./kind.ts";
 export { createOutbox, type Outbox, type OutboxDomains } from "./outbox.ts";
 export { readReceipts } from "./receipts.ts";
-export { broadcastLeaseMs } from "./store.ts";
-export type { SentTransaction, Submitted } from "./submit.ts";
-export type { TxTracker, TxTrackerOptions } from "./tracker.ts";
-export type { FillerRecorder, SenderKeyResolver, StoredFiller, TrackerSweep } from "./tracker-hooks.ts";
+export type { TxTrackerOptions } from "./tracker.ts";

@@ -17,7 +17,7 @@ import type { TxFollower } from "./followers.ts";
 import type { ReceiptOutcome, SenderView } from "./intent.ts";
 import { createBroadcastLane } from "./lane.ts";
 import { bookkeep, waitForReceipt } from "./receipts.ts";
-import { createOutboxStore } from "./store.ts";
+import { broadcastLeaseMs, createOutboxStore } from "./store.ts";
 import { createSubmit, type KindSigner, type SentTransaction, type Submit } from "./submit.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "./tracker.ts";
 import type { TrackerHooks } from "./tracker-hooks.ts";
@@ -34,8 +34,8 @@ export type OutboxDeps = {
   fees: FeeOracle;
   /** The service's own senders by lowercase address (the treasury, the settler), for fillers. */
   serviceKeys: ReadonlyMap<string, string>;
-  /** How long a broadcast lease lasts (store.ts broadcastLeaseMs). */
-  leaseMs: number;
+  /** The chain client's timeout: a broadcast lease outlasts any broadcast (store.ts broadcastLeaseMs). */
+  chainTimeoutMs: number;
   /** At most this many signed transactions wait for the chain before `room()` holds signing back. */
   maxWaiting: number;
   tracker?: TxTrackerOptions | undefined;
@@ -68,6 +68,7 @@ const SENDER_VIEW_READS_IN_FLIGHT = 2;
 
 export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
   const { db, rpc, logger } = deps;
+  const leaseMs = broadcastLeaseMs(deps.chainTimeoutMs);
   const store = createOutboxStore(domains.followers);
   const tracker = createTxTracker(
     {
@@ -78,7 +79,7 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
       hooks: domains,
       gaps: { signer: deps.signer, fees: deps.fees, serviceKeys: deps.serviceKeys },
     },
-    { leaseMs: deps.leaseMs, ...deps.tracker },
+    { leaseMs, ...deps.tracker },
   );
   const onInFlight = (): void => tracker.wake();
   const lane = createBroadcastLane({
@@ -104,7 +105,7 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
       signer: deps.signer,
       fees: deps.fees,
       lane,
-      leaseMs: deps.leaseMs,
+      leaseMs,
       senderView,
     }),
     async receipt(sent, options) {

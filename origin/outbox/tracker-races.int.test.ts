@@ -55,7 +55,7 @@ describe("two trackers racing (real processes)", () => {
           signer,
           fees: createFeeOracle({ rpc, feeCeilingWei: stack.policy.feeCeilingWei }),
           serviceKeys: new Map(),
-          leaseMs: 10_000,
+          chainTimeoutMs: 5_000,
           maxWaiting: 128,
           tracker: { signedGraceMs: 0 },
         },

@@ -6,9 +6,9 @@
  * Only a settlement still in flight moves.
  */
 import { sql } from "drizzle-orm";
-import type { TxFollower } from "../outbox/index.ts";
+import type { OutboxDomains } from "../outbox/index.ts";
 
-export const settlementsFollower: TxFollower = {
+export const settlementsFollower: OutboxDomains["followers"][number] = {
   name: "settlements",
   moved: sql`update x402_settlements x
     set status = case m.status when 'confirmed' then 'settled' else m.status end, updated_at = now(),

@@ -57,7 +57,7 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
-import { defineKindStore, type Outbox, type OutboxKind, type ReceiptOutcome } from "../outbox/index.ts";
+import { defineKindStore, type Outbox, type OutboxKind } from "../outbox/index.ts";
 import { canonicalJson } from "./canonical-json.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
@@ -146,7 +146,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       const { txHash } = outcome.sent;
       // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): an
       // answer without its receipt names it as pending.
-      const receipt: ReceiptOutcome | undefined = await deps.outbox.receipt(outcome.sent, {
+      const receipt = await deps.outbox.receipt(outcome.sent, {
         timeoutMs: deps.receiptTimeoutMs,
       });
       if (receipt === undefined) {
