@@ -23,7 +23,7 @@ import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { storedAction } from "../agent-actions/repository.ts";
 import { ethGetBalance } from "../chain/eth-calls.ts";
-import type { FeeOracle, FeeQuote, Fees } from "../chain/fees.ts";
+import type { FeeOracle, Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
@@ -32,9 +32,6 @@ import type { Db } from "../db/client.ts";
 import { pgArrayLiteral } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { CheckAt, Outbox, OutboxKind, SenderView } from "../outbox/index.ts";
-import { CLIENT_FAILURE } from "../signer/failure-class.ts";
-import type { SignerFailure } from "../signer/types.ts";
-import { ABANDON_REQUESTED_AFTER_MS } from "./abandon.ts";
 import {
   type ChainView,
   claimStatement,
@@ -43,6 +40,7 @@ import {
   storeStatement,
   storeValues,
 } from "./batch-store.ts";
+import { chainRefusal, refusesThisRequest, signerUnavailable } from "./not-signed.ts";
 import type { CheckFacts, ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
 
 export type ExecutorDeps = {
@@ -152,61 +150,6 @@ function checkFacts(operation: MoneyOperation, facts: Facts, at: CheckAt): Check
     recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
     now: at.now,
   };
-}
-
-/**
- * What every refusal that leaves the action `requested` tells the agent: what a retry does, and
- * for how long it can (the tracker abandons a `requested` action after that long untouched).
- */
-const RETRY_WITH_SAME_KEY = `nothing was signed: retry with the same idempotency_key, which runs the request again (within ${
-  ABANDON_REQUESTED_AFTER_MS / 60_000
-} minutes of this answer; after that it is abandoned and needs a new key)`;
-
-const CHAIN_DOWN: Refusal = {
-  code: "chain_unavailable",
-  message: `the chain is unreachable; ${RETRY_WITH_SAME_KEY}`,
-};
-
-/**
- * Which signer failures are a decision about this request, and which are the service's state.
- * Only the enclave's refusals under its sealed policy (class `terminal_agent`: `cap_exceeded`, a
- * limit or budget; `key_purpose_mismatch`, the key's binding; origin/signer/failure-class.ts) can
- * be final, and of those only what the operation's own mapping (`signerRefusal`) names a decision
- * about the request: the action ends `failed`, so a repeat of the key answers the same refusal.
- * Every other failure (the enclave unreachable, timed out, not configured, its sealed storage
- * failing, a capability it rejected, another protocol version, the node configured unlike the
- * sealed policy) says nothing about the request: nothing was signed, the action stays `requested`,
- * and a retry with the same key runs it again once the cause is gone.
- */
-function refusesThisRequest(operation: MoneyOperation, failure: SignerFailure): Refusal | null {
-  return failure.class === "terminal_agent" ? operation.signerRefusal(failure) : null;
-}
-
-/**
- * The 503 of a signer failure that is the service's state, not a decision about the request. A
- * timed-out request may still have been signed inside the enclave and counted against its sealed
- * daily limit (the count is durable before a signature leaves), though nothing of it was stored or
- * sent: the message says so, for an agent near its limit.
- */
-function signerUnavailable(failure: SignerFailure): Refusal {
-  if (failure.code === CLIENT_FAILURE.timeout) {
-    return {
-      code: "agent_signer_unavailable",
-      message: `the signer did not answer in time (${failure.code}): nothing was stored or sent, though a signature it made meanwhile may still count against the wallet's sealed daily limit; ${RETRY_WITH_SAME_KEY}`,
-    };
-  }
-  const what =
-    failure.class === "retryable"
-      ? "the signer is unreachable"
-      : `the signer cannot sign now${failure.detail ? ` (its sealed policy: ${failure.detail})` : ""}`;
-  return { code: "agent_signer_unavailable", message: `${what} (${failure.code}); ${RETRY_WITH_SAME_KEY}` };
-}
-
-/** What the agent is told when the chain's answers stop the batch for now. */
-function chainRefusal(quote: FeeQuote): Refusal {
-  return !quote.ok && quote.error.reason === "above_fee_ceiling"
-    ? { code: "service_unavailable", message: `${quote.error.detail}; ${RETRY_WITH_SAME_KEY}` }
-    : CHAIN_DOWN;
 }
 
 /**

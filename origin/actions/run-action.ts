@@ -3,7 +3,7 @@
  * key and payload: the stored action (200 once confirmed, 202 in flight), or, for one that ended
  * without moving its amount, the refusal it ended with (view.ts endingRefusal). A duplicate that
  * finds the action still `requested` and nobody executing it runs it itself (a retry after a
- * crash, or after the signer or the chain could not be used: execute.ts refusesThisRequest), so
+ * crash, or after the signer or the chain could not be used: not-signed.ts refusesThisRequest), so
  * of concurrent duplicates exactly one signs.
  */
 import type { Context } from "hono";

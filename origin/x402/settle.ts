@@ -45,56 +45,32 @@
  * over-balance attempts in x402-edge.int.test.ts, the unmined settlement in x402-faults.int.test.ts).
  */
 
-import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { CAIP2_NETWORK, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
-import { sleep } from "../../shared/sleep.ts";
 import { ethBlockNumber, ethGetTransactionCount } from "../chain/eth-calls.ts";
 import type { FeeOracle } from "../chain/fees.ts";
 import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { type Db, pgArrayLiteral } from "../db/client.ts";
 import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../outbox/index.ts";
-import { canonicalJson } from "./canonical-json.ts";
+import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { reservedUnits } from "./reservations.ts";
+import { respond, type SettleOutcome, type SettleResponse } from "./settle-answer.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 
 /** Gas of one settlement: 21000 intrinsic, calldata, and the precompile's 40000, with room. */
 export const SETTLEMENT_GAS = 100_000n;
 /** A claim without a stored transaction this long was abandoned by a settle that died. */
 const CLAIM_LEASE_SECONDS = 30;
-/** How often a repeated presentation looks at what the earlier one came to. */
-const POLL_MS = 50;
 const MAX_BATCH = 64;
 
-/** x402's settle answer (`@x402/core` SettleResponse), as PAYMENT-RESPONSE and /settle carry it. */
-export type SettleResponse = {
-  success: boolean;
-  errorReason?: X402Reason;
-  payer: string;
-  transaction: string;
-  network: string;
-};
-
-export type SettleOutcome =
-  /**
-   * The payment is settled (receipt status 0x1): by this presentation, or by an earlier one of the
-   * same payload while the authorization is still valid (a client retrying after
-   * `settlement_pending`, docs/x402.md#after-settlement_pending-retry-the-same-payment).
-   */
-  | { kind: "settled"; response: SettleResponse }
-  /** An earlier presentation holds the payment; `response` names its transaction. */
-  | { kind: "duplicate"; response: SettleResponse }
-  /** The chain's facts or the validity window refuse the payment: nothing was signed. */
-  | { kind: "invalid"; response: SettleResponse }
-  /** Not settled (yet): pending, reverted, refused or not attempted. */
-  | { kind: "failed"; response: SettleResponse };
+export type { SettleOutcome, SettleResponse };
 
 export type SettlementPayment = {
   authorization: Authorization;
@@ -125,20 +101,12 @@ export type Settler = {
 
 export function createSettler(deps: SettlerDeps): Settler {
   const kind = settleKind(deps);
-  const respond = (payer: string, transaction: string, reason?: X402Reason): SettleResponse => ({
-    success: reason === undefined,
-    ...(reason ? { errorReason: reason } : {}),
-    payer,
-    transaction,
-    network: CAIP2_NETWORK,
-  });
-
   return {
     async settle(payment) {
       const payer = payment.authorization.from;
       const outcome = await deps.outbox.submit(kind, payment);
       // Another presentation (here or in another origin) holds this payment.
-      if (outcome.kind === "unclaimed") return earlier(deps, payment, respond);
+      if (outcome.kind === "unclaimed") return earlierPresentation(deps, payment);
       if (outcome.kind === "refused")
         return { kind: "invalid", response: respond(payer, "", outcome.refusal) };
       if (outcome.kind === "unavailable")
@@ -158,61 +126,6 @@ export function createSettler(deps: SettlerDeps): Settler {
       return { kind: "settled", response: respond(payer, txHash) };
     },
   };
-}
-
-function sha256(value: unknown): string {
-  return createHash("sha256").update(canonicalJson(value)).digest("hex");
-}
-
-/**
- * What an earlier presentation of this payment came to, once it names a transaction or ends. The
- * same payload presented again while its authorization is valid is the same payment retried (after
- * `settlement_pending`, or an answer lost on the way): once settled, it is answered as settled,
- * never as a reason to pay again. Another payload for the same (from, nonce), or a presentation
- * after the authorization has expired, learns only that the nonce is used, and by which transaction.
- */
-async function earlier(
-  deps: SettlerDeps,
-  payment: SettlementPayment,
-  respond: (payer: string, transaction: string, reason?: X402Reason) => SettleResponse,
-): Promise<SettleOutcome> {
-  const { authorization } = payment;
-  const payer = authorization.from;
-  const deadline = Date.now() + deps.receiptTimeoutMs + 5_000;
-  for (;;) {
-    const [row] = await queryRows<{
-      status: string;
-      tx_hash: string | null;
-      error_reason: string | null;
-      payload_hash: string;
-      valid_before: string;
-    }>(
-      deps.db,
-      sql`select status, tx_hash, error_reason, payload_hash, valid_before::text from x402_settlements
-          where payer = ${payer} and nonce = ${authorization.nonce}`,
-    );
-    const final = row && row.status !== "claimed" && row.status !== "submitted";
-    if (final || Date.now() > deadline) {
-      const tx = row?.tx_hash ?? "";
-      const duplicate = (reason: X402Reason): SettleOutcome => ({
-        kind: "duplicate",
-        response: respond(payer, tx, reason),
-      });
-      if (!row || row.status === "claimed" || row.status === "submitted") {
-        return duplicate(X402_REASONS.settlementPending);
-      }
-      if (row.status === "settled") {
-        const retried =
-          row.payload_hash === sha256(payment.payload) && BigInt(row.valid_before) > unixSeconds(deps.now());
-        return retried
-          ? { kind: "settled", response: respond(payer, tx) }
-          : duplicate(X402_REASONS.nonceUsed);
-      }
-      if (row.status === "reverted") return duplicate(X402_REASONS.transactionFailed);
-      return duplicate((row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError);
-    }
-    await sleep(POLL_MS);
-  }
 }
 
 /**
