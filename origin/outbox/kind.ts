@@ -15,7 +15,12 @@ import type { FeeQuote, Fees } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, type PreparedStatement, preparedStatement } from "../db/prepared.ts";
-import type { SignerFailure, SignSettlementParams, SignTransactionParams } from "../signer/types.ts";
+import type {
+  SignerFailure,
+  SignFillerParams,
+  SignSettlementParams,
+  SignTransactionParams,
+} from "../signer/types.ts";
 import type { SenderView, TxPurpose } from "./intent.ts";
 
 /** What the outbox adds to every signing request: the chain, the nonce, the fees. */
@@ -27,7 +32,8 @@ type OutboxFields = "chainId" | "nonce" | "maxFeePerGas" | "maxPriorityFeePerGas
  */
 export type SigningRequest =
   | ({ op: "signTransfer" | "signFaucet" } & Omit<SignTransactionParams, OutboxFields>)
-  | ({ op: "signSettlement" } & Omit<SignSettlementParams, OutboxFields>);
+  | ({ op: "signSettlement" } & Omit<SignSettlementParams, OutboxFields>)
+  | ({ op: "signFiller" } & Omit<SignFillerParams, OutboxFields>);
 
 /** An item whose claim the batch holds, with the id its claim statement returned. */
 export type Claimed<Item> = { item: Item; id: string };
@@ -69,6 +75,16 @@ export type OutboxKind<Item, Chain, Facts, Refusal> = {
   now(): Date;
   /** The address that signs and pays for the item. */
   sender(item: Item): string;
+  /**
+   * The nonce the item is signed at, when it is its own and not its sender's next (a filler's: the
+   * stuck transaction's). Such items are signed one by one and move no next nonce back.
+   */
+  nonce?(item: Item): bigint;
+  /**
+   * The fees of the transaction the item replaces at its nonce: its own are quoted to outbid them
+   * (chain/fees.ts replacement), item by item, instead of one quote for the batch.
+   */
+  replaces?(item: Item): { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
   /** Read each sender's chain view (mined nonce, balance) as its item queues, for `chain`. */
   readsSenderViews: boolean;
   /**
@@ -100,7 +116,10 @@ export type OutboxKind<Item, Chain, Facts, Refusal> = {
   ): Promise<Facts>;
   /** Whether the item may be signed now, given the facts and what the batch signed before it. */
   check(item: Item, facts: Facts, at: CheckAt): Refusal | null;
-  /** Counts a signed item in the facts, so the items after it see it as if it had committed. */
+  /**
+   * Counts an item in the facts, so the items after it see it as if it had committed: once signed
+   * with a window of 1, once admitted with a wider one (submit.ts).
+   */
   count(item: Item, facts: Facts, at: CheckAt): void;
   signing(item: Item): SigningRequest;
   /**

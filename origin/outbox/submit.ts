@@ -27,7 +27,7 @@
  */
 import { sql } from "drizzle-orm";
 import { CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
-import type { FeeOracle, Fees } from "../chain/fees.ts";
+import type { FeeOracle, FeeQuote, Fees } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { type Batcher, createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral } from "../db/client.ts";
@@ -58,7 +58,7 @@ export type Submitted<Refusal> =
   | { kind: "unclaimed" };
 
 /** The enclave ops the outbox signs with for the kinds. */
-export type KindSigner = Pick<SignerClient, "signTransfer" | "signFaucet" | "signSettlement">;
+export type KindSigner = Pick<SignerClient, "signTransfer" | "signFaucet" | "signSettlement" | "signFiller">;
 
 export type SubmitDeps = {
   db: Db;
@@ -117,8 +117,12 @@ async function runBatch<Item, Chain, Facts, Refusal>(
   await deps.lane.room();
   const items = queued.map((entry) => entry.item);
   const now = kind.now();
-  // No database lock waits on the chain beyond these reads.
-  const quoted = deps.fees.quote(kind.gasLimit);
+  // No database lock waits on the chain beyond these reads. One fee quote for the batch, or one per
+  // item for a kind that outbids the transactions it replaces.
+  const replaces = kind.replaces;
+  const quoted: Promise<FeeQuote[]> = replaces
+    ? Promise.all(items.map((item) => deps.fees.replacement(kind.gasLimit, replaces(item))))
+    : deps.fees.quote(kind.gasLimit).then((quote) => items.map(() => quote));
   const chainRead = kind.chain(deps.rpc, { items, views: firstViews(kind, queued) });
   const outcomes: Submitted<Refusal>[] = items.map(() => ({ kind: "unclaimed" }));
   const firsts = new Map<string, number>();
@@ -174,8 +178,9 @@ async function runBatch<Item, Chain, Facts, Refusal>(
     // Awaited below, unless the chain ends the batch first.
     claiming.catch(() => {});
     locking.catch(() => {});
-    const [quote, read] = await Promise.all([quoted, chainRead]);
-    if (!quote.ok || !read) {
+    const [quotes, read] = await Promise.all([quoted, chainRead]);
+    const quote = quotes[0]!;
+    if (!read || (!replaces && !quote.ok)) {
       const refusal = kind.chainDown(quote);
       const [claimed] = await Promise.all([claiming, locking]);
       await store([], { refused: [], unavailable: claimed.map((held) => ({ ...held, refusal })) });
@@ -191,7 +196,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
     );
     const signing = await signClaimed(deps, kind, claimed, {
       facts,
-      fees: quote.value,
+      quotes,
       now,
       nextNonce(sender) {
         // The next-nonce rule: the stored next nonce, unless the chain has mined past it.
@@ -228,42 +233,61 @@ async function signClaimed<Item, Chain, Facts, Refusal>(
   deps: SubmitDeps,
   kind: OutboxKind<Item, Chain, Facts, Refusal>,
   claimed: readonly Held<Item>[],
-  at: { facts: Facts; fees: Fees; now: Date; nextNonce(sender: string): bigint },
+  at: { facts: Facts; quotes: readonly FeeQuote[]; now: Date; nextNonce(sender: string): bigint },
 ): Promise<{
   signed: Signed<Item>[];
   refused: Ended<Item, Refusal>[];
   unavailable: Ended<Item, Refusal>[];
 }> {
-  const { facts, fees, now } = at;
+  const { facts, now } = at;
   const signed: Signed<Item>[] = [];
   const refused: Ended<Item, Refusal>[] = [];
   const unavailable: Ended<Item, Refusal>[] = [];
-  const bySender = new Map<string, Held<Item>[]>();
+  // Each sender's items queue in arrival order from its next nonce; an item with a nonce of its own
+  // is a queue of one, at that nonce.
+  const queues = new Map<string, { sender: string; first: bigint; items: Held<Item>[] }>();
   for (const held of claimed) {
     const sender = kind.sender(held.item);
-    bySender.set(sender, [...(bySender.get(sender) ?? []), held]);
+    const own = kind.nonce?.(held.item);
+    const key = own === undefined ? sender : `${sender}:${held.id}`;
+    const queue = queues.get(key) ?? { sender, first: own ?? at.nextNonce(sender), items: [] };
+    queue.items.push(held);
+    queues.set(key, queue);
   }
   const admitted = new Map<Held<Item>, { request: SigningRequest; check: CheckAt }>();
   await Promise.all(
-    [...bySender].map(([sender, queue]) =>
-      signInNonceOrder(queue, at.nextNonce(sender), {
+    [...queues.values()].map(({ sender, first, items }) =>
+      signInNonceOrder(items, first, {
         window: kind.window,
         admit(held) {
+          const quote = at.quotes[held.index]!;
+          if (!quote.ok) {
+            unavailable.push({ ...held, refusal: kind.chainDown(quote) });
+            return false;
+          }
+          const fees = quote.value;
           const request = kind.signing(held.item);
-          const value = request.op === "signSettlement" ? 0n : request.valueUnits * WEI_PER_UNIT;
-          const check = { fees, now, costWei: value + fees.gasLimit * fees.maxFeePerGas };
+          const check = { fees, now, costWei: valueWei(request) + fees.gasLimit * fees.maxFeePerGas };
           const refusal = kind.check(held.item, facts, check);
           if (refusal !== null) {
             refused.push({ ...held, refusal });
             return false;
           }
           admitted.set(held, { request, check });
+          // Signed one at a time, an item counts once its signature is kept (exactly what was
+          // signed); signed a window at once, it counts as it is admitted, so the items admitted
+          // after it into its window see it: a signature the enclave then refuses stays counted,
+          // which can only refuse more, never sign past a limit or a balance.
+          if (kind.window > 1) kind.count(held.item, facts, check);
           return true;
         },
-        sign: (held, nonce) => signRequest(deps.signer, admitted.get(held)!.request, nonce, fees),
+        sign(held, nonce) {
+          const { request, check } = admitted.get(held)!;
+          return signRequest(deps.signer, request, nonce, check.fees);
+        },
         signed(held, nonce, result) {
           const { check } = admitted.get(held)!;
-          kind.count(held.item, facts, check);
+          if (kind.window === 1) kind.count(held.item, facts, check);
           signed.push({
             held,
             lease: { txId: "", rawTx: result.rawTransaction, txHash: result.txHash, status: "signed" },
@@ -295,6 +319,11 @@ async function signClaimed<Item, Chain, Facts, Refusal>(
   return { signed, refused, unavailable };
 }
 
+/** The wei a transaction moves besides its fee. */
+function valueWei(request: SigningRequest): bigint {
+  return request.op === "signTransfer" || request.op === "signFaucet" ? request.valueUnits * WEI_PER_UNIT : 0n;
+}
+
 /** Calls the request's enclave op with the chain id, the nonce and the fees. */
 function signRequest(
   signer: KindSigner,
@@ -321,6 +350,12 @@ function signRequest(
     case "signFaucet": {
       const { op: _, ...params } = request;
       return signer.signFaucet({ ...params, ...fields });
+    }
+    case "signFiller": {
+      // A filler's gas is the enclave's own (a plain transfer's): it takes no gas limit.
+      const { op: _, ...params } = request;
+      const { gasLimit: _gas, ...feesOnly } = fields;
+      return signer.signFiller({ ...params, ...feesOnly });
     }
   }
 }
