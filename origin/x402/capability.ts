@@ -3,7 +3,7 @@ import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { x402AuthorizeHandler } from "./authorize.ts";
+import { x402AuthorizeHandler } from "./payer/authorize.ts";
 import { createX402Router } from "./router.ts";
 import type { X402Runtime } from "./setup.ts";
 

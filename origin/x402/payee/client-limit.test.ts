@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { RefusalTier } from "../http/refusals.ts";
+import type { RefusalTier } from "../../http/refusals.ts";
 import { createX402Limits } from "./client-limit.ts";
 
 // The x402 windows' rules (client-limit.ts): refused requests per address, signed payments per

@@ -10,20 +10,26 @@
  */
 
 import type { Context, Handler } from "hono";
-import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../shared/gateway-schemas.ts";
-import { normaliseHex } from "../../shared/hex.ts";
-import { ok } from "../../shared/result.ts";
-import { idempotencyConflict, runIdempotentAction } from "../agent-actions/idempotent-action.ts";
-import { type ActionRow, createActionClaimer, findAction, requestHash } from "../agent-actions/repository.ts";
-import { secondsToNextUtcDay, utcDate } from "../agent-actions/utc-day.ts";
-import { endingRefusal } from "../agent-actions/view.ts";
-import type { Clock } from "../clock.ts";
-import type { Db } from "../db/client.ts";
-import { AppError } from "../errors.ts";
-import type { AppEnv } from "../http/env.ts";
-import { readJsonBody } from "../http/json-body.ts";
-import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
-import type { SignerClient, SignerFailure } from "../signer/types.ts";
+import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../../shared/gateway-schemas.ts";
+import { normaliseHex } from "../../../shared/hex.ts";
+import { ok } from "../../../shared/result.ts";
+import { idempotencyConflict, runIdempotentAction } from "../../agent-actions/idempotent-action.ts";
+import {
+  type ActionRow,
+  createActionClaimer,
+  findAction,
+  requestHash,
+} from "../../agent-actions/repository.ts";
+import { secondsToNextUtcDay, utcDate } from "../../agent-actions/utc-day.ts";
+import { endingRefusal } from "../../agent-actions/view.ts";
+import type { Clock } from "../../clock.ts";
+import type { Db } from "../../db/client.ts";
+import { AppError } from "../../errors.ts";
+import type { AppEnv } from "../../http/env.ts";
+import { readJsonBody } from "../../http/json-body.ts";
+import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.ts";
+import type { SignerClient, SignerFailure } from "../../signer/types.ts";
+import { sortedKeysJson } from "../canonical-json.ts";
 import {
   buildPaymentEnvelope,
   decodeStoredPaymentSignature,
@@ -38,7 +44,6 @@ import {
   storedAuthorization,
 } from "./authorize-repository.ts";
 import { chooseRequirement, type X402AuthorizePolicy } from "./authorize-requirement.ts";
-import { sortedKeysJson } from "./canonical-json.ts";
 
 export type X402AuthorizeDeps = {
   db: Db;

@@ -10,8 +10,8 @@ import {
   NATIVE_DECIMALS,
   NATIVE_SYMBOL,
   NATIVE_TRANSFER_AUTH_ADDRESS,
-} from "../../shared/constants.ts";
-import { DEMO_MAX_TIMEOUT_SECONDS } from "../config.ts";
+} from "../../../shared/constants.ts";
+import { DEMO_MAX_TIMEOUT_SECONDS } from "../../config.ts";
 
 export const X402_VERSION = 2;
 

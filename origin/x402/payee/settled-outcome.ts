@@ -2,7 +2,7 @@
  * One settlement run inside its revert-guard slot (revert-guard.ts), the slot released with what
  * the settlement came to, whatever happens: a settle that throws held it too.
  */
-import { X402_REASONS } from "./reasons.ts";
+import { X402_REASONS } from "../reasons.ts";
 import type { SettleSlot } from "./revert-guard.ts";
 import type { SettleOutcome } from "./settle.ts";
 

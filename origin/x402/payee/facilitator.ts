@@ -5,9 +5,9 @@
  * settles through; a route only reads the body and writes the answer, with Retry-After on a 429.
  */
 import { type Context, Hono } from "hono";
-import type { AppEnv } from "../http/env.ts";
-import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
-import { route } from "../openapi/route.ts";
+import type { AppEnv } from "../../http/env.ts";
+import { bodyIncompleteError, readBodyLimited } from "../../http/read-body.ts";
+import { route } from "../../openapi/route.ts";
 import type { Facilitator, FacilitatorAnswer, FacilitatorBody } from "./facilitator-core.ts";
 
 /** The facilitator's routes: each reads its body and writes what the core (facilitator-core.ts) answers. */

@@ -1,10 +1,10 @@
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { describe, expect, it } from "vitest";
-import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
-import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
-import { addressOfPublicKey, publicKeyOf, signDigest } from "../../shared/secp256k1.ts";
+import { transferWithAuthorizationDigest } from "../../../shared/eip712.ts";
+import { fromHex, type Hex, toHex } from "../../../shared/hex.ts";
+import { addressOfPublicKey, publicKeyOf, signDigest } from "../../../shared/secp256k1.ts";
+import { X402_REASONS } from "../reasons.ts";
 import type { Authorization, PaymentEnvelope } from "./payment.ts";
-import { X402_REASONS } from "./reasons.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
 import { type CheckContext, checkPayment, compareRequirements } from "./verify.ts";
 

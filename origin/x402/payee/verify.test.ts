@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { X402_REASONS } from "../reasons.ts";
 import type { Authorization } from "./payment.ts";
-import { X402_REASONS } from "./reasons.ts";
 import { factsRefusal, windowRefusal } from "./verify.ts";
 
 // The pure rules that keep the settler from signing what the chain would revert (settle.ts): the

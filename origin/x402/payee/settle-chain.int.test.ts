@@ -1,13 +1,13 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
-import { newAccount } from "../../devnet/testing.ts";
-import { useRpcCutProxy } from "../../testing/fault-scenario.ts";
-import type { TestOrigin } from "../../testing/origin.ts";
-import { useMoneyStack } from "../../testing/stack.ts";
-import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
-import { queryRows } from "../db/client.ts";
-import { X402_REASONS } from "./reasons.ts";
+import { newAccount } from "../../../devnet/testing.ts";
+import { useRpcCutProxy } from "../../../testing/fault-scenario.ts";
+import type { TestOrigin } from "../../../testing/origin.ts";
+import { useMoneyStack } from "../../../testing/stack.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
 
 // The settler's mined nonce is read from the chain while a batch claims its payments (settle.ts),
 // in one JSON-RPC batch with the payments' facts. When that read fails, the claims must roll back:

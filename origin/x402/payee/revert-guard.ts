@@ -16,17 +16,17 @@
  *    address holds at most addressInFlight on a node, and once one of its settlements reverted, no
  *    more than it may still revert. A settle past a slot waits for one (the burst is served in
  *    turn, not refused); past maxWaiting waiting on one key it is refused at once.
- * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (reasons.ts).
+ * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (x402/reasons.ts).
  */
 import { sql } from "drizzle-orm";
-import { err, ok, type Result } from "../../shared/result.ts";
-import { createBatcher } from "../db/batcher.ts";
-import { type Db, pgArrayLiteral } from "../db/client.ts";
-import { preparedStatement, runPrepared } from "../db/prepared.ts";
-import { addressGroup } from "../http/client-ip.ts";
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
-import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
-import { X402_REASONS, type X402Reason } from "./reasons.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
+import { createBatcher } from "../../db/batcher.ts";
+import { type Db, pgArrayLiteral } from "../../db/client.ts";
+import { preparedStatement, runPrepared } from "../../db/prepared.ts";
+import { addressGroup } from "../../http/client-ip.ts";
+import { SlidingWindowLimiter } from "../../http/rate-limiter.ts";
+import { ignoreRefusal, type RefusalCounter } from "../../http/refusals.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
 
 export const REVERT_GUARD = {
   /** Reverted settlements a payer, or a client address, may cause within the window. */

@@ -14,15 +14,15 @@
  */
 import type { Context } from "hono";
 import { Hono } from "hono";
-import type { AppEnv } from "../http/env.ts";
-import { route } from "../openapi/route.ts";
+import type { AppEnv } from "../../http/env.ts";
+import { route } from "../../openapi/route.ts";
+import type { X402Reason } from "../reasons.ts";
+import type { X402Runtime } from "../setup.ts";
 import type { Facilitator, Turned } from "./facilitator-core.ts";
 import { decodePaymentHeader } from "./payment.ts";
-import type { X402Reason } from "./reasons.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
 import type { ResourceUrlOf } from "./resource-url.ts";
 import type { SettleResponse } from "./settle.ts";
-import type { X402Runtime } from "./setup.ts";
 
 export type DemoRouterDeps = {
   runtime: X402Runtime;

@@ -2,14 +2,14 @@ import type { PaymentPayload } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../shared/constants.ts";
-import { sleep } from "../../shared/sleep.ts";
-import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
-import { useMoneyStack } from "../../testing/stack.ts";
-import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../testing/x402-payer.ts";
-import { queryRows } from "../db/client.ts";
-import { X402_REASONS } from "./reasons.ts";
+import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
+import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useMoneyStack } from "../../../testing/stack.ts";
+import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../../testing/x402-payer.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
 
 // The x402 surfaces attacked from the public side of the edge, every part real (the edge worker in
 // Miniflare, the origin, the enclave, the devnet, Postgres): settle attempts the chain would revert

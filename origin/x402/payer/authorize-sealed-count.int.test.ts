@@ -2,10 +2,10 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
-import { newAccount } from "../../devnet/testing.ts";
-import type { StackAgent } from "../../testing/money-stack.ts";
-import { useMoneyStack } from "../../testing/stack.ts";
-import { queryRows } from "../db/client.ts";
+import { newAccount } from "../../../devnet/testing.ts";
+import type { StackAgent } from "../../../testing/money-stack.ts";
+import { useMoneyStack } from "../../../testing/stack.ts";
+import { queryRows } from "../../db/client.ts";
 
 // The enclave counts each key's x402 authorizations per UTC day against its sealed
 // x402_daily_limit; the gateway answers the enclave's refusal as 429 x402_daily_limit with

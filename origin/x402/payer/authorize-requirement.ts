@@ -11,9 +11,9 @@ import {
   EIP712_DOMAIN_NAME,
   EIP712_DOMAIN_VERSION,
   NATIVE_TRANSFER_AUTH_ADDRESS,
-} from "../../shared/constants.ts";
-import type { X402PaymentRequired } from "../../shared/gateway-schemas.ts";
-import { err, ok, type Result } from "../../shared/result.ts";
+} from "../../../shared/constants.ts";
+import type { X402PaymentRequired } from "../../../shared/gateway-schemas.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
 
 /** The node's x402 settings (config.x402 with the switch on: amount and payTo are required). */
 export type X402AuthorizePolicy = {

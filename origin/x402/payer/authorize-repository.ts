@@ -13,8 +13,8 @@
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { type Db, queryRows } from "../db/client.ts";
-import type { SignerFailure, SignerResult } from "../signer/types.ts";
+import { type Db, queryRows } from "../../db/client.ts";
+import type { SignerFailure, SignerResult } from "../../signer/types.ts";
 import type { PaymentAuthorization } from "./authorize-envelope.ts";
 
 /** What a signing stores: the authorization as the envelope spells it, and the payer's signature. */

@@ -6,7 +6,7 @@
  * Only a settlement still in flight moves.
  */
 import { sql } from "drizzle-orm";
-import type { TxFollower } from "../outbox/index.ts";
+import type { TxFollower } from "../../outbox/index.ts";
 
 export const settlementsFollower: TxFollower = {
   name: "settlements",

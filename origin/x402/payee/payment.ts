@@ -4,10 +4,10 @@
  * defect is a reason, never an exception (a failed verify is data, not an exception).
  */
 import type { Address } from "viem";
-import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
-import type { Hex } from "../../shared/hex.ts";
-import { err, ok, type Result } from "../../shared/result.ts";
-import { X402_REASONS, type X402Reason } from "./reasons.ts";
+import type { TransferWithAuthorizationMessage } from "../../../shared/eip712.ts";
+import type { Hex } from "../../../shared/hex.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
 
 /** The signed TransferWithAuthorization a payment carries (its EIP-712 message). */
 export type Authorization = TransferWithAuthorizationMessage;

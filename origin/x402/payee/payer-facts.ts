@@ -5,13 +5,13 @@
  * costs the origin and the node one round trip rather than one per payment. The settle batch
  * (settle.ts) puts the same calls in its own JSON-RPC batch, beside the settler's nonce.
  */
-import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
-import type { Hex } from "../../shared/hex.ts";
-import { authorizationStateCalldata } from "../../shared/native-transfer-auth.ts";
-import { ethCall, ethGetBalance } from "../chain/eth-calls.ts";
-import { type RpcBatchResults, type RpcCall, sendRpcBatch } from "../chain/json-rpc-call.ts";
-import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { createBatcher } from "../db/batcher.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
+import type { Hex } from "../../../shared/hex.ts";
+import { authorizationStateCalldata } from "../../../shared/native-transfer-auth.ts";
+import { ethCall, ethGetBalance } from "../../chain/eth-calls.ts";
+import { type RpcBatchResults, type RpcCall, sendRpcBatch } from "../../chain/json-rpc-call.ts";
+import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
+import { createBatcher } from "../../db/batcher.ts";
 
 export type PayerFacts = { nonceUsed: boolean; balanceWei: bigint };
 

@@ -4,7 +4,7 @@ import type { PaymentRequired } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import { type Address, type Hex, verifyTypedData } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
-import { payWithToken } from "../../dev/x402-token-payer.ts";
+import { payWithToken } from "../../../dev/x402-token-payer.ts";
 import {
   fund,
   newAccount,
@@ -12,19 +12,19 @@ import {
   transferWithAuthorizationCalldata,
   usdc,
   walletClientFor,
-} from "../../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
-import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
-import type { X402AuthorizeResponse } from "../../shared/gateway-schemas.ts";
-import { sleep } from "../../shared/sleep.ts";
-import { enclaveDown, underFault } from "../../testing/fault-scenario.ts";
-import { send } from "../../testing/http.ts";
-import { startTestOrigin } from "../../testing/origin.ts";
-import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
-import { chain77X402Client } from "../../testing/x402-official-client.ts";
-import { requestHash } from "../agent-actions/repository.ts";
-import { queryRows } from "../db/client.ts";
-import type { SignerClient } from "../signer/types.ts";
+} from "../../../devnet/testing.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../../shared/eip712.ts";
+import type { X402AuthorizeResponse } from "../../../shared/gateway-schemas.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { enclaveDown, underFault } from "../../../testing/fault-scenario.ts";
+import { send } from "../../../testing/http.ts";
+import { startTestOrigin } from "../../../testing/origin.ts";
+import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import { chain77X402Client } from "../../../testing/x402-official-client.ts";
+import { requestHash } from "../../agent-actions/repository.ts";
+import { queryRows } from "../../db/client.ts";
+import type { SignerClient } from "../../signer/types.ts";
 
 // POST /agent/v1/x402/authorize against the real stack (origin, enclave, devnet, Postgres): the
 // answer is what the official client would send, it recovers to the agent's wallet and settles on

@@ -47,21 +47,21 @@
 
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { CAIP2_NETWORK, WEI_PER_UNIT } from "../../shared/constants.ts";
-import type { Hex } from "../../shared/hex.ts";
-import { sleep } from "../../shared/sleep.ts";
-import { ethBlockNumber, ethGetTransactionCount } from "../chain/eth-calls.ts";
-import type { FeeOracle } from "../chain/fees.ts";
-import { sendRpcBatch } from "../chain/json-rpc-call.ts";
-import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
-import { preparedStatement } from "../db/prepared.ts";
-import type { Logger } from "../logger.ts";
-import { defineKindStore, type Outbox, type OutboxKind, type ReceiptOutcome } from "../outbox/index.ts";
-import { canonicalJson } from "./canonical-json.ts";
+import { CAIP2_NETWORK, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import type { Hex } from "../../../shared/hex.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { ethBlockNumber, ethGetTransactionCount } from "../../chain/eth-calls.ts";
+import type { FeeOracle } from "../../chain/fees.ts";
+import { sendRpcBatch } from "../../chain/json-rpc-call.ts";
+import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
+import { preparedStatement } from "../../db/prepared.ts";
+import type { Logger } from "../../logger.ts";
+import { defineKindStore, type Outbox, type OutboxKind, type ReceiptOutcome } from "../../outbox/index.ts";
+import { canonicalJson } from "../canonical-json.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
-import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { reservedUnits } from "./reservations.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 

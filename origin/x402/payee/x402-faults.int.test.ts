@@ -1,16 +1,16 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
-import { newAccount, publicClientFor, rpc } from "../../devnet/testing.ts";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { useRpcCutProxy } from "../../testing/fault-scenario.ts";
-import { spawnOrigin } from "../../testing/origin-process.ts";
-import { startRpcAfterReadProxy } from "../../testing/rpc-after-read-proxy.ts";
-import { useFixture, useMoneyStack } from "../../testing/stack.ts";
-import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../testing/x402-payer.ts";
-import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
-import { queryRows } from "../db/client.ts";
-import { X402_REASONS } from "./reasons.ts";
+import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
+import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { useRpcCutProxy } from "../../../testing/fault-scenario.ts";
+import { spawnOrigin } from "../../../testing/origin-process.ts";
+import { startRpcAfterReadProxy } from "../../../testing/rpc-after-read-proxy.ts";
+import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
+import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
+import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
 
 // Settlement safety when parts fail, against the real processes: an origin
 // SIGKILLed between the settle broadcast and its receipt, and a chain that stops answering after it

@@ -5,18 +5,18 @@
  * (recovering `from`, low-S only), the operator pool barred as payer, and then the facts: (from,
  * nonce) unused on chain and unclaimed here, the balance enough for this payment and every other
  * one of the payer's that is claimed or signed but not yet mined (reservations.ts). Every failure
- * is a reason (reasons.ts), checked in that order, cheapest first.
+ * is a reason (x402/reasons.ts), checked in that order, cheapest first.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
-import { fromHex, type Hex } from "../../shared/hex.ts";
-import { err, ok, type Result } from "../../shared/result.ts";
-import { addressOfPublicKey, recoverPublicKey } from "../../shared/secp256k1.ts";
-import type { Db } from "../db/client.ts";
+import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { transferWithAuthorizationDigest } from "../../../shared/eip712.ts";
+import { fromHex, type Hex } from "../../../shared/hex.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
+import { addressOfPublicKey, recoverPublicKey } from "../../../shared/secp256k1.ts";
+import type { Db } from "../../db/client.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { PayerFacts, PayerFactsReader } from "./payer-facts.ts";
 import type { Authorization, PaymentEnvelope, PaymentRefusal } from "./payment.ts";
-import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
 import { verifyReservation } from "./reservations.ts";
 

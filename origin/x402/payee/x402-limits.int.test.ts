@@ -5,16 +5,16 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
-import { fund, newAccount, publicClientFor, walletClientFor } from "../../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
-import { sleep } from "../../shared/sleep.ts";
-import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
-import type { TestOrigin } from "../../testing/origin.ts";
-import { type RpcRefusalProxy, startRpcRefusalProxy } from "../../testing/rpc-refusal-proxy.ts";
-import { useFixture, useMoneyStack } from "../../testing/stack.ts";
-import { envelope, fundedPayer, paymentHeader } from "../../testing/x402-payer.ts";
-import { queryRows } from "../db/client.ts";
-import { X402_REASONS } from "./reasons.ts";
+import { fund, newAccount, publicClientFor, walletClientFor } from "../../../devnet/testing.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import type { TestOrigin } from "../../../testing/origin.ts";
+import { type RpcRefusalProxy, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
+import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
+import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
 import { REVERT_GUARD } from "./revert-guard.ts";
 
 // The x402 surfaces' limits attacked from the public side of the edge, every part real (the edge

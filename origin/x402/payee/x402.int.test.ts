@@ -6,27 +6,27 @@ import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
+import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../../devnet/index.ts";
 import {
   highS,
   newAccount,
   publicClientFor,
   transferWithAuthorizationCalldata,
   walletClientFor,
-} from "../../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
-import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
-import { useMoneyStack } from "../../testing/stack.ts";
+} from "../../../devnet/testing.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useMoneyStack } from "../../../testing/stack.ts";
 import {
   envelope as envelopeFor,
   fundedPayer as fundedPayerOn,
   pay as payDemo,
   paymentHeader,
   quote as quoteOf,
-} from "../../testing/x402-payer.ts";
-import { authorizationUsedCount } from "../../testing/x402-settlements.ts";
-import { queryRows } from "../db/client.ts";
-import { X402_REASONS } from "./reasons.ts";
+} from "../../../testing/x402-payer.ts";
+import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
 
 // x402 authorize, verification and settlement (docs/x402.md) against the real stack (devnet,
 // enclave, Postgres, the origin, the edge in Miniflare), paid and checked with the official x402

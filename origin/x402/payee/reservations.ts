@@ -12,12 +12,12 @@
  * than the margin can no longer move money, and is not read.
  */
 import { sql } from "drizzle-orm";
-import type { Hex } from "../../shared/hex.ts";
-import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
-import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
-import { preparedStatement } from "../db/prepared.ts";
-import { readReceipts } from "../outbox/index.ts";
+import type { Hex } from "../../../shared/hex.ts";
+import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
+import type { PipelinedTransaction } from "../../db/pipelined-transaction.ts";
+import { preparedStatement } from "../../db/prepared.ts";
+import { readReceipts } from "../../outbox/index.ts";
 
 export type ReservedUnitsParams = {
   payers: readonly string[];

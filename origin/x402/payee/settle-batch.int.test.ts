@@ -1,13 +1,13 @@
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
-import { useFixture, useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
-import { envelope, fundedPayer, pay, paymentHeader } from "../../testing/x402-payer.ts";
-import { queryRows } from "../db/client.ts";
-import { createSignerClient } from "../signer/create-signer-client.ts";
-import { X402_REASONS } from "./reasons.ts";
+import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
+import { startRewritingEnclaveProxy } from "../../../testing/fault-enclave.ts";
+import { useFixture, useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
+import { queryRows } from "../../db/client.ts";
+import { createSignerClient } from "../../signer/create-signer-client.ts";
+import { X402_REASONS } from "../reasons.ts";
 
 // Settlements of one batch are signed all at once with consecutive settler nonces (settle.ts). If
 // the enclave refuses one of them, the ones after it must be signed again from its nonce: a

@@ -12,16 +12,16 @@
  * settlements revert as it may is refused 429 `invalid_exact_evm_too_many_reverts`
  * (revert-guard.ts), and a settle holds a slot of both while it runs.
  */
-import { CAIP2_NETWORK } from "../../shared/constants.ts";
-import { err, ok } from "../../shared/result.ts";
+import { CAIP2_NETWORK } from "../../../shared/constants.ts";
+import { err, ok } from "../../../shared/result.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import type { X402Runtime } from "../setup.ts";
 import type { X402Limits } from "./client-limit.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
-import { X402_REASONS, type X402Reason } from "./reasons.ts";
 import { X402_VERSION } from "./requirements.ts";
 import { guardReason, type RevertGuard } from "./revert-guard.ts";
 import type { SettleOutcome, SettleResponse } from "./settle.ts";
 import { settledOutcome } from "./settled-outcome.ts";
-import type { X402Runtime } from "./setup.ts";
 import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
 
 /** `@x402/core`'s VerifyResponse. */

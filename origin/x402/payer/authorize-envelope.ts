@@ -9,7 +9,7 @@
  * and its signature are stored (authorize-repository.ts); a repeat, whose request hash binds the
  * copied parts byte for byte, builds the same envelope from its own body.
  */
-import type { Hex } from "../../shared/hex.ts";
+import type { Hex } from "../../../shared/hex.ts";
 
 export type PaymentAuthorization = {
   from: string;

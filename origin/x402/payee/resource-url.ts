@@ -10,9 +10,9 @@
  *   3. the request's own URL: a client that reached the origin directly (the local stack, tests).
  */
 import type { Context } from "hono";
-import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL } from "../../shared/constants.ts";
-import type { EdgeSecretVerifier } from "../http/edge-secret.ts";
-import type { AppEnv } from "../http/env.ts";
+import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL } from "../../../shared/constants.ts";
+import type { EdgeSecretVerifier } from "../../http/edge-secret.ts";
+import type { AppEnv } from "../../http/env.ts";
 
 export type ResourceUrlOf = (c: Context<AppEnv>) => string;
 
