@@ -83,6 +83,14 @@ module.exports = {
       to: { path: "^origin/(actions|x402)/", pathNot: "^origin/$1/" },
     },
     {
+      name: "x402-room-imports-other-room",
+      comment:
+        "x402's payer side (origin/x402/payer/: authorize) and payee side (origin/x402/payee/: the demo, the facilitator, verify, settle) share what both use through the files at origin/x402/'s root, never by importing each other.",
+      severity: "error",
+      from: { path: "^origin/x402/(payer|payee)/", pathNot: TEST_CODE },
+      to: { path: "^origin/x402/(payer|payee)/", pathNot: "^origin/x402/$1/" },
+    },
+    {
       name: "origin-import-cycle",
       comment: "No import cycle inside origin/ or between its folders (type-only imports count).",
       severity: "error",

@@ -55,7 +55,7 @@ import { checkKeysHeld } from "./startup/keys-held.ts";
 import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
 import type { Worker } from "./workers/loop.ts";
 import { createX402Module } from "./x402/capability.ts";
-import { settlementsFollower } from "./x402/outbox-follower.ts";
+import { settlementsFollower } from "./x402/payee/outbox-follower.ts";
 import { buildX402Runtime, type X402Runtime } from "./x402/setup.ts";
 
 export type ComposeOptions = {

@@ -5,7 +5,7 @@ import { err, ok, type Result } from "../shared/result.ts";
 import { parseCidrList } from "./http/cidr.ts";
 
 /**
- * The x402 demo quote's maxTimeoutSeconds (docs/api.md#the-demo-quotes-amount; x402/requirements.ts
+ * The x402 demo quote's maxTimeoutSeconds (docs/api.md#the-demo-quotes-amount; x402/payee/requirements.ts
  * quotes it); here because the validity margin is checked against it.
  */
 export const DEMO_MAX_TIMEOUT_SECONDS = 60;
@@ -130,7 +130,7 @@ const envSchema = z.object({
   /**
    * Ours: the facilitator's verify and settle and the demo's paid retry, per minute, of one client:
    * of one payer (the authorization's `from`) for well-formed payments it signed, of one address
-   * (IPv4, IPv6 /64) for requests the checks without chain or database refuse (x402/client-limit.ts).
+   * (IPv4, IPv6 /64) for requests the checks without chain or database refuse (x402/payee/client-limit.ts).
    */
   AGENT_X402_RATE_LIMIT_PER_MINUTE: integer(1_200, 1, 1_000_000),
   /**
@@ -230,7 +230,7 @@ export type Config = {
     /** Authorizations per agent per UTC day. */
     dailyLimit: number;
     validityMarginSeconds: number;
-    /** Refused requests per address, signed payments per payer, per minute (x402/client-limit.ts). */
+    /** Refused requests per address, signed payments per payer, per minute (x402/payee/client-limit.ts). */
     rateLimitPerMinute: number;
     /** Signed payments per address per minute, all payers together. */
     addressPaymentsPerMinute: number;

@@ -107,7 +107,7 @@ const jsonBytes = (value: unknown): number => new TextEncoder().encode(JSON.stri
 /**
  * The 402 quote as the agent received it (docs/x402.md): only its shape and size are
  * checked here. Which entry of `accepts` can be paid is the route's decision
- * (origin/x402/authorize-requirement.ts), and what is copied into the envelope is the quote as
+ * (origin/x402/payer/authorize-requirement.ts), and what is copied into the envelope is the quote as
  * sent, keys in their order.
  */
 export const x402PaymentRequiredSchema = z.looseObject({

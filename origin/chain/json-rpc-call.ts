@@ -62,7 +62,7 @@ export async function sendRpcCall<T>(rpc: Sender, call: RpcCall<T>): Promise<Rpc
  * its position as id. Nodes run a batch's calls in that order (geth one by one, the devnet
  * starting each in turn), and callers rely on it: a sender's nonce read before its balance
  * (SenderView, outbox/intent.ts), the block number before the balances it bounds
- * (x402/reservations.ts). The answer's items are matched by id, whatever their order. No calls: no
+ * (x402/payee/reservations.ts). The answer's items are matched by id, whatever their order. No calls: no
  * request.
  */
 export async function sendRpcBatch<const C extends RpcBatchCalls>(

@@ -15,9 +15,9 @@ import { OUTBOX_DOMAINS } from "../compose.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
 import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
-import { reservedStatement } from "../x402/reservations.ts";
-import { payerRevertsStatement } from "../x402/revert-guard.ts";
-import * as settle from "../x402/settle.ts";
+import { reservedStatement } from "../x402/payee/reservations.ts";
+import { payerRevertsStatement } from "../x402/payee/revert-guard.ts";
+import * as settle from "../x402/payee/settle.ts";
 import { COLUMN_TYPES, type Columns, columnDeclaration, type PreparedStatement } from "./prepared.ts";
 
 type AnyStatement = PreparedStatement<string, Columns>;

@@ -1,7 +1,7 @@
 /**
  * The domain rows whose state follows an outgoing transaction's from `signed` on: an agent
  * action, an x402 settlement. Each domain defines its follower (actions/outbox-follower.ts,
- * x402/outbox-follower.ts) and the composition root hands them to the outbox it builds
+ * x402/payee/outbox-follower.ts) and the composition root hands them to the outbox it builds
  * (outbox.ts); the outbox writes every follower's rows in the statement that moves the
  * transactions, so a reader never sees the two differ, and the outbox itself names no domain table.
  */

@@ -8,7 +8,7 @@
  * A domain hands the outbox a kind (kind.ts): data and pure functions of its own (its claim, the
  * facts its checks read, the checks, which enclave op signs with which key, its rows in the store
  * statement) and what it answers its caller. Money's kind is actions/execute.ts, x402's
- * x402/settle.ts; the composition root (compose.ts) builds the outbox once, with the domains'
+ * x402/payee/settle.ts; the composition root (compose.ts) builds the outbox once, with the domains'
  * followers, sweeps and key lookups passed in, and hands it to both.
  *
  * What the outbox does, in this order, one file a step:

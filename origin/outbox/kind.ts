@@ -6,7 +6,7 @@
  * for every kind: batching, the senders' chain views and fees, the lock of their nonce rows,
  * signing in nonce order, the store, the broadcast lane and the receipts.
  *
- * Money's kind is actions/execute.ts (faucet payouts and transfers), x402's is x402/settle.ts
+ * Money's kind is actions/execute.ts (faucet payouts and transfers), x402's is x402/payee/settle.ts
  * (settlements).
  */
 import type { SQL } from "drizzle-orm";

@@ -321,7 +321,9 @@ async function signClaimed<Item, Chain, Facts, Refusal>(
 
 /** The wei a transaction moves besides its fee. */
 function valueWei(request: SigningRequest): bigint {
-  return request.op === "signTransfer" || request.op === "signFaucet" ? request.valueUnits * WEI_PER_UNIT : 0n;
+  return request.op === "signTransfer" || request.op === "signFaucet"
+    ? request.valueUnits * WEI_PER_UNIT
+    : 0n;
 }
 
 /** Calls the request's enclave op with the chain id, the nonce and the fees. */

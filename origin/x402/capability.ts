@@ -1,9 +1,21 @@
+/**
+ * The x402 module: its entry (createX402Module), in two rooms that never import each other
+ * (.dependency-cruiser.cjs, x402-room-imports-other-room); both may import the files at this root.
+ *  - payer/: what an agent uses to pay, `POST /agent/v1/x402/authorize`
+ *    (docs/x402.md#an-agent-pays-with-its-token-authorize): the quote entry it may authorize, the
+ *    envelope the enclave signs for it, the one stored signature and the daily count.
+ *  - payee/: what gets paid and settles, the demo and the facilitator
+ *    (docs/x402.md#the-demo-and-the-facilitator): the quote, the payment's parse and verification,
+ *    the client windows and the revert guard, settlement (the outbox kind, reservations, follower).
+ *  - here: the wiring (this file, router.ts, setup.ts) and what is shared: canonical-json.ts (both
+ *    rooms) and reasons.ts (the x402 wire reasons, which tests and the fuzz tables import too).
+ */
 import type { Handler } from "hono";
 import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { x402AuthorizeHandler } from "./authorize.ts";
+import { x402AuthorizeHandler } from "./payer/authorize.ts";
 import { createX402Router } from "./router.ts";
 import type { X402Runtime } from "./setup.ts";
 

@@ -35,10 +35,10 @@ export const X402_REASONS = {
   signatureHighS: "invalid_exact_evm_signature_high_s",
   payerNotAllowed: "invalid_exact_evm_payer_not_allowed",
   // Ours, in @x402/evm's pattern: the payer, or the client's address, has had as many settlements
-  // revert in the window as it may (revert-guard.ts); refused for a while (HTTP 429, Retry-After).
+  // revert in the window as it may (payee/revert-guard.ts); refused for a while (HTTP 429, Retry-After).
   tooManyReverts: "invalid_exact_evm_too_many_reverts",
   // Ours: a window of the client's (its address's refused requests, its payer's payments, its
-  // address's payments) is full (client-limit.ts; HTTP 429, Retry-After).
+  // address's payments) is full (payee/client-limit.ts; HTTP 429, Retry-After).
   rateLimited: "rate_limited",
   // @x402/core: a broadcast settlement without a receipt yet: retry the same payment
   // (docs/x402.md#after-settlement_pending-retry-the-same-payment).

@@ -1,10 +1,10 @@
 /**
- * The x402 surfaces under {base}/x402 (docs/x402.md#the-demo-and-the-facilitator): the demo
- * resource and the public facilitator, both over one runtime (setup.ts). Public: no bearer token;
- * the edge passes them through. The client is resolved as the gateway resolves it, for the windows
- * of verify, settle and the paid demo (client-limit.ts) and the guard against reverted settlements
- * (revert-guard.ts), both shared by the two routers; the demo names itself by the URL the client
- * requested (resource-url.ts).
+ * The x402 surfaces under {base}/x402 (docs/x402.md#the-demo-and-the-facilitator): the payee
+ * side's demo resource and public facilitator (payee/), both over one runtime (setup.ts). Public:
+ * no bearer token; the edge passes them through. The client is resolved as the gateway resolves
+ * it, for the windows of verify, settle and the paid demo (payee/client-limit.ts) and the guard
+ * against reverted settlements (payee/revert-guard.ts), both shared by the two routers; the demo
+ * names itself by the URL the client requested (payee/resource-url.ts).
  */
 import { Hono } from "hono";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
@@ -12,13 +12,13 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { createX402Limits } from "./client-limit.ts";
-import { createDemoRouter } from "./demo.ts";
-import { createFacilitatorRouter } from "./facilitator.ts";
-import { createFacilitator } from "./facilitator-core.ts";
-import { createPayerFactsReader } from "./payer-facts.ts";
-import { createResourceUrlOf } from "./resource-url.ts";
-import { createRevertGuard } from "./revert-guard.ts";
+import { createX402Limits } from "./payee/client-limit.ts";
+import { createDemoRouter } from "./payee/demo.ts";
+import { createFacilitatorRouter } from "./payee/facilitator.ts";
+import { createFacilitator } from "./payee/facilitator-core.ts";
+import { createPayerFactsReader } from "./payee/payer-facts.ts";
+import { createResourceUrlOf } from "./payee/resource-url.ts";
+import { createRevertGuard } from "./payee/revert-guard.ts";
 import type { X402Runtime } from "./setup.ts";
 
 export type X402RouterOptions = {

@@ -11,8 +11,8 @@ import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Outbox } from "../outbox/index.ts";
 import type { GetPolicyResult } from "../signer/types.ts";
-import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
-import { createSettler, type Settler } from "./settle.ts";
+import { demoRequirements, type PaymentRequirements } from "./payee/requirements.ts";
+import { createSettler, type Settler } from "./payee/settle.ts";
 
 export type X402Runtime = {
   requirements: PaymentRequirements;
@@ -35,7 +35,7 @@ export function x402PolicyDifferences(config: Config, sealed: GetPolicyResult): 
   const sealedPayTo = policy.x402PayTo?.toLowerCase() ?? "unset";
   if (payTo !== sealedPayTo)
     differences.push(`AGENT_X402_PAY_TO is ${payTo} but the enclave's sealed policy says ${sealedPayTo}`);
-  // The gateway refuses a longer validity itself (authorize-requirement.ts); the enclave refuses
+  // The gateway refuses a longer validity itself (payer/authorize-requirement.ts); the enclave refuses
   // one over its sealed bound. Equal bounds give the agent the gateway's clear 422 every time.
   const timeout = config.x402.maxTimeoutSeconds;
   if (timeout !== policy.x402MaxTimeoutSeconds)

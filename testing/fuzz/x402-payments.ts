@@ -9,7 +9,7 @@ import fc from "fast-check";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../devnet/index.ts";
 import { highS } from "../../devnet/testing.ts";
-import { demoRequirements } from "../../origin/x402/requirements.ts";
+import { demoRequirements } from "../../origin/x402/payee/requirements.ts";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
 import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
 import { addressOfPublicKey, publicKeyOf, signDigest } from "../../shared/secp256k1.ts";

@@ -91,7 +91,7 @@ export const transferDailySpend = pgTable(
 
 /**
  * How many x402 authorizations each agent had signed on one UTC day (AGENT_X402_DAILY_LIMIT),
- * counted by the statement that signs one (x402/authorize-repository.ts), so the limit's check
+ * counted by the statement that signs one (x402/payer/authorize-repository.ts), so the limit's check
  * reads one row however many the agent signed.
  */
 export const x402DailyAuthorizations = pgTable(

@@ -54,7 +54,7 @@ export const x402Settlements = pgTable(
     // counts read the whole table anyway.
     index("x402_settlements_tx_idx").on(t.txId),
     // A payer's settlements that may still move money, which its balance must cover before
-    // another one settles (x402/reservations.ts): those still inside their validity window.
+    // another one settles (x402/payee/reservations.ts): those still inside their validity window.
     // Neither column ever changes, so status changes stay HOT updates.
     index("x402_settlements_payer_valid_before_idx").on(t.payer, t.validBefore),
   ],

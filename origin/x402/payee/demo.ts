@@ -1,0 +1,87 @@
+/**
+ * `GET {base}/x402/demo` (docs/x402.md#the-demo-and-the-facilitator): unpaid, a 402 with the quote
+ * in the body and, Base64, in PAYMENT-REQUIRED; paid (PAYMENT-SIGNATURE), decode, check and settle
+ * through the in-process facilitator (the settle batch reads the payment's facts on chain, the last
+ * checks of verify, while it claims the payment), and 200 with PAYMENT-RESPONSE only once the
+ * settler transaction's receipt is 0x1. Every failure is a 402 whose `error` names the reason;
+ * after a settle (refused on the chain's facts, pending, failed, or an earlier presentation)
+ * PAYMENT-RESPONSE carries its outcome, naming the original transaction if any. A paid retry is
+ * counted for what it is (client-limit.ts): one the pure checks refuse against its client's
+ * address, a signed payment against its payer and its address's payment budget; past either, 429
+ * with the quote, `error` rate_limited, and Retry-After. A payer or address that has made as many
+ * settlements revert as it may is refused the same way with `invalid_exact_evm_too_many_reverts`
+ * (revert-guard.ts).
+ */
+import type { Context } from "hono";
+import { Hono } from "hono";
+import type { AppEnv } from "../../http/env.ts";
+import { route } from "../../openapi/route.ts";
+import type { X402Reason } from "../reasons.ts";
+import type { X402Runtime } from "../setup.ts";
+import type { Facilitator, Turned } from "./facilitator-core.ts";
+import { decodePaymentHeader } from "./payment.ts";
+import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
+import type { ResourceUrlOf } from "./resource-url.ts";
+import type { SettleResponse } from "./settle.ts";
+
+export type DemoRouterDeps = {
+  runtime: X402Runtime;
+  /** The in-process facilitator's core, which checks and settles the paid retry. */
+  facilitator: Facilitator;
+  /** The public URL the quote names, never the origin's own (resource-url.ts). */
+  resourceUrlOf: ResourceUrlOf;
+};
+
+export function createDemoRouter({ runtime, facilitator, resourceUrlOf }: DemoRouterDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  route(app, "/x402/demo", "x402Demo", async (c) => {
+    const resource: ResourceInfo = {
+      url: resourceUrlOf(c),
+      mimeType: "application/json",
+      description: "x402 demo resource: a paid JSON answer",
+    };
+    const refuse = (reason?: X402Reason, settlement?: SettleResponse): Response => {
+      const quote = paymentRequired(resource, runtime.requirements, reason);
+      c.header("PAYMENT-REQUIRED", encodeHeader(quote));
+      if (settlement) c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
+      c.header("Cache-Control", "no-store");
+      return c.json(quote, 402);
+    };
+    const header = c.req.header("PAYMENT-SIGNATURE");
+    if (header === undefined) return refuse();
+    const clientIp = c.get("clientIp");
+    const tooMany = (wait: number, reason: X402Reason): Response => {
+      c.header("Retry-After", String(wait));
+      c.header("Cache-Control", "no-store");
+      return c.json(paymentRequired(resource, runtime.requirements, reason), 429);
+    };
+    // Turned away before settling: a 402 naming the reason, or a 429 with the wait past a window.
+    const turnedAway = ({ reason, retryAfterSeconds }: Turned): Response =>
+      retryAfterSeconds === undefined ? refuse(reason) : tooMany(retryAfterSeconds, reason);
+    const decoded = decodePaymentHeader(header);
+    // A paid retry the pure checks refuse counts against the client's address.
+    if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.reason));
+    const checked = facilitator.checkEnvelope(decoded.value, clientIp);
+    if ("turned" in checked) return turnedAway(checked.turned);
+    const outcome = await facilitator.settleChecked(checked, clientIp);
+    if ("turned" in outcome) return turnedAway(outcome.turned);
+    // Every settle that did not pay reports its outcome in PAYMENT-RESPONSE
+    // (docs/api.md#the-demos-paid-retry-when-payment-response-is-sent):
+    // refused on the chain's facts (balance, nonce; no transaction), pending or failed, or a
+    // payment presented again (`duplicate`), which names the original transaction, settled or
+    // pending, so a client can reconcile instead of paying again.
+    if (outcome.kind !== "settled") return refuse(outcome.response.errorReason, outcome.response);
+    return paid(c, outcome.response);
+  });
+  return app;
+}
+
+function paid(c: Context<AppEnv>, settlement: SettleResponse): Response {
+  c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
+  c.header("Cache-Control", "no-store");
+  return c.json({
+    ok: true,
+    message: "paid: this is the demo resource",
+    transaction: settlement.transaction,
+  });
+}

@@ -1,0 +1,250 @@
+/**
+ * The facilitator without a web framework (docs/x402.md#the-demo-and-the-facilitator):
+ * `supported`, `verify` and `settle` take a request as data (its body, already read, and the
+ * client's address) and answer the reference's shapes with an HTTP status, which the routes
+ * (facilitator.ts) write as they are and the demo (demo.ts) settles through. Failures are data with
+ * status 200, as the reference facilitator answers them; a body that is not JSON is 400, one too
+ * large 413. The body's own `x402Version` must be 2, as the envelope's must.
+ *
+ * Each request is counted for what it is (client-limit.ts): one the pure checks refuse against its
+ * client's address, a signed payment against its payer and its address's payment budget; past
+ * either, 429 `rate_limited` with a Retry-After. A payer or address that has made as many
+ * settlements revert as it may is refused 429 `invalid_exact_evm_too_many_reverts`
+ * (revert-guard.ts), and a settle holds a slot of both while it runs.
+ */
+import { CAIP2_NETWORK } from "../../../shared/constants.ts";
+import { err, ok } from "../../../shared/result.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import type { X402Runtime } from "../setup.ts";
+import type { X402Limits } from "./client-limit.ts";
+import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
+import { X402_VERSION } from "./requirements.ts";
+import { guardReason, type RevertGuard } from "./revert-guard.ts";
+import type { SettleOutcome, SettleResponse } from "./settle.ts";
+import { settledOutcome } from "./settled-outcome.ts";
+import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
+
+/** `@x402/core`'s VerifyResponse. */
+export type VerifyResponse = { isValid: boolean; invalidReason?: string; payer?: string };
+
+/** `@x402/core`'s SupportedResponse, for the one kind this facilitator settles. */
+export type SupportedResponse = {
+  kinds: { x402Version: number; scheme: string; network: string; extra: unknown }[];
+  extensions: string[];
+  signers: Record<string, string[]>;
+};
+
+/** What a route writes: the body, its status, and how long to wait first when it is 429. */
+export type FacilitatorAnswer<Body> = {
+  status: 200 | 400 | 413 | 429;
+  body: Body;
+  retryAfterSeconds?: number;
+};
+
+/** A request's body as the route read it: its JSON, or why there is none. */
+export type FacilitatorBody = { json: unknown } | "not_json" | "too_large";
+
+/** A payment that passed the pure checks, as the demo and `/settle` hand it to the settler. */
+export type CheckedPayment = {
+  payer: string;
+  envelope: PaymentEnvelope;
+  authorization: PaymentEnvelope["authorization"];
+};
+
+/** Refused before anything was settled: the reason, and the wait when the refusal is a 429. */
+export type Turned = { reason: X402Reason; retryAfterSeconds?: number };
+
+export type Facilitator = {
+  supported(): SupportedResponse;
+  verify(body: FacilitatorBody, clientIp: string): Promise<FacilitatorAnswer<VerifyResponse>>;
+  settle(body: FacilitatorBody, clientIp: string): Promise<FacilitatorAnswer<SettleResponse>>;
+  /** A refusal of the pure checks the caller made itself, counted against the address (the demo's header). */
+  refused(clientIp: string, reason: X402Reason): Turned;
+  /**
+   * The payment's own checks, as the demo runs them on its PAYMENT-SIGNATURE: a refusal counts
+   * against the client's address (past its window: `rate_limited` with the wait).
+   */
+  checkEnvelope(envelope: PaymentEnvelope, clientIp: string): CheckedPayment | { turned: Turned };
+  /**
+   * Settles a checked payment within its payer's and address's windows and the revert guard's
+   * slot: the settler's outcome, or why it was turned away first (a 429 with its wait).
+   */
+  settleChecked(payment: CheckedPayment, clientIp: string): Promise<SettleOutcome | { turned: Turned }>;
+};
+
+export type FacilitatorDeps = {
+  runtime: X402Runtime;
+  verifyDeps: VerifyDeps;
+  limits: X402Limits;
+  guard: RevertGuard;
+};
+
+export function createFacilitator({ runtime, verifyDeps, limits, guard }: FacilitatorDeps): Facilitator {
+  /** A refusal of the pure checks, counted against the address: past its window, rate_limited. */
+  const refusedFrom = (clientIp: string, reason: X402Reason): Turned => {
+    const wait = limits.refused(clientIp);
+    return wait === undefined ? { reason } : { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait };
+  };
+
+  /**
+   * Parses `{x402Version, paymentPayload, paymentRequirements}` and runs the checks that need
+   * neither the chain nor the database (verify.ts checkPayment).
+   */
+  const check = (body: unknown): Parsed<CheckedPayment> => {
+    const request = fieldsOf(body);
+    const envelope = parseEnvelope(request.paymentPayload);
+    if (!envelope.ok) return envelope;
+    const payer = envelope.value.authorization.from;
+    if (request.x402Version !== X402_VERSION) return err({ reason: X402_REASONS.invalidX402Version, payer });
+    const given = request.paymentRequirements;
+    if (typeof given !== "object" || given === null) {
+      return err({ reason: X402_REASONS.invalidPaymentRequirements, payer });
+    }
+    const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
+    if (differs) return err({ reason: differs, payer });
+    const checked = checkPayment(envelope.value, runtime.requirements, checkContext(verifyDeps));
+    if (!checked.ok) return checked;
+    return ok({ ...checked.value, envelope: envelope.value });
+  };
+
+  /**
+   * What a request comes to before the chain or the database is read: the checked payment, or why
+   * it was refused (the pure checks, counted against the address; a window that is full) with
+   * the payer it names and the status to answer.
+   */
+  const admit = (
+    body: FacilitatorBody,
+    clientIp: string,
+  ): CheckedPayment | { turned: Turned; payer: string; status: 200 | 400 | 413 | 429 } => {
+    const refused = (reason: X402Reason, payer: string, status: 200 | 400 | 413) => {
+      const turned = refusedFrom(clientIp, reason);
+      return { turned, payer, status: turned.retryAfterSeconds === undefined ? status : (429 as const) };
+    };
+    if (body === "too_large") return refused(X402_REASONS.invalidPayload, "", 413);
+    if (body === "not_json") return refused(X402_REASONS.invalidPayloadJson, "", 400);
+    const checked = check(body.json);
+    if (!checked.ok) return refused(checked.error.reason, checked.error.payer ?? "", 200);
+    const wait = limits.payment(clientIp, checked.value.payer);
+    if (wait !== undefined) {
+      return {
+        turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait },
+        payer: checked.value.payer,
+        status: 429,
+      };
+    }
+    return checked.value;
+  };
+
+  const settleChecked: Facilitator["settleChecked"] = async (payment, clientIp) => {
+    const slot = await guard.enter(clientIp, payment.payer);
+    if (!slot.ok)
+      return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
+    // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
+    // settlement (its transaction), never signed again.
+    return settledOutcome(slot.value, () =>
+      runtime.settler.settle({
+        authorization: payment.authorization,
+        signature: payment.envelope.signature,
+        requirement: payment.envelope.accepted,
+        payload: payment.envelope.raw.payload,
+      }),
+    );
+  };
+
+  return {
+    supported: () => ({
+      kinds: [
+        {
+          x402Version: X402_VERSION,
+          scheme: runtime.requirements.scheme,
+          network: runtime.requirements.network,
+          extra: runtime.requirements.extra,
+        },
+      ],
+      extensions: [],
+      signers: { "eip155:*": [runtime.settlerAddress] },
+    }),
+
+    async verify(body, clientIp) {
+      const refuse = (turned: Turned, payer: string, status: 200 | 400 | 413 | 429) => ({
+        status,
+        body: { isValid: false, invalidReason: turned.reason, ...(payer ? { payer } : {}) },
+        ...retryAfter(turned),
+      });
+      const admitted = admit(body, clientIp);
+      if ("turned" in admitted) return refuse(admitted.turned, admitted.payer, admitted.status);
+      // A settle now would be refused: say so rather than that it would settle.
+      const held = await guard.check(clientIp, admitted.payer);
+      if (held) {
+        return refuse(
+          { reason: guardReason(held), retryAfterSeconds: held.retryAfterSeconds },
+          admitted.payer,
+          429,
+        );
+      }
+      const result = await verifyFacts(verifyDeps, admitted);
+      return {
+        status: 200,
+        body: result.ok
+          ? { isValid: true, payer: result.value.payer }
+          : {
+              isValid: false,
+              invalidReason: result.error.reason,
+              ...(result.error.payer ? { payer: result.error.payer } : {}),
+            },
+      };
+    },
+
+    async settle(body, clientIp) {
+      const admitted = admit(body, clientIp);
+      if ("turned" in admitted) {
+        return {
+          status: admitted.status,
+          body: failed(admitted.turned.reason, admitted.payer),
+          ...retryAfter(admitted.turned),
+        };
+      }
+      const outcome = await settleChecked(admitted, clientIp);
+      if ("turned" in outcome) {
+        return {
+          status: 429,
+          body: failed(outcome.turned.reason, admitted.payer),
+          ...retryAfter(outcome.turned),
+        };
+      }
+      return { status: 200, body: outcome.response };
+    },
+
+    checkEnvelope(envelope, clientIp) {
+      const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
+      if (!checked.ok) return { turned: refusedFrom(clientIp, checked.error.reason) };
+      // A signed payment reads the chain and may settle: it counts against its payer and its address.
+      const wait = limits.payment(clientIp, checked.value.payer);
+      if (wait !== undefined)
+        return { turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait } };
+      return { ...checked.value, envelope };
+    },
+
+    settleChecked,
+    refused: refusedFrom,
+  };
+}
+
+function retryAfter(turned: Turned): { retryAfterSeconds?: number } {
+  return turned.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: turned.retryAfterSeconds };
+}
+
+/** A request's fields; a JSON body that is no object (`null`, a number) has none, so its payload is missing. */
+function fieldsOf(body: unknown): Record<string, unknown> {
+  return (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+}
+
+function failed(reason: string, payer: string): SettleResponse {
+  return {
+    success: false,
+    errorReason: reason as SettleResponse["errorReason"],
+    payer,
+    transaction: "",
+    network: CAIP2_NETWORK,
+  };
+}

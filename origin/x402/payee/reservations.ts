@@ -1,0 +1,102 @@
+/**
+ * What a payer's balance must still cover before one more of its payments settles: every other
+ * settlement of the payer that is claimed or signed but not yet in the balance the chain showed
+ * (x402_settlements). Without it, N payments against a balance covering two each see the same
+ * balance, and N - 2 of them revert on chain at the settler's expense.
+ *
+ * The settle batch reads the chain's block number and then the balances, in one JSON-RPC batch
+ * that the node answers in order, so the balances are of that block or a later one. A settlement
+ * counts unless that balance surely holds it already: mined (its receipt recorded, or read now
+ * from the chain) in that block or before, or reverted (it moved nothing). One mined in between
+ * counts twice, a refusal too many, never an overdraft. One whose validBefore has passed by more
+ * than the margin can no longer move money, and is not read.
+ */
+import { sql } from "drizzle-orm";
+import type { Hex } from "../../../shared/hex.ts";
+import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
+import type { PipelinedTransaction } from "../../db/pipelined-transaction.ts";
+import { preparedStatement } from "../../db/prepared.ts";
+import { readReceipts } from "../../outbox/index.ts";
+
+export type ReservedUnitsParams = {
+  payers: readonly string[];
+  /** Claims of the batch asking: it counts those itself, in its own order. */
+  excludeIds: readonly string[];
+  /** The block the balances were read at, or before: settlements mined after it are not in them. */
+  balanceBlock: bigint;
+  /** Settlements valid until this time or earlier (unix seconds) can no longer settle. */
+  openAfterSeconds: bigint;
+};
+
+type ReservedParam = "payers" | "openAfter" | "excludeIds" | "balanceBlock";
+
+// In the settle batch's pipelined transaction (outbox/submit.ts), so a named statement.
+export const reservedStatement = preparedStatement<ReservedParam>(
+  "x402_reserved_units",
+  sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash
+      from x402_settlements x
+      left join outgoing_transactions t on t.tx_id = x.tx_id
+      where x.payer = any(${sql.placeholder("payers")}::text[])
+        and x.valid_before > ${sql.placeholder("openAfter")}::bigint
+        and not (x.id = any(${sql.placeholder("excludeIds")}::uuid[]))
+        and (x.status in ('claimed', 'submitted')
+          or (x.status = 'settled' and t.block_number > ${sql.placeholder("balanceBlock")}::bigint))`,
+).returns({ payer: "text", units: "text", status: "text", tx_hash: "text?" });
+
+/**
+ * Units each payer's other settlements hold, by payer (absent: none). For the settle batch, which
+ * calls it after taking the settler's nonce row lock: every batch that signed before it has
+ * committed by then, whichever origin ran it, and none signs until it has. A settlement signed
+ * but with no receipt recorded yet (the batch before this one may be recording it right now) is
+ * looked up on the chain, in one JSON-RPC batch, only when there is one.
+ */
+export async function reservedUnits(
+  run: PipelinedTransaction["run"],
+  rpc: JsonRpcUpstream,
+  params: ReservedUnitsParams,
+): Promise<Map<string, bigint>> {
+  const reserved = new Map<string, bigint>();
+  if (params.payers.length === 0) return reserved;
+  const rows = await run(reservedStatement, {
+    payers: pgArrayLiteral(params.payers),
+    openAfter: params.openAfterSeconds.toString(),
+    excludeIds: pgArrayLiteral(params.excludeIds),
+    balanceBlock: params.balanceBlock.toString(),
+  });
+  const unrecorded = rows.filter((row) => row.status !== "settled" && row.tx_hash !== null);
+  // None when the chain does not answer: then each counts.
+  const receipts = await readReceipts(
+    rpc,
+    unrecorded.map((row) => row.tx_hash as Hex),
+  );
+  for (const row of rows) {
+    const receipt = row.tx_hash === null ? undefined : receipts.get(row.tx_hash);
+    if (receipt && (receipt.status === "reverted" || receipt.blockNumber <= params.balanceBlock)) continue;
+    reserved.set(row.payer, (reserved.get(row.payer) ?? 0n) + BigInt(row.units));
+  }
+  return reserved;
+}
+
+export type VerifyReservation = { claimed: boolean; reservedUnits: bigint };
+
+/**
+ * For /verify, in one statement: whether (payer, nonce) is claimed here already, and what the
+ * payer's settlements not yet mined hold. Verify reads the balance without a block number, so
+ * settlements already mined count as in it.
+ */
+export async function verifyReservation(
+  db: Db,
+  params: { payer: string; nonce: string; openAfterSeconds: bigint },
+): Promise<VerifyReservation> {
+  const [row] = await queryRows<{ claimed: boolean; units: string }>(
+    db,
+    sql`select count(*) filter (where nonce = ${params.nonce}) > 0 as claimed,
+          coalesce(sum(amount_units) filter (
+            where nonce <> ${params.nonce} and status in ('claimed', 'submitted')), 0)::text as units
+        from x402_settlements
+        where payer = ${params.payer}
+          and (nonce = ${params.nonce} or valid_before > ${params.openAfterSeconds.toString()}::bigint)`,
+  );
+  return { claimed: row?.claimed ?? false, reservedUnits: BigInt(row?.units ?? "0") };
+}

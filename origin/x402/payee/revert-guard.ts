@@ -1,0 +1,209 @@
+/**
+ * What a payer can make the settler pay in reverted settlements (docs/security.md#floods-and-what-they-still-get).
+ * The settler pays the gas of what it signs, and settle.ts signs only what the chain would not
+ * revert for anything the payer chose before signing; but a payer that moves its balance away
+ * after presenting a payment (its own transaction mined just before ours) still makes the
+ * settlement revert, and nothing read before signing can see that coming. So the facilitator's
+ * settle and the demo's paid retry pass this guard first:
+ *  - a payer whose settlements reverted REVERT_GUARD.reverts times within windowSeconds is refused
+ *    settlement until the oldest of them leaves the window: counted in x402_settlements (status
+ *    `reverted`, updated_at), so the count holds across origins sharing the database;
+ *  - so is a client address (IPv4, IPv6 /64) whose settlements reverted as many times, as this node
+ *    saw them (in memory per node, like the other windows);
+ *  - while a settlement is in flight it holds one of what its payer may still revert, so a payer
+ *    never has more settlements in flight on a node than it may still cause to revert: draining
+ *    its balance under a burst of its own payments reverts no more than the count allows. An
+ *    address holds at most addressInFlight on a node, and once one of its settlements reverted, no
+ *    more than it may still revert. A settle past a slot waits for one (the burst is served in
+ *    turn, not refused); past maxWaiting waiting on one key it is refused at once.
+ * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (x402/reasons.ts).
+ */
+import { sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../../shared/result.ts";
+import { createBatcher } from "../../db/batcher.ts";
+import { type Db, pgArrayLiteral } from "../../db/client.ts";
+import { preparedStatement, runPrepared } from "../../db/prepared.ts";
+import { addressGroup } from "../../http/client-ip.ts";
+import { SlidingWindowLimiter } from "../../http/rate-limiter.ts";
+import { ignoreRefusal, type RefusalCounter } from "../../http/refusals.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
+
+export const REVERT_GUARD = {
+  /** Reverted settlements a payer, or a client address, may cause within the window. */
+  reverts: 3,
+  windowSeconds: 600,
+  /** Settlements one client address may have in flight at once on a node before any reverted. */
+  addressInFlight: 16,
+  /**
+   * Settles that may wait for a slot of one payer or address; past it, refused at once
+   * (`rate_limited`). The address's payment window (client-limit.ts) bounds them first.
+   */
+  maxWaiting: 1_024,
+} as const;
+
+/**
+ * Refused for now: the payer or the address may cause no more reverts until `retryAfterSeconds`
+ * (`too_many_reverts`), or too many of its settles wait for a slot already (`busy`).
+ */
+export type RevertRefusal = { code: "too_many_reverts" | "busy"; retryAfterSeconds: number };
+
+/** A settlement's place; released once with what its settlement came to. */
+export type SettleSlot = { release(outcome: "reverted" | "not_reverted"): void };
+
+export type RevertGuard = {
+  /** The refusal a settle now would meet, without taking a slot (verify asks this). */
+  check(clientIp: string, payer: string): Promise<RevertRefusal | undefined>;
+  /** A slot for one settlement (waiting for one if need be), or the refusal. */
+  enter(clientIp: string, payer: string): Promise<Result<SettleSlot, RevertRefusal>>;
+};
+
+export type CreateRevertGuardParams = {
+  db: Db;
+  refusals?: RefusalCounter;
+  now?: () => number;
+  /** REVERT_GUARD by default; tests may narrow it. */
+  limits?: Partial<{ [K in keyof typeof REVERT_GUARD]: number }>;
+};
+
+type PayerReverts = { reverts: number; freesInSeconds: number };
+
+/**
+ * Per payer, its reverted settlements in the window: the count, at most `limit`, and the seconds
+ * until the oldest counted one leaves the window. A reverted settlement was mined while its
+ * authorization was still valid, so its valid_before is within a day of updated_at; the bound
+ * keeps the read on the (payer, valid_before) index.
+ */
+export const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | "limit">(
+  "x402_payer_reverts",
+  sql`select payer, count(*)::int as reverts,
+        greatest(1, ceil(extract(epoch from
+          min(updated_at) + make_interval(secs => ${sql.placeholder("window")}::double precision) - now())))::int
+          as frees_in
+      from (select payer, updated_at,
+              row_number() over (partition by payer order by updated_at desc) as n
+            from x402_settlements
+            where payer = any(${sql.placeholder("payers")}::text[])
+              and valid_before > ${sql.placeholder("since")}::bigint
+              and status = 'reverted'
+              and updated_at > now() - make_interval(secs => ${sql.placeholder("window")}::double precision)) r
+      where n <= ${sql.placeholder("limit")}::int
+      group by payer`,
+).returns({ payer: "text", reverts: "int", frees_in: "int" });
+
+export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard {
+  const limits = { ...REVERT_GUARD, ...params.limits };
+  const now = params.now ?? Date.now;
+  const refused = params.refusals ?? ignoreRefusal;
+  const addressReverts = new SlidingWindowLimiter({
+    limit: limits.reverts,
+    windowSeconds: limits.windowSeconds,
+    now,
+  });
+  // Settles that arrive together share one read.
+  const readPayerReverts = createBatcher<string, PayerReverts>(
+    async (payers) => {
+      const rows = await runPrepared(params.db, payerRevertsStatement, {
+        payers: pgArrayLiteral([...new Set(payers)]),
+        window: limits.windowSeconds,
+        since: Math.floor(now() / 1000) - limits.windowSeconds - 86_400,
+        limit: limits.reverts,
+      });
+      const byPayer = new Map(rows.map((row) => [row.payer, row]));
+      return payers.map((payer) => {
+        const row = byPayer.get(payer);
+        return { reverts: row?.reverts ?? 0, freesInSeconds: row?.frees_in ?? 0 };
+      });
+    },
+    { maxBatch: 256, maxInFlight: 2 },
+  );
+  const inFlight = new Map<string, number>();
+  const waiting = new Map<string, number>();
+  let wakeAll: Array<() => void> = [];
+  const held = (key: string): number => inFlight.get(key) ?? 0;
+  const add = (counts: Map<string, number>, key: string, delta: number): void => {
+    const next = (counts.get(key) ?? 0) + delta;
+    if (next <= 0) counts.delete(key);
+    else counts.set(key, next);
+  };
+
+  /** What the payer and the address may still do now: a refusal, or their caps in flight. */
+  const standing = async (
+    address: string,
+    payer: string,
+  ): Promise<Result<{ payerCap: number; addressCap: number }, RevertRefusal>> => {
+    const byPayer = await readPayerReverts(payer);
+    if (byPayer.reverts >= limits.reverts) {
+      return err({ code: "too_many_reverts", retryAfterSeconds: byPayer.freesInSeconds });
+    }
+    const byAddress = addressReverts.peek(address);
+    if (!byAddress.allowed) {
+      return err({ code: "too_many_reverts", retryAfterSeconds: byAddress.retryAfterSeconds });
+    }
+    const addressLeft = byAddress.remaining;
+    return ok({
+      payerCap: limits.reverts - byPayer.reverts,
+      addressCap: addressLeft < limits.reverts ? addressLeft : limits.addressInFlight,
+    });
+  };
+
+  return {
+    async check(clientIp, payer) {
+      const state = await standing(addressGroup(clientIp), payer.toLowerCase());
+      if (state.ok) return undefined;
+      refused("x402_reverts");
+      return state.error;
+    },
+    async enter(clientIp, payer) {
+      const address = `address ${addressGroup(clientIp)}`;
+      const key = `payer ${payer.toLowerCase()}`;
+      for (let waited = false; ; waited = true) {
+        const state = await standing(addressGroup(clientIp), payer.toLowerCase());
+        if (!state.ok) {
+          refused("x402_reverts");
+          return state;
+        }
+        if (held(key) < state.value.payerCap && held(address) < state.value.addressCap) {
+          add(inFlight, key, 1);
+          add(inFlight, address, 1);
+          let released = false;
+          return ok({
+            release(outcome) {
+              if (released) return;
+              released = true;
+              add(inFlight, key, -1);
+              add(inFlight, address, -1);
+              if (outcome === "reverted") addressReverts.record(addressGroup(clientIp));
+              const woken = wakeAll;
+              wakeAll = [];
+              for (const wake of woken) wake();
+            },
+          });
+        }
+        if (
+          !waited &&
+          ((waiting.get(key) ?? 0) >= limits.maxWaiting || (waiting.get(address) ?? 0) >= limits.maxWaiting)
+        ) {
+          refused("x402_in_flight");
+          return err({ code: "busy", retryAfterSeconds: 1 });
+        }
+        // Wait for a settlement to end somewhere, then look again (its outcome may have used up
+        // what this payer or address may still revert).
+        add(waiting, key, 1);
+        add(waiting, address, 1);
+        await new Promise<void>((resolve) => wakeAll.push(resolve));
+        add(waiting, key, -1);
+        add(waiting, address, -1);
+      }
+    },
+  };
+}
+
+/** The wire reason of a refusal: its own for reverts, the windows' `rate_limited` for a full queue. */
+export function guardReason(refusal: RevertRefusal): X402Reason {
+  switch (refusal.code) {
+    case "too_many_reverts":
+      return X402_REASONS.tooManyReverts;
+    case "busy":
+      return X402_REASONS.rateLimited;
+  }
+}

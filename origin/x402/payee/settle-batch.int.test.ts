@@ -1,0 +1,145 @@
+import { sql } from "drizzle-orm";
+import type { Address } from "viem";
+import { describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
+import { startRewritingEnclaveProxy } from "../../../testing/fault-enclave.ts";
+import { useFixture, useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import {
+  envelope,
+  envelopeWithWindow,
+  fundedPayer,
+  pay,
+  paymentHeader,
+  quote,
+} from "../../../testing/x402-payer.ts";
+import { queryRows } from "../../db/client.ts";
+import { createSignerClient } from "../../signer/create-signer-client.ts";
+import { X402_REASONS } from "../reasons.ts";
+import { decodePaymentHeader } from "./payment.ts";
+import { createSettler } from "./settle.ts";
+
+// Settlements of one batch are signed all at once with consecutive settler nonces (settle.ts). If
+// the enclave refuses one of them, the ones after it must be signed again from its nonce: a
+// refused nonce left as a gap would hold every later settlement back on chain. The refusal comes
+// from a FAKE: a proxy in front of the real enclave that turns one sign_settlement answer into an
+// error (the real enclave refuses only payments that verification already turns away).
+const AMOUNT = 10_000n;
+const PAYMENTS = 8;
+const REFUSED = 3;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+let settlementAnswers = 0;
+
+const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo } }, { timeoutMs: 120_000 });
+const proxy = useFixture(
+  "rewriting enclave proxy",
+  () =>
+    startRewritingEnclaveProxy(stack.enclave.socketPath, (op, response) => {
+      if (op !== "sign_settlement") return response;
+      settlementAnswers++;
+      return settlementAnswers === REFUSED
+        ? { v: 1, id: response.id, ok: false, error: { code: "cap_exceeded", reason: "fake refusal" } }
+        : response;
+    }),
+  (enclaveProxy) => enclaveProxy.close(),
+  { timeoutMs: 120_000 },
+);
+const origin = useStackOrigin(
+  "origin",
+  stack,
+  () => ({
+    // A short receipt wait: a settlement held back behind a nonce gap shows as pending, soon.
+    env: { AGENT_X402_RECEIPT_TIMEOUT_MS: "3000" },
+    signer: createSignerClient({ endpoint: proxy.endpoint, liveIdentityEnabled: true }),
+  }),
+  { timeoutMs: 120_000 },
+);
+
+describe("x402 settlement batches", () => {
+  it("re-signs the settlements after one the enclave refused: the rest settle on consecutive nonces", async () => {
+    const demo = `${origin.base}/x402/demo`;
+    const payers = await Promise.all(Array.from({ length: PAYMENTS }, () => fundedPayer(stack.devnet.url)));
+    const headers = await Promise.all(
+      payers.map(async (payer) => paymentHeader(await envelope(demo, payer))),
+    );
+    // All at once, so that they share a batch and the refusal falls in its middle.
+    const answers = await Promise.all(headers.map((header) => pay(demo, header)));
+
+    const statuses = answers.map((answer) => answer.status).sort();
+    expect(statuses).toEqual([...Array(PAYMENTS - 1).fill(200), 402]);
+    const refused = answers.find((answer) => answer.status === 402)!;
+    expect(refused.body.error).toBe(X402_REASONS.unexpectedSettleError);
+
+    const rows = await queryRows<{ status: string; settler_nonce: string }>(
+      stack.db.handle.db,
+      sql`select status, settler_nonce::text from x402_settlements where pay_to = ${payTo} order by settler_nonce`,
+    );
+    expect(rows.map((row) => row.status)).toEqual(Array(PAYMENTS - 1).fill("settled"));
+    const nonces = rows.map((row) => BigInt(row.settler_nonce));
+    expect(nonces.map((nonce) => nonce - nonces[0]!)).toEqual(
+      Array.from({ length: PAYMENTS - 1 }, (_, i) => BigInt(i)),
+    );
+    const chainNonce = await publicClientFor(stack.devnet.url).getTransactionCount({
+      address: stack.settler!,
+    });
+    expect(BigInt(chainNonce)).toBe(nonces.at(-1)! + 1n);
+
+    // Its claim went with the refusal, so the same payment presented again settles.
+    const again = await pay(demo, headers[answers.indexOf(refused)]!);
+    expect(again.status).toBe(200);
+  });
+
+  it("counts a payer's payments of one batch against its balance as they are admitted: of 6 from a balance covering 2, 2 settle and 4 are refused insufficient_balance, none reverts", async () => {
+    // A batch signs its settlements all at once (settle.ts, its window), so each is admitted
+    // before any is signed. Mutation: counting a payment only once its signature is kept
+    // (outbox/submit.ts, `kind.window > 1`) lets all six see the whole balance: six are signed
+    // and four revert at the settler's expense.
+    const deps = stack.origin.deps;
+    const sealed = await stack.signer.getPolicy();
+    if (!sealed.ok || !sealed.value.settler) throw new Error("the stack has no settler");
+    const settler = createSettler({
+      db: deps.database.db,
+      rpc: deps.rpc!,
+      fees: deps.money!.fees,
+      logger: deps.logger,
+      settler: {
+        address: sealed.value.settler.settlerAddress.toLowerCase(),
+        keyRef: sealed.value.settler.settlerKeyRef,
+      },
+      now: () => new Date(),
+      validityMarginSeconds: deps.config.x402.validityMarginSeconds,
+      receiptTimeoutMs: 10_000,
+      outbox: deps.money!.outbox,
+    });
+    const quoted = await quote(`${stack.origin.base}/x402/demo`);
+    const short = await fundedPayer(stack.devnet.url, 2n * AMOUNT);
+    // The official client's window: valid from 0, for the quote's maxTimeoutSeconds.
+    const window = {
+      validAfter: 0n,
+      validBefore: BigInt(Math.floor(Date.now() / 1000) + quoted.accepted.maxTimeoutSeconds),
+    };
+    const payments = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, short, window)));
+        if (!parsed.ok) throw new Error("the test's envelope does not parse");
+        const { authorization, signature, accepted, raw } = parsed.value;
+        return { authorization, signature, requirement: accepted, payload: raw };
+      }),
+    );
+    // Handed over in one turn of the event loop: one batch.
+    const outcomes = await Promise.all(payments.map((payment) => settler.settle(payment)));
+    expect(
+      outcomes
+        .map(
+          (outcome) =>
+            `${outcome.kind}${outcome.response.errorReason ? ` ${outcome.response.errorReason}` : ""}`,
+        )
+        .sort(),
+    ).toEqual([...Array(4).fill(`invalid ${X402_REASONS.insufficientBalance}`), "settled", "settled"]);
+    const rows = await queryRows<{ status: string }>(
+      stack.db.handle.db,
+      sql`select status from x402_settlements where payer = ${short.address.toLowerCase()}`,
+    );
+    expect(rows.map((row) => row.status)).toEqual(["settled", "settled"]);
+  });
+});

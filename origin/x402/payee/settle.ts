@@ -1,0 +1,297 @@
+/**
+ * Settlement of verified x402 payments, safe under concurrency and crashes: x402's kind of the
+ * outbox (outbox/kind.ts), which runs it (outbox/submit.ts). Payments that arrive together settle
+ * as one batch (one at a time per origin), in one database transaction:
+ *   1. each (from, nonce) is claimed (a row of x402_settlements, unique on the pair), so N
+ *      concurrent settles of one payment make one transaction; the others are told of it. A
+ *      concurrent claim of the same pair by another origin waits for this transaction and then
+ *      finds it taken. With the claim, the settler's nonce row is locked, so every batch that
+ *      signed before this one has committed, whichever origin ran it. Meanwhile one JSON-RPC batch
+ *      reads the settler's mined nonce, the block number and each payment's facts
+ *      (verification's last checks: authorization unused, balance enough);
+ *   2. each payment must still be inside its validity window, and its payer's balance must cover
+ *      it plus what its other settlements not yet in that balance hold (reservations.ts) and its
+ *      payments earlier in this batch; a claim refused is released. The claims left are signed
+ *      with the next nonces, all at once; the signed transactions are stored with their claims in
+ *      one statement, and the transaction commits before anything is broadcast;
+ *   3. the batch goes to the node's broadcast lane (outbox/lane.ts, shared with money), which
+ *      broadcasts it in one JSON-RPC batch and reads the receipts in another (a node that mines on
+ *      arrival, as the devnet does, has them at once); the next batch starts once the chain has
+ *      taken this one's, and a settle whose receipt is not in yet waits for it until its deadline.
+ * A crash before the commit leaves nothing: no claim, nothing signed that escaped. A crash after
+ * it leaves the transaction stored; the transaction tracker sends the same bytes and moves the
+ * settlement with its receipt (outbox/store.ts recordMined). Round trips between processes are what a
+ * settlement costs most here, so a batch pays them once, not once per payment.
+ *
+ * The settler pays the gas of what it signs, so it signs only what the chain will not revert for
+ * anything the payer chose. Rather than simulate each call, every revert of the precompile's
+ * transferWithAuthorization (devnet/chain/precompile/native-transfer-auth.ts, in its order) is ruled out
+ * before signing; what is left is the chain changing underneath (the payer spending its balance
+ * elsewhere, another relayer using the authorization first, a settlement mined later than the
+ * margin allows):
+ *   - value sent, a static call, a delegate call: the enclave builds a plain call of value 0;
+ *   - `from` the operator pool: verify.ts checkPayment (payerNotAllowed), and the enclave;
+ *   - not yet valid (block time <= validAfter) and expired (block time >= validBefore): the
+ *     window must hold AGENT_X402_VALIDITY_MARGIN_SECONDS on both sides of now, checked when the
+ *     payment arrives and again here, in the batch that signs it (verify.ts windowRefusal);
+ *   - the authorization used: authorizationState on chain (step 1) and the claim (unique pair);
+ *   - the signature (length, high S, v, the signer): checkPayment takes 65 bytes, low S only, and
+ *     recovers `from` with v of 0, 1, 27 or 28, which the enclave's calldata carries as 27 or 28;
+ *   - a zero or precompile recipient: `to` must equal the configured payTo (checkPayment);
+ *   - the balance: step 2's reservation;
+ *   - malformed arguments: the enclave encodes the calldata from fields checkPayment bounded.
+ * Each cause a payer can choose has a test that presents it and sees nothing signed
+ * (x402.int.test.ts "refuses with a reason and settles nothing", the v test there, the boundary and
+ * over-balance attempts in x402-edge.int.test.ts, the unmined settlement in x402-faults.int.test.ts).
+ */
+
+import { sql } from "drizzle-orm";
+import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import type { Hex } from "../../../shared/hex.ts";
+import { ethBlockNumber, ethGetTransactionCount } from "../../chain/eth-calls.ts";
+import type { FeeOracle } from "../../chain/fees.ts";
+import { sendRpcBatch } from "../../chain/json-rpc-call.ts";
+import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
+import { type Db, pgArrayLiteral } from "../../db/client.ts";
+import { preparedStatement } from "../../db/prepared.ts";
+import type { Logger } from "../../logger.ts";
+import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
+import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
+import type { Authorization } from "./payment.ts";
+import { reservedUnits } from "./reservations.ts";
+import { respond, type SettleOutcome, type SettleResponse } from "./settle-answer.ts";
+import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
+
+/** Gas of one settlement: 21000 intrinsic, calldata, and the precompile's 40000, with room. */
+export const SETTLEMENT_GAS = 100_000n;
+/** A claim without a stored transaction this long was abandoned by a settle that died. */
+const CLAIM_LEASE_SECONDS = 30;
+const MAX_BATCH = 64;
+
+export type { SettleOutcome, SettleResponse };
+
+export type SettlementPayment = {
+  authorization: Authorization;
+  signature: Hex;
+  requirement: unknown;
+  payload: unknown;
+};
+
+export type SettlerDeps = {
+  db: Db;
+  rpc: JsonRpcUpstream;
+  fees: FeeOracle;
+  logger: Logger;
+  settler: { address: string; keyRef: string };
+  /** The time the validity window is checked against, just before signing. */
+  now: () => Date;
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS. */
+  validityMarginSeconds: number;
+  /** The node's outbox (outbox/outbox.ts), shared with money: it runs the kind, and waits for receipts. */
+  outbox: Pick<Outbox, "submit" | "receipt">;
+  /** How long a settle waits for its receipt before answering settlement_pending. */
+  receiptTimeoutMs: number;
+};
+
+export type Settler = {
+  settle(payment: SettlementPayment): Promise<SettleOutcome>;
+};
+
+export function createSettler(deps: SettlerDeps): Settler {
+  const kind = settleKind(deps);
+  return {
+    async settle(payment) {
+      const payer = payment.authorization.from;
+      const outcome = await deps.outbox.submit(kind, payment);
+      // Another presentation (here or in another origin) holds this payment.
+      if (outcome.kind === "unclaimed") return earlierPresentation(deps, payment);
+      if (outcome.kind === "refused")
+        return { kind: "invalid", response: respond(payer, "", outcome.refusal) };
+      if (outcome.kind === "unavailable")
+        return { kind: "failed", response: respond(payer, "", outcome.refusal) };
+      const { txHash } = outcome.sent;
+      // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): an
+      // answer without its receipt names it as pending.
+      const receipt = await deps.outbox.receipt(outcome.sent, {
+        timeoutMs: deps.receiptTimeoutMs,
+      });
+      if (receipt === undefined) {
+        return { kind: "failed", response: respond(payer, txHash, X402_REASONS.settlementPending) };
+      }
+      if (receipt.status !== "confirmed") {
+        return { kind: "failed", response: respond(payer, txHash, X402_REASONS.transactionFailed) };
+      }
+      return { kind: "settled", response: respond(payer, txHash) };
+    },
+  };
+}
+
+/**
+ * The settle batch's rows in the outbox's store statement (outbox/kind.ts defineKindStore): the
+ * claims pointed at their stored transactions, and the claims nothing was signed for removed (so
+ * the payment can be presented again).
+ */
+export const storeStatement = defineKindStore<"unsigned">({
+  name: "x402_settle",
+  signedColumns: sql`id uuid`,
+  ctes: [
+    {
+      name: "claims",
+      sql: sql`update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce, updated_at = now()
+        from signed s join stored st on st.tx_hash = s.tx_hash
+        where x.id = s.id`,
+    },
+    {
+      name: "released",
+      sql: sql`delete from x402_settlements
+        where id = any(${sql.placeholder("unsigned")}::uuid[]) and tx_id is null`,
+    },
+  ],
+});
+
+/** What a batch read from the chain: the latest block number when the balances were read (or a block before), and each payment's facts. */
+type SettleChain = { blockNumber: bigint; facts: Map<SettlementPayment, PayerFacts | undefined> };
+
+/** What the checks read: the chain's facts, and what each payer's other settlements hold (reservations.ts), counted on as the batch signs. */
+type SettleFacts = { chain: SettleChain; reserved: Map<string, bigint> };
+
+/** x402's kind: settlements, signed by the settler's key, which pays their gas. */
+function settleKind(deps: SettlerDeps): OutboxKind<SettlementPayment, SettleChain, SettleFacts, X402Reason> {
+  const marginSeconds = BigInt(deps.validityMarginSeconds);
+  return {
+    name: "x402_settle",
+    purpose: () => "settlement",
+    // One batch at a time, up to its broadcast (its receipts are read and recorded while the next
+    // one starts): the next gathers every payment that arrives meanwhile. Fewer, larger batches
+    // cost the processes less per payment than two at once (bench:x402 measured CPU per payment
+    // in origin, Postgres and enclave 10 to 15 % lower), and on a busy machine that is what the
+    // latency follows. One at a time also sends the settler's nonces in order.
+    batching: { maxBatch: MAX_BATCH, maxInFlight: 1, untilBroadcast: true },
+    gasLimit: SETTLEMENT_GAS,
+    // The settler's key counts no budget per signature: the whole batch is signed at once.
+    window: Number.POSITIVE_INFINITY,
+    now: deps.now,
+    sender: () => deps.settler.address,
+    readsSenderViews: false,
+    claim: {
+      key: (payment) => claimKey(payment.authorization.from, payment.authorization.nonce),
+      statement: claimStatement,
+      values: (payments) => ({ claims: JSON.stringify(payments.map(claimRow)) }),
+    },
+    chain: (rpc, batch) => readBatchChain(rpc, deps.settler.address, batch.items),
+    async facts({ run, rpc }, batch) {
+      const claimed = await batch.claimed;
+      // Under the nonce row's lock, so no other batch signs for these payers meanwhile.
+      const reserved = await reservedUnits(run, rpc, {
+        payers: [...new Set(claimed.map(({ item }) => item.authorization.from))],
+        excludeIds: claimed.map((claim) => claim.id),
+        balanceBlock: batch.chain.blockNumber,
+        openAfterSeconds: unixSeconds(batch.now) - marginSeconds,
+      });
+      return { chain: batch.chain, reserved };
+    },
+    check(payment, facts, at) {
+      const { authorization } = payment;
+      const held = facts.reserved.get(authorization.from) ?? 0n;
+      // The window again, at the time of signing: a payment may have waited for this batch.
+      return (
+        windowRefusal(authorization, unixSeconds(at.now), marginSeconds) ??
+        factsRefusal(facts.chain.facts.get(payment), authorization, held * WEI_PER_UNIT)
+      );
+    },
+    count({ authorization }, facts) {
+      facts.reserved.set(
+        authorization.from,
+        (facts.reserved.get(authorization.from) ?? 0n) + authorization.value,
+      );
+    },
+    signing: ({ authorization, signature }) => ({
+      op: "signSettlement",
+      keyRef: deps.settler.keyRef,
+      authorization,
+      signature,
+    }),
+    // Nothing claimed, nothing signed: the same payment presented again can still settle.
+    unsigned: () => ({ final: false, refusal: X402_REASONS.unexpectedSettleError }),
+    chainDown: () => X402_REASONS.unexpectedSettleError,
+    store: {
+      statement: storeStatement,
+      row: ({ id }) => ({ id }),
+      values: ({ refused, unavailable }) => ({
+        unsigned: pgArrayLiteral([...refused, ...unavailable].map((claim) => claim.id)),
+      }),
+    },
+  };
+}
+
+/**
+ * One JSON-RPC batch, the settler's nonce first, then the block number, then the facts: a node
+ * answers a batch's calls in order (geth one by one, the devnet starting each in turn), so the
+ * balances are of that block or a later one. Undefined when the chain did not say the nonce or the
+ * block (a payment's facts it did not say refuse that payment alone).
+ */
+async function readBatchChain(
+  rpc: JsonRpcUpstream,
+  settler: string,
+  payments: readonly SettlementPayment[],
+): Promise<{ minedNonces: Map<string, bigint>; chain: SettleChain } | undefined> {
+  const [nonce, block, facts] = await sendRpcBatch(rpc, [
+    ethGetTransactionCount(settler),
+    ethBlockNumber(),
+    payments.map(({ authorization }) =>
+      payerFactsCalls({ payer: authorization.from as Hex, nonce: authorization.nonce }),
+    ),
+  ]);
+  if (!nonce.ok || !block.ok) return undefined;
+  return {
+    minedNonces: new Map([[settler, nonce.value]]),
+    chain: {
+      blockNumber: block.value,
+      facts: new Map(payments.map((payment, index) => [payment, payerFactsOf(facts[index]!)])),
+    },
+  };
+}
+
+/**
+ * Claims the batch's payments in one statement: the first presentation of each (from, nonce) in
+ * the batch (the outbox hands only those), unless another presentation holds it already (a
+ * committed claim, or one of another origin's open transaction, which this waits for). A claim
+ * abandoned before anything was signed is taken over. Rows go in (payer, nonce) order, so two
+ * batches never wait on each other in a cycle.
+ */
+export const claimStatement = preparedStatement<"claims">(
+  "x402_claim_batch",
+  sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+        valid_after, valid_before, signature, claimed_until)
+      select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
+        signature, now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
+      from json_to_recordset(${sql.placeholder("claims")}::json) as c(payer text, nonce text, pay_to text,
+        amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
+        valid_before bigint, signature text)
+      order by payer, nonce
+      on conflict (payer, nonce) do update
+        set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
+        where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
+          and x402_settlements.claimed_until < now()
+      returning lower(payer) || ':' || lower(nonce) as key, id::text as id`,
+).returns({ key: "text", id: "text" });
+
+function claimRow({ authorization: a, requirement, payload, signature }: SettlementPayment) {
+  return {
+    payer: a.from,
+    nonce: a.nonce,
+    pay_to: a.to,
+    amount_units: a.value.toString(),
+    requirement_hash: sha256(requirement),
+    payload_hash: sha256(payload),
+    valid_after: a.validAfter.toString(),
+    valid_before: a.validBefore.toString(),
+    signature,
+  };
+}
+
+function claimKey(payer: string, nonce: string): string {
+  return `${payer.toLowerCase()}:${nonce.toLowerCase()}`;
+}

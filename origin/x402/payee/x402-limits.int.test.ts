@@ -1,0 +1,452 @@
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import type { PaymentPayload } from "@x402/core/types";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
+import { sql } from "drizzle-orm";
+import type { Address, Hex, PrivateKeyAccount } from "viem";
+import { beforeAll, describe, expect, it } from "vitest";
+import { fund, newAccount, publicClientFor, walletClientFor } from "../../../devnet/testing.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import type { TestOrigin } from "../../../testing/origin.ts";
+import { type RpcRefusalProxy, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
+import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
+import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
+import { REVERT_GUARD } from "./revert-guard.ts";
+
+// The x402 surfaces' limits attacked from the public side of the edge, every part real (the edge
+// worker in Miniflare, origins, the enclave, the devnet, Postgres; a pass-through in front of the
+// devnet that lets a test run its own transaction right before a broadcast): junk from a shared
+// address does not lock out the honest payer beside it, and a payer racing its own balance makes
+// the settler pay for no more than the reverts the guard allows (docs/security.md).
+const EDGE_SECRET = "x402-limits-edge-secret-0123456789abcdef0123456789";
+const AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+const stack = useMoneyStack(
+  {
+    x402: { amountUnits: AMOUNT, payTo },
+    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "60000" },
+  },
+  { timeoutMs: 180_000 },
+);
+
+const chain = () => publicClientFor(stack.devnet.url);
+
+/** An edge in front of `origin`, on the worker's own socket, where a request names its client. */
+async function edgeFor(origin: TestOrigin): Promise<EdgeHandle> {
+  return startTestEdge({
+    originUrl: origin.url,
+    edgeSharedSecret: EDGE_SECRET,
+    onLine: () => {},
+    directSocket: true,
+  });
+}
+
+type Answer = { status: number; retryAfter: string | null; body: Record<string, unknown> };
+
+/** POST {edge}/77/x402/facilitator/{route} from client `ip`, as Cloudflare's network hands it over. */
+async function facilitator(
+  edge: EdgeHandle,
+  ip: string,
+  route: "verify" | "settle",
+  body: unknown,
+): Promise<Answer> {
+  const response = await fetch(`${edge.directUrl!.origin}/77/x402/facilitator/${route}`, {
+    method: "POST",
+    headers: { "cf-connecting-ip": ip, "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return {
+    status: response.status,
+    retryAfter: response.headers.get("retry-after"),
+    body: (await response.json()) as Record<string, unknown>,
+  };
+}
+
+const settleBody = (payload: PaymentPayload) => ({
+  x402Version: 2,
+  paymentPayload: payload,
+  paymentRequirements: payload.accepted,
+});
+
+/** How many times each value occurs: a failed expectation then shows every kind that came back. */
+function tally(values: string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
+}
+
+describe("an honest payer behind an address that sends junk", () => {
+  // A window of 20 refused requests a minute per address, so junk at 21 a second fills it at once
+  // (the default, 1200, is 20 a second). The address's budget for signed payments is 8.
+  const PER_MINUTE = 20;
+  const ADDRESS_PAYMENTS = 8;
+  const origin = useFixture(
+    "limited origin",
+    () =>
+      stack.startOrigin({
+        AGENT_X402_RATE_LIMIT_PER_MINUTE: String(PER_MINUTE),
+        AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: String(ADDRESS_PAYMENTS),
+      }),
+    (started) => started.close(),
+  );
+  const edge = useFixture(
+    "edge",
+    () => edgeFor(origin),
+    (started) => started.stop(),
+    { timeoutMs: 180_000 },
+  );
+
+  it("verifies, settles and pays with the official clients while junk from its address arrives at 21 a second", async () => {
+    // Mutation: createX402Limits counting signed payments in the address's window of refused
+    // requests (one window per address, as before) answers the honest verify 429 rate_limited.
+    const nat = "198.51.100.50";
+    const base = `${edge.directUrl!.origin}/77/x402`;
+    const junkStatuses: number[] = [];
+    const junk: Array<Promise<void>> = [];
+    let n = 0;
+    const sendJunk = (): void => {
+      const kind = n++ % 3;
+      const headers = { "cf-connecting-ip": nat, "content-type": "application/json" };
+      const request =
+        kind === 2
+          ? fetch(`${base}/demo`, { headers: { ...headers, "PAYMENT-SIGNATURE": "bm90IGEgcGF5bWVudA==" } })
+          : fetch(`${base}/facilitator/${kind === 0 ? "verify" : "settle"}`, {
+              method: "POST",
+              headers,
+              body: JSON.stringify({ x402Version: 2, paymentPayload: { junk: n } }),
+            });
+      junk.push(
+        request.then(async (response) => {
+          await response.arrayBuffer();
+          junkStatuses.push(response.status);
+        }),
+      );
+    };
+    const timer = setInterval(sendJunk, 1000 / 21);
+    try {
+      // The junk has filled the address's window well before the honest payer starts.
+      await expect
+        .poll(() => junkStatuses.filter((status) => status === 429).length, { timeout: 30_000 })
+        .toBeGreaterThan(5);
+
+      const payer = await fundedPayer(stack.devnet.url);
+      const fromNat = { "cf-connecting-ip": nat };
+      const client = new HTTPFacilitatorClient({
+        url: `${base}/facilitator`,
+        createAuthHeaders: async () => ({ verify: fromNat, settle: fromNat, supported: fromNat }),
+      });
+      const payload = await envelope(`${base}/demo`, payer);
+      expect(await client.verify(payload, payload.accepted)).toMatchObject({
+        isValid: true,
+        payer: payer.address.toLowerCase(),
+      });
+      const settled = await client.settle(payload, payload.accepted);
+      expect(settled).toMatchObject({ success: true, network: CAIP2_NETWORK });
+      expect((await chain().getTransactionReceipt({ hash: settled.transaction as Hex })).status).toBe(
+        "success",
+      );
+
+      const paying = x402Client.fromConfig({
+        schemes: [{ network: CAIP2_NETWORK, client: new ExactEvmScheme(payer) }],
+        spendControls: {
+          allowedAssets: [
+            {
+              network: CAIP2_NETWORK,
+              asset: NATIVE_TRANSFER_AUTH_ADDRESS,
+              maxAmountPerPayment: AMOUNT.toString(),
+            },
+          ],
+        },
+      });
+      // @x402/fetch hands its fetch a Request: the client's address is set on it.
+      const fetchFromNat: typeof fetch = (input, init) => {
+        const request = new Request(input, init);
+        request.headers.set("cf-connecting-ip", nat);
+        return fetch(request);
+      };
+      const paid = await wrapFetchWithPayment(fetchFromNat, paying)(`${base}/demo`);
+      expect(paid.status).toBe(200);
+      expect(decodePaymentResponseHeader(paid.headers.get("PAYMENT-RESPONSE")!)).toMatchObject({
+        success: true,
+      });
+      expect(await chain().getBalance({ address: payer.address })).toBe(
+        (1_000_000n - 2n * AMOUNT) * WEI_PER_UNIT,
+      );
+    } finally {
+      clearInterval(timer);
+      await Promise.all(junk);
+    }
+    // The junk was held to its window (this test is well inside its minute): at most 20 answered
+    // with their reason, every other one 429, never a 5xx.
+    const statuses = tally(junkStatuses.map(String));
+    expect(junkStatuses.length - (statuses["429"] ?? 0)).toBeLessThanOrEqual(PER_MINUTE);
+    expect(Object.keys(statuses).filter((status) => status.startsWith("5"))).toEqual([]);
+  }, 120_000);
+
+  it("holds one address to its budget of signed payments across payers; another address is not held by it", async () => {
+    // Mutation: createX402Limits without the address's budget for payments lets the 9th payer's
+    // verify through (isValid false, insufficient balance, 200) instead of 429.
+    const flooder = "198.51.100.60";
+    const payload = async () => envelope(`${edge.directUrl!.origin}/77/x402/demo`, newAccount());
+    const answers: Answer[] = [];
+    for (let i = 0; i < ADDRESS_PAYMENTS + 1; i++)
+      answers.push(await facilitator(edge, flooder, "verify", settleBody(await payload())));
+    // Unfunded payers: each a well-formed, signed payment the chain then refuses.
+    expect(
+      answers.slice(0, ADDRESS_PAYMENTS).map((answer) => [answer.status, answer.body.invalidReason]),
+    ).toEqual(Array(ADDRESS_PAYMENTS).fill([200, X402_REASONS.insufficientBalance]));
+    expect(answers[ADDRESS_PAYMENTS]).toMatchObject({
+      status: 429,
+      body: { isValid: false, invalidReason: X402_REASONS.rateLimited },
+    });
+    expect(Number(answers[ADDRESS_PAYMENTS]!.retryAfter)).toBeGreaterThan(0);
+    expect((await facilitator(edge, "198.51.100.61", "verify", settleBody(await payload()))).status).toBe(
+      200,
+    );
+  }, 120_000);
+});
+
+describe("a payer racing its own balance", () => {
+  // Every broadcast of these origins goes through the pass-through, so a test can have the payer
+  // move its balance away right before its settlement reaches the chain.
+  const proxy = useFixture(
+    "chain pass-through",
+    () => startRpcRefusalProxy(stack.devnet.url),
+    (p) => p.close(),
+  );
+  const origin = useFixture(
+    "origin behind the pass-through",
+    () => stack.startOrigin({}, undefined, proxy.url),
+    (started) => started.close(),
+  );
+  const edge = useFixture(
+    "edge",
+    () => edgeFor(origin),
+    (started) => started.stop(),
+    { timeoutMs: 180_000 },
+  );
+  let demoUrl: string;
+  beforeAll(() => {
+    demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
+  });
+
+  /** Enough for one payment, and for the gas of moving it all away. */
+  const GAS_MONEY = 10n ** 15n;
+  const refill = (payer: PrivateKeyAccount, payments = 1n) =>
+    fund(stack.devnet.url, payer.address, payments * AMOUNT * WEI_PER_UNIT + GAS_MONEY);
+  const sink = newAccount().address;
+
+  /** The payer sends everything it holds (less the gas) elsewhere: a plain transfer, mined at once. */
+  const drain = async (payer: PrivateKeyAccount): Promise<void> => {
+    const balance = await chain().getBalance({ address: payer.address });
+    const tip = 1_000_000_000n;
+    const maxFeePerGas = 2n * (await chain().getGasPrice()) + tip;
+    const hash = await walletClientFor(stack.devnet.url, payer).sendTransaction({
+      to: sink,
+      value: balance - 21_000n * maxFeePerGas,
+      gas: 21_000n,
+      maxFeePerGas,
+      maxPriorityFeePerGas: tip,
+    });
+    expect((await chain().waitForTransactionReceipt({ hash })).status).toBe("success");
+  };
+
+  /**
+   * Has `payer` drain its balance right before the next broadcast through the pass-through. Arming
+   * again replaces a step that never ran (its settle was refused before anything was signed).
+   */
+  const drainBeforeNextBroadcast = (payer: PrivateKeyAccount, proxyOf: RpcRefusalProxy = proxy): void => {
+    void proxyOf.beforeNextSend(() => drain(payer));
+  };
+
+  const settlementsOf = async (payers: PrivateKeyAccount[]) =>
+    queryRows<{ status: string; tx_hash: string | null }>(
+      stack.db.handle.db,
+      sql`select status, tx_hash from x402_settlements
+          where payer = any(${`{${payers.map((p) => p.address.toLowerCase()).join(",")}}`}::text[])`,
+    );
+
+  /** One settle of a fresh payment of `payer` from `ip`: what the client sees. */
+  const settleFrom = async (ip: string, payer: PrivateKeyAccount, through = edge): Promise<string> => {
+    const answer = await facilitator(through, ip, "settle", settleBody(await envelope(demoUrl, payer)));
+    if (answer.status === 429) {
+      expect(Number(answer.retryAfter)).toBeGreaterThan(0);
+      expect(Number(answer.retryAfter)).toBeLessThanOrEqual(REVERT_GUARD.windowSeconds);
+    }
+    return `${answer.status} ${answer.body.success ? "settled" : answer.body.errorReason}`;
+  };
+
+  it("24 settle attempts from one client, each racing its balance away: 3 revert, 21 are refused unsigned, the settler pays for 3", async () => {
+    // Mutation: RevertGuard.enter admitting every settle (no guard) reverts all 24.
+    const client = "203.0.113.70";
+    const payer = newAccount();
+    const settlerBefore = await chain().getBalance({ address: stack.settler! });
+    const sentBefore = proxy.sent.length;
+    const answers: string[] = [];
+    for (let attempt = 0; attempt < 24; attempt++) {
+      await refill(payer);
+      drainBeforeNextBroadcast(payer);
+      answers.push(await settleFrom(client, payer));
+    }
+    expect(tally(answers)).toEqual({
+      [`200 ${X402_REASONS.transactionFailed}`]: REVERT_GUARD.reverts,
+      [`429 ${X402_REASONS.tooManyReverts}`]: 24 - REVERT_GUARD.reverts,
+    });
+    const rows = await settlementsOf([payer]);
+    expect(tally(rows.map((row) => row.status))).toEqual({ reverted: REVERT_GUARD.reverts });
+    // Nothing else was broadcast, and the settler paid the gas of the 3 reverts and nothing more.
+    expect(proxy.sent.length - sentBefore).toBe(REVERT_GUARD.reverts);
+    const receipts = await Promise.all(
+      rows.map((row) => chain().getTransactionReceipt({ hash: row.tx_hash as Hex })),
+    );
+    expect(receipts.map((receipt) => receipt.status)).toEqual(Array(REVERT_GUARD.reverts).fill("reverted"));
+    const fees = receipts.reduce((sum, receipt) => sum + receipt.gasUsed * receipt.effectiveGasPrice, 0n);
+    expect(settlerBefore - (await chain().getBalance({ address: stack.settler! }))).toBe(fees);
+    // The figures docs/security.md quotes: gas and wei of one reverted settlement.
+    console.log(
+      `reverted settlement: gas ${receipts[0]!.gasUsed}, ${receipts[0]!.gasUsed * receipts[0]!.effectiveGasPrice} wei at ${receipts[0]!.effectiveGasPrice} wei/gas`,
+    );
+  }, 180_000);
+
+  it("refuses a payer with 3 reverts from any address and at another origin, verify and the paid demo too", async () => {
+    // Mutation: the guard reading no reverts from x402_settlements (payer count taken as 0) lets
+    // the fourth attempt, from a fresh address at the second origin, be signed and revert.
+    const second = await stack.startOrigin({}, undefined, proxy.url);
+    const secondEdge = await edgeFor(second);
+    try {
+      const payer = newAccount();
+      const answers: string[] = [];
+      for (let attempt = 0; attempt < REVERT_GUARD.reverts; attempt++) {
+        await refill(payer);
+        drainBeforeNextBroadcast(payer);
+        answers.push(await settleFrom(`203.0.113.${80 + attempt}`, payer));
+      }
+      expect(answers).toEqual(Array(REVERT_GUARD.reverts).fill(`200 ${X402_REASONS.transactionFailed}`));
+      await refill(payer);
+      drainBeforeNextBroadcast(payer);
+      expect(await settleFrom("203.0.113.90", payer, secondEdge)).toBe(`429 ${X402_REASONS.tooManyReverts}`);
+      const verified = await facilitator(
+        secondEdge,
+        "203.0.113.91",
+        "verify",
+        settleBody(await envelope(demoUrl, payer)),
+      );
+      expect(verified).toMatchObject({
+        status: 429,
+        body: { isValid: false, invalidReason: X402_REASONS.tooManyReverts },
+      });
+      const paid = await fetch(demoUrl, {
+        headers: {
+          "cf-connecting-ip": "203.0.113.92",
+          "PAYMENT-SIGNATURE": paymentHeader(await envelope(demoUrl, payer)),
+        },
+      });
+      expect(paid.status).toBe(429);
+      expect(await paid.json()).toMatchObject({ error: X402_REASONS.tooManyReverts });
+      expect(Number(paid.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(tally((await settlementsOf([payer])).map((row) => row.status))).toEqual({
+        reverted: REVERT_GUARD.reverts,
+      });
+    } finally {
+      await secondEdge.stop();
+      await second.close();
+    }
+  }, 180_000);
+
+  it("refuses an address whose settlements reverted 3 times, whatever new payer it brings; a payer elsewhere settles", async () => {
+    // Mutation: the guard without its per-address count signs the fourth payer's settlement, which reverts.
+    const client = "203.0.113.100";
+    const payers = [newAccount(), newAccount(), newAccount(), newAccount()];
+    const answers: string[] = [];
+    for (const payer of payers) {
+      await refill(payer);
+      drainBeforeNextBroadcast(payer);
+      answers.push(await settleFrom(client, payer));
+    }
+    expect(answers).toEqual([
+      ...Array(REVERT_GUARD.reverts).fill(`200 ${X402_REASONS.transactionFailed}`),
+      `429 ${X402_REASONS.tooManyReverts}`,
+    ]);
+    expect(tally((await settlementsOf(payers)).map((row) => row.status))).toEqual({
+      reverted: REVERT_GUARD.reverts,
+    });
+    // The fourth payer, honest, from another address: settled (nothing drains it this time).
+    void proxy.beforeNextSend(async () => {});
+    expect(await settleFrom("203.0.113.101", payers[3]!)).toBe("200 settled");
+  }, 180_000);
+
+  it("a burst of 20 payers from one address drained at once: at most 16 in flight, so at most 16 revert, then the address is refused", async () => {
+    // Mutation: the guard without its in-flight cap per address signs all 20 in one batch, and all 20 revert.
+    const client = "203.0.113.120";
+    const payers = Array.from({ length: 20 }, () => newAccount());
+    await Promise.all(payers.map((payer) => refill(payer)));
+    const payloads = await Promise.all(payers.map((payer) => envelope(demoUrl, payer)));
+    const warmUp = await fundedPayer(stack.devnet.url);
+    let burst: Promise<Answer[]> | undefined;
+    void proxy.beforeNextSend(async () => {
+      burst = Promise.all(
+        payloads.map((payload) => facilitator(edge, client, "settle", settleBody(payload))),
+      );
+      await sleep(3_000);
+      void proxy.beforeNextSend(async () => {
+        await Promise.all(payers.map((payer) => drain(payer)));
+      });
+    });
+    expect(await settleFrom("203.0.113.121", warmUp)).toBe("200 settled");
+    await expect.poll(() => burst !== undefined).toBe(true);
+    const answers = await burst!;
+    const reverted = (await settlementsOf(payers)).filter((row) => row.status === "reverted");
+    expect(reverted.length).toBeGreaterThan(0);
+    expect(reverted.length).toBeLessThanOrEqual(REVERT_GUARD.addressInFlight);
+    expect(
+      tally(
+        answers.map(
+          (answer) => `${answer.status} ${answer.body.success ? "settled" : answer.body.errorReason}`,
+        ),
+      ),
+    ).toEqual({
+      [`200 ${X402_REASONS.transactionFailed}`]: reverted.length,
+      [`429 ${X402_REASONS.tooManyReverts}`]: payers.length - reverted.length,
+    });
+  }, 180_000);
+
+  it("a burst of 8 payments of one payer drained at once: at most 3 in flight, so at most 3 revert", async () => {
+    // Mutation: the guard without its in-flight cap per payer signs all 8 in one batch, and all 8 revert.
+    const client = "203.0.113.110";
+    const payer = newAccount();
+    await refill(payer, 8n);
+    const payloads = await Promise.all(Array.from({ length: 8 }, () => envelope(demoUrl, payer)));
+    // An honest payment from elsewhere goes first; while its broadcast waits here, the burst
+    // arrives and gathers behind it, and the payer's drain is armed for the batch that follows.
+    const warmUp = await fundedPayer(stack.devnet.url);
+    let burst: Promise<Answer[]> | undefined;
+    void proxy.beforeNextSend(async () => {
+      burst = Promise.all(
+        payloads.map((payload) => facilitator(edge, client, "settle", settleBody(payload))),
+      );
+      await sleep(2_000);
+      drainBeforeNextBroadcast(payer);
+    });
+    expect(await settleFrom("203.0.113.111", warmUp)).toBe("200 settled");
+    await expect.poll(() => burst !== undefined).toBe(true);
+    const answers = await burst!;
+    const reverted = (await settlementsOf([payer])).filter((row) => row.status === "reverted");
+    expect(reverted.length).toBeGreaterThan(0);
+    expect(reverted.length).toBeLessThanOrEqual(REVERT_GUARD.reverts);
+    // The others were refused before anything was signed: the balance was gone, or the payer's
+    // reverts used up.
+    expect(
+      answers.every(
+        (answer) =>
+          answer.body.errorReason === X402_REASONS.transactionFailed ||
+          answer.body.errorReason === X402_REASONS.insufficientBalance ||
+          answer.body.errorReason === X402_REASONS.tooManyReverts,
+      ),
+    ).toBe(true);
+  }, 180_000);
+});

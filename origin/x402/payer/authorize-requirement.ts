@@ -1,0 +1,146 @@
+/**
+ * Which entry of a 402 quote the gateway may authorize
+ * (docs/x402.md#an-agent-pays-with-its-token-authorize): an `exact` / `eip155:77` /
+ * precompile-asset entry whose EIP-712 domain is the one the enclave signs under, for exactly
+ * AGENT_X402_AMOUNT to AGENT_X402_PAY_TO, valid no longer than AGENT_X402_MAX_TIMEOUT_SECONDS.
+ * Pure: the route turns a refusal into its 422.
+ */
+import { isAddress } from "viem";
+import {
+  CAIP2_NETWORK,
+  EIP712_DOMAIN_NAME,
+  EIP712_DOMAIN_VERSION,
+  NATIVE_TRANSFER_AUTH_ADDRESS,
+} from "../../../shared/constants.ts";
+import type { X402PaymentRequired } from "../../../shared/gateway-schemas.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
+
+/** The node's x402 settings (config.x402 with the switch on: amount and payTo are required). */
+export type X402AuthorizePolicy = {
+  amountUnits: bigint;
+  /** Lowercase. */
+  payTo: string;
+  maxTimeoutSeconds: number;
+};
+
+export type RequirementRefusalCode =
+  | "x402_requirement_unsupported"
+  | "x402_amount_not_allowed"
+  | "x402_pay_to_not_allowed"
+  | "x402_validity_too_long";
+
+export type RequirementRefusal = { code: RequirementRefusalCode; message: string };
+
+export type ChosenRequirement = {
+  /** Index in `accepts`: the envelope's `accepted` is that entry as the agent sent it. */
+  index: number;
+  /** The amount string as quoted (it is the authorization's `value`). */
+  amount: string;
+  /** Lowercase. */
+  payTo: `0x${string}`;
+  /**
+   * The payTo as the quote wrote it: addresses are copied as given
+   * (docs/x402.md#an-agent-pays-with-its-token-authorize).
+   */
+  quotedPayTo: string;
+  maxTimeoutSeconds: number;
+};
+
+export type ChooseRequirementResult = Result<ChosenRequirement, RequirementRefusal>;
+
+/**
+ * The first entry the node can pay; when every payable-looking entry is refused, the first one's
+ * refusal (so the agent learns which setting its quote disagrees with).
+ */
+export function chooseRequirement(
+  quote: X402PaymentRequired,
+  policy: X402AuthorizePolicy,
+): ChooseRequirementResult {
+  if (quote.x402Version !== 2) {
+    return err(
+      unsupported(`this gateway authorizes x402 version 2 quotes, not version ${quote.x402Version}`),
+    );
+  }
+  let firstRefusal: RequirementRefusal | undefined;
+  for (const [index, entry] of quote.accepts.entries()) {
+    if (!isOurScheme(entry)) continue;
+    const checked = checkEntry(entry, policy);
+    if ("code" in checked) {
+      firstRefusal ??= checked;
+      continue;
+    }
+    return ok({ index, ...checked });
+  }
+  return err(
+    firstRefusal ?? {
+      code: "x402_requirement_unsupported",
+      message: `no entry of accepts is scheme "exact" on ${CAIP2_NETWORK} in the native asset ${NATIVE_TRANSFER_AUTH_ADDRESS} by EIP-3009 authorization (EIP-712 domain "${EIP712_DOMAIN_NAME}" version "${EIP712_DOMAIN_VERSION}")`,
+    },
+  );
+}
+
+/**
+ * exact / eip155:77 / the precompile, paid by an EIP-3009 authorization under the domain the
+ * enclave signs with (an entry naming another domain would get a signature its verifier rejects).
+ */
+function isOurScheme(entry: Record<string, unknown>): boolean {
+  const extra = (typeof entry.extra === "object" && entry.extra !== null ? entry.extra : {}) as Record<
+    string,
+    unknown
+  >;
+  return (
+    entry.scheme === "exact" &&
+    entry.network === CAIP2_NETWORK &&
+    typeof entry.asset === "string" &&
+    entry.asset.toLowerCase() === NATIVE_TRANSFER_AUTH_ADDRESS &&
+    (extra.assetTransferMethod === undefined || extra.assetTransferMethod === "eip3009") &&
+    extra.name === EIP712_DOMAIN_NAME &&
+    extra.version === EIP712_DOMAIN_VERSION
+  );
+}
+
+function checkEntry(
+  entry: Record<string, unknown>,
+  policy: X402AuthorizePolicy,
+): Omit<ChosenRequirement, "index"> | RequirementRefusal {
+  const allowed = policy.amountUnits.toString();
+  if (entry.amount !== allowed) {
+    return {
+      code: "x402_amount_not_allowed",
+      message: `this node authorizes exactly ${allowed} units per payment (AGENT_X402_AMOUNT); the quote asks for ${describe(entry.amount)}`,
+    };
+  }
+  const payTo = typeof entry.payTo === "string" ? entry.payTo : "";
+  if (!isAddress(payTo, { strict: false }) || payTo.toLowerCase() !== policy.payTo) {
+    return {
+      code: "x402_pay_to_not_allowed",
+      message: `this node authorizes payments to ${policy.payTo} only (AGENT_X402_PAY_TO); the quote pays ${describe(entry.payTo)}`,
+    };
+  }
+  const timeout = entry.maxTimeoutSeconds;
+  if (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1) {
+    return unsupported("maxTimeoutSeconds must be a positive whole number of seconds");
+  }
+  if (timeout > policy.maxTimeoutSeconds) {
+    return {
+      code: "x402_validity_too_long",
+      message: `the quote asks for an authorization valid ${timeout} s; this node signs at most ${policy.maxTimeoutSeconds} s (AGENT_X402_MAX_TIMEOUT_SECONDS)`,
+    };
+  }
+  return {
+    amount: allowed,
+    payTo: payTo.toLowerCase() as `0x${string}`,
+    quotedPayTo: payTo,
+    maxTimeoutSeconds: timeout,
+  };
+}
+
+function unsupported(message: string): RequirementRefusal {
+  return { code: "x402_requirement_unsupported", message };
+}
+
+/** A quoted value for an error message: short, and never more than the quote's own field. */
+function describe(value: unknown): string {
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? "nothing");
+  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
+}

@@ -1,0 +1,673 @@
+import { randomBytes } from "node:crypto";
+import { encodePaymentSignatureHeader } from "@x402/core/http";
+import type { PaymentRequired } from "@x402/core/types";
+import { sql } from "drizzle-orm";
+import { type Address, type Hex, verifyTypedData } from "viem";
+import { beforeAll, describe, expect, it } from "vitest";
+import { payWithToken } from "../../../dev/x402-token-payer.ts";
+import {
+  fund,
+  newAccount,
+  publicClientFor,
+  transferWithAuthorizationCalldata,
+  usdc,
+  walletClientFor,
+} from "../../../devnet/testing.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../../shared/eip712.ts";
+import type { X402AuthorizeResponse } from "../../../shared/gateway-schemas.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { enclaveDown, underFault } from "../../../testing/fault-scenario.ts";
+import { send } from "../../../testing/http.ts";
+import { startTestOrigin } from "../../../testing/origin.ts";
+import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import { chain77X402Client } from "../../../testing/x402-official-client.ts";
+import { requestHash } from "../../agent-actions/repository.ts";
+import { queryRows } from "../../db/client.ts";
+import type { SignerClient } from "../../signer/types.ts";
+
+// POST /agent/v1/x402/authorize against the real stack (origin, enclave, devnet, Postgres): the
+// answer is what the official client would send, it recovers to the agent's wallet and settles on
+// chain; refusals sign nothing; repeats and concurrent duplicates sign once.
+
+const AMOUNT = 10_000n;
+const PAY_TO = newAccount().address;
+const MAX_TIMEOUT_SECONDS = 180;
+
+/** The quote of a chain-77 resource, as a 402 body carries it (docs/x402.md#the-demo-and-the-facilitator). */
+function quote(overrides: Record<string, unknown> = {}, resourceUrl = "http://127.0.0.1/77/x402/demo") {
+  return {
+    x402Version: 2,
+    error: "Payment required",
+    resource: { url: resourceUrl, description: "demo resource", mimeType: "application/json" },
+    accepts: [
+      {
+        scheme: "exact",
+        network: CAIP2_NETWORK,
+        amount: AMOUNT.toString(),
+        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
+        payTo: PAY_TO.toLowerCase(),
+        maxTimeoutSeconds: 60,
+        extra: {
+          assetTransferMethod: "eip3009",
+          paymentFlow: "authorization",
+          kind: "native",
+          name: "USDC",
+          version: "2",
+          decimals: 6,
+          symbol: "USDC",
+        },
+        ...overrides,
+      },
+    ],
+  };
+}
+
+const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
+
+// Each test makes its agent (keys, backup, drill, proof): on this shared VM that can take 20 s.
+describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
+  // x402 on: the sealed terms (validity bound 180 s, the default), a funded settler, the switch.
+  const stack = useMoneyStack(
+    { x402: { amountUnits: AMOUNT, payTo: PAY_TO.toLowerCase() as Address } },
+    { timeoutMs: 180_000 },
+  );
+  /** sign_x402_authorization requests that reached the enclave, through this test's origin. */
+  let signRequests = 0;
+  let chain: ReturnType<typeof publicClientFor>;
+  let counted: SignerClient;
+
+  beforeAll(async () => {
+    chain = publicClientFor(stack.devnet.url);
+    // The real enclave client, counted: what reaches the enclave is what could be signed.
+    counted = {
+      ...stack.signer,
+      signX402Authorization: (params) => {
+        signRequests++;
+        return stack.signer.signX402Authorization(params);
+      },
+    };
+  }, 180_000);
+  const origin = useStackOrigin("origin", stack, () => ({ signer: counted }), { timeoutMs: 180_000 });
+
+  /** The answer with its exact bytes (`text`), as well as parsed. */
+  const authorize = async (
+    base: string,
+    token: string,
+    body: unknown,
+  ): Promise<{ status: number; headers: Headers; text: string; body: unknown }> => {
+    const response = await fetch(`${base}/agent/v1/x402/authorize`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, headers: response.headers, text, body: JSON.parse(text) };
+  };
+  const signedActions = async (agentId: string): Promise<number> => {
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from agent_actions
+          where agent_id = ${agentId} and kind = 'x402' and (status = 'signed' or signed_payload is not null)`,
+    );
+    return row!.n;
+  };
+
+  it("answers the envelope the official client sends, signed by the agent's wallet, and it settles on chain", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // A checksummed payTo, as the official client writes it (it checksums what it copies; we copy as given).
+    const payment = quote({ payTo: PAY_TO });
+    const nonce = newNonce();
+    const response = await authorize(origin.base, agent.token, { payment_required: payment, nonce });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    const body = response.body as X402AuthorizeResponse;
+    const envelope = body.payment_payload;
+    expect(Object.keys(body)).toEqual(["action_id", "payment_signature", "payment_payload", "valid_before"]);
+    expect(envelope.payload.authorization).toMatchObject({
+      from: agent.wallet,
+      to: PAY_TO,
+      value: "10000",
+      validAfter: "0",
+      nonce,
+    });
+    expect(body.valid_before).toBe(envelope.payload.authorization.validBefore);
+    const now = Math.floor(Date.now() / 1000);
+    expect(Number(body.valid_before)).toBeGreaterThan(now);
+    expect(Number(body.valid_before)).toBeLessThanOrEqual(now + 60);
+
+    // The header value is x402 core's own encoding of the envelope.
+    expect(body.payment_signature).toBe(encodePaymentSignatureHeader(envelope as never));
+    // The official client, given the same quote (and, in its signer, our signature), writes the
+    // same envelope once its random nonce and its clock's validBefore are set to ours.
+    const official = await chain77X402Client({
+      address: agent.wallet as Address,
+      signTypedData: async () => envelope.payload.signature as Hex,
+    }).createPaymentPayload(payment as PaymentRequired);
+    const authorization = (official.payload as { authorization: Record<string, string> }).authorization;
+    authorization.nonce = nonce;
+    authorization.validBefore = body.valid_before;
+    expect(encodePaymentSignatureHeader(official)).toBe(body.payment_signature);
+
+    // The signature recovers to the agent's wallet under the quote's EIP-712 domain.
+    const message = {
+      from: envelope.payload.authorization.from as Address,
+      to: envelope.payload.authorization.to as Address,
+      value: BigInt(envelope.payload.authorization.value),
+      validAfter: BigInt(envelope.payload.authorization.validAfter),
+      validBefore: BigInt(envelope.payload.authorization.validBefore),
+      nonce: envelope.payload.authorization.nonce as Hex,
+    };
+    expect(
+      await verifyTypedData({
+        address: agent.wallet,
+        domain: nativeTransferAuthDomain(),
+        types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+        primaryType: "TransferWithAuthorization",
+        message,
+        signature: envelope.payload.signature as Hex,
+      }),
+    ).toBe(true);
+
+    // Settled straight on the devnet by a third account: the payer loses exactly the amount.
+    const relayer = newAccount();
+    await fund(stack.devnet.url, relayer.address, usdc(1n));
+    const payerBefore = await chain.getBalance({ address: agent.wallet });
+    const payToBefore = await chain.getBalance({ address: PAY_TO });
+    const hash = await walletClientFor(stack.devnet.url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: transferWithAuthorizationCalldata(message, envelope.payload.signature as Hex),
+    });
+    expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+    expect(payerBefore - (await chain.getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
+    expect((await chain.getBalance({ address: PAY_TO })) - payToBefore).toBe(AMOUNT * WEI_PER_UNIT);
+
+    // The action records it: kind x402, signed, the amount and payTo.
+    const [action] = await queryRows<{
+      kind: string;
+      status: string;
+      amount_units: string;
+      to_address: string;
+    }>(
+      stack.db.handle.db,
+      sql`select kind, status, amount_units::text, to_address from agent_actions where action_id = ${body.action_id}`,
+    );
+    expect(action).toEqual({
+      kind: "x402",
+      status: "signed",
+      amount_units: "10000",
+      to_address: PAY_TO.toLowerCase(),
+    });
+  });
+
+  it("answers a repeat with the same bytes, and another quote under the same nonce with 409", async () => {
+    const agent = await stack.newAgent();
+    const body = { payment_required: quote(), nonce: newNonce() };
+    const first = await authorize(origin.base, agent.token, body);
+    expect(first.status).toBe(200);
+    const before = signRequests;
+    // Later, so a second signature would carry another validBefore.
+    await sleep(1_100);
+    const again = await authorize(origin.base, agent.token, body);
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(first.text);
+    expect(signRequests).toBe(before);
+    // An authorization ends once signed (the payee settles it): its action reads as terminal.
+    const actionId = (first.body as X402AuthorizeResponse).action_id;
+    const action = await send(`${origin.base}/agent/v1/actions/${actionId}`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    expect(action.status).toBe(200);
+    expect(action.body).toMatchObject({ action_id: actionId, kind: "x402", status: "signed" });
+    // The same nonce again, spelled in capitals with its default key: the same request.
+    const shouted = await authorize(origin.base, agent.token, {
+      ...body,
+      nonce: body.nonce.toUpperCase().replace("0X", "0x"),
+    });
+    expect(shouted.text).toBe(first.text);
+    // The resource URL is bound to the request: another URL under the same nonce conflicts.
+    const elsewhere = await authorize(origin.base, agent.token, {
+      payment_required: quote({}, "http://127.0.0.1/77/x402/other"),
+      nonce: body.nonce,
+    });
+    expect(elsewhere.status).toBe(409);
+    expect((elsewhere.body as { error: { code: string } }).error.code).toBe("idempotency_conflict");
+    expect(await signedActions(agent.agentId)).toBe(1);
+  });
+
+  it("copies payTo from the quote as the quote wrote it, checksummed or not, and from as the wallet is written; each settles at the facilitator", async () => {
+    // Mutation: paymentAuthorization checksumming its addresses (as the official client does)
+    // answers the lowercase quote with a checksummed `to`, and `from` checksummed.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const network = await send(`${origin.base}/agent/v1/network`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    const wallet = (network.body as { agent: { assigned_wallet: string } }).agent.assigned_wallet;
+    const mixed = PAY_TO.slice(0, 2) + PAY_TO.slice(2, 12).toUpperCase() + PAY_TO.slice(12).toLowerCase();
+    for (const payTo of [PAY_TO, PAY_TO.toLowerCase(), mixed]) {
+      const response = await authorize(origin.base, agent.token, {
+        payment_required: quote({ payTo }),
+        nonce: newNonce(),
+      });
+      expect(response.status, response.text).toBe(200);
+      const envelope = (response.body as X402AuthorizeResponse).payment_payload;
+      expect(envelope.payload.authorization.to).toBe(payTo);
+      expect((envelope.accepted as { payTo: string }).payTo).toBe(payTo);
+      expect(envelope.payload.authorization.from).toBe(wallet);
+      // The payee's facilitator (ours) settles it as it stands.
+      const settled = await fetch(`${origin.base}/x402/facilitator/settle`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          x402Version: 2,
+          paymentPayload: envelope,
+          paymentRequirements: envelope.accepted,
+        }),
+      });
+      const answer = (await settled.json()) as { success: boolean; transaction: string };
+      expect(answer, payTo).toMatchObject({ success: true });
+      expect((await chain.getTransactionReceipt({ hash: answer.transaction as Hex })).status).toBe("success");
+    }
+  });
+
+  it("answers a repeat of an authorization the sweep abandoned 409 abandoned, as a transfer's, and signs nothing", async () => {
+    // Mutation: authorize.ts without endedRefusal (the shell running the ended action again)
+    // answers 409 idempotency_conflict.
+    const quick = await stack.startOrigin({}, { abandonAfterMs: 500 });
+    try {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const body = { payment_required: quote(), nonce: newNonce() };
+      await underFault(enclaveDown(stack.enclave), async () => {
+        const down = await authorize(quick.base, agent.token, body);
+        expect(down.status).toBe(503);
+      });
+      const actionOf = async () => {
+        const [row] = await queryRows<{ action_id: string; status: string; error_code: string | null }>(
+          stack.db.handle.db,
+          sql`select action_id, status, error_code from agent_actions where agent_id = ${agent.agentId} and kind = 'x402'`,
+        );
+        return row;
+      };
+      await expect
+        .poll(async () => (await actionOf())?.status, { timeout: 30_000, interval: 100 })
+        .toBe("failed");
+      expect(await actionOf()).toMatchObject({ error_code: "abandoned" });
+      const repeat = await authorize(quick.base, agent.token, body);
+      expect(repeat.status).toBe(409);
+      expect(repeat.body).toMatchObject({
+        error: {
+          code: "abandoned",
+          message: expect.stringMatching(/nothing was signed.*new idempotency_key/),
+          action_id: (await actionOf())!.action_id,
+        },
+      });
+      expect(await signedActions(agent.agentId)).toBe(0);
+    } finally {
+      await quick.close();
+    }
+  });
+
+  it("signs once for 30 concurrent identical requests, all answered with the same bytes", async () => {
+    const agent = await stack.newAgent();
+    const body = { payment_required: quote(), nonce: newNonce() };
+    const before = signRequests;
+    const responses = await Promise.all(
+      Array.from({ length: 30 }, () => authorize(origin.base, agent.token, body)),
+    );
+    expect(responses.map((response) => response.status)).toEqual(responses.map(() => 200));
+    expect(new Set(responses.map((response) => response.text)).size).toBe(1);
+    expect(signRequests - before).toBe(1);
+    expect(await signedActions(agent.agentId)).toBe(1);
+  });
+
+  it("refuses another amount, another payTo, a validity over the bound and an unsupported quote with 422, signing nothing", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const other = newAccount().address;
+    const cases: Array<[string, unknown, string]> = [
+      ["another amount", quote({ amount: "10001" }), "x402_amount_not_allowed"],
+      ["the amount spelled otherwise", quote({ amount: "010000" }), "x402_amount_not_allowed"],
+      ["another payTo", quote({ payTo: other }), "x402_pay_to_not_allowed"],
+      [
+        "a validity over the bound",
+        quote({ maxTimeoutSeconds: MAX_TIMEOUT_SECONDS + 1 }),
+        "x402_validity_too_long",
+      ],
+      ["another network", quote({ network: "eip155:8453" }), "x402_requirement_unsupported"],
+      ["another scheme", quote({ scheme: "upto" }), "x402_requirement_unsupported"],
+      ["another asset", quote({ asset: other }), "x402_requirement_unsupported"],
+      [
+        "a permit2 entry",
+        quote({ extra: { name: "USDC", version: "2", assetTransferMethod: "permit2" } }),
+        "x402_requirement_unsupported",
+      ],
+      [
+        "another EIP-712 domain",
+        quote({ extra: { name: "USD Coin", version: "2" } }),
+        "x402_requirement_unsupported",
+      ],
+      ["x402 version 1", { ...quote(), x402Version: 1 }, "x402_requirement_unsupported"],
+    ];
+    const before = signRequests;
+    for (const [name, paymentRequired, code] of cases) {
+      const response = await authorize(origin.base, agent.token, {
+        payment_required: paymentRequired,
+        nonce: newNonce(),
+      });
+      const error = (response.body as { error?: Record<string, unknown> }).error;
+      expect({ name, status: response.status, code: error?.code }).toEqual({ name, status: 422, code });
+      // Nothing in a refusal speaks of transfer limits or the funding gate: they do not apply.
+      expect(Object.keys(error ?? {}).sort()).toEqual(["code", "message", "request_id"]);
+    }
+    expect(signRequests).toBe(before);
+    expect(await signedActions(agent.agentId)).toBe(0);
+  });
+
+  it("works with transfers and the faucet switched off, for a wallet the funding gate would refuse", async () => {
+    const off = await startTestOrigin({
+      database: stack.db.handle,
+      rpcUrl: stack.devnet.url,
+      env: { ...stack.originEnv, AGENT_TRANSFER_ENABLED: "false", AGENT_FAUCET_ENABLED: "false" },
+      signer: stack.signer,
+    });
+    try {
+      // No restore evidence and no identity proof: faucet and transfers would be refused by the gate.
+      const agent = await stack.newAgent({ units: 1_000_000n, drilled: false, verified: false });
+      const transfer = await send(`${off.base}/agent/v1/transfers`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${agent.token}` },
+        body: JSON.stringify({ idempotency_key: "k", to: newAccount().address, amount: "1" }),
+      });
+      expect(transfer.status).toBe(404);
+      const response = await authorize(off.base, agent.token, {
+        payment_required: quote(),
+        nonce: newNonce(),
+      });
+      expect(response.status).toBe(200);
+      const body = response.body as X402AuthorizeResponse;
+      expect(body.payment_payload.payload.authorization.from).toBe(agent.wallet);
+    } finally {
+      await off.close();
+    }
+  });
+
+  it("keeps authorizing after the transfer limits are lowered below its amount and the day's transfer budget is spent", async () => {
+    // Lowering the transfer quotas neither disables x402 nor limits it
+    // (docs/api.md#x402-stands-apart-from-transfers). Sealed and configured alike (the node refuses
+    // to start otherwise): 1000 units per transfer and a day, fees included, against an x402 amount
+    // of 10000.
+    const lowered = { ...stack.policy, perTxLimitUnits: 1_000n, dailyLimitUnits: 1_000n };
+    expect((await stack.signer.configurePolicy(lowered, stack.authorities.policy)).ok).toBe(true);
+    try {
+      const low = await startTestOrigin({
+        database: stack.db.handle,
+        rpcUrl: stack.devnet.url,
+        env: { ...stack.originEnv, AGENT_TRANSFER_PER_TX_LIMIT: "1000", AGENT_TRANSFER_DAILY_LIMIT: "1000" },
+        signer: stack.signer,
+      });
+      try {
+        const agent = await stack.newAgent({ units: 1_000_000n });
+        const transfer = (amount: string) =>
+          send(`${low.base}/agent/v1/transfers`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${agent.token}` },
+            body: JSON.stringify({ idempotency_key: newNonce(), to: newAccount().address, amount }),
+          });
+        // 900 spent, whatever its fee turns out to be; 200 more is within the per-transfer limit
+        // and over the day's.
+        const spent = await transfer("900");
+        expect(spent.status, JSON.stringify(spent.body)).toBe(202);
+        const over = await transfer("200");
+        expect(over.status, JSON.stringify(over.body)).toBe(403);
+        expect(over.body).toMatchObject({ error: { code: "limit_exceeded", limit: "daily" } });
+        for (let i = 0; i < 2; i++) {
+          const response = await authorize(low.base, agent.token, {
+            payment_required: quote(),
+            nonce: newNonce(),
+          });
+          expect(response.status, response.text).toBe(200);
+          const body = response.body as X402AuthorizeResponse;
+          expect(body.payment_payload.payload.authorization).toMatchObject({
+            from: agent.wallet,
+            value: String(AMOUNT),
+          });
+        }
+      } finally {
+        await low.close();
+      }
+    } finally {
+      expect((await stack.signer.configurePolicy(stack.policy, stack.authorities.policy)).ok).toBe(true);
+    }
+  });
+
+  it("lets an agent holding only its token pay the demo: 402, authorize, the paid retry, 200", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const before = await chain.getBalance({ address: agent.wallet });
+    const paid = await payWithToken({ base: origin.base, token: agent.token });
+    expect(paid.quote).toMatchObject({ amount: "10000", payTo: PAY_TO.toLowerCase() });
+    expect(paid.status).toBe(200);
+    expect(paid.settlement).toMatchObject({ success: true, network: CAIP2_NETWORK });
+    const receipt = await chain.getTransactionReceipt({ hash: paid.settlement!.transaction as Hex });
+    expect(receipt.status).toBe("success");
+    // The settler paid the gas: the agent's wallet lost exactly the amount.
+    expect(before - (await chain.getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
+  });
+
+  it("stores the signature, not the quote: a repeat rebuilds the same bytes from its own body; the quote's keys in another order are another payload", async () => {
+    const agent = await stack.newAgent();
+    // A quote with extensions of a few KiB, as bazaar's schemas or sign-in-with-x's message are.
+    const payment = {
+      ...quote(),
+      extensions: {
+        bazaar: { info: { input: { type: "http", method: "GET" } }, schema: { pad: "s".repeat(3_000) } },
+      },
+    };
+    const body = { payment_required: payment, nonce: newNonce() };
+    const first = await authorize(origin.base, agent.token, body);
+    expect(first.status).toBe(200);
+    const actionId = (first.body as X402AuthorizeResponse).action_id;
+    const [row] = await queryRows<{ signed_payload: Record<string, unknown>; bytes: number }>(
+      stack.db.handle.db,
+      sql`select signed_payload, pg_column_size(signed_payload) as bytes from agent_actions where action_id = ${actionId}`,
+    );
+    expect(Object.keys(row!.signed_payload).sort()).toEqual(["authorization", "signature"]);
+    expect(row!.bytes).toBeLessThan(600);
+    const again = await authorize(origin.base, agent.token, body);
+    expect(again.text).toBe(first.text);
+    // The same fields with the resource's keys reversed would build other bytes: a conflict.
+    const resource = payment.resource as Record<string, unknown>;
+    const reordered = Object.fromEntries(Object.entries(resource).reverse());
+    const conflict = await authorize(origin.base, agent.token, {
+      ...body,
+      payment_required: { ...payment, resource: reordered },
+    });
+    expect(conflict.status).toBe(409);
+  });
+
+  it("answers a row stored before only the signature was (the whole header value) with its stored bytes", async () => {
+    const agent = await stack.newAgent();
+    const body = { payment_required: quote(), nonce: newNonce() };
+    const first = await authorize(origin.base, agent.token, body);
+    expect(first.status).toBe(200);
+    const { action_id: actionId, payment_signature: header } = first.body as X402AuthorizeResponse;
+    // The row as the previous version wrote it: the header value, and the request hash of the
+    // quote's parts with their keys sorted.
+    const sorted = (value: unknown): string =>
+      JSON.stringify(value, (_key, inner: unknown) =>
+        inner !== null && typeof inner === "object" && !Array.isArray(inner)
+          ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+          : inner,
+      );
+    const legacyHash = requestHash("x402", {
+      nonce: body.nonce,
+      resource: sorted(body.payment_required.resource),
+      accepted: sorted(body.payment_required.accepts[0]),
+      extensions: null,
+    });
+    await stack.db.handle.db.execute(
+      sql`update agent_actions set signed_payload = ${JSON.stringify({ payment_signature: header })}::jsonb,
+            request_hash = ${legacyHash}
+          where action_id = ${actionId}`,
+    );
+    const before = signRequests;
+    const again = await authorize(origin.base, agent.token, body);
+    expect(again.text).toBe(first.text);
+    expect(signRequests).toBe(before);
+  });
+
+  it("refuses a quote past its bounds with 400, writing and signing nothing", async () => {
+    const agent = await stack.newAgent();
+    const entry = quote().accepts[0]!;
+    const cases: Array<[string, unknown]> = [
+      ["extensions over 16 KiB", { ...quote(), extensions: { pad: "e".repeat(17 * 1024) } }],
+      ["an accepts entry over 4 KiB", quote({ extra: { ...entry.extra, pad: "a".repeat(4 * 1024) } })],
+      ["17 accepts entries", { ...quote(), accepts: Array.from({ length: 17 }, () => entry) }],
+      [
+        "a description over 2048 characters",
+        { ...quote(), resource: { url: "http://127.0.0.1/x", description: "d".repeat(2_049) } },
+      ],
+      [
+        "a resource over 6 KiB",
+        { ...quote(), resource: { url: "http://127.0.0.1/x", note: "n".repeat(6 * 1024) } },
+      ],
+      [
+        "a mimeType over 256 characters",
+        { ...quote(), resource: { url: "http://127.0.0.1/x", mimeType: "m".repeat(257) } },
+      ],
+    ];
+    const before = signRequests;
+    for (const [name, paymentRequired] of cases) {
+      const response = await authorize(origin.base, agent.token, {
+        payment_required: paymentRequired,
+        nonce: newNonce(),
+      });
+      const error = (response.body as { error?: { code?: string } }).error;
+      expect({ name, status: response.status, code: error?.code }).toEqual({
+        name,
+        status: 400,
+        code: "validation_failed",
+      });
+    }
+    expect(signRequests).toBe(before);
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from agent_actions where agent_id = ${agent.agentId}`,
+    );
+    expect(row!.n).toBe(0);
+  });
+
+  it("600 authorize calls with 32 KiB quotes from an empty wallet's token grow the database by less than 1 MB", async () => {
+    // A token with nothing in its wallet, as a free public registration gives.
+    const agent = await stack.newAgent();
+    const db = stack.db.handle.db;
+    const sizes = async () => {
+      const [row] = await queryRows<{ database: string; tables: string }>(
+        db,
+        sql`select pg_database_size(current_database())::text as database,
+              (pg_total_relation_size('agent_actions') + pg_total_relation_size('x402_daily_authorizations'))::text as tables`,
+      );
+      return { database: Number(row!.database), tables: Number(row!.tables) };
+    };
+    const entry = quote().accepts[0]!;
+    // Random characters, which no compression of a stored value would shrink.
+    const noise = (chars: number): string => randomBytes(chars).toString("base64url").slice(0, chars);
+    // Half over the bounds (refused), half as large as they allow, about 31 KiB each (accepted).
+    const oversized = () => ({ ...quote(), extensions: { pad: noise(30 * 1024 + 512) } });
+    const largest = () => ({
+      ...quote(),
+      // The quote's own `error` is not copied into the envelope: only the body's bound holds it.
+      error: `Payment required ${noise(2_800)}`,
+      resource: {
+        url: `http://127.0.0.1/77/x402/demo?${noise(2_000)}`,
+        mimeType: "application/json",
+        description: noise(2_048),
+      },
+      accepts: [
+        entry,
+        ...Array.from({ length: 2 }, () => ({ ...entry, network: "eip155:8453", pad: noise(3_700) })),
+      ],
+      extensions: { pad: noise(16 * 1024 - 20) },
+    });
+    const before = await sizes();
+    const statuses: Record<number, number> = {};
+    const bodies = Array.from({ length: 600 }, (_, i) => ({
+      payment_required: i % 2 === 0 ? oversized() : largest(),
+      nonce: newNonce(),
+    }));
+    expect(JSON.stringify(bodies[0]).length).toBeGreaterThan(31 * 1024);
+    expect(JSON.stringify(bodies[1]).length).toBeGreaterThan(31 * 1024);
+    for (let i = 0; i < bodies.length; i += 8) {
+      const answers = await Promise.all(
+        bodies.slice(i, i + 8).map((body) => authorize(origin.base, agent.token, body)),
+      );
+      for (const answer of answers) statuses[answer.status] = (statuses[answer.status] ?? 0) + 1;
+    }
+    expect(statuses).toEqual({ 200: 300, 400: 300 });
+    const after = await sizes();
+    expect(after.tables - before.tables).toBeLessThan(1024 * 1024);
+    expect(after.database - before.database).toBeLessThan(1024 * 1024);
+  }, 300_000);
+
+  describe("AGENT_X402_DAILY_LIMIT", () => {
+    const LIMIT = 3;
+    const limited = useStackOrigin("origin with a daily limit", stack, () => ({
+      env: { AGENT_X402_DAILY_LIMIT: String(LIMIT) },
+      signer: counted,
+    }));
+    const actions = async (agentId: string): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        stack.db.handle.db,
+        sql`select count(*)::int as n from agent_actions where agent_id = ${agentId} and kind = 'x402'`,
+      );
+      return row!.n;
+    };
+
+    it("past the day's limit: 429 x402_daily_limit until the next UTC day, nothing written or signed; a repeat of a signed one is still answered", async () => {
+      const agent = await stack.newAgent();
+      const bodies = Array.from({ length: LIMIT + 1 }, () => ({
+        payment_required: quote(),
+        nonce: newNonce(),
+      }));
+      const firsts = [];
+      for (const body of bodies.slice(0, LIMIT)) {
+        const answer = await authorize(limited.base, agent.token, body);
+        expect(answer.status).toBe(200);
+        firsts.push(answer);
+      }
+      const signedBefore = signRequests;
+      const refused = await authorize(limited.base, agent.token, bodies[LIMIT]);
+      expect(refused.status).toBe(429);
+      const error = (refused.body as { error: { code: string; retry_after: number } }).error;
+      expect(error.code).toBe("x402_daily_limit");
+      const now = new Date();
+      const toMidnight = Math.ceil(
+        (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000,
+      );
+      expect(Math.abs(error.retry_after - toMidnight)).toBeLessThanOrEqual(5);
+      expect(refused.headers.get("retry-after")).toBe(String(error.retry_after));
+      expect(signRequests).toBe(signedBefore);
+      expect(await actions(agent.agentId)).toBe(LIMIT);
+      // A repeat of one signed today is its stored answer, not a new authorization.
+      const repeat = await authorize(limited.base, agent.token, bodies[0]);
+      expect(repeat.text).toBe(firsts[0]!.text);
+      expect(signRequests).toBe(signedBefore);
+    });
+
+    it("holds under concurrency: 10 distinct authorizations at once sign exactly the limit", async () => {
+      const agent = await stack.newAgent();
+      const signedBefore = signRequests;
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          authorize(limited.base, agent.token, { payment_required: quote(), nonce: newNonce() }),
+        ),
+      );
+      const codes = answers.map((answer) =>
+        answer.status === 200
+          ? "200"
+          : `${answer.status} ${(answer.body as { error: { code: string } }).error.code}`,
+      );
+      expect(codes.filter((code) => code === "200")).toHaveLength(LIMIT);
+      expect(codes.filter((code) => code === "429 x402_daily_limit")).toHaveLength(10 - LIMIT);
+      expect(signRequests - signedBefore).toBe(LIMIT);
+    });
+  });
+});

@@ -1,0 +1,306 @@
+/**
+ * POST /agent/v1/x402/authorize (docs/x402.md#an-agent-pays-with-its-token-authorize): the enclave
+ * signs a TransferWithAuthorization from the caller's wallet for the quote's `exact` / eip155:77
+ * entry, and the answer carries the exact `PAYMENT-SIGNATURE` header value of the paid retry. The
+ * amount and payTo are the node's (AGENT_X402_AMOUNT, AGENT_X402_PAY_TO), the validity at most
+ * AGENT_X402_MAX_TIMEOUT_SECONDS. The faucet/transfer funding gate, restore-evidence ceilings and
+ * transfer quotas do not apply (docs/api.md#x402-stands-apart-from-transfers), so nothing of them
+ * is read here, nor the transfer switch. An agent signs at most AGENT_X402_DAILY_LIMIT a UTC day
+ * (429 x402_daily_limit past it, nothing written or signed).
+ */
+
+import type { Context, Handler } from "hono";
+import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../../shared/gateway-schemas.ts";
+import { normaliseHex } from "../../../shared/hex.ts";
+import { ok } from "../../../shared/result.ts";
+import { idempotencyConflict, runIdempotentAction } from "../../agent-actions/idempotent-action.ts";
+import {
+  type ActionRow,
+  createActionClaimer,
+  findAction,
+  requestHash,
+} from "../../agent-actions/repository.ts";
+import { secondsToNextUtcDay, utcDate } from "../../agent-actions/utc-day.ts";
+import { endingRefusal } from "../../agent-actions/view.ts";
+import type { Clock } from "../../clock.ts";
+import type { Db } from "../../db/client.ts";
+import { AppError } from "../../errors.ts";
+import type { AppEnv } from "../../http/env.ts";
+import { readJsonBody } from "../../http/json-body.ts";
+import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.ts";
+import type { SignerClient, SignerFailure } from "../../signer/types.ts";
+import { sortedKeysJson } from "../canonical-json.ts";
+import {
+  buildPaymentEnvelope,
+  decodeStoredPaymentSignature,
+  encodePaymentSignature,
+  paymentAuthorization,
+} from "./authorize-envelope.ts";
+import {
+  readDailyAuthorizations,
+  type SignOnceOutcome,
+  type StoredAuthorization,
+  signActionOnce,
+  storedAuthorization,
+} from "./authorize-repository.ts";
+import { chooseRequirement, type X402AuthorizePolicy } from "./authorize-requirement.ts";
+
+export type X402AuthorizeDeps = {
+  db: Db;
+  signer: Pick<SignerClient, "signX402Authorization">;
+  clock: Clock;
+  policy: X402AuthorizePolicy;
+  /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day. */
+  dailyLimit: number;
+};
+
+/** A quote with a long description or extensions is larger than the money routes' 4 KiB bodies. */
+const MAX_BODY_BYTES = 32 * 1024;
+
+export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
+  // Claims that arrive together share one insert (actions/repository.ts).
+  const claim = createActionClaimer(deps.db);
+  return async (c) => {
+    const { data: body, raw } = await readJsonBody(c, x402AuthorizeRequestSchema, MAX_BODY_BYTES);
+    // What goes into the envelope is the quote as sent (schema parsing reorders keys).
+    const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
+    const chosen = chooseRequirement(body.payment_required, deps.policy);
+    // Refusals that depend on nothing but the request: answered before anything is written.
+    if (!chosen.ok) throw new AppError(chosen.error.code, chosen.error.message);
+    const requirement = chosen.value;
+    const copied: CopiedParts = {
+      resource: quote.resource,
+      accepted: (quote.accepts as unknown[])[requirement.index],
+      extensions: quote.extensions,
+    };
+    const agent = c.get("agent");
+    const nonce = normaliseHex(body.nonce, 32);
+    const idempotencyKey = body.idempotency_key ?? `x402:${nonce}`;
+    const now = deps.clock.now();
+    const day = utcDate(now);
+
+    // The day's count, before anything is written: past it, a new authorization stores nothing.
+    // A repeat of one already recorded goes on (its answer is stored, or its signing counts).
+    const daily = await readDailyAuthorizations(deps.db, { agentId: agent.agentId, day, idempotencyKey });
+    if (daily.count >= deps.dailyLimit && !daily.known) throw dailyLimitReached(deps.dailyLimit, now);
+
+    return runIdempotentAction(claim, {
+      claim: {
+        agentId: agent.agentId,
+        kind: "x402",
+        idempotencyKey,
+        // The resource URL is bound to the request hash, not to the signed authorization
+        // (docs/x402.md#an-agent-pays-with-its-token-authorize); so is the rest of what the
+        // envelope copies from the quote, byte for byte: the same hash rebuilds the same envelope
+        // from a repeat's own body.
+        requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
+        amountUnits: deps.policy.amountUnits,
+        toAddress: requirement.payTo,
+      },
+      // Rows written before the hash took the parts as sent hashed them with their keys sorted.
+      formerRequestHash: () => requestHash("x402", { nonce, ...sortedKeys(copied) }),
+      answerStored: (action) => {
+        // One the tracker's sweep ended without a signature answers as a transfer's does (409
+        // `abandoned`): this key's request is over, a fresh nonce is needed.
+        const ended = endedRefusal(action);
+        if (ended) throw ended;
+        const stored = storedAuthorization(action.signedPayload);
+        return action.status === "signed" && stored ? answer(c, action.actionId, stored, copied) : undefined;
+      },
+      run: async ({ actionId }) => {
+        const outcome = await signActionOnce(
+          deps.db,
+          { actionId, agentId: agent.agentId, day, dailyLimit: deps.dailyLimit },
+          async () => {
+            const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
+            const signed = await deps.signer.signX402Authorization({
+              keyRef: agent.keyRef,
+              // The enclave signs only when the key's address is the token's wallet (key binding).
+              from: agent.assignedWallet,
+              to: requirement.payTo,
+              valueUnits: deps.policy.amountUnits,
+              validAfter: 0n,
+              validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
+              nonce,
+            });
+            if (!signed.ok) return signed;
+            const { authorization, signature } = signed.value;
+            return ok({
+              // Addresses as given (docs/x402.md#an-agent-pays-with-its-token-authorize): the
+              // enclave signed for these two.
+              authorization: paymentAuthorization({
+                from: agent.assignedWallet,
+                to: requirement.quotedPayTo,
+                value: requirement.amount,
+                validBefore: authorization.validBefore,
+                nonce: authorization.nonce,
+              }),
+              signature,
+            });
+          },
+        );
+        if (outcome.kind === "ended") {
+          // Ended by the sweep between the claim and the signing: its stored refusal, as a repeat gets.
+          const action = await findAction(deps.db, agent.agentId, actionId);
+          throw (action && endedRefusal(action)) ?? endedConflict(actionId, outcome.status);
+        }
+        return answerOutcome(c, deps, { actionId, outcome, copied, now });
+      },
+    });
+  };
+}
+
+/** What one signing of the action answers: the authorization, or why there is none. */
+function answerOutcome(
+  c: Context<AppEnv>,
+  deps: X402AuthorizeDeps,
+  params: { actionId: string; outcome: SignOnceOutcome; copied: CopiedParts; now: Date },
+): Response {
+  const { actionId, outcome, copied, now } = params;
+  switch (outcome.kind) {
+    case "signed":
+      return answer(c, actionId, outcome.stored, copied);
+    case "ended":
+      throw endedConflict(actionId, outcome.status);
+    case "daily_limit":
+      throw dailyLimitReached(deps.dailyLimit, now);
+    case "refused": {
+      const refusal = signerRefusal(outcome.failure);
+      const retryAfter = refusal.code === "x402_daily_limit" ? secondsToNextUtcDay(deps.clock.now()) : null;
+      throw new AppError(refusal.code, refusal.message, {
+        fields: { action_id: actionId, ...(retryAfter === null ? {} : { retry_after: retryAfter }) },
+        headers: retryAfter === null ? {} : { "Retry-After": String(retryAfter) },
+      });
+    }
+  }
+}
+
+/**
+ * The refusal an x402 action that ended without a signature answers, as a money action's repeat
+ * does (actions/view.ts endingRefusal): `abandoned` for one the sweep ended. Undefined otherwise.
+ */
+function endedRefusal(action: ActionRow): AppError | undefined {
+  const ended = endingRefusal(action);
+  return ended
+    ? new AppError(ended.code, ended.message, { fields: { ...ended.fields, action_id: action.actionId } })
+    : undefined;
+}
+
+function endedConflict(actionId: string, status: string): AppError {
+  return idempotencyConflict(
+    actionId,
+    `this authorization ended ${status} without a signature; authorize again with a fresh nonce`,
+  );
+}
+
+/** What the envelope copies from the quote, as the agent sent it. */
+type CopiedParts = { resource: unknown; accepted: unknown; extensions: unknown };
+
+/**
+ * The answer: the same bytes every time for one action and one request hash. A stored header
+ * value (rows written before only the signature was stored) is returned as it is.
+ */
+function answer(
+  c: Context<AppEnv>,
+  actionId: string,
+  stored: StoredAuthorization,
+  copied: CopiedParts,
+): Response {
+  const paymentSignature =
+    stored.kind === "header"
+      ? stored.paymentSignature
+      : encodePaymentSignature(buildPaymentEnvelope({ ...copied, ...stored.signed }));
+  const envelope = decodeStoredPaymentSignature(paymentSignature);
+  const body: X402AuthorizeResponse = {
+    action_id: actionId,
+    payment_signature: paymentSignature,
+    payment_payload: envelope as X402AuthorizeResponse["payment_payload"],
+    valid_before: envelope.payload.authorization.validBefore,
+  };
+  // A signed payment is as good as money until it is settled or expires: no cache keeps it.
+  c.header("cache-control", "no-store");
+  return c.json(body, 200);
+}
+
+/** 429 until the next UTC day; nothing was written or signed. */
+function dailyLimitReached(limit: number, now: Date): AppError {
+  const seconds = secondsToNextUtcDay(now);
+  return new AppError(
+    "x402_daily_limit",
+    `this agent may authorize ${limit} x402 payments per UTC day (AGENT_X402_DAILY_LIMIT)`,
+    { fields: { retry_after: seconds }, headers: { "Retry-After": String(seconds) } },
+  );
+}
+
+/**
+ * The enclave re-checks amount, payTo, validity, the key's daily count and the key binding under
+ * its sealed policy; a node configured unlike it (or a policy changed since start) is refused there
+ * with the same meaning. A switch over the refusal's detail (never its text), exhaustive.
+ */
+function signerRefusal(failure: SignerFailure): {
+  code:
+    | "x402_amount_not_allowed"
+    | "x402_pay_to_not_allowed"
+    | "x402_validity_too_long"
+    | "x402_daily_limit"
+    | "agent_key_binding_mismatch"
+    | "agent_key_unavailable"
+    | "agent_signer_unavailable";
+  message: string;
+} {
+  const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
+  switch (failure.detail) {
+    case "x402_amount":
+      return { code: "x402_amount_not_allowed", message };
+    case "x402_pay_to":
+      return { code: "x402_pay_to_not_allowed", message };
+    case "x402_validity":
+      return { code: "x402_validity_too_long", message };
+    case "x402_daily":
+      return { code: "x402_daily_limit", message: `${message}; the count resets at the next UTC day` };
+    case "key_binding":
+      return KEY_BINDING_MISMATCH;
+    case "x402_payer":
+    case "per_transaction":
+    case "daily":
+    case "recipient":
+    case "chain":
+    case "gas_limit":
+    case "fee_ceiling":
+    case "faucet_budget":
+    case "faucet_payout":
+    case "faucet_recipient":
+    case "faucet_cooldown":
+    case "faucet_daily":
+    case "settlement_signature":
+    case "settlement_window":
+    case "settler_fee_budget":
+    case "filler_nonce":
+    case "filler_repeat":
+    case undefined:
+      // Without a sealed bound named, key_purpose_mismatch means the enclave holds no such key.
+      if (failure.code === "key_purpose_mismatch") return keyUnavailable("wallet");
+      return {
+        code: "agent_signer_unavailable",
+        message: `the signer cannot sign this authorization (${failure.code}); nothing was signed: retry with the same nonce (and idempotency_key), which signs it once the signer can`,
+      };
+  }
+}
+
+/** The copied parts as sent, keys in the sender's order: equal strings build equal envelopes. */
+function exactly(copied: CopiedParts): Record<string, string | null> {
+  return {
+    resource: JSON.stringify(copied.resource),
+    accepted: JSON.stringify(copied.accepted),
+    extensions: copied.extensions === undefined ? null : JSON.stringify(copied.extensions),
+  };
+}
+
+/** The copied parts as the request hash took them before: object keys sorted at every level. */
+function sortedKeys(copied: CopiedParts): Record<string, string | null> {
+  return {
+    resource: sortedKeysJson(copied.resource),
+    accepted: sortedKeysJson(copied.accepted),
+    extensions: copied.extensions === undefined ? null : sortedKeysJson(copied.extensions),
+  };
+}
