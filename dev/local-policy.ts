@@ -117,6 +117,8 @@ function sameTerms(sealed: FaucetTerms | null, terms: FaucetTerms): boolean {
 function expectApplied(step: string, result: PolicyAdminResult): GetPolicyResult {
   if (result.ok) return result.value.after;
   const detail =
-    result.error.kind === "usage" ? result.error.message : `${result.error.code}: ${result.error.reason}`;
+    result.error.code === "usage"
+      ? result.error.message
+      : `${result.error.failure.code}: ${result.error.failure.reason}`;
   throw new Error(`local ${step} failed (${detail})`);
 }

@@ -9,13 +9,13 @@ const NO_STORE = { "cache-control": "no-store" } as const;
 
 /** Why the edge refused; collapsed into generic wire errors by `refusalResponse`. */
 export type IngressRefusal =
-  | { kind: "cross_site_origin" }
-  | { kind: "cross_site_fetch_site" }
-  | { kind: "not_json" }
-  | { kind: "missing_registration_header" }
-  | { kind: "no_client_ip" }
-  | { kind: "malformed_client_ip" }
-  | { kind: "no_edge_secret" };
+  | "cross_site_origin"
+  | "cross_site_fetch_site"
+  | "not_json"
+  | "missing_registration_header"
+  | "no_client_ip"
+  | "malformed_client_ip"
+  | "no_edge_secret";
 
 export type IngressCheckResult = Result<{ clientIp: string; edgeSharedSecret: string }, IngressRefusal>;
 
@@ -28,24 +28,24 @@ export function checkRegistrationIngress(request: Request, config: EdgeConfig): 
   // Browser use is same-origin; a server client may omit Origin. `Origin: null` is cross-site.
   const origin = request.headers.get("origin");
   if (origin !== null && origin.trim() !== new URL(request.url).origin) {
-    return err({ kind: "cross_site_origin" });
+    return err("cross_site_origin");
   }
   const fetchSite = request.headers.get("sec-fetch-site");
   if (fetchSite !== null && !["same-origin", "none"].includes(fetchSite.trim().toLowerCase())) {
-    return err({ kind: "cross_site_fetch_site" });
+    return err("cross_site_fetch_site");
   }
 
   const mediaType = (request.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase();
-  if (mediaType !== "application/json") return err({ kind: "not_json" });
+  if (mediaType !== "application/json") return err("not_json");
   if (request.headers.get(HEADER_REGISTRATION)?.trim() !== "1") {
-    return err({ kind: "missing_registration_header" });
+    return err("missing_registration_header");
   }
 
   // Cloudflare sets CF-Connecting-IP from the connection, overwriting anything the client sent.
-  if (!request.headers.get("cf-connecting-ip")?.trim()) return err({ kind: "no_client_ip" });
+  if (!request.headers.get("cf-connecting-ip")?.trim()) return err("no_client_ip");
   const clientIp = clientAddress(request);
-  if (clientIp === undefined) return err({ kind: "malformed_client_ip" });
-  if (config.edgeSharedSecret === undefined) return err({ kind: "no_edge_secret" });
+  if (clientIp === undefined) return err("malformed_client_ip");
+  if (config.edgeSharedSecret === undefined) return err("no_edge_secret");
   return ok({ clientIp, edgeSharedSecret: config.edgeSharedSecret });
 }
 
@@ -87,7 +87,7 @@ export async function handleRegister(
  * client must change (the workers-oauth-provider habit, STYLE).
  */
 export function refusalResponse(refusal: IngressRefusal, requestId: string): Response {
-  switch (refusal.kind) {
+  switch (refusal) {
     case "cross_site_origin":
     case "cross_site_fetch_site":
       return errorResponse("cross_site_refused", "cross-site registration is refused", requestId, NO_STORE);

@@ -66,13 +66,17 @@ async function runCommand(command: PolicyCommand, client: SignerClient): Promise
             terms: command.terms,
           });
   if (!result.ok) {
-    switch (result.error.kind) {
+    switch (result.error.code) {
       case "usage":
         throw new UsageError(result.error.message);
       case "refused":
-        return refused(`refused by the enclave: ${result.error.code} (${result.error.reason})`);
+        return refused(
+          `refused by the enclave: ${result.error.failure.code} (${result.error.failure.reason})`,
+        );
       case "unreachable":
-        return errored(`no answer from the enclave: ${result.error.code} (${result.error.reason})`);
+        return errored(
+          `no answer from the enclave: ${result.error.failure.code} (${result.error.failure.reason})`,
+        );
     }
   }
   const { before, after } = result.value;

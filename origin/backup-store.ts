@@ -15,7 +15,7 @@ export type WriteBackupParams = {
 export type BackupWritten = { path: string; sha256: string };
 
 export type BackupWriteFailure = {
-  reason: "envelope_hash_mismatch" | "reread_hash_mismatch" | "io_error";
+  code: "envelope_hash_mismatch" | "reread_hash_mismatch" | "io_error";
   detail: string;
 };
 
@@ -81,7 +81,7 @@ export function createBackupStore(files: BackupFiles = nodeBackupFiles): BackupS
       const expected = normalizeSha256(params.expectedSha256);
       if (sha256(params.envelope) !== expected) {
         return err({
-          reason: "envelope_hash_mismatch",
+          code: "envelope_hash_mismatch",
           detail: "the envelope does not match its reported hash",
         });
       }
@@ -95,14 +95,14 @@ export function createBackupStore(files: BackupFiles = nodeBackupFiles): BackupS
         const reread = sha256(await files.readFile(finalPath));
         if (reread !== expected) {
           return err({
-            reason: "reread_hash_mismatch",
+            code: "reread_hash_mismatch",
             detail: "the file read back differs from the envelope",
           });
         }
         return ok({ path: finalPath, sha256: expected });
       } catch (error) {
         await files.remove(tempPath).catch(() => {});
-        return err({ reason: "io_error", detail: errorMessage(error) });
+        return err({ code: "io_error", detail: errorMessage(error) });
       }
     },
     async read(filePath, expectedSha256) {

@@ -87,7 +87,7 @@ export type ComposedOrigin = {
 export async function composeOrigin(
   infra: Infrastructure,
   options: ComposeOptions = {},
-): Promise<Result<ComposedOrigin, { check: StartupCheckName; errors: string[] }>> {
+): Promise<Result<ComposedOrigin, { code: StartupCheckName; errors: string[] }>> {
   const { config, clock, metrics } = infra;
   const node: NodeLocal = {
     // The gateway's tiers run on the system's time, the registration's early limiter on the
@@ -100,7 +100,7 @@ export async function composeOrigin(
   };
 
   const keys = await checkKeysHeld(infra);
-  if (!keys.ok) return err({ check: "keys", errors: keys.error });
+  if (!keys.ok) return err({ code: "keys", errors: keys.error });
   // The start-up check of the money switches against the sealed policy, whatever the gateway switch.
   const checked = await checkMoney({
     config,
@@ -108,7 +108,7 @@ export async function composeOrigin(
     rpc: infra.rpc,
     sealed: options.sealed,
   });
-  if (!checked.ok) return err({ check: "money", errors: checked.error });
+  if (!checked.ok) return err({ code: "money", errors: checked.error });
   const runtimes = buildMoney(infra, checked.value, options.tracker);
   const money = createMoneyModule(infra, runtimes?.money);
 

@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   const composed = await composeOrigin(opened.infrastructure, { sealed: opened.sealed });
   if (!composed.ok) {
     return stopAtStart(
-      composed.error.check === "money"
+      composed.error.code === "money"
         ? `the money switches cannot be turned on:\n  - ${composed.error.errors.join("\n  - ")}`
         : composed.error.errors.join("\n"),
     );

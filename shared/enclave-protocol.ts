@@ -20,21 +20,35 @@ export const ENCLAVE_ERROR_CODES = [
 ] as const;
 export type EnclaveErrorCode = (typeof ENCLAVE_ERROR_CODES)[number];
 
-/**
+/*
  * Which sealed bound refused a signing request: an optional, machine-readable `detail` beside the
- * error code, so the origin answers each refusal with its own gateway error by a switch over
- * this closed list rather than by matching reason text. Reasons stay free text for people.
+ * error code, so the origin answers each refusal with its own gateway error by a switch over a
+ * closed list rather than by matching reason text. Reasons stay free text for people. The details
+ * are grouped by the domain of the bound; a signing op is refused only with the groups of the
+ * bounds it checks, so each domain switches over its own groups.
  */
-export const REFUSAL_DETAILS = [
-  /** Transfers: the sealed per-transaction limit (value plus the maximum fee). */
+
+/** An agent key's transfer limits (a filler of an agent key counts against `daily` too). */
+export const TRANSFER_REFUSAL_DETAILS = [
+  /** The sealed per-transaction limit (value plus the maximum fee). */
   "per_transaction",
-  /** Transfers: the sealed per-key daily limit. */
+  /** The sealed per-key daily limit. */
   "daily",
+] as const;
+export type TransferRefusalDetail = (typeof TRANSFER_REFUSAL_DETAILS)[number];
+
+/** The bounds of any transaction the enclave signs (transfers and payouts check all four). */
+export const TRANSACTION_REFUSAL_DETAILS = [
   /** Transfers and payouts: the allowlist, or the operator pool as recipient. */
   "recipient",
   "chain",
   "gas_limit",
   "fee_ceiling",
+] as const;
+export type TransactionRefusalDetail = (typeof TRANSACTION_REFUSAL_DETAILS)[number];
+
+/** The treasury's sealed budget and payout terms (sign_faucet; a treasury filler counts its budget). */
+export const FAUCET_REFUSAL_DETAILS = [
   "faucet_budget",
   /** A payout of another value than the sealed payout. */
   "faucet_payout",
@@ -43,6 +57,14 @@ export const REFUSAL_DETAILS = [
   "faucet_cooldown",
   /** The sealed per-recipient units of one UTC day. */
   "faucet_daily",
+] as const;
+export type FaucetRefusalDetail = (typeof FAUCET_REFUSAL_DETAILS)[number];
+
+/**
+ * The sealed x402 terms of an authorization (sign_x402_authorization; sign_settlement checks the
+ * payer, amount and payTo of the authorization it settles against the same terms).
+ */
+export const X402_AUTHORIZATION_REFUSAL_DETAILS = [
   /** The operator pool as an x402 payer. */
   "x402_payer",
   "x402_amount",
@@ -51,23 +73,57 @@ export const REFUSAL_DETAILS = [
   "x402_validity",
   /** The sealed per-key count of x402 authorizations of one UTC day. */
   "x402_daily",
+] as const;
+export type X402AuthorizationRefusalDetail = (typeof X402_AUTHORIZATION_REFUSAL_DETAILS)[number];
+
+/** A settlement's own bounds (sign_settlement; a settler filler counts the fee budget too). */
+export const SETTLEMENT_REFUSAL_DETAILS = [
   /** A settlement whose authorization signature is malformed or not by `from`. */
   "settlement_signature",
   /** A settlement outside its authorization's validity window (with the sealed margin). */
   "settlement_window",
-  /** The key's address is not the `from` the caller named (the identity's wallet, the treasury). */
-  "key_binding",
   /**
    * The settler's sealed fee budget of one UTC day: the maximum fees of its settlements and
    * fillers signed that day.
    */
   "settler_fee_budget",
+] as const;
+export type SettlementRefusalDetail = (typeof SETTLEMENT_REFUSAL_DETAILS)[number];
+
+/** The nonce record's bounds on fillers (sign_filler). */
+export const FILLER_REFUSAL_DETAILS = [
   /** A filler at a nonce the enclave signed no transaction of this key at (or no longer remembers). */
   "filler_nonce",
   /** A second filler at a nonce: one is signed per key and nonce. */
   "filler_repeat",
 ] as const;
-export type RefusalDetail = (typeof REFUSAL_DETAILS)[number];
+export type FillerRefusalDetail = (typeof FILLER_REFUSAL_DETAILS)[number];
+
+/** The key itself, whatever the op that signs with it. */
+export const KEY_REFUSAL_DETAILS = [
+  /** The key's address is not the `from` the caller named (the identity's wallet, the treasury). */
+  "key_binding",
+] as const;
+export type KeyRefusalDetail = (typeof KEY_REFUSAL_DETAILS)[number];
+
+/** Every detail, as the wire carries it: the groups above, each once. */
+export const REFUSAL_DETAILS = [
+  ...TRANSFER_REFUSAL_DETAILS,
+  ...TRANSACTION_REFUSAL_DETAILS,
+  ...FAUCET_REFUSAL_DETAILS,
+  ...X402_AUTHORIZATION_REFUSAL_DETAILS,
+  ...SETTLEMENT_REFUSAL_DETAILS,
+  ...FILLER_REFUSAL_DETAILS,
+  ...KEY_REFUSAL_DETAILS,
+] as const;
+export type RefusalDetail =
+  | TransferRefusalDetail
+  | TransactionRefusalDetail
+  | FaucetRefusalDetail
+  | X402AuthorizationRefusalDetail
+  | SettlementRefusalDetail
+  | FillerRefusalDetail
+  | KeyRefusalDetail;
 
 /**
  * Ops that need a capability, with their tier (docs/enclave.md, "Keys and where production keeps them"). The

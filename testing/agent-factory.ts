@@ -101,7 +101,10 @@ export async function makeFreeKeys(
     },
     count,
   );
-  if (!batch.ok) throw new Error(`refill: ${batch.error.reason}`);
+  if (!batch.ok) {
+    const why = batch.error.code === "failed" ? batch.error.reason : "batch moved on";
+    throw new Error(`refill: ${why}`);
+  }
   if (options.drilled !== false) {
     const drilled = await deps.driller.drill(deps.db, batch.value.batchId);
     if (!drilled.ok) throw new Error(`restore drill: ${drilled.error}`);

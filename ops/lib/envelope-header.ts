@@ -27,7 +27,7 @@ export type EnvelopeRefusalCode =
   | "other_batch"
   | "wrong_recovery_key";
 
-export type EnvelopeRefusal = { refusal: EnvelopeRefusalCode; reason: string };
+export type EnvelopeRefusal = { code: EnvelopeRefusalCode; reason: string };
 
 export type CheckedEnvelope = { header: BackupHeader; envelope: BackupEnvelope };
 
@@ -36,24 +36,24 @@ export type CheckEnvelopeHeaderResult = Result<CheckedEnvelope, EnvelopeRefusal>
 /** Parses the envelope and checks its header against `expect` and the recovery key's fingerprint. */
 export function checkEnvelopeHeader(params: CheckEnvelopeHeaderParams): CheckEnvelopeHeaderResult {
   const parsed = parseBackupEnvelope(params.envelope);
-  if (!parsed.ok) return err({ refusal: "not_an_envelope", reason: parsed.error });
+  if (!parsed.ok) return err({ code: "not_an_envelope", reason: parsed.error });
   const { header } = parsed.value;
   if (header.env_id !== params.expect.envId || header.chain_id !== params.expect.chainId) {
     return err({
-      refusal: "other_environment",
+      code: "other_environment",
       reason: `the envelope belongs to env ${header.env_id} on chain ${header.chain_id}, not to env ${params.expect.envId} on chain ${params.expect.chainId}`,
     });
   }
   if (params.expect.batchId !== undefined && header.batch_id !== params.expect.batchId) {
     return err({
-      refusal: "other_batch",
+      code: "other_batch",
       reason: `the envelope holds batch ${header.batch_id}, not ${params.expect.batchId}`,
     });
   }
   const given = recoveryKeyFingerprint(params.recoveryPublicKey);
   if (given !== header.recovery_key_sha256) {
     return err({
-      refusal: "wrong_recovery_key",
+      code: "wrong_recovery_key",
       reason: `wrong recovery key: the envelope is sealed to the recovery key with fingerprint ${header.recovery_key_sha256}, the given key's fingerprint is ${given}`,
     });
   }

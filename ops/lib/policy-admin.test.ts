@@ -28,7 +28,7 @@ describe("mergePolicy", () => {
     expect(mergePolicy(null, { perTxLimitUnits: 5n })).toEqual({
       ok: false,
       error: {
-        kind: "usage",
+        code: "usage",
         message: expect.stringContaining(
           "missing --daily, --fee-ceiling, --allowlist, --x402-amount, --x402-pay-to, --max-validity, --x402-margin, --x402-daily, --settler-daily, --operator-pool",
         ),
@@ -49,11 +49,11 @@ describe("mergePolicy", () => {
     const cleared = { ...sealed, x402AmountUnits: null, x402PayTo: null };
     expect(mergePolicy(cleared, { x402AmountUnits: 5n })).toMatchObject({
       ok: false,
-      error: { kind: "usage" },
+      error: { code: "usage" },
     });
     expect(mergePolicy(sealed, { x402AmountUnits: null, x402PayTo: sealed.x402PayTo })).toMatchObject({
       ok: false,
-      error: { kind: "usage" },
+      error: { code: "usage" },
     });
   });
 });
@@ -71,7 +71,7 @@ describe("mergeFaucetTerms", () => {
   it("needs every term when none is sealed, naming the missing flags", () => {
     expect(mergeFaucetTerms(null, { payoutUnits: 5n })).toEqual({
       ok: false,
-      error: { kind: "usage", message: expect.stringContaining("missing --cooldown-ms, --payout-daily") },
+      error: { code: "usage", message: expect.stringContaining("missing --cooldown-ms, --payout-daily") },
     });
     expect(mergeFaucetTerms(null, terms)).toEqual({ ok: true, value: terms });
   });

@@ -21,14 +21,17 @@ export type FaucetTermsChanges = Partial<FaucetTerms>;
 
 export type PolicyAdminFailure =
   /** The request cannot be made as given: a usage error in the CLI. */
-  | { kind: "usage"; message: string }
+  | { code: "usage"; message: string }
   /** The enclave refused it: refused in the CLI. */
-  | { kind: "refused"; code: string; reason: string }
+  | { code: "refused"; failure: EnclaveAnswer }
   /**
    * The request never had the enclave's answer (no socket, a timeout, a dropped connection): an
    * error in the CLI. A change whose answer was lost may have been applied; `show` tells.
    */
-  | { kind: "unreachable"; code: string; reason: string };
+  | { code: "unreachable"; failure: EnclaveAnswer };
+
+/** The signer's failure as the CLI shows it: its code and its text for people. */
+type EnclaveAnswer = Pick<SignerFailure, "code" | "reason">;
 
 /** The sealed state before and after the change, or why there was none. */
 export type PolicyAdminResult = Result<
@@ -188,10 +191,10 @@ async function readAfter(client: SignerClient, before: GetPolicyResult): Promise
 }
 
 function usage(message: string): { ok: false; error: PolicyAdminFailure } {
-  return err({ kind: "usage", message });
+  return err({ code: "usage", message });
 }
 
 function refused(failure: SignerFailure): { ok: false; error: PolicyAdminFailure } {
-  const kind = enclaveUnreachable(failure) ? "unreachable" : "refused";
-  return err({ kind, code: failure.code, reason: failure.reason });
+  const code = enclaveUnreachable(failure) ? "unreachable" : "refused";
+  return err({ code, failure: { code: failure.code, reason: failure.reason } });
 }

@@ -177,7 +177,7 @@ export async function backupKey(params: {
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok) return err(`backup_writer: ${written.error.reason}: ${written.error.detail}`);
+  if (!written.ok) return err(`backup_writer: ${written.error.code}: ${written.error.detail}`);
   const file = await readBackup(written.value.path, written.value.sha256);
   if (!file.ok) return err(`backup_file: ${file.error}`);
   const verified = await params.signer.verifyBackup({ envelope: file.value });

@@ -38,7 +38,7 @@ export type ReencryptParams = OpenEnvelopeParams & { transportPublicKey: Uint8Ar
 
 export type ReencryptRefusalCode = EnvelopeRefusalCode | "does_not_open" | "keys_do_not_reproduce";
 
-export type ReencryptRefusal = { refusal: ReencryptRefusalCode; reason: string };
+export type ReencryptRefusal = { code: ReencryptRefusalCode; reason: string };
 
 /** An opened recovery copy: keep it in memory only, and seal it with sealForTransport. */
 export type OpenedEnvelope = { header: BackupHeader; plaintext: Uint8Array };
@@ -79,7 +79,7 @@ export async function openRecoveryCopy(params: OpenEnvelopeParams): Promise<Open
   } catch (error) {
     if (!(error instanceof HpkeOpenError)) throw error;
     return err({
-      refusal: "does_not_open",
+      code: "does_not_open",
       reason:
         "the recovery copy does not open with this key: the envelope is corrupted or its header was altered",
     });
@@ -96,7 +96,7 @@ export async function openRecoveryCopy(params: OpenEnvelopeParams): Promise<Open
     }) ?? false;
   if (!reproduces) {
     return err({
-      refusal: "keys_do_not_reproduce",
+      code: "keys_do_not_reproduce",
       reason: "the recovery copy's keys do not reproduce the public keys of its header",
     });
   }

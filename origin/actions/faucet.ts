@@ -6,6 +6,11 @@
  */
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import {
+  FAUCET_REFUSAL_DETAILS,
+  KEY_REFUSAL_DETAILS,
+  TRANSACTION_REFUSAL_DETAILS,
+} from "../../shared/enclave-protocol.ts";
 import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
 import { requestHash } from "../agent-actions/repository.ts";
 import { secondsToNextUtcDay } from "../agent-actions/utc-day.ts";
@@ -14,6 +19,7 @@ import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
+import { refusalDetailAmong } from "../signer/refusal-detail.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
@@ -106,14 +112,22 @@ function gateClosed(reason: string, message: string): Refusal {
   return { code: "funding_gate_closed", message, fields: { reason } };
 }
 
+/** What sign_faucet is refused with: the key, the transaction's bounds, the treasury's terms. */
+const SIGN_FAUCET_DETAILS = [
+  ...KEY_REFUSAL_DETAILS,
+  ...TRANSACTION_REFUSAL_DETAILS,
+  ...FAUCET_REFUSAL_DETAILS,
+];
+
 /**
  * The enclave refused under its sealed treasury: its payout terms are this node's (money-setup.ts
  * checks at start), so each refusal gets the answer this node's own check would have given. A
- * switch over the refusal's detail (never its text), exhaustive, so a new detail must be placed.
+ * switch over the refusal's detail (never its text), exhaustive over sign_faucet's, so a new detail
+ * of its groups must be placed.
  */
 function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Date }): Refusal | null {
   const sealed = `the faucet's sealed terms refused this payout (${failure.reason})`;
-  switch (failure.detail) {
+  switch (refusalDetailAmong(failure, SIGN_FAUCET_DETAILS)) {
     case "faucet_budget":
       return gateClosed("treasury_low", sealed);
     case "faucet_cooldown":
@@ -125,25 +139,13 @@ function signerRefusal(failure: SignerFailure, at: { cooldownMs: number; now: Da
     case "key_binding":
       return KEY_BINDING_MISMATCH;
     // The node's treasury, payout, chain, gas or fees differ from the sealed ones (a policy changed
-    // since start, a fee spike over the sealed ceiling), and others' details: nothing about this
-    // request, nothing signed; the action stays requested and a retry with its key runs it again.
+    // since start, a fee spike over the sealed ceiling): nothing about this request, nothing
+    // signed; the action stays requested and a retry with its key runs it again.
     case "faucet_payout":
     case "recipient":
     case "chain":
     case "gas_limit":
     case "fee_ceiling":
-    case "per_transaction":
-    case "daily":
-    case "x402_payer":
-    case "x402_amount":
-    case "x402_pay_to":
-    case "x402_validity":
-    case "x402_daily":
-    case "settlement_signature":
-    case "settlement_window":
-    case "settler_fee_budget":
-    case "filler_nonce":
-    case "filler_repeat":
       return null;
     case undefined:
       return failure.code === "key_purpose_mismatch" ? keyUnavailable("treasury") : null;

@@ -59,7 +59,7 @@ export function signerUnavailable(failure: SignerFailure): Refusal {
 
 /** What the agent is told when the chain's answers stop the batch for now. */
 export function chainRefusal(quote: FeeQuote): Refusal {
-  return !quote.ok && quote.error.reason === "above_fee_ceiling"
+  return !quote.ok && quote.error.code === "above_fee_ceiling"
     ? { code: "service_unavailable", message: `${quote.error.detail}; ${RETRY_WITH_SAME_KEY}` }
     : CHAIN_DOWN;
 }

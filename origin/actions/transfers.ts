@@ -6,6 +6,11 @@
  */
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import {
+  KEY_REFUSAL_DETAILS,
+  TRANSACTION_REFUSAL_DETAILS,
+  TRANSFER_REFUSAL_DETAILS,
+} from "../../shared/enclave-protocol.ts";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
 import { requestHash } from "../agent-actions/repository.ts";
 import { AppError } from "../errors.ts";
@@ -13,6 +18,7 @@ import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
+import { refusalDetailAmong } from "../signer/refusal-detail.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
@@ -147,41 +153,35 @@ function limitExceeded(
   };
 }
 
+/** What sign_transfer is refused with: the key, the transaction's bounds, the transfer limits. */
+const SIGN_TRANSFER_DETAILS = [
+  ...KEY_REFUSAL_DETAILS,
+  ...TRANSACTION_REFUSAL_DETAILS,
+  ...TRANSFER_REFUSAL_DETAILS,
+];
+
 /**
  * The enclave refused under its sealed policy: the same limits, so the same kind of answer. A
- * switch over the refusal's detail (never its text), exhaustive, so a new detail must be placed.
+ * switch over the refusal's detail (never its text), exhaustive over sign_transfer's, so a new
+ * detail of its groups must be placed.
  */
 function signerRefusal(failure: SignerFailure): Refusal | null {
   const sealed = `the signer's sealed policy refused this transfer (${failure.reason})`;
-  switch (failure.detail) {
+  const detail = refusalDetailAmong(failure, SIGN_TRANSFER_DETAILS);
+  switch (detail) {
     case "per_transaction":
     case "daily":
-      return { code: "limit_exceeded", message: sealed, fields: { limit: failure.detail } };
+      return { code: "limit_exceeded", message: sealed, fields: { limit: detail } };
     case "recipient":
       return { code: "recipient_not_allowed", message: sealed };
     case "key_binding":
       return KEY_BINDING_MISMATCH;
     // Bounds this node's own checks keep it within (chain, gas, fees: a node configured unlike the
-    // sealed policy, a fee spike over the sealed ceiling), and others' details: nothing about this
-    // request, nothing signed; the action stays requested and a retry with its key runs it again.
+    // sealed policy, a fee spike over the sealed ceiling): nothing about this request, nothing
+    // signed; the action stays requested and a retry with its key runs it again.
     case "chain":
     case "gas_limit":
     case "fee_ceiling":
-    case "faucet_budget":
-    case "faucet_payout":
-    case "faucet_recipient":
-    case "faucet_cooldown":
-    case "faucet_daily":
-    case "x402_payer":
-    case "x402_amount":
-    case "x402_pay_to":
-    case "x402_validity":
-    case "x402_daily":
-    case "settlement_signature":
-    case "settlement_window":
-    case "settler_fee_budget":
-    case "filler_nonce":
-    case "filler_repeat":
       return null;
     case undefined:
       return failure.code === "key_purpose_mismatch" ? keyUnavailable("wallet") : null;

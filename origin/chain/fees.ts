@@ -12,7 +12,7 @@ import type { JsonRpcUpstream } from "./json-rpc-upstream.ts";
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; gasLimit: bigint };
 
 /** Why no fees can be quoted now: the chain did not say, or its fees exceed the sealed ceiling. */
-export type FeeRefusal = { reason: "chain_unavailable" | "above_fee_ceiling"; detail: string };
+export type FeeRefusal = { code: "chain_unavailable" | "above_fee_ceiling"; detail: string };
 
 export type FeeQuote = Result<Fees, FeeRefusal>;
 
@@ -72,14 +72,14 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
   const oracle: FeeOracle = {
     async quote(gasLimit) {
       const market = await read();
-      if (!market) return err({ reason: "chain_unavailable", detail: "the chain did not report its fees" });
+      if (!market) return err({ code: "chain_unavailable", detail: "the chain did not report its fees" });
       const wanted = market.baseFee * 2n + market.tip;
       const allowed = params.feeCeilingWei / gasLimit;
       const maxFeePerGas = wanted < allowed ? wanted : allowed;
       // Below base fee plus tip the transaction would not be mined now: better refused than stuck.
       if (maxFeePerGas < market.baseFee + market.tip) {
         return err({
-          reason: "above_fee_ceiling",
+          code: "above_fee_ceiling",
           detail: `the chain's fees (${market.baseFee + market.tip} wei per gas) exceed the sealed fee ceiling`,
         });
       }
@@ -93,7 +93,7 @@ export function createFeeOracle(params: CreateFeeOracleParams): FeeOracle {
       const bumped = (fee: bigint): bigint => ceilDiv(fee * REPLACEMENT_BUMP_EIGHTHS, 8n);
       if (maxFeePerGas < bumped(previous.maxFeePerGas)) {
         return err({
-          reason: "above_fee_ceiling",
+          code: "above_fee_ceiling",
           detail: "the sealed fee ceiling leaves no room to outbid the transaction being replaced",
         });
       }

@@ -101,7 +101,10 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
       },
       3,
     );
-    expect(outcome).toMatchObject({ ok: false, error: { reason: "backup_writer: reread_hash_mismatch" } });
+    expect(outcome).toMatchObject({
+      ok: false,
+      error: { code: "failed", reason: "backup_writer: reread_hash_mismatch" },
+    });
     const [batch] = await batches();
     expect(batch).toMatchObject({ status: "failed", failure_reason: "backup_writer: reread_hash_mismatch" });
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
@@ -125,7 +128,10 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
       },
       3,
     );
-    expect(outcome).toMatchObject({ ok: false, error: { reason: "backup_file: hash_mismatch" } });
+    expect(outcome).toMatchObject({
+      ok: false,
+      error: { code: "failed", reason: "backup_file: hash_mismatch" },
+    });
     const [batch] = await batches();
     expect(batch!.status).toBe("failed");
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
@@ -165,7 +171,7 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
       );
       expect(outcome).toMatchObject({
         ok: false,
-        error: { reason: "verify_backup: keys differ from the batch" },
+        error: { code: "failed", reason: "verify_backup: keys differ from the batch" },
       });
       const [batch] = await batches();
       expect(batch).toMatchObject({

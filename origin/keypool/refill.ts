@@ -25,8 +25,15 @@ export type RefillDeps = {
   logger: Logger;
 };
 
-/** A batch made ready (its keys available), or failed (its keys quarantined) and why. */
-export type BatchOutcome = Result<{ batchId: string; keys: number }, { batchId: string; reason: string }>;
+/** Why a batch did not become ready. */
+export type BatchFailure =
+  /** A step failed: the batch is `failed`, `reason` recorded as its failure, its keys quarantined. */
+  | { code: "failed"; batchId: string; reason: string }
+  /** The batch left the state this step expected (the sweeper failed it meanwhile): left as found. */
+  | { code: "moved_on"; batchId: string };
+
+/** A batch made ready (its keys available), or why not. */
+export type BatchOutcome = Result<{ batchId: string; keys: number }, BatchFailure>;
 
 /** The batch an outcome is about, made or failed. */
 export function batchIdOf(outcome: BatchOutcome): string {
@@ -43,7 +50,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
   const fail = async (reason: string): Promise<BatchOutcome> => {
     await failBatch(deps.db, batchId, reason);
     deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
-    return err({ batchId, reason });
+    return err({ code: "failed", batchId, reason });
   };
 
   const generated = await deps.signer.generateKeys(
@@ -57,7 +64,7 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     address: key.address,
   }));
   if (keys.length !== size) return fail("generate_keys: wrong number of keys");
-  if (!(await recordGeneratedKeys(deps.db, batchId, keys))) return err({ batchId, reason: "batch moved on" });
+  if (!(await recordGeneratedKeys(deps.db, batchId, keys))) return err({ code: "moved_on", batchId });
 
   const exported = await deps.signer.exportBackup(
     { batchId, keyRefs: keys.map((key) => key.keyRef) },
@@ -70,12 +77,12 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok) return fail(`backup_writer: ${written.error.reason}`);
+  if (!written.ok) return fail(`backup_writer: ${written.error.code}`);
   const advanced = await advanceBatch(deps.db, batchId, "generated", "backup_written", {
     backupPath: written.value.path,
     backupSha256: written.value.sha256,
   });
-  if (!advanced) return err({ batchId, reason: "batch moved on" });
+  if (!advanced) return err({ code: "moved_on", batchId });
 
   return verifyAndRelease(deps, batchId, written.value.path, written.value.sha256, keys);
 }
@@ -94,7 +101,7 @@ export async function verifyAndRelease(
   const fail = async (reason: string): Promise<BatchOutcome> => {
     await failBatch(deps.db, batchId, reason);
     deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
-    return err({ batchId, reason });
+    return err({ code: "failed", batchId, reason });
   };
   const file = await (deps.backups ?? fileBackupStore).read(backupPath, backupSha256);
   if (!file.ok) return fail(`backup_file: ${file.error}`);
@@ -110,9 +117,9 @@ export async function verifyAndRelease(
     return fail("verify_backup: keys differ from the batch");
   }
   if (!(await advanceBatch(deps.db, batchId, "backup_written", "backup_verified"))) {
-    return err({ batchId, reason: "batch moved on" });
+    return err({ code: "moved_on", batchId });
   }
-  if (!(await releaseBatch(deps.db, batchId))) return err({ batchId, reason: "batch moved on" });
+  if (!(await releaseBatch(deps.db, batchId))) return err({ code: "moved_on", batchId });
   return ok({ batchId, keys: keys.length });
 }
 

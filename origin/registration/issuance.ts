@@ -27,8 +27,8 @@ export type IssuePublicIdentityParams = {
 
 export type IssuanceRefusal =
   | GateRefusal
-  | { kind: "unavailable"; reason: "unavailable" }
-  | { kind: "proof_spent" };
+  | { code: "unavailable"; reason: "unavailable" }
+  | { code: "proof_spent" };
 
 export type IssuedIdentity = ProvisionedIdentity & {
   /**
@@ -61,7 +61,7 @@ export async function issuePublicIdentity(
     const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
     const refusal = evaluateGate(state);
     if (refusal) return err(refusal);
-    if (proofCount !== undefined && state.ipGroupToday !== proofCount) return err({ kind: "proof_spent" });
+    if (proofCount !== undefined && state.ipGroupToday !== proofCount) return err({ code: "proof_spent" });
 
     const claimed = await claimKeyForIdentity(tx, { capabilities: PUBLIC_CAPABILITIES, origin: "public" });
     if (!claimed.ok) {
@@ -69,8 +69,8 @@ export async function issuePublicIdentity(
       // being claimed by operator provisioning at this instant.
       return err(
         claimed.error.code === "agent_key_pool_exhausted"
-          ? { kind: "unavailable", reason: "key_reserve" }
-          : { kind: "unavailable", reason: "unavailable" },
+          ? { code: "unavailable", reason: "key_reserve" }
+          : { code: "unavailable", reason: "unavailable" },
       );
     }
     await recordIssued(tx, day, { agentId: claimed.value.agentId, ipGroup });

@@ -48,7 +48,7 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
       if (issued.value.freeKeysLeft < keyReserve + batchSize) demand.wake({ keyReserve });
       return { issued, waitedMs };
     }
-    const shortOfKeys = issued.error.kind === "unavailable" && issued.error.reason === "key_reserve";
+    const shortOfKeys = issued.error.code === "unavailable" && issued.error.reason === "key_reserve";
     const left = deadline - performance.now();
     if (!shortOfKeys || !demand.canMake() || left <= 0) {
       return { issued, waitedMs };

@@ -88,8 +88,8 @@ export async function readQuotaState(db: Db, params: ReadQuotaStateParams): Prom
 
 /** Why issuance is refused: a state of the service (503) or a spent daily quota (429). */
 export type GateRefusal =
-  | { kind: "unavailable"; reason: "paused" | "total_ceiling" | "key_reserve" }
-  | { kind: "limited"; limit: "network_daily" | "per_ip_daily" };
+  | { code: "unavailable"; reason: "paused" | "total_ceiling" | "key_reserve" }
+  | { code: "limited"; limit: "network_daily" | "per_ip_daily" };
 
 /**
  * Refused (docs/api.md#registration-quotas-and-counters) while paused, at the total ceiling, when
@@ -98,11 +98,11 @@ export type GateRefusal =
  * service's states come first: they are the same for every client.
  */
 export function evaluateGate(state: RegistrationState): GateRefusal | null {
-  if (state.paused) return { kind: "unavailable", reason: "paused" };
-  if (state.issuedTotal >= state.totalCeiling) return { kind: "unavailable", reason: "total_ceiling" };
-  if (state.freeKeys - 1 < state.keyReserve) return { kind: "unavailable", reason: "key_reserve" };
-  if (state.networkToday >= state.networkDaily) return { kind: "limited", limit: "network_daily" };
-  if (state.ipGroupToday >= state.perIpDaily) return { kind: "limited", limit: "per_ip_daily" };
+  if (state.paused) return { code: "unavailable", reason: "paused" };
+  if (state.issuedTotal >= state.totalCeiling) return { code: "unavailable", reason: "total_ceiling" };
+  if (state.freeKeys - 1 < state.keyReserve) return { code: "unavailable", reason: "key_reserve" };
+  if (state.networkToday >= state.networkDaily) return { code: "limited", limit: "network_daily" };
+  if (state.ipGroupToday >= state.perIpDaily) return { code: "limited", limit: "per_ip_daily" };
   return null;
 }
 
@@ -113,7 +113,7 @@ export function evaluateGate(state: RegistrationState): GateRefusal | null {
 export function onlyShortOfKeys(state: RegistrationState): boolean {
   const refusal = evaluateGate(state);
   return (
-    refusal?.kind === "unavailable" &&
+    refusal?.code === "unavailable" &&
     refusal.reason === "key_reserve" &&
     evaluateGate({ ...state, freeKeys: Number.POSITIVE_INFINITY }) === null
   );

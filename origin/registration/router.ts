@@ -180,7 +180,7 @@ export function createRegistrationRouter(
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
     if (!issued.ok) {
       log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true, ...waited });
-      if (issued.error.kind === "proof_spent") {
+      if (issued.error.code === "proof_spent") {
         // Another request of the group made an identity with this solution first: a fresh challenge,
         // bound to the count as it is now.
         const later = clock.now();
@@ -214,7 +214,7 @@ export function createRegistrationRouter(
 }
 
 function refusalName(refusal: IssuanceRefusal): string {
-  switch (refusal.kind) {
+  switch (refusal.code) {
     case "limited":
       return refusal.limit;
     case "unavailable":
@@ -224,8 +224,8 @@ function refusalName(refusal: IssuanceRefusal): string {
   }
 }
 
-function refusalError(refusal: Exclude<IssuanceRefusal, { kind: "proof_spent" }>, now: Date): AppError {
-  return refusal.kind === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
+function refusalError(refusal: Exclude<IssuanceRefusal, { code: "proof_spent" }>, now: Date): AppError {
+  return refusal.code === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
 }
 
 function unavailable(reason: UnavailableReason, cause?: unknown): AppError {

@@ -86,7 +86,10 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       },
       12,
     );
-    if (!batch.ok) throw new Error(`registration keys: ${batch.error.reason}`);
+    if (!batch.ok) {
+      const why = batch.error.code === "failed" ? batch.error.reason : "batch moved on";
+      throw new Error(`registration keys: ${why}`);
+    }
     await updateRegistrationPolicy(db, {
       changes: { paused: false, keyReserve: 2 },
       reason: "fuzz suite: registration open",

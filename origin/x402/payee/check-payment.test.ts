@@ -164,7 +164,7 @@ describe("checkPayment: the envelope against our one requirement", () => {
   for (const [name, given, context, reason] of cases) {
     it(name, () => {
       const result = checkPayment(given, OURS, context);
-      expect(result.ok ? null : result.error.reason).toBe(reason);
+      expect(result.ok ? null : result.error.code).toBe(reason);
       expect(result.ok ? result.value.payer : result.error.payer).toBe(PAYER);
     });
   }

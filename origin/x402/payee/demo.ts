@@ -60,7 +60,7 @@ export function createDemoRouter({ runtime, facilitator, resourceUrlOf }: DemoRo
       retryAfterSeconds === undefined ? refuse(reason) : tooMany(retryAfterSeconds, reason);
     const decoded = decodePaymentHeader(header);
     // A paid retry the pure checks refuse counts against the client's address.
-    if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.reason));
+    if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.code));
     const checked = facilitator.checkEnvelope(decoded.value, clientIp);
     if ("turned" in checked) return turnedAway(checked.turned);
     const outcome = await facilitator.settleChecked(checked, clientIp);

@@ -95,13 +95,13 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
     const envelope = parseEnvelope(request.paymentPayload);
     if (!envelope.ok) return envelope;
     const payer = envelope.value.authorization.from;
-    if (request.x402Version !== X402_VERSION) return err({ reason: X402_REASONS.invalidX402Version, payer });
+    if (request.x402Version !== X402_VERSION) return err({ code: X402_REASONS.invalidX402Version, payer });
     const given = request.paymentRequirements;
     if (typeof given !== "object" || given === null) {
-      return err({ reason: X402_REASONS.invalidPaymentRequirements, payer });
+      return err({ code: X402_REASONS.invalidPaymentRequirements, payer });
     }
     const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
-    if (differs) return err({ reason: differs, payer });
+    if (differs) return err({ code: differs, payer });
     const checked = checkPayment(envelope.value, runtime.requirements, checkContext(verifyDeps));
     if (!checked.ok) return checked;
     return ok({ ...checked.value, envelope: envelope.value });
@@ -123,7 +123,7 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
     if (body === "too_large") return refused(X402_REASONS.invalidPayload, "", 413);
     if (body === "not_json") return refused(X402_REASONS.invalidPayloadJson, "", 400);
     const checked = check(body.json);
-    if (!checked.ok) return refused(checked.error.reason, checked.error.payer ?? "", 200);
+    if (!checked.ok) return refused(checked.error.code, checked.error.payer ?? "", 200);
     const wait = limits.payment(clientIp, checked.value.payer);
     if (wait !== undefined) {
       return {
@@ -189,7 +189,7 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
           ? { isValid: true, payer: result.value.payer }
           : {
               isValid: false,
-              invalidReason: result.error.reason,
+              invalidReason: result.error.code,
               ...(result.error.payer ? { payer: result.error.payer } : {}),
             },
       };
@@ -217,7 +217,7 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
 
     checkEnvelope(envelope, clientIp) {
       const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
-      if (!checked.ok) return { turned: refusedFrom(clientIp, checked.error.reason) };
+      if (!checked.ok) return { turned: refusedFrom(clientIp, checked.error.code) };
       // A signed payment reads the chain and may settle: it counts against its payer and its address.
       const wait = limits.payment(clientIp, checked.value.payer);
       if (wait !== undefined)

@@ -25,7 +25,7 @@ export type PaymentEnvelope = {
 };
 
 /** Why a payment is refused, and who its payer is once the envelope names one. */
-export type PaymentRefusal = { reason: X402Reason; payer?: string };
+export type PaymentRefusal = { code: X402Reason; payer?: string };
 
 export type Parsed<T> = Result<T, PaymentRefusal>;
 
@@ -39,33 +39,33 @@ const SIGNATURE = /^0x[0-9a-fA-F]+$/;
 export function decodePaymentHeader(header: string): Parsed<PaymentEnvelope> {
   const trimmed = header.trim();
   if (trimmed === "" || trimmed.length % 4 === 1 || !BASE64.test(trimmed)) {
-    return err({ reason: X402_REASONS.invalidPayloadBase64 });
+    return err({ code: X402_REASONS.invalidPayloadBase64 });
   }
   let json: unknown;
   try {
     json = JSON.parse(Buffer.from(trimmed, "base64").toString("utf8"));
   } catch {
-    return err({ reason: X402_REASONS.invalidPayloadJson });
+    return err({ code: X402_REASONS.invalidPayloadJson });
   }
   return parseEnvelope(json);
 }
 
 /** A JSON value (a header's, or a facilitator body's paymentPayload) → envelope. */
 export function parseEnvelope(json: unknown): Parsed<PaymentEnvelope> {
-  if (!isObject(json)) return err({ reason: X402_REASONS.invalidPayloadJson });
+  if (!isObject(json)) return err({ code: X402_REASONS.invalidPayloadJson });
   // A missing resource.url or accepted is `invalid_payload`
   // (docs/x402.md#the-demo-and-the-facilitator).
   const resource = json.resource;
   if (!isObject(resource) || typeof resource.url !== "string" || resource.url === "") {
-    return err({ reason: X402_REASONS.invalidPayload });
+    return err({ code: X402_REASONS.invalidPayload });
   }
-  if (!isObject(json.accepted)) return err({ reason: X402_REASONS.invalidPayload });
-  if (typeof json.x402Version !== "number") return err({ reason: X402_REASONS.invalidX402Version });
+  if (!isObject(json.accepted)) return err({ code: X402_REASONS.invalidPayload });
+  if (typeof json.x402Version !== "number") return err({ code: X402_REASONS.invalidX402Version });
   const payload = json.payload;
   const authorization = isObject(payload) ? payload.authorization : undefined;
   const signature = isObject(payload) ? payload.signature : undefined;
   if (!isObject(authorization) || typeof signature !== "string") {
-    return err({ reason: X402_REASONS.unsupportedPayloadType });
+    return err({ code: X402_REASONS.unsupportedPayloadType });
   }
   const { from, to, value, validAfter, validBefore, nonce } = authorization;
   const fields =
@@ -75,10 +75,10 @@ export function parseEnvelope(json: unknown): Parsed<PaymentEnvelope> {
     isString(validAfter, UINT) &&
     isString(validBefore, UINT) &&
     isString(nonce, NONCE);
-  if (!fields) return err({ reason: X402_REASONS.unsupportedPayloadType });
+  if (!fields) return err({ code: X402_REASONS.unsupportedPayloadType });
   const payer = (from as string).toLowerCase();
   if (!SIGNATURE.test(signature) || signature.length !== 132) {
-    return err({ reason: X402_REASONS.signatureUnparsable, payer });
+    return err({ code: X402_REASONS.signatureUnparsable, payer });
   }
   return ok({
     x402Version: json.x402Version,

@@ -96,7 +96,7 @@ export function checkPayment(
 ): VerifyResult {
   const { authorization } = envelope;
   const payer = authorization.from;
-  const fail = (reason: X402Reason): VerifyResult => err({ reason, payer });
+  const fail = (reason: X402Reason): VerifyResult => err({ code: reason, payer });
   if (envelope.x402Version !== X402_VERSION) return fail(X402_REASONS.invalidX402Version);
   const requirement = compareRequirements(envelope.accepted, ours);
   if (requirement) return fail(requirement);
@@ -146,7 +146,7 @@ export async function verifyFacts(
   checked: { payer: string; authorization: Authorization },
 ): Promise<VerifyResult> {
   const { payer, authorization } = checked;
-  const fail = (reason: X402Reason): VerifyResult => err({ reason, payer });
+  const fail = (reason: X402Reason): VerifyResult => err({ code: reason, payer });
   const [reservation, facts] = await Promise.all([
     verifyReservation(deps.db, {
       payer,

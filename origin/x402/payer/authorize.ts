@@ -10,6 +10,7 @@
  */
 
 import type { Context, Handler } from "hono";
+import { KEY_REFUSAL_DETAILS, X402_AUTHORIZATION_REFUSAL_DETAILS } from "../../../shared/enclave-protocol.ts";
 import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../../shared/hex.ts";
 import { ok } from "../../../shared/result.ts";
@@ -28,6 +29,7 @@ import { AppError } from "../../errors.ts";
 import type { AppEnv } from "../../http/env.ts";
 import { readJsonBody } from "../../http/json-body.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.ts";
+import { refusalDetailAmong } from "../../signer/refusal-detail.ts";
 import type { SignerClient, SignerFailure } from "../../signer/types.ts";
 import { sortedKeysJson } from "../canonical-json.ts";
 import {
@@ -232,10 +234,14 @@ function dailyLimitReached(limit: number, now: Date): AppError {
   );
 }
 
+/** What sign_x402_authorization is refused with: the key, and the sealed x402 terms. */
+const SIGN_X402_AUTHORIZATION_DETAILS = [...KEY_REFUSAL_DETAILS, ...X402_AUTHORIZATION_REFUSAL_DETAILS];
+
 /**
  * The enclave re-checks amount, payTo, validity, the key's daily count and the key binding under
  * its sealed policy; a node configured unlike it (or a policy changed since start) is refused there
- * with the same meaning. A switch over the refusal's detail (never its text), exhaustive.
+ * with the same meaning. A switch over the refusal's detail (never its text), exhaustive over
+ * sign_x402_authorization's.
  */
 function signerRefusal(failure: SignerFailure): {
   code:
@@ -249,7 +255,7 @@ function signerRefusal(failure: SignerFailure): {
   message: string;
 } {
   const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
-  switch (failure.detail) {
+  switch (refusalDetailAmong(failure, SIGN_X402_AUTHORIZATION_DETAILS)) {
     case "x402_amount":
       return { code: "x402_amount_not_allowed", message };
     case "x402_pay_to":
@@ -261,22 +267,6 @@ function signerRefusal(failure: SignerFailure): {
     case "key_binding":
       return KEY_BINDING_MISMATCH;
     case "x402_payer":
-    case "per_transaction":
-    case "daily":
-    case "recipient":
-    case "chain":
-    case "gas_limit":
-    case "fee_ceiling":
-    case "faucet_budget":
-    case "faucet_payout":
-    case "faucet_recipient":
-    case "faucet_cooldown":
-    case "faucet_daily":
-    case "settlement_signature":
-    case "settlement_window":
-    case "settler_fee_budget":
-    case "filler_nonce":
-    case "filler_repeat":
     case undefined:
       // Without a sealed bound named, key_purpose_mismatch means the enclave holds no such key.
       if (failure.code === "key_purpose_mismatch") return keyUnavailable("wallet");
