@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { type Address, getAddress } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../../devnet/index.ts";
-import { newAccount, publicClientFor } from "../../devnet/testing.ts";
+import { fund, newAccount, publicClientFor, setNextBaseFee } from "../../devnet/testing.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
@@ -368,5 +368,41 @@ describe("transfers (real stack)", () => {
     });
     expect(response.status).toBe(404);
     expect(response.body).toMatchObject({ error: { code: "feature_disabled" } });
+  });
+
+  it("answers 503 service_unavailable while the chain's fees exceed the sealed ceiling, signing nothing; the same key signs once they fall", async () => {
+    // Mutation: not-signed.ts chainRefusal not telling the fee quote's `above_fee_ceiling` apart
+    // answers chain_unavailable, as if the chain had not answered.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const body = { idempotency_key: newKey(), to: newAccount().address, amount: "1000" };
+    // A block at 100 gwei a gas: a transfer's fee at that price is over the stack's sealed 10^15 wei.
+    const mineAt = async (baseFeeWei: bigint): Promise<void> => {
+      await setNextBaseFee(stack.devnet.url, baseFeeWei);
+      // dev_setBalance mines an empty block at that base fee.
+      await fund(stack.devnet.url, newAccount().address, 1n);
+      // The fee oracle reuses a reading for a second.
+      await sleep(1_100);
+    };
+    await mineAt(100_000_000_000n);
+    try {
+      const refused = await calls.transfer(body);
+      expect(refused.status).toBe(503);
+      expect(refused.body).toMatchObject({
+        error: {
+          code: "service_unavailable",
+          message: expect.stringContaining("exceed the sealed fee ceiling"),
+        },
+      });
+      const [row] = await queryRows<{ status: string; tx_id: string | null }>(
+        stack.db.handle.db,
+        sql`select status, tx_id from agent_actions where agent_id = ${agent.agentId} and kind = 'transfer'`,
+      );
+      expect(row).toEqual({ status: "requested", tx_id: null });
+    } finally {
+      await mineAt(1_000_000_000n);
+    }
+    const retried = await calls.transfer(body);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
   });
 });
