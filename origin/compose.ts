@@ -34,7 +34,7 @@ import { err, ok, type Result } from "../shared/result.ts";
 import { abandonRequestedSweep } from "./actions/abandon.ts";
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
 import type { MoneyRuntime } from "./actions/money-runtime.ts";
-import { actionsFollower, agentWalletKeys, recordAgentFiller } from "./actions/outbox-follower.ts";
+import { actionsFollower, agentFillerRows, agentWalletKeys } from "./actions/outbox-follower.ts";
 import { createApp } from "./app.ts";
 import type { Capability, CapabilityName, StartupCheckName } from "./capability.ts";
 import { createFeeOracle } from "./chain/fees.ts";
@@ -164,7 +164,7 @@ export const OUTBOX_DOMAINS: OutboxDomains = {
   followers: [actionsFollower, settlementsFollower],
   sweeps: [abandonRequestedSweep],
   senderKeys: [agentWalletKeys],
-  fillerRecorders: [recordAgentFiller],
+  fillerRows: [agentFillerRows],
 };
 
 /**

@@ -40,21 +40,30 @@ export const agentWalletKeys: OutboxDomains["senderKeys"][number] = async (db, a
 // A filler from an agent's wallet is the agent's too: an action of kind `filler` (amount 0, to the
 // wallet itself) following the filler's transaction, and its most possible fee counted against the
 // agent's daily transfer limit, as the enclave counts it (docs/api.md#faucet-and-transfer-actions-states).
-export const recordAgentFiller: OutboxDomains["fillerRecorders"][number] = async (tx, filler) => {
-  const costUnits = (filler.maxCostWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT;
-  const nonce = filler.nonce.toString();
-  await tx.execute(sql`
-    with agent as (
-      select agent_id from agent_identities where assigned_wallet = ${filler.sender}),
-    action as (
-      insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units, to_address,
-                                 tx_id, tx_hash, cost_units, signed_at)
-      select agent_id, 'filler', ${`filler:${nonce}`}, ${requestHash("filler", { nonce })}, 'signed', 0,
-             ${filler.sender}, ${filler.txId}, ${filler.txHash}, ${costUnits.toString()}, now()
-      from agent
-      on conflict (agent_id, kind, idempotency_key) do nothing
-      returning agent_id)
-    insert into transfer_daily_spend as d (agent_id, day, spent_units)
-    select agent_id, (now() at time zone 'utc')::date, ${costUnits.toString()} from action
-    on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`);
+// Written in the statement that stores the filler; a filler of another sender finds no identity.
+export const agentFillerRows: OutboxDomains["fillerRows"][number] = {
+  signedColumns: sql`filler_request_hash text, filler_cost_units numeric`,
+  row: (filler) => ({
+    filler_request_hash: requestHash("filler", { nonce: filler.nonce.toString() }),
+    filler_cost_units: ((filler.maxCostWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT).toString(),
+  }),
+  ctes: [
+    {
+      name: "filler_actions",
+      sql: sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units,
+          to_address, tx_id, tx_hash, cost_units, signed_at)
+        select i.agent_id, 'filler', 'filler:' || s.nonce, s.filler_request_hash, 'signed', 0, s.sender,
+          st.tx_id, st.tx_hash, s.filler_cost_units, now()
+        from signed s join stored st on st.tx_hash = s.tx_hash
+          join agent_identities i on i.assigned_wallet = s.sender
+        on conflict (agent_id, kind, idempotency_key) do nothing
+        returning agent_id, cost_units`,
+    },
+    {
+      name: "filler_spend",
+      sql: sql`insert into transfer_daily_spend as d (agent_id, day, spent_units)
+        select agent_id, (now() at time zone 'utc')::date, sum(cost_units) from filler_actions group by agent_id
+        on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`,
+    },
+  ],
 };

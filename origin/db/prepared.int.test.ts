@@ -12,6 +12,7 @@ import { abandonStatement } from "../actions/abandon.ts";
 import * as moneyBatch from "../actions/batch-store.ts";
 import * as agentActions from "../agent-actions/repository.ts";
 import { OUTBOX_DOMAINS } from "../compose.ts";
+import { fillerClaimStatement, fillerStoreStatement } from "../outbox/fillers.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
 import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
@@ -36,6 +37,8 @@ function originStatements(): AnyStatement[] {
     moneyBatch.factsStatement,
     moneyBatch.storeStatement,
     lockStatement,
+    fillerClaimStatement,
+    fillerStoreStatement(OUTBOX_DOMAINS.fillerRows),
     settle.claimStatement,
     settle.storeStatement,
     reservedStatement,

@@ -10,35 +10,121 @@
  * (store.ts recordMined). A nonce is never handed out again and no payment is signed twice: the
  * filler is the only other transaction ever signed at that nonce (one per nonce, enforced by the
  * database and by the enclave).
+ *
+ * A filler is one more kind of the outbox (kind.ts), on the path every transaction takes
+ * (submit.ts): its claim is the stuck transaction, still in flight with no filler beside it; its
+ * nonce is that transaction's, its fees outbid that transaction's, and its store statement holds
+ * the domains' rows for it (money shows the agent a filler its wallet pays for).
  */
 
 import { sql } from "drizzle-orm";
 import { parseTransaction } from "viem";
-import { CHAIN_ID } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
-import { type FeeOracle, NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
+import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
-import { type Db, queryRows } from "../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
+import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
-import type { SignerClient } from "../signer/types.ts";
+import type { SignerFailure } from "../signer/types.ts";
 import { minedNonces } from "./chain-reads.ts";
-import type { BroadcastLease } from "./intent.ts";
-import { broadcastLeased } from "./sender.ts";
-import type { OutboxStore } from "./store.ts";
-import { recordFiller, resolveSenderKeys, type TrackerHooks } from "./tracker-hooks.ts";
+import { defineKindStore, type OutboxKind } from "./kind.ts";
+import type { Submit } from "./submit.ts";
+import { type FillerRows, resolveSenderKeys, type TrackerHooks } from "./tracker-hooks.ts";
+
+/** A stuck transaction, with what its filler is signed with. */
+type Stuck = {
+  txId: string;
+  sender: string;
+  nonce: bigint;
+  keyRef: string;
+  fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+};
+
+/** Why no filler was signed: the chain decided meanwhile, or the enclave refused it. */
+type NoFiller = "decided" | "unavailable" | { failure: SignerFailure };
+
+export type FillerKind = OutboxKind<Stuck, Map<string, bigint>, Map<string, bigint>, NoFiller>;
+
+/**
+ * The stuck transactions the batch may replace: still in flight with no filler at their nonce,
+ * each locked, skipped when another origin's tracker holds it.
+ */
+export const fillerClaimStatement = preparedStatement<"txs">(
+  "filler_claim_batch",
+  sql`select t.tx_id::text as key, t.tx_id::text as id from outgoing_transactions t
+      where t.tx_id = any(${sql.placeholder("txs")}::uuid[]) and t.status in ('signed', 'submitted')
+        and not exists (select 1 from outgoing_transactions f
+          where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed')
+      for update of t skip locked`,
+).returns({ key: "text", id: "text" });
+
+/** The fillers' store statement, with every domain's rows for them. */
+export function fillerStoreStatement(parts: readonly FillerRows[]) {
+  return defineKindStore({
+    name: "filler",
+    signedColumns: sql.join([sql`replaced_tx_id uuid`, ...parts.map((part) => part.signedColumns)], sql`, `),
+    ctes: parts.flatMap((part) => part.ctes),
+  });
+}
+
+/** The filler kind, its store statement holding `parts`' rows. */
+export function fillerKind(parts: readonly FillerRows[]): FillerKind {
+  return {
+    name: "filler",
+    purpose: () => "filler",
+    batching: { maxBatch: 50, maxInFlight: 1, untilBroadcast: true },
+    gasLimit: NATIVE_TRANSFER_GAS,
+    window: 1,
+    now: () => new Date(),
+    sender: (stuck) => stuck.sender,
+    nonce: (stuck) => stuck.nonce,
+    replaces: (stuck) => stuck.fees,
+    readsSenderViews: false,
+    claim: {
+      key: (stuck) => stuck.txId,
+      statement: fillerClaimStatement,
+      values: (stuck) => ({ txs: pgArrayLiteral(stuck.map((tx) => tx.txId)) }),
+    },
+    async chain(rpc, batch) {
+      const mined = await minedNonces(
+        rpc,
+        batch.items.map((stuck) => stuck.sender),
+      );
+      // Unknown for one sender: the next sweep looks again.
+      if (batch.items.some((stuck) => !mined.has(stuck.sender))) return undefined;
+      return { minedNonces: mined, chain: mined };
+    },
+    facts: async (_read, batch) => batch.chain,
+    // Past its nonce, the chain has decided: nothing to replace.
+    check: (stuck, mined) => (mined.get(stuck.sender)! > stuck.nonce ? "decided" : null),
+    count: () => {},
+    signing: (stuck) => ({ op: "signFiller", keyRef: stuck.keyRef, from: stuck.sender as Hex }),
+    unsigned: (_stuck, failure) => ({ final: failure.class === "terminal_agent", refusal: { failure } }),
+    chainDown: () => "unavailable",
+    store: {
+      statement: fillerStoreStatement(parts),
+      row: ({ item, id }, at) =>
+        Object.assign(
+          { replaced_tx_id: id },
+          ...parts.map((part) =>
+            part.row({ sender: item.sender, nonce: item.nonce, maxCostWei: at.costWei }),
+          ),
+        ),
+      values: () => ({}),
+    },
+  };
+}
 
 export type FillerDeps = {
   db: Db;
-  store: OutboxStore;
-  /** The domains' key lookups and rows for a filler. */
+  /** The domains' key lookups. */
   hooks: TrackerHooks;
   rpc: JsonRpcUpstream;
   logger: Logger;
-  signer: Pick<SignerClient, "signFiller">;
-  fees: FeeOracle;
+  submit: Submit;
+  kind: FillerKind;
   /** The service's own senders besides agent wallets, by lowercase address: the treasury, the settler. */
   serviceKeys: ReadonlyMap<string, string>;
-  leaseMs: number;
   /** A transaction whose broadcasts were not refused is replaced once it has waited this long unmined. */
   replaceAfterMs: number;
   /**
@@ -53,7 +139,7 @@ export type FillerDeps = {
 /** How long a filler the enclave refused under its sealed policy is not asked for again. */
 const REFUSED_FILLER_PAUSE_MS = 10 * 60_000;
 
-type Stuck = { txId: string; sender: string; nonce: bigint; rawTx: string };
+type Found = { txId: string; sender: string; nonce: bigint; rawTx: string };
 
 /**
  * Replaces the stuck transactions found now: in flight, broadcast at least once, with no filler at
@@ -64,20 +150,13 @@ type Stuck = { txId: string; sender: string; nonce: bigint; rawTx: string };
 export async function replaceStuck(deps: FillerDeps): Promise<number> {
   const now = Date.now();
   for (const [key, until] of deps.refused) if (until <= now) deps.refused.delete(key);
-  const stuck = (await findStuck(deps.db, deps.replaceAfterMs)).filter(
+  const found = (await findStuck(deps.db, deps.replaceAfterMs)).filter(
     (tx) => !deps.refused.has(`${tx.sender}:${tx.nonce}`),
   );
-  if (stuck.length === 0) return 0;
-  const mined = await minedNonces(
-    deps.rpc,
-    stuck.map((tx) => tx.sender),
-  );
-  const keys = await keyRefs(deps, stuck);
-  let filled = 0;
-  for (const tx of stuck) {
-    const chainNonce = mined.get(tx.sender);
-    // Unknown (the chain did not answer): the next sweep looks again. Past it: the chain decided.
-    if (chainNonce === undefined || chainNonce > tx.nonce) continue;
+  if (found.length === 0) return 0;
+  const keys = await keyRefs(deps, found);
+  const stuck: Stuck[] = [];
+  for (const tx of found) {
     const keyRef = keys.get(tx.sender);
     if (!keyRef) {
       deps.logger.warn(
@@ -86,19 +165,41 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
       );
       continue;
     }
-    const lease = await signFiller(deps, tx, keyRef);
-    if (!lease) continue;
-    const outcome = await broadcastLeased(deps, lease);
-    deps.logger.info(
-      { sender: tx.sender, nonce: tx.nonce.toString(), replaced: tx.txId, outcome: outcome.kind },
-      "stuck transaction replaced by a filler",
+    const replaced = parseTransaction(tx.rawTx as Hex);
+    const fees = {
+      maxFeePerGas: replaced.maxFeePerGas ?? replaced.gasPrice ?? 0n,
+      maxPriorityFeePerGas: replaced.maxPriorityFeePerGas ?? replaced.gasPrice ?? 0n,
+    };
+    stuck.push({ txId: tx.txId, sender: tx.sender, nonce: tx.nonce, keyRef, fees });
+  }
+  const outcomes = await Promise.all(stuck.map((tx) => deps.submit(deps.kind, tx)));
+  let filled = 0;
+  for (const [n, submitted] of outcomes.entries()) {
+    const tx = stuck[n]!;
+    const at = { sender: tx.sender, nonce: tx.nonce.toString(), replaced: tx.txId };
+    if (submitted.kind === "sent") {
+      const { outcome } = await submitted.sent.broadcast;
+      deps.logger.info({ ...at, outcome: outcome.kind }, "stuck transaction replaced by a filler");
+      if (outcome.kind === "accepted") filled++;
+      continue;
+    }
+    if (submitted.kind !== "refused" && submitted.kind !== "unavailable") continue;
+    const refusal = submitted.refusal;
+    if (typeof refusal === "string") continue;
+    const { code, detail } = refusal.failure;
+    const sealed = submitted.kind === "refused";
+    if (sealed) deps.refused.set(`${tx.sender}:${tx.nonce}`, Date.now() + REFUSED_FILLER_PAUSE_MS);
+    deps.logger[sealed ? "error" : "warn"](
+      { ...at, code, detail },
+      sealed
+        ? "enclave refused a filler under its sealed policy: the transaction stays in flight until the chain mines it or an operator closes its nonce"
+        : "enclave could not sign a filler now; the next sweep asks again",
     );
-    if (outcome.kind === "accepted") filled++;
   }
   return filled;
 }
 
-async function findStuck(db: Db, replaceAfterMs: number): Promise<Stuck[]> {
+async function findStuck(db: Db, replaceAfterMs: number): Promise<Found[]> {
   const rows = await queryRows<{ tx_id: string; sender: string; nonce: string | bigint; raw_tx: string }>(
     db,
     sql`select t.tx_id, t.sender, t.nonce, t.raw_tx from outgoing_transactions t
@@ -118,7 +219,7 @@ async function findStuck(db: Db, replaceAfterMs: number): Promise<Stuck[]> {
 }
 
 /** The enclave key of each stuck transaction's sender: the service's own, or the agent wallet's. */
-async function keyRefs(deps: FillerDeps, stuck: Stuck[]): Promise<Map<string, string>> {
+async function keyRefs(deps: FillerDeps, stuck: Found[]): Promise<Map<string, string>> {
   const keys = new Map<string, string>();
   const agents: string[] = [];
   for (const { sender } of stuck) {
@@ -130,75 +231,4 @@ async function keyRefs(deps: FillerDeps, stuck: Stuck[]): Promise<Map<string, st
   for (const [address, keyRef] of await resolveSenderKeys(deps.hooks, deps.db, [...new Set(agents)]))
     keys.set(address, keyRef);
   return keys;
-}
-
-/**
- * Under the sender's nonce row lock (so no other filler, batch or settler signs at this nonce
- * meanwhile), checks the transaction is still stuck with no filler beside it, signs the filler at
- * a fee above the stuck one's and stores it with a broadcast lease, with the domain's rows for it
- * (tracker-hooks.ts recordFiller: an agent sees a filler its wallet pays for). The sender's next
- * nonce does not move.
- */
-async function signFiller(
-  deps: FillerDeps,
-  stuck: Stuck,
-  keyRef: string,
-): Promise<BroadcastLease | undefined> {
-  const replaced = parseTransaction(stuck.rawTx as Hex);
-  const quote = await deps.fees.replacement(NATIVE_TRANSFER_GAS, {
-    maxFeePerGas: replaced.maxFeePerGas ?? replaced.gasPrice ?? 0n,
-    maxPriorityFeePerGas: replaced.maxPriorityFeePerGas ?? replaced.gasPrice ?? 0n,
-  });
-  if (!quote.ok) return undefined;
-  const fees = quote.value;
-  return deps.db.transaction(async (tx) => {
-    await tx.execute(sql`select 1 from sender_nonces where address = ${stuck.sender} for update`);
-    const [open] = await queryRows<{ n: number }>(
-      tx,
-      sql`select 1 as n from outgoing_transactions t
-          where t.tx_id = ${stuck.txId} and t.status in ('signed', 'submitted')
-            and not exists (select 1 from outgoing_transactions f
-              where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed')`,
-    );
-    if (!open) return undefined;
-    const signed = await deps.signer.signFiller({
-      keyRef,
-      from: stuck.sender as Hex,
-      chainId: CHAIN_ID,
-      nonce: stuck.nonce,
-      maxFeePerGas: fees.maxFeePerGas,
-      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-    });
-    if (!signed.ok) {
-      const { code, detail, class: failureClass } = signed.error;
-      const sealed = failureClass === "terminal_agent";
-      if (sealed) deps.refused.set(`${stuck.sender}:${stuck.nonce}`, Date.now() + REFUSED_FILLER_PAUSE_MS);
-      deps.logger[sealed ? "error" : "warn"](
-        { sender: stuck.sender, nonce: stuck.nonce.toString(), replaced: stuck.txId, code, detail },
-        sealed
-          ? "enclave refused a filler under its sealed policy: the transaction stays in flight until the chain mines it or an operator closes its nonce"
-          : "enclave could not sign a filler now; the next sweep asks again",
-      );
-      return undefined;
-    }
-    const { rawTransaction, txHash } = signed.value;
-    const maxCostWei = NATIVE_TRANSFER_GAS * fees.maxFeePerGas;
-    const [row] = await queryRows<{ tx_id: string }>(
-      tx,
-      sql`insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, broadcast_lease_until)
-          values ('filler', ${stuck.sender}, ${stuck.nonce}, ${txHash}, ${rawTransaction}, ${maxCostWei.toString()},
-                  now() + make_interval(secs => ${deps.leaseMs / 1000}))
-          returning tx_id`,
-    );
-    const lease: BroadcastLease = { txId: row!.tx_id, rawTx: rawTransaction, txHash, status: "signed" };
-    await recordFiller(deps.hooks, tx, {
-      sender: stuck.sender,
-      nonce: stuck.nonce,
-      txId: lease.txId,
-      txHash,
-      maxCostWei,
-      replacedTxId: stuck.txId,
-    });
-    return lease;
-  });
 }

@@ -11,8 +11,8 @@ import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { createBatcher } from "../db/batcher.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import type { SignerClient } from "../signer/types.ts";
 import { readSenderViews } from "./chain-reads.ts";
+import { fillerKind } from "./fillers.ts";
 import type { TxFollower } from "./followers.ts";
 import type { ReceiptOutcome, SenderView } from "./intent.ts";
 import { createBroadcastLane } from "./lane.ts";
@@ -29,8 +29,8 @@ export type OutboxDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
   logger: Logger;
-  /** The enclave: the ops the kinds' signing requests name, and fillers'. */
-  signer: KindSigner & Pick<SignerClient, "signFiller">;
+  /** The enclave: the ops the kinds' signing requests name, fillers' among them. */
+  signer: KindSigner;
   fees: FeeOracle;
   /** The service's own senders by lowercase address (the treasury, the settler), for fillers. */
   serviceKeys: ReadonlyMap<string, string>;
@@ -70,17 +70,8 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
   const { db, rpc, logger } = deps;
   const leaseMs = broadcastLeaseMs(deps.chainTimeoutMs);
   const store = createOutboxStore(domains.followers);
-  const tracker = createTxTracker(
-    {
-      db,
-      rpc,
-      logger,
-      store,
-      hooks: domains,
-      gaps: { signer: deps.signer, fees: deps.fees, serviceKeys: deps.serviceKeys },
-    },
-    { leaseMs, ...deps.tracker },
-  );
+  // The lane wakes the tracker once something is in flight; the tracker is built below, with
+  // the path its fillers take.
   const onInFlight = (): void => tracker.wake();
   const lane = createBroadcastLane({
     db,
@@ -97,17 +88,29 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
     (addresses) => readSenderViews(rpc, addresses),
     { maxBatch: SENDER_VIEWS_PER_READ, maxInFlight: SENDER_VIEW_READS_IN_FLIGHT },
   );
-  return {
-    submit: createSubmit({
+  const submit = createSubmit({
+    db,
+    rpc,
+    logger,
+    signer: deps.signer,
+    fees: deps.fees,
+    lane,
+    leaseMs,
+    senderView,
+  });
+  const tracker = createTxTracker(
+    {
       db,
       rpc,
       logger,
-      signer: deps.signer,
-      fees: deps.fees,
-      lane,
-      leaseMs,
-      senderView,
-    }),
+      store,
+      hooks: domains,
+      gaps: { submit, kind: fillerKind(domains.fillerRows), serviceKeys: deps.serviceKeys },
+    },
+    { leaseMs, ...deps.tracker },
+  );
+  return {
+    submit,
     async receipt(sent, options) {
       const read = await (await sent.broadcast).receipt;
       if (read) return read;

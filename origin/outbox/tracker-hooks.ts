@@ -4,9 +4,10 @@
  *   - sweeps the tracker runs on each of its sweeps (money ends the agent actions nobody finished);
  *   - who holds the keys of the senders the outbox does not know (the agent wallets, whose keys the
  *     identity rows name), for the filler to sign with;
- *   - the domain's rows for a filler, written in the transaction that stores it (money shows the
+ *   - the domain's rows for a filler, written in the statement that stores it (money shows the
  *     agent a filler its wallet pays for, and counts its fee against the agent's daily limit).
  */
+import type { SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 
 /** A domain's sweep: ends what was left behind; resolves with how many rows it ended. */
@@ -18,20 +19,15 @@ export type TrackerSweep = {
 /** The enclave key ref of each of `addresses` the domain knows (absent: not its sender). */
 export type SenderKeyResolver = (db: Db, addresses: readonly string[]) => Promise<Map<string, string>>;
 
-/** A filler the outbox stored, for the domain that owns its sender. */
-export type StoredFiller = {
-  sender: string;
-  nonce: bigint;
-  txId: string;
-  txHash: string;
-  /** Its most possible fee, in wei. */
-  maxCostWei: bigint;
-  /** The stuck transaction it may replace. */
-  replacedTxId: string;
+/** What a domain writes for a filler, in the statement that stores it (compose.ts hands them in). */
+export type FillerRows = {
+  /** Its columns of each signed filler in `signed` (`name type, ...`). */
+  signedColumns: SQL;
+  /** Its values of those columns for a filler of `sender` at `nonce` that may cost `maxCostWei`. */
+  row(filler: { sender: string; nonce: bigint; maxCostWei: bigint }): Record<string, unknown>;
+  /** Its CTEs of the store statement, each a data-modifying one reading `signed` and `stored`. */
+  ctes: ReadonlyArray<{ name: string; sql: SQL }>;
 };
-
-/** Writes a domain's rows for a filler in the filler's own transaction (`tx`); nothing for another's sender. */
-export type FillerRecorder = (tx: Db, filler: StoredFiller) => Promise<void>;
 
 /** What the domains hand the outbox for its tracker and fillers (outbox.ts createOutbox). */
 export type TrackerHooks = {
@@ -39,14 +35,9 @@ export type TrackerHooks = {
   sweeps: readonly TrackerSweep[];
   /** Asked in this order; the first that knows an address names its key. */
   senderKeys: readonly SenderKeyResolver[];
-  /** Each writes its domain's rows for a filler, in the filler's transaction. */
-  fillerRecorders: readonly FillerRecorder[];
+  /** Each domain's rows for a filler, in the statement that stores it (fillers.ts). */
+  fillerRows: readonly FillerRows[];
 };
-
-/** Writes every domain's rows for a filler, in its transaction. */
-export async function recordFiller(hooks: TrackerHooks, tx: Db, filler: StoredFiller): Promise<void> {
-  for (const record of hooks.fillerRecorders) await record(tx, filler);
-}
 
 /** Runs every sweep, in order; the rows they ended, together. */
 export async function runTrackerSweeps(

@@ -142,8 +142,9 @@ describe("two trackers racing (real processes)", () => {
         .toEqual([{ broadcast_outcome: "refused" }]);
       const before = signFillerAnswers;
       await Promise.all(trackers.map(({ tracker }) => tracker.tick()));
-      // Mutation: signFiller without its re-check under the sender's lock has the second tracker
-      // ask the enclave again (which refuses it: one filler per nonce), two answers.
+      // Mutation: the filler kind's claim (fillers.ts fillerClaimStatement) without its lock of the
+      // stuck transaction has the second tracker claim it too and ask the enclave again (which
+      // refuses it: one filler per nonce), two answers.
       expect(signFillerAnswers - before).toBe(1);
       const rows = await queryRows<{ purpose: string }>(
         stack.db.handle.db,

@@ -82,7 +82,7 @@ export type TickReport = {
 };
 
 /** What replacing stuck transactions needs beyond the tracker's own deps (absent: none are replaced). */
-export type TrackerGapDeps = Pick<FillerDeps, "signer" | "fees" | "serviceKeys">;
+export type TrackerGapDeps = Pick<FillerDeps, "submit" | "kind" | "serviceKeys">;
 
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
 export const submittedStatement = preparedStatement<"limit">(
@@ -156,7 +156,6 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
       report.filled = await replaceStuck({
         ...deps,
         ...deps.gaps,
-        leaseMs,
         replaceAfterMs,
         refused: refusedFillers,
       });
