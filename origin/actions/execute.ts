@@ -82,7 +82,7 @@ function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Fa
   return {
     name: "money",
     purpose: (operation) => operation.purpose,
-    batching: { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT, untilBroadcast: false },
+    batching: { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT, untilBroadcast: false, waitsForRoom: true },
     gasLimit: NATIVE_TRANSFER_GAS,
     // Each signature counts against the key's sealed budget in the enclave, and each check must
     // see the signings before it (facts.count): one at a time.

@@ -72,7 +72,8 @@ export function fillerKind(parts: readonly FillerRows[]): FillerKind {
   return {
     name: "filler",
     purpose: () => "filler",
-    batching: { maxBatch: 50, maxInFlight: 1, untilBroadcast: true },
+    // A filler unblocks the transactions behind it: it never waits for the lane's room.
+    batching: { maxBatch: 50, maxInFlight: 1, untilBroadcast: true, waitsForRoom: false },
     gasLimit: NATIVE_TRANSFER_GAS,
     window: 1,
     now: () => new Date(),

@@ -61,9 +61,11 @@ export type OutboxKind<Item, Chain, Facts, Refusal> = {
   /**
    * How items share batches: at most `maxBatch` each, `maxInFlight` at once up to their commits, or
    * up to the chain's taking their broadcasts (`untilBroadcast`: a sender's batches then reach the
-   * chain one after another).
+   * chain one after another). `waitsForRoom`: a batch starts only once the broadcast lane has room
+   * (lane.ts room), so a chain slower than signing slows the answers instead of piling up signed
+   * transactions.
    */
-  batching: { maxBatch: number; maxInFlight: number; untilBroadcast: boolean };
+  batching: { maxBatch: number; maxInFlight: number; untilBroadcast: boolean; waitsForRoom: boolean };
   /** The gas limit every transaction of the kind is signed with; its fee quote is for it. */
   gasLimit: bigint;
   /**

@@ -114,7 +114,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
   queued: Queued<Item>[],
 ): Promise<Submitted<Refusal>[]> {
   // A chain slower than signing holds the next batch here, before anything is signed.
-  await deps.lane.room();
+  if (kind.batching.waitsForRoom) await deps.lane.room();
   const items = queued.map((entry) => entry.item);
   const now = kind.now();
   // No database lock waits on the chain beyond these reads. One fee quote for the batch, or one per

@@ -168,7 +168,9 @@ function settleKind(deps: SettlerDeps): OutboxKind<SettlementPayment, SettleChai
     // cost the processes less per payment than two at once (bench:x402 measured CPU per payment
     // in origin, Postgres and enclave 10 to 15 % lower), and on a busy machine that is what the
     // latency follows. One at a time also sends the settler's nonces in order.
-    batching: { maxBatch: MAX_BATCH, maxInFlight: 1, untilBroadcast: true },
+    // It never waits for the lane's room: one batch at a time, each waiting for its broadcasts,
+    // never piles up more than a batch.
+    batching: { maxBatch: MAX_BATCH, maxInFlight: 1, untilBroadcast: true, waitsForRoom: false },
     gasLimit: SETTLEMENT_GAS,
     // The settler's key counts no budget per signature: the whole batch is signed at once.
     window: Number.POSITIVE_INFINITY,
