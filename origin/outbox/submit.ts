@@ -78,7 +78,7 @@ export type Submit = <Item, Chain, Facts, Refusal>(
 ) => Promise<Submitted<Refusal>>;
 
 /** An item waiting for its batch, its sender's chain view already on its way when the kind reads one. */
-type Queued<Item> = { item: Item; view: Promise<SenderView | undefined> | undefined };
+type Queued<Item> = { item: Item; sender: string; view: Promise<SenderView | undefined> | undefined };
 
 export function createSubmit(deps: SubmitDeps): Submit {
   const batchers = new WeakMap<object, Batcher<Queued<unknown>, Submitted<unknown>>>();
@@ -88,7 +88,8 @@ export function createSubmit(deps: SubmitDeps): Submit {
       run = createBatcher((queued: Queued<Item>[]) => runBatch(deps, kind, queued), kind.batching);
       batchers.set(kind, run as Batcher<Queued<unknown>, Submitted<unknown>>);
     }
-    return run({ item, view: kind.readsSenderViews ? deps.senderView(kind.sender(item)) : undefined });
+    const sender = kind.sender(item);
+    return run({ item, sender, view: kind.readsSenderViews ? deps.senderView(sender) : undefined });
   };
 }
 
@@ -104,7 +105,7 @@ export const lockStatement = preparedStatement<"senders">(
       select json_object_agg(address, next_nonce::text) as nonces from nonces`,
 ).returns({ nonces: jsonOf<Record<string, string>>({ nullable: true }) });
 
-type Held<Item> = Claimed<Item> & { index: number };
+type Held<Item> = Claimed<Item> & { index: number; sender: string };
 type Ended<Item, Refusal> = Held<Item> & { refusal: Refusal };
 type Signed<Item> = { held: Held<Item>; lease: BroadcastLease; row: Record<string, unknown> };
 
@@ -123,7 +124,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
   const quoted: Promise<FeeQuote[]> = replaces
     ? Promise.all(items.map((item) => deps.fees.replacement(kind.gasLimit, replaces(item))))
     : deps.fees.quote(kind.gasLimit).then((quote) => items.map(() => quote));
-  const chainRead = kind.chain(deps.rpc, { items, views: firstViews(kind, queued) });
+  const chainRead = kind.chain(deps.rpc, { items, views: firstViews(queued) });
   const outcomes: Submitted<Refusal>[] = items.map(() => ({ kind: "unclaimed" }));
   const firsts = new Map<string, number>();
   items.forEach((item, index) => {
@@ -169,11 +170,11 @@ async function runBatch<Item, Chain, Facts, Refusal>(
         rows
           .map((row) => {
             const index = firsts.get(row.key)!;
-            return { index, id: row.id, item: items[index]! };
+            return { index, id: row.id, item: items[index]!, sender: queued[index]!.sender };
           })
           .sort((a, b) => a.index - b.index),
       );
-    const senders = [...new Set(items.map((item) => kind.sender(item)))].sort();
+    const senders = [...new Set(queued.map((entry) => entry.sender))].sort();
     const locking = tx.run(lockStatement, { senders: pgArrayLiteral(senders) });
     // Awaited below, unless the chain ends the batch first.
     claiming.catch(() => {});
@@ -213,13 +214,9 @@ async function runBatch<Item, Chain, Facts, Refusal>(
 }
 
 /** Each sender's view as read when its first item of the batch queued: one consistent pair per sender. */
-function firstViews<Item>(
-  kind: OutboxKind<Item, unknown, unknown, unknown>,
-  queued: Queued<Item>[],
-): Map<string, Promise<SenderView | undefined>> {
+function firstViews<Item>(queued: Queued<Item>[]): Map<string, Promise<SenderView | undefined>> {
   const views = new Map<string, Promise<SenderView | undefined>>();
-  for (const { item, view } of queued) {
-    const sender = kind.sender(item);
+  for (const { sender, view } of queued) {
     if (view && !views.has(sender)) views.set(sender, view);
   }
   return views;
@@ -247,7 +244,7 @@ async function signClaimed<Item, Chain, Facts, Refusal>(
   // is a queue of one, at that nonce.
   const queues = new Map<string, { sender: string; first: bigint; items: Held<Item>[] }>();
   for (const held of claimed) {
-    const sender = kind.sender(held.item);
+    const { sender } = held;
     const own = kind.nonce?.(held.item);
     const key = own === undefined ? sender : `${sender}:${held.id}`;
     const queue = queues.get(key) ?? { sender, first: own ?? at.nextNonce(sender), items: [] };

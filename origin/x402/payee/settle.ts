@@ -24,25 +24,9 @@
  * settlement costs most here, so a batch pays them once, not once per payment.
  *
  * The settler pays the gas of what it signs, so it signs only what the chain will not revert for
- * anything the payer chose. Rather than simulate each call, every revert of the precompile's
- * transferWithAuthorization (devnet/chain/precompile/native-transfer-auth.ts, in its order) is ruled out
- * before signing; what is left is the chain changing underneath (the payer spending its balance
- * elsewhere, another relayer using the authorization first, a settlement mined later than the
- * margin allows):
- *   - value sent, a static call, a delegate call: the enclave builds a plain call of value 0;
- *   - `from` the operator pool: verify.ts checkPayment (payerNotAllowed), and the enclave;
- *   - not yet valid (block time <= validAfter) and expired (block time >= validBefore): the
- *     window must hold AGENT_X402_VALIDITY_MARGIN_SECONDS on both sides of now, checked when the
- *     payment arrives and again here, in the batch that signs it (verify.ts windowRefusal);
- *   - the authorization used: authorizationState on chain (step 1) and the claim (unique pair);
- *   - the signature (length, high S, v, the signer): checkPayment takes 65 bytes, low S only, and
- *     recovers `from` with v of 0, 1, 27 or 28, which the enclave's calldata carries as 27 or 28;
- *   - a zero or precompile recipient: `to` must equal the configured payTo (checkPayment);
- *   - the balance: step 2's reservation;
- *   - malformed arguments: the enclave encodes the calldata from fields checkPayment bounded.
- * Each cause a payer can choose has a test that presents it and sees nothing signed
- * (x402.int.test.ts "refuses with a reason and settles nothing", the v test there, the boundary and
- * over-balance attempts in x402-edge.int.test.ts, the unmined settlement in x402-faults.int.test.ts).
+ * anything the payer chose: every revert of the precompile's transferWithAuthorization is ruled out
+ * before signing, each by a named check (docs/x402.md#what-a-settlement-must-pass lists them, and
+ * the tests that present each cause and see nothing signed).
  */
 
 import { sql } from "drizzle-orm";
