@@ -65,7 +65,6 @@
  * domain table.
  */
 
-export type { TxFollower } from "./followers.ts";
 export type { SenderView, TxPurpose } from "./intent.ts";
 export { type CheckAt, defineKindStore, type OutboxKind, type Unsigned } from "./kind.ts";
 export { createOutbox, type Outbox, type OutboxDomains } from "./outbox.ts";
