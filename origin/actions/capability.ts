@@ -52,20 +52,13 @@ export function createMoneyModule(infra: Infrastructure, money: MoneyRuntime | u
 /** The faucet and transfer routes of the switches that are on (and checked at start). */
 function moneyHandlers(infra: Infrastructure, money: MoneyRuntime | undefined): MoneyWrites {
   if (!money || !infra.rpc) return {};
-  const executorDeps: ExecutorDeps = {
-    db: infra.database.db,
-    rpc: infra.rpc,
-    fees: money.fees,
-    clock: infra.clock,
-    logger: infra.logger,
-    outbox: money.outbox,
-  };
+  const executorDeps: ExecutorDeps = { clock: infra.clock, outbox: money.outbox };
   const services: MoneyServices = {
     ...executorDeps,
+    db: infra.database.db,
     executor: createMoneyExecutor(executorDeps),
     claim: createActionClaimer(infra.database.db),
     config: infra.config,
-    signer: infra.signer,
     operatorPool: money.operatorPool,
     treasury: money.treasury,
   };

@@ -22,14 +22,7 @@ describe("money executor batches (real stack)", () => {
 
   beforeAll(async () => {
     const deps = stack.origin.deps;
-    executor = createMoneyExecutor({
-      db: deps.database.db,
-      rpc: deps.rpc!,
-      fees: deps.money!.fees,
-      clock: deps.clock,
-      logger: deps.logger,
-      outbox: deps.money!.outbox,
-    });
+    executor = createMoneyExecutor({ clock: deps.clock, outbox: deps.money!.outbox });
   });
 
   const asAgent = (agent: StackAgent): AuthenticatedAgent => ({
@@ -72,7 +65,6 @@ describe("money executor batches (real stack)", () => {
 
   const services = () => ({
     config: stack.origin.deps.config,
-    signer: stack.signer,
     clock: stack.origin.deps.clock,
   });
 
@@ -305,11 +297,7 @@ describe("money executor batches (real stack)", () => {
     const executorAt = (offsetMs: number): MoneyExecutor => {
       const deps = stack.origin.deps;
       return createMoneyExecutor({
-        db: deps.database.db,
-        rpc: deps.rpc!,
-        fees: deps.money!.fees,
         clock: { now: () => new Date(Date.now() + offsetMs) },
-        logger: deps.logger,
         outbox: deps.money!.outbox,
       });
     };

@@ -23,14 +23,12 @@ import { costUnits } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { storedAction } from "../agent-actions/repository.ts";
 import { ethGetBalance } from "../chain/eth-calls.ts";
-import type { FeeOracle, Fees } from "../chain/fees.ts";
+import type { Fees } from "../chain/fees.ts";
 import { NATIVE_TRANSFER_GAS } from "../chain/fees.ts";
 import { sendRpcBatch } from "../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Clock } from "../clock.ts";
-import type { Db } from "../db/client.ts";
 import { pgArrayLiteral } from "../db/client.ts";
-import type { Logger } from "../logger.ts";
 import type { CheckAt, Outbox, OutboxKind, SenderView } from "../outbox/index.ts";
 import {
   type ChainView,
@@ -44,11 +42,8 @@ import { chainRefusal, refusesThisRequest, signerUnavailable } from "./not-signe
 import type { CheckFacts, ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
 
 export type ExecutorDeps = {
-  db: Db;
-  rpc: JsonRpcUpstream;
-  fees: FeeOracle;
+  /** The checks' time. */
   clock: Clock;
-  logger: Logger;
   /** The node's outbox: it runs the operations, and sends what was signed in order once committed. */
   outbox: Pick<Outbox, "submit">;
 };

@@ -54,7 +54,7 @@ export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
  * the daily limit, the treasury's balance and the funding gate of the receiving wallet.
  */
 export function faucetOperation(
-  services: Pick<MoneyServices, "config" | "signer" | "clock">,
+  services: Pick<MoneyServices, "config" | "clock">,
   params: { actionId: string; agent: AuthenticatedAgent; treasury: { address: string; keyRef: string } },
 ): MoneyOperation {
   const { payoutUnits, cooldownMs, dailyLimitUnits } = services.config.faucet;

@@ -29,13 +29,12 @@ const OPEN_GATE: WalletGateRow = {
 };
 const units = (n: bigint): bigint => n * WEI_PER_UNIT;
 
-function services(): Pick<MoneyServices, "config" | "signer" | "clock"> {
+function services(): Pick<MoneyServices, "config" | "clock"> {
   return {
     config: {
       transfers: { perTxLimitUnits: 1_000n, dailyLimitUnits: 2_500n, recipientAllowlist: undefined },
       faucet: { payoutUnits: 100n, cooldownMs: 60_000, dailyLimitUnits: 250n },
     } as MoneyServices["config"],
-    signer: {} as MoneyServices["signer"],
     clock: { now: () => NOW },
   };
 }

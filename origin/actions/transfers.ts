@@ -71,7 +71,7 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
  * executor gathered under its locks).
  */
 export function transferOperation(
-  services: Pick<MoneyServices, "config" | "signer">,
+  services: Pick<MoneyServices, "config">,
   params: { actionId: string; agent: AuthenticatedAgent; to: string; amount: bigint },
 ): MoneyOperation {
   const { perTxLimitUnits, dailyLimitUnits } = services.config.transfers;
