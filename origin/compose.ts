@@ -209,6 +209,6 @@ function buildMoney(
       : undefined,
     outbox,
   };
-  const x402 = buildX402Runtime({ config, sealed, money, db, rpc, logger });
+  const x402 = buildX402Runtime({ config, sealed, money, db, rpc });
   return { money, x402 };
 }

@@ -4,11 +4,9 @@
  * engine. Refuses to start x402 when the sealed x402 terms differ from the configuration or no
  * settler key exists, naming each difference.
  */
-import type { FeeOracle } from "../chain/fees.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
-import type { Logger } from "../logger.ts";
 import type { Outbox } from "../outbox/index.ts";
 import type { GetPolicyResult } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./payee/requirements.ts";
@@ -70,10 +68,9 @@ export function buildX402Runtime(params: {
   config: Config;
   sealed: GetPolicyResult;
   /** The money runtime's parts the settler shares (compose.ts builds them). */
-  money: { fees: FeeOracle; operatorPool: string; outbox: Outbox } | undefined;
+  money: { operatorPool: string; outbox: Outbox } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
-  logger: Logger;
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;
   const { amountUnits, payTo } = config.x402;
@@ -87,9 +84,6 @@ export function buildX402Runtime(params: {
     settlerAddress,
     settler: createSettler({
       db: params.db,
-      rpc,
-      fees: money.fees,
-      logger: params.logger,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
       // The wall clock: the window is checked against the chain's block times, which follow it.
       now: () => new Date(),

@@ -22,7 +22,7 @@ import type { Facilitator, Turned } from "./facilitator-core.ts";
 import { decodePaymentHeader } from "./payment.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
 import type { ResourceUrlOf } from "./resource-url.ts";
-import type { SettleResponse } from "./settle.ts";
+import type { SettleResponse } from "./settle-answer.ts";
 
 export type DemoRouterDeps = {
   runtime: X402Runtime;

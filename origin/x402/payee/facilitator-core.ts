@@ -20,7 +20,7 @@ import type { X402Limits } from "./client-limit.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { X402_VERSION } from "./requirements.ts";
 import { guardReason, type RevertGuard } from "./revert-guard.ts";
-import type { SettleOutcome, SettleResponse } from "./settle.ts";
+import type { SettleOutcome, SettleResponse } from "./settle-answer.ts";
 import { settledOutcome } from "./settled-outcome.ts";
 import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
 

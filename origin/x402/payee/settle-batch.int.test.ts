@@ -99,9 +99,6 @@ describe("x402 settlement batches", () => {
     if (!sealed.ok || !sealed.value.settler) throw new Error("the stack has no settler");
     const settler = createSettler({
       db: deps.database.db,
-      rpc: deps.rpc!,
-      fees: deps.money!.fees,
-      logger: deps.logger,
       settler: {
         address: sealed.value.settler.settlerAddress.toLowerCase(),
         keyRef: sealed.value.settler.settlerKeyRef,

@@ -33,19 +33,17 @@ import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
 import type { Hex } from "../../../shared/hex.ts";
 import { ethBlockNumber, ethGetTransactionCount } from "../../chain/eth-calls.ts";
-import type { FeeOracle } from "../../chain/fees.ts";
 import { sendRpcBatch } from "../../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
 import { type Db, pgArrayLiteral } from "../../db/client.ts";
 import { preparedStatement } from "../../db/prepared.ts";
-import type { Logger } from "../../logger.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { reservedUnits } from "./reservations.ts";
-import { respond, type SettleOutcome, type SettleResponse } from "./settle-answer.ts";
+import { respond, type SettleOutcome } from "./settle-answer.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 
 /** Gas of one settlement: 21000 intrinsic, calldata, and the precompile's 40000, with room. */
@@ -53,8 +51,6 @@ export const SETTLEMENT_GAS = 100_000n;
 /** A claim without a stored transaction this long was abandoned by a settle that died. */
 const CLAIM_LEASE_SECONDS = 30;
 const MAX_BATCH = 64;
-
-export type { SettleOutcome, SettleResponse };
 
 export type SettlementPayment = {
   authorization: Authorization;
@@ -64,10 +60,8 @@ export type SettlementPayment = {
 };
 
 export type SettlerDeps = {
+  /** A repeated presentation reads what the earlier one came to (earlier-presentation.ts). */
   db: Db;
-  rpc: JsonRpcUpstream;
-  fees: FeeOracle;
-  logger: Logger;
   settler: { address: string; keyRef: string };
   /** The time the validity window is checked against, just before signing. */
   now: () => Date;

@@ -4,7 +4,7 @@
  */
 import { X402_REASONS } from "../reasons.ts";
 import type { SettleSlot } from "./revert-guard.ts";
-import type { SettleOutcome } from "./settle.ts";
+import type { SettleOutcome } from "./settle-answer.ts";
 
 export async function settledOutcome(
   slot: SettleSlot,
