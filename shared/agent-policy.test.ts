@@ -1,3 +1,4 @@
+import { getAddress } from "viem";
 import { describe, expect, it } from "vitest";
 import {
   type AgentPolicyDocument,
@@ -62,9 +63,14 @@ describe("a transfer against the policy", () => {
     const limits = policy({
       transfers: { per_tx_units: "100", daily_units: "250", monthly_units: "1000", daily_count: 3 },
     });
-    const at = (cost: bigint, used: PolicyUsage) => evaluateTransfer(limits, used, { to: B, costUnits: cost }, free);
+    const at = (cost: bigint, used: PolicyUsage) =>
+      evaluateTransfer(limits, used, { to: B, costUnits: cost }, free);
     expect(at(100n, NO_USAGE)).toEqual({ decision: "allow" });
-    expect(at(101n, NO_USAGE)).toEqual({ decision: "deny", rule: "transfers.per_tx_units", remaining: "100" });
+    expect(at(101n, NO_USAGE)).toEqual({
+      decision: "deny",
+      rule: "transfers.per_tx_units",
+      remaining: "100",
+    });
     expect(at(60n, usage({ transfers: { dayUnits: 200n } }))).toEqual({
       decision: "deny",
       rule: "transfers.daily_units",
@@ -83,7 +89,7 @@ describe("a transfer against the policy", () => {
   });
 
   it("denies a recipient on the deny list or off the allow list, whatever the case of its letters", () => {
-    const lists = policy({ transfers: { allow: [B.toUpperCase().replace("0X", "0x")], deny: [C] } });
+    const lists = policy({ transfers: { allow: [getAddress(B)], deny: [C] } });
     expect(evaluateTransfer(lists, NO_USAGE, { to: B, costUnits: 1n }, free)).toEqual({ decision: "allow" });
     expect(evaluateTransfer(lists, NO_USAGE, { to: C, costUnits: 1n }, free)).toMatchObject({
       rule: "transfers.deny",
@@ -111,12 +117,19 @@ describe("a transfer against the policy", () => {
 
   it("denies everything of a frozen agent or a frozen node, approved or not", () => {
     const approved = { nodeFrozen: false, approved: true };
-    expect(evaluateTransfer(policy({ frozen: true }), NO_USAGE, { to: B, costUnits: 1n }, approved)).toMatchObject({
+    expect(
+      evaluateTransfer(policy({ frozen: true }), NO_USAGE, { to: B, costUnits: 1n }, approved),
+    ).toMatchObject({
       decision: "deny",
       rule: "frozen",
     });
     expect(
-      evaluateTransfer(NO_AGENT_POLICY, NO_USAGE, { to: B, costUnits: 1n }, { ...approved, nodeFrozen: true }),
+      evaluateTransfer(
+        NO_AGENT_POLICY,
+        NO_USAGE,
+        { to: B, costUnits: 1n },
+        { ...approved, nodeFrozen: true },
+      ),
     ).toMatchObject({ decision: "deny", rule: "node.frozen" });
   });
 });
@@ -179,7 +192,9 @@ describe("an x402 payment against the policy", () => {
   });
 
   it("applies a payee entry only to the resources its prefix begins, when the resource is known", () => {
-    const scoped = policy({ x402: { payees: [{ pay_to: A, resource_prefix: "https://a.example/api/", per_payment_units: "5" }] } });
+    const scoped = policy({
+      x402: { payees: [{ pay_to: A, resource_prefix: "https://a.example/api/", per_payment_units: "5" }] },
+    });
     const at = (resource: string | null) =>
       evaluateX402(scoped, NO_USAGE, NODE, { payTo: A, amountUnits: 5n, resource }, free);
     expect(at("https://a.example/api/x")).toEqual({ decision: "allow" });
@@ -208,22 +223,26 @@ describe("what loosens a policy", () => {
         approval_above_units: "1",
       }),
     ).toEqual([]);
-    expect(loosenings(NO_AGENT_POLICY, policy({ frozen: true, transfers: { daily_units: "0" } }), NODE)).toEqual([]);
+    expect(
+      loosenings(NO_AGENT_POLICY, policy({ frozen: true, transfers: { daily_units: "0" } }), NODE),
+    ).toEqual([]);
   });
 
   it("names each field a change loosens", () => {
     expect(change({ ...same, transfers: { ...same.transfers, per_tx_units: "101" } })).toEqual([
       "transfers.per_tx_units",
     ]);
-    expect(change({ ...same, transfers: { per_tx_units: "100", allow: [A, B], deny: [C] }, frozen: false })).toEqual([
-      "frozen",
-    ]);
+    expect(
+      change({ ...same, transfers: { per_tx_units: "100", allow: [A, B], deny: [C] }, frozen: false }),
+    ).toEqual(["frozen"]);
     expect(change({ ...same, transfers: { per_tx_units: "100", allow: [A, B, C], deny: [] } })).toEqual([
       "transfers.allow",
       "transfers.deny",
     ]);
     expect(change({ ...same, approval_above_units: undefined })).toEqual(["approval_above_units"]);
-    expect(change({ ...same, x402: { ...same.x402, unknown_payee: "hold" } })).toEqual(["x402.unknown_payee"]);
+    expect(change({ ...same, x402: { ...same.x402, unknown_payee: "hold" } })).toEqual([
+      "x402.unknown_payee",
+    ]);
     expect(change({})).toEqual([
       "transfers.per_tx_units",
       "transfers.allow",

@@ -260,7 +260,8 @@ export function payeeEntry(
 ): PolicyPayee | undefined {
   const payTo = request.payTo.toLowerCase();
   if (policy.x402.payees === null) {
-    if (!node || node.payTo.toLowerCase() !== payTo || node.amountUnits !== request.amountUnits) return undefined;
+    if (!node || node.payTo.toLowerCase() !== payTo || node.amountUnits !== request.amountUnits)
+      return undefined;
     return { payTo, resourcePrefix: null, perPaymentUnits: node.amountUnits, dailyUnits: null };
   }
   const matches = policy.x402.payees.filter(
@@ -354,7 +355,14 @@ function payeesNarrow(current: AgentPolicy, next: AgentPolicy, node: NodePayee |
   const before: readonly PolicyPayee[] =
     current.x402.payees ??
     (node
-      ? [{ payTo: node.payTo.toLowerCase(), resourcePrefix: null, perPaymentUnits: node.amountUnits, dailyUnits: null }]
+      ? [
+          {
+            payTo: node.payTo.toLowerCase(),
+            resourcePrefix: null,
+            perPaymentUnits: node.amountUnits,
+            dailyUnits: null,
+          },
+        ]
       : []);
   return next.x402.payees.every((entry) =>
     before.some(
