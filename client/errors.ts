@@ -226,6 +226,30 @@ export class KeyUnavailable extends GatewayError {
     "agent_key_unavailable: the signer lacks the wallet's key; ask the operator to restore it (no retry helps)";
 }
 
+/**
+ * The agent's spending policy refuses the request (docs/agents.md#your-spending-policy): `rule`
+ * names the rule (`transfers.daily_units`, `x402.payees[0x…].per_payment_units`, `frozen`, …) and
+ * `remaining` what is left under it. Nothing was signed or reserved; final for the key.
+ */
+export class PolicyDenied extends GatewayError {
+  static override readonly exitCode = 23;
+  static override readonly family =
+    "policy_denied: the agent's spending policy refuses it (see rule, remaining)";
+  get rule(): string | undefined {
+    return stringField(this.body, "rule");
+  }
+  get remaining(): string | undefined {
+    return stringField(this.body, "remaining");
+  }
+}
+
+/** PATCH of the agent's own policy that would allow more: only an operator can loosen a policy. */
+export class PolicyLooseningRequiresOperator extends GatewayError {
+  static override readonly exitCode = 24;
+  static override readonly family =
+    "policy_loosening_requires_operator: an agent may only tighten its policy; ask the operator";
+}
+
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
   GatewayError,
@@ -249,6 +273,8 @@ export const ERROR_CLASSES = [
   ActionFailed,
   KeyBindingMismatch,
   KeyUnavailable,
+  PolicyDenied,
+  PolicyLooseningRequiresOperator,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
@@ -269,6 +295,8 @@ const BY_CODE: { readonly [code in ErrorCode]: ErrorClass } = {
   not_found: NotFound,
   limit_exceeded: LimitExceeded,
   recipient_not_allowed: RecipientNotAllowed,
+  policy_denied: PolicyDenied,
+  policy_loosening_requires_operator: PolicyLooseningRequiresOperator,
   insufficient_funds: InsufficientFunds,
   funding_gate_closed: FundingGateClosed,
   agent_key_binding_mismatch: KeyBindingMismatch,

@@ -31,6 +31,8 @@ export type ActionView = {
   last_broadcast_error: string | null;
   /** Ended `failed` because a filler from the wallet took its nonce: that filler's action. */
   replaced_by: string | null;
+  rule: string | null;
+  expires_at: string | null;
   created_at: string;
   updated_at: string;
 };

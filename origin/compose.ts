@@ -35,6 +35,7 @@ import { abandonRequestedSweep } from "./actions/abandon.ts";
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
 import type { MoneyRuntime } from "./actions/money-runtime.ts";
 import { actionsFollower, agentFillerRows, agentWalletKeys } from "./actions/outbox-follower.ts";
+import { expireHoldsSweep } from "./agent-actions/holds.ts";
 import { createApp } from "./app.ts";
 import type { Capability, CapabilityName, StartupCheckName } from "./capability.ts";
 import { createFeeOracle } from "./chain/fees.ts";
@@ -162,7 +163,7 @@ const MAX_WAITING_BROADCASTS = 128;
 /** Every domain's part of the outbox: the rows that follow its transactions, sweeps, keys, fillers. */
 export const OUTBOX_DOMAINS: OutboxDomains = {
   followers: [actionsFollower, settlementsFollower],
-  sweeps: [abandonRequestedSweep],
+  sweeps: [abandonRequestedSweep, expireHoldsSweep],
   senderKeys: [agentWalletKeys],
   fillerRows: [agentFillerRows],
 };

@@ -114,6 +114,11 @@ const envSchema = z.object({
   AGENT_TRANSFER_PER_TX_LIMIT: units(0n),
   AGENT_TRANSFER_DAILY_LIMIT: units(0n),
   AGENT_TRANSFER_RECIPIENT_ALLOWLIST: addressList,
+  /**
+   * Ours: how long an action an agent's policy held waits for an operator before it ends
+   * `expired` (docs/agents.md#holds); 1 s to 30 days.
+   */
+  AGENT_POLICY_HOLD_SECONDS: integer(86_400, 1, 30 * 86_400),
 
   AGENT_X402_AMOUNT: optionalUnits,
   AGENT_X402_PAY_TO: address.optional(),
@@ -221,6 +226,8 @@ export type Config = {
     perTxLimitUnits: bigint;
     dailyLimitUnits: bigint;
     recipientAllowlist: `0x${string}`[] | undefined;
+    /** How long a held transfer waits for an operator, in seconds. */
+    holdSeconds: number;
   };
   x402: {
     amountUnits: bigint | undefined;
@@ -376,6 +383,7 @@ function toConfig(env: Env): Config {
       perTxLimitUnits: env.AGENT_TRANSFER_PER_TX_LIMIT,
       dailyLimitUnits: env.AGENT_TRANSFER_DAILY_LIMIT,
       recipientAllowlist: env.AGENT_TRANSFER_RECIPIENT_ALLOWLIST,
+      holdSeconds: env.AGENT_POLICY_HOLD_SECONDS,
     },
     x402: {
       amountUnits: env.AGENT_X402_AMOUNT,

@@ -12,6 +12,14 @@
 export const ACTION_KINDS = ["faucet", "transfer", "x402", "filler"] as const;
 export const ACTION_STATUSES = [
   "requested",
+  /** The agent's policy asks an operator's approval first (docs/agents.md#holds): nothing signed. */
+  "held",
+  /** An operator approved a held action: it is signed next, as a requested one is. */
+  "approved",
+  /** An operator rejected a held action: never signed. */
+  "rejected",
+  /** A held action nobody approved in time: never signed. */
+  "expired",
   "signed",
   "submitted",
   "confirmed",
@@ -20,7 +28,13 @@ export const ACTION_STATUSES = [
 ] as const;
 export type ActionStatus = (typeof ACTION_STATUSES)[number];
 /** Statuses after which an action never changes again. */
-export const TERMINAL_ACTION_STATUSES: readonly ActionStatus[] = ["confirmed", "failed", "reverted"];
+export const TERMINAL_ACTION_STATUSES: readonly ActionStatus[] = [
+  "confirmed",
+  "failed",
+  "reverted",
+  "rejected",
+  "expired",
+];
 
 /**
  * Whether an action has reached its end. An x402 authorization ends once signed: it is never

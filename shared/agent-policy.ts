@@ -368,8 +368,7 @@ function payeesNarrow(current: AgentPolicy, next: AgentPolicy, node: NodePayee |
     before.some(
       (was) =>
         was.payTo === entry.payTo &&
-        (was.resourcePrefix === null ||
-          (entry.resourcePrefix !== null && entry.resourcePrefix.startsWith(was.resourcePrefix))) &&
+        (was.resourcePrefix === null || entry.resourcePrefix?.startsWith(was.resourcePrefix) === true) &&
         entry.perPaymentUnits <= was.perPaymentUnits &&
         (was.dailyUnits === null || (entry.dailyUnits !== null && entry.dailyUnits <= was.dailyUnits)),
     ),

@@ -21,6 +21,13 @@ export const ERROR_STATUS = {
   recipient_not_allowed: 403,
   funding_gate_closed: 403,
   /**
+   * The agent's spending policy refuses the request (docs/agents.md#your-spending-policy): the
+   * error names the `rule` and what `remaining` under it; nothing is signed or reserved.
+   */
+  policy_denied: 403,
+  /** PATCH /agent/v1/policy that would allow more: only an operator's signature may loosen a policy. */
+  policy_loosening_requires_operator: 403,
+  /**
    * The request's body did not arrive in full within the server's deadline (or the client left
    * before it had): refused before anything scarce was taken, the connection closed.
    */

@@ -74,6 +74,13 @@ export const actionSchema = z.object({
    * that filler's action (kind `filler`, with its fee), else null.
    */
   replaced_by: z.string().nullable(),
+  /**
+   * The spending-policy rule that held the action (docs/agents.md#holds), kept once it was approved,
+   * rejected or expired; null for an action no rule held.
+   */
+  rule: z.string().nullable(),
+  /** While `held`: when it ends `expired` unless an operator approves or rejects it first. */
+  expires_at: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });

@@ -5,6 +5,7 @@
  * the statement that stores what was signed.
  */
 import { sql } from "drizzle-orm";
+import { agentPolicySchema, policyFromDocument } from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { storedActionColumns } from "../agent-actions/repository.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
@@ -13,16 +14,19 @@ import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
 import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
 import { defineKindStore, type SenderView, type Unsigned } from "../outbox/index.ts";
-import type { MoneyOperation, Refusal } from "./operation.ts";
+import { type CheckFacts, isHeld, type MoneyOperation, type Stop } from "./operation.ts";
 
 /** What the chain said of the batch's senders (and of the recipients the checks need). */
 export type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };
 
-/** The batch's requested actions, skipping those another executor holds, locked to its commit. */
+/**
+ * The batch's actions to run (requested, or held and then approved by an operator), skipping those
+ * another executor holds, locked to its commit.
+ */
 export const claimStatement = preparedStatement<"actions">(
   "money_claim_batch",
   sql`select action_id::text as key, action_id::text as id from agent_actions
-      where action_id = any(${sql.placeholder("actions")}::uuid[]) and status = 'requested'
+      where action_id = any(${sql.placeholder("actions")}::uuid[]) and status in ('requested', 'approved')
       for update skip locked`,
 ).returns({ key: "text", id: "text" });
 
@@ -31,7 +35,7 @@ export const claimStatement = preparedStatement<"actions">(
  * actions pointed at their transactions, today's transfer spend of their agents counted, the
  * refused actions ended `failed`, and why the ones that could not run now stay `requested`.
  */
-export const storeStatement = defineKindStore<"day" | "failures" | "notes">({
+export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "notes">({
   name: "money",
   // The 202 is this row: what was stored, as GET /actions/{id} reads it.
   answer: "actions",
@@ -42,27 +46,35 @@ export const storeStatement = defineKindStore<"day" | "failures" | "notes">({
       sql: sql`update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
           cost_units = s.cost_units, signed_at = now(), error_code = null, error_message = null, updated_at = now()
         from signed s join stored st on st.tx_hash = s.tx_hash
-        where a.action_id = s.action_id and a.status = 'requested'
+        where a.action_id = s.action_id and a.status in ('requested', 'approved')
         returning ${storedActionColumns}`,
     },
     {
       name: "spend",
-      sql: sql`insert into transfer_daily_spend as d (agent_id, day, spent_units)
-        select agent_id, ${sql.placeholder("day")}::date, sum(cost_units) from signed where purpose = 'transfer'
+      sql: sql`insert into transfer_daily_spend as d (agent_id, day, spent_units, transfers)
+        select agent_id, ${sql.placeholder("day")}::date, sum(cost_units), count(*) from signed where purpose = 'transfer'
         group by agent_id
-        on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`,
+        on conflict (agent_id, day) do update
+          set spent_units = d.spent_units + excluded.spent_units, transfers = d.transfers + excluded.transfers`,
     },
     {
       name: "failed",
       sql: sql`update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message, updated_at = now()
         from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text)
-        where a.action_id = f.action_id and a.status = 'requested'`,
+        where a.action_id = f.action_id and a.status in ('requested', 'approved')`,
+    },
+    {
+      name: "held",
+      sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule, hold_expires_at = h.expires_at,
+          error_code = null, error_message = null, updated_at = now()
+        from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, expires_at timestamptz)
+        where a.action_id = h.action_id and a.status = 'requested'`,
     },
     {
       name: "noted",
       sql: sql`update agent_actions a set error_code = n.code, error_message = n.message, updated_at = now()
         from json_to_recordset(${sql.placeholder("notes")}::json) as n(action_id uuid, code text, message text)
-        where a.action_id = n.action_id and a.status = 'requested'`,
+        where a.action_id = n.action_id and a.status in ('requested', 'approved')`,
     },
   ],
 });
@@ -72,6 +84,10 @@ export type Facts = {
   sender(address: string): SenderView;
   inFlight(sender: string): bigint;
   spent(agentId: string): bigint;
+  /** The agent's policy and what its transfers used of its windows; null without a policy. */
+  policy(agentId: string): CheckFacts["policy"];
+  /** An operator froze every agent of the node. */
+  nodeFrozen: boolean;
   payouts(agentId: string): { totalTodayUnits: bigint; lastSignedAt: Date | null };
   gate(wallet: string): WalletGateRow | null;
   received(recipient: string): bigint;
@@ -79,7 +95,7 @@ export type Facts = {
   count(operation: MoneyOperation, costWei: bigint, costUnits: bigint, now: Date): void;
 };
 
-type FactsParam = "mined" | "transferAgents" | "day" | "faucetAgents" | "dayStart" | "wallets";
+type FactsParam = "mined" | "transferAgents" | "day" | "monthStart" | "faucetAgents" | "dayStart" | "wallets";
 
 export const factsStatement = preparedStatement<FactsParam>(
   "money_read_facts",
@@ -95,9 +111,16 @@ export const factsStatement = preparedStatement<FactsParam>(
               where t.sender = m.address and t.nonce >= m.mined and t.status <> 'failed' and t.purpose = 'filler'
           ) parts) f
           where f.total is not null) as in_flight,
-        (select json_object_agg(agent_id, spent_units::text) from transfer_daily_spend
+        (select json_object_agg(agent_id, json_build_array(spent_units::text, transfers)) from transfer_daily_spend
           where agent_id = any(${sql.placeholder("transferAgents")}::uuid[])
             and day = ${sql.placeholder("day")}::date) as spent,
+        -- Only agents with a policy read their month: one range of transfer_daily_spend's key each.
+        (select json_object_agg(p.agent_id, json_build_object('policy', p.policy, 'month', (
+            select coalesce(sum(m.spent_units), 0)::text from transfer_daily_spend m
+            where m.agent_id = p.agent_id and m.day >= ${sql.placeholder("monthStart")}::date
+              and m.day <= ${sql.placeholder("day")}::date)))
+          from agent_policies p where p.agent_id = any(${sql.placeholder("transferAgents")}::uuid[])) as policies,
+        (select frozen from node_policy where id = 1) as node_frozen,
         (select json_object_agg(a.agent_id, json_build_object(
             'total_today', coalesce(today.total, 0)::text, 'last_signed_at', latest.signed_at))
           from unnest(${sql.placeholder("faucetAgents")}::uuid[]) as a(agent_id)
@@ -110,7 +133,9 @@ export const factsStatement = preparedStatement<FactsParam>(
         ${walletGatesSql(sql`${sql.placeholder("wallets")}::text[]`)} as gates`,
 ).returns({
   in_flight: jsonOf<Record<string, string>>({ nullable: true }),
-  spent: jsonOf<Record<string, string>>({ nullable: true }),
+  spent: jsonOf<Record<string, [string, number]>>({ nullable: true }),
+  policies: jsonOf<Record<string, { policy: unknown; month: string }>>({ nullable: true }),
+  node_frozen: "bool?",
   payouts: jsonOf<Record<string, { total_today: string; last_signed_at: string | null }>>({ nullable: true }),
   gates: jsonOf<Record<string, WalletGateRow>>({ nullable: true }),
 });
@@ -138,6 +163,7 @@ export async function readFacts(
     mined: JSON.stringify(mined),
     transferAgents: agentsOf("transfer"),
     day: utcDate(today),
+    monthStart: `${utcDate(today).slice(0, 7)}-01`,
     faucetAgents: agentsOf("faucet"),
     dayStart: today.toISOString(),
     wallets: pgArrayLiteral([...new Set(operations.map((operation) => operation.gateWallet))]),
@@ -145,7 +171,21 @@ export async function readFacts(
   const inFlight = new Map(
     Object.entries(row?.in_flight ?? {}).map(([address, total]) => [address, BigInt(total)]),
   );
-  const spent = new Map(Object.entries(row?.spent ?? {}).map(([agent, total]) => [agent, BigInt(total)]));
+  const spent = new Map(Object.entries(row?.spent ?? {}).map(([agent, [units]]) => [agent, BigInt(units)]));
+  const policies = new Map(
+    Object.entries(row?.policies ?? {}).map(([agent, { policy, month }]) => [
+      agent,
+      {
+        // Written only once the enclave accepted it, and only through the schema (policy/store.ts).
+        policy: policyFromDocument(agentPolicySchema.parse(policy)),
+        usage: {
+          dayUnits: spent.get(agent) ?? 0n,
+          monthUnits: BigInt(month),
+          dayCount: row?.spent?.[agent]?.[1] ?? 0,
+        },
+      },
+    ]),
+  );
   const payouts = new Map(
     Object.entries(row?.payouts ?? {}).map(([agent, payout]) => [
       agent,
@@ -162,6 +202,8 @@ export async function readFacts(
     sender: (address) => chain.senders.get(address)!,
     inFlight: (sender) => inFlight.get(sender) ?? 0n,
     spent: (agentId) => spent.get(agentId) ?? 0n,
+    policy: (agentId) => policies.get(agentId) ?? null,
+    nodeFrozen: row?.node_frozen ?? false,
     payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null },
     gate: (wallet) => gates.get(wallet) ?? null,
     received: (recipient) => received.get(recipient) ?? 0n,
@@ -169,6 +211,15 @@ export async function readFacts(
       inFlight.set(operation.sender.address, (inFlight.get(operation.sender.address) ?? 0n) + costWei);
       if (operation.purpose === "transfer") {
         spent.set(operation.agentId, (spent.get(operation.agentId) ?? 0n) + costUnits);
+        const policy = policies.get(operation.agentId);
+        if (policy) {
+          const { usage } = policy;
+          policy.usage = {
+            dayUnits: usage.dayUnits + costUnits,
+            monthUnits: usage.monthUnits + costUnits,
+            dayCount: usage.dayCount + 1,
+          };
+        }
       } else {
         const before = payouts.get(operation.agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null };
         payouts.set(operation.agentId, {
@@ -183,19 +234,33 @@ export async function readFacts(
   };
 }
 
-/** The money parameters of the store statement: today's date, the refused, the noted. */
+/** The money parameters of the store statement: today's date, the refused, the held, the noted. */
 export function storeValues(ended: {
-  refused: readonly Unsigned<MoneyOperation, Refusal>[];
-  unavailable: readonly Unsigned<MoneyOperation, Refusal>[];
+  refused: readonly Unsigned<MoneyOperation, Stop>[];
+  unavailable: readonly Unsigned<MoneyOperation, Stop>[];
   now: Date;
-}): Record<"day" | "failures" | "notes", unknown> {
-  const rows = (list: readonly Unsigned<MoneyOperation, Refusal>[]): string =>
+}): Record<"day" | "failures" | "holds" | "notes", unknown> {
+  const rows = (list: readonly Unsigned<MoneyOperation, Stop>[]): string =>
     JSON.stringify(
-      list.map(({ item, refusal }) => ({
-        action_id: item.actionId,
-        code: refusal.code,
-        message: refusal.message,
-      })),
+      list.flatMap(({ item, refusal }) =>
+        isHeld(refusal) ? [] : [{ action_id: item.actionId, code: refusal.code, message: refusal.message }],
+      ),
     );
-  return { day: utcDate(ended.now), failures: rows(ended.refused), notes: rows(ended.unavailable) };
+  const holds = ended.refused.flatMap(({ item, refusal }) =>
+    isHeld(refusal)
+      ? [
+          {
+            action_id: item.actionId,
+            rule: refusal.held.rule,
+            expires_at: refusal.held.expiresAt.toISOString(),
+          },
+        ]
+      : [],
+  );
+  return {
+    day: utcDate(ended.now),
+    failures: rows(ended.refused),
+    holds: JSON.stringify(holds),
+    notes: rows(ended.unavailable),
+  };
 }

@@ -4,6 +4,7 @@ import { type Capability, capability } from "../capability.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import type { Outbox } from "../outbox/index.ts";
+import { startApprovedTransfers } from "./approved.ts";
 import { createMoneyExecutor, type ExecutorDeps } from "./execute.ts";
 import { faucetHandler } from "./faucet.ts";
 import type { MoneyRuntime } from "./money-runtime.ts";
@@ -31,12 +32,16 @@ export type MoneyWrites = { faucet?: Handler<AppEnv>; transfers?: Handler<AppEnv
  */
 export function createMoneyModule(infra: Infrastructure, money: MoneyRuntime | undefined): MoneyModule {
   const tracker = money?.outbox.tracker;
+  const services = moneyServices(infra, money);
   return {
     capability: capability("money", {
       workers: () => {
         if (!tracker) return [];
         tracker.start();
-        return [tracker];
+        // Transfers an operator approved are signed here, whatever the gateway switch.
+        const approved =
+          services && infra.config.features.transfers ? [startApprovedTransfers(services, infra.logger)] : [];
+        return [tracker, ...approved];
       },
       stop: async () => {
         await money?.outbox.idle();
@@ -45,15 +50,15 @@ export function createMoneyModule(infra: Infrastructure, money: MoneyRuntime | u
     runtime: money,
     tracker,
     // The handlers exist only where the gateway mounts them (with its switch on).
-    writes: infra.config.gatewayEnabled ? moneyHandlers(infra, money) : {},
+    writes: infra.config.gatewayEnabled && services ? moneyHandlers(infra, services) : {},
   };
 }
 
-/** The faucet and transfer routes of the switches that are on (and checked at start). */
-function moneyHandlers(infra: Infrastructure, money: MoneyRuntime | undefined): MoneyWrites {
-  if (!money || !infra.rpc) return {};
+/** The money routes' services, over the runtime the start-up check built; none without one. */
+function moneyServices(infra: Infrastructure, money: MoneyRuntime | undefined): MoneyServices | undefined {
+  if (!money || !infra.rpc) return undefined;
   const executorDeps: ExecutorDeps = { clock: infra.clock, outbox: money.outbox };
-  const services: MoneyServices = {
+  return {
     ...executorDeps,
     db: infra.database.db,
     executor: createMoneyExecutor(executorDeps),
@@ -62,6 +67,10 @@ function moneyHandlers(infra: Infrastructure, money: MoneyRuntime | undefined): 
     operatorPool: money.operatorPool,
     treasury: money.treasury,
   };
+}
+
+/** The faucet and transfer routes of the switches that are on (and checked at start). */
+function moneyHandlers(infra: Infrastructure, services: MoneyServices): MoneyWrites {
   return {
     ...(infra.config.features.faucet && services.treasury ? { faucet: faucetHandler(services) } : {}),
     ...(infra.config.features.transfers ? { transfers: transfersHandler(services) } : {}),

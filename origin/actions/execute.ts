@@ -39,7 +39,15 @@ import {
   storeValues,
 } from "./batch-store.ts";
 import { chainRefusal, refusesThisRequest, signerUnavailable } from "./not-signed.ts";
-import type { CheckFacts, ExecuteOutcome, MoneyExecutor, MoneyOperation, Refusal } from "./operation.ts";
+import {
+  type CheckFacts,
+  type ExecuteOutcome,
+  isHeld,
+  type MoneyExecutor,
+  type MoneyOperation,
+  type Refusal,
+  type Stop,
+} from "./operation.ts";
 
 export type ExecutorDeps = {
   /** The checks' time. */
@@ -66,14 +74,23 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
   return {
     async execute(operation): Promise<ExecuteOutcome> {
       const outcome = await deps.outbox.submit(kind, operation);
-      if (outcome.kind === "sent") return { kind: "signed", action: storedAction(outcome.stored) };
-      return outcome.kind === "unclaimed" ? { kind: "busy" } : outcome;
+      switch (outcome.kind) {
+        case "sent":
+          return { kind: "signed", action: storedAction(outcome.stored) };
+        case "unclaimed":
+          return { kind: "busy" };
+        case "refused":
+          return isHeld(outcome.refusal) ? { kind: "held" } : { kind: "refused", refusal: outcome.refusal };
+        case "unavailable":
+          // unsigned and chainDown answer refusals only: a hold comes from a check.
+          return { kind: "unavailable", refusal: outcome.refusal as Refusal };
+      }
     },
   };
 }
 
 /** Money's kind: faucet payouts from the treasury and transfers from agent wallets. */
-function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Facts, Refusal> {
+function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Facts, Stop> {
   return {
     name: "money",
     purpose: (operation) => operation.purpose,
@@ -143,6 +160,8 @@ function checkFacts(operation: MoneyOperation, facts: Facts, at: CheckAt): Check
     faucet: facts.payouts(operation.agentId),
     gate: facts.gate(operation.gateWallet),
     recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
+    policy: operation.purpose === "transfer" ? facts.policy(operation.agentId) : null,
+    nodeFrozen: facts.nodeFrozen,
     now: at.now,
   };
 }

@@ -68,6 +68,8 @@ export function faucetOperation(
     to: wallet,
     valueUnits: payoutUnits,
     readRecipientBalance: true,
+    // A payout moves the treasury's money to the agent, not the agent's: no policy holds it.
+    approved: false,
     signerOp: "signFaucet",
     signerRefusal: (failure) => signerRefusal(failure, { cooldownMs, now: services.clock.now() }),
     gateWallet: wallet,

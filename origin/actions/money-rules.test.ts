@@ -1,10 +1,15 @@
 import { describe, expect, it } from "vitest";
+import {
+  type AgentPolicyDocument,
+  agentPolicySchema,
+  policyFromDocument,
+} from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { WalletGateRow } from "../funding/gate.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
 import { faucetOperation } from "./faucet.ts";
 import type { MoneyServices } from "./money-services.ts";
-import type { CheckFacts, Refusal } from "./operation.ts";
+import { type CheckFacts, isHeld, type Refusal, type Stop } from "./operation.ts";
 import { transferOperation } from "./transfers.ts";
 
 // The money rules as the outbox's batch runner applies them (operation.check), over the facts it
@@ -32,7 +37,12 @@ const units = (n: bigint): bigint => n * WEI_PER_UNIT;
 function services(): Pick<MoneyServices, "config" | "clock"> {
   return {
     config: {
-      transfers: { perTxLimitUnits: 1_000n, dailyLimitUnits: 2_500n, recipientAllowlist: undefined },
+      transfers: {
+        perTxLimitUnits: 1_000n,
+        dailyLimitUnits: 2_500n,
+        recipientAllowlist: undefined,
+        holdSeconds: 60,
+      },
       faucet: { payoutUnits: 100n, cooldownMs: 60_000, dailyLimitUnits: 250n },
     } as MoneyServices["config"],
     clock: { now: () => NOW },
@@ -53,16 +63,25 @@ function facts(valueUnits: bigint, overrides: Partial<CheckFacts> = {}): CheckFa
     faucet: { totalTodayUnits: 0n, lastSignedAt: null },
     gate: OPEN_GATE,
     recipientBalanceWei: undefined,
+    policy: null,
+    nodeFrozen: false,
     now: NOW,
     ...overrides,
   };
 }
 
 /** What a refusal comes to, as the agent reads it: its code and the field that says why. */
-function decided(refusal: Refusal | null): string | null {
-  if (!refusal) return null;
-  const why = refusal.fields?.limit ?? refusal.fields?.reason;
-  return why === undefined ? refusal.code : `${refusal.code}:${why}`;
+function decided(stop: Stop | null): string | null {
+  if (!stop) return null;
+  if (isHeld(stop)) return `held:${stop.held.rule}`;
+  const why = stop.fields?.limit ?? stop.fields?.reason ?? stop.fields?.rule;
+  return why === undefined ? stop.code : `${stop.code}:${why}`;
+}
+
+/** The refusal a check answered (a hold fails the test). */
+function refusal(stop: Stop | null): Refusal | null {
+  if (stop && isHeld(stop)) throw new Error(`held by ${stop.held.rule}, not refused`);
+  return stop;
 }
 
 describe("transfer rules: the per-transaction limit, the daily limit, the balance, the funding gate", () => {
@@ -156,7 +175,7 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       to: WALLET,
       amount: 900n,
     });
-    expect(operation.check(facts(900n, { transferSpentUnits: 2_000n }))?.fields).toEqual({
+    expect(refusal(operation.check(facts(900n, { transferSpentUnits: 2_000n })))?.fields).toEqual({
       limit: "daily",
       limit_units: "2500",
       remaining_units: "500",
@@ -177,21 +196,123 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       to: WALLET,
       amount: 100n,
     });
-    const refusal = operation.check(facts(100n, { sender: { minedNonce: 0n, balanceWei }, inFlightWei }));
-    expect(refusal?.fields).toEqual({
+    const refused = refusal(
+      operation.check(facts(100n, { sender: { minedNonce: 0n, balanceWei }, inFlightWei })),
+    );
+    expect(refused?.fields).toEqual({
       needed_units: "142",
       available_units: availableUnits,
       needed_wei: units(142n).toString(),
       available_wei: (balanceWei - inFlightWei).toString(),
     });
-    expect(refusal?.message).toContain(`needs 142 units and has ${availableUnits} available`);
+    expect(refused?.message).toContain(`needs 142 units and has ${availableUnits} available`);
+  });
+});
+
+describe("transfer rules: the agent's spending policy after the node's limits, its hold after everything else", () => {
+  const TO = "0x2222222222222222222222222222222222222222";
+  const withPolicy = (
+    document: AgentPolicyDocument,
+    used: Partial<{ dayUnits: bigint; monthUnits: bigint; dayCount: number }> = {},
+  ): Partial<CheckFacts> => ({
+    policy: {
+      policy: policyFromDocument(agentPolicySchema.parse(document)),
+      usage: { dayUnits: 0n, monthUnits: 0n, dayCount: 0, ...used },
+    },
+  });
+  const check = (valueUnits: bigint, overrides: Partial<CheckFacts>, approved = false): string | null =>
+    decided(
+      transferOperation(services(), {
+        actionId: "a",
+        agent: AGENT,
+        to: TO,
+        amount: valueUnits,
+        approved,
+      }).check(facts(valueUnits, overrides)),
+    );
+  // A cost is value + 42 units of maximum fee.
+  it.each<[string, bigint, Partial<CheckFacts>, string | null]>([
+    ["no policy, the node not frozen", 100n, {}, null],
+    ["a frozen node, with no policy", 100n, { nodeFrozen: true }, "policy_denied:node.frozen"],
+    ["a frozen agent", 100n, withPolicy({ frozen: true }), "policy_denied:frozen"],
+    [
+      "within the policy's per-transaction figure",
+      58n,
+      withPolicy({ transfers: { per_tx_units: "100" } }),
+      null,
+    ],
+    [
+      "a unit over it, counting the fee",
+      59n,
+      withPolicy({ transfers: { per_tx_units: "100" } }),
+      "policy_denied:transfers.per_tx_units",
+    ],
+    [
+      "the month spent",
+      100n,
+      withPolicy({ transfers: { monthly_units: "1000" } }, { monthUnits: 900n }),
+      "policy_denied:transfers.monthly_units",
+    ],
+    [
+      "the day's count used",
+      1n,
+      withPolicy({ transfers: { daily_count: 2 } }, { dayCount: 2 }),
+      "policy_denied:transfers.daily_count",
+    ],
+    [
+      "a recipient on the deny list",
+      1n,
+      withPolicy({ transfers: { deny: [TO] } }),
+      "policy_denied:transfers.deny",
+    ],
+    [
+      "above the approval threshold",
+      100n,
+      withPolicy({ approval_above_units: "100" }),
+      "held:approval_above_units",
+    ],
+    [
+      "above the threshold, but the node's daily limit refuses first",
+      100n,
+      { ...withPolicy({ approval_above_units: "100" }), transferSpentUnits: 2_400n },
+      "limit_exceeded:daily",
+    ],
+    [
+      "above the threshold, but the wallet cannot pay (a deny wins over a hold)",
+      100n,
+      { ...withPolicy({ approval_above_units: "100" }), sender: { minedNonce: 0n, balanceWei: units(10n) } },
+      "insufficient_funds",
+    ],
+  ])("%s", (_name, value, overrides, expected) => {
+    expect(check(value, overrides)).toBe(expected);
+  });
+
+  it("signs an approved transfer above the threshold, and still refuses it past a budget", () => {
+    expect(check(100n, withPolicy({ approval_above_units: "100" }), true)).toBeNull();
+    expect(
+      check(100n, withPolicy({ approval_above_units: "100", transfers: { daily_units: "100" } }), true),
+    ).toBe("policy_denied:transfers.daily_units");
+  });
+
+  it("holds for the node's hold time, and names what remains in a denial", () => {
+    const operation = transferOperation(services(), { actionId: "a", agent: AGENT, to: TO, amount: 100n });
+    expect(operation.check(facts(100n, withPolicy({ approval_above_units: "1" })))).toEqual({
+      held: { rule: "approval_above_units", expiresAt: new Date(NOW.getTime() + 60_000) },
+    });
+    expect(
+      refusal(
+        operation.check(facts(100n, withPolicy({ transfers: { daily_units: "500" } }, { dayUnits: 400n }))),
+      )?.fields,
+    ).toEqual({ rule: "transfers.daily_units", remaining: "100" });
   });
 });
 
 describe("faucet rules: the cooldown, the daily limit, the treasury, the receiving wallet's gate", () => {
   const treasury = { address: "0x3333333333333333333333333333333333333333", keyRef: "treasury" };
   const check = (overrides: Partial<CheckFacts>): Refusal | null =>
-    faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(facts(100n, overrides));
+    refusal(
+      faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(facts(100n, overrides)),
+    );
   const ago = (ms: number): Date => new Date(NOW.getTime() - ms);
   const cases: Array<[string, Partial<CheckFacts>, string | null]> = [
     ["a first payout", {}, null],

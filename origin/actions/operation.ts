@@ -4,6 +4,7 @@
  * the kind, its statements (batch-store.ts) and the handlers share them without importing one
  * another.
  */
+import type { AgentPolicy, PolicyUsage } from "../../shared/agent-policy.ts";
 import type { Refusal } from "../agent-actions/refusal.ts";
 import type { ActionRow } from "../agent-actions/repository.ts";
 import type { Fees } from "../chain/fees.ts";
@@ -33,8 +34,28 @@ export type CheckFacts = {
   gate: WalletGateRow | null;
   /** The recipient's balance, in wei, when the operation asked for it. */
   recipientBalanceWei: bigint | undefined;
+  /**
+   * The agent's spending policy and what its transfers used of its windows (UTC day and month),
+   * counting earlier operations of the batch; null for an agent without one.
+   */
+  policy: { policy: AgentPolicy; usage: PolicyUsage["transfers"] } | null;
+  /** An operator froze every agent of the node. */
+  nodeFrozen: boolean;
   now: Date;
 };
+
+/**
+ * What a check answers when the agent's policy asks an operator's approval first: the action is
+ * stored `held` with the rule, nothing signed, and ends `expired` at `expiresAt` unless approved.
+ */
+export type Held = { held: { rule: string; expiresAt: Date } };
+
+/** A refusal, or a hold: the two ways a check stops an operation. */
+export type Stop = Refusal | Held;
+
+export function isHeld(stop: Stop): stop is Held {
+  return "held" in stop;
+}
 
 export type MoneyOperation = {
   actionId: string;
@@ -48,8 +69,13 @@ export type MoneyOperation = {
   gateWallet: string;
   /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
   readRecipientBalance?: boolean;
+  /**
+   * An operator approved this held action (its approval sealed in the enclave): the policy's
+   * approval rule no longer holds it; every other rule still applies.
+   */
+  approved: boolean;
   /** Null lets the operation go on. */
-  check: (facts: CheckFacts) => Refusal | null;
+  check: (facts: CheckFacts) => Stop | null;
   /** The enclave op that signs it: the sender's key, under that op's sealed budget. */
   signerOp: "signTransfer" | "signFaucet";
   /**
@@ -69,6 +95,8 @@ export type ExecuteOutcome =
   | { kind: "signed"; action: ActionRow }
   /** Refused, a decision about this request; the action is now `failed` with the refusal's code. */
   | { kind: "refused"; refusal: Refusal }
+  /** The agent's policy holds it for an operator's approval: stored `held`, nothing signed. */
+  | { kind: "held" }
   /**
    * Could not be done now for the service's own reasons (the signer or the chain, see
    * refusesThisRequest); nothing was signed and the action stays `requested` for a retry.

@@ -44,8 +44,9 @@ async function executeMoneyAction(
       fields: { ...refusal.fields, action_id: actionId },
     });
   }
-  if (outcome.kind === "busy") {
-    // Someone else is executing it: answer what is recorded now.
+  if (outcome.kind === "busy" || outcome.kind === "held") {
+    // Someone else is executing it, or the agent's policy held it (202 `held`, with its rule and
+    // expiry): answer what is recorded now.
     const current = await findAction(deps.db, claimed.agentId, actionId);
     if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
     return respondWithStoredAction(c, current);

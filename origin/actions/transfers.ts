@@ -5,6 +5,13 @@
  * the same limits again under its sealed policy; these checks exist to give the clear error.
  */
 import type { Handler } from "hono";
+import {
+  evaluateTransfer,
+  NO_AGENT_POLICY,
+  NO_USAGE,
+  type PolicyDecision,
+  type TransferRequest,
+} from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import {
   KEY_REFUSAL_DETAILS,
@@ -17,11 +24,12 @@ import { AppError } from "../errors.ts";
 import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
+import { policyDenied } from "../policy/refusal.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import { refusalDetailAmong } from "../signer/refusal-detail.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
-import type { MoneyOperation, Refusal } from "./operation.ts";
+import type { CheckFacts, MoneyOperation, Refusal } from "./operation.ts";
 import { runMoneyAction } from "./run-action.ts";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
@@ -72,10 +80,18 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
  */
 export function transferOperation(
   services: Pick<MoneyServices, "config">,
-  params: { actionId: string; agent: AuthenticatedAgent; to: string; amount: bigint },
+  params: {
+    actionId: string;
+    agent: Pick<AuthenticatedAgent, "agentId" | "assignedWallet" | "keyRef">;
+    to: string;
+    amount: bigint;
+    /** An operator approved this held transfer (holds.ts). */
+    approved?: boolean;
+  },
 ): MoneyOperation {
-  const { perTxLimitUnits, dailyLimitUnits } = services.config.transfers;
+  const { perTxLimitUnits, dailyLimitUnits, holdSeconds } = services.config.transfers;
   const { actionId, agent, to, amount } = params;
+  const approved = params.approved ?? false;
   const wallet = agent.assignedWallet.toLowerCase();
   return {
     actionId,
@@ -84,6 +100,7 @@ export function transferOperation(
     sender: { address: wallet, keyRef: agent.keyRef },
     to,
     valueUnits: amount,
+    approved,
     signerOp: "signTransfer",
     signerRefusal,
     gateWallet: wallet,
@@ -110,14 +127,37 @@ export function transferOperation(
             : `amount plus the maximum fee (${facts.costUnits} units) is over what remains of today's limit (${remaining} of ${dailyLimitUnits} units; the day is UTC)`,
         );
       }
+      // The agent's policy: a deny now, a hold only once nothing else refuses (deny wins).
+      const policy = policyDecision(facts, { to, costUnits: facts.costUnits }, approved);
+      if (policy?.decision === "deny") return policyDenied(policy);
       const available = facts.sender.balanceWei - facts.inFlightWei;
       if (available < facts.costWei) return insufficientFunds(facts.costWei, facts.costUnits, available);
       const gate = evaluateWalletGate(facts.gate, available - facts.costWei);
-      return gate
-        ? { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } }
-        : null;
+      if (gate)
+        return { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } };
+      if (policy?.decision === "hold") {
+        return { held: { rule: policy.rule, expiresAt: new Date(facts.now.getTime() + holdSeconds * 1000) } };
+      }
+      return null;
     },
   };
+}
+
+/** The transfer against the agent's policy and the node's freeze; null when neither bounds it. */
+function policyDecision(
+  facts: CheckFacts,
+  request: TransferRequest,
+  approved: boolean,
+): Exclude<PolicyDecision, { decision: "allow" }> | null {
+  if (!facts.policy && !facts.nodeFrozen) return null;
+  const usage = facts.policy?.usage ?? NO_USAGE.transfers;
+  const decision = evaluateTransfer(
+    facts.policy?.policy ?? NO_AGENT_POLICY,
+    { ...NO_USAGE, transfers: usage },
+    request,
+    { nodeFrozen: facts.nodeFrozen, approved },
+  );
+  return decision.decision === "allow" ? null : decision;
 }
 
 /**

@@ -37,6 +37,9 @@ export type ActionRow = {
   lastBroadcastError: string | null;
   /** Ended `failed` because the agent's filler took its nonce: that filler's action. */
   replacedByActionId: string | null;
+  /** A held action: the policy rule that held it, and when it expires unless approved or rejected. */
+  holdRule: string | null;
+  holdExpiresAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -125,6 +128,8 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
           errorMessage: null,
           lastBroadcastError: null,
           replacedByActionId: null,
+          holdRule: null,
+          holdExpiresAt: null,
           createdAt: toDate(row.created_at),
           updatedAt: toDate(row.updated_at),
         },
@@ -178,7 +183,8 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
   sql`select a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash, a.status,
         a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, t.fee_wei::text, a.signed_payload,
         coalesce(a.error_code, case when a.status = 'reverted' then 'reverted' end) as error_code,
-        a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.created_at, a.updated_at
+        a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.hold_rule, a.hold_expires_at,
+        a.created_at, a.updated_at
       from ${source} left join outgoing_transactions t on t.tx_id = a.tx_id ${where}`;
 
 /**
@@ -187,7 +193,8 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
  */
 export const storedActionColumns = sql`a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash,
   a.status, a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, null::text as fee_wei, a.signed_payload,
-  a.error_code, a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.created_at, a.updated_at`;
+  a.error_code, a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.hold_rule, a.hold_expires_at,
+  a.created_at, a.updated_at`;
 
 /** The columns selectAction returns. */
 const actionColumns = {
@@ -207,6 +214,8 @@ const actionColumns = {
   error_message: "text?",
   last_broadcast_error: "text?",
   replaced_by_action_id: "uuid?",
+  hold_rule: "text?",
+  hold_expires_at: "timestamptz?",
   created_at: "timestamptz",
   updated_at: "timestamptz",
 } as const;
@@ -266,6 +275,8 @@ function actionOf(row: ActionColumnsRow): ActionRow {
     errorMessage: row.error_message,
     lastBroadcastError: row.last_broadcast_error,
     replacedByActionId: row.replaced_by_action_id,
+    holdRule: row.hold_rule,
+    holdExpiresAt: row.hold_expires_at === null ? null : toDate(row.hold_expires_at),
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
   };

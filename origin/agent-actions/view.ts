@@ -18,6 +18,8 @@ export function actionView(action: ActionRow): ActionView {
     error_code: action.status === "failed" || action.status === "reverted" ? action.errorCode : null,
     last_broadcast_error: action.status === "submitted" ? action.lastBroadcastError : null,
     replaced_by: action.replacedByActionId,
+    rule: action.holdRule,
+    expires_at: action.status === "held" ? (action.holdExpiresAt?.toISOString() ?? null) : null,
     created_at: action.createdAt.toISOString(),
     updated_at: action.updatedAt.toISOString(),
   };

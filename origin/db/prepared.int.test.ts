@@ -9,13 +9,16 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { abandonStatement } from "../actions/abandon.ts";
+import { approvedStatement } from "../actions/approved.ts";
 import * as moneyBatch from "../actions/batch-store.ts";
+import { expireHoldsStatement } from "../agent-actions/holds.ts";
 import * as agentActions from "../agent-actions/repository.ts";
 import { OUTBOX_DOMAINS } from "../compose.ts";
 import { fillerClaimStatement, fillerStoreStatement } from "../outbox/fillers.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
 import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
+import { policyStatement } from "../policy/store.ts";
 import { reservedStatement } from "../x402/payee/reservations.ts";
 import { payerRevertsStatement } from "../x402/payee/revert-guard.ts";
 import * as settle from "../x402/payee/settle.ts";
@@ -33,6 +36,10 @@ function originStatements(): AnyStatement[] {
     agentActions.byIdStatement,
     agentActions.byKeysStatement,
     abandonStatement,
+    expireHoldsStatement,
+    approvedStatement,
+    policyStatement,
+
     moneyBatch.claimStatement,
     moneyBatch.factsStatement,
     moneyBatch.storeStatement,

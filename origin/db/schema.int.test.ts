@@ -54,6 +54,7 @@ describe("migrations and constraints", () => {
       [
         "agent_actions",
         "agent_identities",
+        "agent_policies",
         "agent_tokens",
         "funding_exception_changes",
         "funding_exceptions",
@@ -61,7 +62,9 @@ describe("migrations and constraints", () => {
         "identity_findings",
         "key_batches",
         "key_pool",
+        "node_policy",
         "outgoing_transactions",
+        "policy_changes",
         "registration_admissions",
         "registration_attempts",
         "registration_issued",
@@ -72,6 +75,7 @@ describe("migrations and constraints", () => {
         "sender_nonces",
         "transfer_daily_spend",
         "x402_daily_authorizations",
+        "x402_daily_payee_units",
         "x402_settlements",
       ].sort(),
     );

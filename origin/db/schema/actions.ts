@@ -49,6 +49,12 @@ export const agentActions = pgTable(
      * action that did, when it was one (docs/api.md#faucet-and-transfer-actions-states).
      */
     replacedByActionId: uuid("replaced_by_action_id"),
+    /**
+     * A held action (its agent's policy asks an operator's approval): the rule that held it, and
+     * when it ends `expired` if nobody approved or rejected it (docs/agents.md#holds).
+     */
+    holdRule: text("hold_rule"),
+    holdExpiresAt: timestamp("hold_expires_at", { withTimezone: true }),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
@@ -57,7 +63,7 @@ export const agentActions = pgTable(
     check("agent_actions_kind_enum", sql`${t.kind} IN ('faucet','transfer','x402','filler')`),
     check(
       "agent_actions_status_enum",
-      sql`${t.status} IN ('requested','signed','submitted','confirmed','failed','reverted')`,
+      sql`${t.status} IN ('requested','held','approved','rejected','expired','signed','submitted','confirmed','failed','reverted')`,
     ),
     check("agent_actions_amount_nonnegative", sql`${t.amountUnits} IS NULL OR ${t.amountUnits} >= 0`),
     // The faucet's cooldown and daily limit (actions/execute.ts readFacts): an agent's payouts
@@ -66,6 +72,9 @@ export const agentActions = pgTable(
       .on(t.agentId, t.signedAt)
       .where(sql`${t.kind} = 'faucet' AND ${t.signedAt} IS NOT NULL`),
     index("agent_actions_requested_idx").on(t.updatedAt).where(sql`${t.status} = 'requested'`),
+    // The holds' sweeps: approved actions to sign, held ones to expire.
+    index("agent_actions_approved_idx").on(t.updatedAt).where(sql`${t.status} = 'approved'`),
+    index("agent_actions_held_idx").on(t.holdExpiresAt).where(sql`${t.status} = 'held'`),
     index("agent_actions_tx_idx").on(t.txId),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
   ],
@@ -82,6 +91,8 @@ export const transferDailySpend = pgTable(
     agentId: uuid("agent_id").notNull(),
     day: date("day").notNull(),
     spentUnits: numeric("spent_units", { precision: 78, scale: 0 }).notNull(),
+    /** Transfers signed that day (fillers are not transfers): a policy's `daily_count`. */
+    transfers: integer("transfers").notNull().default(0),
   },
   (t) => [
     primaryKey({ name: "transfer_daily_spend_pk", columns: [t.agentId, t.day] }),
@@ -100,6 +111,8 @@ export const x402DailyAuthorizations = pgTable(
     agentId: uuid("agent_id").notNull(),
     day: date("day").notNull(),
     authorizations: integer("authorizations").notNull(),
+    /** What they authorized, in units: a policy's x402 `daily_units`. */
+    units: numeric("units", { precision: 78, scale: 0 }).notNull().default("0"),
   },
   (t) => [
     primaryKey({ name: "x402_daily_authorizations_pk", columns: [t.agentId, t.day] }),

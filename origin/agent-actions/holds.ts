@@ -1,0 +1,30 @@
+/**
+ * Held actions nobody decided in time (docs/agents.md#holds): a `held` action whose hold ran out
+ * ends `expired`, never signed; so does an `approved` x402 authorization the agent did not come
+ * back for before its quote's validity ran out (an approved transfer is signed by the origin at
+ * once, holds.ts in actions/). The transaction tracker runs the sweep on each of its sweeps.
+ */
+import { sql } from "drizzle-orm";
+import { preparedStatement, runPrepared } from "../db/prepared.ts";
+import type { OutboxDomains } from "../outbox/index.ts";
+
+export const expireHoldsStatement = preparedStatement<never>(
+  "tracker_expire_holds",
+  sql`update agent_actions set status = 'expired', updated_at = now()
+      where action_id in (
+        select action_id from agent_actions
+        where status = 'held' and hold_expires_at < now()
+        order by hold_expires_at limit 100 for update skip locked)
+        or action_id in (
+        select action_id from agent_actions
+        where status = 'approved' and kind = 'x402' and hold_expires_at < now()
+        order by updated_at limit 100 for update skip locked)
+      returning action_id`,
+).returns({ action_id: "uuid" });
+
+export const expireHoldsSweep: OutboxDomains["sweeps"][number] = {
+  name: "expire_held_actions",
+  async run(db) {
+    return (await runPrepared(db, expireHoldsStatement, {})).length;
+  },
+};
