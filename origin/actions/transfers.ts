@@ -7,6 +7,7 @@
 import type { Handler } from "hono";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import {
+  AGENT_POLICY_REFUSAL_DETAILS,
   KEY_REFUSAL_DETAILS,
   TRANSACTION_REFUSAL_DETAILS,
   TRANSFER_REFUSAL_DETAILS,
@@ -158,6 +159,7 @@ const SIGN_TRANSFER_DETAILS = [
   ...KEY_REFUSAL_DETAILS,
   ...TRANSACTION_REFUSAL_DETAILS,
   ...TRANSFER_REFUSAL_DETAILS,
+  ...AGENT_POLICY_REFUSAL_DETAILS,
 ];
 
 /**
@@ -182,6 +184,10 @@ function signerRefusal(failure: SignerFailure): Refusal | null {
     case "chain":
     case "gas_limit":
     case "fee_ceiling":
+      return null;
+    // issue 40: the origin's policy answer
+    case "policy_denied":
+    case "policy_held":
       return null;
     case undefined:
       return failure.code === "key_purpose_mismatch" ? keyUnavailable("wallet") : null;
