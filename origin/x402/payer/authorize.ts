@@ -94,7 +94,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
   const enclavePolicy = (failure: SignerFailure): PolicyFinding | null => {
     const detail = refusalDetailAmong(failure, SIGN_X402_AUTHORIZATION_DETAILS);
     // The enclave names the rule (shared/enclave-protocol.ts, the error's `rule`).
-    const rule = (failure as SignerFailure & { rule?: string }).rule ?? "policy";
+    const rule = failure.rule ?? "policy";
     if (detail === "policy_denied") return { decision: "deny", rule, remaining: "0" };
     if (detail === "policy_held") return { decision: "hold", rule, remaining: null };
     return null;
