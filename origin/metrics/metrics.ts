@@ -26,7 +26,7 @@ export type OriginMetrics = {
   /** Counts one refusal of a limiter tier. */
   readonly refused: RefusalCounter;
   /**
-   * Counts one decision of an agent's spending policy (docs/operations.md#metrics): allow, hold or
+   * Counts one decision of an agent's spending policy (docs/x402.md#many-sellers-the-node-ceiling-and-the-agents-policy): allow, hold or
    * deny, by the rule that decided (payee addresses folded out of the rule: bounded labels).
    */
   readonly policyDecided: (kind: "transfer" | "x402", decision: PolicyDecision) => void;

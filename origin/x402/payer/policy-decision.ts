@@ -1,5 +1,5 @@
 /**
- * The check call's x402 half (docs/api.md#spending-policy): what `POST /agent/v1/x402/authorize`
+ * The check call's x402 half (docs/x402.md#many-sellers-the-node-ceiling-and-the-agents-policy): what `POST /agent/v1/x402/authorize`
  * would decide of a quote, now, reserving nothing. The same entry choice and evaluation as
  * authorize (authorize-policy.ts, shared/agent-policy.ts); the node's own refusals of the quote
  * (its 422s, and its daily count's 429) answer "deny" with a `node.` rule named after the error
