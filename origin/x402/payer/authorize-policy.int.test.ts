@@ -14,11 +14,15 @@ import type {
   X402AuthorizeResponse,
   X402PaymentRequired,
 } from "../../../shared/gateway-schemas.ts";
-import { agentPolicySubject, heldActionSubject } from "../../../shared/operator-approval.ts";
+import {
+  agentPolicySubject,
+  heldActionSubject,
+  nodeFreezeSubject,
+} from "../../../shared/operator-approval.ts";
 import type { StackAgent } from "../../../testing/agent-factory.ts";
 import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
 import { queryRows } from "../../db/client.ts";
-import { readPolicyState, writeAgentPolicy } from "../../policy/store.ts";
+import { readPolicyState, writeAgentPolicy, writeNodeFrozen } from "../../policy/store.ts";
 import type { SignerClient } from "../../signer/types.ts";
 import { sealedCeiling } from "../setup.ts";
 import { createX402PolicyDecision } from "./policy-decision.ts";
@@ -409,5 +413,72 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     const rejected = await authorize(first.base, agent.token, body);
     expect(rejected.status).toBe(403);
     expect(errorOf(rejected)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+  });
+
+  it("an approval that comes after the quote's validity signs nothing: the repeat answers the hold's ending", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
+    // A quote valid 1 s: the hold ends with it.
+    const body = {
+      payment_required: {
+        ...quote(SELLER_A, 1_000n),
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 1 }],
+      },
+      nonce: newNonce(),
+    };
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    // Approved now, its hold's row kept from the tracker's sweep (which would end it `expired`
+    // first): the authorization's own validity is what must stop the signature.
+    await db().execute(
+      sql`update agent_actions set status = 'approved', hold_expires_at = now() + interval '1 hour'
+          where action_id = ${(held.body as ActionView).action_id}`,
+    );
+    const signedBefore = signRequests;
+    const late = await authorize(first.base, agent.token, body);
+    expect(late.status).toBe(403);
+    expect(errorOf(late)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+    expect(signRequests).toBe(signedBefore);
+  });
+
+  it("a frozen node refuses every agent's authorization, with or without a policy, naming node.frozen; unfreezing takes an operator", async () => {
+    const agent = await stack.newAgent();
+    const freeze = async (frozen: boolean) => {
+      const params: Record<string, unknown> = { frozen };
+      if (!frozen) params.operator = await operator.approve("set_node_frozen", nodeFreezeSubject(false));
+      expectOk(
+        await enclave.request(
+          "set_node_frozen",
+          params,
+          await mintFor(enclave, stack.enclave, "set_node_frozen", params),
+        ),
+      );
+      await writeNodeFrozen(
+        db(),
+        frozen,
+        frozen ? { by: "admin" } : { by: "operator", operatorKeyId: operator.keyId },
+      );
+    };
+    await freeze(true);
+    try {
+      const body = { payment_required: quote(PAIR, AMOUNT), nonce: newNonce() };
+      expect(await check(agent, body.payment_required)).toEqual({
+        decision: "deny",
+        rule: "node.frozen",
+        remaining: "0",
+      });
+      const signedBefore = signRequests;
+      const refused = await authorize(first.base, agent.token, body);
+      expect(refused.status).toBe(403);
+      expect(errorOf(refused)).toMatchObject({ code: "policy_denied", rule: "node.frozen" });
+      expect(signRequests).toBe(signedBefore);
+    } finally {
+      await freeze(false);
+    }
+    expect(
+      (await authorize(first.base, agent.token, { payment_required: quote(PAIR, AMOUNT), nonce: newNonce() }))
+        .status,
+    ).toBe(200);
   });
 });

@@ -181,6 +181,14 @@ export async function signActionOnce(
     if (approved && !held)
       throw new Error(`x402 action ${actionId} is approved without its held authorization`);
     const validBefore = held ? BigInt(held.validBefore) : params.validBefore();
+    // Approved after the quote's validity ran out (before the sweep ended it): it would pay for a
+    // quote the seller no longer honours, so it ends `expired` as the sweep would have ended it.
+    if (held && validBefore <= BigInt(Math.floor(params.now.getTime() / 1000))) {
+      await tx.execute(
+        sql`update agent_actions set status = 'expired', updated_at = now() where action_id = ${actionId}`,
+      );
+      return { kind: "ended", status: "expired" };
+    }
     // The lock: the day's row, made if it is the day's first (an upsert that changes nothing locks it).
     const [counted] = await queryRows<{ authorizations: number }>(
       tx,
