@@ -154,7 +154,7 @@ export type SignActionOnceParams = {
  * authorizations of one agent, on any origin, wait for each other there, so the gateway's count,
  * units and per-payee units hold exactly (the enclave's sealed counts are the hard bound). Under
  * that lock the agent's policy decides (deny wins, then hold, then allow); an allowed one counts
- * before the enclave is asked, and a refusal by the enclave gives all of it back.
+ * with its signature, before the lock is released, and one the enclave refused never counts.
  */
 export async function signActionOnce(
   db: Db,
@@ -202,33 +202,28 @@ export async function signActionOnce(
     if (decision && decision.decision !== "allow") {
       return holdOrDeny(tx, actionId, decision, { ...payment, validBefore: validBefore.toString() });
     }
-    const units = payment.amountUnits.toString();
-    await tx.execute(
-      sql`with counted as (
-            update x402_daily_authorizations
-            set authorizations = authorizations + 1, units = units + ${units}::numeric
-            where agent_id = ${agentId} and day = ${day}::date)
-          insert into x402_daily_payee_units as p (agent_id, day, pay_to, units)
-          values (${agentId}::uuid, ${day}::date, ${payment.payTo}, ${units}::numeric)
-          on conflict (agent_id, day, pay_to) do update set units = p.units + excluded.units`,
-    );
     const signed = await sign(validBefore);
     if (!signed.ok) {
-      await tx.execute(
-        sql`with given as (
-              update x402_daily_authorizations
-              set authorizations = authorizations - 1, units = units - ${units}::numeric
-              where agent_id = ${agentId} and day = ${day}::date)
-            update x402_daily_payee_units set units = units - ${units}::numeric
-            where agent_id = ${agentId} and day = ${day}::date and pay_to = ${payment.payTo}`,
-      );
+      // Nothing was counted yet: a refusal leaves the day's budgets as they were.
       const finding = params.enclavePolicy(signed.error);
       if (finding)
         return holdOrDeny(tx, actionId, finding, { ...payment, validBefore: validBefore.toString() });
       return { kind: "refused", failure: signed.error };
     }
+    // The signature counts in the day's count, units and the payee's units with the action's
+    // update, in one statement: the day's row stays locked until the commit, so no other
+    // authorization of the agent read the usage in between, and a refused one never counted.
+    const units = payment.amountUnits.toString();
     await tx.execute(
-      sql`update agent_actions
+      sql`with counted as (
+            update x402_daily_authorizations
+            set authorizations = authorizations + 1, units = units + ${units}::numeric
+            where agent_id = ${agentId} and day = ${day}::date),
+          payee as (
+            insert into x402_daily_payee_units as p (agent_id, day, pay_to, units)
+            values (${agentId}::uuid, ${day}::date, ${payment.payTo}, ${units}::numeric)
+            on conflict (agent_id, day, pay_to) do update set units = p.units + excluded.units)
+          update agent_actions
           set status = 'signed', signed_payload = ${JSON.stringify(signed.value)}::jsonb,
               signed_at = now(), updated_at = now()
           where action_id = ${actionId}`,
