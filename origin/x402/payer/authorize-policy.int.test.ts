@@ -329,10 +329,8 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
       rule: "x402.unknown_payee",
     });
     expect(signRequests).toBe(signedBefore + 1);
-    expect(await budgets(agent.agentId)).toEqual([
-      { kind: "day", pay_to: null, count: 0, units: "0" },
-      { kind: "payee", pay_to: SELLER_C, count: null, units: "0" },
-    ]);
+    // The enclave's refusal counted nothing.
+    expect(await budgets(agent.agentId)).toEqual([{ kind: "day", pay_to: null, count: 0, units: "0" }]);
 
     // The operator approves (the enclave's approve_held, by the authorization's nonce), and `npm run policy -- approve` marks it approved.
     const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
