@@ -49,6 +49,7 @@ import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
 import { createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
+import { createPolicyHandlers, transferCost } from "./policy/capability.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
@@ -121,12 +122,21 @@ export async function composeOrigin(
   // through to the 404 (docs/api.md#the-switches).
   if (config.gatewayEnabled) {
     const x402 = createX402Module(infra, node.refusals, runtimes?.x402);
+    const policy = createPolicyHandlers({
+      db: infra.database.db,
+      clock,
+      // issue 40: the enclave's set_agent_policy once the enclave half lands.
+      change: undefined,
+      transferCostUnits:
+        runtimes && config.features.transfers ? transferCost(runtimes.money.fees) : undefined,
+      x402Decision: undefined,
+    });
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
       createRegistrationModule(infra, node, keyPool.demand),
       createOpenApiModule(config.http.basePath),
-      createGatewayModule(infra, node, { ...money.writes, ...x402.writes }),
+      createGatewayModule(infra, node, { ...money.writes, ...x402.writes, policy }),
       // The demo resource and the facilitator: public, present when x402 is on.
       x402.capability,
     );
