@@ -42,6 +42,10 @@ export const LOCAL_POLICY: SignerPolicy = {
   // 20 USDC of settler fees a day, a fifth of its local float (dev/local-money.ts): at least
   // 20,000 settlements a day at the fee ceiling, and the most a compromised origin burns in one.
   settlerDailyFeeUnits: 20_000_000n,
+  // The node's x402 ceiling: 1 USDC per payment to any payee, so a local agent's policy can name
+  // any seller (docs/enclave.md#the-nodes-x402-ceiling); without a policy, the pair above alone.
+  x402MaxPerPaymentUnits: 1_000_000n,
+  x402Payees: null,
 };
 
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */

@@ -26,6 +26,8 @@ const policy: Policy = {
   x402ValidityMarginSeconds: 6,
   x402DailyLimit: 3,
   settlerDailyFeeUnits: 1_000_000_000n,
+  x402MaxPerPaymentUnits: null,
+  x402Payees: null,
 };
 const transfer = {
   sealedChainId: 77,

@@ -4,6 +4,7 @@
  * that hold even if the gateway is wrong or compromised. Pure functions: a refusal or null. Each
  * refusal names the bound that refused it (`detail`), so the origin maps it without reading text.
  */
+import type { NodePayee } from "../shared/agent-policy.ts";
 import type { EnclaveFailure, RefusalDetail } from "../shared/enclave-protocol.ts";
 import type { Policy, Treasury } from "./policy.ts";
 
@@ -180,14 +181,32 @@ export function checkSettlement(policy: Policy | null, input: SettlementCheck): 
   return null;
 }
 
+/**
+ * The node's x402 rule (docs/enclave.md#the-nodes-x402-ceiling): the sealed pair exactly, or, with
+ * a ceiling sealed, any payment up to it to a payee of its list (any payee when it has none). With
+ * no ceiling the refusals name the pair's part that differs, as before the ceiling existed.
+ */
 function checkX402Terms(policy: Policy, input: X402Terms): EnclaveFailure | null {
-  if (policy.x402AmountUnits === null || policy.x402PayTo === null) return NO_X402;
+  const pair = nodePayee(policy);
+  const ceiling = policy.x402MaxPerPaymentUnits;
+  if (pair === null && ceiling === null) return NO_X402;
   if (input.from.toLowerCase() === policy.operatorPool) return exceeded("payer not allowed", "x402_payer");
-  if (input.to.toLowerCase() !== policy.x402PayTo)
-    return exceeded("payTo differs from policy", "x402_pay_to");
-  if (input.valueUnits !== policy.x402AmountUnits)
-    return exceeded("amount differs from policy", "x402_amount");
-  return null;
+  const to = input.to.toLowerCase();
+  if (pair && to === pair.payTo && input.valueUnits === pair.amountUnits) return null;
+  if (ceiling !== null) {
+    if (input.valueUnits > ceiling) return exceeded("over the node's x402 ceiling", "x402_ceiling");
+    if (policy.x402Payees && !policy.x402Payees.has(to))
+      return exceeded("payee not on the node's x402 list", "x402_ceiling");
+    return null;
+  }
+  if (to !== pair!.payTo) return exceeded("payTo differs from policy", "x402_pay_to");
+  return exceeded("amount differs from policy", "x402_amount");
+}
+
+/** The sealed pair (x402 amount and payTo) as the agent policy's default payee, or null. */
+export function nodePayee(policy: Policy): NodePayee | null {
+  if (policy.x402AmountUnits === null || policy.x402PayTo === null) return null;
+  return { payTo: policy.x402PayTo, amountUnits: policy.x402AmountUnits };
 }
 
 /**
@@ -229,4 +248,9 @@ function checkCommon(policy: Policy, input: TransactionCheck): EnclaveFailure | 
 /** The UTC day of `date` as YYYY-MM-DD: daily limits reset at UTC midnight. */
 export function utcDay(date: Date): string {
   return date.toISOString().slice(0, 10);
+}
+
+/** The UTC month of `date` as YYYY-MM: an agent policy's monthly budget resets on its first day. */
+export function utcMonth(date: Date): string {
+  return date.toISOString().slice(0, 7);
 }

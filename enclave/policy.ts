@@ -25,6 +25,13 @@ export type Policy = {
    * filler it signs, rounded up to units): the most a compromised origin can burn of its float a day.
    */
   settlerDailyFeeUnits: bigint;
+  /**
+   * The node's x402 ceiling beside the sealed pair: the most one payment may be (null: no
+   * ceiling, the pair alone is paid), docs/enclave.md#the-nodes-x402-ceiling.
+   */
+  x402MaxPerPaymentUnits: bigint | null;
+  /** Lowercase payees the ceiling allows; null: any payee. */
+  x402Payees: ReadonlySet<string> | null;
 };
 
 /** What sign_faucet pays and how often (configure_treasury). */
@@ -59,6 +66,9 @@ export function policyFromWire(wire: WirePolicy): Policy {
     x402ValidityMarginSeconds: wire.x402_validity_margin_seconds,
     x402DailyLimit: wire.x402_daily_limit,
     settlerDailyFeeUnits: BigInt(wire.settler_daily_fee_units),
+    x402MaxPerPaymentUnits:
+      wire.x402_max_per_payment_units == null ? null : BigInt(wire.x402_max_per_payment_units),
+    x402Payees: wire.x402_payees ? new Set(wire.x402_payees.map((address) => address.toLowerCase())) : null,
   };
 }
 
@@ -76,5 +86,10 @@ export function policyToWire(policy: Policy): WirePolicy {
     x402_validity_margin_seconds: policy.x402ValidityMarginSeconds,
     x402_daily_limit: policy.x402DailyLimit,
     settler_daily_fee_units: policy.settlerDailyFeeUnits.toString(),
+    // Only when set: a node without a ceiling answers exactly what it answered before one existed.
+    ...(policy.x402MaxPerPaymentUnits === null
+      ? {}
+      : { x402_max_per_payment_units: policy.x402MaxPerPaymentUnits.toString() }),
+    ...(policy.x402Payees === null ? {} : { x402_payees: [...policy.x402Payees] }),
   };
 }

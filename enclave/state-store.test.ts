@@ -39,6 +39,8 @@ describe("StateStore (sealed, group commit)", () => {
       x402ValidityMarginSeconds: 6,
       x402DailyLimit: 1000,
       settlerDailyFeeUnits: 1_000_000_000n,
+      x402MaxPerPaymentUnits: null,
+      x402Payees: null,
     };
     const treasury = {
       faucetKeyRef: "ab".repeat(32),
@@ -84,7 +86,7 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.nonces).toEqual(store.state.nonces);
   });
 
-  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v4", async () => {
+  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v5", async () => {
     const v2Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -117,6 +119,8 @@ describe("StateStore (sealed, group commit)", () => {
       x402ValidityMarginSeconds: V2_POLICY_DEFAULTS.x402_validity_margin_seconds,
       x402DailyLimit: V2_POLICY_DEFAULTS.x402_daily_limit,
       settlerDailyFeeUnits: BigInt(V3_POLICY_DEFAULTS.settler_daily_fee_units),
+      x402MaxPerPaymentUnits: null,
+      x402Payees: null,
     });
     expect(store.state.treasury).toEqual({
       faucetKeyRef: "ab".repeat(32),
@@ -137,11 +141,11 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.counters.get("k")).toBe(3);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(4);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(5);
     await newest.slots.close();
   });
 
-  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v4", async () => {
+  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v5", async () => {
     const v3Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -194,6 +198,8 @@ describe("StateStore (sealed, group commit)", () => {
       x402ValidityMarginSeconds: 9,
       x402DailyLimit: 77,
       settlerDailyFeeUnits: BigInt(V3_POLICY_DEFAULTS.settler_daily_fee_units),
+      x402MaxPerPaymentUnits: null,
+      x402Payees: null,
     });
     expect(store.state).toMatchObject({
       policyVersion: 5,
@@ -219,7 +225,7 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.treasury).toEqual(store.state.treasury);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(4);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(5);
     await newest.slots.close();
   });
 

@@ -7,7 +7,9 @@
  * includes it is durable. Concurrent signers therefore share one fdatasync instead of queueing one
  * each, and no signature leaves the enclave before the spend it counts is on disk.
  */
+import { policyFromDocument } from "../shared/agent-policy.ts";
 import { encodeCbor } from "../shared/cbor-frame.ts";
+import type { AgentPolicyRecord } from "./agent-usage.ts";
 import { emptyNonceRecords, type NonceRecords } from "./nonce-record.ts";
 import { type Policy, policyFromWire, policyToWire, type Treasury } from "./policy.ts";
 import type { RecipientPayouts } from "./policy-checks.ts";
@@ -41,6 +43,22 @@ export type EnclaveState = {
   faucetPayouts: Map<string, RecipientPayouts>;
   /** The nonces each key signed a transaction and a filler at (nonce-record.ts). */
   nonces: NonceRecords;
+  /** Agent keys' spending policies and their usage (agent-usage.ts); only keys that had one. */
+  agentPolicies: Map<string, AgentPolicyRecord>;
+  /** Every agent key of the node is frozen (set_node_frozen). */
+  nodeFrozen: boolean;
+  /** Enrolled operator keys by id (enroll_operator_key). */
+  operatorKeys: Map<string, OperatorKeyRecord>;
+  /** Approved held actions not yet signed: subject (heldActionSubject) → when it lapses, in ms. */
+  heldApprovals: Map<string, number>;
+};
+
+export type OperatorKeyRecord = {
+  /** 0x04 ‖ X ‖ Y, P-256. */
+  publicKey: string;
+  label: string | null;
+  /** The last counter of an approval accepted from this key (0: none yet); the next must exceed it. */
+  lastCounter: number;
 };
 
 type Waiter = { resolve: () => void; reject: (error: Error) => void };
@@ -112,6 +130,10 @@ function emptyState(): EnclaveState {
     x402Daily: { day: "", signed: new Map() },
     faucetPayouts: new Map(),
     nonces: emptyNonceRecords(),
+    agentPolicies: new Map(),
+    nodeFrozen: false,
+    operatorKeys: new Map(),
+    heldApprovals: new Map(),
   };
 }
 
@@ -161,13 +183,50 @@ function fromPersisted(data: Persisted): EnclaveState {
         ]),
       ),
     },
+    agentPolicies: new Map(
+      Object.entries(data.agent_policies).map(([keyRef, record]): [string, AgentPolicyRecord] => [
+        keyRef,
+        {
+          document: record.policy,
+          policy: record.policy ? policyFromDocument(record.policy) : null,
+          version: record.version,
+          usage: {
+            day: record.usage.day,
+            month: record.usage.month,
+            transfers: {
+              dayUnits: BigInt(record.usage.transfers.day_units),
+              monthUnits: BigInt(record.usage.transfers.month_units),
+              dayCount: record.usage.transfers.day_count,
+            },
+            x402: {
+              dayUnits: BigInt(record.usage.x402.day_units),
+              dayCount: record.usage.x402.day_count,
+              payeeDayUnits: new Map(
+                Object.entries(record.usage.x402.payees).map(([payee, units]) => [
+                  payee.toLowerCase(),
+                  BigInt(units),
+                ]),
+              ),
+            },
+          },
+        },
+      ]),
+    ),
+    nodeFrozen: data.node_frozen,
+    operatorKeys: new Map(
+      Object.entries(data.operator_keys).map(([keyId, key]) => [
+        keyId,
+        { publicKey: key.public_key, label: key.label, lastCounter: key.counter },
+      ]),
+    ),
+    heldApprovals: new Map(Object.entries(data.held_approvals)),
   };
 }
 
 function toPersisted(state: EnclaveState): Persisted {
   const { treasury } = state;
   return {
-    v: 4,
+    v: 5,
     counters: Object.fromEntries(state.counters),
     policy: state.policy ? policyToWire(state.policy) : null,
     policy_version: state.policyVersion,
@@ -206,5 +265,38 @@ function toPersisted(state: EnclaveState): Persisted {
         ]),
       ),
     },
+    agent_policies: Object.fromEntries(
+      [...state.agentPolicies].map(([keyRef, record]) => [
+        keyRef,
+        {
+          policy: record.document,
+          version: record.version,
+          usage: {
+            day: record.usage.day,
+            month: record.usage.month,
+            transfers: {
+              day_units: record.usage.transfers.dayUnits.toString(),
+              month_units: record.usage.transfers.monthUnits.toString(),
+              day_count: record.usage.transfers.dayCount,
+            },
+            x402: {
+              day_units: record.usage.x402.dayUnits.toString(),
+              day_count: record.usage.x402.dayCount,
+              payees: Object.fromEntries(
+                [...record.usage.x402.payeeDayUnits].map(([payee, units]) => [payee, units.toString()]),
+              ),
+            },
+          },
+        },
+      ]),
+    ),
+    node_frozen: state.nodeFrozen,
+    operator_keys: Object.fromEntries(
+      [...state.operatorKeys].map(([keyId, key]) => [
+        keyId,
+        { public_key: key.publicKey, label: key.label, counter: key.lastCounter },
+      ]),
+    ),
+    held_approvals: Object.fromEntries(state.heldApprovals),
   };
 }

@@ -1,14 +1,18 @@
 /**
- * The sealed state's on-disk versions: the current one (v4), and the older ones this enclave still
+ * The sealed state's on-disk versions: the current one (v5), and the older ones this enclave still
  * opens, each migrated in memory to the current one (written as it at the next commit). A state is
  * CBOR in wire form: decimal strings for amounts, snake_case names.
  */
 import { z } from "zod";
+import { agentPolicySchema } from "../shared/agent-policy.ts";
 import { decodeCbor } from "../shared/cbor-frame.ts";
 import {
   addressSchema,
+  hex32Schema,
   keyRefSchema,
   MAX_FAUCET_COOLDOWN_MS,
+  OPERATOR_KEY_ID_PATTERN,
+  p256PublicKeySchema,
   policySchema,
   uintStringSchema,
 } from "../shared/enclave-ops.ts";
@@ -72,7 +76,7 @@ type PersistedV3 = z.infer<typeof persistedV3Schema>;
 
 // v4: the policy's settler fee budget of the day (the settler's fees count in `daily`, under its
 // key), and the nonces each key signed a transaction or a filler at (nonce-record.ts).
-export const persistedSchema = persistedV3Schema.extend({
+const persistedV4Schema = persistedV3Schema.extend({
   v: z.literal(4),
   policy: policySchema.nullable(),
   signed_nonces: z.object({
@@ -89,6 +93,45 @@ export const persistedSchema = persistedV3Schema.extend({
       ]),
     ),
   }),
+});
+type PersistedV4 = z.infer<typeof persistedV4Schema>;
+
+const countSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+
+// v5: the agent policies per key (document, version, usage of the day and month), the node's
+// freeze, the enrolled operator keys with the last counter each signed, and the approvals of held
+// actions not yet used (docs/enclave.md#agent-policies-operator-keys-and-approvals). A key without
+// a policy has no entry, so a node without agent policies writes what v4 wrote and four empty fields.
+export const persistedSchema = persistedV4Schema.extend({
+  v: z.literal(5),
+  agent_policies: z.record(
+    keyRefSchema,
+    z.object({
+      policy: agentPolicySchema.nullable(),
+      version: countSchema,
+      usage: z.object({
+        day: z.string(),
+        month: z.string(),
+        transfers: z.object({
+          day_units: uintStringSchema,
+          month_units: uintStringSchema,
+          day_count: countSchema,
+        }),
+        x402: z.object({
+          day_units: uintStringSchema,
+          day_count: countSchema,
+          payees: z.record(addressSchema, uintStringSchema),
+        }),
+      }),
+    }),
+  ),
+  node_frozen: z.boolean(),
+  operator_keys: z.record(
+    z.string().regex(OPERATOR_KEY_ID_PATTERN),
+    z.object({ public_key: p256PublicKeySchema, label: z.string().nullable(), counter: countSchema }),
+  ),
+  /** Approval subject → when it lapses (ms of the enclave's clock). */
+  held_approvals: z.record(hex32Schema, countSchema),
 });
 export type Persisted = z.infer<typeof persistedSchema>;
 
@@ -129,7 +172,7 @@ function migrateV2(data: z.infer<typeof persistedV2Schema>): PersistedV3 {
  * A v3 state as v4: the policy with V3_POLICY_DEFAULTS, and an empty nonce record. The nonces
  * signed before the upgrade are not known, so a filler at one of them is refused.
  */
-function migrateV3(data: PersistedV3): Persisted {
+function migrateV3(data: PersistedV3): PersistedV4 {
   return {
     ...data,
     v: 4,
@@ -138,14 +181,24 @@ function migrateV3(data: PersistedV3): Persisted {
   };
 }
 
+/**
+ * A v4 state as v5: no agent policies, the node not frozen, no operator keys, no approvals, which is
+ * exactly how a v4 enclave signed (it had none of them).
+ */
+function migrateV4(data: PersistedV4): Persisted {
+  return { ...data, v: 5, agent_policies: {}, node_frozen: false, operator_keys: {}, held_approvals: {} };
+}
+
 /** The state a sealed plaintext holds, from any version this enclave reads, as the current one. */
 export function parsePersisted(plaintext: Uint8Array): Persisted {
   const value = decodeCbor(plaintext);
   const current = persistedSchema.safeParse(value);
   if (current.success) return current.data;
+  const v4 = persistedV4Schema.safeParse(value);
+  if (v4.success) return migrateV4(v4.data);
   const v3 = persistedV3Schema.safeParse(value);
-  if (v3.success) return migrateV3(v3.data);
+  if (v3.success) return migrateV4(migrateV3(v3.data));
   const v2 = persistedV2Schema.safeParse(value);
-  if (v2.success) return migrateV3(migrateV2(v2.data));
+  if (v2.success) return migrateV4(migrateV3(migrateV2(v2.data)));
   throw new SealError("state does not parse");
 }

@@ -77,6 +77,8 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
       policy: null,
       treasury: null,
       settler: null,
+      node_frozen: false,
+      operator_keys: [],
     });
     expect(table.stdout).toMatch(/settler +none configured/);
   });
@@ -250,6 +252,39 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     expect(await sealed()).toMatchObject({ policy: { settler_daily_fee_units: "5000000" } });
     const shown = await cli(["show"]);
     expect(shown.stdout).toMatch(/settler_daily_fee_units +5000000\n/);
+  });
+
+  it("seals the node's x402 ceiling and its payees, shows them, and clears them with none and any", async () => {
+    const payee = "0x4444444444444444444444444444444444444444";
+    const run = await cli([
+      "apply",
+      "--policy-key",
+      policyKey,
+      "--x402-max-per-payment",
+      "1000000",
+      "--x402-payees",
+      payee,
+    ]);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toMatch(/x402_max_per_payment_units +none \(the x402 pair alone\) +1000000 +\*\n/);
+    expect(await sealed()).toMatchObject({
+      policy: { x402_max_per_payment_units: "1000000", x402_payees: [payee] },
+    });
+    const shown = await cli(["show"]);
+    expect(shown.stdout).toMatch(new RegExp(`x402_payees +${payee}\n`));
+    const cleared = await cli([
+      "apply",
+      "--policy-key",
+      policyKey,
+      "--x402-max-per-payment",
+      "none",
+      "--x402-payees",
+      "any",
+    ]);
+    expect(cleared.stderr).toBe("");
+    const policy = ((await sealed()) as { policy: Record<string, unknown> }).policy;
+    expect(policy.x402_max_per_payment_units).toBeUndefined();
+    expect(policy.x402_payees).toBeUndefined();
   });
 
   it("configures the treasury and its payout terms with the policy key, keeps unnamed terms, and refuses a bad flag with exit 2", async () => {

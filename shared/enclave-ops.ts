@@ -192,6 +192,14 @@ export const policySchema = z.strictObject({
    * gas, rounded up to units) of every settlement and filler it signs that day.
    */
   settler_daily_fee_units: uintStringSchema,
+  /**
+   * The node's x402 ceiling (docs/enclave.md#the-nodes-x402-ceiling): beside the sealed pair, a
+   * payment of at most this many units may be signed, to any payee of `x402_payees`. null or
+   * absent: no ceiling, only the pair. Optional so older callers and sealed states still parse.
+   */
+  x402_max_per_payment_units: uintStringSchema.nullable().optional(),
+  /** The payees the ceiling allows; null or absent: any payee (but the operator pool's payer rule holds). */
+  x402_payees: z.array(addressSchema).max(10_000).nullable().optional(),
 });
 export type WirePolicy = z.infer<typeof policySchema>;
 export const configurePolicyParams = policySchema;
@@ -226,6 +234,12 @@ export const getPolicyResult = z.object({
   treasury: treasuryStatusSchema.nullable(),
   /** The x402 settler key, once configure_settler made it. */
   settler: settlerStatusSchema.nullable(),
+  /** An operator froze every agent key of the node (set_node_frozen). */
+  node_frozen: z.boolean(),
+  /** The enrolled operator keys (enroll_operator_key): public halves only. */
+  operator_keys: z.array(
+    z.object({ key_id: z.string(), public_key: z.string(), label: z.string().nullable() }),
+  ),
 });
 export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 
@@ -260,6 +274,11 @@ export const signTransactionParams = z.strictObject({
   max_fee_per_gas: uintStringSchema,
   max_priority_fee_per_gas: uintStringSchema,
   gas_limit: uintStringSchema,
+  /**
+   * sign_transfer: the action this transfer is of (the origin's action id), so an operator's
+   * approval of that held action (approve_held) applies to it alone. sign_faucet ignores it.
+   */
+  action_id: z.string().uuid().optional(),
 });
 export const signTransactionResult = z.object({ raw_transaction: hexDataSchema, tx_hash: hex32Schema });
 
@@ -336,6 +355,115 @@ export const capabilityCounterParams = z.strictObject({
 });
 export const capabilityCounterResult = z.object({ next_counter: z.number().int().positive() });
 
+/** An enrolled operator key's id: short, printable, no spaces. */
+export const OPERATOR_KEY_ID_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * An operator approval on the wire (shared/operator-approval.ts builds what it signs), as the ops
+ * that loosen, unfreeze or approve carry it in `operator`.
+ */
+export const operatorApprovalSchema = z.strictObject({
+  key_id: z.string().regex(OPERATOR_KEY_ID_PATTERN),
+  counter: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  /** Unix seconds. */
+  expires_at: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  /** IEEE-P1363 r‖s, 64 bytes. */
+  signature: z.string().regex(/^0x[0-9a-f]{128}$/),
+});
+export type WireOperatorApproval = z.infer<typeof operatorApprovalSchema>;
+
+/** An uncompressed P-256 public key: 0x04 ‖ X ‖ Y (65 bytes). */
+export const p256PublicKeySchema = z.string().regex(/^0x04[0-9a-f]{128}$/);
+const operatorKeyIdSchema = z.string().regex(OPERATOR_KEY_ID_PATTERN);
+
+/**
+ * An agent policy document on the wire. The enclave parses it with shared/agent-policy.ts's
+ * agentPolicySchema in the op (a document that does not parse is `malformed`); here it is only an
+ * object, since that module builds on this one's address and amount schemas.
+ */
+const agentPolicyDocumentWire = z.record(z.string(), z.unknown());
+
+/**
+ * enroll_operator_key (policy tier): a P-256 key whose signatures approve what loosens an agent's
+ * policy, unfreezes the node or approves a held action. An id is enrolled once (re-enrolling it
+ * with another key is malformed; with the same key, idempotent).
+ */
+export const enrollOperatorKeyParams = z.strictObject({
+  key_id: operatorKeyIdSchema,
+  public_key: p256PublicKeySchema,
+  label: z.string().max(128).optional(),
+});
+export const enrollOperatorKeyResult = z.object({
+  key_id: operatorKeyIdSchema,
+  public_key: p256PublicKeySchema,
+});
+
+/**
+ * set_agent_policy (admin tier): an agent-transfer key's spending policy, or null for none. What
+ * loosens the key's current policy needs `operator`, an approval of agentPolicySubject(key_ref, policy).
+ */
+export const setAgentPolicyParams = z.strictObject({
+  key_ref: keyRefSchema,
+  policy: agentPolicyDocumentWire.nullable(),
+  operator: operatorApprovalSchema.optional(),
+});
+export const setAgentPolicyResult = z.object({
+  key_ref: keyRefSchema,
+  policy: agentPolicyDocumentWire.nullable(),
+  /** Per key: +1 on every accepted change. */
+  version: z.number().int().nonnegative(),
+});
+
+/** set_node_frozen (admin tier): freezing needs the admin capability alone, unfreezing an operator too. */
+export const setNodeFrozenParams = z.strictObject({
+  frozen: z.boolean(),
+  operator: operatorApprovalSchema.optional(),
+});
+export const setNodeFrozenResult = z.object({ frozen: z.boolean() });
+
+/** The longest an approval of a held action waits to be used. */
+export const MAX_HELD_APPROVAL_SECONDS = 7 * 86_400;
+
+/**
+ * approve_held (admin tier, with an operator approval of heldActionSubject): the enclave will sign
+ * that one held action once, until `expires_at` (unix seconds, at most 7 days ahead).
+ */
+export const approveHeldParams = z.strictObject({
+  key_ref: keyRefSchema,
+  kind: z.enum(["transfer", "x402"]),
+  /** The transfer's action id (uuid) or the x402 authorization's nonce (hex32), by `kind`. */
+  ref: z.string().min(1).max(66),
+  to: addressSchema,
+  value_units: uintStringSchema,
+  expires_at: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  operator: operatorApprovalSchema,
+});
+export const approveHeldResult = z.object({ approval: hex32Schema });
+
+/** get_agent_policy (no capability): a key's policy, its version, what it used, and the node's freeze. */
+export const getAgentPolicyParams = z.strictObject({ key_ref: keyRefSchema });
+export const getAgentPolicyResult = z.object({
+  key_ref: keyRefSchema,
+  policy: agentPolicyDocumentWire.nullable(),
+  version: z.number().int().nonnegative(),
+  usage: z.object({
+    /** The enclave's UTC day and month the figures are of. */
+    day: z.string(),
+    month: z.string(),
+    transfers: z.object({
+      day_units: uintStringSchema,
+      month_units: uintStringSchema,
+      day_count: z.number().int().nonnegative(),
+    }),
+    x402: z.object({
+      day_units: uintStringSchema,
+      day_count: z.number().int().nonnegative(),
+      payees: z.record(z.string(), uintStringSchema),
+    }),
+  }),
+  node_frozen: z.boolean(),
+});
+
 /** Params and result schema of each op, keyed by op name. */
 export const ENCLAVE_OP_SCHEMAS = {
   generate_keys: { params: generateKeysParams, result: generateKeysResult },
@@ -357,6 +485,11 @@ export const ENCLAVE_OP_SCHEMAS = {
   sign_filler: { params: signFillerParams, result: signFillerResult },
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
   get_policy: { params: getPolicyParams, result: getPolicyResult },
+  enroll_operator_key: { params: enrollOperatorKeyParams, result: enrollOperatorKeyResult },
+  set_agent_policy: { params: setAgentPolicyParams, result: setAgentPolicyResult },
+  set_node_frozen: { params: setNodeFrozenParams, result: setNodeFrozenResult },
+  approve_held: { params: approveHeldParams, result: approveHeldResult },
+  get_agent_policy: { params: getAgentPolicyParams, result: getAgentPolicyResult },
 } as const;
 
 export type EnclaveOpSchemas = typeof ENCLAVE_OP_SCHEMAS;

@@ -73,6 +73,11 @@ export const X402_AUTHORIZATION_REFUSAL_DETAILS = [
   "x402_validity",
   /** The sealed per-key count of x402 authorizations of one UTC day. */
   "x402_daily",
+  /**
+   * The node's sealed x402 ceiling: a payment that is not the sealed pair, over the most one
+   * payment may be, or to a payee off the node's list.
+   */
+  "x402_ceiling",
 ] as const;
 export type X402AuthorizationRefusalDetail = (typeof X402_AUTHORIZATION_REFUSAL_DETAILS)[number];
 
@@ -99,6 +104,35 @@ export const FILLER_REFUSAL_DETAILS = [
 ] as const;
 export type FillerRefusalDetail = (typeof FILLER_REFUSAL_DETAILS)[number];
 
+/**
+ * An agent key's own spending policy, re-checked on every signature of that key
+ * (docs/enclave.md#agent-policies-operator-keys-and-approvals); `rule` beside the detail names the
+ * policy's field that decided (`transfers.daily_units`, `node.frozen`).
+ */
+export const AGENT_POLICY_REFUSAL_DETAILS = [
+  /** The policy (or the frozen node) refuses the request outright. */
+  "policy_denied",
+  /** The request needs an operator's approval of this very action first (approve_held). */
+  "policy_held",
+] as const;
+export type AgentPolicyRefusalDetail = (typeof AGENT_POLICY_REFUSAL_DETAILS)[number];
+
+/**
+ * An operator approval, on the ops that change agent policies, the node's freeze or held actions
+ * (`capability_rejected` with one of these, so the caller knows which part to fix).
+ */
+export const OPERATOR_REFUSAL_DETAILS = [
+  /** The change loosens, unfreezes or approves, and carries no operator approval. */
+  "operator_required",
+  /** No enrolled key of that id, or its signature is not over this very change. */
+  "operator_signature",
+  /** The approval's counter is not above the last accepted one of its key. */
+  "operator_replay",
+  /** The approval has expired, or expires too far ahead of the enclave's clock. */
+  "operator_expired",
+] as const;
+export type OperatorRefusalDetail = (typeof OPERATOR_REFUSAL_DETAILS)[number];
+
 /** The key itself, whatever the op that signs with it. */
 export const KEY_REFUSAL_DETAILS = [
   /** The key's address is not the `from` the caller named (the identity's wallet, the treasury). */
@@ -115,6 +149,8 @@ export const REFUSAL_DETAILS = [
   ...SETTLEMENT_REFUSAL_DETAILS,
   ...FILLER_REFUSAL_DETAILS,
   ...KEY_REFUSAL_DETAILS,
+  ...AGENT_POLICY_REFUSAL_DETAILS,
+  ...OPERATOR_REFUSAL_DETAILS,
 ] as const;
 export type RefusalDetail =
   | TransferRefusalDetail
@@ -123,7 +159,9 @@ export type RefusalDetail =
   | X402AuthorizationRefusalDetail
   | SettlementRefusalDetail
   | FillerRefusalDetail
-  | KeyRefusalDetail;
+  | KeyRefusalDetail
+  | AgentPolicyRefusalDetail
+  | OperatorRefusalDetail;
 
 /**
  * Ops that need a capability, with their tier (docs/enclave.md, "Keys and where production keeps them"). The
@@ -136,6 +174,12 @@ export const PRIVILEGED_OP_SCOPE = {
   configure_treasury: "policy",
   configure_policy: "policy",
   configure_settler: "policy",
+  enroll_operator_key: "policy",
+  // Admin tier: the origin may tighten alone; what loosens also needs an operator's approval,
+  // which the op carries and the enclave verifies (shared/operator-approval.ts).
+  set_agent_policy: "admin",
+  set_node_frozen: "admin",
+  approve_held: "admin",
   restore_backup: "recovery",
   load_recovery_key: "recovery",
 } as const;
@@ -165,6 +209,7 @@ export const UNPRIVILEGED_OPS = [
   "sign_filler",
   "capability_counter",
   "get_policy",
+  "get_agent_policy",
 ] as const;
 export type UnprivilegedOp = (typeof UNPRIVILEGED_OPS)[number];
 
@@ -211,6 +256,8 @@ export const errorBodySchema = z.object({
   reason: z.string().optional(),
   // A detail this side does not know (a newer enclave) reads as none, never as a malformed reply.
   detail: z.enum(REFUSAL_DETAILS).optional().catch(undefined),
+  /** An agent policy's rule that decided (with policy_denied, policy_held, operator_required). */
+  rule: z.string().max(200).optional().catch(undefined),
 });
 
 export const responseSchema = z.discriminatedUnion("ok", [
@@ -229,4 +276,10 @@ export const responseSchema = z.discriminatedUnion("ok", [
 ]);
 export type EnclaveResponse = z.infer<typeof responseSchema>;
 
-export type EnclaveFailure = { code: EnclaveErrorCode; reason: string; detail?: RefusalDetail };
+export type EnclaveFailure = {
+  code: EnclaveErrorCode;
+  reason: string;
+  detail?: RefusalDetail;
+  /** The agent policy's rule behind a policy or operator refusal, as shared/agent-policy.ts names it. */
+  rule?: string;
+};

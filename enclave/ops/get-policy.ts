@@ -12,7 +12,7 @@ import { utcDay } from "../policy-checks.ts";
 import type { OpHandler } from "./handler.ts";
 
 export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
-  const { policy, policyVersion, treasury, settlerKeyRef } = ctx.state.state;
+  const { policy, policyVersion, treasury, settlerKeyRef, nodeFrozen, operatorKeys } = ctx.state.state;
   const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
   const settlerKey = settlerKeyRef ? ctx.keystore.get(settlerKeyRef) : undefined;
   return succeed({
@@ -39,5 +39,11 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
           fee_spent_today_units: spentToday(ctx.state.state, settlerKey.keyRef, utcDay(ctx.now())).toString(),
         }
       : null,
+    node_frozen: nodeFrozen,
+    operator_keys: [...operatorKeys].map(([keyId, key]) => ({
+      key_id: keyId,
+      public_key: key.publicKey,
+      label: key.label,
+    })),
   });
 };

@@ -1,5 +1,6 @@
 /** The op table: every op of the enclave protocol to its handler. */
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
+import { getAgentPolicy, setAgentPolicy } from "./agent-policy.ts";
 import {
   exportBackup,
   getSealedIdentity,
@@ -14,6 +15,7 @@ import { generateKeys } from "./generate-keys.ts";
 import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
+import { approveHeld, enrollOperatorKey, setNodeFrozen } from "./operator.ts";
 import { signFiller } from "./sign-filler.ts";
 import { signSettlement } from "./sign-settlement.ts";
 import { signFaucet, signTransfer } from "./sign-transaction.ts";
@@ -39,4 +41,9 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   sign_filler: signFiller,
   capability_counter: capabilityCounter,
   get_policy: getPolicy,
+  enroll_operator_key: enrollOperatorKey,
+  set_agent_policy: setAgentPolicy,
+  set_node_frozen: setNodeFrozen,
+  approve_held: approveHeld,
+  get_agent_policy: getAgentPolicy,
 };

@@ -6,18 +6,21 @@
  * key at, and once per key and nonce (docs/enclave.md#fillers-and-the-nonce-record), so fillers add
  * no transaction to the chain beyond those already counted. What it costs is its fee, under the
  * sealed ceiling and counted as the key's other transactions count theirs (an agent key's daily
- * limit, the treasury's budget, the settler's fee budget of the day), so a compromised origin can
- * burn no more than the limits it already has.
+ * limit, the treasury's budget, the settler's fee budget of the day; an agent key with a policy,
+ * that policy's transfer units of the day and month too), so a compromised origin can burn no more
+ * than the limits it already has. A filler is never held nor frozen: it moves nothing.
  */
 
 import type { EnclaveFailure } from "../../shared/enclave-protocol.ts";
 import { costUnits, maxFeeWei } from "../../shared/fees.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { err } from "../../shared/result.ts";
+import { fillerRefusal } from "../agent-policy-checks.ts";
+import { countTransfer, usageOn } from "../agent-usage.ts";
 import { countSpend, spentToday } from "../daily-spend.ts";
-import { fillerRefusal, recordFilledNonce } from "../nonce-record.ts";
+import { fillerRefusal as nonceRefusalOf, recordFilledNonce } from "../nonce-record.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
-import { checkKeyBinding, checkSettlerFeeBudget, utcDay } from "../policy-checks.ts";
+import { checkKeyBinding, checkSettlerFeeBudget, utcDay, utcMonth } from "../policy-checks.ts";
 import { prepareTransfer, signPrepared } from "../transaction.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -42,7 +45,7 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   if (BigInt(params.nonce) > BigInt(Number.MAX_SAFE_INTEGER))
     return refuse("malformed", "nonce out of range");
   const nonce = Number(params.nonce);
-  const nonceRefusal = fillerRefusal(state.nonces, key.keyRef, nonce);
+  const nonceRefusal = nonceRefusalOf(state.nonces, key.keyRef, nonce);
   if (nonceRefusal === "filler_nonce") {
     return exceeded("no transaction of this key was signed at this nonce", "filler_nonce");
   }
@@ -52,10 +55,17 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   const fee = { gasLimit: FILLER_GAS, maxFeePerGas: BigInt(params.max_fee_per_gas) };
   if (maxFeeWei(fee) > policy.feeCeilingWei) return exceeded("fee above the policy ceiling", "fee_ceiling");
   const units = costUnits({ ...fee, valueUnits: 0n });
-  const today = utcDay(ctx.now());
+  const now = ctx.now();
+  const today = utcDay(now);
   const spent = spentToday(state, key.keyRef, today);
   if (key.namespace === "agent-transfer" && spent + units > policy.dailyLimitUnits) {
     return exceeded("over the daily limit", "daily");
+  }
+  const at = { day: today, month: utcMonth(now) };
+  const agent = key.namespace === "agent-transfer" ? state.agentPolicies.get(key.keyRef) : undefined;
+  if (agent?.policy) {
+    const refusal = fillerRefusal(agent.policy, usageOn(agent.usage, at.day, at.month), units);
+    if (refusal) return err(refusal);
   }
   if (key.namespace === "faucet" && state.treasury!.spentUnits + units > state.treasury!.budgetUnits) {
     return exceeded("over the faucet budget", "faucet_budget");
@@ -79,6 +89,8 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
     if (key.namespace === "faucet" && next.treasury) next.treasury.spentUnits += units;
     else countSpend(next, key.keyRef, today, units);
     recordFilledNonce(next.nonces, key.keyRef, nonce);
+    const counted = key.namespace === "agent-transfer" ? next.agentPolicies.get(key.keyRef) : undefined;
+    if (counted?.policy) countTransfer(counted.usage, at, units, false);
   });
   const tx = signPrepared(key.privateKey, prepared);
   return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });

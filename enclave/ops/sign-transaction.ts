@@ -1,5 +1,6 @@
 /**
- * sign_transfer (agent-transfer keys, per-tx and daily limits) and sign_faucet (the configured
+ * sign_transfer (agent-transfer keys, per-tx and daily limits, the node's freeze and the key's own
+ * agent policy with the approval of a held transfer) and sign_faucet (the configured
  * faucet key, the sealed payout terms and budget). Order: key and its binding to `from`, fields
  * (serialized before anything else), policy, durable spend reservation (with the nonce signed at,
  * for sign_filler), signature. The spend is on disk before the signature exists, so a crash can
@@ -7,14 +8,18 @@
  * the maximum fee, computed by shared/fees.ts as the origin computes it.
  */
 import type { Address } from "viem";
+import { evaluateTransfer } from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { WireParams } from "../../shared/enclave-ops.ts";
 import { costUnits, type FeeFields, maxFeeWei } from "../../shared/fees.ts";
+import { heldActionSubject } from "../../shared/operator-approval.ts";
 import { err } from "../../shared/result.ts";
+import { approvalHeld, decisionRefusal, NODE_FROZEN, pruneHeldApprovals } from "../agent-policy-checks.ts";
+import { countTransfer, usageOn } from "../agent-usage.ts";
 import { recordSignedNonce } from "../nonce-record.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
 import type { FaucetTerms } from "../policy.ts";
-import { checkFaucet, checkKeyBinding, checkTransfer, utcDay } from "../policy-checks.ts";
+import { checkFaucet, checkKeyBinding, checkTransfer, utcDay, utcMonth } from "../policy-checks.ts";
 import type { EnclaveState } from "../state-store.ts";
 import { type PreparedTransfer, prepareTransfer, signPrepared } from "../transaction.ts";
 import type { OpHandler } from "./handler.ts";
@@ -47,14 +52,76 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
     spentTodayUnits: spentToday,
   });
   if (refusal) return err(refusal);
-  // No await between the check above and this reservation: concurrent requests see each other.
+  const agent = checkAgentTransfer(state, {
+    instanceId: ctx.config.instance_id,
+    keyRef: key.keyRef,
+    params,
+    costUnits: cost.units,
+    now,
+  });
+  if (!agent.ok) return agent;
+  // No await between the checks above and this reservation: concurrent requests see each other.
   await ctx.state.commit((next) => {
     if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
     next.daily.spent.set(key.keyRef, spentToday + cost.units);
     recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
+    countAgentTransfer(next, key.keyRef, agent.value, { units: cost.units, now });
   });
   return signed(key.privateKey, prepared.value);
 };
+
+/** What the agent policy's re-check found: which approval it used, if one. */
+type AgentTransferCheck = { approval: string | null };
+
+/**
+ * The node's freeze and the key's agent policy (docs/enclave.md#agent-policies-operator-keys-and-approvals):
+ * a key without a policy is held to the node's limits alone, as before policies existed.
+ */
+function checkAgentTransfer(
+  state: EnclaveState,
+  input: { instanceId: string; keyRef: string; params: TxParams; costUnits: bigint; now: Date },
+): OpOutcome<AgentTransferCheck> {
+  if (state.nodeFrozen) return err(NODE_FROZEN);
+  const policy = state.agentPolicies.get(input.keyRef)?.policy;
+  if (!policy) return succeed({ approval: null });
+  const { params, now } = input;
+  const subject =
+    params.action_id === undefined || state.heldApprovals.size === 0
+      ? null
+      : heldActionSubject({
+          instanceId: input.instanceId,
+          keyRef: input.keyRef,
+          kind: "transfer",
+          ref: params.action_id,
+          to: params.to,
+          valueUnits: BigInt(params.value_units),
+        });
+  const approved = subject !== null && approvalHeld(state, subject, now.getTime());
+  const record = state.agentPolicies.get(input.keyRef)!;
+  const decision = evaluateTransfer(
+    policy,
+    usageOn(record.usage, utcDay(now), utcMonth(now)),
+    { to: params.to, costUnits: input.costUnits },
+    { nodeFrozen: state.nodeFrozen, approved },
+  );
+  const refusal = decisionRefusal(decision);
+  if (refusal) return err(refusal);
+  return succeed({ approval: approved ? subject : null });
+}
+
+/** Counts a signed transfer in its key's policy usage and uses up the approval it signed under. */
+function countAgentTransfer(
+  state: EnclaveState,
+  keyRef: string,
+  check: AgentTransferCheck,
+  spend: { units: bigint; now: Date },
+): void {
+  const record = state.agentPolicies.get(keyRef);
+  if (!record?.policy) return;
+  countTransfer(record.usage, { day: utcDay(spend.now), month: utcMonth(spend.now) }, spend.units, true);
+  if (check.approval !== null) state.heldApprovals.delete(check.approval);
+  if (state.heldApprovals.size > 0) pruneHeldApprovals(state, spend.now.getTime());
+}
 
 export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   const key = ctx.keystore.get(params.key_ref);

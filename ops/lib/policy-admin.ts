@@ -52,7 +52,15 @@ export const POLICY_FIELD_FLAGS: { [Field in keyof SignerPolicy]-?: string } = {
   x402DailyLimit: "--x402-daily",
   settlerDailyFeeUnits: "--settler-daily",
   operatorPool: "--operator-pool",
+  x402MaxPerPaymentUnits: "--x402-max-per-payment",
+  x402Payees: "--x402-payees",
 };
+
+/** Fields a first policy may leave out: the node's x402 ceiling, none unless named. */
+const OPTIONAL_POLICY_FIELDS: ReadonlySet<keyof SignerPolicy> = new Set([
+  "x402MaxPerPaymentUnits",
+  "x402Payees",
+]);
 
 /** Every payout term a treasury without sealed terms must name, with the CLI flag that sets it. */
 export const FAUCET_TERM_FLAGS: { [Field in keyof FaucetTerms]-?: string } = {
@@ -72,7 +80,7 @@ export function mergePolicy(current: SignerPolicy | null, changes: PolicyChanges
   const merged: PolicyChanges = { ...current, ...given };
   if (merged.x402AmountUnits === null && changes.x402PayTo === undefined) merged.x402PayTo = null;
   const missing = (Object.keys(POLICY_FIELD_FLAGS) as Array<keyof SignerPolicy>).filter(
-    (field) => merged[field] === undefined,
+    (field) => merged[field] === undefined && !OPTIONAL_POLICY_FIELDS.has(field),
   );
   if (missing.length > 0) {
     const flags = missing.map((field) => POLICY_FIELD_FLAGS[field]).join(", ");

@@ -24,7 +24,7 @@ export const POLICY_USAGE = `usage:
   npm run enclave-policy -- apply --policy-key FILE [--per-tx UNITS] [--daily UNITS] [--fee-ceiling WEI]
       [--allowlist ADDR,ADDR|none] [--x402-amount UNITS|none] [--x402-pay-to ADDR]
       [--max-validity SECONDS] [--x402-margin SECONDS] [--x402-daily COUNT] [--settler-daily UNITS]
-      [--operator-pool ADDR] [--json]
+      [--x402-max-per-payment UNITS|none] [--x402-payees any|ADDR,ADDR] [--operator-pool ADDR] [--json]
   npm run enclave-policy -- treasury --policy-key FILE --budget UNITS [--payout UNITS] [--cooldown-ms MS]
       [--payout-daily UNITS] [--faucet-key-ref REF] [--json]
   npm run enclave-policy -- settler --policy-key FILE [--settler-key-ref REF] [--json]
@@ -33,7 +33,9 @@ apply keeps every field the flags do not name; the first apply names them all. t
 payout terms it does not name (a first treasury names them all); --payout-daily is per recipient
 per UTC day. --x402-margin is whole seconds an x402 authorization must be valid on each side of
 the enclave's clock to be settled; --x402-daily is authorizations per key per UTC day;
---settler-daily is units of fee the x402 settler may commit per UTC day (settlements and fillers).
+--settler-daily is units of fee the x402 settler may commit per UTC day (settlements and fillers);
+--x402-max-per-payment seals the node's x402 ceiling beside the x402 pair: any payment up to it, to
+the payees of --x402-payees (any: every payee), may be signed (none: the pair alone).
 Units are 6-decimal USDC units (1 USDC = 1000000); --fee-ceiling is gas limit x max fee per gas, in wei.
 Exit: 0 applied or shown, 1 refused by the enclave, 2 usage, 3 the enclave unreachable (or another error).`;
 
@@ -88,6 +90,8 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
     "x402-margin",
     "x402-daily",
     "settler-daily",
+    "x402-max-per-payment",
+    "x402-payees",
     "operator-pool",
   ] as const;
   const treasuryFlags = ["budget", "faucet-key-ref", "payout", "cooldown-ms", "payout-daily"] as const;
@@ -153,6 +157,15 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
     changes.x402DailyLimit = integer(values["x402-daily"], "--x402-daily", Number.MAX_SAFE_INTEGER);
   if (values["settler-daily"] !== undefined)
     changes.settlerDailyFeeUnits = amount(values["settler-daily"], "--settler-daily");
+  if (values["x402-max-per-payment"] !== undefined) {
+    const text = values["x402-max-per-payment"];
+    changes.x402MaxPerPaymentUnits = text === "none" ? null : amount(text, "--x402-max-per-payment");
+  }
+  if (values["x402-payees"] !== undefined) {
+    const text = values["x402-payees"];
+    changes.x402Payees =
+      text === "any" ? null : text.split(",").map((item) => address(item.trim(), "--x402-payees"));
+  }
   if (values["operator-pool"] !== undefined)
     changes.operatorPool = address(values["operator-pool"], "--operator-pool");
   if (Object.keys(changes).length === 0) throw new PolicyUsageError("apply needs at least one field to set");
@@ -182,6 +195,8 @@ function parse(argv: string[]) {
       "x402-margin": { type: "string" },
       "x402-daily": { type: "string" },
       "settler-daily": { type: "string" },
+      "x402-max-per-payment": { type: "string" },
+      "x402-payees": { type: "string" },
       "operator-pool": { type: "string" },
       budget: { type: "string" },
       "faucet-key-ref": { type: "string" },

@@ -22,6 +22,8 @@ const ROW_ORDER = [
   "x402_validity_margin_seconds",
   "x402_daily_limit",
   "settler_daily_fee_units",
+  "x402_max_per_payment_units",
+  "x402_payees",
   "operator_pool",
   "treasury",
   "treasury.faucet_address",
@@ -60,6 +62,11 @@ export function policyRows(result: GetPolicyResult): Row[] {
       ["x402_validity_margin_seconds", String(policy.x402_validity_margin_seconds)],
       ["x402_daily_limit", String(policy.x402_daily_limit)],
       ["settler_daily_fee_units", policy.settler_daily_fee_units],
+      ["x402_max_per_payment_units", policy.x402_max_per_payment_units ?? "none (the x402 pair alone)"],
+      [
+        "x402_payees",
+        policy.x402_payees == null ? "any" : policy.x402_payees.join(",") || "(empty: no payee)",
+      ],
       ["operator_pool", policy.operator_pool],
     );
   }

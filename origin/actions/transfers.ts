@@ -14,6 +14,7 @@ import {
 } from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import {
+  AGENT_POLICY_REFUSAL_DETAILS,
   KEY_REFUSAL_DETAILS,
   TRANSACTION_REFUSAL_DETAILS,
   TRANSFER_REFUSAL_DETAILS,
@@ -198,6 +199,7 @@ const SIGN_TRANSFER_DETAILS = [
   ...KEY_REFUSAL_DETAILS,
   ...TRANSACTION_REFUSAL_DETAILS,
   ...TRANSFER_REFUSAL_DETAILS,
+  ...AGENT_POLICY_REFUSAL_DETAILS,
 ];
 
 /**
@@ -222,6 +224,10 @@ function signerRefusal(failure: SignerFailure): Refusal | null {
     case "chain":
     case "gas_limit":
     case "fee_ceiling":
+      return null;
+    // issue 40: the origin's policy answer
+    case "policy_denied":
+    case "policy_held":
       return null;
     case undefined:
       return failure.code === "key_purpose_mismatch" ? keyUnavailable("wallet") : null;

@@ -231,6 +231,48 @@ export const SAMPLE_CALLS: { [Op in SignerOp]: SampleCall<Op> } = {
     call: (op) => op({ authority: authorityPublicKey(STRANGER), scope: "admin", op: "generate_keys" }),
   },
   getPolicy: { asks: "", live: { ok: true }, privileged: false, call: (op) => op() },
+  setAgentPolicy: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) => op({ keyRef: UNKNOWN_KEY, policy: { frozen: true } }, authorize),
+  },
+  setNodeFrozen: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) => op({ frozen: true }, authorize),
+  },
+  enrollOperatorKey: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) => op({ keyId: "conformance", publicKey: `0x04${"11".repeat(64)}` }, authorize),
+  },
+  approveHeld: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) =>
+      op(
+        {
+          keyRef: UNKNOWN_KEY,
+          kind: "transfer",
+          ref: randomUUID(),
+          to: BOB,
+          valueUnits: 1n,
+          expiresAt: Math.floor(Date.now() / 1000) + 60,
+          operator: { keyId: "conformance", counter: 1, expiresAt: 1, signature: `0x${"11".repeat(64)}` },
+        },
+        authorize,
+      ),
+  },
+  getAgentPolicy: {
+    asks: "of a key not held",
+    live: NOT_HELD,
+    privileged: false,
+    call: (op) => op({ keyRef: UNKNOWN_KEY }),
+  },
 };
 
 export const SIGNER_OPS = Object.keys(SAMPLE_CALLS) as SignerOp[];
@@ -285,11 +327,12 @@ export async function answered(promise: Promise<SignerResult<unknown>>): Promise
     expect(result).toHaveProperty("value");
     return result;
   }
-  const { class: failureClass, code, reason, detail, ...rest } = result.error;
+  const { class: failureClass, code, reason, detail, rule, ...rest } = result.error;
   expect(rest).toEqual({});
   expect(typeof code).toBe("string");
   expect(typeof reason).toBe("string");
   expect(failureClass).toBe(classifyFailureCode(code));
   if (detail !== undefined) expect(REFUSAL_DETAILS).toContain(detail);
+  if (rule !== undefined) expect(typeof rule).toBe("string");
   return result;
 }

@@ -38,6 +38,11 @@ export function createDormantSignerClient(): SignerClient {
     signFiller: unavailable,
     capabilityCounter: unavailable,
     getPolicy: unavailable,
+    setAgentPolicy: unavailable,
+    setNodeFrozen: unavailable,
+    enrollOperatorKey: unavailable,
+    approveHeld: unavailable,
+    getAgentPolicy: unavailable,
     close: async () => undefined,
   };
 }

@@ -59,8 +59,18 @@ export function classifyFailureCode(code: string): SignerFailureClass {
   }
 }
 
-/** A failure with its class filled in (and the enclave's refusal detail, when it gave one). */
-export function signerFailure(code: string, reason: string, detail?: RefusalDetail): SignerFailure {
-  const failure = { class: classifyFailureCode(code), code, reason };
-  return detail === undefined ? failure : { ...failure, detail };
+/**
+ * A failure with its class filled in (and the enclave's refusal detail and agent policy rule, when
+ * it gave them).
+ */
+export function signerFailure(
+  code: string,
+  reason: string,
+  detail?: RefusalDetail,
+  rule?: string,
+): SignerFailure {
+  const failure: SignerFailure = { class: classifyFailureCode(code), code, reason };
+  if (detail !== undefined) failure.detail = detail;
+  if (rule !== undefined) failure.rule = rule;
+  return failure;
 }

@@ -5,14 +5,19 @@
  */
 import type { Address } from "viem";
 import type { z } from "zod";
+import { agentPolicySchema } from "../../shared/agent-policy.ts";
 import * as wire from "../../shared/enclave-ops.ts";
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
+import { operatorApprovalToWire } from "../../shared/operator-approval.ts";
 import type {
+  AgentPolicyStatus,
+  ApproveHeldParams,
   CapabilityCounterParams,
   ConfigurePolicyParams,
   ConfigureSettlerParams,
   ConfigureTreasuryParams,
+  EnrollOperatorKeyParams,
   ExportBackupParams,
   FaucetTerms,
   GenerateKeysParams,
@@ -23,6 +28,8 @@ import type {
   PublicIdentityParams,
   RestoreBackupParams,
   SealedIdentity,
+  SetAgentPolicyParams,
+  SetNodeFrozenParams,
   SignerPolicy,
   SignFillerParams,
   SignSettlementParams,
@@ -49,6 +56,7 @@ const txToWire = (params: SignTransactionParams): wire.WireParams<"sign_transfer
   max_fee_per_gas: params.maxFeePerGas.toString(),
   max_priority_fee_per_gas: params.maxPriorityFeePerGas.toString(),
   gas_limit: params.gasLimit.toString(),
+  ...(params.actionId === undefined ? {} : { action_id: params.actionId.toLowerCase() }),
 });
 
 const txResult = wire.signTransactionResult.transform((r) => ({
@@ -68,6 +76,11 @@ const policyFromWire = (p: wire.WirePolicy): SignerPolicy => ({
   x402ValidityMarginSeconds: p.x402_validity_margin_seconds,
   x402DailyLimit: p.x402_daily_limit,
   settlerDailyFeeUnits: BigInt(p.settler_daily_fee_units),
+  // Only when sealed, as the enclave answers them: a node without a ceiling reads as before.
+  ...(p.x402_max_per_payment_units == null
+    ? {}
+    : { x402MaxPerPaymentUnits: BigInt(p.x402_max_per_payment_units) }),
+  ...(p.x402_payees == null ? {} : { x402Payees: p.x402_payees as Address[] }),
 });
 
 /** A sealed treasury's payout terms, or null when it was sealed without them. */
@@ -94,6 +107,11 @@ export function signerPolicyToWire(p: SignerPolicy): wire.WirePolicy {
     x402_validity_margin_seconds: p.x402ValidityMarginSeconds,
     x402_daily_limit: p.x402DailyLimit,
     settler_daily_fee_units: p.settlerDailyFeeUnits.toString(),
+    // Sent only when set: a policy without a ceiling binds the same params as before it existed.
+    ...(p.x402MaxPerPaymentUnits == null
+      ? {}
+      : { x402_max_per_payment_units: p.x402MaxPerPaymentUnits.toString() }),
+    ...(p.x402Payees == null ? {} : { x402_payees: p.x402Payees }),
   };
 }
 
@@ -124,8 +142,17 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
             settler_address: r.settler.settlerAddress,
             fee_spent_today_units: r.settler.feeSpentTodayUnits.toString(),
           },
+    node_frozen: r.nodeFrozen,
+    operator_keys: r.operatorKeys.map((key) => ({
+      key_id: key.keyId,
+      public_key: key.publicKey,
+      label: key.label,
+    })),
   };
 }
+
+/** A policy document as the enclave answers it, parsed with the one schema (shared/agent-policy.ts). */
+const policyDocument = agentPolicySchema.nullable();
 
 export const OP_CODECS = {
   generate_keys: {
@@ -335,6 +362,79 @@ export const OP_CODECS = {
                 settlerAddress: r.settler.settler_address as Address,
                 feeSpentTodayUnits: BigInt(r.settler.fee_spent_today_units),
               },
+        nodeFrozen: r.node_frozen,
+        operatorKeys: r.operator_keys.map((key) => ({
+          keyId: key.key_id,
+          publicKey: key.public_key as Hex,
+          label: key.label,
+        })),
+      }),
+    ),
+  },
+  enroll_operator_key: {
+    toWire: (p: EnrollOperatorKeyParams) => ({
+      key_id: p.keyId,
+      public_key: p.publicKey.toLowerCase(),
+      ...(p.label === undefined ? {} : { label: p.label }),
+    }),
+    result: wire.enrollOperatorKeyResult.transform((r) => ({
+      keyId: r.key_id,
+      publicKey: r.public_key as Hex,
+    })),
+  },
+  set_agent_policy: {
+    toWire: (p: SetAgentPolicyParams) => ({
+      key_ref: p.keyRef,
+      policy: p.policy,
+      ...(p.operator === undefined ? {} : { operator: operatorApprovalToWire(p.operator) }),
+    }),
+    result: wire.setAgentPolicyResult
+      .extend({ policy: policyDocument })
+      .transform((r) => ({ keyRef: r.key_ref, policy: r.policy, version: r.version })),
+  },
+  set_node_frozen: {
+    toWire: (p: SetNodeFrozenParams) => ({
+      frozen: p.frozen,
+      ...(p.operator === undefined ? {} : { operator: operatorApprovalToWire(p.operator) }),
+    }),
+    result: wire.setNodeFrozenResult,
+  },
+  approve_held: {
+    toWire: (p: ApproveHeldParams) => ({
+      key_ref: p.keyRef,
+      kind: p.kind,
+      ref: p.ref.toLowerCase(),
+      to: p.to.toLowerCase(),
+      value_units: p.valueUnits.toString(),
+      expires_at: p.expiresAt,
+      operator: operatorApprovalToWire(p.operator),
+    }),
+    result: wire.approveHeldResult.transform((r) => ({ approval: r.approval as Hex })),
+  },
+  get_agent_policy: {
+    toWire: (p: { keyRef: string }) => ({ key_ref: p.keyRef }),
+    result: wire.getAgentPolicyResult.extend({ policy: policyDocument }).transform(
+      (r): AgentPolicyStatus => ({
+        keyRef: r.key_ref,
+        policy: r.policy,
+        version: r.version,
+        usage: {
+          day: r.usage.day,
+          month: r.usage.month,
+          transfers: {
+            dayUnits: BigInt(r.usage.transfers.day_units),
+            monthUnits: BigInt(r.usage.transfers.month_units),
+            dayCount: r.usage.transfers.day_count,
+          },
+          x402: {
+            dayUnits: BigInt(r.usage.x402.day_units),
+            dayCount: r.usage.x402.day_count,
+            payees: Object.fromEntries(
+              Object.entries(r.usage.x402.payees).map(([payee, units]) => [payee, BigInt(units)]),
+            ),
+          },
+        },
+        nodeFrozen: r.node_frozen,
       }),
     ),
   },

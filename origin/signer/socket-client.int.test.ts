@@ -182,6 +182,8 @@ describe("socket signer client against the real enclave", () => {
         policy: { ...policy, x402PayTo: policy.x402PayTo?.toLowerCase() },
         treasury: null,
         settler: null,
+        nodeFrozen: false,
+        operatorKeys: [],
       },
     });
     const signed = await client.signTransfer({

@@ -52,7 +52,9 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     const timeoutMs = timeoutOverrideMs ?? (SLOW_OPS.has(op) ? slowRequestTimeoutMs : requestTimeoutMs);
     const outcome = await transport.request(op, wireParams, cap, timeoutMs);
     if (!outcome.ok)
-      return err(signerFailure(outcome.error.code, outcome.error.reason, outcome.error.detail));
+      return err(
+        signerFailure(outcome.error.code, outcome.error.reason, outcome.error.detail, outcome.error.rule),
+      );
     const parsed = OP_CODECS[op].result.safeParse(outcome.value);
     if (!parsed.success) {
       options.logger?.warn({ op }, "enclave reply does not match the op schema");
@@ -104,6 +106,11 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     signFiller: call("sign_filler"),
     capabilityCounter: call("capability_counter"),
     getPolicy: (getOptions = {}) => send("get_policy", {}, undefined, getOptions.timeoutMs),
+    setAgentPolicy: privileged("set_agent_policy"),
+    setNodeFrozen: privileged("set_node_frozen"),
+    enrollOperatorKey: privileged("enroll_operator_key"),
+    approveHeld: privileged("approve_held"),
+    getAgentPolicy: call("get_agent_policy"),
     close: () => transport.close(),
   };
 }

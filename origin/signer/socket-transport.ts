@@ -17,7 +17,7 @@ import {
 import { err, ok, type Result } from "../../shared/result.ts";
 import { CLIENT_FAILURE } from "./failure-class.ts";
 
-export type TransportError = { code: string; reason: string; detail?: RefusalDetail };
+export type TransportError = { code: string; reason: string; detail?: RefusalDetail; rule?: string };
 export type TransportFailure = { ok: false; error: TransportError };
 export type TransportOutcome = Result<unknown, TransportError>;
 
@@ -236,6 +236,7 @@ export class SocketTransport {
             code: reply.error.code,
             reason: reply.error.reason ?? reply.error.code,
             ...(reply.error.detail === undefined ? {} : { detail: reply.error.detail }),
+            ...(reply.error.rule === undefined ? {} : { rule: reply.error.rule }),
           }),
     );
   }

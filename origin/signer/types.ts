@@ -4,11 +4,13 @@
  * bigint; the client converts to the snake_case wire form.
  */
 import type { Address } from "viem";
+import type { AgentPolicyDocument } from "../../shared/agent-policy.ts";
 import type { Capability } from "../../shared/capability.ts";
 import type { TransferWithAuthorizationMessage } from "../../shared/eip712.ts";
 import type { KeyNamespace } from "../../shared/enclave-ops.ts";
 import type { CapabilityScope, PrivilegedOp, RefusalDetail } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
+import type { OperatorApproval } from "../../shared/operator-approval.ts";
 import type { Result } from "../../shared/result.ts";
 
 export type SignerFailureClass =
@@ -28,6 +30,8 @@ export type SignerFailure = {
   code: string;
   reason: string;
   detail?: RefusalDetail;
+  /** The agent policy's rule behind policy_denied, policy_held or operator_required. */
+  rule?: string;
 };
 
 export type SignerResult<T> = Result<T, SignerFailure>;
@@ -120,6 +124,13 @@ export type SignerPolicy = {
   x402DailyLimit: number;
   /** Units of fee (maximum fees, rounded up) the settler may commit per UTC day. */
   settlerDailyFeeUnits: bigint;
+  /**
+   * The node's x402 ceiling: beside the pair, the most one payment may be (null or absent: none).
+   * Optional, so a policy written before the ceiling existed stays one.
+   */
+  x402MaxPerPaymentUnits?: bigint | null;
+  /** The payees the ceiling allows; null or absent: any payee. */
+  x402Payees?: Address[] | null;
 };
 export type ConfigurePolicyParams = SignerPolicy;
 export type ConfigurePolicyResult = SignerPolicy;
@@ -149,7 +160,12 @@ export type GetPolicyResult = {
   policy: SignerPolicy | null;
   treasury: TreasuryStatus | null;
   settler: SettlerStatus | null;
+  /** Every agent key of the node is frozen (setNodeFrozen). */
+  nodeFrozen: boolean;
+  /** Enrolled operator keys, public halves only. */
+  operatorKeys: OperatorKeyInfo[];
 };
+export type OperatorKeyInfo = { keyId: string; publicKey: Hex; label: string | null };
 export type GetPolicyOptions = { timeoutMs?: number };
 
 export type PublicIdentityParams = { keyRef: string };
@@ -175,6 +191,11 @@ export type SignTransactionParams = {
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
   gasLimit: bigint;
+  /**
+   * signTransfer: the origin's action id, so an operator's approval of that held action
+   * (approveHeld) applies to this transfer alone. sign_faucet ignores it.
+   */
+  actionId?: string;
 };
 export type SignTransactionResult = { rawTransaction: Hex; txHash: Hex };
 
@@ -220,6 +241,45 @@ export type SignFillerParams = {
   nonce: bigint;
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
+};
+
+export type SetAgentPolicyParams = {
+  keyRef: string;
+  policy: AgentPolicyDocument | null;
+  /** Needed when the change loosens the key's policy (an operator's approval of agentPolicySubject). */
+  operator?: OperatorApproval;
+};
+export type SetAgentPolicyResult = { keyRef: string; policy: AgentPolicyDocument | null; version: number };
+export type SetNodeFrozenParams = { frozen: boolean; operator?: OperatorApproval };
+export type SetNodeFrozenResult = { frozen: boolean };
+export type EnrollOperatorKeyParams = { keyId: string; publicKey: Hex; label?: string };
+export type EnrollOperatorKeyResult = { keyId: string; publicKey: Hex };
+export type ApproveHeldParams = {
+  keyRef: string;
+  kind: "transfer" | "x402";
+  /** The held transfer's action id, or the held authorization's nonce. */
+  ref: string;
+  to: string;
+  valueUnits: bigint;
+  /** Unix seconds: when the approval lapses (at most 7 days ahead). */
+  expiresAt: number;
+  operator: OperatorApproval;
+};
+export type ApproveHeldResult = { approval: Hex };
+export type GetAgentPolicyParams = { keyRef: string };
+/** An agent key's sealed policy, what it used of its windows (the enclave's UTC day and month), the node's freeze. */
+export type AgentPolicyStatus = {
+  keyRef: string;
+  policy: AgentPolicyDocument | null;
+  /** 0 until the key's first policy, then +1 per accepted change. */
+  version: number;
+  usage: {
+    day: string;
+    month: string;
+    transfers: { dayUnits: bigint; monthUnits: bigint; dayCount: number };
+    x402: { dayUnits: bigint; dayCount: number; payees: Record<string, bigint> };
+  };
+  nodeFrozen: boolean;
 };
 
 export type CapabilityCounterParams = { authority: Hex; scope: CapabilityScope; op: PrivilegedOp };
@@ -278,6 +338,28 @@ export interface SignerClient {
   capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
   /** The sealed policy and treasury (no capability); `timeoutMs` overrides the request timeout. */
   getPolicy(options?: GetPolicyOptions): Promise<SignerResult<GetPolicyResult>>;
+  /** Admin tier; a loosening also needs `operator` (docs/enclave.md#agent-policies-operator-keys-and-approvals). */
+  setAgentPolicy(
+    params: SetAgentPolicyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<SetAgentPolicyResult>>;
+  /** Admin tier; unfreezing also needs `operator`. */
+  setNodeFrozen(
+    params: SetNodeFrozenParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<SetNodeFrozenResult>>;
+  /** Policy tier: the operator's policy key, never the origin's. */
+  enrollOperatorKey(
+    params: EnrollOperatorKeyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<EnrollOperatorKeyResult>>;
+  /** Admin tier, with an operator's approval of the one held action. */
+  approveHeld(
+    params: ApproveHeldParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<ApproveHeldResult>>;
+  /** An agent key's policy and usage (no capability). */
+  getAgentPolicy(params: GetAgentPolicyParams): Promise<SignerResult<AgentPolicyStatus>>;
   /**
    * Closes the connection; later calls of an op that would reach the enclave fail as retryable
    * `signer_client_closed` (a dormant op keeps its answer). Safe to call more than once.

@@ -10,7 +10,11 @@
  */
 
 import type { Context, Handler } from "hono";
-import { KEY_REFUSAL_DETAILS, X402_AUTHORIZATION_REFUSAL_DETAILS } from "../../../shared/enclave-protocol.ts";
+import {
+  AGENT_POLICY_REFUSAL_DETAILS,
+  KEY_REFUSAL_DETAILS,
+  X402_AUTHORIZATION_REFUSAL_DETAILS,
+} from "../../../shared/enclave-protocol.ts";
 import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../../shared/hex.ts";
 import { ok } from "../../../shared/result.ts";
@@ -235,7 +239,11 @@ function dailyLimitReached(limit: number, now: Date): AppError {
 }
 
 /** What sign_x402_authorization is refused with: the key, and the sealed x402 terms. */
-const SIGN_X402_AUTHORIZATION_DETAILS = [...KEY_REFUSAL_DETAILS, ...X402_AUTHORIZATION_REFUSAL_DETAILS];
+const SIGN_X402_AUTHORIZATION_DETAILS = [
+  ...KEY_REFUSAL_DETAILS,
+  ...X402_AUTHORIZATION_REFUSAL_DETAILS,
+  ...AGENT_POLICY_REFUSAL_DETAILS,
+];
 
 /**
  * The enclave re-checks amount, payTo, validity, the key's daily count and the key binding under
@@ -257,6 +265,8 @@ function signerRefusal(failure: SignerFailure): {
   const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
   switch (refusalDetailAmong(failure, SIGN_X402_AUTHORIZATION_DETAILS)) {
     case "x402_amount":
+    // The node's ceiling (over it, or a payee off its list): the reason says which.
+    case "x402_ceiling":
       return { code: "x402_amount_not_allowed", message };
     case "x402_pay_to":
       return { code: "x402_pay_to_not_allowed", message };
@@ -266,6 +276,9 @@ function signerRefusal(failure: SignerFailure): {
       return { code: "x402_daily_limit", message: `${message}; the count resets at the next UTC day` };
     case "key_binding":
       return KEY_BINDING_MISMATCH;
+    // issue 40: the origin's policy answer. Until then, as an unnamed refusal: nothing was signed.
+    case "policy_denied":
+    case "policy_held":
     case "x402_payer":
     case undefined:
       // Without a sealed bound named, key_purpose_mismatch means the enclave holds no such key.

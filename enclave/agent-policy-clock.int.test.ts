@@ -1,0 +1,133 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { heldActionSubject } from "../shared/operator-approval.ts";
+import {
+  type AgentKey,
+  agentKeys,
+  enrolledOperator,
+  nodePolicy,
+  type Operator,
+  outcome,
+  RECIPIENT,
+  transfer,
+} from "./testing/agent-policy.ts";
+import { instanceIdOf, mintFor, privileged } from "./testing/capabilities.ts";
+import { type ClockedEnclave, startClockedEnclave } from "./testing/clocked-enclave.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
+
+// Approvals lapse by the enclave's own clock: an operator's signature a day old, or an approved
+// held action past its expiry, approves nothing. The test moves the enclave's clock.
+
+describe("operator approvals and held approvals lapse by the enclave's clock (the enclave's server, the test's clock)", () => {
+  let enclave: ClockedEnclave;
+  let client: RawEnclaveClient;
+  let key: AgentKey;
+  let operator: Operator;
+  const nowSeconds = (): number => Math.floor(enclave.clock.now().getTime() / 1000);
+
+  const approveHeld = async (
+    actionId: string,
+    value: bigint,
+    change: { expiresAt?: number; heldFor?: number } = {},
+  ) => {
+    const subject = heldActionSubject({
+      instanceId: await instanceIdOf(client),
+      keyRef: key.key_ref,
+      kind: "transfer",
+      ref: actionId,
+      to: RECIPIENT,
+      valueUnits: value,
+    });
+    const params = {
+      key_ref: key.key_ref,
+      kind: "transfer",
+      ref: actionId,
+      to: RECIPIENT,
+      value_units: value.toString(),
+      expires_at: nowSeconds() + (change.heldFor ?? 600),
+      operator: await operator.approve("approve_held", subject, {
+        expiresAt: change.expiresAt ?? nowSeconds() + 300,
+      }),
+    };
+    return client.request(
+      "approve_held",
+      params,
+      await mintFor(client, enclave.fixture, "approve_held", params),
+    );
+  };
+
+  beforeAll(async () => {
+    enclave = await startClockedEnclave({
+      envId: "agent-policy-clock",
+      at: new Date("2031-05-31T23:50:00Z"),
+    });
+    ({ client } = await RawEnclaveClient.connect(enclave.fixture.socketPath));
+    await privileged(client, enclave.fixture, "configure_policy", nodePolicy());
+    [key] = (await agentKeys(client, enclave.fixture, 1)) as [AgentKey];
+    operator = await enrolledOperator(client, enclave.fixture);
+    const params = {
+      key_ref: key.key_ref,
+      policy: { approval_above_units: "1000", transfers: { daily_units: "20000", monthly_units: "30000" } },
+    };
+    expectOk(
+      await client.request(
+        "set_agent_policy",
+        params,
+        await mintFor(client, enclave.fixture, "set_agent_policy", params),
+      ),
+    );
+  });
+  afterAll(async () => {
+    client?.close();
+    await enclave?.close();
+  });
+
+  it("an operator approval past its expiry, or more than an hour ahead, is operator_expired", async () => {
+    expect(outcome(await approveHeld(randomUUID(), 5000n, { expiresAt: nowSeconds() - 1 }))).toEqual({
+      code: "capability_rejected",
+      detail: "operator_expired",
+    });
+    expect(outcome(await approveHeld(randomUUID(), 5000n, { expiresAt: nowSeconds() + 3601 }))).toEqual({
+      code: "capability_rejected",
+      detail: "operator_expired",
+    });
+  });
+
+  it("an approved held transfer past its approval's expiry is policy_held again", async () => {
+    const actionId = randomUUID();
+    expectOk(await approveHeld(actionId, 5000n, { heldFor: 60 }));
+    enclave.clock.advance(61_000);
+    expect(
+      outcome(await client.request("sign_transfer", transfer(key, 5000n, { action_id: actionId }))),
+    ).toEqual({
+      code: "cap_exceeded",
+      detail: "policy_held",
+      rule: "approval_above_units",
+    });
+  });
+
+  it("a filler's fee counts in the day's and month's units, never held nor frozen; the month's budget outlives the day", async () => {
+    // 900 + 21 units, under the approval threshold; then fillers at that nonce's key.
+    const first = transfer(key, 900n);
+    expectOk(await client.request("sign_transfer", first));
+    const filler = {
+      key_ref: key.key_ref,
+      from: key.address,
+      chain_id: 77,
+      nonce: first.nonce,
+      max_fee_per_gas: "1000000000",
+      max_priority_fee_per_gas: "1000000000",
+    };
+    expectOk(await client.request("sign_filler", filler));
+    const status = expectOk(await client.request("get_agent_policy", { key_ref: key.key_ref }));
+    expect(status.usage).toMatchObject({ transfers: { day_units: "942", month_units: "942", day_count: 1 } });
+    // Next UTC day, next month: both windows start again.
+    enclave.clock.set(new Date("2031-06-01T00:00:10Z"));
+    const fresh = expectOk(await client.request("get_agent_policy", { key_ref: key.key_ref }));
+    expect(fresh.usage).toMatchObject({
+      day: "2031-06-01",
+      month: "2031-06",
+      transfers: { day_units: "0", month_units: "0" },
+    });
+  });
+});

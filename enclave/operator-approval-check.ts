@@ -1,0 +1,98 @@
+/**
+ * Verifying an operator approval (shared/operator-approval.ts) inside the enclave: the key is
+ * enrolled, the P-256 signature is over this very op and subject on this instance, the counter is
+ * above the key's last accepted one, and the approval is current by the enclave's own clock. Each
+ * failure is `capability_rejected` with its own detail, so the operator knows what to fix; none of
+ * them tells anything a signature could be forged from. Pure: the caller records the counter in the
+ * same state commit as the op's effect (acceptOperatorCounter), with no await between.
+ */
+import { createPublicKey, verify } from "node:crypto";
+import type { WireOperatorApproval } from "../shared/enclave-ops.ts";
+import type { EnclaveFailure, OperatorRefusalDetail } from "../shared/enclave-protocol.ts";
+import { fromHex, type Hex } from "../shared/hex.ts";
+import {
+  MAX_OPERATOR_APPROVAL_SECONDS,
+  type OperatorApprovedOp,
+  operatorApprovalMessage,
+} from "../shared/operator-approval.ts";
+import type { SealedConfig } from "./sealed-config.ts";
+import type { EnclaveState } from "./state-store.ts";
+
+export type AcceptedApproval = { keyId: string; counter: number };
+
+const rejected = (reason: string, detail: OperatorRefusalDetail, rule?: string): EnclaveFailure =>
+  rule === undefined
+    ? { code: "capability_rejected", reason, detail }
+    : { code: "capability_rejected", reason, detail, rule };
+
+/** The refusal of a change that needs an operator and carries none; `rule` is what it loosens. */
+export function operatorRequired(rule: string): EnclaveFailure {
+  return rejected("this change needs an enrolled operator's approval", "operator_required", rule);
+}
+
+/** Checks `approval` for `op` over `subject`; the accepted key and counter, or the refusal. */
+export function checkOperatorApproval(
+  config: SealedConfig,
+  state: EnclaveState,
+  input: { op: OperatorApprovedOp; subject: Hex; approval: WireOperatorApproval; nowMs: number },
+): { ok: true; value: AcceptedApproval } | { ok: false; error: EnclaveFailure } {
+  const { approval } = input;
+  const key = state.operatorKeys.get(approval.key_id);
+  const message = operatorApprovalMessage({
+    envId: config.env_id,
+    chainId: config.chain_id,
+    instanceId: config.instance_id,
+    op: input.op,
+    subject: input.subject,
+    keyId: approval.key_id,
+    counter: approval.counter,
+    expiresAt: approval.expires_at,
+  });
+  if (!key || !verifyP256(key.publicKey, message, approval.signature)) {
+    return { ok: false, error: rejected("operator approval signature not valid", "operator_signature") };
+  }
+  // Checked after the signature, so only the key's holder learns its counter or its clock is off.
+  if (approval.counter <= key.lastCounter) {
+    return { ok: false, error: rejected("operator approval counter already used", "operator_replay") };
+  }
+  const nowSeconds = Math.floor(input.nowMs / 1000);
+  if (approval.expires_at < nowSeconds || approval.expires_at > nowSeconds + MAX_OPERATOR_APPROVAL_SECONDS) {
+    return { ok: false, error: rejected("operator approval expired or too far ahead", "operator_expired") };
+  }
+  return { ok: true, value: { keyId: approval.key_id, counter: approval.counter } };
+}
+
+/** Records an accepted approval's counter (inside the commit that applies the op's effect). */
+export function acceptOperatorCounter(state: EnclaveState, accepted: AcceptedApproval): void {
+  const key = state.operatorKeys.get(accepted.keyId);
+  if (key && accepted.counter > key.lastCounter) key.lastCounter = accepted.counter;
+}
+
+/** The node:crypto key of an uncompressed P-256 point, or null when it is not one (not on the curve). */
+export function p256PublicKey(publicKeyHex: string): ReturnType<typeof createPublicKey> | null {
+  const bytes = fromHex(publicKeyHex);
+  if (bytes.length !== 65 || bytes[0] !== 4) return null;
+  try {
+    return createPublicKey({
+      key: {
+        kty: "EC",
+        crv: "P-256",
+        x: Buffer.from(bytes.subarray(1, 33)).toString("base64url"),
+        y: Buffer.from(bytes.subarray(33)).toString("base64url"),
+      },
+      format: "jwk",
+    });
+  } catch {
+    return null;
+  }
+}
+
+function verifyP256(publicKeyHex: string, message: Uint8Array, signature: string): boolean {
+  const key = p256PublicKey(publicKeyHex);
+  if (!key) return false;
+  try {
+    return verify("sha256", message, { key, dsaEncoding: "ieee-p1363" }, fromHex(signature));
+  } catch {
+    return false;
+  }
+}

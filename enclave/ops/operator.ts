@@ -1,0 +1,116 @@
+/**
+ * The operator's part of agent policies (docs/enclave.md#agent-policies-operator-keys-and-approvals):
+ * enroll_operator_key (policy tier) enrolls a P-256 key; set_node_frozen (admin tier) freezes every
+ * agent key at once, and unfreezes only with an operator's approval; approve_held (admin tier, with
+ * an operator's approval of the one action) lets the enclave sign a held action once. The origin's
+ * admin key alone can therefore stop agents, never let them spend more.
+ */
+
+import { MAX_HELD_APPROVAL_SECONDS } from "../../shared/enclave-ops.ts";
+import { heldActionSubject, nodeFreezeSubject } from "../../shared/operator-approval.ts";
+import { err } from "../../shared/result.ts";
+import { MAX_HELD_APPROVALS, pruneHeldApprovals } from "../agent-policy-checks.ts";
+import {
+  type AcceptedApproval,
+  acceptOperatorCounter,
+  checkOperatorApproval,
+  operatorRequired,
+  p256PublicKey,
+} from "../operator-approval-check.ts";
+import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
+import type { OpHandler } from "./handler.ts";
+
+/** Operator keys one enclave holds at most. */
+export const MAX_OPERATOR_KEYS = 64;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const HEX32 = /^0x[0-9a-f]{64}$/;
+
+export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, params) => {
+  if (!p256PublicKey(params.public_key)) return refuse("malformed", "not a P-256 public key");
+  const { operatorKeys } = ctx.state.state;
+  const existing = operatorKeys.get(params.key_id);
+  if (existing) {
+    // An id names one key for good: its counter record belongs to that key alone.
+    if (existing.publicKey !== params.public_key)
+      return refuse("malformed", "this key id is enrolled with another key");
+    return succeed({ key_id: params.key_id, public_key: params.public_key });
+  }
+  if (operatorKeys.size >= MAX_OPERATOR_KEYS) return refuse("cap_exceeded", "too many operator keys");
+  await ctx.state.commit((state) => {
+    state.operatorKeys.set(params.key_id, {
+      publicKey: params.public_key,
+      label: params.label ?? null,
+      lastCounter: 0,
+    });
+  });
+  ctx.logger.info({ key_id: params.key_id }, "operator key enrolled");
+  return succeed({ key_id: params.key_id, public_key: params.public_key });
+};
+
+export const setNodeFrozen: OpHandler<"set_node_frozen"> = async (ctx, params) => {
+  const { state } = ctx.state;
+  const unfreezing = state.nodeFrozen && !params.frozen;
+  if (unfreezing && !params.operator) return err(operatorRequired("node.frozen"));
+  let accepted: AcceptedApproval | null = null;
+  // An approval given where none is needed is checked all the same: never silently ignored.
+  if (params.operator) {
+    const checked = checkOperatorApproval(ctx.config, state, {
+      op: "set_node_frozen",
+      subject: nodeFreezeSubject(params.frozen),
+      approval: params.operator,
+      nowMs: ctx.now().getTime(),
+    });
+    if (!checked.ok) return checked;
+    accepted = checked.value;
+  }
+  await ctx.state.commit((next) => {
+    if (accepted) acceptOperatorCounter(next, accepted);
+    next.nodeFrozen = params.frozen;
+  });
+  ctx.logger.info({ frozen: params.frozen, operator_key: accepted?.keyId ?? null }, "node freeze set");
+  return succeed({ frozen: params.frozen });
+};
+
+export const approveHeld: OpHandler<"approve_held"> = async (ctx, params) => {
+  const key = ctx.keystore.get(params.key_ref);
+  if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
+  const ref = params.ref.toLowerCase();
+  if (!(params.kind === "transfer" ? UUID : HEX32).test(ref)) {
+    return refuse("malformed", "ref is a transfer's action id (uuid) or an authorization's nonce (hex32)");
+  }
+  const nowMs = ctx.now().getTime();
+  const nowSeconds = Math.floor(nowMs / 1000);
+  if (params.expires_at <= nowSeconds || params.expires_at > nowSeconds + MAX_HELD_APPROVAL_SECONDS) {
+    return refuse("malformed", "expires_at must be in the next 7 days");
+  }
+  const subject = heldActionSubject({
+    instanceId: ctx.config.instance_id,
+    keyRef: key.keyRef,
+    kind: params.kind,
+    ref,
+    to: params.to,
+    valueUnits: BigInt(params.value_units),
+  });
+  const { state } = ctx.state;
+  const checked = checkOperatorApproval(ctx.config, state, {
+    op: "approve_held",
+    subject,
+    approval: params.operator,
+    nowMs,
+  });
+  if (!checked.ok) return checked;
+  pruneHeldApprovals(state, nowMs);
+  if (state.heldApprovals.size >= MAX_HELD_APPROVALS && !state.heldApprovals.has(subject)) {
+    return refuse("cap_exceeded", "too many approvals pending");
+  }
+  await ctx.state.commit((next) => {
+    acceptOperatorCounter(next, checked.value);
+    next.heldApprovals.set(subject, params.expires_at * 1000);
+  });
+  ctx.logger.info(
+    { key_ref: key.keyRef, kind: params.kind, operator_key: checked.value.keyId },
+    "held action approved",
+  );
+  return succeed({ approval: subject });
+};

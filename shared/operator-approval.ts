@@ -1,0 +1,120 @@
+/**
+ * Operator approvals (docs/enclave.md#agent-policies-operator-keys-and-approvals): what a person
+ * holding an enrolled P-256 operator key signs to loosen an agent's policy, unfreeze the node or
+ * approve one held action, and the subjects (hashes) that name each of those exact changes. The
+ * message names the enclave instance, the op, the subject, the key, a counter and an expiry, so a
+ * signature can be neither moved to another change or enclave, nor replayed, nor kept for later.
+ * The enclave verifies (node:crypto), the operator's tool signs (ops/lib/operator-key.ts); this
+ * module only builds the bytes both agree on. Runtime-neutral: no `node:` imports.
+ */
+import { sha256 } from "@noble/hashes/sha2";
+import { type AgentPolicyDocument, policyFromDocument, policyToDocument } from "./agent-policy.ts";
+import { encodeCanonicalCbor } from "./canonical-cbor.ts";
+import type { WireOperatorApproval } from "./enclave-ops.ts";
+import { type Hex, toHex } from "./hex.ts";
+
+export const OPERATOR_APPROVAL_DOMAIN = "agent-wallet/operator-approval/v1";
+/** An approval expires at most this far ahead of the enclave's clock (it is signed to be used now). */
+export const MAX_OPERATOR_APPROVAL_SECONDS = 3600;
+
+/** An approval in memory (camelCase; the wire is snake_case, enclave-ops.ts operatorApprovalSchema). */
+export type OperatorApproval = { keyId: string; counter: number; expiresAt: number; signature: Hex };
+
+export function operatorApprovalToWire(approval: OperatorApproval): WireOperatorApproval {
+  return {
+    key_id: approval.keyId,
+    counter: approval.counter,
+    expires_at: approval.expiresAt,
+    signature: approval.signature.toLowerCase(),
+  };
+}
+
+export function operatorApprovalFromWire(wire: WireOperatorApproval): OperatorApproval {
+  return {
+    keyId: wire.key_id,
+    counter: wire.counter,
+    expiresAt: wire.expires_at,
+    signature: wire.signature as Hex,
+  };
+}
+
+/** The ops an operator approval can be for. */
+export type OperatorApprovedOp = "set_agent_policy" | "set_node_frozen" | "approve_held";
+
+export type OperatorApprovalMessageInput = {
+  envId: string;
+  chainId: number;
+  /** The enclave instance (get_sealed_identity): a signature for one instance is void on another. */
+  instanceId: string;
+  op: OperatorApprovedOp;
+  /** The change approved: agentPolicySubject, heldActionSubject or nodeFreezeSubject. */
+  subject: Hex;
+  keyId: string;
+  counter: number;
+  /** Unix seconds. */
+  expiresAt: number;
+};
+
+/** The bytes an operator key signs (ECDSA P-256 over SHA-256 of them): canonical CBOR of the map. */
+export function operatorApprovalMessage(input: OperatorApprovalMessageInput): Uint8Array {
+  return encodeCanonicalCbor({
+    domain: OPERATOR_APPROVAL_DOMAIN,
+    env_id: input.envId,
+    chain_id: input.chainId,
+    instance_id: input.instanceId,
+    op: input.op,
+    subject: input.subject.toLowerCase(),
+    key_id: input.keyId,
+    counter: input.counter,
+    expires_at: input.expiresAt,
+  });
+}
+
+const digest = (value: unknown): Hex => toHex(sha256(encodeCanonicalCbor(value)));
+
+/**
+ * The subject of a set_agent_policy: the key and the policy as the enclave will hold it (the
+ * document normalised: lowercase addresses, only what it sets), or null for none. Two documents
+ * meaning the same policy have one subject.
+ */
+export function agentPolicySubject(keyRef: string, policy: AgentPolicyDocument | null): Hex {
+  return digest({
+    op: "set_agent_policy",
+    key_ref: keyRef,
+    policy: policy === null ? null : policyToDocument(policyFromDocument(policy)),
+  });
+}
+
+/** A held action: a transfer by its action id, or an x402 authorization by its nonce. */
+export type HeldAction = {
+  instanceId: string;
+  keyRef: string;
+  kind: "transfer" | "x402";
+  /** The transfer's action id (uuid), or the authorization's nonce (0x-hex32). */
+  ref: string;
+  /** The recipient (transfer) or payTo (x402); compared lowercase. */
+  to: string;
+  valueUnits: bigint;
+};
+
+/**
+ * The subject of an approve_held, and the hash the enclave keeps the approval under: the one
+ * action on this instance, by its id, recipient and value, so an approval moved to another action
+ * (another id, recipient or amount) approves nothing.
+ */
+export function heldActionSubject(action: HeldAction): Hex {
+  return digest({
+    op: "approve_held",
+    instance_id: action.instanceId,
+    key_ref: action.keyRef,
+    kind: action.kind,
+    ref: action.ref.toLowerCase(),
+    to: action.to.toLowerCase(),
+    value_units: action.valueUnits.toString(),
+  });
+}
+
+/** The subject of a set_node_frozen (an operator signs only the unfreezing: `frozen` false). */
+export function nodeFreezeSubject(frozen: boolean): Hex {
+  return digest({ op: "set_node_frozen", frozen });
+}
