@@ -15,26 +15,14 @@ import {
   policyFromDocument,
   policyToDocument,
 } from "../../shared/agent-policy.ts";
-import type { Hex } from "../../shared/hex.ts";
+import type { OperatorApproval } from "../../shared/operator-approval.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
-import type { CapabilityProvider, SignerFailure, SignerResult } from "../signer/types.ts";
+import type { CapabilityProvider, SignerClient, SignerFailure, SignerResult } from "../signer/types.ts";
 import { type ChangedBy, storedPolicy, writeAgentPolicy, writeNodeFrozen } from "./store.ts";
 
-// issue 40: replaced by shared/operator-approval.ts's once the enclave half lands.
-type OperatorApproval = { keyId: string; counter: number; expiresAt: number; signature: Hex };
-
-/** The enclave ops a change is sealed with (the signer client's). */
-export type PolicySealer = {
-  setAgentPolicy(
-    params: { keyRef: string; policy: AgentPolicyDocument | null; operator?: OperatorApproval },
-    authorize: CapabilityProvider,
-  ): Promise<SignerResult<{ version: number }>>;
-  setNodeFrozen(
-    params: { frozen: boolean; operator?: OperatorApproval },
-    authorize: CapabilityProvider,
-  ): Promise<SignerResult<unknown>>;
-};
+/** The enclave ops a change is sealed with. */
+export type PolicySealer = Pick<SignerClient, "setAgentPolicy" | "setNodeFrozen">;
 
 export type PolicyChangeDeps = {
   db: Db;
@@ -85,9 +73,11 @@ export async function changeAgentPolicy(
     );
     if (loosened.length > 0 && !operator)
       return err({ code: "loosening_requires_operator", fields: loosened });
-    const sealed = await deps.signer.setAgentPolicy(
-      { keyRef: agent.keyRef, policy: next, ...(operator ? { operator } : {}) },
-      deps.authorize,
+    const sealed = await racing(() =>
+      deps.signer.setAgentPolicy(
+        { keyRef: agent.keyRef, policy: next, ...(operator ? { operator } : {}) },
+        deps.authorize,
+      ),
     );
     if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
     await writeAgentPolicy(tx, {
@@ -118,4 +108,18 @@ export async function changeNodeFrozen(
     await writeNodeFrozen(tx, frozen, changedBy);
     return ok({ frozen });
   });
+}
+
+/**
+ * Two changes minted at once (two agents' PATCHes, two origins) name the same next capability
+ * counter, and the enclave takes one: the other is refused with no detail, and minted again with
+ * the next counter. A refusal with a detail (an operator's signature missing or void) is final.
+ */
+async function racing<T>(seal: () => Promise<SignerResult<T>>): Promise<SignerResult<T>> {
+  for (let attempt = 1; ; attempt++) {
+    const sealed = await seal();
+    if (sealed.ok || sealed.error.code !== "capability_rejected" || sealed.error.detail || attempt === 3) {
+      return sealed;
+    }
+  }
 }
