@@ -47,7 +47,7 @@ export type NetworkResponse = {
     /** A decimal string; null while the chain does not answer. */
     latest_block: string | null;
   };
-  agent: { agent_id: string; assigned_wallet: string; capabilities: Capability[] };
+  agent: { agent_id: string; assigned_wallet: string; capabilities: Capability[]; spending_policy: boolean };
   rpc: {
     allowed_methods: string[];
     max_batch: number;

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { heldActionSubject } from "../shared/operator-approval.ts";
+import { heldApprovalSubject } from "../shared/operator-approval.ts";
 import {
   type AgentKey,
   agentKeys,
@@ -30,21 +30,25 @@ describe("operator approvals and held approvals lapse by the enclave's clock (th
     value: bigint,
     change: { expiresAt?: number; heldFor?: number } = {},
   ) => {
-    const subject = heldActionSubject({
-      instanceId: await instanceIdOf(client),
-      keyRef: key.key_ref,
-      kind: "transfer",
-      ref: actionId,
-      to: RECIPIENT,
-      valueUnits: value,
-    });
+    const approvalExpiresAt = nowSeconds() + (change.heldFor ?? 600);
+    const subject = heldApprovalSubject(
+      {
+        instanceId: await instanceIdOf(client),
+        keyRef: key.key_ref,
+        kind: "transfer",
+        ref: actionId,
+        to: RECIPIENT,
+        valueUnits: value,
+      },
+      approvalExpiresAt,
+    );
     const params = {
       key_ref: key.key_ref,
       kind: "transfer",
       ref: actionId,
       to: RECIPIENT,
       value_units: value.toString(),
-      expires_at: nowSeconds() + (change.heldFor ?? 600),
+      expires_at: approvalExpiresAt,
       operator: await operator.approve("approve_held", subject, {
         expiresAt: change.expiresAt ?? nowSeconds() + 300,
       }),

@@ -4,7 +4,12 @@ import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateOperatorKey, readOperatorKey } from "../ops/lib/operator-key.ts";
 import type { Hex } from "../shared/hex.ts";
-import { agentPolicySubject, heldActionSubject, nodeFreezeSubject } from "../shared/operator-approval.ts";
+import {
+  agentPolicySubject,
+  heldActionSubject,
+  heldApprovalSubject,
+  nodeFreezeSubject,
+} from "../shared/operator-approval.ts";
 import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import {
   type AgentKey,
@@ -55,23 +60,31 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
   };
   const admin = async (op: "approve_held" | "set_node_frozen", params: Record<string, unknown>) =>
     client.request(op, params, await mintFor(client, fixture, op, params));
-  const held = (key: AgentKey, kind: "transfer" | "x402", ref: string, to: string, value: bigint): Hex =>
-    heldActionSubject({ instanceId, keyRef: key.key_ref, kind, ref, to, valueUnits: value });
+  const held = (
+    key: AgentKey,
+    kind: "transfer" | "x402",
+    ref: string,
+    to: string,
+    value: bigint,
+    expiresAt: number,
+  ): Hex =>
+    heldApprovalSubject({ instanceId, keyRef: key.key_ref, kind, ref, to, valueUnits: value }, expiresAt);
   const approveHeld = async (
     key: AgentKey,
     action: { kind: "transfer" | "x402"; ref: string; to: string; value: bigint },
     signedFor = action,
   ) => {
+    const expiresAt = Math.floor(Date.now() / 1000) + 3600;
     const params = {
       key_ref: key.key_ref,
       kind: action.kind,
       ref: action.ref,
       to: action.to,
       value_units: action.value.toString(),
-      expires_at: Math.floor(Date.now() / 1000) + 3600,
+      expires_at: expiresAt,
       operator: await operator.approve(
         "approve_held",
-        held(key, signedFor.kind, signedFor.ref, signedFor.to, signedFor.value),
+        held(key, signedFor.kind, signedFor.ref, signedFor.to, signedFor.value, expiresAt),
       ),
     };
     return { params, response: await admin("approve_held", params) };
@@ -236,7 +249,14 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     });
     const approved = await approveHeld(key, { kind: "transfer", ref: actionId, to: RECIPIENT, value: 5000n });
     expect(expectOk(approved.response)).toEqual({
-      approval: held(key, "transfer", actionId, RECIPIENT, 5000n),
+      approval: heldActionSubject({
+        instanceId,
+        keyRef: key.key_ref,
+        kind: "transfer",
+        ref: actionId,
+        to: RECIPIENT,
+        valueUnits: 5000n,
+      }),
     });
     // Another action of the same recipient and value does not ride on it.
     expect(outcome(await sign(transfer(key, 5000n, { action_id: randomUUID() })))).toMatchObject({
@@ -257,7 +277,8 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     const file = join(fixture.dir, `mallory-${randomUUID()}.key`);
     await generateOperatorKey(file);
     const mallory = await readOperatorKey(file);
-    const subject = held(key, action.kind, action.ref, action.to, action.value);
+    const expiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const subject = held(key, action.kind, action.ref, action.to, action.value, expiresAt);
     for (const forged of [
       await approver(client, fixture, "mallory", mallory)("approve_held", subject),
       await approver(client, fixture, operator.keyId, mallory)("approve_held", subject),
@@ -268,7 +289,7 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
         ref: action.ref,
         to: action.to,
         value_units: "7000",
-        expires_at: Math.floor(Date.now() / 1000) + 3600,
+        expires_at: expiresAt,
         operator: forged,
       };
       expect(outcome(await admin("approve_held", params))).toEqual({
@@ -281,21 +302,36 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     expect(outcome(moved.response)).toEqual({ code: "capability_rejected", detail: "operator_signature" });
     const moreValue = await approveHeld(key, { ...action, value: 70_000n }, action);
     expect(outcome(moreValue.response)).toMatchObject({ detail: "operator_signature" });
+    // The operator's approval relayed with a longer life than the one it signed.
+    const longer = {
+      key_ref: key.key_ref,
+      kind: action.kind,
+      ref: action.ref,
+      to: action.to,
+      value_units: "7000",
+      expires_at: expiresAt + 86_400,
+      operator: await operator.approve("approve_held", subject),
+    };
+    expect(outcome(await admin("approve_held", longer))).toEqual({
+      code: "capability_rejected",
+      detail: "operator_signature",
+    });
   });
 
   it("a recorded approve_held frame replayed is refused: its capability, then (re-minted) its operator counter as operator_replay", async () => {
     const key = keys[4]!;
     const action = { kind: "transfer" as const, ref: randomUUID(), to: RECIPIENT, value: 6000n };
+    const expiresAt = Math.floor(Date.now() / 1000) + 3600;
     const params = {
       key_ref: key.key_ref,
       kind: action.kind,
       ref: action.ref,
       to: action.to,
       value_units: action.value.toString(),
-      expires_at: Math.floor(Date.now() / 1000) + 3600,
+      expires_at: expiresAt,
       operator: await operator.approve(
         "approve_held",
-        held(key, action.kind, action.ref, action.to, action.value),
+        held(key, action.kind, action.ref, action.to, action.value, expiresAt),
       ),
     };
     const recorded = { params };

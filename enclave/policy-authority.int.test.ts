@@ -97,6 +97,8 @@ describe("the policy authority (real process)", () => {
       policy: null,
       treasury: null,
       settler: null,
+      node_frozen: false,
+      operator_keys: [],
     });
   });
 
@@ -161,6 +163,8 @@ describe("the policy authority (real process)", () => {
         ...TERMS,
       },
       settler: null,
+      node_frozen: false,
+      operator_keys: [],
     });
   });
 

@@ -49,8 +49,11 @@ import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
 import { createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
+import { createPolicyHandlers, transferCost } from "./policy/capability.ts";
+import type { PolicyChangeDeps } from "./policy/change.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
+import { createCapabilityMinter } from "./signer/capability-minter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
@@ -121,12 +124,20 @@ export async function composeOrigin(
   // through to the 404 (docs/api.md#the-switches).
   if (config.gatewayEnabled) {
     const x402 = createX402Module(infra, node.refusals, runtimes?.x402);
+    const policy = createPolicyHandlers({
+      db: infra.database.db,
+      clock,
+      change: policyChangeDeps(infra, checked.value),
+      transferCostUnits:
+        runtimes && config.features.transfers ? transferCost(runtimes.money.fees) : undefined,
+      x402Decision: undefined,
+    });
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
       createRegistrationModule(infra, node, keyPool.demand),
       createOpenApiModule(config.http.basePath),
-      createGatewayModule(infra, node, { ...money.writes, ...x402.writes }),
+      createGatewayModule(infra, node, { ...money.writes, ...x402.writes, policy }),
       // The demo resource and the facilitator: public, present when x402 is on.
       x402.capability,
     );
@@ -151,6 +162,30 @@ export async function composeOrigin(
       await Promise.all(workers.map((worker) => worker.stop()));
     },
   });
+}
+
+/**
+ * What a policy change needs: the enclave to seal it, the origin's admin capability (its tier
+ * tightens; a loosening carries an operator's signature), and the node's one x402 payee, what an
+ * agent without a payee list may pay. None without an enclave or an admin key: PATCH is then off.
+ */
+function policyChangeDeps(infra: Infrastructure, checked: CheckedMoney): PolicyChangeDeps | undefined {
+  const { config, signer } = infra;
+  if (!config.signer.endpoint || !config.signer.adminAuthorityKeyFile) return undefined;
+  const sealed = checked?.sealed.policy;
+  return {
+    db: infra.database.db,
+    signer,
+    authorize: createCapabilityMinter({
+      authority: { keyPath: config.signer.adminAuthorityKeyFile },
+      envId: config.envId,
+      client: signer,
+    }),
+    nodePayee:
+      sealed?.x402AmountUnits != null && sealed.x402PayTo
+        ? { payTo: sealed.x402PayTo, amountUnits: sealed.x402AmountUnits }
+        : null,
+  };
 }
 
 /**

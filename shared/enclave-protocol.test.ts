@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import {
+  AGENT_POLICY_REFUSAL_DETAILS,
   FAUCET_REFUSAL_DETAILS,
   FILLER_REFUSAL_DETAILS,
   KEY_REFUSAL_DETAILS,
+  OPERATOR_REFUSAL_DETAILS,
   REFUSAL_DETAILS,
   SETTLEMENT_REFUSAL_DETAILS,
   TRANSACTION_REFUSAL_DETAILS,
@@ -20,6 +22,8 @@ describe("refusal details", () => {
       SETTLEMENT_REFUSAL_DETAILS,
       FILLER_REFUSAL_DETAILS,
       KEY_REFUSAL_DETAILS,
+      AGENT_POLICY_REFUSAL_DETAILS,
+      OPERATOR_REFUSAL_DETAILS,
     ];
     const grouped = groups.flat();
     expect(new Set(grouped).size).toBe(grouped.length);

@@ -218,6 +218,8 @@ export const networkResponseSchema = z.object({
     agent_id: z.string(),
     assigned_wallet: z.string(),
     capabilities: z.array(z.enum(CAPABILITIES)),
+    /** The agent has a spending policy: GET /agent/v1/policy shows it and what remains of it. */
+    spending_policy: z.boolean(),
   }),
   rpc: z.object({
     allowed_methods: z.array(z.string()),

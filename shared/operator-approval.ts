@@ -114,6 +114,15 @@ export function heldActionSubject(action: HeldAction): Hex {
   });
 }
 
+/**
+ * What an operator signs to approve a held action: the action (heldActionSubject, the key the
+ * enclave keeps the approval under) and until when the approval may be used, so nobody relaying
+ * it can make it last longer than the operator chose.
+ */
+export function heldApprovalSubject(action: HeldAction, approvalExpiresAt: number): Hex {
+  return digest({ op: "approve_held", held: heldActionSubject(action), expires_at: approvalExpiresAt });
+}
+
 /** The subject of a set_node_frozen (an operator signs only the unfreezing: `frozen` false). */
 export function nodeFreezeSubject(frozen: boolean): Hex {
   return digest({ op: "set_node_frozen", frozen });

@@ -7,7 +7,7 @@
  */
 
 import { MAX_HELD_APPROVAL_SECONDS } from "../../shared/enclave-ops.ts";
-import { heldActionSubject, nodeFreezeSubject } from "../../shared/operator-approval.ts";
+import { heldActionSubject, heldApprovalSubject, nodeFreezeSubject } from "../../shared/operator-approval.ts";
 import { err } from "../../shared/result.ts";
 import { MAX_HELD_APPROVALS, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import {
@@ -84,18 +84,20 @@ export const approveHeld: OpHandler<"approve_held"> = async (ctx, params) => {
   if (params.expires_at <= nowSeconds || params.expires_at > nowSeconds + MAX_HELD_APPROVAL_SECONDS) {
     return refuse("malformed", "expires_at must be in the next 7 days");
   }
-  const subject = heldActionSubject({
+  const held = {
     instanceId: ctx.config.instance_id,
     keyRef: key.keyRef,
     kind: params.kind,
     ref,
     to: params.to,
     valueUnits: BigInt(params.value_units),
-  });
+  };
+  const subject = heldActionSubject(held);
   const { state } = ctx.state;
   const checked = checkOperatorApproval(ctx.config, state, {
     op: "approve_held",
-    subject,
+    // The operator signed the action and the approval's lifetime both.
+    subject: heldApprovalSubject(held, params.expires_at),
     approval: params.operator,
     nowMs,
   });

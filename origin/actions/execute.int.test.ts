@@ -30,6 +30,7 @@ describe("money executor batches (real stack)", () => {
     assignedWallet: agent.wallet,
     keyRef: agent.keyRef,
     capabilities: ["read", "faucet", "transfer"],
+    hasPolicy: false,
   });
 
   /** Claims one action per operation, then hands them all to the executor in one turn. */

@@ -120,6 +120,8 @@ function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Fa
       from: operation.sender.address as Hex,
       to: operation.to as Hex,
       valueUnits: operation.valueUnits,
+      // The enclave matches an operator's approval of a held transfer by its action (approve_held).
+      ...(operation.purpose === "transfer" ? { actionId: operation.actionId } : {}),
     }),
     unsigned(operation, failure) {
       const refusal = refusesThisRequest(operation, failure);

@@ -22,6 +22,7 @@ const AGENT: AuthenticatedAgent = {
   assignedWallet: WALLET,
   keyRef: "key-1",
   capabilities: [],
+  hasPolicy: false,
 };
 const FEES = { maxFeePerGas: 2_000_000_000n, maxPriorityFeePerGas: 1_000_000_000n, gasLimit: 21_000n };
 /** A wallet the gate lets move anything: restored by a drill. */

@@ -225,10 +225,13 @@ function signerRefusal(failure: SignerFailure): Refusal | null {
     case "gas_limit":
     case "fee_ceiling":
       return null;
-    // issue 40: the origin's policy answer
+    // The agent's policy as the enclave holds it. The gateway answered the same rules first, so a
+    // refusal here means the two disagree (a change sealed whose row a crash lost, or a bypassed
+    // check): final, and never signed. A hold the gateway did not make is refused too: the
+    // enclave saw no approval of this transfer.
     case "policy_denied":
     case "policy_held":
-      return null;
+      return policyDenied({ rule: failure.rule ?? "policy", remaining: "0" });
     case undefined:
       return failure.code === "key_purpose_mismatch" ? keyUnavailable("wallet") : null;
   }

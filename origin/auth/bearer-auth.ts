@@ -117,6 +117,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       assignedWallet: identity.assignedWallet,
       keyRef: identity.keyRef,
       capabilities: identity.capabilities,
+      hasPolicy: identity.hasPolicy,
     });
     await next();
   };

@@ -12,6 +12,8 @@ export type TokenIdentity = {
   capabilities: Capability[];
   assignedWallet: `0x${string}`;
   keyRef: string;
+  /** The agent has a spending policy (docs/agents.md#your-spending-policy). */
+  hasPolicy: boolean;
 };
 
 function buildLookup(db: Db, arity: number) {
@@ -26,6 +28,8 @@ function buildLookup(db: Db, arity: number) {
       capabilities: agentIdentities.capabilities,
       assignedWallet: agentIdentities.assignedWallet,
       keyRef: agentIdentities.agentTransferKeyRef,
+      // One probe of agent_policies' key, in the lookup every request makes anyway.
+      hasPolicy: sql<boolean>`exists(select 1 from agent_policies p where p.agent_id = ${agentIdentities.agentId})`,
     })
     .from(agentTokens)
     .innerJoin(agentIdentities, eq(agentIdentities.agentId, agentTokens.agentId))

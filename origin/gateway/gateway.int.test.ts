@@ -455,6 +455,7 @@ describe("gateway over HTTP (real database and devnet)", () => {
           agent_id: tokens.all.agentId,
           assigned_wallet: tokens.all.wallet,
           capabilities: ["read", "faucet", "transfer"],
+          spending_policy: false,
         },
         rpc: POLICY,
         limits: {

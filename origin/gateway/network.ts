@@ -71,6 +71,7 @@ export function networkHandler(config: Config, latestBlock: LatestBlock | undefi
       agent_id: agent.agentId,
       assigned_wallet: agent.assignedWallet,
       capabilities: agent.capabilities,
+      spending_policy: agent.hasPolicy,
     });
     const block = latest === null ? "null" : `"${latest}"`;
     return c.body(`${head}${block}},"agent":${caller},${tail}`, 200, JSON_CONTENT);

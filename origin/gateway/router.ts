@@ -25,6 +25,8 @@ export type GatewayWriteHandlers = {
   faucet?: Handler<AppEnv>;
   transfers?: Handler<AppEnv>;
   x402Authorize?: Handler<AppEnv>;
+  /** The agent's spending policy (origin/policy/routes.ts). */
+  policy?: { get: Handler<AppEnv>; patch: Handler<AppEnv>; check: Handler<AppEnv> };
 };
 
 export type GatewayRouterOptions = {
@@ -81,6 +83,29 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
   const writes = options.writes ?? {};
+  const policy = writes.policy;
+  route(
+    router,
+    at,
+    "getPolicy",
+    requireCapability("read"),
+    policy?.get ?? featureDisabled("spending policies"),
+  );
+  route(
+    router,
+    at,
+    "checkPolicy",
+    requireCapability("read"),
+    policy?.check ?? featureDisabled("spending policies"),
+  );
+  // Only a token that can spend changes how its agent may spend (a read-only token cannot freeze it).
+  route(
+    router,
+    at,
+    "patchPolicy",
+    requireCapability("transfer"),
+    policy?.patch ?? featureDisabled("spending policies"),
+  );
   route(router, at, "faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
   route(
     router,

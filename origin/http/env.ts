@@ -6,6 +6,8 @@ export type AuthenticatedAgent = {
   assignedWallet: `0x${string}`;
   keyRef: string;
   capabilities: readonly Capability[];
+  /** The agent has a spending policy (docs/agents.md#your-spending-policy). */
+  hasPolicy: boolean;
 };
 
 /** Hono context variables set by the origin's middleware. */

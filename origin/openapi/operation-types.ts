@@ -3,7 +3,7 @@ import type { z } from "zod";
 import { errorBodySchema } from "../../shared/gateway-schemas.ts";
 import type { CapabilityName } from "../capability.ts";
 
-export type HttpMethod = "get" | "post";
+export type HttpMethod = "get" | "post" | "patch";
 export type SecurityName = "agentToken" | "adminApiToken" | "registrationAdminToken";
 
 /** A named schema becomes `#/components/schemas/{name}`. */

@@ -21,6 +21,12 @@ import {
   x402AuthorizeRequestSchema,
   x402AuthorizeResponseSchema,
 } from "../../shared/gateway-schemas.ts";
+import {
+  policyCheckRequestSchema,
+  policyCheckResponseSchema,
+  policyPatchSchema,
+  policyResponseSchema,
+} from "../../shared/policy-schemas.ts";
 import { tokenRotationRequestSchema, tokenRotationResponseSchema } from "../../shared/token-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
@@ -57,6 +63,7 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
 };
 
 const action: NamedSchema = { name: "Action", schema: actionSchema };
+const policy: NamedSchema = { name: "Policy", schema: policyResponseSchema };
 /**
  * A repeat of a key answers what its action came to: the action while in flight or once confirmed,
  * the refusal it ended with otherwise, so a repeat never reads as a success.
@@ -150,6 +157,52 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "agent",
     security: ["agentToken"],
     responses: { 200: { description: "the action", body: action }, ...agentErrors() },
+  },
+  {
+    method: "get",
+    path: "/agent/v1/policy",
+    operationId: "getPolicy",
+    capability: "gateway",
+    summary:
+      "The caller's spending policy (null: the node's limits only), and each budget with its limit, what its UTC window used, what remains and when it resets.",
+    tag: "agent",
+    security: ["agentToken"],
+    responses: { 200: { description: "the policy", body: policy }, ...agentErrors() },
+  },
+  {
+    method: "patch",
+    path: "/agent/v1/policy",
+    operationId: "patchPolicy",
+    capability: "gateway",
+    summary:
+      "Tightens the caller's own policy (capability `transfer`): a JSON merge patch of the document (null removes a field, lists are replaced). Lower a figure, remove a payee, freeze: sealed in the enclave, then stored. A change that allows more is 403 policy_loosening_requires_operator.",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: { name: "PolicyPatch", schema: policyPatchSchema },
+    responses: {
+      200: { description: "the policy as now sealed", body: policy },
+      ...agentErrors(400),
+      403: errorResponse(
+        "agent_capability_required; policy_loosening_requires_operator (`loosens` names the fields): nothing changed",
+      ),
+      413: PAYLOAD_TOO_LARGE,
+    },
+  },
+  {
+    method: "post",
+    path: "/agent/v1/policy/check",
+    operationId: "checkPolicy",
+    capability: "gateway",
+    summary:
+      "What the caller's policy would answer a transfer (`{transfer: {to, amount}}`) or an x402 payment (`{x402: {payment_required}}`): allow, hold or deny, with the rule and what remains under it. Signs and reserves nothing.",
+    tag: "agent",
+    security: ["agentToken"],
+    requestBody: { name: "PolicyCheckRequest", schema: policyCheckRequestSchema },
+    responses: {
+      200: { description: "the decision", body: { name: "PolicyCheck", schema: policyCheckResponseSchema } },
+      ...agentErrors(400),
+      413: PAYLOAD_TOO_LARGE,
+    },
   },
   {
     method: "post",

@@ -40,7 +40,7 @@ export type RefusalShape = "envelope" | "jsonrpc" | "x402_resource" | "x402_veri
 
 export type FuzzRoute = {
   name: string;
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PATCH";
   /** Path under {base}; an arbitrary for routes with parameters. */
   path: string | fc.Arbitrary<string>;
   credentials: Credentials;
@@ -163,7 +163,7 @@ function fuzzRoute(facts: FuzzFacts): FuzzRoute {
   if (body && !valid) throw new Error(`${facts.operationId}: a body with neither a schema nor arbitraries`);
   return {
     ...route,
-    method: operation.method === "get" ? "GET" : "POST",
+    method: operation.method.toUpperCase() as "GET" | "POST" | "PATCH",
     path,
     ...(body && valid ? { body: { valid, maxBytes: body.maxBytes } } : {}),
   };
@@ -193,6 +193,59 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       credentials: "agent",
       refusal: "envelope",
       readOnly: true,
+    },
+    {
+      operationId: "getPolicy",
+      name: "GET policy",
+      credentials: "agent",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "checkPolicy",
+      name: "POST policy/check",
+      credentials: "agent",
+      body: {
+        // Transfers from the schema; x402 quotes of this node's terms (the schema's own are refused).
+        valid: (schema) =>
+          fc.oneof(
+            fromSchema(schema!),
+            payableQuotes.map((quote) => ({ x402: { payment_required: quote } })),
+          ),
+        maxBytes: 64 * 1024,
+      },
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "patchPolicy",
+      name: "PATCH policy",
+      credentials: "agent",
+      // Merge patches of the document: any JSON object, and patches of its real fields.
+      body: {
+        valid: () =>
+          fc.oneof(
+            anyJson,
+            fc.record(
+              {
+                transfers: fc.record(
+                  {
+                    per_tx_units: fc.oneof(
+                      fc.constant(null),
+                      fc.bigInt({ min: 0n, max: 10n ** 12n }).map(String),
+                    ),
+                  },
+                  { requiredKeys: [] },
+                ),
+                frozen: fc.oneof(fc.boolean(), fc.constant(null)),
+              },
+              { requiredKeys: [] },
+            ),
+          ),
+        maxBytes: 128 * 1024,
+      },
+      refusal: "envelope",
+      readOnly: false,
     },
     {
       operationId: "rpc",

@@ -1,0 +1,125 @@
+/**
+ * Every change of an agent's spending policy goes through here (the agent's PATCH, the operator's
+ * `npm run policy -- set|freeze|unfreeze`): the change is checked against what is stored, sealed by
+ * the enclave (which checks it again: a loosening needs an operator's signature it verifies
+ * itself), and only then stored, under the agent's row lock so two changes of one agent are sealed
+ * and stored in the same order.
+ */
+import { sql } from "drizzle-orm";
+import {
+  type AgentPolicyDocument,
+  agentPolicySchema,
+  loosenings,
+  NO_AGENT_POLICY,
+  type NodePayee,
+  policyFromDocument,
+  policyToDocument,
+} from "../../shared/agent-policy.ts";
+import type { OperatorApproval } from "../../shared/operator-approval.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
+import { type Db, queryRows } from "../db/client.ts";
+import type { CapabilityProvider, SignerClient, SignerFailure, SignerResult } from "../signer/types.ts";
+import { type ChangedBy, storedPolicy, writeAgentPolicy, writeNodeFrozen } from "./store.ts";
+
+/** The enclave ops a change is sealed with. */
+export type PolicySealer = Pick<SignerClient, "setAgentPolicy" | "setNodeFrozen">;
+
+export type PolicyChangeDeps = {
+  db: Db;
+  signer: PolicySealer;
+  /** The origin's admin capability (or the operator tool's): the enclave's admin tier. */
+  authorize: CapabilityProvider;
+  /** The node's one sealed x402 payee and amount, what an agent without a payee list may pay. */
+  nodePayee: NodePayee | null;
+};
+
+export type PolicyChangeError =
+  /** The change allows more than the stored policy, and no operator signed it. */
+  | { code: "loosening_requires_operator"; fields: string[] }
+  /** The enclave refused or could not be asked: nothing changed. */
+  | { code: "signer"; failure: SignerFailure };
+
+export type PolicyChanged = { document: AgentPolicyDocument | null; version: number };
+
+/**
+ * Replaces the agent's policy with `next` (null: none). Without `operator`, only a change that
+ * tightens is made; the enclave holds the last word either way.
+ */
+export async function changeAgentPolicy(
+  deps: PolicyChangeDeps,
+  change: {
+    agent: { agentId: string; keyRef: string };
+    next: AgentPolicyDocument | null;
+    changedBy: ChangedBy;
+    operator?: OperatorApproval;
+  },
+): Promise<Result<PolicyChanged, PolicyChangeError>> {
+  const { agent, changedBy, operator } = change;
+  // The document as it is stored: canonical (what the operator's signature covers is this form).
+  const next =
+    change.next === null ? null : policyToDocument(policyFromDocument(agentPolicySchema.parse(change.next)));
+  return deps.db.transaction(async (tx) => {
+    // The identity's row lock orders two changes of one agent, across origins.
+    await tx.execute(sql`select 1 from agent_identities where agent_id = ${agent.agentId} for update`);
+    const [row] = await queryRows<{ policy: unknown; version: number }>(
+      tx,
+      sql`select policy, version from agent_policies where agent_id = ${agent.agentId}`,
+    );
+    const before = row ? storedPolicy(row.policy, row.version) : null;
+    const loosened = loosenings(
+      before?.policy ?? NO_AGENT_POLICY,
+      next === null ? NO_AGENT_POLICY : policyFromDocument(next),
+      deps.nodePayee,
+    );
+    if (loosened.length > 0 && !operator)
+      return err({ code: "loosening_requires_operator", fields: loosened });
+    const sealed = await racing(() =>
+      deps.signer.setAgentPolicy(
+        { keyRef: agent.keyRef, policy: next, ...(operator ? { operator } : {}) },
+        deps.authorize,
+      ),
+    );
+    if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
+    await writeAgentPolicy(tx, {
+      agentId: agent.agentId,
+      before: before?.document ?? null,
+      after: next,
+      version: sealed.value.version,
+      changedBy,
+    });
+    return ok({ document: next, version: sealed.value.version });
+  });
+}
+
+/** Freezes (admin alone) or unfreezes (an operator's signature) every agent of the node. */
+export async function changeNodeFrozen(
+  deps: PolicyChangeDeps,
+  change: { frozen: boolean; changedBy: ChangedBy; operator?: OperatorApproval },
+): Promise<Result<{ frozen: boolean }, PolicyChangeError>> {
+  const { frozen, changedBy, operator } = change;
+  if (!frozen && !operator) return err({ code: "loosening_requires_operator", fields: ["node.frozen"] });
+  return deps.db.transaction(async (tx) => {
+    await tx.execute(sql`select 1 from node_policy where id = 1 for update`);
+    const sealed = await deps.signer.setNodeFrozen(
+      { frozen, ...(operator ? { operator } : {}) },
+      deps.authorize,
+    );
+    if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
+    await writeNodeFrozen(tx, frozen, changedBy);
+    return ok({ frozen });
+  });
+}
+
+/**
+ * Two changes minted at once (two agents' PATCHes, two origins) name the same next capability
+ * counter, and the enclave takes one: the other is refused with no detail, and minted again with
+ * the next counter. A refusal with a detail (an operator's signature missing or void) is final.
+ */
+async function racing<T>(seal: () => Promise<SignerResult<T>>): Promise<SignerResult<T>> {
+  for (let attempt = 1; ; attempt++) {
+    const sealed = await seal();
+    if (sealed.ok || sealed.error.code !== "capability_rejected" || sealed.error.detail || attempt === 3) {
+      return sealed;
+    }
+  }
+}

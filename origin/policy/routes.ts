@@ -1,0 +1,127 @@
+/**
+ * The agent's own policy routes (docs/api.md#spending-policy): GET {base}/agent/v1/policy, PATCH
+ * (tighten only: a loosening needs an operator), and POST …/policy/check, which answers what a
+ * request would meet and signs and reserves nothing.
+ */
+import type { Handler } from "hono";
+import {
+  type AgentPolicyDocument,
+  agentPolicySchema,
+  evaluateTransfer,
+  mergePatch,
+  NO_AGENT_POLICY,
+  type PolicyDecision,
+} from "../../shared/agent-policy.ts";
+import type { X402PaymentRequired } from "../../shared/gateway-schemas.ts";
+import {
+  type PolicyCheckResponse,
+  policyCheckRequestSchema,
+  policyPatchSchema,
+} from "../../shared/policy-schemas.ts";
+import type { Clock } from "../clock.ts";
+import type { Db } from "../db/client.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
+import { parseJsonBody } from "../http/json-body.ts";
+import { changeAgentPolicy, type PolicyChangeDeps, type PolicyChangeError } from "./change.ts";
+import { type PolicyState, readPolicyState } from "./store.ts";
+import { policyView } from "./view.ts";
+
+/** A policy with 1,000 addresses in each list is about 90 KB of JSON. */
+const MAX_PATCH_BYTES = 128 * 1024;
+
+export type PolicyRouteDeps = {
+  db: Db;
+  clock: Clock;
+  /** Seals and stores changes; absent where the enclave is not configured (the PATCH is then disabled). */
+  change: PolicyChangeDeps | undefined;
+  /** A transfer's cost as the limits count it, at the fees a transfer would be signed with now. */
+  transferCostUnits: ((amountUnits: bigint) => Promise<bigint>) | undefined;
+  /** The x402 side's answer for a 402 quote (its payee, amount and resource); absent with x402 off. */
+  x402Decision:
+    | ((
+        agent: AuthenticatedAgent,
+        state: PolicyState,
+        paymentRequired: X402PaymentRequired,
+      ) => PolicyDecision)
+    | undefined;
+};
+
+export function getPolicyHandler(deps: Pick<PolicyRouteDeps, "db" | "clock">): Handler<AppEnv> {
+  return async (c) => {
+    const now = deps.clock.now();
+    return c.json(policyView(await readPolicyState(deps.db, c.get("agent").agentId, now), now));
+  };
+}
+
+export function patchPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
+  return async (c) => {
+    const { change } = deps;
+    if (!change)
+      throw new AppError("feature_disabled", "policies cannot be changed on this node (no signer)");
+    const patch = await parseJsonBody(c, policyPatchSchema, MAX_PATCH_BYTES);
+    const agent = c.get("agent");
+    const current = await readPolicyState(deps.db, agent.agentId, deps.clock.now());
+    const next = agentPolicySchema.safeParse(mergePatch(current.stored?.document ?? {}, patch));
+    if (!next.success) {
+      const issue = next.error.issues[0];
+      throw new AppError(
+        "validation_failed",
+        `the policy after the patch is not valid: ${issue ? `${issue.path.join(".") || "policy"}: ${issue.message}` : "invalid"}`,
+      );
+    }
+    const changed = await changeAgentPolicy(change, {
+      agent,
+      next: next.data satisfies AgentPolicyDocument,
+      changedBy: { by: "agent" },
+    });
+    if (!changed.ok) throw changeRefusal(changed.error);
+    const now = deps.clock.now();
+    return c.json(policyView(await readPolicyState(deps.db, agent.agentId, now), now));
+  };
+}
+
+export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
+  return async (c) => {
+    const body = await parseJsonBody(c, policyCheckRequestSchema, 64 * 1024);
+    const agent = c.get("agent");
+    const state = await readPolicyState(deps.db, agent.agentId, deps.clock.now());
+    let decision: PolicyDecision;
+    if ("transfer" in body) {
+      if (!deps.transferCostUnits)
+        throw new AppError("feature_disabled", "transfers are not available on this node");
+      const costUnits = await deps.transferCostUnits(BigInt(body.transfer.amount));
+      decision = evaluateTransfer(
+        state.stored?.policy ?? NO_AGENT_POLICY,
+        state.usage,
+        { to: body.transfer.to, costUnits },
+        { nodeFrozen: state.nodeFrozen, approved: false },
+      );
+    } else {
+      if (!deps.x402Decision)
+        throw new AppError("feature_disabled", "x402 authorization is not available on this node");
+      decision = deps.x402Decision(agent, state, body.x402.payment_required);
+    }
+    const answer: PolicyCheckResponse =
+      decision.decision === "allow"
+        ? { decision: "allow", rule: null, remaining: null }
+        : { decision: decision.decision, rule: decision.rule, remaining: decision.remaining };
+    return c.json(answer);
+  };
+}
+
+function changeRefusal(error: PolicyChangeError): AppError {
+  switch (error.code) {
+    case "loosening_requires_operator":
+      return new AppError(
+        "policy_loosening_requires_operator",
+        `this change allows more than the policy does (${error.fields.join(", ")}): only an operator can loosen a policy (npm run policy -- set)`,
+        { fields: { loosens: error.fields.join(",") } },
+      );
+    case "signer":
+      return new AppError(
+        "agent_signer_unavailable",
+        `the signer could not seal the change (${error.failure.code}); nothing changed, retry later`,
+      );
+  }
+}
