@@ -16,7 +16,7 @@ import type {
 } from "../../../shared/gateway-schemas.ts";
 import {
   agentPolicySubject,
-  heldActionSubject,
+  heldApprovalSubject,
   nodeFreezeSubject,
 } from "../../../shared/operator-approval.ts";
 import type { StackAgent } from "../../../testing/agent-factory.ts";
@@ -151,7 +151,13 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     const before = await budgets(agent.agentId);
     const state = await readPolicyState(db(), agent.agentId, new Date());
     const decision = decide(
-      { agentId: agent.agentId, assignedWallet: agent.wallet, keyRef: agent.keyRef, capabilities: [] },
+      {
+        agentId: agent.agentId,
+        assignedWallet: agent.wallet,
+        keyRef: agent.keyRef,
+        capabilities: [],
+        hasPolicy: state.stored !== null,
+      },
       state,
       paymentRequired as X402PaymentRequired,
     );
@@ -336,24 +342,23 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
       instance_id: string;
     };
+    const approvalExpiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const heldAction = {
+      instanceId,
+      keyRef: agent.keyRef,
+      kind: "x402" as const,
+      ref: body.nonce,
+      to: SELLER_C,
+      valueUnits: 5_000n,
+    };
     const params = {
       key_ref: agent.keyRef,
       kind: "x402",
       ref: body.nonce,
       to: SELLER_C,
       value_units: "5000",
-      expires_at: Math.floor(Date.now() / 1000) + 3600,
-      operator: await operator.approve(
-        "approve_held",
-        heldActionSubject({
-          instanceId,
-          keyRef: agent.keyRef,
-          kind: "x402",
-          ref: body.nonce,
-          to: SELLER_C,
-          valueUnits: 5_000n,
-        }),
-      ),
+      expires_at: approvalExpiresAt,
+      operator: await operator.approve("approve_held", heldApprovalSubject(heldAction, approvalExpiresAt)),
     };
     expectOk(
       await enclave.request(
