@@ -130,7 +130,7 @@ export async function composeOrigin(
       change: policyChangeDeps(infra, checked.value),
       transferCostUnits:
         runtimes && config.features.transfers ? transferCost(runtimes.money.fees) : undefined,
-      x402Decision: undefined,
+      x402Decision: x402.x402PolicyDecision,
     });
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
