@@ -9,11 +9,7 @@ import { expectOk, RawEnclaveClient } from "../../../enclave/testing/raw-client.
 import type { AgentPolicyDocument } from "../../../shared/agent-policy.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../../shared/eip712.ts";
-import type {
-  ActionView,
-  X402AuthorizeResponse,
-  X402PaymentRequired,
-} from "../../../shared/gateway-schemas.ts";
+import type { ActionView, X402AuthorizeResponse } from "../../../shared/gateway-schemas.ts";
 import {
   agentPolicySubject,
   heldApprovalSubject,
@@ -22,10 +18,8 @@ import {
 import type { StackAgent } from "../../../testing/agent-factory.ts";
 import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
 import { queryRows } from "../../db/client.ts";
-import { readPolicyState, writeAgentPolicy, writeNodeFrozen } from "../../policy/store.ts";
+import { writeAgentPolicy, writeNodeFrozen } from "../../policy/store.ts";
 import type { SignerClient } from "../../signer/types.ts";
-import { sealedCeiling } from "../setup.ts";
-import { createX402PolicyDecision } from "./policy-decision.ts";
 
 // POST /agent/v1/x402/authorize under agents' spending policies, against the real stack (origin,
 // enclave, devnet, Postgres), with the node's ceiling sealed (1 USDC to any payee, as `npm start`
@@ -139,30 +133,22 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
           order by kind, pay_to`,
     );
 
-  /** The check call's decision (origin/policy/routes.ts answers it), with the node's sealed terms. */
+  /** POST /agent/v1/policy/check with the quote: its answer, which must leave every budget as it was. */
   const check = async (agent: StackAgent, paymentRequired: unknown) => {
-    const decide = createX402PolicyDecision(
-      {
-        pair: { amountUnits: AMOUNT, payTo: PAIR, maxTimeoutSeconds: stack.policy.x402MaxTimeoutSeconds },
-        ceiling: sealedCeiling(stack.policy),
-      },
-      stack.policy.x402DailyLimit,
-    );
     const before = await budgets(agent.agentId);
-    const state = await readPolicyState(db(), agent.agentId, new Date());
-    const decision = decide(
-      {
-        agentId: agent.agentId,
-        assignedWallet: agent.wallet,
-        keyRef: agent.keyRef,
-        capabilities: [],
-        hasPolicy: state.stored !== null,
-      },
-      state,
-      paymentRequired as X402PaymentRequired,
-    );
+    const response = await fetch(`${second.base}/agent/v1/policy/check`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ x402: { payment_required: paymentRequired } }),
+    });
+    expect(response.status).toBe(200);
+    const answer = (await response.json()) as {
+      decision: string;
+      rule: string | null;
+      remaining: string | null;
+    };
     expect(await budgets(agent.agentId)).toEqual(before);
-    return decision;
+    return answer.decision === "allow" ? { decision: "allow" } : answer;
   };
 
   it("pays listed sellers through one path; refuses B over its per-payment limit and, once the day's units are spent, the next authorization, each naming its rule; the check call answers each first and reserves nothing", async () => {
