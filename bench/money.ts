@@ -7,12 +7,16 @@
  *     accounts sent straight to the devnet (eth_sendRawTransaction, which answers once mined, back
  *     to back). A phase ends when every transfer it sent is `confirmed`. Goal: ≥ 0.7× the
  *     straight rate.
+ *   - the same through the gateway with a spending policy on every agent (docs/agents.md#your-spending-policy:
+ *     every budget and rule set, none reached), AGENTS other agents: the cost of the policy's read
+ *     and checks under the batch's lock and of the enclave's re-check. Goal: within 10 % of the
+ *     rate without policies, in the same triple of phases.
  *   - faucet payout latency to `confirmed`, p50 and p99, from the POST to the first GET
  *     /actions/{id} that reads `confirmed`.
  * The devnet, the enclave and the origin (origin/main.ts) run as their own processes; this process
- * sets the stack up and drives load. The phases alternate (straight, gateway, straight, gateway)
- * and each ratio is taken within a pair, since this shared VM's speed drifts; the CPU steal of the
- * run is printed.
+ * sets the stack up and drives load. The phases alternate (straight, gateway, gateway with policies,
+ * straight, …) and each ratio is taken within a triple, since this shared VM's speed drifts; the
+ * CPU steal of the run is printed.
  */
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { Agent, type RequestOptions, request } from "node:http";
@@ -28,8 +32,10 @@ import { httpOk, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
+import { changeAgentPolicy } from "../origin/policy/change.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import type { AgentPolicyDocument } from "../shared/agent-policy.ts";
 import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { makeAgents, type StackAgent } from "../testing/agent-factory.ts";
@@ -41,6 +47,17 @@ import { median, quantile } from "../testing/measure/stats.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 32);
+/** Every transfer rule set, none reached by the run (the figures far above what it moves). */
+const BENCH_POLICY: AgentPolicyDocument = {
+  transfers: {
+    per_tx_units: "1000000000000",
+    daily_units: "1000000000000000",
+    monthly_units: "1000000000000000",
+    daily_count: 10_000_000,
+    deny: ["0x000000000000000000000000000000000000dead"],
+  },
+  approval_above_units: "1000000000000",
+};
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 3);
 const FAUCET_SAMPLES = Number(process.env.BENCH_FAUCET_SAMPLES ?? 100);
@@ -166,19 +183,26 @@ async function main(): Promise<void> {
       recoveryAuthority: enclave.recoverySecret,
       recoveryEncryptionKey: enclave.recoveryEncKey,
     });
-    const agents: StackAgent[] = await makeAgents(
-      {
-        db: database.db,
-        signer,
-        authorities: { admin: minter(enclave.adminSecret) },
-        driller,
-        devnetUrl,
-        envId: enclave.envId,
-        backupDir: path.join(dir, "backups"),
-      },
-      AGENTS,
-      { units: 1_000_000_000n },
-    );
+    const agentDeps = {
+      db: database.db,
+      signer,
+      authorities: { admin: minter(enclave.adminSecret) },
+      driller,
+      devnetUrl,
+      envId: enclave.envId,
+      backupDir: path.join(dir, "backups"),
+    };
+    const agents: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    // As many agents again, each with a policy that sets every transfer rule and reaches none,
+    // sealed in the enclave and stored as the origin would (origin/policy/change.ts).
+    const governed: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    for (const agent of governed) {
+      const changed = await changeAgentPolicy(
+        { db: database.db, signer, authorize: minter(enclave.adminSecret), nodePayee: null },
+        { agent, next: BENCH_POLICY, changedBy: { by: "admin" } },
+      );
+      if (!changed.ok) throw new Error(`set_agent_policy: ${changed.error.code}`);
+    }
     const straightAccounts = Array.from({ length: AGENTS }, () => privateKeyToAccount(generatePrivateKey()));
     for (const account of straightAccounts) {
       await payFromOperatorPool(devnetUrl, account.address, 1_000_000_000n * WEI_PER_UNIT);
@@ -269,12 +293,15 @@ async function main(): Promise<void> {
     };
 
     /** AGENTS agents sending back to back through the gateway for `seconds`; rate to `confirmed`. */
-    const gateway = async (seconds = SECONDS): Promise<{ rate: number; count: number }> => {
+    const gateway = async (
+      seconds = SECONDS,
+      senders: readonly StackAgent[] = agents,
+    ): Promise<{ rate: number; count: number }> => {
       const until = performance.now() + seconds * 1000;
       const started = performance.now();
       const actions: Array<{ id: string; token: string }> = [];
       await Promise.all(
-        agents.map(async (agent) => {
+        senders.map(async (agent) => {
           const headers = { authorization: `Bearer ${agent.token}` };
           while (performance.now() < until) {
             const answer = await post(
@@ -340,16 +367,21 @@ async function main(): Promise<void> {
     presigned = await presign(presignCount(WARMUP));
     await straight(WARMUP);
     await gateway(WARMUP);
+    await gateway(WARMUP, governed);
     const steal = await startStealMeter();
-    const pairs: Array<{ straight: number; gateway: number }> = [];
+    const pairs: Array<{ straight: number; gateway: number; governed: number }> = [];
     for (let pair = 0; pair < PAIRS; pair++) {
       presigned = await presign(presignCount(SECONDS));
       const s = await measured(straight);
       const g = await measured(gateway);
-      pairs.push({ straight: s.rate, gateway: g.rate });
+      const p = await measured(() => gateway(SECONDS, governed));
+      pairs.push({ straight: s.rate, gateway: g.rate, governed: p.rate });
       say(`  pair ${pair + 1}: straight ${s.rate.toFixed(0)} tx/s (${s.cpu})`);
       say(
         `          gateway ${g.rate.toFixed(0)} transfers/s to confirmed, ${(g.rate / s.rate).toFixed(2)}× (${g.cpu})`,
+      );
+      say(
+        `          with a policy on every agent ${p.rate.toFixed(0)} transfers/s, ${(p.rate / g.rate).toFixed(2)}× the gateway's (${p.cpu})`,
       );
     }
 
@@ -389,12 +421,18 @@ async function main(): Promise<void> {
     say(
       `| transfers through the gateway to confirmed (${AGENTS} agents) | ${median(pairs.map((p) => p.gateway)).toFixed(0)} /s |`,
     );
+    say(`| the same with a policy on every agent | ${median(pairs.map((p) => p.governed)).toFixed(0)} /s |`);
     say(
       `| faucet payout to confirmed, p50 / p99 | ${quantile(latencies, 0.5).toFixed(1)} / ${quantile(latencies, 0.99).toFixed(1)} ms |`,
     );
     say("");
     say(
       `goal ≥ 0.7× the straight-to-devnet rate: ${ratio >= 0.7 ? "met" : "not met"} (${ratio.toFixed(2)}×, median of pairs ${ratios.map((r) => r.toFixed(2)).join(", ")})`,
+    );
+    const policyRatios = pairs.map((pair) => pair.governed / pair.gateway);
+    const policyRatio = median(policyRatios);
+    say(
+      `goal with a policy on every agent ≥ 0.9× the rate without: ${policyRatio >= 0.9 ? "met" : "not met"} (${policyRatio.toFixed(2)}×, median of triples ${policyRatios.map((r) => r.toFixed(2)).join(", ")})`,
     );
   } finally {
     await origin?.stop();

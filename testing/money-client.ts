@@ -8,7 +8,7 @@ export type AgentCalls = {
   faucet(key?: string, extra?: SendParams): Promise<TestResponse>;
   transfer(body: Record<string, unknown>, extra?: SendParams): Promise<TestResponse>;
   action(actionId: string): Promise<TestResponse>;
-  /** Polls the action until it is confirmed, failed or reverted (or the timeout passes). */
+  /** Polls the action until it ends (confirmed, failed, reverted, rejected, expired) or the timeout passes. */
   settled(actionId: string, timeoutMs?: number): Promise<ActionView>;
 };
 
@@ -47,7 +47,7 @@ export function agentCalls(base: string, token: string): AgentCalls {
       for (;;) {
         const response = await action(actionId);
         const view = response.body as ActionView;
-        if (["confirmed", "failed", "reverted"].includes(view.status)) return view;
+        if (["confirmed", "failed", "reverted", "rejected", "expired"].includes(view.status)) return view;
         if (Date.now() > deadline) throw new Error(`action ${actionId} still ${view.status}`);
         await sleep(50);
       }

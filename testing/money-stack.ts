@@ -4,7 +4,7 @@
  * proven by the sweep, wallets funded by transfers from the operator pool, and the origin app with
  * its money switches on (built as main.ts builds it, including the check against the sealed policy).
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Address } from "viem";
@@ -98,6 +98,12 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
   const devnet = await startDevnet({ port: 0 });
   const enclave = await startEnclaveProcess({ envId: "money-test" });
   const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
+  // The origin's admin key, as a node keeps it (a 32-byte hex seed, mode 0600): the origin seals
+  // the tightenings of agents' policies with it (origin/policy/change.ts). Only the tracker's
+  // workers run in a test origin, so no key-pool refill starts from it.
+  const secretsDir = await mkdtemp(path.join(tmpdir(), "money-secrets-"));
+  const adminKeyFile = path.join(secretsDir, "admin-authority.key");
+  await writeFile(adminKeyFile, Buffer.from(enclave.adminSecret).toString("hex"), { mode: 0o600 });
   const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
   const minter = (authority: Uint8Array): CapabilityProvider =>
     createCapabilityMinter({ authority, envId: enclave.envId, client: signer });
@@ -169,6 +175,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     AGENT_OPERATOR_POOL_ADDRESS: policy.operatorPool,
     AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
     AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
+    AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
     AGENT_ENV_ID: enclave.envId,
     ...(options.x402
       ? {
@@ -255,6 +262,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
       await devnet.close();
       await db.drop();
       await rm(backupDir, { recursive: true, force: true });
+      await rm(secretsDir, { recursive: true, force: true });
     },
   };
 }

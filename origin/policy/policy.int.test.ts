@@ -1,0 +1,332 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { beforeAll, describe, expect, it } from "vitest";
+import { newAccount } from "../../devnet/testing.ts";
+import {
+  generateOperatorKey,
+  type OperatorKey,
+  operatorCounterNow,
+  readOperatorKey,
+  signOperatorApproval,
+} from "../../ops/lib/operator-key.ts";
+import { CHAIN_ID } from "../../shared/constants.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { heldApprovalSubject } from "../../shared/operator-approval.ts";
+import type { PolicyCheckResponse, PolicyResponse } from "../../shared/policy-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
+import { send } from "../../testing/http.ts";
+import { agentCalls, newKey } from "../../testing/money-client.ts";
+import type { StackAgent } from "../../testing/money-stack.ts";
+import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
+import { queryRows } from "../db/client.ts";
+
+// An agent's spending policy through the gateway of a real stack (origin, enclave, devnet,
+// Postgres): what the agent reads, what its requests meet, and that the enclave holds the same.
+
+describe("an agent's spending policy through the gateway (real stack)", () => {
+  // The node's own limits: 10 USDC a transfer, 50 a day (the stack's sealed policy).
+  const stack = useMoneyStack();
+  const shortHolds = useStackOrigin("short holds", stack, () => ({
+    env: { AGENT_POLICY_HOLD_SECONDS: "2" },
+  }));
+  let operator: { key: OperatorKey; keyId: string };
+
+  beforeAll(async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "operator-"));
+    const file = path.join(dir, "operator.key");
+    const { publicKey } = await generateOperatorKey(file);
+    const keyId = "test-operator";
+    const enrolled = await stack.signer.enrollOperatorKey({ keyId, publicKey }, stack.authorities.policy);
+    if (!enrolled.ok) throw new Error(`enroll: ${enrolled.error.code}`);
+    operator = { key: await readOperatorKey(file), keyId };
+  });
+
+  const policyCalls = (agent: StackAgent, base = stack.origin.base) => {
+    const headers = { authorization: `Bearer ${agent.token}` };
+    return {
+      get: async () => (await send(`${base}/agent/v1/policy`, { headers })).body as PolicyResponse,
+      patch: (body: unknown) =>
+        send(`${base}/agent/v1/policy`, { method: "PATCH", headers, body: JSON.stringify(body) }),
+      check: async (body: unknown) => {
+        const response = await send(`${base}/agent/v1/policy/check`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+        });
+        expect(response.status).toBe(200);
+        return response.body as PolicyCheckResponse;
+      },
+    };
+  };
+  const outgoing = async (agent: StackAgent): Promise<number> => {
+    const [row] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
+    );
+    return row!.n;
+  };
+  const sealedVersion = async (agent: StackAgent): Promise<number | null> => {
+    const sealed = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
+    if (!sealed.ok) throw new Error(`get_agent_policy: ${sealed.error.code}`);
+    return sealed.value.policy === null ? null : sealed.value.version;
+  };
+
+  it("starts with none: GET answers null and no budgets, and /network says the agent has none", async () => {
+    const agent = await stack.newAgent();
+    expect(await policyCalls(agent).get()).toEqual({
+      policy: null,
+      version: null,
+      node_frozen: false,
+      budgets: [],
+    });
+    const network = await send(`${stack.origin.base}/agent/v1/network`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    expect((network.body as { agent: { spending_policy: boolean } }).agent.spending_policy).toBe(false);
+  });
+
+  it("PATCH tightens: sealed in the enclave, then stored; GET shows each budget; a loosening is 403 and changes nothing", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const calls = policyCalls(agent);
+    const set = await calls.patch({
+      transfers: { daily_units: "3000000", daily_count: 5 },
+      approval_above_units: "2000000",
+    });
+    expect(set.status).toBe(200);
+    expect(set.body).toMatchObject({
+      policy: { transfers: { daily_units: "3000000", daily_count: 5 }, approval_above_units: "2000000" },
+      version: 1,
+    });
+    expect(await sealedVersion(agent)).toBe(1);
+    // A transfer counts against the day's budget (value plus its maximum fee).
+    const sent = await agentCalls(stack.origin.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "1000000",
+    });
+    expect(sent.status).toBe(202);
+    const { budgets } = await calls.get();
+    const daily = budgets.find((budget) => budget.rule === "transfers.daily_units")!;
+    expect(BigInt(daily.used)).toBeGreaterThan(1_000_000n);
+    expect(BigInt(daily.remaining)).toBe(3_000_000n - BigInt(daily.used));
+    expect(new Date(daily.resets_at).getUTCHours()).toBe(0);
+    expect(budgets.find((budget) => budget.rule === "transfers.daily_count")).toMatchObject({
+      limit: "5",
+      used: "1",
+      remaining: "4",
+    });
+    // Raising a figure, or dropping the approval rule, allows more: an operator's to make.
+    for (const loosening of [{ transfers: { daily_units: "3000001" } }, { approval_above_units: null }]) {
+      const refused = await calls.patch(loosening);
+      expect(refused.status).toBe(403);
+      expect(refused.body).toMatchObject({ error: { code: "policy_loosening_requires_operator" } });
+    }
+    expect((await calls.get()).version).toBe(1);
+    expect(await sealedVersion(agent)).toBe(1);
+    // A read-only token of the agent cannot change how it spends.
+    const reader = await stack.newAgent({ capabilities: ["read"] });
+    expect((await policyCalls(reader).patch({ frozen: true })).status).toBe(403);
+  });
+
+  it("the check call answers what the transfer then meets, rule by rule, and moves no budget", async () => {
+    const agent = await stack.newAgent({ units: 40_000_000n });
+    const calls = policyCalls(agent);
+    const denied = newAccount().address;
+    expect(
+      (
+        await calls.patch({
+          transfers: { per_tx_units: "5000000", daily_count: 3, deny: [denied] },
+          approval_above_units: "2000000",
+        })
+      ).status,
+    ).toBe(200);
+    const transfers = agentCalls(stack.origin.base, agent.token);
+    const cases: Array<[string, { to: string; amount: string }, PolicyCheckResponse]> = [
+      [
+        "within every rule",
+        { to: newAccount().address, amount: "1000000" },
+        { decision: "allow", rule: null, remaining: null },
+      ],
+      [
+        "over the per-transaction figure",
+        { to: newAccount().address, amount: "6000000" },
+        { decision: "deny", rule: "transfers.per_tx_units", remaining: "5000000" },
+      ],
+      [
+        "to a denied recipient",
+        { to: denied, amount: "1000" },
+        { decision: "deny", rule: "transfers.deny", remaining: "0" },
+      ],
+      [
+        "above the approval threshold",
+        { to: newAccount().address, amount: "3000000" },
+        { decision: "hold", rule: "approval_above_units", remaining: null },
+      ],
+    ];
+    for (const [name, transfer, expected] of cases) {
+      const before = await calls.get();
+      expect(await calls.check({ transfer }), name).toEqual(expected);
+      expect(await calls.get(), `${name}: the check moved a budget`).toEqual(before);
+      const response = await transfers.transfer({ idempotency_key: newKey(), ...transfer });
+      if (expected.decision === "deny") {
+        expect(response.status, name).toBe(403);
+        expect(response.body, name).toMatchObject({
+          error: { code: "policy_denied", rule: expected.rule, remaining: expected.remaining },
+        });
+      } else {
+        expect(response.status, name).toBe(202);
+        expect((response.body as ActionView).status, name).toBe(
+          expected.decision === "hold" ? "held" : "signed",
+        );
+      }
+    }
+    // One transfer signed, the held one counted for nothing: the count's budget says so, and the
+    // check of the count rule after two more signed transfers answers as the fourth transfer does.
+    for (let n = 0; n < 2; n++) {
+      const sent = await transfers.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1000",
+      });
+      expect(sent.status).toBe(202);
+    }
+    const fourth = { to: newAccount().address, amount: "1000" };
+    expect(await calls.check({ transfer: fourth })).toEqual({
+      decision: "deny",
+      rule: "transfers.daily_count",
+      remaining: "0",
+    });
+    expect((await transfers.transfer({ idempotency_key: newKey(), ...fourth })).body).toMatchObject({
+      error: { code: "policy_denied", rule: "transfers.daily_count" },
+    });
+    expect(await outgoing(agent)).toBe(3);
+  });
+
+  it("holds a transfer above the threshold: 202 held, a repeat answers it, nothing signed; approved by an operator, it is signed and confirmed once", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    expect((await policyCalls(agent).patch({ approval_above_units: "2000000" })).status).toBe(200);
+    const transfers = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    const body = { idempotency_key: newKey(), to, amount: "3000000" };
+    const held = await transfers.transfer(body);
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    expect(view).toMatchObject({ status: "held", rule: "approval_above_units", tx_hash: null });
+    expect(Date.parse(view.expires_at!)).toBeGreaterThan(Date.now());
+    expect((await transfers.transfer(body)).body).toMatchObject({
+      action_id: view.action_id,
+      status: "held",
+    });
+    await sleep(1_500);
+    expect(await outgoing(agent)).toBe(0);
+
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error("get_sealed_identity");
+    const expiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const held1 = {
+      instanceId: identity.value.instanceId,
+      keyRef: agent.keyRef,
+      kind: "transfer" as const,
+      ref: view.action_id,
+      to,
+      valueUnits: 3_000_000n,
+    };
+    const approval = signOperatorApproval(operator.key, {
+      envId: identity.value.envId,
+      chainId: CHAIN_ID,
+      instanceId: identity.value.instanceId,
+      op: "approve_held",
+      subject: heldApprovalSubject(held1, expiresAt),
+      keyId: operator.keyId,
+      counter: operatorCounterNow(),
+      expiresAt: Math.floor(Date.now() / 1000) + 300,
+    });
+    const approved = await stack.signer.approveHeld(
+      {
+        keyRef: agent.keyRef,
+        kind: "transfer",
+        ref: view.action_id,
+        to,
+        valueUnits: 3_000_000n,
+        expiresAt,
+        operator: approval,
+      },
+      stack.authorities.admin,
+    );
+    expect(approved.ok).toBe(true);
+    await stack.db.handle.db.execute(
+      sql`update agent_actions set status = 'approved', updated_at = now() where action_id = ${view.action_id} and status = 'held'`,
+    );
+    // The origin's worker signs it; the agent follows it to confirmed.
+    const done = await transfers.settled(view.action_id);
+    expect(done).toMatchObject({ status: "confirmed", rule: "approval_above_units", expires_at: null });
+    expect(await outgoing(agent)).toBe(1);
+  });
+
+  it("a hold nobody approves ends expired and is never signed: the enclave refuses it without an approval", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const calls = policyCalls(agent, shortHolds.base);
+    expect((await calls.patch({ approval_above_units: "2000000" })).status).toBe(200);
+    const to = newAccount().address;
+    const held = await agentCalls(shortHolds.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "3000000",
+    });
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    const ended = await agentCalls(shortHolds.base, agent.token).settled(view.action_id, 30_000);
+    expect(ended.status).toBe("expired");
+    expect(await outgoing(agent)).toBe(0);
+    // Signing it straight over the socket, as a compromised origin would: held by the enclave.
+    const signed = await stack.signer.signTransfer({
+      keyRef: agent.keyRef,
+      from: agent.wallet,
+      to,
+      valueUnits: 3_000_000n,
+      chainId: CHAIN_ID,
+      nonce: 0n,
+      maxFeePerGas: 2_000_000_000n,
+      maxPriorityFeePerGas: 1_000_000_000n,
+      gasLimit: 21_000n,
+      actionId: view.action_id,
+    });
+    expect(signed.ok ? "signed" : `${signed.error.detail}:${signed.error.rule}`).toBe(
+      "policy_held:approval_above_units",
+    );
+  });
+
+  it("a frozen agent is refused its next transfer by name, reads still work, and only an operator unfreezes it", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const calls = policyCalls(agent);
+    expect((await calls.patch({ frozen: true })).status).toBe(200);
+    const refused = await agentCalls(stack.origin.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "1000",
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ error: { code: "policy_denied", rule: "frozen", remaining: "0" } });
+    expect(await outgoing(agent)).toBe(0);
+    const balance = await send(`${stack.origin.base}/agent/v1/balance`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    expect(balance.status).toBe(200);
+    expect((await calls.patch({ frozen: false })).body).toMatchObject({
+      error: { code: "policy_loosening_requires_operator" },
+    });
+  });
+
+  it("answers a malformed patch 400 naming the field, and changes nothing", async () => {
+    const agent = await stack.newAgent();
+    const calls = policyCalls(agent);
+    const bad = await calls.patch({ transfers: { per_tx_units: "-5" } });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ error: { code: "validation_failed" } });
+    expect(JSON.stringify(bad.body)).toContain("per_tx_units");
+    expect((await calls.get()).policy).toBeNull();
+    expect(await sealedVersion(agent)).toBeNull();
+  });
+});
