@@ -76,7 +76,7 @@ export const actionSchema = z.object({
   replaced_by: z.string().nullable(),
   /**
    * The spending-policy rule that held the action (docs/agents.md#holds), kept once it was approved,
-   * rejected or expired; null for an action no rule held.
+   * rejected or expired, or the rule that refused it (`policy_denied`); null otherwise.
    */
   rule: z.string().nullable(),
   /** While `held`: when it ends `expired` unless an operator approves or rejects it first. */

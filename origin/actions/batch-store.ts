@@ -59,8 +59,10 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
     },
     {
       name: "failed",
-      sql: sql`update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message, updated_at = now()
-        from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text)
+      // A policy's refusal keeps its rule, so a repeat of the key names it again (view.ts endingRefusal).
+      sql: sql`update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message,
+          hold_rule = coalesce(f.rule, a.hold_rule), updated_at = now()
+        from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text, rule text)
         where a.action_id = f.action_id and a.status in ('requested', 'approved')`,
     },
     {
@@ -243,7 +245,16 @@ export function storeValues(ended: {
   const rows = (list: readonly Unsigned<MoneyOperation, Stop>[]): string =>
     JSON.stringify(
       list.flatMap(({ item, refusal }) =>
-        isHeld(refusal) ? [] : [{ action_id: item.actionId, code: refusal.code, message: refusal.message }],
+        isHeld(refusal)
+          ? []
+          : [
+              {
+                action_id: item.actionId,
+                code: refusal.code,
+                message: refusal.message,
+                rule: refusal.code === "policy_denied" ? refusal.fields?.rule : undefined,
+              },
+            ],
       ),
     );
   const holds = ended.refused.flatMap(({ item, refusal }) =>

@@ -50,8 +50,9 @@ export const agentActions = pgTable(
      */
     replacedByActionId: uuid("replaced_by_action_id"),
     /**
-     * A held action (its agent's policy asks an operator's approval): the rule that held it, and
-     * when it ends `expired` if nobody approved or rejected it (docs/agents.md#holds).
+     * The spending-policy rule that held the action (its agent's policy asks an operator's
+     * approval) or refused it, and, while held, when it ends `expired` if nobody approved or
+     * rejected it (docs/agents.md#holds).
      */
     holdRule: text("hold_rule"),
     holdExpiresAt: timestamp("hold_expires_at", { withTimezone: true }),
