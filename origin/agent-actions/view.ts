@@ -31,12 +31,25 @@ export function respondWithAction(c: Context<AppEnv>, action: ActionRow): Respon
 }
 
 /**
- * The refusal a `failed` or `reverted` action ended with, as a repeat of its key
- * answers it (the same status and code as the first answer, the stored message), so a repeat can
- * never read as a success; null for an action that has not ended so.
+ * The refusal a `failed`, `reverted`, `rejected` or `expired` action ended with, as a repeat of its
+ * key answers it (the same status and code as the first answer, the stored message), so a repeat
+ * can never read as a success; null for an action that has not ended so. A held action an operator
+ * rejected, or nobody decided before its hold ran out, ends under the policy rule that held it:
+ * 403 `policy_denied` naming that rule (docs/agents.md#your-spending-policy).
  */
 export function endingRefusal(action: ActionRow): Refusal | null {
   const txHash: Record<string, string> = action.txHash ? { tx_hash: action.txHash } : {};
+  if (action.status === "rejected" || action.status === "expired") {
+    const how =
+      action.status === "rejected"
+        ? "an operator rejected this held request"
+        : "this held request was not approved before its hold expired";
+    return {
+      code: "policy_denied",
+      message: `${how}; nothing was signed, and this idempotency_key's request is over`,
+      fields: { rule: action.holdRule ?? "approval", remaining: "0" },
+    };
+  }
   if (action.status === "reverted") {
     return {
       code: "reverted",
@@ -55,9 +68,20 @@ export function endingRefusal(action: ActionRow): Refusal | null {
       fields: txHash,
     };
   }
+  // The policy's refusal names its rule and what remained, as the first answer did.
+  if (code === "policy_denied") return { code, message: stored, fields: deniedFields(action) };
   if (code !== null && isErrorCode(code)) return { code, message: stored };
   // A code the table does not know (a bug): still a failure, never a success.
   return { code: "internal_error", message: `the request failed (${code ?? "no code"})` };
+}
+
+/** A denied action's rule and remaining, as stored with it (x402: signed_payload.denied). */
+function deniedFields(action: ActionRow): Record<string, string> {
+  const denied = (action.signedPayload as { denied?: { rule?: unknown; remaining?: unknown } } | null)
+    ?.denied;
+  const rule = typeof denied?.rule === "string" ? denied.rule : (action.holdRule ?? undefined);
+  const remaining = typeof denied?.remaining === "string" ? denied.remaining : "0";
+  return rule === undefined ? {} : { rule, remaining };
 }
 
 function isErrorCode(code: string): code is ErrorCode {

@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { PolicyDecision } from "../../shared/agent-policy.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
@@ -17,12 +18,18 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *  - key stock, key batches, identity findings, actions and x402 settlements by state, read from
  *    the database when scraped, through a short cache so a burst of scrapes reads it once;
  *  - enclave and chain call latency and errors, measured by wrapping the clients where the
- *    dependencies are built.
+ *    dependencies are built;
+ *  - the agents' spending policy decisions by kind, rule and outcome.
  */
 export type OriginMetrics = {
   readonly registry: Registry;
   /** Counts one refusal of a limiter tier. */
   readonly refused: RefusalCounter;
+  /**
+   * Counts one decision of an agent's spending policy (docs/x402.md#many-sellers-the-node-ceiling-and-the-agents-policy): allow, hold or
+   * deny, by the rule that decided (payee addresses folded out of the rule: bounded labels).
+   */
+  readonly policyDecided: (kind: "transfer" | "x402", decision: PolicyDecision) => void;
   /** Times each request; outermost, after the request context. */
   http(): MiddlewareHandler<AppEnv>;
   /** The same client, each call timed and its failures counted by class. */
@@ -104,11 +111,24 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     registers: [registry],
   });
 
+  const policyDecisions = new Counter({
+    name: `${PREFIX}policy_decisions_total`,
+    help: "Decisions of the agents' spending policies, by kind (transfer, x402), outcome and the rule that decided",
+    labelNames: ["kind", "outcome", "rule"] as const,
+    registers: [registry],
+  });
+
   if (params.db) registerStateGauges(registry, params.db, params.cacheMs ?? 5_000, params.now ?? Date.now);
 
   return {
     registry,
     refused: (tier) => refusals.inc({ tier }),
+    policyDecided: (kind, decision) =>
+      policyDecisions.inc({
+        kind,
+        outcome: decision.decision,
+        rule: decision.decision === "allow" ? "" : ruleLabel(decision.rule),
+      }),
     http() {
       return async (c, next) => {
         const started = performance.now();
@@ -158,6 +178,11 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     },
     render: () => registry.metrics(),
   };
+}
+
+/** A policy rule as a label: `x402.payees[0x…].daily_units` → `x402.payees[].daily_units`. */
+export function ruleLabel(rule: string): string {
+  return rule.replace(/\[[^\]]*\]/g, "[]").slice(0, 64);
 }
 
 function chainMethod(payload: unknown): string {

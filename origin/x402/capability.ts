@@ -16,6 +16,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { x402AuthorizeHandler } from "./payer/authorize.ts";
+import { createX402PolicyDecision, type X402PolicyDecision } from "./payer/policy-decision.ts";
 import { createX402Router } from "./router.ts";
 import type { X402Runtime } from "./setup.ts";
 
@@ -23,6 +24,11 @@ export type X402Module = {
   capability: Capability;
   /** The gateway's authorize route, when the switch is on; the gateway mounts it. */
   writes: { x402Authorize?: Handler<AppEnv> };
+  /**
+   * The policy check call's x402 half (origin/policy/routes.ts takes it): what authorize would
+   * decide of a quote, reserving nothing. Undefined when authorize is off.
+   */
+  x402PolicyDecision?: X402PolicyDecision;
 };
 
 /**
@@ -39,19 +45,26 @@ export function createX402Module(
 ): X402Module {
   const router = createX402Router(infra, runtime, { refusals });
   const { amountUnits, payTo, maxTimeoutSeconds, dailyLimit } = infra.config.x402;
-  const on = infra.config.features.x402 && amountUnits !== undefined && payTo;
+  const capabilityOf = capability("x402", { routes: router ? [{ path: "/x402", router }] : [] });
+  if (!infra.config.features.x402 || amountUnits === undefined || !payTo) {
+    return { capability: capabilityOf, writes: {} };
+  }
+  const pair = { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds };
+  // The ceiling as sealed at start (setup.ts); without a runtime, the pair alone.
+  const ceiling = runtime?.ceiling ?? null;
   return {
-    capability: capability("x402", { routes: router ? [{ path: "/x402", router }] : [] }),
-    writes: on
-      ? {
-          x402Authorize: x402AuthorizeHandler({
-            db: infra.database.db,
-            signer: infra.signer,
-            clock: infra.clock,
-            policy: { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds },
-            dailyLimit,
-          }),
-        }
-      : {},
+    capability: capabilityOf,
+    writes: {
+      x402Authorize: x402AuthorizeHandler({
+        db: infra.database.db,
+        signer: infra.signer,
+        clock: infra.clock,
+        policy: pair,
+        ceiling,
+        dailyLimit,
+        decided: (decision) => infra.metrics.policyDecided("x402", decision),
+      }),
+    },
+    x402PolicyDecision: createX402PolicyDecision({ pair, ceiling }, dailyLimit),
   };
 }

@@ -11,9 +11,15 @@ import type { Outbox } from "../outbox/index.ts";
 import type { GetPolicyResult } from "../signer/types.ts";
 import { demoRequirements, type PaymentRequirements } from "./payee/requirements.ts";
 import { createSettler, type Settler } from "./payee/settle.ts";
+import type { X402Ceiling } from "./payer/authorize-policy.ts";
 
 export type X402Runtime = {
   requirements: PaymentRequirements;
+  /**
+   * The enclave's sealed x402 ceiling, as read at start (null: none, the pair only): what the
+   * payer side may authorize beside the pair, for agents with a policy.
+   */
+  ceiling: X402Ceiling | null;
   operatorPool: string;
   settler: Settler;
   settlerAddress: string;
@@ -80,6 +86,7 @@ export function buildX402Runtime(params: {
   const settlerAddress = sealed.settler.settlerAddress.toLowerCase();
   return {
     requirements: demoRequirements({ amountUnits, payTo }),
+    ceiling: sealedCeiling(sealed.policy),
     operatorPool: money.operatorPool,
     settlerAddress,
     settler: createSettler({
@@ -92,5 +99,21 @@ export function buildX402Runtime(params: {
       // The node's one outbox, shared with money: settlements and transfers leave in signing order.
       outbox: money.outbox,
     }),
+  };
+}
+
+/**
+ * The sealed ceiling (docs/x402.md#many-sellers-the-node-ceiling-and-the-agents-policy): the most
+ * one payment may be and, optionally, to whom; absent from a policy sealed before it existed.
+ */
+export function sealedCeiling(
+  policy: { x402MaxPerPaymentUnits?: bigint | null; x402Payees?: readonly string[] | null } | null,
+): X402Ceiling | null {
+  const max = policy?.x402MaxPerPaymentUnits ?? null;
+  if (max === null) return null;
+  const payees = policy?.x402Payees ?? null;
+  return {
+    maxPerPaymentUnits: max,
+    payees: payees === null ? null : new Set(payees.map((payee) => payee.toLowerCase())),
   };
 }

@@ -56,11 +56,8 @@ export function chooseRequirement(
   quote: X402PaymentRequired,
   policy: X402AuthorizePolicy,
 ): ChooseRequirementResult {
-  if (quote.x402Version !== 2) {
-    return err(
-      unsupported(`this gateway authorizes x402 version 2 quotes, not version ${quote.x402Version}`),
-    );
-  }
+  const version = versionRefusal(quote);
+  if (version) return err(version);
   let firstRefusal: RequirementRefusal | undefined;
   for (const [index, entry] of quote.accepts.entries()) {
     if (!isOurScheme(entry)) continue;
@@ -71,19 +68,21 @@ export function chooseRequirement(
     }
     return ok({ index, ...checked });
   }
-  return err(
-    firstRefusal ?? {
-      code: "x402_requirement_unsupported",
-      message: `no entry of accepts is scheme "exact" on ${CAIP2_NETWORK} in the native asset ${NATIVE_TRANSFER_AUTH_ADDRESS} by EIP-3009 authorization (EIP-712 domain "${EIP712_DOMAIN_NAME}" version "${EIP712_DOMAIN_VERSION}")`,
-    },
-  );
+  return err(firstRefusal ?? unsupported());
+}
+
+/** A quote of another x402 version: this gateway authorizes version 2 only. */
+export function versionRefusal(quote: X402PaymentRequired): RequirementRefusal | undefined {
+  return quote.x402Version === 2
+    ? undefined
+    : unsupported(`this gateway authorizes x402 version 2 quotes, not version ${quote.x402Version}`);
 }
 
 /**
  * exact / eip155:77 / the precompile, paid by an EIP-3009 authorization under the domain the
  * enclave signs with (an entry naming another domain would get a signature its verifier rejects).
  */
-function isOurScheme(entry: Record<string, unknown>): boolean {
+export function isOurScheme(entry: Record<string, unknown>): boolean {
   const extra = (typeof entry.extra === "object" && entry.extra !== null ? entry.extra : {}) as Record<
     string,
     unknown
@@ -117,6 +116,21 @@ function checkEntry(
       message: `this node authorizes payments to ${policy.payTo} only (AGENT_X402_PAY_TO); the quote pays ${describe(entry.payTo)}`,
     };
   }
+  const timeout = checkTimeout(entry, policy);
+  if (typeof timeout !== "number") return timeout;
+  return {
+    amount: allowed,
+    payTo: payTo.toLowerCase() as `0x${string}`,
+    quotedPayTo: payTo,
+    maxTimeoutSeconds: timeout,
+  };
+}
+
+/** The entry's validity in seconds, or why this node will not sign for it that long. */
+export function checkTimeout(
+  entry: Record<string, unknown>,
+  policy: Pick<X402AuthorizePolicy, "maxTimeoutSeconds">,
+): number | RequirementRefusal {
   const timeout = entry.maxTimeoutSeconds;
   if (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1) {
     return unsupported("maxTimeoutSeconds must be a positive whole number of seconds");
@@ -127,15 +141,13 @@ function checkEntry(
       message: `the quote asks for an authorization valid ${timeout} s; this node signs at most ${policy.maxTimeoutSeconds} s (AGENT_X402_MAX_TIMEOUT_SECONDS)`,
     };
   }
-  return {
-    amount: allowed,
-    payTo: payTo.toLowerCase() as `0x${string}`,
-    quotedPayTo: payTo,
-    maxTimeoutSeconds: timeout,
-  };
+  return timeout;
 }
 
-function unsupported(message: string): RequirementRefusal {
+/** x402_requirement_unsupported; by default, that no entry is of the one scheme this node pays. */
+export function unsupported(
+  message = `no entry of accepts is scheme "exact" on ${CAIP2_NETWORK} in the native asset ${NATIVE_TRANSFER_AUTH_ADDRESS} by EIP-3009 authorization (EIP-712 domain "${EIP712_DOMAIN_NAME}" version "${EIP712_DOMAIN_VERSION}")`,
+): RequirementRefusal {
   return { code: "x402_requirement_unsupported", message };
 }
 

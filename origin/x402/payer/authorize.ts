@@ -7,17 +7,27 @@
  * transfer quotas do not apply (docs/api.md#x402-stands-apart-from-transfers), so nothing of them
  * is read here, nor the transfer switch. An agent signs at most AGENT_X402_DAILY_LIMIT a UTC day
  * (429 x402_daily_limit past it, nothing written or signed).
+ *
+ * An agent with a spending policy, or any agent of a frozen node, pays under it
+ * (docs/x402.md#many-sellers-the-node-ceiling-and-the-agents-policy): any payee and amount the
+ * node's sealed ceiling and the policy both allow; a deny is 403 `policy_denied` (the action ends
+ * `failed`), a hold 202 with the `held` action until an operator approves it and the agent repeats.
  */
 
 import type { Context, Handler } from "hono";
+import { evaluateX402, NO_AGENT_POLICY, type PolicyDecision } from "../../../shared/agent-policy.ts";
 import {
   AGENT_POLICY_REFUSAL_DETAILS,
   KEY_REFUSAL_DETAILS,
   X402_AUTHORIZATION_REFUSAL_DETAILS,
 } from "../../../shared/enclave-protocol.ts";
-import { type X402AuthorizeResponse, x402AuthorizeRequestSchema } from "../../../shared/gateway-schemas.ts";
+import {
+  type X402AuthorizeResponse,
+  type X402PaymentRequired,
+  x402AuthorizeRequestSchema,
+} from "../../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../../shared/hex.ts";
-import { ok } from "../../../shared/result.ts";
+import { err, ok, type Result } from "../../../shared/result.ts";
 import { idempotencyConflict, runIdempotentAction } from "../../agent-actions/idempotent-action.ts";
 import {
   type ActionRow,
@@ -26,12 +36,14 @@ import {
   requestHash,
 } from "../../agent-actions/repository.ts";
 import { secondsToNextUtcDay, utcDate } from "../../agent-actions/utc-day.ts";
-import { endingRefusal } from "../../agent-actions/view.ts";
+import { actionView, endingRefusal } from "../../agent-actions/view.ts";
 import type { Clock } from "../../clock.ts";
 import type { Db } from "../../db/client.ts";
 import { AppError } from "../../errors.ts";
 import type { AppEnv } from "../../http/env.ts";
 import { readJsonBody } from "../../http/json-body.ts";
+import { policyDenied } from "../../policy/refusal.ts";
+import { type PolicyState, readPolicyState } from "../../policy/store.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.ts";
 import { refusalDetailAmong } from "../../signer/refusal-detail.ts";
 import type { SignerClient, SignerFailure } from "../../signer/types.ts";
@@ -42,22 +54,33 @@ import {
   encodePaymentSignature,
   paymentAuthorization,
 } from "./authorize-envelope.ts";
+import { chooseUnderPolicy, type X402Ceiling, type X402NodeTerms } from "./authorize-policy.ts";
 import {
+  type PolicyFinding,
   readDailyAuthorizations,
   type SignOnceOutcome,
   type StoredAuthorization,
   signActionOnce,
   storedAuthorization,
 } from "./authorize-repository.ts";
-import { chooseRequirement, type X402AuthorizePolicy } from "./authorize-requirement.ts";
+import {
+  type ChosenRequirement,
+  chooseRequirement,
+  type RequirementRefusal,
+  type X402AuthorizePolicy,
+} from "./authorize-requirement.ts";
 
 export type X402AuthorizeDeps = {
   db: Db;
   signer: Pick<SignerClient, "signX402Authorization">;
   clock: Clock;
   policy: X402AuthorizePolicy;
+  /** The enclave's sealed x402 ceiling, read at start (get_policy); null: the pair only. */
+  ceiling: X402Ceiling | null;
   /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day. */
   dailyLimit: number;
+  /** Told of each decision the agent's policy made under the lock (metrics). */
+  decided?: (decision: PolicyDecision) => void;
 };
 
 /** A quote with a long description or extensions is larger than the money routes' 4 KiB bodies. */
@@ -66,29 +89,47 @@ const MAX_BODY_BYTES = 32 * 1024;
 export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
   // Claims that arrive together share one insert (actions/repository.ts).
   const claim = createActionClaimer(deps.db);
+  const terms: X402NodeTerms = { pair: deps.policy, ceiling: deps.ceiling };
+  /** Which of the enclave's refusals is its policy's answer (its re-check, ahead of the gateway's view). */
+  const enclavePolicy = (failure: SignerFailure): PolicyFinding | null => {
+    const detail = refusalDetailAmong(failure, SIGN_X402_AUTHORIZATION_DETAILS);
+    // The enclave names the rule (shared/enclave-protocol.ts, the error's `rule`).
+    const rule = failure.rule ?? "policy";
+    if (detail === "policy_denied") return { decision: "deny", rule, remaining: "0" };
+    if (detail === "policy_held") return { decision: "hold", rule, remaining: null };
+    return null;
+  };
   return async (c) => {
     const { data: body, raw } = await readJsonBody(c, x402AuthorizeRequestSchema, MAX_BODY_BYTES);
     // What goes into the envelope is the quote as sent (schema parsing reorders keys).
     const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
-    const chosen = chooseRequirement(body.payment_required, deps.policy);
-    // Refusals that depend on nothing but the request: answered before anything is written.
-    if (!chosen.ok) throw new AppError(chosen.error.code, chosen.error.message);
-    const requirement = chosen.value;
-    const copied: CopiedParts = {
-      resource: quote.resource,
-      accepted: (quote.accepts as unknown[])[requirement.index],
-      extensions: quote.extensions,
-    };
     const agent = c.get("agent");
     const nonce = normaliseHex(body.nonce, 32);
     const idempotencyKey = body.idempotency_key ?? `x402:${nonce}`;
     const now = deps.clock.now();
     const day = utcDate(now);
 
-    // The day's count, before anything is written: past it, a new authorization stores nothing.
-    // A repeat of one already recorded goes on (its answer is stored, or its signing counts).
-    const daily = await readDailyAuthorizations(deps.db, { agentId: agent.agentId, day, idempotencyKey });
+    // The day's count and the agent's policy, before anything is written: past the count, a new
+    // authorization stores nothing. A repeat of one already recorded goes on (its answer is
+    // stored, or its signing counts).
+    const [daily, state] = await Promise.all([
+      readDailyAuthorizations(deps.db, { agentId: agent.agentId, day, idempotencyKey }),
+      readPolicyState(deps.db, agent.agentId, now),
+    ]);
+    const bounded = state.stored !== null || state.nodeFrozen;
+    const known = daily.knownRequestHash;
+    const chosen = bounded
+      ? choosePolicyEntry(body.payment_required, terms, state, (index) =>
+          known === null ? false : entryHashes(nonce, quote, index).includes(known),
+        )
+      : chooseNodeEntry(body.payment_required, deps.policy);
+    // Refusals that depend on nothing but the request and the node: answered before anything is written.
+    if (!chosen.ok) throw new AppError(chosen.error.code, chosen.error.message);
+    const { requirement, amountUnits } = chosen.value;
+    const copied = copiedParts(quote, requirement.index);
     if (daily.count >= deps.dailyLimit && !daily.known) throw dailyLimitReached(deps.dailyLimit, now);
+    const resource = body.payment_required.resource.url;
+    const payment = { nonce, payTo: requirement.payTo, amountUnits };
 
     return runIdempotentAction(claim, {
       claim: {
@@ -100,33 +141,58 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         // envelope copies from the quote, byte for byte: the same hash rebuilds the same envelope
         // from a repeat's own body.
         requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
-        amountUnits: deps.policy.amountUnits,
+        amountUnits,
         toAddress: requirement.payTo,
       },
       // Rows written before the hash took the parts as sent hashed them with their keys sorted.
       formerRequestHash: () => requestHash("x402", { nonce, ...sortedKeys(copied) }),
       answerStored: (action) => {
         // One the tracker's sweep ended without a signature answers as a transfer's does (409
-        // `abandoned`): this key's request is over, a fresh nonce is needed.
+        // `abandoned`): this key's request is over, a fresh nonce is needed. One the policy
+        // refused answers its refusal again; one an operator rejected, or nobody decided in time,
+        // answers its ending.
         const ended = endedRefusal(action);
         if (ended) throw ended;
+        // Held: the held action again, until an operator approves (then the repeat signs it).
+        if (action.status === "held") return c.json(actionView(action), 202);
         const stored = storedAuthorization(action.signedPayload);
         return action.status === "signed" && stored ? answer(c, action.actionId, stored, copied) : undefined;
       },
       run: async ({ actionId }) => {
         const outcome = await signActionOnce(
           deps.db,
-          { actionId, agentId: agent.agentId, day, dailyLimit: deps.dailyLimit },
-          async () => {
-            const nowSeconds = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
+          {
+            actionId,
+            agentId: agent.agentId,
+            day,
+            now,
+            dailyLimit: deps.dailyLimit,
+            payment,
+            validBefore: () =>
+              BigInt(Math.floor(deps.clock.now().getTime() / 1000)) + BigInt(requirement.maxTimeoutSeconds),
+            decide: (current, approved) => {
+              if (!current.stored && !current.nodeFrozen) return null;
+              const decision = evaluateX402(
+                current.stored?.policy ?? NO_AGENT_POLICY,
+                current.usage,
+                { payTo: deps.policy.payTo, amountUnits: deps.policy.amountUnits },
+                { payTo: requirement.payTo, amountUnits, resource },
+                { nodeFrozen: current.nodeFrozen, approved },
+              );
+              deps.decided?.(decision);
+              return decision;
+            },
+            enclavePolicy,
+          },
+          async (validBefore) => {
             const signed = await deps.signer.signX402Authorization({
               keyRef: agent.keyRef,
               // The enclave signs only when the key's address is the token's wallet (key binding).
               from: agent.assignedWallet,
               to: requirement.payTo,
-              valueUnits: deps.policy.amountUnits,
+              valueUnits: amountUnits,
               validAfter: 0n,
-              validBefore: nowSeconds + BigInt(requirement.maxTimeoutSeconds),
+              validBefore,
               nonce,
             });
             if (!signed.ok) return signed;
@@ -150,7 +216,13 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
           const action = await findAction(deps.db, agent.agentId, actionId);
           throw (action && endedRefusal(action)) ?? endedConflict(actionId, outcome.status);
         }
-        return answerOutcome(c, deps, { actionId, outcome, copied, now });
+        if (outcome.kind === "held") {
+          // Answered from the row the hold stored (a 202 and a later GET agree).
+          const action = await findAction(deps.db, agent.agentId, actionId);
+          if (!action) throw new Error(`action ${actionId} vanished`);
+          return c.json(actionView(action), 202);
+        }
+        return answerOutcome(c, deps, { actionId, outcome, copied, now, amountUnits });
       },
     });
   };
@@ -160,7 +232,13 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
 function answerOutcome(
   c: Context<AppEnv>,
   deps: X402AuthorizeDeps,
-  params: { actionId: string; outcome: SignOnceOutcome; copied: CopiedParts; now: Date },
+  params: {
+    actionId: string;
+    outcome: Exclude<SignOnceOutcome, { kind: "held" }>;
+    copied: CopiedParts;
+    now: Date;
+    amountUnits: bigint;
+  },
 ): Response {
   const { actionId, outcome, copied, now } = params;
   switch (outcome.kind) {
@@ -170,8 +248,17 @@ function answerOutcome(
       throw endedConflict(actionId, outcome.status);
     case "daily_limit":
       throw dailyLimitReached(deps.dailyLimit, now);
+    case "denied": {
+      const refusal = policyDenied(outcome.finding);
+      throw new AppError(refusal.code, refusal.message, {
+        fields: { ...refusal.fields, action_id: actionId },
+      });
+    }
     case "refused": {
-      const refusal = signerRefusal(outcome.failure);
+      const refusal = signerRefusal(outcome.failure, {
+        ceiling: deps.ceiling,
+        amountUnits: params.amountUnits,
+      });
       const retryAfter = refusal.code === "x402_daily_limit" ? secondsToNextUtcDay(deps.clock.now()) : null;
       throw new AppError(refusal.code, refusal.message, {
         fields: { action_id: actionId, ...(retryAfter === null ? {} : { retry_after: retryAfter }) },
@@ -201,6 +288,51 @@ function endedConflict(actionId: string, status: string): AppError {
 
 /** What the envelope copies from the quote, as the agent sent it. */
 type CopiedParts = { resource: unknown; accepted: unknown; extensions: unknown };
+
+function copiedParts(quote: Record<string, unknown>, index: number): CopiedParts {
+  return {
+    resource: quote.resource,
+    accepted: (quote.accepts as unknown[])[index],
+    extensions: quote.extensions,
+  };
+}
+
+/** The request hashes (now's and the former form) of this nonce with the quote's entry `index`. */
+function entryHashes(nonce: string, quote: Record<string, unknown>, index: number): string[] {
+  const copied = copiedParts(quote, index);
+  return [
+    requestHash("x402", { nonce, ...exactly(copied) }),
+    requestHash("x402", { nonce, ...sortedKeys(copied) }),
+  ];
+}
+
+type EntryChoice = Result<{ requirement: ChosenRequirement; amountUnits: bigint }, RequirementRefusal>;
+
+/** Without a policy: the node's pair exactly, as always. */
+function chooseNodeEntry(quote: X402PaymentRequired, pair: X402AuthorizePolicy): EntryChoice {
+  const chosen = chooseRequirement(quote, pair);
+  return chosen.ok ? ok({ requirement: chosen.value, amountUnits: pair.amountUnits }) : chosen;
+}
+
+/**
+ * Under a policy (or a frozen node): the first entry the node and the policy allow, or the one a
+ * repeat was made for; its decision is taken again under the day's lock (signActionOnce).
+ */
+function choosePolicyEntry(
+  quote: X402PaymentRequired,
+  terms: X402NodeTerms,
+  state: PolicyState,
+  prefer: (index: number) => boolean,
+): EntryChoice {
+  const chosen = chooseUnderPolicy(
+    quote,
+    terms,
+    { policy: state.stored?.policy ?? null, usage: state.usage, nodeFrozen: state.nodeFrozen },
+    { prefer },
+  );
+  if (!chosen.ok) return err(chosen.error);
+  return ok({ requirement: chosen.value.chosen, amountUnits: chosen.value.amountUnits });
+}
 
 /**
  * The answer: the same bytes every time for one action and one request hash. A stored header
@@ -238,7 +370,7 @@ function dailyLimitReached(limit: number, now: Date): AppError {
   );
 }
 
-/** What sign_x402_authorization is refused with: the key, and the sealed x402 terms. */
+/** What sign_x402_authorization is refused with: the key, the sealed x402 terms, the agent's policy. */
 const SIGN_X402_AUTHORIZATION_DETAILS = [
   ...KEY_REFUSAL_DETAILS,
   ...X402_AUTHORIZATION_REFUSAL_DETAILS,
@@ -251,7 +383,10 @@ const SIGN_X402_AUTHORIZATION_DETAILS = [
  * with the same meaning. A switch over the refusal's detail (never its text), exhaustive over
  * sign_x402_authorization's.
  */
-function signerRefusal(failure: SignerFailure): {
+function signerRefusal(
+  failure: SignerFailure,
+  context: { ceiling: X402Ceiling | null; amountUnits: bigint },
+): {
   code:
     | "x402_amount_not_allowed"
     | "x402_pay_to_not_allowed"
@@ -265,18 +400,22 @@ function signerRefusal(failure: SignerFailure): {
   const message = `the signer's sealed policy refused this authorization (${failure.reason})`;
   switch (refusalDetailAmong(failure, SIGN_X402_AUTHORIZATION_DETAILS)) {
     case "x402_amount":
-    // The node's ceiling (over it, or a payee off its list): the reason says which.
-    case "x402_ceiling":
       return { code: "x402_amount_not_allowed", message };
     case "x402_pay_to":
       return { code: "x402_pay_to_not_allowed", message };
     case "x402_validity":
       return { code: "x402_validity_too_long", message };
+    case "x402_ceiling":
+      // Over the sealed ceiling's amount, or to a payee off its list: the gateway's view of the
+      // ceiling (read at start) says which, unless it lags the enclave's.
+      return context.ceiling && context.amountUnits <= context.ceiling.maxPerPaymentUnits
+        ? { code: "x402_pay_to_not_allowed", message }
+        : { code: "x402_amount_not_allowed", message };
     case "x402_daily":
       return { code: "x402_daily_limit", message: `${message}; the count resets at the next UTC day` };
     case "key_binding":
       return KEY_BINDING_MISMATCH;
-    // issue 40: the origin's policy answer. Until then, as an unnamed refusal: nothing was signed.
+    // The policy's answers are taken under the lock (signActionOnce's enclavePolicy), never here.
     case "policy_denied":
     case "policy_held":
     case "x402_payer":

@@ -1,0 +1,484 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { type Address, type Hex, verifyTypedData } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount } from "../../../devnet/testing.ts";
+import { enrolledOperator, type Operator } from "../../../enclave/testing/agent-policy.ts";
+import { mintFor } from "../../../enclave/testing/capabilities.ts";
+import { expectOk, RawEnclaveClient } from "../../../enclave/testing/raw-client.ts";
+import type { AgentPolicyDocument } from "../../../shared/agent-policy.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../../shared/eip712.ts";
+import type {
+  ActionView,
+  X402AuthorizeResponse,
+  X402PaymentRequired,
+} from "../../../shared/gateway-schemas.ts";
+import {
+  agentPolicySubject,
+  heldActionSubject,
+  nodeFreezeSubject,
+} from "../../../shared/operator-approval.ts";
+import type { StackAgent } from "../../../testing/agent-factory.ts";
+import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import { queryRows } from "../../db/client.ts";
+import { readPolicyState, writeAgentPolicy, writeNodeFrozen } from "../../policy/store.ts";
+import type { SignerClient } from "../../signer/types.ts";
+import { sealedCeiling } from "../setup.ts";
+import { createX402PolicyDecision } from "./policy-decision.ts";
+
+// POST /agent/v1/x402/authorize under agents' spending policies, against the real stack (origin,
+// enclave, devnet, Postgres), with the node's ceiling sealed (1 USDC to any payee, as `npm start`
+// seals): one path pays many sellers, each refusal names its rule, budgets hold under
+// concurrency on two origins over one database, holds wait for an operator's approval, and the
+// check call answers what authorize then does without reserving anything.
+
+const AMOUNT = 10_000n;
+const PAIR = newAccount().address.toLowerCase() as Address;
+const SELLER_A = newAccount().address.toLowerCase() as Address;
+const SELLER_B = newAccount().address.toLowerCase() as Address;
+const SELLER_C = newAccount().address.toLowerCase() as Address;
+const CEILING = 1_000_000n;
+
+/** A chain-77 quote paying `payTo` `amount` units, as a seller's 402 body carries it. */
+function quote(payTo: string, amount: bigint, url = `https://${payTo.slice(2, 8)}.seller.test/item`) {
+  return {
+    x402Version: 2,
+    error: "Payment required",
+    resource: { url, description: "an item", mimeType: "application/json" },
+    accepts: [
+      {
+        scheme: "exact",
+        network: CAIP2_NETWORK,
+        amount: amount.toString(),
+        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
+        payTo,
+        maxTimeoutSeconds: 60,
+        extra: { assetTransferMethod: "eip3009", name: "USDC", version: "2", decimals: 6 },
+      },
+    ],
+  };
+}
+
+const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
+
+type Answer = { status: number; text: string; body: unknown };
+const errorOf = (answer: Answer) =>
+  (answer.body as { error: { code: string; rule?: string; remaining?: string; action_id?: string } }).error;
+
+describe("x402 authorize under agents' spending policies (real stack)", { timeout: 120_000 }, () => {
+  const stack = useMoneyStack(
+    {
+      x402: { amountUnits: AMOUNT, payTo: PAIR },
+      policy: { x402MaxPerPaymentUnits: CEILING, x402Payees: null },
+    },
+    { timeoutMs: 180_000 },
+  );
+  /** sign_x402_authorization requests that reached the enclave, through either origin. */
+  let signRequests = 0;
+  let counted: SignerClient;
+  let enclave: RawEnclaveClient;
+  let operator: Operator;
+  beforeAll(async () => {
+    counted = {
+      ...stack.signer,
+      signX402Authorization: (params) => {
+        signRequests++;
+        return stack.signer.signX402Authorization(params);
+      },
+    };
+    ({ client: enclave } = await RawEnclaveClient.connect(stack.enclave.socketPath));
+    operator = await enrolledOperator(enclave, stack.enclave, "x402-test-operator");
+  }, 180_000);
+  afterAll(() => enclave?.close());
+  const first = useStackOrigin("first origin", stack, () => ({ signer: counted }), { timeoutMs: 180_000 });
+  const second = useStackOrigin("second origin", stack, () => ({ signer: counted }), { timeoutMs: 180_000 });
+
+  const db = () => stack.db.handle.db;
+  const authorize = async (base: string, token: string, body: unknown): Promise<Answer> => {
+    const response = await fetch(`${base}/agent/v1/x402/authorize`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, text, body: JSON.parse(text) };
+  };
+
+  /** Seals the agent's policy in the enclave (with an operator's approval: it may loosen) and stores it as the origin does. */
+  const setPolicy = async (agent: StackAgent, document: AgentPolicyDocument) => {
+    const params = {
+      key_ref: agent.keyRef,
+      policy: document,
+      operator: await operator.approve("set_agent_policy", agentPolicySubject(agent.keyRef, document)),
+    };
+    const sealed = expectOk(
+      await enclave.request(
+        "set_agent_policy",
+        params,
+        await mintFor(enclave, stack.enclave, "set_agent_policy", params),
+      ),
+    );
+    await writeAgentPolicy(db(), {
+      agentId: agent.agentId,
+      before: null,
+      after: document,
+      version: sealed.version as number,
+      changedBy: { by: "operator", operatorKeyId: operator.keyId },
+    });
+  };
+
+  /** Every budget row of the agent's day: what a check must leave as it is. */
+  const budgets = async (agentId: string) =>
+    queryRows<{ kind: string; pay_to: string | null; count: number | null; units: string }>(
+      db(),
+      sql`select 'day' as kind, null as pay_to, authorizations as count, units::text as units
+            from x402_daily_authorizations where agent_id = ${agentId}
+          union all
+          select 'payee', pay_to, null, units::text from x402_daily_payee_units where agent_id = ${agentId}
+          order by kind, pay_to`,
+    );
+
+  /** The check call's decision (origin/policy/routes.ts answers it), with the node's sealed terms. */
+  const check = async (agent: StackAgent, paymentRequired: unknown) => {
+    const decide = createX402PolicyDecision(
+      {
+        pair: { amountUnits: AMOUNT, payTo: PAIR, maxTimeoutSeconds: stack.policy.x402MaxTimeoutSeconds },
+        ceiling: sealedCeiling(stack.policy),
+      },
+      stack.policy.x402DailyLimit,
+    );
+    const before = await budgets(agent.agentId);
+    const state = await readPolicyState(db(), agent.agentId, new Date());
+    const decision = decide(
+      { agentId: agent.agentId, assignedWallet: agent.wallet, keyRef: agent.keyRef, capabilities: [] },
+      state,
+      paymentRequired as X402PaymentRequired,
+    );
+    expect(await budgets(agent.agentId)).toEqual(before);
+    return decision;
+  };
+
+  it("pays listed sellers through one path; refuses B over its per-payment limit and, once the day's units are spent, the next authorization, each naming its rule; the check call answers each first and reserves nothing", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, {
+      x402: {
+        payees: [
+          { pay_to: SELLER_A, per_payment_units: "50000" },
+          { pay_to: SELLER_B, per_payment_units: "10000" },
+        ],
+        daily_units: "60000",
+      },
+    });
+
+    // A, 40,000: allowed, signed by the agent's wallet for exactly that.
+    const payA = { payment_required: quote(SELLER_A, 40_000n), nonce: newNonce() };
+    expect(await check(agent, payA.payment_required)).toEqual({ decision: "allow" });
+    const paid = await authorize(first.base, agent.token, payA);
+    expect(paid.status).toBe(200);
+    const { authorization, signature } = (paid.body as X402AuthorizeResponse).payment_payload.payload;
+    expect(authorization).toMatchObject({
+      from: agent.wallet,
+      to: SELLER_A,
+      value: "40000",
+      nonce: payA.nonce,
+    });
+    expect(
+      await verifyTypedData({
+        address: agent.wallet,
+        domain: nativeTransferAuthDomain(),
+        types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+        primaryType: "TransferWithAuthorization",
+        message: {
+          from: agent.wallet,
+          to: SELLER_A,
+          value: 40_000n,
+          validAfter: 0n,
+          validBefore: BigInt(authorization.validBefore),
+          nonce: payA.nonce,
+        },
+        signature: signature as Hex,
+      }),
+    ).toBe(true);
+
+    // B, 20,000: over B's 10,000 per payment. Nothing signed; the action ends failed; a repeat answers the same.
+    const payB = { payment_required: quote(SELLER_B, 20_000n), nonce: newNonce() };
+    const ruleB = `x402.payees[${SELLER_B}].per_payment_units`;
+    expect(await check(agent, payB.payment_required)).toEqual({
+      decision: "deny",
+      rule: ruleB,
+      remaining: "10000",
+    });
+    const signedBefore = signRequests;
+    const refusedB = await authorize(second.base, agent.token, payB);
+    expect(refusedB.status).toBe(403);
+    expect(errorOf(refusedB)).toMatchObject({ code: "policy_denied", rule: ruleB, remaining: "10000" });
+    const repeatB = await authorize(first.base, agent.token, payB);
+    expect(repeatB.status).toBe(403);
+    expect(errorOf(repeatB)).toMatchObject({ code: "policy_denied", rule: ruleB, remaining: "10000" });
+    expect(signRequests).toBe(signedBefore);
+    const [action] = await queryRows<{ status: string; error_code: string }>(
+      db(),
+      sql`select status, error_code from agent_actions where action_id = ${errorOf(refusedB).action_id!}`,
+    );
+    expect(action).toEqual({ status: "failed", error_code: "policy_denied" });
+
+    // B, 10,000: allowed (50,000 of the day's 60,000 used).
+    expect(
+      (
+        await authorize(second.base, agent.token, {
+          payment_required: quote(SELLER_B, 10_000n),
+          nonce: newNonce(),
+        })
+      ).status,
+    ).toBe(200);
+    expect(await budgets(agent.agentId)).toEqual([
+      { kind: "day", pay_to: null, count: 2, units: "50000" },
+      ...[
+        { kind: "payee", pay_to: SELLER_A, count: null, units: "40000" },
+        { kind: "payee", pay_to: SELLER_B, count: null, units: "10000" },
+      ].sort((a, b) => (a.pay_to < b.pay_to ? -1 : 1)),
+    ]);
+
+    // A, 20,000: within A's limit, over what remains of the day (10,000).
+    const over = { payment_required: quote(SELLER_A, 20_000n), nonce: newNonce() };
+    expect(await check(agent, over.payment_required)).toEqual({
+      decision: "deny",
+      rule: "x402.daily_units",
+      remaining: "10000",
+    });
+    const refused = await authorize(first.base, agent.token, over);
+    expect(refused.status).toBe(403);
+    expect(errorOf(refused)).toMatchObject({
+      code: "policy_denied",
+      rule: "x402.daily_units",
+      remaining: "10000",
+    });
+    expect(signRequests).toBe(signedBefore + 1);
+  });
+
+  it("50 concurrent authorizations against daily_count 10, across two origins on one database, sign exactly 10", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, {
+      x402: { payees: [{ pay_to: SELLER_A, per_payment_units: "1000" }], daily_count: 10 },
+    });
+    const signedBefore = signRequests;
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        authorize(i % 2 === 0 ? first.base : second.base, agent.token, {
+          payment_required: quote(SELLER_A, 100n),
+          nonce: newNonce(),
+        }),
+      ),
+    );
+    const codes = answers.map((answer) =>
+      answer.status === 200 ? "200" : `${answer.status} ${errorOf(answer).code} ${errorOf(answer).rule}`,
+    );
+    expect(codes.filter((code) => code === "200")).toHaveLength(10);
+    expect(codes.filter((code) => code === "403 policy_denied x402.daily_count")).toHaveLength(40);
+    // The gateway's count held: only the 10 reached the enclave.
+    expect(signRequests - signedBefore).toBe(10);
+    expect(await budgets(agent.agentId)).toEqual([
+      { kind: "day", pay_to: null, count: 10, units: "1000" },
+      { kind: "payee", pay_to: SELLER_A, count: null, units: "1000" },
+    ]);
+  });
+
+  it("holds an unknown payee (202 held, until the quote's validity), answers a repeat with the held action, and once an operator approved it signs it once", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, {
+      x402: { payees: [{ pay_to: SELLER_A, per_payment_units: "50000" }], unknown_payee: "hold" },
+    });
+    const body = { payment_required: quote(SELLER_C, 5_000n), nonce: newNonce() };
+    expect(await check(agent, body.payment_required)).toEqual({
+      decision: "hold",
+      rule: "x402.unknown_payee",
+      remaining: null,
+    });
+    const signedBefore = signRequests;
+    const startedAt = Math.floor(Date.now() / 1000);
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    expect(view).toMatchObject({
+      kind: "x402",
+      status: "held",
+      rule: "x402.unknown_payee",
+      to: SELLER_C,
+      amount: "5000",
+    });
+    const expiresAt = Date.parse(view.expires_at!) / 1000;
+    expect(expiresAt).toBeGreaterThanOrEqual(startedAt + 60 - 1);
+    expect(expiresAt).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 60);
+    // Nothing signed, nothing of the budgets taken.
+    expect(signRequests).toBe(signedBefore);
+    expect(await budgets(agent.agentId)).toEqual([{ kind: "day", pay_to: null, count: 0, units: "0" }]);
+
+    // A repeat while held: the held action, on either origin.
+    const repeat = await authorize(second.base, agent.token, body);
+    expect(repeat.status).toBe(202);
+    expect(repeat.body).toMatchObject({ action_id: view.action_id, status: "held" });
+
+    // Approved in the database alone (the enclave's approval missing): the enclave holds it again.
+    await db().execute(sql`update agent_actions set status = 'approved' where action_id = ${view.action_id}`);
+    const unapproved = await authorize(first.base, agent.token, body);
+    expect(unapproved.status).toBe(202);
+    expect(unapproved.body).toMatchObject({
+      action_id: view.action_id,
+      status: "held",
+      rule: "x402.unknown_payee",
+    });
+    expect(signRequests).toBe(signedBefore + 1);
+    expect(await budgets(agent.agentId)).toEqual([
+      { kind: "day", pay_to: null, count: 0, units: "0" },
+      { kind: "payee", pay_to: SELLER_C, count: null, units: "0" },
+    ]);
+
+    // The operator approves (the enclave's approve_held, by the authorization's nonce), and `npm run policy -- approve` marks it approved.
+    const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
+      instance_id: string;
+    };
+    const params = {
+      key_ref: agent.keyRef,
+      kind: "x402",
+      ref: body.nonce,
+      to: SELLER_C,
+      value_units: "5000",
+      expires_at: Math.floor(Date.now() / 1000) + 3600,
+      operator: await operator.approve(
+        "approve_held",
+        heldActionSubject({
+          instanceId,
+          keyRef: agent.keyRef,
+          kind: "x402",
+          ref: body.nonce,
+          to: SELLER_C,
+          valueUnits: 5_000n,
+        }),
+      ),
+    };
+    expectOk(
+      await enclave.request(
+        "approve_held",
+        params,
+        await mintFor(enclave, stack.enclave, "approve_held", params),
+      ),
+    );
+    await db().execute(sql`update agent_actions set status = 'approved' where action_id = ${view.action_id}`);
+
+    const [signed, again] = await Promise.all([
+      authorize(first.base, agent.token, body),
+      authorize(second.base, agent.token, body),
+    ]);
+    expect(signed.status).toBe(200);
+    expect(again.text).toBe(signed.text);
+    const payload = (signed.body as X402AuthorizeResponse).payment_payload.payload.authorization;
+    // Exactly the authorization that was held: its nonce and its validity.
+    expect(payload).toMatchObject({
+      to: SELLER_C,
+      value: "5000",
+      nonce: body.nonce,
+      validBefore: String(expiresAt),
+    });
+    expect(signRequests).toBe(signedBefore + 2);
+    expect((await authorize(first.base, agent.token, body)).text).toBe(signed.text);
+    expect(signRequests).toBe(signedBefore + 2);
+  });
+
+  it("without a policy, the pair only, as always; a rejected hold answers policy_denied with its rule", async () => {
+    const agent = await stack.newAgent();
+    expect(
+      (await authorize(first.base, agent.token, { payment_required: quote(PAIR, AMOUNT), nonce: newNonce() }))
+        .status,
+    ).toBe(200);
+    const other = await authorize(first.base, agent.token, {
+      payment_required: quote(SELLER_A, AMOUNT),
+      nonce: newNonce(),
+    });
+    expect(other.status).toBe(422);
+    expect(errorOf(other).code).toBe("x402_pay_to_not_allowed");
+    expect(await check(agent, quote(SELLER_A, AMOUNT))).toEqual({
+      decision: "deny",
+      rule: "node.x402_pay_to_not_allowed",
+      remaining: "0",
+    });
+
+    await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
+    const body = { payment_required: quote(SELLER_B, 1_000n), nonce: newNonce() };
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    await db().execute(
+      sql`update agent_actions set status = 'rejected' where action_id = ${(held.body as ActionView).action_id}`,
+    );
+    const rejected = await authorize(first.base, agent.token, body);
+    expect(rejected.status).toBe(403);
+    expect(errorOf(rejected)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+  });
+
+  it("an approval that comes after the quote's validity signs nothing: the repeat answers the hold's ending", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
+    // A quote valid 1 s: the hold ends with it.
+    const body = {
+      payment_required: {
+        ...quote(SELLER_A, 1_000n),
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 1 }],
+      },
+      nonce: newNonce(),
+    };
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    // Approved now, its hold's row kept from the tracker's sweep (which would end it `expired`
+    // first): the authorization's own validity is what must stop the signature.
+    await db().execute(
+      sql`update agent_actions set status = 'approved', hold_expires_at = now() + interval '1 hour'
+          where action_id = ${(held.body as ActionView).action_id}`,
+    );
+    const signedBefore = signRequests;
+    const late = await authorize(first.base, agent.token, body);
+    expect(late.status).toBe(403);
+    expect(errorOf(late)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+    expect(signRequests).toBe(signedBefore);
+  });
+
+  it("a frozen node refuses every agent's authorization, with or without a policy, naming node.frozen; unfreezing takes an operator", async () => {
+    const agent = await stack.newAgent();
+    const freeze = async (frozen: boolean) => {
+      const params: Record<string, unknown> = { frozen };
+      if (!frozen) params.operator = await operator.approve("set_node_frozen", nodeFreezeSubject(false));
+      expectOk(
+        await enclave.request(
+          "set_node_frozen",
+          params,
+          await mintFor(enclave, stack.enclave, "set_node_frozen", params),
+        ),
+      );
+      await writeNodeFrozen(
+        db(),
+        frozen,
+        frozen ? { by: "admin" } : { by: "operator", operatorKeyId: operator.keyId },
+      );
+    };
+    await freeze(true);
+    try {
+      const body = { payment_required: quote(PAIR, AMOUNT), nonce: newNonce() };
+      expect(await check(agent, body.payment_required)).toEqual({
+        decision: "deny",
+        rule: "node.frozen",
+        remaining: "0",
+      });
+      const signedBefore = signRequests;
+      const refused = await authorize(first.base, agent.token, body);
+      expect(refused.status).toBe(403);
+      expect(errorOf(refused)).toMatchObject({ code: "policy_denied", rule: "node.frozen" });
+      expect(signRequests).toBe(signedBefore);
+    } finally {
+      await freeze(false);
+    }
+    expect(
+      (await authorize(first.base, agent.token, { payment_required: quote(PAIR, AMOUNT), nonce: newNonce() }))
+        .status,
+    ).toBe(200);
+  });
+});
