@@ -151,7 +151,13 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     const before = await budgets(agent.agentId);
     const state = await readPolicyState(db(), agent.agentId, new Date());
     const decision = decide(
-      { agentId: agent.agentId, assignedWallet: agent.wallet, keyRef: agent.keyRef, capabilities: [], hasPolicy: true },
+      {
+        agentId: agent.agentId,
+        assignedWallet: agent.wallet,
+        keyRef: agent.keyRef,
+        capabilities: [],
+        hasPolicy: true,
+      },
       state,
       paymentRequired as X402PaymentRequired,
     );
