@@ -1,5 +1,5 @@
 /**
- * The held actions `npm run policy` reads and decides (docs/agents.md#holds): an agent's key, its
+ * The held actions `npm run policy` reads and decides (docs/operations.md#agent-spending-policies-npm-run-policy): an agent's key, its
  * held actions, one action of its, and the one move an operator makes, `held` to `approved` or
  * `rejected`, only while the action is still `held` (the hold's sweep or another operator may
  * have ended it meanwhile).
