@@ -2,10 +2,12 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
+import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
-import type { ActionView } from "../shared/gateway-schemas.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
 import { agentCalls, newKey } from "../testing/money-client.ts";
@@ -17,9 +19,44 @@ import { useMoneyStack } from "../testing/stack.ts";
 // money stack and the devnet: what it prints, what it exits with, what the database and the
 // enclave hold afterwards, and what the agent then meets at the gateway.
 
+const PAIR = newAccount().address.toLowerCase() as Address;
+const SELLER_A = newAccount().address.toLowerCase() as Address;
+const SELLER_C = newAccount().address.toLowerCase() as Address;
+
+/** A chain-77 quote paying `payTo` `amount` units, as a seller's 402 body carries it. */
+function quote(payTo: string, amount: bigint) {
+  return {
+    x402Version: 2,
+    error: "Payment required",
+    resource: {
+      url: `https://${payTo.slice(2, 8)}.seller.test/item`,
+      description: "an item",
+      mimeType: "application/json",
+    },
+    accepts: [
+      {
+        scheme: "exact",
+        network: CAIP2_NETWORK,
+        amount: amount.toString(),
+        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
+        payTo,
+        maxTimeoutSeconds: 60,
+        extra: { assetTransferMethod: "eip3009", name: "USDC", version: "2", decimals: 6 },
+      },
+    ],
+  };
+}
+
 describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
-  // Per transaction 10 USDC, 50 USDC a day (the stack's sealed policy).
-  const stack = useMoneyStack();
+  // Per transaction 10 USDC, 50 USDC a day (the stack's sealed policy); x402 on, with the node's
+  // ceiling `npm start` seals (1 USDC a payment to any payee), so a policy may name any seller.
+  const stack = useMoneyStack(
+    {
+      x402: { amountUnits: 10_000n, payTo: PAIR },
+      policy: { x402MaxPerPaymentUnits: 1_000_000n, x402Payees: null },
+    },
+    { timeoutMs: 180_000 },
+  );
   let dir: string;
   let adminKeyFile: string;
   let policyKeyFile: string;
@@ -379,5 +416,63 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     expect(await sent(agent)).toBe(1);
     const again = await policy("reject", "--agent", agent.agentId, "--action", second.action_id);
     expect(again).toMatchObject({ code: 1, stderr: expect.stringContaining("is rejected, not held") });
+  });
+
+  it("approve of a held x402 authorization approves its nonce: the agent's repeat is then signed, that authorization exactly", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const document = {
+      x402: { payees: [{ pay_to: SELLER_A, per_payment_units: "50000" }], unknown_payee: "hold" },
+    };
+    // A payee list the node's pair does not cover, and holding unknown payees, both loosen.
+    const refused = await policy("set", "--agent", agent.agentId, "--file", await policyFile(document));
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining("x402.payees") });
+    expect(
+      (
+        await policy(
+          "set",
+          "--agent",
+          agent.agentId,
+          "--file",
+          await policyFile(document),
+          "--operator-key",
+          operatorKeyFile,
+        )
+      ).code,
+    ).toBe(0);
+
+    const body = { payment_required: quote(SELLER_C, 5_000n), nonce: `0x${"ab".repeat(32)}` };
+    // Raw fetch: the OpenAPI document does not declare authorize's 202 `held` yet (testing/http.ts checks it).
+    const authorize = async () => {
+      const response = await fetch(`${stack.origin.base}/agent/v1/x402/authorize`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, body: (await response.json()) as unknown };
+    };
+    const held = await authorize();
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    expect(view).toMatchObject({ kind: "x402", status: "held", rule: "x402.unknown_payee" });
+
+    const approved = await policy(
+      "approve",
+      "--agent",
+      agent.agentId,
+      "--action",
+      view.action_id,
+      "--operator-key",
+      operatorKeyFile,
+    );
+    expect(approved.stderr).toBe("");
+    expect(approved.code).toBe(0);
+    expect(approved.stdout).toContain("signed when the agent asks again");
+    const signed = await authorize();
+    expect(signed.status).toBe(200);
+    expect((signed.body as X402AuthorizeResponse).payment_payload.payload.authorization).toMatchObject({
+      to: SELLER_C,
+      value: "5000",
+      nonce: body.nonce,
+    });
   });
 });
