@@ -31,6 +31,7 @@ import {
   fundLocalSettler,
   fundLocalTreasury,
 } from "./local-money.ts";
+import { ensureLocalOperatorKey, type LocalOperatorKey } from "./local-operator.ts";
 import { ensureLocalPolicy, LOCAL_FAUCET_TERMS, LOCAL_POLICY } from "./local-policy.ts";
 import { type LocalSecrets, loadOrCreateLocalSecrets } from "./local-secrets.ts";
 import { assertPortsFree } from "./ports.ts";
@@ -97,6 +98,8 @@ export type LocalStackReady = {
   children: Record<"devnet" | "enclave" | "origin", ManagedChild>;
   /** The registration policy as the database holds it at start: paused or open, with its day's quotas. */
   registration: { paused: boolean; perIpDaily: number; networkDaily: number };
+  /** The local operator key (`.data/operator.key`), enrolled in the enclave: it approves held actions. */
+  operator: LocalOperatorKey;
 };
 
 export type LocalStack = {
@@ -311,6 +314,12 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         policyKeyFile: authority.policyKeyFile,
         onLine: say,
       });
+      // And holds the operator key that loosens policies and approves held actions, made once.
+      const operator = await ensureLocalOperatorKey({
+        socketPath,
+        policyKeyFile: authority.policyKeyFile,
+        keyFile: path.join(dataDir, "operator.key"),
+      });
       // The treasury and settler keys are backed up before any funds reach them, like
       // every key batch.
       await backupLocalSealedKeys({
@@ -428,6 +437,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
           perIpDaily: policy.perIpDaily,
           networkDaily: policy.networkDaily,
         },
+        operator,
       };
       return running;
     } finally {

@@ -33,6 +33,11 @@ function processesMentioning(text: string): string[] {
   return out.split("\n").filter((line) => line.includes(text) && !line.includes("ps -eo"));
 }
 
+/** The base64 lines of a PEM file: none may appear in anything printed. */
+function pemBody(pem: string): string[] {
+  return pem.split("\n").filter((line) => line.length > 20 && !line.startsWith("-----"));
+}
+
 /** `npm start` (dev/start.ts) on `env`, its output collected as it comes. */
 function launch(env: Record<string, string>): {
   launcher: ChildProcessWithoutNullStreams;
@@ -73,6 +78,8 @@ async function waitForOutput(run: ReturnType<typeof launch>, text: string, ms: n
 
 describe("npm start (the local stack launcher)", () => {
   let dataDir = "";
+  let operatorKeyFile = "";
+  let operatorKeyId = "";
   let env: Record<string, string> = {};
   let run: ReturnType<typeof launch>;
   let token = "";
@@ -157,6 +164,28 @@ describe("npm start (the local stack launcher)", () => {
     expect(
       originEnv.filter((entry) => entry.includes("policy-authority") || entry.includes(policySeed)),
     ).toEqual([]);
+    // The local operator key: made once (0600) and enrolled in the enclave; its path and how to
+    // approve a held action are printed, never its contents.
+    operatorKeyFile = path.join(dataDir, "operator.key");
+    expect((await stat(operatorKeyFile)).mode & 0o777).toBe(0o600);
+    const operatorLine = /\[start\] operator {3}(\S+) \(operator key (op-[0-9a-f]{16}), enrolled/.exec(
+      output,
+    );
+    expect(operatorLine?.[1]).toBe(operatorKeyFile);
+    operatorKeyId = operatorLine?.[2] ?? "";
+    expect(output).toContain(
+      `npm run policy -- approve --agent ID --action ID --operator-key ${operatorKeyFile}\n`,
+    );
+    for (const line of pemBody(await readFile(operatorKeyFile, "utf8"))) expect(output).not.toContain(line);
+    const sealedKeys = await runTool("ops/enclave-policy.ts", [
+      "show",
+      "--json",
+      "--socket",
+      path.join(dataDir, "enclave.sock"),
+    ]);
+    expect(JSON.parse(sealedKeys.stdout)).toMatchObject({
+      operator_keys: [{ key_id: operatorKeyId, label: "local stack" }],
+    });
     // Every part runs: postgres, the devnet (its state file), the enclave (its socket), the origin.
     const running = processesMentioning(dataDir).join("\n");
     expect(running).toContain("postgres");
@@ -272,6 +301,10 @@ describe("npm start (the local stack launcher)", () => {
       "[start] register   open (3 a day per address, 100 a day in all): agent-wallet register",
     );
     expect(run.output()).not.toContain("policy paused");
+    // The same operator key, enrolled again as it was: a restart makes no second one.
+    expect(run.output()).toContain(
+      `[start] operator   ${operatorKeyFile} (operator key ${operatorKeyId}, enrolled`,
+    );
     run.launcher.kill("SIGINT");
     expect(await run.exited).toBe(0);
   }, 240_000);

@@ -92,6 +92,10 @@ async function main(): Promise<void> {
       `secrets    ${path.join(dataDir, "local-secrets.json")}: the console's tokens are adminApiToken and registrationAdminSecret (never printed)`,
     );
     say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
+    // The path only: the key's contents are never printed.
+    const operatorKey = shownPath(ready.operator.keyFile);
+    say(`operator   ${operatorKey} (operator key ${ready.operator.keyId}, enrolled; approves held actions)`);
+    say(`           npm run policy -- approve --agent ID --action ID --operator-key ${operatorKey}`);
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
     if (existsSync(authority.recoveryEncKeyFile)) {
       say(`recovery   ${authority.recoveryEncKeyFile} (encryption key of every backup; keep offline)`);
@@ -101,6 +105,12 @@ async function main(): Promise<void> {
     say(`failed: ${errorMessage(error)}`);
     await stopAll(1);
   }
+}
+
+/** A path under the working folder as a relative one (what the operator types), any other as it is. */
+function shownPath(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative.startsWith("..") || path.isAbsolute(relative) ? file : relative;
 }
 
 void main();
