@@ -1,5 +1,5 @@
 /**
- * Wire schemas of the agent's policy routes (docs/api.md#spending-policy): GET, PATCH and the check
+ * Wire schemas of the agent's policy routes (docs/api.md#spending-policies): GET, PATCH and the check
  * call of {base}/agent/v1/policy. The document itself is shared/agent-policy.ts's. Runtime-neutral.
  */
 import { z } from "zod";

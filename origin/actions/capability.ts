@@ -66,6 +66,7 @@ function moneyServices(infra: Infrastructure, money: MoneyRuntime | undefined): 
     config: infra.config,
     operatorPool: money.operatorPool,
     treasury: money.treasury,
+    policyDecided: (decision) => infra.metrics.policyDecided("transfer", decision),
   };
 }
 

@@ -1,3 +1,4 @@
+import type { PolicyDecision } from "../../shared/agent-policy.ts";
 import type { ActionClaimer } from "../agent-actions/idempotent-action.ts";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
@@ -16,4 +17,6 @@ export type MoneyServices = ExecutorDeps & {
   operatorPool: string;
   /** The faucet treasury the enclave signs payouts with; absent when the faucet is off. */
   treasury: { address: string; keyRef: string } | undefined;
+  /** Told what an agent's spending policy decided of a transfer (metrics). */
+  policyDecided?: (decision: PolicyDecision) => void;
 };

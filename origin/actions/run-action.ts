@@ -7,6 +7,7 @@
  * of concurrent duplicates exactly one signs.
  */
 import type { Context } from "hono";
+import type { PolicyDecision } from "../../shared/agent-policy.ts";
 import { type ActionClaimer, runIdempotentAction } from "../agent-actions/idempotent-action.ts";
 import { type ActionRow, type ClaimActionParams, findAction } from "../agent-actions/repository.ts";
 import { endingRefusal, respondWithAction } from "../agent-actions/view.ts";
@@ -17,7 +18,7 @@ import type { ExecuteOutcome, MoneyExecutor, MoneyOperation } from "./operation.
 
 export async function runMoneyAction(
   c: Context<AppEnv>,
-  deps: { db: Db; executor: MoneyExecutor; claim: ActionClaimer },
+  deps: MoneyActionDeps & { claim: ActionClaimer },
   claim: ClaimActionParams,
   operationFor: (actionId: string) => MoneyOperation,
 ): Promise<Response> {
@@ -29,14 +30,22 @@ export async function runMoneyAction(
   });
 }
 
+type MoneyActionDeps = {
+  db: Db;
+  executor: MoneyExecutor;
+  /** Told what the agent's spending policy decided of a transfer (metrics). */
+  policyDecided?: (decision: PolicyDecision) => void;
+};
+
 async function executeMoneyAction(
   c: Context<AppEnv>,
-  deps: { db: Db; executor: MoneyExecutor },
+  deps: MoneyActionDeps,
   claimed: ActionRow,
   operationFor: (actionId: string) => MoneyOperation,
 ): Promise<Response> {
   const { actionId } = claimed;
   const outcome: ExecuteOutcome = await deps.executor.execute(operationFor(actionId));
+  if (claimed.kind === "transfer") countPolicyDecision(deps, c.get("agent").hasPolicy, outcome);
   if (outcome.kind === "refused" || outcome.kind === "unavailable") {
     const { refusal } = outcome;
     throw new AppError(refusal.code, refusal.message, {
@@ -49,6 +58,9 @@ async function executeMoneyAction(
     // expiry): answer what is recorded now.
     const current = await findAction(deps.db, claimed.agentId, actionId);
     if (!current) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
+    if (outcome.kind === "held" && current.holdRule) {
+      deps.policyDecided?.({ decision: "hold", rule: current.holdRule, remaining: null });
+    }
     return respondWithStoredAction(c, current);
   }
   // `signed` (202), as the statement that stored the transaction returned the action: the
@@ -66,4 +78,19 @@ function respondWithStoredAction(c: Context<AppEnv>, action: ActionRow): Respons
     });
   }
   return respondWithAction(c, action);
+}
+
+/** The policy's decisions the outcome shows: a refusal by a rule, or a signature under a policy. */
+function countPolicyDecision(deps: MoneyActionDeps, hasPolicy: boolean, outcome: ExecuteOutcome): void {
+  if (!deps.policyDecided) return;
+  if (outcome.kind === "refused" && outcome.refusal.code === "policy_denied") {
+    const rule = String(outcome.refusal.fields?.rule ?? "policy");
+    deps.policyDecided({
+      decision: "deny",
+      rule,
+      remaining: String(outcome.refusal.fields?.remaining ?? "0"),
+    });
+  } else if (outcome.kind === "signed" && hasPolicy) {
+    deps.policyDecided({ decision: "allow" });
+  }
 }

@@ -46,7 +46,7 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
     401: errorResponse("agent_auth_failed: a bad or revoked token, or a disabled identity"),
     403: errorResponse(
-      "agent_capability_required; on money routes also limit_exceeded, recipient_not_allowed, funding_gate_closed; on signing routes agent_key_binding_mismatch (the token's wallet and its identity's signing key disagree; nothing was signed)",
+      "agent_capability_required; on money routes also limit_exceeded, recipient_not_allowed, funding_gate_closed, policy_denied (the agent's spending policy: `rule` and `remaining`); on signing routes agent_key_binding_mismatch (the token's wallet and its identity's signing key disagree; nothing was signed)",
     ),
     404: errorResponse("not_found: the gateway switch is off; feature_disabled: the route's switch is off"),
     429: errorResponse(
@@ -70,7 +70,11 @@ const policy: NamedSchema = { name: "Policy", schema: policyResponseSchema };
  */
 const moneyResponses = (): Record<number, ResponseSpec> => ({
   200: { description: "the action, confirmed (a repeat of a request whose action confirmed)", body: action },
-  202: { description: "the action, in flight: poll GET /agent/v1/actions/{action_id}", body: action },
+  202: {
+    description:
+      "the action, in flight (poll GET /agent/v1/actions/{action_id}), or `held` for an operator's approval (its `rule`, `expires_at`)",
+    body: action,
+  },
   ...agentErrors(400),
   409: errorResponse(
     "idempotency_conflict: the key was used with a different payload; abandoned: a repeat of a request not retried within 10 minutes, nothing signed (send a new key)",
@@ -263,6 +267,11 @@ export const OPERATIONS: readonly Operation[] = [
       200: {
         description: "the signed authorization; a repeat returns the same bytes",
         body: { name: "X402Authorization", schema: x402AuthorizeResponseSchema },
+      },
+      202: {
+        description:
+          "held: the agent's spending policy asks an operator's approval first (the action, status `held`, with `rule` and `expires_at`); nothing signed. The same request again after the approval signs it",
+        body: action,
       },
       ...agentErrors(400, 409),
       400: errorResponse(

@@ -202,6 +202,19 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       error: { code: "policy_denied", rule: "transfers.daily_count" },
     });
     expect(await outgoing(agent)).toBe(3);
+    // The decisions are counted by kind, outcome and rule (origin_policy_decisions_total).
+    const scraped = await stack.origin.deps.metrics.registry.metrics();
+    for (const [outcome, rule] of [
+      ["deny", "transfers.per_tx_units"],
+      ["deny", "transfers.daily_count"],
+      ["hold", "approval_above_units"],
+    ] as const) {
+      expect(scraped).toMatch(
+        new RegExp(
+          `origin_policy_decisions_total\\{kind="transfer",outcome="${outcome}",rule="${rule.replace(".", "\\.")}"\\} [1-9]`,
+        ),
+      );
+    }
   });
 
   it("holds a transfer above the threshold: 202 held, a repeat answers it, nothing signed; approved by an operator, it is signed and confirmed once", async () => {

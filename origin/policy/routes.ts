@@ -1,5 +1,5 @@
 /**
- * The agent's own policy routes (docs/api.md#spending-policy): GET {base}/agent/v1/policy, PATCH
+ * The agent's own policy routes (docs/api.md#spending-policies): GET {base}/agent/v1/policy, PATCH
  * (tighten only: a loosening needs an operator), and POST …/policy/check, which answers what a
  * request would meet and signs and reserves nothing.
  */
