@@ -4,6 +4,8 @@ import type {
   BalanceResponse,
   NetworkResponse,
   PaymentSettlement,
+  PolicyCheckResult,
+  PolicyResponse,
   ProofProgress,
   RegisterResponse,
   TokenRotation,
@@ -39,8 +41,32 @@ export function formatHuman(command: string, result: unknown): string {
         ...(action.amount ? [`amount ${formatUnits(BigInt(action.amount), 6)} USDC to ${action.to}`] : []),
         ...(action.tx_hash ? [`tx ${action.tx_hash}`] : []),
         ...(action.error_code ? [`error ${action.error_code}`] : []),
+        ...(action.status === "held"
+          ? [
+              `held by rule ${action.rule} until ${action.expires_at}: nothing signed; an operator approves or rejects it`,
+            ]
+          : []),
         ...(action.idempotency_key ? [`idempotency key ${action.idempotency_key}`] : []),
       ].join("\n");
+    }
+    case "policy": {
+      const answer = result as PolicyResponse;
+      return [
+        answer.policy === null
+          ? "no spending policy: the node's limits alone apply"
+          : `spending policy version ${answer.version}: ${JSON.stringify(answer.policy)}`,
+        ...(answer.node_frozen ? ["the node is frozen: every money request is refused"] : []),
+        ...answer.budgets.map(
+          (budget) =>
+            `${budget.rule}: ${budget.used} used of ${budget.limit}, ${budget.remaining} remaining, resets ${budget.resets_at}`,
+        ),
+      ].join("\n");
+    }
+    case "policy-check": {
+      const check = result as PolicyCheckResult;
+      return check.decision === "allow"
+        ? "allow"
+        : `${check.decision} by rule ${check.rule}${check.remaining === null ? "" : ` (remaining ${check.remaining})`}`;
     }
     case "register": {
       const registered = result as RegisterResponse;

@@ -4,4 +4,9 @@ process.exitCode = await runCli(process.argv.slice(2), {
   env: process.env,
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
+  readStdin: async () => {
+    let text = "";
+    for await (const chunk of process.stdin) text += chunk;
+    return text;
+  },
 });

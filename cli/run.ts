@@ -3,6 +3,7 @@
  * comes from AGENT_TOKEN only (never an argument, never printed); the base URL from
  * AGENT_BASE_URL or --base-url. Exit codes follow the client's error classes (printed by --help).
  */
+import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { formatUnits } from "viem";
 import {
@@ -13,7 +14,13 @@ import {
   type GatewayClient,
   GatewayError,
   InsufficientFunds,
+  isHeld,
+  type MoneyActionResult,
   PaymentOutcomeUnknown,
+  type PaymentRequired,
+  PolicyDenied,
+  PolicyHeld,
+  type PolicyPatch,
   paymentSettlement,
   RateLimited,
   register,
@@ -36,6 +43,8 @@ export type CliIo = {
   fetch?: FetchLike;
   /** How long a request may go unanswered before the CLI says it waits (WAITING_NOTICE_AFTER_MS). */
   waitingNoticeMs?: number;
+  /** Standard input, read whole (`policy check --payment-required -`). */
+  readStdin?: () => Promise<string>;
 };
 
 export const EXIT_OK = 0;
@@ -50,6 +59,7 @@ const COMMANDS = [
   "pay",
   "register",
   "rotate-token",
+  "policy",
 ] as const;
 type Command = (typeof COMMANDS)[number];
 
@@ -75,6 +85,22 @@ export function helpText(): string {
     "                                   a proof of work the service asks for is solved first)",
     "  rotate-token                     a new token for this identity (wallet, capabilities, actions and",
     "                                   limits stay), printed once; the old one stops working. Never retried",
+    "  policy                           the spending policy: the document, each budget's use, its reset",
+    "  policy check --to ADDR --amount U",
+    "  policy check --payment-required FILE|-",
+    "                                   what a transfer, or an x402 quote (a 402's body; - reads stdin),",
+    "                                   would meet now: allow (exit 0), hold (25) or deny (23), the rule",
+    "                                   and what remains under it; signs and reserves nothing",
+    "  policy set --file PATCH.json     a JSON merge patch of the policy that tightens it (null removes a",
+    "                                   field, lists are replaced); a loosening exits 24, changing nothing",
+    "  policy freeze                    freeze this agent: every money request refused (only an operator",
+    "                                   unfreezes it)",
+    "",
+    "holds:",
+    "  a transfer the spending policy holds for a person's approval prints the action (held, its rule",
+    "  and expiry) and exits 25; with --wait it waits while held or approved, up to the hold's expiry,",
+    "  then as any transfer (0 once confirmed; 23 once rejected or expired). A payment held exits 25:",
+    "  nothing was paid; once an operator approves it, run the same pay command with --key K.",
     "",
     "options:",
     "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
@@ -166,8 +192,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       const token = io.env.AGENT_TOKEN;
       if (!token) return usage("AGENT_TOKEN is not set (the token is read from the environment only)");
       const client = createGatewayClient({ baseUrl, token, fetch: fetchFn });
-      const run = await runCommand(client, command, positionals.slice(1), values);
-      if (typeof run === "number") return run === EXIT_USAGE ? usage(usageOf(command)) : run;
+      const run = await runCommand(client, command, positionals.slice(1), values, io);
+      if (typeof run === "number") return run === EXIT_USAGE ? usage(usageOf(command, positionals[1])) : run;
+      if (run instanceof Exited) {
+        const shown = command === "policy" ? "policy-check" : command;
+        io.stdout(`${json ? JSON.stringify(run.result, null, 2) : formatHuman(shown, run.result)}\n`);
+        return run.exitCode;
+      }
       result = run;
     }
     io.stdout(`${json ? JSON.stringify(result, null, 2) : formatHuman(command, result)}\n`);
@@ -201,12 +232,20 @@ function parseCli(argv: string[]) {
       wait: { type: "boolean" },
       method: { type: "string" },
       data: { type: "string" },
+      file: { type: "string" },
+      "payment-required": { type: "string" },
     },
   });
 }
 
-function usageOf(command: Command): string {
+function usageOf(command: Command, sub: string | undefined): string {
   switch (command) {
+    case "policy":
+      return sub === "check"
+        ? "policy check needs --to ADDRESS and --amount UNITS, or --payment-required FILE|-"
+        : sub === "set"
+          ? "policy set needs --file PATCH.json"
+          : "policy takes no argument, or one of: check, set, freeze";
     case "transfer":
       return "transfer needs --to ADDRESS and --amount UNITS";
     case "action":
@@ -218,13 +257,29 @@ function usageOf(command: Command): string {
   }
 }
 
+/** A result printed as any other, with an exit code of its own (a hold, a check's deny). */
+class Exited {
+  constructor(
+    readonly result: unknown,
+    readonly exitCode: number,
+  ) {}
+}
+
+/** An answer a script branches on without parsing: held is 25, a check's deny 23 (the error table's). */
+function exitOf(decision: "allow" | "hold" | "deny"): number {
+  return decision === "allow" ? EXIT_OK : decision === "hold" ? PolicyHeld.exitCode : PolicyDenied.exitCode;
+}
+
 async function runCommand(
   client: GatewayClient,
   command: Exclude<Command, "register">,
   args: string[],
   values: Values,
+  io: CliIo,
 ): Promise<unknown> {
   switch (command) {
+    case "policy":
+      return runPolicy(client, args, values, io);
     case "network":
       return args.length === 0 ? client.network() : EXIT_USAGE;
     case "balance":
@@ -232,30 +287,25 @@ async function runCommand(
     case "faucet": {
       if (args.length > 0) return EXIT_USAGE;
       const action = await client.faucet({ idempotencyKey: values.key });
-      return values.wait ? waitForMoney(client, action) : action;
+      return values.wait ? waitForMoney(client, action) : heldExit(action);
     }
     case "transfer": {
       if (args.length > 0 || !values.to || !values.amount) return EXIT_USAGE;
-      if (!/^[0-9]+$/.test(values.amount)) {
-        throw new ValidationFailed("--amount must be a whole number of 6-decimal units", {
-          code: "validation_failed",
-        });
-      }
       const action = await client.transfer({
         to: values.to,
-        amount: values.amount,
+        amount: wholeUnits(values.amount),
         idempotencyKey: values.key,
       });
-      return values.wait ? waitForMoney(client, action) : action;
+      return values.wait ? waitForMoney(client, action) : heldExit(action);
     }
     case "action": {
       if (args.length !== 1) return EXIT_USAGE;
-      if (values.wait) return client.waitForAction(args[0]!);
       const action = await client.action(args[0]!);
+      if (values.wait) return client.waitForAction(args[0]!, { timeoutMs: waitTimeout(action) });
       // Read, it still is the outcome the agent acts on: a failed action is its error, not exit 0.
       const failed = errorFromAction(action);
       if (failed) throw failed;
-      return action;
+      return action.status === "held" ? new Exited(action, PolicyHeld.exitCode) : action;
     }
     case "rotate-token":
       return args.length === 0 ? client.rotateToken() : EXIT_USAGE;
@@ -277,13 +327,104 @@ async function runCommand(
   }
 }
 
+/** `policy [check|set|freeze]` (docs/agents.md, "The agent's tools"). */
+async function runPolicy(client: GatewayClient, args: string[], values: Values, io: CliIo): Promise<unknown> {
+  const [sub, ...rest] = args;
+  if (rest.length > 0) return EXIT_USAGE;
+  switch (sub) {
+    case undefined:
+      return client.policy();
+    case "freeze":
+      return client.updatePolicy({ frozen: true });
+    case "set": {
+      if (!values.file) return EXIT_USAGE;
+      const patch = parseJsonInput(await readInput(values.file, io), "--file");
+      if (typeof patch !== "object" || patch === null || Array.isArray(patch)) {
+        throw new ValidationFailed("--file must hold a JSON object (a merge patch of the policy)", {
+          code: "validation_failed",
+        });
+      }
+      return client.updatePolicy(patch as PolicyPatch);
+    }
+    case "check": {
+      let answer: Awaited<ReturnType<GatewayClient["checkPolicy"]>>;
+      if (values["payment-required"] !== undefined) {
+        if (values.to !== undefined || values.amount !== undefined) return EXIT_USAGE;
+        const quote = parseJsonInput(await readInput(values["payment-required"], io), "--payment-required");
+        answer = await client.checkPolicy({ x402: { paymentRequired: quote as PaymentRequired } });
+      } else {
+        if (!values.to || !values.amount) return EXIT_USAGE;
+        answer = await client.checkPolicy({ transfer: { to: values.to, amount: wholeUnits(values.amount) } });
+      }
+      return new Exited(answer, exitOf(answer.decision));
+    }
+    default:
+      return EXIT_USAGE;
+  }
+}
+
+/** A file's text, or standard input's for `-`. */
+async function readInput(source: string, io: CliIo): Promise<string> {
+  if (source === "-") {
+    if (!io.readStdin)
+      throw new ValidationFailed("standard input is not available", { code: "validation_failed" });
+    return io.readStdin();
+  }
+  try {
+    return await readFile(source, "utf8");
+  } catch (cause) {
+    throw new ValidationFailed(`cannot read ${source}: ${errorMessage(cause)}`, {
+      code: "validation_failed",
+      cause,
+    });
+  }
+}
+
+function parseJsonInput(text: string, option: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new ValidationFailed(`${option} is not JSON: ${errorMessage(cause)}`, {
+      code: "validation_failed",
+      cause,
+    });
+  }
+}
+
+function wholeUnits(amount: string): string {
+  if (!/^[0-9]+$/.test(amount)) {
+    throw new ValidationFailed("--amount must be a whole number of 6-decimal units", {
+      code: "validation_failed",
+    });
+  }
+  return amount;
+}
+
+/** A money action held for approval prints as any answer and exits 25; anything else exits 0. */
+function heldExit(action: MoneyActionResult): MoneyActionResult | Exited {
+  return isHeld(action) ? new Exited(action, PolicyHeld.exitCode) : action;
+}
+
+/**
+ * How long --wait follows an action: the client's default, or while it is held or approved up to
+ * the hold's expiry and a minute more (the expiry is swept, not instant).
+ */
+function waitTimeout(action: Pick<ActionView, "status" | "expires_at">): number | undefined {
+  if ((action.status !== "held" && action.status !== "approved") || !action.expires_at) return undefined;
+  return Math.max(Date.parse(action.expires_at) - Date.now(), 0) + 60_000;
+}
+
 /** A money action followed to its end; a failure throws with the request's key (client.waitForAction). */
 async function waitForMoney(
   client: GatewayClient,
-  action: { action_id: string; idempotency_key: string },
+  action: MoneyActionResult,
 ): Promise<ActionView & { idempotency_key: string }> {
   try {
-    return { ...(await client.waitForAction(action.action_id)), idempotency_key: action.idempotency_key };
+    const timeoutMs = waitTimeout(action);
+    return {
+      ...(await client.waitForAction(action.action_id, { timeoutMs })),
+      idempotency_key: action.idempotency_key,
+    };
   } catch (error) {
     if (error instanceof GatewayError) error.idempotencyKey ??= action.idempotency_key;
     throw error;
@@ -315,6 +456,12 @@ function describeError(error: GatewayError): Record<string, unknown> {
 function errorSuffix(error: GatewayError): string {
   if (error instanceof RateLimited && error.retryAfter !== undefined) {
     return ` (retry after ${error.retryAfter}s)`;
+  }
+  if (error instanceof PolicyDenied && error.rule !== undefined) {
+    return ` (rule ${error.rule}, remaining ${error.remaining ?? "unknown"})`;
+  }
+  if (error instanceof PolicyHeld) {
+    return ` (action ${error.actionId ?? "?"})`;
   }
   if (error instanceof InsufficientFunds) {
     const { neededUnits, availableUnits } = error;
@@ -351,6 +498,9 @@ function keyAdvice(error: GatewayError, key: string): string {
     error instanceof SignerUnavailable ||
     error instanceof ServiceUnavailable ||
     error instanceof PaymentOutcomeUnknown;
+  if (error instanceof PolicyHeld) {
+    return `idempotency key ${key}: once an operator approves it, run the same command with --key ${key} to pay it (once)`;
+  }
   return retry
     ? `idempotency key ${key}: run the same command with --key ${key} to retry it (never a second payment)`
     : error.body.action_id !== undefined

@@ -62,6 +62,7 @@ describe("gateway client (real stack)", () => {
       agent_id: agent.agentId,
       assigned_wallet: agent.wallet.toLowerCase(),
       capabilities: expect.arrayContaining(["read"]),
+      spending_policy: false,
     });
     const balance = await client.balance();
     expect(balance).toMatchObject({ address: agent.wallet.toLowerCase(), balance: "2000000", decimals: 6 });

@@ -250,6 +250,31 @@ export class PolicyLooseningRequiresOperator extends GatewayError {
     "policy_loosening_requires_operator: an agent may only tighten its policy; ask the operator";
 }
 
+/**
+ * The agent's spending policy holds the request for a person's approval
+ * (docs/agents.md#holds): nothing was signed and no budget used. A transfer held is a result (the
+ * action, `status: "held"`), not this error; this is what an x402 payment held throws
+ * (authorizeX402, fetchWithPayment), since there is no payment to present. Once an operator has
+ * approved the action, the same call with the same `idempotencyKey` signs it, once; after a
+ * rejection or the hold's expiry that key answers PolicyDenied. The CLI exits with this code for
+ * every hold: a transfer held, a payment held, a check answering `hold`.
+ */
+export class PolicyHeld extends GatewayError {
+  static override readonly exitCode = 25;
+  static override readonly family =
+    "held: the spending policy holds it for an operator's approval (a transfer or payment held, a check answering hold); nothing signed";
+  get actionId(): string | undefined {
+    return stringField(this.body, "action_id");
+  }
+  get rule(): string | undefined {
+    return stringField(this.body, "rule");
+  }
+  /** When the hold ends `expired` unless an operator approves or rejects it first (ISO 8601). */
+  get expiresAt(): string | undefined {
+    return stringField(this.body, "expires_at");
+  }
+}
+
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
   GatewayError,
@@ -275,6 +300,7 @@ export const ERROR_CLASSES = [
   KeyUnavailable,
   PolicyDenied,
   PolicyLooseningRequiresOperator,
+  PolicyHeld,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
@@ -377,14 +403,30 @@ export function errorFromEnvelope(
 /**
  * The error of an action that ended `failed` or `reverted`, as GET /actions/{id} shows it: the
  * class of its `error_code` (the same class the request's own refusal had), with the action's
- * fields as its body. Undefined for any other status.
+ * fields as its body; PolicyDenied naming the hold's rule for a held action that ended `rejected`
+ * or `expired`. Undefined for any other status.
  */
 export function errorFromAction(action: {
   action_id: string;
   status: string;
   error_code: string | null;
   tx_hash?: string | null;
+  rule?: string | null;
 }): GatewayError | undefined {
+  if (action.status === "rejected" || action.status === "expired") {
+    // A hold an operator rejected or nobody approved in time: never signed, final for its key, and
+    // refused by the rule that held it (docs/agents.md#holds).
+    const message = `action ${action.action_id} was held and ended ${action.status}: nothing was signed`;
+    const body: Record<string, unknown> = {
+      code: "policy_denied",
+      message,
+      action_id: action.action_id,
+      action_status: action.status,
+      ...(action.rule ? { rule: action.rule } : {}),
+      remaining: "0",
+    };
+    return new PolicyDenied(message, { code: "policy_denied", body });
+  }
   if (action.status !== "failed" && action.status !== "reverted") return undefined;
   const code = action.error_code ?? action.status;
   const body: Record<string, unknown> = {

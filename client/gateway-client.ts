@@ -10,7 +10,15 @@ import {
 } from "./errors.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 import { gatewayTransport, rpcCall } from "./viem-transport.ts";
-import type { ActionView, BalanceResponse, NetworkResponse, TokenRotation } from "./wire.ts";
+import type {
+  ActionView,
+  AgentPolicyDocument,
+  BalanceResponse,
+  NetworkResponse,
+  PolicyCheckResult,
+  PolicyResponse,
+  TokenRotation,
+} from "./wire.ts";
 import {
   type AuthorizeX402Params,
   authorizeX402,
@@ -37,6 +45,34 @@ export type GatewayClientParams = {
 /** The action, with the idempotency key it was requested under (repeat with it, never a new one). */
 export type MoneyActionResult = ActionView & { idempotency_key: string };
 
+/**
+ * A money action the agent's spending policy holds for a person's approval (docs/agents.md#holds):
+ * nothing signed, no budget used. `waitForAction` follows it: signed once an operator approves it,
+ * PolicyDenied once it is rejected or `expires_at` passes.
+ */
+export type HeldAction = MoneyActionResult & { status: "held"; rule: string; expires_at: string };
+
+/** Whether a money call's answer is held for approval rather than in flight. */
+export function isHeld(action: MoneyActionResult): action is HeldAction {
+  return action.status === "held";
+}
+
+/**
+ * What POST /agent/v1/policy/check asks about: a transfer, or an x402 quote (the 402's body) as
+ * authorize would get it.
+ */
+export type CheckPolicyParams =
+  | { transfer: { to: string; amount: bigint | string } }
+  | { x402: { paymentRequired: PaymentRequired } };
+
+/**
+ * A JSON merge patch of the policy document (RFC 7386: `null` removes a field, lists are
+ * replaced); the agent may only tighten.
+ */
+export type PolicyPatch = {
+  [field in keyof AgentPolicyDocument]?: AgentPolicyDocument[field] | null;
+};
+
 export type TransferParams = {
   to: string;
   /** 6-decimal units: 1 USDC = 1_000_000n. */
@@ -62,18 +98,42 @@ export type GatewayClient = {
    * ServiceUnavailable after the built-in retries carries `idempotencyKey`: call again with it.
    */
   faucet(params?: { idempotencyKey?: string }): Promise<MoneyActionResult>;
-  /** A transfer; resolves and throws as faucet() does. */
+  /**
+   * A transfer; resolves and throws as faucet() does. A transfer the spending policy holds for
+   * approval resolves too: the action with `status: "held"`, its `rule` and `expires_at`
+   * (isHeld); one it refuses throws PolicyDenied (`rule`, `remaining`).
+   */
   transfer(params: TransferParams): Promise<MoneyActionResult>;
   /** Reads an action as it is, whatever its status (waitForAction turns a failure into an error). */
   action(actionId: string): Promise<ActionView>;
   /**
    * Polls until the action ends: resolves once `confirmed` (an x402 authorization once signed, the
    * payee settles it); throws the error of its class once `failed` or `reverted` (ActionFailed for
-   * a revert, a chain refusal or an abandoned request; the refusal's own class otherwise), and
-   * ServiceUnavailable (`wait_timeout`) past the timeout.
+   * a revert, a chain refusal or an abandoned request; the refusal's own class otherwise),
+   * PolicyDenied once a held action ends `rejected` or `expired`, and ServiceUnavailable
+   * (`wait_timeout`) past the timeout. A held action waits like any other in flight: pass a
+   * timeout up to its `expires_at` to wait for a person's decision.
    */
   waitForAction(actionId: string, params?: WaitForActionParams): Promise<ActionView>;
+  /** GET /agent/v1/policy: the policy (null: none), its version, and each budget's use and reset. */
+  policy(): Promise<PolicyResponse>;
+  /**
+   * PATCH /agent/v1/policy with a merge patch that may only tighten (lower a figure, remove a payee
+   * or an allowed recipient, deny one, freeze); answers as policy(). A loosening throws
+   * PolicyLooseningRequiresOperator and changes nothing.
+   */
+  updatePolicy(patch: PolicyPatch): Promise<PolicyResponse>;
+  /**
+   * POST /agent/v1/policy/check: what the request would meet now (`allow`, `hold` or `deny`, the
+   * `rule` and what is `remaining` under it); signs and reserves nothing.
+   */
+  checkPolicy(params: CheckPolicyParams): Promise<PolicyCheckResult>;
+  /**
+   * Throws PolicyHeld when the spending policy holds the payment (`actionId`, `rule`, `expiresAt`):
+   * once an operator approves it, the same call with the same idempotency key signs it.
+   */
   authorizeX402(quote: PaymentRequired, params?: AuthorizeX402Params): Promise<X402Authorization>;
+  /** As fetch, paying a 402 once; a payment the policy holds throws PolicyHeld (nothing was paid). */
   fetchWithPayment(
     url: string | URL,
     init?: RequestInit,
@@ -100,6 +160,8 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
   const retries = params.retries ?? 2;
   const get = async <T>(path: string): Promise<T> =>
     (await callJson<T>(fetchFn, params.baseUrl, { method: "GET", path, token: deps.token })).body;
+  const send = async <T>(method: "POST" | "PATCH", path: string, body: unknown): Promise<T> =>
+    (await callJson<T>(fetchFn, params.baseUrl, { method, path, token: deps.token, body })).body;
 
   // The same key on every attempt: the gateway answers a repeat with what the request came to, or
   // runs it again when nothing was signed, so a retry after a lost answer or a signer outage can
@@ -160,6 +222,16 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
         await sleep(wait.intervalMs ?? 500);
       }
     },
+    policy: () => get("/agent/v1/policy"),
+    updatePolicy: (patch) => send("PATCH", "/agent/v1/policy", patch),
+    checkPolicy: (check) =>
+      send(
+        "POST",
+        "/agent/v1/policy/check",
+        "transfer" in check
+          ? { transfer: { to: check.transfer.to, amount: unitsString(check.transfer.amount) } }
+          : { x402: { payment_required: check.x402.paymentRequired } },
+      ),
     authorizeX402: (quote, authorize) => authorizeX402(deps, quote, authorize),
     fetchWithPayment: (url, init, options) => fetchWithPayment(deps, url, init, options),
     transport: () => gatewayTransport(deps),

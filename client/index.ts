@@ -6,11 +6,15 @@
 export { chain77 } from "../shared/chain.ts";
 export * from "./errors.ts";
 export {
+  type CheckPolicyParams,
   createGatewayClient,
   findGatewayError,
   type GatewayClient,
   type GatewayClientParams,
+  type HeldAction,
+  isHeld,
   type MoneyActionResult,
+  type PolicyPatch,
   type TransferParams,
   type WaitForActionParams,
 } from "./gateway-client.ts";
@@ -20,9 +24,13 @@ export { gatewayTransport, rpcCall } from "./viem-transport.ts";
 export type {
   ActionStatus,
   ActionView,
+  AgentPolicyDocument,
   BalanceResponse,
   Capability,
   NetworkResponse,
+  PolicyBudget,
+  PolicyCheckResult,
+  PolicyResponse,
   RegisterResponse,
   TokenRotation,
 } from "./wire.ts";

@@ -5,7 +5,7 @@ export type FetchLike = (input: string | URL | Request, init?: RequestInit) => P
 export type JsonAnswer<T> = { status: number; body: T; headers: Headers };
 
 export type CallParams = {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PATCH";
   /** Relative to the base URL, e.g. `/agent/v1/balance`. */
   path: string;
   body?: unknown;

@@ -6,11 +6,14 @@ import type {
   networkResponseSchema,
   registerResponseSchema,
 } from "../shared/gateway-schemas.ts";
+import type { policyCheckResponseSchema, policyResponseSchema } from "../shared/policy-schemas.ts";
 import type { tokenRotationResponseSchema } from "../shared/token-schemas.ts";
 import type {
   ActionView,
   BalanceResponse,
   NetworkResponse,
+  PolicyCheckResult,
+  PolicyResponse,
   RegisterResponse,
   TokenRotation,
 } from "./wire.ts";
@@ -26,5 +29,9 @@ describe("the client's answer types are the origin's schemas", () => {
     expectTypeOf<BalanceResponse>().toEqualTypeOf<z.infer<typeof balanceResponseSchema>>();
     expectTypeOf<RegisterResponse>().toEqualTypeOf<z.infer<typeof registerResponseSchema>>();
     expectTypeOf<TokenRotation>().toEqualTypeOf<z.infer<typeof tokenRotationResponseSchema>>();
+  });
+  it("the spending policy and its check call", () => {
+    expectTypeOf<PolicyResponse>().toEqualTypeOf<z.infer<typeof policyResponseSchema>>();
+    expectTypeOf<PolicyCheckResult>().toEqualTypeOf<z.infer<typeof policyCheckResponseSchema>>();
   });
 });

@@ -91,3 +91,64 @@ export type TokenRotation = {
   assigned_wallet: string;
   capabilities: Capability[];
 };
+
+/**
+ * The agent's spending policy (docs/agents.md#your-spending-policy): every field optional, amounts
+ * in 6-decimal units as decimal strings, counts as numbers. Narrower than the node's limits, which
+ * stay the ceiling.
+ */
+export type AgentPolicyDocument = {
+  transfers?: {
+    per_tx_units?: string;
+    daily_units?: string;
+    monthly_units?: string;
+    daily_count?: number;
+    allow?: string[];
+    deny?: string[];
+  };
+  x402?: {
+    payees?: Array<{
+      pay_to: string;
+      resource_prefix?: string;
+      per_payment_units: string;
+      daily_units?: string;
+    }>;
+    daily_units?: string;
+    daily_count?: number;
+    unknown_payee?: "deny" | "hold";
+  };
+  approval_above_units?: string;
+  frozen?: boolean;
+};
+
+/** One budget of the policy: its limit, what its window used, what remains, when it resets. */
+export type PolicyBudget = {
+  /** The document's path of the figure (`transfers.daily_units`, `x402.payees[0x…].daily_units`). */
+  rule: string;
+  /** Units, or a count for the `*_count` rules. */
+  limit: string;
+  used: string;
+  remaining: string;
+  /** The next UTC midnight, or the first of the next UTC month. */
+  resets_at: string;
+};
+
+/** GET and PATCH {base}/agent/v1/policy: the policy as sealed in the enclave, and its budgets. */
+export type PolicyResponse = {
+  /** null: the node's limits only. */
+  policy: AgentPolicyDocument | null;
+  /** +1 on each change; null without a policy. */
+  version: number | null;
+  /** An operator froze every agent of the node: every money request is refused. */
+  node_frozen: boolean;
+  budgets: PolicyBudget[];
+};
+
+/** POST {base}/agent/v1/policy/check: what the real request would meet now; nothing reserved. */
+export type PolicyCheckResult = {
+  decision: "allow" | "hold" | "deny";
+  /** The rule that decided a hold or a deny; null for allow. */
+  rule: string | null;
+  /** What remains under that rule (units or a count; "0" for a deny that is not a budget); null otherwise. */
+  remaining: string | null;
+};

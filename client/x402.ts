@@ -4,7 +4,7 @@
  * key is fixed per request and the nonce is derived from it, so a repeated call presents the
  * same authorization (the gateway returns the stored one) instead of signing a new payment.
  */
-import { PaymentOutcomeUnknown, PaymentRefused, ServiceUnavailable } from "./errors.ts";
+import { PaymentOutcomeUnknown, PaymentRefused, PolicyHeld, ServiceUnavailable } from "./errors.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 
 /** A requirement object of a quote (`accepts[i]`). */
@@ -77,6 +77,9 @@ export async function nonceForKey(idempotencyKey: string): Promise<`0x${string}`
   return `0x${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
 }
 
+/** An authorization the policy holds: the action, `held`, with its rule and expiry. */
+type HeldAnswer = { action_id: string; status: string; rule?: string | null; expires_at?: string | null };
+
 export type X402Deps = { fetch: FetchLike; baseUrl: string; token: string };
 
 export async function authorizeX402(
@@ -86,18 +89,36 @@ export async function authorizeX402(
 ): Promise<X402Authorization> {
   const idempotencyKey = params.idempotencyKey ?? newIdempotencyKey("x402");
   const nonce = params.nonce ?? (await nonceForKey(idempotencyKey));
-  const answer = await callJson<Omit<X402Authorization, "idempotency_key">>(deps.fetch, deps.baseUrl, {
-    method: "POST",
-    path: "/agent/v1/x402/authorize",
-    token: deps.token,
-    body: { payment_required: quote, nonce, idempotency_key: idempotencyKey },
-  });
+  const answer = await callJson<Omit<X402Authorization, "idempotency_key"> | HeldAnswer>(
+    deps.fetch,
+    deps.baseUrl,
+    {
+      method: "POST",
+      path: "/agent/v1/x402/authorize",
+      token: deps.token,
+      body: { payment_required: quote, nonce, idempotency_key: idempotencyKey },
+    },
+  );
+  if (!("payment_signature" in answer.body) || typeof answer.body.payment_signature !== "string") {
+    // 202 with the action held (or approved, not yet signed): nothing to present yet. The same key
+    // signs it once an operator has approved it (docs/agents.md#holds).
+    const held = answer.body as HeldAnswer;
+    const message = `the spending policy holds this payment for an operator's approval (${held.rule ?? "no rule named"}, until ${held.expires_at ?? "?"}): nothing was paid; once approved, repeat with the same idempotency key`;
+    throw new PolicyHeld(message, {
+      code: "held",
+      status: answer.status,
+      body: { ...held, code: "held", message, idempotency_key: idempotencyKey },
+      idempotencyKey,
+    });
+  }
   return { ...answer.body, idempotency_key: idempotencyKey };
 }
 
 /**
  * `fetch`, answering a 402 once: the quote is authorized through the gateway and the request is
- * repeated with PAYMENT-SIGNATURE. The request body must be re-sendable (a string or bytes).
+ * repeated with PAYMENT-SIGNATURE. The request body must be re-sendable (a string or bytes). A
+ * payment the spending policy holds throws PolicyHeld before anything is presented: nothing was
+ * paid, and the same call with its `idempotencyKey` pays once an operator has approved it.
  */
 export async function fetchWithPayment(
   deps: X402Deps,

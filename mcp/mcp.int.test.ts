@@ -32,10 +32,10 @@ describe("MCP server (official client, stdio, real stack)", () => {
     return { isError: result.isError === true, json: JSON.parse(text) };
   };
 
-  beforeAll(async () => {
-    agent = await stack.newAgent({ units: 5_000_000n });
-    client = new Client({ name: "mcp-test", version: "1.0.0" });
-    await client.connect(
+  /** The official client over `npm run mcp` with this agent's token in the server's environment. */
+  const connect = async (as: StackAgent): Promise<Client> => {
+    const connected = new Client({ name: "mcp-test", version: "1.0.0" });
+    await connected.connect(
       new StdioClientTransport({
         command: "npm",
         // --silent: npm's banner would go to stdout, which carries the protocol.
@@ -44,12 +44,18 @@ describe("MCP server (official client, stdio, real stack)", () => {
         env: {
           PATH: process.env.PATH ?? "",
           HOME: process.env.HOME ?? "",
-          AGENT_TOKEN: agent.token,
+          AGENT_TOKEN: as.token,
           AGENT_BASE_URL: stack.origin.base,
         },
         stderr: "ignore",
       }),
     );
+    return connected;
+  };
+
+  beforeAll(async () => {
+    agent = await stack.newAgent({ units: 5_000_000n });
+    client = await connect(agent);
   }, 120_000);
   afterAll(async () => {
     await client?.close();
@@ -58,7 +64,17 @@ describe("MCP server (official client, stdio, real stack)", () => {
   it("lists the wallet tools, none of them authorizes x402, and none takes a token", async () => {
     const { tools } = await client.listTools();
     expect(tools.map((tool) => tool.name).sort()).toEqual(
-      ["action_status", "balance", "faucet", "network", "rpc", "transfer"].sort(),
+      [
+        "action_status",
+        "balance",
+        "faucet",
+        "network",
+        "rpc",
+        "transfer",
+        "get_policy",
+        "check_policy",
+        "update_policy",
+      ].sort(),
     );
     for (const tool of tools) {
       expect(tool.name).not.toMatch(/authori[sz]e|x402|pay/);
@@ -187,6 +203,95 @@ describe("MCP server (official client, stdio, real stack)", () => {
       isError: true,
       json: { error: { name: "ActionFailed", code: "reverted", status: 422, action_id: action.action_id } },
     });
+  });
+
+  it("the spending policy: get, tighten and check as structured results; a held transfer says held with rule and expires_at; a refusal names rule and remaining", async () => {
+    const spender = await stack.newAgent({ units: 20_000_000n });
+    const policyClient = await connect(spender);
+    try {
+      const tool = async (name: string, args: Record<string, unknown> = {}) => {
+        const result = (await policyClient.callTool({ name, arguments: args })) as ToolResult & {
+          structuredContent?: unknown;
+        };
+        const text = result.content.map((part) => part.text ?? "").join("");
+        results.push(text);
+        return {
+          isError: result.isError === true,
+          json: JSON.parse(text),
+          structured: result.structuredContent,
+        };
+      };
+      const none = await tool("get_policy");
+      expect(none).toEqual({
+        isError: false,
+        json: { policy: null, version: null, node_frozen: false, budgets: [] },
+        structured: { policy: null, version: null, node_frozen: false, budgets: [] },
+      });
+      const set = await tool("update_policy", {
+        patch: { transfers: { per_tx_units: "5000000" }, approval_above_units: "2000000" },
+      });
+      expect(set.isError).toBe(false);
+      expect(set.structured).toMatchObject({
+        policy: { transfers: { per_tx_units: "5000000" }, approval_above_units: "2000000" },
+        version: 1,
+      });
+      const loosen = await tool("update_policy", { patch: { approval_above_units: null } });
+      expect(loosen).toMatchObject({
+        isError: true,
+        json: {
+          error: { name: "PolicyLooseningRequiresOperator", code: "policy_loosening_requires_operator" },
+        },
+      });
+      expect((await tool("get_policy")).structured).toMatchObject({ version: 1 });
+
+      const to = newAccount().address;
+      expect((await tool("check_policy", { transfer: { to, amount: "1000000" } })).structured).toEqual({
+        decision: "allow",
+        rule: null,
+        remaining: null,
+      });
+      expect((await tool("check_policy", { transfer: { to, amount: "3000000" } })).structured).toEqual({
+        decision: "hold",
+        rule: "approval_above_units",
+        remaining: null,
+      });
+      expect((await tool("check_policy", { transfer: { to, amount: "6000000" } })).structured).toEqual({
+        decision: "deny",
+        rule: "transfers.per_tx_units",
+        remaining: "5000000",
+      });
+      expect(await tool("check_policy", {})).toMatchObject({
+        isError: true,
+        json: { error: { name: "ValidationFailed" } },
+      });
+
+      const held = await tool("transfer", { to, amount: "3000000", idempotency_key: "mcp-held-1" });
+      expect(held).toMatchObject({
+        isError: false,
+        json: { status: "held", rule: "approval_above_units", expires_at: expect.any(String), tx_hash: null },
+      });
+      expect(await tool("action_status", { action_id: (held.json as ActionView).action_id })).toMatchObject({
+        isError: false,
+        json: { status: "held", rule: "approval_above_units" },
+      });
+      const denied = await tool("transfer", { to, amount: "6000000" });
+      expect(denied).toMatchObject({
+        isError: true,
+        json: {
+          error: {
+            name: "PolicyDenied",
+            code: "policy_denied",
+            rule: "transfers.per_tx_units",
+            remaining: "5000000",
+            status: 403,
+          },
+        },
+      });
+      const [, secret] = spender.token.split(/_(?=[0-9a-f]{64}$)/);
+      for (const text of results) expect(text).not.toContain(secret);
+    } finally {
+      await policyClient.close();
+    }
   });
 
   it("refuses a method off the allowlist at the tool's input schema", async () => {

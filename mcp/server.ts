@@ -4,16 +4,38 @@
  * authorize endpoint). The token is the server's, from its environment: it is never a tool
  * argument, and no tool result carries it (neither the gateway's answers nor its error objects
  * contain it). An error result is the service's whole error object with the class's name; a
- * faucet or transfer that ends failed or reverted is an error result, never a success.
+ * faucet or transfer that ends failed or reverted is an error result, never a success. The
+ * spending-policy tools answer structured results (an output schema and `structuredContent`); a
+ * transfer the policy holds is a result (the action, `held`, its `rule` and `expires_at`), and one it
+ * refuses an error naming `rule` and `remaining`.
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { errorFromAction, type GatewayClient, GatewayError, RateLimited } from "../client/index.ts";
+import {
+  errorFromAction,
+  type GatewayClient,
+  GatewayError,
+  type PaymentRequired,
+  type PolicyPatch,
+  RateLimited,
+  ValidationFailed,
+} from "../client/index.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
 import { idempotencyKeySchema } from "../shared/gateway-schemas.ts";
+import { policyCheckResponseSchema, policyResponseSchema } from "../shared/policy-schemas.ts";
 
-export const MCP_TOOLS = ["network", "balance", "rpc", "faucet", "transfer", "action_status"] as const;
+export const MCP_TOOLS = [
+  "network",
+  "balance",
+  "rpc",
+  "faucet",
+  "transfer",
+  "action_status",
+  "get_policy",
+  "check_policy",
+  "update_policy",
+] as const;
 
 /** What a retry of a money call does, as the client's error classes say it (client/errors.ts). */
 const RETRY_RULE =
@@ -21,9 +43,14 @@ const RETRY_RULE =
 
 export function createWalletMcpServer(client: GatewayClient, version: string): McpServer {
   const server = new McpServer({ name: "agent-wallet", version });
-  const run = async (call: () => Promise<unknown>): Promise<CallToolResult> => {
+  /** `structured`: the tool declares an output schema, so the answer goes in structuredContent too. */
+  const run = async (call: () => Promise<unknown>, structured = false): Promise<CallToolResult> => {
     try {
-      return { content: [{ type: "text", text: JSON.stringify(await call(), null, 2) }] };
+      const answer = await call();
+      return {
+        content: [{ type: "text", text: JSON.stringify(answer, null, 2) }],
+        ...(structured ? { structuredContent: answer as Record<string, unknown> } : {}),
+      };
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error;
       // The service's whole error object (limit, limit_units, remaining_units, reason, action_id, …).
@@ -96,7 +123,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
   server.registerTool(
     "transfer",
     {
-      description: `Transfer USDC from the agent's wallet; then action_status (wait) until confirmed. ${RETRY_RULE}`,
+      description: `Transfer USDC from the agent's wallet; then action_status (wait) until confirmed. A transfer the spending policy holds for a person's approval answers the action with status "held", its rule and expires_at: nothing is signed until an operator approves it (action_status follows it; it ends rejected or expired otherwise). One the policy refuses is a PolicyDenied error naming rule and remaining. ${RETRY_RULE}`,
       inputSchema: {
         to: z
           .string()
@@ -116,7 +143,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
     "action_status",
     {
       description:
-        "A faucet or transfer action's status (requested, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code.",
+        "A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule.",
       inputSchema: {
         action_id: z.string().uuid(),
         wait: z
@@ -129,6 +156,71 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
     },
     ({ action_id, wait }) =>
       run(async () => (wait ? client.waitForAction(action_id) : outcome(await client.action(action_id)))),
+  );
+  server.registerTool(
+    "get_policy",
+    {
+      description:
+        "The agent's spending policy (null: the node's limits alone apply), its version, whether the node is frozen, and each budget: its rule, limit, what its window used, what remains and when it resets (UTC).",
+      inputSchema: {},
+      outputSchema: policyResponseSchema.shape,
+    },
+    () => run(() => client.policy(), true),
+  );
+  server.registerTool(
+    "check_policy",
+    {
+      description:
+        "What a transfer, or an x402 payment of a 402 quote, would meet now under the spending policy: decision allow, hold (a person approves it first) or deny, the rule that decided and what remains under it. Signs and reserves nothing. Give exactly one of transfer or payment_required.",
+      inputSchema: {
+        transfer: z
+          .object({
+            to: z
+              .string()
+              .regex(/^0x[0-9a-fA-F]{40}$/)
+              .describe("recipient address"),
+            amount: z
+              .string()
+              .regex(/^[1-9][0-9]*$/)
+              .describe('6-decimal units as a decimal string: 1 USDC = "1000000"'),
+          })
+          .optional(),
+        payment_required: z
+          .record(z.string(), z.unknown())
+          .optional()
+          .describe("an x402 quote: the 402 answer's body ({x402Version, resource, accepts, …})"),
+      },
+      outputSchema: policyCheckResponseSchema.shape,
+    },
+    ({ transfer, payment_required }) =>
+      run(async () => {
+        if ((transfer === undefined) === (payment_required === undefined)) {
+          throw new ValidationFailed("give exactly one of transfer or payment_required", {
+            code: "validation_failed",
+          });
+        }
+        return client.checkPolicy(
+          transfer
+            ? { transfer }
+            : { x402: { paymentRequired: payment_required as unknown as PaymentRequired } },
+        );
+      }, true),
+  );
+  server.registerTool(
+    "update_policy",
+    {
+      description:
+        'Tighten the agent\'s own spending policy with a JSON merge patch of the document (null removes a field, lists are replaced): lower a figure (units as decimal strings), remove a payee or an allowed recipient, add a denied one, set approval_above_units, freeze ({"frozen": true}). A change that allows more is a PolicyLooseningRequiresOperator error and changes nothing: only an operator loosens a policy or unfreezes an agent. Answers as get_policy.',
+      inputSchema: {
+        patch: z
+          .record(z.string(), z.unknown())
+          .describe(
+            'e.g. {"transfers": {"daily_units": "5000000"}, "approval_above_units": "2000000"}; fields: transfers {per_tx_units, daily_units, monthly_units, daily_count, allow, deny}, x402 {payees, daily_units, daily_count, unknown_payee}, approval_above_units, frozen',
+          ),
+      },
+      outputSchema: policyResponseSchema.shape,
+    },
+    ({ patch }) => run(() => client.updatePolicy(patch as PolicyPatch), true),
   );
   return server;
 }
