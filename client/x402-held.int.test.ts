@@ -25,7 +25,7 @@ describe("x402 through the client: a payment the policy holds (real stack)", () 
 
   it("throws PolicyHeld with the action, rule, expiry and key; nothing is paid; the same key answers the held action again", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
-    const client = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token });
+    const client = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch });
     await client.updatePolicy({ approval_above_units: "5000" });
     const demo = `${stack.origin.base}/x402/demo`;
     const held = await rejection(client.fetchWithPayment(demo));
