@@ -278,6 +278,9 @@ describe("the merge patch an agent sends", () => {
       transfers: { per_tx_units: "10", allow: [A] },
       frozen: true,
     });
+    // A `__proto__` field is a field like any other (the schema refuses it), never the prototype.
+    const hostile = mergePatch({}, JSON.parse('{"__proto__": {"frozen": true}}'));
+    expect(agentPolicySchema.safeParse(hostile).success).toBe(false);
     expect(mergePatch(current, { transfers: { per_tx_units: null } })).toEqual({
       transfers: { allow: [A, B] },
       frozen: false,

@@ -381,13 +381,24 @@ function payeesNarrow(current: AgentPolicy, next: AgentPolicy, node: NodePayee |
  */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (typeof patch !== "object" || patch === null || Array.isArray(patch)) return patch;
-  const base =
+  const base: Record<string, unknown> =
     typeof target === "object" && target !== null && !Array.isArray(target)
       ? { ...(target as Record<string, unknown>) }
       : {};
   for (const [field, value] of Object.entries(patch)) {
-    if (value === null) delete base[field];
-    else base[field] = mergePatch(base[field], value);
+    if (value === null) {
+      delete base[field];
+      continue;
+    }
+    // An own property whatever its name: `__proto__` set by assignment would change the object's
+    // prototype (and the schema would read a field through it) instead of being refused as unknown.
+    const before = Object.hasOwn(base, field) ? base[field] : undefined;
+    Object.defineProperty(base, field, {
+      value: mergePatch(before, value),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return base;
 }
