@@ -44,8 +44,8 @@ export const LOCAL_POLICY: SignerPolicy = {
   settlerDailyFeeUnits: 20_000_000n,
   // The node's x402 ceiling: 1 USDC per payment to any payee, so a local agent's policy can name
   // any seller (docs/enclave.md#the-nodes-x402-ceiling); without a policy, the pair above alone.
+  // No payee list (x402Payees left out): any payee, as the enclave answers it back.
   x402MaxPerPaymentUnits: 1_000_000n,
-  x402Payees: null,
 };
 
 /** 1000 USDC of faucet payouts (value plus maximum fee) before the treasury needs a new budget. */
