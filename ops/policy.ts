@@ -24,7 +24,6 @@ import type { ChangedBy } from "../origin/policy/store.ts";
 import { readPolicyState } from "../origin/policy/store.ts";
 import { policyView } from "../origin/policy/view.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SealedIdentity, SignerClient, SignerFailure } from "../origin/signer/types.ts";
 import { type AgentPolicyDocument, agentPolicySchema } from "../shared/agent-policy.ts";
@@ -44,7 +43,7 @@ import {
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { type OperatorKey, readOperatorKey } from "./lib/operator-key.ts";
-import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
+import { enclaveSocketPath } from "./lib/policy-cli-args.ts";
 import {
   actionOf,
   agentKeyRef,
@@ -65,7 +64,7 @@ type Command<Name extends PolicyToolCommand["command"]> = Extract<PolicyToolComm
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const command = parsePolicyToolArgs(argv);
   const config = nodeConfig(env);
-  const socketPath = socketOf(command.socket, config.signer.endpoint);
+  const socketPath = enclaveSocketPath(command.socket, config.signer.endpoint);
   if (command.command === "enroll") return withClient(socketPath, (client) => enroll(command, client));
 
   // Every file is read before anything is asked: a file that cannot be read changes nothing.
@@ -420,16 +419,6 @@ async function withClient<T>(socketPath: string, use: (client: SignerClient) => 
     return await use(client);
   } finally {
     await client.close();
-  }
-}
-
-function socketOf(flag: string | undefined, endpoint: string | undefined): string {
-  if (flag) return flag;
-  if (!endpoint) return DEFAULT_POLICY_SOCKET;
-  try {
-    return socketPathOfEndpoint(endpoint);
-  } catch (error) {
-    throw new UsageError(errorMessage(error));
   }
 }
 

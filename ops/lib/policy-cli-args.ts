@@ -77,7 +77,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   if (positionals.length !== 1 || !isCommand(command)) {
     throw new PolicyUsageError("expected one command: show, apply, treasury or settler");
   }
-  const socketPath = socket(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
+  const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const json = values.json ?? false;
   const policyFlags = [
     "per-tx",
@@ -208,7 +208,8 @@ function parse(argv: string[]) {
   });
 }
 
-function socket(flag: string | undefined, endpoint: string | undefined): string {
+/** The enclave's socket: --socket, else the node's endpoint, else the local stack's (both policy tools). */
+export function enclaveSocketPath(flag: string | undefined, endpoint: string | undefined): string {
   if (flag) return flag;
   if (!endpoint) return DEFAULT_POLICY_SOCKET;
   try {
