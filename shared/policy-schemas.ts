@@ -30,8 +30,30 @@ export const policyResponseSchema = z.object({
 });
 export type PolicyResponse = z.infer<typeof policyResponseSchema>;
 
-/** PATCH: a JSON merge patch of the document (RFC 7386: null removes a field, lists are replaced). */
-export const policyPatchSchema = z.record(z.string(), z.unknown());
+/** The document nests four deep (policy, x402, payees, a payee); a patch may name no deeper field. */
+const MAX_PATCH_DEPTH = 8;
+
+/**
+ * PATCH: a JSON merge patch of the document (RFC 7386: null removes a field, lists are replaced).
+ * Its depth is bounded before anything recurses into it: the merge and the schema walk a patch
+ * recursively, and a 100 KiB body can nest twenty thousand deep.
+ */
+export const policyPatchSchema = z
+  .record(z.string(), z.unknown())
+  .refine((patch) => nestsAtMost(patch, MAX_PATCH_DEPTH), {
+    message: `the patch nests deeper than any field of a policy (at most ${MAX_PATCH_DEPTH} levels)`,
+  });
+
+/** Whether `value`'s objects and arrays nest at most `limit` deep, walked without recursion. */
+function nestsAtMost(value: unknown, limit: number): boolean {
+  const pending: { value: unknown; depth: number }[] = [{ value, depth: 1 }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    if (typeof next.value !== "object" || next.value === null) continue;
+    if (next.depth > limit) return false;
+    for (const child of Object.values(next.value)) pending.push({ value: child, depth: next.depth + 1 });
+  }
+  return true;
+}
 
 export const policyCheckRequestSchema = z.union([
   z.strictObject({ transfer: z.strictObject({ to: addressSchema, amount: unitsAmountSchema }) }),

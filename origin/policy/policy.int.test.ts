@@ -342,4 +342,18 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     expect((await calls.get()).policy).toBeNull();
     expect(await sealedVersion(agent)).toBeNull();
   });
+
+  it("answers a patch nested 20,000 deep 400 (the merge would overflow the stack), and changes nothing", async () => {
+    const agent = await stack.newAgent();
+    const deep = `${'{"a":'.repeat(20_000)}1${"}".repeat(20_000)}`;
+    const refused = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${agent.token}` },
+      body: deep,
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ error: { code: "validation_failed" } });
+    expect(JSON.stringify(refused.body)).toContain("nests deeper");
+    expect((await policyCalls(agent).get()).policy).toBeNull();
+  });
 });
