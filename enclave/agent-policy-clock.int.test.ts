@@ -134,4 +134,34 @@ describe("operator approvals and held approvals lapse by the enclave's clock (th
       transfers: { day_units: "0", month_units: "0" },
     });
   });
+
+  it("a filler whose fee would pass the day's units is policy_denied by rule, and counts nothing", async () => {
+    const [tight] = (await agentKeys(client, enclave.fixture, 1)) as [AgentKey];
+    const params = { key_ref: tight.key_ref, policy: { transfers: { daily_units: "930" } } };
+    expectOk(
+      await client.request(
+        "set_agent_policy",
+        params,
+        await mintFor(client, enclave.fixture, "set_agent_policy", params),
+      ),
+    );
+    // 900 + 21 = 921 of 930; a filler's 21 more would be 942.
+    const first = transfer(tight, 900n);
+    expectOk(await client.request("sign_transfer", first));
+    const filler = {
+      key_ref: tight.key_ref,
+      from: tight.address,
+      chain_id: 77,
+      nonce: first.nonce,
+      max_fee_per_gas: "1000000000",
+      max_priority_fee_per_gas: "1000000000",
+    };
+    expect(outcome(await client.request("sign_filler", filler))).toEqual({
+      code: "cap_exceeded",
+      detail: "policy_denied",
+      rule: "transfers.daily_units",
+    });
+    const status = expectOk(await client.request("get_agent_policy", { key_ref: tight.key_ref }));
+    expect(status.usage).toMatchObject({ transfers: { day_units: "921", day_count: 1 } });
+  });
 });
