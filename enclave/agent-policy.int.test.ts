@@ -227,6 +227,7 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     expect(outcome(await signX402(x402(key, SELLER_A, 1_000_001n)))).toEqual({
       code: "cap_exceeded",
       detail: "x402_ceiling",
+      rule: "x402_max_per_payment_units",
     });
     // A key without a policy: the pair, or anything the ceiling allows.
     const bare = keys[7]!;
@@ -235,6 +236,7 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     expect(outcome(await signX402(x402(bare, SELLER_B, 1_000_001n)))).toEqual({
       code: "cap_exceeded",
       detail: "x402_ceiling",
+      rule: "x402_max_per_payment_units",
     });
   });
 

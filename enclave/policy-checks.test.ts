@@ -185,6 +185,23 @@ describe("checkX402", () => {
     }
   });
 
+  it("with a ceiling sealed, refuses over its amount or off its payee list as x402_ceiling, the bound named as the rule", () => {
+    const other = "0x4444444444444444444444444444444444444444";
+    const ceiling = { ...policy, x402MaxPerPaymentUnits: 50_000n, x402Payees: new Set([other]) };
+    expect(checkX402(ceiling, { ...auth, to: other, valueUnits: 50_000n })).toBeNull();
+    expect(checkX402(ceiling, { ...auth, to: other, valueUnits: 50_001n })).toMatchObject({
+      code: "cap_exceeded",
+      detail: "x402_ceiling",
+      rule: "x402_max_per_payment_units",
+    });
+    const offList = "0x5555555555555555555555555555555555555555";
+    expect(checkX402(ceiling, { ...auth, to: offList, valueUnits: 1_000n })).toMatchObject({
+      code: "cap_exceeded",
+      detail: "x402_ceiling",
+      rule: "x402_payees",
+    });
+  });
+
   it("answers not_configured without x402 settings", () => {
     expect(checkX402({ ...policy, x402AmountUnits: null, x402PayTo: null }, auth)?.code).toBe(
       "not_configured",

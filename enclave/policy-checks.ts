@@ -194,9 +194,15 @@ function checkX402Terms(policy: Policy, input: X402Terms): EnclaveFailure | null
   const to = input.to.toLowerCase();
   if (pair && to === pair.payTo && input.valueUnits === pair.amountUnits) return null;
   if (ceiling !== null) {
-    if (input.valueUnits > ceiling) return exceeded("over the node's x402 ceiling", "x402_ceiling");
+    // The rule names which of the ceiling's two bounds refused: an origin whose view of the ceiling
+    // lags (it reads it at start) still tells its caller the right one.
+    if (input.valueUnits > ceiling)
+      return {
+        ...exceeded("over the node's x402 ceiling", "x402_ceiling"),
+        rule: "x402_max_per_payment_units",
+      };
     if (policy.x402Payees && !policy.x402Payees.has(to))
-      return exceeded("payee not on the node's x402 list", "x402_ceiling");
+      return { ...exceeded("payee not on the node's x402 list", "x402_ceiling"), rule: "x402_payees" };
     return null;
   }
   if (to !== pair!.payTo) return exceeded("payTo differs from policy", "x402_pay_to");

@@ -256,7 +256,10 @@ export const errorBodySchema = z.object({
   reason: z.string().optional(),
   // A detail this side does not know (a newer enclave) reads as none, never as a malformed reply.
   detail: z.enum(REFUSAL_DETAILS).optional().catch(undefined),
-  /** An agent policy's rule that decided (with policy_denied, policy_held, operator_required). */
+  /**
+   * The rule that decided: an agent policy's (with policy_denied, policy_held, operator_required),
+   * or the node ceiling's bound (with x402_ceiling: x402_max_per_payment_units or x402_payees).
+   */
   rule: z.string().max(200).optional().catch(undefined),
 });
 

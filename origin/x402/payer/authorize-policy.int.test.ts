@@ -470,4 +470,42 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
         .status,
     ).toBe(200);
   });
+  it("a ceiling sealed lower after the origins started: the enclave refuses what their view allows, x402_amount_not_allowed, and no budget is spent", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, {
+      x402: { payees: [{ pay_to: SELLER_C, per_payment_units: "50000" }], daily_count: 5 },
+    });
+    // The origins read the 1 USDC ceiling at start; the policy authority now seals 30,000.
+    const reseal = async (maxUnits: bigint) =>
+      expectOk(
+        await stack.signer.configurePolicy(
+          { ...stack.policy, x402MaxPerPaymentUnits: maxUnits },
+          stack.authorities.policy,
+        ),
+      );
+    await reseal(30_000n);
+    try {
+      const body = { payment_required: quote(SELLER_C, 40_000n), nonce: newNonce() };
+      // The gateway's view (the ceiling it read at start) allows it: the enclave has the last word.
+      expect(await check(agent, body.payment_required)).toEqual({ decision: "allow" });
+      const signedBefore = signRequests;
+      const refused = await authorize(first.base, agent.token, body);
+      expect(refused.status).toBe(422);
+      expect(errorOf(refused).code).toBe("x402_amount_not_allowed");
+      expect(signRequests).toBe(signedBefore + 1);
+      // What it reserved under the lock is freed: nothing of the day's count or units is used.
+      const used = (await budgets(agent.agentId)).filter((row) => (row.count ?? 0) > 0 || row.units !== "0");
+      expect(used).toEqual([]);
+      expect(
+        (
+          await authorize(first.base, agent.token, {
+            payment_required: quote(SELLER_C, 20_000n),
+            nonce: newNonce(),
+          })
+        ).status,
+      ).toBe(200);
+    } finally {
+      await reseal(CEILING);
+    }
+  });
 });

@@ -406,8 +406,10 @@ function signerRefusal(
     case "x402_validity":
       return { code: "x402_validity_too_long", message };
     case "x402_ceiling":
-      // Over the sealed ceiling's amount, or to a payee off its list: the gateway's view of the
-      // ceiling (read at start) says which, unless it lags the enclave's.
+      // Over the sealed ceiling's amount, or to a payee off its list: the enclave's rule says which
+      // (the gateway's view of the ceiling, read at start, may lag it); without one, that view.
+      if (failure.rule === "x402_payees") return { code: "x402_pay_to_not_allowed", message };
+      if (failure.rule === "x402_max_per_payment_units") return { code: "x402_amount_not_allowed", message };
       return context.ceiling && context.amountUnits <= context.ceiling.maxPerPaymentUnits
         ? { code: "x402_pay_to_not_allowed", message }
         : { code: "x402_amount_not_allowed", message };
