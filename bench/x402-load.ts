@@ -1,11 +1,12 @@
 /**
  * Load for bench:x402: payers paying concurrently, each payment timed from its start
- * to its answer, and the ways of paying the bench compares (the official client over HTTP, or a
- * bare settlement straight to the devnet).
+ * to its answer, and the ways of paying the bench compares (the official client over HTTP, an
+ * agent through our client and the gateway, or a bare settlement straight to the devnet).
  */
 import { wrapFetchWithPayment } from "@x402/fetch";
 import { type Hex, parseGwei } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
+import { createGatewayClient, type FetchLike } from "../client/index.ts";
 import { transferAuthorization, transferWithAuthorizationCalldata } from "../devnet/testing.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../shared/eip712.ts";
@@ -90,6 +91,33 @@ export function fetchPayer(
     return response.status === 200
       ? null
       : `${response.status} ${body || response.headers.get("payment-response") || ""}`;
+  };
+}
+
+/** fetch from one client address: `ip` stands in for Cloudflare's CF-Connecting-IP. */
+export function fetchFromIp(ip: string): FetchLike {
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.set("cf-connecting-ip", ip);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+/**
+ * A paid GET by an agent that holds only its token: our client's fetchWithPayment, which asks
+ * the gateway's POST /x402/authorize to sign each quote (under the agent's spending policy, if it
+ * has one) and presents the payment, from the client address `ip`.
+ */
+export function agentPayer(params: { url: string; baseUrl: string; token: string; ip: string }): Pay {
+  const wallet = createGatewayClient({
+    baseUrl: params.baseUrl,
+    token: params.token,
+    fetch: fetchFromIp(params.ip),
+  });
+  return async () => {
+    const response = await wallet.fetchWithPayment(params.url);
+    const body = await response.text();
+    return response.status === 200 ? null : `${response.status} ${body}`;
   };
 }
 

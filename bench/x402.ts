@@ -13,12 +13,18 @@
  *       given viem's nonceManager, paid by the same client; and once more without the
  *       nonceManager, at 8 payers for 60 payments, to print how many fail;
  *   (c) the chain floor: a bare `transferWithAuthorization` signed and sent straight to the devnet
- *       and its receipt read.
+ *       and its receipt read;
+ *   (d) agents paying the same demo through our client's fetchWithPayment, which has the gateway
+ *       (POST /x402/authorize, through the edge) sign each quote with the agent's enclave key;
+ *   (e) the same with a spending policy on every agent (docs/agents.md#your-spending-policy: the
+ *       demo's payee listed, every x402 budget set, none reached), other agents: the cost of the
+ *       policy's read and checks under the day's lock and of the enclave's re-check.
  * Each: latency from the first unpaid GET to the 200 (p50, p99) and payments per second at
  * BENCH_PAYERS (16) concurrent payers for BENCH_SECONDS. The three run in turn, BENCH_ROUNDS (3)
  * times; each ratio is taken within a round (this shared VM's speed drifts between minutes) and
  * the goals judge the median of the rounds' ratios: our p50 ≤ 0.5× the reference's, our
- * throughput ≥ 2× the reference's, our p50 within 2× of the chain floor.
+ * throughput ≥ 2× the reference's, our p50 within 2× of the chain floor; with a policy on every
+ * agent, p50 and throughput within 10 % of (d)'s.
  */
 import { appendFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -26,15 +32,24 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Hex } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { createGatewayClient } from "../client/index.ts";
+import { provisionWhenKeyFree } from "../dev/local-agent.ts";
+import { LOCAL_X402_AMOUNT_UNITS, LOCAL_X402_PAY_TO } from "../dev/local-policy.ts";
 import { createLocalStack, postmasterPid } from "../dev/local-stack.ts";
+import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { fund, newAccount, usdc } from "../devnet/testing.ts";
+import { connectDatabase } from "../origin/db/client.ts";
+import type { AgentPolicyDocument } from "../shared/agent-policy.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { childPidsNamed } from "../testing/measure/proc-memory.ts";
 import { median } from "../testing/measure/stats.ts";
 import {
+  agentPayer,
   bareSettlementPayer,
+  fetchFromIp,
   fetchPayer,
   type LoadResult,
   type LoadSummary,
@@ -49,6 +64,21 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** viem's receipt polling for the reference's settler (its default, 4 s, would be unfair to it). */
 const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
 const AMOUNT_UNITS = 10_000n;
+/** Every x402 rule set for the demo's payee, none reached by the run (the figures far above what it pays). */
+const BENCH_POLICY: AgentPolicyDocument = {
+  x402: {
+    payees: [
+      {
+        pay_to: LOCAL_X402_PAY_TO,
+        per_payment_units: LOCAL_X402_AMOUNT_UNITS.toString(),
+        daily_units: "1000000000",
+      },
+    ],
+    daily_units: "1000000000",
+    daily_count: 1_000,
+    unknown_payee: "deny",
+  },
+};
 
 const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
@@ -174,16 +204,66 @@ async function main(): Promise<void> {
     );
     if (oursMeasured) await runLoad({ payers: ourPays, total: PAYERS });
 
-    type Round = { floor: LoadSummary; ref: LoadSummary; ours: LoadSummary | undefined };
+    // (d) and (e): agents made as an operator makes them (keys from the local stack's stock),
+    // funded from the operator pool; (e)'s each set its own policy, as an agent tightens its own.
+    say(`provisioning ${2 * PAYERS} agents…`);
+    const database = connectDatabase({ url: stack.postgres.url, maxConnections: 2 });
+    closers.push(() => database.close());
+    const baseUrl = `${stack.edge.directUrl!.origin}/77`;
+    const newAgentPayers = async (count: number, firstIp: number, policy: AgentPolicyDocument | null) => {
+      const pays = [];
+      for (let index = 0; index < count; index++) {
+        const agent = await provisionWhenKeyFree(database.db, ["read", "transfer"], 120_000);
+        if (!agent) throw new Error("no verified key became free for the bench's agents");
+        await payFromOperatorPool(devnetUrl, agent.wallet as Hex, 100n * 1_000_000n * WEI_PER_UNIT);
+        const ip = `198.18.1.${firstIp + index}`;
+        if (policy) {
+          await createGatewayClient({ baseUrl, token: agent.token, fetch: fetchFromIp(ip) }).updatePolicy(
+            policy,
+          );
+        }
+        pays.push(agentPayer({ url: demoUrl, baseUrl, token: agent.token, ip }));
+      }
+      return pays;
+    };
+    const agentPays = await newAgentPayers(PAYERS, 1, null);
+    const governedPays = await newAgentPayers(PAYERS, 101, BENCH_POLICY);
+    if (oursMeasured) {
+      await runLoad({ payers: agentPays, total: PAYERS });
+      await runLoad({ payers: governedPays, total: PAYERS });
+    }
+
+    type Round = {
+      floor: LoadSummary;
+      ref: LoadSummary;
+      ours: LoadSummary | undefined;
+      agents: LoadSummary | undefined;
+      governed: LoadSummary | undefined;
+    };
     const rounds: Round[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
-      say(`round ${round} of ${ROUNDS}: (c) chain floor, (b) reference, (a) ours (${demoUrl})…`);
+      say(
+        `round ${round} of ${ROUNDS}: (c) chain floor, (b) reference, (a) ours (${demoUrl}), (d) agents and (e) agents with policies…`,
+      );
       const floor = await measured("(c) chain floor", () => runLoad({ payers: floorPays, seconds: SECONDS }));
       const ref = await measured("(b) reference", () => runLoad({ payers: referencePays, seconds: SECONDS }));
       const ours = oursMeasured
         ? await measured("(a) ours", () => runLoad({ payers: ourPays, seconds: SECONDS }))
         : undefined;
-      rounds.push({ floor, ref, ours });
+      // (d) and (e) swap places each round, so neither always follows the other's load.
+      const agentPhase = () => measured("(d) agents", () => runLoad({ payers: agentPays, seconds: SECONDS }));
+      const governedPhase = () =>
+        measured("(e) agents with policies", () => runLoad({ payers: governedPays, seconds: SECONDS }));
+      let agents: LoadSummary | undefined;
+      let governed: LoadSummary | undefined;
+      if (oursMeasured && round % 2 === 1) {
+        agents = await agentPhase();
+        governed = await governedPhase();
+      } else if (oursMeasured) {
+        governed = await governedPhase();
+        agents = await agentPhase();
+      }
+      rounds.push({ floor, ref, ours, agents, governed });
     }
     say(await steal());
 
@@ -192,6 +272,8 @@ async function main(): Promise<void> {
     say("|---|---|---|---|---|---|---|");
     rounds.forEach((round, index) => {
       if (round.ours) say(describe(`${index + 1} | (a) ours, through the edge`, round.ours));
+      if (round.agents) say(describe(`${index + 1} | (d) agents, our client`, round.agents));
+      if (round.governed) say(describe(`${index + 1} | (e) agents with a policy each`, round.governed));
       say(describe(`${index + 1} | (b) reference, nonceManager`, round.ref));
       say(describe(`${index + 1} | (c) chain floor`, round.floor));
     });
@@ -232,6 +314,16 @@ async function main(): Promise<void> {
       "our p50 within 2× of the chain floor",
       ratios((round) => round.ours && round.ours.p50 / round.floor.p50),
       (value) => value <= 2,
+    );
+    goal(
+      "with a policy on every agent, p50 ≤ 1.1× (d)'s",
+      ratios((round) => round.governed && round.agents && round.governed.p50 / round.agents.p50),
+      (value) => value <= 1.1,
+    );
+    goal(
+      "with a policy on every agent, throughput ≥ 0.9× (d)'s",
+      ratios((round) => round.governed && round.agents && round.governed.perSecond / round.agents.perSecond),
+      (value) => value >= 0.9,
     );
   } finally {
     for (const close of closers.reverse()) await close().catch(() => {});
