@@ -476,13 +476,13 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
       x402: { payees: [{ pay_to: SELLER_C, per_payment_units: "50000" }], daily_count: 5 },
     });
     // The origins read the 1 USDC ceiling at start; the policy authority now seals 30,000.
-    const reseal = async (maxUnits: bigint) =>
-      expectOk(
-        await stack.signer.configurePolicy(
-          { ...stack.policy, x402MaxPerPaymentUnits: maxUnits },
-          stack.authorities.policy,
-        ),
+    const reseal = async (maxUnits: bigint) => {
+      const sealed = await stack.signer.configurePolicy(
+        { ...stack.policy, x402MaxPerPaymentUnits: maxUnits },
+        stack.authorities.policy,
       );
+      expect(sealed.ok).toBe(true);
+    };
     await reseal(30_000n);
     try {
       const body = { payment_required: quote(SELLER_C, 40_000n), nonce: newNonce() };
