@@ -19,7 +19,7 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *    the database when scraped, through a short cache so a burst of scrapes reads it once;
  *  - enclave and chain call latency and errors, measured by wrapping the clients where the
  *    dependencies are built;
- *  - the agents' spending policy decisions by kind, rule and outcome.
+ *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today.
  */
 export type OriginMetrics = {
   readonly registry: Registry;
@@ -244,4 +244,12 @@ function registerStateGauges(registry: Registry, db: Db, cacheMs: number, now: (
   gauge("x402_settlements", "x402 settlements by state", ["state"], (c, set) => {
     for (const row of c.settlements) set({ state: row.state }, row.count);
   });
+  gauge(
+    "policy_used_units",
+    "Units (6 decimals) the agents with a spending policy have used of their budgets today (UTC), by kind; held actions are origin_agent_actions{state=\"held\"}",
+    ["kind"],
+    (c, set) => {
+      for (const row of c.budgets) set({ kind: row.kind }, Number(row.units));
+    },
+  );
 }

@@ -16,29 +16,57 @@ export type StateCounts = {
    * of its state machine needs no change here.
    */
   settlements: { state: string; count: number }[];
+  /**
+   * Units the agents with a spending policy have used of their budgets today (UTC), by kind
+   * (transfer, x402): reserved when signed, and never given back by a refund or a payout.
+   */
+  budgets: { kind: string; units: string }[];
 };
 
-type Row = { family: string; a: string; b: string | null; n: number; m: number | null; at: Date | null };
+type Row = {
+  family: string;
+  a: string;
+  b: string | null;
+  n: number;
+  m: number | null;
+  at: Date | null;
+  units: string | null;
+};
 
 export async function readStateCounts(db: Db): Promise<StateCounts> {
   const rows = await queryRows<Row>(
     db,
     sql`select 'keys' as family, status as a, null::text as b, count(*)::int as n, null::int as m,
-               null::timestamptz as at
+               null::timestamptz as at, null::text as units
           from key_pool group by status
         union all
-        select 'batches', status, null, count(*)::int, coalesce(sum(size), 0)::int, null
+        select 'batches', status, null, count(*)::int, coalesce(sum(size), 0)::int, null, null
           from key_batches group by status
         union all
-        select 'findings', class, null, count(*)::int, null, max(at) from identity_findings group by class
+        select 'findings', class, null, count(*)::int, null, max(at), null from identity_findings group by class
         union all
-        select 'actions', kind, status, count(*)::int, null, null from agent_actions group by kind, status
+        select 'actions', kind, status, count(*)::int, null, null, null from agent_actions group by kind, status
         union all
-        select 'settlements', status::text, null, count(*)::int, null, null
+        select 'settlements', status::text, null, count(*)::int, null, null, null
           from x402_settlements group by status
+        union all
+        select 'budgets', 'transfer', null, 0, null, null, coalesce(sum(s.spent_units), 0)::text
+          from transfer_daily_spend s join agent_policies p using (agent_id)
+          where s.day = (now() at time zone 'utc')::date
+        union all
+        select 'budgets', 'x402', null, 0, null, null, coalesce(sum(a.units), 0)::text
+          from x402_daily_authorizations a join agent_policies p using (agent_id)
+          where a.day = (now() at time zone 'utc')::date
         order by 1, 2, 3`,
   );
-  const counts: StateCounts = { keys: [], batches: [], findings: [], actions: [], settlements: [] };
+  const counts: StateCounts = {
+    keys: [],
+    batches: [],
+    findings: [],
+    actions: [],
+    settlements: [],
+    budgets: [],
+  };
   for (const row of rows) {
     switch (row.family) {
       case "keys":
@@ -56,6 +84,9 @@ export async function readStateCounts(db: Db): Promise<StateCounts> {
         break;
       case "actions":
         counts.actions.push({ kind: row.a, state: row.b ?? "", count: row.n });
+        break;
+      case "budgets":
+        counts.budgets.push({ kind: row.a, units: row.units ?? "0" });
         break;
       default:
         counts.settlements.push({ state: row.a, count: row.n });

@@ -215,6 +215,15 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
         ),
       );
     }
+    // Holds waiting, and what the budgets of agents with a policy used today (at least this one's).
+    expect(scraped).toMatch(/origin_agent_actions\{kind="transfer",state="held"\} [1-9]/);
+    const [spent] = await queryRows<{ units: string }>(
+      stack.db.handle.db,
+      sql`select spent_units::text as units from transfer_daily_spend where agent_id = ${agent.agentId}`,
+    );
+    const used = /origin_policy_used_units\{kind="transfer"\} (\S+)/.exec(scraped);
+    expect(Number(used?.[1])).toBeGreaterThanOrEqual(Number(spent!.units));
+    expect(Number(spent!.units)).toBeGreaterThan(0);
   });
 
   it("holds a transfer above the threshold: 202 held, a repeat answers it, nothing signed; approved by an operator, it is signed and confirmed once", async () => {
