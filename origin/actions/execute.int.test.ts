@@ -185,11 +185,14 @@ describe("money executor batches (real stack)", () => {
       );
       return row?.nonce;
     };
-    // The shared sender's: the first batch's two at 0 and 1, then the second batch's at 2 and 3.
+    // The shared sender's: one batch's two at 0 and 1, then the other's at 2 and 3. Which batch
+    // takes the sender's lock first is the scheduler's choice on a loaded machine; that neither
+    // interleaves with the other is the property.
     const sharedNonces = await Promise.all(
       outcomes.filter((_, index) => agents[index] === shared).map((outcome) => nonceOf(outcome)),
     );
-    expect(sharedNonces).toEqual(["0", "1", "2", "3"]);
+    const pairs = [sharedNonces.slice(0, 2).join(), sharedNonces.slice(2).join()].sort();
+    expect(pairs).toEqual(["0,1", "2,3"]);
     await expect
       .poll(() => chain().getTransactionCount({ address: shared.wallet }), { timeout: 20_000 })
       .toBe(4);
