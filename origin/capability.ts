@@ -13,7 +13,8 @@ export type CapabilityName =
   | "gateway"
   | "x402"
   | "keypool"
-  | "identity";
+  | "identity"
+  | "events";
 
 /**
  * One capability of the origin, in the one shape composeOrigin knows: the routers it mounts under
