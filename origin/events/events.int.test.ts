@@ -45,6 +45,20 @@ describe("the event log and the agent's stream (real stack)", () => {
     expect(response.status).toBe(200);
     return response.body as ActionView;
   };
+  const eventIdOf = async (actionId: string): Promise<string> =>
+    (
+      await queryRows<{ id: string }>(
+        db(),
+        sql`select id::text as id from events where data->>'action_id' = ${actionId} order by id limit 1`,
+      )
+    )[0]!.id;
+  const latestEventId = async (agent: StackAgent): Promise<string> =>
+    (
+      await queryRows<{ id: string }>(
+        db(),
+        sql`select coalesce(max(id), 0)::text as id from events where agent_id = ${agent.agentId}::uuid`,
+      )
+    )[0]!.id;
   const connect = async (): Promise<pg.Client> => {
     const client = new pg.Client({ connectionString: stack.db.url });
     await client.connect();
@@ -126,6 +140,7 @@ describe("the event log and the agent's stream (real stack)", () => {
     const second = await connect();
     try {
       // The stream is open once a first event arrives.
+      await sleep(300);
       const opener = await insertAction(agent);
       await stream.waitForCount(1);
       await first.query("begin");
@@ -146,6 +161,111 @@ describe("the event log and the agent's stream (real stack)", () => {
       stream.close();
       await first.end();
       await second.end();
+    }
+  });
+
+  it("streams that open while events are written get each event once: their backlog, then the feed", async () => {
+    const agent = await stack.newAgent();
+    const first = await insertAction(agent);
+    let writing = true;
+    const writer = (async () => {
+      while (writing) {
+        await insertAction(agent);
+        await sleep(5);
+      }
+    })();
+    const streams = [];
+    // Four: the token's cap (a fifth would close the first).
+    for (let i = 0; i < 4; i++) {
+      await sleep(120);
+      // From the start, from the first event, and from now, while the writer goes on.
+      const query = i % 3 === 0 ? "?after=0" : i % 3 === 1 ? `?after=${await eventIdOf(first)}` : "";
+      streams.push({
+        query,
+        opened: await latestEventId(agent),
+        stream: followEvents({ url: eventsUrl(query), token: agent.token }),
+      });
+    }
+    await sleep(400);
+    writing = false;
+    await writer;
+    const all = await queryRows<{ id: string }>(
+      db(),
+      sql`select id::text as id from events where agent_id = ${agent.agentId}::uuid order by xid, id`,
+    );
+    const firstId = await eventIdOf(first);
+    try {
+      for (const { query, opened, stream } of streams) {
+        const expected =
+          query === "?after=0"
+            ? all.map((row) => row.id)
+            : query.startsWith("?after=")
+              ? all.map((row) => row.id).filter((id) => BigInt(id) > BigInt(firstId))
+              : undefined;
+        if (expected) {
+          await stream.waitForCount(expected.length, 30_000);
+          await sleep(300);
+          expect(stream.events.map((event) => event.id)).toEqual(expected);
+        } else {
+          // From now: a run of the log's tail, in order, without a hole or a repeat.
+          const ids = all.map((row) => row.id);
+          const tail = ids.filter((id) => BigInt(id) > BigInt(opened));
+          await stream.waitForCount(tail.length, 30_000);
+          await sleep(300);
+          const got = stream.events.map((event) => event.id);
+          const start = ids.indexOf(got[0]!);
+          expect(got).toEqual(ids.slice(start));
+        }
+      }
+    } finally {
+      for (const { stream } of streams) stream.close();
+    }
+  });
+
+  it("LISTEN wakes the feed at once; when its connection is cut it comes back, and the poll serves meanwhile", async () => {
+    const agent = await stack.newAgent();
+    const stream = followEvents({ url: eventsUrl(), token: agent.token });
+    const listeners = async () =>
+      (
+        await queryRows<{ pid: number }>(
+          db(),
+          sql`select pid from pg_stat_activity where datname = current_database() and query = 'LISTEN events'`,
+        )
+      ).map((row) => row.pid);
+    /** ms from the insert's commit to the event's arrival, for `count` events one after another. */
+    const latencies = async (count: number): Promise<number[]> => {
+      const took: number[] = [];
+      for (let i = 0; i < count; i++) {
+        const before = stream.events.length;
+        const started = Date.now();
+        await insertAction(agent);
+        await stream.waitForCount(before + 1, 5_000);
+        took.push(Date.now() - started);
+        await sleep(50);
+      }
+      return took;
+    };
+    try {
+      await sleep(300);
+      await insertAction(agent);
+      await stream.waitForCount(1);
+      // The poll alone would take 500 ms on average, up to a whole second.
+      const listened = await latencies(5);
+      expect(Math.max(...listened), `latencies ${listened.join(", ")} ms`).toBeLessThan(600);
+      const [pid] = await listeners();
+      expect(pid).toBeDefined();
+      await db().execute(sql`select pg_terminate_backend(${pid}::int)`);
+      // Meanwhile the poll serves.
+      await latencies(2);
+      const deadline = Date.now() + 10_000;
+      while (!(await listeners()).some((each) => each !== pid) && Date.now() < deadline) await sleep(100);
+      expect((await listeners()).filter((each) => each !== pid)).toHaveLength(1);
+      const again = await latencies(5);
+      expect(Math.max(...again), `latencies ${again.join(", ")} ms`).toBeLessThan(600);
+      const ids = stream.events.map((event) => event.id);
+      expect(new Set(ids).size).toBe(ids.length);
+    } finally {
+      stream.close();
     }
   });
 
