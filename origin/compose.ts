@@ -85,6 +85,8 @@ export type ComposedOrigin = {
    * the gateway switch off no worker starts.
    */
   start(only?: readonly CapabilityName[]): void;
+  /** Ends the event streams (each told `shutting_down`), so the server's drain need not wait on them. */
+  endStreams(): void;
   /** Drains each capability, then stops the workers; the caller closes the infrastructure after. */
   stop(): Promise<void>;
 };
@@ -159,6 +161,9 @@ export async function composeOrigin(
       for (const each of capabilities) {
         if (!only || only.includes(each.name)) workers.push(...each.workers());
       }
+    },
+    endStreams() {
+      for (const each of capabilities) each.endStreams();
     },
     async stop() {
       for (const each of capabilities) await each.stop();

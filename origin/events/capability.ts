@@ -55,6 +55,9 @@ export function createEventsModule(infra: Infrastructure, options: EventsModuleO
           if (deleted > 0) logger.info({ deleted }, "events past retention deleted");
         }),
       ],
+      endStreams() {
+        for (const each of open) each.close("shutting_down");
+      },
       async stop() {
         for (const each of open) each.close("shutting_down");
         await feed.stop();
