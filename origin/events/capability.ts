@@ -43,6 +43,7 @@ export function createEventsModule(infra: Infrastructure, options: EventsModuleO
     feed,
     cap: createStreamCap(config.events.streamsPerToken),
     open,
+    logger,
     pingIntervalMs: options.pingIntervalMs,
   });
   return {

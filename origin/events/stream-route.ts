@@ -5,9 +5,11 @@
  */
 import type { Handler } from "hono";
 import { streamSSE } from "hono/streaming";
+import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
+import type { Logger } from "../logger.ts";
 import { CURSOR_START, type Cursor } from "./cursor.ts";
 import type { EventFeed } from "./feed.ts";
 import { findCursor } from "./store.ts";
@@ -23,6 +25,7 @@ export type EventsRouteDeps = {
   cap: StreamCap;
   /** Every open stream of this origin, closed at shutdown. */
   open: Set<EventStream>;
+  logger: Logger;
   pingIntervalMs?: number;
 };
 
@@ -43,6 +46,10 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
     return streamSSE(c, async (sse) => {
       try {
         await stream.run(sse, subscription);
+      } catch (error) {
+        // The log could not be read (the database went away): the stream ends, and the client
+        // resumes from its last id when it reconnects.
+        deps.logger.warn({ err: { message: errorMessage(error) } }, "event stream ended on a failed read");
       } finally {
         release();
         deps.open.delete(stream);
