@@ -9,6 +9,9 @@ import { openInfrastructure } from "./open-infrastructure.ts";
 const inertDatabase: DatabaseHandle = {
   db: undefined as never,
   driver: "pg",
+  connectDirect: () => {
+    throw new Error("no database in this test");
+  },
   ping: async () => {},
   close: async () => {},
 };

@@ -13,7 +13,8 @@ export type CapabilityName =
   | "gateway"
   | "x402"
   | "keypool"
-  | "identity";
+  | "identity"
+  | "events";
 
 /**
  * One capability of the origin, in the one shape composeOrigin knows: the routers it mounts under
@@ -28,6 +29,11 @@ export type Capability = {
   workers: () => Worker[];
   /** Finishes what this capability has in flight, before the workers stop and the clients close. */
   stop: () => Promise<void>;
+  /**
+   * Ends the responses that never end by themselves (event streams), before the server drains:
+   * the drain would otherwise wait its whole grace for them.
+   */
+  endStreams: () => void;
 };
 
 /** A start-up check's answer: what it built, or each reason the origin must not start. */
@@ -42,5 +48,6 @@ export function capability(name: CapabilityName, parts: Partial<Omit<Capability,
     routes: parts.routes ?? [],
     workers: parts.workers ?? (() => []),
     stop: parts.stop ?? (async () => {}),
+    endStreams: parts.endStreams ?? (() => {}),
   };
 }

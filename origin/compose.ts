@@ -41,6 +41,7 @@ import type { Capability, CapabilityName, StartupCheckName } from "./capability.
 import { createFeeOracle } from "./chain/fees.ts";
 import { createConsoleModule } from "./console/capability.ts";
 import type { NodeLocal } from "./console/node-local.ts";
+import { createEventsModule } from "./events/capability.ts";
 import { createGatewayModule } from "./gateway/capability.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./gateway/limits.ts";
 import { createHealthModule } from "./health.ts";
@@ -84,6 +85,8 @@ export type ComposedOrigin = {
    * the gateway switch off no worker starts.
    */
   start(only?: readonly CapabilityName[]): void;
+  /** Ends the event streams (each told `shutting_down`), so the server's drain need not wait on them. */
+  endStreams(): void;
   /** Drains each capability, then stops the workers; the caller closes the infrastructure after. */
   stop(): Promise<void>;
 };
@@ -132,14 +135,16 @@ export async function composeOrigin(
         runtimes && config.features.transfers ? transferCost(runtimes.money.fees) : undefined,
       x402Decision: x402.x402PolicyDecision,
     });
+    const events = createEventsModule(infra);
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
       createRegistrationModule(infra, node, keyPool.demand),
       createOpenApiModule(config.http.basePath),
-      createGatewayModule(infra, node, { ...money.writes, ...x402.writes, policy }),
+      createGatewayModule(infra, node, { ...money.writes, ...x402.writes, policy }, events.handlers),
       // The demo resource and the facilitator: public, present when x402 is on.
       x402.capability,
+      events.capability,
     );
   }
   capabilities.push(keyPool.capability, createIdentityModule(infra), money.capability);
@@ -156,6 +161,9 @@ export async function composeOrigin(
       for (const each of capabilities) {
         if (!only || only.includes(each.name)) workers.push(...each.workers());
       }
+    },
+    endStreams() {
+      for (const each of capabilities) each.endStreams();
     },
     async stop() {
       for (const each of capabilities) await each.stop();

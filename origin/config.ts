@@ -120,6 +120,14 @@ const envSchema = z.object({
    */
   AGENT_POLICY_HOLD_SECONDS: integer(86_400, 1, 30 * 86_400),
 
+  /** Ours: days the event log keeps an event before the sweep deletes it (docs/events.md#retention). */
+  AGENT_EVENTS_RETENTION_DAYS: integer(30, 1, 3_650),
+  /**
+   * Ours: event streams one token may hold open on one origin; one more closes the token's oldest
+   * (docs/events.md#limits).
+   */
+  AGENT_EVENTS_STREAMS_PER_TOKEN: integer(4, 1, 100),
+
   AGENT_X402_AMOUNT: optionalUnits,
   AGENT_X402_PAY_TO: address.optional(),
   AGENT_X402_MAX_TIMEOUT_SECONDS: integer(180, 1, 86_400),
@@ -242,6 +250,8 @@ export type Config = {
     /** Signed payments per address per minute, all payers together. */
     addressPaymentsPerMinute: number;
   };
+  /** The event log and the agents' streams (docs/events.md). */
+  events: { retentionDays: number; streamsPerToken: number };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
   operatorPool: `0x${string}` | undefined;
@@ -394,6 +404,10 @@ function toConfig(env: Env): Config {
       validityMarginSeconds: env.AGENT_X402_VALIDITY_MARGIN_SECONDS,
       rateLimitPerMinute: env.AGENT_X402_RATE_LIMIT_PER_MINUTE,
       addressPaymentsPerMinute: env.AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE,
+    },
+    events: {
+      retentionDays: env.AGENT_EVENTS_RETENTION_DAYS,
+      streamsPerToken: env.AGENT_EVENTS_STREAMS_PER_TOKEN,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,

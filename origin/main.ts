@@ -63,6 +63,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "shutting down");
+    origin.endStreams();
     await server.close();
     // Each capability drains (transfers answered `signed` leave for the chain) before its workers
     // stop and the clients close.

@@ -116,6 +116,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     // Once, whoever asks first: a test may close an origin its stack closes again at the end.
     close() {
       closing ??= (async () => {
+        origin.endStreams();
         await server.close(1_000);
         await origin.stop();
         await opened.close();

@@ -119,6 +119,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       capabilities: identity.capabilities,
       hasPolicy: identity.hasPolicy,
     });
+    c.set("tokenId", presented.tokenId);
     await next();
   };
 }

@@ -1,4 +1,4 @@
-import { Pool as NeonPool, neonConfig } from "@neondatabase/serverless";
+import { Client as NeonClient, Pool as NeonPool, neonConfig } from "@neondatabase/serverless";
 import { type SQL, sql } from "drizzle-orm";
 import { drizzle as drizzleNeon } from "drizzle-orm/neon-serverless";
 import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
@@ -38,9 +38,31 @@ export function pgArrayLiteral(values: readonly (string | number | bigint)[]): s
   return `{${values.join(",")}}`;
 }
 
+/**
+ * One connection of its own, outside the pool, for a session that must stay put: `LISTEN`
+ * (origin/events/listener.ts). The pool would hand the session back and forget what it listened to.
+ */
+export type DirectConnection = {
+  connect(): Promise<unknown>;
+  query(text: string): Promise<unknown>;
+  on(
+    event: "notification",
+    listener: (message: { channel: string; payload?: string | undefined }) => void,
+  ): unknown;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  on(event: "end", listener: () => void): unknown;
+  end(): Promise<void>;
+};
+
 export type DatabaseHandle = {
   db: Db;
   driver: DatabaseDriver;
+  /**
+   * A new connection to the same database with the same driver, not from the pool; the caller
+   * connects and ends it. Give DATABASE_URL the direct endpoint: a transaction-mode pooler drops
+   * `LISTEN` (docs/operations.md#neon).
+   */
+  connectDirect(): DirectConnection;
   /** Round-trips one query; throws when the database is unreachable. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -72,7 +94,9 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     pool.on("connect", survivesLostConnection);
     pool.on("connect", plansOnce);
     const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
-    return handle(db, driver, () => pool.end());
+    const direct = (): DirectConnection =>
+      new NeonClient({ connectionString: params.url }) as unknown as DirectConnection;
+    return handle(db, driver, direct, () => pool.end());
   }
   // Pipeline mode: statements issued without waiting go out at once (db/pipelined-transaction.ts);
   // one awaited after another behave as without it.
@@ -81,7 +105,9 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   pool.on("connect", survivesLostConnection);
   pool.on("connect", plansOnce);
   const db = drizzlePg({ client: pool, schema }) as unknown as Db;
-  return handle(db, driver, () => pool.end());
+  const direct = (): DirectConnection =>
+    new pg.Client({ connectionString: params.url }) as unknown as DirectConnection;
+  return handle(db, driver, direct, () => pool.end());
 }
 
 /**
@@ -109,11 +135,17 @@ function plansOnce(client: { query(text: string): Promise<unknown> }): void {
   });
 }
 
-function handle(db: Db, driver: DatabaseDriver, end: () => Promise<void>): DatabaseHandle {
+function handle(
+  db: Db,
+  driver: DatabaseDriver,
+  connectDirect: () => DirectConnection,
+  end: () => Promise<void>,
+): DatabaseHandle {
   let closed: Promise<void> | undefined;
   return {
     db,
     driver,
+    connectDirect,
     async ping() {
       await db.execute(sql`select 1`);
     },

@@ -56,6 +56,7 @@ describe("migrations and constraints", () => {
         "agent_identities",
         "agent_policies",
         "agent_tokens",
+        "events",
         "funding_exception_changes",
         "funding_exceptions",
         "identity_changes",

@@ -1,5 +1,6 @@
 /** The whole database schema, split by area under schema/. */
 export * from "./schema/actions.ts";
+export * from "./schema/events.ts";
 export * from "./schema/identities.ts";
 export * from "./schema/keypool.ts";
 export * from "./schema/policies.ts";

@@ -1,4 +1,5 @@
 import { type Capability, capability } from "../capability.ts";
+import type { EventsHandlers } from "../events/capability.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import type { GatewayLimiters } from "./limits.ts";
@@ -13,7 +14,13 @@ export function createGatewayModule(
   infra: Infrastructure,
   node: { limiters: GatewayLimiters; refusals: RefusalCounter },
   writes: GatewayWriteHandlers,
+  events?: EventsHandlers,
 ): Capability {
-  const router = createGatewayRouter(infra, { limiters: node.limiters, refusals: node.refusals, writes });
+  const router = createGatewayRouter(infra, {
+    limiters: node.limiters,
+    refusals: node.refusals,
+    writes,
+    events,
+  });
   return capability("gateway", { routes: [{ path: "/agent/v1", router }] });
 }

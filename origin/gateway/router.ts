@@ -4,6 +4,7 @@ import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
 import { createLatestBlock } from "../chain/block-number.ts";
 import { AppError } from "../errors.ts";
+import type { EventsHandlers } from "../events/capability.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -35,6 +36,8 @@ export type GatewayRouterOptions = {
   writes?: GatewayWriteHandlers;
   /** Told of each limiter refusal (metrics). */
   refusals?: RefusalCounter;
+  /** The agent's event stream and the action wait (origin/events/); absent: no stream, no wait. */
+  events?: EventsHandlers;
 };
 
 /**
@@ -77,7 +80,20 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
     requireCapability("read"),
     rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals),
   );
-  route(router, at, "getAction", requireCapability("read"), getActionHandler(deps.database.db));
+  route(
+    router,
+    at,
+    "getAction",
+    requireCapability("read"),
+    getActionHandler(deps.database.db, options.events?.waiter),
+  );
+  route(
+    router,
+    at,
+    "streamEvents",
+    requireCapability("read"),
+    options.events?.stream ?? featureDisabled("the event stream"),
+  );
   // No capability: any valid token may replace itself (rotate-token.ts).
   route(router, at, "rotateToken", rotateTokenHandler(deps.database.db));
 

@@ -16,6 +16,8 @@ export type AppEnv = {
     requestId: string;
     clientIp: string;
     agent: AuthenticatedAgent;
+    /** The id of the bearer token the request authenticated with (not its secret): per-token caps. */
+    tokenId: string;
     /** Extra fields for the request's one log line (e.g. a registration's outcome); never secrets. */
     logFields: Record<string, string | boolean>;
     /** Set by the app's not-found handler: the request matched no route (metrics label). */

@@ -246,7 +246,7 @@ function registerStateGauges(registry: Registry, db: Db, cacheMs: number, now: (
   });
   gauge(
     "policy_used_units",
-    "Units (6 decimals) the agents with a spending policy have used of their budgets today (UTC), by kind; held actions are origin_agent_actions{state=\"held\"}",
+    'Units (6 decimals) the agents with a spending policy have used of their budgets today (UTC), by kind; held actions are origin_agent_actions{state="held"}',
     ["kind"],
     (c, set) => {
       for (const row of c.budgets) set({ kind: row.kind }, Number(row.units));

@@ -112,6 +112,13 @@ function describeOperation(
       required: true,
       schema: { type: "string" },
     })),
+    ...(operation.query ?? []).map((parameter) => ({
+      name: parameter.name,
+      in: "query",
+      required: false,
+      description: parameter.description,
+      schema: parameter.schema,
+    })),
     ...(operation.headers ?? []).map((header) => ({
       name: header.name,
       in: "header",

@@ -33,6 +33,12 @@ export type Operation = {
   requestBody?: NamedSchema | { oneOf: Array<NamedSchema | { array: NamedSchema }> } | { freeForm: true };
   /** Extra request headers the route requires. */
   headers?: Array<{ name: string; description: string; required: boolean }>;
+  /** Query parameters the route reads; `integer` with its bounds, or a string. */
+  query?: Array<{
+    name: string;
+    description: string;
+    schema: { type: "integer"; minimum: number; maximum: number } | { type: "string"; pattern?: string };
+  }>;
   responses: Record<number, ResponseSpec>;
 };
 

@@ -157,10 +157,50 @@ export const OPERATIONS: readonly Operation[] = [
     path: "/agent/v1/actions/{action_id}",
     operationId: "getAction",
     capability: "gateway",
-    summary: "One of the caller's own actions; another agent's id is 404 like an unknown one.",
+    summary:
+      "One of the caller's own actions; another agent's id is 404 like an unknown one. With `wait`, an action in flight is answered as soon as its status changes, or when the wait ends (docs/events.md#waiting-for-an-action).",
     tag: "agent",
     security: ["agentToken"],
-    responses: { 200: { description: "the action", body: action }, ...agentErrors() },
+    query: [
+      {
+        name: "wait",
+        description: "seconds to wait for the action's status to change (0 to 30); anything else is 400",
+        schema: { type: "integer", minimum: 0, maximum: 30 },
+      },
+    ],
+    responses: { 200: { description: "the action", body: action }, ...agentErrors(400) },
+  },
+  {
+    method: "get",
+    path: "/agent/v1/events",
+    operationId: "streamEvents",
+    capability: "gateway",
+    summary:
+      "The caller's own events as Server-Sent Events (docs/events.md#the-stream): `id:` the event id, `event:` its type, `data:` `{id, type, occurred_at, data}`; a `: ping` comment every 15 s. Resumes after `Last-Event-ID` or `after`; `after=0` replays every event kept; neither starts from now. One stream more than AGENT_EVENTS_STREAMS_PER_TOKEN closes the token's oldest.",
+    tag: "agent",
+    security: ["agentToken"],
+    query: [
+      {
+        name: "after",
+        description:
+          "resume after this event id (for clients that cannot set Last-Event-ID; the header wins); 0: every event kept",
+        schema: { type: "string", pattern: "^[0-9]{1,19}$" },
+      },
+    ],
+    headers: [
+      {
+        name: "Last-Event-ID",
+        description: "resume after this event id, as an EventSource sends it when it reconnects",
+        required: false,
+      },
+    ],
+    responses: {
+      200: { description: "the stream of events, until the client leaves", contentType: "text/event-stream" },
+      ...agentErrors(),
+      400: errorResponse(
+        "validation_failed: the last event id is not a whole number, or no event of the caller's has it (unknown, or older than the events kept)",
+      ),
+    },
   },
   {
     method: "get",

@@ -1,0 +1,82 @@
+/**
+ * `?wait=SECONDS` on GET {base}/agent/v1/actions/{id} (docs/events.md#waiting-for-an-action): the
+ * request follows its agent's events on the feed and answers on the first one of that action with
+ * another status than it read, or when the wait ends. It holds no database connection meanwhile.
+ */
+import type { EventFeed } from "./feed.ts";
+import type { LoggedEvent } from "./store.ts";
+
+/**
+ * Waits one origin holds at once; past it a wait answers at once, as `wait=0` does (the per-agent
+ * request limit already bounds one agent's share).
+ */
+export const MAX_WAITING = 10_000;
+
+export type ActionWatch = {
+  /**
+   * Resolves when an event of the action names another status than `status`, when `ms` have
+   * passed, or when `signal` aborts (the client left).
+   */
+  changed(status: string, ms: number, signal: AbortSignal): Promise<void>;
+  close(): void;
+};
+
+export type ActionWaiter = {
+  /** Follows the action's events from now; undefined when the origin holds MAX_WAITING already. */
+  watch(agentId: string, actionId: string): Promise<ActionWatch | undefined>;
+  waiting(): number;
+};
+
+export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAITING): ActionWaiter {
+  let waiting = 0;
+  return {
+    waiting: () => waiting,
+    async watch(agentId, actionId) {
+      if (waiting >= maxWaiting) return undefined;
+      waiting++;
+      const seen: string[] = [];
+      let notify: (() => void) | undefined;
+      const deliver = (event: LoggedEvent): void => {
+        const data = event.data as { action_id?: unknown; status?: unknown } | null;
+        if (data?.action_id !== actionId || typeof data.status !== "string") return;
+        seen.push(data.status);
+        notify?.();
+      };
+      let subscription: Awaited<ReturnType<EventFeed["subscribe"]>>;
+      try {
+        // Subscribed before the caller reads the action, so a change after that read is heard.
+        subscription = await feed.subscribe(agentId, deliver);
+      } catch (error) {
+        waiting--;
+        throw error;
+      }
+      let closed = false;
+      return {
+        changed(status, ms, signal) {
+          return new Promise<void>((resolve) => {
+            const done = (): void => {
+              clearTimeout(timer);
+              signal.removeEventListener("abort", done);
+              notify = undefined;
+              resolve();
+            };
+            // An event of the status already read is the one that made it (served late): not a change.
+            const check = (): void => {
+              if (seen.some((each) => each !== status)) done();
+            };
+            const timer = setTimeout(done, ms);
+            signal.addEventListener("abort", done);
+            notify = check;
+            check();
+          });
+        },
+        close() {
+          if (closed) return;
+          closed = true;
+          waiting--;
+          subscription.unsubscribe();
+        },
+      };
+    },
+  };
+}

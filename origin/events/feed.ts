@@ -1,0 +1,149 @@
+/**
+ * The origin's fan-out of the event log (docs/events.md#fan-out): one reader for every stream and
+ * wait on this origin, whichever origin wrote the events. It reads when the listener hears a
+ * notification and at least once a second (the fallback when a pooler breaks `LISTEN`), with one
+ * query for all subscribed agents from its own cursor, and hands each event to its agent's
+ * subscribers. Started by the first subscription, so an origin nobody follows reads nothing.
+ */
+import type { Db, DirectConnection } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import { startLoop, type WakeableWorker } from "../workers/loop.ts";
+import { type Cursor, compareCursors, horizonCursor, laterCursor } from "./cursor.ts";
+import { type EventListener, startEventListener } from "./listener.ts";
+import { currentHorizon, type LoggedEvent, readServable } from "./store.ts";
+
+/** Events read per query; a longer run is read in several, each from the last one's end. */
+const READ_BATCH = 1_000;
+/**
+ * A notification can arrive before its event is servable (an older transaction still runs), so
+ * one more read follows it shortly rather than a whole poll period later.
+ */
+const FOLLOW_UP_MS = 100;
+
+export type EventFeedParams = {
+  db: Db;
+  connectDirect: () => DirectConnection;
+  logger: Logger;
+  /** The poll period, ms: 1 s. */
+  pollMs?: number;
+};
+
+export type FeedSubscription = {
+  /**
+   * The feed's cursor when the subscription joined: it hands on only events after it, and every
+   * event at or before it has ended, so a reader of the log up to here and the feed after it see
+   * each event exactly once (origin/events/stream.ts).
+   */
+  bound: Cursor;
+  unsubscribe(): void;
+};
+
+export type EventFeed = {
+  subscribe(agentId: string, deliver: (event: LoggedEvent) => void): Promise<FeedSubscription>;
+  /** Open subscriptions (streams and waits), for tests and metrics. */
+  size(): number;
+  /** Reads now (tests; the listener's wake). */
+  wake(): void;
+  stop(): Promise<void>;
+};
+
+export function createEventFeed(params: EventFeedParams): EventFeed {
+  const { db, logger } = params;
+  const subscribers = new Map<string, Set<(event: LoggedEvent) => void>>();
+  let cursor: Cursor | undefined;
+  /** The read or cursor set-up in progress: a subscription joins only between them. */
+  let inFlight: Promise<void> | undefined;
+  let loop: WakeableWorker | undefined;
+  let listener: EventListener | undefined;
+  let followUp: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  const exclusive = async (work: () => Promise<void>): Promise<void> => {
+    while (inFlight) await inFlight.catch(() => {});
+    const run = work();
+    inFlight = run;
+    try {
+      await run;
+    } finally {
+      if (inFlight === run) inFlight = undefined;
+    }
+  };
+
+  const readNew = async (): Promise<void> => {
+    cursor ??= await currentHorizon(db);
+    const agentIds = [...subscribers.keys()];
+    for (;;) {
+      const { events, horizon } = await readServable(db, { agentIds, after: cursor, limit: READ_BATCH });
+      for (const event of events) {
+        for (const deliver of subscribers.get(event.agentId) ?? []) deliver(event);
+        cursor = { xid: event.xid, id: event.id };
+      }
+      if (events.length < READ_BATCH) {
+        // Every event below the horizon was visible to this read: none of these agents' can follow.
+        cursor = laterCursor(cursor, horizonCursor(horizon));
+        return;
+      }
+    }
+  };
+
+  const start = (): void => {
+    if (loop || stopped) return;
+    loop = startLoop("events_feed", params.pollMs ?? 1_000, logger, () => exclusive(readNew));
+    listener = startEventListener({
+      connect: params.connectDirect,
+      logger,
+      onWake: () => {
+        loop?.wake();
+        clearTimeout(followUp);
+        followUp = setTimeout(() => loop?.wake(), FOLLOW_UP_MS);
+      },
+    });
+  };
+
+  return {
+    async subscribe(agentId, deliver) {
+      start();
+      // Joins between reads: a read in flight was started without this agent, and may move the
+      // cursor past events only the subscription's own backlog read can then see.
+      for (;;) {
+        if (inFlight) {
+          await inFlight.catch(() => {});
+        } else if (!cursor) {
+          await exclusive(async () => {
+            cursor ??= await currentHorizon(db);
+          });
+        } else {
+          break;
+        }
+      }
+      let set = subscribers.get(agentId);
+      if (!set) {
+        set = new Set();
+        subscribers.set(agentId, set);
+      }
+      set.add(deliver);
+      const bound = cursor;
+      return {
+        bound,
+        unsubscribe() {
+          const current = subscribers.get(agentId);
+          current?.delete(deliver);
+          if (current?.size === 0) subscribers.delete(agentId);
+        },
+      };
+    },
+    size: () => [...subscribers.values()].reduce((sum, set) => sum + set.size, 0),
+    wake: () => loop?.wake(),
+    async stop() {
+      stopped = true;
+      clearTimeout(followUp);
+      await Promise.all([loop?.stop(), listener?.stop()]);
+      subscribers.clear();
+    },
+  };
+}
+
+/** Whether `event` comes after `cursor` (a stream's filter against repeats). */
+export function isAfter(event: Cursor, cursor: Cursor): boolean {
+  return compareCursors(event, cursor) > 0;
+}

@@ -1,0 +1,84 @@
+/**
+ * GET {base}/agent/v1/events (capability `read`): the caller's own events as Server-Sent Events
+ * (docs/events.md#the-stream). Resumes after `Last-Event-ID` or `?after=ID`; `after=0` replays
+ * every event still kept; neither starts from now.
+ */
+import type { Handler } from "hono";
+import { streamSSE } from "hono/streaming";
+import { errorMessage } from "../../shared/error-message.ts";
+import type { Db } from "../db/client.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+import type { Logger } from "../logger.ts";
+import { CURSOR_START, type Cursor } from "./cursor.ts";
+import type { EventFeed } from "./feed.ts";
+import { findCursor } from "./store.ts";
+import { createEventStream, type EventStream } from "./stream.ts";
+import type { StreamCap } from "./stream-cap.ts";
+
+const EVENT_ID = /^\d{1,19}$/;
+const MAX_EVENT_ID = 2n ** 63n - 1n;
+
+export type EventsRouteDeps = {
+  db: Db;
+  feed: EventFeed;
+  cap: StreamCap;
+  /** Every open stream of this origin, closed at shutdown. */
+  open: Set<EventStream>;
+  logger: Logger;
+  pingIntervalMs?: number;
+};
+
+export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
+  return async (c) => {
+    const agentId = c.get("agent").agentId;
+    // The header is what an EventSource sends when it reconnects, so it is newer than the query
+    // the stream was first opened with.
+    const named = c.req.header("last-event-id") ?? c.req.query("after");
+    const after = named === undefined ? undefined : await resolveCursor(deps.db, agentId, named);
+
+    const stream = createEventStream({ db: deps.db, agentId, after, pingIntervalMs: deps.pingIntervalMs });
+    const subscription = await deps.feed.subscribe(agentId, stream.deliver);
+    deps.open.add(stream);
+    const release = deps.cap.open(c.get("tokenId"), () => stream.close("too_many_streams"));
+    // Proxies must pass each event on as it comes (nginx buffers otherwise).
+    c.header("X-Accel-Buffering", "no");
+    return streamSSE(c, async (sse) => {
+      try {
+        await stream.run(sse, subscription);
+      } catch (error) {
+        // The log could not be read (the database went away): the stream ends, and the client
+        // resumes from its last id when it reconnects.
+        deps.logger.warn({ err: { message: errorMessage(error) } }, "event stream ended on a failed read");
+      } finally {
+        release();
+        deps.open.delete(stream);
+      }
+    });
+  };
+}
+
+/**
+ * The client's last event as a cursor: `0` is before every event; an id the log does not hold for
+ * this agent (never written, swept after AGENT_EVENTS_RETENTION_DAYS, or another agent's: one
+ * answer) is refused, so a client learns it cannot resume rather than silently missing events.
+ */
+async function resolveCursor(db: Db, agentId: string, named: string): Promise<Cursor> {
+  const trimmed = named.trim();
+  if (!EVENT_ID.test(trimmed) || BigInt(trimmed) > MAX_EVENT_ID) {
+    throw new AppError(
+      "validation_failed",
+      "the last event id (Last-Event-ID or after) must be a whole number",
+    );
+  }
+  const id = BigInt(trimmed);
+  if (id === 0n) return CURSOR_START;
+  const found = await findCursor(db, agentId, id);
+  if (!found) {
+    throw new AppError(
+      "validation_failed",
+      "no event of yours has this id (unknown, or older than the events kept): open the stream with after=0 to read every event kept, or with neither to start from now",
+    );
+  }
+  return found;
+}

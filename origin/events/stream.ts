@@ -1,0 +1,132 @@
+/**
+ * One agent's event stream (docs/events.md#the-stream): first the agent's log from the client's
+ * cursor up to where it joined the feed, then what the feed hands on, each event written once, in
+ * order, as Server-Sent Events; a comment every 15 s keeps proxies on the way from calling it idle.
+ */
+import type { SSEStreamingApi } from "hono/streaming";
+import type { Db } from "../db/client.ts";
+import { type Cursor, laterCursor } from "./cursor.ts";
+import { type FeedSubscription, isAfter } from "./feed.ts";
+import { type LoggedEvent, readBacklog } from "./store.ts";
+
+export const PING_INTERVAL_MS = 15_000;
+const BACKLOG_PAGE = 500;
+/**
+ * Events waiting for a client that reads too slowly: past this the stream closes, and the client
+ * resumes from its last id, read from the log instead of held in memory.
+ */
+export const MAX_QUEUED_EVENTS = 10_000;
+
+/** Why the server ended a stream, told to the client as a last `stream.closed` event. */
+export type CloseReason = "too_many_streams" | "too_slow" | "shutting_down";
+
+/** What a stream writes for one event: `id:`, `event:` and the event as JSON in `data:`. */
+export function sseMessage(event: LoggedEvent): { id: string; event: string; data: string } {
+  return {
+    id: event.id.toString(),
+    event: event.type,
+    data: JSON.stringify({
+      id: event.id.toString(),
+      type: event.type,
+      occurred_at: event.occurredAt,
+      data: event.data,
+    }),
+  };
+}
+
+export type EventStream = {
+  /** Hands on one event from the feed (queued; written in order). */
+  deliver(event: LoggedEvent): void;
+  /**
+   * Writes until the stream ends (the client leaves or close is called), then unsubscribes. The
+   * subscription was made before the response began, with `deliver`, so nothing is missed while
+   * the headers go out.
+   */
+  run(sse: SSEStreamingApi, subscription: FeedSubscription): Promise<void>;
+  close(reason: CloseReason): void;
+};
+
+export type EventStreamParams = {
+  db: Db;
+  agentId: string;
+  /** After the client's last event; the subscription's bound when the client named none. */
+  after: Cursor | undefined;
+  pingIntervalMs?: number;
+};
+
+export function createEventStream(params: EventStreamParams): EventStream {
+  const queue: LoggedEvent[] = [];
+  let closed: CloseReason | "client_left" | undefined;
+  let wakeWriter: (() => void) | undefined;
+  const signal = (): void => {
+    wakeWriter?.();
+    wakeWriter = undefined;
+  };
+  const close = (reason: CloseReason | "client_left"): void => {
+    if (closed) return;
+    closed = reason;
+    signal();
+  };
+
+  return {
+    deliver(event) {
+      if (closed) return;
+      queue.push(event);
+      if (queue.length > MAX_QUEUED_EVENTS) close("too_slow");
+      else signal();
+    },
+    close,
+    async run(sse, subscription) {
+      sse.onAbort(() => close("client_left"));
+      const ping = setInterval(() => {
+        if (!closed) void sse.write(": ping\n\n");
+      }, params.pingIntervalMs ?? PING_INTERVAL_MS);
+      try {
+        const { bound } = subscription;
+        let cursor = params.after ?? bound;
+        // The log up to the bound: the feed hands on only what comes after it.
+        while (!closed) {
+          const page = await readBacklog(params.db, {
+            agentId: params.agentId,
+            after: cursor,
+            through: bound,
+            limit: BACKLOG_PAGE,
+          });
+          for (const event of page) {
+            if (closed) break;
+            await sse.writeSSE(sseMessage(event));
+            cursor = event;
+          }
+          if (page.length < BACKLOG_PAGE) break;
+        }
+        cursor = laterCursor(cursor, bound);
+        while (!closed) {
+          const event = queue.shift();
+          if (!event) {
+            await new Promise<void>((resolve) => {
+              wakeWriter = resolve;
+            });
+            continue;
+          }
+          // A client ahead of this origin's feed (it resumed with an id another origin served)
+          // gets nothing twice.
+          if (!isAfter(event, cursor)) continue;
+          await sse.writeSSE(sseMessage(event));
+          cursor = event;
+        }
+        if (closed !== "client_left") {
+          // No id: the client's last id stays the last event's. `retry` slows an EventSource's
+          // automatic reconnection, so two clients of one token do not take turns closing each other.
+          await sse.writeSSE({
+            event: "stream.closed",
+            data: JSON.stringify({ reason: closed }),
+            retry: closed === "too_many_streams" ? 30_000 : 1_000,
+          });
+        }
+      } finally {
+        clearInterval(ping);
+        subscription.unsubscribe();
+      }
+    },
+  };
+}
