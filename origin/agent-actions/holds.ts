@@ -8,17 +8,21 @@ import { sql } from "drizzle-orm";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { OutboxDomains } from "../outbox/index.ts";
 
+// One `in` over the union of both, not `in (…) or in (…)`: Postgres can only answer an OR of two
+// subqueries by reading every row of agent_actions, on every sweep.
 export const expireHoldsStatement = preparedStatement<never>(
   "tracker_expire_holds",
   sql`update agent_actions set status = 'expired', updated_at = now()
       where action_id in (
-        select action_id from agent_actions
-        where status = 'held' and hold_expires_at < now()
-        order by hold_expires_at limit 100 for update skip locked)
-        or action_id in (
-        select action_id from agent_actions
-        where status = 'approved' and kind = 'x402' and hold_expires_at < now()
-        order by updated_at limit 100 for update skip locked)
+        with held as (
+          select action_id from agent_actions
+          where status = 'held' and hold_expires_at < now()
+          order by hold_expires_at limit 100 for update skip locked),
+        approved as (
+          select action_id from agent_actions
+          where status = 'approved' and kind = 'x402' and hold_expires_at < now()
+          order by updated_at limit 100 for update skip locked)
+        select action_id from held union all select action_id from approved)
       returning action_id`,
 ).returns({ action_id: "uuid" });
 

@@ -72,9 +72,13 @@ export const agentActions = pgTable(
     index("agent_actions_faucet_signed_idx")
       .on(t.agentId, t.signedAt)
       .where(sql`${t.kind} = 'faucet' AND ${t.signedAt} IS NOT NULL`),
-    index("agent_actions_requested_idx").on(t.updatedAt).where(sql`${t.status} = 'requested'`),
-    // The holds' sweeps: approved actions to sign, held ones to expire.
-    index("agent_actions_approved_idx").on(t.updatedAt).where(sql`${t.status} = 'approved'`),
+    // The actions still to sign: `requested`, and `approved` (held, then approved by an operator).
+    // One index for both on purpose: the money batch claims and updates its actions with
+    // `status in ('requested', 'approved')`, and Postgres can use a partial index only when the
+    // query's condition implies its predicate. With an index per status, the batch's statements
+    // were planned (on a small table, and kept as generic plans) as sequential scans of
+    // agent_actions, which grew with the table: bench:money lost about 15 %.
+    index("agent_actions_to_sign_idx").on(t.updatedAt).where(sql`${t.status} IN ('requested','approved')`),
     index("agent_actions_held_idx").on(t.holdExpiresAt).where(sql`${t.status} = 'held'`),
     index("agent_actions_tx_idx").on(t.txId),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),

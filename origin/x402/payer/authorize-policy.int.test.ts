@@ -431,6 +431,33 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     expect(signRequests).toBe(signedBefore);
   });
 
+  it("an approved authorization the agent never came back for ends expired once its quote's validity ran out (the tracker's sweep), and is never signed", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
+    const body = { payment_required: quote(SELLER_B, 1_000n), nonce: newNonce() };
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    const actionId = (held.body as ActionView).action_id;
+    // An operator approved it, and the quote's validity (its hold) has since run out.
+    await db().execute(
+      sql`update agent_actions set status = 'approved', hold_expires_at = now() - interval '1 second'
+          where action_id = ${actionId}`,
+    );
+    const status = async () =>
+      (
+        await queryRows<{ status: string }>(
+          db(),
+          sql`select status from agent_actions where action_id = ${actionId}`,
+        )
+      )[0]?.status;
+    await expect.poll(status, { timeout: 10_000, interval: 200 }).toBe("expired");
+    const signedBefore = signRequests;
+    const late = await authorize(first.base, agent.token, body);
+    expect(late.status).toBe(403);
+    expect(errorOf(late)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+    expect(signRequests).toBe(signedBefore);
+  });
+
   it("a frozen node refuses every agent's authorization, with or without a policy, naming node.frozen; unfreezing takes an operator", async () => {
     const agent = await stack.newAgent();
     const freeze = async (frozen: boolean) => {
