@@ -46,8 +46,9 @@ DECLARE
 BEGIN
   WITH written AS (
     INSERT INTO events (agent_id, type, data)
-    SELECT n.agent_id, 'action.' || n.status, agent_action_view(n::agent_actions, t.fee_wei)
-    FROM inserted_actions n LEFT JOIN outgoing_transactions t ON t.tx_id = n.tx_id
+    SELECT n.agent_id, 'action.' || n.status, agent_action_view(n::agent_actions,
+      (SELECT t.fee_wei FROM outgoing_transactions t WHERE t.tx_id = n.tx_id))
+    FROM inserted_actions n
     RETURNING id)
   SELECT max(id) INTO last_id FROM written;
   IF last_id IS NOT NULL THEN
@@ -65,10 +66,12 @@ DECLARE
 BEGIN
   WITH written AS (
     INSERT INTO events (agent_id, type, data)
-    SELECT n.agent_id, 'action.' || n.status, agent_action_view(n::agent_actions, t.fee_wei)
+    SELECT n.agent_id, 'action.' || n.status, agent_action_view(n::agent_actions,
+      -- One lookup by key per action (here and above): a join planned on a transition table,
+      -- which has no statistics, read all of outgoing_transactions on every statement.
+      (SELECT t.fee_wei FROM outgoing_transactions t WHERE t.tx_id = n.tx_id))
     FROM updated_actions n
     JOIN previous_actions o ON o.action_id = n.action_id
-    LEFT JOIN outgoing_transactions t ON t.tx_id = n.tx_id
     WHERE n.status IS DISTINCT FROM o.status
     RETURNING id)
   SELECT max(id) INTO last_id FROM written;

@@ -6,8 +6,9 @@
  *
  *   1. as an item queues, its sender's chain view is asked for (outbox.ts, batched with the
  *      others queueing then), so the read overlaps the wait for a batch instead of opening one;
- *   2. the batch opens: the fee quote and the kind's chain reads start; `begin`, the kind's claim
- *      and the lock of the senders' nonce rows go out in one round trip. The lock is taken in
+ *   2. the batch opens: the fee quote and the kind's chain reads start; `begin`, the planner's
+ *      settings of the batch (byKeyStatement), the kind's claim and the lock of the senders' nonce
+ *      rows go out in one round trip. The lock is taken in
  *      address order, so two batches never wait on each other in a cycle, and it serialises every
  *      signing of a sender, across origins;
  *   3. once the chain has answered, the kind's facts are read behind the lock (they see every
@@ -93,6 +94,20 @@ export function createSubmit(deps: SubmitDeps): Submit {
   };
 }
 
+/**
+ * For the rest of the batch's transaction, plans that reach rows through an index, as a batch's
+ * statements do (its items' actions and rows by key, its senders' rows, a day's row). Each
+ * statement is prepared once per connection and its generic plan is kept: planned while the
+ * tables were nearly empty, the claim and the store read agent_actions whole, or every entry of
+ * a partial index, and kept doing so as the tables grew (bench:money 0.76× → 0.60× of the
+ * straight rate until this; docs/performance.md).
+ */
+export const byKeyStatement = preparedStatement<never>(
+  "outbox_plan_by_key",
+  sql`select set_config('enable_seqscan', 'off', true) as seqscan,
+        set_config('enable_bitmapscan', 'off', true) as bitmapscan`,
+).returns({ seqscan: "text", bitmapscan: "text" });
+
 /** Locks the senders' nonce rows (made on a sender's first use), in the order given; their next nonces. */
 export const lockStatement = preparedStatement<"senders">(
   "outbox_lock_batch",
@@ -132,6 +147,8 @@ async function runBatch<Item, Chain, Facts, Refusal>(
     if (!firsts.has(key)) firsts.set(key, index);
   });
   const tx = await openPipelinedTransaction(deps.db);
+  // In the same round trip as `begin`; a failure fails the statements after it, which are awaited.
+  tx.run(byKeyStatement, {}).catch(() => {});
   let ended = false;
   const store = async (
     signed: readonly Signed<Item>[],
