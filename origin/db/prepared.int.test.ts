@@ -16,7 +16,7 @@ import * as agentActions from "../agent-actions/repository.ts";
 import { OUTBOX_DOMAINS } from "../compose.ts";
 import { fillerClaimStatement, fillerStoreStatement } from "../outbox/fillers.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
-import { lockStatement } from "../outbox/submit.ts";
+import { byKeyStatement, lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
 import { policyStatement } from "../policy/store.ts";
 import { reservedStatement } from "../x402/payee/reservations.ts";
@@ -44,6 +44,7 @@ function originStatements(): AnyStatement[] {
     moneyBatch.factsStatement,
     moneyBatch.storeStatement,
     lockStatement,
+    byKeyStatement,
     fillerClaimStatement,
     fillerStoreStatement(OUTBOX_DOMAINS.fillerRows),
     settle.claimStatement,
@@ -205,6 +206,44 @@ describe("named statements", () => {
       failures.push(`${name}: two statements share the name (a connection keeps one text per name)`);
     }
     expect(failures).toEqual([]);
+  });
+
+  it("plans the money batch's claim and store by key on an empty table, under the batch's settings (outbox/submit.ts byKeyStatement)", async () => {
+    // A connection plans a named statement once and keeps the generic plan; made on a new node's
+    // empty tables, a plan that reads agent_actions whole (or a partial index's every entry,
+    // through a bitmap) is kept as the table grows.
+    const scansOfActions = async (statement: AnyStatement, byKey: boolean): Promise<string[]> => {
+      await client.query("begin");
+      try {
+        if (byKey) await client.query(byKeyStatement.text);
+        await client.query("set local plan_cache_mode = force_generic_plan");
+        await client.query(`prepare plan_probe as ${statement.text}`);
+        const values = statement.params.map(() => "null").join(", ");
+        const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
+          `explain (format json) execute plan_probe${values ? `(${values})` : ""}`,
+        );
+        const nodes: string[] = [];
+        const walk = (node: Record<string, unknown>): void => {
+          if (node["Relation Name"] === "agent_actions") nodes.push(String(node["Node Type"]));
+          for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+        };
+        walk((rows[0]!["QUERY PLAN"] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+        return nodes;
+      } finally {
+        await client.query("rollback");
+        await client.query("deallocate plan_probe");
+      }
+    };
+    for (const statement of [moneyBatch.claimStatement, moneyBatch.storeStatement]) {
+      const nodes = await scansOfActions(statement, true);
+      expect(nodes.length, statement.name).toBeGreaterThan(0);
+      expect(
+        nodes.filter((node) => node !== "ModifyTable" && !node.startsWith("Index")),
+        statement.name,
+      ).toEqual([]);
+    }
+    // Without the batch's settings, the claim's plan reads the partial index through a bitmap.
+    expect(await scansOfActions(moneyBatch.claimStatement, false)).not.toEqual(["Index Scan"]);
   });
 
   it("covers every statement the origin's source names", () => {
