@@ -280,7 +280,7 @@ describe("webhooks never reach a private address unless allowed (real Postgres, 
       `http://rebind.example:${port}/hook`,
     ];
     // Inserted as a database reader could, past `add`'s own check: delivery checks again.
-    const endpoints = [];
+    const endpoints: Array<{ id: string }> = [];
     for (const url of urls)
       endpoints.push(await addEndpoint(fixture.db.handle.db, { url, events: ["action.held"] }));
     await writeEvents(fixture, "action.held", 1, "private");
