@@ -29,6 +29,8 @@ export type WebhookReceiver = {
   /** Every request, whatever its path (a redirect's target counts here). */
   requests: string[];
   answer: (request: IncomingMessage) => ReceiverAnswer;
+  /** How long it takes before answering. */
+  delayMs: number;
   /** The endpoint's secret (known once `add` printed it). */
   secret: string;
   /** Loads the origin's published keys. */
@@ -48,6 +50,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     received: [],
     requests: [],
     answer: () => ({ status: 204 }),
+    delayMs: 0,
     secret: "",
     async loadKeys(keysUrl) {
       const response = await fetch(keysUrl);
@@ -97,6 +100,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         path: request.url ?? "",
       });
     }
+    if (receiver.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.delayMs));
     const answer = receiver.answer(request);
     if (answer === "hang") return;
     response.writeHead(answer.status, answer.headers).end();

@@ -46,7 +46,7 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
         // A fresh connection per attempt, resolved through the guard: a pooled socket would skip
         // the connect-time check.
         agent: false,
-        ...(params.allowPrivate ? {} : { lookup: guardedLookup(resolve) }),
+        lookup: guardedLookup(resolve, !params.allowPrivate),
       },
       (response) => {
         // The status is the answer; the body is read and dropped so the socket closes cleanly.

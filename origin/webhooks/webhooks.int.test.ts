@@ -9,6 +9,7 @@ import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
+import { claimDueDeliveries } from "./deliveries.ts";
 import { addEndpoint } from "./endpoints.ts";
 import { ensureWebhookSigningKeyFile } from "./signing.ts";
 
@@ -140,6 +141,8 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
 
   it("two origins on one database deliver each event once between them", async () => {
     const { receiver } = await receiverFor(["action.confirmed"]);
+    // A slow receiver keeps deliveries in flight across both origins' ticks.
+    receiver.delayMs = 300;
     const ids = await writeEvents(fixture, "action.confirmed", 30, "two origins");
     await until("thirty deliveries", () => receiver.received.length >= 30);
     await sleep(2_000);
@@ -245,6 +248,37 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
   });
 });
 
+describe("the delivery claim (real Postgres)", () => {
+  let testDb: TestDatabase;
+  beforeAll(async () => {
+    testDb = await createTestDatabase({ maxConnections: 8 });
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("claims made at once from several connections never share a delivery", async () => {
+    const db = testDb.handle.db;
+    const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.signed"] });
+    await db.execute(sql`insert into events (agent_id, type, data) select null, 'action.signed', '{}' from generate_series(1, 400)`);
+    await db.execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id) select ${endpoint.id}::uuid, id from events`,
+    );
+    const claimed: bigint[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (;;) {
+          const batch = await claimDueDeliveries(db, { limit: 5, leaseSeconds: 60 });
+          if (batch.length === 0) return;
+          claimed.push(...batch.map((each) => each.id));
+        }
+      }),
+    );
+    expect(claimed).toHaveLength(400);
+    expect(new Set(claimed).size).toBe(400);
+  });
+});
+
 describe("webhooks never reach a private address unless allowed (real Postgres, the origin)", () => {
   let fixture: Fixture;
   let receiver: WebhookReceiver;
@@ -288,11 +322,12 @@ describe("webhooks never reach a private address unless allowed (real Postgres, 
       const all = await Promise.all(endpoints.map(async (each) => (await deliveriesOf(fixture, each.id))[0]));
       return all.every((row) => row && row.attempts >= 1) ? (all as DeliveryRow[]) : undefined;
     });
+    // Nothing reached the receiver on loopback, whatever the name or the literal.
+    expect(receiver.requests).toEqual([]);
     for (const [i, row] of rows.entries()) {
       const expected = urls[i]!.includes("rebind") ? /^EPRIVATEADDRESS: / : /^private_address: /;
       expect(row.last_error, urls[i]).toMatch(expected);
       expect(row.status).toBe("pending");
     }
-    expect(receiver.requests).toEqual([]);
   });
 });
