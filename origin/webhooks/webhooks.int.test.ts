@@ -260,7 +260,9 @@ describe("the delivery claim (real Postgres)", () => {
   it("claims made at once from several connections never share a delivery", async () => {
     const db = testDb.handle.db;
     const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.signed"] });
-    await db.execute(sql`insert into events (agent_id, type, data) select null, 'action.signed', '{}' from generate_series(1, 400)`);
+    await db.execute(
+      sql`insert into events (agent_id, type, data) select null, 'action.signed', '{}' from generate_series(1, 400)`,
+    );
     await db.execute(
       sql`insert into webhook_deliveries (endpoint_id, event_id) select ${endpoint.id}::uuid, id from events`,
     );
