@@ -41,7 +41,12 @@ describe("the webhooks' key set through the edge", () => {
     const body = (await through.json()) as { keys: Array<Record<string, string>> };
     expect(body).toEqual(await direct.json());
     expect(body.keys).toEqual([
-      { kty: "OKP", crv: "Ed25519", x: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), kid: expect.any(String) },
+      {
+        kty: "OKP",
+        crv: "Ed25519",
+        x: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+        kid: expect.any(String),
+      },
     ]);
     expect((await fetch(`${edge.url}/77/.well-known/webhooks/keys`, { method: "POST" })).status).toBe(404);
     expect((await fetch(`${edge.url}/77/.well-known/other`)).status).toBe(404);
