@@ -54,7 +54,9 @@ describe("OpenAPI document", () => {
     // Mutation: the public document built from every descriptor names /admin/… and /metrics.
     const open = (await send(`${origin.base}/agent/v1/openapi.json`)).body as OpenApiDocument;
     const paths = Object.keys(open.paths);
-    expect(paths.filter((path) => !/^\/(agent\/v1|x402)\//.test(path))).toEqual(["/.well-known/webhooks/keys"]);
+    expect(paths.filter((path) => !/^\/(agent\/v1|x402)\//.test(path))).toEqual([
+      "/.well-known/webhooks/keys",
+    ]);
     expect(paths).toEqual(expect.arrayContaining(["/agent/v1/register", "/x402/facilitator/settle"]));
     expect(Object.keys(open.components.securitySchemes)).toEqual(["agentToken"]);
     const text = JSON.stringify(open);
