@@ -52,10 +52,21 @@ export async function deliverDue(deps: DeliverDeps): Promise<number> {
     // Longer than any attempt can take, so the lease outlives the send.
     leaseSeconds: Math.ceil(deps.timeoutMs / 1000) + 30,
   });
+  // Outcomes are recorded one statement at a time, each as soon as its send ends: the sends run
+  // in parallel, but the delivery worker never holds more than one pool connection, whatever
+  // the receivers do (the pool is the money path's too).
+  let recording: Promise<void> = Promise.resolve();
+  const record = (delivery: ClaimedDelivery, outcome: AttemptOutcome): Promise<void> => {
+    const next = recording.then(() =>
+      recordAttempt(deps.db, { delivery, outcome, retrySeconds: deps.retrySeconds }),
+    );
+    recording = next.catch(() => {});
+    return next;
+  };
   await Promise.all(
     claimed.map(async (delivery) => {
       const outcome = await attempt(deps, delivery);
-      await recordAttempt(deps.db, { delivery, outcome, retrySeconds: deps.retrySeconds });
+      await record(delivery, outcome);
       if (outcome.kind !== "delivered") {
         // The URL and the reason only: never the secret, the key or the body.
         deps.logger.warn(
