@@ -20,6 +20,7 @@ import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
 import { getRegistrationPolicy } from "../origin/registration/policy-repository.ts";
+import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
@@ -339,6 +340,9 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       }
 
       const secrets = await loadOrCreateLocalSecrets(dataDir);
+      // The origin's webhook signing key (v1a), made once like the operator key; never printed.
+      const webhookKeyFile = path.join(dataDir, "webhook-signing.key");
+      await ensureWebhookSigningKeyFile(webhookKeyFile);
       // Every switch on for the local stack; public registration is switched on with its
       // policy left paused, as the spec's initial policy is (docs/agents.md shows how to open it). The
       // local stack's clients are all on loopback, which production refuses: the local-development
@@ -381,6 +385,9 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         AGENT_EDGE_SHARED_SECRET: secrets.edgeSharedSecret,
         AGENT_ADMIN_API_TOKEN: secrets.adminApiToken,
         BACKUP_DIR: path.join(dataDir, "backups"),
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: webhookKeyFile,
+        // Local receivers are on loopback, which production refuses (docs/operations.md#webhooks).
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
       };
       const originUrl = `http://127.0.0.1:${params.originPort}`;
       const origin = supervise(

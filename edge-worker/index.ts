@@ -13,7 +13,8 @@ export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string }
 export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
 
 /**
- * Routes, by allowlist: register, the rest of `/agent/v1/*`, and `/x402/*`. Everything else is a
+ * Routes, by allowlist: register, the rest of `/agent/v1/*`, `/x402/*` and the webhooks' keys
+ * (`/.well-known/webhooks/keys`, GET only). Everything else is a
  * 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are
  * not opened through the public edge, docs/security.md) and the private `{base}/healthz`.
  */
@@ -29,6 +30,10 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   base.all("/agent/v1/register", (c) => handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId")));
   base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  // The webhooks' public keys, so a receiver verifies `v1a` signatures without a shared secret.
+  base.get("/.well-known/webhooks/keys", (c) =>
+    passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")),
+  );
   app.route(config.basePath, base);
 
   app.notFound((c) => errorResponse("not_found", "no such route", c.get("requestId")));

@@ -14,7 +14,8 @@ export type CapabilityName =
   | "x402"
   | "keypool"
   | "identity"
-  | "events";
+  | "events"
+  | "webhooks";
 
 /**
  * One capability of the origin, in the one shape composeOrigin knows: the routers it mounts under
@@ -40,7 +41,7 @@ export type Capability = {
 export type StartupCheck<T> = Result<T, string[]>;
 
 /** The start-up checks composeOrigin runs, in order (startup/). */
-export type StartupCheckName = "keys" | "money";
+export type StartupCheckName = "keys" | "money" | "webhooks";
 
 export function capability(name: CapabilityName, parts: Partial<Omit<Capability, "name">> = {}): Capability {
   return {

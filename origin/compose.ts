@@ -58,6 +58,8 @@ import { createCapabilityMinter } from "./signer/capability-minter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
+import { createWebhooksModule, type WebhooksModuleOptions } from "./webhooks/capability.ts";
+import { loadWebhookSigningKey, type WebhookSigningKey } from "./webhooks/signing.ts";
 import type { Worker } from "./workers/loop.ts";
 import { createX402Module } from "./x402/capability.ts";
 import { settlementsFollower } from "./x402/payee/outbox-follower.ts";
@@ -70,6 +72,8 @@ export type ComposeOptions = {
   limiters?: GatewayLimiters;
   /** The sealed policy, when the caller read it already (main.ts logs it first). */
   sealed?: SignerResult<GetPolicyResult>;
+  /** The webhooks' address resolver (tests). */
+  webhooks?: WebhooksModuleOptions;
 };
 
 export type ComposedOrigin = {
@@ -116,6 +120,14 @@ export async function composeOrigin(
     sealed: options.sealed,
   });
   if (!checked.ok) return err({ code: "money", errors: checked.error });
+  let webhookKey: WebhookSigningKey | undefined;
+  if (config.webhooks.signingKeyFile) {
+    try {
+      webhookKey = await loadWebhookSigningKey(config.webhooks.signingKeyFile);
+    } catch (error) {
+      return err({ code: "webhooks", errors: [(error as Error).message] });
+    }
+  }
   const runtimes = buildMoney(infra, checked.value, options.tracker);
   const money = createMoneyModule(infra, runtimes?.money);
 
@@ -145,6 +157,8 @@ export async function composeOrigin(
       // The demo resource and the facilitator: public, present when x402 is on.
       x402.capability,
       events.capability,
+      // The public key route and the delivery workers.
+      createWebhooksModule(infra, webhookKey, options.webhooks),
     );
   }
   capabilities.push(keyPool.capability, createIdentityModule(infra), money.capability);

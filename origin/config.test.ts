@@ -38,6 +38,30 @@ describe("configuration", () => {
     });
   });
 
+  it("defaults webhooks to the Standard Webhooks schedule, a 15 s timeout and no private addresses", () => {
+    const result = parseConfig({});
+    if (!result.ok) throw new Error("refused");
+    expect(result.value.webhooks).toEqual({
+      retrySeconds: [0, 5, 300, 1_800, 7_200, 18_000, 36_000, 36_000],
+      allowPrivate: false,
+      signingKeyFile: undefined,
+      timeoutMs: 15_000,
+    });
+    const set = parseConfig({
+      AGENT_WEBHOOKS_RETRY_SECONDS: "0, 1,1,2,2",
+      AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
+    });
+    if (!set.ok) throw new Error("refused");
+    expect(set.value.webhooks).toMatchObject({ retrySeconds: [0, 1, 1, 2, 2], allowPrivate: true });
+  });
+
+  it.each(["1,,2", "-1", "1.5", "5m", "604801", Array(21).fill("1").join(",")])(
+    "refuses AGENT_WEBHOOKS_RETRY_SECONDS=%j",
+    (value) => {
+      expect(errorsOf({ AGENT_WEBHOOKS_RETRY_SECONDS: value })[0]).toMatch(/^AGENT_WEBHOOKS_RETRY_SECONDS: /);
+    },
+  );
+
   it("reads an empty variable as unset", () => {
     const result = parseConfig({ DATABASE_URL: "", AGENT_REGISTRATION_IP_SECRET: "", ORIGIN_PORT: "" });
     expect(result.ok).toBe(true);

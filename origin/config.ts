@@ -53,6 +53,31 @@ const secret = z
     `must be at least ${MIN_SECRET_BYTES} bytes`,
   );
 
+/**
+ * The Standard Webhooks schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after
+ * each failed attempt (docs/operations.md#webhooks).
+ */
+export const STANDARD_WEBHOOK_RETRY_SECONDS: readonly number[] = [
+  0, 5, 300, 1_800, 7_200, 18_000, 36_000, 36_000,
+];
+
+/** A comma list of 1 to 20 whole seconds, each at most a week. */
+const retrySchedule = z
+  .string()
+  .optional()
+  .transform((value, ctx) => {
+    if (value === undefined) return [...STANDARD_WEBHOOK_RETRY_SECONDS];
+    const parts = value.split(",").map((part) => part.trim());
+    if (parts.length > 20 || parts.some((part) => !/^\d{1,6}$/.test(part) || Number(part) > 604_800)) {
+      ctx.addIssue({
+        code: "custom",
+        message: "must be a comma list of 1 to 20 whole seconds, each at most 604800",
+      });
+      return z.NEVER;
+    }
+    return parts.map(Number);
+  });
+
 const address = z
   .string()
   .refine((value) => isAddress(value, { strict: false }), "must be a 20-byte hex address")
@@ -127,6 +152,17 @@ const envSchema = z.object({
    * (docs/events.md#limits).
    */
   AGENT_EVENTS_STREAMS_PER_TOKEN: integer(4, 1, 100),
+  /**
+   * Ours: the webhook retry schedule, seconds before each attempt after the event (the first is
+   * usually 0); by default the Standard Webhooks schedule (docs/operations.md#webhooks).
+   */
+  AGENT_WEBHOOKS_RETRY_SECONDS: retrySchedule,
+  /** Ours: deliver webhooks to private, loopback and link-local addresses too (local use only). */
+  AGENT_WEBHOOKS_ALLOW_PRIVATE: literalTrue,
+  /** Ours: the origin's Ed25519 webhook signing key, PKCS#8 PEM, mode 0600 (docs/operations.md#webhooks). */
+  AGENT_WEBHOOKS_SIGNING_KEY_FILE: z.string().optional(),
+  /** Ours: how long one delivery may take, headers and body, before it counts as failed. */
+  AGENT_WEBHOOKS_TIMEOUT_MS: integer(15_000, 100, 60_000),
 
   AGENT_X402_AMOUNT: optionalUnits,
   AGENT_X402_PAY_TO: address.optional(),
@@ -252,6 +288,14 @@ export type Config = {
   };
   /** The event log and the agents' streams (docs/events.md). */
   events: { retentionDays: number; streamsPerToken: number };
+  /** Webhook delivery (docs/operations.md#webhooks). */
+  webhooks: {
+    /** Seconds before attempt 1, 2, …: one attempt per entry. */
+    retrySeconds: number[];
+    allowPrivate: boolean;
+    signingKeyFile: string | undefined;
+    timeoutMs: number;
+  };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
   operatorPool: `0x${string}` | undefined;
@@ -408,6 +452,12 @@ function toConfig(env: Env): Config {
     events: {
       retentionDays: env.AGENT_EVENTS_RETENTION_DAYS,
       streamsPerToken: env.AGENT_EVENTS_STREAMS_PER_TOKEN,
+    },
+    webhooks: {
+      retrySeconds: env.AGENT_WEBHOOKS_RETRY_SECONDS,
+      allowPrivate: env.AGENT_WEBHOOKS_ALLOW_PRIVATE,
+      signingKeyFile: env.AGENT_WEBHOOKS_SIGNING_KEY_FILE,
+      timeoutMs: env.AGENT_WEBHOOKS_TIMEOUT_MS,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,

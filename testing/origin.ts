@@ -14,6 +14,7 @@ import { openInfrastructure, type SignerTimings } from "../origin/open-infrastru
 import type { Outbox, TxTrackerOptions } from "../origin/outbox/index.ts";
 import { startHttpServer } from "../origin/server.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
+import type { WebhooksModuleOptions } from "../origin/webhooks/capability.ts";
 import { recordOutput, recordSecretsOf, SINK_ENV } from "./secret-sink.ts";
 
 export type TestOrigin = {
@@ -55,6 +56,8 @@ export type StartTestOriginParams = {
   workers?: readonly CapabilityName[];
   /** The gateway's limiters (a test of a tier sets a small one); the standard tiers by default. */
   limiters?: GatewayLimiters;
+  /** The webhooks' address resolver (a test of the connect-time check swaps one in). */
+  webhooks?: WebhooksModuleOptions;
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -96,6 +99,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     tracker: params.tracker,
     limiters: params.limiters,
     sealed: opened.sealed,
+    webhooks: params.webhooks,
   });
   if (!composed.ok) {
     await opened.close();

@@ -6,4 +6,5 @@ export * from "./schema/keypool.ts";
 export * from "./schema/policies.ts";
 export * from "./schema/registration.ts";
 export * from "./schema/transactions.ts";
+export * from "./schema/webhooks.ts";
 export * from "./schema/x402.ts";

@@ -36,7 +36,8 @@ const eventOf = (row: EventRow): LoggedEvent => ({
 });
 
 export type ReadServableParams = {
-  agentIds: readonly string[];
+  /** These agents' events; every event of the log (node events too) when undefined (the webhooks' fan-out). */
+  agentIds: readonly string[] | undefined;
   after: Cursor;
   limit: number;
 };
@@ -62,7 +63,7 @@ export async function readServable(db: Db, params: ReadServableParams): Promise<
                js_iso_timestamp(e.occurred_at) as occurred_at, e.data
         from h left join lateral (
           select * from events
-          where agent_id = any(${pgArrayLiteral(params.agentIds)}::uuid[])
+          where ${params.agentIds ? sql`agent_id = any(${pgArrayLiteral(params.agentIds)}::uuid[])` : sql`true`}
             and (xid, id) > (${params.after.xid.toString()}::xid8, ${params.after.id.toString()}::bigint)
             and xid < h.horizon
           order by xid, id

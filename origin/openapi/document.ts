@@ -35,7 +35,7 @@ const SECURITY_SCHEMES = {
 export type OpenApiAudience = "public" | "admin";
 
 const AUDIENCE_TAGS: Record<OpenApiAudience, readonly Operation["tag"][]> = {
-  public: ["agent", "registration", "x402"],
+  public: ["agent", "registration", "x402", "webhooks"],
   admin: ["console", "operations"],
 };
 

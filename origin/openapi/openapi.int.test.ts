@@ -50,11 +50,13 @@ describe("OpenAPI document", () => {
     expect(off.status).toBe(404);
   });
 
-  it("the public document names the gateway, registration and x402 only; the console's is served on the private origin", async () => {
+  it("the public document names the gateway, registration, x402 and the webhooks' keys only; the console's is served on the private origin", async () => {
     // Mutation: the public document built from every descriptor names /admin/… and /metrics.
     const open = (await send(`${origin.base}/agent/v1/openapi.json`)).body as OpenApiDocument;
     const paths = Object.keys(open.paths);
-    expect(paths.filter((path) => !/^\/(agent\/v1|x402)\//.test(path))).toEqual([]);
+    expect(paths.filter((path) => !/^\/(agent\/v1|x402)\//.test(path))).toEqual([
+      "/.well-known/webhooks/keys",
+    ]);
     expect(paths).toEqual(expect.arrayContaining(["/agent/v1/register", "/x402/facilitator/settle"]));
     expect(Object.keys(open.components.securitySchemes)).toEqual(["agentToken"]);
     const text = JSON.stringify(open);

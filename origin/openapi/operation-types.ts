@@ -27,7 +27,7 @@ export type Operation = {
   /** The capability that builds the route's handler (compose.ts); it mounts it with route.ts. */
   capability: CapabilityName;
   summary: string;
-  tag: "agent" | "registration" | "x402" | "console" | "operations";
+  tag: "agent" | "registration" | "x402" | "webhooks" | "console" | "operations";
   /** Every listed scheme is required together (an AND); none = public. */
   security: SecurityName[];
   requestBody?: NamedSchema | { oneOf: Array<NamedSchema | { array: NamedSchema }> } | { freeForm: true };

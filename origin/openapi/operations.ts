@@ -399,6 +399,20 @@ export const OPERATIONS: readonly Operation[] = [
       502: errorResponse(EDGE_502),
     },
   },
+  // ─── Webhooks ─────────────────────────────────────────────────────────────────────────────
+  {
+    method: "get",
+    path: "/.well-known/webhooks/keys",
+    operationId: "webhookKeys",
+    capability: "webhooks",
+    summary:
+      'The public keys of the webhooks\' `v1a` (Ed25519) signatures (docs/api.md#webhooks): `{"keys": [{"kty": "OKP", "crv": "Ed25519", "x", "kid"}]}`.',
+    tag: "webhooks",
+    security: [],
+    responses: {
+      200: { description: "the key set", freeForm: true },
+    },
+  },
   {
     method: "get",
     path: "/x402/facilitator/supported",

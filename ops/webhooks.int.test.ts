@@ -1,0 +1,111 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { queryRows } from "../origin/db/client.ts";
+import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
+
+describe("npm run webhooks (operator CLI)", () => {
+  let testDb: TestDatabase;
+  const run = (args: string[], env: Record<string, string> = {}): Promise<ToolRun> =>
+    runTool("ops/webhooks.ts", args, { env: { DATABASE_URL: testDb.url, LOG_LEVEL: "silent", ...env } });
+  const local = { AGENT_WEBHOOKS_ALLOW_PRIVATE: "true" };
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("add --json prints one object with the secret, once; list never shows it", async () => {
+    const added = await run(
+      ["add", "--url", "http://127.0.0.1:9/hook", "--events", "action.confirmed,action.failed", "--json"],
+      local,
+    );
+    expect(added.stderr).toBe("");
+    expect(added.code).toBe(0);
+    expect(added.stdout.trim().split("\n")).toHaveLength(1);
+    const body = JSON.parse(added.stdout) as Record<string, unknown>;
+    expect(body).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      url: "http://127.0.0.1:9/hook",
+      events: ["action.confirmed", "action.failed"],
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+    });
+    const secret = String(body.secret);
+    for (const args of [["list"], ["list", "--json"]]) {
+      const listed = await run(args, local);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toContain(String(body.id));
+      expect(listed.stdout).not.toContain(secret);
+      expect(listed.stdout).not.toContain(secret.slice("whsec_".length, "whsec_".length + 16));
+    }
+    const [json] = JSON.parse((await run(["list", "--json"], local)).stdout) as Array<
+      Record<string, unknown>
+    >;
+    expect(Object.keys(json!).sort()).toEqual([
+      "created_at",
+      "disabled_reason",
+      "enabled",
+      "events",
+      "id",
+      "url",
+    ]);
+  });
+
+  it("refuses unknown event types, wildcards and other schemes as usage errors", async () => {
+    for (const [events, url] of [
+      ["action.confirmed,action.teleported", "http://127.0.0.1:9/"],
+      ["*", "http://127.0.0.1:9/"],
+      ["action.confirmed", "ftp://127.0.0.1/"],
+      ["action.confirmed", "file:///etc/passwd"],
+    ] as const) {
+      const result = await run(["add", "--url", url, "--events", events], local);
+      expect(result.code, `${events} ${url}`).toBe(2);
+      expect(result.stdout).toBe("");
+    }
+  });
+
+  it("refuses a private address up front unless AGENT_WEBHOOKS_ALLOW_PRIVATE=true, a name that resolves to one included", async () => {
+    for (const url of [
+      "http://127.0.0.1:9/hook",
+      "http://[::1]:9/hook",
+      "http://169.254.169.254/latest",
+      "http://10.0.0.7/hook",
+      "http://100.64.0.1/hook",
+      "http://[fd00::1]/hook",
+      "http://[::ffff:10.0.0.1]/hook",
+      "http://0.0.0.0:9/hook",
+      "http://localhost:9/hook",
+    ]) {
+      const result = await run(["add", "--url", url, "--events", "action.confirmed"]);
+      expect(result.code, url).toBe(2);
+      expect(result.stderr, url).toContain("private address");
+      expect(result.stdout).toBe("");
+    }
+    const [row] = await queryRows<{ n: number }>(
+      testDb.handle.db,
+      sql`select count(*)::int as n from webhook_endpoints where url like '%:9/hook' and url not like 'http://127.0.0.1:9/hook'`,
+    );
+    expect(row!.n).toBe(0);
+  });
+
+  it("replays an endpoint's events from an id and removes it", async () => {
+    const added = JSON.parse(
+      (await run(["add", "--url", "http://127.0.0.1:9/replay", "--events", "action.held", "--json"], local))
+        .stdout,
+    ) as { id: string };
+    const ids = await queryRows<{ id: string }>(
+      testDb.handle.db,
+      sql`insert into events (agent_id, type, data) values
+            (null, 'action.held', '{}'), (null, 'action.held', '{}'), (null, 'action.signed', '{}')
+          returning id::text as id`,
+    );
+    const replayed = await run(["replay", "--id", added.id, "--from", ids[1]!.id], local);
+    expect(replayed.code).toBe(0);
+    expect(replayed.stdout).toContain("1 deliveries queued");
+    const removed = await run(["remove", "--id", added.id], local);
+    expect(removed.code).toBe(0);
+    expect((await run(["remove", "--id", added.id], local)).code).toBe(1);
+  });
+});

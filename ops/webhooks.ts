@@ -1,0 +1,109 @@
+/**
+ * `npm run webhooks -- <command>`: the operator's webhook endpoints (docs/operations.md#webhooks).
+ * Uses the node's configuration (DATABASE_URL, or the embedded cluster of the running stack).
+ *
+ *   add --url URL --events TYPE,… [--json]   prints the endpoint and its secret, once
+ *   list [--json]                            the endpoints, never their secrets
+ *   remove --id ID                           the endpoint and its deliveries
+ *   replay --id ID [--from EVENT_ID]         queues its events again (from that id), re-enabling it
+ *
+ * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
+ */
+import { parseArgs } from "node:util";
+import { openDatabase } from "../origin/db/open.ts";
+import { checkWebhookUrl } from "../origin/webhooks/address-guard.ts";
+import { addEndpoint, listEndpoints, removeEndpoint, replayEndpoint } from "../origin/webhooks/endpoints.ts";
+import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
+import { nodeConfig } from "./lib/node-config.ts";
+import { parseWebhooksCommand } from "./lib/webhooks-args.ts";
+
+const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--json]
+       npm run webhooks -- list [--json]
+       npm run webhooks -- remove --id ID
+       npm run webhooks -- replay --id ID [--from EVENT_ID]`;
+
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+  const [command, ...rest] = argv;
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      url: { type: "string" },
+      events: { type: "string" },
+      id: { type: "string" },
+      from: { type: "string" },
+      json: { type: "boolean" },
+    },
+    strict: true,
+  });
+  const parsed = parseWebhooksCommand(command, values);
+  const config = nodeConfig(env);
+  if (parsed.command === "add") {
+    // The same rule as delivery, up front: the name is resolved now, and again at every delivery.
+    const checked = await checkWebhookUrl(parsed.url, { allowPrivate: config.webhooks.allowPrivate });
+    if (!checked.ok) {
+      throw new UsageError(
+        checked.code === "private_address"
+          ? `--url ${checked.message}; set AGENT_WEBHOOKS_ALLOW_PRIVATE=true for local use`
+          : `--url: ${checked.message}`,
+      );
+    }
+  }
+  const database = await openDatabase(config, 2);
+  try {
+    const { db } = database;
+    switch (parsed.command) {
+      case "add": {
+        const endpoint = await addEndpoint(db, { url: parsed.url, events: parsed.events });
+        const shown = {
+          id: endpoint.id,
+          url: endpoint.url,
+          events: endpoint.events,
+          secret: endpoint.secret,
+        };
+        // The secret is shown here once, on stdout only; the database keeps it for signing.
+        if (parsed.json) process.stdout.write(`${JSON.stringify(shown)}\n`);
+        else {
+          process.stdout.write(
+            `endpoint ${shown.id}\nurl      ${shown.url}\nevents   ${shown.events.join(",")}\nsecret   ${shown.secret}\n` +
+              "(the secret is shown once: keep it where the receiver verifies v1 signatures)\n",
+          );
+        }
+        return DONE;
+      }
+      case "list": {
+        const endpoints = await listEndpoints(db);
+        const rows = endpoints.map((each) => ({
+          id: each.id,
+          url: each.url,
+          events: each.events,
+          enabled: each.enabled,
+          disabled_reason: each.disabledReason,
+          created_at: each.createdAt,
+        }));
+        if (parsed.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
+        else {
+          for (const row of rows) {
+            const state = row.enabled ? "enabled" : `disabled (${row.disabled_reason ?? "no reason"})`;
+            process.stdout.write(`${row.id}  ${row.url}  ${row.events.join(",")}  ${state}\n`);
+          }
+        }
+        return DONE;
+      }
+      case "remove": {
+        if (!(await removeEndpoint(db, parsed.id))) return refused(`no endpoint ${parsed.id}`);
+        process.stdout.write(`webhooks: ${parsed.id} removed\n`);
+        return DONE;
+      }
+      case "replay": {
+        const queued = await replayEndpoint(db, { id: parsed.id, fromEventId: parsed.fromEventId });
+        if (queued === undefined) return refused(`no endpoint ${parsed.id}`);
+        process.stdout.write(`webhooks: ${queued} deliveries queued for ${parsed.id}\n`);
+        return DONE;
+      }
+    }
+  } finally {
+    await database.close();
+  }
+}
+
+runCli({ name: "webhooks", usage: USAGE, run });

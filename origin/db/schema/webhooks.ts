@@ -1,0 +1,72 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  customType,
+  index,
+  integer,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => "xid8" });
+
+/**
+ * An operator's webhook endpoint (docs/operations.md#webhooks). The HMAC secret is stored as is:
+ * every delivery is signed with it, so the origin must read it (docs/security.md#webhooks).
+ */
+export const webhookEndpoints = pgTable("webhook_endpoints", {
+  id: uuid("id").primaryKey().defaultRandom(),
+  url: text("url").notNull(),
+  /** Dotted event types of the event log, an explicit list (no wildcard). */
+  eventTypes: text("event_types").array().notNull(),
+  /** `whsec_` and the base64 of 32 random bytes. */
+  secret: text("secret").notNull(),
+  enabled: boolean("enabled").notNull().default(true),
+  disabledReason: text("disabled_reason"),
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** One event to one endpoint: retried on the schedule until delivered, failed or disabled. */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    endpointId: uuid("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: bigint("event_id", { mode: "bigint" }).notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    status: text("status").notNull().default("pending"),
+    lastHttpStatus: integer("last_http_status"),
+    lastError: text("last_error"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("webhook_deliveries_endpoint_event_uq").on(t.endpointId, t.eventId),
+    // The claim reads only what is still to send.
+    index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+    check(
+      "webhook_deliveries_status_check",
+      sql`${t.status} in ('pending', 'delivered', 'failed', 'disabled')`,
+    ),
+  ],
+);
+
+/** The fan-out's place in the event log (one row): every event at or before it has its deliveries. */
+export const webhookFanOutCursor = pgTable(
+  "webhook_fan_out_cursor",
+  {
+    singleton: integer("singleton").primaryKey().default(1),
+    xid: xid8("xid").notNull(),
+    eventId: bigint("event_id", { mode: "bigint" }).notNull(),
+  },
+  (t) => [check("webhook_fan_out_cursor_one_row", sql`${t.singleton} = 1`)],
+);

@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import { checkWebhookUrl, guardedLookup, isPrivateAddress } from "./address-guard.ts";
+
+describe("isPrivateAddress", () => {
+  it.each([
+    ["127.0.0.1", true],
+    ["127.255.0.9", true],
+    ["0.0.0.0", true],
+    ["10.1.2.3", true],
+    ["100.64.0.1", true],
+    ["100.127.255.254", true],
+    ["169.254.169.254", true],
+    ["172.16.0.1", true],
+    ["172.31.255.255", true],
+    ["192.168.1.1", true],
+    ["224.0.0.1", true],
+    ["255.255.255.255", true],
+    ["::1", true],
+    ["::", true],
+    ["fe80::1", true],
+    ["fc00::1", true],
+    ["fd12:3456::1", true],
+    ["::ffff:127.0.0.1", true],
+    ["::ffff:7f00:1", true],
+    ["::ffff:169.254.169.254", true],
+    ["64:ff9b::10.0.0.1", true],
+    ["not an address", true],
+    ["8.8.8.8", false],
+    ["93.184.216.34", false],
+    ["100.63.255.255", false],
+    ["100.128.0.0", false],
+    ["172.32.0.1", false],
+    ["2606:4700::1111", false],
+    ["::ffff:8.8.8.8", false],
+  ])("%s → %s", (address, expected) => {
+    expect(isPrivateAddress(address)).toBe(expected);
+  });
+});
+
+describe("checkWebhookUrl", () => {
+  const resolve = async (host: string): Promise<string[]> =>
+    host === "public.example"
+      ? ["93.184.216.34"]
+      : host === "mixed.example"
+        ? ["93.184.216.34", "10.0.0.1"]
+        : ["127.0.0.1"];
+  it.each([
+    ["https://public.example/hook", false, "ok"],
+    ["https://mixed.example/hook", false, "private_address"],
+    ["http://localhost/hook", false, "private_address"],
+    ["http://[::1]/hook", false, "private_address"],
+    ["http://169.254.169.254/", false, "private_address"],
+    ["ftp://public.example/", false, "bad_scheme"],
+    ["http://user:pw@public.example/", false, "bad_url"],
+    ["not a url", false, "bad_url"],
+    ["http://127.0.0.1:9/hook", true, "ok"],
+    ["gopher://127.0.0.1/", true, "bad_scheme"],
+  ])("%s (allowPrivate %s) → %s", async (url, allowPrivate, expected) => {
+    const checked = await checkWebhookUrl(url, { allowPrivate, resolve });
+    expect(checked.ok ? "ok" : checked.code).toBe(expected);
+  });
+
+  it("the connect-time lookup refuses a name whose addresses include a private one", async () => {
+    const lookup = guardedLookup(async () => ["93.184.216.34", "127.0.0.1"]);
+    const error = await new Promise((done) =>
+      lookup("rebind.example", { all: true }, (failure) => done(failure)),
+    );
+    expect(error).toMatchObject({ code: "EPRIVATEADDRESS" });
+    const fine = guardedLookup(async () => ["93.184.216.34"]);
+    const address = await new Promise((done) => fine("ok.example", {}, (_e, value) => done(value)));
+    expect(address).toBe("93.184.216.34");
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * The SSRF guard of webhook delivery (docs/security.md#webhooks): an operator's URL never reaches
+ * a private, loopback, link-local or otherwise internal address, checked on every address a name
+ * resolves to, and again by the lookup the connection itself uses, so a name that resolves to a
+ * public address when checked and to a private one when connecting is still refused.
+ */
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import { BlockList, isIP } from "node:net";
+
+const blocked = new BlockList();
+for (const [network, prefix] of [
+  ["0.0.0.0", 8], // "this network", including 0.0.0.0, which connects to the host itself
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10], // carrier-grade NAT
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16], // link-local, cloud metadata at 169.254.169.254
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15], // benchmarking
+  ["224.0.0.0", 4], // multicast
+  ["240.0.0.0", 4], // reserved, and the broadcast address
+] as const) {
+  blocked.addSubnet(network, prefix, "ipv4");
+}
+for (const [network, prefix] of [
+  ["::", 128], // unspecified
+  ["::1", 128],
+  ["fc00::", 7], // unique-local
+  ["fe80::", 10], // link-local
+  ["fec0::", 10], // the old site-local
+  ["ff00::", 8], // multicast
+] as const) {
+  blocked.addSubnet(network, prefix, "ipv6");
+}
+
+/** The IPv4 address an IPv6 one carries (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96), if any. */
+function embeddedIpv4(address: string): string | undefined {
+  const lower = address.toLowerCase();
+  const dotted = /^(?:::ffff:(?:0:)?|64:ff9b::)(\d{1,3}(?:\.\d{1,3}){3})$/.exec(lower);
+  if (dotted) return dotted[1];
+  const hex = /^(?:::ffff:(?:0:)?|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
+  if (!hex) return undefined;
+  const high = Number.parseInt(hex[1]!, 16);
+  const low = Number.parseInt(hex[2]!, 16);
+  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+}
+
+/** True for an address a webhook must not reach (an unparsable one included). */
+export function isPrivateAddress(address: string): boolean {
+  const bare = address.replace(/^\[|\]$/g, "").replace(/%.*$/, "");
+  const family = isIP(bare);
+  if (family === 4) return blocked.check(bare, "ipv4");
+  if (family === 6) {
+    const v4 = embeddedIpv4(bare);
+    if (v4 !== undefined) return blocked.check(v4, "ipv4");
+    return blocked.check(bare, "ipv6");
+  }
+  return true;
+}
+
+export type Resolve = (hostname: string) => Promise<string[]>;
+
+/** Every address the system resolver gives the name. */
+export const systemResolve: Resolve = (hostname) =>
+  new Promise((resolve, reject) => {
+    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses: LookupAddress[]) => {
+      if (error) reject(error);
+      else resolve(addresses.map((each) => each.address));
+    });
+  });
+
+export type UrlCheck =
+  | { ok: true }
+  | { ok: false; code: "bad_url" | "bad_scheme" | "private_address" | "unresolvable"; message: string };
+
+/**
+ * Whether a webhook may be sent to `url`: http or https, and (unless private addresses are
+ * allowed) every address of its host public. Used by `add` up front and by the delivery worker.
+ */
+export async function checkWebhookUrl(
+  url: string,
+  params: { allowPrivate: boolean; resolve?: Resolve },
+): Promise<UrlCheck> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { ok: false, code: "bad_url", message: "not a URL" };
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    return { ok: false, code: "bad_scheme", message: "only http: and https: URLs" };
+  }
+  if (parsed.username || parsed.password) {
+    return { ok: false, code: "bad_url", message: "no credentials in the URL" };
+  }
+  if (params.allowPrivate) return { ok: true };
+  const host = parsed.hostname.replace(/^\[|\]$/g, "");
+  let addresses: string[];
+  if (isIP(host)) addresses = [host];
+  else {
+    try {
+      addresses = await (params.resolve ?? systemResolve)(host);
+    } catch {
+      return { ok: false, code: "unresolvable", message: `${host} does not resolve` };
+    }
+  }
+  if (addresses.length === 0) return { ok: false, code: "unresolvable", message: `${host} does not resolve` };
+  const bad = addresses.find(isPrivateAddress);
+  if (bad !== undefined) {
+    return { ok: false, code: "private_address", message: `${host} resolves to a private address` };
+  }
+  return { ok: true };
+}
+
+/** What node's http and https agents call to resolve a name (net.connect's `lookup` option). */
+export type ConnectLookup = (
+  hostname: string,
+  options: { all?: boolean; family?: number | string },
+  callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+) => void;
+
+export class PrivateAddressError extends Error {
+  readonly code = "EPRIVATEADDRESS";
+  constructor(hostname: string) {
+    super(`${hostname} resolved to a private address at connect time`);
+    this.name = "PrivateAddressError";
+  }
+}
+
+/**
+ * The lookup the delivery's socket uses: it resolves with `resolve` and, when `guard` is on,
+ * refuses the connection when any address is private. Node skips `lookup` for an IP literal,
+ * which checkWebhookUrl refuses before any request.
+ */
+export function guardedLookup(resolve: Resolve = systemResolve, guard = true): ConnectLookup {
+  return (hostname, options, callback) => {
+    resolve(hostname).then(
+      (addresses) => {
+        if (addresses.length === 0 || (guard && addresses.some(isPrivateAddress))) {
+          callback(new PrivateAddressError(hostname), options.all ? [] : "");
+          return;
+        }
+        if (options.all) {
+          callback(
+            null,
+            addresses.map((address) => ({ address, family: isIP(address) })),
+          );
+        } else callback(null, addresses[0]!, isIP(addresses[0]!));
+      },
+      (error: NodeJS.ErrnoException) => callback(error, options.all ? [] : ""),
+    );
+  };
+}

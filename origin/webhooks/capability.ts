@@ -1,0 +1,72 @@
+/**
+ * Webhooks (docs/operations.md#webhooks): the public key route, the fan-out from the event log and
+ * the delivery worker. Nothing here is on the request path of the money routes: the workers use
+ * short statements on the pool and hold no connection while a receiver answers.
+ */
+import { Hono } from "hono";
+import { type Capability, capability } from "../capability.ts";
+import type { AppEnv } from "../http/env.ts";
+import type { Infrastructure } from "../infrastructure.ts";
+import { route } from "../openapi/route.ts";
+import { startLoop, type Worker } from "../workers/loop.ts";
+import type { Resolve } from "./address-guard.ts";
+import { deliverDue } from "./deliver.ts";
+import { fanOutOnce } from "./fan-out.ts";
+import type { WebhookSigningKey } from "./signing.ts";
+
+/** How often the fan-out looks at the log and the worker for due deliveries. */
+const PERIOD_MS = 1_000;
+/** Deliveries one origin sends at once. */
+const CONCURRENCY = 8;
+
+export type WebhooksModuleOptions = {
+  /** The resolver of the address checks (tests swap in one that changes its answer). */
+  resolve?: Resolve;
+};
+
+/**
+ * Without a signing key (AGENT_WEBHOOKS_SIGNING_KEY_FILE unset) the key set is empty and no worker
+ * runs: deliveries wait in the database until an origin with a key starts.
+ */
+export function createWebhooksModule(
+  infra: Infrastructure,
+  key: WebhookSigningKey | undefined,
+  options: WebhooksModuleOptions = {},
+): Capability {
+  const { config, logger } = infra;
+  const db = infra.database.db;
+  const router = new Hono<AppEnv>();
+  const keys = { keys: key ? [key.jwk] : [] };
+  route(router, "/", "webhookKeys", (c) => {
+    c.header("cache-control", "public, max-age=300");
+    return c.json(keys);
+  });
+  return capability("webhooks", {
+    routes: [{ path: "/", router }],
+    workers: (): Worker[] => {
+      if (!key) {
+        logger.warn("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set: webhooks are queued but not delivered");
+        return [];
+      }
+      const deliver = startLoop("webhooks_delivery", PERIOD_MS, logger, async () => {
+        const deps = {
+          db,
+          logger,
+          key,
+          retrySeconds: config.webhooks.retrySeconds,
+          timeoutMs: config.webhooks.timeoutMs,
+          allowPrivate: config.webhooks.allowPrivate,
+          concurrency: CONCURRENCY,
+          resolve: options.resolve,
+        };
+        // A full batch means more may be due: go on at once rather than a period later.
+        while ((await deliverDue(deps)) === CONCURRENCY) {}
+      });
+      const fanOut = startLoop("webhooks_fan_out", PERIOD_MS, logger, async () => {
+        const result = await fanOutOnce(db);
+        if (result.ran && result.deliveries > 0) deliver.wake();
+      });
+      return [fanOut, deliver];
+    },
+  });
+}

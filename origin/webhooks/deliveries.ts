@@ -1,0 +1,147 @@
+/**
+ * The delivery rows' statements (docs/operations.md#webhooks): claim the due ones, record what an
+ * attempt came to. Short statements on the pool: no connection is held while a receiver answers.
+ */
+import { sql } from "drizzle-orm";
+import { type Db, queryRows } from "../db/client.ts";
+
+/** A claimed delivery, with what sending it needs. */
+export type ClaimedDelivery = {
+  id: bigint;
+  /** Attempts made before this one. */
+  attempts: number;
+  endpointId: string;
+  url: string;
+  secret: string;
+  endpointEnabled: boolean;
+  /** Undefined when the retention sweep deleted the event before it was delivered. */
+  event: { id: bigint; type: string; occurredAt: string; data: Record<string, unknown> } | undefined;
+};
+
+type ClaimedRow = {
+  id: string;
+  attempts: number;
+  endpoint_id: string;
+  url: string;
+  secret: string;
+  enabled: boolean;
+  event_id: string;
+  type: string | null;
+  occurred_at: string | null;
+  data: Record<string, unknown> | null;
+};
+
+/**
+ * Claims up to `limit` due deliveries: rows another origin is claiming are skipped (SKIP LOCKED),
+ * and each claimed row's next attempt moves `leaseSeconds` ahead, so no other origin sends it
+ * while this one does, and one that died mid-send leaves it to be sent again after the lease.
+ */
+export async function claimDueDeliveries(
+  db: Db,
+  params: { limit: number; leaseSeconds: number },
+): Promise<ClaimedDelivery[]> {
+  const rows = await queryRows<ClaimedRow>(
+    db,
+    sql`with due as (
+          select id from webhook_deliveries
+          where status = 'pending' and next_attempt_at <= now()
+          order by next_attempt_at
+          limit ${params.limit}
+          for update skip locked),
+        claimed as (
+          update webhook_deliveries d
+          set next_attempt_at = now() + make_interval(secs => ${params.leaseSeconds}::int), updated_at = now()
+          from due where d.id = due.id
+          returning d.id, d.attempts, d.endpoint_id, d.event_id)
+        select c.id::text as id, c.attempts, c.endpoint_id, w.url, w.secret, w.enabled,
+               c.event_id::text as event_id, e.type, js_iso_timestamp(e.occurred_at) as occurred_at, e.data
+        from claimed c
+        join webhook_endpoints w on w.id = c.endpoint_id
+        left join events e on e.id = c.event_id`,
+  );
+  return rows.map((row) => ({
+    id: BigInt(row.id),
+    attempts: row.attempts,
+    endpointId: row.endpoint_id,
+    url: row.url,
+    secret: row.secret,
+    endpointEnabled: row.enabled,
+    event:
+      row.type === null
+        ? undefined
+        : { id: BigInt(row.event_id), type: row.type, occurredAt: row.occurred_at!, data: row.data ?? {} },
+  }));
+}
+
+/** What one attempt came to, as the worker classifies it. */
+export type AttemptOutcome =
+  | { kind: "delivered"; httpStatus: number }
+  /** 410 Gone: the receiver wants no more; the endpoint is disabled. */
+  | { kind: "gone"; httpStatus: number }
+  | { kind: "failed"; httpStatus: number | undefined; error: string }
+  /** Never to be attempted again (the endpoint is disabled, the event swept). */
+  | { kind: "dropped"; status: "disabled" | "failed"; error: string };
+
+/**
+ * Records an attempt of a claimed delivery. A failure is retried `retrySeconds[attempt]` seconds
+ * later while the schedule lasts, and ends `failed` after its last entry. Only the claim that made
+ * the attempt records it (the attempt count must still be the claimed one).
+ */
+export async function recordAttempt(
+  db: Db,
+  params: { delivery: ClaimedDelivery; outcome: AttemptOutcome; retrySeconds: readonly number[] },
+): Promise<void> {
+  const { delivery, outcome } = params;
+  const id = delivery.id.toString();
+  const made = delivery.attempts + 1;
+  const guard = sql`id = ${id}::bigint and attempts = ${delivery.attempts} and status = 'pending'`;
+  switch (outcome.kind) {
+    case "delivered":
+      await db.execute(
+        sql`update webhook_deliveries set status = 'delivered', attempts = ${made},
+              last_http_status = ${outcome.httpStatus}, last_error = null, updated_at = now()
+            where ${guard}`,
+      );
+      return;
+    case "gone":
+      await db.transaction(async (tx) => {
+        await tx.execute(
+          sql`update webhook_endpoints set enabled = false,
+                disabled_reason = ${`the receiver answered ${outcome.httpStatus} Gone`}
+              where id = ${delivery.endpointId}::uuid`,
+        );
+        await tx.execute(
+          sql`update webhook_deliveries set status = 'disabled', attempts = ${made},
+                last_http_status = ${outcome.httpStatus}, last_error = 'gone', updated_at = now()
+              where ${guard}`,
+        );
+        // The rest of the endpoint's queue ends with it.
+        await tx.execute(
+          sql`update webhook_deliveries set status = 'disabled', last_error = 'endpoint disabled', updated_at = now()
+              where endpoint_id = ${delivery.endpointId}::uuid and status = 'pending'`,
+        );
+      });
+      return;
+    case "failed": {
+      const delay = params.retrySeconds[made];
+      const next =
+        delay === undefined
+          ? sql`status = 'failed'`
+          : sql`next_attempt_at = now() + make_interval(secs => ${delay}::int)`;
+      await db.execute(
+        sql`update webhook_deliveries set ${next}, attempts = ${made},
+              last_http_status = ${outcome.httpStatus ?? null}, last_error = ${outcome.error.slice(0, 500)},
+              updated_at = now()
+            where ${guard}`,
+      );
+      return;
+    }
+    case "dropped":
+      await db.execute(
+        sql`update webhook_deliveries set status = ${outcome.status}, last_error = ${outcome.error},
+              updated_at = now()
+            where ${guard}`,
+      );
+      return;
+  }
+}

@@ -1,0 +1,25 @@
+/**
+ * The event types an endpoint may subscribe to: the types the event log writes (docs/events.md),
+ * one `action.<status>` per action status. A list, never a wildcard, so a type added later reaches
+ * an endpoint only when its operator asks for it.
+ */
+import { ACTION_STATUSES } from "../../shared/action-status.ts";
+
+export const WEBHOOK_EVENT_TYPES: readonly string[] = ACTION_STATUSES.map((status) => `action.${status}`);
+
+export type ParsedEventTypes = { ok: true; types: string[] } | { ok: false; unknown: string[] };
+
+/** A comma list of types, each known; duplicates collapse. */
+export function parseEventTypes(list: string): ParsedEventTypes {
+  const types = [
+    ...new Set(
+      list
+        .split(",")
+        .map((each) => each.trim())
+        .filter((each) => each !== ""),
+    ),
+  ];
+  const unknown = types.filter((each) => !WEBHOOK_EVENT_TYPES.includes(each));
+  if (types.length === 0) return { ok: false, unknown: [list] };
+  return unknown.length > 0 ? { ok: false, unknown } : { ok: true, types };
+}

@@ -1,0 +1,67 @@
+/**
+ * One HTTP attempt of a delivery: a POST that follows no redirect (node's http never does: a 3xx
+ * is an answer, and a failure), ends after `timeoutMs` whatever the receiver does, and connects
+ * only to public addresses unless private ones are allowed (address-guard.ts).
+ */
+import http from "node:http";
+import https from "node:https";
+import { checkWebhookUrl, guardedLookup, type Resolve, systemResolve } from "./address-guard.ts";
+
+export type SendParams = {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  timeoutMs: number;
+  allowPrivate: boolean;
+  /** The resolver of both checks (tests give one that changes its answer between them). */
+  resolve?: Resolve;
+};
+
+/** The receiver's status, or why there is none. */
+export type SendResult = { ok: true; status: number } | { ok: false; error: string };
+
+export async function sendWebhook(params: SendParams): Promise<SendResult> {
+  const resolve = params.resolve ?? systemResolve;
+  const checked = await checkWebhookUrl(params.url, { allowPrivate: params.allowPrivate, resolve });
+  if (!checked.ok) return { ok: false, error: `${checked.code}: ${checked.message}` };
+  const url = new URL(params.url);
+  const client = url.protocol === "https:" ? https : http;
+  return new Promise<SendResult>((done) => {
+    let settled = false;
+    const finish = (result: SendResult): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      done(result);
+    };
+    const request = client.request(
+      url,
+      {
+        method: "POST",
+        headers: {
+          ...params.headers,
+          "content-type": "application/json",
+          "content-length": String(Buffer.byteLength(params.body)),
+        },
+        // A fresh connection per attempt, resolved through the guard: a pooled socket would skip
+        // the connect-time check.
+        agent: false,
+        lookup: guardedLookup(resolve, !params.allowPrivate),
+      },
+      (response) => {
+        // The status is the answer; the body is read and dropped so the socket closes cleanly.
+        response.resume();
+        finish({ ok: true, status: response.statusCode ?? 0 });
+        response.on("error", () => {});
+      },
+    );
+    const timer = setTimeout(() => {
+      finish({ ok: false, error: `timeout: no answer within ${params.timeoutMs} ms` });
+      request.destroy();
+    }, params.timeoutMs);
+    request.on("error", (error: NodeJS.ErrnoException) => {
+      finish({ ok: false, error: `${error.code ?? "error"}: ${error.message}` });
+    });
+    request.end(params.body);
+  });
+}

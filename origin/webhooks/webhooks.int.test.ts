@@ -1,0 +1,335 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
+import { queryRows } from "../db/client.ts";
+import type { Resolve } from "./address-guard.ts";
+import { claimDueDeliveries } from "./deliveries.ts";
+import { addEndpoint } from "./endpoints.ts";
+import { ensureWebhookSigningKeyFile } from "./signing.ts";
+
+// Webhook delivery against real parts: Postgres, the origin (two of them on one database), and a
+// receiver on loopback that verifies every delivery as a consumer would (testing/webhook-receiver.ts).
+
+const RETRY = "0,1,1,2,2";
+const TIMEOUT_MS = 1_000;
+
+async function until<T>(
+  what: string,
+  read: () => Promise<T | undefined> | T | undefined,
+  ms = 15_000,
+): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await read();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+type Fixture = { db: TestDatabase; keyFile: string; origins: TestOrigin[] };
+
+async function startFixture(params: {
+  allowPrivate: boolean;
+  origins: number;
+  resolve?: Resolve;
+}): Promise<Fixture> {
+  const db = await createTestDatabase();
+  const keyFile = path.join(await mkdtemp(path.join(tmpdir(), "webhooks-")), "webhook-signing.key");
+  await ensureWebhookSigningKeyFile(keyFile);
+  const origins: TestOrigin[] = [];
+  for (let i = 0; i < params.origins; i++) {
+    origins.push(
+      await startTestOrigin({
+        database: db.handle,
+        env: {
+          AGENT_WEBHOOKS_SIGNING_KEY_FILE: keyFile,
+          AGENT_WEBHOOKS_RETRY_SECONDS: RETRY,
+          AGENT_WEBHOOKS_TIMEOUT_MS: String(TIMEOUT_MS),
+          ...(params.allowPrivate ? { AGENT_WEBHOOKS_ALLOW_PRIVATE: "true" } : {}),
+        },
+        workers: ["webhooks"],
+        webhooks: { resolve: params.resolve },
+      }),
+    );
+  }
+  return { db, keyFile, origins };
+}
+
+/** Writes events as the triggers do (node events: no agent), one transaction each; returns their ids. */
+async function writeEvents(fixture: Fixture, type: string, count: number, marker: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const [row] = await queryRows<{ id: string }>(
+      fixture.db.handle.db,
+      sql`insert into events (agent_id, type, data) values (null, ${type}, ${JSON.stringify({ marker, i })}::jsonb)
+          returning id::text as id`,
+    );
+    ids.push(row!.id);
+  }
+  return ids;
+}
+
+type DeliveryRow = {
+  status: string;
+  attempts: number;
+  last_http_status: number | null;
+  last_error: string | null;
+  event_id: string;
+};
+
+const deliveriesOf = (fixture: Fixture, endpointId: string) =>
+  queryRows<DeliveryRow>(
+    fixture.db.handle.db,
+    sql`select status, attempts, last_http_status, last_error, event_id::text as event_id
+        from webhook_deliveries where endpoint_id = ${endpointId}::uuid order by event_id`,
+  );
+
+describe("webhook delivery (real Postgres, two origins, a loopback receiver)", () => {
+  let fixture: Fixture;
+  const receivers: WebhookReceiver[] = [];
+  beforeAll(async () => {
+    fixture = await startFixture({ allowPrivate: true, origins: 2 });
+  });
+  afterAll(async () => {
+    for (const receiver of receivers) await receiver.close();
+    for (const origin of fixture.origins) await origin.close();
+    await fixture.db.drop();
+  });
+
+  const receiverFor = async (events: string[]) => {
+    const receiver = await startWebhookReceiver();
+    receivers.push(receiver);
+    await receiver.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
+    const endpoint = await addEndpoint(fixture.db.handle.db, { url: `${receiver.url}/hook`, events });
+    receiver.secret = endpoint.secret;
+    return { receiver, endpoint };
+  };
+
+  it("serves the public key set and verifies every delivery: v1 with standardwebhooks, v1a with node:crypto", async () => {
+    const keys = await fetch(`${fixture.origins[1]!.base}/.well-known/webhooks/keys`);
+    expect(keys.status).toBe(200);
+    const set = (await keys.json()) as { keys: Array<Record<string, string>> };
+    expect(set.keys).toHaveLength(1);
+    expect(set.keys[0]).toMatchObject({ kty: "OKP", crv: "Ed25519" });
+    expect(set.keys[0]!.x).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(Object.keys(set.keys[0]!).sort()).toEqual(["crv", "kid", "kty", "x"]);
+
+    const { receiver } = await receiverFor(["action.requested"]);
+    const ids = await writeEvents(fixture, "action.requested", 3, "verify");
+    await writeEvents(fixture, "action.signed", 1, "not subscribed");
+    await until("three deliveries", () => receiver.received.length >= 3);
+    await sleep(1_500);
+    expect(receiver.received).toHaveLength(3);
+    for (const delivery of receiver.received) {
+      expect(delivery.v1).toBe(true);
+      expect(delivery.v1a).toBe(true);
+      expect(delivery.webhookId).toMatch(/^msg_\d+$/);
+      expect(delivery.body.type).toBe("action.requested");
+      expect(delivery.body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(delivery.body.data.marker).toBe("verify");
+    }
+    expect(receiver.received.map((each) => each.body.data.event_id).sort()).toEqual([...ids].sort());
+    expect(new Set(receiver.received.map((each) => each.webhookId)).size).toBe(3);
+  });
+
+  it("two origins on one database deliver each event once between them", async () => {
+    const { receiver } = await receiverFor(["action.confirmed"]);
+    // A slow receiver keeps deliveries in flight across both origins' ticks.
+    receiver.delayMs = 300;
+    const ids = await writeEvents(fixture, "action.confirmed", 30, "two origins");
+    await until("thirty deliveries", () => receiver.received.length >= 30);
+    await sleep(2_000);
+    const perEvent = new Map<string, number>();
+    for (const each of receiver.received)
+      perEvent.set(each.body.data.event_id, (perEvent.get(each.body.data.event_id) ?? 0) + 1);
+    expect([...perEvent.keys()].sort()).toEqual([...ids].sort());
+    expect([...perEvent.values()].every((count) => count === 1)).toBe(true);
+    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+  });
+
+  it("a receiver down for a while gets every event once it is back: at least once, one webhook-id per event", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.failed"]);
+    await receiver.stop();
+    const ids = await writeEvents(fixture, "action.failed", 5, "down");
+    // Attempts fail (connection refused) and are retried on the short schedule.
+    await until("failed first attempts", async () => {
+      const rows = await deliveriesOf(fixture, endpoint.id);
+      return rows.length === 5 && rows.every((row) => row.attempts >= 1 && row.status === "pending");
+    });
+    await sleep(1_500);
+    await receiver.start();
+    await until("every event delivered", async () => {
+      const rows = await deliveriesOf(fixture, endpoint.id);
+      return rows.length === 5 && rows.every((row) => row.status === "delivered");
+    });
+    const byEvent = new Map<string, Set<string>>();
+    for (const each of receiver.received) {
+      const set = byEvent.get(each.body.data.event_id) ?? new Set<string>();
+      set.add(each.webhookId);
+      byEvent.set(each.body.data.event_id, set);
+    }
+    expect([...byEvent.keys()].sort()).toEqual([...ids].sort());
+    // The same webhook-id on every attempt of an event, a different one for each event.
+    expect([...byEvent.values()].every((set) => set.size === 1)).toBe(true);
+    expect(new Set([...byEvent.values()].map((set) => [...set][0])).size).toBe(5);
+    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+  });
+
+  it("a 410 disables the endpoint and ends its queue", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.rejected"]);
+    receiver.answer = () => ({ status: 410 });
+    await writeEvents(fixture, "action.rejected", 1, "gone");
+    await until("the endpoint disabled", async () => {
+      const [row] = await queryRows<{ enabled: boolean; disabled_reason: string | null }>(
+        fixture.db.handle.db,
+        sql`select enabled, disabled_reason from webhook_endpoints where id = ${endpoint.id}::uuid`,
+      );
+      return row && !row.enabled ? row : undefined;
+    });
+    const before = receiver.received.length;
+    await writeEvents(fixture, "action.rejected", 2, "after gone");
+    await sleep(2_500);
+    expect(receiver.received.length).toBe(before);
+    const rows = await deliveriesOf(fixture, endpoint.id);
+    expect(rows[0]).toMatchObject({ status: "disabled", last_http_status: 410, attempts: 1 });
+    // Events after the 410 are not queued for a disabled endpoint.
+    expect(rows).toHaveLength(1);
+  });
+
+  it("a 3xx is a failure and is not followed", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.expired"]);
+    receiver.answer = (request) =>
+      request.url === "/hook" ? { status: 302, headers: { location: "/elsewhere" } } : { status: 204 };
+    await writeEvents(fixture, "action.expired", 1, "redirect");
+    await until(
+      "two attempts",
+      async () => ((await deliveriesOf(fixture, endpoint.id))[0]?.attempts ?? 0) >= 2,
+    );
+    const [row] = await deliveriesOf(fixture, endpoint.id);
+    expect(row).toMatchObject({ last_http_status: 302, last_error: "the receiver answered 302" });
+    expect(row!.status).not.toBe("delivered");
+    expect(receiver.requests).not.toContain("/elsewhere");
+  });
+
+  it("a receiver that never answers times out after AGENT_WEBHOOKS_TIMEOUT_MS and is retried", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.approved"]);
+    receiver.answer = () => "hang";
+    const started = Date.now();
+    await writeEvents(fixture, "action.approved", 1, "hang");
+    const row = await until("a timed-out attempt", async () => {
+      const [first] = await deliveriesOf(fixture, endpoint.id);
+      return first && first.attempts >= 1 ? first : undefined;
+    });
+    expect(row.last_error).toBe(`timeout: no answer within ${TIMEOUT_MS} ms`);
+    expect(row.status).toBe("pending");
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 4_000);
+  });
+
+  it("ends a delivery failed after the last attempt of the schedule", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.reverted"]);
+    receiver.answer = () => ({ status: 500 });
+    await writeEvents(fixture, "action.reverted", 1, "fails");
+    const row = await until(
+      "the delivery failed",
+      async () => {
+        const [first] = await deliveriesOf(fixture, endpoint.id);
+        return first?.status === "failed" ? first : undefined;
+      },
+      20_000,
+    );
+    expect(row).toMatchObject({ attempts: RETRY.split(",").length, last_http_status: 500 });
+  });
+});
+
+describe("the delivery claim (real Postgres)", () => {
+  let testDb: TestDatabase;
+  beforeAll(async () => {
+    testDb = await createTestDatabase({ maxConnections: 8 });
+  });
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it("claims made at once from several connections never share a delivery", async () => {
+    const db = testDb.handle.db;
+    const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.signed"] });
+    await db.execute(
+      sql`insert into events (agent_id, type, data) select null, 'action.signed', '{}' from generate_series(1, 400)`,
+    );
+    await db.execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id) select ${endpoint.id}::uuid, id from events`,
+    );
+    const claimed: bigint[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (;;) {
+          const batch = await claimDueDeliveries(db, { limit: 5, leaseSeconds: 60 });
+          if (batch.length === 0) return;
+          claimed.push(...batch.map((each) => each.id));
+        }
+      }),
+    );
+    expect(claimed).toHaveLength(400);
+    expect(new Set(claimed).size).toBe(400);
+  });
+});
+
+describe("webhooks never reach a private address unless allowed (real Postgres, the origin)", () => {
+  let fixture: Fixture;
+  let receiver: WebhookReceiver;
+  let rebinds = 0;
+  // A name that resolves to a public address when checked and to loopback when the socket
+  // connects: only the connect-time check can refuse it.
+  const resolve: Resolve = async (hostname) => {
+    if (hostname === "rebind.example") return rebinds++ % 2 === 0 ? ["93.184.216.34"] : ["127.0.0.1"];
+    if (hostname === "inside.example") return ["10.1.2.3"];
+    if (hostname === "localhost") return ["127.0.0.1", "::1"];
+    throw new Error("not found");
+  };
+  beforeAll(async () => {
+    fixture = await startFixture({ allowPrivate: false, origins: 1, resolve });
+    receiver = await startWebhookReceiver();
+  });
+  afterAll(async () => {
+    await receiver.close();
+    for (const origin of fixture.origins) await origin.close();
+    await fixture.db.drop();
+  });
+
+  it("refuses literal private addresses, names that resolve to one, and a name that re-resolves to one at connect time", async () => {
+    const port = new URL(receiver.url).port;
+    const urls = [
+      `http://127.0.0.1:${port}/hook`,
+      `http://[::1]:${port}/hook`,
+      `http://[::ffff:127.0.0.1]:${port}/hook`,
+      "http://169.254.169.254/latest/meta-data",
+      "http://10.0.0.1/hook",
+      `http://localhost:${port}/hook`,
+      "http://inside.example/hook",
+      `http://rebind.example:${port}/hook`,
+    ];
+    // Inserted as a database reader could, past `add`'s own check: delivery checks again.
+    const endpoints: Array<{ id: string }> = [];
+    for (const url of urls)
+      endpoints.push(await addEndpoint(fixture.db.handle.db, { url, events: ["action.held"] }));
+    await writeEvents(fixture, "action.held", 1, "private");
+    const rows = await until("a failed attempt to every endpoint", async () => {
+      const all = await Promise.all(endpoints.map(async (each) => (await deliveriesOf(fixture, each.id))[0]));
+      return all.every((row) => row && row.attempts >= 1) ? (all as DeliveryRow[]) : undefined;
+    });
+    // Nothing reached the receiver on loopback, whatever the name or the literal.
+    expect(receiver.requests).toEqual([]);
+    for (const [i, row] of rows.entries()) {
+      const expected = urls[i]!.includes("rebind") ? /^EPRIVATEADDRESS: / : /^private_address: /;
+      expect(row.last_error, urls[i]).toMatch(expected);
+      expect(row.status).toBe("pending");
+    }
+  });
+});
