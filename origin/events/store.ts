@@ -67,7 +67,8 @@ export async function readServable(db: Db, params: ReadServableParams): Promise<
             and (xid, id) > (${params.after.xid.toString()}::xid8, ${params.after.id.toString()}::bigint)
             and xid < h.horizon
           order by xid, id
-          limit ${params.limit}) e on true`,
+          limit ${params.limit}) e on true
+        order by e.xid, e.id`,
   );
   const horizon = BigInt(rows[0]!.horizon);
   return { horizon, events: rows.filter((row) => row.id !== null).map(eventOf) };
