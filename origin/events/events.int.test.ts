@@ -317,7 +317,10 @@ describe("the event log and the agent's stream (real stack)", () => {
     for (const each of [resumed, byQuery]) {
       await each.waitForCount(2);
       await sleep(300);
-      expect(each.events.map((event) => event.body.data.action_id)).toEqual([b, c]);
+      expect(
+        each.events.map((event) => event.body.data.action_id),
+        JSON.stringify(each.events.map((event) => [event.id, event.type])),
+      ).toEqual([b, c]);
       each.close();
     }
 
