@@ -8,9 +8,8 @@
  *      others queueing then), so the read overlaps the wait for a batch instead of opening one;
  *   2. the batch opens: the fee quote and the kind's chain reads start; `begin`, the planner's
  *      settings of the batch (byKeyStatement), the kind's claim and the lock of the senders' nonce
- *      rows go out in one round trip. The lock is taken in
- *      address order, so two batches never wait on each other in a cycle, and it serialises every
- *      signing of a sender, across origins;
+ *      rows go out in one round trip. The lock is taken in address order, so two batches never
+ *      wait on each other in a cycle, and it serialises every signing of a sender, across origins;
  *   3. once the chain has answered, the kind's facts are read behind the lock (they see every
  *      earlier signing of these senders). A chain that did not answer ends the batch here, with
  *      nothing signed: every claimed item is told `unavailable`;
