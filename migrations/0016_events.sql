@@ -58,7 +58,9 @@ BEGIN
 END
 $$;--> statement-breakpoint
 -- One event per action whose status a statement changed (transition tables cannot be combined
--- with UPDATE OF status, so the old and new rows are joined on the key).
+-- with UPDATE OF status, so the old and new rows are joined on the key). An action nobody signed
+-- in time ends `failed` with error_code `abandoned` (actions/abandon.ts): its event is
+-- `action.abandoned`, as the event types name it.
 CREATE FUNCTION "events_actions_updated"() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -66,7 +68,8 @@ DECLARE
 BEGIN
   WITH written AS (
     INSERT INTO events (agent_id, type, data)
-    SELECT n.agent_id, 'action.' || n.status, agent_action_view(n::agent_actions,
+    SELECT n.agent_id, CASE WHEN n.status = 'failed' AND n.error_code = 'abandoned'
+      THEN 'action.abandoned' ELSE 'action.' || n.status END, agent_action_view(n::agent_actions,
       -- One lookup by key per action (here and above): a join planned on a transition table,
       -- which has no statistics, read all of outgoing_transactions on every statement.
       (SELECT t.fee_wei FROM outgoing_transactions t WHERE t.tx_id = n.tx_id))

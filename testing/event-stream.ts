@@ -4,7 +4,7 @@
  * id it carried, and the `stream.closed` notice if the server ended the stream.
  */
 import { EventSource } from "eventsource";
-import { ACTION_STATUSES } from "../shared/action-status.ts";
+import { ACTION_EVENT_TYPES } from "../shared/event-types.ts";
 import { sleep } from "../shared/sleep.ts";
 
 export type ReceivedEvent = {
@@ -34,8 +34,8 @@ export type FollowParams = {
   lastEventId?: string;
 };
 
-/** Every type the stream may carry today: `action.<status>`. */
-const TYPES = ACTION_STATUSES.map((status) => `action.${status}`);
+/** Every type the stream may carry today. */
+const TYPES = ACTION_EVENT_TYPES;
 
 export function followEvents(params: FollowParams): FollowedStream {
   const events: ReceivedEvent[] = [];

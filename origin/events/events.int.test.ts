@@ -10,7 +10,9 @@ import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { abandonStatement } from "../actions/abandon.ts";
 import { queryRows } from "../db/client.ts";
+import { runPrepared } from "../db/prepared.ts";
 import { sweepExpiredEvents } from "./retention.ts";
 
 // The event log on a real stack (origin, enclave, devnet, Postgres): what the triggers write, the
@@ -125,6 +127,17 @@ describe("the event log and the agent's stream (real stack)", () => {
       expect(last.type).toBe(`action.${status}`);
       expect(last.data).toEqual(await getAction(agent, id));
     }
+    // A request nobody signed in time, ended by the tracker's sweep (actions/abandon.ts): its
+    // event is action.abandoned, its data the action as GET answers it (failed, abandoned).
+    const stale = await insertAction(agent);
+    await db().execute(
+      sql`update agent_actions set updated_at = now() - interval '1 hour' where action_id = ${stale}::uuid`,
+    );
+    await runPrepared(db(), abandonStatement, { abandonAfter: 60 });
+    const abandoned = (await eventsOf(stale)).at(-1)!;
+    expect(abandoned.type).toBe("action.abandoned");
+    expect(abandoned.data).toEqual(await getAction(agent, stale));
+    expect(abandoned.data).toMatchObject({ status: "failed", error_code: "abandoned" });
     // An update that leaves the status alone writes no event.
     const before = (await eventsOf(id)).length;
     await db().execute(

@@ -1,11 +1,11 @@
 /**
- * The event types an endpoint may subscribe to: the types the event log writes (docs/events.md),
- * one `action.<status>` per action status. A list, never a wildcard, so a type added later reaches
- * an endpoint only when its operator asks for it.
+ * The event types an endpoint may subscribe to: the types the event log writes (docs/events.md,
+ * shared/event-types.ts). A list, never a wildcard, so a type added later reaches an endpoint only
+ * when its operator asks for it.
  */
-import { ACTION_STATUSES } from "../../shared/action-status.ts";
+import { ACTION_EVENT_TYPES } from "../../shared/event-types.ts";
 
-export const WEBHOOK_EVENT_TYPES: readonly string[] = ACTION_STATUSES.map((status) => `action.${status}`);
+export const WEBHOOK_EVENT_TYPES: readonly string[] = ACTION_EVENT_TYPES;
 
 export type ParsedEventTypes = { ok: true; types: string[] } | { ok: false; unknown: string[] };
 
