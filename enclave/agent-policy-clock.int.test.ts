@@ -5,6 +5,7 @@ import {
   type AgentKey,
   agentKeys,
   enrolledOperator,
+  filler,
   nodePolicy,
   type Operator,
   outcome,
@@ -114,15 +115,7 @@ describe("operator approvals and held approvals lapse by the enclave's clock (th
     // 900 + 21 units, under the approval threshold; then fillers at that nonce's key.
     const first = transfer(key, 900n);
     expectOk(await client.request("sign_transfer", first));
-    const filler = {
-      key_ref: key.key_ref,
-      from: key.address,
-      chain_id: 77,
-      nonce: first.nonce,
-      max_fee_per_gas: "1000000000",
-      max_priority_fee_per_gas: "1000000000",
-    };
-    expectOk(await client.request("sign_filler", filler));
+    expectOk(await client.request("sign_filler", filler(key, first.nonce)));
     const status = expectOk(await client.request("get_agent_policy", { key_ref: key.key_ref }));
     expect(status.usage).toMatchObject({ transfers: { day_units: "942", month_units: "942", day_count: 1 } });
     // Next UTC day, next month: both windows start again.
@@ -148,15 +141,7 @@ describe("operator approvals and held approvals lapse by the enclave's clock (th
     // 900 + 21 = 921 of 930; a filler's 21 more would be 942.
     const first = transfer(tight, 900n);
     expectOk(await client.request("sign_transfer", first));
-    const filler = {
-      key_ref: tight.key_ref,
-      from: tight.address,
-      chain_id: 77,
-      nonce: first.nonce,
-      max_fee_per_gas: "1000000000",
-      max_priority_fee_per_gas: "1000000000",
-    };
-    expect(outcome(await client.request("sign_filler", filler))).toEqual({
+    expect(outcome(await client.request("sign_filler", filler(tight, first.nonce)))).toEqual({
       code: "cap_exceeded",
       detail: "policy_denied",
       rule: "transfers.daily_units",

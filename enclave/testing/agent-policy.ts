@@ -79,6 +79,18 @@ export function transfer(
   };
 }
 
+/** sign_filler's params: a filler of `key` at the nonce of a transfer it signed. */
+export function filler(key: AgentKey, nonce: unknown): Record<string, unknown> {
+  return {
+    key_ref: key.key_ref,
+    from: key.address,
+    chain_id: CHAIN_ID,
+    nonce,
+    max_fee_per_gas: "1000000000",
+    max_priority_fee_per_gas: "1000000000",
+  };
+}
+
 let x402Nonces = 0;
 /** sign_x402_authorization's params, valid 60 s from the wall clock's now unless `nowSeconds`. */
 export function x402(

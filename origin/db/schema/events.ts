@@ -2,7 +2,8 @@ import { sql } from "drizzle-orm";
 import { bigserial, customType, index, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 
 /** Postgres's 64-bit transaction id (xid8), read and written as its decimal text. */
-const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => "xid8" });
+/** A transaction id (`xid8`), as text: the event log's order (docs/events.md#order). */
+export const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => "xid8" });
 
 /**
  * The event log (docs/events.md): one row per state change an agent or operator may follow, written

@@ -4,7 +4,6 @@ import {
   bigserial,
   boolean,
   check,
-  customType,
   index,
   integer,
   pgTable,
@@ -13,8 +12,7 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-
-const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => "xid8" });
+import { xid8 } from "./events.ts";
 
 /**
  * An operator's webhook endpoint (docs/operations.md#webhooks). The HMAC secret is stored as is:
