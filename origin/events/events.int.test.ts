@@ -51,7 +51,7 @@ describe("the event log and the agent's stream (real stack)", () => {
     (
       await queryRows<{ id: string }>(
         db(),
-        sql`select id::text as id from events where data->>'action_id' = ${actionId} order by id limit 1`,
+        sql`select id::text as id from events where data->>'action_id' = ${actionId} order by events.id limit 1`,
       )
     )[0]!.id;
   const latestEventId = async (agent: StackAgent): Promise<string> =>
@@ -204,7 +204,7 @@ describe("the event log and the agent's stream (real stack)", () => {
     await writer;
     const all = await queryRows<{ id: string }>(
       db(),
-      sql`select id::text as id from events where agent_id = ${agent.agentId}::uuid order by xid, id`,
+      sql`select id::text as id from events where agent_id = ${agent.agentId}::uuid order by events.xid, events.id`,
     );
     const firstId = await eventIdOf(first);
     try {
@@ -351,6 +351,37 @@ describe("the event log and the agent's stream (real stack)", () => {
       const answer = await send(eventsUrl(), { headers: { ...headers, "last-event-id": unknown } });
       expect(answer.status).toBe(400);
       expect((answer.body as { error: { code: string } }).error.code).toBe("validation_failed");
+    }
+  });
+
+  it("serves a backlog across a power of ten in the log's order (…99 before …100)", async () => {
+    const agent = await stack.newAgent();
+    const [{ max } = { max: "0" }] = await queryRows<{ max: string }>(
+      db(),
+      sql`select coalesce(max(id), 0)::text as max from events`,
+    );
+    // The next two ids are 10^k - 1 and 10^k, written by one statement (one transaction, so the
+    // ids alone order them): as text, the second sorts first.
+    const power = 10n ** BigInt(max.length + 1);
+    await db().execute(sql`select setval('events_id_seq', ${(power - 2n).toString()}::bigint)`);
+    const inserted = await queryRows<{ action_id: string }>(
+      db(),
+      sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
+          values (${agent.agentId}::uuid, 'transfer', ${newKey()}, 'test', 1, '0x00000000000000000000000000000000000000aa'),
+                 (${agent.agentId}::uuid, 'transfer', ${newKey()}, 'test', 2, '0x00000000000000000000000000000000000000aa')
+          returning action_id`,
+    );
+    const [first, second] = inserted.map((row) => row.action_id) as [string, string];
+    expect([await eventIdOf(first), await eventIdOf(second)]).toEqual([
+      (power - 1n).toString(),
+      power.toString(),
+    ]);
+    const stream = followEvents({ url: eventsUrl("?after=0"), token: agent.token });
+    try {
+      await stream.waitForCount(2);
+      expect(stream.events.map((event) => event.body.data.action_id)).toEqual([first, second]);
+    } finally {
+      stream.close();
     }
   });
 

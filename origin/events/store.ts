@@ -82,7 +82,11 @@ export type ReadBacklogParams = {
   limit: number;
 };
 
-/** One agent's events in (after, through], in order, at most `limit`. */
+/**
+ * One agent's events in (after, through], in order, at most `limit`. The order names the table's
+ * columns: a bare `id` or `xid` there would be the select list's text of the same name, and "100"
+ * sorts before "99".
+ */
 export async function readBacklog(db: Db, params: ReadBacklogParams): Promise<LoggedEvent[]> {
   const rows = await queryRows<EventRow>(
     db,
@@ -92,7 +96,7 @@ export async function readBacklog(db: Db, params: ReadBacklogParams): Promise<Lo
         where agent_id = ${params.agentId}::uuid
           and (xid, id) > (${params.after.xid.toString()}::xid8, ${params.after.id.toString()}::bigint)
           and (xid, id) <= (${params.through.xid.toString()}::xid8, ${params.through.id.toString()}::bigint)
-        order by xid, id
+        order by events.xid, events.id
         limit ${params.limit}`,
   );
   return rows.map(eventOf);

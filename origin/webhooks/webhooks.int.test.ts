@@ -88,7 +88,7 @@ const deliveriesOf = (fixture: Fixture, endpointId: string) =>
   queryRows<DeliveryRow>(
     fixture.db.handle.db,
     sql`select status, attempts, last_http_status, last_error, event_id::text as event_id
-        from webhook_deliveries where endpoint_id = ${endpointId}::uuid order by event_id`,
+        from webhook_deliveries where endpoint_id = ${endpointId}::uuid order by webhook_deliveries.event_id`,
   );
 
 describe("webhook delivery (real Postgres, two origins, a loopback receiver)", () => {
