@@ -11,12 +11,18 @@
  *     every budget and rule set, none reached), AGENTS other agents: the cost of the policy's read
  *     and checks under the batch's lock and of the enclave's re-check. Goal: within 10 % of the
  *     rate without policies, in the same triple of phases.
+ *   - the same with the event log's triggers off (docs/events.md: each state change writes its
+ *     event in the same transaction): what events cost the money path. Goal: with events on ≥ 0.9×
+ *     the rate with them off, in the same group of phases.
+ *   - the same with a webhook endpoint subscribed to every action event whose receiver accepts the
+ *     connection and never answers: a hanging receiver must not slow the money path. Goal: within 5 %
+ *     of the rate without it, in the same group of phases.
  *   - faucet payout latency to `confirmed`, p50 and p99, from the POST to the first GET
  *     /actions/{id} that reads `confirmed`.
  * The devnet, the enclave and the origin (origin/main.ts) run as their own processes; this process
  * sets the stack up and drives load. The phases alternate (straight, gateway, gateway with policies,
- * straight, …) and each ratio is taken within a triple, since this shared VM's speed drifts; the
- * CPU steal of the run is printed.
+ * gateway with events off, gateway with a hanging receiver, straight, …) and each ratio is taken
+ * within one group, since this shared VM's speed drifts; the CPU steal of the run is printed.
  */
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { Agent, type RequestOptions, request } from "node:http";
@@ -35,8 +41,11 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { changeAgentPolicy } from "../origin/policy/change.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { addEndpoint, removeEndpoint } from "../origin/webhooks/endpoints.ts";
+import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
 import type { AgentPolicyDocument } from "../shared/agent-policy.ts";
 import { CHAIN_ID, WEI_PER_UNIT } from "../shared/constants.ts";
+import { ACTION_EVENT_TYPES } from "../shared/event-types.ts";
 import { sleep } from "../shared/sleep.ts";
 import { makeAgents, type StackAgent } from "../testing/agent-factory.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
@@ -45,6 +54,7 @@ import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
+import { startWebhookReceiver, type WebhookReceiver } from "../testing/webhook-receiver.ts";
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 32);
 /** Every transfer rule set, none reached by the run (the figures far above what it moves). */
@@ -137,6 +147,7 @@ async function main(): Promise<void> {
   const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
   let origin: Awaited<ReturnType<typeof spawnOrigin>> | undefined;
   let driller: RestoreDriller | undefined;
+  let receiver: WebhookReceiver | undefined;
   try {
     await waitUntilReady(devnet, () =>
       httpOk(devnetUrl, {
@@ -146,7 +157,7 @@ async function main(): Promise<void> {
       }),
     );
     say(
-      `bench:money — ${AGENTS} agents; ${PAIRS} pairs of ${SECONDS}-second phases (straight, gateway); ${FAUCET_SAMPLES} faucet payouts`,
+      `bench:money — ${AGENTS} agents; ${PAIRS} groups of ${SECONDS}-second phases (straight, gateway, with policies, events off, hanging receiver); ${FAUCET_SAMPLES} faucet payouts`,
     );
     say("setting up: policy, treasury, keys, drill, identities, funding…");
     const minter = (secret: Uint8Array) =>
@@ -207,6 +218,12 @@ async function main(): Promise<void> {
     for (const account of straightAccounts) {
       await payFromOperatorPool(devnetUrl, account.address, 1_000_000_000n * WEI_PER_UNIT);
     }
+    // A receiver that takes each delivery's connection and never answers: the origin's delivery
+    // worker waits out its timeout (AGENT_WEBHOOKS_TIMEOUT_MS) on each, then retries.
+    receiver = await startWebhookReceiver();
+    receiver.answer = () => "hang";
+    const webhookKeyFile = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(webhookKeyFile);
     origin = await spawnOrigin({
       port: await freePort(),
       // e.g. BENCH_ORIGIN_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the origin's time goes
@@ -227,6 +244,9 @@ async function main(): Promise<void> {
         AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
         AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
         AGENT_ENV_ID: enclave.envId,
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: webhookKeyFile,
+        // The hanging receiver is on loopback.
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
       },
     });
     const base = origin.base;
@@ -363,25 +383,70 @@ async function main(): Promise<void> {
         .join(", ");
       return { rate, cpu: `CPU ms per transfer: ${cpu}` };
     };
+    /**
+     * The gateway's phase with the event log's triggers off: `user` disables every trigger a
+     * migration made on agent_actions (all of them write events), not the foreign keys' own.
+     */
+    const withoutEvents = async (): Promise<{ rate: number; count: number }> => {
+      await database.db.execute(sql`alter table agent_actions disable trigger user`);
+      try {
+        return await gateway();
+      } finally {
+        await database.db.execute(sql`alter table agent_actions enable trigger user`);
+      }
+    };
+    /** The gateway's phase with an endpoint on the hanging receiver for every action event. */
+    const withHangingReceiver = async (): Promise<{ rate: number; count: number }> => {
+      const endpoint = await addEndpoint(database.db, {
+        url: `${receiver!.url}/hooks`,
+        events: ACTION_EVENT_TYPES,
+      });
+      try {
+        return await gateway();
+      } finally {
+        // Its deliveries go with it; those already hanging end at the origin's timeout.
+        await removeEndpoint(database.db, endpoint.id);
+      }
+    };
     say(`warming up: ${WARMUP} s straight, ${WARMUP} s through the gateway…`);
     presigned = await presign(presignCount(WARMUP));
     await straight(WARMUP);
     await gateway(WARMUP);
     await gateway(WARMUP, governed);
     const steal = await startStealMeter();
-    const pairs: Array<{ straight: number; gateway: number; governed: number }> = [];
+    const pairs: Array<{
+      straight: number;
+      gateway: number;
+      governed: number;
+      eventsOff: number;
+      hanging: number;
+    }> = [];
     for (let pair = 0; pair < PAIRS; pair++) {
       presigned = await presign(presignCount(SECONDS));
       const s = await measured(straight);
       const g = await measured(gateway);
       const p = await measured(() => gateway(SECONDS, governed));
-      pairs.push({ straight: s.rate, gateway: g.rate, governed: p.rate });
+      const off = await measured(withoutEvents);
+      const hanging = await measured(withHangingReceiver);
+      pairs.push({
+        straight: s.rate,
+        gateway: g.rate,
+        governed: p.rate,
+        eventsOff: off.rate,
+        hanging: hanging.rate,
+      });
       say(`  pair ${pair + 1}: straight ${s.rate.toFixed(0)} tx/s (${s.cpu})`);
       say(
         `          gateway ${g.rate.toFixed(0)} transfers/s to confirmed, ${(g.rate / s.rate).toFixed(2)}× (${g.cpu})`,
       );
       say(
         `          with a policy on every agent ${p.rate.toFixed(0)} transfers/s, ${(p.rate / g.rate).toFixed(2)}× the gateway's (${p.cpu})`,
+      );
+      say(
+        `          with events off ${off.rate.toFixed(0)} transfers/s: events on is ${(g.rate / off.rate).toFixed(2)}× it (${off.cpu})`,
+      );
+      say(
+        `          with a hanging webhook receiver ${hanging.rate.toFixed(0)} transfers/s, ${(hanging.rate / g.rate).toFixed(2)}× the gateway's (${hanging.cpu})`,
       );
     }
 
@@ -422,6 +487,10 @@ async function main(): Promise<void> {
       `| transfers through the gateway to confirmed (${AGENTS} agents) | ${median(pairs.map((p) => p.gateway)).toFixed(0)} /s |`,
     );
     say(`| the same with a policy on every agent | ${median(pairs.map((p) => p.governed)).toFixed(0)} /s |`);
+    say(`| the same with the event log off | ${median(pairs.map((p) => p.eventsOff)).toFixed(0)} /s |`);
+    say(
+      `| the same with a hanging webhook receiver | ${median(pairs.map((p) => p.hanging)).toFixed(0)} /s |`,
+    );
     say(
       `| faucet payout to confirmed, p50 / p99 | ${quantile(latencies, 0.5).toFixed(1)} / ${quantile(latencies, 0.99).toFixed(1)} ms |`,
     );
@@ -432,10 +501,21 @@ async function main(): Promise<void> {
     const policyRatios = pairs.map((pair) => pair.governed / pair.gateway);
     const policyRatio = median(policyRatios);
     say(
-      `goal with a policy on every agent ≥ 0.9× the rate without: ${policyRatio >= 0.9 ? "met" : "not met"} (${policyRatio.toFixed(2)}×, median of triples ${policyRatios.map((r) => r.toFixed(2)).join(", ")})`,
+      `goal with a policy on every agent ≥ 0.9× the rate without: ${policyRatio >= 0.9 ? "met" : "not met"} (${policyRatio.toFixed(2)}×, median of groups ${policyRatios.map((r) => r.toFixed(2)).join(", ")})`,
+    );
+    const eventRatios = pairs.map((pair) => pair.gateway / pair.eventsOff);
+    const eventRatio = median(eventRatios);
+    say(
+      `goal with events on ≥ 0.9× the rate with them off: ${eventRatio >= 0.9 ? "met" : "not met"} (${eventRatio.toFixed(2)}×, median of groups ${eventRatios.map((r) => r.toFixed(2)).join(", ")})`,
+    );
+    const hangingRatios = pairs.map((pair) => pair.hanging / pair.gateway);
+    const hangingRatio = median(hangingRatios);
+    say(
+      `goal a hanging webhook receiver moves the rate < 5 %: ${Math.abs(hangingRatio - 1) < 0.05 ? "met" : "not met"} (${hangingRatio.toFixed(2)}×, median of groups ${hangingRatios.map((r) => r.toFixed(2)).join(", ")})`,
     );
   } finally {
     await origin?.stop();
+    await receiver?.close();
     await driller?.close();
     await signer.close();
     await enclave.dispose();
