@@ -15,6 +15,7 @@ import { Agent, type IncomingMessage, request } from "node:http";
 import { sql } from "drizzle-orm";
 import { queryRows } from "../origin/db/client.ts";
 import { sleep } from "../shared/sleep.ts";
+import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { residentBytes } from "../testing/measure/proc-memory.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
@@ -79,6 +80,8 @@ async function main(): Promise<void> {
   const postgres = await startOwnPostgres();
   const stack = await startMoneyStack({ database: postgres.database, inProcessOrigin: false });
   const origin = await spawnOrigin({
+    // A port of its own: readiness is /healthz answering, whatever the log level.
+    port: await freePort(),
     env: stack.processEnv({ AGENT_EVENTS_STREAMS_PER_TOKEN: String(perAgent), LOG_LEVEL: "warn" }),
   });
   const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });

@@ -473,6 +473,8 @@ async function main(): Promise<void> {
     }
     latencies.sort((a, b) => a - b);
     say(await steal());
+    // Shows the hanging phases did reach the receiver (a figure of 0 would make their goal moot).
+    say(`deliveries the hanging receiver took and never answered: ${receiver.requests.length}`);
     if (resent > 0) say(`requests sent again after a kept-alive connection closed under them: ${resent}`);
 
     const ratios = pairs.map((pair) => pair.gateway / pair.straight);

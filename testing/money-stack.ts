@@ -17,7 +17,7 @@ import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import type { CapabilityProvider, SignerClient, SignerPolicy } from "../origin/signer/types.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { type AgentFactoryDeps, makeAgents, makeFreeKeys, type StackAgent } from "./agent-factory.ts";
-import { createTestDatabase, type TestDatabase } from "./database.ts";
+import type { TestDatabase } from "./database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
 
@@ -94,7 +94,9 @@ export type MoneyStackOptions = {
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
-  const db = options.database ?? (await createTestDatabase());
+  // Loaded only when needed: it reads the suite's cluster from vitest, which a benchmark bringing
+  // its own database (bench/events.ts) runs without.
+  const db = options.database ?? (await (await import("./database.ts")).createTestDatabase());
   const devnet = await startDevnet({ port: 0 });
   const enclave = await startEnclaveProcess({ envId: "money-test" });
   const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
