@@ -1,11 +1,35 @@
 /**
- * The types of the event log's events (docs/events.md): `action.<status>` for each status an
- * agent action enters, and `action.abandoned` for a request nobody signed in time (it ends
- * `failed` with error_code `abandoned`).
+ * The types of the event log's events (docs/events.md#the-event-log). Runtime-neutral: the client,
+ * the tools and the origin read the same lists.
  */
 import { ACTION_STATUSES } from "./action-status.ts";
 
+/**
+ * `action.<status>` for each status an agent action enters, and `action.abandoned` for a request
+ * nobody signed in time (it ends `failed` with error_code `abandoned`).
+ */
 export const ACTION_EVENT_TYPES: readonly string[] = [
   ...ACTION_STATUSES.map((status) => `action.${status}`),
   "action.abandoned",
 ];
+
+/** An agent's events besides its actions' statuses: its x402 signatures, its identity, the sweep's findings. */
+export const AGENT_STATE_EVENT_TYPES: readonly string[] = [
+  "x402.authorization.signed",
+  "identity.disabled",
+  "identity.enabled",
+  "finding.raised",
+];
+
+/** Every type an agent's stream can carry: its own events. */
+export const AGENT_EVENT_TYPES: readonly string[] = [...ACTION_EVENT_TYPES, ...AGENT_STATE_EVENT_TYPES];
+
+/** The node's own events (no agent): webhooks deliver them, an agent's stream never carries them. */
+export const NODE_EVENT_TYPES: readonly string[] = [
+  "registration.paused",
+  "registration.at_reserve",
+  "registration.at_quota",
+];
+
+/** Every type the event log writes. */
+export const EVENT_TYPES: readonly string[] = [...AGENT_EVENT_TYPES, ...NODE_EVENT_TYPES];

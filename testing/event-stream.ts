@@ -4,7 +4,7 @@
  * id it carried, and the `stream.closed` notice if the server ended the stream.
  */
 import { EventSource } from "eventsource";
-import { ACTION_EVENT_TYPES } from "../shared/event-types.ts";
+import { EVENT_TYPES } from "../shared/event-types.ts";
 import { sleep } from "../shared/sleep.ts";
 
 export type ReceivedEvent = {
@@ -34,8 +34,11 @@ export type FollowParams = {
   lastEventId?: string;
 };
 
-/** Every type the stream may carry today. */
-const TYPES = ACTION_EVENT_TYPES;
+/**
+ * Every type the log writes, the node's own too: a stream never carries those, and a test can
+ * see that only if this client would record one.
+ */
+const TYPES = EVENT_TYPES;
 
 export function followEvents(params: FollowParams): FollowedStream {
   const events: ReceivedEvent[] = [];

@@ -71,6 +71,7 @@ describe("migrations and constraints", () => {
         "registration_issued",
         "registration_policy",
         "registration_policy_changes",
+        "registration_refusal_state",
         "restore_evidence",
         "schema_migrations",
         "sender_nonces",

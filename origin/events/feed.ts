@@ -75,7 +75,9 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
     for (;;) {
       const { events, horizon } = await readServable(db, { agentIds, after: cursor, limit: READ_BATCH });
       for (const event of events) {
-        for (const deliver of subscribers.get(event.agentId) ?? []) deliver(event);
+        // The read asked for these agents' events only: a node event (no agent) never comes here.
+        const agentSubscribers = event.agentId === null ? undefined : subscribers.get(event.agentId);
+        for (const deliver of agentSubscribers ?? []) deliver(event);
         cursor = { xid: event.xid, id: event.id };
       }
       if (events.length < READ_BATCH) {

@@ -10,7 +10,8 @@ import { type Cursor, horizonCursor } from "./cursor.ts";
 export type LoggedEvent = {
   id: bigint;
   xid: bigint;
-  agentId: string;
+  /** Null for a node's own event (`registration.*`): the webhooks' fan-out reads those, never a stream. */
+  agentId: string | null;
   type: string;
   /** ISO 8601 with milliseconds and `Z`, as the action view prints its times. */
   occurredAt: string;
@@ -20,7 +21,7 @@ export type LoggedEvent = {
 type EventRow = {
   id: string;
   xid: string;
-  agent_id: string;
+  agent_id: string | null;
   type: string;
   occurred_at: string;
   data: unknown;

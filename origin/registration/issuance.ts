@@ -78,7 +78,10 @@ export async function issuePublicIdentity(
   });
 }
 
-/** The issuance record and the day's counts (the group's, and network-wide) of one issuance. */
+/**
+ * The issuance record and the day's counts (the group's, and network-wide) of one issuance; and a
+ * node-wide refusal reported before is over (refusal-report.ts), changing nothing when none was.
+ */
 async function recordIssued(
   tx: Db,
   day: string,
@@ -88,6 +91,9 @@ async function recordIssued(
     sql`with issued as (
           insert into registration_issued (agent_id, ip_group)
           values (${issued.agentId}::uuid, ${issued.ipGroup})
+        ), refusal_over as (
+          update registration_refusal_state set refusing = null, day = null, since = now()
+          where singleton = 1 and refusing is not null
         )
         insert into registration_admissions (day, ip_group, count)
         values (${day}::date, ${issued.ipGroup}, 1), (${day}::date, ${ALL_GROUPS}, 1)

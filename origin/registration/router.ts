@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { CHAIN_ID, HEADER_REGISTRATION_PROOF } from "../../shared/constants.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -15,6 +16,7 @@ import { type IssueWhenKeysResult, issueWhenKeys } from "./issue-when-keys.ts";
 import { createProofGate, type ProofGate } from "./proof-gate.ts";
 import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
 import { evaluateGate, onlyShortOfKeys, type RegistrationState, readQuotaState } from "./quota-gate.ts";
+import { nodeRefusalOf, reportNodeRefusal } from "./refusal-report.ts";
 import { checkRequestShape } from "./request-shape.ts";
 
 type UnavailableReason = "disabled" | "paused" | "total_ceiling" | "key_reserve" | "unavailable";
@@ -69,6 +71,18 @@ export function createRegistrationRouter(
   // spent against the group's count, both in the database (docs/security.md).
   let proofGate: ProofGate | undefined;
   const router = new Hono<AppEnv>();
+  // The answer is the refusal whatever the report's fate: a failed report is logged, and the next
+  // refused request tries again.
+  const reportRefusal = async (refusal: IssuanceRefusal, day: string): Promise<void> => {
+    const refusing = nodeRefusalOf(refusal);
+    if (!refusing) return;
+    await reportNodeRefusal(db, { refusing, day }).catch((error: unknown) => {
+      deps.logger.warn(
+        { err: { message: errorMessage(error) }, refusing },
+        "registration refusal not reported",
+      );
+    });
+  };
 
   router.use("*", async (c, next) => {
     // Set before the answer exists, so error answers made by app.onError carry it too.
@@ -117,6 +131,7 @@ export function createRegistrationRouter(
     const waitForKeys = gate !== null && onlyShortOfKeys(state) && keyDemand.canMake();
     if (gate && !waitForKeys) {
       log("refused", { stage: "state", refusal: refusalName(gate) });
+      await reportRefusal(gate, day);
       throw refusalError(gate, now);
     }
     proofGate ??= createProofGate(config.registration.proofOfWorkBits, config.secrets.registrationIp);
@@ -180,6 +195,7 @@ export function createRegistrationRouter(
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
     if (!issued.ok) {
       log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true, ...waited });
+      await reportRefusal(issued.error, day);
       if (issued.error.code === "proof_spent") {
         // Another request of the group made an identity with this solution first: a fresh challenge,
         // bound to the count as it is now.

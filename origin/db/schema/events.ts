@@ -7,7 +7,7 @@ export const xid8 = customType<{ data: string; driverData: string }>({ dataType:
 
 /**
  * The event log (docs/events.md): one row per state change an agent or operator may follow, written
- * by triggers in the transaction of the change itself (migration 0016), so no writer can forget
+ * by triggers in the transaction of the change itself (migrations 0016, 0019), so no writer can forget
  * one and none is written for a change that rolled back. No foreign key to agent_identities: the
  * trigger's insert is on the money path, and a key check per row would cost it a probe per action.
  */
@@ -15,7 +15,7 @@ export const events = pgTable(
   "events",
   {
     id: bigserial("id", { mode: "bigint" }).primaryKey(),
-    /** Null for a node's own events (none yet). */
+    /** Null for a node's own events (`registration.*`), which no agent's stream serves. */
     agentId: uuid("agent_id"),
     type: text("type").notNull(),
     occurredAt: timestamp("occurred_at", { withTimezone: true }).notNull().defaultNow(),

@@ -95,3 +95,28 @@ export const registrationIssued = pgTable("registration_issued", {
   ipGroup: text("ip_group").notNull(),
   issuedAt: timestamp("issued_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * The node-wide refusal public registration last reported (docs/events.md#registration-events):
+ * `key_reserve`, `total_ceiling` or `network_daily` while issuance is refused for it, null once an
+ * identity is issued again. One row. Moving it to another refusal writes one
+ * `registration.at_reserve` or `registration.at_quota` event (migration 0019's trigger), so a storm
+ * of refused registrations writes one event, not one per request.
+ */
+export const registrationRefusalState = pgTable(
+  "registration_refusal_state",
+  {
+    singleton: smallint("singleton").primaryKey().default(1),
+    refusing: text("refusing"),
+    /** The UTC day of the refused request (the daily quota's day), for the event's figures. */
+    day: date("day"),
+    since: timestamp("since", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("registration_refusal_state_one_row", sql`${t.singleton} = 1`),
+    check(
+      "registration_refusal_state_refusing_enum",
+      sql`${t.refusing} IN ('key_reserve','total_ceiling','network_daily')`,
+    ),
+  ],
+);
