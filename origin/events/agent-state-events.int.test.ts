@@ -8,7 +8,7 @@ import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/consta
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
-import { followEvents } from "../../testing/event-stream.ts";
+import { type FollowedStream, followEvents } from "../../testing/event-stream.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
@@ -154,11 +154,12 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
     }
   });
 
-  it("identity.disabled and identity.enabled: one per change, on the agent's own stream and no other", async () => {
+  it("identity.disabled and identity.enabled: one per change, on the agent's own stream and no other; the disable ends the stream", async () => {
     const agent = await stack.newAgent();
     const other = await stack.newAgent();
     const stream = followEvents({ url: eventsUrl(), token: agent.token });
     const otherStream = followEvents({ url: eventsUrl(), token: other.token });
+    let resumed: FollowedStream | undefined;
     try {
       await sleep(300);
       await rolledBack("update agent_identities set enabled = false where agent_id = $1", [agent.agentId]);
@@ -176,6 +177,11 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
       );
       const received = await stream.waitForCount(1);
       expect(received[0]!.type).toBe("identity.disabled");
+      // The stream opened before the disable ends with it: its token is no longer accepted.
+      for (const deadline = Date.now() + 5_000; !stream.closedReason() && Date.now() < deadline; ) {
+        await sleep(50);
+      }
+      expect(stream.closedReason()).toBe("identity_disabled");
 
       expect((await change("enable")).status).toBe(200);
       const logged = await agentEvents(agent, ["identity.disabled", "identity.enabled"]);
@@ -201,15 +207,19 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
       // The operator's reason stays in the console's audit: the agent's stream carries this event.
       expect(JSON.stringify(logged)).not.toContain("investigating");
 
-      // The stream opened before the disable carries both (the agent's token works again).
-      await stream.waitForCount(2);
-      expect(stream.events.map((event) => event.type)).toEqual(["identity.disabled", "identity.enabled"]);
+      // The stream opened before the disable carried the disable and ended; once the token works
+      // again, resuming after its last event gets the enable.
+      expect(stream.events.map((event) => event.type)).toEqual(["identity.disabled"]);
       expect(stream.events[0]!.body.data).toEqual(logged[0]!.data);
+      resumed = followEvents({ url: eventsUrl(), token: agent.token, lastEventId: stream.events[0]!.id });
+      await resumed.waitForCount(1);
+      expect(resumed.events.map((event) => event.type)).toEqual(["identity.enabled"]);
       await sleep(500);
       expect(otherStream.events).toEqual([]);
     } finally {
       stream.close();
       otherStream.close();
+      resumed?.close();
     }
   });
 

@@ -18,7 +18,14 @@ const BACKLOG_PAGE = 500;
 export const MAX_QUEUED_EVENTS = 10_000;
 
 /** Why the server ended a stream, told to the client as a last `stream.closed` event. */
-export type CloseReason = "too_many_streams" | "too_slow" | "shutting_down";
+export type CloseReason = "too_many_streams" | "too_slow" | "shutting_down" | "identity_disabled";
+
+/**
+ * The event after which a stream ends: its token stopped being accepted when the identity was
+ * disabled, and a stream opened before must not go on serving it. Only the feed's (new) events
+ * count: one in the backlog is history, since the stream's own request was accepted after it.
+ */
+const ENDS_THE_STREAM = "identity.disabled";
 
 /** What a stream writes for one event: `id:`, `event:` and the event as JSON in `data:`. */
 export function sseMessage(event: LoggedEvent): { id: string; event: string; data: string } {
@@ -113,6 +120,7 @@ export function createEventStream(params: EventStreamParams): EventStream {
           if (!isAfter(event, cursor)) continue;
           await sse.writeSSE(sseMessage(event));
           cursor = event;
+          if (event.type === ENDS_THE_STREAM) close("identity_disabled");
         }
         if (closed !== "client_left") {
           // No id: the client's last id stays the last event's. `retry` slows an EventSource's
