@@ -189,6 +189,35 @@ describe("the client's events() and waitForAction() through the edge (real stack
     expect(more.events.map((event) => event.id)).toEqual(stream.events.slice(9).map((event) => event.id));
   });
 
+  it("a connection gone silent is given up after idleTimeoutMs and opened again where it was", async () => {
+    const agent = await stack.newAgent({ units: 10_000_000n });
+    const direct = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token });
+    const transfer = async (): Promise<string> => {
+      const sent = await direct.transfer({ to: newAccount().address, amount: 1_000n });
+      await direct.waitForAction(sent.action_id);
+      return sent.action_id;
+    };
+    // No event and no ping (every 15 s) for 2 s counts as silence here.
+    const stream = collect(clientFor(agent.token).events({ idleTimeoutMs: 2_000 }));
+    await sleep(300);
+    const first = await transfer();
+    await stream.waitForCount(3);
+    link.stall();
+    const second = await transfer();
+    // Mutation: a client without the idle timeout waits on the silent connection for ever and
+    // fails this.
+    await stream.waitForCount(6, 20_000);
+    await sleep(500);
+    expect(stream.events.map((event) => [event.data.action_id, event.type])).toEqual([
+      [first, "action.requested"],
+      [first, "action.signed"],
+      [first, "action.confirmed"],
+      [second, "action.requested"],
+      [second, "action.signed"],
+      [second, "action.confirmed"],
+    ]);
+  });
+
   it("waitForAction answers once the action is confirmed, from a request the service held, not by polling", async () => {
     const agent = await stack.newAgent({ units: 10_000_000n });
     const wallet = clientFor(agent.token);
