@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -50,6 +51,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let edge: EdgeHandle;
   let agent: StackAgent;
   let rotating: StackAgent;
+  let watcher: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -74,6 +76,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     agent = await stack.newAgent({ units: 3_000_000n });
     // Made before the register test leaves a public batch's free key behind.
     rotating = await stack.newAgent({ units: 2_000n });
+    watcher = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -435,6 +438,72 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         address: rotating.wallet.toLowerCase(),
         balance: "2000",
       });
+    },
+  );
+
+  it(
+    "watch: a transfer's events as they happen, one JSON object a line (or one human line each); Ctrl-C exits 0",
+    SLOW,
+    async () => {
+      /** `watch` with `args` until it printed `lines` lines, then Ctrl-C; `during` runs meanwhile. */
+      const watch = async (args: string[], lines: number, during?: () => Promise<void>): Promise<ToolRun> => {
+        let child: ChildProcess | undefined;
+        let printed = "";
+        const watching = runTool(BIN, ["watch", ...args], {
+          env: { AGENT_BASE_URL: base, AGENT_TOKEN: watcher.token },
+          cleanEnv: true,
+          timeoutMs: 120_000,
+          onSpawn: (spawned) => {
+            child = spawned;
+          },
+          onStdout: (text) => {
+            printed += text;
+          },
+        });
+        await during?.();
+        const deadline = Date.now() + 30_000;
+        while (printed.split("\n").length <= lines && Date.now() < deadline) await sleep(100);
+        await sleep(500);
+        // Mutation: a watch that leaves Ctrl-C to Node's default dies of the signal (code -1).
+        child!.kill("SIGINT");
+        const done = await watching;
+        runs.push(done);
+        return done;
+      };
+
+      const to = newAccount().address.toLowerCase();
+      let actionId = "";
+      // From the agent's first event (it has none yet), while the transfer is made and followed.
+      const json = await watch(["--after", "0", "--json"], 3, async () => {
+        await sleep(1_000);
+        const sent = await run(
+          ["transfer", "--to", to, "--amount", "1500", "--wait", "--json"],
+          watcher.token,
+        );
+        expect(sent.code, sent.stdout).toBe(0);
+        actionId = JSON.parse(sent.stdout).action_id;
+      });
+      expect(json.code, json.stderr).toBe(0);
+      expect(json.stderr).toBe("");
+      const events = json.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line) as { id: string; type: string; data: Record<string, unknown> });
+      // The devnet mines on arrival: signed, then confirmed in one write.
+      expect(events.map((event) => [event.type, event.data.action_id])).toEqual([
+        ["action.requested", actionId],
+        ["action.signed", actionId],
+        ["action.confirmed", actionId],
+      ]);
+      expect(events[2]!.data).toMatchObject({ status: "confirmed", amount: "1500", to });
+
+      const human = await watch(["--after", events[0]!.id], 2);
+      expect(human.code, human.stderr).toBe(0);
+      expect(human.stdout).toMatch(
+        new RegExp(
+          `^\\S+Z action\\.signed ${actionId} transfer signed 0\\.0015 USDC to ${to}\n\\S+Z action\\.confirmed ${actionId} transfer confirmed 0\\.0015 USDC to ${to}\n$`,
+        ),
+      );
     },
   );
 

@@ -1,14 +1,16 @@
 import { formatUnits } from "viem";
-import type {
-  ActionView,
-  BalanceResponse,
-  NetworkResponse,
-  PaymentSettlement,
-  PolicyCheckResult,
-  PolicyResponse,
-  ProofProgress,
-  RegisterResponse,
-  TokenRotation,
+import {
+  type ActionView,
+  type AgentEvent,
+  type BalanceResponse,
+  isActionEvent,
+  type NetworkResponse,
+  type PaymentSettlement,
+  type PolicyCheckResult,
+  type PolicyResponse,
+  type ProofProgress,
+  type RegisterResponse,
+  type TokenRotation,
 } from "../client/index.ts";
 
 /** The human form of a command's result; --json prints the result itself. */
@@ -102,6 +104,25 @@ export function formatHuman(command: string, result: unknown): string {
     default:
       return JSON.stringify(result, null, 2);
   }
+}
+
+/**
+ * One event of `watch` as one line: when, the type, the action, its kind and status, the amount in
+ * USDC (from the integer units, never through a float) and the recipient, and an error's code.
+ */
+export function formatEventLine(event: AgentEvent): string {
+  if (!isActionEvent(event)) return `${event.occurred_at} ${event.type} ${JSON.stringify(event.data)}`;
+  const action = event.data;
+  return [
+    event.occurred_at,
+    event.type,
+    action.action_id,
+    action.kind,
+    action.status,
+    ...(action.amount ? [`${formatUnits(BigInt(action.amount), 6)} USDC`] : []),
+    ...(action.to ? [`to ${action.to}`] : []),
+    ...(action.error_code ? [`error ${action.error_code}`] : []),
+  ].join(" ");
 }
 
 /**

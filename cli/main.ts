@@ -9,4 +9,9 @@ process.exitCode = await runCli(process.argv.slice(2), {
     for await (const chunk of process.stdin) text += chunk;
     return text;
   },
+  stopSignal: () => {
+    const stop = new AbortController();
+    for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => stop.abort());
+    return stop.signal;
+  },
 });

@@ -31,7 +31,7 @@ import {
 import type { FetchLike } from "../client/request.ts";
 import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
-import { formatHuman, proofProgressLine } from "./format.ts";
+import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
 import { withWaitingNotice } from "./waiting-notice.ts";
 
@@ -45,6 +45,12 @@ export type CliIo = {
   waitingNoticeMs?: number;
   /** Standard input, read whole (`policy check --payment-required -`). */
   readStdin?: () => Promise<string>;
+  /**
+   * Takes over Ctrl-C (SIGINT, and SIGTERM) for a command that runs until stopped (`watch`): the
+   * signal aborts when one comes, and the command ends with exit 0. Other commands never call it,
+   * so Ctrl-C stops them as it stops any program.
+   */
+  stopSignal?: () => AbortSignal;
 };
 
 export const EXIT_OK = 0;
@@ -60,6 +66,7 @@ const COMMANDS = [
   "register",
   "rotate-token",
   "policy",
+  "watch",
 ] as const;
 type Command = (typeof COMMANDS)[number];
 
@@ -95,6 +102,10 @@ export function helpText(): string {
     "                                   field, lists are replaced); a loosening exits 24, changing nothing",
     "  policy freeze                    freeze this agent: every money request refused (only an operator",
     "                                   unfreezes it)",
+    "  watch [--after ID]               follow your actions' events as they happen, one line each (time,",
+    "                                   type, action, status, amount; --json: one JSON object a line);",
+    "                                   from now, or right after event ID (0: every event kept). Resumes",
+    "                                   by itself after a dropped connection; Ctrl-C ends it, exit 0",
     "",
     "holds:",
     "  a transfer the spending policy holds for a person's approval prints the action (held, its rule",
@@ -167,6 +178,24 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (command === "faucet" || command === "transfer" || command === "pay") {
     values.key ??= `${command === "pay" ? "x402" : command}-${crypto.randomUUID()}`;
   }
+  if (command === "watch") {
+    const token = io.env.AGENT_TOKEN;
+    if (!token) return usage("AGENT_TOKEN is not set (the token is read from the environment only)");
+    if (positionals.length > 1) return usage(usageOf(command, undefined));
+    // The built-in fetch: node-fetch.ts reads a whole body before it answers, and a stream has no end.
+    const client = createGatewayClient({
+      baseUrl,
+      token,
+      fetch: io.fetch ?? globalThis.fetch.bind(globalThis),
+    });
+    try {
+      await watchEvents(client, values, io);
+      return EXIT_OK;
+    } catch (error) {
+      if (!(error instanceof GatewayError)) throw error;
+      return printError(error, json, io, true);
+    }
+  }
   const fetchFn = withWaitingNotice(io.fetch ?? nodeFetch, {
     write: io.stderr,
     advice: waitingAdvice(command, values.key),
@@ -205,13 +234,29 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     return EXIT_OK;
   } catch (error) {
     if (!(error instanceof GatewayError)) throw error;
-    if (json) {
-      io.stdout(`${JSON.stringify({ error: describeError(error) }, null, 2)}\n`);
-    } else {
-      io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${errorSuffix(error)}\n`);
-      if (error.idempotencyKey !== undefined) io.stderr(`${keyAdvice(error, error.idempotencyKey)}\n`);
-    }
-    return error.exitCode;
+    return printError(error, json, io);
+  }
+}
+
+/** A command's error on stdout (--json: one object, one line for `watch`'s NDJSON) or stderr. */
+function printError(error: GatewayError, json: boolean, io: CliIo, compact = false): number {
+  if (json) {
+    io.stdout(`${JSON.stringify({ error: describeError(error) }, null, compact ? undefined : 2)}\n`);
+  } else {
+    io.stderr(`agent-wallet: ${error.name} [${error.code}]: ${error.message}${errorSuffix(error)}\n`);
+    if (error.idempotencyKey !== undefined) io.stderr(`${keyAdvice(error, error.idempotencyKey)}\n`);
+  }
+  return error.exitCode;
+}
+
+/**
+ * `watch`: each event on its own line as it comes, until Ctrl-C (docs/events.md#from-the-cli). The
+ * client's events() resumes after a dropped connection, so the command does not end with one.
+ */
+async function watchEvents(client: GatewayClient, values: Values, io: CliIo): Promise<void> {
+  const signal = io.stopSignal?.();
+  for await (const event of client.events({ after: values.after, signal })) {
+    io.stdout(`${values.json ? JSON.stringify(event) : formatEventLine(event)}\n`);
   }
 }
 
@@ -234,6 +279,7 @@ function parseCli(argv: string[]) {
       data: { type: "string" },
       file: { type: "string" },
       "payment-required": { type: "string" },
+      after: { type: "string" },
     },
   });
 }
@@ -252,6 +298,8 @@ function usageOf(command: Command, sub: string | undefined): string {
       return "action needs an action id";
     case "pay":
       return "pay needs a URL";
+    case "watch":
+      return "watch takes no arguments but its options (--after ID, --json)";
     default:
       return `${command} takes no arguments`;
   }
@@ -272,7 +320,7 @@ function exitOf(decision: "allow" | "hold" | "deny"): number {
 
 async function runCommand(
   client: GatewayClient,
-  command: Exclude<Command, "register">,
+  command: Exclude<Command, "register" | "watch">,
   args: string[],
   values: Values,
   io: CliIo,

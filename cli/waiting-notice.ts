@@ -24,6 +24,9 @@ export function withWaitingNotice(fetchFn: FetchLike, params: WaitingNoticeParam
   const afterMs = params.afterMs ?? WAITING_NOTICE_AFTER_MS;
   let told = false;
   return async (input, init) => {
+    // A read that asks the service to hold it until the action changes (`?wait=`, --wait) is meant
+    // to go unanswered for a while: nothing to say about it.
+    if (asksToBeHeld(input)) return fetchFn(input, init);
     const timer = setTimeout(() => {
       if (told) return;
       told = true;
@@ -44,4 +47,9 @@ function describeRequest(input: string | URL | Request, init: RequestInit | unde
   const url = new URL(input instanceof Request ? input.url : input.toString());
   const method = init?.method ?? (input instanceof Request ? input.method : "GET");
   return `${method.toUpperCase()} ${url.origin}${url.pathname}`;
+}
+
+function asksToBeHeld(input: string | URL | Request): boolean {
+  const url = new URL(input instanceof Request ? input.url : input.toString());
+  return /^[1-9]\d*$/.test(url.searchParams.get("wait") ?? "");
 }

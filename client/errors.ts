@@ -275,6 +275,17 @@ export class PolicyHeld extends GatewayError {
   }
 }
 
+/**
+ * The service closed the agent's event stream because the token opened more streams than it may
+ * hold at once (docs/events.md#limits): a newer stream of the same token took its place. Not
+ * reconnected, since that would close the newer one in turn; `events()` ends with it.
+ */
+export class TooManyStreams extends GatewayError {
+  static override readonly exitCode = 26;
+  static override readonly family =
+    "too_many_streams: another event stream of this token took this one's place (a token holds 4 by default)";
+}
+
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
   GatewayError,
@@ -301,6 +312,7 @@ export const ERROR_CLASSES = [
   PolicyDenied,
   PolicyLooseningRequiresOperator,
   PolicyHeld,
+  TooManyStreams,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;

@@ -8,10 +8,12 @@ import {
   SignerUnavailable,
   ValidationFailed,
 } from "./errors.ts";
+import { type EventsParams, followEvents } from "./events.ts";
 import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
 import { gatewayTransport, rpcCall } from "./viem-transport.ts";
 import type {
   ActionView,
+  AgentEvent,
   AgentPolicyDocument,
   BalanceResponse,
   NetworkResponse,
@@ -83,8 +85,19 @@ export type TransferParams = {
 export type WaitForActionParams = {
   /** Default 60 s. */
   timeoutMs?: number;
-  /** Default 500 ms. */
+  /**
+   * The pause between two reads when the service answers a wait at once with the status unchanged
+   * (a service without the action wait); default 500 ms.
+   */
   intervalMs?: number;
+};
+
+export type ActionParams = {
+  /**
+   * Hold the request up to this many seconds (whole, 0 to 30) until the action's status changes
+   * (GET /actions/{id}?wait=, docs/events.md#waiting-for-an-action); an ended action answers at once.
+   */
+  waitSeconds?: number;
 };
 
 export type GatewayClient = {
@@ -104,10 +117,14 @@ export type GatewayClient = {
    * (isHeld); one it refuses throws PolicyDenied (`rule`, `remaining`).
    */
   transfer(params: TransferParams): Promise<MoneyActionResult>;
-  /** Reads an action as it is, whatever its status (waitForAction turns a failure into an error). */
-  action(actionId: string): Promise<ActionView>;
   /**
-   * Polls until the action ends: resolves once `confirmed` (an x402 authorization once signed, the
+   * Reads an action as it is, whatever its status (waitForAction turns a failure into an error);
+   * with `waitSeconds`, once its status changes or the wait ends.
+   */
+  action(actionId: string, params?: ActionParams): Promise<ActionView>;
+  /**
+   * Follows the action until it ends, each request held by the service until the status changes
+   * (`?wait=`, up to 25 s a request): resolves once `confirmed` (an x402 authorization once signed, the
    * payee settles it); throws the error of its class once `failed` or `reverted` (ActionFailed for
    * a revert, a chain refusal or an abandoned request; the refusal's own class otherwise),
    * PolicyDenied once a held action ends `rejected` or `expired`, and ServiceUnavailable
@@ -115,6 +132,14 @@ export type GatewayClient = {
    * timeout up to its `expires_at` to wait for a person's decision.
    */
   waitForAction(actionId: string, params?: WaitForActionParams): Promise<ActionView>;
+  /**
+   * The agent's own events (GET /agent/v1/events, docs/events.md#from-the-client), each once, in
+   * the service's order: `for await (const event of wallet.events({ after }))`. Reconnects after a
+   * dropped connection with the last event's id, losing and repeating nothing; throws
+   * TooManyStreams when a newer stream of the token took its place, and the error of its class on a
+   * 4xx. `signal` ends it; leaving the loop closes the connection.
+   */
+  events(params?: EventsParams): AsyncIterable<AgentEvent>;
   /** GET /agent/v1/policy: the policy (null: none), its version, and each budget's use and reset. */
   policy(): Promise<PolicyResponse>;
   /**
@@ -191,8 +216,10 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
     }
   };
 
-  const action = (actionId: string): Promise<ActionView> =>
-    get(`/agent/v1/actions/${encodeURIComponent(actionId)}`);
+  const action = (actionId: string, read: ActionParams = {}): Promise<ActionView> =>
+    get(
+      `/agent/v1/actions/${encodeURIComponent(actionId)}${read.waitSeconds === undefined ? "" : `?wait=${read.waitSeconds}`}`,
+    );
 
   return {
     network: () => get("/agent/v1/network"),
@@ -209,8 +236,15 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
     action,
     async waitForAction(actionId, wait = {}) {
       const deadline = Date.now() + (wait.timeoutMs ?? 60_000);
+      let previous: string | undefined;
       for (;;) {
-        const view = await action(actionId);
+        // Held by the service until the status changes, never past the caller's deadline.
+        const waitSeconds = Math.min(
+          Math.max(Math.ceil((deadline - Date.now()) / 1000), 0),
+          WAIT_SECONDS_PER_REQUEST,
+        );
+        const asked = Date.now();
+        const view = await action(actionId, { waitSeconds });
         const failed = errorFromAction(view);
         if (failed) throw failed;
         if (isTerminalAction(view)) return view;
@@ -219,9 +253,14 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
             code: "wait_timeout",
           });
         }
-        await sleep(wait.intervalMs ?? 500);
+        // Answered well before the wait with nothing changed: a service without the action wait
+        // (its events off), which answers at once; pause as a poll would, instead of spinning.
+        const early = Date.now() - asked < (waitSeconds * 1000) / 2;
+        if (early && view.status === previous) await sleep(wait.intervalMs ?? 500);
+        previous = view.status;
       }
     },
+    events: (eventsParams) => followEvents(deps, eventsParams),
     policy: () => get("/agent/v1/policy"),
     updatePolicy: (patch) => send("PATCH", "/agent/v1/policy", patch),
     checkPolicy: (check) =>
@@ -248,6 +287,12 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
     },
   };
 }
+
+/**
+ * How long waitForAction asks the service to hold each request (docs/events.md#waiting-for-an-action
+ * allows 30): under the 30 s idle limit of common proxies, with room for the answer to travel.
+ */
+const WAIT_SECONDS_PER_REQUEST = 25;
 
 /**
  * No answer, a signer outage or a 5xx: nothing was signed, or the answer was lost; the same key

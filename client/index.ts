@@ -5,7 +5,9 @@
  */
 export { chain77 } from "../shared/chain.ts";
 export * from "./errors.ts";
+export { type EventsParams, isActionEvent } from "./events.ts";
 export {
+  type ActionParams,
   type CheckPolicyParams,
   createGatewayClient,
   findGatewayError,
@@ -22,12 +24,16 @@ export { type ProofProgress, type RegisterParams, register } from "./register.ts
 export type { FetchLike } from "./request.ts";
 export { gatewayTransport, rpcCall } from "./viem-transport.ts";
 export type {
+  ActionEvent,
+  ActionEventType,
   ActionStatus,
   ActionView,
+  AgentEvent,
   AgentPolicyDocument,
   BalanceResponse,
   Capability,
   NetworkResponse,
+  OtherAgentEvent,
   PolicyBudget,
   PolicyCheckResult,
   PolicyResponse,

@@ -42,7 +42,7 @@ console.log(String(await chain.getBlockNumber()));
 `;
 
 /** Typed use of the package: compiles. */
-const TYPED = `import { type BalanceResponse, createGatewayClient, InsufficientFunds, type NetworkResponse } from "agent-wallet-client";
+const TYPED = `import { type BalanceResponse, createGatewayClient, InsufficientFunds, isActionEvent, type NetworkResponse } from "agent-wallet-client";
 declare const baseUrl: string;
 declare const token: string;
 const wallet = createGatewayClient({ baseUrl, token });
@@ -52,6 +52,13 @@ const units: string = balance.balance;
 const decimals: 6 = network.chain.native_token.decimals;
 const refused = new InsufficientFunds("short", { code: "insufficient_funds" });
 const needed: bigint | undefined = refused.neededUnits;
+for await (const event of wallet.events({ after: "0" })) {
+  if (isActionEvent(event)) {
+    const status: string = event.data.status;
+    console.log(event.id, event.type, event.occurred_at, status);
+  }
+  break;
+}
 export { decimals, needed, units };
 `;
 

@@ -37,6 +37,32 @@ export type ActionView = {
   updated_at: string;
 };
 
+/** The type of an event about one of the agent's actions: a status it entered, or `abandoned`. */
+export type ActionEventType = `action.${ActionStatus}` | "action.abandoned";
+
+/**
+ * An event of GET {base}/agent/v1/events about one of the agent's actions (docs/events.md): `data`
+ * is the action as GET /actions/{id} answered it at that moment.
+ */
+export type ActionEvent = {
+  /** The event log's id, a decimal string. */
+  id: string;
+  type: ActionEventType;
+  occurred_at: string;
+  data: ActionView;
+};
+
+/** An event of another type than `action.*`, its data as the service sent it. */
+export type OtherAgentEvent = {
+  id: string;
+  type: string;
+  occurred_at: string;
+  data: Record<string, unknown>;
+};
+
+/** One event of the agent's stream, as the stream's `data:` carries it. */
+export type AgentEvent = ActionEvent | OtherAgentEvent;
+
 /** GET {base}/agent/v1/network: the contract an agent adapts to. */
 export type NetworkResponse = {
   api_version: "v1";

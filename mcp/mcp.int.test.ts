@@ -2,10 +2,12 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
+import { sleep } from "../shared/sleep.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 
@@ -291,6 +293,55 @@ describe("MCP server (official client, stdio, real stack)", () => {
       for (const text of results) expect(text).not.toContain(secret);
     } finally {
       await policyClient.close();
+    }
+  });
+
+  it("action_status with wait in seconds answers as soon as the status changes, or after the wait unchanged", async () => {
+    const spender = await stack.newAgent({ units: 5_000_000n });
+    const own = await connect(spender);
+    try {
+      const tool = async (name: string, args: Record<string, unknown> = {}) => {
+        const result = (await own.callTool({ name, arguments: args })) as ToolResult;
+        const text = result.content.map((part) => part.text ?? "").join("");
+        results.push(text);
+        return { isError: result.isError === true, json: JSON.parse(text) };
+      };
+      // A transfer held for approval: nothing moves it until the test makes its hold expire.
+      expect((await tool("update_policy", { patch: { approval_above_units: "2000000" } })).isError).toBe(
+        false,
+      );
+      const held = await tool("transfer", { to: newAccount().address, amount: "3000000" });
+      expect(held.json).toMatchObject({ status: "held" });
+      const actionId = (held.json as ActionView).action_id;
+
+      let started = Date.now();
+      const unchanged = await tool("action_status", { action_id: actionId, wait: 1 });
+      // Mutation: a tool that ignores wait (a plain read) answers at once and fails this.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(unchanged).toMatchObject({ isError: false, json: { status: "held" } });
+
+      started = Date.now();
+      const waiting = tool("action_status", { action_id: actionId, wait: 20 });
+      await sleep(1_500);
+      // The hold's expiry brought forward (a hold lasts longer than a test): the tracker's real
+      // expiry then ends it `expired`, which the waiting call answers with.
+      await stack.db.handle.db.execute(
+        sql`update agent_actions set hold_expires_at = now() - interval '1 second' where action_id = ${actionId}::uuid`,
+      );
+      await stack.origin.tracker!.tick();
+      const changed = await waiting;
+      const took = Date.now() - started;
+      expect(changed).toMatchObject({
+        isError: true,
+        json: { error: { name: "PolicyDenied", action_status: "expired", action_id: actionId } },
+      });
+      expect(took).toBeGreaterThanOrEqual(1_400);
+      expect(took).toBeLessThan(10_000);
+      const { tools } = await own.listTools();
+      const wait = tools.find((each) => each.name === "action_status")!.inputSchema.properties!.wait;
+      expect(JSON.stringify(wait)).toContain('"maximum":30');
+    } finally {
+      await own.close();
     }
   });
 

@@ -37,6 +37,9 @@ export const MCP_TOOLS = [
   "update_policy",
 ] as const;
 
+/** The most `?wait=` holds a read (docs/events.md#waiting-for-an-action). */
+const MAX_WAIT_SECONDS = 30;
+
 /** What a retry of a money call does, as the client's error classes say it (client/errors.ts). */
 const RETRY_RULE =
   "An error named SignerUnavailable or ServiceUnavailable (agent_signer_unavailable, chain_unavailable, service_unavailable, no answer): nothing was signed, or the answer was lost; call again with the same idempotency_key (it is in the error), which never pays twice. Any other error that names an action_id (limit_exceeded, insufficient_funds, funding_gate_closed, faucet_cooldown, reverted, …) is final for that key: the same key answers the same error; send a new request with a new key once the cause is gone.";
@@ -143,19 +146,23 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
     "action_status",
     {
       description:
-        "A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule.",
+        "A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule. With wait as a number of seconds, the answer comes as soon as the status changes from what it is now (or at once if it has ended), else when those seconds pass with it unchanged; with wait true, once the action ends.",
       inputSchema: {
         action_id: z.string().uuid(),
         wait: z
-          .boolean()
+          .union([z.boolean(), z.number().int().min(0).max(MAX_WAIT_SECONDS)])
           .default(false)
           .describe(
-            "wait (up to 60 s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)",
+            `seconds (0 to ${MAX_WAIT_SECONDS}): answer on the next change of status, or after that long unchanged; true: wait (up to 60 s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)`,
           ),
       },
     },
     ({ action_id, wait }) =>
-      run(async () => (wait ? client.waitForAction(action_id) : outcome(await client.action(action_id)))),
+      run(async () => {
+        if (wait === true) return client.waitForAction(action_id);
+        const waitSeconds = typeof wait === "number" && wait > 0 ? wait : undefined;
+        return outcome(await client.action(action_id, { waitSeconds }));
+      }),
   );
   server.registerTool(
     "get_policy",

@@ -2,7 +2,7 @@
  * Runs one of the repository's command-line tools (an operator tool, the CLI, a dev script) as a
  * child process until it exits, for tests of what it prints and the code it exits with.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { REPO_ROOT } from "./enclave-process.ts";
@@ -21,6 +21,10 @@ export type RunToolOptions = {
   timeoutMs?: number;
   /** Told of each piece of standard error as it arrives, for a test that watches a tool still running. */
   onStderr?: (text: string) => void;
+  /** Told of each piece of standard output as it arrives. */
+  onStdout?: (text: string) => void;
+  /** Handed the child once spawned, for a test that signals it (Ctrl-C is SIGINT). */
+  onSpawn?: (child: ChildProcess) => void;
 };
 
 /** `code` is the exit code, or -1 when the tool did not exit by itself (a signal, the timeout). */
@@ -49,11 +53,13 @@ export function runTool(
     stdio: [options.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     timeout: options.timeoutMs,
   });
+  options.onSpawn?.(child);
   if (options.stdin !== undefined) child.stdin?.end(options.stdin);
   let stdout = "";
   let stderr = "";
   child.stdout?.on("data", (chunk: Buffer) => {
     stdout += chunk.toString();
+    options.onStdout?.(chunk.toString());
   });
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr += chunk.toString();

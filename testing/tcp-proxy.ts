@@ -17,6 +17,11 @@ export type TcpProxy = {
   url: string;
   /** Drops every open connection and treats new ones per `mode` until restore(). */
   cut(mode?: CutMode): void;
+  /**
+   * Every open connection stops carrying bytes either way and stays open (a link gone silent: a
+   * NAT or a proxy that forgot it); its ends learn nothing. New connections are carried as before.
+   */
+  stall(): void;
   restore(): void;
   close(): Promise<void>;
 };
@@ -24,6 +29,7 @@ export type TcpProxy = {
 export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
   const target = new URL(targetUrl);
   const sockets = new Set<Socket>();
+  const links = new Set<{ client: Socket; upstream: Socket }>();
   let mode: CutMode | undefined;
   const track = (socket: Socket): void => {
     sockets.add(socket);
@@ -37,7 +43,12 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
     const upstream = connect({ host: target.hostname, port: Number(target.port) });
     track(upstream);
     client.pipe(upstream).pipe(client);
-    client.on("close", () => upstream.destroy());
+    const link = { client, upstream };
+    links.add(link);
+    client.on("close", () => {
+      links.delete(link);
+      upstream.destroy();
+    });
     upstream.on("close", () => client.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -51,6 +62,15 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
     cut(cutMode = "reset") {
       mode = cutMode;
       dropAll();
+    },
+    stall() {
+      for (const { client, upstream } of links) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+      links.clear();
     },
     restore() {
       mode = undefined;
