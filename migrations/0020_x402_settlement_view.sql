@@ -23,3 +23,38 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
     WHEN 'reverted' THEN jsonb_build_object('reason', 'invalid_exact_evm_transaction_failed')
     ELSE '{}'::jsonb END
 $$;
+--> statement-breakpoint
+-- One event per settlement whose state a statement changed, `x402.settlement.<status>` with the
+-- settlement as its status routes answer it (docs/events.md#the-event-log): in the transaction of
+-- the change, one insert and one notification per statement, as migration 0016 writes the actions'.
+-- A settlement is announced once it has a transaction (the settle batch's store statement gives a
+-- claim its transaction while it is still `claimed`): a claim the batch refused is deleted in the
+-- same transaction and never existed for anyone outside it. Its agent is the payee's, when the
+-- payee is an agent's wallet; otherwise the event is the node's own (agent_id null).
+CREATE FUNCTION "events_x402_settlements_updated"() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  last_id bigint;
+BEGIN
+  WITH written AS (
+    INSERT INTO events (agent_id, type, data)
+    SELECT (SELECT i.agent_id FROM agent_identities i WHERE i.assigned_wallet = n.pay_to),
+      'x402.settlement.' || n.status,
+      -- One lookup by key per settlement, as for the actions (0016).
+      x402_settlement_view(n::x402_settlements,
+        (SELECT t FROM outgoing_transactions t WHERE t.tx_id = n.tx_id))
+    FROM updated_settlements n
+    JOIN previous_settlements o ON o.id = n.id
+    WHERE n.tx_id IS NOT NULL
+      AND (n.status IS DISTINCT FROM o.status OR o.tx_id IS NULL)
+    RETURNING id)
+  SELECT max(id) INTO last_id FROM written;
+  IF last_id IS NOT NULL THEN
+    PERFORM pg_notify('events', last_id::text);
+  END IF;
+  RETURN NULL;
+END
+$$;--> statement-breakpoint
+CREATE TRIGGER "x402_settlements_events_update" AFTER UPDATE ON "x402_settlements"
+REFERENCING OLD TABLE AS previous_settlements NEW TABLE AS updated_settlements
+FOR EACH STATEMENT EXECUTE FUNCTION events_x402_settlements_updated();

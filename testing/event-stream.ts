@@ -4,7 +4,7 @@
  * id it carried, and the `stream.closed` notice if the server ended the stream.
  */
 import { EventSource } from "eventsource";
-import { ACTION_EVENT_TYPES } from "../shared/event-types.ts";
+import { EVENT_TYPES } from "../shared/event-types.ts";
 import { sleep } from "../shared/sleep.ts";
 
 export type ReceivedEvent = {
@@ -35,7 +35,7 @@ export type FollowParams = {
 };
 
 /** Every type the stream may carry today. */
-const TYPES = ACTION_EVENT_TYPES;
+const TYPES = EVENT_TYPES;
 
 export function followEvents(params: FollowParams): FollowedStream {
   const events: ReceivedEvent[] = [];

@@ -3,9 +3,9 @@
  * shared/event-types.ts). A list, never a wildcard, so a type added later reaches an endpoint only
  * when its operator asks for it.
  */
-import { ACTION_EVENT_TYPES } from "../../shared/event-types.ts";
+import { EVENT_TYPES } from "../../shared/event-types.ts";
 
-export const WEBHOOK_EVENT_TYPES: readonly string[] = ACTION_EVENT_TYPES;
+export const WEBHOOK_EVENT_TYPES: readonly string[] = EVENT_TYPES;
 
 export type ParsedEventTypes = { ok: true; types: string[] } | { ok: false; unknown: string[] };
 

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { HTTPFacilitatorClient, x402ResourceServer } from "@x402/core/server";
 import type { PaymentPayload } from "@x402/core/types";
 import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
@@ -360,6 +361,67 @@ describe("the chain out of reach", () => {
         await healthy.close();
       }
     } finally {
+      await node.close();
+    }
+  }, 120_000);
+});
+
+describe("x402.settlement events", () => {
+  it("writes one event per state a settlement with a transaction enters, its data the status route's answer, to the payee's agent; none for a payment refused unsigned", async () => {
+    // Mutation: announcing a claim as it is inserted (an insert trigger, as the actions have)
+    // announces the claims a batch refused and deleted; the update trigger without
+    // `OR o.tx_id IS NULL` never says `claimed`.
+    const node = await originBehindEdge();
+    try {
+      // The payee is an agent's wallet: a row of agent_identities for it (its key is never used,
+      // nor held by the enclave: the row goes once the test is over).
+      const [payee] = await queryRows<{ agent_id: string }>(
+        stack.db.handle.db,
+        sql`insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin)
+            values (${payTo}, ${randomBytes(32).toString("hex")}, ${"{read}"}::text[], 'operator')
+            on conflict (assigned_wallet) do update set enabled = true returning agent_id::text`,
+      );
+      const eventsOf = (payer: Address) =>
+        queryRows<{ agent_id: string | null; type: string; data: SettlementView }>(
+          stack.db.handle.db,
+          sql`select agent_id::text, type, data from events
+              where type like 'x402.settlement.%' and data->>'payer' = ${payer.toLowerCase()} order by id`,
+        );
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      expect(await post(node.facilitator, "settle", payload)).toMatchObject({ status: 200 });
+      const { from, nonce } = authorizationOf(payload);
+      const view = (
+        await read(`${node.facilitator}/settlements/${from.toLowerCase()}/${nonce.toLowerCase()}`)
+      ).body as SettlementView;
+      const events = await eventsOf(payer.address);
+      const types = events.map((event) => event.type);
+      // A chain that mines on arrival may take a settlement from claimed to settled in one write.
+      expect([
+        ["x402.settlement.claimed", "x402.settlement.settled"],
+        ["x402.settlement.claimed", "x402.settlement.submitted", "x402.settlement.settled"],
+      ]).toContainEqual(types);
+      expect(events.every((event) => event.agent_id === payee!.agent_id)).toBe(true);
+      expect(events.at(-1)!.data).toEqual(view);
+      expect(events[0]!.data).toMatchObject({
+        status: "claimed",
+        transaction: view.transaction,
+        block_number: null,
+      });
+
+      // Refused by the batch's checks (a balance too low): claimed and deleted in one transaction,
+      // never announced.
+      const poor = await fundedPayer(stack.devnet.url, AMOUNT - 1n);
+      const refused = await post(
+        node.facilitator,
+        "settle",
+        await envelope(`${node.edge.url}/77/x402/demo`, poor),
+      );
+      expect(refused).toMatchObject({ status: 400, body: { errorReason: X402_REASONS.insufficientBalance } });
+      expect(await eventsOf(poor.address)).toEqual([]);
+    } finally {
+      // An identity whose key the enclave does not hold would keep later origins from starting.
+      await stack.db.handle.db.execute(sql`delete from agent_identities where assigned_wallet = ${payTo}`);
       await node.close();
     }
   }, 120_000);
