@@ -156,6 +156,21 @@ describe("configuration", () => {
     ]);
   });
 
+  it("keeps the x402 receipt wait below the official facilitator client's 90 s, refusing 90000 and more by name", () => {
+    expect(parseConfig({})).toMatchObject({ ok: true, value: { x402: { receiptTimeoutMs: 10_000 } } });
+    expect(parseConfig({ AGENT_X402_RECEIPT_TIMEOUT_MS: "89999" })).toMatchObject({
+      ok: true,
+      value: { x402: { receiptTimeoutMs: 89_999 } },
+    });
+    const refusal =
+      "AGENT_X402_RECEIPT_TIMEOUT_MS: must be below 90000: the official x402 facilitator client gives up on a settle after 90 s";
+    expect(errorsOf({ AGENT_X402_RECEIPT_TIMEOUT_MS: "90000" })).toEqual([refusal]);
+    expect(errorsOf({ AGENT_X402_RECEIPT_TIMEOUT_MS: "600000" })).toEqual([refusal]);
+    expect(errorsOf({ AGENT_X402_RECEIPT_TIMEOUT_MS: "99" })).toEqual([
+      "AGENT_X402_RECEIPT_TIMEOUT_MS: must be at least 100",
+    ]);
+  });
+
   it("takes AGENT_REGISTRATION_ALLOW_LOOPBACK only for the literal true and a loopback ORIGIN_HOST", () => {
     for (const host of [undefined, "127.0.0.1", "127.1.2.3", "::1", "localhost"]) {
       const result = parseConfig({

@@ -16,6 +16,12 @@ export const DEMO_MAX_TIMEOUT_SECONDS = 60;
  * process.env and hand it here.
  */
 
+/**
+ * How long `@x402/core`'s HTTPFacilitatorClient waits for a settle answer by default: the
+ * facilitator's own wait for a receipt must end before it.
+ */
+export const X402_CLIENT_TIMEOUT_MS = 90_000;
+
 /** Only the literal `true` enables (docs/configuration.md#variables): no switch is on by accident. */
 const literalTrue = z
   .string()
@@ -167,8 +173,19 @@ const envSchema = z.object({
   AGENT_X402_AMOUNT: optionalUnits,
   AGENT_X402_PAY_TO: address.optional(),
   AGENT_X402_MAX_TIMEOUT_SECONDS: integer(180, 1, 86_400),
-  /** Ours: how long a paid request waits for its settlement's receipt before 402 settlement_pending. */
-  AGENT_X402_RECEIPT_TIMEOUT_MS: integer(10_000, 100, 600_000),
+  /**
+   * Ours: how long a paid request waits for its settlement's receipt before 402 settlement_pending;
+   * below the official facilitator client's 90 s, so a settle always answers before the client
+   * gives up on it (docs/configuration.md#variables).
+   */
+  AGENT_X402_RECEIPT_TIMEOUT_MS: integer(10_000, 100, Number.MAX_SAFE_INTEGER).pipe(
+    z
+      .number()
+      .max(
+        X402_CLIENT_TIMEOUT_MS - 1,
+        `must be below ${X402_CLIENT_TIMEOUT_MS}: the official x402 facilitator client gives up on a settle after ${X402_CLIENT_TIMEOUT_MS / 1000} s`,
+      ),
+  ),
   /** Ours: authorizations one agent may have signed per UTC day (sealed in the enclave too). */
   AGENT_X402_DAILY_LIMIT: integer(1_000, 0, 10_000_000),
   /**

@@ -3,6 +3,7 @@
  * the tools and the origin read the same lists.
  */
 import { ACTION_STATUSES } from "./action-status.ts";
+import { SETTLEMENT_STATES } from "./settlement-status.ts";
 
 /**
  * `action.<status>` for each status an agent action enters, and `action.abandoned` for a request
@@ -13,6 +14,14 @@ export const ACTION_EVENT_TYPES: readonly string[] = [
   "action.abandoned",
 ];
 
+/**
+ * `x402.settlement.<state>` for each state an x402 settlement enters once it has a transaction:
+ * the payee agent's event when the payee is an agent's wallet, the node's otherwise.
+ */
+export const X402_SETTLEMENT_EVENT_TYPES: readonly string[] = SETTLEMENT_STATES.map(
+  (state) => `x402.settlement.${state}`,
+);
+
 /** An agent's events besides its actions' statuses: its x402 signatures, its identity, the sweep's findings. */
 export const AGENT_STATE_EVENT_TYPES: readonly string[] = [
   "x402.authorization.signed",
@@ -22,7 +31,11 @@ export const AGENT_STATE_EVENT_TYPES: readonly string[] = [
 ];
 
 /** Every type an agent's stream can carry: its own events. */
-export const AGENT_EVENT_TYPES: readonly string[] = [...ACTION_EVENT_TYPES, ...AGENT_STATE_EVENT_TYPES];
+export const AGENT_EVENT_TYPES: readonly string[] = [
+  ...ACTION_EVENT_TYPES,
+  ...AGENT_STATE_EVENT_TYPES,
+  ...X402_SETTLEMENT_EVENT_TYPES,
+];
 
 /** The node's own events (no agent): webhooks deliver them, an agent's stream never carries them. */
 export const NODE_EVENT_TYPES: readonly string[] = [

@@ -92,6 +92,11 @@ const x402FreeForm = (description: string): ResponseSpec => ({ description, free
 const X402_RATE_LIMITED =
   "`rate_limited`: a window of the client's is full (AGENT_X402_RATE_LIMIT_PER_MINUTE of refused requests per IPv4 address or IPv6 /64, of signed payments per payer; AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE of signed payments per address); `invalid_exact_evm_too_many_reverts`: the payer or the address has had 3 settlements revert within 10 minutes; in the route's own shape, with Retry-After";
 
+const X402_CHAIN_UNAVAILABLE =
+  "`chain_unavailable`: the chain did not answer; nothing was signed, the same payment may be presented again";
+const SETTLEMENT_VIEW =
+  "`{status: claimed | submitted | settled | failed | reverted, payer, payee, amount, network, transaction, block_number, reason?, updated_at}` (docs/x402.md#settlement-status)";
+
 export const OPERATIONS: readonly Operation[] = [
   // ─── Agent wallet API ─────────────────────────────────────────────────────────────────────
   {
@@ -443,6 +448,7 @@ export const OPERATIONS: readonly Operation[] = [
       400: x402FreeForm("a malformed request"),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: x402FreeForm(X402_RATE_LIMITED),
+      503: x402FreeForm(X402_CHAIN_UNAVAILABLE),
       404: errorResponse("not_found / feature_disabled"),
     },
   },
@@ -457,13 +463,45 @@ export const OPERATIONS: readonly Operation[] = [
     security: [],
     requestBody: { freeForm: true },
     responses: {
-      200: x402FreeForm(
-        "the settlement; a failure is data (`success: false`), a body whose own x402Version is not 2 `invalid_x402_version`",
+      200: x402FreeForm("the settlement, `success: true` only: a settle that did not pay is never 200"),
+      400: x402FreeForm(
+        "`success: false` with its `errorReason`: a malformed request, a payment the checks refuse (its signature, terms, window, balance, a used nonce), or one whose settlement ended without moving money (`broadcast_refused`, `invalid_exact_evm_transaction_failed`)",
       ),
-      400: x402FreeForm("a malformed request"),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: x402FreeForm(X402_RATE_LIMITED),
+      503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`),
+      504: x402FreeForm(
+        "`settlement_pending`: broadcast, its receipt not in yet; `transaction` names it and `errorMessage` and `extra.statusUrl` the settlement's status route; present the same payment again, never a new one",
+      ),
       404: errorResponse("not_found / feature_disabled"),
+    },
+  },
+  {
+    method: "get",
+    path: "/x402/facilitator/settlements/tx/{hash}",
+    operationId: "x402SettlementByTransaction",
+    capability: "x402",
+    summary: `A settlement by its transaction's hash: ${SETTLEMENT_VIEW}.`,
+    tag: "x402",
+    security: [],
+    responses: {
+      200: x402FreeForm("the settlement"),
+      400: errorResponse("validation_failed: not a 32-byte hex hash"),
+      404: errorResponse("not_found: no settlement has that transaction; feature_disabled"),
+    },
+  },
+  {
+    method: "get",
+    path: "/x402/facilitator/settlements/{payer}/{nonce}",
+    operationId: "x402SettlementByPayment",
+    capability: "x402",
+    summary: `A settlement by its payment's (from, nonce): ${SETTLEMENT_VIEW}.`,
+    tag: "x402",
+    security: [],
+    responses: {
+      200: x402FreeForm("the settlement"),
+      400: errorResponse("validation_failed: not a 20-byte hex payer or a 32-byte hex nonce"),
+      404: errorResponse("not_found: no settlement of that payment is known; feature_disabled"),
     },
   },
   ...CONSOLE_OPERATIONS,

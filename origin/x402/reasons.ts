@@ -46,6 +46,9 @@ export const X402_REASONS = {
   // Ours, as money's actions word it: the settlement was never mined (another transaction took the
   // settler's nonce), nothing moved; the authorization was not used.
   broadcastRefused: "broadcast_refused",
+  // Ours, as the gateway's error table names it: the chain did not answer, so nothing was checked
+  // against it or signed; the same payment may be presented again (HTTP 503).
+  chainUnavailable: "chain_unavailable",
 } as const;
 
 export type X402Reason = (typeof X402_REASONS)[keyof typeof X402_REASONS];

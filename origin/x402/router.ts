@@ -4,7 +4,8 @@
  * no bearer token; the edge passes them through. The client is resolved as the gateway resolves
  * it, for the windows of verify, settle and the paid demo (payee/client-limit.ts) and the guard
  * against reverted settlements (payee/revert-guard.ts), both shared by the two routers; the demo
- * names itself by the URL the client requested (payee/resource-url.ts).
+ * names itself by the URL the client requested (payee/resource-url.ts), and a settlement's status is
+ * read by its payment or its transaction (payee/settlement-status.ts).
  */
 import { Hono } from "hono";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
@@ -17,8 +18,9 @@ import { createDemoRouter } from "./payee/demo.ts";
 import { createFacilitatorRouter } from "./payee/facilitator.ts";
 import { createFacilitator } from "./payee/facilitator-core.ts";
 import { createPayerFactsReader } from "./payee/payer-facts.ts";
-import { createResourceUrlOf } from "./payee/resource-url.ts";
+import { createPublicUrlOf, createResourceUrlOf } from "./payee/resource-url.ts";
 import { createRevertGuard } from "./payee/revert-guard.ts";
+import { createSettlementStatusRouter } from "./payee/settlement-status.ts";
 import type { X402Runtime } from "./setup.ts";
 
 export type X402RouterOptions = {
@@ -56,8 +58,10 @@ export function createX402Router(
   });
   const app = new Hono<AppEnv>();
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
+  const publicUrlOf = createPublicUrlOf(resourceUrlOf, deps.config.http.basePath);
   const facilitator = createFacilitator({ runtime, verifyDeps, limits, guard });
-  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf }));
-  app.route("/facilitator", createFacilitatorRouter(facilitator));
+  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf }));
+  app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
+  app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
   return app;
 }

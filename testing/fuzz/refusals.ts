@@ -68,9 +68,10 @@ function x402ResourceProblem(response: TestResponse, paymentPresented: boolean):
 }
 
 /**
- * The facilitator (as the reference one answers): verify's `{isValid, invalidReason}` and settle's
- * `{success, errorReason}`, a failure being data with 200; a body that is not JSON is a 400 in the
- * same shape, and a client past its window a 429.
+ * The facilitator: verify's `{isValid, invalidReason}`, a failure being data with 200 (as the
+ * reference one answers), and settle's `{success, errorReason}`, whose 200 is a settlement only (a
+ * failure is 400, or 503 / 504 for the chain); a body that is not JSON is a 400 in the same shape,
+ * and a client past its window a 429.
  */
 function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | null {
   const body = response.body;
@@ -81,6 +82,7 @@ function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | 
     return body[flag] === false ? x402RateLimitProblem(response, body[reason]) : `429 with ${flag} not false`;
   if (response.status !== 200 && response.status !== 400) return `${response.status}, not 200, 400 or 429`;
   if (body[flag] === true) return response.status === 200 ? null : `400 with ${flag}: true`;
+  if (route.refusal === "x402_settle" && response.status === 200) return "200 with success: false";
   if (body[flag] !== false) return `no boolean ${flag}`;
   return X402_REASON_SET.has(body[reason]) ? null : `${flag}: false without a known ${reason}`;
 }

@@ -104,6 +104,27 @@ const rpcCall = fc.record(
   { requiredKeys: ["jsonrpc", "method"] },
 );
 
+/** A 32-byte hex word, well formed or not (a transaction hash, an authorization's nonce). */
+const hexWordish = fc.oneof(
+  fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => `0x${Buffer.from(bytes).toString("hex")}`),
+  fc.string().map(encodeURIComponent),
+  fc.constantFrom("0x", `0x${"0".repeat(63)}`, `0x${"G".repeat(64)}`, "%2e%2e", "%00"),
+);
+
+/** A payer and a nonce, well formed or not, as `{payer}/{nonce}` fill a path. */
+const payerNonceish = fc
+  .tuple(
+    fc.oneof(
+      fc
+        .uint8Array({ minLength: 20, maxLength: 20 })
+        .map((bytes) => `0x${Buffer.from(bytes).toString("hex")}`),
+      fc.string().map(encodeURIComponent),
+      fc.constantFrom("tx", "%2e%2e", `0x${"F".repeat(40)}`),
+    ),
+    hexWordish,
+  )
+  .map(([payer, nonce]) => `${payer}/${nonce}`);
+
 const uuidish = fc.oneof(
   fc.uuid(),
   fc.string().map(encodeURIComponent),
@@ -123,7 +144,7 @@ export type KnownIds = { agentIds: string[] };
 /** What the fuzz adds to a route's descriptor; the method, the path and the body schema are the descriptor's. */
 type FuzzFacts = Omit<FuzzRoute, "method" | "path" | "body"> & {
   operationId: string;
-  /** For a path with one `{parameter}`: the values it takes. */
+  /** For a path with parameters (one, or a run such as `{payer}/{nonce}`): the values they take. */
   param?: fc.Arbitrary<string>;
   /**
    * The body: from the descriptor's request schema, with `fields` overriding top-level fields, or
@@ -160,7 +181,10 @@ function fuzzRoute(facts: FuzzFacts): FuzzRoute {
   const operation = OPERATIONS.find((candidate) => candidate.operationId === facts.operationId);
   if (!operation) throw new Error(`the fuzz table names ${facts.operationId}, which has no route descriptor`);
   const { operationId: _, param, body, ...route } = facts;
-  const path = param ? param.map((value) => operation.path.replace(/\{[a-z_]+\}/, value)) : operation.path;
+  // A value fills the path's run of parameters: `{payer}/{nonce}` takes one `payer/nonce`.
+  const path = param
+    ? param.map((value) => operation.path.replace(/\{[a-z_]+\}(?:\/\{[a-z_]+\})*/, value))
+    : operation.path;
   const schema = requestSchema(operation);
   const valid = body?.valid ? body.valid(schema) : schema ? fromSchema(schema, body?.fields) : undefined;
   if (body && !valid) throw new Error(`${facts.operationId}: a body with neither a schema nor arbitraries`);
@@ -316,6 +340,22 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "x402Supported",
       name: "GET x402/facilitator/supported",
+      credentials: "none",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "x402SettlementByTransaction",
+      name: "GET x402/facilitator/settlements/tx/:hash",
+      param: hexWordish,
+      credentials: "none",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "x402SettlementByPayment",
+      name: "GET x402/facilitator/settlements/:payer/:nonce",
+      param: payerNonceish,
       credentials: "none",
       refusal: "envelope",
       readOnly: true,

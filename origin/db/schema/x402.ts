@@ -2,12 +2,7 @@ import { sql } from "drizzle-orm";
 import { bigint, check, index, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
 import { outgoingTransactions } from "./transactions.ts";
 
-/**
- * A settlement's states: `claimed → submitted → settled`, or `failed` (never mined: refused before or at
- * broadcast) / `reverted` (mined with status 0).
- */
-export const SETTLEMENT_STATES = ["claimed", "submitted", "settled", "failed", "reverted"] as const;
-export type SettlementState = (typeof SETTLEMENT_STATES)[number];
+export { SETTLEMENT_STATES, type SettlementState } from "../../../shared/settlement-status.ts";
 
 /**
  * A (from, nonce) pair settles once (docs/x402.md#the-demo-and-the-facilitator). The row is the

@@ -21,8 +21,8 @@ import type { X402Runtime } from "../setup.ts";
 import type { Facilitator, Turned } from "./facilitator-core.ts";
 import { decodePaymentHeader } from "./payment.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
-import type { ResourceUrlOf } from "./resource-url.ts";
-import type { SettleResponse } from "./settle-answer.ts";
+import type { PublicUrlOf, ResourceUrlOf } from "./resource-url.ts";
+import { type SettleResponse, settlementStatusPath, withStatusPointer } from "./settle-answer.ts";
 
 export type DemoRouterDeps = {
   runtime: X402Runtime;
@@ -30,9 +30,16 @@ export type DemoRouterDeps = {
   facilitator: Facilitator;
   /** The public URL the quote names, never the origin's own (resource-url.ts). */
   resourceUrlOf: ResourceUrlOf;
+  /** The public URL of a settlement's status, for a pending answer. */
+  publicUrlOf: PublicUrlOf;
 };
 
-export function createDemoRouter({ runtime, facilitator, resourceUrlOf }: DemoRouterDeps): Hono<AppEnv> {
+export function createDemoRouter({
+  runtime,
+  facilitator,
+  resourceUrlOf,
+  publicUrlOf,
+}: DemoRouterDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   route(app, "/x402/demo", "x402Demo", async (c) => {
     const resource: ResourceInfo = {
@@ -70,7 +77,11 @@ export function createDemoRouter({ runtime, facilitator, resourceUrlOf }: DemoRo
     // refused on the chain's facts (balance, nonce; no transaction), pending or failed, or a
     // payment presented again (`duplicate`), which names the original transaction, settled or
     // pending, so a client can reconcile instead of paying again.
-    if (outcome.kind !== "settled") return refuse(outcome.response.errorReason, outcome.response);
+    // A pending one also says where its outcome will be told (settle-answer.ts withStatusPointer).
+    if (outcome.kind !== "settled") {
+      const statusUrl = publicUrlOf(c, settlementStatusPath(checked.payer, checked.authorization.nonce));
+      return refuse(outcome.response.errorReason, withStatusPointer(outcome.response, statusUrl));
+    }
     return paid(c, outcome.response);
   });
   return app;

@@ -3,8 +3,10 @@
  * `supported`, `verify` and `settle` take a request as data (its body, already read, and the
  * client's address) and answer the reference's shapes with an HTTP status, which the routes
  * (facilitator.ts) write as they are and the demo (demo.ts) settles through. Failures are data with
- * status 200, as the reference facilitator answers them; a body that is not JSON is 400, one too
- * large 413. The body's own `x402Version` must be 2, as the envelope's must.
+ * status 200 from verify, as the reference facilitator answers them; a settle that did not pay is
+ * never 200 (settle-answer.ts settleStatus). A body that is not JSON is 400, one too large 413; the
+ * chain out of reach is 503 `chain_unavailable` from both. The body's own `x402Version` must be 2,
+ * as the envelope's must.
  *
  * Each request is counted for what it is (client-limit.ts): one the pure checks refuse against its
  * client's address, a signed payment against its payer and its address's payment budget; past
@@ -20,7 +22,12 @@ import type { X402Limits } from "./client-limit.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { X402_VERSION } from "./requirements.ts";
 import { guardReason, type RevertGuard } from "./revert-guard.ts";
-import type { SettleOutcome, SettleResponse } from "./settle-answer.ts";
+import {
+  type SettleOutcome,
+  type SettleResponse,
+  settlementStatusPath,
+  settleStatus,
+} from "./settle-answer.ts";
 import { settledOutcome } from "./settled-outcome.ts";
 import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
 
@@ -34,11 +41,15 @@ export type SupportedResponse = {
   signers: Record<string, string[]>;
 };
 
-/** What a route writes: the body, its status, and how long to wait first when it is 429. */
+/**
+ * What a route writes: the body, its status, how long to wait first when it is 429, and for a
+ * settle of a payment, the path below {base} of its settlement's status (the route makes it a URL).
+ */
 export type FacilitatorAnswer<Body> = {
-  status: 200 | 400 | 413 | 429;
+  status: 200 | 400 | 413 | 429 | 503 | 504;
   body: Body;
   retryAfterSeconds?: number;
+  statusPath?: string;
 };
 
 /** A request's body as the route read it: its JSON, or why there is none. */
@@ -184,7 +195,8 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
       }
       const result = await verifyFacts(verifyDeps, admitted);
       return {
-        status: 200,
+        // The chain out of reach says nothing of the payment: a named 503, not a verdict.
+        status: !result.ok && result.error.code === X402_REASONS.chainUnavailable ? 503 : 200,
         body: result.ok
           ? { isValid: true, payer: result.value.payer }
           : {
@@ -195,12 +207,15 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
       };
     },
 
+    // Never 200 with `success: false` (settle-answer.ts settleStatus): a client that takes a 200 for
+    // a settlement must never be handed a failure.
     async settle(body, clientIp) {
       const admitted = admit(body, clientIp);
       if ("turned" in admitted) {
+        const answer = failed(admitted.turned.reason, admitted.payer);
         return {
-          status: admitted.status,
-          body: failed(admitted.turned.reason, admitted.payer),
+          status: admitted.status === 200 ? settleStatus(answer) : admitted.status,
+          body: answer,
           ...retryAfter(admitted.turned),
         };
       }
@@ -212,7 +227,11 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
           ...retryAfter(outcome.turned),
         };
       }
-      return { status: 200, body: outcome.response };
+      return {
+        status: settleStatus(outcome.response),
+        body: outcome.response,
+        statusPath: settlementStatusPath(admitted.payer, admitted.authorization.nonce),
+      };
     },
 
     checkEnvelope(envelope, clientIp) {

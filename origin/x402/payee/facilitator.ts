@@ -2,24 +2,34 @@
  * The public facilitator's routes (docs/x402.md#the-demo-and-the-facilitator): `GET supported`,
  * `POST verify`, `POST settle` in the reference shapes that `@x402/core`'s HTTPFacilitatorClient
  * reads. What each answers is the framework-free core's (facilitator-core.ts), the same the demo
- * settles through; a route only reads the body and writes the answer, with Retry-After on a 429.
+ * settles through; a route only reads the body and writes the answer, with Retry-After on a 429,
+ * and a `settlement_pending` with the public URL of its settlement's status.
  */
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../../http/env.ts";
 import { bodyIncompleteError, readBodyLimited } from "../../http/read-body.ts";
 import { route } from "../../openapi/route.ts";
 import type { Facilitator, FacilitatorAnswer, FacilitatorBody } from "./facilitator-core.ts";
+import type { PublicUrlOf } from "./resource-url.ts";
+import { withStatusPointer } from "./settle-answer.ts";
 
 /** The facilitator's routes: each reads its body and writes what the core (facilitator-core.ts) answers. */
-export function createFacilitatorRouter(facilitator: Facilitator): Hono<AppEnv> {
+export function createFacilitatorRouter(facilitator: Facilitator, publicUrlOf: PublicUrlOf): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   route(app, "/x402/facilitator", "x402Supported", (c) => c.json(facilitator.supported()));
   route(app, "/x402/facilitator", "x402Verify", async (c) =>
     answer(c, await facilitator.verify(await readFacilitatorBody(c), c.get("clientIp"))),
   );
-  route(app, "/x402/facilitator", "x402Settle", async (c) =>
-    answer(c, await facilitator.settle(await readFacilitatorBody(c), c.get("clientIp"))),
-  );
+  route(app, "/x402/facilitator", "x402Settle", async (c) => {
+    const settled = await facilitator.settle(await readFacilitatorBody(c), c.get("clientIp"));
+    const { statusPath } = settled;
+    return answer(
+      c,
+      statusPath === undefined
+        ? settled
+        : { ...settled, body: withStatusPointer(settled.body, publicUrlOf(c, statusPath)) },
+    );
+  });
   return app;
 }
 

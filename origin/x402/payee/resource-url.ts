@@ -47,3 +47,22 @@ function httpUrl(text: string): string | undefined {
     return undefined;
   }
 }
+
+/** The public URL of a path below {base}, as the client reaches this node (resource-url.ts's rules). */
+export type PublicUrlOf = (c: Context<AppEnv>, pathBelowBase: string) => string;
+
+/**
+ * The public {base} is the URL the client requested (`resourceUrlOf`) less the path this request
+ * has below BASE_PATH: behind the edge, with AGENT_PUBLIC_BASE_URL, or directly alike.
+ */
+export function createPublicUrlOf(resourceUrlOf: ResourceUrlOf, basePath: string): PublicUrlOf {
+  return (c, pathBelowBase) => {
+    const requested = new URL(resourceUrlOf(c));
+    const own = new URL(c.req.url).pathname;
+    const below = own.startsWith(basePath) ? own.slice(basePath.length) : own;
+    const base = requested.pathname.endsWith(below)
+      ? requested.pathname.slice(0, requested.pathname.length - below.length)
+      : basePath;
+    return `${requested.origin}${base}${pathBelowBase}`;
+  };
+}

@@ -1,6 +1,6 @@
 /** What a settle answers: x402's own shape, and what this presentation came to. */
 import { CAIP2_NETWORK } from "../../../shared/constants.ts";
-import type { X402Reason } from "../reasons.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
 
 /** x402's settle answer (`@x402/core` SettleResponse), as PAYMENT-RESPONSE and /settle carry it. */
 export type SettleResponse = {
@@ -9,6 +9,10 @@ export type SettleResponse = {
   payer: string;
   transaction: string;
   network: string;
+  /** A sentence for people; on `settlement_pending`, where its status is told. */
+  errorMessage?: string;
+  /** On `settlement_pending`: `statusUrl`, the settlement's status route. */
+  extra?: { statusUrl: string };
 };
 
 export type SettleOutcome =
@@ -33,5 +37,44 @@ export function respond(payer: string, transaction: string, reason?: X402Reason)
     payer,
     transaction,
     network: CAIP2_NETWORK,
+  };
+}
+
+/**
+ * The HTTP status of `/settle`'s answer (docs/x402.md#the-demo-and-the-facilitator): 200 only when it
+ * paid, so no client reads a failure as a settlement; a payment that cannot or did not settle 400;
+ * the chain or the signer out of reach 503 (nothing was signed); broadcast with no receipt yet 504.
+ * Windows and size limits answer their own 429 and 413 before this.
+ */
+export function settleStatus(response: SettleResponse): 200 | 400 | 503 | 504 {
+  if (response.success) return 200;
+  switch (response.errorReason) {
+    case X402_REASONS.settlementPending:
+      return 504;
+    case X402_REASONS.chainUnavailable:
+    case X402_REASONS.unexpectedSettleError:
+      return 503;
+    default:
+      return 400;
+  }
+}
+
+/** The path below {base} of a payment's settlement status (settlement-status.ts). */
+export function settlementStatusPath(payer: string, nonce: string): string {
+  return `/x402/facilitator/settlements/${payer.toLowerCase()}/${nonce.toLowerCase()}`;
+}
+
+/**
+ * A `settlement_pending` answer with the way to its outcome: the status route of the payment
+ * (settlement-status.ts), in `extra.statusUrl` and in `errorMessage` (which the official resource
+ * server passes on when the settle answer is not 200); any other answer as it is.
+ */
+export function withStatusPointer(response: SettleResponse, statusUrl: string): SettleResponse {
+  if (response.errorReason !== X402_REASONS.settlementPending) return response;
+  const named = response.transaction ? `transaction ${response.transaction} is` : "the settlement is";
+  return {
+    ...response,
+    errorMessage: `${named} not mined yet: present the same payment again, or read ${statusUrl}`,
+    extra: { statusUrl },
   };
 }

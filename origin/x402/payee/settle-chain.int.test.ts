@@ -13,9 +13,9 @@ import { X402_REASONS } from "../reasons.ts";
 // in one JSON-RPC batch with the payments' facts. When that read fails, the claims must roll back:
 // nothing claimed, nothing signed, and the same payment presented again settles. The failure comes
 // from a FAKE: a JSON-RPC pass-through to the real devnet that answers 503 to requests calling
-// eth_getTransactionCount while they are withheld. Only that batch asks for it; the fee quote goes
-// through, and facts missing alone would be unexpected_verify_error, so the refusal can come from
-// nowhere else.
+// eth_getTransactionCount while they are withheld. Only that batch asks for it; the fee quote and
+// the payment's facts go through, so the refusal (chain_unavailable, as the chain not answering
+// is named) can come from nowhere else.
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 
@@ -29,7 +29,7 @@ beforeAll(async () => {
 }, 120_000);
 
 describe("x402 settlement when the chain does not say the settler's nonce", () => {
-  it("refuses with unexpected_settle_error, claims and signs nothing, and the same payment settles later", async () => {
+  it("refuses with chain_unavailable, claims and signs nothing, and the same payment settles later", async () => {
     const demo = `${origin.base}/x402/demo`;
     const payer = await fundedPayer(stack.devnet.url);
     const header = paymentHeader(await envelope(demo, payer));
@@ -47,7 +47,7 @@ describe("x402 settlement when the chain does not say the settler's nonce", () =
     proxy.withhold(undefined);
     expect(proxy.withheld).toBeGreaterThan(0);
     expect(refused.status).toBe(402);
-    expect(refused.body.error).toBe(X402_REASONS.unexpectedSettleError);
+    expect(refused.body.error).toBe(X402_REASONS.chainUnavailable);
     const rows = await queryRows<{ status: string }>(
       stack.db.handle.db,
       sql`select status from x402_settlements where payer = ${payer.address.toLowerCase()}`,

@@ -195,7 +195,12 @@ function settleKind(deps: SettlerDeps): OutboxKind<SettlementPayment, SettleChai
     }),
     // Nothing claimed, nothing signed: the same payment presented again can still settle.
     unsigned: () => ({ final: false, refusal: X402_REASONS.unexpectedSettleError }),
-    chainDown: () => X402_REASONS.unexpectedSettleError,
+    // No fees or no view of the settler's nonce: the chain did not answer. Fees above the ceiling
+    // are the chain's answer, not its absence.
+    chainDown: (quote) =>
+      !quote.ok && quote.error.code === "above_fee_ceiling"
+        ? X402_REASONS.unexpectedSettleError
+        : X402_REASONS.chainUnavailable,
     store: {
       statement: storeStatement,
       row: ({ id }) => ({ id }),

@@ -91,7 +91,7 @@ describe("factsRefusal: the balance covers this payment and what is held for the
       0n,
       X402_REASONS.nonceUsed,
     ],
-    ["the chain did not answer", undefined, 0n, X402_REASONS.unexpectedVerifyError],
+    ["the chain did not answer", undefined, 0n, X402_REASONS.chainUnavailable],
   ];
   for (const [name, facts, held, reason] of cases) {
     it(name, () => {

@@ -169,7 +169,8 @@ export function factsRefusal(
   authorization: Authorization,
   reservedWei = 0n,
 ): X402Reason | null {
-  if (!facts) return X402_REASONS.unexpectedVerifyError;
+  // The chain did not answer (or answered no quantity): a fact of the service, not of the payment.
+  if (!facts) return X402_REASONS.chainUnavailable;
   if (facts.nonceUsed) return X402_REASONS.nonceUsed;
   if (facts.balanceWei < authorization.value * WEI_PER_UNIT + reservedWei)
     return X402_REASONS.insufficientBalance;

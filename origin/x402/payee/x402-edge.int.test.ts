@@ -55,8 +55,10 @@ async function settleThroughEdge(payload: PaymentPayload): Promise<Settled> {
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ x402Version: 2, paymentPayload: payload, paymentRequirements: payload.accepted }),
   });
-  expect(response.status).toBe(200);
-  return (await response.json()) as Settled;
+  const settled = (await response.json()) as Settled;
+  // A settle that did not pay is never 200 (a client must not take it for a settlement).
+  expect(response.status, JSON.stringify(settled)).toBe(settled.success ? 200 : 400);
+  return settled;
 }
 
 /** How many times each value occurs: a failed expectation then shows every kind that came back. */
@@ -248,7 +250,7 @@ describe("the per-client window of refused verify, settle and paid demo requests
     // Mutation: X402Limits.refused never refusing answers the fourth junk verify 200.
     const ip = "198.51.100.7";
     expect((await from(ip, "verify")).status).toBe(200);
-    expect((await from(ip, "settle")).status).toBe(200);
+    expect((await from(ip, "settle")).status).toBe(400);
     expect((await from(ip, "paid demo")).status).toBe(402);
     // An unpaid quote costs nothing and is never held back.
     expect((await from(ip, "unpaid demo")).status).toBe(402);
@@ -277,7 +279,7 @@ describe("the per-client window of refused verify, settle and paid demo requests
   it("counts IPv6 clients by /64: another address of the same /64 is the same client", async () => {
     for (let i = 1; i <= LIMIT; i++) expect((await from(`2001:db8:5:6::${i}`, "verify")).status).toBe(200);
     expect((await from("2001:db8:5:6:ffff::9", "settle")).status).toBe(429);
-    expect((await from("2001:db8:5:7::1", "settle")).status).toBe(200);
+    expect((await from("2001:db8:5:7::1", "settle")).status).toBe(400);
   });
 });
 

@@ -294,7 +294,7 @@ describe("a payer racing its own balance", () => {
       answers.push(await settleFrom(client, payer));
     }
     expect(tally(answers)).toEqual({
-      [`200 ${X402_REASONS.transactionFailed}`]: REVERT_GUARD.reverts,
+      [`400 ${X402_REASONS.transactionFailed}`]: REVERT_GUARD.reverts,
       [`429 ${X402_REASONS.tooManyReverts}`]: 24 - REVERT_GUARD.reverts,
     });
     const rows = await settlementsOf([payer]);
@@ -326,7 +326,7 @@ describe("a payer racing its own balance", () => {
         drainBeforeNextBroadcast(payer);
         answers.push(await settleFrom(`203.0.113.${80 + attempt}`, payer));
       }
-      expect(answers).toEqual(Array(REVERT_GUARD.reverts).fill(`200 ${X402_REASONS.transactionFailed}`));
+      expect(answers).toEqual(Array(REVERT_GUARD.reverts).fill(`400 ${X402_REASONS.transactionFailed}`));
       await refill(payer);
       drainBeforeNextBroadcast(payer);
       expect(await settleFrom("203.0.113.90", payer, secondEdge)).toBe(`429 ${X402_REASONS.tooManyReverts}`);
@@ -369,7 +369,7 @@ describe("a payer racing its own balance", () => {
       answers.push(await settleFrom(client, payer));
     }
     expect(answers).toEqual([
-      ...Array(REVERT_GUARD.reverts).fill(`200 ${X402_REASONS.transactionFailed}`),
+      ...Array(REVERT_GUARD.reverts).fill(`400 ${X402_REASONS.transactionFailed}`),
       `429 ${X402_REASONS.tooManyReverts}`,
     ]);
     expect(tally((await settlementsOf(payers)).map((row) => row.status))).toEqual({
@@ -410,7 +410,7 @@ describe("a payer racing its own balance", () => {
         ),
       ),
     ).toEqual({
-      [`200 ${X402_REASONS.transactionFailed}`]: reverted.length,
+      [`400 ${X402_REASONS.transactionFailed}`]: reverted.length,
       [`429 ${X402_REASONS.tooManyReverts}`]: payers.length - reverted.length,
     });
   }, 180_000);

@@ -41,7 +41,7 @@ const stack = useMoneyStack(
     // A generous receipt wait: on a loaded machine 100 settlements at once can take longer than the
     // default 10 s, and the acceptance is 100 paid answers (a late receipt is settlement_pending,
     // which x402-faults.int.test.ts proves on its own).
-    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "120000" },
+    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "80000" },
   },
   { timeoutMs: 120_000 },
 );
@@ -495,7 +495,7 @@ describe("facilitator", () => {
         body: { isValid: false, invalidReason: X402_REASONS.invalidX402Version, payer: expect.any(String) },
       });
       expect(await call("settle", version), String(version)).toMatchObject({
-        status: 200,
+        status: 400,
         body: { success: false, errorReason: X402_REASONS.invalidX402Version, transaction: "" },
       });
     }
@@ -518,18 +518,18 @@ describe("facilitator", () => {
   });
 
   // Found by the fuzz suite: a settle whose JSON body is `null` was a 500.
-  it("a JSON body that is no object (null, a number, an array): failure data with 200, never a 5xx", async () => {
+  it("a JSON body that is no object (null, a number, an array): failure data (verify 200, settle 400), never a 5xx", async () => {
     for (const body of ["null", "1", '"x"', "[]"]) {
-      for (const [path, failure] of [
-        ["verify", { isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }],
-        ["settle", { success: false, errorReason: X402_REASONS.invalidPayloadJson }],
+      for (const [path, status, failure] of [
+        ["verify", 200, { isValid: false, invalidReason: X402_REASONS.invalidPayloadJson }],
+        ["settle", 400, { success: false, errorReason: X402_REASONS.invalidPayloadJson }],
       ] as const) {
         const response = await fetch(`${stack.origin.base}/x402/facilitator/${path}`, {
           method: "POST",
           headers: { "content-type": "application/json" },
           body,
         });
-        expect(response.status, `${path} ${body}`).toBe(200);
+        expect(response.status, `${path} ${body}`).toBe(status);
         expect(await response.json(), `${path} ${body}`).toMatchObject(failure);
       }
     }

@@ -1,0 +1,443 @@
+import { randomBytes } from "node:crypto";
+import { HTTPFacilitatorClient, x402ResourceServer } from "@x402/core/server";
+import type { PaymentPayload } from "@x402/core/types";
+import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
+import { sql } from "drizzle-orm";
+import type { Address, Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
+import { CAIP2_NETWORK } from "../../../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { freePort } from "../../../testing/free-port.ts";
+import type { TestOrigin } from "../../../testing/origin.ts";
+import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
+import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
+import { envelope, fundedPayer } from "../../../testing/x402-payer.ts";
+import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
+import { queryRows } from "../../db/client.ts";
+import { X402_REASONS } from "../reasons.ts";
+import type { SettlementView } from "./settlement-view.ts";
+
+// What a payer or a seller can learn of a settlement after its settle answer was lost or late
+// (docs/x402.md#settlement-status), every part real and through the edge: the status routes, the
+// pointer a settlement_pending answer carries, and the facilitator while the chain is out of reach.
+// Payments are signed by `@x402/evm`'s own client; the official `@x402/core` facilitator client and
+// resource server settle them.
+
+const EDGE_SECRET = "x402-settlement-status-secret-0123456789abcdef0123";
+const AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+/** Short, so that a receipt held back by the devnet outlasts it. */
+const RECEIPT_TIMEOUT_MS = 1_500;
+
+// The stack's own origin follows no transaction of its own (its tracker is slowed right down): the
+// origins each block starts are the ones that settle, so a refused broadcast is not sent again
+// behind the refusing pass-through's back.
+const stack = useMoneyStack(
+  {
+    x402: { amountUnits: AMOUNT, payTo },
+    tracker: { periodMs: 3_600_000 },
+    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: String(RECEIPT_TIMEOUT_MS) },
+  },
+  { timeoutMs: 180_000 },
+);
+
+const chain = () => publicClientFor(stack.devnet.url);
+
+/** An origin on the stack with a tracker of its own, and an edge in front of it. */
+async function originBehindEdge(
+  env: Record<string, string> = {},
+  rpcUrl?: string,
+): Promise<{ origin: TestOrigin; edge: EdgeHandle; facilitator: string; close(): Promise<void> }> {
+  const origin = await stack.startOrigin(env, { periodMs: 100, signedGraceMs: 500 }, rpcUrl);
+  const edge = await startTestEdge({
+    originUrl: origin.url,
+    edgeSharedSecret: EDGE_SECRET,
+    onLine: () => {},
+  });
+  return {
+    origin,
+    edge,
+    facilitator: `${edge.url}/77/x402/facilitator`,
+    async close() {
+      await edge.stop();
+      await origin.close();
+    },
+  };
+}
+
+/** A POST of `payload` to the facilitator's verify or settle, as any client on the network may. */
+async function post(
+  facilitator: string,
+  route: "verify" | "settle",
+  payload: PaymentPayload,
+  signal?: AbortSignal,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${facilitator}/${route}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ x402Version: 2, paymentPayload: payload, paymentRequirements: payload.accepted }),
+    ...(signal ? { signal } : {}),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+/** GET of a status URL: the status and the body. */
+async function read(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(url);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+const authorizationOf = (payload: PaymentPayload) =>
+  (payload.payload as { authorization: { from: string; nonce: string } }).authorization;
+
+/** The settler transactions stored for a payment: its nonce is in their calldata. */
+const settlerTransactions = async (payload: PaymentPayload) =>
+  (
+    await queryRows<{ tx_hash: string }>(
+      stack.db.handle.db,
+      sql`select tx_hash from outgoing_transactions
+          where purpose = 'settlement' and position(${authorizationOf(payload).nonce.toLowerCase().slice(2)} in raw_tx) > 0`,
+    )
+  ).map((row) => row.tx_hash);
+
+/** The devnet holds what it is sent until `mine` (dev_setAutomine false), then mines on arrival again. */
+async function withMiningHeld<T>(steps: (mine: () => Promise<void>) => Promise<T>): Promise<T> {
+  expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+  const mine = async () => {
+    expect(await rpc(stack.devnet.url, "dev_mine", [])).toMatchObject({ result: true });
+  };
+  try {
+    return await steps(mine);
+  } finally {
+    await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+    await rpc(stack.devnet.url, "dev_mine", []);
+  }
+}
+
+describe("through the edge, an origin whose chain mines when told", () => {
+  let node: Awaited<ReturnType<typeof originBehindEdge>>;
+  beforeAll(async () => {
+    node = await originBehindEdge();
+  }, 120_000);
+  afterAll(async () => {
+    await node?.close();
+  });
+  const statusUrl = (payload: PaymentPayload) => {
+    const { from, nonce } = authorizationOf(payload);
+    return `${node.facilitator}/settlements/${from.toLowerCase()}/${nonce.toLowerCase()}`;
+  };
+
+  it("says settled, with its transaction and block, for a payment whose settle answer never reached its caller", async () => {
+    const payer = await fundedPayer(stack.devnet.url);
+    const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+    const url = statusUrl(payload);
+    expect((await read(url)).status).toBe(404);
+    await withMiningHeld(async (mine) => {
+      // The caller gives up once its settlement is on its way: its answer is never read.
+      const caller = new AbortController();
+      const lost = post(node.facilitator, "settle", payload, caller.signal);
+      lost.catch(() => {});
+      await expect
+        .poll(async () => (await read(url)).body.status, { timeout: 30_000, interval: 100 })
+        .toBe("submitted");
+      caller.abort();
+      await expect(lost).rejects.toThrow();
+      await mine();
+    });
+    await expect
+      .poll(async () => (await read(url)).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    const view = (await read(url)).body as SettlementView;
+    const receipt = await chain().getTransactionReceipt({ hash: view.transaction as Hex });
+    expect(receipt.status).toBe("success");
+    expect(view).toEqual({
+      status: "settled",
+      payer: payer.address.toLowerCase(),
+      payee: payTo,
+      amount: AMOUNT.toString(),
+      network: CAIP2_NETWORK,
+      transaction: receipt.transactionHash,
+      block_number: receipt.blockNumber.toString(),
+      updated_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+    });
+    // The same settlement by its transaction's hash.
+    expect(await read(`${node.facilitator}/settlements/tx/${view.transaction}`)).toEqual({
+      status: 200,
+      body: view,
+    });
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 120_000);
+
+  it("answers a settle whose receipt is late 504 settlement_pending pointing at its status, which names the transaction, then says settled once mined; the client's retry settles nothing twice", async () => {
+    // Mutation: withStatusPointer returning the answer as it is leaves the pending answer with no
+    // status URL (errorMessage undefined); settleStatus answering pending 200 makes the official
+    // client return it rather than throw.
+    const payer = await fundedPayer(stack.devnet.url);
+    const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+    const client = new HTTPFacilitatorClient({ url: node.facilitator });
+    const { transaction, url } = await withMiningHeld(async (mine) => {
+      const pending = await client.settle(payload, payload.accepted).then(
+        (answer) => ({ answer, error: undefined }),
+        (error: { errorReason?: string; transaction?: string; errorMessage?: string }) => ({
+          answer: undefined,
+          error,
+        }),
+      );
+      expect(pending.answer).toBeUndefined();
+      expect(pending.error).toMatchObject({
+        errorReason: X402_REASONS.settlementPending,
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      });
+      const transaction = pending.error!.transaction!;
+      const url = pending.error!.errorMessage?.match(/https?:\/\/\S+/)?.[0];
+      expect(url).toBe(statusUrl(payload));
+
+      // The same answer as any client reads it: 504, the transaction, the URL in `extra`.
+      const again = await post(node.facilitator, "settle", payload);
+      expect(again).toMatchObject({
+        status: 504,
+        body: {
+          success: false,
+          errorReason: X402_REASONS.settlementPending,
+          transaction,
+          extra: { statusUrl: url },
+        },
+      });
+      // The URL names the transaction while it waits to be mined.
+      expect(await read(url!)).toMatchObject({
+        status: 200,
+        body: { status: "submitted", transaction, block_number: null, payer: payer.address.toLowerCase() },
+      });
+      await mine();
+      return { transaction, url: url! };
+    });
+    await expect
+      .poll(async () => (await read(url)).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    const receipt = await chain().getTransactionReceipt({ hash: transaction as Hex });
+    expect((await read(url)).body).toMatchObject({
+      transaction,
+      block_number: receipt.blockNumber.toString(),
+    });
+
+    // The official resource server presents the same payment again (its one retry after
+    // settlement_pending): paid, by the same transaction.
+    const server = new x402ResourceServer(client).register(CAIP2_NETWORK, new ExactEvmServer());
+    await server.initialize();
+    expect(await server.settlePayment(payload, payload.accepted)).toMatchObject({
+      success: true,
+      transaction,
+    });
+    expect(await client.settle(payload, payload.accepted)).toMatchObject({ success: true, transaction });
+    expect(await settlerTransactions(payload)).toEqual([transaction]);
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 120_000);
+
+  it("the demo's settlement_pending carries the status URL and the transaction in PAYMENT-RESPONSE", async () => {
+    const payer = await fundedPayer(stack.devnet.url);
+    const demo = `${node.edge.url}/77/x402/demo`;
+    const payload = await envelope(demo, payer);
+    await withMiningHeld(async () => {
+      const response = await fetch(demo, {
+        headers: { "PAYMENT-SIGNATURE": Buffer.from(JSON.stringify(payload)).toString("base64") },
+      });
+      expect(response.status).toBe(402);
+      const settlement = JSON.parse(
+        Buffer.from(response.headers.get("payment-response")!, "base64").toString(),
+      ) as Record<string, unknown>;
+      expect(settlement).toMatchObject({
+        errorReason: X402_REASONS.settlementPending,
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+        extra: { statusUrl: statusUrl(payload) },
+      });
+      expect(await read(statusUrl(payload))).toMatchObject({
+        status: 200,
+        body: { status: "submitted", transaction: settlement.transaction },
+      });
+    });
+  }, 120_000);
+
+  it("answers 404 for a payment never presented or an unknown transaction, 400 for a malformed key", async () => {
+    const nonce = `0x${"5a".repeat(32)}`;
+    const payer = newAccount().address;
+    for (const url of [
+      `${node.facilitator}/settlements/${payer}/${nonce}`,
+      `${node.facilitator}/settlements/tx/0x${"6b".repeat(32)}`,
+    ]) {
+      expect(await read(url)).toMatchObject({ status: 404, body: { error: { code: "not_found" } } });
+    }
+    for (const url of [
+      `${node.facilitator}/settlements/0x1234/${nonce}`,
+      `${node.facilitator}/settlements/${payer}/0x1234`,
+      `${node.facilitator}/settlements/${payer}/${nonce.replace("5a", "zz")}`,
+      `${node.facilitator}/settlements/tx/0x${"6b".repeat(31)}`,
+      `${node.facilitator}/settlements/tx/${nonce.slice(2)}`,
+    ]) {
+      expect(await read(url), url).toMatchObject({
+        status: 400,
+        body: { error: { code: "validation_failed" } },
+      });
+    }
+  });
+});
+
+describe("a settlement the chain refused", () => {
+  const proxy = useFixture(
+    "refusing pass-through",
+    () => startRpcRefusalProxy(stack.devnet.url),
+    (refusing) => refusing.close(),
+    { timeoutMs: 120_000 },
+  );
+
+  it("says failed, with the chain's reason, once a filler took the settler's nonce: nothing moved", async () => {
+    const node = await originBehindEdge({}, proxy.url);
+    const settler = stack.settler!.toLowerCase();
+    try {
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      const refusing = proxy.refuseEvery((tx) => tx.from === settler && tx.to !== settler);
+      let url: string;
+      try {
+        const pending = await post(node.facilitator, "settle", payload);
+        expect(pending).toMatchObject({ status: 504, body: { errorReason: X402_REASONS.settlementPending } });
+        url = (pending.body.extra as { statusUrl: string }).statusUrl;
+        await refusing.first;
+        await expect
+          .poll(async () => (await read(url)).body.status, { timeout: 30_000, interval: 100 })
+          .toBe("failed");
+      } finally {
+        refusing.stop();
+      }
+      const view = (await read(url)).body as SettlementView;
+      expect(view).toMatchObject({
+        status: "failed",
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+        block_number: null,
+      });
+      expect(view.reason).toMatch(new RegExp(`^${X402_REASONS.broadcastRefused}: `));
+      expect(view.reason).toContain(INSUFFICIENT_FUNDS_MESSAGE);
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(0);
+    } finally {
+      await node.close();
+    }
+  }, 120_000);
+});
+
+describe("the chain out of reach", () => {
+  it("supported still answers; verify and settle answer 503 chain_unavailable and store nothing; the payment settles once the chain answers", async () => {
+    // An origin whose chain is a port nothing listens on.
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const node = await originBehindEdge({ CHAIN_RPC_TIMEOUT_MS: "1000" }, closed);
+    try {
+      const client = new HTTPFacilitatorClient({ url: node.facilitator });
+      expect((await client.getSupported()).kinds).toEqual([
+        expect.objectContaining({ x402Version: 2, scheme: "exact", network: CAIP2_NETWORK }),
+      ]);
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      expect(await post(node.facilitator, "verify", payload)).toEqual({
+        status: 503,
+        body: {
+          isValid: false,
+          invalidReason: X402_REASONS.chainUnavailable,
+          payer: payer.address.toLowerCase(),
+        },
+      });
+      expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+        status: 503,
+        body: { success: false, errorReason: X402_REASONS.chainUnavailable, transaction: "" },
+      });
+      expect(await settlementRowCount(stack.db.handle.db, payer.address)).toBe(0);
+
+      // Nothing was signed: the same payment settles at an origin that reaches the chain.
+      const healthy = await originBehindEdge();
+      try {
+        expect(await post(healthy.facilitator, "settle", payload)).toMatchObject({
+          status: 200,
+          body: { success: true },
+        });
+      } finally {
+        await healthy.close();
+      }
+    } finally {
+      await node.close();
+    }
+  }, 120_000);
+});
+
+describe("x402.settlement events", () => {
+  it("writes one event per state a settlement with a transaction enters, its data the status route's answer, to the payee's agent; none for a payment refused unsigned", async () => {
+    // Mutation: announcing a claim as it is inserted (an insert trigger, as the actions have)
+    // announces the claims a batch refused and deleted; the update trigger without
+    // `OR o.tx_id IS NULL` never says `claimed`.
+    const node = await originBehindEdge();
+    try {
+      // The payee is an agent's wallet: a row of agent_identities for it (its key is never used,
+      // nor held by the enclave: the row goes once the test is over).
+      const [payee] = await queryRows<{ agent_id: string }>(
+        stack.db.handle.db,
+        sql`insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin)
+            values (${payTo}, ${randomBytes(32).toString("hex")}, ${"{read}"}::text[], 'operator')
+            on conflict (assigned_wallet) do update set enabled = true returning agent_id::text`,
+      );
+      const eventsOf = (payer: Address) =>
+        queryRows<{ agent_id: string | null; type: string; data: SettlementView }>(
+          stack.db.handle.db,
+          sql`select agent_id::text, type, data from events
+              where type like 'x402.settlement.%' and data->>'payer' = ${payer.toLowerCase()} order by id`,
+        );
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      expect(await post(node.facilitator, "settle", payload)).toMatchObject({ status: 200 });
+      const { from, nonce } = authorizationOf(payload);
+      const view = (
+        await read(`${node.facilitator}/settlements/${from.toLowerCase()}/${nonce.toLowerCase()}`)
+      ).body as SettlementView;
+      const events = await eventsOf(payer.address);
+      const types = events.map((event) => event.type);
+      // A chain that mines on arrival may take a settlement from claimed to settled in one write.
+      expect([
+        ["x402.settlement.claimed", "x402.settlement.settled"],
+        ["x402.settlement.claimed", "x402.settlement.submitted", "x402.settlement.settled"],
+      ]).toContainEqual(types);
+      expect(events.every((event) => event.agent_id === payee!.agent_id)).toBe(true);
+      expect(events.at(-1)!.data).toEqual(view);
+      expect(events[0]!.data).toMatchObject({
+        status: "claimed",
+        transaction: view.transaction,
+        block_number: null,
+      });
+
+      // Refused by the batch's checks (a balance too low): claimed and deleted in one transaction,
+      // never announced.
+      const poor = await fundedPayer(stack.devnet.url, AMOUNT - 1n);
+      const refused = await post(
+        node.facilitator,
+        "settle",
+        await envelope(`${node.edge.url}/77/x402/demo`, poor),
+      );
+      expect(refused).toMatchObject({ status: 400, body: { errorReason: X402_REASONS.insufficientBalance } });
+      expect(await eventsOf(poor.address)).toEqual([]);
+    } finally {
+      // An identity whose key the enclave does not hold would keep later origins from starting.
+      await stack.db.handle.db.execute(sql`delete from agent_identities where assigned_wallet = ${payTo}`);
+      await node.close();
+    }
+  }, 120_000);
+});
+
+describe("with AGENT_X402_ENABLED off", () => {
+  it("the status routes are 404 like every x402 route", async () => {
+    const off = await stack.startOrigin({ AGENT_X402_ENABLED: "false" });
+    try {
+      const answers = await Promise.all([
+        fetch(`${off.base}/x402/facilitator/settlements/${newAccount().address}/0x${"11".repeat(32)}`),
+        fetch(`${off.base}/x402/facilitator/settlements/tx/0x${"11".repeat(32)}`),
+      ]);
+      expect(answers.map((answer) => answer.status)).toEqual([404, 404]);
+    } finally {
+      await off.close();
+    }
+  });
+});
