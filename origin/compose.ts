@@ -158,7 +158,7 @@ export async function composeOrigin(
       x402.capability,
       events.capability,
       // The public key route and the delivery workers.
-      createWebhooksModule(infra, webhookKey, options.webhooks),
+      createWebhooksModule(infra, webhookKey, events.feed, options.webhooks),
     );
   }
   capabilities.push(keyPool.capability, createIdentityModule(infra), money.capability);
