@@ -8,6 +8,8 @@
  *   replay --id ID [--from EVENT_ID | --event EVENT_ID]
  *                                            queues its events again (from that id, or that one
  *                                            event), re-enabling it
+ *   add-key                                  appends a new signing key to AGENT_WEBHOOKS_SIGNING_KEY_FILE
+ *   retire-key --kid KID                     removes a key from it (never the last)
  * add, remove and replay take an optional --reason, recorded with the change (as the console's).
  *
  * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
@@ -21,6 +23,7 @@ import {
   replayWebhookEndpoint,
   type WebhookChange,
 } from "../origin/webhooks/manage.ts";
+import { addWebhookSigningKey, retireWebhookSigningKey } from "../origin/webhooks/signing.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { parseWebhooksCommand } from "./lib/webhooks-args.ts";
@@ -28,7 +31,9 @@ import { parseWebhooksCommand } from "./lib/webhooks-args.ts";
 const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--json] [--reason TEXT]
        npm run webhooks -- list [--json]
        npm run webhooks -- remove --id ID [--reason TEXT]
-       npm run webhooks -- replay --id ID [--from EVENT_ID | --event EVENT_ID] [--reason TEXT]`;
+       npm run webhooks -- replay --id ID [--from EVENT_ID | --event EVENT_ID] [--reason TEXT]
+       npm run webhooks -- add-key
+       npm run webhooks -- retire-key --kid KID`;
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const [command, ...rest] = argv;
@@ -41,12 +46,32 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       from: { type: "string" },
       event: { type: "string" },
       reason: { type: "string" },
+      kid: { type: "string" },
       json: { type: "boolean" },
     },
     strict: true,
   });
   const parsed = parseWebhooksCommand(command, values);
   const config = nodeConfig(env);
+  if (parsed.command === "add-key" || parsed.command === "retire-key") {
+    const file = config.webhooks.signingKeyFile;
+    if (!file) throw new UsageError("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set");
+    if (parsed.command === "add-key") {
+      const added = await addWebhookSigningKey(file);
+      process.stdout.write(
+        `webhooks: key ${added.jwk.kid} added; restart the origins: they serve it and sign with it too\n`,
+      );
+      return DONE;
+    }
+    const retired = await retireWebhookSigningKey(file, parsed.kid);
+    if (!retired.ok) {
+      return refused(
+        retired.error === "last_key" ? `${parsed.kid} is the only key` : `no key ${parsed.kid} in ${file}`,
+      );
+    }
+    process.stdout.write(`webhooks: key ${parsed.kid} retired; restart the origins\n`);
+    return DONE;
+  }
   const database = await openDatabase(config, 2);
   try {
     const { db } = database;

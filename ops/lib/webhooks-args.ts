@@ -12,7 +12,9 @@ export type WebhooksCommand =
   | { command: "add"; url: string; events: string[]; json: boolean; reason: string | undefined }
   | { command: "list"; json: boolean }
   | { command: "remove"; id: string; reason: string | undefined }
-  | { command: "replay"; id: string; scope: ReplayScope; reason: string | undefined };
+  | { command: "replay"; id: string; scope: ReplayScope; reason: string | undefined }
+  | { command: "add-key" }
+  | { command: "retire-key"; kid: string };
 
 const EVENT_ID = /^\d{1,19}$/;
 
@@ -25,6 +27,7 @@ export function parseWebhooksCommand(
     from?: string;
     event?: string;
     reason?: string;
+    kid?: string;
     json?: boolean;
   },
 ): WebhooksCommand {
@@ -71,6 +74,13 @@ export function parseWebhooksCommand(
             : { kind: "all" };
       return { command, id: id(), scope, reason };
     }
+    case "add-key":
+      return { command };
+    case "retire-key":
+      if (!values.kid || !/^[A-Za-z0-9_-]{1,64}$/.test(values.kid)) {
+        throw new UsageError("--kid must be a key id, as the key set lists it");
+      }
+      return { command, kid: values.kid };
     default:
       throw new UsageError(command ? `unknown command '${command}'` : "no command");
   }

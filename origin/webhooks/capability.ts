@@ -34,19 +34,19 @@ export type WebhooksModuleOptions = {
 export type EventsWritten = Pick<EventFeed, "onEventsWritten">;
 
 /**
- * Without a signing key (AGENT_WEBHOOKS_SIGNING_KEY_FILE unset) the key set is empty and no worker
+ * Without a signing key (AGENT_WEBHOOKS_SIGNING_KEY_FILE unset) the key set is empty and no delivery worker
  * runs: deliveries wait in the database until an origin with a key starts.
  */
 export function createWebhooksModule(
   infra: Infrastructure,
-  key: WebhookSigningKey | undefined,
+  signingKeys: readonly WebhookSigningKey[],
   events: EventsWritten,
   options: WebhooksModuleOptions = {},
 ): Capability {
   const { config, logger } = infra;
   const db = infra.database.db;
   const router = new Hono<AppEnv>();
-  const keys = { keys: key ? [key.jwk] : [] };
+  const keys = { keys: signingKeys.map((each) => each.jwk) };
   route(router, "/", "webhookKeys", (c) => {
     c.header("cache-control", "public, max-age=300");
     return c.json(keys);
@@ -58,7 +58,7 @@ export function createWebhooksModule(
         const deleted = await sweepExpiredDeliveries(db, config.events.retentionDays);
         if (deleted > 0) logger.info({ deleted }, "webhook deliveries past retention deleted");
       });
-      if (!key) {
+      if (signingKeys.length === 0) {
         logger.warn("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set: webhooks are queued but not delivered");
         return [retention];
       }
@@ -66,7 +66,7 @@ export function createWebhooksModule(
         const deps = {
           db,
           logger,
-          key,
+          keys: signingKeys,
           retrySeconds: config.webhooks.retrySeconds,
           timeoutMs: config.webhooks.timeoutMs,
           allowPrivate: config.webhooks.allowPrivate,

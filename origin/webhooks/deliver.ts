@@ -19,7 +19,8 @@ import { signatureHeader, type WebhookSigningKey } from "./signing.ts";
 export type DeliverDeps = {
   db: Db;
   logger: Logger;
-  key: WebhookSigningKey;
+  /** The signing keys, newest first (signing.ts). */
+  keys: readonly WebhookSigningKey[];
   retrySeconds: readonly number[];
   timeoutMs: number;
   allowPrivate: boolean;
@@ -104,7 +105,7 @@ async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<At
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signatureHeader({
         secret: delivery.secret,
-        key: deps.key,
+        keys: deps.keys,
         webhookId,
         timestamp,
         body,

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { runTool } from "../../testing/run-tool.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
@@ -338,6 +339,77 @@ describe("delivery timing (two origins, a fan-out that polls every 30 s, a sched
       attempts: 2,
       last_http_status: 204,
     });
+  });
+});
+
+describe("signing-key rotation (real Postgres, the origin restarted, npm run webhooks -- add-key)", () => {
+  let fixture: Fixture;
+  const receivers: WebhookReceiver[] = [];
+  beforeAll(async () => {
+    fixture = await startFixture({ allowPrivate: true, origins: 1 });
+  });
+  afterAll(async () => {
+    for (const receiver of receivers) await receiver.close();
+    for (const origin of fixture.origins) await origin.close();
+    await fixture.db.drop();
+  });
+
+  type KeySet = { keys: Array<Record<string, string>> };
+  const keySet = async (): Promise<KeySet> =>
+    (await (await fetch(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`)).json()) as KeySet;
+
+  it("a key added to the file is served beside the old one after a restart; each delivery verifies with either set", async () => {
+    const [old] = (await keySet()).keys;
+    // A receiver that fetched the key set before the rotation.
+    const before = await startWebhookReceiver();
+    receivers.push(before);
+    await before.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
+
+    const added = await runTool("ops/webhooks.ts", ["add-key"], {
+      env: {
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: fixture.keyFile,
+        DATABASE_URL: fixture.db.url,
+        LOG_LEVEL: "silent",
+      },
+    });
+    expect(added.code, added.stderr).toBe(0);
+    const newKid = /key (\S+) added/.exec(added.stdout)?.[1];
+    expect(newKid).toBeDefined();
+    await fixture.origins[0]!.close();
+    fixture.origins[0] = await startTestOrigin({
+      database: fixture.db.handle,
+      env: {
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: fixture.keyFile,
+        AGENT_WEBHOOKS_RETRY_SECONDS: RETRY,
+        AGENT_WEBHOOKS_TIMEOUT_MS: String(TIMEOUT_MS),
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
+      },
+      workers: ["webhooks"],
+    });
+    const set = await keySet();
+    expect(set.keys.map((jwk) => jwk.kid)).toEqual([newKid, old!.kid]);
+
+    // One receiver trusts only the new key; the one from before trusts only the old.
+    const after = await startWebhookReceiver();
+    receivers.push(after);
+    await after.loadKeys(
+      `${fixture.origins[0]!.base}/.well-known/webhooks/keys`,
+      (jwk) => jwk.kid === newKid,
+    );
+    for (const receiver of [before, after]) {
+      const endpoint = await addEndpoint(fixture.db.handle.db, {
+        url: `${receiver.url}/hook`,
+        events: ["action.confirmed"],
+      });
+      receiver.secret = endpoint.secret;
+    }
+    await writeEvents(fixture, "action.confirmed", 2, "rotation");
+    await until(
+      "both receivers' deliveries",
+      () => before.received.length >= 2 && after.received.length >= 2,
+    );
+    for (const receiver of [before, after])
+      expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
   });
 });
 
