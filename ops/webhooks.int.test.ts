@@ -104,8 +104,28 @@ describe("npm run webhooks (operator CLI)", () => {
     const replayed = await run(["replay", "--id", added.id, "--from", ids[1]!.id], local);
     expect(replayed.code).toBe(0);
     expect(replayed.stdout).toContain("1 deliveries queued");
+    // One event, as the console's Replay button does; an unsubscribed type queues nothing.
+    const one = await run(["replay", "--id", added.id, "--event", ids[0]!.id, "--reason", "lost one"], local);
+    expect(one.stdout).toContain("1 deliveries queued");
+    expect((await run(["replay", "--id", added.id, "--event", ids[2]!.id], local)).stdout).toContain(
+      "0 deliveries queued",
+    );
+    expect((await run(["replay", "--id", added.id, "--event", "1", "--from", "1"], local)).code).toBe(2);
     const removed = await run(["remove", "--id", added.id], local);
     expect(removed.code).toBe(0);
     expect((await run(["remove", "--id", added.id], local)).code).toBe(1);
+    // Every change is recorded as the console's are, through the channel cli.
+    const changes = await queryRows<{ change: string; reason: string | null; source: string }>(
+      testDb.handle.db,
+      sql`select change, reason, source from webhook_endpoint_changes where endpoint_id = ${added.id}::uuid
+          order by id`,
+    );
+    expect(changes).toEqual([
+      { change: "add", reason: null, source: "cli" },
+      { change: "replay", reason: null, source: "cli" },
+      { change: "replay", reason: "lost one", source: "cli" },
+      { change: "replay", reason: null, source: "cli" },
+      { change: "remove", reason: null, source: "cli" },
+    ]);
   });
 });

@@ -5,22 +5,35 @@
  *   add --url URL --events TYPE,… [--json]   prints the endpoint and its secret, once
  *   list [--json]                            the endpoints, never their secrets
  *   remove --id ID                           the endpoint and its deliveries
- *   replay --id ID [--from EVENT_ID]         queues its events again (from that id), re-enabling it
+ *   replay --id ID [--from EVENT_ID | --event EVENT_ID]
+ *                                            queues its events again (from that id, or that one
+ *                                            event), re-enabling it
+ *   add-key                                  appends a new signing key to AGENT_WEBHOOKS_SIGNING_KEY_FILE
+ *   retire-key --kid KID                     removes a key from it (never the last)
+ * add, remove and replay take an optional --reason, recorded with the change (as the console's).
  *
  * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
  */
 import { parseArgs } from "node:util";
 import { openDatabase } from "../origin/db/open.ts";
-import { checkWebhookUrl } from "../origin/webhooks/address-guard.ts";
-import { addEndpoint, listEndpoints, removeEndpoint, replayEndpoint } from "../origin/webhooks/endpoints.ts";
+import { listEndpoints } from "../origin/webhooks/endpoints.ts";
+import {
+  addWebhookEndpoint,
+  removeWebhookEndpoint,
+  replayWebhookEndpoint,
+  type WebhookChange,
+} from "../origin/webhooks/manage.ts";
+import { addWebhookSigningKey, retireWebhookSigningKey } from "../origin/webhooks/signing.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { parseWebhooksCommand } from "./lib/webhooks-args.ts";
 
-const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--json]
+const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--json] [--reason TEXT]
        npm run webhooks -- list [--json]
-       npm run webhooks -- remove --id ID
-       npm run webhooks -- replay --id ID [--from EVENT_ID]`;
+       npm run webhooks -- remove --id ID [--reason TEXT]
+       npm run webhooks -- replay --id ID [--from EVENT_ID | --event EVENT_ID] [--reason TEXT]
+       npm run webhooks -- add-key
+       npm run webhooks -- retire-key --kid KID`;
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const [command, ...rest] = argv;
@@ -31,29 +44,53 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       events: { type: "string" },
       id: { type: "string" },
       from: { type: "string" },
+      event: { type: "string" },
+      reason: { type: "string" },
+      kid: { type: "string" },
       json: { type: "boolean" },
     },
     strict: true,
   });
   const parsed = parseWebhooksCommand(command, values);
   const config = nodeConfig(env);
-  if (parsed.command === "add") {
-    // The same rule as delivery, up front: the name is resolved now, and again at every delivery.
-    const checked = await checkWebhookUrl(parsed.url, { allowPrivate: config.webhooks.allowPrivate });
-    if (!checked.ok) {
-      throw new UsageError(
-        checked.code === "private_address"
-          ? `--url ${checked.message}; set AGENT_WEBHOOKS_ALLOW_PRIVATE=true for local use`
-          : `--url: ${checked.message}`,
+  if (parsed.command === "add-key" || parsed.command === "retire-key") {
+    const file = config.webhooks.signingKeyFile;
+    if (!file) throw new UsageError("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set");
+    if (parsed.command === "add-key") {
+      const added = await addWebhookSigningKey(file);
+      process.stdout.write(
+        `webhooks: key ${added.jwk.kid} added; restart the origins: they serve it and sign with it too\n`,
+      );
+      return DONE;
+    }
+    const retired = await retireWebhookSigningKey(file, parsed.kid);
+    if (!retired.ok) {
+      return refused(
+        retired.error === "last_key" ? `${parsed.kid} is the only key` : `no key ${parsed.kid} in ${file}`,
       );
     }
+    process.stdout.write(`webhooks: key ${parsed.kid} retired; restart the origins\n`);
+    return DONE;
   }
   const database = await openDatabase(config, 2);
   try {
     const { db } = database;
     switch (parsed.command) {
       case "add": {
-        const endpoint = await addEndpoint(db, { url: parsed.url, events: parsed.events });
+        const added = await addWebhookEndpoint(db, {
+          url: parsed.url,
+          events: parsed.events,
+          allowPrivate: config.webhooks.allowPrivate,
+          change: change(parsed.reason),
+        });
+        if (!added.ok) {
+          throw new UsageError(
+            added.error.code === "private_address"
+              ? `--url ${added.error.message}; set AGENT_WEBHOOKS_ALLOW_PRIVATE=true for local use`
+              : `--url: ${added.error.message}`,
+          );
+        }
+        const endpoint = added.value;
         const shown = {
           id: endpoint.id,
           url: endpoint.url,
@@ -90,12 +127,17 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
         return DONE;
       }
       case "remove": {
-        if (!(await removeEndpoint(db, parsed.id))) return refused(`no endpoint ${parsed.id}`);
+        if (!(await removeWebhookEndpoint(db, { id: parsed.id, change: change(parsed.reason) })))
+          return refused(`no endpoint ${parsed.id}`);
         process.stdout.write(`webhooks: ${parsed.id} removed\n`);
         return DONE;
       }
       case "replay": {
-        const queued = await replayEndpoint(db, { id: parsed.id, fromEventId: parsed.fromEventId });
+        const queued = await replayWebhookEndpoint(db, {
+          id: parsed.id,
+          scope: parsed.scope,
+          change: change(parsed.reason),
+        });
         if (queued === undefined) return refused(`no endpoint ${parsed.id}`);
         process.stdout.write(`webhooks: ${queued} deliveries queued for ${parsed.id}\n`);
         return DONE;
@@ -104,6 +146,10 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   } finally {
     await database.close();
   }
+}
+
+function change(reason: string | undefined): WebhookChange {
+  return { reason, source: "cli" };
 }
 
 runCli({ name: "webhooks", usage: USAGE, run });

@@ -59,7 +59,7 @@ import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
 import { createWebhooksModule, type WebhooksModuleOptions } from "./webhooks/capability.ts";
-import { loadWebhookSigningKey, type WebhookSigningKey } from "./webhooks/signing.ts";
+import { loadWebhookSigningKeys, type WebhookSigningKey } from "./webhooks/signing.ts";
 import type { Worker } from "./workers/loop.ts";
 import { createX402Module } from "./x402/capability.ts";
 import { settlementsFollower } from "./x402/payee/outbox-follower.ts";
@@ -120,10 +120,10 @@ export async function composeOrigin(
     sealed: options.sealed,
   });
   if (!checked.ok) return err({ code: "money", errors: checked.error });
-  let webhookKey: WebhookSigningKey | undefined;
+  let webhookKeys: WebhookSigningKey[] = [];
   if (config.webhooks.signingKeyFile) {
     try {
-      webhookKey = await loadWebhookSigningKey(config.webhooks.signingKeyFile);
+      webhookKeys = await loadWebhookSigningKeys(config.webhooks.signingKeyFile);
     } catch (error) {
       return err({ code: "webhooks", errors: [(error as Error).message] });
     }
@@ -158,7 +158,7 @@ export async function composeOrigin(
       x402.capability,
       events.capability,
       // The public key route and the delivery workers.
-      createWebhooksModule(infra, webhookKey, options.webhooks),
+      createWebhooksModule(infra, webhookKeys, events.feed, options.webhooks),
     );
   }
   capabilities.push(keyPool.capability, createIdentityModule(infra), money.capability);

@@ -56,6 +56,34 @@ export const identityChangeRequestSchema = z.strictObject({
 });
 export type IdentityChangeRequest = z.infer<typeof identityChangeRequestSchema>;
 
+/** POST {base}/admin/agents/webhooks: an endpoint, its event types (each a type of the log). */
+export const webhookAddRequestSchema = z.strictObject({
+  url: z.string({ error: "url must be a string" }).max(2_000, "url must be at most 2000 characters"),
+  events: z
+    .array(z.string(), { error: "events must be a list of event types" })
+    .min(1, "events must name at least one event type")
+    .max(50, "events must name at most 50 event types"),
+  reason: reasonSchema,
+});
+export type WebhookAddRequest = z.infer<typeof webhookAddRequestSchema>;
+
+/** POST {base}/admin/agents/webhooks/{endpoint_id}/remove. */
+export const webhookRemoveRequestSchema = z.strictObject({ reason: reasonSchema });
+export type WebhookRemoveRequest = z.infer<typeof webhookRemoveRequestSchema>;
+
+const eventId = z.string().regex(/^\d{1,19}$/, "an event id is a whole number, as a string");
+
+/**
+ * POST {base}/admin/agents/webhooks/{endpoint_id}/replay: one event (`event_id`), the events
+ * from one on (`from_event_id`), or, with neither, every event since the endpoint was added.
+ */
+export const webhookReplayRequestSchema = z
+  .strictObject({ event_id: eventId.optional(), from_event_id: eventId.optional(), reason: reasonSchema })
+  .refine((body) => body.event_id === undefined || body.from_event_id === undefined, {
+    message: "event_id and from_event_id do not go together",
+  });
+export type WebhookReplayRequest = z.infer<typeof webhookReplayRequestSchema>;
+
 // ─── Responses ───────────────────────────────────────────────────────────────────────────────
 
 export const settingsChangeResponseSchema = z.object({
@@ -202,7 +230,12 @@ export const operationsOverviewSchema = z.object({
 });
 export type OperationsOverview = z.infer<typeof operationsOverviewSchema>;
 
-export const AUDIT_KINDS = ["registration_setting", "identity", "funding_exception"] as const;
+export const AUDIT_KINDS = [
+  "registration_setting",
+  "identity",
+  "funding_exception",
+  "webhook_endpoint",
+] as const;
 
 /** GET {base}/admin/agents/audit: every recorded change, newest first. */
 export const auditSchema = z.object({
@@ -211,7 +244,7 @@ export const auditSchema = z.object({
   changes: z.array(
     z.object({
       kind: z.enum(AUDIT_KINDS),
-      /** The setting name, the agent id, or the funding exception id. */
+      /** The setting name, the agent id, the funding exception id, or the webhook endpoint id. */
       subject: z.string(),
       change: z.string(),
       before: z.string().nullable(),
@@ -224,3 +257,50 @@ export const auditSchema = z.object({
   ),
 });
 export type Audit = z.infer<typeof auditSchema>;
+
+const webhookEndpointSchema = z.object({
+  id: z.uuid(),
+  url: z.string(),
+  events: z.array(z.string()),
+  enabled: z.boolean(),
+  /** Why it is disabled: a receiver's 410 Gone, for one. */
+  disabled_reason: z.string().nullable(),
+  created_at: timestamp,
+});
+
+/** One delivery of an event to an endpoint, as its last attempt left it. */
+export const webhookDeliverySchema = z.object({
+  /** The `webhook-id` header of every attempt of this delivery. */
+  webhook_id: z.string(),
+  event_id: z.string(),
+  /** Null once the event left the log (retention). */
+  event_type: z.string().nullable(),
+  status: z.enum(["pending", "delivered", "failed", "disabled"]),
+  attempts: count,
+  last_http_status: z.number().int().nullable(),
+  last_error: z.string().nullable(),
+  /** When the next attempt is due; pending deliveries only. */
+  next_attempt_at: timestamp.nullable(),
+  delivered_at: timestamp.nullable(),
+  created_at: timestamp,
+});
+
+/** GET {base}/admin/agents/webhooks: every endpoint (never its secret) with its latest deliveries. */
+export const webhooksOverviewSchema = z.object({
+  /** The types an endpoint may subscribe to. */
+  event_types: z.array(z.string()),
+  endpoints: z.array(webhookEndpointSchema.extend({ deliveries: z.array(webhookDeliverySchema) })),
+});
+export type WebhooksOverview = z.infer<typeof webhooksOverviewSchema>;
+
+/** The added endpoint with its secret: the only answer that ever shows it. */
+export const webhookAddResponseSchema = webhookEndpointSchema.extend({
+  secret: z.string().describe("whsec_ and base64: shown once, kept by the receiver to verify v1"),
+});
+export type WebhookAddResponse = z.infer<typeof webhookAddResponseSchema>;
+
+export const webhookRemoveResponseSchema = z.object({ id: z.uuid(), removed: z.literal(true) });
+export type WebhookRemoveResponse = z.infer<typeof webhookRemoveResponseSchema>;
+
+export const webhookReplayResponseSchema = z.object({ id: z.uuid(), queued: count });
+export type WebhookReplayResponse = z.infer<typeof webhookReplayResponseSchema>;

@@ -33,8 +33,8 @@ export type WebhookReceiver = {
   delayMs: number;
   /** The endpoint's secret (known once `add` printed it). */
   secret: string;
-  /** Loads the origin's published keys. */
-  loadKeys(keysUrl: string): Promise<void>;
+  /** Loads the origin's published keys (only those `keep` accepts, when given: a receiver's trust list). */
+  loadKeys(keysUrl: string, keep?: (jwk: Record<string, string>) => boolean): Promise<void>;
   stop(): Promise<void>;
   start(): Promise<void>;
   close(): Promise<void>;
@@ -52,12 +52,12 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     answer: () => ({ status: 204 }),
     delayMs: 0,
     secret: "",
-    async loadKeys(keysUrl) {
+    async loadKeys(keysUrl, keep = () => true) {
       const response = await fetch(keysUrl);
       const set = (await response.json()) as { keys: Array<Record<string, string>> };
-      keys = set.keys.map((jwk) =>
-        createPublicKey({ key: { kty: jwk.kty!, crv: jwk.crv!, x: jwk.x! }, format: "jwk" }),
-      );
+      keys = set.keys
+        .filter(keep)
+        .map((jwk) => createPublicKey({ key: { kty: jwk.kty!, crv: jwk.crv!, x: jwk.x! }, format: "jwk" }));
     },
     start: () => listen(),
     async stop() {

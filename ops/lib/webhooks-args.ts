@@ -2,21 +2,36 @@
  * The arguments of `npm run webhooks` (docs/operations.md#webhooks), checked before the database
  * is opened: a bad one is a usage error (exit 2), whatever the database holds.
  */
+import type { ReplayScope } from "../../origin/webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../../origin/webhooks/event-types.ts";
 import { UsageError } from "./cli-shell.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export type WebhooksCommand =
-  | { command: "add"; url: string; events: string[]; json: boolean }
+  | { command: "add"; url: string; events: string[]; json: boolean; reason: string | undefined }
   | { command: "list"; json: boolean }
-  | { command: "remove"; id: string }
-  | { command: "replay"; id: string; fromEventId: bigint | undefined };
+  | { command: "remove"; id: string; reason: string | undefined }
+  | { command: "replay"; id: string; scope: ReplayScope; reason: string | undefined }
+  | { command: "add-key" }
+  | { command: "retire-key"; kid: string };
+
+const EVENT_ID = /^\d{1,19}$/;
 
 export function parseWebhooksCommand(
   command: string | undefined,
-  values: { url?: string; events?: string; id?: string; from?: string; json?: boolean },
+  values: {
+    url?: string;
+    events?: string;
+    id?: string;
+    from?: string;
+    event?: string;
+    reason?: string;
+    kid?: string;
+    json?: boolean;
+  },
 ): WebhooksCommand {
+  const reason = values.reason?.trim() ? values.reason : undefined;
   const id = (): string => {
     if (!values.id || !UUID.test(values.id)) throw new UsageError("--id must be an endpoint id (a UUID)");
     return values.id;
@@ -33,18 +48,39 @@ export function parseWebhooksCommand(
           `unknown event type ${parsed.unknown.join(", ")}: --events takes a list of ${WEBHOOK_EVENT_TYPES.join(",")}`,
         );
       }
-      return { command, url: values.url, events: parsed.types, json: values.json === true };
+      return { command, url: values.url, events: parsed.types, json: values.json === true, reason };
     }
     case "list":
       return { command, json: values.json === true };
     case "remove":
-      return { command, id: id() };
+      return { command, id: id(), reason };
     case "replay": {
-      if (values.from !== undefined && !/^\d{1,19}$/.test(values.from)) {
-        throw new UsageError("--from must be an event id (a whole number)");
+      if (values.from !== undefined && values.event !== undefined) {
+        throw new UsageError("--from and --event do not go together");
       }
-      return { command, id: id(), fromEventId: values.from === undefined ? undefined : BigInt(values.from) };
+      for (const [flag, value] of [
+        ["--from", values.from],
+        ["--event", values.event],
+      ] as const) {
+        if (value !== undefined && !EVENT_ID.test(value)) {
+          throw new UsageError(`${flag} must be an event id (a whole number)`);
+        }
+      }
+      const scope: ReplayScope =
+        values.event !== undefined
+          ? { kind: "event", eventId: BigInt(values.event) }
+          : values.from !== undefined
+            ? { kind: "from", eventId: BigInt(values.from) }
+            : { kind: "all" };
+      return { command, id: id(), scope, reason };
     }
+    case "add-key":
+      return { command };
+    case "retire-key":
+      if (!values.kid || !/^[A-Za-z0-9_-]{1,64}$/.test(values.kid)) {
+        throw new UsageError("--kid must be a key id, as the key set lists it");
+      }
+      return { command, kid: values.kid };
     default:
       throw new UsageError(command ? `unknown command '${command}'` : "no command");
   }

@@ -8,6 +8,9 @@ import {
   operationsOverviewSchema,
   registrationOverviewSchema,
   settingsChangeResponseSchema,
+  webhookAddResponseSchema,
+  webhookReplayResponseSchema,
+  webhooksOverviewSchema,
 } from "../../shared/console-schemas.ts";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { consoleCalls, consoleSecrets, withoutRequestId } from "../../testing/console-client.ts";
@@ -457,6 +460,145 @@ describe("operator console API", () => {
       expect(line.toLowerCase()).not.toContain("x-admin-api-token");
       expect(line.toLowerCase()).not.toContain("x-registration-admin-token");
     }
+  });
+
+  it("adds, lists, replays and removes webhook endpoints with a reason, each audited; refuses what delivery would", async () => {
+    const webhookRows = async () =>
+      (await queryRows<{ n: number }>(db(), sql`select count(*)::int as n from webhook_endpoints`))[0]!.n;
+    const before = await webhookRows();
+    // This node does not allow private addresses: a loopback URL is refused as delivery would refuse it.
+    for (const [body, field] of [
+      [{ url: "http://127.0.0.1:9/hook", events: ["action.confirmed"], reason: "r" }, "url"],
+      [{ url: "http://169.254.169.254/", events: ["action.confirmed"], reason: "r" }, "url"],
+      [{ url: "ftp://93.184.216.34/", events: ["action.confirmed"], reason: "r" }, "url"],
+      [{ url: "https://93.184.216.34/hook", events: ["action.teleported"], reason: "r" }, "events"],
+      [{ url: "https://93.184.216.34/hook", events: [], reason: "r" }, undefined],
+      [{ url: "https://93.184.216.34/hook", events: ["action.confirmed"], reason: " " }, undefined],
+    ] as const) {
+      const refused = await operator().post("/webhooks", body);
+      expect(refused.status, JSON.stringify(body)).toBe(400);
+      expect((refused.body as { error: { code: string } }).error.code).toBe("validation_failed");
+      if (field) expect(JSON.stringify(refused.body)).toContain(field);
+    }
+    // The read token alone cannot change anything.
+    const readOnly = await reader().post("/webhooks", {
+      url: "https://93.184.216.34/hook",
+      events: ["action.confirmed"],
+      reason: "read only",
+    });
+    expect(readOnly.status).toBe(401);
+    expect(await webhookRows()).toBe(before);
+
+    const added = await operator().post("/webhooks", {
+      url: "https://93.184.216.34/hook",
+      events: ["action.confirmed", "action.failed"],
+      reason: "a public receiver",
+    });
+    expect(added.status).toBe(201);
+    const endpoint = webhookAddResponseSchema.parse(added.body);
+    expect(endpoint).toMatchObject({
+      enabled: true,
+      disabled_reason: null,
+      events: ["action.confirmed", "action.failed"],
+    });
+    expect(endpoint.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+
+    // Deliveries as the fan-out queues them; none is sent (no worker runs in this test).
+    const [event] = await queryRows<{ id: string }>(
+      db(),
+      sql`insert into events (agent_id, type, data) values (null, 'action.confirmed', '{}') returning id::text as id`,
+    );
+    await db().execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id, status, attempts, last_http_status, last_error)
+          values (${endpoint.id}::uuid, ${event!.id}::bigint, 'failed', 5, 500, 'the receiver answered 500')`,
+    );
+    const listed = await reader().get("/webhooks");
+    expect(listed.status).toBe(200);
+    expect(JSON.stringify(listed.body)).not.toContain(endpoint.secret);
+    const overview = webhooksOverviewSchema.parse(listed.body);
+    expect(overview.event_types).toContain("action.confirmed");
+    const shown = overview.endpoints.find((each) => each.id === endpoint.id)!;
+    expect(shown.deliveries).toEqual([
+      expect.objectContaining({
+        event_id: event!.id,
+        event_type: "action.confirmed",
+        status: "failed",
+        attempts: 5,
+        last_http_status: 500,
+        last_error: "the receiver answered 500",
+        next_attempt_at: null,
+        delivered_at: null,
+      }),
+    ]);
+
+    // Replay of that event: the same row, so the same webhook-id, pending again from a first attempt.
+    const replayed = await operator().post(`/webhooks/${endpoint.id}/replay`, {
+      event_id: event!.id,
+      reason: "the receiver is fixed",
+    });
+    expect(replayed.status).toBe(200);
+    expect(webhookReplayResponseSchema.parse(replayed.body)).toEqual({ id: endpoint.id, queued: 1 });
+    const after = webhooksOverviewSchema
+      .parse((await reader().get("/webhooks")).body)
+      .endpoints.find((each) => each.id === endpoint.id)!;
+    expect(after.deliveries).toHaveLength(1);
+    expect(after.deliveries[0]).toMatchObject({
+      webhook_id: shown.deliveries[0]!.webhook_id,
+      status: "pending",
+      attempts: 0,
+      last_error: null,
+    });
+    expect(after.deliveries[0]!.next_attempt_at).not.toBeNull();
+    const both = await operator().post(`/webhooks/${endpoint.id}/replay`, {
+      event_id: "1",
+      from_event_id: "1",
+      reason: "both",
+    });
+    expect(both.status).toBe(400);
+
+    const removed = await operator().post(`/webhooks/${endpoint.id}/remove`, { reason: "decommissioned" });
+    expect(removed.status).toBe(200);
+    expect(removed.body).toEqual({ id: endpoint.id, removed: true });
+    for (const path of [
+      `/webhooks/${endpoint.id}/remove`,
+      `/webhooks/${endpoint.id}/replay`,
+      "/webhooks/nope/remove",
+    ]) {
+      const missing = await operator().post(path, { reason: "again" });
+      expect(missing.status, path).toBe(404);
+    }
+
+    const audit = auditSchema.parse((await reader().get("/audit")).body);
+    const changes = audit.changes.filter((row) => row.subject === endpoint.id);
+    expect(changes.map(({ at: _at, ...row }) => row)).toEqual([
+      {
+        kind: "webhook_endpoint",
+        subject: endpoint.id,
+        change: "remove",
+        before: "https://93.184.216.34/hook (action.confirmed,action.failed)",
+        after: "removed",
+        reason: "decommissioned",
+        source: "console",
+      },
+      {
+        kind: "webhook_endpoint",
+        subject: endpoint.id,
+        change: "replay",
+        before: "enabled",
+        after: `enabled; 1 deliveries queued: event ${event!.id}`,
+        reason: "the receiver is fixed",
+        source: "console",
+      },
+      {
+        kind: "webhook_endpoint",
+        subject: endpoint.id,
+        change: "add",
+        before: null,
+        after: "https://93.184.216.34/hook (action.confirmed,action.failed)",
+        reason: "a public receiver",
+        source: "console",
+      },
+    ]);
   });
 });
 

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { mkdir } from "node:fs/promises";
+import { mkdir, mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -11,14 +12,17 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { send } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
+import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
 import { updateRegistrationPolicy } from "../registration/policy-repository.ts";
+import { ensureWebhookSigningKeyFile } from "../webhooks/signing.ts";
 
 // The operator console page in a real headless Chromium against the real origin (real Postgres):
 // an operator types the tokens, reads the counters and identities, changes a setting and sees it
 // audited with its channel, disables an agent (its next request is 401) and enables it again (200),
-// each confirmation beside the form that caused it; read-only mode and a wrong change token are
-// said as what they are; on a phone, wide tables scroll inside their own box.
+// each confirmation beside the form that caused it; adds a webhook endpoint, sees its delivery and
+// replays it (the receiver gets it again under the same webhook-id); read-only mode and a wrong
+// change token are said as what they are; on a phone, wide tables scroll inside their own box.
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
 const secrets = consoleSecrets();
@@ -31,9 +35,13 @@ describe("the operator console page in a browser", () => {
   let browser: Browser;
   let context: BrowserContext;
   let agent: { token: string; agent_id: string; assigned_wallet: string };
+  let receiver: WebhookReceiver;
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
+    const keyFile = path.join(await mkdtemp(path.join(tmpdir(), "console-webhooks-")), "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(keyFile);
+    receiver = await startWebhookReceiver();
     await seedFreeKeys(testDb.handle.db, 15);
     await updateRegistrationPolicy(testDb.handle.db, { changes: { paused: false }, reason: "page test" });
     origin = await startTestOrigin({
@@ -43,7 +51,11 @@ describe("the operator console page in a browser", () => {
         AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
         AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
         AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
+        // The receiver is on loopback: this test's node allows it, as the local stack does.
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: keyFile,
       },
+      workers: ["money", "webhooks"],
     });
     const registered = await send(`${origin.base}/agent/v1/register`, {
       method: "POST",
@@ -64,6 +76,7 @@ describe("the operator console page in a browser", () => {
   });
   afterAll(async () => {
     await browser?.close();
+    await receiver?.close();
     await origin?.close();
     await testDb?.drop();
   });
@@ -179,6 +192,94 @@ describe("the operator console page in a browser", () => {
     await page.close();
   });
 
+  it("adds a webhook endpoint (its secret shown once), shows its delivery, and Replay sends it again under the same webhook-id", async () => {
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await receiver.loadKeys(`${origin.base}/.well-known/webhooks/keys`);
+
+    const url = `${receiver.url}/console-hook`;
+    await page.fill("#webhook-url", url);
+    await page.check('#webhook-events input[value="action.confirmed"]');
+    await page.fill("#webhook-add-reason", "the browser test's receiver");
+    await page.click("#webhook-add-form button[type=submit]");
+    await expect
+      .poll(() => page.textContent("#webhook-add-message"))
+      .toMatch(/^Endpoint [0-9a-f-]{36} added\./);
+    const secret = (await page.textContent("#webhook-secret"))!;
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    receiver.secret = secret;
+    const endpoint = page.locator(".webhook-endpoint", { hasText: url });
+    const endpointId = (await endpoint.getAttribute("data-endpoint"))!;
+    expect(await endpoint.textContent()).toContain("enabled");
+    // The list never shows the secret.
+    const listed = await send(`${origin.base}/admin/agents/webhooks`, {
+      headers: { "x-admin-api-token": secrets.adminToken },
+    });
+    expect(JSON.stringify(listed.body)).not.toContain(secret);
+
+    // An event the endpoint subscribes to, written as the triggers write it.
+    const [event] = await queryRows<{ id: string }>(
+      testDb.handle.db,
+      sql`insert into events (agent_id, type, data) values (null, 'action.confirmed', '{"marker":"console"}')
+          returning id::text as id`,
+    );
+    await expect.poll(() => receiver.received.length, { timeout: 15_000 }).toBe(1);
+    const first = receiver.received[0]!;
+    expect(first).toMatchObject({ v1: true, v1a: true, path: "/console-hook" });
+    expect(first.body.data.event_id).toBe(event!.id);
+
+    // The delivery appears under its endpoint, delivered, with its webhook-id.
+    await expect
+      .poll(
+        async () => {
+          await page.click("#refresh");
+          return endpoint.locator("tr", { hasText: first.webhookId }).textContent();
+        },
+        { timeout: 10_000 },
+      )
+      .toContain("delivered");
+    const row = endpoint.locator("tr", { hasText: first.webhookId });
+    const cells = await row.locator("td").allTextContents();
+    expect(cells.slice(0, 6)).toEqual([
+      first.webhookId,
+      event!.id,
+      "action.confirmed",
+      "delivered",
+      "1",
+      "204",
+    ]);
+
+    // Replay: the button prepares the form, the operator gives a reason and applies it.
+    await row.locator('button[data-action="replay"]').click();
+    expect(await page.inputValue("#webhook-endpoint")).toBe(endpointId);
+    expect(await page.inputValue("#webhook-event")).toBe(event!.id);
+    await page.fill("#webhook-change-reason", "the receiver lost it");
+    await page.click("#webhook-change-form button[type=submit]");
+    await expect
+      .poll(() => page.textContent("#webhook-change-message"))
+      .toBe(`${endpointId}: 1 deliveries queued (event ${event!.id}).`);
+    await expect.poll(() => receiver.received.length, { timeout: 15_000 }).toBe(2);
+    const again = receiver.received[1]!;
+    expect(again.webhookId).toBe(first.webhookId);
+    expect(again.body.data.event_id).toBe(event!.id);
+    expect(again).toMatchObject({ v1: true, v1a: true });
+
+    // Both changes are in the audit, through the console, with their reasons.
+    for (const [reason, change] of [
+      ["the browser test's receiver", "add"],
+      ["the receiver lost it", "replay"],
+    ]) {
+      const audited = page.locator("#audit tr", { hasText: reason });
+      const auditCells = await audited.locator("td").allTextContents();
+      expect(auditCells.slice(1, 4)).toEqual(["webhook_endpoint", endpointId, change]);
+      expect(auditCells[7]).toBe("console");
+    }
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it("opened with the read token only, says it is read only beside each change form and sends no change", async () => {
     const page = await context.newPage();
     const posts: string[] = [];
@@ -187,7 +288,7 @@ describe("the operator console page in a browser", () => {
     });
     await signIn(page, { admin: secrets.adminToken, change: "" });
     const before = await settingChanges();
-    for (const form of ["settings", "identity"]) {
+    for (const form of ["settings", "identity", "webhook-add", "webhook-change"]) {
       const note = await page.textContent(`#${form}-message`);
       expect(note, form).toContain("Read only: the console was opened without the registration admin token");
       expect(await page.isDisabled(`#${form}-form button[type=submit]`), form).toBe(true);

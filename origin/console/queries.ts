@@ -275,6 +275,10 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
         (select 'funding_exception', exception_id::text, change, before::text, after::text, reason, 'cli',
                 changed_at
          from funding_exception_changes order by changed_at desc limit ${limit})
+        union all
+        (select 'webhook_endpoint', endpoint_id::text, change, before, after, coalesce(reason, ''), source,
+                changed_at
+         from webhook_endpoint_changes order by changed_at desc limit ${limit})
         order by at desc limit ${limit}`,
   );
   return {

@@ -14,6 +14,7 @@ import type { NodeLocal } from "./node-local.ts";
 import { operationsHandler } from "./operations.ts";
 import { createPageRouter } from "./page.ts";
 import { registrationOverviewHandler } from "./registration-overview.ts";
+import { webhooksConsoleHandlers } from "./webhooks.ts";
 
 /**
  * The operator console and the metrics (docs/operations.md#the-operator-console-and-metrics), on
@@ -66,6 +67,11 @@ export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono
   route(router, "/", "consoleAudit", auth.read, auditHandler(deps));
   route(router, "/", "consoleChangeSettings", auth.change, changeSettingsHandler(deps));
   route(router, "/", "consoleChangeIdentity", auth.change, changeIdentityHandler(deps));
+  const webhooks = webhooksConsoleHandlers(deps);
+  route(router, "/", "consoleWebhooks", auth.read, webhooks.list);
+  route(router, "/", "consoleAddWebhook", auth.change, webhooks.add);
+  route(router, "/", "consoleRemoveWebhook", auth.change, webhooks.remove);
+  route(router, "/", "consoleReplayWebhook", auth.change, webhooks.replay);
   // GET {base}/metrics: the Prometheus text format, for a scraper holding the admin read token.
   route(router, "/", "metrics", auth.scrape, async (c) =>
     c.body(await node.metrics.render(), 200, {

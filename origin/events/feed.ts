@@ -44,6 +44,13 @@ export type EventFeed = {
   size(): number;
   /** Reads now (tests; the listener's wake). */
   wake(): void;
+  /**
+   * Calls `onWake` whenever the origin's listener hears that events were written (and shortly
+   * after, as the feed reads again), starting the listener if nobody follows the feed yet: other
+   * readers of the log (the webhooks' fan-out) share its one `LISTEN` connection. Returns the
+   * unsubscription.
+   */
+  onEventsWritten(onWake: () => void): () => void;
   stop(): Promise<void>;
 };
 
@@ -57,6 +64,7 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
   let listener: EventListener | undefined;
   let followUp: NodeJS.Timeout | undefined;
   let stopped = false;
+  const watchers = new Set<() => void>();
 
   const exclusive = async (work: () => Promise<void>): Promise<void> => {
     while (inFlight) await inFlight.catch(() => {});
@@ -88,18 +96,28 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
     }
   };
 
-  const start = (): void => {
-    if (loop || stopped) return;
-    loop = startLoop("events_feed", params.pollMs ?? 1_000, logger, () => exclusive(readNew));
+  const wakeAll = (): void => {
+    loop?.wake();
+    for (const watcher of watchers) watcher();
+  };
+
+  const listen = (): void => {
+    if (listener || stopped) return;
     listener = startEventListener({
       connect: params.connectDirect,
       logger,
       onWake: () => {
-        loop?.wake();
+        wakeAll();
         clearTimeout(followUp);
-        followUp = setTimeout(() => loop?.wake(), FOLLOW_UP_MS);
+        followUp = setTimeout(wakeAll, FOLLOW_UP_MS);
       },
     });
+  };
+
+  const start = (): void => {
+    if (loop || stopped) return;
+    loop = startLoop("events_feed", params.pollMs ?? 1_000, logger, () => exclusive(readNew));
+    listen();
   };
 
   return {
@@ -136,8 +154,16 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
     },
     size: () => [...subscribers.values()].reduce((sum, set) => sum + set.size, 0),
     wake: () => loop?.wake(),
+    onEventsWritten(onWake) {
+      watchers.add(onWake);
+      listen();
+      return () => {
+        watchers.delete(onWake);
+      };
+    },
     async stop() {
       stopped = true;
+      watchers.clear();
       clearTimeout(followUp);
       await Promise.all([loop?.stop(), listener?.stop()]);
       subscribers.clear();

@@ -32,6 +32,30 @@ describe("isPrivateAddress", () => {
     ["172.32.0.1", false],
     ["2606:4700::1111", false],
     ["::ffff:8.8.8.8", false],
+    // IPv6 forms that carry an IPv4 address are refused like the IPv4 they carry.
+    ["::ffff:0:127.0.0.1", true], // IPv4-translated
+    ["0:0:0:0:0:ffff:a00:1", true], // mapped, written in full
+    ["[::ffff:192.168.0.1]", true],
+    ["::127.0.0.1", true], // IPv4-compatible
+    ["::10.0.0.1", true],
+    ["::8.8.8.8", false],
+    ["64:ff9b::127.0.0.1", true], // NAT64
+    ["64:ff9b::a9fe:a9fe", true], // NAT64 of 169.254.169.254
+    ["64:ff9b:0:0:0:0:c0a8:101", true], // NAT64 in full, 192.168.1.1
+    ["64:ff9b::8.8.8.8", false],
+    ["64:ff9b:1::8.8.8.8", true], // NAT64 for local use: its translation is the network's own
+    ["2002:7f00:1::", true], // 6to4 of 127.0.0.1
+    ["2002:0a00:0001:1::5", true], // 6to4 of 10.0.0.1
+    ["2002:c0a8:0101::1", true], // 6to4 of 192.168.1.1
+    ["2002:a9fe:a9fe::", true], // 6to4 of 169.254.169.254
+    ["2002:808:808::1", false], // 6to4 of 8.8.8.8
+    ["2001:0:4136:e378:8000:63bf:80ff:fffe", true], // Teredo, client 127.0.0.1 (inverted)
+    ["2001:0:4136:e378:8000:63bf:f5ff:fffe", true], // Teredo, client 10.0.0.1
+    ["2001:0:a00:1:8000:63bf:f7f7:f7f7", true], // Teredo, server 10.0.0.1
+    ["2001:0:4136:e378:8000:63bf:f7f7:f7f7", false], // Teredo, server 65.54.227.120, client 8.8.8.8
+    ["2001:db8::1", false],
+    ["100::1", true], // discard-only
+    ["fe80::1%eth0", true],
   ])("%s → %s", (address, expected) => {
     expect(isPrivateAddress(address)).toBe(expected);
   });
@@ -50,6 +74,8 @@ describe("checkWebhookUrl", () => {
     ["http://localhost/hook", false, "private_address"],
     ["http://[::1]/hook", false, "private_address"],
     ["http://169.254.169.254/", false, "private_address"],
+    ["http://[2002:7f00:1::]:8080/", false, "private_address"],
+    ["http://[64:ff9b::a9fe:a9fe]/", false, "private_address"],
     ["ftp://public.example/", false, "bad_scheme"],
     ["http://user:pw@public.example/", false, "bad_url"],
     ["not a url", false, "bad_url"],

@@ -30,20 +30,57 @@ for (const [network, prefix] of [
   ["fe80::", 10], // link-local
   ["fec0::", 10], // the old site-local
   ["ff00::", 8], // multicast
+  ["64:ff9b:1::", 48], // NAT64 for local use: translates to whatever the operator's network chose
+  ["100::", 64], // discard-only
 ] as const) {
   blocked.addSubnet(network, prefix, "ipv6");
 }
 
-/** The IPv4 address an IPv6 one carries (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96), if any. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:(?:0:)?|64:ff9b::)(\d{1,3}(?:\.\d{1,3}){3})$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:(?:0:)?|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (!hex) return undefined;
-  const high = Number.parseInt(hex[1]!, 16);
-  const low = Number.parseInt(hex[2]!, 16);
-  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+/** The eight 16-bit groups of an IPv6 address (a trailing dotted IPv4 included), or undefined. */
+export function ipv6Groups(address: string): number[] | undefined {
+  if (isIP(address) !== 6) return undefined;
+  let text = address.toLowerCase();
+  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes("::") ? text.split("::") : [text, undefined];
+  const parse = (part: string | undefined): number[] =>
+    part ? part.split(":").map((group) => Number.parseInt(group, 16)) : [];
+  const left = parse(head);
+  const right = parse(tail);
+  const groups =
+    tail === undefined ? left : [...left, ...new Array(8 - left.length - right.length).fill(0), ...right];
+  return groups.length === 8 && groups.every((group) => group >= 0 && group <= 0xffff) ? groups : undefined;
+}
+
+const ipv4Of = (high: number, low: number): string => [high >> 8, high & 255, low >> 8, low & 255].join(".");
+
+/**
+ * The IPv4 addresses an IPv6 one carries, each of which reaches (or is translated to) that IPv4
+ * host: IPv4-mapped ::ffff:0:0/96 and IPv4-translated ::ffff:0:0:0/96, the deprecated
+ * IPv4-compatible ::/96, NAT64's 64:ff9b::/96, 6to4's 2002::/16 (the relay's IPv4 in bits 16–47)
+ * and Teredo's 2001::/32 (the server's IPv4 in bits 32–63, the client's inverted in the last 32).
+ */
+export function embeddedIpv4(groups: readonly number[]): string[] {
+  const [g0, g1, g2, g3, g4, g5, g6, g7] = groups as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const zeros = (from: number, to: number): boolean => groups.slice(from, to).every((group) => group === 0);
+  if (zeros(0, 5) && (g5 === 0xffff || g5 === 0)) return [ipv4Of(g6, g7)];
+  if (zeros(0, 4) && g4 === 0xffff && g5 === 0) return [ipv4Of(g6, g7)];
+  if (g0 === 0x64 && g1 === 0xff9b && zeros(2, 6)) return [ipv4Of(g6, g7)];
+  if (g0 === 0x2002) return [ipv4Of(g1, g2)];
+  if (g0 === 0x2001 && g1 === 0) return [ipv4Of(g2, g3), ipv4Of(g6 ^ 0xffff, g7 ^ 0xffff)];
+  return [];
 }
 
 /** True for an address a webhook must not reach (an unparsable one included). */
@@ -52,8 +89,10 @@ export function isPrivateAddress(address: string): boolean {
   const family = isIP(bare);
   if (family === 4) return blocked.check(bare, "ipv4");
   if (family === 6) {
-    const v4 = embeddedIpv4(bare);
-    if (v4 !== undefined) return blocked.check(v4, "ipv4");
+    const groups = ipv6Groups(bare);
+    if (!groups) return true;
+    // An IPv6 form of an IPv4 address is refused like the IPv4 it carries.
+    if (embeddedIpv4(groups).some((v4) => blocked.check(v4, "ipv4"))) return true;
     return blocked.check(bare, "ipv6");
   }
   return true;

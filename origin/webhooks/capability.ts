@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { type Capability, capability } from "../capability.ts";
+import type { EventFeed } from "../events/feed.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { route } from "../openapi/route.ts";
@@ -12,31 +13,40 @@ import { startLoop, type Worker } from "../workers/loop.ts";
 import type { Resolve } from "./address-guard.ts";
 import { deliverDue } from "./deliver.ts";
 import { fanOutOnce } from "./fan-out.ts";
+import { sweepExpiredDeliveries } from "./retention.ts";
 import type { WebhookSigningKey } from "./signing.ts";
 
 /** How often the fan-out looks at the log and the worker for due deliveries. */
 const PERIOD_MS = 1_000;
 /** Deliveries one origin sends at once. */
 const CONCURRENCY = 8;
+/** How often the deliveries log is swept (as the event log is). */
+const SWEEP_PERIOD_MS = 60 * 60_000;
 
 export type WebhooksModuleOptions = {
   /** The resolver of the address checks (tests swap in one that changes its answer). */
   resolve?: Resolve;
+  /** The fan-out's poll period, ms (a test lengthens it to see the listener's wake alone). */
+  fanOutPollMs?: number;
 };
 
+/** What the fan-out needs of the event log's feed: to hear, on the origin's one LISTEN, that events were written. */
+export type EventsWritten = Pick<EventFeed, "onEventsWritten">;
+
 /**
- * Without a signing key (AGENT_WEBHOOKS_SIGNING_KEY_FILE unset) the key set is empty and no worker
+ * Without a signing key (AGENT_WEBHOOKS_SIGNING_KEY_FILE unset) the key set is empty and no delivery worker
  * runs: deliveries wait in the database until an origin with a key starts.
  */
 export function createWebhooksModule(
   infra: Infrastructure,
-  key: WebhookSigningKey | undefined,
+  signingKeys: readonly WebhookSigningKey[],
+  events: EventsWritten,
   options: WebhooksModuleOptions = {},
 ): Capability {
   const { config, logger } = infra;
   const db = infra.database.db;
   const router = new Hono<AppEnv>();
-  const keys = { keys: key ? [key.jwk] : [] };
+  const keys = { keys: signingKeys.map((each) => each.jwk) };
   route(router, "/", "webhookKeys", (c) => {
     c.header("cache-control", "public, max-age=300");
     return c.json(keys);
@@ -44,15 +54,19 @@ export function createWebhooksModule(
   return capability("webhooks", {
     routes: [{ path: "/", router }],
     workers: (): Worker[] => {
-      if (!key) {
+      const retention = startLoop("webhooks_retention", SWEEP_PERIOD_MS, logger, async () => {
+        const deleted = await sweepExpiredDeliveries(db, config.events.retentionDays);
+        if (deleted > 0) logger.info({ deleted }, "webhook deliveries past retention deleted");
+      });
+      if (signingKeys.length === 0) {
         logger.warn("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set: webhooks are queued but not delivered");
-        return [];
+        return [retention];
       }
       const deliver = startLoop("webhooks_delivery", PERIOD_MS, logger, async () => {
         const deps = {
           db,
           logger,
-          key,
+          keys: signingKeys,
           retrySeconds: config.webhooks.retrySeconds,
           timeoutMs: config.webhooks.timeoutMs,
           allowPrivate: config.webhooks.allowPrivate,
@@ -62,11 +76,24 @@ export function createWebhooksModule(
         // A full batch means more may be due: go on at once rather than a period later.
         while ((await deliverDue(deps)) === CONCURRENCY) {}
       });
-      const fanOut = startLoop("webhooks_fan_out", PERIOD_MS, logger, async () => {
+      const fanOut = startLoop("webhooks_fan_out", options.fanOutPollMs ?? PERIOD_MS, logger, async () => {
         const result = await fanOutOnce(db);
         if (result.ran && result.deliveries > 0) deliver.wake();
       });
-      return [fanOut, deliver];
+      // A delivery starts as the event commits, not a poll period later: the origin's events
+      // listener wakes the fan-out (the poll stays, for poolers that break LISTEN).
+      const unwatch = events.onEventsWritten(() => fanOut.wake());
+      return [
+        {
+          name: fanOut.name,
+          async stop() {
+            unwatch();
+            await fanOut.stop();
+          },
+        },
+        deliver,
+        retention,
+      ];
     },
   });
 }

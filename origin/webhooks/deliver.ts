@@ -12,13 +12,15 @@ import {
   claimDueDeliveries,
   recordAttempt,
 } from "./deliveries.ts";
+import { parseRetryAfter, RETRY_AFTER_STATUSES } from "./retry-delay.ts";
 import { sendWebhook } from "./send.ts";
 import { signatureHeader, type WebhookSigningKey } from "./signing.ts";
 
 export type DeliverDeps = {
   db: Db;
   logger: Logger;
-  key: WebhookSigningKey;
+  /** The signing keys, newest first (signing.ts). */
+  keys: readonly WebhookSigningKey[];
   retrySeconds: readonly number[];
   timeoutMs: number;
   allowPrivate: boolean;
@@ -26,6 +28,8 @@ export type DeliverDeps = {
   concurrency: number;
   resolve?: Resolve;
   now?: () => Date;
+  /** The jitter's source: Math.random unless a test fixes it. */
+  random?: () => number;
 };
 
 /** The `webhook-id`: one per (endpoint, event), the same on every attempt, with no `.` in it. */
@@ -58,7 +62,12 @@ export async function deliverDue(deps: DeliverDeps): Promise<number> {
   let recording: Promise<void> = Promise.resolve();
   const record = (delivery: ClaimedDelivery, outcome: AttemptOutcome): Promise<void> => {
     const next = recording.then(() =>
-      recordAttempt(deps.db, { delivery, outcome, retrySeconds: deps.retrySeconds }),
+      recordAttempt(deps.db, {
+        delivery,
+        outcome,
+        retrySeconds: deps.retrySeconds,
+        random: (deps.random ?? Math.random)(),
+      }),
     );
     recording = next.catch(() => {});
     return next;
@@ -96,7 +105,7 @@ async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<At
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signatureHeader({
         secret: delivery.secret,
-        key: deps.key,
+        keys: deps.keys,
         webhookId,
         timestamp,
         body,
@@ -104,10 +113,18 @@ async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<At
       "user-agent": "agent-wallet-webhooks",
     },
   });
-  if (!sent.ok) return { kind: "failed", httpStatus: undefined, error: sent.error };
+  if (!sent.ok)
+    return { kind: "failed", httpStatus: undefined, error: sent.error, retryAfterSeconds: undefined };
   if (sent.status >= 200 && sent.status < 300) return { kind: "delivered", httpStatus: sent.status };
   if (sent.status === 410) return { kind: "gone", httpStatus: sent.status };
-  return { kind: "failed", httpStatus: sent.status, error: `the receiver answered ${sent.status}` };
+  return {
+    kind: "failed",
+    httpStatus: sent.status,
+    error: `the receiver answered ${sent.status}`,
+    retryAfterSeconds: RETRY_AFTER_STATUSES.has(sent.status)
+      ? parseRetryAfter(sent.retryAfter, deps.now?.() ?? new Date())
+      : undefined,
+  };
 }
 
 function describe(outcome: AttemptOutcome): string {

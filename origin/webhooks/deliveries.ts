@@ -4,6 +4,7 @@
  */
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
+import { retryDelaySeconds } from "./retry-delay.ts";
 
 /** A claimed delivery, with what sending it needs. */
 export type ClaimedDelivery = {
@@ -78,18 +79,31 @@ export type AttemptOutcome =
   | { kind: "delivered"; httpStatus: number }
   /** 410 Gone: the receiver wants no more; the endpoint is disabled. */
   | { kind: "gone"; httpStatus: number }
-  | { kind: "failed"; httpStatus: number | undefined; error: string }
+  | {
+      kind: "failed";
+      httpStatus: number | undefined;
+      error: string;
+      /** The receiver's `Retry-After` on a 429 or 503, in seconds. */
+      retryAfterSeconds: number | undefined;
+    }
   /** Never to be attempted again (the endpoint is disabled, the event swept). */
   | { kind: "dropped"; status: "disabled" | "failed"; error: string };
 
 /**
- * Records an attempt of a claimed delivery. A failure is retried `retrySeconds[attempt]` seconds
- * later while the schedule lasts, and ends `failed` after its last entry. Only the claim that made
- * the attempt records it (the attempt count must still be the claimed one).
+ * Records an attempt of a claimed delivery. A failure is retried after the schedule's step
+ * `retrySeconds[attempt]`, with jitter and any `Retry-After` (retry-delay.ts), while the schedule
+ * lasts, and ends `failed` after its last entry. Only the claim that made the attempt records it
+ * (the attempt count must still be the claimed one).
  */
 export async function recordAttempt(
   db: Db,
-  params: { delivery: ClaimedDelivery; outcome: AttemptOutcome; retrySeconds: readonly number[] },
+  params: {
+    delivery: ClaimedDelivery;
+    outcome: AttemptOutcome;
+    retrySeconds: readonly number[];
+    /** In [0, 1): the jitter's draw. */
+    random: number;
+  },
 ): Promise<void> {
   const { delivery, outcome } = params;
   const id = delivery.id.toString();
@@ -123,11 +137,17 @@ export async function recordAttempt(
       });
       return;
     case "failed": {
-      const delay = params.retrySeconds[made];
+      const step = params.retrySeconds[made];
       const next =
-        delay === undefined
+        step === undefined
           ? sql`status = 'failed'`
-          : sql`next_attempt_at = now() + make_interval(secs => ${delay}::int)`;
+          : sql`next_attempt_at = now() + make_interval(secs => ${String(
+              retryDelaySeconds({
+                scheduledSeconds: step,
+                retryAfterSeconds: outcome.retryAfterSeconds,
+                random: params.random,
+              }),
+            )}::double precision)`;
       await db.execute(
         sql`update webhook_deliveries set ${next}, attempts = ${made},
               last_http_status = ${outcome.httpStatus ?? null}, last_error = ${outcome.error.slice(0, 500)},

@@ -69,14 +69,22 @@ export async function removeEndpoint(db: Db, id: string): Promise<boolean> {
 }
 
 /**
- * Queues the endpoint's subscribed events from `fromEventId` on (all it may still get when
- * undefined: those since it was added) again: new deliveries for events it never had, and the
- * ones it had reset to a first attempt now, under the same webhook-id; re-enables the endpoint.
- * Returns how many, or undefined when there is no such endpoint.
+ * Which events a replay queues again: one event, those from an event id on, or all the endpoint
+ * may still get (those since it was added).
+ */
+export type ReplayScope =
+  | { kind: "event"; eventId: bigint }
+  | { kind: "from"; eventId: bigint }
+  | { kind: "all" };
+
+/**
+ * Queues the endpoint's subscribed events in `scope` again: new deliveries for events it never
+ * had, and the ones it had reset to a first attempt now, under the same webhook-id; re-enables the
+ * endpoint. Returns how many, or undefined when there is no such endpoint.
  */
 export async function replayEndpoint(
   db: Db,
-  params: { id: string; fromEventId: bigint | undefined },
+  params: { id: string; scope: ReplayScope },
 ): Promise<number | undefined> {
   const [endpoint] = await queryRows<{ id: string }>(
     db,
@@ -87,13 +95,19 @@ export async function replayEndpoint(
   await db.execute(
     sql`update webhook_endpoints set enabled = true, disabled_reason = null where id = ${params.id}::uuid`,
   );
-  const from = params.fromEventId;
+  const { scope } = params;
+  const which =
+    scope.kind === "all"
+      ? sql`e.occurred_at >= w.created_at`
+      : scope.kind === "from"
+        ? sql`e.id >= ${scope.eventId.toString()}::bigint`
+        : sql`e.id = ${scope.eventId.toString()}::bigint`;
   const rows = await queryRows<{ id: string }>(
     db,
     sql`insert into webhook_deliveries (endpoint_id, event_id)
         select w.id, e.id from webhook_endpoints w join events e on e.type = any(w.event_types)
         where w.id = ${params.id}::uuid
-          and ${from === undefined ? sql`e.occurred_at >= w.created_at` : sql`e.id >= ${from.toString()}::bigint`}
+          and ${which}
         on conflict (endpoint_id, event_id) do update
           set status = 'pending', attempts = 0, next_attempt_at = now(), last_error = null,
               updated_at = now()

@@ -17,8 +17,10 @@ export type SendParams = {
   resolve?: Resolve;
 };
 
-/** The receiver's status, or why there is none. */
-export type SendResult = { ok: true; status: number } | { ok: false; error: string };
+/** The receiver's status (and its `Retry-After`, if any), or why there is none. */
+export type SendResult =
+  | { ok: true; status: number; retryAfter: string | undefined }
+  | { ok: false; error: string };
 
 export async function sendWebhook(params: SendParams): Promise<SendResult> {
   const resolve = params.resolve ?? systemResolve;
@@ -51,7 +53,8 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
       (response) => {
         // The status is the answer; the body is read and dropped so the socket closes cleanly.
         response.resume();
-        finish({ ok: true, status: response.statusCode ?? 0 });
+        const retryAfter = response.headers["retry-after"];
+        finish({ ok: true, status: response.statusCode ?? 0, retryAfter });
         response.on("error", () => {});
       },
     );

@@ -14,7 +14,7 @@ import {
   sign,
 } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 
 const SECRET_PREFIX = "whsec_";
@@ -52,16 +52,24 @@ export function ed25519Signature(key: WebhookSigningKey, content: string): strin
   return `v1a,${sign(null, Buffer.from(content), key.privateKey).toString("base64")}`;
 }
 
-/** The `webhook-signature` header: both signatures, space-separated as the convention lists them. */
+/**
+ * The `webhook-signature` header, space-separated as the convention lists signatures: `v1`, then
+ * one `v1a` per key of the file, the newest first. While a rotation is under way (two keys in the
+ * file) a receiver that still holds only the old key set verifies, and one that fetched the new
+ * set verifies with the newest (docs/api.md#webhooks).
+ */
 export function signatureHeader(params: {
   secret: string;
-  key: WebhookSigningKey;
+  keys: readonly WebhookSigningKey[];
   webhookId: string;
   timestamp: number;
   body: string;
 }): string {
   const content = signedContent(params.webhookId, params.timestamp, params.body);
-  return `${hmacSignature(params.secret, content)} ${ed25519Signature(params.key, content)}`;
+  return [
+    hmacSignature(params.secret, content),
+    ...params.keys.map((key) => ed25519Signature(key, content)),
+  ].join(" ");
 }
 
 function keyOf(privateKey: KeyObject): WebhookSigningKey {
@@ -73,22 +81,74 @@ function keyOf(privateKey: KeyObject): WebhookSigningKey {
   return { privateKey, jwk: { kty: "OKP", crv: "Ed25519", x, kid } };
 }
 
-/**
- * Reads the PKCS#8 PEM key file, refusing one that others may read (mode 0600, as the operator key).
- * The error never carries the file's content.
- */
-export async function loadWebhookSigningKey(file: string): Promise<WebhookSigningKey> {
+const PEM_BLOCK = /-----BEGIN PRIVATE KEY-----[\s\S]*?-----END PRIVATE KEY-----\n?/g;
+
+async function readKeyFile(file: string): Promise<string[]> {
   const info = await stat(file);
   if ((info.mode & 0o077) !== 0) {
     throw new Error(`AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}: group or others may read it (chmod 600)`);
   }
-  let privateKey: KeyObject;
-  try {
-    privateKey = createPrivateKey({ key: await readFile(file, "utf8"), format: "pem" });
-  } catch {
+  const blocks = (await readFile(file, "utf8")).match(PEM_BLOCK) ?? [];
+  if (blocks.length === 0) {
     throw new Error(`AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}: not a PKCS#8 PEM private key`);
   }
+  return blocks;
+}
+
+function keyOfBlock(file: string, block: string, index: number): WebhookSigningKey {
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey({ key: block, format: "pem" });
+  } catch {
+    throw new Error(
+      `AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}: key ${index + 1} is not a PKCS#8 PEM private key`,
+    );
+  }
   return keyOf(privateKey);
+}
+
+/**
+ * Reads the key file: one or more PKCS#8 PEM Ed25519 keys, the newest last (add-key appends).
+ * Returns them newest first. Refuses a file others may read (mode 0600, as the operator key); an
+ * error never carries the file's content.
+ */
+export async function loadWebhookSigningKeys(file: string): Promise<WebhookSigningKey[]> {
+  const blocks = await readKeyFile(file);
+  return blocks.map((block, index) => keyOfBlock(file, block, index)).reverse();
+}
+
+/**
+ * Appends a new key to the file (a rotation's first step, docs/operations.md#webhooks): origins
+ * started after it serve both public keys and sign with both. Returns the new key.
+ */
+export async function addWebhookSigningKey(file: string): Promise<WebhookSigningKey> {
+  const blocks = await readKeyFile(file);
+  const { privateKey } = generateKeyPairSync("ed25519");
+  const pem = privateKey.export({ format: "pem", type: "pkcs8" }) as string;
+  await rewriteKeyFile(file, [...blocks, pem]);
+  return keyOf(privateKey);
+}
+
+export type RetireKeyResult = { ok: true } | { ok: false; error: "no_such_kid" | "last_key" };
+
+/** Removes the key `kid` from the file (a rotation's last step); never the only one. */
+export async function retireWebhookSigningKey(file: string, kid: string): Promise<RetireKeyResult> {
+  const blocks = await readKeyFile(file);
+  const kept = blocks.filter((block, index) => keyOfBlock(file, block, index).jwk.kid !== kid);
+  if (kept.length === blocks.length) return { ok: false, error: "no_such_kid" };
+  if (kept.length === 0) return { ok: false, error: "last_key" };
+  await rewriteKeyFile(file, kept);
+  return { ok: true };
+}
+
+/** Writes a new file beside the old one, 0600 from its creation, and renames it over the old. */
+async function rewriteKeyFile(file: string, blocks: readonly string[]): Promise<void> {
+  const next = `${file}.${process.pid}.next`;
+  await writeFile(next, blocks.map((block) => (block.endsWith("\n") ? block : `${block}\n`)).join(""), {
+    mode: 0o600,
+    flag: "wx",
+  });
+  await rename(next, file);
 }
 
 /** Makes a new Ed25519 key file (0600) unless one is there; the local stack and tests use it. */

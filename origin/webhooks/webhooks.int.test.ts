@@ -6,11 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { runTool } from "../../testing/run-tool.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
 import { claimDueDeliveries } from "./deliveries.ts";
 import { addEndpoint } from "./endpoints.ts";
+import { sweepExpiredDeliveries } from "./retention.ts";
 import { ensureWebhookSigningKeyFile } from "./signing.ts";
 
 // Webhook delivery against real parts: Postgres, the origin (two of them on one database), and a
@@ -39,6 +41,8 @@ async function startFixture(params: {
   allowPrivate: boolean;
   origins: number;
   resolve?: Resolve;
+  retry?: string;
+  fanOutPollMs?: number;
 }): Promise<Fixture> {
   const db = await createTestDatabase();
   const keyFile = path.join(await mkdtemp(path.join(tmpdir(), "webhooks-")), "webhook-signing.key");
@@ -50,26 +54,36 @@ async function startFixture(params: {
         database: db.handle,
         env: {
           AGENT_WEBHOOKS_SIGNING_KEY_FILE: keyFile,
-          AGENT_WEBHOOKS_RETRY_SECONDS: RETRY,
+          AGENT_WEBHOOKS_RETRY_SECONDS: params.retry ?? RETRY,
           AGENT_WEBHOOKS_TIMEOUT_MS: String(TIMEOUT_MS),
           ...(params.allowPrivate ? { AGENT_WEBHOOKS_ALLOW_PRIVATE: "true" } : {}),
         },
         workers: ["webhooks"],
-        webhooks: { resolve: params.resolve },
+        webhooks: { resolve: params.resolve, fanOutPollMs: params.fanOutPollMs },
       }),
     );
   }
+  // A first fan-out starts at the log's horizon (fan-out.ts): the tests' events come after it.
+  await until("the fan-out's first run", async () => {
+    const rows = await queryRows(db.handle.db, sql`select 1 from webhook_fan_out_cursor`);
+    return rows.length > 0;
+  });
   return { db, keyFile, origins };
 }
 
-/** Writes events as the triggers do (node events: no agent), one transaction each; returns their ids. */
+/**
+ * Writes events as the triggers do (node events: no agent), one transaction each, each with its
+ * notification carrying the id; returns their ids.
+ */
 async function writeEvents(fixture: Fixture, type: string, count: number, marker: string): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const [row] = await queryRows<{ id: string }>(
       fixture.db.handle.db,
-      sql`insert into events (agent_id, type, data) values (null, ${type}, ${JSON.stringify({ marker, i })}::jsonb)
-          returning id::text as id`,
+      sql`with written as (
+            insert into events (agent_id, type, data) values (null, ${type}, ${JSON.stringify({ marker, i })}::jsonb)
+            returning id)
+          select id::text as id, pg_notify('events', id::text) from written`,
     );
     ids.push(row!.id);
   }
@@ -154,34 +168,6 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
   });
 
-  it("a receiver down for a while gets every event once it is back: at least once, one webhook-id per event", async () => {
-    const { receiver, endpoint } = await receiverFor(["action.failed"]);
-    await receiver.stop();
-    const ids = await writeEvents(fixture, "action.failed", 5, "down");
-    // Attempts fail (connection refused) and are retried on the short schedule.
-    await until("failed first attempts", async () => {
-      const rows = await deliveriesOf(fixture, endpoint.id);
-      return rows.length === 5 && rows.every((row) => row.attempts >= 1 && row.status === "pending");
-    });
-    await sleep(1_500);
-    await receiver.start();
-    await until("every event delivered", async () => {
-      const rows = await deliveriesOf(fixture, endpoint.id);
-      return rows.length === 5 && rows.every((row) => row.status === "delivered");
-    });
-    const byEvent = new Map<string, Set<string>>();
-    for (const each of receiver.received) {
-      const set = byEvent.get(each.body.data.event_id) ?? new Set<string>();
-      set.add(each.webhookId);
-      byEvent.set(each.body.data.event_id, set);
-    }
-    expect([...byEvent.keys()].sort()).toEqual([...ids].sort());
-    // The same webhook-id on every attempt of an event, a different one for each event.
-    expect([...byEvent.values()].every((set) => set.size === 1)).toBe(true);
-    expect(new Set([...byEvent.values()].map((set) => [...set][0])).size).toBe(5);
-    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
-  });
-
   it("a 410 disables the endpoint and ends its queue", async () => {
     const { receiver, endpoint } = await receiverFor(["action.rejected"]);
     receiver.answer = () => ({ status: 410 });
@@ -248,6 +234,185 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
   });
 });
 
+/** Each event's webhook-ids as the receiver got them, by event id. */
+function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
+  const byEvent = new Map<string, Set<string>>();
+  for (const each of receiver.received) {
+    const set = byEvent.get(each.body.data.event_id) ?? new Set<string>();
+    set.add(each.webhookId);
+    byEvent.set(each.body.data.event_id, set);
+  }
+  return byEvent;
+}
+
+describe("delivery timing (two origins, a fan-out that polls every 30 s, a schedule that outlasts 30 s)", () => {
+  // 0, 1, 2, then 5 s steps: about a minute in all, so 30 s down stays inside the schedule.
+  const SCHEDULE = "0,1,2,5,5,5,5,5,5,5,5,5,5";
+  let fixture: Fixture;
+  const receivers: WebhookReceiver[] = [];
+  beforeAll(async () => {
+    fixture = await startFixture({ allowPrivate: true, origins: 2, retry: SCHEDULE, fanOutPollMs: 30_000 });
+  });
+  afterAll(async () => {
+    for (const receiver of receivers) await receiver.close();
+    for (const origin of fixture.origins) await origin.close();
+    await fixture.db.drop();
+  });
+
+  const receiverFor = async (events: string[]) => {
+    const receiver = await startWebhookReceiver();
+    receivers.push(receiver);
+    await receiver.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
+    const endpoint = await addEndpoint(fixture.db.handle.db, { url: `${receiver.url}/hook`, events });
+    receiver.secret = endpoint.secret;
+    return { receiver, endpoint };
+  };
+
+  it("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
+    const { receiver } = await receiverFor(["action.submitted"]);
+    // Past both origins' first fan-out (at start), so only a wake can queue what follows.
+    await sleep(1_000);
+    const latencies: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const started = Date.now();
+      await writeEvents(fixture, "action.submitted", 1, `wake ${i}`);
+      await until(`delivery ${i}`, () => receiver.received.length > i);
+      latencies.push(Date.now() - started);
+    }
+    // About 100 ms each on an idle machine; the margin is for a loaded one, far below the poll.
+    expect(Math.max(...latencies), `latencies ${latencies.join(", ")} ms`).toBeLessThan(3_000);
+    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+  });
+
+  it("a receiver down for 30 s gets every event once it is back: at least once, ids unique, each verified (v1 and v1a)", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.failed"]);
+    // The listening socket closed: every attempt is refused at connect.
+    await receiver.stop();
+    const downAt = Date.now();
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      ids.push(...(await writeEvents(fixture, "action.failed", 3, `down ${i}`)));
+      await sleep(5_000);
+    }
+    const rows = await deliveriesOf(fixture, endpoint.id);
+    expect(rows).toHaveLength(12);
+    expect(rows.every((row) => row.status === "pending" && row.attempts >= 1)).toBe(true);
+    expect(rows.some((row) => row.attempts >= 3)).toBe(true);
+    expect(rows.every((row) => /ECONNREFUSED/.test(row.last_error ?? ""))).toBe(true);
+    await sleep(Math.max(0, 30_000 - (Date.now() - downAt)));
+    await receiver.start();
+    await until(
+      "every event delivered",
+      async () => {
+        const now = await deliveriesOf(fixture, endpoint.id);
+        return now.length === 12 && now.every((row) => row.status === "delivered");
+      },
+      30_000,
+    );
+    const byEvent = idsByEvent(receiver);
+    expect([...byEvent.keys()].sort()).toEqual([...ids].sort());
+    // The same webhook-id on every attempt of an event, a different one for each event.
+    expect([...byEvent.values()].every((set) => set.size === 1)).toBe(true);
+    expect(new Set([...byEvent.values()].map((set) => [...set][0])).size).toBe(12);
+    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+  }, 90_000);
+
+  it("honours a receiver's Retry-After on a 503: the next attempt waits for it, not for the schedule's 1 s", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.signed"]);
+    const attempts: number[] = [];
+    receiver.answer = () => {
+      attempts.push(Date.now());
+      return attempts.length === 1 ? { status: 503, headers: { "retry-after": "4" } } : { status: 204 };
+    };
+    await writeEvents(fixture, "action.signed", 1, "busy");
+    await until(
+      "the delivery delivered",
+      async () => (await deliveriesOf(fixture, endpoint.id))[0]?.status === "delivered",
+      20_000,
+    );
+    expect(attempts).toHaveLength(2);
+    const gap = attempts[1]! - attempts[0]!;
+    // Never before the 4 s asked for; at most a worker period (1 s) and a margin after it.
+    expect(gap).toBeGreaterThanOrEqual(3_900);
+    expect(gap).toBeLessThan(8_000);
+    expect((await deliveriesOf(fixture, endpoint.id))[0]).toMatchObject({
+      attempts: 2,
+      last_http_status: 204,
+    });
+  });
+});
+
+describe("signing-key rotation (real Postgres, the origin restarted, npm run webhooks -- add-key)", () => {
+  let fixture: Fixture;
+  const receivers: WebhookReceiver[] = [];
+  beforeAll(async () => {
+    fixture = await startFixture({ allowPrivate: true, origins: 1 });
+  });
+  afterAll(async () => {
+    for (const receiver of receivers) await receiver.close();
+    for (const origin of fixture.origins) await origin.close();
+    await fixture.db.drop();
+  });
+
+  type KeySet = { keys: Array<Record<string, string>> };
+  const keySet = async (): Promise<KeySet> =>
+    (await (await fetch(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`)).json()) as KeySet;
+
+  it("a key added to the file is served beside the old one after a restart; each delivery verifies with either set", async () => {
+    const [old] = (await keySet()).keys;
+    // A receiver that fetched the key set before the rotation.
+    const before = await startWebhookReceiver();
+    receivers.push(before);
+    await before.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
+
+    const added = await runTool("ops/webhooks.ts", ["add-key"], {
+      env: {
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: fixture.keyFile,
+        DATABASE_URL: fixture.db.url,
+        LOG_LEVEL: "silent",
+      },
+    });
+    expect(added.code, added.stderr).toBe(0);
+    const newKid = /key (\S+) added/.exec(added.stdout)?.[1];
+    expect(newKid).toBeDefined();
+    await fixture.origins[0]!.close();
+    fixture.origins[0] = await startTestOrigin({
+      database: fixture.db.handle,
+      env: {
+        AGENT_WEBHOOKS_SIGNING_KEY_FILE: fixture.keyFile,
+        AGENT_WEBHOOKS_RETRY_SECONDS: RETRY,
+        AGENT_WEBHOOKS_TIMEOUT_MS: String(TIMEOUT_MS),
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
+      },
+      workers: ["webhooks"],
+    });
+    const set = await keySet();
+    expect(set.keys.map((jwk) => jwk.kid)).toEqual([newKid, old!.kid]);
+
+    // One receiver trusts only the new key; the one from before trusts only the old.
+    const after = await startWebhookReceiver();
+    receivers.push(after);
+    await after.loadKeys(
+      `${fixture.origins[0]!.base}/.well-known/webhooks/keys`,
+      (jwk) => jwk.kid === newKid,
+    );
+    for (const receiver of [before, after]) {
+      const endpoint = await addEndpoint(fixture.db.handle.db, {
+        url: `${receiver.url}/hook`,
+        events: ["action.confirmed"],
+      });
+      receiver.secret = endpoint.secret;
+    }
+    await writeEvents(fixture, "action.confirmed", 2, "rotation");
+    await until(
+      "both receivers' deliveries",
+      () => before.received.length >= 2 && after.received.length >= 2,
+    );
+    for (const receiver of [before, after])
+      expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+  });
+});
+
 describe("the delivery claim (real Postgres)", () => {
   let testDb: TestDatabase;
   beforeAll(async () => {
@@ -278,6 +443,32 @@ describe("the delivery claim (real Postgres)", () => {
     );
     expect(claimed).toHaveLength(400);
     expect(new Set(claimed).size).toBe(400);
+  });
+
+  it("the retention sweep deletes, in batches, deliveries untouched for AGENT_EVENTS_RETENTION_DAYS days, and nothing newer", async () => {
+    const db = testDb.handle.db;
+    const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });
+    // More old rows than one batch (5,000), then recent ones of every status.
+    await db.execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id, status, updated_at)
+          select ${endpoint.id}::uuid, n, (array['delivered','failed','disabled','pending'])[1 + n % 4],
+                 now() - interval '31 days'
+          from generate_series(1, 5200) n`,
+    );
+    await db.execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id, status, updated_at)
+          select ${endpoint.id}::uuid, n, (array['delivered','failed','disabled','pending'])[1 + n % 4],
+                 now() - interval '29 days'
+          from generate_series(10001, 10040) n`,
+    );
+    expect(await sweepExpiredDeliveries(db, 30)).toBe(5200);
+    const left = await queryRows<{ n: number; oldest: string }>(
+      db,
+      sql`select count(*)::int as n, min(event_id)::text as oldest from webhook_deliveries
+          where endpoint_id = ${endpoint.id}::uuid`,
+    );
+    expect(left[0]).toEqual({ n: 40, oldest: "10001" });
+    expect(await sweepExpiredDeliveries(db, 30)).toBe(0);
   });
 });
 

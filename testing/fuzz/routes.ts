@@ -420,6 +420,39 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       refusal: "envelope",
       readOnly: false,
     },
+    {
+      operationId: "consoleWebhooks",
+      name: "GET admin webhooks",
+      credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "consoleAddWebhook",
+      name: "POST admin webhooks",
+      credentials: "admin_change",
+      body: { maxBytes: 4_096 },
+      refusal: "envelope",
+      readOnly: false,
+    },
+    {
+      operationId: "consoleRemoveWebhook",
+      name: "POST admin webhooks/:id/remove",
+      param: uuidish,
+      credentials: "admin_change",
+      body: { maxBytes: 4_096 },
+      refusal: "envelope",
+      readOnly: false,
+    },
+    {
+      operationId: "consoleReplayWebhook",
+      name: "POST admin webhooks/:id/replay",
+      param: uuidish,
+      credentials: "admin_change",
+      body: { maxBytes: 4_096 },
+      refusal: "envelope",
+      readOnly: false,
+    },
   ];
   const covered = new Set([...table.map((facts) => facts.operationId), ...Object.keys(NOT_FUZZED)]);
   const missed = OPERATIONS.filter((operation) => !covered.has(operation.operationId));

@@ -60,6 +60,8 @@
   const CHANGE_FORMS = [
     ["settings-form", "settings-message"],
     ["identity-form", "identity-message"],
+    ["webhook-add-form", "webhook-add-message"],
+    ["webhook-change-form", "webhook-change-message"],
   ];
   const READ_ONLY =
     "Read only: the console was opened without the registration admin token, so nothing can be changed here. " +
@@ -92,7 +94,7 @@
       headers["x-registration-admin-token"] = tokens.change;
     }
     const method = options?.body === undefined ? "GET" : "POST";
-    const response = await fetch(API + path, {
+    const response = await fetch(API + encodeURI(path), {
       method,
       headers,
       body: options?.body === undefined ? undefined : JSON.stringify(options.body),
@@ -327,20 +329,120 @@
     );
   }
 
+  function renderWebhooks(data) {
+    const chosen = new Set(
+      [...$("webhook-events").querySelectorAll("input:checked")].map((input) => input.value),
+    );
+    $("webhook-events").replaceChildren(
+      el("legend", {}, "Event types"),
+      ...data.event_types.map((type) =>
+        el(
+          "label",
+          { class: "check" },
+          el("input", {
+            type: "checkbox",
+            name: "webhook-event-type",
+            value: type,
+            ...(chosen.has(type) ? { checked: "" } : {}),
+          }),
+          type,
+        ),
+      ),
+    );
+    const prepare = (endpointId, action, eventId) => {
+      $("webhook-endpoint").value = endpointId;
+      $("webhook-action").value = action;
+      $("webhook-event").value = eventId || "";
+      $("webhook-change-reason").focus();
+    };
+    const button = (label, attributes, onclick) =>
+      el(
+        "button",
+        { type: "button", ...attributes, ...(tokens.change ? {} : { disabled: "" }), onclick },
+        label,
+      );
+    if (data.endpoints.length === 0) {
+      show("webhooks", el("p", { class: "muted" }, "no endpoint"));
+      return;
+    }
+    show(
+      "webhooks",
+      el(
+        "div",
+        {},
+        ...data.endpoints.map((endpoint) =>
+          el(
+            "div",
+            { class: "webhook-endpoint", "data-endpoint": endpoint.id },
+            table(
+              ["endpoint", "url", "events", "state", "added", "", ""],
+              [
+                [
+                  endpoint.id,
+                  endpoint.url,
+                  endpoint.events.join(", "),
+                  endpoint.enabled ? "enabled" : `disabled (${endpoint.disabled_reason || "no reason"})`,
+                  time(endpoint.created_at),
+                  button("Replay all…", { "data-action": "replay-all" }, () =>
+                    prepare(endpoint.id, "replay"),
+                  ),
+                  button("Remove…", { "data-action": "remove" }, () => prepare(endpoint.id, "remove")),
+                ],
+              ],
+            ),
+            table(
+              [
+                "webhook-id",
+                "event",
+                "type",
+                "status",
+                "attempts",
+                "last status",
+                "last error",
+                "next attempt",
+                "delivered",
+                "",
+              ],
+              endpoint.deliveries.map((delivery) => [
+                delivery.webhook_id,
+                delivery.event_id,
+                delivery.event_type,
+                delivery.status,
+                delivery.attempts,
+                delivery.last_http_status,
+                delivery.last_error,
+                time(delivery.next_attempt_at),
+                time(delivery.delivered_at),
+                button("Replay…", { "data-action": "replay", "data-event": delivery.event_id }, () =>
+                  prepare(endpoint.id, "replay", delivery.event_id),
+                ),
+              ]),
+              "no delivery yet",
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+
   async function refresh() {
-    const [registration, operations, audit] = await Promise.all([
+    const [registration, operations, audit, webhooks] = await Promise.all([
       api("/registration"),
       api("/operations"),
       api("/audit"),
+      api("/webhooks"),
     ]);
     renderRegistration(registration);
     renderOperations(operations);
     renderAudit(audit);
+    renderWebhooks(webhooks);
   }
 
   function forget(text, kind) {
     tokens.admin = "";
     tokens.change = "";
+    $("webhook-secret").textContent = "";
+    $("webhook-secret").hidden = true;
     $("console").hidden = true;
     $("login").hidden = false;
     say(text, kind);
@@ -402,6 +504,58 @@
         "settings-message",
       );
     }, "settings-message");
+  });
+
+  $("webhook-add-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!tokens.change) return say(READ_ONLY, "error", "webhook-add-message");
+    const events = [...$("webhook-events").querySelectorAll("input:checked")].map((input) => input.value);
+    if (events.length === 0) return say("Choose at least one event type.", "error", "webhook-add-message");
+    $("webhook-secret").hidden = true;
+    $("webhook-secret").textContent = "";
+    guarded(async () => {
+      const added = await api("/webhooks", {
+        body: { url: $("webhook-url").value.trim(), events, reason: $("webhook-add-reason").value },
+      });
+      $("webhook-url").value = "";
+      $("webhook-add-reason").value = "";
+      for (const input of $("webhook-events").querySelectorAll("input:checked")) input.checked = false;
+      await refresh();
+      // The secret is shown here once: the API never answers it again, and the page keeps it
+      // only in this element until the next add or the tokens are forgotten.
+      $("webhook-secret").textContent = added.secret;
+      $("webhook-secret").hidden = false;
+      say(
+        `Endpoint ${added.id} added. Its secret, below, is shown once: keep it where the receiver verifies v1 signatures.`,
+        "ok",
+        "webhook-add-message",
+      );
+    }, "webhook-add-message");
+  });
+
+  $("webhook-change-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!tokens.change) return say(READ_ONLY, "error", "webhook-change-message");
+    const endpointId = $("webhook-endpoint").value.trim();
+    const action = $("webhook-action").value;
+    const eventId = $("webhook-event").value.trim();
+    const reason = $("webhook-change-reason").value;
+    guarded(async () => {
+      let text;
+      if (action === "remove") {
+        await api(`/webhooks/${endpointId}/remove`, { body: { reason } });
+        text = `${endpointId} removed, with its deliveries.`;
+      } else {
+        const result = await api(`/webhooks/${endpointId}/replay`, {
+          body: eventId === "" ? { reason } : { event_id: eventId, reason },
+        });
+        text = `${endpointId}: ${result.queued} deliveries queued${eventId === "" ? "" : ` (event ${eventId})`}.`;
+      }
+      $("webhook-change-reason").value = "";
+      $("webhook-event").value = "";
+      await refresh();
+      say(text, "ok", "webhook-change-message");
+    }, "webhook-change-message");
   });
 
   $("identity-form").addEventListener("submit", (event) => {

@@ -68,3 +68,32 @@ export const webhookFanOutCursor = pgTable(
   },
   (t) => [check("webhook_fan_out_cursor_one_row", sql`${t.singleton} = 1`)],
 );
+
+/**
+ * Every operator change of the webhook endpoints (docs/operations.md#webhooks): added, removed,
+ * replayed, from the console or `npm run webhooks`, with before, after and reason, like the other
+ * console changes. No foreign key: the record outlives a removed endpoint.
+ */
+export const webhookEndpointChanges = pgTable(
+  "webhook_endpoint_changes",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    endpointId: uuid("endpoint_id").notNull(),
+    change: text("change").notNull(),
+    before: text("before"),
+    after: text("after").notNull(),
+    /** Required from the console; `npm run webhooks` may leave it out. */
+    reason: text("reason"),
+    source: text("source").notNull(),
+    changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("webhook_endpoint_changes_change_enum", sql`${t.change} IN ('add','remove','replay')`),
+    check("webhook_endpoint_changes_source_enum", sql`${t.source} IN ('console','cli')`),
+    check(
+      "webhook_endpoint_changes_reason_nonempty",
+      sql`${t.reason} IS NULL OR length(trim(${t.reason})) > 0`,
+    ),
+    index("webhook_endpoint_changes_changed_idx").on(t.changedAt),
+  ],
+);

@@ -1,0 +1,142 @@
+/**
+ * The operator's changes of webhook endpoints, one implementation for both channels, the console
+ * and `npm run webhooks` (docs/operations.md#webhooks): each checks what it is given, makes the
+ * change and records it with before, after and reason in the same transaction, like the other
+ * operator changes (docs/api.md#the-operator-console).
+ */
+import { sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../shared/result.ts";
+import { type Db, queryRows } from "../db/client.ts";
+import { checkWebhookUrl, type Resolve, type UrlCheck } from "./address-guard.ts";
+import {
+  addEndpoint,
+  type ReplayScope,
+  removeEndpoint,
+  replayEndpoint,
+  type WebhookEndpoint,
+} from "./endpoints.ts";
+
+/** Where a change came from: a channel, never a person (the credentials are shared). */
+export type WebhookChangeSource = "console" | "cli";
+
+export type WebhookChange = {
+  /** Required from the console (its request schema); the CLI may leave it out. */
+  reason: string | undefined;
+  source: WebhookChangeSource;
+};
+
+export type UrlRefusal = Extract<UrlCheck, { ok: false }>;
+
+export type AddWebhookParams = {
+  url: string;
+  events: readonly string[];
+  allowPrivate: boolean;
+  resolve?: Resolve;
+  change: WebhookChange;
+};
+
+const described = (endpoint: { url: string; events: readonly string[] }): string =>
+  `${endpoint.url} (${endpoint.events.join(",")})`;
+
+async function record(
+  db: Db,
+  params: { endpointId: string; change: "add" | "remove" | "replay"; before: string | null; after: string },
+  change: WebhookChange,
+): Promise<void> {
+  const reason = change.reason?.trim() || null;
+  await db.execute(
+    sql`insert into webhook_endpoint_changes (endpoint_id, change, before, after, reason, source)
+        values (${params.endpointId}::uuid, ${params.change}, ${params.before}, ${params.after},
+                ${reason}, ${change.source})`,
+  );
+}
+
+/**
+ * Adds an endpoint after the delivery's own URL rule (checkWebhookUrl: the name is resolved now,
+ * and again at every delivery). The secret is in the answer, and never again.
+ */
+export async function addWebhookEndpoint(
+  db: Db,
+  params: AddWebhookParams,
+): Promise<Result<WebhookEndpoint & { secret: string }, UrlRefusal>> {
+  const checked = await checkWebhookUrl(params.url, {
+    allowPrivate: params.allowPrivate,
+    resolve: params.resolve,
+  });
+  if (!checked.ok) return err(checked);
+  const endpoint = await db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    const added = await addEndpoint(t, { url: params.url, events: params.events });
+    await record(
+      t,
+      { endpointId: added.id, change: "add", before: null, after: described(added) },
+      params.change,
+    );
+    return added;
+  });
+  return ok(endpoint);
+}
+
+/** Removes an endpoint and its deliveries; false when there is none. */
+export async function removeWebhookEndpoint(
+  db: Db,
+  params: { id: string; change: WebhookChange },
+): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    const [before] = await queryRows<{ url: string; event_types: string[] }>(
+      t,
+      sql`select url, event_types from webhook_endpoints where id = ${params.id}::uuid for update`,
+    );
+    if (!before || !(await removeEndpoint(t, params.id))) return false;
+    await record(
+      t,
+      {
+        endpointId: params.id,
+        change: "remove",
+        before: described({ url: before.url, events: before.event_types }),
+        after: "removed",
+      },
+      params.change,
+    );
+    return true;
+  });
+}
+
+const scopeText = (scope: ReplayScope): string =>
+  scope.kind === "all"
+    ? "every event since it was added"
+    : scope.kind === "from"
+      ? `events from ${scope.eventId}`
+      : `event ${scope.eventId}`;
+
+/**
+ * Queues an endpoint's events in `scope` again (endpoints.ts replayEndpoint: the same webhook-id
+ * for a delivery it had) and enables it. Returns how many, or undefined when there is no endpoint.
+ */
+export async function replayWebhookEndpoint(
+  db: Db,
+  params: { id: string; scope: ReplayScope; change: WebhookChange },
+): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    const [before] = await queryRows<{ enabled: boolean; disabled_reason: string | null }>(
+      t,
+      sql`select enabled, disabled_reason from webhook_endpoints where id = ${params.id}::uuid for update`,
+    );
+    if (!before) return undefined;
+    const queued = await replayEndpoint(t, { id: params.id, scope: params.scope });
+    if (queued === undefined) return undefined;
+    await record(
+      t,
+      {
+        endpointId: params.id,
+        change: "replay",
+        before: before.enabled ? "enabled" : `disabled (${before.disabled_reason ?? "no reason"})`,
+        after: `enabled; ${queued} deliveries queued: ${scopeText(params.scope)}`,
+      },
+      params.change,
+    );
+    return queued;
+  });
+}
