@@ -14,6 +14,7 @@ import { abandonStatement } from "../actions/abandon.ts";
 import { queryRows } from "../db/client.ts";
 import { runPrepared } from "../db/prepared.ts";
 import { sweepExpiredEvents } from "./retention.ts";
+import { currentHorizon } from "./store.ts";
 
 // The event log on a real stack (origin, enclave, devnet, Postgres): what the triggers write, the
 // order the stream serves it in, the per-token cap, the action wait and the retention sweep.
@@ -52,13 +53,6 @@ describe("the event log and the agent's stream (real stack)", () => {
       await queryRows<{ id: string }>(
         db(),
         sql`select id::text as id from events where data->>'action_id' = ${actionId} order by events.id limit 1`,
-      )
-    )[0]!.id;
-  const latestEventId = async (agent: StackAgent): Promise<string> =>
-    (
-      await queryRows<{ id: string }>(
-        db(),
-        sql`select coalesce(max(id), 0)::text as id from events where agent_id = ${agent.agentId}::uuid`,
       )
     )[0]!.id;
   const connect = async (): Promise<pg.Client> => {
@@ -195,7 +189,7 @@ describe("the event log and the agent's stream (real stack)", () => {
       const query = i % 3 === 0 ? "?after=0" : i % 3 === 1 ? `?after=${await eventIdOf(first)}` : "";
       streams.push({
         query,
-        opened: await latestEventId(agent),
+        opened: await currentHorizon(db()),
         stream: followEvents({ url: eventsUrl(query), token: agent.token }),
       });
     }
@@ -220,9 +214,10 @@ describe("the event log and the agent's stream (real stack)", () => {
           await sleep(300);
           expect(stream.events.map((event) => event.id)).toEqual(expected);
         } else {
-          // From now: a run of the log's tail, in order, without a hole or a repeat. "Now" is when
-          // the stream joined the feed, at or after `opened` (later under load): the run ends with
-          // the log's last event, and starts no earlier than `opened`.
+          // From now: a run of the log's tail, in order, without a hole or a repeat. "Now" is the
+          // log's horizon when the request was read, at or after `opened` (later under load): the
+          // run ends with the log's last event, and holds no event of a transaction that had ended
+          // before `opened` (an older one still running then may commit after it: those count).
           const ids = all.map((row) => row.id);
           await expect
             .poll(() => stream.events.at(-1)?.id, { timeout: 30_000, interval: 100 })
@@ -230,7 +225,11 @@ describe("the event log and the agent's stream (real stack)", () => {
           await sleep(300);
           const got = stream.events.map((event) => event.id);
           const start = ids.indexOf(got[0]!);
-          expect(BigInt(got[0]!)).toBeGreaterThan(BigInt(opened));
+          const [{ xid } = { xid: "0" }] = await queryRows<{ xid: string }>(
+            db(),
+            sql`select xid::text as xid from events where id = ${got[0]!}::bigint`,
+          );
+          expect(BigInt(xid)).toBeGreaterThanOrEqual(opened.xid);
           expect(got).toEqual(ids.slice(start));
         }
       }
@@ -351,6 +350,38 @@ describe("the event log and the agent's stream (real stack)", () => {
       const answer = await send(eventsUrl(), { headers: { ...headers, "last-event-id": unknown } });
       expect(answer.status).toBe(400);
       expect((answer.body as { error: { code: string } }).error.code).toBe("validation_failed");
+    }
+  });
+
+  it("a stream opened with no cursor starts at the request: nothing committed before it, though the feed has not read it yet", async () => {
+    const agent = await stack.newAgent();
+    // The feed runs (another agent's stream). An older transaction holds the log's horizon below
+    // the event, so the feed cannot serve it and its cursor stays behind; it ends without writing
+    // an event, so nothing wakes the feed before its next poll (1 s): meanwhile the feed's cursor
+    // lags the log.
+    const running = followEvents({ url: eventsUrl(), token: (await stack.newAgent()).token });
+    const older = await connect();
+    try {
+      await sleep(300);
+      await older.query("begin");
+      await older.query("select pg_current_xact_id()");
+      const before = await insertAction(agent);
+      await sleep(300);
+      await older.query("commit");
+      const stream = followEvents({ url: eventsUrl(), token: agent.token });
+      try {
+        await sleep(300);
+        const after = await insertAction(agent);
+        await stream.waitForCount(1);
+        await sleep(1_500);
+        expect(stream.events.map((event) => event.body.data.action_id)).toEqual([after]);
+        expect(before).not.toBe(after);
+      } finally {
+        stream.close();
+      }
+    } finally {
+      await older.end();
+      running.close();
     }
   });
 

@@ -12,7 +12,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { Logger } from "../logger.ts";
 import { CURSOR_START, type Cursor } from "./cursor.ts";
 import type { EventFeed } from "./feed.ts";
-import { findCursor } from "./store.ts";
+import { currentHorizon, findCursor } from "./store.ts";
 import { createEventStream, type EventStream } from "./stream.ts";
 import type { StreamCap } from "./stream-cap.ts";
 
@@ -35,7 +35,10 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
     // The header is what an EventSource sends when it reconnects, so it is newer than the query
     // the stream was first opened with.
     const named = c.req.header("last-event-id") ?? c.req.query("after");
-    const after = named === undefined ? undefined : await resolveCursor(deps.db, agentId, named);
+    // Neither: from now, the log's horizon as this request reads it. The feed's own cursor may lag
+    // it by up to a read, and would hand on events committed before the request came.
+    const after =
+      named === undefined ? await currentHorizon(deps.db) : await resolveCursor(deps.db, agentId, named);
 
     const stream = createEventStream({ db: deps.db, agentId, after, pingIntervalMs: deps.pingIntervalMs });
     const subscription = await deps.feed.subscribe(agentId, stream.deliver);
