@@ -77,6 +77,7 @@ describe("migrations and constraints", () => {
         "sender_nonces",
         "transfer_daily_spend",
         "webhook_deliveries",
+        "webhook_endpoint_changes",
         "webhook_endpoints",
         "webhook_fan_out_cursor",
         "x402_daily_authorizations",
