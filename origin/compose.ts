@@ -62,6 +62,7 @@ import { createWebhooksModule, type WebhooksModuleOptions } from "./webhooks/cap
 import { loadWebhookSigningKeys, type WebhookSigningKey } from "./webhooks/signing.ts";
 import type { Worker } from "./workers/loop.ts";
 import { createX402Module } from "./x402/capability.ts";
+import { settledResourcesFollower } from "./x402/payee/catalogue-follower.ts";
 import { settlementsFollower } from "./x402/payee/outbox-follower.ts";
 import { buildX402Runtime, type X402Runtime } from "./x402/setup.ts";
 
@@ -219,7 +220,7 @@ const MAX_WAITING_BROADCASTS = 128;
 
 /** Every domain's part of the outbox: the rows that follow its transactions, sweeps, keys, fillers. */
 export const OUTBOX_DOMAINS: OutboxDomains = {
-  followers: [actionsFollower, settlementsFollower],
+  followers: [actionsFollower, settlementsFollower, settledResourcesFollower],
   sweeps: [abandonRequestedSweep, expireHoldsSweep],
   senderKeys: [agentWalletKeys],
   fillerRows: [agentFillerRows],

@@ -8,3 +8,4 @@ export * from "./schema/registration.ts";
 export * from "./schema/transactions.ts";
 export * from "./schema/webhooks.ts";
 export * from "./schema/x402.ts";
+export * from "./schema/x402-resources.ts";

@@ -38,6 +38,7 @@ import {
   type ResponseSpec,
   STATUS_TEXT,
 } from "./operation-types.ts";
+import { X402_DISCOVERY_OPERATIONS } from "./x402-discovery-operations.ts";
 
 export type { HttpMethod, NamedSchema, Operation, ResponseSpec, SecurityName } from "./operation-types.ts";
 
@@ -504,5 +505,6 @@ export const OPERATIONS: readonly Operation[] = [
       404: errorResponse("not_found: no settlement of that payment is known; feature_disabled"),
     },
   },
+  ...X402_DISCOVERY_OPERATIONS,
   ...CONSOLE_OPERATIONS,
 ];

@@ -1,6 +1,7 @@
 /**
  * The x402 surfaces under {base}/x402 (docs/x402.md#the-demo-and-the-facilitator): the payee
- * side's demo resource and public facilitator (payee/), both over one runtime (setup.ts). Public:
+ * side's demo resource and public facilitator (payee/), both over one runtime (setup.ts), and the
+ * facilitator's discovery routes (payee/discovery.ts, a router of their own). Public:
  * no bearer token; the edge passes them through. The client is resolved as the gateway resolves
  * it, for the windows of verify, settle and the paid demo (payee/client-limit.ts) and the guard
  * against reverted settlements (payee/revert-guard.ts), both shared by the two routers; the demo
@@ -15,6 +16,7 @@ import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { createX402Limits } from "./payee/client-limit.ts";
 import { createDemoRouter } from "./payee/demo.ts";
+import { createDiscoveryRouter } from "./payee/discovery.ts";
 import { createFacilitatorRouter } from "./payee/facilitator.ts";
 import { createFacilitator } from "./payee/facilitator-core.ts";
 import { createPayerFactsReader } from "./payee/payer-facts.ts";
@@ -63,5 +65,14 @@ export function createX402Router(
   app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf }));
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
+  app.route(
+    "/facilitator",
+    createDiscoveryRouter({
+      db: deps.database.db,
+      requirements: runtime.requirements,
+      resourceUrlOf,
+      demoSince: deps.clock.now(),
+    }),
+  );
   return app;
 }

@@ -377,6 +377,20 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: false,
     },
     {
+      operationId: "x402DiscoveryResources",
+      name: "GET x402/facilitator/discovery/resources",
+      credentials: "none",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "x402DiscoverySearch",
+      name: "GET x402/facilitator/discovery/search",
+      credentials: "none",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
       operationId: "consoleRegistration",
       name: "GET admin registration",
       credentials: "admin_read",

@@ -26,6 +26,14 @@ export const x402Settlements = pgTable(
     validAfter: bigint("valid_after", { mode: "bigint" }).notNull(),
     validBefore: bigint("valid_before", { mode: "bigint" }).notNull(),
     signature: text("signature").notNull(),
+    /**
+     * The resource the /settle request named (x402/payee/catalogue-entry.ts), listed by discovery
+     * once this settlement is settled (x402/payee/catalogue-follower.ts); null for the demo's own
+     * payments and for a resource the catalogue would refuse.
+     */
+    resourceUrl: text("resource_url"),
+    resourceDescription: text("resource_description"),
+    resourceMimeType: text("resource_mime_type"),
     status: text("status").notNull().default("claimed"),
     txId: uuid("tx_id").references(() => outgoingTransactions.txId),
     txHash: text("tx_hash"),

@@ -24,6 +24,9 @@ import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements
 import type { PublicUrlOf, ResourceUrlOf } from "./resource-url.ts";
 import { type SettleResponse, settlementStatusPath, withStatusPointer } from "./settle-answer.ts";
 
+/** The demo's description, in its quote and in discovery (discovery.ts). */
+export const DEMO_DESCRIPTION = "x402 demo resource: a paid JSON answer";
+
 export type DemoRouterDeps = {
   runtime: X402Runtime;
   /** The in-process facilitator's core, which checks and settles the paid retry. */
@@ -45,7 +48,7 @@ export function createDemoRouter({
     const resource: ResourceInfo = {
       url: resourceUrlOf(c),
       mimeType: "application/json",
-      description: "x402 demo resource: a paid JSON answer",
+      description: DEMO_DESCRIPTION,
     };
     const refuse = (reason?: X402Reason, settlement?: SettleResponse): Response => {
       const quote = paymentRequired(resource, runtime.requirements, reason);

@@ -18,6 +18,7 @@ import { CAIP2_NETWORK } from "../../../shared/constants.ts";
 import { err, ok } from "../../../shared/result.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
+import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { X402_VERSION } from "./requirements.ts";
@@ -146,7 +147,12 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
     return checked.value;
   };
 
-  const settleChecked: Facilitator["settleChecked"] = async (payment, clientIp) => {
+  /** `resource`: what the catalogue lists once the payment settles (a /settle request's, never the demo's). */
+  const settleWith = async (
+    payment: CheckedPayment,
+    clientIp: string,
+    resource: CatalogueEntry | undefined,
+  ): Promise<SettleOutcome | { turned: Turned }> => {
     const slot = await guard.enter(clientIp, payment.payer);
     if (!slot.ok)
       return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
@@ -158,9 +164,12 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
         signature: payment.envelope.signature,
         requirement: payment.envelope.accepted,
         payload: payment.envelope.raw.payload,
+        ...(resource ? { resource } : {}),
       }),
     );
   };
+  const settleChecked: Facilitator["settleChecked"] = (payment, clientIp) =>
+    settleWith(payment, clientIp, undefined);
 
   return {
     supported: () => ({
@@ -219,7 +228,9 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
           ...retryAfter(admitted.turned),
         };
       }
-      const outcome = await settleChecked(admitted, clientIp);
+      // The resource the request names is listed by discovery once this payment settles
+      // (docs/x402.md#discovery-the-resource-catalogue).
+      const outcome = await settleWith(admitted, clientIp, settledResourceOf(admitted.envelope.raw.resource));
       if ("turned" in outcome) {
         return {
           status: 429,

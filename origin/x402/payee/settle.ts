@@ -39,6 +39,7 @@ import { type Db, pgArrayLiteral } from "../../db/client.ts";
 import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import type { CatalogueEntry } from "./catalogue-entry.ts";
 import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
@@ -57,6 +58,11 @@ export type SettlementPayment = {
   signature: Hex;
   requirement: unknown;
   payload: unknown;
+  /**
+   * The resource a /settle request names, listed by discovery once the payment settles
+   * (catalogue-follower.ts); absent for the demo's own payments, which discovery lists anyway.
+   */
+  resource?: CatalogueEntry;
 };
 
 export type SettlerDeps = {
@@ -249,21 +255,26 @@ async function readBatchChain(
 export const claimStatement = preparedStatement<"claims">(
   "x402_claim_batch",
   sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
-        valid_after, valid_before, signature, claimed_until)
+        valid_after, valid_before, signature, resource_url, resource_description, resource_mime_type,
+        claimed_until)
       select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
-        signature, now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
+        signature, resource_url, resource_description, resource_mime_type,
+        now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
       from json_to_recordset(${sql.placeholder("claims")}::json) as c(payer text, nonce text, pay_to text,
         amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
-        valid_before bigint, signature text)
+        valid_before bigint, signature text, resource_url text, resource_description text,
+        resource_mime_type text)
       order by payer, nonce
       on conflict (payer, nonce) do update
-        set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null
+        set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null,
+          resource_url = excluded.resource_url, resource_description = excluded.resource_description,
+          resource_mime_type = excluded.resource_mime_type
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
       returning lower(payer) || ':' || lower(nonce) as key, id::text as id`,
 ).returns({ key: "text", id: "text" });
 
-function claimRow({ authorization: a, requirement, payload, signature }: SettlementPayment) {
+function claimRow({ authorization: a, requirement, payload, signature, resource }: SettlementPayment) {
   return {
     payer: a.from,
     nonce: a.nonce,
@@ -274,6 +285,9 @@ function claimRow({ authorization: a, requirement, payload, signature }: Settlem
     valid_after: a.validAfter.toString(),
     valid_before: a.validBefore.toString(),
     signature,
+    resource_url: resource?.url ?? null,
+    resource_description: resource?.description ?? null,
+    resource_mime_type: resource?.mimeType ?? null,
   };
 }
 
