@@ -136,6 +136,37 @@ describe("GET /x402/demo", () => {
     expect(row).toEqual({ status: "settled", tx_hash: settlement.transaction });
   });
 
+  it("@x402/fetch with its default spend controls refuses the chain-77 demo (not a default asset) and pays nothing; docs/x402.md's allowedAssets step is what lets it pay", async () => {
+    const payer = await fundedPayer();
+    const before = await chain().getBalance({ address: payer.address });
+    const schemes = [{ network: CAIP2_NETWORK as `${string}:${string}`, client: new ExactEvmScheme(payer) }];
+    const demo = `${edge.url}/77/x402/demo`;
+    const byDefault = wrapFetchWithPayment(fetch, x402Client.fromConfig({ schemes }));
+    await expect(byDefault(demo)).rejects.toThrow(
+      /rejected by spendControls: only default assets or entries in spendControls.allowedAssets are allowed/,
+    );
+    const [{ count } = { count: -1 }] = await queryRows<{ count: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as count from x402_settlements where payer = ${payer.address.toLowerCase()}`,
+    );
+    expect(count).toBe(0);
+    expect(await chain().getBalance({ address: payer.address })).toBe(before);
+
+    const allowed = wrapFetchWithPayment(
+      fetch,
+      x402Client.fromConfig({
+        schemes,
+        spendControls: {
+          allowedAssets: [
+            { network: CAIP2_NETWORK, asset: NATIVE_TRANSFER_AUTH_ADDRESS, maxAmountPerPayment: "10000" },
+          ],
+        },
+      }),
+    );
+    expect((await allowed(demo)).status).toBe(200);
+    expect(before - (await chain().getBalance({ address: payer.address }))).toBe(AMOUNT * WEI_PER_UNIT);
+  });
+
   it("50 concurrent retries with one PAYMENT-SIGNATURE: one settlement on chain, every one answered paid with it; the same authorization under another signature encoding is told the nonce is used", async () => {
     // The same payment presented again is the same payment retried (after settlement_pending, or an
     // answer lost on the way): answered as paid once settled, never a reason to pay again
