@@ -16,6 +16,7 @@ import { createX402Limits } from "./payee/client-limit.ts";
 import { createDemoRouter } from "./payee/demo.ts";
 import { createFacilitatorRouter } from "./payee/facilitator.ts";
 import { createFacilitator } from "./payee/facilitator-core.ts";
+import { createOfferReceipts } from "./payee/offer-receipt.ts";
 import { createPayerFactsReader } from "./payee/payer-facts.ts";
 import { createResourceUrlOf } from "./payee/resource-url.ts";
 import { createRevertGuard } from "./payee/revert-guard.ts";
@@ -57,7 +58,14 @@ export function createX402Router(
   const app = new Hono<AppEnv>();
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
   const facilitator = createFacilitator({ runtime, verifyDeps, limits, guard });
-  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf }));
+  const offerReceipts = createOfferReceipts({
+    signer: deps.signer,
+    requirements: runtime.requirements,
+    payeeAddress: runtime.payeeAddress,
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+  });
+  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, offerReceipts }));
   app.route("/facilitator", createFacilitatorRouter(facilitator));
   return app;
 }
