@@ -95,8 +95,9 @@ export async function drillAndProveLocally(params: {
 
 /**
  * Backs up, once each, the keys the enclave makes outside any refill batch (docs/operations.md, "Backups"):
- * the faucet treasury's (configure_treasury) and the x402 settler's (configure_settler). Without this a lost
- * enclave would take the treasury's float and the settler's gas with it.
+ * the faucet treasury's (configure_treasury), the x402 settler's (configure_settler) and the x402 payee's
+ * (made at init). Without this a lost enclave would take the treasury's float, the settler's gas and the
+ * payee's address (and what the demo was paid) with it.
  */
 export async function backupLocalSealedKeys(params: {
   socketPath: string;
@@ -111,6 +112,7 @@ export async function backupLocalSealedKeys(params: {
     const keys = [
       { label: "treasury", keyRef: sealed.value.treasury?.faucetKeyRef },
       { label: "settler", keyRef: sealed.value.settler?.settlerKeyRef },
+      { label: "payee", keyRef: sealed.value.payee?.payeeKeyRef },
     ];
     for (const { label, keyRef } of keys) {
       if (!keyRef) continue;

@@ -9,6 +9,8 @@ import {
   LOCAL_FAUCET_TERMS,
   LOCAL_POLICY,
   LOCAL_TREASURY_BUDGET_UNITS,
+  LOCAL_X402_PAY_TO,
+  localPolicyPaying,
 } from "./local-policy.ts";
 
 // npm start applies the local policy with the policy key only when the
@@ -31,11 +33,14 @@ describe("ensureLocalPolicy (real enclave process)", () => {
     await enclave?.dispose();
   });
 
-  it("seals the local policy, a treasury and the x402 settler on first start", async () => {
+  it("seals the local policy, paying the demo to the enclave's payee key, a treasury and the x402 settler on first start", async () => {
     const sealed = await ensure();
+    const payee = sealed.payee?.payeeAddress;
+    expect(payee).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(payee?.toLowerCase()).not.toBe(LOCAL_X402_PAY_TO.toLowerCase());
     expect(sealed).toMatchObject({
       policyVersion: 1,
-      policy: LOCAL_POLICY,
+      policy: localPolicyPaying(payee!),
       treasury: { budgetUnits: LOCAL_TREASURY_BUDGET_UNITS, spentUnits: 0n, terms: LOCAL_FAUCET_TERMS },
       settler: { settlerAddress: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/) },
     });
@@ -70,7 +75,10 @@ describe("ensureLocalPolicy (real enclave process)", () => {
       client.close();
     }
     const reapplied = await ensure();
-    expect(reapplied).toMatchObject({ policyVersion: 3, policy: LOCAL_POLICY });
+    expect(reapplied).toMatchObject({
+      policyVersion: 3,
+      policy: localPolicyPaying(reapplied.payee!.payeeAddress),
+    });
     expect(lines).toHaveLength(4);
   });
 });

@@ -17,7 +17,11 @@ import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { FaucetTerms, GetPolicyResult, SignerPolicy } from "../origin/signer/types.ts";
 
-/** The local demo's payee: an address nobody holds a key to, receiving every payment. */
+/**
+ * An address nobody holds a key to, for tools that run their own demo's terms (bench, soak). The
+ * local stack's demo is paid to the enclave's payee key instead (ensureLocalPolicy), so its offers
+ * and receipts are signed (docs/x402.md#offers-and-receipts).
+ */
 export const LOCAL_X402_PAY_TO = "0x4020000000000000000000000000000000000402" as Address;
 /** The demo quote's amount, 0.01 USDC (docs/api.md, "The demo quote's amount"). */
 export const LOCAL_X402_AMOUNT_UNITS = 10_000n;
@@ -60,8 +64,13 @@ export const LOCAL_FAUCET_TERMS: FaucetTerms = {
   dailyLimitUnits: 10_000_000n,
 };
 
+/** LOCAL_POLICY with the demo paid to `payTo` (the enclave's payee key, for the local stack). */
+export function localPolicyPaying(payTo: Address): SignerPolicy {
+  return { ...LOCAL_POLICY, x402PayTo: payTo.toLowerCase() as Address };
+}
+
 /**
- * Applies LOCAL_POLICY if the sealed one differs, a treasury if none is configured or its payout
+ * Applies LOCAL_POLICY, paying the demo to the enclave's payee key, if the sealed one differs, a treasury if none is configured or its payout
  * terms are not LOCAL_FAUCET_TERMS, and a settler if none is configured.
  */
 export async function ensureLocalPolicy(params: {
@@ -75,10 +84,14 @@ export async function ensureLocalPolicy(params: {
     const sealed = await client.getPolicy();
     if (!sealed.ok) throw new Error(`local get_policy failed (${sealed.error.code}: ${sealed.error.reason})`);
     let current = sealed.value;
-    if (!samePolicy(current.policy, LOCAL_POLICY)) {
+    // The enclave makes its payee key at init (or at its first start after an upgrade).
+    const payee = current.payee?.payeeAddress;
+    if (!payee) throw new Error("local enclave has no x402 payee key");
+    const policy = localPolicyPaying(payee);
+    if (!samePolicy(current.policy, policy)) {
       current = expectApplied(
         "configure_policy",
-        await applyPolicy({ client, policySecret, changes: LOCAL_POLICY }),
+        await applyPolicy({ client, policySecret, changes: policy }),
       );
       params.onLine(`policy     local policy applied (version ${current.policyVersion})`);
     }

@@ -368,7 +368,8 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         // x402: the demo's terms are the sealed ones, as the origin requires.
         AGENT_X402_ENABLED: "true",
         AGENT_X402_AMOUNT: String(LOCAL_POLICY.x402AmountUnits),
-        AGENT_X402_PAY_TO: String(LOCAL_POLICY.x402PayTo),
+        // The enclave's payee key (ensureLocalPolicy sealed it), so the demo's offers and receipts are signed.
+        AGENT_X402_PAY_TO: String(sealed.policy?.x402PayTo),
         AGENT_X402_VALIDITY_MARGIN_SECONDS: String(LOCAL_POLICY.x402ValidityMarginSeconds),
         AGENT_X402_DAILY_LIMIT: String(LOCAL_POLICY.x402DailyLimit),
         // New identities are proven within seconds, so their funding gate opens soon after.

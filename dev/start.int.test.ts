@@ -137,7 +137,11 @@ describe("npm start (the local stack launcher)", () => {
         configured: true,
         ok: true,
         policy_version: 1,
-        policy: signerPolicyToWire(LOCAL_POLICY),
+        // The demo is paid to the enclave's payee key, made at init (docs/x402.md#offers-and-receipts).
+        policy: {
+          ...signerPolicyToWire(LOCAL_POLICY),
+          x402_pay_to: expect.stringMatching(/^0x[0-9a-f]{40}$/),
+        },
         treasury: {
           budget_units: LOCAL_TREASURY_BUDGET_UNITS.toString(),
           spent_units: "0",

@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import type { HeldRecoveryKey } from "./held-recovery-key.ts";
 import type { Keystore } from "./keystore.ts";
+import type { RecentSettlements } from "./recent-settlements.ts";
 import type { SealedConfig } from "./sealed-config.ts";
 import type { StateStore } from "./state-store.ts";
 import type { TransportKeys } from "./transport-keys.ts";
@@ -16,6 +17,8 @@ export type EnclaveContext = {
   transportKeys: TransportKeys;
   /** The recovery encryption key while a restore session holds it (load_recovery_key). */
   recoveryKey: HeldRecoveryKey;
+  /** The settlements the settler key signed here, which a receipt may name (in memory only). */
+  settlements: RecentSettlements;
   now: () => Date;
   logger: Logger;
 };

@@ -1,13 +1,16 @@
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
 import { toHex } from "../shared/hex.ts";
 import { randomX25519PrivateKey, x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import { InitError, initEnclave } from "./init.ts";
+import { Keystore } from "./keystore.ts";
 import { readSealedConfig, readSealingKey } from "./sealed-config.ts";
+import { StateStore } from "./state-store.ts";
 
 describe("initEnclave", () => {
   let dir: string;
@@ -48,7 +51,30 @@ describe("initEnclave", () => {
       recovery_authority: recovery,
       recovery_encryption_key: recoveryEnc,
     });
-    expect((await readdir(dir)).sort()).toEqual(["enclave.sealed", "keys", "sealing.key"]);
+    // The state names the payee key init made (docs/x402.md#offers-and-receipts).
+    expect((await readdir(dir)).sort()).toEqual(["enclave.sealed", "keys", "sealing.key", "state.0.sealed"]);
+  });
+
+  it("makes the x402 payee key, sealed in the `payee` namespace and named by the state, and reports its address", async () => {
+    const made = await initEnclave({
+      dataDir: dir,
+      envId: "dev-1",
+      adminAuthority: admin,
+      policyAuthority: policy,
+      recoveryAuthority: recovery,
+      recoveryEncryptionKey: recoveryEnc,
+    });
+    const layout = dataDirLayout(dir);
+    const sealingKey = await readSealingKey(layout);
+    const keystore = await Keystore.open(layout.keysDir, sealingKey, pino({ level: "silent" }));
+    const state = await StateStore.open(layout.state, sealingKey);
+    try {
+      const key = keystore.get(state.state.payeeKeyRef!);
+      expect(key).toMatchObject({ namespace: "payee", address: made.payee_address });
+      expect(keystore.size).toBe(1);
+    } finally {
+      await state.close();
+    }
   });
 
   it("draws a new instance id for every data folder, even one initialised with the same env id and keys", async () => {

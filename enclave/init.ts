@@ -1,15 +1,18 @@
 /**
  * `npm run enclave -- init`: creates the sealing key (0600) and seals the env id, chain id 77, the
  * authority public keys, the recovery encryption public key and a fresh random instance id beside
- * it. Refuses to run twice: a second init would orphan every key sealed under the first sealing key.
+ * it, and makes the x402 payee key (payee-key.ts), whose address it reports. Refuses to run twice: a second init would orphan every key sealed under the first sealing key.
  */
 import { mkdir } from "node:fs/promises";
+import pino from "pino";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { fromHex, normaliseHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
 import { hpkeSeal, RECOVERY_HPKE_INFO } from "../shared/recovery-envelope.ts";
 import { writeFileAtomic } from "./atomic-file.ts";
 import { dataDirLayout } from "./data-dir.ts";
+import { Keystore } from "./keystore.ts";
+import { ensurePayeeKey } from "./payee-key.ts";
 import {
   isEnclaveInitialised,
   randomInstanceId,
@@ -18,6 +21,7 @@ import {
   sealConfig,
 } from "./sealed-config.ts";
 import { generateSealingKey } from "./sealing.ts";
+import { StateStore } from "./state-store.ts";
 
 export type InitEnclaveParams = {
   dataDir: string;
@@ -37,8 +41,11 @@ export class InitError extends Error {
   override readonly name = "InitError";
 }
 
-/** Initialises a data directory; returns the sealed config it wrote. */
-export async function initEnclave(params: InitEnclaveParams): Promise<SealedConfig> {
+/** The sealed config `init` wrote, and the address of the payee key it made. */
+export type InitEnclaveResult = SealedConfig & { payee_address: string };
+
+/** Initialises a data directory; returns the sealed config it wrote and the payee key's address. */
+export async function initEnclave(params: InitEnclaveParams): Promise<InitEnclaveResult> {
   if (!ENV_ID_PATTERN.test(params.envId)) throw new InitError("--env-id must match [a-z0-9-]{1,64}");
   const adminAuthority = parseAuthority(params.adminAuthority, "--admin-pubkey");
   const policyAuthority = parseAuthority(params.policyAuthority, "--policy-pubkey");
@@ -69,7 +76,14 @@ export async function initEnclave(params: InitEnclaveParams): Promise<SealedConf
   };
   await writeFileAtomic(layout.sealingKey, sealingKey);
   await writeFileAtomic(layout.sealedConfig, sealConfig(sealingKey, config));
-  return config;
+  const keystore = await Keystore.open(layout.keysDir, sealingKey, pino({ level: "silent" }));
+  const state = await StateStore.open(layout.state, sealingKey);
+  try {
+    const payee = await ensurePayeeKey(keystore, state, new Date(config.created_at));
+    return { ...config, payee_address: payee.address };
+  } finally {
+    await state.close();
+  }
 }
 
 /**

@@ -31,6 +31,7 @@ async function main(): Promise<number> {
           policy_authority: config.policy_authority,
           recovery_authority: config.recovery_authority,
           recovery_encryption_key: config.recovery_encryption_key,
+          payee_address: config.payee_address,
         })}\n`,
       );
       return 0;

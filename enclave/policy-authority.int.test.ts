@@ -97,6 +97,8 @@ describe("the policy authority (real process)", () => {
       policy: null,
       treasury: null,
       settler: null,
+      // Made at init (docs/x402.md#offers-and-receipts).
+      payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
       operator_keys: [],
     });
@@ -163,6 +165,8 @@ describe("the policy authority (real process)", () => {
         ...TERMS,
       },
       settler: null,
+      // Made at init (docs/x402.md#offers-and-receipts).
+      payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
       operator_keys: [],
     });

@@ -15,6 +15,8 @@ import { handleRequest } from "./dispatch.ts";
 import { HeldRecoveryKey } from "./held-recovery-key.ts";
 import { Keystore } from "./keystore.ts";
 import { createEnclaveLogger } from "./logger.ts";
+import { ensurePayeeKey } from "./payee-key.ts";
+import { RecentSettlements } from "./recent-settlements.ts";
 import {
   isEnclaveInitialised,
   type ReadSealedConfigResult,
@@ -80,9 +82,12 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
     sealingKey,
     transportKeys: new TransportKeys(),
     recoveryKey: new HeldRecoveryKey(),
+    settlements: new RecentSettlements(),
     now: params.now ?? (() => new Date()),
     logger,
   };
+  // `init` made it; a data folder initialised before payee keys existed gets its own now.
+  const payee = await ensurePayeeKey(ctx.keystore, ctx.state, ctx.now());
 
   const sockets = new Set<Socket>();
   const server = createServer((socket) => {
@@ -102,6 +107,7 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
       env_id: config.env_id,
       chain_id: config.chain_id,
       instance_id: config.instance_id,
+      payee_address: payee.address,
     },
     "enclave listening",
   );

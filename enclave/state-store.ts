@@ -29,6 +29,8 @@ export type EnclaveState = {
   treasury: Treasury | null;
   /** The x402 settler key (configure_settler), the one key sign_settlement uses. */
   settlerKeyRef: string | null;
+  /** The x402 payee key (made at init, configure_payee), the one key that signs offers and receipts. */
+  payeeKeyRef: string | null;
   /**
    * Spend per key for one UTC day; a new day starts from zero. An agent key's transfers and
    * fillers count against the policy's daily limit, the settler key's fees against its fee budget.
@@ -126,6 +128,7 @@ function emptyState(): EnclaveState {
     policyVersion: 0,
     treasury: null,
     settlerKeyRef: null,
+    payeeKeyRef: null,
     daily: { day: "", spent: new Map() },
     x402Daily: { day: "", signed: new Map() },
     faucetPayouts: new Map(),
@@ -158,6 +161,7 @@ function fromPersisted(data: Persisted): EnclaveState {
         }
       : null,
     settlerKeyRef: data.settler_key_ref,
+    payeeKeyRef: data.payee_key_ref ?? null,
     daily: {
       day: data.daily.day,
       spent: new Map(Object.entries(data.daily.spent).map(([key, units]) => [key, BigInt(units)])),
@@ -245,6 +249,7 @@ function toPersisted(state: EnclaveState): Persisted {
         }
       : null,
     settler_key_ref: state.settlerKeyRef,
+    payee_key_ref: state.payeeKeyRef,
     daily: {
       day: state.daily.day,
       spent: Object.fromEntries([...state.daily.spent].map(([key, units]) => [key, units.toString()])),

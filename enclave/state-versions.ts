@@ -132,6 +132,8 @@ export const persistedSchema = persistedV4Schema.extend({
   ),
   /** Approval subject → when it lapses (ms of the enclave's clock). */
   held_approvals: z.record(hex32Schema, countSchema),
+  // Optional: a v5 state written before payee keys existed stays readable (ensurePayeeKey makes one).
+  payee_key_ref: keyRefSchema.nullable().optional(),
 });
 export type Persisted = z.infer<typeof persistedSchema>;
 

@@ -77,6 +77,8 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
       policy: null,
       treasury: null,
       settler: null,
+      // Made at init (docs/x402.md#offers-and-receipts).
+      payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
       operator_keys: [],
     });
@@ -226,6 +228,41 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("key_purpose_mismatch");
     expect(await sealed()).toMatchObject({ settler: { settler_key_ref: restored!.key_ref } });
+  }, 120_000);
+
+  it("keeps the x402 payee key init made, points the payee at a named key of the payee namespace, and refuses a key of another", async () => {
+    const made = (await sealed()) as { payee: { payee_key_ref: string; payee_address: string } };
+    const kept = await cli(["payee", "--policy-key", policyKey, "--json"]);
+    expect(kept.stderr).toBe("");
+    expect(kept.code).toBe(0);
+    expect((JSON.parse(kept.stdout) as { after: { payee: unknown } }).after.payee).toEqual(made.payee);
+
+    // A restored payee key (here: one generated in the namespace) keeps its address as payTo.
+    const batch = await privileged(client, enclave, "generate_keys", {
+      namespace: "payee",
+      count: 1,
+      batch_id: "restored-payee",
+    });
+    const [restored] = batch.keys as Array<{ key_ref: string; address: string }>;
+    const pointed = await cli(["payee", "--policy-key", policyKey, "--payee-key-ref", restored!.key_ref]);
+    expect(pointed.stderr).toBe("");
+    expect(pointed.code).toBe(0);
+    expect(pointed.stdout).toContain(`payee ${restored!.address}`);
+    expect(await sealed()).toMatchObject({
+      payee: { payee_key_ref: restored!.key_ref, payee_address: restored!.address },
+    });
+    const others = await privileged(client, enclave, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "not-a-payee",
+    });
+    const [other] = others.keys as Array<{ key_ref: string }>;
+    const refused = await cli(["payee", "--policy-key", policyKey, "--payee-key-ref", other!.key_ref]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("key_purpose_mismatch");
+    expect(await sealed()).toMatchObject({ payee: { payee_key_ref: restored!.key_ref } });
+    const shown = await cli(["show"]);
+    expect(shown.stdout).toMatch(new RegExp(`payee\\.address +${restored!.address}\\n`));
   }, 120_000);
 
   it("changes the x402 margin and daily count alone, and shows them", async () => {

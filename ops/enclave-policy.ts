@@ -1,7 +1,7 @@
 /**
- * `npm run enclave-policy -- show|apply|treasury|settler`: the operator's tool for the enclave's
- * sealed signing policy, faucet treasury and its payout terms, and x402 settler key. `apply`,
- * `treasury` and `settler` mint a policy-tier
+ * `npm run enclave-policy -- show|apply|treasury|settler|payee`: the operator's tool for the enclave's
+ * sealed signing policy, faucet treasury and its payout terms, x402 settler key and x402 payee key.
+ * `apply`, `treasury`, `settler` and `payee` mint a policy-tier
  * capability from the policy authority key, which is kept offline with the operator and never on
  * the origin host (docs/enclave.md, "Keys and where production keeps them"); `show` needs no key. Env id and
  * chain id come from the enclave's get_policy, so the operator needs only the socket and the key. Prints
@@ -22,7 +22,13 @@ import {
   UsageError,
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
-import { applyPolicy, applySettler, applyTreasury, type PolicyAdminResult } from "./lib/policy-admin.ts";
+import {
+  applyPayee,
+  applyPolicy,
+  applySettler,
+  applyTreasury,
+  type PolicyAdminResult,
+} from "./lib/policy-admin.ts";
 import { POLICY_USAGE, type PolicyCommand, parsePolicyArgs } from "./lib/policy-cli-args.ts";
 import { changeJson, formatChange, formatShow, showJson } from "./lib/policy-format.ts";
 
@@ -58,13 +64,15 @@ async function runCommand(command: PolicyCommand, client: SignerClient): Promise
       ? await applyPolicy({ client, policySecret, changes: command.changes })
       : command.command === "settler"
         ? await applySettler({ client, policySecret, settlerKeyRef: command.settlerKeyRef })
-        : await applyTreasury({
-            client,
-            policySecret,
-            budgetUnits: command.budgetUnits,
-            faucetKeyRef: command.faucetKeyRef,
-            terms: command.terms,
-          });
+        : command.command === "payee"
+          ? await applyPayee({ client, policySecret, payeeKeyRef: command.payeeKeyRef })
+          : await applyTreasury({
+              client,
+              policySecret,
+              budgetUnits: command.budgetUnits,
+              faucetKeyRef: command.faucetKeyRef,
+              terms: command.terms,
+            });
   if (!result.ok) {
     switch (result.error.code) {
       case "usage":
@@ -85,7 +93,9 @@ async function runCommand(command: PolicyCommand, client: SignerClient): Promise
       ? `policy applied, version ${before.policyVersion} -> ${after.policyVersion}`
       : command.command === "settler"
         ? settlerTitle(before, after)
-        : "treasury configured (spent restarts at 0)";
+        : command.command === "payee"
+          ? `payee ${after.payee?.payeeAddress} (signs the demo's offers and receipts; seal it as --x402-pay-to)`
+          : "treasury configured (spent restarts at 0)";
   write(
     command.json
       ? `${JSON.stringify(changeJson(before, after), null, 2)}\n`

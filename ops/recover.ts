@@ -10,15 +10,15 @@
  *       no wallet key is decrypted in this process
  *   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
  *       restores packages made offline by ops/recovery-reencrypt.ts
- *   npm run recover -- backup-key (--treasury | --settler | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
+ *   npm run recover -- backup-key (--treasury | --settler | --payee | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
  *       before any loss: backs up a key the refill does not (the faucet treasury's, made by
- *       configure_treasury, or the x402 settler's, made by configure_settler) as an envelope in
- *       DIR, so a recovery brings it back too
+ *       configure_treasury, the x402 settler's, made by configure_settler, or the x402 payee's,
+ *       made at init) as an envelope in DIR, so a recovery brings it back too
  *
  * --recovery-key is the recovery authority (Ed25519), --recovery-enc-key the recovery encryption
  * key (X25519); both are the operator's offline keys. The socket is --socket, else
  * AGENT_SIGNER_SVC_HSM_ENDPOINT, else the local stack's. One line per batch, and for the faucet
- * treasury's and the x402 settler's batches one more per key with its ref and address; exit 0 when every
+ * treasury's, the x402 settler's and the x402 payee's batches one more per key with its ref and address; exit 0 when every
  * batch was restored (or already was), 1 when one was refused, 2 on bad usage, 3 when the enclave
  * could not be reached (docs/operations.md#exit-codes-of-the-operator-tools).
  */
@@ -44,7 +44,7 @@ const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE [--socket PATH]
   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
-  npm run recover -- backup-key (--treasury | --settler | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
+  npm run recover -- backup-key (--treasury | --settler | --payee | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
 `;
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
@@ -60,6 +60,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       socket: { type: "string" },
       treasury: { type: "boolean" },
       settler: { type: "boolean" },
+      payee: { type: "boolean" },
       "key-ref": { type: "string" },
       "admin-key": { type: "string" },
     },
@@ -71,7 +72,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const backupOnly =
     positionals.length === 1 &&
     positionals[0] === "backup-key" &&
-    [values.treasury, values.settler, values["key-ref"]].filter(Boolean).length === 1 &&
+    [values.treasury, values.settler, values.payee, values["key-ref"]].filter(Boolean).length === 1 &&
     values["admin-key"] &&
     values["backup-dir"];
   const fromDir = positionals.length === 0 && values["backup-dir"] && values["recovery-enc-key"];
@@ -137,9 +138,10 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       process.stdout.write(
         `recover: ${file}: batch ${batch.batchId} (${batch.namespace}): ${batch.keys} keys held, ${batch.imported} imported\n`,
       );
-      // The treasury and the settler are pointed back at their restored keys by ref (runbook
-      // step 4: enclave-policy treasury --faucet-key-ref, settler --settler-key-ref).
-      if (batch.namespace === "faucet" || batch.namespace === "settler") {
+      // The treasury, the settler and the payee are pointed back at their restored keys by ref
+      // (runbook step 4: enclave-policy treasury --faucet-key-ref, settler --settler-key-ref,
+      // payee --payee-key-ref).
+      if (batch.namespace === "faucet" || batch.namespace === "settler" || batch.namespace === "payee") {
         for (const key of batch.held) {
           process.stdout.write(
             `recover:   ${batch.namespace} key_ref ${key.keyRef} address ${key.address}\n`,
@@ -160,24 +162,32 @@ async function backupOne(
   values: {
     treasury?: boolean;
     settler?: boolean;
+    payee?: boolean;
     "key-ref"?: string;
     "backup-dir"?: string;
     adminAuthority: Uint8Array;
   },
 ): Promise<CliOutcome> {
   let keyRef = values["key-ref"];
-  if (values.treasury || values.settler) {
+  if (values.treasury || values.settler || values.payee) {
     const sealed = await signer.getPolicy();
     if (!sealed.ok) {
       if (enclaveUnreachable(sealed.error)) return errored(`get_policy: ${sealed.error.code}`);
       process.stdout.write(`recover: failed: get_policy: ${sealed.error.code}\n`);
       return refused();
     }
-    keyRef = values.treasury ? sealed.value.treasury?.faucetKeyRef : sealed.value.settler?.settlerKeyRef;
+    keyRef = values.treasury
+      ? sealed.value.treasury?.faucetKeyRef
+      : values.settler
+        ? sealed.value.settler?.settlerKeyRef
+        : (sealed.value.payee ?? undefined)?.payeeKeyRef;
     if (!keyRef) {
-      process.stdout.write(
-        `recover: failed: ${values.treasury ? "no faucet treasury" : "no x402 settler"} is configured\n`,
-      );
+      const missing = values.treasury
+        ? "no faucet treasury"
+        : values.settler
+          ? "no x402 settler"
+          : "no x402 payee";
+      process.stdout.write(`recover: failed: ${missing} is configured\n`);
       return refused();
     }
   }

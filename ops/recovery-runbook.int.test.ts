@@ -16,7 +16,7 @@ import { freePort } from "../testing/free-port.ts";
 // command printed and a faucet key ref `recover` did not show. This test deletes a used local
 // stack's enclave folder and runs docs/operations.md's local block exactly as the document has
 // it, then `npm start`: every wallet's key must be back at its address, the printed token must
-// move money, and the treasury and settler must keep their addresses.
+// move money, and the treasury, settler and x402 payee must keep their addresses.
 
 /** The shell block between the runbook's markers in docs/operations.md, as an operator copies it. */
 async function runbookBlock(): Promise<string> {
@@ -45,7 +45,7 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
-  it("restores every wallet after rm -rf .data/enclave; the token moves money; treasury and settler keep their addresses", async () => {
+  it("restores every wallet after rm -rf .data/enclave; the token moves money; treasury, settler and payee keep their addresses", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-runbook-"));
     await chmod(dataDir, 0o755);
     const ports = {
@@ -97,6 +97,8 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
         return {
           treasury: sealed.value.treasury?.faucetAddress,
           settler: sealed.value.settler?.settlerAddress,
+          payee: sealed.value.payee?.payeeAddress,
+          payTo: sealed.value.policy?.x402PayTo,
         };
       } finally {
         await signer.close();
@@ -113,6 +115,8 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     const before = await sealedAddresses();
     expect(before.treasury).toMatch(/^0x[0-9a-f]{40}$/i);
     expect(before.settler).toMatch(/^0x[0-9a-f]{40}$/i);
+    // The demo is paid to the payee key, which the runbook points back at its restored key.
+    expect(before.payTo).toBe(before.payee?.toLowerCase());
     const pg = await startEmbeddedPostgres({
       dir: path.join(dataDir, "pg"),
       port: Number(ports.EMBEDDED_PG_PORT),

@@ -11,7 +11,7 @@ import { instanceIdSchema } from "./capability.ts";
 import { CAPABILITY_SCOPES, PRIVILEGED_OPS } from "./enclave-protocol.ts";
 import { ENV_ID_PATTERN, KEY_REF_PATTERN } from "./identity-proof.ts";
 
-export const KEY_NAMESPACES = ["agent-transfer", "faucet", "bridge-operator", "settler"] as const;
+export const KEY_NAMESPACES = ["agent-transfer", "faucet", "bridge-operator", "settler", "payee"] as const;
 export type KeyNamespace = (typeof KEY_NAMESPACES)[number];
 /** A batch is generated and exported as one unit; larger batches would approach the frame limit. */
 export const MAX_BATCH_KEYS = 1000;
@@ -168,6 +168,19 @@ export const configureSettlerResult = z.object({
   settler_address: addressSchema,
 });
 
+/**
+ * configure_payee (policy tier): the x402 payee key, whose address is the demo's payTo and which
+ * signs its offers and receipts. `init` makes one in the `payee` namespace; without payee_key_ref a
+ * repeat keeps it (or makes one for a data folder initialised before payee keys existed). With
+ * payee_key_ref the payee is pointed at that key of the `payee` namespace (a payee key restored
+ * after a recovery keeps its address, which the sealed policy and the quote name).
+ */
+export const configurePayeeParams = z.strictObject({ payee_key_ref: keyRefSchema.optional() });
+export const configurePayeeResult = z.object({
+  payee_key_ref: keyRefSchema,
+  payee_address: addressSchema,
+});
+
 export const policySchema = z.strictObject({
   per_tx_limit_units: uintStringSchema,
   daily_limit_units: uintStringSchema,
@@ -234,6 +247,8 @@ export const getPolicyResult = z.object({
   treasury: treasuryStatusSchema.nullable(),
   /** The x402 settler key, once configure_settler made it. */
   settler: settlerStatusSchema.nullable(),
+  /** The x402 payee key (made at init), which signs offers and receipts; absent from older enclaves. */
+  payee: configurePayeeResult.nullable().optional(),
   /** An operator froze every agent key of the node (set_node_frozen). */
   node_frozen: z.boolean(),
   /** The enrolled operator keys (enroll_operator_key): public halves only. */
@@ -347,6 +362,64 @@ export const signFillerParams = z.strictObject({
   max_priority_fee_per_gas: uintStringSchema,
 });
 export const signFillerResult = signTransactionResult;
+
+/** The offer-receipt extension's payload version the enclave signs (docs/x402.md#offers-and-receipts). */
+export const OFFER_RECEIPT_VERSION = 1;
+
+/**
+ * sign_x402_offer: the payee key signs the EIP-712 `Offer` of the offer-receipt extension, and
+ * nothing but that type. The terms must be the node's sealed x402 terms (scheme exact, the sealed
+ * chain's network, the precompile's asset, the sealed amount, payTo the payee key and the sealed
+ * payTo); the enclave sets validUntil from its own clock, at most the sealed maximum validity
+ * ahead. resource_url is the origin's name for its resource, which the enclave cannot check.
+ */
+export const signX402OfferParams = z.strictObject({
+  payee_address: addressSchema,
+  resource_url: z.string().min(1).max(2048),
+  scheme: z.string().min(1).max(32),
+  network: z.string().min(1).max(64),
+  asset: addressSchema,
+  pay_to: addressSchema,
+  amount: uintStringSchema,
+  valid_for_seconds: z.number().int().min(1).max(86_400),
+});
+export const signX402OfferResult = z.object({
+  payload: z.object({
+    version: z.number().int(),
+    resource_url: z.string(),
+    scheme: z.string(),
+    network: z.string(),
+    asset: z.string(),
+    pay_to: z.string(),
+    amount: uintStringSchema,
+    valid_until: z.number().int().nonnegative(),
+  }),
+  signature: signatureSchema,
+});
+
+/**
+ * sign_x402_receipt: the payee key signs the EIP-712 `Receipt` of the offer-receipt extension for
+ * one settlement transaction the settler key signed in this enclave (sign_settlement), paying the
+ * payee key, by `payer`. The enclave sets issuedAt from its own clock and names the transaction.
+ */
+export const signX402ReceiptParams = z.strictObject({
+  payee_address: addressSchema,
+  resource_url: z.string().min(1).max(2048),
+  network: z.string().min(1).max(64),
+  payer: addressSchema,
+  transaction: hex32Schema,
+});
+export const signX402ReceiptResult = z.object({
+  payload: z.object({
+    version: z.number().int(),
+    network: z.string(),
+    resource_url: z.string(),
+    payer: z.string(),
+    issued_at: z.number().int().nonnegative(),
+    transaction: hex32Schema,
+  }),
+  signature: signatureSchema,
+});
 
 export const capabilityCounterParams = z.strictObject({
   authority: hex32Schema,
@@ -476,6 +549,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   configure_treasury: { params: configureTreasuryParams, result: configureTreasuryResult },
   configure_policy: { params: configurePolicyParams, result: configurePolicyResult },
   configure_settler: { params: configureSettlerParams, result: configureSettlerResult },
+  configure_payee: { params: configurePayeeParams, result: configurePayeeResult },
   public_identity: { params: publicIdentityParams, result: publicIdentityResult },
   prove_identity: { params: proveIdentityParams, result: proveIdentityResult },
   sign_transfer: { params: signTransactionParams, result: signTransactionResult },
@@ -483,6 +557,8 @@ export const ENCLAVE_OP_SCHEMAS = {
   sign_x402_authorization: { params: signX402AuthorizationParams, result: signX402AuthorizationResult },
   sign_settlement: { params: signSettlementParams, result: signSettlementResult },
   sign_filler: { params: signFillerParams, result: signFillerResult },
+  sign_x402_offer: { params: signX402OfferParams, result: signX402OfferResult },
+  sign_x402_receipt: { params: signX402ReceiptParams, result: signX402ReceiptResult },
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
   get_policy: { params: getPolicyParams, result: getPolicyResult },
   enroll_operator_key: { params: enrollOperatorKeyParams, result: enrollOperatorKeyResult },

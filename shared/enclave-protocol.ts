@@ -95,6 +95,15 @@ export const SETTLEMENT_REFUSAL_DETAILS = [
 ] as const;
 export type SettlementRefusalDetail = (typeof SETTLEMENT_REFUSAL_DETAILS)[number];
 
+/** What the payee key signs (sign_x402_offer, sign_x402_receipt; docs/security.md#offers-and-receipts). */
+export const OFFER_RECEIPT_REFUSAL_DETAILS = [
+  /** An offer whose terms are not the node's sealed x402 terms, or valid longer than they allow. */
+  "offer_terms",
+  /** A receipt for a transaction the settler key did not sign here, or not to the payee by that payer. */
+  "receipt_settlement",
+] as const;
+export type OfferReceiptRefusalDetail = (typeof OFFER_RECEIPT_REFUSAL_DETAILS)[number];
+
 /** The nonce record's bounds on fillers (sign_filler). */
 export const FILLER_REFUSAL_DETAILS = [
   /** A filler at a nonce the enclave signed no transaction of this key at (or no longer remembers). */
@@ -148,6 +157,7 @@ export const REFUSAL_DETAILS = [
   ...X402_AUTHORIZATION_REFUSAL_DETAILS,
   ...SETTLEMENT_REFUSAL_DETAILS,
   ...FILLER_REFUSAL_DETAILS,
+  ...OFFER_RECEIPT_REFUSAL_DETAILS,
   ...KEY_REFUSAL_DETAILS,
   ...AGENT_POLICY_REFUSAL_DETAILS,
   ...OPERATOR_REFUSAL_DETAILS,
@@ -159,6 +169,7 @@ export type RefusalDetail =
   | X402AuthorizationRefusalDetail
   | SettlementRefusalDetail
   | FillerRefusalDetail
+  | OfferReceiptRefusalDetail
   | KeyRefusalDetail
   | AgentPolicyRefusalDetail
   | OperatorRefusalDetail;
@@ -174,6 +185,7 @@ export const PRIVILEGED_OP_SCOPE = {
   configure_treasury: "policy",
   configure_policy: "policy",
   configure_settler: "policy",
+  configure_payee: "policy",
   enroll_operator_key: "policy",
   // Admin tier: the origin may tighten alone; what loosens also needs an operator's approval,
   // which the op carries and the enclave verifies (shared/operator-approval.ts).
@@ -207,6 +219,8 @@ export const UNPRIVILEGED_OPS = [
   "sign_x402_authorization",
   "sign_settlement",
   "sign_filler",
+  "sign_x402_offer",
+  "sign_x402_receipt",
   "capability_counter",
   "get_policy",
   "get_agent_policy",

@@ -34,6 +34,8 @@ export type MoneyStack = {
   treasury: Address;
   /** The x402 settler's address, when the stack was started with x402 on. */
   settler: Address | undefined;
+  /** The enclave's x402 payee key's address (made at init): it signs the demo's offers and receipts. */
+  payee: Address;
   policy: SignerPolicy;
   /** Where the refill wrote each batch's backup envelope (BACKUP_DIR). */
   backupDir: string;
@@ -81,7 +83,7 @@ export type MoneyStackOptions = {
    * Turns x402 on (docs/x402.md): the sealed x402 terms, a settler key made by configure_settler and
    * funded from the operator pool, and the origin's x402 switch.
    */
-  x402?: { amountUnits: bigint; payTo: Address };
+  x402?: { amountUnits: bigint; payTo: Address | "enclave-payee" };
   /** The database to use instead of a clone of the suite's template (a test-owned cluster). */
   database?: TestDatabase;
   /**
@@ -115,6 +117,16 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     recovery: minter(enclave.recoverySecret),
   };
 
+  const unsealed = await signer.getPolicy();
+  if (!unsealed.ok || !unsealed.value.payee) throw new Error("get_policy: the enclave names no payee key");
+  const payee = unsealed.value.payee.payeeAddress;
+  // "enclave-payee": the demo is paid to the enclave's payee key, so its offers and receipts are signed.
+  const x402 = options.x402
+    ? {
+        amountUnits: options.x402.amountUnits,
+        payTo: options.x402.payTo === "enclave-payee" ? (payee.toLowerCase() as Address) : options.x402.payTo,
+      }
+    : undefined;
   const policy: SignerPolicy = {
     perTxLimitUnits: 10_000_000n,
     dailyLimitUnits: 50_000_000n,
@@ -129,7 +141,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     x402DailyLimit: 1_000,
     // 1,000 USDC of settler fees a day: the settler's whole float, so no test meets it by accident.
     settlerDailyFeeUnits: 1_000_000_000n,
-    ...(options.x402 ? { x402AmountUnits: options.x402.amountUnits, x402PayTo: options.x402.payTo } : {}),
+    ...(x402 ? { x402AmountUnits: x402.amountUnits, x402PayTo: x402.payTo } : {}),
     ...options.policy,
   };
   const sealed = await signer.configurePolicy(policy, authorities.policy);
@@ -179,11 +191,11 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
     AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
     AGENT_ENV_ID: enclave.envId,
-    ...(options.x402
+    ...(x402
       ? {
           AGENT_X402_ENABLED: "true",
-          AGENT_X402_AMOUNT: options.x402.amountUnits.toString(),
-          AGENT_X402_PAY_TO: options.x402.payTo,
+          AGENT_X402_AMOUNT: x402.amountUnits.toString(),
+          AGENT_X402_PAY_TO: x402.payTo,
           AGENT_X402_VALIDITY_MARGIN_SECONDS: String(policy.x402ValidityMarginSeconds),
           AGENT_X402_DAILY_LIMIT: String(policy.x402DailyLimit),
         }
@@ -246,6 +258,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     }),
     treasury: treasury.value.faucetAddress,
     settler,
+    payee,
     policy,
     backupDir,
     authorities,

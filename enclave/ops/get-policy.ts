@@ -7,6 +7,7 @@
  */
 import { spentToday } from "../daily-spend.ts";
 import { succeed } from "../outcome.ts";
+import { payeeKey } from "../payee-key.ts";
 import { policyToWire } from "../policy.ts";
 import { utcDay } from "../policy-checks.ts";
 import type { OpHandler } from "./handler.ts";
@@ -15,6 +16,7 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
   const { policy, policyVersion, treasury, settlerKeyRef, nodeFrozen, operatorKeys } = ctx.state.state;
   const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
   const settlerKey = settlerKeyRef ? ctx.keystore.get(settlerKeyRef) : undefined;
+  const payee = payeeKey(ctx.keystore, ctx.state);
   return succeed({
     env_id: ctx.config.env_id,
     chain_id: ctx.config.chain_id,
@@ -39,6 +41,7 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
           fee_spent_today_units: spentToday(ctx.state.state, settlerKey.keyRef, utcDay(ctx.now())).toString(),
         }
       : null,
+    payee: payee ? { payee_key_ref: payee.keyRef, payee_address: payee.address } : null,
     node_frozen: nodeFrozen,
     operator_keys: [...operatorKeys].map(([keyId, key]) => ({
       key_id: keyId,

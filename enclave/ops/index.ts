@@ -11,12 +11,14 @@ import {
 } from "./backup.ts";
 import { capabilityCounter } from "./capability-counter.ts";
 import { configurePolicy, configureSettler, configureTreasury } from "./configure.ts";
+import { configurePayee } from "./configure-payee.ts";
 import { generateKeys } from "./generate-keys.ts";
 import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
 import { approveHeld, enrollOperatorKey, setNodeFrozen } from "./operator.ts";
 import { signFiller } from "./sign-filler.ts";
+import { signX402Offer, signX402Receipt } from "./sign-offer-receipt.ts";
 import { signSettlement } from "./sign-settlement.ts";
 import { signFaucet, signTransfer } from "./sign-transaction.ts";
 import { signX402Authorization } from "./sign-x402.ts";
@@ -32,6 +34,7 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   configure_treasury: configureTreasury,
   configure_policy: configurePolicy,
   configure_settler: configureSettler,
+  configure_payee: configurePayee,
   public_identity: publicIdentity,
   prove_identity: proveIdentity,
   sign_transfer: signTransfer,
@@ -39,6 +42,8 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   sign_x402_authorization: signX402Authorization,
   sign_settlement: signSettlement,
   sign_filler: signFiller,
+  sign_x402_offer: signX402Offer,
+  sign_x402_receipt: signX402Receipt,
   capability_counter: capabilityCounter,
   get_policy: getPolicy,
   enroll_operator_key: enrollOperatorKey,

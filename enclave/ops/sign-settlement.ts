@@ -95,5 +95,16 @@ export const signSettlement: OpHandler<"sign_settlement"> = async (ctx, params) 
     recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
   });
   const tx = signPrepared(key.privateKey, prepared);
+  // What a receipt of the payee key may name (ops/sign-offer-receipt.ts).
+  ctx.settlements.record(
+    tx.txHash,
+    {
+      payer: authorization.from.toLowerCase(),
+      payee: authorization.to.toLowerCase(),
+      valueUnits: authorization.value,
+      validBefore: authorization.validBefore,
+    },
+    BigInt(Math.floor(now.getTime() / 1000)),
+  );
   return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });
 };

@@ -174,6 +174,25 @@ export async function applySettler(params: {
   return readAfter(params.client, before.value);
 }
 
+/**
+ * configure_payee: keeps the x402 payee key (made at init), or points the payee at a key of the
+ * `payee` namespace (a restored one, after a recovery, so the demo's payTo keeps its address).
+ */
+export async function applyPayee(params: {
+  client: SignerClient;
+  policySecret: Uint8Array;
+  payeeKeyRef?: string;
+}): Promise<PolicyAdminResult> {
+  const before = await params.client.getPolicy();
+  if (!before.ok) return refused(before.error);
+  const applied = await params.client.configurePayee(
+    params.payeeKeyRef === undefined ? {} : { payeeKeyRef: params.payeeKeyRef },
+    minter(params, before.value),
+  );
+  if (!applied.ok) return refused(applied.error);
+  return readAfter(params.client, before.value);
+}
+
 /** True when the sealed policy is exactly `policy` (addresses compared without case). */
 export function samePolicy(sealed: SignerPolicy | null, policy: SignerPolicy): boolean {
   if (!sealed) return false;

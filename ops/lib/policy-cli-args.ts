@@ -28,6 +28,7 @@ export const POLICY_USAGE = `usage:
   npm run enclave-policy -- treasury --policy-key FILE --budget UNITS [--payout UNITS] [--cooldown-ms MS]
       [--payout-daily UNITS] [--faucet-key-ref REF] [--json]
   npm run enclave-policy -- settler --policy-key FILE [--settler-key-ref REF] [--json]
+  npm run enclave-policy -- payee --policy-key FILE [--payee-key-ref REF] [--json]
 Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET}).
 apply keeps every field the flags do not name; the first apply names them all. treasury keeps the
 payout terms it does not name (a first treasury names them all); --payout-daily is per recipient
@@ -57,6 +58,13 @@ export type PolicyCommand =
       json: boolean;
       policyKeyFile: string;
       settlerKeyRef: string | undefined;
+    }
+  | {
+      command: "payee";
+      socketPath: string;
+      json: boolean;
+      policyKeyFile: string;
+      payeeKeyRef: string | undefined;
     };
 
 /** Thrown with a message fit for the terminal: a usage error of the CLI shell. */
@@ -75,7 +83,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   const { values, positionals } = parsed;
   const command = positionals[0];
   if (positionals.length !== 1 || !isCommand(command)) {
-    throw new PolicyUsageError("expected one command: show, apply, treasury or settler");
+    throw new PolicyUsageError("expected one command: show, apply, treasury, settler or payee");
   }
   const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const json = values.json ?? false;
@@ -99,15 +107,27 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
     names.filter((name) => values[name as keyof typeof values] !== undefined).map((name) => `--${name}`);
 
   if (command === "show") {
-    const extra = used([...policyFlags, ...treasuryFlags, "policy-key", "settler-key-ref"]);
+    const extra = used([...policyFlags, ...treasuryFlags, "policy-key", "settler-key-ref", "payee-key-ref"]);
     if (extra.length > 0) throw new PolicyUsageError(`show takes no ${extra.join(", ")}`);
     return { command, socketPath, json };
   }
   const policyKeyFile = values["policy-key"];
   if (!policyKeyFile) throw new PolicyUsageError(`${command} needs --policy-key FILE`);
+  if (command === "payee") {
+    // configure_payee keeps the payee key init made, unless pointed at a named (restored) one.
+    const extra = used([...policyFlags, ...treasuryFlags, "settler-key-ref"]);
+    if (extra.length > 0) throw new PolicyUsageError(`payee takes no ${extra.join(", ")}`);
+    return {
+      command,
+      socketPath,
+      json,
+      policyKeyFile,
+      payeeKeyRef: keyRef(values["payee-key-ref"], "--payee-key-ref"),
+    };
+  }
   if (command === "settler") {
     // configure_settler makes the settler key once and keeps it, unless pointed at a named key.
-    const extra = used([...policyFlags, ...treasuryFlags]);
+    const extra = used([...policyFlags, ...treasuryFlags, "payee-key-ref"]);
     if (extra.length > 0) throw new PolicyUsageError(`settler takes no ${extra.join(", ")}`);
     return {
       command,
@@ -118,7 +138,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
     };
   }
   if (command === "treasury") {
-    const extra = used([...policyFlags, "settler-key-ref"]);
+    const extra = used([...policyFlags, "settler-key-ref", "payee-key-ref"]);
     if (extra.length > 0) throw new PolicyUsageError(`treasury takes no ${extra.join(", ")}`);
     if (values.budget === undefined) throw new PolicyUsageError("treasury needs --budget UNITS");
     const terms: FaucetTermsChanges = {};
@@ -136,7 +156,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
       terms,
     };
   }
-  const extra = used([...treasuryFlags, "settler-key-ref"]);
+  const extra = used([...treasuryFlags, "settler-key-ref", "payee-key-ref"]);
   if (extra.length > 0) throw new PolicyUsageError(`apply takes no ${extra.join(", ")}`);
   const changes: PolicyChanges = {};
   if (values["per-tx"] !== undefined) changes.perTxLimitUnits = amount(values["per-tx"], "--per-tx");
@@ -173,7 +193,9 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
 }
 
 function isCommand(value: string | undefined): value is PolicyCommand["command"] {
-  return value === "show" || value === "apply" || value === "treasury" || value === "settler";
+  return (
+    value === "show" || value === "apply" || value === "treasury" || value === "settler" || value === "payee"
+  );
 }
 
 function parse(argv: string[]) {
@@ -204,6 +226,7 @@ function parse(argv: string[]) {
       "cooldown-ms": { type: "string" },
       "payout-daily": { type: "string" },
       "settler-key-ref": { type: "string" },
+      "payee-key-ref": { type: "string" },
     },
   });
 }

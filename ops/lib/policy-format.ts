@@ -93,6 +93,10 @@ export function policyRows(result: GetPolicyResult): Row[] {
       ["settler.fee_spent_today_units", settler.fee_spent_today_units],
     );
   }
+  // Every enclave since payee keys has one (made at init); an older one shows none.
+  if (wire.payee) {
+    rows.push(["payee.address", wire.payee.payee_address], ["payee.key_ref", wire.payee.payee_key_ref]);
+  }
   return rows;
 }
 

@@ -155,6 +155,41 @@ export const SAMPLE_CALLS: { [Op in SignerOp]: SampleCall<Op> } = {
     privileged: true,
     call: (op, authorize) => op({}, authorize),
   },
+  configurePayee: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) => op({}, authorize),
+  },
+  signX402Offer: {
+    asks: "naming a payee the enclave's payee key is not",
+    live: NOT_HELD,
+    privileged: false,
+    call: (op) =>
+      op({
+        payeeAddress: ALICE,
+        resourceUrl: "https://example.test/x402/demo",
+        scheme: "exact",
+        network: `eip155:${CHAIN_ID}`,
+        asset: "0x2d00000000000000000000000000000000000006",
+        payTo: BOB,
+        amount: "10000",
+        validForSeconds: 60,
+      }),
+  },
+  signX402Receipt: {
+    asks: "naming a payee the enclave's payee key is not",
+    live: NOT_HELD,
+    privileged: false,
+    call: (op) =>
+      op({
+        payeeAddress: ALICE,
+        resourceUrl: "https://example.test/x402/demo",
+        network: `eip155:${CHAIN_ID}`,
+        payer: BOB,
+        transaction: hex32(),
+      }),
+  },
   publicIdentity: {
     asks: "of a key not held",
     live: NOT_HELD,

@@ -14,6 +14,7 @@ import type {
   AgentPolicyStatus,
   ApproveHeldParams,
   CapabilityCounterParams,
+  ConfigurePayeeParams,
   ConfigurePolicyParams,
   ConfigureSettlerParams,
   ConfigureTreasuryParams,
@@ -35,6 +36,8 @@ import type {
   SignSettlementParams,
   SignTransactionParams,
   SignX402AuthorizationParams,
+  SignX402OfferParams,
+  SignX402ReceiptParams,
   VerifyBackupParams,
 } from "./types.ts";
 
@@ -142,6 +145,9 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
             settler_address: r.settler.settlerAddress,
             fee_spent_today_units: r.settler.feeSpentTodayUnits.toString(),
           },
+    ...(r.payee
+      ? { payee: { payee_key_ref: r.payee.payeeKeyRef, payee_address: r.payee.payeeAddress } }
+      : {}),
     node_frozen: r.nodeFrozen,
     operator_keys: r.operatorKeys.map((key) => ({
       key_id: key.keyId,
@@ -245,6 +251,59 @@ export const OP_CODECS = {
     result: wire.configureSettlerResult.transform((r) => ({
       settlerKeyRef: r.settler_key_ref,
       settlerAddress: r.settler_address as Address,
+    })),
+  },
+  configure_payee: {
+    toWire: (p: ConfigurePayeeParams) =>
+      p.payeeKeyRef === undefined ? {} : { payee_key_ref: p.payeeKeyRef },
+    result: wire.configurePayeeResult.transform((r) => ({
+      payeeKeyRef: r.payee_key_ref,
+      payeeAddress: r.payee_address as Address,
+    })),
+  },
+  sign_x402_offer: {
+    toWire: (p: SignX402OfferParams): wire.WireParams<"sign_x402_offer"> => ({
+      payee_address: p.payeeAddress.toLowerCase(),
+      resource_url: p.resourceUrl,
+      scheme: p.scheme,
+      network: p.network,
+      asset: p.asset,
+      pay_to: p.payTo,
+      amount: p.amount,
+      valid_for_seconds: p.validForSeconds,
+    }),
+    result: wire.signX402OfferResult.transform((r) => ({
+      payload: {
+        version: r.payload.version,
+        resourceUrl: r.payload.resource_url,
+        scheme: r.payload.scheme,
+        network: r.payload.network,
+        asset: r.payload.asset,
+        payTo: r.payload.pay_to,
+        amount: r.payload.amount,
+        validUntil: r.payload.valid_until,
+      },
+      signature: r.signature as Hex,
+    })),
+  },
+  sign_x402_receipt: {
+    toWire: (p: SignX402ReceiptParams): wire.WireParams<"sign_x402_receipt"> => ({
+      payee_address: p.payeeAddress.toLowerCase(),
+      resource_url: p.resourceUrl,
+      network: p.network,
+      payer: p.payer,
+      transaction: p.transaction.toLowerCase(),
+    }),
+    result: wire.signX402ReceiptResult.transform((r) => ({
+      payload: {
+        version: r.payload.version,
+        network: r.payload.network,
+        resourceUrl: r.payload.resource_url,
+        payer: r.payload.payer,
+        issuedAt: r.payload.issued_at,
+        transaction: r.payload.transaction,
+      },
+      signature: r.signature as Hex,
     })),
   },
   configure_policy: {
@@ -362,6 +421,9 @@ export const OP_CODECS = {
                 settlerAddress: r.settler.settler_address as Address,
                 feeSpentTodayUnits: BigInt(r.settler.fee_spent_today_units),
               },
+        payee: r.payee
+          ? { payeeKeyRef: r.payee.payee_key_ref, payeeAddress: r.payee.payee_address as Address }
+          : null,
         nodeFrozen: r.node_frozen,
         operatorKeys: r.operator_keys.map((key) => ({
           keyId: key.key_id,

@@ -182,6 +182,8 @@ describe("socket signer client against the real enclave", () => {
         policy: { ...policy, x402PayTo: policy.x402PayTo?.toLowerCase() },
         treasury: null,
         settler: null,
+        // Made at init: the x402 payee key, which signs offers and receipts.
+        payee: { payeeKeyRef: expect.stringMatching(/^[0-9a-f]{64}$/), payeeAddress: expect.any(String) },
         nodeFrozen: false,
         operatorKeys: [],
       },

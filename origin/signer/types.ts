@@ -147,6 +147,57 @@ export type TreasuryStatus = {
 export type SettlerKey = { settlerKeyRef: string; settlerAddress: Address };
 /** The settler key and the fee units counted today against the sealed settlerDailyFeeUnits. */
 export type SettlerStatus = SettlerKey & { feeSpentTodayUnits: bigint };
+/** The x402 payee key: made at the enclave's init, it signs offers and receipts and nothing else. */
+export type PayeeKey = { payeeKeyRef: string; payeeAddress: Address };
+/** Without payeeKeyRef the payee key is kept (or made once); with it, pointed at that key. */
+export type ConfigurePayeeParams = { payeeKeyRef?: string };
+
+/** An x402 offer for the payee key to sign (docs/x402.md#offers-and-receipts). */
+export type SignX402OfferParams = {
+  /** The payee key's address the caller expects (key binding). */
+  payeeAddress: Address;
+  resourceUrl: string;
+  scheme: string;
+  network: string;
+  asset: string;
+  payTo: string;
+  amount: string;
+  validForSeconds: number;
+};
+/** The signed offer's payload as the offer-receipt extension names its fields, and its signature. */
+export type SignedX402Offer = {
+  payload: {
+    version: number;
+    resourceUrl: string;
+    scheme: string;
+    network: string;
+    asset: string;
+    payTo: string;
+    amount: string;
+    validUntil: number;
+  };
+  signature: Hex;
+};
+/** A receipt for the payee key to sign: the settlement transaction the settler key signed. */
+export type SignX402ReceiptParams = {
+  payeeAddress: Address;
+  resourceUrl: string;
+  network: string;
+  payer: string;
+  transaction: Hex;
+};
+export type SignedX402Receipt = {
+  payload: {
+    version: number;
+    network: string;
+    resourceUrl: string;
+    payer: string;
+    issuedAt: number;
+    transaction: string;
+  };
+  signature: Hex;
+};
+
 /** Without settlerKeyRef the settler key is made once and kept; with it, pointed at that key. */
 export type ConfigureSettlerParams = { settlerKeyRef?: string };
 export type ConfigureSettlerResult = SettlerKey;
@@ -160,6 +211,8 @@ export type GetPolicyResult = {
   policy: SignerPolicy | null;
   treasury: TreasuryStatus | null;
   settler: SettlerStatus | null;
+  /** The x402 payee key; absent from an enclave older than payee keys. */
+  payee?: PayeeKey | null;
   /** Every agent key of the node is frozen (setNodeFrozen). */
   nodeFrozen: boolean;
   /** Enrolled operator keys, public halves only. */
@@ -335,6 +388,15 @@ export interface SignerClient {
   ): Promise<SignerResult<SignX402AuthorizationResult>>;
   signSettlement(params: SignSettlementParams): Promise<SignerResult<SignTransactionResult>>;
   signFiller(params: SignFillerParams): Promise<SignerResult<SignTransactionResult>>;
+  /** The payee key signs an offer over the node's sealed x402 terms. */
+  signX402Offer(params: SignX402OfferParams): Promise<SignerResult<SignedX402Offer>>;
+  /** The payee key signs a receipt for a settlement the settler key signed in the enclave. */
+  signX402Receipt(params: SignX402ReceiptParams): Promise<SignerResult<SignedX402Receipt>>;
+  /** Policy tier: keeps the payee key, or points it at a restored one. */
+  configurePayee(
+    params: ConfigurePayeeParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<PayeeKey>>;
   capabilityCounter(params: CapabilityCounterParams): Promise<SignerResult<CapabilityCounterResult>>;
   /** The sealed policy and treasury (no capability); `timeoutMs` overrides the request timeout. */
   getPolicy(options?: GetPolicyOptions): Promise<SignerResult<GetPolicyResult>>;

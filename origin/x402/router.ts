@@ -19,6 +19,7 @@ import { createDemoRouter } from "./payee/demo.ts";
 import { createDiscoveryRouter } from "./payee/discovery.ts";
 import { createFacilitatorRouter } from "./payee/facilitator.ts";
 import { createFacilitator } from "./payee/facilitator-core.ts";
+import { createOfferReceipts } from "./payee/offer-receipt.ts";
 import { createPayerFactsReader } from "./payee/payer-facts.ts";
 import { createPublicUrlOf, createResourceUrlOf } from "./payee/resource-url.ts";
 import { createRevertGuard } from "./payee/revert-guard.ts";
@@ -62,7 +63,14 @@ export function createX402Router(
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
   const publicUrlOf = createPublicUrlOf(resourceUrlOf, deps.config.http.basePath);
   const facilitator = createFacilitator({ runtime, verifyDeps, limits, guard });
-  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf }));
+  const offerReceipts = createOfferReceipts({
+    signer: deps.signer,
+    requirements: runtime.requirements,
+    payeeAddress: runtime.payeeAddress,
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+  });
+  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf, offerReceipts }));
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
   app.route(

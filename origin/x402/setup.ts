@@ -23,6 +23,8 @@ export type X402Runtime = {
   operatorPool: string;
   settler: Settler;
   settlerAddress: string;
+  /** The enclave's payee key's address (null: none), which signs offers and receipts when it is payTo. */
+  payeeAddress: string | null;
 };
 
 /** Every way this node's x402 configuration differs from the sealed policy, one line each. */
@@ -89,6 +91,7 @@ export function buildX402Runtime(params: {
     ceiling: sealedCeiling(sealed.policy),
     operatorPool: money.operatorPool,
     settlerAddress,
+    payeeAddress: sealed.payee?.payeeAddress.toLowerCase() ?? null,
     settler: createSettler({
       db: params.db,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },

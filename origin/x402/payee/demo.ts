@@ -10,7 +10,8 @@
  * address, a signed payment against its payer and its address's payment budget; past either, 429
  * with the quote, `error` rate_limited, and Retry-After. A payer or address that has made as many
  * settlements revert as it may is refused the same way with `invalid_exact_evm_too_many_reverts`
- * (revert-guard.ts).
+ * (revert-guard.ts). With the enclave's payee key as payTo, every 402 carries a signed offer and the
+ * 200's PAYMENT-RESPONSE a signed receipt naming the transaction (offer-receipt.ts).
  */
 import type { Context } from "hono";
 import { Hono } from "hono";
@@ -19,6 +20,7 @@ import { route } from "../../openapi/route.ts";
 import type { X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import type { Facilitator, Turned } from "./facilitator-core.ts";
+import type { OfferReceipts } from "./offer-receipt.ts";
 import { decodePaymentHeader } from "./payment.ts";
 import { encodeHeader, paymentRequired, type ResourceInfo } from "./requirements.ts";
 import type { PublicUrlOf, ResourceUrlOf } from "./resource-url.ts";
@@ -35,6 +37,8 @@ export type DemoRouterDeps = {
   resourceUrlOf: ResourceUrlOf;
   /** The public URL of a settlement's status, for a pending answer. */
   publicUrlOf: PublicUrlOf;
+  /** Undefined when payTo is not the enclave's payee key: no offers, no receipts. */
+  offerReceipts?: OfferReceipts;
 };
 
 export function createDemoRouter({
@@ -42,6 +46,7 @@ export function createDemoRouter({
   facilitator,
   resourceUrlOf,
   publicUrlOf,
+  offerReceipts,
 }: DemoRouterDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   route(app, "/x402/demo", "x402Demo", async (c) => {
@@ -50,8 +55,10 @@ export function createDemoRouter({
       mimeType: "application/json",
       description: DEMO_DESCRIPTION,
     };
-    const refuse = (reason?: X402Reason, settlement?: SettleResponse): Response => {
+    const refuse = async (reason?: X402Reason, settlement?: SettleResponse): Promise<Response> => {
       const quote = paymentRequired(resource, runtime.requirements, reason);
+      const extensions = await offerReceipts?.offersExtension(resource.url);
+      if (extensions) quote.extensions = extensions;
       c.header("PAYMENT-REQUIRED", encodeHeader(quote));
       if (settlement) c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
       c.header("Cache-Control", "no-store");
@@ -66,7 +73,7 @@ export function createDemoRouter({
       return c.json(paymentRequired(resource, runtime.requirements, reason), 429);
     };
     // Turned away before settling: a 402 naming the reason, or a 429 with the wait past a window.
-    const turnedAway = ({ reason, retryAfterSeconds }: Turned): Response =>
+    const turnedAway = ({ reason, retryAfterSeconds }: Turned): Response | Promise<Response> =>
       retryAfterSeconds === undefined ? refuse(reason) : tooMany(retryAfterSeconds, reason);
     const decoded = decodePaymentHeader(header);
     // A paid retry the pure checks refuse counts against the client's address.
@@ -85,12 +92,21 @@ export function createDemoRouter({
       const statusUrl = publicUrlOf(c, settlementStatusPath(checked.payer, checked.authorization.nonce));
       return refuse(outcome.response.errorReason, withStatusPointer(outcome.response, statusUrl));
     }
-    return paid(c, outcome.response);
+    const receipt = await offerReceipts?.receiptExtension({
+      resourceUrl: resource.url,
+      payer: outcome.response.payer,
+      network: outcome.response.network,
+      transaction: outcome.response.transaction,
+    });
+    return paid(c, receipt ? { ...outcome.response, extensions: receipt } : outcome.response);
   });
   return app;
 }
 
-function paid(c: Context<AppEnv>, settlement: SettleResponse): Response {
+function paid(
+  c: Context<AppEnv>,
+  settlement: SettleResponse & { extensions?: Record<string, unknown> },
+): Response {
   c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
   c.header("Cache-Control", "no-store");
   return c.json({

@@ -40,6 +40,8 @@ export type PaymentRequired = {
   error?: string;
   resource: ResourceInfo;
   accepts: PaymentRequirements[];
+  /** x402's extensions of the quote (offer-receipt.ts adds the signed offers). */
+  extensions?: Record<string, unknown>;
 };
 
 /** The one requirement this service accepts: the configured amount to the configured payTo. */

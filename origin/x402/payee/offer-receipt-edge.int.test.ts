@@ -1,0 +1,170 @@
+import type { PaymentRequired } from "@x402/core/types";
+import {
+  decodeSignedOffers,
+  type EIP712SignedOffer,
+  type EIP712SignedReceipt,
+  extractOffersFromPaymentRequired,
+  extractReceiptFromResponse,
+  findAcceptsObjectFromSignedOffer,
+  verifyOfferSignatureEIP712,
+  verifyReceiptMatchesOffer,
+  verifyReceiptSignatureEIP712,
+} from "@x402/extensions/offer-receipt";
+import { decodePaymentResponseHeader, wrapFetchWithPayment } from "@x402/fetch";
+import type { Address, Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { startTestOrigin } from "../../../testing/origin.ts";
+import { useMoneyStack } from "../../../testing/stack.ts";
+import { chain77X402Client } from "../../../testing/x402-official-client.ts";
+import { fundedPayer } from "../../../testing/x402-payer.ts";
+
+// Offers and receipts (docs/x402.md#offers-and-receipts) through the edge, every part real: the
+// demo is paid to the enclave's payee key, the official @x402/fetch client pays it unchanged, and
+// the official offer-receipt functions verify the 402's offer and the 200's receipt offline
+// against the payee's address; the receipt's transaction is the one on chain.
+const EDGE_SECRET = "x402-offer-receipt-secret-0123456789abcdef0123456789";
+const AMOUNT = 10_000n;
+
+const stack = useMoneyStack(
+  {
+    x402: { amountUnits: AMOUNT, payTo: "enclave-payee" },
+    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "60000" },
+  },
+  { timeoutMs: 180_000 },
+);
+let edge: EdgeHandle;
+let demo: string;
+
+beforeAll(async () => {
+  edge = await startTestEdge({
+    originUrl: stack.origin.url,
+    edgeSharedSecret: EDGE_SECRET,
+    onLine: () => {},
+  });
+  demo = `${edge.url}/77/x402/demo`;
+}, 180_000);
+afterAll(async () => {
+  await edge?.stop();
+});
+
+const chain = () => publicClientFor(stack.devnet.url);
+
+describe("offers and receipts signed in the enclave by the payee key (through the edge)", () => {
+  it("the 402 carries one offer per accepts entry, signed by the payee key over the quote's terms", async () => {
+    const response = await fetch(demo);
+    expect(response.status).toBe(402);
+    const quote = (await response.json()) as PaymentRequired;
+    const offers = extractOffersFromPaymentRequired(quote);
+    expect(offers).toHaveLength(quote.accepts.length);
+    const offer = offers[0] as EIP712SignedOffer;
+    expect(offer.format).toBe("eip712");
+
+    const verified = await verifyOfferSignatureEIP712(offer);
+    expect(verified.signer.toLowerCase()).toBe(stack.payee.toLowerCase());
+    expect(quote.accepts[0]!.payTo.toLowerCase()).toBe(stack.payee.toLowerCase());
+    expect(findAcceptsObjectFromSignedOffer(offer, quote.accepts)).toEqual(quote.accepts[0]);
+    const now = Math.floor(Date.now() / 1000);
+    expect(verified.payload).toMatchObject({
+      version: 1,
+      resourceUrl: quote.resource.url,
+      scheme: "exact",
+      network: "eip155:77",
+      asset: NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase(),
+      amount: AMOUNT.toString(),
+    });
+    expect(verified.payload.validUntil).toBeGreaterThan(now);
+    expect(verified.payload.validUntil).toBeLessThanOrEqual(now + quote.accepts[0]!.maxTimeoutSeconds + 5);
+    // The header carries the same quote, offers included.
+    const header = JSON.parse(Buffer.from(response.headers.get("PAYMENT-REQUIRED")!, "base64").toString());
+    expect(header).toEqual(quote);
+  });
+
+  it("@x402/fetch pays once; the 200's receipt verifies offline against the payee and names the transaction on chain", async () => {
+    const payer = await fundedPayer(stack.devnet.url);
+    const offered = decodeSignedOffers(
+      extractOffersFromPaymentRequired((await (await fetch(demo)).json()) as PaymentRequired),
+    )[0]!;
+
+    const response = await wrapFetchWithPayment(fetch, chain77X402Client(payer))(demo);
+    expect(response.status).toBe(200);
+    const settlement = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!);
+    expect(settlement.success).toBe(true);
+
+    const receipt = extractReceiptFromResponse(response) as EIP712SignedReceipt | undefined;
+    expect(receipt?.format).toBe("eip712");
+    const verified = await verifyReceiptSignatureEIP712(receipt!);
+    expect(verified.signer.toLowerCase()).toBe(stack.payee.toLowerCase());
+    expect(verified.payload).toMatchObject({
+      version: 1,
+      network: "eip155:77",
+      resourceUrl: offered.resourceUrl,
+      payer: payer.address.toLowerCase(),
+      transaction: settlement.transaction,
+    });
+    expect(verifyReceiptMatchesOffer(receipt!, offered, [payer.address])).toBe(true);
+
+    // The receipt's transaction is the settlement on chain: mined, from the settler, to the
+    // precompile, and it paid the payee the quoted amount.
+    const mined = await chain().getTransactionReceipt({ hash: verified.payload.transaction as Hex });
+    expect(mined.status).toBe("success");
+    expect(mined.from.toLowerCase()).toBe(stack.settler!.toLowerCase());
+    expect(mined.to?.toLowerCase()).toBe(NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase());
+    const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+    const transfer = mined.logs.find((log) => log.topics[0] === transferTopic);
+    expect(transfer?.topics[1]?.slice(-40)).toBe(payer.address.toLowerCase().slice(2));
+    expect(transfer?.topics[2]?.slice(-40)).toBe(stack.payee.toLowerCase().slice(2));
+    expect(BigInt(transfer!.data)).toBe(AMOUNT);
+  });
+});
+
+// Last in the file: it reseals the policy with another payTo, which the stack's own origin no
+// longer matches.
+describe("a node whose payTo is not the enclave's payee key", () => {
+  it("serves no offers and no receipts, says so at start-up, and is paid as before", async () => {
+    const elsewhere = newAccount().address.toLowerCase() as Address;
+    const resealed = await stack.signer.configurePolicy(
+      { ...stack.policy, x402PayTo: elsewhere },
+      stack.authorities.policy,
+    );
+    expect(resealed.ok).toBe(true);
+    const lines: string[] = [];
+    const origin = await startOriginLogging({ AGENT_X402_PAY_TO: elsewhere }, (line) => lines.push(line));
+    try {
+      const warned = lines.map((line) => JSON.parse(line) as { level: number; msg: string });
+      expect(warned).toContainEqual(
+        expect.objectContaining({
+          level: 40,
+          msg: "x402 offers and receipts are off: AGENT_X402_PAY_TO is not the enclave's payee key",
+        }),
+      );
+      const url = `${origin.base}/x402/demo`;
+      const quote = (await (await fetch(url)).json()) as PaymentRequired;
+      expect(quote.extensions).toBeUndefined();
+      expect(quote.accepts[0]!.payTo).toBe(elsewhere);
+
+      const payer = await fundedPayer(stack.devnet.url);
+      const response = await wrapFetchWithPayment(fetch, chain77X402Client(payer))(url);
+      expect(response.status).toBe(200);
+      expect(decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!).success).toBe(true);
+      expect(extractReceiptFromResponse(response)).toBeUndefined();
+    } finally {
+      await origin.close();
+    }
+  });
+});
+
+async function startOriginLogging(
+  env: Record<string, string>,
+  onLogLine: (line: string) => void,
+): Promise<{ base: string; close: () => Promise<void> }> {
+  const started = await startTestOrigin({
+    database: stack.db.handle,
+    rpcUrl: stack.devnet.url,
+    env: { ...stack.originEnv, ...env },
+    onLogLine,
+  });
+  return { base: started.base, close: () => started.close() };
+}
