@@ -59,7 +59,13 @@ export function createX402Router(
   const app = new Hono<AppEnv>();
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
   const publicUrlOf = createPublicUrlOf(resourceUrlOf, deps.config.http.basePath);
-  const facilitator = createFacilitator({ runtime, verifyDeps, limits, guard });
+  const facilitator = createFacilitator({
+    runtime,
+    verifyDeps,
+    limits,
+    guard,
+    receiptTimeoutMs: x402.receiptTimeoutMs,
+  });
   app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf }));
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
