@@ -11,17 +11,21 @@ const DERIVED_LABEL = "agent-wallet/x402-derived-key/v1\u0000";
 const PAYMENT_IDENTIFIER = "payment-identifier";
 
 /**
- * `x402-` and 64 hex digits (a valid payment id itself): the agent, the resource URL and the
- * quote's `accepts`. Not the quote's `error`, which a 402 answering a refused retry adds.
+ * `x402-` and 64 hex digits (a valid payment id itself): the agent, the resource URL, the quote's
+ * `accepts` and the purchase's slot. Not the quote's `error`, which a 402 answering a refused
+ * retry adds.
  */
 export function derivedPaymentKey(params: {
   agentId: string;
   quote: { resource: { url: string }; accepts: unknown };
+  /** Which of the quote's purchases (authorize-derived-key.ts). */
+  slot: string;
 }): string {
-  const { agentId, quote } = params;
+  const { agentId, quote, slot } = params;
   const hash = createHash("sha256")
     .update(
-      DERIVED_LABEL + canonicalJson({ agent: agentId, resource: quote.resource.url, accepts: quote.accepts }),
+      DERIVED_LABEL +
+        canonicalJson({ agent: agentId, resource: quote.resource.url, accepts: quote.accepts, slot }),
     )
     .digest("hex");
   return `x402-${hash}`;

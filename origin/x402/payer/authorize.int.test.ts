@@ -146,6 +146,32 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(await signedActions(agent.agentId)).toBe(2);
   });
 
+  it("without a nonce or key, the same quote once its authorization can no longer pay is a new purchase: a new authorization, itself answered again while valid", async () => {
+    // Mutation: a derived key without its window (the agent, the resource and the quote alone)
+    // answers the expired authorization here for good.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // The shortest validity the enclave signs: more than its sealed margin (6 s).
+    const brief = quote({ maxTimeoutSeconds: 8 });
+    const before = signRequests;
+    const first = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(first.status, first.text).toBe(200);
+    const firstValidBefore = Number((first.body as X402AuthorizeResponse).valid_before);
+    // Past its validity (whole seconds: the next second after validBefore).
+    await sleep(Math.max(0, (firstValidBefore + 1) * 1000 - Date.now()));
+    const second = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(second.status).toBe(200);
+    expect(second.headers.get("idempotency-key")).not.toBe(first.headers.get("idempotency-key"));
+    const secondBody = second.body as X402AuthorizeResponse;
+    expect(secondBody.payment_payload.payload.authorization.nonce).not.toBe(
+      (first.body as X402AuthorizeResponse).payment_payload.payload.authorization.nonce,
+    );
+    expect(Number(secondBody.valid_before)).toBeGreaterThan(firstValidBefore);
+    // A retry of the second while it is valid answers it.
+    const retry = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(retry.text).toBe(second.text);
+    expect(signRequests - before).toBe(2);
+  });
+
   it("answers the envelope the official client sends, signed by the agent's wallet, and it settles on chain", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     // A checksummed payTo, as the official client writes it (it checksums what it copies; we copy as given).

@@ -49,13 +49,14 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.t
 import { refusalDetailAmong } from "../../signer/refusal-detail.ts";
 import type { SignerClient, SignerFailure } from "../../signer/types.ts";
 import { sortedKeysJson } from "../canonical-json.ts";
+import { chooseDerivedKey } from "./authorize-derived-key.ts";
 import {
   buildPaymentEnvelope,
   decodeStoredPaymentSignature,
   encodePaymentSignature,
   paymentAuthorization,
 } from "./authorize-envelope.ts";
-import { derivedPaymentKey, withPaymentId } from "./authorize-payment-key.ts";
+import { withPaymentId } from "./authorize-payment-key.ts";
 import { chooseUnderPolicy, type X402Ceiling, type X402NodeTerms } from "./authorize-policy.ts";
 import {
   type PolicyFinding,
@@ -113,7 +114,11 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     const idempotencyKey =
       body.idempotency_key ??
       (given === undefined
-        ? derivedPaymentKey({ agentId: agent.agentId, quote: body.payment_required })
+        ? await chooseDerivedKey(deps.db, {
+            agentId: agent.agentId,
+            quote: body.payment_required,
+            now: deps.clock.now(),
+          })
         : `x402:${given}`);
     const nonce = given ?? normaliseHex(await nonceForKey(idempotencyKey), 32);
     const paymentId = await paymentIdForKey(idempotencyKey);
