@@ -115,7 +115,13 @@ export function agentPayer(params: { url: string; baseUrl: string; token: string
     fetch: fetchFromIp(params.ip),
   });
   return async () => {
-    const response = await wallet.fetchWithPayment(params.url);
+    // Each call a new purchase: without a key, the gateway would take the same quote again for a
+    // retry of the first payment (docs/x402.md#payment-identifiers).
+    const response = await wallet.fetchWithPayment(
+      params.url,
+      {},
+      { idempotencyKey: `x402-${crypto.randomUUID()}` },
+    );
     const body = await response.text();
     return response.status === 200 ? null : `${response.status} ${body}`;
   };

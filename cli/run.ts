@@ -87,7 +87,8 @@ export function helpText(): string {
     "                                   a failed or reverted action exits with its error's code",
     "  pay URL [--key K] [--method M] [--data BODY]",
     "                                   fetch URL, paying a 402 once through the gateway; prints the",
-    "                                   settlement's transaction, then the resource",
+    "                                   settlement's transaction, then the resource; the same command",
+    "                                   again is the same payment (a new --key buys again)",
     "  register                         a new token and wallet (never retried; the token is shown once;",
     "                                   a proof of work the service asks for is solved first)",
     "  rotate-token                     a new token for this identity (wallet, capabilities, actions and",
@@ -174,10 +175,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
   // A money command's key is made here when not given, so that everything the CLI prints while
-  // the request is out (the waiting notice) can name it.
-  if (command === "faucet" || command === "transfer" || command === "pay") {
-    values.key ??= `${command === "pay" ? "x402" : command}-${crypto.randomUUID()}`;
-  }
+  // the request is out (the waiting notice) can name it. A payment's is the gateway's, derived from
+  // the agent, the resource and the quote (docs/x402.md#payment-identifiers): the same command
+  // again is the same payment.
+  if (command === "faucet" || command === "transfer") values.key ??= `${command}-${crypto.randomUUID()}`;
   if (command === "watch") {
     const token = io.env.AGENT_TOKEN;
     if (!token) return usage("AGENT_TOKEN is not set (the token is read from the environment only)");
@@ -362,7 +363,7 @@ async function runCommand(
       const response = await client.fetchWithPayment(
         args[0]!,
         { method: values.method ?? "GET", ...(values.data === undefined ? {} : { body: values.data }) },
-        { idempotencyKey: values.key },
+        values.key === undefined ? {} : { idempotencyKey: values.key },
       );
       const text = await response.text();
       let body: unknown = text;
@@ -530,7 +531,9 @@ function waitingAdvice(command: Command, key: string | undefined): string | unde
     case "transfer":
       return `a money request may wait for the service's signer; it is safe to stop and run the same command with --key ${key}: never a second payment`;
     case "pay":
-      return `it is safe to stop and run the same command with --key ${key}: it presents the same authorization, never a second payment`;
+      return key === undefined
+        ? "it is safe to stop and run the same command again: it presents the same authorization, never a second payment"
+        : `it is safe to stop and run the same command with --key ${key}: it presents the same authorization, never a second payment`;
     case "register":
       return "do not run register again if you stop it: a lost answer may already have created the identity";
     case "rotate-token":

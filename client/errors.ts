@@ -147,7 +147,8 @@ export class RegistrationUnavailable extends GatewayError {
 /** An x402 authorization refused (`x402_*`), or a payment the resource did not accept. */
 export class PaymentRefused extends GatewayError {
   static override readonly exitCode = 16;
-  static override readonly family = "x402_* refusals, a paid request answered 402 again";
+  static override readonly family =
+    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 again";
 }
 /**
  * A paid request whose answer was lost: the payment may have settled. Repeat the call with the
@@ -365,6 +366,7 @@ const BY_CODE: { readonly [code in ErrorCode]: ErrorClass } = {
   x402_pay_to_not_allowed: PaymentRefused,
   x402_requirement_unsupported: PaymentRefused,
   x402_validity_too_long: PaymentRefused,
+  payment_identifier_conflict: PaymentRefused,
 };
 
 /** The class of a code the service sent, undefined for a code this client does not know. */

@@ -1,6 +1,8 @@
+import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { queryRows } from "../origin/db/client.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
@@ -97,5 +99,52 @@ describe("x402 through the client (real stack, x402 on)", () => {
     expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
     expect(repeated).toBe(200);
     expect(before - (await chain().getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
+  });
+
+  it("a retry without the key, after a lost answer, signs one authorization: one action, one signature, one settlement, the payment id the key", async () => {
+    // Mutation: a client that makes a fresh key per call (as before) signs a second authorization
+    // here: two actions, two signatures counted for the day.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const presented: string[] = [];
+    const losing: typeof globalThis.fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      const payment = new Headers(init?.headers).get(PAYMENT_SIGNATURE_HEADER);
+      if (payment !== null) {
+        presented.push(payment);
+        await response.body?.cancel();
+        throw new TypeError("fetch failed (the answer was lost)");
+      }
+      return response;
+    };
+    const lost = await rejection(clientFor(agent, losing).fetchWithPayment(demo));
+    expect(lost).toBeInstanceOf(PaymentOutcomeUnknown);
+    // The caller retries the same call as it was written, with no key of its own.
+    const retried = await clientFor(agent).fetchWithPayment(demo);
+    expect(retried.status).toBe(200);
+
+    const rows = await queryRows<{ actions: number; signed: number }>(
+      stack.db.handle.db,
+      sql`select (select count(*)::int from agent_actions where kind = 'x402' and agent_id = ${agent.agentId}) as actions,
+                 (select coalesce(sum(authorizations), 0)::int from x402_daily_authorizations where agent_id = ${agent.agentId}) as signed`,
+    );
+    expect(rows[0]).toEqual({ actions: 1, signed: 1 });
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+    // The envelope names the payment by the gateway's key, as the payment-identifier extension does.
+    const key = (lost as PaymentOutcomeUnknown).idempotencyKey!;
+    expect(key).toMatch(/^x402-[0-9a-f]{64}$/);
+    const envelope = JSON.parse(Buffer.from(presented[0]!, "base64").toString()) as {
+      extensions: Record<string, { info: { id?: string } }>;
+    };
+    expect(envelope.extensions["payment-identifier"]!.info.id).toBe(key);
+  });
+
+  it("a new key pays for the same quote again", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    expect((await clientFor(agent).fetchWithPayment(demo)).status).toBe(200);
+    expect(
+      (await clientFor(agent).fetchWithPayment(demo, {}, { idempotencyKey: "x402-second-purchase-1" }))
+        .status,
+    ).toBe(200);
+    expect(await payments(agent)).toEqual({ onChain: 2, rows: 2 });
   });
 });

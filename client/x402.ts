@@ -1,11 +1,15 @@
 /**
  * The client's x402 side (docs/x402.md): asking the gateway to authorize a
- * quote, and answering a 402 with it. Never pays twice for one logical request: the idempotency
- * key is fixed per request and the nonce is derived from it, so a repeated call presents the
- * same authorization (the gateway returns the stored one) instead of signing a new payment.
+ * quote, and answering a 402 with it. Never pays twice for one logical request: without a key of
+ * the caller's, the gateway derives it from the agent, the resource and the quote
+ * (docs/x402.md#payment-identifiers), and the nonce and the payment id follow from the key, so a
+ * repeated call presents the same authorization (the gateway returns the stored one) instead of
+ * signing a new payment.
  */
+
+import { nonceForKey } from "../shared/x402-payment-key.ts";
 import { PaymentOutcomeUnknown, PaymentRefused, PolicyHeld, ServiceUnavailable } from "./errors.ts";
-import { callJson, type FetchLike, newIdempotencyKey } from "./request.ts";
+import { callJson, type FetchLike } from "./request.ts";
 
 /** A requirement object of a quote (`accepts[i]`). */
 export type PaymentRequirements = {
@@ -29,7 +33,11 @@ export type PaymentRequired = {
 };
 
 export type AuthorizeX402Params = {
-  /** Fixed per logical payment; generated when absent. A repeat returns the stored authorization. */
+  /**
+   * Fixed per logical payment; when absent (and no nonce is given), the gateway derives it from
+   * the agent, the resource and the quote. A repeat returns the stored authorization. A new key
+   * pays for the same quote again.
+   */
   idempotencyKey?: string;
   /** 32 bytes, 0x-hex; derived from the idempotency key when absent. */
   nonce?: `0x${string}`;
@@ -48,8 +56,9 @@ export type X402Authorization = {
 
 export type FetchWithPaymentOptions = {
   /**
-   * Names the logical request. Pass the key of an earlier call whose paid answer was lost
-   * (PaymentOutcomeUnknown.idempotencyKey): the same authorization is presented again.
+   * Names the logical request. Absent, the gateway derives it from the agent, the resource and the
+   * quote: a retry of the same call presents the same authorization. Pass a new key to pay for the
+   * same resource and quote once more.
    */
   idempotencyKey?: string;
   /**
@@ -65,17 +74,11 @@ const PENDING_RETRY_MS = 1_000;
 export const PAYMENT_SIGNATURE_HEADER = "PAYMENT-SIGNATURE";
 export const PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED";
 export const PAYMENT_RESPONSE_HEADER = "PAYMENT-RESPONSE";
-
-const NONCE_LABEL = "agent-wallet-client/x402-nonce/v1\u0000";
+/** The key the gateway stored an authorization under (the caller's, or the one it derived). */
+const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
 
 /** SHA-256 of a label and the key: the same key always gives the same nonce (Web Crypto). */
-export async function nonceForKey(idempotencyKey: string): Promise<`0x${string}`> {
-  const digest = await crypto.subtle.digest(
-    "SHA-256",
-    new TextEncoder().encode(NONCE_LABEL + idempotencyKey),
-  );
-  return `0x${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
-}
+export { nonceForKey };
 
 /** An authorization the policy holds: the action, `held`, with its rule and expiry. */
 type HeldAnswer = { action_id: string; status: string; rule?: string | null; expires_at?: string | null };
@@ -87,8 +90,10 @@ export async function authorizeX402(
   quote: PaymentRequired,
   params: AuthorizeX402Params = {},
 ): Promise<X402Authorization> {
-  const idempotencyKey = params.idempotencyKey ?? newIdempotencyKey("x402");
-  const nonce = params.nonce ?? (await nonceForKey(idempotencyKey));
+  // A nonce without a key keeps the gateway's `x402:<nonce>` default; neither: the gateway derives both.
+  const nonce =
+    params.nonce ??
+    (params.idempotencyKey === undefined ? undefined : await nonceForKey(params.idempotencyKey));
   const answer = await callJson<Omit<X402Authorization, "idempotency_key"> | HeldAnswer>(
     deps.fetch,
     deps.baseUrl,
@@ -96,9 +101,15 @@ export async function authorizeX402(
       method: "POST",
       path: "/agent/v1/x402/authorize",
       token: deps.token,
-      body: { payment_required: quote, nonce, idempotency_key: idempotencyKey },
+      body: {
+        payment_required: quote,
+        ...(nonce === undefined ? {} : { nonce }),
+        ...(params.idempotencyKey === undefined ? {} : { idempotency_key: params.idempotencyKey }),
+      },
     },
   );
+  const idempotencyKey =
+    params.idempotencyKey ?? answer.headers.get(IDEMPOTENCY_KEY_HEADER) ?? `x402:${nonce ?? ""}`;
   if (!("payment_signature" in answer.body) || typeof answer.body.payment_signature !== "string") {
     // 202 with the action held (or approved, not yet signed): nothing to present yet. The same key
     // signs it once an operator has approved it (docs/agents.md#holds).
@@ -129,8 +140,12 @@ export async function fetchWithPayment(
   const first = await deps.fetch(url, init);
   if (first.status !== 402) return first;
   const quote = await readQuote(first);
-  const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey("x402");
-  const authorization = await authorizeX402(deps, quote, { idempotencyKey });
+  const authorization = await authorizeX402(
+    deps,
+    quote,
+    options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
+  );
+  const idempotencyKey = authorization.idempotency_key;
   const headers = new Headers(init.headers);
   headers.set(PAYMENT_SIGNATURE_HEADER, authorization.payment_signature);
   const present = async (): Promise<Response> => {

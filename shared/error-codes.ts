@@ -38,6 +38,11 @@ export const ERROR_STATUS = {
    * was signed (the tracker ended it `failed`): that key's request is over; send a new one.
    */
   abandoned: 409,
+  /**
+   * x402: a `payment-identifier` id its payer already gave another request (another resource or
+   * other terms): nothing was settled (docs/x402.md#payment-identifiers).
+   */
+  payment_identifier_conflict: 409,
   /** A body over the route's limit, refused before it is read in full. */
   payload_too_large: 413,
   insufficient_funds: 422,

@@ -163,7 +163,8 @@ export type X402PaymentRequired = z.infer<typeof x402PaymentRequiredSchema>;
 /** POST /agent/v1/x402/authorize. */
 export const x402AuthorizeRequestSchema = z.strictObject({
   payment_required: x402PaymentRequiredSchema,
-  nonce: x402NonceSchema,
+  /** Absent: derived from the idempotency key (docs/x402.md#payment-identifiers). */
+  nonce: x402NonceSchema.optional(),
   idempotency_key: idempotencyKeySchema.optional(),
 });
 export type X402AuthorizeRequest = z.infer<typeof x402AuthorizeRequestSchema>;

@@ -305,7 +305,7 @@ export const OPERATIONS: readonly Operation[] = [
     operationId: "authorizeX402",
     capability: "x402",
     summary:
-      "Signs an x402 payment authorization for a quote (capability `transfer`): body `{payment_required, nonce, idempotency_key?}`, answer `{action_id, payment_signature, payment_payload, valid_before}`.",
+      "Signs an x402 payment authorization for a quote (capability `transfer`): body `{payment_required, nonce?, idempotency_key?}` (with neither, the key is derived from the agent, the resource and the quote, and the nonce from the key; the key is named in the `Idempotency-Key` header), answer `{action_id, payment_signature, payment_payload, valid_before}`.",
     tag: "x402",
     security: ["agentToken"],
     requestBody: { name: "X402AuthorizeRequest", schema: x402AuthorizeRequestSchema },

@@ -62,7 +62,13 @@ export function createX402Router(
   const app = new Hono<AppEnv>();
   app.use("*", clientIpMiddleware(deps.config.trustedProxies, verifyEdge));
   const publicUrlOf = createPublicUrlOf(resourceUrlOf, deps.config.http.basePath);
-  const facilitator = createFacilitator({ runtime, verifyDeps, limits, guard });
+  const facilitator = createFacilitator({
+    runtime,
+    verifyDeps,
+    limits,
+    guard,
+    receiptTimeoutMs: x402.receiptTimeoutMs,
+  });
   const offerReceipts = createOfferReceipts({
     signer: deps.signer,
     requirements: runtime.requirements,

@@ -1,5 +1,16 @@
 import { sql } from "drizzle-orm";
-import { bigint, check, index, numeric, pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  check,
+  index,
+  numeric,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from "drizzle-orm/pg-core";
 import { outgoingTransactions } from "./transactions.ts";
 
 export { SETTLEMENT_STATES, type SettlementState } from "../../../shared/settlement-status.ts";
@@ -60,5 +71,32 @@ export const x402Settlements = pgTable(
     // another one settles (x402/payee/reservations.ts): those still inside their validity window.
     // Neither column ever changes, so status changes stay HOT updates.
     index("x402_settlements_payer_valid_before_idx").on(t.payer, t.validBefore),
+  ],
+);
+
+/**
+ * A payment identifier (the x402 `payment-identifier` extension, docs/x402.md#payment-identifiers):
+ * the id a payer gave one logical payment, bound to that payer and to the fingerprint of what it
+ * pays for, and naming the settlement (the payer's nonce) that answers for it. Unique per payer:
+ * another payer's id is another payment. Kept as long as settlements are.
+ */
+export const x402PaymentIds = pgTable(
+  "x402_payment_ids",
+  {
+    payer: text("payer").notNull(),
+    paymentId: text("payment_id").notNull(),
+    /** SHA-256 of the canonical JSON of the resource URL and the accepted requirement. */
+    fingerprint: text("fingerprint").notNull(),
+    /** The authorization nonce whose settlement answers for this id. */
+    nonce: text("nonce").notNull(),
+    /** Until then, a presentation whose settlement is not claimed yet is taken to be in flight. */
+    heldUntil: timestamp("held_until", { withTimezone: true }).notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ name: "x402_payment_ids_pk", columns: [t.payer, t.paymentId] }),
+    check("x402_payment_ids_payer_format", sql`${t.payer} ~ '^0x[0-9a-f]{40}$'`),
+    check("x402_payment_ids_id_format", sql`${t.paymentId} ~ '^[A-Za-z0-9_-]{16,128}$'`),
+    check("x402_payment_ids_nonce_format", sql`${t.nonce} ~ '^0x[0-9a-f]{64}$'`),
   ],
 );

@@ -17,7 +17,7 @@ import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv } from "../../http/env.ts";
 import { route } from "../../openapi/route.ts";
-import type { X402Reason } from "../reasons.ts";
+import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import type { Facilitator, Turned } from "./facilitator-core.ts";
 import type { OfferReceipts } from "./offer-receipt.ts";
@@ -58,7 +58,7 @@ export function createDemoRouter({
     const refuse = async (reason?: X402Reason, settlement?: SettleResponse): Promise<Response> => {
       const quote = paymentRequired(resource, runtime.requirements, reason);
       const extensions = await offerReceipts?.offersExtension(resource.url);
-      if (extensions) quote.extensions = extensions;
+      if (extensions) quote.extensions = { ...quote.extensions, ...extensions };
       c.header("PAYMENT-REQUIRED", encodeHeader(quote));
       if (settlement) c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
       c.header("Cache-Control", "no-store");
@@ -80,8 +80,17 @@ export function createDemoRouter({
     if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.code));
     const checked = facilitator.checkEnvelope(decoded.value, clientIp);
     if ("turned" in checked) return turnedAway(checked.turned);
-    const outcome = await facilitator.settleChecked(checked, clientIp);
-    if ("turned" in outcome) return turnedAway(outcome.turned);
+    const settled = await facilitator.settleChecked(checked, clientIp);
+    if ("turned" in settled) return turnedAway(settled.turned);
+    // The payment id names another request of this payer's (docs/x402.md#payment-identifiers).
+    if ("conflict" in settled) {
+      c.header("Cache-Control", "no-store");
+      return c.json(
+        paymentRequired(resource, runtime.requirements, X402_REASONS.paymentIdentifierConflict),
+        409,
+      );
+    }
+    const { outcome } = settled;
     // Every settle that did not pay reports its outcome in PAYMENT-RESPONSE
     // (docs/api.md#the-demos-paid-retry-when-payment-response-is-sent):
     // refused on the chain's facts (balance, nonce; no transaction), pending or failed, or a
@@ -89,7 +98,7 @@ export function createDemoRouter({
     // pending, so a client can reconcile instead of paying again.
     // A pending one also says where its outcome will be told (settle-answer.ts withStatusPointer).
     if (outcome.kind !== "settled") {
-      const statusUrl = publicUrlOf(c, settlementStatusPath(checked.payer, checked.authorization.nonce));
+      const statusUrl = publicUrlOf(c, settlementStatusPath(checked.payer, settled.nonce));
       return refuse(outcome.response.errorReason, withStatusPointer(outcome.response, statusUrl));
     }
     const receipt = await offerReceipts?.receiptExtension({

@@ -26,10 +26,13 @@ export function sha256(value: unknown): string {
  * `settlement_pending`, or an answer lost on the way): once settled, it is answered as settled,
  * never as a reason to pay again. Another payload for the same (from, nonce), or a presentation
  * after the authorization has expired, learns only that the nonce is used, and by which transaction.
+ * A presentation whose payment id names this settlement (payment-ids.ts) is the same request by
+ * the payer's own word (`sameRequest`): once settled, it is answered as settled, whenever it comes.
  */
 export async function earlierPresentation(
   deps: { db: Db; now: () => Date; receiptTimeoutMs: number },
   payment: { authorization: Pick<Authorization, "from" | "nonce" | "validBefore">; payload: unknown },
+  options: { sameRequest?: boolean } = {},
 ): Promise<SettleOutcome> {
   const { authorization } = payment;
   const payer = authorization.from;
@@ -58,7 +61,9 @@ export async function earlierPresentation(
       }
       if (row.status === "settled") {
         const retried =
-          row.payload_hash === sha256(payment.payload) && BigInt(row.valid_before) > unixSeconds(deps.now());
+          options.sameRequest === true ||
+          (row.payload_hash === sha256(payment.payload) &&
+            BigInt(row.valid_before) > unixSeconds(deps.now()));
         return retried
           ? { kind: "settled", response: respond(payer, tx) }
           : duplicate(X402_REASONS.nonceUsed);

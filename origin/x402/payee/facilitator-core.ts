@@ -21,14 +21,18 @@ import type { X402Runtime } from "../setup.ts";
 import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
+import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
+import { type PaymentIdRequest, paymentIdConflicts } from "./payment-ids.ts";
 import { X402_VERSION } from "./requirements.ts";
 import { guardReason, type RevertGuard } from "./revert-guard.ts";
 import {
+  respond,
   type SettleOutcome,
   type SettleResponse,
   settlementStatusPath,
   settleStatus,
 } from "./settle-answer.ts";
+import { settleOncePerId } from "./settle-once-per-id.ts";
 import { settledOutcome } from "./settled-outcome.ts";
 import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
 
@@ -47,7 +51,7 @@ export type SupportedResponse = {
  * settle of a payment, the path below {base} of its settlement's status (the route makes it a URL).
  */
 export type FacilitatorAnswer<Body> = {
-  status: 200 | 400 | 413 | 429 | 503 | 504;
+  status: 200 | 400 | 409 | 413 | 429 | 503 | 504;
   body: Body;
   retryAfterSeconds?: number;
   statusPath?: string;
@@ -61,7 +65,19 @@ export type CheckedPayment = {
   payer: string;
   envelope: PaymentEnvelope;
   authorization: PaymentEnvelope["authorization"];
+  /** The `payment-identifier` id the payment carries (payment-identifier.ts), if any. */
+  paymentId?: string;
 };
+
+/**
+ * What settling a checked payment came to: the settler's outcome, with the nonce of the settlement
+ * that answers it (another presentation's, when the payment id names one); or why nothing was
+ * settled: turned away first, or its payment id bound to another request.
+ */
+export type SettleChecked =
+  | { outcome: SettleOutcome; nonce: string }
+  | { turned: Turned }
+  | { conflict: true };
 
 /** Refused before anything was settled: the reason, and the wait when the refusal is a 429. */
 export type Turned = { reason: X402Reason; retryAfterSeconds?: number };
@@ -81,7 +97,7 @@ export type Facilitator = {
    * Settles a checked payment within its payer's and address's windows and the revert guard's
    * slot: the settler's outcome, or why it was turned away first (a 429 with its wait).
    */
-  settleChecked(payment: CheckedPayment, clientIp: string): Promise<SettleOutcome | { turned: Turned }>;
+  settleChecked(payment: CheckedPayment, clientIp: string): Promise<SettleChecked>;
 };
 
 export type FacilitatorDeps = {
@@ -89,9 +105,17 @@ export type FacilitatorDeps = {
   verifyDeps: VerifyDeps;
   limits: X402Limits;
   guard: RevertGuard;
+  /** How long a settle waits for a receipt (AGENT_X402_RECEIPT_TIMEOUT_MS): a payment id's earlier settlement is waited for as long. */
+  receiptTimeoutMs: number;
 };
 
-export function createFacilitator({ runtime, verifyDeps, limits, guard }: FacilitatorDeps): Facilitator {
+export function createFacilitator({
+  runtime,
+  verifyDeps,
+  limits,
+  guard,
+  receiptTimeoutMs,
+}: FacilitatorDeps): Facilitator {
   /** A refusal of the pure checks, counted against the address: past its window, rate_limited. */
   const refusedFrom = (clientIp: string, reason: X402Reason): Turned => {
     const wait = limits.refused(clientIp);
@@ -116,8 +140,20 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
     if (differs) return err({ code: differs, payer });
     const checked = checkPayment(envelope.value, runtime.requirements, checkContext(verifyDeps));
     if (!checked.ok) return checked;
-    return ok({ ...checked.value, envelope: envelope.value });
+    const id = paymentIdOf(envelope.value.raw);
+    if ("refused" in id) return err({ code: id.refused, payer });
+    return ok({ ...checked.value, envelope: envelope.value, ...id });
   };
+
+  const idRequest = (payment: CheckedPayment & { paymentId: string }): PaymentIdRequest => ({
+    payer: payment.payer,
+    paymentId: payment.paymentId,
+    fingerprint: paymentFingerprint({
+      resourceUrl: payment.envelope.resource.url,
+      accepted: payment.envelope.accepted,
+    }),
+    nonce: payment.authorization.nonce,
+  });
 
   /**
    * What a request comes to before the chain or the database is read: the checked payment, or why
@@ -147,18 +183,21 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
     return checked.value;
   };
 
-  /** `resource`: what the catalogue lists once the payment settles (a /settle request's, never the demo's). */
-  const settleWith = async (
+  /**
+   * Within the payer's and address's revert-guard slot, the settler's outcome. `resource`: what the
+   * catalogue lists once the payment settles (a /settle request's, never the demo's).
+   */
+  const settleInSlot = async (
     payment: CheckedPayment,
     clientIp: string,
     resource: CatalogueEntry | undefined,
-  ): Promise<SettleOutcome | { turned: Turned }> => {
+  ): Promise<{ outcome: SettleOutcome } | { turned: Turned }> => {
     const slot = await guard.enter(clientIp, payment.payer);
     if (!slot.ok)
       return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
     // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
     // settlement (its transaction), never signed again.
-    return settledOutcome(slot.value, () =>
+    const outcome = await settledOutcome(slot.value, () =>
       runtime.settler.settle({
         authorization: payment.authorization,
         signature: payment.envelope.signature,
@@ -167,9 +206,36 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
         ...(resource ? { resource } : {}),
       }),
     );
+    return { outcome };
+  };
+
+  const settleOnce = async (
+    payment: CheckedPayment,
+    clientIp: string,
+    resource: CatalogueEntry | undefined,
+  ): ReturnType<Facilitator["settleChecked"]> => {
+    const { paymentId } = payment;
+    if (paymentId === undefined) {
+      const settled = await settleInSlot(payment, clientIp, resource);
+      return "turned" in settled ? settled : { ...settled, nonce: payment.authorization.nonce };
+    }
+    // One request under one id settles once, whatever authorization each presentation carries.
+    let turned: Turned | undefined;
+    const settled = await settleOncePerId(
+      { db: verifyDeps.db, now: verifyDeps.now, receiptTimeoutMs },
+      idRequest({ ...payment, paymentId }),
+      async () => {
+        const inSlot = await settleInSlot(payment, clientIp, resource);
+        if ("outcome" in inSlot) return inSlot.outcome;
+        turned = inSlot.turned;
+        // Turned away before settling: nothing claimed, so the id is released.
+        return { kind: "failed", response: respond(payment.payer, "", inSlot.turned.reason) };
+      },
+    );
+    return turned ? { turned } : settled;
   };
   const settleChecked: Facilitator["settleChecked"] = (payment, clientIp) =>
-    settleWith(payment, clientIp, undefined);
+    settleOnce(payment, clientIp, undefined);
 
   return {
     supported: () => ({
@@ -181,12 +247,12 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
           extra: runtime.requirements.extra,
         },
       ],
-      extensions: [],
+      extensions: [PAYMENT_IDENTIFIER],
       signers: { "eip155:*": [runtime.settlerAddress] },
     }),
 
     async verify(body, clientIp) {
-      const refuse = (turned: Turned, payer: string, status: 200 | 400 | 413 | 429) => ({
+      const refuse = (turned: Turned, payer: string, status: 200 | 400 | 409 | 413 | 429) => ({
         status,
         body: { isValid: false, invalidReason: turned.reason, ...(payer ? { payer } : {}) },
         ...retryAfter(turned),
@@ -201,6 +267,14 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
           admitted.payer,
           429,
         );
+      }
+      // An id its payer gave another request would be refused by settle: say so now.
+      const { paymentId } = admitted;
+      if (
+        paymentId !== undefined &&
+        (await paymentIdConflicts(verifyDeps.db, idRequest({ ...admitted, paymentId })))
+      ) {
+        return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
       }
       const result = await verifyFacts(verifyDeps, admitted);
       return {
@@ -230,29 +304,35 @@ export function createFacilitator({ runtime, verifyDeps, limits, guard }: Facili
       }
       // The resource the request names is listed by discovery once this payment settles
       // (docs/x402.md#discovery-the-resource-catalogue).
-      const outcome = await settleWith(admitted, clientIp, settledResourceOf(admitted.envelope.raw.resource));
-      if ("turned" in outcome) {
+      const settled = await settleOnce(admitted, clientIp, settledResourceOf(admitted.envelope.raw.resource));
+      if ("conflict" in settled) {
+        return { status: 409, body: failed(X402_REASONS.paymentIdentifierConflict, admitted.payer) };
+      }
+      if ("turned" in settled) {
         return {
           status: 429,
-          body: failed(outcome.turned.reason, admitted.payer),
-          ...retryAfter(outcome.turned),
+          body: failed(settled.turned.reason, admitted.payer),
+          ...retryAfter(settled.turned),
         };
       }
+      const { response } = settled.outcome;
       return {
-        status: settleStatus(outcome.response),
-        body: outcome.response,
-        statusPath: settlementStatusPath(admitted.payer, admitted.authorization.nonce),
+        status: settleStatus(response),
+        body: response,
+        statusPath: settlementStatusPath(admitted.payer, settled.nonce),
       };
     },
 
     checkEnvelope(envelope, clientIp) {
       const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
       if (!checked.ok) return { turned: refusedFrom(clientIp, checked.error.code) };
+      const id = paymentIdOf(envelope.raw);
+      if ("refused" in id) return { turned: refusedFrom(clientIp, id.refused) };
       // A signed payment reads the chain and may settle: it counts against its payer and its address.
       const wait = limits.payment(clientIp, checked.value.payer);
       if (wait !== undefined)
         return { turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait } };
-      return { ...checked.value, envelope };
+      return { ...checked.value, envelope, ...id };
     },
 
     settleChecked,

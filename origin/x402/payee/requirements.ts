@@ -12,6 +12,7 @@ import {
   NATIVE_TRANSFER_AUTH_ADDRESS,
 } from "../../../shared/constants.ts";
 import { DEMO_MAX_TIMEOUT_SECONDS } from "../../config.ts";
+import { PAYMENT_IDENTIFIER, PAYMENT_IDENTIFIER_DECLARATION } from "./payment-identifier.ts";
 
 export const X402_VERSION = 2;
 
@@ -40,8 +41,7 @@ export type PaymentRequired = {
   error?: string;
   resource: ResourceInfo;
   accepts: PaymentRequirements[];
-  /** x402's extensions of the quote (offer-receipt.ts adds the signed offers). */
-  extensions?: Record<string, unknown>;
+  extensions: Record<string, unknown>;
 };
 
 /** The one requirement this service accepts: the configured amount to the configured payTo. */
@@ -70,7 +70,14 @@ export function paymentRequired(
   requirements: PaymentRequirements,
   error?: string,
 ): PaymentRequired {
-  return { x402Version: X402_VERSION, ...(error ? { error } : {}), resource, accepts: [requirements] };
+  return {
+    x402Version: X402_VERSION,
+    ...(error ? { error } : {}),
+    resource,
+    accepts: [requirements],
+    // A payment id is welcome (docs/x402.md#payment-identifiers).
+    extensions: { [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION },
+  };
 }
 
 /** Base64 of the JSON, as the PAYMENT-REQUIRED and PAYMENT-RESPONSE headers carry it. */

@@ -100,6 +100,8 @@ describe("GET /x402/demo", () => {
           },
         },
       ],
+      // A payment id is welcome, not required (docs/x402.md#payment-identifiers).
+      extensions: { "payment-identifier": { info: { required: false }, schema: expect.any(Object) } },
     });
     expect(JSON.parse(Buffer.from(response.headers.get("PAYMENT-REQUIRED")!, "base64").toString())).toEqual(
       body,

@@ -206,8 +206,9 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
     expect(refusedCli.stderr).toContain(`x402.payees[${SELLER_B}].per_payment_units`);
     expect(await chain().getBalance({ address: SELLER_B })).toBe(0n);
 
-    // A again: 40,000 over the 20,000 left of the day's 60,000.
-    const spent = await cli(["pay", sellerA.url], agent.token);
+    // A again, a second purchase (its own key; without one, the same quote is the first payment's
+    // retry): 40,000 over the 20,000 left of the day's 60,000.
+    const spent = await cli(["pay", sellerA.url, "--key", "second-purchase-of-a"], agent.token);
     expect(spent.code).toBe(PolicyDenied.exitCode);
     expect(spent.stderr).toContain("x402.daily_units");
     expect(await chain().getBalance({ address: SELLER_A })).toBe(40_000n * WEI_PER_UNIT);

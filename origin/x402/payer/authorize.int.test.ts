@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { encodePaymentSignatureHeader } from "@x402/core/http";
 import type { PaymentRequired } from "@x402/core/types";
+import { declarePaymentIdentifierExtension } from "@x402/extensions/payment-identifier";
 import { sql } from "drizzle-orm";
 import { type Address, type Hex, verifyTypedData } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -112,6 +113,64 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     );
     return row!.n;
   };
+
+  it("without a nonce or key, the same quote again answers the first authorization (same bytes, one enclave signature); the envelope names the payment by the derived key; another resource is another payment", async () => {
+    // Mutation: deriving the key with anything that differs per call (a fresh nonce's `x402:` key,
+    // as before) signs twice here.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const declared = {
+      ...quote(),
+      extensions: { "payment-identifier": declarePaymentIdentifierExtension(false) },
+    };
+    const before = signRequests;
+    const first = await authorize(origin.base, agent.token, { payment_required: declared });
+    expect(first.status).toBe(200);
+    const key = first.headers.get("idempotency-key");
+    expect(key).toMatch(/^x402-[0-9a-f]{64}$/);
+    // A 402 answering a refused retry adds `error`: still the same quote.
+    const again = await authorize(origin.base, agent.token, {
+      payment_required: { ...declared, error: "x" },
+    });
+    expect(again.text).toBe(first.text);
+    expect(signRequests - before).toBe(1);
+    const envelope = (first.body as { payment_payload: { extensions: Record<string, { info: unknown }> } })
+      .payment_payload;
+    expect(envelope.extensions["payment-identifier"]!.info).toEqual({ required: false, id: key });
+
+    const elsewhere = await authorize(origin.base, agent.token, {
+      payment_required: quote({}, "http://127.0.0.1/77/x402/other"),
+    });
+    expect(elsewhere.status).toBe(200);
+    expect(elsewhere.headers.get("idempotency-key")).not.toBe(key);
+    expect(signRequests - before).toBe(2);
+    expect(await signedActions(agent.agentId)).toBe(2);
+  });
+
+  it("without a nonce or key, the same quote once its authorization can no longer pay is a new purchase: a new authorization, itself answered again while valid", async () => {
+    // Mutation: a derived key without its window (the agent, the resource and the quote alone)
+    // answers the expired authorization here for good.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // The shortest validity the enclave signs: more than its sealed margin (6 s).
+    const brief = quote({ maxTimeoutSeconds: 8 });
+    const before = signRequests;
+    const first = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(first.status, first.text).toBe(200);
+    const firstValidBefore = Number((first.body as X402AuthorizeResponse).valid_before);
+    // Past its validity (whole seconds: the next second after validBefore).
+    await sleep(Math.max(0, (firstValidBefore + 1) * 1000 - Date.now()));
+    const second = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(second.status).toBe(200);
+    expect(second.headers.get("idempotency-key")).not.toBe(first.headers.get("idempotency-key"));
+    const secondBody = second.body as X402AuthorizeResponse;
+    expect(secondBody.payment_payload.payload.authorization.nonce).not.toBe(
+      (first.body as X402AuthorizeResponse).payment_payload.payload.authorization.nonce,
+    );
+    expect(Number(secondBody.valid_before)).toBeGreaterThan(firstValidBefore);
+    // A retry of the second while it is valid answers it.
+    const retry = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(retry.text).toBe(second.text);
+    expect(signRequests - before).toBe(2);
+  });
 
   it("answers the envelope the official client sends, signed by the agent's wallet, and it settles on chain", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });

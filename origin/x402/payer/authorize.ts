@@ -28,6 +28,7 @@ import {
 } from "../../../shared/gateway-schemas.ts";
 import { normaliseHex } from "../../../shared/hex.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
+import { nonceForKey, paymentIdForKey } from "../../../shared/x402-payment-key.ts";
 import { idempotencyConflict, runIdempotentAction } from "../../agent-actions/idempotent-action.ts";
 import {
   type ActionRow,
@@ -48,12 +49,14 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.t
 import { refusalDetailAmong } from "../../signer/refusal-detail.ts";
 import type { SignerClient, SignerFailure } from "../../signer/types.ts";
 import { sortedKeysJson } from "../canonical-json.ts";
+import { chooseDerivedKey } from "./authorize-derived-key.ts";
 import {
   buildPaymentEnvelope,
   decodeStoredPaymentSignature,
   encodePaymentSignature,
   paymentAuthorization,
 } from "./authorize-envelope.ts";
+import { withPaymentId } from "./authorize-payment-key.ts";
 import { chooseUnderPolicy, type X402Ceiling, type X402NodeTerms } from "./authorize-policy.ts";
 import {
   type PolicyFinding,
@@ -104,8 +107,23 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     // What goes into the envelope is the quote as sent (schema parsing reorders keys).
     const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
     const agent = c.get("agent");
-    const nonce = normaliseHex(body.nonce, 32);
-    const idempotencyKey = body.idempotency_key ?? `x402:${nonce}`;
+    // One logical payment, one key (docs/x402.md#payment-identifiers): without a key or a nonce,
+    // the key is the agent's, the resource's and the quote's, so asking again for the same quote
+    // answers the first authorization; the nonce and the envelope's payment id follow from the key.
+    const given = body.nonce === undefined ? undefined : normaliseHex(body.nonce, 32);
+    const idempotencyKey =
+      body.idempotency_key ??
+      (given === undefined
+        ? await chooseDerivedKey(deps.db, {
+            agentId: agent.agentId,
+            quote: body.payment_required,
+            now: deps.clock.now(),
+          })
+        : `x402:${given}`);
+    const nonce = given ?? normaliseHex(await nonceForKey(idempotencyKey), 32);
+    const paymentId = await paymentIdForKey(idempotencyKey);
+    // The key a retry repeats the request with, named whatever the answer is.
+    c.header("Idempotency-Key", idempotencyKey);
     const now = deps.clock.now();
     const day = utcDate(now);
 
@@ -127,6 +145,9 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     if (!chosen.ok) throw new AppError(chosen.error.code, chosen.error.message);
     const { requirement, amountUnits } = chosen.value;
     const copied = copiedParts(quote, requirement.index);
+    // What the envelope carries: the copied parts, with the payment id when the quote declares the
+    // extension (never part of the request hash, which binds the request as sent).
+    const enveloped = { ...copied, extensions: withPaymentId(copied.extensions, paymentId) };
     if (daily.count >= deps.dailyLimit && !daily.known) throw dailyLimitReached(deps.dailyLimit, now);
     const resource = body.payment_required.resource.url;
     const payment = { nonce, payTo: requirement.payTo, amountUnits };
@@ -156,7 +177,9 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         // Held: the held action again, until an operator approves (then the repeat signs it).
         if (action.status === "held") return c.json(actionView(action), 202);
         const stored = storedAuthorization(action.signedPayload);
-        return action.status === "signed" && stored ? answer(c, action.actionId, stored, copied) : undefined;
+        return action.status === "signed" && stored
+          ? answer(c, action.actionId, stored, enveloped)
+          : undefined;
       },
       run: async ({ actionId }) => {
         const outcome = await signActionOnce(
@@ -222,7 +245,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
           if (!action) throw new Error(`action ${actionId} vanished`);
           return c.json(actionView(action), 202);
         }
-        return answerOutcome(c, deps, { actionId, outcome, copied, now, amountUnits });
+        return answerOutcome(c, deps, { actionId, outcome, copied: enveloped, now, amountUnits });
       },
     });
   };

@@ -1,0 +1,206 @@
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import type { PaymentPayload } from "@x402/core/types";
+import {
+  appendPaymentIdentifierToExtensions,
+  declarePaymentIdentifierExtension,
+  generatePaymentId,
+  PAYMENT_IDENTIFIER,
+} from "@x402/extensions/payment-identifier";
+import { decodePaymentResponseHeader, wrapFetchWithPayment, type x402Client } from "@x402/fetch";
+import type { Address, PrivateKeyAccount } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fund, newAccount, publicClientFor } from "../../../devnet/testing.ts";
+import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useMoneyStack } from "../../../testing/stack.ts";
+import { chain77X402Client } from "../../../testing/x402-official-client.ts";
+import { envelope, fundedPayer as fundedPayerOn } from "../../../testing/x402-payer.ts";
+import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
+import { X402_REASONS } from "../reasons.ts";
+
+// The x402 `payment-identifier` extension (docs/x402.md#payment-identifiers) through the edge, every
+// part real (the edge worker in Miniflare, the origin, the enclave, the devnet, Postgres), with the
+// official packages unchanged: `@x402/fetch` adds the id as the extension's own client helper does.
+const EDGE_SECRET = "x402-payment-id-secret-0123456789abcdef0123456789";
+const AMOUNT = 10_000n;
+const payTo = newAccount().address.toLowerCase() as Address;
+
+const stack = useMoneyStack(
+  {
+    x402: { amountUnits: AMOUNT, payTo },
+    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "60000" },
+  },
+  { timeoutMs: 180_000 },
+);
+let edge: EdgeHandle;
+let demo: string;
+
+beforeAll(async () => {
+  edge = await startTestEdge({
+    originUrl: stack.origin.url,
+    edgeSharedSecret: EDGE_SECRET,
+    onLine: () => {},
+  });
+  demo = `${edge.url}/77/x402/demo`;
+}, 180_000);
+afterAll(async () => {
+  await edge?.stop();
+});
+
+const chain = () => publicClientFor(stack.devnet.url);
+const fundedPayer = () => fundedPayerOn(stack.devnet.url);
+const paid = async (payer: PrivateKeyAccount) => ({
+  onChain: await authorizationUsedCount(stack.devnet.url, payer.address),
+  rows: await settlementRowCount(stack.db.handle.db, payer.address),
+});
+
+/** The official client, adding `id` to every payment as the extension's documentation shows. */
+function clientWithId(payer: PrivateKeyAccount, id: string): x402Client {
+  const client = chain77X402Client(payer);
+  client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+    paymentRequired.extensions ??= {};
+    appendPaymentIdentifierToExtensions(paymentRequired.extensions, id);
+  });
+  return client;
+}
+
+/** A payment of `payer`'s signed by @x402/evm's own client, carrying `id`. */
+async function identified(url: string, payer: PrivateKeyAccount, id: string): Promise<PaymentPayload> {
+  const payment = await envelope(url, payer);
+  return {
+    ...payment,
+    extensions: {
+      [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
+    },
+  };
+}
+
+describe("the demo declares the payment-identifier extension", () => {
+  it("its 402 carries the official declaration, optional, and /supported names the extension", async () => {
+    const response = await fetch(demo);
+    expect(response.status).toBe(402);
+    const quote = (await response.json()) as { extensions?: Record<string, unknown> };
+    expect(quote.extensions?.[PAYMENT_IDENTIFIER]).toEqual(declarePaymentIdentifierExtension(false));
+    const supported = await new HTTPFacilitatorClient({
+      url: `${edge.url}/77/x402/facilitator`,
+    }).getSupported();
+    expect(supported.extensions).toContain(PAYMENT_IDENTIFIER);
+  });
+});
+
+describe("@x402/fetch with the payment-identifier extension", () => {
+  it("pays once for two presentations with the same id: one transaction on chain, the second answer equal to the first", async () => {
+    // Mutation: settling every presentation as its own payment (settleChecked without
+    // settleOncePerId) pays twice here: the second answer names another transaction.
+    const payer = await fundedPayer();
+    const before = await chain().getBalance({ address: payer.address });
+    const id = generatePaymentId();
+    const paidFetch = wrapFetchWithPayment(fetch, clientWithId(payer, id));
+
+    const first = await paidFetch(demo);
+    expect(first.status).toBe(200);
+    const firstBody = await first.json();
+    const firstSettlement = decodePaymentResponseHeader(first.headers.get("PAYMENT-RESPONSE")!);
+    // The official client signs a fresh authorization for the second call (another nonce): the id
+    // alone says it is the same payment.
+    const second = await paidFetch(demo);
+    expect(second.status).toBe(200);
+    expect(await second.json()).toEqual(firstBody);
+    expect(decodePaymentResponseHeader(second.headers.get("PAYMENT-RESPONSE")!)).toEqual(firstSettlement);
+    expect(firstSettlement).toMatchObject({ success: true, payer: payer.address.toLowerCase() });
+
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+    expect(before - (await chain().getBalance({ address: payer.address }))).toBe(AMOUNT * WEI_PER_UNIT);
+  });
+
+  it("the same id with another payload (another resource) is refused 409 payment_identifier_conflict, nothing settled", async () => {
+    // Mutation: a fingerprint without the resource URL answers the stored 200 here.
+    const payer = await fundedPayer();
+    const id = generatePaymentId();
+    const paidFetch = wrapFetchWithPayment(fetch, clientWithId(payer, id));
+    expect((await paidFetch(demo)).status).toBe(200);
+
+    const other = await paidFetch(`${demo}?item=2`);
+    expect(other.status).toBe(409);
+    expect(await other.json()).toMatchObject({ error: X402_REASONS.paymentIdentifierConflict });
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+  });
+
+  it("another payer's same id is that payer's own payment", async () => {
+    const id = generatePaymentId();
+    const [a, b] = [await fundedPayer(), await fundedPayer()];
+    expect((await wrapFetchWithPayment(fetch, clientWithId(a, id))(demo)).status).toBe(200);
+    expect((await wrapFetchWithPayment(fetch, clientWithId(b, id))(demo)).status).toBe(200);
+    expect([await paid(a), await paid(b)]).toEqual([
+      { onChain: 1, rows: 1 },
+      { onChain: 1, rows: 1 },
+    ]);
+  });
+});
+
+describe("the facilitator's /verify and /settle with a payment id", () => {
+  const facilitator = () => `${edge.url}/77/x402/facilitator`;
+  const post = async (route: "verify" | "settle", payment: PaymentPayload) => {
+    const response = await fetch(`${facilitator()}/${route}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        x402Version: 2,
+        paymentPayload: payment,
+        paymentRequirements: payment.accepted,
+      }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  it("a second authorization under the same id answers the stored settlement (200, its transaction); another request under it is 409 from verify and settle", async () => {
+    const payer = await fundedPayer();
+    const id = generatePaymentId("order_");
+    const first = await post("settle", await identified(demo, payer, id));
+    expect(first).toMatchObject({ status: 200, body: { success: true } });
+
+    const again = await post("settle", await identified(demo, payer, id));
+    expect(again).toEqual(first);
+
+    const elsewhere = await identified(`${demo}?item=3`, payer, id);
+    expect(await post("verify", elsewhere)).toEqual({
+      status: 409,
+      body: {
+        isValid: false,
+        invalidReason: X402_REASONS.paymentIdentifierConflict,
+        payer: payer.address.toLowerCase(),
+      },
+    });
+    expect(await post("settle", elsewhere)).toMatchObject({
+      status: 409,
+      body: { success: false, errorReason: X402_REASONS.paymentIdentifierConflict, transaction: "" },
+    });
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+  });
+
+  it("an id outside the extension's rules is refused invalid_payment_identifier, nothing settled", async () => {
+    const payer = await fundedPayer();
+    const settled = await post("settle", await identified(demo, payer, "too-short"));
+    expect(settled).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.invalidPaymentIdentifier },
+    });
+    expect(await paid(payer)).toEqual({ onChain: 0, rows: 0 });
+  });
+
+  it("a payment refused before anything was signed leaves its id free: the same request, paid once funded, settles", async () => {
+    // Mutation: releasePaymentId doing nothing leaves the id bound to the refused authorization,
+    // whose nonce has no settlement: the funded retry waits out the hold, and the demo's 60 s
+    // authorization has expired by then.
+    const payer = await fundedPayerOn(stack.devnet.url, AMOUNT - 1n);
+    const id = generatePaymentId();
+    const refused = await post("settle", await identified(demo, payer, id));
+    expect(refused.body).toMatchObject({ success: false, errorReason: X402_REASONS.insufficientBalance });
+    await fund(stack.devnet.url, payer.address, AMOUNT * WEI_PER_UNIT);
+    const started = Date.now();
+    const settled = await post("settle", await identified(demo, payer, id));
+    expect(settled).toMatchObject({ status: 200, body: { success: true } });
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+  });
+});

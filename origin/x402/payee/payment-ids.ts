@@ -1,0 +1,101 @@
+/**
+ * Payment identifiers in Postgres (docs/x402.md#payment-identifiers), shared by every origin: a
+ * payer's id is bound to the fingerprint of one request (payment-identifier.ts) and to the nonce of
+ * the presentation that settles it. A later presentation with the id is that settlement's, never a
+ * second one: another authorization for the same request is answered from the bound settlement,
+ * one for another request is a conflict.
+ */
+import { sql } from "drizzle-orm";
+import { sleep } from "../../../shared/sleep.ts";
+import { type Db, queryRows } from "../../db/client.ts";
+
+/**
+ * How long a binding whose settlement is not claimed yet counts as in flight. A settle claims its
+ * payment within its batch, well inside this; a binding left by an origin that died before the
+ * claim is taken over once this has passed.
+ */
+const HOLD_SECONDS = 60;
+/** How often a presentation waits on another one in flight with the same id. */
+const POLL_MS = 50;
+
+export type PaymentIdRequest = { payer: string; paymentId: string; fingerprint: string; nonce: string };
+
+export type Binding =
+  /** This presentation answers for the id: settle it. */
+  | { kind: "bound" }
+  /** The id answers with the settlement of `nonce`, an earlier presentation's. */
+  | { kind: "settled_by"; nonce: string }
+  /** The payer gave this id to another request. */
+  | { kind: "conflict" };
+
+/** The binding of the id as it stands, for verify: nothing is written. */
+export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Promise<boolean> {
+  const [row] = await queryRows<{ fingerprint: string }>(
+    db,
+    sql`select fingerprint from x402_payment_ids where payer = ${request.payer} and payment_id = ${request.paymentId}`,
+  );
+  return row !== undefined && row.fingerprint !== request.fingerprint;
+}
+
+/**
+ * Binds the id to this presentation, or says which settlement answers for it. A bound
+ * settlement that ended without moving money (failed, reverted) or was never claimed (released,
+ * or abandoned past its hold) gives the id to this presentation; one claimed by another presentation
+ * still in flight is waited for.
+ */
+export async function bindPaymentId(db: Db, request: PaymentIdRequest): Promise<Binding> {
+  const { payer, paymentId, fingerprint, nonce } = request;
+  for (;;) {
+    const inserted = await queryRows<{ nonce: string }>(
+      db,
+      sql`insert into x402_payment_ids (payer, payment_id, fingerprint, nonce, held_until)
+          values (${payer}, ${paymentId}, ${fingerprint}, ${nonce}, now() + make_interval(secs => ${HOLD_SECONDS}))
+          on conflict (payer, payment_id) do nothing
+          returning nonce`,
+    );
+    if (inserted.length > 0) return { kind: "bound" };
+    const [row] = await queryRows<{
+      fingerprint: string;
+      nonce: string;
+      lapsed: boolean;
+      settlement: string | null;
+    }>(
+      db,
+      sql`select p.fingerprint, p.nonce, p.held_until < now() as lapsed, s.status as settlement
+          from x402_payment_ids p
+          left join x402_settlements s on s.payer = p.payer and s.nonce = p.nonce
+          where p.payer = ${payer} and p.payment_id = ${paymentId}`,
+    );
+    if (!row) continue; // released meanwhile: bind it again
+    if (row.fingerprint !== fingerprint) return { kind: "conflict" };
+    // The same authorization again: the settler answers a presentation of one payment once.
+    if (row.nonce === nonce) return { kind: "bound" };
+    const over = row.settlement === "failed" || row.settlement === "reverted";
+    if (row.settlement !== null && !over) return { kind: "settled_by", nonce: row.nonce };
+    if (over || row.lapsed) {
+      const taken = await queryRows<{ nonce: string }>(
+        db,
+        sql`update x402_payment_ids set nonce = ${nonce}, held_until = now() + make_interval(secs => ${HOLD_SECONDS})
+            where payer = ${payer} and payment_id = ${paymentId} and nonce = ${row.nonce}
+            returning nonce`,
+      );
+      if (taken.length > 0) return { kind: "bound" };
+      continue;
+    }
+    // Another presentation holds the id and has not claimed its payment yet.
+    await sleep(POLL_MS);
+  }
+}
+
+/**
+ * After this presentation's settle: an id whose payment nothing was claimed for (refused before
+ * signing) is free again, so a fresh authorization for the same request may settle. One whose
+ * settlement exists stays bound to it.
+ */
+export async function releasePaymentId(db: Db, request: PaymentIdRequest): Promise<void> {
+  await db.execute(
+    sql`delete from x402_payment_ids p
+        where p.payer = ${request.payer} and p.payment_id = ${request.paymentId} and p.nonce = ${request.nonce}
+          and not exists (select 1 from x402_settlements s where s.payer = p.payer and s.nonce = p.nonce)`,
+  );
+}

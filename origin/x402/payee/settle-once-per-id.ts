@@ -1,0 +1,47 @@
+/**
+ * A settle of a payment that carries a payment id (docs/x402.md#payment-identifiers): the id is
+ * bound first (payment-ids.ts), so the same request under the same id settles once, whichever
+ * authorization each presentation carries; the same id for another request is a conflict, and
+ * settles nothing.
+ */
+import type { Db } from "../../db/client.ts";
+import { earlierPresentation } from "./earlier-presentation.ts";
+import { bindPaymentId, type PaymentIdRequest, releasePaymentId } from "./payment-ids.ts";
+import type { SettleOutcome } from "./settle-answer.ts";
+
+export type SettleOncePerIdDeps = { db: Db; now: () => Date; receiptTimeoutMs: number };
+
+/** What a settle came to, and the nonce of the settlement that answers it (its status route's). */
+export type SettledUnderId = { outcome: SettleOutcome; nonce: string } | { conflict: true };
+
+export async function settleOncePerId(
+  deps: SettleOncePerIdDeps,
+  request: PaymentIdRequest,
+  settle: () => Promise<SettleOutcome>,
+): Promise<SettledUnderId> {
+  const binding = await bindPaymentId(deps.db, request);
+  if (binding.kind === "conflict") return { conflict: true };
+  if (binding.kind === "settled_by") {
+    const outcome = await earlierPresentation(
+      deps,
+      // The validity and payload of the bound settlement's own authorization do not matter here:
+      // the id says it is the same request.
+      {
+        authorization: {
+          from: request.payer as `0x${string}`,
+          nonce: binding.nonce as `0x${string}`,
+          validBefore: 0n,
+        },
+        payload: null,
+      },
+      { sameRequest: true },
+    );
+    return { outcome, nonce: binding.nonce };
+  }
+  try {
+    return { outcome: await settle(), nonce: request.nonce };
+  } finally {
+    // Nothing claimed (refused before signing, or the settle threw first): the id is free again.
+    await releasePaymentId(deps.db, request);
+  }
+}
