@@ -34,7 +34,7 @@ import type { Hex } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { createGatewayClient } from "../client/index.ts";
 import { provisionWhenKeyFree } from "../dev/local-agent.ts";
-import { LOCAL_X402_AMOUNT_UNITS, LOCAL_X402_PAY_TO } from "../dev/local-policy.ts";
+import { LOCAL_X402_AMOUNT_UNITS } from "../dev/local-policy.ts";
 import { createLocalStack, postmasterPid } from "../dev/local-stack.ts";
 import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { fund, newAccount, usdc } from "../devnet/testing.ts";
@@ -65,11 +65,11 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
 const AMOUNT_UNITS = 10_000n;
 /** Every x402 rule set for the demo's payee, none reached by the run (the figures far above what it pays). */
-const BENCH_POLICY: AgentPolicyDocument = {
+const benchPolicy = (payTo: string): AgentPolicyDocument => ({
   x402: {
     payees: [
       {
-        pay_to: LOCAL_X402_PAY_TO,
+        pay_to: payTo,
         per_payment_units: LOCAL_X402_AMOUNT_UNITS.toString(),
         daily_units: "1000000000",
       },
@@ -78,7 +78,7 @@ const BENCH_POLICY: AgentPolicyDocument = {
     daily_count: 1_000,
     unknown_payee: "deny",
   },
-};
+});
 
 const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
@@ -227,7 +227,8 @@ async function main(): Promise<void> {
       return pays;
     };
     const agentPays = await newAgentPayers(PAYERS, 1, null);
-    const governedPays = await newAgentPayers(PAYERS, 101, BENCH_POLICY);
+    if (!stack.x402PayTo) throw new Error("the local stack has no x402 payTo sealed");
+    const governedPays = await newAgentPayers(PAYERS, 101, benchPolicy(stack.x402PayTo));
     if (oursMeasured) {
       await runLoad({ payers: agentPays, total: PAYERS });
       await runLoad({ payers: governedPays, total: PAYERS });

@@ -93,6 +93,8 @@ export type LocalStackReady = {
   treasury: Address | undefined;
   /** The x402 settler's address (it pays the gas of settlements), once the policy has one. */
   settler: Address | undefined;
+  /** What the demo is paid to: the enclave's payee key, sealed as the x402 payTo. */
+  x402PayTo: Address | undefined;
   /** The operator-provisioned agent, or undefined when no verified key became free in time. */
   agent: LocalAgent | undefined;
   /** The devnet, enclave and origin processes, by name (the enclave's is the latest, once restarted). */
@@ -438,6 +440,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         secrets,
         treasury: sealed.treasury?.faucetAddress,
         settler: sealed.settler?.settlerAddress,
+        x402PayTo: sealed.policy?.x402PayTo ?? undefined,
         agent,
         children: { devnet, enclave, origin },
         registration: {

@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
-import { LOCAL_POLICY, LOCAL_X402_AMOUNT_UNITS, LOCAL_X402_PAY_TO } from "../dev/local-policy.ts";
+import { LOCAL_POLICY, LOCAL_X402_AMOUNT_UNITS } from "../dev/local-policy.ts";
 import { createLocalStack, postmasterPid } from "../dev/local-stack.ts";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
@@ -263,7 +263,7 @@ async function main(): Promise<number> {
           .map((w) => w.assigned_wallet),
         "registered wallets": wallets.filter((w) => w.origin === "public").map((w) => w.assigned_wallet),
         "x402 payers (viem accounts)": accountPayers.map((payer) => payer.address),
-        "x402 payee (demo payTo)": [LOCAL_X402_PAY_TO],
+        "x402 payee (demo payTo)": ready.x402PayTo ? [ready.x402PayTo] : [],
         "x402 settler (gas)": ready.settler ? [ready.settler] : [],
       });
       const settledOnce = await settledOnceLine({
