@@ -207,6 +207,11 @@ async function main(): Promise<void> {
     // As many agents again, each with a policy that sets every transfer rule and reaches none,
     // sealed in the enclave and stored as the origin would (origin/policy/change.ts).
     const governed: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    // Agents of their own for the phases with events off and with the hanging receiver: each agent
+    // may send 600 requests a minute (docs/api.md#rate-limits), which one set would pass across
+    // a group's phases.
+    const quiet: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    const hooked: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
     for (const agent of governed) {
       const changed = await changeAgentPolicy(
         { db: database.db, signer, authorize: minter(enclave.adminSecret), nodePayee: null },
@@ -390,7 +395,7 @@ async function main(): Promise<void> {
     const withoutEvents = async (): Promise<{ rate: number; count: number }> => {
       await database.db.execute(sql`alter table agent_actions disable trigger user`);
       try {
-        return await gateway();
+        return await gateway(SECONDS, quiet);
       } finally {
         await database.db.execute(sql`alter table agent_actions enable trigger user`);
       }
@@ -402,7 +407,7 @@ async function main(): Promise<void> {
         events: ACTION_EVENT_TYPES,
       });
       try {
-        return await gateway();
+        return await gateway(SECONDS, hooked);
       } finally {
         // Its deliveries go with it; those already hanging end at the origin's timeout.
         await removeEndpoint(database.db, endpoint.id);
@@ -413,6 +418,8 @@ async function main(): Promise<void> {
     await straight(WARMUP);
     await gateway(WARMUP);
     await gateway(WARMUP, governed);
+    await gateway(WARMUP, quiet);
+    await gateway(WARMUP, hooked);
     const steal = await startStealMeter();
     const pairs: Array<{
       straight: number;

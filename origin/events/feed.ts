@@ -7,7 +7,7 @@
  */
 import type { Db, DirectConnection } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import { startLoop, type WakeableWorker } from "../workers/loop.ts";
+import { atMostEvery, startLoop, type WakeableWorker } from "../workers/loop.ts";
 import { type Cursor, compareCursors, horizonCursor, laterCursor } from "./cursor.ts";
 import { type EventListener, startEventListener } from "./listener.ts";
 import { currentHorizon, type LoggedEvent, readServable } from "./store.ts";
@@ -19,6 +19,8 @@ const READ_BATCH = 1_000;
  * one more read follows it shortly rather than a whole poll period later.
  */
 const FOLLOW_UP_MS = 100;
+/** The least time between two reads the listener's notifications start. */
+const WAKE_GAP_MS = 20;
 
 export type EventFeedParams = {
   db: Db;
@@ -96,10 +98,12 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
     }
   };
 
-  const wakeAll = (): void => {
+  // Every commit that writes events notifies: under load the reads and the watchers' work run at
+  // most every WAKE_GAP_MS, each taking everything since the last, rather than once per commit.
+  const wakeAll = atMostEvery(WAKE_GAP_MS, (): void => {
     loop?.wake();
     for (const watcher of watchers) watcher();
-  };
+  });
 
   const listen = (): void => {
     if (listener || stopped) return;
@@ -165,6 +169,7 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
       stopped = true;
       watchers.clear();
       clearTimeout(followUp);
+      wakeAll.cancel();
       await Promise.all([loop?.stop(), listener?.stop()]);
       subscribers.clear();
     },

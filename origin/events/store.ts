@@ -41,6 +41,11 @@ export type ReadServableParams = {
   agentIds: readonly string[] | undefined;
   after: Cursor;
   limit: number;
+  /**
+   * False: the events' places only (id, xid, agent, type, time), `data` null, for a reader that
+   * needs no more (the webhooks' fan-out); the data is most of what a read moves.
+   */
+  withData?: boolean;
 };
 
 export type ReadServableResult = {
@@ -61,7 +66,8 @@ export async function readServable(db: Db, params: ReadServableParams): Promise<
     db,
     sql`with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
         select h.horizon::text as horizon, e.id::text as id, e.xid::text as xid, e.agent_id, e.type,
-               js_iso_timestamp(e.occurred_at) as occurred_at, e.data
+               js_iso_timestamp(e.occurred_at) as occurred_at,
+               ${params.withData === false ? sql`null::jsonb` : sql`e.data`} as data
         from h left join lateral (
           select * from events
           where ${params.agentIds ? sql`agent_id = any(${pgArrayLiteral(params.agentIds)}::uuid[])` : sql`true`}

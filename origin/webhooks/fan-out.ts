@@ -45,7 +45,17 @@ export async function fanOutOnce(db: Db): Promise<FanOutResult> {
       after = horizonCursor(BigInt(row!.horizon));
       fresh = true;
     }
-    const { events, horizon } = await readServable(t, { agentIds: undefined, after, limit: READ_BATCH });
+    // With no endpoint enabled there is nothing to queue: the cursor moves to the horizon of the
+    // snapshot that saw none (an endpoint added later gets the events written after it, as ever).
+    // The log's rows are read only for endpoints, and without their data, which a delivery reads.
+    const [idle] = await queryRows<{ any: boolean; horizon: string }>(
+      t,
+      sql`select exists(select 1 from webhook_endpoints where enabled) as any,
+                 pg_snapshot_xmin(pg_current_snapshot())::text as horizon`,
+    );
+    const { events, horizon } = idle!.any
+      ? await readServable(t, { agentIds: undefined, after, limit: READ_BATCH, withData: false })
+      : { events: [], horizon: BigInt(idle!.horizon) };
     let deliveries = 0;
     if (events.length > 0) {
       const ids = events.map((event) => event.id.toString());

@@ -59,3 +59,30 @@ export function startLoop(
     },
   };
 }
+
+/**
+ * `fn` called at most once every `gapMs`: the first call at once, later ones within the gap folded
+ * into one call when it ends. For wakes that arrive with every commit (the events listener's):
+ * under load the woken work runs a bounded number of times a second, each run taking all that
+ * came since the last, instead of once per commit.
+ */
+export function atMostEvery(gapMs: number, fn: () => void): { (): void; cancel(): void } {
+  let last = Number.NEGATIVE_INFINITY;
+  let pending: NodeJS.Timeout | undefined;
+  const fire = (): void => {
+    pending = undefined;
+    last = performance.now();
+    fn();
+  };
+  const call = (): void => {
+    if (pending) return;
+    const wait = last + gapMs - performance.now();
+    if (wait <= 0) fire();
+    else pending = setTimeout(fire, wait);
+  };
+  call.cancel = (): void => {
+    clearTimeout(pending);
+    pending = undefined;
+  };
+  return call;
+}
