@@ -79,16 +79,20 @@ async function main(): Promise<void> {
   );
   const postgres = await startOwnPostgres();
   const stack = await startMoneyStack({ database: postgres.database, inProcessOrigin: false });
-  const origin = await spawnOrigin({
-    // A port of its own: readiness is /healthz answering, whatever the log level.
-    port: await freePort(),
-    env: stack.processEnv({ AGENT_EVENTS_STREAMS_PER_TOKEN: String(perAgent), LOG_LEVEL: "warn" }),
-  });
   const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
   const streams: OpenStream[] = [];
+  let origin: Awaited<ReturnType<typeof spawnOrigin>> | undefined;
   try {
     say("setting up: agents…");
+    // Before the origin starts: its key-pool refill would otherwise claim keys the stack's agent
+    // factory is handing out.
     const agents = await stack.newAgents(AGENTS);
+    const running = await spawnOrigin({
+      // A port of its own: readiness is /healthz answering, whatever the log level.
+      port: await freePort(),
+      env: stack.processEnv({ AGENT_EVENTS_STREAMS_PER_TOKEN: String(perAgent), LOG_LEVEL: "warn" }),
+    });
+    origin = running;
     const db = postgres.database.handle.db;
     const insertActions = async (count: number): Promise<void> => {
       const values = agents.flatMap((each) =>
@@ -107,7 +111,7 @@ async function main(): Promise<void> {
       // The median of a few samples: the figure moves with the collector's timing.
       const samples: number[] = [];
       for (let i = 0; i < 5; i++) {
-        samples.push((await residentBytes({ origin: { pid: origin.child.pid, tree: false } })).origin ?? 0);
+        samples.push((await residentBytes({ origin: { pid: running.child.pid, tree: false } })).origin ?? 0);
         await sleep(500);
       }
       return median(samples);
@@ -118,7 +122,7 @@ async function main(): Promise<void> {
     await insertActions(1);
     const warm = await Promise.all(
       agents.map((each) =>
-        openStream(`${origin.base}/agent/v1/events?after=0`, each.token, each.agentId, agent),
+        openStream(`${running.base}/agent/v1/events?after=0`, each.token, each.agentId, agent),
       ),
     );
     await sleep(1_500);
@@ -130,7 +134,7 @@ async function main(): Promise<void> {
     say(`opening ${STREAMS} streams…`);
     for (let i = 0; i < STREAMS; i++) {
       const owner = agents[i % AGENTS]!;
-      streams.push(await openStream(`${origin.base}/agent/v1/events`, owner.token, owner.agentId, agent));
+      streams.push(await openStream(`${running.base}/agent/v1/events`, owner.token, owner.agentId, agent));
     }
     await sleep(1_000);
     const open = await memory();
@@ -195,7 +199,7 @@ async function main(): Promise<void> {
   } finally {
     for (const stream of streams) stream.response.destroy();
     agent.destroy();
-    await origin.stop();
+    await origin?.stop();
     await stack.close();
   }
 }
