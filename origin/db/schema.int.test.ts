@@ -82,6 +82,7 @@ describe("migrations and constraints", () => {
         "webhook_fan_out_cursor",
         "x402_daily_authorizations",
         "x402_daily_payee_units",
+        "x402_payment_ids",
         "x402_resources",
         "x402_settlements",
       ].sort(),
