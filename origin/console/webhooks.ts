@@ -12,7 +12,7 @@ import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import type { ReplayScope } from "../webhooks/endpoints.ts";
+import type { ReplayScope, WebhookEndpoint } from "../webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../webhooks/event-types.ts";
 import { addWebhookEndpoint, removeWebhookEndpoint, replayWebhookEndpoint } from "../webhooks/manage.ts";
 import { readEndpointsWithDeliveries } from "../webhooks/recent-deliveries.ts";
@@ -126,14 +126,7 @@ function endpointId(c: Context<AppEnv>): string {
   return id;
 }
 
-function wireEndpoint(endpoint: {
-  id: string;
-  url: string;
-  events: string[];
-  enabled: boolean;
-  disabledReason: string | null;
-  createdAt: string;
-}): Omit<WebhookAddResponse, "secret"> {
+function wireEndpoint(endpoint: WebhookEndpoint): Omit<WebhookAddResponse, "secret"> {
   return {
     id: endpoint.id,
     url: endpoint.url,
