@@ -186,6 +186,11 @@ const envSchema = z.object({
         `must be below ${X402_CLIENT_TIMEOUT_MS}: the official x402 facilitator client gives up on a settle after ${X402_CLIENT_TIMEOUT_MS / 1000} s`,
       ),
   ),
+  /**
+   * Ours: `true` turns the demo's signed offers and receipts off, even where its payTo is the
+   * enclave's payee key (docs/configuration.md#variables).
+   */
+  AGENT_X402_OFFER_RECEIPTS_DISABLED: literalTrue,
   /** Ours: authorizations one agent may have signed per UTC day (sealed in the enclave too). */
   AGENT_X402_DAILY_LIMIT: integer(1_000, 0, 10_000_000),
   /**
@@ -295,6 +300,8 @@ export type Config = {
     payTo: `0x${string}` | undefined;
     maxTimeoutSeconds: number;
     receiptTimeoutMs: number;
+    /** The demo signs offers and receipts when its payTo is the enclave's payee key, unless this is false. */
+    offerReceipts: boolean;
     /** Authorizations per agent per UTC day. */
     dailyLimit: number;
     validityMarginSeconds: number;
@@ -461,6 +468,7 @@ function toConfig(env: Env): Config {
       payTo: env.AGENT_X402_PAY_TO,
       maxTimeoutSeconds: env.AGENT_X402_MAX_TIMEOUT_SECONDS,
       receiptTimeoutMs: env.AGENT_X402_RECEIPT_TIMEOUT_MS,
+      offerReceipts: !env.AGENT_X402_OFFER_RECEIPTS_DISABLED,
       dailyLimit: env.AGENT_X402_DAILY_LIMIT,
       validityMarginSeconds: env.AGENT_X402_VALIDITY_MARGIN_SECONDS,
       rateLimitPerMinute: env.AGENT_X402_RATE_LIMIT_PER_MINUTE,

@@ -69,13 +69,18 @@ export function createX402Router(
     guard,
     receiptTimeoutMs: x402.receiptTimeoutMs,
   });
-  const offerReceipts = createOfferReceipts({
-    signer: deps.signer,
-    requirements: runtime.requirements,
-    payeeAddress: runtime.payeeAddress,
-    logger: deps.logger,
-    now: () => deps.clock.now(),
-  });
+  const offerReceipts = x402.offerReceipts
+    ? createOfferReceipts({
+        signer: deps.signer,
+        requirements: runtime.requirements,
+        payeeAddress: runtime.payeeAddress,
+        logger: deps.logger,
+        now: () => deps.clock.now(),
+      })
+    : undefined;
+  if (!x402.offerReceipts) {
+    deps.logger.info("x402 offers and receipts are off: AGENT_X402_OFFER_RECEIPTS_DISABLED is true");
+  }
   app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf, offerReceipts }));
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));

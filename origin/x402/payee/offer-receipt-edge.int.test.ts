@@ -120,6 +120,36 @@ describe("offers and receipts signed in the enclave by the payee key (through th
   });
 });
 
+describe("an operator who turns offers and receipts off", () => {
+  it("AGENT_X402_OFFER_RECEIPTS_DISABLED=true: the payee key's demo serves neither, says so at start-up, and is paid as before", async () => {
+    // Mutation: ignoring the switch in origin/x402/router.ts serves the offer here.
+    const lines: string[] = [];
+    const origin = await startOriginLogging({ AGENT_X402_OFFER_RECEIPTS_DISABLED: "true" }, (line) =>
+      lines.push(line),
+    );
+    try {
+      const logged = lines.map((line) => JSON.parse(line) as { msg: string });
+      expect(logged).toContainEqual(
+        expect.objectContaining({
+          msg: "x402 offers and receipts are off: AGENT_X402_OFFER_RECEIPTS_DISABLED is true",
+        }),
+      );
+      const url = `${origin.base}/x402/demo`;
+      const quote = (await (await fetch(url)).json()) as PaymentRequired;
+      expect(quote.accepts[0]!.payTo.toLowerCase()).toBe(stack.payee.toLowerCase());
+      expect(quote.extensions?.["offer-receipt"]).toBeUndefined();
+
+      const payer = await fundedPayer(stack.devnet.url);
+      const response = await wrapFetchWithPayment(fetch, chain77X402Client(payer))(url);
+      expect(response.status).toBe(200);
+      expect(decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!).success).toBe(true);
+      expect(extractReceiptFromResponse(response)).toBeUndefined();
+    } finally {
+      await origin.close();
+    }
+  });
+});
+
 // Last in the file: it reseals the policy with another payTo, which the stack's own origin no
 // longer matches.
 describe("a node whose payTo is not the enclave's payee key", () => {
