@@ -3,6 +3,7 @@
  * to its answer, and the ways of paying the bench compares (the official client over HTTP, an
  * agent through our client and the gateway, or a bare settlement straight to the devnet).
  */
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier";
 import { wrapFetchWithPayment } from "@x402/fetch";
 import { type Hex, parseGwei } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
@@ -83,8 +84,17 @@ export function fetchPayer(
   url: string,
   account: PrivateKeyAccount,
   headers: Record<string, string> = {},
+  options: { paymentIds?: boolean } = {},
 ): Pay {
-  const paidFetch = wrapFetchWithPayment(fetch, chain77X402Client(account));
+  const client = chain77X402Client(account);
+  // A new id for each payment, added as the payment-identifier extension's documentation shows.
+  if (options.paymentIds) {
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      paymentRequired.extensions ??= {};
+      appendPaymentIdentifierToExtensions(paymentRequired.extensions, generatePaymentId());
+    });
+  }
+  const paidFetch = wrapFetchWithPayment(fetch, client);
   return async () => {
     const response = await paidFetch(url, { headers });
     const body = await response.text();

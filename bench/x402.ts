@@ -19,12 +19,17 @@
  *   (e) the same with a spending policy on every agent (docs/agents.md#your-spending-policy: the
  *       demo's payee listed, every x402 budget set, none reached), other agents: the cost of the
  *       policy's read and checks under the day's lock and of the enclave's re-check.
+ *   (f) ours as in (a) with the demo's signed offers and receipts off (AGENT_X402_OFFER_RECEIPTS_DISABLED,
+ *       the origin restarted with it) and (g) with them on and a payment id on every payment
+ *       (docs/x402.md#payment-identifiers), other payers: what the two extensions cost a paid request.
+ *       Each round restarts the origin once, from one setting to the other, and warms it up again.
  * Each: latency from the first unpaid GET to the 200 (p50, p99) and payments per second at
  * BENCH_PAYERS (16) concurrent payers for BENCH_SECONDS. The three run in turn, BENCH_ROUNDS (3)
  * times; each ratio is taken within a round (this shared VM's speed drifts between minutes) and
  * the goals judge the median of the rounds' ratios: our p50 ≤ 0.5× the reference's, our
  * throughput ≥ 2× the reference's, our p50 within 2× of the chain floor; with a policy on every
- * agent, p50 and throughput within 10 % of (d)'s.
+ * agent, p50 and throughput within 10 % of (d)'s; with receipts and payment ids (g), p50 and
+ * throughput within 10 % of (f)'s.
  */
 import { appendFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -53,6 +58,7 @@ import {
   fetchPayer,
   type LoadResult,
   type LoadSummary,
+  type Pay,
   runLoad,
   summarize,
 } from "./x402-load.ts";
@@ -61,6 +67,8 @@ import { startReferenceServer } from "./x402-reference.ts";
 const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Seconds of payments after each origin restart, unmeasured, before the next phase is. */
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 4);
 /** viem's receipt polling for the reference's settler (its default, 4 s, would be unfair to it). */
 const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
 const AMOUNT_UNITS = 10_000n;
@@ -203,6 +211,24 @@ async function main(): Promise<void> {
       fetchPayer(demoUrl, payer, { "cf-connecting-ip": `198.18.0.${index + 1}` }),
     );
     if (oursMeasured) await runLoad({ payers: ourPays, total: PAYERS });
+    // (f) and (g): payers of their own, from addresses of their own, so no per-client window is shared.
+    const plainPayers = await fundedAccounts(devnetUrl, PAYERS);
+    const identifiedPayers = await fundedAccounts(devnetUrl, PAYERS);
+    const plainPays = plainPayers.map((payer, index) =>
+      fetchPayer(demoUrl, payer, { "cf-connecting-ip": `198.18.2.${index + 1}` }),
+    );
+    const identifiedPays = identifiedPayers.map((payer, index) =>
+      fetchPayer(demoUrl, payer, { "cf-connecting-ip": `198.18.3.${index + 1}` }, { paymentIds: true }),
+    );
+    let receiptsOn = true;
+    /** Restarts the origin with offers and receipts on or off, and warms it up with `warm`'s payments. */
+    const switchReceipts = async (on: boolean, warm: Pay[]): Promise<void> => {
+      await stack.restartOrigin(on ? {} : { AGENT_X402_OFFER_RECEIPTS_DISABLED: "true" });
+      roots.origin = { pid: stack.children.origin.process.pid, tree: false };
+      receiptsOn = on;
+      await runLoad({ payers: warm, seconds: WARMUP_SECONDS });
+    };
+    if (oursMeasured) await runLoad({ payers: identifiedPays, total: PAYERS });
 
     // (d) and (e): agents made as an operator makes them (keys from the local stack's stock),
     // funded from the operator pool; (e)'s each set its own policy, as an agent tightens its own.
@@ -240,12 +266,26 @@ async function main(): Promise<void> {
       ours: LoadSummary | undefined;
       agents: LoadSummary | undefined;
       governed: LoadSummary | undefined;
+      plain: LoadSummary | undefined;
+      identified: LoadSummary | undefined;
     };
     const rounds: Round[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       say(
-        `round ${round} of ${ROUNDS}: (c) chain floor, (b) reference, (a) ours (${demoUrl}), (d) agents and (e) agents with policies…`,
+        `round ${round} of ${ROUNDS}: (c) chain floor, (b) reference, (a) ours (${demoUrl}), (d) agents, (e) agents with policies, (f) receipts off and (g) receipts and payment ids…`,
       );
+      let plain: LoadSummary | undefined;
+      let identified: LoadSummary | undefined;
+      const plainPhase = () =>
+        measured("(f) ours, receipts off", () => runLoad({ payers: plainPays, seconds: SECONDS }));
+      const identifiedPhase = () =>
+        measured("(g) ours, receipts and payment ids", () =>
+          runLoad({ payers: identifiedPays, seconds: SECONDS }),
+        );
+      if (oursMeasured && !receiptsOn) {
+        plain = await plainPhase();
+        await switchReceipts(true, identifiedPays);
+      }
       const floor = await measured("(c) chain floor", () => runLoad({ payers: floorPays, seconds: SECONDS }));
       const ref = await measured("(b) reference", () => runLoad({ payers: referencePays, seconds: SECONDS }));
       const ours = oursMeasured
@@ -264,7 +304,15 @@ async function main(): Promise<void> {
         governed = await governedPhase();
         agents = await agentPhase();
       }
-      rounds.push({ floor, ref, ours, agents, governed });
+      // (g) with receipts on, after (a), (d) and (e), which always see them on; (f) with them off,
+      // at the end of a round that starts with them on, at the start of the next: the origin
+      // restarts once a round, and (f) and (g) swap places each round.
+      if (oursMeasured) identified = await identifiedPhase();
+      if (oursMeasured && !plain) {
+        await switchReceipts(false, plainPays);
+        plain = await plainPhase();
+      }
+      rounds.push({ floor, ref, ours, agents, governed, plain, identified });
     }
     say(await steal());
 
@@ -275,6 +323,9 @@ async function main(): Promise<void> {
       if (round.ours) say(describe(`${index + 1} | (a) ours, through the edge`, round.ours));
       if (round.agents) say(describe(`${index + 1} | (d) agents, our client`, round.agents));
       if (round.governed) say(describe(`${index + 1} | (e) agents with a policy each`, round.governed));
+      if (round.plain) say(describe(`${index + 1} | (f) ours, offers and receipts off`, round.plain));
+      if (round.identified)
+        say(describe(`${index + 1} | (g) ours, receipts and payment ids on`, round.identified));
       say(describe(`${index + 1} | (b) reference, nonceManager`, round.ref));
       say(describe(`${index + 1} | (c) chain floor`, round.floor));
     });
@@ -324,6 +375,18 @@ async function main(): Promise<void> {
     goal(
       "with a policy on every agent, throughput ≥ 0.9× (d)'s",
       ratios((round) => round.governed && round.agents && round.governed.perSecond / round.agents.perSecond),
+      (value) => value >= 0.9,
+    );
+    goal(
+      "with receipts and payment ids (g), p50 ≤ 1.1× (f)'s without",
+      ratios((round) => round.identified && round.plain && round.identified.p50 / round.plain.p50),
+      (value) => value <= 1.1,
+    );
+    goal(
+      "with receipts and payment ids (g), throughput ≥ 0.9× (f)'s without",
+      ratios(
+        (round) => round.identified && round.plain && round.identified.perSecond / round.plain.perSecond,
+      ),
       (value) => value >= 0.9,
     );
   } finally {

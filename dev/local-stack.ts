@@ -103,6 +103,12 @@ export type LocalStackReady = {
   registration: { paused: boolean; perIpDaily: number; networkDaily: number };
   /** The local operator key (`.data/operator.key`), enrolled in the enclave: it approves held actions. */
   operator: LocalOperatorKey;
+  /**
+   * Stops the origin and starts it again with `env` added to its environment (each call replaces
+   * the last call's additions), once it answers /healthz; `children.origin` follows. A bench uses
+   * it to compare one origin setting against another within one run.
+   */
+  restartOrigin(env: NodeJS.ProcessEnv): Promise<void>;
 };
 
 export type LocalStack = {
@@ -184,10 +190,12 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     return stopping;
   };
 
+  /** Children stopped on purpose while the stack runs (restartOrigin): their exit is no failure. */
+  const replaced = new Set<ManagedChild>();
   const supervise = (child: ManagedChild): ManagedChild => {
     children.push(child);
     void child.exited.then((code) => {
-      if (!stopping) params.onPartExit?.(child.name, code);
+      if (!stopping && !replaced.has(child)) params.onPartExit?.(child.name, code);
     });
     return child;
   };
@@ -393,16 +401,25 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
       };
       const originUrl = `http://127.0.0.1:${params.originPort}`;
-      const origin = supervise(
-        startChild({ name: "origin", entry: "origin/main.ts", env: originEnv, onLine: onPartLine }),
-      );
-      await waitUntilReady(origin, () => httpOk(`${originUrl}${basePath}/healthz`));
-      // The answer above was the origin's own only if it is still running now: one that lost the
-      // port to another program exits at once.
-      await sleep(250);
-      if (origin.process.exitCode !== null || origin.process.signalCode !== null) {
-        throw new Error(`origin exited right after /healthz answered on ${originUrl} (ORIGIN_PORT)`);
-      }
+      const startOrigin = async (env: NodeJS.ProcessEnv): Promise<ManagedChild> => {
+        const child = supervise(
+          startChild({
+            name: "origin",
+            entry: "origin/main.ts",
+            env: { ...originEnv, ...env },
+            onLine: onPartLine,
+          }),
+        );
+        await waitUntilReady(child, () => httpOk(`${originUrl}${basePath}/healthz`));
+        // The answer above was the origin's own only if it is still running now: one that lost the
+        // port to another program exits at once.
+        await sleep(250);
+        if (child.process.exitCode !== null || child.process.signalCode !== null) {
+          throw new Error(`origin exited right after /healthz answered on ${originUrl} (ORIGIN_PORT)`);
+        }
+        return child;
+      };
+      const origin = await startOrigin({});
 
       const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
       await params.beforeDrill?.(database.db);
@@ -449,6 +466,14 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
           networkDaily: policy.networkDaily,
         },
         operator,
+        restartOrigin: async (env) => {
+          const ready = running!;
+          const previous = ready.children.origin;
+          replaced.add(previous);
+          await previous.stop();
+          children.splice(children.indexOf(previous), 1);
+          ready.children.origin = await startOrigin(env);
+        },
       };
       return running;
     } finally {
