@@ -38,10 +38,14 @@ export async function settleOncePerId(
     );
     return { outcome, nonce: binding.nonce };
   }
+  let outcome: SettleOutcome | undefined;
   try {
-    return { outcome: await settle(), nonce: request.nonce };
+    outcome = await settle();
+    return { outcome, nonce: request.nonce };
   } finally {
-    // Nothing claimed (refused before signing, or the settle threw first): the id is free again.
-    await releasePaymentId(deps.db, request);
+    // Settled, or held by an earlier presentation of this payload: a settlement of this nonce
+    // exists and keeps the id, so the paid path writes nothing more. Otherwise nothing may have been
+    // claimed (refused before signing, or the settle threw first): the id is free again.
+    if (outcome?.kind !== "settled" && outcome?.kind !== "duplicate") await releasePaymentId(deps.db, request);
   }
 }
