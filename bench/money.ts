@@ -19,6 +19,9 @@
  *     of the rate without it, in the same group of phases.
  *   - faucet payout latency to `confirmed`, p50 and p99, from the POST to the first GET
  *     /actions/{id} that reads `confirmed`.
+ * With BENCH_GROW=1 it measures instead how the cost of a transfer grows with the clients sending
+ * at once (bench/grow.ts): 1, 8, 32 and 128 clients through the gateway, each level on agents of
+ * its own, with BENCH_GROW_IDLE_AGENTS (10,000) more agents in the database that never send.
  * The devnet, the enclave and the origin (origin/main.ts) run as their own processes; this process
  * sets the stack up and drives load. The phases alternate (straight, gateway, gateway with policies,
  * gateway with events off, gateway with a hanging receiver, straight, …) and each ratio is taken
@@ -55,6 +58,8 @@ import { cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../testing/webhook-receiver.ts";
+import { growing, growLevels, type LevelRun, measureLevels, printGrowth } from "./grow.ts";
+import { seedIdleAgents } from "./seed-agents.ts";
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 32);
 /** Every transfer rule set, none reached by the run (the figures far above what it moves). */
@@ -80,6 +85,18 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 5);
 const presignCount = (seconds: number): number =>
   Number(process.env.BENCH_PRESIGN ?? Math.ceil((seconds * 1_500) / AGENTS));
 const AMOUNT_UNITS = 1_000n;
+/** A growing run (bench/grow.ts) and its levels of concurrent clients. */
+const GROW = growing();
+const GROW_LEVELS = GROW ? growLevels() : [];
+/** Agents in the database of a growing run besides those that send: a service's tables, not a test's. */
+const IDLE_AGENTS = Number(process.env.BENCH_GROW_IDLE_AGENTS ?? 10_000);
+/**
+ * A growing run's agents per level: each client cycles through its share of at least this many,
+ * since one agent may send 600 requests a minute (docs/api.md#rate-limits) and one client alone
+ * sends more than that in a phase.
+ */
+const GROW_MIN_AGENTS = 16;
+const growShare = (clients: number): number => Math.ceil(GROW_MIN_AGENTS / clients);
 const FEES = { maxFeePerGas: parseGwei("3"), maxPriorityFeePerGas: parseGwei("1"), gas: 21_000n };
 
 const say = (line: string): void => {
@@ -156,9 +173,15 @@ async function main(): Promise<void> {
         body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
       }),
     );
-    say(
-      `bench:money — ${AGENTS} agents; ${PAIRS} groups of ${SECONDS}-second phases (straight, gateway, with policies, events off, hanging receiver); ${FAUCET_SAMPLES} faucet payouts`,
-    );
+    if (GROW) {
+      say(
+        `bench:money, growing — ${GROW_LEVELS.join(", ")} concurrent clients, ${SECONDS}-second phases, ${IDLE_AGENTS} idle agents in the database`,
+      );
+    } else {
+      say(
+        `bench:money — ${AGENTS} agents; ${PAIRS} groups of ${SECONDS}-second phases (straight, gateway, with policies, events off, hanging receiver); ${FAUCET_SAMPLES} faucet payouts`,
+      );
+    }
     say("setting up: policy, treasury, keys, drill, identities, funding…");
     const minter = (secret: Uint8Array) =>
       createCapabilityMinter({ authority: secret, envId: enclave.envId, client: signer });
@@ -206,12 +229,26 @@ async function main(): Promise<void> {
     const agents: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
     // As many agents again, each with a policy that sets every transfer rule and reaches none,
     // sealed in the enclave and stored as the origin would (origin/policy/change.ts).
-    const governed: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    const governed: StackAgent[] = GROW ? [] : await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
     // Agents of their own for the phases with events off and with the hanging receiver: each agent
     // may send 600 requests a minute (docs/api.md#rate-limits), which one set would pass across
     // a group's phases.
-    const quiet: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
-    const hooked: StackAgent[] = await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    const quiet: StackAgent[] = GROW ? [] : await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    const hooked: StackAgent[] = GROW ? [] : await makeAgents(agentDeps, AGENTS, { units: 1_000_000_000n });
+    // A growing run's agents: each level's of its own (its clients' shares), made in one batch.
+    const growAgents: StackAgent[] = GROW
+      ? await makeAgents(
+          agentDeps,
+          GROW_LEVELS.reduce((sum, clients) => sum + clients * growShare(clients), 0),
+          { units: 1_000_000_000n },
+        )
+      : [];
+    if (GROW) {
+      // Set-based, in one statement: what the origin's reads and locks meet in a service's tables.
+      say(`seeding ${IDLE_AGENTS} idle agents…`);
+      await seedIdleAgents(database.db, IDLE_AGENTS);
+      await database.db.execute(sql`analyze`);
+    }
     for (const agent of governed) {
       const changed = await changeAgentPolicy(
         { db: database.db, signer, authorize: minter(enclave.adminSecret), nodePayee: null },
@@ -347,9 +384,15 @@ async function main(): Promise<void> {
           }
         }),
       );
-      // The rate counts a transfer when it is confirmed: wait for the last one, asking the
-      // database (one count) rather than polling every action over HTTP from this process.
-      const ids = actions.map((action) => action.id);
+      await allConfirmed(actions.map((action) => action.id));
+      return { rate: actions.length / ((performance.now() - started) / 1000), count: actions.length };
+    };
+
+    /**
+     * The rate counts a transfer when it is confirmed: waits for the last one, asking the database
+     * (one count) rather than polling every action over HTTP from this process.
+     */
+    const allConfirmed = async (ids: readonly string[]): Promise<void> => {
       for (;;) {
         const [row] = await queryRows<{ confirmed: number; failed: number }>(
           database.db,
@@ -361,7 +404,6 @@ async function main(): Promise<void> {
         if (row!.confirmed === ids.length) break;
         await sleep(10);
       }
-      return { rate: actions.length / ((performance.now() - started) / 1000), count: actions.length };
     };
 
     const postmaster = Number(
@@ -413,6 +455,49 @@ async function main(): Promise<void> {
         await removeEndpoint(database.db, endpoint.id);
       }
     };
+    if (GROW) {
+      say(`warming up: ${WARMUP} s through the gateway, ${AGENTS} agents…`);
+      await gateway(WARMUP);
+      const steal = await startStealMeter();
+      /** `clients` clients sending back to back through the gateway, each cycling through its agents. */
+      const level = async (clients: number): Promise<LevelRun> => {
+        const share = growShare(clients);
+        const mine = growAgents.splice(0, clients * share);
+        const until = performance.now() + SECONDS * 1000;
+        const started = performance.now();
+        const ids: string[] = [];
+        const latenciesMs: number[] = [];
+        await Promise.all(
+          Array.from({ length: clients }, async (_, client) => {
+            for (let n = 0; performance.now() < until; n++) {
+              const agent = mine[client * share + (n % share)]!;
+              const sent = performance.now();
+              const answer = await post(
+                `${base}/agent/v1/transfers`,
+                JSON.stringify({
+                  idempotency_key: `bench-${process.pid}-${key++}`,
+                  to: recipient,
+                  amount: AMOUNT_UNITS.toString(),
+                }),
+                { authorization: `Bearer ${agent.token}` },
+              );
+              if (answer.status !== 202 && answer.status !== 200)
+                throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
+              latenciesMs.push(performance.now() - sent);
+              ids.push((JSON.parse(answer.body) as { action_id: string }).action_id);
+            }
+          }),
+        );
+        await allConfirmed(ids);
+        return { count: ids.length, latenciesMs, elapsedMs: performance.now() - started };
+      };
+      say("levels (wall and rate to confirmed; p50 of the POST, answered once signed and stored):");
+      const costs = await measureLevels(GROW_LEVELS, trees, level, say);
+      say(await steal());
+      if (resent > 0) say(`requests sent again after a kept-alive connection closed under them: ${resent}`);
+      printGrowth(`bench:money, transfers to confirmed, ${IDLE_AGENTS} idle agents`, "transfer", costs, say);
+      return;
+    }
     say(`warming up: ${WARMUP} s straight, ${WARMUP} s through the gateway…`);
     presigned = await presign(presignCount(WARMUP));
     await straight(WARMUP);

@@ -30,6 +30,10 @@
  * throughput ≥ 2× the reference's, our p50 within 2× of the chain floor; with a policy on every
  * agent, p50 and throughput within 10 % of (d)'s; with receipts and payment ids (g), p50 and
  * throughput within 10 % of (f)'s.
+ *
+ * With BENCH_GROW=1 it measures instead how the cost of (a) grows with the payers paying at once
+ * (bench/grow.ts): 1, 8, 32 and 128 payers, each level with payers of its own, each payer from an
+ * address of its own, for BENCH_SECONDS each.
  */
 import { appendFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -51,6 +55,7 @@ import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { childPidsNamed } from "../testing/measure/proc-memory.ts";
 import { median } from "../testing/measure/stats.ts";
+import { growing, growLevels, measureLevels, printGrowth } from "./grow.ts";
 import {
   agentPayer,
   bareSettlementPayer,
@@ -72,6 +77,9 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 4);
 /** viem's receipt polling for the reference's settler (its default, 4 s, would be unfair to it). */
 const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
 const AMOUNT_UNITS = 10_000n;
+/** A growing run (bench/grow.ts) and its levels of concurrent payers. */
+const GROW = growing();
+const GROW_LEVELS = GROW ? growLevels() : [];
 /** Every x402 rule set for the demo's payee, none reached by the run (the figures far above what it pays). */
 const benchPolicy = (payTo: string): AgentPolicyDocument => ({
   x402: {
@@ -103,7 +111,11 @@ function describe(name: string, s: LoadSummary): string {
 }
 
 async function main(): Promise<void> {
-  say(`bench:x402 — ${PAYERS} concurrent payers, ${SECONDS} s per phase`);
+  say(
+    GROW
+      ? `bench:x402, growing — (a) at ${GROW_LEVELS.join(", ")} concurrent payers, ${SECONDS} s per level`
+      : `bench:x402 — ${PAYERS} concurrent payers, ${SECONDS} s per phase`,
+  );
   const dataDir = await mkdtemp(path.join(tmpdir(), "bench-x402-"));
   await chmod(dataDir, 0o755);
   say(`starting the local stack (as npm start does) in ${dataDir}…`);
@@ -163,6 +175,43 @@ async function main(): Promise<void> {
       if (summary.failed > 0) say(`    ${name} failures: ${result.reasons.join("; ")}`);
       return summary;
     };
+
+    if (GROW) {
+      // (a) only, at each level: payers of its own from addresses of their own (198.18.0.0/15), so
+      // the origin's per-client x402 window counts each alone, as it would separate clients.
+      const demoUrl = `${stack.edge.directUrl!.origin}/77/x402/demo`;
+      const total = GROW_LEVELS.reduce((sum, payers) => sum + payers, 0);
+      say(`funding ${PAYERS + total} payers…`);
+      const growPayers = await fundedAccounts(devnetUrl, PAYERS + total);
+      const pays = growPayers.map((payer, index) =>
+        fetchPayer(demoUrl, payer, {
+          "cf-connecting-ip": `198.18.${2 + Math.floor(index / 250)}.${1 + (index % 250)}`,
+        }),
+      );
+      const warmup = await runLoad({ payers: pays.splice(0, PAYERS), total: 4 * PAYERS });
+      if (warmup.failed > 0) say(`    warm-up failures: ${warmup.reasons.join("; ")}`);
+      say(
+        "levels (wall per payment: the level's length over the payments made; p50 from the unpaid GET to the 200):",
+      );
+      const costs = await measureLevels(
+        GROW_LEVELS,
+        roots,
+        async (payers) => {
+          const result = await runLoad({ payers: pays.splice(0, payers), seconds: SECONDS });
+          if (result.failed > 0)
+            say(`    ${payers} payers: ${result.failed} failed: ${result.reasons.join("; ")}`);
+          return {
+            count: result.latenciesMs.length,
+            latenciesMs: result.latenciesMs,
+            elapsedMs: result.elapsedMs,
+          };
+        },
+        say,
+      );
+      say(await steal());
+      printGrowth("bench:x402, (a) paid demo requests through the edge", "payment", costs, say);
+      return;
+    }
 
     // (c) the chain floor.
     const floorPayers = await fundedAccounts(devnetUrl, PAYERS);

@@ -56,6 +56,24 @@ const origin = useStackOrigin(
 );
 
 describe("x402 settlement batches", () => {
+  /** A settler on the stack's own origin (the real enclave, not the proxy), as the origin makes it. */
+  async function stackSettler(receiptTimeoutMs: number) {
+    const deps = stack.origin.deps;
+    const sealed = await stack.signer.getPolicy();
+    if (!sealed.ok || !sealed.value.settler) throw new Error("the stack has no settler");
+    return createSettler({
+      db: deps.database.db,
+      settler: {
+        address: sealed.value.settler.settlerAddress.toLowerCase(),
+        keyRef: sealed.value.settler.settlerKeyRef,
+      },
+      now: () => new Date(),
+      validityMarginSeconds: deps.config.x402.validityMarginSeconds,
+      receiptTimeoutMs,
+      outbox: deps.money!.outbox,
+    });
+  }
+
   it("re-signs the settlements after one the enclave refused: the rest settle on consecutive nonces", async () => {
     const demo = `${origin.base}/x402/demo`;
     const payers = await Promise.all(Array.from({ length: PAYMENTS }, () => fundedPayer(stack.devnet.url)));
@@ -89,25 +107,89 @@ describe("x402 settlement batches", () => {
     expect(again.status).toBe(200);
   });
 
+  it("settles many payments from one settler across several batches: each batch lands in a block of its own at contiguous nonces, after the batch before it, none stuck", async () => {
+    // Settle batches are pipelined (settle.ts: one at a time, the next starting once the chain has
+    // taken this one's broadcast, while its receipts are still read): nonce order across batches
+    // rests on the broadcast lane's order. 150 payments handed over in one turn make batches of 64,
+    // 64 and 22 (settle.ts MAX_BATCH). Mutation: the settle kind not waiting for its broadcast
+    // (`untilBroadcast: false`, maxInFlight 2) with the lane sending each batch as it comes (no
+    // one JSON-RPC batch at a time): a later batch reaches the chain before an earlier one, its
+    // transactions wait in the devnet's queue for the gap and land in the earlier batch's block,
+    // or past the queue's 64 per sender not at all.
+    const settler = await stackSettler(30_000);
+    const quoted = await quote(`${stack.origin.base}/x402/demo`);
+    const payers = await Promise.all(Array.from({ length: 5 }, () => fundedPayer(stack.devnet.url)));
+    const window = {
+      validAfter: 0n,
+      validBefore: BigInt(Math.floor(Date.now() / 1000) + quoted.accepted.maxTimeoutSeconds),
+    };
+    const payments = await Promise.all(
+      Array.from({ length: 150 }, async (_, index) => {
+        const payer = payers[index % payers.length]!;
+        const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, payer, window)));
+        if (!parsed.ok) throw new Error("the test's envelope does not parse");
+        const { authorization, signature, accepted, raw } = parsed.value;
+        return { authorization, signature, requirement: accepted, payload: raw };
+      }),
+    );
+    const outcomes = await Promise.all(payments.map((payment) => settler.settle(payment)));
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(Array(payments.length).fill("settled"));
+
+    const rows = await queryRows<{ nonce: string; tx_hash: string; batch: string; status: string }>(
+      stack.db.handle.db,
+      sql`select o.nonce::text, o.tx_hash, o.status, o.created_at::text as batch
+          from x402_settlements x join outgoing_transactions o on o.tx_id = x.tx_id
+          where x.payer = any(${`{${payers.map((payer) => payer.address.toLowerCase()).join(",")}}`}::text[])
+          order by o.nonce`,
+    );
+    expect(rows).toHaveLength(payments.length);
+    expect(rows.every((row) => row.status === "confirmed")).toBe(true);
+    // One batch is one database transaction: its rows share their transaction's timestamp.
+    const batches = new Map<string, bigint[]>();
+    for (const row of rows) batches.set(row.batch, [...(batches.get(row.batch) ?? []), BigInt(row.nonce)]);
+    const ordered = [...batches.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, nonces]) => nonces);
+    expect(ordered.length).toBeGreaterThanOrEqual(3);
+    // Each batch at contiguous nonces, each following the batch before it.
+    let next = ordered[0]![0]!;
+    for (const nonces of ordered) {
+      expect(nonces).toEqual(nonces.map((_, n) => next + BigInt(n)));
+      next += BigInt(nonces.length);
+    }
+    // On chain: each batch mined in a block of its own, in nonce order, each block after the one
+    // before; and the settler's nonce past the last, nothing left waiting.
+    const chain = publicClientFor(stack.devnet.url);
+    const receipts = new Map(
+      await Promise.all(
+        rows.map(
+          async (row) =>
+            [
+              BigInt(row.nonce),
+              await chain.getTransactionReceipt({ hash: row.tx_hash as `0x${string}` }),
+            ] as const,
+        ),
+      ),
+    );
+    let previousBlock = -1n;
+    for (const nonces of ordered) {
+      const landed = nonces.map((nonce) => receipts.get(nonce)!);
+      expect(landed.every((receipt) => receipt.status === "success")).toBe(true);
+      const blocks = new Set(landed.map((receipt) => receipt.blockNumber));
+      expect(blocks.size).toBe(1);
+      const [block] = blocks;
+      expect(block! > previousBlock).toBe(true);
+      previousBlock = block!;
+      const indexes = landed.map((receipt) => receipt.transactionIndex);
+      expect(indexes).toEqual([...indexes].sort((a, b) => a - b));
+    }
+    expect(BigInt(await chain.getTransactionCount({ address: stack.settler! }))).toBe(next);
+  });
+
   it("counts a payer's payments of one batch against its balance as they are admitted: of 6 from a balance covering 2, 2 settle and 4 are refused insufficient_balance, none reverts", async () => {
     // A batch signs its settlements all at once (settle.ts, its window), so each is admitted
     // before any is signed. Mutation: counting a payment only once its signature is kept
     // (outbox/submit.ts, `kind.window > 1`) lets all six see the whole balance: six are signed
     // and four revert at the settler's expense.
-    const deps = stack.origin.deps;
-    const sealed = await stack.signer.getPolicy();
-    if (!sealed.ok || !sealed.value.settler) throw new Error("the stack has no settler");
-    const settler = createSettler({
-      db: deps.database.db,
-      settler: {
-        address: sealed.value.settler.settlerAddress.toLowerCase(),
-        keyRef: sealed.value.settler.settlerKeyRef,
-      },
-      now: () => new Date(),
-      validityMarginSeconds: deps.config.x402.validityMarginSeconds,
-      receiptTimeoutMs: 10_000,
-      outbox: deps.money!.outbox,
-    });
+    const settler = await stackSettler(10_000);
     const quoted = await quote(`${stack.origin.base}/x402/demo`);
     const short = await fundedPayer(stack.devnet.url, 2n * AMOUNT);
     // The official client's window: valid from 0, for the quote's maxTimeoutSeconds.
