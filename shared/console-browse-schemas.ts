@@ -50,7 +50,7 @@ export const searchResultSchema = z.object({
 export type SearchResult = z.infer<typeof searchResultSchema>;
 
 /** A page's cursor: the last row's time and id, as the previous answer gave it. */
-export const CURSOR_PATTERN = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z_[0-9a-f-]{36}$/;
+export const CURSOR_PATTERN = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z_[0-9a-f-]{36}$/;
 
 /** ?limit= (1 to 100, 50 by default) and ?cursor= (the previous page's next_cursor). */
 export const pageQuerySchema = z.object({

@@ -19,18 +19,24 @@ const iso = (value: Date | string): string => new Date(value).toISOString();
 
 export type PageRequest = { limit: number; cursor?: string };
 
-/** The cursor's time and id: `<ISO time>_<uuid>` (CURSOR_PATTERN has checked its shape). */
+/** The cursor's time and id: `<ISO time, microseconds>_<uuid>` (CURSOR_PATTERN has checked its shape). */
 function cursorParts(cursor: string): { at: string; id: string } {
   const split = cursor.lastIndexOf("_");
   return { at: cursor.slice(0, split), id: cursor.slice(split + 1) };
 }
 
+/**
+ * A row's place in the order, as the database holds it: to the microsecond (a Date keeps only
+ * milliseconds, and a cursor cut to them would skip the rows written later in the same millisecond).
+ */
+const cursorOf = (timeColumn: SQL, idColumn: SQL): SQL =>
+  sql`to_char(${timeColumn} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '_' || ${idColumn}::text as cursor`;
+
 /** One more row than asked for tells whether a next page exists. */
-function paged<T>(rows: T[], limit: number, key: (row: T) => { at: Date; id: string }) {
+function paged<T extends { cursor: string }>(rows: T[], limit: number) {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
-  const next = rows.length > limit && last ? key(last) : null;
-  return { items, next_cursor: next ? `${iso(next.at)}_${next.id}` : null };
+  return { items, next_cursor: rows.length > limit && last ? last.cursor : null };
 }
 
 /** `(time, id) < (cursor)` for the newest-first order, or no bound on the first page. */
@@ -52,7 +58,10 @@ type IdentityDbRow = {
   last_verified_at: Date | null;
 };
 
-const identityView = (row: IdentityDbRow): IdentityPage["items"][number] => ({
+const identityView = ({
+  cursor: _,
+  ...row
+}: IdentityDbRow & { cursor?: string }): IdentityPage["items"][number] => ({
   ...row,
   created_at: iso(row.created_at),
   last_verified_at: row.last_verified_at ? iso(row.last_verified_at) : null,
@@ -62,13 +71,13 @@ const IDENTITY_COLUMNS = sql`agent_id, assigned_wallet, origin, capabilities, en
   created_at, last_verified_at`;
 
 export async function readIdentityPage(db: Db, page: PageRequest): Promise<IdentityPage> {
-  const rows = await queryRows<IdentityDbRow>(
+  const rows = await queryRows<IdentityDbRow & { cursor: string }>(
     db,
-    sql`select ${IDENTITY_COLUMNS} from agent_identities
+    sql`select ${IDENTITY_COLUMNS}, ${cursorOf(sql`created_at`, sql`agent_id`)} from agent_identities
         where ${before(sql`created_at`, sql`agent_id`, page.cursor)}
         order by created_at desc, agent_id desc limit ${page.limit + 1}`,
   );
-  const result = paged(rows, page.limit, (row) => ({ at: row.created_at, id: row.agent_id }));
+  const result = paged(rows, page.limit);
   return { items: result.items.map(identityView), next_cursor: result.next_cursor };
 }
 
@@ -123,13 +132,13 @@ const actionView = (row: ActionDbRow): ActionRow => ({
 /** Actions newest first (by creation: a page does not move as rows change state), of one agent or all. */
 export async function readActionPage(db: Db, page: PageRequest & { agentId?: string }): Promise<ActionPage> {
   const agent = page.agentId ? sql`agent_id = ${page.agentId}::uuid` : sql`true`;
-  const rows = await queryRows<ActionDbRow>(
+  const rows = await queryRows<ActionDbRow & { cursor: string }>(
     db,
-    sql`select ${ACTION_COLUMNS} from agent_actions
+    sql`select ${ACTION_COLUMNS}, ${cursorOf(sql`created_at`, sql`action_id`)} from agent_actions
         where ${agent} and ${before(sql`created_at`, sql`action_id`, page.cursor)}
         order by created_at desc, action_id desc limit ${page.limit + 1}`,
   );
-  const result = paged(rows, page.limit, (row) => ({ at: row.created_at, id: row.action_id }));
+  const result = paged(rows, page.limit);
   return { items: result.items.map(actionView), next_cursor: result.next_cursor };
 }
 
@@ -158,21 +167,21 @@ type SettlementDbRow = {
 const SETTLEMENT_COLUMNS = sql`s.id, s.payer, s.pay_to, s.amount_units::text as amount, s.status, s.tx_hash,
   s.error_reason, s.resource_url, i.agent_id, s.created_at, s.updated_at`;
 
-const settlementView = (row: SettlementDbRow): SettlementRow => ({
+const settlementView = ({ cursor: _, ...row }: SettlementDbRow & { cursor?: string }): SettlementRow => ({
   ...row,
   created_at: iso(row.created_at),
   updated_at: iso(row.updated_at),
 });
 
 export async function readSettlementPage(db: Db, page: PageRequest): Promise<SettlementPage> {
-  const rows = await queryRows<SettlementDbRow>(
+  const rows = await queryRows<SettlementDbRow & { cursor: string }>(
     db,
-    sql`select ${SETTLEMENT_COLUMNS} from x402_settlements s
+    sql`select ${SETTLEMENT_COLUMNS}, ${cursorOf(sql`s.created_at`, sql`s.id`)} from x402_settlements s
           left join agent_identities i on i.assigned_wallet = s.payer
         where ${before(sql`s.created_at`, sql`s.id`, page.cursor)}
         order by s.created_at desc, s.id desc limit ${page.limit + 1}`,
   );
-  const result = paged(rows, page.limit, (row) => ({ at: row.created_at, id: row.id }));
+  const result = paged(rows, page.limit);
   return { items: result.items.map(settlementView), next_cursor: result.next_cursor };
 }
 
