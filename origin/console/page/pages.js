@@ -137,7 +137,7 @@
           : `${data.balance.units} units (block ${data.balance.block_number})`;
       const policy = data.policy;
       $("agent-detail").replaceChildren(
-        definitions(el("dl", { class: "grid", id: "agent-identity" }), [
+        definitions(el("dl", { class: "grid fields", id: "agent-identity" }), [
           ["wallet", identity.assigned_wallet],
           ["origin", identity.origin],
           ["capabilities", identity.capabilities.join(", ")],
@@ -251,7 +251,7 @@
       const row = await api(`/actions/${id}`);
       $("action-detail").replaceChildren(
         el("h3", {}, `Action ${row.action_id}`),
-        definitions(el("dl", { class: "grid", id: "action-fields" }), [
+        definitions(el("dl", { class: "grid fields", id: "action-fields" }), [
           ["agent", link("agents", row.agent_id, row.agent_id)],
           ["kind", row.kind],
           ["state", row.status],
@@ -270,7 +270,7 @@
       const row = await api(`/settlements/${id}`);
       $("settlement-detail").replaceChildren(
         el("h3", {}, `Settlement ${row.id}`),
-        definitions(el("dl", { class: "grid", id: "settlement-fields" }), [
+        definitions(el("dl", { class: "grid fields", id: "settlement-fields" }), [
           ["state", row.status],
           ["amount (units)", row.amount],
           ["payer", row.payer],
