@@ -302,6 +302,14 @@ describe("the operator console page in a browser", () => {
       expect(await page.isDisabled(`#${form}-form button[type=submit]`), form).toBe(true);
     }
     expect(await page.isDisabled(`#identities button[data-agent="${agent.agent_id}"]`)).toBe(true);
+    // The agent's own page says it beside its button too, which cannot be pressed.
+    await page.click(`#identities a[href="#/agents/${agent.agent_id}"]`);
+    await page.locator("#agent-identity").waitFor();
+    expect(await page.textContent("#agent-change-message")).toContain(
+      "Read only: the console was opened without the registration admin token",
+    );
+    expect(await page.isDisabled("#agent-change-submit")).toBe(true);
+    await open(page, "registration");
     // Enter in a field cannot send it either (the form's only submit button is disabled).
     await page.selectOption("#setting-name", "per_ip_daily");
     await page.fill("#setting-value", "7");
