@@ -99,6 +99,11 @@ describe("the operator console page in a browser", () => {
     await page.click("#token-form button[type=submit]");
     await page.locator("#console").waitFor({ state: "visible" });
   };
+  /** Opens a page of the console by its link in the navigation. */
+  const open = async (page: Page, name: string): Promise<void> => {
+    await page.click(`#nav a[data-page="${name}"]`);
+    await page.locator(`main section[data-page="${name}"]`).waitFor();
+  };
   const settingChanges = async (): Promise<number> =>
     (
       await queryRows<{ n: number }>(
@@ -142,6 +147,7 @@ describe("the operator console page in a browser", () => {
     expect(kept).toEqual({ local: 0, session: 0, cookie: "", href: `${origin.base}/admin/agents` });
 
     // A setting changed with a reason; its before and after appear in the audit.
+    await open(page, "registration");
     await page.selectOption("#setting-name", "per_ip_daily");
     await page.fill("#setting-value", "5");
     await page.fill("#setting-reason", "more room for the browser test");
@@ -198,6 +204,7 @@ describe("the operator console page in a browser", () => {
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
     await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
     await receiver.loadKeys(`${origin.base}/.well-known/webhooks/keys`);
+    await open(page, "webhooks");
 
     const url = `${receiver.url}/console-hook`;
     await page.fill("#webhook-url", url);
@@ -288,12 +295,21 @@ describe("the operator console page in a browser", () => {
     });
     await signIn(page, { admin: secrets.adminToken, change: "" });
     const before = await settingChanges();
+    await open(page, "registration");
     for (const form of ["settings", "identity", "webhook-add", "webhook-change"]) {
       const note = await page.textContent(`#${form}-message`);
       expect(note, form).toContain("Read only: the console was opened without the registration admin token");
       expect(await page.isDisabled(`#${form}-form button[type=submit]`), form).toBe(true);
     }
     expect(await page.isDisabled(`#identities button[data-agent="${agent.agent_id}"]`)).toBe(true);
+    // The agent's own page says it beside its button too, which cannot be pressed.
+    await page.click(`#identities a[href="#/agents/${agent.agent_id}"]`);
+    await page.locator("#agent-identity").waitFor();
+    expect(await page.textContent("#agent-change-message")).toContain(
+      "Read only: the console was opened without the registration admin token",
+    );
+    expect(await page.isDisabled("#agent-change-submit")).toBe(true);
+    await open(page, "registration");
     // Enter in a field cannot send it either (the form's only submit button is disabled).
     await page.selectOption("#setting-name", "per_ip_daily");
     await page.fill("#setting-value", "7");
@@ -309,6 +325,7 @@ describe("the operator console page in a browser", () => {
   it("a wrong registration admin token is told as that token refused, beside the form, and changes nothing", async () => {
     const page = await context.newPage();
     await signIn(page, { admin: secrets.adminToken, change: "x".repeat(64) });
+    await open(page, "registration");
     const before = await settingChanges();
     await page.selectOption("#setting-name", "per_ip_daily");
     await page.fill("#setting-value", "8");
@@ -329,6 +346,7 @@ describe("the operator console page in a browser", () => {
     const page = await context.newPage();
     await page.setViewportSize({ width: 390, height: 844 });
     await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await open(page, "registration");
     await page.locator("#identities table").waitFor();
     const widths = (await page.evaluate(`(() => ({
       page: document.documentElement.scrollWidth,

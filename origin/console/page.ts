@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { type Handler, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
+import { CONSOLE_PAGE_SCRIPTS, consoleAssetOperationId } from "../openapi/console-operations.ts";
 import { route } from "../openapi/route.ts";
 
 /**
@@ -49,5 +50,8 @@ export function createPageRouter(basePath: string): Hono<AppEnv> {
   route(router, "/", "consolePage", serve(html, "text/html; charset=utf-8"));
   route(router, "/", "consoleScript", serve(script, "text/javascript; charset=utf-8"));
   route(router, "/", "consoleStyle", serve(style, "text/css; charset=utf-8"));
+  for (const name of CONSOLE_PAGE_SCRIPTS) {
+    route(router, "/", consoleAssetOperationId(name), serve(asset(name), "text/javascript; charset=utf-8"));
+  }
   return router;
 }

@@ -15,6 +15,7 @@ import {
   webhookReplayResponseSchema,
   webhooksOverviewSchema,
 } from "../../shared/console-schemas.ts";
+import { BROWSE_OPERATIONS } from "./console-browse-operations.ts";
 import {
   errorResponse,
   type Operation,
@@ -22,6 +23,20 @@ import {
   type ResponseSpec,
   STATUS_TEXT,
 } from "./operation-types.ts";
+
+/**
+ * The page's scripts beside console.js, in the order the page loads them (each served as it is, by
+ * its own route): the widgets, the hash router, the pages. console.js, loaded last, holds the tokens.
+ */
+export const CONSOLE_PAGE_SCRIPTS = ["widgets.js", "router.js", "pages.js"] as const;
+
+/** consoleScript, consoleStyle, or consoleScript and the script's name (consoleScriptPages). */
+export function consoleAssetOperationId(asset: string): string {
+  if (asset === "console.js") return "consoleScript";
+  if (asset === "console.css") return "consoleStyle";
+  const name = asset.replace(/\.js$/, "");
+  return `consoleScript${name[0]!.toUpperCase()}${name.slice(1)}`;
+}
 
 const consoleErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
@@ -49,11 +64,11 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
       404: errorResponse("feature_disabled: the console is off on this node"),
     },
   },
-  ...(["console.js", "console.css"] as const).map(
+  ...(["console.js", "console.css", ...CONSOLE_PAGE_SCRIPTS] as const).map(
     (asset): Operation => ({
       method: "get",
       path: `/admin/agents/assets/${asset}`,
-      operationId: asset === "console.js" ? "consoleScript" : "consoleStyle",
+      operationId: consoleAssetOperationId(asset),
       capability: "console",
       summary: "An asset of the console page.",
       tag: "console",
@@ -221,6 +236,7 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
       413: PAYLOAD_TOO_LARGE,
     },
   },
+  ...BROWSE_OPERATIONS,
   {
     method: "get",
     path: "/admin/openapi.json",

@@ -1,5 +1,6 @@
 // The operator console page. Plain JavaScript served as it is: no build step, no
-// external asset, no inline script (the page's Content-Security-Policy allows only this file).
+// external asset, no inline script (the page's Content-Security-Policy allows only its own
+// files: widgets.js, router.js and pages.js, loaded before this one).
 // The tokens live in the `tokens` object below and nowhere else: not in storage, cookies or the
 // address. Everything shown is built with textContent, never parsed as HTML.
 
@@ -8,41 +9,8 @@
   const tokens = { admin: "", change: "" };
   const $ = (id) => document.getElementById(id);
 
-  function el(tag, attributes, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attributes || {})) {
-      if (name === "onclick") node.addEventListener("click", value);
-      else node.setAttribute(name, value);
-    }
-    for (const child of children) {
-      node.append(
-        child instanceof Node ? child : document.createTextNode(child == null ? "—" : String(child)),
-      );
-    }
-    return node;
-  }
-
-  // Each table scrolls sideways inside its own box, so on a phone a wide table (wallets, hashes)
-  // never widens the page itself.
-  function table(headers, rows, empty) {
-    if (rows.length === 0) return el("p", { class: "muted" }, empty || "none");
-    return el(
-      "div",
-      { class: "table-scroll" },
-      el(
-        "table",
-        {},
-        el("thead", {}, el("tr", {}, ...headers.map((header) => el("th", {}, header)))),
-        el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((cell) => el("td", {}, cell))))),
-      ),
-    );
-  }
-
-  function definitions(target, entries) {
-    target.replaceChildren(
-      ...entries.flatMap(([term, value]) => [el("dt", {}, term), el("dd", { "data-key": term }, value)]),
-    );
-  }
+  const { el, table, definitions, short, time } = globalThis.ConsoleWidgets;
+  const router = globalThis.ConsoleRouter;
 
   function show(target, node) {
     $(target).replaceChildren(node);
@@ -94,7 +62,9 @@
       headers["x-registration-admin-token"] = tokens.change;
     }
     const method = options?.body === undefined ? "GET" : "POST";
-    const response = await fetch(API + encodeURI(path), {
+    // The path's segments are encoded here; a query string comes encoded by its caller.
+    const [route, query] = path.split("?");
+    const response = await fetch(API + encodeURI(route) + (query === undefined ? "" : `?${query}`), {
       method,
       headers,
       body: options?.body === undefined ? undefined : JSON.stringify(options.body),
@@ -117,10 +87,6 @@
     return `${error.status} ${error.body?.error?.code || ""}: ${error.message}`;
   }
 
-  const short = (value) =>
-    typeof value === "string" && value.length > 20 ? `${value.slice(0, 10)}…${value.slice(-6)}` : value;
-  const time = (value) => (value ? value.replace("T", " ").replace(/\.\d+Z$/, "Z") : null);
-
   function renderRegistration(data) {
     $("generated").textContent = `as of ${time(data.generated_at)}`;
     definitions($("counters"), [
@@ -128,6 +94,13 @@
       [`issued today (${data.counters.utc_day} UTC)`, data.counters.issued_today],
       ["admission attempts this minute", data.counters.attempts_this_minute],
       ["admission attempts, last hour", data.counters.attempts_last_hour],
+    ]);
+    definitions($("overview-summary"), [
+      ["issued in total", data.counters.issued_total],
+      [`issued today (${data.counters.utc_day} UTC)`, data.counters.issued_today],
+      ["free verified keys", data.key_stock.free],
+      ["reserve", data.key_stock.reserve],
+      ["registration", data.settings.paused ? "paused" : "open"],
     ]);
     definitions($("key-stock"), [
       ["free verified keys", data.key_stock.free],
@@ -167,7 +140,7 @@
               : `disabled (${identity.disabled_reason || "no reason"})`;
           const action = identity.enabled ? "disable" : "enable";
           return [
-            identity.agent_id,
+            el("a", { href: router.href("agents", identity.agent_id) }, identity.agent_id),
             identity.assigned_wallet,
             state,
             time(identity.created_at),
@@ -262,20 +235,23 @@
             ),
       ),
     );
-    show(
-      "actions",
-      table(
-        ["kind", "state", "count"],
-        data.actions.by_state.map((row) => [row.kind, row.state, row.count]),
-      ),
-    );
+    for (const target of ["actions", "overview-actions"]) {
+      show(
+        target,
+        table(
+          ["kind", "state", "count"],
+          data.actions.by_state.map((row) => [row.kind, row.state, row.count]),
+          "no action yet",
+        ),
+      );
+    }
     show(
       "recent-actions",
       table(
         ["action", "agent", "kind", "status", "amount", "to", "tx", "error", "updated"],
         data.actions.recent.map((row) => [
-          short(row.action_id),
-          short(row.agent_id),
+          el("a", { href: router.href("actions", row.action_id) }, short(row.action_id)),
+          el("a", { href: router.href("agents", row.agent_id) }, short(row.agent_id)),
           row.kind,
           row.status,
           row.amount,
@@ -436,7 +412,99 @@
     renderOperations(operations);
     renderAudit(audit);
     renderWebhooks(webhooks);
+    await showRoute();
   }
+
+  // ─── Pages and search ───────────────────────────────────────────────────────────────────────
+  const pages = globalThis.ConsolePages.create({
+    api,
+    guarded: (work, target) => guarded(work, target),
+    say: (text, kind, target) => say(text, kind, target),
+    canChange: () => tokens.change !== "",
+    readOnly: READ_ONLY,
+    pageMessage: () => "message",
+  });
+
+  // The page the address names: its section shown, the others hidden, its data read; the nav
+  // marks it as the current page. Signed out, the address is kept for after the sign-in.
+  async function showRoute() {
+    if (!tokens.admin) return;
+    const route = router.parse(location.hash);
+    for (const section of document.querySelectorAll("main section[data-page]")) {
+      section.hidden = section.dataset.page !== route.page;
+    }
+    for (const a of $("nav").querySelectorAll("a")) {
+      if (a.dataset.page === route.section) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    if (route.page === "agent") await pages.agent(route.id);
+    if (route.page === "actions") {
+      pages.clearDetails();
+      if (route.id) await pages.action(route.id);
+      await pages.list("actions");
+    }
+    if (route.page === "settlements") {
+      pages.clearDetails();
+      if (route.id) await pages.settlement(route.id);
+      await pages.list("settlements");
+    }
+    if (route.page === "agents") await pages.list("agents");
+    if (route.page === "overview") await renderCharts();
+  }
+
+  // The charts (charts.js, when the page loads it) read their own route; without it, nothing is asked.
+  async function renderCharts() {
+    const charts = globalThis.ConsoleCharts;
+    if (!charts?.render) return;
+    charts.render($("overview-charts"), await api("/overview/charts"));
+  }
+
+  window.addEventListener("hashchange", () => {
+    if (!router.isPage(location.hash)) return;
+    guarded(async () => {
+      await showRoute();
+      $("content").focus();
+    });
+  });
+
+  // The skip link moves the focus without changing the address (which names the page).
+  $("skip-link").addEventListener("click", (event) => {
+    event.preventDefault();
+    $("content").focus();
+  });
+
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const query = $("search").value.trim();
+    $("search-results").replaceChildren();
+    guarded(async () => {
+      const found = await api(`/search?q=${encodeURIComponent(query)}`);
+      const to = (match) => router.href(match.kind === "agent" ? "agents" : `${match.kind}s`, match.id);
+      if (found.matches.length === 1) {
+        say(`Found: ${found.matches[0].label}.`, "ok", "search-message");
+        location.hash = to(found.matches[0]);
+        return;
+      }
+      if (found.matches.length === 0) {
+        say(
+          `Nothing found for ${query} (read as ${found.read_as.replace("_", " ")}).`,
+          "error",
+          "search-message",
+        );
+        return;
+      }
+      say(`${found.matches.length} matches:`, "ok", "search-message");
+      $("search-results").replaceChildren(
+        el(
+          "ul",
+          {},
+          ...found.matches.map((match) =>
+            el("li", {}, el("a", { href: to(match) }, `${match.label}: ${match.id}`)),
+          ),
+        ),
+      );
+    }, "search-message");
+  });
 
   function forget(text, kind) {
     tokens.admin = "";

@@ -1,0 +1,113 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  actionPageSchema,
+  identityPageSchema,
+  searchResultSchema,
+} from "../../shared/console-browse-schemas.ts";
+import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+
+// The console's browsing routes against the real origin and Postgres: the paged lists walk every
+// row once, newest first; search lands on what a query names by its shape; a malformed query is a
+// 400 naming what to fix, an unknown id a 404. (The money parts, a refusal and a settlement, are
+// walked in a browser on a whole stack: console-walk.int.test.ts.)
+
+const secrets = consoleSecrets();
+
+describe("the console's search and paged lists", () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin;
+  const made: { agentId: string; wallet: string }[] = [];
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 7);
+    origin = await startTestOrigin({ database: testDb.handle, env: secrets.env });
+    for (let i = 0; i < 7; i++) {
+      const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "public" });
+      if (!result.ok) throw new Error(result.error.code);
+      made.push({ agentId: result.value.agentId, wallet: result.value.assignedWallet });
+    }
+  });
+  afterAll(async () => {
+    await origin?.close();
+    await testDb?.drop();
+  });
+  const calls = () => consoleCalls(origin.base, { admin: secrets.adminToken });
+
+  it("pages through every identity once, newest first, 3 at a time", async () => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const response = await calls().get(`/identities?limit=3${cursor ? `&cursor=${cursor}` : ""}`);
+      expect(response.status).toBe(200);
+      const page = identityPageSchema.parse(response.body);
+      seen.push(...page.items.map((item) => item.agent_id));
+      cursor = page.next_cursor;
+      pages++;
+    } while (cursor);
+    expect(pages).toBe(3);
+    expect(seen).toEqual(made.map((agent) => agent.agentId).reverse());
+  });
+
+  it("finds an agent by its id and by its wallet (any case), an action by its idempotency key; nothing for an unknown hash", async () => {
+    const [agent] = made;
+    const byWallet = searchResultSchema.parse(
+      (await calls().get(`/search?q=${agent!.wallet.toUpperCase().replace("0X", "0x")}`)).body,
+    );
+    expect(byWallet).toMatchObject({ read_as: "wallet", matches: [{ kind: "agent", id: agent!.agentId }] });
+    const byId = searchResultSchema.parse((await calls().get(`/search?q=${agent!.agentId}`)).body);
+    expect(byId.matches).toEqual([{ kind: "agent", id: agent!.agentId, label: "agent id" }]);
+    // An action written as the gateway writes one, under the agent's key.
+    await testDb.handle.db.execute(
+      sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, error_code, error_message)
+          values (${agent!.agentId}, 'transfer', 'order-42', 'h', 'failed', 'limit_exceeded', 'over the daily limit')`,
+    );
+    const byKey = searchResultSchema.parse((await calls().get("/search?q=order-42")).body);
+    expect(byKey.read_as).toBe("idempotency_key");
+    expect(byKey.matches).toHaveLength(1);
+    const actions = actionPageSchema.parse((await calls().get(`/actions?agent_id=${agent!.agentId}`)).body);
+    expect(actions.items).toMatchObject([
+      {
+        action_id: byKey.matches[0]!.id,
+        status: "failed",
+        error_code: "limit_exceeded",
+        error_message: "over the daily limit",
+      },
+    ]);
+    const none = searchResultSchema.parse((await calls().get(`/search?q=0x${"ab".repeat(32)}`)).body);
+    expect(none).toMatchObject({ read_as: "tx_hash", matches: [] });
+  });
+
+  it("answers 400 naming the parameter for a bad query, 404 for an unknown id, 401 without the token", async () => {
+    for (const [path, message] of [
+      ["/search", "q must be given"],
+      ["/search?q=", "q must not be empty"],
+      [`/search?q=${"x".repeat(129)}`, "q must be at most 128 characters"],
+      ["/search?q=a%01b", "q must not hold control characters"],
+      ["/identities?limit=0", "limit must be a whole number from 1 to 100"],
+      ["/identities?limit=101", "limit must be a whole number from 1 to 100"],
+      ["/identities?cursor=yesterday", "cursor must be a next_cursor this API answered"],
+      ["/identities?offset=3", "unknown query parameter offset"],
+      ["/actions?agent_id=nope", "agent_id must be an agent id (a UUID)"],
+      ["/identities/nope", "agent_id must be an agent id (a UUID)"],
+      ["/settlements/nope", "settlement_id must be a settlement id (a UUID)"],
+    ] as const) {
+      const response = await calls().get(path);
+      expect(response.status, path).toBe(400);
+      expect(response.body, path).toMatchObject({ error: { code: "validation_failed" } });
+      expect((response.body as { error: { message: string } }).error.message, path).toContain(message);
+    }
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    for (const path of [`/identities/${unknown}`, `/actions/${unknown}`, `/settlements/${unknown}`]) {
+      const response = await calls().get(path);
+      expect(response.status, path).toBe(404);
+      expect(response.body, path).toMatchObject({ error: { code: "not_found" } });
+    }
+    expect((await consoleCalls(origin.base, {}).get(`/search?q=${made[0]!.agentId}`)).status).toBe(401);
+  });
+});
