@@ -40,6 +40,7 @@ export function createPageRouter(basePath: string): Hono<AppEnv> {
   const apiBase = `${basePath}/admin/agents`;
   const html = asset("console.html").replaceAll("{{API_BASE}}", apiBase);
   const script = asset("console.js");
+  const charts = asset("charts.js");
   const style = asset("console.css");
   const router = new Hono<AppEnv>();
   const serve =
@@ -48,6 +49,7 @@ export function createPageRouter(basePath: string): Hono<AppEnv> {
       c.body(body, 200, { ...SECURITY_HEADERS, "Content-Type": type });
   route(router, "/", "consolePage", serve(html, "text/html; charset=utf-8"));
   route(router, "/", "consoleScript", serve(script, "text/javascript; charset=utf-8"));
+  route(router, "/", "consoleChartsScript", serve(charts, "text/javascript; charset=utf-8"));
   route(router, "/", "consoleStyle", serve(style, "text/css; charset=utf-8"));
   return router;
 }

@@ -1,4 +1,6 @@
 /** The operator console's and the operations routes' part of the route table (operations.ts). */
+
+import { nodeChartsSchema } from "../../shared/console-charts-schema.ts";
 import {
   auditSchema,
   identityChangeRequestSchema,
@@ -34,6 +36,12 @@ const consoleErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   return all;
 };
 
+const ASSET_OPERATIONS = {
+  "console.js": "consoleScript",
+  "console.css": "consoleStyle",
+  "charts.js": "consoleChartsScript",
+} as const;
+
 export const CONSOLE_OPERATIONS: readonly Operation[] = [
   // ─── Operator console (private origin only) ─────────────────────────────────────────────
   {
@@ -49,11 +57,11 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
       404: errorResponse("feature_disabled: the console is off on this node"),
     },
   },
-  ...(["console.js", "console.css"] as const).map(
+  ...(["console.js", "console.css", "charts.js"] as const).map(
     (asset): Operation => ({
       method: "get",
       path: `/admin/agents/assets/${asset}`,
-      operationId: asset === "console.js" ? "consoleScript" : "consoleStyle",
+      operationId: ASSET_OPERATIONS[asset],
       capability: "console",
       summary: "An asset of the console page.",
       tag: "console",
@@ -109,6 +117,20 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
     security: ["adminApiToken"],
     responses: {
       200: { description: "the audit", body: { name: "Audit", schema: auditSchema } },
+      ...consoleErrors(503),
+    },
+  },
+  {
+    method: "get",
+    path: "/admin/agents/overview/charts",
+    operationId: "consoleCharts",
+    capability: "console",
+    summary:
+      "The node in charts: registrations per hour, actions per minute, time to confirmation, key stock, findings, service wallet balances.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: { description: "the charts' data", body: { name: "NodeCharts", schema: nodeChartsSchema } },
       ...consoleErrors(503),
     },
   },

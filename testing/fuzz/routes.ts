@@ -164,6 +164,7 @@ const NOT_FUZZED: Record<string, string> = {
   consolePage: "a static page: no parameter, no body, no state",
   consoleScript: "a static asset",
   consoleStyle: "a static asset",
+  consoleChartsScript: "a static asset",
   health: "private, no parameter, no body, no state; probed by health.int.test.ts",
   streamEvents:
     "a success is a stream that never ends, which the fuzz's requests read to the end; its one parameter (the last event id, by header or query) and its refusals are attacked by origin/events/events.int.test.ts › resumes after Last-Event-ID or ?after=, refuses an unknown id, and after=0 replays what is kept",
@@ -407,6 +408,13 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "consoleAudit",
       name: "GET admin audit",
+      credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "consoleCharts",
+      name: "GET admin overview charts",
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,

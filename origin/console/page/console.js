@@ -426,12 +426,14 @@
   }
 
   async function refresh() {
-    const [registration, operations, audit, webhooks] = await Promise.all([
+    const [registration, operations, audit, webhooks, charts] = await Promise.all([
       api("/registration"),
       api("/operations"),
       api("/audit"),
       api("/webhooks"),
+      api("/overview/charts"),
     ]);
+    globalThis.ConsoleCharts?.render($("charts-body"), charts);
     renderRegistration(registration);
     renderOperations(operations);
     renderAudit(audit);
