@@ -51,7 +51,7 @@
     );
     const table = node(
       "table",
-      { class: "visually-hidden" },
+      {},
       node("caption", {}, title),
       node("thead", {}, node("tr", {}, ...columns.map((column) => node("th", { scope: "col" }, column)))),
       node(
@@ -78,7 +78,8 @@
       { class: "chart", "data-chart": name },
       node("figcaption", {}, title),
       svg,
-      table,
+      // A table is as wide as its content whatever its own width: the hidden box around it clips it.
+      node("div", { class: "visually-hidden" }, table),
     );
     return { box, svg };
   }
@@ -150,6 +151,19 @@
     });
   }
 
+  // The colours' names, beside the chart (the same classes as the marks).
+  function legend(series) {
+    return node(
+      "ul",
+      { class: "legend" },
+      ...series.map((name, i) => {
+        const swatch = svgNode("svg", { width: 10, height: 10, "aria-hidden": "true" });
+        swatch.append(svgNode("rect", { class: `series-${i % 8}`, width: 10, height: 10 }));
+        return node("li", {}, swatch, ` ${name}`);
+      }),
+    );
+  }
+
   // Horizontal bars, one per row, with an optional marker (a floor, a reserve) drawn as a line.
   function horizontalBars(svg, rows, xLabel, yLabel) {
     const max = Math.max(1, ...rows.map((row) => Math.max(row.length, row.marker ?? 0)));
@@ -208,6 +222,7 @@
       ["hour (UTC)", ...series],
     );
     stackedBars(svg, buckets, series, "hour (UTC)", "registrations");
+    box.append(legend(series));
     return box;
   }
 
@@ -237,6 +252,7 @@
       ["minute (UTC)", ...series],
     );
     stackedBars(svg, buckets, series, "minute (UTC)", "actions");
+    box.append(legend(series));
     return box;
   }
 
