@@ -121,11 +121,12 @@ async function main(): Promise<void> {
     for (let i = 0; i < ROUNDS; i++) {
       const { total, calls } = await load();
       totals.push(total);
-      calls.forEach((ms, j) => perCall[j]!.push(ms));
+      for (const [j, ms] of calls.entries()) perCall[j]!.push(ms);
     }
     const sorted = [...totals].sort((a, b) => a - b);
     say("API calls (median, the page makes them together):");
-    API_CALLS.forEach((call, j) => say(`  ${call.padEnd(18)} ${median(perCall[j]!).toFixed(1)} ms`));
+    for (const [j, call] of API_CALLS.entries())
+      say(`  ${call.padEnd(18)} ${median(perCall[j]!).toFixed(1)} ms`);
     const mid = median(totals);
     say(`overview load: median ${mid.toFixed(1)} ms, p99 ${quantile(sorted, 0.99).toFixed(1)} ms`);
     say(await steal());

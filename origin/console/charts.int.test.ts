@@ -67,7 +67,9 @@ describe("GET {base}/admin/agents/overview/charts", () => {
     const response = await consoleCalls(origin.base, { admin: secrets.adminToken }).get("/overview/charts");
     expect(response.headers["cache-control"]).toBe("no-store");
     const document = await send(`${origin.base}/admin/openapi.json`);
-    expect(Object.keys((document.body as { paths: object }).paths)).toContain("/admin/agents/overview/charts");
+    expect(Object.keys((document.body as { paths: object }).paths)).toContain(
+      "/admin/agents/overview/charts",
+    );
   });
 
   it("counts registrations issued, admitted and refused by reason per UTC hour, the last 24", () => {
