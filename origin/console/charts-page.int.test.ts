@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -27,6 +28,7 @@ const SCREENSHOT = path.resolve(".test-artifacts/console-charts.png");
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const iso = (ms: number | Date): string => new Date(ms).toISOString();
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 
 type Cell = { chart: string; bucket: string; series: string; value: string };
 
@@ -209,6 +211,14 @@ describe("the console's charts in a browser", () => {
     expect(await page.textContent('#charts figure[data-chart="balances"] svg')).toContain(
       "treasury: unknown (not_configured); floor 10",
     );
+
+    // axe-core on the charts, evaluated through the DevTools protocol (an injected <script> would be
+    // refused by the page's CSP): no serious or critical violation.
+    await page.evaluate(await readFile(AXE, "utf8"));
+    const violations = (await page.evaluate(`axe.run("#charts").then((result) => result.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(", ")))`)) as string[];
+    expect(violations).toEqual([]);
 
     await mkdir(path.dirname(SCREENSHOT), { recursive: true });
     await page.locator("#charts").screenshot({ path: SCREENSHOT });

@@ -386,7 +386,7 @@
 
   function render(container, data) {
     container.replaceChildren(
-      node("p", { class: "muted" }, `as of ${data.generated_at}`),
+      node("p", { class: "chart-note" }, `as of ${data.generated_at}`),
       node(
         "div",
         { class: "charts" },
