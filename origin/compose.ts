@@ -135,7 +135,15 @@ export async function composeOrigin(
   // Built before registration, which wakes its refill and waits on it (keypool/demand.ts); its
   // workers still start with the others.
   const keyPool = createKeyPoolModule(infra);
-  const capabilities: Capability[] = [createHealthModule(infra), createConsoleModule(infra, node)];
+  // The console's chart reads the service wallets the sealed policy names (none with money off).
+  const sealedWallets = checked.value?.sealed;
+  const capabilities: Capability[] = [
+    createHealthModule(infra),
+    createConsoleModule(infra, node, {
+      treasury: sealedWallets?.treasury?.faucetAddress.toLowerCase(),
+      settler: sealedWallets?.settler?.settlerAddress.toLowerCase(),
+    }),
+  ];
   // With the gateway switch off nothing of the gateway is built: every /agent/v1/* path falls
   // through to the 404 (docs/api.md#the-switches).
   if (config.gatewayEnabled) {

@@ -210,6 +210,13 @@ const envSchema = z.object({
    */
   AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: integer(3_600, 1, 10_000_000),
   /**
+   * Ours: the balances, in units, under which the console's chart shows the treasury and the
+   * settler below their floor (docs/operations.md#the-node-in-charts): ten default payouts, and one
+   * coin of gas.
+   */
+  AGENT_TREASURY_FLOOR: units(10_000_000n),
+  AGENT_SETTLER_FLOOR: units(1_000_000n),
+  /**
    * Ours: the public base URL clients reach this node at (scheme, host, port and BASE_PATH), e.g.
    * https://wallet.example.com/77; names the resource in x402 quotes.
    */
@@ -337,6 +344,8 @@ export type Config = {
   /** Public registration's proof of work: its base difficulty in bits, 0 when off. */
   registration: { proofOfWorkBits: number };
   identitySweep: { windowSeconds: number; periodSeconds: number };
+  /** The service wallets' floors the console's chart draws, in units. */
+  floors: { treasuryUnits: bigint; settlerUnits: bigint };
   logLevel: Env["LOG_LEVEL"];
 };
 
@@ -515,6 +524,7 @@ function toConfig(env: Env): Config {
       windowSeconds: env.IDENTITY_SWEEP_WINDOW_SECONDS,
       periodSeconds: env.IDENTITY_SWEEP_PERIOD_SECONDS,
     },
+    floors: { treasuryUnits: env.AGENT_TREASURY_FLOOR, settlerUnits: env.AGENT_SETTLER_FLOOR },
     logLevel: env.LOG_LEVEL,
   };
 }

@@ -11,6 +11,7 @@ import { auditHandler } from "./audit.ts";
 import { browseConsoleHandlers } from "./browse.ts";
 import { changeIdentityHandler } from "./change-identity.ts";
 import { changeSettingsHandler } from "./change-settings.ts";
+import { chartsHandler, type ServiceWallets } from "./charts.ts";
 import type { NodeLocal } from "./node-local.ts";
 import { operationsHandler } from "./operations.ts";
 import { createPageRouter } from "./page.ts";
@@ -25,7 +26,11 @@ import { webhooksConsoleHandlers } from "./webhooks.ts";
  * turning the gateway on. Without AGENT_ADMIN_API_TOKEN nothing here can authenticate, so every
  * route answers 404 `feature_disabled`.
  */
-export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono<AppEnv> {
+export function createConsoleRouter(
+  deps: Infrastructure,
+  node: NodeLocal,
+  wallets: ServiceWallets = { treasury: undefined, settler: undefined },
+): Hono<AppEnv> {
   const router = new Hono<AppEnv>();
   const adminApiToken = deps.config.secrets.adminApiToken;
   if (!adminApiToken) {
@@ -74,6 +79,7 @@ export function createConsoleRouter(deps: Infrastructure, node: NodeLocal): Hono
   route(router, "/", "consoleAction", auth.read, browse.action);
   route(router, "/", "consoleSettlements", auth.read, browse.settlements);
   route(router, "/", "consoleSettlement", auth.read, browse.settlement);
+  route(router, "/", "consoleCharts", auth.read, chartsHandler(deps, node, wallets));
   route(router, "/", "consoleChangeSettings", auth.change, changeSettingsHandler(deps));
   route(router, "/", "consoleChangeIdentity", auth.change, changeIdentityHandler(deps));
   const webhooks = webhooksConsoleHandlers(deps);

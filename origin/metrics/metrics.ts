@@ -1,6 +1,10 @@
 import type { MiddlewareHandler } from "hono";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { PolicyDecision } from "../../shared/agent-policy.ts";
+import {
+  REGISTRATION_REFUSAL_REASONS,
+  type RegistrationRefusalReason,
+} from "../../shared/console-charts-schema.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
@@ -8,6 +12,7 @@ import type { AppEnv } from "../http/env.ts";
 import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
 import { routeLabel } from "../http/route-label.ts";
 import type { SignerClient } from "../signer/types.ts";
+import { type HourCounts, HourlyCounts } from "./hourly-counts.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";
 
 /**
@@ -19,7 +24,8 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *    the database when scraped, through a short cache so a burst of scrapes reads it once;
  *  - enclave and chain call latency and errors, measured by wrapping the clients where the
  *    dependencies are built;
- *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today.
+ *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today;
+ *  - registration refusals by reason, also kept per UTC hour for the console's chart.
  */
 export type OriginMetrics = {
   readonly registry: Registry;
@@ -30,6 +36,10 @@ export type OriginMetrics = {
    * deny, by the rule that decided (payee addresses folded out of the rule: bounded labels).
    */
   readonly policyDecided: (kind: "transfer" | "x402", decision: PolicyDecision) => void;
+  /** Counts one refused registration, by why (origin/registration/router.ts), in its UTC hour. */
+  readonly registrationRefused: (reason: RegistrationRefusalReason, at: Date) => void;
+  /** This process's registration refusals per UTC hour, the last 24 up to `now`'s, oldest first. */
+  readonly registrationRefusalsByHour: (now: Date) => HourCounts[];
   /** Times each request; outermost, after the request context. */
   http(): MiddlewareHandler<AppEnv>;
   /** The same client, each call timed and its failures counted by class. */
@@ -118,11 +128,25 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     registers: [registry],
   });
 
+  const registrationRefusals = new Counter({
+    name: `${PREFIX}registration_refusals_total`,
+    help: "Public registrations refused, by reason",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+  });
+  for (const reason of REGISTRATION_REFUSAL_REASONS) registrationRefusals.inc({ reason }, 0);
+  const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
+
   if (params.db) registerStateGauges(registry, params.db, params.cacheMs ?? 5_000, params.now ?? Date.now);
 
   return {
     registry,
     refused: (tier) => refusals.inc({ tier }),
+    registrationRefused: (reason, at) => {
+      registrationRefusals.inc({ reason });
+      refusalsByHour.add(reason, at);
+    },
+    registrationRefusalsByHour: (now) => refusalsByHour.read(now),
     policyDecided: (kind, decision) =>
       policyDecisions.inc({
         kind,

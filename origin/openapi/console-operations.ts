@@ -1,4 +1,6 @@
 /** The operator console's and the operations routes' part of the route table (operations.ts). */
+
+import { nodeChartsSchema } from "../../shared/console-charts-schema.ts";
 import {
   auditSchema,
   identityChangeRequestSchema,
@@ -26,9 +28,10 @@ import {
 
 /**
  * The page's scripts beside console.js, in the order the page loads them (each served as it is, by
- * its own route): the widgets, the hash router, the pages. console.js, loaded last, holds the tokens.
+ * its own route): the widgets, the hash router, the pages, the overview's charts. console.js, loaded
+ * last, holds the tokens.
  */
-export const CONSOLE_PAGE_SCRIPTS = ["widgets.js", "router.js", "pages.js"] as const;
+export const CONSOLE_PAGE_SCRIPTS = ["widgets.js", "router.js", "pages.js", "charts.js"] as const;
 
 /** consoleScript, consoleStyle, or consoleScript and the script's name (consoleScriptPages). */
 export function consoleAssetOperationId(asset: string): string {
@@ -124,6 +127,20 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
     security: ["adminApiToken"],
     responses: {
       200: { description: "the audit", body: { name: "Audit", schema: auditSchema } },
+      ...consoleErrors(503),
+    },
+  },
+  {
+    method: "get",
+    path: "/admin/agents/overview/charts",
+    operationId: "consoleCharts",
+    capability: "console",
+    summary:
+      "The node in charts: registrations per hour, actions per minute, time to confirmation, key stock, findings, service wallet balances.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: { description: "the charts' data", body: { name: "NodeCharts", schema: nodeChartsSchema } },
       ...consoleErrors(503),
     },
   },

@@ -2,6 +2,7 @@ import { type Capability, capability } from "../capability.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import type { KeyDemand } from "../keypool/demand.ts";
+import type { OriginMetrics } from "../metrics/metrics.ts";
 import type { EarlyLimiter } from "./early-limiter.ts";
 import { createRegistrationRouter } from "./router.ts";
 
@@ -12,12 +13,13 @@ import { createRegistrationRouter } from "./router.ts";
  */
 export function createRegistrationModule(
   infra: Infrastructure,
-  node: { earlyLimiter: EarlyLimiter; refusals: RefusalCounter },
+  node: { earlyLimiter: EarlyLimiter; refusals: RefusalCounter; metrics: OriginMetrics },
   keyDemand: KeyDemand,
 ): Capability {
   const router = createRegistrationRouter(infra, {
     earlyLimiter: node.earlyLimiter,
     refusals: node.refusals,
+    registrationRefused: node.metrics.registrationRefused,
     keyDemand,
   });
   return capability("registration", { routes: [{ path: "/agent/v1/register", router }] });

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import type { RegistrationRefusalReason } from "../../shared/console-charts-schema.ts";
 import { CHAIN_ID, HEADER_REGISTRATION_PROOF } from "../../shared/constants.ts";
 import { errorMessage } from "../../shared/error-message.ts";
 import { AppError } from "../errors.ts";
@@ -33,6 +34,8 @@ export type RegistrationRouterOptions = {
   earlyLimiter?: EarlyLimiter;
   /** Told of each refusal by the early limiter or the persisted admission (metrics). */
   refusals?: RefusalCounter;
+  /** Told of each refused registration, by why, at the infrastructure clock's time (the console's chart). */
+  registrationRefused?: (reason: RegistrationRefusalReason, at: Date) => void;
   /** This node's key-pool refill, woken and waited on when keys run short; none by default. */
   keyDemand?: KeyDemand;
   /** How long a request short of keys waits for the refill (KEY_WAIT_MS by default). */
@@ -65,6 +68,8 @@ export function createRegistrationRouter(
   const verifyEdge = createEdgeSecretVerifier(config.secrets.edgeShared);
   const earlyLimiter = options.earlyLimiter ?? new EarlyLimiter(() => clock.now().getTime());
   const refusals = options.refusals ?? ignoreRefusal;
+  const registrationRefused = options.registrationRefused ?? (() => {});
+  const refused = (reason: RegistrationRefusalReason): void => registrationRefused(reason, clock.now());
   const keyDemand = options.keyDemand ?? NO_KEY_DEMAND;
   const keyWaitMs = options.keyWaitMs ?? KEY_WAIT_MS;
   // Checked at the origin, not the edge: the difficulty follows the day's counts and a solution is
@@ -97,6 +102,7 @@ export function createRegistrationRouter(
       c.set("logFields", { outcome, ...fields });
 
     if (!config.features.publicRegistration || !config.secrets.registrationIp) {
+      refused("disabled");
       throw unavailable("disabled");
     }
     const ingress = checkIngress((name) => c.req.header(name), {
@@ -106,6 +112,7 @@ export function createRegistrationRouter(
     });
     if (!ingress.ok) {
       log("ingress_refused", { refusal: ingress.error });
+      refused("ingress");
       throw new AppError(
         "registration_ingress_refused",
         ingress.error === "no_edge_secret" || ingress.error === "wrong_edge_secret"
@@ -114,7 +121,10 @@ export function createRegistrationRouter(
       );
     }
     const shape = await checkRequestShape(c);
-    if (!shape.ok) throw new AppError(shape.error.code, shape.error.message);
+    if (!shape.ok) {
+      refused("malformed");
+      throw new AppError(shape.error.code, shape.error.message);
+    }
 
     const now = clock.now();
     const day = utcDay(now);
@@ -123,6 +133,7 @@ export function createRegistrationRouter(
     try {
       state = await readQuotaState(db, { day, ipGroup });
     } catch (error) {
+      refused("unavailable");
       throw unavailable("unavailable", error);
     }
     const gate = evaluateGate(state);
@@ -131,6 +142,7 @@ export function createRegistrationRouter(
     const waitForKeys = gate !== null && onlyShortOfKeys(state) && keyDemand.canMake();
     if (gate && !waitForKeys) {
       log("refused", { stage: "state", refusal: refusalName(gate) });
+      refused(refusalName(gate));
       await reportRefusal(gate, day);
       throw refusalError(gate, now);
     }
@@ -144,6 +156,7 @@ export function createRegistrationRouter(
     });
     if (!proof.ok) {
       log("refused", { stage: "proof", refusal: proof.error });
+      refused("proof_required");
       throw proofGate.challenge({ ipGroup, day, state, now });
     }
     if (waitForKeys) keyDemand.wake({ keyReserve: state.keyReserve });
@@ -155,6 +168,7 @@ export function createRegistrationRouter(
     if (!early.allowed) {
       refusals("registration_early");
       log("refused", { stage: "early_limiter" });
+      refused("early_limiter");
       throw rateLimited(early.retryAfterSeconds);
     }
 
@@ -167,11 +181,13 @@ export function createRegistrationRouter(
         globalLimit: state.attemptsGlobalPerMinute,
       });
     } catch (error) {
+      refused("unavailable");
       throw unavailable("unavailable", error);
     }
     if (!admitted.ok) {
       refusals("registration_admission");
       log("refused", { stage: "admission", refusal: admitted.error, admitted: false });
+      refused("admission");
       throw rateLimited(secondsToNextMinute(clock.now()));
     }
 
@@ -189,12 +205,14 @@ export function createRegistrationRouter(
       });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
+      refused("unavailable");
       throw unavailable("unavailable", error);
     }
     const { issued, waitedMs } = outcome;
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
     if (!issued.ok) {
       log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true, ...waited });
+      refused(refusalName(issued.error));
       await reportRefusal(issued.error, day);
       if (issued.error.code === "proof_spent") {
         // Another request of the group made an identity with this solution first: a fresh challenge,
@@ -229,7 +247,7 @@ export function createRegistrationRouter(
   return router;
 }
 
-function refusalName(refusal: IssuanceRefusal): string {
+function refusalName(refusal: IssuanceRefusal): RegistrationRefusalReason {
   switch (refusal.code) {
     case "limited":
       return refusal.limit;

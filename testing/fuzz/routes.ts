@@ -167,6 +167,7 @@ const NOT_FUZZED: Record<string, string> = {
   consoleScriptWidgets: "a static asset",
   consoleScriptRouter: "a static asset",
   consoleScriptPages: "a static asset",
+  consoleScriptCharts: "a static asset",
   health: "private, no parameter, no body, no state; probed by health.int.test.ts",
   streamEvents:
     "a success is a stream that never ends, which the fuzz's requests read to the end; its one parameter (the last event id, by header or query) and its refusals are attacked by origin/events/events.int.test.ts › resumes after Last-Event-ID or ?after=, refuses an unknown id, and after=0 replays what is kept",
@@ -462,6 +463,13 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       operationId: "consoleSettlement",
       name: "GET admin settlements/:id",
       param: uuidish,
+      credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "consoleCharts",
+      name: "GET admin overview charts",
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,

@@ -81,6 +81,10 @@ export const agentActions = pgTable(
     index("agent_actions_to_sign_idx").on(t.updatedAt).where(sql`${t.status} IN ('requested','approved')`),
     index("agent_actions_held_idx").on(t.holdExpiresAt).where(sql`${t.status} = 'held'`),
     index("agent_actions_tx_idx").on(t.txId),
+    // The console's latest actions and its charts of the last hour (console/charts-queries.ts):
+    // a range of this index, never the whole table. updated_at already moves with every status
+    // change and is indexed by agent_actions_to_sign_idx, so no update that was HOT stops being so.
+    index("agent_actions_updated_idx").on(t.updatedAt),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
   ],
 );

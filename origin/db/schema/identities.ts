@@ -70,6 +70,8 @@ export const identityFindings = pgTable(
       sql`${t.class} IN ('destructive','retryable','terminal_config','terminal_wire','terminal_agent','terminal_malformed','terminal_unknown')`,
     ),
     index("identity_findings_agent_idx").on(t.agentId, t.at),
+    // The console's latest findings and findings of the last day by class (console/charts-queries.ts).
+    index("identity_findings_at_idx").on(t.at),
   ],
 );
 

@@ -71,6 +71,9 @@ export const x402Settlements = pgTable(
     // another one settles (x402/payee/reservations.ts): those still inside their validity window.
     // Neither column ever changes, so status changes stay HOT updates.
     index("x402_settlements_payer_valid_before_idx").on(t.payer, t.validBefore),
+    // The console's time to settlement over the last hour (console/charts-queries.ts); created_at
+    // never changes, so status changes stay HOT updates.
+    index("x402_settlements_created_idx").on(t.createdAt),
   ],
 );
 

@@ -46,6 +46,7 @@ export async function settleOncePerId(
     // Settled, or held by an earlier presentation of this payload: a settlement of this nonce
     // exists and keeps the id, so the paid path writes nothing more. Otherwise nothing may have been
     // claimed (refused before signing, or the settle threw first): the id is free again.
-    if (outcome?.kind !== "settled" && outcome?.kind !== "duplicate") await releasePaymentId(deps.db, request);
+    if (outcome?.kind !== "settled" && outcome?.kind !== "duplicate")
+      await releasePaymentId(deps.db, request);
   }
 }
