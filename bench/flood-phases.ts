@@ -234,7 +234,8 @@ export async function runFloods(
         AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
         AGENT_ADMIN_API_TOKEN: adminToken,
         AGENT_X402_RATE_LIMIT_PER_MINUTE: String(PAYMENTS_PER_PAYER),
-        LOG_LEVEL: "info",
+        // Info, as deployed: each refusal writes its request's log line. "warn" shows what that costs.
+        LOG_LEVEL: process.env.BENCH_ORIGIN_LOG_LEVEL ?? "info",
       }),
     });
     const result = await changeRegistrationSettings(handle.db, {
