@@ -258,8 +258,16 @@ export async function runFloods(
     // local edge, on this machine, using the payers' window alone took about its whole minute.
     const run = (floodRequest: FloodRequest, load: FloodLoad) => driver!.run("origin", floodRequest, load);
     const expectOnly = (what: string, tally: FloodTally, status: string, count: number): void => {
-      if (tally.statuses[status] !== count)
-        throw new Error(`${what}: expected ${count} × ${status}, got ${JSON.stringify(tally.statuses)}`);
+      if (tally.statuses[status] === count) return;
+      // The origin's last refusals say which stage refused (its log lines carry no address or token).
+      const refusals = origin!
+        .output()
+        .split("\n")
+        .filter((line) => line.includes('"refused"'))
+        .slice(-3);
+      throw new Error(
+        `${what}: expected ${count} × ${status}, got ${JSON.stringify(tally.statuses)}\n${refusals.join("\n")}`,
+      );
     };
 
     // One payer's signed payment (unfunded: verify answers it invalid, 200), made when its kind
