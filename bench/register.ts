@@ -11,7 +11,8 @@
  * must end with exactly that many issued; the per-minute attempt limits are raised so that they
  * do not bind. Rounds alternate edge and direct, and each ratio is taken within its round (this
  * small VM's speed drifts); the CPU time stolen by the hypervisor is printed beside the figures.
- * Loopback only, bounded by count.
+ * Loopback only, bounded by count. Then, unless BENCH_FLOOD=0, the flood of registrations once the
+ * minute's attempt limit is used (bench/flood-phases.ts), with its goal.
  */
 import { randomBytes } from "node:crypto";
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
@@ -28,8 +29,10 @@ import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { changeRegistrationSettings } from "../origin/registration/settings.ts";
 import { HEADER_REGISTRATION } from "../shared/constants.ts";
 import { freePort } from "../testing/free-port.ts";
+import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
+import { runFloods } from "./flood-phases.ts";
 
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
 /**
@@ -387,3 +390,14 @@ async function main(): Promise<void> {
 }
 
 await main();
+// The flood (docs/performance.md, "Floods"): once the minute's attempts are used, what refusing
+// the rest costs, on a stack of its own (the agent beside it needs the devnet). BENCH_FLOOD=0 skips it.
+if (process.env.BENCH_FLOOD !== "0") {
+  say("");
+  say("bench:register — the flood once the minute's attempt limit is used");
+  const steal = await startStealMeter();
+  const floods = await runFloods(["register"], say);
+  say("");
+  say(await steal());
+  for (const { via, met } of floods) say(`flood of registrations, ${via}: ${met ? "met" : "not met"}`);
+}

@@ -12,7 +12,8 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { queryRows } from "../db/client.ts";
+import { startTcpProxy } from "../../testing/tcp-proxy.ts";
+import { connectDatabase, queryRows } from "../db/client.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { hashIpGroup } from "./ip-classification.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
@@ -101,7 +102,7 @@ describe("POST {base}/agent/v1/register at the origin", () => {
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    await seedFreeKeys(db(), 90);
+    await seedFreeKeys(db(), 100);
     [origin, twin] = await Promise.all([
       startTestOrigin({ database: testDb.handle, env: ENV, clock, onLogLine: (line) => logLines.push(line) }),
       startTestOrigin({ database: testDb.handle, env: ENV, clock }),
@@ -360,6 +361,55 @@ describe("POST {base}/agent/v1/register at the origin", () => {
       // The early limiter refused it: the database was not asked, and no counter moved.
       expect(logLines.join("\n")).toContain('"stage":"early_limiter"');
       expect(await attemptsOf(ip)).toBe(10);
+    });
+
+    it("past the minute's limit, refused from the node's memory with the database out of reach; read again a second later", async () => {
+      // A node whose database link the test can cut: a refusal that still read the policy would
+      // answer 503 registration_unavailable here instead of 429.
+      const proxy = await startTcpProxy(testDb.url);
+      const proxied = new URL(testDb.url);
+      proxied.host = new URL(proxy.url).host;
+      const handle = connectDatabase({ url: proxied.toString(), maxConnections: 2 });
+      const lines: string[] = [];
+      const lone = await startTestOrigin({
+        database: handle,
+        env: ENV,
+        clock,
+        workers: [],
+        onLogLine: (line) => lines.push(line),
+      });
+      try {
+        await open({ perIpDaily: 100 });
+        const ip = publicIp();
+        for (let i = 0; i < 10; i++) expect((await register(lone, ip)).status).toBe(201);
+        proxy.cut("reset");
+        lines.length = 0;
+        for (let i = 0; i < 5; i++) expectLimited(await register(lone, ip));
+        expect(lines.join("\n")).toContain('"stage":"early_limiter"');
+        // Within its limits an address still needs the policy: unavailable while it is out of reach.
+        const other = await register(lone, publicIp());
+        expect(other.status).toBe(503);
+        expect(other.body).toMatchObject({
+          error: { code: "registration_unavailable", reason: "unavailable" },
+        });
+        // The limits remembered are a second old: the next attempt reads the policy again.
+        time.now += 1_000;
+        const stale = await register(lone, ip);
+        expect(stale.status).toBe(503);
+        expect(stale.body).toMatchObject({
+          error: { code: "registration_unavailable", reason: "unavailable" },
+        });
+        proxy.restore();
+        lines.length = 0;
+        expectLimited(await register(lone, ip));
+        expect(lines.join("\n")).toContain('"stage":"early_limiter"');
+        expect(await attemptsOf(ip)).toBe(10);
+      } finally {
+        time.now -= 1_000; // the other tests' days start on the file's second
+        await lone.close();
+        await handle.close();
+        await proxy.close();
+      }
     });
 
     it("the 11th attempt in a minute from one address across two nodes, refused by the persisted count", async () => {

@@ -48,6 +48,8 @@ export type RegistrationRouterOptions = {
  *   1. the registration switch (503 disabled);
  *   2. ingress: the edge secret and a public X-svc-Registration-IP (403, nothing counted);
  *   3. the request's shape (400; 413 for a body over its limit, refused before it is read);
+ *   3a. the early local limiter under the attempt limits this node read within the last second
+ *      (429; in memory: past the minute's limit, a flood reads nothing);
  *   4. the policy and quota state, read only (503 paused / total_ceiling / key_reserve, 429 when
  *      a daily quota is spent; no counter moves). Short of keys only, on a node that can make
  *      them, the request goes on and the refill is woken;
@@ -126,9 +128,18 @@ export function createRegistrationRouter(
       throw new AppError(shape.error.code, shape.error.message);
     }
 
+    const ipGroup = ingress.value;
+    // Past this node's attempt limits as the policy read a moment ago had them: refused before the
+    // policy is read, so a flood once the minute's limit is used costs no database round trip.
+    const flooded = earlyLimiter.refuseBeforeRead(ipGroup);
+    if (flooded) {
+      refusals("registration_early");
+      log("refused", { stage: "early_limiter" });
+      throw rateLimited(flooded.retryAfterSeconds);
+    }
+
     const now = clock.now();
     const day = utcDay(now);
-    const ipGroup = ingress.value;
     let state: RegistrationState;
     try {
       state = await readQuotaState(db, { day, ipGroup });

@@ -7,13 +7,18 @@ import { readdir, readFile } from "node:fs/promises";
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-type Stat = { ppid: number; ticks: number };
+/** `reapedTicks`: the user plus system ticks of its children that ended and were waited for. */
+type Stat = { ppid: number; ticks: number; reapedTicks: number };
 
 /** Parent and user plus system ticks of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat text. */
 function parseStat(text: string): Stat {
   // The command name may hold spaces and parentheses: fields start after the last ")".
   const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
+  return {
+    ppid: Number(fields[1]),
+    ticks: Number(fields[11]) + Number(fields[12]),
+    reapedTicks: Number(fields[13]) + Number(fields[14]),
+  };
 }
 
 async function readStats(): Promise<Map<number, Stat>> {
@@ -41,8 +46,12 @@ export async function cpuMsOf(statPath: string): Promise<number> {
   }
 }
 
-/** A process to account for: with its descendants (`tree`), or alone. */
-export type CpuRoot = { pid: number | undefined; tree: boolean };
+/**
+ * A process to account for: with its descendants (`tree`), or alone. `reaped`: also the CPU of
+ * descendants that have ended (Postgres ends a connection's process when the connection closes,
+ * and its CPU would otherwise leave the tree's sum).
+ */
+export type CpuRoot = { pid: number | undefined; tree: boolean; reaped?: boolean };
 
 /** CPU seconds used so far by each named tree (user plus system time; ended children not counted). */
 export async function treeCpuSeconds(roots: Record<string, CpuRoot>): Promise<Record<string, number>> {
@@ -55,7 +64,8 @@ export async function treeCpuSeconds(roots: Record<string, CpuRoot>): Promise<Re
     const queue = root.pid === undefined ? [] : [root.pid];
     while (queue.length > 0) {
       const pid = queue.pop()!;
-      ticks += stats.get(pid)?.ticks ?? 0;
+      const stat = stats.get(pid);
+      ticks += (stat?.ticks ?? 0) + (root.reaped ? (stat?.reapedTicks ?? 0) : 0);
       if (root.tree) queue.push(...(children.get(pid) ?? []));
     }
     out[name] = ticks / TICKS_PER_SECOND;
