@@ -10,6 +10,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
+import { CONSOLE_PAGE_SCRIPTS } from "../origin/openapi/console-operations.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
@@ -29,7 +30,11 @@ const say = (line: string): void => {
 };
 
 /** What the page loads: its assets, then the API calls console.js makes on opening. */
-const ASSETS = ["/assets/console.css", "/assets/charts.js", "/assets/console.js"];
+const ASSETS = [
+  "/assets/console.css",
+  ...CONSOLE_PAGE_SCRIPTS.map((name) => `/assets/${name}`),
+  "/assets/console.js",
+];
 const API_CALLS = ["/registration", "/operations", "/audit", "/webhooks", "/overview/charts"];
 
 type Db = Awaited<ReturnType<typeof startOwnPostgres>>["database"]["handle"]["db"];
