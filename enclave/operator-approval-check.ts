@@ -16,8 +16,8 @@ import {
   operatorApprovalMessage,
 } from "../shared/operator-approval.ts";
 import type { PasskeyShown } from "../shared/passkey-approval.ts";
-import { checkPasskeyApproval } from "./passkey-approval-check.ts";
 import { p256PublicKey } from "./p256.ts";
+import { checkPasskeyApproval } from "./passkey-approval-check.ts";
 import type { SealedConfig } from "./sealed-config.ts";
 import type { EnclaveState } from "./state-store.ts";
 

@@ -13,7 +13,7 @@ import {
   keyRefSchema,
   MAX_FAUCET_COOLDOWN_MS,
   OPERATOR_KEY_ID_PATTERN,
-  OPERATOR_NAME_PATTERN,
+  operatorNameSchema,
   p256PublicKeySchema,
   policySchema,
   uintStringSchema,
@@ -146,7 +146,7 @@ export const persistedSchema = persistedV5Schema.extend({
   operator_passkeys: z.record(
     z.string().regex(OPERATOR_KEY_ID_PATTERN),
     z.object({
-      operator: z.string().regex(OPERATOR_NAME_PATTERN),
+      operator: operatorNameSchema,
       credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
       public_key: p256PublicKeySchema,
       rp_id: z.string(),

@@ -519,8 +519,14 @@ export const enrollOperatorKeyResult = z.object({
   public_key: p256PublicKeySchema,
 });
 
-/** An operator's name as passkeys carry it: printable, no control characters. */
-export const OPERATOR_NAME_PATTERN = /^[^\u0000-\u001f\u007f]{1,64}$/;
+/** An operator's name as passkeys carry it: 1 to 64 characters, no control character. */
+export const operatorNameSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine((name) => ![...name].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f), {
+    message: "no control characters",
+  });
 /** A WebAuthn credential id, unpadded base64url (at most 1023 bytes). */
 export const CREDENTIAL_ID_PATTERN = /^[A-Za-z0-9_-]{16,1364}$/;
 
@@ -532,7 +538,7 @@ export const CREDENTIAL_ID_PATTERN = /^[A-Za-z0-9_-]{16,1364}$/;
  */
 export const enrollOperatorPasskeyParams = z.strictObject({
   key_id: operatorKeyIdSchema,
-  operator: z.string().regex(OPERATOR_NAME_PATTERN),
+  operator: operatorNameSchema,
   credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
   public_key: p256PublicKeySchema,
   /** The WebAuthn relying party id (a host name, e.g. "localhost" or "console.example.com"). */

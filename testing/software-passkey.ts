@@ -13,7 +13,10 @@ import {
   randomBytes,
   sign,
 } from "node:crypto";
-import { encode as encodeCbor } from "cbor-x";
+import { isoCBOR } from "@simplewebauthn/server/helpers";
+
+type CborMap = Parameters<typeof isoCBOR.encode>[0];
+
 import { type Hex, toHex } from "../shared/hex.ts";
 import type { PasskeyApproval } from "../shared/operator-approval.ts";
 import { toBase64Url } from "../shared/passkey-approval.ts";
@@ -104,13 +107,13 @@ export class SoftwarePasskey {
   registrationResponse(challenge: string): Record<string, unknown> {
     const credentialId = Buffer.from(this.credentialId, "base64url");
     const point = Buffer.from(this.publicKey.slice(2), "hex");
-    const cose = encodeCbor(
-      new Map<number, unknown>([
+    const cose = isoCBOR.encode(
+      new Map<number, Uint8Array | number>([
         [1, 2],
         [3, -7],
         [-1, 1],
-        [-2, point.subarray(1, 33)],
-        [-3, point.subarray(33)],
+        [-2, Uint8Array.from(point.subarray(1, 33))],
+        [-3, Uint8Array.from(point.subarray(33))],
       ]),
     );
     const length = Buffer.alloc(2);
@@ -124,11 +127,11 @@ export class SoftwarePasskey {
       credentialId,
       cose,
     ]);
-    const attestationObject = encodeCbor(
-      new Map<string, unknown>([
+    const attestationObject = isoCBOR.encode(
+      new Map<string, CborMap>([
         ["fmt", "none"],
-        ["attStmt", new Map()],
-        ["authData", authData],
+        ["attStmt", new Map<string, CborMap>()],
+        ["authData", Uint8Array.from(authData)],
       ]),
     );
     const clientData = Buffer.from(

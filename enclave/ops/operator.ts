@@ -8,17 +8,17 @@
 
 import { MAX_HELD_APPROVAL_SECONDS } from "../../shared/enclave-ops.ts";
 import { heldActionSubject, heldApprovalSubject, nodeFreezeSubject } from "../../shared/operator-approval.ts";
+import { freezeShown, heldShown } from "../../shared/passkey-approval.ts";
 import { err } from "../../shared/result.ts";
 import { MAX_HELD_APPROVALS, pruneHeldApprovals } from "../agent-policy-checks.ts";
-import { freezeShown, heldShown } from "../../shared/passkey-approval.ts";
 import {
   type AcceptedApproval,
   acceptOperatorCounter,
   checkOperatorApproval,
   operatorRequired,
 } from "../operator-approval-check.ts";
-import { p256PublicKey } from "../p256.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
+import { p256PublicKey } from "../p256.ts";
 import type { OpHandler } from "./handler.ts";
 
 /** Operator keys and passkeys one enclave holds at most, together. */

@@ -15,8 +15,8 @@ import type {
 } from "../../origin/signer/types.ts";
 import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
 import {
-  MAX_OPERATOR_APPROVAL_SECONDS,
   type KeyApproval,
+  MAX_OPERATOR_APPROVAL_SECONDS,
   type OperatorApprovedOp,
 } from "../../shared/operator-approval.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
