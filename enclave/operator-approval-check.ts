@@ -6,7 +6,7 @@
  * them tells anything a signature could be forged from. Pure: the caller records the counter in the
  * same state commit as the op's effect (acceptOperatorCounter), with no await between.
  */
-import { createPublicKey, verify } from "node:crypto";
+import { verify } from "node:crypto";
 import type { WireOperatorApproval } from "../shared/enclave-ops.ts";
 import type { EnclaveFailure, OperatorRefusalDetail } from "../shared/enclave-protocol.ts";
 import { fromHex, type Hex } from "../shared/hex.ts";
@@ -15,10 +15,14 @@ import {
   type OperatorApprovedOp,
   operatorApprovalMessage,
 } from "../shared/operator-approval.ts";
+import type { PasskeyShown } from "../shared/passkey-approval.ts";
+import { p256PublicKey } from "./p256.ts";
+import { checkPasskeyApproval } from "./passkey-approval-check.ts";
 import type { SealedConfig } from "./sealed-config.ts";
 import type { EnclaveState } from "./state-store.ts";
 
-export type AcceptedApproval = { keyId: string; counter: number };
+/** An accepted approval: the key and counter to seal (and a passkey's authenticator signCount). */
+export type AcceptedApproval = { keyId: string; counter: number; signCount?: number };
 
 const rejected = (reason: string, detail: OperatorRefusalDetail, rule?: string): EnclaveFailure =>
   rule === undefined
@@ -30,13 +34,26 @@ export function operatorRequired(rule: string): EnclaveFailure {
   return rejected("this change needs an enrolled operator's approval", "operator_required", rule);
 }
 
-/** Checks `approval` for `op` over `subject`; the accepted key and counter, or the refusal. */
+/**
+ * Checks `approval` for `op`: an operator key's signature over `subject`, or a passkey's assertion
+ * over `shown` (passkey-approval-check.ts); the accepted key and counter, or the refusal.
+ */
 export function checkOperatorApproval(
   config: SealedConfig,
   state: EnclaveState,
-  input: { op: OperatorApprovedOp; subject: Hex; approval: WireOperatorApproval; nowMs: number },
+  input: {
+    op: OperatorApprovedOp;
+    subject: Hex;
+    shown: PasskeyShown;
+    approval: WireOperatorApproval;
+    nowMs: number;
+  },
 ): { ok: true; value: AcceptedApproval } | { ok: false; error: EnclaveFailure } {
   const { approval } = input;
+  if ("webauthn" in approval) {
+    return checkPasskeyApproval(config, state, { shown: input.shown, approval, nowMs: input.nowMs });
+  }
+  // A passkey's id is no operator key: its private half signs WebAuthn assertions only.
   const key = state.operatorKeys.get(approval.key_id);
   const message = operatorApprovalMessage({
     envId: config.env_id,
@@ -64,26 +81,11 @@ export function checkOperatorApproval(
 
 /** Records an accepted approval's counter (inside the commit that applies the op's effect). */
 export function acceptOperatorCounter(state: EnclaveState, accepted: AcceptedApproval): void {
-  const key = state.operatorKeys.get(accepted.keyId);
+  const key = state.operatorKeys.get(accepted.keyId) ?? state.operatorPasskeys.get(accepted.keyId);
   if (key && accepted.counter > key.lastCounter) key.lastCounter = accepted.counter;
-}
-
-/** The node:crypto key of an uncompressed P-256 point, or null when it is not one (not on the curve). */
-export function p256PublicKey(publicKeyHex: string): ReturnType<typeof createPublicKey> | null {
-  const bytes = fromHex(publicKeyHex);
-  if (bytes.length !== 65 || bytes[0] !== 4) return null;
-  try {
-    return createPublicKey({
-      key: {
-        kty: "EC",
-        crv: "P-256",
-        x: Buffer.from(bytes.subarray(1, 33)).toString("base64url"),
-        y: Buffer.from(bytes.subarray(33)).toString("base64url"),
-      },
-      format: "jwk",
-    });
-  } catch {
-    return null;
+  const passkey = state.operatorPasskeys.get(accepted.keyId);
+  if (passkey && accepted.signCount !== undefined && accepted.signCount > passkey.signCount) {
+    passkey.signCount = accepted.signCount;
   }
 }
 

@@ -86,7 +86,7 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.nonces).toEqual(store.state.nonces);
   });
 
-  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v5", async () => {
+  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v6", async () => {
     const v2Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -141,11 +141,11 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.counters.get("k")).toBe(3);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(5);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(6);
     await newest.slots.close();
   });
 
-  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v5", async () => {
+  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v6", async () => {
     const v3Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -225,7 +225,58 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.treasury).toEqual(store.state.treasury);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(5);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(6);
+    await newest.slots.close();
+  });
+
+  it("reads a v5 state: its operator keys, counters and approvals are kept, no passkey is enrolled; the next write is v6 and keeps a passkey's counter and signCount", async () => {
+    const { slots } = await StateSlots.open(path, key);
+    const operatorKey = `0x04${"11".repeat(64)}`;
+    await slots.write(
+      encodeCbor({
+        v: 5,
+        counters: { k: 2 },
+        policy: null,
+        policy_version: 0,
+        treasury: null,
+        settler_key_ref: null,
+        daily: { day: "", spent: {} },
+        x402_daily: { day: "", signed: {} },
+        faucet_payouts: {},
+        signed_nonces: { pruned_at_ms: 0, keys: {} },
+        agent_policies: {},
+        node_frozen: true,
+        operator_keys: { alice: { public_key: operatorKey, label: null, counter: 7 } },
+        held_approvals: { [`0x${"ab".repeat(32)}`]: 1234 },
+      }),
+    );
+    await slots.close();
+    const store = await StateStore.open(path, key);
+    expect(store.state.operatorKeys.get("alice")).toEqual({
+      publicKey: operatorKey,
+      label: null,
+      lastCounter: 7,
+    });
+    expect(store.state).toMatchObject({ nodeFrozen: true });
+    expect(store.state.heldApprovals.get(`0x${"ab".repeat(32)}`)).toBe(1234);
+    expect(store.state.operatorPasskeys.size).toBe(0);
+    const passkey = {
+      operator: "Alice Martin",
+      credentialId: "Y3JlZGVudGlhbC1pZC0x",
+      publicKey: `0x04${"22".repeat(64)}`,
+      rpId: "localhost",
+      origin: "http://localhost:8080",
+      label: null,
+      lastCounter: 9,
+      signCount: 3,
+    };
+    await store.commit((state) => state.operatorPasskeys.set("alice-passkey", passkey));
+    await store.close();
+    const reopened = await StateStore.open(path, key);
+    expect(reopened.state.operatorPasskeys.get("alice-passkey")).toEqual(passkey);
+    expect(reopened.state.operatorKeys.get("alice")?.lastCounter).toBe(7);
+    const newest = await StateSlots.open(path, key);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(6);
     await newest.slots.close();
   });
 

@@ -51,6 +51,8 @@ export type EnclaveState = {
   nodeFrozen: boolean;
   /** Enrolled operator keys by id (enroll_operator_key). */
   operatorKeys: Map<string, OperatorKeyRecord>;
+  /** Enrolled passkeys by key id (enroll_operator_passkey); key ids are shared with operatorKeys. */
+  operatorPasskeys: Map<string, OperatorPasskeyRecord>;
   /** Approved held actions not yet signed: subject (heldActionSubject) → when it lapses, in ms. */
   heldApprovals: Map<string, number>;
 };
@@ -61,6 +63,22 @@ export type OperatorKeyRecord = {
   label: string | null;
   /** The last counter of an approval accepted from this key (0: none yet); the next must exceed it. */
   lastCounter: number;
+};
+
+export type OperatorPasskeyRecord = {
+  /** The operator's name, as the audit shows who approved. */
+  operator: string;
+  /** The WebAuthn credential id, unpadded base64url. */
+  credentialId: string;
+  /** 0x04 ‖ X ‖ Y, P-256. */
+  publicKey: string;
+  rpId: string;
+  origin: string;
+  label: string | null;
+  /** The last counter of an approval accepted from this passkey (0: none yet). */
+  lastCounter: number;
+  /** The authenticator's last signCount seen (0: it does not count, or none seen yet). */
+  signCount: number;
 };
 
 type Waiter = { resolve: () => void; reject: (error: Error) => void };
@@ -136,6 +154,7 @@ function emptyState(): EnclaveState {
     agentPolicies: new Map(),
     nodeFrozen: false,
     operatorKeys: new Map(),
+    operatorPasskeys: new Map(),
     heldApprovals: new Map(),
   };
 }
@@ -223,6 +242,21 @@ function fromPersisted(data: Persisted): EnclaveState {
         { publicKey: key.public_key, label: key.label, lastCounter: key.counter },
       ]),
     ),
+    operatorPasskeys: new Map(
+      Object.entries(data.operator_passkeys).map(([keyId, passkey]) => [
+        keyId,
+        {
+          operator: passkey.operator,
+          credentialId: passkey.credential_id,
+          publicKey: passkey.public_key,
+          rpId: passkey.rp_id,
+          origin: passkey.origin,
+          label: passkey.label,
+          lastCounter: passkey.counter,
+          signCount: passkey.sign_count,
+        },
+      ]),
+    ),
     heldApprovals: new Map(Object.entries(data.held_approvals)),
   };
 }
@@ -230,7 +264,7 @@ function fromPersisted(data: Persisted): EnclaveState {
 function toPersisted(state: EnclaveState): Persisted {
   const { treasury } = state;
   return {
-    v: 5,
+    v: 6,
     counters: Object.fromEntries(state.counters),
     policy: state.policy ? policyToWire(state.policy) : null,
     policy_version: state.policyVersion,
@@ -300,6 +334,21 @@ function toPersisted(state: EnclaveState): Persisted {
       [...state.operatorKeys].map(([keyId, key]) => [
         keyId,
         { public_key: key.publicKey, label: key.label, counter: key.lastCounter },
+      ]),
+    ),
+    operator_passkeys: Object.fromEntries(
+      [...state.operatorPasskeys].map(([keyId, passkey]) => [
+        keyId,
+        {
+          operator: passkey.operator,
+          credential_id: passkey.credentialId,
+          public_key: passkey.publicKey,
+          rp_id: passkey.rpId,
+          origin: passkey.origin,
+          label: passkey.label,
+          counter: passkey.lastCounter,
+          sign_count: passkey.signCount,
+        },
       ]),
     ),
     held_approvals: Object.fromEntries(state.heldApprovals),

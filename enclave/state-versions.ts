@@ -1,5 +1,5 @@
 /**
- * The sealed state's on-disk versions: the current one (v5), and the older ones this enclave still
+ * The sealed state's on-disk versions: the current one (v6), and the older ones this enclave still
  * opens, each migrated in memory to the current one (written as it at the next commit). A state is
  * CBOR in wire form: decimal strings for amounts, snake_case names.
  */
@@ -8,10 +8,12 @@ import { agentPolicySchema } from "../shared/agent-policy.ts";
 import { decodeCbor } from "../shared/cbor-frame.ts";
 import {
   addressSchema,
+  CREDENTIAL_ID_PATTERN,
   hex32Schema,
   keyRefSchema,
   MAX_FAUCET_COOLDOWN_MS,
   OPERATOR_KEY_ID_PATTERN,
+  operatorNameSchema,
   p256PublicKeySchema,
   policySchema,
   uintStringSchema,
@@ -102,7 +104,7 @@ const countSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 // freeze, the enrolled operator keys with the last counter each signed, and the approvals of held
 // actions not yet used (docs/enclave.md#agent-policies-operator-keys-and-approvals). A key without
 // a policy has no entry, so a node without agent policies writes what v4 wrote and four empty fields.
-export const persistedSchema = persistedV4Schema.extend({
+const persistedV5Schema = persistedV4Schema.extend({
   v: z.literal(5),
   agent_policies: z.record(
     keyRefSchema,
@@ -134,6 +136,26 @@ export const persistedSchema = persistedV4Schema.extend({
   held_approvals: z.record(hex32Schema, countSchema),
   // Optional: a v5 state written before payee keys existed stays readable (ensurePayeeKey makes one).
   payee_key_ref: keyRefSchema.nullable().optional(),
+});
+type PersistedV5 = z.infer<typeof persistedV5Schema>;
+
+// v6: the enrolled passkeys (docs/enclave.md#passkeys): the public parts the policy authority
+// sealed, the last approval counter each signed and the authenticator's last signCount.
+export const persistedSchema = persistedV5Schema.extend({
+  v: z.literal(6),
+  operator_passkeys: z.record(
+    z.string().regex(OPERATOR_KEY_ID_PATTERN),
+    z.object({
+      operator: operatorNameSchema,
+      credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
+      public_key: p256PublicKeySchema,
+      rp_id: z.string(),
+      origin: z.string(),
+      label: z.string().nullable(),
+      counter: countSchema,
+      sign_count: z.number().int().nonnegative().max(0xffffffff),
+    }),
+  ),
 });
 export type Persisted = z.infer<typeof persistedSchema>;
 
@@ -187,8 +209,13 @@ function migrateV3(data: PersistedV3): PersistedV4 {
  * A v4 state as v5: no agent policies, the node not frozen, no operator keys, no approvals, which is
  * exactly how a v4 enclave signed (it had none of them).
  */
-function migrateV4(data: PersistedV4): Persisted {
+function migrateV4(data: PersistedV4): PersistedV5 {
   return { ...data, v: 5, agent_policies: {}, node_frozen: false, operator_keys: {}, held_approvals: {} };
+}
+
+/** A v5 state as v6: no passkeys, which is how a v5 enclave approved (with operator keys only). */
+function migrateV5(data: PersistedV5): Persisted {
+  return { ...data, v: 6, operator_passkeys: {} };
 }
 
 /** The state a sealed plaintext holds, from any version this enclave reads, as the current one. */
@@ -196,11 +223,13 @@ export function parsePersisted(plaintext: Uint8Array): Persisted {
   const value = decodeCbor(plaintext);
   const current = persistedSchema.safeParse(value);
   if (current.success) return current.data;
+  const v5 = persistedV5Schema.safeParse(value);
+  if (v5.success) return migrateV5(v5.data);
   const v4 = persistedV4Schema.safeParse(value);
-  if (v4.success) return migrateV4(v4.data);
+  if (v4.success) return migrateV5(migrateV4(v4.data));
   const v3 = persistedV3Schema.safeParse(value);
-  if (v3.success) return migrateV4(migrateV3(v3.data));
+  if (v3.success) return migrateV5(migrateV4(migrateV3(v3.data)));
   const v2 = persistedV2Schema.safeParse(value);
-  if (v2.success) return migrateV4(migrateV3(migrateV2(v2.data)));
+  if (v2.success) return migrateV5(migrateV4(migrateV3(migrateV2(v2.data))));
   throw new SealError("state does not parse");
 }

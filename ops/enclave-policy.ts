@@ -8,6 +8,8 @@
  * before and after. Exit codes: docs/operations.md#exit-codes-of-the-operator-tools (refused: by the
  * enclave; error: the enclave could not be reached).
  */
+import { openDatabase } from "../origin/db/open.ts";
+import { passkeyFingerprint } from "../origin/passkeys/credential-key.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SignerClient } from "../origin/signer/types.ts";
@@ -22,6 +24,8 @@ import {
   UsageError,
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { nodeConfig } from "./lib/node-config.ts";
+import { describePasskey, enrollPendingPasskey, parseEnrollPasskeyArgs } from "./lib/passkey-enroll.ts";
 import {
   applyPayee,
   applyPolicy,
@@ -29,10 +33,16 @@ import {
   applyTreasury,
   type PolicyAdminResult,
 } from "./lib/policy-admin.ts";
-import { POLICY_USAGE, type PolicyCommand, parsePolicyArgs } from "./lib/policy-cli-args.ts";
+import {
+  enclaveSocketPath,
+  POLICY_USAGE,
+  type PolicyCommand,
+  parsePolicyArgs,
+} from "./lib/policy-cli-args.ts";
 import { changeJson, formatChange, formatShow, showJson } from "./lib/policy-format.ts";
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+  if (argv[0] === "enroll-passkey") return enrollPasskey(argv, env);
   const command = parsePolicyArgs(argv, env);
   const client = createSocketSignerClient({ socketPath: command.socketPath });
   try {
@@ -110,6 +120,51 @@ function settlerTitle(before: GetPolicyResult, after: GetPolicyResult): string {
   if (before.settler.settlerKeyRef === after.settler?.settlerKeyRef)
     return "settler already configured (kept; fund its address with gas)";
   return "settler pointed at another key (its address pays the gas of settlements from now on)";
+}
+
+/** enroll-passkey: a credential registered in the console, sealed with the policy key. */
+async function enrollPasskey(argv: string[], env: Record<string, string | undefined>): Promise<CliOutcome> {
+  const command = parseEnrollPasskeyArgs(argv);
+  const policySecret = await readArgumentFile(
+    "--policy-key",
+    command.policyKeyFile,
+    "a 32-byte hex seed",
+    readAuthoritySecret,
+  );
+  const config = nodeConfig(env);
+  const client = createSocketSignerClient({
+    socketPath: enclaveSocketPath(command.socket, config.signer.endpoint),
+  });
+  const database = await openDatabase(config, 1);
+  try {
+    const enrolled = await enrollPendingPasskey({
+      db: database.db,
+      client,
+      policySecret,
+      id: command.id,
+      announce: (passkey) => {
+        if (!command.json) write(describePasskey(passkey));
+      },
+    });
+    if (!enrolled.ok) {
+      if (enrolled.error.code === "not_found") return refused(enrolled.error.message);
+      const { failure } = enrolled.error;
+      const message = `${failure.code} (${failure.reason})`;
+      return enclaveUnreachable(failure)
+        ? errored(`no answer from the enclave: ${message}`)
+        : refused(`refused by the enclave: ${message}`);
+    }
+    const passkey = enrolled.value;
+    write(
+      command.json
+        ? `${JSON.stringify({ key_id: passkey.keyId, operator: passkey.operator, credential_id: passkey.credentialId, rp_id: passkey.rpId, origin: passkey.origin, fingerprint: passkeyFingerprint(passkey.publicKey), enrolled: true })}\n`
+        : `passkey ${passkey.keyId} enrolled: ${passkey.operator} may now approve with it\n`,
+    );
+    return DONE;
+  } finally {
+    await database.close();
+    await client.close();
+  }
 }
 
 function write(text: string): void {

@@ -221,6 +221,16 @@ const envSchema = z.object({
    * https://wallet.example.com/77; names the resource in x402 quotes.
    */
   AGENT_PUBLIC_BASE_URL: z.string().url("must be an http(s) URL").optional(),
+  /**
+   * Ours: the console's WebAuthn relying party id, what an operator's passkey is bound to
+   * (docs/operations.md#passkeys); default `localhost` on a loopback listener, else ORIGIN_HOST.
+   */
+  CONSOLE_RP_ID: z
+    .string()
+    .regex(/^[a-z0-9.-]{1,253}$/, "must be a host name (lowercase), never an IP address")
+    .optional(),
+  /** Ours: the console's origin as the browser names it (scheme, host, port); default http://RP_ID:ORIGIN_PORT. */
+  CONSOLE_ORIGIN: z.string().url("must be an http(s) origin").optional(),
 
   AGENT_SIGNER_SVC_HSM_ENDPOINT: z
     .string()
@@ -340,6 +350,8 @@ export type Config = {
   };
   chain: { rpcUrl: string | undefined; timeoutMs: number };
   http: { basePath: string; host: string; port: number; publicBaseUrl: string | undefined };
+  /** The console's WebAuthn relying party: what enrolled passkeys are bound to. */
+  console: { rpId: string; origin: string };
   keyPool: { target: number; batchSize: number; stuckAfterSeconds: number; backupDir: string };
   /** Public registration's proof of work: its base difficulty in bits, 0 when off. */
   registration: { proofOfWorkBits: number };
@@ -436,7 +448,31 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   if (env.DATABASE_DRIVER === "neon" && !env.DATABASE_URL) {
     errors.push("DATABASE_URL: required when DATABASE_DRIVER=neon");
   }
+  if (env.CONSOLE_ORIGIN && env.CONSOLE_RP_ID && URL.canParse(env.CONSOLE_ORIGIN)) {
+    // WebAuthn: the rpId is the origin's host or a registrable suffix of it.
+    const host = new URL(env.CONSOLE_ORIGIN).hostname;
+    if (host !== env.CONSOLE_RP_ID && !host.endsWith(`.${env.CONSOLE_RP_ID}`)) {
+      errors.push(`CONSOLE_RP_ID: must be CONSOLE_ORIGIN's host (${host}) or a suffix of it`);
+    }
+  }
   return errors;
+}
+
+/**
+ * The console's rpId and origin: as configured, else derived from where the origin listens (a
+ * browser takes no IP address as an rpId, so a loopback listener is `localhost`).
+ */
+function consoleRelyingParty(env: {
+  CONSOLE_RP_ID?: string | undefined;
+  CONSOLE_ORIGIN?: string | undefined;
+  ORIGIN_HOST: string;
+  ORIGIN_PORT: number;
+}): { rpId: string; origin: string } {
+  const rpId = env.CONSOLE_RP_ID ?? (isLoopbackHost(env.ORIGIN_HOST) ? "localhost" : env.ORIGIN_HOST);
+  const origin = env.CONSOLE_ORIGIN
+    ? new URL(env.CONSOLE_ORIGIN).origin
+    : `http://${rpId}:${env.ORIGIN_PORT}`;
+  return { rpId, origin };
 }
 
 function isLoopbackHost(host: string): boolean {
@@ -513,6 +549,7 @@ function toConfig(env: Env): Config {
       port: env.ORIGIN_PORT,
       publicBaseUrl: env.AGENT_PUBLIC_BASE_URL?.replace(/\/+$/, ""),
     },
+    console: consoleRelyingParty(env),
     keyPool: {
       target: env.KEY_POOL_TARGET,
       batchSize: env.KEY_POOL_BATCH_SIZE,

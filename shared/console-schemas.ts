@@ -235,6 +235,7 @@ export const AUDIT_KINDS = [
   "identity",
   "funding_exception",
   "webhook_endpoint",
+  "passkey_approval",
 ] as const;
 
 /** GET {base}/admin/agents/audit: every recorded change, newest first. */

@@ -237,6 +237,17 @@ export const settlerStatusSchema = configureSettlerResult.extend({
 });
 
 /** get_policy (no capability): the sealed policy, so the origin can check its configuration against it. */
+/** An enrolled passkey as get_policy lists it: public parts only. */
+export const operatorPasskeyInfoSchema = z.object({
+  key_id: z.string(),
+  operator: z.string(),
+  credential_id: z.string(),
+  public_key: z.string(),
+  rp_id: z.string(),
+  origin: z.string(),
+  label: z.string().nullable(),
+});
+
 export const getPolicyParams = z.strictObject({});
 export const getPolicyResult = z.object({
   env_id: z.string().regex(ENV_ID_PATTERN),
@@ -255,6 +266,8 @@ export const getPolicyResult = z.object({
   operator_keys: z.array(
     z.object({ key_id: z.string(), public_key: z.string(), label: z.string().nullable() }),
   ),
+  /** The enrolled passkeys (enroll_operator_passkey); absent from older enclaves. */
+  operator_passkeys: z.array(operatorPasskeyInfoSchema).optional(),
 });
 export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 
@@ -435,14 +448,49 @@ export const OPERATOR_KEY_ID_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
  * An operator approval on the wire (shared/operator-approval.ts builds what it signs), as the ops
  * that loosen, unfreeze or approve carry it in `operator`.
  */
-export const operatorApprovalSchema = z.strictObject({
+const approvalHead = {
   key_id: z.string().regex(OPERATOR_KEY_ID_PATTERN),
   counter: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   /** Unix seconds. */
   expires_at: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+};
+/** Lowercase 0x-hex of at least `min` and at most `max` bytes. */
+const hexSpan = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^0x(?:[0-9a-f]{2})*$/)
+    .min(2 + 2 * min)
+    .max(2 + 2 * max);
+
+/** An operator key's approval: its P-256 signature over operatorApprovalMessage. */
+export const keyApprovalSchema = z.strictObject({
+  ...approvalHead,
   /** IEEE-P1363 r‖s, 64 bytes. */
   signature: z.string().regex(/^0x[0-9a-f]{128}$/),
 });
+/**
+ * A passkey's approval: a WebAuthn assertion whose challenge is passkeyChallenge
+ * (shared/passkey-approval.ts), each part as the authenticator made it, in 0x-hex.
+ */
+export const passkeyApprovalSchema = z.strictObject({
+  ...approvalHead,
+  webauthn: z.strictObject({
+    /** rpIdHash ‖ flags ‖ signCount ‖ (extensions). */
+    authenticator_data: hexSpan(37, 1024),
+    /** The UTF-8 bytes of clientDataJSON, exactly as signed. */
+    client_data_json: hexSpan(2, 4096),
+    /** DER ECDSA P-256 over authenticator_data ‖ SHA-256(client_data_json); low-S. */
+    signature: hexSpan(8, 72),
+  }),
+});
+/**
+ * An operator approval on the wire (shared/operator-approval.ts and passkey-approval.ts build what
+ * is signed), as the ops that loosen, unfreeze or approve carry it in `operator`. One approval
+ * today; a quorum would carry a list of them here.
+ */
+export const operatorApprovalSchema = z.union([keyApprovalSchema, passkeyApprovalSchema]);
+export type WireKeyApproval = z.infer<typeof keyApprovalSchema>;
+export type WirePasskeyApproval = z.infer<typeof passkeyApprovalSchema>;
 export type WireOperatorApproval = z.infer<typeof operatorApprovalSchema>;
 
 /** An uncompressed P-256 public key: 0x04 ‖ X ‖ Y (65 bytes). */
@@ -468,6 +516,40 @@ export const enrollOperatorKeyParams = z.strictObject({
 });
 export const enrollOperatorKeyResult = z.object({
   key_id: operatorKeyIdSchema,
+  public_key: p256PublicKeySchema,
+});
+
+/** An operator's name as passkeys carry it: 1 to 64 characters, no control character. */
+export const operatorNameSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine((name) => ![...name].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f), {
+    message: "no control characters",
+  });
+/** A WebAuthn credential id, unpadded base64url (at most 1023 bytes). */
+export const CREDENTIAL_ID_PATTERN = /^[A-Za-z0-9_-]{16,1364}$/;
+
+/**
+ * enroll_operator_passkey (policy tier): a WebAuthn passkey of a named operator, whose assertions
+ * approve what an operator key's signatures do. The policy authority's capability binds every field
+ * (credential id, public key, rpId, origin, operator), so the origin cannot enroll one. Key ids are
+ * shared with operator keys: an id names one key or one passkey for good.
+ */
+export const enrollOperatorPasskeyParams = z.strictObject({
+  key_id: operatorKeyIdSchema,
+  operator: operatorNameSchema,
+  credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
+  public_key: p256PublicKeySchema,
+  /** The WebAuthn relying party id (a host name, e.g. "localhost" or "console.example.com"). */
+  rp_id: z.string().min(1).max(253),
+  /** The console's origin the browser reports in clientDataJSON (e.g. "https://console.example.com"). */
+  origin: z.string().min(1).max(256),
+  label: z.string().max(128).optional(),
+});
+export const enrollOperatorPasskeyResult = z.object({
+  key_id: operatorKeyIdSchema,
+  credential_id: z.string(),
   public_key: p256PublicKeySchema,
 });
 
@@ -562,6 +644,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
   get_policy: { params: getPolicyParams, result: getPolicyResult },
   enroll_operator_key: { params: enrollOperatorKeyParams, result: enrollOperatorKeyResult },
+  enroll_operator_passkey: { params: enrollOperatorPasskeyParams, result: enrollOperatorPasskeyResult },
   set_agent_policy: { params: setAgentPolicyParams, result: setAgentPolicyResult },
   set_node_frozen: { params: setNodeFrozenParams, result: setNodeFrozenResult },
   approve_held: { params: approveHeldParams, result: approveHeldResult },

@@ -139,6 +139,24 @@ export const OPERATOR_REFUSAL_DETAILS = [
   "operator_replay",
   /** The approval has expired, or expires too far ahead of the enclave's clock. */
   "operator_expired",
+  /** A passkey assertion names a key id that is no enrolled passkey. */
+  "passkey_unknown",
+  /** clientDataJSON does not parse, or its `type` is not exactly `webauthn.get`. */
+  "passkey_client_data",
+  /** The assertion's challenge is not the one of this very change (moved to another action). */
+  "passkey_challenge",
+  /** clientDataJSON's `origin` is not the enrolled origin. */
+  "passkey_origin",
+  /** The authenticator data's rpIdHash is not SHA-256 of the enrolled rpId. */
+  "passkey_rp",
+  /** The authenticator did not verify the user (flags UP and UV not both set). */
+  "passkey_user_verification",
+  /** The signature's S is above n/2: only the low-S form of a signature is accepted. */
+  "passkey_signature_high_s",
+  /** The signature does not verify with the enrolled public key. */
+  "passkey_signature",
+  /** The authenticator's signCount did not grow (a cloned authenticator). */
+  "passkey_sign_count",
 ] as const;
 export type OperatorRefusalDetail = (typeof OPERATOR_REFUSAL_DETAILS)[number];
 
@@ -187,6 +205,7 @@ export const PRIVILEGED_OP_SCOPE = {
   configure_settler: "policy",
   configure_payee: "policy",
   enroll_operator_key: "policy",
+  enroll_operator_passkey: "policy",
   // Admin tier: the origin may tighten alone; what loosens also needs an operator's approval,
   // which the op carries and the enclave verifies (shared/operator-approval.ts).
   set_agent_policy: "admin",

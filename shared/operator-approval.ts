@@ -17,25 +17,46 @@ export const OPERATOR_APPROVAL_DOMAIN = "agent-wallet/operator-approval/v1";
 /** An approval expires at most this far ahead of the enclave's clock (it is signed to be used now). */
 export const MAX_OPERATOR_APPROVAL_SECONDS = 3600;
 
-/** An approval in memory (camelCase; the wire is snake_case, enclave-ops.ts operatorApprovalSchema). */
-export type OperatorApproval = { keyId: string; counter: number; expiresAt: number; signature: Hex };
+/** An operator key's approval in memory (camelCase; the wire is snake_case, enclave-ops.ts). */
+export type KeyApproval = { keyId: string; counter: number; expiresAt: number; signature: Hex };
+/** A passkey's approval in memory: the WebAuthn assertion's parts as the authenticator made them. */
+export type PasskeyApproval = {
+  keyId: string;
+  counter: number;
+  expiresAt: number;
+  webauthn: { authenticatorData: Hex; clientDataJson: Hex; signature: Hex };
+};
+/** An approval by an operator key or by a passkey (docs/enclave.md#passkeys). */
+export type OperatorApproval = KeyApproval | PasskeyApproval;
 
 export function operatorApprovalToWire(approval: OperatorApproval): WireOperatorApproval {
-  return {
-    key_id: approval.keyId,
-    counter: approval.counter,
-    expires_at: approval.expiresAt,
-    signature: approval.signature.toLowerCase(),
-  };
+  const head = { key_id: approval.keyId, counter: approval.counter, expires_at: approval.expiresAt };
+  if ("webauthn" in approval) {
+    return {
+      ...head,
+      webauthn: {
+        authenticator_data: approval.webauthn.authenticatorData.toLowerCase(),
+        client_data_json: approval.webauthn.clientDataJson.toLowerCase(),
+        signature: approval.webauthn.signature.toLowerCase(),
+      },
+    };
+  }
+  return { ...head, signature: approval.signature.toLowerCase() };
 }
 
 export function operatorApprovalFromWire(wire: WireOperatorApproval): OperatorApproval {
-  return {
-    keyId: wire.key_id,
-    counter: wire.counter,
-    expiresAt: wire.expires_at,
-    signature: wire.signature as Hex,
-  };
+  const head = { keyId: wire.key_id, counter: wire.counter, expiresAt: wire.expires_at };
+  if ("webauthn" in wire) {
+    return {
+      ...head,
+      webauthn: {
+        authenticatorData: wire.webauthn.authenticator_data as Hex,
+        clientDataJson: wire.webauthn.client_data_json as Hex,
+        signature: wire.webauthn.signature as Hex,
+      },
+    };
+  }
+  return { ...head, signature: wire.signature as Hex };
 }
 
 /** The ops an operator approval can be for. */

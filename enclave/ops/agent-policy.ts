@@ -14,6 +14,7 @@ import {
   policyToDocument,
 } from "../../shared/agent-policy.ts";
 import { agentPolicySubject } from "../../shared/operator-approval.ts";
+import { policyShown } from "../../shared/passkey-approval.ts";
 import { err } from "../../shared/result.ts";
 import { emptyUsage, usageOn } from "../agent-usage.ts";
 import {
@@ -49,6 +50,8 @@ export const setAgentPolicy: OpHandler<"set_agent_policy"> = async (ctx, params)
     const checked = checkOperatorApproval(ctx.config, state, {
       op: "set_agent_policy",
       subject: agentPolicySubject(key.keyRef, document),
+      // A passkey signs the policy before (the one sealed here now) and after, as the console showed.
+      shown: policyShown(key.keyRef, state.agentPolicies.get(key.keyRef)?.document ?? null, document),
       approval: params.operator,
       nowMs: now.getTime(),
     });

@@ -13,7 +13,8 @@ import { utcDay } from "../policy-checks.ts";
 import type { OpHandler } from "./handler.ts";
 
 export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
-  const { policy, policyVersion, treasury, settlerKeyRef, nodeFrozen, operatorKeys } = ctx.state.state;
+  const { policy, policyVersion, treasury, settlerKeyRef, nodeFrozen, operatorKeys, operatorPasskeys } =
+    ctx.state.state;
   const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
   const settlerKey = settlerKeyRef ? ctx.keystore.get(settlerKeyRef) : undefined;
   const payee = payeeKey(ctx.keystore, ctx.state);
@@ -47,6 +48,15 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
       key_id: keyId,
       public_key: key.publicKey,
       label: key.label,
+    })),
+    operator_passkeys: [...operatorPasskeys].map(([keyId, passkey]) => ({
+      key_id: keyId,
+      operator: passkey.operator,
+      credential_id: passkey.credentialId,
+      public_key: passkey.publicKey,
+      rp_id: passkey.rpId,
+      origin: passkey.origin,
+      label: passkey.label,
     })),
   });
 };

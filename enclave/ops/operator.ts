@@ -8,6 +8,7 @@
 
 import { MAX_HELD_APPROVAL_SECONDS } from "../../shared/enclave-ops.ts";
 import { heldActionSubject, heldApprovalSubject, nodeFreezeSubject } from "../../shared/operator-approval.ts";
+import { freezeShown, heldShown } from "../../shared/passkey-approval.ts";
 import { err } from "../../shared/result.ts";
 import { MAX_HELD_APPROVALS, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import {
@@ -15,12 +16,12 @@ import {
   acceptOperatorCounter,
   checkOperatorApproval,
   operatorRequired,
-  p256PublicKey,
 } from "../operator-approval-check.ts";
 import { KEY_NOT_USABLE, refuse, succeed } from "../outcome.ts";
+import { p256PublicKey } from "../p256.ts";
 import type { OpHandler } from "./handler.ts";
 
-/** Operator keys one enclave holds at most. */
+/** Operator keys and passkeys one enclave holds at most, together. */
 export const MAX_OPERATOR_KEYS = 64;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -28,7 +29,8 @@ const HEX32 = /^0x[0-9a-f]{64}$/;
 
 export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, params) => {
   if (!p256PublicKey(params.public_key)) return refuse("malformed", "not a P-256 public key");
-  const { operatorKeys } = ctx.state.state;
+  const { operatorKeys, operatorPasskeys } = ctx.state.state;
+  if (operatorPasskeys.has(params.key_id)) return refuse("malformed", "this key id is enrolled as a passkey");
   const existing = operatorKeys.get(params.key_id);
   if (existing) {
     // An id names one key for good: its counter record belongs to that key alone.
@@ -36,7 +38,9 @@ export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, p
       return refuse("malformed", "this key id is enrolled with another key");
     return succeed({ key_id: params.key_id, public_key: params.public_key });
   }
-  if (operatorKeys.size >= MAX_OPERATOR_KEYS) return refuse("cap_exceeded", "too many operator keys");
+  if (operatorKeys.size + operatorPasskeys.size >= MAX_OPERATOR_KEYS) {
+    return refuse("cap_exceeded", "too many operator keys");
+  }
   await ctx.state.commit((state) => {
     state.operatorKeys.set(params.key_id, {
       publicKey: params.public_key,
@@ -58,6 +62,7 @@ export const setNodeFrozen: OpHandler<"set_node_frozen"> = async (ctx, params) =
     const checked = checkOperatorApproval(ctx.config, state, {
       op: "set_node_frozen",
       subject: nodeFreezeSubject(params.frozen),
+      shown: freezeShown(params.frozen),
       approval: params.operator,
       nowMs: ctx.now().getTime(),
     });
@@ -98,6 +103,8 @@ export const approveHeld: OpHandler<"approve_held"> = async (ctx, params) => {
     op: "approve_held",
     // The operator signed the action and the approval's lifetime both.
     subject: heldApprovalSubject(held, params.expires_at),
+    // A passkey signs what the console showed: the payee, the amount and the approval's lifetime.
+    shown: heldShown(held, params.expires_at),
     approval: params.operator,
     nowMs,
   });

@@ -8,7 +8,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject,
 import { readFile, writeFile } from "node:fs/promises";
 import { type Hex, toHex } from "../../shared/hex.ts";
 import {
-  type OperatorApproval,
+  type KeyApproval,
   type OperatorApprovalMessageInput,
   operatorApprovalMessage,
 } from "../../shared/operator-approval.ts";
@@ -38,10 +38,7 @@ export async function readOperatorKey(file: string): Promise<OperatorKey> {
  * caller passes must exceed the last one this key used on that enclave; the current time in
  * milliseconds (operatorCounterNow) grows without a round trip.
  */
-export function signOperatorApproval(
-  key: OperatorKey,
-  input: OperatorApprovalMessageInput,
-): OperatorApproval {
+export function signOperatorApproval(key: OperatorKey, input: OperatorApprovalMessageInput): KeyApproval {
   const message = operatorApprovalMessage(input);
   const signature = sign("sha256", message, { key: key.privateKey, dsaEncoding: "ieee-p1363" });
   return {

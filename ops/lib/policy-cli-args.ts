@@ -29,6 +29,7 @@ export const POLICY_USAGE = `usage:
       [--payout-daily UNITS] [--faucet-key-ref REF] [--json]
   npm run enclave-policy -- settler --policy-key FILE [--settler-key-ref REF] [--json]
   npm run enclave-policy -- payee --policy-key FILE [--payee-key-ref REF] [--json]
+  npm run enclave-policy -- enroll-passkey CREDENTIAL_ID|KEY_ID --policy-key FILE [--json]
 Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET}).
 apply keeps every field the flags do not name; the first apply names them all. treasury keeps the
 payout terms it does not name (a first treasury names them all); --payout-daily is per recipient

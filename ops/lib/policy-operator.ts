@@ -15,8 +15,8 @@ import type {
 } from "../../origin/signer/types.ts";
 import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
 import {
+  type KeyApproval,
   MAX_OPERATOR_APPROVAL_SECONDS,
-  type OperatorApproval,
   type OperatorApprovedOp,
 } from "../../shared/operator-approval.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
@@ -89,7 +89,7 @@ export async function enrollOperator(params: {
 /** An operator key ready to sign for one enclave instance, under the id the enclave enrolled it. */
 export type OperatorSigner = {
   keyId: string;
-  approve(op: OperatorApprovedOp, subject: Hex): OperatorApproval;
+  approve(op: OperatorApprovedOp, subject: Hex): KeyApproval;
 };
 
 export type OperatorSignerFailure =

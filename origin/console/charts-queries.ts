@@ -6,7 +6,7 @@ import { getRegistrationPolicy } from "../registration/policy-repository.ts";
 
 /**
  * The console's charts' database reads (docs/operations.md#the-node-in-charts). Each reads a time
- * range of an index (migration 0026) and groups in SQL, so its cost follows the window's rows, not
+ * range of an index (migration 0025) and groups in SQL, so its cost follows the window's rows, not
  * the table's: a node with a year of actions reads one hour of them.
  */
 

@@ -243,7 +243,7 @@ const SETTING_NAMES = new Map<string, string>(
 /** The audit does not identify a person, since credentials are shared (docs/api.md#the-operator-console). */
 export const AUDIT_NOTE =
   "Console and operator tools use shared credentials: a change records what changed, when and why, " +
-  "and the channel it came through, never who made it.";
+  "and the channel it came through; only a change a passkey approved names who made it (the operator and the passkey).";
 
 /**
  * Every recorded change, newest first: registration settings, identity enable/disable and funding
@@ -279,6 +279,11 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
         (select 'webhook_endpoint', endpoint_id::text, change, before, after, coalesce(reason, ''), source,
                 changed_at
          from webhook_endpoint_changes order by changed_at desc limit ${limit})
+        union all
+        -- A passkey's approval names the person: the operator the policy authority enrolled it for.
+        (select 'passkey_approval', subject, op, null, shown::text,
+                'approved by ' || operator || ' with passkey ' || key_id, 'console', approved_at
+         from passkey_approvals order by approved_at desc limit ${limit})
         order by at desc limit ${limit}`,
   );
   return {

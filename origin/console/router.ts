@@ -15,6 +15,7 @@ import { chartsHandler, type ServiceWallets } from "./charts.ts";
 import type { NodeLocal } from "./node-local.ts";
 import { operationsHandler } from "./operations.ts";
 import { createPageRouter } from "./page.ts";
+import { passkeyConsoleHandlers } from "./passkeys.ts";
 import { registrationOverviewHandler } from "./registration-overview.ts";
 import { webhooksConsoleHandlers } from "./webhooks.ts";
 
@@ -87,6 +88,11 @@ export function createConsoleRouter(
   route(router, "/", "consoleAddWebhook", auth.change, webhooks.add);
   route(router, "/", "consoleRemoveWebhook", auth.change, webhooks.remove);
   route(router, "/", "consoleReplayWebhook", auth.change, webhooks.replay);
+  const passkeys = passkeyConsoleHandlers(deps);
+  route(router, "/", "consolePasskeyRegistrationOptions", auth.change, passkeys.registrationOptions);
+  route(router, "/", "consolePasskeyRegistration", auth.change, passkeys.register);
+  route(router, "/", "consoleApprovalOptions", auth.change, passkeys.approvalOptions);
+  route(router, "/", "consoleApproval", auth.change, passkeys.approve);
   // GET {base}/metrics: the Prometheus text format, for a scraper holding the admin read token.
   route(router, "/", "metrics", auth.scrape, async (c) =>
     c.body(await node.metrics.render(), 200, {

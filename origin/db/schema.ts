@@ -3,6 +3,7 @@ export * from "./schema/actions.ts";
 export * from "./schema/events.ts";
 export * from "./schema/identities.ts";
 export * from "./schema/keypool.ts";
+export * from "./schema/passkeys.ts";
 export * from "./schema/policies.ts";
 export * from "./schema/registration.ts";
 export * from "./schema/transactions.ts";

@@ -38,6 +38,7 @@ import {
   type ResponseSpec,
   STATUS_TEXT,
 } from "./operation-types.ts";
+import { PASSKEY_OPERATIONS } from "./passkey-operations.ts";
 import { X402_DISCOVERY_OPERATIONS } from "./x402-discovery-operations.ts";
 
 export type { HttpMethod, NamedSchema, Operation, ResponseSpec, SecurityName } from "./operation-types.ts";
@@ -507,4 +508,5 @@ export const OPERATIONS: readonly Operation[] = [
   },
   ...X402_DISCOVERY_OPERATIONS,
   ...CONSOLE_OPERATIONS,
+  ...PASSKEY_OPERATIONS,
 ];

@@ -284,6 +284,23 @@ export const SAMPLE_CALLS: { [Op in SignerOp]: SampleCall<Op> } = {
     privileged: true,
     call: (op, authorize) => op({ keyId: "conformance", publicKey: `0x04${"11".repeat(64)}` }, authorize),
   },
+  enrollOperatorPasskey: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) =>
+      op(
+        {
+          keyId: "conformance-passkey",
+          operator: "Conformance",
+          credentialId: "Y29uZm9ybWFuY2UtY3JlZGVudGlhbA",
+          publicKey: `0x04${"11".repeat(64)}`,
+          rpId: "localhost",
+          origin: "http://localhost:8080",
+        },
+        authorize,
+      ),
+  },
   approveHeld: {
     asks: STRANGERS,
     live: STRANGER_REFUSED,

@@ -44,6 +44,7 @@ export function createDormantSignerClient(): SignerClient {
     setAgentPolicy: unavailable,
     setNodeFrozen: unavailable,
     enrollOperatorKey: unavailable,
+    enrollOperatorPasskey: unavailable,
     approveHeld: unavailable,
     getAgentPolicy: unavailable,
     close: async () => undefined,

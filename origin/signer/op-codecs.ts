@@ -19,6 +19,7 @@ import type {
   ConfigureSettlerParams,
   ConfigureTreasuryParams,
   EnrollOperatorKeyParams,
+  EnrollOperatorPasskeyParams,
   ExportBackupParams,
   FaucetTerms,
   GenerateKeysParams,
@@ -153,6 +154,15 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
       key_id: key.keyId,
       public_key: key.publicKey,
       label: key.label,
+    })),
+    operator_passkeys: r.operatorPasskeys.map((passkey) => ({
+      key_id: passkey.keyId,
+      operator: passkey.operator,
+      credential_id: passkey.credentialId,
+      public_key: passkey.publicKey,
+      rp_id: passkey.rpId,
+      origin: passkey.origin,
+      label: passkey.label,
     })),
   };
 }
@@ -430,6 +440,15 @@ export const OP_CODECS = {
           publicKey: key.public_key as Hex,
           label: key.label,
         })),
+        operatorPasskeys: (r.operator_passkeys ?? []).map((passkey) => ({
+          keyId: passkey.key_id,
+          operator: passkey.operator,
+          credentialId: passkey.credential_id,
+          publicKey: passkey.public_key as Hex,
+          rpId: passkey.rp_id,
+          origin: passkey.origin,
+          label: passkey.label,
+        })),
       }),
     ),
   },
@@ -441,6 +460,22 @@ export const OP_CODECS = {
     }),
     result: wire.enrollOperatorKeyResult.transform((r) => ({
       keyId: r.key_id,
+      publicKey: r.public_key as Hex,
+    })),
+  },
+  enroll_operator_passkey: {
+    toWire: (p: EnrollOperatorPasskeyParams) => ({
+      key_id: p.keyId,
+      operator: p.operator,
+      credential_id: p.credentialId,
+      public_key: p.publicKey.toLowerCase(),
+      rp_id: p.rpId,
+      origin: p.origin,
+      ...(p.label === undefined ? {} : { label: p.label }),
+    }),
+    result: wire.enrollOperatorPasskeyResult.transform((r) => ({
+      keyId: r.key_id,
+      credentialId: r.credential_id,
       publicKey: r.public_key as Hex,
     })),
   },

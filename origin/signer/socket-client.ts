@@ -112,6 +112,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     setAgentPolicy: privileged("set_agent_policy"),
     setNodeFrozen: privileged("set_node_frozen"),
     enrollOperatorKey: privileged("enroll_operator_key"),
+    enrollOperatorPasskey: privileged("enroll_operator_passkey"),
     approveHeld: privileged("approve_held"),
     getAgentPolicy: call("get_agent_policy"),
     close: () => transport.close(),

@@ -217,8 +217,19 @@ export type GetPolicyResult = {
   nodeFrozen: boolean;
   /** Enrolled operator keys, public halves only. */
   operatorKeys: OperatorKeyInfo[];
+  /** Enrolled passkeys, public parts only (none from an enclave older than passkeys). */
+  operatorPasskeys: OperatorPasskeyInfo[];
 };
 export type OperatorKeyInfo = { keyId: string; publicKey: Hex; label: string | null };
+export type OperatorPasskeyInfo = {
+  keyId: string;
+  operator: string;
+  credentialId: string;
+  publicKey: Hex;
+  rpId: string;
+  origin: string;
+  label: string | null;
+};
 export type GetPolicyOptions = { timeoutMs?: number };
 
 export type PublicIdentityParams = { keyRef: string };
@@ -307,6 +318,8 @@ export type SetNodeFrozenParams = { frozen: boolean; operator?: OperatorApproval
 export type SetNodeFrozenResult = { frozen: boolean };
 export type EnrollOperatorKeyParams = { keyId: string; publicKey: Hex; label?: string };
 export type EnrollOperatorKeyResult = { keyId: string; publicKey: Hex };
+export type EnrollOperatorPasskeyParams = Omit<OperatorPasskeyInfo, "label"> & { label?: string };
+export type EnrollOperatorPasskeyResult = { keyId: string; credentialId: string; publicKey: Hex };
 export type ApproveHeldParams = {
   keyRef: string;
   kind: "transfer" | "x402";
@@ -415,6 +428,11 @@ export interface SignerClient {
     params: EnrollOperatorKeyParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<EnrollOperatorKeyResult>>;
+  /** Policy tier: the operator's policy key, never the origin's (docs/enclave.md#passkeys). */
+  enrollOperatorPasskey(
+    params: EnrollOperatorPasskeyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<EnrollOperatorPasskeyResult>>;
   /** Admin tier, with an operator's approval of the one held action. */
   approveHeld(
     params: ApproveHeldParams,

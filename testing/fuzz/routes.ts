@@ -172,6 +172,12 @@ const NOT_FUZZED: Record<string, string> = {
   streamEvents:
     "a success is a stream that never ends, which the fuzz's requests read to the end; its one parameter (the last event id, by header or query) and its refusals are attacked by origin/events/events.int.test.ts › resumes after Last-Event-ID or ?after=, refuses an unknown id, and after=0 replays what is kept",
   webhookKeys: "a constant document: no parameter, no body, no state",
+  consolePasskeyRegistrationOptions:
+    "the passkey ceremony; its bodies and refusals are attacked by origin/passkeys/passkeys.int.test.ts",
+  consolePasskeyRegistration:
+    "the passkey ceremony; its bodies and refusals are attacked by origin/passkeys/passkeys.int.test.ts",
+  consoleApprovalOptions: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
+  consoleApproval: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
   rotateToken:
     "a success replaces the token every other fuzzed route's requests carry; its body is exactly {} and its refusals are the gateway's; attacked by origin/gateway/token-rotation.int.test.ts",
 };

@@ -1,0 +1,130 @@
+import type { RegistrationResponseJSON } from "@simplewebauthn/server";
+import type { Handler } from "hono";
+import {
+  approvalOptionsRequestSchema,
+  approvalRequestSchema,
+  type PasskeyView,
+  passkeyRegistrationOptionsRequestSchema,
+  passkeyRegistrationRequestSchema,
+} from "../../shared/passkey-schemas.ts";
+import { AppError } from "../errors.ts";
+import type { AppEnv } from "../http/env.ts";
+import { parseJsonBody } from "../http/json-body.ts";
+import type { Infrastructure } from "../infrastructure.ts";
+import { type ApprovalRelay, createApprovalRelay, type RelayError } from "../passkeys/approval.ts";
+import { passkeyFingerprint } from "../passkeys/credential-key.ts";
+import { createPasskeyRegistration } from "../passkeys/registration.ts";
+import { createCapabilityMinter } from "../signer/capability-minter.ts";
+
+/** Registration and assertion responses carry a few hundred bytes of keys and JSON. */
+const MAX_BODY = 16_384;
+
+/**
+ * The console's passkey routes (docs/operations.md#passkeys), under the change credentials like
+ * every console change: the registration ceremony, and the approval relay. The relay needs the
+ * enclave and the origin's admin key; without them it answers feature_disabled.
+ */
+export function passkeyConsoleHandlers(deps: Infrastructure): {
+  registrationOptions: Handler<AppEnv>;
+  register: Handler<AppEnv>;
+  approvalOptions: Handler<AppEnv>;
+  approve: Handler<AppEnv>;
+} {
+  const db = deps.database.db;
+  const registration = createPasskeyRegistration(db, deps.config.console);
+  const { endpoint, adminAuthorityKeyFile } = deps.config.signer;
+  const relay: ApprovalRelay | null =
+    endpoint && adminAuthorityKeyFile
+      ? createApprovalRelay({
+          db,
+          signer: deps.signer,
+          authorize: createCapabilityMinter({
+            authority: { keyPath: adminAuthorityKeyFile },
+            envId: deps.config.envId,
+            client: deps.signer,
+          }),
+          rpId: deps.config.console.rpId,
+          now: () => new Date(),
+        })
+      : null;
+  const relayOrOff = (): ApprovalRelay => {
+    if (!relay)
+      throw new AppError("feature_disabled", "approvals need the enclave and the admin authority key");
+    return relay;
+  };
+  return {
+    async registrationOptions(c) {
+      const body = await parseJsonBody(c, passkeyRegistrationOptionsRequestSchema);
+      return c.json({ options: await registration.options(body.operator) });
+    },
+    async register(c) {
+      const body = await parseJsonBody(c, passkeyRegistrationRequestSchema, MAX_BODY);
+      const registered = await registration.verify(
+        body.operator,
+        body.response as unknown as RegistrationResponseJSON,
+      );
+      if (!registered.ok)
+        throw new AppError("validation_failed", `registration refused: ${registered.error}`);
+      const passkey = registered.value;
+      c.set("logFields", { outcome: "passkey_registered", key_id: passkey.keyId });
+      const view: PasskeyView = {
+        key_id: passkey.keyId,
+        operator: passkey.operator,
+        credential_id: passkey.credentialId,
+        public_key: passkey.publicKey,
+        rp_id: passkey.rpId,
+        origin: passkey.origin,
+        fingerprint: passkeyFingerprint(passkey.publicKey),
+        enrolled: false,
+      };
+      return c.json(view, 201);
+    },
+    async approvalOptions(c) {
+      const body = await parseJsonBody(c, approvalOptionsRequestSchema);
+      const prepared = await relayOrOff().options(body.target, body.key_id);
+      if (!prepared.ok) throw relayError(prepared.error);
+      return c.json(prepared.value);
+    },
+    async approve(c) {
+      const body = await parseJsonBody(c, approvalRequestSchema, MAX_BODY);
+      const relayed = await relayOrOff().relay({
+        target: body.target,
+        keyId: body.key_id,
+        counter: body.counter,
+        expiresAt: body.expires_at,
+        approvalExpiresAt: body.approval_expires_at,
+        response: body.response,
+      });
+      if (!relayed.ok) throw relayError(relayed.error);
+      c.set("logFields", { outcome: "passkey_approved", key_id: body.key_id, change: body.target.change });
+      return c.json(relayed.value);
+    },
+  };
+}
+
+function relayError(error: RelayError): AppError {
+  switch (error.code) {
+    case "not_found":
+    case "not_enrolled":
+      return new AppError("not_found", error.message);
+    case "not_held":
+      return new AppError("idempotency_conflict", error.message);
+    case "malformed":
+      return new AppError("validation_failed", error.message);
+    case "signer": {
+      const { failure } = error;
+      if (failure.code === "capability_rejected" && failure.detail) {
+        return new AppError(
+          "policy_loosening_requires_operator",
+          `the enclave refused the approval: ${failure.detail}`,
+          { fields: { detail: failure.detail } },
+        );
+      }
+      if (failure.class === "retryable")
+        return new AppError("agent_signer_unavailable", "the enclave did not answer");
+      return new AppError("validation_failed", `the enclave refused the change: ${failure.code}`, {
+        fields: { detail: failure.detail ?? failure.code },
+      });
+    }
+  }
+}

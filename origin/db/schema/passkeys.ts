@@ -1,0 +1,57 @@
+import { sql } from "drizzle-orm";
+import { bigserial, check, index, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+
+/**
+ * Operators' passkeys as the console registered them (docs/operations.md#passkeys): pending until
+ * the policy authority's holder enrolls one in the enclave (`npm run enclave-policy -- enroll-passkey`),
+ * which alone makes it able to approve. The origin keeps only public parts.
+ */
+export const operatorPasskeys = pgTable(
+  "operator_passkeys",
+  {
+    /** The WebAuthn credential id, unpadded base64url. */
+    credentialId: text("credential_id").primaryKey(),
+    /** The id the enclave will know it by (enroll_operator_passkey's key_id). */
+    keyId: text("key_id").notNull().unique("operator_passkeys_key_id_unique"),
+    /** The operator's name, as the audit shows who approved. */
+    operator: text("operator").notNull(),
+    /** 0x04 ‖ X ‖ Y, P-256 (from the credential's COSE key). */
+    publicKey: text("public_key").notNull(),
+    rpId: text("rp_id").notNull(),
+    origin: text("origin").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /** When the enclave sealed it; null while pending. */
+    enrolledAt: timestamp("enrolled_at", { withTimezone: true }),
+  },
+  (t) => [
+    check("operator_passkeys_public_key_format", sql`${t.publicKey} ~ '^0x04[0-9a-f]{128}$'`),
+    // Postgres bounds a regex repetition at 255: the length is checked on its own.
+    check(
+      "operator_passkeys_credential_id_format",
+      sql`${t.credentialId} ~ '^[A-Za-z0-9_-]+$' and char_length(${t.credentialId}) between 16 and 1364`,
+    ),
+  ],
+);
+
+/**
+ * Every change a passkey approved through the console (the audit): which operator, which passkey,
+ * the op and what it showed them, exactly as the enclave checked it.
+ */
+export const passkeyApprovals = pgTable(
+  "passkey_approvals",
+  {
+    approvalId: bigserial("approval_id", { mode: "bigint" }).primaryKey(),
+    keyId: text("key_id").notNull(),
+    operator: text("operator").notNull(),
+    op: text("op").notNull(),
+    /** The agent id, the action id, or `node` for the node's freeze. */
+    subject: text("subject").notNull(),
+    /** The shown document the challenge covered (shared/passkey-approval.ts). */
+    shown: jsonb("shown").notNull(),
+    approvedAt: timestamp("approved_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("passkey_approvals_op_enum", sql`${t.op} IN ('approve_held','set_agent_policy','set_node_frozen')`),
+    index("passkey_approvals_at_idx").on(t.approvedAt),
+  ],
+);

@@ -1,0 +1,98 @@
+/** The console's passkey routes (docs/operations.md#passkeys) in the route table (operations.ts). */
+import {
+  approvalOptionsRequestSchema,
+  approvalOptionsSchema,
+  approvalRequestSchema,
+  approvalResultSchema,
+  passkeyRegistrationOptionsRequestSchema,
+  passkeyRegistrationOptionsSchema,
+  passkeyRegistrationRequestSchema,
+  passkeySchema,
+} from "../../shared/passkey-schemas.ts";
+import { errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
+
+const errors = {
+  400: errorResponse("validation_failed: the body, the registration response or the assertion is malformed"),
+  401: errorResponse("admin_auth_failed: a missing or wrong admin token"),
+  403: errorResponse(
+    "policy_loosening_requires_operator: the enclave refused the passkey's approval (`detail` names the check)",
+  ),
+  404: errorResponse(
+    "not_found: no such action, agent or passkey (or feature_disabled: the console or the signer is off)",
+  ),
+  409: errorResponse("idempotency_conflict: the action is no longer held"),
+  413: PAYLOAD_TOO_LARGE,
+  429: errorResponse("rate_limited: too many failed admin authentications from this address"),
+  500: errorResponse("internal_error"),
+  503: errorResponse("agent_signer_unavailable: the enclave did not answer"),
+};
+const change = ["adminApiToken", "registrationAdminToken"] as const;
+
+export const PASSKEY_OPERATIONS: readonly Operation[] = [
+  {
+    method: "post",
+    path: "/admin/agents/passkeys/registration/options",
+    operationId: "consolePasskeyRegistrationOptions",
+    capability: "console",
+    summary: "Start registering an operator's passkey: the WebAuthn creation options.",
+    tag: "console",
+    security: [...change],
+    requestBody: {
+      name: "PasskeyRegistrationOptionsRequest",
+      schema: passkeyRegistrationOptionsRequestSchema,
+    },
+    responses: {
+      200: {
+        description: "the options",
+        body: { name: "PasskeyRegistrationOptions", schema: passkeyRegistrationOptionsSchema },
+      },
+      ...errors,
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/passkeys/registration",
+    operationId: "consolePasskeyRegistration",
+    capability: "console",
+    summary: "Finish registering a passkey: kept pending until the policy authority enrolls it.",
+    tag: "console",
+    security: [...change],
+    requestBody: { name: "PasskeyRegistrationRequest", schema: passkeyRegistrationRequestSchema },
+    responses: {
+      201: { description: "the pending passkey", body: { name: "Passkey", schema: passkeySchema } },
+      ...errors,
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/approvals/options",
+    operationId: "consoleApprovalOptions",
+    capability: "console",
+    summary:
+      "What a passkey will approve (the shown document), its challenge and the WebAuthn request options.",
+    tag: "console",
+    security: [...change],
+    requestBody: { name: "ApprovalOptionsRequest", schema: approvalOptionsRequestSchema },
+    responses: {
+      200: {
+        description: "the approval to sign",
+        body: { name: "ApprovalOptions", schema: approvalOptionsSchema },
+      },
+      ...errors,
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/approvals",
+    operationId: "consoleApproval",
+    capability: "console",
+    summary: "Relay a passkey's assertion to the enclave with the change it approves.",
+    tag: "console",
+    security: [...change],
+    requestBody: { name: "ApprovalRequest", schema: approvalRequestSchema },
+    responses: {
+      200: { description: "approved", body: { name: "ApprovalResult", schema: approvalResultSchema } },
+      ...errors,
+    },
+  },
+];

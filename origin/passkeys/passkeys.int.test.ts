@@ -1,0 +1,184 @@
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { newAccount } from "../../devnet/testing.ts";
+import { enrollPendingPasskey } from "../../ops/lib/passkey-enroll.ts";
+import type { ActionView } from "../../shared/gateway-schemas.ts";
+import type { ApprovalOptions, PasskeyView } from "../../shared/passkey-schemas.ts";
+import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
+import { send } from "../../testing/http.ts";
+import { agentCalls, newKey } from "../../testing/money-client.ts";
+import { type Assertion, SoftwarePasskey } from "../../testing/software-passkey.ts";
+import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
+import { queryRows } from "../db/client.ts";
+
+// Issue 43, passkeys through the console (real stack: origin, enclave, devnet, Postgres): an
+// operator registers a passkey (verified by @simplewebauthn/server), the policy authority's holder
+// enrolls it, and its assertion, relayed by the origin, approves a held transfer that is then signed
+// and confirmed once. The origin alone can neither enroll a passkey nor change what it approved.
+
+const RP_ID = "localhost";
+const ORIGIN = "http://localhost:8080";
+
+/** An assertion as startAuthentication returns it (AuthenticationResponseJSON). */
+function authenticationResponse(passkey: SoftwarePasskey, assertion: Assertion): Record<string, unknown> {
+  const b64 = (hex: string) => Buffer.from(hex.slice(2), "hex").toString("base64url");
+  return {
+    id: passkey.credentialId,
+    rawId: passkey.credentialId,
+    type: "public-key",
+    response: {
+      authenticatorData: b64(assertion.authenticatorData),
+      clientDataJSON: b64(assertion.clientDataJson),
+      signature: b64(assertion.signature),
+    },
+    clientExtensionResults: {},
+  };
+}
+
+describe("passkeys through the console (real stack)", () => {
+  const stack = useMoneyStack();
+  const secrets = consoleSecrets();
+  const origin = useStackOrigin("console with passkeys", stack, () => ({
+    env: { ...secrets.env, CONSOLE_RP_ID: RP_ID, CONSOLE_ORIGIN: ORIGIN },
+  }));
+  const console_ = () =>
+    consoleCalls(origin.base, { admin: secrets.adminToken, change: secrets.changeToken });
+  const alice = new SoftwarePasskey(RP_ID, ORIGIN);
+  let registered: PasskeyView;
+
+  it("registers a passkey through the ceremony: pending, no power; the same response again is refused", async () => {
+    const options = await console_().post("/passkeys/registration/options", { operator: "Alice Martin" });
+    expect(options.status).toBe(200);
+    const creation = (options.body as { options: { challenge: string; rp: { id: string } } }).options;
+    expect(creation.rp.id).toBe(RP_ID);
+    const response = alice.registrationResponse(creation.challenge);
+    const done = await console_().post("/passkeys/registration", { operator: "Alice Martin", response });
+    expect(done.status).toBe(201);
+    registered = done.body as PasskeyView;
+    expect(registered).toMatchObject({
+      operator: "Alice Martin",
+      credential_id: alice.credentialId,
+      public_key: alice.publicKey,
+      rp_id: RP_ID,
+      origin: ORIGIN,
+      enrolled: false,
+    });
+    const [row] = await queryRows<{ enrolled_at: Date | null }>(
+      stack.db.handle.db,
+      sql`select enrolled_at from operator_passkeys where credential_id = ${alice.credentialId}`,
+    );
+    expect(row).toEqual({ enrolled_at: null });
+    // Its challenge is spent.
+    const again = await console_().post("/passkeys/registration", { operator: "Alice Martin", response });
+    expect(again.status).toBe(400);
+    // Registered is not enrolled: the enclave knows no such passkey.
+    const early = await console_().post("/approvals/options", {
+      target: { change: "unfreeze" },
+      key_id: registered.key_id,
+    });
+    expect(early.status).toBe(404);
+  });
+
+  it("the origin's admin key cannot enroll it; the policy authority's holder does (enroll-passkey)", async () => {
+    const params = {
+      keyId: registered.key_id,
+      operator: "Alice Martin",
+      credentialId: alice.credentialId,
+      publicKey: alice.publicKey,
+      rpId: RP_ID,
+      origin: ORIGIN,
+    };
+    const byOrigin = await stack.signer.enrollOperatorPasskey(params, stack.authorities.admin);
+    expect(byOrigin.ok ? "enrolled" : byOrigin.error.code).toBe("capability_rejected");
+    const announced: string[] = [];
+    const enrolled = await enrollPendingPasskey({
+      db: stack.db.handle.db,
+      client: stack.signer,
+      policySecret: stack.enclave.policySecret,
+      id: alice.credentialId,
+      announce: (passkey) => announced.push(`${passkey.operator} ${passkey.rpId} ${passkey.origin}`),
+    });
+    expect(enrolled.ok).toBe(true);
+    expect(announced).toEqual([`Alice Martin ${RP_ID} ${ORIGIN}`]);
+    const sealed = await stack.signer.getPolicy();
+    if (!sealed.ok) throw new Error("get_policy");
+    expect(sealed.value.operatorPasskeys).toContainEqual({ ...params, label: null });
+  });
+
+  it("approves a held transfer: the page is shown payee and amount, the assertion (high-S, as authenticators may sign) is relayed, and the transfer is signed and confirmed once; the audit names the operator and passkey", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const headers = { authorization: `Bearer ${agent.token}` };
+    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers,
+      body: JSON.stringify({ approval_above_units: "2000000" }),
+    });
+    expect(patched.status).toBe(200);
+    const transfers = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    const held = await transfers.transfer({ idempotency_key: newKey(), to, amount: "3000000" });
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    const target = { change: "approve_held", action_id: view.action_id };
+
+    const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+    expect(prepared.status).toBe(200);
+    const options = prepared.body as ApprovalOptions;
+    expect(options.shown).toMatchObject({
+      op: "approve_held",
+      kind: "transfer",
+      ref: view.action_id,
+      to: to.toLowerCase(),
+      value_units: "3000000",
+    });
+    expect(options.operator).toBe("Alice Martin");
+    const assertion = alice.assert(Buffer.from(options.challenge, "base64url"), { s: "high" });
+    const approval = {
+      target,
+      key_id: registered.key_id,
+      counter: options.counter,
+      expires_at: options.expires_at,
+      approval_expires_at: options.shown.approval_expires_at as number,
+      response: authenticationResponse(alice, assertion),
+    };
+    // The origin asking for a longer approval than the operator was shown: the enclave refuses.
+    const longer = await console_().post("/approvals", {
+      ...approval,
+      approval_expires_at: approval.approval_expires_at + 60,
+    });
+    expect(longer.status).toBe(403);
+    expect(longer.body).toMatchObject({
+      error: { code: "policy_loosening_requires_operator", detail: "passkey_challenge" },
+    });
+
+    const approved = await console_().post("/approvals", approval);
+    expect(approved.status).toBe(200);
+    expect(approved.body).toEqual({
+      change: "approve_held",
+      operator: "Alice Martin",
+      key_id: registered.key_id,
+      subject: view.action_id,
+      outcome: "approved",
+    });
+    const done = await transfers.settled(view.action_id);
+    expect(done).toMatchObject({ status: "confirmed" });
+    const [sent] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
+    );
+    expect(sent!.n).toBe(1);
+    // The same approval again: the action is no longer held.
+    expect((await console_().post("/approvals", approval)).status).toBe(409);
+
+    const audit = await console_().get("/audit");
+    const changes = (audit.body as { changes: Array<Record<string, unknown>> }).changes;
+    expect(changes).toContainEqual(
+      expect.objectContaining({
+        kind: "passkey_approval",
+        subject: view.action_id,
+        change: "approve_held",
+        reason: `approved by Alice Martin with passkey ${registered.key_id}`,
+      }),
+    );
+  });
+});

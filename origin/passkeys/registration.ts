@@ -1,0 +1,100 @@
+/**
+ * The console's passkey registration ceremony (docs/operations.md#passkeys), with
+ * @simplewebauthn/server: options for the browser, then the authenticator's response verified
+ * (challenge, origin, rpId, user verification) and kept as a pending credential. Registering gives
+ * the passkey no power: only the policy authority's signature enrolls it in the enclave.
+ */
+import {
+  generateRegistrationOptions,
+  type PublicKeyCredentialCreationOptionsJSON,
+  type RegistrationResponseJSON,
+  verifyRegistrationResponse,
+} from "@simplewebauthn/server";
+import { err, ok, type Result } from "../../shared/result.ts";
+import type { Db } from "../db/client.ts";
+import { coseToUncompressedP256, passkeyKeyId } from "./credential-key.ts";
+import { type PendingPasskey, savePendingPasskey } from "./store.ts";
+
+/** How long a registration's challenge waits for the authenticator's answer. */
+const CEREMONY_MS = 5 * 60_000;
+/** Ceremonies one origin keeps open at once (older ones are dropped first). */
+const MAX_OPEN = 256;
+
+export type RelyingParty = { rpId: string; origin: string };
+
+export type PasskeyRegistration = {
+  options(operator: string): Promise<PublicKeyCredentialCreationOptionsJSON>;
+  verify(
+    operator: string,
+    response: RegistrationResponseJSON,
+  ): Promise<Result<Omit<PendingPasskey, "enrolledAt">, string>>;
+};
+
+/**
+ * The ceremony's challenges are kept in this process's memory for five minutes: the options and
+ * the answer go to the same origin process (the console is one origin, on the operator's host).
+ */
+export function createPasskeyRegistration(
+  db: Db,
+  rp: RelyingParty,
+  now = () => Date.now(),
+): PasskeyRegistration {
+  const open = new Map<string, { operator: string; until: number }>();
+  const prune = () => {
+    const at = now();
+    for (const [challenge, ceremony] of open) if (ceremony.until <= at) open.delete(challenge);
+    while (open.size >= MAX_OPEN) open.delete(open.keys().next().value!);
+  };
+  return {
+    async options(operator) {
+      prune();
+      const options = await generateRegistrationOptions({
+        rpName: "agent wallet console",
+        rpID: rp.rpId,
+        userName: operator,
+        attestationType: "none",
+        authenticatorSelection: { residentKey: "preferred", userVerification: "required" },
+        supportedAlgorithmIDs: [-7],
+        timeout: CEREMONY_MS,
+      });
+      open.set(options.challenge, { operator, until: now() + CEREMONY_MS });
+      return options;
+    },
+    async verify(operator, response) {
+      prune();
+      let used: string | null = null;
+      let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
+      try {
+        verified = await verifyRegistrationResponse({
+          response,
+          expectedChallenge: (challenge) => {
+            const ceremony = open.get(challenge);
+            if (ceremony?.operator !== operator) return false;
+            used = challenge;
+            return true;
+          },
+          expectedOrigin: rp.origin,
+          expectedRPID: rp.rpId,
+          requireUserVerification: true,
+          supportedAlgorithmIDs: [-7],
+        });
+      } catch (cause) {
+        return err(cause instanceof Error ? cause.message : "the registration response does not verify");
+      }
+      if (used !== null) open.delete(used);
+      if (!verified.verified) return err("the registration response does not verify");
+      const publicKey = coseToUncompressedP256(verified.registrationInfo.credential.publicKey);
+      if (publicKey === null) return err("the passkey's key is not P-256 (ES256)");
+      const passkey = {
+        credentialId: verified.registrationInfo.credential.id,
+        keyId: passkeyKeyId(publicKey),
+        operator,
+        publicKey,
+        rpId: rp.rpId,
+        origin: rp.origin,
+      };
+      await savePendingPasskey(db, passkey);
+      return ok(passkey);
+    },
+  };
+}

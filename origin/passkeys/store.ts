@@ -1,0 +1,85 @@
+/**
+ * The origin's records of operators' passkeys (db/schema/passkeys.ts): credentials registered in
+ * the console, pending until the policy authority enrolls them in the enclave, and the audit of each
+ * change a passkey approved. Public parts only: the origin never holds a passkey's private key.
+ */
+import { sql } from "drizzle-orm";
+import { type Db, queryRows } from "../db/client.ts";
+
+export type PendingPasskey = {
+  credentialId: string;
+  keyId: string;
+  operator: string;
+  publicKey: string;
+  rpId: string;
+  origin: string;
+  enrolledAt: Date | null;
+};
+
+type Row = {
+  credential_id: string;
+  key_id: string;
+  operator: string;
+  public_key: string;
+  rp_id: string;
+  origin: string;
+  enrolled_at: Date | null;
+};
+
+const fromRow = (row: Row): PendingPasskey => ({
+  credentialId: row.credential_id,
+  keyId: row.key_id,
+  operator: row.operator,
+  publicKey: row.public_key,
+  rpId: row.rp_id,
+  origin: row.origin,
+  enrolledAt: row.enrolled_at,
+});
+
+/** Keeps a registered credential, pending; a second registration of one credential changes nothing. */
+export async function savePendingPasskey(db: Db, passkey: Omit<PendingPasskey, "enrolledAt">): Promise<void> {
+  await db.execute(
+    sql`insert into operator_passkeys (credential_id, key_id, operator, public_key, rp_id, origin)
+        values (${passkey.credentialId}, ${passkey.keyId}, ${passkey.operator}, ${passkey.publicKey},
+          ${passkey.rpId}, ${passkey.origin})
+        on conflict (credential_id) do nothing`,
+  );
+}
+
+/** One registered credential, by its credential id or its key id. */
+export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | null> {
+  const [row] = await queryRows<Row>(
+    db,
+    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
+        from operator_passkeys where credential_id = ${id} or key_id = ${id}`,
+  );
+  return row ? fromRow(row) : null;
+}
+
+export async function listPasskeys(db: Db): Promise<PendingPasskey[]> {
+  const rows = await queryRows<Row>(
+    db,
+    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
+        from operator_passkeys order by created_at`,
+  );
+  return rows.map(fromRow);
+}
+
+/** Marks a credential enrolled, once the enclave sealed it. */
+export async function markEnrolled(db: Db, credentialId: string): Promise<void> {
+  await db.execute(
+    sql`update operator_passkeys set enrolled_at = coalesce(enrolled_at, now()) where credential_id = ${credentialId}`,
+  );
+}
+
+/** The audit of one change a passkey approved: who, with which passkey, what they were shown. */
+export async function recordPasskeyApproval(
+  db: Db,
+  approval: { keyId: string; operator: string; op: string; subject: string; shown: unknown },
+): Promise<void> {
+  await db.execute(
+    sql`insert into passkey_approvals (key_id, operator, op, subject, shown)
+        values (${approval.keyId}, ${approval.operator}, ${approval.op}, ${approval.subject},
+          ${JSON.stringify(approval.shown)}::jsonb)`,
+  );
+}
