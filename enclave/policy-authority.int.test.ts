@@ -101,6 +101,7 @@ describe("the policy authority (real process)", () => {
       payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
       operator_keys: [],
+      operator_passkeys: [],
     });
   });
 
@@ -169,6 +170,7 @@ describe("the policy authority (real process)", () => {
       payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
       operator_keys: [],
+      operator_passkeys: [],
     });
   });
 

@@ -81,6 +81,7 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
       payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
       operator_keys: [],
+      operator_passkeys: [],
     });
     expect(table.stdout).toMatch(/settler +none configured/);
   });

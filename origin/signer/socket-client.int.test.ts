@@ -186,6 +186,7 @@ describe("socket signer client against the real enclave", () => {
         payee: { payeeKeyRef: expect.stringMatching(/^[0-9a-f]{64}$/), payeeAddress: expect.any(String) },
         nodeFrozen: false,
         operatorKeys: [],
+        operatorPasskeys: [],
       },
     });
     const signed = await client.signTransfer({
