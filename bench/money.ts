@@ -299,6 +299,21 @@ async function main(): Promise<void> {
     // Every transfer of the run has a key of its own: a key used before (by the warm-up or an
     // earlier pair) would be answered from its stored action, moving nothing.
     let key = 0;
+    /** One transfer through the gateway by the agent holding `token`: its action id. */
+    const postTransfer = async (token: string): Promise<string> => {
+      const answer = await post(
+        `${base}/agent/v1/transfers`,
+        JSON.stringify({
+          idempotency_key: `bench-${process.pid}-${key++}`,
+          to: recipient,
+          amount: AMOUNT_UNITS.toString(),
+        }),
+        { authorization: `Bearer ${token}` },
+      );
+      if (answer.status !== 202 && answer.status !== 200)
+        throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
+      return (JSON.parse(answer.body) as { action_id: string }).action_id;
+    };
 
     /**
      * Signs each account's next `perAccount` transfers ahead of the phase, so the phase measures
@@ -364,21 +379,9 @@ async function main(): Promise<void> {
       const actions: Array<{ id: string; token: string }> = [];
       await Promise.all(
         senders.map(async (agent) => {
-          const headers = { authorization: `Bearer ${agent.token}` };
           while (performance.now() < until) {
-            const answer = await post(
-              `${base}/agent/v1/transfers`,
-              JSON.stringify({
-                idempotency_key: `bench-${process.pid}-${key++}`,
-                to: recipient,
-                amount: AMOUNT_UNITS.toString(),
-              }),
-              headers,
-            );
-            if (answer.status !== 202 && answer.status !== 200)
-              throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
             actions.push({
-              id: (JSON.parse(answer.body) as { action_id: string }).action_id,
+              id: await postTransfer(agent.token),
               token: agent.token,
             });
           }
@@ -472,19 +475,9 @@ async function main(): Promise<void> {
             for (let n = 0; performance.now() < until; n++) {
               const agent = mine[client * share + (n % share)]!;
               const sent = performance.now();
-              const answer = await post(
-                `${base}/agent/v1/transfers`,
-                JSON.stringify({
-                  idempotency_key: `bench-${process.pid}-${key++}`,
-                  to: recipient,
-                  amount: AMOUNT_UNITS.toString(),
-                }),
-                { authorization: `Bearer ${agent.token}` },
-              );
-              if (answer.status !== 202 && answer.status !== 200)
-                throw new Error(`transfer answered ${answer.status}: ${answer.body}`);
+              const id = await postTransfer(agent.token);
               latenciesMs.push(performance.now() - sent);
-              ids.push((JSON.parse(answer.body) as { action_id: string }).action_id);
+              ids.push(id);
             }
           }),
         );
