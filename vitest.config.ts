@@ -15,8 +15,11 @@ export default defineConfig({
     // a throwaway enclave take tens of seconds when the two cores are shared.
     testTimeout: 90_000,
     hookTimeout: 180_000,
-    // Two cores: files run in forks so a crashing enclave or devnet cannot take the runner down.
+    // Files run in forks so a crashing enclave or devnet cannot take the runner down. Two at once on
+    // two cores (vitest's default would be one): an integration file waits on its processes and
+    // its chain about half its time (docs/performance.md, "The test suite").
     pool: "forks",
+    maxWorkers: 2,
     ...(jsonReport ? { reporters: ["default", "json"], outputFile: { json: jsonReport } } : {}),
   },
 });

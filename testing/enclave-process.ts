@@ -13,6 +13,7 @@ import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.
 import { toHex } from "../shared/hex.ts";
 import { randomX25519PrivateKey, x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { sleep } from "../shared/sleep.ts";
+import { programArgs } from "./program-bundles.ts";
 import { recordOutput, recordSecret } from "./secret-sink.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -74,9 +75,7 @@ export async function createEnclaveFixture(
   await run(
     process.execPath,
     [
-      "--import",
-      "tsx",
-      MAIN,
+      ...programArgs(REPO_ROOT, MAIN),
       "init",
       "--env-id",
       envId,
@@ -109,7 +108,7 @@ export async function createEnclaveFixture(
   const stop = (): Promise<number | null> => end("SIGTERM");
   const start = async (startOptions: { profile?: string } = {}): Promise<void> => {
     await stop();
-    const args = ["--import", "tsx", MAIN, "serve", "--socket", socketPath, "--data-dir", dataDir];
+    const args = [...programArgs(REPO_ROOT, MAIN), "serve", "--socket", socketPath, "--data-dir", dataDir];
     if (startOptions.profile) args.push("--profile", startOptions.profile);
     const spawned = spawn(process.execPath, args, {
       cwd: REPO_ROOT,

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -8,7 +8,9 @@ import type { TestProject } from "vitest/node";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
+import { REPO_ROOT } from "./enclave-process.ts";
 import { freePort } from "./free-port.ts";
+import { buildProgramBundles, PROGRAMS_ENV } from "./program-bundles.ts";
 import { SINK_ENV, scanSink } from "./secret-sink.ts";
 
 declare module "vitest" {
@@ -29,6 +31,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   execFileSync(process.execPath, [fileURLToPath(new URL("../cli/build.mjs", import.meta.url))], {
     stdio: "inherit",
   });
+  // The programs tests start, bundled once for the run (program-bundles.ts); the folder must lie
+  // inside the repository, where the bundles find their packages.
+  await mkdir(path.join(REPO_ROOT, ".test-artifacts"), { recursive: true });
+  const programsDir = await mkdtemp(path.join(REPO_ROOT, ".test-artifacts", "programs-"));
+  await buildProgramBundles(REPO_ROOT, programsDir);
+  process.env[PROGRAMS_ENV] = programsDir;
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   let tempDir: string | undefined;
@@ -70,6 +78,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     }
     await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
     await stopEmbedded?.();
+    await rm(programsDir, { recursive: true, force: true });
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
   };
 }

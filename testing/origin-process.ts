@@ -6,6 +6,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { sleep } from "../shared/sleep.ts";
 import { REPO_ROOT } from "./enclave-process.ts";
 import type { HeldSocket } from "./held-socket.ts";
+import { programArgs } from "./program-bundles.ts";
 import { recordOutput, recordSecretsOf } from "./secret-sink.ts";
 
 export type OriginProcess = {
@@ -36,9 +37,7 @@ export async function spawnOrigin(params: {
   const node = [
     process.execPath,
     ...(params.nodeArgs ?? []),
-    "--import",
-    "tsx",
-    params.entry ?? "origin/main.ts",
+    ...programArgs(REPO_ROOT, params.entry ?? "origin/main.ts"),
   ];
   const env = { ...inherited, ORIGIN_PORT: String(port ?? 0), LOG_LEVEL: "info", ...params.env };
   // LISTEN_PID must name the origin itself: the shell learns its own pid, then execs node in place.

@@ -4,8 +4,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import { REPO_ROOT } from "./enclave-process.ts";
+import { programArgs } from "./program-bundles.ts";
 import { recordSecretsOf } from "./secret-sink.ts";
 
 export type RunToolOptions = {
@@ -40,14 +40,12 @@ export function runTool(
   options: RunToolOptions = {},
 ): Promise<ToolRun> {
   const file = path.resolve(REPO_ROOT, entry);
-  const loader = file.endsWith(".ts")
-    ? ["--import", pathToFileURL(path.join(REPO_ROOT, "node_modules/tsx/dist/loader.mjs")).href]
-    : [];
+  const program = file.endsWith(".ts") ? programArgs(REPO_ROOT, file) : [file];
   const base = options.cleanEnv ? { PATH: process.env.PATH ?? "" } : process.env;
   const env = { ...base, ...options.env };
   // The secrets a test hands a tool are searched for in every log of the run (secret-sink.ts).
   recordSecretsOf(options.env ?? {});
-  const child = spawn(process.execPath, [...loader, file, ...args], {
+  const child = spawn(process.execPath, [...program, ...args], {
     cwd: options.cwd ?? REPO_ROOT,
     env,
     stdio: [options.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],

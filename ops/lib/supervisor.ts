@@ -15,6 +15,8 @@ export type StartChildParams = {
   name: string;
   /** A TypeScript entry point, run with `node --import tsx`. */
   entry: string;
+  /** The node arguments that run the program instead (a build of `entry`, say). */
+  program?: readonly string[];
   args?: string[];
   env?: NodeJS.ProcessEnv;
   /** Receives every output line, already prefixed with the child's name. */
@@ -27,7 +29,8 @@ export type StartChildParams = {
  * IPC channel (so a child whose launcher dies notices the disconnect and exits: no orphans).
  */
 export function startChild(params: StartChildParams): ManagedChild {
-  const child = spawn(process.execPath, ["--import", "tsx", params.entry, ...(params.args ?? [])], {
+  const program = params.program ?? ["--import", "tsx", params.entry];
+  const child = spawn(process.execPath, [...program, ...(params.args ?? [])], {
     env: params.env ?? process.env,
     stdio: ["ignore", "pipe", "pipe", "ipc"],
     detached: true,

@@ -37,6 +37,8 @@ export type StartThrowawayEnclaveParams = {
   identity: SealedIdentity;
   /** Receives the throwaway enclave's log lines (JSON, as the enclave writes them). */
   onLog?: (line: string) => void;
+  /** The node arguments that run the enclave program: its TypeScript through tsx by default. */
+  program?: readonly string[];
 };
 
 /** Initialises and starts a throwaway enclave; on any failure nothing is left behind. */
@@ -57,10 +59,9 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
   };
   try {
     const { identity } = params;
+    const program = params.program ?? ["--import", "tsx", ENCLAVE_MAIN];
     await run(process.execPath, [
-      "--import",
-      "tsx",
-      ENCLAVE_MAIN,
+      ...program,
       "init",
       "--data-dir",
       dataDir,
@@ -78,6 +79,7 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
     child = startChild({
       name: "drill-enclave",
       entry: ENCLAVE_MAIN,
+      program,
       args: ["serve", "--socket", socketPath, "--data-dir", dataDir],
       onLine: params.onLog ?? (() => {}),
     });
