@@ -68,6 +68,11 @@ describe("passkeys through the console (real stack)", () => {
       sql`select enrolled_at from operator_passkeys where credential_id = ${alice.credentialId}`,
     );
     expect(row).toEqual({ enrolled_at: null });
+    // Listed, pending, under the read token alone; without it, nothing.
+    const listed = await consoleCalls(origin.base, { admin: secrets.adminToken }).get("/passkeys");
+    expect(listed.status).toBe(200);
+    expect(listed.body).toEqual({ passkeys: [registered] });
+    expect((await consoleCalls(origin.base, {}).get("/passkeys")).status).toBe(401);
     // Its challenge is spent.
     const again = await console_().post("/passkeys/registration", { operator: "Alice Martin", response });
     expect(again.status).toBe(400);
@@ -103,6 +108,8 @@ describe("passkeys through the console (real stack)", () => {
     const sealed = await stack.signer.getPolicy();
     if (!sealed.ok) throw new Error("get_policy");
     expect(sealed.value.operatorPasskeys).toContainEqual({ ...params, label: null });
+    const listed = await console_().get("/passkeys");
+    expect(listed.body).toEqual({ passkeys: [{ ...registered, enrolled: true }] });
   });
 
   it("approves a held transfer: the page is shown payee and amount, the assertion (high-S, as authenticators may sign) is relayed, and the transfer is signed and confirmed once; the audit names the operator and passkey", async () => {

@@ -56,11 +56,12 @@ export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | 
   return row ? fromRow(row) : null;
 }
 
+/** Every registered credential, pending or enrolled, newest first. */
 export async function listPasskeys(db: Db): Promise<PendingPasskey[]> {
   const rows = await queryRows<Row>(
     db,
     sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
-        from operator_passkeys order by created_at`,
+        from operator_passkeys order by created_at desc, credential_id`,
   );
   return rows.map(fromRow);
 }

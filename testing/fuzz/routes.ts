@@ -481,6 +481,13 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: true,
     },
     {
+      operationId: "consolePasskeys",
+      name: "GET admin passkeys",
+      credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
       operationId: "metrics",
       name: "GET metrics",
       credentials: "metrics_scrape",
