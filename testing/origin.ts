@@ -58,6 +58,11 @@ export type StartTestOriginParams = {
   limiters?: GatewayLimiters;
   /** The webhooks' address resolver (a test of the connect-time check swaps one in). */
   webhooks?: WebhooksModuleOptions;
+  /**
+   * The loopback port to listen on; a free one by default. A browser test of passkeys names the
+   * console's origin (CONSOLE_ORIGIN, port included) before the origin starts.
+   */
+  port?: number;
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -106,7 +111,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     throw new Error(`the origin would refuse to start:\n  - ${composed.error.errors.join("\n  - ")}`);
   }
   const origin = composed.value;
-  const server = await startHttpServer(origin.app, "127.0.0.1", 0);
+  const server = await startHttpServer(origin.app, "127.0.0.1", params.port ?? 0);
   let closing: Promise<void> | undefined;
   // The transaction tracker only, unless the test asks for more: the key pool and identity workers
   // are for the tests that start them.

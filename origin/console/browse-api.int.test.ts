@@ -83,6 +83,24 @@ describe("the console's search and paged lists", () => {
     expect(none).toMatchObject({ read_as: "tx_hash", matches: [] });
   });
 
+  it("lists the actions in one state (held: what waits for an approval), of all agents or one, newest first", async () => {
+    const [first, second] = made;
+    const write = (agentId: string, key: string, status: string) =>
+      testDb.handle.db.execute(
+        sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units, to_address)
+            values (${agentId}, 'transfer', ${key}, 'h', ${status}, 3000000, '0x00000000000000000000000000000000000000b1')`,
+      );
+    await write(first!.agentId, "held-1", "held");
+    await write(first!.agentId, "done-1", "confirmed");
+    await write(second!.agentId, "held-2", "held");
+    const keys = async (path: string) =>
+      actionPageSchema.parse((await calls().get(path)).body).items.map((item) => item.idempotency_key);
+    expect(await keys("/actions?status=held")).toEqual(["held-2", "held-1"]);
+    expect(await keys(`/actions?status=held&agent_id=${first!.agentId}`)).toEqual(["held-1"]);
+    expect(await keys("/actions?status=held&limit=1")).toEqual(["held-2"]);
+    expect(await keys(`/actions?status=confirmed&agent_id=${first!.agentId}`)).toEqual(["done-1"]);
+  });
+
   it("answers 400 naming the parameter for a bad query, 404 for an unknown id, 401 without the token", async () => {
     for (const [path, message] of [
       ["/search", "q must be given"],
@@ -94,6 +112,7 @@ describe("the console's search and paged lists", () => {
       ["/identities?cursor=yesterday", "cursor must be a next_cursor this API answered"],
       ["/identities?offset=3", "unknown query parameter offset"],
       ["/actions?agent_id=nope", "agent_id must be an agent id (a UUID)"],
+      ["/actions?status=pending", "status must be one of requested, held, approved"],
       ["/identities/nope", "agent_id must be an agent id (a UUID)"],
       ["/settlements/nope", "settlement_id must be a settlement id (a UUID)"],
     ] as const) {

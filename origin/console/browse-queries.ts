@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { ActionStatus } from "../../shared/action-status.ts";
 import type {
   ActionPage,
   ActionRow,
@@ -129,13 +130,20 @@ const actionView = (row: ActionDbRow): ActionRow => ({
   updated_at: iso(row.updated_at),
 });
 
-/** Actions newest first (by creation: a page does not move as rows change state), of one agent or all. */
-export async function readActionPage(db: Db, page: PageRequest & { agentId?: string }): Promise<ActionPage> {
+/**
+ * Actions newest first (by creation: a page does not move as rows change state), of one agent or
+ * all, in one state or any (the approvals page lists the held ones).
+ */
+export async function readActionPage(
+  db: Db,
+  page: PageRequest & { agentId?: string | undefined; status?: ActionStatus | undefined },
+): Promise<ActionPage> {
   const agent = page.agentId ? sql`agent_id = ${page.agentId}::uuid` : sql`true`;
+  const status = page.status ? sql`status = ${page.status}` : sql`true`;
   const rows = await queryRows<ActionDbRow & { cursor: string }>(
     db,
     sql`select ${ACTION_COLUMNS}, ${cursorOf(sql`created_at`, sql`action_id`)} from agent_actions
-        where ${agent} and ${before(sql`created_at`, sql`action_id`, page.cursor)}
+        where ${agent} and ${status} and ${before(sql`created_at`, sql`action_id`, page.cursor)}
         order by created_at desc, action_id desc limit ${page.limit + 1}`,
   );
   const result = paged(rows, page.limit);

@@ -1,5 +1,6 @@
 import type { Context, Handler } from "hono";
 import { z } from "zod";
+import { ACTION_STATUSES } from "../../shared/action-status.ts";
 import { pageQuerySchema, searchQuerySchema } from "../../shared/console-browse-schemas.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -44,7 +45,12 @@ function idParam(c: Context<AppEnv>, name: string, what: string): string {
 
 const listQuery = pageQuerySchema.strict();
 const actionListQuery = pageQuerySchema
-  .extend({ agent_id: z.uuid({ error: "agent_id must be an agent id (a UUID)" }).optional() })
+  .extend({
+    agent_id: z.uuid({ error: "agent_id must be an agent id (a UUID)" }).optional(),
+    status: z
+      .enum(ACTION_STATUSES, { error: `status must be one of ${ACTION_STATUSES.join(", ")}` })
+      .optional(),
+  })
   .strict();
 
 type BrowseHandlers = Record<
@@ -67,12 +73,13 @@ export function browseConsoleHandlers(deps: Infrastructure): BrowseHandlers {
       return c.json(detail);
     },
     actions: async (c) => {
-      const { limit, cursor, agent_id } = query(c, actionListQuery);
+      const { limit, cursor, agent_id, status } = query(c, actionListQuery);
       return c.json(
         await readActionPage(db(), {
           limit: limit ?? DEFAULT_LIMIT,
           cursor,
           agentId: agent_id?.toLowerCase(),
+          status,
         }),
       );
     },

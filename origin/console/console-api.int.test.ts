@@ -441,6 +441,7 @@ describe("operator console API", () => {
     for (const [path, type] of [
       ["/admin/agents/assets/console.js", "text/javascript; charset=utf-8"],
       ["/admin/agents/assets/console.css", "text/css; charset=utf-8"],
+      ["/admin/agents/assets/simplewebauthn-browser.js", "text/javascript; charset=utf-8"],
     ] as const) {
       const asset = await send(`${origin.base}${path}`);
       expect(asset.status).toBe(200);
@@ -448,6 +449,14 @@ describe("operator console API", () => {
       expect(asset.headers["x-content-type-options"]).toBe("nosniff");
       expect(html).toContain(`${path.replace("/admin", "/77/admin")}`);
     }
+    // The WebAuthn library is the package's own bundle, served by the origin (never a CDN's copy).
+    const webauthn = await send(`${origin.base}/admin/agents/assets/simplewebauthn-browser.js`);
+    expect(webauthn.body).toBe(
+      readFileSync(
+        new URL("../../node_modules/@simplewebauthn/browser/dist/bundle/index.umd.min.js", import.meta.url),
+        "utf8",
+      ),
+    );
   });
 
   it("never writes the console tokens to the request log", async () => {

@@ -309,6 +309,31 @@ describe("the operator console page in a browser", () => {
       "Read only: the console was opened without the registration admin token",
     );
     expect(await page.isDisabled("#agent-change-submit")).toBe(true);
+    // The passkeys page cannot register one; the approvals page shows a held action (payee and
+    // amount from its row) and says why its button cannot be pressed.
+    await open(page, "passkeys");
+    expect(await page.textContent("#passkey-message")).toContain(
+      "Read only: the console was opened without the registration admin token",
+    );
+    expect(await page.isDisabled("#passkey-register")).toBe(true);
+    const [held] = await queryRows<{ action_id: string }>(
+      testDb.handle.db,
+      sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units,
+            to_address, hold_rule, hold_expires_at)
+          values (${agent.agent_id}, 'transfer', 'read-only-held', 'h', 'held', 3000000,
+            '0x00000000000000000000000000000000000000b1', 'approval_above_units', now() + interval '1 hour')
+          returning action_id`,
+    );
+    await open(page, "approvals");
+    await page.locator(`#approve-${held!.action_id}`).waitFor();
+    expect(await page.isDisabled(`#approve-${held!.action_id}`)).toBe(true);
+    expect(await page.textContent(`#approve-message-${held!.action_id}`)).toContain(
+      "Read only: the console was opened without the registration admin token",
+    );
+    expect(await page.textContent(`#signs-${held!.action_id} dd[data-key="payee"]`)).toBe(
+      "0x00000000000000000000000000000000000000b1",
+    );
+    expect(await page.textContent("#approvals-message")).toContain("Read only");
     await open(page, "registration");
     // Enter in a field cannot send it either (the form's only submit button is disabled).
     await page.selectOption("#setting-name", "per_ip_daily");

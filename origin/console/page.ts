@@ -1,7 +1,13 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
 import { type Handler, Hono } from "hono";
 import type { AppEnv } from "../http/env.ts";
-import { CONSOLE_PAGE_SCRIPTS, consoleAssetOperationId } from "../openapi/console-operations.ts";
+import {
+  CONSOLE_PAGE_SCRIPTS,
+  CONSOLE_VENDOR_SCRIPTS,
+  consoleAssetOperationId,
+} from "../openapi/console-operations.ts";
 import { route } from "../openapi/route.ts";
 
 /**
@@ -32,10 +38,28 @@ const SECURITY_HEADERS: Record<string, string> = {
 const asset = (name: string): string => readFileSync(new URL(`./page/${name}`, import.meta.url), "utf8");
 
 /**
+ * A dependency's browser bundle, as its package publishes it. The package exports its entry only,
+ * so the bundle is found beside the entry the resolver names (the installed version, whatever
+ * node_modules layout holds it).
+ */
+const VENDOR: Record<(typeof CONSOLE_VENDOR_SCRIPTS)[number], { entry: string; bundle: string }> = {
+  // script/index.js and dist/bundle/index.umd.min.js (UMD: it defines globalThis.SimpleWebAuthnBrowser).
+  "simplewebauthn-browser.js": {
+    entry: "@simplewebauthn/browser",
+    bundle: "../dist/bundle/index.umd.min.js",
+  },
+};
+const vendorAsset = (name: (typeof CONSOLE_VENDOR_SCRIPTS)[number]): string => {
+  const { entry, bundle } = VENDOR[name];
+  const resolved = createRequire(import.meta.url).resolve(entry);
+  return readFileSync(path.join(path.dirname(resolved), bundle), "utf8");
+};
+
+/**
  * GET {base}/admin/agents (an HTML shell without operational data:
- * docs/operations.md#the-operator-console-and-metrics) and its script and stylesheet, served as
- * they are from origin/console/page/ (no build step). The one value put into the page is the API's
- * base path, from the configuration.
+ * docs/operations.md#the-operator-console-and-metrics) and its scripts and stylesheet, served as
+ * they are from origin/console/page/ and the dependencies' own bundles (no build step). The one
+ * value put into the page is the API's base path, from the configuration.
  */
 export function createPageRouter(basePath: string): Hono<AppEnv> {
   const apiBase = `${basePath}/admin/agents`;
@@ -50,6 +74,14 @@ export function createPageRouter(basePath: string): Hono<AppEnv> {
   route(router, "/", "consolePage", serve(html, "text/html; charset=utf-8"));
   route(router, "/", "consoleScript", serve(script, "text/javascript; charset=utf-8"));
   route(router, "/", "consoleStyle", serve(style, "text/css; charset=utf-8"));
+  for (const name of CONSOLE_VENDOR_SCRIPTS) {
+    route(
+      router,
+      "/",
+      consoleAssetOperationId(name),
+      serve(vendorAsset(name), "text/javascript; charset=utf-8"),
+    );
+  }
   for (const name of CONSOLE_PAGE_SCRIPTS) {
     route(router, "/", consoleAssetOperationId(name), serve(asset(name), "text/javascript; charset=utf-8"));
   }

@@ -14,17 +14,20 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { type ApprovalRelay, createApprovalRelay, type RelayError } from "../passkeys/approval.ts";
 import { passkeyFingerprint } from "../passkeys/credential-key.ts";
 import { createPasskeyRegistration } from "../passkeys/registration.ts";
+import { listPasskeys, type PendingPasskey } from "../passkeys/store.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 
 /** Registration and assertion responses carry a few hundred bytes of keys and JSON. */
 const MAX_BODY = 16_384;
 
 /**
- * The console's passkey routes (docs/operations.md#passkeys), under the change credentials like
- * every console change: the registration ceremony, and the approval relay. The relay needs the
- * enclave and the origin's admin key; without them it answers feature_disabled.
+ * The console's passkey routes (docs/operations.md#passkeys): the list, under the read token; the
+ * registration ceremony and the approval relay, under the change credentials like every console
+ * change. The relay needs the enclave and the origin's admin key; without them it answers
+ * feature_disabled.
  */
 export function passkeyConsoleHandlers(deps: Infrastructure): {
+  list: Handler<AppEnv>;
   registrationOptions: Handler<AppEnv>;
   register: Handler<AppEnv>;
   approvalOptions: Handler<AppEnv>;
@@ -53,6 +56,10 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
     return relay;
   };
   return {
+    async list(c) {
+      const passkeys = await listPasskeys(db);
+      return c.json({ passkeys: passkeys.map(passkeyView) });
+    },
     async registrationOptions(c) {
       const body = await parseJsonBody(c, passkeyRegistrationOptionsRequestSchema);
       return c.json({ options: await registration.options(body.operator) });
@@ -67,17 +74,7 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
         throw new AppError("validation_failed", `registration refused: ${registered.error}`);
       const passkey = registered.value;
       c.set("logFields", { outcome: "passkey_registered", key_id: passkey.keyId });
-      const view: PasskeyView = {
-        key_id: passkey.keyId,
-        operator: passkey.operator,
-        credential_id: passkey.credentialId,
-        public_key: passkey.publicKey,
-        rp_id: passkey.rpId,
-        origin: passkey.origin,
-        fingerprint: passkeyFingerprint(passkey.publicKey),
-        enrolled: false,
-      };
-      return c.json(view, 201);
+      return c.json(passkeyView({ ...passkey, enrolledAt: null }), 201);
     },
     async approvalOptions(c) {
       const body = await parseJsonBody(c, approvalOptionsRequestSchema);
@@ -99,6 +96,20 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
       c.set("logFields", { outcome: "passkey_approved", key_id: body.key_id, change: body.target.change });
       return c.json(relayed.value);
     },
+  };
+}
+
+/** A registered passkey as the console shows it: public parts, the fingerprint the enrolling holder compares. */
+function passkeyView(passkey: PendingPasskey): PasskeyView {
+  return {
+    key_id: passkey.keyId,
+    operator: passkey.operator,
+    credential_id: passkey.credentialId,
+    public_key: passkey.publicKey,
+    rp_id: passkey.rpId,
+    origin: passkey.origin,
+    fingerprint: passkeyFingerprint(passkey.publicKey),
+    enrolled: passkey.enrolledAt !== null,
   };
 }
 

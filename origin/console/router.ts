@@ -89,6 +89,7 @@ export function createConsoleRouter(
   route(router, "/", "consoleRemoveWebhook", auth.change, webhooks.remove);
   route(router, "/", "consoleReplayWebhook", auth.change, webhooks.replay);
   const passkeys = passkeyConsoleHandlers(deps);
+  route(router, "/", "consolePasskeys", auth.read, passkeys.list);
   route(router, "/", "consolePasskeyRegistrationOptions", auth.change, passkeys.registrationOptions);
   route(router, "/", "consolePasskeyRegistration", auth.change, passkeys.register);
   route(router, "/", "consoleApprovalOptions", auth.change, passkeys.approvalOptions);

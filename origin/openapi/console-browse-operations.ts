@@ -1,4 +1,5 @@
 /** The console's browsing routes (origin/console/browse.ts): their part of the route table. */
+import { ACTION_STATUSES } from "../../shared/action-status.ts";
 import {
   actionPageSchema,
   actionRowSchema,
@@ -93,10 +94,15 @@ export const BROWSE_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/actions",
     operationId: "consoleActions",
     summary:
-      "Actions (transfers, faucet payouts, x402 authorizations), newest first, of one agent or all, a page at a time.",
+      "Actions (transfers, faucet payouts, x402 authorizations), newest first, of one agent or all, in one state or any, a page at a time.",
     query: [
       ...PAGE_QUERY,
       { name: "agent_id", description: "only this agent's actions", schema: { type: "string" } },
+      {
+        name: "status",
+        description: "only the actions in this state (`held`: those waiting for an operator's approval)",
+        schema: { type: "string", enum: [...ACTION_STATUSES] },
+      },
     ],
     responses: {
       200: { description: "a page", body: { name: "ConsoleActionPage", schema: actionPageSchema } },

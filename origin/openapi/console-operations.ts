@@ -27,17 +27,31 @@ import {
 } from "./operation-types.ts";
 
 /**
- * The page's scripts beside console.js, in the order the page loads them (each served as it is, by
- * its own route): the widgets, the hash router, the pages, the overview's charts. console.js, loaded
- * last, holds the tokens.
+ * Scripts of the page's dependencies, loaded first and served by the origin from node_modules as
+ * their package publishes them (never from a CDN: the page's CSP allows its own origin only):
+ * @simplewebauthn/browser's bundle, which defines globalThis.SimpleWebAuthnBrowser.
  */
-export const CONSOLE_PAGE_SCRIPTS = ["widgets.js", "router.js", "pages.js", "charts.js"] as const;
+export const CONSOLE_VENDOR_SCRIPTS = ["simplewebauthn-browser.js"] as const;
 
-/** consoleScript, consoleStyle, or consoleScript and the script's name (consoleScriptPages). */
+/**
+ * The page's scripts beside console.js, in the order the page loads them (each served as it is, by
+ * its own route): the widgets, the hash router, the pages, the overview's charts, the passkeys and
+ * approvals pages. console.js, loaded last, holds the tokens.
+ */
+export const CONSOLE_PAGE_SCRIPTS = [
+  "widgets.js",
+  "router.js",
+  "pages.js",
+  "charts.js",
+  "passkeys.js",
+  "approvals.js",
+] as const;
+
+/** consoleScript, consoleStyle, or consoleScript and the script's name in camelCase (consoleScriptPages). */
 export function consoleAssetOperationId(asset: string): string {
   if (asset === "console.js") return "consoleScript";
   if (asset === "console.css") return "consoleStyle";
-  const name = asset.replace(/\.js$/, "");
+  const name = asset.replace(/\.js$/, "").replace(/-(\w)/g, (_, letter: string) => letter.toUpperCase());
   return `consoleScript${name[0]!.toUpperCase()}${name.slice(1)}`;
 }
 
@@ -67,7 +81,7 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
       404: errorResponse("feature_disabled: the console is off on this node"),
     },
   },
-  ...(["console.js", "console.css", ...CONSOLE_PAGE_SCRIPTS] as const).map(
+  ...(["console.js", "console.css", ...CONSOLE_VENDOR_SCRIPTS, ...CONSOLE_PAGE_SCRIPTS] as const).map(
     (asset): Operation => ({
       method: "get",
       path: `/admin/agents/assets/${asset}`,

@@ -37,7 +37,9 @@ export type Operation = {
   query?: Array<{
     name: string;
     description: string;
-    schema: { type: "integer"; minimum: number; maximum: number } | { type: "string"; pattern?: string };
+    schema:
+      | { type: "integer"; minimum: number; maximum: number }
+      | { type: "string"; pattern?: string; enum?: readonly string[] };
   }>;
   responses: Record<number, ResponseSpec>;
 };

@@ -8,6 +8,7 @@ import {
   passkeyRegistrationOptionsSchema,
   passkeyRegistrationRequestSchema,
   passkeySchema,
+  passkeysSchema,
 } from "../../shared/passkey-schemas.ts";
 import { errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
 
@@ -29,6 +30,24 @@ const errors = {
 const change = ["adminApiToken", "registrationAdminToken"] as const;
 
 export const PASSKEY_OPERATIONS: readonly Operation[] = [
+  {
+    method: "get",
+    path: "/admin/agents/passkeys",
+    operationId: "consolePasskeys",
+    capability: "console",
+    summary:
+      "The operators' passkeys the console registered, newest first: pending until the policy authority enrolls them, or enrolled.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: { description: "the passkeys", body: { name: "Passkeys", schema: passkeysSchema } },
+      401: errors[401],
+      404: errorResponse("feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)"),
+      429: errors[429],
+      500: errors[500],
+      503: errorResponse("service_unavailable: the database does not answer; a retry later is safe"),
+    },
+  },
   {
     method: "post",
     path: "/admin/agents/passkeys/registration/options",

@@ -88,15 +88,16 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
               frozen: false,
               changedBy: { by: "operator", operatorKeyId: approval.keyId },
               operator: approval,
+              withinChange: (tx) =>
+                recordPasskeyApproval(tx, {
+                  keyId: approval.keyId,
+                  operator,
+                  op: "set_node_frozen",
+                  subject: "node",
+                  shown: freezeShown(false),
+                }),
             });
             if (!changed.ok) return err(changeError(changed.error));
-            await recordPasskeyApproval(deps.db, {
-              keyId: approval.keyId,
-              operator,
-              op: "set_node_frozen",
-              subject: "node",
-              shown: freezeShown(false),
-            });
             return ok("unfrozen");
           },
         });
@@ -133,15 +134,16 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
           next: after,
           changedBy: { by: "operator", operatorKeyId: approval.keyId },
           operator: approval,
+          withinChange: (tx) =>
+            recordPasskeyApproval(tx, {
+              keyId: approval.keyId,
+              operator,
+              op: "set_agent_policy",
+              subject: agentId,
+              shown,
+            }),
         });
         if (!changed.ok) return err(changeError(changed.error));
-        await recordPasskeyApproval(deps.db, {
-          keyId: approval.keyId,
-          operator,
-          op: "set_agent_policy",
-          subject: agentId,
-          shown,
-        });
         return ok(`version ${changed.value.version}`);
       },
     });
@@ -191,19 +193,24 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
           deps.authorize,
         );
         if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
-        const decided = await queryRows<{ action_id: string }>(
-          deps.db,
-          sql`update agent_actions set status = 'approved', updated_at = now()
-              where action_id = ${actionId} and status = 'held' returning action_id`,
-        );
-        await recordPasskeyApproval(deps.db, {
-          keyId: approval.keyId,
-          operator,
-          op: "approve_held",
-          subject: actionId,
-          shown,
+        // The action approved and its audit in one transaction: neither without the other.
+        const decided = await deps.db.transaction(async (tx) => {
+          const rows = await queryRows<{ action_id: string }>(
+            tx,
+            sql`update agent_actions set status = 'approved', updated_at = now()
+                where action_id = ${actionId} and status = 'held' returning action_id`,
+          );
+          if (rows.length === 0) return false;
+          await recordPasskeyApproval(tx, {
+            keyId: approval.keyId,
+            operator,
+            op: "approve_held",
+            subject: actionId,
+            shown,
+          });
+          return true;
         });
-        if (decided.length === 0) {
+        if (!decided) {
           return err({
             code: "not_held",
             message: `action ${actionId} stopped being held meanwhile: nothing is signed`,

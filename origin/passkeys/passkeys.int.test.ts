@@ -17,6 +17,7 @@ import { queryRows } from "../db/client.ts";
 // and confirmed once. The origin alone can neither enroll a passkey nor change what it approved.
 
 const RP_ID = "localhost";
+const REFUSE_AUDIT = "refuse_passkey_audit_in_test";
 const ORIGIN = "http://localhost:8080";
 
 /** An assertion as startAuthentication returns it (AuthenticationResponseJSON). */
@@ -68,6 +69,11 @@ describe("passkeys through the console (real stack)", () => {
       sql`select enrolled_at from operator_passkeys where credential_id = ${alice.credentialId}`,
     );
     expect(row).toEqual({ enrolled_at: null });
+    // Listed, pending, under the read token alone; without it, nothing.
+    const listed = await consoleCalls(origin.base, { admin: secrets.adminToken }).get("/passkeys");
+    expect(listed.status).toBe(200);
+    expect(listed.body).toEqual({ passkeys: [registered] });
+    expect((await consoleCalls(origin.base, {}).get("/passkeys")).status).toBe(401);
     // Its challenge is spent.
     const again = await console_().post("/passkeys/registration", { operator: "Alice Martin", response });
     expect(again.status).toBe(400);
@@ -103,6 +109,8 @@ describe("passkeys through the console (real stack)", () => {
     const sealed = await stack.signer.getPolicy();
     if (!sealed.ok) throw new Error("get_policy");
     expect(sealed.value.operatorPasskeys).toContainEqual({ ...params, label: null });
+    const listed = await console_().get("/passkeys");
+    expect(listed.body).toEqual({ passkeys: [{ ...registered, enrolled: true }] });
   });
 
   it("approves a held transfer: the page is shown payee and amount, the assertion (high-S, as authenticators may sign) is relayed, and the transfer is signed and confirmed once; the audit names the operator and passkey", async () => {
@@ -180,5 +188,78 @@ describe("passkeys through the console (real stack)", () => {
         reason: `approved by Alice Martin with passkey ${registered.key_id}`,
       }),
     );
+  });
+
+  it("the approval and its audit row are one transaction: an audit row the database refuses leaves the transfer held and unsigned, and a new approval then signs it once", async () => {
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${agent.token}` },
+      body: JSON.stringify({ approval_above_units: "2000000" }),
+    });
+    expect(patched.status).toBe(200);
+    const transfers = agentCalls(stack.origin.base, agent.token);
+    const held = await transfers.transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "3000000",
+    });
+    expect(held.status).toBe(202);
+    const actionId = (held.body as ActionView).action_id;
+    const target = { change: "approve_held", action_id: actionId };
+    const approve = async () => {
+      const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+      expect(prepared.status).toBe(200);
+      const options = prepared.body as ApprovalOptions;
+      return console_().post("/approvals", {
+        target,
+        key_id: registered.key_id,
+        counter: options.counter,
+        expires_at: options.expires_at,
+        approval_expires_at: options.shown.approval_expires_at as number,
+        response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
+      });
+    };
+    const audited = async () =>
+      (
+        await queryRows<{ n: number }>(
+          db,
+          sql`select count(*)::int as n from passkey_approvals where subject = ${actionId}`,
+        )
+      )[0]!.n;
+    const sent = async () =>
+      (
+        await queryRows<{ n: number }>(
+          db,
+          sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
+        )
+      )[0]!.n;
+
+    // A real refusal by Postgres, for this test only: every audit row is refused.
+    await db.execute(
+      sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
+        $$ begin raise exception 'the audit row is refused by the test'; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
+        for each row execute function ${REFUSE_AUDIT}()`),
+    );
+    try {
+      expect((await approve()).status).toBe(500);
+    } finally {
+      await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
+      await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
+    }
+    // No change without its audit: still held, nothing signed, no audit row.
+    expect(((await transfers.action(actionId)).body as ActionView).status).toBe("held");
+    expect(await audited()).toBe(0);
+    expect(await sent()).toBe(0);
+
+    const approved = await approve();
+    expect(approved.status).toBe(200);
+    expect(await transfers.settled(actionId)).toMatchObject({ status: "confirmed" });
+    expect(await sent()).toBe(1);
+    expect(await audited()).toBe(1);
   });
 });

@@ -56,11 +56,12 @@ export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | 
   return row ? fromRow(row) : null;
 }
 
+/** Every registered credential, pending or enrolled, newest first. */
 export async function listPasskeys(db: Db): Promise<PendingPasskey[]> {
   const rows = await queryRows<Row>(
     db,
     sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
-        from operator_passkeys order by created_at`,
+        from operator_passkeys order by created_at desc, credential_id`,
   );
   return rows.map(fromRow);
 }
@@ -72,12 +73,15 @@ export async function markEnrolled(db: Db, credentialId: string): Promise<void> 
   );
 }
 
-/** The audit of one change a passkey approved: who, with which passkey, what they were shown. */
+/**
+ * The audit of one change a passkey approved: who, with which passkey, what they were shown. Given
+ * the change's own transaction (`tx`), so the change and its audit commit together or not at all.
+ */
 export async function recordPasskeyApproval(
-  db: Db,
+  tx: Db,
   approval: { keyId: string; operator: string; op: string; subject: string; shown: unknown },
 ): Promise<void> {
-  await db.execute(
+  await tx.execute(
     sql`insert into passkey_approvals (key_id, operator, op, subject, shown)
         values (${approval.keyId}, ${approval.operator}, ${approval.op}, ${approval.subject},
           ${JSON.stringify(approval.shown)}::jsonb)`,

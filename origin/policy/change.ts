@@ -42,6 +42,12 @@ export type PolicyChangeError =
 export type PolicyChanged = { document: AgentPolicyDocument | null; version: number };
 
 /**
+ * Written in the change's own transaction, after the change: a record that must exist exactly when
+ * the change does (the passkey approval's audit, origin/passkeys/approval.ts). Both commit, or neither.
+ */
+export type WithinChange = (tx: Db) => Promise<void>;
+
+/**
  * Replaces the agent's policy with `next` (null: none). Without `operator`, only a change that
  * tightens is made; the enclave holds the last word either way.
  */
@@ -52,6 +58,7 @@ export async function changeAgentPolicy(
     next: AgentPolicyDocument | null;
     changedBy: ChangedBy;
     operator?: OperatorApproval;
+    withinChange?: WithinChange;
   },
 ): Promise<Result<PolicyChanged, PolicyChangeError>> {
   const { agent, changedBy, operator } = change;
@@ -87,6 +94,7 @@ export async function changeAgentPolicy(
       version: sealed.value.version,
       changedBy,
     });
+    await change.withinChange?.(tx);
     return ok({ document: next, version: sealed.value.version });
   });
 }
@@ -94,7 +102,7 @@ export async function changeAgentPolicy(
 /** Freezes (admin alone) or unfreezes (an operator's signature) every agent of the node. */
 export async function changeNodeFrozen(
   deps: PolicyChangeDeps,
-  change: { frozen: boolean; changedBy: ChangedBy; operator?: OperatorApproval },
+  change: { frozen: boolean; changedBy: ChangedBy; operator?: OperatorApproval; withinChange?: WithinChange },
 ): Promise<Result<{ frozen: boolean }, PolicyChangeError>> {
   const { frozen, changedBy, operator } = change;
   if (!frozen && !operator) return err({ code: "loosening_requires_operator", fields: ["node.frozen"] });
@@ -106,6 +114,7 @@ export async function changeNodeFrozen(
     );
     if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
     await writeNodeFrozen(tx, frozen, changedBy);
+    await change.withinChange?.(tx);
     return ok({ frozen });
   });
 }

@@ -168,6 +168,9 @@ const NOT_FUZZED: Record<string, string> = {
   consoleScriptRouter: "a static asset",
   consoleScriptPages: "a static asset",
   consoleScriptCharts: "a static asset",
+  consoleScriptPasskeys: "a static asset",
+  consoleScriptApprovals: "a static asset",
+  consoleScriptSimplewebauthnBrowser: "a static asset",
   health: "private, no parameter, no body, no state; probed by health.int.test.ts",
   streamEvents:
     "a success is a stream that never ends, which the fuzz's requests read to the end; its one parameter (the last event id, by header or query) and its refusals are attacked by origin/events/events.int.test.ts › resumes after Last-Event-ID or ?after=, refuses an unknown id, and after=0 replays what is kept",
@@ -476,6 +479,13 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "consoleCharts",
       name: "GET admin overview charts",
+      credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "consolePasskeys",
+      name: "GET admin passkeys",
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,

@@ -1,6 +1,7 @@
 // The operator console page. Plain JavaScript served as it is: no build step, no
 // external asset, no inline script (the page's Content-Security-Policy allows only its own
-// files: widgets.js, router.js and pages.js, loaded before this one).
+// files: @simplewebauthn/browser's bundle, widgets.js, router.js, pages.js, charts.js,
+// passkeys.js and approvals.js, loaded before this one).
 // The tokens live in the `tokens` object below and nowhere else: not in storage, cookies or the
 // address. Everything shown is built with textContent, never parsed as HTML.
 
@@ -30,6 +31,7 @@
     ["identity-form", "identity-message"],
     ["webhook-add-form", "webhook-add-message"],
     ["webhook-change-form", "webhook-change-message"],
+    ["passkey-form", "passkey-message"],
   ];
   const READ_ONLY =
     "Read only: the console was opened without the registration admin token, so nothing can be changed here. " +
@@ -424,6 +426,16 @@
     readOnly: READ_ONLY,
     pageMessage: () => "message",
   });
+  // The passkeys and approvals pages get the same, and nothing else: no token either.
+  const pageContext = {
+    api,
+    guarded: (work, target) => guarded(work, target),
+    say: (text, kind, target) => say(text, kind, target),
+    canChange: () => tokens.change !== "",
+    readOnly: READ_ONLY,
+  };
+  const passkeys = globalThis.ConsolePasskeys.create(pageContext);
+  const approvals = globalThis.ConsoleApprovals.create(pageContext);
 
   // The page the address names: its section shown, the others hidden, its data read; the nav
   // marks it as the current page. Signed out, the address is kept for after the sign-in.
@@ -449,6 +461,8 @@
       await pages.list("settlements");
     }
     if (route.page === "agents") await pages.list("agents");
+    if (route.page === "passkeys") await passkeys.show();
+    if (route.page === "approvals") await approvals.show();
     if (route.page === "overview") await renderCharts();
   }
 

@@ -9,8 +9,10 @@
     "agent",
     "actions",
     "settlements",
+    "approvals",
     "registration",
     "keys",
+    "passkeys",
     "audit",
     "webhooks",
   ];
