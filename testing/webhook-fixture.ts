@@ -43,18 +43,21 @@ export type StartWebhookFixtureParams = {
   resolve?: Resolve;
   retry?: string;
   fanOutPollMs?: number;
+  /** AGENT_WEBHOOKS_MAX_PENDING; the origin's default when undefined. */
+  maxPending?: number;
 };
 
 /** The origins' environment for a fixture's key file and parameters. */
 export function webhookEnv(
   keyFile: string,
-  params: Pick<StartWebhookFixtureParams, "allowPrivate" | "retry">,
+  params: Pick<StartWebhookFixtureParams, "allowPrivate" | "retry" | "maxPending">,
 ): Record<string, string> {
   return {
     AGENT_WEBHOOKS_SIGNING_KEY_FILE: keyFile,
     AGENT_WEBHOOKS_RETRY_SECONDS: params.retry ?? TEST_RETRY,
     AGENT_WEBHOOKS_TIMEOUT_MS: String(TEST_TIMEOUT_MS),
     ...(params.allowPrivate ? { AGENT_WEBHOOKS_ALLOW_PRIVATE: "true" } : {}),
+    ...(params.maxPending === undefined ? {} : { AGENT_WEBHOOKS_MAX_PENDING: String(params.maxPending) }),
   };
 }
 
@@ -73,11 +76,6 @@ export async function startWebhookFixture(params: StartWebhookFixtureParams): Pr
       }),
     );
   }
-  // A first fan-out starts at the log's horizon (fan-out.ts): the tests' events come after it.
-  await until("the fan-out's first run", async () => {
-    const rows = await queryRows(db.handle.db, sql`select 1 from webhook_fan_out_cursor`);
-    return rows.length > 0;
-  });
   return { db, keyFile, origins };
 }
 
