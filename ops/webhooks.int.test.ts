@@ -43,14 +43,18 @@ describe("npm run webhooks (operator CLI)", () => {
     const [json] = JSON.parse((await run(["list", "--json"], local)).stdout) as Array<
       Record<string, unknown>
     >;
+    // The fields of before, and the queue's added beside them: a script reading the old ones still works.
     expect(Object.keys(json!).sort()).toEqual([
+      "at_bound",
       "created_at",
       "disabled_reason",
       "enabled",
       "events",
       "id",
+      "pending",
       "url",
     ]);
+    expect(json).toMatchObject({ pending: 0, at_bound: false });
   });
 
   it("refuses unknown event types, wildcards and other schemes as usage errors", async () => {

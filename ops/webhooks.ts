@@ -3,7 +3,8 @@
  * Uses the node's configuration (DATABASE_URL, or the embedded cluster of the running stack).
  *
  *   add --url URL --events TYPE,… [--json]   prints the endpoint and its secret, once
- *   list [--json]                            the endpoints, never their secrets
+ *   list [--json]                            the endpoints with their pending deliveries and
+ *                                            whether each is at its bound, never their secrets
  *   remove --id ID                           the endpoint and its deliveries
  *   replay --id ID [--from EVENT_ID | --event EVENT_ID]
  *                                            queues its events again (from that id, or that one
@@ -108,7 +109,8 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
         return DONE;
       }
       case "list": {
-        const endpoints = await listEndpoints(db);
+        const endpoints = await listEndpoints(db, { maxPending: config.webhooks.maxPending });
+        // Fields are only ever added here: scripts read this JSON.
         const rows = endpoints.map((each) => ({
           id: each.id,
           url: each.url,
@@ -116,12 +118,17 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           enabled: each.enabled,
           disabled_reason: each.disabledReason,
           created_at: each.createdAt,
+          pending: each.pending,
+          at_bound: each.atBound,
         }));
         if (parsed.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
         else {
           for (const row of rows) {
             const state = row.enabled ? "enabled" : `disabled (${row.disabled_reason ?? "no reason"})`;
-            process.stdout.write(`${row.id}  ${row.url}  ${row.events.join(",")}  ${state}\n`);
+            const queue = row.at_bound
+              ? `${row.pending} pending (at the bound of ${config.webhooks.maxPending}: queueing paused)`
+              : `${row.pending} pending`;
+            process.stdout.write(`${row.id}  ${row.url}  ${row.events.join(",")}  ${state}  ${queue}\n`);
           }
         }
         return DONE;

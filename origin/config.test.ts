@@ -38,7 +38,7 @@ describe("configuration", () => {
     });
   });
 
-  it("defaults webhooks to the Standard Webhooks schedule, a 15 s timeout and no private addresses", () => {
+  it("defaults webhooks to the Standard Webhooks schedule, a 15 s timeout, no private addresses and 1000 pending per endpoint", () => {
     const result = parseConfig({});
     if (!result.ok) throw new Error("refused");
     expect(result.value.webhooks).toEqual({
@@ -46,13 +46,23 @@ describe("configuration", () => {
       allowPrivate: false,
       signingKeyFile: undefined,
       timeoutMs: 15_000,
+      maxPending: 1_000,
     });
     const set = parseConfig({
       AGENT_WEBHOOKS_RETRY_SECONDS: "0, 1,1,2,2",
       AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
+      AGENT_WEBHOOKS_MAX_PENDING: "5",
     });
     if (!set.ok) throw new Error("refused");
-    expect(set.value.webhooks).toMatchObject({ retrySeconds: [0, 1, 1, 2, 2], allowPrivate: true });
+    expect(set.value.webhooks).toMatchObject({
+      retrySeconds: [0, 1, 1, 2, 2],
+      allowPrivate: true,
+      maxPending: 5,
+    });
+  });
+
+  it.each(["0", "100001", "-1", "1.5", "1e3", "many"])("refuses AGENT_WEBHOOKS_MAX_PENDING=%j", (value) => {
+    expect(errorsOf({ AGENT_WEBHOOKS_MAX_PENDING: value })[0]).toMatch(/^AGENT_WEBHOOKS_MAX_PENDING: /);
   });
 
   it.each(["1,,2", "-1", "1.5", "5m", "604801", Array(21).fill("1").join(",")])(

@@ -169,6 +169,11 @@ const envSchema = z.object({
   AGENT_WEBHOOKS_SIGNING_KEY_FILE: z.string().optional(),
   /** Ours: how long one delivery may take, headers and body, before it counts as failed. */
   AGENT_WEBHOOKS_TIMEOUT_MS: integer(15_000, 100, 60_000),
+  /**
+   * Ours: pending deliveries one endpoint may have; at that many the fan-out queues no more for it
+   * until some end, so a receiver that is down grows no table (docs/operations.md#webhooks).
+   */
+  AGENT_WEBHOOKS_MAX_PENDING: integer(1_000, 1, 100_000),
 
   AGENT_X402_AMOUNT: optionalUnits,
   AGENT_X402_PAY_TO: address.optional(),
@@ -336,6 +341,8 @@ export type Config = {
     allowPrivate: boolean;
     signingKeyFile: string | undefined;
     timeoutMs: number;
+    /** Pending deliveries one endpoint may have before the fan-out stops queueing for it. */
+    maxPending: number;
   };
   signer: { endpoint: string | undefined; adminAuthorityKeyFile: string | undefined };
   envId: string;
@@ -528,6 +535,7 @@ function toConfig(env: Env): Config {
       allowPrivate: env.AGENT_WEBHOOKS_ALLOW_PRIVATE,
       signingKeyFile: env.AGENT_WEBHOOKS_SIGNING_KEY_FILE,
       timeoutMs: env.AGENT_WEBHOOKS_TIMEOUT_MS,
+      maxPending: env.AGENT_WEBHOOKS_MAX_PENDING,
     },
     signer: {
       endpoint: env.AGENT_SIGNER_SVC_HSM_ENDPOINT,

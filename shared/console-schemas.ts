@@ -290,7 +290,17 @@ export const webhookDeliverySchema = z.object({
 export const webhooksOverviewSchema = z.object({
   /** The types an endpoint may subscribe to. */
   event_types: z.array(z.string()),
-  endpoints: z.array(webhookEndpointSchema.extend({ deliveries: z.array(webhookDeliverySchema) })),
+  /** AGENT_WEBHOOKS_MAX_PENDING: the pending deliveries an endpoint may have. */
+  max_pending: count,
+  endpoints: z.array(
+    webhookEndpointSchema.extend({
+      /** Its pending deliveries: queued, or waiting for a retry. */
+      pending: count,
+      /** At max_pending: nothing more is queued for it until deliveries end; it keeps its place. */
+      at_bound: z.boolean(),
+      deliveries: z.array(webhookDeliverySchema),
+    }),
+  ),
 });
 export type WebhooksOverview = z.infer<typeof webhooksOverviewSchema>;
 

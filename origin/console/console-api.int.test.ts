@@ -527,6 +527,9 @@ describe("operator console API", () => {
     const overview = webhooksOverviewSchema.parse(listed.body);
     expect(overview.event_types).toContain("action.confirmed");
     const shown = overview.endpoints.find((each) => each.id === endpoint.id)!;
+    // The queue against the bound (AGENT_WEBHOOKS_MAX_PENDING, 1000 by default): a failed delivery is not pending.
+    expect(overview.max_pending).toBe(1_000);
+    expect(shown).toMatchObject({ pending: 0, at_bound: false });
     expect(shown.deliveries).toEqual([
       expect.objectContaining({
         event_id: event!.id,
@@ -551,6 +554,7 @@ describe("operator console API", () => {
       .parse((await reader().get("/webhooks")).body)
       .endpoints.find((each) => each.id === endpoint.id)!;
     expect(after.deliveries).toHaveLength(1);
+    expect(after).toMatchObject({ pending: 1, at_bound: false });
     expect(after.deliveries[0]).toMatchObject({
       webhook_id: shown.deliveries[0]!.webhook_id,
       status: "pending",

@@ -247,6 +247,9 @@ describe("the operator console page in a browser", () => {
         { timeout: 10_000 },
       )
       .toContain("delivered");
+    // The endpoint's own row: its state and its pending deliveries (none left).
+    const endpointCells = await endpoint.locator("table").first().locator("tbody td").allTextContents();
+    expect(endpointCells.slice(3, 5)).toEqual(["enabled", "0"]);
     const row = endpoint.locator("tr", { hasText: first.webhookId });
     const cells = await row.locator("td").allTextContents();
     expect(cells.slice(0, 6)).toEqual([

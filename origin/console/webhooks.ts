@@ -35,11 +35,17 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
   const db = deps.database.db;
   return {
     async list(c) {
-      const endpoints = await readEndpointsWithDeliveries(db, RECENT_DELIVERIES);
+      const endpoints = await readEndpointsWithDeliveries(db, {
+        perEndpoint: RECENT_DELIVERIES,
+        maxPending: deps.config.webhooks.maxPending,
+      });
       const body: WebhooksOverview = {
         event_types: [...WEBHOOK_EVENT_TYPES],
+        max_pending: deps.config.webhooks.maxPending,
         endpoints: endpoints.map((endpoint) => ({
           ...wireEndpoint(endpoint),
+          pending: endpoint.pending,
+          at_bound: endpoint.atBound,
           deliveries: endpoint.deliveries.map((each) => ({
             webhook_id: each.webhookId,
             event_id: each.eventId,

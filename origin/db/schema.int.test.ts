@@ -81,7 +81,6 @@ describe("migrations and constraints", () => {
         "webhook_deliveries",
         "webhook_endpoint_changes",
         "webhook_endpoints",
-        "webhook_fan_out_cursor",
         "x402_daily_authorizations",
         "x402_daily_payee_units",
         "x402_payment_ids",

@@ -64,6 +64,8 @@ export function createWebhooksModule(
         logger.warn("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set: webhooks are queued but not delivered");
         return [retention];
       }
+      /** Whether the fan-out's last run left an endpoint at its bound (AGENT_WEBHOOKS_MAX_PENDING). */
+      let someAtBound = false;
       const deliver = startLoop("webhooks_delivery", PERIOD_MS, logger, async () => {
         const deps = {
           db,
@@ -76,11 +78,26 @@ export function createWebhooksModule(
           resolve: options.resolve,
         };
         // A full batch means more may be due: go on at once rather than a period later.
-        while ((await deliverDue(deps)) === CONCURRENCY) {}
+        let claimed = 0;
+        for (;;) {
+          const batch = await deliverDue(deps);
+          claimed += batch;
+          if (batch < CONCURRENCY) break;
+        }
+        // An endpoint at its bound is read for again as soon as deliveries end, not a poll later.
+        if (claimed > 0 && someAtBound) wakeFanOut();
       });
       const fanOut = startLoop("webhooks_fan_out", options.fanOutPollMs ?? PERIOD_MS, logger, async () => {
-        const result = await fanOutOnce(db);
-        if (result.ran && result.deliveries > 0) deliver.wake();
+        const result = await fanOutOnce(db, { maxPending: config.webhooks.maxPending });
+        if (!result.ran) return;
+        someAtBound = result.atBound > 0;
+        for (const endpoint of result.behindRetention) {
+          logger.warn(
+            { endpoint, retention_days: config.events.retentionDays },
+            "webhook endpoint behind the event log's retention: events after its place older than AGENT_EVENTS_RETENTION_DAYS may have been deleted before they were queued",
+          );
+        }
+        if (result.deliveries > 0) deliver.wake();
       });
       // A delivery starts as the event commits, not a poll period later: the origin's events
       // listener wakes the fan-out (the poll stays, for poolers that break LISTEN). At most every

@@ -51,11 +51,9 @@ export function webhookBody(event: NonNullable<ClaimedDelivery["event"]>): strin
 
 /** Runs one claim and its sends; returns how many were claimed (a full batch: call again). */
 export async function deliverDue(deps: DeliverDeps): Promise<number> {
-  const claimed = await claimDueDeliveries(deps.db, {
-    limit: deps.concurrency,
-    // Longer than any attempt can take, so the lease outlives the send.
-    leaseSeconds: Math.ceil(deps.timeoutMs / 1000) + 30,
-  });
+  // Longer than any attempt can take, so the lease outlives the send.
+  const leaseSeconds = Math.ceil(deps.timeoutMs / 1000) + 30;
+  const claimed = await claimDueDeliveries(deps.db, { limit: deps.concurrency, leaseSeconds });
   // Outcomes are recorded one statement at a time, each as soon as its send ends: the sends run
   // in parallel, but the delivery worker never holds more than one pool connection, whatever
   // the receivers do (the pool is the money path's too).
@@ -67,6 +65,7 @@ export async function deliverDue(deps: DeliverDeps): Promise<number> {
         outcome,
         retrySeconds: deps.retrySeconds,
         random: (deps.random ?? Math.random)(),
+        leaseSeconds,
       }),
     );
     recording = next.catch(() => {});

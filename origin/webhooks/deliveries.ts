@@ -94,6 +94,13 @@ export type AttemptOutcome =
  * `retrySeconds[attempt]`, with jitter and any `Retry-After` (retry-delay.ts), while the schedule
  * lasts, and ends `failed` after its last entry. Only the claim that made the attempt records it
  * (the attempt count must still be the claimed one).
+ *
+ * A delivery makes its endpoint's other deliveries that got no answer (a timeout, a refused
+ * connection or address: no status, attempted at least once) due now: the receiver is back, and
+ * its backlog should not wait out the schedule's hours. Those it answered with an error status keep
+ * their schedule: a receiver that refuses one event must not get it again at every success.
+ * Deliveries due within a lease are left as they are: that is where a claim puts the ones in
+ * flight, and sending one of those again would deliver it twice.
  */
 export async function recordAttempt(
   db: Db,
@@ -103,6 +110,8 @@ export async function recordAttempt(
     retrySeconds: readonly number[];
     /** In [0, 1): the jitter's draw. */
     random: number;
+    /** The claim's lease (claimDueDeliveries): a delivery due within it may be in flight. */
+    leaseSeconds: number;
   },
 ): Promise<void> {
   const { delivery, outcome } = params;
@@ -112,9 +121,15 @@ export async function recordAttempt(
   switch (outcome.kind) {
     case "delivered":
       await db.execute(
-        sql`update webhook_deliveries set status = 'delivered', attempts = ${made},
-              last_http_status = ${outcome.httpStatus}, last_error = null, updated_at = now()
-            where ${guard}`,
+        sql`with delivered as (
+              update webhook_deliveries set status = 'delivered', attempts = ${made},
+                last_http_status = ${outcome.httpStatus}, last_error = null, updated_at = now()
+              where ${guard}
+              returning endpoint_id)
+            update webhook_deliveries set next_attempt_at = now(), updated_at = now()
+            where endpoint_id = (select endpoint_id from delivered)
+              and status = 'pending' and attempts > 0 and last_http_status is null
+              and next_attempt_at > now() + make_interval(secs => ${params.leaseSeconds}::int)`,
       );
       return;
     case "gone":

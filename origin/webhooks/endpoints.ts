@@ -51,12 +51,33 @@ export async function addEndpoint(
   return { ...endpointOf(row!), secret };
 }
 
-export async function listEndpoints(db: Db): Promise<WebhookEndpoint[]> {
-  const rows = await queryRows<EndpointRow>(
+/** An endpoint as `list` and the console show it: with its queue against the bound. */
+export type ListedWebhookEndpoint = WebhookEndpoint & {
+  /** Its pending deliveries: queued, or waiting for a retry. */
+  pending: number;
+  /**
+   * At AGENT_WEBHOOKS_MAX_PENDING or past it (a replay queues past it): the fan-out queues nothing
+   * more for it until deliveries end, and it keeps its place in the log meanwhile.
+   */
+  atBound: boolean;
+};
+
+export async function listEndpoints(
+  db: Db,
+  params: { maxPending: number },
+): Promise<ListedWebhookEndpoint[]> {
+  const rows = await queryRows<EndpointRow & { pending: number }>(
     db,
-    sql`select ${COLUMNS} from webhook_endpoints order by created_at, id`,
+    sql`select ${COLUMNS},
+               (select count(*)::int from webhook_deliveries d
+                where d.endpoint_id = w.id and d.status = 'pending') as pending
+        from webhook_endpoints w order by created_at, id`,
   );
-  return rows.map(endpointOf);
+  return rows.map((row) => ({
+    ...endpointOf(row),
+    pending: row.pending,
+    atBound: row.pending >= params.maxPending,
+  }));
 }
 
 /** Removes the endpoint and its deliveries; false when there is none. */
@@ -92,8 +113,14 @@ export async function replayEndpoint(
   );
   if (!endpoint) return undefined;
   // Replaying is the operator saying the receiver is back: an endpoint a 410 disabled is enabled.
+  // A disabled endpoint was queued nothing meanwhile and its place stayed where the 410 found it:
+  // it goes on from the log's horizon, as a new one would, and the replay's scope is what it gets
+  // of the events in between.
   await db.execute(
-    sql`update webhook_endpoints set enabled = true, disabled_reason = null where id = ${params.id}::uuid`,
+    sql`update webhook_endpoints set enabled = true, disabled_reason = null,
+          fan_out_xid = case when enabled then fan_out_xid else pg_snapshot_xmin(pg_current_snapshot()) end,
+          fan_out_event_id = case when enabled then fan_out_event_id else 0 end
+        where id = ${params.id}::uuid`,
   );
   const { scope } = params;
   const which =

@@ -5,7 +5,7 @@
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
 import { webhookIdOf } from "./deliver.ts";
-import { listEndpoints, type WebhookEndpoint } from "./endpoints.ts";
+import { type ListedWebhookEndpoint, listEndpoints } from "./endpoints.ts";
 
 export type DeliveryView = {
   webhookId: string;
@@ -22,7 +22,7 @@ export type DeliveryView = {
   createdAt: string;
 };
 
-export type EndpointWithDeliveries = WebhookEndpoint & { deliveries: DeliveryView[] };
+export type EndpointWithDeliveries = ListedWebhookEndpoint & { deliveries: DeliveryView[] };
 
 type DeliveryRow = {
   id: string;
@@ -38,12 +38,13 @@ type DeliveryRow = {
   created_at: string;
 };
 
-/** Every endpoint, each with its `perEndpoint` latest deliveries, newest first. */
+/** Every endpoint with its queue, each with its `perEndpoint` latest deliveries, newest first. */
 export async function readEndpointsWithDeliveries(
   db: Db,
-  perEndpoint: number,
+  params: { perEndpoint: number; maxPending: number },
 ): Promise<EndpointWithDeliveries[]> {
-  const endpoints = await listEndpoints(db);
+  const { perEndpoint } = params;
+  const endpoints = await listEndpoints(db, { maxPending: params.maxPending });
   // A delivered row is not updated again, so its last update is when it was delivered.
   const rows = await queryRows<DeliveryRow>(
     db,

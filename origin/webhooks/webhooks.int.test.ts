@@ -1,129 +1,47 @@
-import { mkdtemp } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { startTestOrigin } from "../../testing/origin.ts";
 import { runTool } from "../../testing/run-tool.ts";
+import {
+  type DeliveryRow,
+  deliveriesOf,
+  TEST_RETRY as RETRY,
+  receiverWithEndpoint,
+  startWebhookFixture,
+  stopWebhookFixture,
+  TEST_TIMEOUT_MS as TIMEOUT_MS,
+  until,
+  type WebhookFixture,
+  webhookEnv,
+  writeEvents,
+} from "../../testing/webhook-fixture.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
 import { claimDueDeliveries } from "./deliveries.ts";
 import { addEndpoint } from "./endpoints.ts";
 import { sweepExpiredDeliveries } from "./retention.ts";
-import { ensureWebhookSigningKeyFile } from "./signing.ts";
 
 // Webhook delivery against real parts: Postgres, the origin (two of them on one database), and a
 // receiver on loopback that verifies every delivery as a consumer would (testing/webhook-receiver.ts).
 
-const RETRY = "0,1,1,2,2";
-const TIMEOUT_MS = 1_000;
-
-async function until<T>(
-  what: string,
-  read: () => Promise<T | undefined> | T | undefined,
-  ms = 15_000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-type Fixture = { db: TestDatabase; keyFile: string; origins: TestOrigin[] };
-
-async function startFixture(params: {
-  allowPrivate: boolean;
-  origins: number;
-  resolve?: Resolve;
-  retry?: string;
-  fanOutPollMs?: number;
-}): Promise<Fixture> {
-  const db = await createTestDatabase();
-  const keyFile = path.join(await mkdtemp(path.join(tmpdir(), "webhooks-")), "webhook-signing.key");
-  await ensureWebhookSigningKeyFile(keyFile);
-  const origins: TestOrigin[] = [];
-  for (let i = 0; i < params.origins; i++) {
-    origins.push(
-      await startTestOrigin({
-        database: db.handle,
-        env: {
-          AGENT_WEBHOOKS_SIGNING_KEY_FILE: keyFile,
-          AGENT_WEBHOOKS_RETRY_SECONDS: params.retry ?? RETRY,
-          AGENT_WEBHOOKS_TIMEOUT_MS: String(TIMEOUT_MS),
-          ...(params.allowPrivate ? { AGENT_WEBHOOKS_ALLOW_PRIVATE: "true" } : {}),
-        },
-        workers: ["webhooks"],
-        webhooks: { resolve: params.resolve, fanOutPollMs: params.fanOutPollMs },
-      }),
-    );
-  }
-  // A first fan-out starts at the log's horizon (fan-out.ts): the tests' events come after it.
-  await until("the fan-out's first run", async () => {
-    const rows = await queryRows(db.handle.db, sql`select 1 from webhook_fan_out_cursor`);
-    return rows.length > 0;
-  });
-  return { db, keyFile, origins };
-}
-
-/**
- * Writes events as the triggers do (node events: no agent), one transaction each, each with its
- * notification carrying the id; returns their ids.
- */
-async function writeEvents(fixture: Fixture, type: string, count: number, marker: string): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const [row] = await queryRows<{ id: string }>(
-      fixture.db.handle.db,
-      sql`with written as (
-            insert into events (agent_id, type, data) values (null, ${type}, ${JSON.stringify({ marker, i })}::jsonb)
-            returning id)
-          select id::text as id, pg_notify('events', id::text) from written`,
-    );
-    ids.push(row!.id);
-  }
-  return ids;
-}
-
-type DeliveryRow = {
-  status: string;
-  attempts: number;
-  last_http_status: number | null;
-  last_error: string | null;
-  event_id: string;
-};
-
-const deliveriesOf = (fixture: Fixture, endpointId: string) =>
-  queryRows<DeliveryRow>(
-    fixture.db.handle.db,
-    sql`select status, attempts, last_http_status, last_error, event_id::text as event_id
-        from webhook_deliveries where endpoint_id = ${endpointId}::uuid order by webhook_deliveries.event_id`,
-  );
-
 describe("webhook delivery (real Postgres, two origins, a loopback receiver)", () => {
-  let fixture: Fixture;
+  let fixture: WebhookFixture;
   const receivers: WebhookReceiver[] = [];
   beforeAll(async () => {
-    fixture = await startFixture({ allowPrivate: true, origins: 2 });
+    fixture = await startWebhookFixture({ allowPrivate: true, origins: 2 });
   });
   afterAll(async () => {
     for (const receiver of receivers) await receiver.close();
-    for (const origin of fixture.origins) await origin.close();
-    await fixture.db.drop();
+    await stopWebhookFixture(fixture);
   });
 
   const receiverFor = async (events: string[]) => {
-    const receiver = await startWebhookReceiver();
-    receivers.push(receiver);
-    await receiver.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
-    const endpoint = await addEndpoint(fixture.db.handle.db, { url: `${receiver.url}/hook`, events });
-    receiver.secret = endpoint.secret;
-    return { receiver, endpoint };
+    const made = await receiverWithEndpoint(fixture, events);
+    receivers.push(made.receiver);
+    return made;
   };
 
   it("serves the public key set and verifies every delivery: v1 with standardwebhooks, v1a with node:crypto", async () => {
@@ -248,24 +166,25 @@ function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
 describe("delivery timing (two origins, a fan-out that polls every 30 s, a schedule that outlasts 30 s)", () => {
   // 0, 1, 2, then 5 s steps: about a minute in all, so 30 s down stays inside the schedule.
   const SCHEDULE = "0,1,2,5,5,5,5,5,5,5,5,5,5";
-  let fixture: Fixture;
+  let fixture: WebhookFixture;
   const receivers: WebhookReceiver[] = [];
   beforeAll(async () => {
-    fixture = await startFixture({ allowPrivate: true, origins: 2, retry: SCHEDULE, fanOutPollMs: 30_000 });
+    fixture = await startWebhookFixture({
+      allowPrivate: true,
+      origins: 2,
+      retry: SCHEDULE,
+      fanOutPollMs: 30_000,
+    });
   });
   afterAll(async () => {
     for (const receiver of receivers) await receiver.close();
-    for (const origin of fixture.origins) await origin.close();
-    await fixture.db.drop();
+    await stopWebhookFixture(fixture);
   });
 
   const receiverFor = async (events: string[]) => {
-    const receiver = await startWebhookReceiver();
-    receivers.push(receiver);
-    await receiver.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
-    const endpoint = await addEndpoint(fixture.db.handle.db, { url: `${receiver.url}/hook`, events });
-    receiver.secret = endpoint.secret;
-    return { receiver, endpoint };
+    const made = await receiverWithEndpoint(fixture, events);
+    receivers.push(made.receiver);
+    return made;
   };
 
   it("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
@@ -343,15 +262,14 @@ describe("delivery timing (two origins, a fan-out that polls every 30 s, a sched
 });
 
 describe("signing-key rotation (real Postgres, the origin restarted, npm run webhooks -- add-key)", () => {
-  let fixture: Fixture;
+  let fixture: WebhookFixture;
   const receivers: WebhookReceiver[] = [];
   beforeAll(async () => {
-    fixture = await startFixture({ allowPrivate: true, origins: 1 });
+    fixture = await startWebhookFixture({ allowPrivate: true, origins: 1 });
   });
   afterAll(async () => {
     for (const receiver of receivers) await receiver.close();
-    for (const origin of fixture.origins) await origin.close();
-    await fixture.db.drop();
+    await stopWebhookFixture(fixture);
   });
 
   type KeySet = { keys: Array<Record<string, string>> };
@@ -378,12 +296,7 @@ describe("signing-key rotation (real Postgres, the origin restarted, npm run web
     await fixture.origins[0]!.close();
     fixture.origins[0] = await startTestOrigin({
       database: fixture.db.handle,
-      env: {
-        AGENT_WEBHOOKS_SIGNING_KEY_FILE: fixture.keyFile,
-        AGENT_WEBHOOKS_RETRY_SECONDS: RETRY,
-        AGENT_WEBHOOKS_TIMEOUT_MS: String(TIMEOUT_MS),
-        AGENT_WEBHOOKS_ALLOW_PRIVATE: "true",
-      },
+      env: webhookEnv(fixture.keyFile, { allowPrivate: true }),
       workers: ["webhooks"],
     });
     const set = await keySet();
@@ -473,7 +386,7 @@ describe("the delivery claim (real Postgres)", () => {
 });
 
 describe("webhooks never reach a private address unless allowed (real Postgres, the origin)", () => {
-  let fixture: Fixture;
+  let fixture: WebhookFixture;
   let receiver: WebhookReceiver;
   let rebinds = 0;
   // A name that resolves to a public address when checked and to loopback when the socket
@@ -485,13 +398,12 @@ describe("webhooks never reach a private address unless allowed (real Postgres, 
     throw new Error("not found");
   };
   beforeAll(async () => {
-    fixture = await startFixture({ allowPrivate: false, origins: 1, resolve });
+    fixture = await startWebhookFixture({ allowPrivate: false, origins: 1, resolve });
     receiver = await startWebhookReceiver();
   });
   afterAll(async () => {
     await receiver.close();
-    for (const origin of fixture.origins) await origin.close();
-    await fixture.db.drop();
+    await stopWebhookFixture(fixture);
   });
 
   it("refuses literal private addresses, names that resolve to one, and a name that re-resolves to one at connect time", async () => {

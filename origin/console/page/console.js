@@ -353,13 +353,16 @@
             "div",
             { class: "webhook-endpoint", "data-endpoint": endpoint.id },
             table(
-              ["endpoint", "url", "events", "state", "added", "", ""],
+              ["endpoint", "url", "events", "state", "pending", "added", "", ""],
               [
                 [
                   endpoint.id,
                   endpoint.url,
                   endpoint.events.join(", "),
                   endpoint.enabled ? "enabled" : `disabled (${endpoint.disabled_reason || "no reason"})`,
+                  endpoint.at_bound
+                    ? `${endpoint.pending} (at the bound of ${data.max_pending}: queueing paused)`
+                    : String(endpoint.pending),
                   time(endpoint.created_at),
                   button("Replay all…", { "data-action": "replay-all" }, () =>
                     prepare(endpoint.id, "replay"),

@@ -28,6 +28,15 @@ export const webhookEndpoints = pgTable("webhook_endpoints", {
   enabled: boolean("enabled").notNull().default(true),
   disabledReason: text("disabled_reason"),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  /**
+   * The endpoint's place in the event log, the cursor shape of the streams (origin/events/cursor.ts):
+   * every event at or before it has its delivery queued. It starts at the log's horizon when the
+   * endpoint is added, so the endpoint gets what is written after; each endpoint keeps its own, so
+   * one that is at its bound of pending deliveries waits there without holding the others back
+   * (docs/operations.md#webhooks).
+   */
+  fanOutXid: xid8("fan_out_xid").notNull().default(sql`pg_snapshot_xmin(pg_current_snapshot())`),
+  fanOutEventId: bigint("fan_out_event_id", { mode: "bigint" }).notNull().default(sql`0`),
 });
 
 /** One event to one endpoint: retried on the schedule until delivered, failed or disabled. */
@@ -51,22 +60,17 @@ export const webhookDeliveries = pgTable(
     uniqueIndex("webhook_deliveries_endpoint_event_uq").on(t.endpointId, t.eventId),
     // The claim reads only what is still to send.
     index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+    // An endpoint's pending deliveries: the fan-out counts them against the bound (an index-only
+    // count, capped at the bound), and a success makes those waiting on a later retry due now (a
+    // range of next_attempt_at, past the fresh ones that are due already).
+    index("webhook_deliveries_pending_endpoint_idx")
+      .on(t.endpointId, t.nextAttemptAt)
+      .where(sql`status = 'pending'`),
     check(
       "webhook_deliveries_status_check",
       sql`${t.status} in ('pending', 'delivered', 'failed', 'disabled')`,
     ),
   ],
-);
-
-/** The fan-out's place in the event log (one row): every event at or before it has its deliveries. */
-export const webhookFanOutCursor = pgTable(
-  "webhook_fan_out_cursor",
-  {
-    singleton: integer("singleton").primaryKey().default(1),
-    xid: xid8("xid").notNull(),
-    eventId: bigint("event_id", { mode: "bigint" }).notNull(),
-  },
-  (t) => [check("webhook_fan_out_cursor_one_row", sql`${t.singleton} = 1`)],
 );
 
 /**

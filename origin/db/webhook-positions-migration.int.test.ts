@@ -1,0 +1,96 @@
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { adminQuery, withDatabase } from "../../testing/global-setup.ts";
+import { migrationsBefore } from "../../testing/migrations-before.ts";
+import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
+import { migrateDatabase } from "./migrate.ts";
+
+const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
+
+/** Whether the endpoint's place is past the event: the fan-out reads only what is after it. */
+const pastEvent = async (db: DatabaseHandle["db"], endpointId: string, eventId: string): Promise<boolean> =>
+  (
+    await queryRows<{ past: boolean }>(
+      db,
+      sql`select (w.fan_out_xid, w.fan_out_event_id) >= (e.xid, e.id) as past
+          from webhook_endpoints w, events e
+          where w.id = ${endpointId}::uuid and e.id = ${eventId}::bigint`,
+    )
+  )[0]!.past;
+
+describe("migration 0026 (each webhook endpoint's place in the log)", () => {
+  const adminUrl = inject("pgAdminUrl");
+  const names = [`agents_migration_${hex(6)}`, `agents_migration_${hex(6)}`];
+  const handles: DatabaseHandle[] = [];
+  let before: string;
+
+  beforeAll(async () => {
+    for (const name of names) {
+      await adminQuery(adminUrl, `create database "${name}"`);
+      handles.push(connectDatabase({ url: withDatabase(adminUrl, name), driver: "pg" }));
+    }
+    before = await migrationsBefore("0026_webhook_positions");
+  });
+  afterAll(async () => {
+    for (const handle of handles) await handle.close();
+    for (const name of names) await adminQuery(adminUrl, `drop database if exists "${name}" with (force)`);
+    await rm(before, { recursive: true, force: true });
+  });
+
+  const endpoint = async (db: DatabaseHandle["db"]): Promise<string> =>
+    (
+      await queryRows<{ id: string }>(
+        db,
+        sql`insert into webhook_endpoints (url, event_types, secret)
+            values ('https://93.184.216.34/hook', '{action.confirmed}', ${`whsec_${hex(32)}`}) returning id`,
+      )
+    )[0]!.id;
+  const event = async (db: DatabaseHandle["db"]): Promise<string> =>
+    (
+      await queryRows<{ id: string }>(
+        db,
+        sql`insert into events (agent_id, type, data) values (null, 'action.confirmed', '{}') returning id::text as id`,
+      )
+    )[0]!.id;
+
+  it("starts every endpoint where the shared cursor was, so an event after it is still queued, and drops the cursor", async () => {
+    const { db } = handles[0]!;
+    await migrateDatabase(db, before);
+    const [enabled, disabled] = [await endpoint(db), await endpoint(db)];
+    await db.execute(sql`update webhook_endpoints set enabled = false where id = ${disabled!}::uuid`);
+    const fannedOut = await event(db);
+    // The shared cursor at the first event: the second is not fanned out yet.
+    await db.execute(
+      sql`insert into webhook_fan_out_cursor (singleton, xid, event_id)
+          select 1, xid, id from events where id = ${fannedOut}::bigint`,
+    );
+    const notYet = await event(db);
+
+    await migrateDatabase(db);
+
+    for (const id of [enabled, disabled]) {
+      expect(await pastEvent(db, id!, fannedOut)).toBe(true);
+      expect(await pastEvent(db, id!, notYet)).toBe(false);
+    }
+    const [cursor] = await queryRows<{ exists: boolean }>(
+      db,
+      sql`select to_regclass('webhook_fan_out_cursor') is not null as exists`,
+    );
+    expect(cursor!.exists).toBe(false);
+  });
+
+  it("starts them at the log's horizon when the fan-out never ran: past what was written before, not what comes after", async () => {
+    const { db } = handles[1]!;
+    await migrateDatabase(db, before);
+    const id = await endpoint(db);
+    const earlier = await event(db);
+
+    await migrateDatabase(db);
+
+    const later = await event(db);
+    expect(await pastEvent(db, id, earlier)).toBe(true);
+    expect(await pastEvent(db, id, later)).toBe(false);
+  });
+});
