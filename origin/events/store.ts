@@ -2,7 +2,7 @@
  * The event log's queries (docs/events.md). None is on the money path (the triggers of migration
  * 0016 write the events), so they are plain queries, not named statements.
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { type Cursor, horizonCursor } from "./cursor.ts";
 
@@ -62,9 +62,14 @@ export type ReadServableResult = {
  * one statement, so the horizon and the rows come from one snapshot.
  */
 export async function readServable(db: Db, params: ReadServableParams): Promise<ReadServableResult> {
-  const rows = await queryRows<EventRow & { horizon: string }>(
-    db,
-    sql`with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
+  const rows = await queryRows<EventRow & { horizon: string }>(db, servableQuery(params));
+  const horizon = BigInt(rows[0]!.horizon);
+  return { horizon, events: rows.filter((row) => row.id !== null).map(eventOf) };
+}
+
+/** readServable's statement (its plan is tested: origin/events/store-plan.int.test.ts). */
+export function servableQuery(params: ReadServableParams): SQL {
+  return sql`with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
         select h.horizon::text as horizon, e.id::text as id, e.xid::text as xid, e.agent_id, e.type,
                js_iso_timestamp(e.occurred_at) as occurred_at,
                ${params.withData === false ? sql`null::jsonb` : sql`e.data`} as data
@@ -75,10 +80,7 @@ export async function readServable(db: Db, params: ReadServableParams): Promise<
             and xid < h.horizon
           order by xid, id
           limit ${params.limit}) e on true
-        order by e.xid, e.id`,
-  );
-  const horizon = BigInt(rows[0]!.horizon);
-  return { horizon, events: rows.filter((row) => row.id !== null).map(eventOf) };
+        order by e.xid, e.id`;
 }
 
 export type ReadBacklogParams = {

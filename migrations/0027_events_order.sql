@@ -1,0 +1,1 @@
+CREATE INDEX "events_order_idx" ON "events" USING btree ("xid","id");

@@ -1,0 +1,56 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { queryRows } from "../db/client.ts";
+import { readServable, servableQuery } from "./store.ts";
+
+/** The node types of the plan's reads of `events`. */
+function scansOfEvents(plan: Record<string, unknown>): string[] {
+  const nodes: string[] = [];
+  const walk = (node: Record<string, unknown>): void => {
+    if (node["Relation Name"] === "events") nodes.push(String(node["Node Type"]));
+    for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+  };
+  walk(plan);
+  return nodes;
+}
+
+describe("the webhooks' fan-out read of the event log (events/store.ts servableQuery)", () => {
+  let db: TestDatabase;
+  const EVENTS = 20_000;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    // A log with a history: 200 agents' events, written by one transaction (one xid), as a
+    // month of them would sit in the table; a sequential read of it is what the index spares.
+    await db.handle.db.execute(
+      sql`insert into events (agent_id, type, data)
+          select ('00000000-0000-4000-8000-' || lpad((n % 200)::text, 12, '0'))::uuid, 'action.confirmed',
+                 jsonb_build_object('n', n)
+          from generate_series(1, ${EVENTS}) n`,
+    );
+    await db.handle.db.execute(sql`analyze events`);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it("reads every agent's events after a place through an index, not the whole log", async () => {
+    const [last] = await queryRows<{ xid: string; id: string }>(
+      db.handle.db,
+      sql`select xid::text as xid, id::text as id from events order by events.id desc offset 10 limit 1`,
+    );
+    const after = { xid: BigInt(last!.xid), id: BigInt(last!.id) };
+    const params = { agentIds: undefined, after, limit: 500, withData: false };
+    const [explained] = await queryRows<{ "QUERY PLAN": { Plan: Record<string, unknown> }[] }>(
+      db.handle.db,
+      sql`explain (format json) ${servableQuery(params)}`,
+    );
+    const scans = scansOfEvents(explained!["QUERY PLAN"][0]!.Plan);
+    expect(scans).toEqual(["Index Scan"]);
+    // And the read itself: the ten events after that place, in order.
+    const { events } = await readServable(db.handle.db, params);
+    expect(events.map((event) => event.id)).toEqual(
+      Array.from({ length: 10 }, (_, n) => after.id + BigInt(n + 1)),
+    );
+  });
+});
