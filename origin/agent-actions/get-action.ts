@@ -31,9 +31,16 @@ export function getActionHandler(db: Db, waiter?: ActionWaiter): Handler<AppEnv>
       waitSeconds > 0 && waiter && UUID.test(actionId) ? await waiter.watch(agentId, actionId) : undefined;
     try {
       let action = await read();
-      if (watch && !isTerminalAction(action)) {
-        await watch.changed(action.status, waitSeconds * 1000, c.req.raw.signal);
+      const signal = c.req.raw.signal;
+      const until = Date.now() + waitSeconds * 1000;
+      // An event of another status wakes the wait; the action read again says whether it changed.
+      // One that has not was woken by its own history served late (a long transaction on the
+      // cluster holds the log back, docs/events.md#order): the wait goes on for what is left.
+      while (watch && !isTerminalAction(action) && !signal.aborted && Date.now() < until) {
+        const status = action.status;
+        await watch.changed(status, until - Date.now(), signal);
         action = await read();
+        if (action.status !== status) break;
       }
       return c.json(actionView(action), 200);
     } finally {

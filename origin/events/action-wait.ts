@@ -15,7 +15,9 @@ export const MAX_WAITING = 10_000;
 export type ActionWatch = {
   /**
    * Resolves when an event of the action names another status than `status`, when `ms` have
-   * passed, or when `signal` aborts (the client left).
+   * passed, or when `signal` aborts (the client left). The events heard are then used up: the next
+   * call waits for new ones. An event may be history served late (the log is served in transaction
+   * order, docs/events.md#order): the caller reads the action again to know.
    */
   changed(status: string, ms: number, signal: AbortSignal): Promise<void>;
   close(): void;
@@ -58,6 +60,7 @@ export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAI
               clearTimeout(timer);
               signal.removeEventListener("abort", done);
               notify = undefined;
+              seen.length = 0;
               resolve();
             };
             // An event of the status already read is the one that made it (served late): not a change.

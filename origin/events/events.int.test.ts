@@ -456,6 +456,38 @@ describe("the event log and the agent's stream (real stack)", () => {
     expect(refused.status).toBe(404);
   });
 
+  it("?wait= waits on through its action's earlier events served late, and answers the change that follows", async () => {
+    const agent = await stack.newAgent();
+    const headers = { authorization: `Bearer ${agent.token}` };
+    // A transaction on the cluster holds the log's horizon back (docs/events.md#order): the
+    // action's `requested` and `held` events are written, and served only once it ends.
+    const holder = await connect();
+    try {
+      await holder.query("begin");
+      await holder.query("select pg_current_xact_id()");
+      const id = await insertAction(agent);
+      await db().execute(
+        sql`update agent_actions set status = 'held', hold_rule = 'approval' where action_id = ${id}::uuid`,
+      );
+      const started = Date.now();
+      const waiting = send(`${stack.origin.base}/agent/v1/actions/${id}?wait=20`, { headers });
+      await sleep(500);
+      // The horizon moves: `requested` (another status than the `held` the wait read) is served
+      // within the feed's poll (a second), well before the change that follows.
+      await holder.query("commit");
+      await sleep(2_500);
+      await db().execute(sql`update agent_actions set status = 'rejected' where action_id = ${id}::uuid`);
+      const answered = await waiting;
+      const took = Date.now() - started;
+      // Mutation: a wait that takes the late `requested` for a change answers `held` within about 1.5 s.
+      expect((answered.body as ActionView).status).toBe("rejected");
+      expect(took).toBeGreaterThanOrEqual(2_900);
+      expect(took).toBeLessThan(6_000);
+    } finally {
+      await holder.end();
+    }
+  });
+
   it("the retention sweep deletes events older than the retention and nothing else", async () => {
     const agent = await stack.newAgent();
     const marker = randomBytes(6).toString("hex");
