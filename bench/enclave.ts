@@ -15,6 +15,7 @@ import { fromHex, type Hex } from "../shared/hex.ts";
 import { buildIdentityProofPreimage, identityProofDigest } from "../shared/identity-proof.ts";
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../shared/secp256k1.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
+import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 
 const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const AMOUNT = 10_000n;
@@ -136,6 +137,7 @@ async function main(): Promise<void> {
     if (!policy.ok) throw new Error(`configure_policy failed: ${policy.error.code}`);
     const keys = batch.value.keys;
 
+    const steal = await startStealMeter();
     const figures: Figure[] = [];
     for (const op of ["sign_x402_authorization", "prove_identity"] as const) {
       inProcess(op, WARMUP_MS);
@@ -154,6 +156,7 @@ async function main(): Promise<void> {
       }
     }
     report(figures);
+    process.stdout.write(`${await steal()}\n`);
   } finally {
     await client.close();
     await fixture.dispose();
@@ -174,7 +177,7 @@ function report(figures: Figure[]): void {
     }
     const at32 = rows.find((figure) => figure.mode === "socket, 32 in flight")!;
     lines.push(
-      `  goal (32 in flight >= 50% of in-process): ${at32.rate >= local.rate / 2 ? "met" : "NOT met"}`,
+      `  goal (32 in flight >= 85% of in-process): ${at32.rate >= local.rate * 0.85 ? "met" : "NOT met"}`,
     );
   }
   process.stdout.write(`${lines.join("\n")}\n`);

@@ -18,6 +18,7 @@ import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
+import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 1200);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
@@ -49,6 +50,7 @@ async function main(): Promise<void> {
   const logger = pino({ level: "silent" });
   try {
     say(`bench:provision — ${KEYS} keys in batches of ${BATCH}; node ${process.version}`);
+    const steal = await startStealMeter();
 
     const generateOnly = await timed(async () => {
       for (let made = 0; made < 400; made += BATCH) {
@@ -68,6 +70,8 @@ async function main(): Promise<void> {
     if (refill.value.some((outcome) => !outcome.ok)) throw new Error("a refill batch failed");
     say(`refill worker: ${rate(KEYS, refill.ms)} keys made ready (${KEYS} in ${refill.ms.toFixed(0)} ms)`);
     say(`  baseline, enclave generate_keys alone: ${rate(400, generateOnly.ms)} keys`);
+    const readyShare = KEYS / refill.ms / (400 / generateOnly.ms);
+    const readyGoal = readyShare >= 0.8 ? "met" : "NOT met";
 
     const bare = await timed(async () => {
       for (let i = 0; i < 300; i++) {
@@ -101,6 +105,12 @@ async function main(): Promise<void> {
     say(`provisionIdentity, 1 caller:   ${rate(sequential, one.ms)} identities`);
     say(`provisionIdentity, 32 callers: ${rate(concurrent, many.ms)} identities (pool of 16 connections)`);
     say(`  baseline, bare one-row locking transaction, 1 caller: ${rate(300, bare.ms)}`);
+    say(await steal());
+    const perSecond = (concurrent * 1000) / many.ms;
+    say(
+      `goal identities/s with 32 callers ≥ 1,000: ${perSecond >= 1_000 ? "met" : "NOT met"} (${perSecond.toFixed(0)}/s)`,
+    );
+    say(`goal keys made ready ≥ 0.8× the enclave's generate alone: ${readyGoal} (${readyShare.toFixed(2)}×)`);
   } finally {
     await signer.close();
     await enclave.dispose();

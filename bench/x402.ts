@@ -402,19 +402,19 @@ async function main(): Promise<void> {
       );
     };
     goal(
-      "our p50 ≤ 0.5× the reference's",
+      "our p50 ≤ 0.35× the reference's",
       ratios((round) => round.ours && round.ours.p50 / round.ref.p50),
-      (value) => value <= 0.5,
+      (value) => value <= 0.35,
     );
     goal(
-      "our throughput ≥ 2× the reference's",
+      "our throughput ≥ 3× the reference's",
       ratios((round) => round.ours && round.ours.perSecond / round.ref.perSecond),
-      (value) => value >= 2,
+      (value) => value >= 3,
     );
     goal(
-      "our p50 within 2× of the chain floor",
+      "our p50 ≤ 1.3× the chain floor's",
       ratios((round) => round.ours && round.ours.p50 / round.floor.p50),
-      (value) => value <= 2,
+      (value) => value <= 1.3,
     );
     goal(
       "with a policy on every agent, p50 ≤ 1.1× (d)'s",
