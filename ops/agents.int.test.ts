@@ -51,7 +51,7 @@ describe("npm run agents (operator CLI)", () => {
     expect((await run("list", "--bogus")).code).toBe(2);
   });
 
-  it("disables (with a reason), enables and revokes", async () => {
+  it("disables, enables and revokes, each with a reason and recorded (source cli)", async () => {
     const created = JSON.parse((await run("create", "--capabilities", "read")).stdout) as {
       agent_id: string;
     };
@@ -75,22 +75,61 @@ describe("npm run agents (operator CLI)", () => {
     expect((await run("enable", "--agent", id, "--reason", "cleared")).stdout).toContain("enabled");
     expect(await row()).toEqual({ enabled: true, revoked: false, disabled_reason: null });
     // The same record the console writes and shows in its audit: before, after, reason, source.
-    const changes = await queryRows<{
-      before_enabled: boolean;
-      after_enabled: boolean;
-      reason: string;
-      source: string;
-    }>(
-      testDb.handle.db,
-      sql`select before_enabled, after_enabled, reason, source from identity_changes
-          where agent_id = ${id} order by changed_at`,
-    );
-    expect(changes).toEqual([
-      { before_enabled: true, after_enabled: false, reason: "suspicious traffic", source: "cli" },
-      { before_enabled: false, after_enabled: true, reason: "cleared", source: "cli" },
-    ]);
-    expect((await run("revoke", "--agent", id)).code).toBe(0);
+    const changes = () =>
+      queryRows<{
+        change: string;
+        before_enabled: boolean;
+        after_enabled: boolean;
+        reason: string;
+        source: string;
+      }>(
+        testDb.handle.db,
+        sql`select change, before_enabled, after_enabled, reason, source from identity_changes
+            where agent_id = ${id} order by changed_at`,
+      );
+    const recorded = [
+      {
+        change: "disable",
+        before_enabled: true,
+        after_enabled: false,
+        reason: "suspicious traffic",
+        source: "cli",
+      },
+      { change: "enable", before_enabled: false, after_enabled: true, reason: "cleared", source: "cli" },
+    ];
+    expect(await changes()).toEqual(recorded);
+
+    // A revocation is final, so it needs its reason like the others, and is recorded the same way.
+    const unexplained = await run("revoke", "--agent", id);
+    expect(unexplained).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("--reason is required to revoke"),
+    });
+    expect((await run("revoke", "--agent", id, "--reason", "  ")).code).toBe(2);
+    expect((await row())?.revoked).toBe(false);
+    expect(await changes()).toEqual(recorded);
+    expect(await run("revoke", "--agent", id, "--reason", "token leaked")).toMatchObject({
+      code: 0,
+      stdout: `agents: ${id} revoked\n`,
+    });
     expect((await row())?.revoked).toBe(true);
+    const revocation = {
+      change: "revoke",
+      before_enabled: true,
+      after_enabled: true,
+      reason: "token leaked",
+      source: "cli",
+    };
+    expect(await changes()).toEqual([...recorded, revocation]);
+    // Again: done, nothing more to change or record.
+    expect(await run("revoke", "--agent", id, "--reason", "twice")).toMatchObject({
+      code: 0,
+      stdout: `agents: ${id} was already revoked\n`,
+    });
+    expect(await changes()).toEqual([...recorded, revocation]);
+    expect(
+      await run("revoke", "--agent", "00000000-0000-4000-8000-000000000000", "--reason", "x"),
+    ).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });
     // The key stays with its (revoked) identity; it never returns to the pool.
     const keys = await queryRows<{ status: string }>(
       testDb.handle.db,

@@ -6,10 +6,10 @@
  *   list                                         identities, newest first (never tokens)
  *   disable --agent ID --reason TEXT             reversible; applies at the next request
  *   enable --agent ID --reason TEXT              re-enables a disabled identity
+ *   revoke --agent ID --reason TEXT              final: the token never works again
  *
- * disable and enable record before, after and reason in identity_changes (the console's audit),
- * through the same service as the console.
- *   revoke --agent ID                            final: the token never works again
+ * disable, enable and revoke record the change, before, after and reason in identity_changes (the
+ * console's audit), through the same services as the console.
  *   rotate-token --agent ID                      a new token for the same identity, printed once
  *                                                as {token, agent_id, assigned_wallet, capabilities};
  *                                                the old token fails from its next request on
@@ -28,8 +28,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const USAGE = `usage: npm run agents -- create --capabilities read,faucet,transfer
        npm run agents -- list
-       npm run agents -- disable|enable --agent ID --reason TEXT
-       npm run agents -- revoke|rotate-token --agent ID`;
+       npm run agents -- disable|enable|revoke --agent ID --reason TEXT
+       npm run agents -- rotate-token --agent ID`;
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const [command, ...rest] = argv;
@@ -136,11 +136,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       }
       default: {
         const id = agentId();
-        const result = await revokeIdentity(db, id);
+        if (!values.reason?.trim()) throw new UsageError("--reason is required to revoke");
+        const result = await revokeIdentity(db, { agentId: id, reason: values.reason, source: "cli" });
         if (!result.ok) {
-          return refused(`no agent ${id}`);
+          return refused(result.error === "not_found" ? `no agent ${id}` : result.error);
         }
-        process.stdout.write(`agents: ${id} revoked\n`);
+        process.stdout.write(`agents: ${id} ${result.value.changed ? "revoked" : "was already revoked"}\n`);
         return DONE;
       }
     }

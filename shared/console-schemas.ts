@@ -51,7 +51,8 @@ export type SettingsChangeRequest = z.infer<typeof settingsChangeRequestSchema>;
 /** POST {base}/admin/agents/registration/identity. */
 export const identityChangeRequestSchema = z.strictObject({
   agent_id: z.uuid({ error: "agent_id must be an agent id (a UUID)" }),
-  action: z.enum(["disable", "enable"], { error: "action must be disable or enable" }),
+  /** revoke is final: no action undoes it (docs/operations.md#the-operator-console-and-metrics). */
+  action: z.enum(["disable", "enable", "revoke"], { error: "action must be disable, enable or revoke" }),
   reason: reasonSchema,
 });
 export type IdentityChangeRequest = z.infer<typeof identityChangeRequestSchema>;

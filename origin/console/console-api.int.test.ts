@@ -326,7 +326,7 @@ describe("operator console API", () => {
     expect(unknown.status).toBe(404);
     const badAction = await operator().post("/registration/identity", {
       agent_id: agent.agent_id,
-      action: "revoke",
+      action: "destroy",
       reason: "x",
     });
     expect(badAction.status).toBe(400);
@@ -342,6 +342,66 @@ describe("operator console API", () => {
         error: { code: "validation_failed", message: expect.stringContaining("control characters") },
       });
     }
+  });
+
+  it("revokes an identity with a reason: 401 at its next request, audited once, and no enable brings it back", async () => {
+    const agent = await register("81.3.0.10");
+    expect((await network(agent.token)).status).toBe(200);
+    const change = (action: string, reason: string) =>
+      operator().post("/registration/identity", { agent_id: agent.agent_id, action, reason });
+    const recorded = async () =>
+      (
+        await queryRows<{ n: number }>(
+          db(),
+          sql`select count(*)::int as n from identity_changes where agent_id = ${agent.agent_id}`,
+        )
+      )[0]!.n;
+
+    expect((await change("revoke", " ")).status).toBe(400);
+    expect(await recorded()).toBe(0);
+
+    const revoked = await change("revoke", "token leaked");
+    expect(revoked.status).toBe(200);
+    // A revocation leaves the enabled flag as it found it: it is final whatever the flag says.
+    expect(identityChangeResponseSchema.parse(revoked.body)).toEqual({
+      agent_id: agent.agent_id,
+      changed: true,
+      before: { enabled: true },
+      after: { enabled: true },
+      revoked: true,
+    });
+    const refused = await network(agent.token);
+    expect(refused.status).toBe(401);
+    expect(refused.body).toMatchObject({ error: { code: "agent_auth_failed" } });
+    expect(await recorded()).toBe(1);
+
+    // Again: nothing changes and nothing more is recorded.
+    expect((await change("revoke", "twice")).body).toMatchObject({ changed: false, revoked: true });
+    expect(await recorded()).toBe(1);
+
+    // Disable and enable still move the flag, as they always did, and answer that the identity is
+    // revoked: the token stays refused.
+    expect((await change("disable", "paused")).status).toBe(200);
+    const enabled = await change("enable", "try to bring it back");
+    expect(enabled.status).toBe(200);
+    expect(enabled.body).toMatchObject({ changed: true, after: { enabled: true }, revoked: true });
+    const still = await network(agent.token);
+    expect(still.status).toBe(401);
+    expect(still.body).toMatchObject({ error: { code: "agent_auth_failed" } });
+
+    const audit = auditSchema.parse((await reader().get("/audit")).body);
+    expect(audit.changes.filter((row) => row.subject === agent.agent_id)).toEqual([
+      expect.objectContaining({ change: "enable", before: "disabled", after: "enabled" }),
+      expect.objectContaining({ change: "disable", before: "enabled", after: "disabled" }),
+      expect.objectContaining({
+        kind: "identity",
+        change: "revoke",
+        before: "enabled",
+        after: "revoked",
+        reason: "token leaked",
+        source: "console",
+      }),
+    ]);
   });
 
   it("shows findings, batches, actions, settlements and exceptions, and merges every change into the audit", async () => {

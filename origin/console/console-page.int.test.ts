@@ -312,6 +312,7 @@ describe("the operator console page in a browser", () => {
       "Read only: the console was opened without the registration admin token",
     );
     expect(await page.isDisabled("#agent-change-submit")).toBe(true);
+    expect(await page.isDisabled("#agent-revoke")).toBe(true);
     // The passkeys page cannot register one; the approvals page shows a held action (payee and
     // amount from its row) and says why its button cannot be pressed.
     await open(page, "passkeys");

@@ -246,8 +246,8 @@ export const AUDIT_NOTE =
   "and the channel it came through; only a change a passkey approved names who made it (the operator and the passkey).";
 
 /**
- * Every recorded change, newest first: registration settings, identity enable/disable and funding
- * exceptions, each with its before, after and reason.
+ * Every recorded change, newest first: registration settings, identity disable/enable/revoke and
+ * funding exceptions, each with its before, after and reason.
  */
 export async function readAudit(db: Db, limit = 200): Promise<Audit> {
   const rows = await queryRows<{
@@ -266,9 +266,11 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
                 changed_at as at
          from registration_policy_changes order by changed_at desc limit ${limit})
         union all
-        (select 'identity', agent_id::text, case when after_enabled then 'enable' else 'disable' end,
+        -- A revocation leaves the enabled flag alone: its after is the identity's final state.
+        (select 'identity', agent_id::text, change,
                 case when before_enabled then 'enabled' else 'disabled' end,
-                case when after_enabled then 'enabled' else 'disabled' end, reason, source, changed_at
+                case when change = 'revoke' then 'revoked' when after_enabled then 'enabled' else 'disabled' end,
+                reason, source, changed_at
          from identity_changes order by changed_at desc limit ${limit})
         union all
         -- Funding exceptions have one channel, the funding CLI: the console cannot grant them.

@@ -33,8 +33,6 @@ export async function listIdentities(db: Db, limit = 1000): Promise<IdentitySumm
     .limit(limit);
 }
 
-export type IdentityChange = Result<{ changed: boolean }, "not_found" | "reason_required">;
-
 /** Where an operator change came from: a channel, never a person (the credentials are shared). */
 export type IdentityChangeSource = "console" | "cli";
 
@@ -89,6 +87,7 @@ export async function setIdentityEnabled(
       .where(eq(agentIdentities.agentId, params.agentId));
     await tx.insert(identityChanges).values({
       agentId: params.agentId,
+      change: params.enabled ? "enable" : "disable",
       beforeEnabled: before.enabled,
       afterEnabled: params.enabled,
       reason,
@@ -100,12 +99,51 @@ export async function setIdentityEnabled(
   });
 }
 
-/** Revocation is final: the token stops at the next request and no command restores it. */
-export async function revokeIdentity(db: Db, agentId: string): Promise<IdentityChange> {
-  const updated = await db
-    .update(agentIdentities)
-    .set({ revoked: true, revokedAt: sql`coalesce(${agentIdentities.revokedAt}, now())` })
-    .where(eq(agentIdentities.agentId, agentId))
-    .returning({ agentId: agentIdentities.agentId });
-  return updated.length === 1 ? ok({ changed: true }) : err("not_found");
+export type RevokeIdentityParams = {
+  agentId: string;
+  reason: string;
+  source: IdentityChangeSource;
+};
+
+/** The same shape as an enable or disable: a revocation leaves the enabled flag as it was. */
+export type RevokeIdentityResult = SetIdentityEnabledResult;
+
+/**
+ * Revocation is final (docs/operations.md#the-operator-console-and-metrics): the token stops at the
+ * next request (bearer auth reads the identity on every request) and no command restores it. Like
+ * a disable it needs a reason and is recorded in identity_changes in the transaction that makes it,
+ * under the identity's row lock; revoking a revoked identity changes and records nothing.
+ */
+export async function revokeIdentity(db: Db, params: RevokeIdentityParams): Promise<RevokeIdentityResult> {
+  const reason = params.reason.trim();
+  if (reason === "") return err("reason_required");
+  return db.transaction(async (tx): Promise<RevokeIdentityResult> => {
+    const [before] = await tx
+      .select({ enabled: agentIdentities.enabled, revoked: agentIdentities.revoked })
+      .from(agentIdentities)
+      .where(eq(agentIdentities.agentId, params.agentId))
+      .for("update");
+    if (!before) return err("not_found");
+    const value = {
+      changed: !before.revoked,
+      before: { enabled: before.enabled },
+      after: { enabled: before.enabled },
+      revoked: true,
+    };
+    if (!value.changed) return ok(value);
+    await tx
+      .update(agentIdentities)
+      .set({ revoked: true, revokedAt: sql`now()` })
+      .where(eq(agentIdentities.agentId, params.agentId));
+    await tx.insert(identityChanges).values({
+      agentId: params.agentId,
+      change: "revoke",
+      beforeEnabled: before.enabled,
+      afterEnabled: before.enabled,
+      reason,
+      source: params.source,
+      changedAt: sql`clock_timestamp()`,
+    });
+    return ok(value);
+  });
 }

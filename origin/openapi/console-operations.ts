@@ -181,7 +181,7 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/registration/identity",
     operationId: "consoleChangeIdentity",
     capability: "console",
-    summary: "Disable or enable an identity, with a reason.",
+    summary: "Disable, enable or revoke (final) an identity, with a reason.",
     tag: "console",
     security: ["adminApiToken", "registrationAdminToken"],
     requestBody: { name: "IdentityChangeRequest", schema: identityChangeRequestSchema },

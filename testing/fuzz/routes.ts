@@ -506,6 +506,8 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: false,
     },
     {
+      // Its successes may revoke a known agent, for good: it stays after every route an agent's
+      // token runs.
       operationId: "consoleChangeIdentity",
       name: "POST admin identity",
       credentials: "admin_change",

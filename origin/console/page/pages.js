@@ -208,7 +208,8 @@
     }
     $("agent-actions-more").onclick = () => guarded(() => agentActions.next(), "agent-change-message");
 
-    // The one change offered is the one the state allows; read only, it says why it is not offered.
+    // The changes offered are the ones the state allows: disable or enable, and revoke until it is
+    // done; a revoked agent is offered none. Read only, it says why nothing is offered.
     function showChange(identity) {
       const form = $("agent-change-form");
       form.hidden = false;
@@ -216,15 +217,50 @@
       form.dataset.action = action;
       form.dataset.agent = identity.agent_id;
       $("agent-change-submit").textContent = action === "disable" ? "Disable" : "Enable";
-      const blocked = !ctx.canChange()
-        ? ctx.readOnly
-        : identity.revoked
-          ? "Revoked: a revocation is final, nothing to enable or disable."
+      $("agent-change-submit").hidden = identity.revoked;
+      $("agent-revoke").hidden = identity.revoked;
+      const blocked = identity.revoked
+        ? "Revoked: this agent's token is refused for good; a revocation cannot be undone."
+        : !ctx.canChange()
+          ? ctx.readOnly
           : "";
-      $("agent-change-submit").disabled = blocked !== "";
-      $("agent-change-reason").disabled = blocked !== "";
+      for (const id of ["agent-change-submit", "agent-revoke", "agent-change-reason"])
+        $(id).disabled = blocked !== "";
       if (blocked) say(blocked, "note", "agent-change-message");
     }
+
+    // Revoking is final, so the page asks first, naming the agent, with the reason to record.
+    $("agent-revoke").addEventListener("click", () => {
+      const agentId = $("agent-change-form").dataset.agent;
+      if (!ctx.canChange()) return say(ctx.readOnly, "error", "agent-change-message");
+      $("agent-revoke-text").textContent =
+        `Agent ${agentId} will be refused at its next request, for good: a revocation cannot be undone, ` +
+        "and no enable brings it back. Funds stay in its wallet; a transaction already submitted still completes.";
+      $("agent-revoke-reason").value = $("agent-change-reason").value;
+      $("agent-revoke-dialog").showModal();
+      $("agent-revoke-reason").focus();
+    });
+    $("agent-revoke-cancel").addEventListener("click", () => $("agent-revoke-dialog").close());
+    $("agent-revoke-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const agentId = $("agent-change-form").dataset.agent;
+      const reason = $("agent-revoke-reason").value;
+      $("agent-revoke-dialog").close();
+      guarded(async () => {
+        const result = await api("/registration/identity", {
+          body: { agent_id: agentId, action: "revoke", reason },
+        });
+        $("agent-change-reason").value = "";
+        await agent(agentId);
+        say(
+          result.changed
+            ? "Revoked: its token is refused from its next request on, for good."
+            : "Already revoked: nothing changed.",
+          "ok",
+          "agent-change-message",
+        );
+      }, "agent-change-message");
+    });
 
     $("agent-change-form").addEventListener("submit", (event) => {
       event.preventDefault();

@@ -76,9 +76,11 @@ export const identityFindings = pgTable(
 );
 
 /**
- * Every operator enable or disable of an identity (docs/api.md#the-operator-console), with the
- * before and after state and the reason, written in the transaction that makes the change. The
- * source is the channel (console or CLI), never a person: the credentials are shared.
+ * Every operator disable, enable or revocation of an identity (docs/api.md#the-operator-console),
+ * with the reason, written in the transaction that makes the change. The source is the channel
+ * (console or CLI), never a person: the credentials are shared. `change` names what the operator
+ * did, as the other change tables do; `before_enabled`/`after_enabled` are the enabled flag around
+ * it, which a revocation leaves as it was (it is final whatever the flag says).
  */
 export const identityChanges = pgTable(
   "identity_changes",
@@ -87,6 +89,7 @@ export const identityChanges = pgTable(
     agentId: uuid("agent_id")
       .notNull()
       .references(() => agentIdentities.agentId),
+    change: text("change").notNull(),
     beforeEnabled: boolean("before_enabled").notNull(),
     afterEnabled: boolean("after_enabled").notNull(),
     reason: text("reason").notNull(),
@@ -96,6 +99,13 @@ export const identityChanges = pgTable(
   (t) => [
     check("identity_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
     check("identity_changes_source_enum", sql`${t.source} IN ('console','cli')`),
+    // A disable or enable moves the flag its way; a revocation leaves it alone.
+    check(
+      "identity_changes_change_matches",
+      sql`(${t.change} = 'disable' AND ${t.beforeEnabled} AND NOT ${t.afterEnabled})
+        OR (${t.change} = 'enable' AND NOT ${t.beforeEnabled} AND ${t.afterEnabled})
+        OR (${t.change} = 'revoke' AND ${t.beforeEnabled} = ${t.afterEnabled})`,
+    ),
     index("identity_changes_changed_idx").on(t.changedAt),
   ],
 );
