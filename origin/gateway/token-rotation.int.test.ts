@@ -161,7 +161,10 @@ describe("token rotation (real stack)", () => {
     expect(balance.body).toMatchObject({ address: agent.wallet.toLowerCase(), balance: "1500000" });
 
     // Revocation is final; an unknown agent has no token to rotate.
-    expect((await tool("revoke", "--agent", agent.agentId)).code).toBe(0);
+    // The reason is required since revocations are recorded as every identity change.
+    expect((await tool("revoke", "--agent", agent.agentId, "--reason", "rotated, then retired")).code).toBe(
+      0,
+    );
     const revoked = await tool("rotate-token", "--agent", agent.agentId);
     expect(revoked).toMatchObject({ code: 1, stdout: "" });
     expect(revoked.stderr).toContain("is revoked; revocation is final");
