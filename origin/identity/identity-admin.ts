@@ -1,4 +1,5 @@
 import { desc, eq, sql } from "drizzle-orm";
+import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, identityChanges } from "../db/schema.ts";
@@ -61,42 +62,15 @@ export async function setIdentityEnabled(
   db: Db,
   params: SetIdentityEnabledParams,
 ): Promise<SetIdentityEnabledResult> {
-  const reason = params.reason.trim();
-  if (reason === "") return err("reason_required");
-  return db.transaction(async (tx): Promise<SetIdentityEnabledResult> => {
-    const [before] = await tx
-      .select({ enabled: agentIdentities.enabled, revoked: agentIdentities.revoked })
-      .from(agentIdentities)
-      .where(eq(agentIdentities.agentId, params.agentId))
-      .for("update");
-    if (!before) return err("not_found");
-    const value = {
-      changed: before.enabled !== params.enabled,
-      before: { enabled: before.enabled },
-      after: { enabled: params.enabled },
-      revoked: before.revoked,
-    };
-    if (!value.changed) return ok(value);
-    await tx
-      .update(agentIdentities)
-      .set(
-        params.enabled
-          ? { enabled: true, disabledReason: null, disabledAt: null }
-          : { enabled: false, disabledReason: `operator: ${reason}`, disabledAt: sql`now()` },
-      )
-      .where(eq(agentIdentities.agentId, params.agentId));
-    await tx.insert(identityChanges).values({
-      agentId: params.agentId,
-      change: params.enabled ? "enable" : "disable",
-      beforeEnabled: before.enabled,
-      afterEnabled: params.enabled,
-      reason,
-      source: params.source,
-      // now() is the transaction's start; the change happens once the row lock is granted.
-      changedAt: sql`clock_timestamp()`,
-    });
-    return ok(value);
-  });
+  return changeIdentity(db, params, (before, reason) => ({
+    change: params.enabled ? "enable" : "disable",
+    changes: before.enabled !== params.enabled,
+    afterEnabled: params.enabled,
+    revoked: before.revoked,
+    set: params.enabled
+      ? { enabled: true, disabledReason: null, disabledAt: null }
+      : { enabled: false, disabledReason: `operator: ${reason}`, disabledAt: sql`now()` },
+  }));
 }
 
 export type RevokeIdentityParams = {
@@ -115,33 +89,61 @@ export type RevokeIdentityResult = SetIdentityEnabledResult;
  * under the identity's row lock; revoking a revoked identity changes and records nothing.
  */
 export async function revokeIdentity(db: Db, params: RevokeIdentityParams): Promise<RevokeIdentityResult> {
+  return changeIdentity(db, params, (before) => ({
+    change: "revoke",
+    changes: !before.revoked,
+    afterEnabled: before.enabled,
+    revoked: true,
+    set: { revoked: true, revokedAt: sql`now()` },
+  }));
+}
+
+/** What an operator's change does to the identity it found (changeIdentity). */
+type PlannedChange = {
+  change: "enable" | "disable" | "revoke";
+  /** False: the identity is already so; nothing is written or recorded. */
+  changes: boolean;
+  afterEnabled: boolean;
+  revoked: boolean;
+  set: PgUpdateSetSource<typeof agentIdentities>;
+};
+
+/**
+ * An operator's change of an identity, with a reason: planned from the identity as its row lock
+ * finds it, made and recorded in identity_changes in one transaction, so concurrent changes
+ * serialize and every record's before is the state it found.
+ */
+async function changeIdentity(
+  db: Db,
+  params: { agentId: string; reason: string; source: IdentityChangeSource },
+  plan: (before: { enabled: boolean; revoked: boolean }, reason: string) => PlannedChange,
+): Promise<SetIdentityEnabledResult> {
   const reason = params.reason.trim();
   if (reason === "") return err("reason_required");
-  return db.transaction(async (tx): Promise<RevokeIdentityResult> => {
+  return db.transaction(async (tx): Promise<SetIdentityEnabledResult> => {
     const [before] = await tx
       .select({ enabled: agentIdentities.enabled, revoked: agentIdentities.revoked })
       .from(agentIdentities)
       .where(eq(agentIdentities.agentId, params.agentId))
       .for("update");
     if (!before) return err("not_found");
+    const planned = plan(before, reason);
     const value = {
-      changed: !before.revoked,
+      changed: planned.changes,
       before: { enabled: before.enabled },
-      after: { enabled: before.enabled },
-      revoked: true,
+      after: { enabled: planned.afterEnabled },
+      revoked: planned.revoked,
     };
-    if (!value.changed) return ok(value);
-    await tx
-      .update(agentIdentities)
-      .set({ revoked: true, revokedAt: sql`now()` })
-      .where(eq(agentIdentities.agentId, params.agentId));
+    if (!planned.changes) return ok(value);
+    await tx.update(agentIdentities).set(planned.set).where(eq(agentIdentities.agentId, params.agentId));
     await tx.insert(identityChanges).values({
       agentId: params.agentId,
-      change: "revoke",
+      change: planned.change,
       beforeEnabled: before.enabled,
-      afterEnabled: before.enabled,
+      afterEnabled: planned.afterEnabled,
       reason,
       source: params.source,
+      // now() is the transaction's start; the change happens once the row lock is granted.
       changedAt: sql`clock_timestamp()`,
     });
     return ok(value);
