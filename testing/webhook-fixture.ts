@@ -6,6 +6,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
+import { afterAll } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import type { Resolve } from "../origin/webhooks/address-guard.ts";
 import { addEndpoint, type WebhookEndpoint } from "../origin/webhooks/endpoints.ts";
@@ -13,6 +14,7 @@ import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
 import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
+import { useFixture } from "./stack.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.ts";
 
 /** A short schedule, so a test sees several attempts. */
@@ -137,4 +139,35 @@ export async function receiverWithEndpoint(
   const endpoint = await addEndpoint(fixture.db.handle.db, { url: `${receiver.url}/hook`, events });
   receiver.secret = endpoint.secret;
   return { receiver, endpoint };
+}
+
+/**
+ * A fixture for the describe block it is called in (stack.ts useFixture), and the receivers its
+ * tests start, each closed before the fixture stops. `receiverFor` starts one with its endpoint;
+ * `closeAfter` takes one a test started itself.
+ */
+export function useWebhookFixture(params: StartWebhookFixtureParams): {
+  fixture: WebhookFixture;
+  receiverFor(events: string[]): Promise<{ receiver: WebhookReceiver; endpoint: WebhookEndpoint }>;
+  closeAfter(receiver: WebhookReceiver): WebhookReceiver;
+} {
+  const fixture = useFixture("webhook fixture", () => startWebhookFixture(params), stopWebhookFixture);
+  const receivers: WebhookReceiver[] = [];
+  // Registered after the fixture's own: vitest runs a block's afterAll hooks last first.
+  afterAll(async () => {
+    for (const receiver of receivers) await receiver.close();
+  });
+  const closeAfter = (receiver: WebhookReceiver): WebhookReceiver => {
+    receivers.push(receiver);
+    return receiver;
+  };
+  return {
+    fixture,
+    closeAfter,
+    async receiverFor(events) {
+      const made = await receiverWithEndpoint(fixture, events);
+      closeAfter(made.receiver);
+      return made;
+    },
+  };
 }

@@ -5,10 +5,8 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { runTool } from "../../testing/run-tool.ts";
 import {
   deliveriesOf,
-  receiverWithEndpoint,
-  startWebhookFixture,
-  stopWebhookFixture,
   until,
+  useWebhookFixture,
   type WebhookFixture,
   writeEvents,
 } from "../../testing/webhook-fixture.ts";
@@ -67,25 +65,12 @@ function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
 describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, one origin, loopback receivers)`, () => {
   // Short steps, and enough of them that no delivery ends failed while its receiver is away.
   const SCHEDULE = "0,1,2,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3";
-  let fixture: WebhookFixture;
-  const receivers: WebhookReceiver[] = [];
-  beforeAll(async () => {
-    fixture = await startWebhookFixture({
-      allowPrivate: true,
-      origins: 1,
-      retry: SCHEDULE,
-      maxPending: BOUND,
-    });
+  const { fixture, receiverFor } = useWebhookFixture({
+    allowPrivate: true,
+    origins: 1,
+    retry: SCHEDULE,
+    maxPending: BOUND,
   });
-  afterAll(async () => {
-    for (const receiver of receivers) await receiver.close();
-    await stopWebhookFixture(fixture);
-  });
-  const receiverFor = async (events: string[]) => {
-    const made = await receiverWithEndpoint(fixture, events);
-    receivers.push(made.receiver);
-    return made;
-  };
 
   it("a receiver that is down never has more pending deliveries than the bound; back, it gets every event once, queued in log order", async () => {
     const { receiver, endpoint } = await receiverFor(["action.confirmed"]);
@@ -178,15 +163,7 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
 });
 
 describe("a receiver that is back drains at once (one origin, a schedule whose second step is 300 s)", () => {
-  let fixture: WebhookFixture;
-  let receiver: WebhookReceiver | undefined;
-  beforeAll(async () => {
-    fixture = await startWebhookFixture({ allowPrivate: true, origins: 1, retry: "0,300,300" });
-  });
-  afterAll(async () => {
-    await receiver?.close();
-    await stopWebhookFixture(fixture);
-  });
+  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1, retry: "0,300,300" });
 
   type Row = { status: string; attempts: number; last_http_status: number | null; next_attempt_at: string };
   const rowOf = async (endpointId: string, eventId: string): Promise<Row | undefined> =>
@@ -199,8 +176,7 @@ describe("a receiver that is back drains at once (one origin, a schedule whose s
     )[0];
 
   it("a success makes the endpoint's timed-out deliveries due now; one it answered 500 keeps its schedule", async () => {
-    const made = await receiverWithEndpoint(fixture, ["action.held"]);
-    receiver = made.receiver;
+    const made = await receiverFor(["action.held"]);
     const endpointId = made.endpoint.id;
     const answer = (next: WebhookReceiver["answer"]): void => {
       made.receiver.answer = next;

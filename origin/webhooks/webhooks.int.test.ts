@@ -8,12 +8,9 @@ import {
   type DeliveryRow,
   deliveriesOf,
   TEST_RETRY as RETRY,
-  receiverWithEndpoint,
-  startWebhookFixture,
-  stopWebhookFixture,
   TEST_TIMEOUT_MS as TIMEOUT_MS,
   until,
-  type WebhookFixture,
+  useWebhookFixture,
   webhookEnv,
   writeEvents,
 } from "../../testing/webhook-fixture.ts";
@@ -28,21 +25,7 @@ import { sweepExpiredDeliveries } from "./retention.ts";
 // receiver on loopback that verifies every delivery as a consumer would (testing/webhook-receiver.ts).
 
 describe("webhook delivery (real Postgres, two origins, a loopback receiver)", () => {
-  let fixture: WebhookFixture;
-  const receivers: WebhookReceiver[] = [];
-  beforeAll(async () => {
-    fixture = await startWebhookFixture({ allowPrivate: true, origins: 2 });
-  });
-  afterAll(async () => {
-    for (const receiver of receivers) await receiver.close();
-    await stopWebhookFixture(fixture);
-  });
-
-  const receiverFor = async (events: string[]) => {
-    const made = await receiverWithEndpoint(fixture, events);
-    receivers.push(made.receiver);
-    return made;
-  };
+  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 2 });
 
   it("serves the public key set and verifies every delivery: v1 with standardwebhooks, v1a with node:crypto", async () => {
     const keys = await fetch(`${fixture.origins[1]!.base}/.well-known/webhooks/keys`);
@@ -166,26 +149,12 @@ function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
 describe("delivery timing (two origins, a fan-out that polls every 30 s, a schedule that outlasts 30 s)", () => {
   // 0, 1, 2, then 5 s steps: about a minute in all, so 30 s down stays inside the schedule.
   const SCHEDULE = "0,1,2,5,5,5,5,5,5,5,5,5,5";
-  let fixture: WebhookFixture;
-  const receivers: WebhookReceiver[] = [];
-  beforeAll(async () => {
-    fixture = await startWebhookFixture({
-      allowPrivate: true,
-      origins: 2,
-      retry: SCHEDULE,
-      fanOutPollMs: 30_000,
-    });
+  const { fixture, receiverFor } = useWebhookFixture({
+    allowPrivate: true,
+    origins: 2,
+    retry: SCHEDULE,
+    fanOutPollMs: 30_000,
   });
-  afterAll(async () => {
-    for (const receiver of receivers) await receiver.close();
-    await stopWebhookFixture(fixture);
-  });
-
-  const receiverFor = async (events: string[]) => {
-    const made = await receiverWithEndpoint(fixture, events);
-    receivers.push(made.receiver);
-    return made;
-  };
 
   it("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
     const { receiver } = await receiverFor(["action.submitted"]);
@@ -262,15 +231,7 @@ describe("delivery timing (two origins, a fan-out that polls every 30 s, a sched
 });
 
 describe("signing-key rotation (real Postgres, the origin restarted, npm run webhooks -- add-key)", () => {
-  let fixture: WebhookFixture;
-  const receivers: WebhookReceiver[] = [];
-  beforeAll(async () => {
-    fixture = await startWebhookFixture({ allowPrivate: true, origins: 1 });
-  });
-  afterAll(async () => {
-    for (const receiver of receivers) await receiver.close();
-    await stopWebhookFixture(fixture);
-  });
+  const { fixture, closeAfter } = useWebhookFixture({ allowPrivate: true, origins: 1 });
 
   type KeySet = { keys: Array<Record<string, string>> };
   const keySet = async (): Promise<KeySet> =>
@@ -280,7 +241,7 @@ describe("signing-key rotation (real Postgres, the origin restarted, npm run web
     const [old] = (await keySet()).keys;
     // A receiver that fetched the key set before the rotation.
     const before = await startWebhookReceiver();
-    receivers.push(before);
+    closeAfter(before);
     await before.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
 
     const added = await runTool("ops/webhooks.ts", ["add-key"], {
@@ -304,7 +265,7 @@ describe("signing-key rotation (real Postgres, the origin restarted, npm run web
 
     // One receiver trusts only the new key; the one from before trusts only the old.
     const after = await startWebhookReceiver();
-    receivers.push(after);
+    closeAfter(after);
     await after.loadKeys(
       `${fixture.origins[0]!.base}/.well-known/webhooks/keys`,
       (jwk) => jwk.kid === newKid,
@@ -386,7 +347,6 @@ describe("the delivery claim (real Postgres)", () => {
 });
 
 describe("webhooks never reach a private address unless allowed (real Postgres, the origin)", () => {
-  let fixture: WebhookFixture;
   let receiver: WebhookReceiver;
   let rebinds = 0;
   // A name that resolves to a public address when checked and to loopback when the socket
@@ -397,13 +357,9 @@ describe("webhooks never reach a private address unless allowed (real Postgres, 
     if (hostname === "localhost") return ["127.0.0.1", "::1"];
     throw new Error("not found");
   };
+  const { fixture, closeAfter } = useWebhookFixture({ allowPrivate: false, origins: 1, resolve });
   beforeAll(async () => {
-    fixture = await startWebhookFixture({ allowPrivate: false, origins: 1, resolve });
-    receiver = await startWebhookReceiver();
-  });
-  afterAll(async () => {
-    await receiver.close();
-    await stopWebhookFixture(fixture);
+    receiver = closeAfter(await startWebhookReceiver());
   });
 
   it("refuses literal private addresses, names that resolve to one, and a name that re-resolves to one at connect time", async () => {
