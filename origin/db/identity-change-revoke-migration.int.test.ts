@@ -1,34 +1,18 @@
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { adminQuery, withDatabase } from "../../testing/global-setup.ts";
-import { migrationsBefore } from "../../testing/migrations-before.ts";
-import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
+import { describe, expect, it } from "vitest";
+import { useDatabasesBefore } from "../../testing/migrations-before.ts";
+import { queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 
 const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
 
 describe("migration 0028 (identity_changes names the change: disable, enable or revoke)", () => {
-  const adminUrl = inject("pgAdminUrl");
-  const name = `agents_migration_${hex(6)}`;
-  let handle: DatabaseHandle;
-  let before: string;
-
-  beforeAll(async () => {
-    await adminQuery(adminUrl, `create database "${name}"`);
-    handle = connectDatabase({ url: withDatabase(adminUrl, name), driver: "pg" });
-    before = await migrationsBefore("0028_identity_change_revoke");
-  });
-  afterAll(async () => {
-    await handle?.close();
-    await adminQuery(adminUrl, `drop database if exists "${name}" with (force)`);
-    await rm(before, { recursive: true, force: true });
-  });
+  const { databases, migrationsBefore } = useDatabasesBefore("0028_identity_change_revoke");
 
   it("names each earlier row from its before and after, and refuses a change its flags contradict", async () => {
-    const { db } = handle;
-    await migrateDatabase(db, before);
+    const { db } = databases[0]!;
+    await migrateDatabase(db, migrationsBefore());
     const [identity] = await queryRows<{ agent_id: string }>(
       db,
       sql`insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin)

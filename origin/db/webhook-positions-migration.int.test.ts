@@ -1,10 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { adminQuery, withDatabase } from "../../testing/global-setup.ts";
-import { migrationsBefore } from "../../testing/migrations-before.ts";
-import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
+import { describe, expect, it } from "vitest";
+import { useDatabasesBefore } from "../../testing/migrations-before.ts";
+import { type DatabaseHandle, queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 
 const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
@@ -21,23 +19,7 @@ const pastEvent = async (db: DatabaseHandle["db"], endpointId: string, eventId: 
   )[0]!.past;
 
 describe("migration 0026 (each webhook endpoint's place in the log)", () => {
-  const adminUrl = inject("pgAdminUrl");
-  const names = [`agents_migration_${hex(6)}`, `agents_migration_${hex(6)}`];
-  const handles: DatabaseHandle[] = [];
-  let before: string;
-
-  beforeAll(async () => {
-    for (const name of names) {
-      await adminQuery(adminUrl, `create database "${name}"`);
-      handles.push(connectDatabase({ url: withDatabase(adminUrl, name), driver: "pg" }));
-    }
-    before = await migrationsBefore("0026_webhook_positions");
-  });
-  afterAll(async () => {
-    for (const handle of handles) await handle.close();
-    for (const name of names) await adminQuery(adminUrl, `drop database if exists "${name}" with (force)`);
-    await rm(before, { recursive: true, force: true });
-  });
+  const { databases, migrationsBefore } = useDatabasesBefore("0026_webhook_positions", 2);
 
   const endpoint = async (db: DatabaseHandle["db"]): Promise<string> =>
     (
@@ -56,8 +38,8 @@ describe("migration 0026 (each webhook endpoint's place in the log)", () => {
     )[0]!.id;
 
   it("starts every endpoint where the shared cursor was, so an event after it is still queued, and drops the cursor", async () => {
-    const { db } = handles[0]!;
-    await migrateDatabase(db, before);
+    const { db } = databases[0]!;
+    await migrateDatabase(db, migrationsBefore());
     const [enabled, disabled] = [await endpoint(db), await endpoint(db)];
     await db.execute(sql`update webhook_endpoints set enabled = false where id = ${disabled!}::uuid`);
     const fannedOut = await event(db);
@@ -82,8 +64,8 @@ describe("migration 0026 (each webhook endpoint's place in the log)", () => {
   });
 
   it("starts them at the log's horizon when the fan-out never ran: past what was written before, not what comes after", async () => {
-    const { db } = handles[1]!;
-    await migrateDatabase(db, before);
+    const { db } = databases[1]!;
+    await migrateDatabase(db, migrationsBefore());
     const id = await endpoint(db);
     const earlier = await event(db);
 

@@ -1,34 +1,18 @@
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { adminQuery, withDatabase } from "../../testing/global-setup.ts";
-import { migrationsBefore } from "../../testing/migrations-before.ts";
-import { connectDatabase, type DatabaseHandle, queryRows } from "./client.ts";
+import { describe, expect, it } from "vitest";
+import { useDatabasesBefore } from "../../testing/migrations-before.ts";
+import { queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 
 const hex = (bytes: number): string => randomBytes(bytes).toString("hex");
 
 describe("migration 0011 (x402_daily_authorizations)", () => {
-  const adminUrl = inject("pgAdminUrl");
-  const name = `agents_migration_${hex(6)}`;
-  let handle: DatabaseHandle;
-  let before: string;
-
-  beforeAll(async () => {
-    await adminQuery(adminUrl, `create database "${name}"`);
-    handle = connectDatabase({ url: withDatabase(adminUrl, name), driver: "pg" });
-    before = await migrationsBefore("0011_x402_daily_authorizations");
-  });
-  afterAll(async () => {
-    await handle.close();
-    await adminQuery(adminUrl, `drop database if exists "${name}" with (force)`);
-    await rm(before, { recursive: true, force: true });
-  });
+  const { databases, migrationsBefore } = useDatabasesBefore("0011_x402_daily_authorizations");
 
   it("counts the x402 authorizations signed before it, per agent and UTC day, and nothing else", async () => {
-    const { db } = handle;
-    await migrateDatabase(db, before);
+    const { db } = databases[0]!;
+    await migrateDatabase(db, migrationsBefore());
     const agents = [hex(16), hex(16)].map(
       (h) => `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`,
     );
