@@ -7,6 +7,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { launchBrowser } from "../../testing/browser.ts";
+import { signInToConsole } from "../../testing/console-browser.ts";
 import { chartBuckets, seedChartRows } from "../../testing/console-charts-seed.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -88,10 +89,7 @@ describe("the console's charts in a browser", () => {
     // Installed by the DevTools protocol, outside the page's CSP: the violations the page reports.
     await page.addInitScript(`document.addEventListener("securitypolicyviolation", (event) =>
       console.error("CSP violation: " + event.violatedDirective + " " + event.blockedURI));`);
-    await page.goto(`${origin.base}/admin/agents`);
-    await page.fill("#admin-token", secrets.adminToken);
-    await page.click("#token-form button[type=submit]");
-    await page.locator("#console").waitFor({ state: "visible" });
+    await signInToConsole(page, `${origin.base}/admin/agents`, { admin: secrets.adminToken });
     await page.locator('#overview-charts figure[data-chart="balances"]').waitFor();
     return problems;
   };

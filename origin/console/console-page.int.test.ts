@@ -7,6 +7,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { launchBrowser } from "../../testing/browser.ts";
+import { signInToConsole } from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send } from "../../testing/http.ts";
@@ -92,13 +93,8 @@ describe("the operator console page in a browser", () => {
       `(() => { const r = document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect();
         return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight + 1; })()`,
     ) as Promise<boolean>;
-  const signIn = async (page: Page, tokens: { admin: string; change: string }): Promise<void> => {
-    await page.goto(`${origin.base}/admin/agents`);
-    await page.fill("#admin-token", tokens.admin);
-    await page.fill("#change-token", tokens.change);
-    await page.click("#token-form button[type=submit]");
-    await page.locator("#console").waitFor({ state: "visible" });
-  };
+  const signIn = (page: Page, tokens: { admin: string; change: string }): Promise<void> =>
+    signInToConsole(page, `${origin.base}/admin/agents`, tokens);
   /** Opens a page of the console by its link in the navigation. */
   const open = async (page: Page, name: string): Promise<void> => {
     await page.click(`#nav a[data-page="${name}"]`);
@@ -122,11 +118,7 @@ describe("the operator console page in a browser", () => {
     const pageRequests: string[] = [];
     page.on("request", (request) => pageRequests.push(request.url()));
 
-    await page.goto(`${origin.base}/admin/agents`);
-    await page.fill("#admin-token", secrets.adminToken);
-    await page.fill("#change-token", secrets.changeToken);
-    await page.click("#token-form button[type=submit]");
-    await page.locator("#console").waitFor({ state: "visible" });
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
 
     // The counters and the identity, as the API has them.
     await expect.poll(() => cell(page, "counters", "issued in total").textContent()).toBe("1");

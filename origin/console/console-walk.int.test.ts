@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import type { StackAgent } from "../../testing/agent-factory.ts";
 import { launchBrowser } from "../../testing/browser.ts";
+import { signInToConsole } from "../../testing/console-browser.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { send } from "../../testing/http.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
@@ -96,13 +97,11 @@ describe("an operator's day in the console (real stack, real Chromium)", { timeo
       })
     ).status;
 
-  const signIn = async (page: Page, hash = ""): Promise<void> => {
-    await page.goto(`${stack.origin.base}/admin/agents${hash}`);
-    await page.fill("#admin-token", secrets.adminToken);
-    await page.fill("#change-token", secrets.changeToken);
-    await page.click("#token-form button[type=submit]");
-    await page.locator("#console").waitFor({ state: "visible" });
-  };
+  const signIn = (page: Page, hash = ""): Promise<void> =>
+    signInToConsole(page, `${stack.origin.base}/admin/agents${hash}`, {
+      admin: secrets.adminToken,
+      change: secrets.changeToken,
+    });
   const shown = (page: Page, name: string) => page.locator(`main section[data-page="${name}"]`).waitFor();
 
   for (const viewport of VIEWPORTS) {

@@ -10,6 +10,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { StackAgent } from "../../testing/agent-factory.ts";
 import { launchBrowser } from "../../testing/browser.ts";
+import { signInToConsole } from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { freePort } from "../../testing/free-port.ts";
 import { send } from "../../testing/http.ts";
@@ -77,13 +78,8 @@ describe("passkeys in the console: register, enroll, approve a held transfer (re
 
   const consoleUrl = (hash = "") =>
     `http://localhost:${port}${new URL(origin.base).pathname}/admin/agents${hash}`;
-  const signIn = async (page: Page, hash: string): Promise<void> => {
-    await page.goto(consoleUrl(hash));
-    await page.fill("#admin-token", secrets.adminToken);
-    await page.fill("#change-token", secrets.changeToken);
-    await page.click("#token-form button[type=submit]");
-    await page.locator("#console").waitFor({ state: "visible" });
-  };
+  const signIn = (page: Page, hash: string): Promise<void> =>
+    signInToConsole(page, consoleUrl(hash), { admin: secrets.adminToken, change: secrets.changeToken });
   const open = async (page: Page, name: string): Promise<void> => {
     await page.click(`#nav a[data-page="${name}"]`);
     await page.locator(`main section[data-page="${name}"]`).waitFor();

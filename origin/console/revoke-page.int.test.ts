@@ -6,6 +6,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { launchBrowser } from "../../testing/browser.ts";
+import { signInToConsole } from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send } from "../../testing/http.ts";
@@ -75,10 +76,10 @@ describe("revoking an agent from the console page (real Chromium)", () => {
       .status;
   const openAgent = async (page: Page): Promise<void> => {
     await page.setViewportSize({ width: 1280, height: 800 });
-    await page.goto(`${origin.base}/admin/agents#/agents/${agent.agent_id}`);
-    await page.fill("#admin-token", secrets.adminToken);
-    await page.fill("#change-token", secrets.changeToken);
-    await page.click("#token-form button[type=submit]");
+    await signInToConsole(page, `${origin.base}/admin/agents#/agents/${agent.agent_id}`, {
+      admin: secrets.adminToken,
+      change: secrets.changeToken,
+    });
     await page.locator("#agent-identity").waitFor();
   };
 
