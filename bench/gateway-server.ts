@@ -8,6 +8,7 @@ import { LockoutAllowance } from "../origin/auth/lockout-allowance.ts";
 import { RecentAuthentications } from "../origin/auth/recent-authentications.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
+import { RPC_PREFETCH_IN_FLIGHT } from "../origin/gateway/limits.ts";
 import { InFlightLimiter } from "../origin/http/in-flight.ts";
 import { SlidingWindowLimiter } from "../origin/http/rate-limiter.ts";
 import { createLogger } from "../origin/logger.ts";
@@ -32,6 +33,10 @@ const limiters = {
   requestsPerAgent: new SlidingWindowLimiter({ limit: 1_000_000_000, windowSeconds: 60 }),
   // Raised like the per-agent rate: the benchmark drives 64 connections with one token.
   rpcInFlight: new InFlightLimiter({ perKey: 1_000, total: 1_000 }),
+  rpcPrefetch: new InFlightLimiter({
+    perKey: RPC_PREFETCH_IN_FLIGHT.perToken,
+    total: RPC_PREFETCH_IN_FLIGHT.perNode,
+  }),
 };
 const composed = await composeOrigin(opened.infrastructure, { limiters, sealed: opened.sealed });
 if (!composed.ok) throw new Error(composed.error.errors.join("; "));
@@ -40,3 +45,5 @@ app.get("/bench/bare", (c) => c.json({ ok: true }));
 await startHttpServer(app, "127.0.0.1", Number(process.env.BENCH_PORT));
 process.stdout.write("ready\n");
 if (process.send) process.on("disconnect", () => process.exit(0));
+// Exits through process.exit, so a CPU profile (BENCH_CPU_PROF) is written.
+process.on("SIGTERM", () => process.exit(0));

@@ -150,6 +150,18 @@ async function main(): Promise<void> {
   const origin = startChild({
     name: "origin",
     entry: "bench/gateway-server.ts",
+    // BENCH_CPU_PROF=<dir>: the origin writes a V8 CPU profile there when it exits.
+    ...(process.env.BENCH_CPU_PROF
+      ? {
+          program: [
+            "--cpu-prof",
+            `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
+            "--import",
+            "tsx",
+            "bench/gateway-server.ts",
+          ],
+        }
+      : {}),
     env: {
       ...process.env,
       DATABASE_URL: postgres.url,

@@ -8,9 +8,16 @@ export const PRE_AUTH_FAILURES = { limit: 60, windowSeconds: 60 } as const;
 export const PER_AGENT_REQUESTS = { limit: 600, windowSeconds: 60 } as const;
 /**
  * Ours: /rpc calls in flight at once, per agent and per node (429 past either). With each call's
- * upstream answer capped at RPC_MAX_RESPONSE_BYTES, a node holds at most 16 answers at once.
+ * upstream answer capped at RPC_MAX_RESPONSE_BYTES, a node holds at most 16 answers at once, and
+ * 16 more sent ahead of authentication (RPC_PREFETCH_IN_FLIGHT).
  */
 export const RPC_IN_FLIGHT = { perAgent: 4, perNode: 16 } as const;
+/**
+ * Ours: /rpc calls sent ahead of authentication (rpc-prefetch.ts), per token and per node. Apart
+ * from the /rpc slots, which such a call still takes once it has authenticated: these bound what a
+ * token that authenticated lately, and has since stopped being valid, can have sent for nothing.
+ */
+export const RPC_PREFETCH_IN_FLIGHT = { perToken: 4, perNode: 16 } as const;
 
 export type GatewayLimiters = {
   failuresPerIp: SlidingWindowLimiter;
@@ -20,6 +27,7 @@ export type GatewayLimiters = {
   lockoutAllowance: LockoutAllowance;
   requestsPerAgent: SlidingWindowLimiter;
   rpcInFlight: InFlightLimiter;
+  rpcPrefetch: InFlightLimiter;
 };
 
 export function createGatewayLimiters(now?: () => number): GatewayLimiters {
@@ -29,5 +37,9 @@ export function createGatewayLimiters(now?: () => number): GatewayLimiters {
     lockoutAllowance: new LockoutAllowance({ now }),
     requestsPerAgent: new SlidingWindowLimiter({ ...PER_AGENT_REQUESTS, now }),
     rpcInFlight: new InFlightLimiter({ perKey: RPC_IN_FLIGHT.perAgent, total: RPC_IN_FLIGHT.perNode }),
+    rpcPrefetch: new InFlightLimiter({
+      perKey: RPC_PREFETCH_IN_FLIGHT.perToken,
+      total: RPC_PREFETCH_IN_FLIGHT.perNode,
+    }),
   };
 }

@@ -10,12 +10,13 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { route } from "../openapi/route.ts";
+import { route, routeMiddleware } from "../openapi/route.ts";
 import { balanceHandler } from "./balance.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./limits.ts";
 import { networkHandler } from "./network.ts";
 import { rotateTokenHandler } from "./rotate-token.ts";
 import { rpcHandler } from "./rpc.ts";
+import { rpcPrefetch } from "./rpc-prefetch.ts";
 
 /**
  * Handlers of the write routes, built by the capabilities whose switches are on (the money
@@ -57,6 +58,14 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
       edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined,
     ),
   );
+  const at = "/agent/v1";
+  // Before the token is read, so the read and the upstream call overlap (rpc-prefetch.ts).
+  routeMiddleware(
+    router,
+    at,
+    "rpc",
+    rpcPrefetch(deps.rpc, limiters.recentAuthentications, limiters.rpcPrefetch),
+  );
   router.use(
     "*",
     bearerAuth({
@@ -70,7 +79,6 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
     }),
   );
 
-  const at = "/agent/v1";
   route(router, at, "getNetwork", requireCapability("read"), networkHandler(deps.config, latestBlock));
   route(router, at, "getBalance", requireCapability("read"), balanceHandler(deps.rpc));
   route(

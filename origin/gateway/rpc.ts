@@ -6,7 +6,7 @@ import {
   RPC_MAX_RESPONSE_BYTES,
   RPC_READ_ALLOWLIST,
 } from "../../shared/constants.ts";
-import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import type { JsonRpcUpstream, UpstreamResult } from "../chain/json-rpc-upstream.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { InFlightLimiter } from "../http/in-flight.ts";
@@ -37,7 +37,9 @@ const refusal = (id: Id, code: number, message: string): RpcResponse => ({
  * POST /agent/v1/rpc: a read-only JSON-RPC proxy. The closed allowlist is the only way through;
  * there is no submission or state-changing path, whatever the agent's capabilities
  * (docs/security.md#a-cheap-token-public-registration-or-read-only). Limits are enforced before any
- * upstream call. JSON-RPC errors answer with HTTP 200.
+ * answer leaves, and before any upstream call except a prefetched one (rpc-prefetch.ts: a token
+ * that authenticated from this client lately, under a cap of its own). JSON-RPC errors answer with
+ * HTTP 200.
  *
  * What a node holds is bounded: the body (64 KB, cut off while it streams, read within
  * BODY_DEADLINE_MS), calls in flight per agent and per node (429 past them) and each upstream
@@ -51,7 +53,8 @@ export function rpcHandler(
   refusals: RefusalCounter = ignoreRefusal,
 ): Handler<AppEnv> {
   return async (c) => {
-    const read = await readBodyLimited(c, RPC_MAX_BATCH_BYTES);
+    const prefetched = await c.get("rpcPrefetch");
+    const read = prefetched?.read ?? (await readBodyLimited(c, RPC_MAX_BATCH_BYTES));
     if (!read.ok && read.error === "incomplete") throw bodyIncompleteError();
     // JSON-RPC's form, HTTP's status: a proxy or client that reads only the status sees 413 too.
     if (!read.ok) return c.json(refusal(null, -32600, `request exceeds ${RPC_MAX_BATCH_BYTES} bytes`), 413);
@@ -78,38 +81,51 @@ export function rpcHandler(
     if (outgoing?.closed) release();
     else outgoing?.once("close", release);
     try {
-      return await handle(c, read.value, upstream);
+      const call = prefetched?.call ?? planCall(read.value);
+      const reply = call.forward.length === 0 ? undefined : await (prefetched?.sent ?? send(call, upstream));
+      return c.json(finishCall(call, reply));
     } finally {
       if (!outgoing) release();
     }
   };
 }
 
-async function handle(
-  c: Parameters<Handler<AppEnv>>[0],
-  bytes: Uint8Array,
-  upstream: JsonRpcUpstream | undefined,
-): Promise<Response> {
+/**
+ * A call read and checked: the refusals already answered, the allowed requests to forward, and
+ * the payload that forwards them. Planning has no effect, so it may run before authentication.
+ */
+export type PlannedCall = {
+  /** The body was one request, not a batch: answered as one object. */
+  single: boolean;
+  responses: RpcResponse[];
+  forward: { index: number; request: ValidRequest }[];
+};
+
+/** What forwarding a call gave: the upstream's answer, or that no chain is configured. */
+export type UpstreamReply = UpstreamResult | "no_upstream";
+
+export function planCall(bytes: Uint8Array): PlannedCall {
   let body: unknown;
   try {
     body = JSON.parse(UTF8.decode(bytes));
   } catch {
-    return c.json(refusal(null, -32700, "parse error"));
+    return answered(refusal(null, -32700, "parse error"));
   }
-
-  if (!Array.isArray(body)) {
-    const [response] = await answer([body], upstream);
-    return c.json(response);
-  }
-  if (body.length === 0) return c.json(refusal(null, -32600, "empty batch"));
+  if (!Array.isArray(body)) return plan([body], true);
+  if (body.length === 0) return answered(refusal(null, -32600, "empty batch"));
   if (body.length > RPC_MAX_BATCH) {
-    return c.json(refusal(null, -32600, `batch exceeds ${RPC_MAX_BATCH} requests`));
+    return answered(refusal(null, -32600, `batch exceeds ${RPC_MAX_BATCH} requests`));
   }
-  return c.json(await answer(body, upstream));
+  return plan(body, false);
 }
 
-/** Answers every element in order; refused elements never stop the others. */
-async function answer(items: unknown[], upstream: JsonRpcUpstream | undefined): Promise<RpcResponse[]> {
+const answered = (response: RpcResponse): PlannedCall => ({
+  single: true,
+  responses: [response],
+  forward: [],
+});
+
+function plan(items: unknown[], single: boolean): PlannedCall {
   const responses: RpcResponse[] = new Array(items.length);
   const forward: { index: number; request: ValidRequest }[] = [];
   items.forEach((item, index) => {
@@ -119,54 +135,62 @@ async function answer(items: unknown[], upstream: JsonRpcUpstream | undefined): 
       responses[index] = refusal(parsed.id, -32601, `method '${parsed.method}' is not allowed`);
     } else forward.push({ index, request: parsed });
   });
-  if (forward.length === 0) return responses;
+  return { single, responses, forward };
+}
 
-  const failAll = (message: string): void => {
-    for (const { index, request } of forward) {
-      responses[index] = { jsonrpc: "2.0", id: request.id, error: { code: -32000, message } };
-    }
-  };
-  if (!upstream) {
-    failAll("upstream unavailable: no chain is configured");
-    return responses;
-  }
+/** Sends a planned call's allowed requests upstream in one payload. Never throws. */
+export async function send(call: PlannedCall, upstream: JsonRpcUpstream | undefined): Promise<UpstreamReply> {
+  if (!upstream) return "no_upstream";
   // Upstream ids are our indexes, so agents' ids (even duplicates) map back exactly.
-  const outgoing = forward.map(({ index, request }) => ({
+  const outgoing = call.forward.map(({ index, request }) => ({
     jsonrpc: "2.0",
     id: index,
     method: request.method,
     params: request.params ?? [],
   }));
-  const result = await upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
-  if (!result.ok) {
+  return upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
+}
+
+/** Answers every element in order; refused elements never stop the others. */
+function finishCall(call: PlannedCall, reply: UpstreamReply | undefined): RpcResponse | RpcResponse[] {
+  const responses = [...call.responses];
+  const failAll = (message: string): void => {
+    for (const { index, request } of call.forward) {
+      responses[index] = { jsonrpc: "2.0", id: request.id, error: { code: -32000, message } };
+    }
+  };
+  if (reply === undefined) {
+    // Nothing was forwarded.
+  } else if (reply === "no_upstream") failAll("upstream unavailable: no chain is configured");
+  else if (!reply.ok) {
     failAll(
-      result.error === "too_large"
+      reply.error === "too_large"
         ? `the answer exceeds ${RPC_MAX_RESPONSE_BYTES} bytes: ask for fewer items per call`
-        : `upstream unavailable: ${result.error}`,
+        : `upstream unavailable: ${reply.error}`,
     );
-    return responses;
-  }
-  const byIndex = new Map<number, { result?: unknown; error?: unknown }>();
-  for (const item of Array.isArray(result.value) ? result.value : [result.value]) {
-    if (item && typeof item === "object" && typeof (item as { id?: unknown }).id === "number") {
-      byIndex.set((item as { id: number }).id, item as { result?: unknown; error?: unknown });
+  } else {
+    const byIndex = new Map<number, { result?: unknown; error?: unknown }>();
+    for (const item of Array.isArray(reply.value) ? reply.value : [reply.value]) {
+      if (item && typeof item === "object" && typeof (item as { id?: unknown }).id === "number") {
+        byIndex.set((item as { id: number }).id, item as { result?: unknown; error?: unknown });
+      }
+    }
+    for (const { index, request } of call.forward) {
+      const answer = byIndex.get(index);
+      if (!answer) {
+        responses[index] = {
+          jsonrpc: "2.0",
+          id: request.id,
+          error: { code: -32000, message: "upstream gave no answer" },
+        };
+      } else if (answer.error !== undefined) {
+        responses[index] = { jsonrpc: "2.0", id: request.id, error: upstreamError(answer.error) };
+      } else {
+        responses[index] = { jsonrpc: "2.0", id: request.id, result: answer.result ?? null };
+      }
     }
   }
-  for (const { index, request } of forward) {
-    const reply = byIndex.get(index);
-    if (!reply) {
-      responses[index] = {
-        jsonrpc: "2.0",
-        id: request.id,
-        error: { code: -32000, message: "upstream gave no answer" },
-      };
-    } else if (reply.error !== undefined) {
-      responses[index] = { jsonrpc: "2.0", id: request.id, error: upstreamError(reply.error) };
-    } else {
-      responses[index] = { jsonrpc: "2.0", id: request.id, result: reply.result ?? null };
-    }
-  }
-  return responses;
+  return call.single ? responses[0]! : responses;
 }
 
 function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } {

@@ -22,10 +22,31 @@ export function route(
   operationId: string,
   ...handlers: [...MiddlewareHandler<AppEnv>[], Handler<AppEnv>]
 ): void {
+  const { method, local } = localRoute(mountedAt, operationId);
+  router.on(method, local, ...(handlers as [Handler<AppEnv>]));
+}
+
+/**
+ * Registers a middleware on one operation only, to run before the router's own `use` middleware
+ * registered after it (Hono runs a request's matching handlers in the order they were registered).
+ */
+export function routeMiddleware(
+  router: Hono<AppEnv>,
+  mountedAt: string,
+  operationId: string,
+  middleware: MiddlewareHandler<AppEnv>,
+): void {
+  const { method, local } = localRoute(mountedAt, operationId);
+  router.on(method, local, middleware);
+}
+
+function localRoute(mountedAt: string, operationId: string): { method: string; local: string } {
   const { method, path } = operation(operationId);
   const prefix = mountedAt === "/" ? "" : mountedAt;
   if (!path.startsWith(prefix))
     throw new Error(`${operationId} (${path}) is not under the router's mount point ${mountedAt}`);
-  const local = path.slice(prefix.length).replace(/\{([a-z_]+)\}/g, ":$1") || "/";
-  router.on(method.toUpperCase(), local, ...(handlers as [Handler<AppEnv>]));
+  return {
+    method: method.toUpperCase(),
+    local: path.slice(prefix.length).replace(/\{([a-z_]+)\}/g, ":$1") || "/",
+  };
 }
