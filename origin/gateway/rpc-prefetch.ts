@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { RPC_MAX_BATCH_BYTES } from "../../shared/constants.ts";
 import type { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { parseBearerHeader } from "../auth/token.ts";
@@ -8,7 +8,7 @@ import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { InFlightLimiter } from "../http/in-flight.ts";
 import { type ReadBodyResult, readBodyLimited } from "../http/read-body.ts";
-import { type PlannedCall, planCall, send, type UpstreamReply } from "./rpc.ts";
+import { type PlannedCall, planCall, send, type UpstreamReply } from "./rpc-call.ts";
 
 /** What the prefetch read, planned and (when a slot was free) sent, for rpcHandler to finish. */
 export type RpcPrefetched = {
@@ -16,6 +16,16 @@ export type RpcPrefetched = {
   call?: PlannedCall;
   sent?: Promise<UpstreamReply>;
 };
+
+/** Each request's prefetch, until rpcHandler takes it (or the request is gone). */
+const started = new WeakMap<Request, Promise<RpcPrefetched>>();
+
+/** The request's prefetch, if one was started: what rpcHandler finishes instead of reading anew. */
+export function takePrefetched(c: Context<AppEnv>): Promise<RpcPrefetched> | undefined {
+  const prefetched = started.get(c.req.raw);
+  started.delete(c.req.raw);
+  return prefetched;
+}
 
 /**
  * Runs before bearerAuth on POST /rpc. A proxied read costs the token's database read plus the
@@ -37,14 +47,14 @@ export function rpcPrefetch(
   return async (c, next) => {
     const token = parseBearerHeader(c.req.header("authorization"));
     if (upstream && token && recentAuthentications.has(addressGroup(c.get("clientIp")), token.tokenId)) {
-      c.set("rpcPrefetch", prefetch(c, upstream, token.tokenId, slots));
+      started.set(c.req.raw, prefetch(c, upstream, token.tokenId, slots));
     }
     await next();
   };
 }
 
 async function prefetch(
-  c: Parameters<MiddlewareHandler<AppEnv>>[0],
+  c: Context<AppEnv>,
   upstream: JsonRpcUpstream,
   tokenId: string,
   slots: InFlightLimiter,

@@ -1,37 +1,14 @@
 import type { ServerResponse } from "node:http";
 import type { Handler } from "hono";
-import {
-  RPC_MAX_BATCH,
-  RPC_MAX_BATCH_BYTES,
-  RPC_MAX_RESPONSE_BYTES,
-  RPC_READ_ALLOWLIST,
-} from "../../shared/constants.ts";
-import type { JsonRpcUpstream, UpstreamResult } from "../chain/json-rpc-upstream.ts";
+import { RPC_MAX_BATCH_BYTES } from "../../shared/constants.ts";
+import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { InFlightLimiter } from "../http/in-flight.ts";
 import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
-
-type Id = string | number | null;
-type RpcError = { code: number; message: string; data?: unknown };
-type RpcResponse = { jsonrpc: "2.0"; id: Id; result?: unknown; error?: RpcError };
-type ValidRequest = { id: Id; method: string; params: unknown };
-
-const ALLOWED = new Set<string>(RPC_READ_ALLOWLIST);
-const UTF8 = new TextDecoder();
-/** Every refusal names the allowlist and the batch limits, so an agent can correct itself. */
-const POLICY = {
-  allowed_methods: RPC_READ_ALLOWLIST,
-  max_batch: RPC_MAX_BATCH,
-  max_batch_bytes: RPC_MAX_BATCH_BYTES,
-};
-
-const refusal = (id: Id, code: number, message: string): RpcResponse => ({
-  jsonrpc: "2.0",
-  id,
-  error: { code, message, data: POLICY },
-});
+import { finishCall, planCall, refusal, send } from "./rpc-call.ts";
+import { takePrefetched } from "./rpc-prefetch.ts";
 
 /**
  * POST /agent/v1/rpc: a read-only JSON-RPC proxy. The closed allowlist is the only way through;
@@ -53,7 +30,7 @@ export function rpcHandler(
   refusals: RefusalCounter = ignoreRefusal,
 ): Handler<AppEnv> {
   return async (c) => {
-    const prefetched = await c.get("rpcPrefetch");
+    const prefetched = await takePrefetched(c);
     const read = prefetched?.read ?? (await readBodyLimited(c, RPC_MAX_BATCH_BYTES));
     if (!read.ok && read.error === "incomplete") throw bodyIncompleteError();
     // JSON-RPC's form, HTTP's status: a proxy or client that reads only the status sees 413 too.
@@ -87,134 +64,5 @@ export function rpcHandler(
     } finally {
       if (!outgoing) release();
     }
-  };
-}
-
-/**
- * A call read and checked: the refusals already answered, the allowed requests to forward, and
- * the payload that forwards them. Planning has no effect, so it may run before authentication.
- */
-export type PlannedCall = {
-  /** The body was one request, not a batch: answered as one object. */
-  single: boolean;
-  responses: RpcResponse[];
-  forward: { index: number; request: ValidRequest }[];
-};
-
-/** What forwarding a call gave: the upstream's answer, or that no chain is configured. */
-export type UpstreamReply = UpstreamResult | "no_upstream";
-
-export function planCall(bytes: Uint8Array): PlannedCall {
-  let body: unknown;
-  try {
-    body = JSON.parse(UTF8.decode(bytes));
-  } catch {
-    return answered(refusal(null, -32700, "parse error"));
-  }
-  if (!Array.isArray(body)) return plan([body], true);
-  if (body.length === 0) return answered(refusal(null, -32600, "empty batch"));
-  if (body.length > RPC_MAX_BATCH) {
-    return answered(refusal(null, -32600, `batch exceeds ${RPC_MAX_BATCH} requests`));
-  }
-  return plan(body, false);
-}
-
-const answered = (response: RpcResponse): PlannedCall => ({
-  single: true,
-  responses: [response],
-  forward: [],
-});
-
-function plan(items: unknown[], single: boolean): PlannedCall {
-  const responses: RpcResponse[] = new Array(items.length);
-  const forward: { index: number; request: ValidRequest }[] = [];
-  items.forEach((item, index) => {
-    const parsed = parseRequest(item);
-    if ("error" in parsed) responses[index] = parsed.error;
-    else if (!ALLOWED.has(parsed.method)) {
-      responses[index] = refusal(parsed.id, -32601, `method '${parsed.method}' is not allowed`);
-    } else forward.push({ index, request: parsed });
-  });
-  return { single, responses, forward };
-}
-
-/** Sends a planned call's allowed requests upstream in one payload. Never throws. */
-export async function send(call: PlannedCall, upstream: JsonRpcUpstream | undefined): Promise<UpstreamReply> {
-  if (!upstream) return "no_upstream";
-  // Upstream ids are our indexes, so agents' ids (even duplicates) map back exactly.
-  const outgoing = call.forward.map(({ index, request }) => ({
-    jsonrpc: "2.0",
-    id: index,
-    method: request.method,
-    params: request.params ?? [],
-  }));
-  return upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
-}
-
-/** Answers every element in order; refused elements never stop the others. */
-function finishCall(call: PlannedCall, reply: UpstreamReply | undefined): RpcResponse | RpcResponse[] {
-  const responses = [...call.responses];
-  const failAll = (message: string): void => {
-    for (const { index, request } of call.forward) {
-      responses[index] = { jsonrpc: "2.0", id: request.id, error: { code: -32000, message } };
-    }
-  };
-  if (reply === undefined) {
-    // Nothing was forwarded.
-  } else if (reply === "no_upstream") failAll("upstream unavailable: no chain is configured");
-  else if (!reply.ok) {
-    failAll(
-      reply.error === "too_large"
-        ? `the answer exceeds ${RPC_MAX_RESPONSE_BYTES} bytes: ask for fewer items per call`
-        : `upstream unavailable: ${reply.error}`,
-    );
-  } else {
-    const byIndex = new Map<number, { result?: unknown; error?: unknown }>();
-    for (const item of Array.isArray(reply.value) ? reply.value : [reply.value]) {
-      if (item && typeof item === "object" && typeof (item as { id?: unknown }).id === "number") {
-        byIndex.set((item as { id: number }).id, item as { result?: unknown; error?: unknown });
-      }
-    }
-    for (const { index, request } of call.forward) {
-      const answer = byIndex.get(index);
-      if (!answer) {
-        responses[index] = {
-          jsonrpc: "2.0",
-          id: request.id,
-          error: { code: -32000, message: "upstream gave no answer" },
-        };
-      } else if (answer.error !== undefined) {
-        responses[index] = { jsonrpc: "2.0", id: request.id, error: upstreamError(answer.error) };
-      } else {
-        responses[index] = { jsonrpc: "2.0", id: request.id, result: answer.result ?? null };
-      }
-    }
-  }
-  return call.single ? responses[0]! : responses;
-}
-
-function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } {
-  if (!item || typeof item !== "object" || Array.isArray(item)) {
-    return { error: refusal(null, -32600, "invalid request") };
-  }
-  const { jsonrpc, id, method, params } = item as Record<string, unknown>;
-  const validId: Id =
-    typeof id === "string" || (typeof id === "number" && Number.isFinite(id)) || id === null ? id : null;
-  if (jsonrpc !== "2.0" || typeof method !== "string") {
-    return { error: refusal(validId, -32600, "invalid request") };
-  }
-  if (params !== undefined && (typeof params !== "object" || params === null)) {
-    return { error: refusal(validId, -32602, "params must be an array or an object") };
-  }
-  return { id: validId, method, params };
-}
-
-/** Passes the node's error code and message through, never anything that is not JSON-RPC shaped. */
-function upstreamError(error: unknown): RpcError {
-  const { code, message, data } = (error ?? {}) as { code?: unknown; message?: unknown; data?: unknown };
-  return {
-    code: typeof code === "number" ? code : -32000,
-    message: typeof message === "string" ? message : "upstream error",
-    ...(data === undefined ? {} : { data }),
   };
 }

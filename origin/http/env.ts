@@ -1,5 +1,4 @@
 import type { Capability } from "../../shared/constants.ts";
-import type { RpcPrefetched } from "../gateway/rpc-prefetch.ts";
 
 /** The identity behind a verified bearer token, for the rest of the request. */
 export type AuthenticatedAgent = {
@@ -23,7 +22,5 @@ export type AppEnv = {
     logFields: Record<string, string | boolean>;
     /** Set by the app's not-found handler: the request matched no route (metrics label). */
     routeUnmatched: boolean;
-    /** POST /rpc's body and upstream call, started while the token was being read (rpc-prefetch.ts). */
-    rpcPrefetch: Promise<RpcPrefetched> | undefined;
   };
 };
