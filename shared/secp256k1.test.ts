@@ -1,7 +1,7 @@
 /**
- * libsecp256k1 (shared/libsecp256k1.ts) stands in for @noble/curves in signing and recovery, in
- * the enclave, the origin and the devnet: these tests hold it to noble's answers, byte for byte,
- * on random keys and digests and on the inputs both must refuse.
+ * libsecp256k1 (shared/libsecp256k1.ts) stands in for @noble/curves in signing, recovery and public
+ * keys, in the enclave, the origin and the devnet: these tests hold it to noble's answers, byte for
+ * byte, on random keys and digests and on the inputs both must refuse.
  */
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { ecrecover } from "../devnet/chain/signature-recovery.ts";
 import { fromHex, toHex } from "./hex.ts";
 import { libsecp256k1, secp256k1Backend } from "./libsecp256k1.ts";
-import { recoverPublicKey, signDigest } from "./secp256k1.ts";
+import { publicKeyOf, recoverPublicKey, signDigest } from "./secp256k1.ts";
 
 const N = secp256k1.CURVE.n;
 const random32 = (): Uint8Array => crypto.getRandomValues(new Uint8Array(32));
@@ -44,6 +44,17 @@ describe("secp256k1 through libsecp256k1", () => {
       expect(toHex(recoverPublicKey(digest, ours.signature)!)).toBe(
         toHex(secp256k1.getPublicKey(key, false)),
       );
+    }
+  });
+
+  it("derives each public key as noble does, over 200 random keys, and refuses the keys noble refuses", () => {
+    for (let i = 0; i < 200; i++) {
+      const key = secp256k1.utils.randomPrivateKey();
+      expect(toHex(publicKeyOf(key))).toBe(toHex(secp256k1.getPublicKey(key, false)));
+    }
+    for (const invalid of [0n, N, N + 1n]) {
+      expect(() => secp256k1.getPublicKey(word(invalid), false)).toThrow();
+      expect(() => publicKeyOf(word(invalid))).toThrow();
     }
   });
 

@@ -1,9 +1,9 @@
 /**
  * secp256k1 helpers shared by the enclave (signing) and the verifiers (recovery): Ethereum-style
  * 65-byte signatures r ‖ s ‖ v (v = 27 + recovery id), EIP-2 low-S enforced both ways, and
- * address derivation from an uncompressed SEC1 public key. Signing and recovery go through
- * libsecp256k1 where its binding loads (libsecp256k1.ts: Node), else @noble/curves: same bytes
- * either way. Runtime-neutral: no `node:` imports.
+ * address derivation from an uncompressed SEC1 public key. Signing, recovery and public keys go
+ * through libsecp256k1 where its binding loads (libsecp256k1.ts: Node), else @noble/curves: same
+ * bytes either way. Runtime-neutral: no `node:` imports.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { keccak_256 } from "@noble/hashes/sha3";
@@ -83,6 +83,7 @@ export function addressOfPublicKey(publicKey: Uint8Array): Address {
 
 /** Uncompressed (65-byte) public key of a private key. */
 export function publicKeyOf(privateKey: Uint8Array): Uint8Array {
+  if (libsecp256k1) return libsecp256k1.publicKeyCreate(privateKey, false);
   return secp256k1.getPublicKey(privateKey, false);
 }
 
