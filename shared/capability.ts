@@ -8,13 +8,14 @@
  * another one, so a capability relayed to the lost enclave is worthless in its replacement, even
  * though the replacement's counters start again at 1. Version 1 had no instance_id and is refused.
  * Used by the enclave to verify, and by the origin and the operator scripts to mint.
- * Runtime-neutral: no `node:` imports (Ed25519 from @noble/curves, not node:crypto).
+ * Runtime-neutral: no `node:` imports (ed25519.ts reaches Node's crypto where it is there).
  */
 import { ed25519 } from "@noble/curves/ed25519";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { z } from "zod";
 import { encodeCanonicalCbor } from "./canonical-cbor.ts";
 import { CAPABILITY_DOMAIN } from "./constants.ts";
+import { ed25519PublicKey, ed25519Sign, ed25519Verify } from "./ed25519.ts";
 import {
   CAPABILITY_SCOPES,
   type CapabilityScope,
@@ -70,7 +71,7 @@ export function payloadBinding(op: string, params: unknown): Hex {
 
 /** Ed25519 public key (0x-hex) of a 32-byte authority secret. */
 export function authorityPublicKey(secret: Uint8Array): Hex {
-  return toHex(ed25519.getPublicKey(secret));
+  return toHex(ed25519PublicKey(secret));
 }
 
 /** A fresh Ed25519 authority secret (32 bytes) from the platform CSPRNG. */
@@ -105,7 +106,7 @@ export function mintCapability(input: MintCapabilityParams): Capability {
     counter: input.counter,
     payload_binding: payloadBinding(input.op, input.params),
   };
-  const sig = toHex(ed25519.sign(capabilitySigningPreimage(body), input.authoritySecret));
+  const sig = toHex(ed25519Sign(capabilitySigningPreimage(body), input.authoritySecret));
   return { ...body, sig };
 }
 
@@ -113,9 +114,7 @@ export function mintCapability(input: MintCapabilityParams): Capability {
 export function verifyCapabilitySignature(cap: Capability): boolean {
   const { sig, ...body } = cap;
   try {
-    return ed25519.verify(fromHex(sig), capabilitySigningPreimage(body), fromHex(body.authority), {
-      zip215: false,
-    });
+    return ed25519Verify(fromHex(sig), capabilitySigningPreimage(body), fromHex(body.authority));
   } catch {
     return false;
   }
