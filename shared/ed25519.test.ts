@@ -32,7 +32,7 @@ describe("Ed25519 through node:crypto", () => {
     }
   });
 
-  it("refuses what noble's strict verification refuses: another message or key, S + L, a non-canonical R or key, a key off the curve, wrong lengths", () => {
+  it("refuses what noble's strict verification refuses: another message or key, S + L, a non-canonical key, a key off the curve, wrong lengths", () => {
     const secret = random(32);
     const message = random(64);
     const publicKey = ed25519PublicKey(secret);
