@@ -2,7 +2,8 @@
  * `npm run bench:enclave` (docs/performance.md, "The enclave"): signing operations per second through the
  * real enclave process over its socket, with 1 and with 32 requests in flight, beside the same signing
  * done in this process with the same libraries (viem's EIP-712 hashing, @noble/curves secp256k1),
- * in one run on one machine. Goal: at 32 in flight, at least half the in-process rate.
+ * in one run on one machine, with the CPU each process spent per operation. Goal: at 32 in flight, at
+ * least 85 % of the in-process rate.
  */
 import { randomBytes } from "node:crypto";
 import type { Address } from "viem";
@@ -16,6 +17,7 @@ import { buildIdentityProofPreimage, identityProofDigest } from "../shared/ident
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../shared/secp256k1.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { cpuMsOf } from "../testing/measure/proc-cpu.ts";
 
 const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const AMOUNT = 10_000n;
@@ -23,7 +25,30 @@ const WARMUP_MS = 500;
 const MEASURE_MS = Number(process.env.BENCH_MS ?? 3_000);
 
 type Op = "sign_x402_authorization" | "prove_identity";
-type Figure = { op: Op; mode: string; ops: number; seconds: number; rate: number };
+/**
+ * CPU ms per operation of this process (the client, or the in-process signer), of the enclave and
+ * of the enclave's main thread alone (its event loop: the one thread every request goes through).
+ */
+type CpuPerOp = { bench: number; enclave: number | null; enclaveMain: number | null };
+type Figure = { op: Op; mode: string; ops: number; seconds: number; rate: number; cpu: CpuPerOp };
+
+/** Reads both processes' CPU now; the result, called after the window, gives CPU ms per op. */
+async function cpuMeter(enclavePid: number | undefined): Promise<(ops: number) => Promise<CpuPerOp>> {
+  const read = (pid: number | undefined): Promise<number> =>
+    pid === undefined ? Promise.resolve(Number.NaN) : cpuMsOf(`/proc/${pid}/stat`);
+  const readMain = (pid: number | undefined): Promise<number> =>
+    pid === undefined ? Promise.resolve(Number.NaN) : cpuMsOf(`/proc/${pid}/task/${pid}/stat`);
+  const [bench, enclave, enclaveMain] = [
+    await read(process.pid),
+    await read(enclavePid),
+    await readMain(enclavePid),
+  ];
+  return async (ops) => ({
+    bench: ((await read(process.pid)) - bench) / ops,
+    enclave: enclavePid === undefined ? null : ((await read(enclavePid)) - enclave) / ops,
+    enclaveMain: enclavePid === undefined ? null : ((await readMain(enclavePid)) - enclaveMain) / ops,
+  });
+}
 
 const nonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 
@@ -108,7 +133,9 @@ function overSocket(client: SignerClient, op: Op, keys: KeyPublicInfo[]): () => 
 
 async function main(): Promise<void> {
   process.stdout.write("starting the enclave process on a temporary socket...\n");
-  const fixture = await createEnclaveFixture({ envId: "bench" });
+  // BENCH_ENCLAVE_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles the enclave (docs/performance.md).
+  const nodeArgs = process.env.BENCH_ENCLAVE_NODE_ARGS?.split(" ").filter(Boolean);
+  const fixture = await createEnclaveFixture({ envId: "bench", nodeArgs });
   const client = createSocketSignerClient({ socketPath: fixture.socketPath, requestTimeoutMs: 30_000 });
   try {
     const admin = createCapabilityMinter({ authority: fixture.adminSecret, envId: fixture.envId, client });
@@ -141,17 +168,21 @@ async function main(): Promise<void> {
     const figures: Figure[] = [];
     for (const op of ["sign_x402_authorization", "prove_identity"] as const) {
       inProcess(op, WARMUP_MS);
+      const localCpu = await cpuMeter(undefined);
       const local = inProcess(op, MEASURE_MS);
-      figures.push({ op, mode: "in-process", ...local, rate: local.ops / local.seconds });
+      const cpu = await localCpu(local.ops);
+      figures.push({ op, mode: "in-process", ...local, rate: local.ops / local.seconds, cpu });
       const once = overSocket(client, op, keys);
       for (const inFlight of [1, 32]) {
         await measure(inFlight, WARMUP_MS, once);
+        const remoteCpu = await cpuMeter(fixture.pid());
         const remote = await measure(inFlight, MEASURE_MS, once);
         figures.push({
           op,
           mode: `socket, ${inFlight} in flight`,
           ...remote,
           rate: remote.ops / remote.seconds,
+          cpu: await remoteCpu(remote.ops),
         });
       }
     }
@@ -171,8 +202,13 @@ function report(figures: Figure[]): void {
     lines.push(`\n${op}`);
     for (const row of rows) {
       const ratio = row === local ? "" : `  (${((100 * row.rate) / local.rate).toFixed(0)}% of in-process)`;
+      const enclaveCpu =
+        row.cpu.enclave === null || row.cpu.enclaveMain === null
+          ? ""
+          : `, enclave ${row.cpu.enclave.toFixed(3)} (main thread ${row.cpu.enclaveMain.toFixed(3)})`;
       lines.push(
         `  ${row.mode.padEnd(24)} ${row.rate.toFixed(0).padStart(7)} ops/s  [${row.ops} ops]${ratio}`,
+        `  ${"".padEnd(24)} CPU ms per op: this process ${row.cpu.bench.toFixed(3)}${enclaveCpu}`,
       );
     }
     const at32 = rows.find((figure) => figure.mode === "socket, 32 in flight")!;

@@ -3,10 +3,15 @@
  * hello to name protocol `svc-hsm/agent/v1` and profile `agent_gateway` (else `wrong_profile` and
  * close), then serves requests concurrently, answering each with its id. A frame that does not
  * decode or is oversize gets `malformed` with id null and the connection stays open.
+ *
+ * A burst of requests (a client's 32 in flight arrive in one read) is handled a slice at a time,
+ * one slice per turn of the event loop, and the answers of each slice leave at the end of its
+ * turn: the client works on the first answers while the enclave signs the rest, instead of the two
+ * processes taking turns, each idle while the other works (docs/performance.md, "The enclave").
  */
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
-import { encodeFrame, FrameDecoder, FrameTooLargeError } from "../shared/cbor-frame.ts";
+import { encodeFrame, FrameDecoder, type FrameEvent, FrameTooLargeError } from "../shared/cbor-frame.ts";
 import { ENCLAVE_PROFILE, ENCLAVE_PROTOCOL } from "../shared/constants.ts";
 import {
   ENCLAVE_WIRE_VERSION,
@@ -15,6 +20,9 @@ import {
   makeHello,
 } from "../shared/enclave-protocol.ts";
 import { malformedFrameResponse } from "./dispatch.ts";
+
+/** Requests handled per turn of the event loop before the answers so far are written. */
+export const REQUESTS_PER_TURN = 16;
 
 export type ConnectionDeps = {
   /** The profile this enclave announces; agent_gateway except in tests of the client's refusal. */
@@ -29,6 +37,15 @@ export function serveConnection(socket: Socket, deps: ConnectionDeps): void {
   let helloReceived = false;
   let closing = false;
   let corked = false;
+  /** Decoded frames not handled yet, oldest first. */
+  let waiting: FrameEvent[] = [];
+  let sliceScheduled = false;
+
+  const flush = (): void => {
+    if (!corked) return;
+    corked = false;
+    socket.uncork();
+  };
 
   const send = (message: unknown): void => {
     if (closing || socket.destroyed) return;
@@ -43,10 +60,7 @@ export function serveConnection(socket: Socket, deps: ConnectionDeps): void {
     if (!corked) {
       corked = true;
       socket.cork();
-      setImmediate(() => {
-        corked = false;
-        socket.uncork();
-      });
+      setImmediate(flush);
     }
     socket.write(frame);
   };
@@ -71,24 +85,43 @@ export function serveConnection(socket: Socket, deps: ConnectionDeps): void {
     socket.end();
   };
 
+  const handle = (event: FrameEvent): void => {
+    if (event.kind === "malformed") {
+      send(
+        malformedFrameResponse(event.reason === "oversize" ? "frame exceeds 1 MiB" : "frame does not decode"),
+      );
+    } else if (!helloReceived) {
+      onHello(event.value);
+    } else {
+      deps.handle(event.value).then(send, (error: unknown) => {
+        deps.logger.error({ err: String(error) }, "request handler threw");
+      });
+    }
+  };
+
+  /** Handles the next slice of waiting frames; the rest wait for the next turn. */
+  const handleSlice = (): void => {
+    for (const event of waiting.splice(0, REQUESTS_PER_TURN)) {
+      if (closing) break;
+      handle(event);
+    }
+    if (waiting.length === 0 || closing) {
+      waiting = [];
+      return;
+    }
+    sliceScheduled = true;
+    // This slice's answers (sent from its microtasks) are written before the next slice runs.
+    setImmediate(() => {
+      sliceScheduled = false;
+      flush();
+      handleSlice();
+    });
+  };
+
   socket.on("data", (chunk: Buffer) => {
     if (closing) return;
-    for (const event of decoder.push(chunk)) {
-      if (closing) return;
-      if (event.kind === "malformed") {
-        send(
-          malformedFrameResponse(
-            event.reason === "oversize" ? "frame exceeds 1 MiB" : "frame does not decode",
-          ),
-        );
-      } else if (!helloReceived) {
-        onHello(event.value);
-      } else {
-        deps.handle(event.value).then(send, (error: unknown) => {
-          deps.logger.error({ err: String(error) }, "request handler threw");
-        });
-      }
-    }
+    waiting.push(...decoder.push(chunk));
+    if (!sliceScheduled) handleSlice();
   });
   socket.on("error", (error) => deps.logger.debug({ err: error.message }, "connection error"));
   send(makeHello(deps.announcedProfile));

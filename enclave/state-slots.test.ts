@@ -1,4 +1,5 @@
-import { mkdtemp, open, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { mkdtemp, open, readdir, readFile, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -9,6 +10,18 @@ import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
 const text = (bytes: Uint8Array | null): string | null =>
   bytes === null ? null : Buffer.from(bytes).toString();
 const bytes = (value: string): Uint8Array => new Uint8Array(Buffer.from(value));
+
+/** The open flags of this process's descriptors of `files` (Linux: /proc/self/fdinfo). */
+async function openFlagsOf(files: readonly string[]): Promise<number[]> {
+  const flags: number[] = [];
+  for (const fd of await readdir("/proc/self/fd")) {
+    const target = await readlink(`/proc/self/fd/${fd}`).catch(() => "");
+    if (!files.includes(target)) continue;
+    const info = await readFile(`/proc/self/fdinfo/${fd}`, "utf8");
+    flags.push(Number.parseInt(/^flags:\s+([0-7]+)$/m.exec(info)![1]!, 8));
+  }
+  return flags;
+}
 
 describe("StateSlots (two sealed slots, written in turn)", () => {
   let dir: string;
@@ -79,16 +92,29 @@ describe("StateSlots (two sealed slots, written in turn)", () => {
     const { slots } = await openSlots();
     await slots.write(bytes("durable"));
     const durable = await readFile(paths.slots[0]);
-    // A fake for a fault the disk cannot be made to produce here: the next fdatasync fails.
+    // A fake for a fault the disk cannot be made to produce here: the next synchronized write fails.
     const probe = await open(join(dir, "probe"), "w");
-    const handlePrototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    const handlePrototype = Object.getPrototypeOf(probe) as { write: () => Promise<unknown> };
     await probe.close();
-    vi.spyOn(handlePrototype, "datasync").mockRejectedValueOnce(new Error("EIO"));
+    vi.spyOn(handlePrototype, "write").mockRejectedValueOnce(new Error("EIO"));
     await expect(slots.write(bytes("lost"))).rejects.toThrow("EIO");
     await slots.write(bytes("retried"));
     expect(await readFile(paths.slots[0])).toEqual(durable);
     expect(text((await openSlots()).plaintext)).toBe("retried");
   });
+
+  // Linux shows each open file's flags in /proc; O_DSYNC is what makes a write durable on return.
+  it.runIf(process.platform === "linux")(
+    "writes each slot through a file opened O_DSYNC, so a write has returned only once it is durable",
+    async () => {
+      const { slots } = await openSlots();
+      await slots.write(bytes("first"));
+      await slots.write(bytes("second"));
+      const flags = await openFlagsOf(paths.slots);
+      expect(flags).toHaveLength(2);
+      for (const flag of flags) expect(flag & constants.O_DSYNC).toBe(constants.O_DSYNC);
+    },
+  );
 
   it("moves the single state file of earlier versions into a slot, then removes it", async () => {
     await writeFile(paths.legacy, seal(key, SEAL_LABEL.state, bytes("legacy")), { mode: 0o600 });

@@ -59,7 +59,14 @@ export type FixtureKeys = Pick<
 
 /** Creates a temporary data dir, runs `init` through the CLI and starts the enclave. */
 export async function createEnclaveFixture(
-  options: { envId?: string; start?: boolean; keys?: FixtureKeys; logLevel?: string } = {},
+  options: {
+    envId?: string;
+    start?: boolean;
+    keys?: FixtureKeys;
+    logLevel?: string;
+    /** Node options for the serving process (the benchmark's profiling: `--cpu-prof`). */
+    nodeArgs?: string[];
+  } = {},
 ): Promise<EnclaveFixture> {
   const dir = await mkdtemp(join(tmpdir(), "enclave-"));
   const dataDir = join(dir, "data");
@@ -108,7 +115,15 @@ export async function createEnclaveFixture(
   const stop = (): Promise<number | null> => end("SIGTERM");
   const start = async (startOptions: { profile?: string } = {}): Promise<void> => {
     await stop();
-    const args = [...programArgs(REPO_ROOT, MAIN), "serve", "--socket", socketPath, "--data-dir", dataDir];
+    const args = [
+      ...(options.nodeArgs ?? []),
+      ...programArgs(REPO_ROOT, MAIN),
+      "serve",
+      "--socket",
+      socketPath,
+      "--data-dir",
+      dataDir,
+    ];
     if (startOptions.profile) args.push("--profile", startOptions.profile);
     const spawned = spawn(process.execPath, args, {
       cwd: REPO_ROOT,
