@@ -55,10 +55,20 @@ export const registrationPolicyChanges = pgTable(
      * that writes the policy directly.
      */
     source: text("source"),
+    /**
+     * The operator signed in with a passkey who made the change, and that passkey's key id
+     * (docs/operations.md#signing-in-with-a-passkey); both null for the shared admin tokens and the CLI.
+     */
+    operator: text("operator"),
+    passkeyKeyId: text("passkey_key_id"),
     changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     check("registration_policy_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    check(
+      "registration_policy_changes_operator_whole",
+      sql`(${t.operator} IS NULL) = (${t.passkeyKeyId} IS NULL)`,
+    ),
     check("registration_policy_changes_source_enum", sql`${t.source} IN ('console','cli')`),
   ],
 );
