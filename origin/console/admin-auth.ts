@@ -85,7 +85,11 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
   const changesOff = (): AppError =>
     new AppError("feature_disabled", "console changes need AGENT_REGISTRATION_ADMIN_SECRET on this node");
 
-  const guard = (presented: Presented, needsChange: boolean, sessions: boolean): MiddlewareHandler<AppEnv> => {
+  const guard = (
+    presented: Presented,
+    needsChange: boolean,
+    sessions: boolean,
+  ): MiddlewareHandler<AppEnv> => {
     return async (c, next) => {
       refuseBlocked(c);
       const sessionToken = sessions ? c.req.header(HEADER_CONSOLE_SESSION) : undefined;

@@ -21,7 +21,12 @@ export function changeIdentityHandler(deps: Infrastructure): Handler<AppEnv> {
     const operator = c.get("operator");
     const result =
       body.action === "revoke"
-        ? await revokeIdentity(db, { agentId: body.agent_id, reason: body.reason, source: "console", operator })
+        ? await revokeIdentity(db, {
+            agentId: body.agent_id,
+            reason: body.reason,
+            source: "console",
+            operator,
+          })
         : await setIdentityEnabled(db, {
             agentId: body.agent_id,
             enabled: body.action === "enable",

@@ -204,7 +204,8 @@ describe("operator console API", () => {
     expect(chain.map((change) => Number(change.after)).sort()).toEqual(values);
     for (const change of chain) expect(change.reason).toBe(`race ${change.after}`);
     // Each change keeps the channel it came through; made with the shared tokens, it names no one.
-    for (const change of chain) expect(change).toMatchObject({ source: "console", operator: null, passkey_key_id: null });
+    for (const change of chain)
+      expect(change).toMatchObject({ source: "console", operator: null, passkey_key_id: null });
     // What each request was told is what the audit kept, and the last after is the setting now.
     const told = answers.map((answer) => settingsChangeResponseSchema.parse(answer.body).changed[0]);
     expect(told.map((change) => `${change!.before}->${change!.after}`).sort()).toEqual(

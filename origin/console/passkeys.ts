@@ -100,7 +100,7 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
 }
 
 /** A registered passkey as the console shows it: public parts, the fingerprint the enrolling holder compares. */
-function passkeyView(passkey: Omit<PendingPasskey, "signCount">): PasskeyView {
+function passkeyView(passkey: PendingPasskey): PasskeyView {
   return {
     key_id: passkey.keyId,
     operator: passkey.operator,

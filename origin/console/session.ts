@@ -1,11 +1,7 @@
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Handler, MiddlewareHandler } from "hono";
 import { HEADER_CONSOLE_SESSION } from "../../shared/constants.ts";
-import {
-  type SessionStarted,
-  type SessionView,
-  sessionRequestSchema,
-} from "../../shared/passkey-schemas.ts";
+import { type SessionStarted, type SessionView, sessionRequestSchema } from "../../shared/passkey-schemas.ts";
 import { AppError } from "../errors.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -24,7 +20,7 @@ const MAX_BODY = 16_384;
  * needs no credential, so this keeps one client from crowding out everyone's open challenges (the
  * origin keeps 256 at most); an operator opens one per sign-in.
  */
-export const SIGN_IN_OPTIONS = { limit: 10, windowSeconds: 60 } as const;
+export const SIGN_IN_OPTIONS = { limit: 30, windowSeconds: 60 } as const;
 
 /**
  * Signing in to the console with an enrolled passkey (docs/operations.md#signing-in-with-a-passkey):
@@ -90,7 +86,10 @@ export function sessionConsoleHandlers(
     async end(c) {
       const token = c.req.header(HEADER_CONSOLE_SESSION);
       if (c.get("operator") === null || token === undefined)
-        throw new AppError("validation_failed", `sign out ends the session sent as ${HEADER_CONSOLE_SESSION}`);
+        throw new AppError(
+          "validation_failed",
+          `sign out ends the session sent as ${HEADER_CONSOLE_SESSION}`,
+        );
       await endSession(db, token);
       c.set("logFields", { outcome: "signed_out" });
       return c.body(null, 204);

@@ -96,7 +96,12 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
     async remove(c) {
       const id = endpointId(c);
       const body = await parseJsonBody(c, webhookRemoveRequestSchema);
-      if (!(await removeWebhookEndpoint(db, { id, change: { reason: body.reason, source: "console", operator: c.get("operator") } }))) {
+      if (
+        !(await removeWebhookEndpoint(db, {
+          id,
+          change: { reason: body.reason, source: "console", operator: c.get("operator") },
+        }))
+      ) {
         throw new AppError("not_found", "no such webhook endpoint");
       }
       c.set("logFields", { outcome: "webhook_removed" });

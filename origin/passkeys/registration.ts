@@ -27,7 +27,7 @@ export type PasskeyRegistration = {
   verify(
     operator: string,
     response: RegistrationResponseJSON,
-  ): Promise<Result<Omit<PendingPasskey, "enrolledAt" | "signCount">, string>>;
+  ): Promise<Result<Omit<PendingPasskey, "enrolledAt">, string>>;
 };
 
 /**

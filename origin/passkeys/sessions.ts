@@ -18,26 +18,29 @@ export type StartedSession = { token: string; operator: Operator; expiresAt: Dat
 /** A new session for the operator: 32 random bytes, base64url, stored only as their SHA-256. */
 export async function startSession(db: Db, operator: Operator): Promise<StartedSession> {
   const token = randomBytes(32).toString("base64url");
-  const [row] = await queryRows<{ expires_at: Date }>(
+  const [row] = await queryRows<{ expires_at: Date | string }>(
     db,
     sql`insert into operator_sessions (token_hash, operator, key_id, expires_at)
         values (${tokenHash(token)}, ${operator.name}, ${operator.keyId},
                 now() + make_interval(hours => ${SESSION_HOURS}))
         returning expires_at`,
   );
-  return { token, operator, expiresAt: row!.expires_at };
+  // Raw statements answer timestamps as text: one Date, whichever the driver gave.
+  return { token, operator, expiresAt: new Date(row!.expires_at) };
 }
 
 export type LiveSession = { operator: Operator; expiresAt: Date };
 
 /** The session a token names, if it is neither expired nor ended. */
 export async function findLiveSession(db: Db, token: string): Promise<LiveSession | null> {
-  const [row] = await queryRows<{ operator: string; key_id: string; expires_at: Date }>(
+  const [row] = await queryRows<{ operator: string; key_id: string; expires_at: Date | string }>(
     db,
     sql`select operator, key_id, expires_at from operator_sessions
         where token_hash = ${tokenHash(token)} and ended_at is null and expires_at > now()`,
   );
-  return row ? { operator: { name: row.operator, keyId: row.key_id }, expiresAt: row.expires_at } : null;
+  return row
+    ? { operator: { name: row.operator, keyId: row.key_id }, expiresAt: new Date(row.expires_at) }
+    : null;
 }
 
 /** Ends the session a token names (signing out); ending an ended session changes nothing. */

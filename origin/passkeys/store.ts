@@ -14,8 +14,6 @@ export type PendingPasskey = {
   rpId: string;
   origin: string;
   enrolledAt: Date | null;
-  /** The authenticator's counter at its last sign-in (0: it does not count). */
-  signCount: number;
 };
 
 type Row = {
@@ -26,7 +24,6 @@ type Row = {
   rp_id: string;
   origin: string;
   enrolled_at: Date | null;
-  sign_count: string | number;
 };
 
 const fromRow = (row: Row): PendingPasskey => ({
@@ -37,11 +34,10 @@ const fromRow = (row: Row): PendingPasskey => ({
   rpId: row.rp_id,
   origin: row.origin,
   enrolledAt: row.enrolled_at,
-  signCount: Number(row.sign_count),
 });
 
 /** Keeps a registered credential, pending; a second registration of one credential changes nothing. */
-export async function savePendingPasskey(db: Db, passkey: Omit<PendingPasskey, "enrolledAt" | "signCount">): Promise<void> {
+export async function savePendingPasskey(db: Db, passkey: Omit<PendingPasskey, "enrolledAt">): Promise<void> {
   await db.execute(
     sql`insert into operator_passkeys (credential_id, key_id, operator, public_key, rp_id, origin)
         values (${passkey.credentialId}, ${passkey.keyId}, ${passkey.operator}, ${passkey.publicKey},
@@ -54,7 +50,7 @@ export async function savePendingPasskey(db: Db, passkey: Omit<PendingPasskey, "
 export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | null> {
   const [row] = await queryRows<Row>(
     db,
-    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at, sign_count
+    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
         from operator_passkeys where credential_id = ${id} or key_id = ${id}`,
   );
   return row ? fromRow(row) : null;
@@ -64,7 +60,7 @@ export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | 
 export async function listPasskeys(db: Db): Promise<PendingPasskey[]> {
   const rows = await queryRows<Row>(
     db,
-    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at, sign_count
+    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
         from operator_passkeys order by created_at desc, credential_id`,
   );
   return rows.map(fromRow);

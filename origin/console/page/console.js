@@ -108,7 +108,10 @@
       response = await webauthn.startAuthentication({ optionsJSON: options });
     } catch (error) {
       const name = error?.code || error?.name || "Error";
-      return say(`Not signed in: the passkey gave no signature (${name}: ${error?.message || "no reason"}).`, "error");
+      return say(
+        `Not signed in: the passkey gave no signature (${name}: ${error?.message || "no reason"}).`,
+        "error",
+      );
     }
     const session = await post("/session", { response });
     tokens.admin = "";
@@ -120,7 +123,10 @@
     $("console").hidden = false;
     showMode();
     showSignedIn();
-    say(`Signed in as ${session.operator} with passkey ${session.key_id}: reading and changes, until ${time(session.expires_at)}.`, "ok");
+    say(
+      `Signed in as ${session.operator} with passkey ${session.key_id}: reading and changes, until ${time(session.expires_at)}.`,
+      "ok",
+    );
   }
 
   // The header names who is signed in, with a way out; under the shared tokens it names no one.
@@ -132,8 +138,7 @@
   function explain(error) {
     if (!(error instanceof ApiError)) return `The console API did not answer: ${error.message}`;
     // A change is refused for its change token only: the read token was accepted a moment ago.
-    if (error.status === 401 && error.method === "SIGN-IN")
-      return `Not signed in: ${error.message}`;
+    if (error.status === 401 && error.method === "SIGN-IN") return `Not signed in: ${error.message}`;
     if (error.status === 401 && tokens.session)
       return "The session ended (signed out or expired): sign in again.";
     if (error.status === 401 && error.method === "POST")
