@@ -5,6 +5,7 @@ import {
   HEADER_CONSOLE_SESSION,
   HEADER_REGISTRATION_ADMIN_TOKEN,
 } from "../../shared/constants.ts";
+import type { Operator } from "../../shared/operator.ts";
 import { AppError } from "../errors.ts";
 import { bearerCredentials } from "../http/authorization.ts";
 import { addressGroup } from "../http/client-ip.ts";
@@ -12,7 +13,6 @@ import type { AppEnv } from "../http/env.ts";
 import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Logger } from "../logger.ts";
-import type { Operator } from "../passkeys/operator.ts";
 
 /**
  * Ours: failed console authentications per client (IPv4 address or IPv6 /64), per 60 s sliding

@@ -657,6 +657,8 @@ describe("operator console API", () => {
         after: "removed",
         reason: "decommissioned",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       },
       {
         kind: "webhook_endpoint",
@@ -666,6 +668,8 @@ describe("operator console API", () => {
         after: `enabled; 1 deliveries queued: event ${event!.id}`,
         reason: "the receiver is fixed",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       },
       {
         kind: "webhook_endpoint",
@@ -675,6 +679,8 @@ describe("operator console API", () => {
         after: "https://93.184.216.34/hook (action.confirmed,action.failed)",
         reason: "a public receiver",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       },
     ]);
   });

@@ -1,5 +1,5 @@
 import type { Capability } from "../../shared/constants.ts";
-import type { Operator } from "../passkeys/operator.ts";
+import type { Operator } from "../../shared/operator.ts";
 
 /** The identity behind a verified bearer token, for the rest of the request. */
 export type AuthenticatedAgent = {

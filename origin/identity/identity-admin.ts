@@ -1,9 +1,9 @@
 import { desc, eq, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, identityChanges } from "../db/schema.ts";
-import type { Operator } from "../passkeys/operator.ts";
 
 export type IdentitySummary = {
   agentId: string;

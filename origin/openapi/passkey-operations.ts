@@ -80,7 +80,8 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/session",
     operationId: "consoleSession",
     capability: "console",
-    summary: "Who is signed in: the session's operator, passkey and expiry (all null under the admin tokens).",
+    summary:
+      "Who is signed in: the session's operator, passkey and expiry (all null under the admin tokens).",
     tag: "console",
     security: ["adminApiToken"],
     responses: {
@@ -96,7 +97,8 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/session",
     operationId: "consoleSignOut",
     capability: "console",
-    summary: "Sign out: ends the session sent as x-console-session; its token is refused from the next request.",
+    summary:
+      "Sign out: ends the session sent as x-console-session; its token is refused from the next request.",
     tag: "console",
     security: ["adminApiToken"],
     responses: {

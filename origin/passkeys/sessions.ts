@@ -5,8 +5,8 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import { type Db, queryRows } from "../db/client.ts";
-import type { Operator } from "./operator.ts";
 
 /** Ours: how long a sign-in lasts; an operator signs in again after a working day. */
 export const SESSION_HOURS = 8;

@@ -11,10 +11,10 @@ import {
   verifyAuthenticationResponse,
 } from "@simplewebauthn/server";
 import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { uncompressedP256ToCose } from "./credential-key.ts";
-import type { Operator } from "./operator.ts";
 import type { RelyingParty } from "./registration.ts";
 import { findPasskey } from "./store.ts";
 

@@ -1,7 +1,7 @@
 import { eq, sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import type { Db } from "../db/client.ts";
 import { registrationPolicy, registrationPolicyChanges } from "../db/schema.ts";
-import type { Operator } from "../passkeys/operator.ts";
 
 export type RegistrationPolicy = {
   paused: boolean;

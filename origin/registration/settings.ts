@@ -1,5 +1,5 @@
-import type { Operator } from "../passkeys/operator.ts";
 import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import {

@@ -5,9 +5,9 @@
  * operator changes (docs/api.md#the-operator-console).
  */
 import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
-import type { Operator } from "../passkeys/operator.ts";
 import { checkWebhookUrl, type Resolve, type UrlCheck } from "./address-guard.ts";
 import {
   addEndpoint,

@@ -132,6 +132,8 @@
   // The header names who is signed in, with a way out; under the shared tokens it names no one.
   function showSignedIn() {
     $("signed-in").hidden = !tokens.session;
+    // A session ends by signing out (the origin ends it), not by the page forgetting it.
+    $("forget").hidden = Boolean(tokens.session);
     $("signed-in-as").textContent = tokens.session ? `Signed in as ${tokens.operator}.` : "";
   }
 
