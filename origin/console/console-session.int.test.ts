@@ -284,6 +284,37 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     await signedIn(alice, 101);
   });
 
+  it("a session changes only on a node that takes changes: without the registration secret, a change is feature_disabled and a read works", async () => {
+    const readOnlyNode = await startTestOrigin({
+      database: testDb.handle,
+      env: { AGENT_ADMIN_API_TOKEN: secrets.adminToken, CONSOLE_RP_ID: RP_ID, CONSOLE_ORIGIN: ORIGIN },
+    });
+    try {
+      const answer = await send(`${readOnlyNode.base}/admin/agents/session/options`, {
+        method: "POST",
+        body: "{}",
+      });
+      const { challenge: given } = (answer.body as { options: { challenge: string } }).options;
+      const started = await send(`${readOnlyNode.base}/admin/agents/session`, {
+        method: "POST",
+        body: JSON.stringify({ response: authenticationResponse(alice, given, { signCount: 200 }) }),
+      });
+      expect(started.status).toBe(201);
+      const { token } = started.body as SessionStarted;
+      const calls = consoleCalls(readOnlyNode.base, {});
+      expect((await calls.get("/operations", withSession(token))).status).toBe(200);
+      const change = await calls.post(
+        "/registration/settings",
+        { changes: { per_ip_daily: 9 }, reason: "not here" },
+        withSession(token),
+      );
+      expect(change.status).toBe(404);
+      expect((change.body as { error: { code: string } }).error.code).toBe("feature_disabled");
+    } finally {
+      await readOnlyNode.close();
+    }
+  });
+
   it("refuses an unknown passkey, and counts each refused sign-in as a failed admin authentication (429 past the limit)", async () => {
     const stranger = new SoftwarePasskey(RP_ID, ORIGIN);
     const address = "127.0.0.9";
