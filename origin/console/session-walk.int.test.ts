@@ -76,6 +76,10 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
     await page.setViewportSize({ width: 1280, height: 800 });
     const problems: string[] = [];
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    // A script the CSP refused, or any error the page logged, is reported here.
+    page.on("console", (message) => {
+      if (message.type() === "error") problems.push(`console: ${message.text()}`);
+    });
     const cdp = await context.newCDPSession(page);
     await cdp.send("WebAuthn.enable", { enableUI: false });
     const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
