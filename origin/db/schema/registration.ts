@@ -50,8 +50,8 @@ export const registrationPolicyChanges = pgTable(
     afterValue: text("after_value").notNull(),
     reason: text("reason").notNull(),
     /**
-     * The channel the change came through (console or CLI), never a person: the credentials are
-     * shared. Null for changes recorded before the channel was kept, and for test and bench setup
+     * The channel the change came through (console or CLI); who made it is `operator`, when a
+     * passkey session did. Null for changes recorded before the channel was kept, and for test and bench setup
      * that writes the policy directly.
      */
     source: text("source"),
