@@ -284,6 +284,25 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     await signedIn(alice, 101);
   });
 
+  it("one client opens 30 sign-ins a minute, then 429; another client is not held up by it", async () => {
+    const flooding = "127.0.0.12";
+    for (let i = 0; i < 30; i++) await challenge(flooding);
+    const refused = await send(`${origin.base}/admin/agents/session/options`, {
+      method: "POST",
+      body: "{}",
+      localAddress: flooding,
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.headers["retry-after"]).toBeDefined();
+    // Another address still signs in.
+    const other = "127.0.0.13";
+    const answer = await signIn(
+      authenticationResponse(alice, await challenge(other), { signCount: 150 }),
+      other,
+    );
+    expect(answer.status).toBe(201);
+  });
+
   it("a session changes only on a node that takes changes: without the registration secret, a change is feature_disabled and a read works", async () => {
     const readOnlyNode = await startTestOrigin({
       database: testDb.handle,
