@@ -241,7 +241,7 @@ export const AUDIT_KINDS = [
 
 /** GET {base}/admin/agents/audit: every recorded change, newest first. */
 export const auditSchema = z.object({
-  /** Said on the page too: the credentials are shared, so a change names no person. */
+  /** Said on the page too: who a change names, and when it names no one. */
   note: z.string(),
   changes: z.array(
     z.object({
@@ -252,8 +252,15 @@ export const auditSchema = z.object({
       before: z.string().nullable(),
       after: z.string(),
       reason: z.string(),
-      /** The channel the change came through, when recorded (console or cli); never a person. */
+      /** The channel the change came through, when recorded (console or cli). */
       source: z.string().nullable(),
+      /**
+       * The operator signed in with a passkey who made the change, or whose passkey approved it;
+       * null for the shared admin tokens and the operator tools.
+       */
+      operator: z.string().nullable(),
+      /** That operator's passkey (its key id); null with operator. */
+      passkey_key_id: z.string().nullable(),
       at: timestamp,
     }),
   ),

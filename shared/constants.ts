@@ -59,6 +59,8 @@ export const HEADER_CLIENT_IP = "x-svc-client-ip";
 export const HEADER_REQUEST_URL = "x-svc-request-url";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
+/** A console session's token, from signing in with a passkey (docs/operations.md#signing-in-with-a-passkey). */
+export const HEADER_CONSOLE_SESSION = "x-console-session";
 
 /**
  * Labels of the enclave protocol: the hello's protocol and profile (the enclave refuses others), and

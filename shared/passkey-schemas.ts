@@ -89,3 +89,29 @@ export const approvalResultSchema = z.object({
   outcome: z.string(),
 });
 export type ApprovalResult = z.infer<typeof approvalResultSchema>;
+
+/** POST {base}/admin/agents/session/options: the WebAuthn request options of a sign-in. */
+export const sessionOptionsSchema = z.object({
+  /** PublicKeyCredentialRequestOptionsJSON, for navigator.credentials.get (startAuthentication). */
+  options: webauthnJson,
+});
+/** POST {base}/admin/agents/session: the assertion of an enrolled passkey. */
+export const sessionRequestSchema = z.strictObject({
+  /** AuthenticationResponseJSON, as startAuthentication returns it. */
+  response: webauthnJson,
+});
+/** The session's token, answered once: the console sends it as `x-console-session`. */
+export const sessionStartedSchema = z.object({
+  token: z.string(),
+  operator: z.string(),
+  key_id: z.string(),
+  expires_at: z.string(),
+});
+export type SessionStarted = z.infer<typeof sessionStartedSchema>;
+/** GET {base}/admin/agents/session: who is signed in; all null under the shared admin tokens. */
+export const sessionViewSchema = z.object({
+  operator: z.string().nullable(),
+  key_id: z.string().nullable(),
+  expires_at: z.string().nullable(),
+});
+export type SessionView = z.infer<typeof sessionViewSchema>;

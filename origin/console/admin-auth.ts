@@ -1,6 +1,11 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { MiddlewareHandler } from "hono";
-import { HEADER_ADMIN_API_TOKEN, HEADER_REGISTRATION_ADMIN_TOKEN } from "../../shared/constants.ts";
+import type { Context, MiddlewareHandler } from "hono";
+import {
+  HEADER_ADMIN_API_TOKEN,
+  HEADER_CONSOLE_SESSION,
+  HEADER_REGISTRATION_ADMIN_TOKEN,
+} from "../../shared/constants.ts";
+import type { Operator } from "../../shared/operator.ts";
 import { AppError } from "../errors.ts";
 import { bearerCredentials } from "../http/authorization.ts";
 import { addressGroup } from "../http/client-ip.ts";
@@ -25,6 +30,8 @@ export type AdminAuthParams = {
   failuresPerIp: SlidingWindowLimiter;
   refused: RefusalCounter;
   logger: Logger;
+  /** The operator of a live session (neither expired nor ended), or null: read at every request. */
+  findSession: (token: string) => Promise<Operator | null>;
 };
 
 export type AdminAuth = {
@@ -37,6 +44,10 @@ export type AdminAuth = {
   change: MiddlewareHandler<AppEnv>;
   /** The admin token as `x-admin-api-token` or `Authorization: Bearer …` (Prometheus scrapers). */
   scrape: MiddlewareHandler<AppEnv>;
+  /** 429 for a client past its failures, before a route that authenticates on its own (sign-in). */
+  notBlocked: MiddlewareHandler<AppEnv>;
+  /** Counts a failed authentication of the client and answers the error to throw: 401, or 429 past the limit. */
+  failure(c: Context<AppEnv>): AppError;
 };
 
 type Presented = (header: (name: string) => string | undefined) => { read: string | undefined };
@@ -45,7 +56,9 @@ type Presented = (header: (name: string) => string | undefined) => { read: strin
  * Both tokens (docs/operations.md#the-operator-console-and-metrics) compared in constant time
  * (SHA-256 digests of equal length, both always compared, so neither the length nor which token was
  * wrong shows in the timing); every failure the same 401 body; failures counted per client, 429
- * past the limit. Needs `clientIp` set before it (clientIpMiddleware).
+ * past the limit. Or, instead of the tokens, a console session (`x-console-session`,
+ * docs/operations.md#signing-in-with-a-passkey), looked up at each request: an unknown, expired or
+ * ended one is the same 401, counted the same. Needs `clientIp` set before it (clientIpMiddleware).
  */
 export function createAdminAuth(params: AdminAuthParams): AdminAuth {
   const matchesRead = digestMatcher(params.adminApiToken);
@@ -53,13 +66,41 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
     ? digestMatcher(params.registrationAdminSecret)
     : undefined;
 
-  const guard = (presented: Presented, needsChange: boolean): MiddlewareHandler<AppEnv> => {
+  const failure = (c: Context<AppEnv>): AppError => {
+    params.logger.info({ client_ip: c.get("clientIp") }, "admin auth failed");
+    const counted = params.failuresPerIp.consume(addressGroup(c.get("clientIp")));
+    if (!counted.allowed) {
+      params.refused("admin_auth");
+      return rateLimited(counted.retryAfterSeconds);
+    }
+    return new AppError("admin_auth_failed", "admin authentication failed");
+  };
+  const refuseBlocked = (c: Context<AppEnv>): void => {
+    const blocked = params.failuresPerIp.peek(addressGroup(c.get("clientIp")));
+    if (!blocked.allowed) {
+      params.refused("admin_auth");
+      throw rateLimited(blocked.retryAfterSeconds);
+    }
+  };
+  const changesOff = (): AppError =>
+    new AppError("feature_disabled", "console changes need AGENT_REGISTRATION_ADMIN_SECRET on this node");
+
+  const guard = (
+    presented: Presented,
+    needsChange: boolean,
+    sessions: boolean,
+  ): MiddlewareHandler<AppEnv> => {
     return async (c, next) => {
-      const source = addressGroup(c.get("clientIp"));
-      const blocked = params.failuresPerIp.peek(source);
-      if (!blocked.allowed) {
-        params.refused("admin_auth");
-        throw rateLimited(blocked.retryAfterSeconds);
+      refuseBlocked(c);
+      const sessionToken = sessions ? c.req.header(HEADER_CONSOLE_SESSION) : undefined;
+      if (sessionToken !== undefined) {
+        const operator = await params.findSession(sessionToken);
+        if (operator === null) throw failure(c);
+        // A session stands in for both tokens, so it changes only where the change token could.
+        if (needsChange && !matchesChange) throw changesOff();
+        c.set("operator", operator);
+        await next();
+        return;
       }
       const readOk = matchesRead(presented((name) => c.req.header(name)).read);
       // Always computed, so a right read token with a wrong change token takes the same time.
@@ -68,20 +109,10 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
         : matchesRead(undefined);
       if (readOk && needsChange && !matchesChange) {
         // Only an operator holding the read token learns that this node takes no changes.
-        throw new AppError(
-          "feature_disabled",
-          "console changes need AGENT_REGISTRATION_ADMIN_SECRET on this node",
-        );
+        throw changesOff();
       }
-      if (!readOk || (needsChange && !changeOk)) {
-        params.logger.info({ client_ip: c.get("clientIp") }, "admin auth failed");
-        const counted = params.failuresPerIp.consume(source);
-        if (!counted.allowed) {
-          params.refused("admin_auth");
-          throw rateLimited(counted.retryAfterSeconds);
-        }
-        throw new AppError("admin_auth_failed", "admin authentication failed");
-      }
+      if (!readOk || (needsChange && !changeOk)) throw failure(c);
+      c.set("operator", null);
       await next();
     };
   };
@@ -93,9 +124,15 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
     return { read: bearerCredentials(header("authorization")) };
   };
   return {
-    read: guard(headerOnly, false),
-    change: guard(headerOnly, true),
-    scrape: guard(headerOrBearer, false),
+    read: guard(headerOnly, false, true),
+    change: guard(headerOnly, true, true),
+    // Scrapers are automation: the admin token, never a person's session.
+    scrape: guard(headerOrBearer, false, false),
+    notBlocked: async (c, next) => {
+      refuseBlocked(c);
+      await next();
+    },
+    failure,
   };
 }
 

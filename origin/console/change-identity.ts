@@ -18,14 +18,21 @@ export function changeIdentityHandler(deps: Infrastructure): Handler<AppEnv> {
   return async (c) => {
     const body = await parseJsonBody(c, identityChangeRequestSchema);
     const db = deps.database.db;
+    const operator = c.get("operator");
     const result =
       body.action === "revoke"
-        ? await revokeIdentity(db, { agentId: body.agent_id, reason: body.reason, source: "console" })
+        ? await revokeIdentity(db, {
+            agentId: body.agent_id,
+            reason: body.reason,
+            source: "console",
+            operator,
+          })
         : await setIdentityEnabled(db, {
             agentId: body.agent_id,
             enabled: body.action === "enable",
             reason: body.reason,
             source: "console",
+            operator,
           });
     if (!result.ok) {
       if (result.error === "not_found") throw new AppError("not_found", "no such agent");

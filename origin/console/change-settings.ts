@@ -20,6 +20,7 @@ export function changeSettingsHandler(deps: Infrastructure): Handler<AppEnv> {
       changes: body.changes,
       reason: body.reason,
       source: "console",
+      operator: c.get("operator"),
     });
     if (!result.ok) throw refusal(result.error);
     c.set("logFields", { outcome: "settings_changed", changed: result.value.changed.length > 0 });

@@ -203,8 +203,9 @@ describe("operator console API", () => {
     for (let i = 1; i < chain.length; i++) expect(chain[i]!.before).toBe(chain[i - 1]!.after);
     expect(chain.map((change) => Number(change.after)).sort()).toEqual(values);
     for (const change of chain) expect(change.reason).toBe(`race ${change.after}`);
-    // Each change keeps the channel it came through (never a person: the credentials are shared).
-    for (const change of chain) expect(change.source).toBe("console");
+    // Each change keeps the channel it came through; made with the shared tokens, it names no one.
+    for (const change of chain)
+      expect(change).toMatchObject({ source: "console", operator: null, passkey_key_id: null });
     // What each request was told is what the audit kept, and the last after is the setting now.
     const told = answers.map((answer) => settingsChangeResponseSchema.parse(answer.body).changed[0]);
     expect(told.map((change) => `${change!.before}->${change!.after}`).sort()).toEqual(
@@ -299,7 +300,7 @@ describe("operator console API", () => {
     expect((await network(agent.token)).status).toBe(200);
 
     const audit = auditSchema.parse((await reader().get("/audit")).body);
-    expect(audit.note).toMatch(/shared credentials/);
+    expect(audit.note).toMatch(/shared admin tokens or the operator tools names no one/);
     expect(audit.changes.filter((row) => row.subject === agent.agent_id)).toEqual([
       expect.objectContaining({
         kind: "identity",
@@ -308,6 +309,8 @@ describe("operator console API", () => {
         after: "enabled",
         reason: "false alarm",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       }),
       expect.objectContaining({
         kind: "identity",
@@ -316,6 +319,8 @@ describe("operator console API", () => {
         after: "disabled",
         reason: "suspicious traffic",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       }),
     ]);
     const unknown = await operator().post("/registration/identity", {
@@ -652,6 +657,8 @@ describe("operator console API", () => {
         after: "removed",
         reason: "decommissioned",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       },
       {
         kind: "webhook_endpoint",
@@ -661,6 +668,8 @@ describe("operator console API", () => {
         after: `enabled; 1 deliveries queued: event ${event!.id}`,
         reason: "the receiver is fixed",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       },
       {
         kind: "webhook_endpoint",
@@ -670,6 +679,8 @@ describe("operator console API", () => {
         after: "https://93.184.216.34/hook (action.confirmed,action.failed)",
         reason: "a public receiver",
         source: "console",
+        operator: null,
+        passkey_key_id: null,
       },
     ]);
   });

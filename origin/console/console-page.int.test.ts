@@ -157,6 +157,8 @@ describe("the operator console page in a browser", () => {
       "5",
       "more room for the browser test",
       "console",
+      // Made with the shared tokens: the audit names no one.
+      "admin token",
     ]);
 
     // Disable: the agent's next request is refused; enable: it works again.

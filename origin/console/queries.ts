@@ -240,14 +240,19 @@ const SETTING_NAMES = new Map<string, string>(
   Object.entries(REGISTRATION_SETTINGS).map(([name, rule]) => [rule.key, name]),
 );
 
-/** The audit does not identify a person, since credentials are shared (docs/api.md#the-operator-console). */
+/**
+ * Who a change names (docs/api.md#the-operator-console): the operator signed in with a passkey, or
+ * nobody for the shared admin tokens and the operator tools.
+ */
 export const AUDIT_NOTE =
-  "Console and operator tools use shared credentials: a change records what changed, when and why, " +
-  "and the channel it came through; only a change a passkey approved names who made it (the operator and the passkey).";
+  "A change records what changed, when and why, and the channel it came through. A change made " +
+  "signed in with a passkey, or approved with one, names the operator and the passkey; a change made " +
+  "with the shared admin tokens or the operator tools names no one.";
 
 /**
- * Every recorded change, newest first: registration settings, identity disable/enable/revoke and
- * funding exceptions, each with its before, after and reason.
+ * Every recorded change, newest first: registration settings, identity disable/enable/revoke,
+ * funding exceptions, webhook endpoints and passkey approvals, each with its before, after, reason
+ * and, when known, the operator and passkey behind it.
  */
 export async function readAudit(db: Db, limit = 200): Promise<Audit> {
   const rows = await queryRows<{
@@ -258,33 +263,36 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
     after: string;
     reason: string;
     source: string | null;
+    operator: string | null;
+    passkey_key_id: string | null;
     at: Date;
   }>(
     db,
     sql`(select 'registration_setting' as kind, setting as subject, 'set' as change,
                 before_value as before, after_value as after, reason, source,
-                changed_at as at
+                operator, passkey_key_id, changed_at as at
          from registration_policy_changes order by changed_at desc limit ${limit})
         union all
         -- A revocation leaves the enabled flag alone: its after is the identity's final state.
         (select 'identity', agent_id::text, change,
                 case when before_enabled then 'enabled' else 'disabled' end,
                 case when change = 'revoke' then 'revoked' when after_enabled then 'enabled' else 'disabled' end,
-                reason, source, changed_at
+                reason, source, operator, passkey_key_id, changed_at
          from identity_changes order by changed_at desc limit ${limit})
         union all
         -- Funding exceptions have one channel, the funding CLI: the console cannot grant them.
         (select 'funding_exception', exception_id::text, change, before::text, after::text, reason, 'cli',
-                changed_at
+                null, null, changed_at
          from funding_exception_changes order by changed_at desc limit ${limit})
         union all
         (select 'webhook_endpoint', endpoint_id::text, change, before, after, coalesce(reason, ''), source,
-                changed_at
+                operator, passkey_key_id, changed_at
          from webhook_endpoint_changes order by changed_at desc limit ${limit})
         union all
         -- A passkey's approval names the person: the operator the policy authority enrolled it for.
         (select 'passkey_approval', subject, op, null, shown::text,
-                'approved by ' || operator || ' with passkey ' || key_id, 'console', approved_at
+                'approved by ' || operator || ' with passkey ' || key_id, 'console', operator, key_id,
+                approved_at
          from passkey_approvals order by approved_at desc limit ${limit})
         order by at desc limit ${limit}`,
   );

@@ -6,6 +6,7 @@ import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { buildOpenApiDocument } from "../openapi/document.ts";
 import { route } from "../openapi/route.ts";
+import { findLiveSession } from "../passkeys/sessions.ts";
 import { ADMIN_AUTH_FAILURES, createAdminAuth } from "./admin-auth.ts";
 import { auditHandler } from "./audit.ts";
 import { browseConsoleHandlers } from "./browse.ts";
@@ -17,6 +18,7 @@ import { operationsHandler } from "./operations.ts";
 import { createPageRouter } from "./page.ts";
 import { passkeyConsoleHandlers } from "./passkeys.ts";
 import { registrationOverviewHandler } from "./registration-overview.ts";
+import { sessionConsoleHandlers } from "./session.ts";
 import { webhooksConsoleHandlers } from "./webhooks.ts";
 
 /**
@@ -61,6 +63,7 @@ export function createConsoleRouter(
     failuresPerIp: new SlidingWindowLimiter({ ...ADMIN_AUTH_FAILURES }),
     refused: node.refusals,
     logger: deps.logger,
+    findSession: async (token) => (await findLiveSession(deps.database.db, token))?.operator ?? null,
   });
 
   router.route("/", createPageRouter(deps.config.http.basePath));
@@ -69,6 +72,11 @@ export function createConsoleRouter(
   route(router, "/", "consoleOpenApi", (c) =>
     c.body(document, 200, { "content-type": "application/json", "cache-control": "no-store" }),
   );
+  const session = sessionConsoleHandlers(deps, auth);
+  route(router, "/", "consoleSessionOptions", auth.notBlocked, session.optionsLimit, session.options);
+  route(router, "/", "consoleSignIn", auth.notBlocked, session.start);
+  route(router, "/", "consoleSession", auth.read, session.show);
+  route(router, "/", "consoleSignOut", auth.read, session.end);
   route(router, "/", "consoleRegistration", auth.read, registrationOverviewHandler(deps, node));
   route(router, "/", "consoleOperations", auth.read, operationsHandler(deps));
   route(router, "/", "consoleAudit", auth.read, auditHandler(deps));

@@ -77,7 +77,7 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
         url: body.url,
         events: types.types,
         allowPrivate: deps.config.webhooks.allowPrivate,
-        change: { reason: body.reason, source: "console" },
+        change: { reason: body.reason, source: "console", operator: c.get("operator") },
       });
       if (!added.ok) {
         throw new AppError(
@@ -96,7 +96,12 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
     async remove(c) {
       const id = endpointId(c);
       const body = await parseJsonBody(c, webhookRemoveRequestSchema);
-      if (!(await removeWebhookEndpoint(db, { id, change: { reason: body.reason, source: "console" } }))) {
+      if (
+        !(await removeWebhookEndpoint(db, {
+          id,
+          change: { reason: body.reason, source: "console", operator: c.get("operator") },
+        }))
+      ) {
         throw new AppError("not_found", "no such webhook endpoint");
       }
       c.set("logFields", { outcome: "webhook_removed" });
@@ -116,7 +121,7 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
       const queued = await replayWebhookEndpoint(db, {
         id,
         scope,
-        change: { reason: body.reason, source: "console" },
+        change: { reason: body.reason, source: "console", operator: c.get("operator") },
       });
       if (queued === undefined) throw new AppError("not_found", "no such webhook endpoint");
       c.set("logFields", { outcome: "webhook_replayed" });

@@ -65,6 +65,7 @@ describe("migrations and constraints", () => {
         "key_pool",
         "node_policy",
         "operator_passkeys",
+        "operator_sessions",
         "outgoing_transactions",
         "passkey_approvals",
         "policy_changes",

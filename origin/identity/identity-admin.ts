@@ -1,5 +1,6 @@
 import { desc, eq, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, identityChanges } from "../db/schema.ts";
@@ -34,7 +35,7 @@ export async function listIdentities(db: Db, limit = 1000): Promise<IdentitySumm
     .limit(limit);
 }
 
-/** Where an operator change came from: a channel, never a person (the credentials are shared). */
+/** Where an operator change came from: a channel; who, when known, is the change's `operator`. */
 export type IdentityChangeSource = "console" | "cli";
 
 export type SetIdentityEnabledParams = {
@@ -42,6 +43,11 @@ export type SetIdentityEnabledParams = {
   enabled: boolean;
   reason: string;
   source: IdentityChangeSource;
+  /**
+   * The operator signed in with a passkey who made the change (docs/operations.md#signing-in-with-a-passkey);
+   * null or absent for the shared admin tokens and the CLI.
+   */
+  operator?: Operator | null;
 };
 
 export type SetIdentityEnabledResult = Result<
@@ -77,6 +83,11 @@ export type RevokeIdentityParams = {
   agentId: string;
   reason: string;
   source: IdentityChangeSource;
+  /**
+   * The operator signed in with a passkey who made the change (docs/operations.md#signing-in-with-a-passkey);
+   * null or absent for the shared admin tokens and the CLI.
+   */
+  operator?: Operator | null;
 };
 
 /** The same shape as an enable or disable: a revocation leaves the enabled flag as it was. */
@@ -115,7 +126,7 @@ type PlannedChange = {
  */
 async function changeIdentity(
   db: Db,
-  params: { agentId: string; reason: string; source: IdentityChangeSource },
+  params: { agentId: string; reason: string; source: IdentityChangeSource; operator?: Operator | null },
   plan: (before: { enabled: boolean; revoked: boolean }, reason: string) => PlannedChange,
 ): Promise<SetIdentityEnabledResult> {
   const reason = params.reason.trim();
@@ -143,6 +154,8 @@ async function changeIdentity(
       afterEnabled: planned.afterEnabled,
       reason,
       source: params.source,
+      operator: params.operator?.name ?? null,
+      passkeyKeyId: params.operator?.keyId ?? null,
       // now() is the transaction's start; the change happens once the row lock is granted.
       changedAt: sql`clock_timestamp()`,
     });

@@ -23,6 +23,13 @@ const SECURITY_SCHEMES = {
   admin: {
     adminApiToken: { type: "apiKey", in: "header", name: "x-admin-api-token" },
     registrationAdminToken: { type: "apiKey", in: "header", name: "x-registration-admin-token" },
+    consoleSession: {
+      type: "apiKey",
+      in: "header",
+      name: "x-console-session",
+      description:
+        "A console session's token, from signing in with an enrolled passkey (POST /admin/agents/session); stands in for both admin tokens.",
+    },
   },
 };
 
@@ -135,7 +142,13 @@ function describeOperation(
     security:
       operation.security.length === 0
         ? []
-        : [Object.fromEntries(operation.security.map((name) => [name, []]))],
+        : [
+            Object.fromEntries(operation.security.map((name) => [name, []])),
+            // Every console route under the admin tokens takes a session instead (admin-auth.ts).
+            ...(operation.tag === "console" && operation.security.includes("adminApiToken")
+              ? [{ consoleSession: [] }]
+              : []),
+          ],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(request
       ? {

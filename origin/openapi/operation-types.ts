@@ -3,8 +3,8 @@ import type { z } from "zod";
 import { errorBodySchema } from "../../shared/gateway-schemas.ts";
 import type { CapabilityName } from "../capability.ts";
 
-export type HttpMethod = "get" | "post" | "patch";
-export type SecurityName = "agentToken" | "adminApiToken" | "registrationAdminToken";
+export type HttpMethod = "get" | "post" | "patch" | "delete";
+export type SecurityName = "agentToken" | "adminApiToken" | "registrationAdminToken" | "consoleSession";
 
 /** A named schema becomes `#/components/schemas/{name}`. */
 export type NamedSchema = { name: string; schema: z.ZodType };

@@ -9,6 +9,10 @@ import {
   passkeyRegistrationRequestSchema,
   passkeySchema,
   passkeysSchema,
+  sessionOptionsSchema,
+  sessionRequestSchema,
+  sessionStartedSchema,
+  sessionViewSchema,
 } from "../../shared/passkey-schemas.ts";
 import { errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
 
@@ -29,7 +33,83 @@ const errors = {
 };
 const change = ["adminApiToken", "registrationAdminToken"] as const;
 
+const signInErrors = {
+  401: errorResponse(
+    "admin_auth_failed: the assertion does not verify against an enrolled passkey (unknown, pending, wrong origin or challenge, stale counter)",
+  ),
+  404: errorResponse("feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)"),
+  429: errorResponse("rate_limited: too many failed admin authentications or sign-ins from this address"),
+  500: errors[500],
+};
+
 export const PASSKEY_OPERATIONS: readonly Operation[] = [
+  {
+    method: "post",
+    path: "/admin/agents/session/options",
+    operationId: "consoleSessionOptions",
+    capability: "console",
+    summary: "Start signing in to the console with an enrolled passkey: the WebAuthn request options.",
+    tag: "console",
+    security: [],
+    responses: {
+      200: { description: "the options", body: { name: "SessionOptions", schema: sessionOptionsSchema } },
+      404: signInErrors[404],
+      429: signInErrors[429],
+      500: signInErrors[500],
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/session",
+    operationId: "consoleSignIn",
+    capability: "console",
+    summary:
+      "Sign in with an enrolled passkey's assertion: a session token, answered once, good for 8 hours or until signed out.",
+    tag: "console",
+    security: [],
+    requestBody: { name: "SessionRequest", schema: sessionRequestSchema },
+    responses: {
+      201: { description: "signed in", body: { name: "SessionStarted", schema: sessionStartedSchema } },
+      400: errorResponse("validation_failed: the body is malformed"),
+      413: PAYLOAD_TOO_LARGE,
+      ...signInErrors,
+    },
+  },
+  {
+    method: "get",
+    path: "/admin/agents/session",
+    operationId: "consoleSession",
+    capability: "console",
+    summary:
+      "Who is signed in: the session's operator, passkey and expiry (all null under the admin tokens).",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: { description: "the session", body: { name: "SessionView", schema: sessionViewSchema } },
+      401: errors[401],
+      404: signInErrors[404],
+      429: errors[429],
+      500: errors[500],
+    },
+  },
+  {
+    method: "delete",
+    path: "/admin/agents/session",
+    operationId: "consoleSignOut",
+    capability: "console",
+    summary:
+      "Sign out: ends the session sent as x-console-session; its token is refused from the next request.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      204: { description: "signed out" },
+      400: errorResponse("validation_failed: no session was sent (the admin tokens have nothing to end)"),
+      401: errors[401],
+      404: signInErrors[404],
+      429: errors[429],
+      500: errors[500],
+    },
+  },
   {
     method: "get",
     path: "/admin/agents/passkeys",

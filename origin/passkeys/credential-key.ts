@@ -1,6 +1,6 @@
 /** A passkey's public key as the enclave takes it (0x04 ‖ X ‖ Y), from the credential's COSE key. */
 import { createHash } from "node:crypto";
-import { cose, decodeCredentialPublicKey } from "@simplewebauthn/server/helpers";
+import { cose, decodeCredentialPublicKey, isoCBOR } from "@simplewebauthn/server/helpers";
 import { type Hex, toHex } from "../../shared/hex.ts";
 
 /** The uncompressed P-256 point of an EC2 / ES256 COSE key, or null for any other key. */
@@ -27,4 +27,17 @@ export function passkeyFingerprint(publicKey: string): string {
 /** The key id a registered passkey is enrolled under: `pk-` and its fingerprint. */
 export function passkeyKeyId(publicKey: string): string {
   return `pk-${passkeyFingerprint(publicKey)}`;
+}
+
+/** The EC2 / ES256 COSE key of an uncompressed P-256 point (0x04 ‖ X ‖ Y): what a verifier takes. */
+export function uncompressedP256ToCose(publicKey: string): Uint8Array<ArrayBuffer> {
+  const point = Buffer.from(publicKey.slice(2), "hex");
+  const key = new Map<number, number | Uint8Array>([
+    [cose.COSEKEYS.kty, cose.COSEKTY.EC2],
+    [cose.COSEKEYS.alg, cose.COSEALG.ES256],
+    [cose.COSEKEYS.crv, cose.COSECRV.P256],
+    [cose.COSEKEYS.x, Uint8Array.from(point.subarray(1, 33))],
+    [cose.COSEKEYS.y, Uint8Array.from(point.subarray(33, 65))],
+  ]);
+  return isoCBOR.encode(key) as Uint8Array<ArrayBuffer>;
 }

@@ -1,4 +1,5 @@
 import { eq, sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import type { Db } from "../db/client.ts";
 import { registrationPolicy, registrationPolicyChanges } from "../db/schema.ts";
 
@@ -32,7 +33,7 @@ export async function getRegistrationPolicy(db: Db): Promise<RegistrationPolicy>
   return policy;
 }
 
-/** The channel a change came through, never a person (the credentials are shared). */
+/** The channel a change came through; who, when known, is the change's `operator`. */
 export type ChangeSource = "console" | "cli";
 
 export type UpdateRegistrationPolicyParams = {
@@ -40,6 +41,11 @@ export type UpdateRegistrationPolicyParams = {
   reason: string;
   /** Unset only for setup that writes the policy directly (tests, benches): recorded as unknown. */
   source?: ChangeSource;
+  /**
+   * The operator signed in with a passkey who made the change (docs/operations.md#signing-in-with-a-passkey);
+   * null or absent for the shared admin tokens and the CLI.
+   */
+  operator?: Operator | null;
 };
 
 export type PolicyChange = { setting: PolicySetting; before: string; after: string };
@@ -75,6 +81,8 @@ export async function updateRegistrationPolicy(
         afterValue: change.after,
         reason: params.reason,
         source: params.source ?? null,
+        operator: params.operator?.name ?? null,
+        passkeyKeyId: params.operator?.keyId ?? null,
         // now() is the transaction's start; the change happens after the lock is granted.
         changedAt: sql`clock_timestamp()`,
       })),

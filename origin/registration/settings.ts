@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import {
@@ -83,6 +84,11 @@ export type ChangeSettingsParams = {
   reason: string;
   /** Recorded with each change, so the audit shows whether the console or the CLI made it. */
   source: ChangeSource;
+  /**
+   * The operator signed in with a passkey who made the change (docs/operations.md#signing-in-with-a-passkey);
+   * null or absent for the shared admin tokens and the CLI.
+   */
+  operator?: Operator | null;
 };
 
 /**
@@ -107,6 +113,7 @@ export async function changeRegistrationSettings(
     changes: changes as Parameters<typeof updateRegistrationPolicy>[1]["changes"],
     reason: params.reason,
     source: params.source,
+    operator: params.operator ?? null,
   });
   const byKey = new Map(NAMES.map((name) => [REGISTRATION_SETTINGS[name].key as string, name]));
   return ok({

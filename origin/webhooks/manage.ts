@@ -5,6 +5,7 @@
  * operator changes (docs/api.md#the-operator-console).
  */
 import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { checkWebhookUrl, type Resolve, type UrlCheck } from "./address-guard.ts";
@@ -16,13 +17,18 @@ import {
   type WebhookEndpoint,
 } from "./endpoints.ts";
 
-/** Where a change came from: a channel, never a person (the credentials are shared). */
+/** Where a change came from: a channel; who, when known, is the change's `operator`. */
 export type WebhookChangeSource = "console" | "cli";
 
 export type WebhookChange = {
   /** Required from the console (its request schema); the CLI may leave it out. */
   reason: string | undefined;
   source: WebhookChangeSource;
+  /**
+   * The operator signed in with a passkey who made the change (docs/operations.md#signing-in-with-a-passkey);
+   * null or absent for the shared admin tokens and the CLI.
+   */
+  operator?: Operator | null;
 };
 
 export type UrlRefusal = Extract<UrlCheck, { ok: false }>;
@@ -45,9 +51,10 @@ async function record(
 ): Promise<void> {
   const reason = change.reason?.trim() || null;
   await db.execute(
-    sql`insert into webhook_endpoint_changes (endpoint_id, change, before, after, reason, source)
+    sql`insert into webhook_endpoint_changes
+          (endpoint_id, change, before, after, reason, source, operator, passkey_key_id)
         values (${params.endpointId}::uuid, ${params.change}, ${params.before}, ${params.after},
-                ${reason}, ${change.source})`,
+                ${reason}, ${change.source}, ${change.operator?.name ?? null}, ${change.operator?.keyId ?? null})`,
   );
 }
 

@@ -181,6 +181,10 @@ const NOT_FUZZED: Record<string, string> = {
     "the passkey ceremony; its bodies and refusals are attacked by origin/passkeys/passkeys.int.test.ts",
   consoleApprovalOptions: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
   consoleApproval: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
+  consoleSignIn:
+    "every refusal counts as a failed admin authentication of the client, so fuzzing it would lock the suite's address out of the console; its bodies and refusals are attacked by origin/console/console-session.int.test.ts",
+  consoleSignOut:
+    "a DELETE whose success ends the session it is sent with (none in the fuzz: its credentials are the tokens); attacked by origin/console/console-session.int.test.ts",
   rotateToken:
     "a success replaces the token every other fuzzed route's requests carry; its body is exactly {} and its refusals are the gateway's; attacked by origin/gateway/token-rotation.int.test.ts",
 };
@@ -480,6 +484,21 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       operationId: "consoleCharts",
       name: "GET admin overview charts",
       credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      operationId: "consoleSession",
+      name: "GET admin session",
+      credentials: "admin_read",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      // No credential, no body: the options of a sign-in, kept in the origin's memory only.
+      operationId: "consoleSessionOptions",
+      name: "POST admin session/options",
+      credentials: "none",
       refusal: "envelope",
       readOnly: true,
     },

@@ -2,12 +2,16 @@
 // external asset, no inline script (the page's Content-Security-Policy allows only its own
 // files: @simplewebauthn/browser's bundle, widgets.js, router.js, pages.js, charts.js,
 // passkeys.js and approvals.js, loaded before this one).
-// The tokens live in the `tokens` object below and nowhere else: not in storage, cookies or the
-// address. Everything shown is built with textContent, never parsed as HTML.
+// The tokens, or the session a passkey signed in to, live in the `tokens` object below and nowhere
+// else: not in storage, cookies or the address. Everything shown is built with textContent, never
+// parsed as HTML.
 
 (() => {
   const API = document.querySelector('meta[name="console-api"]').getAttribute("content");
-  const tokens = { admin: "", change: "" };
+  // `session` stands in for both tokens: an operator signed in with a passkey, named `operator`.
+  const tokens = { admin: "", change: "", session: "", operator: "" };
+  const signedIn = () => tokens.admin !== "" || tokens.session !== "";
+  const canChange = () => tokens.change !== "" || tokens.session !== "";
   const $ = (id) => document.getElementById(id);
 
   const { el, table, definitions, short, time } = globalThis.ConsoleWidgets;
@@ -41,10 +45,10 @@
   // letting the server refuse the change as a failed authentication.
   function showMode() {
     for (const [form, message] of CHANGE_FORMS) {
-      for (const button of $(form).querySelectorAll("button[type=submit]")) button.disabled = !tokens.change;
-      $(form).classList.toggle("read-only", !tokens.change);
-      $(message).textContent = tokens.change ? "" : READ_ONLY;
-      $(message).className = tokens.change ? "form-message" : "form-message note";
+      for (const button of $(form).querySelectorAll("button[type=submit]")) button.disabled = !canChange();
+      $(form).classList.toggle("read-only", !canChange());
+      $(message).textContent = canChange() ? "" : READ_ONLY;
+      $(message).className = canChange() ? "form-message" : "form-message note";
     }
   }
 
@@ -58,12 +62,14 @@
   }
 
   async function api(path, options) {
-    const headers = { "x-admin-api-token": tokens.admin };
+    const headers = tokens.session
+      ? { "x-console-session": tokens.session }
+      : { "x-admin-api-token": tokens.admin };
     if (options?.body !== undefined) {
       headers["content-type"] = "application/json";
-      headers["x-registration-admin-token"] = tokens.change;
+      if (!tokens.session) headers["x-registration-admin-token"] = tokens.change;
     }
-    const method = options?.body === undefined ? "GET" : "POST";
+    const method = options?.method ?? (options?.body === undefined ? "GET" : "POST");
     // The path's segments are encoded here; a query string comes encoded by its caller.
     const [route, query] = path.split("?");
     const response = await fetch(API + encodeURI(route) + (query === undefined ? "" : `?${query}`), {
@@ -73,14 +79,70 @@
       cache: "no-store",
       credentials: "omit",
     });
-    const body = await response.json().catch(() => null);
+    const body = response.status === 204 ? null : await response.json().catch(() => null);
     if (!response.ok) throw new ApiError(method, response.status, body);
     return body;
+  }
+
+  // Signing in with a passkey: the options and the assertion go without any credential (they are
+  // how the page gets one); the session's token answered comes back once and is kept in `tokens`.
+  async function signInWithPasskey() {
+    const webauthn = globalThis.SimpleWebAuthnBrowser;
+    if (!webauthn?.browserSupportsWebAuthn())
+      return say("This browser offers no WebAuthn: sign in with the tokens.", "error");
+    const post = async (route, body) => {
+      const response = await fetch(API + route, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+        cache: "no-store",
+        credentials: "omit",
+      });
+      const answer = await response.json().catch(() => null);
+      if (!response.ok) throw new ApiError("SIGN-IN", response.status, answer);
+      return answer;
+    };
+    const { options } = await post("/session/options", {});
+    let response;
+    try {
+      response = await webauthn.startAuthentication({ optionsJSON: options });
+    } catch (error) {
+      const name = error?.code || error?.name || "Error";
+      return say(
+        `Not signed in: the passkey gave no signature (${name}: ${error?.message || "no reason"}).`,
+        "error",
+      );
+    }
+    const session = await post("/session", { response });
+    tokens.admin = "";
+    tokens.change = "";
+    tokens.session = session.token;
+    tokens.operator = session.operator;
+    await refresh();
+    $("login").hidden = true;
+    $("console").hidden = false;
+    showMode();
+    showSignedIn();
+    say(
+      `Signed in as ${session.operator} with passkey ${session.key_id}: reading and changes, until ${time(session.expires_at)}.`,
+      "ok",
+    );
+  }
+
+  // The header names who is signed in, with a way out; under the shared tokens it names no one.
+  function showSignedIn() {
+    $("signed-in").hidden = !tokens.session;
+    // A session ends by signing out (the origin ends it), not by the page forgetting it.
+    $("forget").hidden = Boolean(tokens.session);
+    $("signed-in-as").textContent = tokens.session ? `Signed in as ${tokens.operator}.` : "";
   }
 
   function explain(error) {
     if (!(error instanceof ApiError)) return `The console API did not answer: ${error.message}`;
     // A change is refused for its change token only: the read token was accepted a moment ago.
+    if (error.status === 401 && error.method === "SIGN-IN") return `Not signed in: ${error.message}`;
+    if (error.status === 401 && tokens.session)
+      return "The session ended (signed out or expired): sign in again.";
     if (error.status === 401 && error.method === "POST")
       return "The registration admin token was refused: nothing changed. Forget the tokens and open the console again with the right one.";
     if (error.status === 401) return "Authentication failed: check the tokens.";
@@ -154,7 +216,7 @@
                 "data-agent": identity.agent_id,
                 "data-action": action,
                 // Read only: nothing to prepare a change for.
-                ...(tokens.change ? {} : { disabled: "" }),
+                ...(canChange() ? {} : { disabled: "" }),
                 onclick: () => {
                   $("identity-agent").value = identity.agent_id;
                   $("identity-action").value = action;
@@ -287,11 +349,23 @@
     );
   }
 
+  // Who made a change: the operator and passkey a session or an approval names; else the channel's
+  // shared credential (the console's admin token, the operator tools' own).
+  const madeBy = (row) =>
+    row.operator
+      ? `${row.operator} (${row.passkey_key_id})`
+      : row.source === "console"
+        ? "admin token"
+        : row.source === "cli"
+          ? "operator tools"
+          : "not recorded";
+
   function renderAudit(data) {
+    $("audit-note").textContent = data.note;
     show(
       "audit",
       table(
-        ["at", "what", "subject", "change", "before", "after", "reason", "via"],
+        ["at", "what", "subject", "change", "before", "after", "reason", "via", "by"],
         data.changes.map((row) => [
           time(row.at),
           row.kind,
@@ -301,6 +375,7 @@
           row.after,
           row.reason,
           row.source,
+          madeBy(row),
         ]),
         "no change recorded",
       ),
@@ -336,7 +411,7 @@
     const button = (label, attributes, onclick) =>
       el(
         "button",
-        { type: "button", ...attributes, ...(tokens.change ? {} : { disabled: "" }), onclick },
+        { type: "button", ...attributes, ...(canChange() ? {} : { disabled: "" }), onclick },
         label,
       );
     if (data.endpoints.length === 0) {
@@ -425,7 +500,7 @@
     api,
     guarded: (work, target) => guarded(work, target),
     say: (text, kind, target) => say(text, kind, target),
-    canChange: () => tokens.change !== "",
+    canChange,
     readOnly: READ_ONLY,
     pageMessage: () => "message",
   });
@@ -434,7 +509,7 @@
     api,
     guarded: (work, target) => guarded(work, target),
     say: (text, kind, target) => say(text, kind, target),
-    canChange: () => tokens.change !== "",
+    canChange,
     readOnly: READ_ONLY,
   };
   const passkeys = globalThis.ConsolePasskeys.create(pageContext);
@@ -443,7 +518,7 @@
   // The page the address names: its section shown, the others hidden, its data read; the nav
   // marks it as the current page. Signed out, the address is kept for after the sign-in.
   async function showRoute() {
-    if (!tokens.admin) return;
+    if (!signedIn()) return;
     const route = router.parse(location.hash);
     for (const section of document.querySelectorAll("main section[data-page]")) {
       section.hidden = section.dataset.page !== route.page;
@@ -526,6 +601,9 @@
   function forget(text, kind) {
     tokens.admin = "";
     tokens.change = "";
+    tokens.session = "";
+    tokens.operator = "";
+    showSignedIn();
     $("webhook-secret").textContent = "";
     $("webhook-secret").hidden = true;
     $("console").hidden = true;
@@ -539,7 +617,7 @@
     } catch (error) {
       // A read refused for its token means the tokens are wrong: ask for them again. A change
       // refused for its token leaves the console open (the read token is right).
-      if (error instanceof ApiError && error.status === 401 && error.method === "GET")
+      if (error instanceof ApiError && error.status === 401 && (error.method === "GET" || tokens.session))
         forget(explain(error), "error");
       else say(explain(error), "error", target);
     }
@@ -549,6 +627,8 @@
     event.preventDefault();
     tokens.admin = $("admin-token").value;
     tokens.change = $("change-token").value;
+    tokens.session = "";
+    tokens.operator = "";
     // The fields are cleared at once: the values now live only in `tokens`.
     $("admin-token").value = "";
     $("change-token").value = "";
@@ -561,6 +641,13 @@
     });
   });
 
+  $("sign-in-passkey").addEventListener("click", () => guarded(signInWithPasskey));
+  $("sign-out").addEventListener("click", () =>
+    guarded(async () => {
+      await api("/session", { method: "DELETE" });
+      forget("Signed out: the session is ended.", "ok");
+    }),
+  );
   $("refresh").addEventListener("click", () => guarded(refresh));
   $("forget").addEventListener("click", () => forget("Tokens forgotten.", ""));
 
@@ -571,7 +658,7 @@
     // Numbers and booleans as JSON; anything else is sent as typed and refused by the server.
     const value =
       text === "true" ? true : text === "false" ? false : /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text;
-    if (!tokens.change) return say(READ_ONLY, "error", "settings-message");
+    if (!canChange()) return say(READ_ONLY, "error", "settings-message");
     guarded(async () => {
       const result = await api("/registration/settings", {
         body: { changes: { [name]: value }, reason: $("setting-reason").value },
@@ -593,7 +680,7 @@
 
   $("webhook-add-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    if (!tokens.change) return say(READ_ONLY, "error", "webhook-add-message");
+    if (!canChange()) return say(READ_ONLY, "error", "webhook-add-message");
     const events = [...$("webhook-events").querySelectorAll("input:checked")].map((input) => input.value);
     if (events.length === 0) return say("Choose at least one event type.", "error", "webhook-add-message");
     $("webhook-secret").hidden = true;
@@ -620,7 +707,7 @@
 
   $("webhook-change-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    if (!tokens.change) return say(READ_ONLY, "error", "webhook-change-message");
+    if (!canChange()) return say(READ_ONLY, "error", "webhook-change-message");
     const endpointId = $("webhook-endpoint").value.trim();
     const action = $("webhook-action").value;
     const eventId = $("webhook-event").value.trim();
@@ -647,7 +734,7 @@
     event.preventDefault();
     const agentId = $("identity-agent").value.trim();
     const action = $("identity-action").value;
-    if (!tokens.change) return say(READ_ONLY, "error", "identity-message");
+    if (!canChange()) return say(READ_ONLY, "error", "identity-message");
     guarded(async () => {
       const result = await api("/registration/identity", {
         body: { agent_id: agentId, action, reason: $("identity-reason").value },

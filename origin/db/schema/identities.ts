@@ -78,7 +78,8 @@ export const identityFindings = pgTable(
 /**
  * Every operator disable, enable or revocation of an identity (docs/api.md#the-operator-console),
  * with the reason, written in the transaction that makes the change. The source is the channel
- * (console or CLI), never a person: the credentials are shared. `change` names what the operator
+ * (console or CLI); `operator` and `passkey_key_id` name who, for a change made signed in with a
+ * passkey (null under the shared tokens and the CLI). `change` names what the operator
  * did, as the other change tables do; `before_enabled`/`after_enabled` are the enabled flag around
  * it, which a revocation leaves as it was (it is final whatever the flag says).
  */
@@ -94,10 +95,17 @@ export const identityChanges = pgTable(
     afterEnabled: boolean("after_enabled").notNull(),
     reason: text("reason").notNull(),
     source: text("source").notNull(),
+    /**
+     * The operator signed in with a passkey who made the change, and that passkey's key id
+     * (docs/operations.md#signing-in-with-a-passkey); both null for the shared admin tokens and the CLI.
+     */
+    operator: text("operator"),
+    passkeyKeyId: text("passkey_key_id"),
     changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     check("identity_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    check("identity_changes_operator_whole", sql`(${t.operator} IS NULL) = (${t.passkeyKeyId} IS NULL)`),
     check("identity_changes_source_enum", sql`${t.source} IN ('console','cli')`),
     // A disable or enable moves the flag its way; a revocation leaves it alone.
     check(

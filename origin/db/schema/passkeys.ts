@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigserial, check, index, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { bigint, bigserial, check, index, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * Operators' passkeys as the console registered them (docs/operations.md#passkeys): pending until
@@ -22,6 +22,11 @@ export const operatorPasskeys = pgTable(
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     /** When the enclave sealed it; null while pending. */
     enrolledAt: timestamp("enrolled_at", { withTimezone: true }),
+    /**
+     * The authenticator's signature counter at its last console sign-in: a sign-in whose counter
+     * does not exceed it (when either is non-zero) is refused as a possible clone.
+     */
+    signCount: bigint("sign_count", { mode: "number" }).notNull().default(0),
   },
   (t) => [
     check("operator_passkeys_public_key_format", sql`${t.publicKey} ~ '^0x04[0-9a-f]{128}$'`),
@@ -53,5 +58,28 @@ export const passkeyApprovals = pgTable(
   (t) => [
     check("passkey_approvals_op_enum", sql`${t.op} IN ('approve_held','set_agent_policy','set_node_frozen')`),
     index("passkey_approvals_at_idx").on(t.approvedAt),
+  ],
+);
+
+/**
+ * Console sessions (docs/operations.md#signing-in-with-a-passkey): an operator signed in with an
+ * enrolled passkey. Only the SHA-256 of the session token is kept; the token itself is answered
+ * once. A session is good until it expires or is ended (signed out), checked at every request.
+ */
+export const operatorSessions = pgTable(
+  "operator_sessions",
+  {
+    /** SHA-256 of the token, hex. */
+    tokenHash: text("token_hash").primaryKey(),
+    operator: text("operator").notNull(),
+    /** The enrolled passkey that signed in (operator_passkeys.key_id). */
+    keyId: text("key_id").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+  },
+  (t) => [
+    check("operator_sessions_token_hash_format", sql`${t.tokenHash} ~ '^[0-9a-f]{64}$'`),
+    index("operator_sessions_expires_idx").on(t.expiresAt),
   ],
 );

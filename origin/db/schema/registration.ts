@@ -50,15 +50,25 @@ export const registrationPolicyChanges = pgTable(
     afterValue: text("after_value").notNull(),
     reason: text("reason").notNull(),
     /**
-     * The channel the change came through (console or CLI), never a person: the credentials are
-     * shared. Null for changes recorded before the channel was kept, and for test and bench setup
+     * The channel the change came through (console or CLI); who made it is `operator`, when a
+     * passkey session did. Null for changes recorded before the channel was kept, and for test and bench setup
      * that writes the policy directly.
      */
     source: text("source"),
+    /**
+     * The operator signed in with a passkey who made the change, and that passkey's key id
+     * (docs/operations.md#signing-in-with-a-passkey); both null for the shared admin tokens and the CLI.
+     */
+    operator: text("operator"),
+    passkeyKeyId: text("passkey_key_id"),
     changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     check("registration_policy_changes_reason_nonempty", sql`length(trim(${t.reason})) > 0`),
+    check(
+      "registration_policy_changes_operator_whole",
+      sql`(${t.operator} IS NULL) = (${t.passkeyKeyId} IS NULL)`,
+    ),
     check("registration_policy_changes_source_enum", sql`${t.source} IN ('console','cli')`),
   ],
 );

@@ -89,10 +89,20 @@ export const webhookEndpointChanges = pgTable(
     /** Required from the console; `npm run webhooks` may leave it out. */
     reason: text("reason"),
     source: text("source").notNull(),
+    /**
+     * The operator signed in with a passkey who made the change, and that passkey's key id
+     * (docs/operations.md#signing-in-with-a-passkey); both null for the shared admin tokens and the CLI.
+     */
+    operator: text("operator"),
+    passkeyKeyId: text("passkey_key_id"),
     changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     check("webhook_endpoint_changes_change_enum", sql`${t.change} IN ('add','remove','replay')`),
+    check(
+      "webhook_endpoint_changes_operator_whole",
+      sql`(${t.operator} IS NULL) = (${t.passkeyKeyId} IS NULL)`,
+    ),
     check("webhook_endpoint_changes_source_enum", sql`${t.source} IN ('console','cli')`),
     check(
       "webhook_endpoint_changes_reason_nonempty",

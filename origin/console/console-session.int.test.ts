@@ -1,0 +1,352 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { auditSchema } from "../../shared/console-schemas.ts";
+import { HEADER_CONSOLE_SESSION } from "../../shared/constants.ts";
+import type { SessionStarted } from "../../shared/passkey-schemas.ts";
+import { consoleCalls, consoleSecrets, withoutRequestId } from "../../testing/console-client.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { send, type TestResponse } from "../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
+import { type AssertionOptions, SoftwarePasskey } from "../../testing/software-passkey.ts";
+import { queryRows } from "../db/client.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+import { markEnrolled } from "../passkeys/store.ts";
+
+// Signing in to the console with a passkey, at the real origin over HTTP on a real Postgres. The
+// authenticator is testing/software-passkey.ts: a real P-256 credential answering the protocol
+// byte for byte, so each refusal below can be made by changing exactly one part of an otherwise
+// good assertion (its origin, its challenge, its counter), which a browser's virtual authenticator
+// cannot be asked to do; the browser walk (session-walk.int.test.ts) signs in with one. Enrollment
+// is the enclave's business (passkeys.int.test.ts runs it); here the passkey is marked enrolled as
+// the enroll tool marks it once the enclave sealed it, since a sign-in reads only that mark.
+// Each refusal is the same 401 on the wire; the reason is read from the request's log line.
+
+const RP_ID = "localhost";
+const ORIGIN = "http://localhost:8080";
+const secrets = consoleSecrets();
+
+/** An assertion as startAuthentication returns it (AuthenticationResponseJSON). */
+function authenticationResponse(
+  passkey: SoftwarePasskey,
+  challenge: string,
+  options: AssertionOptions = {},
+): Record<string, unknown> {
+  const assertion = passkey.assert(Buffer.from(challenge, "base64url"), options);
+  const b64 = (hex: string) => Buffer.from(hex.slice(2), "hex").toString("base64url");
+  return {
+    id: passkey.credentialId,
+    rawId: passkey.credentialId,
+    type: "public-key",
+    response: {
+      authenticatorData: b64(assertion.authenticatorData),
+      clientDataJSON: b64(assertion.clientDataJson),
+      signature: b64(assertion.signature),
+    },
+    clientExtensionResults: {},
+  };
+}
+
+describe("console sign-in with a passkey (real origin, real Postgres)", () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin;
+  const logLines: string[] = [];
+  const db = () => testDb.handle.db;
+  const tokens = () => consoleCalls(origin.base, { admin: secrets.adminToken, change: secrets.changeToken });
+  const alice = new SoftwarePasskey(RP_ID, ORIGIN);
+  let aliceKeyId: string;
+
+  const withSession = (token: string) => ({ headers: { [HEADER_CONSOLE_SESSION]: token } });
+  /** The console API with a session's token and no admin token. */
+  const asSession = (token: string) => {
+    const calls = consoleCalls(origin.base, {});
+    return {
+      get: (path: string) => calls.get(path, withSession(token)),
+      post: (path: string, body: unknown) => calls.post(path, body, withSession(token)),
+    };
+  };
+  const challenge = async (localAddress?: string): Promise<string> => {
+    const answer = await send(`${origin.base}/admin/agents/session/options`, {
+      method: "POST",
+      body: "{}",
+      localAddress,
+    });
+    expect(answer.status).toBe(200);
+    const options = (
+      answer.body as { options: { challenge: string; userVerification: string; rpId: string } }
+    ).options;
+    expect(options).toMatchObject({ userVerification: "required", rpId: RP_ID });
+    return options.challenge;
+  };
+  const signIn = (response: Record<string, unknown>, localAddress?: string): Promise<TestResponse> =>
+    send(`${origin.base}/admin/agents/session`, {
+      method: "POST",
+      body: JSON.stringify({ response }),
+      localAddress,
+    });
+  /** Why the origin refused a request: the reason its log line names (the wire says only 401). */
+  const reasonOf = (response: TestResponse): unknown => {
+    const id = response.headers["x-request-id"];
+    const line = logLines.find((each) => each.includes(`"request_id":"${id}"`) && each.includes('"route"'));
+    return line ? JSON.parse(line).reason : undefined;
+  };
+  const register = async (passkey: SoftwarePasskey, operator: string): Promise<string> => {
+    const options = await tokens().post("/passkeys/registration/options", { operator });
+    const creation = (options.body as { options: { challenge: string } }).options;
+    const done = await tokens().post("/passkeys/registration", {
+      operator,
+      response: passkey.registrationResponse(creation.challenge),
+    });
+    expect(done.status).toBe(201);
+    return (done.body as { key_id: string }).key_id;
+  };
+  const signedIn = async (passkey: SoftwarePasskey, signCount: number): Promise<SessionStarted> => {
+    const answer = await signIn(authenticationResponse(passkey, await challenge(), { signCount }));
+    expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    return answer.body as SessionStarted;
+  };
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(db(), 5);
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      env: { ...secrets.env, CONSOLE_RP_ID: RP_ID, CONSOLE_ORIGIN: ORIGIN },
+      onLogLine: (line) => logLines.push(line),
+    });
+    aliceKeyId = await register(alice, "Alice Martin");
+  });
+  afterAll(async () => {
+    await origin?.close();
+    await testDb?.drop();
+  });
+
+  it("refuses a registered passkey that is not enrolled yet, by name, and signs nobody in", async () => {
+    const refused = await signIn(authenticationResponse(alice, await challenge(), { signCount: 1 }));
+    expect(refused.status).toBe(401);
+    expect(withoutRequestId(refused.body)).toEqual({
+      error: {
+        code: "admin_auth_failed",
+        message: `passkey ${aliceKeyId} is registered but not enrolled: the policy authority enrolls it (npm run enclave-policy -- enroll-passkey ${aliceKeyId})`,
+      },
+    });
+    expect(reasonOf(refused)).toBe("not_enrolled");
+    const [sessions] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from operator_sessions`,
+    );
+    expect(sessions!.n).toBe(0);
+  });
+
+  it("signs an enrolled passkey in: a session that reads and changes, and the audit names the operator and the passkey", async () => {
+    await markEnrolled(db(), alice.credentialId);
+    const session = await signedIn(alice, 1);
+    expect(session).toMatchObject({ operator: "Alice Martin", key_id: aliceKeyId });
+    expect(session.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const hours = (Date.parse(session.expires_at) - Date.now()) / 3_600_000;
+    expect(hours).toBeGreaterThan(7.9);
+    expect(hours).toBeLessThanOrEqual(8);
+    // Kept only as its SHA-256.
+    const [row] = await queryRows<{ token_hash: string; operator: string; key_id: string }>(
+      db(),
+      sql`select token_hash, operator, key_id from operator_sessions`,
+    );
+    expect(row).toEqual({
+      token_hash: (await import("node:crypto")).createHash("sha256").update(session.token).digest("hex"),
+      operator: "Alice Martin",
+      key_id: aliceKeyId,
+    });
+
+    const who = await asSession(session.token).get("/session");
+    expect(who.status).toBe(200);
+    expect(who.body).toEqual({
+      operator: "Alice Martin",
+      key_id: aliceKeyId,
+      expires_at: session.expires_at,
+    });
+    expect((await asSession(session.token).get("/operations")).status).toBe(200);
+
+    const provisioned = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
+    if (!provisioned.ok) throw new Error("no free key to provision an agent");
+    const agent = provisioned.value;
+    const disabled = await asSession(session.token).post("/registration/identity", {
+      agent_id: agent.agentId,
+      action: "disable",
+      reason: "looks compromised",
+    });
+    expect(disabled.status).toBe(200);
+    const setting = await asSession(session.token).post("/registration/settings", {
+      changes: { per_ip_daily: 7 },
+      reason: "tighter",
+    });
+    expect(setting.status).toBe(200);
+    // The same change under the shared tokens names no one.
+    const byToken = await tokens().post("/registration/identity", {
+      agent_id: agent.agentId,
+      action: "enable",
+      reason: "false alarm",
+    });
+    expect(byToken.status).toBe(200);
+
+    const audit = auditSchema.parse((await asSession(session.token).get("/audit")).body);
+    expect(audit.changes.filter((change) => change.subject === agent.agentId)).toEqual([
+      expect.objectContaining({ change: "enable", source: "console", operator: null, passkey_key_id: null }),
+      expect.objectContaining({
+        change: "disable",
+        source: "console",
+        operator: "Alice Martin",
+        passkey_key_id: aliceKeyId,
+      }),
+    ]);
+    expect(audit.changes.find((change) => change.subject === "per_ip_daily")).toMatchObject({
+      after: "7",
+      operator: "Alice Martin",
+      passkey_key_id: aliceKeyId,
+    });
+    // Written with the change, in its table.
+    const [recorded] = await queryRows<{ operator: string | null; passkey_key_id: string | null }>(
+      db(),
+      sql`select operator, passkey_key_id from identity_changes where agent_id = ${agent.agentId} and change = 'disable'`,
+    );
+    expect(recorded).toEqual({ operator: "Alice Martin", passkey_key_id: aliceKeyId });
+  });
+
+  it("signing out ends the session: the next request with it is the same 401 as a wrong token", async () => {
+    const session = await signedIn(alice, 2);
+    const calls = asSession(session.token);
+    expect((await calls.get("/operations")).status).toBe(200);
+    const out = await send(`${origin.base}/admin/agents/session`, {
+      method: "DELETE",
+      ...withSession(session.token),
+    });
+    expect(out.status).toBe(204);
+    const after = await calls.get("/operations");
+    const wrongToken = await consoleCalls(origin.base, { admin: "x".repeat(64) }).get("/operations");
+    expect(after.status).toBe(401);
+    expect(withoutRequestId(after.body)).toEqual(withoutRequestId(wrongToken.body));
+  });
+
+  it("an expired session is refused: the same 401", async () => {
+    const session = await signedIn(alice, 3);
+    expect((await asSession(session.token).get("/audit")).status).toBe(200);
+    await db().execute(
+      sql`update operator_sessions set expires_at = now() - interval '1 second'
+          where key_id = ${aliceKeyId} and ended_at is null`,
+    );
+    const expired = await asSession(session.token).get("/audit");
+    expect(expired.status).toBe(401);
+    expect(withoutRequestId(expired.body)).toEqual({
+      error: { code: "admin_auth_failed", message: "admin authentication failed" },
+    });
+  });
+
+  it("refuses an assertion made for another origin", async () => {
+    const refused = await signIn(
+      authenticationResponse(alice, await challenge(), { signCount: 10, origin: "https://evil.example" }),
+    );
+    expect(refused.status).toBe(401);
+    expect(withoutRequestId(refused.body)).toEqual({
+      error: { code: "admin_auth_failed", message: "admin authentication failed" },
+    });
+    expect(reasonOf(refused)).toBe("does_not_verify");
+    expect(logLines.some((line) => line.includes("evil.example"))).toBe(false);
+    // The same passkey, counter and fresh challenge from the right origin signs in.
+    await signedIn(alice, 10);
+  });
+
+  it("refuses a challenge used once already, and one the origin never gave", async () => {
+    const used = await challenge();
+    expect((await signIn(authenticationResponse(alice, used, { signCount: 20 }))).status).toBe(201);
+    const replayed = await signIn(authenticationResponse(alice, used, { signCount: 21 }));
+    expect(replayed.status).toBe(401);
+    expect(reasonOf(replayed)).toBe("does_not_verify");
+    const invented = await signIn(
+      authenticationResponse(alice, Buffer.alloc(32, 7).toString("base64url"), { signCount: 22 }),
+    );
+    expect(invented.status).toBe(401);
+    expect(reasonOf(invented)).toBe("does_not_verify");
+    await signedIn(alice, 23);
+  });
+
+  it("refuses a counter that did not move forward (a clone), and keeps the highest counter seen", async () => {
+    await signedIn(alice, 100);
+    const stale = await signIn(authenticationResponse(alice, await challenge(), { signCount: 100 }));
+    expect(stale.status).toBe(401);
+    expect(reasonOf(stale)).toBe("stale_counter");
+    const older = await signIn(authenticationResponse(alice, await challenge(), { signCount: 50 }));
+    expect(older.status).toBe(401);
+    expect(reasonOf(older)).toBe("stale_counter");
+    const [row] = await queryRows<{ sign_count: string }>(
+      db(),
+      sql`select sign_count::text from operator_passkeys where credential_id = ${alice.credentialId}`,
+    );
+    expect(row!.sign_count).toBe("100");
+    await signedIn(alice, 101);
+  });
+
+  it("one client opens 30 sign-ins a minute, then 429; another client is not held up by it", async () => {
+    const flooding = "127.0.0.12";
+    for (let i = 0; i < 30; i++) await challenge(flooding);
+    const refused = await send(`${origin.base}/admin/agents/session/options`, {
+      method: "POST",
+      body: "{}",
+      localAddress: flooding,
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.headers["retry-after"]).toBeDefined();
+    // Another address still signs in.
+    const other = "127.0.0.13";
+    const answer = await signIn(
+      authenticationResponse(alice, await challenge(other), { signCount: 150 }),
+      other,
+    );
+    expect(answer.status).toBe(201);
+  });
+
+  it("a session changes only on a node that takes changes: without the registration secret, a change is feature_disabled and a read works", async () => {
+    const readOnlyNode = await startTestOrigin({
+      database: testDb.handle,
+      env: { AGENT_ADMIN_API_TOKEN: secrets.adminToken, CONSOLE_RP_ID: RP_ID, CONSOLE_ORIGIN: ORIGIN },
+    });
+    try {
+      const answer = await send(`${readOnlyNode.base}/admin/agents/session/options`, {
+        method: "POST",
+        body: "{}",
+      });
+      const { challenge: given } = (answer.body as { options: { challenge: string } }).options;
+      const started = await send(`${readOnlyNode.base}/admin/agents/session`, {
+        method: "POST",
+        body: JSON.stringify({ response: authenticationResponse(alice, given, { signCount: 200 }) }),
+      });
+      expect(started.status).toBe(201);
+      const { token } = started.body as SessionStarted;
+      const calls = consoleCalls(readOnlyNode.base, {});
+      expect((await calls.get("/operations", withSession(token))).status).toBe(200);
+      const change = await calls.post(
+        "/registration/settings",
+        { changes: { per_ip_daily: 9 }, reason: "not here" },
+        withSession(token),
+      );
+      expect(change.status).toBe(404);
+      expect((change.body as { error: { code: string } }).error.code).toBe("feature_disabled");
+    } finally {
+      await readOnlyNode.close();
+    }
+  });
+
+  it("refuses an unknown passkey, and counts each refused sign-in as a failed admin authentication (429 past the limit)", async () => {
+    const stranger = new SoftwarePasskey(RP_ID, ORIGIN);
+    const address = "127.0.0.9";
+    const response = authenticationResponse(stranger, await challenge(address));
+    const unknown = await signIn(response, address);
+    expect(unknown.status).toBe(401);
+    expect(reasonOf(unknown)).toBe("unknown_passkey");
+    // Twenty failures in the window in all (docs/operations.md#the-operator-console-and-metrics).
+    for (let i = 1; i < 20; i++) expect((await signIn(response, address)).status).toBe(401);
+    const blocked = await send(`${origin.base}/admin/agents/operations`, {
+      headers: { "x-admin-api-token": secrets.adminToken },
+      localAddress: address,
+    });
+    expect(blocked.status).toBe(429);
+  });
+});

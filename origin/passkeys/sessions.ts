@@ -1,0 +1,51 @@
+/**
+ * Console sessions (docs/operations.md#signing-in-with-a-passkey), kept in operator_sessions by the
+ * SHA-256 of their token: the token is answered once and never stored, so the table alone signs
+ * no one in. Looked up at every request, so a sign-out or an expiry holds from the next one.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
+import { type Db, queryRows } from "../db/client.ts";
+
+/** Ours: how long a sign-in lasts; an operator signs in again after a working day. */
+export const SESSION_HOURS = 8;
+
+const tokenHash = (token: string): string => createHash("sha256").update(token).digest("hex");
+
+export type StartedSession = { token: string; operator: Operator; expiresAt: Date };
+
+/** A new session for the operator: 32 random bytes, base64url, stored only as their SHA-256. */
+export async function startSession(db: Db, operator: Operator): Promise<StartedSession> {
+  const token = randomBytes(32).toString("base64url");
+  const [row] = await queryRows<{ expires_at: Date | string }>(
+    db,
+    sql`insert into operator_sessions (token_hash, operator, key_id, expires_at)
+        values (${tokenHash(token)}, ${operator.name}, ${operator.keyId},
+                now() + make_interval(hours => ${SESSION_HOURS}))
+        returning expires_at`,
+  );
+  // Raw statements answer timestamps as text: one Date, whichever the driver gave.
+  return { token, operator, expiresAt: new Date(row!.expires_at) };
+}
+
+export type LiveSession = { operator: Operator; expiresAt: Date };
+
+/** The session a token names, if it is neither expired nor ended. */
+export async function findLiveSession(db: Db, token: string): Promise<LiveSession | null> {
+  const [row] = await queryRows<{ operator: string; key_id: string; expires_at: Date | string }>(
+    db,
+    sql`select operator, key_id, expires_at from operator_sessions
+        where token_hash = ${tokenHash(token)} and ended_at is null and expires_at > now()`,
+  );
+  return row
+    ? { operator: { name: row.operator, keyId: row.key_id }, expiresAt: new Date(row.expires_at) }
+    : null;
+}
+
+/** Ends the session a token names (signing out); ending an ended session changes nothing. */
+export async function endSession(db: Db, token: string): Promise<void> {
+  await db.execute(
+    sql`update operator_sessions set ended_at = now() where token_hash = ${tokenHash(token)} and ended_at is null`,
+  );
+}

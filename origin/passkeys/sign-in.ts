@@ -1,0 +1,125 @@
+/**
+ * The console's sign-in ceremony (docs/operations.md#signing-in-with-a-passkey), with
+ * @simplewebauthn/server: authentication options for the browser, then the assertion verified
+ * against an enrolled passkey (challenge, origin, rpId, user verification, signature, and a counter
+ * that must move forward). The origin vouches for the result: unlike an approval, no enclave checks it.
+ */
+import {
+  type AuthenticationResponseJSON,
+  generateAuthenticationOptions,
+  type PublicKeyCredentialRequestOptionsJSON,
+  verifyAuthenticationResponse,
+} from "@simplewebauthn/server";
+import { sql } from "drizzle-orm";
+import type { Operator } from "../../shared/operator.ts";
+import { err, ok, type Result } from "../../shared/result.ts";
+import { type Db, queryRows } from "../db/client.ts";
+import { uncompressedP256ToCose } from "./credential-key.ts";
+import type { RelyingParty } from "./registration.ts";
+import { findPasskey } from "./store.ts";
+
+/** How long a sign-in's challenge waits for the authenticator's answer. */
+const CEREMONY_MS = 5 * 60_000;
+/** Sign-ins one origin keeps open at once (older ones are dropped first). */
+const MAX_OPEN = 256;
+
+/**
+ * Why a sign-in was refused, for the log; the wire says only admin_auth_failed, except to the
+ * holder of a pending passkey (its assertion verified), who is told it awaits enrollment.
+ */
+export type SignInRefusal =
+  | { code: "unknown_passkey" }
+  | { code: "does_not_verify"; message: string }
+  | { code: "not_enrolled"; operator: string; keyId: string }
+  | { code: "stale_counter" };
+
+export type PasskeySignIn = {
+  options(): Promise<PublicKeyCredentialRequestOptionsJSON>;
+  verify(response: AuthenticationResponseJSON): Promise<Result<Operator, SignInRefusal>>;
+};
+
+/**
+ * Challenges are kept in this process's memory, single use, for five minutes, at most MAX_OPEN at
+ * once: the options and the answer go to the same origin process, as registration's do.
+ */
+export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.now()): PasskeySignIn {
+  const open = new Map<string, number>();
+  const prune = () => {
+    const at = now();
+    for (const [challenge, until] of open) if (until <= at) open.delete(challenge);
+    while (open.size >= MAX_OPEN) open.delete(open.keys().next().value!);
+  };
+  return {
+    async options() {
+      prune();
+      const enrolled = await queryRows<{ credential_id: string }>(
+        db,
+        sql`select credential_id from operator_passkeys
+            where enrolled_at is not null and rp_id = ${rp.rpId} order by created_at desc limit 64`,
+      );
+      const options = await generateAuthenticationOptions({
+        rpID: rp.rpId,
+        // Empty when none is enrolled: the browser then offers whatever discoverable passkey it has.
+        allowCredentials: enrolled.map((row) => ({ id: row.credential_id })),
+        userVerification: "required",
+        timeout: CEREMONY_MS,
+      });
+      open.set(options.challenge, now() + CEREMONY_MS);
+      return options;
+    },
+    async verify(response) {
+      prune();
+      const passkey = typeof response?.id === "string" ? await findPasskey(db, response.id) : null;
+      if (passkey === null || passkey.credentialId !== response.id) return err({ code: "unknown_passkey" });
+      let used: string | null = null;
+      let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
+      try {
+        verified = await verifyAuthenticationResponse({
+          response,
+          expectedChallenge: (challenge) => {
+            const until = open.get(challenge);
+            if (until === undefined || until <= now()) return false;
+            used = challenge;
+            return true;
+          },
+          expectedOrigin: rp.origin,
+          expectedRPID: rp.rpId,
+          expectedType: "webauthn.get",
+          credential: {
+            id: passkey.credentialId,
+            publicKey: uncompressedP256ToCose(passkey.publicKey),
+            // The counter rule is applied below, by the statement that stores the new counter, so
+            // that it holds against two sign-ins at once too; here the verifier checks the rest.
+            counter: 0,
+          },
+          requireUserVerification: true,
+        });
+      } catch (cause) {
+        return err({
+          code: "does_not_verify",
+          message: cause instanceof Error ? cause.message : "the assertion does not verify",
+        });
+      } finally {
+        // Single use, whatever the outcome: a captured assertion cannot be tried again.
+        if (used !== null) open.delete(used);
+      }
+      if (!verified.verified)
+        return err({ code: "does_not_verify", message: "the assertion does not verify" });
+      // Only the holder of the passkey gets this far: telling them it is pending leaks nothing.
+      if (passkey.enrolledAt === null)
+        return err({ code: "not_enrolled", operator: passkey.operator, keyId: passkey.keyId });
+      // The counter moves forward in the same statement that checks it, so two sign-ins with one
+      // counter (a clone, or the same assertion raced) cannot both pass.
+      const next = verified.authenticationInfo.newCounter;
+      const [moved] = await queryRows<{ key_id: string }>(
+        db,
+        sql`update operator_passkeys set sign_count = ${next}
+            where credential_id = ${passkey.credentialId} and enrolled_at is not null
+              and (sign_count < ${next} or (${next}::bigint = 0 and sign_count = 0))
+            returning key_id`,
+      );
+      if (!moved) return err({ code: "stale_counter" });
+      return ok({ name: passkey.operator, keyId: passkey.keyId });
+    },
+  };
+}
