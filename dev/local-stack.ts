@@ -406,6 +406,18 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
           startChild({
             name: "origin",
             entry: "origin/main.ts",
+            // BENCH_CPU_PROF=<dir>: the origin writes a V8 CPU profile there when it stops.
+            ...(process.env.BENCH_CPU_PROF
+              ? {
+                  program: [
+                    "--cpu-prof",
+                    `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
+                    "--import",
+                    "tsx",
+                    "origin/main.ts",
+                  ],
+                }
+              : {}),
             env: { ...originEnv, ...env },
             onLine: onPartLine,
           }),
