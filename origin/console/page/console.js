@@ -481,7 +481,10 @@
     );
   }
 
-  async function refresh() {
+  // The node's counters, settings, audit and webhooks, which the overview, registration, keys,
+  // audit and webhooks pages show.
+  const NODE_PAGES = ["overview", "registration", "keys", "audit", "webhooks"];
+  async function readNode() {
     const [registration, operations, audit, webhooks] = await Promise.all([
       api("/registration"),
       api("/operations"),
@@ -492,7 +495,11 @@
     renderOperations(operations);
     renderAudit(audit);
     renderWebhooks(webhooks);
-    await showRoute();
+  }
+
+  async function refresh() {
+    await readNode();
+    await showRoute({ nodeRead: true });
   }
 
   // ─── Pages and search ───────────────────────────────────────────────────────────────────────
@@ -517,9 +524,12 @@
 
   // The page the address names: its section shown, the others hidden, its data read; the nav
   // marks it as the current page. Signed out, the address is kept for after the sign-in.
-  async function showRoute() {
+  // A page opened from the nav reads its data again, so it shows a change made on another page
+  // since (a disable in the audit, say); `nodeRead` when refresh() has just read it.
+  async function showRoute({ nodeRead = false } = {}) {
     if (!signedIn()) return;
     const route = router.parse(location.hash);
+    if (!nodeRead && NODE_PAGES.includes(route.page)) await readNode();
     for (const section of document.querySelectorAll("main section[data-page]")) {
       section.hidden = section.dataset.page !== route.page;
     }
