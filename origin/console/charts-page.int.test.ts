@@ -7,7 +7,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { launchBrowser } from "../../testing/browser.ts";
-import { signInToConsole } from "../../testing/console-browser.ts";
+import { recordPageProblems, signInToConsole } from "../../testing/console-browser.ts";
 import { chartBuckets, seedChartRows } from "../../testing/console-charts-seed.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -81,11 +81,7 @@ describe("the console's charts in a browser", () => {
 
   /** Opens the console; collects script errors, console errors and CSP violations. */
   const open = async (page: Page): Promise<string[]> => {
-    const problems: string[] = [];
-    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-    page.on("console", (message) => {
-      if (message.type() === "error") problems.push(`console: ${message.text()}`);
-    });
+    const problems = recordPageProblems(page);
     // Installed by the DevTools protocol, outside the page's CSP: the violations the page reports.
     await page.addInitScript(`document.addEventListener("securitypolicyviolation", (event) =>
       console.error("CSP violation: " + event.violatedDirective + " " + event.blockedURI));`);

@@ -7,7 +7,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { launchBrowser } from "../../testing/browser.ts";
-import { signInToConsole } from "../../testing/console-browser.ts";
+import { recordPageProblems, signInToConsole } from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send } from "../../testing/http.ts";
@@ -110,11 +110,7 @@ describe("the operator console page in a browser", () => {
 
   it("reads, changes a setting with a reason, and disables and enables an agent", async () => {
     const page = await context.newPage();
-    const problems: string[] = [];
-    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-    page.on("console", (message) => {
-      if (message.type() === "error") problems.push(`console: ${message.text()}`);
-    });
+    const problems = recordPageProblems(page);
     const pageRequests: string[] = [];
     page.on("request", (request) => pageRequests.push(request.url()));
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import type { StackAgent } from "../../testing/agent-factory.ts";
 import { launchBrowser } from "../../testing/browser.ts";
-import { signInToConsole } from "../../testing/console-browser.ts";
+import { recordPageProblems, signInToConsole } from "../../testing/console-browser.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { send } from "../../testing/http.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
@@ -114,11 +114,7 @@ describe("an operator's day in the console (real stack, real Chromium)", { timeo
       expect(await agentStatus()).toBe(200);
       const page = await context.newPage();
       await page.setViewportSize(viewport);
-      const problems: string[] = [];
-      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-      page.on("console", (message) => {
-        if (message.type() === "error") problems.push(`console: ${message.text()}`);
-      });
+      const problems = recordPageProblems(page);
       await signIn(page);
 
       // Find the agent by its wallet: the search lands on its page.

@@ -10,7 +10,11 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { StackAgent } from "../../testing/agent-factory.ts";
 import { launchBrowser } from "../../testing/browser.ts";
-import { signInToConsole } from "../../testing/console-browser.ts";
+import {
+  addPlatformAuthenticator,
+  recordPageProblems,
+  signInToConsole,
+} from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { freePort } from "../../testing/free-port.ts";
 import { send } from "../../testing/http.ts";
@@ -109,24 +113,8 @@ describe("passkeys in the console: register, enroll, approve a held transfer (re
       const db = stack.db.handle.db;
       const page = await context.newPage();
       await page.setViewportSize(viewport);
-      const problems: string[] = [];
-      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-      page.on("console", (message) => {
-        if (message.type() === "error") problems.push(`console: ${message.text()}`);
-      });
-      // The device's own authenticator, with user verification (a fingerprint, a PIN), as the
-      // DevTools protocol emulates one.
-      const cdp = await context.newCDPSession(page);
-      await cdp.send("WebAuthn.enable", { enableUI: false });
-      const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
-        options: {
-          protocol: "ctap2",
-          transport: "internal",
-          hasResidentKey: true,
-          hasUserVerification: true,
-          isUserVerified: true,
-        },
-      });
+      const problems = recordPageProblems(page);
+      const { cdp, authenticatorId } = await addPlatformAuthenticator(context, page);
 
       // Register: the browser's ceremony, the origin's verification; pending.
       await signIn(page, "#/passkeys");

@@ -6,7 +6,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { launchBrowser } from "../../testing/browser.ts";
-import { signInToConsole } from "../../testing/console-browser.ts";
+import { recordPageProblems, signInToConsole } from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send } from "../../testing/http.ts";
@@ -103,11 +103,7 @@ describe("revoking an agent from the console page (real Chromium)", () => {
 
   it("asks first, naming the agent; once confirmed the agent is refused and its page says revoked", async () => {
     const page = await context.newPage();
-    const problems: string[] = [];
-    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-    page.on("console", (message) => {
-      if (message.type() === "error") problems.push(`console: ${message.text()}`);
-    });
+    const problems = recordPageProblems(page);
     await openAgent(page);
     expect(await agentStatus()).toBe(200);
 

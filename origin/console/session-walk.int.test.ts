@@ -5,7 +5,11 @@ import { sql } from "drizzle-orm";
 import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchBrowser } from "../../testing/browser.ts";
-import { signInToConsole } from "../../testing/console-browser.ts";
+import {
+  addPlatformAuthenticator,
+  recordPageProblems,
+  signInToConsole,
+} from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { freePort } from "../../testing/free-port.ts";
@@ -74,23 +78,8 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
     const agentId = provisioned.value.agentId;
     const page = await context.newPage();
     await page.setViewportSize({ width: 1280, height: 800 });
-    const problems: string[] = [];
-    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-    // A script the CSP refused, or any error the page logged, is reported here.
-    page.on("console", (message) => {
-      if (message.type() === "error") problems.push(`console: ${message.text()}`);
-    });
-    const cdp = await context.newCDPSession(page);
-    await cdp.send("WebAuthn.enable", { enableUI: false });
-    const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
-      options: {
-        protocol: "ctap2",
-        transport: "internal",
-        hasResidentKey: true,
-        hasUserVerification: true,
-        isUserVerified: true,
-      },
-    });
+    const problems = recordPageProblems(page);
+    const { cdp, authenticatorId } = await addPlatformAuthenticator(context, page);
 
     // Registered under the admin tokens, then enrolled; the tokens forgotten.
     await signInToConsole(page, consoleUrl("#/passkeys"), {
