@@ -14,7 +14,7 @@ import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
-import { httpOk, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
+import { httpOk, profiledProgram, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
@@ -150,18 +150,7 @@ async function main(): Promise<void> {
   const origin = startChild({
     name: "origin",
     entry: "bench/gateway-server.ts",
-    // BENCH_CPU_PROF=<dir>: the origin writes a V8 CPU profile there when it exits.
-    ...(process.env.BENCH_CPU_PROF
-      ? {
-          program: [
-            "--cpu-prof",
-            `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
-            "--import",
-            "tsx",
-            "bench/gateway-server.ts",
-          ],
-        }
-      : {}),
+    ...profiledProgram("bench/gateway-server.ts"),
     env: {
       ...process.env,
       DATABASE_URL: postgres.url,

@@ -14,7 +14,13 @@ import { count } from "drizzle-orm";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { socketAccepts } from "../enclave/socket-probe.ts";
-import { httpOk, type ManagedChild, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
+import {
+  httpOk,
+  type ManagedChild,
+  profiledProgram,
+  startChild,
+  waitUntilReady,
+} from "../ops/lib/supervisor.ts";
 import { connectDatabase, type Db } from "../origin/db/client.ts";
 import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
@@ -406,18 +412,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
           startChild({
             name: "origin",
             entry: "origin/main.ts",
-            // BENCH_CPU_PROF=<dir>: the origin writes a V8 CPU profile there when it stops.
-            ...(process.env.BENCH_CPU_PROF
-              ? {
-                  program: [
-                    "--cpu-prof",
-                    `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
-                    "--import",
-                    "tsx",
-                    "origin/main.ts",
-                  ],
-                }
-              : {}),
+            ...profiledProgram("origin/main.ts"),
             env: { ...originEnv, ...env },
             onLine: onPartLine,
           }),

@@ -24,6 +24,16 @@ export type StartChildParams = {
 };
 
 /**
+ * With BENCH_CPU_PROF=<dir> set, the node arguments that run `entry` (through tsx, as startChild
+ * does) writing a V8 CPU profile into that folder when it exits; otherwise nothing, and startChild
+ * runs `entry` as usual. For the benchmarks' children (docs/development.md).
+ */
+export function profiledProgram(entry: string): { program?: string[] } {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? { program: ["--cpu-prof", `--cpu-prof-dir=${dir}`, "--import", "tsx", entry] } : {};
+}
+
+/**
  * Runs one part of the local stack as a child process. Each child gets its own process group
  * (so a terminal's Ctrl-C reaches only the launcher, which then stops the parts in order) and an
  * IPC channel (so a child whose launcher dies notices the disconnect and exits: no orphans).
