@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { startCountingPassThrough } from "../../testing/counting-pass-through.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, sendUnchecked } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
@@ -538,21 +539,8 @@ describe("gateway over HTTP (real database and devnet)", () => {
     });
 
     it("refuses a batch of 101 and a body over 64 KB before any upstream call, even while the body streams", async () => {
-      // A counting proxy in front of the devnet: what reached the chain, not what it changed.
-      let upstreamCalls = 0;
-      const counter = createServer((req, res) => {
-        upstreamCalls++;
-        const forward = request(devnet.url, { method: "POST", headers: req.headers }, (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        });
-        req.pipe(forward);
-      });
-      await new Promise<void>((resolve) => counter.listen(0, "127.0.0.1", resolve));
-      const counted = await startTestOrigin({
-        database: testDb.handle,
-        rpcUrl: `http://127.0.0.1:${(counter.address() as AddressInfo).port}`,
-      });
+      const counter = await startCountingPassThrough(devnet.url);
+      const counted = await startTestOrigin({ database: testDb.handle, rpcUrl: counter.url });
       const rpcTo = (body: unknown, headers: Record<string, string> = {}) =>
         send(`${counted.base}/agent/v1/rpc`, {
           method: "POST",
@@ -562,8 +550,8 @@ describe("gateway over HTTP (real database and devnet)", () => {
       try {
         // The proxy is in the path: an allowed call is counted.
         expect((await rpcTo(call(1, "eth_chainId"))).body).toMatchObject({ result: "0x4d" });
-        expect(upstreamCalls).toBe(1);
-        upstreamCalls = 0;
+        expect(counter.calls).toBe(1);
+        const before = counter.calls;
 
         const tooMany = await rpcTo(Array.from({ length: 101 }, (_, i) => call(i, "eth_chainId")));
         expect(tooMany.body).toEqual({
@@ -643,11 +631,10 @@ describe("gateway over HTTP (real database and devnet)", () => {
             error: { code: -32600, message: "request exceeds 65536 bytes" },
           });
         }
-        expect(upstreamCalls).toBe(0);
+        expect(counter.calls).toBe(before);
       } finally {
         await counted.close();
-        counter.closeAllConnections();
-        counter.close();
+        await counter.close();
       }
     });
 

@@ -1,10 +1,9 @@
-import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { eq } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { type CountingPassThrough, startCountingPassThrough } from "../../testing/counting-pass-through.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
@@ -27,26 +26,17 @@ const BLOCK_NUMBER = JSON.stringify({ jsonrpc: "2.0", id: 7, method: "eth_blockN
 describe("/rpc sent ahead of authentication (real database and devnet)", () => {
   let testDb: TestDatabase;
   let devnet: Devnet;
-  let counter: Server;
+  let counter: CountingPassThrough;
   let origin: TestOrigin;
-  let upstreamCalls = 0;
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
     await seedFreeKeys(testDb.handle.db, 5);
     devnet = await startDevnet({ port: 0 });
-    counter = createServer((req, res) => {
-      upstreamCalls++;
-      const forward = request(devnet.url, { method: "POST", headers: req.headers }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      });
-      req.pipe(forward);
-    });
-    await new Promise<void>((resolve) => counter.listen(0, "127.0.0.1", resolve));
+    counter = await startCountingPassThrough(devnet.url);
     origin = await startTestOrigin({
       database: testDb.handle,
-      rpcUrl: `http://127.0.0.1:${(counter.address() as AddressInfo).port}`,
+      rpcUrl: counter.url,
       // Room for every call of the last test at once: its count is the prefetch's, not these slots'.
       limiters: { ...createGatewayLimiters(), rpcInFlight: new InFlightLimiter({ perKey: 16, total: 16 }) },
     });
@@ -54,7 +44,7 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
 
   afterAll(async () => {
     await origin?.close();
-    await new Promise((resolve) => counter?.close(resolve));
+    await counter?.close();
     await devnet?.close();
     await testDb?.drop();
   });
@@ -87,8 +77,8 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
 
   async function callsReach(count: number): Promise<void> {
     const deadline = Date.now() + 10_000;
-    while (upstreamCalls < count) {
-      if (Date.now() > deadline) throw new Error(`${upstreamCalls} upstream calls, expected ${count}`);
+    while (counter.calls < count) {
+      if (Date.now() > deadline) throw new Error(`${counter.calls} upstream calls, expected ${count}`);
       await sleep(10);
     }
   }
@@ -102,7 +92,7 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
   it("sends a known token's call while its read waits, and answers only once the read admits it", async () => {
     const { token } = await agent();
     expect((await rpc(token)).status).toBe(200);
-    const before = upstreamCalls;
+    const before = counter.calls;
 
     const held = await holdTokenReads();
     const answer = rpc(token);
@@ -115,7 +105,7 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
     const response = await answer;
     expect(response.status).toBe(200);
     expect(response.body).toMatchObject({ jsonrpc: "2.0", id: 7, result: expect.stringMatching(/^0x/) });
-    expect(upstreamCalls).toBe(before + 1);
+    expect(counter.calls).toBe(before + 1);
   });
 
   it("drops the answer fetched for a token disabled since: 401, as without the prefetch", async () => {
@@ -125,36 +115,36 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
       .update(agentIdentities)
       .set({ enabled: false })
       .where(eq(agentIdentities.agentId, agentId));
-    const before = upstreamCalls;
+    const before = counter.calls;
 
     const response = await rpc(token);
     expect(response.status).toBe(401);
     expect(response.body).toMatchObject({ error: { code: "agent_auth_failed" } });
     // The call was sent ahead, and its answer was not what the client got.
-    expect(upstreamCalls).toBe(before + 1);
+    expect(counter.calls).toBe(before + 1);
   });
 
   it("sends nothing ahead for a token not seen from this client, nor for a bad one", async () => {
     const { token } = await agent();
-    const before = upstreamCalls;
+    const before = counter.calls;
     const held = await holdTokenReads();
     const answer = rpc(token);
     const forged = rpc(`${token.slice(0, -4)}0000`);
     try {
       expect(await pending(answer)).toBe(true);
-      expect(upstreamCalls).toBe(before);
+      expect(counter.calls).toBe(before);
     } finally {
       await held.release();
     }
     expect((await answer).status).toBe(200);
     expect((await forged).status).toBe(401);
-    expect(upstreamCalls).toBe(before + 1);
+    expect(counter.calls).toBe(before + 1);
   });
 
   it(`sends at most ${RPC_PREFETCH_IN_FLIGHT.perToken} calls ahead per token; the rest wait for their read`, async () => {
     const { token } = await agent();
     expect((await rpc(token)).status).toBe(200);
-    const before = upstreamCalls;
+    const before = counter.calls;
     const calls = RPC_PREFETCH_IN_FLIGHT.perToken + 2;
 
     const held = await holdTokenReads();
@@ -167,11 +157,11 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
       }
       await callsReach(before + RPC_PREFETCH_IN_FLIGHT.perToken);
       await sleep(200);
-      expect(upstreamCalls).toBe(before + RPC_PREFETCH_IN_FLIGHT.perToken);
+      expect(counter.calls).toBe(before + RPC_PREFETCH_IN_FLIGHT.perToken);
     } finally {
       await held.release();
     }
     for (const response of await Promise.all(answers)) expect(response.status).toBe(200);
-    expect(upstreamCalls).toBe(before + calls);
+    expect(counter.calls).toBe(before + calls);
   });
 });
