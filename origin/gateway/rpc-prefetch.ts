@@ -67,8 +67,7 @@ async function prefetch(
   // this node's memory until then, whether it is sent or dropped.
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
   const sent = send(call, upstream);
-  if (!outgoing) void sent.finally(() => slots.release(tokenId));
-  else if (outgoing.closed) void sent.finally(() => slots.release(tokenId));
+  if (!outgoing || outgoing.closed) void sent.finally(() => slots.release(tokenId));
   else outgoing.once("close", () => slots.release(tokenId));
   return { read, call, sent };
 }
