@@ -12,6 +12,7 @@ import {
 } from "@simplewebauthn/server";
 import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
+import { OpenCeremonies } from "./ceremonies.ts";
 import { coseToUncompressedP256, passkeyKeyId } from "./credential-key.ts";
 import { type PendingPasskey, savePendingPasskey } from "./store.ts";
 
@@ -39,15 +40,9 @@ export function createPasskeyRegistration(
   rp: RelyingParty,
   now = () => Date.now(),
 ): PasskeyRegistration {
-  const open = new Map<string, { operator: string; until: number }>();
-  const prune = () => {
-    const at = now();
-    for (const [challenge, ceremony] of open) if (ceremony.until <= at) open.delete(challenge);
-    while (open.size >= MAX_OPEN) open.delete(open.keys().next().value!);
-  };
+  const ceremonies = new OpenCeremonies<string>(CEREMONY_MS, MAX_OPEN, now);
   return {
     async options(operator) {
-      prune();
       const options = await generateRegistrationOptions({
         rpName: "agent wallet console",
         rpID: rp.rpId,
@@ -57,19 +52,17 @@ export function createPasskeyRegistration(
         supportedAlgorithmIDs: [-7],
         timeout: CEREMONY_MS,
       });
-      open.set(options.challenge, { operator, until: now() + CEREMONY_MS });
+      ceremonies.open(options.challenge, operator);
       return options;
     },
     async verify(operator, response) {
-      prune();
       let used: string | null = null;
       let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
       try {
         verified = await verifyRegistrationResponse({
           response,
           expectedChallenge: (challenge) => {
-            const ceremony = open.get(challenge);
-            if (ceremony?.operator !== operator) return false;
+            if (ceremonies.get(challenge) !== operator) return false;
             used = challenge;
             return true;
           },
@@ -81,7 +74,7 @@ export function createPasskeyRegistration(
       } catch (cause) {
         return err(cause instanceof Error ? cause.message : "the registration response does not verify");
       }
-      if (used !== null) open.delete(used);
+      if (used !== null) ceremonies.spend(used);
       if (!verified.verified) return err("the registration response does not verify");
       const publicKey = coseToUncompressedP256(verified.registrationInfo.credential.publicKey);
       if (publicKey === null) return err("the passkey's key is not P-256 (ES256)");

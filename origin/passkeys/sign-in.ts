@@ -14,6 +14,7 @@ import { sql } from "drizzle-orm";
 import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
+import { OpenCeremonies } from "./ceremonies.ts";
 import { uncompressedP256ToCose } from "./credential-key.ts";
 import type { RelyingParty } from "./registration.ts";
 import { findPasskey } from "./store.ts";
@@ -43,15 +44,9 @@ export type PasskeySignIn = {
  * once: the options and the answer go to the same origin process, as registration's do.
  */
 export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.now()): PasskeySignIn {
-  const open = new Map<string, number>();
-  const prune = () => {
-    const at = now();
-    for (const [challenge, until] of open) if (until <= at) open.delete(challenge);
-    while (open.size >= MAX_OPEN) open.delete(open.keys().next().value!);
-  };
+  const ceremonies = new OpenCeremonies<true>(CEREMONY_MS, MAX_OPEN, now);
   return {
     async options() {
-      prune();
       const enrolled = await queryRows<{ credential_id: string }>(
         db,
         sql`select credential_id from operator_passkeys
@@ -64,11 +59,10 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
         userVerification: "required",
         timeout: CEREMONY_MS,
       });
-      open.set(options.challenge, now() + CEREMONY_MS);
+      ceremonies.open(options.challenge, true);
       return options;
     },
     async verify(response) {
-      prune();
       const passkey = typeof response?.id === "string" ? await findPasskey(db, response.id) : null;
       if (passkey === null || passkey.credentialId !== response.id) return err({ code: "unknown_passkey" });
       let used: string | null = null;
@@ -77,8 +71,7 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
         verified = await verifyAuthenticationResponse({
           response,
           expectedChallenge: (challenge) => {
-            const until = open.get(challenge);
-            if (until === undefined || until <= now()) return false;
+            if (ceremonies.get(challenge) === undefined) return false;
             used = challenge;
             return true;
           },
@@ -101,7 +94,7 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
         });
       } finally {
         // Single use, whatever the outcome: a captured assertion cannot be tried again.
-        if (used !== null) open.delete(used);
+        if (used !== null) ceremonies.spend(used);
       }
       if (!verified.verified)
         return err({ code: "does_not_verify", message: "the assertion does not verify" });
