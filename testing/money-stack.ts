@@ -21,6 +21,7 @@ import { type AgentFactoryDeps, makeAgents, makeFreeKeys, type StackAgent } from
 import type { TestDatabase } from "./database.ts";
 import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "./enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
+import { startOwnPostgres } from "./own-postgres.ts";
 import { programArgs } from "./program-bundles.ts";
 
 export type MoneyStack = {
@@ -86,8 +87,12 @@ export type MoneyStackOptions = {
    * funded from the operator pool, and the origin's x402 switch.
    */
   x402?: { amountUnits: bigint; payTo: Address | "enclave-payee" };
-  /** The database to use instead of a clone of the suite's template (a test-owned cluster). */
-  database?: TestDatabase;
+  /**
+   * The database to use instead of a clone of the suite's template (a test-owned cluster), or
+   * "own cluster" for one started here: for a file whose timings read the event log's horizon, which
+   * the shared cluster's other files hold back (testing/events-horizon.ts).
+   */
+  database?: TestDatabase | "own cluster";
   /**
    * False: no in-process origin (`origin` then throws). For tests whose origins are processes
    * under a fault, where a second tracker on a healthy path would finish their work for them.
@@ -100,7 +105,10 @@ export type MoneyStackOptions = {
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
   // Loaded only when needed: it reads the suite's cluster from vitest, which a benchmark bringing
   // its own database (bench/events.ts) runs without.
-  const db = options.database ?? (await (await import("./database.ts")).createTestDatabase());
+  const db =
+    options.database === "own cluster"
+      ? (await startOwnPostgres()).database
+      : (options.database ?? (await (await import("./database.ts")).createTestDatabase()));
   const devnet = await startDevnet({ port: 0 });
   const enclave = await startEnclaveProcess({ envId: "money-test" });
   const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { untilEventsServable } from "../../testing/events-horizon.ts";
 import { queryRows } from "../db/client.ts";
 import { readServable, servableQuery } from "./store.ts";
 
@@ -29,6 +30,7 @@ describe("the webhooks' fan-out read of the event log (events/store.ts servableQ
           from generate_series(1, ${EVENTS}) n`,
     );
     await db.handle.db.execute(sql`analyze events`);
+    await untilEventsServable(db.handle.db);
   });
   afterAll(async () => {
     await db?.drop();

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { untilEventsServable } from "../../testing/events-horizon.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import {
   deliveriesOf,
@@ -228,16 +229,18 @@ describe("the fan-out's places and the drain (real Postgres, called directly)", 
     await testDb.drop();
   });
 
-  const insertEvents = async (types: string[]): Promise<string[]> =>
-    (
-      await queryRows<{ id: string }>(
-        testDb.handle.db,
-        sql`insert into events (agent_id, type, data)
+  /** Writes the events and waits until they are below the horizon, as a fan-out reads them. */
+  const insertEvents = async (types: string[]): Promise<string[]> => {
+    const rows = await queryRows<{ id: string }>(
+      testDb.handle.db,
+      sql`insert into events (agent_id, type, data)
             select null, t, '{}' from unnest(${`{${types.join(",")}}`}::text[]) with ordinality as u(t, n)
             order by n
             returning id::text as id`,
-      )
-    ).map((row) => row.id);
+    );
+    await untilEventsServable(testDb.handle.db);
+    return rows.map((row) => row.id);
+  };
 
   it("stops an endpoint after the last event it took and goes on from there: every subscribed event, none twice, none skipped", async () => {
     const db = testDb.handle.db;
