@@ -77,7 +77,12 @@ describe("the client's events() and waitForAction() through the edge (real stack
     createGatewayClient({ baseUrl: `${link.url}/77`, token, fetch: counting });
 
   beforeAll(async () => {
-    stack = await startMoneyStack({ env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET } });
+    // A cluster of its own: the waits timed here end on events another file's transaction could
+    // hold back on the suite's shared one (testing/events-horizon.ts).
+    stack = await startMoneyStack({
+      env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET },
+      database: "own cluster",
+    });
     rpc = await startRpcCutProxy(stack.devnet.url);
     origin = await stack.startOrigin({}, undefined, rpc.url);
     edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });

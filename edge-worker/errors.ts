@@ -7,16 +7,17 @@ export function newRequestId(): string {
 }
 
 /**
- * A refusal made by the edge itself, in the gateway's one envelope, with the
- * status taken from the shared ERROR_STATUS table.
+ * A refusal made by the edge itself, in the gateway's one envelope (with any fields the code
+ * carries, such as `retry_after`), with the status taken from the shared ERROR_STATUS table.
  */
 export function errorResponse(
   code: ErrorCode,
   message: string,
   requestId: string,
   headers: Record<string, string> = {},
+  fields: Record<string, string | number> = {},
 ): Response {
-  const body: ErrorBody = { error: { code, message, request_id: requestId } };
+  const body: ErrorBody = { error: { ...fields, code, message, request_id: requestId } };
   return new Response(JSON.stringify(body), {
     status: ERROR_STATUS[code],
     headers: { ...headers, "content-type": "application/json", "x-request-id": requestId },

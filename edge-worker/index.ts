@@ -7,6 +7,7 @@ import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts
 import { errorResponse, newRequestId } from "./errors.ts";
 import { type FetchOrigin, passThrough } from "./proxy.ts";
 import { handleRegister } from "./register.ts";
+import { RegistrationBackoff } from "./registration-backoff.ts";
 
 export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string } };
 
@@ -27,7 +28,10 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   });
 
   const base = new Hono<EdgeEnv>();
-  base.all("/agent/v1/register", (c) => handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  const backoff = new RegistrationBackoff();
+  base.all("/agent/v1/register", (c) =>
+    handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId"), backoff),
+  );
   base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   // The webhooks' public keys, so a receiver verifies `v1a` signatures without a shared secret.

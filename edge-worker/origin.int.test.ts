@@ -124,6 +124,7 @@ describe("the edge in front of the real origin", () => {
   });
 
   describe("registration", () => {
+    let burstsSent = 0;
     it("201 through the edge: a token that reads /network, a wallet whose key the enclave holds, no faucet", async () => {
       await open();
       const response = await register("127.0.0.2");
@@ -165,9 +166,14 @@ describe("the edge in front of the real origin", () => {
       expect(held.ok && held.value.address.toLowerCase()).toBe(body.assigned_wallet);
     });
 
-    /** `perAddress` registrations from each of `clients` loopback addresses, all at once, in random order. */
+    /**
+     * `perAddress` registrations from each of `clients` loopback addresses, all at once, in random
+     * order. Each burst from addresses of its own: the edge refuses an address the origin answered
+     * 429 for up to a minute, whatever day the origin's clock has moved to.
+     */
     async function burst(clients: number, perAddress: number) {
-      const addresses = Array.from({ length: clients }, (_, i) => `127.0.0.${i + 1}`);
+      burstsSent += 1;
+      const addresses = Array.from({ length: clients }, (_, i) => `127.0.${burstsSent}.${i + 1}`);
       const requests = addresses.flatMap((from) => Array<string>(perAddress).fill(from));
       for (let i = requests.length - 1; i > 0; i--) {
         const j = Math.floor(Math.random() * (i + 1));

@@ -6,6 +6,7 @@ import {
   HEADER_REGISTRATION,
   HEADER_REGISTRATION_IP,
 } from "../shared/constants.ts";
+import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 // The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
 import { sendUnchecked as send } from "../testing/http.ts";
@@ -62,6 +63,16 @@ function register(target: EdgeHandle, overrides: Record<string, string | null> =
   };
   for (const [name, value] of Object.entries(merged)) if (value !== null) headers[name] = value;
   return fetch(`${target.url}/77/agent/v1/register`, { method: "POST", headers, body: "{}" });
+}
+
+/** A well-formed registration from a loopback address of its own, which the edge takes as the client's. */
+function registerFrom(localAddress: string) {
+  return send(`${edge.url}/77/agent/v1/register`, {
+    method: "POST",
+    headers: { [HEADER_REGISTRATION]: "1" },
+    body: "{}",
+    localAddress,
+  });
 }
 
 async function expectRefusal(response: Response, status: number, code: string): Promise<void> {
@@ -142,13 +153,53 @@ describe("POST {base}/agent/v1/register through the edge", () => {
       headers: { "content-type": "application/json", "retry-after": "30" },
       body: JSON.stringify({ error: { code: "rate_limited", message: "slow down", request_id: "req_0" } }),
     };
-    const response = await register(edge);
+    // From an address of its own: the edge now refuses this one for 30 s (the test below).
+    const response = await registerFrom("127.0.0.30");
     expect(response.status).toBe(429);
-    expect(response.headers.get("retry-after")).toBe("30");
-    expect(response.headers.get("cache-control")).toBe("no-store");
-    expect(await response.json()).toEqual({
+    expect(response.headers["retry-after"]).toBe("30");
+    expect(response.headers["cache-control"]).toBe("no-store");
+    expect(response.body).toEqual({
       error: { code: "rate_limited", message: "slow down", request_id: "req_0" },
     });
+  });
+
+  it("refuses an address the origin answered 429 itself until the Retry-After is over, forwarding none of its attempts; other addresses go on", async () => {
+    originAnswer = {
+      status: 429,
+      headers: { "content-type": "application/json", "retry-after": "2" },
+      body: JSON.stringify({
+        error: { code: "registration_rate_limited", message: "m", request_id: "req_0", retry_after: 2 },
+      }),
+    };
+    expect((await registerFrom("127.0.0.31")).status).toBe(429);
+    expect(origin.received).toHaveLength(1);
+    originAnswer = CREATED;
+    const started = Date.now();
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const refused = await registerFrom("127.0.0.31");
+      expect(refused.status).toBe(429);
+      expect(refused.headers["cache-control"]).toBe("no-store");
+      const seconds = Number(refused.headers["retry-after"]);
+      expect(seconds).toBeGreaterThanOrEqual(1);
+      expect(seconds).toBeLessThanOrEqual(2);
+      expect(refused.body).toEqual({
+        error: {
+          code: "registration_rate_limited",
+          message: "too many registrations; retry later",
+          request_id: expect.stringMatching(REQUEST_ID),
+          retry_after: seconds,
+        },
+      });
+    }
+    expect(origin.received).toHaveLength(1);
+    expect((await registerFrom("127.0.0.32")).status).toBe(201);
+    expect(origin.received.map((seen) => seen.headers[HEADER_REGISTRATION_IP])).toEqual([
+      "127.0.0.31",
+      "127.0.0.32",
+    ]);
+    await sleep(2_000 - (Date.now() - started) + 50);
+    expect((await registerFrom("127.0.0.31")).status).toBe(201);
+    expect(origin.received).toHaveLength(3);
   });
 
   it.each([

@@ -3,9 +3,12 @@ import { err, ok, type Result } from "../shared/result.ts";
 import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
 import { clientAddress, type FetchOrigin, forwardToOrigin, originHeaders } from "./proxy.ts";
+import type { RegistrationBackoff } from "./registration-backoff.ts";
 
 /** POST /agent/v1/register: the response must not be cached, whoever answers. */
 const NO_STORE = { "cache-control": "no-store" } as const;
+/** The most of a body the edge reads before refusing it itself (the origin takes 1,024 bytes). */
+const REGISTRATION_BODY_READ_BYTES = 4_096;
 
 /** Why the edge refused; collapsed into generic wire errors by `refusalResponse`. */
 export type IngressRefusal =
@@ -52,19 +55,35 @@ export function checkRegistrationIngress(request: Request, config: EdgeConfig): 
 /**
  * POST {base}/agent/v1/register: checked here, then forwarded with the client address from the
  * edge provider and the edge shared secret (docs/architecture.md). A refusal is never forwarded, so it
- * consumes no key (docs/api.md, "Error codes").
+ * consumes no key (docs/api.md, "Error codes"); nor is an attempt from an address the origin
+ * answered 429 within its Retry-After (registration-backoff.ts).
  */
 export async function handleRegister(
   fetchOrigin: FetchOrigin,
   request: Request,
   config: EdgeConfig,
   requestId: string,
+  backoff: RegistrationBackoff,
 ): Promise<Response> {
   if (request.method !== "POST") {
     return errorResponse("not_found", "no such route", requestId, NO_STORE);
   }
   const checked = checkRegistrationIngress(request, config);
   if (!checked.ok) return refusalResponse(checked.error, requestId);
+  const secondsLeft = backoff.secondsLeft(checked.value.clientIp);
+  if (secondsLeft !== undefined) {
+    // The origin's own answer to this address, until the wait it gave is over. The body is read
+    // first (a registration's is tiny; past the origin's limit the rest is dropped): answered with
+    // its body unread, workerd cuts the connection while the client is still sending.
+    await discardBody(request, REGISTRATION_BODY_READ_BYTES);
+    return errorResponse(
+      "registration_rate_limited",
+      "too many registrations; retry later",
+      requestId,
+      { ...NO_STORE, "retry-after": String(secondsLeft) },
+      { retry_after: secondsLeft },
+    );
+  }
 
   const headers = originHeaders(request, config, checked.value.clientIp);
   headers.set(HEADER_REGISTRATION_IP, checked.value.clientIp);
@@ -76,6 +95,7 @@ export async function handleRegister(
     headers,
     requestId,
   });
+  backoff.observe(checked.value.clientIp, response);
   // A fetched response's headers are immutable; copy it to set Cache-Control.
   const copy = new Response(response.body, response);
   copy.headers.set("cache-control", NO_STORE["cache-control"]);
@@ -103,5 +123,22 @@ export function refusalResponse(refusal: IngressRefusal, requestId: string): Res
       const unreachable: never = refusal;
       throw new Error(`unhandled refusal ${JSON.stringify(unreachable)}`);
     }
+  }
+}
+
+/** Reads and drops up to `maxBytes` of the request's body, then cancels the rest. */
+async function discardBody(request: Request, maxBytes: number): Promise<void> {
+  const reader = request.body?.getReader();
+  if (!reader) return;
+  let read = 0;
+  try {
+    while (read <= maxBytes) {
+      const chunk = await reader.read();
+      if (chunk.done) return;
+      read += chunk.value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // A client that went away: nothing to answer for.
   }
 }
