@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -32,11 +33,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
     stdio: "inherit",
   });
   // The programs tests start, bundled once for the run (program-bundles.ts); the folder must lie
-  // inside the repository, where the bundles find their packages.
-  await mkdir(path.join(REPO_ROOT, ".test-artifacts"), { recursive: true });
-  const programsDir = await mkdtemp(path.join(REPO_ROOT, ".test-artifacts", "programs-"));
-  await buildProgramBundles(REPO_ROOT, programsDir);
-  process.env[PROGRAMS_ENV] = programsDir;
+  // inside the repository, where the bundles find their packages. A run started by a test of
+  // another run (testing/exit-code.int.test.ts) uses that run's bundles, and leaves them to it.
+  const inherited = process.env[PROGRAMS_ENV];
+  const ownsPrograms = !(inherited && existsSync(inherited));
+  let programsDir = inherited ?? "";
+  if (ownsPrograms) {
+    await mkdir(path.join(REPO_ROOT, ".test-artifacts"), { recursive: true });
+    programsDir = await mkdtemp(path.join(REPO_ROOT, ".test-artifacts", "programs-"));
+    await buildProgramBundles(REPO_ROOT, programsDir);
+    process.env[PROGRAMS_ENV] = programsDir;
+  }
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   let tempDir: string | undefined;
@@ -78,7 +85,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     }
     await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
     await stopEmbedded?.();
-    await rm(programsDir, { recursive: true, force: true });
+    if (ownsPrograms) await rm(programsDir, { recursive: true, force: true });
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
   };
 }

@@ -151,11 +151,15 @@ describe("two trackers racing (real processes)", () => {
         sql`select purpose from outgoing_transactions where sender = ${wallet} order by created_at`,
       );
       expect(rows.map((row) => row.purpose)).toEqual(["transfer", "filler"]);
-      // The filler is mined; the next tick records it and ends the transfer it replaced.
-      await trackers[0]!.tracker.tick();
-      const view = (await agentCalls(origin.base, agent.token).action((answer.body as ActionView).action_id))
-        .body as ActionView;
-      expect(view).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
+      // Once the filler is mined, a tick records it and ends the transfer it replaced (the devnet
+      // mines it a moment after the broadcast, later than the next tick on a loaded machine).
+      const actionId = (answer.body as ActionView).action_id;
+      await expect
+        .poll(async () => {
+          await trackers[0]!.tracker.tick();
+          return (await agentCalls(origin.base, agent.token).action(actionId)).body as ActionView;
+        })
+        .toMatchObject({ status: "failed", error_code: "broadcast_refused" });
     } finally {
       refusing.stop();
       await Promise.all(trackers.map(({ close }) => close()));
