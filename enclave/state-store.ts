@@ -115,26 +115,6 @@ export class StateStore {
     });
   }
 
-  /**
-   * Commits `change`, runs `work` at once, while the write that will include the change is still
-   * to come or in flight, and resolves with its result only once that write is durable (rejecting,
-   * the result dropped, when it fails). A signature is computed while the disk works, and still
-   * leaves only after the count it spends.
-   */
-  async commitThen<T>(change: (state: EnclaveState) => void, work: () => T): Promise<T> {
-    const durable = this.commit(change);
-    let result: T;
-    try {
-      result = work();
-    } catch (error) {
-      // The change stays applied (it errs towards refusing); its write must not reject unheard.
-      await durable.catch(() => {});
-      throw error;
-    }
-    await durable;
-    return result;
-  }
-
   /** Waits for the writes in progress, then closes the files (for shutdown: no commit may follow). */
   async close(): Promise<void> {
     while (this.flushing) await this.flushing;

@@ -85,16 +85,13 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   });
   if (!prepared) return refuse("malformed", "transaction fields out of range");
   // No await between the checks above and this reservation, as for sign_transfer.
-  // Signed while the reservation is written; answered once it is durable.
-  const tx = await ctx.state.commitThen(
-    (next) => {
-      if (key.namespace === "faucet" && next.treasury) next.treasury.spentUnits += units;
-      else countSpend(next, key.keyRef, today, units);
-      recordFilledNonce(next.nonces, key.keyRef, nonce);
-      const counted = key.namespace === "agent-transfer" ? next.agentPolicies.get(key.keyRef) : undefined;
-      if (counted?.policy) countTransfer(counted.usage, at, units, false);
-    },
-    () => signPrepared(key.privateKey, prepared),
-  );
+  await ctx.state.commit((next) => {
+    if (key.namespace === "faucet" && next.treasury) next.treasury.spentUnits += units;
+    else countSpend(next, key.keyRef, today, units);
+    recordFilledNonce(next.nonces, key.keyRef, nonce);
+    const counted = key.namespace === "agent-transfer" ? next.agentPolicies.get(key.keyRef) : undefined;
+    if (counted?.policy) countTransfer(counted.usage, at, units, false);
+  });
+  const tx = signPrepared(key.privateKey, prepared);
   return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });
 };

@@ -90,14 +90,11 @@ export const signSettlement: OpHandler<"sign_settlement"> = async (ctx, params) 
   });
   if (!prepared) return refuse("malformed", "transaction fields out of range");
   // No await between the budget check above and this reservation: concurrent requests see each other.
-  // Signed while the reservation is written; answered (and recorded) once it is durable.
-  const tx = await ctx.state.commitThen(
-    (next) => {
-      countSpend(next, key.keyRef, today, feeUnits);
-      recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
-    },
-    () => signPrepared(key.privateKey, prepared),
-  );
+  await ctx.state.commit((next) => {
+    countSpend(next, key.keyRef, today, feeUnits);
+    recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
+  });
+  const tx = signPrepared(key.privateKey, prepared);
   // What a receipt of the payee key may name (ops/sign-offer-receipt.ts).
   ctx.settlements.record(
     tx.txHash,

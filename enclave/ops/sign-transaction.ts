@@ -61,16 +61,13 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   });
   if (!agent.ok) return agent;
   // No await between the checks above and this reservation: concurrent requests see each other.
-  // Signed while the reservation is written; answered once it is durable.
-  return ctx.state.commitThen(
-    (next) => {
-      if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
-      next.daily.spent.set(key.keyRef, spentToday + cost.units);
-      recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
-      countAgentTransfer(next, key.keyRef, agent.value, { units: cost.units, now });
-    },
-    () => signed(key.privateKey, prepared.value),
-  );
+  await ctx.state.commit((next) => {
+    if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
+    next.daily.spent.set(key.keyRef, spentToday + cost.units);
+    recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
+    countAgentTransfer(next, key.keyRef, agent.value, { units: cost.units, now });
+  });
+  return signed(key.privateKey, prepared.value);
 };
 
 /** What the agent policy's re-check found: which approval it used, if one. */
@@ -158,14 +155,12 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   // checkFaucet refuses a treasury without terms.
   const terms = treasury.terms!;
   // As above: checked and reserved in one synchronous step, the recipient's payout with the budget.
-  return ctx.state.commitThen(
-    (next) => {
-      if (next.treasury) next.treasury.spentUnits += cost.units;
-      recordPayout(next, { recipient, valueUnits, nowMs: now.getTime(), today, terms });
-      recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
-    },
-    () => signed(key.privateKey, prepared.value),
-  );
+  await ctx.state.commit((next) => {
+    if (next.treasury) next.treasury.spentUnits += cost.units;
+    recordPayout(next, { recipient, valueUnits, nowMs: now.getTime(), today, terms });
+    recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
+  });
+  return signed(key.privateKey, prepared.value);
 };
 
 /**

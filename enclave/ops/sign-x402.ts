@@ -75,34 +75,29 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
     if (policyRefusal) return err(policyRefusal);
     if (approved) approval = subject;
   }
-  // No await between the checks above and this count: concurrent requests see each other. Signed
-  // while the count is written; answered once it is durable.
-  const signature = await ctx.state.commitThen(
-    (next) => {
-      if (next.x402Daily.day !== today) next.x402Daily = { day: today, signed: new Map() };
-      next.x402Daily.signed.set(key.keyRef, signedToday + 1);
-      const counted = next.agentPolicies.get(key.keyRef);
-      if (counted?.policy) {
-        countX402(counted.usage, { day: today, month }, params.to, valueUnits);
-        if (approval !== null) next.heldApprovals.delete(approval);
-        if (next.heldApprovals.size > 0) pruneHeldApprovals(next, now.getTime());
-      }
+  // No await between the checks above and this count: concurrent requests see each other.
+  await ctx.state.commit((next) => {
+    if (next.x402Daily.day !== today) next.x402Daily = { day: today, signed: new Map() };
+    next.x402Daily.signed.set(key.keyRef, signedToday + 1);
+    const counted = next.agentPolicies.get(key.keyRef);
+    if (counted?.policy) {
+      countX402(counted.usage, { day: today, month }, params.to, valueUnits);
+      if (approval !== null) next.heldApprovals.delete(approval);
+      if (next.heldApprovals.size > 0) pruneHeldApprovals(next, now.getTime());
+    }
+  });
+  const digest = transferWithAuthorizationDigest(
+    {
+      from: key.address,
+      to: params.to as Address,
+      value: valueUnits,
+      validAfter,
+      validBefore,
+      nonce: params.nonce as Hex,
     },
-    () => {
-      const digest = transferWithAuthorizationDigest(
-        {
-          from: key.address,
-          to: params.to as Address,
-          value: valueUnits,
-          validAfter,
-          validBefore,
-          nonce: params.nonce as Hex,
-        },
-        ctx.config.chain_id,
-      );
-      return signDigest(fromHex(digest), key.privateKey).signature;
-    },
+    ctx.config.chain_id,
   );
+  const { signature } = signDigest(fromHex(digest), key.privateKey);
   return succeed({
     signature,
     authorization: {
