@@ -5,8 +5,7 @@
  * waits for this first, so it asserts what it names and not another file's timing.
  */
 import { sql } from "drizzle-orm";
-import type { Db } from "../origin/db/client.ts";
-import { queryRows } from "../origin/db/client.ts";
+import { type Db, queryRows } from "../origin/db/client.ts";
 import { sleep } from "../shared/sleep.ts";
 
 /** Whether every event written so far is below the horizon now. */
