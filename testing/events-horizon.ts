@@ -6,7 +6,7 @@
  */
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../origin/db/client.ts";
-import { sleep } from "../shared/sleep.ts";
+import { until } from "./webhook-fixture.ts";
 
 /** Whether every event written so far is below the horizon now. */
 async function eventsServable(db: Db): Promise<boolean> {
@@ -18,10 +18,6 @@ async function eventsServable(db: Db): Promise<boolean> {
 }
 
 /** Waits until every event written so far is below the horizon (30 s at most). */
-export async function untilEventsServable(db: Db, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await eventsServable(db))) {
-    if (Date.now() > deadline) throw new Error(`events still above the horizon after ${timeoutMs} ms`);
-    await sleep(20);
-  }
+export async function untilEventsServable(db: Db): Promise<void> {
+  await until("the events to be below the horizon", () => eventsServable(db), 30_000);
 }
