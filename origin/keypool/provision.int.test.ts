@@ -90,6 +90,44 @@ describe("provisionIdentity", () => {
     expect(counts).toEqual({ identities: 150, assigned: 150, free: 0, orphans: 0 });
   });
 
+  it("provisions callers of one turn together: one transaction for each kind of identity, each caller its own token, key and capabilities, the oldest keys to the first callers", async () => {
+    const { db } = testDb.handle;
+    await seedFreeKeys(db, 12);
+    const oldestFirst = await queryRows<{ key_ref: string }>(
+      db,
+      sql`select key_ref from key_pool order by created_at, key_ref`,
+    );
+    const kinds = [...Array(6).fill(["read"]), ...Array(4).fill(["transfer", "read"])] as string[][];
+    const results = await Promise.all(
+      kinds.map((capabilities) => provisionIdentity(db, { capabilities, origin: "operator" })),
+    );
+    const issued = results.map((result) => {
+      if (!result.ok) throw new Error(result.error.code);
+      return result.value;
+    });
+    expect(new Set(issued.map((identity) => identity.keyRef)).size).toBe(10);
+    expect(issued.slice(0, 6).map((identity) => identity.keyRef)).toEqual(
+      oldestFirst.slice(0, 6).map((row) => row.key_ref),
+    );
+    for (const [index, identity] of issued.entries()) {
+      const parsed = parseBearerHeader(`Bearer ${identity.token}`)!;
+      const stored = await findIdentityByTokenId(db, parsed.tokenId);
+      expect(stored?.agentId).toBe(identity.agentId);
+      expect(secretMatches(parsed.secret, stored!.secretHash)).toBe(true);
+      expect(stored?.capabilities).toEqual(index < 6 ? ["read"] : ["read", "transfer"]);
+    }
+    // now() is the transaction's start: one created_at for each kind means one transaction each.
+    const transactions = await queryRows<{ capabilities: string; at: number }>(
+      db,
+      sql`select capabilities::text, count(distinct created_at)::int as at
+          from agent_identities group by capabilities order by cardinality(capabilities)`,
+    );
+    expect(transactions).toEqual([
+      { capabilities: "{read}", at: 1 },
+      { capabilities: "{read,transfer}", at: 1 },
+    ]);
+  });
+
   it("answers pool_busy when every free row is locked by another transaction, and writes nothing", async () => {
     const { db } = testDb.handle;
     await seedFreeKeys(db, 3);

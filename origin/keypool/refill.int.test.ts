@@ -82,6 +82,37 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     expect(await refillOnce(deps, { target: 12, batchSize: 5 })).toEqual([]);
   });
 
+  it("makes batches three at a time, and starts none after one fails: the ones already running finish", async () => {
+    let writes = 0;
+    const outcomes = await refillOnce(
+      {
+        ...deps,
+        // A disk that refuses the round's first backup (fake: a full disk cannot be made here).
+        backups: {
+          write: async (params) =>
+            ++writes === 1
+              ? { ok: false, error: { code: "io_error", detail: "ENOSPC: no space left on device" } }
+              : fileBackupStore.write(params),
+          read: fileBackupStore.read,
+        },
+      },
+      { target: 30, batchSize: 5 },
+    );
+    // Three started at once; the failure stopped the other three of the round from starting.
+    expect(outcomes).toHaveLength(3);
+    expect(outcomes.filter((outcome) => !outcome.ok)).toHaveLength(1);
+    expect((await batches()).map((batch) => batch.status).sort()).toEqual([
+      "available",
+      "available",
+      "failed",
+    ]);
+    const [free] = await queryRows<{ n: number }>(
+      testDb.handle.db,
+      sql`select count(*)::int as n from key_pool where status = 'free'`,
+    );
+    expect(free!.n).toBe(10);
+  });
+
   it("fails a batch whose backup is corrupted before the re-read check, and never frees its keys", async () => {
     const outcome = await makeBatch(
       {

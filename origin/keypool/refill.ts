@@ -131,24 +131,59 @@ export type RefillParams = {
    * woken after each public issuance near the reserve, would otherwise make batches of one key).
    */
   wholeBatches?: boolean;
+  /** Batches made at once (REFILL_IN_FLIGHT by default); 1 makes them one after another. */
+  inFlight?: number;
   /** Told of each batch as it ends, made or failed, while the round goes on. */
   onBatch?: (outcome: BatchOutcome) => void;
 };
 
-/** Tops the free, verified stock up to `target`, counting keys already on their way. */
+/**
+ * A batch spends most of its time waiting: on a commit, on the backup's fsync, on the enclave's
+ * generate, export or verify. With three at once one is generated while another is backed up and a
+ * third verified (docs/performance.md, "The enclave"). Each batch still takes its steps in order.
+ */
+export const REFILL_IN_FLIGHT = 3;
+
+/**
+ * Tops the free, verified stock up to `target`, counting keys already on their way. The outcomes
+ * are in the order the batches started. After a failed batch no further batch starts (a failing
+ * enclave or disk must not spin: the round stops and the worker tries again next tick); the batches
+ * already running finish.
+ */
 export async function refillOnce(deps: RefillDeps, params: RefillParams): Promise<BatchOutcome[]> {
   const outcomes: BatchOutcome[] = [];
   for (;;) {
     const stock = await poolStock(deps.db);
     const deficit = params.target - stock.free - stock.pendingInBatches;
     if (deficit <= 0) return outcomes;
-    const outcome = await makeBatch(
-      deps,
-      params.wholeBatches ? params.batchSize : Math.min(deficit, params.batchSize),
-    );
-    outcomes.push(outcome);
-    params.onBatch?.(outcome);
-    // A failing enclave or disk must not spin: stop this round and try again next tick.
-    if (!outcome.ok) return outcomes;
+    const round = await makeBatches(deps, batchSizes(deficit, params), params);
+    outcomes.push(...round);
+    if (round.some((outcome) => !outcome.ok)) return outcomes;
   }
+}
+
+/** The batches that make up `deficit`: whole ones, and the remainder unless `wholeBatches`. */
+function batchSizes(deficit: number, params: RefillParams): number[] {
+  const sizes = Array.from({ length: Math.floor(deficit / params.batchSize) }, () => params.batchSize);
+  const rest = deficit % params.batchSize;
+  if (rest > 0) sizes.push(params.wholeBatches ? params.batchSize : rest);
+  return sizes;
+}
+
+async function makeBatches(deps: RefillDeps, sizes: number[], params: RefillParams): Promise<BatchOutcome[]> {
+  const outcomes: BatchOutcome[] = [];
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < sizes.length) {
+      const index = next++;
+      const outcome = await makeBatch(deps, sizes[index]!);
+      outcomes[index] = outcome;
+      if (!outcome.ok) failed = true;
+      params.onBatch?.(outcome);
+    }
+  };
+  const lanes = Math.max(1, Math.min(params.inFlight ?? REFILL_IN_FLIGHT, sizes.length));
+  await Promise.all(Array.from({ length: lanes }, lane));
+  return outcomes.filter((outcome) => outcome !== undefined);
 }
