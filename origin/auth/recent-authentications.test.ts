@@ -34,6 +34,27 @@ describe("RecentAuthentications", () => {
     expect(recent.has("198.18.4.1", "settled")).toBe(true);
   });
 
+  it("moves the time of a pair seen again right after itself, and re-inserts a pair forgotten since", () => {
+    let now = Date.parse("2032-06-01T00:00:00Z");
+    const recent = new RecentAuthentications({ windowSeconds: 60, maxSourcesPerToken: 2, now: () => now });
+    recent.remember("198.18.6.1", "a");
+    now += 50_000;
+    recent.remember("198.18.6.1", "a");
+    now += 20_000;
+    // 70 s after the first success, 20 s after the second: still within the window.
+    expect(recent.has("198.18.6.1", "a")).toBe(true);
+    recent.forget("198.18.6.1", "a");
+    recent.remember("198.18.6.1", "a");
+    recent.remember("198.18.6.2", "a");
+    recent.remember("198.18.6.3", "a");
+    // The cap of two addresses counts the pair remembered again: its address is the oldest.
+    expect(["198.18.6.1", "198.18.6.2", "198.18.6.3"].map((source) => recent.has(source, "a"))).toEqual([
+      false,
+      true,
+      true,
+    ]);
+  });
+
   it("forgets a pair that failed, and keeps its token's other addresses", () => {
     const recent = new RecentAuthentications();
     recent.remember("198.18.5.1", "a");

@@ -35,6 +35,11 @@ export class RecentAuthentications {
   private readonly seen = new Map<string, number>();
   /** token_id → its sources in the set, least recently seen first. */
   private readonly sourcesOf = new Map<string, Set<string>>();
+  /**
+   * The pair remembered last, the Map's last key: an agent's requests from one client mostly come
+   * one after another, and re-inserting a pair that is already last is most of remember()'s cost.
+   */
+  private newest: string | undefined;
 
   constructor(options: RecentAuthenticationsOptions = {}) {
     this.windowSeconds = options.windowSeconds ?? RECENT_AUTHENTICATIONS.windowSeconds;
@@ -49,6 +54,12 @@ export class RecentAuthentications {
    */
   remember(source: string, tokenId: string): void {
     const key = `${source} ${tokenId}`;
+    if (key === this.newest) {
+      // Already the most recently seen pair (and its source its token's newest): only the time moves.
+      this.seen.set(key, this.second());
+      return;
+    }
+    this.newest = key;
     // Re-inserted, so the Map's first key is always the least recently seen pair.
     if (this.seen.delete(key)) {
       this.sourcesOf.get(tokenId)?.delete(source);
@@ -89,6 +100,7 @@ export class RecentAuthentications {
 
   private forgetKey(key: string): void {
     if (!this.seen.delete(key)) return;
+    if (key === this.newest) this.newest = undefined;
     // Neither a source (an address, a /64) nor a token id holds a space.
     const split = key.lastIndexOf(" ");
     const tokenId = key.slice(split + 1);

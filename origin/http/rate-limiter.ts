@@ -27,6 +27,8 @@ export class SlidingWindowLimiter {
   private readonly maxKeys: number;
   private readonly now: () => number;
   private readonly keys = new Map<string, Events>();
+  /** The key touched last: the Map's last key. */
+  private newest: string | undefined;
 
   constructor(options: SlidingWindowLimiterOptions) {
     this.limit = options.limit;
@@ -64,10 +66,16 @@ export class SlidingWindowLimiter {
       if (this.keys.size >= this.maxKeys) this.evictOldest();
       // A literal, not push(): an array grown by push reserves room for 17 numbers.
       this.keys.set(key, [second, 1]);
+      this.newest = key;
       return;
     }
-    this.keys.delete(key); // re-insert: Map order doubles as least-recently-touched order
-    this.keys.set(key, events);
+    // Re-inserted, so Map order doubles as least-recently-touched order; the key touched last
+    // already is last (one agent's requests in a row), and re-inserting it was most of the cost.
+    if (key !== this.newest) {
+      this.keys.delete(key);
+      this.keys.set(key, events);
+      this.newest = key;
+    }
     this.dropExpired(events, second);
     if (events.length > 0 && events[events.length - 2] === second) events[events.length - 1]!++;
     else events.push(second, 1);
