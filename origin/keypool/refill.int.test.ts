@@ -113,6 +113,34 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     expect(free!.n).toBe(10);
   });
 
+  it("throws a batch's exception only once the batches running beside it have finished, and starts no other", async () => {
+    let writes = 0;
+    const round = refillOnce(
+      {
+        ...deps,
+        // A store that throws on the round's first backup (fake: stands for a database or disk
+        // failing under the step, which the worker's loop logs and backs off from).
+        backups: {
+          write: async (params) => {
+            if (++writes === 1) throw new Error("the disk went away");
+            return fileBackupStore.write(params);
+          },
+          read: fileBackupStore.read,
+        },
+      },
+      { target: 30, batchSize: 5 },
+    );
+    await expect(round).rejects.toThrow("the disk went away");
+    // The two beside it had finished when the round threw; the other three never started.
+    expect((await batches()).map((batch) => batch.status).sort()).toEqual([
+      "available",
+      "available",
+      "generated",
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await batches()).toHaveLength(3);
+  });
+
   it("fails a batch whose backup is corrupted before the re-read check, and never frees its keys", async () => {
     const outcome = await makeBatch(
       {

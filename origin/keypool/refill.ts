@@ -131,8 +131,6 @@ export type RefillParams = {
    * woken after each public issuance near the reserve, would otherwise make batches of one key).
    */
   wholeBatches?: boolean;
-  /** Batches made at once (REFILL_IN_FLIGHT by default); 1 makes them one after another. */
-  inFlight?: number;
   /** Told of each batch as it ends, made or failed, while the round goes on. */
   onBatch?: (outcome: BatchOutcome) => void;
 };
@@ -140,7 +138,8 @@ export type RefillParams = {
 /**
  * A batch spends most of its time waiting: on a commit, on the backup's fsync, on the enclave's
  * generate, export or verify. With three at once one is generated while another is backed up and a
- * third verified (docs/performance.md, "The enclave"). Each batch still takes its steps in order.
+ * third verified (docs/performance.md, "Provisioning and the key pool"). Each batch still takes its
+ * steps in order.
  */
 export const REFILL_IN_FLIGHT = 3;
 
@@ -148,7 +147,8 @@ export const REFILL_IN_FLIGHT = 3;
  * Tops the free, verified stock up to `target`, counting keys already on their way. The outcomes
  * are in the order the batches started. After a failed batch no further batch starts (a failing
  * enclave or disk must not spin: the round stops and the worker tries again next tick); the batches
- * already running finish.
+ * already running finish. A batch that throws (the database gone) stops the round the same way,
+ * and the round throws once the others have finished, so none outlives it.
  */
 export async function refillOnce(deps: RefillDeps, params: RefillParams): Promise<BatchOutcome[]> {
   const outcomes: BatchOutcome[] = [];
@@ -177,13 +177,20 @@ async function makeBatches(deps: RefillDeps, sizes: number[], params: RefillPara
   const lane = async (): Promise<void> => {
     while (!failed && next < sizes.length) {
       const index = next++;
-      const outcome = await makeBatch(deps, sizes[index]!);
+      let outcome: BatchOutcome;
+      try {
+        outcome = await makeBatch(deps, sizes[index]!);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
       outcomes[index] = outcome;
       if (!outcome.ok) failed = true;
       params.onBatch?.(outcome);
     }
   };
-  const lanes = Math.max(1, Math.min(params.inFlight ?? REFILL_IN_FLIGHT, sizes.length));
-  await Promise.all(Array.from({ length: lanes }, lane));
+  const lanes = Array.from({ length: Math.min(REFILL_IN_FLIGHT, sizes.length) }, lane);
+  const thrown = (await Promise.allSettled(lanes)).find((lane) => lane.status === "rejected");
+  if (thrown) throw thrown.reason;
   return outcomes.filter((outcome) => outcome !== undefined);
 }
