@@ -81,8 +81,8 @@ function claimOnce(
 /**
  * Provisionings that arrive together share one transaction and one commit: a transaction each
  * was bounded by the commit's flush (about 500 a second with 32 callers, docs/performance.md). A
- * batch holds one kind of identity (its origin and capabilities); its callers get their keys in
- * the order they called.
+ * batch holds one kind of identity (its origin and capabilities); its callers get its keys, oldest
+ * first, in the order they called. Two batches run at once, so either may take the oldest keys.
  */
 const MAX_CLAIMS_TOGETHER = 64;
 const claimBatchers = new WeakMap<Db, Batcher<ClaimKeyForIdentityParams, ProvisionResult>>();
