@@ -162,7 +162,7 @@ export async function refillOnce(deps: RefillDeps, params: RefillParams): Promis
   }
 }
 
-/** The batches that make up `deficit`: whole ones, and the remainder unless `wholeBatches`. */
+/** The batches that make up `deficit`: whole ones, then the remainder (a whole batch too with `wholeBatches`). */
 function batchSizes(deficit: number, params: RefillParams): number[] {
   const sizes = Array.from({ length: Math.floor(deficit / params.batchSize) }, () => params.batchSize);
   const rest = deficit % params.batchSize;
