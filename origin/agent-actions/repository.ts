@@ -14,7 +14,6 @@ import {
   runPrepared,
   textOf,
 } from "../db/prepared.ts";
-import { WAKE_AFTER_COMMIT, wakeAfterCommit } from "../events/wake.ts";
 
 /** `filler`: a filler the service signed from the agent's wallet in place of a stuck transaction (outbox/fillers.ts). */
 export type ActionKind = "faucet" | "transfer" | "x402" | "filler";
@@ -71,8 +70,7 @@ export type ClaimResult =
  * Records `requested` actions, or finds the ones already recorded under the same (agent, kind,
  * key), in two statements for any number of requests. A concurrent insert of the same key waits
  * for the first to commit, then finds it: of any number of duplicates exactly one claims. Within
- * one call only a key's first request is inserted; the others find it. `db` is the pool: the
- * insert commits on its own, and wakes the event listeners after (events/wake.ts).
+ * one call only a key's first request is inserted; the others find it.
  */
 export async function claimActions(db: Db, requests: readonly ClaimActionParams[]): Promise<ClaimResult[]> {
   const keyOf = (request: Pick<ClaimActionParams, "agentId" | "kind" | "idempotencyKey">): string =>
@@ -93,7 +91,6 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
     };
   });
   const inserted = await runPrepared(db, claimStatement, { requests: JSON.stringify(toInsert) });
-  if (inserted.length > 0) wakeAfterCommit(db);
   const claimed = new Map(
     inserted.map((row) => [
       keyOf({ agentId: row.agent_id, kind: row.kind, idempotencyKey: row.idempotency_key }),
@@ -166,12 +163,10 @@ export async function findAction(db: Db, agentId: string, actionId: string): Pro
 
 export const claimStatement = preparedStatement<"requests">(
   "actions_claim",
-  sql`with ${WAKE_AFTER_COMMIT}
-      insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
+  sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
       select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
       from json_to_recordset(${sql.placeholder("requests")}::json) as r(
-        agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text),
-        wake_after_commit
+        agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text)
       on conflict (agent_id, kind, idempotency_key) do nothing
       returning action_id, agent_id, kind, idempotency_key, created_at, updated_at`,
 ).returns({

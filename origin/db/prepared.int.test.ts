@@ -14,7 +14,6 @@ import * as moneyBatch from "../actions/batch-store.ts";
 import { expireHoldsStatement } from "../agent-actions/holds.ts";
 import * as agentActions from "../agent-actions/repository.ts";
 import { OUTBOX_DOMAINS } from "../compose.ts";
-import { wakeAfterCommitStatement, wakeStatement } from "../events/wake.ts";
 import { fillerClaimStatement, fillerStoreStatement } from "../outbox/fillers.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
 import { byKeyStatement, lockStatement } from "../outbox/submit.ts";
@@ -46,8 +45,6 @@ function originStatements(): AnyStatement[] {
     moneyBatch.storeStatement,
     lockStatement,
     byKeyStatement,
-    wakeAfterCommitStatement,
-    wakeStatement,
     fillerClaimStatement,
     fillerStoreStatement(OUTBOX_DOMAINS.fillerRows),
     settle.claimStatement,

@@ -9,7 +9,6 @@ import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { type FollowedStream, followEvents } from "../../testing/event-stream.ts";
-import { listenForWakes } from "../../testing/events-wakes.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
@@ -152,31 +151,6 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
       expect(signed.map((event) => event.data.action_id)).toEqual([actionId]);
     } finally {
       stream.close();
-    }
-  });
-
-  it("an authorization's statements leave the wake to after their commits, and each of its events is seen by a read a wake started", async () => {
-    const agent = await stack.newAgent({ units: 1_000_000n });
-    const wakes = await listenForWakes(stack.db.url, agent.agentId);
-    try {
-      const answered = await fetch(`${stack.origin.base}/agent/v1/x402/authorize`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" },
-        body: JSON.stringify({ payment_required: quote(), nonce: `0x${randomBytes(32).toString("hex")}` }),
-      });
-      expect(answered.status).toBe(200);
-      await wakes.settled();
-      const logged = await agentEvents(agent, [
-        "action.requested",
-        "action.signed",
-        "x402.authorization.signed",
-      ]);
-      expect(logged).toHaveLength(3);
-      const ids = logged.map((event) => event.id);
-      expect(wakes.payloads().filter((payload) => ids.includes(payload))).toEqual([]);
-      expect(ids.filter((id) => !wakes.seen(id))).toEqual([]);
-    } finally {
-      await wakes.close();
     }
   });
 

@@ -6,7 +6,6 @@ import { newAccount } from "../../devnet/testing.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { followEvents } from "../../testing/event-stream.ts";
-import { listenForWakes } from "../../testing/events-wakes.ts";
 import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
@@ -285,41 +284,6 @@ describe("the event log and the agent's stream (real stack)", () => {
       expect(new Set(ids).size).toBe(ids.length);
     } finally {
       stream.close();
-    }
-  });
-
-  it("a transfer's statements leave the wake to after their commits, and every event of it is seen by a read a wake started; other writers notify in their own transactions", async () => {
-    const agent = await stack.newAgent({ units: 5_000_000n });
-    const wakes = await listenForWakes(stack.db.url, agent.agentId);
-    try {
-      const calls = agentCalls(stack.origin.base, agent.token);
-      const sent = await calls.transfer({
-        idempotency_key: newKey(),
-        to: newAccount().address,
-        amount: "1000",
-      });
-      const transfer = (sent.body as ActionView).action_id;
-      expect((await calls.settled(transfer)).status).toBe("confirmed");
-      await wakes.settled();
-
-      const ids = (
-        await queryRows<{ id: string; type: string }>(
-          db(),
-          sql`select id::text as id, type from events where data->>'action_id' = ${transfer} order by id`,
-        )
-      ).map((row) => row.id);
-      expect(ids.length).toBeGreaterThanOrEqual(3); // requested, signed, [submitted,] confirmed
-      // None of the transfer's commits notified in itself (each would take the cluster's notify lock
-      // through its flush); each of its events was there for a read a later wake started.
-      expect(wakes.payloads().filter((payload) => ids.includes(payload))).toEqual([]);
-      expect(ids.filter((id) => !wakes.seen(id))).toEqual([]);
-
-      // A write outside the money path: the trigger's own notification names its event.
-      const cold = await eventIdOf(await insertAction(agent));
-      await wakes.settled();
-      expect(wakes.payloads()).toContain(cold);
-    } finally {
-      await wakes.close();
     }
   });
 

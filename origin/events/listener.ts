@@ -1,9 +1,9 @@
 /**
  * The origin's one `LISTEN events` session, on a direct connection of its own (not from the pool,
- * which would hand the session back). A notification carries the highest event id a transaction
- * wrote, or nothing (a writer's wake after its commit, wake.ts); the listener just says "read
- * now". After a drop it reconnects with backoff and says "read now" again, so the feed re-reads
- * from its cursor whatever was written meanwhile (docs/events.md#fan-out).
+ * which would hand the session back). Each notification carries only the highest event id a
+ * transaction wrote; the listener just says "read now". After a drop it reconnects with backoff and
+ * says "read now" again, so the feed re-reads from its cursor whatever was written meanwhile
+ * (docs/events.md#fan-out).
  */
 import { errorMessage } from "../../shared/error-message.ts";
 import type { DirectConnection } from "../db/client.ts";

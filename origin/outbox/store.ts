@@ -12,7 +12,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
 import { type NoColumns, type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
-import { WAKE_AFTER_COMMIT, wakeAfterCommit } from "../events/wake.ts";
 import { followersTail, type TxFollower } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
@@ -77,7 +76,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
   return preparedStatement<"moves">(
     statementName("outgoing_move_in_flight", followers),
     sql`
-    with ${NO_FLUSH_WAIT}, ${WAKE_AFTER_COMMIT},
+    with ${NO_FLUSH_WAIT},
     moves as materialized (
       select * from json_to_recordset(${sql.placeholder("moves")}::json)
         as m(tx_id uuid, status text, outcome text, error text)),
@@ -85,7 +84,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
       select t.tx_id from moves m
       cross join lateral (select tx_id from outgoing_transactions t
         where t.tx_id = m.tx_id and t.status in ('signed', 'submitted') for update) t
-      cross join no_flush_wait cross join wake_after_commit),
+      cross join no_flush_wait),
     moved as (
       update outgoing_transactions t
       set status = m.status, error = m.error, updated_at = now(), broadcast_lease_until = null,
@@ -100,8 +99,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
 /**
  * What the outbox writes as the chain moves its transactions, with the domain rows that follow them
  * (followers.ts) in the same statements. Built once per outbox (outbox.ts), from the followers its
- * composition hands it. Each takes the pool: its statement commits on its own, and the event
- * listeners are woken after the commit (events/wake.ts).
+ * composition hands it.
  */
 export type OutboxStore = {
   /**
@@ -154,7 +152,6 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
     if (moves.length === 0) return;
     const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
     await runPrepared(db, statements.moveInFlight, { moves: JSON.stringify(sorted) });
-    wakeAfterCommit(db);
   };
   return {
     recordBroadcasts: (db, leases, outcomes) =>
@@ -193,7 +190,6 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
         }));
       const statement = options.broadcast ? statements.minedFromSigned : statements.minedFromSubmitted;
       await runPrepared(db, statement, { receipts: JSON.stringify(receipts) });
-      wakeAfterCommit(db);
     },
   };
 }
@@ -224,7 +220,7 @@ function recordMinedStatement(
   return preparedStatement<"receipts">(
     statementName(name, followers),
     sql`
-    with ${NO_FLUSH_WAIT}, ${WAKE_AFTER_COMMIT},
+    with ${NO_FLUSH_WAIT},
     receipts as materialized (
       select * from json_to_recordset(${sql.placeholder("receipts")}::json)
         as r(tx_id uuid, status text, fee_wei numeric, block_number bigint)),
@@ -232,7 +228,7 @@ function recordMinedStatement(
       select t.tx_id from receipts r
       cross join lateral (select tx_id from outgoing_transactions t
         where t.tx_id = r.tx_id and t.status in ${from} for update) t
-      cross join no_flush_wait cross join wake_after_commit),
+      cross join no_flush_wait),
     mined as (
       update outgoing_transactions t
       set status = r.status, fee_wei = r.fee_wei, block_number = r.block_number, updated_at = now(),

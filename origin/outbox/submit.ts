@@ -7,10 +7,9 @@
  *   1. as an item queues, its sender's chain view is asked for (outbox.ts, batched with the
  *      others queueing then), so the read overlaps the wait for a batch instead of opening one;
  *   2. the batch opens: the fee quote and the kind's chain reads start; `begin`, the planner's
- *      settings of the batch (byKeyStatement), the events' wake left to after the commit
- *      (events/wake.ts), the kind's claim and the lock of the senders' nonce rows go out in one
- *      round trip. The lock is taken in address order, so two batches never wait on each other in
- *      a cycle, and it serialises every signing of a sender, across origins;
+ *      settings of the batch (byKeyStatement), the kind's claim and the lock of the senders' nonce
+ *      rows go out in one round trip. The lock is taken in address order, so two batches never
+ *      wait on each other in a cycle, and it serialises every signing of a sender, across origins;
  *   3. once the chain has answered, the kind's facts are read behind the lock (they see every
  *      earlier signing of these senders). A chain that did not answer ends the batch here, with
  *      nothing signed: every claimed item is told `unavailable`;
@@ -34,7 +33,6 @@ import { type Batcher, createBatcher } from "../db/batcher.ts";
 import { type Db, pgArrayLiteral } from "../db/client.ts";
 import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
-import { wakeAfterCommit, wakeAfterCommitStatement } from "../events/wake.ts";
 import type { Logger } from "../logger.ts";
 import type { SignerClient, SignerResult, SignTransactionResult } from "../signer/types.ts";
 import type { BroadcastLease, SenderView } from "./intent.ts";
@@ -150,7 +148,6 @@ async function runBatch<Item, Chain, Facts, Refusal>(
   const tx = await openPipelinedTransaction(deps.db);
   // In the same round trip as `begin`; a failure fails the statements after it, which are awaited.
   tx.run(byKeyStatement, {}).catch(() => {});
-  tx.run(wakeAfterCommitStatement, {}).catch(() => {});
   let ended = false;
   const store = async (
     signed: readonly Signed<Item>[],
@@ -169,7 +166,6 @@ async function runBatch<Item, Chain, Facts, Refusal>(
         }),
         tx.commit(),
       ]);
-      wakeAfterCommit(deps.db);
       ids = new Map(rows.map((row) => [row.tx_hash, { txId: row.tx_id, answer: row.answer }]));
     }
     for (const { index, refusal } of unsigned.refused) outcomes[index] = { kind: "refused", refusal };

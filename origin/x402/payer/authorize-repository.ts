@@ -22,7 +22,6 @@ import { z } from "zod";
 import type { PolicyDecision } from "../../../shared/agent-policy.ts";
 import type { Hex } from "../../../shared/hex.ts";
 import { type Db, queryRows } from "../../db/client.ts";
-import { WAKE_AFTER_COMMIT, wakeAfterCommit } from "../../events/wake.ts";
 import { policyDenied } from "../../policy/refusal.ts";
 import { type PolicyState, readPolicyState } from "../../policy/store.ts";
 import type { SignerFailure, SignerResult } from "../../signer/types.ts";
@@ -156,7 +155,6 @@ export type SignActionOnceParams = {
  * units and per-payee units hold exactly (the enclave's sealed counts are the hard bound). Under
  * that lock the agent's policy decides (deny wins, then hold, then allow); an allowed one counts
  * with its signature, before the lock is released, and one the enclave refused never counts.
- * `db` is the pool: a signing wakes the event listeners after the commit (events/wake.ts).
  */
 export async function signActionOnce(
   db: Db,
@@ -164,8 +162,7 @@ export async function signActionOnce(
   sign: (validBefore: bigint) => Promise<SignerResult<SignedAuthorization>>,
 ): Promise<SignOnceOutcome> {
   const { actionId, agentId, day, dailyLimit, payment } = params;
-  let signedHere = false;
-  const outcome = await db.transaction(async (tx): Promise<SignOnceOutcome> => {
+  return db.transaction(async (tx): Promise<SignOnceOutcome> => {
     const [row] = await queryRows<{ status: string; signed_payload: unknown }>(
       tx,
       sql`select status, signed_payload from agent_actions where action_id = ${actionId} for update`,
@@ -218,8 +215,7 @@ export async function signActionOnce(
     // authorization of the agent read the usage in between, and a refused one never counted.
     const units = payment.amountUnits.toString();
     await tx.execute(
-      sql`with ${WAKE_AFTER_COMMIT},
-          counted as (
+      sql`with counted as (
             update x402_daily_authorizations
             set authorizations = authorizations + 1, units = units + ${units}::numeric
             where agent_id = ${agentId} and day = ${day}::date),
@@ -230,14 +226,10 @@ export async function signActionOnce(
           update agent_actions
           set status = 'signed', signed_payload = ${JSON.stringify(signed.value)}::jsonb,
               signed_at = now(), updated_at = now()
-          from wake_after_commit
           where action_id = ${actionId}`,
     );
-    signedHere = true;
     return { kind: "signed", stored: { kind: "signed", signed: signed.value } };
   });
-  if (signedHere) wakeAfterCommit(db);
-  return outcome;
 }
 
 /**
