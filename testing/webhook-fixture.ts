@@ -14,6 +14,7 @@ import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
 import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
+import { startOwnPostgres } from "./own-postgres.ts";
 import { useFixture } from "./stack.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.ts";
 
@@ -47,6 +48,12 @@ export type StartWebhookFixtureParams = {
   fanOutPollMs?: number;
   /** AGENT_WEBHOOKS_MAX_PENDING; the origin's default when undefined. */
   maxPending?: number;
+  /**
+   * "own cluster": a cluster started for the fixture, for tests that time a wake. On the suite's
+   * shared cluster another file's open transaction holds the event log's horizon back
+   * (testing/events-horizon.ts), and an event written meanwhile waits for the fan-out's poll.
+   */
+  database?: "shared" | "own cluster";
 };
 
 /** The origins' environment for a fixture's key file and parameters. */
@@ -64,7 +71,8 @@ export function webhookEnv(
 }
 
 export async function startWebhookFixture(params: StartWebhookFixtureParams): Promise<WebhookFixture> {
-  const db = await createTestDatabase();
+  const db =
+    params.database === "own cluster" ? (await startOwnPostgres()).database : await createTestDatabase();
   const keyFile = path.join(await mkdtemp(path.join(tmpdir(), "webhooks-")), "webhook-signing.key");
   await ensureWebhookSigningKeyFile(keyFile);
   const origins: TestOrigin[] = [];

@@ -154,6 +154,8 @@ describe("delivery timing (two origins, a fan-out that polls every 30 s, a sched
     origins: 2,
     retry: SCHEDULE,
     fanOutPollMs: 30_000,
+    // Its times start at each event's commit; another file's transaction must not hold it back.
+    database: "own cluster",
   });
 
   it("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
