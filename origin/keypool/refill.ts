@@ -190,7 +190,7 @@ async function makeBatches(deps: RefillDeps, sizes: number[], params: RefillPara
     }
   };
   const lanes = Array.from({ length: Math.min(REFILL_IN_FLIGHT, sizes.length) }, lane);
-  const thrown = (await Promise.allSettled(lanes)).find((lane) => lane.status === "rejected");
+  const thrown = (await Promise.allSettled(lanes)).find((settled) => settled.status === "rejected");
   if (thrown) throw thrown.reason;
   return outcomes.filter((outcome) => outcome !== undefined);
 }
