@@ -33,7 +33,7 @@ import {
   transferWithAuthorizationCalldata,
   usdc,
 } from "../devnet/testing.ts";
-import { type ManagedChild, startChild } from "../ops/lib/supervisor.ts";
+import { type ManagedChild, profiledProgram, startChild } from "../ops/lib/supervisor.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { cpuMsOf } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
@@ -405,6 +405,8 @@ async function startDevnetProcess(maxTxsPerBlock: number | undefined): Promise<D
   const child = startChild({
     name: "devnet",
     entry: "bench/devnet-server.ts",
+    // BENCH_CPU_PROF=<dir>: each devnet writes a CPU profile there when it stops.
+    ...profiledProgram("bench/devnet-server.ts"),
     env: {
       ...process.env,
       BENCH_MAX_TXS_PER_BLOCK: maxTxsPerBlock === undefined ? "" : String(maxTxsPerBlock),

@@ -11,7 +11,6 @@
  * Runtime-neutral: no `node:` imports (ed25519.ts reaches Node's crypto where it is there).
  */
 import { ed25519 } from "@noble/curves/ed25519";
-import { keccak_256 } from "@noble/hashes/sha3";
 import { z } from "zod";
 import { encodeCanonicalCbor } from "./canonical-cbor.ts";
 import { CAPABILITY_DOMAIN } from "./constants.ts";
@@ -23,6 +22,7 @@ import {
   type PrivilegedOp,
 } from "./enclave-protocol.ts";
 import { fromHex, type Hex, toHex } from "./hex.ts";
+import { keccak256 } from "./keccak.ts";
 
 export const CAPABILITY_VERSION = 2;
 
@@ -66,7 +66,7 @@ export function capabilitySigningPreimage(body: CapabilityBody): Uint8Array {
  * (snake_case, bigints as decimal strings, bytes as Uint8Array); throws CanonicalCborError otherwise.
  */
 export function payloadBinding(op: string, params: unknown): Hex {
-  return toHex(keccak_256(encodeCanonicalCbor([op, params])));
+  return toHex(keccak256(encodeCanonicalCbor([op, params])));
 }
 
 /** Ed25519 public key (0x-hex) of a 32-byte authority secret. */

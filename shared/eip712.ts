@@ -5,7 +5,7 @@
  * costs a tenth of a generic typed-data encoder on the origin's verification path.
  * Runtime-neutral: no `node:` imports.
  */
-import { keccak_256 } from "@noble/hashes/sha3";
+
 import type { Address, TypedDataDomain } from "viem";
 import {
   CHAIN_ID,
@@ -14,6 +14,7 @@ import {
   NATIVE_TRANSFER_AUTH_ADDRESS,
 } from "./constants.ts";
 import { fromHex, type Hex, toHex } from "./hex.ts";
+import { keccak256 } from "./keccak.ts";
 
 export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   TransferWithAuthorization: [
@@ -48,10 +49,10 @@ export type TransferWithAuthorizationMessage = {
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
-const DOMAIN_TYPEHASH = keccak_256(
+const DOMAIN_TYPEHASH = keccak256(
   utf8("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
 );
-const TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak_256(
+const TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
   utf8(
     "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)",
   ),
@@ -59,11 +60,11 @@ const TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak_256(
 
 /** The NativeTransferAuth domain's separator on `chainId` for the contract at `verifyingContract`. */
 export function domainSeparator(chainId: bigint, verifyingContract: Uint8Array): Uint8Array {
-  return keccak_256(
+  return keccak256(
     concat([
       DOMAIN_TYPEHASH,
-      keccak_256(utf8(EIP712_DOMAIN_NAME)),
-      keccak_256(utf8(EIP712_DOMAIN_VERSION)),
+      keccak256(utf8(EIP712_DOMAIN_NAME)),
+      keccak256(utf8(EIP712_DOMAIN_VERSION)),
       uintWord(chainId),
       addressWord(verifyingContract),
     ]),
@@ -76,8 +77,8 @@ export function domainSeparator(chainId: bigint, verifyingContract: Uint8Array):
  * variants once their address words are known to be clean, so calldata can be hashed as it stands.
  */
 export function authorizationDigest(separator: Uint8Array, encodedFields: Uint8Array): Uint8Array {
-  const structHash = keccak_256(concat([TRANSFER_WITH_AUTHORIZATION_TYPEHASH, encodedFields]));
-  return keccak_256(concat([Uint8Array.of(0x19, 0x01), separator, structHash]));
+  const structHash = keccak256(concat([TRANSFER_WITH_AUTHORIZATION_TYPEHASH, encodedFields]));
+  return keccak256(concat([Uint8Array.of(0x19, 0x01), separator, structHash]));
 }
 
 const separators = new Map<number, Uint8Array>();

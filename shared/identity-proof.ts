@@ -4,10 +4,11 @@
  * can never be an RLP transaction, and carries its own label, so it is no other signed message.
  * Runtime-neutral: no `node:` imports.
  */
-import { keccak_256 } from "@noble/hashes/sha3";
+
 import { type Address, isAddress } from "viem";
 import { IDENTITY_PROOF_LABEL } from "./constants.ts";
 import { equalBytes, fromHex, type Hex } from "./hex.ts";
+import { keccak256 } from "./keccak.ts";
 import { err, ok, type Result } from "./result.ts";
 import { addressOfPublicKey, isUncompressedPublicKey, recoverPublicKey } from "./secp256k1.ts";
 
@@ -70,7 +71,7 @@ export function buildIdentityProofPreimage(fields: IdentityProofFields): Uint8Ar
 
 /** keccak256 of the preimage: the digest the enclave signs (low-S). */
 export function identityProofDigest(preimage: Uint8Array): Uint8Array {
-  return keccak_256(preimage);
+  return keccak256(preimage);
 }
 
 export type VerifyIdentityProofParams = {

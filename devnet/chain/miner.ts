@@ -5,8 +5,8 @@
 import { type BlockHeader, createBlockHeader, type HeaderData } from "@ethereumjs/block";
 import type { Common } from "@ethereumjs/common";
 import { KECCAK256_RLP } from "@ethereumjs/util";
-import { keccak_256 } from "@noble/hashes/sha3";
 import { toRlp } from "viem";
+import { keccak256 } from "../../shared/keccak.ts";
 import { BLOCK_GAS_LIMIT, COINBASE_ADDRESS, GENESIS_BASE_FEE_WEI } from "../constants.ts";
 import { data } from "../hex.ts";
 import { formatHeader, type SupportedTx } from "../rpc/format.ts";
@@ -55,7 +55,7 @@ export function childHeaderData(
     excessBlobGas: parent.calcNextExcessBlobGas(common),
     blobGasUsed: 0n,
     // PREVRANDAO: no beacon chain here; a value that changes every block will do.
-    mixHash: keccak_256(parent.hash()),
+    mixHash: keccak256(parent.hash()),
     parentBeaconBlockRoot: ZERO_HASH,
     withdrawalsRoot: KECCAK256_RLP,
   };

@@ -6,13 +6,16 @@
  * Cancun rather than Prague: Prague blocks must call the EIP-7002/7251 system contracts, which a
  * genesis holding only the operator pool does not have.
  */
-import { type Common, createCustomCommon, Hardfork, Mainnet } from "@ethereumjs/common";
-import type { EVMMockBlockchainInterface } from "@ethereumjs/evm";
+import { paramsBlock } from "@ethereumjs/block";
+import { type Common, createCustomCommon, Hardfork, Mainnet, type ParamsDict } from "@ethereumjs/common";
+import { type EVMMockBlockchainInterface, paramsEVM } from "@ethereumjs/evm";
 import { MerklePatriciaTrie } from "@ethereumjs/mpt";
 import { Caches, MerkleStateManager } from "@ethereumjs/statemanager";
+import { paramsTx } from "@ethereumjs/tx";
 import { type Address, createAddressFromString, ValueEncoding } from "@ethereumjs/util";
-import { createVM, type VM } from "@ethereumjs/vm";
+import { createVM, paramsVM, type VM } from "@ethereumjs/vm";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
+import { keccak256 } from "../../shared/keccak.ts";
 import { StatePruner } from "../state/pruning.ts";
 import { TrackingStateManager } from "../state/tracking-state-manager.ts";
 import { createNativeTransferAuth } from "./precompile/native-transfer-auth.ts";
@@ -46,11 +49,36 @@ export type CreateDevnetVmParams = {
 };
 
 export function createDevnetCommon(ecrecover?: Ecrecover): Common {
-  return createCustomCommon({ chainId: CHAIN_ID, name: "agent-wallet-devnet" }, Mainnet, {
+  const common = createCustomCommon({ chainId: CHAIN_ID, name: "agent-wallet-devnet" }, Mainnet, {
     hardfork: Hardfork.Cancun,
-    // Transactions (and the ecrecover precompile) recover through the common's customCrypto.ecrecover.
-    customCrypto: { ecrecover: ecrecover ?? libsecp256k1Ecrecover },
+    // Transactions (and the ecrecover precompile) recover through the common's customCrypto.ecrecover;
+    // trie nodes, transactions, headers and the KECCAK256 opcode hash through its keccak256.
+    customCrypto: { ecrecover: ecrecover ?? libsecp256k1Ecrecover, keccak256 },
   });
+  return withParameterTablesMerged(common);
+}
+
+/** The parameter tables ethereumjs's transactions, headers, VM and EVM merge into their Common. */
+export const PARAMETER_TABLES: readonly ParamsDict[] = [paramsTx, paramsBlock, paramsVM, paramsEVM];
+
+/**
+ * Every transaction and block header ethereumjs constructs copies the Common it is given and
+ * merges its package's parameter table into the copy: a JSON round trip of each EIP's entries and
+ * a rebuilt parameter cache, about a tenth of the devnet's CPU per settlement in bench:devnet's
+ * profile. The tables are constants, and a copy shares its original's tables and cache until it
+ * merges (Common.copy is a shallow copy); so they are merged once here, and a merge of one of them
+ * again, into this Common or any copy of it, which would rebuild the same values, is skipped.
+ * Another table (none the devnet uses) still merges as before.
+ */
+function withParameterTablesMerged(common: Common): Common {
+  for (const table of PARAMETER_TABLES) common.updateParams(table);
+  const merge = common.updateParams;
+  // An own property: Common.copy (Object.assign) carries it to every copy.
+  common.updateParams = function (this: Common, params) {
+    if (PARAMETER_TABLES.includes(params)) return;
+    merge.call(this, params);
+  };
+  return common;
 }
 
 export async function createDevnetVm(params: CreateDevnetVmParams): Promise<DevnetVm> {

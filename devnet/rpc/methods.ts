@@ -5,8 +5,8 @@
  * so viem parses them and maps errors (nonce too low, insufficient funds, reverts) to its own error classes.
  */
 import { bigIntToBytes, setLengthLeft } from "@ethereumjs/util";
-import { keccak_256 } from "@noble/hashes/sha3";
 import { CHAIN_ID } from "../../shared/constants.ts";
+import { keccak256 } from "../../shared/keccak.ts";
 import type { Result } from "../../shared/result.ts";
 import type { Chain, StateTag } from "../chain/chain.ts";
 import {
@@ -39,7 +39,7 @@ export function createRpcMethods(chain: Chain): RpcMethods {
     web3_clientVersion: () => DEVNET_CLIENT_VERSION,
     web3_sha3: (params) => {
       requireArguments(params, 1);
-      return data(keccak_256(parseBytes(params[0], 0)));
+      return data(keccak256(parseBytes(params[0], 0)));
     },
     net_version: () => String(CHAIN_ID),
     net_listening: () => true,

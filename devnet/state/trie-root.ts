@@ -1,5 +1,5 @@
-import { keccak_256 } from "@noble/hashes/sha3";
 import { toRlp } from "viem";
+import { keccak256 } from "../../shared/keccak.ts";
 
 type Rlp = Uint8Array | readonly Rlp[];
 /** A trie node before hashing: a leaf, extension or branch as the RLP list it encodes to. */
@@ -17,10 +17,10 @@ const EMPTY = new Uint8Array(0);
  */
 export function orderedTrieRoot(values: readonly Uint8Array[]): Uint8Array {
   // An empty trie's root is keccak256(rlp("")) (KECCAK256_RLP).
-  if (values.length === 0) return keccak_256(Uint8Array.of(0x80));
+  if (values.length === 0) return keccak256(Uint8Array.of(0x80));
   const entries = values.map((value, i) => ({ path: nibbles(rlpIndex(i)), value }));
   // The root is always hashed, even when its encoding is shorter than 32 bytes.
-  return keccak_256(toRlp(node(entries, 0), "bytes"));
+  return keccak256(toRlp(node(entries, 0), "bytes"));
 }
 
 /** The node holding `entries`, whose paths agree on their first `depth` nibbles. */
@@ -48,7 +48,7 @@ function node(entries: readonly Entry[], depth: number): TrieNode {
 /** How a parent points at a child: inline when its encoding is under 32 bytes, else by hash. */
 function reference(child: TrieNode): Rlp {
   const encoded = toRlp(child, "bytes");
-  return encoded.length < 32 ? child : keccak_256(encoded);
+  return encoded.length < 32 ? child : keccak256(encoded);
 }
 
 /** Length of the path all `entries` share after `depth`, stopping before any path ends. */

@@ -9,7 +9,6 @@
  */
 import { EVMError, type ExecResult, type Log, type Message, type PrecompileInput } from "@ethereumjs/evm";
 import { Account, Address, concatBytes, equalsBytes, hexToBytes } from "@ethereumjs/util";
-import { keccak_256 } from "@noble/hashes/sha3";
 import {
   EIP712_DOMAIN_NAME,
   EIP712_DOMAIN_VERSION,
@@ -17,6 +16,7 @@ import {
   WEI_PER_UNIT,
 } from "../../../shared/constants.ts";
 import { authorizationDigest, domainSeparator } from "../../../shared/eip712.ts";
+import { keccak256 } from "../../../shared/keccak.ts";
 import { ok, type Result } from "../../../shared/result.ts";
 import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
 import {
@@ -262,8 +262,8 @@ export function authorizationRecoveryInput(
 
 /** keccak256(nonce ‖ keccak256(authorizer ‖ 0)): Solidity's slot for map[authorizer][nonce] at slot 0. */
 export function authorizationSlot(authorizer: Uint8Array, nonce: Uint8Array): Uint8Array {
-  const inner = keccak_256(concatBytes(encodeAddress(authorizer), encodeUint(0n)));
-  return keccak_256(concatBytes(nonce, inner));
+  const inner = keccak256(concatBytes(encodeAddress(authorizer), encodeUint(0n)));
+  return keccak256(concatBytes(nonce, inner));
 }
 
 function signatureReason(failure: SignatureFailure): RevertReason {

@@ -5,7 +5,7 @@
  * that serves keys prefetched on worker threads (signature-recovery.ts).
  */
 import { bigIntToBytes, bytesToBigInt, SECP256K1_ORDER_DIV_2, setLengthLeft } from "@ethereumjs/util";
-import { keccak_256 } from "@noble/hashes/sha3";
+import { keccak256 } from "../../../shared/keccak.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 import { type Ecrecover, type RecoveryInput, ecrecover as recoverPublicKey } from "../signature-recovery.ts";
 
@@ -48,7 +48,7 @@ export function recoverSigner(
   if (input === undefined) return err("invalid_v");
   try {
     const publicKey = ecrecover(input.hash, input.v, input.r, input.s, input.chainId);
-    return ok(keccak_256(publicKey).subarray(12));
+    return ok(keccak256(publicKey).subarray(12));
   } catch {
     // r or s out of range (zero included), or no curve point for r: ecrecover returns address(0).
     return err("invalid_signature");
