@@ -47,7 +47,7 @@ export type TransferWithAuthorizationMessage = {
   nonce: Hex;
 };
 
-const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+export const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
 const DOMAIN_TYPEHASH = keccak256(
   utf8("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
@@ -77,7 +77,11 @@ export function domainSeparator(chainId: bigint, verifyingContract: Uint8Array):
  * variants once their address words are known to be clean, so calldata can be hashed as it stands.
  */
 export function authorizationDigest(separator: Uint8Array, encodedFields: Uint8Array): Uint8Array {
-  const structHash = keccak256(concat([TRANSFER_WITH_AUTHORIZATION_TYPEHASH, encodedFields]));
+  return typedDataDigest(separator, keccak256(concat([TRANSFER_WITH_AUTHORIZATION_TYPEHASH, encodedFields])));
+}
+
+/** EIP-712's digest of a struct's hash under a domain's separator: keccak256(0x1901 ‖ separator ‖ struct). */
+export function typedDataDigest(separator: Uint8Array, structHash: Uint8Array): Uint8Array {
   return keccak256(concat([Uint8Array.of(0x19, 0x01), separator, structHash]));
 }
 
@@ -108,7 +112,8 @@ export function transferWithAuthorizationDigest(
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
-function uintWord(value: bigint): Uint8Array {
+/** A uint256 as its 32-byte ABI word; throws outside the type's range. */
+export function uintWord(value: bigint): Uint8Array {
   if (value < 0n || value > MAX_UINT256) throw new RangeError("uint256 out of range");
   return fromHex(`0x${value.toString(16).padStart(64, "0")}`);
 }
@@ -120,7 +125,7 @@ function addressWord(address: Uint8Array): Uint8Array {
   return word;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
+export function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
   let at = 0;
   for (const part of parts) {
