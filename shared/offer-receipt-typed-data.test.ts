@@ -34,12 +34,17 @@ const viemReceipt = (receipt: ReceiptFields): string =>
 
 const pieces = ["", "a", "https://example.com/77/x402/demo?q=1", "é", "支付", "🙂", "0x", "eip155:77", " "];
 const randomText = (): string =>
-  Array.from({ length: Math.floor(Math.random() * 6) }, () => pieces[Math.floor(Math.random() * pieces.length)])
+  Array.from(
+    { length: Math.floor(Math.random() * 6) },
+    () => pieces[Math.floor(Math.random() * pieces.length)],
+  )
     .join("")
     .repeat(1 + Math.floor(Math.random() * 40));
 const integers = [0, 1, 2, 1_796_000_000, Number.MAX_SAFE_INTEGER, 2 ** 60];
 const randomInteger = (): number =>
-  Math.random() < 0.5 ? integers[Math.floor(Math.random() * integers.length)]! : Math.floor(Math.random() * 2 ** 40);
+  Math.random() < 0.5
+    ? integers[Math.floor(Math.random() * integers.length)]!
+    : Math.floor(Math.random() * 2 ** 40);
 
 describe("offer and receipt digests", () => {
   it("equal viem's EIP-712 digests over 300 random offers and receipts", () => {
@@ -77,7 +82,9 @@ describe("offer and receipt digests", () => {
       transaction: `0x${"ab".repeat(32)}`,
     };
     expect(receiptDigest(receipt)).toBe(viemReceipt(receipt));
-    expect(receiptDigest({ ...receipt, payer: receipt.payer.toUpperCase() })).not.toBe(receiptDigest(receipt));
+    expect(receiptDigest({ ...receipt, payer: receipt.payer.toUpperCase() })).not.toBe(
+      receiptDigest(receipt),
+    );
   });
 
   it("refuses a number no uint256 holds, as viem's encoder does", () => {
