@@ -5,6 +5,7 @@
 // name, in order, of the declared types.
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { sql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -22,7 +23,13 @@ import { policyStatement } from "../policy/store.ts";
 import { reservedStatement } from "../x402/payee/reservations.ts";
 import { payerRevertsStatement } from "../x402/payee/revert-guard.ts";
 import * as settle from "../x402/payee/settle.ts";
-import { COLUMN_TYPES, type Columns, columnDeclaration, type PreparedStatement } from "./prepared.ts";
+import {
+  COLUMN_TYPES,
+  type Columns,
+  columnDeclaration,
+  type PreparedStatement,
+  preparedStatement,
+} from "./prepared.ts";
 
 type AnyStatement = PreparedStatement<string, Columns>;
 
@@ -206,6 +213,11 @@ describe("named statements", () => {
       failures.push(`${name}: two statements share the name (a connection keeps one text per name)`);
     }
     expect(failures).toEqual([]);
+  });
+
+  it("refuses a statement name longer than the 63 bytes Postgres keeps of it", () => {
+    expect(() => preparedStatement(`a${"b".repeat(62)}`, sql`select 1`)).not.toThrow();
+    expect(() => preparedStatement(`a${"b".repeat(63)}`, sql`select 1`)).toThrow(RangeError);
   });
 
   it("plans the money batch's claim and store by key on an empty table, under the batch's settings (outbox/submit.ts byKeyStatement)", async () => {

@@ -118,10 +118,21 @@ const dialect = new PgDialect();
  * `sql.placeholder(name)`; anything else interpolated is a constant sent with every run. It is a
  * statement once `returns` has declared its result columns (`{}`: none read).
  */
+/**
+ * The longest name Postgres keeps (NAMEDATALEN - 1 bytes): it cuts a longer statement name short,
+ * so two names alike up to there would name one statement, and a connection holds one text per name.
+ */
+export const MAX_STATEMENT_NAME = 63;
+
 export function preparedStatement<P extends string>(
   name: string,
   query: SQL,
 ): { returns<const C extends Columns>(columns: C): PreparedStatement<P, C> } {
+  if (new TextEncoder().encode(name).length > MAX_STATEMENT_NAME) {
+    throw new RangeError(
+      `statement name ${name} is longer than the ${MAX_STATEMENT_NAME} bytes Postgres keeps`,
+    );
+  }
   const compiled = dialect.sqlToQuery(query);
   const params = compiled.params.map((param) =>
     param instanceof Placeholder ? { placeholder: param.name as P } : { fixed: param },

@@ -9,9 +9,16 @@
  * that records that one's receipt, or by decide.ts). No statement here moves a row that has ended,
  * and none hands a nonce out again.
  */
+import { createHash } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
-import { type NoColumns, type PreparedStatement, preparedStatement, runPrepared } from "../db/prepared.ts";
+import {
+  MAX_STATEMENT_NAME,
+  type NoColumns,
+  type PreparedStatement,
+  preparedStatement,
+  runPrepared,
+} from "../db/prepared.ts";
 import { followersTail, type TxFollower } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
@@ -197,10 +204,16 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
 /**
  * A statement's name for one set of followers: its text carries their updates, and a connection
  * holds one text per name, so two outboxes of one process with other followers (tests compose
- * origins with and without some) never share a name.
+ * origins with and without some) never share a name. A name that would pass the length Postgres
+ * keeps (db/prepared.ts) names the followers by a hash of their names instead.
  */
 function statementName(base: string, followers: readonly TxFollower[]): string {
-  return followers.length === 0 ? base : `${base}__${followers.map((follower) => follower.name).join("_")}`;
+  if (followers.length === 0) return base;
+  const names = followers.map((follower) => follower.name).join("_");
+  const name = `${base}__${names}`;
+  return name.length <= MAX_STATEMENT_NAME
+    ? name
+    : `${base}__${createHash("sha256").update(names).digest("hex").slice(0, 16)}`;
 }
 
 /**
