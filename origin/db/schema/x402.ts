@@ -78,6 +78,24 @@ export const x402Settlements = pgTable(
 );
 
 /**
+ * Each settlement that reverted, as its receipt was recorded (x402/payee/outbox-follower.ts): what
+ * the revert guard (x402/payee/revert-guard.ts) counts per payer within its window. Reverts are
+ * rare, so the guard's read finds them here through the payer's few rows, where in
+ * x402_settlements it visited every settlement of the payer's last day. Gone with its settlement.
+ */
+export const x402Reverts = pgTable(
+  "x402_reverts",
+  {
+    settlementId: uuid("settlement_id")
+      .primaryKey()
+      .references(() => x402Settlements.id, { onDelete: "cascade" }),
+    payer: text("payer").notNull(),
+    revertedAt: timestamp("reverted_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index("x402_reverts_payer_at_idx").on(t.payer, t.revertedAt)],
+);
+
+/**
  * A payment identifier (the x402 `payment-identifier` extension, docs/x402.md#payment-identifiers):
  * the id a payer gave one logical payment, bound to that payer and to the fingerprint of what it
  * pays for, and naming the settlement (the payer's nonce) that answers for it. Unique per payer:

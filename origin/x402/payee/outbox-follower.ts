@@ -15,3 +15,15 @@ export const settlementsFollower: OutboxDomains["followers"][number] = {
         error_reason = case when m.status = 'failed' then 'broadcast_refused' else x.error_reason end
     from moved m where x.tx_id = m.tx_id and x.status in ('claimed', 'submitted')`,
 };
+
+/**
+ * A settlement that reverts is also recorded in x402_reverts, in the same statement, for the revert
+ * guard's count (revert-guard.ts); as above, only a settlement still in flight moves.
+ */
+export const settlementRevertsFollower: OutboxDomains["followers"][number] = {
+  name: "reverts",
+  moved: sql`insert into x402_reverts (settlement_id, payer)
+    select x.id, x.payer from moved m join x402_settlements x on x.tx_id = m.tx_id
+    where m.status = 'reverted' and x.status in ('claimed', 'submitted')
+    on conflict (settlement_id) do nothing`,
+};

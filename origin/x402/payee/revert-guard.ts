@@ -6,8 +6,8 @@
  * settlement revert, and nothing read before signing can see that coming. So the facilitator's
  * settle and the demo's paid retry pass this guard first:
  *  - a payer whose settlements reverted REVERT_GUARD.reverts times within windowSeconds is refused
- *    settlement until the oldest of them leaves the window: counted in x402_settlements (status
- *    `reverted`, updated_at), so the count holds across origins sharing the database;
+ *    settlement until the oldest of them leaves the window: counted in x402_reverts (a row as each
+ *    revert's receipt is recorded), so the count holds across origins sharing the database;
  *  - so is a client address (IPv4, IPv6 /64) whose settlements reverted as many times, as this node
  *    saw them (in memory per node, like the other windows);
  *  - while a settlement is in flight it holds one of what its payer may still revert, so a payer
@@ -68,24 +68,21 @@ export type CreateRevertGuardParams = {
 type PayerReverts = { reverts: number; freesInSeconds: number };
 
 /**
- * Per payer, its reverted settlements in the window: the count, at most `limit`, and the seconds
- * until the oldest counted one leaves the window. A reverted settlement was mined while its
- * authorization was still valid, so its valid_before is within a day of updated_at; the bound
- * keeps the read on the (payer, valid_before) index.
+ * Per payer, its reverted settlements in the window (x402_reverts, a row each, as its receipt was
+ * recorded): the count, at most `limit`, and the seconds until the oldest counted one leaves the
+ * window.
  */
-export const payerRevertsStatement = preparedStatement<"payers" | "window" | "since" | "limit">(
+export const payerRevertsStatement = preparedStatement<"payers" | "window" | "limit">(
   "x402_payer_reverts",
   sql`select payer, count(*)::int as reverts,
         greatest(1, ceil(extract(epoch from
-          min(updated_at) + make_interval(secs => ${sql.placeholder("window")}::double precision) - now())))::int
+          min(reverted_at) + make_interval(secs => ${sql.placeholder("window")}::double precision) - now())))::int
           as frees_in
-      from (select payer, updated_at,
-              row_number() over (partition by payer order by updated_at desc) as n
-            from x402_settlements
+      from (select payer, reverted_at,
+              row_number() over (partition by payer order by reverted_at desc) as n
+            from x402_reverts
             where payer = any(${sql.placeholder("payers")}::text[])
-              and valid_before > ${sql.placeholder("since")}::bigint
-              and status = 'reverted'
-              and updated_at > now() - make_interval(secs => ${sql.placeholder("window")}::double precision)) r
+              and reverted_at > now() - make_interval(secs => ${sql.placeholder("window")}::double precision)) r
       where n <= ${sql.placeholder("limit")}::int
       group by payer`,
 ).returns({ payer: "text", reverts: "int", frees_in: "int" });
@@ -105,7 +102,6 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
       const rows = await runPrepared(params.db, payerRevertsStatement, {
         payers: pgArrayLiteral([...new Set(payers)]),
         window: limits.windowSeconds,
-        since: Math.floor(now() / 1000) - limits.windowSeconds - 86_400,
         limit: limits.reverts,
       });
       const byPayer = new Map(rows.map((row) => [row.payer, row]));

@@ -314,7 +314,8 @@ describe("a payer racing its own balance", () => {
   }, 180_000);
 
   it("refuses a payer with 3 reverts from any address and at another origin, verify and the paid demo too", async () => {
-    // Mutation: the guard reading no reverts from x402_settlements (payer count taken as 0) lets
+    // Mutation: the guard reading no reverts from x402_reverts (payer count taken as 0), or the
+    // receipts' statement recording none there (outbox-follower.ts settlementRevertsFollower), lets
     // the fourth attempt, from a fresh address at the second origin, be signed and revert.
     const second = await stack.startOrigin({}, undefined, proxy.url);
     const secondEdge = await edgeFor(second);
