@@ -114,16 +114,17 @@ export type PreparedStatement<P extends string, C extends Columns> = {
 const dialect = new PgDialect();
 
 /**
- * A named statement from a drizzle `sql` template: its variable parts are
- * `sql.placeholder(name)`; anything else interpolated is a constant sent with every run. It is a
- * statement once `returns` has declared its result columns (`{}`: none read).
- */
-/**
  * The longest name Postgres keeps (NAMEDATALEN - 1 bytes): it cuts a longer statement name short,
  * so two names alike up to there would name one statement, and a connection holds one text per name.
  */
 export const MAX_STATEMENT_NAME = 63;
 
+/**
+ * A named statement from a drizzle `sql` template: its variable parts are
+ * `sql.placeholder(name)`; anything else interpolated is a constant sent with every run. It is a
+ * statement once `returns` has declared its result columns (`{}`: none read). A name longer than
+ * MAX_STATEMENT_NAME is refused.
+ */
 export function preparedStatement<P extends string>(
   name: string,
   query: SQL,
