@@ -1,6 +1,7 @@
 /**
- * The native Keccak-256 (shared/keccak.ts) stands in for @noble/hashes in the devnet: these tests
- * hold it to noble's digests, byte for byte, across the sponge's block boundaries.
+ * The native Keccak-256 (shared/keccak.ts) stands in for @noble/hashes in the devnet, the enclave
+ * and the origin: these tests hold it to noble's digests, byte for byte, across the sponge's block
+ * boundaries.
  */
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
