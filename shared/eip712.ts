@@ -47,7 +47,9 @@ export type TransferWithAuthorizationMessage = {
   nonce: Hex;
 };
 
-export const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+const encoder = new TextEncoder();
+
+export const utf8 = (text: string): Uint8Array => encoder.encode(text);
 
 const DOMAIN_TYPEHASH = keccak256(
   utf8("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),

@@ -59,7 +59,7 @@ export function createDevnetCommon(ecrecover?: Ecrecover): Common {
 }
 
 /** The parameter tables ethereumjs's transactions, headers, VM and EVM merge into their Common. */
-export const PARAMETER_TABLES: readonly ParamsDict[] = [paramsTx, paramsBlock, paramsVM, paramsEVM];
+const PARAMETER_TABLES: readonly ParamsDict[] = [paramsTx, paramsBlock, paramsVM, paramsEVM];
 
 /**
  * Every transaction and block header ethereumjs constructs copies the Common it is given and
