@@ -8,7 +8,8 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { type Address, getAddress } from "viem";
+import type { Address } from "viem";
+import { checksumAddress } from "../shared/address.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { type Hex, toHex } from "../shared/hex.ts";
 import { err, ok, type Result } from "../shared/result.ts";
@@ -68,7 +69,7 @@ export class Keystore {
           privateKey: key.private_key,
           publicKey: key.public_key,
           publicKeyHex: toHex(key.public_key),
-          address: getAddress(key.address),
+          address: checksumAddress(key.address),
         })),
       });
     }

@@ -5,8 +5,8 @@
  * as raw CBOR bytes. Params are strict: an unknown field is malformed rather than silently bound.
  * Runtime-neutral: no `node:` imports.
  */
-import { isAddress } from "viem";
 import { z } from "zod";
+import { isChecksummedOrLowerAddress } from "./address.ts";
 import { instanceIdSchema } from "./capability.ts";
 import { CAPABILITY_SCOPES, PRIVILEGED_OPS } from "./enclave-protocol.ts";
 import { ENV_ID_PATTERN, KEY_REF_PATTERN } from "./identity-proof.ts";
@@ -18,11 +18,11 @@ export const MAX_BATCH_KEYS = 1000;
 
 const hexBytes = (bytes: number) => z.string().regex(new RegExp(`^0x[0-9a-f]{${bytes * 2}}$`));
 export const keyRefSchema = z.string().regex(KEY_REF_PATTERN);
-/** 20-byte hex; mixed case must be a valid EIP-55 checksum (all-lower and all-upper pass). */
+/** 20-byte hex; anything but all lower case must be its EIP-55 checksum. */
 export const addressSchema = z
   .string()
   .regex(/^0x[0-9a-fA-F]{40}$/)
-  .refine((value): boolean => isAddress(value), "invalid address checksum");
+  .refine((value): boolean => isChecksummedOrLowerAddress(value), "invalid address checksum");
 /** Unsigned decimal string, at most 78 digits (uint256). */
 export const uintStringSchema = z.string().regex(/^(0|[1-9][0-9]{0,77})$/);
 export const hex32Schema = hexBytes(32);

@@ -6,7 +6,8 @@
  * bytes either way. Runtime-neutral: no `node:` imports.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
-import { type Address, getAddress } from "viem";
+import type { Address } from "viem";
+import { checksumAddress } from "./address.ts";
 import { fromHex, type Hex, toHex } from "./hex.ts";
 import { keccak256 } from "./keccak.ts";
 import { libsecp256k1 } from "./libsecp256k1.ts";
@@ -78,7 +79,7 @@ function bytesToBigInt(bytes: Uint8Array): bigint {
 
 /** EIP-55 address of an uncompressed public key: last 20 bytes of keccak256(x ‖ y). */
 export function addressOfPublicKey(publicKey: Uint8Array): Address {
-  return getAddress(toHex(keccak256(publicKey.subarray(1)).subarray(12)));
+  return checksumAddress(toHex(keccak256(publicKey.subarray(1)).subarray(12)));
 }
 
 /** Uncompressed (65-byte) public key of a private key. */

@@ -1,0 +1,31 @@
+/**
+ * EIP-55 addresses hashed with shared/keccak.ts: the native Keccak where it loads. viem's
+ * `getAddress` and `isAddress` hash with its JavaScript Keccak, about a tenth of a batch's cost
+ * when the enclave makes keys and the origin checks each one's address (docs/performance.md,
+ * "Provisioning and the key pool"). Same answers as viem's; runtime-neutral.
+ */
+import type { Address } from "viem";
+import { keccak256 } from "./keccak.ts";
+
+const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
+
+/** The EIP-55 form of a 20-byte hex address, in any case: a hex digit is upper case where the hash's nibble is 8 or more. */
+export function checksumAddress(address: string): Address {
+  if (!ADDRESS_PATTERN.test(address)) throw new Error(`not a 20-byte hex address: ${address}`);
+  const lower = address.slice(2).toLowerCase();
+  const ascii = new Uint8Array(40);
+  for (let i = 0; i < 40; i++) ascii[i] = lower.charCodeAt(i);
+  const hash = keccak256(ascii);
+  let out = "0x";
+  for (let i = 0; i < 40; i++) {
+    const nibble = i % 2 === 0 ? hash[i >> 1]! >> 4 : hash[i >> 1]! & 0x0f;
+    out += nibble >= 8 ? lower[i]!.toUpperCase() : lower[i];
+  }
+  return out as Address;
+}
+
+/** A 20-byte hex address whose letters are all lower case or, when mixed, its EIP-55 checksum. */
+export function isChecksummedOrLowerAddress(value: string): value is Address {
+  if (!ADDRESS_PATTERN.test(value)) return false;
+  return value.toLowerCase() === value || checksumAddress(value) === value;
+}
