@@ -40,7 +40,9 @@ async function main(): Promise<void> {
   const postgres = await startEmbeddedPostgres({ dir: path.join(dir, "pg"), port: await freePort() });
   const database = connectDatabase({ url: postgres.url, maxConnections: 16 });
   await migrateDatabase(database.db);
-  const enclave = await startEnclaveProcess({ envId: "bench" });
+  // BENCH_ENCLAVE_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles the enclave, as in bench:enclave.
+  const nodeArgs = process.env.BENCH_ENCLAVE_NODE_ARGS?.split(" ").filter(Boolean);
+  const enclave = await startEnclaveProcess({ envId: "bench", nodeArgs });
   const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
   const authorize = createCapabilityMinter({
     authority: enclave.adminSecret,

@@ -47,7 +47,9 @@ export type EnclaveFixture = {
 /** What most tests want: an initialised enclave, already serving. */
 export type EnclaveProcess = EnclaveFixture;
 
-export function startEnclaveProcess(options: { envId?: string } = {}): Promise<EnclaveProcess> {
+export function startEnclaveProcess(
+  options: { envId?: string; nodeArgs?: string[] } = {},
+): Promise<EnclaveProcess> {
   return createEnclaveFixture({ ...options, start: true });
 }
 

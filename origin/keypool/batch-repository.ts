@@ -97,17 +97,20 @@ export async function findStuckBatches(
 
 export type PoolStock = { free: number; pendingInBatches: number };
 
-/** Free keys, and keys of batches still on their way to `available` (they will become free). */
+/**
+ * Free keys, and keys of batches still on their way to `available` (they will become free). Read
+ * through the free keys' partial index and the batches' status index: a count over key_pool
+ * itself read every key ever assigned, about 30 ms at 300,000 keys, once a refill round and on
+ * every console overview. A batch past `requested` holds exactly its size in pending keys
+ * (recordGeneratedKeys inserts them as it advances), so its size counts them.
+ */
 export async function poolStock(db: Db): Promise<PoolStock> {
-  const rows = await db
+  const [row] = await db
     .select({
-      free: sql<number>`count(*) filter (where ${keyPool.status} = 'free')::int`,
-      pending: sql<number>`count(*) filter (where ${keyPool.status} = 'pending')::int`,
+      free: sql<number>`(select count(*)::int from ${keyPool} where ${keyPool.status} = 'free')`,
+      pending: sql<number>`coalesce(sum(${keyBatches.size}), 0)::int`,
     })
-    .from(keyPool);
-  const requested = await db
-    .select({ keys: sql<number>`coalesce(sum(${keyBatches.size}), 0)::int` })
     .from(keyBatches)
-    .where(eq(keyBatches.status, "requested"));
-  return { free: rows[0]?.free ?? 0, pendingInBatches: (rows[0]?.pending ?? 0) + (requested[0]?.keys ?? 0) };
+    .where(inArray(keyBatches.status, [...IN_PROGRESS_STATES]));
+  return { free: row?.free ?? 0, pendingInBatches: row?.pending ?? 0 };
 }
