@@ -63,7 +63,12 @@ import { loadWebhookSigningKeys, type WebhookSigningKey } from "./webhooks/signi
 import type { Worker } from "./workers/loop.ts";
 import { createX402Module } from "./x402/capability.ts";
 import { settledResourcesFollower } from "./x402/payee/catalogue-follower.ts";
-import { settlementRevertsFollower, settlementsFollower } from "./x402/payee/outbox-follower.ts";
+import {
+  reservationEndedFollower,
+  reservationMinedFollower,
+  settlementRevertsFollower,
+  settlementsFollower,
+} from "./x402/payee/outbox-follower.ts";
 import { buildX402Runtime, type X402Runtime } from "./x402/setup.ts";
 
 export type ComposeOptions = {
@@ -228,7 +233,14 @@ const MAX_WAITING_BROADCASTS = 128;
 
 /** Every domain's part of the outbox: the rows that follow its transactions, sweeps, keys, fillers. */
 export const OUTBOX_DOMAINS: OutboxDomains = {
-  followers: [actionsFollower, settlementsFollower, settlementRevertsFollower, settledResourcesFollower],
+  followers: [
+    actionsFollower,
+    settlementsFollower,
+    settlementRevertsFollower,
+    reservationMinedFollower,
+    reservationEndedFollower,
+    settledResourcesFollower,
+  ],
   sweeps: [abandonRequestedSweep, expireHoldsSweep],
   senderKeys: [agentWalletKeys],
   fillerRows: [agentFillerRows],

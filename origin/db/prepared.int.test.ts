@@ -15,9 +15,10 @@ import * as moneyBatch from "../actions/batch-store.ts";
 import { expireHoldsStatement } from "../agent-actions/holds.ts";
 import * as agentActions from "../agent-actions/repository.ts";
 import { OUTBOX_DOMAINS } from "../compose.ts";
+import { byKeyStatement } from "../outbox/by-key.ts";
 import { fillerClaimStatement, fillerStoreStatement } from "../outbox/fillers.ts";
 import { outboxStoreStatements } from "../outbox/store.ts";
-import { byKeyStatement, lockStatement } from "../outbox/submit.ts";
+import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
 import { policyStatement } from "../policy/store.ts";
 import { reservedStatement } from "../x402/payee/reservations.ts";
@@ -256,6 +257,53 @@ describe("named statements", () => {
     }
     // Without the batch's settings, the claim's plan reads the partial index through a bitmap.
     expect(await scansOfActions(moneyBatch.claimStatement, false)).not.toEqual(["Index Scan"]);
+  });
+
+  it("plans the x402 batch's statements and the outbox's moves by key on empty tables: every scan of a batch's tables has an index condition (outbox/by-key.ts)", async () => {
+    // Made on a new node's empty tables with only sequential and bitmap scans off, these plans
+    // joined by hash over a whole index (the store read x402_settlements' primary key end to end)
+    // or read a table whole (the receipts' statement, outgoing_transactions), once a batch.
+    const tables = new Set([
+      "outgoing_transactions",
+      "x402_settlements",
+      "x402_reservations",
+      "x402_reverts",
+      "agent_actions",
+      "sender_nonces",
+    ]);
+    const unkeyedScans = async (statement: AnyStatement): Promise<string[]> => {
+      await client.query("begin");
+      try {
+        await client.query(byKeyStatement.text);
+        await client.query("set local plan_cache_mode = force_generic_plan");
+        await client.query(`prepare plan_probe as ${statement.text}`);
+        const values = statement.params.map(() => "null").join(", ");
+        const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
+          `explain (format json) execute plan_probe${values ? `(${values})` : ""}`,
+        );
+        const found: string[] = [];
+        const walk = (node: Record<string, unknown>): void => {
+          const relation = node["Relation Name"];
+          const type = String(node["Node Type"]);
+          if (typeof relation === "string" && tables.has(relation) && type.endsWith("Scan")) {
+            if (!("Index Cond" in node)) found.push(`${type} on ${relation}`);
+          }
+          for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+        };
+        walk((rows[0]!["QUERY PLAN"] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+        return found;
+      } finally {
+        await client.query("rollback");
+        await client.query("deallocate plan_probe");
+      }
+    };
+    const statements = [
+      settle.claimStatement,
+      settle.storeStatement,
+      reservedStatement,
+      ...Object.values(outboxStoreStatements(OUTBOX_DOMAINS.followers)),
+    ];
+    for (const statement of statements) expect(await unkeyedScans(statement), statement.name).toEqual([]);
   });
 
   it("covers every statement the origin's source names", () => {

@@ -86,6 +86,7 @@ describe("migrations and constraints", () => {
         "x402_daily_payee_units",
         "x402_payment_ids",
         "x402_resources",
+        "x402_reservations",
         "x402_reverts",
         "x402_settlements",
       ].sort(),

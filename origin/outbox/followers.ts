@@ -11,12 +11,13 @@ export type TxFollower = {
   /** The follower's name in the statement (lowercase letters and underscores). */
   name: string;
   /**
-   * An UPDATE of the follower's rows after their transactions moved: the statement's CTE `moved`
-   * holds (tx_id, status, error, taken_by), status one of `submitted` (a broadcast answered; error:
-   * the node's words, null when accepted), `confirmed`, `reverted` (a receipt) or `failed` (another
+   * An UPDATE (or INSERT, DELETE) of the follower's rows after their transactions moved: the
+   * statement's CTE `moved` holds (tx_id, status, error, taken_by, block_number), status one of
+   * `submitted` (a broadcast answered; error: the node's words, null when accepted), `confirmed`,
+   * `reverted` (a receipt; block_number: the block it was mined in) or `failed` (another
    * transaction took the nonce; error: which, and the last broadcast's answer; taken_by: that
-   * transaction's tx_id when it is the service's). The follower must leave rows that have ended as
-   * they are.
+   * transaction's tx_id when it is the service's). block_number is null but for a receipt. The
+   * follower must leave rows that have ended as they are.
    */
   moved: SQL;
 };

@@ -17,8 +17,8 @@ import {
   type NoColumns,
   type PreparedStatement,
   preparedStatement,
-  runPrepared,
 } from "../db/prepared.ts";
+import { runByKey } from "./by-key.ts";
 import { followersTail, type TxFollower } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 
@@ -99,7 +99,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
           broadcast_attempts = broadcast_attempts + (case when m.outcome is null then 0 else 1 end),
           nonce_passed_at = case when m.status = 'failed' then t.nonce_passed_at else null end
       from locked l join moves m on m.tx_id = l.tx_id where t.tx_id = l.tx_id
-      returning t.tx_id, t.status, t.error, null::uuid as taken_by)${followersTail(followers)}`,
+      returning t.tx_id, t.status, t.error, null::uuid as taken_by, null::bigint as block_number)${followersTail(followers)}`,
   ).returns({});
 }
 
@@ -158,7 +158,7 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
   const moveInFlight = async (db: Db, moves: InFlightMove[]): Promise<void> => {
     if (moves.length === 0) return;
     const sorted = [...moves].sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
-    await runPrepared(db, statements.moveInFlight, { moves: JSON.stringify(sorted) });
+    await runByKey(db, statements.moveInFlight, { moves: JSON.stringify(sorted) });
   };
   return {
     recordBroadcasts: (db, leases, outcomes) =>
@@ -196,7 +196,7 @@ export function createOutboxStore(followers: readonly TxFollower[]): OutboxStore
           block_number: item.blockNumber.toString(),
         }));
       const statement = options.broadcast ? statements.minedFromSigned : statements.minedFromSubmitted;
-      await runPrepared(db, statement, { receipts: JSON.stringify(receipts) });
+      await runByKey(db, statement, { receipts: JSON.stringify(receipts) });
     },
   };
 }
@@ -248,7 +248,7 @@ function recordMinedStatement(
           broadcast_lease_until = null, nonce_passed_at = null,
           broadcast_attempts = broadcast_attempts + (case when t.status = 'signed' then 1 else 0 end)
       from locked l join receipts r on r.tx_id = l.tx_id where t.tx_id = l.tx_id
-      returning t.tx_id, t.status, t.sender, t.nonce, t.purpose, t.tx_hash),
+      returning t.tx_id, t.status, t.sender, t.nonce, t.purpose, t.tx_hash, t.block_number),
     siblings as materialized (
       -- The payment and the filler at each mined one's nonce, each found through its own index
       -- (two probes a receipt, whatever else is in flight), but for the mined ones themselves.
@@ -274,7 +274,7 @@ function recordMinedStatement(
       where o.tx_id = s.tx_id
       returning o.tx_id, o.status, o.error, s.taken_by),
     moved as (
-      select tx_id, status, null::text as error, null::uuid as taken_by from mined
-      union all select tx_id, status, error, taken_by from superseded)${followersTail(followers)}`,
+      select tx_id, status, null::text as error, null::uuid as taken_by, block_number from mined
+      union all select tx_id, status, error, taken_by, null::bigint from superseded)${followersTail(followers)}`,
   ).returns({});
 }

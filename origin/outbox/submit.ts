@@ -35,6 +35,7 @@ import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import type { SignerClient, SignerResult, SignTransactionResult } from "../signer/types.ts";
+import { byKeyStatement } from "./by-key.ts";
 import type { BroadcastLease, SenderView } from "./intent.ts";
 import type { CheckAt, Claimed, OutboxKind, SigningRequest } from "./kind.ts";
 import type { BroadcastLane, LaneOutcome } from "./lane.ts";
@@ -92,20 +93,6 @@ export function createSubmit(deps: SubmitDeps): Submit {
     return run({ item, sender, view: kind.readsSenderViews ? deps.senderView(sender) : undefined });
   };
 }
-
-/**
- * For the rest of the batch's transaction, plans that reach rows through an index, as a batch's
- * statements do (its items' actions and rows by key, its senders' rows, a day's row). Each
- * statement is prepared once per connection and its generic plan is kept: planned while the
- * tables were nearly empty, the claim and the store read agent_actions whole, or every entry of
- * a partial index, and kept doing so as the tables grew (bench:money 0.76× → 0.60× of the
- * straight rate until this; docs/performance.md).
- */
-export const byKeyStatement = preparedStatement<never>(
-  "outbox_plan_by_key",
-  sql`select set_config('enable_seqscan', 'off', true) as seqscan,
-        set_config('enable_bitmapscan', 'off', true) as bitmapscan`,
-).returns({ seqscan: "text", bitmapscan: "text" });
 
 /** Locks the senders' nonce rows (made on a sender's first use), in the order given; their next nonces. */
 export const lockStatement = preparedStatement<"senders">(

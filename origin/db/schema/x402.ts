@@ -96,6 +96,35 @@ export const x402Reverts = pgTable(
 );
 
 /**
+ * Each settlement whose amount a payer's balance may not show yet (x402/payee/reservations.ts):
+ * from its claim until it reverts or fails (it moved nothing: the row goes), and once mined with the
+ * block it was mined in, since a balance read at an earlier block still lacks it. The settle
+ * batch's reservations read finds a payer's rows still in flight or mined after its balance's
+ * block through (payer, settled_block), where in x402_settlements it visited every settlement of
+ * the payer still inside its validity window and joined each to its transaction. Rows whose
+ * authorization expired long ago are swept (reservations.ts); a row goes with its settlement.
+ */
+export const x402Reservations = pgTable(
+  "x402_reservations",
+  {
+    settlementId: uuid("settlement_id")
+      .primaryKey()
+      .references(() => x402Settlements.id, { onDelete: "cascade" }),
+    payer: text("payer").notNull(),
+    amountUnits: numeric("amount_units", { precision: 78, scale: 0 }).notNull(),
+    validBefore: bigint("valid_before", { mode: "bigint" }).notNull(),
+    /** Its transaction's hash once signed: one not yet recorded is looked up on the chain. */
+    txHash: text("tx_hash"),
+    /** The block its transaction was mined in; null while in flight. */
+    settledBlock: bigint("settled_block", { mode: "bigint" }),
+  },
+  (t) => [
+    index("x402_reservations_payer_block_idx").on(t.payer, t.settledBlock),
+    index("x402_reservations_valid_before_idx").on(t.validBefore),
+  ],
+);
+
+/**
  * A payment identifier (the x402 `payment-identifier` extension, docs/x402.md#payment-identifiers):
  * the id a payer gave one logical payment, bound to that payer and to the fingerprint of what it
  * pays for, and naming the settlement (the payer's nonce) that answers for it. Unique per payer:

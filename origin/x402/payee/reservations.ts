@@ -10,6 +10,11 @@
  * from the chain) in that block or before, or reverted (it moved nothing). One mined in between
  * counts twice, a refusal too many, never an overdraft. One whose validBefore has passed by more
  * than the margin can no longer move money, and is not read.
+ *
+ * The settlements read are kept apart from x402_settlements, in x402_reservations (written by the
+ * claim, the store and the outbox followers, outbox-follower.ts), and found through (payer,
+ * settled_block): those in flight, and those mined after the balance's block. A payer's earlier
+ * settlements, mined at or before it, are not visited, however many are still in their window.
  */
 import { sql } from "drizzle-orm";
 import type { Hex } from "../../../shared/hex.ts";
@@ -31,18 +36,41 @@ export type ReservedUnitsParams = {
 
 type ReservedParam = "payers" | "openAfter" | "excludeIds" | "balanceBlock";
 
-// In the settle batch's pipelined transaction (outbox/submit.ts), so a named statement.
+/**
+ * Past this many seconds after its authorization's validBefore a reservation is swept: more than
+ * the largest validity margin the origin accepts (AGENT_X402_VALIDITY_MARGIN_SECONDS, at most 600),
+ * with room for origins whose clocks disagree, so no read would still count it.
+ */
+export const RESERVATION_SWEEP_AFTER_SECONDS = 3_600;
+
+/**
+ * A CTE for the claim statement (settle.ts): up to 200 reservations expired past the sweep, taken
+ * in validBefore order through its index, skipping rows another batch is sweeping or holds.
+ */
+export const sweepExpiredReservations = sql`swept as (
+      delete from x402_reservations where settlement_id in (
+        select settlement_id from x402_reservations
+        where valid_before < extract(epoch from now())::bigint - ${RESERVATION_SWEEP_AFTER_SECONDS}
+        order by valid_before limit 200 for update skip locked))`;
+
+// In the settle batch's pipelined transaction (outbox/submit.ts), so a named statement. Two
+// branches, each one range of the (payer, settled_block) index: in flight, and mined after the
+// balance's block.
 export const reservedStatement = preparedStatement<ReservedParam>(
   "x402_reserved_units",
-  sql`select x.payer, x.amount_units::text as units, x.status, x.tx_hash
-      from x402_settlements x
-      left join outgoing_transactions t on t.tx_id = x.tx_id
-      where x.payer = any(${sql.placeholder("payers")}::text[])
-        and x.valid_before > ${sql.placeholder("openAfter")}::bigint
-        and not (x.id = any(${sql.placeholder("excludeIds")}::uuid[]))
-        and (x.status in ('claimed', 'submitted')
-          or (x.status = 'settled' and t.block_number > ${sql.placeholder("balanceBlock")}::bigint))`,
-).returns({ payer: "text", units: "text", status: "text", tx_hash: "text?" });
+  sql`select r.payer, r.amount_units::text as units, false as mined, r.tx_hash
+      from x402_reservations r
+      where r.payer = any(${sql.placeholder("payers")}::text[]) and r.settled_block is null
+        and r.valid_before > ${sql.placeholder("openAfter")}::bigint
+        and not (r.settlement_id = any(${sql.placeholder("excludeIds")}::uuid[]))
+      union all
+      select r.payer, r.amount_units::text, true, r.tx_hash
+      from x402_reservations r
+      where r.payer = any(${sql.placeholder("payers")}::text[])
+        and r.settled_block > ${sql.placeholder("balanceBlock")}::bigint
+        and r.valid_before > ${sql.placeholder("openAfter")}::bigint
+        and not (r.settlement_id = any(${sql.placeholder("excludeIds")}::uuid[]))`,
+).returns({ payer: "text", units: "text", mined: "bool", tx_hash: "text?" });
 
 /**
  * Units each payer's other settlements hold, by payer (absent: none). For the settle batch, which
@@ -64,7 +92,7 @@ export async function reservedUnits(
     excludeIds: pgArrayLiteral(params.excludeIds),
     balanceBlock: params.balanceBlock.toString(),
   });
-  const unrecorded = rows.filter((row) => row.status !== "settled" && row.tx_hash !== null);
+  const unrecorded = rows.filter((row) => !row.mined && row.tx_hash !== null);
   // None when the chain does not answer: then each counts.
   const receipts = await readReceipts(
     rpc,
@@ -91,12 +119,12 @@ export async function verifyReservation(
 ): Promise<VerifyReservation> {
   const [row] = await queryRows<{ claimed: boolean; units: string }>(
     db,
-    sql`select count(*) filter (where nonce = ${params.nonce}) > 0 as claimed,
-          coalesce(sum(amount_units) filter (
-            where nonce <> ${params.nonce} and status in ('claimed', 'submitted')), 0)::text as units
-        from x402_settlements
-        where payer = ${params.payer}
-          and (nonce = ${params.nonce} or valid_before > ${params.openAfterSeconds.toString()}::bigint)`,
+    sql`with this as (select id from x402_settlements where payer = ${params.payer} and nonce = ${params.nonce})
+        select exists (select 1 from this) as claimed,
+          coalesce((select sum(r.amount_units) from x402_reservations r
+            where r.payer = ${params.payer} and r.settled_block is null
+              and r.valid_before > ${params.openAfterSeconds.toString()}::bigint
+              and r.settlement_id not in (select id from this)), 0)::text as units`,
   );
   return { claimed: row?.claimed ?? false, reservedUnits: BigInt(row?.units ?? "0") };
 }

@@ -220,5 +220,27 @@ describe("x402 settlement batches", () => {
       sql`select status from x402_settlements where payer = ${short.address.toLowerCase()}`,
     );
     expect(rows.map((row) => row.status)).toEqual(["settled", "settled"]);
+    // What later batches read of this payer (reservations.ts): the two settled ones with the blocks
+    // they were mined in, so a balance read at that block or later does not count them again; the
+    // four refused ones went with their claims. Mutation: without outbox-follower.ts
+    // reservationMinedFollower both stay in flight, each looked up on the chain by every later batch.
+    await expect
+      .poll(() =>
+        queryRows<{ settled_block: string | null; block_number: string | null }>(
+          stack.db.handle.db,
+          sql`select r.settled_block::text, t.block_number::text from x402_reservations r
+              join x402_settlements x on x.id = r.settlement_id
+              join outgoing_transactions t on t.tx_id = x.tx_id
+              where r.payer = ${short.address.toLowerCase()}
+                and r.settled_block is not distinct from t.block_number`,
+        ),
+      )
+      .toHaveLength(2);
+    expect(
+      await queryRows(
+        stack.db.handle.db,
+        sql`select 1 from x402_reservations where payer = ${short.address.toLowerCase()}`,
+      ),
+    ).toHaveLength(2);
   });
 });

@@ -43,7 +43,7 @@ import type { CatalogueEntry } from "./catalogue-entry.ts";
 import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
-import { reservedUnits } from "./reservations.ts";
+import { reservedUnits, sweepExpiredReservations } from "./reservations.ts";
 import { respond, type SettleOutcome } from "./settle-answer.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 
@@ -128,6 +128,13 @@ export const storeStatement = defineKindStore<"unsigned">({
         where x.id = s.id`,
     },
     {
+      // A signed settlement not yet recorded mined is looked up on the chain (reservations.ts).
+      name: "reservations_signed",
+      sql: sql`update x402_reservations r set tx_hash = s.tx_hash
+        from signed s where r.settlement_id = s.id`,
+    },
+    {
+      // Its reservation goes with it (the foreign key cascades).
       name: "released",
       sql: sql`delete from x402_settlements
         where id = any(${sql.placeholder("unsigned")}::uuid[]) and tx_id is null`,
@@ -254,7 +261,8 @@ async function readBatchChain(
  */
 export const claimStatement = preparedStatement<"claims">(
   "x402_claim_batch",
-  sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+  sql`with claimed as (
+      insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
         valid_after, valid_before, signature, resource_url, resource_description, resource_mime_type,
         claimed_until)
       select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
@@ -271,7 +279,14 @@ export const claimStatement = preparedStatement<"claims">(
           resource_mime_type = excluded.resource_mime_type
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
-      returning lower(payer) || ':' || lower(nonce) as key, id::text as id`,
+      returning id, payer, nonce, amount_units, valid_before),
+    -- A claim taken over still has its reservation (unless swept, long expired): kept as it is.
+    reserved as (
+      insert into x402_reservations (settlement_id, payer, amount_units, valid_before)
+      select id, payer, amount_units, valid_before from claimed
+      on conflict (settlement_id) do nothing),
+    ${sweepExpiredReservations}
+    select lower(payer) || ':' || lower(nonce) as key, id::text as id from claimed`,
 ).returns({ key: "text", id: "text" });
 
 function claimRow({ authorization: a, requirement, payload, signature, resource }: SettlementPayment) {

@@ -271,6 +271,13 @@ describe("a payer racing its own balance", () => {
           where payer = any(${`{${payers.map((p) => p.address.toLowerCase()).join(",")}}`}::text[])`,
     );
 
+  const reservationsOf = async (payers: PrivateKeyAccount[]) =>
+    queryRows<{ settlement_id: string }>(
+      stack.db.handle.db,
+      sql`select settlement_id from x402_reservations
+          where payer = any(${`{${payers.map((p) => p.address.toLowerCase()).join(",")}}`}::text[])`,
+    );
+
   /** One settle of a fresh payment of `payer` from `ip`: what the client sees. */
   const settleFrom = async (ip: string, payer: PrivateKeyAccount, through = edge): Promise<string> => {
     const answer = await facilitator(through, ip, "settle", settleBody(await envelope(demoUrl, payer)));
@@ -299,6 +306,10 @@ describe("a payer racing its own balance", () => {
     });
     const rows = await settlementsOf([payer]);
     expect(tally(rows.map((row) => row.status))).toEqual({ reverted: REVERT_GUARD.reverts });
+    // A reverted settlement moved nothing: it holds none of the payer's balance (reservations.ts).
+    // Mutation: without outbox-follower.ts reservationEndedFollower the three stay reserved, each
+    // looked up on the chain again by every later batch of the payer.
+    await expect.poll(() => reservationsOf([payer])).toEqual([]);
     // Nothing else was broadcast, and the settler paid the gas of the 3 reverts and nothing more.
     expect(proxy.sent.length - sentBefore).toBe(REVERT_GUARD.reverts);
     const receipts = await Promise.all(
