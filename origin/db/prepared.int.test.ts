@@ -175,6 +175,37 @@ function mismatches(statement: AnyStatement, described: Described, typeNames: Ma
   return found;
 }
 
+/**
+ * Every node of the generic plan a connection would keep for `statement`, made on the tables as
+ * they are (a test's empty ones), with the batch's planner settings (outbox/by-key.ts) or without.
+ */
+async function planNodesOn(
+  client: pg.Client,
+  statement: AnyStatement,
+  byKey: boolean,
+): Promise<Record<string, unknown>[]> {
+  await client.query("begin");
+  try {
+    if (byKey) await client.query(byKeyStatement.text);
+    await client.query("set local plan_cache_mode = force_generic_plan");
+    await client.query(`prepare plan_probe as ${statement.text}`);
+    const values = statement.params.map(() => "null").join(", ");
+    const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
+      `explain (format json) execute plan_probe${values ? `(${values})` : ""}`,
+    );
+    const nodes: Record<string, unknown>[] = [];
+    const walk = (node: Record<string, unknown>): void => {
+      nodes.push(node);
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((rows[0]!["QUERY PLAN"] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    return nodes;
+  } finally {
+    await client.query("rollback");
+    await client.query("deallocate plan_probe");
+  }
+}
+
 describe("named statements", () => {
   let testDb: TestDatabase;
   let client: pg.Client;
@@ -188,6 +219,7 @@ describe("named statements", () => {
     await client?.end();
     await testDb?.drop();
   });
+  const planNodes = (statement: AnyStatement, byKey: boolean) => planNodesOn(client, statement, byKey);
 
   it("each returns, on the migrated schema, the columns it declares: names, order and types", async () => {
     const statements = originStatements();
@@ -225,28 +257,10 @@ describe("named statements", () => {
     // A connection plans a named statement once and keeps the generic plan; made on a new node's
     // empty tables, a plan that reads agent_actions whole (or a partial index's every entry,
     // through a bitmap) is kept as the table grows.
-    const scansOfActions = async (statement: AnyStatement, byKey: boolean): Promise<string[]> => {
-      await client.query("begin");
-      try {
-        if (byKey) await client.query(byKeyStatement.text);
-        await client.query("set local plan_cache_mode = force_generic_plan");
-        await client.query(`prepare plan_probe as ${statement.text}`);
-        const values = statement.params.map(() => "null").join(", ");
-        const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
-          `explain (format json) execute plan_probe${values ? `(${values})` : ""}`,
-        );
-        const nodes: string[] = [];
-        const walk = (node: Record<string, unknown>): void => {
-          if (node["Relation Name"] === "agent_actions") nodes.push(String(node["Node Type"]));
-          for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
-        };
-        walk((rows[0]!["QUERY PLAN"] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-        return nodes;
-      } finally {
-        await client.query("rollback");
-        await client.query("deallocate plan_probe");
-      }
-    };
+    const scansOfActions = async (statement: AnyStatement, byKey: boolean): Promise<string[]> =>
+      planNodes(statement, byKey)
+        .then((nodes) => nodes.filter((node) => node["Relation Name"] === "agent_actions"))
+        .then((nodes) => nodes.map((node) => String(node["Node Type"])));
     for (const statement of [moneyBatch.claimStatement, moneyBatch.storeStatement]) {
       const nodes = await scansOfActions(statement, true);
       expect(nodes.length, statement.name).toBeGreaterThan(0);
@@ -271,32 +285,16 @@ describe("named statements", () => {
       "agent_actions",
       "sender_nonces",
     ]);
-    const unkeyedScans = async (statement: AnyStatement): Promise<string[]> => {
-      await client.query("begin");
-      try {
-        await client.query(byKeyStatement.text);
-        await client.query("set local plan_cache_mode = force_generic_plan");
-        await client.query(`prepare plan_probe as ${statement.text}`);
-        const values = statement.params.map(() => "null").join(", ");
-        const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
-          `explain (format json) execute plan_probe${values ? `(${values})` : ""}`,
-        );
-        const found: string[] = [];
-        const walk = (node: Record<string, unknown>): void => {
+    const unkeyedScans = async (statement: AnyStatement): Promise<string[]> =>
+      (await planNodes(statement, true))
+        .filter((node) => {
           const relation = node["Relation Name"];
-          const type = String(node["Node Type"]);
-          if (typeof relation === "string" && tables.has(relation) && type.endsWith("Scan")) {
-            if (!("Index Cond" in node)) found.push(`${type} on ${relation}`);
-          }
-          for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
-        };
-        walk((rows[0]!["QUERY PLAN"] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-        return found;
-      } finally {
-        await client.query("rollback");
-        await client.query("deallocate plan_probe");
-      }
-    };
+          return (
+            typeof relation === "string" && tables.has(relation) && String(node["Node Type"]).endsWith("Scan")
+          );
+        })
+        .filter((node) => !("Index Cond" in node))
+        .map((node) => `${node["Node Type"]} on ${node["Relation Name"]}`);
     const statements = [
       settle.claimStatement,
       settle.storeStatement,
