@@ -1,8 +1,9 @@
 /**
  * EIP-55 addresses hashed with shared/keccak.ts: the native Keccak where it loads. viem's
- * `getAddress` and `isAddress` hash with its JavaScript Keccak, about a tenth of a batch's cost
- * when the enclave makes keys and the origin checks each one's address (docs/performance.md,
- * "Provisioning and the key pool"). Same answers as viem's; runtime-neutral.
+ * `getAddress` and `isAddress` hash with its JavaScript Keccak: about a fifth of the enclave's
+ * generate and verify of a key batch, and most of the origin's parse of their answers, which checks
+ * each key's address (docs/performance.md, "Provisioning and the key pool"). Same answers as
+ * viem's; runtime-neutral.
  */
 import type { Address } from "viem";
 import { keccak256 } from "./keccak.ts";
