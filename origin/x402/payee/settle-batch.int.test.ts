@@ -55,25 +55,25 @@ const origin = useStackOrigin(
   { timeoutMs: 120_000 },
 );
 
-describe("x402 settlement batches", () => {
-  /** A settler on the stack's own origin (the real enclave, not the proxy), as the origin makes it. */
-  async function stackSettler(receiptTimeoutMs: number) {
-    const deps = stack.origin.deps;
-    const sealed = await stack.signer.getPolicy();
-    if (!sealed.ok || !sealed.value.settler) throw new Error("the stack has no settler");
-    return createSettler({
-      db: deps.database.db,
-      settler: {
-        address: sealed.value.settler.settlerAddress.toLowerCase(),
-        keyRef: sealed.value.settler.settlerKeyRef,
-      },
-      now: () => new Date(),
-      validityMarginSeconds: deps.config.x402.validityMarginSeconds,
-      receiptTimeoutMs,
-      outbox: deps.money!.outbox,
-    });
-  }
+/** A settler on the stack's own origin (the real enclave, not the proxy), as the origin makes it. */
+async function stackSettler(receiptTimeoutMs: number) {
+  const deps = stack.origin.deps;
+  const sealed = await stack.signer.getPolicy();
+  if (!sealed.ok || !sealed.value.settler) throw new Error("the stack has no settler");
+  return createSettler({
+    db: deps.database.db,
+    settler: {
+      address: sealed.value.settler.settlerAddress.toLowerCase(),
+      keyRef: sealed.value.settler.settlerKeyRef,
+    },
+    now: () => new Date(),
+    validityMarginSeconds: deps.config.x402.validityMarginSeconds,
+    receiptTimeoutMs,
+    outbox: deps.money!.outbox,
+  });
+}
 
+describe("x402 settlement batches", () => {
   it("re-signs the settlements after one the enclave refused: the rest settle on consecutive nonces", async () => {
     const demo = `${origin.base}/x402/demo`;
     const payers = await Promise.all(Array.from({ length: PAYMENTS }, () => fundedPayer(stack.devnet.url)));
@@ -242,5 +242,51 @@ describe("x402 settlement batches", () => {
         sql`select 1 from x402_reservations where payer = ${short.address.toLowerCase()}`,
       ),
     ).toHaveLength(2);
+  });
+});
+
+describe("a settlement mined but not yet recorded", () => {
+  it("is looked up on the chain by the next batch and not counted again: a payer whose balance covers two pays twice", async () => {
+    // The window between a settlement's block and the outbox recording its receipt is real but
+    // brief; the test makes it last by setting the first payment's reservation back to in flight
+    // (settled_block null) once it has settled, the row the receipts' follower had just updated.
+    // The second batch then reads a balance that no longer holds the first payment and a
+    // reservation that still does: it counts it twice unless it finds the receipt by the hash the
+    // store kept. Mutations: without settle.ts storeStatement's `reservations_signed` (tx_hash never
+    // set), or without reservations.ts's readReceipts, the second payment is refused
+    // insufficient_balance.
+    const settler = await stackSettler(10_000);
+    const quoted = await quote(`${stack.origin.base}/x402/demo`);
+    const payer = await fundedPayer(stack.devnet.url, 2n * AMOUNT);
+    const window = {
+      validAfter: 0n,
+      validBefore: BigInt(Math.floor(Date.now() / 1000) + quoted.accepted.maxTimeoutSeconds),
+    };
+    async function payOnce() {
+      const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, payer, window)));
+      if (!parsed.ok) throw new Error("the test's envelope does not parse");
+      const { authorization, signature, accepted, raw } = parsed.value;
+      const outcome = await settler.settle({ authorization, signature, requirement: accepted, payload: raw });
+      return `${outcome.kind}${outcome.response.errorReason ? ` ${outcome.response.errorReason}` : ""}`;
+    }
+    const address = payer.address.toLowerCase();
+
+    expect(await payOnce()).toBe("settled");
+    await expect
+      .poll(() =>
+        queryRows(
+          stack.db.handle.db,
+          sql`select 1 from x402_reservations where payer = ${address} and settled_block is not null`,
+        ),
+      )
+      .toHaveLength(1);
+    const unrecorded = await queryRows(
+      stack.db.handle.db,
+      sql`update x402_reservations set settled_block = null where payer = ${address} returning 1`,
+    );
+    expect(unrecorded).toHaveLength(1);
+
+    expect(await payOnce()).toBe("settled");
+    expect(await publicClientFor(stack.devnet.url).getBalance({ address: payer.address })).toBe(0n);
   });
 });
