@@ -9,7 +9,7 @@
  * targets take turns, and each ratio is computed within a round, from figures measured moments
  * apart. The CPU time stolen during the run is printed beside the figures.
  */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,6 +21,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 
@@ -39,14 +40,17 @@ type Target = {
   headers?: Record<string, string>;
   body?: string;
 };
-/** Requests per second (mean over rounds, and per round) with sequential latency in ms. */
-type Figures = { rps: number; rounds: number[]; p50: number; p99: number };
+/**
+ * Requests per second (mean over rounds, and per round) with sequential latency in ms, and the CPU
+ * each process spent per request under the throughput rounds (µs).
+ */
+type Figures = { rps: number; rounds: number[]; p50: number; p99: number; cpuUs: Record<string, number> };
 
 const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
 
-async function throughput(target: Target): Promise<number> {
+async function throughput(target: Target): Promise<{ rps: number; requests: number }> {
   const result = await autocannon({
     url: target.url,
     method: target.method ?? "GET",
@@ -57,7 +61,7 @@ async function throughput(target: Target): Promise<number> {
   });
   if (result.non2xx > 0 || result.errors > 0)
     throw new Error(`${target.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return result.requests.average;
+  return { rps: result.requests.average, requests: result.requests.total };
 }
 
 /** One request on a keep-alive agent, resolving with its duration in milliseconds. */
@@ -94,7 +98,11 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 3_000);
  * measured on a warm path and all of them across the same stretch of time on this shared machine.
  * Throughput (autocannon) afterwards, in rounds that visit every target in turn.
  */
-async function measureAll(targets: Target[], samplesPerTarget = SAMPLES): Promise<Figures[]> {
+async function measureAll(
+  targets: Target[],
+  trees: Record<string, CpuRoot>,
+  samplesPerTarget = SAMPLES,
+): Promise<Figures[]> {
   const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
   const samples: number[][] = targets.map(() => []);
   for (const [i, target] of targets.entries()) {
@@ -107,8 +115,18 @@ async function measureAll(targets: Target[], samplesPerTarget = SAMPLES): Promis
   }
   for (const agent of agents) agent.destroy();
   const rounds: number[][] = targets.map(() => []);
+  const requests = targets.map(() => 0);
+  const cpuSeconds: Record<string, number>[] = targets.map(() => ({}));
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [i, target] of targets.entries()) rounds[i]!.push(await throughput(target));
+    for (const [i, target] of targets.entries()) {
+      const before = await treeCpuSeconds(trees);
+      const measured = await throughput(target);
+      for (const [name, seconds] of Object.entries(cpuDelta(before, await treeCpuSeconds(trees)))) {
+        cpuSeconds[i]![name] = (cpuSeconds[i]![name] ?? 0) + seconds;
+      }
+      rounds[i]!.push(measured.rps);
+      requests[i]! += measured.requests;
+    }
   }
   return targets.map((_, i) => {
     const sorted = samples[i]!.sort((a, b) => a - b);
@@ -118,12 +136,18 @@ async function measureAll(targets: Target[], samplesPerTarget = SAMPLES): Promis
       rounds: perRound,
       p50: quantile(sorted, 0.5),
       p99: quantile(sorted, 0.99),
+      cpuUs: Object.fromEntries(
+        Object.entries(cpuSeconds[i]!).map(([name, seconds]) => [name, (seconds * 1e6) / requests[i]!]),
+      ),
     };
   });
 }
 
 function line(name: string, f: Figures): string {
-  return `${name.padEnd(34)} ${f.rps.toFixed(0).padStart(7)} req/s   p50 ${f.p50.toFixed(3)} ms   p99 ${f.p99.toFixed(3)} ms`;
+  const cpu = Object.entries(f.cpuUs)
+    .map(([process, us]) => `${process} ${us.toFixed(0)}`)
+    .join(", ");
+  return `${name.padEnd(34)} ${f.rps.toFixed(0).padStart(7)} req/s   p50 ${f.p50.toFixed(3)} ms   p99 ${f.p99.toFixed(3)} ms   CPU µs/request: ${cpu}`;
 }
 
 async function main(): Promise<void> {
@@ -176,13 +200,26 @@ async function main(): Promise<void> {
       body: RPC_BODY,
       headers: { "content-type": "application/json" },
     };
-    const [bare, network, balance, direct, proxied] = (await measureAll([
-      { name: "bare", url: `${base}/bench/bare` },
-      { name: "network", url: `${base}/77/agent/v1/network`, headers: auth },
-      { name: "balance", url: `${base}/77/agent/v1/balance`, headers: auth },
-      { name: "direct", url: devnetUrl, ...rpcBody },
-      { name: "rpc", url: `${base}/77/agent/v1/rpc`, ...rpcBody, headers: { ...rpcBody.headers, ...auth } },
-    ])) as [Figures, Figures, Figures, Figures, Figures];
+    const trees: Record<string, CpuRoot> = {
+      origin: { pid: origin.process.pid, tree: false },
+      postgres: {
+        pid: Number((await readFile(path.join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0]),
+        tree: true,
+        reaped: true,
+      },
+      devnet: { pid: devnet.process.pid, tree: false },
+      bench: { pid: process.pid, tree: false },
+    };
+    const [bare, network, balance, direct, proxied] = (await measureAll(
+      [
+        { name: "bare", url: `${base}/bench/bare` },
+        { name: "network", url: `${base}/77/agent/v1/network`, headers: auth },
+        { name: "balance", url: `${base}/77/agent/v1/balance`, headers: auth },
+        { name: "direct", url: devnetUrl, ...rpcBody },
+        { name: "rpc", url: `${base}/77/agent/v1/rpc`, ...rpcBody, headers: { ...rpcBody.headers, ...auth } },
+      ],
+      trees,
+    )) as [Figures, Figures, Figures, Figures, Figures];
 
     say(line("baseline: bare Hono route", bare));
     say(line("GET /network (authenticated)", network));

@@ -417,7 +417,7 @@ async function main(): Promise<void> {
       devnet: { pid: devnet.process.pid, tree: false },
       enclave: { pid: enclave.pid(), tree: false },
       origin: { pid: origin.child.pid, tree: false },
-      postgres: { pid: postmaster, tree: true },
+      postgres: { pid: postmaster, tree: true, reaped: true },
       bench: { pid: process.pid, tree: false },
     };
     /** Runs a phase and says how much CPU each process spent per transfer it completed. */

@@ -156,7 +156,7 @@ async function main(): Promise<void> {
       enclave: { pid: stack.children.enclave.process.pid, tree: false },
       origin: { pid: stack.children.origin.process.pid, tree: false },
       edge: { pid: workerd, tree: false },
-      postgres: { pid: await postmasterPid(path.join(dataDir, "pg")), tree: true },
+      postgres: { pid: await postmasterPid(path.join(dataDir, "pg")), tree: true, reaped: true },
       bench: { pid: process.pid, tree: false },
     };
     /** CPU seconds each process spent in a path's measured phases, and the payments they made. */
