@@ -1,12 +1,21 @@
 import { type Capability, capability } from "../capability.ts";
 import type { Infrastructure } from "../infrastructure.ts";
+import { foldStateCounts } from "../metrics/state-counts.ts";
+import { startLoop } from "../workers/loop.ts";
 import type { ServiceWallets } from "./charts.ts";
 import type { NodeLocal } from "./node-local.ts";
 import { createConsoleRouter } from "./router.ts";
 
 /**
+ * How often the counts by state take in the changes their tables' triggers appended: a read sums
+ * what is not folded yet, so the period bounds what the operations view and a scrape add up.
+ */
+const STATE_COUNTS_FOLD_PERIOD_MS = 5_000;
+
+/**
  * The operator console and /metrics: private origin only (the edge never routes them), mounted
- * whatever the gateway switch (router.ts says why).
+ * whatever the gateway switch (router.ts says why). Its worker folds the counts by state both read
+ * (metrics/state-counts.ts).
  */
 export function createConsoleModule(
   infra: Infrastructure,
@@ -15,5 +24,10 @@ export function createConsoleModule(
 ): Capability {
   return capability("console", {
     routes: [{ path: "/", router: createConsoleRouter(infra, node, wallets) }],
+    workers: () => [
+      startLoop("state-counts-fold", STATE_COUNTS_FOLD_PERIOD_MS, infra.logger, async () => {
+        await foldStateCounts(infra.database.db);
+      }),
+    ],
   });
 }

@@ -78,6 +78,8 @@ describe("migrations and constraints", () => {
         "restore_evidence",
         "schema_migrations",
         "sender_nonces",
+        "state_count_changes",
+        "state_counts",
         "transfer_daily_spend",
         "webhook_deliveries",
         "webhook_endpoint_changes",

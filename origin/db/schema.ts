@@ -6,6 +6,7 @@ export * from "./schema/keypool.ts";
 export * from "./schema/passkeys.ts";
 export * from "./schema/policies.ts";
 export * from "./schema/registration.ts";
+export * from "./schema/state-counts.ts";
 export * from "./schema/transactions.ts";
 export * from "./schema/webhooks.ts";
 export * from "./schema/x402.ts";
