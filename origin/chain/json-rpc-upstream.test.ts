@@ -21,6 +21,13 @@ describe("JSON-RPC upstream client", () => {
       req.on("end", () => {
         seen.push({ url: req.url, authorization: req.headers.authorization, body });
         if (req.url?.startsWith("/slow")) return; // never answers
+        if (req.url?.startsWith("/mixed")) {
+          // Each call's method says what it gets: nothing, too much, or its own id back.
+          const { id, method } = JSON.parse(body) as { id: number; method: string };
+          if (method === "hang") return;
+          if (method === "flood") return res.writeHead(200).end(`"${"a".repeat(100_000)}"`);
+          return res.writeHead(200).end(JSON.stringify({ jsonrpc: "2.0", id, result: id }));
+        }
         if (req.url?.startsWith("/status")) return res.writeHead(502).end("bad gateway");
         if (req.url?.startsWith("/garbage")) return res.writeHead(200).end("{not json");
         if (req.url?.startsWith("/huge")) return res.writeHead(200).end(`"${"a".repeat(100_000)}"`);
@@ -74,5 +81,33 @@ describe("JSON-RPC upstream client", () => {
     const nobody = createJsonRpcUpstream({ url: `http://127.0.0.1:${await freePort()}`, timeoutMs: 2_000 });
     expect(await nobody.send(call)).toEqual({ ok: false, error: "unreachable" });
     nobody.close();
+  });
+
+  it("answers 64 calls at once each with its own answer, before and after calls that timed out or were dropped", async () => {
+    const upstream = createJsonRpcUpstream({
+      url: `${base}/mixed`,
+      timeoutMs: 300,
+      maxResponseBytes: 10_000,
+    });
+    const round = (offset: number) =>
+      Promise.all(
+        Array.from({ length: 64 }, (_, i) =>
+          upstream.send({ jsonrpc: "2.0", id: offset + i, method: "eth_blockNumber", params: [] }),
+        ),
+      );
+    const expected = (offset: number) =>
+      Array.from({ length: 64 }, (_, i) => ({
+        ok: true,
+        value: { jsonrpc: "2.0", id: offset + i, result: offset + i },
+      }));
+    expect(await round(0)).toEqual(expected(0));
+    const [hung, flooded] = await Promise.all([
+      upstream.send({ jsonrpc: "2.0", id: 1, method: "hang", params: [] }),
+      upstream.send({ jsonrpc: "2.0", id: 2, method: "flood", params: [] }),
+    ]);
+    expect(hung).toEqual({ ok: false, error: "timeout" });
+    expect(flooded).toEqual({ ok: false, error: "too_large" });
+    expect(await round(1_000)).toEqual(expected(1_000));
+    upstream.close();
   });
 });

@@ -1,4 +1,4 @@
-import { Pool } from "undici";
+import { type Dispatcher, Pool } from "undici";
 import { RPC_MAX_RESPONSE_BYTES } from "../../shared/constants.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 
@@ -28,8 +28,10 @@ const DEFAULT_MAX_RESPONSE_BYTES = RPC_MAX_RESPONSE_BYTES;
  * A raw JSON-RPC client for the /rpc proxy and the origin's own calls (json-rpc-call.ts, which
  * reads the answers): keep-alive connections, a hard timeout per call, and failures returned as
  * data. It adds no parsing beyond JSON, so the proxy stays a thin, fast pass-through. Built on
- * undici's pool rather than node:http's client, which cost about twice the CPU per call
- * (docs/performance.md, "Authentication and the read routes").
+ * undici's pool rather than node:http's client, which cost about twice the CPU per call, and on the
+ * pool's dispatch with a handler of its own rather than its request API, whose abort signal, body
+ * stream and async iteration cost about as much again (docs/performance.md, "Authentication and
+ * the read routes").
  */
 export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): JsonRpcUpstream {
   const target = new URL(params.url);
@@ -43,41 +45,65 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
     headers.authorization = `Basic ${Buffer.from(credentials).toString("base64")}`;
   }
   return {
-    async send(payload) {
-      // A deadline for the whole call, not just socket idleness: every upstream call times out
-      // (CHAIN_RPC_TIMEOUT_MS, docs/configuration.md#variables).
-      const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(), params.timeoutMs);
-      try {
-        const response = await pool.request({
-          path,
-          method: "POST",
-          headers,
-          body: JSON.stringify(payload),
-          signal: deadline.signal,
-        });
-        const chunks: Buffer[] = [];
-        let received = 0;
-        for await (const chunk of response.body as AsyncIterable<Buffer>) {
-          received += chunk.length;
-          // Dropped while it streams: the rest is never read, and the connection is not reused.
-          if (received > maxResponseBytes) {
-            response.body.destroy();
-            return err("too_large");
+    send(payload) {
+      return new Promise<UpstreamResult>((resolve) => {
+        let settled = false;
+        // The request's own controller, once the pool has started it.
+        let controller: Dispatcher.DispatchController | undefined;
+        // Settles once; a call that ends early (timeout, too large) aborts the request, which drops
+        // its connection rather than reading the rest.
+        const finish = (result: UpstreamResult): void => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
+          if (!result.ok && (result.error === "timeout" || result.error === "too_large")) {
+            controller?.abort(new Error(result.error));
           }
-          chunks.push(chunk);
-        }
-        if (response.statusCode !== 200) return err("bad_status");
+          resolve(result);
+        };
+        // A deadline for the whole call, not just socket idleness: every upstream call times out
+        // (CHAIN_RPC_TIMEOUT_MS, docs/configuration.md#variables).
+        const deadline = setTimeout(() => finish(err("timeout")), params.timeoutMs);
+        let status = 0;
+        let received = 0;
+        const chunks: Buffer[] = [];
         try {
-          return ok(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+          pool.dispatch(
+            { path, method: "POST", headers, body: JSON.stringify(payload) },
+            {
+              onRequestStart(started) {
+                controller = started;
+                // Timed out while it waited for a connection: never sent.
+                if (settled) started.abort(new Error("timeout"));
+              },
+              onResponseStart(_controller, statusCode) {
+                status = statusCode;
+              },
+              onResponseData(_controller, chunk) {
+                received += chunk.length;
+                // Dropped while it streams: the rest is never read, and the connection is not reused.
+                if (received > maxResponseBytes) return finish(err("too_large"));
+                chunks.push(chunk);
+              },
+              onResponseEnd() {
+                if (status !== 200) return finish(err("bad_status"));
+                let body: unknown;
+                try {
+                  body = JSON.parse(Buffer.concat(chunks, received).toString("utf8"));
+                } catch {
+                  return finish(err("bad_body"));
+                }
+                finish(ok(body));
+              },
+              onResponseError() {
+                finish(err("unreachable"));
+              },
+            },
+          );
         } catch {
-          return err("bad_body");
+          finish(err("unreachable"));
         }
-      } catch {
-        return err(deadline.signal.aborted ? "timeout" : "unreachable");
-      } finally {
-        clearTimeout(timer);
-      }
+      });
     },
     close() {
       void pool.destroy();
