@@ -90,7 +90,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
     locked as materialized (
       select t.tx_id from moves m
       cross join lateral (select tx_id from outgoing_transactions t
-        where t.tx_id = m.tx_id and t.status in ('signed', 'submitted') for update) t
+        where t.tx_id = m.tx_id and coalesce(t.status, '') in ('signed', 'submitted') for update) t
       cross join no_flush_wait),
     moved as (
       update outgoing_transactions t
@@ -223,7 +223,11 @@ function statementName(base: string, followers: readonly TxFollower[]): string {
  * other needs (a deadlock Postgres would end by failing one of them). Rows are found through their
  * keys, whatever the plan the statement was prepared with: a search by status would read the
  * in-flight index, whose entries for rows already confirmed stay until a vacuum, and a join with
- * the actions could scan them all (hundreds of pages a statement in bench:money, either way).
+ * the actions could scan them all (hundreds of pages a statement in bench:money, either way). The
+ * status is checked as `coalesce(t.status, '')` (never null: the same test) wherever a row is
+ * locked by its key: on the bare column the planner may prove the in-flight index's predicate and
+ * read the index by status, filtering every entry by key, which the plan made on a new node's
+ * empty tables did for receipts of submitted transactions.
  */
 function recordMinedStatement(
   name: string,
@@ -240,7 +244,7 @@ function recordMinedStatement(
     locked as materialized (
       select t.tx_id from receipts r
       cross join lateral (select tx_id from outgoing_transactions t
-        where t.tx_id = r.tx_id and t.status in ${from} for update) t
+        where t.tx_id = r.tx_id and coalesce(t.status, '') in ${from} for update) t
       cross join no_flush_wait),
     mined as (
       update outgoing_transactions t
@@ -264,7 +268,7 @@ function recordMinedStatement(
     siblings_locked as materialized (
       select t.tx_id, s.taken_by, s.taken_purpose, s.taken_hash from siblings s
       cross join lateral (select tx_id from outgoing_transactions t
-        where t.tx_id = s.tx_id and t.status in ('signed', 'submitted') for update) t),
+        where t.tx_id = s.tx_id and coalesce(t.status, '') in ('signed', 'submitted') for update) t),
     superseded as (
       update outgoing_transactions o
       set status = 'failed', updated_at = now(), broadcast_lease_until = null,
