@@ -73,6 +73,18 @@ async function stackSettler(receiptTimeoutMs: number) {
   });
 }
 
+/** What the settler takes for one payment of `payer`: the official client's envelope, parsed. */
+async function settlementOf(
+  quoted: Parameters<typeof envelopeWithWindow>[0],
+  payer: Parameters<typeof envelopeWithWindow>[1],
+  window: Parameters<typeof envelopeWithWindow>[2],
+) {
+  const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, payer, window)));
+  if (!parsed.ok) throw new Error("the test's envelope does not parse");
+  const { authorization, signature, accepted, raw } = parsed.value;
+  return { authorization, signature, requirement: accepted, payload: raw };
+}
+
 describe("x402 settlement batches", () => {
   it("re-signs the settlements after one the enclave refused: the rest settle on consecutive nonces", async () => {
     const demo = `${origin.base}/x402/demo`;
@@ -126,10 +138,7 @@ describe("x402 settlement batches", () => {
     const payments = await Promise.all(
       Array.from({ length: 150 }, async (_, index) => {
         const payer = payers[index % payers.length]!;
-        const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, payer, window)));
-        if (!parsed.ok) throw new Error("the test's envelope does not parse");
-        const { authorization, signature, accepted, raw } = parsed.value;
-        return { authorization, signature, requirement: accepted, payload: raw };
+        return settlementOf(quoted, payer, window);
       }),
     );
     const outcomes = await Promise.all(payments.map((payment) => settler.settle(payment)));
@@ -199,10 +208,7 @@ describe("x402 settlement batches", () => {
     };
     const payments = await Promise.all(
       Array.from({ length: 6 }, async () => {
-        const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, short, window)));
-        if (!parsed.ok) throw new Error("the test's envelope does not parse");
-        const { authorization, signature, accepted, raw } = parsed.value;
-        return { authorization, signature, requirement: accepted, payload: raw };
+        return settlementOf(quoted, short, window);
       }),
     );
     // Handed over in one turn of the event loop: one batch.
@@ -263,10 +269,7 @@ describe("a settlement mined but not yet recorded", () => {
       validBefore: BigInt(Math.floor(Date.now() / 1000) + quoted.accepted.maxTimeoutSeconds),
     };
     async function payOnce() {
-      const parsed = decodePaymentHeader(paymentHeader(await envelopeWithWindow(quoted, payer, window)));
-      if (!parsed.ok) throw new Error("the test's envelope does not parse");
-      const { authorization, signature, accepted, raw } = parsed.value;
-      const outcome = await settler.settle({ authorization, signature, requirement: accepted, payload: raw });
+      const outcome = await settler.settle(await settlementOf(quoted, payer, window));
       return `${outcome.kind}${outcome.response.errorReason ? ` ${outcome.response.errorReason}` : ""}`;
     }
     const address = payer.address.toLowerCase();
