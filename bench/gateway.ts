@@ -9,11 +9,12 @@
  * targets take turns, and each ratio is computed within a round, from figures measured moments
  * apart. The CPU time stolen during the run is printed beside the figures.
  */
-import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import { postmasterPid } from "../dev/local-stack.ts";
 import { httpOk, profiledProgram, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
@@ -202,11 +203,7 @@ async function main(): Promise<void> {
     };
     const trees: Record<string, CpuRoot> = {
       origin: { pid: origin.process.pid, tree: false },
-      postgres: {
-        pid: Number((await readFile(path.join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0]),
-        tree: true,
-        reaped: true,
-      },
+      postgres: { pid: await postmasterPid(path.join(dir, "pg")), tree: true, reaped: true },
       devnet: { pid: devnet.process.pid, tree: false },
       bench: { pid: process.pid, tree: false },
     };

@@ -27,13 +27,14 @@
  * gateway with events off, gateway with a hanging receiver, straight, …) and each ratio is taken
  * within one group, since this shared VM's speed drifts; the CPU steal of the run is printed.
  */
-import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { Agent, type RequestOptions, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import { type Hex, parseGwei } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { postmasterPid } from "../dev/local-stack.ts";
 import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { createRestoreDriller, type RestoreDriller } from "../ops/lib/restore-driller.ts";
@@ -409,9 +410,7 @@ async function main(): Promise<void> {
       }
     };
 
-    const postmaster = Number(
-      (await readFile(path.join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0],
-    );
+    const postmaster = await postmasterPid(path.join(dir, "pg"));
     // Each process alone, except Postgres: its work happens in one child per connection.
     const trees = {
       devnet: { pid: devnet.process.pid, tree: false },

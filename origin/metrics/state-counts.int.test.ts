@@ -8,7 +8,12 @@ import { seedFreeKeys } from "../../testing/seed.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { migrateDatabase } from "../db/migrate.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
-import { foldStateCounts, readStateCounts, type StateCounts } from "./state-counts.ts";
+import {
+  foldStateCounts,
+  readStateCounts,
+  STATE_COUNTS_FOLD_LOCK,
+  type StateCounts,
+} from "./state-counts.ts";
 
 const hex = (bytes: number): string => `0x${randomBytes(bytes).toString("hex")}`;
 
@@ -168,7 +173,7 @@ describe("the counts by state the triggers keep (migration 0032)", () => {
       turnTaken = resolve;
     });
     const holder = db().transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${0x73746174})`);
+      await tx.execute(sql`select pg_advisory_xact_lock(${STATE_COUNTS_FOLD_LOCK})`);
       turnTaken();
       await held;
     });

@@ -95,7 +95,7 @@ export async function readStateCounts(db: Db): Promise<StateCounts> {
 }
 
 /** The advisory lock key of the fold ("stat" in ASCII), one per database. */
-const FOLD_LOCK = 0x73746174;
+export const STATE_COUNTS_FOLD_LOCK = 0x73746174;
 
 /**
  * Moves the changes the triggers appended into state_counts, in one transaction: what a reader
@@ -110,7 +110,7 @@ export async function foldStateCounts(db: Db): Promise<number | null> {
     const t = tx as unknown as Db;
     const [lock] = await queryRows<{ locked: boolean }>(
       t,
-      sql`select pg_try_advisory_xact_lock(${FOLD_LOCK}) as locked`,
+      sql`select pg_try_advisory_xact_lock(${STATE_COUNTS_FOLD_LOCK}) as locked`,
     );
     if (!lock?.locked) return null;
     const [moved] = await queryRows<{ changes: number }>(
