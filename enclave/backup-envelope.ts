@@ -45,15 +45,18 @@ import {
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
 import type { EnclaveContext } from "./context.ts";
-import { type KeyEntry, type KeyMaterial, materialFromPrivateKey } from "./keystore.ts";
+import { type KeyEntry, type KeyMaterial, type Keystore, materialFromPrivateKey } from "./keystore.ts";
 import { type OpOutcome, refuse, succeed } from "./outcome.ts";
 import { deriveBackupKey, SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
 
 export type BuiltEnvelope = { envelope: Uint8Array; sha256: Hex };
 
+/** What export and verify read of the enclave: its sealed config, sealing key, keys and clock. */
+export type BackupContext = Pick<EnclaveContext, "config" | "sealingKey" | "keystore" | "now">;
+
 /** Seals `keys` of one batch into a v2 envelope. */
 export async function buildBackupEnvelope(
-  ctx: EnclaveContext,
+  ctx: BackupContext,
   batch: { batchId: string; namespace: BackupHeader["namespace"]; keys: KeyEntry[] },
 ): Promise<BuiltEnvelope> {
   const recoveryKey = fromHex(ctx.config.recovery_encryption_key);
@@ -89,7 +92,7 @@ export type OpenedBatch = {
  * that is not a v2 envelope, `seal_failed` for another environment, another recovery key, a copy
  * that does not authenticate or a key that does not reproduce.
  */
-export function verifyBackupEnvelope(ctx: EnclaveContext, raw: Uint8Array): OpOutcome<OpenedBatch> {
+export function verifyBackupEnvelope(ctx: BackupContext, raw: Uint8Array): OpOutcome<OpenedBatch> {
   const parsed = parseBackupEnvelope(raw);
   if (!parsed.ok) return refuse("malformed", parsed.error);
   const { header, recovery, sealed } = parsed.value;
@@ -110,7 +113,7 @@ export function verifyBackupEnvelope(ctx: EnclaveContext, raw: Uint8Array): OpOu
   const wellFormed = isWellFormedBox(recovery, plaintext.length);
   const secrets = parseSecrets(plaintext, header);
   if (!wellFormed) return refuse("seal_failed", "envelope's recovery copy is not well formed");
-  return keysOfHeader(header, secrets);
+  return keysOfHeader(header, secrets, ctx.keystore);
 }
 
 /**
@@ -229,7 +232,10 @@ export async function loadRecoveryKey(
   }
 }
 
-function otherEnvironment(ctx: EnclaveContext, header: BackupHeader): OpOutcome<never> | null {
+function otherEnvironment(
+  ctx: Pick<EnclaveContext, "config">,
+  header: BackupHeader,
+): OpOutcome<never> | null {
   if (header.env_id !== ctx.config.env_id || header.chain_id !== ctx.config.chain_id) {
     return refuse(
       "seal_failed",
@@ -239,13 +245,27 @@ function otherEnvironment(ctx: EnclaveContext, header: BackupHeader): OpOutcome<
   return null;
 }
 
-/** Every secret must reproduce the public key and address of its header entry. */
-function keysOfHeader(header: BackupHeader, secrets: BackupSecrets | null): OpOutcome<OpenedBatch> {
+/**
+ * Every secret must reproduce the public key and address of its header entry. With `held` (verify
+ * of this enclave's own export), a secret this enclave holds under its key_ref must be exactly the
+ * held key, whose public key and address were derived from it when it was generated: the same proof
+ * as deriving them again, without a curve multiplication and a Keccak per key (docs/performance.md,
+ * "Provisioning and the key pool"). A secret it does not hold is derived.
+ */
+function keysOfHeader(
+  header: BackupHeader,
+  secrets: BackupSecrets | null,
+  held?: Pick<Keystore, "get">,
+): OpOutcome<OpenedBatch> {
   if (!secrets) return refuse("seal_failed", "backup keys do not match its header");
   const keys: KeyMaterial[] = [];
   for (const [index, secret] of secrets.entries()) {
     const expected = header.keys[index]!;
-    const material = materialFromPrivateKey(secret.private_key, secret.key_ref);
+    const heldKey = held?.get(secret.key_ref);
+    const material =
+      heldKey && equalBytes(heldKey.privateKey, secret.private_key)
+        ? heldKey
+        : materialFromPrivateKey(secret.private_key, secret.key_ref);
     const reproduces =
       equalBytes(material.publicKey, expected.public_key) &&
       material.address.toLowerCase() === expected.address.toLowerCase();
