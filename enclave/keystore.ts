@@ -13,7 +13,7 @@ import { checksumAddress } from "../shared/address.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { type Hex, toHex } from "../shared/hex.ts";
 import { err, ok, type Result } from "../shared/result.ts";
-import { addressOfPublicKey, publicKeyOf, randomPrivateKey } from "../shared/secp256k1.ts";
+import { addressOfPublicKey, publicKeyOf, randomPrivateKeys } from "../shared/secp256k1.ts";
 import { isTempFile, writeFileAtomic } from "./atomic-file.ts";
 import { keySetRecordSchema } from "./key-set-record.ts";
 import { SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
@@ -181,7 +181,12 @@ export class Keystore {
 
 /** Fresh key material: a random private key, its public key and address, a random 32-byte key_ref. */
 export function generateKeyMaterial(count: number): KeyMaterial[] {
-  return Array.from({ length: count }, () => materialFromPrivateKey(randomPrivateKey(), randomKeyRef()));
+  const privateKeys = randomPrivateKeys(count);
+  // One draw for every key_ref of the batch: one system call, not one per key.
+  const refs = randomBytes(32 * count).toString("hex");
+  return privateKeys.map((privateKey, index) =>
+    materialFromPrivateKey(privateKey, refs.slice(index * 64, index * 64 + 64)),
+  );
 }
 
 /** Key material for a known private key (restores) under a given key_ref. */
