@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { ecrecover } from "../devnet/chain/signature-recovery.ts";
 import { fromHex, toHex } from "./hex.ts";
 import { libsecp256k1, secp256k1Backend } from "./libsecp256k1.ts";
-import { publicKeyOf, recoverPublicKey, signDigest } from "./secp256k1.ts";
+import { publicKeyOf, randomPrivateKeys, recoverPublicKey, signDigest } from "./secp256k1.ts";
 
 const N = secp256k1.CURVE.n;
 const random32 = (): Uint8Array => crypto.getRandomValues(new Uint8Array(32));
@@ -101,5 +101,20 @@ describe("secp256k1 through libsecp256k1", () => {
       expect(() => nobleEcrecover(digest, v, word(rr), word(ss))).toThrow();
       expect(() => ecrecover(digest, v, word(rr), word(ss))).toThrow();
     }
+  });
+});
+
+describe("randomPrivateKeys", () => {
+  it("gives each key 32 bytes of its own, valid and distinct, across more than one draw's worth", () => {
+    // 2,048 keys fill one 64 KiB draw: 2,100 need a second.
+    const keys = randomPrivateKeys(2_100);
+    expect(keys).toHaveLength(2_100);
+    expect(keys.every((key) => key.length === 32 && secp256k1.utils.isValidPrivateKey(key))).toBe(true);
+    expect(new Set(keys.map((key) => toHex(key))).size).toBe(2_100);
+    // Each key is a copy: zeroing one (as a keystore may) leaves the next intact.
+    const next = toHex(keys[1]!);
+    keys[0]!.fill(0);
+    expect(toHex(keys[1]!)).toBe(next);
+    expect(keys[1]!.byteOffset).toBe(0);
   });
 });
