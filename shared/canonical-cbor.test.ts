@@ -25,6 +25,20 @@ describe("encodeCanonicalCbor (RFC 8949 §4.2.1)", () => {
     expect(Object.keys(decodeCbor(a) as object)).toEqual(["a", "op", "ver", "counter"]);
   });
 
+  it("orders keys beyond ASCII by their UTF-8 bytes, not by JavaScript's string order", () => {
+    // "\uE000a" (ee 80 80 61) sorts before the emoji (f0 9f 98 80) by bytes; UTF-16 says the reverse.
+    expect(hex({ "\u{1F600}": 1, "\uE000a": 2, é: 3, aa: 4, b: 5 })).toBe(
+      "0xa56162056261610462c3a90364ee8080610264f09f988001",
+    );
+  });
+
+  it("writes long text and the integers at the edges of a number's and a head's range", () => {
+    expect(hex("x".repeat(300)).slice(0, 14)).toBe("0x79012c787878");
+    expect(hex(2 ** 53 - 1)).toBe("0x1b001fffffffffffff");
+    expect(hex(-(2 ** 53 - 1))).toBe("0x3b001ffffffffffffe");
+    expect(hex(-(2n ** 64n))).toBe("0x3bffffffffffffffff");
+  });
+
   it("encodes strings, bytes, arrays, booleans and null", () => {
     expect(hex("a")).toBe("0x6161");
     expect(hex(Uint8Array.of(1, 2))).toBe("0x420102");

@@ -38,93 +38,163 @@ const MAX_UINT64 = (1n << 64n) - 1n;
 
 const textEncoder = new TextEncoder();
 
-/** Encodes `value` in core deterministic CBOR; throws CanonicalCborError for unsupported values. */
+/**
+ * Encodes `value` in core deterministic CBOR; throws CanonicalCborError for unsupported values.
+ * Every capability is signed and checked over this encoding, once on each side of every privileged
+ * enclave request, so it writes into one growing buffer with number heads, and ASCII text without
+ * TextEncoder (docs/performance.md, "The enclave").
+ */
 export function encodeCanonicalCbor(value: unknown): Uint8Array {
-  const out: number[] = [];
-  writeValue(out, value, 0);
-  return Uint8Array.from(out);
+  const writer = new Writer();
+  writer.value(value, 0);
+  return writer.bytes();
 }
 
-function writeValue(out: number[], value: unknown, depth: number): void {
-  if (depth > 32) throw new CanonicalCborError("nesting too deep");
-  if (value === null) {
-    out.push(SIMPLE_NULL);
-  } else if (typeof value === "boolean") {
-    out.push(value ? SIMPLE_TRUE : SIMPLE_FALSE);
-  } else if (typeof value === "number") {
-    if (!Number.isSafeInteger(value)) throw new CanonicalCborError("only safe integers are canonical");
-    writeInteger(out, BigInt(value));
-  } else if (typeof value === "bigint") {
-    writeInteger(out, value);
-  } else if (typeof value === "string") {
-    const bytes = textEncoder.encode(value);
-    writeHead(out, MAJOR_TEXT, BigInt(bytes.length));
-    pushBytes(out, bytes);
-  } else if (value instanceof Uint8Array) {
-    writeHead(out, MAJOR_BYTES, BigInt(value.length));
-    pushBytes(out, value);
-  } else if (Array.isArray(value)) {
-    writeHead(out, MAJOR_ARRAY, BigInt(value.length));
-    for (const item of value) writeValue(out, item, depth + 1);
-  } else if (isPlainMap(value)) {
-    writeMap(out, value, depth);
-  } else {
-    throw new CanonicalCborError(`unsupported value of type ${typeof value}`);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+class Writer {
+  private buffer = new Uint8Array(256);
+  private length = 0;
+
+  bytes(): Uint8Array {
+    return this.buffer.slice(0, this.length);
+  }
+
+  value(value: unknown, depth: number): void {
+    if (depth > 32) throw new CanonicalCborError("nesting too deep");
+    if (value === null) {
+      this.byte(SIMPLE_NULL);
+    } else if (typeof value === "boolean") {
+      this.byte(value ? SIMPLE_TRUE : SIMPLE_FALSE);
+    } else if (typeof value === "number") {
+      if (!Number.isSafeInteger(value)) throw new CanonicalCborError("only safe integers are canonical");
+      if (value >= 0) this.head(MAJOR_UNSIGNED, value);
+      else this.head(MAJOR_NEGATIVE, -1 - value);
+    } else if (typeof value === "bigint") {
+      this.bigInteger(value);
+    } else if (typeof value === "string") {
+      this.text(value);
+    } else if (value instanceof Uint8Array) {
+      this.head(MAJOR_BYTES, value.length);
+      this.raw(value);
+    } else if (Array.isArray(value)) {
+      this.head(MAJOR_ARRAY, value.length);
+      for (const item of value) this.value(item, depth + 1);
+    } else if (isPlainMap(value)) {
+      this.map(value, depth);
+    } else {
+      throw new CanonicalCborError(`unsupported value of type ${typeof value}`);
+    }
+  }
+
+  private map(value: Record<string, unknown>, depth: number): void {
+    const keys = Object.keys(value);
+    let ascii = true;
+    for (const key of keys) {
+      if (value[key] === undefined) throw new CanonicalCborError(`undefined value at key ${key}`);
+      ascii &&= isAscii(key);
+    }
+    // RFC 8949 §4.2.1: entries sorted by the bytewise order of their encoded keys. A text key's
+    // head grows with its length, so for ASCII keys that order is by length, then by characters.
+    if (ascii) keys.sort(compareAsciiKeys);
+    else sortByEncoding(keys);
+    this.head(MAJOR_MAP, keys.length);
+    for (const key of keys) {
+      this.text(key);
+      this.value(value[key], depth + 1);
+    }
+  }
+
+  private text(value: string): void {
+    if (!isAscii(value)) {
+      const bytes = textEncoder.encode(value);
+      this.head(MAJOR_TEXT, bytes.length);
+      this.raw(bytes);
+      return;
+    }
+    this.head(MAJOR_TEXT, value.length);
+    this.reserve(value.length);
+    for (let i = 0; i < value.length; i++) this.buffer[this.length++] = value.charCodeAt(i);
+  }
+
+  private bigInteger(value: bigint): void {
+    if (value >= 0n) {
+      if (value > MAX_UINT64) throw new CanonicalCborError("integer above 64 bits");
+      this.head(MAJOR_UNSIGNED, value <= MAX_SAFE ? Number(value) : value);
+    } else {
+      const magnitude = -1n - value;
+      if (magnitude > MAX_UINT64) throw new CanonicalCborError("integer below -2^64");
+      this.head(MAJOR_NEGATIVE, magnitude <= MAX_SAFE ? Number(magnitude) : magnitude);
+    }
+  }
+
+  /** Shortest head form (RFC 8949 §4.2.1, preferred serialization of arguments). */
+  private head(major: number, argument: number | bigint): void {
+    const prefix = major << 5;
+    this.reserve(9);
+    if (typeof argument === "bigint") {
+      // Only above 2^53, so always the 8-byte form.
+      this.buffer[this.length++] = prefix | 27;
+      this.uint32(Number(argument >> 32n));
+      this.uint32(Number(argument & 0xffffffffn));
+    } else if (argument < 24) {
+      this.buffer[this.length++] = prefix | argument;
+    } else if (argument < 0x100) {
+      this.buffer[this.length++] = prefix | 24;
+      this.buffer[this.length++] = argument;
+    } else if (argument < 0x10000) {
+      this.buffer[this.length++] = prefix | 25;
+      this.buffer[this.length++] = argument >>> 8;
+      this.buffer[this.length++] = argument & 0xff;
+    } else if (argument < 0x100000000) {
+      this.buffer[this.length++] = prefix | 26;
+      this.uint32(argument);
+    } else {
+      this.buffer[this.length++] = prefix | 27;
+      this.uint32(Math.floor(argument / 0x100000000));
+      this.uint32(argument >>> 0);
+    }
+  }
+
+  private uint32(value: number): void {
+    this.buffer[this.length++] = value >>> 24;
+    this.buffer[this.length++] = (value >>> 16) & 0xff;
+    this.buffer[this.length++] = (value >>> 8) & 0xff;
+    this.buffer[this.length++] = value & 0xff;
+  }
+
+  private raw(bytes: Uint8Array): void {
+    this.reserve(bytes.length);
+    this.buffer.set(bytes, this.length);
+    this.length += bytes.length;
+  }
+
+  private byte(value: number): void {
+    this.reserve(1);
+    this.buffer[this.length++] = value;
+  }
+
+  private reserve(extra: number): void {
+    if (this.length + extra <= this.buffer.length) return;
+    const grown = new Uint8Array(Math.max(this.buffer.length * 2, this.length + extra));
+    grown.set(this.buffer.subarray(0, this.length));
+    this.buffer = grown;
   }
 }
 
-function writeMap(out: number[], value: Record<string, unknown>, depth: number): void {
-  // RFC 8949 §4.2.1: entries sorted by the bytewise order of their encoded keys.
-  const entries = Object.keys(value).map((key) => {
-    if (value[key] === undefined) throw new CanonicalCborError(`undefined value at key ${key}`);
-    return { encodedKey: encodeCanonicalCbor(key), item: value[key] };
-  });
-  entries.sort((a, b) => compareBytes(a.encodedKey, b.encodedKey));
-  writeHead(out, MAJOR_MAP, BigInt(entries.length));
-  for (const entry of entries) {
-    pushBytes(out, entry.encodedKey);
-    writeValue(out, entry.item, depth + 1);
-  }
+function isAscii(value: string): boolean {
+  for (let i = 0; i < value.length; i++) if (value.charCodeAt(i) > 0x7f) return false;
+  return true;
 }
 
-function writeInteger(out: number[], value: bigint): void {
-  if (value >= 0n) {
-    if (value > MAX_UINT64) throw new CanonicalCborError("integer above 64 bits");
-    writeHead(out, MAJOR_UNSIGNED, value);
-  } else {
-    const magnitude = -1n - value;
-    if (magnitude > MAX_UINT64) throw new CanonicalCborError("integer below -2^64");
-    writeHead(out, MAJOR_NEGATIVE, magnitude);
-  }
+function compareAsciiKeys(a: string, b: string): number {
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Shortest head form (RFC 8949 §4.2.1, preferred serialization of arguments). */
-function writeHead(out: number[], major: number, argument: bigint): void {
-  const prefix = major << 5;
-  if (argument < 24n) {
-    out.push(prefix | Number(argument));
-  } else if (argument < 0x100n) {
-    out.push(prefix | 24, Number(argument));
-  } else if (argument < 0x10000n) {
-    out.push(prefix | 25);
-    pushUint(out, argument, 2);
-  } else if (argument < 0x100000000n) {
-    out.push(prefix | 26);
-    pushUint(out, argument, 4);
-  } else {
-    out.push(prefix | 27);
-    pushUint(out, argument, 8);
-  }
-}
-
-function pushUint(out: number[], value: bigint, width: number): void {
-  for (let shift = (width - 1) * 8; shift >= 0; shift -= 8) {
-    out.push(Number((value >> BigInt(shift)) & 0xffn));
-  }
-}
-
-function pushBytes(out: number[], bytes: Uint8Array): void {
-  for (const byte of bytes) out.push(byte);
+function sortByEncoding(keys: string[]): void {
+  const encoded = new Map(keys.map((key) => [key, encodeCanonicalCbor(key)]));
+  keys.sort((a, b) => compareBytes(encoded.get(a)!, encoded.get(b)!));
 }
 
 function isPlainMap(value: unknown): value is Record<string, unknown> {
