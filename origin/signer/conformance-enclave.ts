@@ -158,6 +158,40 @@ export function describeEnclaveConformance<E extends ConformanceEnclave>(
     expect(await counter()).toEqual({ ok: true, value: { nextCounter: before.value.nextCounter + 3 } });
   });
 
+  it("runs privileged calls of different ops side by side: one waiting on its capability holds up no other", async () => {
+    const client = open({ requestTimeoutMs: 30_000 });
+    const admin = minter(client, subject.enclave().adminSecret);
+    let release = (): void => {};
+    const capabilityHeld = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slowAuthorize: CapabilityProvider = async (request) => {
+      await capabilityHeld;
+      return admin(request);
+    };
+    try {
+      const generating = answered(
+        client.generateKeys(
+          { namespace: "faucet", count: 1, batchId: `conformance-${randomUUID()}` },
+          slowAuthorize,
+        ),
+      );
+      // configure_policy counts apart from generate_keys: it must not queue behind the held call.
+      const sealing = answered(
+        client.configurePolicy(CONFORMANCE_POLICY, minter(client, subject.enclave().policySecret)),
+      );
+      const first = await Promise.race([
+        sealing.then((result) => ({ sealed: result })),
+        new Promise<"still waiting">((resolve) => setTimeout(() => resolve("still waiting"), 5_000)),
+      ]);
+      expect(first).toEqual({ sealed: expect.objectContaining({ ok: true }) });
+      release();
+      expect(await generating).toMatchObject({ ok: true });
+    } finally {
+      release();
+    }
+  });
+
   it("a request the enclave does not answer in time is a retryable signer_timeout; the same client answers once the enclave does", async () => {
     const client = open({ requestTimeoutMs: 300 });
     await answered(client.getPolicy());

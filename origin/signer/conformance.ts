@@ -14,7 +14,8 @@
  *    builds one client and keeps it);
  *  - ops survive being taken off the client (create-signer-client.ts spreads it, key-holding.ts
  *    keeps `publicIdentity` alone); concurrent calls each get their own answer; privileged calls
- *    run one at a time, so a minter's counters stay contiguous; close() is safe twice.
+ *    of one op run one at a time, so a minter's counters stay contiguous, and calls of different
+ *    ops do not wait on each other; close() is safe twice.
  *
  * The enclave cases (conformance-enclave.ts) run against the real enclave process the test file
  * starts, and their faults are real: SIGSTOP for a timeout, SIGKILL for a lost connection.

@@ -1,7 +1,9 @@
 /**
- * The live SignerClient over the enclave socket. Privileged calls run one at a
- * time per client, so a capability provider that asks `capability_counter` and mints sees
- * contiguous counters (the enclave refuses a gap or a replay).
+ * The live SignerClient over the enclave socket. Privileged calls of one op run one at a time per
+ * client, so a capability provider that asks `capability_counter` and mints sees contiguous
+ * counters (the enclave refuses a gap or a replay). The enclave counts each op apart (its counter
+ * is per authority, scope and op), so calls of different ops run side by side: the key-pool
+ * refill exports one batch's backup while it generates the next.
  */
 
 import type { Logger } from "pino";
@@ -41,7 +43,8 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
   });
   const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
   const slowRequestTimeoutMs = options.slowRequestTimeoutMs ?? 60_000;
-  let privilegedChain: Promise<unknown> = Promise.resolve();
+  /** Per op, the last privileged call queued: the next of that op starts once it has ended. */
+  const privilegedChains = new Map<PrivilegedOp, Promise<unknown>>();
 
   const send = async <Op extends EnclaveOp>(
     op: Op,
@@ -80,8 +83,8 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
         if (!cap.ok) return cap;
         return send(op, wireParams, cap.value);
       };
-      const result = privilegedChain.then(run, run);
-      privilegedChain = result;
+      const result = (privilegedChains.get(op) ?? Promise.resolve()).then(run, run);
+      privilegedChains.set(op, result);
       return result;
     };
   };
