@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { boolean, check, customType, index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { LOWER_ADDRESS, LOWER_HEX_64, textFormat } from "./text-format.ts";
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
 
@@ -27,8 +28,8 @@ export const agentIdentities = pgTable(
       sql`${t.capabilities} <@ ARRAY['read','faucet','transfer']::text[] AND cardinality(${t.capabilities}) > 0`,
     ),
     check("agent_identities_origin_enum", sql`${t.origin} IN ('operator','public')`),
-    check("agent_identities_wallet_format", sql`${t.assignedWallet} ~ '^0x[0-9a-f]{40}$'`),
-    check("agent_identities_key_ref_format", sql`${t.agentTransferKeyRef} ~ '^[0-9a-f]{64}$'`),
+    check("agent_identities_wallet_format", textFormat(t.assignedWallet, LOWER_ADDRESS)),
+    check("agent_identities_key_ref_format", textFormat(t.agentTransferKeyRef, LOWER_HEX_64)),
     index("agent_identities_sweep_idx").on(t.lastVerifiedAt).where(sql`${t.enabled}`),
   ],
 );
@@ -45,7 +46,7 @@ export const agentTokens = pgTable(
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    check("agent_tokens_token_id_format", sql`${t.tokenId} ~ '^[0-9a-f]{32}$'`),
+    check("agent_tokens_token_id_format", textFormat(t.tokenId, { chars: "[0-9a-f]", count: 32 })),
     check("agent_tokens_secret_hash_length", sql`octet_length(${t.secretHash}) = 32`),
     index("agent_tokens_agent_idx").on(t.agentId),
   ],

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { agentIdentities } from "./identities.ts";
+import { LOWER_ADDRESS, LOWER_HEX_64, textFormat } from "./text-format.ts";
 
 /** A key batch: requested → generated → backup_written → backup_verified → available, or failed. */
 export const keyBatches = pgTable(
@@ -43,8 +44,8 @@ export const keyPool = pgTable(
   },
   (t) => [
     check("key_pool_status_enum", sql`${t.status} IN ('pending','free','assigned','quarantined')`),
-    check("key_pool_key_ref_format", sql`${t.keyRef} ~ '^[0-9a-f]{64}$'`),
-    check("key_pool_address_format", sql`${t.address} ~ '^0x[0-9a-f]{40}$'`),
+    check("key_pool_key_ref_format", textFormat(t.keyRef, LOWER_HEX_64)),
+    check("key_pool_address_format", textFormat(t.address, LOWER_ADDRESS)),
     check("key_pool_assignment", sql`(${t.status} = 'assigned') = (${t.assignedAgentId} IS NOT NULL)`),
     index("key_pool_free_idx").on(t.createdAt).where(sql`${t.status} = 'free'`),
     // The claim's exact order (oldest first, then key_ref): keys of one batch share created_at, so

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, bigserial, check, index, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { LOWER_HEX_64, textFormat } from "./text-format.ts";
 
 /**
  * Operators' passkeys as the console registered them (docs/operations.md#passkeys): pending until
@@ -29,7 +30,10 @@ export const operatorPasskeys = pgTable(
     signCount: bigint("sign_count", { mode: "number" }).notNull().default(0),
   },
   (t) => [
-    check("operator_passkeys_public_key_format", sql`${t.publicKey} ~ '^0x04[0-9a-f]{128}$'`),
+    check(
+      "operator_passkeys_public_key_format",
+      textFormat(t.publicKey, { prefix: "0x04", chars: "[0-9a-f]", count: 128 }),
+    ),
     // Postgres bounds a regex repetition at 255: the length is checked on its own.
     check(
       "operator_passkeys_credential_id_format",
@@ -79,7 +83,7 @@ export const operatorSessions = pgTable(
     endedAt: timestamp("ended_at", { withTimezone: true }),
   },
   (t) => [
-    check("operator_sessions_token_hash_format", sql`${t.tokenHash} ~ '^[0-9a-f]{64}$'`),
+    check("operator_sessions_token_hash_format", textFormat(t.tokenHash, LOWER_HEX_64)),
     index("operator_sessions_expires_idx").on(t.expiresAt),
   ],
 );

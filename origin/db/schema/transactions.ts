@@ -10,6 +10,7 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { LOWER_ADDRESS, LOWER_HASH, textFormat } from "./text-format.ts";
 
 /**
  * The next nonce of each address the service sends from (agent wallets, the faucet
@@ -24,7 +25,7 @@ export const senderNonces = pgTable(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    check("sender_nonces_address_format", sql`${t.address} ~ '^0x[0-9a-f]{40}$'`),
+    check("sender_nonces_address_format", textFormat(t.address, LOWER_ADDRESS)),
     check("sender_nonces_next_nonce_nonnegative", sql`${t.nextNonce} >= 0`),
   ],
 );
@@ -86,8 +87,8 @@ export const outgoingTransactions = pgTable(
       "outgoing_transactions_status_enum",
       sql`${t.status} IN ('signed','submitted','confirmed','reverted','failed')`,
     ),
-    check("outgoing_transactions_sender_format", sql`${t.sender} ~ '^0x[0-9a-f]{40}$'`),
-    check("outgoing_transactions_hash_format", sql`${t.txHash} ~ '^0x[0-9a-f]{64}$'`),
+    check("outgoing_transactions_sender_format", textFormat(t.sender, LOWER_ADDRESS)),
+    check("outgoing_transactions_hash_format", textFormat(t.txHash, LOWER_HASH)),
     check(
       "outgoing_transactions_broadcast_outcome_enum",
       sql`${t.broadcastOutcome} IS NULL OR ${t.broadcastOutcome} IN ('accepted','unknown','refused')`,

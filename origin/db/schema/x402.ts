@@ -11,6 +11,7 @@ import {
   unique,
   uuid,
 } from "drizzle-orm/pg-core";
+import { LOWER_ADDRESS, LOWER_HASH, textFormat } from "./text-format.ts";
 import { outgoingTransactions } from "./transactions.ts";
 
 export { SETTLEMENT_STATES, type SettlementState } from "../../../shared/settlement-status.ts";
@@ -61,8 +62,8 @@ export const x402Settlements = pgTable(
       "x402_settlements_status_enum",
       sql`${t.status} IN ('claimed','submitted','settled','failed','reverted')`,
     ),
-    check("x402_settlements_payer_format", sql`${t.payer} ~ '^0x[0-9a-f]{40}$'`),
-    check("x402_settlements_nonce_format", sql`${t.nonce} ~ '^0x[0-9a-f]{64}$'`),
+    check("x402_settlements_payer_format", textFormat(t.payer, LOWER_ADDRESS)),
+    check("x402_settlements_nonce_format", textFormat(t.nonce, LOWER_HASH)),
     // No index on status: every settlement changes status twice, and an index on it kept each
     // change from being a HOT update and led the planner to scan its dead entries; the state
     // counts read the whole table anyway.
@@ -145,8 +146,11 @@ export const x402PaymentIds = pgTable(
   },
   (t) => [
     primaryKey({ name: "x402_payment_ids_pk", columns: [t.payer, t.paymentId] }),
-    check("x402_payment_ids_payer_format", sql`${t.payer} ~ '^0x[0-9a-f]{40}$'`),
-    check("x402_payment_ids_id_format", sql`${t.paymentId} ~ '^[A-Za-z0-9_-]{16,128}$'`),
-    check("x402_payment_ids_nonce_format", sql`${t.nonce} ~ '^0x[0-9a-f]{64}$'`),
+    check("x402_payment_ids_payer_format", textFormat(t.payer, LOWER_ADDRESS)),
+    check(
+      "x402_payment_ids_id_format",
+      textFormat(t.paymentId, { chars: "[A-Za-z0-9_-]", count: [16, 128] }),
+    ),
+    check("x402_payment_ids_nonce_format", textFormat(t.nonce, LOWER_HASH)),
   ],
 );
