@@ -179,7 +179,10 @@ export class Keystore {
   }
 }
 
-/** Fresh key material: a random private key, its public key and address, a random 32-byte key_ref. */
+/**
+ * Fresh key material: a random private key, its public key and address, and a key_ref of 32 random
+ * bytes (64 lowercase hex).
+ */
 export function generateKeyMaterial(count: number): KeyMaterial[] {
   const privateKeys = randomPrivateKeys(count);
   // One draw for every key_ref of the batch: one system call, not one per key.
@@ -199,9 +202,4 @@ export function materialFromPrivateKey(privateKey: Uint8Array, keyRef: string): 
     publicKeyHex: toHex(publicKey),
     address: addressOfPublicKey(publicKey),
   };
-}
-
-/** key_ref is 64 lowercase hex, here 32 random bytes. */
-export function randomKeyRef(): string {
-  return randomBytes(32).toString("hex");
 }

@@ -42,7 +42,7 @@ const textEncoder = new TextEncoder();
  * Encodes `value` in core deterministic CBOR; throws CanonicalCborError for unsupported values.
  * Every capability is signed and checked over this encoding, once on each side of every privileged
  * enclave request, so it writes into one growing buffer with number heads, and ASCII text without
- * TextEncoder (docs/performance.md, "The enclave").
+ * TextEncoder (docs/performance.md, "Provisioning and the key pool").
  */
 export function encodeCanonicalCbor(value: unknown): Uint8Array {
   const writer = new Writer();

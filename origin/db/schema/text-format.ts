@@ -15,8 +15,8 @@ export type TextFormat = {
  * unbounded repetition of its class rather than as a counted one (`[0-9a-f]{64}`): Postgres's
  * regex engine runs a counted repetition about 14 times slower (7 µs against 0.5 µs for a
  * 66-character hash here), and a table's checks run on every insert and every update of its rows
- * (docs/performance.md, "Postgres"). Both forms accept exactly the same strings, and a null passes
- * either (origin/db/text-format.int.test.ts).
+ * (docs/performance.md, "Provisioning and the key pool"). Both forms accept exactly the same
+ * strings, and a null passes either (origin/db/text-format.int.test.ts).
  */
 export function textFormat(column: AnyPgColumn, format: TextFormat): SQL {
   const prefix = format.prefix ?? "";
