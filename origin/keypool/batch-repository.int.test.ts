@@ -2,26 +2,18 @@
  * A batch's steps each move it only from the state they expect: a batch the sweeper failed meanwhile
  * stores no key and frees none, and the step says so (the refill then leaves it as found).
  */
-import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { randomGeneratedKeys } from "../../testing/generated-keys.ts";
 import { queryRows } from "../db/client.ts";
 import {
   advanceBatch,
   createBatch,
   failBatch,
-  type GeneratedKey,
   recordGeneratedKeys,
   releaseBatch,
 } from "./batch-repository.ts";
-
-const keys = (count: number): GeneratedKey[] =>
-  Array.from({ length: count }, () => ({
-    keyRef: randomBytes(32).toString("hex"),
-    address: `0x${randomBytes(20).toString("hex")}`,
-    publicKey: `0x04${randomBytes(64).toString("hex")}`,
-  }));
 
 describe("a key batch's steps", () => {
   let testDb: TestDatabase;
@@ -48,7 +40,7 @@ describe("a key batch's steps", () => {
   it("records the generated keys as pending, then frees them all on release", async () => {
     const db = testDb.handle.db;
     const batch = await createBatch(db, 3);
-    expect(await recordGeneratedKeys(db, batch, keys(3))).toBe(true);
+    expect(await recordGeneratedKeys(db, batch, randomGeneratedKeys(3))).toBe(true);
     expect(await statusOf(batch)).toBe("generated");
     expect(await keysOf(batch)).toEqual([{ status: "pending", count: 3 }]);
     expect(await advanceBatch(db, batch, "generated", "backup_written")).toBe(true);
@@ -62,7 +54,7 @@ describe("a key batch's steps", () => {
     const db = testDb.handle.db;
     const batch = await createBatch(db, 2);
     expect(await failBatch(db, batch, "swept")).toBe(true);
-    expect(await recordGeneratedKeys(db, batch, keys(2))).toBe(false);
+    expect(await recordGeneratedKeys(db, batch, randomGeneratedKeys(2))).toBe(false);
     expect(await keysOf(batch)).toEqual([]);
     expect(await statusOf(batch)).toBe("failed");
   });
@@ -70,7 +62,7 @@ describe("a key batch's steps", () => {
   it("frees no key of a batch whose backup is not verified, and says so", async () => {
     const db = testDb.handle.db;
     const batch = await createBatch(db, 2);
-    expect(await recordGeneratedKeys(db, batch, keys(2))).toBe(true);
+    expect(await recordGeneratedKeys(db, batch, randomGeneratedKeys(2))).toBe(true);
     expect(await advanceBatch(db, batch, "generated", "backup_written")).toBe(true);
     expect(await releaseBatch(db, batch)).toBe(false);
     expect(await keysOf(batch)).toEqual([{ status: "pending", count: 2 }]);
@@ -80,7 +72,7 @@ describe("a key batch's steps", () => {
   it("frees no key of a batch failed before its release, and says so: its keys stay quarantined", async () => {
     const db = testDb.handle.db;
     const batch = await createBatch(db, 2);
-    expect(await recordGeneratedKeys(db, batch, keys(2))).toBe(true);
+    expect(await recordGeneratedKeys(db, batch, randomGeneratedKeys(2))).toBe(true);
     expect(await advanceBatch(db, batch, "generated", "backup_written")).toBe(true);
     expect(await advanceBatch(db, batch, "backup_written", "backup_verified")).toBe(true);
     expect(await failBatch(db, batch, "swept")).toBe(true);

@@ -2,26 +2,18 @@
  * poolStock reads the free keys' partial index and the in-progress batches' sizes, not key_pool
  * as a whole: these tests hold it to what the pool holds at every step of a batch's life.
  */
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { randomGeneratedKeys } from "../../testing/generated-keys.ts";
 import {
   advanceBatch,
   createBatch,
   failBatch,
-  type GeneratedKey,
   poolStock,
   recordGeneratedKeys,
   releaseBatch,
 } from "./batch-repository.ts";
 import { provisionIdentity } from "./provision.ts";
-
-const keys = (count: number): GeneratedKey[] =>
-  Array.from({ length: count }, () => ({
-    keyRef: randomBytes(32).toString("hex"),
-    address: `0x${randomBytes(20).toString("hex")}`,
-    publicKey: `0x04${randomBytes(64).toString("hex")}`,
-  }));
 
 describe("poolStock", () => {
   let testDb: TestDatabase;
@@ -40,7 +32,7 @@ describe("poolStock", () => {
     // One batch made all the way, then one key of it assigned to an agent.
     const made = await createBatch(db, 3);
     expect(await stock()).toEqual({ free: 0, pendingInBatches: 3 });
-    expect(await recordGeneratedKeys(db, made, keys(3))).toBe(true);
+    expect(await recordGeneratedKeys(db, made, randomGeneratedKeys(3))).toBe(true);
     expect(await stock()).toEqual({ free: 0, pendingInBatches: 3 });
     expect(await advanceBatch(db, made, "generated", "backup_written")).toBe(true);
     expect(await advanceBatch(db, made, "backup_written", "backup_verified")).toBe(true);
@@ -53,10 +45,10 @@ describe("poolStock", () => {
 
     // One batch failed after its keys were recorded (quarantined), one still requested, one generated.
     const failed = await createBatch(db, 4);
-    expect(await recordGeneratedKeys(db, failed, keys(4))).toBe(true);
+    expect(await recordGeneratedKeys(db, failed, randomGeneratedKeys(4))).toBe(true);
     const requested = await createBatch(db, 5);
     const generated = await createBatch(db, 6);
-    expect(await recordGeneratedKeys(db, generated, keys(6))).toBe(true);
+    expect(await recordGeneratedKeys(db, generated, randomGeneratedKeys(6))).toBe(true);
     expect(await stock()).toEqual({ free: 2, pendingInBatches: 4 + 5 + 6 });
     expect(await failBatch(db, failed, "test")).toBe(true);
     expect(await stock()).toEqual({ free: 2, pendingInBatches: 5 + 6 });
