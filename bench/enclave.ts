@@ -23,6 +23,13 @@ const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const AMOUNT = 10_000n;
 const WARMUP_MS = 500;
 const MEASURE_MS = Number(process.env.BENCH_MS ?? 3_000);
+/** How many keys have signed today when the x402 rate is measured again (BENCH_ACTIVE_KEYS=0: skip). */
+const ACTIVE_KEY_LEVELS = (process.env.BENCH_ACTIVE_KEYS ?? "1000,10000")
+  .split(",")
+  .map(Number)
+  .filter((level) => level > 0);
+/** generate_keys makes at most this many in one batch (MAX_BATCH_KEYS). */
+const KEYS_PER_BATCH = 1000;
 
 type Op = "sign_x402_authorization" | "prove_identity";
 /**
@@ -187,11 +194,65 @@ async function main(): Promise<void> {
       }
     }
     report(figures);
+    const at32 = figures.find(
+      (figure) => figure.op === "sign_x402_authorization" && figure.mode === "socket, 32 in flight",
+    )!;
+    await reportStateGrowth(client, admin, keys, fixture.pid(), at32.rate);
     process.stdout.write(`${await steal()}\n`);
   } finally {
     await client.close();
     await fixture.dispose();
   }
+}
+
+/**
+ * The sealed state holds each key's x402 count for the day, and every group commit encodes and
+ * seals all of it (docs/performance.md, "The enclave"): keys are made active, one signature each,
+ * and the bench's own keys' rate at 32 in flight is measured again at each level.
+ */
+async function reportStateGrowth(
+  client: SignerClient,
+  admin: Parameters<SignerClient["generateKeys"]>[1],
+  benchKeys: KeyPublicInfo[],
+  enclavePid: number | undefined,
+  baseline: number,
+): Promise<void> {
+  if (ACTIVE_KEY_LEVELS.length === 0) return;
+  const lines = [
+    "\nsign_x402_authorization, 32 in flight, with more keys active today (each signed once; the sealed state holds its count)",
+  ];
+  const active: KeyPublicInfo[] = [];
+  for (const level of ACTIVE_KEY_LEVELS) {
+    const fresh: KeyPublicInfo[] = [];
+    while (active.length + fresh.length < level) {
+      const count = Math.min(KEYS_PER_BATCH, level - active.length - fresh.length);
+      const made = await client.generateKeys(
+        { namespace: "agent-transfer", count, batchId: `active-${active.length + fresh.length}` },
+        admin,
+      );
+      if (!made.ok) throw new Error(`generate_keys failed: ${made.error.code}`);
+      fresh.push(...made.value.keys);
+    }
+    const activate = overSocket(client, "sign_x402_authorization", fresh);
+    let activated = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (activated++ < fresh.length) await activate();
+      }),
+    );
+    active.push(...fresh);
+    const once = overSocket(client, "sign_x402_authorization", benchKeys);
+    await measure(32, WARMUP_MS, once);
+    const cpu = await cpuMeter(enclavePid);
+    const run = await measure(32, MEASURE_MS, once);
+    const perOp = await cpu(run.ops);
+    const rate = run.ops / run.seconds;
+    lines.push(
+      `  ${String(active.length + benchKeys.length).padStart(6)} keys active ${rate.toFixed(0).padStart(7)} ops/s  (${((100 * rate) / baseline).toFixed(0)}% of the rate with the bench's ${benchKeys.length})`,
+      `  ${"".padEnd(19)} CPU ms per op: enclave ${perOp.enclave?.toFixed(3)} (main thread ${perOp.enclaveMain?.toFixed(3)})`,
+    );
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
 }
 
 function report(figures: Figure[]): void {
