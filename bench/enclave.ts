@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import type { Address } from "viem";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
-import type { KeyPublicInfo, SignerClient } from "../origin/signer/types.ts";
+import type { CapabilityProvider, KeyPublicInfo, SignerClient } from "../origin/signer/types.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { transferWithAuthorizationDigest } from "../shared/eip712.ts";
 import { fromHex, type Hex } from "../shared/hex.ts";
@@ -212,7 +212,7 @@ async function main(): Promise<void> {
  */
 async function reportStateGrowth(
   client: SignerClient,
-  admin: Parameters<SignerClient["generateKeys"]>[1],
+  admin: CapabilityProvider,
   benchKeys: KeyPublicInfo[],
   enclavePid: number | undefined,
   baseline: number,

@@ -180,10 +180,14 @@ export function describeEnclaveConformance<E extends ConformanceEnclave>(
       const sealing = answered(
         client.configurePolicy(CONFORMANCE_POLICY, minter(client, subject.enclave().policySecret)),
       );
+      let waited: NodeJS.Timeout | undefined;
       const first = await Promise.race([
         sealing.then((result) => ({ sealed: result })),
-        new Promise<"still waiting">((resolve) => setTimeout(() => resolve("still waiting"), 5_000)),
+        new Promise<"still waiting">((resolve) => {
+          waited = setTimeout(() => resolve("still waiting"), 5_000);
+        }),
       ]);
+      clearTimeout(waited);
       expect(first).toEqual({ sealed: expect.objectContaining({ ok: true }) });
       release();
       expect(await generating).toMatchObject({ ok: true });
