@@ -25,6 +25,10 @@ export default defineConfig({
     // suite"). Each file still has its own database, ports, folders and processes, and restores
     // what it spies on.
     isolate: false,
+    // Every enclave a test starts checks each state journal record it writes against its state in
+    // memory (enclave/state-store.ts): an op that changes the state where the journal cannot see it
+    // fails its test with seal_failed.
+    env: { ENCLAVE_VERIFY_STATE_JOURNAL: "1" },
     ...(jsonReport ? { reporters: ["default", "json"], outputFile: { json: jsonReport } } : {}),
   },
 });

@@ -7,7 +7,7 @@
  */
 import type { AgentPolicy, PolicyDecision, PolicyUsage } from "../shared/agent-policy.ts";
 import type { EnclaveFailure } from "../shared/enclave-protocol.ts";
-import type { EnclaveState } from "./state-store.ts";
+import type { EnclaveState } from "./enclave-state.ts";
 
 /** Approvals of held actions kept at once; an approve_held past it is refused. */
 export const MAX_HELD_APPROVALS = 10_000;

@@ -12,8 +12,8 @@ import {
   verifyCapabilitySignature,
 } from "../shared/capability.ts";
 import { type CapabilityScope, PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../shared/enclave-protocol.ts";
+import type { EnclaveState } from "./enclave-state.ts";
 import type { SealedConfig } from "./sealed-config.ts";
-import type { EnclaveState } from "./state-store.ts";
 
 export type AcceptedCapability = { counterKey: string; counter: number; cap: Capability };
 

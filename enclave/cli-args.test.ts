@@ -10,6 +10,10 @@ describe("enclave CLI arguments", () => {
       announcedProfile: undefined,
       logLevel: "info",
       socketMode: 0o600,
+      verifyStateJournal: false,
+    });
+    expect(parseEnclaveArgs([], { ENCLAVE_VERIFY_STATE_JOURNAL: "1" })).toMatchObject({
+      verifyStateJournal: true,
     });
   });
 

@@ -19,6 +19,8 @@ export type EnclaveCommand =
       logLevel: string;
       /** 0o600 (the default) or 0o660: the socket's group may connect too (a separate origin user). */
       socketMode: 0o600 | 0o660;
+      /** ENCLAVE_VERIFY_STATE_JOURNAL=1 (tests): each state journal record is checked (state-store.ts). */
+      verifyStateJournal: boolean;
     };
 
 const envSchema = z.object({
@@ -26,6 +28,7 @@ const envSchema = z.object({
   ENCLAVE_DATA_DIR: z.string().min(1).optional(),
   ENCLAVE_ANNOUNCED_PROFILE: z.string().min(1).optional(),
   ENCLAVE_SOCKET_MODE: z.enum(["0600", "0660"]).optional(),
+  ENCLAVE_VERIFY_STATE_JOURNAL: z.enum(["0", "1"]).optional(),
   LOG_LEVEL: z.string().min(1).optional(),
 });
 
@@ -40,7 +43,7 @@ export const USAGE = `usage:
   npm run enclave [-- serve] [--socket PATH] [--data-dir DIR] [--socket-mode 0600|0660]
 env: ENCLAVE_SOCKET_PATH (default ${DEFAULT_SOCKET_PATH}), ENCLAVE_DATA_DIR (default ${DEFAULT_DATA_DIR}),
      ENCLAVE_SOCKET_MODE (default 0600; 0660 lets the socket's group, the origin's user, connect),
-     ENCLAVE_ANNOUNCED_PROFILE / --profile (tests only), LOG_LEVEL`;
+     ENCLAVE_ANNOUNCED_PROFILE / --profile and ENCLAVE_VERIFY_STATE_JOURNAL=1 (tests only), LOG_LEVEL`;
 
 /** Parses argv (without node and script) and the environment into a command. */
 export function parseEnclaveArgs(argv: string[], env: Record<string, string | undefined>): EnclaveCommand {
@@ -95,6 +98,7 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
       announcedProfile: values.profile ?? envParsed.data.ENCLAVE_ANNOUNCED_PROFILE,
       logLevel: envParsed.data.LOG_LEVEL ?? "info",
       socketMode: mode === "0660" ? 0o660 : 0o600,
+      verifyStateJournal: envParsed.data.ENCLAVE_VERIFY_STATE_JOURNAL === "1",
     };
   }
   throw new UsageError(`unknown command ${command}`);

@@ -2,7 +2,8 @@
  * The per-key spend of the enclave's UTC day (state-store.ts `daily`): an agent key's transfers and
  * fillers, the settler key's fees. One reading and one counting rule for every op that uses it.
  */
-import type { EnclaveState } from "./state-store.ts";
+import type { EnclaveState } from "./enclave-state.ts";
+import { TrackedMap } from "./tracked-map.ts";
 
 /** What `keyRef` has counted on `today` (0 when the record is of another day). */
 export function spentToday(state: EnclaveState, keyRef: string, today: string): bigint {
@@ -11,6 +12,6 @@ export function spentToday(state: EnclaveState, keyRef: string, today: string): 
 
 /** Counts `units` against `keyRef` on `today`; the first count of a new day starts every key at zero. */
 export function countSpend(state: EnclaveState, keyRef: string, today: string, units: bigint): void {
-  if (state.daily.day !== today) state.daily = { day: today, spent: new Map() };
+  if (state.daily.day !== today) state.daily = { day: today, spent: new TrackedMap() };
   state.daily.spent.set(keyRef, (state.daily.spent.get(keyRef) ?? 0n) + units);
 }

@@ -1,12 +1,12 @@
 /** Layout of the enclave data directory (all files 0600, the directory 0700). */
 import { join } from "node:path";
-import type { StateSlotPaths } from "./state-slots.ts";
+import type { StatePaths } from "./state-store.ts";
 
 export type DataDirLayout = {
   root: string;
   sealingKey: string;
   sealedConfig: string;
-  state: StateSlotPaths;
+  state: StatePaths;
   keysDir: string;
 };
 
@@ -19,6 +19,7 @@ export function dataDirLayout(root: string): DataDirLayout {
     state: {
       slots: [join(root, "state.0.sealed"), join(root, "state.1.sealed")],
       legacy: join(root, "state.sealed"),
+      journal: join(root, "state.journal"),
     },
     keysDir: join(root, "keys"),
   };

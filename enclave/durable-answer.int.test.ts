@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { EnclaveResponse } from "../shared/enclave-protocol.ts";
+import { StateJournal } from "./state-journal.ts";
 import { StateSlots } from "./state-slots.ts";
 import {
   type AgentKey,
@@ -15,7 +16,8 @@ import { RawEnclaveClient } from "./testing/raw-client.ts";
 
 // The enclave signs while the write of the count is in flight (docs/performance.md, "The enclave"),
 // and must still answer only once that write is durable. The disk cannot be made slow or failing
-// here, so the state write is held, or failed, by a spy around the real one.
+// here, so the state write (a journal record, or a full copy) is held, or failed, by a spy around
+// the real one.
 
 /** Holds every state write until `release`; the writes then run for real. */
 function holdStateWrites(): { release: () => void; started: () => number } {
@@ -23,12 +25,26 @@ function holdStateWrites(): { release: () => void; started: () => number } {
   const gate = new Promise<void>((resolve) => {
     open = resolve;
   });
-  const write = StateSlots.prototype.write;
   let started = 0;
-  vi.spyOn(StateSlots.prototype, "write").mockImplementation(async function (this: StateSlots, plaintext) {
+  const append = StateJournal.prototype.append;
+  vi.spyOn(StateJournal.prototype, "append").mockImplementation(async function (
+    this: StateJournal,
+    plaintext,
+    sequence,
+  ) {
     started++;
     await gate;
-    return write.call(this, plaintext);
+    return append.call(this, plaintext, sequence);
+  });
+  const write = StateSlots.prototype.write;
+  vi.spyOn(StateSlots.prototype, "write").mockImplementation(async function (
+    this: StateSlots,
+    plaintext,
+    sequence,
+  ) {
+    started++;
+    await gate;
+    return write.call(this, plaintext, sequence);
   });
   return { release: open, started: () => started };
 }
@@ -76,6 +92,7 @@ describe("a signature leaves only after the write that includes its count is dur
   });
 
   it("answers seal_failed, and no signature, when that write fails", async () => {
+    vi.spyOn(StateJournal.prototype, "append").mockRejectedValueOnce(new Error("EIO"));
     vi.spyOn(StateSlots.prototype, "write").mockRejectedValueOnce(new Error("EIO"));
     const answer = await client.request("sign_x402_authorization", x402(key, NODE_PAY_TO, NODE_X402_UNITS));
     expect(answer).toMatchObject({ ok: false, error: { code: "seal_failed" } });

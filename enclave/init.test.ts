@@ -52,7 +52,13 @@ describe("initEnclave", () => {
       recovery_encryption_key: recoveryEnc,
     });
     // The state names the payee key init made (docs/x402.md#offers-and-receipts).
-    expect((await readdir(dir)).sort()).toEqual(["enclave.sealed", "keys", "sealing.key", "state.0.sealed"]);
+    expect((await readdir(dir)).sort()).toEqual([
+      "enclave.sealed",
+      "keys",
+      "sealing.key",
+      "state.0.sealed",
+      "state.journal",
+    ]);
   });
 
   it("makes the x402 payee key, sealed in the `payee` namespace and named by the state, and reports its address", async () => {

@@ -49,6 +49,7 @@ async function main(): Promise<number> {
       dataDir: command.dataDir,
       announcedProfile: command.announcedProfile,
       socketMode: command.socketMode,
+      verifyStateJournal: command.verifyStateJournal,
       logger,
     });
   } catch (error) {

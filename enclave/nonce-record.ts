@@ -6,6 +6,7 @@
  * nonces in at most a few dozen ranges, and only for keys that signed in the retention period.
  * Pure functions over the in-memory record; state-store.ts persists it.
  */
+import { TrackedMap } from "./tracked-map.ts";
 
 /** Nonces more than this far below a key's highest signed nonce are forgotten. */
 export const NONCE_WINDOW = 16_384;
@@ -35,12 +36,12 @@ export type KeyNonces = {
 export type NonceRecords = {
   /** The enclave's clock (ms) at the last pass that dropped stale keys. */
   prunedAtMs: number;
-  keys: Map<string, KeyNonces>;
+  keys: TrackedMap<string, KeyNonces>;
 };
 
 /** An empty record (a new enclave, or one upgraded from a version that kept none). */
 export function emptyNonceRecords(): NonceRecords {
-  return { prunedAtMs: 0, keys: new Map() };
+  return { prunedAtMs: 0, keys: new TrackedMap() };
 }
 
 /**

@@ -16,10 +16,10 @@ import {
   operatorApprovalMessage,
 } from "../shared/operator-approval.ts";
 import type { PasskeyShown } from "../shared/passkey-approval.ts";
+import type { EnclaveState } from "./enclave-state.ts";
 import { p256PublicKey } from "./p256.ts";
 import { checkPasskeyApproval } from "./passkey-approval-check.ts";
 import type { SealedConfig } from "./sealed-config.ts";
-import type { EnclaveState } from "./state-store.ts";
 
 /** An accepted approval: the key and counter to seal (and a passkey's authenticator signCount). */
 export type AcceptedApproval = { keyId: string; counter: number; signCount?: number };

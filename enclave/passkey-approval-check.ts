@@ -13,9 +13,9 @@ import type { EnclaveFailure, OperatorRefusalDetail } from "../shared/enclave-pr
 import { fromHex } from "../shared/hex.ts";
 import { MAX_OPERATOR_APPROVAL_SECONDS } from "../shared/operator-approval.ts";
 import { type PasskeyShown, passkeyChallenge, toBase64Url } from "../shared/passkey-approval.ts";
+import type { EnclaveState } from "./enclave-state.ts";
 import { p256PublicKey } from "./p256.ts";
 import type { SealedConfig } from "./sealed-config.ts";
-import type { EnclaveState } from "./state-store.ts";
 
 /** An accepted passkey approval: the counter to seal, and the authenticator's signCount. */
 export type AcceptedPasskey = { keyId: string; counter: number; signCount: number };

@@ -8,6 +8,8 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:cr
 const SEAL_VERSION = 1;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
+/** How much longer a sealed blob is than its plaintext. */
+export const SEAL_OVERHEAD_BYTES = 1 + IV_BYTES + TAG_BYTES;
 export const SEALING_KEY_BYTES = 32;
 
 /** Purpose labels bound into each sealed blob. */
@@ -15,6 +17,7 @@ export const SEAL_LABEL = {
   config: "svc-hsm/sealed-config/v1",
   keySet: "svc-hsm/key-set/v1",
   state: "svc-hsm/state/v1",
+  stateJournal: "svc-hsm/state-journal/v1",
   backup: "svc-hsm/backup/v1",
 } as const;
 export type SealLabel = (typeof SEAL_LABEL)[keyof typeof SEAL_LABEL];

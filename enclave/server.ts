@@ -39,6 +39,8 @@ export type StartEnclaveServerParams = {
    * the enclave user's access to the sealing key.
    */
   socketMode?: 0o600 | 0o660;
+  /** Check each state journal record against the state in memory (tests: StateStoreOptions). */
+  verifyStateJournal?: boolean;
   logger?: Logger;
   now?: () => Date;
 };
@@ -78,7 +80,9 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
   const ctx: EnclaveContext = {
     config,
     keystore: await Keystore.open(layout.keysDir, sealingKey, logger),
-    state: await StateStore.open(layout.state, sealingKey),
+    state: await StateStore.open(layout.state, sealingKey, {
+      verifyJournal: params.verifyStateJournal ?? false,
+    }),
     sealingKey,
     transportKeys: new TransportKeys(),
     recoveryKey: new HeldRecoveryKey(),

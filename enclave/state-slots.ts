@@ -15,14 +15,11 @@
  * an earlier, longer write (a write never shrinks the file, so a synchronized write has no size to record
  * unless the state grew).
  */
-import { constants } from "node:fs";
-import { type FileHandle, open, readFile, rm } from "node:fs/promises";
+import { type FileHandle, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { syncDirectory } from "./atomic-file.ts";
 import { SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
-
-/** 0 where the platform has no O_DSYNC: each write is then followed by an fdatasync. */
-const DSYNC: number = constants.O_DSYNC ?? 0;
+import { openSynchronized, readIfExists, writeDurably } from "./synchronized-file.ts";
 
 const SEQUENCE_BYTES = 8;
 const HEADER_BYTES = SEQUENCE_BYTES + 4;
@@ -45,14 +42,14 @@ export class StateSlots {
   ) {}
 
   /**
-   * Opens the slots and returns the newest state that authenticates (null: none was ever
-   * written). Slots that exist but of which none authenticates are a SealError (another sealing
-   * key, or tampering), never an empty state.
+   * Opens the slots and returns the newest state that authenticates and its sequence number (null
+   * and 0: none was ever written). Slots that exist but of which none authenticates are a SealError
+   * (another sealing key, or tampering), never an empty state.
    */
   static async open(
     paths: StateSlotPaths,
     sealingKey: Uint8Array,
-  ): Promise<{ slots: StateSlots; plaintext: Uint8Array | null }> {
+  ): Promise<{ slots: StateSlots; plaintext: Uint8Array | null; sequence: bigint }> {
     const read = await Promise.all(paths.slots.map((path) => readSlot(path, sealingKey)));
     let newest: (Newest & { plaintext: Uint8Array }) | null = null;
     for (const index of [0, 1] as const) {
@@ -79,21 +76,22 @@ export class StateSlots {
       // next time, and the old file is then only removed.
       if (newest === null) {
         plaintext = unseal(sealingKey, SEAL_LABEL.state, legacy);
-        await slots.write(plaintext);
+        await slots.write(plaintext, 1n);
       }
       await rm(paths.legacy);
       await syncDirectory(dirname(paths.legacy));
     }
-    return { slots, plaintext };
+    return { slots, plaintext, sequence: slots.sequence };
   }
 
   /**
-   * Seals `plaintext` into the slot that does not hold the newest state and makes it durable.
-   * Writes must not overlap (the state store runs one at a time).
+   * Seals `plaintext` as `sequence` (above every sequence written before) into the slot that does
+   * not hold the newest state and makes it durable. Writes must not overlap (the state store runs
+   * one at a time).
    */
-  async write(plaintext: Uint8Array): Promise<void> {
+  async write(plaintext: Uint8Array, sequence: bigint): Promise<void> {
+    if (sequence <= this.sequence) throw new RangeError("a state's sequence only grows");
     const index: SlotIndex = this.newest === null ? 0 : this.newest.index === 0 ? 1 : 0;
-    const sequence = (this.newest?.sequence ?? 0n) + 1n;
     const header = Buffer.alloc(HEADER_BYTES);
     header.writeBigUInt64BE(sequence, 0);
     const blob = seal(this.sealingKey, SEAL_LABEL.state, plaintext, header.subarray(0, SEQUENCE_BYTES));
@@ -101,9 +99,8 @@ export class StateSlots {
     const frame = Buffer.concat([header, blob]);
     const slot = this.slots[index];
     try {
-      slot.handle ??= await openSlot(slot.path);
-      await slot.handle.write(frame, 0, frame.length, 0);
-      if (DSYNC === 0) await slot.handle.datasync();
+      slot.handle ??= await openSynchronized(slot.path);
+      await writeDurably(slot.handle, frame, 0);
     } catch (error) {
       // After a failed write or sync the kernel may have dropped the dirty pages and reported it
       // once; the next attempt reopens the file and writes every byte again into the same slot
@@ -114,6 +111,11 @@ export class StateSlots {
       throw error;
     }
     this.newest = { index, sequence };
+  }
+
+  /** The sequence of the newest durable state (0: none was written). */
+  get sequence(): bigint {
+    return this.newest?.sequence ?? 0n;
   }
 
   /** Closes the slot files (after the last write). */
@@ -151,33 +153,4 @@ async function readSlot(path: string, sealingKey: Uint8Array): Promise<ReadSlot>
     if (error instanceof SealError) return { kind: "unreadable" };
     throw error;
   }
-}
-
-async function readIfExists(path: string): Promise<Buffer | null> {
-  try {
-    return await readFile(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw error;
-  }
-}
-
-/**
- * Opens a slot for synchronized writes in place; a new one is made 0600 and its name made durable
- * first.
- */
-async function openSlot(path: string): Promise<FileHandle> {
-  try {
-    return await open(path, constants.O_RDWR | DSYNC);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
-  const handle = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | DSYNC, 0o600);
-  try {
-    await syncDirectory(dirname(path));
-  } catch (error) {
-    await handle.close();
-    throw error;
-  }
-  return handle;
 }

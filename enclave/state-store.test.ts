@@ -5,13 +5,14 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { dataDirLayout } from "./data-dir.ts";
 import { generateSealingKey, SealError } from "./sealing.ts";
-import { type StateSlotPaths, StateSlots } from "./state-slots.ts";
-import { StateStore } from "./state-store.ts";
+import { StateSlots } from "./state-slots.ts";
+import { type StatePaths, StateStore } from "./state-store.ts";
 import { V2_POLICY_DEFAULTS, V3_POLICY_DEFAULTS } from "./state-versions.ts";
+import { TrackedMap } from "./tracked-map.ts";
 
 describe("StateStore (sealed, group commit)", () => {
   let dir: string;
-  let path: StateSlotPaths;
+  let path: StatePaths;
   const key = generateSealingKey();
 
   beforeEach(async () => {
@@ -54,8 +55,8 @@ describe("StateStore (sealed, group commit)", () => {
       state.policy = policy;
       state.policyVersion = 4;
       state.treasury = treasury;
-      state.daily = { day: "2025-01-01", spent: new Map([["cd".repeat(32), 42n]]) };
-      state.x402Daily = { day: "2025-01-01", signed: new Map([["cd".repeat(32), 7]]) };
+      state.daily = { day: "2025-01-01", spent: TrackedMap.of([["cd".repeat(32), 42n]]) };
+      state.x402Daily = { day: "2025-01-01", signed: TrackedMap.of([["cd".repeat(32), 7]]) };
       state.faucetPayouts.set(recipient, {
         lastPayoutMs: 1_735_700_000_000,
         day: "2025-01-01",
@@ -78,15 +79,18 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policyVersion).toBe(4);
     expect(reopened.state.treasury).toEqual(treasury);
     expect(reopened.state.daily.spent.get("cd".repeat(32))).toBe(42n);
-    expect(reopened.state.x402Daily).toEqual({ day: "2025-01-01", signed: new Map([["cd".repeat(32), 7]]) });
+    expect(reopened.state.x402Daily).toEqual({
+      day: "2025-01-01",
+      signed: TrackedMap.of([["cd".repeat(32), 7]]),
+    });
     expect(reopened.state.faucetPayouts).toEqual(
-      new Map([[recipient, { lastPayoutMs: 1_735_700_000_000, day: "2025-01-01", unitsToday: 9n }]]),
+      TrackedMap.of([[recipient, { lastPayoutMs: 1_735_700_000_000, day: "2025-01-01", unitsToday: 9n }]]),
     );
     // Mutation: writing no nonce record (toPersisted leaving signed_nonces empty) fails this.
     expect(reopened.state.nonces).toEqual(store.state.nonces);
   });
 
-  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v6", async () => {
+  it("reads a v2 state: the policy gains the origin's default margin and daily count and the default settler fee budget, the treasury no payout terms; the next write is v7", async () => {
     const v2Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -109,6 +113,7 @@ describe("StateStore (sealed, group commit)", () => {
         settler_key_ref: "ef".repeat(32),
         daily: { day: "2025-01-01", spent: { ["cd".repeat(32)]: "42" } },
       }),
+      1n,
     );
     await slots.close();
 
@@ -141,11 +146,11 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.counters.get("k")).toBe(3);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(6);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(7);
     await newest.slots.close();
   });
 
-  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v6", async () => {
+  it("reads a v3 state: everything it held is kept, the policy gains the default settler fee budget, no nonce is known; the next write is v7", async () => {
     const v3Policy = {
       per_tx_limit_units: "10",
       daily_limit_units: "20",
@@ -181,6 +186,7 @@ describe("StateStore (sealed, group commit)", () => {
           [recipient]: { last_payout_ms: 1_735_700_000_000, day: "2025-01-01", units_today: "600" },
         },
       }),
+      1n,
     );
     await slots.close();
 
@@ -210,9 +216,9 @@ describe("StateStore (sealed, group commit)", () => {
         spentUnits: 40n,
         terms: { payoutUnits: 600n, cooldownMs: 60_000, dailyLimitUnits: 1200n },
       },
-      daily: { day: "2025-01-01", spent: new Map([[agentKey, 42n]]) },
-      x402Daily: { day: "2025-01-01", signed: new Map([[agentKey, 7]]) },
-      faucetPayouts: new Map([
+      daily: { day: "2025-01-01", spent: TrackedMap.of([[agentKey, 42n]]) },
+      x402Daily: { day: "2025-01-01", signed: TrackedMap.of([[agentKey, 7]]) },
+      faucetPayouts: TrackedMap.of([
         [recipient, { lastPayoutMs: 1_735_700_000_000, day: "2025-01-01", unitsToday: 600n }],
       ]),
     });
@@ -225,11 +231,11 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.treasury).toEqual(store.state.treasury);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(6);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(7);
     await newest.slots.close();
   });
 
-  it("reads a v5 state: its operator keys, counters and approvals are kept, no passkey is enrolled; the next write is v6 and keeps a passkey's counter and signCount", async () => {
+  it("reads a v5 state: its operator keys, counters and approvals are kept, no passkey is enrolled; the next write is v7 and keeps a passkey's counter and signCount", async () => {
     const { slots } = await StateSlots.open(path, key);
     const operatorKey = `0x04${"11".repeat(64)}`;
     await slots.write(
@@ -249,6 +255,7 @@ describe("StateStore (sealed, group commit)", () => {
         operator_keys: { alice: { public_key: operatorKey, label: null, counter: 7 } },
         held_approvals: { [`0x${"ab".repeat(32)}`]: 1234 },
       }),
+      1n,
     );
     await slots.close();
     const store = await StateStore.open(path, key);
@@ -276,7 +283,7 @@ describe("StateStore (sealed, group commit)", () => {
     expect(reopened.state.operatorPasskeys.get("alice-passkey")).toEqual(passkey);
     expect(reopened.state.operatorKeys.get("alice")?.lastCounter).toBe(7);
     const newest = await StateSlots.open(path, key);
-    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(6);
+    expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(7);
     await newest.slots.close();
   });
 
@@ -316,12 +323,12 @@ describe("StateStore (sealed, group commit)", () => {
     await expect(StateStore.open(path, key)).rejects.toBeInstanceOf(SealError);
   });
 
-  it("keeps its state in private slot files, and nothing else", async () => {
+  it("keeps its state in private files, a slot and the journal, and nothing else", async () => {
     const store = await StateStore.open(path, key);
     await store.commit((state) => state.counters.set("w", 1));
     await store.commit((state) => state.counters.set("w", 2));
     await store.close();
-    expect((await readdir(dir)).sort()).toEqual(["state.0.sealed", "state.1.sealed"]);
-    for (const slot of path.slots) expect((await stat(slot)).mode & 0o777).toBe(0o600);
+    expect((await readdir(dir)).sort()).toEqual(["state.0.sealed", "state.journal"]);
+    for (const file of [path.slots[0], path.journal]) expect((await stat(file)).mode & 0o777).toBe(0o600);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The sealed state's on-disk versions: the current one (v6), and the older ones this enclave still
+ * The sealed state's on-disk versions: the current one (v7), and the older ones this enclave still
  * opens, each migrated in memory to the current one (written as it at the next commit). A state is
  * CBOR in wire form: decimal strings for amounts, snake_case names.
  */
@@ -141,7 +141,7 @@ type PersistedV5 = z.infer<typeof persistedV5Schema>;
 
 // v6: the enrolled passkeys (docs/enclave.md#passkeys): the public parts the policy authority
 // sealed, the last approval counter each signed and the authenticator's last signCount.
-export const persistedSchema = persistedV5Schema.extend({
+const persistedV6Schema = persistedV5Schema.extend({
   v: z.literal(6),
   operator_passkeys: z.record(
     z.string().regex(OPERATOR_KEY_ID_PATTERN),
@@ -157,6 +157,12 @@ export const persistedSchema = persistedV5Schema.extend({
     }),
   ),
 });
+type PersistedV6 = z.infer<typeof persistedV6Schema>;
+
+// v7: what v6 held, now a full copy that the state journal's records (state-journal.ts) may follow.
+// Only the version differs, so that an enclave from before the journal refuses the state instead of
+// reading the full copy alone and losing every change written after it.
+export const persistedSchema = persistedV6Schema.extend({ v: z.literal(7) });
 export type Persisted = z.infer<typeof persistedSchema>;
 
 /**
@@ -214,15 +220,28 @@ function migrateV4(data: PersistedV4): PersistedV5 {
 }
 
 /** A v5 state as v6: no passkeys, which is how a v5 enclave approved (with operator keys only). */
-function migrateV5(data: PersistedV5): Persisted {
+function migrateV5(data: PersistedV5): PersistedV6 {
   return { ...data, v: 6, operator_passkeys: {} };
 }
 
-/** The state a sealed plaintext holds, from any version this enclave reads, as the current one. */
-export function parsePersisted(plaintext: Uint8Array): Persisted {
+function migrateV6(data: PersistedV6): Persisted {
+  return { ...data, v: 7 };
+}
+
+/**
+ * The state a sealed plaintext holds, from any version this enclave reads, as the current one;
+ * `current` is false when it was migrated from an older version.
+ */
+export function parsePersisted(plaintext: Uint8Array): { persisted: Persisted; current: boolean } {
   const value = decodeCbor(plaintext);
   const current = persistedSchema.safeParse(value);
-  if (current.success) return current.data;
+  if (current.success) return { persisted: current.data, current: true };
+  return { persisted: migrateV6(parseOlder(value)), current: false };
+}
+
+function parseOlder(value: unknown): PersistedV6 {
+  const v6 = persistedV6Schema.safeParse(value);
+  if (v6.success) return v6.data;
   const v5 = persistedV5Schema.safeParse(value);
   if (v5.success) return migrateV5(v5.data);
   const v4 = persistedV4Schema.safeParse(value);

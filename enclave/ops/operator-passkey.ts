@@ -6,9 +6,9 @@
  * good, and a credential is enrolled under one id, so its counters have one record.
  */
 
+import type { OperatorPasskeyRecord } from "../enclave-state.ts";
 import { refuse, succeed } from "../outcome.ts";
 import { p256PublicKey } from "../p256.ts";
-import type { OperatorPasskeyRecord } from "../state-store.ts";
 import type { OpHandler } from "./handler.ts";
 import { MAX_OPERATOR_KEYS } from "./operator.ts";
 

@@ -16,11 +16,12 @@ import { heldActionSubject } from "../../shared/operator-approval.ts";
 import { err } from "../../shared/result.ts";
 import { approvalHeld, decisionRefusal, NODE_FROZEN, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import { countTransfer, usageOn } from "../agent-usage.ts";
+import type { EnclaveState } from "../enclave-state.ts";
 import { recordSignedNonce } from "../nonce-record.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
 import type { FaucetTerms } from "../policy.ts";
 import { checkFaucet, checkKeyBinding, checkTransfer, utcDay, utcMonth } from "../policy-checks.ts";
-import type { EnclaveState } from "../state-store.ts";
+import { TrackedMap } from "../tracked-map.ts";
 import { type PreparedTransfer, prepareTransfer, signPrepared } from "../transaction.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -62,7 +63,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   if (!agent.ok) return agent;
   // No await between the checks above and this reservation: concurrent requests see each other.
   await ctx.state.commit((next) => {
-    if (next.daily.day !== today) next.daily = { day: today, spent: new Map() };
+    if (next.daily.day !== today) next.daily = { day: today, spent: new TrackedMap() };
     next.daily.spent.set(key.keyRef, spentToday + cost.units);
     recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
     countAgentTransfer(next, key.keyRef, agent.value, { units: cost.units, now });

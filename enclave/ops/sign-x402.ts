@@ -20,6 +20,7 @@ import { approvalHeld, decisionRefusal, NODE_FROZEN, pruneHeldApprovals } from "
 import { countX402, usageOn } from "../agent-usage.ts";
 import { KEY_NOT_USABLE, succeed } from "../outcome.ts";
 import { checkKeyBinding, checkX402, nodePayee, utcDay, utcMonth } from "../policy-checks.ts";
+import { TrackedMap } from "../tracked-map.ts";
 import type { OpHandler } from "./handler.ts";
 
 export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async (ctx, params) => {
@@ -77,7 +78,7 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
   }
   // No await between the checks above and this count: concurrent requests see each other.
   await ctx.state.commit((next) => {
-    if (next.x402Daily.day !== today) next.x402Daily = { day: today, signed: new Map() };
+    if (next.x402Daily.day !== today) next.x402Daily = { day: today, signed: new TrackedMap() };
     next.x402Daily.signed.set(key.keyRef, signedToday + 1);
     const counted = next.agentPolicies.get(key.keyRef);
     if (counted?.policy) {

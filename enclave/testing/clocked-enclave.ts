@@ -36,6 +36,7 @@ export async function startClockedEnclave(options: { envId: string; at: Date }):
       dataDir: fixture.dataDir,
       logger: pino({ level: "silent" }),
       now: clock.now,
+      verifyStateJournal: true,
     });
   let server = await serve();
   return {
