@@ -89,6 +89,45 @@ describe("sign_x402_authorization under the sealed daily count and margin (real 
     expectOk(await client.request("sign_x402_authorization", authorization(other, now())));
   }, 120_000);
 
+  it("counts every authorization that left across a kill in the middle of a burst: after the start, the key signs only what is left of its 1,000", async () => {
+    const [key] = (await agentKeys(client, fixture, 3)) as [Key];
+    const at = now();
+    for (let index = 0; index < 400; index++) {
+      client.send({
+        v: 1,
+        id: 10_000 + index,
+        op: "sign_x402_authorization",
+        params: authorization(key, at),
+      });
+    }
+    // Killed once some groups' writes are done and others are in flight; the answers read until then.
+    let left = 0;
+    let killed: Promise<void> | undefined;
+    for (let answered = 0; answered < 400; answered++) {
+      const answer = await client.next().catch(() => null);
+      if (answer === null) break;
+      if ((answer as { ok: boolean }).ok) left++;
+      if (answered === 60) killed = fixture.kill();
+    }
+    await killed;
+    expect(left).toBeGreaterThan(60);
+    expect(left).toBeLessThan(400);
+
+    client.close();
+    await fixture.start();
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    const after = await client.requestTogether(
+      Array.from({ length: 1_000 - left + 1 }, () => ({
+        op: "sign_x402_authorization",
+        params: authorization(key, now()),
+      })),
+    );
+    const signedAfter = after.filter((answer) => answer.ok).length;
+    // Each that left was counted (a lost count would let more through); at most the 400 sent were.
+    expect(left + signedAfter).toBeLessThanOrEqual(1_000);
+    expect(signedAfter).toBeGreaterThanOrEqual(600);
+  }, 120_000);
+
   it("refuses an authorization that would expire within the sealed margin", async () => {
     const at = now();
     const response = await client.request(
