@@ -12,12 +12,14 @@
  * left further on, carry older sequences. The state store never uses a sequence twice, and after a
  * failed write writes a full copy before it appends again.
  */
-import type { FileHandle } from "node:fs/promises";
-import { SEAL_LABEL, SEAL_OVERHEAD_BYTES, SealError, seal, unseal } from "./sealing.ts";
-import { openSynchronized, readIfExists, writeDurably } from "./synchronized-file.ts";
-
-const SEQUENCE_BYTES = 8;
-const HEADER_BYTES = SEQUENCE_BYTES + 4;
+import { SEAL_LABEL, SEAL_OVERHEAD_BYTES, SealError, unseal } from "./sealing.ts";
+import {
+  FRAME_HEADER_BYTES,
+  readIfExists,
+  SEQUENCE_BYTES,
+  SynchronizedFile,
+  sealedFrame,
+} from "./synchronized-file.ts";
 /** The journal's size on a new enclave; it grows with the full copy (journalBytesFor). */
 export const MIN_JOURNAL_BYTES = 256 * 1024;
 const MAX_JOURNAL_BYTES = 64 * 1024 * 1024;
@@ -32,10 +34,8 @@ export function journalBytesFor(stateBytes: number): number {
 }
 
 export class StateJournal {
-  private handle: FileHandle | null = null;
-
   private constructor(
-    private readonly path: string,
+    private readonly file: SynchronizedFile,
     private readonly sealingKey: Uint8Array,
     /** Where the next record goes. */
     private offset: number,
@@ -64,30 +64,21 @@ export class StateJournal {
         offset = record.end;
       }
     }
-    const journal = new StateJournal(path, sealingKey, offset, bytes?.length ?? 0);
+    const journal = new StateJournal(new SynchronizedFile(path), sealingKey, offset, bytes?.length ?? 0);
     await journal.reserve(MIN_JOURNAL_BYTES);
     return { journal, records };
   }
 
   /** Whether a record of `plaintextBytes` fits after the records written since the last full copy. */
   fits(plaintextBytes: number): boolean {
-    return this.offset + HEADER_BYTES + SEAL_OVERHEAD_BYTES + plaintextBytes <= this.size;
+    return this.offset + FRAME_HEADER_BYTES + SEAL_OVERHEAD_BYTES + plaintextBytes <= this.size;
   }
 
   /** Seals `plaintext` as `sequence` after the last record and makes it durable. Writes must not overlap. */
   async append(plaintext: Uint8Array, sequence: bigint): Promise<void> {
     if (!this.fits(plaintext.length)) throw new RangeError("the state journal is full");
-    const header = Buffer.alloc(HEADER_BYTES);
-    header.writeBigUInt64BE(sequence, 0);
-    const blob = seal(
-      this.sealingKey,
-      SEAL_LABEL.stateJournal,
-      plaintext,
-      header.subarray(0, SEQUENCE_BYTES),
-    );
-    header.writeUInt32BE(blob.length, SEQUENCE_BYTES);
-    const frame = Buffer.concat([header, blob]);
-    await this.writeAt(frame, this.offset);
+    const frame = sealedFrame(this.sealingKey, SEAL_LABEL.stateJournal, plaintext, sequence);
+    await this.file.writeAt(frame, this.offset);
     this.offset += frame.length;
   }
 
@@ -98,7 +89,7 @@ export class StateJournal {
   async reserve(bytes: number): Promise<void> {
     while (this.size < bytes) {
       const zeros = ZEROS.subarray(0, Math.min(ZEROS.length, bytes - this.size));
-      await this.writeAt(zeros, this.size);
+      await this.file.writeAt(zeros, this.size);
       this.size += zeros.length;
     }
   }
@@ -109,22 +100,7 @@ export class StateJournal {
   }
 
   async close(): Promise<void> {
-    const handle = this.handle;
-    this.handle = null;
-    await handle?.close();
-  }
-
-  private async writeAt(bytes: Uint8Array, position: number): Promise<void> {
-    try {
-      this.handle ??= await openSynchronized(this.path);
-      await writeDurably(this.handle, bytes, position);
-    } catch (error) {
-      // As for a state slot: the next write reopens the file and writes every byte again.
-      const handle = this.handle;
-      this.handle = null;
-      await handle?.close().catch(() => {});
-      throw error;
-    }
+    await this.file.close();
   }
 }
 
@@ -135,14 +111,14 @@ function readRecord(
   sequence: bigint,
   sealingKey: Uint8Array,
 ): { plaintext: Uint8Array; end: number } | null {
-  if (offset + HEADER_BYTES > bytes.length || bytes.readBigUInt64BE(offset) !== sequence) return null;
-  const end = offset + HEADER_BYTES + bytes.readUInt32BE(offset + SEQUENCE_BYTES);
+  if (offset + FRAME_HEADER_BYTES > bytes.length || bytes.readBigUInt64BE(offset) !== sequence) return null;
+  const end = offset + FRAME_HEADER_BYTES + bytes.readUInt32BE(offset + SEQUENCE_BYTES);
   if (end > bytes.length) return null;
   try {
     const plaintext = unseal(
       sealingKey,
       SEAL_LABEL.stateJournal,
-      bytes.subarray(offset + HEADER_BYTES, end),
+      bytes.subarray(offset + FRAME_HEADER_BYTES, end),
       bytes.subarray(offset, offset + SEQUENCE_BYTES),
     );
     return { plaintext, end };

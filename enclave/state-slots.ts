@@ -15,17 +15,19 @@
  * an earlier, longer write (a write never shrinks the file, so a synchronized write has no size to record
  * unless the state grew).
  */
-import { type FileHandle, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { syncDirectory } from "./atomic-file.ts";
-import { SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
-import { openSynchronized, readIfExists, writeDurably } from "./synchronized-file.ts";
-
-const SEQUENCE_BYTES = 8;
-const HEADER_BYTES = SEQUENCE_BYTES + 4;
+import { SEAL_LABEL, SealError, unseal } from "./sealing.ts";
+import {
+  FRAME_HEADER_BYTES,
+  readIfExists,
+  SEQUENCE_BYTES,
+  SynchronizedFile,
+  sealedFrame,
+} from "./synchronized-file.ts";
 
 type SlotIndex = 0 | 1;
-type Slot = { path: string; handle: FileHandle | null };
 type Newest = { index: SlotIndex; sequence: bigint };
 
 export type StateSlotPaths = {
@@ -36,7 +38,7 @@ export type StateSlotPaths = {
 
 export class StateSlots {
   private constructor(
-    private readonly slots: [Slot, Slot],
+    private readonly slots: [SynchronizedFile, SynchronizedFile],
     private readonly sealingKey: Uint8Array,
     private newest: Newest | null,
   ) {}
@@ -62,10 +64,7 @@ export class StateSlots {
       throw new SealError("no state slot authenticates (another sealing key, or tampered with)");
     }
     const slots = new StateSlots(
-      [
-        { path: paths.slots[0], handle: null },
-        { path: paths.slots[1], handle: null },
-      ],
+      [new SynchronizedFile(paths.slots[0]), new SynchronizedFile(paths.slots[1])],
       sealingKey,
       newest && { index: newest.index, sequence: newest.sequence },
     );
@@ -92,24 +91,8 @@ export class StateSlots {
   async write(plaintext: Uint8Array, sequence: bigint): Promise<void> {
     if (sequence <= this.sequence) throw new RangeError("a state's sequence only grows");
     const index: SlotIndex = this.newest === null ? 0 : this.newest.index === 0 ? 1 : 0;
-    const header = Buffer.alloc(HEADER_BYTES);
-    header.writeBigUInt64BE(sequence, 0);
-    const blob = seal(this.sealingKey, SEAL_LABEL.state, plaintext, header.subarray(0, SEQUENCE_BYTES));
-    header.writeUInt32BE(blob.length, SEQUENCE_BYTES);
-    const frame = Buffer.concat([header, blob]);
-    const slot = this.slots[index];
-    try {
-      slot.handle ??= await openSynchronized(slot.path);
-      await writeDurably(slot.handle, frame, 0);
-    } catch (error) {
-      // After a failed write or sync the kernel may have dropped the dirty pages and reported it
-      // once; the next attempt reopens the file and writes every byte again into the same slot
-      // (the other still holds the newest durable state).
-      const handle = slot.handle;
-      slot.handle = null;
-      await handle?.close().catch(() => {});
-      throw error;
-    }
+    // A failed write is retried into the same slot: the other still holds the newest durable state.
+    await this.slots[index].writeAt(sealedFrame(this.sealingKey, SEAL_LABEL.state, plaintext, sequence), 0);
     this.newest = { index, sequence };
   }
 
@@ -120,11 +103,7 @@ export class StateSlots {
 
   /** Closes the slot files (after the last write). */
   async close(): Promise<void> {
-    for (const slot of this.slots) {
-      const handle = slot.handle;
-      slot.handle = null;
-      await handle?.close();
-    }
+    for (const slot of this.slots) await slot.close();
   }
 }
 
@@ -138,14 +117,14 @@ async function readSlot(path: string, sealingKey: Uint8Array): Promise<ReadSlot>
   const bytes = await readIfExists(path);
   // A slot created but never written (a crash before its first write) holds nothing.
   if (bytes === null || bytes.length === 0) return { kind: "absent" };
-  if (bytes.length < HEADER_BYTES) return { kind: "unreadable" };
+  if (bytes.length < FRAME_HEADER_BYTES) return { kind: "unreadable" };
   const length = bytes.readUInt32BE(SEQUENCE_BYTES);
-  if (HEADER_BYTES + length > bytes.length) return { kind: "unreadable" };
+  if (FRAME_HEADER_BYTES + length > bytes.length) return { kind: "unreadable" };
   try {
     const plaintext = unseal(
       sealingKey,
       SEAL_LABEL.state,
-      bytes.subarray(HEADER_BYTES, HEADER_BYTES + length),
+      bytes.subarray(FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + length),
       bytes.subarray(0, SEQUENCE_BYTES),
     );
     return { kind: "valid", sequence: bytes.readBigUInt64BE(0), plaintext };
