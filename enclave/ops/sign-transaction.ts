@@ -16,12 +16,12 @@ import { heldActionSubject } from "../../shared/operator-approval.ts";
 import { err } from "../../shared/result.ts";
 import { approvalHeld, decisionRefusal, NODE_FROZEN, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import { countTransfer, usageOn } from "../agent-usage.ts";
+import { countSpend, spentToday } from "../daily-spend.ts";
 import type { EnclaveState } from "../enclave-state.ts";
 import { recordSignedNonce } from "../nonce-record.ts";
 import { KEY_NOT_USABLE, type OpOutcome, refuse, succeed } from "../outcome.ts";
 import type { FaucetTerms } from "../policy.ts";
 import { checkFaucet, checkKeyBinding, checkTransfer, utcDay, utcMonth } from "../policy-checks.ts";
-import { TrackedMap } from "../tracked-map.ts";
 import { type PreparedTransfer, prepareTransfer, signPrepared } from "../transaction.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -42,7 +42,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   const now = ctx.now();
   const today = utcDay(now);
   const { state } = ctx.state;
-  const spentToday = state.daily.day === today ? (state.daily.spent.get(key.keyRef) ?? 0n) : 0n;
+  const spent = spentToday(state, key.keyRef, today);
   const refusal = checkTransfer(state.policy, {
     sealedChainId: ctx.config.chain_id,
     chainId: params.chain_id,
@@ -50,7 +50,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
     gasLimit: cost.gasLimit,
     maxFeeWei: cost.maxFeeWei,
     costUnits: cost.units,
-    spentTodayUnits: spentToday,
+    spentTodayUnits: spent,
   });
   if (refusal) return err(refusal);
   const agent = checkAgentTransfer(state, {
@@ -63,8 +63,7 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   if (!agent.ok) return agent;
   // No await between the checks above and this reservation: concurrent requests see each other.
   await ctx.state.commit((next) => {
-    if (next.daily.day !== today) next.daily = { day: today, spent: new TrackedMap() };
-    next.daily.spent.set(key.keyRef, spentToday + cost.units);
+    countSpend(next, key.keyRef, today, cost.units);
     recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
     countAgentTransfer(next, key.keyRef, agent.value, { units: cost.units, now });
   });
