@@ -16,7 +16,7 @@ export default defineConfig({
     testTimeout: 90_000,
     hookTimeout: 180_000,
     // expect.poll waits for what a browser or a worker shows next; its default second was too short
-    // when CI's two cores were busy (a console confirmation missed it by a few hundred ms).
+    // when CI's two cores were busy (a console confirmation was not on the page within it).
     expect: { poll: { timeout: 15_000 } },
     // Files run in forks so a crashing enclave or devnet cannot take the runner down. Two at once on
     // two cores (vitest's default would be one): an integration file waits on its processes and
