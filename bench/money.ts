@@ -523,9 +523,10 @@ async function main(): Promise<void> {
     }> = [];
     /**
      * A variant of the gateway's phase with a gateway phase of its own right beside it, the variant
-     * first in odd groups and second in even ones: where a phase stands in its group moved these
-     * ratios by more than their goals (a hanging receiver measured last read 0.76–0.86× in two runs,
-     * measured right after the gateway 1.17× in one), so each variant is compared with its neighbour.
+     * first in odd groups and second in even ones: with one fixed order a variant measured last was
+     * compared with a gateway phase measured three phases before it (a hanging receiver read 0.76–0.86×
+     * in two runs that way, 1.17× in one with it moved right after the gateway), and this VM's speed
+     * drifts between phases (docs/performance.md, "Events and webhooks").
      */
     const beside = async (
       group: number,
