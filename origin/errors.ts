@@ -17,10 +17,19 @@ export class AppError extends Error {
   readonly fields: Record<string, string | number>;
 
   constructor(code: ErrorCode, message: string, options: AppErrorOptions = {}) {
-    super(message, { cause: options.cause });
+    const status = ERROR_STATUS[code];
+    // A 4xx is the answer to a client, never logged with a stack, and capturing one was about a
+    // tenth of a refused request's CPU under a flood (docs/performance.md, "Floods"). A 5xx keeps its stack.
+    const limit = Error.stackTraceLimit;
+    if (status < 500) Error.stackTraceLimit = 0;
+    try {
+      super(message, { cause: options.cause });
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
     this.name = "AppError";
     this.code = code;
-    this.status = ERROR_STATUS[code];
+    this.status = status;
     this.headers = options.headers ?? {};
     this.fields = options.fields ?? {};
   }
