@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { AppError } from "./errors.ts";
 
-const frames = (error: Error): string[] => (error.stack ?? "").split("\n").filter((line) => /^\s+at /.test(line));
+const frames = (error: Error): string[] =>
+  (error.stack ?? "").split("\n").filter((line) => /^\s+at /.test(line));
 
 describe("AppError", () => {
   it("captures no stack for an answer to the client (4xx), and a full one for a fault (5xx)", () => {
