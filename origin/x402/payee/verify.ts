@@ -9,12 +9,11 @@
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
-import { transferWithAuthorizationDigest } from "../../../shared/eip712.ts";
 import { fromHex, type Hex } from "../../../shared/hex.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
-import { addressOfPublicKey, recoverPublicKey } from "../../../shared/secp256k1.ts";
 import type { Db } from "../../db/client.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import { createSignerMemo, REMEMBERED_SIGNERS } from "./authorization-signer.ts";
 import type { PayerFacts, PayerFactsReader } from "./payer-facts.ts";
 import type { Authorization, PaymentEnvelope, PaymentRefusal } from "./payment.ts";
 import { type PaymentRequirements, X402_VERSION } from "./requirements.ts";
@@ -36,6 +35,8 @@ export type VerifyDeps = {
 export type CheckContext = { nowSeconds: bigint; marginSeconds: bigint; operatorPool: string };
 
 const HALF_ORDER = secp256k1.CURVE.n / 2n;
+
+const signers = createSignerMemo(REMEMBERED_SIGNERS);
 
 /**
  * Checks a requirement (the envelope's `accepted`, or a facilitator request's
@@ -113,10 +114,7 @@ export function checkPayment(
   const s = BigInt(`0x${Buffer.from(signature.subarray(32, 64)).toString("hex")}`);
   // EIP-2: a high-S twin of a valid signature is refused, so one authorization has one encoding.
   if (s > HALF_ORDER) return fail(X402_REASONS.signatureHighS);
-  const digest = transferWithAuthorizationDigest(authorization);
-  const publicKey = recoverPublicKey(fromHex(digest), envelope.signature);
-  if (!publicKey || addressOfPublicKey(publicKey).toLowerCase() !== payer)
-    return fail(X402_REASONS.signature);
+  if (signers.signerOf(authorization, envelope.signature) !== payer) return fail(X402_REASONS.signature);
   if (payer === context.operatorPool) return fail(X402_REASONS.payerNotAllowed);
   return ok({ payer, authorization });
 }
