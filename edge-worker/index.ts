@@ -5,6 +5,7 @@
 import { Hono } from "hono";
 import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";
 import { errorResponse, newRequestId } from "./errors.ts";
+import { createFacilitatorRefusals, handleFacilitator } from "./facilitator.ts";
 import { type FetchOrigin, passThrough } from "./proxy.ts";
 import { handleRegister } from "./register.ts";
 import { RegistrationBackoff } from "./registration-backoff.ts";
@@ -33,6 +34,12 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
     handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId"), backoff),
   );
   base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  const facilitatorRefusals = createFacilitatorRefusals();
+  for (const operation of ["verify", "settle"]) {
+    base.post(`/x402/facilitator/${operation}`, (c) =>
+      handleFacilitator(fetchOrigin, c.req.raw, config, c.get("requestId"), facilitatorRefusals),
+    );
+  }
   base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   // The webhooks' public keys, so a receiver verifies `v1a` signatures without a shared secret.
   base.get("/.well-known/webhooks/keys", (c) =>

@@ -16,6 +16,8 @@ export type ForwardParams = {
   pathAndQuery: string;
   headers: Headers;
   requestId: string;
+  /** The body when the edge has read it already; else the request's, streamed. */
+  body?: ArrayBuffer;
 };
 
 /**
@@ -91,7 +93,7 @@ export async function forwardToOrigin(
     method: request.method,
     headers: params.headers,
     // A GET or HEAD Request cannot carry a body; the origin would not read one.
-    body: request.method === "GET" || request.method === "HEAD" ? null : request.body,
+    body: request.method === "GET" || request.method === "HEAD" ? null : (params.body ?? request.body),
     redirect: "manual",
   });
   try {

@@ -50,11 +50,17 @@ describe("createSignerMemo", () => {
     ];
     for (const change of changes) {
       const answer = memo.signerOf({ ...authorization, ...change }, signature);
-      expect(answer, JSON.stringify(change, (_, v) => (typeof v === "bigint" ? `${v}` : v))).not.toBe(signer);
+      expect(
+        answer,
+        JSON.stringify(change, (_, v) => (typeof v === "bigint" ? `${v}` : v)),
+      ).not.toBe(signer);
     }
     // Another signer's signature over the same authorization recovers that signer.
     const other = randomPrivateKey();
-    const otherSignature = signDigest(fromHex(transferWithAuthorizationDigest(authorization)), other).signature;
+    const otherSignature = signDigest(
+      fromHex(transferWithAuthorizationDigest(authorization)),
+      other,
+    ).signature;
     expect(memo.signerOf(authorization, otherSignature)).toBe(
       addressOfPublicKey(publicKeyOf(other)).toLowerCase(),
     );

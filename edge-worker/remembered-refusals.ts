@@ -1,0 +1,50 @@
+/**
+ * What the origin lately answered 429 with a Retry-After, each until that wait is over: the edge
+ * answers the same request itself meanwhile, so a flood past a limit of the origin's costs the
+ * origin one request per key and window rather than one per attempt. Kept in the isolate's memory:
+ * another isolate, or one started since, forwards as before and the origin's own limits still hold.
+ */
+
+/**
+ * The longest a refusal is remembered, whatever its Retry-After: a spent daily quota answers the
+ * hours to the next UTC day, and an operator's raised quota should reach the edge within a minute.
+ */
+export const REMEMBER_AT_MOST_MS = 60_000;
+
+/** The whole seconds of a 429's Retry-After, or undefined for any other answer (or no usable wait). */
+export function refusalSeconds(response: Response): number | undefined {
+  if (response.status !== 429) return undefined;
+  const seconds = Number(response.headers.get("retry-after"));
+  return Number.isSafeInteger(seconds) && seconds > 0 ? seconds : undefined;
+}
+
+export class RememberedRefusals<Value> {
+  /** Key → when its refusal ends (ms) and what to answer, in the order they were remembered. */
+  private readonly until = new Map<string, { until: number; value: Value }>();
+
+  /** `capacity`: keys remembered at once; past it the oldest is forgotten (the origin refuses it again). */
+  constructor(
+    private readonly capacity: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The key's remembered refusal with its whole seconds left (at least 1), or undefined. */
+  lookup(key: string): { secondsLeft: number; value: Value } | undefined {
+    const known = this.until.get(key);
+    if (known === undefined) return undefined;
+    const left = known.until - this.now();
+    if (left > 0) return { secondsLeft: Math.ceil(left / 1_000), value: known.value };
+    this.until.delete(key);
+    return undefined;
+  }
+
+  /** Remembers a refusal of `seconds` (REMEMBER_AT_MOST_MS at most) for the key. */
+  remember(key: string, seconds: number, value: Value): void {
+    this.until.delete(key);
+    if (this.until.size >= this.capacity) {
+      const oldest = this.until.keys().next().value;
+      if (oldest !== undefined) this.until.delete(oldest);
+    }
+    this.until.set(key, { until: this.now() + Math.min(seconds * 1_000, REMEMBER_AT_MOST_MS), value });
+  }
+}
