@@ -4,10 +4,10 @@
  * that same 429 here, to the same client address at the same route, until its Retry-After
  * (remembered-refusals.ts). Replaying one signed payment is the cheapest flood there is, and
  * the origin could refuse it only after parsing it and recovering its signer. A payment is known by
- * its signature, which binds every field of its authorization; a body that changes anything else
- * is still the same payment to the origin, which answers it as before once the wait is over.
- * Bodies without a Content-Length of at most MAX_BODY_BYTES, or that are no payment, are streamed
- * through unread.
+ * its signature, which binds every field of its authorization, so a body respaced or reordered
+ * around the same signature is the same payment and gets the same answer. Bodies without a
+ * Content-Length of at most MAX_BODY_BYTES are streamed through unread, and bodies that carry no
+ * signature are forwarded as read.
  */
 import type { EdgeConfig } from "./config.ts";
 import { clientAddress, type FetchOrigin, forwardToOrigin, originHeaders, passThrough } from "./proxy.ts";
