@@ -4,16 +4,17 @@
  * raised so the benchmark measures the limiters' cost without being stopped by them. Env: DATABASE_URL, CHAIN_RPC_URL,
  * BENCH_PORT. Prints "ready" once listening.
  */
-import { LockoutAllowance } from "../origin/auth/lockout-allowance.ts";
+
 import { RecentAuthentications } from "../origin/auth/recent-authentications.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import { RPC_PREFETCH_IN_FLIGHT } from "../origin/gateway/limits.ts";
 import { InFlightLimiter } from "../origin/http/in-flight.ts";
-import { SlidingWindowLimiter } from "../origin/http/rate-limiter.ts";
 import { createLogger } from "../origin/logger.ts";
 import { openInfrastructure } from "../origin/open-infrastructure.ts";
 import { startHttpServer } from "../origin/server.ts";
+import { LockoutAllowance } from "../shared/lockout-allowance.ts";
+import { SlidingWindowLimiter } from "../shared/rate-limiter.ts";
 
 // Built as main.ts builds it, metrics included. No enclave: the routes measured sign nothing, so
 // an endpoint inherited from the shell is dropped. A pool of 10 connections, as the bench has

@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";
 import { errorResponse, newRequestId } from "./errors.ts";
 import { createFacilitatorRefusals, handleFacilitator } from "./facilitator.ts";
+import { EdgeLockouts, PUBLIC_AGENT_PATHS } from "./lockouts.ts";
 import { type FetchOrigin, passThrough } from "./proxy.ts";
 import { handleRegister } from "./register.ts";
 import { RegistrationBackoff } from "./registration-backoff.ts";
@@ -15,7 +16,7 @@ export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string }
 export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
 
 /**
- * Routes, by allowlist: register, the rest of `/agent/v1/*`, `/x402/*` and the webhooks' keys
+ * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` and the webhooks' keys
  * (`/.well-known/webhooks/keys`, GET only). Everything else is a
  * 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are
  * not opened through the public edge, docs/security.md) and the private `{base}/healthz`.
@@ -33,7 +34,12 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   base.all("/agent/v1/register", (c) =>
     handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId"), backoff),
   );
-  base.all("/agent/v1/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  for (const path of PUBLIC_AGENT_PATHS) {
+    base.all(path, (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
+  }
+  // The rest authenticates at the origin: a flood of bad tokens meets the lockout here too.
+  const lockouts = new EdgeLockouts();
+  base.all("/agent/v1/*", (c) => lockouts.handle(fetchOrigin, c.req.raw, config, c.get("requestId")));
   const facilitatorRefusals = createFacilitatorRefusals();
   for (const operation of ["verify", "settle"]) {
     base.post(`/x402/facilitator/${operation}`, (c) =>

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
+  HEADER_LOCKOUT_LANE,
   HEADER_REGISTRATION,
   HEADER_REGISTRATION_IP,
   HEADER_REQUEST_URL,
@@ -202,7 +203,7 @@ describe("pass-through routes", () => {
     expect(origin.received.map((r) => r.url)).toEqual(["/77/x402/moved"]);
   });
 
-  it("never lets a client's edge secret, client IP or registration IP through, even on a path like register's", async () => {
+  it("never lets a client's edge secret, client IP, registration IP or lockout lane through, even on a path like register's", async () => {
     for (const path of ["/77/agent/v1/network", "/77/agent/v1/register/"]) {
       await fetch(`${edge.url}${path}`, {
         method: "POST",
@@ -212,6 +213,7 @@ describe("pass-through routes", () => {
           [HEADER_EDGE_SECRET]: "spoofed-edge-secret",
           [HEADER_REGISTRATION_IP]: "198.51.100.1",
           [HEADER_CLIENT_IP]: "198.51.100.2",
+          [HEADER_LOCKOUT_LANE]: "come_back",
         },
         body: "{}",
       });
@@ -221,6 +223,7 @@ describe("pass-through routes", () => {
       expect(seen.headers[HEADER_EDGE_SECRET]).toBe(EDGE_SECRET);
       expect(seen.headers[HEADER_CLIENT_IP]).toBe("127.0.0.1");
       expect(seen.headers[HEADER_REGISTRATION_IP]).toBeUndefined();
+      expect(seen.headers[HEADER_LOCKOUT_LANE]).toBeUndefined();
     }
   });
 });

@@ -1,6 +1,7 @@
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
+  HEADER_LOCKOUT_LANE,
   HEADER_REGISTRATION_IP,
   HEADER_REQUEST_URL,
 } from "../shared/constants.ts";
@@ -21,14 +22,15 @@ export type ForwardParams = {
 };
 
 /**
- * Only the edge may speak for the client: a client-sent edge secret, registration IP, client IP
- * or requested URL never reaches the origin on any route (docs/security.md).
+ * Only the edge may speak for the client: a client-sent edge secret, registration IP, client IP,
+ * requested URL or lockout lane never reaches the origin on any route (docs/security.md).
  */
 export const EDGE_ONLY_HEADERS = [
   HEADER_EDGE_SECRET,
   HEADER_REGISTRATION_IP,
   HEADER_CLIENT_IP,
   HEADER_REQUEST_URL,
+  HEADER_LOCKOUT_LANE,
 ] as const;
 
 /**

@@ -57,6 +57,17 @@ export const HEADER_CLIENT_IP = "x-svc-client-ip";
  * origin names x402 resources by it (its own URL is private), with the edge secret only.
  */
 export const HEADER_REQUEST_URL = "x-svc-request-url";
+/**
+ * The edge's pre-auth lockouts (edge-worker/lockouts.ts), with the edge secret only. On a request:
+ * the lane of the lockout allowance the edge let this token id through (`first_sight`, `come_back`)
+ * from an address it holds locked out. On the origin's answers: the token of such a request
+ * authenticated; a pre-auth 429's address stays past its failure limit for this many seconds, and
+ * these token ids (space-separated) authenticated from it lately. The edge strips all three.
+ */
+export const HEADER_LOCKOUT_LANE = "x-svc-lockout-lane";
+export const HEADER_AUTHENTICATED = "x-svc-authenticated";
+export const HEADER_ADDRESS_LOCKED = "x-svc-address-locked";
+export const HEADER_ADDRESS_TOKENS = "x-svc-address-tokens";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 /** A console session's token, from signing in with a passkey (docs/operations.md#signing-in-with-a-passkey). */

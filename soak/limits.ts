@@ -83,7 +83,7 @@ export function mostSurelyInWindow(spans: readonly Span[], windowMs: number): nu
   return most;
 }
 
-/** The real time a whole-second window of `seconds` surely covers (origin/http/rate-limiter.ts). */
+/** The real time a whole-second window of `seconds` surely covers (shared/rate-limiter.ts). */
 const wholeSecondWindowMs = (seconds: number): number => (seconds - 1) * 1000;
 
 export function limitLines(

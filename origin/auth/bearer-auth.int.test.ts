@@ -2,17 +2,24 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
+import {
+  HEADER_ADDRESS_LOCKED,
+  HEADER_ADDRESS_TOKENS,
+  HEADER_AUTHENTICATED,
+  HEADER_LOCKOUT_LANE,
+} from "../../shared/constants.ts";
+import { LOCKOUT_ALLOWANCE, LockoutAllowance } from "../../shared/lockout-allowance.ts";
+import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { connectDatabase } from "../db/client.ts";
 import { AppError, errorBody } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
-import { bearerAuth } from "./bearer-auth.ts";
+import { bearerAuth, EDGE_LOCK_TOKENS_AT_MOST } from "./bearer-auth.ts";
 import { createTokenLookup, type TokenLookup } from "./identity-repository.ts";
-import { LOCKOUT_ALLOWANCE, LockoutAllowance } from "./lockout-allowance.ts";
 import { RecentAuthentications } from "./recent-authentications.ts";
 
 // The middleware against the real identity store. Concurrency is produced for real: a table lock
@@ -20,6 +27,8 @@ import { RecentAuthentications } from "./recent-authentications.ts";
 
 /** The test's client address, per request: the x-test-client header, 198.18.0.9 without it. */
 const CLIENT_HEADER = "x-test-client";
+/** Present: the request is taken as the edge's (what a valid edge secret sets). */
+const VIA_EDGE_HEADER = "x-test-via-edge";
 
 function appWith(
   lookup: TokenLookup,
@@ -31,6 +40,7 @@ function appWith(
   app.use("*", async (c, next) => {
     c.set("requestId", "req_test");
     c.set("clientIp", c.req.header(CLIENT_HEADER) ?? "198.18.0.9");
+    c.set("viaEdge", c.req.header(VIA_EDGE_HEADER) !== undefined);
     await next();
   });
   app.use(
@@ -46,7 +56,7 @@ function appWith(
   app.get("/x", (c) => c.text("ok"));
   app.onError((error, c) =>
     error instanceof AppError
-      ? c.json(errorBody(error.code, error.message, "req_test", error.fields), error.status)
+      ? c.json(errorBody(error.code, error.message, "req_test", error.fields), error.status, error.headers)
       : c.text("bug", 500),
   );
   return app;
@@ -121,8 +131,8 @@ describe("bearerAuth (real identity store)", () => {
       perAgent,
       recent,
     );
-    const from = (ip: string, authorization: string) =>
-      app.request("/x", { headers: { authorization, [CLIENT_HEADER]: ip } });
+    const from = (ip: string, authorization: string, headers: Record<string, string> = {}) =>
+      app.request("/x", { headers: { ...headers, authorization, [CLIENT_HEADER]: ip } });
     const lockOut = async (ip: string) => {
       for (let i = 0; i < 60; i++) expect((await from(ip, badToken())).status).toBe(401);
     };
@@ -187,6 +197,39 @@ describe("bearerAuth (real identity store)", () => {
       expect((await from(nat, `Bearer ${first}`)).status).toBe(200);
       expect((await from(nat, `Bearer ${second}`)).status).toBe(200);
     }
+  });
+
+  it("tells the edge, and only the edge, how long an address is locked out and which tokens worked from it; of a large NAT, nothing", async () => {
+    // Mutations: the lock named without the edge secret, or past the bound, fails below.
+    const [known, fresh] = await Promise.all([issue(), issue()]);
+    const { from, recent, lockOut } = countedApp();
+    const viaEdge = { [VIA_EDGE_HEADER]: "1" };
+    const nat = "198.18.1.9";
+    expect((await from(nat, `Bearer ${known}`)).status).toBe(200);
+    await lockOut(nat);
+    const direct = await from(nat, badToken());
+    expect(direct.status).toBe(429);
+    expect([...direct.headers.keys()].filter((name) => name.startsWith("x-svc-"))).toEqual([]);
+    const told = await from(nat, badToken(), viaEdge);
+    expect(told.status).toBe(429);
+    expect(Number(told.headers.get(HEADER_ADDRESS_LOCKED))).toBeGreaterThanOrEqual(59);
+    expect(told.headers.get(HEADER_ADDRESS_TOKENS)).toBe(parseBearerHeader(`Bearer ${known}`)!.tokenId);
+    // A request the edge let through its allowance hears whether it authenticated; others do not.
+    const [ok, laneless] = [
+      await from(nat, `Bearer ${fresh}`, { ...viaEdge, [HEADER_LOCKOUT_LANE]: "come_back" }),
+      await from(nat, `Bearer ${known}`, viaEdge),
+    ];
+    expect([ok.status, ok.headers.get(HEADER_AUTHENTICATED)]).toEqual([200, "1"]);
+    expect([laneless.status, laneless.headers.get(HEADER_AUTHENTICATED)]).toEqual([200, null]);
+
+    // An address more tokens worked from than the edge is told of: no lock named at all.
+    for (let i = 0; i < EDGE_LOCK_TOKENS_AT_MOST; i++) recent.remember(nat, `${i}`.padStart(32, "0"));
+    const crowded = await from(nat, badToken(), viaEdge);
+    expect(crowded.status).toBe(429);
+    expect([crowded.headers.get(HEADER_ADDRESS_LOCKED), crowded.headers.get(HEADER_ADDRESS_TOKENS)]).toEqual([
+      null,
+      null,
+    ]);
   });
 
   it("an attacker holding one valid token gets no more reads past the limit with its id and wrong secrets, nor by alternating it with bad tokens", async () => {

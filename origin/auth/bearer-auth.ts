@@ -1,14 +1,21 @@
 import type { MiddlewareHandler } from "hono";
-import type { Capability } from "../../shared/constants.ts";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
+import {
+  type Capability,
+  HEADER_ADDRESS_LOCKED,
+  HEADER_ADDRESS_TOKENS,
+  HEADER_AUTHENTICATED,
+  HEADER_LOCKOUT_LANE,
+} from "../../shared/constants.ts";
+import type { LockoutAllowance } from "../../shared/lockout-allowance.ts";
+import type { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { AppError } from "../errors.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
-import type { LockoutAllowance } from "./lockout-allowance.ts";
 import type { RecentAuthentications } from "./recent-authentications.ts";
-import { parseBearerHeader, secretMatches } from "./token.ts";
+import { secretMatches } from "./token.ts";
 
 /** Why authentication failed: kept internal, collapsed into one wire error (no oracle). */
 type AuthFailure = "missing_or_malformed" | "unknown_token" | "wrong_secret" | "revoked" | "disabled";
@@ -35,6 +42,11 @@ const DUMMY_HASH = Buffer.alloc(32);
 // (not 32 hex digits) and a secret, so every failure costs one store read and one hash compare
 // and the timing does not tell a malformed token from a well-formed one (docs/security.md).
 const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
+/**
+ * The most token ids a locked-out address's 429 names for the edge. An address that more tokens
+ * worked from (a large NAT) is not named locked at all: the edge passes it all on, as before.
+ */
+export const EDGE_LOCK_TOKENS_AT_MOST = 32;
 
 /**
  * Fail-closed authentication against a non-revoked, enabled identity (docs/api.md#conventions),
@@ -47,12 +59,28 @@ const NO_SUCH_TOKEN = { tokenId: "-", secret: "00".repeat(32) } as const;
  * (LockoutAllowance): those are authenticated as usual, so a neighbour's bad tokens cannot lock out
  * the agents that share its address, nor keep a fresh one out. A failure past the budget is 429
  * however it was read, counts like any other, and the id no longer counts as working there.
+ *
+ * Through the edge (a valid edge secret), the answers tell the edge what it needs to refuse such
+ * requests itself (edge-worker/lockouts.ts): a pre-auth 429 says how long the address stays past
+ * its budget and which ids worked from it lately; the answer to a request the edge let through
+ * its own lockout allowance says whether the token authenticated; and an id the edge told to come
+ * back enters this allowance's come-back lane too.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const clientIp = c.get("clientIp");
+    const viaEdge = c.get("viaEdge") === true;
+    const edgeLane = viaEdge ? c.req.header(HEADER_LOCKOUT_LANE) : undefined;
     const source = addressGroup(clientIp);
     const refused = params.refusals ?? ignoreRefusal;
+    // What the edge is told of a locked-out address: how long, and the ids it may still pass.
+    const edgeLock = (seconds: number): Record<string, string> => {
+      const tokens = viaEdge
+        ? params.recentAuthentications.tokensFrom(source, EDGE_LOCK_TOKENS_AT_MOST)
+        : undefined;
+      if (tokens === undefined) return {};
+      return { [HEADER_ADDRESS_LOCKED]: String(seconds), [HEADER_ADDRESS_TOKENS]: tokens.join(" ") };
+    };
     const parsed = parseBearerHeader(c.req.header("authorization"));
     const blocked = params.failuresPerIp.peek(source);
     const known = parsed !== null && params.recentAuthentications.has(source, parsed.tokenId);
@@ -60,10 +88,13 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     const lane =
       blocked.allowed || known || parsed === null
         ? undefined
-        : params.lockoutAllowance.admit(source, parsed.tokenId);
+        : params.lockoutAllowance.admit(source, parsed.tokenId, edgeLane === "come_back");
     if (!blocked.allowed && !known && !lane?.admitted) {
       refused("pre_auth_ip");
-      throw rateLimited(lane?.retryAfterSeconds ?? blocked.retryAfterSeconds);
+      throw rateLimited(
+        lane?.retryAfterSeconds ?? blocked.retryAfterSeconds,
+        edgeLock(blocked.retryAfterSeconds),
+      );
     }
 
     const presented = parsed ?? NO_SUCH_TOKEN;
@@ -98,7 +129,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
         // An id read past the limit (known, or admitted by the allowance), failing: still counted.
         if (known || lane?.admitted) params.failuresPerIp.record(source);
         refused("pre_auth_ip");
-        throw rateLimited(counted.retryAfterSeconds);
+        throw rateLimited(counted.retryAfterSeconds, edgeLock(counted.retryAfterSeconds));
       }
       throw new AppError("agent_auth_failed", "authentication failed");
     }
@@ -120,6 +151,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       hasPolicy: identity.hasPolicy,
     });
     c.set("tokenId", presented.tokenId);
+    if (edgeLane !== undefined) c.header(HEADER_AUTHENTICATED, "1");
     await next();
   };
 }
@@ -134,9 +166,9 @@ export function requireCapability(capability: Capability): MiddlewareHandler<App
   };
 }
 
-function rateLimited(retryAfterSeconds: number): AppError {
+function rateLimited(retryAfterSeconds: number, edgeHeaders: Record<string, string> = {}): AppError {
   return new AppError("rate_limited", "too many requests", {
-    headers: { "Retry-After": String(retryAfterSeconds) },
+    headers: { ...edgeHeaders, "Retry-After": String(retryAfterSeconds) },
     fields: { retry_after: retryAfterSeconds },
   });
 }

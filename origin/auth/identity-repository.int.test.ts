@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
@@ -8,7 +9,6 @@ import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import type { Db } from "../db/client.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { createTokenLookup, findIdentitiesByTokenIds } from "./identity-repository.ts";
-import { parseBearerHeader } from "./token.ts";
 
 // The hottest query of the service: run through node-postgres and through the Neon serverless
 // driver (WebSocket → relay → the same Postgres), whose named prepared statements must work too.

@@ -63,4 +63,32 @@ describe("RecentAuthentications", () => {
     expect([recent.has("198.18.5.1", "a"), recent.has("198.18.5.2", "a")]).toEqual([false, true]);
     expect(recent.size).toBe(1);
   });
+
+  it("names the tokens that worked from an address within the window, none past its bound", () => {
+    let now = Date.parse("2032-06-01T00:00:00Z");
+    const recent = new RecentAuthentications({ windowSeconds: 60, maxEntries: 6, now: () => now });
+    expect(recent.tokensFrom("198.18.7.1", 3)).toEqual([]);
+    recent.remember("198.18.7.1", "a");
+    now += 30_000;
+    recent.remember("198.18.7.1", "b");
+    recent.remember("198.18.7.2", "c");
+    recent.remember("198.18.7.1", "a");
+    expect(recent.tokensFrom("198.18.7.1", 3)?.sort()).toEqual(["a", "b"]);
+    // Forgotten after a failure, out of the window, or dropped for room: no longer named.
+    recent.forget("198.18.7.1", "a");
+    expect(recent.tokensFrom("198.18.7.1", 3)).toEqual(["b"]);
+    now += 60_000;
+    recent.remember("198.18.7.1", "d");
+    expect(recent.tokensFrom("198.18.7.1", 3)).toEqual(["d"]);
+    for (const id of ["e", "f", "g", "h", "i"]) recent.remember("198.18.7.3", id);
+    expect(recent.tokensFrom("198.18.7.1", 3)).toEqual(["d"]);
+    expect(recent.tokensFrom("198.18.7.2", 3)).toEqual([]);
+    // More than the bound: none named at all.
+    expect(recent.tokensFrom("198.18.7.3", 3)).toBeUndefined();
+    expect(recent.tokensFrom("198.18.7.3", 5)?.sort()).toEqual(["e", "f", "g", "h", "i"]);
+    // The bound counts only the tokens still remembered there.
+    recent.forget("198.18.7.3", "e");
+    recent.forget("198.18.7.3", "f");
+    expect(recent.tokensFrom("198.18.7.3", 3)?.sort()).toEqual(["g", "h", "i"]);
+  });
 });

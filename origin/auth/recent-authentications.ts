@@ -35,6 +35,8 @@ export class RecentAuthentications {
   private readonly seen = new Map<string, number>();
   /** token_id → its sources in the set, least recently seen first. */
   private readonly sourcesOf = new Map<string, Set<string>>();
+  /** source → the token ids in the set there, for the edge's lockouts (tokensFrom). */
+  private readonly tokensAt = new Map<string, Set<string>>();
   /**
    * The pair remembered last, the Map's last key: an agent's requests from one client mostly come
    * one after another, and re-inserting a pair that is already last is most of remember()'s cost.
@@ -81,12 +83,29 @@ export class RecentAuthentications {
       this.sourcesOf.set(tokenId, sources);
     }
     sources.add(source);
+    let tokens = this.tokensAt.get(source);
+    if (!tokens) {
+      tokens = new Set();
+      this.tokensAt.set(source, tokens);
+    }
+    tokens.add(tokenId);
   }
 
   /** Whether `tokenId` authenticated from `source` within the window. */
   has(source: string, tokenId: string): boolean {
     const at = this.seen.get(`${source} ${tokenId}`);
     return at !== undefined && this.second() - at < this.windowSeconds;
+  }
+
+  /**
+   * The token ids that authenticated from `source` within the window, or undefined when there are
+   * more than `atMost`: what the edge may pass from a locked-out address (edge-worker/lockouts.ts).
+   */
+  tokensFrom(source: string, atMost: number): string[] | undefined {
+    const tokens = this.tokensAt.get(source);
+    if (tokens === undefined) return [];
+    if (tokens.size > atMost) return undefined;
+    return [...tokens].filter((tokenId) => this.has(source, tokenId));
   }
 
   /** Drops the pair: `tokenId` failed from `source`, so it no longer counts as working there. */
@@ -104,9 +123,13 @@ export class RecentAuthentications {
     // Neither a source (an address, a /64) nor a token id holds a space.
     const split = key.lastIndexOf(" ");
     const tokenId = key.slice(split + 1);
+    const source = key.slice(0, split);
     const sources = this.sourcesOf.get(tokenId);
-    sources?.delete(key.slice(0, split));
+    sources?.delete(source);
     if (sources?.size === 0) this.sourcesOf.delete(tokenId);
+    const tokens = this.tokensAt.get(source);
+    tokens?.delete(tokenId);
+    if (tokens?.size === 0) this.tokensAt.delete(source);
   }
 
   private second(): number {

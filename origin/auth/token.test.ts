@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { hashSecret, issueToken, parseBearerHeader, secretMatches } from "./token.ts";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
+import { hashSecret, issueToken, secretMatches } from "./token.ts";
 
 describe("token secrets", () => {
   it("stores SHA-256 of the secret's raw bytes, so the hashes of tokens issued earlier still match", () => {

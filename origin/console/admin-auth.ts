@@ -1,16 +1,16 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Context, MiddlewareHandler } from "hono";
+import { bearerCredentials } from "../../shared/authorization.ts";
 import {
   HEADER_ADMIN_API_TOKEN,
   HEADER_CONSOLE_SESSION,
   HEADER_REGISTRATION_ADMIN_TOKEN,
 } from "../../shared/constants.ts";
 import type { Operator } from "../../shared/operator.ts";
+import type { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { AppError } from "../errors.ts";
-import { bearerCredentials } from "../http/authorization.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Logger } from "../logger.ts";
 

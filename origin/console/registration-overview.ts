@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { Handler } from "hono";
 import type { RegistrationOverview } from "../../shared/console-schemas.ts";
+import type { LimiterBucket } from "../../shared/rate-limiter.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { LimiterBucket } from "../http/rate-limiter.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { hashIpGroup } from "../registration/ip-classification.ts";
 import { REGISTRATION_SETTINGS } from "../registration/settings.ts";

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
+import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
 import type { AppEnv } from "../http/env.ts";
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { buildOpenApiDocument } from "../openapi/document.ts";
 import { route } from "../openapi/route.ts";

@@ -1,7 +1,7 @@
-import { LockoutAllowance } from "../auth/lockout-allowance.ts";
+import { LockoutAllowance } from "../../shared/lockout-allowance.ts";
+import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { InFlightLimiter } from "../http/in-flight.ts";
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 
 /** The gateway's two tiers (docs/api.md#rate-limits). */
 export const PRE_AUTH_FAILURES = { limit: 60, windowSeconds: 60 } as const;

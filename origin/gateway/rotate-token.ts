@@ -5,10 +5,10 @@
  * in the per-agent tier like any other, keyed by the agent id, so a new token starts no new window.
  */
 import type { Handler } from "hono";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
 import type { TokenRotationResponse } from "../../shared/token-schemas.ts";
 import { tokenRotationRequestSchema } from "../../shared/token-schemas.ts";
 import { rotateToken } from "../auth/rotate-token.ts";
-import { parseBearerHeader } from "../auth/token.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";

@@ -1,8 +1,8 @@
 import type { ServerResponse } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
 import { RPC_MAX_BATCH_BYTES } from "../../shared/constants.ts";
 import type { RecentAuthentications } from "../auth/recent-authentications.ts";
-import { parseBearerHeader } from "../auth/token.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import type { TokenRotationResponse } from "../../shared/token-schemas.ts";
 import { type EdgeHandle, startTestEdge } from "../../testing/edge.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
@@ -9,7 +10,6 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import { recordSecret } from "../../testing/secret-sink.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
 import { createGatewayLimiters } from "./limits.ts";
 
 // Rotating an agent's token (docs/agents.md, "Rotating the token"; docs/security.md, "Token

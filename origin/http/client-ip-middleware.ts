@@ -17,40 +17,40 @@ export type ClientIpHeaders = {
  * X-svc-Client-IP when the request carries a valid edge secret (the edge sets it from
  * its client metadata and strips a client's copy); otherwise, or when that value is no IP
  * address, the socket peer or, behind trusted proxies, X-Forwarded-For. The secret is checked
- * only when one is presented, so a direct client pays nothing for the edge rule.
+ * only when one is presented, so a direct client pays nothing for the edge rule. `viaEdge`: the
+ * address is the edge's.
  */
 export function selectClientIp(
   headers: ClientIpHeaders,
   trusted: CidrSet,
   verifyEdge: EdgeSecretVerifier | undefined,
-): string {
+): { ip: string; viaEdge: boolean } {
   if (verifyEdge && headers.edgeSecret !== undefined && headers.edgeClientIp !== undefined) {
     const fromEdge = verifyEdge(headers.edgeSecret) ? normalizeIp(headers.edgeClientIp) : null;
-    if (fromEdge !== null) return fromEdge;
+    if (fromEdge !== null) return { ip: fromEdge, viaEdge: true };
   }
-  return resolveClientIp(headers.remoteAddress, headers.forwardedFor, trusted);
+  return { ip: resolveClientIp(headers.remoteAddress, headers.forwardedFor, trusted), viaEdge: false };
 }
 
-/** Sets `clientIp` for the rest of the request (see selectClientIp). */
+/** Sets `clientIp` and `viaEdge` for the rest of the request (see selectClientIp). */
 export function clientIpMiddleware(
   trusted: CidrSet,
   verifyEdge?: EdgeSecretVerifier,
 ): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-    c.set(
-      "clientIp",
-      selectClientIp(
-        {
-          remoteAddress: incoming?.socket.remoteAddress,
-          forwardedFor: c.req.header("x-forwarded-for"),
-          edgeSecret: verifyEdge ? c.req.header(HEADER_EDGE_SECRET) : undefined,
-          edgeClientIp: verifyEdge ? c.req.header(HEADER_CLIENT_IP) : undefined,
-        },
-        trusted,
-        verifyEdge,
-      ),
+    const client = selectClientIp(
+      {
+        remoteAddress: incoming?.socket.remoteAddress,
+        forwardedFor: c.req.header("x-forwarded-for"),
+        edgeSecret: verifyEdge ? c.req.header(HEADER_EDGE_SECRET) : undefined,
+        edgeClientIp: verifyEdge ? c.req.header(HEADER_CLIENT_IP) : undefined,
+      },
+      trusted,
+      verifyEdge,
     );
+    c.set("clientIp", client.ip);
+    c.set("viaEdge", client.viaEdge);
     await next();
   };
 }

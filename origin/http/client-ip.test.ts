@@ -99,7 +99,7 @@ describe("selectClientIp", () => {
   const secret = "e".repeat(64);
   const verify = createEdgeSecretVerifier(secret);
   const none = cidrs("");
-  const from = (headers: Partial<Parameters<typeof selectClientIp>[0]>) =>
+  const select = (headers: Partial<Parameters<typeof selectClientIp>[0]>) =>
     selectClientIp(
       {
         remoteAddress: "192.0.2.1",
@@ -111,9 +111,13 @@ describe("selectClientIp", () => {
       none,
       verify,
     );
+  const from = (headers: Partial<Parameters<typeof selectClientIp>[0]>) => select(headers).ip;
 
   it("takes X-svc-Client-IP only with the edge secret", () => {
     expect(from({ edgeSecret: secret, edgeClientIp: "198.51.100.7" })).toBe("198.51.100.7");
+    expect(select({ edgeSecret: secret, edgeClientIp: "198.51.100.7" }).viaEdge).toBe(true);
+    expect(select({ edgeSecret: `${secret}x`, edgeClientIp: "198.51.100.7" }).viaEdge).toBe(false);
+    expect(select({ edgeSecret: secret, edgeClientIp: "unknown" }).viaEdge).toBe(false);
     expect(from({ edgeSecret: secret, edgeClientIp: "::ffff:198.51.100.7" })).toBe("198.51.100.7");
     expect(from({ edgeClientIp: "198.51.100.7" })).toBe("192.0.2.1");
     expect(from({ edgeSecret: `${secret}x`, edgeClientIp: "198.51.100.7" })).toBe("192.0.2.1");
@@ -136,6 +140,6 @@ describe("selectClientIp", () => {
       none,
       createEdgeSecretVerifier(undefined),
     );
-    expect(result).toBe("192.0.2.1");
+    expect(result).toEqual({ ip: "192.0.2.1", viaEdge: false });
   });
 });

@@ -16,6 +16,8 @@ export type AppEnv = {
   Variables: {
     requestId: string;
     clientIp: string;
+    /** The request came from the edge: it carried a valid edge secret and the client's address. */
+    viaEdge: boolean;
     agent: AuthenticatedAgent;
     /** The id of the bearer token the request authenticated with (not its secret): per-token caps. */
     tokenId: string;

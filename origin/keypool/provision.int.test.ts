@@ -1,9 +1,10 @@
 import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { parseBearerHeader } from "../../shared/agent-token.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { findIdentityByTokenId } from "../auth/identity-repository.ts";
-import { parseBearerHeader, secretMatches } from "../auth/token.ts";
+import { secretMatches } from "../auth/token.ts";
 import { queryRows } from "../db/client.ts";
 import { setIdentityEnabled } from "../identity/identity-admin.ts";
 import { applyOutcome } from "../identity/sweep.ts";

@@ -1,4 +1,4 @@
-import { type LimiterBucket, SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import { type LimiterBucket, SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 
 export type EarlyLimits = { perIpGroup: number; global: number };
 

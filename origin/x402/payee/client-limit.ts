@@ -15,8 +15,9 @@
  * (docs/api.md#rate-limits). The route answers a refusal with 429 and Retry-After in its own x402
  * shape.
  */
+
+import { SlidingWindowLimiter } from "../../../shared/rate-limiter.ts";
 import { addressGroup } from "../../http/client-ip.ts";
-import { SlidingWindowLimiter } from "../../http/rate-limiter.ts";
 import { ignoreRefusal, type RefusalCounter } from "../../http/refusals.ts";
 
 export type X402Limits = {

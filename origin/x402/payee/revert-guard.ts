@@ -19,12 +19,12 @@
  * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (x402/reasons.ts).
  */
 import { sql } from "drizzle-orm";
+import { SlidingWindowLimiter } from "../../../shared/rate-limiter.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 import { createBatcher } from "../../db/batcher.ts";
 import { type Db, pgArrayLiteral } from "../../db/client.ts";
 import { preparedStatement, runPrepared } from "../../db/prepared.ts";
 import { addressGroup } from "../../http/client-ip.ts";
-import { SlidingWindowLimiter } from "../../http/rate-limiter.ts";
 import { ignoreRefusal, type RefusalCounter } from "../../http/refusals.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LockoutAllowance } from "./lockout-allowance.ts";
+import { LOCKOUT_ALLOWANCE, LockoutAllowance } from "./lockout-allowance.ts";
 
 // The reads past an address's failure limit for ids that have not worked from it
 // (lockout-allowance.ts); bearer-auth.int.test.ts runs them against the real store.
@@ -33,5 +33,14 @@ describe("LockoutAllowance", () => {
     const allowance = new LockoutAllowance({ maxEntries: 4, firstSight: 0 });
     for (let i = 0; i < 10; i++) allowance.admit("198.18.6.3", `junk${i}`);
     expect(allowance.size).toBe(4);
+  });
+
+  it("takes an id the edge told to come back into the come-back lane, though it never saw the id", () => {
+    const allowance = new LockoutAllowance({ firstSight: 0 });
+    const source = "198.18.6.4";
+    expect(allowance.admit(source, "fresh")).toEqual({ admitted: false, retryAfterSeconds: 1 });
+    expect(allowance.admit(source, "told-by-the-edge", true)).toEqual({ admitted: true, lane: "come_back" });
+    for (let i = 0; i < LOCKOUT_ALLOWANCE.comeBack - 1; i++) allowance.admit(source, `back${i}`, true);
+    expect(allowance.admit(source, "one-too-many", true)).toMatchObject({ admitted: false });
   });
 });

@@ -3,7 +3,7 @@
  * authentications a minute: docs/api.md#rate-limits) for tokens that have not worked from it, so
  * that a fresh valid token behind a neighbour sending bad tokens is not locked out with it
  * (docs/security.md#floods-and-what-they-still-get). Tokens that have worked from the address pass
- * as before (recent-authentications.ts); for any other token id, per address and per minute:
+ * as before (origin/auth/recent-authentications.ts); for any other token id, per address and per minute:
  *  - `firstSight` reads for ids this address has not presented since its lockout began;
  *  - `comeBack` reads for ids it presented before and was refused (told Retry-After: 1), so a client
  *    that follows Retry-After gets in even while random bad tokens use up the first lane: each of
@@ -11,9 +11,10 @@
  *  - an id that fails after such a read is not read again from that address within the minute.
  * Bad tokens answer 429 whichever lane read them, so an address still sees at most 60 answers 401
  * a minute. An attacker that sends each bad token twice can hold both lanes, and costs the
- * database `firstSight` + `comeBack` reads a minute for it. In memory per node, like the windows.
+ * database `firstSight` + `comeBack` reads a minute for it. In memory per node, like the windows;
+ * the edge keeps one of its own per isolate, in front of the origin's (edge-worker/lockouts.ts).
  */
-import { SlidingWindowLimiter } from "../http/rate-limiter.ts";
+import { SlidingWindowLimiter } from "./rate-limiter.ts";
 
 export const LOCKOUT_ALLOWANCE = {
   windowSeconds: 60,
@@ -54,8 +55,12 @@ export class LockoutAllowance {
     this.comeBack = new SlidingWindowLimiter({ limit: this.limits.comeBack, windowSeconds, now: this.now });
   }
 
-  /** Whether `tokenId`, which has not worked from locked-out `source`, may be read now. */
-  admit(source: string, tokenId: string): LockoutDecision {
+  /**
+   * Whether `tokenId`, which has not worked from locked-out `source`, may be read now. `cameBack`:
+   * the gate in front (the edge, edge-worker/lockouts.ts) refused it with Retry-After: 1 itself, so
+   * it comes back into the come-back lane though this allowance never saw it.
+   */
+  admit(source: string, tokenId: string, cameBack = false): LockoutDecision {
     const key = `${source} ${tokenId}`;
     const second = this.second();
     const seen = this.ids.get(key);
@@ -63,10 +68,11 @@ export class LockoutAllowance {
     if (entry?.state === "spent") {
       return { admitted: false, retryAfterSeconds: this.limits.windowSeconds - (second - entry.second) };
     }
-    const lane = entry ? this.comeBack : this.firstSight;
+    const comesBack = entry !== undefined || cameBack;
+    const lane = comesBack ? this.comeBack : this.firstSight;
     const decision = lane.consume(source);
-    if (decision.allowed) return { admitted: true, lane: entry ? "come_back" : "first_sight" };
-    if (entry) return { admitted: false, retryAfterSeconds: decision.retryAfterSeconds };
+    if (decision.allowed) return { admitted: true, lane: comesBack ? "come_back" : "first_sight" };
+    if (comesBack) return { admitted: false, retryAfterSeconds: decision.retryAfterSeconds };
     this.note(key, "refused", second);
     return { admitted: false, retryAfterSeconds: this.limits.retryAfterSeconds };
   }
