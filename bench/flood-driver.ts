@@ -1,6 +1,6 @@
 /**
- * The flood's own process (bench/flood-phases.ts forks it): the edge (Miniflare behind its
- * client-address front, as bench:register runs it) and the load sent through it. Apart from the
+ * The flood's own process (bench/flood-phases.ts forks it): the edge (the worker in Miniflare) and
+ * the load sent through it. Apart from the
  * bench process, so the flood's event loop never delays the agent's timed requests, and so its
  * CPU (the front, workerd, the load) is one tree the bench can read. Loopback only, bounded by
  * count or by time. Driven over the fork's IPC channel (FloodMessage, FloodReply).
@@ -11,8 +11,13 @@ import { startEdge } from "../dev/edge.ts";
 import { HEADER_CLIENT_IP, HEADER_EDGE_SECRET, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
 
 /**
- * Where the flood goes: through the local edge, or straight at the origin with the headers the edge
+ * Where the flood goes: through the edge, or straight at the origin with the headers the edge
  * would add (its secret, the client's address), standing for an edge that forwards at any rate.
+ * Through the edge means the worker's own socket, each request with the client's address in
+ * CF-Connecting-IP as Cloudflare's front sets it, as bench:x402 reaches the edge; or, with
+ * `throughFront` (BENCH_FLOOD_FRONT=1), the local edge as `npm start` serves it: the client-address
+ * front (dev/edge.ts) and Miniflare's entry worker before the worker, each address a loopback
+ * source address.
  */
 export type FloodPath = "edge" | "origin";
 
@@ -46,7 +51,7 @@ export type FloodTally = {
 };
 
 export type FloodMessage =
-  | { type: "start"; originUrl: string; edgeSecret: string }
+  | { type: "start"; originUrl: string; edgeSecret: string; throughFront: boolean }
   | { type: "run"; id: number; via: FloodPath; request: FloodRequest; load: FloodLoad }
   | { type: "stop" };
 
@@ -64,15 +69,17 @@ function agentsFor(addresses: string[], inFlight: number): Agent[] {
 async function run(via: FloodPath, spec: FloodRequest, load: FloodLoad): Promise<FloodTally> {
   const tally: FloodTally = { sent: 0, skipped: 0, errors: 0, statuses: {}, ms: 0 };
   const inFlight = "count" in load ? load.concurrency : load.maxInFlight;
-  const agents = via === "edge" ? agentsFor(spec.addresses, inFlight) : agentsFor(["127.0.0.1"], inFlight);
+  const bySourceAddress = via === "edge" && throughFront;
+  const agents = bySourceAddress ? agentsFor(spec.addresses, inFlight) : agentsFor(["127.0.0.1"], inFlight);
   const url = `${via === "edge" ? edgeUrl : originUrl}${spec.path}`;
   let next = 0;
   const one = (): Promise<void> =>
     new Promise((resolve) => {
       const turn = next++;
       const headers = { ...spec.headers };
+      const address = spec.addresses[turn % spec.addresses.length]!;
+      if (via === "edge" && !throughFront) headers["cf-connecting-ip"] = address;
       if (via === "origin") {
-        const address = spec.addresses[turn % spec.addresses.length]!;
         headers[HEADER_EDGE_SECRET] = edgeSecret;
         headers[HEADER_CLIENT_IP] = address;
         headers[HEADER_REGISTRATION_IP] = address;
@@ -144,6 +151,7 @@ let stopEdge: (() => Promise<void>) | undefined;
 let edgeUrl = "";
 let originUrl = "";
 let edgeSecret = "";
+let throughFront = false;
 process.on("message", (message: FloodMessage) => {
   void (async () => {
     switch (message.type) {
@@ -152,9 +160,11 @@ process.on("message", (message: FloodMessage) => {
           originUrl: message.originUrl,
           edgeSharedSecret: message.edgeSecret,
           onLine: () => {},
+          directSocket: !message.throughFront,
         });
         stopEdge = () => edge.stop();
-        edgeUrl = edge.url;
+        throughFront = message.throughFront;
+        edgeUrl = throughFront ? edge.url : edge.directUrl!.origin;
         originUrl = message.originUrl;
         edgeSecret = message.edgeSecret;
         send({ type: "ready", url: edge.url });

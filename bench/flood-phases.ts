@@ -4,15 +4,16 @@
  * registration one after its own rounds.
  *
  * The stack: an embedded Postgres, the devnet, the enclave process and the origin as its own
- * process (origin/main.ts, log level info, output kept only as a tail), x402 on; the edge
- * (Miniflare behind its client-address front) and the flood in a process of their own
- * (bench/flood-driver.ts). For each kind, in one run, within the limits' minute:
+ * process (origin/main.ts, log level info, output kept only as a tail), x402 on; the edge (the
+ * worker in Miniflare, reached on its own socket as Cloudflare's front reaches it, or with
+ * BENCH_FLOOD_FRONT=1 through the local front as `npm start` serves it: bench/flood-driver.ts)
+ * and the flood in a process of their own. For each kind, in one run, within the limits' minute:
  *   1. the limit is used, unmeasured (the minute's 120 registration attempts from 12 addresses;
  *      60 bad tokens from each flooding address; PAYMENTS_PER_PAYER verifies of one payer);
  *   2. quiet: one agent reads GET /balance every AGENT_INTERVAL_MS, straight at the origin (the
  *      edge in front of it is Cloudflare's in production; here it shares the two cores);
  *   3. the flood, FLOOD_RATE a second for FLOOD_S seconds (open loop, at most MAX_IN_FLIGHT out)
- *      through the local edge, the agent reading on; quiet again;
+ *      through the edge, the agent reading on; quiet again;
  *   4. the same flood straight at the origin with the headers the edge adds (its secret, the
  *      client's address): the local edge passes far fewer than FLOOD_RATE on this machine, and
  *      in production it forwards at any rate (it has no limiter of its own); quiet again.
@@ -60,6 +61,8 @@ export const FLOOD_KINDS: readonly FloodKind[] = ["register", "bad_tokens", "ver
 const FLOOD_PATHS = (process.env.BENCH_FLOOD_PATHS ?? "edge,origin")
   .split(",")
   .map((via) => via.trim() as FloodPath);
+/** BENCH_FLOOD_FRONT=1: through the local front and Miniflare's entry worker (FloodPath). */
+const THROUGH_FRONT = process.env.BENCH_FLOOD_FRONT === "1";
 const FLOOD_RATE = Number(process.env.BENCH_FLOOD_RATE ?? 2_000);
 const FLOOD_S = Number(process.env.BENCH_FLOOD_SECONDS ?? 10);
 const QUIET_S = Number(process.env.BENCH_QUIET_SECONDS ?? 10);
@@ -68,6 +71,9 @@ const MAX_IN_FLIGHT = Number(process.env.BENCH_FLOOD_IN_FLIGHT ?? 256);
 /** 8 reads a second: three kinds' phases stay under the agent's 600 requests a minute. */
 const AGENT_INTERVAL_MS = 125;
 const GOAL_RATIO = 1.5;
+const EDGE_PATH = THROUGH_FRONT
+  ? "through the local front and Miniflare's entry worker to the edge worker"
+  : "through the edge worker's own socket, the client's address in CF-Connecting-IP";
 /** The registration attempts a minute network-wide (docs/api.md#registration-quotas-and-counters). */
 const NETWORK_ATTEMPTS_PER_MINUTE = 120;
 const ATTEMPTS_PER_IP_PER_MINUTE = 10;
@@ -111,7 +117,7 @@ async function startDriver(originUrl: string, edgeSecret: string): Promise<Drive
   );
   failed.catch(() => {});
   const tell = (message: FloodMessage): void => void child.send(message);
-  tell({ type: "start", originUrl, edgeSecret });
+  tell({ type: "start", originUrl, edgeSecret, throughFront: THROUGH_FRONT });
   const url = await Promise.race([started, failed]);
   let id = 0;
   return {
@@ -347,7 +353,10 @@ export async function runFloods(
     const roots = {
       origin: { pid: origin.child.pid, tree: true },
       postgres: { pid: postmaster, tree: true, reaped: true },
-      "edge side (front, workerd, the load)": { pid: driver.child.pid, tree: true },
+      [THROUGH_FRONT ? "edge side (front, workerd, the load)" : "edge side (workerd, the load)"]: {
+        pid: driver.child.pid,
+        tree: true,
+      },
     };
     const balanceUrl = `${origin.base}/agent/v1/balance`;
     const metricsUrl = `${origin.base}/metrics`;
@@ -392,9 +401,7 @@ export async function runFloods(
         const answered = Object.entries(tally.statuses)
           .map(([status, n]) => `${n} × ${status}`)
           .join(", ");
-        say(
-          `  ${via === "edge" ? "through the local edge" : "straight at the origin, as an edge forwards it"}:`,
-        );
+        say(`  ${via === "edge" ? EDGE_PATH : "straight at the origin, as an edge forwards it"}:`);
         say(
           `    sent ${tally.sent} in ${seconds.toFixed(1)} s (${(tally.sent / seconds).toFixed(0)}/s; ${tally.skipped} not sent with ${MAX_IN_FLIGHT} out, ${tally.errors} errors): ${answered}; the origin answered ${reached} of them`,
         );
