@@ -73,14 +73,6 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     const edgeLane = viaEdge ? c.req.header(HEADER_LOCKOUT_LANE) : undefined;
     const source = addressGroup(clientIp);
     const refused = params.refusals ?? ignoreRefusal;
-    // What the edge is told of a locked-out address: how long, and the ids it may still pass.
-    const edgeLock = (seconds: number): Record<string, string> => {
-      const tokens = viaEdge
-        ? params.recentAuthentications.tokensFrom(source, EDGE_LOCK_TOKENS_AT_MOST)
-        : undefined;
-      if (tokens === undefined) return {};
-      return { [HEADER_ADDRESS_LOCKED]: String(seconds), [HEADER_ADDRESS_TOKENS]: tokens.join(" ") };
-    };
     const parsed = parseBearerHeader(c.req.header("authorization"));
     const blocked = params.failuresPerIp.peek(source);
     const known = parsed !== null && params.recentAuthentications.has(source, parsed.tokenId);
@@ -93,7 +85,7 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       refused("pre_auth_ip");
       throw rateLimited(
         lane?.retryAfterSeconds ?? blocked.retryAfterSeconds,
-        edgeLock(blocked.retryAfterSeconds),
+        viaEdge ? edgeLock(params.recentAuthentications, source, blocked.retryAfterSeconds) : undefined,
       );
     }
 
@@ -129,7 +121,10 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
         // An id read past the limit (known, or admitted by the allowance), failing: still counted.
         if (known || lane?.admitted) params.failuresPerIp.record(source);
         refused("pre_auth_ip");
-        throw rateLimited(counted.retryAfterSeconds, edgeLock(counted.retryAfterSeconds));
+        throw rateLimited(
+          counted.retryAfterSeconds,
+          viaEdge ? edgeLock(params.recentAuthentications, source, counted.retryAfterSeconds) : undefined,
+        );
       }
       throw new AppError("agent_auth_failed", "authentication failed");
     }
@@ -166,9 +161,25 @@ export function requireCapability(capability: Capability): MiddlewareHandler<App
   };
 }
 
-function rateLimited(retryAfterSeconds: number, edgeHeaders: Record<string, string> = {}): AppError {
+/**
+ * What the edge is told of a locked-out address (`source`): how long, and the token ids it may
+ * still pass; nothing for an address more tokens worked from than that.
+ */
+function edgeLock(
+  recent: RecentAuthentications,
+  source: string,
+  seconds: number,
+): Record<string, string> | undefined {
+  const tokens = recent.tokensFrom(source, EDGE_LOCK_TOKENS_AT_MOST);
+  if (tokens === undefined) return undefined;
+  return { [HEADER_ADDRESS_LOCKED]: String(seconds), [HEADER_ADDRESS_TOKENS]: tokens.join(" ") };
+}
+
+/** `headers`: any the answer carries besides Retry-After (the edge's, edgeLock). */
+function rateLimited(retryAfterSeconds: number, headers: Record<string, string> = {}): AppError {
+  headers["Retry-After"] = String(retryAfterSeconds);
   return new AppError("rate_limited", "too many requests", {
-    headers: { ...edgeHeaders, "Retry-After": String(retryAfterSeconds) },
+    headers,
     fields: { retry_after: retryAfterSeconds },
   });
 }
