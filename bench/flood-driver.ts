@@ -1,8 +1,8 @@
 /**
  * The flood's own process (bench/flood-phases.ts forks it): the edge (the worker in Miniflare) and
- * the load sent through it. Apart from the
- * bench process, so the flood's event loop never delays the agent's timed requests, and so its
- * CPU (the front, workerd, the load) is one tree the bench can read. Loopback only, bounded by
+ * the load sent through it. Apart from the bench process, so the flood's event loop never delays
+ * the agent's timed requests, and so its CPU (workerd, the load, the local front when it is used)
+ * is one tree the bench can read. Loopback only, bounded by
  * count or by time. Driven over the fork's IPC channel (FloodMessage, FloodReply).
  */
 import { randomBytes } from "node:crypto";

@@ -16,10 +16,10 @@ export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string }
 export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
 
 /**
- * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` and the webhooks' keys
- * (`/.well-known/webhooks/keys`, GET only). Everything else is a
- * 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are
- * not opened through the public edge, docs/security.md) and the private `{base}/healthz`.
+ * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` and the
+ * webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else is a 404 made here and
+ * never forwarded, which covers `{base}/admin/*` (admin routes are not opened through the public
+ * edge, docs/security.md) and the private `{base}/healthz`.
  */
 export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   const { config, fetchOrigin } = deps;

@@ -3,7 +3,8 @@
  * authentications a minute: docs/api.md#rate-limits) for tokens that have not worked from it, so
  * that a fresh valid token behind a neighbour sending bad tokens is not locked out with it
  * (docs/security.md#floods-and-what-they-still-get). Tokens that have worked from the address pass
- * as before (origin/auth/recent-authentications.ts); for any other token id, per address and per minute:
+ * as before (origin/auth/recent-authentications.ts); for any other token id, per address and per
+ * minute:
  *  - `firstSight` reads for ids this address has not presented since its lockout began;
  *  - `comeBack` reads for ids it presented before and was refused (told Retry-After: 1), so a client
  *    that follows Retry-After gets in even while random bad tokens use up the first lane: each of
