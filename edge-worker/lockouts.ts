@@ -64,19 +64,21 @@ export class EdgeLockouts {
     requestId: string,
   ): Promise<Response> {
     const clientIp = clientAddress(request);
-    const headers = originHeaders(request, config, clientIp);
     const lock = clientIp === undefined ? undefined : this.locks.lookup(clientIp);
     let tokenId: string | undefined;
+    let lane: string | undefined;
     if (clientIp !== undefined && lock !== undefined) {
-      const token = parseBearerHeader(request.headers.get("authorization"));
-      tokenId = token?.tokenId;
+      tokenId = parseBearerHeader(request.headers.get("authorization"))?.tokenId;
       if (tokenId === undefined) return rateLimited(lock.secondsLeft, requestId);
       if (!lock.value.has(tokenId)) {
-        const lane = this.allowance.admit(clientIp, tokenId);
-        if (!lane.admitted) return rateLimited(lane.retryAfterSeconds, requestId);
-        headers.set(HEADER_LOCKOUT_LANE, lane.lane);
+        const admitted = this.allowance.admit(clientIp, tokenId);
+        if (!admitted.admitted) return rateLimited(admitted.retryAfterSeconds, requestId);
+        lane = admitted.lane;
       }
     }
+    // Made only for a request that is forwarded: a refusal above costs no copy of its headers.
+    const headers = originHeaders(request, config, clientIp);
+    if (lane !== undefined) headers.set(HEADER_LOCKOUT_LANE, lane);
     const url = new URL(request.url);
     const response = await forwardToOrigin(fetchOrigin, request, {
       originUrl: config.originUrl,

@@ -77,18 +77,8 @@ export class RecentAuthentications {
       }
     }
     this.seen.set(key, this.second());
-    let sources = this.sourcesOf.get(tokenId);
-    if (!sources) {
-      sources = new Set();
-      this.sourcesOf.set(tokenId, sources);
-    }
-    sources.add(source);
-    let tokens = this.tokensAt.get(source);
-    if (!tokens) {
-      tokens = new Set();
-      this.tokensAt.set(source, tokens);
-    }
-    tokens.add(tokenId);
+    addToSet(this.sourcesOf, tokenId, source);
+    addToSet(this.tokensAt, source, tokenId);
   }
 
   /** Whether `tokenId` authenticated from `source` within the window. */
@@ -124,15 +114,25 @@ export class RecentAuthentications {
     const split = key.lastIndexOf(" ");
     const tokenId = key.slice(split + 1);
     const source = key.slice(0, split);
-    const sources = this.sourcesOf.get(tokenId);
-    sources?.delete(source);
-    if (sources?.size === 0) this.sourcesOf.delete(tokenId);
-    const tokens = this.tokensAt.get(source);
-    tokens?.delete(tokenId);
-    if (tokens?.size === 0) this.tokensAt.delete(source);
+    deleteFromSet(this.sourcesOf, tokenId, source);
+    deleteFromSet(this.tokensAt, source, tokenId);
   }
 
   private second(): number {
     return Math.floor(this.now() / 1000);
   }
+}
+
+/** Adds `value` to the set kept under `key`, making the set on first use. */
+function addToSet(sets: Map<string, Set<string>>, key: string, value: string): void {
+  const set = sets.get(key);
+  if (set) set.add(value);
+  else sets.set(key, new Set([value]));
+}
+
+/** Deletes `value` from the set kept under `key`, and the set once it is empty. */
+function deleteFromSet(sets: Map<string, Set<string>>, key: string, value: string): void {
+  const set = sets.get(key);
+  set?.delete(value);
+  if (set?.size === 0) sets.delete(key);
 }
