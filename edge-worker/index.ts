@@ -8,6 +8,7 @@ import { errorResponse, newRequestId } from "./errors.ts";
 import { createFacilitatorRefusals, handleFacilitator } from "./facilitator.ts";
 import { EdgeLockouts, PUBLIC_AGENT_PATHS } from "./lockouts.ts";
 import { type FetchOrigin, passThrough } from "./proxy.ts";
+import { EdgeQuotes } from "./quotes.ts";
 import { handleRegister } from "./register.ts";
 import { RegistrationBackoff } from "./registration-backoff.ts";
 
@@ -16,10 +17,10 @@ export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string }
 export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
 
 /**
- * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` and the
- * webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else is a 404 made here and
- * never forwarded, which covers `{base}/admin/*` (admin routes are not opened through the public
- * edge, docs/security.md) and the private `{base}/healthz`.
+ * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` (quotes.ts,
+ * facilitator.ts) and the webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else
+ * is a 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are not
+ * opened through the public edge, docs/security.md) and the private `{base}/healthz`.
  */
 export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   const { config, fetchOrigin } = deps;
@@ -46,6 +47,9 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
       handleFacilitator(fetchOrigin, c.req.raw, config, c.get("requestId"), facilitatorRefusals),
     );
   }
+  // A quote the origin says holds for every caller a while is given here meanwhile (quotes.ts).
+  const quotes = new EdgeQuotes();
+  base.get("/x402/*", (c) => quotes.handle(fetchOrigin, c.req.raw, config, c.get("requestId")));
   base.all("/x402/*", (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   // The webhooks' public keys, so a receiver verifies `v1a` signatures without a shared secret.
   base.get("/.well-known/webhooks/keys", (c) =>

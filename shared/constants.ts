@@ -68,6 +68,12 @@ export const HEADER_LOCKOUT_LANE = "x-svc-lockout-lane";
 export const HEADER_AUTHENTICATED = "x-svc-authenticated";
 export const HEADER_ADDRESS_LOCKED = "x-svc-address-locked";
 export const HEADER_ADDRESS_TOKENS = "x-svc-address-tokens";
+/**
+ * On the origin's answer to an unpaid GET under {base}/x402/, with the edge secret only: the
+ * seconds the same answer holds for every unpaid GET of the same URL (edge-worker/quotes.ts). The
+ * edge strips it.
+ */
+export const HEADER_QUOTE_REUSE = "x-svc-quote-reuse";
 export const HEADER_ADMIN_API_TOKEN = "x-admin-api-token";
 export const HEADER_REGISTRATION_ADMIN_TOKEN = "x-registration-admin-token";
 /** A console session's token, from signing in with a passkey (docs/operations.md#signing-in-with-a-passkey). */

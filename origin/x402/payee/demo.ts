@@ -11,10 +11,13 @@
  * with the quote, `error` rate_limited, and Retry-After. A payer or address that has made as many
  * settlements revert as it may is refused the same way with `invalid_exact_evm_too_many_reverts`
  * (revert-guard.ts). With the enclave's payee key as payTo, every 402 carries a signed offer and the
- * 200's PAYMENT-RESPONSE a signed receipt naming the transaction (offer-receipt.ts).
+ * 200's PAYMENT-RESPONSE a signed receipt naming the transaction (offer-receipt.ts). Through the
+ * edge, the unpaid 402 says how long the edge may give it to every unpaid GET of the same URL
+ * itself (X-svc-Quote-Reuse, edge-worker/quotes.ts).
  */
 import type { Context } from "hono";
 import { Hono } from "hono";
+import { HEADER_QUOTE_REUSE } from "../../../shared/constants.ts";
 import type { AppEnv } from "../../http/env.ts";
 import { route } from "../../openapi/route.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
@@ -55,17 +58,26 @@ export function createDemoRouter({
       mimeType: "application/json",
       description: DEMO_DESCRIPTION,
     };
-    const refuse = async (reason?: X402Reason, settlement?: SettleResponse): Promise<Response> => {
+    /** `unpaid`: the answer to a GET without a payment, the same for every caller for a while. */
+    const refuse = async (
+      reason?: X402Reason,
+      settlement?: SettleResponse,
+      unpaid = false,
+    ): Promise<Response> => {
       const quote = paymentRequired(resource, runtime.requirements, reason);
-      const extensions = await offerReceipts?.offersExtension(resource.url);
-      if (extensions) quote.extensions = { ...quote.extensions, ...extensions };
+      const offers = await offerReceipts?.offersExtension(resource.url);
+      if (offers) quote.extensions = { ...quote.extensions, ...offers.extension };
       c.header("PAYMENT-REQUIRED", encodeHeader(quote));
       if (settlement) c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
       c.header("Cache-Control", "no-store");
+      if (unpaid && c.get("viaEdge")) {
+        const seconds = quoteReuseSeconds(offerReceipts !== undefined, offers?.servedForMs);
+        if (seconds > 0) c.header(HEADER_QUOTE_REUSE, String(seconds));
+      }
       return c.json(quote, 402);
     };
     const header = c.req.header("PAYMENT-SIGNATURE");
-    if (header === undefined) return refuse();
+    if (header === undefined) return refuse(undefined, undefined, true);
     const clientIp = c.get("clientIp");
     const tooMany = (wait: number, reason: X402Reason): Response => {
       c.header("Retry-After", String(wait));
@@ -110,6 +122,21 @@ export function createDemoRouter({
     return paid(c, receipt ? { ...outcome.response, extensions: receipt } : outcome.response);
   });
   return app;
+}
+
+/** The longest the edge gives the unpaid quote itself (edge-worker/quotes.ts). */
+export const QUOTE_REUSE_AT_MOST_SECONDS = 30;
+
+/**
+ * How long the edge may give this unpaid 402 to every unpaid GET of its URL: while its offer is
+ * still the one served (none if the offer could not be signed, so the next GET asks again), and
+ * QUOTE_REUSE_AT_MOST_SECONDS at most, which is also how soon a node's changed terms reach payers
+ * through the edge.
+ */
+function quoteReuseSeconds(signsOffers: boolean, offerServedForMs: number | undefined): number {
+  if (!signsOffers) return QUOTE_REUSE_AT_MOST_SECONDS;
+  if (offerServedForMs === undefined) return 0;
+  return Math.min(QUOTE_REUSE_AT_MOST_SECONDS, Math.floor(offerServedForMs / 1000));
 }
 
 function paid(

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { PaymentRequired } from "@x402/core/types";
 import {
   decodeSignedOffers,
@@ -14,12 +15,21 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment } from "@x402/fetch";
 import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
+import {
+  HEADER_CLIENT_IP,
+  HEADER_EDGE_SECRET,
+  HEADER_QUOTE_REUSE,
+  HEADER_REQUEST_URL,
+  NATIVE_TRANSFER_AUTH_ADDRESS,
+} from "../../../shared/constants.ts";
+import { sleep } from "../../../shared/sleep.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { startTestOrigin } from "../../../testing/origin.ts";
+import { parsePrometheusText } from "../../../testing/prometheus.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
 import { fundedPayer } from "../../../testing/x402-payer.ts";
+import { QUOTE_REUSE_AT_MOST_SECONDS } from "./demo.ts";
 
 // Offers and receipts (docs/x402.md#offers-and-receipts) through the edge, every part real: the
 // demo is paid to the enclave's payee key, the official @x402/fetch client pays it unchanged, and
@@ -27,11 +37,16 @@ import { fundedPayer } from "../../../testing/x402-payer.ts";
 // against the payee's address; the receipt's transaction is the one on chain.
 const EDGE_SECRET = "x402-offer-receipt-secret-0123456789abcdef0123456789";
 const AMOUNT = 10_000n;
+const ADMIN_TOKEN = "x402-offer-receipt-admin-0123456789abcdef0123456789";
 
 const stack = useMoneyStack(
   {
     x402: { amountUnits: AMOUNT, payTo: "enclave-payee" },
-    env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "60000" },
+    env: {
+      AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
+      AGENT_X402_RECEIPT_TIMEOUT_MS: "60000",
+      AGENT_ADMIN_API_TOKEN: ADMIN_TOKEN,
+    },
   },
   { timeoutMs: 180_000 },
 );
@@ -117,6 +132,84 @@ describe("offers and receipts signed in the enclave by the payee key (through th
     expect(transfer?.topics[1]?.slice(-40)).toBe(payer.address.toLowerCase().slice(2));
     expect(transfer?.topics[2]?.slice(-40)).toBe(stack.payee.toLowerCase().slice(2));
     expect(BigInt(transfer!.data)).toBe(AMOUNT);
+  });
+});
+
+describe("the unpaid quote, given by the edge while its offer is served", () => {
+  /** The unpaid GETs of the demo the origin itself answered, from its metrics. */
+  const quotedByOrigin = async (): Promise<number> => {
+    const response = await fetch(`${stack.origin.url}/77/metrics`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    expect(response.status).toBe(200);
+    const metrics = parsePrometheusText(await response.text());
+    return (
+      metrics.value("origin_http_request_duration_seconds_count", {
+        route: "/77/x402/demo",
+        method: "GET",
+        status: "402",
+      }) ?? 0
+    );
+  };
+
+  it("the origin quotes a URL once; the edge gives the same 402 to the next unpaid GETs, and @x402/fetch pays with it", async () => {
+    const url = `${demo}?quote=${randomUUID()}`;
+    const before = await quotedByOrigin();
+    const first = await fetch(url);
+    expect(first.status).toBe(402);
+    const quote = (await first.json()) as PaymentRequired;
+    expect(extractOffersFromPaymentRequired(quote)).toHaveLength(1);
+    for (let i = 0; i < 3; i++) {
+      const again = await fetch(url);
+      expect(again.status).toBe(402);
+      expect(await again.json()).toEqual(quote);
+      expect(again.headers.get("PAYMENT-REQUIRED")).toBe(first.headers.get("PAYMENT-REQUIRED"));
+      expect(again.headers.get(HEADER_QUOTE_REUSE)).toBeNull();
+    }
+    expect(await quotedByOrigin()).toBe(before + 1);
+
+    // The official client's unpaid GET gets the edge's quote; its paid one reaches the origin.
+    const payer = await fundedPayer(stack.devnet.url);
+    const paid = await wrapFetchWithPayment(fetch, chain77X402Client(payer))(url);
+    expect(paid.status).toBe(200);
+    expect(decodePaymentResponseHeader(paid.headers.get("PAYMENT-RESPONSE")!).success).toBe(true);
+    expect(await quotedByOrigin()).toBe(before + 1);
+  });
+
+  it("the origin says how long only to the edge, never past its offer, and only of an unpaid GET", async () => {
+    const path = `/77/x402/demo?quote=${randomUUID()}`;
+    const direct = await fetch(`${stack.origin.url}${path}`);
+    expect(direct.status).toBe(402);
+    expect(direct.headers.get(HEADER_QUOTE_REUSE)).toBeNull();
+    const asEdge = {
+      [HEADER_EDGE_SECRET]: EDGE_SECRET,
+      [HEADER_CLIENT_IP]: "203.0.113.9",
+      [HEADER_REQUEST_URL]: `https://edge.example${path}`,
+    };
+    // The offer for the edge's URL, signed at its first GET, is two seconds older at the second.
+    const signing = await fetch(`${stack.origin.url}${path}`, { headers: asEdge });
+    expect(Number(signing.headers.get(HEADER_QUOTE_REUSE))).toBeGreaterThan(0);
+    await sleep(2_000);
+    const viaEdge = await fetch(`${stack.origin.url}${path}`, { headers: asEdge });
+    const seconds = Number(viaEdge.headers.get(HEADER_QUOTE_REUSE));
+    const offer = extractOffersFromPaymentRequired((await viaEdge.json()) as PaymentRequired)[0]!;
+    const { payload } = await verifyOfferSignatureEIP712(offer as EIP712SignedOffer);
+    expect(seconds).toBeGreaterThanOrEqual(1);
+    expect(seconds).toBeLessThanOrEqual(QUOTE_REUSE_AT_MOST_SECONDS);
+    // The offer is served again for the first half of its validity, the edge no longer than that.
+    const maxTimeout = 60;
+    expect(Date.now() / 1000 + seconds).toBeLessThanOrEqual(payload.validUntil! - maxTimeout / 2 + 1);
+
+    const wrongSecret = await fetch(`${stack.origin.url}${path}`, {
+      headers: { ...asEdge, [HEADER_EDGE_SECRET]: `${EDGE_SECRET}x` },
+    });
+    expect(wrongSecret.status).toBe(402);
+    expect(wrongSecret.headers.get(HEADER_QUOTE_REUSE)).toBeNull();
+    const refusedPayment = await fetch(`${stack.origin.url}${path}`, {
+      headers: { ...asEdge, "PAYMENT-SIGNATURE": "e30=" },
+    });
+    expect(refusedPayment.status).toBe(402);
+    expect(refusedPayment.headers.get(HEADER_QUOTE_REUSE)).toBeNull();
   });
 });
 

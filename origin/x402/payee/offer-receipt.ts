@@ -20,8 +20,13 @@ export type EIP712SignedOffer = SignedX402Offer & { format: "eip712"; acceptInde
 export type EIP712SignedReceipt = SignedX402Receipt & { format: "eip712" };
 
 export type OfferReceipts = {
-  /** The `extensions` entry of a 402 for `resourceUrl`: a signed offer per accepts entry. */
-  offersExtension(resourceUrl: string): Promise<Record<string, unknown> | undefined>;
+  /**
+   * The `extensions` entry of a 402 for `resourceUrl`, a signed offer per accepts entry, and how
+   * long from now (ms) the node serves this same offer.
+   */
+  offersExtension(
+    resourceUrl: string,
+  ): Promise<{ extension: Record<string, unknown>; servedForMs: number } | undefined>;
   /** The `extensions` entry of a paid answer: a receipt of `payer`'s settlement in `transaction`. */
   receiptExtension(params: {
     resourceUrl: string;
@@ -81,7 +86,7 @@ export function createOfferReceipts(params: {
   const offerFor = (resourceUrl: string): Promise<EIP712SignedOffer | undefined> => {
     const nowMs = now().getTime();
     const held = cached.get(resourceUrl);
-    if (held && (cachedUntil.get(resourceUrl) ?? 0) > nowMs) return held;
+    if (held && servedUntil(resourceUrl) > nowMs) return held;
     if (cached.size >= MAX_CACHED_RESOURCES) {
       cached.clear();
       cachedUntil.clear();
@@ -96,10 +101,16 @@ export function createOfferReceipts(params: {
     return signing;
   };
 
+  const servedUntil = (resourceUrl: string): number => cachedUntil.get(resourceUrl) ?? 0;
+
   return {
     async offersExtension(resourceUrl) {
       const offer = await offerFor(resourceUrl);
-      return offer ? { [OFFER_RECEIPT]: { info: { offers: [offer] } } } : undefined;
+      if (!offer) return undefined;
+      return {
+        extension: { [OFFER_RECEIPT]: { info: { offers: [offer] } } },
+        servedForMs: Math.max(0, servedUntil(resourceUrl) - now().getTime()),
+      };
     },
     async receiptExtension({ resourceUrl, payer, network, transaction }) {
       const signed = await signer.signX402Receipt({
