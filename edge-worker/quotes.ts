@@ -20,8 +20,16 @@ import { RememberedRefusals } from "./remembered-refusals.ts";
 /** URLs held at once: the query string can vary, so an unbounded map would be anyone's to fill. */
 export const REMEMBERED_QUOTES = 256;
 
-/** Answer headers a repeat does not copy: its own request id and length, no stale date. */
-const NOT_REPEATED = new Set(["x-request-id", "content-length", "date", HEADER_QUOTE_REUSE]);
+/** Answer headers a repeat does not copy: its own request id and framing, no stale date. */
+const NOT_REPEATED = new Set([
+  "x-request-id",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "date",
+  HEADER_QUOTE_REUSE,
+]);
 
 /** An answer as the origin gave it, less NOT_REPEATED. */
 type HeldQuote = { headers: [string, string][]; body: string };
