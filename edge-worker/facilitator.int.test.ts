@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { HEADER_CLIENT_IP } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
-import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 // The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
 import { sendUnchecked as send } from "../testing/http.ts";
-import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
+import { type OriginAnswer, useEdgeBeforeAnsweringOrigin } from "./testing/answering-origin.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: a signed payment the origin
 // answered 429 is answered that 429 by the edge until its Retry-After, for that client address and
@@ -17,7 +16,6 @@ const REFUSAL = JSON.stringify({
   payer: `0x${"ab".repeat(20)}`,
 });
 
-type OriginAnswer = { status: number; headers: Record<string, string>; body: string };
 const VALID: OriginAnswer = {
   status: 200,
   headers: { "content-type": "application/json" },
@@ -29,26 +27,7 @@ const PAST_WINDOW: OriginAnswer = {
   body: REFUSAL,
 };
 
-let origin: OriginStandIn;
-let edge: EdgeHandle;
-let originAnswer: OriginAnswer = VALID;
-
-beforeAll(async () => {
-  origin = await startOriginStandIn((_request, response) => {
-    response.writeHead(originAnswer.status, originAnswer.headers).end(originAnswer.body);
-  });
-  edge = await startTestEdge({ originUrl: origin.url });
-});
-
-afterAll(async () => {
-  await edge?.stop();
-  await origin?.close();
-});
-
-beforeEach(() => {
-  origin.received.length = 0;
-  originAnswer = VALID;
-});
+const stand = useEdgeBeforeAnsweringOrigin(VALID);
 
 /** A facilitator request for a payment with this signature, spaced as `indent` says. */
 function payment(signature: string, indent?: number): string {
@@ -78,7 +57,7 @@ function post(
   localAddress = "127.0.0.41",
   headers: Record<string, string> = {},
 ) {
-  return send(`${edge.url}/77/x402/facilitator/${operation}`, {
+  return send(`${stand.edge.url}/77/x402/facilitator/${operation}`, {
     method: "POST",
     body,
     localAddress,
@@ -88,10 +67,10 @@ function post(
 
 describe("the edge's facilitator routes", () => {
   it("answers a payment the origin refused with 429 itself until the Retry-After, for that address and route only", async () => {
-    originAnswer = PAST_WINDOW;
+    stand.answer(PAST_WINDOW);
     const first = await post("verify", payment(SIGNATURE));
     expect(first.status).toBe(429);
-    expect(origin.received).toHaveLength(1);
+    expect(stand.origin.received).toHaveLength(1);
     const started = Date.now();
     // The same payment again, sent with other spacing too: the edge's answer is the origin's.
     for (const body of [
@@ -108,14 +87,14 @@ describe("the edge's facilitator routes", () => {
       expect(seconds).toBeGreaterThanOrEqual(1);
       expect(seconds).toBeLessThanOrEqual(2);
     }
-    expect(origin.received).toHaveLength(1);
+    expect(stand.origin.received).toHaveLength(1);
 
     // Another address, another payment, the other route: each reaches the origin.
-    originAnswer = VALID;
+    stand.answer(VALID);
     expect((await post("verify", payment(SIGNATURE), "127.0.0.42")).status).toBe(200);
     expect((await post("verify", payment(OTHER_SIGNATURE))).status).toBe(200);
     expect((await post("settle", payment(SIGNATURE))).status).toBe(200);
-    expect(origin.received.map((seen) => [seen.url, seen.headers[HEADER_CLIENT_IP]])).toEqual([
+    expect(stand.origin.received.map((seen) => [seen.url, seen.headers[HEADER_CLIENT_IP]])).toEqual([
       ["/77/x402/facilitator/verify", "127.0.0.41"],
       ["/77/x402/facilitator/verify", "127.0.0.42"],
       ["/77/x402/facilitator/verify", "127.0.0.41"],
@@ -125,7 +104,7 @@ describe("the edge's facilitator routes", () => {
     // Once the wait is over the payment goes to the origin again.
     await sleep(2_000 - (Date.now() - started) + 50);
     expect((await post("verify", payment(SIGNATURE))).status).toBe(200);
-    expect(origin.received).toHaveLength(5);
+    expect(stand.origin.received).toHaveLength(5);
   });
 
   it("remembers no answer but a 429 with a wait in whole seconds", async () => {
@@ -136,15 +115,15 @@ describe("the edge's facilitator routes", () => {
       { ...PAST_WINDOW, status: 503 },
     ];
     for (const answer of answers) {
-      originAnswer = answer;
+      stand.answer(answer);
       await post("verify", payment(SIGNATURE, 1), "127.0.0.43");
       await post("verify", payment(SIGNATURE, 1), "127.0.0.43");
     }
-    expect(origin.received).toHaveLength(answers.length * 2);
+    expect(stand.origin.received).toHaveLength(answers.length * 2);
   });
 
   it("passes on, byte for byte, a body that is no payment or comes without its length, and remembers nothing of it", async () => {
-    originAnswer = PAST_WINDOW;
+    stand.answer(PAST_WINDOW);
     const bodies = [
       "{not json",
       JSON.stringify({ paymentPayload: { payload: { signature: "0x1234" } } }),
@@ -159,7 +138,7 @@ describe("the edge's facilitator routes", () => {
       const answered = await post("verify", chunked, "127.0.0.45", { "transfer-encoding": "chunked" });
       expect(answered.status).toBe(429);
     }
-    expect(origin.received.map((seen) => seen.body)).toEqual([
+    expect(stand.origin.received.map((seen) => seen.body)).toEqual([
       ...bodies.flatMap((body) => [body, body]),
       chunked,
       chunked,

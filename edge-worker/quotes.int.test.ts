@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { HEADER_QUOTE_REUSE } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
-import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 // The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
 import { sendUnchecked as send } from "../testing/http.ts";
-import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
+import { type OriginAnswer, useEdgeBeforeAnsweringOrigin } from "./testing/answering-origin.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: an unpaid GET's 402 that
 // the origin says holds a while is given by the edge itself meanwhile, for that URL only
@@ -14,7 +13,6 @@ const REQUEST_ID = /^req_[0-9a-f]{16}$/;
 const ORIGIN_REQUEST_ID = "req_00000000000000aa";
 const QUOTE = JSON.stringify({ x402Version: 2, accepts: [{ scheme: "exact", amount: "10000" }] });
 
-type OriginAnswer = { status: number; headers: Record<string, string>; body: string };
 const QUOTED: OriginAnswer = {
   status: 402,
   headers: {
@@ -27,28 +25,9 @@ const QUOTED: OriginAnswer = {
   body: QUOTE,
 };
 
-let origin: OriginStandIn;
-let edge: EdgeHandle;
-let originAnswer: OriginAnswer = QUOTED;
+const stand = useEdgeBeforeAnsweringOrigin(QUOTED);
 
-beforeAll(async () => {
-  origin = await startOriginStandIn((_request, response) => {
-    response.writeHead(originAnswer.status, originAnswer.headers).end(originAnswer.body);
-  });
-  edge = await startTestEdge({ originUrl: origin.url });
-});
-
-afterAll(async () => {
-  await edge?.stop();
-  await origin?.close();
-});
-
-beforeEach(() => {
-  origin.received.length = 0;
-  originAnswer = QUOTED;
-});
-
-const demo = (query = "") => `${edge.url}/77/x402/demo${query}`;
+const demo = (query = "") => `${stand.edge.url}/77/x402/demo${query}`;
 
 describe("the edge's quotes", () => {
   it("gives an unpaid GET the quote the origin said holds, itself, until it ends, for that URL only", async () => {
@@ -69,14 +48,14 @@ describe("the edge's quotes", () => {
       expect(again.headers["x-request-id"]).toMatch(REQUEST_ID);
       expect(again.headers["x-request-id"]).not.toBe(ORIGIN_REQUEST_ID);
     }
-    expect(origin.received.map((seen) => seen.url)).toEqual(["/77/x402/demo?q=1"]);
+    expect(stand.origin.received.map((seen) => seen.url)).toEqual(["/77/x402/demo?q=1"]);
 
     // Another URL, and a paid GET of the same one, reach the origin.
     expect((await send(demo("?q=2"))).status).toBe(402);
-    originAnswer = { status: 200, headers: { "content-type": "application/json" }, body: "{}" };
+    stand.answer({ status: 200, headers: { "content-type": "application/json" }, body: "{}" });
     const paid = await send(demo("?q=1"), { headers: { "payment-signature": "e30=" } });
     expect(paid.status).toBe(200);
-    expect(origin.received.map((seen) => [seen.url, seen.headers["payment-signature"]])).toEqual([
+    expect(stand.origin.received.map((seen) => [seen.url, seen.headers["payment-signature"]])).toEqual([
       ["/77/x402/demo?q=1", undefined],
       ["/77/x402/demo?q=2", undefined],
       ["/77/x402/demo?q=1", "e30="],
@@ -85,7 +64,7 @@ describe("the edge's quotes", () => {
     // Once the origin's seconds are over the unpaid GET goes to the origin again.
     await sleep(2_000 - (Date.now() - started) + 50);
     expect((await send(demo("?q=1"))).status).toBe(200);
-    expect(origin.received).toHaveLength(4);
+    expect(stand.origin.received).toHaveLength(4);
   });
 
   it("holds no answer but an unpaid GET's 402 with whole seconds, and never shows the header", async () => {
@@ -96,7 +75,7 @@ describe("the edge's quotes", () => {
       { ...QUOTED, headers: { "content-type": "application/json" } },
     ];
     for (const [i, answer] of answers.entries()) {
-      originAnswer = answer;
+      stand.answer(answer);
       for (let n = 0; n < 2; n++) {
         const answered = await send(demo(`?case=${i}`));
         expect(answered.status).toBe(answer.status);
@@ -109,6 +88,6 @@ describe("the edge's quotes", () => {
       expect(answered.status).toBe(402);
       expect(answered.headers[HEADER_QUOTE_REUSE]).toBeUndefined();
     }
-    expect(origin.received).toHaveLength(answers.length * 2 + 2);
+    expect(stand.origin.received).toHaveLength(answers.length * 2 + 2);
   });
 });
