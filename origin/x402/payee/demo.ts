@@ -58,12 +58,19 @@ export function createDemoRouter({
       mimeType: "application/json",
       description: DEMO_DESCRIPTION,
     };
-    /** `unpaid`: the answer to a GET without a payment, the same for every caller for a while. */
-    const refuse = async (
-      reason?: X402Reason,
-      settlement?: SettleResponse,
+    /**
+     * The 402: `reason` why a payment did not pay, `settlement` what its settle came to; neither for
+     * a GET without a payment (`unpaid`), whose answer is the same for every caller for a while.
+     */
+    const refuse = async ({
+      reason,
+      settlement,
       unpaid = false,
-    ): Promise<Response> => {
+    }: {
+      reason?: X402Reason;
+      settlement?: SettleResponse;
+      unpaid?: boolean;
+    }): Promise<Response> => {
       const quote = paymentRequired(resource, runtime.requirements, reason);
       const offers = await offerReceipts?.offersExtension(resource.url);
       if (offers) quote.extensions = { ...quote.extensions, ...offers.extension };
@@ -77,7 +84,7 @@ export function createDemoRouter({
       return c.json(quote, 402);
     };
     const header = c.req.header("PAYMENT-SIGNATURE");
-    if (header === undefined) return refuse(undefined, undefined, true);
+    if (header === undefined) return refuse({ unpaid: true });
     const clientIp = c.get("clientIp");
     const tooMany = (wait: number, reason: X402Reason): Response => {
       c.header("Retry-After", String(wait));
@@ -86,7 +93,7 @@ export function createDemoRouter({
     };
     // Turned away before settling: a 402 naming the reason, or a 429 with the wait past a window.
     const turnedAway = ({ reason, retryAfterSeconds }: Turned): Response | Promise<Response> =>
-      retryAfterSeconds === undefined ? refuse(reason) : tooMany(retryAfterSeconds, reason);
+      retryAfterSeconds === undefined ? refuse({ reason }) : tooMany(retryAfterSeconds, reason);
     const decoded = decodePaymentHeader(header);
     // A paid retry the pure checks refuse counts against the client's address.
     if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.code));
@@ -111,7 +118,10 @@ export function createDemoRouter({
     // A pending one also says where its outcome will be told (settle-answer.ts withStatusPointer).
     if (outcome.kind !== "settled") {
       const statusUrl = publicUrlOf(c, settlementStatusPath(checked.payer, settled.nonce));
-      return refuse(outcome.response.errorReason, withStatusPointer(outcome.response, statusUrl));
+      return refuse({
+        reason: outcome.response.errorReason,
+        settlement: withStatusPointer(outcome.response, statusUrl),
+      });
     }
     const receipt = await offerReceipts?.receiptExtension({
       resourceUrl: resource.url,
