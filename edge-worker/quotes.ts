@@ -13,8 +13,7 @@
  */
 import { HEADER_QUOTE_REUSE } from "../shared/constants.ts";
 import type { EdgeConfig } from "./config.ts";
-import type { FetchOrigin } from "./proxy.ts";
-import { passThrough } from "./proxy.ts";
+import { type FetchOrigin, passThrough } from "./proxy.ts";
 import { RememberedRefusals } from "./remembered-refusals.ts";
 
 /** URLs held at once: the query string can vary, so an unbounded map would be anyone's to fill. */

@@ -83,6 +83,7 @@ export function createOfferReceipts(params: {
     return { format: "eip712", acceptIndex: 0, ...signed.value };
   };
 
+  const servedUntil = (resourceUrl: string): number => cachedUntil.get(resourceUrl) ?? 0;
   const offerFor = (resourceUrl: string): Promise<EIP712SignedOffer | undefined> => {
     const nowMs = now().getTime();
     const held = cached.get(resourceUrl);
@@ -100,8 +101,6 @@ export function createOfferReceipts(params: {
     });
     return signing;
   };
-
-  const servedUntil = (resourceUrl: string): number => cachedUntil.get(resourceUrl) ?? 0;
 
   return {
     async offersExtension(resourceUrl) {
