@@ -24,6 +24,7 @@ import { policyStatement } from "../policy/store.ts";
 import { reservedStatement } from "../x402/payee/reservations.ts";
 import { payerRevertsStatement } from "../x402/payee/revert-guard.ts";
 import * as settle from "../x402/payee/settle.ts";
+import * as authorize from "../x402/payer/authorize-repository.ts";
 import {
   COLUMN_TYPES,
   type Columns,
@@ -59,6 +60,12 @@ function originStatements(): AnyStatement[] {
     settle.storeStatement,
     reservedStatement,
     payerRevertsStatement,
+    authorize.signLockActionStatement,
+    authorize.signLockDayStatement,
+    authorize.signStoreStatement,
+    authorize.signExpireStatement,
+    authorize.signHoldStatement,
+    authorize.signDenyStatement,
     submittedStatement,
     dueStatement,
     ...Object.values(outboxStoreStatements(OUTBOX_DOMAINS.followers)),

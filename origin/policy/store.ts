@@ -14,7 +14,7 @@ import {
 } from "../../shared/agent-policy.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import type { Db } from "../db/client.ts";
-import { jsonOf, preparedStatement, runPrepared } from "../db/prepared.ts";
+import { jsonOf, preparedStatement, type RowOf, runPrepared } from "../db/prepared.ts";
 
 export type StoredPolicy = { document: AgentPolicyDocument; policy: AgentPolicy; version: number };
 
@@ -57,12 +57,21 @@ export type PolicyState = {
 
 /** The agent's policy, what it used of its windows at `now`, and the node's freeze, in one statement. */
 export async function readPolicyState(db: Db, agentId: string, now: Date): Promise<PolicyState> {
+  const [row] = await runPrepared(db, policyStatement, policyValues(agentId, now));
+  return policyStateOf(row);
+}
+
+/** policyStatement's values for `agentId` at `now`: its UTC day and month. */
+export function policyValues(
+  agentId: string,
+  now: Date,
+): { agentId: string; day: string; monthStart: string } {
   const day = utcDate(startOfUtcDay(now));
-  const [row] = await runPrepared(db, policyStatement, {
-    agentId,
-    day,
-    monthStart: `${day.slice(0, 7)}-01`,
-  });
+  return { agentId, day, monthStart: `${day.slice(0, 7)}-01` };
+}
+
+/** The state policyStatement's row tells (no row: no policy, nothing used, not frozen). */
+export function policyStateOf(row: RowOf<(typeof policyStatement)["columns"]> | undefined): PolicyState {
   const [dayUnits, dayCount] = row?.day ?? ["0", 0];
   const [x402Units, x402Count] = row?.x402 ?? ["0", 0];
   return {

@@ -52,7 +52,7 @@ export function derivedKeyCandidates(params: { agentId: string; quote: Quote; no
   };
 }
 
-type Row = { idempotency_key: string; status: string; signed_payload: unknown };
+type Row = { idempotency_key: string; status: string; signed_payload: unknown; request_hash: string };
 
 /** Statuses of an action that ended without an authorization that can pay. */
 const ENDED_UNSIGNED = new Set(["failed", "rejected", "expired"]);
@@ -68,27 +68,49 @@ function spent(row: Row, nowSeconds: number): boolean {
   return stored?.kind === "signed" && BigInt(stored.signed.authorization.validBefore) <= BigInt(nowSeconds);
 }
 
-/** The key this request takes: one read of the agent's x402 actions under the candidates. */
+/**
+ * The key this request takes, and the request hash of the action already under it (null: none):
+ * one read of the agent's x402 actions under the candidates.
+ */
 export async function chooseDerivedKey(
   db: Db,
   params: { agentId: string; quote: Quote; now: Date },
-): Promise<string> {
+): Promise<{ key: string; knownRequestHash: string | null }> {
   const nowSeconds = Math.floor(params.now.getTime() / 1000);
   const { previous, current } = derivedKeyCandidates({ ...params, nowSeconds });
   const rows = await queryRows<Row>(
     db,
-    sql`select idempotency_key, status, signed_payload from agent_actions
+    sql`select idempotency_key, status, signed_payload, request_hash from agent_actions
         where agent_id = ${params.agentId}::uuid and kind = 'x402'
           and idempotency_key = any(${pgArrayLiteral([previous, ...current])}::text[])`,
   );
   const byKey = new Map(rows.map((row) => [row.idempotency_key, row]));
+  const taken = (key: string) => ({ key, knownRequestHash: byKey.get(key)?.request_hash ?? null });
   const before = byKey.get(previous);
-  if (before && !spent(before, nowSeconds)) return previous;
+  if (before && !spent(before, nowSeconds)) return taken(previous);
   for (const key of current) {
     const row = byKey.get(key);
-    if (!row || !spent(row, nowSeconds)) return key;
+    if (!row || !spent(row, nowSeconds)) return taken(key);
   }
   // Every purchase of this window is over (more than CHAIN of one quote within W): a key of this
-  // moment, which a retry within the same second finds again.
-  return derivedPaymentKey({ agentId: params.agentId, quote: params.quote, slot: `at.${nowSeconds}` });
+  // moment, which a retry within the same second finds again. Read on its own, as a given key is.
+  const key = derivedPaymentKey({ agentId: params.agentId, quote: params.quote, slot: `at.${nowSeconds}` });
+  return {
+    key,
+    knownRequestHash: await knownRequestHash(db, { agentId: params.agentId, idempotencyKey: key }),
+  };
+}
+
+/** The request hash of the agent's x402 action under `idempotencyKey`, or null when it has none. */
+export async function knownRequestHash(
+  db: Db,
+  params: { agentId: string; idempotencyKey: string },
+): Promise<string | null> {
+  const [row] = await queryRows<{ request_hash: string }>(
+    db,
+    sql`select request_hash from agent_actions
+        where agent_id = ${params.agentId}::uuid and kind = 'x402'
+          and idempotency_key = ${params.idempotencyKey}`,
+  );
+  return row?.request_hash ?? null;
 }

@@ -21,9 +21,11 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import type { PolicyDecision } from "../../../shared/agent-policy.ts";
 import type { Hex } from "../../../shared/hex.ts";
-import { type Db, queryRows } from "../../db/client.ts";
+import type { Db } from "../../db/client.ts";
+import { openPipelinedTransaction, type PipelinedTransaction } from "../../db/pipelined-transaction.ts";
+import { preparedStatement } from "../../db/prepared.ts";
 import { policyDenied } from "../../policy/refusal.ts";
-import { type PolicyState, readPolicyState } from "../../policy/store.ts";
+import { type PolicyState, policyStatement, policyStateOf, policyValues } from "../../policy/store.ts";
 import type { SignerFailure, SignerResult } from "../../signer/types.ts";
 import type { PaymentAuthorization } from "./authorize-envelope.ts";
 
@@ -99,33 +101,6 @@ export function storedAuthorization(signedPayload: unknown): StoredAuthorization
   return header.success ? { kind: "header", paymentSignature: header.data.payment_signature } : undefined;
 }
 
-export type DailyAuthorizations = {
-  /** Authorizations the agent has signed on `day`. */
-  count: number;
-  /** Whether the agent already has an x402 action under this idempotency key (a repeat). */
-  known: boolean;
-  /** That action's request hash: a repeat names the quote entry it was made for by it. */
-  knownRequestHash: string | null;
-};
-
-/** One statement, before anything is written: the day's count and whether this is a repeat. */
-export async function readDailyAuthorizations(
-  db: Db,
-  params: { agentId: string; day: string; idempotencyKey: string },
-): Promise<DailyAuthorizations> {
-  const [row] = await queryRows<{ count: number; known: string | null }>(
-    db,
-    sql`select
-          coalesce((select authorizations from x402_daily_authorizations
-                    where agent_id = ${params.agentId} and day = ${params.day}::date), 0) as count,
-          (select request_hash from agent_actions
-           where agent_id = ${params.agentId} and kind = 'x402'
-             and idempotency_key = ${params.idempotencyKey}) as known`,
-  );
-  const known = row?.known ?? null;
-  return { count: Number(row?.count ?? 0), known: known !== null, knownRequestHash: known };
-}
-
 export type SignActionOnceParams = {
   actionId: string;
   agentId: string;
@@ -147,6 +122,73 @@ export type SignActionOnceParams = {
   enclavePolicy: (failure: SignerFailure) => PolicyFinding | null;
 };
 
+/** The action's row, locked for the signing. */
+export const signLockActionStatement = preparedStatement<"actionId">(
+  "x402_sign_lock_action",
+  sql`select status, signed_payload from agent_actions
+      where action_id = ${sql.placeholder("actionId")}::uuid for update`,
+).returns({ status: "text", signed_payload: "jsonb?" });
+
+/** The lock: the day's row, made if it is the day's first (an upsert that changes nothing locks it). */
+export const signLockDayStatement = preparedStatement<"agentId" | "day">(
+  "x402_sign_lock_day",
+  sql`insert into x402_daily_authorizations as d (agent_id, day, authorizations)
+      values (${sql.placeholder("agentId")}::uuid, ${sql.placeholder("day")}::date, 0)
+      on conflict (agent_id, day) do update set authorizations = d.authorizations
+      returning authorizations`,
+).returns({ authorizations: "int" });
+
+/**
+ * The signature counts in the day's count, units and the payee's units with the action's update,
+ * in one statement: the day's row stays locked until the commit, so no other authorization of the
+ * agent read the usage in between, and a refused one never counted.
+ */
+export const signStoreStatement = preparedStatement<
+  "actionId" | "agentId" | "day" | "units" | "payTo" | "signed"
+>(
+  "x402_sign_store",
+  sql`with counted as (
+        update x402_daily_authorizations
+        set authorizations = authorizations + 1, units = units + ${sql.placeholder("units")}::numeric
+        where agent_id = ${sql.placeholder("agentId")}::uuid and day = ${sql.placeholder("day")}::date),
+      payee as (
+        insert into x402_daily_payee_units as p (agent_id, day, pay_to, units)
+        values (${sql.placeholder("agentId")}::uuid, ${sql.placeholder("day")}::date,
+                ${sql.placeholder("payTo")}::text, ${sql.placeholder("units")}::numeric)
+        on conflict (agent_id, day, pay_to) do update set units = p.units + excluded.units)
+      update agent_actions
+      set status = 'signed', signed_payload = ${sql.placeholder("signed")}::jsonb,
+          signed_at = now(), updated_at = now()
+      where action_id = ${sql.placeholder("actionId")}::uuid`,
+).returns({});
+
+/** Approved after the quote's validity ran out: the action ends `expired`, as the sweep would end it. */
+export const signExpireStatement = preparedStatement<"actionId">(
+  "x402_sign_expire",
+  sql`update agent_actions set status = 'expired', updated_at = now()
+      where action_id = ${sql.placeholder("actionId")}::uuid`,
+).returns({});
+
+/** The policy holds it: `held` with its rule until the authorization's own validity ends. */
+export const signHoldStatement = preparedStatement<"actionId" | "rule" | "validBefore" | "held">(
+  "x402_sign_hold",
+  sql`update agent_actions
+      set status = 'held', hold_rule = ${sql.placeholder("rule")}::text,
+          hold_expires_at = to_timestamp(${sql.placeholder("validBefore")}::bigint),
+          signed_payload = ${sql.placeholder("held")}::jsonb, updated_at = now()
+      where action_id = ${sql.placeholder("actionId")}::uuid`,
+).returns({});
+
+/** The policy refuses it: `failed` with `policy_denied`, keeping the rule and what remained. */
+export const signDenyStatement = preparedStatement<"actionId" | "code" | "message" | "rule" | "denied">(
+  "x402_sign_deny",
+  sql`update agent_actions
+      set status = 'failed', error_code = ${sql.placeholder("code")}::text,
+          error_message = ${sql.placeholder("message")}::text, hold_rule = ${sql.placeholder("rule")}::text,
+          signed_payload = ${sql.placeholder("denied")}::jsonb, updated_at = now()
+      where action_id = ${sql.placeholder("actionId")}::uuid`,
+).returns({});
+
 /**
  * Signs the `requested` (or operator-`approved`) action with `sign`, unless it is signed already,
  * and stores the result; under the action's row lock throughout. The day's row of
@@ -155,81 +197,106 @@ export type SignActionOnceParams = {
  * units and per-payee units hold exactly (the enclave's sealed counts are the hard bound). Under
  * that lock the agent's policy decides (deny wins, then hold, then allow); an allowed one counts
  * with its signature, before the lock is released, and one the enclave refused never counts.
+ *
+ * One pipelined transaction (db/pipelined-transaction.ts): `begin`, the two locks and the policy's
+ * read leave in one write, and the stored outcome with `commit` in another, where each was a round
+ * trip of its own (an agent's payment made about ten; docs/performance.md). Postgres still takes
+ * them in that order, so the locks are taken as before: the action's, then the day's.
  */
 export async function signActionOnce(
   db: Db,
   params: SignActionOnceParams,
   sign: (validBefore: bigint) => Promise<SignerResult<SignedAuthorization>>,
 ): Promise<SignOnceOutcome> {
+  const tx = await openPipelinedTransaction(db);
+  try {
+    const locked = tx.run(signLockActionStatement, { actionId: params.actionId });
+    const counted = tx.run(signLockDayStatement, { agentId: params.agentId, day: params.day });
+    const policy = tx.run(policyStatement, policyValues(params.agentId, params.now));
+    // Awaited below, unless the action's status ends the signing first.
+    counted.catch(() => {});
+    policy.catch(() => {});
+    const outcome = await signLocked(tx, params, sign, {
+      action: (await locked)[0],
+      counted: async () => (await counted)[0]?.authorizations,
+      policy: async () => policyStateOf((await policy)[0]),
+    });
+    // The outcome's write, if any, went out before `commit`, in the same round trip.
+    await tx.commit();
+    return outcome;
+  } catch (error) {
+    await tx.rollback();
+    throw error;
+  }
+}
+
+/** What signActionOnce read under its locks, each awaited only when it is needed. */
+type LockedReads = {
+  action: { status: string; signed_payload: unknown } | undefined;
+  counted: () => Promise<number | undefined>;
+  policy: () => Promise<PolicyState>;
+};
+
+/** signActionOnce's decisions under the locks; each write is issued on `tx` and not awaited. */
+async function signLocked(
+  tx: PipelinedTransaction,
+  params: SignActionOnceParams,
+  sign: (validBefore: bigint) => Promise<SignerResult<SignedAuthorization>>,
+  read: LockedReads,
+): Promise<SignOnceOutcome> {
   const { actionId, agentId, day, dailyLimit, payment } = params;
-  return db.transaction(async (tx): Promise<SignOnceOutcome> => {
-    const [row] = await queryRows<{ status: string; signed_payload: unknown }>(
-      tx,
-      sql`select status, signed_payload from agent_actions where action_id = ${actionId} for update`,
-    );
-    if (!row) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
-    if (row.status === "signed") {
-      const stored = storedAuthorization(row.signed_payload);
-      if (!stored) throw new Error(`x402 action ${actionId} is signed without a payload`);
-      return { kind: "signed", stored };
-    }
-    if (row.status === "held") return { kind: "held" };
-    if (row.status !== "requested" && row.status !== "approved") return { kind: "ended", status: row.status };
-    // An approval covers exactly the authorization that was held: its nonce, validity and payment.
-    const approved = row.status === "approved";
-    const held = approved ? heldAuthorization(row.signed_payload) : undefined;
-    if (approved && !held)
-      throw new Error(`x402 action ${actionId} is approved without its held authorization`);
-    const validBefore = held ? BigInt(held.validBefore) : params.validBefore();
-    // Approved after the quote's validity ran out (before the sweep ended it): it would pay for a
-    // quote the seller no longer honours, so it ends `expired` as the sweep would have ended it.
-    if (held && validBefore <= BigInt(Math.floor(params.now.getTime() / 1000))) {
-      await tx.execute(
-        sql`update agent_actions set status = 'expired', updated_at = now() where action_id = ${actionId}`,
-      );
-      return { kind: "ended", status: "expired" };
-    }
-    // The lock: the day's row, made if it is the day's first (an upsert that changes nothing locks it).
-    const [counted] = await queryRows<{ authorizations: number }>(
-      tx,
-      sql`insert into x402_daily_authorizations as d (agent_id, day, authorizations)
-          values (${agentId}::uuid, ${day}::date, 0)
-          on conflict (agent_id, day) do update set authorizations = d.authorizations
-          returning authorizations`,
-    );
-    if (!counted || counted.authorizations >= dailyLimit) return { kind: "daily_limit" };
-    const decision = params.decide(await readPolicyState(tx, agentId, params.now), approved);
-    if (decision && decision.decision !== "allow") {
-      return holdOrDeny(tx, actionId, decision, { ...payment, validBefore: validBefore.toString() });
-    }
-    const signed = await sign(validBefore);
-    if (!signed.ok) {
-      // Nothing was counted yet: a refusal leaves the day's budgets as they were.
-      const finding = params.enclavePolicy(signed.error);
-      if (finding)
-        return holdOrDeny(tx, actionId, finding, { ...payment, validBefore: validBefore.toString() });
-      return { kind: "refused", failure: signed.error };
-    }
-    // The signature counts in the day's count, units and the payee's units with the action's
-    // update, in one statement: the day's row stays locked until the commit, so no other
-    // authorization of the agent read the usage in between, and a refused one never counted.
-    const units = payment.amountUnits.toString();
-    await tx.execute(
-      sql`with counted as (
-            update x402_daily_authorizations
-            set authorizations = authorizations + 1, units = units + ${units}::numeric
-            where agent_id = ${agentId} and day = ${day}::date),
-          payee as (
-            insert into x402_daily_payee_units as p (agent_id, day, pay_to, units)
-            values (${agentId}::uuid, ${day}::date, ${payment.payTo}, ${units}::numeric)
-            on conflict (agent_id, day, pay_to) do update set units = p.units + excluded.units)
-          update agent_actions
-          set status = 'signed', signed_payload = ${JSON.stringify(signed.value)}::jsonb,
-              signed_at = now(), updated_at = now()
-          where action_id = ${actionId}`,
-    );
-    return { kind: "signed", stored: { kind: "signed", signed: signed.value } };
-  });
+  const row = read.action;
+  if (!row) throw new Error(`action ${actionId} vanished`); // a bug: actions are never deleted
+  if (row.status === "signed") {
+    const stored = storedAuthorization(row.signed_payload);
+    if (!stored) throw new Error(`x402 action ${actionId} is signed without a payload`);
+    return { kind: "signed", stored };
+  }
+  if (row.status === "held") return { kind: "held" };
+  if (row.status !== "requested" && row.status !== "approved") return { kind: "ended", status: row.status };
+  // An approval covers exactly the authorization that was held: its nonce, validity and payment.
+  const approved = row.status === "approved";
+  const held = approved ? heldAuthorization(row.signed_payload) : undefined;
+  if (approved && !held)
+    throw new Error(`x402 action ${actionId} is approved without its held authorization`);
+  const validBefore = held ? BigInt(held.validBefore) : params.validBefore();
+  // Approved after the quote's validity ran out (before the sweep ended it): it would pay for a
+  // quote the seller no longer honours, so it ends `expired` as the sweep would have ended it.
+  if (held && validBefore <= BigInt(Math.floor(params.now.getTime() / 1000))) {
+    written(tx.run(signExpireStatement, { actionId }));
+    return { kind: "ended", status: "expired" };
+  }
+  const authorizations = await read.counted();
+  if (authorizations === undefined || authorizations >= dailyLimit) return { kind: "daily_limit" };
+  const decision = params.decide(await read.policy(), approved);
+  const authorization = { ...payment, validBefore: validBefore.toString() };
+  if (decision && decision.decision !== "allow") return holdOrDeny(tx, actionId, decision, authorization);
+  const signed = await sign(validBefore);
+  if (!signed.ok) {
+    // Nothing was counted yet: a refusal leaves the day's budgets as they were.
+    const finding = params.enclavePolicy(signed.error);
+    if (finding) return holdOrDeny(tx, actionId, finding, authorization);
+    return { kind: "refused", failure: signed.error };
+  }
+  written(
+    tx.run(signStoreStatement, {
+      actionId,
+      agentId,
+      day,
+      units: payment.amountUnits.toString(),
+      payTo: payment.payTo,
+      signed: JSON.stringify(signed.value),
+    }),
+  );
+  return { kind: "signed", stored: { kind: "signed", signed: signed.value } };
+}
+
+/**
+ * A write behind which `commit` follows on the wire: if it fails, so does the commit (the
+ * transaction is aborted), and that failure is the one thrown.
+ */
+function written(statement: Promise<unknown>): void {
+  statement.catch(() => {});
 }
 
 /**
@@ -237,12 +304,12 @@ export async function signActionOnce(
  * validity ends (the quote bounds the hold), keeping the authorization an approval will cover; or
  * `failed` with `policy_denied`, keeping the rule and what remained for a repeat's answer.
  */
-async function holdOrDeny(
-  tx: Db,
+function holdOrDeny(
+  tx: PipelinedTransaction,
   actionId: string,
   finding: PolicyFinding,
   authorization: { nonce: Hex; payTo: string; amountUnits: bigint; validBefore: string },
-): Promise<SignOnceOutcome> {
+): SignOnceOutcome {
   if (finding.decision === "hold") {
     const held: HeldAuthorization = {
       nonce: authorization.nonce,
@@ -250,23 +317,25 @@ async function holdOrDeny(
       payTo: authorization.payTo,
       amountUnits: authorization.amountUnits.toString(),
     };
-    await tx.execute(
-      sql`update agent_actions
-          set status = 'held', hold_rule = ${finding.rule},
-              hold_expires_at = to_timestamp(${authorization.validBefore}::bigint),
-              signed_payload = ${JSON.stringify({ held })}::jsonb, updated_at = now()
-          where action_id = ${actionId}`,
+    written(
+      tx.run(signHoldStatement, {
+        actionId,
+        rule: finding.rule,
+        validBefore: authorization.validBefore,
+        held: JSON.stringify({ held }),
+      }),
     );
     return { kind: "held" };
   }
   const refusal = policyDenied(finding);
-  await tx.execute(
-    sql`update agent_actions
-        set status = 'failed', error_code = ${refusal.code}, error_message = ${refusal.message},
-            hold_rule = ${finding.rule},
-            signed_payload = ${JSON.stringify({ denied: { rule: finding.rule, remaining: finding.remaining ?? "0" } })}::jsonb,
-            updated_at = now()
-        where action_id = ${actionId}`,
+  written(
+    tx.run(signDenyStatement, {
+      actionId,
+      code: refusal.code,
+      message: refusal.message,
+      rule: finding.rule,
+      denied: JSON.stringify({ denied: { rule: finding.rule, remaining: finding.remaining ?? "0" } }),
+    }),
   );
   return { kind: "denied", finding };
 }

@@ -49,7 +49,7 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.t
 import { refusalDetailAmong } from "../../signer/refusal-detail.ts";
 import type { SignerClient, SignerFailure } from "../../signer/types.ts";
 import { sortedKeysJson } from "../canonical-json.ts";
-import { chooseDerivedKey } from "./authorize-derived-key.ts";
+import { chooseDerivedKey, knownRequestHash } from "./authorize-derived-key.ts";
 import {
   buildPaymentEnvelope,
   decodeStoredPaymentSignature,
@@ -60,7 +60,6 @@ import { withPaymentId } from "./authorize-payment-key.ts";
 import { chooseUnderPolicy, type X402Ceiling, type X402NodeTerms } from "./authorize-policy.ts";
 import {
   type PolicyFinding,
-  readDailyAuthorizations,
   type SignOnceOutcome,
   type StoredAuthorization,
   signActionOnce,
@@ -107,35 +106,24 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     // What goes into the envelope is the quote as sent (schema parsing reorders keys).
     const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
     const agent = c.get("agent");
-    // One logical payment, one key (docs/x402.md#payment-identifiers): without a key or a nonce,
-    // the key is the agent's, the resource's and the quote's, so asking again for the same quote
-    // answers the first authorization; the nonce and the envelope's payment id follow from the key.
     const given = body.nonce === undefined ? undefined : normaliseHex(body.nonce, 32);
-    const idempotencyKey =
-      body.idempotency_key ??
-      (given === undefined
-        ? await chooseDerivedKey(deps.db, {
-            agentId: agent.agentId,
-            quote: body.payment_required,
-            now: deps.clock.now(),
-          })
-        : `x402:${given}`);
+    const now = deps.clock.now();
+    const day = utcDate(now);
+    // The key, the action already under it (a repeat) and the agent's policy, before anything is
+    // written. Past the day's count (the policy's read tells it, policy or not), a new
+    // authorization stores nothing; a repeat of one already recorded goes on (its answer is
+    // stored, or its signing counts).
+    const [keyed, state] = await Promise.all([
+      keyAndKnown(deps.db, { agentId: agent.agentId, quote: body.payment_required, now }, body, given),
+      readPolicyState(deps.db, agent.agentId, now),
+    ]);
+    const { key: idempotencyKey, knownRequestHash: known } = keyed;
     const nonce = given ?? normaliseHex(await nonceForKey(idempotencyKey), 32);
     const paymentId = await paymentIdForKey(idempotencyKey);
     // The key a retry repeats the request with, named whatever the answer is.
     c.header("Idempotency-Key", idempotencyKey);
-    const now = deps.clock.now();
-    const day = utcDate(now);
 
-    // The day's count and the agent's policy, before anything is written: past the count, a new
-    // authorization stores nothing. A repeat of one already recorded goes on (its answer is
-    // stored, or its signing counts).
-    const [daily, state] = await Promise.all([
-      readDailyAuthorizations(deps.db, { agentId: agent.agentId, day, idempotencyKey }),
-      readPolicyState(deps.db, agent.agentId, now),
-    ]);
     const bounded = state.stored !== null || state.nodeFrozen;
-    const known = daily.knownRequestHash;
     const chosen = bounded
       ? choosePolicyEntry(body.payment_required, terms, state, (index) =>
           known === null ? false : entryHashes(nonce, quote, index).includes(known),
@@ -148,7 +136,9 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     // What the envelope carries: the copied parts, with the payment id when the quote declares the
     // extension (never part of the request hash, which binds the request as sent).
     const enveloped = { ...copied, extensions: withPaymentId(copied.extensions, paymentId) };
-    if (daily.count >= deps.dailyLimit && !daily.known) throw dailyLimitReached(deps.dailyLimit, now);
+    if (state.usage.x402.dayCount >= deps.dailyLimit && known === null) {
+      throw dailyLimitReached(deps.dailyLimit, now);
+    }
     const resource = body.payment_required.resource.url;
     const payment = { nonce, payTo: requirement.payTo, amountUnits };
 
@@ -249,6 +239,26 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
       },
     });
   };
+}
+
+/**
+ * One logical payment, one key (docs/x402.md#payment-identifiers): without a key or a nonce, the
+ * key is the agent's, the resource's and the quote's, so asking again for the same quote answers
+ * the first authorization; the nonce and the envelope's payment id follow from the key. With it,
+ * the request hash of the action already under the key (null: none).
+ */
+function keyAndKnown(
+  db: Db,
+  params: { agentId: string; quote: X402PaymentRequired; now: Date },
+  body: { idempotency_key?: string | undefined },
+  given: string | undefined,
+): Promise<{ key: string; knownRequestHash: string | null }> {
+  const key = body.idempotency_key ?? (given === undefined ? undefined : `x402:${given}`);
+  if (key === undefined) return chooseDerivedKey(db, params);
+  return knownRequestHash(db, { agentId: params.agentId, idempotencyKey: key }).then((hash) => ({
+    key,
+    knownRequestHash: hash,
+  }));
 }
 
 /** What one signing of the action answers: the authorization, or why there is none. */
