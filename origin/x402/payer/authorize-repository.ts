@@ -201,7 +201,9 @@ export const signDenyStatement = preparedStatement<"actionId" | "code" | "messag
  * One pipelined transaction (db/pipelined-transaction.ts): `begin`, the two locks and the policy's
  * read leave in one write, and the stored outcome with `commit` in another, where each was a round
  * trip of its own (an agent's payment made about ten; docs/performance.md). Postgres still takes
- * them in that order, so the locks are taken as before: the action's, then the day's.
+ * them in that order, so the locks are taken as before: the action's, then the day's. The day's is
+ * now taken for a repeat of a signed or held action too, which so waits out a signing of the same
+ * agent already under way: a repeat is rare, and the wait is one signature's.
  */
 export async function signActionOnce(
   db: Db,
