@@ -114,7 +114,12 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     // authorization stores nothing; a repeat of one already recorded goes on (its answer is
     // stored, or its signing counts).
     const [keyed, state] = await Promise.all([
-      keyAndKnown(deps.db, { agentId: agent.agentId, quote: body.payment_required, now }, body, given),
+      keyAndKnown(deps.db, {
+        agentId: agent.agentId,
+        quote: body.payment_required,
+        now,
+        givenKey: body.idempotency_key ?? (given === undefined ? undefined : `x402:${given}`),
+      }),
       readPolicyState(deps.db, agent.agentId, now),
     ]);
     const { key: idempotencyKey, knownRequestHash: known } = keyed;
@@ -242,23 +247,21 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
 }
 
 /**
- * One logical payment, one key (docs/x402.md#payment-identifiers): without a key or a nonce, the
- * key is the agent's, the resource's and the quote's, so asking again for the same quote answers
- * the first authorization; the nonce and the envelope's payment id follow from the key. With it,
- * the request hash of the action already under the key (null: none).
+ * One logical payment, one key (docs/x402.md#payment-identifiers): the key the request gives (its
+ * own, or `x402:<nonce>`), else one derived from the agent, the resource and the quote, so asking
+ * again for the same quote answers the first authorization; the nonce and the envelope's payment
+ * id follow from the key. With it, the request hash of the action already under the key (null: none).
  */
-function keyAndKnown(
+async function keyAndKnown(
   db: Db,
-  params: { agentId: string; quote: X402PaymentRequired; now: Date },
-  body: { idempotency_key?: string | undefined },
-  given: string | undefined,
+  params: { agentId: string; quote: X402PaymentRequired; now: Date; givenKey: string | undefined },
 ): Promise<{ key: string; knownRequestHash: string | null }> {
-  const key = body.idempotency_key ?? (given === undefined ? undefined : `x402:${given}`);
-  if (key === undefined) return chooseDerivedKey(db, params);
-  return knownRequestHash(db, { agentId: params.agentId, idempotencyKey: key }).then((hash) => ({
+  const { givenKey: key, ...derive } = params;
+  if (key === undefined) return chooseDerivedKey(db, derive);
+  return {
     key,
-    knownRequestHash: hash,
-  }));
+    knownRequestHash: await knownRequestHash(db, { agentId: params.agentId, idempotencyKey: key }),
+  };
 }
 
 /** What one signing of the action answers: the authorization, or why there is none. */
