@@ -60,32 +60,15 @@ export async function spawnOrigin(params: {
     child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
   );
   const deadline = Date.now() + (params.timeoutMs ?? 60_000);
-  let base: string | undefined;
-  const fixed = port === undefined ? undefined : `http://127.0.0.1:${port}/77`;
-  while (!base) {
-    if (
-      fixed &&
-      // Bounded: on a held socket the probe waits in its queue while no origin accepts.
-      (await fetch(`${fixed}/healthz`, { signal: AbortSignal.timeout(2_000) }).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      base = fixed;
-      break;
-    }
-    // main.ts logs `{"msg":"origin listening","url":…}`; fault children print the URL alone.
-    const listening =
-      /"url":"(http:\/\/[^"]+)"[^\n]*"origin listening"|"msg":"origin listening"[^\n]*"url":"(http:\/\/[^"]+)"/.exec(
-        output,
-      );
-    const bare = /^(http:\/\/127\.0\.0\.1:\d+\/\S+)$/m.exec(output);
-    base = listening?.[1] ?? listening?.[2] ?? bare?.[1];
-    if (base) break;
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`origin exited before listening:\n${output}`);
-    if (Date.now() > deadline) throw new Error(`origin did not start in time:\n${output}`);
-    await sleep(50);
+  let base: string;
+  try {
+    base = await listeningBase(child, () => output, port, deadline);
+  } catch (error) {
+    // An origin that never got ready must not outlive its test: it would hold its database and
+    // its timers, and take CPU from every file after it, for the rest of the run.
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await exited;
+    throw error;
   }
   return {
     base,
@@ -97,4 +80,37 @@ export async function spawnOrigin(params: {
       return exited;
     },
   };
+}
+
+/** The origin's base URL once it answers (a fixed port) or logs where it listens. */
+async function listeningBase(
+  child: ChildProcess,
+  output: () => string,
+  port: number | undefined,
+  deadline: number,
+): Promise<string> {
+  const fixed = port === undefined ? undefined : `http://127.0.0.1:${port}/77`;
+  for (;;) {
+    if (
+      fixed &&
+      // Bounded: on a held socket the probe waits in its queue while no origin accepts.
+      (await fetch(`${fixed}/healthz`, { signal: AbortSignal.timeout(2_000) }).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    )
+      return fixed;
+    // main.ts logs `{"msg":"origin listening","url":…}`; fault children print the URL alone.
+    const listening =
+      /"url":"(http:\/\/[^"]+)"[^\n]*"origin listening"|"msg":"origin listening"[^\n]*"url":"(http:\/\/[^"]+)"/.exec(
+        output(),
+      );
+    const bare = /^(http:\/\/127\.0\.0\.1:\d+\/\S+)$/m.exec(output());
+    const base = listening?.[1] ?? listening?.[2] ?? bare?.[1];
+    if (base) return base;
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`origin exited before listening:\n${output()}`);
+    if (Date.now() > deadline) throw new Error(`origin did not start in time:\n${output()}`);
+    await sleep(50);
+  }
 }
