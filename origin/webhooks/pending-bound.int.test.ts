@@ -83,6 +83,16 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
       ids.push(...(await writeEvents(fixture, "action.confirmed", 1, `bounded ${i}`)));
       await sleep(100);
     }
+    // The queue fills to its bound, each delivery tried once, however long a loaded machine takes;
+    // then a few fan-out periods more, in which it must not go past it.
+    await until(
+      "the queue at its bound, each delivery tried",
+      async () => {
+        const now = await deliveriesOf(fixture, endpoint.id);
+        return now.length >= BOUND && now.every((row) => row.attempts >= 1);
+      },
+      30_000,
+    );
     await sleep(2_500);
     expect(await sampler.stop()).toBe(BOUND);
     // Nothing more than the bound was queued, and the endpoint's place is after the fifth event.
