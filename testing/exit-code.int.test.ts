@@ -17,7 +17,10 @@ const fixture = (name: string): string => path.relative(REPO_ROOT, path.join(pro
 type ChildRun = { code: number; output: string };
 
 async function npmTest(files: string[], env: Record<string, string | undefined>): Promise<ChildRun> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, VITEST_RUN_PROBES: "1", ...env };
+  // A child writes only the report its case names, never the parent's (.ci/run's): a parent that
+  // failed before writing its own would leave a child's one-file report for the CI summary.
+  const { VITEST_JSON_REPORT: _parentReport, ...inherited } = process.env;
+  const childEnv: NodeJS.ProcessEnv = { ...inherited, VITEST_RUN_PROBES: "1", ...env };
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete childEnv[name];
   // The parent's vitest worker marks itself; a child must not think it is a worker too.
   for (const name of Object.keys(childEnv))
