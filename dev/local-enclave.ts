@@ -3,8 +3,8 @@ import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { createAuthorityKeyFile } from "../ops/enclave-authority.ts";
-import { createRecoveryKeyFile, readRecoveryKeyFile } from "../ops/recovery-key.ts";
+import { createAuthorityKeyFile, createRecoveryKeyFile, readRecoveryKeyFile } from "../ops/lib/key-files.ts";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { authorityPublicKey } from "../shared/capability.ts";
 import { toHex } from "../shared/hex.ts";
@@ -54,9 +54,7 @@ export async function initEnclaveOnce(params: {
       ? authorityPublicKey(await readAuthoritySecret(file))
       : (await createAuthorityKeyFile(file)).publicKey;
   const { stdout } = await run(process.execPath, [
-    "--import",
-    "tsx",
-    "enclave/main.ts",
+    ...programArgs("enclave/main.ts"),
     "init",
     "--env-id",
     params.envId,

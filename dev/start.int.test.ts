@@ -4,6 +4,7 @@ import { chmod, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { currentBundle } from "../ops/lib/program-bundles.mjs";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
@@ -16,13 +17,15 @@ async function environmentOf(pid: number): Promise<string[]> {
   return (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0");
 }
 
-/** The pid of the launcher's child running `entry`. */
+/** The pid of the launcher's child running `entry`'s bundle (the suite's setup built them all). */
 function childRunning(launcherPid: number, entry: string): number {
+  const bundle = currentBundle(entry);
+  if (!bundle) throw new Error(`${entry} has no current bundle`);
   const out = execFileSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" });
   const line = out
     .split("\n")
     .map((row) => row.trim().split(/\s+/))
-    .find(([, ppid, ...args]) => Number(ppid) === launcherPid && args.join(" ").includes(entry));
+    .find(([, ppid, ...args]) => Number(ppid) === launcherPid && args.join(" ").includes(bundle));
   if (!line) throw new Error(`no child running ${entry}`);
   return Number(line[0]);
 }
@@ -38,13 +41,13 @@ function pemBody(pem: string): string[] {
   return pem.split("\n").filter((line) => line.length > 20 && !line.startsWith("-----"));
 }
 
-/** `npm start` (dev/start.ts) on `env`, its output collected as it comes. */
+/** `npm start` (dev/start.mjs) on `env`, its output collected as it comes. */
 function launch(env: Record<string, string>): {
   launcher: ChildProcessWithoutNullStreams;
   output: () => string;
   exited: Promise<number | null>;
 } {
-  const launcher = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
+  const launcher = spawn(process.execPath, ["dev/start.mjs"], {
     env: { ...process.env, ...env },
     stdio: ["pipe", "pipe", "pipe"],
   });
@@ -193,8 +196,8 @@ describe("npm start (the local stack launcher)", () => {
     // Every part runs: postgres, the devnet (its state file), the enclave (its socket), the origin.
     const running = processesMentioning(dataDir).join("\n");
     expect(running).toContain("postgres");
-    expect(running).toContain("devnet/main.ts");
-    expect(running).toContain("enclave/main.ts");
+    expect(running).toContain(currentBundle("devnet/main.ts"));
+    expect(running).toContain(currentBundle("enclave/main.ts"));
 
     // The printed operator token works against the gateway, on a wallet the enclave made.
     token = /\[start\] token {6}(agt_\S+)/.exec(output)?.[1] ?? "";

@@ -9,21 +9,12 @@
  *
  * `--show` prints the public key of an existing key file, alone on one line, for `init` again
  * (the recovery runbook) as `--admin-pubkey "$(npx tsx ops/enclave-authority.ts --show FILE)"`.
- *
- * `createAuthorityKeyFile` is exported for the dev-stack launcher's first run.
  */
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
-import type { Hex } from "../shared/hex.ts";
-import { runCliIfMain } from "./lib/cli-shell.ts";
-import { type KeyFileTool, keyFileCli, writeNewKeyFile } from "./lib/key-file-tool.ts";
-
-/** Writes a fresh authority seed to `path` (0600, refusing to overwrite); returns its public key. */
-export async function createAuthorityKeyFile(path: string): Promise<{ publicKey: Hex; keyFile: string }> {
-  const secret = randomAuthoritySecret();
-  await writeNewKeyFile(path, secret, "an authority key");
-  return { publicKey: authorityPublicKey(secret), keyFile: path };
-}
+import { authorityPublicKey } from "../shared/capability.ts";
+import { runCli } from "./lib/cli-shell.ts";
+import { type KeyFileTool, keyFileCli } from "./lib/key-file-tool.ts";
+import { createAuthorityKeyFile } from "./lib/key-files.ts";
 
 const tool: KeyFileTool = {
   name: "enclave-authority",
@@ -36,4 +27,4 @@ const tool: KeyFileTool = {
   show: async (path) => authorityPublicKey(await readAuthoritySecret(path)),
 };
 
-runCliIfMain(import.meta.url, keyFileCli(tool));
+runCli(keyFileCli(tool));

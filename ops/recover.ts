@@ -37,8 +37,8 @@ import {
   UsageError,
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { backupKey, recoverBatches } from "./lib/recovery.ts";
-import { readRecoveryKeyFile } from "./recovery-key.ts";
 
 const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]

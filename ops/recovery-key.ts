@@ -14,38 +14,11 @@
  * This is not the recovery *authority* (ops/enclave-authority.ts, Ed25519): that one signs
  * restore_backup capabilities; this one decrypts backups. Both live offline with the operator.
  */
-import { readFile } from "node:fs/promises";
-import { fromHex, type Hex, toHex } from "../shared/hex.ts";
-import {
-  randomX25519PrivateKey,
-  recoveryKeyFingerprint,
-  x25519PublicKey,
-} from "../shared/recovery-envelope.ts";
-import { runCliIfMain } from "./lib/cli-shell.ts";
-import { type KeyFileTool, keyFileCli, writeNewKeyFile } from "./lib/key-file-tool.ts";
-
-export type RecoveryKeyFile = { publicKey: Hex; fingerprint: Hex; keyFile: string };
-
-/** Writes a fresh X25519 private key to `path` (0600, refusing to overwrite); returns its public key. */
-export async function createRecoveryKeyFile(path: string): Promise<RecoveryKeyFile> {
-  const privateKey = randomX25519PrivateKey();
-  await writeNewKeyFile(path, privateKey, "a recovery key");
-  const publicKey = x25519PublicKey(privateKey);
-  return { publicKey: toHex(publicKey), fingerprint: recoveryKeyFingerprint(publicKey), keyFile: path };
-}
-
-/** Reads a recovery encryption key file (32-byte hex); the error never carries the file's text. */
-export async function readRecoveryKeyFile(path: string): Promise<Uint8Array> {
-  const text = (await readFile(path, "utf8")).trim();
-  let key: Uint8Array;
-  try {
-    key = fromHex(text);
-  } catch {
-    throw new Error(`${path} does not hold a recovery encryption key (32-byte hex)`);
-  }
-  if (key.length !== 32) throw new Error(`${path} does not hold a recovery encryption key (32-byte hex)`);
-  return key;
-}
+import { toHex } from "../shared/hex.ts";
+import { x25519PublicKey } from "../shared/recovery-envelope.ts";
+import { runCli } from "./lib/cli-shell.ts";
+import { type KeyFileTool, keyFileCli } from "./lib/key-file-tool.ts";
+import { createRecoveryKeyFile, readRecoveryKeyFile } from "./lib/key-files.ts";
 
 const tool: KeyFileTool = {
   name: "recovery-key",
@@ -58,4 +31,4 @@ const tool: KeyFileTool = {
   show: async (path) => toHex(x25519PublicKey(await readRecoveryKeyFile(path))),
 };
 
-runCliIfMain(import.meta.url, keyFileCli(tool));
+runCli(keyFileCli(tool));

@@ -25,8 +25,8 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
+import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { reencryptForTransport } from "./lib/reencrypt-envelope.ts";
-import { readRecoveryKeyFile } from "./recovery-key.ts";
 
 const USAGE =
   "usage: npx tsx ops/recovery-reencrypt.ts --envelope FILE --recovery-enc-key FILE --transport-key HEX --env-id ID --out FILE\n";

@@ -56,7 +56,7 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     };
     const env = { ...process.env, ...ports, START_DATA_DIR: dataDir, LOG_LEVEL: "warn" };
     const launch = (): Launcher => {
-      const child = spawn(process.execPath, ["--import", "tsx", "dev/start.ts"], {
+      const child = spawn(process.execPath, ["dev/start.mjs"], {
         cwd: REPO_ROOT,
         env,
         stdio: ["pipe", "pipe", "pipe"],

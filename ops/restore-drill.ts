@@ -29,10 +29,10 @@ import {
   UsageError,
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 import { createRestoreDriller, pendingDrillBatches } from "./lib/restore-driller.ts";
-import { readRecoveryKeyFile } from "./recovery-key.ts";
 
 const USAGE =
   "usage: npm run restore-drill -- (--batch BATCH_ID [--batch BATCH_ID …] | --pending) --recovery-key FILE --recovery-enc-key FILE [--socket PATH]\n" +

@@ -9,11 +9,11 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { socketAccepts } from "../enclave/socket-probe.ts";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
 import { toHex } from "../shared/hex.ts";
 import { randomX25519PrivateKey, x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { sleep } from "../shared/sleep.ts";
-import { programArgs } from "./program-bundles.ts";
 import { recordOutput, recordSecret } from "./secret-sink.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -84,7 +84,7 @@ export async function createEnclaveFixture(
   await run(
     process.execPath,
     [
-      ...programArgs(REPO_ROOT, MAIN),
+      ...programArgs(MAIN),
       "init",
       "--env-id",
       envId,
@@ -119,7 +119,7 @@ export async function createEnclaveFixture(
     await stop();
     const args = [
       ...(options.nodeArgs ?? []),
-      ...programArgs(REPO_ROOT, MAIN),
+      ...programArgs(MAIN),
       "serve",
       "--socket",
       socketPath,

@@ -1,17 +1,15 @@
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { buildStalePrograms } from "../ops/lib/program-bundles.mjs";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
-import { REPO_ROOT } from "./enclave-process.ts";
 import { freePort } from "./free-port.ts";
-import { buildProgramBundles, PROGRAMS_ENV } from "./program-bundles.ts";
 import { SINK_ENV, scanSink } from "./secret-sink.ts";
 
 declare module "vitest" {
@@ -32,18 +30,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   execFileSync(process.execPath, [fileURLToPath(new URL("../cli/build.mjs", import.meta.url))], {
     stdio: "inherit",
   });
-  // The programs tests start, bundled once for the run (program-bundles.ts); the folder must lie
-  // inside the repository, where the bundles find their packages. A run started by a test of
-  // another run (testing/exit-code.int.test.ts) uses that run's bundles, and leaves them to it.
-  const inherited = process.env[PROGRAMS_ENV];
-  const ownsPrograms = !(inherited && existsSync(inherited));
-  let programsDir = inherited ?? "";
-  if (ownsPrograms) {
-    await mkdir(path.join(REPO_ROOT, ".test-artifacts"), { recursive: true });
-    programsDir = await mkdtemp(path.join(REPO_ROOT, ".test-artifacts", "programs-"));
-    await buildProgramBundles(REPO_ROOT, programsDir);
-    process.env[PROGRAMS_ENV] = programsDir;
-  }
+  // Every program a test starts runs from its bundle while it is current with these sources
+  // (ops/lib/program-bundles.mjs), as `npm start` runs its parts: those that are not are built here.
+  await buildStalePrograms({
+    onBuild: (stale) =>
+      process.stdout.write(`bundling ${stale.length} program(s) changed since their last build\n`),
+  });
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   let tempDir: string | undefined;
@@ -85,7 +77,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
     }
     await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
     await stopEmbedded?.();
-    if (ownsPrograms) await rm(programsDir, { recursive: true, force: true });
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
   };
 }

@@ -11,7 +11,6 @@ import type { Address } from "viem";
 import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { DEV_OPERATOR_POOL_ADDRESS, type Devnet, startDevnet } from "../devnet/index.ts";
 import { createRestoreDriller, type RestoreDrillResult } from "../ops/lib/restore-driller.ts";
-import { startThrowawayEnclave } from "../ops/lib/throwaway-enclave.ts";
 import type { TxTrackerOptions } from "../origin/outbox/index.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
@@ -19,10 +18,9 @@ import type { CapabilityProvider, SignerClient, SignerPolicy } from "../origin/s
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { type AgentFactoryDeps, makeAgents, makeFreeKeys, type StackAgent } from "./agent-factory.ts";
 import type { TestDatabase } from "./database.ts";
-import { type EnclaveProcess, REPO_ROOT, startEnclaveProcess } from "./enclave-process.ts";
+import { type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
 import { startOwnPostgres } from "./own-postgres.ts";
-import { programArgs } from "./program-bundles.ts";
 
 export type MoneyStack = {
   db: TestDatabase;
@@ -235,9 +233,6 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     identity: identity.value,
     recoveryAuthority: enclave.recoverySecret,
     recoveryEncryptionKey: enclave.recoveryEncKey,
-    // The run's build of the enclave, as the stack's own enclave runs (program-bundles.ts).
-    startEnclave: (params) =>
-      startThrowawayEnclave({ ...params, program: programArgs(REPO_ROOT, "enclave/main.ts") }),
   });
   const agentDeps: AgentFactoryDeps = {
     db: db.handle.db,

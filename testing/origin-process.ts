@@ -3,10 +3,10 @@
  * URL first), for tests that kill it, restart it or run two at once on one database.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { sleep } from "../shared/sleep.ts";
 import { REPO_ROOT } from "./enclave-process.ts";
 import type { HeldSocket } from "./held-socket.ts";
-import { programArgs } from "./program-bundles.ts";
 import { recordOutput, recordSecretsOf } from "./secret-sink.ts";
 
 export type OriginProcess = {
@@ -37,7 +37,7 @@ export async function spawnOrigin(params: {
   const node = [
     process.execPath,
     ...(params.nodeArgs ?? []),
-    ...programArgs(REPO_ROOT, params.entry ?? "origin/main.ts"),
+    ...programArgs(params.entry ?? "origin/main.ts"),
   ];
   const env = { ...inherited, ORIGIN_PORT: String(port ?? 0), LOG_LEVEL: "info", ...params.env };
   // LISTEN_PID must name the origin itself: the shell learns its own pid, then execs node in place.

@@ -4,8 +4,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { REPO_ROOT } from "./enclave-process.ts";
-import { programArgs } from "./program-bundles.ts";
 import { recordSecretsOf } from "./secret-sink.ts";
 
 export type RunToolOptions = {
@@ -40,7 +40,7 @@ export function runTool(
   options: RunToolOptions = {},
 ): Promise<ToolRun> {
   const file = path.resolve(REPO_ROOT, entry);
-  const program = file.endsWith(".ts") ? programArgs(REPO_ROOT, file) : [file];
+  const program = file.endsWith(".ts") ? programArgs(file) : [file];
   const base = options.cleanEnv ? { PATH: process.env.PATH ?? "" } : process.env;
   const env = { ...base, ...options.env };
   // The secrets a test hands a tool are searched for in every log of the run (secret-sink.ts).

@@ -4,8 +4,6 @@
  * line of its own on stderr (docs/operations.md#exit-codes-of-the-operator-tools).
  */
 import { readFile } from "node:fs/promises";
-import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { inspect } from "node:util";
 
 /** docs/operations.md#exit-codes-of-the-operator-tools */
@@ -143,14 +141,6 @@ export function runCli(tool: CliTool): void {
       (outcome) => finish({ outcome }),
       (thrown: unknown) => finish({ thrown }),
     );
-}
-
-/**
- * runCli when `moduleUrl` is the process's entry point, for a tool whose module is also imported
- * for its functions (the key tools: the local stack makes its keys with them).
- */
-export function runCliIfMain(moduleUrl: string, tool: CliTool): void {
-  if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(moduleUrl)) runCli(tool);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { sleep } from "../../shared/sleep.ts";
+import { programArgs } from "./program-bundles.mjs";
 
 export type ManagedChild = {
   name: string;
@@ -13,7 +14,7 @@ export type ManagedChild = {
 
 export type StartChildParams = {
   name: string;
-  /** A TypeScript entry point, run with `node --import tsx`. */
+  /** A TypeScript entry point, run from its bundle while current, else through tsx (program-bundles.mjs). */
   entry: string;
   /** The node arguments that run the program instead (a build of `entry`, say). */
   program?: readonly string[];
@@ -24,13 +25,13 @@ export type StartChildParams = {
 };
 
 /**
- * With BENCH_CPU_PROF=<dir> set, the node arguments that run `entry` (through tsx, as startChild
- * does) writing a V8 CPU profile into that folder when it exits; otherwise nothing, and startChild
- * runs `entry` as usual. For the benchmarks' children (docs/development.md).
+ * With BENCH_CPU_PROF=<dir> set, the node arguments that run `entry` (as startChild does) writing
+ * a V8 CPU profile into that folder when it exits; otherwise nothing, and startChild runs `entry`
+ * as usual. For the benchmarks' children (docs/development.md).
  */
 export function profiledProgram(entry: string): { program?: string[] } {
   const dir = process.env.BENCH_CPU_PROF;
-  return dir ? { program: ["--cpu-prof", `--cpu-prof-dir=${dir}`, "--import", "tsx", entry] } : {};
+  return dir ? { program: ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...programArgs(entry)] } : {};
 }
 
 /**
@@ -39,7 +40,7 @@ export function profiledProgram(entry: string): { program?: string[] } {
  * IPC channel (so a child whose launcher dies notices the disconnect and exits: no orphans).
  */
 export function startChild(params: StartChildParams): ManagedChild {
-  const program = params.program ?? ["--import", "tsx", params.entry];
+  const program = params.program ?? programArgs(params.entry);
   const child = spawn(process.execPath, [...program, ...(params.args ?? [])], {
     env: params.env ?? process.env,
     stdio: ["ignore", "pipe", "pipe", "ipc"],

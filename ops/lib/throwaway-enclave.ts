@@ -10,16 +10,15 @@
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { socketAccepts } from "../../enclave/socket-probe.ts";
 import { createSocketSignerClient } from "../../origin/signer/socket-client.ts";
 import type { SealedIdentity, SignerClient } from "../../origin/signer/types.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { programArgs } from "./program-bundles.mjs";
 import { type ManagedChild, startChild } from "./supervisor.ts";
 
-const ENCLAVE_MAIN = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "enclave/main.ts");
 const run = promisify(execFile);
 
 export type ThrowawayEnclave = {
@@ -37,7 +36,7 @@ export type StartThrowawayEnclaveParams = {
   identity: SealedIdentity;
   /** Receives the throwaway enclave's log lines (JSON, as the enclave writes them). */
   onLog?: (line: string) => void;
-  /** The node arguments that run the enclave program: its TypeScript through tsx by default. */
+  /** The node arguments that run the enclave program: by default its bundle while current, else tsx. */
   program?: readonly string[];
 };
 
@@ -59,7 +58,7 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
   };
   try {
     const { identity } = params;
-    const program = params.program ?? ["--import", "tsx", ENCLAVE_MAIN];
+    const program = params.program ?? programArgs("enclave/main.ts");
     await run(process.execPath, [
       ...program,
       "init",
@@ -78,7 +77,7 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
     ]);
     child = startChild({
       name: "drill-enclave",
-      entry: ENCLAVE_MAIN,
+      entry: "enclave/main.ts",
       program,
       args: ["serve", "--socket", socketPath, "--data-dir", dataDir],
       onLine: params.onLog ?? (() => {}),

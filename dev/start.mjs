@@ -1,0 +1,32 @@
+#!/usr/bin/env node
+/**
+ * `npm start`: bundles the programs when one of them changed since the last build
+ * (ops/lib/program-bundles.mjs), then runs the launcher, dev/start.ts, from its bundle; the
+ * launcher starts the devnet, the enclave and the origin from theirs. Plain JavaScript, so that it
+ * runs with node alone.
+ */
+import { pathToFileURL } from "node:url";
+import { buildStalePrograms, currentBundle } from "../ops/lib/program-bundles.mjs";
+
+const started = Date.now();
+try {
+  const stale = await buildStalePrograms({
+    onBuild: (changed) =>
+      process.stdout.write(
+        `[start] bundling the programs (${changed.length} changed since the last build, such as ${changed[0]})\n`,
+      ),
+  });
+  if (stale.length > 0) process.stdout.write(`[start] bundled in ${Date.now() - started} ms\n`);
+} catch (error) {
+  process.stderr.write(`[start] could not bundle the programs: ${error?.message ?? error}\n`);
+  process.exit(1);
+}
+const launcher = currentBundle("dev/start.ts");
+if (launcher) {
+  await import(pathToFileURL(launcher).href);
+} else {
+  // A source changed again while the programs were bundled: its TypeScript, through tsx.
+  const { register } = await import("tsx/esm/api");
+  register();
+  await import("./start.ts");
+}
