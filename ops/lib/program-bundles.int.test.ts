@@ -5,6 +5,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import { buildStalePrograms, currentBundle, PROGRAMS, programArgs, REPO_ROOT } from "./program-bundles.mjs";
@@ -95,9 +96,11 @@ describe("the programs' bundles (program-bundles.mjs)", () => {
         path.join(root, "main.ts"),
       ]);
       expect((await output(args)).ran).toBe(path.join(root, "main.ts"));
-      // Built again, in a new folder: the changed file is older than that build's start.
+      // Changed after the last build's start and before the next one's: built again, in a new
+      // folder, and current.
       const before = currentBundle("other.ts", at());
-      await touch("where.ts", new Date(Date.now() - 1_000));
+      await sleep(5);
+      await touch("where.ts", new Date());
       expect(await buildStalePrograms({ ...at(), entries })).toEqual(["main.ts"]);
       expect(currentBundle("main.ts", at())).toBeDefined();
       expect(currentBundle("other.ts", at())).not.toBe(before);
