@@ -16,6 +16,7 @@ import { agentCalls, isAccepted, newKey } from "../testing/money-client.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { useMoneyStack } from "../testing/stack.ts";
+import { programArgs } from "./lib/program-bundles.mjs";
 
 const run = promisify(execFile);
 
@@ -87,9 +88,7 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     await run(
       process.execPath,
       [
-        "--import",
-        "tsx",
-        "enclave/main.ts",
+        ...programArgs("enclave/main.ts"),
         "init",
         "--data-dir",
         enclave.dataDir,

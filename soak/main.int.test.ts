@@ -1,9 +1,10 @@
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 
 /** Runs `npm run soak` with `args`; resolves with its exit code and everything it printed. */
 function runSoak(args: string[]): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "soak/main.ts", ...args], {
+  const child = spawn(process.execPath, [...programArgs("soak/main.ts"), ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

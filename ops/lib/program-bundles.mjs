@@ -35,7 +35,7 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 /** The programs `npm start` runs: its launcher, then the devnet, the enclave and the origin. */
 export const STACK_PROGRAMS = ["dev/start.ts", "devnet/main.ts", "enclave/main.ts", "origin/main.ts"];
 
-/** Every program started as a process, by `npm start`, an operator or a test. */
+/** Every program started as a process: by `npm start`, an operator, the soak or a test. */
 export const PROGRAMS = [
   ...STACK_PROGRAMS,
   "ops/agents.ts",
@@ -53,6 +53,10 @@ export const PROGRAMS = [
   "ops/restore-drill.ts",
   "ops/webhooks.ts",
   "ops/x402-resources.ts",
+  "soak/main.ts",
+  // The tests' own: an origin that kills itself at a chosen step, a refill killed mid-write.
+  "testing/money-crash-origin.ts",
+  "testing/refill-crash.ts",
 ];
 
 const THIS_FILE = fileURLToPath(import.meta.url);

@@ -5,6 +5,7 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { programArgs } from "../../ops/lib/program-bundles.mjs";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { startRewritingEnclaveProxy } from "../../testing/fault-enclave.ts";
@@ -249,7 +250,7 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     await writeFile(keyFile, Buffer.from(enclave.adminSecret).toString("hex"), { mode: 0o600 });
     const crashDir = path.join(backupDir, "crash");
     const signal = await new Promise<string | null>((resolve) => {
-      const child = execFile(process.execPath, ["--import", "tsx", "testing/refill-crash.ts"], {
+      const child = execFile(process.execPath, programArgs("testing/refill-crash.ts"), {
         env: {
           ...process.env,
           DATABASE_URL: testDb.url,
