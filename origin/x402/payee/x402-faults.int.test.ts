@@ -41,7 +41,11 @@ describe("x402 settlement under faults (real processes)", () => {
     const payer = await fundedPayer(stack.devnet.url);
     const doomed = await spawnOrigin({
       entry: "testing/money-crash-origin.ts",
-      env: { ...stack.processEnv(), MONEY_CRASH_AT: "settle_after_broadcast" },
+      // A 1 s chain timeout makes its broadcast lease 3 s, not 15: the next origin takes over after it.
+      env: {
+        ...stack.processEnv({ CHAIN_RPC_TIMEOUT_MS: "1000" }),
+        MONEY_CRASH_AT: "settle_after_broadcast",
+      },
     });
     const demo = `${doomed.base}/x402/demo`;
     const signature = paymentHeader(await envelope(demo, payer));
@@ -74,7 +78,8 @@ describe("x402 settlement under faults (real processes)", () => {
     const payer = await fundedPayer(stack.devnet.url);
     const doomed = await spawnOrigin({
       entry: "testing/money-crash-origin.ts",
-      env: { ...stack.processEnv(), MONEY_CRASH_AT: "after_signed" },
+      // A 1 s chain timeout makes its broadcast lease 3 s, not 15 (as above).
+      env: { ...stack.processEnv({ CHAIN_RPC_TIMEOUT_MS: "1000" }), MONEY_CRASH_AT: "after_signed" },
     });
     const payment = await envelope(`${doomed.base}/x402/demo`, payer);
     const signature = paymentHeader(payment);
