@@ -6,14 +6,14 @@
  * runs with node alone.
  */
 import { pathToFileURL } from "node:url";
-import { buildStalePrograms, currentBundle } from "../ops/lib/program-bundles.mjs";
+import { buildStalePrograms, currentBundle, PROGRAMS } from "../ops/lib/program-bundles.mjs";
 
 const started = Date.now();
 try {
   const stale = await buildStalePrograms({
-    onBuild: (changed) =>
+    onBuild: (notCurrent) =>
       process.stdout.write(
-        `[start] bundling the programs (${changed.length} changed since the last build, such as ${changed[0]})\n`,
+        `[start] bundling the programs (${notCurrent.length} of ${PROGRAMS.length} not current, such as ${notCurrent[0]})\n`,
       ),
   });
   if (stale.length > 0) process.stdout.write(`[start] bundled in ${Date.now() - started} ms\n`);
