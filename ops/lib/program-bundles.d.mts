@@ -8,7 +8,6 @@ export type BundleOptions = {
 };
 
 export declare const REPO_ROOT: string;
-export declare const STACK_PROGRAMS: readonly string[];
 export declare const PROGRAMS: readonly string[];
 export declare function currentBundle(entry: string, options?: BundleOptions): string | undefined;
 export declare function programArgs(entry: string, options?: BundleOptions): string[];

@@ -10,7 +10,7 @@
  * so a program never runs stale code.
  *
  * One build bundles every program at once, sharing the code they share in chunks (esbuild's code
- * splitting; a third of the time of bundling each alone), into a folder of its own under
+ * splitting; a fifth of the time of bundling each alone), into a folder of its own under
  * dist/program-builds/ with a manifest: when the build started, and for each program the
  * repository's files it was built from (with the installed packages' lock and this file). A
  * program is current while none of those is newer than the build's start. dist/programs is a
@@ -20,7 +20,7 @@
  * A bundle runs the same code from another file, so each module's `import.meta.url`, the entry's
  * too, is rewritten to its source file's URL (the migrations, the console's page and the devnet's
  * worker are read beside their sources). No program imports another's entry (the build refuses
- * it): a module that is its process's entry in one program must not be a library in another.
+ * it): an entry runs its program as it loads, so the importer would run that program too.
  *
  * Plain JavaScript, so that dev/start.mjs can run it with node alone.
  */
@@ -32,12 +32,13 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 /** The checkout this module belongs to. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** The programs `npm start` runs: its launcher, then the devnet, the enclave and the origin. */
-export const STACK_PROGRAMS = ["dev/start.ts", "devnet/main.ts", "enclave/main.ts", "origin/main.ts"];
-
 /** Every program started as a process: by `npm start`, an operator, the soak or a test. */
 export const PROGRAMS = [
-  ...STACK_PROGRAMS,
+  // `npm start`'s launcher and the parts it starts.
+  "dev/start.ts",
+  "devnet/main.ts",
+  "enclave/main.ts",
+  "origin/main.ts",
   "ops/agents.ts",
   "ops/canary.ts",
   "ops/enclave-authority.ts",
