@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
-import { buildStalePrograms } from "../ops/lib/program-bundles.mjs";
+import { buildStalePrograms, PROGRAMS } from "../ops/lib/program-bundles.mjs";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
@@ -34,7 +34,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // (ops/lib/program-bundles.mjs), as `npm start` runs its parts: those that are not are built here.
   await buildStalePrograms({
     onBuild: (stale) =>
-      process.stdout.write(`bundling ${stale.length} program(s) changed since their last build\n`),
+      process.stdout.write(`bundling the programs (${stale.length} of ${PROGRAMS.length} not current)\n`),
   });
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
