@@ -100,7 +100,9 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: "node_modules" },
-    exclude: { path: "(^|/)(node_modules|\\.data|\\.wrangler|\\.test-probes|coverage)/" },
+    exclude: {
+      path: "(^|/)(node_modules|\\.data|\\.wrangler|\\.test-probes|\\.test-artifacts|coverage|dist)/",
+    },
     // Type-only imports are edges too: a cycle through types still ties the folders together.
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },
