@@ -6,6 +6,7 @@
  * least 85 % of the in-process rate.
  */
 import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import type { Address } from "viem";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
@@ -255,6 +256,22 @@ async function reportStateGrowth(
   process.stdout.write(`${lines.join("\n")}\n`);
 }
 
+/**
+ * Whether a socket figure waited for CPU or for something else (the durable write): how busy the
+ * enclave's main thread was, and the rate its CPU per op would allow with every core busy (shared
+ * by the client and the enclave) and the main thread never idle.
+ */
+function cpuCeiling(row: Figure, inProcessRate: number): string | undefined {
+  const { bench, enclave, enclaveMain } = row.cpu;
+  if (enclave === null || enclaveMain === null) return undefined;
+  const cores = availableParallelism();
+  const ceiling = Math.min((1000 * cores) / (bench + enclave), 1000 / enclaveMain);
+  return (
+    `main thread busy ${((row.rate * enclaveMain) / 10).toFixed(0)}% of the time; by CPU alone, ` +
+    `${cores} cores would allow ${ceiling.toFixed(0)} ops/s (${((100 * ceiling) / inProcessRate).toFixed(0)}% of in-process)`
+  );
+}
+
 function report(figures: Figure[]): void {
   const lines = [`node ${process.version}, ${process.platform}/${process.arch}, ${MEASURE_MS} ms per figure`];
   for (const op of ["sign_x402_authorization", "prove_identity"] as const) {
@@ -271,6 +288,8 @@ function report(figures: Figure[]): void {
         `  ${row.mode.padEnd(24)} ${row.rate.toFixed(0).padStart(7)} ops/s  [${row.ops} ops]${ratio}`,
         `  ${"".padEnd(24)} CPU ms per op: this process ${row.cpu.bench.toFixed(3)}${enclaveCpu}`,
       );
+      const ceiling = row.mode === "socket, 32 in flight" ? cpuCeiling(row, local.rate) : undefined;
+      if (ceiling) lines.push(`  ${"".padEnd(24)} ${ceiling}`);
     }
     const at32 = rows.find((figure) => figure.mode === "socket, 32 in flight")!;
     lines.push(
