@@ -46,12 +46,20 @@ export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Pro
 export async function bindPaymentId(db: Db, request: PaymentIdRequest): Promise<Binding> {
   const { payer, paymentId, fingerprint, nonce } = request;
   for (;;) {
+    // Its commit does not wait for the WAL flush (synchronous_commit off, for this statement's
+    // transaction only): a binding matters once a settlement of its nonce is claimed, and the claim
+    // commits after it, so the flush that makes the claim durable makes the binding durable too
+    // (the WAL is one sequence). A crash of the database before then loses a binding whose payment
+    // nothing claimed, and the id binds again on the payer's retry.
     const inserted = await queryRows<{ nonce: string }>(
       db,
-      sql`insert into x402_payment_ids (payer, payment_id, fingerprint, nonce, held_until)
-          values (${payer}, ${paymentId}, ${fingerprint}, ${nonce}, now() + make_interval(secs => ${HOLD_SECONDS}))
-          on conflict (payer, payment_id) do nothing
-          returning nonce`,
+      sql`with no_flush_wait as materialized (select set_config('synchronous_commit', 'off', true) as setting),
+          bound as (
+            insert into x402_payment_ids (payer, payment_id, fingerprint, nonce, held_until)
+            values (${payer}, ${paymentId}, ${fingerprint}, ${nonce}, now() + make_interval(secs => ${HOLD_SECONDS}))
+            on conflict (payer, payment_id) do nothing
+            returning nonce)
+          select nonce from bound, no_flush_wait`,
     );
     if (inserted.length > 0) return { kind: "bound" };
     const [row] = await queryRows<{
