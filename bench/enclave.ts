@@ -266,8 +266,9 @@ function cpuCeiling(row: Figure, inProcessRate: number): string | undefined {
   if (enclave === null || enclaveMain === null) return undefined;
   const cores = availableParallelism();
   const ceiling = Math.min((1000 * cores) / (bench + enclave), 1000 / enclaveMain);
+  const busyMsPerSecond = row.rate * enclaveMain;
   return (
-    `main thread busy ${((row.rate * enclaveMain) / 10).toFixed(0)}% of the time; by CPU alone, ` +
+    `main thread busy ${(busyMsPerSecond / 10).toFixed(0)}% of the time; by CPU alone, ` +
     `${cores} cores would allow ${ceiling.toFixed(0)} ops/s (${((100 * ceiling) / inProcessRate).toFixed(0)}% of in-process)`
   );
 }

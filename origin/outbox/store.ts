@@ -12,6 +12,7 @@
 import { createHash } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
+import { NO_FLUSH_WAIT } from "../db/no-flush-wait.ts";
 import {
   MAX_STATEMENT_NAME,
   type NoColumns,
@@ -50,18 +51,10 @@ export async function claimBroadcast(
   return row ? { txId, rawTx: row.raw_tx, txHash: row.tx_hash, status: row.status } : undefined;
 }
 
-/**
- * A CTE for a one-statement write the chain can tell again (a broadcast's answer, a receipt, a
- * nonce taken): its commit does not wait for the WAL flush (synchronous_commit off, for its own
- * transaction only), a wait in every settlement's and transfer's path that such a write does not
- * need. Postgres still writes the WAL within its walwriter delay, and any later synchronous commit
- * flushes this one with it (the WAL is one sequence), so only a crash of the database itself in
- * that moment can lose it; the row then stays `signed` or `submitted` and the tracker finds the
- * same facts on chain again (a resend of the same bytes is "already known" or mined). The statement
- * must read the CTE for it to run.
- */
-const NO_FLUSH_WAIT = sql`no_flush_wait as materialized (
-  select set_config('synchronous_commit', 'off', true) as setting)`;
+// Writes the chain can tell again (a broadcast's answer, a receipt, a nonce taken) commit without
+// waiting for the WAL flush (NO_FLUSH_WAIT), a wait in every settlement's and transfer's path: if a
+// database crash loses one, the row stays `signed` or `submitted` and the tracker finds the same
+// facts on chain again (a resend of the same bytes is "already known" or mined).
 
 /** One move of an in-flight transaction that is not a receipt (see moveInFlight). */
 type InFlightMove = {

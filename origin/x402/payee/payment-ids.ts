@@ -8,6 +8,7 @@
 import { sql } from "drizzle-orm";
 import { sleep } from "../../../shared/sleep.ts";
 import { type Db, queryRows } from "../../db/client.ts";
+import { NO_FLUSH_WAIT } from "../../db/no-flush-wait.ts";
 
 /**
  * How long a binding whose settlement is not claimed yet counts as in flight. A settle claims its
@@ -46,14 +47,13 @@ export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Pro
 export async function bindPaymentId(db: Db, request: PaymentIdRequest): Promise<Binding> {
   const { payer, paymentId, fingerprint, nonce } = request;
   for (;;) {
-    // Its commit does not wait for the WAL flush (synchronous_commit off, for this statement's
-    // transaction only): a binding matters once a settlement of its nonce is claimed, and the claim
-    // commits after it, so the flush that makes the claim durable makes the binding durable too
-    // (the WAL is one sequence). A crash of the database before then loses a binding whose payment
-    // nothing claimed, and the id binds again on the payer's retry.
+    // Its commit does not wait for the WAL flush (NO_FLUSH_WAIT): a binding matters once a
+    // settlement of its nonce is claimed, and the claim commits after it, so the flush that makes the
+    // claim durable makes the binding durable too. A crash of the database before then loses a
+    // binding whose payment nothing claimed, and the id binds again on the payer's retry.
     const inserted = await queryRows<{ nonce: string }>(
       db,
-      sql`with no_flush_wait as materialized (select set_config('synchronous_commit', 'off', true) as setting),
+      sql`with ${NO_FLUSH_WAIT},
           bound as (
             insert into x402_payment_ids (payer, payment_id, fingerprint, nonce, held_until)
             values (${payer}, ${paymentId}, ${fingerprint}, ${nonce}, now() + make_interval(secs => ${HOLD_SECONDS}))
