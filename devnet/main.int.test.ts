@@ -9,9 +9,9 @@ import { fund, newAccount, rpc } from "./testing.ts";
 
 type Running = { child: ChildProcess; url: string; exited: Promise<number | null> };
 
-/** Starts `npm run devnet`'s entry point and waits for its URL line. */
+/** Starts the devnet as `npm run devnet` does (its bundle while current) and waits for its URL line. */
 async function startCli(args: string[]): Promise<Running> {
-  const child = spawn(process.execPath, ["--import", "tsx", "devnet/main.ts", ...args], {
+  const child = spawn(process.execPath, ["ops/lib/run-program.mjs", "devnet/main.ts", ...args], {
     cwd: path.resolve(import.meta.dirname, ".."),
     stdio: ["ignore", "pipe", "pipe"],
   });
