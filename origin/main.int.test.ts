@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { privileged } from "../enclave/testing/capabilities.ts";
 import { RawEnclaveClient } from "../enclave/testing/raw-client.ts";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase } from "../testing/database.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
@@ -14,6 +15,9 @@ import { freePort } from "../testing/free-port.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 import { queryRows } from "./db/client.ts";
 import { provisionIdentity } from "./keypool/provision.ts";
+
+/** origin/main.ts as its process runs: from its bundle while current (program-bundles.mjs), else through tsx. */
+const ORIGIN_MAIN = programArgs("origin/main.ts");
 
 function processesMentioning(text: string): string[] {
   return execFileSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
@@ -32,7 +36,7 @@ describe("origin/main.ts as a process", () => {
     await chmod(dir, 0o755);
     const port = await freePort();
     const { DATABASE_URL: _ownDatabase, ...inherited } = process.env;
-    const origin = spawn(process.execPath, ["--import", "tsx", "origin/main.ts"], {
+    const origin = spawn(process.execPath, ORIGIN_MAIN, {
       env: {
         ...inherited,
         EMBEDDED_PG_DIR: path.join(dir, "pg"),
@@ -79,7 +83,7 @@ describe("origin/main.ts as a process", () => {
     let stderr = "";
     let code = 0;
     try {
-      execFileSync(process.execPath, ["--import", "tsx", "origin/main.ts"], {
+      execFileSync(process.execPath, ORIGIN_MAIN, {
         env: { ...process.env, AGENT_ADMIN_API_TOKEN: "short", ORIGIN_PORT: "99999" },
         stdio: ["ignore", "ignore", "pipe"],
       });
@@ -100,7 +104,7 @@ describe("origin/main.ts as a process", () => {
     check: (port: number, output: () => string) => Promise<void>,
   ): Promise<void> => {
     const port = await freePort();
-    const origin = spawn(process.execPath, ["--import", "tsx", "origin/main.ts"], {
+    const origin = spawn(process.execPath, ORIGIN_MAIN, {
       env: { ...process.env, ...env, ORIGIN_PORT: String(port), LOG_LEVEL: "info" },
       stdio: ["ignore", "pipe", "pipe"],
     });

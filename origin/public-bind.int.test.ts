@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { createTestDatabase } from "../testing/database.ts";
 import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { holdSocket } from "../testing/held-socket.ts";
@@ -13,7 +14,7 @@ const run = promisify(execFile);
 describe("the origin bound to a non-loopback address", () => {
   it("stops at start with a message naming both ways out, and a non-zero exit", async () => {
     const { DATABASE_URL: _unused, ...env } = process.env;
-    const outcome = await run(process.execPath, ["--import", "tsx", "origin/main.ts"], {
+    const outcome = await run(process.execPath, programArgs("origin/main.ts"), {
       cwd: REPO_ROOT,
       env: { ...env, ORIGIN_HOST: "0.0.0.0", ORIGIN_PORT: "0", AGENT_GATEWAY_ENABLED: "true" },
       timeout: 60_000,
