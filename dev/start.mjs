@@ -5,8 +5,7 @@
  * launcher starts the devnet, the enclave and the origin from theirs. Plain JavaScript, so that it
  * runs with node alone.
  */
-import { pathToFileURL } from "node:url";
-import { buildStalePrograms, currentBundle, PROGRAMS } from "../ops/lib/program-bundles.mjs";
+import { buildStalePrograms, importProgram, PROGRAMS } from "../ops/lib/program-bundles.mjs";
 
 const started = Date.now();
 try {
@@ -21,12 +20,6 @@ try {
   process.stderr.write(`[start] could not bundle the programs: ${error?.message ?? error}\n`);
   process.exit(1);
 }
-const launcher = currentBundle("dev/start.ts");
-if (launcher) {
-  await import(pathToFileURL(launcher).href);
-} else {
-  // A source changed again while the programs were bundled: its TypeScript, through tsx.
-  const { register } = await import("tsx/esm/api");
-  register();
-  await import("./start.ts");
-}
+// The launcher from its bundle; if a source changed again while the programs were bundled, its
+// TypeScript through tsx.
+await importProgram("dev/start.ts");

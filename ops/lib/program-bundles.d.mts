@@ -11,6 +11,7 @@ export declare const REPO_ROOT: string;
 export declare const PROGRAMS: readonly string[];
 export declare function currentBundle(entry: string, options?: BundleOptions): string | undefined;
 export declare function programArgs(entry: string, options?: BundleOptions): string[];
+export declare function importProgram(entry: string, options?: BundleOptions): Promise<unknown>;
 export declare function buildStalePrograms(
   options?: BundleOptions & { entries?: readonly string[]; onBuild?: (stale: string[]) => void },
 ): Promise<string[]>;

@@ -125,6 +125,18 @@ export function programArgs(entry, options = {}) {
   return ["--import", loader, path.resolve(folders(options).root, entry)];
 }
 
+/**
+ * Runs `entry` in this process: imports its bundle while it is current, else registers tsx and
+ * imports its TypeScript (`npm start`'s launcher, and the npm scripts' runner, run-program.mjs).
+ */
+export async function importProgram(entry, options = {}) {
+  const bundle = currentBundle(entry, options);
+  if (bundle) return import(pathToFileURL(bundle).href);
+  const { register } = await import("tsx/esm/api");
+  register();
+  return import(pathToFileURL(path.resolve(folders(options).root, entry)).href);
+}
+
 /** `import.meta.url` in code (not inside a string literal naming it, as below). */
 const IMPORT_META_URL = /(?<![\w$.'"`])import\.meta\.url(?![\w$])/g;
 

@@ -12,8 +12,7 @@
  * Plain JavaScript, so that it runs with node alone.
  */
 import path from "node:path";
-import { pathToFileURL } from "node:url";
-import { currentBundle, PROGRAMS, REPO_ROOT } from "./program-bundles.mjs";
+import { importProgram, PROGRAMS, REPO_ROOT } from "./program-bundles.mjs";
 
 const [entry] = process.argv.splice(2, 1);
 if (!entry || !PROGRAMS.includes(entry)) {
@@ -22,14 +21,6 @@ if (!entry || !PROGRAMS.includes(entry)) {
   );
   process.exit(64);
 }
-const source = path.resolve(REPO_ROOT, entry);
 // The program reads its arguments from process.argv.slice(2), as when it is started on its own.
-process.argv[1] = source;
-const bundle = currentBundle(entry);
-if (bundle) {
-  await import(pathToFileURL(bundle).href);
-} else {
-  const { register } = await import("tsx/esm/api");
-  register();
-  await import(pathToFileURL(source).href);
-}
+process.argv[1] = path.resolve(REPO_ROOT, entry);
+await importProgram(entry);
