@@ -1,5 +1,5 @@
 import { describe, expectTypeOf, it } from "vitest";
-import type { z } from "zod";
+import type * as z from "zod";
 import type {
   actionSchema,
   balanceResponseSchema,

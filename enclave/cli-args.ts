@@ -3,7 +3,7 @@
  * over environment variables, which win over the built-in defaults.
  */
 import { parseArgs } from "node:util";
-import { z } from "zod";
+import * as z from "zod";
 import type { InitEnclaveParams } from "./init.ts";
 
 export const DEFAULT_SOCKET_PATH = ".data/enclave.sock";

@@ -1,5 +1,5 @@
 /** Plaintext shape of a sealed key-set file (see keystore.ts). */
-import { z } from "zod";
+import * as z from "zod";
 import { bytesSchema } from "../shared/enclave-ops.ts";
 import { KEY_REF_PATTERN } from "../shared/identity-proof.ts";
 

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
-import { z } from "zod";
+import * as z from "zod";
 import { instanceIdSchema } from "../shared/capability.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";

@@ -7,7 +7,7 @@
  *     maps: { <name>?: { reset: bool, set: { key: entry }, del: [key] } } }
  * where `reset` empties the map before the set, for a map emptied or replaced (a new day).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import type { EnclaveState } from "./enclave-state.ts";
 import { SealError } from "./sealing.ts";

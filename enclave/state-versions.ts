@@ -3,7 +3,7 @@
  * opens, each migrated in memory to the current one (written as it at the next commit). A state is
  * CBOR in wire form: decimal strings for amounts, snake_case names.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { agentPolicySchema } from "../shared/agent-policy.ts";
 import { decodeCbor } from "../shared/cbor-frame.ts";
 import {

@@ -1,5 +1,5 @@
 import { isAddress } from "viem";
-import { z } from "zod";
+import * as z from "zod";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { err, ok, type Result } from "../shared/result.ts";
 import { parseCidrList } from "./http/cidr.ts";

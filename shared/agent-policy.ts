@@ -8,7 +8,7 @@
  * A policy only narrows the node: the node's own limits and sealed x402 ceiling apply on top, and
  * are checked where they always were. What this module decides is the agent's part.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { addressSchema, uintStringSchema } from "./enclave-ops.ts";
 
 const units = uintStringSchema;

@@ -11,7 +11,7 @@
  * Runtime-neutral: no `node:` imports (ed25519.ts reaches Node's crypto where it is there).
  */
 import { ed25519 } from "@noble/curves/ed25519";
-import { z } from "zod";
+import * as z from "zod";
 import { encodeCanonicalCbor } from "./canonical-cbor.ts";
 import { CAPABILITY_DOMAIN } from "./constants.ts";
 import { ed25519PublicKey, ed25519Sign, ed25519Verify } from "./ed25519.ts";

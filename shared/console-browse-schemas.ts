@@ -4,7 +4,7 @@
  * settlement. Read only. Runtime-neutral: the routes validate their queries with them, the tests
  * check answers against them and the OpenAPI document names them.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();

@@ -3,7 +3,7 @@
  * Fixed UTC buckets whose bounds are in the answer; counts are integers, money is a string of
  * 6-decimal units, never a float. Runtime-neutral.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();

@@ -3,7 +3,7 @@
  * and responses in one module: the routes validate requests with them, the tests check responses
  * against them, and the OpenAPI document is to be generated from them. Runtime-neutral.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();

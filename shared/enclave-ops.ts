@@ -5,7 +5,7 @@
  * as raw CBOR bytes. Params are strict: an unknown field is malformed rather than silently bound.
  * Runtime-neutral: no `node:` imports.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { isChecksummedOrLowerAddress } from "./address.ts";
 import { instanceIdSchema } from "./capability.ts";
 import { CAPABILITY_SCOPES, PRIVILEGED_OPS } from "./enclave-protocol.ts";

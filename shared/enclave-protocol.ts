@@ -3,7 +3,7 @@
  * of ops and error codes, and which capability tier each privileged op needs. Both the enclave and
  * the origin's signer client parse with these schemas. Runtime-neutral: no `node:` imports.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ENCLAVE_PROTOCOL } from "./constants.ts";
 
 export const ENCLAVE_WIRE_VERSION = 1;

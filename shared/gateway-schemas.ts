@@ -2,7 +2,7 @@
  * Wire schemas of the gateway's money routes (docs/api.md): what the routes validate with, what the
  * client library and the OpenAPI document are built from. Runtime-neutral: no `node:` imports.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ACTION_KINDS, ACTION_STATUSES } from "./action-status.ts";
 import { CAPABILITIES, WEI_PER_UNIT } from "./constants.ts";
 import { addressSchema } from "./enclave-ops.ts";

@@ -5,7 +5,7 @@
  * enclave). The WebAuthn option and response objects are @simplewebauthn's JSON shapes, passed
  * through as they are. Runtime-neutral.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { OPERATOR_KEY_ID_PATTERN, operatorNameSchema } from "./enclave-ops.ts";
 
 const operatorName = operatorNameSchema;

@@ -2,7 +2,7 @@
  * Wire schemas of the agent's policy routes (docs/api.md#spending-policies): GET, PATCH and the check
  * call of {base}/agent/v1/policy. The document itself is shared/agent-policy.ts's. Runtime-neutral.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { agentPolicySchema } from "./agent-policy.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { unitsAmountSchema, x402PaymentRequiredSchema } from "./gateway-schemas.ts";

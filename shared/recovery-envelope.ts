@@ -24,7 +24,7 @@
 import { Aes256Gcm, CipherSuite, DhkemX25519HkdfSha256, HkdfSha256 } from "@hpke/core";
 import { x25519 } from "@noble/curves/ed25519";
 import { sha256 } from "@noble/hashes/sha2";
-import { z } from "zod";
+import * as z from "zod";
 import { encodeCanonicalCbor } from "./canonical-cbor.ts";
 import { decodeCbor } from "./cbor-frame.ts";
 import { bytesSchema, KEY_NAMESPACES } from "./enclave-ops.ts";

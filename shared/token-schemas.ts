@@ -2,7 +2,7 @@
  * Wire schemas of POST {base}/agent/v1/token/rotate (docs/agents.md, "Rotating the token"): what the
  * route validates with and the OpenAPI document is built from. Runtime-neutral: no `node:` imports.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { CAPABILITIES } from "./constants.ts";
 
 /** Takes exactly `{}`: nothing about the new token is the caller's to choose. */

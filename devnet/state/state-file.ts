@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { hexToBytes } from "@ethereumjs/util";
-import { z } from "zod";
+import * as z from "zod";
 import { data, type Hex, quantity } from "../hex.ts";
 import type { MinedBlock } from "../rpc/types.ts";
 import type { AccountDump } from "./tracking-state-manager.ts";

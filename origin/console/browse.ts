@@ -1,5 +1,5 @@
 import type { Context, Handler } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { ACTION_STATUSES } from "../../shared/action-status.ts";
 import { pageQuerySchema, searchQuerySchema } from "../../shared/console-browse-schemas.ts";
 import { AppError } from "../errors.ts";

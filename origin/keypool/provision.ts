@@ -1,5 +1,5 @@
 import { eq, sql } from "drizzle-orm";
-import { z } from "zod";
+import * as z from "zod";
 import { CAPABILITIES, type Capability } from "../../shared/constants.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { sleep } from "../../shared/sleep.ts";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { API_VERSION } from "../../shared/constants.ts";
 import { HEADERS_TOO_LARGE, REQUEST_TIMEOUT } from "./operation-types.ts";
 import { type NamedSchema, OPERATIONS, type Operation, type ResponseSpec } from "./operations.ts";

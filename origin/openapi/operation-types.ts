@@ -1,5 +1,5 @@
 /** Types and shared pieces of the route table (operations.ts): one descriptor per endpoint. */
-import type { z } from "zod";
+import type * as z from "zod";
 import { errorBodySchema } from "../../shared/gateway-schemas.ts";
 import type { CapabilityName } from "../capability.ts";
 

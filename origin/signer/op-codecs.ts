@@ -4,7 +4,7 @@
  * does not match its op never reaches a caller (parsed once at the boundary).
  */
 import type { Address } from "viem";
-import type { z } from "zod";
+import type * as z from "zod";
 import { agentPolicySchema } from "../../shared/agent-policy.ts";
 import * as wire from "../../shared/enclave-ops.ts";
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";

@@ -8,7 +8,7 @@
  * or refusals.ts.
  */
 import fc from "fast-check";
-import type { z } from "zod";
+import type * as z from "zod";
 import { OPERATIONS, type Operation } from "../../origin/openapi/operations.ts";
 import { settingsSchema } from "../../shared/console-schemas.ts";
 import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";

@@ -5,7 +5,7 @@
  * kind in a schema is noticed rather than silently fuzzed as `anything`.
  */
 import fc from "fast-check";
-import type { z } from "zod";
+import type * as z from "zod";
 
 type Def = { type: string; [key: string]: unknown };
 type Check = { check: string; [key: string]: unknown };

@@ -18,7 +18,7 @@
  * an operator's approval covers exactly that one; a denied one stores the rule (`denied`).
  */
 import { sql } from "drizzle-orm";
-import { z } from "zod";
+import * as z from "zod";
 import type { PolicyDecision } from "../../../shared/agent-policy.ts";
 import type { Hex } from "../../../shared/hex.ts";
 import type { Db } from "../../db/client.ts";
