@@ -1,13 +1,13 @@
 /**
- * Runs the real enclave program (`enclave/main.ts` under tsx) on a temporary socket and data
- * directory, so the enclave's tests run the program itself, and as the benchmark uses it.
+ * Runs the real enclave program (`enclave/main.ts`, its bundle while current) on a temporary socket
+ * and data directory, so the enclave's tests run the program itself, and as the benchmark uses it.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
+import { initEnclave } from "../enclave/init.ts";
 import { socketAccepts } from "../enclave/socket-probe.ts";
 import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { authorityPublicKey, randomAuthoritySecret } from "../shared/capability.ts";
@@ -18,7 +18,6 @@ import { recordOutput, recordSecret } from "./secret-sink.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const MAIN = join(REPO_ROOT, "enclave/main.ts");
-const run = promisify(execFile);
 
 export type EnclaveFixture = {
   dir: string;
@@ -59,7 +58,7 @@ export type FixtureKeys = Pick<
   "adminSecret" | "policySecret" | "recoverySecret" | "recoveryEncKey"
 >;
 
-/** Creates a temporary data dir, runs `init` through the CLI and starts the enclave. */
+/** Creates a temporary data dir, initialises it as `enclave init` does and starts the enclave. */
 export async function createEnclaveFixture(
   options: {
     envId?: string;
@@ -81,26 +80,17 @@ export async function createEnclaveFixture(
   // The authorities' and the recovery key's private halves must never show in any output either.
   for (const key of [adminSecret, policySecret, recoverySecret, recoveryEncKey])
     recordSecret(toHex(key).replace(/^0x/, ""));
-  await run(
-    process.execPath,
-    [
-      ...programArgs(MAIN),
-      "init",
-      "--env-id",
-      envId,
-      "--admin-pubkey",
-      authorityPublicKey(adminSecret),
-      "--policy-pubkey",
-      authorityPublicKey(policySecret),
-      "--recovery-pubkey",
-      authorityPublicKey(recoverySecret),
-      "--recovery-enc-pubkey",
-      toHex(x25519PublicKey(recoveryEncKey)),
-      "--data-dir",
-      dataDir,
-    ],
-    { cwd: REPO_ROOT },
-  );
+  // `init` through the enclave's own code in this process, where the CLI cost a process start of
+  // about half a second of CPU for a few milliseconds of work, at every fixture of the suite (the
+  // CLI's `init` keeps tests of its own: ops/recover, instance-binding, dev/start).
+  await initEnclave({
+    dataDir,
+    envId,
+    adminAuthority: authorityPublicKey(adminSecret),
+    policyAuthority: authorityPublicKey(policySecret),
+    recoveryAuthority: authorityPublicKey(recoverySecret),
+    recoveryEncryptionKey: toHex(x25519PublicKey(recoveryEncKey)),
+  });
 
   let child: ChildProcess | null = null;
   let stderr = "";
