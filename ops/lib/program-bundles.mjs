@@ -56,6 +56,8 @@ export const PROGRAMS = [
   "ops/webhooks.ts",
   "ops/x402-resources.ts",
   "soak/main.ts",
+  // The agent's MCP server (`npm run mcp`), started by its MCP host.
+  "mcp/main.ts",
   // The tests' own: an origin that kills itself at a chosen step, a refill killed mid-write.
   "testing/money-crash-origin.ts",
   "testing/refill-crash.ts",
