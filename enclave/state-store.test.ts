@@ -14,6 +14,14 @@ describe("StateStore (sealed, group commit)", () => {
   let dir: string;
   let path: StatePaths;
   const key = generateSealingKey();
+  // Every store a test opens, closed after it: a store left open holds its files' descriptors
+  // until the collector closes them, which Node warns of (DEP0137) in whichever file runs next.
+  let opened: StateStore[] = [];
+  const open = async (...args: Parameters<typeof StateStore.open>): Promise<StateStore> => {
+    const store = await StateStore.open(...args);
+    opened.push(store);
+    return store;
+  };
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "state-store-"));
@@ -21,11 +29,13 @@ describe("StateStore (sealed, group commit)", () => {
   });
   afterEach(async () => {
     vi.restoreAllMocks();
+    await Promise.allSettled(opened.map((store) => store.close()));
+    opened = [];
     await rm(dir, { recursive: true, force: true });
   });
 
   it("starts empty and persists counters, policy and its version, treasury and its terms, daily spend, x402 counts, faucet payouts and signed nonces across a reopen", async () => {
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     expect(store.state.counters.size).toBe(0);
     expect(store.state.policyVersion).toBe(0);
     const policy = {
@@ -73,7 +83,7 @@ describe("StateStore (sealed, group commit)", () => {
         filled: [5],
       });
     });
-    const reopened = await StateStore.open(path, key);
+    const reopened = await open(path, key);
     expect(reopened.state.counters.get("k")).toBe(3);
     expect(reopened.state.policy).toEqual(policy);
     expect(reopened.state.policyVersion).toBe(4);
@@ -117,7 +127,7 @@ describe("StateStore (sealed, group commit)", () => {
     );
     await slots.close();
 
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     expect(store.state.policy).toMatchObject({
       perTxLimitUnits: 10n,
       feeCeilingWei: 1000n,
@@ -142,7 +152,7 @@ describe("StateStore (sealed, group commit)", () => {
 
     await store.commit((state) => state.counters.set("k", 3));
     await store.close();
-    const reopened = await StateStore.open(path, key);
+    const reopened = await open(path, key);
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.counters.get("k")).toBe(3);
     const newest = await StateSlots.open(path, key);
@@ -191,7 +201,7 @@ describe("StateStore (sealed, group commit)", () => {
     await slots.close();
 
     // Mutation: parsePersisted without its v3 branch fails this ("state does not parse").
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     expect(store.state.policy).toEqual({
       perTxLimitUnits: 10n,
       dailyLimitUnits: 20n,
@@ -227,7 +237,7 @@ describe("StateStore (sealed, group commit)", () => {
 
     await store.commit((state) => state.counters.set("k", 3));
     await store.close();
-    const reopened = await StateStore.open(path, key);
+    const reopened = await open(path, key);
     expect(reopened.state.policy).toEqual(store.state.policy);
     expect(reopened.state.treasury).toEqual(store.state.treasury);
     const newest = await StateSlots.open(path, key);
@@ -258,7 +268,7 @@ describe("StateStore (sealed, group commit)", () => {
       1n,
     );
     await slots.close();
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     expect(store.state.operatorKeys.get("alice")).toEqual({
       publicKey: operatorKey,
       label: null,
@@ -279,7 +289,7 @@ describe("StateStore (sealed, group commit)", () => {
     };
     await store.commit((state) => state.operatorPasskeys.set("alice-passkey", passkey));
     await store.close();
-    const reopened = await StateStore.open(path, key);
+    const reopened = await open(path, key);
     expect(reopened.state.operatorPasskeys.get("alice-passkey")).toEqual(passkey);
     expect(reopened.state.operatorKeys.get("alice")?.lastCounter).toBe(7);
     const newest = await StateSlots.open(path, key);
@@ -288,33 +298,33 @@ describe("StateStore (sealed, group commit)", () => {
   });
 
   it("applies a change to memory at once, before it is durable", async () => {
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     const done = store.commit((state) => state.counters.set("x", 1));
     expect(store.state.counters.get("x")).toBe(1);
     await done;
   });
 
   it("coalesces concurrent commits into few writes, each resolved only after a write that includes it", async () => {
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     const writes = vi.spyOn(StateSlots.prototype, "write");
     await Promise.all(
       Array.from({ length: 50 }, (_, index) => store.commit((state) => state.counters.set(`c${index}`, 1))),
     );
     expect(writes.mock.calls.length).toBeGreaterThanOrEqual(1);
     expect(writes.mock.calls.length).toBeLessThanOrEqual(2);
-    const reopened = await StateStore.open(path, key);
+    const reopened = await open(path, key);
     expect(reopened.state.counters.size).toBe(50);
   });
 
   it("rejects waiters with SealError when the write fails", async () => {
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     // A fake for a fault the disk cannot be made to produce here.
     vi.spyOn(StateSlots.prototype, "write").mockRejectedValueOnce(new Error("disk full"));
     await expect(store.commit((state) => state.counters.set("y", 1))).rejects.toBeInstanceOf(SealError);
   });
 
   it("refuses a state file sealed under another key or tampered with", async () => {
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     await store.commit((state) => state.counters.set("z", 1));
     await expect(StateStore.open(path, generateSealingKey())).rejects.toBeInstanceOf(SealError);
     const blob = await readFile(path.slots[0]);
@@ -324,7 +334,7 @@ describe("StateStore (sealed, group commit)", () => {
   });
 
   it("keeps its state in private files, a slot and the journal, and nothing else", async () => {
-    const store = await StateStore.open(path, key);
+    const store = await open(path, key);
     await store.commit((state) => state.counters.set("w", 1));
     await store.commit((state) => state.counters.set("w", 2));
     await store.close();
