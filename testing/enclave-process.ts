@@ -82,7 +82,7 @@ export async function createEnclaveFixture(
     recordSecret(toHex(key).replace(/^0x/, ""));
   // `init` through the enclave's own code in this process, where the CLI cost a process start of
   // about half a second of CPU for a few milliseconds of work, at every fixture of the suite (the
-  // CLI's `init` keeps tests of its own: ops/recover, instance-binding, dev/start).
+  // CLI's `init` keeps tests of its own: ops/recover, the restore drill, npm start's).
   await initEnclave({
     dataDir,
     envId,
