@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
+import type { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -83,6 +84,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       );
     }
     await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
+    await closeAdminClients();
     await stopEmbedded?.();
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
     if (!dataBefore && existsSync(checkoutData)) {
@@ -100,12 +102,64 @@ export function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
+/**
+ * Runs one statement on the cluster's maintenance database (creating and dropping databases), over
+ * one connection per process and URL kept open: a new connection costs the cluster about 20 ms of
+ * CPU, and a run makes a few hundred databases. A connection that failed is dropped, and the next
+ * statement opens another.
+ */
 export async function adminQuery(url: string, text: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(text);
-  } finally {
-    await client.end();
+  await (await adminClient(url)).query(text);
+}
+
+type AdminClient = { query(text: string): Promise<void>; usable: boolean; end(): Promise<void> };
+const adminClients = new Map<string, Promise<AdminClient>>();
+
+async function adminClient(url: string): Promise<AdminClient> {
+  const cached = adminClients.get(url);
+  if (!cached) {
+    const opening = openAdminClient(url);
+    adminClients.set(url, opening);
+    return opening;
   }
+  const client = await cached.catch(() => undefined);
+  if (client?.usable) return client;
+  if (adminClients.get(url) === cached) adminClients.delete(url);
+  return adminClient(url);
+}
+
+async function openAdminClient(url: string): Promise<AdminClient> {
+  const client = new pg.Client({ connectionString: url });
+  // The idle connection must not keep a process alive once its work is done; a statement in
+  // flight must (with nothing else pending, the process would exit while it waits for the answer).
+  const socket = () => (client as unknown as { connection: { stream: Socket } }).connection.stream;
+  let inFlight = 0;
+  const admin: AdminClient = {
+    async query(text) {
+      if (inFlight++ === 0) socket().ref();
+      try {
+        await client.query(text);
+      } finally {
+        if (--inFlight === 0) socket().unref();
+      }
+    },
+    usable: true,
+    end: () => client.end(),
+  };
+  // The cluster going away (its stop at the run's end) is an error here, not a crash of the process.
+  const unusable = () => {
+    admin.usable = false;
+  };
+  client.on("error", unusable);
+  client.on("end", unusable);
+  await client.connect();
+  socket().unref();
+  return admin;
+}
+
+/** Closes this process's maintenance connections (the run's teardown, before the cluster stops). */
+export async function closeAdminClients(): Promise<void> {
+  const clients = [...adminClients.values()];
+  adminClients.clear();
+  await Promise.all(clients.map(async (client) => (await client.catch(() => undefined))?.end()));
 }
