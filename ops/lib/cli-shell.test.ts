@@ -1,14 +1,15 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../testing/enclave-process.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import { DEBUG_ENV, EXIT_CODES, redact } from "./cli-shell.ts";
+import { programArgs } from "./program-bundles.mjs";
 
-// Each case runs testing/cli-shell-probe.ts as a child process: the exit code is what a script or
-// a runbook sees, so it is read from a real process, not from a function's return value.
+// Each case runs testing/cli-shell-probe.ts as a child process, from its bundle as the tools run:
+// the exit code is what a script or a runbook sees, so it is read from a real process, not from a
+// function's return value.
 const PROBE = "testing/cli-shell-probe.ts";
 const PASSWORD = "s3cret-passw0rd";
 const TOKEN = "probe-api-token-0123456789";
@@ -155,16 +156,10 @@ describe("the operators' CLI shell (ops/lib/cli-shell.ts)", () => {
   });
 
   it("on SIGINT runs the tool's cleanup, then exits 130", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        "--import",
-        pathToFileURL(path.join(REPO_ROOT, "node_modules/tsx/dist/loader.mjs")).href,
-        path.join(REPO_ROOT, PROBE),
-        "interruptible",
-      ],
-      { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] },
-    );
+    const child = spawn(process.execPath, [...programArgs(path.join(REPO_ROOT, PROBE)), "interruptible"], {
+      cwd: REPO_ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => {

@@ -58,9 +58,11 @@ export const PROGRAMS = [
   "soak/main.ts",
   // The agent's MCP server (`npm run mcp`), started by its MCP host.
   "mcp/main.ts",
-  // The tests' own: an origin that kills itself at a chosen step, a refill killed mid-write.
+  // The tests' own: an origin that kills itself at a chosen step, a refill killed mid-write, and a
+  // tool on the operators' CLI shell that ends as its first argument says.
   "testing/money-crash-origin.ts",
   "testing/refill-crash.ts",
+  "testing/cli-shell-probe.ts",
 ];
 
 const THIS_FILE = fileURLToPath(import.meta.url);
