@@ -22,7 +22,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
-import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
+import { type CpuRoot, cpuDelta, cpuMsOf, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 
@@ -42,10 +42,18 @@ type Target = {
   body?: string;
 };
 /**
- * Requests per second (mean over rounds, and per round) with sequential latency in ms, and the CPU
- * each process spent per request under the throughput rounds (µs).
+ * Requests per second (mean over rounds, and per round) with sequential latency in ms, the CPU
+ * each process spent per request under the throughput rounds (µs), and the share of those rounds'
+ * time the origin's main thread (its event loop, which every request goes through) was busy.
  */
-type Figures = { rps: number; rounds: number[]; p50: number; p99: number; cpuUs: Record<string, number> };
+type Figures = {
+  rps: number;
+  rounds: number[];
+  p50: number;
+  p99: number;
+  cpuUs: Record<string, number>;
+  originMainBusy: number;
+};
 
 const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
@@ -102,8 +110,13 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 3_000);
 async function measureAll(
   targets: Target[],
   trees: Record<string, CpuRoot>,
+  originPid: number | undefined,
   samplesPerTarget = SAMPLES,
 ): Promise<Figures[]> {
+  const originMainMs = (): Promise<number> =>
+    originPid === undefined
+      ? Promise.resolve(Number.NaN)
+      : cpuMsOf(`/proc/${originPid}/task/${originPid}/stat`);
   const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
   const samples: number[][] = targets.map(() => []);
   for (const [i, target] of targets.entries()) {
@@ -118,10 +131,15 @@ async function measureAll(
   const rounds: number[][] = targets.map(() => []);
   const requests = targets.map(() => 0);
   const cpuSeconds: Record<string, number>[] = targets.map(() => ({}));
+  const mainBusy = targets.map(() => ({ cpuMs: 0, wallMs: 0 }));
   for (let round = 0; round < ROUNDS; round++) {
     for (const [i, target] of targets.entries()) {
       const before = await treeCpuSeconds(trees);
+      const mainBefore = await originMainMs();
+      const started = performance.now();
       const measured = await throughput(target);
+      mainBusy[i]!.wallMs += performance.now() - started;
+      mainBusy[i]!.cpuMs += (await originMainMs()) - mainBefore;
       for (const [name, seconds] of Object.entries(cpuDelta(before, await treeCpuSeconds(trees)))) {
         cpuSeconds[i]![name] = (cpuSeconds[i]![name] ?? 0) + seconds;
       }
@@ -140,6 +158,7 @@ async function measureAll(
       cpuUs: Object.fromEntries(
         Object.entries(cpuSeconds[i]!).map(([name, seconds]) => [name, (seconds * 1e6) / requests[i]!]),
       ),
+      originMainBusy: mainBusy[i]!.cpuMs / mainBusy[i]!.wallMs,
     };
   });
 }
@@ -148,7 +167,10 @@ function line(name: string, f: Figures): string {
   const cpu = Object.entries(f.cpuUs)
     .map(([process, us]) => `${process} ${us.toFixed(0)}`)
     .join(", ");
-  return `${name.padEnd(34)} ${f.rps.toFixed(0).padStart(7)} req/s   p50 ${f.p50.toFixed(3)} ms   p99 ${f.p99.toFixed(3)} ms   CPU µs/request: ${cpu}`;
+  const busy = Number.isNaN(f.originMainBusy)
+    ? ""
+    : `   origin's main thread busy ${(f.originMainBusy * 100).toFixed(0)}%`;
+  return `${name.padEnd(34)} ${f.rps.toFixed(0).padStart(7)} req/s   p50 ${f.p50.toFixed(3)} ms   p99 ${f.p99.toFixed(3)} ms   CPU µs/request: ${cpu}${busy}`;
 }
 
 async function main(): Promise<void> {
@@ -216,6 +238,7 @@ async function main(): Promise<void> {
         { name: "rpc", url: `${base}/77/agent/v1/rpc`, ...rpcBody, headers: { ...rpcBody.headers, ...auth } },
       ],
       trees,
+      origin.process.pid,
     )) as [Figures, Figures, Figures, Figures, Figures];
 
     say(line("baseline: bare Hono route", bare));
@@ -229,6 +252,12 @@ async function main(): Promise<void> {
     const added = proxied.p50 - direct.p50;
     say(
       `/network throughput = ${share.toFixed(2)}× the bare route's (median of rounds: ${shares.map((x) => `${x.toFixed(2)}×`).join(", ")}; goal ≥ 0.8×): ${share >= 0.8 ? "met" : "NOT met"}`,
+    );
+    // Both targets are served by the origin's one event loop; while it is busy nearly all the time
+    // in both, their throughputs stand as the inverse of its CPU per request, and so does the ratio.
+    const originShare = (bare.cpuUs.origin ?? Number.NaN) / (network.cpuUs.origin ?? Number.NaN);
+    say(
+      `  the origin's main thread busy ${(bare.originMainBusy * 100).toFixed(0)}% (bare) and ${(network.originMainBusy * 100).toFixed(0)}% (/network); by the origin's CPU per request alone: ${originShare.toFixed(2)}×`,
     );
     say(
       `/rpc adds ${added.toFixed(3)} ms at p50 over the direct call (goal ≤ 0.3 ms): ${added <= 0.3 ? "met" : "NOT met"}`,
