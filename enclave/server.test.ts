@@ -153,7 +153,7 @@ describe("startEnclaveServer", () => {
     const started = startEnclaveServer({ socketPath, dataDir, logger });
     await expect(started).rejects.toBeInstanceOf(EnclaveStartError);
     await expect(started).rejects.toThrow(/initialised before the recovery encryption key existed/);
-    await expect(started).rejects.toThrow(/ops\/recovery-key\.ts --out FILE/);
+    await expect(started).rejects.toThrow(/npm run recovery-key -- --out FILE/);
     await expect(started).rejects.toThrow(/--recovery-enc-pubkey/);
     await expect(stat(socketPath)).rejects.toMatchObject({ code: "ENOENT" });
   });

@@ -148,8 +148,8 @@ async function readConfigOrExplain(
     throw new EnclaveStartError(
       `${dataDir} was initialised before ${missing}; this enclave refuses to serve it. ` +
         "Re-initialise: move the data folder away, create the offline keys " +
-        "(npx tsx ops/enclave-authority.ts --out FILE for each authority, " +
-        "npx tsx ops/recovery-key.ts --out FILE for the recovery encryption key) and run " +
+        "(npm run enclave-authority -- --out FILE for each authority, " +
+        "npm run recovery-key -- --out FILE for the recovery encryption key) and run " +
         "`npm run enclave -- init --env-id … --admin-pubkey … --policy-pubkey … --recovery-pubkey … " +
         "--recovery-enc-pubkey …` (local stack: rm -rf .data, then npm start).",
     );

@@ -4,11 +4,11 @@
  * `npm run enclave -- init --admin-pubkey/--policy-pubkey/--recovery-pubkey`. Never overwrites an
  * existing key. Run it offline for the policy and recovery keys: only their public keys travel.
  *
- *   npx tsx ops/enclave-authority.ts --out .data/admin-authority.key
- *   npx tsx ops/enclave-authority.ts --show .data/admin-authority.key
+ *   npm run enclave-authority -- --out .data/admin-authority.key
+ *   npm run enclave-authority -- --show .data/admin-authority.key
  *
  * `--show` prints the public key of an existing key file, alone on one line, for `init` again
- * (the recovery runbook) as `--admin-pubkey "$(npx tsx ops/enclave-authority.ts --show FILE)"`.
+ * (the recovery runbook) as `--admin-pubkey "$(npm run --silent enclave-authority -- --show FILE)"`.
  */
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { authorityPublicKey } from "../shared/capability.ts";
@@ -18,7 +18,6 @@ import { createAuthorityKeyFile } from "./lib/key-files.ts";
 
 const tool: KeyFileTool = {
   name: "enclave-authority",
-  path: "ops/enclave-authority.ts",
   holds: "a 32-byte hex seed",
   async create(path) {
     const created = await createAuthorityKeyFile(path);

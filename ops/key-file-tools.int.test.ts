@@ -17,9 +17,19 @@ afterAll(async () => {
 });
 
 describe.each([
-  { tool: "ops/enclave-authority.ts", fields: ["public_key", "key_file"], what: "an authority key" },
-  { tool: "ops/recovery-key.ts", fields: ["public_key", "fingerprint", "key_file"], what: "a recovery key" },
-])("$tool", ({ tool, fields, what }) => {
+  {
+    tool: "ops/enclave-authority.ts",
+    script: "enclave-authority",
+    fields: ["public_key", "key_file"],
+    what: "an authority key",
+  },
+  {
+    tool: "ops/recovery-key.ts",
+    script: "recovery-key",
+    fields: ["public_key", "fingerprint", "key_file"],
+    what: "a recovery key",
+  },
+])("$tool", ({ tool, script, fields, what }) => {
   const file = (): string => path.join(dir, `${path.basename(tool, ".ts")}.key`);
 
   it("--out writes a new 0600 key file and prints its public parts; --show prints the same public key", async () => {
@@ -59,7 +69,7 @@ describe.each([
     for (const args of [[], ["--out", file(), "--show", file()], ["--bogus"]]) {
       const run = await runTool(tool, ...args);
       expect({ args, code: run.code }).toEqual({ args, code: 2 });
-      expect(run.stderr).toContain(`usage: npx tsx ${tool} --out PATH | --show PATH`);
+      expect(run.stderr).toContain(`usage: npm run ${script} -- --out PATH | --show PATH`);
     }
   });
 });

@@ -3,7 +3,7 @@
  * for the restore drill with the offline recovery key. Prints the capability as JSON (its fields
  * are strings and integers, the same map the CBOR wire carries).
  *
- *   npx tsx ops/mint-capability.ts --authority-key KEY --op restore_backup --env-id dev \
+ *   npm run mint-capability -- --authority-key KEY --op restore_backup --env-id dev \
  *     --params '{}' --bytes-param package=batch.package --socket .data/enclave.sock
  *
  * --params is the exact wire params (snake_case, amounts as decimal strings); --bytes-param adds
@@ -35,7 +35,7 @@ import {
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
 
-const USAGE = `usage: npx tsx ops/mint-capability.ts --authority-key PATH --op OP --env-id ID
+const USAGE = `usage: npm run mint-capability -- --authority-key PATH --op OP --env-id ID
   (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
   (--instance-id HEX --counter N | --socket PATH) [--request-id ID] [--chain-id ${CHAIN_ID}] [--out PATH]
   --instance-id and --counter each override what --socket would ask the enclave for.`;

@@ -3,13 +3,13 @@
  * key pair whose public half goes to `npm run enclave -- init --recovery-enc-pubkey` and whose private
  * half (32 bytes, hex, in a new 0600 file) stays offline with the operator. Every backup envelope's keys are sealed to it with
  * HPKE; only the offline recovery steps (npm run restore-drill, npm run recover,
- * ops/recovery-reencrypt.ts) ever read it. Never overwrites an existing key. Run it offline.
+ * npm run recovery-reencrypt) ever read it. Never overwrites an existing key. Run it offline.
  *
- *   npx tsx ops/recovery-key.ts --out recovery-encryption.key
- *   npx tsx ops/recovery-key.ts --show recovery-encryption.key
+ *   npm run recovery-key -- --out recovery-encryption.key
+ *   npm run recovery-key -- --show recovery-encryption.key
  *
  * `--show` prints the public key of an existing key file, alone on one line, for `init` again
- * (the recovery runbook): `--recovery-enc-pubkey "$(npx tsx ops/recovery-key.ts --show FILE)"`.
+ * (the recovery runbook): `--recovery-enc-pubkey "$(npm run --silent recovery-key -- --show FILE)"`.
  *
  * This is not the recovery *authority* (ops/enclave-authority.ts, Ed25519): that one signs
  * restore_backup capabilities; this one decrypts backups. Both live offline with the operator.
@@ -22,7 +22,6 @@ import { createRecoveryKeyFile, readRecoveryKeyFile } from "./lib/key-files.ts";
 
 const tool: KeyFileTool = {
   name: "recovery-key",
-  path: "ops/recovery-key.ts",
   holds: "a 32-byte hex key",
   async create(path) {
     const created = await createRecoveryKeyFile(path);

@@ -2,7 +2,7 @@
  * The offline re-encryption step of a recovery (docs/operations.md, "Disaster recovery"), for an operator who
  * keeps the recovery encryption key on a machine that never reaches the enclave:
  *
- *   npx tsx ops/recovery-reencrypt.ts --envelope BATCH.backup --recovery-enc-key FILE \
+ *   npm run recovery-reencrypt -- --envelope BATCH.backup --recovery-enc-key FILE \
  *     --transport-key HEX --env-id ID --out BATCH.package
  *
  * It opens the envelope's recovery copy and seals the same keys to the transport key the new
@@ -29,7 +29,7 @@ import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { reencryptForTransport } from "./lib/reencrypt-envelope.ts";
 
 const USAGE =
-  "usage: npx tsx ops/recovery-reencrypt.ts --envelope FILE --recovery-enc-key FILE --transport-key HEX --env-id ID --out FILE\n";
+  "usage: npm run recovery-reencrypt -- --envelope FILE --recovery-enc-key FILE --transport-key HEX --env-id ID --out FILE\n";
 
 async function run(argv: string[]): Promise<CliOutcome> {
   const { values } = parseArgs({

@@ -29,9 +29,8 @@ export async function writeNewKeyFile(path: string, key: Uint8Array, what: strin
 }
 
 export type KeyFileTool = {
-  /** The tool's name in its messages and its path in the usage line. */
+  /** The tool's name in its messages, and its npm script in the usage line. */
   name: string;
-  path: string;
   /** What a file of this kind holds, for the message when it cannot be read. */
   holds: string;
   /** Creates a new key file at the path; what to print of it (public parts only). */
@@ -48,7 +47,7 @@ export type KeyFileTool = {
 export function keyFileCli(tool: KeyFileTool): CliTool {
   return {
     name: tool.name,
-    usage: `usage: npx tsx ${tool.path} --out PATH | --show PATH`,
+    usage: `usage: npm run ${tool.name} -- --out PATH | --show PATH`,
     async run(argv) {
       const { values } = parseArgs({
         args: argv,
