@@ -35,7 +35,7 @@ import {
 } from "../devnet/testing.ts";
 import { type ManagedChild, profiledProgram, startChild } from "../ops/lib/supervisor.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
-import { cpuMsOf } from "../testing/measure/proc-cpu.ts";
+import { cpuMsOf, mainThreadCpuMs } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
@@ -231,7 +231,7 @@ async function runPhase(
 ): Promise<{ sent: number; seconds: number; latencies: number[]; cpuMs: number; mainMs: number }> {
   const latencies: number[] = [];
   const cpuBefore = await cpuMsOf(`/proc/${pid}/stat`);
-  const mainBefore = await cpuMsOf(`/proc/${pid}/task/${pid}/stat`);
+  const mainBefore = await mainThreadCpuMs(pid);
   const started = performance.now();
   const deadline = started + SECONDS * 1000;
   await Promise.all(
@@ -252,7 +252,7 @@ async function runPhase(
     seconds,
     latencies,
     cpuMs: (await cpuMsOf(`/proc/${pid}/stat`)) - cpuBefore,
-    mainMs: (await cpuMsOf(`/proc/${pid}/task/${pid}/stat`)) - mainBefore,
+    mainMs: (await mainThreadCpuMs(pid)) - mainBefore,
   };
 }
 

@@ -18,7 +18,7 @@ import { buildIdentityProofPreimage, identityProofDigest } from "../shared/ident
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../shared/secp256k1.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
-import { cpuMsOf } from "../testing/measure/proc-cpu.ts";
+import { cpuMsOf, mainThreadCpuMs } from "../testing/measure/proc-cpu.ts";
 
 const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const AMOUNT = 10_000n;
@@ -44,17 +44,15 @@ type Figure = { op: Op; mode: string; ops: number; seconds: number; rate: number
 async function cpuMeter(enclavePid: number | undefined): Promise<(ops: number) => Promise<CpuPerOp>> {
   const read = (pid: number | undefined): Promise<number> =>
     pid === undefined ? Promise.resolve(Number.NaN) : cpuMsOf(`/proc/${pid}/stat`);
-  const readMain = (pid: number | undefined): Promise<number> =>
-    pid === undefined ? Promise.resolve(Number.NaN) : cpuMsOf(`/proc/${pid}/task/${pid}/stat`);
   const [bench, enclave, enclaveMain] = [
     await read(process.pid),
     await read(enclavePid),
-    await readMain(enclavePid),
+    await mainThreadCpuMs(enclavePid),
   ];
   return async (ops) => ({
     bench: ((await read(process.pid)) - bench) / ops,
     enclave: enclavePid === undefined ? null : ((await read(enclavePid)) - enclave) / ops,
-    enclaveMain: enclavePid === undefined ? null : ((await readMain(enclavePid)) - enclaveMain) / ops,
+    enclaveMain: enclavePid === undefined ? null : ((await mainThreadCpuMs(enclavePid)) - enclaveMain) / ops,
   });
 }
 

@@ -22,7 +22,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
-import { type CpuRoot, cpuDelta, cpuMsOf, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
+import { type CpuRoot, cpuDelta, mainThreadCpuMs, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 
@@ -113,10 +113,6 @@ async function measureAll(
   originPid: number | undefined,
   samplesPerTarget = SAMPLES,
 ): Promise<Figures[]> {
-  const originMainMs = (): Promise<number> =>
-    originPid === undefined
-      ? Promise.resolve(Number.NaN)
-      : cpuMsOf(`/proc/${originPid}/task/${originPid}/stat`);
   const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
   const samples: number[][] = targets.map(() => []);
   for (const [i, target] of targets.entries()) {
@@ -135,11 +131,11 @@ async function measureAll(
   for (let round = 0; round < ROUNDS; round++) {
     for (const [i, target] of targets.entries()) {
       const before = await treeCpuSeconds(trees);
-      const mainBefore = await originMainMs();
+      const mainBefore = await mainThreadCpuMs(originPid);
       const started = performance.now();
       const measured = await throughput(target);
       mainBusy[i]!.wallMs += performance.now() - started;
-      mainBusy[i]!.cpuMs += (await originMainMs()) - mainBefore;
+      mainBusy[i]!.cpuMs += (await mainThreadCpuMs(originPid)) - mainBefore;
       for (const [name, seconds] of Object.entries(cpuDelta(before, await treeCpuSeconds(trees)))) {
         cpuSeconds[i]![name] = (cpuSeconds[i]![name] ?? 0) + seconds;
       }

@@ -20,7 +20,7 @@ import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
-import { cpuDelta, cpuMsOf, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
+import { cpuDelta, mainThreadCpuMs, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median } from "../testing/measure/stats.ts";
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 1200);
@@ -51,10 +51,9 @@ async function withCpu<T>(
     enclave: { pid: pids.enclave, tree: false },
     postgres: { pid: pids.postgres, tree: true, reaped: true },
   };
-  const mainThread = `/proc/${pids.enclave}/task/${pids.enclave}/stat`;
-  const [before, mainBefore] = [await treeCpuSeconds(roots), await cpuMsOf(mainThread)];
+  const [before, mainBefore] = [await treeCpuSeconds(roots), await mainThreadCpuMs(pids.enclave)];
   const value = await fn();
-  const [after, mainAfter] = [await treeCpuSeconds(roots), await cpuMsOf(mainThread)];
+  const [after, mainAfter] = [await treeCpuSeconds(roots), await mainThreadCpuMs(pids.enclave)];
   const seconds = cpuDelta(before, after);
   const cpuMs = Object.fromEntries(Object.entries(seconds).map(([name, s]) => [name, s * 1000]));
   return { value, cpuMs: { ...cpuMs, "enclave main thread": mainAfter - mainBefore } };

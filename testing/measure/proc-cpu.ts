@@ -47,6 +47,14 @@ export async function cpuMsOf(statPath: string): Promise<number> {
 }
 
 /**
+ * CPU ms used so far by a process's main thread (its event loop, for Node), NaN where it cannot be
+ * read or there is no process.
+ */
+export function mainThreadCpuMs(pid: number | undefined): Promise<number> {
+  return pid === undefined ? Promise.resolve(Number.NaN) : cpuMsOf(`/proc/${pid}/task/${pid}/stat`);
+}
+
+/**
  * A process to account for: with its descendants (`tree`), or alone. `reaped`: also the CPU of
  * descendants that have ended (Postgres ends a connection's process when the connection closes,
  * and its CPU would otherwise leave the tree's sum).
