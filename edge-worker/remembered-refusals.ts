@@ -4,6 +4,7 @@
  * origin one request per key and window rather than one per attempt. Kept in the isolate's memory:
  * another isolate, or one started since, forwards as before and the origin's own limits still hold.
  */
+import { RecencyMap } from "../shared/recency-map.ts";
 
 /**
  * The longest a refusal is remembered, whatever its Retry-After: a spent daily quota answers the
@@ -20,7 +21,7 @@ export function refusalSeconds(response: Response): number | undefined {
 
 export class RememberedRefusals<Value> {
   /** Key → when its refusal ends (ms) and what to answer, in the order they were remembered. */
-  private readonly until = new Map<string, { until: number; value: Value }>();
+  private readonly until = new RecencyMap<string, { until: number; value: Value }>();
 
   /** `capacity`: keys remembered at once; past it the oldest is forgotten (the origin refuses it again). */
   constructor(
@@ -40,11 +41,7 @@ export class RememberedRefusals<Value> {
 
   /** Remembers a refusal of `seconds` (REMEMBER_AT_MOST_MS at most) for the key. */
   remember(key: string, seconds: number, value: Value): void {
-    this.until.delete(key);
-    if (this.until.size >= this.capacity) {
-      const oldest = this.until.keys().next().value;
-      if (oldest !== undefined) this.until.delete(oldest);
-    }
+    if (!this.until.has(key) && this.until.size >= this.capacity) this.until.shift();
     this.until.set(key, { until: this.now() + Math.min(seconds * 1_000, REMEMBER_AT_MOST_MS), value });
   }
 }

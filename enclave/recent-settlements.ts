@@ -6,6 +6,8 @@
  * besides. Not sealed on disk: writing it with each settlement would add to the paid path's state
  * writes; after a restart the enclave signs no receipt for a settlement signed before it.
  */
+import { RecencyMap } from "../shared/recency-map.ts";
+
 export type RecordedSettlement = {
   /** Lowercase payer (the authorization's from) and payee (its to). */
   payer: string;
@@ -21,16 +23,14 @@ const KEEP_AFTER_VALIDITY_SECONDS = 3_600n;
 const MAX_ENTRIES = 100_000;
 
 export class RecentSettlements {
-  private readonly byHash = new Map<string, RecordedSettlement>();
+  /** In the order they were recorded. */
+  private readonly byHash = new RecencyMap<string, RecordedSettlement>();
 
   /** Records a signed settlement under its transaction hash. */
   record(txHash: string, settlement: RecordedSettlement, nowSeconds: bigint): void {
     this.prune(nowSeconds);
     this.byHash.set(txHash.toLowerCase(), settlement);
-    if (this.byHash.size > MAX_ENTRIES) {
-      const oldest = this.byHash.keys().next().value;
-      if (oldest !== undefined) this.byHash.delete(oldest);
-    }
+    if (this.byHash.size > MAX_ENTRIES) this.byHash.shift();
   }
 
   /** The settlement signed under `txHash`, while it is remembered. */
@@ -42,9 +42,9 @@ export class RecentSettlements {
 
   private prune(nowSeconds: bigint): void {
     // Insertion order is close to validBefore order (validities are bounded by the sealed maximum).
-    for (const [hash, entry] of this.byHash) {
-      if (entry.validBefore + KEEP_AFTER_VALIDITY_SECONDS >= nowSeconds) break;
-      this.byHash.delete(hash);
+    for (let oldest = this.byHash.oldest(); oldest; oldest = this.byHash.oldest()) {
+      if (oldest.value.validBefore + KEEP_AFTER_VALIDITY_SECONDS >= nowSeconds) break;
+      this.byHash.shift();
     }
   }
 }

@@ -16,6 +16,7 @@
  * the edge keeps one of its own per isolate, in front of the origin's (edge-worker/lockouts.ts).
  */
 import { SlidingWindowLimiter } from "./rate-limiter.ts";
+import { RecencyMap } from "./recency-map.ts";
 
 export const LOCKOUT_ALLOWANCE = {
   windowSeconds: 60,
@@ -40,8 +41,8 @@ export class LockoutAllowance {
   private readonly now: () => number;
   private readonly firstSight: SlidingWindowLimiter;
   private readonly comeBack: SlidingWindowLimiter;
-  /** `source token_id` → what happened to the id there, and when (Unix second). */
-  private readonly ids = new Map<string, { state: "refused" | "spent"; second: number }>();
+  /** `source token_id` → what happened to the id there, and when (Unix second); least recent first. */
+  private readonly ids = new RecencyMap<string, { state: "refused" | "spent"; second: number }>();
 
   constructor(options: LockoutAllowanceOptions = {}) {
     const { now, ...limits } = options;
@@ -88,11 +89,7 @@ export class LockoutAllowance {
   }
 
   private note(key: string, state: "refused" | "spent", second: number): void {
-    // Re-inserted, so the Map's first key is always the least recently touched.
-    if (!this.ids.delete(key) && this.ids.size >= this.limits.maxEntries) {
-      const oldest = this.ids.keys().next();
-      if (!oldest.done) this.ids.delete(oldest.value);
-    }
+    if (!this.ids.has(key) && this.ids.size >= this.limits.maxEntries) this.ids.shift();
     this.ids.set(key, { state, second });
   }
 

@@ -68,5 +68,12 @@ describe("SlidingWindowLimiter", () => {
       { key: "a", count: 1, lastSecond: 1000 },
     ]);
     expect(limiter.snapshot(1)).toHaveLength(1);
+    // "a" leaves the window, "b" is still in it, "c" is new.
+    now += 59_000;
+    limiter.consume("c");
+    expect(limiter.snapshot(200)).toEqual([
+      { key: "c", count: 1, lastSecond: 1061 },
+      { key: "b", count: 2, lastSecond: 1002 },
+    ]);
   });
 });

@@ -1,9 +1,12 @@
+import { RecencyMap } from "./recency-map.ts";
+
 /**
  * Sliding-window counters kept in memory per node (docs/api.md#rate-limits). Each key keeps a count
  * per second that had events, oldest first, so a count ages out within a second of leaving the
  * window without a timestamp per request, and a key with a few events (the usual failing client)
- * costs about 130 bytes. The number of keys is bounded: the least recently touched key is dropped
- * first, so memory stays flat under many client IPs.
+ * costs about 160 bytes. The number of keys is bounded: the key with the oldest last event is
+ * dropped first, in constant time however many keys there are, so memory and the cost of a new
+ * key stay flat under many client IPs.
  */
 export type SlidingWindowLimiterOptions = {
   limit: number;
@@ -26,9 +29,8 @@ export class SlidingWindowLimiter {
   readonly windowSeconds: number;
   private readonly maxKeys: number;
   private readonly now: () => number;
-  private readonly keys = new Map<string, Events>();
-  /** The key touched last: the Map's last key. */
-  private newest: string | undefined;
+  /** In the order of each key's last event: the most recent last. */
+  private readonly keys = new RecencyMap<string, Events>();
 
   constructor(options: SlidingWindowLimiterOptions) {
     this.limit = options.limit;
@@ -61,20 +63,12 @@ export class SlidingWindowLimiter {
   /** Counts one event, whether or not it fits. */
   record(key: string): void {
     const second = this.currentSecond();
-    const events = this.keys.get(key);
+    const events = this.keys.touch(key);
     if (!events) {
-      if (this.keys.size >= this.maxKeys) this.evictOldest();
+      if (this.keys.size >= this.maxKeys) this.keys.shift();
       // A literal, not push(): an array grown by push reserves room for 17 numbers.
       this.keys.set(key, [second, 1]);
-      this.newest = key;
       return;
-    }
-    // Re-inserted, so Map order doubles as least-recently-touched order; the key touched last
-    // already is last (one agent's requests in a row), and re-inserting it was most of the cost.
-    if (key !== this.newest) {
-      this.keys.delete(key);
-      this.keys.set(key, events);
-      this.newest = key;
     }
     this.dropExpired(events, second);
     if (events.length > 0 && events[events.length - 2] === second) events[events.length - 1]!++;
@@ -83,15 +77,19 @@ export class SlidingWindowLimiter {
 
   /**
    * Keys with events in the window, their counts and the last second (Unix) with an event, most
-   * recently touched first (the operator console).
+   * recent first, at most `max` (the operator console): it reads those keys alone, however many
+   * keys a flood has left.
    */
   snapshot(max: number): LimiterBucket[] {
     const second = this.currentSecond();
     const out: LimiterBucket[] = [];
-    for (const [key, events] of [...this.keys].reverse()) {
+    for (const { key, value: events } of this.keys.newestFirst()) {
       if (out.length >= max) break;
       const count = this.countIn(events, second);
-      if (count > 0) out.push({ key, count, lastSecond: events[events.length - 2]! });
+      // Keys are in the order of their last event: once one has none left in the window, no
+      // older key has either.
+      if (count === 0) break;
+      out.push({ key, count, lastSecond: events[events.length - 2]! });
     }
     return out;
   }
@@ -126,10 +124,5 @@ export class SlidingWindowLimiter {
       if (excess <= 0) return this.windowSeconds - (second - events[i]!);
     }
     return this.windowSeconds;
-  }
-
-  private evictOldest(): void {
-    const oldest = this.keys.keys().next();
-    if (!oldest.done) this.keys.delete(oldest.value);
   }
 }

@@ -1,3 +1,5 @@
+import { RecencyMap } from "../../shared/recency-map.ts";
+
 /**
  * Ours: which token ids authenticated from which client (IPv4 address or IPv6 /64) lately, kept in
  * memory per node. A client's failures past the pre-auth limit (docs/api.md#rate-limits) then lock
@@ -13,7 +15,7 @@
 export const RECENT_AUTHENTICATIONS = {
   /** How long a success from a client keeps its token working there past the limit. */
   windowSeconds: 24 * 60 * 60,
-  /** About 300 bytes a pair, measured (V8 strings and the Map): at most ~15 MiB per node. */
+  /** About 400 bytes a pair, measured (V8 strings, the Map and its order): at most ~20 MiB per node. */
   maxEntries: 50_000,
   /** Addresses one token is remembered at: an agent on a few runners or egress ranges. */
   maxSourcesPerToken: 16,
@@ -31,17 +33,12 @@ export class RecentAuthentications {
   private readonly maxEntries: number;
   private readonly maxSourcesPerToken: number;
   private readonly now: () => number;
-  /** `source token_id` → the second (Unix) of the last success; Map order is recency order. */
-  private readonly seen = new Map<string, number>();
+  /** `source token_id` → the second (Unix) of the last success, the least recently seen first. */
+  private readonly seen = new RecencyMap<string, number>();
   /** token_id → its sources in the set, least recently seen first. */
   private readonly sourcesOf = new Map<string, Set<string>>();
   /** source → the token ids in the set there, for the edge's lockouts (tokensFrom). */
   private readonly tokensAt = new Map<string, Set<string>>();
-  /**
-   * The pair remembered last, the Map's last key: an agent's requests from one client mostly come
-   * one after another, and re-inserting a pair that is already last is most of remember()'s cost.
-   */
-  private newest: string | undefined;
 
   constructor(options: RecentAuthenticationsOptions = {}) {
     this.windowSeconds = options.windowSeconds ?? RECENT_AUTHENTICATIONS.windowSeconds;
@@ -56,14 +53,13 @@ export class RecentAuthentications {
    */
   remember(source: string, tokenId: string): void {
     const key = `${source} ${tokenId}`;
-    if (key === this.newest) {
+    if (key === this.seen.newestKey()) {
       // Already the most recently seen pair (and its source its token's newest): only the time moves.
       this.seen.set(key, this.second());
       return;
     }
-    this.newest = key;
-    // Re-inserted, so the Map's first key is always the least recently seen pair.
-    if (this.seen.delete(key)) {
+    if (this.seen.has(key)) {
+      // Its source is re-added below, so a token's Set keeps its sources least recently seen first.
       this.sourcesOf.get(tokenId)?.delete(source);
     } else {
       const sources = this.sourcesOf.get(tokenId);
@@ -71,10 +67,8 @@ export class RecentAuthentications {
         const oldest = sources.values().next();
         if (!oldest.done) this.forget(oldest.value, tokenId);
       }
-      if (this.seen.size >= this.maxEntries) {
-        const oldest = this.seen.keys().next();
-        if (!oldest.done) this.forgetKey(oldest.value);
-      }
+      const oldest = this.seen.size >= this.maxEntries ? this.seen.oldest() : undefined;
+      if (oldest) this.forgetKey(oldest.key);
     }
     this.seen.set(key, this.second());
     addToSet(this.sourcesOf, tokenId, source);
@@ -109,7 +103,6 @@ export class RecentAuthentications {
 
   private forgetKey(key: string): void {
     if (!this.seen.delete(key)) return;
-    if (key === this.newest) this.newest = undefined;
     // Neither a source (an address, a /64) nor a token id holds a space.
     const split = key.lastIndexOf(" ");
     const tokenId = key.slice(split + 1);

@@ -11,6 +11,7 @@
 import { transferWithAuthorizationDigest } from "../../../shared/eip712.ts";
 import { fromHex, toHex } from "../../../shared/hex.ts";
 import { keccak256 } from "../../../shared/keccak.ts";
+import { RecencyMap } from "../../../shared/recency-map.ts";
 import { recoverPublicKey } from "../../../shared/secp256k1.ts";
 import type { Authorization } from "./payment.ts";
 
@@ -24,7 +25,7 @@ export type SignerMemo = { signerOf: AuthorizationSigner; readonly size: number 
 
 /** A memo of at most `capacity` pairs; the oldest is forgotten first. */
 export function createSignerMemo(capacity: number): SignerMemo {
-  const signers = new Map<string, string | null>();
+  const signers = new RecencyMap<string, string | null>();
   return {
     signerOf(authorization, signature) {
       const { from, to, value, validAfter, validBefore, nonce } = authorization;
@@ -32,7 +33,7 @@ export function createSignerMemo(capacity: number): SignerMemo {
       const known = signers.get(key);
       if (known !== undefined) return known;
       const signer = recoverSigner(authorization, signature);
-      if (signers.size >= capacity) signers.delete(signers.keys().next().value as string);
+      if (signers.size >= capacity) signers.shift();
       signers.set(key, signer);
       return signer;
     },
