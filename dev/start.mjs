@@ -5,17 +5,10 @@
  * launcher starts the devnet, the enclave and the origin from theirs. Plain JavaScript, so that it
  * runs with node alone.
  */
-import { buildStalePrograms, importProgram, PROGRAMS } from "../ops/lib/program-bundles.mjs";
+import { buildStaleProgramsSaying, importProgram } from "../ops/lib/program-bundles.mjs";
 
-const started = Date.now();
 try {
-  const stale = await buildStalePrograms({
-    onBuild: (notCurrent) =>
-      process.stdout.write(
-        `[start] bundling the programs (${notCurrent.length} of ${PROGRAMS.length} not current, such as ${notCurrent[0]})\n`,
-      ),
-  });
-  if (stale.length > 0) process.stdout.write(`[start] bundled in ${Date.now() - started} ms\n`);
+  await buildStaleProgramsSaying((line) => process.stdout.write(`[start] ${line}\n`));
 } catch (error) {
   process.stderr.write(`[start] could not bundle the programs: ${error?.message ?? error}\n`);
   process.exit(1);

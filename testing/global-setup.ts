@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
-import { buildStalePrograms, PROGRAMS } from "../ops/lib/program-bundles.mjs";
+import { buildStaleProgramsSaying } from "../ops/lib/program-bundles.mjs";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
@@ -34,10 +34,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   });
   // Every program a test starts runs from its bundle while it is current with these sources
   // (ops/lib/program-bundles.mjs), as `npm start` runs its parts: those that are not are built here.
-  await buildStalePrograms({
-    onBuild: (stale) =>
-      process.stdout.write(`bundling the programs (${stale.length} of ${PROGRAMS.length} not current)\n`),
-  });
+  await buildStaleProgramsSaying((line) => process.stdout.write(`${line}\n`));
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   let tempDir: string | undefined;

@@ -15,3 +15,7 @@ export declare function importProgram(entry: string, options?: BundleOptions): P
 export declare function buildStalePrograms(
   options?: BundleOptions & { entries?: readonly string[]; onBuild?: (stale: string[]) => void },
 ): Promise<string[]>;
+export declare function buildStaleProgramsSaying(
+  say: (line: string) => void,
+  options?: BundleOptions & { entries?: readonly string[] },
+): Promise<string[]>;

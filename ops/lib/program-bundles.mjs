@@ -246,6 +246,23 @@ async function removeOldBuilds(builds, keep) {
 }
 
 /**
+ * buildStalePrograms for a person watching (`npm start`, `npm run build`): a line on `say` before
+ * a build, naming how many programs are not current, and one after it with how long it took.
+ */
+export async function buildStaleProgramsSaying(say, options = {}) {
+  const started = Date.now();
+  const stale = await buildStalePrograms({
+    ...options,
+    onBuild: (notCurrent) =>
+      say(
+        `bundling the programs (${notCurrent.length} of ${PROGRAMS.length} not current, such as ${notCurrent[0]})`,
+      ),
+  });
+  if (stale.length > 0) say(`bundled in ${Date.now() - started} ms`);
+  return stale;
+}
+
+/**
  * Builds the programs (`entries`, every program by default) when one of them is not current,
  * after telling `onBuild` which are not (it is not called when all are current). Resolves with
  * those entries.

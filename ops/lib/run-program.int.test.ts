@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process";
-import { copyFile, mkdir, mkdtemp, rm, utimes, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REPO_ROOT } from "./program-bundles.mjs";
+import { PROGRAMS, REPO_ROOT } from "./program-bundles.mjs";
 
 const run = promisify(execFile);
 
@@ -65,5 +65,26 @@ describe("node ops/lib/run-program.mjs PROGRAM (the operator tools' npm scripts)
     expect(refused.code).toBe(64);
     expect(refused.stderr).toContain("usage: node ops/lib/run-program.mjs PROGRAM [ARGS…]");
     expect(refused.stderr).toContain("ops/agents.ts");
+  });
+});
+
+describe("a node's services run from their bundles (docs/operations.md, service units)", () => {
+  it("starts each unit's program through run-program.mjs, naming a program it knows", async () => {
+    const doc = await readFile(path.join(REPO_ROOT, "docs/operations.md"), "utf8");
+    const starts = [...doc.matchAll(/^ExecStart=(.*)$/gm)].map((match) => match[1]!);
+    expect(starts.length).toBeGreaterThanOrEqual(2);
+    for (const start of starts) {
+      const program = /^\/usr\/bin\/node ops\/lib\/run-program\.mjs (\S+)/.exec(start)?.[1];
+      expect(program, start).toBeDefined();
+      expect(PROGRAMS, start).toContain(program);
+    }
+  });
+
+  it("npm run build says the bundles are current when no source changed since the last build", async () => {
+    // The run's global setup built every program.
+    const { stdout } = await run(process.execPath, [path.join(REPO_ROOT, "ops/lib/build-programs.mjs")], {
+      cwd: REPO_ROOT,
+    });
+    expect(stdout).toBe(`[build] all ${PROGRAMS.length} programs' bundles are current\n`);
   });
 });
