@@ -82,9 +82,7 @@ describe("a node's services run from their bundles (docs/operations.md, service 
 
   it("npm run build says the bundles are current when no source changed since the last build", async () => {
     // The run's global setup built every program.
-    const { stdout } = await run(process.execPath, [path.join(REPO_ROOT, "ops/lib/build-programs.mjs")], {
-      cwd: REPO_ROOT,
-    });
+    const { stdout } = await run("npm", ["run", "--silent", "build"], { cwd: REPO_ROOT });
     expect(stdout).toBe(`[build] all ${PROGRAMS.length} programs' bundles are current\n`);
   });
 });
