@@ -80,6 +80,19 @@ describe("a node's services run from their bundles (docs/operations.md, service 
     }
   });
 
+  it("npm run origin runs the origin: it reads its configuration and refuses a bad one, exit 1", async () => {
+    const refused = await run("npm", ["run", "--silent", "origin"], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ORIGIN_PORT: "not-a-port" },
+    }).then(
+      () => ({ code: 0, stderr: "" }),
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("origin: invalid configuration");
+    expect(refused.stderr).toContain("ORIGIN_PORT: must be a whole number");
+  });
+
   it("npm run build says the bundles are current when no source changed since the last build", async () => {
     // The run's global setup built every program.
     const { stdout } = await run("npm", ["run", "--silent", "build"], { cwd: REPO_ROOT });
