@@ -21,6 +21,7 @@ import { outboxStoreStatements } from "../outbox/store.ts";
 import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
 import { policyStatement } from "../policy/store.ts";
+import { bindStatement, boundFingerprintStatement } from "../x402/payee/payment-ids.ts";
 import { reservedStatement } from "../x402/payee/reservations.ts";
 import { payerRevertsStatement } from "../x402/payee/revert-guard.ts";
 import * as settle from "../x402/payee/settle.ts";
@@ -60,6 +61,8 @@ function originStatements(): AnyStatement[] {
     settle.storeStatement,
     reservedStatement,
     payerRevertsStatement,
+    boundFingerprintStatement,
+    bindStatement,
     authorize.signLockActionStatement,
     authorize.signLockDayStatement,
     authorize.signStoreStatement,

@@ -9,6 +9,7 @@ import { sql } from "drizzle-orm";
 import { sleep } from "../../../shared/sleep.ts";
 import { type Db, queryRows } from "../../db/client.ts";
 import { NO_FLUSH_WAIT } from "../../db/no-flush-wait.ts";
+import { preparedStatement, runPrepared } from "../../db/prepared.ts";
 
 /**
  * How long a binding whose settlement is not claimed yet counts as in flight. A settle claims its
@@ -29,14 +30,37 @@ export type Binding =
   /** The payer gave this id to another request. */
   | { kind: "conflict" };
 
+/** The fingerprint an id is bound to, if it is: read by every verify that carries an id. */
+export const boundFingerprintStatement = preparedStatement<"payer" | "paymentId">(
+  "x402_payment_id_fingerprint",
+  sql`select fingerprint from x402_payment_ids
+      where payer = ${sql.placeholder("payer")} and payment_id = ${sql.placeholder("paymentId")}`,
+).returns({ fingerprint: "text" });
+
 /** The binding of the id as it stands, for verify: nothing is written. */
 export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Promise<boolean> {
-  const [row] = await queryRows<{ fingerprint: string }>(
-    db,
-    sql`select fingerprint from x402_payment_ids where payer = ${request.payer} and payment_id = ${request.paymentId}`,
-  );
+  const [row] = await runPrepared(db, boundFingerprintStatement, request);
   return row !== undefined && row.fingerprint !== request.fingerprint;
 }
+
+/**
+ * Binds an id no presentation holds yet: a row with the nonce, or none when one is there. Its
+ * commit does not wait for the WAL flush (NO_FLUSH_WAIT): a binding matters once a settlement of
+ * its nonce is claimed, and the claim commits after it, so the flush that makes the claim durable
+ * makes the binding durable too. A crash of the database before then loses a binding whose payment
+ * nothing claimed, and the id binds again on the payer's retry.
+ */
+export const bindStatement = preparedStatement<"payer" | "paymentId" | "fingerprint" | "nonce">(
+  "x402_payment_id_bind",
+  sql`with ${NO_FLUSH_WAIT},
+      bound as (
+        insert into x402_payment_ids (payer, payment_id, fingerprint, nonce, held_until)
+        values (${sql.placeholder("payer")}, ${sql.placeholder("paymentId")}, ${sql.placeholder("fingerprint")},
+                ${sql.placeholder("nonce")}, now() + make_interval(secs => ${HOLD_SECONDS}))
+        on conflict (payer, payment_id) do nothing
+        returning nonce)
+      select nonce from bound, no_flush_wait`,
+).returns({ nonce: "text" });
 
 /**
  * Binds the id to this presentation, or says which settlement answers for it. A bound
@@ -47,20 +71,7 @@ export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Pro
 export async function bindPaymentId(db: Db, request: PaymentIdRequest): Promise<Binding> {
   const { payer, paymentId, fingerprint, nonce } = request;
   for (;;) {
-    // Its commit does not wait for the WAL flush (NO_FLUSH_WAIT): a binding matters once a
-    // settlement of its nonce is claimed, and the claim commits after it, so the flush that makes the
-    // claim durable makes the binding durable too. A crash of the database before then loses a
-    // binding whose payment nothing claimed, and the id binds again on the payer's retry.
-    const inserted = await queryRows<{ nonce: string }>(
-      db,
-      sql`with ${NO_FLUSH_WAIT},
-          bound as (
-            insert into x402_payment_ids (payer, payment_id, fingerprint, nonce, held_until)
-            values (${payer}, ${paymentId}, ${fingerprint}, ${nonce}, now() + make_interval(secs => ${HOLD_SECONDS}))
-            on conflict (payer, payment_id) do nothing
-            returning nonce)
-          select nonce from bound, no_flush_wait`,
-    );
+    const inserted = await runPrepared(db, bindStatement, request);
     if (inserted.length > 0) return { kind: "bound" };
     const [row] = await queryRows<{
       fingerprint: string;
