@@ -22,7 +22,7 @@ import { lockStatement } from "../outbox/submit.ts";
 import { dueStatement, submittedStatement } from "../outbox/tracker.ts";
 import { policyStatement } from "../policy/store.ts";
 import { bindStatement, boundFingerprintStatement } from "../x402/payee/payment-ids.ts";
-import { reservedStatement } from "../x402/payee/reservations.ts";
+import { reservedStatement, verifyReservationStatement } from "../x402/payee/reservations.ts";
 import { payerRevertsStatement } from "../x402/payee/revert-guard.ts";
 import * as settle from "../x402/payee/settle.ts";
 import * as authorize from "../x402/payer/authorize-repository.ts";
@@ -60,6 +60,7 @@ function originStatements(): AnyStatement[] {
     settle.claimStatement,
     settle.storeStatement,
     reservedStatement,
+    verifyReservationStatement,
     payerRevertsStatement,
     boundFingerprintStatement,
     bindStatement,
@@ -315,6 +316,23 @@ describe("named statements", () => {
       ...Object.values(outboxStoreStatements(OUTBOX_DOMAINS.followers)),
     ];
     for (const statement of statements) expect(await unkeyedScans(statement), statement.name).toEqual([]);
+  });
+
+  it("plans the statements a verify or a settle with a payment id runs on its own, outside a batch, by key on empty tables", async () => {
+    // Named, each is planned once for a connection's life (plansOnce, db/client.ts), on whatever the
+    // tables held then: a new node's are empty, where reading a table whole can look as cheap.
+    const statements = [verifyReservationStatement, boundFingerprintStatement, bindStatement];
+    for (const statement of statements) {
+      const unkeyed = (await planNodes(statement, false))
+        .filter(
+          (node) =>
+            typeof node["Relation Name"] === "string" &&
+            String(node["Node Type"]).endsWith("Scan") &&
+            !("Index Cond" in node),
+        )
+        .map((node) => `${node["Node Type"]} on ${node["Relation Name"]}`);
+      expect(unkeyed, statement.name).toEqual([]);
+    }
   });
 
   it("covers every statement the origin's source names", () => {

@@ -19,9 +19,9 @@
 import { sql } from "drizzle-orm";
 import type { Hex } from "../../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
-import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
+import { type Db, pgArrayLiteral } from "../../db/client.ts";
 import type { PipelinedTransaction } from "../../db/pipelined-transaction.ts";
-import { preparedStatement } from "../../db/prepared.ts";
+import { preparedStatement, runPrepared } from "../../db/prepared.ts";
 import { readReceipts } from "../../outbox/index.ts";
 
 export type ReservedUnitsParams = {
@@ -108,6 +108,19 @@ export async function reservedUnits(
 
 export type VerifyReservation = { claimed: boolean; reservedUnits: bigint };
 
+/** What verifyReservation reads, in one statement (by name: every /verify runs it). */
+export const verifyReservationStatement = preparedStatement<"payer" | "nonce" | "openAfter">(
+  "x402_verify_reservation",
+  sql`with this as (
+        select id from x402_settlements
+        where payer = ${sql.placeholder("payer")} and nonce = ${sql.placeholder("nonce")})
+      select exists (select 1 from this) as claimed,
+        coalesce((select sum(r.amount_units) from x402_reservations r
+          where r.payer = ${sql.placeholder("payer")} and r.settled_block is null
+            and r.valid_before > ${sql.placeholder("openAfter")}::bigint
+            and r.settlement_id not in (select id from this)), 0)::text as units`,
+).returns({ claimed: "bool", units: "text" });
+
 /**
  * For /verify, in one statement: whether (payer, nonce) is claimed here already, and what the
  * payer's settlements not yet mined hold. Verify reads the balance without a block number, so
@@ -117,14 +130,10 @@ export async function verifyReservation(
   db: Db,
   params: { payer: string; nonce: string; openAfterSeconds: bigint },
 ): Promise<VerifyReservation> {
-  const [row] = await queryRows<{ claimed: boolean; units: string }>(
-    db,
-    sql`with this as (select id from x402_settlements where payer = ${params.payer} and nonce = ${params.nonce})
-        select exists (select 1 from this) as claimed,
-          coalesce((select sum(r.amount_units) from x402_reservations r
-            where r.payer = ${params.payer} and r.settled_block is null
-              and r.valid_before > ${params.openAfterSeconds.toString()}::bigint
-              and r.settlement_id not in (select id from this)), 0)::text as units`,
-  );
+  const [row] = await runPrepared(db, verifyReservationStatement, {
+    payer: params.payer,
+    nonce: params.nonce,
+    openAfter: params.openAfterSeconds.toString(),
+  });
   return { claimed: row?.claimed ?? false, reservedUnits: BigInt(row?.units ?? "0") };
 }
