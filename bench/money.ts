@@ -56,6 +56,11 @@ import { makeAgents, type StackAgent } from "../testing/agent-factory.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import {
+  PG_STATEMENTS_SETTINGS,
+  phaseStatements,
+  statementsToShow,
+} from "../testing/measure/pg-statements.ts";
 import { cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
@@ -87,6 +92,8 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 5);
 const presignCount = (seconds: number): number =>
   Number(process.env.BENCH_PRESIGN ?? Math.ceil((seconds * 1_500) / AGENTS));
 const AMOUNT_UNITS = 1_000n;
+/** BENCH_PG_STATEMENTS=<n>: the gateway phases' n costliest statements (docs/development.md). */
+const SHOW_STATEMENTS = statementsToShow();
 /** A growing run (bench/grow.ts) and its levels of concurrent clients. */
 const GROW = growing();
 const GROW_LEVELS = GROW ? growLevels() : [];
@@ -150,8 +157,13 @@ function getter(): (url: string, headers: Record<string, string>) => Promise<Ans
 async function main(): Promise<void> {
   const dir = await mkdtemp(path.join(tmpdir(), "bench-money-"));
   await chmod(dir, 0o755);
-  const postgres = await startEmbeddedPostgres({ dir: path.join(dir, "pg"), port: await freePort() });
+  const postgres = await startEmbeddedPostgres({
+    dir: path.join(dir, "pg"),
+    port: await freePort(),
+    settings: SHOW_STATEMENTS === undefined ? undefined : { ...PG_STATEMENTS_SETTINGS },
+  });
   const database = connectDatabase({ url: postgres.url, maxConnections: 4 });
+  const statements = await phaseStatements(postgres.url, SHOW_STATEMENTS);
   await migrateDatabase(database.db);
   const devnetPort = await freePort();
   const devnetUrl = `http://127.0.0.1:${devnetPort}`;
@@ -428,13 +440,24 @@ async function main(): Promise<void> {
       postgres: { pid: postmaster, tree: true, reaped: true },
       bench: { pid: process.pid, tree: false },
     };
-    /** Runs a phase and says how much CPU each process spent per transfer it completed. */
+    /** The transfers each named phase completed, over the groups: what its statements are per. */
+    const transfersByPhase = new Map<string, number>();
+    /**
+     * Runs a phase and says how much CPU each process spent per transfer it completed; a phase with a
+     * name has its statements counted too (BENCH_PG_STATEMENTS).
+     */
     const measured = async (
       phase: () => Promise<{ rate: number; count: number }>,
+      name = "",
     ): Promise<{ rate: number; cpu: string }> => {
-      const before = await treeCpuSeconds(trees);
-      const { rate, count } = await phase();
-      const spent = cpuDelta(before, await treeCpuSeconds(trees));
+      // The statements' snapshots outside the CPU's, so that reading them is not the phase's CPU.
+      const run = async () => {
+        const before = await treeCpuSeconds(trees);
+        const done = await phase();
+        return { ...done, spent: cpuDelta(before, await treeCpuSeconds(trees)) };
+      };
+      const { rate, count, spent } = name ? await statements.during(name, run) : await run();
+      if (name) transfersByPhase.set(name, (transfersByPhase.get(name) ?? 0) + count);
       const cpu = Object.entries(spent)
         .filter(([, seconds]) => seconds > 0)
         .map(([name, seconds]) => `${name} ${((seconds * 1000) / count).toFixed(2)}`)
@@ -544,7 +567,7 @@ async function main(): Promise<void> {
     for (let pair = 0; pair < PAIRS; pair++) {
       presigned = await presign(presignCount(SECONDS));
       const s = await measured(straight);
-      const g = await measured(gateway);
+      const g = await measured(gateway, "gateway");
       const p = await beside(pair, neighbours[0]!, () => gateway(SECONDS, governed));
       const off = await beside(pair, neighbours[1]!, withoutEvents);
       const hanging = await beside(pair, neighbours[2]!, withHangingReceiver);
@@ -569,6 +592,14 @@ async function main(): Promise<void> {
         `          with a hanging webhook receiver ${hanging.variant.rate.toFixed(0)} transfers/s, ${(hanging.variant.rate / hanging.gateway.rate).toFixed(2)}× the gateway's ${hanging.gateway.rate.toFixed(0)} beside it (${hanging.variant.cpu})`,
       );
     }
+
+    const gatewayStatements = statements.describe(
+      "gateway",
+      transfersByPhase.get("gateway") ?? 0,
+      "transfer",
+    );
+    if (gatewayStatements.length > 0) say("  the gateway phases' statements, over the groups:");
+    for (const line of gatewayStatements) say(line);
 
     // Faucet: one payout at a time, latency from the POST to reading `confirmed`.
     const latencies: number[] = [];
@@ -644,6 +675,7 @@ async function main(): Promise<void> {
     await signer.close();
     await enclave.dispose();
     await devnet.stop();
+    await statements.close();
     await database.close();
     await postgres.stop();
     await rm(dir, { recursive: true, force: true });

@@ -52,6 +52,11 @@ import type { AgentPolicyDocument } from "../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import {
+  PG_STATEMENTS_SETTINGS,
+  phaseStatements,
+  statementsToShow,
+} from "../testing/measure/pg-statements.ts";
 import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { childPidsNamed } from "../testing/measure/proc-memory.ts";
 import { median } from "../testing/measure/stats.ts";
@@ -77,6 +82,8 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 4);
 /** viem's receipt polling for the reference's settler (its default, 4 s, would be unfair to it). */
 const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
 const AMOUNT_UNITS = 10_000n;
+/** BENCH_PG_STATEMENTS=<n>: each path's n costliest statements (docs/development.md). */
+const SHOW_STATEMENTS = statementsToShow();
 /** A growing run (bench/grow.ts) and its levels of concurrent payers. */
 const GROW = growing();
 const GROW_LEVELS = GROW ? growLevels() : [];
@@ -126,6 +133,7 @@ async function main(): Promise<void> {
     edgePort: await freePort(),
     edgeDirectSocket: true,
     pgPort: await freePort(),
+    pgSettings: SHOW_STATEMENTS === undefined ? undefined : PG_STATEMENTS_SETTINGS,
     basePath: "/77",
     envId: "local-dev",
     say: () => {},
@@ -161,11 +169,16 @@ async function main(): Promise<void> {
     };
     /** CPU seconds each process spent in a path's measured phases, and the payments they made. */
     const cpu = new Map<string, { spent: Record<string, number>; paid: number }>();
+    const statements = await phaseStatements(stack.postgres.url, SHOW_STATEMENTS);
+    closers.push(() => statements.close());
     /** Runs a measured phase and adds the CPU each process spent in it to its path's total. */
     const measured = async (name: string, run: () => Promise<LoadResult>): Promise<LoadSummary> => {
-      const before = await treeCpuSeconds(roots);
-      const result = await run();
-      const spent = cpuDelta(before, await treeCpuSeconds(roots));
+      // The statements' snapshots outside the CPU's, so that reading them is not the phase's CPU.
+      const { result, spent } = await statements.during(name, async () => {
+        const before = await treeCpuSeconds(roots);
+        const result = await run();
+        return { result, spent: cpuDelta(before, await treeCpuSeconds(roots)) };
+      });
       const total = cpu.get(name) ?? { spent: {}, paid: 0 };
       for (const [process, seconds] of Object.entries(spent))
         total.spent[process] = (total.spent[process] ?? 0) + seconds;
@@ -386,6 +399,7 @@ async function main(): Promise<void> {
         .filter(([, seconds]) => seconds > 0)
         .map(([process, seconds]) => `${process} ${((seconds * 1000) / Math.max(1, total.paid)).toFixed(2)}`);
       say(`    ${name}: CPU ms per payment: ${parts.join(", ")}`);
+      for (const line of statements.describe(name, total.paid, "payment")) say(line);
     }
     say("");
     /** Each round's ratio of ours to another path, and their median; undefined when ours was not measured. */

@@ -51,6 +51,8 @@ export type LocalStackParams = {
   /** Opens the edge worker's direct socket too (dev/edge.ts `directSocket`). */
   edgeDirectSocket?: boolean;
   pgPort: number;
+  /** Postgres server settings added to the stack's own (a bench's pg_stat_statements). */
+  pgSettings?: Readonly<Record<string, string>>;
   basePath: string;
   envId: string;
   /** Progress of the start-up and the stop, one line each. */
@@ -276,7 +278,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       // the buffers kept filling with rows written once and never read again (the agent actions,
       // audit events), so Postgres's memory grew with its tables for as long as the soak ran,
       // toward 128 MB. Rows beyond 16 MB are read from the OS page cache.
-      settings: { shared_buffers: "16MB" },
+      settings: { shared_buffers: "16MB", ...params.pgSettings },
     });
     postgres = pg;
     say(`postgres   ready on 127.0.0.1:${params.pgPort}`);
