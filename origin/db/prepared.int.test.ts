@@ -217,6 +217,55 @@ async function planNodesOn(
   }
 }
 
+describe("the settle batch's reservations read, planned on a busy node's analyzed table", () => {
+  // The plans a connection keeps are made at its first batch: on a new node's empty tables, or,
+  // once the origin restarts or its pool opens a connection, on tables autovacuum has analyzed.
+  // There, the generic plan of the branch of settlements mined after the balance's block read the
+  // validity window's index: every payer's settlements still valid, to keep the batch's payers'
+  // (bench:x402, BENCH_PG_STATEMENTS: 1.3 ms and 300 to 400 buffer hits a batch, against 0.1 ms and 40).
+  let testDb: TestDatabase;
+  let client: pg.Client;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase({ maxConnections: 1 });
+    client = new pg.Client({ connectionString: testDb.url });
+    await client.connect();
+    // 40 payers, 100 settlements each, mined one a block and all still inside their validity.
+    await client.query("begin");
+    await client.query("set local session_replication_role = replica"); // no x402_settlements rows
+    await client.query(
+      `insert into x402_reservations (settlement_id, payer, amount_units, valid_before, tx_hash, settled_block)
+       select gen_random_uuid(), '0x' || lpad(to_hex(n % 40), 40, '0'), 10000,
+              extract(epoch from now())::bigint + 60, '0x' || lpad(to_hex(n), 64, '0'), n
+       from generate_series(1, 4000) n`,
+    );
+    await client.query("commit");
+    await client.query("analyze x402_reservations");
+  });
+  afterAll(async () => {
+    await client?.end();
+    await testDb?.drop();
+  });
+
+  it("reads each payer's own range of (payer, settled_block), as /verify's read does, not the validity window", async () => {
+    const scans = (await planNodesOn(client, reservedStatement, true))
+      .filter((node) => node["Relation Name"] === "x402_reservations")
+      .map((node) => `${node["Node Type"]} using ${node["Index Name"]} on ${node["Index Cond"]}`);
+    expect(scans).toEqual([
+      expect.stringMatching(/^Index Scan using x402_reservations_payer_block_idx on \(\(payer = ANY/),
+      expect.stringMatching(/^Index Scan using x402_reservations_payer_block_idx on \(\(payer = ANY/),
+    ]);
+    const verifyScans = (await planNodesOn(client, verifyReservationStatement, false))
+      .filter((node) => node["Relation Name"] === "x402_reservations")
+      .map((node) => `${node["Node Type"]} using ${node["Index Name"]} on ${node["Index Cond"]}`);
+    expect(verifyScans).toEqual([
+      expect.stringMatching(
+        /^Index Scan using x402_reservations_payer_block_idx on \(\(payer = \$\d+\) AND \(settled_block IS NULL\)\)/,
+      ),
+    ]);
+  });
+});
+
 describe("named statements", () => {
   let testDb: TestDatabase;
   let client: pg.Client;
