@@ -163,8 +163,8 @@ async function main(): Promise<void> {
     settings: SHOW_STATEMENTS === undefined ? undefined : { ...PG_STATEMENTS_SETTINGS },
   });
   const database = connectDatabase({ url: postgres.url, maxConnections: 4 });
-  const statements = await phaseStatements(postgres.url, SHOW_STATEMENTS);
   await migrateDatabase(database.db);
+  const statements = await phaseStatements(postgres.url, SHOW_STATEMENTS);
   const devnetPort = await freePort();
   const devnetUrl = `http://127.0.0.1:${devnetPort}`;
   const quiet = () => {};
