@@ -5,8 +5,9 @@
  * runs the loop; the executor's claim (skip locked) has each approved action signed once.
  */
 import { sql } from "drizzle-orm";
+import { runByKey } from "../db/by-key.ts";
 import type { Db } from "../db/client.ts";
-import { preparedStatement, runPrepared } from "../db/prepared.ts";
+import { preparedStatement } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
 import { startLoop, type Worker } from "../workers/loop.ts";
 import type { MoneyServices } from "./money-services.ts";
@@ -16,14 +17,20 @@ import { transferOperation } from "./transfers.ts";
 const PERIOD_MS = 1_000;
 const BATCH = 32;
 
+/**
+ * A disabled or revoked identity's approved transfer waits (or ends as its hold would): nothing of
+ * a disabled identity is signed. Read in updated_at order through the index of the actions to
+ * sign, under the outbox's planner settings (runByKey). The kind is tested through coalesce so that
+ * no index can take it as a condition: planned on a new node's empty tables, `kind = 'transfer'`
+ * made the idempotency index's second column the scan's condition, and the plan a connection keeps
+ * then read every transfer the node ever made, once a second (docs/performance.md, "Money").
+ */
 export const approvedStatement = preparedStatement<"limit">(
   "money_approved_transfers",
-  // A disabled or revoked identity's approved transfer waits (or ends as its hold would): nothing
-  // of a disabled identity is signed.
   sql`select a.action_id, a.agent_id, a.to_address, a.amount_units::text, i.assigned_wallet,
         i.agent_transfer_key_ref as key_ref
       from agent_actions a join agent_identities i on i.agent_id = a.agent_id
-      where a.status = 'approved' and a.kind = 'transfer' and i.enabled and not i.revoked
+      where a.status = 'approved' and coalesce(a.kind, '') = 'transfer' and i.enabled and not i.revoked
       order by a.updated_at limit ${sql.placeholder("limit")}::int`,
 ).returns({
   action_id: "uuid",
@@ -38,7 +45,7 @@ export const approvedStatement = preparedStatement<"limit">(
 export async function signApprovedTransfers(
   services: Pick<MoneyServices, "config" | "executor"> & { db: Db },
 ): Promise<number> {
-  const rows = await runPrepared(services.db, approvedStatement, { limit: BATCH });
+  const rows = await runByKey(services.db, approvedStatement, { limit: BATCH });
   const outcomes = await Promise.all(
     rows.map((row) =>
       services.executor.execute(

@@ -11,6 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
+import { runByKey } from "../db/by-key.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { NO_FLUSH_WAIT } from "../db/no-flush-wait.ts";
 import {
@@ -19,7 +20,6 @@ import {
   type PreparedStatement,
   preparedStatement,
 } from "../db/prepared.ts";
-import { runByKey } from "./by-key.ts";
 import { followersTail, type TxFollower } from "./followers.ts";
 import type { BroadcastLease, BroadcastOutcome, MinedTransaction, TxStatus } from "./intent.ts";
 

@@ -1,7 +1,9 @@
 /**
- * The planner's settings of the outbox's own transactions: plans that reach rows through an
- * index, by key, as each of their statements means to (a batch's items and rows, the transactions
- * a receipt names, the domain rows that follow them). Each statement is prepared once per
+ * The planner's settings of the outbox's own transactions, and of any read that must reach its rows
+ * through an index whatever the tables held when a connection planned it (the approved transfers,
+ * actions/approved.ts): plans that reach rows through an index, by key, as each of their statements
+ * means to (a batch's items and rows, the transactions a receipt names, the domain rows that follow
+ * them). Each statement is prepared once per
  * connection and its generic plan is kept. Planned while the tables were nearly empty, with only
  * sequential and bitmap scans off, the money claim and store read agent_actions whole (bench:money
  * 0.76× → 0.60× of the straight rate until those two were off), and the plans still joined by hash
@@ -11,12 +13,12 @@
  * too, every join is a loop of index probes, a few per row of the batch.
  */
 import { sql } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
-import { openPipelinedTransaction } from "../db/pipelined-transaction.ts";
-import { type Columns, type PreparedStatement, preparedStatement, type RowOf } from "../db/prepared.ts";
+import type { Db } from "./client.ts";
+import { openPipelinedTransaction } from "./pipelined-transaction.ts";
+import { type Columns, type PreparedStatement, preparedStatement, type RowOf } from "./prepared.ts";
 
 export const byKeyStatement = preparedStatement<never>(
-  "outbox_plan_by_key",
+  "plan_by_key",
   sql`select set_config('enable_seqscan', 'off', true) as seqscan,
         set_config('enable_bitmapscan', 'off', true) as bitmapscan,
         set_config('enable_hashjoin', 'off', true) as hashjoin,
