@@ -5,11 +5,17 @@
  * once, holds.ts in actions/). The transaction tracker runs the sweep on each of its sweeps.
  */
 import { sql } from "drizzle-orm";
-import { preparedStatement, runPrepared } from "../db/prepared.ts";
+import { runByKey } from "../db/by-key.ts";
+import { preparedStatement } from "../db/prepared.ts";
 import type { OutboxDomains } from "../outbox/index.ts";
 
 // One `in` over the union of both, not `in (…) or in (…)`: Postgres can only answer an OR of two
-// subqueries by reading every row of agent_actions, on every sweep.
+// subqueries by reading every row of agent_actions, on every sweep. The kind is tested through
+// coalesce so that no index takes it as a condition: planned on a new node's empty tables,
+// `kind = 'x402'` searched the idempotency index by its second column, every x402 authorization
+// the node had made, on every sweep; the approved branch reads the index of the actions to sign.
+// Under the outbox's planner settings (runByKey): planned on empty tables without them, the update
+// joined the expired rows by hash over a sequential scan of agent_actions, every action ever made.
 export const expireHoldsStatement = preparedStatement<never>(
   "tracker_expire_holds",
   sql`update agent_actions set status = 'expired', updated_at = now()
@@ -20,7 +26,7 @@ export const expireHoldsStatement = preparedStatement<never>(
           order by hold_expires_at limit 100 for update skip locked),
         approved as (
           select action_id from agent_actions
-          where status = 'approved' and kind = 'x402' and hold_expires_at < now()
+          where status = 'approved' and coalesce(kind, '') = 'x402' and hold_expires_at < now()
           order by updated_at limit 100 for update skip locked)
         select action_id from held union all select action_id from approved)
       returning action_id`,
@@ -29,6 +35,6 @@ export const expireHoldsStatement = preparedStatement<never>(
 export const expireHoldsSweep: OutboxDomains["sweeps"][number] = {
   name: "expire_held_actions",
   async run(db) {
-    return (await runPrepared(db, expireHoldsStatement, {})).length;
+    return (await runByKey(db, expireHoldsStatement, {})).length;
   },
 };

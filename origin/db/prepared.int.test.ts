@@ -394,6 +394,52 @@ describe("named statements", () => {
     expect(scans).toEqual(["Index Scan using agent_actions_to_sign_idx"]);
   });
 
+  it("plans no statement to search an index by a column after its first, on empty tables, with the batch's settings or without", async () => {
+    // An index searched by its second column and not its first is read whole: the approved
+    // transfers' read, planned on empty tables, searched the idempotency index (agent_id, kind, …)
+    // by kind alone, once a second, over every transfer the node had made (actions/approved.ts).
+    const { rows } = await client.query<{ index: string; leading: string }>(
+      `select c.relname as index, a.attname as leading
+         from pg_index i join pg_class c on c.oid = i.indexrelid
+         join pg_attribute a on a.attrelid = i.indrelid and a.attnum = i.indkey[0]
+        where c.relnamespace = 'public'::regnamespace`,
+    );
+    const leadingColumn = new Map(rows.map((row) => [row.index, row.leading]));
+    const found: string[] = [];
+    for (const statement of originStatements()) {
+      for (const byKey of [false, true]) {
+        for (const node of await planNodes(statement, byKey)) {
+          const index = node["Index Name"];
+          const condition = node["Index Cond"];
+          if (typeof index !== "string" || typeof condition !== "string") continue;
+          const leading = leadingColumn.get(index);
+          // An expression index (no leading column) is left to the other tests.
+          if (leading === undefined) continue;
+          if (!new RegExp(`\\(\\(?(\\w+\\.)?${leading}\\b`).test(condition)) {
+            found.push(`${statement.name}${byKey ? " (by key)" : ""}: ${index} searched by ${condition}`);
+          }
+        }
+      }
+    }
+    expect(found).toEqual([]);
+  });
+
+  it("expires held and approved actions through their indexes, never reading agent_actions whole, on empty tables (agent-actions/holds.ts)", async () => {
+    // On every sweep of every origin's tracker. Planned on empty tables without the batch's
+    // settings, the update joined the expired rows by hash over a sequential scan of agent_actions,
+    // and the approved branch searched the idempotency index by kind (the test below).
+    const scans = (await planNodes(expireHoldsStatement, true))
+      .filter(
+        (node) => node["Relation Name"] === "agent_actions" && String(node["Node Type"]).endsWith("Scan"),
+      )
+      .map((node) => `${node["Node Type"]} using ${node["Index Name"]}`);
+    expect(scans.sort()).toEqual([
+      "Index Scan using agent_actions_held_idx",
+      "Index Scan using agent_actions_pkey",
+      "Index Scan using agent_actions_to_sign_idx",
+    ]);
+  });
+
   it("covers every statement the origin's source names", () => {
     const covered = new Set(originStatements().map((statement) => statement.name));
     const { named, composedElsewhere } = namesInSource();
