@@ -12,6 +12,7 @@
 import { sql } from "drizzle-orm";
 import type { Hex } from "../../shared/hex.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
+import { runByKey } from "../db/by-key.ts";
 import type { Db } from "../db/client.ts";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
@@ -113,6 +114,20 @@ export const dueStatement = preparedStatement<"signedGrace" | "resendAfter">(
       order by t.updated_at limit 100`,
 ).returns({ tx_id: "uuid" });
 
+/**
+ * What is due to be sent again (dueStatement), under the outbox's planner settings (runByKey). The
+ * tracker reads it every tick through the plan its connection keeps; made on a small analyzed
+ * table without those settings, that plan read the table whole, and for each row the table whole
+ * again for a filler beside it: quadratic in the transactions the node had made, until the table
+ * was analyzed again (docs/performance.md, "How the cost grows").
+ */
+export function readDue(db: Db, after: { signedGraceMs: number; resendAfterMs: number }) {
+  return runByKey(db, dueStatement, {
+    signedGrace: after.signedGraceMs / 1000,
+    resendAfter: after.resendAfterMs / 1000,
+  });
+}
+
 export type TxTrackerDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
@@ -197,10 +212,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   };
 
   const rebroadcast = async (report: TickReport): Promise<void> => {
-    const due = await runPrepared(deps.db, dueStatement, {
-      signedGrace: signedGraceMs / 1000,
-      resendAfter: resendAfterMs / 1000,
-    });
+    const due = await readDue(deps.db, { signedGraceMs, resendAfterMs });
     for (const row of due) {
       const outcome = await broadcastStored(deps, row.tx_id, { leaseMs });
       if (!outcome) continue;
