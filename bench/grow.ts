@@ -20,6 +20,11 @@ export function growLevels(): number[] {
   return levels;
 }
 
+/** A level's name in a bench's output: its statements are described under it. */
+export function levelName(clients: number): string {
+  return `${clients} at once`;
+}
+
 /** Whether this run grows (BENCH_GROW set to anything but 0 or empty). */
 export function growing(): boolean {
   const value = process.env.BENCH_GROW ?? "";
@@ -66,7 +71,7 @@ export async function measureLevels(
     };
     costs.push(cost);
     say(
-      `  ${clients} at once: ${cost.count} operations, ${cost.perSecond.toFixed(1)}/s, ${cost.wallMsPerOp.toFixed(2)} ms of wall each, p50 ${cost.p50Ms.toFixed(1)} ms`,
+      `  ${levelName(clients)}: ${cost.count} operations, ${cost.perSecond.toFixed(1)}/s, ${cost.wallMsPerOp.toFixed(2)} ms of wall each, p50 ${cost.p50Ms.toFixed(1)} ms`,
     );
   }
   return costs;

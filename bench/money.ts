@@ -65,7 +65,7 @@ import { cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../testing/webhook-receiver.ts";
-import { growing, growLevels, type LevelRun, measureLevels, printGrowth } from "./grow.ts";
+import { growing, growLevels, type LevelRun, levelName, measureLevels, printGrowth } from "./grow.ts";
 import { seedIdleAgents } from "./seed-agents.ts";
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 32);
@@ -520,10 +520,22 @@ async function main(): Promise<void> {
         return { count: ids.length, latenciesMs, elapsedMs: performance.now() - started };
       };
       say("levels (wall and rate to confirmed; p50 of the POST, answered once signed and stored):");
-      const costs = await measureLevels(GROW_LEVELS, trees, level, say);
+      // A level's statements (BENCH_PG_STATEMENTS) are read inside its CPU figures: a few ms of
+      // Postgres's CPU a level, against seconds.
+      const costs = await measureLevels(
+        GROW_LEVELS,
+        trees,
+        (clients) => statements.during(levelName(clients), () => level(clients)),
+        say,
+      );
       say(await steal());
       if (resent > 0) say(`requests sent again after a kept-alive connection closed under them: ${resent}`);
       printGrowth(`bench:money, transfers to confirmed, ${IDLE_AGENTS} idle agents`, "transfer", costs, say);
+      for (const cost of costs) {
+        const lines = statements.describe(levelName(cost.clients), cost.count, "transfer");
+        if (lines.length > 0) say(`  ${levelName(cost.clients)}, statements:`);
+        for (const line of lines) say(line);
+      }
       return;
     }
     say(`warming up: ${WARMUP} s straight, ${WARMUP} s through the gateway…`);

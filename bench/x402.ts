@@ -60,7 +60,7 @@ import {
 import { type CpuRoot, cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { childPidsNamed } from "../testing/measure/proc-memory.ts";
 import { median } from "../testing/measure/stats.ts";
-import { growing, growLevels, measureLevels, printGrowth } from "./grow.ts";
+import { growing, growLevels, levelName, measureLevels, printGrowth } from "./grow.ts";
 import {
   agentPayer,
   bareSettlementPayer,
@@ -210,7 +210,11 @@ async function main(): Promise<void> {
         GROW_LEVELS,
         roots,
         async (payers) => {
-          const result = await runLoad({ payers: pays.splice(0, payers), seconds: SECONDS });
+          // Its statements (BENCH_PG_STATEMENTS) are read inside its CPU figures: a few ms of
+          // Postgres's CPU a level, against seconds.
+          const result = await statements.during(levelName(payers), () =>
+            runLoad({ payers: pays.splice(0, payers), seconds: SECONDS }),
+          );
           if (result.failed > 0)
             say(`    ${payers} payers: ${result.failed} failed: ${result.reasons.join("; ")}`);
           return {
@@ -223,6 +227,11 @@ async function main(): Promise<void> {
       );
       say(await steal());
       printGrowth("bench:x402, (a) paid demo requests through the edge", "payment", costs, say);
+      for (const cost of costs) {
+        const lines = statements.describe(levelName(cost.clients), cost.count, "payment");
+        if (lines.length > 0) say(`  ${levelName(cost.clients)}, statements:`);
+        for (const line of lines) say(line);
+      }
       return;
     }
 

@@ -172,7 +172,7 @@ export function describeStatements(
   const lines = [
     `      top-level statements a ${unit} ${per(sum((row) => row.calls))}, executing ${per(sum((row) => row.execMs))} ms ` +
       `(planning ${per(sum((row) => row.planMs))} ms), ${per(sum((row) => row.sharedHits))} buffer hits, ` +
-      `${per(sum((row) => row.walRecords))} WAL records (${operations} ${unit}s)`,
+      `${per(sum((row) => row.sharedReads))} blocks read in, ${per(sum((row) => row.walRecords))} WAL records (${operations} ${unit}s)`,
     `      ms a ${unit} | calls a ${unit} | ms a call | hits a call | WAL a call | statement`,
   ];
   const byTime = [...rows].sort((a, b) => b.execMs - a.execMs).slice(0, top);
