@@ -293,16 +293,20 @@ describe("the reads run outside a batch, planned on a new node's small analyzed 
 
   /**
    * The scans of the plan the one connection keeps for `statement` after `run` ran it as the
-   * origin does, eight times: past the runs the plan cache plans anew.
+   * origin does, eight times (past the runs the plan cache plans anew), shown for `values`.
    */
-  const keptScans = async (statement: AnyStatement, args: string, run: () => Promise<unknown>) => {
+  const keptScans = async (
+    statement: AnyStatement,
+    values: Record<string, string | number>,
+    run: () => Promise<unknown>,
+  ) => {
     for (let n = 0; n < 8; n++) await run();
     const client = await pool.connect();
     try {
       await client.query("begin");
       await client.query("set local plan_cache_mode = force_generic_plan");
       const { rows } = await client.query<{ "QUERY PLAN": { Plan: Record<string, unknown> }[] }>(
-        `explain (format json) execute ${statement.name}(${args})`,
+        `explain (format json) execute ${statement.name}(${statement.params.map((param) => `'${"placeholder" in param ? values[param.placeholder] : param.fixed}'`).join(", ")})`,
       );
       const scans: string[] = [];
       const walk = (node: Record<string, unknown>): void => {
@@ -322,10 +326,20 @@ describe("the reads run outside a batch, planned on a new node's small analyzed 
     }
   };
 
+  it("an action read by its id (GET /v1/actions/{id}): the primary keys (agent-actions/repository.ts)", async () => {
+    const id = "00000000-0000-4000-8000-000000000001";
+    const read = () => agentActions.findAction(testDb.handle.db, id, id);
+    expect(await read()).toBeUndefined();
+    expect(await keptScans(agentActions.byIdStatement, { actionId: id, agentId: id }, read)).toEqual([
+      "Index Scan on agent_actions using agent_actions_pkey",
+      "Index Scan on outgoing_transactions using outgoing_transactions_pkey",
+    ]);
+  });
+
   it("what the tracker reads as due: the in-flight index and the fillers' index (outbox/tracker.ts)", async () => {
     const read = () => readDue(testDb.handle.db, { signedGraceMs: 5_000, resendAfterMs: 30_000 });
     expect(await read()).toEqual([]);
-    expect(await keptScans(dueStatement, "5, 30, 5", read)).toEqual([
+    expect(await keptScans(dueStatement, { signedGrace: 5, resendAfter: 30 }, read)).toEqual([
       "Index Only Scan on outgoing_transactions using outgoing_transactions_sender_nonce_filler_uq",
       "Index Scan on outgoing_transactions using outgoing_transactions_in_flight_idx",
     ]);
