@@ -244,6 +244,11 @@ export const byKeysStatement = preparedStatement<"keys">(
   ),
 ).returns(actionColumns);
 
+/**
+ * Under runByKey, whatever the tables held when a connection planned the read: planned on a
+ * database analyzed empty, the fee's join read outgoing_transactions whole on every poll of
+ * GET /v1/actions/{id} (db/prepared.int.test.ts).
+ */
 async function selectActions<P extends string>(
   db: Db,
   statement: PreparedStatement<P, typeof actionColumns>,
