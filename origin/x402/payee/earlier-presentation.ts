@@ -28,15 +28,60 @@ export function sha256(value: unknown): string {
  * after the authorization has expired, learns only that the nonce is used, and by which transaction.
  * A presentation whose payment id names this settlement (payment-ids.ts) is the same request by
  * the payer's own word (`sameRequest`): once settled, it is answered as settled, whenever it comes.
+ * Its settlement may not be claimed yet (the id is bound first): until it is, this waits.
  */
-export async function earlierPresentation(
-  deps: { db: Db; now: () => Date; receiptTimeoutMs: number },
-  payment: { authorization: Pick<Authorization, "from" | "nonce" | "validBefore">; payload: unknown },
+export function earlierPresentation(
+  deps: PresentationDeps,
+  payment: Presented,
   options: { sameRequest?: boolean } = {},
 ): Promise<SettleOutcome> {
+  return awaitPresentation(deps, payment, { ...options, deadline: Date.now() + holdMs(deps) });
+}
+
+/**
+ * As earlierPresentation, for a presentation the outbox found held by another (settle.ts), or
+ * "released" once nothing holds it: the holder's claim was let go with nothing signed (its checks
+ * refused it, or the chain or the enclave was out of reach), so this presentation may claim it
+ * itself. A held claim is only ever let go by deleting it, so a row that is gone is one released.
+ */
+export function heldPresentation(
+  deps: PresentationDeps,
+  payment: Presented,
+  deadline: number,
+): Promise<SettleOutcome | "released"> {
+  return awaitPresentation(deps, payment, { deadline, released: true });
+}
+
+/** How long a presentation waits for the one holding its payment: that one's receipt wait, and more. */
+export function holdMs(deps: { receiptTimeoutMs: number }): number {
+  return deps.receiptTimeoutMs + 5_000;
+}
+
+type PresentationDeps = { db: Db; now: () => Date; receiptTimeoutMs: number };
+type Presented = {
+  authorization: Pick<Authorization, "from" | "nonce" | "validBefore">;
+  payload: unknown;
+};
+
+type AwaitOptions = { sameRequest?: boolean; deadline: number; released?: boolean };
+
+function awaitPresentation(
+  deps: PresentationDeps,
+  payment: Presented,
+  options: AwaitOptions & { released: true },
+): Promise<SettleOutcome | "released">;
+function awaitPresentation(
+  deps: PresentationDeps,
+  payment: Presented,
+  options: AwaitOptions & { released?: false },
+): Promise<SettleOutcome>;
+async function awaitPresentation(
+  deps: PresentationDeps,
+  payment: Presented,
+  options: AwaitOptions,
+): Promise<SettleOutcome | "released"> {
   const { authorization } = payment;
   const payer = authorization.from;
-  const deadline = Date.now() + deps.receiptTimeoutMs + 5_000;
   for (;;) {
     const [row] = await queryRows<{
       status: string;
@@ -49,8 +94,11 @@ export async function earlierPresentation(
       sql`select status, tx_hash, error_reason, payload_hash, valid_before::text from x402_settlements
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
+    // Past the deadline even a released claim is answered as pending: a payment that others keep
+    // claiming and letting go is not presented again forever.
+    if (!row && options.released && Date.now() <= options.deadline) return "released";
     const final = row && row.status !== "claimed" && row.status !== "submitted";
-    if (final || Date.now() > deadline) {
+    if (final || Date.now() > options.deadline) {
       const tx = row?.tx_hash ?? "";
       const duplicate = (reason: X402Reason): SettleOutcome => ({
         kind: "duplicate",

@@ -251,6 +251,37 @@ describe("x402 settlement batches", () => {
   });
 });
 
+describe("a payment presented twice in one batch", () => {
+  it("whose first presentation is refused: the second is answered by its own checks at once, never as pending", async () => {
+    // Of [A, B, B] from a balance covering one, the batch claims A and the first B; B is refused
+    // insufficient_balance and its claim let go. The second B found the claim held (outbox/submit.ts
+    // claims a key once a batch): it must learn the refusal by presenting itself again. Mutation:
+    // answering it from the earlier presentation alone (settle.ts) finds no row and, after the
+    // receipt wait and more, answers settlement_pending with no transaction.
+    const settler = await stackSettler(3_000);
+    const quoted = await quote(`${stack.origin.base}/x402/demo`);
+    const short = await fundedPayer(stack.devnet.url, AMOUNT);
+    const window = {
+      validAfter: 0n,
+      validBefore: BigInt(Math.floor(Date.now() / 1000) + quoted.accepted.maxTimeoutSeconds),
+    };
+    const first = await settlementOf(quoted, short, window);
+    const second = await settlementOf(quoted, short, window);
+    // Handed over in one turn of the event loop: one batch.
+    const outcomes = await Promise.all([first, second, second].map((payment) => settler.settle(payment)));
+    expect(outcomes.map((outcome) => [outcome.kind, outcome.response.errorReason])).toEqual([
+      ["settled", undefined],
+      ["invalid", X402_REASONS.insufficientBalance],
+      ["invalid", X402_REASONS.insufficientBalance],
+    ]);
+    const rows = await queryRows<{ nonce: string; status: string }>(
+      stack.db.handle.db,
+      sql`select nonce, status from x402_settlements where payer = ${short.address.toLowerCase()}`,
+    );
+    expect(rows).toEqual([{ nonce: first.authorization.nonce, status: "settled" }]);
+  });
+});
+
 describe("a settlement mined but not yet recorded", () => {
   it("is looked up on the chain by the next batch and not counted again: a payer whose balance covers two pays twice", async () => {
     // The window between a settlement's block and the outbox recording its receipt is real but

@@ -40,7 +40,7 @@ import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { CatalogueEntry } from "./catalogue-entry.ts";
-import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
+import { heldPresentation, holdMs, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { reservedUnits, sweepExpiredReservations } from "./reservations.ts";
@@ -88,9 +88,17 @@ export function createSettler(deps: SettlerDeps): Settler {
   return {
     async settle(payment) {
       const payer = payment.authorization.from;
-      const outcome = await deps.outbox.submit(kind, payment);
-      // Another presentation (here or in another origin) holds this payment.
-      if (outcome.kind === "unclaimed") return earlierPresentation(deps, payment);
+      const deadline = Date.now() + holdMs(deps);
+      let outcome = await deps.outbox.submit(kind, payment);
+      // Another presentation (earlier in the batch, or in another origin) holds this payment: its
+      // outcome answers this one, unless it let the claim go with nothing signed. Then this one is
+      // presented again and answered by its own checks, at once: it may be sound where the other
+      // was refused (another payload for the same nonce), and waiting would answer it as pending.
+      while (outcome.kind === "unclaimed") {
+        const earlier = await heldPresentation(deps, payment, deadline);
+        if (earlier !== "released") return earlier;
+        outcome = await deps.outbox.submit(kind, payment);
+      }
       if (outcome.kind === "refused")
         return { kind: "invalid", response: respond(payer, "", outcome.refusal) };
       if (outcome.kind === "unavailable")
