@@ -38,6 +38,11 @@ function jsonRpcProblem(item: unknown): string | null {
 }
 
 const X402_REASON_SET = new Set<unknown>(Object.values(X402_REASONS));
+const PENDING = X402_REASONS.settlementPending;
+const SETTLE_UNAVAILABLE = new Set<unknown>([
+  X402_REASONS.chainUnavailable,
+  X402_REASONS.unexpectedSettleError,
+]);
 
 /** A 429 of the x402 surfaces' per-client window: rate_limited, with Retry-After. */
 function x402RateLimitProblem(response: TestResponse, reason: unknown): string | null {
@@ -68,10 +73,34 @@ function x402ResourceProblem(response: TestResponse, paymentPresented: boolean):
 }
 
 /**
+ * The status URL of a payment accepted but not yet mined: the demo's 402 or the facilitator's 504
+ * `settlement_pending` (docs/x402.md#after-settlement_pending-retry-the-same-payment). Such an answer
+ * is no refusal: a settlement is in flight, which the URL must know (run.ts reads it).
+ */
+export function pendingStatusUrl(route: FuzzRoute, response: TestResponse): string | undefined {
+  const body = isObject(response.body) ? response.body : {};
+  let answer: unknown;
+  if (route.refusal === "x402_settle" && response.status === 504) answer = body;
+  else if (route.refusal === "x402_resource" && response.status === 402 && body.error === PENDING) {
+    const header = response.headers["payment-response"];
+    try {
+      answer =
+        typeof header === "string" ? JSON.parse(Buffer.from(header, "base64").toString("utf8")) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  if (!isObject(answer) || answer.success !== false || answer.errorReason !== PENDING) return undefined;
+  const statusUrl = isObject(answer.extra) ? answer.extra.statusUrl : undefined;
+  return typeof statusUrl === "string" ? statusUrl : undefined;
+}
+
+/**
  * The facilitator: verify's `{isValid, invalidReason}`, a failure being data with 200 (as the
  * reference one answers), and settle's `{success, errorReason}`, whose 200 is a settlement only (a
- * failure is 400, or 503 / 504 for the chain); a body that is not JSON is a 400 in the same shape,
- * and a client past its window a 429.
+ * failure is 400, or 503 for the chain or the signer out of reach, nothing signed, or 504
+ * `settlement_pending` with its status URL); a body that is not JSON is a 400 in the same shape, and
+ * a client past its window a 429.
  */
 function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | null {
   const body = response.body;
@@ -80,7 +109,14 @@ function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | 
     route.refusal === "x402_verify" ? ["isValid", "invalidReason"] : ["success", "errorReason"];
   if (response.status === 429)
     return body[flag] === false ? x402RateLimitProblem(response, body[reason]) : `429 with ${flag} not false`;
-  if (response.status !== 200 && response.status !== 400) return `${response.status}, not 200, 400 or 429`;
+  if (route.refusal === "x402_settle" && response.status === 503)
+    return body.success === false && SETTLE_UNAVAILABLE.has(body.errorReason)
+      ? null
+      : "503 without success: false and chain_unavailable or unexpected_settle_error";
+  if (route.refusal === "x402_settle" && response.status === 504)
+    return pendingStatusUrl(route, response) ? null : "504 without settlement_pending and its statusUrl";
+  if (response.status !== 200 && response.status !== 400)
+    return `${response.status}, not 200, 400, 429${route.refusal === "x402_settle" ? ", 503 or 504" : ""}`;
   if (body[flag] === true) return response.status === 200 ? null : `400 with ${flag}: true`;
   if (route.refusal === "x402_settle" && response.status === 200) return "200 with success: false";
   if (body[flag] !== false) return `no boolean ${flag}`;
@@ -89,6 +125,7 @@ function facilitatorProblem(route: FuzzRoute, response: TestResponse): string | 
 
 /** Whether the answer refuses the request: an error status, or a facilitator's failure data. */
 export function isRefusal(route: FuzzRoute, response: TestResponse): boolean {
+  if (pendingStatusUrl(route, response)) return false;
   if (response.status >= 400) return true;
   const body = isObject(response.body) ? response.body : {};
   if (route.refusal === "x402_verify") return body.isValid !== true;
@@ -102,7 +139,8 @@ export function answerProblem(
   response: TestResponse,
   request: { headers: Record<string, string> } = { headers: {} },
 ): string | null {
-  if (response.status >= 500) {
+  // The facilitator's settle has 5xx of its own, judged with its shape below.
+  if (response.status >= 500 && route.refusal !== "x402_settle") {
     const code =
       isObject(response.body) && isObject(response.body.error) ? response.body.error.code : undefined;
     if (!route.allowed5xx?.includes(code as never))

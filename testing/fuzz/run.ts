@@ -9,7 +9,7 @@ import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import { send, type TestResponse } from "../http.ts";
 import type { FuzzStack, StateSnapshot } from "./fuzz-stack.ts";
-import { answerProblem, isRefusal } from "./refusals.ts";
+import { answerProblem, isRefusal, pendingStatusUrl } from "./refusals.ts";
 import { type FuzzRequest, fuzzRequests } from "./requests.ts";
 import type { FuzzRoute } from "./routes.ts";
 
@@ -68,7 +68,8 @@ export async function fuzzRoute(
           continue;
         }
         statuses[response.status] = (statuses[response.status] ?? 0) + 1;
-        const problem = answerProblem(route, response, batch[index]);
+        const problem =
+          answerProblem(route, response, batch[index]) ?? (await pendingProblem(route, response));
         if (problem) throw new Error(`case ${index}: ${problem}`);
       }
       const { changed, after } = await changedState(stack, before, route, responses);
@@ -80,6 +81,19 @@ export async function fuzzRoute(
   if (!(await stack.answers())) throw new Error(`the origin stopped answering after ${route.name}`);
   process.stdout.write(`[fuzz] ${route.name}: ${cases} cases sent, statuses ${JSON.stringify(statuses)}\n`);
   return { cases, statuses };
+}
+
+/**
+ * A payment answered as accepted but not yet mined (a chain or a signer slower than the receipt
+ * wait) must have a settlement behind it: its status URL answers 200, never 404.
+ */
+async function pendingProblem(route: FuzzRoute, response: TestResponse): Promise<string | null> {
+  const statusUrl = pendingStatusUrl(route, response);
+  if (!statusUrl) return null;
+  const status = await send(statusUrl, { method: "GET" });
+  return status.status === 200
+    ? null
+    : `${response.status} settlement_pending, but its status URL answers ${status.status} ${JSON.stringify(status.body)}`;
 }
 
 /**
