@@ -3,6 +3,7 @@
  * every refusal in its route's wire format (the gateway's error envelope, x402's own shapes, or JSON-RPC)
  * with its code's status from the one table.
  */
+import { decodePaymentResponseHeader } from "@x402/fetch";
 import { X402_REASONS } from "../../origin/x402/reasons.ts";
 import { ERROR_STATUS } from "../../shared/error-codes.ts";
 import type { TestResponse } from "../http.ts";
@@ -84,8 +85,7 @@ export function pendingStatusUrl(route: FuzzRoute, response: TestResponse): stri
   else if (route.refusal === "x402_resource" && response.status === 402 && body.error === PENDING) {
     const header = response.headers["payment-response"];
     try {
-      answer =
-        typeof header === "string" ? JSON.parse(Buffer.from(header, "base64").toString("utf8")) : undefined;
+      answer = typeof header === "string" ? decodePaymentResponseHeader(header) : undefined;
     } catch {
       return undefined;
     }
