@@ -77,7 +77,11 @@ import { startReferenceServer } from "./x402-reference.ts";
 const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-/** Seconds of payments after each origin restart, unmeasured, before the next phase is. */
+/**
+ * Seconds of unmeasured payments on each path before its first measured phase, and after each origin
+ * restart: the JIT is still optimising the processes' code well past a few payments, and a warm-up
+ * of one payment per payer left round 1's (a) colder than the phases after it (docs/performance.md).
+ */
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 4);
 /** viem's receipt polling for the reference's settler (its default, 4 s, would be unfair to it). */
 const REFERENCE_POLL_MS = Number(process.env.BENCH_REFERENCE_POLL_MS ?? 20);
@@ -241,7 +245,7 @@ async function main(): Promise<void> {
     const floorPays = floorPayers.map((payer, index) =>
       bareSettlementPayer({ devnetUrl, payer, relayer: relayers[index]!, payTo, amountUnits: AMOUNT_UNITS }),
     );
-    await runLoad({ payers: floorPays, total: PAYERS }); // warm-up
+    await runLoad({ payers: floorPays, seconds: WARMUP_SECONDS }); // warm-up
 
     // (b) the reference stack, at its best (nonceManager); once without it, to count failures.
     const payers = await fundedAccounts(devnetUrl, PAYERS);
@@ -261,7 +265,7 @@ async function main(): Promise<void> {
     };
     const reference = await startReference(true);
     const referencePays = payers.map((payer) => fetchPayer(reference.url, payer));
-    await runLoad({ payers: referencePays, total: PAYERS });
+    await runLoad({ payers: referencePays, seconds: WARMUP_SECONDS });
     say("reference without viem's nonceManager: 60 payments by 8 payers…");
     const bare = await startReference(false);
     const bareRun = await runLoad({
@@ -281,7 +285,7 @@ async function main(): Promise<void> {
     const ourPays = payers.map((payer, index) =>
       fetchPayer(demoUrl, payer, { "cf-connecting-ip": `198.18.0.${index + 1}` }),
     );
-    if (oursMeasured) await runLoad({ payers: ourPays, total: PAYERS });
+    if (oursMeasured) await runLoad({ payers: ourPays, seconds: WARMUP_SECONDS });
     // (f) and (g): payers of their own, from addresses of their own, so no per-client window is shared.
     const plainPayers = await fundedAccounts(devnetUrl, PAYERS);
     const identifiedPayers = await fundedAccounts(devnetUrl, PAYERS);
@@ -299,7 +303,7 @@ async function main(): Promise<void> {
       receiptsOn = on;
       await runLoad({ payers: warm, seconds: WARMUP_SECONDS });
     };
-    if (oursMeasured) await runLoad({ payers: identifiedPays, total: PAYERS });
+    if (oursMeasured) await runLoad({ payers: identifiedPays, seconds: WARMUP_SECONDS });
 
     // (d) and (e): agents made as an operator makes them (keys from the local stack's stock),
     // funded from the operator pool; (e)'s each set its own policy, as an agent tightens its own.
@@ -327,8 +331,8 @@ async function main(): Promise<void> {
     if (!stack.x402PayTo) throw new Error("the local stack has no x402 payTo sealed");
     const governedPays = await newAgentPayers(PAYERS, 101, benchPolicy(stack.x402PayTo));
     if (oursMeasured) {
-      await runLoad({ payers: agentPays, total: PAYERS });
-      await runLoad({ payers: governedPays, total: PAYERS });
+      await runLoad({ payers: agentPays, seconds: WARMUP_SECONDS });
+      await runLoad({ payers: governedPays, seconds: WARMUP_SECONDS });
     }
 
     type Round = {
