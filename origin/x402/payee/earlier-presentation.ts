@@ -28,7 +28,10 @@ export function sha256(value: unknown): string {
  * after the authorization has expired, learns only that the nonce is used, and by which transaction.
  * A presentation whose payment id names this settlement (payment-ids.ts) is the same request by
  * the payer's own word (`sameRequest`): once settled, it is answered as settled, whenever it comes.
- * Its settlement may not be claimed yet (the id is bound first): until it is, this waits.
+ * The id names a settlement only once its claim has committed (payment-ids.ts bindPaymentId waits
+ * until then), and a batch removes the claims it signed nothing for in the transaction that made
+ * them (settle.ts storeStatement): the row this waits on does not go away, as a claim held within a
+ * batch may (heldPresentation).
  */
 export function earlierPresentation(
   deps: PresentationDeps,
