@@ -1,7 +1,8 @@
 /**
  * `npm run bench:enclave` (docs/performance.md, "The enclave"): signing operations per second through the
  * real enclave process over its socket, with 1 and with 32 requests in flight, beside the same signing
- * done in this process with the same libraries (viem's EIP-712 hashing, @noble/curves secp256k1),
+ * done in this process with the same code (the digests of shared/eip712.ts and shared/identity-proof.ts,
+ * signed by shared/secp256k1.ts: libsecp256k1 where its binding loads, as in the enclave),
  * in one run on one machine, with the CPU each process spent per operation. Goal: at 32 in flight, at
  * least 85 % of the in-process rate. The machine's speed drifts between seconds, so the in-process
  * and 32-in-flight figures are taken in rounds, in turn, and the goal is judged on the median of the

@@ -26,8 +26,8 @@
  * Each: latency from the first unpaid GET to the 200 (p50, p99) and payments per second at
  * BENCH_PAYERS (16) concurrent payers for BENCH_SECONDS. The three run in turn, BENCH_ROUNDS (3)
  * times; each ratio is taken within a round (this shared VM's speed drifts between minutes) and
- * the goals judge the median of the rounds' ratios: our p50 ≤ 0.5× the reference's, our
- * throughput ≥ 2× the reference's, our p50 within 2× of the chain floor; with a policy on every
+ * the goals judge the median of the rounds' ratios: our p50 ≤ 0.35× the reference's, our
+ * throughput ≥ 3× the reference's, our p50 ≤ 1.3× the chain floor's; with a policy on every
  * agent, p50 and throughput within 10 % of (d)'s; with receipts and payment ids (g), p50 and
  * throughput within 10 % of (f)'s.
  *
