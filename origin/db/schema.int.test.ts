@@ -108,6 +108,40 @@ describe("migrations and constraints", () => {
     ]);
   });
 
+  it("keeps no index that another index of its table covers: its columns that one's first ones, under the same condition", async () => {
+    // Every write of a row it covers writes its entry too, and a read it could serve the wider
+    // one serves as well (migration 0034 dropped key_pool_free_idx, covered by key_pool_free_order_idx).
+    const all = await queryRows<{
+      table: string;
+      name: string;
+      unique: boolean;
+      columns: string;
+      condition: string | null;
+    }>(
+      testDb.handle.db,
+      sql`select t.relname as table, i.relname as name, x.indisunique as unique, x.indkey::text as columns,
+            pg_get_expr(x.indpred, x.indrelid) as condition
+          from pg_index x join pg_class i on i.oid = x.indexrelid join pg_class t on t.oid = x.indrelid
+            join pg_namespace n on n.oid = t.relnamespace join pg_am a on a.oid = i.relam
+          where n.nspname = 'public' and a.amname = 'btree' and x.indexprs is null`,
+    );
+    // A unique index is a constraint as well: it stays whatever covers it.
+    const indexes = all.filter((index) => !index.unique);
+    const covered = indexes.flatMap((index) =>
+      all
+        .filter(
+          (other) =>
+            other.name !== index.name &&
+            other.table === index.table &&
+            other.condition === index.condition &&
+            `${other.columns} `.startsWith(`${index.columns} `),
+        )
+        .map((other) => `${index.name} (${index.table}) is covered by ${other.name}`),
+    );
+    expect(indexes.length).toBeGreaterThan(10);
+    expect(covered).toEqual([]);
+  });
+
   it("is idempotent: a second run applies nothing", async () => {
     expect(await migrateDatabase(testDb.handle.db)).toEqual({ applied: [] });
   });

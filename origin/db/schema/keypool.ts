@@ -47,9 +47,9 @@ export const keyPool = pgTable(
     check("key_pool_key_ref_format", textFormat(t.keyRef, LOWER_HEX_64)),
     check("key_pool_address_format", textFormat(t.address, LOWER_ADDRESS)),
     check("key_pool_assignment", sql`(${t.status} = 'assigned') = (${t.assignedAgentId} IS NOT NULL)`),
-    index("key_pool_free_idx").on(t.createdAt).where(sql`${t.status} = 'free'`),
-    // The claim's exact order (oldest first, then key_ref): keys of one batch share created_at, so
-    // without key_ref in the index every claim sorted the whole batch.
+    // The free keys in the claim's exact order (oldest first, then key_ref): keys of one batch share
+    // created_at, so without key_ref in the index every claim sorted the whole batch. The free
+    // stock's count reads it too: one index of the free keys, not two (migration 0034).
     index("key_pool_free_order_idx").on(t.createdAt, t.keyRef).where(sql`${t.status} = 'free'`),
     index("key_pool_batch_idx").on(t.batchId),
   ],

@@ -68,10 +68,6 @@ export const x402Settlements = pgTable(
     // change from being a HOT update and led the planner to scan its dead entries; the state
     // counts read the whole table anyway.
     index("x402_settlements_tx_idx").on(t.txId),
-    // A payer's settlements that may still move money, which its balance must cover before
-    // another one settles (x402/payee/reservations.ts): those still inside their validity window.
-    // Neither column ever changes, so status changes stay HOT updates.
-    index("x402_settlements_payer_valid_before_idx").on(t.payer, t.validBefore),
     // The console's time to settlement over the last hour (console/charts-queries.ts); created_at
     // never changes, so status changes stay HOT updates.
     index("x402_settlements_created_idx").on(t.createdAt),
