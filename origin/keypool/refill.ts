@@ -47,11 +47,7 @@ export function batchIdOf(outcome: BatchOutcome): string {
  */
 export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOutcome> {
   const batchId = await createBatch(deps.db, size);
-  const fail = async (reason: string): Promise<BatchOutcome> => {
-    await failBatch(deps.db, batchId, reason);
-    deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
-    return err({ code: "failed", batchId, reason });
-  };
+  const fail = failing(deps, batchId);
 
   const generated = await deps.signer.generateKeys(
     { namespace: "agent-transfer", count: size, batchId },
@@ -98,11 +94,7 @@ export async function verifyAndRelease(
   backupSha256: string,
   keys: GeneratedKey[],
 ): Promise<BatchOutcome> {
-  const fail = async (reason: string): Promise<BatchOutcome> => {
-    await failBatch(deps.db, batchId, reason);
-    deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
-    return err({ code: "failed", batchId, reason });
-  };
+  const fail = failing(deps, batchId);
   const file = await (deps.backups ?? fileBackupStore).read(backupPath, backupSha256);
   if (!file.ok) return fail(`backup_file: ${file.error}`);
   const verified = await deps.signer.verifyBackup({ envelope: file.value });
@@ -121,6 +113,18 @@ export async function verifyAndRelease(
   }
   if (!(await releaseBatch(deps.db, batchId))) return err({ code: "moved_on", batchId });
   return ok({ batchId, keys: keys.length });
+}
+
+/** Fails `batchId` for `reason` (its keys quarantined), says so in the log, and answers so. */
+function failing(
+  deps: Pick<RefillDeps, "db" | "logger">,
+  batchId: string,
+): (reason: string) => Promise<BatchOutcome> {
+  return async (reason) => {
+    await failBatch(deps.db, batchId, reason);
+    deps.logger.warn({ batch_id: batchId, reason }, "key batch failed");
+    return err({ code: "failed", batchId, reason });
+  };
 }
 
 export type RefillParams = {
