@@ -119,7 +119,12 @@ describe("migrations and constraints", () => {
       condition: string | null;
     }>(
       testDb.handle.db,
-      sql`select t.relname as table, i.relname as name, x.indisunique as unique, x.indkey::text as columns,
+      // Each key column with its operator class, order and collation: an index by the same column
+      // under another class (text_pattern_ops, say) serves other reads.
+      sql`select t.relname as table, i.relname as name, x.indisunique as unique,
+            (select string_agg(concat_ws('/', x.indkey[k], x.indclass[k], x.indoption[k], x.indcollation[k]), ' '
+                order by k)
+              from generate_series(0, x.indnkeyatts - 1) k) as columns,
             pg_get_expr(x.indpred, x.indrelid) as condition
           from pg_index x join pg_class i on i.oid = x.indexrelid join pg_class t on t.oid = x.indrelid
             join pg_namespace n on n.oid = t.relnamespace join pg_am a on a.oid = i.relam
