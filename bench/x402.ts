@@ -29,7 +29,9 @@
  * the goals judge the median of the rounds' ratios: our p50 ≤ 0.35× the reference's, our
  * throughput ≥ 3× the reference's, our p50 ≤ 1.3× the chain floor's; with a policy on every
  * agent, p50 and throughput within 10 % of (d)'s; with receipts and payment ids (g), p50 and
- * throughput within 10 % of (f)'s.
+ * throughput within 10 % of (f)'s. Beside each path's CPU per payment it names the tables
+ * Postgres's autovacuum worked on during its phases, and in which: that CPU includes the work, and
+ * on two shared cores it slows whichever path runs meanwhile, the reference's too.
  *
  * With BENCH_GROW=1 it measures instead how the cost of (a) grows with the payers paying at once
  * (bench/grow.ts): 1, 8, 32 and 128 payers, each level with payers of its own, each payer from an
@@ -51,6 +53,7 @@ import { connectDatabase } from "../origin/db/client.ts";
 import type { AgentPolicyDocument } from "../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { freePort } from "../testing/free-port.ts";
+import { watchAutovacuum } from "../testing/measure/autovacuum.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import {
   PG_STATEMENTS_SETTINGS,
@@ -172,21 +175,31 @@ async function main(): Promise<void> {
       bench: { pid: process.pid, tree: false },
     };
     /** CPU seconds each process spent in a path's measured phases, and the payments they made. */
-    const cpu = new Map<string, { spent: Record<string, number>; paid: number }>();
+    const cpu = new Map<
+      string,
+      { spent: Record<string, number>; paid: number; phases: number; autovacuum: string[] }
+    >();
     const statements = await phaseStatements(stack.postgres.url, SHOW_STATEMENTS);
     closers.push(() => statements.close());
-    /** Runs a measured phase and adds the CPU each process spent in it to its path's total. */
+    const autovacuum = await watchAutovacuum(stack.postgres.url);
+    closers.push(() => autovacuum.close());
+    /**
+     * Runs a measured phase and adds the CPU each process spent in it to its path's total, and the
+     * tables Postgres's autovacuum worked on meanwhile (which that CPU includes) to its list.
+     */
     const measured = async (name: string, run: () => Promise<LoadResult>): Promise<LoadSummary> => {
       // The statements' snapshots outside the CPU's, so that reading them is not the phase's CPU.
-      const { result, spent } = await statements.during(name, async () => {
+      const { result, spent, tables } = await statements.during(name, async () => {
         const before = await treeCpuSeconds(roots);
-        const result = await run();
-        return { result, spent: cpuDelta(before, await treeCpuSeconds(roots)) };
+        const { value: result, tables } = await autovacuum.during(run);
+        return { result, tables, spent: cpuDelta(before, await treeCpuSeconds(roots)) };
       });
-      const total = cpu.get(name) ?? { spent: {}, paid: 0 };
+      const total = cpu.get(name) ?? { spent: {}, paid: 0, phases: 0, autovacuum: [] };
       for (const [process, seconds] of Object.entries(spent))
         total.spent[process] = (total.spent[process] ?? 0) + seconds;
       total.paid += result.latenciesMs.length;
+      total.phases += 1;
+      if (tables.length > 0) total.autovacuum.push(`${tables.join(", ")} (phase ${total.phases})`);
       cpu.set(name, total);
       const summary = summarize(result);
       if (summary.failed > 0) say(`    ${name} failures: ${result.reasons.join("; ")}`);
@@ -411,7 +424,8 @@ async function main(): Promise<void> {
       const parts = Object.entries(total.spent)
         .filter(([, seconds]) => seconds > 0)
         .map(([process, seconds]) => `${process} ${((seconds * 1000) / Math.max(1, total.paid)).toFixed(2)}`);
-      say(`    ${name}: CPU ms per payment: ${parts.join(", ")}`);
+      const maintenance = total.autovacuum.length > 0 ? `; autovacuum: ${total.autovacuum.join("; ")}` : "";
+      say(`    ${name}: CPU ms per payment: ${parts.join(", ")}${maintenance}`);
       for (const line of statements.describe(name, total.paid, "payment")) say(line);
     }
     say("");
