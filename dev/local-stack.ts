@@ -300,6 +300,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         startChild({
           name: "devnet",
           entry: "devnet/main.ts",
+          ...profiledProgram("devnet/main.ts"),
           args: ["--port", String(params.devnetPort), "--state", path.join(dataDir, "devnet-state.json")],
           onLine: onPartLine,
         }),

@@ -1,7 +1,12 @@
 /**
- * One block being built: transactions execute one after another on the live state, each
- * committed as it runs, and `seal()` closes the block with roots and gas over all of them.
- * Callers hold the chain lock from the first `add` to `seal`.
+ * One block being built: transactions execute one after another on the live state, inside one
+ * checkpoint of it that `seal()` commits, closing the block with roots and gas over all of them.
+ * Callers hold the chain lock from the first `add` to `seal` (or `abandon`).
+ *
+ * The block's checkpoint is what ethereumjs's own block runner keeps: without it, each
+ * transaction's commit was the state's outermost and wrote its accounts and slots through to the
+ * trie, re-hashing their paths, so an account every transaction of a block touches (a relayer, a
+ * payee, the coinbase) was written to the trie once per transaction instead of once per block.
  */
 import {
   type Block,
@@ -32,6 +37,8 @@ export class BlockBuilder {
   readonly #pending: Block;
   readonly #executed: Executed[] = [];
   #gasUsed = 0n;
+  /** Whether the block's checkpoint of the state is open (from the first `add`). */
+  #checkpointed = false;
 
   /** `baseFee`: the block's base fee when not the parent's rule (dev_setNextBlockBaseFeePerGas). */
   constructor(dvm: DevnetVm, parent: BlockHeader, timestamp: bigint, baseFee?: bigint) {
@@ -63,6 +70,10 @@ export class BlockBuilder {
     // The precompile reads the block time through this context; set per transaction because
     // eth_call, which shares the VM, may have run since the builder was made.
     this.#dvm.execution.timestamp = this.#timestamp;
+    if (!this.#checkpointed) {
+      await this.#dvm.state.checkpoint();
+      this.#checkpointed = true;
+    }
     let result: RunTxResult;
     try {
       // runTx checkpoints state itself and reverts everything when it throws.
@@ -75,9 +86,23 @@ export class BlockBuilder {
     return ok(undefined);
   }
 
+  /**
+   * Takes back what the added transactions wrote, for a block that will not be sealed: one whose
+   * every transaction was refused, or a run that failed part way.
+   */
+  async abandon(): Promise<void> {
+    if (!this.#checkpointed) return;
+    this.#checkpointed = false;
+    await this.#dvm.state.revert();
+  }
+
   /** The finished block over the state as it now stands; an empty block when nothing was added. */
   async seal(): Promise<Mined> {
     const dvm = this.#dvm;
+    if (this.#checkpointed) {
+      this.#checkpointed = false;
+      await dvm.state.commit();
+    }
     const txs = this.#executed.map(({ tx }) => tx);
     const bloom = new Uint8Array(256);
     for (const { result } of this.#executed) {

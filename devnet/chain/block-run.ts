@@ -92,11 +92,16 @@ async function mineBlock(
     next.caller = undefined;
     await place(ctx.pool.adopt({ ...next, caller }));
   };
-  for (const entry of batch) {
-    await new Promise((resolve) => setImmediate(resolve));
-    await place(entry);
+  try {
+    for (const entry of batch) {
+      await new Promise((resolve) => setImmediate(resolve));
+      await place(entry);
+    }
+    if (builder.count > 0) ctx.append(await builder.seal());
+  } finally {
+    // Unsealed: every transaction refused, or the run failed (a bug: mineWaiting answers for it).
+    await builder.abandon();
   }
-  if (builder.count > 0) ctx.append(await builder.seal());
   // Answered only now: a caller's receipt is in the store when its call returns.
   ctx.pool.settleMined(included);
   return leftover;
