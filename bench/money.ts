@@ -92,7 +92,7 @@ const FAUCET_SAMPLES = Number(process.env.BENCH_FAUCET_SAMPLES ?? 100);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 5);
 /** Transfers signed ahead per straight account for a phase of `seconds`: more than it can send. */
 const presignCount = (seconds: number): number =>
-  Number(process.env.BENCH_PRESIGN ?? Math.ceil((seconds * 1_500) / AGENTS));
+  Number(process.env.BENCH_PRESIGN ?? Math.ceil((seconds * 2_500) / AGENTS));
 const AMOUNT_UNITS = 1_000n;
 /** BENCH_PG_STATEMENTS=<n>: the gateway phases' n costliest statements (docs/development.md). */
 const SHOW_STATEMENTS = statementsToShow();
