@@ -82,7 +82,7 @@ describe("a block being built", () => {
 
   it("keeps the block's other transactions when the EVM refuses one inside it", async () => {
     const { dvm, transfers } = await chainOf(3);
-    // A sender with code: the EVM refuses its transaction outright (EIP-3607), after it started.
+    // A sender with code: runTx refuses its transaction outright (EIP-3607), inside the block.
     const refused = transfers[1]!.getSenderAddress();
     await dvm.state.putCode(refused, Uint8Array.of(0x00));
     const parent = genesisHeader(dvm.common, await dvm.state.getStateRoot(), 1n);
