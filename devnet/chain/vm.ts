@@ -84,8 +84,9 @@ function withParameterTablesMerged(common: Common): Common {
 export async function createDevnetVm(params: CreateDevnetVmParams): Promise<DevnetVm> {
   const common = createDevnetCommon(params.ecrecover);
   // With caches, and the block's checkpoint held open until it is sealed (block-builder.ts),
-  // writes collect in memory and reach the trie once per block, when its state root is taken. Without them every account or slot a transaction writes re-hashes its
-  // trie path at once, and putting many transactions in one block would save little.
+  // writes collect in memory and reach the trie once per block, when its state root is taken.
+  // Without them every account or slot a transaction writes re-hashes its trie path at once, and
+  // putting many transactions in one block would save little.
   const stateCommon = createDevnetCommon();
   const pruner = new StatePruner({ onError: params.onPruningError });
   // What MerkleStateManager builds by default (a key-hashing trie), on the pruner's node store.
