@@ -30,6 +30,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { newAccount } from "../devnet/testing.ts";
+import { cpuProfileArgs } from "../ops/lib/supervisor.ts";
 import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
@@ -231,8 +232,8 @@ export async function runFloods(
     const adminToken = randomBytes(32).toString("hex");
     origin = await spawnOrigin({
       port: await freePort(),
-      // e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the origin spends its time.
-      nodeArgs: process.env.BENCH_ORIGIN_NODE_ARGS?.split(" ").filter(Boolean),
+      // BENCH_CPU_PROF=<dir> profiles it; BENCH_ORIGIN_NODE_ARGS gives it other node options instead.
+      nodeArgs: process.env.BENCH_ORIGIN_NODE_ARGS?.split(" ").filter(Boolean) ?? cpuProfileArgs(),
       env: stack.processEnv({
         AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
         AGENT_REGISTRATION_ALLOW_LOOPBACK: "true",

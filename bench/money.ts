@@ -40,7 +40,13 @@ import { postmasterPid } from "../dev/local-stack.ts";
 import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { createRestoreDriller, type RestoreDriller } from "../ops/lib/restore-driller.ts";
-import { httpOk, startChild, waitUntilReady } from "../ops/lib/supervisor.ts";
+import {
+  cpuProfileArgs,
+  httpOk,
+  profiledProgram,
+  startChild,
+  waitUntilReady,
+} from "../ops/lib/supervisor.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
@@ -174,10 +180,12 @@ async function main(): Promise<void> {
   const devnet = startChild({
     name: "devnet",
     entry: "devnet/main.ts",
+    // BENCH_CPU_PROF=<dir>: the devnet, the enclave and the origin each write a CPU profile there.
+    ...profiledProgram("devnet/main.ts"),
     args: ["--port", String(devnetPort)],
     onLine: quiet,
   });
-  const enclave = await createEnclaveFixture({ envId: "bench-money" });
+  const enclave = await createEnclaveFixture({ envId: "bench-money", nodeArgs: cpuProfileArgs() });
   const signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
   let origin: Awaited<ReturnType<typeof spawnOrigin>> | undefined;
   let driller: RestoreDriller | undefined;
@@ -293,8 +301,8 @@ async function main(): Promise<void> {
     await ensureWebhookSigningKeyFile(webhookKeyFile);
     origin = await spawnOrigin({
       port: await freePort(),
-      // e.g. BENCH_ORIGIN_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the origin's time goes
-      nodeArgs: process.env.BENCH_ORIGIN_NODE_ARGS?.split(" ").filter(Boolean),
+      // Other node options for the origin alone: BENCH_ORIGIN_NODE_ARGS="--max-semi-space-size=64", say.
+      nodeArgs: process.env.BENCH_ORIGIN_NODE_ARGS?.split(" ").filter(Boolean) ?? cpuProfileArgs(),
       env: {
         AGENT_GATEWAY_ENABLED: "true",
         DATABASE_URL: postgres.url,

@@ -316,6 +316,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
           startChild({
             name: "enclave",
             entry: "enclave/main.ts",
+            ...profiledProgram("enclave/main.ts"),
             args: ["serve", "--socket", socketPath, "--data-dir", enclaveDir],
             onLine: onPartLine,
           }),

@@ -25,13 +25,21 @@ export type StartChildParams = {
 };
 
 /**
- * With BENCH_CPU_PROF=<dir> set, the node arguments that run `entry` (as startChild does) writing
- * a V8 CPU profile into that folder when it exits; otherwise nothing, and startChild runs `entry`
- * as usual. For the benchmarks' children (docs/development.md).
+ * With BENCH_CPU_PROF=<dir> set, the node options that make a process write a V8 CPU profile into
+ * that folder when it exits; otherwise none. For the benchmarks' children (docs/development.md).
+ */
+export function cpuProfileArgs(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
+/**
+ * The node arguments that run `entry` as startChild does, profiled (cpuProfileArgs) when
+ * BENCH_CPU_PROF is set; otherwise nothing, and startChild runs `entry` as usual.
  */
 export function profiledProgram(entry: string): { program?: string[] } {
-  const dir = process.env.BENCH_CPU_PROF;
-  return dir ? { program: ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...programArgs(entry)] } : {};
+  const profile = cpuProfileArgs();
+  return profile.length > 0 ? { program: [...profile, ...programArgs(entry)] } : {};
 }
 
 /**
