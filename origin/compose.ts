@@ -277,6 +277,7 @@ function buildMoney(
       chainTimeoutMs: config.chain.timeoutMs,
       maxWaiting: MAX_WAITING_BROADCASTS,
       tracker,
+      observer: infra.metrics.outboxBatches,
     },
     OUTBOX_DOMAINS,
   );

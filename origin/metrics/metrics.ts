@@ -11,6 +11,7 @@ import type { Db } from "../db/client.ts";
 import type { AppEnv } from "../http/env.ts";
 import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
 import { routeLabel } from "../http/route-label.ts";
+import type { BatchObserver } from "../outbox/submit.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { type HourCounts, HourlyCounts } from "./hourly-counts.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";
@@ -24,6 +25,7 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *    the database when scraped, through a short cache so a burst of scrapes reads it once;
  *  - enclave and chain call latency and errors, measured by wrapping the clients where the
  *    dependencies are built;
+ *  - the outbox's batches: their sizes, and where each one's time goes, step by step;
  *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today;
  *  - registration refusals by reason, also kept per UTC hour for the console's chart.
  */
@@ -46,6 +48,8 @@ export type OriginMetrics = {
   observeSigner(client: SignerClient): SignerClient;
   /** The same upstream, each call timed and its failures counted. */
   observeRpc(upstream: JsonRpcUpstream): JsonRpcUpstream;
+  /** Each outbox batch's size and the time from its start to the end of each step, by kind. */
+  readonly outboxBatches: BatchObserver;
   /** The Prometheus text exposition of every metric. */
   render(): Promise<string>;
 };
@@ -118,6 +122,21 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     name: `${PREFIX}chain_call_errors_total`,
     help: "Chain JSON-RPC calls that failed in transport, by method and failure",
     labelNames: ["method", "failure"] as const,
+    registers: [registry],
+  });
+
+  const batchSteps = new Histogram({
+    name: `${PREFIX}outbox_batch_step_seconds`,
+    help: "Outbox batches by kind: the time from a batch's start to the end of each step (chain_read, facts, signed, committed, ended)",
+    labelNames: ["kind", "step"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const batchItems = new Histogram({
+    name: `${PREFIX}outbox_batch_items`,
+    help: "Outbox batches by kind, and the items each carried",
+    labelNames: ["kind"] as const,
+    buckets: [1, 2, 4, 8, 16, 32, 64],
     registers: [registry],
   });
 
@@ -199,6 +218,10 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
         },
         close: () => upstream.close(),
       };
+    },
+    outboxBatches: {
+      began: (kind, items) => batchItems.observe({ kind }, items),
+      step: (kind, step, seconds) => batchSteps.observe({ kind, step }, seconds),
     },
     render: () => registry.metrics(),
   };

@@ -18,7 +18,13 @@ import type { ReceiptOutcome, SenderView } from "./intent.ts";
 import { createBroadcastLane } from "./lane.ts";
 import { bookkeep, waitForReceipt } from "./receipts.ts";
 import { broadcastLeaseMs, createOutboxStore } from "./store.ts";
-import { createSubmit, type KindSigner, type SentTransaction, type Submit } from "./submit.ts";
+import {
+  type BatchObserver,
+  createSubmit,
+  type KindSigner,
+  type SentTransaction,
+  type Submit,
+} from "./submit.ts";
 import { createTxTracker, type TxTracker, type TxTrackerOptions } from "./tracker.ts";
 import type { TrackerHooks } from "./tracker-hooks.ts";
 
@@ -39,6 +45,8 @@ export type OutboxDeps = {
   /** At most this many signed transactions wait for the chain before `room()` holds signing back. */
   maxWaiting: number;
   tracker?: TxTrackerOptions | undefined;
+  /** Told each batch's size and the time of its steps (the origin's metrics). */
+  observer?: BatchObserver | undefined;
 };
 
 export type Outbox = {
@@ -97,6 +105,7 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
     lane,
     leaseMs,
     senderView,
+    observer: deps.observer,
   });
   const tracker = createTxTracker(
     {

@@ -61,6 +61,23 @@ export type Submitted<Refusal> =
 /** The enclave ops the outbox signs with for the kinds. */
 export type KindSigner = Pick<SignerClient, "signTransfer" | "signFaucet" | "signSettlement" | "signFiller">;
 
+/**
+ * The steps of a batch, each observed as the time from the batch's start to its end: the chain's
+ * reads and the fee quote in, the kind's facts read behind the lock, the signatures back, the
+ * commit, and the batch's end (for a kind that waits for its broadcasts, the chain's answer). A
+ * batch the chain did not answer goes from `chain_read` to `committed`, signing nothing.
+ */
+export const BATCH_STEPS = ["chain_read", "facts", "signed", "committed", "ended"] as const;
+export type BatchStep = (typeof BATCH_STEPS)[number];
+
+/** Where a batch's time goes (the origin's metrics: origin/metrics/metrics.ts). */
+export type BatchObserver = {
+  /** A batch of `kind` began with `items` items. */
+  began(kind: string, items: number): void;
+  /** `seconds` after its start, a batch of `kind` finished `step`. */
+  step(kind: string, step: BatchStep, seconds: number): void;
+};
+
 export type SubmitDeps = {
   db: Db;
   rpc: JsonRpcUpstream;
@@ -71,6 +88,8 @@ export type SubmitDeps = {
   /** How long a broadcast lease lasts (store.ts broadcastLeaseMs). */
   leaseMs: number;
   senderView(address: string): Promise<SenderView | undefined>;
+  /** Told each batch's size and when it finished each step. */
+  observer?: BatchObserver | undefined;
 };
 
 export type Submit = <Item, Chain, Facts, Refusal>(
@@ -115,6 +134,24 @@ async function runBatch<Item, Chain, Facts, Refusal>(
   kind: OutboxKind<Item, Chain, Facts, Refusal>,
   queued: Queued<Item>[],
 ): Promise<Submitted<Refusal>[]> {
+  const started = performance.now();
+  const { observer } = deps;
+  observer?.began(kind.name, queued.length);
+  const done = (step: BatchStep): void =>
+    observer?.step(kind.name, step, (performance.now() - started) / 1000);
+  try {
+    return await runSteps(deps, kind, queued, done);
+  } finally {
+    done("ended");
+  }
+}
+
+async function runSteps<Item, Chain, Facts, Refusal>(
+  deps: SubmitDeps,
+  kind: OutboxKind<Item, Chain, Facts, Refusal>,
+  queued: Queued<Item>[],
+  done: (step: BatchStep) => void,
+): Promise<Submitted<Refusal>[]> {
   // A chain slower than signing holds the next batch here, before anything is signed.
   if (kind.batching.waitsForRoom) await deps.lane.room();
   const items = queued.map((entry) => entry.item);
@@ -155,6 +192,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
       ]);
       ids = new Map(rows.map((row) => [row.tx_hash, { txId: row.tx_id, answer: row.answer }]));
     }
+    done("committed");
     for (const { index, refusal } of unsigned.refused) outcomes[index] = { kind: "refused", refusal };
     for (const { index, refusal } of unsigned.unavailable) outcomes[index] = { kind: "unavailable", refusal };
     const leases = signed.map(({ lease }) => ({ ...lease, txId: ids.get(lease.txHash)!.txId }));
@@ -183,6 +221,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
     claiming.catch(() => {});
     locking.catch(() => {});
     const [quotes, read] = await Promise.all([quoted, chainRead]);
+    done("chain_read");
     const quote = quotes[0]!;
     if (!read || (!replaces && !quote.ok)) {
       const refusal = kind.chainDown(quote);
@@ -195,6 +234,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
       locking,
       kind.facts({ run: tx.run, rpc: deps.rpc }, { items, claimed: claiming, chain: read.chain, now }),
     ]);
+    done("facts");
     const nonces = new Map(
       Object.entries(locked[0]?.nonces ?? {}).map(([address, n]) => [address, BigInt(n)]),
     );
@@ -209,6 +249,7 @@ async function runBatch<Item, Chain, Facts, Refusal>(
         return mined > stored ? mined : stored;
       },
     });
+    done("signed");
     await store(signing.signed, signing);
     return outcomes;
   } finally {
