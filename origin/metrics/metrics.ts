@@ -11,7 +11,7 @@ import type { Db } from "../db/client.ts";
 import type { AppEnv } from "../http/env.ts";
 import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
 import { routeLabel } from "../http/route-label.ts";
-import type { BatchObserver } from "../outbox/submit.ts";
+import type { BatchObserver } from "../outbox/index.ts";
 import type { SignerClient } from "../signer/types.ts";
 import { type HourCounts, HourlyCounts } from "./hourly-counts.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";

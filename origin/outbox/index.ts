@@ -58,7 +58,7 @@
  *
  * Performance rests on batching (docs/performance.md): a batch takes one round trip for its claim
  * and lock, one for its facts, one for its store statement and commit, and one JSON-RPC batch of
- * broadcasts.
+ * broadcasts. A BatchObserver (the origin's metrics) is told each batch's size and its steps' times.
  *
  * chain/ stays read-only access to the chain (JSON-RPC, fees, block numbers); everything that
  * writes to the chain or to the outgoing_transactions table is here. The outbox's files name no
@@ -69,4 +69,5 @@ export type { SenderView, TxPurpose } from "./intent.ts";
 export { type CheckAt, defineKindStore, type OutboxKind, type Unsigned } from "./kind.ts";
 export { createOutbox, type Outbox, type OutboxDomains } from "./outbox.ts";
 export { readReceipts } from "./receipts.ts";
+export type { BatchObserver, BatchStep } from "./submit.ts";
 export type { TxTrackerOptions } from "./tracker.ts";
