@@ -83,6 +83,11 @@ export function ethGetTransactionCount(address: string): RpcCall<bigint> {
   return { method: "eth_getTransactionCount", params: [address, "latest"], parse: quantity };
 }
 
+/** The word at `slot` of `address`'s storage, at `latest`. */
+export function ethGetStorageAt(address: string, slot: Hex): RpcCall<Hex> {
+  return { method: "eth_getStorageAt", params: [address, slot, "latest"], parse: data };
+}
+
 export function ethCall(transaction: { to: string; data: Hex }): RpcCall<Hex> {
   return { method: "eth_call", params: [transaction, "latest"], parse: data };
 }

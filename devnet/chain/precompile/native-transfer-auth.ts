@@ -8,7 +8,7 @@
  * rolled back with a reverted call, committed with the block, and saved with the state file.
  */
 import { EVMError, type ExecResult, type Log, type Message, type PrecompileInput } from "@ethereumjs/evm";
-import { Account, Address, concatBytes, equalsBytes, hexToBytes } from "@ethereumjs/util";
+import { Account, Address, equalsBytes, hexToBytes } from "@ethereumjs/util";
 import {
   EIP712_DOMAIN_NAME,
   EIP712_DOMAIN_VERSION,
@@ -16,7 +16,7 @@ import {
   WEI_PER_UNIT,
 } from "../../../shared/constants.ts";
 import { authorizationDigest, domainSeparator } from "../../../shared/eip712.ts";
-import { keccak256 } from "../../../shared/keccak.ts";
+import { authorizationSlot } from "../../../shared/native-transfer-auth.ts";
 import { ok, type Result } from "../../../shared/result.ts";
 import type { Ecrecover, RecoveryInput } from "../signature-recovery.ts";
 import {
@@ -258,12 +258,6 @@ export function authorizationRecoveryInput(
     parts = split.value;
   }
   return signerRecoveryInput(authorizationDigest(separator, fields), parts);
-}
-
-/** keccak256(nonce ‖ keccak256(authorizer ‖ 0)): Solidity's slot for map[authorizer][nonce] at slot 0. */
-export function authorizationSlot(authorizer: Uint8Array, nonce: Uint8Array): Uint8Array {
-  const inner = keccak256(concatBytes(encodeAddress(authorizer), encodeUint(0n)));
-  return keccak256(concatBytes(nonce, inner));
 }
 
 function signatureReason(failure: SignatureFailure): RevertReason {

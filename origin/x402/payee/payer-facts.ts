@@ -1,14 +1,18 @@
 /**
- * What verification reads from the chain of a payment: whether the
- * authorization's (from, nonce) is used (`authorizationState` on the precompile) and the payer's
- * balance, two calls per payment. Payments read together share one JSON-RPC batch, so a burst
- * costs the origin and the node one round trip rather than one per payment. The settle batch
- * (settle.ts) puts the same calls in its own JSON-RPC batch, beside the settler's nonce.
+ * What verification reads from the chain of a payment: whether the authorization's (from, nonce)
+ * is used and the payer's balance, two reads of the latest state per payment. The first is the
+ * storage word the precompile's `authorizationState` answers from (authorizationSlot in
+ * shared/native-transfer-auth.ts), read with eth_getStorageAt: a node answers it from its state as
+ * it does a balance, where the view called with eth_call runs a whole transaction in the node's EVM
+ * (on the devnet, behind its chain lock), and the settle batch signs only once these reads are in.
+ * Payments read together share one JSON-RPC batch, so a burst costs the origin and the node one
+ * round trip rather than one per payment. The settle batch (settle.ts) puts the same reads in its
+ * own JSON-RPC batch, beside the settler's nonce.
  */
 import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
 import type { Hex } from "../../../shared/hex.ts";
-import { authorizationStateCalldata } from "../../../shared/native-transfer-auth.ts";
-import { ethCall, ethGetBalance } from "../../chain/eth-calls.ts";
+import { authorizationSlotHex } from "../../../shared/native-transfer-auth.ts";
+import { ethGetBalance, ethGetStorageAt } from "../../chain/eth-calls.ts";
 import { type RpcBatchResults, type RpcCall, sendRpcBatch } from "../../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
 import { createBatcher } from "../../db/batcher.ts";
@@ -20,12 +24,12 @@ export type PayerFactsQuery = { payer: Hex; nonce: Hex };
 /** Undefined when the chain did not answer (or answered something that is not a quantity). */
 export type PayerFactsReader = (payer: Hex, nonce: Hex) => Promise<PayerFacts | undefined>;
 
-/** A query's two calls, in this order: the authorization's state, then the payer's balance. */
+/** A query's two reads, in this order: the authorization's flag, then the payer's balance. */
 export type PayerFactsCalls = readonly [used: RpcCall<Hex>, balance: RpcCall<bigint>];
 
 export function payerFactsCalls({ payer, nonce }: PayerFactsQuery): PayerFactsCalls {
   return [
-    ethCall({ to: NATIVE_TRANSFER_AUTH_ADDRESS, data: authorizationStateCalldata(payer, nonce) }),
+    ethGetStorageAt(NATIVE_TRANSFER_AUTH_ADDRESS, authorizationSlotHex(payer, nonce)),
     ethGetBalance(payer),
   ];
 }
