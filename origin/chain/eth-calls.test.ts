@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import {
   data,
   ethBlockNumber,
-  ethCall,
   ethFeeHistoryNextBaseFee,
   ethGetBalance,
+  ethGetStorageAt,
   ethGetTransactionCount,
   ethGetTransactionReceipt,
   ethMaxPriorityFeePerGas,
@@ -17,19 +17,14 @@ import {
 import type { RpcCall } from "./json-rpc-call.ts";
 
 const address = "0x71c7656ec7ab88b098defb751b7401b5f6d8976f";
-const hash = `0x${"ab".repeat(32)}`;
+const hash = `0x${"ab".repeat(32)}` as const;
 
 describe("the calls the origin makes", () => {
   const calls: Array<[name: string, call: RpcCall<unknown>, method: string, params: unknown[]]> = [
     ["block number", ethBlockNumber(), "eth_blockNumber", []],
     ["balance", ethGetBalance(address), "eth_getBalance", [address, "latest"]],
     ["mined nonce", ethGetTransactionCount(address), "eth_getTransactionCount", [address, "latest"]],
-    [
-      "call",
-      ethCall({ to: address, data: "0xabcd" }),
-      "eth_call",
-      [{ to: address, data: "0xabcd" }, "latest"],
-    ],
+    ["storage word", ethGetStorageAt(address, hash), "eth_getStorageAt", [address, hash, "latest"]],
     ["next base fee", ethFeeHistoryNextBaseFee(), "eth_feeHistory", ["0x1", "latest", []]],
     ["tip", ethMaxPriorityFeePerGas(), "eth_maxPriorityFeePerGas", []],
     ["receipt", ethGetTransactionReceipt(hash), "eth_getTransactionReceipt", [hash]],

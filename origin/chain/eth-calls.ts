@@ -16,7 +16,7 @@ export function quantity(value: unknown): bigint | undefined {
   return typeof value === "string" && QUANTITY.test(value) ? BigInt(value) : undefined;
 }
 
-/** JSON-RPC DATA (0x and hex digits), such as an eth_call's return bytes. */
+/** JSON-RPC DATA (0x and hex digits), such as a storage word. */
 export function data(value: unknown): Hex | undefined {
   return isData(value) ? value : undefined;
 }
@@ -86,10 +86,6 @@ export function ethGetTransactionCount(address: string): RpcCall<bigint> {
 /** The word at `slot` of `address`'s storage, at `latest`. */
 export function ethGetStorageAt(address: string, slot: Hex): RpcCall<Hex> {
   return { method: "eth_getStorageAt", params: [address, slot, "latest"], parse: data };
-}
-
-export function ethCall(transaction: { to: string; data: Hex }): RpcCall<Hex> {
-  return { method: "eth_call", params: [transaction, "latest"], parse: data };
 }
 
 /** The next block's base fee, from the fee history of the latest block. */

@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { err, ok } from "../../shared/result.ts";
-import { ethBlockNumber, ethCall, ethGetBalance, ethGetTransactionCount, quantity } from "./eth-calls.ts";
+import {
+  ethBlockNumber,
+  ethGetBalance,
+  ethGetStorageAt,
+  ethGetTransactionCount,
+  quantity,
+} from "./eth-calls.ts";
 import { type RpcCallResult, readRpcAnswer, sendRpcBatch, sendRpcCall } from "./json-rpc-call.ts";
 import type { UpstreamResult } from "./json-rpc-upstream.ts";
 
@@ -28,15 +34,15 @@ describe("the wire", () => {
     await sendRpcBatch(rpc, [
       ethGetTransactionCount(a),
       ethBlockNumber(),
-      [a, b].map((payer) => [ethCall({ to: b, data: "0x01" }), ethGetBalance(payer)] as const),
+      [a, b].map((payer) => [ethGetStorageAt(b, "0x01"), ethGetBalance(payer)] as const),
     ]);
     expect(rpc.sent).toEqual([
       JSON.stringify([
         { jsonrpc: "2.0", id: 0, method: "eth_getTransactionCount", params: [a, "latest"] },
         { jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] },
-        { jsonrpc: "2.0", id: 2, method: "eth_call", params: [{ to: b, data: "0x01" }, "latest"] },
+        { jsonrpc: "2.0", id: 2, method: "eth_getStorageAt", params: [b, "0x01", "latest"] },
         { jsonrpc: "2.0", id: 3, method: "eth_getBalance", params: [a, "latest"] },
-        { jsonrpc: "2.0", id: 4, method: "eth_call", params: [{ to: b, data: "0x01" }, "latest"] },
+        { jsonrpc: "2.0", id: 4, method: "eth_getStorageAt", params: [b, "0x01", "latest"] },
         { jsonrpc: "2.0", id: 5, method: "eth_getBalance", params: [b, "latest"] },
       ]),
     ]);
@@ -164,10 +170,7 @@ describe("reading a batch's answer", () => {
     ]);
     const [nonce, pairs, last] = await sendRpcBatch(upstream(answer), [
       ethGetTransactionCount(a),
-      [
-        [ethCall({ to: a, data: "0x" }), ethGetBalance(a)] as const,
-        [ethCall({ to: b, data: "0x" })] as const,
-      ],
+      [[ethGetStorageAt(a, "0x00"), ethGetBalance(a)] as const, [ethGetStorageAt(b, "0x00")] as const],
       ethBlockNumber(),
     ]);
     expect(nonce).toEqual(ok(1n));
