@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runTool } from "../testing/run-tool.ts";
 import { fund, newAccount, rpc } from "./testing.ts";
@@ -10,10 +11,11 @@ import { fund, newAccount, rpc } from "./testing.ts";
 type Running = { child: ChildProcess; url: string; exited: Promise<number | null> };
 
 /** Starts the devnet as `npm run devnet` does (its bundle while current) and waits for its URL line. */
-async function startCli(args: string[]): Promise<Running> {
+async function startCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Running> {
   const child = spawn(process.execPath, ["ops/lib/run-program.mjs", "devnet/main.ts", ...args], {
     cwd: path.resolve(import.meta.dirname, ".."),
     stdio: ["ignore", "pipe", "pipe"],
+    env,
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const firstLine = await new Promise<string>((resolve, reject) => {
@@ -52,6 +54,44 @@ describe("devnet: the CLI (npm run devnet)", () => {
     expect((await rpc(second.url, "eth_blockNumber")).result).toBe("0x1");
     second.child.kill("SIGINT");
     expect(await second.exited).toBe(0);
+  });
+
+  it("makes no terminal check for the loggers ethereumjs builds as blocks are mined and read", async () => {
+    // A preload counting the devnet process's tty.isatty calls, told on stderr as it exits.
+    const preload = path.join(dir, "count-isatty.mjs");
+    await writeFile(
+      preload,
+      [
+        'import tty from "node:tty";',
+        'import { writeSync } from "node:fs";',
+        "let calls = 0;",
+        "const isatty = tty.isatty;",
+        "tty.isatty = (fd) => { calls++; return isatty(fd); };",
+        `process.on("exit", () => writeSync(2, "isatty calls: " + calls + "\\n"));`,
+      ].join("\n"),
+    );
+    const { DEBUG_COLORS: _, ...env } = process.env;
+    const devnet = await startCli(["--port", "0"], {
+      ...env,
+      NODE_OPTIONS: `--import ${pathToFileURL(preload).href}`,
+    });
+    let stderr = "";
+    devnet.child.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    // Each block gets a view of its state when it is read at `latest`: a trie and caches, each
+    // with its loggers, which asked once each before the entry set DEBUG_COLORS.
+    const account = newAccount();
+    for (let i = 1; i <= 20; i++) {
+      await fund(devnet.url, account.address, BigInt(i));
+      expect((await rpc(devnet.url, "eth_getBalance", [account.address, "latest"])).result).toBe(
+        `0x${i.toString(16)}`,
+      );
+    }
+    devnet.child.kill("SIGTERM");
+    expect(await devnet.exited).toBe(0);
+    const calls = Number(/isatty calls: (\d+)/.exec(stderr)?.[1]);
+    expect(calls).toBeLessThan(10);
   });
 
   it("refuses a malformed flag with a message and exit code 1", async () => {

@@ -9,6 +9,8 @@
  * Prints one line with the URL on stdout; logs go to stderr. SIGINT or SIGTERM closes it,
  * saving the state file first.
  */
+// First: it sets the environment `debug` reads when ethereumjs loads it.
+import "./no-debug-colors.ts";
 import { parseArgs } from "node:util";
 import { errorMessage } from "../shared/error-message.ts";
 import { DEFAULT_DEVNET_PORT } from "./constants.ts";

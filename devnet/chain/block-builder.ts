@@ -103,7 +103,7 @@ export class BlockBuilder {
       this.#checkpointed = false;
       await dvm.state.commit();
     }
-    const txs = this.#executed.map(({ tx }) => tx);
+    const body = this.#executed.map(({ tx }) => ({ type: tx.type, serialized: tx.serialize() }));
     const bloom = new Uint8Array(256);
     for (const { result } of this.#executed) {
       result.bloom.bitvector.forEach((byte, i) => {
@@ -114,7 +114,7 @@ export class BlockBuilder {
       {
         ...this.#headerData,
         stateRoot: await dvm.state.getStateRoot(),
-        transactionsTrie: orderedTrieRoot(txs.map((tx) => tx.serialize())),
+        transactionsTrie: orderedTrieRoot(body.map(({ serialized }) => serialized)),
         receiptTrie: orderedTrieRoot(
           this.#executed.map(({ tx, result }) => encodeReceipt(result.receipt, tx.type)),
         ),
@@ -126,7 +126,7 @@ export class BlockBuilder {
     const blockHash = data(header.hash());
     const baseFee = header.baseFeePerGas ?? 0n;
     const block: MinedBlock = {
-      header: formatHeader(header, blockSize(header, txs)),
+      header: formatHeader(header, blockSize(header, body)),
       transactions: [],
       receipts: [],
     };

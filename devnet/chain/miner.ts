@@ -5,11 +5,11 @@
 import { type BlockHeader, createBlockHeader, type HeaderData } from "@ethereumjs/block";
 import type { Common } from "@ethereumjs/common";
 import { KECCAK256_RLP } from "@ethereumjs/util";
-import { toRlp } from "viem";
 import { keccak256 } from "../../shared/keccak.ts";
 import { BLOCK_GAS_LIMIT, COINBASE_ADDRESS, GENESIS_BASE_FEE_WEI } from "../constants.ts";
 import { data } from "../hex.ts";
-import { formatHeader, type SupportedTx } from "../rpc/format.ts";
+import { rlpBytesLength, rlpListLength } from "../rlp-length.ts";
+import { formatHeader } from "../rpc/format.ts";
 import type { MinedBlock, RpcBlockHeader } from "../rpc/types.ts";
 
 const ZERO_HASH = new Uint8Array(32);
@@ -93,8 +93,17 @@ export function headerFromRpc(common: Common, rpc: RpcBlockHeader): BlockHeader 
   return header;
 }
 
-/** Byte length of the block's RLP: [header, transactions, uncles, withdrawals]. */
-export function blockSize(header: BlockHeader, txs: readonly SupportedTx[]): number {
-  const body = txs.map((tx) => (tx.type === 0 ? tx.raw() : tx.serialize()));
-  return toRlp([header.raw(), body, [], []], "bytes").length;
+/** A transaction of a block body: its type and its serialized form (the bytes its hash is of). */
+export type BodyTransaction = { type: number; serialized: Uint8Array };
+
+/**
+ * Byte length of the block's RLP, [header, transactions, uncles, withdrawals], counted from the
+ * parts' lengths rather than by encoding the whole block again: a legacy transaction sits in the
+ * body as its own RLP list (its serialized form), a typed one as a byte string of its serialized
+ * form; uncles and withdrawals are empty lists here.
+ */
+export function blockSize(header: BlockHeader, txs: readonly BodyTransaction[]): number {
+  let body = 0;
+  for (const { type, serialized } of txs) body += type === 0 ? serialized.length : rlpBytesLength(serialized);
+  return rlpListLength(header.serialize().length + rlpListLength(body) + 2 * rlpListLength(0));
 }
