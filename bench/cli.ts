@@ -15,6 +15,7 @@ import { cpus, loadavg } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { median } from "../testing/measure/stats.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -114,7 +115,7 @@ async function main(): Promise<void> {
       const ok = figure < GOAL_SECONDS;
       met &&= ok;
       console.log(
-        `agent-wallet ${name.padEnd(7)} median ${figure.toFixed(3)} s (min ${Math.min(...now).toFixed(3)}), ` +
+        `agent-wallet ${name.padEnd(7)} median ${figureBeside(figure, GOAL_SECONDS, 3)} s (min ${Math.min(...now).toFixed(3)}), ` +
           `baseline through tsx ${baseline.toFixed(3)} s (min ${Math.min(...before).toFixed(3)}): ` +
           `${(baseline / figure).toFixed(1)}× faster; goal < ${GOAL_SECONDS} s: ${ok ? "met" : "not met"}`,
       );

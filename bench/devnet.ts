@@ -35,6 +35,7 @@ import {
 } from "../devnet/testing.ts";
 import { type ManagedChild, profiledProgram, startChild } from "../ops/lib/supervisor.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { cpuMsOf, mainThreadCpuMs } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 
@@ -388,7 +389,7 @@ function printSummary(
   }
   console.log(
     `goal ≥ ${SETTLEMENT_GOAL_PER_SECOND} settlements/s at ${CONCURRENCY} concurrent: ` +
-      `${grouped >= SETTLEMENT_GOAL_PER_SECOND ? "met" : "not met"} (${grouped.toFixed(0)}/s)`,
+      `${grouped >= SETTLEMENT_GOAL_PER_SECOND ? "met" : "not met"} (${figureBeside(grouped, SETTLEMENT_GOAL_PER_SECOND, 0)}/s)`,
   );
 }
 

@@ -21,6 +21,7 @@ import { buildIdentityProofPreimage, identityProofDigest } from "../shared/ident
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../shared/secp256k1.ts";
 import { createEnclaveFixture } from "../testing/enclave-process.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { cpuMsOf, mainThreadCpuMs } from "../testing/measure/proc-cpu.ts";
 import { median } from "../testing/measure/stats.ts";
 
@@ -334,7 +335,7 @@ function report(figures: Figure[], roundRatios: RoundRatios): void {
     }
     const ratios = roundRatios.get(op)!;
     const verdict = median(ratios);
-    const percent = (ratio: number): string => `${(100 * ratio).toFixed(0)}%`;
+    const percent = (ratio: number): string => `${figureBeside(100 * ratio, 85, 0)}%`;
     lines.push(
       `  32 in flight against in-process, by round: ${ratios.map(percent).join(", ")}`,
       `  goal (32 in flight >= 85% of in-process): ${verdict >= 0.85 ? "met" : "NOT met"} (${percent(verdict)}, median of rounds)`,

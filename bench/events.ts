@@ -17,6 +17,7 @@ import { queryRows } from "../origin/db/client.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { residentBytes } from "../testing/measure/proc-memory.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { startMoneyStack } from "../testing/money-stack.ts";
@@ -194,7 +195,7 @@ async function main(): Promise<void> {
     say("");
     const worst = Math.max(perStream, (fed - baseline) / STREAMS);
     say(
-      `goal at most ${GOAL_BYTES_PER_STREAM / 1024} KiB of origin memory per open stream: ${worst <= GOAL_BYTES_PER_STREAM ? "met" : "not met"} (${(worst / 1024).toFixed(1)} KiB, the larger of idle and fed)`,
+      `goal at most ${GOAL_BYTES_PER_STREAM / 1024} KiB of origin memory per open stream: ${worst <= GOAL_BYTES_PER_STREAM ? "met" : "not met"} (${figureBeside(worst / 1024, GOAL_BYTES_PER_STREAM / 1024, 1)} KiB, the larger of idle and fed)`,
     );
   } finally {
     for (const stream of streams) stream.response.destroy();

@@ -37,6 +37,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { changeRegistrationSettings } from "../origin/registration/settings.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { cpuDelta, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { quantile } from "../testing/measure/stats.ts";
 import { startMoneyStack } from "../testing/money-stack.ts";
@@ -424,7 +425,7 @@ export async function runFloods(
         );
         const met = ratio <= GOAL_RATIO;
         say(
-          `    goal: p50 during the flood ≤ ${GOAL_RATIO}× quiet (before and after together): ${met ? "met" : "not met"} (${ratio.toFixed(2)}×)`,
+          `    goal: p50 during the flood ≤ ${GOAL_RATIO}× quiet (before and after together): ${met ? "met" : "not met"} (${figureBeside(ratio, GOAL_RATIO)}×)`,
         );
         results.push({ kind, via, met });
         quietBefore = quietAfter;

@@ -22,6 +22,7 @@ import { migrateDatabase } from "../origin/db/migrate.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { type CpuRoot, cpuDelta, mainThreadCpuMs, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
@@ -247,7 +248,7 @@ async function main(): Promise<void> {
     const share = median(shares);
     const added = proxied.p50 - direct.p50;
     say(
-      `/network throughput = ${share.toFixed(2)}× the bare route's (median of rounds: ${shares.map((x) => `${x.toFixed(2)}×`).join(", ")}; goal ≥ 0.8×): ${share >= 0.8 ? "met" : "NOT met"}`,
+      `/network throughput = ${figureBeside(share, 0.8)}× the bare route's (median of rounds: ${shares.map((x) => `${figureBeside(x, 0.8)}×`).join(", ")}; goal ≥ 0.8×): ${share >= 0.8 ? "met" : "NOT met"}`,
     );
     // Both targets are served by the origin's one event loop; while it is busy nearly all the time
     // in both, their throughputs stand as the inverse of its CPU per request, and so does the ratio.
@@ -256,7 +257,7 @@ async function main(): Promise<void> {
       `  the origin's main thread busy ${(bare.originMainBusy * 100).toFixed(0)}% (bare) and ${(network.originMainBusy * 100).toFixed(0)}% (/network); by the origin's CPU per request alone: ${originShare.toFixed(2)}×`,
     );
     say(
-      `/rpc adds ${added.toFixed(3)} ms at p50 over the direct call (goal ≤ 0.3 ms): ${added <= 0.3 ? "met" : "NOT met"}`,
+      `/rpc adds ${figureBeside(added, 0.3, 3)} ms at p50 over the direct call (goal ≤ 0.3 ms): ${added <= 0.3 ? "met" : "NOT met"}`,
     );
   } finally {
     await origin.stop();

@@ -64,6 +64,7 @@ import { createEnclaveFixture } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
 import { watchAutovacuum } from "../testing/measure/autovacuum.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import {
   PG_STATEMENTS_SETTINGS,
   phaseStatements,
@@ -676,22 +677,22 @@ async function main(): Promise<void> {
     );
     say("");
     say(
-      `goal ≥ 0.9× the straight-to-devnet rate: ${ratio >= 0.9 ? "met" : "not met"} (${ratio.toFixed(2)}×, median of pairs ${ratios.map((r) => r.toFixed(2)).join(", ")})`,
+      `goal ≥ 0.9× the straight-to-devnet rate: ${ratio >= 0.9 ? "met" : "not met"} (${figureBeside(ratio, 0.9)}×, median of pairs ${ratios.map((r) => figureBeside(r, 0.9)).join(", ")})`,
     );
     const policyRatios = pairs.map((pair) => pair.governed.rate / pair.governed.gateway);
     const policyRatio = median(policyRatios);
     say(
-      `goal with a policy on every agent ≥ 0.9× the rate without: ${policyRatio >= 0.9 ? "met" : "not met"} (${policyRatio.toFixed(2)}×, median of groups ${policyRatios.map((r) => r.toFixed(2)).join(", ")})`,
+      `goal with a policy on every agent ≥ 0.9× the rate without: ${policyRatio >= 0.9 ? "met" : "not met"} (${figureBeside(policyRatio, 0.9)}×, median of groups ${policyRatios.map((r) => figureBeside(r, 0.9)).join(", ")})`,
     );
     const eventRatios = pairs.map((pair) => pair.eventsOff.gateway / pair.eventsOff.rate);
     const eventRatio = median(eventRatios);
     say(
-      `goal with events on ≥ 0.9× the rate with them off: ${eventRatio >= 0.9 ? "met" : "not met"} (${eventRatio.toFixed(2)}×, median of groups ${eventRatios.map((r) => r.toFixed(2)).join(", ")})`,
+      `goal with events on ≥ 0.9× the rate with them off: ${eventRatio >= 0.9 ? "met" : "not met"} (${figureBeside(eventRatio, 0.9)}×, median of groups ${eventRatios.map((r) => figureBeside(r, 0.9)).join(", ")})`,
     );
     const hangingRatios = pairs.map((pair) => pair.hanging.rate / pair.hanging.gateway);
     const hangingRatio = median(hangingRatios);
     say(
-      `goal a hanging webhook receiver moves the rate < 5 %: ${Math.abs(hangingRatio - 1) < 0.05 ? "met" : "not met"} (${hangingRatio.toFixed(2)}×, median of groups ${hangingRatios.map((r) => r.toFixed(2)).join(", ")})`,
+      `goal a hanging webhook receiver moves the rate < 5 %: ${Math.abs(hangingRatio - 1) < 0.05 ? "met" : "not met"} (${figureBeside(hangingRatio, hangingRatio < 1 ? 0.95 : 1.05)}×, median of groups ${hangingRatios.map((r) => figureBeside(r, r < 1 ? 0.95 : 1.05)).join(", ")})`,
     );
   } finally {
     await origin?.stop();

@@ -20,6 +20,7 @@ import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { cpuDelta, mainThreadCpuMs, treeCpuSeconds } from "../testing/measure/proc-cpu.ts";
 import { median } from "../testing/measure/stats.ts";
 
@@ -170,10 +171,10 @@ async function main(): Promise<void> {
     say(await steal());
     const perSecond = (concurrent * 1000) / many.ms;
     say(
-      `goal identities/s with 32 callers ≥ 1,000: ${perSecond >= 1_000 ? "met" : "NOT met"} (${perSecond.toFixed(0)}/s)`,
+      `goal identities/s with 32 callers ≥ 1,000: ${perSecond >= 1_000 ? "met" : "NOT met"} (${figureBeside(perSecond, 1_000, 0)}/s)`,
     );
     say(
-      `goal keys made ready ≥ 0.8× the enclave's generate alone: ${readyGoal} (${readyShare.toFixed(2)}×, median of ${ROUNDS} rounds)`,
+      `goal keys made ready ≥ 0.8× the enclave's generate alone: ${readyGoal} (${figureBeside(readyShare, 0.8)}×, median of ${ROUNDS} rounds)`,
     );
   } finally {
     await signer.close();

@@ -30,6 +30,7 @@ import { changeRegistrationSettings } from "../origin/registration/settings.ts";
 import { HEADER_REGISTRATION } from "../shared/constants.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 import { runFloods } from "./flood-phases.ts";
@@ -376,7 +377,7 @@ async function main(): Promise<void> {
     // (docs/performance.md, "Removed"), and the ratio is printed for comparison only.
     const floor = (10 * NETWORK_ATTEMPTS_PER_MINUTE) / 60;
     say(
-      `goal ≥ ${floor}/s (10× the network-wide limit of ${NETWORK_ATTEMPTS_PER_MINUTE} attempts a minute): ${rate >= floor ? "met" : "not met"} (${rate.toFixed(0)}/s; ${ratio.toFixed(2)}× direct)`,
+      `goal ≥ ${floor}/s (10× the network-wide limit of ${NETWORK_ATTEMPTS_PER_MINUTE} attempts a minute): ${rate >= floor ? "met" : "not met"} (${figureBeside(rate, floor, 0)}/s; ${ratio.toFixed(2)}× direct)`,
     );
     if (!exact) process.exitCode = 1;
   } finally {

@@ -55,6 +55,7 @@ import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { freePort } from "../testing/free-port.ts";
 import { watchAutovacuum } from "../testing/measure/autovacuum.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
+import { figureBeside } from "../testing/measure/goal-figure.ts";
 import {
   PG_STATEMENTS_SETTINGS,
   phaseStatements,
@@ -434,9 +435,16 @@ async function main(): Promise<void> {
       const each = rounds.map(of).filter((value): value is number => value !== undefined);
       return each.length === 0 ? undefined : { each, median: median(each) };
     };
-    const goal = (text: string, ratio: ReturnType<typeof ratios>, met: (median: number) => boolean): void => {
+    /** A goal's line: its verdict on the median of the rounds' ratios, at most or at least `bound`. */
+    const goal = (
+      text: string,
+      ratio: ReturnType<typeof ratios>,
+      bound: { atMost: number } | { atLeast: number },
+    ): void => {
+      const limit = "atMost" in bound ? bound.atMost : bound.atLeast;
+      const met = (value: number) => ("atMost" in bound ? value <= limit : value >= limit);
       const figure = ratio
-        ? `${ratio.median.toFixed(2)}×, median of rounds ${ratio.each.map((value) => value.toFixed(2)).join(", ")}`
+        ? `${figureBeside(ratio.median, limit)}×, median of rounds ${ratio.each.map((value) => figureBeside(value, limit)).join(", ")}`
         : "no figure";
       say(
         `goal ${text}: ${ratio === undefined ? "not met (not measured)" : met(ratio.median) ? "met" : "not met"} (${figure})`,
@@ -445,39 +453,39 @@ async function main(): Promise<void> {
     goal(
       "our p50 ≤ 0.35× the reference's",
       ratios((round) => round.ours && round.ours.p50 / round.ref.p50),
-      (value) => value <= 0.35,
+      { atMost: 0.35 },
     );
     goal(
       "our throughput ≥ 3× the reference's",
       ratios((round) => round.ours && round.ours.perSecond / round.ref.perSecond),
-      (value) => value >= 3,
+      { atLeast: 3 },
     );
     goal(
       "our p50 ≤ 1.3× the chain floor's",
       ratios((round) => round.ours && round.ours.p50 / round.floor.p50),
-      (value) => value <= 1.3,
+      { atMost: 1.3 },
     );
     goal(
       "with a policy on every agent, p50 ≤ 1.1× (d)'s",
       ratios((round) => round.governed && round.agents && round.governed.p50 / round.agents.p50),
-      (value) => value <= 1.1,
+      { atMost: 1.1 },
     );
     goal(
       "with a policy on every agent, throughput ≥ 0.9× (d)'s",
       ratios((round) => round.governed && round.agents && round.governed.perSecond / round.agents.perSecond),
-      (value) => value >= 0.9,
+      { atLeast: 0.9 },
     );
     goal(
       "with receipts and payment ids (g), p50 ≤ 1.1× (f)'s without",
       ratios((round) => round.identified && round.plain && round.identified.p50 / round.plain.p50),
-      (value) => value <= 1.1,
+      { atMost: 1.1 },
     );
     goal(
       "with receipts and payment ids (g), throughput ≥ 0.9× (f)'s without",
       ratios(
         (round) => round.identified && round.plain && round.identified.perSecond / round.plain.perSecond,
       ),
-      (value) => value >= 0.9,
+      { atLeast: 0.9 },
     );
   } finally {
     for (const close of closers.reverse()) await close().catch(() => {});
