@@ -3,7 +3,14 @@
  * payment middleware, its facilitator the official `@x402/core` x402Facilitator with `@x402/evm`'s
  * exact scheme in process, settling on the same devnet from one settler account. Nothing of ours
  * is in the payment path; the quote is the one our demo gives.
+ *
+ * It runs in a process of its own (bench/x402-reference-process.ts), as a deployment would run it
+ * and as our origin runs: apart from the payers that load it, so that it never shares a thread with
+ * their client, and the CPU the bench reads for it is its own.
  */
+import { fork } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { serve } from "@hono/node-server";
 import { x402Facilitator } from "@x402/core/facilitator";
 import type { FacilitatorClient } from "@x402/core/server";
@@ -31,6 +38,43 @@ export type ReferenceServerParams = {
 
 export type ReferenceServer = { url: string; close(): Promise<void> };
 
+/** The reference server's process: its URL, its pid (for its CPU) and how to stop it. */
+export type ReferenceProcess = ReferenceServer & { pid: number };
+
+/** What the reference's process tells the bench over the fork's IPC channel. */
+export type ReferenceReply = { type: "ready"; url: string } | { type: "failed"; message: string };
+
+/** Starts the reference server in a process of its own and resolves once it listens. */
+export async function startReferenceProcess(params: ReferenceServerParams): Promise<ReferenceProcess> {
+  const entry = path.join(path.dirname(fileURLToPath(import.meta.url)), "x402-reference-process.ts");
+  const child = fork(entry, [], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once("message", (reply: ReferenceReply) =>
+      reply.type === "ready"
+        ? resolve(reply.url)
+        : reject(new Error(`the reference failed: ${reply.message}`)),
+    );
+    child.once("exit", (code) => reject(new Error(`the reference's process exited with ${code}`)));
+    child.send(params);
+  }).catch(async (error: unknown) => {
+    child.kill();
+    await exited;
+    throw error;
+  });
+  return {
+    url,
+    pid: child.pid!,
+    close: async () => {
+      child.kill();
+      await exited;
+    },
+  };
+}
+
 /** The demo quote's requirement: 10000 units, 60 s, every `extra` field. */
 export const DEMO_PRICE = {
   amount: "10000",
@@ -46,7 +90,8 @@ export const DEMO_PRICE = {
   },
 };
 
-export async function startReferenceServer(params: ReferenceServerParams): Promise<ReferenceServer> {
+/** The reference server in this process (the reference's own process calls it). */
+export async function serveReference(params: ReferenceServerParams): Promise<ReferenceServer> {
   const account = privateKeyToAccount(
     params.settlerKey,
     params.nonceManager ? { nonceManager: viemNonceManager } : undefined,

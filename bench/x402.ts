@@ -76,7 +76,7 @@ import {
   runLoad,
   summarize,
 } from "./x402-load.ts";
-import { startReferenceServer } from "./x402-reference.ts";
+import { startReferenceProcess } from "./x402-reference.ts";
 
 const PAYERS = Number(process.env.BENCH_PAYERS ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -165,8 +165,8 @@ async function main(): Promise<void> {
     const payTo = newAccount().address;
     const steal = await startStealMeter();
     const [workerd] = await childPidsNamed("workerd");
-    // Each process alone but Postgres (a child per connection). "bench" holds the payers' client
-    // and, in (b), the reference server and its facilitator, which run in this process.
+    // Each process alone but Postgres (a child per connection). "bench" holds the payers' client;
+    // (b) adds the reference's process (its server and facilitator).
     const roots: Record<string, CpuRoot> = {
       devnet: { pid: stack.children.devnet.process.pid, tree: false },
       enclave: { pid: stack.children.enclave.process.pid, tree: false },
@@ -188,12 +188,17 @@ async function main(): Promise<void> {
      * Runs a measured phase and adds the CPU each process spent in it to its path's total, and the
      * tables Postgres's autovacuum worked on meanwhile (which that CPU includes) to its list.
      */
-    const measured = async (name: string, run: () => Promise<LoadResult>): Promise<LoadSummary> => {
+    const measured = async (
+      name: string,
+      run: () => Promise<LoadResult>,
+      more: Record<string, CpuRoot> = {},
+    ): Promise<LoadSummary> => {
+      const phaseRoots = { ...roots, ...more };
       // The statements' snapshots outside the CPU's, so that reading them is not the phase's CPU.
       const { result, spent, tables } = await statements.during(name, async () => {
-        const before = await treeCpuSeconds(roots);
+        const before = await treeCpuSeconds(phaseRoots);
         const { value: result, tables } = await autovacuum.during(run);
-        return { result, tables, spent: cpuDelta(before, await treeCpuSeconds(roots)) };
+        return { result, tables, spent: cpuDelta(before, await treeCpuSeconds(phaseRoots)) };
       });
       const total = cpu.get(name) ?? { spent: {}, paid: 0, phases: 0, autovacuum: [] };
       for (const [process, seconds] of Object.entries(spent))
@@ -266,7 +271,7 @@ async function main(): Promise<void> {
     const startReference = async (nonceManager: boolean) => {
       const settlerKey: Hex = generatePrivateKey();
       await fund(devnetUrl, privateKeyToAccount(settlerKey).address, usdc(1_000n));
-      const server = await startReferenceServer({
+      const server = await startReferenceProcess({
         devnetUrl,
         port: await freePort(),
         settlerKey,
@@ -278,6 +283,8 @@ async function main(): Promise<void> {
       return server;
     };
     const reference = await startReference(true);
+    // The reference's process beside the stack's in (b); its payers are in this one, as every path's are.
+    const referenceRoot: Record<string, CpuRoot> = { reference: { pid: reference.pid, tree: false } };
     const referencePays = payers.map((payer) => fetchPayer(reference.url, payer));
     await runLoad({ payers: referencePays, seconds: WARMUP_SECONDS });
     say("reference without viem's nonceManager: 60 payments by 8 payers…");
@@ -376,7 +383,11 @@ async function main(): Promise<void> {
         await switchReceipts(true, identifiedPays);
       }
       const floor = await measured("(c) chain floor", () => runLoad({ payers: floorPays, seconds: SECONDS }));
-      const ref = await measured("(b) reference", () => runLoad({ payers: referencePays, seconds: SECONDS }));
+      const ref = await measured(
+        "(b) reference",
+        () => runLoad({ payers: referencePays, seconds: SECONDS }),
+        referenceRoot,
+      );
       const ours = oursMeasured
         ? await measured("(a) ours", () => runLoad({ payers: ourPays, seconds: SECONDS }))
         : undefined;
