@@ -9,8 +9,9 @@
  *       payers, and Miniflare's entry worker in front of ours (request.cf, its dev routes), which
  *       on Cloudflare runs on Cloudflare's machines;
  *   (b) the reference: a Hono server with `@x402/hono`'s payment middleware and the official
- *       `@x402/evm` facilitator in process, settling on the same devnet from one settler account
- *       given viem's nonceManager, paid by the same client; and once more without the
+ *       `@x402/evm` facilitator in its process (one of its own, bench/x402-reference.ts), settling
+ *       on the same devnet from one settler account given viem's nonceManager, paid by the same
+ *       client from this process; and once more without the
  *       nonceManager, at 8 payers for 60 payments, to print how many fail;
  *   (c) the chain floor: a bare `transferWithAuthorization` signed and sent straight to the devnet
  *       and its receipt read;
