@@ -59,6 +59,7 @@ export async function startReferenceProcess(params: ReferenceServerParams): Prom
         : reject(new Error(`the reference failed: ${reply.message}`)),
     );
     child.once("exit", (code) => reject(new Error(`the reference's process exited with ${code}`)));
+    child.once("error", reject);
     child.send(params);
   }).catch(async (error: unknown) => {
     child.kill();

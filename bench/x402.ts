@@ -11,8 +11,8 @@
  *   (b) the reference: a Hono server with `@x402/hono`'s payment middleware and the official
  *       `@x402/evm` facilitator in its process (one of its own, bench/x402-reference.ts), settling
  *       on the same devnet from one settler account given viem's nonceManager, paid by the same
- *       client from this process; and once more without the
- *       nonceManager, at 8 payers for 60 payments, to print how many fail;
+ *       client from this process; and once more without the nonceManager, at 8 payers for 60
+ *       payments, to print how many fail;
  *   (c) the chain floor: a bare `transferWithAuthorization` signed and sent straight to the devnet
  *       and its receipt read;
  *   (d) agents paying the same demo through our client's fetchWithPayment, which has the gateway
