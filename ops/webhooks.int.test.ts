@@ -115,6 +115,10 @@ describe("npm run webhooks (operator CLI)", () => {
       "0 deliveries queued",
     );
     expect((await run(["replay", "--id", added.id, "--event", "1", "--from", "1"], local)).code).toBe(2);
+    // Past the log's bigint ids: a usage error, before the database is asked.
+    const beyond = await run(["replay", "--id", added.id, "--from", "9223372036854775808"], local);
+    expect(beyond.code).toBe(2);
+    expect(beyond.stderr).toContain("--from must be an event id (a whole number up to 9223372036854775807)");
     const removed = await run(["remove", "--id", added.id], local);
     expect(removed.code).toBe(0);
     expect((await run(["remove", "--id", added.id], local)).code).toBe(1);

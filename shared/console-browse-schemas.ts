@@ -49,8 +49,31 @@ export const searchResultSchema = z.object({
 });
 export type SearchResult = z.infer<typeof searchResultSchema>;
 
-/** A page's cursor: the last row's time and id, as the previous answer gave it. */
-export const CURSOR_PATTERN = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z_[0-9a-f-]{36}$/;
+/** A page's cursor: the last row's time (UTC, to the microsecond) and id, as the previous answer gave it. */
+export const CURSOR_PATTERN =
+  /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Whether a cursor of CURSOR_PATTERN's shape names a time the database can read: the shape alone
+ * lets through a 13th month, a 30 February, a 25th hour or the year 0, which no row has and which
+ * would fail the page's query rather than be refused as a bad parameter.
+ */
+function namesRealTime(cursor: string): boolean {
+  const [year, month, day, hour, minute, second] = (cursor.match(/\d+/g) ?? []).slice(0, 6).map(Number);
+  if (year === undefined || month === undefined || day === undefined) return false;
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  return (
+    year >= 1 &&
+    date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day &&
+    Number(hour) < 24 &&
+    Number(minute) < 60 &&
+    Number(second) < 60
+  );
+}
+
+const CURSOR_MESSAGE = "cursor must be a next_cursor this API answered";
 
 /** ?limit= (1 to 100, 50 by default) and ?cursor= (the previous page's next_cursor). */
 export const pageQuerySchema = z.object({
@@ -60,7 +83,7 @@ export const pageQuerySchema = z.object({
     .transform(Number)
     .refine((value) => value >= 1 && value <= 100, "limit must be a whole number from 1 to 100")
     .optional(),
-  cursor: z.string().regex(CURSOR_PATTERN, "cursor must be a next_cursor this API answered").optional(),
+  cursor: z.string().regex(CURSOR_PATTERN, CURSOR_MESSAGE).refine(namesRealTime, CURSOR_MESSAGE).optional(),
 });
 
 const page = <T extends z.ZodType>(item: T) =>

@@ -4,6 +4,7 @@
  * against them, and the OpenAPI document is to be generated from them. Runtime-neutral.
  */
 import * as z from "zod";
+import { MAX_EVENT_ID, parseEventId } from "./event-types.ts";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();
@@ -72,7 +73,11 @@ export type WebhookAddRequest = z.infer<typeof webhookAddRequestSchema>;
 export const webhookRemoveRequestSchema = z.strictObject({ reason: reasonSchema });
 export type WebhookRemoveRequest = z.infer<typeof webhookRemoveRequestSchema>;
 
-const eventId = z.string().regex(/^\d{1,19}$/, "an event id is a whole number, as a string");
+const EVENT_ID_MESSAGE = `an event id is a whole number up to ${MAX_EVENT_ID}, as a string`;
+const eventId = z
+  .string()
+  .regex(/^\d{1,19}$/, EVENT_ID_MESSAGE)
+  .refine((text) => parseEventId(text) !== undefined, EVENT_ID_MESSAGE);
 
 /**
  * POST {base}/admin/agents/webhooks/{endpoint_id}/replay: one event (`event_id`), the events

@@ -46,3 +46,17 @@ export const NODE_EVENT_TYPES: readonly string[] = [
 
 /** Every type the event log writes. */
 export const EVENT_TYPES: readonly string[] = [...AGENT_EVENT_TYPES, ...NODE_EVENT_TYPES];
+
+/** The largest event id: the log's ids are Postgres bigints. */
+export const MAX_EVENT_ID = 2n ** 63n - 1n;
+
+/**
+ * An event id as a client writes it (a whole number in decimal; `0` is before every event), or
+ * undefined for any other text. A number past MAX_EVENT_ID is one of those: no event has it, and
+ * the database would fail the query it went into rather than answer that none matched.
+ */
+export function parseEventId(text: string): bigint | undefined {
+  if (!/^\d{1,19}$/.test(text)) return undefined;
+  const id = BigInt(text);
+  return id <= MAX_EVENT_ID ? id : undefined;
+}

@@ -4,6 +4,7 @@
  */
 import type { ReplayScope } from "../../origin/webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../../origin/webhooks/event-types.ts";
+import { MAX_EVENT_ID, parseEventId } from "../../shared/event-types.ts";
 import { UsageError } from "./cli-shell.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -15,8 +16,6 @@ export type WebhooksCommand =
   | { command: "replay"; id: string; scope: ReplayScope; reason: string | undefined }
   | { command: "add-key" }
   | { command: "retire-key"; kid: string };
-
-const EVENT_ID = /^\d{1,19}$/;
 
 export function parseWebhooksCommand(
   command: string | undefined,
@@ -58,19 +57,17 @@ export function parseWebhooksCommand(
       if (values.from !== undefined && values.event !== undefined) {
         throw new UsageError("--from and --event do not go together");
       }
-      for (const [flag, value] of [
-        ["--from", values.from],
-        ["--event", values.event],
-      ] as const) {
-        if (value !== undefined && !EVENT_ID.test(value)) {
-          throw new UsageError(`${flag} must be an event id (a whole number)`);
-        }
-      }
+      const eventId = (flag: string, value: string): bigint => {
+        const parsed = parseEventId(value);
+        if (parsed === undefined)
+          throw new UsageError(`${flag} must be an event id (a whole number up to ${MAX_EVENT_ID})`);
+        return parsed;
+      };
       const scope: ReplayScope =
         values.event !== undefined
-          ? { kind: "event", eventId: BigInt(values.event) }
+          ? { kind: "event", eventId: eventId("--event", values.event) }
           : values.from !== undefined
-            ? { kind: "from", eventId: BigInt(values.from) }
+            ? { kind: "from", eventId: eventId("--from", values.from) }
             : { kind: "all" };
       return { command, id: id(), scope, reason };
     }

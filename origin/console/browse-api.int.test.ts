@@ -110,6 +110,18 @@ describe("the console's search and paged lists", () => {
       ["/identities?limit=0", "limit must be a whole number from 1 to 100"],
       ["/identities?limit=101", "limit must be a whole number from 1 to 100"],
       ["/identities?cursor=yesterday", "cursor must be a next_cursor this API answered"],
+      // The cursor's shape, but no time or id a row can have: refused, never put to the database.
+      ...[
+        "2026-13-01T00:00:00.000000Z_00000000-0000-4000-8000-000000000000",
+        "2026-02-30T00:00:00.000000Z_00000000-0000-4000-8000-000000000000",
+        "0000-01-01T00:00:00.000000Z_00000000-0000-4000-8000-000000000000",
+        "2026-01-01T24:00:00.000000Z_00000000-0000-4000-8000-000000000000",
+        "2026-01-01T00:00:00.000000Z_0000000000000-4000-8000-000000000000",
+      ].flatMap((cursor) =>
+        ["identities", "actions", "settlements"].map(
+          (list) => [`/${list}?cursor=${cursor}`, "cursor must be a next_cursor this API answered"] as const,
+        ),
+      ),
       ["/identities?offset=3", "unknown query parameter offset"],
       ["/actions?agent_id=nope", "agent_id must be an agent id (a UUID)"],
       ["/actions?status=pending", "status must be one of requested, held, approved"],

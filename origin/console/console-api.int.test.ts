@@ -633,6 +633,15 @@ describe("operator console API", () => {
       reason: "both",
     });
     expect(both.status).toBe(400);
+    // Past the log's bigint ids: no event has it, refused as a bad parameter, never queried.
+    for (const field of ["event_id", "from_event_id"]) {
+      const beyond = await operator().post(`/webhooks/${endpoint.id}/replay`, {
+        [field]: "9223372036854775808",
+        reason: "beyond",
+      });
+      expect(beyond.status, field).toBe(400);
+      expect(beyond.body, field).toMatchObject({ error: { code: "validation_failed" } });
+    }
 
     const removed = await operator().post(`/webhooks/${endpoint.id}/remove`, { reason: "decommissioned" });
     expect(removed.status).toBe(200);

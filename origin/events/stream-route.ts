@@ -6,6 +6,7 @@
 import type { Handler } from "hono";
 import { streamSSE } from "hono/streaming";
 import { errorMessage } from "../../shared/error-message.ts";
+import { parseEventId } from "../../shared/event-types.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -15,9 +16,6 @@ import type { EventFeed } from "./feed.ts";
 import { currentHorizon, findCursor } from "./store.ts";
 import { createEventStream, type EventStream } from "./stream.ts";
 import type { StreamCap } from "./stream-cap.ts";
-
-const EVENT_ID = /^\d{1,19}$/;
-const MAX_EVENT_ID = 2n ** 63n - 1n;
 
 export type EventsRouteDeps = {
   db: Db;
@@ -67,14 +65,13 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
  * answer) is refused, so a client learns it cannot resume rather than silently missing events.
  */
 async function resolveCursor(db: Db, agentId: string, named: string): Promise<Cursor> {
-  const trimmed = named.trim();
-  if (!EVENT_ID.test(trimmed) || BigInt(trimmed) > MAX_EVENT_ID) {
+  const id = parseEventId(named.trim());
+  if (id === undefined) {
     throw new AppError(
       "validation_failed",
       "the last event id (Last-Event-ID or after) must be a whole number",
     );
   }
-  const id = BigInt(trimmed);
   if (id === 0n) return CURSOR_START;
   const found = await findCursor(db, agentId, id);
   if (!found) {

@@ -4,6 +4,7 @@ import {
   actionPageSchema,
   actionRowSchema,
   agentDetailSchema,
+  CURSOR_PATTERN,
   identityPageSchema,
   searchResultSchema,
   settlementPageSchema,
@@ -35,7 +36,7 @@ const PAGE_QUERY: NonNullable<Operation["query"]> = [
     description: "the previous page's next_cursor",
     schema: {
       type: "string",
-      pattern: "^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}Z_[0-9a-f-]{36}$",
+      pattern: CURSOR_PATTERN.source,
     },
   },
 ];
