@@ -114,14 +114,17 @@ describe("bodies and headers over their limits are refused before they are read"
 describe("fuzzing the origin's routes", () => {
   // Ordered as declared: the console's write routes last, since their successes change settings
   // and identities the other routes run under.
-  const names = fuzzRoutes({ agentIds: [] }).map((route) => route.name);
+  const names = fuzzRoutes({ agentIds: [], wallets: [], webhookIds: [] }).map((route) => route.name);
   for (const name of names) {
     it.skipIf(settings.only !== undefined && !settings.only.includes(name))(
       `${name}: no 5xx, refusals in the spec's format, no state change from a refusal, the origin still answers`,
       async () => {
-        const route = fuzzRoutes({ agentIds: [...stack.agents, stack.readOnly].map((a) => a.agentId) }).find(
-          (candidate) => candidate.name === name,
-        )!;
+        const agents = [...stack.agents, ...stack.readOnly];
+        const route = fuzzRoutes({
+          agentIds: agents.map((agent) => agent.agentId),
+          wallets: agents.map((agent) => agent.wallet),
+          webhookIds: stack.webhookIds,
+        }).find((candidate) => candidate.name === name)!;
         const outcome = await fuzzRoute(stack, route, settings);
         expect(outcome.cases).toBe(Math.ceil(settings.runs / 8) * 8);
       },

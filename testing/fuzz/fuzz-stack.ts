@@ -12,6 +12,7 @@ import { fund, rpc } from "../../devnet/testing.ts";
 import { queryRows } from "../../origin/db/client.ts";
 import { makeBatch } from "../../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../../origin/registration/policy-repository.ts";
+import { addEndpoint } from "../../origin/webhooks/endpoints.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { addressOfPublicKey, publicKeyOf } from "../../shared/secp256k1.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../money-stack.ts";
@@ -50,8 +51,10 @@ export type FuzzStack = {
   secrets: FuzzSecrets;
   /** Agents with read, faucet and transfer, used in turn (each has its own per-agent budget). */
   agents: StackAgent[];
-  /** An agent with `read` only, for capability refusals. */
-  readOnly: StackAgent;
+  /** Agents whose tokens may only read: the write routes' capability refusals. */
+  readOnly: StackAgent[];
+  /** A webhook endpoint's id, so the replay and remove routes' cases reach a real one. */
+  webhookIds: string[];
   snapshot(): Promise<StateSnapshot>;
   /** The newest `count` agent actions' status and error code. */
   newestActions(count: number): Promise<{ status: string; error_code: string | null }[]>;
@@ -72,8 +75,12 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     registrationIp: randomBytes(32).toString("hex"),
   };
   try {
-    const agents = await money.newAgents(8);
-    const [readOnly] = await money.newAgents(1, { capabilities: ["read"] });
+    // Enough agents that the per-agent window (600 requests a minute each) answers next to none of
+    // the agent routes' cases: the fuzz sends them thousands a minute, and with 9 agents it was a
+    // third of them in CI, all of them on some routes in longer runs (the window is attacked by
+    // the gateway's own tests; the fuzz is for the routes behind it).
+    const agents = await money.newAgents(48);
+    const readOnly = await money.newAgents(16, { capabilities: ["read"] });
     const db = money.db.handle.db;
     // Free keys for public registration, and a policy under which fuzzed registrations can succeed.
     const batch = await makeBatch(
@@ -94,6 +101,9 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       changes: { paused: false, keyReserve: 2 },
       reason: "fuzz suite: registration open",
     });
+    // For the replay and remove routes: subscribed to a type the fuzz never makes, at a private
+    // address delivery refuses, so a replay finds nothing to queue and nothing is ever sent.
+    const webhook = await addEndpoint(db, { url: "http://127.0.0.1:9/fuzz", events: ["finding.raised"] });
     const fundedPayer = addressOfPublicKey(publicKeyOf(FUZZ_X402.fundedPayer));
     await fund(money.devnet.url, fundedPayer, 1_000_000n * WEI_PER_UNIT);
     const origin = await spawnOrigin({
@@ -136,7 +146,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       origin,
       secrets,
       agents,
-      readOnly: readOnly!,
+      readOnly,
+      webhookIds: [webhook.id],
       snapshot,
       newestActions: (count) =>
         queryRows(

@@ -18,7 +18,7 @@ const hugeNumberText = fc.constantFrom(
   "9007199254740993",
 );
 
-const hostileString = fc.oneof(
+export const hostileString = fc.oneof(
   fc.string({ unit: "grapheme", maxLength: 40 }),
   fc.string({ unit: "binary", maxLength: 40 }),
   fc.constantFrom(

@@ -29,7 +29,7 @@ export type FuzzRequest = {
   localAddress: string;
 };
 
-export type RequestContext = { secrets: FuzzSecrets; agents: StackAgent[]; readOnly: StackAgent };
+export type RequestContext = { secrets: FuzzSecrets; agents: StackAgent[]; readOnly: StackAgent[] };
 
 const often = <T>(right: fc.Arbitrary<T>, wrong: fc.Arbitrary<T>): fc.Arbitrary<T> =>
   fc.oneof({ weight: 4, arbitrary: right }, { weight: 1, arbitrary: wrong });
@@ -39,7 +39,10 @@ const wrongSecret = (token: string): string => `${token.slice(0, -64)}${"0".repe
 
 function bearerVariants(ctx: RequestContext): fc.Arbitrary<string | undefined> {
   const good = fc.constantFrom(...ctx.agents.map((agent) => agent.token));
-  const token = fc.oneof(good, fc.constant(ctx.readOnly.token));
+  const token = fc.oneof(
+    { weight: 3, arbitrary: good },
+    { weight: 1, arbitrary: fc.constantFrom(...ctx.readOnly.map((agent) => agent.token)) },
+  );
   const wrong = fc.oneof(
     good.map(wrongSecret),
     good.map((t) => t.toUpperCase()),

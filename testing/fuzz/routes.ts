@@ -14,6 +14,7 @@ import { settingsSchema } from "../../shared/console-schemas.ts";
 import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { ErrorCode } from "../../shared/error-codes.ts";
 import { anyJson } from "./hostile.ts";
+import { queryStrings } from "./query.ts";
 import { facilitatorBodies, payableQuotes } from "./x402-payments.ts";
 import { arbitraryFromSchema } from "./zod-arbitrary.ts";
 
@@ -139,13 +140,18 @@ const uuidish = fc.oneof(
 );
 
 /** Ids the stack knows, so some fuzzed references hit real rows. */
-export type KnownIds = { agentIds: string[] };
+export type KnownIds = { agentIds: string[]; wallets: string[]; webhookIds: string[] };
 
 /** What the fuzz adds to a route's descriptor; the method, the path and the body schema are the descriptor's. */
 type FuzzFacts = Omit<FuzzRoute, "method" | "path" | "body"> & {
   operationId: string;
   /** For a path with parameters (one, or a run such as `{payer}/{nonce}`): the values they take. */
   param?: fc.Arbitrary<string>;
+  /**
+   * Values for the descriptor's query parameters that their specs cannot say (a search's words, a
+   * known id), by name; beside them every declared parameter gets generated ones (query.ts).
+   */
+  query?: Record<string, fc.Arbitrary<string>>;
   /**
    * The body: from the descriptor's request schema, with `fields` overriding top-level fields, or
    * `valid` given the schema (bodies the schema cannot describe: JSON-RPC, x402's own shapes).
@@ -197,11 +203,16 @@ function requestSchema(operation: Operation): z.ZodType | undefined {
 function fuzzRoute(facts: FuzzFacts): FuzzRoute {
   const operation = OPERATIONS.find((candidate) => candidate.operationId === facts.operationId);
   if (!operation) throw new Error(`the fuzz table names ${facts.operationId}, which has no route descriptor`);
-  const { operationId: _, param, body, ...route } = facts;
+  const { operationId: _, param, query, body, ...route } = facts;
   // A value fills the path's run of parameters: `{payer}/{nonce}` takes one `payer/nonce`.
-  const path = param
+  const bare = param
     ? param.map((value) => operation.path.replace(/\{[a-z_]+\}(?:\/\{[a-z_]+\})*/, value))
     : operation.path;
+  const path = operation.query?.length
+    ? fc
+        .tuple(typeof bare === "string" ? fc.constant(bare) : bare, queryStrings(operation.query, query))
+        .map(([pathPart, queryPart]) => `${pathPart}${queryPart}`)
+    : bare;
   const schema = requestSchema(operation);
   const valid = body?.valid ? body.valid(schema) : schema ? fromSchema(schema, body?.fields) : undefined;
   if (body && !valid) throw new Error(`${facts.operationId}: a body with neither a schema nor arbitraries`);
@@ -215,6 +226,37 @@ function fuzzRoute(facts: FuzzFacts): FuzzRoute {
 
 export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
   const agentId = known.agentIds.length ? fc.oneof(fc.uuid(), fc.constantFrom(...known.agentIds)) : fc.uuid();
+  const webhookId = known.webhookIds.length
+    ? fc.oneof(uuidish, fc.constantFrom(...known.webhookIds))
+    : uuidish;
+  const wallet = known.wallets.length
+    ? fc.oneof(
+        lowercaseAddress,
+        fc.constantFrom(...known.wallets).map((address) => address.toUpperCase()),
+      )
+    : lowercaseAddress;
+  // A page cursor as the console writes one (a row's time to the microsecond and its id), from the
+  // first year the database holds to the last four-digit one: the page's query runs with it.
+  const pageCursor = fc
+    .tuple(
+      fc.date({
+        min: new Date("0001-01-01T00:00:00Z"),
+        max: new Date("9999-12-31T23:59:59Z"),
+        noInvalidDate: true,
+      }),
+      fc.integer({ min: 0, max: 999 }),
+      fc.uuid(),
+    )
+    .map(([at, micros, id]) => `${at.toISOString().slice(0, -1)}${String(micros).padStart(3, "0")}Z_${id}`);
+  // What the console's search takes (an id, a wallet, a transaction hash, an idempotency key).
+  const searchTerm = fc.oneof(agentId, wallet, hexWordish, fc.string({ minLength: 1, maxLength: 40 }));
+  // Words of the discovery catalogue's entries (the demo's URL, description and MIME type).
+  const catalogueWords = fc
+    .array(fc.constantFrom("demo", "x402", "json", "application/json", "paid", "http", "Resource", "77"), {
+      minLength: 1,
+      maxLength: 9,
+    })
+    .map((words) => words.join(" "));
   const table: FuzzFacts[] = [
     {
       operationId: "getNetwork",
@@ -403,6 +445,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "x402DiscoverySearch",
       name: "GET x402/facilitator/discovery/search",
+      query: { query: catalogueWords },
       credentials: "none",
       refusal: "envelope",
       readOnly: true,
@@ -431,6 +474,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "consoleSearch",
       name: "GET admin search",
+      query: { q: searchTerm },
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
@@ -438,6 +482,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "consoleIdentities",
       name: "GET admin identities",
+      query: { cursor: pageCursor },
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
@@ -453,6 +498,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "consoleActions",
       name: "GET admin actions",
+      query: { agent_id: agentId, cursor: pageCursor },
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
@@ -468,6 +514,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "consoleSettlements",
       name: "GET admin settlements",
+      query: { cursor: pageCursor },
       credentials: "admin_read",
       refusal: "envelope",
       readOnly: true,
@@ -550,18 +597,19 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: false,
     },
     {
-      operationId: "consoleRemoveWebhook",
-      name: "POST admin webhooks/:id/remove",
-      param: uuidish,
+      // Before remove, whose successes may take the known endpoint away.
+      operationId: "consoleReplayWebhook",
+      name: "POST admin webhooks/:id/replay",
+      param: webhookId,
       credentials: "admin_change",
       body: { maxBytes: 4_096 },
       refusal: "envelope",
       readOnly: false,
     },
     {
-      operationId: "consoleReplayWebhook",
-      name: "POST admin webhooks/:id/replay",
-      param: uuidish,
+      operationId: "consoleRemoveWebhook",
+      name: "POST admin webhooks/:id/remove",
+      param: webhookId,
       credentials: "admin_change",
       body: { maxBytes: 4_096 },
       refusal: "envelope",

@@ -32,6 +32,9 @@ export type FuzzOutcome = { cases: number; statuses: Record<number, number> };
 /** Requests sent at once per property run: the origin answers them concurrently, as in production. */
 const BATCH = 8;
 
+/** The share of a route's cases the gateway's rate limits may answer before the run fails. */
+const MAX_RATE_LIMITED_SHARE = 0.05;
+
 /**
  * Sends each case and holds the four properties: no 5xx beyond the spec's, every refusal in the
  * route's wire format, a refusal (or any answer of a read route) changes no state (rows, the
@@ -48,6 +51,7 @@ export async function fuzzRoute(
   const ctx = { secrets: stack.secrets, agents: stack.agents, readOnly: stack.readOnly };
   const statuses: Record<number, number> = {};
   let cases = 0;
+  let rateLimited = 0;
   process.stdout.write(
     `[fuzz] ${route.name}: ${settings.runs} cases, seed ${settings.seed} ` +
       `(replay: FUZZ_SEED=${settings.seed} FUZZ_RUNS=${settings.runs} FUZZ_ONLY="${route.name}")\n`,
@@ -68,6 +72,7 @@ export async function fuzzRoute(
           continue;
         }
         statuses[response.status] = (statuses[response.status] ?? 0) + 1;
+        if (errorCode(response.body) === "rate_limited") rateLimited += 1;
         const problem =
           answerProblem(route, response, batch[index]) ?? (await pendingProblem(route, response));
         if (problem) throw new Error(`case ${index}: ${problem}`);
@@ -80,6 +85,13 @@ export async function fuzzRoute(
   );
   if (!(await stack.answers())) throw new Error(`the origin stopped answering after ${route.name}`);
   process.stdout.write(`[fuzz] ${route.name}: ${cases} cases sent, statuses ${JSON.stringify(statuses)}\n`);
+  // A case the rate limiter answers never reaches the route: past a few, the fuzz is testing the
+  // limiter, and says so rather than pass having tried the route far fewer times than it claims.
+  if (rateLimited > cases * MAX_RATE_LIMITED_SHARE)
+    throw new Error(
+      `${rateLimited} of ${cases} cases were answered rate_limited and never reached ${route.name}: ` +
+        "the fuzz stack needs more agents (fuzz-stack.ts)",
+    );
   return { cases, statuses };
 }
 

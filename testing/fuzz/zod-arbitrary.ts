@@ -77,6 +77,34 @@ function stringArbitrary(def: Def): fc.Arbitrary<string> {
   const pattern =
     (def.pattern as RegExp | undefined) ??
     (checks.find((c) => c.check === "string_format" && c.pattern)?.pattern as RegExp | undefined);
-  const base = pattern ? fc.stringMatching(pattern) : fc.string({ unit: "grapheme", maxLength: max ?? 64 });
+  const base = pattern ? matching(pattern) : fc.string({ unit: "grapheme", maxLength: max ?? 64 });
   return base.filter((value) => value.length >= min && (max === undefined || value.length <= max));
+}
+
+/**
+ * Numerals at the edges of the integer types a value may end up in (a Postgres bigint and
+ * integer, a JavaScript safe integer, an unsigned 64-bit): random digits seldom land there, and
+ * a pattern of digits says nothing of a column's range.
+ */
+const BOUNDARY_NUMERALS = [
+  "0",
+  "2147483647",
+  "2147483648",
+  "4294967296",
+  "9007199254740993",
+  "9223372036854775807",
+  "9223372036854775808",
+  "18446744073709551616",
+  "9999999999999999999",
+];
+
+/** Strings matching `pattern`, the boundary numerals that match it weighted in. */
+export function matching(pattern: RegExp): fc.Arbitrary<string> {
+  const boundaries = BOUNDARY_NUMERALS.filter((numeral) => pattern.test(numeral));
+  return boundaries.length === 0
+    ? fc.stringMatching(pattern)
+    : fc.oneof(
+        { weight: 3, arbitrary: fc.stringMatching(pattern) },
+        { weight: 1, arbitrary: fc.constantFrom(...boundaries) },
+      );
 }
