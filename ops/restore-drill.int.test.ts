@@ -416,6 +416,8 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     expect((await drill()).code).toBe(2);
     expect((await drill("--batch", batchIds[0]!, "--recovery-key", file("recovery.key"))).code).toBe(2);
     expect((await drill(...withKeys("00000000-0000-4000-8000-000000000000"))).stdout).toContain("no batch");
+    // Of a UUID's length and letters, but no UUID: a usage error, before the database is asked.
+    expect((await drill(...withKeys("0".repeat(36)))).code).toBe(2);
     // --pending and --batch together: one or the other.
     expect((await drill("--pending", ...withKeys(batchIds[0]!))).code).toBe(2);
   });

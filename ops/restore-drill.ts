@@ -56,7 +56,7 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
   const named = values.batch ?? [];
   if (
     named.length > 0 === Boolean(values.pending) ||
-    named.some((batch) => !/^[0-9a-f-]{36}$/.test(batch)) ||
+    named.some((batch) => !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(batch)) ||
     !values["recovery-key"] ||
     !values["recovery-enc-key"]
   ) {
