@@ -5,19 +5,11 @@
  * check answers against them and the OpenAPI document names them.
  */
 import * as z from "zod";
+import { hasControlCharacter } from "./control-characters.ts";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();
 const units = z.string().describe("a whole number of 6-decimal units, as a string");
-
-/** A C0 control character or DEL: nothing a search may hold. */
-function hasControlCharacter(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
-}
 
 /** GET {base}/admin/agents/search?q=: an agent id, a wallet, a transaction hash, an action id or an idempotency key. */
 export const searchQuerySchema = z.strictObject({

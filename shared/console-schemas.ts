@@ -4,6 +4,7 @@
  * against them, and the OpenAPI document is to be generated from them. Runtime-neutral.
  */
 import * as z from "zod";
+import { hasControlCharacter } from "./control-characters.ts";
 import { MAX_EVENT_ID, parseEventId } from "./event-types.ts";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
@@ -22,20 +23,11 @@ export const settingsSchema = z.object({
 
 // ─── Requests ────────────────────────────────────────────────────────────────────────────────
 
-/** A C0 control character but tab and newline, or DEL: Postgres text cannot even hold NUL. */
-function hasControlCharacter(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if ((code < 0x20 && code !== 0x09 && code !== 0x0a) || code === 0x7f) return true;
-  }
-  return false;
-}
-
 const reasonSchema = z
   .string({ error: "reason must be a string" })
   .max(500, "reason must be at most 500 characters")
   .refine((value) => value.trim() !== "", "reason must not be empty")
-  .refine((value) => !hasControlCharacter(value), "reason must not hold control characters");
+  .refine((value) => !hasControlCharacter(value, "\t\n"), "reason must not hold control characters");
 
 /**
  * POST {base}/admin/agents/registration/settings. `changes` maps setting names to values; the

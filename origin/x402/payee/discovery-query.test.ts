@@ -59,6 +59,9 @@ describe("parseSearchQuery", () => {
     ["a blank query", { query: "   " }, /query is required/],
     ["a query one over the limit", { query: "q".repeat(MAX_QUERY_LENGTH + 1) }, /over 200 characters/],
     ["nine words", { query: "a b c d e f g h i" }, /over 8 words/],
+    // Postgres text cannot hold NUL: the catalogue's query would fail, not match nothing.
+    ["a NUL", { query: "demo\u0000" }, /control characters/],
+    ["a DEL", { query: "de\u007fmo json" }, /control characters/],
     ["a cursor of another facilitator", { query: "demo", cursor: "eyJvZmZzZXQiOjF9" }, /cursor/],
   ])("refuses %s", (_, params, message) => {
     const result = parseSearchQuery(params);

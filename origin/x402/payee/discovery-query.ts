@@ -7,6 +7,7 @@
  * message naming the parameter. A limit over MAX_LIMIT is served as MAX_LIMIT (the answer says
  * so): the client's own documentation calls the limit advisory.
  */
+import { hasControlCharacter } from "../../../shared/control-characters.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 
 export const DEFAULT_LIMIT = 20;
@@ -53,6 +54,7 @@ export function parseSearchQuery(params: Params): Result<DiscoveryQuery, string>
   if (query.length > MAX_QUERY_LENGTH) return err(`query is over ${MAX_QUERY_LENGTH} characters`);
   const words = [...new Set(query.toLowerCase().split(/\s+/u))];
   if (words.length > MAX_QUERY_WORDS) return err(`query has over ${MAX_QUERY_WORDS} words`);
+  if (words.some((word) => hasControlCharacter(word))) return err("query must not hold control characters");
   const limit = parseLimit(params.limit);
   if (!limit.ok) return limit;
   const offset = parseOffset("cursor", params.cursor);

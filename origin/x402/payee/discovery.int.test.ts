@@ -203,6 +203,10 @@ describe("discovery through the edge, read with withBazaar(HTTPFacilitatorClient
     const noQuery = await fetch(`${facilitatorUrl}/discovery/search`);
     expect(noQuery.status).toBe(400);
     expect(await noQuery.json()).toMatchObject({ error: { code: "validation_failed" } });
+    // A NUL, which Postgres text cannot hold: refused, not a failed query (500).
+    await expect(bazaar().search({ query: "demo\u0000" })).rejects.toThrow(
+      /failed \(400\).*validation_failed.*control characters/,
+    );
   });
 });
 
