@@ -66,7 +66,7 @@ export const X402_DISCOVERY_OPERATIONS: readonly Operation[] = [
     query: [
       {
         name: "query",
-        description: "required: up to 8 words, 200 characters",
+        description: "required: up to 8 words, 200 characters, no control characters",
         schema: { type: "string" },
       },
       ...FILTERS,
