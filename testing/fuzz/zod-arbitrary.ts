@@ -65,6 +65,9 @@ export function arbitraryFromSchema(schema: z.ZodType): fc.Arbitrary<unknown> {
       return arbitraryFromSchema(def.innerType as z.ZodType);
     case "pipe":
       return arbitraryFromSchema(def.in as z.ZodType);
+    case "custom":
+      // The one custom kind of the wire schemas: bytes (the enclave's bytesSchema).
+      return fc.uint8Array({ maxLength: 512 });
     default:
       throw new Error(`zod-arbitrary: schema kind '${def.type}' is not covered; add it`);
   }
@@ -77,7 +80,11 @@ function stringArbitrary(def: Def): fc.Arbitrary<string> {
   const pattern =
     (def.pattern as RegExp | undefined) ??
     (checks.find((c) => c.check === "string_format" && c.pattern)?.pattern as RegExp | undefined);
-  const base = pattern ? matching(pattern) : fc.string({ unit: "grapheme", maxLength: max ?? 64 });
+  // A pattern's repetitions come out short by default: a long minimum (hex of 37 bytes or more)
+  // would leave the length filter below passing almost nothing, and the generator spinning.
+  const base = pattern
+    ? matching(pattern, min > 16 ? "large" : undefined)
+    : fc.string({ unit: "grapheme", maxLength: max ?? 64 });
   return base.filter((value) => value.length >= min && (max === undefined || value.length <= max));
 }
 
@@ -99,12 +106,13 @@ const BOUNDARY_NUMERALS = [
 ];
 
 /** Strings matching `pattern`, the boundary numerals that match it weighted in. */
-export function matching(pattern: RegExp): fc.Arbitrary<string> {
+export function matching(pattern: RegExp, size?: fc.SizeForArbitrary): fc.Arbitrary<string> {
   const boundaries = BOUNDARY_NUMERALS.filter((numeral) => pattern.test(numeral));
+  const strings = fc.stringMatching(pattern, size === undefined ? {} : { size });
   return boundaries.length === 0
-    ? fc.stringMatching(pattern)
+    ? strings
     : fc.oneof(
-        { weight: 3, arbitrary: fc.stringMatching(pattern) },
+        { weight: 3, arbitrary: strings },
         { weight: 1, arbitrary: fc.constantFrom(...boundaries) },
       );
 }
