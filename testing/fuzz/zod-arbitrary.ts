@@ -111,8 +111,5 @@ export function matching(pattern: RegExp, size?: fc.SizeForArbitrary): fc.Arbitr
   const strings = fc.stringMatching(pattern, size === undefined ? {} : { size });
   return boundaries.length === 0
     ? strings
-    : fc.oneof(
-        { weight: 3, arbitrary: strings },
-        { weight: 1, arbitrary: fc.constantFrom(...boundaries) },
-      );
+    : fc.oneof({ weight: 3, arbitrary: strings }, { weight: 1, arbitrary: fc.constantFrom(...boundaries) });
 }
