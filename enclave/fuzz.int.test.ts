@@ -26,7 +26,7 @@ import {
   responseSchema,
 } from "../shared/enclave-protocol.ts";
 import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
-import { anyJson, hostileString } from "../testing/fuzz/hostile.ts";
+import { anyJson, hostileString, objectsOf, withOneValue, withoutOneKey } from "../testing/fuzz/hostile.ts";
 import { fuzzSettings } from "../testing/fuzz/run.ts";
 import { arbitraryFromSchema } from "../testing/fuzz/zod-arbitrary.ts";
 import {
@@ -132,27 +132,15 @@ function mutated(params: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
     fc.uint8Array({ maxLength: 64 }),
     fc.constantFrom(-1, 2 ** 53, Number.MAX_SAFE_INTEGER + 2, 1e308, "9".repeat(80), null),
   );
-  const asObject = params.filter(
-    (value): value is Record<string, unknown> =>
-      !!value && typeof value === "object" && !Array.isArray(value),
-  );
+  const asObject = objectsOf(params);
   return fc.oneof(
     { weight: 4, arbitrary: params },
-    {
-      weight: 1,
-      arbitrary: fc.tuple(asObject, fc.nat()).map(([value, pick]) => {
-        const keys = Object.keys(value);
-        if (keys.length === 0) return value;
-        const { [keys[pick % keys.length]!]: _dropped, ...rest } = value;
-        return rest;
-      }),
-    },
+    { weight: 1, arbitrary: fc.tuple(asObject, fc.nat()).map(([value, pick]) => withoutOneKey(value, pick)) },
     {
       weight: 2,
-      arbitrary: fc.tuple(asObject, fc.nat(), hostile).map(([value, pick, replacement]) => {
-        const keys = Object.keys(value);
-        return keys.length === 0 ? value : { ...value, [keys[pick % keys.length]!]: replacement };
-      }),
+      arbitrary: fc
+        .tuple(asObject, fc.nat(), hostile)
+        .map(([value, pick, replacement]) => withOneValue(value, pick, replacement)),
     },
     {
       weight: 1,

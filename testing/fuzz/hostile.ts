@@ -72,25 +72,42 @@ export function hostileBody(maxBytes: number): fc.Arbitrary<BodyBytes> {
   );
 }
 
+/** The objects among `valid`'s values (not arrays). */
+export const objectsOf = (valid: fc.Arbitrary<unknown>): fc.Arbitrary<Record<string, unknown>> =>
+  valid.filter(
+    (value): value is Record<string, unknown> =>
+      !!value && typeof value === "object" && !Array.isArray(value),
+  );
+
+/** `value` without one of its keys (the `pick`th, wrapping); an empty object as it is. */
+export function withoutOneKey(value: Record<string, unknown>, pick: number): Record<string, unknown> {
+  const keys = Object.keys(value);
+  if (keys.length === 0) return value;
+  const { [keys[pick % keys.length]!]: _dropped, ...rest } = value;
+  return rest;
+}
+
+/** `value` with one of its keys' values (the `pick`th, wrapping) swapped; an empty object as it is. */
+export function withOneValue(
+  value: Record<string, unknown>,
+  pick: number,
+  replacement: unknown,
+): Record<string, unknown> {
+  const keys = Object.keys(value);
+  return keys.length === 0 ? value : { ...value, [keys[pick % keys.length]!]: replacement };
+}
+
 /**
  * A valid-ish object changed in one place: a key dropped, an unknown or prototype key added, a
  * value swapped for a hostile one, or a key written twice in the raw text (the last one wins in
  * JSON.parse, so the first can hide a value from a reader that takes the first).
  */
 export function mutatedBody(valid: fc.Arbitrary<unknown>): fc.Arbitrary<BodyBytes> {
-  const asObject = valid.filter(
-    (value): value is Record<string, unknown> =>
-      !!value && typeof value === "object" && !Array.isArray(value),
-  );
+  const asObject = objectsOf(valid);
   const hostileValue = fc.oneof(anyJson, hostileString, hugeNumberText.map(Number), fc.constant(null));
   return fc.oneof(
     valid.map((value) => JSON.stringify(value)),
-    fc.tuple(asObject, fc.nat()).map(([value, pick]) => {
-      const keys = Object.keys(value);
-      if (keys.length === 0) return JSON.stringify(value);
-      const { [keys[pick % keys.length]!]: _dropped, ...rest } = value;
-      return JSON.stringify(rest);
-    }),
+    fc.tuple(asObject, fc.nat()).map(([value, pick]) => JSON.stringify(withoutOneKey(value, pick))),
     fc
       .tuple(
         asObject,
@@ -101,11 +118,9 @@ export function mutatedBody(valid: fc.Arbitrary<unknown>): fc.Arbitrary<BodyByte
         ([value, key, extra]) =>
           `${JSON.stringify(value).slice(0, -1)}${Object.keys(value).length ? "," : ""}${JSON.stringify(key)}:${JSON.stringify(extra)}}`,
       ),
-    fc.tuple(asObject, fc.nat(), hostileValue).map(([value, pick, replacement]) => {
-      const keys = Object.keys(value);
-      if (keys.length === 0) return JSON.stringify(value);
-      return JSON.stringify({ ...value, [keys[pick % keys.length]!]: replacement });
-    }),
+    fc
+      .tuple(asObject, fc.nat(), hostileValue)
+      .map(([value, pick, replacement]) => JSON.stringify(withOneValue(value, pick, replacement))),
     fc.tuple(asObject, fc.nat(), hostileValue).map(([value, pick, first]) => {
       const keys = Object.keys(value);
       if (keys.length === 0) return JSON.stringify(value);
