@@ -1,22 +1,24 @@
 /**
  * The enclave's socket fuzzed as a compromised origin could drive it (docs/security.md): every op's
  * params generated from its own schema (shared/enclave-ops.ts), with the enclave's real keys woven
- * in so requests reach the ops' checks, then mutated (a field dropped, swapped for a hostile value,
- * a prototype key added). Privileged ops of the admin tier, whose authority the origin holds, carry
- * a capability minted for exactly those params, so they reach their handlers too; the other tiers'
- * carry one minted with the admin key, which must be refused. Properties: every request is answered
- * once, under its id, in the response schema; a refusal has a code of the closed list and is never
- * the answer dispatch gives an exception it did not expect (seal_failed "internal error", logged
- * "op failed"); the process serves a plain request after every batch. FUZZ_RUNS and FUZZ_SEED as
- * for the origin's fuzz (testing/fuzz/run.ts); the privileged ops get a quarter of the cases. Each
- * op prints its outcomes. sign_transfer, sign_filler and sign_x402_authorization are also built in
- * the origin's shapes (shapedSigning) and reach the signing policy; the other signing ops, and
- * verify_backup, configure_policy and approve_held, are refused at their schema in every case so
- * far (checksummed addresses, signed approvals and envelopes a schema cannot generate).
+ * in and addresses the checksum passes, so requests reach the ops' checks; and, for the ops a
+ * schema cannot reach past their first check, built in the shapes the origin sends
+ * (./testing/fuzz-shapes.ts: real keys bound to their addresses, payers' signatures, operator
+ * approvals, a real backup envelope), most typical and some with one field at an edge. Then
+ * mutated (a field dropped, swapped for a hostile value, a prototype key added). Privileged ops of
+ * the admin tier, whose authority the origin holds, carry a capability minted for exactly those
+ * params; the other tiers' carry one minted with the admin key, which must be refused.
+ *
+ * Properties: every request is answered once, under its id, in the response schema; a refusal has
+ * a code of the closed list and is never the answer dispatch gives an exception it did not expect
+ * (seal_failed "internal error", logged "op failed"); every success is within the bounds the
+ * enclave claims, read off what it signed (./testing/fuzz-bounds.ts: limits, the faucet's terms,
+ * the settler's, fillers, the payee's, operator approvals); the process serves a plain request
+ * after every batch. FUZZ_RUNS and FUZZ_SEED as for the origin's fuzz (testing/fuzz/run.ts); the
+ * privileged ops get a quarter of the cases. Each op prints its outcomes.
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CHAIN_ID } from "../shared/constants.ts";
 import { ENCLAVE_OP_SCHEMAS } from "../shared/enclave-ops.ts";
 import {
   ENCLAVE_ERROR_CODES,
@@ -29,15 +31,10 @@ import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-pr
 import { anyJson, hostileString, objectsOf, withOneValue, withoutOneKey } from "../testing/fuzz/hostile.ts";
 import { fuzzSettings } from "../testing/fuzz/run.ts";
 import { arbitraryFromSchema } from "../testing/fuzz/zod-arbitrary.ts";
-import {
-  type AgentKey,
-  agentKeys,
-  NODE_PAY_TO,
-  NODE_X402_UNITS,
-  nodePolicy,
-  RECIPIENT,
-} from "./testing/agent-policy.ts";
-import { mintFor, privileged } from "./testing/capabilities.ts";
+import { mintFor } from "./testing/capabilities.ts";
+import { SignedBounds } from "./testing/fuzz-bounds.ts";
+import { FuzzShapes, withValidAddresses } from "./testing/fuzz-shapes.ts";
+import { type FuzzWorld, setUpFuzzWorld } from "./testing/fuzz-world.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 const settings = fuzzSettings();
@@ -50,79 +47,6 @@ const isPrivileged = (op: string): op is PrivilegedOp => op in PRIVILEGED_OP_SCO
 const FIELD_OVERRIDES: Partial<Record<EnclaveOpName, Record<string, fc.Arbitrary<unknown>>>> = {
   generate_keys: { count: fc.integer({ min: 1, max: 3 }) },
 };
-
-const UINT256_MAX = (2n ** 256n - 1n).toString();
-/** Decimal amounts and counters at the edges the ops' bounds and types have. */
-const edgeUints = (...typical: string[]) =>
-  fc.oneof(
-    { weight: 3, arbitrary: fc.constantFrom(...typical) },
-    {
-      weight: 2,
-      arbitrary: fc.constantFrom(
-        "0",
-        "1",
-        "18446744073709551616",
-        "9007199254740993",
-        UINT256_MAX,
-        `1${UINT256_MAX}`,
-      ),
-    },
-  );
-const otherAddress = fc.constantFrom(RECIPIENT, NODE_PAY_TO, "0x0000000000000000000000000000000000000000");
-
-/**
- * The signing ops' params as the origin sends them (the shapes of ./testing/agent-policy.ts), with
- * their values at the edges: a schema alone cannot say a checksummed address or a key's own
- * address, so generated params stop at the schema check and never reach the signing policy.
- */
-function shapedSigning(op: EnclaveOpName, keys: AgentKey[]): fc.Arbitrary<unknown> | undefined {
-  const key = fc.constantFrom(...keys);
-  const gas = edgeUints("1000000000", "21000");
-  switch (op) {
-    case "sign_transfer":
-      return fc
-        .record({
-          key,
-          chain_id: fc.constantFrom(CHAIN_ID, 1, 0, 2 ** 53),
-          to: otherAddress,
-          value_units: edgeUints("1", "1000", "10000000", "10000001"),
-          nonce: edgeUints("0", "5"),
-          max_fee_per_gas: gas,
-          max_priority_fee_per_gas: gas,
-          gas_limit: edgeUints("21000", "20999"),
-        })
-        .map(({ key: { key_ref, address }, ...fields }) => ({ key_ref, from: address, ...fields }));
-    case "sign_filler":
-      return fc
-        .record({ key, chain_id: fc.constantFrom(CHAIN_ID, 1), nonce: edgeUints("0", "3"), fee: gas })
-        .map(({ key: { key_ref, address }, chain_id, nonce, fee }) => ({
-          key_ref,
-          from: address,
-          chain_id,
-          nonce,
-          max_fee_per_gas: fee,
-          max_priority_fee_per_gas: fee,
-        }));
-    case "sign_x402_authorization":
-      return fc
-        .record({
-          key,
-          to: otherAddress,
-          value_units: edgeUints(NODE_X402_UNITS.toString(), "1000000", "1000001"),
-          valid_after: edgeUints("0"),
-          valid_before: fc.oneof(
-            fc.integer({ min: -60, max: 400 }).map((ahead) => String(Math.floor(Date.now() / 1000) + ahead)),
-            edgeUints("0"),
-          ),
-          nonce: fc
-            .uint8Array({ minLength: 32, maxLength: 32 })
-            .map((bytes) => `0x${Buffer.from(bytes).toString("hex")}`),
-        })
-        .map(({ key: { key_ref, address }, ...fields }) => ({ key_ref, from: address, ...fields }));
-    default:
-      return undefined;
-  }
-}
 
 /** A params object changed in one place, or left as generated. */
 function mutated(params: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
@@ -165,40 +89,43 @@ function withKnownKeys(value: unknown, pick: number, keyRefs: string[]): unknown
   return out;
 }
 
-/** What is wrong with an answer to request `id`, or null; counts its outcome (`ok` or its code). */
-function answerProblem(
+/** The answer to request `id`, or what is wrong with it; counts its outcome (`ok`, or its code and detail). */
+function checkedAnswer(
   op: string,
   id: number,
   answer: unknown,
   outcomes: Record<string, number>,
-): string | null {
+): EnclaveResponse | string {
   const parsed = responseSchema.safeParse(answer);
   if (!parsed.success) return `${op}: an answer outside the response schema: ${JSON.stringify(answer)}`;
   const response: EnclaveResponse = parsed.data;
-  const outcome = response.ok ? "ok" : response.error.code;
+  const outcome = response.ok ? "ok" : [response.error.code, response.error.detail].filter(Boolean).join(":");
   outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
   if (response.id !== id) return `${op}: answered under id ${String(response.id)}, asked under ${id}`;
-  if (response.ok) return null;
+  if (response.ok) return response;
   const { code, reason } = response.error;
   if (!(ENCLAVE_ERROR_CODES as readonly string[]).includes(code)) return `${op}: unknown code ${code}`;
   if (code === "seal_failed" && reason === "internal error")
     return `${op}: an exception dispatch did not expect (seal_failed, internal error)`;
-  return null;
+  return response;
 }
 
 describe("the enclave's socket, fuzzed (real process)", () => {
   let fixture: EnclaveFixture;
   let client: RawEnclaveClient;
-  let keys: AgentKey[];
+  let world: FuzzWorld;
+  let shapes: FuzzShapes;
+  let bounds: SignedBounds;
   let keyRefs: string[];
   let nextId = 1_000_000;
 
   beforeAll(async () => {
     fixture = await createEnclaveFixture({ envId: "fuzz" });
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
-    await privileged(client, fixture, "configure_policy", nodePolicy({ maxUnits: "1000000", payees: null }));
-    keys = await agentKeys(client, fixture, 8);
-    keyRefs = keys.map((key) => key.key_ref);
+    world = await setUpFuzzWorld(client, fixture);
+    shapes = new FuzzShapes(world);
+    bounds = new SignedBounds(world, shapes);
+    keyRefs = [...world.agents, world.treasury, world.settler, world.payee].map((key) => key.key_ref);
   });
   afterAll(async () => {
     client?.close();
@@ -221,24 +148,28 @@ describe("the enclave's socket, fuzzed (real process)", () => {
       cap = minted ?? { forged: true };
     }
     client.send({ v: 1, id, op, params, ...(cap === undefined ? {} : { cap }) });
-    return answerProblem(op, id, await client.next(), outcomes);
+    const answer = checkedAnswer(op, id, await client.next(), outcomes);
+    if (typeof answer === "string") return answer;
+    return answer.ok
+      ? bounds.broken(op, params as Record<string, unknown>, answer.result as Record<string, unknown>)
+      : null;
   };
 
   for (const op of OPS) {
-    it(`${op}: every request answered under its id, refusals of the closed list, no unexpected exception, still serving`, async () => {
+    it(`${op}: every request answered under its id, refusals of the closed list, no unexpected exception, every success within its bounds, still serving`, async () => {
       const schema = ENCLAVE_OP_SCHEMAS[op].params;
       const generated = arbitraryFromSchema(schema).chain((value) =>
         value && typeof value === "object" && !Array.isArray(value) && FIELD_OVERRIDES[op]
           ? fc.record(FIELD_OVERRIDES[op]!).map((overrides) => ({ ...value, ...overrides }))
           : fc.constant(value),
       );
-      const shaped = shapedSigning(op, keys);
-      const base = shaped
-        ? fc.oneof({ weight: 3, arbitrary: shaped }, { weight: 1, arbitrary: generated })
-        : generated;
-      const params = fc
-        .tuple(mutated(base), fc.nat())
-        .map(([value, pick]) => withKnownKeys(value, pick, keyRefs));
+      const withKeys = fc
+        .tuple(generated, fc.nat())
+        .map(([value, pick]) => withKnownKeys(withValidAddresses(value), pick, keyRefs));
+      const shaped = shapes.of(op);
+      const params = mutated(
+        shaped ? fc.oneof({ weight: 3, arbitrary: shaped }, { weight: 1, arbitrary: withKeys }) : withKeys,
+      );
       const runs = Math.ceil((isPrivileged(op) ? settings.runs / 4 : settings.runs) / BATCH);
       const outcomes: Record<string, number> = {};
       await fc.assert(

@@ -1,0 +1,440 @@
+/**
+ * What every answer the socket fuzz (../fuzz.int.test.ts) gets signed must respect: the enclave's
+ * claims of docs/security.md and docs/enclave.md, read off what it signed with the ecosystem's
+ * own decoders (viem, @x402/extensions) and counted across the run here, not by the enclave's code:
+ * - a transaction is signed by the key named, on the sealed chain, as asked, never to the operator
+ *   pool; a transfer within the per-transaction limit, and a key's day within its daily limit;
+ * - the faucet pays only its payout, only to agent keys of this enclave, each at most once an hour;
+ * - the settler pays gas only for the precompile's call of an authorization its `from` signed, of
+ *   the sealed terms, valid by the margin, within its fee budget of the day;
+ * - a filler only at a nonce this key signed at, once;
+ * - an x402 authorization as asked, of the pair or under the ceiling, valid within the window;
+ * - the payee signs offers of the sealed terms only, receipts of this enclave's settlements only;
+ * - a backup verifies as the batch it holds;
+ * - what needs an operator's approval succeeds only with one the operator signed for exactly that,
+ *   each accepted once (its counter grows);
+ * - no op of the policy or recovery tier succeeds under a capability the origin can mint.
+ * Slack of a few seconds covers the clocks of the fuzz and the enclave reading now apart.
+ */
+import { verifyOfferSignatureEIP712, verifyReceiptSignatureEIP712 } from "@x402/extensions/offer-receipt";
+import {
+  getAddress,
+  keccak256,
+  parseTransaction,
+  recoverTransactionAddress,
+  type TransactionSerializedEIP1559,
+  verifyTypedData,
+} from "viem";
+import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
+import { PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../../shared/enclave-protocol.ts";
+import type { Hex } from "../../shared/hex.ts";
+import {
+  agentPolicySubject,
+  heldApprovalSubject,
+  nodeFreezeSubject,
+  type OperatorApprovedOp,
+} from "../../shared/operator-approval.ts";
+import type { AgentKey } from "./agent-policy.ts";
+import type { FuzzShapes } from "./fuzz-shapes.ts";
+import type { FuzzWorld, Settlement } from "./fuzz-world.ts";
+
+const SLACK_SECONDS = 5n;
+type Params = Record<string, unknown>;
+type Result = Record<string, unknown>;
+type KnownKey = { address: string; namespace: string };
+
+const lower = (value: unknown): string => String(value).toLowerCase();
+const nowSeconds = (): bigint => BigInt(Math.floor(Date.now() / 1000));
+const utcDay = (): string => new Date().toISOString().slice(0, 10);
+const ceilUnits = (wei: bigint): bigint => (wei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT;
+const maxFeeWei = (tx: SignedTransaction): bigint => (tx.gas ?? 0n) * (tx.maxFeePerGas ?? 0n);
+type SignedTransaction = ReturnType<typeof parseTransaction>;
+
+/** The sealed policy's bounds, as numbers to compare with. */
+type Limits = {
+  perTxUnits: bigint;
+  dailyUnits: bigint;
+  settlerDailyFeeUnits: bigint;
+  feeCeilingWei: bigint;
+  marginSeconds: bigint;
+  maxTimeoutSeconds: bigint;
+  operatorPool: string;
+  pairPayTo: string;
+  pairUnits: bigint;
+  ceilingUnits: bigint;
+};
+
+function limitsOf(policy: FuzzWorld["policy"]): Limits {
+  return {
+    perTxUnits: BigInt(policy.per_tx_limit_units as string),
+    dailyUnits: BigInt(policy.daily_limit_units as string),
+    settlerDailyFeeUnits: BigInt(policy.settler_daily_fee_units as string),
+    feeCeilingWei: BigInt(policy.fee_ceiling_wei as string),
+    marginSeconds: BigInt(policy.x402_validity_margin_seconds as number),
+    maxTimeoutSeconds: BigInt(policy.x402_max_timeout_seconds as number),
+    operatorPool: lower(policy.operator_pool),
+    pairPayTo: lower(policy.x402_pay_to),
+    pairUnits: BigInt(policy.x402_amount_units as string),
+    ceilingUnits: BigInt(policy.x402_max_per_payment_units as string),
+  };
+}
+
+/** An x402 authorization's wire fields as the EIP-712 message they stand for. */
+function authorizationMessage(wire: Record<string, string>) {
+  return {
+    from: getAddress(wire.from!),
+    to: getAddress(wire.to!),
+    value: BigInt(wire.value!),
+    validAfter: BigInt(wire.valid_after!),
+    validBefore: BigInt(wire.valid_before!),
+    nonce: wire.nonce as Hex,
+  };
+}
+
+/** True when `signature` is `address`'s of `message` under the precompile's domain. */
+const signedBy = (address: string, message: ReturnType<typeof authorizationMessage>, signature: unknown) =>
+  verifyTypedData({
+    address: getAddress(address),
+    domain: nativeTransferAuthDomain(),
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+    primaryType: "TransferWithAuthorization",
+    message,
+    signature: signature as Hex,
+  }).catch(() => false);
+
+/** The members of `key`'s set in `sets`, made empty on first use. */
+function setOf<T>(sets: Map<string, Set<T>>, key: string): Set<T> {
+  const set = sets.get(key) ?? new Set<T>();
+  sets.set(key, set);
+  return set;
+}
+
+/** The bounds of one world, with what the run signed so far. */
+export class SignedBounds {
+  private readonly limits: Limits;
+  private readonly keys = new Map<string, KnownKey>();
+  private readonly agentAddresses = new Set<string>();
+  /** Units each key committed on a UTC day: value plus maximum fee (the settler's: fees alone). */
+  private readonly spent = new Map<string, bigint>();
+  private readonly signedNonces = new Map<string, Set<bigint>>();
+  private readonly filledNonces = new Map<string, Set<bigint>>();
+  private readonly paidRecipients = new Set<string>();
+  private faucetSpent = 0n;
+  private readonly settlements = new Map<string, Settlement>();
+  private readonly operatorCounters = new Map<string, number>();
+  private nodeFrozen = false;
+
+  constructor(
+    private readonly world: FuzzWorld,
+    private readonly shapes: FuzzShapes,
+  ) {
+    this.limits = limitsOf(world.policy);
+    for (const agent of [...world.agents, ...world.backup.keys])
+      this.learnKey(agent.key_ref, agent.address, "agent-transfer");
+    this.learnKey(world.treasury.key_ref, world.treasury.address, "faucet");
+    this.learnKey(world.settler.key_ref, world.settler.address, "settler");
+    this.learnKey(world.payee.key_ref, world.payee.address, "payee");
+    const settler = lower(world.settler.address);
+    for (const settlement of world.settlements) {
+      this.settlements.set(settlement.txHash, settlement);
+      setOf(this.signedNonces, settler).add(BigInt(settlement.nonce));
+      this.countDay(settler, ceilUnits(settlement.maxFeeWei));
+    }
+  }
+
+  /** What a successful answer of `op` to `params` broke, or null. */
+  async broken(op: string, params: Params, result: Result): Promise<string | null> {
+    if (op in PRIVILEGED_OP_SCOPE && PRIVILEGED_OP_SCOPE[op as PrivilegedOp] !== "admin")
+      return `${op} succeeded under a capability of the admin tier`;
+    switch (op) {
+      case "generate_keys":
+        for (const key of result.keys as { key_ref: string; address: string }[])
+          this.learnKey(key.key_ref, key.address, String(result.namespace));
+        return null;
+      case "verify_backup":
+        return this.verifiedBackup(result);
+      case "sign_transfer":
+        return this.transfer(params, result);
+      case "sign_faucet":
+        return this.faucet(params, result);
+      case "sign_filler":
+        return this.filler(params, result);
+      case "sign_settlement":
+        return this.settlement(params, result);
+      case "sign_x402_authorization":
+        return this.x402Authorization(params, result);
+      case "sign_x402_offer":
+        return this.offer(result);
+      case "sign_x402_receipt":
+        return this.receipt(result);
+      case "approve_held":
+        return this.approved(params, "approve_held", () =>
+          heldApprovalSubject(
+            {
+              instanceId: this.world.instanceId,
+              keyRef: String(params.key_ref),
+              kind: params.kind as "transfer" | "x402",
+              ref: String(params.ref),
+              to: String(params.to),
+              valueUnits: BigInt(String(params.value_units)),
+            },
+            Number(params.expires_at),
+          ),
+        );
+      case "set_node_frozen":
+        return this.freeze(params);
+      case "set_agent_policy":
+        return params.operator === undefined
+          ? null
+          : this.approved(params, "set_agent_policy", () =>
+              agentPolicySubject(String(params.key_ref), params.policy as never),
+            );
+      default:
+        return null;
+    }
+  }
+
+  private learnKey(keyRef: string, address: string, namespace: string): void {
+    this.keys.set(keyRef, { address: lower(address), namespace });
+    if (namespace === "agent-transfer") this.agentAddresses.add(lower(address));
+  }
+
+  /** Counts `units` against `signer`'s UTC day; the day's total. */
+  private countDay(signer: string, units: bigint): bigint {
+    const slot = `${signer}/${utcDay()}`;
+    const total = (this.spent.get(slot) ?? 0n) + units;
+    this.spent.set(slot, total);
+    return total;
+  }
+
+  /**
+   * The one envelope of the run holds the world's batch: a success vouches for exactly its keys.
+   * (A changed byte of the recovery copy verifies: the enclave cannot open that copy, and says so;
+   * the restore drill opens it.)
+   */
+  private verifiedBackup(result: Result): string | null {
+    const { backup } = this.world;
+    const listed = (keys: { key_ref: string; address: string }[]) =>
+      keys.map((key) => `${key.key_ref}/${lower(key.address)}`).join();
+    return result.batch_id === backup.batch_id &&
+      result.namespace === backup.namespace &&
+      listed(result.keys as AgentKey[]) === listed(backup.keys)
+      ? null
+      : "verify_backup vouched for another batch than the envelope's";
+  }
+
+  /** The signed transaction, decoded, and what is wrong with it before the op's own rules. */
+  private async transaction(
+    params: Params,
+    result: Result,
+    namespace: string,
+  ): Promise<{ problem: string } | { tx: SignedTransaction; signer: string }> {
+    const raw = result.raw_transaction as TransactionSerializedEIP1559;
+    const tx = parseTransaction(raw);
+    const signer = lower(await recoverTransactionAddress({ serializedTransaction: raw }));
+    const key = this.keys.get(String(params.key_ref));
+    if (key?.namespace !== namespace) return { problem: `signed with a key not of ${namespace}` };
+    if (signer !== key.address) return { problem: `signed by ${signer}, not the key named (${key.address})` };
+    if (tx.chainId !== CHAIN_ID) return { problem: `signed for chain ${tx.chainId}` };
+    if (lower(tx.to) === this.limits.operatorPool) return { problem: "sent to the operator pool" };
+    if (keccak256(raw) !== result.tx_hash) return { problem: "tx_hash is not the transaction's hash" };
+    if (maxFeeWei(tx) > this.limits.feeCeilingWei) return { problem: "fee above the ceiling" };
+    setOf(this.signedNonces, signer).add(BigInt(tx.nonce ?? 0));
+    return { tx, signer };
+  }
+
+  private async transfer(params: Params, result: Result): Promise<string | null> {
+    const signed = await this.transaction(params, result, "agent-transfer");
+    if ("problem" in signed) return `sign_transfer ${signed.problem}`;
+    const { tx, signer } = signed;
+    const value = (tx.value ?? 0n) / WEI_PER_UNIT;
+    if (
+      lower(tx.to) !== lower(params.to) ||
+      value !== BigInt(String(params.value_units)) ||
+      tx.gas !== BigInt(String(params.gas_limit)) ||
+      BigInt(tx.nonce ?? 0) !== BigInt(String(params.nonce))
+    )
+      return "sign_transfer signed other fields than asked";
+    const cost = value + ceilUnits(maxFeeWei(tx));
+    if (cost > this.limits.perTxUnits) return `sign_transfer over the per-transaction limit (${cost})`;
+    if (this.countDay(signer, cost) > this.limits.dailyUnits)
+      return "sign_transfer over the key's daily limit";
+    return null;
+  }
+
+  private async faucet(params: Params, result: Result): Promise<string | null> {
+    const signed = await this.transaction(params, result, "faucet");
+    if ("problem" in signed) return `sign_faucet ${signed.problem}`;
+    const { tx } = signed;
+    const { faucet } = this.world;
+    if ((tx.value ?? 0n) !== faucet.payoutUnits * WEI_PER_UNIT)
+      return "sign_faucet paid other than the payout";
+    const recipient = lower(tx.to);
+    if (!this.agentAddresses.has(recipient)) return "sign_faucet paid an address that is no agent key here";
+    if (this.paidRecipients.has(recipient)) return "sign_faucet paid one recipient twice within its cooldown";
+    this.paidRecipients.add(recipient);
+    this.faucetSpent += faucet.payoutUnits + ceilUnits(maxFeeWei(tx));
+    return this.faucetSpent > faucet.budgetUnits ? "sign_faucet over the treasury's budget" : null;
+  }
+
+  private async filler(params: Params, result: Result): Promise<string | null> {
+    const key = this.keys.get(String(params.key_ref));
+    const before = new Set(this.signedNonces.get(key?.address ?? ""));
+    const signed = await this.transaction(params, result, key?.namespace ?? "none");
+    if ("problem" in signed) return `sign_filler ${signed.problem}`;
+    const { tx, signer } = signed;
+    if (lower(tx.to) !== signer || (tx.value ?? 0n) !== 0n || tx.gas !== 21_000n)
+      return "sign_filler signed something other than nothing to itself";
+    const nonce = BigInt(tx.nonce ?? 0);
+    if (!before.has(nonce)) return `sign_filler at nonce ${nonce}, where this run signed nothing of the key`;
+    const filled = setOf(this.filledNonces, signer);
+    if (filled.has(nonce)) return `sign_filler twice at nonce ${nonce}`;
+    filled.add(nonce);
+    const limit = { "agent-transfer": this.limits.dailyUnits, settler: this.limits.settlerDailyFeeUnits }[
+      key!.namespace
+    ];
+    if (limit !== undefined && this.countDay(signer, ceilUnits(maxFeeWei(tx))) > limit)
+      return "sign_filler over the key's limit of the day";
+    return null;
+  }
+
+  /** The node's x402 rule: the sealed pair, or up to the ceiling (to any payee: the world lists none). */
+  private ofTheTerms(message: ReturnType<typeof authorizationMessage>): boolean {
+    if (lower(message.from) === this.limits.operatorPool) return false;
+    const pair = lower(message.to) === this.limits.pairPayTo && message.value === this.limits.pairUnits;
+    return pair || message.value <= this.limits.ceilingUnits;
+  }
+
+  /** True when `validBefore` leaves the sealed margin and is within the sealed maximum, from now. */
+  private inWindow(validBefore: bigint): boolean {
+    const now = nowSeconds();
+    return (
+      validBefore >= now + this.limits.marginSeconds - SLACK_SECONDS &&
+      validBefore <= now + this.limits.maxTimeoutSeconds + SLACK_SECONDS
+    );
+  }
+
+  private async settlement(params: Params, result: Result): Promise<string | null> {
+    const signed = await this.transaction(params, result, "settler");
+    if ("problem" in signed) return `sign_settlement ${signed.problem}`;
+    const { tx, signer } = signed;
+    if (lower(tx.to) !== NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase() || (tx.value ?? 0n) !== 0n)
+      return "sign_settlement signed other than the precompile's call, value 0";
+    const message = authorizationMessage(params.authorization as Record<string, string>);
+    if (!(await signedBy(message.from, message, params.signature)))
+      return "sign_settlement paid gas for an authorization its `from` did not sign";
+    if (!this.ofTheTerms(message)) return "sign_settlement paid gas for a payment outside the sealed terms";
+    const validNow = message.validAfter <= nowSeconds() - this.limits.marginSeconds + SLACK_SECONDS;
+    if (!validNow || !this.inWindow(message.validBefore))
+      return "sign_settlement paid gas for an authorization outside the sealed window";
+    this.settlements.set(result.tx_hash as string, {
+      txHash: result.tx_hash as Hex,
+      payer: message.from,
+      payee: lower(message.to),
+      nonce: String(tx.nonce ?? 0),
+      maxFeeWei: maxFeeWei(tx),
+    });
+    return this.countDay(signer, ceilUnits(maxFeeWei(tx))) > this.limits.settlerDailyFeeUnits
+      ? "sign_settlement over the settler's fee budget of the day"
+      : null;
+  }
+
+  private async x402Authorization(params: Params, result: Result): Promise<string | null> {
+    const key = this.keys.get(String(params.key_ref));
+    if (key?.namespace !== "agent-transfer") return "sign_x402_authorization with a key that is no agent's";
+    const signed = result.authorization as Record<string, string>;
+    for (const name of ["from", "to", "nonce"] as const)
+      if (lower(signed[name]) !== lower(params[name]))
+        return `sign_x402_authorization signed another ${name}`;
+    for (const name of ["valid_after", "valid_before"] as const)
+      if (signed[name] !== params[name]) return `sign_x402_authorization signed another ${name}`;
+    if (signed.value !== params.value_units) return "sign_x402_authorization signed another value";
+    const message = authorizationMessage(signed);
+    if (!(await signedBy(key.address, message, result.signature)))
+      return "sign_x402_authorization's signature is not the key's";
+    if (!this.ofTheTerms(message)) return "sign_x402_authorization signed a payment outside the node's terms";
+    if (!this.inWindow(message.validBefore))
+      return "sign_x402_authorization signed outside the sealed window";
+    return null;
+  }
+
+  private async offer(result: Result): Promise<string | null> {
+    const payload = result.payload as Record<string, unknown>;
+    const { signer } = await verifyOfferSignatureEIP712({
+      format: "eip712",
+      payload: {
+        version: payload.version as number,
+        resourceUrl: payload.resource_url as string,
+        scheme: payload.scheme as string,
+        network: payload.network as string,
+        asset: payload.asset as string,
+        payTo: payload.pay_to as string,
+        amount: payload.amount as string,
+        validUntil: payload.valid_until as number,
+      },
+      signature: result.signature as string,
+    });
+    const { payee } = this.world;
+    if (lower(signer) !== lower(payee.address)) return "sign_x402_offer signed by another key than the payee";
+    const sealed =
+      payload.scheme === "exact" &&
+      payload.network === `eip155:${CHAIN_ID}` &&
+      lower(payload.asset) === NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase() &&
+      lower(payload.pay_to) === lower(payee.address) &&
+      lower(payload.pay_to) === this.limits.pairPayTo &&
+      payload.amount === this.limits.pairUnits.toString();
+    if (!sealed) return "sign_x402_offer signed other terms than the sealed ones";
+    if (BigInt(payload.valid_until as number) > nowSeconds() + this.limits.maxTimeoutSeconds + SLACK_SECONDS)
+      return "sign_x402_offer valid for longer than the sealed maximum";
+    return null;
+  }
+
+  private async receipt(result: Result): Promise<string | null> {
+    const payload = result.payload as Record<string, unknown>;
+    const { signer } = await verifyReceiptSignatureEIP712({
+      format: "eip712",
+      payload: {
+        version: payload.version as number,
+        network: payload.network as string,
+        resourceUrl: payload.resource_url as string,
+        payer: payload.payer as string,
+        issuedAt: payload.issued_at as number,
+        transaction: payload.transaction as string,
+      },
+      signature: result.signature as string,
+    });
+    const { payee } = this.world;
+    if (lower(signer) !== lower(payee.address))
+      return "sign_x402_receipt signed by another key than the payee";
+    const settlement = this.settlements.get(String(payload.transaction));
+    if (!settlement) return "sign_x402_receipt for a transaction the settler did not sign here";
+    if (settlement.payee !== lower(payee.address) || lower(settlement.payer) !== lower(payload.payer))
+      return "sign_x402_receipt names another payer or payee than the settlement's";
+    if (payload.network !== `eip155:${CHAIN_ID}`) return "sign_x402_receipt names another network";
+    return null;
+  }
+
+  private freeze(params: Params): string | null {
+    const unfreezing = this.nodeFrozen && params.frozen === false;
+    if (unfreezing && params.operator === undefined) return "set_node_frozen unfroze without an operator";
+    const problem =
+      params.operator === undefined
+        ? null
+        : this.approved(params, "set_node_frozen", () => nodeFreezeSubject(params.frozen as boolean));
+    if (!problem) this.nodeFrozen = params.frozen as boolean;
+    return problem;
+  }
+
+  /** Null when `params.operator` is an approval the operator signed of `op` over exactly this, used once. */
+  private approved(params: Params, op: OperatorApprovedOp, subject: () => Hex): string | null {
+    const approval = params.operator as { key_id?: string; counter?: number } | undefined;
+    const approved = approval && typeof approval === "object" ? this.shapes.genuine.get(approval) : undefined;
+    if (!approved || approved.op !== op || approved.subject !== subject())
+      return `${op} succeeded without the operator's approval of exactly this`;
+    const last = this.operatorCounters.get(String(approval!.key_id)) ?? 0;
+    if ((approval!.counter ?? 0) <= last) return `${op} accepted an operator's approval twice`;
+    this.operatorCounters.set(String(approval!.key_id), approval!.counter!);
+    return null;
+  }
+}
