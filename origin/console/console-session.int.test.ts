@@ -349,4 +349,21 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     });
     expect(blocked.status).toBe(429);
   });
+
+  it("refuses an assertion whose id is no credential id (a NUL, a space, too short) as an unknown passkey, counted: never a failed database query", async () => {
+    const address = "127.0.0.10";
+    const good = authenticationResponse(alice, await challenge(address));
+    const ids = ["\u0000", `${alice.credentialId}\u0000`, "not a credential id", "c2hvcnQ"];
+    // Five rounds: the twenty failures the window allows, each one counted.
+    for (const id of [...ids, ...ids, ...ids, ...ids, ...ids]) {
+      const answer = await signIn({ ...good, id, rawId: id }, address);
+      expect(answer.status, `${JSON.stringify(id)}: ${JSON.stringify(answer.body)}`).toBe(401);
+      expect(reasonOf(answer)).toBe("unknown_passkey");
+    }
+    const blocked = await send(`${origin.base}/admin/agents/operations`, {
+      headers: { "x-admin-api-token": secrets.adminToken },
+      localAddress: address,
+    });
+    expect(blocked.status).toBe(429);
+  });
 });

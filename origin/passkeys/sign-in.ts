@@ -11,6 +11,7 @@ import {
   verifyAuthenticationResponse,
 } from "@simplewebauthn/server";
 import { sql } from "drizzle-orm";
+import { CREDENTIAL_ID_PATTERN } from "../../shared/enclave-ops.ts";
 import type { Operator } from "../../shared/operator.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
@@ -63,7 +64,10 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
       return options;
     },
     async verify(response) {
-      const passkey = typeof response?.id === "string" ? await findPasskey(db, response.id) : null;
+      // An id of another shape names no passkey (the enclave enrolls none): refused before a lookup.
+      const id = response?.id;
+      const passkey =
+        typeof id === "string" && CREDENTIAL_ID_PATTERN.test(id) ? await findPasskey(db, id) : null;
       if (passkey === null || passkey.credentialId !== response.id) return err({ code: "unknown_passkey" });
       let used: string | null = null;
       let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;

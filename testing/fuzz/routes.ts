@@ -13,7 +13,7 @@ import { OPERATIONS, type Operation } from "../../origin/openapi/operations.ts";
 import { settingsSchema } from "../../shared/console-schemas.ts";
 import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { ErrorCode } from "../../shared/error-codes.ts";
-import { anyJson } from "./hostile.ts";
+import { anyJson, hostileString } from "./hostile.ts";
 import { queryStrings } from "./query.ts";
 import { facilitatorBodies, payableQuotes } from "./x402-payments.ts";
 import { arbitraryFromSchema } from "./zod-arbitrary.ts";
@@ -139,6 +139,37 @@ const uuidish = fc.oneof(
   ),
 );
 
+/**
+ * A WebAuthn assertion as startAuthentication answers it (AuthenticationResponseJSON), its fields
+ * well formed or hostile: the sign-in looks its credential id up before anything verifies it.
+ */
+const assertionish = fc.oneof(
+  anyJson,
+  fc.record(
+    {
+      id: fc.oneof(
+        fc.base64String().map((text) => text.replace(/=+$/, "")),
+        hostileString,
+        anyJson,
+      ),
+      rawId: fc.oneof(fc.base64String(), hostileString),
+      type: fc.constantFrom("public-key", "", "webauthn.get"),
+      response: fc.record(
+        {
+          clientDataJSON: fc.oneof(fc.base64String(), hostileString, anyJson),
+          authenticatorData: fc.oneof(fc.base64String(), hostileString),
+          signature: fc.oneof(fc.base64String(), hostileString),
+          userHandle: fc.oneof(fc.base64String(), fc.constant(null)),
+        },
+        { requiredKeys: [] },
+      ),
+      clientExtensionResults: fc.oneof(fc.constant({}), anyJson),
+      authenticatorAttachment: fc.constantFrom("platform", "cross-platform"),
+    },
+    { requiredKeys: [] },
+  ),
+);
+
 /** Ids the stack knows, so some fuzzed references hit real rows. */
 export type KnownIds = { agentIds: string[]; wallets: string[]; webhookIds: string[] };
 
@@ -187,8 +218,6 @@ const NOT_FUZZED: Record<string, string> = {
     "the passkey ceremony; its bodies and refusals are attacked by origin/passkeys/passkeys.int.test.ts",
   consoleApprovalOptions: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
   consoleApproval: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
-  consoleSignIn:
-    "every refusal counts as a failed admin authentication of the client, so fuzzing it would lock the suite's address out of the console; its bodies and refusals are attacked by origin/console/console-session.int.test.ts",
   consoleSignOut:
     "a DELETE whose success ends the session it is sent with (none in the fuzz: its credentials are the tokens); attacked by origin/console/console-session.int.test.ts",
   rotateToken:
@@ -546,6 +575,16 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       operationId: "consoleSessionOptions",
       name: "POST admin session/options",
       credentials: "none",
+      refusal: "envelope",
+      readOnly: true,
+    },
+    {
+      // No credential: an assertion, refused (the stack enrolls no passkey). Each refusal counts a
+      // failed authentication against the case's own loopback address, never the suite's.
+      operationId: "consoleSignIn",
+      name: "POST admin session",
+      credentials: "none",
+      body: { maxBytes: 16_384, fields: { response: assertionish } },
       refusal: "envelope",
       readOnly: true,
     },
