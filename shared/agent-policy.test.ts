@@ -12,6 +12,7 @@ import {
   type PolicyUsage,
   policyFromDocument,
   policyToDocument,
+  storedAgentPolicySchema,
 } from "./agent-policy.ts";
 
 const A = "0x00000000000000000000000000000000000000a1";
@@ -49,6 +50,17 @@ describe("the policy document", () => {
     expect(agentPolicySchema.safeParse({ transfers: { per_tx_units: "1.5" } }).success).toBe(false);
     expect(agentPolicySchema.safeParse({ transfers: { per_tx_units: 5 } }).success).toBe(false);
     expect(agentPolicySchema.safeParse({ transfers: { allow: ["0x12"] } }).success).toBe(false);
+  });
+
+  it("refuses a resource prefix holding a control character, which a stored document written before the rule may still hold", () => {
+    const payee = (resource_prefix: string) => ({
+      x402: { payees: [{ pay_to: B, resource_prefix, per_payment_units: "7" }] },
+    });
+    for (const prefix of ["https://shop.example/\u0000", "https://shop.example/\u001b[2J", "\u007f"]) {
+      expect(agentPolicySchema.safeParse(payee(prefix)).success, JSON.stringify(prefix)).toBe(false);
+    }
+    expect(storedAgentPolicySchema.safeParse(payee("https://shop.example/\u001b[2J")).success).toBe(true);
+    expect(agentPolicySchema.safeParse(payee("https://shop.example/ä?q=1 2")).success).toBe(true);
   });
 });
 

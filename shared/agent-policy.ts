@@ -9,49 +9,68 @@
  * are checked where they always were. What this module decides is the agent's part.
  */
 import * as z from "zod";
+import { hasControlCharacter } from "./control-characters.ts";
 import { addressSchema, uintStringSchema } from "./enclave-ops.ts";
 
 const units = uintStringSchema;
 const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-/** A payee entry's resource prefix: an absolute URL's beginning, as the 402's `resource` names it. */
-const resourcePrefix = z.string().min(1).max(512);
+/**
+ * A payee entry's resource prefix: an absolute URL's beginning, as the 402's `resource` names it.
+ * No control character: a URL has none, and Postgres cannot store a NUL, so a policy holding one
+ * would be sealed by the enclave and then fail to be stored.
+ */
+const resourcePrefix = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine((prefix) => !hasControlCharacter(prefix), "no control characters");
 
 export const MAX_POLICY_ADDRESSES = 1000;
 export const MAX_POLICY_PAYEES = 256;
 
 /** The policy document, as agents and operators write it; every field optional, amounts in units. */
-export const agentPolicySchema = z.strictObject({
-  transfers: z
-    .strictObject({
-      per_tx_units: units.optional(),
-      daily_units: units.optional(),
-      monthly_units: units.optional(),
-      daily_count: count.optional(),
-      allow: z.array(addressSchema).max(MAX_POLICY_ADDRESSES).optional(),
-      deny: z.array(addressSchema).max(MAX_POLICY_ADDRESSES).optional(),
-    })
-    .optional(),
-  x402: z
-    .strictObject({
-      payees: z
-        .array(
-          z.strictObject({
-            pay_to: addressSchema,
-            resource_prefix: resourcePrefix.optional(),
-            per_payment_units: units,
-            daily_units: units.optional(),
-          }),
-        )
-        .max(MAX_POLICY_PAYEES)
-        .optional(),
-      daily_units: units.optional(),
-      daily_count: count.optional(),
-      unknown_payee: z.enum(["deny", "hold"]).optional(),
-    })
-    .optional(),
-  approval_above_units: units.optional(),
-  frozen: z.boolean().optional(),
-});
+function policyDocumentSchema(prefix: z.ZodType<string>) {
+  return z.strictObject({
+    transfers: z
+      .strictObject({
+        per_tx_units: units.optional(),
+        daily_units: units.optional(),
+        monthly_units: units.optional(),
+        daily_count: count.optional(),
+        allow: z.array(addressSchema).max(MAX_POLICY_ADDRESSES).optional(),
+        deny: z.array(addressSchema).max(MAX_POLICY_ADDRESSES).optional(),
+      })
+      .optional(),
+    x402: z
+      .strictObject({
+        payees: z
+          .array(
+            z.strictObject({
+              pay_to: addressSchema,
+              resource_prefix: prefix.optional(),
+              per_payment_units: units,
+              daily_units: units.optional(),
+            }),
+          )
+          .max(MAX_POLICY_PAYEES)
+          .optional(),
+        daily_units: units.optional(),
+        daily_count: count.optional(),
+        unknown_payee: z.enum(["deny", "hold"]).optional(),
+      })
+      .optional(),
+    approval_above_units: units.optional(),
+    frozen: z.boolean().optional(),
+  });
+}
+
+/** A policy document as it may be written: what a change is checked against. */
+export const agentPolicySchema = policyDocumentSchema(resourcePrefix);
+/**
+ * A policy document as it may have been stored: as written, but a resource prefix holding a control
+ * character, which versions before the rule above took (all but NUL), still reads.
+ */
+export const storedAgentPolicySchema = policyDocumentSchema(z.string().min(1).max(512));
 export type AgentPolicyDocument = z.infer<typeof agentPolicySchema>;
 
 export type PolicyPayee = {

@@ -5,7 +5,7 @@
  * the statement that stores what was signed.
  */
 import { sql } from "drizzle-orm";
-import { agentPolicySchema, policyFromDocument } from "../../shared/agent-policy.ts";
+import { policyFromDocument, storedAgentPolicySchema } from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { storedActionColumns } from "../agent-actions/repository.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
@@ -179,7 +179,7 @@ export async function readFacts(
       agent,
       {
         // Written only once the enclave accepted it, and only through the schema (policy/store.ts).
-        policy: policyFromDocument(agentPolicySchema.parse(policy)),
+        policy: policyFromDocument(storedAgentPolicySchema.parse(policy)),
         usage: {
           dayUnits: spent.get(agent) ?? 0n,
           monthUnits: BigInt(month),

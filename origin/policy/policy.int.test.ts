@@ -13,7 +13,7 @@ import {
 } from "../../ops/lib/operator-key.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
-import { heldApprovalSubject } from "../../shared/operator-approval.ts";
+import { agentPolicySubject, heldApprovalSubject } from "../../shared/operator-approval.ts";
 import type { PolicyCheckResponse, PolicyResponse } from "../../shared/policy-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { send } from "../../testing/http.ts";
@@ -21,6 +21,7 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
+import { changeAgentPolicy } from "./change.ts";
 
 // An agent's spending policy through the gateway of a real stack (origin, enclave, devnet,
 // Postgres): what the agent reads, what its requests meet, and that the enclave holds the same.
@@ -350,6 +351,44 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     expect(JSON.stringify(bad.body)).toContain("per_tx_units");
     expect((await calls.get()).policy).toBeNull();
     expect(await sealedVersion(agent)).toBeNull();
+  });
+
+  it("answers a patch whose resource prefix holds a control character 400 naming the field, and changes nothing: neither sealed nor stored", async () => {
+    const agent = await stack.newAgent();
+    const calls = policyCalls(agent);
+    // An operator lists a payee under a prefix; narrowing that prefix is the agent's to do.
+    const payee = { pay_to: "0x2222222222222222222222222222222222222222", per_payment_units: "1" };
+    const listed = { x402: { payees: [{ ...payee, resource_prefix: "https://pay.example/" }] } };
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error(identity.error.code);
+    const set = await changeAgentPolicy(
+      { db: stack.db.handle.db, signer: stack.signer, authorize: stack.authorities.admin, nodePayee: null },
+      {
+        agent: { agentId: agent.agentId, keyRef: agent.keyRef },
+        next: listed,
+        changedBy: { by: "operator", operatorKeyId: operator.keyId },
+        operator: signOperatorApproval(operator.key, {
+          envId: identity.value.envId,
+          chainId: CHAIN_ID,
+          instanceId: identity.value.instanceId,
+          op: "set_agent_policy",
+          subject: agentPolicySubject(agent.keyRef, listed),
+          keyId: operator.keyId,
+          counter: operatorCounterNow(),
+          expiresAt: Math.floor(Date.now() / 1000) + 300,
+        }),
+      },
+    );
+    expect(set.ok).toBe(true);
+    // A NUL made the enclave seal the narrower prefix and Postgres then refuse to store it (500).
+    for (const resource_prefix of ["https://pay.example/a\u0000", "https://pay.example/\u001b[2J"]) {
+      const bad = await calls.patch({ x402: { payees: [{ ...payee, resource_prefix }] } });
+      expect(bad.status, JSON.stringify(bad.body)).toBe(400);
+      expect(bad.body).toMatchObject({ error: { code: "validation_failed" } });
+      expect(JSON.stringify(bad.body)).toContain("resource_prefix");
+    }
+    expect((await calls.get()).policy).toEqual(listed);
+    expect(await sealedVersion(agent)).toBe(1);
   });
 
   it("answers a patch nested 20,000 deep 400 (the merge would overflow the stack), and changes nothing", async () => {

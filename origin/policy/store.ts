@@ -8,9 +8,9 @@ import { sql } from "drizzle-orm";
 import {
   type AgentPolicy,
   type AgentPolicyDocument,
-  agentPolicySchema,
   type PolicyUsage,
   policyFromDocument,
+  storedAgentPolicySchema,
 } from "../../shared/agent-policy.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import type { Db } from "../db/client.ts";
@@ -20,7 +20,7 @@ export type StoredPolicy = { document: AgentPolicyDocument; policy: AgentPolicy;
 
 /** A stored document: written through the schema, read back through it (a bug, not a user's error, if it fails). */
 export function storedPolicy(document: unknown, version: number): StoredPolicy {
-  const parsed = agentPolicySchema.parse(document);
+  const parsed = storedAgentPolicySchema.parse(document);
   return { document: parsed, policy: policyFromDocument(parsed), version };
 }
 
