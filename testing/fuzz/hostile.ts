@@ -99,8 +99,9 @@ export function withOneValue(
 
 /**
  * A valid-ish object changed in one place: a key dropped, an unknown or prototype key added, a
- * value swapped for a hostile one, or a key written twice in the raw text (the last one wins in
- * JSON.parse, so the first can hide a value from a reader that takes the first).
+ * value swapped for a hostile one, a key written twice in the raw text (the last one wins in
+ * JSON.parse, so the first can hide a value from a reader that takes the first), or a string given
+ * a NUL.
  */
 export function mutatedBody(valid: fc.Arbitrary<unknown>): fc.Arbitrary<BodyBytes> {
   const asObject = objectsOf(valid);
@@ -130,8 +131,30 @@ export function mutatedBody(valid: fc.Arbitrary<unknown>): fc.Arbitrary<BodyByte
     fc
       .tuple(asObject, fc.nat(), hostileValue, fc.boolean())
       .map(([value, pick, replacement, asProtoKey]) => nestedMutation(value, pick, replacement, asProtoKey)),
+    fc
+      .tuple(asObject, fc.nat(), fc.boolean())
+      .map(([value, pick, alone]) => JSON.stringify(withNulInOneString(value, pick, alone))),
   );
 }
+
+/**
+ * `value` with one of its strings, at any depth, given a NUL (after it, or alone): valid to every
+ * schema that does not forbid control characters, and refused outright by a database's text and
+ * JSON types, so a string that reaches a query unchecked shows as a 5xx.
+ */
+export function withNulInOneString(value: Record<string, unknown>, pick: number, alone: boolean): unknown {
+  const paths = innerPaths(value).filter((path) => typeof valueAt(value, path) === "string");
+  if (paths.length === 0) return value;
+  const path = paths[pick % paths.length]!;
+  const copy = structuredClone(value) as Record<string | number, unknown>;
+  const parent = valueAt(copy, path.slice(0, -1)) as Record<string | number, unknown>;
+  const key = path[path.length - 1]!;
+  parent[key] = alone ? "\u0000" : `${parent[key] as string}\u0000`;
+  return copy;
+}
+
+const valueAt = (value: unknown, path: (string | number)[]): unknown =>
+  path.reduce<unknown>((node, key) => (node as Record<string | number, unknown>)[key], value);
 
 /** The paths of every value inside `value` (objects' keys and arrays' indexes), outermost first. */
 function innerPaths(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
@@ -158,11 +181,7 @@ function nestedMutation(
   if (paths.length === 0) return JSON.stringify(value);
   const path = paths[pick % paths.length]!;
   const copy = structuredClone(value) as Record<string | number, unknown>;
-  const at = (keys: (string | number)[]) =>
-    keys.reduce<Record<string | number, unknown>>(
-      (node, key) => node[key] as Record<string | number, unknown>,
-      copy,
-    );
+  const at = (keys: (string | number)[]) => valueAt(copy, keys) as Record<string | number, unknown>;
   const parent = at(path.slice(0, -1));
   if (!asProtoKey || Array.isArray(parent)) {
     parent[path[path.length - 1]!] = replacement;

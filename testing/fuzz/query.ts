@@ -50,6 +50,8 @@ function parameterValues(
     { weight: 3, arbitrary: inSpec },
     { weight: 2, arbitrary: pastSpec },
     { weight: 2, arbitrary: hostileString },
+    // A good value with a NUL after it: what a database's text type refuses outright.
+    { weight: 1, arbitrary: (known ?? inSpec).map((value) => `${value}\u0000`) },
   );
 }
 
