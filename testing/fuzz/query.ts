@@ -1,8 +1,9 @@
 /**
  * Query strings for the fuzz suite, from the parameters a route's descriptor declares
  * (origin/openapi/operation-types.ts `query`): each parameter absent, within its bounds, just past
- * them, of another type or hostile; now and then given twice, in array or object notation, beside
- * one the route does not read, or with percent-encoding that does not decode.
+ * them, of another type or hostile, on its own or as the one off among good ones; now and then
+ * given twice, in array or object notation, beside one the route does not read, or with
+ * percent-encoding that does not decode.
  */
 import fc from "fast-check";
 import type { Operation } from "../../origin/openapi/operations.ts";
@@ -11,11 +12,15 @@ import { matching } from "./zod-arbitrary.ts";
 
 type QueryParameter = NonNullable<Operation["query"]>[number];
 
-/** Values for a parameter: `known` ones (what its spec cannot say: a search's words, a real id) beside generated ones. */
+/**
+ * Values for a parameter: `usual` ones (`known` ones, what its spec cannot say: a search's words, a
+ * real id; else absent mostly, or in its spec) and `any`: those beside generated, past the spec and
+ * hostile ones.
+ */
 function parameterValues(
   parameter: QueryParameter,
   known: fc.Arbitrary<string> | undefined,
-): fc.Arbitrary<string> {
+): { usual: fc.Arbitrary<string | null>; any: fc.Arbitrary<string> } {
   const { schema } = parameter;
   const inSpec =
     schema.type === "integer"
@@ -45,14 +50,18 @@ function parameterValues(
       : schema.enum
         ? fc.constantFrom(...schema.enum).map((value) => `${value.toUpperCase()} `)
         : fc.constantFrom("", " ", "x".repeat(300));
-  return fc.oneof(
-    { weight: 4, arbitrary: known ?? inSpec },
-    { weight: 3, arbitrary: inSpec },
-    { weight: 2, arbitrary: pastSpec },
-    { weight: 2, arbitrary: hostileString },
-    // A good value with a NUL after it: what a database's text type refuses outright.
-    { weight: 1, arbitrary: (known ?? inSpec).map((value) => `${value}\u0000`) },
-  );
+  const good = known ?? inSpec;
+  return {
+    usual: known ?? fc.oneof({ weight: 3, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: inSpec }),
+    any: fc.oneof(
+      { weight: 4, arbitrary: good },
+      { weight: 3, arbitrary: inSpec },
+      { weight: 2, arbitrary: pastSpec },
+      { weight: 2, arbitrary: hostileString },
+      // A good value with a NUL after it: what a database's text type refuses outright.
+      { weight: 1, arbitrary: good.map((value) => `${value}\u0000`) },
+    ),
+  };
 }
 
 const encode = (name: string, value: string) => `${encodeURIComponent(name)}=${encodeURIComponent(value)}`;
@@ -65,15 +74,23 @@ export function queryStrings(
   parameters: readonly QueryParameter[],
   known: Record<string, fc.Arbitrary<string>> = {},
 ): fc.Arbitrary<string> {
-  const pairs = fc
+  const values = parameters.map((parameter) => parameterValues(parameter, known[parameter.name]));
+  const pair = (index: number, value: string | null) =>
+    value === null ? [] : [encode(parameters[index]!.name, value)];
+  // Every parameter drawn on its own; or all as usual but one, so that one reaches the route (a
+  // route with five filters refuses, or answers without a query, nearly every case otherwise).
+  const independent = fc.tuple(...values.map(({ any }) => fc.option(any, { freq: 3 })));
+  const oneOff = fc
     .tuple(
-      ...parameters.map((parameter) =>
-        fc
-          .option(parameterValues(parameter, known[parameter.name]), { freq: 3 })
-          .map((value) => (value === null ? [] : [encode(parameter.name, value)])),
-      ),
+      fc.tuple(...values.map(({ usual }) => usual)),
+      fc
+        .nat({ max: values.length - 1 })
+        .chain((index) => values[index]!.any.map((value) => ({ index, value }))),
     )
-    .map((chosen) => chosen.flat());
+    .map(([chosen, off]) => chosen.map((value, index) => (index === off.index ? off.value : value)));
+  const pairs = (values.length === 0 ? fc.constant([]) : fc.oneof(independent, oneOff)).map((chosen) =>
+    chosen.flatMap((value, index) => pair(index, value)),
+  );
   const names = parameters.map((parameter) => parameter.name);
   const oddPair = fc.oneof(
     // The same name twice, or in the array and object notations other frameworks read.

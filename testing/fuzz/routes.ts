@@ -15,7 +15,7 @@ import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.
 import type { ErrorCode } from "../../shared/error-codes.ts";
 import { anyJson, hostileString } from "./hostile.ts";
 import { queryStrings } from "./query.ts";
-import { facilitatorBodies, payableQuotes } from "./x402-payments.ts";
+import { facilitatorBodies, fuzzRequirement, payableQuotes } from "./x402-payments.ts";
 import { arbitraryFromSchema } from "./zod-arbitrary.ts";
 
 /**
@@ -286,6 +286,13 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       maxLength: 9,
     })
     .map((words) => words.join(" "));
+  // The node's own terms, which every catalogue entry carries: a filter of them keeps the entries.
+  const catalogueFilters = {
+    type: fc.constant("http"),
+    scheme: fc.constant(fuzzRequirement.scheme),
+    network: fc.constant(fuzzRequirement.network),
+    payTo: fc.constantFrom(fuzzRequirement.payTo, fuzzRequirement.payTo.toUpperCase().replace("0X", "0x")),
+  };
   const table: FuzzFacts[] = [
     {
       operationId: "getNetwork",
@@ -467,6 +474,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "x402DiscoveryResources",
       name: "GET x402/facilitator/discovery/resources",
+      query: catalogueFilters,
       credentials: "none",
       refusal: "envelope",
       readOnly: true,
@@ -474,7 +482,7 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
     {
       operationId: "x402DiscoverySearch",
       name: "GET x402/facilitator/discovery/search",
-      query: { query: catalogueWords },
+      query: { query: catalogueWords, ...catalogueFilters },
       credentials: "none",
       refusal: "envelope",
       readOnly: true,
