@@ -545,6 +545,11 @@ describe("operator console API", () => {
       [{ url: "http://127.0.0.1:9/hook", events: ["action.confirmed"], reason: "r" }, "url"],
       [{ url: "http://169.254.169.254/", events: ["action.confirmed"], reason: "r" }, "url"],
       [{ url: "ftp://93.184.216.34/", events: ["action.confirmed"], reason: "r" }, "url"],
+      // A NUL failed the insert (500); another control character or a space was stored as given,
+      // a URL other than the one delivery would parse out of it.
+      [{ url: "https://93.184.216.34/hook\u0000", events: ["action.confirmed"], reason: "r" }, "url"],
+      [{ url: "https://93.184.216.34/h\u001bk", events: ["action.confirmed"], reason: "r" }, "url"],
+      [{ url: "https://93.184.216.34/a hook", events: ["action.confirmed"], reason: "r" }, "url"],
       [{ url: "https://93.184.216.34/hook", events: ["action.teleported"], reason: "r" }, "events"],
       [{ url: "https://93.184.216.34/hook", events: [], reason: "r" }, undefined],
       [{ url: "https://93.184.216.34/hook", events: ["action.confirmed"], reason: " " }, undefined],

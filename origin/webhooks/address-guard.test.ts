@@ -79,6 +79,11 @@ describe("checkWebhookUrl", () => {
     ["ftp://public.example/", false, "bad_scheme"],
     ["http://user:pw@public.example/", false, "bad_url"],
     ["not a url", false, "bad_url"],
+    ["https://public.example/hook\u0000", false, "bad_url"],
+    ["https://public.example/h\u007fk", true, "bad_url"],
+    ["https://public.example/a\tb", false, "bad_url"],
+    [" https://public.example/hook", false, "bad_url"],
+    ["https://public.example/a%20b", false, "ok"],
     ["http://127.0.0.1:9/hook", true, "ok"],
     ["gopher://127.0.0.1/", true, "bad_scheme"],
   ])("%s (allowPrivate %s) → %s", async (url, allowPrivate, expected) => {

@@ -6,6 +6,7 @@
  */
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { BlockList, isIP } from "node:net";
+import { hasControlCharacter } from "../../shared/control-characters.ts";
 
 const blocked = new BlockList();
 for (const [network, prefix] of [
@@ -121,6 +122,15 @@ export async function checkWebhookUrl(
   url: string,
   params: { allowPrivate: boolean; resolve?: Resolve },
 ): Promise<UrlCheck> {
+  // The URL parser drops or percent-encodes these, so the stored text and the URL called would
+  // differ; and Postgres cannot store a NUL at all.
+  if (/\s/u.test(url) || hasControlCharacter(url)) {
+    return {
+      ok: false,
+      code: "bad_url",
+      message: "no space or control character in the URL (percent-encode it)",
+    };
+  }
   let parsed: URL;
   try {
     parsed = new URL(url);

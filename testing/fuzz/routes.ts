@@ -13,6 +13,7 @@ import { OPERATIONS, type Operation } from "../../origin/openapi/operations.ts";
 import { settingsSchema } from "../../shared/console-schemas.ts";
 import { RPC_MAX_BATCH_BYTES, RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
 import type { ErrorCode } from "../../shared/error-codes.ts";
+import { EVENT_TYPES } from "../../shared/event-types.ts";
 import { anyJson, hostileString } from "./hostile.ts";
 import { queryStrings } from "./query.ts";
 import { facilitatorBodies, fuzzRequirement, payableQuotes } from "./x402-payments.ts";
@@ -639,7 +640,21 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       operationId: "consoleAddWebhook",
       name: "POST admin webhooks",
       credentials: "admin_change",
-      body: { maxBytes: 4_096 },
+      // Real event types and URLs the guard takes (a public address, no lookup) or refuses.
+      body: {
+        maxBytes: 4_096,
+        fields: {
+          url: fc.oneof(
+            fc.constantFrom("https://93.184.216.34/fuzz", "http://127.0.0.1:9/fuzz", "https://[::1]/x"),
+            fc.webUrl(),
+            hostileString,
+          ),
+          events: fc.oneof(
+            fc.subarray([...EVENT_TYPES], { minLength: 1 }),
+            fc.array(fc.oneof(fc.constantFrom(...EVENT_TYPES), hostileString), { maxLength: 4 }),
+          ),
+        },
+      },
       refusal: "envelope",
       readOnly: false,
     },
