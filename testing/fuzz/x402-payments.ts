@@ -13,7 +13,7 @@ import { demoRequirements } from "../../origin/x402/payee/requirements.ts";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
 import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
 import { addressOfPublicKey, publicKeyOf, signDigest } from "../../shared/secp256k1.ts";
-import { anyJson, headerValue, hostileBody, mutatedBody } from "./hostile.ts";
+import { anyJson, headerValue, hostileBody, hostileString, mutatedBody } from "./hostile.ts";
 
 const key = (label: string): Uint8Array => createHash("sha256").update(`fuzz x402 ${label}`).digest();
 
@@ -78,6 +78,21 @@ export const signedPayload: fc.Arbitrary<Record<string, unknown>> = fc
       { weight: 12, arbitrary: fc.constant(false) },
       { weight: 1, arbitrary: fc.constant(true) },
     ),
+    // The seller's resource the payment names (unsigned: the catalogue lists it once settled).
+    resource: often<Record<string, unknown>>(
+      fc.constant({ url: "http://127.0.0.1/77/x402/demo", mimeType: "application/json" }),
+      fc.record(
+        {
+          url: fc.oneof(
+            fc.constantFrom("https://seller.example/weather", "https://seller.example/a?b=c"),
+            fc.webUrl(),
+          ),
+          description: fc.oneof(fc.string({ maxLength: 80 }), hostileString),
+          mimeType: fc.constantFrom("application/json", "text/ html", "image/png"),
+        },
+        { requiredKeys: ["url"] },
+      ),
+    ),
   })
   .map((fields) => {
     const now = BigInt(Math.floor(Date.now() / 1000));
@@ -94,7 +109,7 @@ export const signedPayload: fc.Arbitrary<Record<string, unknown>> = fc
     const signed = signDigest(fromHex(transferWithAuthorizationDigest(authorization)), payers[fields.payer]!);
     return {
       x402Version: fields.x402Version,
-      resource: { url: "http://127.0.0.1/77/x402/demo", mimeType: "application/json" },
+      resource: fields.resource,
       accepted: fields.accepted,
       payload: {
         authorization: {

@@ -39,6 +39,12 @@ describe("catalogueEntry", () => {
       { url: "https://a.example/", description: "d".repeat(MAX_DESCRIPTION_LENGTH + 1) },
       "description",
     ],
+    ["a description holding a NUL", { url: "https://a.example/", description: "w\u0000x" }, "description"],
+    [
+      "a description holding an escape",
+      { url: "https://a.example/", description: "\u001b[2J" },
+      "description",
+    ],
     ["a MIME type without a subtype", { url: "https://a.example/", mimeType: "json" }, "mime_type"],
     ["a MIME type with spaces", { url: "https://a.example/", mimeType: "text/ html" }, "mime_type"],
   ])("refuses %s, naming the field", (_, params, field) => {

@@ -1,10 +1,12 @@
 /**
- * What the discovery catalogue accepts as a resource (docs/x402.md#discovery-the-resource-catalogue):
- * an absolute http(s) URL without credentials, at most MAX_RESOURCE_URL_LENGTH characters as the URL
- * parser spells it; a description of at most MAX_DESCRIPTION_LENGTH characters; a MIME type
- * `type/subtype`. The operator's `add` refuses anything else, naming the limit; a settled payment
- * whose resource breaks a limit settles all the same and is not listed.
+ * What the discovery catalogue accepts as a resource
+ * (docs/x402.md#discovery-the-resource-catalogue): an absolute http(s) URL without credentials, at
+ * most MAX_RESOURCE_URL_LENGTH characters as the URL parser spells it; a description of at most
+ * MAX_DESCRIPTION_LENGTH characters, none of them a control character; a MIME type `type/subtype`.
+ * The operator's `add` refuses anything else, naming the limit; a settled payment whose resource
+ * breaks a limit settles all the same and is not listed.
  */
+import { hasControlCharacter } from "../../../shared/control-characters.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 
 export const MAX_RESOURCE_URL_LENGTH = 2048;
@@ -53,6 +55,9 @@ export function catalogueEntry(params: {
       field: "description",
       message: `the description is over ${MAX_DESCRIPTION_LENGTH} characters`,
     });
+  // The catalogue is read by people and programs alike; and Postgres cannot store a NUL at all.
+  if (hasControlCharacter(description))
+    return err({ field: "description", message: "the description must not hold control characters" });
   const mimeType = params.mimeType?.trim() || null;
   if (mimeType !== null && (mimeType.length > MAX_MIME_TYPE_LENGTH || !MIME_TYPE.test(mimeType)))
     return err({

@@ -167,6 +167,24 @@ describe("discovery through the edge, read with withBazaar(HTTPFacilitatorClient
     expect((await everyListed()).filter((url) => url.includes("seller.example"))).toHaveLength(1);
   });
 
+  it("settles a payment whose resource's description holds a control character, and lists nothing for it", async () => {
+    // A NUL reached the settlement's claim row, which Postgres refused: 500, nothing settled.
+    for (const description of ["Rainfall\u0000 forecast", "Rainfall \u001b[31mforecast"]) {
+      const payload = await paymentFor(await fundedPayer(stack.devnet.url), {
+        url: "https://seller.example/rainfall",
+        description,
+        mimeType: "application/json",
+      });
+      const settled = await facilitator().settle(payload, payload.accepted);
+      expect(settled).toMatchObject({ success: true });
+      const receipt = await publicClientFor(stack.devnet.url).getTransactionReceipt({
+        hash: settled.transaction as Hex,
+      });
+      expect(receipt.status).toBe("success");
+    }
+    expect((await everyListed()).filter((url) => url.includes("rainfall"))).toEqual([]);
+  });
+
   it("lists what the operator registers with npm run x402-resources, after the demo, and pages through it all", async () => {
     const added = await runTool(
       "ops/x402-resources.ts",
