@@ -1,5 +1,4 @@
 import {
-  type EIP712SignedOffer,
   type EIP712SignedReceipt,
   verifyOfferSignatureEIP712,
   verifyReceiptSignatureEIP712,
@@ -12,6 +11,7 @@ import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../
 import type { EnclaveResponse } from "../shared/enclave-protocol.ts";
 import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
 import { privileged } from "./testing/capabilities.ts";
+import { asOffer, asReceipt } from "./testing/offer-receipt-wire.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // A compromised origin asks the payee key to sign whatever it likes, straight over the socket: the
@@ -72,39 +72,6 @@ describe("the payee key signs offers and receipts, and nothing else (real proces
     valid_for_seconds: 60,
     ...change,
   });
-  /** The offer as the extension's wire carries it, for the official verifier. */
-  const asOffer = (result: Record<string, unknown>): EIP712SignedOffer => {
-    const p = result.payload as Record<string, unknown>;
-    return {
-      format: "eip712",
-      payload: {
-        version: p.version as number,
-        resourceUrl: p.resource_url as string,
-        scheme: p.scheme as string,
-        network: p.network as string,
-        asset: p.asset as string,
-        payTo: p.pay_to as string,
-        amount: p.amount as string,
-        validUntil: p.valid_until as number,
-      },
-      signature: result.signature as string,
-    };
-  };
-  const asReceipt = (result: Record<string, unknown>): EIP712SignedReceipt => {
-    const p = result.payload as Record<string, unknown>;
-    return {
-      format: "eip712",
-      payload: {
-        version: p.version as number,
-        network: p.network as string,
-        resourceUrl: p.resource_url as string,
-        payer: p.payer as string,
-        issuedAt: p.issued_at as number,
-        transaction: p.transaction as string,
-      },
-      signature: result.signature as string,
-    };
-  };
   const refusal = (response: EnclaveResponse) =>
     response.ok ? "signed" : { code: response.error.code, detail: response.error.detail };
 

@@ -38,6 +38,7 @@ import {
 import type { AgentKey } from "./agent-policy.ts";
 import type { FuzzShapes } from "./fuzz-shapes.ts";
 import type { FuzzWorld, Settlement } from "./fuzz-world.ts";
+import { asOffer, asReceipt } from "./offer-receipt-wire.ts";
 
 const SLACK_SECONDS = 5n;
 type Params = Record<string, unknown>;
@@ -361,20 +362,7 @@ export class SignedBounds {
 
   private async offer(result: Result): Promise<string | null> {
     const payload = result.payload as Record<string, unknown>;
-    const { signer } = await verifyOfferSignatureEIP712({
-      format: "eip712",
-      payload: {
-        version: payload.version as number,
-        resourceUrl: payload.resource_url as string,
-        scheme: payload.scheme as string,
-        network: payload.network as string,
-        asset: payload.asset as string,
-        payTo: payload.pay_to as string,
-        amount: payload.amount as string,
-        validUntil: payload.valid_until as number,
-      },
-      signature: result.signature as string,
-    });
+    const { signer } = await verifyOfferSignatureEIP712(asOffer(result));
     const { payee } = this.world;
     if (lower(signer) !== lower(payee.address)) return "sign_x402_offer signed by another key than the payee";
     const sealed =
@@ -392,18 +380,7 @@ export class SignedBounds {
 
   private async receipt(result: Result): Promise<string | null> {
     const payload = result.payload as Record<string, unknown>;
-    const { signer } = await verifyReceiptSignatureEIP712({
-      format: "eip712",
-      payload: {
-        version: payload.version as number,
-        network: payload.network as string,
-        resourceUrl: payload.resource_url as string,
-        payer: payload.payer as string,
-        issuedAt: payload.issued_at as number,
-        transaction: payload.transaction as string,
-      },
-      signature: result.signature as string,
-    });
+    const { signer } = await verifyReceiptSignatureEIP712(asReceipt(result));
     const { payee } = this.world;
     if (lower(signer) !== lower(payee.address))
       return "sign_x402_receipt signed by another key than the payee";
