@@ -21,10 +21,9 @@ import { rotateToken } from "../origin/auth/rotate-token.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { isUuid } from "../shared/uuid.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const USAGE = `usage: npm run agents -- create --capabilities read,faucet,transfer
        npm run agents -- list
@@ -47,8 +46,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     throw new UsageError(command ? `unknown command '${command}'` : "no command");
   }
   const agentId = (): string => {
-    if (!values.agent || !UUID.test(values.agent))
-      throw new UsageError("--agent must be an agent id (a UUID)");
+    if (!values.agent || !isUuid(values.agent)) throw new UsageError("--agent must be an agent id (a UUID)");
     return values.agent;
   };
 

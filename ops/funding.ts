@@ -17,10 +17,10 @@ import {
   listExceptions,
   revokeException,
 } from "../origin/funding/exceptions.ts";
+import { isUuid } from "../shared/uuid.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DURATION = /^(\d+)(m|h|d)$/;
 const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
@@ -89,7 +89,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     if (!values.reason?.trim()) throw new UsageError("--reason is required");
     let result: ExceptionResult;
     if (command === "revoke") {
-      if (!values.id || !UUID.test(values.id)) throw new UsageError("--id must be an exception id (a UUID)");
+      if (!values.id || !isUuid(values.id)) throw new UsageError("--id must be an exception id (a UUID)");
       result = await revokeException(db, { id: values.id, reason: values.reason });
     } else {
       if (!values.ceiling || !/^\d{1,30}$/.test(values.ceiling)) {
@@ -125,8 +125,7 @@ async function walletOf(
       throw new UsageError("--wallet must be a 20-byte hex address");
     return values.wallet.toLowerCase();
   }
-  if (!values.agent || !UUID.test(values.agent))
-    throw new UsageError("--wallet ADDR or --agent ID is required");
+  if (!values.agent || !isUuid(values.agent)) throw new UsageError("--wallet ADDR or --agent ID is required");
   const [identity] = await db
     .select({ wallet: agentIdentities.assignedWallet })
     .from(agentIdentities)

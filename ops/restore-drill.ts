@@ -18,6 +18,7 @@ import { parseArgs } from "node:util";
 import { openDatabase } from "../origin/db/open.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { isUuid } from "../shared/uuid.ts";
 import {
   type CliContext,
   type CliOutcome,
@@ -56,7 +57,7 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
   const named = values.batch ?? [];
   if (
     named.length > 0 === Boolean(values.pending) ||
-    named.some((batch) => !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(batch)) ||
+    named.some((batch) => !isUuid(batch)) ||
     !values["recovery-key"] ||
     !values["recovery-enc-key"]
   ) {

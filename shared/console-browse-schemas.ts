@@ -6,6 +6,7 @@
  */
 import * as z from "zod";
 import { hasControlCharacter } from "./control-characters.ts";
+import { UUID_SOURCE } from "./uuid.ts";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();
@@ -42,8 +43,9 @@ export const searchResultSchema = z.object({
 export type SearchResult = z.infer<typeof searchResultSchema>;
 
 /** A page's cursor: the last row's time (UTC, to the microsecond) and id, as the previous answer gave it. */
-export const CURSOR_PATTERN =
-  /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+export const CURSOR_PATTERN = new RegExp(
+  `^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}Z_${UUID_SOURCE}$`,
+);
 
 /**
  * Whether a cursor of CURSOR_PATTERN's shape names a time the database can read: the shape alone

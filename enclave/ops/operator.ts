@@ -10,6 +10,7 @@ import { MAX_HELD_APPROVAL_SECONDS } from "../../shared/enclave-ops.ts";
 import { heldActionSubject, heldApprovalSubject, nodeFreezeSubject } from "../../shared/operator-approval.ts";
 import { freezeShown, heldShown } from "../../shared/passkey-approval.ts";
 import { err } from "../../shared/result.ts";
+import { isUuid } from "../../shared/uuid.ts";
 import { MAX_HELD_APPROVALS, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import {
   type AcceptedApproval,
@@ -24,7 +25,6 @@ import type { OpHandler } from "./handler.ts";
 /** Operator keys and passkeys one enclave holds at most, together. */
 export const MAX_OPERATOR_KEYS = 64;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HEX32 = /^0x[0-9a-f]{64}$/;
 
 export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, params) => {
@@ -81,7 +81,7 @@ export const approveHeld: OpHandler<"approve_held"> = async (ctx, params) => {
   const key = ctx.keystore.get(params.key_ref);
   if (key?.namespace !== "agent-transfer") return KEY_NOT_USABLE;
   const ref = params.ref.toLowerCase();
-  if (!(params.kind === "transfer" ? UUID : HEX32).test(ref)) {
+  if (!(params.kind === "transfer" ? isUuid(ref) : HEX32.test(ref))) {
     return refuse("malformed", "ref is a transfer's action id (uuid) or an authorization's nonce (hex32)");
   }
   const nowMs = ctx.now().getTime();

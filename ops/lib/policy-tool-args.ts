@@ -5,6 +5,7 @@
 import { parseArgs } from "node:util";
 import { OPERATOR_KEY_ID_PATTERN } from "../../shared/enclave-ops.ts";
 import { errorMessage } from "../../shared/error-message.ts";
+import { isUuid } from "../../shared/uuid.ts";
 import { UsageError } from "./cli-shell.ts";
 
 export const POLICY_TOOL_USAGE = `usage:
@@ -22,8 +23,6 @@ set without --operator-key only tightens; a loosening, an unfreeze and an approv
 enrolled operator key. POLICY.json is the agent's policy document (null: no policy).
 enroll makes the operator key file if there is none (0600) and enrolls it with the policy key.
 Exit: 0 done, 1 refused (by the rules or the enclave), 2 usage, 3 the enclave or database unreachable.`;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** One agent, or (freeze and unfreeze only) the whole node. */
 export type PolicyTarget = { agentId: string } | { all: true };
@@ -82,12 +81,12 @@ export function parsePolicyToolArgs(argv: string[]): PolicyToolCommand {
   const common: Common = { socket: values.socket, json: values.json ?? false };
   const agent = (): string => {
     if (values.agent === undefined) throw new UsageError(`${command} needs --agent ID`);
-    if (!UUID.test(values.agent)) throw new UsageError("--agent must be an agent id (a UUID)");
+    if (!isUuid(values.agent)) throw new UsageError("--agent must be an agent id (a UUID)");
     return values.agent;
   };
   const action = (): string => {
     if (values.action === undefined) throw new UsageError(`${command} needs --action ACTION`);
-    if (!UUID.test(values.action)) throw new UsageError("--action must be an action id (a UUID)");
+    if (!isUuid(values.action)) throw new UsageError("--action must be an action id (a UUID)");
     return values.action;
   };
   const operatorKey = (why: string): string => {

@@ -5,9 +5,8 @@
 import type { ReplayScope } from "../../origin/webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../../origin/webhooks/event-types.ts";
 import { MAX_EVENT_ID, parseEventId } from "../../shared/event-types.ts";
+import { isUuid } from "../../shared/uuid.ts";
 import { UsageError } from "./cli-shell.ts";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export type WebhooksCommand =
   | { command: "add"; url: string; events: string[]; json: boolean; reason: string | undefined }
@@ -32,7 +31,7 @@ export function parseWebhooksCommand(
 ): WebhooksCommand {
   const reason = values.reason?.trim() ? values.reason : undefined;
   const id = (): string => {
-    if (!values.id || !UUID.test(values.id)) throw new UsageError("--id must be an endpoint id (a UUID)");
+    if (!values.id || !isUuid(values.id)) throw new UsageError("--id must be an endpoint id (a UUID)");
     return values.id;
   };
   switch (command) {

@@ -1,5 +1,6 @@
 import type { Handler } from "hono";
 import { isTerminalAction } from "../../shared/gateway-schemas.ts";
+import { isUuid } from "../../shared/uuid.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { ActionWaiter } from "../events/action-wait.ts";
@@ -7,7 +8,6 @@ import type { AppEnv } from "../http/env.ts";
 import { findAction } from "./repository.ts";
 import { actionView } from "./view.ts";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** `?wait=` is whole seconds, at most this many (docs/events.md#waiting-for-an-action). */
 export const MAX_WAIT_SECONDS = 30;
 
@@ -23,12 +23,12 @@ export function getActionHandler(db: Db, waiter?: ActionWaiter): Handler<AppEnv>
     const actionId = c.req.param("action_id")?.toLowerCase() ?? "";
     const waitSeconds = parseWait(c.req.query("wait"));
     const read = async () => {
-      const action = UUID.test(actionId) ? await findAction(db, agentId, actionId) : undefined;
+      const action = isUuid(actionId) ? await findAction(db, agentId, actionId) : undefined;
       if (!action) throw new AppError("not_found", "no such action");
       return action;
     };
     const watch =
-      waitSeconds > 0 && waiter && UUID.test(actionId) ? await waiter.watch(agentId, actionId) : undefined;
+      waitSeconds > 0 && waiter && isUuid(actionId) ? await waiter.watch(agentId, actionId) : undefined;
     try {
       let action = await read();
       const signal = c.req.raw.signal;

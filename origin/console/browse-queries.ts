@@ -8,6 +8,7 @@ import type {
   SettlementPage,
   SettlementRow,
 } from "../../shared/console-browse-schemas.ts";
+import { isUuid } from "../../shared/uuid.ts";
 import { type Db, queryRows } from "../db/client.ts";
 
 /**
@@ -203,7 +204,6 @@ export async function readSettlement(db: Db, id: string): Promise<SettlementRow 
   return row ? settlementView(row) : null;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const WALLET = /^0x[0-9a-f]{40}$/;
 const HASH = /^0x[0-9a-f]{64}$/;
 const MAX_MATCHES = 20;
@@ -218,7 +218,7 @@ type Match = SearchResult["matches"][number];
  */
 export async function search(db: Db, query: string): Promise<SearchResult> {
   const lower = query.toLowerCase();
-  if (UUID.test(lower)) {
+  if (isUuid(lower)) {
     const rows = await queryRows<Match>(
       db,
       sql`select 'agent' as kind, agent_id::text as id, 'agent id' as label from agent_identities

@@ -8,6 +8,7 @@ import {
   webhookRemoveRequestSchema,
   webhookReplayRequestSchema,
 } from "../../shared/console-schemas.ts";
+import { isUuid } from "../../shared/uuid.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
@@ -19,7 +20,6 @@ import { readEndpointsWithDeliveries } from "../webhooks/recent-deliveries.ts";
 
 /** Deliveries shown per endpoint, newest first. */
 const RECENT_DELIVERIES = 20;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
  * The console's webhooks (docs/operations.md#webhooks): the endpoints and their latest
@@ -133,7 +133,7 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
 
 function endpointId(c: Context<AppEnv>): string {
   const id = c.req.param("endpoint_id")?.toLowerCase() ?? "";
-  if (!UUID.test(id)) throw new AppError("not_found", "no such webhook endpoint");
+  if (!isUuid(id)) throw new AppError("not_found", "no such webhook endpoint");
   return id;
 }
 
