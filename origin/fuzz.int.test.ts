@@ -21,7 +21,7 @@ const settings = fuzzSettings();
 
 let stack: FuzzStack;
 beforeAll(async () => {
-  stack = await startFuzzStack();
+  stack = await startFuzzStack({ runs: settings.runs });
 }, 300_000);
 afterAll(async () => {
   await stack?.close();

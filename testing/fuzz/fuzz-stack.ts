@@ -63,7 +63,8 @@ export type FuzzStack = {
   close(): Promise<void>;
 };
 
-export async function startFuzzStack(): Promise<FuzzStack> {
+/** `runs`: the cases each route will be sent (FUZZ_RUNS), which sets how many agents share them. */
+export async function startFuzzStack(options: { runs: number }): Promise<FuzzStack> {
   // x402 on, with the terms and payers the x402 routes' generators sign for (x402-payments.ts).
   const money = await startMoneyStack({
     x402: { amountUnits: FUZZ_X402.amountUnits, payTo: FUZZ_X402.payTo },
@@ -78,9 +79,13 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     // Enough agents that the per-agent window (600 requests a minute each) answers next to none of
     // the agent routes' cases: the fuzz sends them thousands a minute, and with 9 agents it was a
     // third of them in CI, all of them on some routes in longer runs (the window is attacked by
-    // the gateway's own tests; the fuzz is for the routes behind it).
-    const agents = await money.newAgents(48);
-    const readOnly = await money.newAgents(16, { capabilities: ["read"] });
+    // the gateway's own tests; the fuzz is for the routes behind it). What fills the window is the
+    // pace, not the count: a route of 1,000 cases lasts about a second, but a run of 10,000 sends
+    // a fast route about 1,000 cases a second for a minute or more, which 64 agents took at about
+    // 940 a minute each (11-18 % rate_limited), so a long run gets about 290 a minute each.
+    const long = options.runs > 1_000;
+    const agents = await money.newAgents(long ? 160 : 48);
+    const readOnly = await money.newAgents(long ? 48 : 16, { capabilities: ["read"] });
     const db = money.db.handle.db;
     // Free keys for public registration, and a policy under which fuzzed registrations can succeed.
     const batch = await makeBatch(
