@@ -16,7 +16,7 @@ describe("isUuid", () => {
     ["a group one short", "0f8fad5b-d9cb-469f-a165-70867728950"],
     ["a trailing newline", "0f8fad5b-d9cb-469f-a165-70867728950e\n"],
     ["a NUL inside", "0f8fad5b-d9cb-469f-a165-7086\u00007728950e"],
-    ["36 dashes and hex out of place", "0f8fad5bd-9cb-469f-a165-70867728950e"],
+    ["a dash out of place", "0f8fad5bd-9cb-469f-a165-70867728950e"],
     ["empty", ""],
   ])("refuses %s", (_, value) => {
     expect(isUuid(value)).toBe(false);

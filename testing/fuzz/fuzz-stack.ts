@@ -80,9 +80,9 @@ export async function startFuzzStack(options: { runs: number }): Promise<FuzzSta
     // the agent routes' cases: the fuzz sends them thousands a minute, and with 9 agents it was a
     // third of them in CI, all of them on some routes in longer runs (the window is attacked by
     // the gateway's own tests; the fuzz is for the routes behind it). What fills the window is the
-    // pace, not the count: a route of 1,000 cases lasts about a second, but a run of 10,000 sends
-    // a fast route about 1,000 cases a second for a minute or more, which 64 agents took at about
-    // 940 a minute each (11-18 % rate_limited), so a long run gets about 290 a minute each.
+    // pace, not the count: a route of 1,000 cases lasts about a second, but in a run of 10,000 the
+    // agent routes, one after another, send about 1,000 cases a second for minutes, which 64 agents
+    // took at about 940 a minute each (11-18 % rate_limited); 208 take about 290 a minute each.
     const long = options.runs > 1_000;
     const agents = await money.newAgents(long ? 160 : 48);
     const readOnly = await money.newAgents(long ? 48 : 16, { capabilities: ["read"] });
