@@ -27,6 +27,7 @@ import {
   x402,
 } from "./testing/agent-policy.ts";
 import { instanceIdOf, mintFor, privileged } from "./testing/capabilities.ts";
+import { randomP256PublicKey } from "./testing/p256-points.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // Issue: the origin holds the admin capability. With it alone, a compromised origin may tighten an
@@ -464,5 +465,52 @@ describe("with no ceiling sealed (real process)", () => {
     expect(
       outcome(await client.request("sign_x402_authorization", x402(key!, NODE_PAY_TO, NODE_X402_UNITS))),
     ).toEqual({ code: "cap_exceeded", detail: "policy_denied", rule: "x402.payees" });
+  });
+});
+
+describe("room for operator keys and passkeys (real process)", () => {
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ envId: "operator-room" });
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+  });
+
+  it("keys and passkeys share room for 64: the next of either is cap_exceeded and not enrolled, one enrolled already still answers as enrolled", async () => {
+    const enroll = async (
+      op: "enroll_operator_key" | "enroll_operator_passkey",
+      params: Record<string, unknown>,
+    ) => client.request(op, params, await mintFor(client, fixture, op, params));
+    const key = (index: number) => ({ key_id: `operator-${index}`, public_key: randomP256PublicKey() });
+    const passkey = (index: number) => ({
+      key_id: `passkey-${index}`,
+      operator: "Alice Martin",
+      credential_id: `credential-${index}-AAAAAAAAAA`,
+      public_key: randomP256PublicKey(),
+      rp_id: "localhost",
+      origin: "http://localhost:8787",
+    });
+    const firstKey = key(0);
+    const firstPasskey = passkey(0);
+    expectOk(await enroll("enroll_operator_key", firstKey));
+    expectOk(await enroll("enroll_operator_passkey", firstPasskey));
+    for (let index = 1; index < 63; index++) expectOk(await enroll("enroll_operator_key", key(index)));
+
+    expect(outcome(await enroll("enroll_operator_key", key(63)))).toEqual({ code: "cap_exceeded" });
+    expect(outcome(await enroll("enroll_operator_passkey", passkey(1)))).toEqual({ code: "cap_exceeded" });
+    expect(expectOk(await enroll("enroll_operator_key", firstKey))).toEqual(firstKey);
+    expect(expectOk(await enroll("enroll_operator_passkey", firstPasskey))).toEqual({
+      key_id: firstPasskey.key_id,
+      credential_id: firstPasskey.credential_id,
+      public_key: firstPasskey.public_key,
+    });
+    const enrolled = expectOk(await client.request("get_policy", {}));
+    expect(enrolled.operator_keys).toHaveLength(63);
+    expect(enrolled.operator_passkeys).toHaveLength(1);
   });
 });

@@ -4,10 +4,12 @@
  * in and addresses the checksum passes, so requests reach the ops' checks; and, for the ops a
  * schema cannot reach past their first check, built in the shapes the origin sends
  * (./testing/fuzz-shapes.ts: real keys bound to their addresses, payers' signatures, operator
- * approvals, a real backup envelope), most typical and some with one field at an edge. Then
- * mutated (a field dropped, swapped for a hostile value, a prototype key added). Privileged ops of
- * the admin tier, whose authority the origin holds, carry a capability minted for exactly those
- * params; the other tiers' carry one minted with the admin key, which must be refused.
+ * approvals, real backup envelopes and restore packages, P-256 keys), most typical and some with
+ * one field at an edge. Then mutated (a field dropped, swapped for a hostile value, a prototype key
+ * added). Privileged ops of the admin tier, whose authority the origin holds, carry a capability
+ * minted for exactly those params; the other tiers' carry one minted with the admin key, which must
+ * be refused, and the ops of OWN_TIER_OPS, in half their cases, one minted by their own tier's
+ * authority, so that their own checks are fuzzed too.
  *
  * Properties: every request is answered once, under its id, in the response schema; a refusal has
  * a code of the closed list and is never the answer dispatch gives an exception it did not expect
@@ -33,6 +35,7 @@ import { fuzzSettings } from "../testing/fuzz/run.ts";
 import { arbitraryFromSchema } from "../testing/fuzz/zod-arbitrary.ts";
 import { mintFor } from "./testing/capabilities.ts";
 import { SignedBounds } from "./testing/fuzz-bounds.ts";
+import { openRecoverySession } from "./testing/fuzz-recovery.ts";
 import { FuzzShapes, withValidAddresses } from "./testing/fuzz-shapes.ts";
 import { type FuzzWorld, setUpFuzzWorld } from "./testing/fuzz-world.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
@@ -42,6 +45,19 @@ const BATCH = 8;
 type EnclaveOpName = keyof typeof ENCLAVE_OP_SCHEMAS;
 const OPS = Object.keys(ENCLAVE_OP_SCHEMAS) as EnclaveOpName[];
 const isPrivileged = (op: string): op is PrivilegedOp => op in PRIVILEGED_OP_SCOPE;
+/**
+ * Ops of the policy and recovery tiers also sent under their own tier's capability, as an operator
+ * holding that authority would: what they change the bounds follow. The configure ops are not
+ * among them, since they would change the sealed terms every other op is held to.
+ */
+const OWN_TIER_OPS: ReadonlySet<string> = new Set<PrivilegedOp>([
+  "enroll_operator_key",
+  "enroll_operator_passkey",
+  "restore_backup",
+  "load_recovery_key",
+]);
+/** Ops whose cases use a restore session, opened afresh before them (./testing/fuzz-recovery.ts). */
+const SESSION_OPS: ReadonlySet<string> = new Set<EnclaveOpName>(["restore_backup", "load_recovery_key"]);
 
 /** Fields whose generated values would make a case slow rather than hostile: a batch of 1,000 keys. */
 const FIELD_OVERRIDES: Partial<Record<EnclaveOpName, Record<string, fc.Arbitrary<unknown>>>> = {
@@ -132,10 +148,14 @@ describe("the enclave's socket, fuzzed (real process)", () => {
     await fixture?.dispose();
   });
 
-  /** Sends one request and checks its answer; a privileged one carries a capability minted for it. */
+  /**
+   * Sends one request and checks its answer; a privileged one carries a capability minted for it,
+   * by its own tier's authority if `ownTier`, else by one the origin holds.
+   */
   const ask = async (
     op: EnclaveOpName,
     params: unknown,
+    ownTier: boolean,
     outcomes: Record<string, number>,
   ): Promise<string | null> => {
     const id = nextId++;
@@ -143,16 +163,16 @@ describe("the enclave's socket, fuzzed (real process)", () => {
     if (isPrivileged(op)) {
       const minted = await mintFor(client, fixture, op, params as Record<string, unknown>, {
         // The origin holds only the admin tier's key: the other tiers' ops get a capability it could mint.
-        ...(PRIVILEGED_OP_SCOPE[op] === "admin" ? {} : { secret: fixture.adminSecret }),
+        ...(PRIVILEGED_OP_SCOPE[op] === "admin" || ownTier ? {} : { secret: fixture.adminSecret }),
       }).catch(() => undefined);
       cap = minted ?? { forged: true };
     }
     client.send({ v: 1, id, op, params, ...(cap === undefined ? {} : { cap }) });
     const answer = checkedAnswer(op, id, await client.next(), outcomes);
     if (typeof answer === "string") return answer;
-    return answer.ok
-      ? bounds.broken(op, params as Record<string, unknown>, answer.result as Record<string, unknown>)
-      : null;
+    if (!answer.ok) return null;
+    const result = answer.result as Record<string, unknown>;
+    return bounds.broken(op, params as Record<string, unknown>, result, ownTier);
   };
 
   for (const op of OPS) {
@@ -166,16 +186,19 @@ describe("the enclave's socket, fuzzed (real process)", () => {
       const withKeys = fc
         .tuple(generated, fc.nat())
         .map(([value, pick]) => withKnownKeys(withValidAddresses(value), pick, keyRefs));
+      if (SESSION_OPS.has(op))
+        world.recovery = await openRecoverySession(client, fixture, [world.backup, world.donor]);
       const shaped = shapes.of(op);
       const params = mutated(
         shaped ? fc.oneof({ weight: 3, arbitrary: shaped }, { weight: 1, arbitrary: withKeys }) : withKeys,
       );
+      const cases = fc.tuple(params, OWN_TIER_OPS.has(op) ? fc.boolean() : fc.constant(false));
       const runs = Math.ceil((isPrivileged(op) ? settings.runs / 4 : settings.runs) / BATCH);
       const outcomes: Record<string, number> = {};
       await fc.assert(
-        fc.asyncProperty(fc.array(params, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
-          for (const [index, value] of batch.entries()) {
-            const problem = await ask(op, value, outcomes);
+        fc.asyncProperty(fc.array(cases, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
+          for (const [index, [value, ownTier]] of batch.entries()) {
+            const problem = await ask(op, value, ownTier, outcomes);
             if (problem) throw new Error(`case ${index}: ${problem}`);
           }
           // Still serving: a plain question about a real key.

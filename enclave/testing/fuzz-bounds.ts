@@ -13,7 +13,11 @@
  * - a backup verifies as the batch it holds;
  * - what needs an operator's approval succeeds only with one the operator signed for exactly that,
  *   each accepted once (its counter grows);
- * - no op of the policy or recovery tier succeeds under a capability the origin can mint.
+ * - no op of the policy or recovery tier succeeds under a capability the origin can mint;
+ * - under the recovery tier's own: a restore brings back exactly a backup's batch, each key once
+ *   and none this enclave held already, and the recovery key is held only as the loader seals it;
+ * - under the policy tier's own: an operator key or passkey is a point of P-256, a key id names one
+ *   key or passkey for good and a credential one key id, and no more are held than there is room for.
  * Slack of a few seconds covers the clocks of the fuzz and the enclave reading now apart.
  */
 import { verifyOfferSignatureEIP712, verifyReceiptSignatureEIP712 } from "@x402/extensions/offer-receipt";
@@ -35,10 +39,13 @@ import {
   nodeFreezeSubject,
   type OperatorApprovedOp,
 } from "../../shared/operator-approval.ts";
+import { MAX_OPERATOR_KEYS } from "../ops/operator.ts";
 import type { AgentKey } from "./agent-policy.ts";
+import type { Backup } from "./fuzz-recovery.ts";
 import type { FuzzShapes } from "./fuzz-shapes.ts";
 import type { FuzzWorld, Settlement } from "./fuzz-world.ts";
 import { asOffer, asReceipt } from "./offer-receipt-wire.ts";
+import { onP256 } from "./p256-points.ts";
 
 const SLACK_SECONDS = 5n;
 type Params = Record<string, unknown>;
@@ -104,6 +111,16 @@ const signedBy = (address: string, message: ReturnType<typeof authorizationMessa
     signature: signature as Hex,
   }).catch(() => false);
 
+/** A batch's keys as one string, to compare with another's. */
+const listed = (keys: { key_ref: string; address: string }[]) =>
+  keys.map((key) => `${key.key_ref}/${lower(key.address)}`).join();
+
+/** True when `result` names `backup`'s batch: its id, namespace and every key, in order. */
+const isBatchOf = (result: Result, backup: Backup): boolean =>
+  result.batch_id === backup.batch_id &&
+  result.namespace === backup.namespace &&
+  listed(result.keys as AgentKey[]) === listed(backup.keys);
+
 /** The members of `key`'s set in `sets`, made empty on first use. */
 function setOf<T>(sets: Map<string, Set<T>>, key: string): Set<T> {
   const set = sets.get(key) ?? new Set<T>();
@@ -125,6 +142,12 @@ export class SignedBounds {
   private readonly settlements = new Map<string, Settlement>();
   private readonly operatorCounters = new Map<string, number>();
   private nodeFrozen = false;
+  /** Keys each backup's batch brought back. */
+  private readonly imported = new Map<string, number>();
+  /** What each enrolled key id names (an operator key's public key, or a passkey's every field). */
+  private readonly enrolled = new Map<string, string>();
+  /** The key id each enrolled credential is under. */
+  private readonly credentials = new Map<string, string>();
 
   constructor(
     private readonly world: FuzzWorld,
@@ -136,6 +159,7 @@ export class SignedBounds {
     this.learnKey(world.treasury.key_ref, world.treasury.address, "faucet");
     this.learnKey(world.settler.key_ref, world.settler.address, "settler");
     this.learnKey(world.payee.key_ref, world.payee.address, "payee");
+    for (const [keyId, publicKey] of world.enrolledOperatorKeys) this.enrolled.set(keyId, `key ${publicKey}`);
     const settler = lower(world.settler.address);
     for (const settlement of world.settlements) {
       this.settlements.set(settlement.txHash, settlement);
@@ -144,9 +168,12 @@ export class SignedBounds {
     }
   }
 
-  /** What a successful answer of `op` to `params` broke, or null. */
-  async broken(op: string, params: Params, result: Result): Promise<string | null> {
-    if (op in PRIVILEGED_OP_SCOPE && PRIVILEGED_OP_SCOPE[op as PrivilegedOp] !== "admin")
+  /**
+   * What a successful answer of `op` to `params` broke, or null; `ownTier` when its capability was
+   * minted by its own tier's authority, not by the admin tier's.
+   */
+  async broken(op: string, params: Params, result: Result, ownTier: boolean): Promise<string | null> {
+    if (op in PRIVILEGED_OP_SCOPE && PRIVILEGED_OP_SCOPE[op as PrivilegedOp] !== "admin" && !ownTier)
       return `${op} succeeded under a capability of the admin tier`;
     switch (op) {
       case "generate_keys":
@@ -155,6 +182,20 @@ export class SignedBounds {
         return null;
       case "verify_backup":
         return this.verifiedBackup(result);
+      case "restore_backup":
+        return this.restored(result);
+      case "load_recovery_key":
+        return this.recoveryKeyLoaded(params);
+      case "enroll_operator_key":
+        return this.enroll(op, params, result, `key ${String(params.public_key)}`);
+      case "enroll_operator_passkey": {
+        const { credential_id, public_key, rp_id, origin, operator } = params;
+        const passkey = `passkey ${[credential_id, public_key, rp_id, origin, operator].map(String).join(" ")}`;
+        const holder = this.credentials.get(String(credential_id)) ?? params.key_id;
+        if (holder !== params.key_id) return `${op} enrolled a credential of key id ${holder} under another`;
+        this.credentials.set(String(credential_id), String(params.key_id));
+        return this.enroll(op, params, result, passkey);
+      }
       case "sign_transfer":
         return this.transfer(params, result);
       case "sign_faucet":
@@ -215,14 +256,52 @@ export class SignedBounds {
    * the restore drill opens it.)
    */
   private verifiedBackup(result: Result): string | null {
-    const { backup } = this.world;
-    const listed = (keys: { key_ref: string; address: string }[]) =>
-      keys.map((key) => `${key.key_ref}/${lower(key.address)}`).join();
-    return result.batch_id === backup.batch_id &&
-      result.namespace === backup.namespace &&
-      listed(result.keys as AgentKey[]) === listed(backup.keys)
+    return isBatchOf(result, this.world.backup)
       ? null
       : "verify_backup vouched for another batch than the envelope's";
+  }
+
+  /**
+   * The envelopes and packages of the run hold this enclave's batch or the donor's: a restore
+   * brings back exactly one of them, none of this enclave's own keys again, the donor's once.
+   */
+  private restored(result: Result): string | null {
+    const { backup, donor } = this.world;
+    const batch = [backup, donor].find((known) => isBatchOf(result, known));
+    if (!batch) return "restore_backup restored another batch than a backup's";
+    const imported = (this.imported.get(batch.batch_id) ?? 0) + Number(result.imported);
+    this.imported.set(batch.batch_id, imported);
+    if (batch === backup && imported > 0) return "restore_backup imported again keys this enclave holds";
+    if (imported > batch.keys.length) return "restore_backup imported a key of the donor's batch twice";
+    for (const key of batch.keys) this.learnKey(key.key_ref, key.address, batch.namespace);
+    return null;
+  }
+
+  /** Held only as the loader seals it: this enclave's recovery key, to a transport key it offered. */
+  private recoveryKeyLoaded(params: Params): string | null {
+    const box = this.world.recovery.keyBoxes.find(
+      ({ params: sealed }) =>
+        sealed.ct === params.ct &&
+        sealed.enc === params.enc &&
+        sealed.transport_public_key === params.transport_public_key,
+    );
+    return box?.genuine
+      ? null
+      : "load_recovery_key held a key other than this enclave's recovery key sealed to a transport key it offered";
+  }
+
+  /** An operator key or passkey enrolled as `names`: a point of P-256, its id naming it for good, room left. */
+  private enroll(op: string, params: Params, result: Result, names: string): string | null {
+    if (result.key_id !== params.key_id || result.public_key !== params.public_key)
+      return `${op} answered another key than it was asked to enroll`;
+    if (!onP256(String(params.public_key))) return `${op} enrolled a point that is not a P-256 key`;
+    const id = String(params.key_id);
+    const before = this.enrolled.get(id);
+    if (before !== undefined && before !== names) return `${op} enrolled key id ${id} again as another key`;
+    this.enrolled.set(id, names);
+    return this.enrolled.size > MAX_OPERATOR_KEYS
+      ? `${op} enrolled more keys than the enclave has room for`
+      : null;
   }
 
   /** The signed transaction, decoded, and what is wrong with it before the op's own rules. */

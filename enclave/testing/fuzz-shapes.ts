@@ -1,11 +1,12 @@
 /**
  * Requests of the ops a schema alone cannot reach past their first check, in the shapes the origin
  * (or an origin an attacker holds) sends them: the world's own keys bound to their addresses,
- * payer signatures of real authorizations, operator approvals of the action they name, a real
- * backup envelope. Most cases are typical; a third put one field at one of its edges. The socket
- * fuzz (../fuzz.int.test.ts) mutates them further. Operator approvals the enrolled operator really
- * signed are remembered with what they approve, so a success that needed one can be held to it
- * (fuzz-bounds.ts).
+ * payer signatures of real authorizations, operator approvals of the action they name, real
+ * backup envelopes and restore packages changed a byte at a time, the recovery key sealed as the
+ * loader seals it, P-256 keys and points at the curve's edges. Most cases are typical; a third put
+ * one field at one of its edges. The socket fuzz (../fuzz.int.test.ts) mutates them further.
+ * Operator approvals the enrolled operator really signed are remembered with what they approve, so
+ * a success that needed one can be held to it (fuzz-bounds.ts).
  */
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
@@ -24,7 +25,8 @@ import {
 } from "../../shared/operator-approval.ts";
 import { arbitraryFromSchema } from "../../testing/fuzz/zod-arbitrary.ts";
 import { RECIPIENT } from "./agent-policy.ts";
-import { type FuzzWorld, signedAuthorization } from "./fuzz-world.ts";
+import { type FuzzWorld, OPERATOR_KEY_IDS, PASSKEY_IDS, signedAuthorization } from "./fuzz-world.ts";
+import { edgePoints } from "./p256-points.ts";
 
 export const UINT256_MAX = (2n ** 256n - 1n).toString();
 /** Decimal strings the wire accepts, at the edges of the integer types behind them. */
@@ -110,6 +112,14 @@ export class FuzzShapes {
         return this.setNodeFrozen();
       case "verify_backup":
         return this.verifyBackup();
+      case "restore_backup":
+        return this.restoreBackup();
+      case "load_recovery_key":
+        return this.loadRecoveryKey();
+      case "enroll_operator_key":
+        return this.enrollOperatorKey();
+      case "enroll_operator_passkey":
+        return this.enrollOperatorPasskey();
       case "configure_policy":
         return fc.constant(this.world.policy);
       default:
@@ -459,18 +469,130 @@ export class FuzzShapes {
 
   /** The world's envelope, or that envelope with a byte changed, cut short or grown. */
   private verifyBackup(): fc.Arbitrary<unknown> {
-    const { envelope } = this.world;
-    const changed = fc
-      .tuple(fc.nat({ max: envelope.length - 1 }), fc.integer({ min: 1, max: 255 }))
-      .map(([at, flip]) => envelope.map((byte, index) => (index === at ? byte ^ flip : byte)));
-    const cut = fc.nat({ max: envelope.length - 1 }).map((length) => envelope.slice(0, length));
-    const grown = fc
-      .uint8Array({ minLength: 1, maxLength: 64 })
-      .map((extra) => Uint8Array.from([...envelope, ...extra]));
-    return fc
-      .oneof({ weight: 1, arbitrary: fc.constant(envelope) }, changed, cut, grown)
-      .map((bytes) => ({ envelope: bytes }));
+    return altered(this.world.backup.envelope).map((bytes) => ({ envelope: bytes }));
   }
+
+  /**
+   * A backup envelope of this enclave's or of the donor's, or a restore package of the session, each
+   * as made or altered: what a drill or a recovery gives restore_backup, and what a thief of the
+   * backup folder could make of it.
+   */
+  private restoreBackup(): fc.Arbitrary<unknown> {
+    const { backup, donor, recovery } = this.world;
+    return fc.oneof(
+      fc
+        .constantFrom(backup.envelope, donor.envelope)
+        .chain(altered)
+        .map((bytes) => ({ envelope: bytes })),
+      fc
+        .constantFrom(...recovery.packages)
+        .chain(altered)
+        .map((bytes) => ({ package: bytes })),
+    );
+  }
+
+  /** The session's boxes, genuine or not, or one of them with a byte of its ciphertext changed. */
+  private loadRecoveryKey(): fc.Arbitrary<unknown> {
+    const boxes = this.world.recovery.keyBoxes.map((box) => box.params);
+    const changed = fc
+      .tuple(fc.constantFrom(...boxes), fc.nat(), fc.integer({ min: 1, max: 255 }))
+      .map(([box, at, flip]) => {
+        const ct = Buffer.from(box.ct.slice(2), "hex");
+        ct[at % ct.length]! ^= flip;
+        return { ...box, ct: `0x${ct.toString("hex")}` };
+      });
+    return fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...boxes) }, changed);
+  }
+
+  /**
+   * Key ids of one kind (`prefix`): mostly taken already, a few free (fuzz-world.ts sets the
+   * numbers, so that the operator keys leave room and the passkeys use it up), now and then one of
+   * `others` (the operator's, the other kind's); at the edge, one the schema refuses.
+   */
+  private static keyIds(prefix: string, count: number, others: string[]): Field {
+    return field(
+      fc.oneof(
+        {
+          weight: 4,
+          arbitrary: fc.constantFrom(...Array.from({ length: count }, (_, index) => `${prefix}${index}`)),
+        },
+        { weight: 1, arbitrary: fc.constantFrom(...others) },
+      ),
+      fc.constantFrom("x".repeat(64), "x".repeat(65), "fuzz op", ""),
+    );
+  }
+
+  /** The world's P-256 keys, or a point at an edge of the curve (on it, or not a key at all). */
+  private operatorPublicKey(): Field {
+    const keys = this.world.operatorPublicKeys;
+    const { onCurve, offCurve } = edgePoints(keys[keys.length - 1]!);
+    return field(fc.constantFrom(...keys), fc.constantFrom(...onCurve, ...offCurve));
+  }
+
+  private static readonly label = field(
+    fc.constantFrom(undefined, "laptop"),
+    fc.constantFrom("x".repeat(128), "x".repeat(129)),
+  );
+
+  /** The record without the fields left undefined (no key present without a value on the wire). */
+  private static defined = (record: Record<string, unknown>) =>
+    Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined));
+
+  private enrollOperatorKey(): fc.Arbitrary<unknown> {
+    return oneAtItsEdge({
+      key_id: FuzzShapes.keyIds(OPERATOR_KEY_IDS.prefix, OPERATOR_KEY_IDS.count, [
+        "fuzz-operator",
+        "fuzz-pk-0",
+      ]),
+      public_key: this.operatorPublicKey(),
+      label: FuzzShapes.label,
+    }).map(FuzzShapes.defined);
+  }
+
+  /** Credential ids, few so that one meets another key id; at the edge, at and past their bounds. */
+  private static readonly credentialIds = field(
+    fc.constantFrom(
+      ...Array.from({ length: PASSKEY_IDS.credentials }, (_, index) => `fuzz-credential-${index}-AAAA`),
+    ),
+    fc.constantFrom("A".repeat(16), "A".repeat(15), "A".repeat(1364), "A".repeat(1365), "fuzz+credential/0="),
+  );
+
+  private enrollOperatorPasskey(): fc.Arbitrary<unknown> {
+    return oneAtItsEdge({
+      key_id: FuzzShapes.keyIds(PASSKEY_IDS.prefix, PASSKEY_IDS.count, [
+        "fuzz-operator",
+        "fuzz-op-0",
+        "fuzz-op-1",
+      ]),
+      operator: field(
+        fc.constantFrom("alice", "bob"),
+        fc.constantFrom("x".repeat(64), "x".repeat(65), "ali\u0000ce", "ali\u007fce", " "),
+      ),
+      credential_id: FuzzShapes.credentialIds,
+      public_key: this.operatorPublicKey(),
+      rp_id: field(
+        fc.constantFrom("localhost", "console.example.test"),
+        fc.constantFrom("x".repeat(254), ""),
+      ),
+      origin: field(
+        fc.constantFrom("http://localhost:8787", "https://console.example.test"),
+        fc.constantFrom("x".repeat(257), ""),
+      ),
+      label: FuzzShapes.label,
+    }).map(FuzzShapes.defined);
+  }
+}
+
+/** `bytes` as they are, or with a byte changed, cut short or grown. */
+function altered(bytes: Uint8Array): fc.Arbitrary<Uint8Array> {
+  const changed = fc
+    .tuple(fc.nat({ max: bytes.length - 1 }), fc.integer({ min: 1, max: 255 }))
+    .map(([at, flip]) => bytes.map((byte, index) => (index === at ? byte ^ flip : byte)));
+  const cut = fc.nat({ max: bytes.length - 1 }).map((length) => bytes.slice(0, length));
+  const grown = fc
+    .uint8Array({ minLength: 1, maxLength: 64 })
+    .map((extra) => Uint8Array.from([...bytes, ...extra]));
+  return fc.oneof({ weight: 1, arbitrary: fc.constant(bytes) }, changed, cut, grown);
 }
 
 /**

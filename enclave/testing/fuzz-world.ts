@@ -1,9 +1,10 @@
 /**
  * The enclave the socket fuzz (../fuzz.int.test.ts) drives, set up as a node runs: a sealed policy
  * whose x402 pair pays the payee key, agent keys, a treasury with payout terms, a settler with two
- * settlements signed, an enrolled operator key and one backup envelope. What the fuzz's shapes
- * (fuzz-shapes.ts) put in their requests and what its checks of signed answers (fuzz-bounds.ts)
- * hold them to both come from here.
+ * settlements signed, an enrolled operator key, P-256 keys an operator could enroll, one backup
+ * envelope of its own and one of a donor enclave, and a restore session (fuzz-recovery.ts). What
+ * the fuzz's shapes (fuzz-shapes.ts) put in their requests and what its checks of signed answers
+ * (fuzz-bounds.ts) hold them to both come from here.
  */
 import { join } from "node:path";
 import type { Address } from "viem";
@@ -15,6 +16,8 @@ import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from ".
 import type { EnclaveFixture } from "../../testing/enclave-process.ts";
 import { type AgentKey, agentKeys, nodePolicy } from "./agent-policy.ts";
 import { instanceIdOf, privileged } from "./capabilities.ts";
+import { type Backup, donorBackup, openRecoverySession, type RecoverySession } from "./fuzz-recovery.ts";
+import { randomP256PublicKey } from "./p256-points.ts";
 import { expectOk, type RawEnclaveClient } from "./raw-client.ts";
 
 /** A settlement the settler key signed: its transaction, the payment's payer and payee, its nonce and fee. */
@@ -39,9 +42,15 @@ export type FuzzWorld = {
   operator: { keyId: string; key: OperatorKey };
   /** An operator key the enclave never enrolled, signing under the enrolled key's id. */
   impostor: OperatorKey;
-  /** A backup envelope as export_backup wrote it, and the batch it holds. */
-  envelope: Uint8Array;
-  backup: { batch_id: string; namespace: string; keys: AgentKey[] };
+  /** P-256 public keys (0x04 ‖ X ‖ Y) an operator could enroll, the two above among them. */
+  operatorPublicKeys: Hex[];
+  /** The operator keys enrolled before the run, by key id: the operator's and OPERATOR_KEY_IDS.enrolled more. */
+  enrolledOperatorKeys: Map<string, Hex>;
+  /** A backup of this enclave's, and one of a donor enclave's batch this one never held. */
+  backup: Backup;
+  donor: Backup;
+  /** The restore session the recovery ops' cases use (openRecoverySession opens a new one). */
+  recovery: RecoverySession;
   /** Settlements the settler key signed during set-up. */
   settlements: Settlement[];
 };
@@ -54,6 +63,15 @@ export const FAUCET = {
   // Four payouts and their fees: a run uses it up, so the budget is one of the bounds it meets.
   budgetUnits: 40_001_000n,
 };
+
+/**
+ * The operator key ids the fuzz's cases use (`fuzz-op-0`…), of which `enrolled` are enrolled before
+ * the run besides the operator's, and the passkeys' ids and credentials. The operator keys leave
+ * the enclave room for 64 a few short, and the passkeys, fuzzed after them, use up the rest in
+ * about half the runs of 1,000 cases (agent-policy.int.test.ts holds the room in every run).
+ */
+export const OPERATOR_KEY_IDS = { prefix: "fuzz-op-", count: 54, enrolled: 50 };
+export const PASSKEY_IDS = { prefix: "fuzz-pk-", count: 24, credentials: 20 };
 
 export function outsideKey(): OutsideKey {
   const privateKey = randomPrivateKey();
@@ -105,10 +123,17 @@ export async function setUpFuzzWorld(client: RawEnclaveClient, fixture: EnclaveF
   await generateOperatorKey(operatorFile);
   await generateOperatorKey(impostorFile);
   const operator = { keyId: "fuzz-operator", key: await readOperatorKey(operatorFile) };
-  await privileged(client, fixture, "enroll_operator_key", {
-    key_id: operator.keyId,
-    public_key: operator.key.publicKey,
-  });
+  const impostor = await readOperatorKey(impostorFile);
+  const operatorPublicKeys = [
+    operator.key.publicKey,
+    impostor.publicKey,
+    ...Array.from({ length: 6 }, randomP256PublicKey),
+  ];
+  const enrolledOperatorKeys = new Map<string, Hex>([[operator.keyId, operator.key.publicKey]]);
+  for (let index = 0; index < OPERATOR_KEY_IDS.enrolled; index++)
+    enrolledOperatorKeys.set(`${OPERATOR_KEY_IDS.prefix}${index}`, operatorPublicKeys[2 + (index % 6)]!);
+  for (const [keyId, publicKey] of enrolledOperatorKeys)
+    await privileged(client, fixture, "enroll_operator_key", { key_id: keyId, public_key: publicKey });
   const backedUp = await privileged(client, fixture, "generate_keys", {
     namespace: "agent-transfer",
     count: 2,
@@ -118,6 +143,13 @@ export async function setUpFuzzWorld(client: RawEnclaveClient, fixture: EnclaveF
     batch_id: "fuzz-backup",
     key_refs: (backedUp.keys as AgentKey[]).map((key) => key.key_ref),
   });
+  const backup: Backup = {
+    batch_id: "fuzz-backup",
+    namespace: "agent-transfer",
+    keys: backedUp.keys as AgentKey[],
+    envelope: new Uint8Array(exported.envelope as Uint8Array),
+  };
+  const donor = await donorBackup(fixture);
   const world: FuzzWorld = {
     envId: fixture.envId,
     instanceId: await instanceIdOf(client),
@@ -130,9 +162,12 @@ export async function setUpFuzzWorld(client: RawEnclaveClient, fixture: EnclaveF
     payer: outsideKey(),
     stranger: outsideKey(),
     operator,
-    impostor: await readOperatorKey(impostorFile),
-    envelope: new Uint8Array(exported.envelope as Uint8Array),
-    backup: { batch_id: "fuzz-backup", namespace: "agent-transfer", keys: backedUp.keys as AgentKey[] },
+    impostor,
+    operatorPublicKeys,
+    enrolledOperatorKeys,
+    backup,
+    donor,
+    recovery: await openRecoverySession(client, fixture, [backup, donor]),
     settlements: [],
   };
   for (const nonce of [1, 2]) world.settlements.push(await settleOnce(client, world, nonce));
