@@ -10,7 +10,8 @@
  * - a filler only at a nonce this key signed at, once;
  * - an x402 authorization as asked, of the pair or under the ceiling, valid within the window;
  * - the payee signs offers of the sealed terms only, receipts of this enclave's settlements only;
- * - a backup verifies as the batch it holds;
+ * - a backup exports exactly the batch asked for, sealed to the operator's recovery key, and
+ *   verifies as the batch it holds;
  * - what needs an operator's approval succeeds only with one the operator signed for exactly that,
  *   each accepted once (its counter grows);
  * - no op of the policy or recovery tier succeeds under a capability the origin can mint;
@@ -20,6 +21,7 @@
  *   key or passkey for good and a credential one key id, and no more are held than there is room for.
  * Slack of a few seconds covers the clocks of the fuzz and the enclave reading now apart.
  */
+import { createHash } from "node:crypto";
 import { verifyOfferSignatureEIP712, verifyReceiptSignatureEIP712 } from "@x402/extensions/offer-receipt";
 import {
   getAddress,
@@ -29,6 +31,7 @@ import {
   type TransactionSerializedEIP1559,
   verifyTypedData,
 } from "viem";
+import { openRecoveryCopy } from "../../ops/lib/reencrypt-envelope.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 import { PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../../shared/enclave-protocol.ts";
@@ -180,6 +183,8 @@ export class SignedBounds {
         for (const key of result.keys as { key_ref: string; address: string }[])
           this.learnKey(key.key_ref, key.address, String(result.namespace));
         return null;
+      case "export_backup":
+        return this.exported(params, result);
       case "verify_backup":
         return this.verifiedBackup(result);
       case "restore_backup":
@@ -259,6 +264,37 @@ export class SignedBounds {
     return isBatchOf(result, this.world.backup)
       ? null
       : "verify_backup vouched for another batch than the envelope's";
+  }
+
+  /**
+   * An export holds exactly the keys asked for, as generated (address and namespace), and its
+   * recovery copy opens with the operator's recovery key, as the offline tool opens it, to keys
+   * that reproduce them.
+   */
+  private async exported(params: Params, result: Result): Promise<string | null> {
+    const envelope = result.envelope as Uint8Array;
+    if (result.batch_id !== params.batch_id) return "export_backup answered another batch than asked";
+    if (result.sha256 !== `0x${createHash("sha256").update(envelope).digest("hex")}`)
+      return "export_backup's sha256 is not the envelope's";
+    const opened = await openRecoveryCopy({
+      envelope,
+      recoveryPrivateKey: this.world.recoveryEncryptionKey,
+      expect: { envId: this.world.envId, chainId: CHAIN_ID, batchId: String(params.batch_id) },
+    });
+    if (!opened.ok)
+      return `export_backup's recovery copy does not open as the operator's: ${opened.error.code}`;
+    const { header } = opened.value;
+    const asked = params.key_refs as string[];
+    const exportedKeys = header.keys.map((key) => `${key.key_ref}/${lower(key.address)}`);
+    const askedKeys = asked.map((ref) => `${ref}/${this.keys.get(ref)?.address}`);
+    const namespaces = new Set(asked.map((ref) => this.keys.get(ref)?.namespace));
+    if (
+      exportedKeys.sort().join() !== askedKeys.sort().join() ||
+      namespaces.size !== 1 ||
+      !namespaces.has(header.namespace)
+    )
+      return "export_backup exported other keys than asked for";
+    return null;
   }
 
   /**

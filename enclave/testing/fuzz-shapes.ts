@@ -110,6 +110,8 @@ export class FuzzShapes {
         return this.setAgentPolicy();
       case "set_node_frozen":
         return this.setNodeFrozen();
+      case "export_backup":
+        return this.exportBackup();
       case "verify_backup":
         return this.verifyBackup();
       case "restore_backup":
@@ -465,6 +467,27 @@ export class FuzzShapes {
         })),
       ),
     );
+  }
+
+  /** The world's batch as backed up, or asked for with a key too few, too many or twice, or under another id. */
+  private exportBackup(): fc.Arbitrary<unknown> {
+    const { backup, donor, agents } = this.world;
+    const refs = backup.keys.map((key) => key.key_ref);
+    return oneAtItsEdge({
+      batch_id: field(
+        fc.constant(backup.batch_id),
+        fc.constantFrom(donor.batch_id, backup.batch_id.toUpperCase()),
+      ),
+      key_refs: field(
+        fc.constantFrom(refs, [...refs].reverse()),
+        fc.constantFrom(
+          refs.slice(1),
+          [...refs, agents[0]!.key_ref],
+          [refs[0]!, ...refs],
+          [agents[0]!.key_ref],
+        ),
+      ),
+    });
   }
 
   /** The world's envelope, or that envelope with a byte changed, cut short or grown. */

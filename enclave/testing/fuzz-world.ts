@@ -46,6 +46,8 @@ export type FuzzWorld = {
   operatorPublicKeys: Hex[];
   /** The operator keys enrolled before the run, by key id: the operator's and OPERATOR_KEY_IDS.enrolled more. */
   enrolledOperatorKeys: Map<string, Hex>;
+  /** The offline recovery encryption key every backup of this enclave is sealed to (the operator's). */
+  recoveryEncryptionKey: Uint8Array;
   /** A backup of this enclave's, and one of a donor enclave's batch this one never held. */
   backup: Backup;
   donor: Backup;
@@ -165,6 +167,7 @@ export async function setUpFuzzWorld(client: RawEnclaveClient, fixture: EnclaveF
     impostor,
     operatorPublicKeys,
     enrolledOperatorKeys,
+    recoveryEncryptionKey: fixture.recoveryEncKey,
     backup,
     donor,
     recovery: await openRecoverySession(client, fixture, [backup, donor]),
