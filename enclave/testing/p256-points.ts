@@ -5,6 +5,7 @@
  * keys come from node:crypto.
  */
 import { generateKeyPairSync } from "node:crypto";
+import { publicPoint } from "../../ops/lib/operator-key.ts";
 import type { Hex } from "../../shared/hex.ts";
 
 /** The field's prime, the curve's b (a is −3) and its generator (SEC 2, secp256r1). */
@@ -26,22 +27,20 @@ function power(base: bigint, exponent: bigint): bigint {
 }
 
 /** A fresh P-256 public key in the enclave's encoding. */
-export function randomP256PublicKey(): Hex {
-  const { x, y } = generateKeyPairSync("ec", { namedCurve: "P-256" }).publicKey.export({ format: "jwk" });
-  return `0x04${Buffer.from(x!, "base64url").toString("hex")}${Buffer.from(y!, "base64url").toString("hex")}`;
-}
+export const randomP256PublicKey = (): Hex =>
+  publicPoint(generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey);
 
 /** y² of the curve at x. */
 const rightSide = (x: bigint): bigint => mod(x * x * x - 3n * x + B);
 
 /** A point's encoding, each coordinate below 2²⁵⁶. */
-export function encodePoint(x: bigint, y: bigint): Hex {
+function encodePoint(x: bigint, y: bigint): Hex {
   const word = (value: bigint) => value.toString(16).padStart(64, "0");
   return `0x04${word(x)}${word(y)}`;
 }
 
 /** A point's coordinates, or null when `hex` is not 0x04 ‖ 32 bytes ‖ 32 bytes. */
-export function decodePoint(hex: string): { x: bigint; y: bigint } | null {
+function decodePoint(hex: string): { x: bigint; y: bigint } | null {
   if (!/^0x04[0-9a-f]{128}$/.test(hex)) return null;
   return { x: BigInt(`0x${hex.slice(4, 68)}`), y: BigInt(`0x${hex.slice(68)}`) };
 }

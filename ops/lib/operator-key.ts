@@ -55,7 +55,7 @@ export function operatorCounterNow(): number {
 }
 
 /** 0x04 ‖ X ‖ Y of the key's public half. */
-function publicPoint(privateKey: KeyObject): Hex {
+export function publicPoint(privateKey: KeyObject): Hex {
   const jwk = createPublicKey(privateKey).export({ format: "jwk" });
   const x = Buffer.from(jwk.x!, "base64url");
   const y = Buffer.from(jwk.y!, "base64url");
