@@ -9,7 +9,8 @@
  * added). Privileged ops of the admin tier, whose authority the origin holds, carry a capability
  * minted for exactly those params; the other tiers' carry one minted with the admin key, which must
  * be refused, and the ops of OWN_TIER_OPS, in half their cases, one minted by their own tier's
- * authority, so that their own checks are fuzzed too.
+ * authority, so that their own checks are fuzzed too; what the configure ops seal, the bounds of the
+ * ops after them follow, and the world's terms are sealed again after their cases.
  *
  * Properties: every request is answered once, under its id, in the response schema; a refusal has
  * a code of the closed list and is never the answer dispatch gives an exception it did not expect
@@ -37,7 +38,7 @@ import { mintFor } from "./testing/capabilities.ts";
 import { SignedBounds } from "./testing/fuzz-bounds.ts";
 import { openRecoverySession } from "./testing/fuzz-recovery.ts";
 import { FuzzShapes, withValidAddresses } from "./testing/fuzz-shapes.ts";
-import { type FuzzWorld, setUpFuzzWorld } from "./testing/fuzz-world.ts";
+import { type FuzzWorld, setUpFuzzWorld, worldTerms } from "./testing/fuzz-world.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 const settings = fuzzSettings();
@@ -46,15 +47,25 @@ type EnclaveOpName = keyof typeof ENCLAVE_OP_SCHEMAS;
 const OPS = Object.keys(ENCLAVE_OP_SCHEMAS) as EnclaveOpName[];
 const isPrivileged = (op: string): op is PrivilegedOp => op in PRIVILEGED_OP_SCOPE;
 /**
+ * Ops that change the sealed terms every later op is held to, while the later ops' shapes are the
+ * world's: each one's cases end with the world's terms sealed again (worldTerms).
+ */
+const CONFIGURE_OPS: ReadonlySet<string> = new Set<PrivilegedOp>([
+  "configure_policy",
+  "configure_treasury",
+  "configure_settler",
+  "configure_payee",
+]);
+/**
  * Ops of the policy and recovery tiers also sent under their own tier's capability, as an operator
- * holding that authority would: what they change the bounds follow. The configure ops are not
- * among them, since they would change the sealed terms every other op is held to.
+ * holding that authority would: what they change the bounds follow.
  */
 const OWN_TIER_OPS: ReadonlySet<string> = new Set<PrivilegedOp>([
   "enroll_operator_key",
   "enroll_operator_passkey",
   "restore_backup",
   "load_recovery_key",
+  ...(CONFIGURE_OPS as ReadonlySet<PrivilegedOp>),
 ]);
 /** Ops whose cases use a restore session, opened afresh before them (./testing/fuzz-recovery.ts). */
 const SESSION_OPS: ReadonlySet<string> = new Set<EnclaveOpName>(["restore_backup", "load_recovery_key"]);
@@ -140,7 +151,7 @@ describe("the enclave's socket, fuzzed (real process)", () => {
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
     world = await setUpFuzzWorld(client, fixture);
     shapes = new FuzzShapes(world);
-    bounds = new SignedBounds(world, shapes);
+    bounds = new SignedBounds(world, shapes, async () => expectOk(await client.request("get_policy", {})));
     keyRefs = [...world.agents, world.treasury, world.settler, world.payee].map((key) => key.key_ref);
   });
   afterAll(async () => {
@@ -206,6 +217,12 @@ describe("the enclave's socket, fuzzed (real process)", () => {
         }),
         { numRuns: runs, seed: settings.seed, endOnFailure: true },
       );
+      if (CONFIGURE_OPS.has(op)) {
+        const sealedAgain: Record<string, number> = {};
+        for (const [configure, terms] of worldTerms(world))
+          expect(await ask(configure, terms, true, sealedAgain)).toBeNull();
+        expect(sealedAgain).toEqual({ ok: worldTerms(world).length });
+      }
       process.stdout.write(
         `[enclave fuzz] ${op}: ${runs * BATCH} cases, seed ${settings.seed} (replay: FUZZ_SEED=${settings.seed} FUZZ_RUNS=${settings.runs}), outcomes ${JSON.stringify(outcomes)}\n`,
       );

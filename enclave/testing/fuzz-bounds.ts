@@ -18,7 +18,11 @@
  * - under the recovery tier's own: a restore brings back exactly a backup's batch, each key once
  *   and none this enclave held already, and the recovery key is held only as the loader seals it;
  * - under the policy tier's own: an operator key or passkey is a point of P-256, a key id names one
- *   key or passkey for good and a credential one key id, and no more are held than there is room for.
+ *   key or passkey for good and a credential one key id, and no more are held than there is room for;
+ *   a configure op seals what it answers and get_policy then reports, the policy as asked (its x402
+ *   pair whole or absent, its version one more), the treasury's terms with a fresh budget, and the
+ *   faucet, the settler and the payee each on a key of its own namespace; what they sealed is what
+ *   every later answer is held to, and only the key a role names signs for it.
  * Slack of a few seconds covers the clocks of the fuzz and the enclave reading now apart.
  */
 import { createHash } from "node:crypto";
@@ -46,7 +50,7 @@ import { MAX_OPERATOR_KEYS } from "../ops/operator.ts";
 import type { AgentKey } from "./agent-policy.ts";
 import type { Backup } from "./fuzz-recovery.ts";
 import type { FuzzShapes } from "./fuzz-shapes.ts";
-import type { FuzzWorld, Settlement } from "./fuzz-world.ts";
+import type { FuzzWorld, Role, Settlement } from "./fuzz-world.ts";
 import { asOffer, asReceipt } from "./offer-receipt-wire.ts";
 import { onP256 } from "./p256-points.ts";
 
@@ -71,12 +75,20 @@ type Limits = {
   marginSeconds: bigint;
   maxTimeoutSeconds: bigint;
   operatorPool: string;
-  pairPayTo: string;
-  pairUnits: bigint;
-  ceilingUnits: bigint;
+  /** The x402 pair; null when the policy has none. */
+  pair: { payTo: string; units: bigint } | null;
+  /** The node's x402 ceiling; null when it has none. */
+  ceilingUnits: bigint | null;
+  /** The payees the ceiling allows; null: any. */
+  ceilingPayees: Set<string> | null;
+  /** The recipients transfers may pay; null: any. */
+  allowlist: Set<string> | null;
 };
 
-function limitsOf(policy: FuzzWorld["policy"]): Limits {
+const addressSet = (list: unknown): Set<string> | null =>
+  Array.isArray(list) ? new Set(list.map(lower)) : null;
+
+function limitsOf(policy: Params): Limits {
   return {
     perTxUnits: BigInt(policy.per_tx_limit_units as string),
     dailyUnits: BigInt(policy.daily_limit_units as string),
@@ -85,10 +97,33 @@ function limitsOf(policy: FuzzWorld["policy"]): Limits {
     marginSeconds: BigInt(policy.x402_validity_margin_seconds as number),
     maxTimeoutSeconds: BigInt(policy.x402_max_timeout_seconds as number),
     operatorPool: lower(policy.operator_pool),
-    pairPayTo: lower(policy.x402_pay_to),
-    pairUnits: BigInt(policy.x402_amount_units as string),
-    ceilingUnits: BigInt(policy.x402_max_per_payment_units as string),
+    pair:
+      policy.x402_amount_units == null
+        ? null
+        : { payTo: lower(policy.x402_pay_to), units: BigInt(policy.x402_amount_units as string) },
+    ceilingUnits:
+      policy.x402_max_per_payment_units == null ? null : BigInt(policy.x402_max_per_payment_units as string),
+    ceilingPayees: addressSet(policy.x402_payees),
+    allowlist: addressSet(policy.recipient_allowlist),
   };
+}
+
+/**
+ * A policy as the enclave seals it, to compare with what it answers and reports: addresses in lower
+ * case, a list a set (in order of first mention), an absent ceiling or payee list left out.
+ */
+function asSealed(policy: Params): string {
+  const list = (value: unknown) => (Array.isArray(value) ? [...new Set(value.map(lower))] : value);
+  const { x402_max_per_payment_units: ceiling, x402_payees: payees, ...terms } = policy;
+  const sealed: Params = {
+    ...terms,
+    recipient_allowlist: list(terms.recipient_allowlist),
+    x402_pay_to: terms.x402_pay_to == null ? null : lower(terms.x402_pay_to),
+    operator_pool: lower(terms.operator_pool),
+    ...(ceiling == null ? {} : { x402_max_per_payment_units: ceiling }),
+    ...(payees == null ? {} : { x402_payees: list(payees) }),
+  };
+  return JSON.stringify(Object.fromEntries(Object.entries(sealed).sort(([a], [b]) => a.localeCompare(b))));
 }
 
 /** An x402 authorization's wire fields as the EIP-712 message they stand for. */
@@ -133,14 +168,19 @@ function setOf<T>(sets: Map<string, Set<T>>, key: string): Set<T> {
 
 /** The bounds of one world, with what the run signed so far. */
 export class SignedBounds {
-  private readonly limits: Limits;
+  private limits: Limits;
+  private faucetTerms: FuzzWorld["faucet"];
+  private policyVersion: number;
+  /** The key each role names, as configured. */
+  private readonly named: Record<Role, string>;
   private readonly keys = new Map<string, KnownKey>();
   private readonly agentAddresses = new Set<string>();
   /** Units each key committed on a UTC day: value plus maximum fee (the settler's: fees alone). */
   private readonly spent = new Map<string, bigint>();
   private readonly signedNonces = new Map<string, Set<bigint>>();
   private readonly filledNonces = new Map<string, Set<bigint>>();
-  private readonly paidRecipients = new Set<string>();
+  /** When the faucet last paid each recipient, in ms. */
+  private readonly paidAt = new Map<string, number>();
   private faucetSpent = 0n;
   private readonly settlements = new Map<string, Settlement>();
   private readonly operatorCounters = new Map<string, number>();
@@ -152,16 +192,26 @@ export class SignedBounds {
   /** The key id each enrolled credential is under. */
   private readonly credentials = new Map<string, string>();
 
+  /** `readPolicy` asks the enclave for get_policy's answer. */
   constructor(
     private readonly world: FuzzWorld,
     private readonly shapes: FuzzShapes,
+    private readonly readPolicy: () => Promise<Result>,
   ) {
     this.limits = limitsOf(world.policy);
+    this.faucetTerms = world.faucet;
+    this.policyVersion = world.policyVersion;
+    this.named = {
+      faucet: world.treasury.key_ref,
+      settler: world.settler.key_ref,
+      payee: world.payee.key_ref,
+    };
     for (const agent of [...world.agents, ...world.backup.keys])
       this.learnKey(agent.key_ref, agent.address, "agent-transfer");
     this.learnKey(world.treasury.key_ref, world.treasury.address, "faucet");
     this.learnKey(world.settler.key_ref, world.settler.address, "settler");
     this.learnKey(world.payee.key_ref, world.payee.address, "payee");
+    for (const [role, key] of Object.entries(world.spares)) this.learnKey(key.key_ref, key.address, role);
     for (const [keyId, publicKey] of world.enrolledOperatorKeys) this.enrolled.set(keyId, `key ${publicKey}`);
     const settler = lower(world.settler.address);
     for (const settlement of world.settlements) {
@@ -201,6 +251,13 @@ export class SignedBounds {
         this.credentials.set(String(credential_id), String(params.key_id));
         return this.enroll(op, params, result, passkey);
       }
+      case "configure_policy":
+        return this.policyConfigured(params, result);
+      case "configure_treasury":
+        return this.treasuryConfigured(params, result);
+      case "configure_settler":
+      case "configure_payee":
+        return this.roleConfigured(op === "configure_settler" ? "settler" : "payee", params, result);
       case "sign_transfer":
         return this.transfer(params, result);
       case "sign_faucet":
@@ -351,6 +408,8 @@ export class SignedBounds {
     const signer = lower(await recoverTransactionAddress({ serializedTransaction: raw }));
     const key = this.keys.get(String(params.key_ref));
     if (key?.namespace !== namespace) return { problem: `signed with a key not of ${namespace}` };
+    if ((namespace === "faucet" || namespace === "settler") && params.key_ref !== this.named[namespace])
+      return { problem: `signed with a ${namespace} key the ${namespace} does not name` };
     if (signer !== key.address) return { problem: `signed by ${signer}, not the key named (${key.address})` };
     if (tx.chainId !== CHAIN_ID) return { problem: `signed for chain ${tx.chainId}` };
     if (lower(tx.to) === this.limits.operatorPool) return { problem: "sent to the operator pool" };
@@ -372,6 +431,8 @@ export class SignedBounds {
       BigInt(tx.nonce ?? 0) !== BigInt(String(params.nonce))
     )
       return "sign_transfer signed other fields than asked";
+    if (this.limits.allowlist && !this.limits.allowlist.has(lower(tx.to)))
+      return "sign_transfer paid a recipient outside the allowlist";
     const cost = value + ceilUnits(maxFeeWei(tx));
     if (cost > this.limits.perTxUnits) return `sign_transfer over the per-transaction limit (${cost})`;
     if (this.countDay(signer, cost) > this.limits.dailyUnits)
@@ -383,13 +444,16 @@ export class SignedBounds {
     const signed = await this.transaction(params, result, "faucet");
     if ("problem" in signed) return `sign_faucet ${signed.problem}`;
     const { tx } = signed;
-    const { faucet } = this.world;
+    const faucet = this.faucetTerms;
     if ((tx.value ?? 0n) !== faucet.payoutUnits * WEI_PER_UNIT)
       return "sign_faucet paid other than the payout";
     const recipient = lower(tx.to);
     if (!this.agentAddresses.has(recipient)) return "sign_faucet paid an address that is no agent key here";
-    if (this.paidRecipients.has(recipient)) return "sign_faucet paid one recipient twice within its cooldown";
-    this.paidRecipients.add(recipient);
+    const now = Date.now();
+    const last = this.paidAt.get(recipient);
+    if (last !== undefined && now - last < faucet.cooldownMs - Number(SLACK_SECONDS) * 1000)
+      return "sign_faucet paid one recipient twice within its cooldown";
+    this.paidAt.set(recipient, now);
     this.faucetSpent += faucet.payoutUnits + ceilUnits(maxFeeWei(tx));
     return this.faucetSpent > faucet.budgetUnits ? "sign_faucet over the treasury's budget" : null;
   }
@@ -415,11 +479,16 @@ export class SignedBounds {
     return null;
   }
 
-  /** The node's x402 rule: the sealed pair, or up to the ceiling (to any payee: the world lists none). */
+  /** The node's x402 rule: the sealed pair, or up to the ceiling to a payee it allows. */
   private ofTheTerms(message: ReturnType<typeof authorizationMessage>): boolean {
-    if (lower(message.from) === this.limits.operatorPool) return false;
-    const pair = lower(message.to) === this.limits.pairPayTo && message.value === this.limits.pairUnits;
-    return pair || message.value <= this.limits.ceilingUnits;
+    const { operatorPool, pair, ceilingUnits, ceilingPayees } = this.limits;
+    if (lower(message.from) === operatorPool) return false;
+    if (pair && lower(message.to) === pair.payTo && message.value === pair.units) return true;
+    return (
+      ceilingUnits !== null &&
+      message.value <= ceilingUnits &&
+      (ceilingPayees === null || ceilingPayees.has(lower(message.to)))
+    );
   }
 
   /** True when `validBefore` leaves the sealed margin and is within the sealed maximum, from now. */
@@ -478,15 +547,16 @@ export class SignedBounds {
   private async offer(result: Result): Promise<string | null> {
     const payload = result.payload as Record<string, unknown>;
     const { signer } = await verifyOfferSignatureEIP712(asOffer(result));
-    const { payee } = this.world;
-    if (lower(signer) !== lower(payee.address)) return "sign_x402_offer signed by another key than the payee";
+    const payee = this.payeeAddress();
+    if (lower(signer) !== payee) return "sign_x402_offer signed by another key than the payee";
+    const { pair } = this.limits;
     const sealed =
       payload.scheme === "exact" &&
       payload.network === `eip155:${CHAIN_ID}` &&
       lower(payload.asset) === NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase() &&
-      lower(payload.pay_to) === lower(payee.address) &&
-      lower(payload.pay_to) === this.limits.pairPayTo &&
-      payload.amount === this.limits.pairUnits.toString();
+      lower(payload.pay_to) === payee &&
+      lower(payload.pay_to) === pair?.payTo &&
+      payload.amount === pair.units.toString();
     if (!sealed) return "sign_x402_offer signed other terms than the sealed ones";
     if (BigInt(payload.valid_until as number) > nowSeconds() + this.limits.maxTimeoutSeconds + SLACK_SECONDS)
       return "sign_x402_offer valid for longer than the sealed maximum";
@@ -496,14 +566,95 @@ export class SignedBounds {
   private async receipt(result: Result): Promise<string | null> {
     const payload = result.payload as Record<string, unknown>;
     const { signer } = await verifyReceiptSignatureEIP712(asReceipt(result));
-    const { payee } = this.world;
-    if (lower(signer) !== lower(payee.address))
-      return "sign_x402_receipt signed by another key than the payee";
+    const payee = this.payeeAddress();
+    if (lower(signer) !== payee) return "sign_x402_receipt signed by another key than the payee";
     const settlement = this.settlements.get(String(payload.transaction));
     if (!settlement) return "sign_x402_receipt for a transaction the settler did not sign here";
-    if (settlement.payee !== lower(payee.address) || lower(settlement.payer) !== lower(payload.payer))
+    if (settlement.payee !== payee || lower(settlement.payer) !== lower(payload.payer))
       return "sign_x402_receipt names another payer or payee than the settlement's";
     if (payload.network !== `eip155:${CHAIN_ID}`) return "sign_x402_receipt names another network";
+    return null;
+  }
+
+  /** The address of the key the payee names. */
+  private payeeAddress(): string {
+    return this.keys.get(this.named.payee)!.address;
+  }
+
+  /** The policy answered as asked, sealed as answered, its version one more; later answers are held to it. */
+  private async policyConfigured(params: Params, result: Result): Promise<string | null> {
+    if ((params.x402_amount_units == null) !== (params.x402_pay_to == null))
+      return "configure_policy sealed half an x402 pair";
+    if (asSealed(result) !== asSealed(params)) return "configure_policy answered another policy than asked";
+    const sealed = await this.readPolicy();
+    if (asSealed(sealed.policy as Params) !== asSealed(result))
+      return "configure_policy sealed another policy than it answered";
+    if (sealed.policy_version !== this.policyVersion + 1)
+      return `configure_policy took the version from ${this.policyVersion} to ${String(sealed.policy_version)}`;
+    this.policyVersion += 1;
+    this.limits = limitsOf(result);
+    return null;
+  }
+
+  /**
+   * The treasury on a faucet key (the one asked for, or the one named before), its terms as asked
+   * and a fresh budget, sealed as answered. Its recipients' cooldowns carry over.
+   */
+  private async treasuryConfigured(params: Params, result: Result): Promise<string | null> {
+    const problem = this.onKeyOf(
+      "faucet",
+      params.faucet_key_ref,
+      result.faucet_key_ref,
+      result.faucet_address,
+    );
+    if (problem) return `configure_treasury ${problem}`;
+    const terms = ["budget_units", "payout_units", "cooldown_ms", "daily_limit_units"] as const;
+    if (terms.some((term) => result[term] !== params[term]))
+      return "configure_treasury answered other terms than asked";
+    const treasury = (await this.readPolicy()).treasury as Result | null;
+    const expected: Result = { ...result, spent_units: "0" };
+    if (!treasury || Object.keys(expected).some((name) => treasury[name] !== expected[name]))
+      return `configure_treasury sealed other than it answered, with a fresh budget: ${JSON.stringify(treasury)}`;
+    this.faucetTerms = {
+      payoutUnits: BigInt(params.payout_units as string),
+      cooldownMs: params.cooldown_ms as number,
+      dailyUnits: BigInt(params.daily_limit_units as string),
+      budgetUnits: BigInt(params.budget_units as string),
+    };
+    this.faucetSpent = 0n;
+    return null;
+  }
+
+  /** The settler or the payee on a key of its namespace (the one asked for, or the one named before), sealed. */
+  private async roleConfigured(
+    role: "settler" | "payee",
+    params: Params,
+    result: Result,
+  ): Promise<string | null> {
+    const op = `configure_${role}`;
+    const problem = this.onKeyOf(
+      role,
+      params[`${role}_key_ref`],
+      result[`${role}_key_ref`],
+      result[`${role}_address`],
+    );
+    if (problem) return `${op} ${problem}`;
+    const sealed = (await this.readPolicy())[role] as Result | null;
+    if (sealed?.[`${role}_key_ref`] !== result[`${role}_key_ref`])
+      return `${op} sealed another key than it answered`;
+    return null;
+  }
+
+  /**
+   * What is wrong with `role` named on `answered` (at `address`) when asked for `asked`: a key of the
+   * role's namespace, the one asked for, or without one the one named before. Names it if nothing.
+   */
+  private onKeyOf(role: Role, asked: unknown, answered: unknown, address: unknown): string | null {
+    const key = this.keys.get(String(answered));
+    if (key?.namespace !== role) return `named a key not of the ${role} namespace`;
+    if (key.address !== lower(address)) return "answered another address than the key's";
+    if (answered !== (asked ?? this.named[role])) return "named another key than asked, or than it named";
+    this.named[role] = String(answered);
     return null;
   }
 

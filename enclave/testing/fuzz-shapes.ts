@@ -14,6 +14,7 @@ import type { Address } from "viem";
 import { signOperatorApproval } from "../../ops/lib/operator-key.ts";
 import { agentPolicySchema } from "../../shared/agent-policy.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
+import { MAX_FAUCET_COOLDOWN_MS } from "../../shared/enclave-ops.ts";
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
 import {
@@ -123,7 +124,13 @@ export class FuzzShapes {
       case "enroll_operator_passkey":
         return this.enrollOperatorPasskey();
       case "configure_policy":
-        return fc.constant(this.world.policy);
+        return this.configurePolicy();
+      case "configure_treasury":
+        return this.configureTreasury();
+      case "configure_settler":
+        return this.configureRole("settler");
+      case "configure_payee":
+        return this.configureRole("payee");
       default:
         return undefined;
     }
@@ -196,10 +203,10 @@ export class FuzzShapes {
   }
 
   private faucet(): fc.Arbitrary<unknown> {
-    const { agents, treasury, settler, policy, faucet } = this.world;
+    const { agents, treasury, settler, policy, faucet, spares } = this.world;
     const payout = faucet.payoutUnits;
     return oneAtItsEdge({
-      signer: this.signer([treasury], [agents[0]!, settler]),
+      signer: this.signer([treasury], [agents[0]!, settler, spares.faucet]),
       chain_id: FuzzShapes.chainId,
       to: field(
         fc.constantFrom(...agents.map((agent) => agent.address)),
@@ -215,9 +222,9 @@ export class FuzzShapes {
   }
 
   private filler(): fc.Arbitrary<unknown> {
-    const { agents, treasury, settler, payee } = this.world;
+    const { agents, treasury, settler, payee, spares } = this.world;
     return oneAtItsEdge({
-      signer: this.signer([...agents, settler, treasury], [payee]),
+      signer: this.signer([...agents, settler, treasury], [payee, spares.faucet, spares.settler]),
       chain_id: FuzzShapes.chainId,
       nonce: FuzzShapes.nonce,
       max_fee_per_gas: field(fc.constantFrom("1000000000", "1"), EDGE_UINTS),
@@ -272,7 +279,7 @@ export class FuzzShapes {
   }
 
   private settlement(): fc.Arbitrary<unknown> {
-    const { agents, settler, payee, payer, stranger, policy } = this.world;
+    const { agents, settler, payee, payer, stranger, policy, spares } = this.world;
     const authorization = oneAtItsEdge({
       payment: this.payment(),
       // Who signs in the payer's name: the payer, a stranger, or the payer with `from` the pool.
@@ -296,7 +303,7 @@ export class FuzzShapes {
     return oneAtItsEdge({
       signer: field(
         fc.constant({ key_ref: settler.key_ref }),
-        fc.constantFrom(...[agents[0]!, payee].map((key) => ({ key_ref: key.key_ref }))),
+        fc.constantFrom(...[agents[0]!, payee, spares.settler].map((key) => ({ key_ref: key.key_ref }))),
       ),
       chain_id: FuzzShapes.chainId,
       signed: field(authorization),
@@ -306,12 +313,12 @@ export class FuzzShapes {
   }
 
   private offer(): fc.Arbitrary<unknown> {
-    const { payee, settler, agents, policy } = this.world;
+    const { payee, settler, agents, policy, spares } = this.world;
     const amount = policy.x402_amount_units as string;
     return oneAtItsEdge({
       payee_address: field(
         fc.constant(payee.address.toLowerCase()),
-        fc.constantFrom(settler.address, agents[0]!.address),
+        fc.constantFrom(settler.address, agents[0]!.address, spares.payee.address),
       ),
       resource_url: FuzzShapes.resourceUrl,
       scheme: field(fc.constant("exact"), fc.constantFrom("upto", "EXACT", "exact ")),
@@ -543,6 +550,96 @@ export class FuzzShapes {
       ),
       fc.constantFrom("x".repeat(64), "x".repeat(65), "fuzz op", ""),
     );
+  }
+
+  /**
+   * The world's policy, or with one term at an edge: limits at the integer types' ends, an
+   * allowlist, the x402 pair half set, dropped or paying the spare payee, the pool an agent's
+   * address, the window's and the margin's bounds, the ceiling absent, zero or listing payees.
+   */
+  private configurePolicy(): fc.Arbitrary<unknown> {
+    const { policy, agents, spares } = this.world;
+    const term = (name: string, edge: fc.Arbitrary<unknown>): Field => field(fc.constant(policy[name]), edge);
+    return oneAtItsEdge({
+      per_tx_limit_units: term("per_tx_limit_units", EDGE_UINTS),
+      daily_limit_units: term("daily_limit_units", EDGE_UINTS),
+      recipient_allowlist: term(
+        "recipient_allowlist",
+        fc.constantFrom([], [RECIPIENT], [RECIPIENT, RECIPIENT, agents[0]!.address.toLowerCase()]),
+      ),
+      pair: field(
+        fc.constant({ x402_amount_units: policy.x402_amount_units, x402_pay_to: policy.x402_pay_to }),
+        fc.constantFrom(
+          { x402_amount_units: null, x402_pay_to: null },
+          { x402_amount_units: null, x402_pay_to: policy.x402_pay_to },
+          { x402_amount_units: policy.x402_amount_units, x402_pay_to: null },
+          { x402_amount_units: "0", x402_pay_to: spares.payee.address.toLowerCase() },
+        ),
+      ),
+      x402_max_timeout_seconds: term("x402_max_timeout_seconds", fc.constantFrom(1, 86_400, 0, 86_401)),
+      operator_pool: term("operator_pool", fc.constantFrom(agents[0]!.address.toLowerCase(), RECIPIENT)),
+      fee_ceiling_wei: term("fee_ceiling_wei", EDGE_UINTS),
+      x402_validity_margin_seconds: term("x402_validity_margin_seconds", fc.constantFrom(0, 600, 601)),
+      x402_daily_limit: term("x402_daily_limit", fc.constantFrom(0, Number.MAX_SAFE_INTEGER, -1)),
+      settler_daily_fee_units: term("settler_daily_fee_units", EDGE_UINTS),
+      ceiling: field(
+        fc.constant({
+          x402_max_per_payment_units: policy.x402_max_per_payment_units,
+          x402_payees: policy.x402_payees,
+        }),
+        fc.constantFrom(
+          {},
+          { x402_max_per_payment_units: null, x402_payees: null },
+          { x402_max_per_payment_units: "0" },
+          { x402_max_per_payment_units: UINT256_MAX, x402_payees: [RECIPIENT, RECIPIENT] },
+          { x402_max_per_payment_units: "5000", x402_payees: [] },
+        ),
+      ),
+    }).map(({ pair, ceiling, ...terms }) => ({ ...terms, ...(pair as object), ...(ceiling as object) }));
+  }
+
+  /**
+   * The world's treasury terms, on the faucet key it names, on the spare faucet key or on none (the
+   * one named is kept); at the edge, on a key of another namespace or one the enclave never held,
+   * or a term at its type's end.
+   */
+  private configureTreasury(): fc.Arbitrary<unknown> {
+    const { treasury, faucet, agents, settler, payee, spares } = this.world;
+    return oneAtItsEdge({
+      faucet_key_ref: field(
+        fc.constantFrom(undefined, null, treasury.key_ref, spares.faucet.key_ref),
+        fc.constantFrom(
+          agents[0]!.key_ref,
+          settler.key_ref,
+          payee.key_ref,
+          spares.settler.key_ref,
+          "ab".repeat(32),
+        ),
+      ),
+      budget_units: field(fc.constant(faucet.budgetUnits.toString()), EDGE_UINTS),
+      payout_units: field(fc.constant(faucet.payoutUnits.toString()), EDGE_UINTS),
+      cooldown_ms: field(
+        fc.constant(faucet.cooldownMs),
+        fc.constantFrom(0, 1, MAX_FAUCET_COOLDOWN_MS, MAX_FAUCET_COOLDOWN_MS + 1),
+      ),
+      daily_limit_units: field(fc.constant(faucet.dailyUnits.toString()), EDGE_UINTS),
+    }).map(FuzzShapes.defined);
+  }
+
+  /**
+   * The key `role` is pointed at: none (the one named is kept), the one it names, or the spare of its
+   * namespace; at the edge, a key of another namespace (another role's, an agent's) or one never held.
+   */
+  private configureRole(role: "settler" | "payee"): fc.Arbitrary<unknown> {
+    const { agents, treasury, settler, payee, spares } = this.world;
+    const named = role === "settler" ? settler : payee;
+    const others = [agents[0]!, treasury, role === "settler" ? payee : settler, spares.faucet];
+    return oneAtItsEdge({
+      [`${role}_key_ref`]: field(
+        fc.constantFrom(undefined, named.key_ref, spares[role].key_ref),
+        fc.constantFrom(...others.map((key) => key.key_ref), "ab".repeat(32)),
+      ),
+    }).map(FuzzShapes.defined);
   }
 
   /** The world's P-256 keys, or a point at an edge of the curve (on it, or not a key at all). */

@@ -2,7 +2,8 @@
  * The enclave the socket fuzz (../fuzz.int.test.ts) drives, set up as a node runs: a sealed policy
  * whose x402 pair pays the payee key, agent keys, a treasury with payout terms, a settler with two
  * settlements signed, an enrolled operator key, P-256 keys an operator could enroll, one backup
- * envelope of its own and one of a donor enclave, and a restore session (fuzz-recovery.ts). What
+ * envelope of its own and one of a donor enclave, a restore session (fuzz-recovery.ts), and a spare
+ * key in each of the faucet's, the settler's and the payee's namespaces, named by none. What
  * the fuzz's shapes (fuzz-shapes.ts) put in their requests and what its checks of signed answers
  * (fuzz-bounds.ts) hold them to both come from here.
  */
@@ -11,6 +12,7 @@ import type { Address } from "viem";
 import { generateOperatorKey, type OperatorKey, readOperatorKey } from "../../ops/lib/operator-key.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { transferWithAuthorizationDigest } from "../../shared/eip712.ts";
+import type { PrivilegedOp } from "../../shared/enclave-protocol.ts";
 import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
 import { addressOfPublicKey, publicKeyOf, randomPrivateKey, signDigest } from "../../shared/secp256k1.ts";
 import type { EnclaveFixture } from "../../testing/enclave-process.ts";
@@ -55,7 +57,14 @@ export type FuzzWorld = {
   recovery: RecoverySession;
   /** Settlements the settler key signed during set-up. */
   settlements: Settlement[];
+  /** A key of each role's namespace that the role does not name: what the configure ops may point it at. */
+  spares: Record<"faucet" | "settler" | "payee", AgentKey>;
+  /** The sealed policy's version once set up (configure_policy counts from it). */
+  policyVersion: number;
 };
+
+/** The roles a configure op names a key for, each in its own namespace. */
+export type Role = keyof FuzzWorld["spares"];
 
 export const FAUCET = {
   payoutUnits: 10_000_000n,
@@ -152,6 +161,14 @@ export async function setUpFuzzWorld(client: RawEnclaveClient, fixture: EnclaveF
     envelope: new Uint8Array(exported.envelope as Uint8Array),
   };
   const donor = await donorBackup(fixture);
+  const spare = async (namespace: Role): Promise<AgentKey> => {
+    const made = await privileged(client, fixture, "generate_keys", {
+      namespace,
+      count: 1,
+      batch_id: `fuzz-spare-${namespace}`,
+    });
+    return (made.keys as AgentKey[])[0]!;
+  };
   const world: FuzzWorld = {
     envId: fixture.envId,
     instanceId: await instanceIdOf(client),
@@ -172,9 +189,33 @@ export async function setUpFuzzWorld(client: RawEnclaveClient, fixture: EnclaveF
     donor,
     recovery: await openRecoverySession(client, fixture, [backup, donor]),
     settlements: [],
+    spares: { faucet: await spare("faucet"), settler: await spare("settler"), payee: await spare("payee") },
+    policyVersion: expectOk(await client.request("get_policy", {})).policy_version as number,
   };
   for (const nonce of [1, 2]) world.settlements.push(await settleOnce(client, world, nonce));
   return world;
+}
+
+/**
+ * The configure ops that seal the world's terms again (its policy, its treasury with a full budget,
+ * its settler and payee keys), for after a configure op's cases changed them.
+ */
+export function worldTerms(world: FuzzWorld): [PrivilegedOp, Record<string, unknown>][] {
+  return [
+    ["configure_policy", world.policy],
+    [
+      "configure_treasury",
+      {
+        faucet_key_ref: world.treasury.key_ref,
+        budget_units: world.faucet.budgetUnits.toString(),
+        payout_units: world.faucet.payoutUnits.toString(),
+        cooldown_ms: world.faucet.cooldownMs,
+        daily_limit_units: world.faucet.dailyUnits.toString(),
+      },
+    ],
+    ["configure_settler", { settler_key_ref: world.settler.key_ref }],
+    ["configure_payee", { payee_key_ref: world.payee.key_ref }],
+  ];
 }
 
 /** A settlement of the sealed pair by the world's payer, signed by the settler key at `nonce`. */
