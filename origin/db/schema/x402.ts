@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  boolean,
   check,
   index,
   numeric,
@@ -51,6 +52,13 @@ export const x402Settlements = pgTable(
     txHash: text("tx_hash"),
     settlerNonce: bigint("settler_nonce", { mode: "bigint" }),
     errorReason: text("error_reason"),
+    /**
+     * A presentation of this payment was answered settlement_pending ("present the same payment
+     * again") and none has been answered as paid since: the one presentation of the same payload
+     * that redeems it is answered as paid, every other is told the nonce is used
+     * (x402/payee/earlier-presentation.ts). Not indexed, so setting it keeps updates HOT.
+     */
+    retryOwed: boolean("retry_owed").notNull().default(false),
     /** A claim older than this without a transaction was abandoned (a crash before signing). */
     claimedUntil: timestamp("claimed_until", { withTimezone: true }).notNull().defaultNow(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),

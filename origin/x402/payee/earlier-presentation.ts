@@ -10,7 +10,6 @@ import { canonicalJson } from "../canonical-json.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { Authorization } from "./payment.ts";
 import { respond, type SettleOutcome } from "./settle-answer.ts";
-import { unixSeconds } from "./verify.ts";
 
 /** How often a repeated presentation looks at what the earlier one came to. */
 const POLL_MS = 50;
@@ -21,11 +20,13 @@ export function sha256(value: unknown): string {
 }
 
 /**
- * What an earlier presentation of this payment came to, once it names a transaction or ends. The
- * same payload presented again while its authorization is valid is the same payment retried (after
- * `settlement_pending`, or an answer lost on the way): once settled, it is answered as settled,
- * never as a reason to pay again. Another payload for the same (from, nonce), or a presentation
- * after the authorization has expired, learns only that the nonce is used, and by which transaction.
+ * What an earlier presentation of this payment came to, once it names a transaction or ends. A
+ * settled payment is answered as paid once, so that a seller delivers once for it: to the
+ * presentation that settled it, or, where that one was answered `settlement_pending` ("present the
+ * same payment again"), to the one later presentation of the same payload that redeems the retry
+ * it was owed (oweRetry). Any other presentation of a used (from, nonce), the same payload sent
+ * again or concurrently included, learns only that the nonce is used, and by which transaction, as
+ * the official facilitator answers it: a payer whose answer was lost reads the settlement's status.
  * A presentation whose payment id names this settlement (payment-ids.ts) is the same request by
  * the payer's own word (`sameRequest`): once settled, it is answered as settled, whenever it comes.
  * The id names a settlement only once its claim has committed (payment-ids.ts bindPaymentId waits
@@ -51,8 +52,9 @@ export function heldPresentation(
   deps: PresentationDeps,
   payment: Presented,
   deadline: number,
+  options: { sameRequest?: boolean } = {},
 ): Promise<SettleOutcome | "released"> {
-  return awaitPresentation(deps, payment, { deadline, released: true });
+  return awaitPresentation(deps, payment, { ...options, deadline, released: true });
 }
 
 /** How long a presentation waits for the one holding its payment: that one's receipt wait, and more. */
@@ -60,9 +62,12 @@ export function holdMs(deps: { receiptTimeoutMs: number }): number {
   return deps.receiptTimeoutMs + 5_000;
 }
 
-type PresentationDeps = { db: Db; now: () => Date; receiptTimeoutMs: number };
+/** What names a payment: its payer and its authorization's nonce. */
+type PaymentKey = Pick<Authorization, "from" | "nonce">;
+
+type PresentationDeps = { db: Db; receiptTimeoutMs: number };
 type Presented = {
-  authorization: Pick<Authorization, "from" | "nonce" | "validBefore">;
+  authorization: PaymentKey;
   payload: unknown;
 };
 
@@ -90,11 +95,10 @@ async function awaitPresentation(
       status: string;
       tx_hash: string | null;
       error_reason: string | null;
-      payload_hash: string;
-      valid_before: string;
+      retry_owed: boolean;
     }>(
       deps.db,
-      sql`select status, tx_hash, error_reason, payload_hash, valid_before::text from x402_settlements
+      sql`select status, tx_hash, error_reason, retry_owed from x402_settlements
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
     // Past the deadline even a released claim is answered as pending: a payment that others keep
@@ -108,20 +112,45 @@ async function awaitPresentation(
         response: respond(payer, tx, reason),
       });
       if (!row || row.status === "claimed" || row.status === "submitted") {
+        if (row) await oweRetry(deps.db, authorization);
         return duplicate(X402_REASONS.settlementPending);
       }
       if (row.status === "settled") {
-        const retried =
+        const paid =
           options.sameRequest === true ||
-          (row.payload_hash === sha256(payment.payload) &&
-            BigInt(row.valid_before) > unixSeconds(deps.now()));
-        return retried
-          ? { kind: "settled", response: respond(payer, tx) }
-          : duplicate(X402_REASONS.nonceUsed);
+          (row.retry_owed && (await redeemRetry(deps.db, authorization, sha256(payment.payload))));
+        return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }
       if (row.status === "reverted") return duplicate(X402_REASONS.transactionFailed);
       return duplicate((row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError);
     }
     await sleep(POLL_MS);
   }
+}
+
+/**
+ * Owes the payment one answer as paid: a presentation of it is being answered
+ * `settlement_pending`, which tells its caller to present the same payment again.
+ */
+export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void> {
+  await queryRows(
+    db,
+    sql`update x402_settlements set retry_owed = true
+        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed`,
+  );
+}
+
+/**
+ * Takes the retry owed to the payment for this payload (the claim's own: a retry presents what
+ * was answered pending); true when it was still owed, and so this presentation is the one answered.
+ */
+async function redeemRetry(db: Db, authorization: PaymentKey, payloadHash: string): Promise<boolean> {
+  const taken = await queryRows(
+    db,
+    sql`update x402_settlements set retry_owed = false
+        where payer = ${authorization.from} and nonce = ${authorization.nonce}
+          and retry_owed and payload_hash = ${payloadHash}
+        returning 1`,
+  );
+  return taken.length > 0;
 }

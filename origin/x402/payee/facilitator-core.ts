@@ -204,6 +204,8 @@ export function createFacilitator({
         requirement: payment.envelope.accepted,
         payload: payment.envelope.raw.payload,
         ...(resource ? { resource } : {}),
+        // Only a payment whose id was bound to this request reaches the settler with one.
+        sameRequest: payment.paymentId !== undefined,
       }),
     );
     return { outcome };
@@ -222,7 +224,7 @@ export function createFacilitator({
     // One request under one id settles once, whatever authorization each presentation carries.
     let turned: Turned | undefined;
     const settled = await settleOncePerId(
-      { db: verifyDeps.db, now: verifyDeps.now, receiptTimeoutMs },
+      { db: verifyDeps.db, receiptTimeoutMs },
       idRequest({ ...payment, paymentId }),
       async () => {
         const inSlot = await settleInSlot(payment, clientIp, resource);

@@ -87,7 +87,7 @@ export async function bindPaymentId(db: Db, request: PaymentIdRequest): Promise<
     );
     if (!row) continue; // released meanwhile: bind it again
     if (row.fingerprint !== fingerprint) return { kind: "conflict" };
-    // The same authorization again: the settler answers a presentation of one payment once.
+    // The same authorization again: the settler answers it as this request presented again.
     if (row.nonce === nonce) return { kind: "bound" };
     const over = row.settlement === "failed" || row.settlement === "reverted";
     if (row.settlement !== null && !over) return { kind: "settled_by", nonce: row.nonce };

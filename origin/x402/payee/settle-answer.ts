@@ -18,8 +18,9 @@ export type SettleResponse = {
 export type SettleOutcome =
   /**
    * The payment is settled (receipt status 0x1): by this presentation, or by an earlier one of the
-   * same payload while the authorization is still valid (a client retrying after
-   * `settlement_pending`, docs/x402.md#after-settlement_pending-retry-the-same-payment).
+   * same payload that answered `settlement_pending`, whose one retry this is
+   * (docs/x402.md#after-settlement_pending-retry-the-same-payment), or the same request by its
+   * payment id.
    */
   | { kind: "settled"; response: SettleResponse }
   /** An earlier presentation holds the payment; `response` names its transaction. */

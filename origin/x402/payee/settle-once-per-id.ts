@@ -9,7 +9,7 @@ import { earlierPresentation } from "./earlier-presentation.ts";
 import { bindPaymentId, type PaymentIdRequest, releasePaymentId } from "./payment-ids.ts";
 import type { SettleOutcome } from "./settle-answer.ts";
 
-export type SettleOncePerIdDeps = { db: Db; now: () => Date; receiptTimeoutMs: number };
+export type SettleOncePerIdDeps = { db: Db; receiptTimeoutMs: number };
 
 /** What a settle came to, and the nonce of the settlement that answers it (its status route's). */
 export type SettledUnderId = { outcome: SettleOutcome; nonce: string } | { conflict: true };
@@ -24,14 +24,10 @@ export async function settleOncePerId(
   if (binding.kind === "settled_by") {
     const outcome = await earlierPresentation(
       deps,
-      // The validity and payload of the bound settlement's own authorization do not matter here:
-      // the id says it is the same request.
+      // The payload of the bound settlement's own authorization does not matter here: the id says
+      // it is the same request.
       {
-        authorization: {
-          from: request.payer as `0x${string}`,
-          nonce: binding.nonce as `0x${string}`,
-          validBefore: 0n,
-        },
+        authorization: { from: request.payer as `0x${string}`, nonce: binding.nonce as `0x${string}` },
         payload: null,
       },
       { sameRequest: true },

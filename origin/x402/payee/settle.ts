@@ -40,7 +40,7 @@ import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { CatalogueEntry } from "./catalogue-entry.ts";
-import { heldPresentation, holdMs, sha256 } from "./earlier-presentation.ts";
+import { heldPresentation, holdMs, oweRetry, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { reservedUnits, sweepExpiredReservations } from "./reservations.ts";
@@ -63,6 +63,11 @@ export type SettlementPayment = {
    * (catalogue-follower.ts); absent for the demo's own payments, which discovery lists anyway.
    */
   resource?: CatalogueEntry;
+  /**
+   * Its payment id is bound to this request (payment-ids.ts): held by another presentation of the
+   * same payment, it is that request presented again, answered as paid once settled.
+   */
+  sameRequest?: boolean;
 };
 
 export type SettlerDeps = {
@@ -95,7 +100,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       // presented again and answered by its own checks, at once: it may be sound where the other
       // was refused (another payload for the same nonce), and waiting would answer it as pending.
       while (outcome.kind === "unclaimed") {
-        const earlier = await heldPresentation(deps, payment, deadline);
+        const earlier = await heldPresentation(deps, payment, deadline, { sameRequest: payment.sameRequest });
         if (earlier !== "released") return earlier;
         outcome = await deps.outbox.submit(kind, payment);
       }
@@ -110,6 +115,7 @@ export function createSettler(deps: SettlerDeps): Settler {
         timeoutMs: deps.receiptTimeoutMs,
       });
       if (receipt === undefined) {
+        await oweRetry(deps.db, payment.authorization);
         return { kind: "failed", response: respond(payer, txHash, X402_REASONS.settlementPending) };
       }
       if (receipt.status !== "confirmed") {

@@ -169,7 +169,7 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
-  it("answers a settle whose receipt is late 504 settlement_pending pointing at its status, which names the transaction, then says settled once mined; the client's retry settles nothing twice", async () => {
+  it("answers a settle whose receipt is late 504 settlement_pending pointing at its status, which names the transaction, then says settled once mined; the client's retry is paid, once, and settles nothing twice", async () => {
     // Mutation: withStatusPointer returning the answer as it is leaves the pending answer with no
     // status URL (errorMessage undefined); settleStatus answering pending 200 makes the official
     // client return it rather than throw.
@@ -222,14 +222,20 @@ describe("through the edge, an origin whose chain mines when told", () => {
     });
 
     // The official resource server presents the same payment again (its one retry after
-    // settlement_pending): paid, by the same transaction.
+    // settlement_pending): paid, by the same transaction. That retry was what the pending answers
+    // owed: one more presentation is told the nonce is used, by that transaction, so a seller
+    // delivers once. Mutation: answering every presentation of the settled payload as paid (as
+    // before) makes the last settle succeed.
     const server = new x402ResourceServer(client).register(CAIP2_NETWORK, new ExactEvmServer());
     await server.initialize();
     expect(await server.settlePayment(payload, payload.accepted)).toMatchObject({
       success: true,
       transaction,
     });
-    expect(await client.settle(payload, payload.accepted)).toMatchObject({ success: true, transaction });
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+    });
     expect(await settlerTransactions(payload)).toEqual([transaction]);
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);

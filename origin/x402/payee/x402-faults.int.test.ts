@@ -15,7 +15,8 @@ import { X402_REASONS } from "../reasons.ts";
 // Settlement safety when parts fail, against the real processes: an origin
 // SIGKILLed between the settle broadcast and its receipt, and a chain that stops answering after it
 // accepted the settlement. Each time the payment is settled exactly once, and whoever presents the
-// same payment again is told of the original transaction: pending while it is, paid once it is.
+// same payment again is told of the original transaction: pending while it is, paid once it is to
+// the one retry a pending answer owed, the nonce used to any other.
 
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
@@ -63,13 +64,23 @@ describe("x402 settlement under faults (real processes)", () => {
     await expect
       .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
       .toEqual([{ status: "settled", tx_hash: transaction }]);
-    // The same payment presented again is answered as paid, by its one transaction.
-    const later = await pay(`${restarted.base}/x402/demo`, signature);
-    expect(later.status, JSON.stringify(later.body)).toBe(200);
-    expect(later.response).toMatchObject({ success: true, transaction });
-    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
-    expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
-    await restarted.close();
+    try {
+      // The same payment presented again: its first presentation's answer was lost, which the
+      // facilitator cannot tell from a replay, so it is told of the one transaction, as any later
+      // presentation of a settled payment is (a payer reconciles through the settlement's status,
+      // or names the request with a payment id).
+      const later = await pay(`${restarted.base}/x402/demo`, signature);
+      expect(later.status, JSON.stringify(later.body)).toBe(402);
+      expect(later.response).toMatchObject({
+        success: false,
+        errorReason: X402_REASONS.nonceUsed,
+        transaction,
+      });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+      expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
+    } finally {
+      await restarted.close();
+    }
   }, 120_000);
 
   it("never takes over a claim whose settlement is stored but not yet mined once its lease has run out: presented again, no second settler transaction", async () => {
@@ -118,6 +129,54 @@ describe("x402 settlement under faults (real processes)", () => {
       expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
     } finally {
       await restarted.close();
+    }
+  }, 120_000);
+
+  it("owes the retry a pending answer asked for when the first presentation died: presented again while the dead origin's settlement waits, pending; once settled, that retry is paid and the next told the nonce is used", async () => {
+    // The payer's first answer was lost to a crash; its second presentation waits on the dead
+    // origin's stored settlement and is answered settlement_pending, which asks for the same
+    // payment again. Mutation: not owing the retry where a held presentation is answered pending
+    // (earlier-presentation.ts) answers the retry 402 nonce used.
+    const payer = await fundedPayer(stack.devnet.url);
+    const doomed = await spawnOrigin({
+      entry: "testing/money-crash-origin.ts",
+      env: { ...stack.processEnv({ CHAIN_RPC_TIMEOUT_MS: "1000" }), MONEY_CRASH_AT: "after_signed" },
+    });
+    const signature = paymentHeader(await envelope(`${doomed.base}/x402/demo`, payer));
+    await expect(pay(`${doomed.base}/x402/demo`, signature)).rejects.toThrow();
+    expect(await doomed.exited).toBe("SIGKILL");
+    const [left] = await settlementOf(payer.address);
+    const transaction = left!.tx_hash!;
+    // An origin whose tracker does not come round again soon: the presentation waits out its hold.
+    const waiting = await stack.startOrigin(
+      { AGENT_X402_RECEIPT_TIMEOUT_MS: "1000" },
+      { periodMs: 3_600_000 },
+    );
+    let finisher: Awaited<ReturnType<typeof stack.startOrigin>> | undefined;
+    try {
+      const demo = `${waiting.base}/x402/demo`;
+      expect(await pay(demo, signature)).toMatchObject({
+        status: 402,
+        body: { error: X402_REASONS.settlementPending },
+        response: { success: false, transaction },
+      });
+      finisher = await stack.startOrigin({}, { periodMs: 100 });
+      await expect
+        .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
+        .toEqual([{ status: "settled", tx_hash: transaction }]);
+      expect(await pay(demo, signature)).toMatchObject({
+        status: 200,
+        response: { success: true, transaction },
+      });
+      expect(await pay(demo, signature)).toMatchObject({
+        status: 402,
+        body: { error: X402_REASONS.nonceUsed },
+        response: { success: false, transaction },
+      });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await finisher?.close();
+      await waiting.close();
     }
   }, 120_000);
 
@@ -186,10 +245,16 @@ describe("x402 settlement under faults (real processes)", () => {
           .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
           .toEqual([{ status: "settled", tx_hash: transaction }]);
         // Presented again once settled: paid, by the same transaction (settlement_pending meant
-        // "retry the same payment").
+        // "retry the same payment"); the retry it owed taken, once more is told the nonce is used.
         answers.push(await pay(demo, signature));
         expect(answers[2]).toMatchObject({ status: 200, response: { success: true, transaction } });
-        expect(answers.map((answer) => answer.status)).toEqual([402, 402, 200]);
+        answers.push(await pay(demo, signature));
+        expect(answers[3]).toMatchObject({
+          status: 402,
+          body: { error: X402_REASONS.nonceUsed },
+          response: { success: false, transaction },
+        });
+        expect(answers.map((answer) => answer.status)).toEqual([402, 402, 200, 402]);
         expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
       } finally {
         proxy.restore();

@@ -169,25 +169,30 @@ describe("GET /x402/demo", () => {
     expect(before - (await chain().getBalance({ address: payer.address }))).toBe(AMOUNT * WEI_PER_UNIT);
   });
 
-  it("50 concurrent retries with one PAYMENT-SIGNATURE: one settlement on chain, every one answered paid with it; the same authorization under another signature encoding is told the nonce is used", async () => {
-    // The same payment presented again is the same payment retried (after settlement_pending, or an
-    // answer lost on the way): answered as paid once settled, never a reason to pay again
-    // (docs/x402.md). Mutation: answering a settled duplicate nonce_used whatever its payload (as
-    // before) fails the first expectation.
+  it("50 concurrent presentations of one PAYMENT-SIGNATURE: one settlement on chain, one answered paid, 49 told the nonce is used by it, and so is a later one; the same authorization under another signature encoding too", async () => {
+    // A settled payment is answered as paid once, so the demo serves one answer for one payment
+    // (docs/x402.md): the presentation that settled it; the others, concurrent or later, learn only
+    // that its nonce is used, and by which transaction. Mutation: answering every presentation of
+    // the settled payload as paid (as before) fails the first expectation with 50 paid.
     const payer = await fundedPayer();
     const payment = await envelope(payer);
     const signature = header(payment);
     const answers = await Promise.all(Array.from({ length: 50 }, () => pay(signature)));
     expect(tally(answers.map((answer) => `${answer.status} ${answer.body.error ?? "paid"}`))).toEqual({
-      "200 paid": 50,
+      "200 paid": 1,
+      [`402 ${X402_REASONS.nonceUsed}`]: 49,
     });
     const transactions = new Set(answers.map((answer) => answer.response!.transaction));
     expect(transactions.size).toBe(1);
     const [transaction] = [...transactions];
     expect(await authorizationUsedLogs(payer.address)).toBe(1);
     const later = await pay(signature);
-    expect(later.status).toBe(200);
-    expect(later.response).toMatchObject({ success: true, transaction });
+    expect(later.status).toBe(402);
+    expect(later.response).toMatchObject({
+      success: false,
+      errorReason: X402_REASONS.nonceUsed,
+      transaction,
+    });
     // Another payload for the same (from, nonce): the same signature with v as 0/1 instead of 27/28
     // (both verify), so not the payment that settled. It learns only that the nonce is used, and by
     // which transaction.
