@@ -1,8 +1,11 @@
-import { HTTPFacilitatorClient } from "@x402/core/server";
+import { HTTPFacilitatorClient, x402ResourceServer } from "@x402/core/server";
 import type { PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
+import { paymentMiddleware } from "@x402/hono";
 import { sql } from "drizzle-orm";
+import { Hono } from "hono";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -509,6 +512,69 @@ describe("facilitator", () => {
       .verify(payload, payload.accepted)
       .catch((error: { invalidReason?: string }) => error);
     expect(reverify).toMatchObject({ invalidReason: X402_REASONS.nonceUsed });
+  });
+
+  it("an official @x402/hono seller over ours serves one of three concurrent requests carrying one payment, and neither a replay nor another resource presenting the same authorization", async () => {
+    // The seller delivers on a settle answered success, so a settled payment must be answered
+    // success once (docs/x402.md#after-settlement_pending-retry-the-same-payment). Mutation:
+    // answering every presentation of the settled payload as paid serves both requests.
+    const client = new HTTPFacilitatorClient({ url: `${edge.url}/77/x402/facilitator` });
+    const server = new x402ResourceServer(client).register(CAIP2_NETWORK, new ExactEvmServer());
+    const extra = { assetTransferMethod: "eip3009", paymentFlow: "authorization", kind: "native" };
+    const accepts = {
+      scheme: "exact",
+      network: CAIP2_NETWORK,
+      payTo,
+      price: {
+        amount: AMOUNT.toString(),
+        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
+        extra: { ...extra, name: "USDC", version: "2", decimals: 6, symbol: "USDC" },
+      },
+      maxTimeoutSeconds: 60,
+    } as const;
+    const seller = new Hono();
+    seller.use(
+      paymentMiddleware(
+        { "GET /article": { accepts, description: "an article", mimeType: "application/json" } },
+        server,
+      ),
+    );
+    // The middleware runs the handler before it settles, and answers 402 instead when the settle fails.
+    seller.get("/article", (c) => c.json({ article: "paid for" }));
+    const article = "http://seller.test/article";
+    const unpaid = await seller.fetch(new Request(article));
+    expect(unpaid.status).toBe(402);
+    const required = JSON.parse(
+      Buffer.from(unpaid.headers.get("PAYMENT-REQUIRED")!, "base64").toString(),
+    ) as {
+      resource: unknown;
+      accepts: PaymentRequirements[];
+    };
+    const payer = await fundedPayer();
+    const accepted = required.accepts[0]!;
+    const created = await new ExactEvmScheme(payer).createPaymentPayload(2, accepted);
+    const payment = { x402Version: 2, resource: required.resource, accepted, payload: created.payload };
+    const paid = () =>
+      seller.fetch(new Request(article, { headers: { "PAYMENT-SIGNATURE": header(payment) } }));
+    const answers = await Promise.all([paid(), paid(), paid()]);
+    const delivered = async (answer: Response) =>
+      `${answer.status} ${(await answer.text()).includes("paid for")}`;
+    expect((await Promise.all(answers.map(delivered))).sort()).toEqual([
+      "200 true",
+      "402 false",
+      "402 false",
+    ]);
+    expect(await delivered(await paid())).toBe("402 false");
+    expect(await authorizationUsedLogs(payer.address)).toBe(1);
+    // The same authorization presented to the facilitator for another resource: not a second sale.
+    const elsewhere = {
+      ...payment,
+      resource: { url: "https://seller.example/b", description: "b", mimeType: "text/plain" },
+    };
+    const settled = await client
+      .settle(elsewhere as never, accepted)
+      .catch((error: { errorReason?: string; transaction?: string }) => error);
+    expect(settled).toMatchObject({ errorReason: X402_REASONS.nonceUsed });
   });
 
   it('refuses a body whose own x402Version is not 2 (1, absent, the string "2"): verify invalid, settle settles nothing', async () => {
