@@ -331,7 +331,13 @@ describe("the delivery claim (real Postgres)", () => {
     await Promise.all(
       Array.from({ length: 8 }, async () => {
         for (;;) {
-          const batch = await claimDueDeliveries(db, { limit: 5, leaseSeconds: 60 });
+          const batch = await claimDueDeliveries(db, {
+            limit: 5,
+            leaseSeconds: 60,
+            slots: 5,
+            perEndpoint: 5,
+            inFlight: new Map(),
+          });
           if (batch.length === 0) return;
           claimed.push(...batch.map((each) => each.id));
         }
