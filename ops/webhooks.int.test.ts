@@ -1,6 +1,11 @@
+import { generateKeyPairSync } from "node:crypto";
+import { mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
+import { ensureWebhookSigningKeyFile, loadWebhookSigningKeys } from "../origin/webhooks/signing.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 
@@ -137,3 +142,84 @@ describe("npm run webhooks (operator CLI)", () => {
     ]);
   });
 });
+
+// docs/operations.md#exit-codes-of-the-operator-tools: a key file that cannot be read is a usage
+// error (2, nothing changed), not an error (3, a change that may have been cut off half-way).
+describe("npm run webhooks -- add-key / retire-key with a key file it cannot use (no database)", () => {
+  const ed25519Pem = (): string =>
+    generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }) as string;
+  const cases: Array<{ name: string; make: (file: string) => Promise<void>; says: string }> = [
+    { name: "missing", make: async () => {}, says: "cannot be read (ENOENT)" },
+    {
+      name: "not PEM",
+      make: (file) => writeFile(file, "not a key\n", { mode: 0o600 }),
+      says: "not a PKCS#8 PEM private key",
+    },
+    {
+      name: "a PKCS#8 PEM key that is not Ed25519",
+      make: (file) =>
+        writeFile(
+          file,
+          generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey.export({
+            format: "pem",
+            type: "pkcs8",
+          }),
+          { mode: 0o600 },
+        ),
+      says: "key 1 is not a PKCS#8 PEM Ed25519 private key",
+    },
+    {
+      name: "an Ed25519 key group and others may read (0644)",
+      make: (file) => writeFile(file, ed25519Pem(), { mode: 0o644 }),
+      says: "group or others may read it (chmod 600)",
+    },
+  ];
+
+  for (const each of cases) {
+    it(`key file ${each.name}: exit 2 with the reason and the usage, the file and its folder untouched`, async () => {
+      for (const args of [["add-key"], ["retire-key", "--kid", "abc"]]) {
+        const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-cli-"));
+        const file = path.join(dir, "webhook-signing.key");
+        await each.make(file);
+        const before = await snapshot(dir);
+        const run = await runTool("ops/webhooks.ts", args, {
+          env: { AGENT_WEBHOOKS_SIGNING_KEY_FILE: file, LOG_LEVEL: "silent", DATABASE_URL: undefined },
+        });
+        expect(run.code, `${args[0]}: ${run.stderr}`).toBe(2);
+        expect(run.stderr).toContain(each.says);
+        expect(run.stderr).toContain("usage: npm run webhooks");
+        expect(run.stderr).not.toContain("PRIVATE KEY");
+        expect(run.stdout).toBe("");
+        expect(await snapshot(dir)).toEqual(before);
+      }
+    });
+  }
+
+  it("a good key file: add-key exits 0; retire-key refuses an unknown kid and the only key (1)", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-cli-"));
+    const file = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(file);
+    const [first] = await loadWebhookSigningKeys(file);
+    const env = { AGENT_WEBHOOKS_SIGNING_KEY_FILE: file, LOG_LEVEL: "silent", DATABASE_URL: undefined };
+    const tool = (args: string[]) => runTool("ops/webhooks.ts", args, { env });
+    const added = await tool(["add-key"]);
+    expect(added.code, added.stderr).toBe(0);
+    const kid = /key (\S+) added/.exec(added.stdout)![1]!;
+    expect((await tool(["retire-key", "--kid", "abc"])).code).toBe(1);
+    expect((await tool(["retire-key", "--kid", kid])).code).toBe(0);
+    const last = await tool(["retire-key", "--kid", first!.jwk.kid]);
+    expect(last.code).toBe(1);
+    expect(last.stderr).toContain("is the only key");
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+  });
+});
+
+/** A folder's files with their modes and contents. */
+async function snapshot(dir: string): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  for (const name of (await readdir(dir)).sort()) {
+    const file = path.join(dir, name);
+    files[name] = `${((await stat(file)).mode & 0o777).toString(8)} ${await readFile(file, "utf8")}`;
+  }
+  return files;
+}

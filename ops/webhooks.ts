@@ -24,7 +24,11 @@ import {
   replayWebhookEndpoint,
   type WebhookChange,
 } from "../origin/webhooks/manage.ts";
-import { addWebhookSigningKey, retireWebhookSigningKey } from "../origin/webhooks/signing.ts";
+import {
+  addWebhookSigningKey,
+  readWebhookKeyFile,
+  retireWebhookSigningKey,
+} from "../origin/webhooks/signing.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { parseWebhooksCommand } from "./lib/webhooks-args.ts";
@@ -57,14 +61,21 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (parsed.command === "add-key" || parsed.command === "retire-key") {
     const file = config.webhooks.signingKeyFile;
     if (!file) throw new UsageError("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set");
+    // Read and checked before anything is written: a file that cannot be read, is open to others
+    // or holds no key is the environment's mistake (exit 2, nothing changed); only the write and
+    // the rename that follow can leave a change cut off (exit 3).
+    // docs/operations.md#exit-codes-of-the-operator-tools
+    const read = await readWebhookKeyFile(file);
+    if (!read.ok) throw new UsageError(read.error.message);
+    const keyFile = read.value;
     if (parsed.command === "add-key") {
-      const added = await addWebhookSigningKey(file);
+      const added = await addWebhookSigningKey(keyFile);
       process.stdout.write(
         `webhooks: key ${added.jwk.kid} added; restart the origins: they serve it and sign with it too\n`,
       );
       return DONE;
     }
-    const retired = await retireWebhookSigningKey(file, parsed.kid);
+    const retired = await retireWebhookSigningKey(keyFile, parsed.kid);
     if (!retired.ok) {
       return refused(
         retired.error === "last_key" ? `${parsed.kid} is the only key` : `no key ${parsed.kid} in ${file}`,

@@ -21,7 +21,13 @@ export type ReceivedDelivery = {
   path: string;
 };
 
-export type ReceiverAnswer = { status: number; headers?: Record<string, string> } | "hang";
+/**
+ * A status (with headers), or never (a hang). `bodyNeverEnds`: the status and a first piece of the
+ * body at once, then nothing more and no end.
+ */
+export type ReceiverAnswer =
+  | { status: number; headers?: Record<string, string>; bodyNeverEnds?: boolean }
+  | "hang";
 
 export type WebhookReceiver = {
   url: string;
@@ -33,6 +39,8 @@ export type WebhookReceiver = {
   delayMs: number;
   /** The endpoint's secret (known once `add` printed it). */
   secret: string;
+  /** The connections open to it now (the origin's, whatever state their requests are in). */
+  openConnections(): number;
   /** Loads the origin's published keys (only those `keep` accepts, when given: a receiver's trust list). */
   loadKeys(keysUrl: string, keep?: (jwk: Record<string, string>) => boolean): Promise<void>;
   stop(): Promise<void>;
@@ -52,6 +60,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     answer: () => ({ status: 204 }),
     delayMs: 0,
     secret: "",
+    openConnections: () => sockets.size,
     async loadKeys(keysUrl, keep = () => true) {
       const response = await fetch(keysUrl);
       const set = (await response.json()) as { keys: Array<Record<string, string>> };
@@ -103,6 +112,10 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     if (receiver.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.delayMs));
     const answer = receiver.answer(request);
     if (answer === "hang") return;
+    if (answer.bodyNeverEnds) {
+      response.writeHead(answer.status, answer.headers).write("ok");
+      return;
+    }
     response.writeHead(answer.status, answer.headers).end();
   };
 

@@ -11,7 +11,7 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { route } from "../openapi/route.ts";
 import { atMostEvery, startLoop, type Worker } from "../workers/loop.ts";
 import type { Resolve } from "./address-guard.ts";
-import { deliverDue } from "./deliver.ts";
+import { createDeliveryPool } from "./deliver.ts";
 import { fanOutOnce } from "./fan-out.ts";
 import { sweepExpiredDeliveries } from "./retention.ts";
 import type { WebhookSigningKey } from "./signing.ts";
@@ -21,7 +21,12 @@ const PERIOD_MS = 1_000;
 /** The least time between two fan-outs the events listener starts. */
 const FAN_OUT_WAKE_GAP_MS = 100;
 /** Deliveries one origin sends at once. */
-const CONCURRENCY = 8;
+const SLOTS = 16;
+/**
+ * Deliveries one origin sends at once to one endpoint: the eight all went to one endpoint before
+ * there were slots. Fewer when more endpoints have work: each gets its share of SLOTS (deliveries.ts).
+ */
+const PER_ENDPOINT = 8;
 /** How often the deliveries log is swept (as the event log is). */
 const SWEEP_PERIOD_MS = 60 * 60_000;
 
@@ -66,26 +71,26 @@ export function createWebhooksModule(
       }
       /** Whether the fan-out's last run left an endpoint at its bound (AGENT_WEBHOOKS_MAX_PENDING). */
       let someAtBound = false;
+      const pool = createDeliveryPool({
+        db,
+        logger,
+        keys: signingKeys,
+        retrySeconds: config.webhooks.retrySeconds,
+        timeoutMs: config.webhooks.timeoutMs,
+        allowPrivate: config.webhooks.allowPrivate,
+        slots: SLOTS,
+        perEndpoint: PER_ENDPOINT,
+        resolve: options.resolve,
+        // A slot is free as soon as its delivery ends: claim into it at once, not a period later
+        // and not once the slowest of a batch is done.
+        onEnded() {
+          deliver.wake();
+          // An endpoint at its bound is read for again as soon as deliveries end, not a poll later.
+          if (someAtBound) wakeFanOut();
+        },
+      });
       const deliver = startLoop("webhooks_delivery", PERIOD_MS, logger, async () => {
-        const deps = {
-          db,
-          logger,
-          keys: signingKeys,
-          retrySeconds: config.webhooks.retrySeconds,
-          timeoutMs: config.webhooks.timeoutMs,
-          allowPrivate: config.webhooks.allowPrivate,
-          concurrency: CONCURRENCY,
-          resolve: options.resolve,
-        };
-        // A full batch means more may be due: go on at once rather than a period later.
-        let claimed = 0;
-        for (;;) {
-          const batch = await deliverDue(deps);
-          claimed += batch;
-          if (batch < CONCURRENCY) break;
-        }
-        // An endpoint at its bound is read for again as soon as deliveries end, not a poll later.
-        if (claimed > 0 && someAtBound) wakeFanOut();
+        await pool.fill();
       });
       const fanOut = startLoop("webhooks_fan_out", options.fanOutPollMs ?? PERIOD_MS, logger, async () => {
         const result = await fanOutOnce(db, { maxPending: config.webhooks.maxPending });
@@ -114,7 +119,14 @@ export function createWebhooksModule(
             await fanOut.stop();
           },
         },
-        deliver,
+        {
+          name: deliver.name,
+          async stop() {
+            await deliver.stop();
+            // The sends under way end within the timeout; their outcomes are recorded first.
+            await pool.drain();
+          },
+        },
         retention,
       ];
     },

@@ -1,8 +1,10 @@
 /**
- * The delivery worker's tick (docs/operations.md#webhooks): claim what is due, send each with a
- * bounded concurrency, record what each came to. 2xx delivered; 410 disables the endpoint;
- * anything else (a 3xx included, a timeout, a refused address) is retried on the schedule.
+ * The delivery worker's slots (docs/operations.md#webhooks): claim what is due into the free slots,
+ * send each, record what each came to, and free its slot as soon as it ends, so one that waits out
+ * the timeout holds its own slot and no other. 2xx delivered; 410 disables the endpoint; anything
+ * else (a 3xx included, a timeout, a refused address) is retried on the schedule.
  */
+import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Resolve } from "./address-guard.ts";
@@ -25,7 +27,9 @@ export type DeliverDeps = {
   timeoutMs: number;
   allowPrivate: boolean;
   /** Sends at once per origin, at most. */
-  concurrency: number;
+  slots: number;
+  /** Sends at once to one endpoint, at most; fewer when more endpoints have work (deliveries.ts). */
+  perEndpoint: number;
   resolve?: Resolve;
   now?: () => Date;
   /** The jitter's source: Math.random unless a test fixes it. */
@@ -49,17 +53,48 @@ export function webhookBody(event: NonNullable<ClaimedDelivery["event"]>): strin
   });
 }
 
-/** Runs one claim and its sends; returns how many were claimed (a full batch: call again). */
-export async function deliverDue(deps: DeliverDeps): Promise<number> {
-  // Longer than any attempt can take, so the lease outlives the send.
+/** The worker's slots: filled by its ticks, each freed as its delivery ends. */
+export type DeliveryPool = {
+  /**
+   * Claims due deliveries into the free slots and starts them, until the slots are full or no more
+   * can be claimed; returns how many it claimed. Does not wait for the sends.
+   */
+  fill(): Promise<number>;
+  /** Waits until every delivery started has ended (the worker's stop). */
+  drain(): Promise<void>;
+};
+
+export type DeliveryPoolParams = DeliverDeps & {
+  /** Told when a delivery has ended and its outcome is recorded: a slot is free. */
+  onEnded?: () => void;
+};
+
+/**
+ * The delivery worker's `deps.slots` slots. Each claim asks for the free ones and gives each endpoint
+ * no more than its share (claimDueDeliveries), counting what this pool has in flight to it.
+ */
+export function createDeliveryPool(deps: DeliveryPoolParams): DeliveryPool {
+  // Longer than any attempt can take (send.ts ends each at the timeout), so the lease outlives the send.
   const leaseSeconds = Math.ceil(deps.timeoutMs / 1000) + 30;
-  const claimed = await claimDueDeliveries(deps.db, { limit: deps.concurrency, leaseSeconds });
-  // Outcomes are recorded one statement at a time, each as soon as its send ends: the sends run
-  // in parallel, but the delivery worker never holds more than one pool connection, whatever
-  // the receivers do (the pool is the money path's too).
-  let recording: Promise<void> = Promise.resolve();
-  const record = (delivery: ClaimedDelivery, outcome: AttemptOutcome): Promise<void> => {
-    const next = recording.then(() =>
+  const inFlight = new Map<string, number>();
+  const running = new Set<Promise<void>>();
+  // Claims and outcomes go one statement at a time, each as soon as it can: the sends run in
+  // parallel, but the delivery worker never holds more than one pool connection, whatever the
+  // receivers do (the pool is the money path's too).
+  let statements: Promise<unknown> = Promise.resolve();
+  const serial = <T>(statement: () => Promise<T>): Promise<T> => {
+    const next = statements.then(statement);
+    statements = next.catch(() => {});
+    return next;
+  };
+  const count = (endpointId: string, by: number): void => {
+    const n = (inFlight.get(endpointId) ?? 0) + by;
+    if (n > 0) inFlight.set(endpointId, n);
+    else inFlight.delete(endpointId);
+  };
+  const send = async (delivery: ClaimedDelivery): Promise<void> => {
+    const outcome = await attempt(deps, delivery);
+    await serial(() =>
       recordAttempt(deps.db, {
         delivery,
         outcome,
@@ -68,23 +103,60 @@ export async function deliverDue(deps: DeliverDeps): Promise<number> {
         leaseSeconds,
       }),
     );
-    recording = next.catch(() => {});
-    return next;
+    if (outcome.kind !== "delivered") {
+      // The URL and the reason only: never the secret, the key or the body.
+      deps.logger.warn(
+        { endpoint: delivery.endpointId, delivery: delivery.id.toString(), outcome: describe(outcome) },
+        "webhook delivery not delivered",
+      );
+    }
   };
-  await Promise.all(
-    claimed.map(async (delivery) => {
-      const outcome = await attempt(deps, delivery);
-      await record(delivery, outcome);
-      if (outcome.kind !== "delivered") {
-        // The URL and the reason only: never the secret, the key or the body.
-        deps.logger.warn(
-          { endpoint: delivery.endpointId, delivery: delivery.id.toString(), outcome: describe(outcome) },
-          "webhook delivery not delivered",
+  const start = (delivery: ClaimedDelivery): void => {
+    count(delivery.endpointId, 1);
+    const run: Promise<void> = send(delivery)
+      .catch((error: unknown) => {
+        // Its outcome is not recorded: the lease runs out and it is sent again (at least once).
+        deps.logger.error(
+          {
+            endpoint: delivery.endpointId,
+            delivery: delivery.id.toString(),
+            err: { message: errorMessage(error) },
+          },
+          "webhook delivery outcome not recorded",
         );
+      })
+      .finally(() => {
+        count(delivery.endpointId, -1);
+        running.delete(run);
+        deps.onEnded?.();
+      });
+    running.add(run);
+  };
+  return {
+    async fill() {
+      let claimed = 0;
+      for (;;) {
+        const free = deps.slots - running.size;
+        if (free <= 0) return claimed;
+        const batch = await serial(() =>
+          claimDueDeliveries(deps.db, {
+            limit: free,
+            leaseSeconds,
+            slots: deps.slots,
+            perEndpoint: deps.perEndpoint,
+            inFlight,
+          }),
+        );
+        for (const delivery of batch) start(delivery);
+        claimed += batch.length;
+        // Fewer than asked: nothing more is due, or what is due is its endpoint's share past.
+        if (batch.length < free) return claimed;
       }
-    }),
-  );
-  return claimed.length;
+    },
+    async drain() {
+      while (running.size > 0) await Promise.all(running);
+    },
+  };
 }
 
 async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<AttemptOutcome> {

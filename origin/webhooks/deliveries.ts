@@ -3,7 +3,7 @@
  * attempt came to. Short statements on the pool: no connection is held while a receiver answers.
  */
 import { sql } from "drizzle-orm";
-import { type Db, queryRows } from "../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { retryDelaySeconds } from "./retry-delay.ts";
 
 /** A claimed delivery, with what sending it needs. */
@@ -32,23 +32,58 @@ type ClaimedRow = {
   data: Record<string, unknown> | null;
 };
 
+export type ClaimDueDeliveriesParams = {
+  /** Deliveries to claim at most: the worker's free slots. */
+  limit: number;
+  leaseSeconds: number;
+  /** The worker's slots, shared among the endpoints with work (due here, or in flight here). */
+  slots: number;
+  /** The most slots one endpoint holds, however few endpoints have work. */
+  perEndpoint: number;
+  /** This origin's deliveries in flight, by endpoint: they count against the endpoint's share. */
+  inFlight: ReadonlyMap<string, number>;
+};
+
 /**
- * Claims up to `limit` due deliveries: rows another origin is claiming are skipped (SKIP LOCKED),
- * and each claimed row's next attempt moves `leaseSeconds` ahead, so no other origin sends it
- * while this one does, and one that died mid-send leaves it to be sent again after the lease.
+ * Claims up to `limit` due deliveries, the earliest due first, each endpoint no more than its
+ * share of the slots: `slots` divided among the endpoints with work, at most `perEndpoint`, less
+ * what it has in flight here. So a receiver that hangs holds its share while it times out and the
+ * other endpoints' deliveries go on in the rest (docs/operations.md#webhooks). Rows another origin
+ * is claiming are skipped (SKIP LOCKED), and each claimed row's next attempt moves `leaseSeconds`
+ * ahead, so no other origin sends it while this one does, and one that died mid-send leaves it to
+ * be sent again after the lease.
  */
 export async function claimDueDeliveries(
   db: Db,
-  params: { limit: number; leaseSeconds: number },
+  params: ClaimDueDeliveriesParams,
 ): Promise<ClaimedDelivery[]> {
+  const here = [...params.inFlight].filter(([, n]) => n > 0);
   const rows = await queryRows<ClaimedRow>(
     db,
-    sql`with due as (
-          select id from webhook_deliveries
-          where status = 'pending' and next_attempt_at <= now()
-          order by next_attempt_at
-          limit ${params.limit}
-          for update skip locked),
+    sql`with here as (
+          select * from unnest(${pgArrayLiteral(here.map(([id]) => id))}::uuid[],
+                               ${pgArrayLiteral(here.map(([, n]) => String(n)))}::int[]) as h(endpoint_id, n)),
+        busy as (
+          select w.id, coalesce(h.n, 0) as n
+          from webhook_endpoints w left join here h on h.endpoint_id = w.id
+          where h.n is not null
+             or exists (select 1 from webhook_deliveries d
+                        where d.endpoint_id = w.id and d.status = 'pending' and d.next_attempt_at <= now())),
+        share as (
+          select least(${params.perEndpoint}::int,
+                       ceil(${params.slots}::numeric / greatest(count(*), 1)))::int as n
+          from busy),
+        due as (
+          select picked.id
+          from busy b cross join share s
+          cross join lateral (
+            select d.id, d.next_attempt_at from webhook_deliveries d
+            where d.endpoint_id = b.id and d.status = 'pending' and d.next_attempt_at <= now()
+            order by d.next_attempt_at
+            limit greatest(s.n - b.n, 0)
+            for update skip locked) picked
+          order by picked.next_attempt_at
+          limit ${params.limit}),
         claimed as (
           update webhook_deliveries d
           set next_attempt_at = now() + make_interval(secs => ${params.leaseSeconds}::int), updated_at = now()

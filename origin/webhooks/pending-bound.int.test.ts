@@ -6,6 +6,7 @@ import { untilEventsServable } from "../../testing/events-horizon.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import {
   deliveriesOf,
+  TEST_TIMEOUT_MS,
   until,
   useWebhookFixture,
   type WebhookFixture,
@@ -153,8 +154,9 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
     await until("the healthy receiver's twenty events", () => healthy.receiver.received.length >= ids.length);
     const tookMs = Date.now() - lastWritten;
     expect(await sampler.stop()).toBe(BOUND);
-    // Each hanging attempt holds one of the worker's 8 sends for the 1 s timeout, so a batch may
-    // wait that long; far less than the hanging endpoint's retries (it never answers).
+    // Each hanging attempt holds one of the hanging endpoint's own slots for the 1 s timeout; the
+    // healthy one's go on in the others (the slots' own test is below). Far less than the hanging
+    // endpoint's retries (it never answers).
     expect(tookMs, `the last delivery ${tookMs} ms after the last event`).toBeLessThan(10_000);
     expect([...idsByEvent(healthy.receiver).keys()].sort()).toEqual([...ids].sort());
     expect((await deliveriesOf(fixture, hanging.endpoint.id)).map((row) => row.event_id)).toEqual(
@@ -171,6 +173,39 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
     expect(placeOf(healthy.endpoint.id) === ids.at(-1) || placeOf(healthy.endpoint.id) === "0").toBe(true);
     for (const each of [hanging, healthy]) await removeEndpoint(fixture.db.handle.db, each.endpoint.id);
   }, 60_000);
+});
+
+describe("a hanging receiver holds its own delivery slots, no others (one origin, the default bound)", () => {
+  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1 });
+
+  it("a healthy endpoint on the same events as a hanging one gets every event within 3 timeouts of the last, however many there are", async () => {
+    // Deliveries one fan-out run queues share their due time, and a claim in that order alone
+    // takes ties as they lie: put the hanging endpoint first, as half of all pairs are.
+    let hanging = await receiverFor(["action.submitted"]);
+    let healthy = await receiverFor(["action.submitted"]);
+    if (hanging.endpoint.id > healthy.endpoint.id) [hanging, healthy] = [healthy, hanging];
+    hanging.receiver.answer = () => "hang";
+    // Twenty times the worker's slots: batches that wait for their slowest send (1 s, the
+    // timeout, whenever a hanging delivery is among them) take tens of seconds over these.
+    const total = 160;
+    const within = 3 * TEST_TIMEOUT_MS;
+    const ids = await writeEvents(fixture, "action.submitted", total, "slots");
+    const lastWritten = Date.now();
+    const all = await until(
+      "the healthy receiver's every event",
+      () => (healthy.receiver.received.length >= total ? true : undefined),
+      60_000,
+    );
+    const tookMs = Date.now() - lastWritten;
+    expect(all).toBe(true);
+    expect(tookMs, `the healthy receiver's last event ${tookMs} ms after the last was written`).toBeLessThan(
+      within,
+    );
+    expect([...idsByEvent(healthy.receiver).keys()].sort()).toEqual([...ids].sort());
+    // The hanging one was tried meanwhile: its deliveries waited out their timeouts beside.
+    expect(hanging.receiver.requests.length).toBeGreaterThan(0);
+    for (const each of [hanging, healthy]) await removeEndpoint(fixture.db.handle.db, each.endpoint.id);
+  }, 90_000);
 });
 
 describe("a receiver that is back drains at once (one origin, a schedule whose second step is 300 s)", () => {
@@ -320,7 +355,13 @@ describe("the fan-out's places and the drain (real Postgres, called directly)", 
                  then now() + interval '300 seconds' else now() - interval '1 second' end
           from events e where e.id in (${inFlight!}::bigint, ${succeeded!}::bigint, ${waiting!}::bigint)`,
     );
-    const claimed = await claimDueDeliveries(db, { limit: 2, leaseSeconds: 60 });
+    const claimed = await claimDueDeliveries(db, {
+      limit: 2,
+      leaseSeconds: 60,
+      slots: 2,
+      perEndpoint: 2,
+      inFlight: new Map(),
+    });
     expect(claimed.map((each) => String(each.event?.id)).sort()).toEqual([inFlight, succeeded].sort());
     // One of the two claimed is delivered while the other is still being sent.
     await recordAttempt(db, {
@@ -342,6 +383,42 @@ describe("the fan-out's places and the drain (real Postgres, called directly)", 
       { event_id: waiting, status: "pending", due: true },
     ]);
     await removeEndpoint(db, endpoint.id);
+  });
+
+  it("a claim gives each endpoint with work its share of the slots, at most the cap, less what it has in flight here", async () => {
+    const db = testDb.handle.db;
+    const [a, b, c] = await Promise.all(
+      ["a", "b", "c"].map((name) =>
+        addEndpoint(db, { url: `http://127.0.0.1:9/${name}`, events: ["action.held"] }),
+      ),
+    );
+    // A's twenty are due before B's twenty; C has none due.
+    await db.execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at)
+          select case when n <= 20 then ${a!.id}::uuid else ${b!.id}::uuid end, 900000 + n,
+                 now() - interval '1 hour' + n * interval '1 second'
+          from generate_series(1, 40) n`,
+    );
+    const claim = async (limit: number, inFlight: Array<[string, number]>) => {
+      const claimed = await claimDueDeliveries(db, {
+        limit,
+        leaseSeconds: 60,
+        slots: 8,
+        perEndpoint: 6,
+        inFlight: new Map(inFlight),
+      });
+      return [a!, b!].map((each) => claimed.filter((row) => row.endpointId === each.id).length);
+    };
+    // Two with work: 4 each, though A's are all due first.
+    expect(await claim(8, [])).toEqual([4, 4]);
+    // A has its 4 in flight here: none more for it; B has room for its 4.
+    expect(await claim(8, [[a!.id, 4]])).toEqual([0, 4]);
+    // C has work in flight here, none due: three with work, a share of 3 (8 / 3, up).
+    expect(await claim(8, [[c!.id, 2]])).toEqual([3, 3]);
+    // B alone with work (A's removed): the cap, 6 of the 8 slots.
+    await removeEndpoint(db, a!.id);
+    expect(await claim(8, [])).toEqual([0, 6]);
+    for (const each of [b!, c!]) await removeEndpoint(db, each.id);
   });
 
   it("an endpoint a 410 disabled is queued nothing meanwhile; a replay enables it from the log's horizon, with the replayed events", async () => {

@@ -1,11 +1,15 @@
 /**
  * One HTTP attempt of a delivery: a POST that follows no redirect (node's http never does: a 3xx
- * is an answer, and a failure), ends after `timeoutMs` whatever the receiver does, and connects
- * only to public addresses unless private ones are allowed (address-guard.ts).
+ * is an answer, and a failure), ends after `timeoutMs` whatever the receiver does (its connection
+ * too: a body that never ends is cut there), and connects only to public addresses unless private
+ * ones are allowed (address-guard.ts).
  */
 import http from "node:http";
 import https from "node:https";
 import { checkWebhookUrl, guardedLookup, type Resolve, systemResolve } from "./address-guard.ts";
+
+/** What is read of an answer's body (and dropped) before the connection is cut: the status is the answer. */
+const MAX_BODY_BYTES = 64 * 1024;
 
 export type SendParams = {
   url: string;
@@ -33,7 +37,6 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
     const finish = (result: SendResult): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
       done(result);
     };
     const request = client.request(
@@ -46,22 +49,30 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
           "content-length": String(Buffer.byteLength(params.body)),
         },
         // A fresh connection per attempt, resolved through the guard: a pooled socket would skip
-        // the connect-time check.
+        // the connect-time check. Nothing reuses it, so it is destroyed once the attempt is over.
         agent: false,
         lookup: guardedLookup(resolve, !params.allowPrivate),
       },
       (response) => {
-        // The status is the answer; the body is read and dropped so the socket closes cleanly.
-        response.resume();
-        const retryAfter = response.headers["retry-after"];
-        finish({ ok: true, status: response.statusCode ?? 0, retryAfter });
+        // The status is the answer, given at once. The body is read and dropped until it ends, its
+        // first MAX_BODY_BYTES or the timeout, whichever comes first; then the connection is cut,
+        // so a receiver that never ends its body holds no socket of ours past the timeout.
+        finish({ ok: true, status: response.statusCode ?? 0, retryAfter: response.headers["retry-after"] });
+        let read = 0;
+        response.on("data", (chunk: Buffer) => {
+          read += chunk.length;
+          if (read > MAX_BODY_BYTES) request.destroy();
+        });
+        response.on("end", () => request.destroy());
         response.on("error", () => {});
       },
     );
+    // Runs to the attempt's end, not to the answer's headers: it also bounds the body.
     const timer = setTimeout(() => {
       finish({ ok: false, error: `timeout: no answer within ${params.timeoutMs} ms` });
       request.destroy();
     }, params.timeoutMs);
+    request.on("close", () => clearTimeout(timer));
     request.on("error", (error: NodeJS.ErrnoException) => {
       finish({ ok: false, error: `${error.code ?? "error"}: ${error.message}` });
     });

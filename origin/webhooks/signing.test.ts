@@ -10,10 +10,19 @@ import {
   hmacSignature,
   loadWebhookSigningKeys,
   newEndpointSecret,
+  readWebhookKeyFile,
   retireWebhookSigningKey,
   signatureHeader,
   signedContent,
+  type WebhookKeyFile,
 } from "./signing.ts";
+
+/** The key file read and checked, as the operator tool reads it before it changes anything. */
+async function readKeyFile(file: string): Promise<WebhookKeyFile> {
+  const read = await readWebhookKeyFile(file);
+  if (!read.ok) throw new Error(read.error.message);
+  return read.value;
+}
 
 describe("webhook signing", () => {
   it("signs v1 exactly as the standardwebhooks library does", () => {
@@ -48,7 +57,7 @@ describe("webhook signing", () => {
     const file = path.join(await mkdtemp(path.join(tmpdir(), "webhook-key-")), "key.pem");
     await ensureWebhookSigningKeyFile(file);
     const [old] = await loadWebhookSigningKeys(file);
-    const added = await addWebhookSigningKey(file);
+    const added = await addWebhookSigningKey(await readKeyFile(file));
     expect((await stat(file)).mode & 0o777).toBe(0o600);
     const keys = await loadWebhookSigningKeys(file);
     // Newest first; each kid is its own key's.
@@ -82,11 +91,17 @@ describe("webhook signing", () => {
       }),
     ).toEqual(JSON.parse(body));
 
-    expect(await retireWebhookSigningKey(file, "not-a-kid")).toEqual({ ok: false, error: "no_such_kid" });
-    expect(await retireWebhookSigningKey(file, old!.jwk.kid)).toEqual({ ok: true });
+    expect(await retireWebhookSigningKey(await readKeyFile(file), "not-a-kid")).toEqual({
+      ok: false,
+      error: "no_such_kid",
+    });
+    expect(await retireWebhookSigningKey(await readKeyFile(file), old!.jwk.kid)).toEqual({ ok: true });
     expect((await loadWebhookSigningKeys(file)).map((each) => each.jwk.kid)).toEqual([added.jwk.kid]);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    expect(await retireWebhookSigningKey(file, added.jwk.kid)).toEqual({ ok: false, error: "last_key" });
+    expect(await retireWebhookSigningKey(await readKeyFile(file), added.jwk.kid)).toEqual({
+      ok: false,
+      error: "last_key",
+    });
     expect((await loadWebhookSigningKeys(file)).map((each) => each.jwk.kid)).toEqual([added.jwk.kid]);
   });
 });

@@ -16,6 +16,7 @@ import {
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { err, ok, type Result } from "../../shared/result.ts";
 
 const SECRET_PREFIX = "whsec_";
 /** Standard Webhooks asks for 24 to 64 bytes; 32 is HMAC-SHA256's block-sized sweet spot. */
@@ -83,61 +84,98 @@ function keyOf(privateKey: KeyObject): WebhookSigningKey {
 
 const PEM_BLOCK = /-----BEGIN PRIVATE KEY-----[\s\S]*?-----END PRIVATE KEY-----\n?/g;
 
-async function readKeyFile(file: string): Promise<string[]> {
-  const info = await stat(file);
-  if ((info.mode & 0o077) !== 0) {
-    throw new Error(`AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}: group or others may read it (chmod 600)`);
+/** The key file as read and checked: its PEM blocks in file order (the newest last) and their keys. */
+export type WebhookKeyFile = {
+  file: string;
+  blocks: readonly string[];
+  /** In file order, one per block. */
+  keys: readonly WebhookSigningKey[];
+};
+
+/** Why a key file was refused; the message names the file, never its content. */
+export type WebhookKeyFileError = {
+  code: "unreadable" | "open_to_others" | "not_a_key";
+  message: string;
+};
+
+/**
+ * Reads and checks the key file, changing nothing: it must be readable, `0600` (no group or other
+ * bit, as the operator key) and hold one or more PKCS#8 PEM Ed25519 keys. A refusal is a value, so
+ * the origin's start and the operator tool each say it in their own way.
+ */
+export async function readWebhookKeyFile(file: string): Promise<Result<WebhookKeyFile, WebhookKeyFileError>> {
+  const name = `AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}`;
+  let text: string;
+  try {
+    const info = await stat(file);
+    if ((info.mode & 0o077) !== 0) {
+      return err({ code: "open_to_others", message: `${name}: group or others may read it (chmod 600)` });
+    }
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? "error";
+    return err({ code: "unreadable", message: `${name}: cannot be read (${code})` });
   }
-  const blocks = (await readFile(file, "utf8")).match(PEM_BLOCK) ?? [];
-  if (blocks.length === 0) {
-    throw new Error(`AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}: not a PKCS#8 PEM private key`);
+  const blocks = text.match(PEM_BLOCK) ?? [];
+  if (blocks.length === 0)
+    return err({ code: "not_a_key", message: `${name}: not a PKCS#8 PEM private key` });
+  const keys: WebhookSigningKey[] = [];
+  for (const [index, block] of blocks.entries()) {
+    const key = keyOfBlock(block);
+    if (!key) {
+      return err({
+        code: "not_a_key",
+        message: `${name}: key ${index + 1} is not a PKCS#8 PEM Ed25519 private key`,
+      });
+    }
+    keys.push(key);
   }
-  return blocks;
+  return ok({ file, blocks, keys });
 }
 
-function keyOfBlock(file: string, block: string, index: number): WebhookSigningKey {
+function keyOfBlock(block: string): WebhookSigningKey | undefined {
   let privateKey: KeyObject;
   try {
     privateKey = createPrivateKey({ key: block, format: "pem" });
   } catch {
-    throw new Error(
-      `AGENT_WEBHOOKS_SIGNING_KEY_FILE ${file}: key ${index + 1} is not a PKCS#8 PEM private key`,
-    );
+    return undefined;
   }
-  return keyOf(privateKey);
+  return privateKey.asymmetricKeyType === "ed25519" ? keyOf(privateKey) : undefined;
 }
 
 /**
- * Reads the key file: one or more PKCS#8 PEM Ed25519 keys, the newest last (add-key appends).
- * Returns them newest first. Refuses a file others may read (mode 0600, as the operator key); an
- * error never carries the file's content.
+ * Reads the key file (readWebhookKeyFile) for the origin's start: its keys, newest first. Throws
+ * the refusal's message (never the file's content).
  */
 export async function loadWebhookSigningKeys(file: string): Promise<WebhookSigningKey[]> {
-  const blocks = await readKeyFile(file);
-  return blocks.map((block, index) => keyOfBlock(file, block, index)).reverse();
+  const read = await readWebhookKeyFile(file);
+  if (!read.ok) throw new Error(read.error.message);
+  return [...read.value.keys].reverse();
 }
 
 /**
- * Appends a new key to the file (a rotation's first step, docs/operations.md#webhooks): origins
- * started after it serve both public keys and sign with both. Returns the new key.
+ * Appends a new key to a key file already read and checked (a rotation's first step,
+ * docs/operations.md#webhooks): origins started after it serve both public keys and sign with
+ * both. Returns the new key; only writing the file can fail here.
  */
-export async function addWebhookSigningKey(file: string): Promise<WebhookSigningKey> {
-  const blocks = await readKeyFile(file);
+export async function addWebhookSigningKey(keyFile: WebhookKeyFile): Promise<WebhookSigningKey> {
   const { privateKey } = generateKeyPairSync("ed25519");
   const pem = privateKey.export({ format: "pem", type: "pkcs8" }) as string;
-  await rewriteKeyFile(file, [...blocks, pem]);
+  await rewriteKeyFile(keyFile.file, [...keyFile.blocks, pem]);
   return keyOf(privateKey);
 }
 
 export type RetireKeyResult = { ok: true } | { ok: false; error: "no_such_kid" | "last_key" };
 
-/** Removes the key `kid` from the file (a rotation's last step); never the only one. */
-export async function retireWebhookSigningKey(file: string, kid: string): Promise<RetireKeyResult> {
-  const blocks = await readKeyFile(file);
-  const kept = blocks.filter((block, index) => keyOfBlock(file, block, index).jwk.kid !== kid);
-  if (kept.length === blocks.length) return { ok: false, error: "no_such_kid" };
+/** Removes the key `kid` from a key file already read and checked (a rotation's last step); never the only one. */
+export async function retireWebhookSigningKey(
+  keyFile: WebhookKeyFile,
+  kid: string,
+): Promise<RetireKeyResult> {
+  const kept = keyFile.blocks.filter((_, index) => keyFile.keys[index]!.jwk.kid !== kid);
+  if (kept.length === keyFile.blocks.length) return { ok: false, error: "no_such_kid" };
   if (kept.length === 0) return { ok: false, error: "last_key" };
-  await rewriteKeyFile(file, kept);
+  await rewriteKeyFile(keyFile.file, kept);
   return { ok: true };
 }
 

@@ -119,6 +119,26 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 4_000);
   });
 
+  it("a receiver that answers 2xx and never ends its body: delivered, and every connection to it closed within AGENT_WEBHOOKS_TIMEOUT_MS", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.cancelled"]);
+    receiver.answer = () => ({ status: 200, bodyNeverEnds: true });
+    const ids = await writeEvents(fixture, "action.cancelled", 10, "body never ends");
+    await until("every event delivered", async () => {
+      const rows = await deliveriesOf(fixture, endpoint.id);
+      return rows.length === ids.length && rows.every((row) => row.status === "delivered");
+    });
+    const deliveredAt = Date.now();
+    // Each attempt, body included, ends at the timeout from its start, before this point: the
+    // receiver is left with no connection of the origins' (send.ts), not one per delivery.
+    await until(
+      "no connection open to the receiver",
+      () => receiver.openConnections() === 0,
+      TIMEOUT_MS + 1_000,
+    );
+    expect(Date.now() - deliveredAt).toBeLessThanOrEqual(TIMEOUT_MS + 1_000);
+    expect((await deliveriesOf(fixture, endpoint.id)).every((row) => row.attempts === 1)).toBe(true);
+  });
+
   it("ends a delivery failed after the last attempt of the schedule", async () => {
     const { receiver, endpoint } = await receiverFor(["action.reverted"]);
     receiver.answer = () => ({ status: 500 });
@@ -311,7 +331,13 @@ describe("the delivery claim (real Postgres)", () => {
     await Promise.all(
       Array.from({ length: 8 }, async () => {
         for (;;) {
-          const batch = await claimDueDeliveries(db, { limit: 5, leaseSeconds: 60 });
+          const batch = await claimDueDeliveries(db, {
+            limit: 5,
+            leaseSeconds: 60,
+            slots: 5,
+            perEndpoint: 5,
+            inFlight: new Map(),
+          });
           if (batch.length === 0) return;
           claimed.push(...batch.map((each) => each.id));
         }

@@ -1,0 +1,87 @@
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
+import { sendWebhook } from "./send.ts";
+
+// One attempt against a real receiver on loopback: once the status is known, the rest of the
+// answer is bounded in time (the attempt's timeout) and in bytes, and the connection is cut
+// (docs/operations.md#webhooks: a receiver that hangs costs nothing more).
+
+const TIMEOUT_MS = 500;
+
+type Receiver = { url: string; open(): number; close(): Promise<void> };
+
+/** A receiver whose handler writes the status and what it likes of a body, and never ends it. */
+async function receiver(write: (response: ServerResponse) => void): Promise<Receiver> {
+  const sockets = new Set<Socket>();
+  const server = createServer((request, response) => {
+    request.resume();
+    response.writeHead(200, { "content-type": "text/plain" });
+    write(response);
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    open: () => sockets.size,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const send = (url: string) =>
+  sendWebhook({ url, headers: {}, body: "{}", timeoutMs: TIMEOUT_MS, allowPrivate: true });
+
+/** Polls every 10 ms until the receiver has no connection open; how long that took. */
+async function untilClosed(target: Receiver, ms: number): Promise<number> {
+  const started = Date.now();
+  while (target.open() > 0) {
+    if (Date.now() - started > ms) throw new Error(`${target.open()} connections still open after ${ms} ms`);
+    await sleep(10);
+  }
+  return Date.now() - started;
+}
+
+describe("sendWebhook against an answer whose body never ends", () => {
+  let receivers: Receiver[] = [];
+  afterEach(async () => {
+    for (const each of receivers) await each.close();
+    receivers = [];
+  });
+
+  it("answers with the status at once and cuts the connection at the timeout", async () => {
+    const target = await receiver((response) => response.write("ok"));
+    receivers.push(target);
+    const started = Date.now();
+    expect(await send(target.url)).toEqual({ ok: true, status: 200, retryAfter: undefined });
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS);
+    expect(target.open()).toBe(1);
+    await untilClosed(target, TIMEOUT_MS + 500);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+  });
+
+  it("cuts one that streams without end once it passed 64 KiB, long before the timeout", async () => {
+    let written = 0;
+    const target = await receiver((response) => {
+      const more = (): void => {
+        // 16 KiB at a time, as fast as the socket takes them, until the origin cuts it.
+        while (!response.destroyed && response.write(Buffer.alloc(16 * 1024, 0x61))) written += 16 * 1024;
+        if (!response.destroyed) response.once("drain", more);
+      };
+      response.on("error", () => {});
+      more();
+    });
+    receivers.push(target);
+    expect(await send(target.url)).toMatchObject({ ok: true, status: 200 });
+    expect(await untilClosed(target, TIMEOUT_MS - 100)).toBeLessThan(TIMEOUT_MS - 100);
+    // Loopback buffers hold some on top of what was read; far from what TIMEOUT_MS of it would be.
+    expect(written).toBeLessThan(16 * 1024 * 1024);
+  });
+});
