@@ -22,11 +22,16 @@ export const X402_SETTLEMENT_EVENT_TYPES: readonly string[] = SETTLEMENT_STATES.
   (state) => `x402.settlement.${state}`,
 );
 
-/** An agent's events besides its actions' statuses: its x402 signatures, its identity, the sweep's findings. */
+/**
+ * An agent's events besides its actions' statuses: its x402 signatures, its identity (disabled,
+ * enabled, revoked), its token replaced, the sweep's findings.
+ */
 export const AGENT_STATE_EVENT_TYPES: readonly string[] = [
   "x402.authorization.signed",
   "identity.disabled",
   "identity.enabled",
+  "identity.revoked",
+  "token.rotated",
   "finding.raised",
 ];
 

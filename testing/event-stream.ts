@@ -19,6 +19,11 @@ export type FollowedStream = {
   closedReason(): string | undefined;
   /** How many times the connection failed or was cut (the client reconnects by itself). */
   errors(): number;
+  /**
+   * Resolves once the service answered the stream (its headers came), or throws after `timeoutMs`:
+   * from then on the stream is subscribed, its start fixed.
+   */
+  waitForOpen(timeoutMs?: number): Promise<void>;
   /** Resolves once `count` events came, or throws after `timeoutMs`. */
   waitForCount(count: number, timeoutMs?: number): Promise<ReceivedEvent[]>;
   /** The events of one action. */
@@ -44,6 +49,7 @@ export function followEvents(params: FollowParams): FollowedStream {
   const events: ReceivedEvent[] = [];
   let closedReason: string | undefined;
   let errors = 0;
+  let opened = false;
   const source = new EventSource(params.url, {
     fetch: (input, init) =>
       fetch(input, {
@@ -70,10 +76,20 @@ export function followEvents(params: FollowParams): FollowedStream {
   source.onerror = () => {
     errors++;
   };
+  source.onopen = () => {
+    opened = true;
+  };
   return {
     events,
     closedReason: () => closedReason,
     errors: () => errors,
+    async waitForOpen(timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!opened) {
+        if (Date.now() > deadline) throw new Error(`the stream did not open in ${timeoutMs} ms`);
+        await sleep(20);
+      }
+    },
     async waitForCount(count, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;
       while (events.length < count) {

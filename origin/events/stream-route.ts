@@ -38,10 +38,17 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
     const after =
       named === undefined ? await currentHorizon(deps.db) : await resolveCursor(deps.db, agentId, named);
 
-    const stream = createEventStream({ db: deps.db, agentId, after, pingIntervalMs: deps.pingIntervalMs });
+    const tokenId = c.get("tokenId");
+    const stream = createEventStream({
+      db: deps.db,
+      agentId,
+      tokenId,
+      after,
+      pingIntervalMs: deps.pingIntervalMs,
+    });
     const subscription = await deps.feed.subscribe(agentId, stream.deliver);
     deps.open.add(stream);
-    const release = deps.cap.open(c.get("tokenId"), () => stream.close("too_many_streams"));
+    const release = deps.cap.open(tokenId, () => stream.close("too_many_streams"));
     // Proxies must pass each event on as it comes (nginx buffers otherwise).
     c.header("X-Accel-Buffering", "no");
     return streamSSE(c, async (sse) => {

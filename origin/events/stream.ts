@@ -4,6 +4,7 @@
  * order, as Server-Sent Events; a comment every 15 s keeps proxies on the way from calling it idle.
  */
 import type { SSEStreamingApi } from "hono/streaming";
+import { findIdentityByTokenId } from "../auth/identity-repository.ts";
 import type { Db } from "../db/client.ts";
 import { type Cursor, laterCursor } from "./cursor.ts";
 import { type FeedSubscription, isAfter } from "./feed.ts";
@@ -18,14 +19,32 @@ const BACKLOG_PAGE = 500;
 export const MAX_QUEUED_EVENTS = 10_000;
 
 /** Why the server ended a stream, told to the client as a last `stream.closed` event. */
-export type CloseReason = "too_many_streams" | "too_slow" | "shutting_down" | "identity_disabled";
+export type CloseReason =
+  | "too_many_streams"
+  | "too_slow"
+  | "shutting_down"
+  | "identity_disabled"
+  | "identity_revoked"
+  | "token_rotated";
 
 /**
- * The event after which a stream ends: its token stopped being accepted when the identity was
- * disabled, and a stream opened before must not go on serving it. Only the feed's (new) events
- * count: one in the backlog is history, since the stream's own request was accepted after it.
+ * The events after which a stream ends because its token stopped being accepted (the identity
+ * disabled or revoked), so a stream opened before must not go on serving it. Each is an event of
+ * the agent's log, so the cut falls exactly between what was committed before the change and what
+ * came after, and costs nothing per event. Only the feed's (new) events count: one in the backlog
+ * is history, since the stream's own request was accepted after it.
  */
-const ENDS_THE_STREAM = "identity.disabled";
+const ENDS_THE_STREAM: ReadonlyMap<string, CloseReason> = new Map([
+  ["identity.disabled", "identity_disabled"],
+  ["identity.revoked", "identity_revoked"],
+]);
+/**
+ * A rotation replaces every token of the agent with a new one. It ends the streams of the tokens it
+ * replaced, not the new token's (opened after it, yet handed the event when the feed serves it
+ * late), and the event names no token: the stream reads whether its own is still there. Read once
+ * per rotation, not per event; written before the next event, so the cut is as exact.
+ */
+const TOKEN_REPLACED = "token.rotated";
 
 /** What a stream writes for one event: `id:`, `event:` and the event as JSON in `data:`. */
 export function sseMessage(event: LoggedEvent): { id: string; event: string; data: string } {
@@ -56,6 +75,8 @@ export type EventStream = {
 export type EventStreamParams = {
   db: Db;
   agentId: string;
+  /** The token the stream was opened with: a rotation that replaced it ends the stream. */
+  tokenId: string;
   /** After the client's last event; the subscription's bound when the client named none. */
   after: Cursor | undefined;
   pingIntervalMs?: number;
@@ -120,7 +141,11 @@ export function createEventStream(params: EventStreamParams): EventStream {
           if (!isAfter(event, cursor)) continue;
           await sse.writeSSE(sseMessage(event));
           cursor = event;
-          if (event.type === ENDS_THE_STREAM) close("identity_disabled");
+          const ends = ENDS_THE_STREAM.get(event.type);
+          if (ends) close(ends);
+          else if (event.type === TOKEN_REPLACED && !(await tokenExists(params.db, params.tokenId))) {
+            close("token_rotated");
+          }
         }
         if (closed !== "client_left") {
           // No id: the client's last id stays the last event's. `retry` slows an EventSource's
@@ -137,4 +162,9 @@ export function createEventStream(params: EventStreamParams): EventStream {
       }
     },
   };
+}
+
+/** Whether the token is still stored: a rotation deletes the tokens it replaces. */
+async function tokenExists(db: Db, tokenId: string): Promise<boolean> {
+  return (await findIdentityByTokenId(db, tokenId)) !== undefined;
 }

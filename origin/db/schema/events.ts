@@ -7,9 +7,10 @@ export const xid8 = customType<{ data: string; driverData: string }>({ dataType:
 
 /**
  * The event log (docs/events.md): one row per state change an agent or operator may follow, written
- * by triggers in the transaction of the change itself (migrations 0016, 0019), so no writer can forget
- * one and none is written for a change that rolled back. No foreign key to agent_identities: the
- * trigger's insert is on the money path, and a key check per row would cost it a probe per action.
+ * by triggers in the transaction of the change itself (migrations 0016, 0019, 0020, 0036), so no
+ * writer can forget one and none is written for a change that rolled back. No foreign key to
+ * agent_identities: the trigger's insert is on the money path, and a key check per row would cost it
+ * a probe per action.
  */
 export const events = pgTable(
   "events",
