@@ -37,7 +37,10 @@ export const refusal = (id: Id, code: number, message: string): RpcResponse => (
 export type PlannedCall = {
   /** The body was one request, not a batch: answered as one object. */
   single: boolean;
+  /** By element; a notification's place stays empty: it is neither answered nor forwarded. */
   responses: RpcResponse[];
+  /** How many elements were notifications (a request without an `id` member). */
+  notifications: number;
   forward: { index: number; request: ValidRequest }[];
 };
 
@@ -62,20 +65,23 @@ export function planCall(bytes: Uint8Array): PlannedCall {
 const answered = (response: RpcResponse): PlannedCall => ({
   single: true,
   responses: [response],
+  notifications: 0,
   forward: [],
 });
 
 function plan(items: unknown[], single: boolean): PlannedCall {
   const responses: RpcResponse[] = new Array(items.length);
   const forward: { index: number; request: ValidRequest }[] = [];
+  let notifications = 0;
   items.forEach((item, index) => {
     const parsed = parseRequest(item);
-    if ("error" in parsed) responses[index] = parsed.error;
+    if (parsed === "notification") notifications += 1;
+    else if ("error" in parsed) responses[index] = parsed.error;
     else if (!ALLOWED.has(parsed.method)) {
       responses[index] = refusal(parsed.id, -32601, `method '${parsed.method}' is not allowed`);
     } else forward.push({ index, request: parsed });
   });
-  return { single, responses, forward };
+  return { single, responses, notifications, forward };
 }
 
 /** Sends a planned call's allowed requests upstream in one payload. Never throws. */
@@ -91,8 +97,15 @@ export async function send(call: PlannedCall, upstream: JsonRpcUpstream | undefi
   return upstream.send(outgoing.length === 1 ? outgoing[0] : outgoing);
 }
 
-/** Answers every element in order; refused elements never stop the others. */
-export function finishCall(call: PlannedCall, reply: UpstreamReply | undefined): RpcResponse | RpcResponse[] {
+/**
+ * Answers every element in order; refused elements never stop the others. Notifications get no
+ * answer: null when nothing is left to answer (one notification, or a batch of them), which the
+ * route sends as 204 with no body (docs/api.md#json-rpc-on-agentv1rpc).
+ */
+export function finishCall(
+  call: PlannedCall,
+  reply: UpstreamReply | undefined,
+): RpcResponse | RpcResponse[] | null {
   const responses = [...call.responses];
   const failAll = (message: string): void => {
     for (const { index, request } of call.forward) {
@@ -130,23 +143,43 @@ export function finishCall(call: PlannedCall, reply: UpstreamReply | undefined):
       }
     }
   }
-  return call.single ? responses[0]! : responses;
+  if (call.single) return responses[0] ?? null;
+  if (call.notifications === 0) return responses;
+  const answers = responses.filter((response) => response !== undefined);
+  return answers.length === 0 ? null : answers;
 }
 
-function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } {
+/**
+ * One element read as JSON-RPC 2.0. An id is a string, null, or a number that JSON.parse holds
+ * exactly (a safe integer); any other id is an invalid request answered with id null, never an id
+ * the client did not send (docs/api.md#json-rpc-on-agentv1rpc). A well-formed request without an
+ * `id` member is a notification.
+ */
+function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } | "notification" {
   if (!item || typeof item !== "object" || Array.isArray(item)) {
     return { error: refusal(null, -32600, "invalid request") };
   }
   const { jsonrpc, id, method, params } = item as Record<string, unknown>;
-  const validId: Id =
-    typeof id === "string" || (typeof id === "number" && Number.isFinite(id)) || id === null ? id : null;
+  const validId = typeof id === "string" || id === null || Number.isSafeInteger(id);
   if (jsonrpc !== "2.0" || typeof method !== "string") {
-    return { error: refusal(validId, -32600, "invalid request") };
+    return { error: refusal(validId ? (id as Id) : null, -32600, "invalid request") };
+  }
+  // Every allowed method only reads, so a notification's answer would be dropped unread: it is not
+  // forwarded, and no error is answered for it either (JSON-RPC 2.0 answers no notification).
+  if (id === undefined) return "notification";
+  if (!validId) {
+    return {
+      error: refusal(
+        null,
+        -32600,
+        "invalid request: an id is a string, null, or an integer of at most 9007199254740991 in magnitude",
+      ),
+    };
   }
   if (params !== undefined && (typeof params !== "object" || params === null)) {
-    return { error: refusal(validId, -32602, "params must be an array or an object") };
+    return { error: refusal(id as Id, -32602, "params must be an array or an object") };
   }
-  return { id: validId, method, params };
+  return { id: id as Id, method, params };
 }
 
 /** Passes the node's error code and message through, never anything that is not JSON-RPC shaped. */

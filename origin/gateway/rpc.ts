@@ -23,6 +23,9 @@ import { takePrefetched } from "./rpc-prefetch.ts";
  * answer (RPC_MAX_RESPONSE_BYTES, dropped while it streams). The slot is taken only once the body
  * is in: a client that sends its body slowly, or never, holds none, so a few tokens cannot keep
  * every other agent's calls out by trickling bodies.
+ *
+ * A call of notifications only is answered 204 with no body; it still counts as a request against
+ * the agent's window and holds a slot for the moment it is read, like any call.
  */
 export function rpcHandler(
   upstream: JsonRpcUpstream | undefined,
@@ -60,7 +63,9 @@ export function rpcHandler(
     try {
       const call = prefetched?.call ?? planCall(read.value);
       const reply = call.forward.length === 0 ? undefined : await (prefetched?.sent ?? send(call, upstream));
-      return c.json(finishCall(call, reply));
+      const answer = finishCall(call, reply);
+      // Only notifications: JSON-RPC 2.0 answers nothing, so HTTP's "no content" (docs/api.md#json-rpc-on-agentv1rpc).
+      return answer === null ? c.body(null, 204) : c.json(answer);
     } finally {
       if (!outgoing) release();
     }

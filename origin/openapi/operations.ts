@@ -133,7 +133,7 @@ export const OPERATIONS: readonly Operation[] = [
     operationId: "rpc",
     capability: "gateway",
     summary:
-      "Read-only JSON-RPC proxy: eth_chainId, eth_blockNumber, eth_getBalance, eth_getTransactionByHash, eth_getTransactionReceipt, eth_getBlockByNumber. Other methods get JSON-RPC error -32601 with the allowlist in `data`.",
+      "Read-only JSON-RPC proxy: eth_chainId, eth_blockNumber, eth_getBalance, eth_getTransactionByHash, eth_getTransactionReceipt, eth_getBlockByNumber. Other methods get JSON-RPC error -32601 with the allowlist in `data`. A notification (no `id`) is not answered; an id is a string, null or an integer within ±(2^53 − 1), any other -32600 with id null.",
     tag: "agent",
     security: ["agentToken"],
     requestBody: {
@@ -151,6 +151,10 @@ export const OPERATIONS: readonly Operation[] = [
             { array: { name: "JsonRpcResponse", schema: jsonRpcResponseSchema } },
           ],
         },
+      },
+      204: {
+        description:
+          "notifications only (one request without an `id`, or a batch of them): JSON-RPC 2.0 answers none, so no body",
       },
       ...agentErrors(),
       413: {

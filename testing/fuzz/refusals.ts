@@ -155,7 +155,11 @@ export function answerProblem(
   if (x402 !== undefined)
     return x402 && `${x402}: ${response.status} ${JSON.stringify(response.body).slice(0, 300)}`;
   if (response.status < 400) {
-    if (route.refusal !== "jsonrpc" || response.status !== 200) return null;
+    if (route.refusal !== "jsonrpc") return null;
+    // Notifications only: JSON-RPC 2.0 answers nothing (docs/api.md#json-rpc-on-agentv1rpc).
+    if (response.status === 204) return response.body === "" ? null : "204 with a body";
+    if (response.status !== 200) return `${response.status}, not 200 or 204`;
+    if (Array.isArray(response.body) && response.body.length === 0) return "an empty array answered";
     const items = Array.isArray(response.body) ? response.body : [response.body];
     for (const item of items) {
       const problem = jsonRpcProblem(item);

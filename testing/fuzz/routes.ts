@@ -106,6 +106,8 @@ const rpcCall = fc.record(
   { requiredKeys: ["jsonrpc", "method"] },
 );
 
+const withoutId = ({ id: _id, ...call }: Record<string, unknown>): Record<string, unknown> => call;
+
 /** A 32-byte hex word, well formed or not (a transaction hash, an authorization's nonce). */
 const hexWordish = fc.oneof(
   fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => `0x${Buffer.from(bytes).toString("hex")}`),
@@ -375,7 +377,13 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       name: "POST rpc",
       credentials: "agent",
       body: {
-        valid: () => fc.oneof(rpcCall, fc.array(rpcCall, { minLength: 0, maxLength: 120 })),
+        valid: () =>
+          fc.oneof(
+            rpcCall,
+            fc.array(rpcCall, { minLength: 0, maxLength: 120 }),
+            // Notifications only, which JSON-RPC 2.0 answers with nothing.
+            fc.array(rpcCall.map(withoutId), { minLength: 1, maxLength: 4 }),
+          ),
         maxBytes: RPC_MAX_BATCH_BYTES,
       },
       refusal: "jsonrpc",
