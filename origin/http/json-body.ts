@@ -35,16 +35,29 @@ export async function readJsonBody<T>(
   }
   const parsed = schema.safeParse(body);
   if (parsed.success) return { data: parsed.data, raw: body };
-  throw new AppError("validation_failed", describeIssue(parsed.error.issues[0]));
+  throw new AppError("validation_failed", describeIssue(parsed.error.issues[0], body));
 }
 
-function describeIssue(issue: z.core.$ZodIssue | undefined): string {
+function describeIssue(issue: z.core.$ZodIssue | undefined, body: unknown): string {
   if (!issue) return "the body is not valid";
   const field = issue.path.map(String).join(".");
-  if (issue.code === "invalid_type" && issue.input === undefined && field) return `${field} is required`;
+  if (issue.code === "invalid_type" && field && !isPresent(body, issue.path)) return `${field} is required`;
   if (issue.code === "invalid_type" && !field) return "the body must be a JSON object";
   if (issue.code === "unrecognized_keys")
     return `unknown field${issue.keys.length > 1 ? "s" : ""}: ${issue.keys.join(", ")}`;
   // The schemas' own messages name their field.
   return field && !issue.message.includes(field) ? `${field}: ${issue.message}` : issue.message;
+}
+
+/**
+ * Whether the body holds something (null included) at `path`. Zod 4 leaves the rejected input out
+ * of its issues, so a field sent with the wrong type would otherwise read as missing.
+ */
+function isPresent(body: unknown, path: readonly PropertyKey[]): boolean {
+  let at: unknown = body;
+  for (const key of path) {
+    if (typeof at !== "object" || at === null || !Object.hasOwn(at, key)) return false;
+    at = (at as Record<PropertyKey, unknown>)[key];
+  }
+  return at !== undefined;
 }
