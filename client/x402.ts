@@ -26,7 +26,7 @@ export type PaymentRequirements = {
 /** The 402 body: the quote. */
 export type PaymentRequired = {
   x402Version?: number;
-  resource?: { url: string; mimeType?: string; description?: string };
+  resource?: { url: string; mimeType?: string | null; description?: string | null };
   accepts: PaymentRequirements[];
   error?: string;
   [field: string]: unknown;

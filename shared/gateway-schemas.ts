@@ -125,8 +125,9 @@ export const x402PaymentRequiredSchema = z.looseObject({
         .string({ error: "payment_required.resource.url is required" })
         .min(1)
         .max(X402_QUOTE_BOUNDS.urlChars),
-      mimeType: z.string().max(X402_QUOTE_BOUNDS.mimeTypeChars).optional(),
-      description: z.string().max(X402_QUOTE_BOUNDS.descriptionChars).optional(),
+      // Null is absent, as the official packages' schemas take it (a seller may write either).
+      mimeType: z.string().max(X402_QUOTE_BOUNDS.mimeTypeChars).nullish(),
+      description: z.string().max(X402_QUOTE_BOUNDS.descriptionChars).nullish(),
     })
     .refine(
       (resource) => jsonBytes(resource) <= X402_QUOTE_BOUNDS.resourceBytes,
@@ -156,7 +157,7 @@ export const x402PaymentRequiredSchema = z.looseObject({
       `payment_required.extensions must be at most ${X402_QUOTE_BOUNDS.extensionsBytes} bytes as JSON`,
     )
     .describe(`at most ${X402_QUOTE_BOUNDS.extensionsBytes} bytes as JSON`)
-    .optional(),
+    .nullish(),
 });
 export type X402PaymentRequired = z.infer<typeof x402PaymentRequiredSchema>;
 

@@ -62,6 +62,7 @@ export function createX402Module(
         policy: pair,
         ceiling,
         dailyLimit,
+        validityMarginSeconds: infra.config.x402.validityMarginSeconds,
         decided: (decision) => infra.metrics.policyDecided("x402", decision),
       }),
     },

@@ -89,4 +89,12 @@ describe("settledResourceOf", () => {
       }),
     ).toEqual({ url: "https://a.example/w", description: "Weather now", mimeType: "application/json" });
   });
+
+  it("reads a null description or MIME type as none, as x402's schemas do", () => {
+    expect(settledResourceOf({ url: "https://a.example/w", description: null, mimeType: null })).toEqual({
+      url: "https://a.example/w",
+      description: "",
+      mimeType: null,
+    });
+  });
 });

@@ -76,8 +76,13 @@ export function settledResourceOf(resource: unknown): CatalogueEntry | undefined
   if (typeof resource !== "object" || resource === null) return undefined;
   const { url, description, mimeType } = resource as Record<string, unknown>;
   if (typeof url !== "string") return undefined;
-  if (description !== undefined && typeof description !== "string") return undefined;
-  if (mimeType !== undefined && typeof mimeType !== "string") return undefined;
-  const entry = catalogueEntry({ url, description, mimeType });
+  // Null is absent, as x402's own schemas read a resource.
+  if (description != null && typeof description !== "string") return undefined;
+  if (mimeType != null && typeof mimeType !== "string") return undefined;
+  const entry = catalogueEntry({
+    url,
+    description: description ?? undefined,
+    mimeType: mimeType ?? undefined,
+  });
   return entry.ok ? entry.value : undefined;
 }

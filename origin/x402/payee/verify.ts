@@ -13,6 +13,7 @@ import { fromHex, type Hex } from "../../../shared/hex.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 import type { Db } from "../../db/client.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import { endsTooSoonToSettle } from "../settle-window.ts";
 import { createSignerMemo, REMEMBERED_SIGNERS } from "./authorization-signer.ts";
 import type { PayerFacts, PayerFactsReader } from "./payer-facts.ts";
 import type { Authorization, PaymentEnvelope, PaymentRefusal } from "./payment.ts";
@@ -84,7 +85,8 @@ export function windowRefusal(
   nowSeconds: bigint,
   marginSeconds: bigint,
 ): X402Reason | null {
-  if (authorization.validBefore < nowSeconds + marginSeconds) return X402_REASONS.validBefore;
+  if (endsTooSoonToSettle(authorization.validBefore, nowSeconds, marginSeconds))
+    return X402_REASONS.validBefore;
   if (authorization.validAfter > nowSeconds - marginSeconds) return X402_REASONS.validAfter;
   return null;
 }

@@ -14,6 +14,7 @@
  */
 import { sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
+import { endsTooSoonToSettle } from "../settle-window.ts";
 import { derivedPaymentKey } from "./authorize-payment-key.ts";
 import { storedAuthorization } from "./authorize-repository.ts";
 
@@ -59,13 +60,21 @@ const ENDED_UNSIGNED = new Set(["failed", "rejected", "expired"]);
 
 /**
  * That purchase is over: it ended unsigned (the policy refused it, an operator rejected it, nobody
- * decided in time), or its signed authorization's validity ended before `nowSeconds`.
+ * decided in time), or its signed authorization ends too soon for a facilitator to settle it (the
+ * rule the facilitator itself applies, settle-window.ts).
  */
-function spent(row: Row, nowSeconds: number): boolean {
+function spent(row: Row, nowSeconds: number, marginSeconds: number): boolean {
   if (ENDED_UNSIGNED.has(row.status)) return true;
   if (row.status !== "signed") return false;
   const stored = storedAuthorization(row.signed_payload);
-  return stored?.kind === "signed" && BigInt(stored.signed.authorization.validBefore) <= BigInt(nowSeconds);
+  return (
+    stored?.kind === "signed" &&
+    endsTooSoonToSettle(
+      BigInt(stored.signed.authorization.validBefore),
+      BigInt(nowSeconds),
+      BigInt(marginSeconds),
+    )
+  );
 }
 
 /**
@@ -74,7 +83,13 @@ function spent(row: Row, nowSeconds: number): boolean {
  */
 export async function chooseDerivedKey(
   db: Db,
-  params: { agentId: string; quote: Quote; now: Date },
+  params: {
+    agentId: string;
+    quote: Quote;
+    now: Date;
+    /** AGENT_X402_VALIDITY_MARGIN_SECONDS, as the facilitator counts it. */
+    validityMarginSeconds: number;
+  },
 ): Promise<{ key: string; knownRequestHash: string | null }> {
   const nowSeconds = Math.floor(params.now.getTime() / 1000);
   const { previous, current } = derivedKeyCandidates({ ...params, nowSeconds });
@@ -87,10 +102,10 @@ export async function chooseDerivedKey(
   const byKey = new Map(rows.map((row) => [row.idempotency_key, row]));
   const taken = (key: string) => ({ key, knownRequestHash: byKey.get(key)?.request_hash ?? null });
   const before = byKey.get(previous);
-  if (before && !spent(before, nowSeconds)) return taken(previous);
+  if (before && !spent(before, nowSeconds, params.validityMarginSeconds)) return taken(previous);
   for (const key of current) {
     const row = byKey.get(key);
-    if (!row || !spent(row, nowSeconds)) return taken(key);
+    if (!row || !spent(row, nowSeconds, params.validityMarginSeconds)) return taken(key);
   }
   // Every purchase of this window is over (more than CHAIN of one quote within W): a key of this
   // moment, which a retry within the same second finds again. Read on its own, as a given key is.

@@ -172,6 +172,27 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(signRequests - before).toBe(2);
   });
 
+  it("without a nonce or key, an authorization in its last margin seconds is spent, as the facilitator counts it: the same quote then gets a new one", async () => {
+    // Mutation: spent() back to `validBefore <= now` answers the first authorization again here,
+    // one no facilitator settles any more.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const brief = quote({ maxTimeoutSeconds: 10 });
+    const first = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(first.status, first.text).toBe(200);
+    const firstBody = first.body as X402AuthorizeResponse;
+    // The first whole second at which less than the margin (6 s) is left: still valid on the chain.
+    const tooLate = Number(firstBody.valid_before) - 6 + 1;
+    await sleep(Math.max(0, tooLate * 1000 - Date.now()));
+    // The facilitator refuses it from here on (settle-window.ts, the one rule both apply).
+    const second = await authorize(origin.base, agent.token, { payment_required: brief });
+    expect(second.status, second.text).toBe(200);
+    expect(Math.floor(Date.now() / 1000)).toBeLessThan(Number(firstBody.valid_before));
+    expect((second.body as X402AuthorizeResponse).action_id).not.toBe(firstBody.action_id);
+    expect(Number((second.body as X402AuthorizeResponse).valid_before)).toBeGreaterThan(
+      Number(firstBody.valid_before),
+    );
+  });
+
   it("answers the envelope the official client sends, signed by the agent's wallet, and it settles on chain", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });
     // A checksummed payTo, as the official client writes it (it checksums what it copies; we copy as given).
@@ -327,6 +348,39 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       expect(answer, payTo).toMatchObject({ success: true });
       expect((await chain.getTransactionReceipt({ hash: answer.transaction as Hex })).status).toBe("success");
     }
+  });
+
+  it("takes a quote whose resource description and MIME type and whose extensions are null, as x402's own schemas do: null extensions are none, and it settles at the facilitator", async () => {
+    // Mutation: the quote schema's mimeType, description or extensions back to `.optional()`
+    // answers 400; copiedParts keeping a null `extensions` puts `extensions: null` in the envelope
+    // and makes the quote without them another request (409).
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const base = quote();
+    const nulled = {
+      ...base,
+      resource: { ...base.resource, description: null, mimeType: null },
+      extensions: null,
+    };
+    const nonce = newNonce();
+    const response = await authorize(origin.base, agent.token, { payment_required: nulled, nonce });
+    expect(response.status, response.text).toBe(200);
+    const envelope = (response.body as X402AuthorizeResponse).payment_payload;
+    expect(Object.hasOwn(envelope, "extensions")).toBe(false);
+    expect(envelope.resource).toEqual(nulled.resource);
+    // The same quote with no extensions at all is the same request: the same bytes again.
+    const { extensions: _, ...without } = nulled;
+    const again = await authorize(origin.base, agent.token, { payment_required: without, nonce });
+    expect(again.text).toBe(response.text);
+    const settled = await fetch(`${origin.base}/x402/facilitator/settle`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        x402Version: 2,
+        paymentPayload: envelope,
+        paymentRequirements: envelope.accepted,
+      }),
+    });
+    expect(await settled.json()).toMatchObject({ success: true });
   });
 
   it("answers a repeat of an authorization the sweep abandoned 409 abandoned, as a transfer's, and signs nothing", async () => {

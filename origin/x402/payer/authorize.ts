@@ -81,6 +81,11 @@ export type X402AuthorizeDeps = {
   ceiling: X402Ceiling | null;
   /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day. */
   dailyLimit: number;
+  /**
+   * AGENT_X402_VALIDITY_MARGIN_SECONDS: an authorization ending within it of now can no longer be
+   * settled, so asking again for its quote is a new purchase (authorize-derived-key.ts).
+   */
+  validityMarginSeconds: number;
   /** Told of each decision the agent's policy made under the lock (metrics). */
   decided?: (decision: PolicyDecision) => void;
 };
@@ -118,6 +123,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         agentId: agent.agentId,
         quote: body.payment_required,
         now,
+        validityMarginSeconds: deps.validityMarginSeconds,
         givenKey: body.idempotency_key ?? (given === undefined ? undefined : `x402:${given}`),
       }),
       readPolicyState(deps.db, agent.agentId, now),
@@ -254,7 +260,13 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
  */
 async function keyAndKnown(
   db: Db,
-  params: { agentId: string; quote: X402PaymentRequired; now: Date; givenKey: string | undefined },
+  params: {
+    agentId: string;
+    quote: X402PaymentRequired;
+    now: Date;
+    validityMarginSeconds: number;
+    givenKey: string | undefined;
+  },
 ): Promise<{ key: string; knownRequestHash: string | null }> {
   const { givenKey: key, ...derive } = params;
   if (key === undefined) return chooseDerivedKey(db, derive);
@@ -322,14 +334,18 @@ function endedConflict(actionId: string, status: string): AppError {
   );
 }
 
-/** What the envelope copies from the quote, as the agent sent it. */
+/**
+ * What the envelope copies from the quote, as the agent sent it. Extensions given as null are
+ * none, as the official packages read them: absent from the envelope and the same request as a
+ * quote without them.
+ */
 type CopiedParts = { resource: unknown; accepted: unknown; extensions: unknown };
 
 function copiedParts(quote: Record<string, unknown>, index: number): CopiedParts {
   return {
     resource: quote.resource,
     accepted: (quote.accepts as unknown[])[index],
-    extensions: quote.extensions,
+    extensions: quote.extensions ?? undefined,
   };
 }
 
