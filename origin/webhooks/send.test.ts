@@ -85,3 +85,37 @@ describe("sendWebhook against an answer whose body never ends", () => {
     expect(written).toBeLessThan(16 * 1024 * 1024);
   });
 });
+
+describe("sendWebhook's timeout counts the name's lookup", () => {
+  // A fake resolver (named as one): a system resolver that hangs cannot be made on this
+  // loopback-only machine, and sendWebhook takes the resolver its tests give it. Private addresses
+  // are refused, as in production, so the name is looked up before the request as well as by it.
+  const PUBLIC_ADDRESS = "93.184.216.34";
+  const sendVia = (url: string, resolve: (hostname: string) => Promise<string[]>) =>
+    sendWebhook({ url, headers: {}, body: "{}", timeoutMs: TIMEOUT_MS, allowPrivate: false, resolve });
+  const never = () => new Promise<string[]>(() => {});
+
+  it("ends at the timeout when the lookup never answers", async () => {
+    // Mutation: the check's lookup awaited outside the deadline never ends here (the test's own timeout).
+    const started = Date.now();
+    const result = await sendVia("http://hangs.example/hook", never);
+    expect(result).toEqual({ ok: false, error: `timeout: no answer within ${TIMEOUT_MS} ms` });
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 200);
+  });
+
+  it("leaves the request only what the first lookup left of the timeout", async () => {
+    // Mutation: the request's timer started afresh after a slow first lookup ends this at 1.6 timeouts.
+    let lookups = 0;
+    const slowThenHanging = async (): Promise<string[]> => {
+      lookups++;
+      if (lookups > 1) return never();
+      await sleep(TIMEOUT_MS * 0.6);
+      return [PUBLIC_ADDRESS];
+    };
+    const started = Date.now();
+    const result = await sendVia("http://slow.example/hook", slowThenHanging);
+    expect(result).toEqual({ ok: false, error: `timeout: no answer within ${TIMEOUT_MS} ms` });
+    expect(lookups).toBe(2);
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 200);
+  });
+});

@@ -28,7 +28,14 @@ export type SendResult =
 
 export async function sendWebhook(params: SendParams): Promise<SendResult> {
   const resolve = params.resolve ?? systemResolve;
-  const checked = await checkWebhookUrl(params.url, { allowPrivate: params.allowPrivate, resolve });
+  const endsAt = performance.now() + params.timeoutMs;
+  // The name's lookup is part of the attempt: a resolver that hangs (the system's retries can take
+  // tens of seconds) holds the delivery's slot no longer than a receiver that never answers.
+  const checked = await withinMs(
+    checkWebhookUrl(params.url, { allowPrivate: params.allowPrivate, resolve }),
+    params.timeoutMs,
+  );
+  if (checked === undefined) return timedOut(params.timeoutMs);
   if (!checked.ok) return { ok: false, error: `${checked.code}: ${checked.message}` };
   const url = new URL(params.url);
   const client = url.protocol === "https:" ? https : http;
@@ -68,14 +75,34 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
       },
     );
     // Runs to the attempt's end, not to the answer's headers: it also bounds the body.
-    const timer = setTimeout(() => {
-      finish({ ok: false, error: `timeout: no answer within ${params.timeoutMs} ms` });
-      request.destroy();
-    }, params.timeoutMs);
+    const timer = setTimeout(
+      () => {
+        finish(timedOut(params.timeoutMs));
+        request.destroy();
+      },
+      Math.max(0, endsAt - performance.now()),
+    );
     request.on("close", () => clearTimeout(timer));
     request.on("error", (error: NodeJS.ErrnoException) => {
       finish({ ok: false, error: `${error.code ?? "error"}: ${error.message}` });
     });
     request.end(params.body);
   });
+}
+
+function timedOut(timeoutMs: number): SendResult {
+  return { ok: false, error: `timeout: no answer within ${timeoutMs} ms` };
+}
+
+/** What `work` settles with, or undefined once `ms` have passed without it. */
+async function withinMs<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
