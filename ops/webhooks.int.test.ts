@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from "node:crypto";
-import { mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { chown, mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -211,6 +211,27 @@ describe("npm run webhooks -- add-key / retire-key with a key file it cannot use
     expect(last.code).toBe(1);
     expect(last.stderr).toContain("is the only key");
     expect((await stat(file)).mode & 0o777).toBe(0o600);
+  });
+});
+
+describe("npm run webhooks -- add-key / retire-key run by root on a service user's key file", () => {
+  const isRoot = process.getuid?.() === 0;
+  it.skipIf(!isRoot)("keep the file's owner and group, so the origin can still read it", async () => {
+    // Mutation: rewriteKeyFile without its chown leaves the file root's (uid 0) after add-key.
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-owner-"));
+    const file = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(file);
+    const SERVICE = 4_242;
+    await chown(file, SERVICE, SERVICE);
+    const env = { AGENT_WEBHOOKS_SIGNING_KEY_FILE: file, LOG_LEVEL: "silent", DATABASE_URL: undefined };
+    const added = await runTool("ops/webhooks.ts", ["add-key"], { env });
+    expect(added.code, added.stderr).toBe(0);
+    const afterAdd = await stat(file);
+    expect([afterAdd.uid, afterAdd.gid, afterAdd.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
+    const kid = /key (\S+) added/.exec(added.stdout)![1]!;
+    expect((await runTool("ops/webhooks.ts", ["retire-key", "--kid", kid], { env })).code).toBe(0);
+    const afterRetire = await stat(file);
+    expect([afterRetire.uid, afterRetire.gid, afterRetire.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
   });
 });
 

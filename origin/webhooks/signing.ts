@@ -14,7 +14,7 @@ import {
   sign,
 } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { chown, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { err, ok, type Result } from "../../shared/result.ts";
 
@@ -179,13 +179,20 @@ export async function retireWebhookSigningKey(
   return { ok: true };
 }
 
-/** Writes a new file beside the old one, 0600 from its creation, and renames it over the old. */
+/**
+ * Writes a new file beside the old one, 0600 from its creation and owned as the old one is, and
+ * renames it over the old. An operator who runs the tool as root must not leave the origin's
+ * service user a key file it can no longer read at its next start.
+ */
 async function rewriteKeyFile(file: string, blocks: readonly string[]): Promise<void> {
+  const owner = await stat(file);
   const next = `${file}.${process.pid}.next`;
   await writeFile(next, blocks.map((block) => (block.endsWith("\n") ? block : `${block}\n`)).join(""), {
     mode: 0o600,
     flag: "wx",
   });
+  const written = await stat(next);
+  if (written.uid !== owner.uid || written.gid !== owner.gid) await chown(next, owner.uid, owner.gid);
   await rename(next, file);
 }
 
