@@ -11,6 +11,8 @@ export type ClaimedDelivery = {
   id: bigint;
   /** Attempts made before this one. */
   attempts: number;
+  /** The replays queued before this claim: the attempt is recorded only while no other came. */
+  replays: number;
   endpointId: string;
   url: string;
   secret: string;
@@ -22,6 +24,7 @@ export type ClaimedDelivery = {
 type ClaimedRow = {
   id: string;
   attempts: number;
+  replays: number;
   endpoint_id: string;
   url: string;
   secret: string;
@@ -88,8 +91,8 @@ export async function claimDueDeliveries(
           update webhook_deliveries d
           set next_attempt_at = now() + make_interval(secs => ${params.leaseSeconds}::int), updated_at = now()
           from due where d.id = due.id
-          returning d.id, d.attempts, d.endpoint_id, d.event_id)
-        select c.id::text as id, c.attempts, c.endpoint_id, w.url, w.secret, w.enabled,
+          returning d.id, d.attempts, d.replays, d.endpoint_id, d.event_id)
+        select c.id::text as id, c.attempts, c.replays, c.endpoint_id, w.url, w.secret, w.enabled,
                c.event_id::text as event_id, e.type, js_iso_timestamp(e.occurred_at) as occurred_at, e.data
         from claimed c
         join webhook_endpoints w on w.id = c.endpoint_id
@@ -98,6 +101,7 @@ export async function claimDueDeliveries(
   return rows.map((row) => ({
     id: BigInt(row.id),
     attempts: row.attempts,
+    replays: row.replays,
     endpointId: row.endpoint_id,
     url: row.url,
     secret: row.secret,
@@ -128,7 +132,8 @@ export type AttemptOutcome =
  * Records an attempt of a claimed delivery. A failure is retried after the schedule's step
  * `retrySeconds[attempt]`, with jitter and any `Retry-After` (retry-delay.ts), while the schedule
  * lasts, and ends `failed` after its last entry. Only the claim that made the attempt records it
- * (the attempt count must still be the claimed one).
+ * (the attempt count must still be the claimed one), and only while no replay queued the delivery
+ * again since the claim: the replay then stands, due now, whatever this attempt came to.
  *
  * A delivery makes its endpoint's other deliveries that got no answer (a timeout, a refused
  * connection or address: no status, attempted at least once) due now: the receiver is back, and
@@ -152,7 +157,8 @@ export async function recordAttempt(
   const { delivery, outcome } = params;
   const id = delivery.id.toString();
   const made = delivery.attempts + 1;
-  const guard = sql`id = ${id}::bigint and attempts = ${delivery.attempts} and status = 'pending'`;
+  const guard = sql`id = ${id}::bigint and attempts = ${delivery.attempts}
+    and replays = ${delivery.replays} and status = 'pending'`;
   switch (outcome.kind) {
     case "delivered":
       await db.execute(

@@ -136,8 +136,8 @@ export async function replayEndpoint(
         where w.id = ${params.id}::uuid
           and ${which}
         on conflict (endpoint_id, event_id) do update
-          set status = 'pending', attempts = 0, next_attempt_at = now(), last_error = null,
-              updated_at = now()
+          set status = 'pending', attempts = 0, replays = webhook_deliveries.replays + 1,
+              next_attempt_at = now(), last_error = null, updated_at = now()
         returning id`,
   );
   return rows.length;

@@ -17,8 +17,8 @@ import {
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
-import { claimDueDeliveries } from "./deliveries.ts";
-import { addEndpoint } from "./endpoints.ts";
+import { claimDueDeliveries, recordAttempt } from "./deliveries.ts";
+import { addEndpoint, removeEndpoint, replayEndpoint } from "./endpoints.ts";
 import { sweepExpiredDeliveries } from "./retention.ts";
 
 // Webhook delivery against real parts: Postgres, the origin (two of them on one database), and a
@@ -345,6 +345,56 @@ describe("the delivery claim (real Postgres)", () => {
     );
     expect(claimed).toHaveLength(400);
     expect(new Set(claimed).size).toBe(400);
+  });
+
+  it("a replay that comes while an attempt is in flight stands: the attempt's answer, recorded after it, neither delivers nor fails the replayed delivery", async () => {
+    // Mutation: recordAttempt's guard without `replays` records the first attempt's 200 over the
+    // replay (delivered, never sent again), and its failure as attempt 1 of the old schedule.
+    const db = testDb.handle.db;
+    for (const outcome of [
+      { kind: "delivered", httpStatus: 200 } as const,
+      {
+        kind: "failed",
+        httpStatus: 500,
+        error: "the receiver answered 500",
+        retryAfterSeconds: undefined,
+      } as const,
+    ]) {
+      const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });
+      const [event] = await queryRows<{ id: string }>(
+        db,
+        sql`insert into events (agent_id, type, data) values (null, 'action.held', '{}') returning id::text`,
+      );
+      await db.execute(
+        sql`insert into webhook_deliveries (endpoint_id, event_id) values (${endpoint.id}::uuid, ${event!.id}::bigint)`,
+      );
+      const claim = {
+        limit: 1,
+        leaseSeconds: 60,
+        slots: 1,
+        perEndpoint: 1,
+        inFlight: new Map<string, number>(),
+      };
+      const [inFlight] = await claimDueDeliveries(db, claim);
+      expect(inFlight?.event?.id).toBe(BigInt(event!.id));
+      await replayEndpoint(db, { id: endpoint.id, scope: { kind: "event", eventId: BigInt(event!.id) } });
+      await recordAttempt(db, {
+        delivery: inFlight!,
+        outcome,
+        retrySeconds: [0, 60, 600],
+        random: 0,
+        leaseSeconds: 60,
+      });
+      const [row] = await queryRows<{ status: string; attempts: number }>(
+        db,
+        sql`select status, attempts from webhook_deliveries where endpoint_id = ${endpoint.id}::uuid`,
+      );
+      expect(row, outcome.kind).toMatchObject({ status: "pending", attempts: 0 });
+      // Due now: the next claim sends it again.
+      const [again] = await claimDueDeliveries(db, claim);
+      expect(again?.id, outcome.kind).toBe(inFlight!.id);
+      await removeEndpoint(db, endpoint.id);
+    }
   });
 
   it("the retention sweep deletes, in batches, deliveries untouched for AGENT_EVENTS_RETENTION_DAYS days, and nothing newer", async () => {

@@ -49,6 +49,11 @@ export const webhookDeliveries = pgTable(
       .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
     eventId: bigint("event_id", { mode: "bigint" }).notNull(),
     attempts: integer("attempts").notNull().default(0),
+    /**
+     * Times an operator queued it again (replay). An attempt records its outcome only while this
+     * is what it was claimed with: one in flight when the replay came must not end the replay.
+     */
+    replays: integer("replays").notNull().default(0),
     nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
     status: text("status").notNull().default("pending"),
     lastHttpStatus: integer("last_http_status"),
