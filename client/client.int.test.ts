@@ -278,6 +278,10 @@ describe("gateway client (real stack)", () => {
     const repeat = await rejection(over());
     expect(repeat).toBeInstanceOf(LimitExceeded);
     expect(repeat.body.action_id).toBe(first.body.action_id);
+    // The repeat's body is the first's, its figures included (no client change: `body` is the
+    // service's whole error object).
+    expect(repeat.body).toMatchObject({ limit: "per_transaction", limit_units: expect.any(String) });
+    expect({ ...repeat.body, request_id: "" }).toEqual({ ...first.body, request_id: "" });
     expect(repeat.idempotencyKey).toBe("over-1");
 
     // Mined and reverted (a plain transfer to the NativeTransferAuth precompile, which has no

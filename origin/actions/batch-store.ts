@@ -7,6 +7,7 @@
 import { sql } from "drizzle-orm";
 import { policyFromDocument, storedAgentPolicySchema } from "../../shared/agent-policy.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { refusalFieldsToStore } from "../agent-actions/refusal-fields.ts";
 import { storedActionColumns } from "../agent-actions/repository.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import { pgArrayLiteral, toDate } from "../db/client.ts";
@@ -59,10 +60,12 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
     },
     {
       name: "failed",
-      // A policy's refusal keeps its rule, so a repeat of the key names it again (view.ts endingRefusal).
+      // The refusal's fields are kept, and a policy's rule, so a repeat of the key answers them
+      // again (agent-actions/view.ts endingRefusal).
       sql: sql`update agent_actions a set status = 'failed', error_code = f.code, error_message = f.message,
-          hold_rule = coalesce(f.rule, a.hold_rule), updated_at = now()
-        from json_to_recordset(${sql.placeholder("failures")}::json) as f(action_id uuid, code text, message text, rule text)
+          error_fields = f.fields, hold_rule = coalesce(f.rule, a.hold_rule), updated_at = now()
+        from json_to_recordset(${sql.placeholder("failures")}::json)
+          as f(action_id uuid, code text, message text, fields jsonb, rule text)
         where a.action_id = f.action_id and a.status in ('requested', 'approved')`,
     },
     {
@@ -236,7 +239,10 @@ export async function readFacts(
   };
 }
 
-/** The money parameters of the store statement: today's date, the refused, the held, the noted. */
+/**
+ * The money parameters of the store statement: today's date, the refused (with the fields they
+ * were answered with, told at the batch's time), the held, the noted.
+ */
 export function storeValues(ended: {
   refused: readonly Unsigned<MoneyOperation, Stop>[];
   unavailable: readonly Unsigned<MoneyOperation, Stop>[];
@@ -252,6 +258,8 @@ export function storeValues(ended: {
                 action_id: item.actionId,
                 code: refusal.code,
                 message: refusal.message,
+                // Read by the `failed` rows only: a note ends nothing, so nothing of it is repeated.
+                fields: refusalFieldsToStore(refusal.fields, ended.now),
                 rule: refusal.code === "policy_denied" ? refusal.fields?.rule : undefined,
               },
             ],

@@ -3,8 +3,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
-import { useMoneyStack } from "../../testing/stack.ts";
+import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
 
@@ -83,6 +84,58 @@ describe("faucet and funding gate (real stack)", () => {
     for (const answer of concurrent) expect((answer.body as ActionView).action_id).toBe(actionId);
     expect(await payouts(agent.agentId)).toBe(1);
     expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+  });
+
+  describe("a repeat of a refused payout's key, on an origin whose clock the test moves", () => {
+    // The repeat is answered later than the refusal by the origin's clock, without waiting for it.
+    let aheadMs = 0;
+    const moved = useStackOrigin("origin on a moved clock", stack, () => ({
+      clock: { now: () => new Date(Date.now() + aheadMs) },
+    }));
+    /** The error object as sent (its keys in their order), the request id and `changes` put in place. */
+    const errorText = (response: TestResponse, changes: Record<string, unknown>): string =>
+      JSON.stringify({
+        ...(response.body as { error: Record<string, unknown> }).error,
+        request_id: "",
+        ...changes,
+      });
+
+    it("answers 429 faucet_cooldown again, its retry_after and Retry-After counted down to now (the first answer otherwise, field for field), then 0 without the header once the wait is over", async () => {
+      aheadMs = 0;
+      const agent = await stack.newAgent();
+      const calls = agentCalls(moved.base, agent.token);
+      const paid = await calls.faucet();
+      expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+      const key = newKey();
+      const refused = await calls.faucet(key);
+      expect(refused.status).toBe(429);
+      const firstWait = Number(refused.headers["retry-after"]);
+      expect(firstWait).toBeGreaterThan(50);
+      expect(refused.body).toMatchObject({
+        error: { code: "faucet_cooldown", retry_after: firstWait, action_id: expect.any(String) },
+      });
+
+      // 25 s later by the origin's clock. Mutation: a repeat without the stored fields has neither
+      // figure; one that re-sends the stored figure answers firstWait.
+      aheadMs = 25_000;
+      const repeat = await calls.faucet(key);
+      expect(repeat.status).toBe(429);
+      const wait = Number(repeat.headers["retry-after"]);
+      // Rounded up as the first answer was; the time the requests took may count one second more.
+      expect(wait).toBeLessThanOrEqual(firstWait - 25);
+      expect(wait).toBeGreaterThanOrEqual(firstWait - 26);
+      expect(repeat.body).toMatchObject({ error: { retry_after: wait } });
+      expect(errorText(repeat, { retry_after: wait })).toBe(errorText(refused, { retry_after: wait }));
+      expect(repeat.headers["content-type"]).toBe(refused.headers["content-type"]);
+
+      // Past the instant it named: nothing left to wait for.
+      aheadMs = firstWait * 1000 + 1_000;
+      const late = await calls.faucet(key);
+      expect(late.status).toBe(429);
+      expect(late.headers["retry-after"]).toBeUndefined();
+      expect(errorText(late, {})).toBe(errorText(refused, { retry_after: 0 }));
+      expect(await payouts(agent.agentId)).toBe(1);
+    });
   });
 
   describe("the node's own payout terms (sealed with the treasury as the node has them)", () => {

@@ -11,6 +11,7 @@ import type { PolicyDecision } from "../../shared/agent-policy.ts";
 import { type ActionClaimer, runIdempotentAction } from "../agent-actions/idempotent-action.ts";
 import { type ActionRow, type ClaimActionParams, findAction } from "../agent-actions/repository.ts";
 import { endingRefusal, respondWithAction } from "../agent-actions/view.ts";
+import type { Clock } from "../clock.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -25,7 +26,7 @@ export async function runMoneyAction(
   return runIdempotentAction(deps.claim, {
     claim,
     answerStored: (action) =>
-      action.status === "requested" ? undefined : respondWithStoredAction(c, action),
+      action.status === "requested" ? undefined : respondWithStoredAction(c, action, deps.clock.now()),
     run: (action) => executeMoneyAction(c, deps, action, operationFor),
   });
 }
@@ -33,6 +34,8 @@ export async function runMoneyAction(
 type MoneyActionDeps = {
   db: Db;
   executor: MoneyExecutor;
+  /** A repeat's time: a stored refusal's wait is told from it (agent-actions/refusal-fields.ts). */
+  clock: Clock;
   /** Told what the agent's spending policy decided of a transfer (metrics). */
   policyDecided?: (decision: PolicyDecision) => void;
 };
@@ -61,7 +64,7 @@ async function executeMoneyAction(
     if (outcome.kind === "held" && current.holdRule) {
       deps.policyDecided?.({ decision: "hold", rule: current.holdRule, remaining: null });
     }
-    return respondWithStoredAction(c, current);
+    return respondWithStoredAction(c, current, deps.clock.now());
   }
   // `signed` (202), as the statement that stored the transaction returned the action: the
   // transaction on its way to the chain (actions/execute.ts). GET /actions/{id} follows it to
@@ -69,11 +72,15 @@ async function executeMoneyAction(
   return respondWithAction(c, outcome.action);
 }
 
-/** The stored action, or the refusal it ended with: a repeat never reads as a success. */
-function respondWithStoredAction(c: Context<AppEnv>, action: ActionRow): Response {
-  const ended = endingRefusal(action);
+/**
+ * The stored action, or the refusal it ended with, answered as the first answer was (its fields
+ * and Retry-After, the wait counted to `now`): a repeat never reads as a success.
+ */
+function respondWithStoredAction(c: Context<AppEnv>, action: ActionRow, now: Date): Response {
+  const ended = endingRefusal(action, now);
   if (ended) {
     throw new AppError(ended.code, ended.message, {
+      headers: ended.headers,
       fields: { ...ended.fields, action_id: action.actionId },
     });
   }

@@ -299,6 +299,74 @@ describe("transfers (real stack)", () => {
     expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
   });
 
+  /** The error object as sent, its keys in their order, the request id put in place. */
+  const errorText = (response: TestResponse): string =>
+    JSON.stringify({ ...(response.body as { error: Record<string, unknown> }).error, request_id: "" });
+  const errorOf = (response: TestResponse) => (response.body as { error: Record<string, string> }).error;
+
+  it("answers a repeat of a refused transfer's key with the first answer again, its fields included: limit_exceeded and insufficient_funds", async () => {
+    const rich = await stack.newAgent({ units: 20_000_000n });
+    const poor = await stack.newAgent({ units: 1_000n });
+    const to = newAccount().address;
+    const asRich = agentCalls(stack.origin.base, rich.token);
+    const overLimit = { idempotency_key: newKey(), to, amount: "10000000" };
+    const limited = await asRich.transfer(overLimit);
+    expect(limited.status).toBe(403);
+    expect(errorOf(limited)).toMatchObject({
+      code: "limit_exceeded",
+      limit: "per_transaction",
+      limit_units: "10000000",
+      remaining_units: "10000000",
+    });
+    // Mutation: a repeat without the stored fields answers code, message and action_id only.
+    const limitedAgain = await asRich.transfer(overLimit);
+    expect(limitedAgain.status).toBe(403);
+    expect(errorText(limitedAgain)).toBe(errorText(limited));
+
+    const asPoor = agentCalls(stack.origin.base, poor.token);
+    const shortOfFunds = { idempotency_key: newKey(), to, amount: "1000" };
+    const broke = await asPoor.transfer(shortOfFunds);
+    expect(broke.status).toBe(422);
+    expect(Object.keys(errorOf(broke))).toEqual([
+      "needed_units",
+      "available_units",
+      "needed_wei",
+      "available_wei",
+      "action_id",
+      "code",
+      "message",
+      "request_id",
+    ]);
+    const brokeAgain = await asPoor.transfer(shortOfFunds);
+    expect(brokeAgain.status).toBe(422);
+    // In the first answer's order too (jsonb would have sorted the keys by length).
+    expect(errorText(brokeAgain)).toBe(errorText(broke));
+    expect(brokeAgain.headers["retry-after"]).toBeUndefined();
+    expect(await balance(to)).toBe(0n);
+  });
+
+  it("answers a repeat of a refused transfer ended before its fields were stored (error_fields null) with its code, message and action_id, as before", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const over = { idempotency_key: newKey(), to: newAccount().address, amount: "10000000" };
+    const first = await calls.transfer(over);
+    expect(first.status).toBe(403);
+    const { action_id: actionId, message } = errorOf(first);
+    // The row as the migration that added error_fields left the actions ended before it.
+    await stack.db.handle.db.execute(
+      sql`update agent_actions set error_fields = null where action_id = ${actionId}`,
+    );
+    // Mutation: reading a null column as a bug (an unparsable row) answers 500 internal_error.
+    const repeat = await calls.transfer(over);
+    expect(repeat.status).toBe(403);
+    expect(errorOf(repeat)).toEqual({
+      code: "limit_exceeded",
+      message,
+      action_id: actionId,
+      request_id: expect.any(String),
+    });
+  });
+
   it("answers GET /actions/{id} only to the action's own agent", async () => {
     const owner = await stack.newAgent({ units: 1_000_000n });
     const other = await stack.newAgent();

@@ -34,6 +34,11 @@ export type ActionRow = {
   signedPayload: unknown;
   errorCode: string | null;
   errorMessage: string | null;
+  /**
+   * A `failed` action: the extra fields its refusal was answered with, as stored
+   * (refusal-fields.ts; parsed there); null when it ended before they were stored.
+   */
+  errorFields: unknown;
   /** While in flight: the words of its last broadcast that was not accepted. */
   lastBroadcastError: string | null;
   /** Ended `failed` because the agent's filler took its nonce: that filler's action. */
@@ -127,6 +132,7 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
           signedPayload: null,
           errorCode: null,
           errorMessage: null,
+          errorFields: null,
           lastBroadcastError: null,
           replacedByActionId: null,
           holdRule: null,
@@ -185,8 +191,8 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
         a.amount_units::text, a.to_address, a.tx_hash, a.tx_id,
         (select t.fee_wei::text from outgoing_transactions t where t.tx_id = a.tx_id) as fee_wei, a.signed_payload,
         coalesce(a.error_code, case when a.status = 'reverted' then 'reverted' end) as error_code,
-        a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.hold_rule, a.hold_expires_at,
-        a.created_at, a.updated_at
+        a.error_message, a.error_fields, a.last_broadcast_error, a.replaced_by_action_id, a.hold_rule,
+        a.hold_expires_at, a.created_at, a.updated_at
       from ${source} ${where}`;
 
 /**
@@ -195,8 +201,8 @@ const selectAction = (source: SQL, where: SQL = sql``): SQL =>
  */
 export const storedActionColumns = sql`a.action_id, a.agent_id, a.kind, a.idempotency_key, a.request_hash,
   a.status, a.amount_units::text, a.to_address, a.tx_hash, a.tx_id, null::text as fee_wei, a.signed_payload,
-  a.error_code, a.error_message, a.last_broadcast_error, a.replaced_by_action_id, a.hold_rule, a.hold_expires_at,
-  a.created_at, a.updated_at`;
+  a.error_code, a.error_message, a.error_fields, a.last_broadcast_error, a.replaced_by_action_id, a.hold_rule,
+  a.hold_expires_at, a.created_at, a.updated_at`;
 
 /** The columns selectAction returns. */
 const actionColumns = {
@@ -214,6 +220,7 @@ const actionColumns = {
   signed_payload: "jsonb?",
   error_code: "text?",
   error_message: "text?",
+  error_fields: "jsonb?",
   last_broadcast_error: "text?",
   replaced_by_action_id: "uuid?",
   hold_rule: "text?",
@@ -284,6 +291,7 @@ function actionOf(row: ActionColumnsRow): ActionRow {
     signedPayload: row.signed_payload,
     errorCode: row.error_code,
     errorMessage: row.error_message,
+    errorFields: row.error_fields,
     lastBroadcastError: row.last_broadcast_error,
     replacedByActionId: row.replaced_by_action_id,
     holdRule: row.hold_rule,

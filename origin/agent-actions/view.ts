@@ -3,6 +3,7 @@ import { type ActionView, isTerminalAction } from "../../shared/gateway-schemas.
 import { ERROR_STATUS, type ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Refusal } from "./refusal.ts";
+import { replayedRefusalFields } from "./refusal-fields.ts";
 import type { ActionRow } from "./repository.ts";
 
 /** The action on the wire. */
@@ -33,11 +34,13 @@ export function respondWithAction(c: Context<AppEnv>, action: ActionRow): Respon
 /**
  * The refusal a `failed`, `reverted`, `rejected` or `expired` action ended with, as a repeat of its
  * key answers it (the same status and code as the first answer, the stored message), so a repeat
- * can never read as a success; null for an action that has not ended so. A held action an operator
- * rejected, or nobody decided before its hold ran out, ends under the policy rule that held it:
- * 403 `policy_denied` naming that rule (docs/agents.md#your-spending-policy).
+ * can never read as a success; null for an action that has not ended so. A refusal answers its
+ * first answer's fields and Retry-After again, a wait counted down to `now`
+ * (docs/agents.md#moving-money). A held action an operator rejected, or nobody decided before its
+ * hold ran out, ends under the policy rule that held it: 403 `policy_denied` naming that rule
+ * (docs/agents.md#your-spending-policy).
  */
-export function endingRefusal(action: ActionRow): Refusal | null {
+export function endingRefusal(action: ActionRow, now: Date): Refusal | null {
   const txHash: Record<string, string> = action.txHash ? { tx_hash: action.txHash } : {};
   if (action.status === "rejected" || action.status === "expired") {
     const how =
@@ -68,14 +71,23 @@ export function endingRefusal(action: ActionRow): Refusal | null {
       fields: txHash,
     };
   }
-  // The policy's refusal names its rule and what remained, as the first answer did.
-  if (code === "policy_denied") return { code, message: stored, fields: deniedFields(action) };
-  if (code !== null && isErrorCode(code)) return { code, message: stored };
+  if (code !== null && isErrorCode(code)) return { code, message: stored, ...firstAnswerFields(action, now) };
   // A code the table does not know (a bug): still a failure, never a success.
   return { code: "internal_error", message: `the request failed (${code ?? "no code"})` };
 }
 
-/** A denied action's rule and remaining, as stored with it (x402: signed_payload.denied). */
+/**
+ * The fields and headers the refusal was first answered with. An action that ended before they
+ * were stored (agent_actions.error_fields null) answers none, except that a policy's refusal still
+ * names its rule and what remained, from where it was kept before.
+ */
+function firstAnswerFields(action: ActionRow, now: Date): Pick<Refusal, "fields" | "headers"> {
+  const replayed = replayedRefusalFields(action.errorFields, now);
+  if (replayed) return replayed;
+  return action.errorCode === "policy_denied" ? { fields: deniedFields(action) } : {};
+}
+
+/** A denied action's rule and remaining, as kept before error_fields (x402: signed_payload.denied). */
 function deniedFields(action: ActionRow): Record<string, string> {
   const denied = (action.signedPayload as { denied?: { rule?: unknown; remaining?: unknown } } | null)
     ?.denied;

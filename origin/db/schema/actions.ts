@@ -40,6 +40,13 @@ export const agentActions = pgTable(
     errorCode: text("error_code"),
     errorMessage: text("error_message"),
     /**
+     * The extra fields a final refusal was answered with, so a repeat of the key answers them again
+     * (agent-actions/refusal-fields.ts): `[name, value]` pairs in the answer's order, a
+     * time-relative `retry_after` stored as the instant `retry_at`. Null for an action that did not
+     * end so, or that ended before the column existed (docs/agents.md#moving-money).
+     */
+    errorFields: jsonb("error_fields"),
+    /**
      * While the action's transaction is in flight: the reason its last broadcast got, if it was not
      * accepted (docs/api.md#faucet-and-transfer-actions-states).
      */

@@ -208,12 +208,30 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     const repeatB = await authorize(first.base, agent.token, payB);
     expect(repeatB.status).toBe(403);
     expect(errorOf(repeatB)).toMatchObject({ code: "policy_denied", rule: ruleB, remaining: "10000" });
+    // The first answer again, byte for byte but for its request id.
+    const withoutRequestId = (answer: Answer) => answer.text.replace(/"request_id":"[^"]*"/, "");
+    expect(withoutRequestId(repeatB)).toBe(withoutRequestId(refusedB));
     expect(signRequests).toBe(signedBefore);
-    const [action] = await queryRows<{ status: string; error_code: string }>(
+    const deniedId = errorOf(refusedB).action_id!;
+    const [action] = await queryRows<{ status: string; error_code: string; error_fields: unknown }>(
       db(),
-      sql`select status, error_code from agent_actions where action_id = ${errorOf(refusedB).action_id!}`,
+      sql`select status, error_code, error_fields from agent_actions where action_id = ${deniedId}`,
     );
-    expect(action).toEqual({ status: "failed", error_code: "policy_denied" });
+    // Stored with the refusal (agent-actions/refusal-fields.ts), in the answer's order.
+    expect(action).toEqual({
+      status: "failed",
+      error_code: "policy_denied",
+      error_fields: [
+        ["rule", ruleB],
+        ["remaining", "10000"],
+      ],
+    });
+    // A denial stored before error_fields existed (null) still names its rule and what remained,
+    // from signed_payload.denied. Mutation: dropping that fallback answers neither.
+    await db().execute(sql`update agent_actions set error_fields = null where action_id = ${deniedId}`);
+    const formerB = await authorize(first.base, agent.token, payB);
+    expect(formerB.status).toBe(403);
+    expect(withoutRequestId(formerB)).toBe(withoutRequestId(refusedB));
 
     // B, 10,000: allowed (50,000 of the day's 60,000 used).
     expect(

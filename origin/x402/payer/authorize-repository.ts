@@ -21,6 +21,7 @@ import { sql } from "drizzle-orm";
 import * as z from "zod";
 import type { PolicyDecision } from "../../../shared/agent-policy.ts";
 import type { Hex } from "../../../shared/hex.ts";
+import { refusalFieldsToStore } from "../../agent-actions/refusal-fields.ts";
 import type { Db } from "../../db/client.ts";
 import { openPipelinedTransaction, type PipelinedTransaction } from "../../db/pipelined-transaction.ts";
 import { preparedStatement } from "../../db/prepared.ts";
@@ -179,12 +180,18 @@ export const signHoldStatement = preparedStatement<"actionId" | "rule" | "validB
       where action_id = ${sql.placeholder("actionId")}::uuid`,
 ).returns({});
 
-/** The policy refuses it: `failed` with `policy_denied`, keeping the rule and what remained. */
-export const signDenyStatement = preparedStatement<"actionId" | "code" | "message" | "rule" | "denied">(
+/**
+ * The policy refuses it: `failed` with `policy_denied`, keeping the rule and what remained, and the
+ * answer's fields (agent-actions/refusal-fields.ts) a repeat answers again.
+ */
+export const signDenyStatement = preparedStatement<
+  "actionId" | "code" | "message" | "fields" | "rule" | "denied"
+>(
   "x402_sign_deny",
   sql`update agent_actions
       set status = 'failed', error_code = ${sql.placeholder("code")}::text,
-          error_message = ${sql.placeholder("message")}::text, hold_rule = ${sql.placeholder("rule")}::text,
+          error_message = ${sql.placeholder("message")}::text, error_fields = ${sql.placeholder("fields")}::jsonb,
+          hold_rule = ${sql.placeholder("rule")}::text,
           signed_payload = ${sql.placeholder("denied")}::jsonb, updated_at = now()
       where action_id = ${sql.placeholder("actionId")}::uuid`,
 ).returns({});
@@ -272,12 +279,13 @@ async function signLocked(
   if (authorizations === undefined || authorizations >= dailyLimit) return { kind: "daily_limit" };
   const decision = params.decide(await read.policy(), approved);
   const authorization = { ...payment, validBefore: validBefore.toString() };
-  if (decision && decision.decision !== "allow") return holdOrDeny(tx, actionId, decision, authorization);
+  const ending = { tx, actionId, now: params.now };
+  if (decision && decision.decision !== "allow") return holdOrDeny(ending, decision, authorization);
   const signed = await sign(validBefore);
   if (!signed.ok) {
     // Nothing was counted yet: a refusal leaves the day's budgets as they were.
     const finding = params.enclavePolicy(signed.error);
-    if (finding) return holdOrDeny(tx, actionId, finding, authorization);
+    if (finding) return holdOrDeny(ending, finding, authorization);
     return { kind: "refused", failure: signed.error };
   }
   written(
@@ -307,11 +315,11 @@ function written(statement: Promise<unknown>): void {
  * `failed` with `policy_denied`, keeping the rule and what remained for a repeat's answer.
  */
 function holdOrDeny(
-  tx: PipelinedTransaction,
-  actionId: string,
+  ending: { tx: PipelinedTransaction; actionId: string; now: Date },
   finding: PolicyFinding,
   authorization: { nonce: Hex; payTo: string; amountUnits: bigint; validBefore: string },
 ): SignOnceOutcome {
+  const { tx, actionId } = ending;
   if (finding.decision === "hold") {
     const held: HeldAuthorization = {
       nonce: authorization.nonce,
@@ -335,6 +343,7 @@ function holdOrDeny(
       actionId,
       code: refusal.code,
       message: refusal.message,
+      fields: JSON.stringify(refusalFieldsToStore(refusal.fields, ending.now)),
       rule: finding.rule,
       denied: JSON.stringify({ denied: { rule: finding.rule, remaining: finding.remaining ?? "0" } }),
     }),

@@ -173,7 +173,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         // `abandoned`): this key's request is over, a fresh nonce is needed. One the policy
         // refused answers its refusal again; one an operator rejected, or nobody decided in time,
         // answers its ending.
-        const ended = endedRefusal(action);
+        const ended = endedRefusal(action, deps.clock.now());
         if (ended) throw ended;
         // Held: the held action again, until an operator approves (then the repeat signs it).
         if (action.status === "held") return c.json(actionView(action), 202);
@@ -238,7 +238,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         if (outcome.kind === "ended") {
           // Ended by the sweep between the claim and the signing: its stored refusal, as a repeat gets.
           const action = await findAction(deps.db, agent.agentId, actionId);
-          throw (action && endedRefusal(action)) ?? endedConflict(actionId, outcome.status);
+          throw (action && endedRefusal(action, deps.clock.now())) ?? endedConflict(actionId, outcome.status);
         }
         if (outcome.kind === "held") {
           // Answered from the row the hold stored (a 202 and a later GET agree).
@@ -318,12 +318,16 @@ function answerOutcome(
 
 /**
  * The refusal an x402 action that ended without a signature answers, as a money action's repeat
- * does (actions/view.ts endingRefusal): `abandoned` for one the sweep ended. Undefined otherwise.
+ * does (agent-actions/view.ts endingRefusal, its fields and headers as first answered):
+ * `abandoned` for one the sweep ended. Undefined otherwise.
  */
-function endedRefusal(action: ActionRow): AppError | undefined {
-  const ended = endingRefusal(action);
+function endedRefusal(action: ActionRow, now: Date): AppError | undefined {
+  const ended = endingRefusal(action, now);
   return ended
-    ? new AppError(ended.code, ended.message, { fields: { ...ended.fields, action_id: action.actionId } })
+    ? new AppError(ended.code, ended.message, {
+        headers: ended.headers,
+        fields: { ...ended.fields, action_id: action.actionId },
+      })
     : undefined;
 }
 
