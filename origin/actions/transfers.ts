@@ -12,7 +12,7 @@ import {
   type PolicyDecision,
   type TransferRequest,
 } from "../../shared/agent-policy.ts";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import {
   AGENT_POLICY_REFUSAL_DETAILS,
   KEY_REFUSAL_DETAILS,
@@ -34,6 +34,7 @@ import type { CheckFacts, MoneyOperation, Refusal } from "./operation.ts";
 import { runMoneyAction } from "./run-action.ts";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
+const PRECOMPILE_ADDRESS = NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase();
 
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
   const { recipientAllowlist } = services.config.transfers;
@@ -50,6 +51,14 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
       throw new AppError(
         "validation_failed",
         "to must not be the zero address: nothing sent there can be spent",
+      );
+    }
+    // The NativeTransferAuth precompile takes calls of its functions only: a plain transfer to it is
+    // mined and reverts, and the agent pays the fee for nothing (docs/api.md, "Transfers").
+    if (to === PRECOMPILE_ADDRESS) {
+      throw new AppError(
+        "validation_failed",
+        `to must not be the NativeTransferAuth precompile (${PRECOMPILE_ADDRESS}): a transfer to it always reverts, its fee paid for nothing`,
       );
     }
     if (to === services.operatorPool) {
