@@ -18,10 +18,11 @@ import {
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
+import { deployRevertingContract } from "../testing/reverting-contract.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { recordSecret } from "../testing/secret-sink.ts";
 import { useMoneyStack } from "../testing/stack.ts";
@@ -315,16 +316,9 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         idempotency_key: "cli-over-1",
       });
 
-      // Mined and reverted: a plain transfer to the NativeTransferAuth precompile (no receive).
-      const revert = [
-        "transfer",
-        "--to",
-        NATIVE_TRANSFER_AUTH_ADDRESS,
-        "--amount",
-        "1000",
-        "--key",
-        "cli-revert-1",
-      ];
+      // Mined and reverted: a transfer to a contract whose code is INVALID.
+      const contract = await deployRevertingContract(stack.devnet.url);
+      const revert = ["transfer", "--to", contract, "--amount", "1000", "--key", "cli-revert-1"];
       const waited = await run([...revert, "--wait", "--json"], payer.token);
       expect(waited.code).toBe(ActionFailed.exitCode);
       const failed = JSON.parse(waited.stdout).error;

@@ -3,11 +3,12 @@ import { createPublicClient } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
+import { deployRevertingContract } from "../testing/reverting-contract.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import {
   ActionFailed,
@@ -284,10 +285,10 @@ describe("gateway client (real stack)", () => {
     expect({ ...repeat.body, request_id: "" }).toEqual({ ...first.body, request_id: "" });
     expect(repeat.idempotencyKey).toBe("over-1");
 
-    // Mined and reverted (a plain transfer to the NativeTransferAuth precompile, which has no
-    // receive): in flight at first, then ActionFailed from waitForAction and from every repeat.
-    const revert = () =>
-      client.transfer({ to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1000", idempotencyKey: "revert-1" });
+    // Mined and reverted (a transfer to a contract whose code is INVALID): in flight at first, then
+    // ActionFailed from waitForAction and from every repeat.
+    const contract = await deployRevertingContract(stack.devnet.url);
+    const revert = () => client.transfer({ to: contract, amount: "1000", idempotencyKey: "revert-1" });
     const sent = await revert();
     expect(sent.status).toBe("signed");
     const waited = await rejection(client.waitForAction(sent.action_id));

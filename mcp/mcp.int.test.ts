@@ -5,10 +5,11 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
-import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
+import { deployRevertingContract } from "../testing/reverting-contract.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 
 // The MCP server (docs/agents.md, "The agent's tools") as an MCP host runs it: the official client starts
@@ -186,9 +187,9 @@ describe("MCP server (official client, stdio, real stack)", () => {
       json: { error: { name: "LimitExceeded", code: "limit_exceeded", action_id: refused.action_id } },
     });
 
-    // Mined and reverted: a plain transfer to the NativeTransferAuth precompile (no receive).
-    const revert = () =>
-      call("transfer", { to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1000", idempotency_key: "mcp-revert-1" });
+    // Mined and reverted: a transfer to a contract whose code is INVALID.
+    const contract = await deployRevertingContract(stack.devnet.url);
+    const revert = () => call("transfer", { to: contract, amount: "1000", idempotency_key: "mcp-revert-1" });
     const sent = await revert();
     expect(sent.isError).toBe(false);
     const action = sent.json as ActionView;

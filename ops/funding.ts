@@ -31,17 +31,19 @@ const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const HELP = `usage: npm run funding -- <command> [options]
 
 Pre-restore funding exceptions. Until a restore drill has reproduced a wallet's key batch, no faucet
-payout or transfer may move funds into or out of that wallet (funding_gate_closed,
-no_restore_evidence; x402 payments skip this gate), unless an operator grants it an exception for a
-while.
+payout or transfer may move funds into or out of that wallet, another agent's transfer into it
+included (funding_gate_closed, no_restore_evidence; x402 payments skip this gate), unless an
+operator grants it an exception for a while.
 
 commands:
   grant (--agent ID | --wallet ADDR) --ceiling UNITS (--expires-in 24h | --expires-at ISO) --reason TEXT
-      lets the wallet take faucet payouts and send transfers as long as its balance AFTER the move is
-      at most UNITS (6-decimal units: 5000000 = 5 USDC). The ceiling caps what the wallet holds, not
-      what it moves: a payout to it may fill it up to the ceiling; a transfer from it is allowed only
-      if what stays behind (its balance less its pending transfers, the amount and the maximum fee)
-      is at most the ceiling, so a wallet above its ceiling may only send enough to come down to it.
+      lets the wallet take faucet payouts, receive other agents' transfers and send transfers as long
+      as its balance AFTER the move is at most UNITS (6-decimal units: 5000000 = 5 USDC).
+      The ceiling caps what the wallet holds, not what it moves: a payout or a transfer to it may
+      fill it up to the ceiling (counting what is already on its way to it); a transfer from it is
+      allowed only if what stays behind (its balance less its pending transfers, the amount and the
+      maximum fee) is at most the ceiling, so a wallet above its ceiling may only send enough to
+      come down to it.
       With several active exceptions the highest ceiling applies. --expires-in takes 30m, 24h or 7d.
   list [--all]
       active exceptions (--all: expired and revoked ones too), as JSON

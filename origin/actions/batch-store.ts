@@ -1,8 +1,8 @@
 /**
  * The money kind's statements (actions/execute.ts), each a named statement (db/prepared.ts) of
  * the outbox batch's pipelined transaction (outbox/submit.ts): its claim of the requested
- * actions; the facts its checks read, behind the lock of the senders' nonce rows; and its rows in
- * the statement that stores what was signed.
+ * actions; the facts its checks read, behind the lock of the senders' nonce rows and of the
+ * recipients' pre-restore ceilings; and its rows in the statement that stores what was signed.
  */
 import { sql } from "drizzle-orm";
 import { policyFromDocument, storedAgentPolicySchema } from "../../shared/agent-policy.ts";
@@ -13,12 +13,19 @@ import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
 import { pgArrayLiteral, toDate } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
-import { type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
+import { ceilingApplies, type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
 import { defineKindStore, type SenderView, type Unsigned } from "../outbox/index.ts";
-import { type CheckFacts, isHeld, type MoneyOperation, type Stop } from "./operation.ts";
+import {
+  type CheckFacts,
+  isHeld,
+  isNotNow,
+  type MoneyOperation,
+  type Refusal,
+  type Stop,
+} from "./operation.ts";
 
-/** What the chain said of the batch's senders (and of the recipients the checks need). */
-export type ChainView = { senders: Map<string, SenderView>; received: Map<string, bigint> };
+/** What the chain said of the batch's senders, as each queued. */
+export type ChainView = { senders: Map<string, SenderView> };
 
 /**
  * The batch's actions to run (requested, or held and then approved by an operator), skipping those
@@ -94,13 +101,49 @@ export type Facts = {
   /** An operator froze every agent of the node. */
   nodeFrozen: boolean;
   payouts(agentId: string): { totalTodayUnits: bigint; lastSignedAt: Date | null };
+  /** The funding gate's facts of a wallet; null when it is not one of the service's agent wallets. */
   gate(wallet: string): WalletGateRow | null;
-  received(recipient: string): bigint;
+  /**
+   * What `recipient` holds before the next operation into it: on chain, plus the service's
+   * transactions in flight to it, plus what the operations admitted before in this batch bring it.
+   * Read only for a recipient under a pre-restore ceiling (gate.ts ceilingApplies); undefined for
+   * any other, and when the chain did not answer.
+   */
+  recipientBalance(recipient: string): bigint | undefined;
+  /**
+   * Counts what an admitted operation brings its recipient, so the operations admitted after it
+   * see it (recipientBalance), whichever sender pays them.
+   */
+  admit(operation: MoneyOperation): void;
   /** Counts a signed operation, so the next ones of the batch see it as if it were committed. */
   count(operation: MoneyOperation, costWei: bigint, costUnits: bigint, now: Date): void;
 };
 
-type FactsParam = "mined" | "transferAgents" | "day" | "monthStart" | "faucetAgents" | "dayStart" | "wallets";
+/**
+ * Locks the batch's recipients' funding exceptions (those not revoked, in one order) before the
+ * facts are read. So the checks of payments into one wallet under a pre-restore ceiling run one
+ * batch after another, across origins, and each batch's facts (`incoming`) see what the one before
+ * it signed into that wallet: two payments that each fit its ceiling cannot both be signed when
+ * together they do not. A recipient without an exception (an outside address, a drilled wallet)
+ * has nothing to lock: one probe of funding_exceptions_wallet_idx.
+ */
+export const lockCeilingsStatement = preparedStatement<"recipients">(
+  "money_lock_ceilings",
+  sql`select e.id::text as id from funding_exceptions e
+      where e.wallet = any(${sql.placeholder("recipients")}::text[]) and e.revoked_at is null
+      order by e.id
+      for update`,
+).returns({ id: "text" });
+
+type FactsParam =
+  | "mined"
+  | "transferAgents"
+  | "day"
+  | "monthStart"
+  | "faucetAgents"
+  | "dayStart"
+  | "wallets"
+  | "recipients";
 
 export const factsStatement = preparedStatement<FactsParam>(
   "money_read_facts",
@@ -135,7 +178,20 @@ export const factsStatement = preparedStatement<FactsParam>(
           cross join lateral (select max(signed_at) as signed_at from agent_actions
             where agent_id = a.agent_id and kind = 'faucet' and signed_at is not null) latest
           where latest.signed_at is not null) as payouts,
-        ${walletGatesSql(sql`${sql.placeholder("wallets")}::text[]`)} as gates`,
+        ${walletGatesSql(sql`${sql.placeholder("wallets")}::text[]`)} as gates,
+        -- What the service's payments still in flight bring each recipient under a ceiling (an
+        -- active exception), in units: every transaction in flight (the in-flight index, whole),
+        -- its action one lookup by tx_id. Only for such a recipient, which exists only until its
+        -- batch is drilled: any other costs one probe of funding_exceptions. A wallet paying
+        -- itself brings itself nothing.
+        (select json_object_agg(r.wallet, i.units)
+          from unnest(${sql.placeholder("recipients")}::text[]) as r(wallet)
+          cross join lateral (select coalesce(sum(a.amount_units), 0)::text as units
+            from outgoing_transactions t join agent_actions a on a.tx_id = t.tx_id
+            where t.status in ('signed', 'submitted') and t.purpose in ('transfer', 'faucet')
+              and t.sender <> r.wallet and a.to_address = r.wallet) i
+          where exists (select 1 from funding_exceptions e
+            where e.wallet = r.wallet and e.revoked_at is null and e.expires_at > now())) as incoming`,
 ).returns({
   in_flight: jsonOf<Record<string, string>>({ nullable: true }),
   spent: jsonOf<Record<string, [string, number]>>({ nullable: true }),
@@ -143,36 +199,58 @@ export const factsStatement = preparedStatement<FactsParam>(
   node_frozen: "bool?",
   payouts: jsonOf<Record<string, { total_today: string; last_signed_at: string | null }>>({ nullable: true }),
   gates: jsonOf<Record<string, WalletGateRow>>({ nullable: true }),
+  incoming: jsonOf<Record<string, string>>({ nullable: true }),
 });
+
+/** Reads balances on chain, in order; undefined when the chain did not answer them all. */
+export type ReadBalances = (addresses: readonly string[]) => Promise<bigint[] | undefined>;
 
 /**
  * Everything the batch's checks read, in one statement after the locks (a statement reads what was
- * committed when it started, so this one sees every earlier signing of these senders). Each part
- * is an index lookup per sender or agent, so what a check costs grows neither with the table nor
- * with an agent's history: the in-flight cost is a range of the (sender, nonce) index, today's
- * transfers one row of transfer_daily_spend, and the payouts a range of the faucet's own index.
+ * committed when it started, so this one sees every earlier signing of these senders, and of
+ * payments into its recipients under a ceiling: lockCeilingsStatement, written just before it in
+ * the same round trip). Each part is an index lookup per sender or agent, so what a check costs
+ * grows neither with the table nor with an agent's history: the in-flight cost is a range of the
+ * (sender, nonce) index, today's transfers one row of transfer_daily_spend, and the payouts a range
+ * of the faucet's own index.
+ *
+ * Then, only for recipients under a pre-restore ceiling (rare: a wallet of a batch not yet
+ * drilled, with an operator's exception), their balances on chain, in one JSON-RPC batch. Read
+ * after the statement, never before: a payment into one of them that was in flight when the
+ * statement read it and mined since is counted twice (which can only refuse more), whereas one
+ * read before could be mined and recorded confirmed in between, and counted nowhere.
  */
 export async function readFacts(
-  run: PipelinedTransaction["run"],
+  read: { run: PipelinedTransaction["run"]; readBalances: ReadBalances },
   operations: readonly MoneyOperation[],
   chain: ChainView,
   now: Date,
 ): Promise<Facts> {
+  const { run } = read;
   const mined = [...chain.senders].map(([address, view]) => ({ address, mined: view.minedNonce.toString() }));
   const agentsOf = (purpose: MoneyOperation["purpose"]): string => {
     const agents = operations.filter((operation) => operation.purpose === purpose);
     return pgArrayLiteral([...new Set(agents.map((operation) => operation.agentId))]);
   };
   const today = startOfUtcDay(now);
-  const [row] = await run(factsStatement, {
-    mined: JSON.stringify(mined),
-    transferAgents: agentsOf("transfer"),
-    day: utcDate(today),
-    monthStart: `${utcDate(today).slice(0, 7)}-01`,
-    faucetAgents: agentsOf("faucet"),
-    dayStart: today.toISOString(),
-    wallets: pgArrayLiteral([...new Set(operations.map((operation) => operation.gateWallet))]),
-  });
+  const recipients = pgArrayLiteral(recipientsOf(operations));
+  // The lock is written first: Postgres runs it, waiting for the ceilings' locks, before the facts
+  // statement starts and takes its snapshot.
+  const [, [row]] = await Promise.all([
+    run(lockCeilingsStatement, { recipients }),
+    run(factsStatement, {
+      mined: JSON.stringify(mined),
+      transferAgents: agentsOf("transfer"),
+      day: utcDate(today),
+      monthStart: `${utcDate(today).slice(0, 7)}-01`,
+      faucetAgents: agentsOf("faucet"),
+      dayStart: today.toISOString(),
+      wallets: pgArrayLiteral([
+        ...new Set(operations.flatMap((operation) => [operation.sender.address, operation.to])),
+      ]),
+      recipients,
+    }),
+  ]);
   const inFlight = new Map(
     Object.entries(row?.in_flight ?? {}).map(([address, total]) => [address, BigInt(total)]),
   );
@@ -201,8 +279,12 @@ export async function readFacts(
     ]),
   );
   const gates = new Map(Object.entries(row?.gates ?? {}));
-  // Starts from the chain's balances; payouts signed in this batch are added as they are counted.
-  const received = new Map(chain.received);
+  const onChain = await ceilingedBalances(read.readBalances, recipientsOf(operations), gates);
+  const incoming = new Map(
+    Object.entries(row?.incoming ?? {}).map(([wallet, units]) => [wallet, BigInt(units) * WEI_PER_UNIT]),
+  );
+  // What the operations admitted so far in this batch bring each recipient.
+  const admitted = new Map<string, bigint>();
   return {
     sender: (address) => chain.senders.get(address)!,
     inFlight: (sender) => inFlight.get(sender) ?? 0n,
@@ -211,7 +293,16 @@ export async function readFacts(
     nodeFrozen: row?.node_frozen ?? false,
     payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null },
     gate: (wallet) => gates.get(wallet) ?? null,
-    received: (recipient) => received.get(recipient) ?? 0n,
+    recipientBalance(recipient) {
+      const balance = onChain.get(recipient);
+      if (balance === undefined) return undefined;
+      return balance + (incoming.get(recipient) ?? 0n) + (admitted.get(recipient) ?? 0n);
+    },
+    admit(operation) {
+      if (operation.to === operation.sender.address) return;
+      const value = operation.valueUnits * WEI_PER_UNIT;
+      admitted.set(operation.to, (admitted.get(operation.to) ?? 0n) + value);
+    },
     count(operation, costWei, costUnits, at) {
       inFlight.set(operation.sender.address, (inFlight.get(operation.sender.address) ?? 0n) + costWei);
       if (operation.purpose === "transfer") {
@@ -232,39 +323,63 @@ export async function readFacts(
           lastSignedAt: at,
         });
       }
-      if (operation.readRecipientBalance) {
-        received.set(operation.to, (received.get(operation.to) ?? 0n) + operation.valueUnits * WEI_PER_UNIT);
-      }
     },
   };
 }
 
+/** The wallets the batch pays into, each once, leaving out a sender paying itself. */
+function recipientsOf(operations: readonly MoneyOperation[]): string[] {
+  return [
+    ...new Set(
+      operations
+        .filter((operation) => operation.to !== operation.sender.address)
+        .map((operation) => operation.to),
+    ),
+  ];
+}
+
 /**
- * The money parameters of the store statement: today's date, the refused (with the fields they
- * were answered with, told at the batch's time), the held, the noted.
+ * The balances on chain of the recipients a pre-restore ceiling holds, the only ones the gate
+ * weighs (gate.ts ceilingApplies); none when the chain did not answer (their checks then answer
+ * not now).
+ */
+async function ceilingedBalances(
+  readBalances: ReadBalances,
+  recipients: readonly string[],
+  gates: ReadonlyMap<string, WalletGateRow>,
+): Promise<Map<string, bigint>> {
+  const ceilinged = recipients.filter((recipient) => ceilingApplies(gates.get(recipient) ?? null));
+  if (ceilinged.length === 0) return new Map();
+  const balances = await readBalances(ceilinged);
+  return new Map(balances ? ceilinged.map((recipient, index) => [recipient, balances[index]!]) : []);
+}
+
+/**
+ * The money parameters of the store statement: today's date, the refused (ended `failed`, with
+ * the fields they were answered with, told at the batch's time), the held, and the noted (left
+ * `requested` with why: what the outbox could not sign, and what a check could not decide now).
  */
 export function storeValues(ended: {
   refused: readonly Unsigned<MoneyOperation, Stop>[];
   unavailable: readonly Unsigned<MoneyOperation, Stop>[];
   now: Date;
 }): Record<"day" | "failures" | "holds" | "notes", unknown> {
-  const rows = (list: readonly Unsigned<MoneyOperation, Stop>[]): string =>
-    JSON.stringify(
-      list.flatMap(({ item, refusal }) =>
-        isHeld(refusal)
-          ? []
-          : [
-              {
-                action_id: item.actionId,
-                code: refusal.code,
-                message: refusal.message,
-                // Read by the `failed` rows only: a note ends nothing, so nothing of it is repeated.
-                fields: refusalFieldsToStore(refusal.fields, ended.now),
-                rule: refusal.code === "policy_denied" ? refusal.fields?.rule : undefined,
-              },
-            ],
-      ),
-    );
+  const row = (item: MoneyOperation, refusal: Refusal) => ({
+    action_id: item.actionId,
+    code: refusal.code,
+    message: refusal.message,
+    // Read by the `failed` rows only: a note ends nothing, so nothing of it is repeated.
+    fields: refusalFieldsToStore(refusal.fields, ended.now),
+    rule: refusal.code === "policy_denied" ? refusal.fields?.rule : undefined,
+  });
+  const failures = ended.refused.flatMap(({ item, refusal }) =>
+    isHeld(refusal) || isNotNow(refusal) ? [] : [row(item, refusal)],
+  );
+  const notes = [
+    // The outbox's own (the signer's, the chain's): refusals, never a check's hold or not now.
+    ...ended.unavailable.map(({ item, refusal }) => row(item, refusal as Refusal)),
+    ...ended.refused.flatMap(({ item, refusal }) => (isNotNow(refusal) ? [row(item, refusal.notNow)] : [])),
+  ];
   const holds = ended.refused.flatMap(({ item, refusal }) =>
     isHeld(refusal)
       ? [
@@ -278,8 +393,8 @@ export function storeValues(ended: {
   );
   return {
     day: utcDate(ended.now),
-    failures: rows(ended.refused),
+    failures: JSON.stringify(failures),
     holds: JSON.stringify(holds),
-    notes: rows(ended.unavailable),
+    notes: JSON.stringify(notes),
   };
 }

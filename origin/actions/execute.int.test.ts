@@ -299,6 +299,31 @@ describe("money executor batches (real stack)", () => {
     });
   });
 
+  it("counts what the batch's earlier payments bring a wallet under a ceiling, whoever pays them: of two that fit it alone, one is signed", async () => {
+    // Two agents each send 0.6 USDC in one batch to a wallet under a 1 USDC ceiling (an approved
+    // exception, no restore evidence). Each sender's first operation is admitted before either is
+    // signed (senders are signed at once), so the second is checked before the first's signature.
+    // Mutation: counting what a payment brings its recipient once signed (facts.count) instead of
+    // once admitted (facts.admit), or not at all, signs both.
+    const [a, b] = await stack.newAgents(2, { units: 2_000_000n });
+    const recipient = await stack.newAgent({ drilled: false });
+    const granted = await grantException(stack.db.handle.db, {
+      wallet: recipient.wallet,
+      ceilingUnits: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+      reason: "two payers in one batch",
+    });
+    expect(granted.ok).toBe(true);
+    const to = recipient.wallet.toLowerCase();
+    const outcomes = await inOneBatch("transfer", [a!, b!], (actionId, agent) =>
+      transferOperation(services(), { actionId, agent: asAgent(agent), to, amount: 600_000n }),
+    );
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(["signed", "refused"]);
+    expect(outcomes[1]).toMatchObject({
+      refusal: { code: "funding_gate_closed", fields: { reason: "ceiling_exceeded" } },
+    });
+  });
+
   describe("the faucet's day and cooldown (seeded payout history, a clock moved forward)", () => {
     const DAY_MS = 86_400_000;
     /** Payouts of `agent` recorded as signed at `at` (history the enclave never saw). */

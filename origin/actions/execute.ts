@@ -43,6 +43,7 @@ import {
   type CheckFacts,
   type ExecuteOutcome,
   isHeld,
+  isNotNow,
   type MoneyExecutor,
   type MoneyOperation,
   type Refusal,
@@ -80,7 +81,10 @@ export function createMoneyExecutor(deps: ExecutorDeps): MoneyExecutor {
         case "unclaimed":
           return { kind: "busy" };
         case "refused":
-          return isHeld(outcome.refusal) ? { kind: "held" } : { kind: "refused", refusal: outcome.refusal };
+          if (isHeld(outcome.refusal)) return { kind: "held" };
+          // A check that could not read what it needs: stored as not signed, not as refused.
+          if (isNotNow(outcome.refusal)) return { kind: "unavailable", refusal: outcome.refusal.notNow };
+          return { kind: "refused", refusal: outcome.refusal };
         case "unavailable":
           // unsigned and chainDown answer refusals only: a hold comes from a check.
           return { kind: "unavailable", refusal: outcome.refusal as Refusal };
@@ -109,9 +113,24 @@ function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Fa
         actions: pgArrayLiteral(operations.map((operation) => operation.actionId)),
       }),
     },
-    chain: (rpc, batch) => readChain(rpc, batch.items, batch.views),
-    facts: ({ run }, batch) => readFacts(run, batch.items, batch.chain, batch.now),
-    check: (operation, facts, at) => operation.check(checkFacts(operation, facts, at)),
+    chain: (_rpc, batch) => readChain(batch.views),
+    facts: ({ run, rpc }, batch) =>
+      readFacts(
+        { run, readBalances: (addresses) => readBalances(rpc, addresses) },
+        batch.items,
+        batch.chain,
+        batch.now,
+      ),
+    check(operation, facts, at) {
+      const stop = operation.check(checkFacts(operation, facts, at));
+      // What it brings its recipient counts from its admission, not its signature: the batch
+      // admits each sender's first operation before any is signed (senders are signed at once), so
+      // another sender's payment into the same wallet, admitted next, must already see this one. A
+      // signature the enclave then refuses stays counted for the rest of the batch, which can only
+      // refuse more.
+      if (stop === null) facts.admit(operation);
+      return stop;
+    },
     count: (operation, facts, at) => facts.count(operation, at.costWei, unitsOf(operation, at.fees), at.now),
     signing: (operation) => ({
       op: operation.signerOp,
@@ -160,8 +179,9 @@ function checkFacts(operation: MoneyOperation, facts: Facts, at: CheckAt): Check
     inFlightWei: facts.inFlight(sender),
     transferSpentUnits: facts.spent(operation.agentId),
     faucet: facts.payouts(operation.agentId),
-    gate: facts.gate(operation.gateWallet),
-    recipientBalanceWei: operation.readRecipientBalance ? facts.received(operation.to) : undefined,
+    senderGate: facts.gate(sender),
+    recipientGate: facts.gate(operation.to),
+    recipientBalanceWei: facts.recipientBalance(operation.to),
     policy: operation.purpose === "transfer" ? facts.policy(operation.agentId) : null,
     nodeFrozen: facts.nodeFrozen,
     now: at.now,
@@ -170,30 +190,26 @@ function checkFacts(operation: MoneyOperation, facts: Facts, at: CheckAt): Check
 
 /**
  * The batch's view of the chain: each sender's view as read when its first operation of the batch
- * queued (the outbox's), and, in one JSON-RPC batch now, the balances of the recipients the checks
- * need. Undefined when the chain did not answer.
+ * queued (the outbox's). Undefined when the chain did not answer one. Recipients' balances are read
+ * later, behind the locks, and only when a ceiling makes them count (batch-store.ts readFacts).
  */
 async function readChain(
-  rpc: JsonRpcUpstream,
-  operations: readonly MoneyOperation[],
   firsts: ReadonlyMap<string, Promise<SenderView | undefined>>,
 ): Promise<{ minedNonces: Map<string, bigint>; chain: ChainView } | undefined> {
-  const recipients = [
-    ...new Set(
-      operations.filter((operation) => operation.readRecipientBalance).map((operation) => operation.to),
-    ),
-  ];
-  const [views, balances] = await Promise.all([Promise.all(firsts.values()), readBalances(rpc, recipients)]);
-  if (views.includes(undefined) || !balances) return undefined;
+  const views = await Promise.all(firsts.values());
+  if (views.includes(undefined)) return undefined;
   const senders = new Map([...firsts.keys()].map((address, index) => [address, views[index]!]));
   return {
     minedNonces: new Map([...senders].map(([address, view]) => [address, view.minedNonce])),
-    chain: { senders, received: new Map(recipients.map((address, index) => [address, balances[index]!])) },
+    chain: { senders },
   };
 }
 
 /** The balances of `addresses` at `latest`, in one JSON-RPC batch; undefined if any is missing. */
-async function readBalances(rpc: JsonRpcUpstream, addresses: string[]): Promise<bigint[] | undefined> {
+async function readBalances(
+  rpc: JsonRpcUpstream,
+  addresses: readonly string[],
+): Promise<bigint[] | undefined> {
   const results = await sendRpcBatch(
     rpc,
     addresses.map((address) => ethGetBalance(address)),

@@ -15,7 +15,6 @@ import { faucetRequestSchema } from "../../shared/gateway-schemas.ts";
 import { requestHash } from "../agent-actions/repository.ts";
 import { secondsToNextUtcDay } from "../agent-actions/utc-day.ts";
 import { AppError } from "../errors.ts";
-import { evaluateWalletGate } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
@@ -23,6 +22,7 @@ import { refusalDetailAmong } from "../signer/refusal-detail.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
 import type { MoneyOperation, Refusal } from "./operation.ts";
+import { receivingGate } from "./receiving-gate.ts";
 import { runMoneyAction } from "./run-action.ts";
 
 export function faucetHandler(services: MoneyServices): Handler<AppEnv> {
@@ -67,12 +67,10 @@ export function faucetOperation(
     sender: treasury,
     to: wallet,
     valueUnits: payoutUnits,
-    readRecipientBalance: true,
     // A payout moves the treasury's money to the agent, not the agent's: no policy holds it.
     approved: false,
     signerOp: "signFaucet",
     signerRefusal: (failure) => signerRefusal(failure, { cooldownMs, now: services.clock.now() }),
-    gateWallet: wallet,
     check: (facts) => {
       const { lastSignedAt, totalTodayUnits } = facts.faucet;
       if (lastSignedAt) {
@@ -95,9 +93,9 @@ export function faucetOperation(
       if (facts.sender.balanceWei - facts.inFlightWei < facts.costWei) {
         return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
       }
-      const received = facts.recipientBalanceWei ?? 0n;
-      const gate = evaluateWalletGate(facts.gate, received + payoutUnits * WEI_PER_UNIT);
-      return gate ? gateClosed(gate.reason, gate.message) : null;
+      const gate = receivingGate(facts.recipientGate, facts.recipientBalanceWei, payoutUnits * WEI_PER_UNIT);
+      if (!gate) return null;
+      return "notNow" in gate ? gate : gateClosed(gate.reason, gate.message);
     },
   };
 }

@@ -9,7 +9,7 @@ import type { WalletGateRow } from "../funding/gate.ts";
 import type { AuthenticatedAgent } from "../http/env.ts";
 import { faucetOperation } from "./faucet.ts";
 import type { MoneyServices } from "./money-services.ts";
-import { type CheckFacts, isHeld, type Refusal, type Stop } from "./operation.ts";
+import { type CheckFacts, isHeld, isNotNow, type Refusal, type Stop } from "./operation.ts";
 import { transferOperation } from "./transfers.ts";
 
 // The money rules as the outbox's batch runner applies them (operation.check), over the facts it
@@ -62,7 +62,9 @@ function facts(valueUnits: bigint, overrides: Partial<CheckFacts> = {}): CheckFa
     inFlightWei: 0n,
     transferSpentUnits: 0n,
     faucet: { totalTodayUnits: 0n, lastSignedAt: null },
-    gate: OPEN_GATE,
+    senderGate: OPEN_GATE,
+    // An outside address: not one of the service's wallets.
+    recipientGate: null,
     recipientBalanceWei: undefined,
     policy: null,
     nodeFrozen: false,
@@ -75,13 +77,15 @@ function facts(valueUnits: bigint, overrides: Partial<CheckFacts> = {}): CheckFa
 function decided(stop: Stop | null): string | null {
   if (!stop) return null;
   if (isHeld(stop)) return `held:${stop.held.rule}`;
+  if (isNotNow(stop)) return `not_now:${stop.notNow.code}`;
   const why = stop.fields?.limit ?? stop.fields?.reason ?? stop.fields?.rule;
   return why === undefined ? stop.code : `${stop.code}:${why}`;
 }
 
-/** The refusal a check answered (a hold fails the test). */
+/** The refusal a check answered (a hold, or not now, fails the test). */
 function refusal(stop: Stop | null): Refusal | null {
   if (stop && isHeld(stop)) throw new Error(`held by ${stop.held.rule}, not refused`);
+  if (stop && isNotNow(stop)) throw new Error(`not now (${stop.notNow.code}), not refused`);
   return stop;
 }
 
@@ -131,17 +135,22 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       { sender: { minedNonce: 0n, balanceWei: units(200n) }, inFlightWei: units(59n) },
       "insufficient_funds",
     ],
-    ["a wallet that is not the service's", 100n, { gate: null }, "funding_gate_closed:batch_not_backed_up"],
+    [
+      "a wallet that is not the service's",
+      100n,
+      { senderGate: null },
+      "funding_gate_closed:batch_not_backed_up",
+    ],
     [
       "a disabled identity",
       100n,
-      { gate: { ...OPEN_GATE, enabled: false } },
+      { senderGate: { ...OPEN_GATE, enabled: false } },
       "funding_gate_closed:identity_disabled",
     ],
     [
       "no restore drill and no exception",
       100n,
-      { gate: { ...OPEN_GATE, restored: false } },
+      { senderGate: { ...OPEN_GATE, restored: false } },
       "funding_gate_closed:no_restore_evidence",
     ],
     [
@@ -149,7 +158,7 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       100n,
       {
         sender: { minedNonce: 0n, balanceWei: units(1_142n) },
-        gate: { ...OPEN_GATE, restored: false, ceiling_units: "1000" },
+        senderGate: { ...OPEN_GATE, restored: false, ceiling_units: "1000" },
       },
       null,
     ],
@@ -158,7 +167,7 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       100n,
       {
         sender: { minedNonce: 0n, balanceWei: units(1_142n) + 1n },
-        gate: { ...OPEN_GATE, restored: false, ceiling_units: "1000" },
+        senderGate: { ...OPEN_GATE, restored: false, ceiling_units: "1000" },
       },
       "funding_gate_closed:ceiling_exceeded",
     ],
@@ -207,6 +216,111 @@ describe("transfer rules: the per-transaction limit, the daily limit, the balanc
       available_wei: (balanceWei - inFlightWei).toString(),
     });
     expect(refused?.message).toContain(`needs 142 units and has ${availableUnits} available`);
+  });
+});
+
+describe("transfer rules: the recipient's funding gate, when it is one of the service's wallets", () => {
+  const TO = "0x2222222222222222222222222222222222222222";
+  const UNDRILLED = { ...OPEN_GATE, restored: false };
+  const transfer = (to: string, value: bigint) =>
+    transferOperation(services(), { actionId: "a", agent: AGENT, to, amount: value });
+  const check = (valueUnits: bigint, overrides: Partial<CheckFacts>): string | null =>
+    decided(transfer(TO, valueUnits).check(facts(valueUnits, overrides)));
+  // Mutation: dropping the recipient's gate from the transfer check lets every refusal row through;
+  // gating a recipient that is not the service's (evaluateWalletGate(null) refuses) fails the first.
+  const cases: Array<[string, bigint, Partial<CheckFacts>, string | null]> = [
+    ["an outside address: not the service's to gate", 100n, { recipientGate: null }, null],
+    ["a drilled agent wallet", 100n, { recipientGate: OPEN_GATE }, null],
+    [
+      "an agent wallet no drill has reproduced, without an exception (zero_only)",
+      100n,
+      { recipientGate: UNDRILLED },
+      "funding_gate_closed:no_restore_evidence",
+    ],
+    [
+      "a disabled agent",
+      100n,
+      { recipientGate: { ...OPEN_GATE, enabled: false } },
+      "funding_gate_closed:identity_disabled",
+    ],
+    [
+      "an agent whose custody the enclave has not proven",
+      100n,
+      { recipientGate: { ...OPEN_GATE, verified: false } },
+      "funding_gate_closed:identity_not_verified",
+    ],
+    [
+      "an agent whose key batch has no verified backup",
+      100n,
+      { recipientGate: { ...OPEN_GATE, batch_status: "backup_written" } },
+      "funding_gate_closed:batch_not_backed_up",
+    ],
+    [
+      "under a ceiling: what it holds plus the amount exactly at it",
+      100n,
+      { recipientGate: { ...UNDRILLED, ceiling_units: "1000" }, recipientBalanceWei: units(900n) },
+      null,
+    ],
+    [
+      "under a ceiling: a wei over it",
+      100n,
+      { recipientGate: { ...UNDRILLED, ceiling_units: "1000" }, recipientBalanceWei: units(900n) + 1n },
+      "funding_gate_closed:ceiling_exceeded",
+    ],
+    [
+      "under a ceiling, the chain having given no balance: not now, nothing decided",
+      100n,
+      { recipientGate: { ...UNDRILLED, ceiling_units: "1000" }, recipientBalanceWei: undefined },
+      "not_now:chain_unavailable",
+    ],
+    [
+      "the sender's gate is weighed first",
+      100n,
+      { senderGate: UNDRILLED, recipientGate: { ...OPEN_GATE, enabled: false } },
+      "funding_gate_closed:no_restore_evidence",
+    ],
+    [
+      "the recipient's gate refuses before the policy holds",
+      100n,
+      {
+        recipientGate: UNDRILLED,
+        policy: {
+          policy: policyFromDocument(agentPolicySchema.parse({ approval_above_units: "1" })),
+          usage: { dayUnits: 0n, monthUnits: 0n, dayCount: 0 },
+        },
+      },
+      "funding_gate_closed:no_restore_evidence",
+    ],
+  ];
+  for (const [name, value, overrides, expected] of cases) {
+    it(name, () => {
+      expect(check(value, overrides)).toBe(expected);
+    });
+  }
+
+  it("names the recipient's wallet in the message, with the gate's own reason", () => {
+    const refused = refusal(transfer(TO, 100n).check(facts(100n, { recipientGate: UNDRILLED })));
+    expect(refused).toMatchObject({
+      code: "funding_gate_closed",
+      fields: { reason: "no_restore_evidence" },
+      message: expect.stringMatching(
+        /^the recipient is another wallet of this service, and it may not receive/,
+      ),
+    });
+  });
+
+  it("gates a transfer to the sender's own wallet once, as the sender: nothing enters it but its own value", () => {
+    // 1,142 units under a 1,000-unit ceiling: 100 out (142 with the fee) leaves it at the ceiling
+    // as the sender. Weighed again as a recipient, its balance plus the amount would be over it.
+    const ceilinged = { ...UNDRILLED, ceiling_units: "1000" };
+    const self = {
+      sender: { minedNonce: 0n, balanceWei: units(1_142n) },
+      senderGate: ceilinged,
+      recipientGate: ceilinged,
+      recipientBalanceWei: units(1_142n),
+    };
+    expect(decided(transfer(WALLET, 100n).check(facts(100n, self)))).toBeNull();
+    expect(decided(transfer(TO, 100n).check(facts(100n, self)))).toBe("funding_gate_closed:ceiling_exceeded");
   });
 });
 
@@ -310,9 +424,12 @@ describe("transfer rules: the agent's spending policy after the node's limits, i
 
 describe("faucet rules: the cooldown, the daily limit, the treasury, the receiving wallet's gate", () => {
   const treasury = { address: "0x3333333333333333333333333333333333333333", keyRef: "treasury" };
+  // The treasury is not an agent wallet (no sender gate); the payout's wallet is the agent's.
+  const payoutFacts = (overrides: Partial<CheckFacts>): CheckFacts =>
+    facts(100n, { senderGate: null, recipientGate: OPEN_GATE, ...overrides });
   const check = (overrides: Partial<CheckFacts>): Refusal | null =>
     refusal(
-      faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(facts(100n, overrides)),
+      faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(payoutFacts(overrides)),
     );
   const ago = (ms: number): Date => new Date(NOW.getTime() - ms);
   const cases: Array<[string, Partial<CheckFacts>, string | null]> = [
@@ -345,18 +462,29 @@ describe("faucet rules: the cooldown, the daily limit, the treasury, the receivi
     ],
     [
       "the receiving wallet's gate: its balance after the payout within the ceiling",
-      { gate: { ...OPEN_GATE, restored: false, ceiling_units: "150" }, recipientBalanceWei: units(50n) },
+      {
+        recipientGate: { ...OPEN_GATE, restored: false, ceiling_units: "150" },
+        recipientBalanceWei: units(50n),
+      },
       null,
     ],
     [
       "the receiving wallet's gate: a wei over the ceiling after the payout",
-      { gate: { ...OPEN_GATE, restored: false, ceiling_units: "150" }, recipientBalanceWei: units(50n) + 1n },
+      {
+        recipientGate: { ...OPEN_GATE, restored: false, ceiling_units: "150" },
+        recipientBalanceWei: units(50n) + 1n,
+      },
       "funding_gate_closed:ceiling_exceeded",
     ],
     [
       "the receiving wallet unverified",
-      { gate: { ...OPEN_GATE, verified: false } },
+      { recipientGate: { ...OPEN_GATE, verified: false } },
       "funding_gate_closed:identity_not_verified",
+    ],
+    [
+      "a receiving wallet that is not the service's",
+      { recipientGate: null },
+      "funding_gate_closed:batch_not_backed_up",
     ],
   ];
   for (const [name, overrides, expected] of cases) {
@@ -364,6 +492,13 @@ describe("faucet rules: the cooldown, the daily limit, the treasury, the receivi
       expect(decided(check(overrides))).toBe(expected);
     });
   }
+
+  it("answers not now, deciding nothing, when the chain gave no balance of a receiving wallet under a ceiling", () => {
+    const stop = faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(
+      payoutFacts({ recipientGate: { ...OPEN_GATE, restored: false, ceiling_units: "150" } }),
+    );
+    expect(decided(stop)).toBe("not_now:chain_unavailable");
+  });
 
   it("tells the agent when to come back: the rest of the cooldown, rounded up", () => {
     const refusal = check({ faucet: { totalTodayUnits: 100n, lastSignedAt: ago(58_500) } });

@@ -17,7 +17,8 @@ const RETRY_WITH_SAME_KEY = `nothing was signed: retry with the same idempotency
   ABANDON_REQUESTED_AFTER_MS / 60_000
 } minutes of this answer; after that it is abandoned and needs a new key)`;
 
-const CHAIN_DOWN: Refusal = {
+/** The chain did not answer a read the request needs: not now (503), the same key runs it again. */
+export const CHAIN_DOWN: Refusal = {
   code: "chain_unavailable",
   message: `the chain is unreachable; ${RETRY_WITH_SAME_KEY}`,
 };

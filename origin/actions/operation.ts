@@ -30,9 +30,20 @@ export type CheckFacts = {
   transferSpentUnits: bigint;
   /** The agent's faucet payouts: units signed today, and when the latest was signed. */
   faucet: { totalTodayUnits: bigint; lastSignedAt: Date | null };
-  /** The funding gate's facts of `gateWallet` (null: not one of the service's wallets). */
-  gate: WalletGateRow | null;
-  /** The recipient's balance, in wei, when the operation asked for it. */
+  /** The funding gate's facts of the sender's wallet (null: not one of the service's agent wallets). */
+  senderGate: WalletGateRow | null;
+  /**
+   * The funding gate's facts of the recipient (null: not one of the service's agent wallets, such
+   * as an outside address).
+   */
+  recipientGate: WalletGateRow | null;
+  /**
+   * What the recipient will hold before this operation adds to it, in wei: its balance on chain,
+   * read behind the locks, plus what the service's transactions still in flight and the batch's
+   * operations admitted before this one bring it. Known only when a pre-restore ceiling applies to
+   * the recipient (funding/gate.ts ceilingApplies), the only case in which the gate reads it, and
+   * the chain answered; undefined otherwise.
+   */
   recipientBalanceWei: bigint | undefined;
   /**
    * The agent's spending policy and what its transfers used of its windows (UTC day and month),
@@ -50,11 +61,23 @@ export type CheckFacts = {
  */
 export type Held = { held: { rule: string; expiresAt: Date } };
 
-/** A refusal, or a hold: the two ways a check stops an operation. */
-export type Stop = Refusal | Held;
+/**
+ * What a check answers when a fact it needs could not be read (the chain did not give the balance
+ * of a recipient under a ceiling): not a decision about the request. Nothing is signed, the action
+ * stays `requested` with the refusal noted, and the agent is answered as when the chain is down for
+ * the whole batch: a retry with the same key runs it again.
+ */
+export type NotNow = { notNow: Refusal };
+
+/** A refusal, a hold, or not now: the three ways a check stops an operation. */
+export type Stop = Refusal | Held | NotNow;
 
 export function isHeld(stop: Stop): stop is Held {
   return "held" in stop;
+}
+
+export function isNotNow(stop: Stop): stop is NotNow {
+  return "notNow" in stop;
 }
 
 export type MoneyOperation = {
@@ -65,10 +88,6 @@ export type MoneyOperation = {
   sender: { address: string; keyRef: string };
   to: string;
   valueUnits: bigint;
-  /** The wallet the funding gate is about (docs/api.md): the sender's, or the payout's recipient. */
-  gateWallet: string;
-  /** Read the recipient's balance for the checks (the faucet's funding gate needs it). */
-  readRecipientBalance?: boolean;
   /**
    * An operator approved this held action (its approval sealed in the enclave): the policy's
    * approval rule no longer holds it; every other rule still applies.

@@ -9,6 +9,7 @@ import { sleep } from "../../shared/sleep.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
+import { deployRevertingContract } from "../../testing/reverting-contract.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
@@ -98,6 +99,12 @@ describe("transfers (real stack)", () => {
       // Mutation: dropping the zero-address check in transfers.ts fails this (the empty wallet's
       // transfer is claimed and refused 422 insufficient_funds, an action written).
       ["to the zero address", { idempotency_key: newKey(), to: `0x${"0".repeat(40)}`, amount: "1" }],
+      // Mutation: dropping the precompile check in transfers.ts fails this the same way (an action
+      // written, refused 422 insufficient_funds); a funded wallet would pay a reverted transfer's fee.
+      [
+        "to the NativeTransferAuth precompile",
+        { idempotency_key: newKey(), to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1" },
+      ],
       ["no idempotency key", { to, amount: "1" }],
       ["empty idempotency key", { idempotency_key: "", to, amount: "1" }],
       ["300-character idempotency key", { idempotency_key: "k".repeat(300), to, amount: "1" }],
@@ -284,13 +291,19 @@ describe("transfers (real stack)", () => {
       error: { code: "limit_exceeded", message: refusal.message, action_id: refusal.action_id },
     });
 
-    // A transfer the chain mines and reverts (a plain transfer to the NativeTransferAuth
-    // precompile, which has no receive): accepted in flight, then final for its key.
-    const reverting = { idempotency_key: newKey(), to: NATIVE_TRANSFER_AUTH_ADDRESS, amount: "1000" };
+    // A transfer the chain mines and reverts (to a contract whose code is INVALID): accepted in
+    // flight, then final for its key, the fee paid and the amount kept.
+    const contract = await deployRevertingContract(stack.devnet.url);
+    const reverting = { idempotency_key: newKey(), to: contract, amount: "1000" };
+    const before = await balance(agent.wallet);
     const accepted = await calls.transfer(reverting);
     expect(accepted.status).toBe(202);
     const action = accepted.body as ActionView;
-    expect((await calls.settled(action.action_id)).status).toBe("reverted");
+    const ended = await calls.settled(action.action_id);
+    expect(ended.status).toBe("reverted");
+    expect(BigInt(ended.fee_wei!)).toBeGreaterThan(0n);
+    expect(before - (await balance(agent.wallet))).toBe(BigInt(ended.fee_wei!));
+    expect(await balance(contract)).toBe(0n);
     const after = await calls.transfer(reverting);
     expect(after.status).toBe(422);
     expect(after.body).toMatchObject({

@@ -1,8 +1,9 @@
 /**
  * POST /agent/v1/transfers (docs/architecture.md#moving-money-post-agentv1transfers-and-faucet): from the caller's assigned wallet to `to`, within
  * the per-transaction and UTC-daily limits (value plus the maximum fee, as the enclave counts),
- * the optional recipient allowlist, the wallet's balance and the funding gate. The enclave checks
- * the same limits again under its sealed policy; these checks exist to give the clear error.
+ * the optional recipient allowlist, the wallet's balance and the funding gate (of the sender's
+ * wallet, and of the recipient's when it is one of the service's). The enclave checks the same
+ * limits again under its sealed policy; these checks exist to give the clear error.
  */
 import type { Handler } from "hono";
 import {
@@ -12,7 +13,7 @@ import {
   type PolicyDecision,
   type TransferRequest,
 } from "../../shared/agent-policy.ts";
-import { WEI_PER_UNIT } from "../../shared/constants.ts";
+import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import {
   AGENT_POLICY_REFUSAL_DETAILS,
   KEY_REFUSAL_DETAILS,
@@ -22,7 +23,7 @@ import {
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
 import { requestHash } from "../agent-actions/repository.ts";
 import { AppError } from "../errors.ts";
-import { evaluateWalletGate } from "../funding/gate.ts";
+import { evaluateWalletGate, type GateRefusal } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import { policyDenied } from "../policy/refusal.ts";
@@ -30,10 +31,12 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import { refusalDetailAmong } from "../signer/refusal-detail.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
-import type { CheckFacts, MoneyOperation, Refusal } from "./operation.ts";
+import type { CheckFacts, MoneyOperation, Refusal, Stop } from "./operation.ts";
+import { receivingGate } from "./receiving-gate.ts";
 import { runMoneyAction } from "./run-action.ts";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
+const PRECOMPILE_ADDRESS = NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase();
 
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
   const { recipientAllowlist } = services.config.transfers;
@@ -50,6 +53,14 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
       throw new AppError(
         "validation_failed",
         "to must not be the zero address: nothing sent there can be spent",
+      );
+    }
+    // The NativeTransferAuth precompile takes calls of its functions only: a plain transfer to it is
+    // mined and reverts, and the agent pays the fee for nothing (docs/api.md, "Transfers").
+    if (to === PRECOMPILE_ADDRESS) {
+      throw new AppError(
+        "validation_failed",
+        `to must not be the NativeTransferAuth precompile (${PRECOMPILE_ADDRESS}): a transfer to it always reverts, its fee paid for nothing`,
       );
     }
     if (to === services.operatorPool) {
@@ -76,8 +87,8 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
 
 /**
  * One transfer as the executor runs it: the agent's wallet pays, under the node's per-transaction
- * and daily limits, the wallet's balance and the funding gate (the checks read the facts the
- * executor gathered under its locks).
+ * and daily limits, the wallet's balance and the funding gate of both ends (the checks read the
+ * facts the executor gathered under its locks).
  */
 export function transferOperation(
   services: Pick<MoneyServices, "config">,
@@ -104,7 +115,6 @@ export function transferOperation(
     approved,
     signerOp: "signTransfer",
     signerRefusal,
-    gateWallet: wallet,
     check: (facts) => {
       if (facts.costUnits > perTxLimitUnits) {
         return limitExceeded(
@@ -133,15 +143,38 @@ export function transferOperation(
       if (policy?.decision === "deny") return policyDenied(policy);
       const available = facts.sender.balanceWei - facts.inFlightWei;
       if (available < facts.costWei) return insufficientFunds(facts.costWei, facts.costUnits, available);
-      const gate = evaluateWalletGate(facts.gate, available - facts.costWei);
-      if (gate)
-        return { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } };
+      const gate = evaluateWalletGate(facts.senderGate, available - facts.costWei);
+      if (gate) return gateClosed(gate);
+      // A transfer to the sender itself brings the wallet nothing but its own value back: its gate
+      // as the sender, just above, is the whole of it.
+      const recipient = to === wallet ? null : recipientGate(facts, amount);
+      if (recipient) return recipient;
       if (policy?.decision === "hold") {
         return { held: { rule: policy.rule, expiresAt: new Date(facts.now.getTime() + holdSeconds * 1000) } };
       }
       return null;
     },
   };
+}
+
+/**
+ * The funding gate of the recipient when it is another of the service's agent wallets: money moves
+ * into it only as the faucet may pay it (docs/api.md, "The funding gate"). An outside address is
+ * not the service's to gate. The message names the recipient, so the agent does not look for the
+ * cause in its own wallet; `reason` is the gate's, as for the sender's.
+ */
+function recipientGate(facts: CheckFacts, amount: bigint): Stop | null {
+  if (!facts.recipientGate) return null;
+  const gate = receivingGate(facts.recipientGate, facts.recipientBalanceWei, amount * WEI_PER_UNIT);
+  if (!gate || "notNow" in gate) return gate;
+  return gateClosed({
+    reason: gate.reason,
+    message: `the recipient is another wallet of this service, and it may not receive funds now: ${gate.message}`,
+  });
+}
+
+function gateClosed(gate: GateRefusal): Refusal {
+  return { code: "funding_gate_closed", message: gate.message, fields: { reason: gate.reason } };
 }
 
 /** The transfer against the agent's policy and the node's freeze; null when neither bounds it. */

@@ -52,6 +52,7 @@ function originStatements(): AnyStatement[] {
     policyStatement,
 
     moneyBatch.claimStatement,
+    moneyBatch.lockCeilingsStatement,
     moneyBatch.factsStatement,
     moneyBatch.storeStatement,
     lockStatement,

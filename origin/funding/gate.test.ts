@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
-import { evaluateWalletGate, type WalletGateRow } from "./gate.ts";
+import { ceilingApplies, evaluateWalletGate, type WalletGateRow } from "./gate.ts";
 
 // The funding gate's verdict from the facts walletGatesSql reads: each row names the fact that
 // decides, in the order the gate weighs them.
@@ -71,6 +71,17 @@ describe("evaluateWalletGate", () => {
   for (const [name, row, balanceAfterWei, reason] of cases) {
     it(name, () => {
       expect(evaluateWalletGate(row, balanceAfterWei)?.reason ?? null).toBe(reason);
+    });
+  }
+
+  // Callers read a wallet's balance only when ceilingApplies says the verdict needs it (a
+  // recipient's is a chain read behind the batch's locks). So for every row above: the verdict
+  // differs between nothing and a fortune after the move exactly when ceilingApplies is true.
+  for (const [name, row] of cases) {
+    it(`ceilingApplies exactly when the balance decides: ${name}`, () => {
+      const withNothing = evaluateWalletGate(row, 0n)?.reason ?? null;
+      const withAFortune = evaluateWalletGate(row, units(10n ** 30n))?.reason ?? null;
+      expect(withNothing !== withAFortune).toBe(ceilingApplies(row));
     });
   }
 });

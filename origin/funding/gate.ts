@@ -1,10 +1,11 @@
 /**
  * The funding gate (docs/api.md, "The funding gate"): faucet and transfer move funds only for a
- * wallet that is enabled, whose identity is verified and whose key batch is backed up; a batch
- * without restore evidence holds the wallet to its pre-restore ceiling, `zero_only` unless an
- * active `approved_non_zero` exception grants one (balance after the move ≤ ceiling). Only evidence
- * of a restore into a new enclave from the recovery key counts. x402 skips this gate
- * (docs/api.md#x402-stands-apart-from-transfers).
+ * wallet that is enabled, whose identity is verified and whose key batch is backed up: the wallet
+ * that sends a transfer, the wallet a payout pays, and a transfer's recipient when it is one of the
+ * service's agent wallets. A batch without restore evidence holds the wallet to its pre-restore
+ * ceiling, `zero_only` unless an active `approved_non_zero` exception grants one (balance after the
+ * move ≤ ceiling). Only evidence of a restore into a new enclave from the recovery key counts. x402
+ * skips this gate (docs/api.md#x402-stands-apart-from-transfers).
  */
 import { type SQL, sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
@@ -47,6 +48,23 @@ export function walletGatesSql(wallets: SQL): SQL {
     join key_pool k on k.key_ref = i.agent_transfer_key_ref
     join key_batches b on b.batch_id = k.batch_id
     where i.assigned_wallet = any(${wallets}))`;
+}
+
+/**
+ * Whether the gate's verdict on `row` turns on the wallet's balance after the move: its identity
+ * and batch let funds move, no restore drill has reproduced the batch, and an exception grants a
+ * ceiling. It is the only case in which evaluateWalletGate reads the balance, so the only one in
+ * which a caller needs to read it (gate.test.ts holds the two to each other).
+ */
+export function ceilingApplies(row: WalletGateRow | null): row is WalletGateRow {
+  if (!row) return false;
+  return (
+    row.enabled &&
+    row.verified &&
+    row.batch_status === "available" &&
+    !row.restored &&
+    row.ceiling_units !== null
+  );
 }
 
 /** The gate's verdict on a wallet whose balance after the move will be `balanceAfterWei`. */
