@@ -105,6 +105,21 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     const text = await response.text();
     return { status: response.status, headers: response.headers, text, body: JSON.parse(text) };
   };
+  /** Settles an envelope at our own facilitator, as a payee would, against the entry it accepted. */
+  const settleAtFacilitator = async (
+    envelope: X402AuthorizeResponse["payment_payload"],
+  ): Promise<{ success: boolean; transaction: string }> => {
+    const settled = await fetch(`${origin.base}/x402/facilitator/settle`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        x402Version: 2,
+        paymentPayload: envelope,
+        paymentRequirements: envelope.accepted,
+      }),
+    });
+    return (await settled.json()) as { success: boolean; transaction: string };
+  };
   const signedActions = async (agentId: string): Promise<number> => {
     const [row] = await queryRows<{ n: number }>(
       stack.db.handle.db,
@@ -335,16 +350,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       expect((envelope.accepted as { payTo: string }).payTo).toBe(payTo);
       expect(envelope.payload.authorization.from).toBe(wallet);
       // The payee's facilitator (ours) settles it as it stands.
-      const settled = await fetch(`${origin.base}/x402/facilitator/settle`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          x402Version: 2,
-          paymentPayload: envelope,
-          paymentRequirements: envelope.accepted,
-        }),
-      });
-      const answer = (await settled.json()) as { success: boolean; transaction: string };
+      const answer = await settleAtFacilitator(envelope);
       expect(answer, payTo).toMatchObject({ success: true });
       expect((await chain.getTransactionReceipt({ hash: answer.transaction as Hex })).status).toBe("success");
     }
@@ -371,16 +377,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     const { extensions: _, ...without } = nulled;
     const again = await authorize(origin.base, agent.token, { payment_required: without, nonce });
     expect(again.text).toBe(response.text);
-    const settled = await fetch(`${origin.base}/x402/facilitator/settle`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        x402Version: 2,
-        paymentPayload: envelope,
-        paymentRequirements: envelope.accepted,
-      }),
-    });
-    expect(await settled.json()).toMatchObject({ success: true });
+    expect(await settleAtFacilitator(envelope)).toMatchObject({ success: true });
   });
 
   it("answers a repeat of an authorization the sweep abandoned 409 abandoned, as a transfer's, and signs nothing", async () => {
