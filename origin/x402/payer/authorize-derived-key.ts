@@ -6,11 +6,11 @@
  * An authorization is valid at most the quote's longest `maxTimeoutSeconds` (W) after it is signed.
  * The key is the agent's, the resource's and the quote's in a window of W seconds: the previous
  * window's key is tried first, as its authorization may still be valid; then this window's. A
- * signed authorization whose validity has ended is a purchase that is over, so its key is passed
+ * signed authorization too near its end to be settled is a purchase that is over, so its key is passed
  * over for the next in this window's short chain (an entry of the quote with a shorter timeout
  * than W can end within the window), and so is one that ended unsigned (refused, rejected,
  * expired: asking again is judged anew, which signs nothing twice). An action held, in flight or
- * signed and still valid answers again as it stands, which is what a retry wants.
+ * signed and still settleable answers again as it stands, which is what a retry wants.
  */
 import { sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
