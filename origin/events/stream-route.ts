@@ -7,6 +7,7 @@ import type { Handler } from "hono";
 import { streamSSE } from "hono/streaming";
 import { errorMessage } from "../../shared/error-message.ts";
 import { parseEventId } from "../../shared/event-types.ts";
+import { findIdentityByTokenId, type TokenIdentity } from "../auth/identity-repository.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -47,6 +48,12 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
       pingIntervalMs: deps.pingIntervalMs,
     });
     const subscription = await deps.feed.subscribe(agentId, stream.deliver);
+    try {
+      await ensureStillAccepted(deps.db, tokenId);
+    } catch (error) {
+      subscription.unsubscribe();
+      throw error;
+    }
     deps.open.add(stream);
     const release = deps.cap.open(tokenId, () => stream.close("too_many_streams"));
     // Proxies must pass each event on as it comes (nginx buffers otherwise).
@@ -64,6 +71,25 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
       }
     });
   };
+}
+
+/**
+ * The token was read before the subscription's bound was. A disable, revocation or rotation that
+ * committed in between lies at or before that bound: the stream would read its event as history,
+ * and the feed, which serves only what comes after the bound, would not end the stream with it.
+ * So the token is read once more, now that the bound is set, and refused as authentication would
+ * refuse it: whatever commits after this read comes after the bound and ends the stream.
+ */
+async function ensureStillAccepted(db: Db, tokenId: string): Promise<void> {
+  let identity: TokenIdentity | undefined;
+  try {
+    identity = await findIdentityByTokenId(db, tokenId);
+  } catch (error) {
+    throw new AppError("service_unavailable", "authentication is temporarily unavailable", { cause: error });
+  }
+  if (!identity || identity.revoked || !identity.enabled) {
+    throw new AppError("agent_auth_failed", "authentication failed");
+  }
 }
 
 /**
