@@ -101,14 +101,38 @@ export function isPrivateAddress(address: string): boolean {
 
 export type Resolve = (hostname: string) => Promise<string[]>;
 
+/**
+ * One lookup of a name at a time, its answer shared by every caller that asks while it is out;
+ * the next caller after it settles looks up anew, so nothing is kept. The system resolver runs on
+ * libuv's thread pool (four threads), which the origin's file and crypto work share, and a lookup
+ * that hangs (the name's DNS servers not answering: the system's retries take tens of seconds)
+ * holds its thread long after the attempt that started it timed out. Unshared, each attempt to
+ * such a name took a thread, twice (its check and its connection), and four stalled the pool;
+ * shared, a name holds one thread however many deliveries wait for it.
+ */
+export function sharedLookups(resolve: Resolve): Resolve {
+  const out = new Map<string, Promise<string[]>>();
+  return (hostname) => {
+    const name = hostname.toLowerCase();
+    let pending = out.get(name);
+    if (!pending) {
+      pending = resolve(hostname).finally(() => out.delete(name));
+      out.set(name, pending);
+    }
+    return pending;
+  };
+}
+
 /** Every address the system resolver gives the name. */
-export const systemResolve: Resolve = (hostname) =>
-  new Promise((resolve, reject) => {
-    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses: LookupAddress[]) => {
-      if (error) reject(error);
-      else resolve(addresses.map((each) => each.address));
-    });
-  });
+export const systemResolve: Resolve = sharedLookups(
+  (hostname) =>
+    new Promise((resolve, reject) => {
+      dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses: LookupAddress[]) => {
+        if (error) reject(error);
+        else resolve(addresses.map((each) => each.address));
+      });
+    }),
+);
 
 export type UrlCheck =
   | { ok: true }

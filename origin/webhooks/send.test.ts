@@ -2,6 +2,7 @@ import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
+import { sharedLookups, systemResolve } from "./address-guard.ts";
 import { sendWebhook } from "./send.ts";
 
 // One attempt against a real receiver on loopback: once the status is known, the rest of the
@@ -117,5 +118,61 @@ describe("sendWebhook's timeout counts the name's lookup", () => {
     expect(result).toEqual({ ok: false, error: `timeout: no answer within ${TIMEOUT_MS} ms` });
     expect(lookups).toBe(2);
     expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 200);
+  });
+});
+
+describe("a name's lookups are shared while one is out", () => {
+  // The same fake resolver as above (named as one), counting its calls: what it stands for is the
+  // system's, whose hanging lookups hold libuv's pool threads past every attempt's timeout.
+
+  it("sends sixteen attempts at once to a name whose lookup hangs with one lookup, each ending at its timeout", async () => {
+    // Mutation: a lookup per call makes 16 calls here, one for each attempt.
+    const calls: string[] = [];
+    const resolve = sharedLookups((hostname) => {
+      calls.push(hostname);
+      return new Promise<string[]>(() => {});
+    });
+    const started = Date.now();
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        sendWebhook({
+          url: `http://${i % 2 ? "HANGS" : "hangs"}.example/hook/${i}`,
+          headers: {},
+          body: "{}",
+          timeoutMs: TIMEOUT_MS,
+          allowPrivate: false,
+          resolve,
+        }),
+      ),
+    );
+    for (const result of results) {
+      expect(result).toEqual({ ok: false, error: `timeout: no answer within ${TIMEOUT_MS} ms` });
+    }
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 300);
+    expect(calls).toEqual(["hangs.example"]);
+    // Another name is looked up on its own, not held behind it.
+    void resolve("other.example");
+    expect(calls).toEqual(["hangs.example", "other.example"]);
+  }, 5_000);
+
+  it("keeps no answer: a lookup after the last one settled asks again", async () => {
+    let answer = 0;
+    const resolve = sharedLookups(async () => {
+      answer++;
+      await sleep(20);
+      return [`93.184.216.${answer}`];
+    });
+    const [first, second] = await Promise.all([resolve("a.example"), resolve("a.example")]);
+    expect(first).toEqual(["93.184.216.1"]);
+    expect(second).toEqual(["93.184.216.1"]);
+    expect(await resolve("a.example")).toEqual(["93.184.216.2"]);
+  });
+
+  it("shares the system resolver's lookups: a call while one is out gets the same lookup", async () => {
+    // Mutation: systemResolve not wrapped in sharedLookups gives each call a lookup of its own.
+    const first = systemResolve("localhost");
+    expect(systemResolve("LOCALHOST")).toBe(first);
+    expect((await first).length).toBeGreaterThan(0);
+    expect(systemResolve("localhost")).not.toBe(first);
   });
 });
