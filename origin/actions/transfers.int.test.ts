@@ -439,6 +439,43 @@ describe("transfers (real stack)", () => {
     }
   });
 
+  it("answers a repeat of a key that moved money before the allowlist left its recipient out with that transfer, never recipient_not_allowed; a new key is refused", async () => {
+    // Two origins on one database during a change of the allowlist (sealed first, then the origins
+    // restarted one by one): the first paid `to`, the agent's repeat of the key lands on the other.
+    // A 403 would read as "nothing paid", and an agent paying again would pay twice.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const to = newAccount().address;
+    const body = { idempotency_key: newKey(), to, amount: "1000" };
+    const paid = await agentCalls(stack.origin.base, agent.token).transfer(body);
+    expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+    const { action_id } = paid.body as ActionView;
+    expect((await agentCalls(stack.origin.base, agent.token).settled(action_id)).status).toBe("confirmed");
+    const allowed = newAccount().address.toLowerCase() as Address;
+    const sealed = await stack.signer.configurePolicy(
+      { ...stack.policy, recipientAllowlist: [allowed] },
+      stack.authorities.policy,
+    );
+    expect(sealed.ok).toBe(true);
+    try {
+      const strict = await stack.startOrigin({ AGENT_TRANSFER_RECIPIENT_ALLOWLIST: allowed });
+      const calls = agentCalls(strict.base, agent.token);
+      const repeat = await calls.transfer(body);
+      expect(repeat.status, JSON.stringify(repeat.body)).toBe(200);
+      expect(repeat.body).toMatchObject({ action_id, status: "confirmed" });
+      // The same key with another amount is still another request: 409, not a refusal of the amount.
+      const other = await calls.transfer({ ...body, amount: "2000" });
+      expect(other.status).toBe(409);
+      expect(other.body).toMatchObject({ error: { code: "idempotency_conflict", action_id } });
+      const fresh = await calls.transfer({ ...body, idempotency_key: newKey() });
+      expect(fresh.status).toBe(403);
+      expect(fresh.body).toMatchObject({ error: { code: "recipient_not_allowed" } });
+      expect(await balance(to)).toBe(1_000n * WEI_PER_UNIT);
+    } finally {
+      const restored = await stack.signer.configurePolicy(stack.policy, stack.authorities.policy);
+      expect(restored.ok).toBe(true);
+    }
+  });
+
   it("is 404 with the transfer switch off", async () => {
     const off = await stack.startOrigin({ AGENT_TRANSFER_ENABLED: "false" });
     const agent: StackAgent = await stack.newAgent();

@@ -21,7 +21,7 @@ import {
   TRANSFER_REFUSAL_DETAILS,
 } from "../../shared/enclave-protocol.ts";
 import { transferRequestSchema } from "../../shared/gateway-schemas.ts";
-import { requestHash } from "../agent-actions/repository.ts";
+import { findActionByKey, requestHash } from "../agent-actions/repository.ts";
 import { AppError } from "../errors.ts";
 import { evaluateWalletGate, type GateRefusal } from "../funding/gate.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
@@ -66,21 +66,23 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
     if (to === services.operatorPool) {
       throw new AppError("validation_failed", "to must not be the operator pool (the bridge operator)");
     }
-    if (allowlist && !allowlist.has(to)) {
+    const claim = {
+      agentId: agent.agentId,
+      kind: "transfer" as const,
+      idempotencyKey: body.idempotency_key,
+      requestHash: requestHash("transfer", { to, amount: body.amount }),
+      amountUnits: amount,
+      toAddress: to,
+    };
+    // The allowlist is the node's configuration, which changes (origin by origin, as they restart):
+    // a repeat of a key recorded while `to` was allowed is that request, and answers what it came
+    // to (a transfer that may have moved the money, or a conflict), never a refusal that reads as
+    // nothing paid. Only a key never used is refused here, before anything is written.
+    if (allowlist && !allowlist.has(to) && !(await findActionByKey(services.db, claim))) {
       throw new AppError("recipient_not_allowed", "this node only transfers to its allowlisted recipients");
     }
-    return runMoneyAction(
-      c,
-      services,
-      {
-        agentId: agent.agentId,
-        kind: "transfer",
-        idempotencyKey: body.idempotency_key,
-        requestHash: requestHash("transfer", { to, amount: body.amount }),
-        amountUnits: amount,
-        toAddress: to,
-      },
-      (actionId) => transferOperation(services, { actionId, agent, to, amount }),
+    return runMoneyAction(c, services, claim, (actionId) =>
+      transferOperation(services, { actionId, agent, to, amount }),
     );
   };
 }

@@ -168,6 +168,16 @@ export async function findAction(db: Db, agentId: string, actionId: string): Pro
   return row;
 }
 
+/** The caller's action recorded under (kind, key), if any: what a repeat of the key names. */
+export async function findActionByKey(
+  db: Db,
+  key: Pick<ClaimActionParams, "agentId" | "kind" | "idempotencyKey">,
+): Promise<ActionRow | undefined> {
+  const keys = [{ agent_id: key.agentId, kind: key.kind, key: key.idempotencyKey }];
+  const [row] = await selectActions(db, byKeysStatement, { keys: JSON.stringify(keys) });
+  return row;
+}
+
 export const claimStatement = preparedStatement<"requests">(
   "actions_claim",
   sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)

@@ -46,7 +46,7 @@ export function endingRefusal(action: ActionRow, now: Date): Refusal | null {
     const how =
       action.status === "rejected"
         ? "an operator rejected this held request"
-        : "this held request was not approved before its hold expired";
+        : "this held request's hold expired before it was approved and signed";
     return {
       code: "policy_denied",
       message: `${how}; nothing was signed, and this idempotency_key's request is over`,

@@ -321,6 +321,44 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     );
   });
 
+  it("an approved transfer its origin may not sign (the identity disabled) ends expired once its hold has run out, never signed, not approved for ever", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    expect(
+      (await policyCalls(agent, shortHolds.base).patch({ approval_above_units: "2000000" })).status,
+    ).toBe(200);
+    const held = await agentCalls(shortHolds.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "3000000",
+    });
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    // Approved as the operator's tool records it, in the statement that disables the identity, so
+    // the origin's worker never signs it (nothing of a disabled identity is signed). The enclave's
+    // own approval is beside the point: it would end with the hold anyway.
+    const approved = await queryRows<{ action_id: string }>(
+      stack.db.handle.db,
+      sql`with disabled as (
+            update agent_identities set enabled = false where agent_id = ${agent.agentId} returning agent_id)
+          update agent_actions set status = 'approved', updated_at = now()
+          where action_id = ${view.action_id} and status = 'held' and exists (select 1 from disabled)
+          returning action_id`,
+    );
+    expect(approved).toHaveLength(1);
+    const statusOf = async (): Promise<string> => {
+      const [row] = await queryRows<{ status: string }>(
+        stack.db.handle.db,
+        sql`select status from agent_actions where action_id = ${view.action_id}`,
+      );
+      return row!.status;
+    };
+    // The hold runs 2 s; the tracker sweeps about once a second.
+    const deadline = Date.now() + 15_000;
+    while ((await statusOf()) === "approved" && Date.now() < deadline) await sleep(250);
+    expect(await statusOf()).toBe("expired");
+    expect(await outgoing(agent)).toBe(0);
+  });
+
   it("a frozen agent is refused its next transfer by name, reads still work, and only an operator unfreezes it", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
     const calls = policyCalls(agent);
