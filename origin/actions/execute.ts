@@ -6,8 +6,9 @@
  *      signatures, the transactions stored, actions `signed`. The nonce row lock serialises all one
  *      sender does, so the checks that count its past (limits, balance) see every earlier signing;
  *   3. the stored bytes are broadcast under a lease, in signing order (outbox/lane.ts).
- * A crash in 2 leaves actions `requested` with nothing signed that escaped (a retry or the tracker
- * runs them again); a crash after 2 leaves them `signed`, and the tracker sends the same bytes.
+ * A crash in 2 leaves actions `requested` with nothing signed that escaped (a retry of the key runs
+ * them again; untouched, the tracker ends them `abandoned`, actions/abandon.ts); a crash after 2
+ * leaves them `signed`, and the tracker sends the same bytes.
  * The request is answered after step 2: `signed` (202), with the transaction's hash. What follows
  * is the chain's pace, not the agent's wait: a node may take seconds to mine, and the answer's
  * promise (stored, sent in order, never signed again) holds from the commit on. GET
