@@ -107,13 +107,18 @@ export async function changeNodeFrozen(
   const { frozen, changedBy, operator } = change;
   if (!frozen && !operator) return err({ code: "loosening_requires_operator", fields: ["node.frozen"] });
   return deps.db.transaction(async (tx) => {
-    await tx.execute(sql`select 1 from node_policy where id = 1 for update`);
+    // The freeze as stored, under its lock: the audit's before is what the change found, which is
+    // not always the opposite of what it sets (an unfreeze approved on a node not frozen).
+    const [stored] = await queryRows<{ frozen: boolean }>(
+      tx,
+      sql`select frozen from node_policy where id = 1 for update`,
+    );
     const sealed = await deps.signer.setNodeFrozen(
       { frozen, ...(operator ? { operator } : {}) },
       deps.authorize,
     );
     if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
-    await writeNodeFrozen(tx, frozen, changedBy);
+    await writeNodeFrozen(tx, { before: stored?.frozen ?? false, frozen }, changedBy);
     await change.withinChange?.(tx);
     return ok({ frozen });
   });
