@@ -131,6 +131,24 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     expect((await policyCalls(reader).patch({ frozen: true })).status).toBe(403);
   });
 
+  it("two tightening PATCHes of different fields at once both apply: each merges onto the policy the other stored", async () => {
+    const agent = await stack.newAgent();
+    const calls = policyCalls(agent);
+    expect(
+      (await calls.patch({ transfers: { daily_units: "20000000", per_tx_units: "5000000" } })).status,
+    ).toBe(200);
+    // Each lowers a figure the other leaves alone: neither allows more than the policy it meets.
+    const [daily, perTx] = await Promise.all([
+      calls.patch({ transfers: { daily_units: "10000000" } }),
+      calls.patch({ transfers: { per_tx_units: "4000000" } }),
+    ]);
+    expect([daily.status, perTx.status], JSON.stringify([daily.body, perTx.body])).toEqual([200, 200]);
+    const stored = await calls.get();
+    expect(stored.policy).toEqual({ transfers: { daily_units: "10000000", per_tx_units: "4000000" } });
+    expect(stored.version).toBe(3);
+    expect(await sealedVersion(agent)).toBe(3);
+  });
+
   it("the check call answers what the transfer then meets, rule by rule, and moves no budget", async () => {
     const agent = await stack.newAgent({ units: 40_000_000n });
     const calls = policyCalls(agent);
