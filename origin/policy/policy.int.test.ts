@@ -21,6 +21,7 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
+import { setIdentityEnabled } from "../identity/identity-admin.ts";
 import { changeAgentPolicy } from "./change.ts";
 
 // An agent's spending policy through the gateway of a real stack (origin, enclave, devnet,
@@ -337,6 +338,88 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     expect(signed.ok ? "signed" : `${signed.error.detail}:${signed.error.rule}`).toBe(
       "policy_held:approval_above_units",
     );
+  });
+
+  it("an approved transfer of a disabled agent ends expired when its hold would have, and is never signed once the agent is enabled again", async () => {
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    expect(
+      (await policyCalls(agent, shortHolds.base).patch({ approval_above_units: "2000000" })).status,
+    ).toBe(200);
+    const to = newAccount().address;
+    const held = await agentCalls(shortHolds.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "3000000",
+    });
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    // Disabled first, so nothing signs it while approved: the approval waits for the agent.
+    const disabled = await setIdentityEnabled(db, {
+      agentId: agent.agentId,
+      enabled: false,
+      reason: "under review",
+      source: "cli",
+    });
+    expect(disabled.ok).toBe(true);
+    // Approved as `npm run policy -- approve` does: until the hold would have ended.
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error("get_sealed_identity");
+    const holdEnds = Math.floor(Date.parse(view.expires_at!) / 1000);
+    const subject = {
+      instanceId: identity.value.instanceId,
+      keyRef: agent.keyRef,
+      kind: "transfer" as const,
+      ref: view.action_id,
+      to,
+      valueUnits: 3_000_000n,
+    };
+    const approval = signOperatorApproval(operator.key, {
+      envId: identity.value.envId,
+      chainId: CHAIN_ID,
+      instanceId: identity.value.instanceId,
+      op: "approve_held",
+      subject: heldApprovalSubject(subject, holdEnds),
+      keyId: operator.keyId,
+      counter: operatorCounterNow(),
+      expiresAt: Math.floor(Date.now() / 1000) + 300,
+    });
+    const { instanceId: _, ...held1 } = subject;
+    const sealed = await stack.signer.approveHeld(
+      { ...held1, expiresAt: holdEnds, operator: approval },
+      stack.authorities.admin,
+    );
+    expect(sealed.ok).toBe(true);
+    const marked = await queryRows<{ action_id: string }>(
+      db,
+      sql`update agent_actions set status = 'approved', updated_at = now()
+          where action_id = ${view.action_id} and status = 'held' returning action_id`,
+    );
+    expect(marked).toHaveLength(1);
+
+    const status = async () =>
+      (
+        await queryRows<{ status: string }>(
+          db,
+          sql`select status from agent_actions where action_id = ${view.action_id}`,
+        )
+      )[0]!.status;
+    const deadline = Date.now() + 20_000;
+    while ((await status()) === "approved" && Date.now() < deadline) await sleep(250);
+    expect(await status()).toBe("expired");
+    expect(
+      (
+        await setIdentityEnabled(db, {
+          agentId: agent.agentId,
+          enabled: true,
+          reason: "cleared",
+          source: "cli",
+        })
+      ).ok,
+    ).toBe(true);
+    await sleep(2_500);
+    expect(await status()).toBe("expired");
+    expect(await outgoing(agent)).toBe(0);
   });
 
   it("a frozen agent is refused its next transfer by name, reads still work, and only an operator unfreezes it", async () => {
