@@ -286,6 +286,29 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     expect(sessions!.n).toBe(1);
   });
 
+  it("a registration's challenge is spent by a refused answer too: the next answer to it is refused", async () => {
+    const options = await tokens().post("/passkeys/registration/options", { operator: "Dave Okafor" });
+    const { challenge: given } = (options.body as { options: { challenge: string } }).options;
+    // An answer made for another origin: the challenge matches, the origin does not.
+    const elsewhere = new SoftwarePasskey(RP_ID, "https://evil.example");
+    const refused = await tokens().post("/passkeys/registration", {
+      operator: "Dave Okafor",
+      response: elsewhere.registrationResponse(given),
+    });
+    expect(refused.status).toBe(400);
+    const dave = new SoftwarePasskey(RP_ID, ORIGIN);
+    const again = await tokens().post("/passkeys/registration", {
+      operator: "Dave Okafor",
+      response: dave.registrationResponse(given),
+    });
+    expect(again.status, JSON.stringify(again.body)).toBe(400);
+    const [kept] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from operator_passkeys where operator = 'Dave Okafor'`,
+    );
+    expect(kept!.n).toBe(0);
+  });
+
   it("refuses a counter that did not move forward (a clone), and keeps the highest counter seen", async () => {
     await signedIn(alice, 100);
     const stale = await signIn(authenticationResponse(alice, await challenge(), { signCount: 100 }));
