@@ -1,10 +1,10 @@
 /**
  * Held actions nobody decided in time (docs/agents.md#holds): a `held` action whose hold ran out
- * ends `expired`, never signed; so does an `approved` one not signed before it: an x402
- * authorization the agent did not come back for before its quote's validity ran out, or a transfer
- * the origin may not sign (its identity disabled or revoked: actions/approved.ts). The enclave's
- * approval ends with the hold, so neither could be signed after it; left `approved`, they would
- * never end. The transaction tracker runs the sweep on each of its sweeps.
+ * ends `expired`, never signed; so does an `approved` one still unsigned when its hold would have
+ * ended: an x402 authorization the agent did not come back for before its quote's validity ran
+ * out, or a transfer the origin did not sign (actions/approved.ts signs it at once, unless its
+ * identity is disabled): its approval in the enclave lasts no longer, so it could only be refused.
+ * The transaction tracker runs the sweep on each of its sweeps.
  */
 import { sql } from "drizzle-orm";
 import { runByKey } from "../db/by-key.ts";
@@ -13,9 +13,9 @@ import type { OutboxDomains } from "../outbox/index.ts";
 
 // One `in` over the union of both, not `in (…) or in (…)`: Postgres can only answer an OR of two
 // subqueries by reading every row of agent_actions, on every sweep. The approved branch names no
-// kind (only transfers and x402 authorizations are ever approved) and reads the index of the
-// actions to sign: planned on a new node's empty tables, `kind = 'x402'` searched the idempotency
-// index by its second column, every x402 authorization the node had made, on every sweep.
+// kind, so that no index takes it as a condition (planned on a new node's empty tables, `kind =
+// 'x402'` searched the idempotency index by its second column, every x402 authorization the node
+// had made, on every sweep); it reads the index of the actions to sign.
 // Under the outbox's planner settings (runByKey): planned on empty tables without them, the update
 // joined the expired rows by hash over a sequential scan of agent_actions, every action ever made.
 export const expireHoldsStatement = preparedStatement<never>(

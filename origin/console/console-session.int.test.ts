@@ -268,6 +268,47 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     await signedIn(alice, 23);
   });
 
+  it("signs in once with one assertion sent many times at once: its challenge is taken by the first, whatever the counter", async () => {
+    // An authenticator that does not count (signCount 0, as many platform passkeys answer): only
+    // the challenge, used once, keeps a captured assertion from opening a second session.
+    const carol = new SoftwarePasskey(RP_ID, ORIGIN);
+    const carolKeyId = await register(carol, "Carol Diaz");
+    await markEnrolled(db(), carol.credentialId);
+    const response = authenticationResponse(carol, await challenge(), { signCount: 0 });
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => signIn(response, `127.0.0.${30 + i}`)),
+    );
+    expect(answers.map((answer) => answer.status).sort()).toEqual([201, 401, 401, 401, 401, 401, 401, 401]);
+    const [sessions] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from operator_sessions where key_id = ${carolKeyId}`,
+    );
+    expect(sessions!.n).toBe(1);
+  });
+
+  it("a registration's challenge is spent by a refused answer too: the next answer to it is refused", async () => {
+    const options = await tokens().post("/passkeys/registration/options", { operator: "Dave Okafor" });
+    const { challenge: given } = (options.body as { options: { challenge: string } }).options;
+    // An answer made for another origin: the challenge matches, the origin does not.
+    const elsewhere = new SoftwarePasskey(RP_ID, "https://evil.example");
+    const refused = await tokens().post("/passkeys/registration", {
+      operator: "Dave Okafor",
+      response: elsewhere.registrationResponse(given),
+    });
+    expect(refused.status).toBe(400);
+    const dave = new SoftwarePasskey(RP_ID, ORIGIN);
+    const again = await tokens().post("/passkeys/registration", {
+      operator: "Dave Okafor",
+      response: dave.registrationResponse(given),
+    });
+    expect(again.status, JSON.stringify(again.body)).toBe(400);
+    const [kept] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from operator_passkeys where operator = 'Dave Okafor'`,
+    );
+    expect(kept!.n).toBe(0);
+  });
+
   it("refuses a counter that did not move forward (a clone), and keeps the highest counter seen", async () => {
     await signedIn(alice, 100);
     const stale = await signIn(authenticationResponse(alice, await challenge(), { signCount: 100 }));

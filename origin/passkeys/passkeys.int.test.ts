@@ -113,6 +113,30 @@ describe("passkeys through the console (real stack)", () => {
     expect(listed.body).toEqual({ passkeys: [{ ...registered, enrolled: true }] });
   });
 
+  it("unfreezing a node that is not frozen records what it found: the audit's before is not frozen", async () => {
+    const db = stack.db.handle.db;
+    const [node] = await queryRows<{ frozen: boolean }>(db, sql`select frozen from node_policy where id = 1`);
+    expect(node).toEqual({ frozen: false });
+    const target = { change: "unfreeze" };
+    const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+    expect(prepared.status).toBe(200);
+    const options = prepared.body as ApprovalOptions;
+    const unfrozen = await console_().post("/approvals", {
+      target,
+      key_id: registered.key_id,
+      counter: options.counter,
+      expires_at: options.expires_at,
+      response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
+    });
+    expect(unfrozen.status, JSON.stringify(unfrozen.body)).toBe(200);
+    const [recorded] = await queryRows<{ before: unknown; after: unknown; changed_by: string }>(
+      db,
+      sql`select before, after, changed_by from policy_changes where agent_id is null
+          order by change_id desc limit 1`,
+    );
+    expect(recorded).toEqual({ before: { frozen: false }, after: { frozen: false }, changed_by: "operator" });
+  });
+
   it("approves a held transfer: the page is shown payee and amount, the assertion (high-S, as authenticators may sign) is relayed, and the transfer is signed and confirmed once; the audit names the operator and passkey", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
     const headers = { authorization: `Bearer ${agent.token}` };

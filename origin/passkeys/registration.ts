@@ -56,14 +56,15 @@ export function createPasskeyRegistration(
       return options;
     },
     async verify(operator, response) {
-      let used: string | null = null;
       let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
       try {
         verified = await verifyRegistrationResponse({
           response,
+          // Spent the moment it matches, whatever follows: a refused answer (another origin, no
+          // user verification) throws, and the challenge must not wait for another answer.
           expectedChallenge: (challenge) => {
             if (ceremonies.get(challenge) !== operator) return false;
-            used = challenge;
+            ceremonies.spend(challenge);
             return true;
           },
           expectedOrigin: rp.origin,
@@ -74,7 +75,6 @@ export function createPasskeyRegistration(
       } catch (cause) {
         return err(cause instanceof Error ? cause.message : "the registration response does not verify");
       }
-      if (used !== null) ceremonies.spend(used);
       if (!verified.verified) return err("the registration response does not verify");
       const publicKey = coseToUncompressedP256(verified.registrationInfo.credential.publicKey);
       if (publicKey === null) return err("the passkey's key is not P-256 (ES256)");

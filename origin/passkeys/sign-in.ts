@@ -69,14 +69,16 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
       const passkey =
         typeof id === "string" && CREDENTIAL_ID_PATTERN.test(id) ? await findPasskey(db, id) : null;
       if (passkey === null || passkey.credentialId !== response.id) return err({ code: "unknown_passkey" });
-      let used: string | null = null;
       let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
       try {
         verified = await verifyAuthenticationResponse({
           response,
+          // Single use, whatever the outcome, and spent the moment it is checked: the signature is
+          // verified asynchronously, so a challenge spent only afterwards let the same assertion,
+          // sent again meanwhile, pass here too (a second session when the counter does not move).
           expectedChallenge: (challenge) => {
             if (ceremonies.get(challenge) === undefined) return false;
-            used = challenge;
+            ceremonies.spend(challenge);
             return true;
           },
           expectedOrigin: rp.origin,
@@ -96,9 +98,6 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
           code: "does_not_verify",
           message: cause instanceof Error ? cause.message : "the assertion does not verify",
         });
-      } finally {
-        // Single use, whatever the outcome: a captured assertion cannot be tried again.
-        if (used !== null) ceremonies.spend(used);
       }
       if (!verified.verified)
         return err({ code: "does_not_verify", message: "the assertion does not verify" });

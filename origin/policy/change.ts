@@ -48,6 +48,16 @@ export type PolicyChanged = { document: AgentPolicyDocument | null; version: num
 export type WithinChange = (tx: Db) => Promise<void>;
 
 /**
+ * The policy a change stores (null: none), or how to make it from the document stored when the
+ * change holds the agent's lock (a merge patch): made from what another change stored just before,
+ * not from what was read before waiting for it. It may throw to refuse the change.
+ */
+export type NextPolicy =
+  | AgentPolicyDocument
+  | null
+  | ((stored: AgentPolicyDocument | null) => AgentPolicyDocument | null);
+
+/**
  * Replaces the agent's policy with `next` (null: none). Without `operator`, only a change that
  * tightens is made; the enclave holds the last word either way.
  */
@@ -55,16 +65,13 @@ export async function changeAgentPolicy(
   deps: PolicyChangeDeps,
   change: {
     agent: { agentId: string; keyRef: string };
-    next: AgentPolicyDocument | null;
+    next: NextPolicy;
     changedBy: ChangedBy;
     operator?: OperatorApproval;
     withinChange?: WithinChange;
   },
 ): Promise<Result<PolicyChanged, PolicyChangeError>> {
   const { agent, changedBy, operator } = change;
-  // The document as it is stored: canonical (what the operator's signature covers is this form).
-  const next =
-    change.next === null ? null : policyToDocument(policyFromDocument(agentPolicySchema.parse(change.next)));
   return deps.db.transaction(async (tx) => {
     // The identity's row lock orders two changes of one agent, across origins.
     await tx.execute(sql`select 1 from agent_identities where agent_id = ${agent.agentId} for update`);
@@ -73,6 +80,10 @@ export async function changeAgentPolicy(
       sql`select policy, version from agent_policies where agent_id = ${agent.agentId}`,
     );
     const before = row ? storedPolicy(row.policy, row.version) : null;
+    const requested = typeof change.next === "function" ? change.next(before?.document ?? null) : change.next;
+    // The document as it is stored: canonical (what the operator's signature covers is this form).
+    const next =
+      requested === null ? null : policyToDocument(policyFromDocument(agentPolicySchema.parse(requested)));
     const loosened = loosenings(
       before?.policy ?? NO_AGENT_POLICY,
       next === null ? NO_AGENT_POLICY : policyFromDocument(next),
@@ -107,13 +118,18 @@ export async function changeNodeFrozen(
   const { frozen, changedBy, operator } = change;
   if (!frozen && !operator) return err({ code: "loosening_requires_operator", fields: ["node.frozen"] });
   return deps.db.transaction(async (tx) => {
-    await tx.execute(sql`select 1 from node_policy where id = 1 for update`);
+    // The freeze as stored, under its lock: the audit's before is what the change found, which is
+    // not always the opposite of what it sets (an unfreeze approved on a node not frozen).
+    const [stored] = await queryRows<{ frozen: boolean }>(
+      tx,
+      sql`select frozen from node_policy where id = 1 for update`,
+    );
     const sealed = await deps.signer.setNodeFrozen(
       { frozen, ...(operator ? { operator } : {}) },
       deps.authorize,
     );
     if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
-    await writeNodeFrozen(tx, frozen, changedBy);
+    await writeNodeFrozen(tx, { before: stored?.frozen ?? false, frozen }, changedBy);
     await change.withinChange?.(tx);
     return ok({ frozen });
   });

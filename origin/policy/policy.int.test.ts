@@ -21,6 +21,7 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
+import { setIdentityEnabled } from "../identity/identity-admin.ts";
 import { changeAgentPolicy } from "./change.ts";
 
 // An agent's spending policy through the gateway of a real stack (origin, enclave, devnet,
@@ -129,6 +130,24 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     // A read-only token of the agent cannot change how it spends.
     const reader = await stack.newAgent({ capabilities: ["read"] });
     expect((await policyCalls(reader).patch({ frozen: true })).status).toBe(403);
+  });
+
+  it("two tightening PATCHes of different fields at once both apply: each merges onto the policy the other stored", async () => {
+    const agent = await stack.newAgent();
+    const calls = policyCalls(agent);
+    expect(
+      (await calls.patch({ transfers: { daily_units: "20000000", per_tx_units: "5000000" } })).status,
+    ).toBe(200);
+    // Each lowers a figure the other leaves alone: neither allows more than the policy it meets.
+    const [daily, perTx] = await Promise.all([
+      calls.patch({ transfers: { daily_units: "10000000" } }),
+      calls.patch({ transfers: { per_tx_units: "4000000" } }),
+    ]);
+    expect([daily.status, perTx.status], JSON.stringify([daily.body, perTx.body])).toEqual([200, 200]);
+    const stored = await calls.get();
+    expect(stored.policy).toEqual({ transfers: { daily_units: "10000000", per_tx_units: "4000000" } });
+    expect(stored.version).toBe(3);
+    expect(await sealedVersion(agent)).toBe(3);
   });
 
   it("the check call answers what the transfer then meets, rule by rule, and moves no budget", async () => {
@@ -321,41 +340,85 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     );
   });
 
-  it("an approved transfer its origin may not sign (the identity disabled) ends expired once its hold has run out, never signed, not approved for ever", async () => {
+  it("an approved transfer of a disabled agent ends expired when its hold would have, and is never signed once the agent is enabled again", async () => {
+    const db = stack.db.handle.db;
     const agent = await stack.newAgent({ units: 20_000_000n });
     expect(
       (await policyCalls(agent, shortHolds.base).patch({ approval_above_units: "2000000" })).status,
     ).toBe(200);
+    const to = newAccount().address;
     const held = await agentCalls(shortHolds.base, agent.token).transfer({
       idempotency_key: newKey(),
-      to: newAccount().address,
+      to,
       amount: "3000000",
     });
     const view = held.body as ActionView;
     expect(view.status).toBe("held");
-    // Approved as the operator's tool records it, in the statement that disables the identity, so
-    // the origin's worker never signs it (nothing of a disabled identity is signed). The enclave's
-    // own approval is beside the point: it would end with the hold anyway.
-    const approved = await queryRows<{ action_id: string }>(
-      stack.db.handle.db,
-      sql`with disabled as (
-            update agent_identities set enabled = false where agent_id = ${agent.agentId} returning agent_id)
-          update agent_actions set status = 'approved', updated_at = now()
-          where action_id = ${view.action_id} and status = 'held' and exists (select 1 from disabled)
-          returning action_id`,
-    );
-    expect(approved).toHaveLength(1);
-    const statusOf = async (): Promise<string> => {
-      const [row] = await queryRows<{ status: string }>(
-        stack.db.handle.db,
-        sql`select status from agent_actions where action_id = ${view.action_id}`,
-      );
-      return row!.status;
+    // Disabled first, so nothing signs it while approved: the approval waits for the agent.
+    const disabled = await setIdentityEnabled(db, {
+      agentId: agent.agentId,
+      enabled: false,
+      reason: "under review",
+      source: "cli",
+    });
+    expect(disabled.ok).toBe(true);
+    // Approved as `npm run policy -- approve` does: until the hold would have ended.
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error("get_sealed_identity");
+    const holdEnds = Math.floor(Date.parse(view.expires_at!) / 1000);
+    const subject = {
+      instanceId: identity.value.instanceId,
+      keyRef: agent.keyRef,
+      kind: "transfer" as const,
+      ref: view.action_id,
+      to,
+      valueUnits: 3_000_000n,
     };
-    // The hold runs 2 s; the tracker sweeps about once a second.
-    const deadline = Date.now() + 15_000;
-    while ((await statusOf()) === "approved" && Date.now() < deadline) await sleep(250);
-    expect(await statusOf()).toBe("expired");
+    const approval = signOperatorApproval(operator.key, {
+      envId: identity.value.envId,
+      chainId: CHAIN_ID,
+      instanceId: identity.value.instanceId,
+      op: "approve_held",
+      subject: heldApprovalSubject(subject, holdEnds),
+      keyId: operator.keyId,
+      counter: operatorCounterNow(),
+      expiresAt: Math.floor(Date.now() / 1000) + 300,
+    });
+    const { instanceId: _, ...held1 } = subject;
+    const sealed = await stack.signer.approveHeld(
+      { ...held1, expiresAt: holdEnds, operator: approval },
+      stack.authorities.admin,
+    );
+    expect(sealed.ok).toBe(true);
+    const marked = await queryRows<{ action_id: string }>(
+      db,
+      sql`update agent_actions set status = 'approved', updated_at = now()
+          where action_id = ${view.action_id} and status = 'held' returning action_id`,
+    );
+    expect(marked).toHaveLength(1);
+
+    const status = async () =>
+      (
+        await queryRows<{ status: string }>(
+          db,
+          sql`select status from agent_actions where action_id = ${view.action_id}`,
+        )
+      )[0]!.status;
+    const deadline = Date.now() + 20_000;
+    while ((await status()) === "approved" && Date.now() < deadline) await sleep(250);
+    expect(await status()).toBe("expired");
+    expect(
+      (
+        await setIdentityEnabled(db, {
+          agentId: agent.agentId,
+          enabled: true,
+          reason: "cleared",
+          source: "cli",
+        })
+      ).ok,
+    ).toBe(true);
+    await sleep(2_500);
+    expect(await status()).toBe("expired");
     expect(await outgoing(agent)).toBe(0);
   });
 

@@ -61,20 +61,20 @@ export function patchPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
       throw new AppError("feature_disabled", "policies cannot be changed on this node (no signer)");
     const patch = await parseJsonBody(c, policyPatchSchema, MAX_PATCH_BYTES);
     const agent = c.get("agent");
-    const current = await readPolicyState(deps.db, agent.agentId, deps.clock.now());
-    const next = agentPolicySchema.safeParse(mergePatch(current.stored?.document ?? {}, patch));
-    if (!next.success) {
-      const issue = next.error.issues[0];
-      throw new AppError(
-        "validation_failed",
-        `the policy after the patch is not valid: ${issue ? `${issue.path.join(".") || "policy"}: ${issue.message}` : "invalid"}`,
-      );
-    }
-    const changed = await changeAgentPolicy(change, {
-      agent,
-      next: next.data satisfies AgentPolicyDocument,
-      changedBy: { by: "agent" },
-    });
+    // Merged under the agent's lock onto what is stored then: a patch read against a policy another
+    // change replaced meanwhile would undo that change's tightening and be refused as a loosening.
+    const patched = (stored: AgentPolicyDocument | null): AgentPolicyDocument => {
+      const next = agentPolicySchema.safeParse(mergePatch(stored ?? {}, patch));
+      if (!next.success) {
+        const issue = next.error.issues[0];
+        throw new AppError(
+          "validation_failed",
+          `the policy after the patch is not valid: ${issue ? `${issue.path.join(".") || "policy"}: ${issue.message}` : "invalid"}`,
+        );
+      }
+      return next.data;
+    };
+    const changed = await changeAgentPolicy(change, { agent, next: patched, changedBy: { by: "agent" } });
     if (!changed.ok) throw changeRefusal(changed.error);
     const now = deps.clock.now();
     return c.json(policyView(await readPolicyState(deps.db, agent.agentId, now), now));

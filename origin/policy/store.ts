@@ -117,12 +117,20 @@ export async function writeAgentPolicy(
   await recordChange(db, { agentId, before, after, changedBy });
 }
 
-/** Stores the node's freeze as the enclave sealed it, with the change in the audit. */
-export async function writeNodeFrozen(db: Db, frozen: boolean, changedBy: ChangedBy): Promise<void> {
+/**
+ * Stores the node's freeze as the enclave sealed it, with the change in the audit: `before` is the
+ * freeze the change found stored.
+ */
+export async function writeNodeFrozen(
+  db: Db,
+  change: { before: boolean; frozen: boolean },
+  changedBy: ChangedBy,
+): Promise<void> {
+  const { before, frozen } = change;
   await db.execute(sql`update node_policy set frozen = ${frozen}, updated_at = now() where id = 1`);
   await recordChange(db, {
     agentId: null,
-    before: { frozen: !frozen },
+    before: { frozen: before },
     after: { frozen },
     changedBy,
   });

@@ -490,7 +490,7 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
       );
       await writeNodeFrozen(
         db(),
-        frozen,
+        { before: !frozen, frozen },
         frozen ? { by: "admin" } : { by: "operator", operatorKeyId: operator.keyId },
       );
     };
