@@ -55,15 +55,36 @@ describe("log redaction", () => {
     logger.info(
       {
         "x-admin-api-token": SECRET,
-        request: { "x-registration-admin-token": PASSWORD, "x-admin-api-token": SECRET },
+        "x-console-session": TOKEN,
+        request: {
+          "x-registration-admin-token": PASSWORD,
+          "x-admin-api-token": SECRET,
+          "x-console-session": TOKEN,
+        },
       },
       "x",
     );
     expect(lines[0]).not.toContain(SECRET);
     expect(lines[0]).not.toContain(PASSWORD);
+    expect(lines[0]).not.toContain(TOKEN);
     expect(JSON.parse(lines[0]!)).toMatchObject({
       "x-admin-api-token": "[redacted]",
-      request: { "x-registration-admin-token": "[redacted]", "x-admin-api-token": "[redacted]" },
+      "x-console-session": "[redacted]",
+      request: {
+        "x-registration-admin-token": "[redacted]",
+        "x-admin-api-token": "[redacted]",
+        "x-console-session": "[redacted]",
+      },
+    });
+  });
+
+  it("redacts the edge's secret header by name, at the top level and one level down", () => {
+    const { lines, logger } = capture();
+    logger.info({ "x-svc-edge-secret": SECRET, request: { "x-svc-edge-secret": SECRET } }, "x");
+    expect(lines[0]).not.toContain(SECRET);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      "x-svc-edge-secret": "[redacted]",
+      request: { "x-svc-edge-secret": "[redacted]" },
     });
   });
 
