@@ -425,17 +425,17 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
   it("an approval that comes after the quote's validity signs nothing: the repeat answers the hold's ending", async () => {
     const agent = await stack.newAgent();
     await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
-    // A quote valid 1 s: the hold ends with it.
+    // A quote valid 6 s (the shortest authorize takes: the validity margin): the hold ends with it.
     const body = {
       payment_required: {
         ...quote(SELLER_A, 1_000n),
-        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 1 }],
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 6 }],
       },
       nonce: newNonce(),
     };
     const held = await authorize(first.base, agent.token, body);
     expect(held.status).toBe(202);
-    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    await new Promise((resolve) => setTimeout(resolve, 7_100));
     // Approved now, its hold's row kept from the tracker's sweep (which would end it `expired`
     // first): the authorization's own validity is what must stop the signature.
     await db().execute(
