@@ -178,6 +178,24 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
     expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
   });
 
+  it("verify answers a retry under the id of a settled request as /settle does, valid, though the payer's balance no longer covers a second payment", async () => {
+    // The official resource server verifies every paid request before settling it: a retry of a
+    // purchase whose answer was lost (a fresh authorization under the same id) must pass verify,
+    // or the payer, charged once, is never answered.
+    const payer = await fundedPayerOn(stack.devnet.url, AMOUNT);
+    const id = generatePaymentId("order_");
+    const first = await post("settle", await identified(demo, payer, id));
+    expect(first).toMatchObject({ status: 200, body: { success: true } });
+
+    const retry = await identified(demo, payer, id);
+    expect(await post("verify", retry)).toEqual({
+      status: 200,
+      body: { isValid: true, payer: payer.address.toLowerCase() },
+    });
+    expect(await post("settle", retry)).toEqual(first);
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+  });
+
   it("an id outside the extension's rules is refused invalid_payment_identifier, nothing settled", async () => {
     const payer = await fundedPayer();
     const settled = await post("settle", await identified(demo, payer, "too-short"));

@@ -30,17 +30,33 @@ export type Binding =
   /** The payer gave this id to another request. */
   | { kind: "conflict" };
 
-/** The fingerprint an id is bound to, if it is: read by every verify that carries an id. */
+/**
+ * The fingerprint an id is bound to, if it is, and the state of its bound settlement (null: none
+ * claimed): read by every verify that carries an id.
+ */
 export const boundFingerprintStatement = preparedStatement<"payer" | "paymentId">(
   "x402_payment_id_fingerprint",
-  sql`select fingerprint from x402_payment_ids
-      where payer = ${sql.placeholder("payer")} and payment_id = ${sql.placeholder("paymentId")}`,
-).returns({ fingerprint: "text" });
+  sql`select p.fingerprint, s.status as settlement from x402_payment_ids p
+      left join x402_settlements s on s.payer = p.payer and s.nonce = p.nonce
+      where p.payer = ${sql.placeholder("payer")} and p.payment_id = ${sql.placeholder("paymentId")}`,
+).returns({ fingerprint: "text", settlement: "text?" });
 
-/** The binding of the id as it stands, for verify: nothing is written. */
-export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Promise<boolean> {
+/**
+ * The binding of the id as it stands, for verify (nothing is written), as a settle now would take
+ * it (bindPaymentId): another request's (`conflict`); this request's, with a settlement that
+ * answers for it whatever authorization this presentation carries (`answered`: settled, or in
+ * flight); or none that answers (`free`), so the presentation's own authorization is what settles.
+ */
+export async function paymentIdStanding(
+  db: Db,
+  request: PaymentIdRequest,
+): Promise<"conflict" | "answered" | "free"> {
   const [row] = await runPrepared(db, boundFingerprintStatement, request);
-  return row !== undefined && row.fingerprint !== request.fingerprint;
+  if (row === undefined) return "free";
+  if (row.fingerprint !== request.fingerprint) return "conflict";
+  const answers =
+    row.settlement === "claimed" || row.settlement === "submitted" || row.settlement === "settled";
+  return answers ? "answered" : "free";
 }
 
 /**
