@@ -205,7 +205,7 @@ export function createFacilitator({
         payload: payment.envelope.raw.payload,
         ...(resource ? { resource } : {}),
         // Only a payment whose id was bound to this request reaches the settler with one.
-        sameRequest: payment.paymentId !== undefined,
+        ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
       }),
     );
     return { outcome };
