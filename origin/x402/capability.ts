@@ -44,12 +44,12 @@ export function createX402Module(
   runtime: X402Runtime | undefined,
 ): X402Module {
   const router = createX402Router(infra, runtime, { refusals });
-  const { amountUnits, payTo, maxTimeoutSeconds, dailyLimit } = infra.config.x402;
+  const { amountUnits, payTo, maxTimeoutSeconds, dailyLimit, validityMarginSeconds } = infra.config.x402;
   const capabilityOf = capability("x402", { routes: router ? [{ path: "/x402", router }] : [] });
   if (!infra.config.features.x402 || amountUnits === undefined || !payTo) {
     return { capability: capabilityOf, writes: {} };
   }
-  const pair = { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds };
+  const pair = { amountUnits, payTo: payTo.toLowerCase(), maxTimeoutSeconds, validityMarginSeconds };
   // The ceiling as sealed at start (setup.ts); without a runtime, the pair alone.
   const ceiling = runtime?.ceiling ?? null;
   return {
@@ -62,7 +62,7 @@ export function createX402Module(
         policy: pair,
         ceiling,
         dailyLimit,
-        validityMarginSeconds: infra.config.x402.validityMarginSeconds,
+        validityMarginSeconds,
         decided: (decision) => infra.metrics.policyDecided("x402", decision),
       }),
     },

@@ -59,6 +59,13 @@ export const x402Settlements = pgTable(
      * (x402/payee/earlier-presentation.ts). Not indexed, so setting it keeps updates HOT.
      */
     retryOwed: boolean("retry_owed").notNull().default(false),
+    /**
+     * The `payment-identifier` id of the presentation that claimed this settlement (null: none):
+     * a later presentation under the same id is the same request, answered as this settlement;
+     * under another id, or none, it is told the nonce is used (x402/payee/earlier-presentation.ts).
+     * The id is not signed, so only the claim can say which request the settlement was.
+     */
+    paymentId: text("payment_id"),
     /** A claim older than this without a transaction was abandoned (a crash before signing). */
     claimedUntil: timestamp("claimed_until", { withTimezone: true }).notNull().defaultNow(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),

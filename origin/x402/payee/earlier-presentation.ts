@@ -27,8 +27,10 @@ export function sha256(value: unknown): string {
  * it was owed (oweRetry). Any other presentation of a used (from, nonce), the same payload sent
  * again or concurrently included, learns only that the nonce is used, and by which transaction, as
  * the official facilitator answers it: a payer whose answer was lost reads the settlement's status.
- * A presentation whose payment id names this settlement (payment-ids.ts) is the same request by
- * the payer's own word (`sameRequest`): once settled, it is answered as settled, whenever it comes.
+ * A presentation under the payment id this settlement was claimed under (`paymentId`, kept with
+ * the claim) is the same request by the payer's own word: once settled, it is answered as settled,
+ * whenever it comes. Under another id, or none, it is any other presentation: the id is not signed,
+ * and anyone holding a settled payment may add one.
  * The id names a settlement only once its claim has committed (payment-ids.ts bindPaymentId waits
  * until then), and a batch removes the claims it signed nothing for in the transaction that made
  * them (settle.ts storeStatement): the row this waits on does not go away, as a claim held within a
@@ -37,7 +39,7 @@ export function sha256(value: unknown): string {
 export function earlierPresentation(
   deps: PresentationDeps,
   payment: Presented,
-  options: { sameRequest?: boolean } = {},
+  options: { paymentId?: string } = {},
 ): Promise<SettleOutcome> {
   return awaitPresentation(deps, payment, { ...options, deadline: Date.now() + holdMs(deps) });
 }
@@ -52,7 +54,7 @@ export function heldPresentation(
   deps: PresentationDeps,
   payment: Presented,
   deadline: number,
-  options: { sameRequest?: boolean } = {},
+  options: { paymentId?: string } = {},
 ): Promise<SettleOutcome | "released"> {
   return awaitPresentation(deps, payment, { ...options, deadline, released: true });
 }
@@ -71,7 +73,7 @@ type Presented = {
   payload: unknown;
 };
 
-type AwaitOptions = { sameRequest?: boolean; deadline: number; released?: boolean };
+type AwaitOptions = { paymentId?: string; deadline: number; released?: boolean };
 
 function awaitPresentation(
   deps: PresentationDeps,
@@ -96,9 +98,10 @@ async function awaitPresentation(
       tx_hash: string | null;
       error_reason: string | null;
       retry_owed: boolean;
+      payment_id: string | null;
     }>(
       deps.db,
-      sql`select status, tx_hash, error_reason, retry_owed from x402_settlements
+      sql`select status, tx_hash, error_reason, retry_owed, payment_id from x402_settlements
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
     // Past the deadline even a released claim is answered as pending: a payment that others keep
@@ -117,7 +120,7 @@ async function awaitPresentation(
       }
       if (row.status === "settled") {
         const paid =
-          options.sameRequest === true ||
+          (options.paymentId !== undefined && row.payment_id === options.paymentId) ||
           (row.retry_owed && (await redeemRetry(deps.db, authorization, sha256(payment.payload))));
         return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }

@@ -22,7 +22,7 @@ import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
-import { type PaymentIdRequest, paymentIdConflicts } from "./payment-ids.ts";
+import { type PaymentIdRequest, paymentIdStanding } from "./payment-ids.ts";
 import { X402_VERSION } from "./requirements.ts";
 import { guardReason, type RevertGuard } from "./revert-guard.ts";
 import {
@@ -205,7 +205,7 @@ export function createFacilitator({
         payload: payment.envelope.raw.payload,
         ...(resource ? { resource } : {}),
         // Only a payment whose id was bound to this request reaches the settler with one.
-        sameRequest: payment.paymentId !== undefined,
+        ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
       }),
     );
     return { outcome };
@@ -270,13 +270,16 @@ export function createFacilitator({
           429,
         );
       }
-      // An id its payer gave another request would be refused by settle: say so now.
+      // An id its payer gave another request would be refused by settle: say so now. One whose
+      // request has a settlement is answered by settle from it, whatever this authorization's own
+      // facts (its nonce, the balance left after that payment): valid, as the retry of a purchase
+      // whose answer was lost must be for a seller that verifies before it settles.
       const { paymentId } = admitted;
-      if (
-        paymentId !== undefined &&
-        (await paymentIdConflicts(verifyDeps.db, idRequest({ ...admitted, paymentId })))
-      ) {
-        return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
+      if (paymentId !== undefined) {
+        const standing = await paymentIdStanding(verifyDeps.db, idRequest({ ...admitted, paymentId }));
+        if (standing === "conflict")
+          return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
+        if (standing === "answered") return { status: 200, body: { isValid: true, payer: admitted.payer } };
       }
       const result = await verifyFacts(verifyDeps, admitted);
       return {

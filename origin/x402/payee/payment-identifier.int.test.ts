@@ -178,6 +178,61 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
     expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
   });
 
+  it("verify answers a retry under the id of a settled request as /settle does, valid, though the payer's balance no longer covers a second payment", async () => {
+    // The official resource server verifies every paid request before settling it: a retry of a
+    // purchase whose answer was lost (a fresh authorization under the same id) must pass verify,
+    // or the payer, charged once, is never answered.
+    const payer = await fundedPayerOn(stack.devnet.url, AMOUNT);
+    const id = generatePaymentId("order_");
+    const first = await post("settle", await identified(demo, payer, id));
+    expect(first).toMatchObject({ status: 200, body: { success: true } });
+
+    const retry = await identified(demo, payer, id);
+    expect(await post("verify", retry)).toEqual({
+      status: 200,
+      body: { isValid: true, payer: payer.address.toLowerCase() },
+    });
+    expect(await post("settle", retry)).toEqual(first);
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+  });
+
+  it("a settled payment presented again under a payment id it was not settled under is told the nonce is used, never answered paid again", async () => {
+    // The id is not signed: whoever holds a settled payment may add one, or change it.
+    const withId = (payment: PaymentPayload, id: string): PaymentPayload => ({
+      ...payment,
+      extensions: {
+        [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
+      },
+    });
+    // Settled without an id, then presented under a fresh id, and under another.
+    const payer = await fundedPayer();
+    const payment = await envelope(demo, payer);
+    const first = await post("settle", payment);
+    expect(first).toMatchObject({ status: 200, body: { success: true } });
+    const ids = [generatePaymentId(), generatePaymentId()];
+    for (const id of ids) {
+      expect(await post("settle", withId(payment, id))).toMatchObject({
+        status: 400,
+        body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction: first.body.transaction },
+      });
+    }
+    // Nor is that id then the paid request of a new authorization under it: that one is paid for.
+    const fresh = await post("settle", await identified(demo, payer, ids[0]!));
+    expect(fresh).toMatchObject({ status: 200, body: { success: true } });
+    expect(fresh.body.transaction).not.toBe(first.body.transaction);
+    // Settled under an id, then presented under another.
+    const other = await fundedPayer();
+    const identifiedPayment = await identified(demo, other, generatePaymentId());
+    const settled = await post("settle", identifiedPayment);
+    expect(settled).toMatchObject({ status: 200, body: { success: true } });
+    expect(await post("settle", withId(identifiedPayment, generatePaymentId()))).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction: settled.body.transaction },
+    });
+    expect(await paid(payer)).toEqual({ onChain: 2, rows: 2 });
+    expect(await paid(other)).toEqual({ onChain: 1, rows: 1 });
+  });
+
   it("an id outside the extension's rules is refused invalid_payment_identifier, nothing settled", async () => {
     const payer = await fundedPayer();
     const settled = await post("settle", await identified(demo, payer, "too-short"));

@@ -30,17 +30,34 @@ export type Binding =
   /** The payer gave this id to another request. */
   | { kind: "conflict" };
 
-/** The fingerprint an id is bound to, if it is: read by every verify that carries an id. */
+/**
+ * The fingerprint an id is bound to, if it is, and the state of its bound settlement when that
+ * settlement was claimed under this id (null: none): read by every verify that carries an id.
+ */
 export const boundFingerprintStatement = preparedStatement<"payer" | "paymentId">(
   "x402_payment_id_fingerprint",
-  sql`select fingerprint from x402_payment_ids
-      where payer = ${sql.placeholder("payer")} and payment_id = ${sql.placeholder("paymentId")}`,
-).returns({ fingerprint: "text" });
+  sql`select p.fingerprint, s.status as settlement from x402_payment_ids p
+      left join x402_settlements s on s.payer = p.payer and s.nonce = p.nonce
+        and s.payment_id = p.payment_id
+      where p.payer = ${sql.placeholder("payer")} and p.payment_id = ${sql.placeholder("paymentId")}`,
+).returns({ fingerprint: "text", settlement: "text?" });
 
-/** The binding of the id as it stands, for verify: nothing is written. */
-export async function paymentIdConflicts(db: Db, request: PaymentIdRequest): Promise<boolean> {
+/**
+ * The binding of the id as it stands, for verify (nothing is written), as a settle now would take
+ * it (bindPaymentId): another request's (`conflict`); this request's, with a settlement that
+ * answers for it whatever authorization this presentation carries (`answered`: settled, or in
+ * flight); or none that answers (`free`), so the presentation's own authorization is what settles.
+ */
+export async function paymentIdStanding(
+  db: Db,
+  request: PaymentIdRequest,
+): Promise<"conflict" | "answered" | "free"> {
   const [row] = await runPrepared(db, boundFingerprintStatement, request);
-  return row !== undefined && row.fingerprint !== request.fingerprint;
+  if (row === undefined) return "free";
+  if (row.fingerprint !== request.fingerprint) return "conflict";
+  const answers =
+    row.settlement === "claimed" || row.settlement === "submitted" || row.settlement === "settled";
+  return answers ? "answered" : "free";
 }
 
 /**
@@ -78,18 +95,26 @@ export async function bindPaymentId(db: Db, request: PaymentIdRequest): Promise<
       nonce: string;
       lapsed: boolean;
       settlement: string | null;
+      claimed_otherwise: boolean | null;
     }>(
       db,
-      sql`select p.fingerprint, p.nonce, p.held_until < now() as lapsed, s.status as settlement
+      sql`select p.fingerprint, p.nonce, p.held_until < now() as lapsed, s.status as settlement,
+            s.payment_id is distinct from p.payment_id as claimed_otherwise
           from x402_payment_ids p
           left join x402_settlements s on s.payer = p.payer and s.nonce = p.nonce
           where p.payer = ${payer} and p.payment_id = ${paymentId}`,
     );
     if (!row) continue; // released meanwhile: bind it again
     if (row.fingerprint !== fingerprint) return { kind: "conflict" };
-    // The same authorization again: the settler answers it as this request presented again.
+    // The same authorization again: the settler answers it as this request presented again, if
+    // its settlement was claimed under this id (earlier-presentation.ts).
     if (row.nonce === nonce) return { kind: "bound" };
-    const over = row.settlement === "failed" || row.settlement === "reverted";
+    // A settlement of the bound nonce claimed under no id or another (a payment already settled,
+    // presented again with this id added: the id is not signed) was never this request's.
+    const over =
+      row.settlement === "failed" ||
+      row.settlement === "reverted" ||
+      (row.settlement !== null && row.claimed_otherwise);
     if (row.settlement !== null && !over) return { kind: "settled_by", nonce: row.nonce };
     if (over || row.lapsed) {
       const taken = await queryRows<{ nonce: string }>(

@@ -30,7 +30,7 @@ export async function settleOncePerId(
         authorization: { from: request.payer as `0x${string}`, nonce: binding.nonce as `0x${string}` },
         payload: null,
       },
-      { sameRequest: true },
+      { paymentId: request.paymentId },
     );
     return { outcome, nonce: binding.nonce };
   }

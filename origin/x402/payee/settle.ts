@@ -64,10 +64,11 @@ export type SettlementPayment = {
    */
   resource?: CatalogueEntry;
   /**
-   * Its payment id is bound to this request (payment-ids.ts): held by another presentation of the
-   * same payment, it is that request presented again, answered as paid once settled.
+   * The payment id bound to this request (payment-ids.ts), kept with the claim: held by another
+   * presentation of the same payment that claimed it under the same id, it is that request
+   * presented again, answered as paid once settled.
    */
-  sameRequest?: boolean;
+  paymentId?: string;
 };
 
 export type SettlerDeps = {
@@ -100,7 +101,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       // presented again and answered by its own checks, at once: it may be sound where the other
       // was refused (another payload for the same nonce), and waiting would answer it as pending.
       while (outcome.kind === "unclaimed") {
-        const earlier = await heldPresentation(deps, payment, deadline, { sameRequest: payment.sameRequest });
+        const earlier = await heldPresentation(deps, payment, deadline, { paymentId: payment.paymentId });
         if (earlier !== "released") return earlier;
         outcome = await deps.outbox.submit(kind, payment);
       }
@@ -278,19 +279,19 @@ export const claimStatement = preparedStatement<"claims">(
   sql`with claimed as (
       insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
         valid_after, valid_before, signature, resource_url, resource_description, resource_mime_type,
-        claimed_until)
+        payment_id, claimed_until)
       select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
-        signature, resource_url, resource_description, resource_mime_type,
+        signature, resource_url, resource_description, resource_mime_type, payment_id,
         now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
       from json_to_recordset(${sql.placeholder("claims")}::json) as c(payer text, nonce text, pay_to text,
         amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
         valid_before bigint, signature text, resource_url text, resource_description text,
-        resource_mime_type text)
+        resource_mime_type text, payment_id text)
       order by payer, nonce
       on conflict (payer, nonce) do update
         set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null,
           resource_url = excluded.resource_url, resource_description = excluded.resource_description,
-          resource_mime_type = excluded.resource_mime_type
+          resource_mime_type = excluded.resource_mime_type, payment_id = excluded.payment_id
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
       returning id, payer, nonce, amount_units, valid_before),
@@ -303,7 +304,14 @@ export const claimStatement = preparedStatement<"claims">(
     select lower(payer) || ':' || lower(nonce) as key, id::text as id from claimed`,
 ).returns({ key: "text", id: "text" });
 
-function claimRow({ authorization: a, requirement, payload, signature, resource }: SettlementPayment) {
+function claimRow({
+  authorization: a,
+  requirement,
+  payload,
+  signature,
+  resource,
+  paymentId,
+}: SettlementPayment) {
   return {
     payer: a.from,
     nonce: a.nonce,
@@ -317,6 +325,7 @@ function claimRow({ authorization: a, requirement, payload, signature, resource 
     resource_url: resource?.url ?? null,
     resource_description: resource?.description ?? null,
     resource_mime_type: resource?.mimeType ?? null,
+    payment_id: paymentId ?? null,
   };
 }
 

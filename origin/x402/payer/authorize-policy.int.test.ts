@@ -425,17 +425,17 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
   it("an approval that comes after the quote's validity signs nothing: the repeat answers the hold's ending", async () => {
     const agent = await stack.newAgent();
     await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
-    // A quote valid 1 s: the hold ends with it.
+    // A quote valid 6 s (the shortest authorize takes: the validity margin): the hold ends with it.
     const body = {
       payment_required: {
         ...quote(SELLER_A, 1_000n),
-        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 1 }],
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 6 }],
       },
       nonce: newNonce(),
     };
     const held = await authorize(first.base, agent.token, body);
     expect(held.status).toBe(202);
-    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    await new Promise((resolve) => setTimeout(resolve, 7_100));
     // Approved now, its hold's row kept from the tracker's sweep (which would end it `expired`
     // first): the authorization's own validity is what must stop the signature.
     await db().execute(
@@ -447,6 +447,68 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     expect(late.status).toBe(403);
     expect(errorOf(late)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
     expect(signRequests).toBe(signedBefore);
+  });
+
+  it("an approval that comes in the quote's last margin seconds signs nothing: the repeat answers the hold's ending, not the enclave's refusal as x402_validity_too_long", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
+    // A quote valid 8 s: held now, its authorization ends 8 s from now.
+    const body = {
+      payment_required: {
+        ...quote(SELLER_A, 1_000n),
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 8 }],
+      },
+      nonce: newNonce(),
+    };
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    const validBefore = Date.parse(view.expires_at!) / 1000;
+    // Approved (the enclave's approve_held and the action's row) once less than the validity
+    // margin (6 s) of the authorization is left, yet before it ends: a facilitator refuses such an
+    // authorization (invalid_exact_evm_payload_authorization_valid_before).
+    await new Promise((resolve) => setTimeout(resolve, 3_500));
+    const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
+      instance_id: string;
+    };
+    const approvalExpiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const params = {
+      key_ref: agent.keyRef,
+      kind: "x402",
+      ref: body.nonce,
+      to: SELLER_A,
+      value_units: "1000",
+      expires_at: approvalExpiresAt,
+      operator: await operator.approve(
+        "approve_held",
+        heldApprovalSubject(
+          {
+            instanceId,
+            keyRef: agent.keyRef,
+            kind: "x402",
+            ref: body.nonce,
+            to: SELLER_A,
+            valueUnits: 1_000n,
+          },
+          approvalExpiresAt,
+        ),
+      ),
+    };
+    expectOk(
+      await enclave.request(
+        "approve_held",
+        params,
+        await mintFor(enclave, stack.enclave, "approve_held", params),
+      ),
+    );
+    await db().execute(sql`update agent_actions set status = 'approved' where action_id = ${view.action_id}`);
+    const signedBefore = signRequests;
+    const late = await authorize(first.base, agent.token, body);
+    expect(Math.floor(Date.now() / 1000)).toBeLessThan(validBefore);
+    expect(late.status).toBe(403);
+    expect(errorOf(late)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+    expect(signRequests).toBe(signedBefore);
+    expect(await budgets(agent.agentId)).toEqual([{ kind: "day", pay_to: null, count: 0, units: "0" }]);
   });
 
   it("an approved authorization the agent never came back for ends expired once its quote's validity ran out (the tracker's sweep), and is never signed", async () => {

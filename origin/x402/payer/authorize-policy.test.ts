@@ -33,7 +33,7 @@ const entry = (payTo: string, amount: string, overrides: Record<string, unknown>
 const quote = (...accepts: Record<string, unknown>[]): X402PaymentRequired =>
   ({ x402Version: 2, resource: { url: "https://seller.example/item" }, accepts }) as X402PaymentRequired;
 
-const pair = { amountUnits: 10_000n, payTo: PAIR, maxTimeoutSeconds: 180 };
+const pair = { amountUnits: 10_000n, payTo: PAIR, maxTimeoutSeconds: 180, validityMarginSeconds: 6 };
 const withCeiling: X402NodeTerms = { pair, ceiling: { maxPerPaymentUnits: 1_000_000n, payees: null } };
 const pairOnly: X402NodeTerms = { pair, ceiling: null };
 

@@ -28,6 +28,7 @@ import { preparedStatement } from "../../db/prepared.ts";
 import { policyDenied } from "../../policy/refusal.ts";
 import { type PolicyState, policyStatement, policyStateOf, policyValues } from "../../policy/store.ts";
 import type { SignerFailure, SignerResult } from "../../signer/types.ts";
+import { endsTooSoonToSettle } from "../settle-window.ts";
 import type { PaymentAuthorization } from "./authorize-envelope.ts";
 
 /** What a signing stores: the authorization as the envelope spells it, and the payer's signature. */
@@ -114,6 +115,8 @@ export type SignActionOnceParams = {
   payment: { nonce: Hex; payTo: string; amountUnits: bigint };
   /** The validity's end of an authorization signed now (unix seconds); a held one keeps its own. */
   validBefore: () => bigint;
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS: a held authorization with less left than this is over. */
+  validityMarginSeconds: number;
   /**
    * The agent's policy over this payment, given the policy state read under the day's lock and
    * whether an operator approved the held authorization; null when nothing bounds the agent.
@@ -269,9 +272,12 @@ async function signLocked(
   if (approved && !held)
     throw new Error(`x402 action ${actionId} is approved without its held authorization`);
   const validBefore = held ? BigInt(held.validBefore) : params.validBefore();
-  // Approved after the quote's validity ran out (before the sweep ended it): it would pay for a
-  // quote the seller no longer honours, so it ends `expired` as the sweep would have ended it.
-  if (held && validBefore <= BigInt(Math.floor(params.now.getTime() / 1000))) {
+  // Approved after the quote's validity ran out (before the sweep ended it), or so near its end
+  // that no facilitator would settle it (the rule the enclave also signs by, settle-window.ts): it
+  // would pay for a quote the seller no longer honours, so it ends `expired` as the sweep would
+  // have ended it, where the enclave's refusal of the margin read as a validity too long.
+  const nowSeconds = BigInt(Math.floor(params.now.getTime() / 1000));
+  if (held && endsTooSoonToSettle(validBefore, nowSeconds, BigInt(params.validityMarginSeconds))) {
     written(tx.run(signExpireStatement, { actionId }));
     return { kind: "ended", status: "expired" };
   }

@@ -21,6 +21,11 @@ export type X402AuthorizePolicy = {
   /** Lowercase. */
   payTo: string;
   maxTimeoutSeconds: number;
+  /**
+   * AGENT_X402_VALIDITY_MARGIN_SECONDS: an authorization with less validity than this left is
+   * settled by no facilitator, and the enclave does not sign it.
+   */
+  validityMarginSeconds: number;
 };
 
 export type RequirementRefusalCode =
@@ -129,11 +134,18 @@ function checkEntry(
 /** The entry's validity in seconds, or why this node will not sign for it that long. */
 export function checkTimeout(
   entry: Record<string, unknown>,
-  policy: Pick<X402AuthorizePolicy, "maxTimeoutSeconds">,
+  policy: Pick<X402AuthorizePolicy, "maxTimeoutSeconds" | "validityMarginSeconds">,
 ): number | RequirementRefusal {
   const timeout = entry.maxTimeoutSeconds;
   if (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1) {
     return unsupported("maxTimeoutSeconds must be a positive whole number of seconds");
+  }
+  // Signed now, it would end within the margin: refused by every facilitator (settle-window.ts)
+  // and by the enclave, whose refusal reads as a validity too long. Refused here, for what it is.
+  if (timeout < policy.validityMarginSeconds) {
+    return unsupported(
+      `the quote asks for an authorization valid ${timeout} s; no facilitator settles one valid less than ${policy.validityMarginSeconds} s (AGENT_X402_VALIDITY_MARGIN_SECONDS)`,
+    );
   }
   if (timeout > policy.maxTimeoutSeconds) {
     return {

@@ -472,6 +472,36 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
     expect(await signedActions(agent.agentId)).toBe(0);
   });
 
+  it("refuses a quote valid less than the validity margin (6 s) with 422 x402_requirement_unsupported, before the enclave, where it was answered x402_validity_too_long: no facilitator settles such an authorization", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const before = signRequests;
+    const response = await authorize(origin.base, agent.token, {
+      payment_required: quote({ maxTimeoutSeconds: 5 }),
+      nonce: newNonce(),
+    });
+    const error = (response.body as { error?: { code?: string; message?: string } }).error;
+    expect({ status: response.status, code: error?.code }).toEqual({
+      status: 422,
+      code: "x402_requirement_unsupported",
+    });
+    expect(error?.message).toContain("6 s");
+    expect(signRequests).toBe(before);
+    expect(await signedActions(agent.agentId)).toBe(0);
+    // The check call answers what authorize does.
+    const check = await fetch(`${origin.base}/agent/v1/policy/check`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ x402: { payment_required: quote({ maxTimeoutSeconds: 5 }) } }),
+    });
+    expect(await check.json()).toMatchObject({ decision: "deny", rule: "node.x402_requirement_unsupported" });
+    // At the margin itself it is signed, and our facilitator settles it.
+    const atMargin = await authorize(origin.base, agent.token, {
+      payment_required: quote({ maxTimeoutSeconds: 6 }),
+      nonce: newNonce(),
+    });
+    expect(atMargin.status).toBe(200);
+  });
+
   it("works with transfers and the faucet switched off, for a wallet the funding gate would refuse", async () => {
     const off = await startTestOrigin({
       database: stack.db.handle,

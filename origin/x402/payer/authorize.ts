@@ -194,6 +194,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
             payment,
             validBefore: () =>
               BigInt(Math.floor(deps.clock.now().getTime() / 1000)) + BigInt(requirement.maxTimeoutSeconds),
+            validityMarginSeconds: deps.validityMarginSeconds,
             decide: (current, approved) => {
               if (!current.stored && !current.nodeFrozen) return null;
               const decision = evaluateX402(
