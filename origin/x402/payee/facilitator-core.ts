@@ -261,6 +261,18 @@ export function createFacilitator({
       });
       const admitted = admit(body, clientIp);
       if ("turned" in admitted) return refuse(admitted.turned, admitted.payer, admitted.status);
+      // An id its payer gave another request would be refused by settle: say so now. One whose
+      // request has a settlement is answered by settle from it, whatever this authorization's own
+      // facts (its nonce, the balance left after that payment) and whatever the revert guard says
+      // of the payer since (settle signs nothing for it): valid, as the retry of a purchase whose
+      // answer was lost must be for a seller that verifies before it settles.
+      const { paymentId } = admitted;
+      if (paymentId !== undefined) {
+        const standing = await paymentIdStanding(verifyDeps.db, idRequest({ ...admitted, paymentId }));
+        if (standing === "conflict")
+          return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
+        if (standing === "answered") return { status: 200, body: { isValid: true, payer: admitted.payer } };
+      }
       // A settle now would be refused: say so rather than that it would settle.
       const held = await guard.check(clientIp, admitted.payer);
       if (held) {
@@ -269,17 +281,6 @@ export function createFacilitator({
           admitted.payer,
           429,
         );
-      }
-      // An id its payer gave another request would be refused by settle: say so now. One whose
-      // request has a settlement is answered by settle from it, whatever this authorization's own
-      // facts (its nonce, the balance left after that payment): valid, as the retry of a purchase
-      // whose answer was lost must be for a seller that verifies before it settles.
-      const { paymentId } = admitted;
-      if (paymentId !== undefined) {
-        const standing = await paymentIdStanding(verifyDeps.db, idRequest({ ...admitted, paymentId }));
-        if (standing === "conflict")
-          return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
-        if (standing === "answered") return { status: 200, body: { isValid: true, payer: admitted.payer } };
       }
       const result = await verifyFacts(verifyDeps, admitted);
       return {

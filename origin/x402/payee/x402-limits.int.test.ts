@@ -1,6 +1,11 @@
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { PaymentPayload } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
+import {
+  declarePaymentIdentifierExtension,
+  generatePaymentId,
+  PAYMENT_IDENTIFIER,
+} from "@x402/extensions/payment-identifier";
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
@@ -278,6 +283,14 @@ describe("a payer racing its own balance", () => {
           where payer = any(${`{${payers.map((p) => p.address.toLowerCase()).join(",")}}`}::text[])`,
     );
 
+  /** A fresh payment of `payer`'s, carrying payment id `id` as the extension's client helper adds it. */
+  const identified = async (payer: PrivateKeyAccount, id: string): Promise<PaymentPayload> => ({
+    ...(await envelope(demoUrl, payer)),
+    extensions: {
+      [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
+    },
+  });
+
   /** One settle of a fresh payment of `payer` from `ip`: what the client sees. */
   const settleFrom = async (ip: string, payer: PrivateKeyAccount, through = edge): Promise<string> => {
     const answer = await facilitator(through, ip, "settle", settleBody(await envelope(demoUrl, payer)));
@@ -368,6 +381,43 @@ describe("a payer racing its own balance", () => {
       await secondEdge.stop();
       await second.close();
     }
+  }, 180_000);
+
+  it("a payer held by its reverts still has a paid purchase answered: a retry under the settled request's payment id is valid at verify and paid at settle, not 429", async () => {
+    // Mutation: verify checking the revert guard before the payment id answers the retry 429, so a
+    // seller that verifies first never answers a purchase its payer paid for.
+    const payer = newAccount();
+    await refill(payer);
+    const id = generatePaymentId("order_");
+    const first = await facilitator(edge, "203.0.113.60", "settle", settleBody(await identified(payer, id)));
+    expect(first).toMatchObject({ status: 200, body: { success: true } });
+    const answers: string[] = [];
+    for (let attempt = 0; attempt < REVERT_GUARD.reverts; attempt++) {
+      await refill(payer);
+      drainBeforeNextBroadcast(payer);
+      answers.push(await settleFrom(`203.0.113.${61 + attempt}`, payer));
+    }
+    expect(answers).toEqual(Array(REVERT_GUARD.reverts).fill(`400 ${X402_REASONS.transactionFailed}`));
+
+    // The purchase's retry, a fresh authorization under its id, from a fresh address.
+    const retry = settleBody(await identified(payer, id));
+    expect(await facilitator(edge, "203.0.113.65", "verify", retry)).toMatchObject({
+      status: 200,
+      body: { isValid: true, payer: payer.address.toLowerCase() },
+    });
+    expect(await facilitator(edge, "203.0.113.65", "settle", retry)).toMatchObject({
+      status: 200,
+      body: { success: true, transaction: first.body.transaction },
+    });
+    // Anything new of the payer's is still refused.
+    await refill(payer);
+    const fresh = await facilitator(
+      edge,
+      "203.0.113.66",
+      "verify",
+      settleBody(await envelope(demoUrl, payer)),
+    );
+    expect(fresh).toMatchObject({ status: 429, body: { invalidReason: X402_REASONS.tooManyReverts } });
   }, 180_000);
 
   it("refuses an address whose settlements reverted 3 times, whatever new payer it brings; a payer elsewhere settles", async () => {
