@@ -290,16 +290,22 @@ export const claimStatement = preparedStatement<"claims">(
       order by payer, nonce
       on conflict (payer, nonce) do update
         set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null,
+          pay_to = excluded.pay_to, amount_units = excluded.amount_units,
+          requirement_hash = excluded.requirement_hash, payload_hash = excluded.payload_hash,
+          valid_after = excluded.valid_after, valid_before = excluded.valid_before,
+          signature = excluded.signature,
           resource_url = excluded.resource_url, resource_description = excluded.resource_description,
           resource_mime_type = excluded.resource_mime_type, payment_id = excluded.payment_id
         where x402_settlements.status = 'claimed' and x402_settlements.tx_id is null
           and x402_settlements.claimed_until < now()
       returning id, payer, nonce, amount_units, valid_before),
-    -- A claim taken over still has its reservation (unless swept, long expired): kept as it is.
+    -- A claim taken over may have been another authorization of the same nonce (its payer signed
+    -- two): the row and its reservation take the terms of the one now settled.
     reserved as (
       insert into x402_reservations (settlement_id, payer, amount_units, valid_before)
       select id, payer, amount_units, valid_before from claimed
-      on conflict (settlement_id) do nothing),
+      on conflict (settlement_id) do update
+        set amount_units = excluded.amount_units, valid_before = excluded.valid_before),
     ${sweepExpiredReservations}
     select lower(payer) || ':' || lower(nonce) as key, id::text as id from claimed`,
 ).returns({ key: "text", id: "text" });

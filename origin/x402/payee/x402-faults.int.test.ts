@@ -11,6 +11,7 @@ import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../.
 import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
+import { sha256 } from "./earlier-presentation.ts";
 
 // Settlement safety when parts fail, against the real processes: an origin
 // SIGKILLed between the settle broadcast and its receipt, and a chain that stops answering after it
@@ -201,6 +202,59 @@ describe("x402 settlement under faults (real processes)", () => {
     expect(paid.status, JSON.stringify(paid.body)).toBe(200);
     expect(await settlementOf(payer.address)).toMatchObject([{ status: "settled" }]);
     expect((await payToBalance()) - before).toBe(AMOUNT * WEI_PER_UNIT);
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 60_000);
+
+  it("takes over an abandoned claim of another authorization of the same nonce with the terms of the one it settles: the row and its reservation hold what was paid", async () => {
+    // Its payer signed two authorizations with one nonce; the first's settle died between its claim
+    // and its signing. Mutation: a take-over that keeps the dead claim's terms records another
+    // recipient, amount, validity and signature than the transaction moved, and reserves that.
+    const payer = await fundedPayer(stack.devnet.url);
+    const demo = `${stack.origin.base}/x402/demo`;
+    const payment = await envelope(demo, payer);
+    const { authorization, signature } = payment.payload as {
+      authorization: Record<string, string>;
+      signature: string;
+    };
+    const payerKey = payer.address.toLowerCase();
+    const [dead] = await queryRows<{ id: string }>(
+      stack.db.handle.db,
+      sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+            valid_after, valid_before, signature, claimed_until)
+          values (${payerKey}, ${authorization.nonce!.toLowerCase()}, ${newAccount().address.toLowerCase()},
+            ${(AMOUNT * 3n).toString()}, ${"00".repeat(32)}, ${"00".repeat(32)}, 0,
+            ${(BigInt(authorization.validBefore!) + 600n).toString()}, ${`0x${"ab".repeat(65)}`},
+            now() - interval '1 second')
+          returning id`,
+    );
+    await stack.db.handle.db.execute(
+      sql`insert into x402_reservations (settlement_id, payer, amount_units, valid_before)
+          values (${dead!.id}, ${payerKey}, ${(AMOUNT * 3n).toString()},
+            ${(BigInt(authorization.validBefore!) + 600n).toString()})`,
+    );
+    const paid = await pay(demo, paymentHeader(payment));
+    expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+    const [row] = await queryRows(
+      stack.db.handle.db,
+      sql`select status, pay_to, amount_units::text as amount_units, valid_after::text as valid_after,
+            valid_before::text as valid_before, signature, payload_hash from x402_settlements where id = ${dead!.id}`,
+    );
+    expect(row).toEqual({
+      status: "settled",
+      pay_to: payTo,
+      amount_units: AMOUNT.toString(),
+      valid_after: authorization.validAfter,
+      valid_before: authorization.validBefore,
+      signature: signature.toLowerCase(),
+      payload_hash: sha256(payment.payload),
+    });
+    expect(
+      await queryRows(
+        stack.db.handle.db,
+        sql`select amount_units::text as amount_units, valid_before::text as valid_before
+            from x402_reservations where settlement_id = ${dead!.id}`,
+      ),
+    ).toEqual([{ amount_units: AMOUNT.toString(), valid_before: authorization.validBefore }]);
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 60_000);
 
