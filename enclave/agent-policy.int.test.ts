@@ -97,7 +97,7 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     fixture = await createEnclaveFixture({ envId: "agent-policy" });
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
     await privileged(client, fixture, "configure_policy", nodePolicy({ maxUnits: "1000000", payees: null }));
-    keys = await agentKeys(client, fixture, 8);
+    keys = await agentKeys(client, fixture, 9);
     operator = await enrolledOperator(client, fixture);
     instanceId = await instanceIdOf(client);
   });
@@ -238,6 +238,39 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
       code: "cap_exceeded",
       detail: "x402_ceiling",
       rule: "x402_max_per_payment_units",
+    });
+  });
+
+  it("a payee listed twice is paid under whichever of its entries allows the payment, not only the one with the larger per-payment limit", async () => {
+    // The enclave signs without the resource, so both entries of SELLER_A apply to every payment
+    // to it; each alone allows a payment of 10,000 after 50,000 paid today (the second does).
+    const key = keys[8]!;
+    const policy = {
+      x402: {
+        payees: [
+          {
+            pay_to: SELLER_A,
+            resource_prefix: "https://a.example/premium/",
+            per_payment_units: "50000",
+            daily_units: "50000",
+          },
+          {
+            pay_to: SELLER_A,
+            resource_prefix: "https://a.example/basic/",
+            per_payment_units: "10000",
+            daily_units: "1000000",
+          },
+        ],
+      },
+    };
+    expectOk(await setPolicy(key, policy, true));
+    expectOk(await signX402(x402(key, SELLER_A, 50_000n)));
+    expectOk(await signX402(x402(key, SELLER_A, 10_000n)));
+    // Past what either entry allows, the refusal still names the payee's limit.
+    expect(outcome(await signX402(x402(key, SELLER_A, 20_000n)))).toEqual({
+      code: "cap_exceeded",
+      detail: "policy_denied",
+      rule: `x402.payees[${SELLER_A.toLowerCase()}].daily_units`,
     });
   });
 

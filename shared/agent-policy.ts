@@ -270,12 +270,14 @@ export type X402Request = {
 /**
  * The payee entry a payment falls under: the policy's list, or the node's default list of one (its
  * pair, at its exact amount). With a resource, an entry with a prefix applies only to the resources
- * it begins; without one (the enclave's view), any entry of the payee does.
+ * it begins; without one (the enclave's view), any entry of the payee does. `payeeToday` is what
+ * the payee was paid today, which an entry's daily units bound.
  */
 export function payeeEntry(
   policy: AgentPolicy,
   node: NodePayee | null,
   request: X402Request,
+  payeeToday: bigint,
 ): PolicyPayee | undefined {
   const payTo = request.payTo.toLowerCase();
   if (policy.x402.payees === null) {
@@ -290,9 +292,14 @@ export function payeeEntry(
         request.resource === null ||
         request.resource.startsWith(payee.resourcePrefix)),
   );
-  // Several entries of one payee (one per resource prefix): the most generous that applies, since
-  // each alone would allow the payment.
-  return matches.sort((a, b) => (a.perPaymentUnits > b.perPaymentUnits ? -1 : 1))[0];
+  // Several entries of one payee (one per resource prefix) may apply; each alone would allow the
+  // payment, so one that allows it decides, whatever the others' limits. A larger per-payment limit
+  // says nothing of the daily units: an entry is judged on both. When none allows it, the one with
+  // the largest per-payment limit names the refusal.
+  const allows = (entry: PolicyPayee) =>
+    request.amountUnits <= entry.perPaymentUnits &&
+    (entry.dailyUnits === null || payeeToday + request.amountUnits <= entry.dailyUnits);
+  return matches.find(allows) ?? matches.sort((a, b) => (a.perPaymentUnits > b.perPaymentUnits ? -1 : 1))[0];
 }
 
 /** One x402 authorization against the agent's policy and what it used of its day. */
@@ -309,7 +316,8 @@ export function evaluateX402(
   if (policy.frozen) deny("frozen");
   const payTo = request.payTo.toLowerCase();
   const amount = request.amountUnits;
-  const entry = payeeEntry(policy, node, request);
+  const payeeToday = usage.x402.payeeDayUnits.get(payTo) ?? 0n;
+  const entry = payeeEntry(policy, node, request, payeeToday);
   if (!entry) {
     if (policy.x402.unknownPayee === "hold" && !at.approved) {
       findings.push({ decision: "hold", rule: "x402.unknown_payee", remaining: null });
@@ -319,7 +327,6 @@ export function evaluateX402(
   } else {
     const rule = `x402.payees[${payTo}]`;
     if (amount > entry.perPaymentUnits) deny(`${rule}.per_payment_units`, entry.perPaymentUnits.toString());
-    const payeeToday = usage.x402.payeeDayUnits.get(payTo) ?? 0n;
     if (entry.dailyUnits !== null && payeeToday + amount > entry.dailyUnits) {
       deny(`${rule}.daily_units`, remainingOf(entry.dailyUnits, payeeToday));
     }
