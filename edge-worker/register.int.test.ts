@@ -202,6 +202,30 @@ describe("POST {base}/agent/v1/register through the edge", () => {
     expect(origin.received).toHaveLength(3);
   });
 
+  it("answers a spent day's quota it holds with the origin's wait to the next UTC day, not the minute it keeps it", async () => {
+    const hours = 10 * 3600;
+    originAnswer = {
+      status: 429,
+      headers: { "content-type": "application/json", "retry-after": String(hours) },
+      body: JSON.stringify({
+        error: { code: "registration_rate_limited", message: "m", request_id: "req_0", retry_after: hours },
+      }),
+    };
+    expect((await registerFrom("127.0.0.33")).status).toBe(429);
+    originAnswer = CREATED;
+    const refused = await registerFrom("127.0.0.33");
+    expect(refused.status).toBe(429);
+    expect(origin.received).toHaveLength(1);
+    // A client that obeys the edge's Retry-After must not come back within the minute to be told
+    // the same by the origin: the quota is spent until the day ends.
+    const seconds = Number(refused.headers["retry-after"]);
+    expect(seconds).toBeGreaterThan(hours - 10);
+    expect(seconds).toBeLessThanOrEqual(hours);
+    expect(refused.body).toMatchObject({
+      error: { code: "registration_rate_limited", retry_after: seconds },
+    });
+  });
+
   it.each([
     ["a foreign Origin", () => ({ origin: "https://attacker.example" })],
     ["an opaque Origin", () => ({ origin: "null" })],

@@ -20,12 +20,14 @@ describe("RegistrationBackoff", () => {
     expect(backoff.secondsLeft("192.0.2.1")).toBeUndefined();
   });
 
-  it("remembers a spent day's quota a minute at most, so a raised quota reaches the edge within one", () => {
+  it("remembers a spent day's quota a minute at most, so a raised quota reaches the edge within one, naming the origin's wait meanwhile", () => {
     let now = 0;
     const backoff = new RegistrationBackoff(() => now);
     backoff.observe("192.0.2.1", answer(429, String(20 * 3600)));
-    expect(backoff.secondsLeft("192.0.2.1")).toBe(REMEMBER_AT_MOST_MS / 1_000);
-    now += REMEMBER_AT_MOST_MS;
+    expect(backoff.secondsLeft("192.0.2.1")).toBe(20 * 3600);
+    now += REMEMBER_AT_MOST_MS - 1_000;
+    expect(backoff.secondsLeft("192.0.2.1")).toBe(20 * 3600 - REMEMBER_AT_MOST_MS / 1_000 + 1);
+    now += 1_000;
     expect(backoff.secondsLeft("192.0.2.1")).toBeUndefined();
   });
 

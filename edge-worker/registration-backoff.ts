@@ -16,7 +16,7 @@ export class RegistrationBackoff {
     this.refusals = new RememberedRefusals(REMEMBERED_ADDRESSES, now);
   }
 
-  /** Whole seconds left of the address's remembered refusal (at least 1), or undefined. */
+  /** Whole seconds left of the origin's wait for the address's remembered refusal (at least 1), or undefined. */
   secondsLeft(address: string): number | undefined {
     return this.refusals.lookup(address)?.secondsLeft;
   }

@@ -20,8 +20,13 @@ export function refusalSeconds(response: Response): number | undefined {
 }
 
 export class RememberedRefusals<Value> {
-  /** Key → when its refusal ends (ms) and what to answer, in the order they were remembered. */
-  private readonly until = new RecencyMap<string, { until: number; value: Value }>();
+  /**
+   * Key → until when it is remembered (ms), when the origin's wait ends (ms), and what to answer,
+   * in the order they were remembered. The two differ past REMEMBER_AT_MOST_MS: the edge forgets
+   * sooner, but while it answers, it names the origin's wait, not its own memory (a spent day's
+   * quota is still spent after the minute the edge keeps it).
+   */
+  private readonly until = new RecencyMap<string, { until: number; waitEnds: number; value: Value }>();
 
   /** `capacity`: keys remembered at once; past it the oldest is forgotten (the origin refuses it again). */
   constructor(
@@ -29,19 +34,28 @@ export class RememberedRefusals<Value> {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The key's remembered refusal with its whole seconds left (at least 1), or undefined. */
+  /**
+   * The key's remembered refusal with the whole seconds left of the origin's wait (at least 1), or
+   * undefined.
+   */
   lookup(key: string): { secondsLeft: number; value: Value } | undefined {
     const known = this.until.get(key);
     if (known === undefined) return undefined;
-    const left = known.until - this.now();
-    if (left > 0) return { secondsLeft: Math.ceil(left / 1_000), value: known.value };
+    const now = this.now();
+    if (known.until - now > 0)
+      return { secondsLeft: Math.ceil((known.waitEnds - now) / 1_000), value: known.value };
     this.until.delete(key);
     return undefined;
   }
 
-  /** Remembers a refusal of `seconds` (REMEMBER_AT_MOST_MS at most) for the key. */
+  /** Remembers a refusal of `seconds` for the key (kept REMEMBER_AT_MOST_MS at most). */
   remember(key: string, seconds: number, value: Value): void {
     if (!this.until.has(key) && this.until.size >= this.capacity) this.until.shift();
-    this.until.set(key, { until: this.now() + Math.min(seconds * 1_000, REMEMBER_AT_MOST_MS), value });
+    const now = this.now();
+    this.until.set(key, {
+      until: now + Math.min(seconds * 1_000, REMEMBER_AT_MOST_MS),
+      waitEnds: now + seconds * 1_000,
+      value,
+    });
   }
 }

@@ -241,4 +241,18 @@ describe("GET {base}/metrics", () => {
       await deadChain.close();
     }
   });
+
+  it("counts a registration refused by the early limiter before the policy is read under its reason (the console's chart takes the same count)", async () => {
+    await updateRegistrationPolicy(testDb.handle.db, {
+      changes: { paused: false, attemptsPerIpPerMinute: 1 },
+      reason: "metrics test",
+    });
+    const earlyRefusals = async (): Promise<number> =>
+      (await scrape()).value("origin_registration_refusals_total", { reason: "early_limiter" }) ?? 0;
+    const before = await earlyRefusals();
+    expect((await register(origin, "81.4.0.2")).status).toBe(201);
+    // Within the second the limits were read: refused from the node's memory, the flood's path.
+    expect((await register(origin, "81.4.0.2")).status).toBe(429);
+    expect(await earlyRefusals()).toBe(before + 1);
+  });
 });

@@ -115,7 +115,17 @@ export async function findStuckBatches(
 export type PoolStock = { free: number; pendingInBatches: number };
 
 /**
- * Free keys, and keys of batches still on their way to `available` (they will become free). Read
+ * How long after its last step a batch still counts as on its way. Each step takes well under a
+ * second on a working enclave and disk; a batch silent for longer was left by a process that died
+ * between its steps, and waits for the sweeper (KEY_BATCH_STUCK_SECONDS, 300 by default). Counted
+ * meanwhile, its keys, which will never be free, would hold the refill back and leave a node at
+ * the reserve refusing registrations. A batch that is only slow costs at worst one batch too many.
+ */
+export const BATCH_STEP_SILENT_SECONDS = 60;
+
+/**
+ * Free keys, and keys of batches still on their way to `available` (they will become free; a batch
+ * silent for BATCH_STEP_SILENT_SECONDS is not). Read
  * through the free keys' partial index and the batches' status index: a count over key_pool
  * itself read every key ever assigned, about 30 ms at 300,000 keys, once a refill round and on
  * every console overview. A batch past `requested` holds exactly its size in pending keys
@@ -128,6 +138,11 @@ export async function poolStock(db: Db): Promise<PoolStock> {
       pending: sql<number>`coalesce(sum(${keyBatches.size}), 0)::int`,
     })
     .from(keyBatches)
-    .where(inArray(keyBatches.status, [...IN_PROGRESS_STATES]));
+    .where(
+      and(
+        inArray(keyBatches.status, [...IN_PROGRESS_STATES]),
+        sql`${keyBatches.statusChangedAt} > clock_timestamp() - make_interval(secs => ${BATCH_STEP_SILENT_SECONDS})`,
+      ),
+    );
   return { free: row?.free ?? 0, pendingInBatches: row?.pending ?? 0 };
 }

@@ -12,6 +12,7 @@ import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { queryRows } from "../db/client.ts";
+import { createBatch, failBatch } from "../keypool/batch-repository.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
 
 // docs/operations.md#the-key-pool-refills-on-demand, against the real parts: Postgres, the enclave
@@ -127,6 +128,36 @@ describe("public registration refills the key pool on demand (real enclave)", ()
       sql`select count(*)::int as n from agent_identities where origin = 'public'`,
     );
     expect(identities!.n).toBe(created + 1);
+  }, 120_000);
+
+  // A process that died right after its batch's first step leaves the batch `requested`; the
+  // sweeper fails it only after KEY_BATCH_STUCK_SECONDS (300). The refill must not count its keys
+  // as on their way meanwhile, or a node at the reserve makes none and refuses registrations.
+  it("a batch left behind by a crashed process a while ago does not stop the refill: a client at the reserve registers", async () => {
+    const inProgress = sql`select count(*)::int as n from key_batches
+                           where status not in ('available', 'failed')`;
+    const deadline = Date.now() + 30_000;
+    while ((await queryRows<{ n: number }>(db(), inProgress))[0]!.n > 0 && Date.now() < deadline) {
+      await sleep(100);
+    }
+    // What the crash leaves: the batch's first step, committed two minutes ago, and nothing after.
+    const abandoned = await createBatch(db(), 10);
+    await db().execute(
+      sql`update key_batches set status_changed_at = clock_timestamp() - interval '2 minutes'
+          where batch_id = ${abandoned}`,
+    );
+    try {
+      const free = await freeKeys();
+      await updateRegistrationPolicy(db(), { changes: { keyReserve: free }, reason: "at the reserve" });
+      const started = performance.now();
+      const response = await register(publicIp());
+      const tookMs = performance.now() - started;
+      expect(response.status, JSON.stringify(response.body)).toBe(201);
+      expect(tookMs).toBeLessThan(5_000);
+    } finally {
+      await failBatch(db(), abandoned, "test: the crashed process's batch");
+      await updateRegistrationPolicy(db(), { changes: { keyReserve: 10 }, reason: "back to the spec's" });
+    }
   }, 120_000);
 
   // Mutations: the refill worker not telling the end of its failed round (demand.roundEnded), so

@@ -135,6 +135,8 @@ export function createRegistrationRouter(
     if (flooded) {
       refusals("registration_early");
       log("refused", { stage: "early_limiter" });
+      // Counted by reason as at step 6: a flood is refused here, and its chart must show it.
+      refused("early_limiter");
       throw rateLimited(flooded.retryAfterSeconds);
     }
 
