@@ -59,6 +59,11 @@ export async function drillAndProveLocally(params: {
   recoveryEncKeyFile: string;
   envId: string;
   onLine: (line: string) => void;
+  /**
+   * Given the drill's close as soon as it exists, for the stack's stop: a Ctrl-C during the drill
+   * must not leave its throwaway folder behind (its sealing key and the keys it restored).
+   */
+  onDriller?: (close: () => Promise<void>) => void;
 }): Promise<number> {
   const signer = createSignerClient({ endpoint: `unix://${params.socketPath}`, liveIdentityEnabled: true });
   try {
@@ -71,6 +76,7 @@ export async function drillAndProveLocally(params: {
         recoveryAuthority: { keyPath: params.recoveryKeyFile },
         recoveryEncryptionKey: await readRecoveryKeyFile(params.recoveryEncKeyFile),
       });
+      params.onDriller?.(() => driller.close());
       try {
         for (const batchId of batches) {
           const drilled = await driller.drill(params.db, batchId);

@@ -176,12 +176,15 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
   // The edge runs in this process (Miniflare owns its workerd), so it is stopped apart from the children.
   let edge: EdgeHandle | undefined;
   let stopping: Promise<void> | undefined;
+  /** Work of the start-up that holds something of its own (the drill's throwaway enclave), closed first. */
+  const closers: Array<() => Promise<void>> = [];
   /** What start() answered, once it has. */
   let running: LocalStackReady | undefined;
 
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       say("stopping…");
+      for (const close of closers) await close().catch(() => {});
       if (edge) {
         await edge.stop().catch(() => {});
         say("edge stopped");
@@ -442,6 +445,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         recoveryEncKeyFile: authority.recoveryEncKeyFile,
         envId,
         onLine: say,
+        onDriller: (close) => closers.push(close),
       });
 
       // Last, in front of the origin: the public ingress (docs/architecture.md).

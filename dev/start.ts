@@ -102,6 +102,9 @@ async function main(): Promise<void> {
     }
     say("Ctrl-C stops everything");
   } catch (error) {
+    // A Ctrl-C stops the parts the start-up is still using, which then fails: that stop ends the
+    // run (exit 0, every part stopped), not this failure's exit in the middle of it.
+    if (exiting) return;
     say(`failed: ${errorMessage(error)}`);
     await stopAll(1);
   }

@@ -95,6 +95,27 @@ describe("npm run funding (pre-restore exceptions)", () => {
     for (const text of [help.stdout, usage.stderr]) expect(text).not.toMatch(/\.ts\b|scripts\//);
   });
 
+  it("refuses a grant for an agent the node does not know with exit 1 (no such agent), changing nothing", async () => {
+    // The id is a well-formed UUID: the command line is right, the answer is no
+    // (docs/operations.md#exit-codes-of-the-operator-tools). Exit 2 would send the operator to
+    // correct a command that has nothing wrong with it.
+    const before = (await changes()).length;
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    const result = await run(
+      "grant",
+      "--agent",
+      unknown,
+      "--ceiling",
+      "1",
+      "--expires-in",
+      "1h",
+      "--reason",
+      "r",
+    );
+    expect(result).toMatchObject({ code: 1, stdout: "", stderr: `funding: no agent ${unknown}\n` });
+    expect((await changes()).length).toBe(before);
+  });
+
   it("refuses bad usage with exit 2 and changes nothing", async () => {
     const before = (await changes()).length;
     const cases = [

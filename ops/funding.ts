@@ -97,8 +97,11 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       if (!values.ceiling || !/^\d{1,30}$/.test(values.ceiling)) {
         throw new UsageError("--ceiling must be a whole number of 6-decimal units");
       }
+      const wallet = await walletOf(values, db);
+      // A well-formed id the node does not know is the tool's "no", not a typing mistake.
+      if (wallet === undefined) return refused(`no agent ${values.agent}`);
       result = await grantException(db, {
-        wallet: await walletOf(values, db),
+        wallet,
         ceilingUnits: BigInt(values.ceiling),
         expiresAt: expiry(values["expires-in"], values["expires-at"]),
         reason: values.reason,
@@ -120,7 +123,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
 async function walletOf(
   values: { wallet?: string; agent?: string },
   db: Awaited<ReturnType<typeof openDatabase>>["db"],
-): Promise<string> {
+): Promise<string | undefined> {
   if (values.wallet && values.agent) throw new UsageError("give --wallet or --agent, not both");
   if (values.wallet) {
     if (!/^0x[0-9a-fA-F]{40}$/.test(values.wallet))
@@ -132,8 +135,7 @@ async function walletOf(
     .select({ wallet: agentIdentities.assignedWallet })
     .from(agentIdentities)
     .where(eq(agentIdentities.agentId, values.agent));
-  if (!identity) throw new UsageError(`no agent ${values.agent}`);
-  return identity.wallet;
+  return identity?.wallet;
 }
 
 function expiry(expiresIn: string | undefined, expiresAt: string | undefined): Date {

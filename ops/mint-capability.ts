@@ -126,8 +126,18 @@ async function run(argv: string[]): Promise<CliOutcome> {
     counter,
   });
   const text = `${JSON.stringify(capability)}\n`;
-  if (values.out) await writeFile(values.out, text, { mode: 0o600 });
-  else process.stdout.write(text);
+  if (!values.out) {
+    process.stdout.write(text);
+    return DONE;
+  }
+  // A capability authorizes its op until the enclave takes it: a new 0600 file only. Over an
+  // existing file the mode would be that file's (0644, say), readable by others.
+  try {
+    await writeFile(values.out, text, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    return refused(`${values.out} exists; refusing to overwrite it`);
+  }
   return DONE;
 }
 

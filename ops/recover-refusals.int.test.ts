@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -73,6 +73,26 @@ describe("recover: refusals (real enclave)", () => {
     expect(result.stdout).toMatch(/damaged\.backup: refused: /);
     expect(result.stdout).toMatch(/recover: 1 restored, 1 refused\n$/);
     expect(result.code).toBe(1);
+  });
+
+  it("refuses a backup folder that holds no backup instead of reporting nothing restored as done", async () => {
+    // The wrong folder (a typo, the parent of the copied backups): the enclave is reachable and
+    // the keys are good, so only the empty folder can make it refuse. Exiting 0 with "0 restored,
+    // 0 refused" would read as a finished recovery in the runbook, whose enclave holds no key.
+    const empty = path.join(dir, "no-backups");
+    await mkdir(empty);
+    await writeFile(path.join(empty, "notes.txt"), "copied from the backup host\n");
+    const result = await recover(
+      "--backup-dir",
+      empty,
+      "--recovery-key",
+      file("recovery.key"),
+      "--recovery-enc-key",
+      file("recovery-enc.key"),
+    );
+    expect(result.stdout).not.toMatch(/0 refused/);
+    expect(result.stderr).toMatch(/--backup-dir .*no-backups holds no backup/);
+    expect(result.code).toBe(2);
   });
 
   it("backup-key refuses a backup that holds another key than the one asked for", async () => {

@@ -38,7 +38,7 @@ import {
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
-import { backupKey, recoverBatches } from "./lib/recovery.ts";
+import { backupFilesIn, backupKey, recoverBatches } from "./lib/recovery.ts";
 
 const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
@@ -99,6 +99,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           readRecoveryKeyFile,
         )
       : undefined;
+  // A folder with no backup in it is the wrong folder: restoring nothing must not read as done.
+  if (restoring && fromDir) {
+    const dir = values["backup-dir"]!;
+    const backups = await readArgumentFile("--backup-dir", dir, "a folder", backupFilesIn);
+    if (backups.length === 0) throw new UsageError(`--backup-dir ${dir} holds no backup (*.backup)`);
+  }
   const adminAuthority = backupOnly
     ? await readArgumentFile("--admin-key", values["admin-key"]!, "a 32-byte hex seed", readAuthoritySecret)
     : undefined;

@@ -59,13 +59,7 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
     client: params.signer,
   });
   const { source } = params;
-  const files =
-    source.kind === "packages"
-      ? source.files
-      : (await readdir(source.dir))
-          .filter((name) => name.endsWith(".backup") && !name.startsWith("."))
-          .sort()
-          .map((name) => path.join(source.dir, name));
+  const files = source.kind === "packages" ? source.files : await backupFilesIn(source.dir);
   const restore: (bytes: Uint8Array) => Promise<RestoreOutcome> =
     source.kind === "backup-dir"
       ? envelopeRestorer({
@@ -97,6 +91,14 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
     });
   }
   return results;
+}
+
+/** The backup envelopes of a folder, by name (the backup writer's hidden temporary files left out). */
+export async function backupFilesIn(dir: string): Promise<string[]> {
+  return (await readdir(dir))
+    .filter((name) => name.endsWith(".backup") && !name.startsWith("."))
+    .sort()
+    .map((name) => path.join(dir, name));
 }
 
 /** What the enclave restored, or the reason the file was refused (for the operator). */

@@ -70,14 +70,19 @@ export type RestoreDrillerOptions = {
 export type RestoreDriller = {
   /** Drills one batch; records restore evidence only when the throwaway enclave reproduces it. */
   drill(db: Db, batchId: string): Promise<RestoreDrillResult>;
-  /** Stops the throwaway enclave and deletes its folder (if one was started). */
+  /**
+   * Stops the throwaway enclave and deletes its folder (if one was started). Final: a drill after
+   * it (a loop still running when Ctrl-C closed it) is refused and starts no other enclave.
+   */
   close(): Promise<void>;
 };
 
 /** A driller whose throwaway enclave starts on the first drill; see the module comment. */
 export function createRestoreDriller(options: RestoreDrillerOptions): RestoreDriller {
   let started: Promise<ThrowawayEnclave> | undefined;
+  let closed = false;
   const target = (): Promise<ThrowawayEnclave> => {
+    if (closed) return Promise.reject(new Error("the drill was stopped"));
     started ??= (options.startEnclave ?? startThrowawayEnclave)({
       identity: options.identity,
       onLog: options.onLog,
@@ -91,6 +96,7 @@ export function createRestoreDriller(options: RestoreDrillerOptions): RestoreDri
   return {
     drill: (db, batchId) => drillInto(db, target, options, batchId),
     async close() {
+      closed = true;
       const current = started;
       started = undefined;
       if (current) await (await current.catch(() => undefined))?.close();
