@@ -2,6 +2,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
+import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import {
@@ -68,6 +69,35 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
     );
     return row!.n;
+  };
+  /** Seals an operator's approval of a held transfer in the enclave, as `npm run policy -- approve` does. */
+  const sealHeldApproval = async (
+    agent: StackAgent,
+    held: { actionId: string; to: Address; valueUnits: bigint; expiresAt: number },
+  ) => {
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error("get_sealed_identity");
+    const subject = {
+      keyRef: agent.keyRef,
+      kind: "transfer" as const,
+      ref: held.actionId,
+      to: held.to,
+      valueUnits: held.valueUnits,
+    };
+    const approval = signOperatorApproval(operator.key, {
+      envId: identity.value.envId,
+      chainId: CHAIN_ID,
+      instanceId: identity.value.instanceId,
+      op: "approve_held",
+      subject: heldApprovalSubject({ ...subject, instanceId: identity.value.instanceId }, held.expiresAt),
+      keyId: operator.keyId,
+      counter: operatorCounterNow(),
+      expiresAt: Math.floor(Date.now() / 1000) + 300,
+    });
+    return stack.signer.approveHeld(
+      { ...subject, expiresAt: held.expiresAt, operator: approval },
+      stack.authorities.admin,
+    );
   };
   const sealedVersion = async (agent: StackAgent): Promise<number | null> => {
     const sealed = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
@@ -264,39 +294,13 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     await sleep(1_500);
     expect(await outgoing(agent)).toBe(0);
 
-    const identity = await stack.signer.getSealedIdentity();
-    if (!identity.ok) throw new Error("get_sealed_identity");
     const expiresAt = Math.floor(Date.now() / 1000) + 3600;
-    const held1 = {
-      instanceId: identity.value.instanceId,
-      keyRef: agent.keyRef,
-      kind: "transfer" as const,
-      ref: view.action_id,
+    const approved = await sealHeldApproval(agent, {
+      actionId: view.action_id,
       to,
       valueUnits: 3_000_000n,
-    };
-    const approval = signOperatorApproval(operator.key, {
-      envId: identity.value.envId,
-      chainId: CHAIN_ID,
-      instanceId: identity.value.instanceId,
-      op: "approve_held",
-      subject: heldApprovalSubject(held1, expiresAt),
-      keyId: operator.keyId,
-      counter: operatorCounterNow(),
-      expiresAt: Math.floor(Date.now() / 1000) + 300,
+      expiresAt,
     });
-    const approved = await stack.signer.approveHeld(
-      {
-        keyRef: agent.keyRef,
-        kind: "transfer",
-        ref: view.action_id,
-        to,
-        valueUnits: 3_000_000n,
-        expiresAt,
-        operator: approval,
-      },
-      stack.authorities.admin,
-    );
     expect(approved.ok).toBe(true);
     await stack.db.handle.db.execute(
       sql`update agent_actions set status = 'approved', updated_at = now() where action_id = ${view.action_id} and status = 'held'`,
@@ -363,32 +367,12 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     });
     expect(disabled.ok).toBe(true);
     // Approved as `npm run policy -- approve` does: until the hold would have ended.
-    const identity = await stack.signer.getSealedIdentity();
-    if (!identity.ok) throw new Error("get_sealed_identity");
-    const holdEnds = Math.floor(Date.parse(view.expires_at!) / 1000);
-    const subject = {
-      instanceId: identity.value.instanceId,
-      keyRef: agent.keyRef,
-      kind: "transfer" as const,
-      ref: view.action_id,
+    const sealed = await sealHeldApproval(agent, {
+      actionId: view.action_id,
       to,
       valueUnits: 3_000_000n,
-    };
-    const approval = signOperatorApproval(operator.key, {
-      envId: identity.value.envId,
-      chainId: CHAIN_ID,
-      instanceId: identity.value.instanceId,
-      op: "approve_held",
-      subject: heldApprovalSubject(subject, holdEnds),
-      keyId: operator.keyId,
-      counter: operatorCounterNow(),
-      expiresAt: Math.floor(Date.now() / 1000) + 300,
+      expiresAt: Math.floor(Date.parse(view.expires_at!) / 1000),
     });
-    const { instanceId: _, ...held1 } = subject;
-    const sealed = await stack.signer.approveHeld(
-      { ...held1, expiresAt: holdEnds, operator: approval },
-      stack.authorities.admin,
-    );
     expect(sealed.ok).toBe(true);
     const marked = await queryRows<{ action_id: string }>(
       db,
