@@ -19,11 +19,12 @@ const BATCH = 32;
 
 /**
  * A disabled or revoked identity's approved transfer waits, or ends `expired` when its hold would
- * have (agent-actions/holds.ts): nothing of a disabled identity is signed. Read in updated_at order through the index of the actions to
- * sign, under the outbox's planner settings (runByKey). The kind is tested through coalesce so that
- * no index can take it as a condition: planned on a new node's empty tables, `kind = 'transfer'`
- * made the idempotency index's second column the scan's condition, and the plan a connection keeps
- * then read every transfer the node ever made, once a second (docs/performance.md, "Money").
+ * have (agent-actions/holds.ts): nothing of a disabled identity is signed. Read in updated_at order
+ * through the index of the actions to sign, under the outbox's planner settings (runByKey). The
+ * kind is tested through coalesce so that no index can take it as a condition: planned on a new
+ * node's empty tables, `kind = 'transfer'` made the idempotency index's second column the scan's
+ * condition, and the plan a connection keeps then read every transfer the node ever made, once a
+ * second (docs/performance.md, "Money").
  */
 export const approvedStatement = preparedStatement<"limit">(
   "money_approved_transfers",
