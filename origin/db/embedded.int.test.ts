@@ -1,9 +1,11 @@
 import { chmod, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import net from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "../../testing/free-port.ts";
+import { runTool } from "../../testing/run-tool.ts";
 import { startEmbeddedPostgres } from "./embedded.ts";
 
 // Under root the cluster runs as the `postgres` user. A data folder made private (a umask of 077,
@@ -34,5 +36,63 @@ describe.runIf(userInfo().uid === 0)("the embedded Postgres under root", () => {
     }
     expect((await stat(dataDir)).mode & 0o777).toBe(0o701);
     expect((await stat(`${path.join(dataDir, "pg")}.password`)).mode & 0o777).toBe(0o600);
+  });
+});
+
+// The package rejects with nothing when its server exits before it is ready, and an operator tool
+// whose embedded cluster's port was taken said only "agents: error:".
+describe("the embedded Postgres on a port that is taken", () => {
+  let folder = "";
+  const holders: net.Server[] = [];
+  afterAll(async () => {
+    for (const holder of holders) await new Promise((done) => holder.close(done));
+    if (folder) await rm(folder, { recursive: true, force: true });
+  });
+
+  /** A port held on the loopback addresses the cluster would listen on. */
+  async function takenPort(): Promise<number> {
+    const hold = (port: number, host: string): Promise<boolean> =>
+      new Promise((done) => {
+        const holder = net.createServer();
+        holder.once("error", () => done(false));
+        holder.listen(port, host, () => {
+          holders.push(holder);
+          done(true);
+        });
+      });
+    const port = await freePort();
+    if (!(await hold(port, "127.0.0.1"))) throw new Error(`port ${port} could not be held`);
+    await hold(port, "::1"); // where the machine has IPv6's loopback, "localhost" is both
+    return port;
+  }
+
+  it("fails with the server's own reason, and an operator tool says it", async () => {
+    folder = await mkdtemp(path.join(tmpdir(), "agents-embedded-taken-"));
+    const dir = path.join(folder, "pg");
+    const port = await takenPort();
+
+    const failure = await startEmbeddedPostgres({ dir, port }).then(
+      () => new Error("the cluster started on a taken port"),
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as Error).message).toMatch(
+      new RegExp(`^the embedded Postgres did not start on port ${port} .*Address already in use.*FATAL: `),
+    );
+
+    const tool = await runTool("ops/agents.ts", ["list"], {
+      env: {
+        DATABASE_URL: undefined,
+        EMBEDDED_PG_DIR: dir,
+        EMBEDDED_PG_PORT: String(port),
+        LOG_LEVEL: "silent",
+      },
+    });
+    expect(tool.code).toBe(3);
+    expect(tool.stderr).toMatch(
+      new RegExp(
+        `^agents: error: the embedded Postgres did not start on port ${port} .*Address already in use`,
+      ),
+    );
   });
 });

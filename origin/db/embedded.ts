@@ -37,7 +37,12 @@ export async function startEmbeddedPostgres(
   const dir = path.resolve(params.dir);
   const database = params.database ?? "agents";
   const password = await clusterPassword(dir);
-  const onLog = params.onLog ?? (() => {});
+  const told = params.onLog ?? (() => {});
+  const complaints = new ServerComplaints();
+  const onLog = (text: string): void => {
+    complaints.hear(text);
+    told(text);
+  };
   const runningPort = params.joinIfRunning ? await portOfRunningCluster(dir) : undefined;
   if (runningPort !== undefined) {
     const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${runningPort}`;
@@ -63,7 +68,14 @@ export async function startEmbeddedPostgres(
     ]),
   });
   if (!existsSync(path.join(dir, "PG_VERSION"))) await cluster.initialise();
-  await cluster.start();
+  // The package rejects with nothing when the server exits before it is ready (a port taken, a
+  // folder another server holds): the server's own lines say why, and are all an operator gets.
+  await cluster.start().catch((cause: unknown) => {
+    throw new Error(
+      `the embedded Postgres did not start on port ${params.port} with its data in ${dir}${complaints.said()}`,
+      { cause },
+    );
+  });
   const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${params.port}`;
   const client = cluster.getPgClient("postgres", "127.0.0.1");
   try {
@@ -83,6 +95,29 @@ export async function startEmbeddedPostgres(
       return stopped;
     },
   };
+}
+
+/**
+ * The last lines a starting server wrote that say what went wrong (its FATAL line, the failure
+ * before it, its hint), without their timestamps; a few, so a message stays one readable line.
+ */
+const SAYS_WHY = /\b(?:(?:FATAL|PANIC|ERROR|HINT):|LOG:\s+could not )/;
+
+class ServerComplaints {
+  private readonly lines: string[] = [];
+
+  hear(text: string): void {
+    for (const line of text.split("\n")) {
+      const at = line.search(SAYS_WHY);
+      if (at < 0) continue;
+      this.lines.push(line.slice(at).replace(/:\s+/, ": ").trim());
+      if (this.lines.length > 4) this.lines.shift();
+    }
+  }
+
+  said(): string {
+    return this.lines.length === 0 ? "" : `: ${this.lines.join("; ")}`;
+  }
 }
 
 /**
