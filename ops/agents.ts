@@ -30,7 +30,14 @@ const USAGE = `usage: npm run agents -- create --capabilities read,faucet,transf
        npm run agents -- disable|enable|revoke --agent ID --reason TEXT
        npm run agents -- rotate-token --agent ID`;
 
-async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+/** A command line of this tool, every argument checked: nothing is opened for a bad one. */
+type AgentsCommand =
+  | { command: "create"; capabilities: string[] }
+  | { command: "list" }
+  | { command: "disable" | "enable" | "revoke"; agentId: string; reason: string }
+  | { command: "rotate-token"; agentId: string };
+
+function parseCommand(argv: string[]): AgentsCommand {
   const [command, ...rest] = argv;
   const { values } = parseArgs({
     args: rest,
@@ -42,22 +49,41 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     },
     strict: true,
   });
-  if (!command || !["create", "list", "disable", "enable", "revoke", "rotate-token"].includes(command)) {
-    throw new UsageError(command ? `unknown command '${command}'` : "no command");
-  }
   const agentId = (): string => {
     if (!values.agent || !isUuid(values.agent)) throw new UsageError("--agent must be an agent id (a UUID)");
     return values.agent;
   };
+  switch (command) {
+    case "create": {
+      if (!values.capabilities) throw new UsageError("--capabilities is required, e.g. read,transfer");
+      return { command, capabilities: values.capabilities.split(",").map((item) => item.trim()) };
+    }
+    case "list":
+      return { command };
+    case "disable":
+    case "enable":
+    case "revoke": {
+      const id = agentId();
+      if (!values.reason?.trim()) throw new UsageError(`--reason is required to ${command}`);
+      return { command, agentId: id, reason: values.reason };
+    }
+    case "rotate-token":
+      return { command, agentId: agentId() };
+    default:
+      throw new UsageError(command ? `unknown command '${command}'` : "no command");
+  }
+}
 
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+  // Checked before the database is opened: a mistyped line must not start (or create) the embedded
+  // cluster only to be told so.
+  const parsed = parseCommand(argv);
   const database = await openDatabase(nodeConfig(env), 2);
   try {
     const { db } = database;
-    switch (command) {
+    switch (parsed.command) {
       case "create": {
-        if (!values.capabilities) throw new UsageError("--capabilities is required, e.g. read,transfer");
-        const capabilities = values.capabilities.split(",").map((item) => item.trim());
-        const result = await provisionIdentity(db, { capabilities, origin: "operator" });
+        const result = await provisionIdentity(db, { capabilities: parsed.capabilities, origin: "operator" });
         if (!result.ok) {
           const message =
             result.error.code === "validation_failed" ? result.error.message : result.error.code;
@@ -92,12 +118,11 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       }
       case "disable":
       case "enable": {
-        const id = agentId();
-        if (!values.reason?.trim()) throw new UsageError(`--reason is required to ${command}`);
+        const { command, agentId: id, reason } = parsed;
         const result = await setIdentityEnabled(db, {
           agentId: id,
           enabled: command === "enable",
-          reason: values.reason,
+          reason,
           source: "cli",
         });
         if (!result.ok) {
@@ -109,7 +134,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
         return DONE;
       }
       case "rotate-token": {
-        const id = agentId();
+        const id = parsed.agentId;
         const result = await rotateToken(db, { agentId: id });
         if (!result.ok) {
           switch (result.error) {
@@ -132,10 +157,9 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
         );
         return DONE;
       }
-      default: {
-        const id = agentId();
-        if (!values.reason?.trim()) throw new UsageError("--reason is required to revoke");
-        const result = await revokeIdentity(db, { agentId: id, reason: values.reason, source: "cli" });
+      case "revoke": {
+        const { agentId: id, reason } = parsed;
+        const result = await revokeIdentity(db, { agentId: id, reason, source: "cli" });
         if (!result.ok) {
           return refused(result.error === "not_found" ? `no agent ${id}` : result.error);
         }

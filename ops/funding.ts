@@ -57,12 +57,19 @@ gate lifts and no exception is needed.
 exit codes: 0 done, 1 refused (not found, already revoked), 2 usage, 3 error (the database could
 not be reached, or another failure to finish)`;
 
-async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+/** Whose wallet a grant is for: an address as given, or an agent's, looked up. */
+type GrantTarget = { wallet: string } | { agentId: string };
+
+/** A command line of this tool, every argument checked: nothing is opened for a bad one. */
+type FundingCommand =
+  | { command: "help" }
+  | { command: "list"; all: boolean }
+  | { command: "revoke"; id: string; reason: string }
+  | { command: "grant"; target: GrantTarget; ceilingUnits: bigint; expiresAt: Date; reason: string };
+
+function parseCommand(argv: string[]): FundingCommand {
   const [command, ...rest] = argv;
-  if (command === "--help" || command === "-h" || command === "help") {
-    process.stdout.write(`${HELP}\n`);
-    return DONE;
-  }
+  if (command === "--help" || command === "-h" || command === "help") return { command: "help" };
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -80,39 +87,56 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (!command || !["grant", "list", "revoke"].includes(command)) {
     throw new UsageError(command ? `unknown command ${command}` : "no command");
   }
+  if (command === "list") return { command, all: values.all ?? false };
+  if (!values.reason?.trim()) throw new UsageError("--reason is required");
+  if (command === "revoke") {
+    if (!values.id || !isUuid(values.id)) throw new UsageError("--id must be an exception id (a UUID)");
+    return { command, id: values.id, reason: values.reason };
+  }
+  if (!values.ceiling || !/^\d{1,30}$/.test(values.ceiling)) {
+    throw new UsageError("--ceiling must be a whole number of 6-decimal units");
+  }
+  return {
+    command: "grant",
+    target: grantTarget(values),
+    ceilingUnits: BigInt(values.ceiling),
+    expiresAt: expiry(values["expires-in"], values["expires-at"]),
+    reason: values.reason,
+  };
+}
+
+async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
+  // Checked before the database is opened: a mistyped line must not start (or create) the embedded
+  // cluster only to be told so.
+  const parsed = parseCommand(argv);
+  if (parsed.command === "help") {
+    process.stdout.write(`${HELP}\n`);
+    return DONE;
+  }
   const database = await openDatabase(nodeConfig(env), 2);
   try {
     const { db } = database;
-    if (command === "list") {
-      const exceptions = await listExceptions(db, { all: values.all });
+    if (parsed.command === "list") {
+      const exceptions = await listExceptions(db, { all: parsed.all });
       process.stdout.write(`${JSON.stringify(exceptions.map(toWire), null, 2)}\n`);
       return DONE;
     }
-    if (!values.reason?.trim()) throw new UsageError("--reason is required");
     let result: ExceptionResult;
-    if (command === "revoke") {
-      if (!values.id || !isUuid(values.id)) throw new UsageError("--id must be an exception id (a UUID)");
-      result = await revokeException(db, { id: values.id, reason: values.reason });
+    if (parsed.command === "revoke") {
+      result = await revokeException(db, { id: parsed.id, reason: parsed.reason });
     } else {
-      if (!values.ceiling || !/^\d{1,30}$/.test(values.ceiling)) {
-        throw new UsageError("--ceiling must be a whole number of 6-decimal units");
-      }
-      const wallet = await walletOf(values, db);
+      const { target, ceilingUnits, expiresAt, reason } = parsed;
+      const wallet = "wallet" in target ? target.wallet : await walletOfAgent(db, target.agentId);
       // A well-formed id the node does not know is the tool's "no", not a typing mistake.
-      if (wallet === undefined) return refused(`no agent ${values.agent}`);
-      result = await grantException(db, {
-        wallet,
-        ceilingUnits: BigInt(values.ceiling),
-        expiresAt: expiry(values["expires-in"], values["expires-at"]),
-        reason: values.reason,
-      });
+      if (wallet === undefined) return refused(`no agent ${(target as { agentId: string }).agentId}`);
+      result = await grantException(db, { wallet, ceilingUnits, expiresAt, reason });
     }
     if (!result.ok) {
       if (result.error.code === "invalid") throw new UsageError(result.error.message);
       return refused(result.error.message);
     }
     process.stdout.write(
-      `${JSON.stringify({ [command === "grant" ? "granted" : "revoked"]: toWire(result.value) })}\n`,
+      `${JSON.stringify({ [parsed.command === "grant" ? "granted" : "revoked"]: toWire(result.value) })}\n`,
     );
     return DONE;
   } finally {
@@ -120,21 +144,25 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   }
 }
 
-async function walletOf(
-  values: { wallet?: string; agent?: string },
-  db: Awaited<ReturnType<typeof openDatabase>>["db"],
-): Promise<string | undefined> {
+function grantTarget(values: { wallet?: string; agent?: string }): GrantTarget {
   if (values.wallet && values.agent) throw new UsageError("give --wallet or --agent, not both");
   if (values.wallet) {
     if (!/^0x[0-9a-fA-F]{40}$/.test(values.wallet))
       throw new UsageError("--wallet must be a 20-byte hex address");
-    return values.wallet.toLowerCase();
+    return { wallet: values.wallet.toLowerCase() };
   }
   if (!values.agent || !isUuid(values.agent)) throw new UsageError("--wallet ADDR or --agent ID is required");
+  return { agentId: values.agent };
+}
+
+async function walletOfAgent(
+  db: Awaited<ReturnType<typeof openDatabase>>["db"],
+  agentId: string,
+): Promise<string | undefined> {
   const [identity] = await db
     .select({ wallet: agentIdentities.assignedWallet })
     .from(agentIdentities)
-    .where(eq(agentIdentities.agentId, values.agent));
+    .where(eq(agentIdentities.agentId, agentId));
   return identity?.wallet;
 }
 

@@ -17,6 +17,7 @@
 import { openDatabase } from "../origin/db/open.ts";
 import {
   changeRegistrationSettings,
+  parseSettingValue,
   REGISTRATION_SETTINGS,
   readRegistrationStatus,
   type SettingsRefusal,
@@ -61,6 +62,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       throw new UsageError(command ? `unknown command '${command}'` : "no command");
   }
   if (changes && reason.trim() === "") throw new UsageError("--reason is required and must not be empty");
+  // Each name and value is checked again by the settings service under its lock; checked here too
+  // so that a mistyped line opens no database (nor starts the embedded cluster) to be refused.
+  for (const [name, value] of Object.entries(changes ?? {})) {
+    const parsed = parseSettingValue(name, value);
+    if (!parsed.ok) throw new UsageError(describe(parsed.error));
+  }
 
   const config = nodeConfig(env);
   const database = await openDatabase(config, 2);

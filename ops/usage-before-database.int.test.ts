@@ -1,0 +1,87 @@
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../testing/free-port.ts";
+import { runTool } from "../testing/run-tool.ts";
+
+/**
+ * A mistyped command line is answered before the tool opens the node's database: with no
+ * DATABASE_URL, opening it would start the embedded cluster, and on a new machine create one, only
+ * to print a usage error. Each line here is wrong in an argument that only its command reads.
+ */
+describe("the operator tools check a command line before they open the database", () => {
+  let dir: string;
+  let clusterDir: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "usage-before-db-"));
+    clusterDir = path.join(dir, "pg");
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const AGENT = "00000000-0000-4000-8000-000000000000";
+  const WALLET = `0x${"ab".repeat(20)}`;
+  it.each([
+    ["ops/agents.ts", ["create"], /--capabilities is required/],
+    ["ops/agents.ts", ["disable", "--agent", AGENT], /--reason is required to disable/],
+    ["ops/agents.ts", ["revoke", "--agent", "not-a-uuid", "--reason", "r"], /--agent must be an agent id/],
+    ["ops/agents.ts", ["rotate-token"], /--agent must be an agent id/],
+    [
+      "ops/funding.ts",
+      ["grant", "--wallet", WALLET, "--ceiling", "1", "--expires-in", "24h"],
+      /--reason is required/,
+    ],
+    [
+      "ops/funding.ts",
+      ["grant", "--wallet", WALLET, "--ceiling", "1", "--expires-in", "soon", "--reason", "r"],
+      /--expires-in must look like/,
+    ],
+    [
+      "ops/funding.ts",
+      [
+        "grant",
+        "--agent",
+        AGENT,
+        "--wallet",
+        WALLET,
+        "--ceiling",
+        "1",
+        "--expires-in",
+        "1h",
+        "--reason",
+        "r",
+      ],
+      /give --wallet or --agent, not both/,
+    ],
+    ["ops/funding.ts", ["revoke", "--id", "x", "--reason", "r"], /--id must be an exception id/],
+    [
+      "ops/registration.ts",
+      ["set", "per_ip_daily", "-1", "--reason", "r"],
+      /per_ip_daily must be a whole number/,
+    ],
+    [
+      "ops/registration.ts",
+      ["set", "no_such_setting", "1", "--reason", "r"],
+      /unknown setting 'no_such_setting'/,
+    ],
+  ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
+    const result = await runTool(tool, args, {
+      env: {
+        DATABASE_URL: undefined,
+        EMBEDDED_PG_DIR: clusterDir,
+        EMBEDDED_PG_PORT: String(await freePort()),
+        LOG_LEVEL: "silent",
+      },
+      timeoutMs: 60_000,
+    });
+    expect({ code: result.code, stderr: result.stderr }).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(message),
+    });
+    expect(existsSync(clusterDir)).toBe(false);
+  });
+});
