@@ -4,7 +4,7 @@
  * CBOR in wire form: decimal strings for amounts, snake_case names.
  */
 import * as z from "zod";
-import { agentPolicySchema } from "../shared/agent-policy.ts";
+import { storedAgentPolicySchema } from "../shared/agent-policy.ts";
 import { decodeCbor } from "../shared/cbor-frame.ts";
 import {
   addressSchema,
@@ -109,7 +109,9 @@ const persistedV5Schema = persistedV4Schema.extend({
   agent_policies: z.record(
     keyRefSchema,
     z.object({
-      policy: agentPolicySchema.nullable(),
+      // What a release sealed then, which may be more than set_agent_policy takes now (a control
+      // character in a resource prefix): a state is read as it was written, or no key signs again.
+      policy: storedAgentPolicySchema.nullable(),
       version: countSchema,
       usage: z.object({
         day: z.string(),

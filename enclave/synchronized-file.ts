@@ -60,7 +60,14 @@ const DSYNC: number = constants.O_DSYNC ?? 0;
 
 /** Writes `bytes` at `position` of a file from openSynchronized; durable once it resolves. */
 async function writeDurably(handle: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
-  await handle.write(bytes, 0, bytes.length, position);
+  // A write may take fewer bytes than asked without an error (a full disk, a file size limit): the
+  // rest is written again, so that what stops it is thrown, never a torn frame taken as durable.
+  let written = 0;
+  while (written < bytes.length) {
+    const { bytesWritten } = await handle.write(bytes, written, bytes.length - written, position + written);
+    if (bytesWritten === 0) throw new Error("the file took no byte of a write");
+    written += bytesWritten;
+  }
   if (DSYNC === 0) await handle.datasync();
 }
 

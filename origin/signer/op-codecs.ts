@@ -5,7 +5,7 @@
  */
 import type { Address } from "viem";
 import type * as z from "zod";
-import { agentPolicySchema } from "../../shared/agent-policy.ts";
+import { storedAgentPolicySchema } from "../../shared/agent-policy.ts";
 import * as wire from "../../shared/enclave-ops.ts";
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
 import type { Hex } from "../../shared/hex.ts";
@@ -167,8 +167,11 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
   };
 }
 
-/** A policy document as the enclave answers it, parsed with the one schema (shared/agent-policy.ts). */
-const policyDocument = agentPolicySchema.nullable();
+/**
+ * A policy document as the enclave answers it: what it holds sealed, which an earlier release may
+ * have sealed with more than a change takes now (shared/agent-policy.ts storedAgentPolicySchema).
+ */
+const policyDocument = storedAgentPolicySchema.nullable();
 
 export const OP_CODECS = {
   generate_keys: {

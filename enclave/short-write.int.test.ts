@@ -1,0 +1,90 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
+import { sleep } from "../shared/sleep.ts";
+import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
+import { socketAccepts } from "./socket-probe.ts";
+import { type AgentKey, agentKeys, nodePolicy, transfer } from "./testing/agent-policy.ts";
+import { privileged } from "./testing/capabilities.ts";
+import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
+
+// A write the disk takes only in part (it filled up, or a file size limit) resolves without an
+// error: the kernel writes what fits and says how much. The file size limit makes that happen for
+// real here: the enclave is run under `ulimit -f`, so the state journal's append that reaches the
+// limit is taken in part. A signature answered must still have its count on disk, whatever the
+// enclave does next: here it is killed at once, and started again without the limit.
+
+/** The journal's records, and so the limit, stay far below its 256 KiB: appends reach it in turn. */
+const FILE_SIZE_LIMIT_KIB = 16;
+
+/** The enclave program on the fixture's folder and socket, writing no byte past the limit. */
+async function startLimited(fixture: EnclaveFixture): Promise<ChildProcess> {
+  const args = [
+    ...programArgs(join(REPO_ROOT, "enclave/main.ts")),
+    "serve",
+    "--socket",
+    fixture.socketPath,
+    "--data-dir",
+    fixture.dataDir,
+  ];
+  const child = spawn(
+    "sh",
+    ["-c", `ulimit -f ${FILE_SIZE_LIMIT_KIB} && exec "$0" "$@"`, process.execPath, ...args],
+    { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "ignore"], env: { ...process.env, LOG_LEVEL: "warn" } },
+  );
+  while (!(await socketAccepts(fixture.socketPath))) {
+    if (child.exitCode !== null) throw new Error(`enclave exited with code ${child.exitCode}`);
+    await sleep(50);
+  }
+  return child;
+}
+
+describe("a state write the disk takes only in part (real process under a file size limit)", () => {
+  let fixture: EnclaveFixture;
+  let key: AgentKey;
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ envId: "short-write" });
+    const { client } = await RawEnclaveClient.connect(fixture.socketPath);
+    await privileged(client, fixture, "configure_policy", nodePolicy());
+    [key] = (await agentKeys(client, fixture, 1)) as [AgentKey];
+    // A policy of its own, so get_agent_policy reads back what the enclave counted of the key.
+    await privileged(client, fixture, "set_agent_policy", {
+      key_ref: key.key_ref,
+      policy: { transfers: { daily_count: 1000 } },
+    });
+    client.close();
+    await fixture.stop();
+  });
+  afterAll(async () => {
+    await fixture?.dispose();
+  });
+
+  it("answers no signature whose count the disk did not take whole: after a kill, every transfer answered signed is counted", async () => {
+    const limited = await startLimited(fixture);
+    const exited = new Promise((resolve) => limited.once("exit", resolve));
+    const { client } = await RawEnclaveClient.connect(fixture.socketPath);
+    let signed = 0;
+    for (let sent = 0; sent < 200; sent++) {
+      const answer = await client.request("sign_transfer", transfer(key, 1_000n));
+      if (!answer.ok) {
+        expect(answer.error.code).toBe("seal_failed");
+        break;
+      }
+      signed++;
+    }
+    // The first write the limit refused: killed before any other write could hold its count.
+    limited.kill("SIGKILL");
+    await exited;
+    client.close();
+    expect(signed).toBeGreaterThan(0);
+    expect(signed).toBeLessThan(200);
+
+    await fixture.start();
+    const { client: after } = await RawEnclaveClient.connect(fixture.socketPath);
+    const policy = expectOk(await after.request("get_agent_policy", { key_ref: key.key_ref }));
+    after.close();
+    expect((policy.usage as { transfers: { day_count: number } }).transfers.day_count).toBe(signed);
+  });
+});
