@@ -475,4 +475,44 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
       nonce: body.nonce,
     });
   });
+
+  it("reseal seals again what the database stores and the enclave lost (its policies, the node's freeze), once", async () => {
+    // What a recovery leaves: the new enclave holds the agent's key and no policy, while the
+    // database still stores one (written here as the lost enclave's change had stored it).
+    const agent = await stack.newAgent();
+    const document = { transfers: { per_tx_units: "3000000" } };
+    await db().execute(
+      sql`insert into agent_policies (agent_id, policy, version) values (${agent.agentId}, ${JSON.stringify(document)}::jsonb, 4)`,
+    );
+    const lost = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
+    expect(lost.ok && lost.value).toMatchObject({ policy: null, version: 0 });
+    await db().execute(sql`update node_policy set frozen = true where id = 1`);
+    try {
+      const resealed = await policy("reseal", "--json");
+      expect(resealed.stderr).toBe("");
+      expect(resealed.code).toBe(0);
+      const report = JSON.parse(resealed.stdout) as {
+        resealed: { agent_id: string; version: number }[];
+        refused: unknown[];
+        node_frozen: string;
+      };
+      expect(report.resealed).toEqual([{ agent_id: agent.agentId, version: 1 }]);
+      expect(report).toMatchObject({ refused: [], node_frozen: "sealed" });
+      const held = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
+      expect(held.ok && held.value).toMatchObject({ policy: document, version: 1 });
+      expect(await stored(agent.agentId)).toEqual({ policy: document, version: 1 });
+      expect(await lastChange(agent.agentId)).toMatchObject({ changed_by: "admin", after: document });
+      const sealed = await stack.signer.getPolicy();
+      expect(sealed.ok && sealed.value.nodeFrozen).toBe(true);
+
+      const again = await policy("reseal");
+      expect(again.code).toBe(0);
+      expect(again.stdout).toMatch(
+        /^reseal: 0 sealed again, \d+ already held as stored, 0 refused; the node's freeze already held$/m,
+      );
+    } finally {
+      const unfrozen = await policy("unfreeze", "--all", "--operator-key", operatorKeyFile);
+      expect(unfrozen.code).toBe(0);
+    }
+  });
 });

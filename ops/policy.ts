@@ -1,5 +1,5 @@
 /**
- * `npm run policy -- show|set|approve|reject|freeze|unfreeze|enroll`: the operator's tool for the
+ * `npm run policy -- show|set|approve|reject|freeze|unfreeze|enroll|reseal`: the operator's tool for the
  * agents' spending policies (docs/operations.md#agent-spending-policies-npm-run-policy). Uses the
  * node's configuration as `npm run agents` does (the database, the enclave's endpoint, the admin
  * authority key the origin holds). Every change goes through origin/policy/change.ts, as the
@@ -21,12 +21,17 @@ import {
   type PolicyChangeError,
 } from "../origin/policy/change.ts";
 import type { ChangedBy } from "../origin/policy/store.ts";
-import { readPolicyState } from "../origin/policy/store.ts";
+import { readPolicyState, storedAgentPolicies } from "../origin/policy/store.ts";
 import { policyView } from "../origin/policy/view.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SealedIdentity, SignerClient, SignerFailure } from "../origin/signer/types.ts";
-import { type AgentPolicyDocument, agentPolicySchema } from "../shared/agent-policy.ts";
+import {
+  type AgentPolicyDocument,
+  agentPolicySchema,
+  policyFromDocument,
+  policyToDocument,
+} from "../shared/agent-policy.ts";
 import { MAX_HELD_APPROVAL_SECONDS } from "../shared/enclave-ops.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { agentPolicySubject, heldApprovalSubject, nodeFreezeSubject } from "../shared/operator-approval.ts";
@@ -119,6 +124,8 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           return set(tool, command.agentId, document as AgentPolicyDocument | null);
         case "approve":
           return approve(tool, command);
+        case "reseal":
+          return reseal(tool);
         case "freeze":
         case "unfreeze":
           return "all" in command.target
@@ -237,6 +244,76 @@ async function freezeNode(tool: Tool, frozen: boolean): Promise<CliOutcome> {
       ? "the node is frozen: every agent's transfers and x402 authorizations are refused (rule node.frozen)"
       : `the node is unfrozen (approved by operator key ${operator?.keyId})`,
   );
+}
+
+/**
+ * Seals again every agent policy the database stores, and the node's freeze, where the enclave
+ * does not hold them as stored. A recovered enclave holds the keys alone: without this, the limits
+ * the policies set against a compromised origin are gone from the one place that enforces them
+ * whatever the origin says, while the gateway still shows them. From no policy to the stored one
+ * is a tightening (the admin capability alone); where the enclave holds another policy, it judges
+ * the change against its own, and refuses a loosening (that agent is refused, the others go on).
+ * A policy already held as stored is left as it is, so running it again changes nothing.
+ */
+async function reseal(tool: Tool): Promise<CliOutcome> {
+  const resealed: { agent_id: string; version: number }[] = [];
+  const refusedAgents: { agent_id: string; reason: string }[] = [];
+  let held = 0;
+  for (const { agentId, keyRef, stored } of await storedAgentPolicies(tool.db)) {
+    const enclave = await tool.client.getAgentPolicy({ keyRef });
+    if (!enclave.ok && enclaveUnreachable(enclave.error)) return signerOutcome(enclave.error);
+    if (enclave.ok && sameDocument(enclave.value.policy, stored.document)) {
+      held += 1;
+      continue;
+    }
+    const result = enclave.ok
+      ? await changeAgentPolicy(tool.deps, {
+          agent: { agentId, keyRef },
+          // What is stored when the change holds the agent's lock, not what was read above.
+          next: (current) => current,
+          changedBy: { by: "admin" },
+        })
+      : ({ ok: false, error: { code: "signer", failure: enclave.error } } as const);
+    if (result.ok) {
+      resealed.push({ agent_id: agentId, version: result.value.version });
+      if (!tool.json) write(`agent ${agentId}'s policy sealed again, version ${result.value.version}\n`);
+      continue;
+    }
+    if (result.error.code === "signer" && enclaveUnreachable(result.error.failure)) {
+      return signerOutcome(result.error.failure);
+    }
+    const reason = changeRefusal(result.error);
+    const message = "message" in reason ? (reason.message ?? "") : "";
+    refusedAgents.push({ agent_id: agentId, reason: message });
+    if (!tool.json) write(`agent ${agentId}'s policy not sealed: ${message}\n`);
+  }
+  // The freeze only: an enclave frozen where the database is not was frozen by a change not stored,
+  // and unfreezing it is an operator's (npm run policy -- unfreeze --all).
+  let nodeFrozen: "held" | "sealed" | "not frozen" = "not frozen";
+  if (await storedNodeFrozen(tool.db)) {
+    nodeFrozen = "held";
+    if (!tool.sealed.nodeFrozen) {
+      const frozen = await changeNodeFrozen(tool.deps, { frozen: true, changedBy: { by: "admin" } });
+      if (!frozen.ok) return changeRefusal(frozen.error);
+      nodeFrozen = "sealed";
+    }
+  }
+  const summary = `reseal: ${resealed.length} sealed again, ${held} already held as stored, ${refusedAgents.length} refused; the node's freeze ${nodeFrozen === "sealed" ? "sealed again" : nodeFrozen === "held" ? "already held" : "not set"}`;
+  if (tool.json) {
+    write(
+      `${JSON.stringify({ resealed, already_held: held, refused: refusedAgents, node_frozen: nodeFrozen })}\n`,
+    );
+  } else {
+    write(`${summary}\n`);
+  }
+  return refusedAgents.length > 0 ? refused(`${refusedAgents.length} policies not sealed again`) : DONE;
+}
+
+/** Two policy documents alike once both are in their canonical form (what a change stores and seals). */
+function sameDocument(a: AgentPolicyDocument | null, b: AgentPolicyDocument | null): boolean {
+  const canonical = (document: AgentPolicyDocument | null): string =>
+    document === null ? "null" : JSON.stringify(policyToDocument(policyFromDocument(document)));
+  return canonical(a) === canonical(b);
 }
 
 /**

@@ -16,12 +16,15 @@ export const POLICY_TOOL_USAGE = `usage:
   npm run policy -- freeze --agent ID | --all [--json]
   npm run policy -- unfreeze --agent ID | --all --operator-key FILE [--json]
   npm run policy -- enroll --operator-key FILE --policy-key FILE [--key-id ID] [--label TEXT] [--json]
+  npm run policy -- reseal [--json]
 Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else .data/enclave.sock).
 The node's configuration gives the database (DATABASE_URL, else the local stack's cluster) and the
 admin authority key (AGENT_ADMIN_AUTHORITY_KEY_FILE, else the local stack's .data/admin-authority.key).
 set without --operator-key only tightens; a loosening, an unfreeze and an approval need an
 enrolled operator key. POLICY.json is the agent's policy document (null: no policy).
 enroll makes the operator key file if there is none (0600) and enrolls it with the policy key.
+reseal seals every stored agent policy, and the node's freeze, that the enclave does not hold as
+stored (after a recovery, whose new enclave holds the keys alone).
 Exit: 0 done, 1 refused (by the rules or the enclave), 2 usage, 3 the enclave or database unreachable.`;
 
 /** One agent, or (freeze and unfreeze only) the whole node. */
@@ -44,9 +47,10 @@ export type PolicyToolCommand = Common &
         keyId: string | undefined;
         label: string | undefined;
       }
+    | { command: "reseal" }
   );
 
-const COMMANDS = ["show", "set", "approve", "reject", "freeze", "unfreeze", "enroll"] as const;
+const COMMANDS = ["show", "set", "approve", "reject", "freeze", "unfreeze", "enroll", "reseal"] as const;
 type CommandName = (typeof COMMANDS)[number];
 
 /** The flags each command takes beside --socket and --json. */
@@ -58,6 +62,7 @@ const TAKES: Record<CommandName, readonly string[]> = {
   freeze: ["agent", "all"],
   unfreeze: ["agent", "all", "operator-key"],
   enroll: ["operator-key", "policy-key", "key-id", "label"],
+  reseal: [],
 };
 
 /** Parses argv (without node and script). */
@@ -145,6 +150,8 @@ export function parsePolicyToolArgs(argv: string[]): PolicyToolCommand {
       }
       return { ...common, command, operatorKeyFile, policyKeyFile: values["policy-key"], keyId, label };
     }
+    case "reseal":
+      return { ...common, command };
   }
 }
 

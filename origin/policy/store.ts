@@ -13,7 +13,7 @@ import {
   storedAgentPolicySchema,
 } from "../../shared/agent-policy.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
-import type { Db } from "../db/client.ts";
+import { type Db, queryRows } from "../db/client.ts";
 import { jsonOf, preparedStatement, type RowOf, runPrepared } from "../db/prepared.ts";
 
 export type StoredPolicy = { document: AgentPolicyDocument; policy: AgentPolicy; version: number };
@@ -88,6 +88,23 @@ export function policyStateOf(row: RowOf<(typeof policyStatement)["columns"]> | 
     },
     nodeFrozen: row?.node_frozen ?? false,
   };
+}
+
+/** Every agent's stored policy with its key, in the agents' order (a tool's walk over the node). */
+export async function storedAgentPolicies(
+  db: Db,
+): Promise<{ agentId: string; keyRef: string; stored: StoredPolicy }[]> {
+  const rows = await queryRows<{ agent_id: string; key_ref: string; policy: unknown; version: number }>(
+    db,
+    sql`select p.agent_id, i.agent_transfer_key_ref as key_ref, p.policy, p.version
+        from agent_policies p join agent_identities i using (agent_id)
+        order by p.agent_id`,
+  );
+  return rows.map((row) => ({
+    agentId: row.agent_id,
+    keyRef: row.key_ref,
+    stored: storedPolicy(row.policy, row.version),
+  }));
 }
 
 /** Who made a change (policy_changes.changed_by). */
