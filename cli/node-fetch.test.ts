@@ -22,6 +22,12 @@ describe("nodeFetch", () => {
       });
       request.on("end", () => {
         seen.push({ method: request.method!, url: request.url!, headers: request.headers, body });
+        if (request.url!.startsWith("/redirect-to?")) {
+          const location = new URL(request.url!, "http://x").searchParams.get("location")!;
+          response.writeHead(307, { location });
+          response.end();
+          return;
+        }
         const to = /^\/redirect\/(\d+)$/.exec(request.url!);
         if (to) {
           response.writeHead(Number(to[1]), { location: "/landed" });
@@ -66,6 +72,33 @@ describe("nodeFetch", () => {
     expect(await seeOther.json()).toEqual({ method: "GET", body: "" });
     const temporary = await nodeFetch(`${base}/redirect/307`, { method: "POST", body: "paid" });
     expect(await temporary.json()).toEqual({ method: "POST", body: "paid" });
+  });
+
+  // The token must not follow a redirect to another host: fetch drops Authorization there too.
+  it("sends the Authorization header on to a redirect within the origin only, as fetch does", async () => {
+    const other = createServer((request, response) => {
+      seen.push({ method: request.method!, url: request.url!, headers: request.headers, body: "" });
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end("{}");
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const elsewhere = `http://127.0.0.1:${(other.address() as AddressInfo).port}/landed-elsewhere`;
+    try {
+      const away = await nodeFetch(`${base}/redirect-to?${new URLSearchParams({ location: elsewhere })}`, {
+        headers: { authorization: "Bearer agt_secret" },
+      });
+      expect(away.status).toBe(200);
+      expect(seen.at(-1)).toMatchObject({ url: "/landed-elsewhere" });
+      expect(seen.at(-1)?.headers.authorization).toBeUndefined();
+
+      const within = await nodeFetch(`${base}/redirect/307`, {
+        headers: { authorization: "Bearer agt_secret" },
+      });
+      expect(within.status).toBe(200);
+      expect(seen.at(-1)).toMatchObject({ url: "/landed", headers: { authorization: "Bearer agt_secret" } });
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
   });
 
   it("rejects with a TypeError when nothing answers, as fetch does", async () => {

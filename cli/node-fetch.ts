@@ -3,7 +3,8 @@
  * fetch's implementation (undici) on its first call, which cost the CLI more than half a second on
  * a busy machine, more than the rest of its start (docs/performance.md, "The agent CLI's start").
  * The client takes any FetchLike; this one gives it the part of a Response it reads: the status,
- * `ok`, `headers.get`, `text()` and `json()`. Redirects are followed as fetch follows them.
+ * `ok`, `headers.get`, `text()` and `json()`. Redirects are followed as fetch follows them, the
+ * Authorization header dropped on a redirect to another origin.
  */
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -50,7 +51,11 @@ export const nodeFetch: FetchLike = async (input, init = {}) => {
     }
     if (redirects >= MAX_REDIRECTS)
       throw new TypeError(`too many redirects from ${url.origin}${url.pathname}`);
-    url = new URL(location, url);
+    const next = new URL(location, url);
+    // As fetch: the token goes to the origin it was meant for, never on to another one (and,
+    // once dropped, not back either).
+    if (next.origin !== url.origin) delete headers.authorization;
+    url = next;
     // As fetch: a 303, or a 301/302 after a POST, goes on as a GET without the body.
     if (answer.status === 303 || ((answer.status === 301 || answer.status === 302) && method === "POST")) {
       method = "GET";

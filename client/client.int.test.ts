@@ -26,6 +26,7 @@ import {
   NotFound,
   RateLimited,
   RegistrationUnavailable,
+  RpcError,
   RpcMethodNotAllowed,
   register,
   ServiceUnavailable,
@@ -143,6 +144,17 @@ describe("gateway client (real stack)", () => {
     // And directly through rpc().
     const direct = await rejection(clientFor(agent.token).rpc("eth_call", [{}, "latest"]));
     expect(direct).toBeInstanceOf(RpcMethodNotAllowed);
+  });
+
+  it("an /rpc call over the 64 KB limit is an RpcError naming the limit, not a service outage to retry", async () => {
+    const agent = await stack.newAgent();
+    const refused = await rejection(
+      clientFor(agent.token).rpc("eth_getBalance", [`0x${"0".repeat(70_000)}`, "latest"]),
+    );
+    expect(refused).toBeInstanceOf(RpcError);
+    expect(refused).not.toBeInstanceOf(ServiceUnavailable);
+    expect(refused).toMatchObject({ status: 413, rpcCode: -32600 });
+    expect((refused as RpcError).message).toContain("65536 bytes");
   });
 
   it("types each error the service gives", async () => {

@@ -380,6 +380,15 @@ const RATE_LIMITED: ReadonlySet<string> = new Set(
     .map(([code]) => code),
 );
 
+/** The error of a JSON-RPC 2.0 answer `{jsonrpc: "2.0", id, error: {code, message, data?}}`, if it is one. */
+function jsonRpcError(answer: unknown): { code: number; message: string; data?: unknown } | undefined {
+  const { jsonrpc, error } = (answer ?? {}) as { jsonrpc?: unknown; error?: unknown };
+  if (jsonrpc !== "2.0" || typeof error !== "object" || error === null) return undefined;
+  const { code, message, data } = error as { code?: unknown; message?: unknown; data?: unknown };
+  if (typeof code !== "number" || typeof message !== "string") return undefined;
+  return { code, message, data };
+}
+
 /** The typed error for an error envelope `{error: {code, message, request_id, …}}`. */
 export function errorFromEnvelope(
   status: number,
@@ -387,6 +396,10 @@ export function errorFromEnvelope(
   retryAfterHeader: string | null,
 ): GatewayError {
   const error = (envelope as { error?: unknown } | null)?.error;
+  const rpc = jsonRpcError(envelope);
+  // /rpc answers a body over its limit in JSON-RPC's form, with HTTP 413 (docs/api.md): its error,
+  // never an outage to retry.
+  if (rpc) return new RpcError(rpc.message, { code: "rpc_error", status, rpcCode: rpc.code, data: rpc.data });
   if (typeof error !== "object" || error === null || typeof (error as { code?: unknown }).code !== "string") {
     return new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
       code: "unexpected_answer",

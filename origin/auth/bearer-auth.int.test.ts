@@ -69,7 +69,7 @@ describe("bearerAuth (real identity store)", () => {
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    await seedFreeKeys(testDb.handle.db, 12);
+    await seedFreeKeys(testDb.handle.db, 17);
   });
   afterAll(async () => {
     await testDb?.drop();
@@ -275,6 +275,32 @@ describe("bearerAuth (real identity store)", () => {
     counter.lookups = 0;
     expect((await from("198.18.1.11", `Bearer ${token}`)).status).toBe(429);
     expect(counter.lookups).toBe(0);
+  });
+
+  it("reads the store for no more bad tokens arriving at once than for the same sent one by one: 60 and the allowance's 3", async () => {
+    // Mutation: counting failures only once their read has ended (no reads in flight counted)
+    // reads the store for all 200.
+    const { from, counter } = countedApp();
+    const statuses = await whileTokensLocked(() =>
+      Promise.all(Array.from({ length: 200 }, async () => (await from("198.18.9.1", badToken())).status)),
+    );
+    expect(statuses.filter((status) => status === 401)).toHaveLength(60);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(140);
+    expect(counter.lookups).toBe(60 + LOCKOUT_ALLOWANCE.firstSight);
+  });
+
+  it("lets valid tokens sent at once with 59 bad ones from their address in, each read once the bad reads leave it room", async () => {
+    const valid = await Promise.all(Array.from({ length: 5 }, () => issue()));
+    const { from, counter } = countedApp();
+    const [bad, good] = await whileTokensLocked(() =>
+      Promise.all([
+        Promise.all(Array.from({ length: 59 }, async () => (await from("198.18.9.2", badToken())).status)),
+        Promise.all(valid.map(async (token) => (await from("198.18.9.2", `Bearer ${token}`)).status)),
+      ]),
+    );
+    expect(good).toEqual([200, 200, 200, 200, 200]);
+    expect(bad).toEqual(Array(59).fill(401));
+    expect(counter.lookups).toBe(64);
   });
 
   it("never holds back successful requests from one IP, however many are in flight at once", async () => {

@@ -8,12 +8,13 @@ import {
   HEADER_LOCKOUT_LANE,
 } from "../../shared/constants.ts";
 import type { LockoutAllowance } from "../../shared/lockout-allowance.ts";
-import type { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
+import type { LimitDecision, SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { AppError } from "../errors.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
 import type { TokenIdentity, TokenLookup } from "./identity-repository.ts";
+import { ReadsInFlight } from "./reads-in-flight.ts";
 import type { RecentAuthentications } from "./recent-authentications.ts";
 import { secretMatches } from "./token.ts";
 
@@ -67,6 +68,7 @@ export const EDGE_LOCK_TOKENS_AT_MOST = 32;
  * back enters this allowance's come-back lane too.
  */
 export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> {
+  const reads = new ReadsInFlight();
   return async (c, next) => {
     const clientIp = c.get("clientIp");
     const viaEdge = c.get("viaEdge") === true;
@@ -74,8 +76,12 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     const source = addressGroup(clientIp);
     const refused = params.refusals ?? ignoreRefusal;
     const parsed = parseBearerHeader(c.req.header("authorization"));
-    const blocked = params.failuresPerIp.peek(source);
+    const presented = parsed ?? NO_SUCH_TOKEN;
     const known = parsed !== null && params.recentAuthentications.has(source, parsed.tokenId);
+    // An id that has not worked from here is read under the limit only once there is room for it.
+    const { decision: blocked, readEnds } = known
+      ? { decision: params.failuresPerIp.peek(source), readEnds: undefined }
+      : await roomToRead(params.failuresPerIp, reads, source, presented.tokenId);
     // Past the limit, an id that has not worked from here is read only if the allowance admits it.
     const lane =
       blocked.allowed || known || parsed === null
@@ -89,7 +95,6 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       );
     }
 
-    const presented = parsed ?? NO_SUCH_TOKEN;
     let failure: AuthFailure | undefined;
     let identity: TokenIdentity | undefined;
     try {
@@ -99,6 +104,9 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       throw new AppError("service_unavailable", "authentication is temporarily unavailable", {
         cause: error,
       });
+    } finally {
+      // Before the outcome is counted below, in the same turn: a request it wakes sees the count.
+      readEnds?.();
     }
     const secretOk = secretMatches(presented.secret, identity?.secretHash ?? DUMMY_HASH);
     if (!parsed) failure = "missing_or_malformed";
@@ -149,6 +157,37 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
     if (edgeLane !== undefined) c.header(HEADER_AUTHENTICATED, "1");
     await next();
   };
+}
+
+/**
+ * The failure limit's decision for reading `tokenId` from `source`, counting the reads already out
+ * there for other ids as failures to be: while those and the failures fill the limit, waits for one
+ * of the reads to end (reads-in-flight.ts). Bad tokens sent at once are thus read no more than the
+ * limit allows, as when sent one by one; a valid token waits for those reads, and is then read.
+ * Within the limit, the read is counted here, in the turn that found room for it; `readEnds` ends it.
+ */
+async function roomToRead(
+  failuresPerIp: SlidingWindowLimiter,
+  reads: ReadsInFlight,
+  source: string,
+  tokenId: string,
+): Promise<{ decision: LimitDecision; readEnds: (() => void) | undefined }> {
+  for (let woken = false; ; woken = true) {
+    const decision = failuresPerIp.peek(source);
+    if (!decision.allowed) {
+      // Woken and leaving without a read: the next waiter learns the limit is full in turn.
+      if (woken) reads.wakeNext(source);
+      return { decision, readEnds: undefined };
+    }
+    const others = reads.others(source, tokenId);
+    if (others < decision.remaining) {
+      const readEnds = reads.start(source, tokenId);
+      // Room for more than this one (several reads ended, or failures left the window): the next.
+      if (woken && others + 1 < decision.remaining) reads.wakeNext(source);
+      return { decision, readEnds };
+    }
+    await reads.oneEnds(source);
+  }
 }
 
 /** Each route declares its capability; `read` never reaches a write route (docs/api.md#conventions). */

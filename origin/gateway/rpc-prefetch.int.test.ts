@@ -2,6 +2,7 @@ import { eq } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
+import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { type CountingPassThrough, startCountingPassThrough } from "../../testing/counting-pass-through.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -163,5 +164,61 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
     }
     for (const response of await Promise.all(answers)) expect(response.status).toBe(200);
     expect(counter.calls).toBe(before + calls);
+  });
+});
+
+/**
+ * A token past its agent's request window is refused 429 by bearerAuth, after the prefetch has
+ * already run: the refusal must not leave the chain answering every refused call for nothing.
+ */
+describe("/rpc sent ahead for an agent past its window (real database and devnet)", () => {
+  const WINDOW = 3;
+  let testDb: TestDatabase;
+  let devnet: Devnet;
+  let counter: CountingPassThrough;
+  let origin: TestOrigin;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 2);
+    devnet = await startDevnet({ port: 0 });
+    counter = await startCountingPassThrough(devnet.url);
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      rpcUrl: counter.url,
+      limiters: {
+        ...createGatewayLimiters(),
+        requestsPerAgent: new SlidingWindowLimiter({ limit: WINDOW, windowSeconds: 60 }),
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await origin?.close();
+    await counter?.close();
+    await devnet?.close();
+    await testDb?.drop();
+  });
+
+  it("sends ahead no more than one call of a token its agent's window refuses: the rest reach no chain", async () => {
+    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
+    if (!issued.ok) throw new Error(issued.error.code);
+    const rpc = (): Promise<TestResponse> =>
+      send(`${origin.base}/agent/v1/rpc`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${issued.value.token}` },
+        body: BLOCK_NUMBER,
+      });
+    for (let i = 0; i < WINDOW; i++) expect((await rpc()).status).toBe(200);
+    const before = counter.calls;
+
+    for (let i = 0; i < 20; i++) {
+      const refused = await rpc();
+      expect(refused.status).toBe(429);
+      expect(refused.body).toMatchObject({ error: { code: "rate_limited" } });
+    }
+    // Settled: a call sent ahead is answered by the chain after the refusal has left.
+    await sleep(300);
+    expect(counter.calls - before).toBeLessThanOrEqual(1);
   });
 });

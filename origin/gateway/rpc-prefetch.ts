@@ -2,7 +2,8 @@ import type { ServerResponse } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import { parseBearerHeader } from "../../shared/agent-token.ts";
 import { RPC_MAX_BATCH_BYTES } from "../../shared/constants.ts";
-import type { RecentAuthentications } from "../auth/recent-authentications.ts";
+import { RecencyMap } from "../../shared/recency-map.ts";
+import { RECENT_AUTHENTICATIONS, type RecentAuthentications } from "../auth/recent-authentications.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -38,18 +39,32 @@ export function takePrefetched(c: Context<AppEnv>): Promise<RpcPrefetched> | und
  * refused changes nothing anywhere. Any other request (no token, or one not seen from this client)
  * is not touched here: its body is read only once it has authenticated. Calls sent ahead take
  * `slots` (RPC_PREFETCH_IN_FLIGHT, per token); with none free, the call waits for authentication.
+ * A token answered 429 (its agent's request window spent, or its /rpc places taken) is sent
+ * nothing ahead until its Retry-After has passed: otherwise every call it sends past its agent's
+ * limit, each refused, would still reach the chain, and the limit would bound nothing upstream.
  */
 export function rpcPrefetch(
   upstream: JsonRpcUpstream | undefined,
   recentAuthentications: RecentAuthentications,
   slots: InFlightLimiter,
+  now: () => number = Date.now,
 ): MiddlewareHandler<AppEnv> {
+  // Token id → the instant (ms) its last 429 said to come back. Only ids that worked from their
+  // client enter, so at most as many as RecentAuthentications holds; the oldest go first.
+  const refusedUntil = new RecencyMap<string, number>();
+  const refused = (tokenId: string): boolean => (refusedUntil.get(tokenId) ?? 0) > now();
   return async (c, next) => {
     const token = parseBearerHeader(c.req.header("authorization"));
-    if (upstream && token && recentAuthentications.has(addressGroup(c.get("clientIp")), token.tokenId)) {
+    const known = token !== null && recentAuthentications.has(addressGroup(c.get("clientIp")), token.tokenId);
+    if (upstream && known && !refused(token.tokenId)) {
       started.set(c.req.raw, prefetch(c, upstream, token.tokenId, slots));
     }
     await next();
+    if (known && c.res.status === 429) {
+      const seconds = Number(c.res.headers.get("retry-after"));
+      refusedUntil.set(token.tokenId, now() + (Number.isFinite(seconds) && seconds > 0 ? seconds : 1) * 1000);
+      if (refusedUntil.size > RECENT_AUTHENTICATIONS.maxEntries) refusedUntil.shift();
+    }
   };
 }
 
