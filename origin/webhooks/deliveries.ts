@@ -175,15 +175,25 @@ export async function recordAttempt(
       return;
     case "gone":
       await db.transaction(async (tx) => {
+        // The endpoint first, as a replay locks it (manage.ts), so the two never wait on each other
+        // in a cycle; and a replay that committed meanwhile is seen by the guard below.
+        await tx.execute(
+          sql`select id from webhook_endpoints where id = ${delivery.endpointId}::uuid for update`,
+        );
+        const recorded = await queryRows<{ id: string }>(
+          tx as unknown as Db,
+          sql`update webhook_deliveries set status = 'disabled', attempts = ${made},
+                last_http_status = ${outcome.httpStatus}, last_error = 'gone', updated_at = now()
+              where ${guard}
+              returning id`,
+        );
+        // An attempt whose claim a replay overtook records nothing, as any other outcome: the
+        // operator's replay (the receiver is back) stands, the endpoint enabled and its queue due.
+        if (recorded.length === 0) return;
         await tx.execute(
           sql`update webhook_endpoints set enabled = false,
                 disabled_reason = ${`the receiver answered ${outcome.httpStatus} Gone`}
               where id = ${delivery.endpointId}::uuid`,
-        );
-        await tx.execute(
-          sql`update webhook_deliveries set status = 'disabled', attempts = ${made},
-                last_http_status = ${outcome.httpStatus}, last_error = 'gone', updated_at = now()
-              where ${guard}`,
         );
         // The rest of the endpoint's queue ends with it.
         await tx.execute(

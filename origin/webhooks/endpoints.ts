@@ -36,6 +36,17 @@ const endpointOf = (row: EndpointRow): WebhookEndpoint => ({
 
 const COLUMNS = sql`id, url, event_types, enabled, disabled_reason, js_iso_timestamp(created_at) as created_at`;
 
+/**
+ * Whether the event `e` was written after the endpoint `w` was added, the endpoint's events: its
+ * transaction had not committed when the endpoint's row was written. One that began before and
+ * committed after is the endpoint's (its `occurred_at`, the transaction's start, is older than the
+ * endpoint); one that committed before is not, though its transaction may be above the endpoint's
+ * first place (it ended while an older one still ran). An endpoint added before migration 0041 has
+ * no snapshot and goes by the times.
+ */
+export const writtenSinceAdded = sql`case when w.created_snapshot is null then e.occurred_at >= w.created_at
+  else not pg_visible_in_snapshot(e.xid, w.created_snapshot) end`;
+
 /** Adds an endpoint with a new secret; the secret is returned here and never again. */
 export async function addEndpoint(
   db: Db,
@@ -125,7 +136,7 @@ export async function replayEndpoint(
   const { scope } = params;
   const which =
     scope.kind === "all"
-      ? sql`e.occurred_at >= w.created_at`
+      ? writtenSinceAdded
       : scope.kind === "from"
         ? sql`e.id >= ${scope.eventId.toString()}::bigint`
         : sql`e.id = ${scope.eventId.toString()}::bigint`;

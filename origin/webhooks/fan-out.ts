@@ -11,6 +11,7 @@ import { sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { type Cursor, compareCursors, horizonCursor, laterCursor } from "../events/cursor.ts";
 import { type LoggedEvent, readServable } from "../events/store.ts";
+import { writtenSinceAdded } from "./endpoints.ts";
 
 /** The advisory lock key of the fan-out ("webh" in ASCII), one per database. */
 const FAN_OUT_LOCK = 0x77656268;
@@ -143,9 +144,9 @@ type Taken = { count: number; last: Cursor; queued: number };
 type TakenRow = { endpoint_id: string; count: number; last_xid: string; last_id: string; queued: number };
 
 /**
- * Queues, for each endpoint, its subscribed events among `eventIds` written since it was added, in
- * log order, at most its room; one statement for the group. A row that already exists (a replay
- * queued it) counts as taken and is left as it is.
+ * Queues, for each endpoint, its subscribed events among `eventIds` written since it was added
+ * (endpoints.ts writtenSinceAdded), in log order, at most its room; one statement for the group. A
+ * row that already exists (a replay queued it) counts as taken and is left as it is.
  */
 async function queueDeliveries(
   db: Db,
@@ -163,7 +164,7 @@ async function queueDeliveries(
           from room r
           join webhook_endpoints w on w.id = r.endpoint_id
           join events e on e.id = any(${pgArrayLiteral(params.eventIds)}::bigint[])
-            and e.type = any(w.event_types) and e.occurred_at >= w.created_at),
+            and e.type = any(w.event_types) and ${writtenSinceAdded}),
         taken as (select * from matched where n <= room),
         queued as (
           insert into webhook_deliveries (endpoint_id, event_id)

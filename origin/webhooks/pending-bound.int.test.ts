@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -315,6 +316,52 @@ describe("the fan-out's places and the drain (real Postgres, called directly)", 
     }
     expect(queued).toEqual(subscribed);
     await removeEndpoint(db, endpoint.id);
+  });
+
+  it("an event whose transaction began before the endpoint was added and committed after it is queued; one committed before is not", async () => {
+    const db = testDb.handle.db;
+    // Two writers, each a transaction open across the endpoint's add: a money batch's transaction
+    // spans its enclave signing, so one is in flight whenever an operator adds an endpoint.
+    const early = new pg.Client({ connectionString: testDb.url });
+    const late = new pg.Client({ connectionString: testDb.url });
+    await early.connect();
+    await late.connect();
+    try {
+      const write = async (client: pg.Client): Promise<string> => {
+        await client.query("begin");
+        const { rows } = await client.query<{ id: string }>(
+          "insert into events (agent_id, type, data) values (null, 'action.reverted', '{}') returning id::text as id",
+        );
+        return rows[0]!.id;
+      };
+      // `early` holds the horizon back, so `before`, committed before the add, is above it.
+      await write(early);
+      const before = await write(late);
+      await late.query("commit");
+      await sleep(50);
+      const during = await write(late);
+      await sleep(50);
+      const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.reverted"] });
+      await late.query("commit");
+      await early.query("rollback");
+      const [after] = await insertEvents(["action.reverted"]);
+      await fanOutOnce(db, { maxPending: 10 });
+      const rows = await queryRows<{ event_id: string }>(
+        db,
+        sql`select event_id::text as event_id from webhook_deliveries where endpoint_id = ${endpoint.id}::uuid
+            order by event_id`,
+      );
+      // `during` was committed after the endpoint was added: it is the endpoint's; `before` is not.
+      expect(rows.map((row) => row.event_id)).toEqual([during, after]);
+      expect(before).toBeDefined();
+      // A replay of everything since it was added queues the same, nothing before it.
+      await db.execute(sql`delete from webhook_deliveries where endpoint_id = ${endpoint.id}::uuid`);
+      expect(await replayEndpoint(db, { id: endpoint.id, scope: { kind: "all" } })).toBe(2);
+      await removeEndpoint(db, endpoint.id);
+    } finally {
+      await early.end();
+      await late.end();
+    }
   });
 
   it("names an endpoint whose place the retention sweep deleted", async () => {

@@ -397,6 +397,59 @@ describe("the delivery claim (real Postgres)", () => {
     }
   });
 
+  it("a replay that comes while an attempt is in flight stands against a 410 too: the endpoint stays enabled, the replayed delivery due", async () => {
+    const db = testDb.handle.db;
+    const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });
+    const [event] = await queryRows<{ id: string }>(
+      db,
+      sql`insert into events (agent_id, type, data) values (null, 'action.held', '{}') returning id::text`,
+    );
+    await db.execute(
+      sql`insert into webhook_deliveries (endpoint_id, event_id) values (${endpoint.id}::uuid, ${event!.id}::bigint)`,
+    );
+    const claim = {
+      limit: 1,
+      leaseSeconds: 60,
+      slots: 1,
+      perEndpoint: 1,
+      inFlight: new Map<string, number>(),
+    };
+    const [inFlight] = await claimDueDeliveries(db, claim);
+    // The operator replays it (the receiver is back) while the attempt is on its way; its 410
+    // comes after.
+    await replayEndpoint(db, { id: endpoint.id, scope: { kind: "event", eventId: BigInt(event!.id) } });
+    await recordAttempt(db, {
+      delivery: inFlight!,
+      outcome: { kind: "gone", httpStatus: 410 },
+      retrySeconds: [0, 60, 600],
+      random: 0,
+      leaseSeconds: 60,
+    });
+    const [state] = await queryRows<{ enabled: boolean; status: string; attempts: number }>(
+      db,
+      sql`select w.enabled, d.status, d.attempts from webhook_endpoints w
+          join webhook_deliveries d on d.endpoint_id = w.id where w.id = ${endpoint.id}::uuid`,
+    );
+    expect(state).toEqual({ enabled: true, status: "pending", attempts: 0 });
+    const [again] = await claimDueDeliveries(db, claim);
+    expect(again?.id).toBe(inFlight!.id);
+    // The attempt the replay queued is the one whose 410 counts.
+    await recordAttempt(db, {
+      delivery: again!,
+      outcome: { kind: "gone", httpStatus: 410 },
+      retrySeconds: [0, 60, 600],
+      random: 0,
+      leaseSeconds: 60,
+    });
+    const [gone] = await queryRows<{ enabled: boolean; status: string }>(
+      db,
+      sql`select w.enabled, d.status from webhook_endpoints w
+          join webhook_deliveries d on d.endpoint_id = w.id where w.id = ${endpoint.id}::uuid`,
+    );
+    expect(gone).toEqual({ enabled: false, status: "disabled" });
+    await removeEndpoint(db, endpoint.id);
+  });
+
   it("the retention sweep deletes, in batches, deliveries untouched for AGENT_EVENTS_RETENTION_DAYS days, and nothing newer", async () => {
     const db = testDb.handle.db;
     const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });

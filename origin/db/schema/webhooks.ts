@@ -4,6 +4,7 @@ import {
   bigserial,
   boolean,
   check,
+  customType,
   index,
   integer,
   pgTable,
@@ -13,6 +14,9 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { xid8 } from "./events.ts";
+
+/** A Postgres snapshot (`pg_snapshot`), as text: which transactions had committed when it was taken. */
+const pgSnapshot = customType<{ data: string; driverData: string }>({ dataType: () => "pg_snapshot" });
 
 /**
  * An operator's webhook endpoint (docs/operations.md#webhooks). The HMAC secret is stored as is:
@@ -28,6 +32,12 @@ export const webhookEndpoints = pgTable("webhook_endpoints", {
   enabled: boolean("enabled").notNull().default(true),
   disabledReason: text("disabled_reason"),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  /**
+   * The transactions committed when the endpoint was added: it gets the events of every other
+   * one, whenever it began (origin/webhooks/endpoints.ts writtenSinceAdded). Null for an endpoint
+   * added before migration 0041, which goes by `created_at` as it did.
+   */
+  createdSnapshot: pgSnapshot("created_snapshot").default(sql`pg_current_snapshot()`),
   /**
    * The endpoint's place in the event log, the cursor shape of the streams (origin/events/cursor.ts):
    * every event at or before it has its delivery queued. It starts at the log's horizon when the
