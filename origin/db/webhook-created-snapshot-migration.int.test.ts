@@ -7,8 +7,8 @@ import { fanOutOnce } from "../webhooks/fan-out.ts";
 import { queryRows } from "./client.ts";
 import { migrateDatabase } from "./migrate.ts";
 
-describe("migration 0041 (the snapshot a webhook endpoint was added at)", () => {
-  const { databases, migrationsBefore } = useDatabasesBefore("0041_webhook_created_snapshot");
+describe("migration 0040 (the snapshot a webhook endpoint was added at)", () => {
+  const { databases, migrationsBefore } = useDatabasesBefore("0040_webhook_created_snapshot");
 
   it("leaves an endpoint added before it with none, still fanned out by its time; one added after takes its snapshot", async () => {
     const { db } = databases[0]!;

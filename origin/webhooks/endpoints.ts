@@ -41,7 +41,7 @@ const COLUMNS = sql`id, url, event_types, enabled, disabled_reason, js_iso_times
  * transaction had not committed when the endpoint's row was written. One that began before and
  * committed after is the endpoint's (its `occurred_at`, the transaction's start, is older than the
  * endpoint); one that committed before is not, though its transaction may be above the endpoint's
- * first place (it ended while an older one still ran). An endpoint added before migration 0041 has
+ * first place (it ended while an older one still ran). An endpoint added before migration 0040 has
  * no snapshot and goes by the times.
  */
 export const writtenSinceAdded = sql`case when w.created_snapshot is null then e.occurred_at >= w.created_at

@@ -35,7 +35,7 @@ export const webhookEndpoints = pgTable("webhook_endpoints", {
   /**
    * The transactions committed when the endpoint was added: it gets the events of every other
    * one, whenever it began (origin/webhooks/endpoints.ts writtenSinceAdded). Null for an endpoint
-   * added before migration 0041, which goes by `created_at` as it did.
+   * added before migration 0040, which goes by `created_at` as it did.
    */
   createdSnapshot: pgSnapshot("created_snapshot").default(sql`pg_current_snapshot()`),
   /**
