@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { errorMessage } from "../shared/error-message.ts";
 import type { Capability } from "./capability.ts";
 import { isDatabaseUnavailable } from "./db/unavailable.ts";
 import { AppError, errorBody } from "./errors.ts";
@@ -38,7 +39,10 @@ export function createApp(
     if (isDatabaseUnavailable(error)) {
       // A database restart or a cut connection is the service being unavailable, not a bug: a
       // clear 503 the client may retry (money requests are idempotent by key).
-      infra.logger.warn({ request_id: requestId, err: { message: error.message } }, "database unavailable");
+      infra.logger.warn(
+        { request_id: requestId, err: { message: errorMessage(error) } },
+        "database unavailable",
+      );
       c.header("Retry-After", "1");
       return c.json(
         errorBody("service_unavailable", "the database is unavailable; try again shortly", requestId),
@@ -46,7 +50,7 @@ export function createApp(
       );
     }
     infra.logger.error(
-      { request_id: requestId, err: { name: error.name, message: error.message } },
+      { request_id: requestId, err: { name: error.name, message: errorMessage(error) } },
       "unhandled",
     );
     return c.json(errorBody("internal_error", "internal error", requestId), 500);
