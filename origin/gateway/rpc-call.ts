@@ -122,6 +122,9 @@ export function finishCall(
         : `upstream unavailable: ${reply.error}`,
     );
   } else {
+    // A node that will not take the call as a whole (a batch over its limit) answers one error
+    // with id null instead of the batch: that error is every element's, in the node's words.
+    const whole = Array.isArray(reply.value) ? undefined : wholeCallError(reply.value);
     const byIndex = new Map<number, { result?: unknown; error?: unknown }>();
     for (const item of Array.isArray(reply.value) ? reply.value : [reply.value]) {
       if (item && typeof item === "object" && typeof (item as { id?: unknown }).id === "number") {
@@ -134,7 +137,7 @@ export function finishCall(
         responses[index] = {
           jsonrpc: "2.0",
           id: request.id,
-          error: { code: -32000, message: "upstream gave no answer" },
+          error: whole ? upstreamError(whole) : { code: -32000, message: "upstream gave no answer" },
         };
       } else if (answer.error !== undefined) {
         responses[index] = { jsonrpc: "2.0", id: request.id, error: upstreamError(answer.error) };
@@ -183,6 +186,13 @@ function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } | "n
 }
 
 /** Passes the node's error code and message through, never anything that is not JSON-RPC shaped. */
+/** The error of an answer that names no request (id null or none): the node's word on the whole call. */
+function wholeCallError(answer: unknown): unknown {
+  if (!answer || typeof answer !== "object") return undefined;
+  const { id, error } = answer as { id?: unknown; error?: unknown };
+  return (id === null || id === undefined) && error !== undefined && error !== null ? error : undefined;
+}
+
 function upstreamError(error: unknown): RpcError {
   const { code, message, data } = (error ?? {}) as { code?: unknown; message?: unknown; data?: unknown };
   return {

@@ -1,0 +1,101 @@
+import { createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDevnet } from "../../devnet/index.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+
+/**
+ * A fake node (named as one: our devnet takes batches of up to 1,000, more than /rpc forwards) in
+ * front of the real devnet, which refuses a batch over 3 elements as hosted nodes do, with one
+ * error of id null, and passes every other call through.
+ */
+async function startBatchLimitedNode(target: string) {
+  const refusal = { jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large (max 3)" } };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const parsed = JSON.parse(body.toString()) as unknown;
+      if (Array.isArray(parsed) && parsed.length > 3) {
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(refusal));
+        return;
+      }
+      const forward = request(
+        target,
+        { method: "POST", headers: { "content-type": "application/json" } },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      forward.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("/rpc: a batch the node refuses as a whole (real devnet and database behind a batch-limited node)", () => {
+  let testDb: TestDatabase;
+  let devnet: Awaited<ReturnType<typeof startDevnet>>;
+  let node: Awaited<ReturnType<typeof startBatchLimitedNode>>;
+  let origin: TestOrigin;
+  let token = "";
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    await seedFreeKeys(testDb.handle.db, 1);
+    devnet = await startDevnet({ port: 0 });
+    node = await startBatchLimitedNode(devnet.url);
+    origin = await startTestOrigin({ database: testDb.handle, rpcUrl: node.url });
+    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
+    if (!issued.ok) throw new Error(issued.error.code);
+    token = issued.value.token;
+  });
+  afterAll(async () => {
+    await origin?.close();
+    await node?.close();
+    await devnet?.close();
+    await testDb?.drop();
+  });
+
+  const rpc = async (body: unknown) => {
+    const response = await fetch(`${origin.base}/agent/v1/rpc`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as unknown };
+  };
+  const call = (id: number) => ({ jsonrpc: "2.0", id, method: "eth_chainId", params: [] });
+
+  it("gives each element the node's own error, where it said the node gave no answer", async () => {
+    const within = await rpc([call(1), call(2)]);
+    expect(within).toEqual({
+      status: 200,
+      body: [
+        { jsonrpc: "2.0", id: 1, result: "0x4d" },
+        { jsonrpc: "2.0", id: 2, result: "0x4d" },
+      ],
+    });
+    const over = await rpc([call(1), call(2), call(3), call(4)]);
+    expect(over.status).toBe(200);
+    expect(over.body).toEqual(
+      [1, 2, 3, 4].map((id) => ({
+        jsonrpc: "2.0",
+        id,
+        error: { code: -32600, message: "batch too large (max 3)" },
+      })),
+    );
+  });
+});
