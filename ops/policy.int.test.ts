@@ -510,6 +510,31 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
       expect(again.stdout).toMatch(
         /^reseal: 0 sealed again, \d+ already held as stored, 0 refused; the node's freeze already held$/m,
       );
+
+      // The enclave holds a tighter policy than the database (a change sealed, then not stored):
+      // sealing the stored one would loosen it, which the admin key cannot; that agent is refused.
+      const tighter = await stack.newAgent();
+      expect(
+        (
+          await policy(
+            "set",
+            "--agent",
+            tighter.agentId,
+            "--file",
+            await policyFile({ transfers: { per_tx_units: "1000000" } }),
+          )
+        ).code,
+      ).toBe(0);
+      await db().execute(
+        sql`update agent_policies set policy = ${JSON.stringify(document)}::jsonb where agent_id = ${tighter.agentId}`,
+      );
+      const loosening = await policy("reseal");
+      expect(loosening.code).toBe(1);
+      expect(loosening.stdout).toContain(
+        `agent ${tighter.agentId}'s policy not sealed: refused by the enclave`,
+      );
+      expect(loosening.stderr).toBe("policy: 1 policies not sealed again\n");
+      await db().execute(sql`delete from agent_policies where agent_id = ${tighter.agentId}`);
     } finally {
       const unfrozen = await policy("unfreeze", "--all", "--operator-key", operatorKeyFile);
       expect(unfrozen.code).toBe(0);

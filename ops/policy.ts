@@ -261,31 +261,30 @@ async function reseal(tool: Tool): Promise<CliOutcome> {
   let held = 0;
   for (const { agentId, keyRef, stored } of await storedAgentPolicies(tool.db)) {
     const enclave = await tool.client.getAgentPolicy({ keyRef });
-    if (!enclave.ok && enclaveUnreachable(enclave.error)) return signerOutcome(enclave.error);
     if (enclave.ok && sameDocument(enclave.value.policy, stored.document)) {
       held += 1;
       continue;
     }
-    const result = enclave.ok
-      ? await changeAgentPolicy(tool.deps, {
-          agent: { agentId, keyRef },
-          // What is stored when the change holds the agent's lock, not what was read above.
-          next: (current) => current,
-          changedBy: { by: "admin" },
-        })
-      : ({ ok: false, error: { code: "signer", failure: enclave.error } } as const);
-    if (result.ok) {
-      resealed.push({ agent_id: agentId, version: result.value.version });
-      if (!tool.json) write(`agent ${agentId}'s policy sealed again, version ${result.value.version}\n`);
-      continue;
+    let outcome: CliOutcome;
+    if (!enclave.ok) outcome = signerOutcome(enclave.error);
+    else {
+      const result = await changeAgentPolicy(tool.deps, {
+        agent: { agentId, keyRef },
+        // What is stored when the change holds the agent's lock, not what was read above.
+        next: (current) => current,
+        changedBy: { by: "admin" },
+      });
+      if (result.ok) {
+        resealed.push({ agent_id: agentId, version: result.value.version });
+        if (!tool.json) write(`agent ${agentId}'s policy sealed again, version ${result.value.version}\n`);
+        continue;
+      }
+      outcome = changeRefusal(result.error);
     }
-    if (result.error.code === "signer" && enclaveUnreachable(result.error.failure)) {
-      return signerOutcome(result.error.failure);
-    }
-    const reason = changeRefusal(result.error);
-    const message = "message" in reason ? (reason.message ?? "") : "";
-    refusedAgents.push({ agent_id: agentId, reason: message });
-    if (!tool.json) write(`agent ${agentId}'s policy not sealed: ${message}\n`);
+    // No answer from the enclave: the rest would get none either.
+    if (outcome.exit !== "refused") return outcome;
+    refusedAgents.push({ agent_id: agentId, reason: outcome.message ?? "" });
+    if (!tool.json) write(`agent ${agentId}'s policy not sealed: ${outcome.message}\n`);
   }
   // The freeze only: an enclave frozen where the database is not was frozen by a change not stored,
   // and unfreezing it is an operator's (npm run policy -- unfreeze --all).
