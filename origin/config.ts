@@ -22,6 +22,19 @@ export const DEMO_MAX_TIMEOUT_SECONDS = 60;
  */
 export const X402_CLIENT_TIMEOUT_MS = 90_000;
 
+/**
+ * What a settle takes beyond its receipt wait: a presentation of a payment another one holds waits
+ * 5 s longer than the receipt wait (x402/payee/earlier-presentation.ts holdMs), and a settle claims,
+ * reads the chain, signs and broadcasts before its wait begins.
+ */
+const X402_SETTLE_BEYOND_RECEIPT_MS = 10_000;
+
+/**
+ * The longest AGENT_X402_RECEIPT_TIMEOUT_MS start-up accepts: every settle, a repeated presentation
+ * included, then answers before the official client gives up on it.
+ */
+export const X402_RECEIPT_TIMEOUT_MAX_MS = X402_CLIENT_TIMEOUT_MS - X402_SETTLE_BEYOND_RECEIPT_MS;
+
 /** Only the literal `true` enables (docs/configuration.md#variables): no switch is on by accident. */
 const literalTrue = z
   .string()
@@ -180,15 +193,15 @@ const envSchema = z.object({
   AGENT_X402_MAX_TIMEOUT_SECONDS: integer(180, 1, 86_400),
   /**
    * Ours: how long a paid request waits for its settlement's receipt before 402 settlement_pending;
-   * below the official facilitator client's 90 s, so a settle always answers before the client
-   * gives up on it (docs/configuration.md#variables).
+   * at most X402_RECEIPT_TIMEOUT_MAX_MS, so a settle always answers before the official facilitator
+   * client gives up on it (docs/configuration.md#variables).
    */
   AGENT_X402_RECEIPT_TIMEOUT_MS: integer(10_000, 100, Number.MAX_SAFE_INTEGER).pipe(
     z
       .number()
       .max(
-        X402_CLIENT_TIMEOUT_MS - 1,
-        `must be below ${X402_CLIENT_TIMEOUT_MS}: the official x402 facilitator client gives up on a settle after ${X402_CLIENT_TIMEOUT_MS / 1000} s`,
+        X402_RECEIPT_TIMEOUT_MAX_MS,
+        `must be at most ${X402_RECEIPT_TIMEOUT_MAX_MS}: the official x402 facilitator client gives up on a settle after ${X402_CLIENT_TIMEOUT_MS / 1000} s, and a settle takes up to ${X402_SETTLE_BEYOND_RECEIPT_MS / 1000} s more than its receipt wait`,
       ),
   ),
   /**
