@@ -27,7 +27,7 @@ export const X402_CLIENT_TIMEOUT_MS = 90_000;
  * 5 s longer than the receipt wait (x402/payee/earlier-presentation.ts holdMs), and a settle claims,
  * reads the chain, signs and broadcasts before its wait begins.
  */
-const X402_SETTLE_BEYOND_RECEIPT_MS = 10_000;
+export const X402_SETTLE_BEYOND_RECEIPT_MS = 10_000;
 
 /**
  * The longest AGENT_X402_RECEIPT_TIMEOUT_MS start-up accepts: every settle, a repeated presentation

@@ -5,25 +5,39 @@ import { newAccount, rpc } from "../../../devnet/testing.ts";
 import { sleep } from "../../../shared/sleep.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { envelope, fundedPayer } from "../../../testing/x402-payer.ts";
-import { X402_CLIENT_TIMEOUT_MS, X402_RECEIPT_TIMEOUT_MAX_MS } from "../../config.ts";
+import {
+  X402_CLIENT_TIMEOUT_MS,
+  X402_RECEIPT_TIMEOUT_MAX_MS,
+  X402_SETTLE_BEYOND_RECEIPT_MS,
+} from "../../config.ts";
 import { X402_REASONS } from "../reasons.ts";
 
 // docs/x402.md#what-settle-answers: whatever receipt wait start-up accepts, a settle answers
 // before `@x402/core`'s HTTPFacilitatorClient gives up on it (its own 90 s), so a seller on the
-// official packages learns `settlement_pending` and the transaction, never a bare timeout. Every
-// part real: the devnet holds its blocks back, the client is the official one, unchanged.
+// official packages learns `settlement_pending` and the transaction, never a bare timeout. The
+// longest wait start-up takes is the client's 90 s less what a settle takes beyond its wait
+// (X402_SETTLE_BEYOND_RECEIPT_MS; config.test.ts holds the sum). Here that margin is shown at a
+// smaller scale, so the file does not wait 90 s: a receipt wait of RECEIPT_WAIT_MS, and the
+// official client, unchanged but for its timeout, given that wait plus the margin. Every part
+// real: the devnet holds its blocks back.
+const RECEIPT_WAIT_MS = 4_000;
 const stack = useMoneyStack(
   {
     x402: { amountUnits: 10_000n, payTo: newAccount().address.toLowerCase() as Address },
-    env: { AGENT_X402_RECEIPT_TIMEOUT_MS: String(X402_RECEIPT_TIMEOUT_MAX_MS) },
+    env: { AGENT_X402_RECEIPT_TIMEOUT_MS: String(RECEIPT_WAIT_MS) },
   },
   { timeoutMs: 180_000 },
 );
 
-it("with the longest receipt wait start-up accepts, a settle whose receipt is late, and another presentation of the same payment meanwhile, are both answered settlement_pending before the official client gives up", async () => {
+it("the longest receipt wait start-up accepts leaves the official client's 90 s the margin this test gives it", () => {
+  expect(X402_RECEIPT_TIMEOUT_MAX_MS + X402_SETTLE_BEYOND_RECEIPT_MS).toBe(X402_CLIENT_TIMEOUT_MS);
+});
+
+it("a settle whose receipt is late, and another presentation of the same payment meanwhile, are both answered settlement_pending within the receipt wait and the margin", async () => {
   const payer = await fundedPayer(stack.devnet.url);
   const payload = await envelope(`${stack.origin.base}/x402/demo`, payer);
-  const client = new HTTPFacilitatorClient({ url: `${stack.origin.base}/x402/facilitator` });
+  const timeoutMs = RECEIPT_WAIT_MS + X402_SETTLE_BEYOND_RECEIPT_MS;
+  const client = new HTTPFacilitatorClient({ url: `${stack.origin.base}/x402/facilitator`, timeoutMs });
   const settle = () =>
     client.settle(payload, payload.accepted).then(
       (answer) => `answered ${answer.success}`,
@@ -37,9 +51,9 @@ it("with the longest receipt wait start-up accepts, a settle whose receipt is la
     await sleep(1_000);
     const answers = await Promise.all([first, settle()]);
     expect(answers).toEqual([X402_REASONS.settlementPending, X402_REASONS.settlementPending]);
-    expect(Date.now() - started).toBeLessThan(X402_CLIENT_TIMEOUT_MS + 1_000);
+    expect(Date.now() - started).toBeLessThan(timeoutMs + 1_000);
   } finally {
     await rpc(stack.devnet.url, "dev_setAutomine", [true]);
     await rpc(stack.devnet.url, "dev_mine", []);
   }
-}, 180_000);
+}, 60_000);
