@@ -5,6 +5,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
+import { startTestOrigin } from "../../testing/origin.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException, revokeException } from "../funding/exceptions.ts";
@@ -197,6 +198,53 @@ describe("faucet and funding gate (real stack)", () => {
           expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
         },
       );
+    });
+
+    // A payout's check runs at the batch's time, read before the batch waited for the treasury's
+    // lock, while a payout signed meanwhile is stamped with the database's time: the check can see
+    // a payout signed after its own time. Mutation: the cooldown measured from the check's time
+    // alone refuses the second payout 429 faucet_cooldown, "once every 0 s".
+    const zeroCooldown = { payoutUnits: 1_000_000n, cooldownMs: 0, dailyLimitUnits: 20_000_000n };
+    const zeroCooldownEnv = {
+      AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+      AGENT_FAUCET_COOLDOWN_MS: "0",
+      AGENT_FAUCET_DAILY_LIMIT: "20000000",
+    };
+
+    it("AGENT_FAUCET_COOLDOWN_MS=0: pays again at once, on an origin whose clock reads a little behind the database's", async () => {
+      await withTerms(zeroCooldown, async () => {
+        const behind = await startTestOrigin({
+          database: stack.db.handle,
+          rpcUrl: stack.devnet.url,
+          env: { ...stack.originEnv, ...zeroCooldownEnv },
+          clock: { now: () => new Date(Date.now() - 2_000) },
+        });
+        try {
+          const agent = await stack.newAgent();
+          const calls = agentCalls(behind.base, agent.token);
+          for (let i = 0; i < 2; i++) {
+            const paid = await calls.faucet();
+            expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+            expect((await calls.settled((paid.body as ActionView).action_id)).status).toBe("confirmed");
+          }
+          expect(await payouts(agent.agentId)).toBe(2);
+        } finally {
+          await behind.close();
+        }
+      });
+    });
+
+    it("AGENT_FAUCET_COOLDOWN_MS=0: 16 payouts to one agent at once, through two origins, are all paid", async () => {
+      await withTerms(zeroCooldown, async (base) => {
+        const other = await stack.startOrigin(zeroCooldownEnv);
+        const agent = await stack.newAgent();
+        const responses = await Promise.all(
+          Array.from({ length: 16 }, (_, i) => agentCalls(i % 2 ? base : other.base, agent.token).faucet()),
+        );
+        const refused = responses.filter((response) => !isAccepted(response));
+        expect(refused.map((response) => JSON.stringify(response.body))).toEqual([]);
+        expect(await payouts(agent.agentId)).toBe(16);
+      });
     });
 
     it("a treasury that cannot pay the payout: 403 funding_gate_closed treasury_low, nothing signed", async () => {

@@ -74,7 +74,11 @@ export function faucetOperation(
     check: (facts) => {
       const { lastSignedAt, totalTodayUnits } = facts.faucet;
       if (lastSignedAt) {
-        const waitMs = lastSignedAt.getTime() + cooldownMs - facts.now.getTime();
+        // The check's time was read before its batch waited for the treasury's lock, and a payout
+        // is stamped with the database's time: a payout seen here may read as signed after it. It
+        // was signed before this check all the same, so the check is no earlier than it.
+        const checkedAt = Math.max(facts.now.getTime(), lastSignedAt.getTime());
+        const waitMs = lastSignedAt.getTime() + cooldownMs - checkedAt;
         if (waitMs > 0) {
           return retryLater(
             "faucet_cooldown",

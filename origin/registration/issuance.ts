@@ -3,6 +3,7 @@ import type { Capability } from "../../shared/constants.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { claimKeyForIdentity, type ProvisionedIdentity } from "../keypool/provision.ts";
+import type { ProvenProof } from "./proof-gate.ts";
 import { ALL_GROUPS, evaluateGate, type GateRefusal, readQuotaState } from "./quota-gate.ts";
 
 /**
@@ -19,15 +20,17 @@ export type IssuePublicIdentityParams = {
   /** Free keys beyond the reserve worth counting for `freeKeysLeft` (quota-gate.ts). */
   freeKeyMargin?: number;
   /**
-   * With the proof of work on: the group's count of the day the request's challenge was bound
-   * to. Under the lock it must still be the count, so one solution makes one identity at most.
+   * With the proof of work on: the request's proof. Under the lock it must still answer the state
+   * (proof-gate.ts), so one solution makes one identity at most, and concurrent solutions of
+   * challenges asked for while the day was emptier are not all let in at that day's price.
    */
-  proofCount?: number;
+  proof?: ProvenProof | undefined;
 };
 
 export type IssuanceRefusal =
   | GateRefusal
   | { code: "unavailable"; reason: "unavailable" }
+  /** The proof no longer answers the state under the lock (proof-gate.ts ProvenProof). */
   | { code: "proof_spent" };
 
 export type IssuedIdentity = ProvisionedIdentity & {
@@ -54,14 +57,14 @@ export async function issuePublicIdentity(
   db: Db,
   params: IssuePublicIdentityParams,
 ): Promise<IssuePublicIdentityResult> {
-  const { day, ipGroup, freeKeyMargin, proofCount } = params;
+  const { day, ipGroup, freeKeyMargin, proof } = params;
   return db.transaction(async (tx): Promise<IssuePublicIdentityResult> => {
     await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
     // After the lock is granted: this statement sees every issuance committed before.
     const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
     const refusal = evaluateGate(state);
     if (refusal) return err(refusal);
-    if (proofCount !== undefined && state.ipGroupToday !== proofCount) return err({ code: "proof_spent" });
+    if (proof && !proof.answers(state)) return err({ code: "proof_spent" });
 
     const claimed = await claimKeyForIdentity(tx, { capabilities: PUBLIC_CAPABILITIES, origin: "public" });
     if (!claimed.ok) {

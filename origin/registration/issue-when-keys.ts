@@ -42,7 +42,7 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
       day: params.day,
       ipGroup: params.ipGroup,
       freeKeyMargin: batchSize,
-      proofCount: params.proofCount,
+      proof: params.proof,
     });
     if (issued.ok) {
       if (issued.value.freeKeysLeft < keyReserve + batchSize) demand.wake({ keyReserve });

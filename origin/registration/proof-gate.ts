@@ -20,11 +20,25 @@ export type ProofGateParams = {
   now: Date;
 };
 
+/** The figures of the state a proof is judged against. */
+export type ProofState = Pick<RegistrationState, "ipGroupToday" | "networkToday" | "networkDaily">;
+
+/** A valid proof, and whether it still answers a state (issuance asks again under the policy lock). */
+export type ProvenProof = {
+  /**
+   * The group's count of the day is still the one the challenge was bound to (one solution makes
+   * one identity at most), and the day's fill asks for no more bits than the challenge carried (a
+   * solution asked for while the day was emptier is not let in at the emptier day's price).
+   */
+  answers(state: ProofState): boolean;
+};
+
 /**
- * Off: every request passes (`undefined`). On: the count of the day the request's proof was bound
- * to (issuance checks under the policy lock that it still is the group's count), or why not.
+ * Off: every request passes (`undefined`). On: the proof (issuance checks under the policy lock
+ * that it still answers the state), or why not: `spent` when the group's count has moved on,
+ * `outpriced` when the day's fill now asks for more bits.
  */
-export type ProofVerdict = Result<number | undefined, ProofRefusal | "spent">;
+export type ProofVerdict = Result<ProvenProof | undefined, ProofRefusal | "spent" | "outpriced">;
 
 /** The registration proof of work at the origin (docs/security.md, "Proof of work at registration"). */
 export type ProofGate = {
@@ -36,24 +50,25 @@ export type ProofGate = {
 /** `baseBits` 0 (AGENT_REGISTRATION_POW_BITS unset) turns the gate off. */
 export function createProofGate(baseBits: number, ipSecret: string): ProofGate {
   const key = proofKey(ipSecret);
+  const requiredBits = (state: ProofState): number =>
+    requiredProofBits({ baseBits, networkToday: state.networkToday, networkDaily: state.networkDaily });
   return {
     judge(params) {
       if (baseBits === 0) return ok(undefined);
       const checked = checkProof(key, params);
       if (!checked.ok) return checked;
+      const { day, count, bits } = checked.value;
       // A challenge of another day, or one whose count has moved on since, made an identity already.
-      if (checked.value.day !== params.day || checked.value.count !== params.state.ipGroupToday) {
-        return err("spent");
-      }
-      return ok(checked.value.count);
+      if (day !== params.day || count !== params.state.ipGroupToday) return err("spent");
+      const proven: ProvenProof = {
+        answers: (state) => state.ipGroupToday === count && bits >= requiredBits(state),
+      };
+      if (!proven.answers(params.state)) return err("outpriced");
+      return ok(proven);
     },
     challenge(params) {
       const { state } = params;
-      const bits = requiredProofBits({
-        baseBits,
-        networkToday: state.networkToday,
-        networkDaily: state.networkDaily,
-      });
+      const bits = requiredBits(state);
       const challenge = issueChallenge(key, {
         ipGroup: params.ipGroup,
         day: params.day,

@@ -617,6 +617,60 @@ describe("POST {base}/agent/v1/register at the origin", () => {
       await registerOne();
       expect(await bitsNow()).toBe(11); // 1 left: an eighth
     });
+
+    /** Challenges for `count` new addresses, all asked for now, and solved: a client's stock. */
+    const stockOfProofs = async (count: number): Promise<{ ip: string; proof: string; bits: number }[]> => {
+      await seedFreeKeys(db(), count); // keys for every one of them, whatever earlier tests took
+      const stock: { ip: string; proof: string; bits: number }[] = [];
+      for (let i = 0; i < count; i++) {
+        const ip = publicIp();
+        stock.push({ ip, ...(await solve(await register(proofOrigin, ip))) });
+      }
+      return stock;
+    };
+
+    // docs/security.md: the last slots of a day cost the most. Solutions asked for while the day
+    // was empty, kept and sent once half of it is taken, must not pass at the empty day's price.
+    it("refuses a solution of a challenge asked for while the day was emptier, once the day asks for more bits, counting nothing", async () => {
+      await open({ networkDaily: 8 });
+      const stock = await stockOfProofs(8);
+      expect(stock.map((held) => held.bits)).toEqual(Array(8).fill(8));
+      for (const held of stock.slice(0, 4)) {
+        expect((await register(proofOrigin, held.ip, withProof(held.proof))).status).toBe(201);
+      }
+      // 4 of 8 left: a registration now costs 9 bits.
+      const late = stock[4]!;
+      const before = await counters();
+      const fresh = await solve(await register(proofOrigin, late.ip, withProof(late.proof)));
+      expect(fresh.bits).toBe(9);
+      expect(await counters()).toEqual(before);
+      expect((await register(proofOrigin, late.ip, withProof(fresh.proof))).status).toBe(201);
+    });
+
+    // The same, sent at once: every request passes the check before the lock against the empty
+    // day, so only the check under the lock can tell which of them the day's fill has outpriced.
+    it("of 8 cheap solutions sent at once, registers only the 4 the day's fill still lets pass at their bits", async () => {
+      await open({ networkDaily: 8 });
+      const stock = await stockOfProofs(8);
+      const sent: Promise<TestResponse>[] = [];
+      await db().transaction(async (tx) => {
+        await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
+        for (const held of stock) sent.push(register(proofOrigin, held.ip, withProof(held.proof)));
+        const waiting = sql`select count(*)::int as n from pg_stat_activity
+                            where wait_event_type = 'Lock' and query like '%registration_policy%for update%'`;
+        const deadline = Date.now() + 20_000;
+        while ((await queryRows<{ n: number }>(db(), waiting))[0]!.n < 8 && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      });
+      const responses = await Promise.all(sent);
+      expect(responses.map((response) => response.status).sort()).toEqual([
+        201, 201, 201, 201, 428, 428, 428, 428,
+      ]);
+      for (const refused of responses.filter((response) => response.status === 428)) {
+        expect(((refused.body as Envelope).error as unknown as { bits: number }).bits).toBe(9);
+      }
+    });
   });
 
   it("answers 404 to another method, and to the legacy GET {base}/faucet", async () => {

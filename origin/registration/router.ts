@@ -214,7 +214,7 @@ export function createRegistrationRouter(
         demand: keyDemand,
         waitMs: keyWaitMs,
         signal: c.req.raw.signal,
-        proofCount: proof.value,
+        proof: proof.value,
       });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
@@ -228,8 +228,9 @@ export function createRegistrationRouter(
       refused(refusalName(issued.error));
       await reportRefusal(issued.error, day);
       if (issued.error.code === "proof_spent") {
-        // Another request of the group made an identity with this solution first: a fresh challenge,
-        // bound to the count as it is now.
+        // Another request of the group made an identity with this solution first, or the day's
+        // fill has since raised the bits above the solution's: a fresh challenge, bound to the
+        // count and at the difficulty as they are now.
         const later = clock.now();
         const fresh = await readQuotaState(db, { day: utcDay(later), ipGroup }).catch((error: unknown) => {
           throw unavailable("unavailable", error);
