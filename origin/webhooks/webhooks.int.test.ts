@@ -15,7 +15,7 @@ import {
   writeEvents,
 } from "../../testing/webhook-fixture.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
-import { queryRows } from "../db/client.ts";
+import { type Db, queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
 import { claimDueDeliveries, recordAttempt } from "./deliveries.ts";
 import { addEndpoint, removeEndpoint, replayEndpoint } from "./endpoints.ts";
@@ -23,6 +23,26 @@ import { sweepExpiredDeliveries } from "./retention.ts";
 
 // Webhook delivery against real parts: Postgres, the origin (two of them on one database), and a
 // receiver on loopback that verifies every delivery as a consumer would (testing/webhook-receiver.ts).
+
+/**
+ * One delivery of a new endpoint claimed (an attempt on its way), then replayed by the operator
+ * before the attempt's answer is recorded: what a replay that overtakes an attempt leaves.
+ */
+async function attemptOvertakenByReplay(db: Db) {
+  const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });
+  const [event] = await queryRows<{ id: string }>(
+    db,
+    sql`insert into events (agent_id, type, data) values (null, 'action.held', '{}') returning id::text`,
+  );
+  await db.execute(
+    sql`insert into webhook_deliveries (endpoint_id, event_id) values (${endpoint.id}::uuid, ${event!.id}::bigint)`,
+  );
+  const claim = { limit: 1, leaseSeconds: 60, slots: 1, perEndpoint: 1, inFlight: new Map<string, number>() };
+  const [inFlight] = await claimDueDeliveries(db, claim);
+  expect(inFlight?.event?.id).toBe(BigInt(event!.id));
+  await replayEndpoint(db, { id: endpoint.id, scope: { kind: "event", eventId: BigInt(event!.id) } });
+  return { endpoint, claim, inFlight };
+}
 
 describe("webhook delivery (real Postgres, two origins, a loopback receiver)", () => {
   const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 2 });
@@ -360,24 +380,7 @@ describe("the delivery claim (real Postgres)", () => {
         retryAfterSeconds: undefined,
       } as const,
     ]) {
-      const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });
-      const [event] = await queryRows<{ id: string }>(
-        db,
-        sql`insert into events (agent_id, type, data) values (null, 'action.held', '{}') returning id::text`,
-      );
-      await db.execute(
-        sql`insert into webhook_deliveries (endpoint_id, event_id) values (${endpoint.id}::uuid, ${event!.id}::bigint)`,
-      );
-      const claim = {
-        limit: 1,
-        leaseSeconds: 60,
-        slots: 1,
-        perEndpoint: 1,
-        inFlight: new Map<string, number>(),
-      };
-      const [inFlight] = await claimDueDeliveries(db, claim);
-      expect(inFlight?.event?.id).toBe(BigInt(event!.id));
-      await replayEndpoint(db, { id: endpoint.id, scope: { kind: "event", eventId: BigInt(event!.id) } });
+      const { endpoint, claim, inFlight } = await attemptOvertakenByReplay(db);
       await recordAttempt(db, {
         delivery: inFlight!,
         outcome,
@@ -399,25 +402,9 @@ describe("the delivery claim (real Postgres)", () => {
 
   it("a replay that comes while an attempt is in flight stands against a 410 too: the endpoint stays enabled, the replayed delivery due", async () => {
     const db = testDb.handle.db;
-    const endpoint = await addEndpoint(db, { url: "http://127.0.0.1:9/", events: ["action.held"] });
-    const [event] = await queryRows<{ id: string }>(
-      db,
-      sql`insert into events (agent_id, type, data) values (null, 'action.held', '{}') returning id::text`,
-    );
-    await db.execute(
-      sql`insert into webhook_deliveries (endpoint_id, event_id) values (${endpoint.id}::uuid, ${event!.id}::bigint)`,
-    );
-    const claim = {
-      limit: 1,
-      leaseSeconds: 60,
-      slots: 1,
-      perEndpoint: 1,
-      inFlight: new Map<string, number>(),
-    };
-    const [inFlight] = await claimDueDeliveries(db, claim);
     // The operator replays it (the receiver is back) while the attempt is on its way; its 410
     // comes after.
-    await replayEndpoint(db, { id: endpoint.id, scope: { kind: "event", eventId: BigInt(event!.id) } });
+    const { endpoint, claim, inFlight } = await attemptOvertakenByReplay(db);
     await recordAttempt(db, {
       delivery: inFlight!,
       outcome: { kind: "gone", httpStatus: 410 },
