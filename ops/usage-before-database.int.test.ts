@@ -68,6 +68,17 @@ describe("the operator tools check a command line before they open the database"
       ["set", "no_such_setting", "1", "--reason", "r"],
       /unknown setting 'no_such_setting'/,
     ],
+    // The URL's own rules (scheme, credentials, a private address) need no database either.
+    [
+      "ops/webhooks.ts",
+      ["add", "--url", "ftp://hooks.example.com/in", "--events", "action.confirmed"],
+      /--url: only http: and https: URLs/,
+    ],
+    [
+      "ops/webhooks.ts",
+      ["add", "--url", "http://127.0.0.1:9/hook", "--events", "action.confirmed"],
+      /AGENT_WEBHOOKS_ALLOW_PRIVATE=true/,
+    ],
   ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
     const result = await runTool(tool, args, {
       env: {
@@ -75,6 +86,7 @@ describe("the operator tools check a command line before they open the database"
         EMBEDDED_PG_DIR: clusterDir,
         EMBEDDED_PG_PORT: String(await freePort()),
         LOG_LEVEL: "silent",
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: undefined,
       },
       timeoutMs: 60_000,
     });
