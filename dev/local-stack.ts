@@ -22,7 +22,11 @@ import {
   waitUntilReady,
 } from "../ops/lib/supervisor.ts";
 import { connectDatabase, type Db } from "../origin/db/client.ts";
-import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import {
+  type EmbeddedPostgresHandle,
+  runningPostmaster,
+  startEmbeddedPostgres,
+} from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
 import { getRegistrationPolicy } from "../origin/registration/policy-repository.ts";
@@ -155,6 +159,16 @@ export function lostEnclaveMessage(dataDir: string, identities: number): string 
   ].join(" ");
 }
 
+/**
+ * The launcher's refusal to start beside its data folder's Postgres already running: another
+ * launcher's on the same folder, an operator tool's run without the stack, or one a launcher
+ * killed outright (kill -9, the OOM killer) could not stop, which then holds the folder and its
+ * port; only that last is to be killed.
+ */
+export function leftoverPostgresMessage(pgDir: string, pid: number): string {
+  return `the embedded Postgres of ${pgDir} is running (pid ${pid}): another npm start on this data folder or an operator tool is using it (let it finish, or stop it), or an earlier start killed outright left it (stop it with kill ${pid}); then npm start again`;
+}
+
 /** The devnet answers eth_chainId with 77 (0x4d). */
 async function answersChain77(url: string): Promise<boolean> {
   const response = await fetch(url, {
@@ -268,6 +282,11 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
   const startParts = async (): Promise<LocalStackReady> => {
     say(`data folder ${dataDir}`);
+    // Before the ports: the folder's own Postgres, still running, holds its port too, and is no
+    // other program's.
+    const pgDir = path.join(dataDir, "pg");
+    const leftover = await runningPostmaster(pgDir);
+    if (leftover) throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
     await assertPortsFree([
       { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
       { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
@@ -275,7 +294,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
     ]);
     const pg = await startEmbeddedPostgres({
-      dir: path.join(dataDir, "pg"),
+      dir: pgDir,
       port: params.pgPort,
       // Sized for this stack, whose hot rows and indexes fit in a few MB: with the default 128 MB
       // the buffers kept filling with rows written once and never read again (the agent actions,
