@@ -187,6 +187,8 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
   const onPartLine = params.onPartLine ?? ((line: string) => process.stdout.write(`${line}\n`));
   const children: ManagedChild[] = [];
   let postgres: EmbeddedPostgresHandle | undefined;
+  /** Postgres while it starts: a stop that arrives then waits for it, so as to stop it too. */
+  let postgresStarting: Promise<EmbeddedPostgresHandle> | undefined;
   // The edge runs in this process (Miniflare owns its workerd), so it is stopped apart from the children.
   let edge: EdgeHandle | undefined;
   let stopping: Promise<void> | undefined;
@@ -207,8 +209,9 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         await child.stop();
         say(`${child.name} stopped`);
       }
-      if (postgres) {
-        await postgres.stop().catch(() => {});
+      const pg = postgres ?? (await postgresStarting?.catch(() => undefined));
+      if (pg) {
+        await pg.stop().catch(() => {});
         say("postgres stopped");
       }
     })();
@@ -293,7 +296,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       { port: params.originPort, variable: "ORIGIN_PORT", part: "origin" },
       { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
     ]);
-    const pg = await startEmbeddedPostgres({
+    postgresStarting = startEmbeddedPostgres({
       dir: pgDir,
       port: params.pgPort,
       // Sized for this stack, whose hot rows and indexes fit in a few MB: with the default 128 MB
@@ -302,6 +305,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       // toward 128 MB. Rows beyond 16 MB are read from the OS page cache.
       settings: { shared_buffers: "16MB", ...params.pgSettings },
     });
+    const pg = await postgresStarting;
     postgres = pg;
     say(`postgres   ready on 127.0.0.1:${params.pgPort}`);
 
