@@ -96,4 +96,19 @@ describe("the operator tools check a command line before they open the database"
     });
     expect(existsSync(clusterDir)).toBe(false);
   });
+
+  // A password with a `#` (or a space, a port past 65535) unencoded: the URL parser every driver
+  // uses refuses it, which the tools reported as `error: Invalid URL`, exit 3, naming nothing.
+  it.each([
+    ["postgres://agents:pa#ssword-one@127.0.0.1:5432/agents", "pa#ssword-one"],
+    ["postgres://agents:password-two@127.0.0.1:99999/agents", "password-two"],
+  ])("DATABASE_URL %s: exit 2 naming the variable, never its password", async (url, password) => {
+    const result = await runTool("ops/x402-resources.ts", ["list"], {
+      env: { DATABASE_URL: url, LOG_LEVEL: "silent" },
+      timeoutMs: 60_000,
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/x402-resources: invalid configuration:\n {2}- DATABASE_URL: /);
+    expect(result.stderr).not.toContain(password);
+  });
 });
