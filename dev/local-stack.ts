@@ -10,9 +10,10 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { count } from "drizzle-orm";
+import { count, sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
+import { publicClientFor } from "../devnet/testing.ts";
 import { socketAccepts } from "../enclave/socket-probe.ts";
 import {
   httpOk,
@@ -21,7 +22,7 @@ import {
   startChild,
   waitUntilReady,
 } from "../ops/lib/supervisor.ts";
-import { connectDatabase, type Db } from "../origin/db/client.ts";
+import { connectDatabase, type Db, queryRows } from "../origin/db/client.ts";
 import {
   type EmbeddedPostgresHandle,
   runningPostmaster,
@@ -167,6 +168,25 @@ export function lostEnclaveMessage(dataDir: string, identities: number): string 
  */
 export function leftoverPostgresMessage(pgDir: string, pid: number): string {
   return `the embedded Postgres of ${pgDir} is running (pid ${pid}): another npm start on this data folder or an operator tool is using it (let it finish, or stop it), or an earlier start killed outright left it (stop it with kill ${pid}); then npm start again`;
+}
+
+/**
+ * The devnet saves its chain when it stops; one that did not stop (a crash, a kill -9, a power
+ * cut) comes back with the chain of its last stop, while Postgres kept every transaction mined
+ * since. Balances would then be back where they were and each wallet's next transaction would wait
+ * forever for the nonces the chain lost: the launcher refuses instead.
+ */
+async function assertChainHoldsDatabase(db: Db, devnetUrl: string, dataDir: string): Promise<void> {
+  const [row] = await queryRows<{ mined: string | null }>(
+    db,
+    sql`select max(block_number)::text as mined from outgoing_transactions`,
+  );
+  if (row?.mined === null || row?.mined === undefined) return;
+  const height = await publicClientFor(devnetUrl).getBlockNumber();
+  if (BigInt(row.mined) <= height) return;
+  throw new Error(
+    `the devnet's chain ends at block ${height} but the database holds transactions mined up to block ${row.mined}: the devnet stopped without saving its chain (a crash, a kill -9, a power cut). Start afresh: rm -rf ${dataDir}`,
+  );
 }
 
 /** The devnet answers eth_chainId with 77 (0x4d). */
@@ -334,6 +354,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       // Chain 77 from our own child: a node of another chain there is not the stack's devnet.
       await waitUntilReady(devnet, () => answersChain77(devnetUrl));
       say(`devnet     ready at ${devnetUrl}`);
+      await assertChainHoldsDatabase(database.db, devnetUrl, dataDir);
 
       const socketPath = path.join(dataDir, "enclave.sock");
       const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
