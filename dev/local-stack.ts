@@ -10,9 +10,10 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { count } from "drizzle-orm";
+import { count, sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
+import { publicClientFor } from "../devnet/testing.ts";
 import { socketAccepts } from "../enclave/socket-probe.ts";
 import {
   httpOk,
@@ -21,8 +22,12 @@ import {
   startChild,
   waitUntilReady,
 } from "../ops/lib/supervisor.ts";
-import { connectDatabase, type Db } from "../origin/db/client.ts";
-import { type EmbeddedPostgresHandle, startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { connectDatabase, type Db, queryRows } from "../origin/db/client.ts";
+import {
+  type EmbeddedPostgresHandle,
+  runningPostmaster,
+  startEmbeddedPostgres,
+} from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { agentIdentities } from "../origin/db/schema.ts";
 import { getRegistrationPolicy } from "../origin/registration/policy-repository.ts";
@@ -155,6 +160,35 @@ export function lostEnclaveMessage(dataDir: string, identities: number): string 
   ].join(" ");
 }
 
+/**
+ * The launcher's refusal to start beside its data folder's Postgres already running: another
+ * launcher's on the same folder, an operator tool's run without the stack, or one a launcher
+ * killed outright (kill -9, the OOM killer) could not stop, which then holds the folder and its
+ * port; only that last is to be killed.
+ */
+export function leftoverPostgresMessage(pgDir: string, pid: number): string {
+  return `the embedded Postgres of ${pgDir} is running (pid ${pid}): another npm start on this data folder or an operator tool is using it (let it finish, or stop it), or an earlier start killed outright left it (stop it with kill ${pid}); then npm start again`;
+}
+
+/**
+ * The devnet saves its chain when it stops; one that did not stop (a crash, a kill -9, a power
+ * cut) comes back with the chain of its last stop, while Postgres kept every transaction mined
+ * since. Balances would then be back where they were and each wallet's next transaction would wait
+ * forever for the nonces the chain lost: the launcher refuses instead.
+ */
+async function assertChainHoldsDatabase(db: Db, devnetUrl: string, dataDir: string): Promise<void> {
+  const [row] = await queryRows<{ mined: string | null }>(
+    db,
+    sql`select max(block_number)::text as mined from outgoing_transactions`,
+  );
+  if (row?.mined === null || row?.mined === undefined) return;
+  const height = await publicClientFor(devnetUrl).getBlockNumber();
+  if (BigInt(row.mined) <= height) return;
+  throw new Error(
+    `the devnet's chain ends at block ${height} but the database holds transactions mined up to block ${row.mined}: the devnet stopped without saving its chain (a crash, a kill -9, a power cut). Start afresh: rm -rf ${dataDir}`,
+  );
+}
+
 /** The devnet answers eth_chainId with 77 (0x4d). */
 async function answersChain77(url: string): Promise<boolean> {
   const response = await fetch(url, {
@@ -173,6 +207,8 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
   const onPartLine = params.onPartLine ?? ((line: string) => process.stdout.write(`${line}\n`));
   const children: ManagedChild[] = [];
   let postgres: EmbeddedPostgresHandle | undefined;
+  /** Postgres while it starts: a stop that arrives then waits for it, so as to stop it too. */
+  let postgresStarting: Promise<EmbeddedPostgresHandle> | undefined;
   // The edge runs in this process (Miniflare owns its workerd), so it is stopped apart from the children.
   let edge: EdgeHandle | undefined;
   let stopping: Promise<void> | undefined;
@@ -193,8 +229,9 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         await child.stop();
         say(`${child.name} stopped`);
       }
-      if (postgres) {
-        await postgres.stop().catch(() => {});
+      const pg = postgres ?? (await postgresStarting?.catch(() => undefined));
+      if (pg) {
+        await pg.stop().catch(() => {});
         say("postgres stopped");
       }
     })();
@@ -268,14 +305,19 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
   const startParts = async (): Promise<LocalStackReady> => {
     say(`data folder ${dataDir}`);
+    // Before the ports: the folder's own Postgres, still running, holds its port too, and is no
+    // other program's.
+    const pgDir = path.join(dataDir, "pg");
+    const leftover = await runningPostmaster(pgDir);
+    if (leftover) throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
     await assertPortsFree([
       { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
       { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
       { port: params.originPort, variable: "ORIGIN_PORT", part: "origin" },
       { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
     ]);
-    const pg = await startEmbeddedPostgres({
-      dir: path.join(dataDir, "pg"),
+    postgresStarting = startEmbeddedPostgres({
+      dir: pgDir,
       port: params.pgPort,
       // Sized for this stack, whose hot rows and indexes fit in a few MB: with the default 128 MB
       // the buffers kept filling with rows written once and never read again (the agent actions,
@@ -283,6 +325,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       // toward 128 MB. Rows beyond 16 MB are read from the OS page cache.
       settings: { shared_buffers: "16MB", ...params.pgSettings },
     });
+    const pg = await postgresStarting;
     postgres = pg;
     say(`postgres   ready on 127.0.0.1:${params.pgPort}`);
 
@@ -311,6 +354,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       // Chain 77 from our own child: a node of another chain there is not the stack's devnet.
       await waitUntilReady(devnet, () => answersChain77(devnetUrl));
       say(`devnet     ready at ${devnetUrl}`);
+      await assertChainHoldsDatabase(database.db, devnetUrl, dataDir);
 
       const socketPath = path.join(dataDir, "enclave.sock");
       const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });

@@ -1,20 +1,27 @@
-import { chmod, mkdtemp, readdir, rm } from "node:fs/promises";
+import type { ChildProcess } from "node:child_process";
+import { chmod, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "../testing/free-port.ts";
 import { runLauncherToExit } from "../testing/launcher.ts";
+import { runTool } from "../testing/run-tool.ts";
+import { postmasterPid } from "./local-stack.ts";
 
 // `npm start` printed "ready" and a token while another program held one of its ports (any 200 on
 // /healthz, any JSON-RPC node on 8545 such as Anvil or Hardhat) and died right after. It now
 // names the busy port and its variable before it starts anything.
 
+let launcher: ChildProcess | undefined;
+
 describe("npm start with a port another program holds", () => {
   let dataDir = "";
   let squatter: Server | undefined;
+  let leftover: number | undefined;
   afterAll(async () => {
     await new Promise((resolve) => (squatter ? squatter.close(resolve) : resolve(undefined)));
+    if (leftover) process.kill(leftover, "SIGINT");
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -47,4 +54,70 @@ describe("npm start with a port another program holds", () => {
     // Nothing was started or made: not even the database.
     expect(await readdir(dataDir)).toEqual([]);
   }, 60_000);
+
+  // A launcher killed outright (kill -9, the OOM killer, a crash) cannot stop the Postgres it
+  // started, which runs on with the data folder and its port. The next start called it "another
+  // program" and advised other ports, where Postgres then refused the folder it still held.
+  it("names the data folder's own Postgres an earlier, killed run left running, with the command that stops it", async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "agents-leftover-pg-"));
+    await chmod(dataDir, 0o755);
+    const env = {
+      START_DATA_DIR: dataDir,
+      ORIGIN_PORT: String(await freePort()),
+      DEVNET_PORT: String(await freePort()),
+      EDGE_PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(await freePort()),
+      LOG_LEVEL: "warn",
+    };
+    const killed = await runTool("dev/start.ts", [], {
+      env,
+      timeoutMs: 120_000,
+      onStdout: (text) => {
+        if (text.includes("[start] postgres   ready")) launcher?.kill("SIGKILL");
+      },
+      onSpawn: (child) => {
+        launcher = child;
+      },
+    });
+    expect(killed.stdout).toContain("[start] postgres   ready");
+    leftover = await postmasterPid(path.join(dataDir, "pg"));
+    expect(leftover).toBeGreaterThan(0);
+    expect(() => process.kill(leftover!, 0)).not.toThrow();
+
+    for (const port of [env.EMBEDDED_PG_PORT, String(await freePort())]) {
+      const { code, output } = await runLauncherToExit({ ...env, EMBEDDED_PG_PORT: port });
+      expect(code).toBe(1);
+      expect(output).toContain(
+        `[start] failed: the embedded Postgres of ${path.join(dataDir, "pg")} is running (pid ${leftover}): another npm start on this data folder or an operator tool is using it (let it finish, or stop it), or an earlier start killed outright left it (stop it with kill ${leftover}); then npm start again`,
+      );
+      expect(output).not.toContain("in use by another program");
+    }
+  }, 180_000);
+
+  // After a reboot, the pid a crashed cluster's postmaster.pid names may be another process's.
+  it("never names a process that took a stale postmaster.pid's pid: its port must answer too", async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), "agents-stale-pid-"));
+    await chmod(folder, 0o755);
+    try {
+      const pgPort = await freePort();
+      await mkdir(path.join(folder, "pg"));
+      // This test's own process stands for the unrelated one; nothing listens on the port.
+      await writeFile(
+        path.join(folder, "pg", "postmaster.pid"),
+        `${process.pid}\n${path.join(folder, "pg")}\n1700000000\n${pgPort}\n/tmp\n127.0.0.1\n`,
+      );
+      const { output } = await runLauncherToExit({
+        START_DATA_DIR: folder,
+        ORIGIN_PORT: String(await freePort()),
+        DEVNET_PORT: String(await freePort()),
+        EDGE_PORT: String(await freePort()),
+        EMBEDDED_PG_PORT: String(pgPort),
+        LOG_LEVEL: "warn",
+      });
+      expect(output).not.toContain(`kill ${process.pid}`);
+      expect(output).not.toContain("is running (pid");
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

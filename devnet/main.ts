@@ -60,7 +60,14 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGTERM", () => stop("SIGTERM"));
   // Started by the local-stack launcher with an IPC channel: exit with it, never as an orphan.
-  if (process.send) process.on("disconnect", () => stop("parent-exit"));
+  if (process.send) {
+    process.on("disconnect", () => {
+      // The launcher read this process's output; gone, a write fails (EPIPE), and that error,
+      // unheard, would end the process before it saved the chain.
+      for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
+      stop("parent-exit");
+    });
+  }
 }
 
 main().catch((error: unknown) => {

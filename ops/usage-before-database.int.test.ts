@@ -68,6 +68,17 @@ describe("the operator tools check a command line before they open the database"
       ["set", "no_such_setting", "1", "--reason", "r"],
       /unknown setting 'no_such_setting'/,
     ],
+    // The URL's own rules (scheme, credentials, a private address) need no database either.
+    [
+      "ops/webhooks.ts",
+      ["add", "--url", "ftp://hooks.example.com/in", "--events", "action.confirmed"],
+      /--url: only http: and https: URLs/,
+    ],
+    [
+      "ops/webhooks.ts",
+      ["add", "--url", "http://127.0.0.1:9/hook", "--events", "action.confirmed"],
+      /AGENT_WEBHOOKS_ALLOW_PRIVATE=true/,
+    ],
   ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
     const result = await runTool(tool, args, {
       env: {
@@ -75,6 +86,7 @@ describe("the operator tools check a command line before they open the database"
         EMBEDDED_PG_DIR: clusterDir,
         EMBEDDED_PG_PORT: String(await freePort()),
         LOG_LEVEL: "silent",
+        AGENT_WEBHOOKS_ALLOW_PRIVATE: undefined,
       },
       timeoutMs: 60_000,
     });
@@ -83,5 +95,20 @@ describe("the operator tools check a command line before they open the database"
       stderr: expect.stringMatching(message),
     });
     expect(existsSync(clusterDir)).toBe(false);
+  });
+
+  // A password with a `#` (or a space, a port past 65535) unencoded: the URL parser every driver
+  // uses refuses it, which the tools reported as `error: Invalid URL`, exit 3, naming nothing.
+  it.each([
+    ["postgres://agents:pa#ssword-one@127.0.0.1:5432/agents", "pa#ssword-one"],
+    ["postgres://agents:password-two@127.0.0.1:99999/agents", "password-two"],
+  ])("DATABASE_URL %s: exit 2 naming the variable, never its password", async (url, password) => {
+    const result = await runTool("ops/x402-resources.ts", ["list"], {
+      env: { DATABASE_URL: url, LOG_LEVEL: "silent" },
+      timeoutMs: 60_000,
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/x402-resources: invalid configuration:\n {2}- DATABASE_URL: /);
+    expect(result.stderr).not.toContain(password);
   });
 });

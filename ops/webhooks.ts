@@ -17,11 +17,13 @@
  */
 import { parseArgs } from "node:util";
 import { openDatabase } from "../origin/db/open.ts";
+import { checkWebhookUrl } from "../origin/webhooks/address-guard.ts";
 import { listEndpoints } from "../origin/webhooks/endpoints.ts";
 import {
   addWebhookEndpoint,
   removeWebhookEndpoint,
   replayWebhookEndpoint,
+  type UrlRefusal,
   type WebhookChange,
 } from "../origin/webhooks/manage.ts";
 import {
@@ -84,6 +86,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     process.stdout.write(`webhooks: key ${parsed.kid} retired; restart the origins\n`);
     return DONE;
   }
+  if (parsed.command === "add") {
+    // The URL's rules (scheme, credentials, its addresses) are the command line's too: a URL
+    // delivery would refuse is answered before the database (or the embedded cluster) is opened.
+    const checked = await checkWebhookUrl(parsed.url, { allowPrivate: config.webhooks.allowPrivate });
+    if (!checked.ok) throw urlUsageError(checked);
+  }
   const database = await openDatabase(config, 2);
   try {
     const { db } = database;
@@ -95,13 +103,8 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           allowPrivate: config.webhooks.allowPrivate,
           change: change(parsed.reason),
         });
-        if (!added.ok) {
-          throw new UsageError(
-            added.error.code === "private_address"
-              ? `--url ${added.error.message}; set AGENT_WEBHOOKS_ALLOW_PRIVATE=true for local use`
-              : `--url: ${added.error.message}`,
-          );
-        }
+        // Checked above; its addresses may have changed since.
+        if (!added.ok) throw urlUsageError(added.error);
         const endpoint = added.value;
         const shown = {
           id: endpoint.id,
@@ -164,6 +167,14 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   } finally {
     await database.close();
   }
+}
+
+function urlUsageError(refusal: UrlRefusal): UsageError {
+  return new UsageError(
+    refusal.code === "private_address"
+      ? `--url ${refusal.message}; set AGENT_WEBHOOKS_ALLOW_PRIVATE=true for local use`
+      : `--url: ${refusal.message}`,
+  );
 }
 
 function change(reason: string | undefined): WebhookChange {

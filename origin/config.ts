@@ -265,6 +265,12 @@ const envSchema = z.object({
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+    // Both drivers read it with the WHATWG URL parser, which refuses an unencoded `#` or space (in
+    // a password, say) or a port past 65535 with a bare "Invalid URL" that names nothing.
+    .refine(
+      (value) => URL.canParse(value),
+      "is not a URL the drivers can read: percent-encode the user and password (# is %23, space %20) and check the port",
+    )
     .optional(),
   DATABASE_DRIVER: z.enum(["pg", "neon"]).optional(),
   DATABASE_POOL_SIZE: integer(20, 1, 500),

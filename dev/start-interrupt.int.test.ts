@@ -1,0 +1,65 @@
+import type { ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { runningPostmaster, startEmbeddedPostgres } from "../origin/db/embedded.ts";
+import { sleep } from "../shared/sleep.ts";
+import { freePort } from "../testing/free-port.ts";
+import { runTool } from "../testing/run-tool.ts";
+
+// The launcher stops what it started, last started first. A Ctrl-C or SIGTERM that reached it while
+// its Postgres was still starting found no Postgres to stop yet and exited, and that Postgres then
+// ran on with the data folder and its port: the next `npm start` met it in its way.
+
+describe("npm start: a stop while its Postgres starts", () => {
+  let dataDir = "";
+  afterAll(async () => {
+    const leftover = dataDir ? await runningPostmaster(path.join(dataDir, "pg")) : undefined;
+    if (leftover) process.kill(leftover.pid, "SIGINT");
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("stops that Postgres too: none runs on the data folder once the launcher has exited", async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-interrupt-"));
+    await chmod(dataDir, 0o755);
+    const pgPort = await freePort();
+    // A folder used before: its cluster is there, so the launcher starts it (no initdb first).
+    const earlier = await startEmbeddedPostgres({ dir: path.join(dataDir, "pg"), port: pgPort });
+    await earlier.stop();
+    const pidFile = path.join(dataDir, "pg", "postmaster.pid");
+    let launcher: ChildProcess | undefined;
+    let signalled = false;
+    const run = runTool("dev/start.ts", [], {
+      env: {
+        START_DATA_DIR: dataDir,
+        ORIGIN_PORT: String(await freePort()),
+        DEVNET_PORT: String(await freePort()),
+        EDGE_PORT: String(await freePort()),
+        EMBEDDED_PG_PORT: String(pgPort),
+        LOG_LEVEL: "warn",
+      },
+      timeoutMs: 120_000,
+      onSpawn: (child) => {
+        launcher = child;
+      },
+    });
+    // The postmaster writes its pid file as it starts, before it accepts connections (and before
+    // the launcher creates its database in it): the stop arrives in between.
+    const deadline = Date.now() + 100_000;
+    while (!existsSync(pidFile) && Date.now() < deadline && launcher?.exitCode === null) await sleep(5);
+    if (existsSync(pidFile)) {
+      launcher?.kill("SIGINT");
+      signalled = true;
+    }
+    const { code, stdout } = await run;
+    expect(signalled).toBe(true);
+    // The stop came before Postgres was ready (a start that goes on prints its line after it).
+    const ready = stdout.indexOf("[start] postgres   ready");
+    expect(ready === -1 || ready > stdout.indexOf("[start] stopping…")).toBe(true);
+    expect(code).toBe(0);
+    expect(stdout).toContain("[start] postgres stopped");
+    expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+  }, 180_000);
+});
