@@ -8,6 +8,7 @@ import { runningPostmaster, startEmbeddedPostgres } from "../origin/db/embedded.
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { runTool } from "../testing/run-tool.ts";
+import { stopPid } from "../testing/stop-pid.ts";
 
 // The launcher stops what it started, last started first. A Ctrl-C or SIGTERM that reached it while
 // its Postgres was still starting found no Postgres to stop yet and exited, and that Postgres then
@@ -17,7 +18,7 @@ describe("npm start: a stop while its Postgres starts", () => {
   let dataDir = "";
   afterAll(async () => {
     const leftover = dataDir ? await runningPostmaster(path.join(dataDir, "pg")) : undefined;
-    if (leftover) process.kill(leftover.pid, "SIGINT");
+    if (leftover) await stopPid(leftover.pid);
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 

@@ -8,6 +8,7 @@ import { readStateFile } from "../devnet/state/state-file.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { runTool } from "../testing/run-tool.ts";
+import { stopPid } from "../testing/stop-pid.ts";
 import { postmasterPid } from "./local-stack.ts";
 
 // The parts `npm start` starts leave with their launcher when it dies (their IPC channel closes),
@@ -21,7 +22,7 @@ describe("npm start killed outright", () => {
   afterAll(async () => {
     // Postgres, which cannot know its launcher died, stays: stopped here.
     const leftover = dataDir ? await postmasterPid(path.join(dataDir, "pg")) : undefined;
-    if (leftover) process.kill(leftover, "SIGINT");
+    if (leftover) await stopPid(leftover);
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "../testing/free-port.ts";
 import { runLauncherToExit } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
+import { stopPid } from "../testing/stop-pid.ts";
 import { postmasterPid } from "./local-stack.ts";
 
 // `npm start` printed "ready" and a token while another program held one of its ports (any 200 on
@@ -17,16 +18,19 @@ let launcher: ChildProcess | undefined;
 
 describe("npm start with a port another program holds", () => {
   let dataDir = "";
+  /** Every data folder a test made, each removed at the end. */
+  const folders: string[] = [];
   let squatter: Server | undefined;
   let leftover: number | undefined;
   afterAll(async () => {
     await new Promise((resolve) => (squatter ? squatter.close(resolve) : resolve(undefined)));
-    if (leftover) process.kill(leftover, "SIGINT");
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (leftover) await stopPid(leftover);
+    for (const folder of folders) await rm(folder, { recursive: true, force: true });
   });
 
   it("refuses, exit 1, naming the port, its part and its variable with a command that avoids it, and starts nothing", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-ports-"));
+    folders.push(dataDir);
     await chmod(dataDir, 0o755);
     const devnetPort = await freePort();
     // Another chain's JSON-RPC node (chain 31337, as Anvil and Hardhat answer) on DEVNET_PORT.
@@ -60,6 +64,7 @@ describe("npm start with a port another program holds", () => {
   // program" and advised other ports, where Postgres then refused the folder it still held.
   it("names the data folder's own Postgres an earlier, killed run left running, with the command that stops it", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-leftover-pg-"));
+    folders.push(dataDir);
     await chmod(dataDir, 0o755);
     const env = {
       START_DATA_DIR: dataDir,
