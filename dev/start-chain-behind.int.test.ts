@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { sleep } from "../shared/sleep.ts";
-import { freePort } from "../testing/free-port.ts";
+import { launcherEnv } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 
 /** The pid of the launcher's child whose command line names `entry`'s program. */
@@ -32,14 +32,7 @@ describe("npm start on a devnet chain behind its database", () => {
   it("refuses, naming both heights and how to start afresh, and starts no origin", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-chain-behind-"));
     await chmod(dataDir, 0o755);
-    const env = {
-      START_DATA_DIR: dataDir,
-      ORIGIN_PORT: String(await freePort()),
-      DEVNET_PORT: String(await freePort()),
-      EDGE_PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(await freePort()),
-      LOG_LEVEL: "warn",
-    };
+    const env = await launcherEnv(dataDir);
     // A first run: ready, then a transfer confirmed on the devnet and recorded in the database.
     let launcherPid = 0;
     let output = "";

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "../testing/free-port.ts";
-import { runLauncherToExit } from "../testing/launcher.ts";
+import { launcherEnv, runLauncherToExit } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { stopPid } from "../testing/stop-pid.ts";
 import { postmasterPid } from "./local-stack.ts";
@@ -66,14 +66,7 @@ describe("npm start with a port another program holds", () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-leftover-pg-"));
     folders.push(dataDir);
     await chmod(dataDir, 0o755);
-    const env = {
-      START_DATA_DIR: dataDir,
-      ORIGIN_PORT: String(await freePort()),
-      DEVNET_PORT: String(await freePort()),
-      EDGE_PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(await freePort()),
-      LOG_LEVEL: "warn",
-    };
+    const env = await launcherEnv(dataDir);
     const killed = await runTool("dev/start.ts", [], {
       env,
       timeoutMs: 120_000,

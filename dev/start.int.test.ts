@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { currentBundle } from "../ops/lib/program-bundles.mjs";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
 import { sleep } from "../shared/sleep.ts";
-import { freePort } from "../testing/free-port.ts";
+import { launcherEnv } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { recordOutput } from "../testing/secret-sink.ts";
 import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
@@ -97,14 +97,7 @@ describe("npm start (the local stack launcher)", () => {
   it("serves /77/healthz and prints its URLs", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-"));
     await chmod(dataDir, 0o755);
-    env = {
-      START_DATA_DIR: dataDir,
-      ORIGIN_PORT: String(await freePort()),
-      DEVNET_PORT: String(await freePort()),
-      EDGE_PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(await freePort()),
-      LOG_LEVEL: "warn",
-    };
+    env = await launcherEnv(dataDir);
     const originPort = Number(env.ORIGIN_PORT);
     const edgePort = Number(env.EDGE_PORT);
     run = launch(env);
