@@ -84,7 +84,9 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   const { values, positionals } = parsed;
   const command = positionals[0];
   if (positionals.length !== 1 || !isCommand(command)) {
-    throw new PolicyUsageError("expected one command: show, apply, treasury, settler or payee");
+    throw new PolicyUsageError(
+      "expected one command: show, apply, treasury, settler, payee or enroll-passkey",
+    );
   }
   const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const json = values.json ?? false;
