@@ -116,8 +116,14 @@ describe("npm run webhooks (operator CLI)", () => {
     // One event, as the console's Replay button does; an unsubscribed type queues nothing.
     const one = await run(["replay", "--id", added.id, "--event", ids[0]!.id, "--reason", "lost one"], local);
     expect(one.stdout).toContain("1 deliveries queued");
-    expect((await run(["replay", "--id", added.id, "--event", ids[2]!.id], local)).stdout).toContain(
-      "0 deliveries queued",
+    expect((await run(["replay", "--id", added.id, "--event", ids[2]!.id], local)).stdout).toBe(
+      `webhooks: 0 deliveries queued for ${added.id} (event ${ids[2]!.id} is action.signed, which the endpoint does not subscribe to)\n`,
+    );
+    // An event the log no longer holds (or never did): said so, not a bare 0.
+    const gone = await run(["replay", "--id", added.id, "--event", "999999999"], local);
+    expect(gone.code).toBe(0);
+    expect(gone.stdout).toBe(
+      `webhooks: 0 deliveries queued for ${added.id} (event 999999999 is not in the log: it keeps events AGENT_EVENTS_RETENTION_DAYS days)\n`,
     );
     expect((await run(["replay", "--id", added.id, "--event", "1", "--from", "1"], local)).code).toBe(2);
     // Past the log's bigint ids: a usage error, before the database is asked.
@@ -137,6 +143,7 @@ describe("npm run webhooks (operator CLI)", () => {
       { change: "add", reason: null, source: "cli" },
       { change: "replay", reason: null, source: "cli" },
       { change: "replay", reason: "lost one", source: "cli" },
+      { change: "replay", reason: null, source: "cli" },
       { change: "replay", reason: null, source: "cli" },
       { change: "remove", reason: null, source: "cli" },
     ]);

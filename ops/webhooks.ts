@@ -16,6 +16,8 @@
  * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
  */
 import { parseArgs } from "node:util";
+import { sql } from "drizzle-orm";
+import { type Db, queryRows } from "../origin/db/client.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { checkWebhookUrl } from "../origin/webhooks/address-guard.ts";
 import { listEndpoints } from "../origin/webhooks/endpoints.ts";
@@ -160,13 +162,33 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           change: change(parsed.reason),
         });
         if (queued === undefined) return refused(`no endpoint ${parsed.id}`);
-        process.stdout.write(`webhooks: ${queued} deliveries queued for ${parsed.id}\n`);
+        const why =
+          queued === 0 && parsed.scope.kind === "event"
+            ? await whyEventNotQueued(db, parsed.id, parsed.scope.eventId)
+            : "";
+        process.stdout.write(`webhooks: ${queued} deliveries queued for ${parsed.id}${why}\n`);
         return DONE;
       }
     }
   } finally {
     await database.close();
   }
+}
+
+/**
+ * Why a replay of one event queued nothing, so that "0 queued" does not read as done: the log no
+ * longer holds it (or never did), or the endpoint does not subscribe to its type.
+ */
+async function whyEventNotQueued(db: Db, endpointId: string, eventId: bigint): Promise<string> {
+  const [row] = await queryRows<{ type: string | null; subscribed: boolean }>(
+    db,
+    sql`select e.type, e.type = any(w.event_types) as subscribed
+        from webhook_endpoints w left join events e on e.id = ${eventId.toString()}::bigint
+        where w.id = ${endpointId}::uuid`,
+  );
+  if (!row?.type)
+    return ` (event ${eventId} is not in the log: it keeps events AGENT_EVENTS_RETENTION_DAYS days)`;
+  return row.subscribed ? "" : ` (event ${eventId} is ${row.type}, which the endpoint does not subscribe to)`;
 }
 
 function urlUsageError(refusal: UrlRefusal): UsageError {
