@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { sleep } from "../shared/sleep.ts";
-import { freePort } from "../testing/free-port.ts";
+import { launcherEnv } from "../testing/launcher.ts";
 
 /** The throwaway enclaves' folders (ops/lib/throwaway-enclave.ts) under `dir`. */
 async function drillFolders(dir: string): Promise<string[]> {
@@ -36,12 +36,7 @@ describe("npm start: Ctrl-C during its restore drill", () => {
       env: {
         ...process.env,
         TMPDIR: temp,
-        START_DATA_DIR: dataDir,
-        ORIGIN_PORT: String(await freePort()),
-        DEVNET_PORT: String(await freePort()),
-        EDGE_PORT: String(await freePort()),
-        EMBEDDED_PG_PORT: String(await freePort()),
-        LOG_LEVEL: "warn",
+        ...(await launcherEnv(dataDir)),
       },
       stdio: ["ignore", "pipe", "pipe"],
     });

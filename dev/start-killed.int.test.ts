@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { readStateFile } from "../devnet/state/state-file.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
+import { launcherEnv } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { stopPid } from "../testing/stop-pid.ts";
 import { postmasterPid } from "./local-stack.ts";
@@ -32,14 +33,7 @@ describe("npm start killed outright", () => {
     const devnetPort = await freePort();
     let launcher: ChildProcess | undefined;
     const killed = await runTool("dev/start.ts", [], {
-      env: {
-        START_DATA_DIR: dataDir,
-        ORIGIN_PORT: String(await freePort()),
-        DEVNET_PORT: String(devnetPort),
-        EDGE_PORT: String(await freePort()),
-        EMBEDDED_PG_PORT: String(await freePort()),
-        LOG_LEVEL: "warn",
-      },
+      env: { ...(await launcherEnv(dataDir)), DEVNET_PORT: String(devnetPort) },
       timeoutMs: 240_000,
       onSpawn: (child) => {
         launcher = child;

@@ -41,12 +41,8 @@ describe("npm start with a port another program holds", () => {
     await new Promise<void>((resolve) => squatter!.listen(devnetPort, "127.0.0.1", resolve));
 
     const { code, output } = await runLauncherToExit({
-      START_DATA_DIR: dataDir,
-      ORIGIN_PORT: String(await freePort()),
+      ...(await launcherEnv(dataDir)),
       DEVNET_PORT: String(devnetPort),
-      EDGE_PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(await freePort()),
-      LOG_LEVEL: "warn",
     });
     expect(code).toBe(1);
     expect(output).toContain(
