@@ -13,6 +13,8 @@ import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 const PAY_TO: Address = "0x2222222222222222222222222222222222222222";
 const MARGIN_SECONDS = 6;
+/** Authorizations sent at once for one key before the kill. */
+const BURST = 400;
 
 type Key = { key_ref: string; address: Address };
 
@@ -45,11 +47,16 @@ const authorization = (key: Key, nowSeconds: number, change: Record<string, unkn
 const outcome = (response: EnclaveResponse) =>
   response.ok ? "signed" : { code: response.error.code, detail: response.error.detail };
 
-async function agentKeys(client: RawEnclaveClient, fixture: EnclaveFixture, count: number): Promise<Key[]> {
+async function agentKeys(
+  client: RawEnclaveClient,
+  fixture: EnclaveFixture,
+  count: number,
+  batchId = `x402-${count}`,
+): Promise<Key[]> {
   const batch = await privileged(client, fixture, "generate_keys", {
     namespace: "agent-transfer",
     count,
-    batch_id: `x402-${count}`,
+    batch_id: batchId,
   });
   return batch.keys as Key[];
 }
@@ -90,9 +97,35 @@ describe("sign_x402_authorization under the sealed daily count and margin (real 
   }, 120_000);
 
   it("counts every authorization that left across a kill in the middle of a burst: after the start, the key signs only what is left of its 1,000", async () => {
-    const [key] = (await agentKeys(client, fixture, 3)) as [Key];
+    // The kill follows the 60th answer read, but the enclave may have written every answer by then
+    // (a loaded machine can leave the test unscheduled while the enclave runs on). Such a burst
+    // proves nothing about a kill in flight, so it is sent again for a fresh key, up to 5 times.
+    let key: Key | undefined;
+    let left = BURST;
+    for (let attempt = 1; attempt <= 5 && left === BURST; attempt++) {
+      [key] = (await agentKeys(client, fixture, 1, `x402-burst-${attempt}`)) as [Key];
+      left = await burstKilledAfter60(key);
+    }
+    expect(left).toBeGreaterThan(60);
+    expect(left).toBeLessThan(BURST);
+
+    const after = await client.requestTogether(
+      Array.from({ length: 1_000 - left + 1 }, () => ({
+        op: "sign_x402_authorization",
+        params: authorization(key!, now()),
+      })),
+    );
+    const signedAfter = after.filter((answer) => answer.ok).length;
+    // Each that left was counted (a lost count would let more through); at most the BURST sent were.
+    expect(left + signedAfter).toBeLessThanOrEqual(1_000);
+    expect(signedAfter).toBeGreaterThanOrEqual(1_000 - BURST);
+  }, 120_000);
+
+  /** Sends BURST authorizations of `key` at once, kills the enclave after the 60th answer read, starts
+   * it again and reconnects; gives how many were answered signed before the kill. */
+  async function burstKilledAfter60(key: Key): Promise<number> {
     const at = now();
-    for (let index = 0; index < 400; index++) {
+    for (let index = 0; index < BURST; index++) {
       client.send({
         v: 1,
         id: 10_000 + index,
@@ -100,33 +133,20 @@ describe("sign_x402_authorization under the sealed daily count and margin (real 
         params: authorization(key, at),
       });
     }
-    // Killed once some groups' writes are done and others are in flight; the answers read until then.
     let left = 0;
     let killed: Promise<void> | undefined;
-    for (let answered = 0; answered < 400; answered++) {
+    for (let answered = 0; answered < BURST; answered++) {
       const answer = await client.next().catch(() => null);
       if (answer === null) break;
       if ((answer as { ok: boolean }).ok) left++;
       if (answered === 60) killed = fixture.kill();
     }
-    await killed;
-    expect(left).toBeGreaterThan(60);
-    expect(left).toBeLessThan(400);
-
+    await (killed ?? fixture.kill());
     client.close();
     await fixture.start();
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
-    const after = await client.requestTogether(
-      Array.from({ length: 1_000 - left + 1 }, () => ({
-        op: "sign_x402_authorization",
-        params: authorization(key, now()),
-      })),
-    );
-    const signedAfter = after.filter((answer) => answer.ok).length;
-    // Each that left was counted (a lost count would let more through); at most the 400 sent were.
-    expect(left + signedAfter).toBeLessThanOrEqual(1_000);
-    expect(signedAfter).toBeGreaterThanOrEqual(600);
-  }, 120_000);
+    return left;
+  }
 
   it("refuses an authorization that would expire within the sealed margin", async () => {
     const at = now();
