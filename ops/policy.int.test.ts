@@ -12,6 +12,7 @@ import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
 import { agentCalls, newKey } from "../testing/money-client.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
+import { spawnOrigin } from "../testing/origin-process.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 
@@ -73,6 +74,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     return run;
   };
   const db = () => stack.db.handle.db;
+  const health = async (): Promise<unknown> => (await fetch(`${stack.origin.base}/healthz`)).json();
   const policyFile = async (document: unknown): Promise<string> => {
     const file = join(dir, `policy-${newKey()}.json`);
     await writeFile(file, JSON.stringify(document));
@@ -488,6 +490,26 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     expect(lost.ok && lost.value).toMatchObject({ policy: null, version: 0 });
     await db().execute(sql`update node_policy set frozen = true where id = 1`);
     try {
+      // Before the reseal the origin says so: /healthz degraded with the instruction, and a start
+      // logs it as a warning and starts.
+      expect(await health()).toMatchObject({
+        status: "degraded",
+        enclave: {
+          ok: true,
+          keys: { ok: true },
+          policies: {
+            behind: 1,
+            freeze_missing: true,
+            ok: false,
+            instruction: expect.stringContaining("npm run policy -- reseal"),
+          },
+        },
+      });
+      // The gateway off: no worker of its own (its refill would take keys the stack hands out).
+      const started = await spawnOrigin({ env: stack.processEnv({ AGENT_GATEWAY_ENABLED: "" }) });
+      await started.stop();
+      expect(started.output()).toMatch(/"behind":1,"freeze_missing":true,.*npm run policy -- reseal/);
+
       const resealed = await policy("reseal", "--json");
       expect(resealed.stderr).toBe("");
       expect(resealed.code).toBe(0);
@@ -504,6 +526,10 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
       expect(await lastChange(agent.agentId)).toMatchObject({ changed_by: "admin", after: document });
       const sealed = await stack.signer.getPolicy();
       expect(sealed.ok && sealed.value.nodeFrozen).toBe(true);
+      expect(await health()).toMatchObject({
+        status: "ok",
+        enclave: { policies: { behind: 0, freeze_missing: false, ok: true } },
+      });
 
       const again = await policy("reseal");
       expect(again.code).toBe(0);

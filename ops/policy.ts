@@ -26,12 +26,7 @@ import { policyView } from "../origin/policy/view.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SealedIdentity, SignerClient, SignerFailure } from "../origin/signer/types.ts";
-import {
-  type AgentPolicyDocument,
-  agentPolicySchema,
-  policyFromDocument,
-  policyToDocument,
-} from "../shared/agent-policy.ts";
+import { type AgentPolicyDocument, agentPolicySchema, samePolicyDocument } from "../shared/agent-policy.ts";
 import { MAX_HELD_APPROVAL_SECONDS } from "../shared/enclave-ops.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { agentPolicySubject, heldApprovalSubject, nodeFreezeSubject } from "../shared/operator-approval.ts";
@@ -261,7 +256,7 @@ async function reseal(tool: Tool): Promise<CliOutcome> {
   let held = 0;
   for (const { agentId, keyRef, stored } of await storedAgentPolicies(tool.db)) {
     const enclave = await tool.client.getAgentPolicy({ keyRef });
-    if (enclave.ok && sameDocument(enclave.value.policy, stored.document)) {
+    if (enclave.ok && samePolicyDocument(enclave.value.policy, stored.document)) {
       held += 1;
       continue;
     }
@@ -306,13 +301,6 @@ async function reseal(tool: Tool): Promise<CliOutcome> {
     write(`${summary}\n`);
   }
   return refusedAgents.length > 0 ? refused(`${refusedAgents.length} policies not sealed again`) : DONE;
-}
-
-/** Two policy documents alike once both are in their canonical form (what a change stores and seals). */
-function sameDocument(a: AgentPolicyDocument | null, b: AgentPolicyDocument | null): boolean {
-  const canonical = (document: AgentPolicyDocument | null): string =>
-    document === null ? "null" : JSON.stringify(policyToDocument(policyFromDocument(document)));
-  return canonical(a) === canonical(b);
 }
 
 /**

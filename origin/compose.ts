@@ -18,7 +18,8 @@
  *     (docs/api.md#the-switches). Each route a capability registers is a descriptor of
  *     openapi/operations.ts (openapi/route.ts).
  *   - the start-up checks (startup/), whatever the gateway switch: the enclave holds the keys the
- *     database assigns (when the infrastructure can ask, keysHeld), then the money switches
+ *     database assigns (when the infrastructure can ask, keysHeld), whether it holds the stored
+ *     spending policies (policiesHeld: a warning only), then the money switches
  *     against the enclave's sealed policy; a failed check is the list of reasons the origin
  *     refuses to start with. A check builds nothing.
  *   - this root, which runs the start-up checks, builds the node's one outbox (outbox/outbox.ts)
@@ -58,6 +59,7 @@ import { createCapabilityMinter } from "./signer/capability-minter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
+import { warnPoliciesNotHeld } from "./startup/policies-held.ts";
 import { createWebhooksModule, type WebhooksModuleOptions } from "./webhooks/capability.ts";
 import { loadWebhookSigningKeys, type WebhookSigningKey } from "./webhooks/signing.ts";
 import type { Worker } from "./workers/loop.ts";
@@ -118,6 +120,7 @@ export async function composeOrigin(
 
   const keys = await checkKeysHeld(infra);
   if (!keys.ok) return err({ code: "keys", errors: keys.error });
+  await warnPoliciesNotHeld(infra);
   // The start-up check of the money switches against the sealed policy, whatever the gateway switch.
   const checked = await checkMoney({
     config,

@@ -4,6 +4,7 @@ import type { AppEnv } from "./http/env.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import { route } from "./openapi/route.ts";
 import type { KeyHoldingReport } from "./signer/key-holding.ts";
+import type { PolicyHoldingReport } from "./signer/policy-holding.ts";
 import { readEnclavePolicy } from "./signer/sealed-policy.ts";
 
 /** /healthz must answer promptly even when the enclave hangs. */
@@ -23,6 +24,9 @@ export function createHealthModule(infra: Infrastructure): Capability {
  * and addresses, no key material. `enclave.keys` says whether the enclave holds the keys the
  * database assigns: an enclave initialised afresh beside this database makes the status
  * `degraded`, with the instruction to restore the keys, since every signing request would fail.
+ * `enclave.policies` says whether it holds the spending policies and the freeze the database
+ * stores: a recovered enclave before `npm run policy -- reseal` makes the status `degraded`, with
+ * that instruction.
  */
 export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
   const router = new Hono<AppEnv>();
@@ -31,7 +35,16 @@ export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
       configured: deps.config.signer.endpoint !== undefined,
       timeoutMs: HEALTH_ENCLAVE_TIMEOUT_MS,
     });
-    const keysReport = deps.keysHeld ? withTimeout(deps.keysHeld(), HEALTH_ENCLAVE_TIMEOUT_MS) : undefined;
+    const keysReport = deps.keysHeld
+      ? withTimeout(deps.keysHeld(), { checked: 0, missing: 0 }, HEALTH_ENCLAVE_TIMEOUT_MS)
+      : undefined;
+    const policiesReport = deps.policiesHeld
+      ? withTimeout(
+          deps.policiesHeld(),
+          { checked: 0, behind: 0, freeze_missing: false },
+          HEALTH_ENCLAVE_TIMEOUT_MS,
+        )
+      : undefined;
     const db = await probe(() => deps.database.ping());
     let chain: Probe & { configured: boolean; block_number?: string };
     if (deps.chain) {
@@ -50,8 +63,14 @@ export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
     }
     const policy = await enclavePolicy;
     const keys = await keysReport;
-    const enclave = keys ? { ...policy, keys } : policy;
-    const enclaveOk = !policy.configured || (policy.ok && (keys === undefined || keys.missing === 0));
+    const policies = await policiesReport;
+    const enclave = { ...policy, ...(keys ? { keys } : {}), ...(policies ? { policies } : {}) };
+    // A check that could not ask is reported, not held against the status (as the policy read's).
+    const enclaveOk =
+      !policy.configured ||
+      (policy.ok &&
+        (keys === undefined || keys.missing === 0) &&
+        (policies === undefined || (policies.behind === 0 && !policies.freeze_missing)));
     const status = db.ok ? (chain.ok && enclaveOk ? "ok" : "degraded") : "down";
     return c.json(
       { status, database: { driver: deps.database.driver, ...db }, chain, enclave },
@@ -61,15 +80,22 @@ export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
   return router;
 }
 
-/** The key check's answer, or a report saying it did not come in time (the status keeps to the policy's). */
-async function withTimeout(check: Promise<KeyHoldingReport>, ms: number): Promise<KeyHoldingReport> {
+/**
+ * A holding check's answer, or `unknown` marked as not answered: in time (`timeout`) or at all
+ * (`error`). The status keeps to the policy read's then.
+ */
+async function withTimeout<Report extends KeyHoldingReport | PolicyHoldingReport>(
+  check: Promise<Report>,
+  unknown: Omit<Report, "ok" | "error" | "instruction">,
+  ms: number,
+): Promise<Report> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<KeyHoldingReport>((resolve) => {
-    timer = setTimeout(() => resolve({ checked: 0, missing: 0, ok: false, error: "timeout" }), ms);
+  const late = new Promise<Report>((resolve) => {
+    timer = setTimeout(() => resolve({ ...unknown, ok: false, error: "timeout" } as Report), ms);
   });
   try {
     return await Promise.race([
-      check.catch(() => ({ checked: 0, missing: 0, ok: false, error: "error" })),
+      check.catch(() => ({ ...unknown, ok: false, error: "error" }) as Report),
       late,
     ]);
   } finally {

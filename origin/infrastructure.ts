@@ -7,6 +7,7 @@ import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
 import type { OriginMetrics } from "./metrics/metrics.ts";
 import type { KeyHoldingReport } from "./signer/key-holding.ts";
+import type { PolicyHoldingReport } from "./signer/policy-holding.ts";
 import type { SignerClient } from "./signer/types.ts";
 
 /**
@@ -39,4 +40,10 @@ export type Infrastructure = {
    * (startup/keys-held.ts); /healthz reports it.
    */
   keysHeld?: (() => Promise<KeyHoldingReport>) | undefined;
+  /**
+   * Asks the enclave whether it holds the spending policies and the freeze the database stores
+   * (signer/policy-holding.ts); absent without an enclave endpoint. The start logs a warning when it
+   * does not (startup/keys-held.ts); /healthz reports it.
+   */
+  policiesHeld?: (() => Promise<PolicyHoldingReport>) | undefined;
 };

@@ -11,6 +11,7 @@ import type { Logger } from "./logger.ts";
 import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
 import { type CreateSignerClientOptions, createSignerClients } from "./signer/create-signer-client.ts";
 import { checkAssignedKeysHeld, type KeyHoldingReport } from "./signer/key-holding.ts";
+import { checkStoredPoliciesHeld, type PolicyHoldingReport } from "./signer/policy-holding.ts";
 import { logSealedPolicy } from "./signer/sealed-policy.ts";
 import type { GetPolicyResult, SignerClient, SignerResult } from "./signer/types.ts";
 
@@ -102,6 +103,9 @@ export async function openInfrastructure(
   const keysHeld = keyLookup
     ? (): Promise<KeyHoldingReport> => checkAssignedKeysHeld(database.db, keyLookup)
     : undefined;
+  const policiesHeld = config.signer.endpoint
+    ? (): Promise<PolicyHoldingReport> => checkStoredPoliciesHeld(database.db, signer)
+    : undefined;
   const sealed = config.signer.endpoint ? await logSealedPolicy(signer, logger) : undefined;
   return {
     infrastructure: {
@@ -115,6 +119,7 @@ export async function openInfrastructure(
       backupStore: fileBackupStore,
       metrics,
       keysHeld,
+      policiesHeld,
     },
     sealed,
     async close() {

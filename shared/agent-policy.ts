@@ -166,6 +166,13 @@ export function policyToDocument(policy: AgentPolicy): AgentPolicyDocument {
   }) as AgentPolicyDocument;
 }
 
+/** Two policy documents alike once both are in their canonical form (what a change stores and seals). */
+export function samePolicyDocument(a: AgentPolicyDocument | null, b: AgentPolicyDocument | null): boolean {
+  const canonical = (document: AgentPolicyDocument | null): string =>
+    document === null ? "null" : JSON.stringify(policyToDocument(policyFromDocument(document)));
+  return canonical(a) === canonical(b);
+}
+
 function dropUndefined<T extends Record<string, unknown>>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
 }
