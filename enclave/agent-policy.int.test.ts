@@ -97,7 +97,7 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     fixture = await createEnclaveFixture({ envId: "agent-policy" });
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
     await privileged(client, fixture, "configure_policy", nodePolicy({ maxUnits: "1000000", payees: null }));
-    keys = await agentKeys(client, fixture, 9);
+    keys = await agentKeys(client, fixture, 10);
     operator = await enrolledOperator(client, fixture);
     instanceId = await instanceIdOf(client);
   });
@@ -230,15 +230,28 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
       detail: "x402_ceiling",
       rule: "x402_max_per_payment_units",
     });
-    // A key without a policy: the pair, or anything the ceiling allows.
+    // A key without a policy: the pair, and over the ceiling still the ceiling's refusal.
     const bare = keys[7]!;
     expectOk(await signX402(x402(bare, NODE_PAY_TO, NODE_X402_UNITS)));
-    expectOk(await signX402(x402(bare, SELLER_B, 999_999n)));
     expect(outcome(await signX402(x402(bare, SELLER_B, 1_000_001n)))).toEqual({
       code: "cap_exceeded",
       detail: "x402_ceiling",
       rule: "x402_max_per_payment_units",
     });
+  });
+
+  it("a key without a policy pays the pair alone, though a ceiling is sealed: an address of the origin's choosing, or another amount, is refused by name", async () => {
+    const bare = keys[9]!;
+    // Under the ceiling of 1 USDC to any payee: what a compromised origin would pay itself with.
+    expect(outcome(await signX402(x402(bare, SELLER_B, 999_999n)))).toEqual({
+      code: "cap_exceeded",
+      detail: "x402_pay_to",
+    });
+    expect(outcome(await signX402(x402(bare, NODE_PAY_TO, NODE_X402_UNITS + 1n)))).toEqual({
+      code: "cap_exceeded",
+      detail: "x402_amount",
+    });
+    expectOk(await signX402(x402(bare, NODE_PAY_TO, NODE_X402_UNITS)));
   });
 
   it("a payee listed twice is paid under whichever of its entries allows the payment, not only the one with the larger per-payment limit", async () => {

@@ -209,6 +209,20 @@ function checkX402Terms(policy: Policy, input: X402Terms): EnclaveFailure | null
   return exceeded("amount differs from policy", "x402_amount");
 }
 
+/**
+ * A key without an agent policy pays the sealed pair alone, as the gateway lets it (docs/x402.md):
+ * the ceiling's other payments are for the payees an operator's policy lists, so a compromised
+ * origin cannot pay an address of its choosing from a wallet nobody gave a policy. Refused as the
+ * node's rule without a ceiling refuses, naming the part of the pair that differs.
+ */
+export function checkPairOnly(policy: Policy, input: X402Terms): EnclaveFailure | null {
+  const pair = nodePayee(policy);
+  if (pair === null) return NO_X402;
+  if (input.to.toLowerCase() !== pair.payTo) return exceeded("payTo differs from policy", "x402_pay_to");
+  if (input.valueUnits !== pair.amountUnits) return exceeded("amount differs from policy", "x402_amount");
+  return null;
+}
+
 /** The sealed pair (x402 amount and payTo) as the agent policy's default payee, or null. */
 export function nodePayee(policy: Policy): NodePayee | null {
   if (policy.x402AmountUnits === null || policy.x402PayTo === null) return null;

@@ -3,8 +3,9 @@
  * (docs/x402.md) and signs only the configured amount and payTo, from the key the caller
  * names as `from` (key binding), within the maximum validity and outside the sealed margin, and
  * within the key's sealed count of authorizations for the UTC day; beside the sealed pair, any
- * payment the node's x402 ceiling allows (policy-checks.ts). A frozen node signs none, and a key
- * with an agent policy only what that policy allows too (both must allow). The count is on disk before the
+ * payment the node's x402 ceiling allows to a key whose agent policy allows it too (both must
+ * allow; a key without a policy, the pair alone, policy-checks.ts checkPairOnly). A frozen node
+ * signs none. The count is on disk before the
  * signature leaves, as the transfer spend is (sign-transaction.ts): a crash can only over-count.
  * The precompile's (from, nonce) rule prevents double settlement.
  */
@@ -19,7 +20,7 @@ import { signDigest } from "../../shared/secp256k1.ts";
 import { approvalHeld, decisionRefusal, NODE_FROZEN, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import { countX402, usageOn } from "../agent-usage.ts";
 import { KEY_NOT_USABLE, succeed } from "../outcome.ts";
-import { checkKeyBinding, checkX402, nodePayee, utcDay, utcMonth } from "../policy-checks.ts";
+import { checkKeyBinding, checkPairOnly, checkX402, nodePayee, utcDay, utcMonth } from "../policy-checks.ts";
 import { TrackedMap } from "../tracked-map.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -51,7 +52,11 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
   const record = state.agentPolicies.get(key.keyRef);
   const month = utcMonth(now);
   let approval: string | null = null;
-  if (record?.policy) {
+  if (!record?.policy) {
+    // checkX402 returned null, so a policy is sealed.
+    const pairOnly = checkPairOnly(state.policy!, { from: key.address, to: params.to, valueUnits });
+    if (pairOnly) return err(pairOnly);
+  } else {
     const subject =
       state.heldApprovals.size === 0
         ? null

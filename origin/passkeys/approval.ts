@@ -188,28 +188,36 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
       subject: actionId,
       shown,
       apply: async (approval, operator) => {
-        const sealed = await deps.signer.approveHeld(
-          { ...held, expiresAt, operator: approval },
-          deps.authorize,
-        );
-        if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
-        // The action approved and its audit in one transaction: neither without the other.
-        const decided = await deps.db.transaction(async (tx) => {
-          const rows = await queryRows<{ action_id: string }>(
-            tx,
-            sql`update agent_actions set status = 'approved', updated_at = now()
-                where action_id = ${actionId} and status = 'held' returning action_id`,
-          );
-          if (rows.length === 0) return false;
-          await recordPasskeyApproval(tx, {
-            keyId: approval.keyId,
-            operator,
-            op: "approve_held",
-            subject: actionId,
-            shown,
+        // The action approved and its audit in one transaction, written before the enclave seals
+        // the approval and rolled back if it does not: an action no longer held, or an audit the
+        // database refuses, leaves no approval in the enclave either.
+        let decided: boolean;
+        try {
+          decided = await deps.db.transaction(async (tx) => {
+            const rows = await queryRows<{ action_id: string }>(
+              tx,
+              sql`update agent_actions set status = 'approved', updated_at = now()
+                  where action_id = ${actionId} and status = 'held' returning action_id`,
+            );
+            if (rows.length === 0) return false;
+            await recordPasskeyApproval(tx, {
+              keyId: approval.keyId,
+              operator,
+              op: "approve_held",
+              subject: actionId,
+              shown,
+            });
+            const sealed = await deps.signer.approveHeld(
+              { ...held, expiresAt, operator: approval },
+              deps.authorize,
+            );
+            if (!sealed.ok) throw new ApprovalUnsealed(sealed.error);
+            return true;
           });
-          return true;
-        });
+        } catch (error) {
+          if (error instanceof ApprovalUnsealed) return err({ code: "signer", failure: error.failure });
+          throw error;
+        }
         if (!decided) {
           return err({
             code: "not_held",
@@ -296,6 +304,13 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
 }
 
 export type ApprovalRelay = ReturnType<typeof createApprovalRelay>;
+
+/** The enclave refused (or did not answer) an approval already written in its transaction. */
+class ApprovalUnsealed extends Error {
+  constructor(readonly failure: SignerFailure) {
+    super("the enclave did not seal the approval");
+  }
+}
 
 function heldActionOf(
   actionId: string,

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import { enrollPendingPasskey } from "../../ops/lib/passkey-enroll.ts";
+import { CHAIN_ID } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { ApprovalOptions, PasskeyView } from "../../shared/passkey-schemas.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
@@ -285,5 +286,139 @@ describe("passkeys through the console (real stack)", () => {
     expect(await transfers.settled(actionId)).toMatchObject({ status: "confirmed" });
     expect(await sent()).toBe(1);
     expect(await audited()).toBe(1);
+  });
+
+  it("a policy loosening and its audit row are one change: an audit row the database refuses leaves the enclave's policy as it was, not loosened unseen; a new approval then loosens it", async () => {
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent();
+    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${agent.token}` },
+      body: JSON.stringify({ transfers: { daily_units: "1000000" } }),
+    });
+    expect(patched.status).toBe(200);
+    const target = {
+      change: "set_agent_policy",
+      agent_id: agent.agentId,
+      policy: { transfers: { daily_units: "2000000" } },
+    };
+    const approve = async () => {
+      const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+      expect(prepared.status).toBe(200);
+      const options = prepared.body as ApprovalOptions;
+      return console_().post("/approvals", {
+        target,
+        key_id: registered.key_id,
+        counter: options.counter,
+        expires_at: options.expires_at,
+        response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
+      });
+    };
+    const sealed = async () => {
+      const held = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
+      if (!held.ok) throw new Error(`get_agent_policy: ${held.error.code}`);
+      return { policy: held.value.policy, version: held.value.version };
+    };
+    const stored = async () =>
+      (
+        await queryRows<{ policy: unknown; version: number }>(
+          db,
+          sql`select policy, version from agent_policies where agent_id = ${agent.agentId}`,
+        )
+      )[0];
+    const audited = async () =>
+      (
+        await queryRows<{ n: number }>(
+          db,
+          sql`select count(*)::int as n from passkey_approvals where subject = ${agent.agentId}`,
+        )
+      )[0]!.n;
+
+    await db.execute(
+      sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
+        $$ begin raise exception 'the audit row is refused by the test'; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
+        for each row execute function ${REFUSE_AUDIT}()`),
+    );
+    try {
+      expect((await approve()).status).toBe(500);
+    } finally {
+      await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
+      await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
+    }
+    // No change without its audit, in the enclave either: what it enforces is what the console shows.
+    const before = { transfers: { daily_units: "1000000" } };
+    expect(await sealed()).toEqual({ policy: before, version: 1 });
+    expect(await stored()).toEqual({ policy: before, version: 1 });
+    expect(await audited()).toBe(0);
+
+    const approved = await approve();
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    const after = { transfers: { daily_units: "2000000" } };
+    expect(await sealed()).toEqual({ policy: after, version: 2 });
+    expect(await stored()).toEqual({ policy: after, version: 2 });
+    expect(await audited()).toBe(1);
+  });
+
+  it("an approval of a held transfer whose audit row the database refuses is not sealed either: the enclave, asked straight over its socket, will not sign the transfer", async () => {
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${agent.token}` },
+      body: JSON.stringify({ approval_above_units: "2000000" }),
+    });
+    expect(patched.status).toBe(200);
+    const to = newAccount().address;
+    const held = await agentCalls(stack.origin.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "3000000",
+    });
+    expect(held.status).toBe(202);
+    const actionId = (held.body as ActionView).action_id;
+    const target = { change: "approve_held", action_id: actionId };
+    const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+    expect(prepared.status).toBe(200);
+    const options = prepared.body as ApprovalOptions;
+
+    await db.execute(
+      sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
+        $$ begin raise exception 'the audit row is refused by the test'; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
+        for each row execute function ${REFUSE_AUDIT}()`),
+    );
+    try {
+      const refused = await console_().post("/approvals", {
+        target,
+        key_id: registered.key_id,
+        counter: options.counter,
+        expires_at: options.expires_at,
+        approval_expires_at: options.shown.approval_expires_at as number,
+        response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
+      });
+      expect(refused.status).toBe(500);
+    } finally {
+      await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
+      await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
+    }
+    // What a compromised origin would do with an approval the audit never recorded.
+    const signed = await stack.signer.signTransfer({
+      keyRef: agent.keyRef,
+      from: agent.wallet,
+      chainId: CHAIN_ID,
+      to,
+      valueUnits: 3_000_000n,
+      nonce: 1_000n,
+      maxFeePerGas: 1_000_000_000n,
+      maxPriorityFeePerGas: 1_000_000_000n,
+      gasLimit: 21_000n,
+      actionId,
+    });
+    expect(signed.ok ? "signed" : signed.error.detail).toBe("policy_held");
   });
 });

@@ -1,9 +1,11 @@
 /**
  * Every change of an agent's spending policy goes through here (the agent's PATCH, the operator's
- * `npm run policy -- set|freeze|unfreeze`): the change is checked against what is stored, sealed by
- * the enclave (which checks it again: a loosening needs an operator's signature it verifies
- * itself), and only then stored, under the agent's row lock so two changes of one agent are sealed
- * and stored in the same order.
+ * `npm run policy -- set|freeze|unfreeze`, the console's passkey approvals): the change is checked
+ * against what is stored, written with its audit, sealed by the enclave (which checks it again: a
+ * loosening needs an operator's signature it verifies itself), and only then committed, under the
+ * agent's row lock so two changes of one agent are sealed and stored in the same order. Written
+ * before it is sealed, so a row or an audit the database refuses leaves the enclave unchanged; a
+ * change the enclave refuses is rolled back; only a commit lost after the seal leaves the two apart.
  */
 import { sql } from "drizzle-orm";
 import {
@@ -72,7 +74,7 @@ export async function changeAgentPolicy(
   },
 ): Promise<Result<PolicyChanged, PolicyChangeError>> {
   const { agent, changedBy, operator } = change;
-  return deps.db.transaction(async (tx) => {
+  return unsealedRollsBack(deps.db, async (tx) => {
     // The identity's row lock orders two changes of one agent, across origins.
     await tx.execute(sql`select 1 from agent_identities where agent_id = ${agent.agentId} for update`);
     const [row] = await queryRows<{ policy: unknown; version: number }>(
@@ -91,22 +93,29 @@ export async function changeAgentPolicy(
     );
     if (loosened.length > 0 && !operator)
       return err({ code: "loosening_requires_operator", fields: loosened });
+    // Stored with its audit before it is sealed: what the database refuses is never sealed, and
+    // what the enclave refuses is rolled back (unsealedRollsBack).
+    await writeAgentPolicy(tx, {
+      agentId: agent.agentId,
+      before: before?.document ?? null,
+      after: next,
+      version: (before?.version ?? 0) + 1,
+      changedBy,
+    });
+    await change.withinChange?.(tx);
     const sealed = await racing(() =>
       deps.signer.setAgentPolicy(
         { keyRef: agent.keyRef, policy: next, ...(operator ? { operator } : {}) },
         deps.authorize,
       ),
     );
-    if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
-    await writeAgentPolicy(tx, {
-      agentId: agent.agentId,
-      before: before?.document ?? null,
-      after: next,
-      version: sealed.value.version,
-      changedBy,
-    });
-    await change.withinChange?.(tx);
-    return ok({ document: next, version: sealed.value.version });
+    if (!sealed.ok) throw new Unsealed({ code: "signer", failure: sealed.error });
+    const { version } = sealed.value;
+    // The enclave counts its own versions (a change it sealed whose row was lost counted there).
+    if (next !== null && version !== (before?.version ?? 0) + 1) {
+      await tx.execute(sql`update agent_policies set version = ${version} where agent_id = ${agent.agentId}`);
+    }
+    return ok({ document: next, version });
   });
 }
 
@@ -117,22 +126,46 @@ export async function changeNodeFrozen(
 ): Promise<Result<{ frozen: boolean }, PolicyChangeError>> {
   const { frozen, changedBy, operator } = change;
   if (!frozen && !operator) return err({ code: "loosening_requires_operator", fields: ["node.frozen"] });
-  return deps.db.transaction(async (tx) => {
+  return unsealedRollsBack(deps.db, async (tx) => {
     // The freeze as stored, under its lock: the audit's before is what the change found, which is
     // not always the opposite of what it sets (an unfreeze approved on a node not frozen).
     const [stored] = await queryRows<{ frozen: boolean }>(
       tx,
       sql`select frozen from node_policy where id = 1 for update`,
     );
+    // As an agent's policy: stored with its audit first, rolled back if the enclave refuses.
+    await writeNodeFrozen(tx, { before: stored?.frozen ?? false, frozen }, changedBy);
+    await change.withinChange?.(tx);
     const sealed = await deps.signer.setNodeFrozen(
       { frozen, ...(operator ? { operator } : {}) },
       deps.authorize,
     );
-    if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
-    await writeNodeFrozen(tx, { before: stored?.frozen ?? false, frozen }, changedBy);
-    await change.withinChange?.(tx);
+    if (!sealed.ok) throw new Unsealed({ code: "signer", failure: sealed.error });
     return ok({ frozen });
   });
+}
+
+/** The enclave refused (or did not answer) a change already written in its transaction. */
+class Unsealed extends Error {
+  constructor(readonly refusal: PolicyChangeError) {
+    super("the enclave did not seal the change");
+  }
+}
+
+/**
+ * Runs a change in one transaction that an Unsealed thrown from it rolls back (the rows and audit
+ * written before the seal), answering its refusal; anything else thrown is rethrown.
+ */
+async function unsealedRollsBack<T>(
+  db: Db,
+  change: (tx: Db) => Promise<Result<T, PolicyChangeError>>,
+): Promise<Result<T, PolicyChangeError>> {
+  try {
+    return await db.transaction(change);
+  } catch (error) {
+    if (error instanceof Unsealed) return err(error.refusal);
+    throw error;
+  }
 }
 
 /**

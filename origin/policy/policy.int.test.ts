@@ -427,6 +427,26 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     });
   });
 
+  it("a PATCH that tightens the stored policy but loosens the tighter one the enclave holds is 403 naming the rule, not an outage to retry", async () => {
+    const agent = await stack.newAgent();
+    const calls = policyCalls(agent);
+    expect((await calls.patch({ transfers: { daily_units: "10000000" } })).status).toBe(200);
+    // The enclave holds a tighter policy than the database: a change sealed whose row was lost
+    // (the origin died or its transaction failed after the seal), made here straight over the socket.
+    const sealed = await stack.signer.setAgentPolicy(
+      { keyRef: agent.keyRef, policy: { transfers: { daily_units: "5000000" } } },
+      stack.authorities.admin,
+    );
+    expect(sealed.ok).toBe(true);
+    const refused = await calls.patch({ transfers: { daily_units: "8000000" } });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+    expect(refused.body).toMatchObject({
+      error: { code: "policy_loosening_requires_operator", loosens: "transfers.daily_units" },
+    });
+    expect(await sealedVersion(agent)).toBe(2);
+    expect((await calls.get()).policy).toEqual({ transfers: { daily_units: "10000000" } });
+  });
+
   it("answers a malformed patch 400 naming the field, and changes nothing", async () => {
     const agent = await stack.newAgent();
     const calls = policyCalls(agent);

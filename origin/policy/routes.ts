@@ -113,15 +113,24 @@ export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
 function changeRefusal(error: PolicyChangeError): AppError {
   switch (error.code) {
     case "loosening_requires_operator":
-      return new AppError(
-        "policy_loosening_requires_operator",
-        `this change allows more than the policy does (${error.fields.join(", ")}): only an operator can loosen a policy (npm run policy -- set)`,
-        { fields: { loosens: error.fields.join(",") } },
-      );
+      return loosening(error.fields);
     case "signer":
+      // The enclave judges against the policy it holds, which may be tighter than the stored one
+      // (a change sealed whose row was lost): its loosening is as final as ours, never an outage.
+      if (error.failure.detail === "operator_required") {
+        return loosening([error.failure.rule ?? "policy"]);
+      }
       return new AppError(
         "agent_signer_unavailable",
         `the signer could not seal the change (${error.failure.code}); nothing changed, retry later`,
       );
   }
+}
+
+function loosening(fields: readonly string[]): AppError {
+  return new AppError(
+    "policy_loosening_requires_operator",
+    `this change allows more than the policy does (${fields.join(", ")}): only an operator can loosen a policy (npm run policy -- set)`,
+    { fields: { loosens: fields.join(",") } },
+  );
 }
