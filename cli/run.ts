@@ -360,11 +360,24 @@ async function runCommand(
       return args.length === 0 ? client.rotateToken() : EXIT_USAGE;
     case "pay": {
       if (args.length !== 1) return EXIT_USAGE;
-      const response = await client.fetchWithPayment(
-        args[0]!,
-        { method: values.method ?? "GET", ...(values.data === undefined ? {} : { body: values.data }) },
-        values.key === undefined ? {} : { idempotencyKey: values.key },
-      );
+      const url = resourceUrl(args[0]!);
+      const method = values.method ?? "GET";
+      let response: Response;
+      try {
+        response = await client.fetchWithPayment(
+          url,
+          { method, ...(values.data === undefined ? {} : { body: values.data }) },
+          values.key === undefined ? {} : { idempotencyKey: values.key },
+        );
+      } catch (error) {
+        if (error instanceof GatewayError) throw error;
+        // The client's own failures are all typed; only the first, unpaid request fails as fetch
+        // does (a paid one that gets no answer is PaymentOutcomeUnknown): nothing was paid.
+        throw new ServiceUnavailable(
+          `no answer from ${method.toUpperCase()} ${url.origin}${url.pathname} (${errorMessage(error)}${causeCode(error)}): nothing was paid; the same command may run again`,
+          { code: "resource_unreachable", cause: error },
+        );
+      }
       const text = await response.text();
       let body: unknown = text;
       try {
@@ -374,6 +387,21 @@ async function runCommand(
       return { status: response.status, settlement: paymentSettlement(response) ?? null, body };
     }
   }
+}
+
+/** The resource `pay` asks: an http(s) URL, or ValidationFailed (exit 6) before anything is sent. */
+function resourceUrl(text: string): URL {
+  const url = URL.canParse(text) ? new URL(text) : undefined;
+  if (url?.protocol !== "http:" && url?.protocol !== "https:") {
+    throw new ValidationFailed("pay needs an http or https URL", { code: "validation_failed" });
+  }
+  return url;
+}
+
+/** `, ECONNREFUSED` and the like: what a network failure's cause names, for the agent to act on. */
+function causeCode(error: unknown): string {
+  const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return typeof code === "string" ? `, ${code}` : "";
 }
 
 /** `policy [check|set|freeze]` (docs/agents.md, "The agent's tools"). */

@@ -130,8 +130,10 @@ export async function* followEvents(
     if (signal?.aborted) return;
     const delay =
       closedRetryMs ?? Math.max(retryAfterMs, Math.min(FIRST_RETRY_MS * 2 ** failures++, MAX_RETRY_MS));
-    // Jitter, so the streams an origin's restart dropped do not all come back at the same instant.
-    await pause(delay * (0.8 + Math.random() * 0.4), signal);
+    // Jitter, so the streams an origin's restart dropped do not all come back at the same instant;
+    // only later than a 429's Retry-After, since coming back before it meets another 429.
+    const jitter = retryAfterMs > 0 ? 1 + Math.random() * 0.2 : 0.8 + Math.random() * 0.4;
+    await pause(delay * jitter, signal);
   }
 }
 

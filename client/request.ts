@@ -34,10 +34,10 @@ export async function callJson<T>(
       ...(params.body === undefined ? {} : { body: JSON.stringify(params.body) }),
     });
   } catch (cause) {
-    throw new ServiceUnavailable(`no answer from ${params.method} ${params.path}`, {
-      code: "gateway_unreachable",
-      cause,
-    });
+    throw new ServiceUnavailable(
+      `no answer from ${params.method} ${whereTo(baseUrl, params.path)}${networkCode(cause)}`,
+      { code: "gateway_unreachable", cause },
+    );
   }
   const text = await response.text();
   let body: unknown;
@@ -54,6 +54,26 @@ export async function callJson<T>(
     });
   }
   return { status: response.status, body: body as T, headers: response.headers };
+}
+
+/** The request's URL without credentials or query: where it went, for a message. */
+function whereTo(baseUrl: string, path: string): string {
+  const url = URL.canParse(joinUrl(baseUrl, path)) ? new URL(joinUrl(baseUrl, path)) : undefined;
+  return url ? `${url.origin}${url.pathname}` : path;
+}
+
+/**
+ * ` (ECONNREFUSED)`, ` (ENOTFOUND)`, …: the code of a network failure, which tells a wrong port,
+ * host or scheme from a service that is down. Only the code: a failure's message may quote the
+ * request's headers (fetch refusing an Authorization value quotes the token).
+ */
+function networkCode(error: unknown): string {
+  for (let current = error, depth = 0; current && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string" && /^[A-Z][A-Z0-9_]*$/.test(code)) return ` (${code})`;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return "";
 }
 
 /** `http://host/77` + `/agent/v1/x` (a trailing slash on the base is tolerated). */

@@ -2,6 +2,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
@@ -345,6 +346,39 @@ describe("MCP server (official client, stdio, real stack)", () => {
       await own.close();
     }
   });
+
+  it("action_status with wait true answers within the official client's default request timeout, even for an action that has not ended", async () => {
+    const spender = await stack.newAgent({ units: 5_000_000n });
+    const own = await connect(spender);
+    try {
+      const tool = async (name: string, args: Record<string, unknown> = {}) => {
+        // The client's own default timeout (DEFAULT_REQUEST_TIMEOUT_MSEC, 60 s), as a host calls it.
+        const result = (await own.callTool({ name, arguments: args })) as ToolResult;
+        const text = result.content.map((part) => part.text ?? "").join("");
+        results.push(text);
+        return { isError: result.isError === true, json: JSON.parse(text) };
+      };
+      // A transfer held for approval: it stays held for longer than any wait.
+      expect((await tool("update_policy", { patch: { approval_above_units: "2000000" } })).isError).toBe(
+        false,
+      );
+      const held = await tool("transfer", { to: newAccount().address, amount: "3000000" });
+      expect(held.json).toMatchObject({ status: "held" });
+      const actionId = (held.json as ActionView).action_id;
+      const started = Date.now();
+      // Mutation: a wait of the host's whole timeout (60 s) loses the race: the client gives up
+      // first with "Request timed out" (McpError -32001) and the agent never learns the status.
+      const waited = await tool("action_status", { action_id: actionId, wait: true });
+      expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
+      expect(waited).toMatchObject({
+        isError: true,
+        json: { error: { name: "ServiceUnavailable", code: "wait_timeout" } },
+      });
+      expect((waited.json as { error: { message: string } }).error.message).toContain("still held");
+    } finally {
+      await own.close();
+    }
+  }, 150_000);
 
   it("refuses a method off the allowlist at the tool's input schema", async () => {
     const refused = (await client.callTool({

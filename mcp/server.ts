@@ -39,6 +39,12 @@ export const MCP_TOOLS = [
 
 /** The most `?wait=` holds a read (docs/events.md#waiting-for-an-action). */
 const MAX_WAIT_SECONDS = 30;
+/**
+ * How long `wait: true` follows an action before it answers that it has not ended: well inside
+ * the 60 s an MCP host's request times out after by default (the official client's
+ * DEFAULT_REQUEST_TIMEOUT_MSEC), or the host gives up first and the agent learns nothing.
+ */
+const WAIT_UNTIL_ENDED_MS = 45_000;
 
 /** What a retry of a money call does, as the client's error classes say it (client/errors.ts). */
 const RETRY_RULE =
@@ -146,20 +152,20 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
     "action_status",
     {
       description:
-        "A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule. With wait as a number of seconds, the answer comes as soon as the status changes from what it is now (or at once if it has ended), else when those seconds pass with it unchanged; with wait true, once the action ends.",
+        "A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule. With wait as a number of seconds, the answer comes as soon as the status changes from what it is now (or at once if it has ended), else when those seconds pass with it unchanged; with wait true, once the action ends, or after 45 s a ServiceUnavailable wait_timeout error naming the status it is still in (call again to go on waiting).",
       inputSchema: {
         action_id: z.string().uuid(),
         wait: z
           .union([z.boolean(), z.number().int().min(0).max(MAX_WAIT_SECONDS)])
           .default(false)
           .describe(
-            `seconds (0 to ${MAX_WAIT_SECONDS}): answer on the next change of status, or after that long unchanged; true: wait (up to 60 s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)`,
+            `seconds (0 to ${MAX_WAIT_SECONDS}): answer on the next change of status, or after that long unchanged; true: wait (up to ${WAIT_UNTIL_ENDED_MS / 1000} s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)`,
           ),
       },
     },
     ({ action_id, wait }) =>
       run(async () => {
-        if (wait === true) return client.waitForAction(action_id);
+        if (wait === true) return client.waitForAction(action_id, { timeoutMs: WAIT_UNTIL_ENDED_MS });
         const waitSeconds = typeof wait === "number" && wait > 0 ? wait : undefined;
         return outcome(await client.action(action_id, { waitSeconds }));
       }),

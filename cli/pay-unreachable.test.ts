@@ -1,0 +1,63 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { ServiceUnavailable, ValidationFailed } from "../client/index.ts";
+import { freePort } from "../testing/free-port.ts";
+import { runTool } from "../testing/run-tool.ts";
+
+// `agent-wallet pay URL` when the resource cannot be asked at all: nothing was paid, and the
+// command says so as any other error (its class's exit code, one JSON document under --json),
+// never a crash with a stack trace. The bin in its own process, as an agent runs it, against a
+// loopback port nothing listens on: the connection is refused for real. The gateway is never
+// reached, so none is started.
+
+const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "agent-wallet.mjs");
+const TOKEN = `agt_${"ab".repeat(8)}_${"cd".repeat(32)}`;
+
+describe("agent-wallet pay, the resource unreachable or not a URL", () => {
+  const pay = async (url: string, json: boolean) => {
+    const port = await freePort();
+    return runTool(BIN, ["pay", url, ...(json ? ["--json"] : [])], {
+      env: { AGENT_BASE_URL: `http://127.0.0.1:${port}/77`, AGENT_TOKEN: TOKEN },
+      cleanEnv: true,
+      timeoutMs: 60_000,
+    });
+  };
+
+  // Mutation: without the CLI's handling, both runs exit 1 with a TypeError's stack on stderr and
+  // nothing on stdout.
+  it("a refused connection is ServiceUnavailable (exit 19): nothing paid, the same command may run again", async () => {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}/paid?secret=q`;
+    const json = await pay(url, true);
+    expect(json.code).toBe(ServiceUnavailable.exitCode);
+    const { error } = JSON.parse(json.stdout) as { error: Record<string, unknown> };
+    expect(error).toMatchObject({
+      name: "ServiceUnavailable",
+      code: "resource_unreachable",
+      exit_code: ServiceUnavailable.exitCode,
+    });
+    // Where it went, without the query (which may carry a secret of the resource's).
+    expect(error.message).toContain(`GET http://127.0.0.1:${port}/paid`);
+    expect(error.message).toContain("nothing was paid");
+    expect(json.stdout).not.toContain("secret=q");
+    expect(json.stderr).not.toMatch(/\bat .*\.mjs:\d+/);
+
+    const human = await pay(url, false);
+    expect(human.code).toBe(ServiceUnavailable.exitCode);
+    expect(human.stderr).toMatch(/^agent-wallet: ServiceUnavailable \[resource_unreachable\]: /);
+    expect(human.stderr).not.toMatch(/\bat .*\.mjs:\d+/);
+    expect(`${human.stdout}${human.stderr}${json.stdout}${json.stderr}`).not.toContain(TOKEN);
+  }, 120_000);
+
+  it("a URL that is not one is ValidationFailed (exit 6)", async () => {
+    const json = await pay("not-a-url", true);
+    expect(json.code).toBe(ValidationFailed.exitCode);
+    const { error } = JSON.parse(json.stdout) as { error: Record<string, unknown> };
+    expect(error).toMatchObject({ name: "ValidationFailed", code: "validation_failed" });
+    expect(error.message).toMatch(/pay needs an http or https URL/);
+    const ftp = await pay("ftp://127.0.0.1/x", false);
+    expect(ftp.code).toBe(ValidationFailed.exitCode);
+    expect(ftp.stderr).toMatch(/ValidationFailed \[validation_failed\]: pay needs an http or https URL/);
+  }, 120_000);
+});

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { nodeFetch } from "../cli/node-fetch.ts";
+import { freePort } from "../testing/free-port.ts";
+import { rejection } from "../testing/gateway-rejection.ts";
+import { createGatewayClient, type FetchLike, ServiceUnavailable } from "./index.ts";
+
+// A gateway the client cannot reach: what its error tells the agent (the CLI prints it, the MCP
+// server returns it). A loopback port nothing listens on, so the connection is refused for real,
+// through Node's fetch and the CLI's node:http one.
+
+const TOKEN = `agt_${"ab".repeat(8)}_${"cd".repeat(32)}`;
+
+describe("no answer from the gateway", () => {
+  // Mutation: the error's message without the cause's code ("no answer from GET
+  // /agent/v1/balance") says nothing of where it went or why, a wrong port like a service down.
+  it.each([
+    ["fetch", globalThis.fetch.bind(globalThis) as FetchLike],
+    ["the CLI's node:http fetch", nodeFetch],
+  ])("names where it went and the network's code (%s)", async (_, fetch) => {
+    const port = await freePort();
+    const wallet = createGatewayClient({ baseUrl: `http://127.0.0.1:${port}/77`, token: TOKEN, fetch });
+    const error = await rejection(wallet.balance());
+    expect(error).toBeInstanceOf(ServiceUnavailable);
+    expect(error).toMatchObject({ code: "gateway_unreachable" });
+    expect((error as Error).message).toBe(
+      `no answer from GET http://127.0.0.1:${port}/77/agent/v1/balance (ECONNREFUSED)`,
+    );
+  });
+
+  it("never names the token, even when fetch refuses it in a message of its own", async () => {
+    const port = await freePort();
+    // fetch refuses a header value with a line break, quoting the value in its message.
+    const broken = `${TOKEN}\nx`;
+    const wallet = createGatewayClient({ baseUrl: `http://127.0.0.1:${port}/77`, token: broken });
+    const error = await rejection(wallet.balance());
+    expect(error).toMatchObject({ code: "gateway_unreachable" });
+    expect((error as Error).message).toBe(`no answer from GET http://127.0.0.1:${port}/77/agent/v1/balance`);
+    expect((error as Error).message).not.toContain(TOKEN);
+  });
+});
