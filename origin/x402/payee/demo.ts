@@ -99,7 +99,12 @@ export function createDemoRouter({
     if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.code));
     const checked = facilitator.checkEnvelope(decoded.value, clientIp);
     if ("turned" in checked) return turnedAway(checked.turned);
-    const settled = await facilitator.settleChecked(checked, clientIp);
+    // What is paid for here is the demo, whatever resource the envelope names (the payer's word,
+    // not signed): a payment id binds to it, so an id another seller's sale settled buys nothing here.
+    const settled = await facilitator.settleChecked(
+      { ...checked, envelope: { ...checked.envelope, resource: { url: resource.url } } },
+      clientIp,
+    );
     if ("turned" in settled) return turnedAway(settled.turned);
     // The payment id names another request of this payer's (docs/x402.md#payment-identifiers).
     if ("conflict" in settled) {
