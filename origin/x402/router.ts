@@ -81,7 +81,17 @@ export function createX402Router(
   if (!x402.offerReceipts) {
     deps.logger.info("x402 offers and receipts are off: AGENT_X402_OFFER_RECEIPTS_DISABLED is true");
   }
-  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf, offerReceipts }));
+  app.route(
+    "/demo",
+    createDemoRouter({
+      runtime,
+      facilitator,
+      resourceUrlOf,
+      publicUrlOf,
+      offerReceipts,
+      offerSigning: (clientIp) => limits.offerSigning(clientIp),
+    }),
+  );
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
   app.route(
