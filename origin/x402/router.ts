@@ -51,7 +51,11 @@ export function createX402Router(
     addressPaymentsPerMinute: x402.addressPaymentsPerMinute,
     refusals: options.refusals,
   });
-  const guard = createRevertGuard({ db: deps.database.db, refusals: options.refusals });
+  const guard = createRevertGuard({
+    db: deps.database.db,
+    refusals: options.refusals,
+    maxWaitMs: x402.receiptTimeoutMs,
+  });
   const edgeSecret = deps.config.secrets.edgeShared;
   const verifyEdge = edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined;
   const resourceUrlOf = createResourceUrlOf({
