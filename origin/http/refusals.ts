@@ -14,6 +14,7 @@ export const REFUSAL_TIERS = [
   "x402_client",
   "x402_payer",
   "x402_client_payments",
+  "x402_offers",
   "x402_reverts",
   "x402_in_flight",
   "admin_auth",

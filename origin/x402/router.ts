@@ -51,7 +51,11 @@ export function createX402Router(
     addressPaymentsPerMinute: x402.addressPaymentsPerMinute,
     refusals: options.refusals,
   });
-  const guard = createRevertGuard({ db: deps.database.db, refusals: options.refusals });
+  const guard = createRevertGuard({
+    db: deps.database.db,
+    refusals: options.refusals,
+    maxWaitMs: x402.receiptTimeoutMs,
+  });
   const edgeSecret = deps.config.secrets.edgeShared;
   const verifyEdge = edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined;
   const resourceUrlOf = createResourceUrlOf({
@@ -81,7 +85,17 @@ export function createX402Router(
   if (!x402.offerReceipts) {
     deps.logger.info("x402 offers and receipts are off: AGENT_X402_OFFER_RECEIPTS_DISABLED is true");
   }
-  app.route("/demo", createDemoRouter({ runtime, facilitator, resourceUrlOf, publicUrlOf, offerReceipts }));
+  app.route(
+    "/demo",
+    createDemoRouter({
+      runtime,
+      facilitator,
+      resourceUrlOf,
+      publicUrlOf,
+      offerReceipts,
+      offerSigning: (clientIp) => limits.offerSigning(clientIp),
+    }),
+  );
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
   app.route(

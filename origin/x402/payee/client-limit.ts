@@ -10,7 +10,11 @@
  *  - a well-formed payment its `from` signed counts against that payer,
  *    AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, and against its address's budget for such
  *    payments, AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE across all its payers (so one address cannot
- *    flood the chain reads with payers it makes up either).
+ *    flood the chain reads with payers it makes up either);
+ *  - an offer the enclave signs for a quote (one per resource URL, then reused: offer-receipt.ts)
+ *    counts against the address asking, AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, so a client
+ *    varying the query string cannot have the enclave sign on every unpaid GET; past it, the quote
+ *    goes without an offer.
  * Sliding windows in memory per node (http/rate-limiter.ts), as the gateway's are
  * (docs/api.md#rate-limits). The route answers a refusal with 429 and Retry-After in its own x402
  * shape.
@@ -32,6 +36,11 @@ export type X402Limits = {
    * Nothing is counted when either refuses.
    */
   payment(clientIp: string, payer: string): number | undefined;
+  /**
+   * Counts one offer the enclave would sign for a quote `clientIp` asked for (its URL has none
+   * held): false past the address's window, and the quote then goes without an offer.
+   */
+  offerSigning(clientIp: string): boolean;
 };
 
 export const CLIENT_WINDOW_SECONDS = 60;
@@ -51,6 +60,7 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
   const refusedPerAddress = window(params.perMinute);
   const paymentsPerPayer = window(params.perMinute);
   const paymentsPerAddress = window(params.addressPaymentsPerMinute);
+  const offersPerAddress = window(params.perMinute);
   const refused = params.refusals ?? ignoreRefusal;
   return {
     refused(clientIp) {
@@ -76,6 +86,11 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
       paymentsPerPayer.record(key);
       paymentsPerAddress.record(address);
       return undefined;
+    },
+    offerSigning(clientIp) {
+      if (offersPerAddress.consume(addressGroup(clientIp)).allowed) return true;
+      refused("x402_offers");
+      return false;
     },
   };
 }

@@ -42,6 +42,8 @@ export type DemoRouterDeps = {
   publicUrlOf: PublicUrlOf;
   /** Undefined when payTo is not the enclave's payee key: no offers, no receipts. */
   offerReceipts?: OfferReceipts;
+  /** Whether this client may have the enclave sign one more offer now (client-limit.ts). */
+  offerSigning: (clientIp: string) => boolean;
 };
 
 export function createDemoRouter({
@@ -50,6 +52,7 @@ export function createDemoRouter({
   resourceUrlOf,
   publicUrlOf,
   offerReceipts,
+  offerSigning,
 }: DemoRouterDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   route(app, "/x402/demo", "x402Demo", async (c) => {
@@ -72,7 +75,9 @@ export function createDemoRouter({
       unpaid?: boolean;
     }): Promise<Response> => {
       const quote = paymentRequired(resource, runtime.requirements, reason);
-      const offers = await offerReceipts?.offersExtension(resource.url);
+      const offers = await offerReceipts?.offersExtension(resource.url, () =>
+        offerSigning(c.get("clientIp")),
+      );
       if (offers) quote.extensions = { ...quote.extensions, ...offers.extension };
       c.header("PAYMENT-REQUIRED", encodeHeader(quote));
       if (settlement) c.header("PAYMENT-RESPONSE", encodeHeader(settlement));
@@ -99,7 +104,12 @@ export function createDemoRouter({
     if (!decoded.ok) return turnedAway(facilitator.refused(clientIp, decoded.error.code));
     const checked = facilitator.checkEnvelope(decoded.value, clientIp);
     if ("turned" in checked) return turnedAway(checked.turned);
-    const settled = await facilitator.settleChecked(checked, clientIp);
+    // What is paid for here is the demo, whatever resource the envelope names (the payer's word,
+    // not signed): a payment id binds to it, so an id another seller's sale settled buys nothing here.
+    const settled = await facilitator.settleChecked(
+      { ...checked, envelope: { ...checked.envelope, resource: { url: resource.url } } },
+      clientIp,
+    );
     if ("turned" in settled) return turnedAway(settled.turned);
     // The payment id names another request of this payer's (docs/x402.md#payment-identifiers).
     if ("conflict" in settled) {

@@ -214,6 +214,30 @@ describe("the unpaid quote, given by the edge while its offer is served", () => 
   });
 });
 
+describe("unpaid GETs of a new URL each", () => {
+  it("have the enclave sign no more offers for one client than its window allows; an offer already signed is still served", async () => {
+    // Mutation: an offer signed for every URL not yet held (no window) signs all 30 here: a
+    // client varying the query string has the enclave sign once per request, without limit.
+    const origin = await startOriginLogging({ AGENT_X402_RATE_LIMIT_PER_MINUTE: "10" }, () => {});
+    try {
+      const offerOf = async (url: string) => {
+        const response = await fetch(url);
+        expect(response.status).toBe(402);
+        const quote = (await response.json()) as PaymentRequired;
+        return extractOffersFromPaymentRequired(quote)[0];
+      };
+      const known = `${origin.base}/x402/demo`;
+      expect(await offerOf(known)).toBeDefined();
+      const offers = [];
+      for (let n = 0; n < 30; n++) offers.push(await offerOf(`${origin.base}/x402/demo?n=${n}`));
+      expect(offers.filter((offer) => offer !== undefined).length).toBe(9);
+      expect(await offerOf(known)).toBeDefined();
+    } finally {
+      await origin.close();
+    }
+  }, 120_000);
+});
+
 describe("an operator who turns offers and receipts off", () => {
   it("AGENT_X402_OFFER_RECEIPTS_DISABLED=true: the payee key's demo serves neither, says so at start-up, and is paid as before", async () => {
     // Mutation: ignoring the switch in origin/x402/router.ts serves the offer here.

@@ -26,6 +26,7 @@ export type OfferReceipts = {
    */
   offersExtension(
     resourceUrl: string,
+    maySign?: () => boolean,
   ): Promise<{ extension: Record<string, unknown>; servedForMs: number } | undefined>;
   /** The `extensions` entry of a paid answer: a receipt of `payer`'s settlement in `transaction`. */
   receiptExtension(params: {
@@ -61,7 +62,8 @@ export function createOfferReceipts(params: {
   }
   const payee = payeeAddress as Address;
   // An unpaid GET is anyone's to make: an offer is signed once per resource and reused for the
-  // first half of its validity, so a flood of 402s costs the enclave nothing more.
+  // first half of its validity, so a flood of 402s costs the enclave nothing more; a flood of
+  // URLs costs what the caller's `maySign` (the client's window) allows.
   const cached = new Map<string, Promise<EIP712SignedOffer | undefined>>();
   const cachedUntil = new Map<string, number>();
 
@@ -84,10 +86,12 @@ export function createOfferReceipts(params: {
   };
 
   const servedUntil = (resourceUrl: string): number => cachedUntil.get(resourceUrl) ?? 0;
-  const offerFor = (resourceUrl: string): Promise<EIP712SignedOffer | undefined> => {
+  const offerFor = (resourceUrl: string, maySign: () => boolean): Promise<EIP712SignedOffer | undefined> => {
     const nowMs = now().getTime();
     const held = cached.get(resourceUrl);
     if (held && servedUntil(resourceUrl) > nowMs) return held;
+    // A new URL costs the enclave a signature: within the asking client's window only.
+    if (!maySign()) return Promise.resolve(undefined);
     if (cached.size >= MAX_CACHED_RESOURCES) {
       cached.clear();
       cachedUntil.clear();
@@ -103,8 +107,8 @@ export function createOfferReceipts(params: {
   };
 
   return {
-    async offersExtension(resourceUrl) {
-      const offer = await offerFor(resourceUrl);
+    async offersExtension(resourceUrl, maySign = () => true) {
+      const offer = await offerFor(resourceUrl, maySign);
       if (!offer) return undefined;
       return {
         extension: { [OFFER_RECEIPT]: { info: { offers: [offer] } } },

@@ -126,6 +126,30 @@ describe("@x402/fetch with the payment-identifier extension", () => {
     expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
   });
 
+  it("a payment made for another resource under an id buys nothing at the demo: a fresh authorization claiming that resource under the id is 409, not the demo answered for the other's payment", async () => {
+    // The envelope's resource is the payer's word, not signed: the demo binds an id to what it
+    // sells itself. Mutation: binding by the envelope's resource.url answers this 200 for free.
+    const payer = await fundedPayer();
+    const id = generatePaymentId();
+    const report = { url: "https://seller.example/report", description: "a report", mimeType: "text/plain" };
+    // A seller settles its own sale of `report` through the facilitator, under the payer's id.
+    const sale = { ...(await identified(demo, payer, id)), resource: report };
+    const sold = await fetch(`${edge.url}/77/x402/facilitator/settle`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ x402Version: 2, paymentPayload: sale, paymentRequirements: sale.accepted }),
+    });
+    expect(sold.status).toBe(200);
+
+    const claimed = { ...(await identified(demo, payer, id)), resource: report };
+    const answer = await fetch(demo, {
+      headers: { "PAYMENT-SIGNATURE": Buffer.from(JSON.stringify(claimed)).toString("base64") },
+    });
+    expect(answer.status).toBe(409);
+    expect(await answer.json()).toMatchObject({ error: X402_REASONS.paymentIdentifierConflict });
+    expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });
+  });
+
   it("another payer's same id is that payer's own payment", async () => {
     const id = generatePaymentId();
     const [a, b] = [await fundedPayer(), await fundedPayer()];

@@ -14,8 +14,9 @@
  *    never has more settlements in flight on a node than it may still cause to revert: draining
  *    its balance under a burst of its own payments reverts no more than the count allows. An
  *    address holds at most addressInFlight on a node, and once one of its settlements reverted, no
- *    more than it may still revert. A settle past a slot waits for one (the burst is served in
- *    turn, not refused); past maxWaiting waiting on one key it is refused at once.
+ *    more than it may still revert. A settlement holds its slot until it is mined, also after its
+ *    settle answered `settlement_pending`. A settle past a slot waits for one (the burst is served
+ *    in turn, not refused), up to maxWaitMs; past maxWaiting waiting on one key it is refused at once.
  * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (x402/reasons.ts).
  */
 import { sql } from "drizzle-orm";
@@ -63,6 +64,12 @@ export type CreateRevertGuardParams = {
   now?: () => number;
   /** REVERT_GUARD by default; tests may narrow it. */
   limits?: Partial<{ [K in keyof typeof REVERT_GUARD]: number }>;
+  /**
+   * How long a settle waits for a slot before it is refused `busy` (AGENT_X402_RECEIPT_TIMEOUT_MS):
+   * a slot is held until its settlement is mined, which a stalled chain may not do for minutes,
+   * and a settle must still answer while its caller waits.
+   */
+  maxWaitMs: number;
 };
 
 type PayerReverts = { reverts: number; freesInSeconds: number };
@@ -152,6 +159,7 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
     async enter(clientIp, payer) {
       const address = `address ${addressGroup(clientIp)}`;
       const key = `payer ${payer.toLowerCase()}`;
+      const deadline = now() + params.maxWaitMs;
       for (let waited = false; ; waited = true) {
         const state = await standing(addressGroup(clientIp), payer.toLowerCase());
         if (!state.ok) {
@@ -175,18 +183,26 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
             },
           });
         }
+        const waitMs = deadline - now();
         if (
-          !waited &&
-          ((waiting.get(key) ?? 0) >= limits.maxWaiting || (waiting.get(address) ?? 0) >= limits.maxWaiting)
+          waitMs <= 0 ||
+          (!waited &&
+            ((waiting.get(key) ?? 0) >= limits.maxWaiting ||
+              (waiting.get(address) ?? 0) >= limits.maxWaiting))
         ) {
           refused("x402_in_flight");
           return err({ code: "busy", retryAfterSeconds: 1 });
         }
         // Wait for a settlement to end somewhere, then look again (its outcome may have used up
-        // what this payer or address may still revert).
+        // what this payer or address may still revert), or until the wait is up.
         add(waiting, key, 1);
         add(waiting, address, 1);
-        await new Promise<void>((resolve) => wakeAll.push(resolve));
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          wakeAll.push(resolve);
+          timer = setTimeout(resolve, waitMs);
+        });
+        clearTimeout(timer);
         add(waiting, key, -1);
         add(waiting, address, -1);
       }

@@ -27,8 +27,15 @@ export type SettleOutcome =
   | { kind: "duplicate"; response: SettleResponse }
   /** The chain's facts or the validity window refuse the payment: nothing was signed. */
   | { kind: "invalid"; response: SettleResponse }
-  /** Not settled (yet): pending, reverted, refused or not attempted. */
-  | { kind: "failed"; response: SettleResponse };
+  /**
+   * Not settled (yet): pending, reverted, refused or not attempted. `stillInFlight`, on this
+   * presentation's own settlement broadcast and not mined yet (`settlement_pending`): whether it
+   * reverted, once the chain has decided (revert-guard.ts keeps its slot until then).
+   */
+  | { kind: "failed"; response: SettleResponse; stillInFlight?: Promise<SettlementEnd> };
+
+/** What a settlement in flight came to, as far as the revert guard counts it. */
+export type SettlementEnd = "reverted" | "not_reverted";
 
 /** The settle answer of `payer`'s payment: settled in `transaction`, or not, for `reason`. */
 export function respond(payer: string, transaction: string, reason?: X402Reason): SettleResponse {

@@ -32,10 +32,11 @@
 import { sql } from "drizzle-orm";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
 import type { Hex } from "../../../shared/hex.ts";
+import { sleep } from "../../../shared/sleep.ts";
 import { ethBlockNumber, ethGetTransactionCount } from "../../chain/eth-calls.ts";
 import { sendRpcBatch } from "../../chain/json-rpc-call.ts";
 import type { JsonRpcUpstream } from "../../chain/json-rpc-upstream.ts";
-import { type Db, pgArrayLiteral } from "../../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
 import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
@@ -44,7 +45,8 @@ import { heldPresentation, holdMs, oweRetry, sha256 } from "./earlier-presentati
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { reservedUnits, sweepExpiredReservations } from "./reservations.ts";
-import { respond, type SettleOutcome } from "./settle-answer.ts";
+import { REVERT_GUARD } from "./revert-guard.ts";
+import { respond, type SettlementEnd, type SettleOutcome } from "./settle-answer.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 
 /** Gas of one settlement: 21000 intrinsic, calldata, and the precompile's 40000, with room. */
@@ -117,7 +119,13 @@ export function createSettler(deps: SettlerDeps): Settler {
       });
       if (receipt === undefined) {
         await oweRetry(deps.db, payment.authorization);
-        return { kind: "failed", response: respond(payer, txHash, X402_REASONS.settlementPending) };
+        return {
+          kind: "failed",
+          response: respond(payer, txHash, X402_REASONS.settlementPending),
+          stillInFlight: settlementEnd(deps.db, payment.authorization).catch(
+            (): SettlementEnd => "not_reverted",
+          ),
+        };
       }
       if (receipt.status !== "confirmed") {
         return { kind: "failed", response: respond(payer, txHash, X402_REASONS.transactionFailed) };
@@ -125,6 +133,29 @@ export function createSettler(deps: SettlerDeps): Settler {
       return { kind: "settled", response: respond(payer, txHash) };
     },
   };
+}
+
+/** How often a settlement answered `settlement_pending` is looked at for its end. */
+const IN_FLIGHT_POLL_MS = 1_000;
+
+/**
+ * What a settlement answered `settlement_pending` came to, as the tracker records it: followed on
+ * past the answer for its revert-guard slot, and one still in flight after the guard's window is
+ * taken as not reverted.
+ */
+async function settlementEnd(db: Db, authorization: Authorization): Promise<SettlementEnd> {
+  const deadline = Date.now() + REVERT_GUARD.windowSeconds * 1000;
+  for (;;) {
+    const [row] = await queryRows<{ status: string }>(
+      db,
+      sql`select status from x402_settlements
+          where payer = ${authorization.from} and nonce = ${authorization.nonce}`,
+    );
+    if (row?.status === "reverted") return "reverted";
+    const inFlight = row?.status === "claimed" || row?.status === "submitted";
+    if (!inFlight || Date.now() >= deadline) return "not_reverted";
+    await sleep(IN_FLIGHT_POLL_MS);
+  }
 }
 
 /**

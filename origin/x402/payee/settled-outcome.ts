@@ -1,6 +1,8 @@
 /**
  * One settlement run inside its revert-guard slot (revert-guard.ts), the slot released with what
- * the settlement came to, whatever happens: a settle that throws held it too.
+ * the settlement came to, whatever happens: a settle that throws held it too. A settlement answered
+ * `settlement_pending` is still in flight, and may still revert: its slot is kept until the chain
+ * decides, or a payer could put any number in flight behind pending answers and drain them all.
  */
 import { X402_REASONS } from "../reasons.ts";
 import type { SettleSlot } from "./revert-guard.ts";
@@ -15,7 +17,9 @@ export async function settledOutcome(
     outcome = await settle();
     return outcome;
   } finally {
-    slot.release(outcome !== undefined && isReverted(outcome) ? "reverted" : "not_reverted");
+    if (outcome?.kind === "failed" && outcome.stillInFlight)
+      void outcome.stillInFlight.then((end) => slot.release(end));
+    else slot.release(outcome !== undefined && isReverted(outcome) ? "reverted" : "not_reverted");
   }
 }
 

@@ -10,7 +10,7 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
-import { fund, newAccount, publicClientFor, walletClientFor } from "../../../devnet/testing.ts";
+import { fund, newAccount, publicClientFor, rpc, walletClientFor } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { sleep } from "../../../shared/sleep.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
@@ -510,5 +510,75 @@ describe("a payer racing its own balance", () => {
           answer.body.errorReason === X402_REASONS.tooManyReverts,
       ),
     ).toBe(true);
+  }, 180_000);
+});
+
+describe("a payer whose settlements are answered settlement_pending", () => {
+  // A receipt wait far shorter than the chain takes to mine (the devnet holds every transaction
+  // until told), as on a chain whose blocks come slower than AGENT_X402_RECEIPT_TIMEOUT_MS.
+  const origin = useFixture(
+    "origin with a short receipt wait",
+    () => stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "1000" }),
+    (started) => started.close(),
+  );
+  const edge = useFixture(
+    "edge",
+    () => edgeFor(origin),
+    (started) => started.stop(),
+    { timeoutMs: 180_000 },
+  );
+
+  it("a burst of 6 payments of one payer drained while none is mined: still at most 3 in flight, so at most 3 revert", async () => {
+    // Mutation: the guard's slot released when the settle answers settlement_pending (its
+    // settlement still unmined) lets the next 3 be signed behind the drain, and all 6 revert;
+    // without a bound on the wait for a slot, the next 3 are not answered until the chain mines.
+    const demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
+    const client = "203.0.113.130";
+    const payer = newAccount();
+    const gasMoney = 10n ** 15n;
+    await fund(stack.devnet.url, payer.address, 6n * AMOUNT * WEI_PER_UNIT + gasMoney);
+    const payloads = await Promise.all(Array.from({ length: 6 }, () => envelope(demoUrl, payer)));
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    const answers: Answer[] = [];
+    let burst: Promise<unknown> | undefined;
+    try {
+      // The payer's drain waits in the chain's pool first: it is mined before every settlement.
+      const tip = 1_000_000_000n;
+      const maxFeePerGas = 2n * (await chain().getGasPrice()) + tip;
+      await walletClientFor(stack.devnet.url, payer).sendTransaction({
+        to: newAccount().address,
+        value: 6n * AMOUNT * WEI_PER_UNIT + gasMoney - 21_000n * maxFeePerGas,
+        gas: 21_000n,
+        maxFeePerGas,
+        maxPriorityFeePerGas: tip,
+      });
+      burst = Promise.all(
+        payloads.map(async (payload) =>
+          answers.push(await facilitator(edge, client, "settle", settleBody(payload))),
+        ),
+      );
+      // The first 3 are answered pending; the rest wait for a slot no longer than a receipt
+      // wait, and are told to come again, nothing signed, while nothing is mined.
+      await expect.poll(() => answers.length, { timeout: 30_000 }).toBe(6);
+    } finally {
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+      await rpc(stack.devnet.url, "dev_mine", []);
+    }
+    await burst;
+    const statuses = async () =>
+      tally(
+        (
+          await queryRows<{ status: string }>(
+            stack.db.handle.db,
+            sql`select status from x402_settlements where payer = ${payer.address.toLowerCase()}`,
+          )
+        ).map((row) => row.status),
+      );
+    await expect.poll(statuses, { timeout: 30_000 }).not.toHaveProperty("submitted");
+    expect(await statuses()).toEqual({ reverted: REVERT_GUARD.reverts });
+    expect(tally(answers.map((answer) => `${answer.status} ${answer.body.errorReason}`))).toEqual({
+      [`504 ${X402_REASONS.settlementPending}`]: REVERT_GUARD.reverts,
+      [`429 ${X402_REASONS.rateLimited}`]: 6 - REVERT_GUARD.reverts,
+    });
   }, 180_000);
 });
