@@ -6,6 +6,7 @@ import type { CapabilityProvider, SignerClient } from "../signer/types.ts";
 import {
   advanceBatch,
   createBatch,
+  createBatchWhileShort,
   failBatch,
   type GeneratedKey,
   poolStock,
@@ -46,7 +47,11 @@ export function batchIdOf(outcome: BatchOutcome): string {
  * a state the sweeper can fail; a step that fails fails the batch and quarantines its keys.
  */
 export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOutcome> {
-  const batchId = await createBatch(deps.db, size);
+  return makeCreatedBatch(deps, await createBatch(deps.db, size), size);
+}
+
+/** makeBatch for a batch already created (`requested`). */
+async function makeCreatedBatch(deps: RefillDeps, batchId: string, size: number): Promise<BatchOutcome> {
   const fail = failing(deps, batchId);
 
   const generated = await deps.signer.generateKeys(
@@ -162,7 +167,8 @@ export async function refillOnce(deps: RefillDeps, params: RefillParams): Promis
     if (deficit <= 0) return outcomes;
     const round = await makeBatches(deps, batchSizes(deficit, params), params);
     outcomes.push(...round);
-    if (round.some((outcome) => !outcome.ok)) return outcomes;
+    // None started: the batches of other origins, started since the stock was read, make it up.
+    if (round.length === 0 || round.some((outcome) => !outcome.ok)) return outcomes;
   }
 }
 
@@ -178,12 +184,19 @@ async function makeBatches(deps: RefillDeps, sizes: number[], params: RefillPara
   const outcomes: BatchOutcome[] = [];
   let next = 0;
   let failed = false;
+  let enough = false;
   const lane = async (): Promise<void> => {
-    while (!failed && next < sizes.length) {
+    while (!failed && !enough && next < sizes.length) {
       const index = next++;
       let outcome: BatchOutcome;
       try {
-        outcome = await makeBatch(deps, sizes[index]!);
+        // Each batch starts only while the pool, counting every origin's batches, is still short.
+        const batchId = await createBatchWhileShort(deps.db, { size: sizes[index]!, target: params.target });
+        if (batchId === null) {
+          enough = true;
+          return;
+        }
+        outcome = await makeCreatedBatch(deps, batchId, sizes[index]!);
       } catch (error) {
         failed = true;
         throw error;
