@@ -10,7 +10,7 @@ import { queryRows } from "../db/client.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
 import type { SignerClient } from "../signer/types.ts";
-import { type RefillDeps, refillOnce } from "./refill.ts";
+import { makeBatch, type RefillDeps, refillOnce } from "./refill.ts";
 
 const logger = pino({ level: "silent" });
 
@@ -72,5 +72,14 @@ describe("origins refilling one key pool at once (real enclave, real database)",
     expect(rounds.flat().filter((outcome) => !outcome.ok)).toEqual([]);
     expect(rounds.flat()).toHaveLength(2);
     expect(await freeKeys()).toBe(20);
+  });
+
+  it("two origins making batches at once, each minting from the admin key, both get their batches", async () => {
+    // Each origin asks the enclave for the next counter and mints with it: the two take turns
+    // only inside one origin, so across them both can mint the same counter.
+    const [a, b] = [origin(), origin()];
+    const outcomes = await Promise.all([a, b, a, b, a, b].map((deps) => makeBatch(deps, 2)));
+    expect(outcomes.filter((outcome) => !outcome.ok)).toEqual([]);
+    expect(await freeKeys()).toBe(12);
   });
 });
