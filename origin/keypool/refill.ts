@@ -58,7 +58,7 @@ async function makeCreatedBatch(deps: RefillDeps, batchId: string, size: number)
     { namespace: "agent-transfer", count: size, batchId },
     deps.authorize,
   );
-  if (!generated.ok) return fail(`generate_keys: ${generated.error.code}`);
+  if (!generated.ok) return fail(`generate_keys: ${generated.error.code}: ${generated.error.reason}`);
   const keys: GeneratedKey[] = generated.value.keys.map((key) => ({
     keyRef: key.keyRef,
     publicKey: key.publicKey,
@@ -71,14 +71,14 @@ async function makeCreatedBatch(deps: RefillDeps, batchId: string, size: number)
     { batchId, keyRefs: keys.map((key) => key.keyRef) },
     deps.authorize,
   );
-  if (!exported.ok) return fail(`export_backup: ${exported.error.code}`);
+  if (!exported.ok) return fail(`export_backup: ${exported.error.code}: ${exported.error.reason}`);
   const written = await (deps.backups ?? fileBackupStore).write({
     dir: deps.backupDir,
     batchId,
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok) return fail(`backup_writer: ${written.error.code}`);
+  if (!written.ok) return fail(`backup_writer: ${written.error.code}: ${written.error.detail}`);
   const advanced = await advanceBatch(deps.db, batchId, "generated", "backup_written", {
     backupPath: written.value.path,
     backupSha256: written.value.sha256,
@@ -103,7 +103,7 @@ export async function verifyAndRelease(
   const file = await (deps.backups ?? fileBackupStore).read(backupPath, backupSha256);
   if (!file.ok) return fail(`backup_file: ${file.error}`);
   const verified = await deps.signer.verifyBackup({ envelope: file.value });
-  if (!verified.ok) return fail(`verify_backup: ${verified.error.code}`);
+  if (!verified.ok) return fail(`verify_backup: ${verified.error.code}: ${verified.error.reason}`);
   const expected = new Set(keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
   const restored = new Set(verified.value.keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
   if (
@@ -120,7 +120,11 @@ export async function verifyAndRelease(
   return ok({ batchId, keys: keys.length });
 }
 
-/** Fails `batchId` for `reason` (its keys quarantined), says so in the log, and answers so. */
+/**
+ * Fails `batchId` for `reason` (its keys quarantined), says so in the log, and answers so. The
+ * reason carries the enclave's or the disk's own words (a full disk, a missing folder, a stale
+ * counter): the batch row and the log line are all an operator has to go on.
+ */
 function failing(
   deps: Pick<RefillDeps, "db" | "logger">,
   batchId: string,
