@@ -193,6 +193,9 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
       failure_reason: "backup_writer: reread_hash_mismatch: the file read back differs from the envelope",
     });
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
+    // The corrupted file is not left as a backup: a recovery of the folder would refuse it on every
+    // run, and its runbook runs `recover` again until nothing is refused.
+    expect(await readdir(backupDir)).not.toContain(`${batch!.batch_id}.backup`);
   });
 
   it("fails a batch whose written backup is corrupted before the enclave verifies it", async () => {
