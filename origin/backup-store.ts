@@ -94,6 +94,10 @@ export function createBackupStore(files: BackupFiles = nodeBackupFiles): BackupS
         await files.syncDirectory(params.dir);
         const reread = sha256(await files.readFile(finalPath));
         if (reread !== expected) {
+          // Not left under a backup's name: a recovery of the folder would refuse it on every run
+          // (docs/operations.md#disaster-recovery runs `recover` until nothing is refused), and its
+          // batch fails, so none of its keys is ever handed out.
+          await files.remove(finalPath).catch(() => {});
           return err({
             code: "reread_hash_mismatch",
             detail: "the file read back differs from the envelope",

@@ -21,6 +21,29 @@ import { type ManagedChild, startChild } from "./supervisor.ts";
 
 const run = promisify(execFile);
 
+/**
+ * The variables the throwaway enclave is run with: what node needs to run a program, and the
+ * enclave's own log and journal switches. The drill runs with the node's configuration (the
+ * database URL and its password, the node's secrets), none of which the enclave needs: passed on
+ * as they are, they would sit in a second process's environment, readable as long as it runs.
+ */
+const ENCLAVE_ENV_NAMES = [
+  "PATH",
+  "HOME",
+  "TMPDIR",
+  "LANG",
+  "TZ",
+  "NODE_OPTIONS",
+  "LOG_LEVEL",
+  "ENCLAVE_VERIFY_STATE_JOURNAL",
+];
+
+function enclaveEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    ENCLAVE_ENV_NAMES.flatMap((name) => (env[name] === undefined ? [] : [[name, env[name]]])),
+  );
+}
+
 export type ThrowawayEnclave = {
   /** The temporary folder holding its data folder and socket (gone after close). */
   dir: string;
@@ -59,27 +82,33 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
   try {
     const { identity } = params;
     const program = params.program ?? programArgs("enclave/main.ts");
-    await run(process.execPath, [
-      ...program,
-      "init",
-      "--data-dir",
-      dataDir,
-      "--env-id",
-      identity.envId,
-      "--admin-pubkey",
-      identity.adminAuthority,
-      "--policy-pubkey",
-      identity.policyAuthority,
-      "--recovery-pubkey",
-      identity.recoveryAuthority,
-      "--recovery-enc-pubkey",
-      identity.recoveryEncryptionKey,
-    ]);
+    const env = enclaveEnvironment(process.env);
+    await run(
+      process.execPath,
+      [
+        ...program,
+        "init",
+        "--data-dir",
+        dataDir,
+        "--env-id",
+        identity.envId,
+        "--admin-pubkey",
+        identity.adminAuthority,
+        "--policy-pubkey",
+        identity.policyAuthority,
+        "--recovery-pubkey",
+        identity.recoveryAuthority,
+        "--recovery-enc-pubkey",
+        identity.recoveryEncryptionKey,
+      ],
+      { env },
+    );
     child = startChild({
       name: "drill-enclave",
       entry: "enclave/main.ts",
       program,
       args: ["serve", "--socket", socketPath, "--data-dir", dataDir],
+      env,
       onLine: params.onLog ?? (() => {}),
     });
     await waitForSocket(socketPath, child);

@@ -16,6 +16,27 @@ export async function createBatch(db: Db, size: number): Promise<string> {
   return row!.id;
 }
 
+/** The advisory lock key of a refill's decision to start a batch ("kpoo" in ASCII), one per database. */
+const START_BATCH_LOCK = 0x6b706f6f;
+
+/**
+ * Creates a batch of `size` only while the free stock and the batches on their way (poolStock) are
+ * short of `target`, or answers null. The read and the insert are one decision under an advisory
+ * lock: refills of several origins woken together each read the same shortfall, and each made it
+ * up in full, where one of them should.
+ */
+export async function createBatchWhileShort(
+  db: Db,
+  params: { size: number; target: number },
+): Promise<string | null> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(${START_BATCH_LOCK})`);
+    const stock = await poolStock(tx);
+    if (stock.free + stock.pendingInBatches >= params.target) return null;
+    return createBatch(tx, params.size);
+  });
+}
+
 /**
  * Moves a batch from `from` to `to` only if it is still in `from`, so a batch the sweeper has
  * failed meanwhile is never resurrected. Returns false when the batch had moved on.

@@ -142,6 +142,25 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     expect(await batches()).toHaveLength(3);
   });
 
+  it("fails a batch whose backup folder cannot be made, and says why in its failure reason and log", async () => {
+    // A real disk refusal: the backup folder's parent is a file, so the folder cannot be created.
+    const blocker = path.join(backupDir, "not-a-folder");
+    await writeFile(blocker, "");
+    const lines: string[] = [];
+    const outcome = await makeBatch(
+      {
+        ...deps,
+        backupDir: path.join(blocker, "backups"),
+        logger: pino({ level: "warn" }, { write: (line: string) => void lines.push(line) }),
+      },
+      2,
+    );
+    expect(outcome).toMatchObject({ ok: false, error: { code: "failed" } });
+    const [batch] = await batches();
+    expect(batch!.failure_reason).toMatch(/^backup_writer: io_error: ENOTDIR/);
+    expect(lines.join("")).toContain("ENOTDIR");
+  });
+
   it("fails a batch whose backup is corrupted before the re-read check, and never frees its keys", async () => {
     const outcome = await makeBatch(
       {
@@ -163,11 +182,20 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     );
     expect(outcome).toMatchObject({
       ok: false,
-      error: { code: "failed", reason: "backup_writer: reread_hash_mismatch" },
+      error: {
+        code: "failed",
+        reason: "backup_writer: reread_hash_mismatch: the file read back differs from the envelope",
+      },
     });
     const [batch] = await batches();
-    expect(batch).toMatchObject({ status: "failed", failure_reason: "backup_writer: reread_hash_mismatch" });
+    expect(batch).toMatchObject({
+      status: "failed",
+      failure_reason: "backup_writer: reread_hash_mismatch: the file read back differs from the envelope",
+    });
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 3 }]);
+    // The corrupted file is not left as a backup: a recovery of the folder would refuse it on every
+    // run, and its runbook runs `recover` again until nothing is refused.
+    expect(await readdir(backupDir)).not.toContain(`${batch!.batch_id}.backup`);
   });
 
   it("fails a batch whose written backup is corrupted before the enclave verifies it", async () => {

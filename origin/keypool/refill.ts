@@ -6,6 +6,7 @@ import type { CapabilityProvider, SignerClient } from "../signer/types.ts";
 import {
   advanceBatch,
   createBatch,
+  createBatchWhileShort,
   failBatch,
   type GeneratedKey,
   poolStock,
@@ -46,14 +47,18 @@ export function batchIdOf(outcome: BatchOutcome): string {
  * a state the sweeper can fail; a step that fails fails the batch and quarantines its keys.
  */
 export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOutcome> {
-  const batchId = await createBatch(deps.db, size);
+  return makeCreatedBatch(deps, await createBatch(deps.db, size), size);
+}
+
+/** makeBatch for a batch already created (`requested`). */
+async function makeCreatedBatch(deps: RefillDeps, batchId: string, size: number): Promise<BatchOutcome> {
   const fail = failing(deps, batchId);
 
   const generated = await deps.signer.generateKeys(
     { namespace: "agent-transfer", count: size, batchId },
     deps.authorize,
   );
-  if (!generated.ok) return fail(`generate_keys: ${generated.error.code}`);
+  if (!generated.ok) return fail(`generate_keys: ${generated.error.code}: ${generated.error.reason}`);
   const keys: GeneratedKey[] = generated.value.keys.map((key) => ({
     keyRef: key.keyRef,
     publicKey: key.publicKey,
@@ -66,14 +71,14 @@ export async function makeBatch(deps: RefillDeps, size: number): Promise<BatchOu
     { batchId, keyRefs: keys.map((key) => key.keyRef) },
     deps.authorize,
   );
-  if (!exported.ok) return fail(`export_backup: ${exported.error.code}`);
+  if (!exported.ok) return fail(`export_backup: ${exported.error.code}: ${exported.error.reason}`);
   const written = await (deps.backups ?? fileBackupStore).write({
     dir: deps.backupDir,
     batchId,
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok) return fail(`backup_writer: ${written.error.code}`);
+  if (!written.ok) return fail(`backup_writer: ${written.error.code}: ${written.error.detail}`);
   const advanced = await advanceBatch(deps.db, batchId, "generated", "backup_written", {
     backupPath: written.value.path,
     backupSha256: written.value.sha256,
@@ -98,7 +103,7 @@ export async function verifyAndRelease(
   const file = await (deps.backups ?? fileBackupStore).read(backupPath, backupSha256);
   if (!file.ok) return fail(`backup_file: ${file.error}`);
   const verified = await deps.signer.verifyBackup({ envelope: file.value });
-  if (!verified.ok) return fail(`verify_backup: ${verified.error.code}`);
+  if (!verified.ok) return fail(`verify_backup: ${verified.error.code}: ${verified.error.reason}`);
   const expected = new Set(keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
   const restored = new Set(verified.value.keys.map((key) => `${key.keyRef}:${key.publicKey.toLowerCase()}`));
   if (
@@ -115,7 +120,11 @@ export async function verifyAndRelease(
   return ok({ batchId, keys: keys.length });
 }
 
-/** Fails `batchId` for `reason` (its keys quarantined), says so in the log, and answers so. */
+/**
+ * Fails `batchId` for `reason` (its keys quarantined), says so in the log, and answers so. The
+ * reason carries the enclave's or the disk's own words (a full disk, a missing folder, a stale
+ * counter): the batch row and the log line are all an operator has to go on.
+ */
 function failing(
   deps: Pick<RefillDeps, "db" | "logger">,
   batchId: string,
@@ -162,7 +171,8 @@ export async function refillOnce(deps: RefillDeps, params: RefillParams): Promis
     if (deficit <= 0) return outcomes;
     const round = await makeBatches(deps, batchSizes(deficit, params), params);
     outcomes.push(...round);
-    if (round.some((outcome) => !outcome.ok)) return outcomes;
+    // None started: the batches of other origins, started since the stock was read, make it up.
+    if (round.length === 0 || round.some((outcome) => !outcome.ok)) return outcomes;
   }
 }
 
@@ -178,12 +188,19 @@ async function makeBatches(deps: RefillDeps, sizes: number[], params: RefillPara
   const outcomes: BatchOutcome[] = [];
   let next = 0;
   let failed = false;
+  let enough = false;
   const lane = async (): Promise<void> => {
-    while (!failed && next < sizes.length) {
+    while (!failed && !enough && next < sizes.length) {
       const index = next++;
       let outcome: BatchOutcome;
       try {
-        outcome = await makeBatch(deps, sizes[index]!);
+        // Each batch starts only while the pool, counting every origin's batches, is still short.
+        const batchId = await createBatchWhileShort(deps.db, { size: sizes[index]!, target: params.target });
+        if (batchId === null) {
+          enough = true;
+          return;
+        }
+        outcome = await makeCreatedBatch(deps, batchId, sizes[index]!);
       } catch (error) {
         failed = true;
         throw error;

@@ -1,3 +1,4 @@
+import { sleep } from "../../shared/sleep.ts";
 import type { Db } from "../db/client.ts";
 import type { KeyDemand } from "../keypool/demand.ts";
 import {
@@ -37,6 +38,7 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
   const { demand, keyReserve, batchSize } = params;
   const deadline = performance.now() + params.waitMs;
   let waitedMs = 0;
+  let idleInRow = 0;
   for (;;) {
     const issued = await issuePublicIdentity(db, {
       day: params.day,
@@ -60,5 +62,19 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
     const next = await progress;
     waitedMs += Math.round(performance.now() - waitStarted);
     if (next === "failed" || next === "timeout" || params.signal?.aborted) return { issued, waitedMs };
+    idleInRow = next === "idle" ? idleInRow + 1 : 0;
+    if (idleInRow > 1) {
+      // Rounds that end idle again and again: the shortfall is covered by batches on their way,
+      // another origin's, which this node hears nothing of. Poll for them, more slowly each time,
+      // rather than spin on an issuance and a round back to back (thousands a second).
+      const pause = Math.min(IDLE_POLL_MAX_MS, IDLE_POLL_FIRST_MS * 2 ** (idleInRow - 2));
+      const pauseStarted = performance.now();
+      await sleep(Math.max(0, Math.min(pause, deadline - pauseStarted)));
+      waitedMs += Math.round(performance.now() - pauseStarted);
+    }
   }
 }
+
+/** The first pause after a second idle round in a row, doubling up to IDLE_POLL_MAX_MS. */
+const IDLE_POLL_FIRST_MS = 50;
+const IDLE_POLL_MAX_MS = 500;

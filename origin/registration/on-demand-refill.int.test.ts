@@ -160,6 +160,46 @@ describe("public registration refills the key pool on demand (real enclave)", ()
     }
   }, 120_000);
 
+  // Another origin's batch on its way covers the shortfall, so this node's woken rounds end idle at
+  // once. A waiting registration must not spin on them (an issuance under the policy lock and a
+  // round each, back to back) until that batch is ready.
+  it("a client at the reserve waiting on another origin's batch polls the database a bounded number of times", async () => {
+    const inProgress = sql`select count(*)::int as n from key_batches
+                           where status not in ('available', 'failed')`;
+    const deadline = Date.now() + 30_000;
+    while ((await queryRows<{ n: number }>(db(), inProgress))[0]!.n > 0 && Date.now() < deadline) {
+      await sleep(100);
+    }
+    // Fake: another origin's batch, started just now and never finishing here (its origin is not run).
+    const elsewhere = await createBatch(db(), 20);
+    const commits = async (): Promise<number> =>
+      Number(
+        (
+          await queryRows<{ n: string }>(
+            db(),
+            sql`select xact_commit::text as n from pg_stat_database where datname = current_database()`,
+          )
+        )[0]!.n,
+      );
+    try {
+      const free = await freeKeys();
+      await updateRegistrationPolicy(db(), { changes: { keyReserve: free }, reason: "at the reserve" });
+      await db().execute(sql`select pg_stat_clear_snapshot()`);
+      const before = await commits();
+      const response = await register(publicIp());
+      await sleep(600); // the statistics collector's flush
+      await db().execute(sql`select pg_stat_clear_snapshot()`);
+      const spent = (await commits()) - before;
+      expect(response.body).toMatchObject({
+        error: { code: "registration_unavailable", reason: "key_reserve" },
+      });
+      expect(spent).toBeLessThan(400);
+    } finally {
+      await failBatch(db(), elsewhere, "test: the other origin's batch");
+      await updateRegistrationPolicy(db(), { changes: { keyReserve: 10 }, reason: "back to the spec's" });
+    }
+  }, 120_000);
+
   // Mutations: the refill worker not telling the end of its failed round (demand.roundEnded), so
   // the request waits out its 10 s bound, fails the first refusal's time; KeyDemand.canMake
   // ignoring the refill's back-off (the request is admitted and waits for a round that never

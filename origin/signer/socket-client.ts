@@ -3,12 +3,15 @@
  * client, so a capability provider that asks `capability_counter` and mints sees contiguous
  * counters (the enclave refuses a gap or a replay). The enclave counts each op apart (its counter
  * is per authority, scope and op), so calls of different ops run side by side: the key-pool
- * refill exports one batch's backup while it generates the next.
+ * refill exports one batch's backup while it generates the next. A call whose counter another
+ * client of the same authority took meanwhile (another origin) is minted again with the next one.
  */
 
 import type { Logger } from "pino";
+import type { Capability } from "../../shared/capability.ts";
 import type { EnclaveOp, PrivilegedOp } from "../../shared/enclave-protocol.ts";
 import { errorMessage } from "../../shared/error-message.ts";
+import type { Hex } from "../../shared/hex.ts";
 import { err, ok } from "../../shared/result.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
 import { OP_CODECS, type OpParams, type OpResult } from "./op-codecs.ts";
@@ -32,6 +35,13 @@ const SLOW_OPS: ReadonlySet<EnclaveOp> = new Set([
   "verify_backup",
   "restore_backup",
 ]);
+
+/**
+ * How many times a privileged call whose counter another client took is minted again. Each retry
+ * follows a call of that other client that the enclave accepted, so a few are enough for the
+ * origins and tools that share an authority.
+ */
+const COUNTER_TAKEN_RETRIES = 5;
 
 /** A SignerClient speaking to the enclave at `socketPath`; connects on first use. */
 export function createSocketSignerClient(options: SocketSignerClientOptions): SignerClient {
@@ -71,17 +81,40 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     return (params: OpParams<Op>): Promise<SignerResult<OpResult<Op>>> => send(op, toWire(params));
   };
 
+  const capabilityCounter = call("capability_counter");
+  /** True when the enclave has accepted `cap`'s counter from someone else since it was minted. */
+  const counterTaken = async (op: PrivilegedOp, cap: Capability): Promise<boolean> => {
+    const next = await capabilityCounter({ authority: cap.authority as Hex, scope: cap.scope, op });
+    return next.ok && next.value.nextCounter > cap.counter;
+  };
+
   const privileged = <Op extends PrivilegedOp>(op: Op) => {
     const toWire = OP_CODECS[op].toWire as (params: OpParams<Op>) => Record<string, unknown>;
     return (params: OpParams<Op>, authorize: CapabilityProvider): Promise<SignerResult<OpResult<Op>>> => {
       const run = async (): Promise<SignerResult<OpResult<Op>>> => {
         const wireParams = toWire(params);
-        const cap = await authorize({ op, params: wireParams }).catch(
-          (error: unknown): SignerResult<never> =>
-            err(signerFailure(CLIENT_FAILURE.capabilityUnavailable, errorMessage(error))),
-        );
-        if (!cap.ok) return cap;
-        return send(op, wireParams, cap.value);
+        let rejected: { counter: number; result: SignerResult<OpResult<Op>> } | undefined;
+        for (let retry = 0; ; retry += 1) {
+          const cap = await authorize({ op, params: wireParams }).catch(
+            (error: unknown): SignerResult<never> =>
+              err(signerFailure(CLIENT_FAILURE.capabilityUnavailable, errorMessage(error))),
+          );
+          if (!cap.ok) return cap;
+          // A provider that cannot mint anew (a capability minted offline) gets its answer once.
+          if (rejected && cap.value.counter <= rejected.counter) return rejected.result;
+          const result = await send(op, wireParams, cap.value);
+          // Calls take turns within this client only: another client minting from the same
+          // authority (another origin's refill, an operator's tool) may have taken the counter
+          // between our read of it and our call. Mint again with the next one; any other
+          // rejection stands.
+          const lostCounter =
+            !result.ok &&
+            result.error.code === "capability_rejected" &&
+            retry < COUNTER_TAKEN_RETRIES &&
+            (await counterTaken(op, cap.value));
+          if (!lostCounter) return result;
+          rejected = { counter: cap.value.counter, result };
+        }
       };
       const result = (privilegedChains.get(op) ?? Promise.resolve()).then(run, run);
       privilegedChains.set(op, result);
