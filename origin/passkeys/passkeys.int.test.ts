@@ -10,7 +10,7 @@ import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import { type Assertion, SoftwarePasskey } from "../../testing/software-passkey.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
-import { queryRows } from "../db/client.ts";
+import { type Db, queryRows } from "../db/client.ts";
 
 // Issue 43, passkeys through the console (real stack: origin, enclave, devnet, Postgres): an
 // operator registers a passkey (verified by @simplewebauthn/server), the policy authority's holder
@@ -20,6 +20,27 @@ import { queryRows } from "../db/client.ts";
 const RP_ID = "localhost";
 const REFUSE_AUDIT = "refuse_passkey_audit_in_test";
 const ORIGIN = "http://localhost:8080";
+
+/**
+ * Runs `run` while Postgres refuses every passkey audit row (a real refusal, by a trigger of this
+ * test's own), then takes the trigger away.
+ */
+async function whileAuditRefused(db: Db, run: () => Promise<void>): Promise<void> {
+  await db.execute(
+    sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
+      $$ begin raise exception 'the audit row is refused by the test'; end $$`),
+  );
+  await db.execute(
+    sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
+      for each row execute function ${REFUSE_AUDIT}()`),
+  );
+  try {
+    await run();
+  } finally {
+    await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
+    await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
+  }
+}
 
 /** An assertion as startAuthentication returns it (AuthenticationResponseJSON). */
 function authenticationResponse(passkey: SoftwarePasskey, assertion: Assertion): Record<string, unknown> {
@@ -261,21 +282,9 @@ describe("passkeys through the console (real stack)", () => {
         )
       )[0]!.n;
 
-    // A real refusal by Postgres, for this test only: every audit row is refused.
-    await db.execute(
-      sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
-        $$ begin raise exception 'the audit row is refused by the test'; end $$`),
-    );
-    await db.execute(
-      sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
-        for each row execute function ${REFUSE_AUDIT}()`),
-    );
-    try {
+    await whileAuditRefused(db, async () => {
       expect((await approve()).status).toBe(500);
-    } finally {
-      await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
-      await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
-    }
+    });
     // No change without its audit: still held, nothing signed, no audit row.
     expect(((await transfers.action(actionId)).body as ActionView).status).toBe("held");
     expect(await audited()).toBe(0);
@@ -334,20 +343,9 @@ describe("passkeys through the console (real stack)", () => {
         )
       )[0]!.n;
 
-    await db.execute(
-      sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
-        $$ begin raise exception 'the audit row is refused by the test'; end $$`),
-    );
-    await db.execute(
-      sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
-        for each row execute function ${REFUSE_AUDIT}()`),
-    );
-    try {
+    await whileAuditRefused(db, async () => {
       expect((await approve()).status).toBe(500);
-    } finally {
-      await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
-      await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
-    }
+    });
     // No change without its audit, in the enclave either: what it enforces is what the console shows.
     const before = { transfers: { daily_units: "1000000" } };
     expect(await sealed()).toEqual({ policy: before, version: 1 });
@@ -384,15 +382,7 @@ describe("passkeys through the console (real stack)", () => {
     expect(prepared.status).toBe(200);
     const options = prepared.body as ApprovalOptions;
 
-    await db.execute(
-      sql.raw(`create function ${REFUSE_AUDIT}() returns trigger language plpgsql as
-        $$ begin raise exception 'the audit row is refused by the test'; end $$`),
-    );
-    await db.execute(
-      sql.raw(`create trigger ${REFUSE_AUDIT} before insert on passkey_approvals
-        for each row execute function ${REFUSE_AUDIT}()`),
-    );
-    try {
+    await whileAuditRefused(db, async () => {
       const refused = await console_().post("/approvals", {
         target,
         key_id: registered.key_id,
@@ -402,10 +392,7 @@ describe("passkeys through the console (real stack)", () => {
         response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
       });
       expect(refused.status).toBe(500);
-    } finally {
-      await db.execute(sql.raw(`drop trigger ${REFUSE_AUDIT} on passkey_approvals`));
-      await db.execute(sql.raw(`drop function ${REFUSE_AUDIT}()`));
-    }
+    });
     // What a compromised origin would do with an approval the audit never recorded.
     const signed = await stack.signer.signTransfer({
       keyRef: agent.keyRef,
