@@ -28,7 +28,7 @@ import {
   SignerUnavailable,
   ValidationFailed,
 } from "../client/index.ts";
-import type { FetchLike } from "../client/request.ts";
+import { type FetchLike, networkErrorCode } from "../client/request.ts";
 import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
@@ -374,7 +374,7 @@ async function runCommand(
         // The client's own failures are all typed; only the first, unpaid request fails as fetch
         // does (a paid one that gets no answer is PaymentOutcomeUnknown): nothing was paid.
         throw new ServiceUnavailable(
-          `no answer from ${method.toUpperCase()} ${url.origin}${url.pathname} (${errorMessage(error)}${causeCode(error)}): nothing was paid; the same command may run again`,
+          `no answer from ${method.toUpperCase()} ${url.origin}${url.pathname} (${withNetworkCode(errorMessage(error), error)}): nothing was paid; the same command may run again`,
           { code: "resource_unreachable", cause: error },
         );
       }
@@ -398,10 +398,10 @@ function resourceUrl(text: string): URL {
   return url;
 }
 
-/** `, ECONNREFUSED` and the like: what a network failure's cause names, for the agent to act on. */
-function causeCode(error: unknown): string {
-  const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
-  return typeof code === "string" ? `, ${code}` : "";
+/** A failure's message and, where the message does not name it, its network code (ECONNREFUSED, …). */
+function withNetworkCode(message: string, error: unknown): string {
+  const code = networkErrorCode(error);
+  return code === undefined || message.includes(code) ? message : `${message}, ${code}`;
 }
 
 /** `policy [check|set|freeze]` (docs/agents.md, "The agent's tools"). */

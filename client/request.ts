@@ -35,7 +35,7 @@ export async function callJson<T>(
     });
   } catch (cause) {
     throw new ServiceUnavailable(
-      `no answer from ${params.method} ${whereTo(baseUrl, params.path)}${networkCode(cause)}`,
+      `no answer from ${params.method} ${whereTo(baseUrl, params.path)}${inParentheses(networkErrorCode(cause))}`,
       { code: "gateway_unreachable", cause },
     );
   }
@@ -56,6 +56,8 @@ export async function callJson<T>(
   return { status: response.status, body: body as T, headers: response.headers };
 }
 
+const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);
+
 /** The request's URL without credentials or query: where it went, for a message. */
 function whereTo(baseUrl: string, path: string): string {
   const url = URL.canParse(joinUrl(baseUrl, path)) ? new URL(joinUrl(baseUrl, path)) : undefined;
@@ -63,17 +65,17 @@ function whereTo(baseUrl: string, path: string): string {
 }
 
 /**
- * ` (ECONNREFUSED)`, ` (ENOTFOUND)`, …: the code of a network failure, which tells a wrong port,
- * host or scheme from a service that is down. Only the code: a failure's message may quote the
- * request's headers (fetch refusing an Authorization value quotes the token).
+ * ECONNREFUSED, ENOTFOUND, …: the code of a network failure, on the error or along its causes,
+ * which tells a wrong port, host or scheme from a service that is down. Only the code: a failure's
+ * message may quote the request's headers (fetch refusing an Authorization value quotes the token).
  */
-function networkCode(error: unknown): string {
+export function networkErrorCode(error: unknown): string | undefined {
   for (let current = error, depth = 0; current && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;
-    if (typeof code === "string" && /^[A-Z][A-Z0-9_]*$/.test(code)) return ` (${code})`;
+    if (typeof code === "string" && /^[A-Z][A-Z0-9_]*$/.test(code)) return code;
     current = (current as { cause?: unknown }).cause;
   }
-  return "";
+  return undefined;
 }
 
 /** `http://host/77` + `/agent/v1/x` (a trailing slash on the base is tolerated). */

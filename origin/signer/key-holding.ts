@@ -38,9 +38,7 @@ export async function checkAssignedKeysHeld(db: Db, lookup: KeyLookup): Promise<
     db.select(columns).from(agentIdentities).orderBy(asc(agentIdentities.createdAt)).limit(1),
     db.select(columns).from(agentIdentities).orderBy(desc(agentIdentities.createdAt)).limit(1),
   ]);
-  const keys = [...oldest, ...newest].filter(
-    (key, index, all) => all.findIndex((other) => other.keyRef === key.keyRef) === index,
-  );
+  const keys = distinctKeyRefs([...oldest, ...newest]);
   let missing = 0;
   for (const key of keys) {
     const answer = await lookup({ keyRef: key.keyRef });
@@ -57,4 +55,9 @@ export async function checkAssignedKeysHeld(db: Db, lookup: KeyLookup): Promise<
   return missing === 0
     ? { checked: keys.length, missing, ok: true }
     : { checked: keys.length, missing, ok: false, instruction: RESTORE_KEYS_INSTRUCTION };
+}
+
+/** `rows` with each key ref once, the first row of each kept (the oldest and the newest may be one). */
+export function distinctKeyRefs<Row extends { keyRef: string }>(rows: readonly Row[]): Row[] {
+  return rows.filter((row, index) => rows.findIndex((other) => other.keyRef === row.keyRef) === index);
 }

@@ -14,6 +14,7 @@ import { asc, desc, eq } from "drizzle-orm";
 import { type AgentPolicyDocument, samePolicyDocument } from "../../shared/agent-policy.ts";
 import type { Db } from "../db/client.ts";
 import { agentIdentities, agentPolicies, nodePolicy } from "../db/schema.ts";
+import { distinctKeyRefs } from "./key-holding.ts";
 import type { SignerClient } from "./types.ts";
 
 /** What an operator does about it: the same words at start and in /healthz. */
@@ -60,9 +61,7 @@ export async function checkStoredPoliciesHeld(
     stored().orderBy(desc(agentPolicies.updatedAt)),
     db.select({ frozen: nodePolicy.frozen }).from(nodePolicy).limit(1),
   ]);
-  const policies = [...oldest, ...newest].filter(
-    (policy, index, all) => all.findIndex((other) => other.keyRef === policy.keyRef) === index,
-  );
+  const policies = distinctKeyRefs([...oldest, ...newest]);
   const failed = (code: string): PolicyHoldingReport => ({
     checked: policies.length,
     behind: 0,

@@ -26,7 +26,8 @@ export type OfferReceipts = {
    */
   offersExtension(
     resourceUrl: string,
-    maySign?: () => boolean,
+    /** Whether a new signature is within the asking client's window (client-limit.ts offerSigning). */
+    maySign: () => boolean,
   ): Promise<{ extension: Record<string, unknown>; servedForMs: number } | undefined>;
   /** The `extensions` entry of a paid answer: a receipt of `payer`'s settlement in `transaction`. */
   receiptExtension(params: {
@@ -107,7 +108,7 @@ export function createOfferReceipts(params: {
   };
 
   return {
-    async offersExtension(resourceUrl, maySign = () => true) {
+    async offersExtension(resourceUrl, maySign) {
       const offer = await offerFor(resourceUrl, maySign);
       if (!offer) return undefined;
       return {
