@@ -1,5 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
@@ -11,6 +13,7 @@ import {
   CapabilityRequired,
   InsufficientFunds,
   LimitExceeded,
+  PaymentOutcomeUnknown,
   RegistrationUnavailable,
   SignerUnavailable,
   ValidationFailed,
@@ -53,6 +56,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let agent: StackAgent;
   let rotating: StackAgent;
   let watcher: StackAgent;
+  let proxiedPayer: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -78,6 +82,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     // Made before the register test leaves a public batch's free key behind.
     rotating = await stack.newAgent({ units: 2_000n });
     watcher = await stack.newAgent({ units: 1_000_000n });
+    proxiedPayer = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -409,6 +414,54 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       });
       for (const output of [paid.stdout, paid.stderr, json.stdout, json.stderr])
         expect(output).not.toContain(agent.token);
+    },
+  );
+
+  it(
+    "pay URL: a paid request answered 502 by a proxy exits 17 with the key; the same command with it pays nothing more",
+    SLOW,
+    async () => {
+      // Mutation: without the client's PaymentOutcomeUnknown for a paid 502, the first run exits 0,
+      // printing the proxy's 502 as the answer.
+      const payer = proxiedPayer;
+      // A real proxy in front of the demo that loses the upstream answer to the first paid request,
+      // after the demo settled it, and answers 502 itself (a fault made on purpose).
+      let lose = true;
+      const proxy = createServer(async (request, response) => {
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(request.headers)) {
+          if (typeof value === "string" && name !== "host") headers.set(name, value);
+        }
+        const upstream = await fetch(`${base}/x402/demo`, { method: request.method, headers });
+        const body = await upstream.text();
+        if (lose && headers.has("payment-signature")) {
+          lose = false;
+          response.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
+          return;
+        }
+        const answer: Record<string, string> = {};
+        upstream.headers.forEach((value, name) => {
+          if (name !== "content-length" && name !== "transfer-encoding") answer[name] = value;
+        });
+        response.writeHead(upstream.status, answer).end(body);
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+      try {
+        const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/resource`;
+        const lost = await run(["pay", url, "--json"], payer.token);
+        expect(lost.code).toBe(PaymentOutcomeUnknown.exitCode);
+        const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
+        expect(error).toMatchObject({ name: "PaymentOutcomeUnknown", status: 502, exit_code: 17 });
+        expect(error.idempotency_key).toMatch(/^x402-[0-9a-f]{64}$/);
+        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+
+        const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stdout).toMatch(/^200: paid in transaction 0x[0-9a-f]{64} on eip155:77\n/);
+        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+      } finally {
+        await new Promise((resolve) => proxy.close(resolve));
+      }
     },
   );
 

@@ -101,6 +101,34 @@ describe("x402 through the client (real stack, x402 on)", () => {
     expect(before - (await chain().getBalance({ address: agent.wallet }))).toBe(AMOUNT * WEI_PER_UNIT);
   });
 
+  it("a paid request answered 502 by the way to the resource is PaymentOutcomeUnknown; repeated with its key, paid once", async () => {
+    // Mutation: a client that returns a paid request's 502 as the answer (as it did) fails the
+    // first expectation: the caller gets a Response and no word that it may have paid.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // A fault the client cannot meet for real on demand: a proxy in front of the demo whose upstream
+    // answer is lost after the demo settled, answering 502 itself (a fake proxy, named as such).
+    const proxyLosing: typeof globalThis.fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (!new Headers(init?.headers).has(PAYMENT_SIGNATURE_HEADER)) return response;
+      await response.body?.cancel();
+      return new Response("<html>502 Bad Gateway</html>", {
+        status: 502,
+        headers: { "content-type": "text/html" },
+      });
+    };
+    const lost = await rejection(clientFor(agent, proxyLosing).fetchWithPayment(demo));
+    expect(lost).toBeInstanceOf(PaymentOutcomeUnknown);
+    expect(lost).toMatchObject({ status: 502, code: "payment_outcome_unknown" });
+    expect((lost as Error).message).toMatch(/answered 502 .*may have settled.*same idempotency key/);
+    const key = (lost as PaymentOutcomeUnknown).idempotencyKey;
+    expect(key).toMatch(/^x402-[0-9a-f]{64}$/);
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+
+    const repeated = await clientFor(agent).fetchWithPayment(demo, {}, { idempotencyKey: key });
+    expect(repeated.status).toBe(200);
+    expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+  });
+
   it("a retry without the key, after a lost answer, signs one authorization: one action, one signature, one settlement, the payment id the key", async () => {
     // Mutation: a client that makes a fresh key per call (as before) signs a second authorization
     // here: two actions, two signatures counted for the day.

@@ -129,7 +129,9 @@ export async function authorizeX402(
  * `fetch`, answering a 402 once: the quote is authorized through the gateway and the request is
  * repeated with PAYMENT-SIGNATURE. The request body must be re-sendable (a string or bytes). A
  * payment the spending policy holds throws PolicyHeld before anything is presented: nothing was
- * paid, and the same call with its `idempotencyKey` pays once an operator has approved it.
+ * paid, and the same call with its `idempotencyKey` pays once an operator has approved it. A paid
+ * request with no answer, or answered 502, 503 or 504, throws PaymentOutcomeUnknown: the same call
+ * with its `idempotencyKey` presents the same payment, never a second one.
  */
 export async function fetchWithPayment(
   deps: X402Deps,
@@ -169,6 +171,20 @@ export async function fetchWithPayment(
     paid = await present();
     settlement = paymentSettlement(paid);
   }
+  if (LOST_ANSWER_STATUSES.has(paid.status)) {
+    // An intermediary's answer (a proxy or load balancer in front of the resource), not the
+    // resource's: the payment was presented and may have settled behind it.
+    const body = await paid.text().catch(() => "");
+    throw new PaymentOutcomeUnknown(
+      `the paid request was answered ${paid.status} by the way to the resource; the payment may have settled: repeat with the same idempotency key, which presents the same payment (never pay again)`,
+      {
+        code: "payment_outcome_unknown",
+        status: paid.status,
+        body: { answer: body.slice(0, 2_000) },
+        idempotencyKey,
+      },
+    );
+  }
   if (paid.status !== 402) return paid;
   const again = (await paid.json().catch(() => undefined)) as { error?: unknown } | undefined;
   const transaction = settlement?.transaction;
@@ -194,6 +210,11 @@ export async function fetchWithPayment(
   );
 }
 
+/**
+ * A paid request answered 502, 503 or 504: a gateway's word that the resource's own answer did not
+ * come back, so whether the payment settled is unknown.
+ */
+const LOST_ANSWER_STATUSES = new Set([502, 503, 504]);
 /** x402's reason for a settlement broadcast without a receipt yet: present the same payment again. */
 const SETTLEMENT_PENDING = "settlement_pending";
 /** @x402/evm's reason for an authorization whose nonce another presentation used. */
