@@ -126,6 +126,47 @@ describe("gateway client (real stack)", () => {
     expect(conflict.status).toBe(409);
   });
 
+  it("waitForAction reads again after a dropped connection, a 503 or a 429 while it waits, and resolves once confirmed", async () => {
+    // Mutation: a waitForAction that throws the first failed read (as it did) rejects here with
+    // ServiceUnavailable while the transfer goes on to be confirmed.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const to = newAccount().address;
+    const sent = await clientFor(agent.token).transfer({ to, amount: "1000" });
+    // Faults a client cannot meet for real on demand (a fake network, named as such): the first
+    // three reads of the action fail, as a dropped connection, a proxy's 503 and a 429 would.
+    const faults = [
+      () => Promise.reject(new TypeError("fetch failed (connection reset)")),
+      () => Promise.resolve(new Response("unavailable", { status: 503 })),
+      () =>
+        Promise.resolve(
+          Response.json(
+            { error: { code: "rate_limited", message: "too many requests" } },
+            { status: 429, headers: { "retry-after": "1" } },
+          ),
+        ),
+    ];
+    const reads: string[] = [];
+    const flaky: typeof globalThis.fetch = async (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url.includes("/agent/v1/actions/")) {
+        reads.push(url);
+        const fault = faults.shift();
+        if (fault) return fault();
+      }
+      return fetch(input, init);
+    };
+    const client = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch: flaky });
+    expect((await client.waitForAction(sent.action_id, { timeoutMs: 30_000 })).status).toBe("confirmed");
+    expect(reads.length).toBeGreaterThanOrEqual(4);
+    expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+
+    // A final error is not waited out: an unknown action is NotFound at once.
+    const started = Date.now();
+    const unknown = await rejection(client.waitForAction("00000000-0000-4000-8000-000000000000"));
+    expect(unknown).toBeInstanceOf(NotFound);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
   it("reads the chain with viem through the transport, and a disallowed method is a typed error", async () => {
     const agent = await stack.newAgent({ units: 3_000_000n });
     const viem = createPublicClient({

@@ -4,6 +4,7 @@ import { sleep } from "../shared/sleep.ts";
 import {
   errorFromAction,
   GatewayError,
+  RateLimited,
   ServiceUnavailable,
   SignerUnavailable,
   ValidationFailed,
@@ -128,7 +129,8 @@ export type GatewayClient = {
    * payee settles it); throws the error of its class once `failed` or `reverted` (ActionFailed for
    * a revert, a chain refusal or an abandoned request; the refusal's own class otherwise),
    * PolicyDenied once a held action ends `rejected` or `expired`, and ServiceUnavailable
-   * (`wait_timeout`) past the timeout. A held action waits like any other in flight: pass a
+   * (`wait_timeout`) past the timeout. A read that gets no answer, a 5xx or a 429 is made again
+   * (after the Retry-After) until the timeout. A held action waits like any other in flight: pass a
    * timeout up to its `expires_at` to wait for a person's decision.
    */
   waitForAction(actionId: string, params?: WaitForActionParams): Promise<ActionView>;
@@ -237,6 +239,7 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
     async waitForAction(actionId, wait = {}) {
       const deadline = Date.now() + (wait.timeoutMs ?? 60_000);
       let previous: string | undefined;
+      let dropped = 0;
       for (;;) {
         // Held by the service until the status changes, never past the caller's deadline.
         const waitSeconds = Math.min(
@@ -244,7 +247,18 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
           WAIT_SECONDS_PER_REQUEST,
         );
         const asked = Date.now();
-        const view = await action(actionId, { waitSeconds });
+        let view: ActionView;
+        try {
+          view = await action(actionId, { waitSeconds });
+          dropped = 0;
+        } catch (error) {
+          // A read is safe to repeat: a dropped connection, a 5xx or a 429 is waited out, up to
+          // the caller's deadline, instead of ending a wait the action itself has not ended.
+          const pause = readRetryPause(error, dropped++);
+          if (pause === undefined || Date.now() + pause > deadline) throw error;
+          await sleep(pause);
+          continue;
+        }
         const failed = errorFromAction(view);
         if (failed) throw failed;
         if (isTerminalAction(view)) return view;
@@ -300,6 +314,16 @@ const WAIT_SECONDS_PER_REQUEST = 25;
  */
 function retryable(error: unknown): boolean {
   return error instanceof SignerUnavailable || error instanceof ServiceUnavailable;
+}
+
+/**
+ * How long to pause before reading an action again after `error`, the `attempt`th in a row; or
+ * undefined when the error is final (a bad token, an unknown action).
+ */
+function readRetryPause(error: unknown, attempt: number): number | undefined {
+  if (error instanceof RateLimited) return Math.max(error.retryAfter ?? 1, 1) * 1000;
+  if (error instanceof ServiceUnavailable) return Math.min(250 * 2 ** attempt, 5_000);
+  return undefined;
 }
 
 function unitsString(amount: bigint | string): string {
