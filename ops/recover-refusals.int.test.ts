@@ -75,6 +75,34 @@ describe("recover: refusals (real enclave)", () => {
     expect(result.code).toBe(1);
   });
 
+  it("refuses a file it cannot read by name and goes on with the rest of the folder", async () => {
+    // Mutation: reading each file outside the per-file refusal (as it did) ends the whole run at
+    // the unreadable one with a stack trace: the good backup after it is never restored.
+    const backups = path.join(dir, "backups-unreadable");
+    // A folder where a backup file is expected reads as EISDIR, for any user (a file without read
+    // permission would still be read by root).
+    await mkdir(path.join(backups, "a-unreadable.backup"), { recursive: true });
+    const good = await backupKey({
+      signer,
+      adminAuthority: enclave.adminSecret,
+      keyRef: keys[1]!.keyRef,
+      backupDir: backups,
+    });
+    expect(good.ok, JSON.stringify(good)).toBe(true);
+    const result = await recover(
+      "--backup-dir",
+      backups,
+      "--recovery-key",
+      file("recovery.key"),
+      "--recovery-enc-key",
+      file("recovery-enc.key"),
+    );
+    expect(result.stdout).toMatch(/a-unreadable\.backup: refused: cannot read the file: .*EISDIR/);
+    expect(result.stdout).toMatch(/: batch refusals-two \(settler\): 1 keys held/);
+    expect(result.stdout).toMatch(/recover: 1 restored, 1 refused\n$/);
+    expect(result.code).toBe(1);
+  });
+
   it("refuses a backup folder that holds no backup instead of reporting nothing restored as done", async () => {
     // The wrong folder (a typo, the parent of the copied backups): the enclave is reachable and
     // the keys are good, so only the empty folder can make it refuse. Exiting 0 with "0 restored,

@@ -36,9 +36,9 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
-import { backupFilesIn, backupKey, recoverBatches } from "./lib/recovery.ts";
+import { backupFilesIn, backupKey, type FileRecovery, recoverBatches } from "./lib/recovery.ts";
 
 const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
@@ -113,8 +113,9 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     if (transportOnly) {
       const offered = await signer.newTransportKey();
       if (!offered.ok) {
-        if (enclaveUnreachable(offered.error)) return errored(`new_transport_key: ${offered.error.code}`);
-        process.stdout.write(`recover: failed: new_transport_key: ${offered.error.code}\n`);
+        if (enclaveUnreachable(offered.error))
+          return errored(signerFailureText("new_transport_key", offered.error));
+        process.stdout.write(`recover: failed: ${signerFailureText("new_transport_key", offered.error)}\n`);
         return refused();
       }
       process.stdout.write(
@@ -134,32 +135,33 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       source: fromDir
         ? { kind: "backup-dir", dir: values["backup-dir"]!, recoveryEncryptionKey: recoveryEncryptionKey! }
         : { kind: "packages", files: packages },
+      onFile: printRecovery,
     });
-    for (const { file, result } of results) {
-      if (!result.ok) {
-        process.stdout.write(`recover: ${file}: refused: ${result.error}\n`);
-        continue;
-      }
-      const batch = result.value;
-      process.stdout.write(
-        `recover: ${file}: batch ${batch.batchId} (${batch.namespace}): ${batch.keys} keys held, ${batch.imported} imported\n`,
-      );
-      // The treasury, the settler and the payee are pointed back at their restored keys by ref
-      // (runbook step 4: enclave-policy treasury --faucet-key-ref, settler --settler-key-ref,
-      // payee --payee-key-ref).
-      if (batch.namespace === "faucet" || batch.namespace === "settler" || batch.namespace === "payee") {
-        for (const key of batch.held) {
-          process.stdout.write(
-            `recover:   ${batch.namespace} key_ref ${key.keyRef} address ${key.address}\n`,
-          );
-        }
-      }
-    }
     const refusals = results.filter(({ result }) => !result.ok).length;
     process.stdout.write(`recover: ${results.length - refusals} restored, ${refusals} refused\n`);
     return refusals === 0 ? DONE : refused();
   } finally {
     await signer.close();
+  }
+}
+
+/** One line a file, as it is done (and the restored treasury, settler and payee keys' refs). */
+function printRecovery({ file, result }: FileRecovery): void {
+  if (!result.ok) {
+    process.stdout.write(`recover: ${file}: refused: ${result.error}\n`);
+    return;
+  }
+  const batch = result.value;
+  process.stdout.write(
+    `recover: ${file}: batch ${batch.batchId} (${batch.namespace}): ${batch.keys} keys held, ${batch.imported} imported\n`,
+  );
+  // The treasury, the settler and the payee are pointed back at their restored keys by ref
+  // (runbook step 4: enclave-policy treasury --faucet-key-ref, settler --settler-key-ref,
+  // payee --payee-key-ref).
+  if (batch.namespace === "faucet" || batch.namespace === "settler" || batch.namespace === "payee") {
+    for (const key of batch.held) {
+      process.stdout.write(`recover:   ${batch.namespace} key_ref ${key.keyRef} address ${key.address}\n`);
+    }
   }
 }
 
@@ -178,8 +180,8 @@ async function backupOne(
   if (values.treasury || values.settler || values.payee) {
     const sealed = await signer.getPolicy();
     if (!sealed.ok) {
-      if (enclaveUnreachable(sealed.error)) return errored(`get_policy: ${sealed.error.code}`);
-      process.stdout.write(`recover: failed: get_policy: ${sealed.error.code}\n`);
+      if (enclaveUnreachable(sealed.error)) return errored(signerFailureText("get_policy", sealed.error));
+      process.stdout.write(`recover: failed: ${signerFailureText("get_policy", sealed.error)}\n`);
       return refused();
     }
     keyRef = values.treasury

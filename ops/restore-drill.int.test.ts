@@ -263,7 +263,7 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     const hashRefused = await drill(...withKeys(batchIds[2]!));
     expect(hashRefused).toMatchObject({
       code: 1,
-      stdout: `restore-drill: batch ${batchIds[2]}: failed: backup file hash_mismatch\n`,
+      stdout: `restore-drill: batch ${batchIds[2]}: failed: backup file ${await backupOf(batchIds[2]!)}: hash_mismatch\n`,
     });
 
     const envelope = decodeCbor(await readFile(await backupOf(batchIds[3]!))) as {

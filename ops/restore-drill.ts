@@ -29,7 +29,7 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
@@ -85,7 +85,7 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
   const identity = await live.getSealedIdentity();
   await live.close();
   if (!identity.ok) {
-    const what = `the live enclave's identity: ${identity.error.code}`;
+    const what = `the live enclave's identity: ${signerFailureText("get_sealed_identity", identity.error)}`;
     if (enclaveUnreachable(identity.error)) return errored(what);
     process.stdout.write(`restore-drill: failed: ${what}\n`);
     return refused();

@@ -8,3 +8,11 @@ import type { SignerFailure } from "../../origin/signer/types.ts";
 export function enclaveUnreachable(failure: SignerFailure): boolean {
   return failure.class === "retryable";
 }
+
+/**
+ * What an operator reads of a failed signer call: the op, the failure's code and the enclave's (or
+ * the socket's) words, which say what to fix where the code alone does not (which key, which file).
+ */
+export function signerFailureText(op: string, failure: SignerFailure): string {
+  return `${op}: ${failure.code}: ${failure.reason}`;
+}

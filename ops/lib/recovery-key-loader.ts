@@ -17,6 +17,7 @@ import {
   x25519PublicKey,
 } from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
+import { signerFailureText } from "./enclave-unreachable.ts";
 
 export type LoadRecoveryKeyIntoParams = {
   signer: Pick<SignerClient, "newTransportKey" | "loadRecoveryKey">;
@@ -43,7 +44,7 @@ export async function loadRecoveryKeyInto(
     );
   }
   const offered = await params.signer.newTransportKey();
-  if (!offered.ok) return err(`new_transport_key: ${offered.error.code}`);
+  if (!offered.ok) return err(signerFailureText("new_transport_key", offered.error));
   const transportPublicKey = fromHex(offered.value.transportPublicKey);
   const box = await hpkeSeal(
     transportPublicKey,
@@ -56,7 +57,7 @@ export async function loadRecoveryKeyInto(
     params.authorize,
   );
   if (!loaded.ok) {
-    return err(`load_recovery_key: ${loaded.error.code}: ${loaded.error.reason}`);
+    return err(signerFailureText("load_recovery_key", loaded.error));
   }
   return ok({ expiresAt: loaded.value.expiresAt });
 }

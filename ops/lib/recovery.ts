@@ -18,9 +18,11 @@ import type {
   SignerClient,
   SignerFailure,
 } from "../../origin/signer/types.ts";
+import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
+import { signerFailureText } from "./enclave-unreachable.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 
@@ -43,13 +45,15 @@ export type RecoverParams = {
   source:
     | { kind: "backup-dir"; dir: string; recoveryEncryptionKey: Uint8Array }
     | { kind: "packages"; files: string[] };
+  /** Told of each file as it is done (the tool prints it then: a recovery of many batches is long). */
+  onFile?: (recovery: FileRecovery) => void;
 };
 
-/** Restores each backup or package in turn; one refusal does not stop the others. */
+/** Restores each backup or package in turn; one refusal (or unreadable file) does not stop the others. */
 export async function recoverBatches(params: RecoverParams): Promise<FileRecovery[]> {
   const identity = await params.signer.getSealedIdentity();
   if (!identity.ok)
-    throw new Error(`the enclave's identity: ${identity.error.code}: ${identity.error.reason}`);
+    throw new Error(`the enclave's identity: ${signerFailureText("get_sealed_identity", identity.error)}`);
   const { envId, chainId } = identity.value;
   // Minted for this enclave's own instance id, which the minter reads from it.
   const authorize = createCapabilityMinter({
@@ -76,8 +80,18 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
 
   const results: FileRecovery[] = [];
   for (const file of files) {
-    const restored = await restore(new Uint8Array(await readFile(file)));
-    results.push({
+    // A file that cannot be read is refused as any other: the rest of the folder is still restored.
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(await readFile(file));
+    } catch (error) {
+      const recovery = { file, result: err(`cannot read the file: ${errorMessage(error)}`) };
+      results.push(recovery);
+      params.onFile?.(recovery);
+      continue;
+    }
+    const restored = await restore(bytes);
+    const recovery: FileRecovery = {
       file,
       result: restored.ok
         ? ok({
@@ -88,7 +102,9 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
             held: restored.value.keys.map((key) => ({ keyRef: key.keyRef, address: key.address })),
           })
         : restored,
-    });
+    };
+    results.push(recovery);
+    params.onFile?.(recovery);
   }
   return results;
 }
@@ -105,7 +121,7 @@ export async function backupFilesIn(dir: string): Promise<string[]> {
 type RestoreOutcome = Result<RestoreBackupResult, string>;
 
 function restoreRefusal(error: SignerFailure): string {
-  return `restore_backup: ${error.code}: ${error.reason}`;
+  return signerFailureText("restore_backup", error);
 }
 
 /**
@@ -163,7 +179,7 @@ export async function backupKey(params: {
   backupDir: string;
 }): Promise<BackupKeyResult> {
   const identity = await params.signer.publicIdentity({ keyRef: params.keyRef });
-  if (!identity.ok) return err(`public_identity: ${identity.error.code}`);
+  if (!identity.ok) return err(signerFailureText("public_identity", identity.error));
   const { batchId, namespace, envId, chainId } = identity.value;
   const authorize = createCapabilityMinter({
     authority: params.adminAuthority,
@@ -172,7 +188,7 @@ export async function backupKey(params: {
     client: params.signer,
   });
   const exported = await params.signer.exportBackup({ batchId, keyRefs: [params.keyRef] }, authorize);
-  if (!exported.ok) return err(`export_backup: ${exported.error.code}: ${exported.error.reason}`);
+  if (!exported.ok) return err(signerFailureText("export_backup", exported.error));
   const written = await writeBackup({
     dir: params.backupDir,
     batchId,
@@ -181,9 +197,9 @@ export async function backupKey(params: {
   });
   if (!written.ok) return err(`backup_writer: ${written.error.code}: ${written.error.detail}`);
   const file = await readBackup(written.value.path, written.value.sha256);
-  if (!file.ok) return err(`backup_file: ${file.error}`);
+  if (!file.ok) return err(`backup_file ${written.value.path}: ${file.error}`);
   const verified = await params.signer.verifyBackup({ envelope: file.value });
-  if (!verified.ok) return err(`verify_backup: ${verified.error.code}: ${verified.error.reason}`);
+  if (!verified.ok) return err(signerFailureText("verify_backup", verified.error));
   const same = verified.value.keys.length === 1 && verified.value.keys[0]!.keyRef === params.keyRef;
   if (!same) return err("verify_backup: the backup holds other keys");
   return ok({ batchId, namespace, path: written.value.path });

@@ -27,6 +27,7 @@ import { fromHex, toHex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
 import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
+import { signerFailureText } from "./enclave-unreachable.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 import { startThrowawayEnclave, type ThrowawayEnclave } from "./throwaway-enclave.ts";
@@ -117,7 +118,7 @@ async function drillInto(
   }
   if (!batch.backupPath || !batch.backupSha256) return err("batch has no recorded backup");
   const file = await readBackup(batch.backupPath, batch.backupSha256);
-  if (!file.ok) return err(`backup file ${file.error}`);
+  if (!file.ok) return err(`backup file ${batch.backupPath}: ${file.error}`);
 
   // The envelope's header is checked before any enclave starts: a refusal costs nothing.
   const checked = checkEnvelopeHeader({
@@ -150,7 +151,7 @@ async function drillInto(
   if (!loaded.ok) return err(loaded.error);
   const restored = await enclave.signer.restoreBackup({ envelope: file.value }, authorize);
   if (!restored.ok) {
-    return err(`restore_backup: ${restored.error.code}: ${restored.error.reason}`);
+    return err(signerFailureText("restore_backup", restored.error));
   }
 
   const recorded = await db
@@ -177,7 +178,7 @@ async function drillInto(
   const proven = [...recorded].sort((a, b) => a.keyRef.localeCompare(b.keyRef))[0]!;
   const nonce = toHex(randomBytes(32));
   const proof = await enclave.signer.proveIdentity({ keyRef: proven.keyRef, verifierNonce: nonce });
-  if (!proof.ok) return err(`prove_identity: ${proof.error.code}`);
+  if (!proof.ok) return err(signerFailureText("prove_identity", proof.error));
   const verified = verifyIdentityProof({
     chainId: options.identity.chainId,
     envId: options.identity.envId,
