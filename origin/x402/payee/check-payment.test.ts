@@ -6,7 +6,7 @@ import { addressOfPublicKey, publicKeyOf, signDigest } from "../../../shared/sec
 import { X402_REASONS } from "../reasons.ts";
 import type { Authorization, PaymentEnvelope } from "./payment.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
-import { type CheckContext, checkPayment, compareRequirements } from "./verify.ts";
+import { type CheckContext, checkPayment, compareRequirements, PAYER_CLOCK_AHEAD_SECONDS } from "./verify.ts";
 
 // The x402 rules that need neither the database nor the chain (verify.ts): the requirement the
 // client accepted against ours, field by field, then the envelope: version, recipient, value,
@@ -137,8 +137,14 @@ describe("checkPayment: the envelope against our one requirement", () => {
       null,
     ],
     [
-      "a window a second longer than the requirement's timeout",
-      envelope({ authorization: { validBefore: NOW + 61n } }),
+      "a window the requirement's timeout long by a payer's clock 30 s ahead of ours",
+      envelope({ authorization: { validBefore: NOW + 60n + PAYER_CLOCK_AHEAD_SECONDS } }),
+      CONTEXT,
+      null,
+    ],
+    [
+      "a window a second longer than that",
+      envelope({ authorization: { validBefore: NOW + 61n + PAYER_CLOCK_AHEAD_SECONDS } }),
       CONTEXT,
       X402_REASONS.validityTooLong,
     ],

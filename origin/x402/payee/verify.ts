@@ -91,6 +91,12 @@ export function windowRefusal(
   return null;
 }
 
+/**
+ * How far ahead of ours a payer's clock may be: the official client sets validBefore to its own
+ * now plus maxTimeoutSeconds, so a host a few seconds fast would otherwise be refused every payment.
+ */
+export const PAYER_CLOCK_AHEAD_SECONDS = 30n;
+
 /** The checks that need neither the database nor the chain. */
 export function checkPayment(
   envelope: PaymentEnvelope,
@@ -107,9 +113,12 @@ export function checkPayment(
   if (authorization.value !== BigInt(ours.amount)) return fail(X402_REASONS.valueMismatch);
   const window = windowRefusal(authorization, context.nowSeconds, context.marginSeconds);
   if (window) return fail(window);
-  // validBefore no later than maxTimeoutSeconds after now
-  // (docs/x402.md#what-a-settlement-must-pass).
-  if (authorization.validBefore > context.nowSeconds + BigInt(ours.maxTimeoutSeconds)) {
+  // validBefore no later than maxTimeoutSeconds after now, by a payer's clock up to
+  // PAYER_CLOCK_AHEAD_SECONDS ahead of ours (docs/x402.md#what-a-settlement-must-pass).
+  if (
+    authorization.validBefore >
+    context.nowSeconds + BigInt(ours.maxTimeoutSeconds) + PAYER_CLOCK_AHEAD_SECONDS
+  ) {
     return fail(X402_REASONS.validityTooLong);
   }
   const signature = fromHex(envelope.signature);

@@ -577,6 +577,25 @@ describe("facilitator", () => {
     expect(settled).toMatchObject({ errorReason: X402_REASONS.nonceUsed });
   });
 
+  it("the official client on a host whose clock is 20 s ahead pays the demo: its validBefore, by its own clock, is not refused as too long", async () => {
+    // Mutation: checking validBefore against our clock to the second (as it did) answers this
+    // payment 402 invalid_exact_evm_payload_authorization_validity_too_long.
+    const payer = await fundedPayer();
+    const { resource, accepted } = await quote();
+    // The client reads Date.now() for its window before it signs; only that read is moved ahead.
+    const realNow = Date.now;
+    Date.now = () => realNow() + 20_000;
+    let created: Awaited<ReturnType<ExactEvmScheme["createPaymentPayload"]>>;
+    try {
+      created = await new ExactEvmScheme(payer).createPaymentPayload(2, accepted);
+    } finally {
+      Date.now = realNow;
+    }
+    const paid = await pay(header({ x402Version: 2, resource, accepted, payload: created.payload }));
+    expect(paid.status, JSON.stringify(paid.response)).toBe(200);
+    expect(await authorizationUsedLogs(payer.address)).toBe(1);
+  });
+
   it('refuses a body whose own x402Version is not 2 (1, absent, the string "2"): verify invalid, settle settles nothing', async () => {
     const payload = await envelope(await fundedPayer());
     const call = async (path: string, version: unknown) => {
