@@ -6,7 +6,7 @@ import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { CAIP2_NETWORK, CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
@@ -418,6 +418,65 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     expect(await sent(agent)).toBe(1);
     const again = await policy("reject", "--agent", agent.agentId, "--action", second.action_id);
     expect(again).toMatchObject({ code: 1, stderr: expect.stringContaining("is rejected, not held") });
+  });
+
+  it("approve while another operator rejects the action: refused, and the enclave holds no approval a compromised origin could sign with", async () => {
+    // Mutation: sealing the approval before the action is moved to approved (as it did) leaves it
+    // in the enclave when the rejection wins: the enclave then signs the transfer below.
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const limit = await policyFile({ approval_above_units: "1000000" });
+    expect((await policy("set", "--agent", agent.agentId, "--file", limit)).code).toBe(0);
+    const to = newAccount().address;
+    const asked = await agentCalls(stack.origin.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "2000000",
+    });
+    expect(asked.status).toBe(202);
+    const actionId = (asked.body as ActionView).action_id;
+    let approving: Promise<ToolRun> | undefined;
+    // The other operator's rejection holds the action's row while the approve runs, and commits
+    // once the approve waits on it.
+    await db().transaction(async (tx) => {
+      await tx.execute(sql`select 1 from agent_actions where action_id = ${actionId} for update`);
+      approving = policy(
+        "approve",
+        "--agent",
+        agent.agentId,
+        "--action",
+        actionId,
+        "--operator-key",
+        operatorKeyFile,
+      );
+      const waiting = async () =>
+        (
+          await queryRows<{ n: number }>(
+            db(),
+            sql`select count(*)::int as n from pg_locks l join pg_stat_activity a using (pid)
+                where not l.granted and a.query like 'update agent_actions%'`,
+          )
+        )[0]!.n;
+      await expect.poll(waiting, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+      await tx.execute(
+        sql`update agent_actions set status = 'rejected', updated_at = now() where action_id = ${actionId}`,
+      );
+    });
+    const approved = await approving!;
+    expect(approved).toMatchObject({ code: 1, stderr: expect.stringContaining("became rejected meanwhile") });
+    // What a compromised origin would do with an approval of a rejected action.
+    const signed = await stack.signer.signTransfer({
+      keyRef: agent.keyRef,
+      from: agent.wallet,
+      chainId: CHAIN_ID,
+      to,
+      valueUnits: 2_000_000n,
+      nonce: 1_000n,
+      maxFeePerGas: 1_000_000_000n,
+      maxPriorityFeePerGas: 1_000_000_000n,
+      gasLimit: 21_000n,
+      actionId,
+    });
+    expect(signed.ok ? "signed" : signed.error.detail).toBe("policy_held");
   });
 
   it("approve of a held x402 authorization approves its nonce: the agent's repeat is then signed, that authorization exactly", async () => {

@@ -47,6 +47,7 @@ import { enclaveSocketPath } from "./lib/policy-cli-args.ts";
 import {
   actionOf,
   agentKeyRef,
+  approveHeldAction,
   decideHeld,
   heldActionsOf,
   heldSubjectOf,
@@ -304,9 +305,10 @@ async function reseal(tool: Tool): Promise<CliOutcome> {
 }
 
 /**
- * Approves one held action: the enclave seals the operator's approval of exactly that action
- * (approve_held, with the admin capability), then the action moves from `held` to `approved`,
- * which the origin signs within about a second (an x402 authorization when the agent asks again).
+ * Approves one held action: the action moves from `held` to `approved` and the enclave seals the
+ * operator's approval of exactly that action (approve_held, with the admin capability), in one
+ * transaction (approveHeldAction); the origin signs it within about a second (an x402
+ * authorization when the agent asks again).
  */
 async function approve(tool: Tool, command: Command<"approve">): Promise<CliOutcome> {
   const { agentId, actionId } = command;
@@ -331,15 +333,13 @@ async function approve(tool: Tool, command: Command<"approve">): Promise<CliOutc
   const held = { instanceId: tool.identity.instanceId, ...subject.value };
   // The operator signs the action and how long the approval lasts (heldApprovalSubject).
   const operator = tool.signer!.approve("approve_held", heldApprovalSubject(held, expiresAt));
-  const sealed = await tool.client.approveHeld(
-    { ...subject.value, expiresAt, operator },
-    tool.deps.authorize,
+  const decided = await approveHeldAction(tool.db, actionId, () =>
+    tool.client.approveHeld({ ...subject.value, expiresAt, operator }, tool.deps.authorize),
   );
-  if (!sealed.ok) return signerOutcome(sealed.error);
-  const decided = await decideHeld(tool.db, actionId, "approved");
   if (!decided.ok) {
+    if ("unsealed" in decided.error) return signerOutcome(decided.error.unsealed);
     return refused(
-      `the enclave holds the approval, but action ${actionId} became ${decided.error.status} meanwhile (another operator or its hold's end): nothing will be signed for it by this approval`,
+      `action ${actionId} became ${decided.error.status} meanwhile (another operator or its hold's end): nothing approved`,
     );
   }
   return said(

@@ -137,3 +137,35 @@ export async function decideHeld(
   );
   return err({ status: row?.status ?? "gone" });
 }
+
+/**
+ * Approves a held action: moved to `approved` first, in a transaction that `seal` (the enclave's
+ * approve_held) runs inside and whose refusal rolls it back. An action no longer held is never
+ * sealed, so another operator's rejection meanwhile leaves no approval in the enclave; an
+ * approval the enclave refuses leaves the action held.
+ */
+export async function approveHeldAction<E>(
+  db: Db,
+  actionId: string,
+  seal: () => Promise<Result<unknown, E>>,
+): Promise<Result<void, { status: string } | { unsealed: E }>> {
+  try {
+    return await db.transaction(async (tx) => {
+      const decided = await decideHeld(tx, actionId, "approved");
+      if (!decided.ok) return decided;
+      const sealed = await seal();
+      if (!sealed.ok) throw new Unsealed(sealed.error);
+      return decided;
+    });
+  } catch (error) {
+    if (error instanceof Unsealed) return err({ unsealed: error.refusal as E });
+    throw error;
+  }
+}
+
+/** The enclave refused the approval of an action already moved to `approved` in its transaction. */
+class Unsealed extends Error {
+  constructor(readonly refusal: unknown) {
+    super("the enclave did not seal the approval");
+  }
+}
