@@ -192,6 +192,8 @@ export function createFacilitator({
     clientIp: string,
     resource: CatalogueEntry | undefined,
   ): Promise<{ outcome: SettleOutcome } | { turned: Turned }> => {
+    // The wait for a slot and then for the receipt together within one receipt wait.
+    const answerBy = Date.now() + receiptTimeoutMs;
     const slot = await guard.enter(clientIp, payment.payer);
     if (!slot.ok)
       return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
@@ -206,6 +208,7 @@ export function createFacilitator({
         ...(resource ? { resource } : {}),
         // Only a payment whose id was bound to this request reaches the settler with one.
         ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
+        answerBy,
       }),
     );
     return { outcome };

@@ -71,6 +71,12 @@ export type SettlementPayment = {
    * presented again, answered as paid once settled.
    */
   paymentId?: string;
+  /**
+   * When the settle must have answered (ms since the epoch): one that first waited for its
+   * revert-guard slot has that much less of the receipt wait left, so the two together stay within
+   * one receipt wait. Absent: the whole receipt wait.
+   */
+  answerBy?: number;
 };
 
 export type SettlerDeps = {
@@ -115,7 +121,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): an
       // answer without its receipt names it as pending.
       const receipt = await deps.outbox.receipt(outcome.sent, {
-        timeoutMs: deps.receiptTimeoutMs,
+        timeoutMs: receiptWaitMs(deps.receiptTimeoutMs, payment.answerBy),
       });
       if (receipt === undefined) {
         await oweRetry(deps.db, payment.authorization);
@@ -134,6 +140,16 @@ export function createSettler(deps: SettlerDeps): Settler {
     },
   };
 }
+
+/**
+ * The receipt wait left before `answerBy`, never under MIN_RECEIPT_WAIT_MS: a settlement just
+ * broadcast is given a moment to be mined before it is answered pending.
+ */
+function receiptWaitMs(receiptTimeoutMs: number, answerBy: number | undefined): number {
+  if (answerBy === undefined) return receiptTimeoutMs;
+  return Math.min(receiptTimeoutMs, Math.max(MIN_RECEIPT_WAIT_MS, answerBy - Date.now()));
+}
+const MIN_RECEIPT_WAIT_MS = 1_000;
 
 /** How often a settlement answered `settlement_pending` is looked at for its end. */
 const IN_FLIGHT_POLL_MS = 1_000;

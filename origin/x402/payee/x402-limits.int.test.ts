@@ -582,3 +582,56 @@ describe("a payer whose settlements are answered settlement_pending", () => {
     });
   }, 180_000);
 });
+
+describe("a settle that waited for its revert-guard slot", () => {
+  // A receipt wait of 4 s, and a devnet that mines only when told, as a chain slower than it.
+  const origin = useFixture(
+    "origin with a 4 s receipt wait",
+    () => stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "4000" }),
+    (started) => started.close(),
+  );
+  const edge = useFixture(
+    "edge",
+    () => edgeFor(origin),
+    (started) => started.stop(),
+    { timeoutMs: 180_000 },
+  );
+
+  it("answers within one receipt wait, the slot's wait and the receipt's together", async () => {
+    // Mutation: a receipt wait that does not count the wait for the slot (as it was) answers the
+    // fourth settle some 3 s + 4 s after it came, past the official client's patience on a chain
+    // this slow, where it now answers pending at about 4 s.
+    const demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
+    const payer = newAccount();
+    await fund(stack.devnet.url, payer.address, 10n * AMOUNT * WEI_PER_UNIT);
+    const payloads = await Promise.all(Array.from({ length: 4 }, () => envelope(demoUrl, payer)));
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    const took: number[] = [];
+    const answers: Answer[] = [];
+    try {
+      const started = Date.now();
+      // 3 in flight, the payer's cap; the fourth waits for a slot until the first 3 are mined.
+      const burst = Promise.all(
+        payloads.map(async (payload) => {
+          const answer = await facilitator(edge, "203.0.113.140", "settle", settleBody(payload));
+          took.push(Date.now() - started);
+          answers.push(answer);
+        }),
+      );
+      await sleep(2_500);
+      await rpc(stack.devnet.url, "dev_mine", []);
+      await burst;
+    } finally {
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+      await rpc(stack.devnet.url, "dev_mine", []);
+    }
+    expect(
+      tally(answers.map((answer) => `${answer.status} ${answer.body.errorReason ?? answer.body.success}`)),
+    ).toEqual({
+      "200 true": 3,
+      [`504 ${X402_REASONS.settlementPending}`]: 1,
+    });
+    // The fourth: a slot at about 2.5 s, then what is left of the 4 s, not 4 s more.
+    expect(Math.max(...took)).toBeLessThan(5_500);
+  }, 120_000);
+});
