@@ -144,9 +144,10 @@ type Found = { txId: string; sender: string; nonce: bigint; rawTx: string };
 
 /**
  * Replaces the stuck transactions found now: in flight, broadcast at least once, with no filler at
- * their nonce yet, and either refused at their last broadcast or waiting longer than
- * `replaceAfterMs`; the chain's nonce for their sender not yet past them (once it is, the chain has
- * decided). Returns how many fillers a node accepted.
+ * their nonce yet, the first of their sender in flight (findStuck), and either refused at their
+ * last broadcast or unmined `replaceAfterMs` after their signing; the chain's nonce for
+ * their sender not yet past them (once it is, the chain has decided). Returns how many fillers a
+ * node accepted.
  */
 export async function replaceStuck(deps: FillerDeps): Promise<number> {
   const now = Date.now();
@@ -200,11 +201,20 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
   return filled;
 }
 
+/**
+ * The stuck transactions: each sender's first one still in flight, refused at its last broadcast or
+ * signed more than `replaceAfterMs` ago. Never one behind it: the chain mines a sender's
+ * transactions in nonce order, so that one is only waiting, and its filler, at a higher fee, would
+ * take its place in a node's pool and end it `failed` with nothing wrong with it.
+ */
 async function findStuck(db: Db, replaceAfterMs: number): Promise<Found[]> {
   const rows = await queryRows<{ tx_id: string; sender: string; nonce: string | bigint; raw_tx: string }>(
     db,
     sql`select t.tx_id, t.sender, t.nonce, t.raw_tx from outgoing_transactions t
         where t.status in ('signed', 'submitted') and t.purpose <> 'filler' and t.broadcast_attempts > 0
+          and not exists (select 1 from outgoing_transactions e
+            where e.sender = t.sender and e.nonce < t.nonce and e.status in ('signed', 'submitted')
+              and e.purpose <> 'filler')
           and (t.broadcast_outcome = 'refused'
             or t.created_at < now() - make_interval(secs => ${replaceAfterMs / 1000}))
           and not exists (select 1 from outgoing_transactions f

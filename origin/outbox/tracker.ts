@@ -44,8 +44,9 @@ export type TxTrackerOptions = {
   /** A `submitted` transaction a node accepted, this long without a receipt, is sent again (a node may drop it). */
   resendAfterMs?: number;
   /**
-   * A transaction broadcast this long ago and still unmined is replaced by a filler (fillers.ts);
-   * one a node refused at its last broadcast is replaced at once. Default two minutes.
+   * A sender's first transaction in flight, signed this long ago and still unmined, is replaced by
+   * a filler (fillers.ts); one a node refused at its last broadcast is replaced at once. One waiting
+   * behind an earlier transaction of its sender is never replaced. Default two minutes.
    */
   replaceAfterMs?: number;
   /**
