@@ -40,8 +40,12 @@ type Stuck = {
   fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
 };
 
-/** Why no filler was signed: the chain decided meanwhile, or the enclave refused it. */
-type NoFiller = "decided" | "unavailable" | { failure: SignerFailure };
+/**
+ * Why no filler was signed: the chain decided meanwhile, the chain could not be read, the sealed fee
+ * ceiling leaves no fee that could replace the stuck transaction (`ceiling`: the fee oracle's
+ * words), or the enclave refused it.
+ */
+type NoFiller = "decided" | "unavailable" | { ceiling: string } | { failure: SignerFailure };
 
 export type FillerKind = OutboxKind<Stuck, Map<string, bigint>, Map<string, bigint>, NoFiller>;
 
@@ -101,7 +105,10 @@ export function fillerKind(parts: readonly FillerRows[]): FillerKind {
     count: () => {},
     signing: (stuck) => ({ op: "signFiller", keyRef: stuck.keyRef, from: stuck.sender as Hex }),
     unsigned: (_stuck, failure) => ({ final: failure.class === "terminal_agent", refusal: { failure } }),
-    chainDown: () => "unavailable",
+    // Fees above the sealed ceiling are the chain's answer, not its absence: no filler can be
+    // signed under it, and the operator is told (replaceStuck).
+    chainDown: (quote) =>
+      !quote.ok && quote.error.code === "above_fee_ceiling" ? { ceiling: quote.error.detail } : "unavailable",
     store: {
       statement: fillerStoreStatement(parts),
       row: ({ item, id }, at) =>
@@ -131,8 +138,8 @@ export type FillerDeps = {
   /**
    * The tracker's memory of the fillers the enclave refused under its sealed policy (by
    * `sender:nonce`, until when not to ask again): a budget spent today, a nonce it has no record of,
-   * a filler it signed already whose bytes a crash lost. Asking again each second would only repeat
-   * the refusal in the log.
+   * a filler it signed already whose bytes a crash lost; or one the sealed fee ceiling leaves no fee
+   * for. Asking again each second would only repeat the refusal in the log.
    */
   refused: Map<string, number>;
 };
@@ -144,9 +151,10 @@ type Found = { txId: string; sender: string; nonce: bigint; rawTx: string };
 
 /**
  * Replaces the stuck transactions found now: in flight, broadcast at least once, with no filler at
- * their nonce yet, and either refused at their last broadcast or waiting longer than
- * `replaceAfterMs`; the chain's nonce for their sender not yet past them (once it is, the chain has
- * decided). Returns how many fillers a node accepted.
+ * their nonce yet, the first of their sender in flight (findStuck), and either refused at their
+ * last broadcast or unmined `replaceAfterMs` after their signing; the chain's nonce for
+ * their sender not yet past them (once it is, the chain has decided). Returns how many fillers a
+ * node accepted.
  */
 export async function replaceStuck(deps: FillerDeps): Promise<number> {
   const now = Date.now();
@@ -187,6 +195,15 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
     if (submitted.kind !== "refused" && submitted.kind !== "unavailable") continue;
     const refusal = submitted.refusal;
     if (typeof refusal === "string") continue;
+    if ("ceiling" in refusal) {
+      // Asked again after the pause: the base fee may fall, and the stuck one may mine meanwhile.
+      deps.refused.set(`${tx.sender}:${tx.nonce}`, Date.now() + REFUSED_FILLER_PAUSE_MS);
+      deps.logger.error(
+        { ...at, detail: refusal.ceiling },
+        "no filler can replace a stuck transaction under the sealed fee ceiling: the transaction stays in flight until the chain mines it or an operator closes its nonce",
+      );
+      continue;
+    }
     const { code, detail } = refusal.failure;
     const sealed = submitted.kind === "refused";
     if (sealed) deps.refused.set(`${tx.sender}:${tx.nonce}`, Date.now() + REFUSED_FILLER_PAUSE_MS);
@@ -200,11 +217,20 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
   return filled;
 }
 
+/**
+ * The stuck transactions: each sender's first one still in flight, refused at its last broadcast or
+ * signed more than `replaceAfterMs` ago. Never one behind it: the chain mines a sender's
+ * transactions in nonce order, so that one is only waiting, and its filler, at a higher fee, would
+ * take its place in a node's pool and end it `failed` with nothing wrong with it.
+ */
 async function findStuck(db: Db, replaceAfterMs: number): Promise<Found[]> {
   const rows = await queryRows<{ tx_id: string; sender: string; nonce: string | bigint; raw_tx: string }>(
     db,
     sql`select t.tx_id, t.sender, t.nonce, t.raw_tx from outgoing_transactions t
         where t.status in ('signed', 'submitted') and t.purpose <> 'filler' and t.broadcast_attempts > 0
+          and not exists (select 1 from outgoing_transactions e
+            where e.sender = t.sender and e.nonce < t.nonce and e.status in ('signed', 'submitted')
+              and e.purpose <> 'filler')
           and (t.broadcast_outcome = 'refused'
             or t.created_at < now() - make_interval(secs => ${replaceAfterMs / 1000}))
           and not exists (select 1 from outgoing_transactions f

@@ -68,7 +68,10 @@ type InFlightMove = {
 
 /**
  * Moves transactions still in flight, with the domain rows that follow them (followers.ts), in one
- * statement, so a reader never sees the two differ. Rows are locked one by one in tx_id order, as
+ * statement, so a reader never sees the two differ. A transaction's `nonce_passed_at` is left as it
+ * is: only a read of the chain's nonce sets or clears it (decide.ts), and a broadcast proves nothing
+ * about the nonce (a resend of a transaction whose nonce another took is answered "nonce too low"
+ * every few seconds, and clearing the mark on each would never let the chain's decision stand). Rows are locked one by one in tx_id order, as
  * recordMined locks them, so the two never wait on each other in a cycle; a row that has ended
  * meanwhile is left as it is.
  */
@@ -89,8 +92,7 @@ function moveInFlightStatement(followers: readonly TxFollower[]): PreparedStatem
       update outgoing_transactions t
       set status = m.status, error = m.error, updated_at = now(), broadcast_lease_until = null,
           broadcast_outcome = coalesce(m.outcome, t.broadcast_outcome),
-          broadcast_attempts = broadcast_attempts + (case when m.outcome is null then 0 else 1 end),
-          nonce_passed_at = case when m.status = 'failed' then t.nonce_passed_at else null end
+          broadcast_attempts = broadcast_attempts + (case when m.outcome is null then 0 else 1 end)
       from locked l join moves m on m.tx_id = l.tx_id where t.tx_id = l.tx_id
       returning t.tx_id, t.status, t.error, null::uuid as taken_by, null::bigint as block_number)${followersTail(followers)}`,
   ).returns({});

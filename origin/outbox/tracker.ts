@@ -44,8 +44,9 @@ export type TxTrackerOptions = {
   /** A `submitted` transaction a node accepted, this long without a receipt, is sent again (a node may drop it). */
   resendAfterMs?: number;
   /**
-   * A transaction broadcast this long ago and still unmined is replaced by a filler (fillers.ts);
-   * one a node refused at its last broadcast is replaced at once. Default two minutes.
+   * A sender's first transaction in flight, signed this long ago and still unmined, is replaced by
+   * a filler (fillers.ts); one a node refused at its last broadcast is replaced at once. One waiting
+   * behind an earlier transaction of its sender is never replaced. Default two minutes.
    */
   replaceAfterMs?: number;
   /**
@@ -86,12 +87,30 @@ export type TickReport = {
 export type TrackerGapDeps = Pick<FillerDeps, "submit" | "kind" | "serviceKeys">;
 
 // The tick's statements run several times a second per origin, so each is planned once (db/prepared.ts).
-export const submittedStatement = preparedStatement<"limit">(
+/**
+ * The submitted transactions after a place in (updated_at, tx_id) order (the start: '-infinity' and
+ * the nil uuid): the tracker reads them a batch at a time from where its last read stopped, so
+ * transactions that stay unmined at the front (a stuck one waiting for its filler) do not hide the
+ * ones behind them from every tick.
+ */
+export const submittedStatement = preparedStatement<"limit" | "afterAt" | "afterId">(
   "tracker_submitted",
-  sql`select tx_id, tx_hash, sender, nonce::text, (created_at < now() - interval '2 seconds') as settled_in
+  sql`select tx_id, tx_hash, sender, nonce::text, (created_at < now() - interval '2 seconds') as settled_in,
+        updated_at::text as updated_at
       from outgoing_transactions where status = 'submitted'
-      order by updated_at limit ${sql.placeholder("limit")}::int`,
-).returns({ tx_id: "uuid", tx_hash: "text", sender: "text", nonce: "text", settled_in: "bool" });
+        and (updated_at, tx_id) > (${sql.placeholder("afterAt")}::timestamptz, ${sql.placeholder("afterId")}::uuid)
+      order by updated_at, tx_id limit ${sql.placeholder("limit")}::int`,
+).returns({
+  tx_id: "uuid",
+  tx_hash: "text",
+  sender: "text",
+  nonce: "text",
+  settled_in: "bool",
+  updated_at: "text",
+});
+
+/** Where the tracker's reads of submitted transactions start: before every one of them. */
+const SUBMITTED_START = { afterAt: "-infinity", afterId: "00000000-0000-0000-0000-000000000000" };
 
 /**
  * What is due to be sent again: never broadcast since its signing, or in flight without a receipt.
@@ -149,6 +168,8 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
   let lastSweep = Number.NEGATIVE_INFINITY;
   const refusedFillers = new Map<string, number>();
+  /** Where the next read of submitted transactions starts (resolveSubmitted). */
+  let submittedAfter = SUBMITTED_START;
 
   let loop: WakeableWorker | undefined;
   let stopped = false;
@@ -184,11 +205,24 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   // No lock is held while the chain answers: several origins may read the same receipts, and
   // recordMined moves only what is still in flight, so the work is idempotent. Resolves with the
   // transactions left without a receipt that are more than a moment old (decide.ts looks at them).
+  // A tick reads from where the last one stopped (in updated_at order), and from the start again
+  // once it reaches the end: every submitted transaction is read within a few ticks, however many
+  // stay unmined before it.
   const resolveSubmitted = async (report: TickReport): Promise<Unmined[]> => {
     const unmined: Unmined[] = [];
     for (;;) {
-      const rows = await runPrepared(deps.db, submittedStatement, { limit: batchSize });
-      if (rows.length === 0) return unmined;
+      const from = submittedAfter;
+      const rows = await runPrepared(deps.db, submittedStatement, { limit: batchSize, ...from });
+      if (rows.length < batchSize) submittedAfter = SUBMITTED_START;
+      else {
+        const last = rows.at(-1)!;
+        submittedAfter = { afterAt: last.updated_at, afterId: last.tx_id };
+      }
+      if (rows.length === 0) {
+        // At the end: once round to the start, unless this read was from the start.
+        if (from === SUBMITTED_START) return unmined;
+        continue;
+      }
       // None when the chain is down: nothing is recorded, and the next tick tries again.
       const receipts = await readReceipts(
         deps.rpc,
@@ -208,6 +242,8 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
       }
       // Another full batch may be waiting only if this one was full and all of it was mined.
       if (rows.length < batchSize || mined.length < rows.length) return unmined;
+      // All of it was mined and left `submitted`: the next read starts where this one did.
+      submittedAfter = from;
     }
   };
 
