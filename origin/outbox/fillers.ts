@@ -200,7 +200,7 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
       deps.refused.set(`${tx.sender}:${tx.nonce}`, Date.now() + REFUSED_FILLER_PAUSE_MS);
       deps.logger.error(
         { ...at, detail: refusal.ceiling },
-        "no filler can replace a stuck transaction under the sealed fee ceiling: the transaction stays in flight until the chain mines it or an operator closes its nonce",
+        "no filler can replace a stuck transaction under the sealed fee ceiling: the transaction stays in flight until the chain mines it, or a higher sealed fee ceiling (npm run enclave-policy -- apply --fee-ceiling) lets the filler asked for again in ten minutes outbid it",
       );
       continue;
     }
@@ -210,7 +210,7 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
     deps.logger[sealed ? "error" : "warn"](
       { ...at, code, detail },
       sealed
-        ? "enclave refused a filler under its sealed policy: the transaction stays in flight until the chain mines it or an operator closes its nonce"
+        ? "enclave refused a filler under its sealed policy: the transaction stays in flight until the chain mines it, or the filler asked for again in ten minutes is allowed (the detail names the bound: a budget of the day, the sealed fee ceiling)"
         : "enclave could not sign a filler now; the next sweep asks again",
     );
   }
