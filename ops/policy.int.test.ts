@@ -300,6 +300,33 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     ).toBe("confirmed");
   });
 
+  it("freeze --agent of an agent whose enclave holds a tighter policy than the database freezes it on the enclave's: refused rule frozen", async () => {
+    // Mutation: a freeze built on the stored policy alone (as it was) loosens the enclave's daily
+    // budget from 5 to 10 USDC: the enclave refuses it without an operator, and the agent cannot
+    // be frozen alone.
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const budget = await policyFile({ transfers: { daily_units: "10000000" } });
+    expect((await policy("set", "--agent", agent.agentId, "--file", budget)).code).toBe(0);
+    // A change sealed whose row was lost (the origin died after the seal), made straight over the socket.
+    const tighter = { transfers: { daily_units: "5000000" } };
+    const sealed = await stack.signer.setAgentPolicy(
+      { keyRef: agent.keyRef, policy: tighter },
+      stack.authorities.admin,
+    );
+    expect(sealed.ok).toBe(true);
+
+    const frozen = await policy("freeze", "--agent", agent.agentId);
+    expect(frozen.stderr).toBe("");
+    expect(frozen.code).toBe(0);
+    expect(await stored(agent.agentId)).toMatchObject({ policy: { ...tighter, frozen: true } });
+    const held = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
+    expect(held.ok && held.value.policy).toEqual({ ...tighter, frozen: true });
+    const refused = await transfer(agent, "1000000");
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ error: { code: "policy_denied", rule: "frozen" } });
+    expect(await sent(agent)).toBe(0);
+  });
+
   it("freeze --all refuses every agent's transfer (rule node.frozen); unfreeze --all needs the key", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
     try {

@@ -26,7 +26,15 @@ import { policyView } from "../origin/policy/view.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SealedIdentity, SignerClient, SignerFailure } from "../origin/signer/types.ts";
-import { type AgentPolicyDocument, agentPolicySchema, samePolicyDocument } from "../shared/agent-policy.ts";
+import {
+  type AgentPolicyDocument,
+  agentPolicySchema,
+  loosenings,
+  NO_AGENT_POLICY,
+  type NodePayee,
+  policyFromDocument,
+  samePolicyDocument,
+} from "../shared/agent-policy.ts";
 import { MAX_HELD_APPROVAL_SECONDS } from "../shared/enclave-ops.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { agentPolicySubject, heldApprovalSubject, nodeFreezeSubject } from "../shared/operator-approval.ts";
@@ -186,7 +194,14 @@ async function freezeAgent(tool: Tool, agentId: string, frozen: boolean): Promis
   const state = await readPolicyState(tool.db, agentId, new Date());
   const enclave = await tool.client.getAgentPolicy({ keyRef });
   if (!enclave.ok) return signerOutcome(enclave.error);
-  const current = state.stored?.document ?? {};
+  const stored = state.stored?.document ?? null;
+  // A freeze builds on the enclave's policy where it holds a tighter one than the database (a
+  // change sealed whose row was lost): built on the stored one, it would loosen the enclave's,
+  // which refuses it, and the agent could not be frozen alone.
+  const current =
+    (frozen && enclaveHoldsTighter(enclave.value.policy, stored, tool.deps.nodePayee)
+      ? enclave.value.policy
+      : stored) ?? {};
   // Nothing to do only when the database and the enclave agree that it is done.
   if ((current.frozen ?? false) === frozen && (enclave.value.policy?.frozen ?? false) === frozen) {
     return said(
@@ -211,6 +226,18 @@ async function freezeAgent(tool: Tool, agentId: string, frozen: boolean): Promis
     ...(operator ? { operator } : {}),
   });
   return changed(tool, agentId, result, frozen ? "frozen" : "unfrozen");
+}
+
+/** The enclave holds another policy than the stored one, and one that allows nothing more. */
+function enclaveHoldsTighter(
+  sealed: AgentPolicyDocument | null,
+  stored: AgentPolicyDocument | null,
+  nodePayee: NodePayee | null,
+): boolean {
+  if (sealed === null || samePolicyDocument(sealed, stored)) return false;
+  const of = (document: AgentPolicyDocument | null) =>
+    document === null ? NO_AGENT_POLICY : policyFromDocument(document);
+  return loosenings(of(stored), of(sealed), nodePayee).length === 0;
 }
 
 async function freezeNode(tool: Tool, frozen: boolean): Promise<CliOutcome> {
