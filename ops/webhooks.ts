@@ -160,6 +160,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           id: parsed.id,
           scope: parsed.scope,
           change: change(parsed.reason),
+          firstAttemptSeconds: config.webhooks.retrySeconds[0] ?? 0,
         });
         if (queued === undefined) return refused(`no endpoint ${parsed.id}`);
         const why =

@@ -122,6 +122,7 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
         id,
         scope,
         change: { reason: body.reason, source: "console", operator: c.get("operator") },
+        firstAttemptSeconds: deps.config.webhooks.retrySeconds[0] ?? 0,
       });
       if (queued === undefined) throw new AppError("not_found", "no such webhook endpoint");
       c.set("logFields", { outcome: "webhook_replayed" });

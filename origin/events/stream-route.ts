@@ -3,6 +3,7 @@
  * (docs/events.md#the-stream). Resumes after `Last-Event-ID` or `?after=ID`; `after=0` replays
  * every event still kept; neither starts from now.
  */
+import type { ServerResponse } from "node:http";
 import type { Handler } from "hono";
 import { streamSSE } from "hono/streaming";
 import { errorMessage } from "../../shared/error-message.ts";
@@ -26,6 +27,8 @@ export type EventsRouteDeps = {
   open: Set<EventStream>;
   logger: Logger;
   pingIntervalMs?: number;
+  /** How long a stream the server ended may take to write its last event (stream.ts CLOSE_GRACE_MS). */
+  closeGraceMs?: number;
 };
 
 export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
@@ -46,6 +49,7 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
       tokenId,
       after,
       pingIntervalMs: deps.pingIntervalMs,
+      closeGraceMs: deps.closeGraceMs,
     });
     const subscription = await deps.feed.subscribe(agentId, stream.deliver);
     try {
@@ -58,9 +62,12 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
     const release = deps.cap.open(tokenId, () => stream.close("too_many_streams"));
     // Proxies must pass each event on as it comes (nginx buffers otherwise).
     c.header("X-Accel-Buffering", "no");
+    // The node server's response (@hono/node-server hands it in the env): what is closed when a
+    // client that reads nothing does not take the stream's end (stream.ts CLOSE_GRACE_MS).
+    const response = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
     return streamSSE(c, async (sse) => {
       try {
-        await stream.run(sse, subscription);
+        await stream.run(sse, subscription, { abort: () => response?.destroy() });
       } catch (error) {
         // The log could not be read (the database went away): the stream ends, and the client
         // resumes from its last id when it reconnects.

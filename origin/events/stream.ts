@@ -17,6 +17,13 @@ const BACKLOG_PAGE = 500;
  * resumes from its last id, read from the log instead of held in memory.
  */
 export const MAX_QUEUED_EVENTS = 10_000;
+/**
+ * How long a stream the server ended may take to write its last event: a client that reads nothing
+ * (its process stuck, its loop body blocked) leaves that write waiting on a full socket for as long
+ * as it keeps the connection, so past this (the ping interval: a client that took nothing for that
+ * long is not reading) the connection is closed. The client resumes from its last id either way.
+ */
+export const CLOSE_GRACE_MS = 15_000;
 
 /** Why the server ended a stream, told to the client as a last `stream.closed` event. */
 export type CloseReason =
@@ -68,8 +75,14 @@ export type EventStream = {
    * subscription was made before the response began, with `deliver`, so nothing is missed while
    * the headers go out.
    */
-  run(sse: SSEStreamingApi, subscription: FeedSubscription): Promise<void>;
+  run(sse: SSEStreamingApi, subscription: FeedSubscription, connection?: StreamConnection): Promise<void>;
   close(reason: CloseReason): void;
+};
+
+/** What the stream ends when the client does not take its last writes: the request's connection. */
+export type StreamConnection = {
+  /** Ends the response and its connection, whatever is still waiting to be written. */
+  abort(): void;
 };
 
 export type EventStreamParams = {
@@ -80,12 +93,18 @@ export type EventStreamParams = {
   /** After the client's last event; the subscription's bound when the client named none. */
   after: Cursor | undefined;
   pingIntervalMs?: number;
+  /** CLOSE_GRACE_MS unless a test shortens it. */
+  closeGraceMs?: number;
 };
 
 export function createEventStream(params: EventStreamParams): EventStream {
   const queue: LoggedEvent[] = [];
   let closed: CloseReason | "client_left" | undefined;
   let wakeWriter: (() => void) | undefined;
+  /** Set while `run` writes: what a close that the client does not take in time aborts. */
+  let connection: StreamConnection | undefined;
+  let grace: NodeJS.Timeout | undefined;
+  let graceOver = false;
   const signal = (): void => {
     wakeWriter?.();
     wakeWriter = undefined;
@@ -93,7 +112,19 @@ export function createEventStream(params: EventStreamParams): EventStream {
   const close = (reason: CloseReason | "client_left"): void => {
     if (closed) return;
     closed = reason;
+    // Nothing queued is written after a close: a stalled client must not keep it in memory.
+    queue.length = 0;
     signal();
+    // The writer may be waiting on a client that reads nothing: its last event (or the write it is
+    // in) may never go out, and the stream would hold its connection, subscription and place in
+    // the token's count for as long as the client keeps the socket. Past the grace it is cut.
+    if (reason !== "client_left") {
+      grace = setTimeout(() => {
+        graceOver = true;
+        connection?.abort();
+      }, params.closeGraceMs ?? CLOSE_GRACE_MS);
+      grace.unref();
+    }
   };
 
   return {
@@ -104,7 +135,15 @@ export function createEventStream(params: EventStreamParams): EventStream {
       else signal();
     },
     close,
-    async run(sse, subscription) {
+    async run(sse, subscription, streamConnection) {
+      connection = {
+        abort() {
+          // The write waiting on the client fails, so run ends; then the socket goes.
+          sse.abort();
+          streamConnection?.abort();
+        },
+      };
+      if (graceOver) connection.abort();
       sse.onAbort(() => close("client_left"));
       const ping = setInterval(() => {
         if (!closed) void sse.write(": ping\n\n");
@@ -158,6 +197,8 @@ export function createEventStream(params: EventStreamParams): EventStream {
         }
       } finally {
         clearInterval(ping);
+        clearTimeout(grace);
+        connection = undefined;
         subscription.unsubscribe();
       }
     },

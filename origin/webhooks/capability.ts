@@ -93,7 +93,10 @@ export function createWebhooksModule(
         await pool.fill();
       });
       const fanOut = startLoop("webhooks_fan_out", options.fanOutPollMs ?? PERIOD_MS, logger, async () => {
-        const result = await fanOutOnce(db, { maxPending: config.webhooks.maxPending });
+        const result = await fanOutOnce(db, {
+          maxPending: config.webhooks.maxPending,
+          firstAttemptSeconds: config.webhooks.retrySeconds[0] ?? 0,
+        });
         if (!result.ran) return;
         someAtBound = result.atBound > 0;
         for (const endpoint of result.behindRetention) {

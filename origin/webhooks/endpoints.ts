@@ -116,7 +116,12 @@ export type ReplayScope =
  */
 export async function replayEndpoint(
   db: Db,
-  params: { id: string; scope: ReplayScope },
+  params: {
+    id: string;
+    scope: ReplayScope;
+    /** The schedule's first entry: seconds to the first attempt of each (fan-out.ts); 0 when not given. */
+    firstAttemptSeconds?: number;
+  },
 ): Promise<number | undefined> {
   const [endpoint] = await queryRows<{ id: string }>(
     db,
@@ -140,15 +145,16 @@ export async function replayEndpoint(
       : scope.kind === "from"
         ? sql`e.id >= ${scope.eventId.toString()}::bigint`
         : sql`e.id = ${scope.eventId.toString()}::bigint`;
+  const first = sql`now() + make_interval(secs => ${params.firstAttemptSeconds ?? 0}::int)`;
   const rows = await queryRows<{ id: string }>(
     db,
-    sql`insert into webhook_deliveries (endpoint_id, event_id)
-        select w.id, e.id from webhook_endpoints w join events e on e.type = any(w.event_types)
+    sql`insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at)
+        select w.id, e.id, ${first} from webhook_endpoints w join events e on e.type = any(w.event_types)
         where w.id = ${params.id}::uuid
           and ${which}
         on conflict (endpoint_id, event_id) do update
           set status = 'pending', attempts = 0, replays = webhook_deliveries.replays + 1,
-              next_attempt_at = now(), last_error = null, updated_at = now()
+              next_attempt_at = ${first}, last_error = null, updated_at = now()
         returning id`,
   );
   return rows.length;

@@ -20,6 +20,11 @@ const READ_BATCH = 500;
 export type FanOutParams = {
   /** Pending deliveries an endpoint may have; at that many it is not read for. */
   maxPending: number;
+  /**
+   * The schedule's first entry (AGENT_WEBHOOKS_RETRY_SECONDS): seconds from queueing to the first
+   * attempt; 0, at once, when not given.
+   */
+  firstAttemptSeconds?: number;
 };
 
 export type FanOutResult =
@@ -113,7 +118,11 @@ export async function fanOutOnce(db: Db, params: FanOutParams): Promise<FanOutRe
       const taken =
         read.length === 0
           ? new Map<string, Taken>()
-          : await queueDeliveries(t, { readers: group, eventIds: read.map((event) => event.id) });
+          : await queueDeliveries(t, {
+              readers: group,
+              eventIds: read.map((event) => event.id),
+              firstAttemptSeconds: params.firstAttemptSeconds ?? 0,
+            });
       for (const reader of group) {
         const took = taken.get(reader.id);
         // An endpoint that filled its room stops after the last event it took, and reads the rest
@@ -150,7 +159,7 @@ type TakenRow = { endpoint_id: string; count: number; last_xid: string; last_id:
  */
 async function queueDeliveries(
   db: Db,
-  params: { readers: readonly Reader[]; eventIds: readonly bigint[] },
+  params: { readers: readonly Reader[]; eventIds: readonly bigint[]; firstAttemptSeconds: number },
 ): Promise<Map<string, Taken>> {
   const rows = await queryRows<TakenRow>(
     db,
@@ -167,8 +176,9 @@ async function queueDeliveries(
             and e.type = any(w.event_types) and ${writtenSinceAdded}),
         taken as (select * from matched where n <= room),
         queued as (
-          insert into webhook_deliveries (endpoint_id, event_id)
-          select endpoint_id, event_id from taken order by endpoint_id, xid, event_id
+          insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at)
+          select endpoint_id, event_id, now() + make_interval(secs => ${params.firstAttemptSeconds}::int)
+          from taken order by endpoint_id, xid, event_id
           on conflict (endpoint_id, event_id) do nothing
           returning endpoint_id)
         select t.endpoint_id, count(*)::int as count,

@@ -123,7 +123,13 @@ const scopeText = (scope: ReplayScope): string =>
  */
 export async function replayWebhookEndpoint(
   db: Db,
-  params: { id: string; scope: ReplayScope; change: WebhookChange },
+  params: {
+    id: string;
+    scope: ReplayScope;
+    change: WebhookChange;
+    /** AGENT_WEBHOOKS_RETRY_SECONDS's first entry: a replay starts the schedule from its start. */
+    firstAttemptSeconds: number;
+  },
 ): Promise<number | undefined> {
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
@@ -132,7 +138,11 @@ export async function replayWebhookEndpoint(
       sql`select enabled, disabled_reason from webhook_endpoints where id = ${params.id}::uuid for update`,
     );
     if (!before) return undefined;
-    const queued = await replayEndpoint(t, { id: params.id, scope: params.scope });
+    const queued = await replayEndpoint(t, {
+      id: params.id,
+      scope: params.scope,
+      firstAttemptSeconds: params.firstAttemptSeconds,
+    });
     if (queued === undefined) return undefined;
     await record(
       t,

@@ -18,6 +18,12 @@ describe("parseRetryAfter", () => {
     ["Sun, 29 Nov 2026 11:00:00 GMT", 0], // already past
     ["Sun, 32 Nov 2026 12:00:00 GMT", undefined],
     ["2026-11-29T12:00:30Z", undefined], // not an HTTP date
+    // The two obsolete forms of an HTTP date, which a recipient must accept as well (RFC 9110 5.6.7).
+    ["Sunday, 29-Nov-26 12:00:30 GMT", 30], // RFC 850
+    ["Sunday, 29-Nov-26 13:00:00 GMT", 3_600],
+    ["Sun Nov 29 12:00:30 2026", 30], // asctime, in GMT whatever the origin's zone
+    ["Sun Nov  1 12:00:00 2026", 0], // asctime pads a one-digit day with a space; already past
+    ["Sunday, 29-Nov-26 12:00:30", undefined], // RFC 850 names its zone
   ])("%j → %j", (value, expected) => {
     expect(parseRetryAfter(value, NOW)).toBe(expected);
   });

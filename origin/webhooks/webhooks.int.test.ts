@@ -510,3 +510,45 @@ describe("webhooks never reach a private address unless allowed (real Postgres, 
     }
   });
 });
+
+describe("the schedule's first entry (one origin, AGENT_WEBHOOKS_RETRY_SECONDS=3,1,1)", () => {
+  const FIRST_SECONDS = 3;
+  const SCHEDULE = `${FIRST_SECONDS},1,1`;
+  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1, retry: SCHEDULE });
+
+  it("is the wait before the first attempt, of a new delivery and of a replayed one", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.held"]);
+    const arrivals: number[] = [];
+    receiver.answer = () => {
+      arrivals.push(Date.now());
+      return { status: 204 };
+    };
+    const [eventId] = await writeEvents(fixture, "action.held", 1, "first wait");
+    await until("the first delivery", () => arrivals.length >= 1);
+    // When the fan-out queued it: its row's created_at.
+    const [row] = await queryRows<{ at: number }>(
+      fixture.db.handle.db,
+      sql`select (extract(epoch from created_at) * 1000)::float8 as at from webhook_deliveries
+          where endpoint_id = ${endpoint.id}::uuid and event_id = ${eventId!}::bigint`,
+    );
+    expect(arrivals[0]! - row!.at).toBeGreaterThanOrEqual(FIRST_SECONDS * 1000 - 50);
+    expect(arrivals[0]! - row!.at).toBeLessThan(FIRST_SECONDS * 1000 + 3_000);
+    await sleep(500);
+
+    // The operator's replay, through the tool, starts the schedule from its start: the first wait
+    // counts from its commit, before the tool exits.
+    const replayed = await runTool("ops/webhooks.ts", ["replay", "--id", endpoint.id, "--event", eventId!], {
+      env: {
+        ...webhookEnv(fixture.keyFile, { allowPrivate: true, retry: SCHEDULE }),
+        DATABASE_URL: fixture.db.url,
+        LOG_LEVEL: "silent",
+      },
+    });
+    const replayedAt = Date.now();
+    expect(replayed.code, replayed.stderr).toBe(0);
+    expect(replayed.stdout).toContain("1 deliveries queued");
+    await until("the replayed delivery", () => arrivals.length >= 2);
+    expect(arrivals[1]! - replayedAt).toBeGreaterThanOrEqual(FIRST_SECONDS * 1000 - 1_000);
+    expect(receiver.received.map((each) => each.body.data.event_id)).toEqual([eventId, eventId]);
+  });
+});
