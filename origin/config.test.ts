@@ -72,6 +72,23 @@ describe("configuration", () => {
     },
   );
 
+  it("refuses a webhook schedule that can outlast the event log's retention, and takes one within it", () => {
+    // Mutation: without the check, a retention of 1 day with the standard schedule (up to about 33 h
+    // with the jitter and hour-long Retry-Afters) is taken, and its last attempts are swept unsent.
+    expect(errorsOf({ AGENT_EVENTS_RETENTION_DAYS: "1" })).toEqual([
+      expect.stringMatching(
+        /^AGENT_WEBHOOKS_RETRY_SECONDS: the schedule can take 117720 s .* AGENT_EVENTS_RETENTION_DAYS=1 \(86400 s\)/,
+      ),
+    ]);
+    expect(parseConfig({ AGENT_EVENTS_RETENTION_DAYS: "2" }).ok).toBe(true);
+    expect(
+      parseConfig({ AGENT_EVENTS_RETENTION_DAYS: "1", AGENT_WEBHOOKS_RETRY_SECONDS: "0,5,300,1800,7200" }).ok,
+    ).toBe(true);
+    expect(errorsOf({ AGENT_EVENTS_RETENTION_DAYS: "7", AGENT_WEBHOOKS_RETRY_SECONDS: "604800" })[0]).toMatch(
+      /^AGENT_WEBHOOKS_RETRY_SECONDS: the schedule can take 604800 s/,
+    );
+  });
+
   it("reads an empty variable as unset", () => {
     const result = parseConfig({ DATABASE_URL: "", AGENT_REGISTRATION_IP_SECRET: "", ORIGIN_PORT: "" });
     expect(result.ok).toBe(true);

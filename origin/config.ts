@@ -3,6 +3,7 @@ import * as z from "zod";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { err, ok, type Result } from "../shared/result.ts";
 import { parseCidrList } from "./http/cidr.ts";
+import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay.ts";
 
 /**
  * The x402 demo quote's maxTimeoutSeconds (docs/api.md#the-demo-quotes-amount; x402/payee/requirements.ts
@@ -405,6 +406,7 @@ export function parseConfig(rawEnv: Record<string, string | undefined>): ConfigR
     }
   }
   errors.push(...crossFieldErrors(env));
+  if (parsed.success) errors.push(...scheduleWithinRetention(parsed.data));
   if (errors.length > 0 || !parsed.success) return err([...new Set(errors)]);
   return ok(toConfig(parsed.data));
 }
@@ -423,6 +425,25 @@ export class ConfigError extends Error {
     this.name = "ConfigError";
     this.errors = errors;
   }
+}
+
+/**
+ * A webhook delivery's last attempt must come while its event is kept: the retention's sweeps
+ * delete an event with its deliveries, owed or not, and nothing would say the delivery was lost.
+ * Counted at its longest: each wait after a failed attempt a tenth longer, or the hour a receiver's
+ * Retry-After may ask.
+ */
+function scheduleWithinRetention(env: Env): string[] {
+  const [first = 0, ...afterFailures] = env.AGENT_WEBHOOKS_RETRY_SECONDS;
+  const longest = afterFailures.reduce(
+    (total, step) => total + Math.max(step * (1 + JITTER_FRACTION), MAX_RETRY_AFTER_SECONDS),
+    first,
+  );
+  const kept = env.AGENT_EVENTS_RETENTION_DAYS * 86_400;
+  if (longest < kept) return [];
+  return [
+    `AGENT_WEBHOOKS_RETRY_SECONDS: the schedule can take ${Math.ceil(longest)} s (each wait a tenth longer, or an hour a receiver's Retry-After asks), not less than AGENT_EVENTS_RETENTION_DAYS=${env.AGENT_EVENTS_RETENTION_DAYS} (${kept} s): a delivery's last attempts would come after its event and the delivery were swept; shorten the schedule or keep events longer`,
+  ];
 }
 
 function crossFieldErrors(env: Record<string, string | undefined>): string[] {
