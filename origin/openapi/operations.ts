@@ -96,6 +96,9 @@ const X402_RATE_LIMITED =
 
 const X402_CHAIN_UNAVAILABLE =
   "`chain_unavailable`: the chain did not answer; nothing was signed, the same payment may be presented again";
+/** verify, settle and the paid demo (docs/x402.md#payment-identifiers). */
+const X402_ID_CONFLICT =
+  "`payment_identifier_conflict`: the payer already gave this `payment-identifier` id to another request (another resource or other terms); nothing was settled";
 const SETTLEMENT_VIEW =
   "`{status: claimed | submitted | settled | failed | reverted, payer, payee, amount, network, transaction, block_number, reason?, updated_at}` (docs/x402.md#settlement-status)";
 
@@ -404,6 +407,7 @@ export const OPERATIONS: readonly Operation[] = [
       402: x402FreeForm(
         "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after every settle that did not pay (refused on the chain's facts, pending, failed, or a payment presented again)",
       ),
+      409: x402FreeForm(`the quote, its \`error\` ${X402_ID_CONFLICT}`),
       429: x402FreeForm(X402_RATE_LIMITED),
       404: errorResponse("not_found / feature_disabled"),
       500: errorResponse("internal_error"),
@@ -452,6 +456,7 @@ export const OPERATIONS: readonly Operation[] = [
         "the verification; a failure is data (`isValid: false`), a body whose own x402Version is not 2 `invalid_x402_version`",
       ),
       400: x402FreeForm("a malformed request"),
+      409: x402FreeForm(`\`isValid: false\`, \`invalidReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: x402FreeForm(X402_RATE_LIMITED),
       503: x402FreeForm(X402_CHAIN_UNAVAILABLE),
@@ -473,6 +478,7 @@ export const OPERATIONS: readonly Operation[] = [
       400: x402FreeForm(
         "`success: false` with its `errorReason`: a malformed request, a payment the checks refuse (its signature, terms, window, balance, a used nonce), or one whose settlement ended without moving money (`broadcast_refused`, `invalid_exact_evm_transaction_failed`)",
       ),
+      409: x402FreeForm(`\`success: false\`, \`errorReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: x402FreeForm(X402_RATE_LIMITED),
       503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`),
