@@ -247,6 +247,8 @@ export const networkResponseSchema = z.object({
       amount_units: decimalString.nullable(),
       pay_to: z.string().nullable(),
       max_timeout_seconds: z.number().int(),
+      /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day (429 x402_daily_limit past it). */
+      daily_limit: z.number().int(),
     }),
   }),
   features: z.object({

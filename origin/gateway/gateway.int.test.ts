@@ -463,7 +463,8 @@ describe("gateway over HTTP (real database and devnet)", () => {
           failed_auth_per_ip: { limit: 60, window_seconds: 60 },
           requests_per_agent: { limit: 600, window_seconds: 60 },
           transfer: { per_tx_units: "0", daily_units: "0" },
-          x402: { max_timeout_seconds: 180 },
+          // Every limit an agent meets, the x402 day's count too (AGENT_X402_DAILY_LIMIT, 1000 by default).
+          x402: { max_timeout_seconds: 180, daily_limit: 1000 },
         },
         features: { faucet: false, transfers: false, x402: false, registration: false },
       });
