@@ -539,6 +539,41 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(replies[3]!.result).toBe("0x4d");
     });
 
+    it("the served OpenAPI document states the batch limits /rpc enforces: its largest batch is answered, one more refused", async () => {
+      // Mutation: a document whose batch schema has no maxItems (a generated client sends 101).
+      type Schema = {
+        $ref?: string;
+        type?: string;
+        maxItems?: number;
+        minItems?: number;
+        description?: string;
+      };
+      const document = (await send(`${origin.base}/agent/v1/openapi.json`)).body as {
+        paths: Record<
+          string,
+          { post: { requestBody: { content: Record<string, { schema: { oneOf: Schema[] } }> } } }
+        >;
+        components: { schemas: Record<string, Schema> };
+      };
+      const resolve = (schema: Schema): Schema =>
+        schema.$ref ? document.components.schemas[schema.$ref.split("/").pop()!]! : schema;
+      const batch = document.paths["/agent/v1/rpc"]!.post.requestBody.content[
+        "application/json"
+      ]!.schema.oneOf.map(resolve).find((schema) => schema.type === "array")!;
+      expect(batch).toMatchObject({ minItems: 1, maxItems: 100 });
+      expect(batch.description).toContain("65536 bytes");
+      const largest = await rpc(Array.from({ length: batch.maxItems! }, (_, i) => call(i, "eth_chainId")));
+      expect((largest.body as RpcReply[]).map((reply) => reply.result)).toEqual(
+        Array.from({ length: batch.maxItems! }, () => "0x4d"),
+      );
+      const over = await rpc(Array.from({ length: batch.maxItems! + 1 }, (_, i) => call(i, "eth_chainId")));
+      expect(over.body).toEqual({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: "batch exceeds 100 requests", data: POLICY },
+      });
+    });
+
     it("refuses a batch of 101 and a body over 64 KB before any upstream call, even while the body streams", async () => {
       const counter = await startCountingPassThrough(devnet.url);
       const counted = await startTestOrigin({ database: testDb.handle, rpcUrl: counter.url });

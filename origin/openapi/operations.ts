@@ -12,6 +12,7 @@ import {
   actionSchema,
   balanceResponseSchema,
   faucetRequestSchema,
+  jsonRpcBatchSchema,
   jsonRpcRequestSchema,
   jsonRpcResponseSchema,
   networkResponseSchema,
@@ -142,7 +143,7 @@ export const OPERATIONS: readonly Operation[] = [
     requestBody: {
       oneOf: [
         { name: "JsonRpcRequest", schema: jsonRpcRequestSchema },
-        { array: { name: "JsonRpcRequest", schema: jsonRpcRequestSchema } },
+        { name: "JsonRpcBatch", schema: jsonRpcBatchSchema },
       ],
     },
     responses: {
