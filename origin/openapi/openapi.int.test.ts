@@ -48,6 +48,10 @@ describe("OpenAPI document", () => {
     // (docs/api.md#the-switches).
     const off = await send(`${gatewayOff.base}/agent/v1/openapi.json`);
     expect(off.status).toBe(404);
+    // So is every other public route the document names, each 404 one it declares (`send` checks).
+    for (const path of ["/.well-known/webhooks/keys", "/x402/demo", "/x402/facilitator/supported"]) {
+      expect((await send(`${gatewayOff.base}${path}`)).status, path).toBe(404);
+    }
   });
 
   it("the public document names the gateway, registration, x402 and the webhooks' keys only; the console's is served on the private origin", async () => {

@@ -427,6 +427,8 @@ export const OPERATIONS: readonly Operation[] = [
     security: [],
     responses: {
       200: { description: "the key set", freeForm: true },
+      404: errorResponse("not_found: the gateway switch is off"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
