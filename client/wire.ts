@@ -86,7 +86,13 @@ export type NetworkResponse = {
     requests_per_agent: { limit: number; window_seconds: number };
     transfer: { per_tx_units: string; daily_units: string; recipient_allowlist: string[] | null };
     faucet: { payout_units: string; cooldown_ms: number; daily_units: string };
-    x402: { amount_units: string | null; pay_to: string | null; max_timeout_seconds: number };
+    x402: {
+      amount_units: string | null;
+      pay_to: string | null;
+      max_timeout_seconds: number;
+      /** Authorizations the agent may have signed per UTC day (429 x402_daily_limit past it). */
+      daily_limit: number;
+    };
   };
   features: { faucet: boolean; transfers: boolean; x402: boolean; registration: boolean };
 };

@@ -4,7 +4,7 @@
  */
 import * as z from "zod";
 import { ACTION_KINDS, ACTION_STATUSES } from "./action-status.ts";
-import { CAPABILITIES, WEI_PER_UNIT } from "./constants.ts";
+import { CAPABILITIES, RPC_MAX_BATCH, RPC_MAX_BATCH_BYTES, WEI_PER_UNIT } from "./constants.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
 
@@ -247,6 +247,8 @@ export const networkResponseSchema = z.object({
       amount_units: decimalString.nullable(),
       pay_to: z.string().nullable(),
       max_timeout_seconds: z.number().int(),
+      /** AGENT_X402_DAILY_LIMIT: authorizations one agent may have signed per UTC day (429 x402_daily_limit past it). */
+      daily_limit: z.number().int(),
     }),
   }),
   features: z.object({
@@ -319,6 +321,14 @@ export const jsonRpcRequestSchema = z.object({
   method: z.string(),
   params: z.array(z.unknown()).optional(),
 });
+/** A batch: at most RPC_MAX_BATCH requests and RPC_MAX_BATCH_BYTES in all (docs/api.md#json-rpc-on-agentv1rpc). */
+export const jsonRpcBatchSchema = z
+  .array(jsonRpcRequestSchema)
+  .min(1)
+  .max(RPC_MAX_BATCH)
+  .describe(
+    `a batch of at most ${RPC_MAX_BATCH} requests and ${RPC_MAX_BATCH_BYTES} bytes in all (a larger body is 413); an empty or larger batch is answered one JSON-RPC error -32600`,
+  );
 export const jsonRpcResponseSchema = z.object({
   jsonrpc: z.literal("2.0"),
   id: jsonRpcId,

@@ -33,6 +33,7 @@ export async function send(url: string, params: SendParams = {}): Promise<TestRe
     status: response.status,
     contentType: Array.isArray(contentType) ? contentType[0] : contentType,
     body: response.body,
+    headers: response.headers,
   });
   if (problems.length > 0) {
     throw new Error(`the answer does not match the OpenAPI document:\n  ${problems.join("\n  ")}`);

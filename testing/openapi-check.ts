@@ -16,10 +16,15 @@ export type CheckedAnswer = {
   status: number;
   contentType: string | undefined;
   body: unknown;
+  /** The answer's headers, when the caller has them: each the document requires must be there. */
+  headers?: Record<string, string | string[] | undefined> | Headers;
 };
 
 type Route = { pattern: RegExp; path: string; method: string; responses: Record<string, ResponseObject> };
-type ResponseObject = { content?: Record<string, { schema: Record<string, unknown> }> };
+type ResponseObject = {
+  content?: Record<string, { schema: Record<string, unknown> }>;
+  headers?: Record<string, { required?: boolean }>;
+};
 
 const DOC_ID = "https://agent-wallet.invalid/openapi.json";
 
@@ -96,6 +101,10 @@ export function createResponseChecker(document: OpenApiDocument = everyRouteDocu
           `${where}: the document declares no such status (${Object.keys(route.responses).join(", ")})`,
         ];
       }
+      const missing = Object.entries(response.headers ?? {})
+        .filter(([name, header]) => header.required && answer.headers && !hasHeader(answer.headers, name))
+        .map(([name]) => `${where}: no ${name} header, which the document requires`);
+      if (missing.length > 0) return missing;
       const mediaType = answer.contentType?.split(";")[0]?.trim().toLowerCase();
       const content = response.content;
       if (!content) return [];
@@ -111,6 +120,11 @@ export function createResponseChecker(document: OpenApiDocument = everyRouteDocu
       );
     },
   };
+}
+
+function hasHeader(headers: NonNullable<CheckedAnswer["headers"]>, name: string): boolean {
+  if (headers instanceof Headers) return headers.has(name);
+  return headers[name.toLowerCase()] !== undefined;
 }
 
 let shared: ResponseChecker | undefined;
@@ -137,6 +151,7 @@ export function checkingFetch(inner: typeof fetch = fetch): typeof fetch {
       status: response.status,
       contentType: response.headers.get("content-type") ?? undefined,
       body,
+      headers: response.headers,
     });
     if (problems.length > 0)
       throw new Error(`the answer does not match the OpenAPI document:\n  ${problems.join("\n  ")}`);

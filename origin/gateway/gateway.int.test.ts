@@ -463,7 +463,8 @@ describe("gateway over HTTP (real database and devnet)", () => {
           failed_auth_per_ip: { limit: 60, window_seconds: 60 },
           requests_per_agent: { limit: 600, window_seconds: 60 },
           transfer: { per_tx_units: "0", daily_units: "0" },
-          x402: { max_timeout_seconds: 180 },
+          // Every limit an agent meets, the x402 day's count too (AGENT_X402_DAILY_LIMIT, 1000 by default).
+          x402: { max_timeout_seconds: 180, daily_limit: 1000 },
         },
         features: { faucet: false, transfers: false, x402: false, registration: false },
       });
@@ -536,6 +537,41 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(replies[1]!.error).toMatchObject({ code: -32601, data: POLICY });
       expect(replies[2]!.error).toMatchObject({ code: -32600, data: POLICY });
       expect(replies[3]!.result).toBe("0x4d");
+    });
+
+    it("the served OpenAPI document states the batch limits /rpc enforces: its largest batch is answered, one more refused", async () => {
+      // Mutation: a document whose batch schema has no maxItems (a generated client sends 101).
+      type Schema = {
+        $ref?: string;
+        type?: string;
+        maxItems?: number;
+        minItems?: number;
+        description?: string;
+      };
+      const document = (await send(`${origin.base}/agent/v1/openapi.json`)).body as {
+        paths: Record<
+          string,
+          { post: { requestBody: { content: Record<string, { schema: { oneOf: Schema[] } }> } } }
+        >;
+        components: { schemas: Record<string, Schema> };
+      };
+      const resolve = (schema: Schema): Schema =>
+        schema.$ref ? document.components.schemas[schema.$ref.split("/").pop()!]! : schema;
+      const batch = document.paths["/agent/v1/rpc"]!.post.requestBody.content[
+        "application/json"
+      ]!.schema.oneOf.map(resolve).find((schema) => schema.type === "array")!;
+      expect(batch).toMatchObject({ minItems: 1, maxItems: 100 });
+      expect(batch.description).toContain("65536 bytes");
+      const largest = await rpc(Array.from({ length: batch.maxItems! }, (_, i) => call(i, "eth_chainId")));
+      expect((largest.body as RpcReply[]).map((reply) => reply.result)).toEqual(
+        Array.from({ length: batch.maxItems! }, () => "0x4d"),
+      );
+      const over = await rpc(Array.from({ length: batch.maxItems! + 1 }, (_, i) => call(i, "eth_chainId")));
+      expect(over.body).toEqual({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: "batch exceeds 100 requests", data: POLICY },
+      });
     });
 
     it("refuses a batch of 101 and a body over 64 KB before any upstream call, even while the body streams", async () => {

@@ -46,6 +46,7 @@ export function networkHandler(config: Config, latestBlock: LatestBlock | undefi
         amount_units: config.x402.amountUnits?.toString() ?? null,
         pay_to: config.x402.payTo ?? null,
         max_timeout_seconds: config.x402.maxTimeoutSeconds,
+        daily_limit: config.x402.dailyLimit,
       },
     },
     features: {

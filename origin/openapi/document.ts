@@ -110,7 +110,19 @@ function describeOperation(
         : spec.body
           ? { "application/json": { schema: bodySchema(spec.body, "output") } }
           : undefined;
-    responses[status] = { description: spec.description, ...(content ? { content } : {}) };
+    const headers = spec.headers
+      ? Object.fromEntries(
+          Object.entries(spec.headers).map(([name, header]) => [
+            name,
+            { description: header.description, required: header.required, schema: { type: "string" } },
+          ]),
+        )
+      : undefined;
+    responses[status] = {
+      description: spec.description,
+      ...(headers ? { headers } : {}),
+      ...(content ? { content } : {}),
+    };
   }
   const parameters = [
     ...[...operation.path.matchAll(/\{([a-z_]+)\}/g)].map((match) => ({

@@ -48,6 +48,10 @@ describe("OpenAPI document", () => {
     // (docs/api.md#the-switches).
     const off = await send(`${gatewayOff.base}/agent/v1/openapi.json`);
     expect(off.status).toBe(404);
+    // So is every other public route the document names, each 404 one it declares (`send` checks).
+    for (const path of ["/.well-known/webhooks/keys", "/x402/demo", "/x402/facilitator/supported"]) {
+      expect((await send(`${gatewayOff.base}${path}`)).status, path).toBe(404);
+    }
   });
 
   it("the public document names the gateway, registration, x402 and the webhooks' keys only; the console's is served on the private origin", async () => {
@@ -98,6 +102,40 @@ describe("OpenAPI document", () => {
     expect(mounted.length).toBeGreaterThan(10);
     const undocumented = mounted.filter(({ method, path }) => !document.paths[path]?.[method]);
     expect(undocumented).toEqual([]);
+  });
+
+  it("declares the headers the spec requires, and the response check refuses an answer without them", async () => {
+    // Spec: a 429 carries Retry-After (registration's too); the demo's 402 carries the quote in
+    // PAYMENT-REQUIRED; registration's 201 (the token shown once) must not be cached.
+    // Mutation: a document without response headers fails every line below.
+    type Responses = Record<string, { headers?: Record<string, { required?: boolean }> }>;
+    const open = (await send(`${origin.base}/agent/v1/openapi.json`)).body as {
+      paths: Record<string, Record<string, { responses: Responses }>>;
+    };
+    const required = (path: string, method: string, status: number) =>
+      Object.entries(open.paths[path]![method]!.responses[String(status)]!.headers ?? {})
+        .filter(([, header]) => header.required)
+        .map(([name]) => name);
+    expect(required("/agent/v1/register", "post", 429)).toEqual(["Retry-After"]);
+    expect(required("/agent/v1/register", "post", 201)).toEqual(["Cache-Control"]);
+    expect(required("/agent/v1/token/rotate", "post", 200)).toEqual(["Cache-Control"]);
+    expect(required("/agent/v1/network", "get", 429)).toEqual(["Retry-After"]);
+    expect(required("/agent/v1/rpc", "post", 429)).toEqual(["Retry-After"]);
+    expect(required("/x402/demo", "get", 402)).toEqual(["PAYMENT-REQUIRED"]);
+    expect(required("/x402/facilitator/settle", "post", 429)).toEqual(["Retry-After"]);
+
+    const checker = createResponseChecker();
+    const limited = {
+      method: "GET",
+      url: `${origin.base}/agent/v1/network`,
+      status: 429,
+      contentType: "application/json",
+      body: {
+        error: { code: "rate_limited", message: "too many requests", request_id: "req_1", retry_after: 3 },
+      },
+    };
+    expect(checker.check({ ...limited, headers: { "retry-after": "3" } })).toEqual([]);
+    expect(checker.check({ ...limited, headers: {} })[0]).toMatch(/no Retry-After header/);
   });
 
   it("the response check refuses an undeclared status and a body off its schema", async () => {

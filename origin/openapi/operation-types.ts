@@ -17,6 +17,11 @@ export type ResponseSpec = {
   contentType?: string;
   /** Any JSON object: a body whose schema lives outside this repository (x402's own shapes). */
   freeForm?: true;
+  /**
+   * Response headers the answer carries; a `required` one is on every such answer
+   * (testing/openapi-check.ts checks real answers for it).
+   */
+  headers?: Record<string, { description: string; required: boolean }>;
 };
 
 export type Operation = {
@@ -46,6 +51,13 @@ export type Operation = {
 
 const error: NamedSchema = { name: "Error", schema: errorBodySchema };
 export const errorResponse = (description: string): ResponseSpec => ({ description, body: error });
+
+/** `Retry-After` on a 429: seconds to wait (the body's `retry_after` says the same). */
+export const RETRY_AFTER = (required: boolean, description = "seconds to wait before retrying") => ({
+  "Retry-After": { description, required },
+});
+/** An answer that holds a secret shown once (a token) is never stored by a cache on the way. */
+export const NO_STORE = { "Cache-Control": { description: "`no-store`", required: true } };
 
 /** The edge answers 502 itself when the origin does not (edge-worker/proxy.ts). */
 export const EDGE_502 =

@@ -12,6 +12,7 @@ import {
   actionSchema,
   balanceResponseSchema,
   faucetRequestSchema,
+  jsonRpcBatchSchema,
   jsonRpcRequestSchema,
   jsonRpcResponseSchema,
   networkResponseSchema,
@@ -33,8 +34,10 @@ import {
   EDGE_502,
   errorResponse,
   type NamedSchema,
+  NO_STORE,
   type Operation,
   PAYLOAD_TOO_LARGE,
+  RETRY_AFTER,
   type ResponseSpec,
   STATUS_TEXT,
 } from "./operation-types.ts";
@@ -51,9 +54,12 @@ const agentErrors = (...extra: number[]): Record<number, ResponseSpec> => {
       "agent_capability_required; on money routes also limit_exceeded, recipient_not_allowed, funding_gate_closed, policy_denied (the agent's spending policy: `rule` and `remaining`); on signing routes agent_key_binding_mismatch (the token's wallet and its identity's signing key disagree; nothing was signed)",
     ),
     404: errorResponse("not_found: the gateway switch is off; feature_disabled: the route's switch is off"),
-    429: errorResponse(
-      "rate_limited (either tier), or a money limit (faucet_cooldown, faucet_daily_limit, x402_daily_limit); `retry_after` in seconds",
-    ),
+    429: {
+      ...errorResponse(
+        "rate_limited (either tier), or a money limit (faucet_cooldown, faucet_daily_limit, x402_daily_limit); `retry_after` in seconds",
+      ),
+      headers: RETRY_AFTER(true),
+    },
     500: errorResponse("internal_error"),
     502: errorResponse(EDGE_502),
     503: errorResponse(
@@ -78,6 +84,12 @@ const moneyResponses = (): Record<number, ResponseSpec> => ({
     body: action,
   },
   ...agentErrors(400),
+  429: {
+    ...errorResponse(
+      "rate_limited (either tier), faucet_cooldown, faucet_daily_limit; `retry_after` in seconds. A repeat of a refused key whose wait is over answers `retry_after: 0` and no Retry-After",
+    ),
+    headers: RETRY_AFTER(false),
+  },
   409: errorResponse(
     "idempotency_conflict: the key was used with a different payload; abandoned: a repeat of a request not retried within 10 minutes, nothing signed (send a new key)",
   ),
@@ -96,6 +108,9 @@ const X402_RATE_LIMITED =
 
 const X402_CHAIN_UNAVAILABLE =
   "`chain_unavailable`: the chain did not answer; nothing was signed, the same payment may be presented again";
+/** verify, settle and the paid demo (docs/x402.md#payment-identifiers). */
+const X402_ID_CONFLICT =
+  "`payment_identifier_conflict`: the payer already gave this `payment-identifier` id to another request (another resource or other terms); nothing was settled";
 const SETTLEMENT_VIEW =
   "`{status: claimed | submitted | settled | failed | reverted, payer, payee, amount, network, transaction, block_number, reason?, updated_at}` (docs/x402.md#settlement-status)";
 
@@ -139,7 +154,7 @@ export const OPERATIONS: readonly Operation[] = [
     requestBody: {
       oneOf: [
         { name: "JsonRpcRequest", schema: jsonRpcRequestSchema },
-        { array: { name: "JsonRpcRequest", schema: jsonRpcRequestSchema } },
+        { name: "JsonRpcBatch", schema: jsonRpcBatchSchema },
       ],
     },
     responses: {
@@ -273,6 +288,7 @@ export const OPERATIONS: readonly Operation[] = [
       200: {
         description: "the new token, shown once; store it before anything else",
         body: { name: "TokenRotation", schema: tokenRotationResponseSchema },
+        headers: NO_STORE,
       },
       ...agentErrors(400),
       401: errorResponse(
@@ -332,9 +348,12 @@ export const OPERATIONS: readonly Operation[] = [
       422: errorResponse(
         "x402_amount_not_allowed, x402_pay_to_not_allowed, x402_validity_too_long, x402_requirement_unsupported: no entry of the quote can be paid under the node's terms",
       ),
-      429: errorResponse(
-        "rate_limited (either tier); x402_daily_limit: AGENT_X402_DAILY_LIMIT authorizations signed today, nothing written, `retry_after` to the next UTC day",
-      ),
+      429: {
+        ...errorResponse(
+          "rate_limited (either tier); x402_daily_limit: AGENT_X402_DAILY_LIMIT authorizations signed today, nothing written, `retry_after` to the next UTC day (a repeat of a refused key whose wait is over: `retry_after: 0`, no Retry-After)",
+        ),
+        headers: RETRY_AFTER(false),
+      },
     },
   },
   {
@@ -375,6 +394,7 @@ export const OPERATIONS: readonly Operation[] = [
       201: {
         description: "the new identity; the token is shown once",
         body: { name: "Registration", schema: registerResponseSchema },
+        headers: NO_STORE,
       },
       400: errorResponse(STATUS_TEXT[400]!),
       403: errorResponse("cross_site_refused, registration_ingress_refused"),
@@ -383,7 +403,7 @@ export const OPERATIONS: readonly Operation[] = [
       428: errorResponse(
         "registration_proof_required, with a fresh `challenge`, its `bits` and `expires_in` (proof of work on)",
       ),
-      429: errorResponse("registration_rate_limited, with Retry-After"),
+      429: { ...errorResponse("registration_rate_limited, with Retry-After"), headers: RETRY_AFTER(true) },
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),
       503: errorResponse("registration_unavailable, with a `reason`"),
@@ -400,11 +420,24 @@ export const OPERATIONS: readonly Operation[] = [
     security: [],
     headers: [{ name: "PAYMENT-SIGNATURE", description: "Base64 of the payment envelope", required: false }],
     responses: {
-      200: x402FreeForm("the paid resource, after the settlement is included with status 0x1"),
-      402: x402FreeForm(
-        "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after every settle that did not pay (refused on the chain's facts, pending, failed, or a payment presented again)",
-      ),
-      429: x402FreeForm(X402_RATE_LIMITED),
+      200: {
+        ...x402FreeForm("the paid resource, after the settlement is included with status 0x1"),
+        headers: { "PAYMENT-RESPONSE": { description: "Base64 of the settlement", required: true } },
+      },
+      402: {
+        ...x402FreeForm(
+          "the quote `{x402Version, resource, accepts, error?}`; PAYMENT-RESPONSE after every settle that did not pay (refused on the chain's facts, pending, failed, or a payment presented again)",
+        ),
+        headers: {
+          "PAYMENT-REQUIRED": { description: "Base64 of the quote in the body", required: true },
+          "PAYMENT-RESPONSE": {
+            description: "Base64 of the settlement, after a settle that did not pay",
+            required: false,
+          },
+        },
+      },
+      409: x402FreeForm(`the quote, its \`error\` ${X402_ID_CONFLICT}`),
+      429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
       404: errorResponse("not_found / feature_disabled"),
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),
@@ -422,6 +455,8 @@ export const OPERATIONS: readonly Operation[] = [
     security: [],
     responses: {
       200: { description: "the key set", freeForm: true },
+      404: errorResponse("not_found: the gateway switch is off"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -452,8 +487,9 @@ export const OPERATIONS: readonly Operation[] = [
         "the verification; a failure is data (`isValid: false`), a body whose own x402Version is not 2 `invalid_x402_version`",
       ),
       400: x402FreeForm("a malformed request"),
+      409: x402FreeForm(`\`isValid: false\`, \`invalidReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
-      429: x402FreeForm(X402_RATE_LIMITED),
+      429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
       503: x402FreeForm(X402_CHAIN_UNAVAILABLE),
       404: errorResponse("not_found / feature_disabled"),
     },
@@ -473,8 +509,9 @@ export const OPERATIONS: readonly Operation[] = [
       400: x402FreeForm(
         "`success: false` with its `errorReason`: a malformed request, a payment the checks refuse (its signature, terms, window, balance, a used nonce), or one whose settlement ended without moving money (`broadcast_refused`, `invalid_exact_evm_transaction_failed`)",
       ),
+      409: x402FreeForm(`\`success: false\`, \`errorReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
-      429: x402FreeForm(X402_RATE_LIMITED),
+      429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
       503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`),
       504: x402FreeForm(
         "`settlement_pending`: broadcast, its receipt not in yet; `transaction` names it and `errorMessage` and `extra.statusUrl` the settlement's status route; present the same payment again, never a new one",

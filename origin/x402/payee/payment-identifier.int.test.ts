@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fund, newAccount, publicClientFor } from "../../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { checkingFetch } from "../../../testing/openapi-check.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
 import { envelope, fundedPayer as fundedPayerOn } from "../../../testing/x402-payer.ts";
@@ -34,6 +35,8 @@ const stack = useMoneyStack(
 );
 let edge: EdgeHandle;
 let demo: string;
+/** fetch whose every answer must be one the served OpenAPI document declares (a 409 too). */
+const documented = checkingFetch();
 
 beforeAll(async () => {
   edge = await startTestEdge({
@@ -117,7 +120,7 @@ describe("@x402/fetch with the payment-identifier extension", () => {
     // Mutation: a fingerprint without the resource URL answers the stored 200 here.
     const payer = await fundedPayer();
     const id = generatePaymentId();
-    const paidFetch = wrapFetchWithPayment(fetch, clientWithId(payer, id));
+    const paidFetch = wrapFetchWithPayment(documented, clientWithId(payer, id));
     expect((await paidFetch(demo)).status).toBe(200);
 
     const other = await paidFetch(`${demo}?item=2`);
@@ -142,7 +145,7 @@ describe("@x402/fetch with the payment-identifier extension", () => {
     expect(sold.status).toBe(200);
 
     const claimed = { ...(await identified(demo, payer, id)), resource: report };
-    const answer = await fetch(demo, {
+    const answer = await documented(demo, {
       headers: { "PAYMENT-SIGNATURE": Buffer.from(JSON.stringify(claimed)).toString("base64") },
     });
     expect(answer.status).toBe(409);
@@ -165,7 +168,7 @@ describe("@x402/fetch with the payment-identifier extension", () => {
 describe("the facilitator's /verify and /settle with a payment id", () => {
   const facilitator = () => `${edge.url}/77/x402/facilitator`;
   const post = async (route: "verify" | "settle", payment: PaymentPayload) => {
-    const response = await fetch(`${facilitator()}/${route}`, {
+    const response = await documented(`${facilitator()}/${route}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
