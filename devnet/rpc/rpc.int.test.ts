@@ -1,4 +1,13 @@
-import { type Address, getAbiItem, type Hex, toHex } from "viem";
+import {
+  type Address,
+  BaseError,
+  ExecutionRevertedError,
+  FeeCapTooLowError,
+  getAbiItem,
+  type Hex,
+  parseGwei,
+  toHex,
+} from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
@@ -111,6 +120,67 @@ describe("devnet: JSON-RPC protocol", () => {
     }
     const bare = await rpc(url, "eth_call", [{ to: NATIVE_TRANSFER_AUTH_ADDRESS, data: "0xdeadbeef" }]);
     expect(bare.error).toEqual({ code: 3, message: "execution reverted", data: "0x" });
+  });
+
+  it("refuses a call or estimate it cannot run in geth's words, which viem classifies", async () => {
+    // Mutation: fee and gas checks left to ethereumjs answer -32603 (its constructor throws on a
+    // tip above the fee cap, or on gas beyond 2^64) or its message with a dump of the block and
+    // transaction appended, which viem classifies as nothing (UnknownNodeError).
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(1n));
+    const to = newAccount().address;
+    const nextBaseFee = BigInt((await rpc(url, "eth_gasPrice")).result as string) - 1_000_000_000n;
+    for (const method of ["eth_call", "eth_estimateGas"]) {
+      const tipAboveCap = await rpc(url, method, [
+        { from: sender.address, to, maxFeePerGas: "0x10", maxPriorityFeePerGas: "0x20" },
+      ]);
+      expect(tipAboveCap.error).toEqual({
+        code: -32000,
+        message: `max priority fee per gas higher than max fee per gas: address ${sender.address.toLowerCase()}, maxPriorityFeePerGas: 32, maxFeePerGas: 16`,
+      });
+      const belowBaseFee = await rpc(url, method, [{ from: sender.address, to, maxFeePerGas: "0x1" }]);
+      expect(belowBaseFee.error).toEqual({
+        code: -32000,
+        message: `max fee per gas less than block base fee: address ${sender.address.toLowerCase()}, maxFeePerGas: 1, baseFee: ${nextBaseFee}`,
+      });
+    }
+    expect((await rpc(url, "eth_call", [{ from: sender.address, to, gas: "0x100" }])).error).toEqual({
+      code: -32000,
+      message: "intrinsic gas too low: have 256, want 21000",
+    });
+    // Gas beyond what any block holds is capped, as geth caps a call's gas.
+    expect(
+      await rpc(url, "eth_call", [{ from: sender.address, to, gas: `0x1${"0".repeat(20)}` }]),
+    ).toMatchObject({
+      result: "0x",
+    });
+    const belowBaseFeeInViem = await client
+      .estimateGas({ account: sender.address, to, maxFeePerGas: 1n })
+      .catch((error: unknown) => error);
+    expect(
+      belowBaseFeeInViem instanceof BaseError &&
+        belowBaseFeeInViem.walk((e) => e instanceof FeeCapTooLowError),
+    ).toBeInstanceOf(FeeCapTooLowError);
+
+    // A sender whose balance pays for less gas than a transfer needs: geth's "gas required exceeds
+    // allowance (0)", which viem reads as the call failing, whatever it is sent with.
+    const unfunded = newAccount();
+    await fund(url, unfunded.address, 1_000n);
+    expect(
+      (
+        await rpc(url, "eth_estimateGas", [
+          { from: unfunded.address, to, maxFeePerGas: toHex(parseGwei("30")) },
+        ])
+      ).error,
+    ).toEqual({ code: -32000, message: "gas required exceeds allowance (0)" });
+    const sent = await walletClientFor(url, unfunded)
+      .sendTransaction({ to, value: 1n })
+      .catch((error: unknown) => error);
+    expect(sent).toBeInstanceOf(BaseError);
+    expect((sent as BaseError).walk((e) => e instanceof ExecutionRevertedError)).toBeInstanceOf(
+      ExecutionRevertedError,
+    );
   });
 
   it("mines a transaction sent ahead of its nonce once the gap is filled", async () => {
