@@ -1,14 +1,19 @@
 import {
   type Address,
   BaseError,
+  concat,
   ExecutionRevertedError,
   FeeCapTooLowError,
   getAbiItem,
   type Hex,
+  keccak256,
   parseGwei,
+  TipAboveFeeCapError,
   toHex,
+  toRlp,
+  trim,
 } from "viem";
-import type { PrivateKeyAccount } from "viem/accounts";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount, sign } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import { TRANSFER_TOPIC } from "../chain/precompile/abi.ts";
@@ -17,6 +22,7 @@ import {
   fund,
   newAccount,
   publicClientFor,
+  type RpcAnswer,
   rpc,
   signTransferAuthorization,
   transferAuthorization,
@@ -93,6 +99,61 @@ describe("devnet: JSON-RPC protocol", () => {
       code: -32000,
       message: "header not found",
     });
+  });
+
+  it("refuses a transaction for another chain, or with its tip above its fee cap, in geth's words", async () => {
+    // Mutation: ethereumjs's decoding errors passed on: "invalid transaction: Common chain ID
+    // chainId() {\n return BigInt(…" (the source of a function) and "maxFeePerGas cannot be less
+    // than maxPriorityFeePerGas …", which viem cannot classify.
+    const senderKey = generatePrivateKey();
+    const sender = privateKeyToAccount(senderKey);
+    await fund(url, sender.address, usdc(1n));
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("30"), maxPriorityFeePerGas: parseGwei("1") };
+    const forMainnet = await sender.signTransaction({
+      chainId: 1,
+      type: "eip1559",
+      to,
+      nonce: 0,
+      gas: 21_000n,
+      ...fees,
+    });
+    const legacyForMainnet = await sender.signTransaction({
+      chainId: 1,
+      type: "legacy",
+      to,
+      nonce: 0,
+      gas: 21_000n,
+      gasPrice: parseGwei("30"),
+    });
+    for (const raw of [forMainnet, legacyForMainnet]) {
+      expect((await rpc(url, "eth_sendRawTransaction", [raw])).error).toEqual({
+        code: -32000,
+        message: "invalid sender: invalid chain id for signer: have 1 want 77",
+      });
+    }
+    // viem will not sign a tip above the fee cap; other clients do, and geth's pool refuses it.
+    const unsigned = [toHex(77), "0x", toHex(20n), toHex(10n), toHex(21_000n), to, "0x", "0x", []] as const;
+    const signature = await sign({
+      hash: keccak256(concat(["0x02", toRlp(unsigned as unknown as Hex[])])),
+      privateKey: senderKey,
+    });
+    const tipAboveCap = concat([
+      "0x02",
+      toRlp([
+        ...(unsigned as unknown as Hex[]),
+        signature.yParity === 1 ? "0x01" : "0x",
+        trim(signature.r),
+        trim(signature.s),
+      ] as Hex[]),
+    ]);
+    const { error } = (await rpc(url, "eth_sendRawTransaction", [tipAboveCap])) as RpcAnswer;
+    expect(error).toEqual({
+      code: -32000,
+      message:
+        "max priority fee per gas higher than max fee per gas: maxPriorityFeePerGas: 20, maxFeePerGas: 10",
+    });
+    expect(TipAboveFeeCapError.nodeMessage.test(error!.message)).toBe(true);
   });
 
   it("serves the identity methods and a GET health document", async () => {
