@@ -31,6 +31,7 @@ import {
   type CallRequest,
   type EstimateOutcome,
   estimateGas,
+  type NextBlock,
   simulateCall,
 } from "./simulate.ts";
 import { admitSender, parseTransaction } from "./tx-admission.ts";
@@ -284,13 +285,11 @@ export class Chain {
   }
 
   call(request: CallRequest, gasLimit: bigint): Promise<CallOutcome> {
-    return this.#lock.run(() =>
-      simulateCall(this.#dvm, this.#head, this.#nextTimestamp(), request, gasLimit),
-    );
+    return this.#lock.run(() => simulateCall(this.#dvm, this.#head, this.#nextBlock(), request, gasLimit));
   }
 
   estimateGas(request: CallRequest, cap: bigint): Promise<EstimateOutcome> {
-    return this.#lock.run(() => estimateGas(this.#dvm, this.#head, this.#nextTimestamp(), request, cap));
+    return this.#lock.run(() => estimateGas(this.#dvm, this.#head, this.#nextBlock(), request, cap));
   }
 
   /** dev_setBalance: sets the balance and seals the change in an empty block, so every state has a block. */
@@ -317,6 +316,11 @@ export class Chain {
   /** Releases the history file; call after the last read. */
   close(): void {
     this.#store.close();
+  }
+
+  /** What a call runs against: the block the next run would build, its time and base fee. */
+  #nextBlock(): NextBlock {
+    return { timestamp: this.#nextTimestamp(), baseFee: this.nextBaseFee() };
   }
 
   #newBlock(): BlockBuilder {

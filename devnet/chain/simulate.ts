@@ -41,6 +41,12 @@ export type CallOutcome =
    */
   | { kind: "refused"; error: string; belowIntrinsicGas?: true };
 
+/**
+ * The block a call runs in: the next one's timestamp and base fee (the chain's, which
+ * dev_setNextBlockBaseFeePerGas may have set), as the block that mines it would have them.
+ */
+export type NextBlock = { timestamp: bigint; baseFee: bigint };
+
 export type EstimateOutcome =
   | { kind: "success"; gas: bigint }
   /** Not even the most gas allowed (the cap, or what the balance pays for) is enough. */
@@ -50,11 +56,12 @@ export type EstimateOutcome =
 export async function simulateCall(
   dvm: DevnetVm,
   parent: BlockHeader,
-  timestamp: bigint,
+  next: NextBlock,
   request: CallRequest,
   gasLimit: bigint,
 ): Promise<CallOutcome> {
-  const pricing = pricingOf(parent, request);
+  const { timestamp } = next;
+  const pricing = pricingOf(next.baseFee, request);
   const block = createBlock(
     { header: { ...childHeaderData(dvm.common, parent, timestamp), baseFeePerGas: pricing.baseFee } },
     { common: dvm.common },
@@ -145,17 +152,17 @@ export async function simulateCall(
 export async function estimateGas(
   dvm: DevnetVm,
   parent: BlockHeader,
-  timestamp: bigint,
+  next: NextBlock,
   request: CallRequest,
   cap: bigint,
 ): Promise<EstimateOutcome> {
-  const { feeCap } = pricingOf(parent, request);
+  const { feeCap } = pricingOf(next.baseFee, request);
   if (feeCap > 0n) {
     const balance = (await dvm.state.getAccount(request.from ?? createZeroAddress()))?.balance ?? 0n;
     const spendable = balance - (request.value ?? 0n);
     if (spendable >= 0n && spendable / feeCap < cap) cap = spendable / feeCap;
   }
-  const atCap = await simulateCall(dvm, parent, timestamp, request, cap);
+  const atCap = await simulateCall(dvm, parent, next, request, cap);
   if (
     (atCap.kind === "halt" && atCap.error === "out of gas") ||
     (atCap.kind === "refused" && atCap.belowIntrinsicGas === true)
@@ -165,7 +172,7 @@ export async function estimateGas(
   }
   if (atCap.kind !== "success") return atCap;
   const succeeds = async (gas: bigint): Promise<boolean> =>
-    (await simulateCall(dvm, parent, timestamp, request, gas)).kind === "success";
+    (await simulateCall(dvm, parent, next, request, gas)).kind === "success";
   let low = atCap.gasUsedBeforeRefund;
   if (await succeeds(low)) return { kind: "success", gas: low };
   let high = cap;
@@ -183,12 +190,12 @@ type Pricing = { baseFee: bigint; feeCap: bigint; priorityFee: bigint; gasPrice:
  * Like geth: a request without any fee field runs free, in a block with base fee 0; one with a
  * fee field pays real fees in the pending block. gasPrice alone makes a legacy-priced call.
  */
-function pricingOf(parent: BlockHeader, request: CallRequest): Pricing {
+function pricingOf(nextBaseFee: bigint, request: CallRequest): Pricing {
   const { gasPrice, maxFeePerGas, maxPriorityFeePerGas } = request;
   if (gasPrice === undefined && maxFeePerGas === undefined && maxPriorityFeePerGas === undefined) {
     return { baseFee: 0n, feeCap: 0n, priorityFee: 0n, gasPrice: undefined };
   }
-  const baseFee = parent.calcNextBaseFee();
+  const baseFee = nextBaseFee;
   if (maxFeePerGas === undefined && maxPriorityFeePerGas === undefined && gasPrice !== undefined) {
     return { baseFee, feeCap: gasPrice, priorityFee: gasPrice, gasPrice };
   }

@@ -24,6 +24,7 @@ import {
   publicClientFor,
   type RpcAnswer,
   rpc,
+  setNextBaseFee,
   signTransferAuthorization,
   transferAuthorization,
   transferWithAuthorizationCalldata,
@@ -242,6 +243,47 @@ describe("devnet: JSON-RPC protocol", () => {
     expect((sent as BaseError).walk((e) => e instanceof ExecutionRevertedError)).toBeInstanceOf(
       ExecutionRevertedError,
     );
+  });
+
+  it("runs eth_call and eth_estimateGas at the base fee dev_setNextBlockBaseFeePerGas set, as the block that mines them", async () => {
+    // Mutation: calls priced at the parent's EIP-1559 rule succeed with a fee cap that the next
+    // block, at the base fee set, refuses when the same transaction is sent.
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(10n));
+    const wallet = walletClientFor(url, sender);
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("50"), maxPriorityFeePerGas: parseGwei("1") };
+    const raised = parseGwei("100");
+    await setNextBaseFee(url, raised);
+    const expected = `max fee per gas less than block base fee: address ${sender.address.toLowerCase()}, maxFeePerGas: ${fees.maxFeePerGas}, baseFee: ${raised}`;
+    for (const method of ["eth_call", "eth_estimateGas"]) {
+      const answer = await rpc(url, method, [
+        { from: sender.address, to, value: "0x1", maxFeePerGas: toHex(fees.maxFeePerGas) },
+      ]);
+      expect(answer.error).toEqual({ code: -32000, message: expected });
+    }
+    const signed = await wallet.signTransaction({ to, value: 1n, nonce: 0, gas: 21_000n, ...fees });
+    expect((await rpc(url, "eth_sendRawTransaction", [signed])).error).toEqual({
+      code: -32000,
+      message: expected,
+    });
+    // At a fee cap above it, the call and the transaction both go through, in a block at that base fee.
+    const paying = { maxFeePerGas: parseGwei("150"), maxPriorityFeePerGas: parseGwei("1") };
+    expect(await client.estimateGas({ account: sender.address, to, value: 1n, ...paying })).toBe(21_000n);
+    const hash = await client.sendRawTransaction({
+      serializedTransaction: await wallet.signTransaction({
+        to,
+        value: 1n,
+        nonce: 0,
+        gas: 21_000n,
+        ...paying,
+      }),
+    });
+    const block = await client.getBlock({
+      blockNumber: (await client.getTransactionReceipt({ hash })).blockNumber,
+    });
+    expect(block.baseFeePerGas).toBe(raised);
   });
 
   it("mines a transaction sent ahead of its nonce once the gap is filled", async () => {
