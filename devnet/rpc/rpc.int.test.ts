@@ -306,6 +306,48 @@ describe("devnet: JSON-RPC protocol", () => {
     expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
   });
 
+  it("replaces a transaction waiting for its nonce by geth's price bump rule", async () => {
+    // Mutation: the bump computed without geth's rounding down refuses a replacement at geth's
+    // exact threshold, and without its "strictly higher" check takes one that keeps a zero tip.
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(1n));
+    const wallet = walletClientFor(url, sender);
+    const to = newAccount().address;
+    const ahead = { to, value: 1n, nonce: 1, gas: 21_000n } as const;
+    const send = async (fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }) =>
+      rpc(url, "eth_sendRawTransaction", [await wallet.signTransaction({ ...ahead, ...fees })]);
+
+    // 110 % of 1,000,000,000,015 and of 1,000,000,000,005 wei, rounded down as geth does (fees
+    // well above any base fee an earlier test left).
+    expect(
+      await send({ maxFeePerGas: 1_000_000_000_015n, maxPriorityFeePerGas: 1_000_000_000_005n }),
+    ).toHaveProperty("result");
+    const replacement = await send({
+      maxFeePerGas: 1_100_000_000_016n,
+      maxPriorityFeePerGas: 1_100_000_000_005n,
+    });
+    expect(replacement).toHaveProperty("result");
+    // Same tip (zero), fee cap doubled: geth wants both raised.
+    const zeroTipSender = newAccount();
+    await fund(url, zeroTipSender.address, usdc(1n));
+    const zeroTipWallet = walletClientFor(url, zeroTipSender);
+    const zeroTip = async (maxFeePerGas: bigint) =>
+      rpc(url, "eth_sendRawTransaction", [
+        await zeroTipWallet.signTransaction({ ...ahead, maxFeePerGas, maxPriorityFeePerGas: 0n }),
+      ]);
+    expect(await zeroTip(parseGwei("10"))).toHaveProperty("result");
+    expect((await zeroTip(parseGwei("20"))).error).toEqual({
+      code: -32000,
+      message: "replacement transaction underpriced",
+    });
+
+    // The gap filled, the replacement is the one mined.
+    await wallet.sendTransaction({ to, value: 1n, nonce: 0 });
+    const mined = await client.getTransactionReceipt({ hash: replacement.result as Hex });
+    expect(mined.status).toBe("success");
+  });
+
   it("with dev_setAutomine(false), answers a transaction's hash at once and mines it only at dev_mine", async () => {
     // Mutation: sendRawTransaction ignoring the automine switch mines the transaction at once
     // (its receipt is there before dev_mine).
