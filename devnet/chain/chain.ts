@@ -330,7 +330,9 @@ export class Chain {
   #append(mined: Mined): void {
     this.#store.append(mined.block);
     this.#head = mined.header;
-    this.#nextBaseFeeOverride = undefined;
+    // Spent by the block that has it; one set while a block already built went on (its builder made
+    // before it) is for the block after, and stays.
+    if (mined.header.baseFeePerGas === this.#nextBaseFeeOverride) this.#nextBaseFeeOverride = undefined;
     this.#dvm.pruner.noteBlock(mined.header.stateRoot);
   }
 

@@ -24,6 +24,7 @@ import {
   publicClientFor,
   type RpcAnswer,
   rpc,
+  rpcBatch,
   setNextBaseFee,
   signTransferAuthorization,
   transferAuthorization,
@@ -304,6 +305,55 @@ describe("devnet: JSON-RPC protocol", () => {
     const receipt = await client.waitForTransactionReceipt({ hash: secondHash });
     expect(receipt.status).toBe("success");
     expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
+  });
+
+  it("keeps a base fee set while a block is being built for the block after it", async () => {
+    // Mutation: the block being built clears the setting when it is stored, though it was made
+    // before it and never used it; the next block follows the EIP-1559 rule instead.
+    const client = publicClientFor(url);
+    const senders = Array.from({ length: 300 }, () => newAccount());
+    await rpcBatch(
+      url,
+      senders.map((sender) => ["dev_setBalance", [sender.address, toHex(usdc(1n))]]),
+    );
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("500"), maxPriorityFeePerGas: parseGwei("1") };
+    const raws = await Promise.all(
+      senders.map((sender) =>
+        sender.signTransaction({
+          chainId: 77,
+          type: "eip1559",
+          to,
+          value: 1n,
+          nonce: 0,
+          gas: 21_000n,
+          ...fees,
+        }),
+      ),
+    );
+    expect(await rpc(url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    try {
+      await rpcBatch(
+        url,
+        raws.map((raw) => ["eth_sendRawTransaction", [raw]]),
+      );
+      const before = await client.getBlockNumber({ cacheTime: 0 });
+      const mining = rpc(url, "dev_mine", []);
+      // The block of 300 is being built (its builder made, with the base fee of then) when the
+      // setting arrives.
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      expect(await client.getBlockNumber({ cacheTime: 0 })).toBe(before);
+      await setNextBaseFee(url, parseGwei("200"));
+      await mining;
+    } finally {
+      await rpc(url, "dev_setAutomine", [true]);
+    }
+    const built = await client.getBlock();
+    expect(built.transactions).toHaveLength(300);
+    expect(built.baseFeePerGas).not.toBe(parseGwei("200"));
+    const next = newAccount();
+    await fund(url, next.address, 1n);
+    expect((await client.getBlock()).baseFeePerGas).toBe(parseGwei("200"));
   });
 
   it("replaces a transaction waiting for its nonce by geth's price bump rule", async () => {
