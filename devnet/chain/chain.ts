@@ -31,6 +31,7 @@ import {
   type CallRequest,
   type EstimateOutcome,
   estimateGas,
+  type NextBlock,
   simulateCall,
 } from "./simulate.ts";
 import { admitSender, parseTransaction } from "./tx-admission.ts";
@@ -284,13 +285,11 @@ export class Chain {
   }
 
   call(request: CallRequest, gasLimit: bigint): Promise<CallOutcome> {
-    return this.#lock.run(() =>
-      simulateCall(this.#dvm, this.#head, this.#nextTimestamp(), request, gasLimit),
-    );
+    return this.#lock.run(() => simulateCall(this.#dvm, this.#head, this.#nextBlock(), request, gasLimit));
   }
 
   estimateGas(request: CallRequest, cap: bigint): Promise<EstimateOutcome> {
-    return this.#lock.run(() => estimateGas(this.#dvm, this.#head, this.#nextTimestamp(), request, cap));
+    return this.#lock.run(() => estimateGas(this.#dvm, this.#head, this.#nextBlock(), request, cap));
   }
 
   /** dev_setBalance: sets the balance and seals the change in an empty block, so every state has a block. */
@@ -319,6 +318,11 @@ export class Chain {
     this.#store.close();
   }
 
+  /** What a call runs against: the block the next run would build, its time and base fee. */
+  #nextBlock(): NextBlock {
+    return { timestamp: this.#nextTimestamp(), baseFee: this.nextBaseFee() };
+  }
+
   #newBlock(): BlockBuilder {
     return new BlockBuilder(this.#dvm, this.#head, this.#nextTimestamp(), this.#nextBaseFeeOverride);
   }
@@ -326,7 +330,9 @@ export class Chain {
   #append(mined: Mined): void {
     this.#store.append(mined.block);
     this.#head = mined.header;
-    this.#nextBaseFeeOverride = undefined;
+    // Spent by the block that has it; one set while a block already built went on (its builder made
+    // before it) is for the block after, and stays.
+    if (mined.header.baseFeePerGas === this.#nextBaseFeeOverride) this.#nextBaseFeeOverride = undefined;
     this.#dvm.pruner.noteBlock(mined.header.stateRoot);
   }
 

@@ -37,7 +37,7 @@ export class FutureQueue {
     return this.#byHash.get(hash);
   }
 
-  /** Queues `entry`; a second transaction for the same nonce must raise both fee caps by 10 %, as in geth. */
+  /** Queues `entry`; a second transaction for the same nonce must raise both fees by 10 %, as in geth. */
   add(entry: QueuedTx): Result<void, QueueRejection> {
     const key = entry.sender.toString();
     const slots = this.#bySender.get(key) ?? new Map<bigint, QueuedTx>();
@@ -76,10 +76,19 @@ export class FutureQueue {
   }
 }
 
+/** geth's txpool.pricebump default: a replacement pays this many percent more. */
+const PRICE_BUMP_PERCENT = 10n;
+
+/**
+ * geth's rule (legacypool's list.Add): both the fee cap and the tip strictly higher than the
+ * current ones, and each at least the current one × 110 / 100, rounded down.
+ */
 function outbids(next: SupportedTx, current: SupportedTx): boolean {
   const [nextCap, nextTip] = feeCaps(next);
   const [cap, tip] = feeCaps(current);
-  return nextCap * 10n >= cap * 11n && nextTip * 10n >= tip * 11n;
+  if (nextCap <= cap || nextTip <= tip) return false;
+  const threshold = (fee: bigint): bigint => (fee * (100n + PRICE_BUMP_PERCENT)) / 100n;
+  return nextCap >= threshold(cap) && nextTip >= threshold(tip);
 }
 
 function feeCaps(tx: SupportedTx): [bigint, bigint] {

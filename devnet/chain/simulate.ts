@@ -5,7 +5,13 @@
  */
 import { type BlockHeader, createBlock } from "@ethereumjs/block";
 import { EVMError } from "@ethereumjs/evm";
-import { type AccessListBytes, createAccessList2930Tx, createFeeMarket1559Tx } from "@ethereumjs/tx";
+import {
+  type AccessList2930Tx,
+  type AccessListBytes,
+  createAccessList2930Tx,
+  createFeeMarket1559Tx,
+  type FeeMarket1559Tx,
+} from "@ethereumjs/tx";
 import { type Address, createZeroAddress } from "@ethereumjs/util";
 import { runTx } from "@ethereumjs/vm";
 import { errorMessage } from "../../shared/error-message.ts";
@@ -29,24 +35,51 @@ export type CallOutcome =
   | { kind: "revert"; returnValue: Uint8Array }
   /** An exceptional halt: out of gas, invalid opcode, stack errors. */
   | { kind: "halt"; error: string }
-  /** The transaction could not run at all: it cannot pay, or its fee cap is below the base fee. */
-  | { kind: "refused"; error: string };
+  /**
+   * The transaction could not run at all: it cannot pay, its fee cap is below the base fee, or its
+   * gas is below its intrinsic gas (`belowIntrinsicGas`, which an estimate reports as geth does).
+   */
+  | { kind: "refused"; error: string; belowIntrinsicGas?: true };
 
-export type EstimateOutcome = { kind: "success"; gas: bigint } | Exclude<CallOutcome, { kind: "success" }>;
+/**
+ * The block a call runs in: the next one's timestamp and base fee (the chain's, which
+ * dev_setNextBlockBaseFeePerGas may have set), as the block that mines it would have them.
+ */
+export type NextBlock = { timestamp: bigint; baseFee: bigint };
+
+export type EstimateOutcome =
+  | { kind: "success"; gas: bigint }
+  /** Not even the most gas allowed (the cap, or what the balance pays for) is enough. */
+  | { kind: "exceeds_allowance"; allowance: bigint }
+  | Exclude<CallOutcome, { kind: "success" }>;
 
 export async function simulateCall(
   dvm: DevnetVm,
   parent: BlockHeader,
-  timestamp: bigint,
+  next: NextBlock,
   request: CallRequest,
   gasLimit: bigint,
 ): Promise<CallOutcome> {
-  const pricing = pricingOf(parent, request);
+  const { timestamp } = next;
+  const pricing = pricingOf(next.baseFee, request);
   const block = createBlock(
     { header: { ...childHeaderData(dvm.common, parent, timestamp), baseFeePerGas: pricing.baseFee } },
     { common: dvm.common },
   );
   const from = request.from ?? createZeroAddress();
+  // geth's checks of a call that pays fees (its state transition's preCheck), in its order and words.
+  if (pricing.priorityFee > pricing.feeCap) {
+    return {
+      kind: "refused",
+      error: `max priority fee per gas higher than max fee per gas: address ${from}, maxPriorityFeePerGas: ${pricing.priorityFee}, maxFeePerGas: ${pricing.feeCap}`,
+    };
+  }
+  if (pricing.feeCap < pricing.baseFee) {
+    return {
+      kind: "refused",
+      error: `max fee per gas less than block base fee: address ${from}, maxFeePerGas: ${pricing.feeCap}, baseFee: ${pricing.baseFee}`,
+    };
+  }
   const account = await dvm.state.getAccount(from);
   const balance = account?.balance ?? 0n;
   const cost = gasLimit * pricing.feeCap + (request.value ?? 0n);
@@ -65,13 +98,27 @@ export async function simulateCall(
     accessList: request.accessList ?? [],
   };
   const opts = { common: dvm.common, freeze: false };
-  const tx =
-    pricing.gasPrice !== undefined
-      ? createAccessList2930Tx({ ...fields, gasPrice: pricing.gasPrice }, opts)
-      : createFeeMarket1559Tx(
-          { ...fields, maxFeePerGas: pricing.feeCap, maxPriorityFeePerGas: pricing.priorityFee },
-          opts,
-        );
+  let tx: AccessList2930Tx | FeeMarket1559Tx;
+  try {
+    tx =
+      pricing.gasPrice !== undefined
+        ? createAccessList2930Tx({ ...fields, gasPrice: pricing.gasPrice }, opts)
+        : createFeeMarket1559Tx(
+            { ...fields, maxFeePerGas: pricing.feeCap, maxPriorityFeePerGas: pricing.priorityFee },
+            opts,
+          );
+  } catch (error) {
+    // What the checks above leave to ethereumjs: an access list or init code it cannot take.
+    return { kind: "refused", error: withoutDump(errorMessage(error)) };
+  }
+  const intrinsicGas = tx.getIntrinsicGas();
+  if (gasLimit < intrinsicGas) {
+    return {
+      kind: "refused",
+      error: `intrinsic gas too low: have ${gasLimit}, want ${intrinsicGas}`,
+      belowIntrinsicGas: true,
+    };
+  }
   // The unsigned transaction speaks for `from`: runTx asks the transaction who sent it.
   tx.getSenderAddress = () => from;
 
@@ -84,14 +131,14 @@ export async function simulateCall(
       return {
         kind: "success",
         returnValue: result.execResult.returnValue,
-        gasUsedBeforeRefund: result.execResult.executionGasUsed + tx.getIntrinsicGas(),
+        gasUsedBeforeRefund: result.execResult.executionGasUsed + intrinsicGas,
       };
     }
     if (error.error === EVMError.errorMessages.REVERT)
       return { kind: "revert", returnValue: result.execResult.returnValue };
     return { kind: "halt", error: error.error };
   } catch (error) {
-    return { kind: "refused", error: errorMessage(error) };
+    return { kind: "refused", error: withoutDump(errorMessage(error)) };
   } finally {
     await dvm.state.revert();
   }
@@ -105,20 +152,27 @@ export async function simulateCall(
 export async function estimateGas(
   dvm: DevnetVm,
   parent: BlockHeader,
-  timestamp: bigint,
+  next: NextBlock,
   request: CallRequest,
   cap: bigint,
 ): Promise<EstimateOutcome> {
-  const { feeCap } = pricingOf(parent, request);
+  const { feeCap } = pricingOf(next.baseFee, request);
   if (feeCap > 0n) {
     const balance = (await dvm.state.getAccount(request.from ?? createZeroAddress()))?.balance ?? 0n;
     const spendable = balance - (request.value ?? 0n);
     if (spendable >= 0n && spendable / feeCap < cap) cap = spendable / feeCap;
   }
-  const atCap = await simulateCall(dvm, parent, timestamp, request, cap);
+  const atCap = await simulateCall(dvm, parent, next, request, cap);
+  if (
+    (atCap.kind === "halt" && atCap.error === "out of gas") ||
+    (atCap.kind === "refused" && atCap.belowIntrinsicGas === true)
+  ) {
+    // geth's estimator counts a gas limit below the intrinsic gas as one more too-small limit.
+    return { kind: "exceeds_allowance", allowance: cap };
+  }
   if (atCap.kind !== "success") return atCap;
   const succeeds = async (gas: bigint): Promise<boolean> =>
-    (await simulateCall(dvm, parent, timestamp, request, gas)).kind === "success";
+    (await simulateCall(dvm, parent, next, request, gas)).kind === "success";
   let low = atCap.gasUsedBeforeRefund;
   if (await succeeds(low)) return { kind: "success", gas: low };
   let high = cap;
@@ -136,15 +190,20 @@ type Pricing = { baseFee: bigint; feeCap: bigint; priorityFee: bigint; gasPrice:
  * Like geth: a request without any fee field runs free, in a block with base fee 0; one with a
  * fee field pays real fees in the pending block. gasPrice alone makes a legacy-priced call.
  */
-function pricingOf(parent: BlockHeader, request: CallRequest): Pricing {
+function pricingOf(nextBaseFee: bigint, request: CallRequest): Pricing {
   const { gasPrice, maxFeePerGas, maxPriorityFeePerGas } = request;
   if (gasPrice === undefined && maxFeePerGas === undefined && maxPriorityFeePerGas === undefined) {
     return { baseFee: 0n, feeCap: 0n, priorityFee: 0n, gasPrice: undefined };
   }
-  const baseFee = parent.calcNextBaseFee();
+  const baseFee = nextBaseFee;
   if (maxFeePerGas === undefined && maxPriorityFeePerGas === undefined && gasPrice !== undefined) {
     return { baseFee, feeCap: gasPrice, priorityFee: gasPrice, gasPrice };
   }
   const priorityFee = maxPriorityFeePerGas ?? 0n;
   return { baseFee, feeCap: maxFeePerGas ?? baseFee + priorityFee, priorityFee, gasPrice: undefined };
+}
+
+/** ethereumjs appends a dump of the block and transaction after " (vm hf=…"; keep the cause only. */
+function withoutDump(message: string): string {
+  return message.split(" (vm hf=")[0] ?? message;
 }

@@ -5,7 +5,8 @@
  */
 import type { Common } from "@ethereumjs/common";
 import { Capability, createTxFromRLP } from "@ethereumjs/tx";
-import { type Address, bigIntToUnpaddedBytes } from "@ethereumjs/util";
+import { type Address, bigIntToUnpaddedBytes, bytesToBigInt } from "@ethereumjs/util";
+import { fromRlp } from "viem";
 import { errorMessage } from "../../shared/error-message.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { BLOCK_GAS_LIMIT } from "../constants.ts";
@@ -18,6 +19,8 @@ export type TxRejection =
   | { kind: "unsupported_type"; type: number }
   | { kind: "unprotected" }
   | { kind: "invalid_sender" }
+  | { kind: "invalid_chain_id"; chainId: bigint }
+  | { kind: "tip_above_fee_cap"; maxPriorityFeePerGas: bigint; maxFeePerGas: bigint }
   | { kind: "intrinsic_gas_too_low"; gas: bigint; needed: bigint }
   | { kind: "exceeds_block_gas_limit"; gas: bigint }
   | { kind: "already_known" }
@@ -40,7 +43,7 @@ export function parseTransaction(raw: Uint8Array, common: Common): Result<Parsed
   try {
     tx = createTxFromRLP(raw, { common }) as SupportedTx;
   } catch (error) {
-    return err({ kind: "invalid_transaction", detail: describe(error) });
+    return err(refusedByGeth(raw, common) ?? { kind: "invalid_transaction", detail: describe(error) });
   }
   // EIP-155: a pre-155 legacy signature (v = 27 or 28) would be valid on every chain.
   if (tx.type === 0 && (tx.v === 27n || tx.v === 28n)) return err({ kind: "unprotected" });
@@ -88,6 +91,36 @@ export function upfrontCost(tx: SupportedTx): bigint {
 
 export function feeCap(tx: SupportedTx): bigint {
   return "maxFeePerGas" in tx ? tx.maxFeePerGas : tx.gasPrice;
+}
+
+/**
+ * The refusals ethereumjs makes while decoding that geth's pool names, read from the decoded
+ * fields, so the caller gets geth's words (which viem classifies) rather than ethereumjs's: a
+ * chain id not this chain's (whose message quotes a function's source), a tip above the fee cap.
+ */
+function refusedByGeth(raw: Uint8Array, common: Common): TxRejection | undefined {
+  let decoded: unknown;
+  try {
+    decoded = fromRlp(raw[0]! >= 0xc0 ? raw : raw.subarray(1), "bytes");
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(decoded) || decoded.length < 9) return undefined;
+  const field = (i: number): bigint | undefined => {
+    const value: unknown = decoded[i];
+    return value instanceof Uint8Array ? bytesToBigInt(value) : undefined;
+  };
+  // Typed: chain id first; legacy: in v (EIP-155: v = chain id × 2 + 35 or 36).
+  const v = field(6);
+  const chainId = raw[0]! >= 0xc0 ? (v !== undefined && v >= 35n ? (v - 35n) / 2n : undefined) : field(0);
+  if (chainId !== undefined && chainId !== common.chainId()) return { kind: "invalid_chain_id", chainId };
+  if (raw[0] === 2) {
+    const [tip, cap] = [field(2), field(3)];
+    if (tip !== undefined && cap !== undefined && tip > cap) {
+      return { kind: "tip_above_fee_cap", maxPriorityFeePerGas: tip, maxFeePerGas: cap };
+    }
+  }
+  return undefined;
 }
 
 function describe(error: unknown): string {

@@ -3,6 +3,7 @@
  * and raises its own error classes (NonceTooLowError, InsufficientFundsError, reverts with data).
  */
 import { decodeAbiParameters } from "viem";
+import { CHAIN_ID } from "../../shared/constants.ts";
 import type { CallOutcome } from "../chain/simulate.ts";
 import type { TxRejection } from "../chain/tx-admission.ts";
 import { data, type Hex } from "../hex.ts";
@@ -48,6 +49,10 @@ export function rejectionMessage(rejection: TxRejection): string {
       return "only replay-protected (EIP-155) transactions allowed over RPC";
     case "invalid_sender":
       return "invalid sender";
+    case "invalid_chain_id":
+      return `invalid sender: invalid chain id for signer: have ${rejection.chainId} want ${CHAIN_ID}`;
+    case "tip_above_fee_cap":
+      return `max priority fee per gas higher than max fee per gas: maxPriorityFeePerGas: ${rejection.maxPriorityFeePerGas}, maxFeePerGas: ${rejection.maxFeePerGas}`;
     case "intrinsic_gas_too_low":
       return `intrinsic gas too low: gas ${rejection.gas}, minimum needed ${rejection.needed}`;
     case "exceeds_block_gas_limit":

@@ -152,7 +152,9 @@ export function createRpcMethods(chain: Chain): RpcMethods {
       requireArguments(params, 1, 3);
       const request = parseCallRequest(params[0], 0);
       requireLatest(chain, parseBlockTag(params[1], 1), "eth_call");
-      const outcome = await chain.call(request, request.gas ?? BLOCK_GAS_LIMIT);
+      // As geth caps a call's gas (its RPC gas cap), silently.
+      const gas = request.gas === undefined || request.gas > BLOCK_GAS_LIMIT ? BLOCK_GAS_LIMIT : request.gas;
+      const outcome = await chain.call(request, gas);
       if (outcome.kind === "success") return data(outcome.returnValue);
       throw outcomeError(outcome);
     },
@@ -160,11 +162,19 @@ export function createRpcMethods(chain: Chain): RpcMethods {
       requireArguments(params, 1, 3);
       const request = parseCallRequest(params[0], 0);
       requireLatest(chain, parseBlockTag(params[1], 1), "eth_estimateGas");
-      const cap = request.gas ?? BLOCK_GAS_LIMIT;
+      // geth's upper bound: the request's gas if it could pay for a plain transfer, else the block's.
+      const cap =
+        request.gas === undefined || request.gas < TRANSFER_INTRINSIC_GAS || request.gas > BLOCK_GAS_LIMIT
+          ? BLOCK_GAS_LIMIT
+          : request.gas;
       const outcome = await chain.estimateGas(request, cap);
       if (outcome.kind === "success") return quantity(outcome.gas);
-      if (outcome.kind === "halt" && outcome.error === "out of gas") {
-        throw new RpcError(RPC_ERROR_CODES.serverError, `gas required exceeds allowance (${cap})`);
+      if (outcome.kind === "exceeds_allowance") {
+        // geth's words, "gas required exceeds allowance (0)" for a sender who cannot pay any gas.
+        throw new RpcError(
+          RPC_ERROR_CODES.serverError,
+          `gas required exceeds allowance (${outcome.allowance})`,
+        );
       }
       throw outcomeError(outcome);
     },
@@ -199,6 +209,9 @@ export function createRpcMethods(chain: Chain): RpcMethods {
   };
   return new Map(Object.entries(methods));
 }
+
+/** geth's params.TxGas: the intrinsic gas of a plain transfer. */
+const TRANSFER_INTRINSIC_GAS = 21_000n;
 
 function blockResponse(block: MinedBlock, fullTransactions: boolean): unknown {
   return {

@@ -1,5 +1,19 @@
-import { type Address, getAbiItem, type Hex, toHex } from "viem";
-import type { PrivateKeyAccount } from "viem/accounts";
+import {
+  type Address,
+  BaseError,
+  concat,
+  ExecutionRevertedError,
+  FeeCapTooLowError,
+  getAbiItem,
+  type Hex,
+  keccak256,
+  parseGwei,
+  TipAboveFeeCapError,
+  toHex,
+  toRlp,
+  trim,
+} from "viem";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount, sign } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import { TRANSFER_TOPIC } from "../chain/precompile/abi.ts";
@@ -8,7 +22,10 @@ import {
   fund,
   newAccount,
   publicClientFor,
+  type RpcAnswer,
   rpc,
+  rpcBatch,
+  setNextBaseFee,
   signTransferAuthorization,
   transferAuthorization,
   transferWithAuthorizationCalldata,
@@ -86,6 +103,61 @@ describe("devnet: JSON-RPC protocol", () => {
     });
   });
 
+  it("refuses a transaction for another chain, or with its tip above its fee cap, in geth's words", async () => {
+    // Mutation: ethereumjs's decoding errors passed on: "invalid transaction: Common chain ID
+    // chainId() {\n return BigInt(…" (the source of a function) and "maxFeePerGas cannot be less
+    // than maxPriorityFeePerGas …", which viem cannot classify.
+    const senderKey = generatePrivateKey();
+    const sender = privateKeyToAccount(senderKey);
+    await fund(url, sender.address, usdc(1n));
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("30"), maxPriorityFeePerGas: parseGwei("1") };
+    const forMainnet = await sender.signTransaction({
+      chainId: 1,
+      type: "eip1559",
+      to,
+      nonce: 0,
+      gas: 21_000n,
+      ...fees,
+    });
+    const legacyForMainnet = await sender.signTransaction({
+      chainId: 1,
+      type: "legacy",
+      to,
+      nonce: 0,
+      gas: 21_000n,
+      gasPrice: parseGwei("30"),
+    });
+    for (const raw of [forMainnet, legacyForMainnet]) {
+      expect((await rpc(url, "eth_sendRawTransaction", [raw])).error).toEqual({
+        code: -32000,
+        message: "invalid sender: invalid chain id for signer: have 1 want 77",
+      });
+    }
+    // viem will not sign a tip above the fee cap; other clients do, and geth's pool refuses it.
+    const unsigned = [toHex(77), "0x", toHex(20n), toHex(10n), toHex(21_000n), to, "0x", "0x", []] as const;
+    const signature = await sign({
+      hash: keccak256(concat(["0x02", toRlp(unsigned as unknown as Hex[])])),
+      privateKey: senderKey,
+    });
+    const tipAboveCap = concat([
+      "0x02",
+      toRlp([
+        ...(unsigned as unknown as Hex[]),
+        signature.yParity === 1 ? "0x01" : "0x",
+        trim(signature.r),
+        trim(signature.s),
+      ] as Hex[]),
+    ]);
+    const { error } = (await rpc(url, "eth_sendRawTransaction", [tipAboveCap])) as RpcAnswer;
+    expect(error).toEqual({
+      code: -32000,
+      message:
+        "max priority fee per gas higher than max fee per gas: maxPriorityFeePerGas: 20, maxFeePerGas: 10",
+    });
+    expect(TipAboveFeeCapError.nodeMessage.test(error!.message)).toBe(true);
+  });
+
   it("serves the identity methods and a GET health document", async () => {
     expect((await rpc(url, "web3_clientVersion")).result).toMatch(/^agent-wallet-devnet\//);
     expect((await rpc(url, "net_version")).result).toBe("77");
@@ -113,6 +185,108 @@ describe("devnet: JSON-RPC protocol", () => {
     expect(bare.error).toEqual({ code: 3, message: "execution reverted", data: "0x" });
   });
 
+  it("refuses a call or estimate it cannot run in geth's words, which viem classifies", async () => {
+    // Mutation: fee and gas checks left to ethereumjs answer -32603 (its constructor throws on a
+    // tip above the fee cap, or on gas beyond 2^64) or its message with a dump of the block and
+    // transaction appended, which viem classifies as nothing (UnknownNodeError).
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(1n));
+    const to = newAccount().address;
+    const nextBaseFee = BigInt((await rpc(url, "eth_gasPrice")).result as string) - 1_000_000_000n;
+    for (const method of ["eth_call", "eth_estimateGas"]) {
+      const tipAboveCap = await rpc(url, method, [
+        { from: sender.address, to, maxFeePerGas: "0x10", maxPriorityFeePerGas: "0x20" },
+      ]);
+      expect(tipAboveCap.error).toEqual({
+        code: -32000,
+        message: `max priority fee per gas higher than max fee per gas: address ${sender.address.toLowerCase()}, maxPriorityFeePerGas: 32, maxFeePerGas: 16`,
+      });
+      const belowBaseFee = await rpc(url, method, [{ from: sender.address, to, maxFeePerGas: "0x1" }]);
+      expect(belowBaseFee.error).toEqual({
+        code: -32000,
+        message: `max fee per gas less than block base fee: address ${sender.address.toLowerCase()}, maxFeePerGas: 1, baseFee: ${nextBaseFee}`,
+      });
+    }
+    expect((await rpc(url, "eth_call", [{ from: sender.address, to, gas: "0x100" }])).error).toEqual({
+      code: -32000,
+      message: "intrinsic gas too low: have 256, want 21000",
+    });
+    // Gas beyond what any block holds is capped, as geth caps a call's gas.
+    expect(
+      await rpc(url, "eth_call", [{ from: sender.address, to, gas: `0x1${"0".repeat(20)}` }]),
+    ).toMatchObject({
+      result: "0x",
+    });
+    const belowBaseFeeInViem = await client
+      .estimateGas({ account: sender.address, to, maxFeePerGas: 1n })
+      .catch((error: unknown) => error);
+    expect(
+      belowBaseFeeInViem instanceof BaseError &&
+        belowBaseFeeInViem.walk((e) => e instanceof FeeCapTooLowError),
+    ).toBeInstanceOf(FeeCapTooLowError);
+
+    // A sender whose balance pays for less gas than a transfer needs: geth's "gas required exceeds
+    // allowance (0)", which viem reads as the call failing, whatever it is sent with.
+    const unfunded = newAccount();
+    await fund(url, unfunded.address, 1_000n);
+    expect(
+      (
+        await rpc(url, "eth_estimateGas", [
+          { from: unfunded.address, to, maxFeePerGas: toHex(parseGwei("30")) },
+        ])
+      ).error,
+    ).toEqual({ code: -32000, message: "gas required exceeds allowance (0)" });
+    const sent = await walletClientFor(url, unfunded)
+      .sendTransaction({ to, value: 1n })
+      .catch((error: unknown) => error);
+    expect(sent).toBeInstanceOf(BaseError);
+    expect((sent as BaseError).walk((e) => e instanceof ExecutionRevertedError)).toBeInstanceOf(
+      ExecutionRevertedError,
+    );
+  });
+
+  it("runs eth_call and eth_estimateGas at the base fee dev_setNextBlockBaseFeePerGas set, as the block that mines them", async () => {
+    // Mutation: calls priced at the parent's EIP-1559 rule succeed with a fee cap that the next
+    // block, at the base fee set, refuses when the same transaction is sent.
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(10n));
+    const wallet = walletClientFor(url, sender);
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("50"), maxPriorityFeePerGas: parseGwei("1") };
+    const raised = parseGwei("100");
+    await setNextBaseFee(url, raised);
+    const expected = `max fee per gas less than block base fee: address ${sender.address.toLowerCase()}, maxFeePerGas: ${fees.maxFeePerGas}, baseFee: ${raised}`;
+    for (const method of ["eth_call", "eth_estimateGas"]) {
+      const answer = await rpc(url, method, [
+        { from: sender.address, to, value: "0x1", maxFeePerGas: toHex(fees.maxFeePerGas) },
+      ]);
+      expect(answer.error).toEqual({ code: -32000, message: expected });
+    }
+    const signed = await wallet.signTransaction({ to, value: 1n, nonce: 0, gas: 21_000n, ...fees });
+    expect((await rpc(url, "eth_sendRawTransaction", [signed])).error).toEqual({
+      code: -32000,
+      message: expected,
+    });
+    // At a fee cap above it, the call and the transaction both go through, in a block at that base fee.
+    const paying = { maxFeePerGas: parseGwei("150"), maxPriorityFeePerGas: parseGwei("1") };
+    expect(await client.estimateGas({ account: sender.address, to, value: 1n, ...paying })).toBe(21_000n);
+    const hash = await client.sendRawTransaction({
+      serializedTransaction: await wallet.signTransaction({
+        to,
+        value: 1n,
+        nonce: 0,
+        gas: 21_000n,
+        ...paying,
+      }),
+    });
+    const block = await client.getBlock({
+      blockNumber: (await client.getTransactionReceipt({ hash })).blockNumber,
+    });
+    expect(block.baseFeePerGas).toBe(raised);
+  });
+
   it("mines a transaction sent ahead of its nonce once the gap is filled", async () => {
     const client = publicClientFor(url);
     const sender = newAccount();
@@ -131,6 +305,97 @@ describe("devnet: JSON-RPC protocol", () => {
     const receipt = await client.waitForTransactionReceipt({ hash: secondHash });
     expect(receipt.status).toBe("success");
     expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
+  });
+
+  it("keeps a base fee set while a block is being built for the block after it", async () => {
+    // Mutation: the block being built clears the setting when it is stored, though it was made
+    // before it and never used it; the next block follows the EIP-1559 rule instead.
+    const client = publicClientFor(url);
+    const senders = Array.from({ length: 300 }, () => newAccount());
+    await rpcBatch(
+      url,
+      senders.map((sender) => ["dev_setBalance", [sender.address, toHex(usdc(1n))]]),
+    );
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("500"), maxPriorityFeePerGas: parseGwei("1") };
+    const raws = await Promise.all(
+      senders.map((sender) =>
+        sender.signTransaction({
+          chainId: 77,
+          type: "eip1559",
+          to,
+          value: 1n,
+          nonce: 0,
+          gas: 21_000n,
+          ...fees,
+        }),
+      ),
+    );
+    expect(await rpc(url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    try {
+      await rpcBatch(
+        url,
+        raws.map((raw) => ["eth_sendRawTransaction", [raw]]),
+      );
+      const before = await client.getBlockNumber({ cacheTime: 0 });
+      const mining = rpc(url, "dev_mine", []);
+      // The block of 300 is being built (its builder made, with the base fee of then) when the
+      // setting arrives.
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      expect(await client.getBlockNumber({ cacheTime: 0 })).toBe(before);
+      await setNextBaseFee(url, parseGwei("200"));
+      await mining;
+    } finally {
+      await rpc(url, "dev_setAutomine", [true]);
+    }
+    const built = await client.getBlock();
+    expect(built.transactions).toHaveLength(300);
+    expect(built.baseFeePerGas).not.toBe(parseGwei("200"));
+    const next = newAccount();
+    await fund(url, next.address, 1n);
+    expect((await client.getBlock()).baseFeePerGas).toBe(parseGwei("200"));
+  });
+
+  it("replaces a transaction waiting for its nonce by geth's price bump rule", async () => {
+    // Mutation: the bump computed without geth's rounding down refuses a replacement at geth's
+    // exact threshold, and without its "strictly higher" check takes one that keeps a zero tip.
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    await fund(url, sender.address, usdc(1n));
+    const wallet = walletClientFor(url, sender);
+    const to = newAccount().address;
+    const ahead = { to, value: 1n, nonce: 1, gas: 21_000n } as const;
+    const send = async (fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }) =>
+      rpc(url, "eth_sendRawTransaction", [await wallet.signTransaction({ ...ahead, ...fees })]);
+
+    // 110 % of 1,000,000,000,015 and of 1,000,000,000,005 wei, rounded down as geth does (fees
+    // well above any base fee an earlier test left).
+    expect(
+      await send({ maxFeePerGas: 1_000_000_000_015n, maxPriorityFeePerGas: 1_000_000_000_005n }),
+    ).toHaveProperty("result");
+    const replacement = await send({
+      maxFeePerGas: 1_100_000_000_016n,
+      maxPriorityFeePerGas: 1_100_000_000_005n,
+    });
+    expect(replacement).toHaveProperty("result");
+    // Same tip (zero), fee cap doubled: geth wants both raised.
+    const zeroTipSender = newAccount();
+    await fund(url, zeroTipSender.address, usdc(1n));
+    const zeroTipWallet = walletClientFor(url, zeroTipSender);
+    const zeroTip = async (maxFeePerGas: bigint) =>
+      rpc(url, "eth_sendRawTransaction", [
+        await zeroTipWallet.signTransaction({ ...ahead, maxFeePerGas, maxPriorityFeePerGas: 0n }),
+      ]);
+    expect(await zeroTip(parseGwei("10"))).toHaveProperty("result");
+    expect((await zeroTip(parseGwei("20"))).error).toEqual({
+      code: -32000,
+      message: "replacement transaction underpriced",
+    });
+
+    // The gap filled, the replacement is the one mined.
+    await wallet.sendTransaction({ to, value: 1n, nonce: 0 });
+    const mined = await client.getTransactionReceipt({ hash: replacement.result as Hex });
+    expect(mined.status).toBe("success");
   });
 
   it("with dev_setAutomine(false), answers a transaction's hash at once and mines it only at dev_mine", async () => {

@@ -8,6 +8,7 @@ import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { hexToBytes } from "@ethereumjs/util";
 import * as z from "zod";
+import { errorMessage } from "../../shared/error-message.ts";
 import { data, type Hex, quantity } from "../hex.ts";
 import type { MinedBlock } from "../rpc/types.ts";
 import type { AccountDump } from "./tracking-state-manager.ts";
@@ -28,6 +29,13 @@ export type StateSnapshot = {
 const hex = z.string().regex(/^0x[0-9a-fA-F]*$/);
 const quantityHex = z.string().regex(/^0x[0-9a-fA-F]+$/);
 
+const blockSchema = z.looseObject({
+  header: z.looseObject({ number: quantityHex, hash: hex, stateRoot: hex }),
+  transactions: z.array(z.looseObject({ hash: hex })),
+  receipts: z.array(z.looseObject({ transactionHash: hex })),
+});
+
+/** The document without its blocks, which are read one at a time (see readStateFile). */
 const fileSchema = z.object({
   format: z.literal(STATE_FILE_FORMAT),
   chainId: z.number().int(),
@@ -42,30 +50,37 @@ const fileSchema = z.object({
       storage: z.record(z.string().regex(/^0x[0-9a-f]{64}$/), quantityHex),
     }),
   ),
-  // History is written by this module and re-checked on load (the head block must hash to its
-  // stored hash and its state root must match the restored state), so its shape is only sketched.
-  blocks: z
-    .array(
-      z.looseObject({
-        header: z.looseObject({ number: quantityHex, hash: hex, stateRoot: hex }),
-        transactions: z.array(z.looseObject({ hash: hex })),
-        receipts: z.array(z.looseObject({ transactionHash: hex })),
-      }),
-    )
-    .min(1),
+  blocks: z.array(z.never()).length(0),
 });
 
-/** The snapshot in `file`, or undefined when the file does not exist. */
+/**
+ * The snapshot in `file`, or undefined when the file does not exist. The file is read as bytes
+ * and its blocks parsed one at a time as the chain takes them: a long history makes a file larger
+ * than the longest string V8 can hold (about 512 MiB, some 100,000 settlements), which a read
+ * as one string could not load at all.
+ */
 export async function readStateFile(file: string): Promise<StateSnapshot | undefined> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, "utf8");
+    bytes = await readFile(file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw error;
   }
-  const parsed = fileSchema.safeParse(JSON.parse(text));
-  if (!parsed.success) throw new Error(`${file} is not a devnet state file: ${parsed.error.message}`);
+  const notStateFile = (detail: string): Error => new Error(`${file} is not a devnet state file: ${detail}`);
+  const layout = blocksLayout(bytes);
+  if (layout === undefined) throw notStateFile("no blocks array");
+  if (layout.blocks.length === 0) throw notStateFile("the blocks array is empty");
+  let document: unknown;
+  try {
+    document = JSON.parse(
+      `${bytes.toString("utf8", 0, layout.open)}[]${bytes.toString("utf8", layout.close + 1)}`,
+    );
+  } catch (error) {
+    throw notStateFile(errorMessage(error));
+  }
+  const parsed = fileSchema.safeParse(document);
+  if (!parsed.success) throw notStateFile(parsed.error.message);
   const body = parsed.data;
   return {
     chainId: body.chainId,
@@ -80,8 +95,79 @@ export async function readStateFile(file: string): Promise<StateSnapshot | undef
         hexToBytes(evenHex(value)),
       ]),
     })),
-    blocks: body.blocks as unknown as MinedBlock[],
+    blocks: (function* () {
+      for (const [start, end] of layout.blocks) {
+        let block: unknown;
+        try {
+          block = JSON.parse(bytes.toString("utf8", start, end));
+        } catch (error) {
+          throw notStateFile(errorMessage(error));
+        }
+        // Written by this module and re-checked on load (the head block must hash to its stored
+        // hash and its state root must match the restored state), so its shape is only sketched.
+        const checked = blockSchema.safeParse(block);
+        if (!checked.success) throw notStateFile(checked.error.message);
+        yield block as MinedBlock;
+      }
+    })(),
   };
+}
+
+/**
+ * Where the top-level "blocks" array opens and closes in a JSON document, and the byte range of
+ * each of its elements; undefined when there is none. A scan of the bytes that follows strings and
+ * nesting: UTF-8 continuation bytes are all above 0x7f, so never a quote, backslash or bracket.
+ */
+function blocksLayout(
+  bytes: Buffer,
+): { open: number; close: number; blocks: Array<[number, number]> } | undefined {
+  const QUOTE = 0x22;
+  const BACKSLASH = 0x5c;
+  let depth = 0;
+  let inString = false;
+  let stringStart = 0;
+  let lastKey = "";
+  let open = -1;
+  let elementStart = -1;
+  const blocks: Array<[number, number]> = [];
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i]!;
+    if (inString) {
+      // To the closing quote at memchr's speed (a block's hex data makes long strings): the next
+      // quote that an odd run of backslashes does not escape.
+      let quote = bytes.indexOf(QUOTE, i);
+      for (;;) {
+        if (quote < 0) return undefined;
+        let backslashes = 0;
+        while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
+        if (backslashes % 2 === 0) break;
+        quote = bytes.indexOf(QUOTE, quote + 1);
+      }
+      i = quote;
+      inString = false;
+      if (depth === 1) lastKey = bytes.toString("utf8", stringStart, i);
+      continue;
+    }
+    if (byte === QUOTE) {
+      inString = true;
+      stringStart = i + 1;
+    } else if (byte === 0x7b || byte === 0x5b) {
+      // { or [
+      if (depth === 1 && byte === 0x5b && lastKey === "blocks" && open < 0) open = i;
+      else if (depth === 2 && open >= 0 && elementStart < 0) elementStart = i;
+      depth++;
+    } else if (byte === 0x7d || byte === 0x5d) {
+      // } or ]
+      depth--;
+      if (depth === 2 && elementStart >= 0) {
+        blocks.push([elementStart, i + 1]);
+        elementStart = -1;
+      } else if (depth === 1 && open >= 0 && byte === 0x5d) {
+        return { open, close: i, blocks };
+      }
+    }
+  }
+  return undefined;
 }
 
 export async function writeStateFile(file: string, snapshot: StateSnapshot): Promise<void> {
