@@ -50,6 +50,16 @@ describe("recover: refusals (real enclave)", () => {
 
   const recover = (...args: string[]): Promise<ToolRun> =>
     runTool("ops/recover.ts", [...args, "--socket", enclave.socketPath]);
+  /** `npm run recover` of a backup folder with the test enclave's recovery keys. */
+  const recoverFolder = (backups: string): Promise<ToolRun> =>
+    recover(
+      "--backup-dir",
+      backups,
+      "--recovery-key",
+      file("recovery.key"),
+      "--recovery-enc-key",
+      file("recovery-enc.key"),
+    );
 
   it("exits 1 when a batch of the folder was refused, though another was restored", async () => {
     // Mutation: exiting 0 whatever the batches came to fails this.
@@ -62,14 +72,7 @@ describe("recover: refusals (real enclave)", () => {
     });
     expect(good.ok, JSON.stringify(good)).toBe(true);
     await writeFile(path.join(backups, "damaged.backup"), Buffer.from("not an envelope"));
-    const result = await recover(
-      "--backup-dir",
-      backups,
-      "--recovery-key",
-      file("recovery.key"),
-      "--recovery-enc-key",
-      file("recovery-enc.key"),
-    );
+    const result = await recoverFolder(backups);
     expect(result.stdout).toMatch(/damaged\.backup: refused: /);
     expect(result.stdout).toMatch(/recover: 1 restored, 1 refused\n$/);
     expect(result.code).toBe(1);
@@ -89,14 +92,7 @@ describe("recover: refusals (real enclave)", () => {
       backupDir: backups,
     });
     expect(good.ok, JSON.stringify(good)).toBe(true);
-    const result = await recover(
-      "--backup-dir",
-      backups,
-      "--recovery-key",
-      file("recovery.key"),
-      "--recovery-enc-key",
-      file("recovery-enc.key"),
-    );
+    const result = await recoverFolder(backups);
     expect(result.stdout).toMatch(/a-unreadable\.backup: refused: cannot read the file: .*EISDIR/);
     expect(result.stdout).toMatch(/: batch refusals-two \(settler\): 1 keys held/);
     expect(result.stdout).toMatch(/recover: 1 restored, 1 refused\n$/);
@@ -110,14 +106,7 @@ describe("recover: refusals (real enclave)", () => {
     const empty = path.join(dir, "no-backups");
     await mkdir(empty);
     await writeFile(path.join(empty, "notes.txt"), "copied from the backup host\n");
-    const result = await recover(
-      "--backup-dir",
-      empty,
-      "--recovery-key",
-      file("recovery.key"),
-      "--recovery-enc-key",
-      file("recovery-enc.key"),
-    );
+    const result = await recoverFolder(empty);
     expect(result.stdout).not.toMatch(/0 refused/);
     expect(result.stderr).toMatch(/--backup-dir .*no-backups holds no backup/);
     expect(result.code).toBe(2);
