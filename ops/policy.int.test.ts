@@ -6,7 +6,7 @@ import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { CAIP2_NETWORK, CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
@@ -14,6 +14,7 @@ import { agentCalls, newKey } from "../testing/money-client.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { signTransferOverSocket } from "../testing/socket-transfer.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 
 // The operator's `npm run policy` as a process, against a real enclave, Postgres, the origin of a
@@ -491,17 +492,11 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     const approved = await approving!;
     expect(approved).toMatchObject({ code: 1, stderr: expect.stringContaining("became rejected meanwhile") });
     // What a compromised origin would do with an approval of a rejected action.
-    const signed = await stack.signer.signTransfer({
-      keyRef: agent.keyRef,
-      from: agent.wallet,
-      chainId: CHAIN_ID,
+    const signed = await signTransferOverSocket(stack.signer, agent, {
       to,
       valueUnits: 2_000_000n,
-      nonce: 1_000n,
-      maxFeePerGas: 1_000_000_000n,
-      maxPriorityFeePerGas: 1_000_000_000n,
-      gasLimit: 21_000n,
       actionId,
+      nonce: 1_000n,
     });
     expect(signed.ok ? "signed" : signed.error.detail).toBe("policy_held");
   });

@@ -2,12 +2,12 @@ import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import { enrollPendingPasskey } from "../../ops/lib/passkey-enroll.ts";
-import { CHAIN_ID } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { ApprovalOptions, PasskeyView } from "../../shared/passkey-schemas.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
+import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { type Assertion, SoftwarePasskey } from "../../testing/software-passkey.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { type Db, queryRows } from "../db/client.ts";
@@ -394,17 +394,11 @@ describe("passkeys through the console (real stack)", () => {
       expect(refused.status).toBe(500);
     });
     // What a compromised origin would do with an approval the audit never recorded.
-    const signed = await stack.signer.signTransfer({
-      keyRef: agent.keyRef,
-      from: agent.wallet,
-      chainId: CHAIN_ID,
+    const signed = await signTransferOverSocket(stack.signer, agent, {
       to,
       valueUnits: 3_000_000n,
-      nonce: 1_000n,
-      maxFeePerGas: 1_000_000_000n,
-      maxPriorityFeePerGas: 1_000_000_000n,
-      gasLimit: 21_000n,
       actionId,
+      nonce: 1_000n,
     });
     expect(signed.ok ? "signed" : signed.error.detail).toBe("policy_held");
   });

@@ -20,6 +20,7 @@ import { sleep } from "../../shared/sleep.ts";
 import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
+import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { setIdentityEnabled } from "../identity/identity-admin.ts";
@@ -327,16 +328,9 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     expect(ended.status).toBe("expired");
     expect(await outgoing(agent)).toBe(0);
     // Signing it straight over the socket, as a compromised origin would: held by the enclave.
-    const signed = await stack.signer.signTransfer({
-      keyRef: agent.keyRef,
-      from: agent.wallet,
+    const signed = await signTransferOverSocket(stack.signer, agent, {
       to,
       valueUnits: 3_000_000n,
-      chainId: CHAIN_ID,
-      nonce: 0n,
-      maxFeePerGas: 2_000_000_000n,
-      maxPriorityFeePerGas: 1_000_000_000n,
-      gasLimit: 21_000n,
       actionId: view.action_id,
     });
     expect(signed.ok ? "signed" : `${signed.error.detail}:${signed.error.rule}`).toBe(
