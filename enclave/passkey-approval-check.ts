@@ -59,6 +59,11 @@ export function checkPasskeyApproval(
   if (clientData.origin !== passkey.origin) {
     return rejected("the assertion was made on another origin", "passkey_origin");
   }
+  // The console refuses to be framed; an assertion made inside a frame was made on a page the
+  // operator did not open, where what they were shown is the framing page's to choose.
+  if (clientData.crossOrigin === true) {
+    return rejected("the assertion was made inside a frame of another origin", "passkey_origin");
+  }
   const rpIdHash = createHash("sha256").update(passkey.rpId).digest();
   if (!rpIdHash.equals(authData.subarray(0, 32))) {
     return rejected("the assertion was made for another relying party", "passkey_rp");
@@ -95,7 +100,7 @@ export function checkPasskeyApproval(
 
 function parseClientData(
   bytes: Uint8Array,
-): { type?: unknown; challenge?: unknown; origin?: unknown } | null {
+): { type?: unknown; challenge?: unknown; origin?: unknown; crossOrigin?: unknown } | null {
   try {
     const parsed: unknown = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
     return typeof parsed === "object" && parsed !== null ? parsed : null;

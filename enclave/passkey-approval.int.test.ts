@@ -238,9 +238,10 @@ describe("passkey approvals in the enclave (real process)", () => {
     expect(outcome(borrowed.response)).toEqual({ code: "capability_rejected", detail: "passkey_signature" });
   });
 
-  it("another origin, another rpId or a registration's clientData is refused by name", async () => {
+  it("another origin, a frame of another origin, another rpId or a registration's clientData is refused by name", async () => {
     const cases: [AssertionOptions, string][] = [
       [{ origin: "http://localhost:9999" }, "passkey_origin"],
+      [{ crossOrigin: true }, "passkey_origin"],
       [{ rpId: "evil.example" }, "passkey_rp"],
       [{ type: "webauthn.create" }, "passkey_client_data"],
     ];

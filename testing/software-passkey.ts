@@ -35,6 +35,8 @@ export type AssertionOptions = {
   type?: string;
   /** The origin the browser would report; the credential's own unless given. */
   origin?: string;
+  /** Whether the browser reports the call as made in a cross-origin frame; false unless given. */
+  crossOrigin?: boolean;
   /** The relying party the authenticator hashes; the credential's own unless given. */
   rpId?: string;
   /** Leave S as the signature came out, or force its high (n − s) or low form. */
@@ -75,7 +77,7 @@ export class SoftwarePasskey {
         type: options.type ?? "webauthn.get",
         challenge: toBase64Url(challenge),
         origin: options.origin ?? this.origin,
-        crossOrigin: false,
+        crossOrigin: options.crossOrigin ?? false,
       }),
     );
     const signed = Buffer.concat([authData, createHash("sha256").update(clientData).digest()]);
