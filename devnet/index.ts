@@ -59,6 +59,11 @@ export type StartDevnetOptions = {
    * the main thread.
    */
   signatureWorkers?: number;
+  /**
+   * The most calls one JSON-RPC batch may carry; a longer batch is refused whole. Default 1000,
+   * geth's; a lower one plays a hosted node that caps batches.
+   */
+  maxBatchLength?: number;
 };
 
 export type Devnet = {
@@ -73,6 +78,10 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
   const { maxTxsPerBlock } = options;
   if (maxTxsPerBlock !== undefined && !(Number.isInteger(maxTxsPerBlock) && maxTxsPerBlock >= 1)) {
     throw new Error("maxTxsPerBlock must be a positive integer");
+  }
+  const { maxBatchLength } = options;
+  if (maxBatchLength !== undefined && !(Number.isInteger(maxBatchLength) && maxBatchLength >= 1)) {
+    throw new Error("maxBatchLength must be a positive integer");
   }
   const signatureWorkers =
     options.signatureWorkers ?? (libsecp256k1 ? 0 : Math.min(2, availableParallelism() - 1));
@@ -126,6 +135,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
       methods: createRpcMethods(chain),
       logger,
       health: () => ({ status: "ok", chainId: quantity(CHAIN_ID), blockNumber: quantity(chain.height) }),
+      maxBatchLength: options.maxBatchLength,
     });
   } catch (error) {
     chain.close();

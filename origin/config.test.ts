@@ -183,6 +183,18 @@ describe("configuration", () => {
     ]);
   });
 
+  it("sends the origin's own chain batches in parts of 100 calls unless CHAIN_RPC_BATCH_LIMIT says otherwise, 1 to 1000", () => {
+    expect(parseConfig({})).toMatchObject({ ok: true, value: { chain: { batchLimit: 100 } } });
+    expect(parseConfig({ CHAIN_RPC_BATCH_LIMIT: "10" })).toMatchObject({
+      ok: true,
+      value: { chain: { batchLimit: 10 } },
+    });
+    expect(errorsOf({ CHAIN_RPC_BATCH_LIMIT: "0" })).toEqual(["CHAIN_RPC_BATCH_LIMIT: must be at least 1"]);
+    expect(errorsOf({ CHAIN_RPC_BATCH_LIMIT: "1001" })).toEqual([
+      "CHAIN_RPC_BATCH_LIMIT: must be at most 1000",
+    ]);
+  });
+
   it("keeps the x402 receipt wait 10 s inside the official facilitator client's 90 s, refusing over 80000 by name", () => {
     expect(parseConfig({})).toMatchObject({ ok: true, value: { x402: { receiptTimeoutMs: 10_000 } } });
     expect(parseConfig({ AGENT_X402_RECEIPT_TIMEOUT_MS: "80000" })).toMatchObject({

@@ -282,6 +282,7 @@ const envSchema = z.object({
 
   CHAIN_RPC_URL: z.string().url("must be an http(s) URL").optional(),
   CHAIN_RPC_TIMEOUT_MS: integer(5_000, 100, 120_000),
+  CHAIN_RPC_BATCH_LIMIT: integer(100, 1, 1_000),
   BASE_PATH: z
     .string()
     .regex(/^\/[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/, "must look like /77")
@@ -375,7 +376,7 @@ export type Config = {
     neonWsProxy: string | undefined;
     embedded: { dir: string; port: number };
   };
-  chain: { rpcUrl: string | undefined; timeoutMs: number };
+  chain: { rpcUrl: string | undefined; timeoutMs: number; batchLimit: number };
   http: { basePath: string; host: string; port: number; publicBaseUrl: string | undefined };
   /** The console's WebAuthn relying party: what enrolled passkeys are bound to. */
   console: { rpId: string; origin: string };
@@ -590,7 +591,11 @@ function toConfig(env: Env): Config {
       neonWsProxy: env.DATABASE_NEON_WS_PROXY,
       embedded: { dir: env.EMBEDDED_PG_DIR, port: env.EMBEDDED_PG_PORT },
     },
-    chain: { rpcUrl: env.CHAIN_RPC_URL, timeoutMs: env.CHAIN_RPC_TIMEOUT_MS },
+    chain: {
+      rpcUrl: env.CHAIN_RPC_URL,
+      timeoutMs: env.CHAIN_RPC_TIMEOUT_MS,
+      batchLimit: env.CHAIN_RPC_BATCH_LIMIT,
+    },
     http: {
       basePath: env.BASE_PATH,
       host: env.ORIGIN_HOST,

@@ -86,9 +86,11 @@ export async function openInfrastructure(
     now: () => clock.now().getTime(),
     processMetrics: overrides.processMetrics ?? true,
   });
-  const { rpcUrl, timeoutMs } = config.chain;
+  const { rpcUrl, timeoutMs, batchLimit } = config.chain;
   const chain = rpcUrl ? createChainClient({ rpcUrl, timeoutMs }) : undefined;
-  const upstream = rpcUrl ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs }) : undefined;
+  const upstream = rpcUrl
+    ? createJsonRpcUpstream({ url: rpcUrl, timeoutMs, maxBatchCalls: batchLimit })
+    : undefined;
   const rpc = upstream && metrics.observeRpc(overrides.rpc?.(upstream) ?? upstream);
   if (!chain) logger.warn("CHAIN_RPC_URL is not set: running without a chain");
 

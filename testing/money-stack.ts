@@ -98,6 +98,8 @@ export type MoneyStackOptions = {
   inProcessOrigin?: boolean;
   /** Timings of the stack's own origin's transaction tracker (a fault test may slow it right down). */
   tracker?: TxTrackerOptions;
+  /** The most calls the devnet takes in one JSON-RPC batch (a hosted node's cap); geth's 1000 unless given. */
+  devnetMaxBatchLength?: number;
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
@@ -107,7 +109,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     options.database === "own cluster"
       ? (await startOwnPostgres()).database
       : (options.database ?? (await (await import("./database.ts")).createTestDatabase()));
-  const devnet = await startDevnet({ port: 0 });
+  const devnet = await startDevnet({ port: 0, maxBatchLength: options.devnetMaxBatchLength });
   const enclave = await startEnclaveProcess({ envId: "money-test" });
   const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
   // The origin's admin key, as a node keeps it (a 32-byte hex seed, mode 0600): the origin seals

@@ -39,21 +39,25 @@ export class RpcError extends Error {
 export type RpcMethod = (params: readonly unknown[]) => unknown;
 export type RpcMethods = ReadonlyMap<string, RpcMethod>;
 
+/** geth's default batch limit (--rpc.batch-request-limit). */
 export const MAX_BATCH_LENGTH = 1000;
 
 /**
  * Answers one parsed payload: an object or a batch. Undefined when nothing is owed (only
- * notifications). `onInternalError` hears about handler bugs, which the client sees as -32603.
+ * notifications). `onInternalError` hears about handler bugs, which the client sees as -32603. A
+ * batch of more than `maxBatchLength` calls is refused whole, with one error object, as geth and
+ * hosted nodes that cap batches answer it.
  */
 export async function dispatch(
   payload: unknown,
   methods: RpcMethods,
   onInternalError: (method: string, error: unknown) => void,
+  maxBatchLength = MAX_BATCH_LENGTH,
 ): Promise<JsonRpcResponse | JsonRpcResponse[] | undefined> {
   if (!Array.isArray(payload)) return answer(payload, methods, onInternalError);
   if (payload.length === 0) return failure(null, RPC_ERROR_CODES.invalidRequest, "empty batch");
-  if (payload.length > MAX_BATCH_LENGTH) {
-    return failure(null, RPC_ERROR_CODES.invalidRequest, `batch too large (max ${MAX_BATCH_LENGTH})`);
+  if (payload.length > maxBatchLength) {
+    return failure(null, RPC_ERROR_CODES.invalidRequest, `batch too large (max ${maxBatchLength})`);
   }
   // Started in order, so calls that take the chain lock queue in the order the batch lists them.
   const responses = await Promise.all(payload.map((item) => answer(item, methods, onInternalError)));

@@ -17,6 +17,8 @@ export type StartRpcServerParams = {
   methods: RpcMethods;
   logger: DevnetLogger;
   health(): Record<string, unknown>;
+  /** The most calls one batch may carry (json-rpc.ts dispatch). */
+  maxBatchLength?: number;
 };
 
 export async function startRpcServer(params: StartRpcServerParams): Promise<RpcServer> {
@@ -44,7 +46,7 @@ export async function startRpcServer(params: StartRpcServerParams): Promise<RpcS
         } catch {
           return send(res, 200, failure(null, RPC_ERROR_CODES.parseError, "parse error"));
         }
-        const response = await dispatch(payload, methods, onInternalError);
+        const response = await dispatch(payload, methods, onInternalError, params.maxBatchLength);
         if (response === undefined) res.writeHead(204).end();
         else send(res, 200, response);
       })

@@ -178,3 +178,46 @@ describe("reading a batch's answer", () => {
     expect(last).toEqual(ok(3n));
   });
 });
+
+describe("a batch past the node's batch limit (maxBatchCalls)", () => {
+  /** A node taking `limit` calls a batch: answers each call's id as its result, in turn from `answers`. */
+  function capped(limit: number, answers: Array<"answer" | UpstreamResult>) {
+    const sent: unknown[][] = [];
+    return {
+      sent,
+      maxBatchCalls: limit,
+      async send(payload: unknown): Promise<UpstreamResult> {
+        const calls = payload as Array<{ id: number }>;
+        sent.push(calls.map((call) => call.id));
+        const answer = answers.shift() ?? "answer";
+        return answer === "answer"
+          ? ok(calls.map((call) => ({ id: call.id, result: `0x${call.id}` })))
+          : answer;
+      },
+    };
+  }
+  const five = [0, 1, 2, 3, 4].map(() => ethBlockNumber());
+
+  it("sends it in parts of the limit, in order, each call keeping its position as id", async () => {
+    const node = capped(2, []);
+    expect(await sendRpcBatch(node, five)).toEqual([ok(0n), ok(1n), ok(2n), ok(3n), ok(4n)]);
+    expect(node.sent).toEqual([[0, 1], [2, 3], [4]]);
+  });
+
+  it("fails only its own calls where a part is answered with no batch", async () => {
+    const refused = ok({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large" } });
+    const node = capped(2, ["answer", refused]);
+    const badBody = err({ code: "upstream", failure: "bad_body" });
+    expect(await sendRpcBatch(node, five)).toEqual([ok(0n), ok(1n), badBody, badBody, ok(4n)]);
+  });
+
+  it("sends no part after a round trip that failed, and fails their calls with it", async () => {
+    const node = capped(2, ["answer", err("timeout")]);
+    const timeout = err({ code: "upstream", failure: "timeout" });
+    expect(await sendRpcBatch(node, five)).toEqual([ok(0n), ok(1n), timeout, timeout, timeout]);
+    expect(node.sent).toEqual([
+      [0, 1],
+      [2, 3],
+    ]);
+  });
+});

@@ -43,7 +43,7 @@ export type RpcBatchResults<C> = {
       : never;
 };
 
-type Sender = Pick<JsonRpcUpstream, "send">;
+type Sender = Pick<JsonRpcUpstream, "send" | "maxBatchCalls">;
 
 // Failures carry nothing of the call, so one value serves them all.
 const MISSING: RpcCallResult<never> = err({ code: "missing" });
@@ -63,7 +63,9 @@ export async function sendRpcCall<T>(rpc: Sender, call: RpcCall<T>): Promise<Rpc
  * starting each in turn), and callers rely on it: a sender's nonce read before its balance
  * (SenderView, outbox/intent.ts), the block number before the balances it bounds
  * (x402/payee/reservations.ts). The answer's items are matched by id, whatever their order. No calls: no
- * request.
+ * request. Past the upstream's maxBatchCalls, the batch goes in parts, each once the one before
+ * has been answered (so the order holds across parts); a part answered with no batch fails its own
+ * calls only, and a failed round trip fails its part's and every later part's, which are not sent.
  */
 export async function sendRpcBatch<const C extends RpcBatchCalls>(
   rpc: Sender,
@@ -77,17 +79,28 @@ export async function sendRpcBatch<const C extends RpcBatchCalls>(
 async function sendCalls(rpc: Sender, calls: RpcBatchCalls): Promise<unknown[]> {
   const wire: object[] = [];
   flatten(calls, wire);
-  if (wire.length === 0) return readList(calls, { items: [], failed: undefined, next: 0 });
-  const answer = await rpc.send(wire);
-  if (!answer.ok) return readList(calls, failedRead(answer.error));
-  if (!Array.isArray(answer.value)) return readList(calls, failedRead("bad_body"));
   const items: unknown[] = new Array(wire.length);
-  for (const item of answer.value) {
-    const id: unknown = typeof item === "object" && item !== null && "id" in item ? item.id : undefined;
-    // A repeated id: the last item wins.
-    if (typeof id === "number" && Number.isInteger(id) && id >= 0 && id < wire.length) items[id] = item;
+  const part = Math.max(1, rpc.maxBatchCalls ?? wire.length);
+  for (let start = 0; start < wire.length; start += part) {
+    const end = Math.min(start + part, wire.length);
+    const answer = await rpc.send(start === 0 && end === wire.length ? wire : wire.slice(start, end));
+    // A round trip that failed (a timeout, a node gone) would fail the next parts the same way,
+    // one timeout each: they are not sent. An answer that is no batch is that part's own.
+    if (!answer.ok) {
+      items.fill(new Failed(answer.error), start);
+      break;
+    }
+    if (!Array.isArray(answer.value)) {
+      items.fill(new Failed("bad_body"), start, end);
+      continue;
+    }
+    for (const item of answer.value) {
+      const id: unknown = typeof item === "object" && item !== null && "id" in item ? item.id : undefined;
+      // A repeated id: the last item wins.
+      if (typeof id === "number" && Number.isInteger(id) && id >= start && id < end) items[id] = item;
+    }
   }
-  return readList(calls, { items, failed: undefined, next: 0 });
+  return readList(calls, { items, next: 0 });
 }
 
 /**
@@ -134,18 +147,25 @@ function isCallList(entry: RpcCall<unknown> | RpcBatchCalls): entry is RpcBatchC
   return Array.isArray(entry);
 }
 
-/** The answer items by id (or the one failure of them all), and the next id to read. */
-type BatchRead = { items: unknown[]; failed: RpcCallResult<never> | undefined; next: number };
-
-function failedRead(failure: UpstreamFailure): BatchRead {
-  return { items: [], failed: err({ code: "upstream", failure }), next: 0 };
+/** Where a part's round trip failed, each of its calls' place holds this (no answer item is one). */
+class Failed {
+  readonly result: RpcCallResult<never>;
+  constructor(failure: UpstreamFailure) {
+    this.result = err({ code: "upstream", failure });
+  }
 }
+
+/**
+ * The answer items by id (or, for the calls of a part whose round trip failed, that failure), and
+ * the next id to read.
+ */
+type BatchRead = { items: unknown[]; next: number };
 
 function readList(calls: RpcBatchCalls, read: BatchRead): unknown[] {
   return calls.map((call) => {
     if (isCallList(call)) return readList(call, read);
     const item = read.items[read.next++];
-    if (read.failed) return read.failed;
+    if (item instanceof Failed) return item.result;
     return item === undefined ? MISSING : readRpcAnswer(call.parse, item);
   });
 }

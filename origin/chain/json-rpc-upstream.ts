@@ -10,6 +10,11 @@ export type JsonRpcUpstream = {
   /** Posts one JSON-RPC payload (object or batch) and returns the parsed body. Never throws. */
   send(payload: unknown): Promise<UpstreamResult>;
   close(): void;
+  /**
+   * The most calls the node takes in one batch (CHAIN_RPC_BATCH_LIMIT); the origin's own batches
+   * (json-rpc-call.ts) are sent in parts of at most this many. None: no limit.
+   */
+  readonly maxBatchCalls?: number;
 };
 
 export type CreateJsonRpcUpstreamParams = {
@@ -20,6 +25,8 @@ export type CreateJsonRpcUpstreamParams = {
    * by default (the /rpc proxy's cap, which a full batch of the largest legitimate answers fits).
    */
   maxResponseBytes?: number;
+  /** The upstream's maxBatchCalls; none unless given. */
+  maxBatchCalls?: number;
 };
 
 const DEFAULT_MAX_RESPONSE_BYTES = RPC_MAX_RESPONSE_BYTES;
@@ -45,6 +52,7 @@ export function createJsonRpcUpstream(params: CreateJsonRpcUpstreamParams): Json
     headers.authorization = `Basic ${Buffer.from(credentials).toString("base64")}`;
   }
   return {
+    maxBatchCalls: params.maxBatchCalls,
     send(payload) {
       return new Promise<UpstreamResult>((resolve) => {
         let settled = false;

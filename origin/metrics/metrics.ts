@@ -207,6 +207,7 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     },
     observeRpc(upstream) {
       return {
+        maxBatchCalls: upstream.maxBatchCalls,
         async send(payload) {
           const method = chainMethod(payload);
           const started = performance.now();
