@@ -351,6 +351,13 @@ const DRIVER_ENV = "SOAK_DRIVER";
 
 /** Runs the driver and exits with its code, passing Ctrl-C, SIGTERM and a hang-up on to it. */
 function runDriver(): void {
+  try {
+    // A command line it cannot run is told here, before anything starts.
+    parseSoakArgs(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`[soak] failed: ${errorMessage(error)}\n`);
+    process.exit(1);
+  }
   // The source's URL, from its bundle too (ops/lib/program-bundles.mjs).
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
   const driver = spawn(
