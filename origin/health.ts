@@ -9,6 +9,8 @@ import { readEnclavePolicy } from "./signer/sealed-policy.ts";
 
 /** /healthz must answer promptly even when the enclave hangs. */
 export const HEALTH_ENCLAVE_TIMEOUT_MS = 2_000;
+/** Nor when Postgres stops answering (a partition, a frozen server): then it is `down`. */
+export const HEALTH_DATABASE_TIMEOUT_MS = 2_000;
 
 type Probe = { ok: boolean; ms: number; error?: string };
 
@@ -18,9 +20,9 @@ export function createHealthModule(infra: Infrastructure): Capability {
 }
 
 /**
- * GET {base}/healthz: private (the edge never routes it). 200 while the database answers;
- * the chain and the enclave are reported but do not fail the check, since the origin can run
- * without them. The enclave section is the sealed policy, read live (docs/enclave.md): limits
+ * GET {base}/healthz: private (the edge never routes it). 200 while the database answers,
+ * 503 `down` when it fails or does not answer within HEALTH_DATABASE_TIMEOUT_MS; the chain and the
+ * enclave are reported but do not fail the check, since the origin can run without them. The enclave section is the sealed policy, read live (docs/enclave.md): limits
  * and addresses, no key material. `enclave.keys` says whether the enclave holds the keys the
  * database assigns: an enclave initialised afresh beside this database makes the status
  * `degraded`, with the instruction to restore the keys, since every signing request would fail.
@@ -45,22 +47,12 @@ export function createHealthRouter(deps: Infrastructure): Hono<AppEnv> {
           HEALTH_ENCLAVE_TIMEOUT_MS,
         )
       : undefined;
-    const db = await probe(() => deps.database.ping());
-    let chain: Probe & { configured: boolean; block_number?: string };
-    if (deps.chain) {
-      const client = deps.chain;
-      let blockNumber: bigint | undefined;
-      const result = await probe(async () => {
-        blockNumber = await client.getBlockNumber({ cacheTime: 0 });
-      });
-      chain = {
-        configured: true,
-        ...result,
-        ...(blockNumber === undefined ? {} : { block_number: blockNumber.toString() }),
-      };
-    } else {
-      chain = { configured: false, ok: false, ms: 0, error: "CHAIN_RPC_URL is not set" };
-    }
+    // The database and the chain are asked at once; each within its own bound (the chain's is
+    // CHAIN_RPC_TIMEOUT_MS, its client's).
+    const dbReport = probe(() => deps.database.ping(), HEALTH_DATABASE_TIMEOUT_MS);
+    const chainReport = probeChain(deps.chain);
+    const db = await dbReport;
+    const chain = await chainReport;
     const policy = await enclavePolicy;
     const keys = await keysReport;
     const policies = await policiesReport;
@@ -103,14 +95,43 @@ async function withTimeout<Report extends KeyHoldingReport | PolicyHoldingReport
   }
 }
 
-async function probe(check: () => Promise<void>): Promise<Probe> {
+async function probeChain(
+  client: Infrastructure["chain"],
+): Promise<Probe & { configured: boolean; block_number?: string }> {
+  if (!client) return { configured: false, ok: false, ms: 0, error: "CHAIN_RPC_URL is not set" };
+  let blockNumber: bigint | undefined;
+  const result = await probe(async () => {
+    blockNumber = await client.getBlockNumber({ cacheTime: 0 });
+  });
+  return {
+    configured: true,
+    ...result,
+    ...(blockNumber === undefined ? {} : { block_number: blockNumber.toString() }),
+  };
+}
+
+/** Runs `check`; a check still running after `timeoutMs` (when given) is reported as `timeout`. */
+async function probe(check: () => Promise<void>, timeoutMs?: number): Promise<Probe> {
   const started = performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late =
+    timeoutMs === undefined
+      ? undefined
+      : new Promise<"timeout">((resolve) => {
+          timer = setTimeout(() => resolve("timeout"), timeoutMs);
+        });
+  const running = check();
+  // A check given up on may still fail later: nobody is left to hear it.
+  running.catch(() => {});
   try {
-    await check();
+    const outcome = await (late ? Promise.race([running, late]) : running);
+    if (outcome === "timeout") return { ok: false, ms: elapsed(started), error: "timeout" };
     return { ok: true, ms: elapsed(started) };
   } catch (error) {
     // Only the error class: driver messages can carry connection strings.
     return { ok: false, ms: elapsed(started), error: error instanceof Error ? error.name : "error" };
+  } finally {
+    clearTimeout(timer);
   }
 }
 

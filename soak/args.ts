@@ -29,24 +29,27 @@ export const SOAK_USAGE =
  * growth.
  */
 export function parseSoakArgs(argv: string[]): SoakArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      minutes: { type: "string" },
-      seconds: { type: "string" },
-      "warm-up-seconds": { type: "string" },
-      rate: { type: "string" },
-      concurrency: { type: "string" },
-      agents: { type: "string" },
-      payers: { type: "string" },
-      "keep-data": { type: "boolean" },
-    },
-  });
+  let parsed: ReturnType<typeof parseOptions>;
+  try {
+    parsed = parseOptions(argv);
+  } catch (error) {
+    // node's own words (an unknown option, a missing value), then the usage.
+    throw new Error(`${error instanceof Error ? error.message : String(error)}; ${SOAK_USAGE}`);
+  }
+  const { values } = parsed;
   const positive = (name: string, text: string | undefined, fallback: number): number => {
     if (text === undefined) return fallback;
     const value = Number(text);
     if (!Number.isFinite(value) || value <= 0)
       throw new Error(`--${name} must be a positive number; ${SOAK_USAGE}`);
+    return value;
+  };
+  /** A count: a fraction would be rounded, to 0 even (a concurrency of 0 sends nothing). */
+  const whole = (name: string, text: string | undefined, fallback: number, least: number): number => {
+    if (text === undefined) return fallback;
+    const value = Number(text);
+    if (!Number.isSafeInteger(value) || value < least)
+      throw new Error(`--${name} must be a whole number of at least ${least}; ${SOAK_USAGE}`);
     return value;
   };
   if ((values.minutes === undefined) === (values.seconds === undefined)) throw new Error(SOAK_USAGE);
@@ -62,9 +65,26 @@ export function parseSoakArgs(argv: string[]): SoakArgs {
     durationMs,
     warmUpMs,
     rate: positive("rate", values.rate, 30),
-    concurrency: Math.round(positive("concurrency", values.concurrency, 16)),
-    agents: Math.max(2, Math.round(positive("agents", values.agents, 6))),
-    payers: Math.max(1, Math.round(positive("payers", values.payers, 4))),
+    concurrency: whole("concurrency", values.concurrency, 16, 1),
+    // Transfers go between the ordinary agents: two at least.
+    agents: whole("agents", values.agents, 6, 2),
+    payers: whole("payers", values.payers, 4, 1),
     keepData: values["keep-data"] ?? false,
   };
+}
+
+function parseOptions(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    options: {
+      minutes: { type: "string" },
+      seconds: { type: "string" },
+      "warm-up-seconds": { type: "string" },
+      rate: { type: "string" },
+      concurrency: { type: "string" },
+      agents: { type: "string" },
+      payers: { type: "string" },
+      "keep-data": { type: "boolean" },
+    },
+  });
 }

@@ -1,19 +1,27 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { programArgs } from "../ops/lib/program-bundles.mjs";
 
-/** Runs `npm run soak` with `args`; resolves with its exit code and everything it printed. */
-function runSoak(args: string[]): Promise<{ code: number | null; output: string }> {
+/**
+ * Runs `npm run soak` with `args`; resolves with its exit code and everything it printed. In a
+ * process group of its own, as a terminal runs it; `onOutput` is told everything printed so far.
+ */
+function runSoak(
+  args: string[],
+  onOutput?: (output: string, child: ChildProcess) => void,
+): Promise<{ code: number | null; output: string }> {
   const child = spawn(process.execPath, [...programArgs("soak/main.ts"), ...args], {
     stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
   });
   let output = "";
-  child.stdout.on("data", (chunk: Buffer) => {
+  const take = (chunk: Buffer): void => {
     output += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
+    onOutput?.(output, child);
+  };
+  child.stdout.on("data", take);
+  child.stderr.on("data", take);
   return new Promise((resolve) => child.once("exit", (code) => resolve({ code, output })));
 }
 
@@ -66,4 +74,44 @@ describe("npm run soak (smoke)", () => {
     // The stack was stopped.
     expect(output).toContain("[soak] stack  postgres stopped");
   }, 300_000);
+
+  it("on Ctrl-C during the load ends it, prints the report over what ran, stops the stack, removes its data folder and exits 130", async () => {
+    let signalled = false;
+    let hung = false;
+    const { code, output } = await runSoak(
+      ["--seconds", "600", "--warm-up-seconds", "1", "--agents", "2", "--payers", "1", "--rate", "20"],
+      (sofar, child) => {
+        if (signalled || !/\[soak\] load {3}\d/.test(sofar)) return;
+        signalled = true;
+        // Ctrl-C in a terminal: SIGINT to the whole foreground process group, a few seconds in.
+        setTimeout(() => {
+          if (child.pid === undefined) return;
+          process.kill(-child.pid, "SIGINT");
+          // Ending the load, the report and the stack's stop take well under a minute.
+          setTimeout(() => {
+            if (child.exitCode !== null || child.signalCode !== null) return;
+            hung = true;
+            child.kill("SIGKILL");
+          }, 90_000).unref();
+        }, 5_000);
+      },
+    );
+    expect(signalled, output).toBe(true);
+    expect(hung, `the soak had not exited 90 s after Ctrl-C:\n${output}`).toBe(false);
+    expect(code, output).toBe(130);
+    expect(output).toMatch(/\[soak\] SIGINT: ending the load/);
+    expect(output).toContain("Requests by route kind and status");
+    expect(output).toMatch(/\n {2}all +\d+/);
+    expect(output).toContain("Limits held (expected vs observed)");
+    expect(output).toMatch(/\n {2}difference +0\n/);
+    expect(output).toContain("goal: money conserved to the wei: met");
+    expect(output).toMatch(/interrupted by SIGINT after \d+ s of load/);
+    // The memory table's heading gives the seconds that ran, not the 600 asked for.
+    const heading = /warm-up = first 1 s of load, then (\d+) s measured/.exec(output);
+    expect(Number(heading?.[1]), output).toBeLessThan(600);
+    expect(output).toContain("[soak] stack  postgres stopped");
+    const dataDir = /\[soak\] stack {2}data folder (\S+)/.exec(output)?.[1];
+    expect(dataDir, output).toBeDefined();
+    expect(existsSync(dataDir!), `${dataDir} is left behind`).toBe(false);
+  }, 400_000);
 });

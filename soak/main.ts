@@ -11,10 +11,12 @@
  * The machine is shared, so the figures are noisy; the CPU steal of the run is printed with them.
  */
 
+import { spawn } from "node:child_process";
 import { createWriteStream } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { LOCAL_POLICY, LOCAL_X402_AMOUNT_UNITS } from "../dev/local-policy.ts";
@@ -99,11 +101,33 @@ async function main(): Promise<number> {
       partExited = `${name} exited (${code})`;
     },
   });
-  const stopOnSignal = (): void => {
-    void stack.stop().then(() => process.exit(130));
+  let finishing: Promise<void> | undefined;
+  /** Stops the stack and removes its data folder (unless --keep-data); once, however it ends. */
+  const finish = (): Promise<void> => {
+    finishing ??= (async () => {
+      await stack.stop();
+      log.end();
+      if (!args.keepData) await rm(dataDir, { recursive: true, force: true });
+      else say(`data folder kept: ${dataDir}`);
+    })();
+    return finishing;
   };
-  process.on("SIGINT", stopOnSignal);
-  process.on("SIGTERM", stopOnSignal);
+  // Ctrl-C (or SIGTERM) during the load ends the load, and the report covers what ran; at any
+  // other moment, or a second time, it stops the stack and exits at once.
+  let interrupted: NodeJS.Signals | undefined;
+  let loading = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (loading && interrupted === undefined) {
+      interrupted = signal;
+      say(`${signal}: ending the load now; the report follows (${signal} again stops at once)`);
+      return;
+    }
+    interrupted ??= signal;
+    say(`${signal}: stopping the stack`);
+    void finish().then(() => process.exit(130));
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
 
   try {
     const ready = await stack.start();
@@ -166,6 +190,7 @@ async function main(): Promise<number> {
         `load   ${(args.warmUpMs / 1000).toFixed(0)} s warm-up then ${(args.durationMs / 1000).toFixed(0)} s measured, at ${args.rate} req/s (at most ${args.concurrency} in flight); mix: ${mix.map((kind) => `${kind.name} ${kind.weight}`).join(", ")}`,
       );
       const started = performance.now();
+      loading = true;
       const probes = Promise.all([
         probeTransferLimits({
           edge,
@@ -190,7 +215,7 @@ async function main(): Promise<number> {
       let launched = 0;
       let inFlight = 0;
       const running = new Set<Promise<void>>();
-      while (performance.now() - started < loadMs && partExited === undefined) {
+      while (performance.now() - started < loadMs && partExited === undefined && interrupted === undefined) {
         const now = performance.now();
         const due = Math.floor(((now - started) / 1000) * args.rate) - launched;
         for (let i = 0; i < due && inFlight < args.concurrency; i++) {
@@ -240,6 +265,7 @@ async function main(): Promise<number> {
       }
       await Promise.all(running);
       await probes;
+      loading = false;
       const endMemory = await sampleMemory();
       notePeak(endMemory);
       if (tty) process.stdout.write("\n");
@@ -295,20 +321,61 @@ async function main(): Promise<number> {
         ],
         money,
         actions,
-        warmUpSeconds: Math.round(args.warmUpMs / 1000),
-        measuredSeconds: Math.round(args.durationMs / 1000),
+        // What ran: an interrupted load is shorter than asked.
+        warmUpSeconds: Math.round(Math.min(args.warmUpMs / 1000, elapsedS)),
+        measuredSeconds: Math.round(Math.max(0, elapsedS - args.warmUpMs / 1000)),
       });
       process.stdout.write(`${lines.join("\n")}\n`);
+      if (interrupted) {
+        say(
+          `interrupted by ${interrupted} after ${elapsedS.toFixed(0)} s of load (of ${(loadMs / 1000).toFixed(0)} s): the report covers what ran`,
+        );
+        return 130;
+      }
       return 0;
     } finally {
       await database.close();
     }
   } finally {
-    await stack.stop();
-    log.end();
-    if (!args.keepData) await rm(dataDir, { recursive: true, force: true });
-    else say(`data folder kept: ${dataDir}`);
+    await finish();
   }
+}
+
+/**
+ * Set in the soak's driver: the process `npm run soak` starts in a session of its own, so that
+ * Ctrl-C in the terminal reaches the driver alone (passed on by the command) and not the stack's
+ * parts that run in the terminal's process group (the embedded Postgres, the edge's workerd),
+ * which would stop under the load and leave nothing to report from.
+ */
+const DRIVER_ENV = "SOAK_DRIVER";
+
+/** Runs the driver and exits with its code, passing Ctrl-C, SIGTERM and a hang-up on to it. */
+function runDriver(): void {
+  try {
+    // A command line it cannot run is told here, before anything starts.
+    parseSoakArgs(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`[soak] failed: ${errorMessage(error)}\n`);
+    process.exit(1);
+  }
+  // The source's URL, from its bundle too (ops/lib/program-bundles.mjs).
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+  const driver = spawn(
+    process.execPath,
+    [path.join(root, "ops/lib/run-program.mjs"), "soak/main.ts", ...process.argv.slice(2)],
+    { stdio: "inherit", detached: true, env: { ...process.env, [DRIVER_ENV]: "1" } },
+  );
+  const pass = (signal: NodeJS.Signals) => (): void => {
+    driver.kill(signal);
+  };
+  process.on("SIGINT", pass("SIGINT"));
+  process.on("SIGTERM", pass("SIGTERM"));
+  process.on("SIGHUP", pass("SIGTERM"));
+  driver.once("error", (error) => {
+    process.stderr.write(`[soak] failed: could not start the driver: ${errorMessage(error)}\n`);
+    process.exit(1);
+  });
+  driver.once("exit", (code, signal) => process.exit(code ?? (signal === "SIGINT" ? 130 : 1)));
 }
 
 /**
@@ -337,10 +404,12 @@ async function settleActions(db: Parameters<typeof queryRows>[0]): Promise<Recor
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`[soak] failed: ${errorMessage(error)}\n`);
-    process.exit(1);
-  },
-);
+if (process.env[DRIVER_ENV] === undefined) runDriver();
+else
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`[soak] failed: ${errorMessage(error)}\n`);
+      process.exit(1);
+    },
+  );

@@ -59,6 +59,8 @@ export type CreateOriginMetricsParams = {
   db?: Db;
   /** How long one reading of the database serves scrapes (default 5 s). */
   cacheMs?: number;
+  /** How long a scrape waits for that reading before it answers without the counts (default 2 s). */
+  readTimeoutMs?: number;
   /** Milliseconds now (the cache's clock). */
   now?: () => number;
   /** Also export the process's CPU, memory and event-loop metrics (the running origin does). */
@@ -156,7 +158,12 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
   for (const reason of REGISTRATION_REFUSAL_REASONS) registrationRefusals.inc({ reason }, 0);
   const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
 
-  if (params.db) registerStateGauges(registry, params.db, params.cacheMs ?? 5_000, params.now ?? Date.now);
+  if (params.db)
+    registerStateGauges(registry, params.db, {
+      cacheMs: params.cacheMs ?? 5_000,
+      timeoutMs: params.readTimeoutMs ?? 2_000,
+      now: params.now ?? Date.now,
+    });
 
   return {
     registry,
@@ -241,22 +248,39 @@ function chainMethod(payload: unknown): string {
 
 /**
  * Gauges read from the database at scrape time. One reading serves every gauge and every scrape
- * within `cacheMs`; concurrent scrapes share the reading in progress.
+ * within `cacheMs`; concurrent scrapes share the reading in progress. A reading that fails, or has
+ * not come within `timeoutMs`, leaves these gauges without samples for that scrape and sets
+ * `origin_state_counts_read_ok` to 0: the rest of the scrape (requests, refusals, the enclave's and
+ * the chain's calls) is what an operator needs while Postgres is away, so it is never held back.
  */
-function registerStateGauges(registry: Registry, db: Db, cacheMs: number, now: () => number): void {
-  let cached: { at: number; counts: Promise<StateCounts> } | undefined;
-  const read = (): Promise<StateCounts> => {
+function registerStateGauges(
+  registry: Registry,
+  db: Db,
+  options: { cacheMs: number; timeoutMs: number; now: () => number },
+): void {
+  const { cacheMs, timeoutMs, now } = options;
+  let cached: { at: number; counts: Promise<StateCounts | undefined> } | undefined;
+  const read = (): Promise<StateCounts | undefined> => {
     const at = now();
     if (!cached || at - cached.at >= cacheMs) {
-      const counts = readStateCounts(db);
+      const counts = withinTime(readStateCounts(db), timeoutMs);
       cached = { at, counts };
       // A failed reading is not kept: the next scrape tries again.
-      counts.catch(() => {
-        if (cached?.counts === counts) cached = undefined;
+      void counts.then((read) => {
+        if (read === undefined && cached?.counts === counts) cached = undefined;
       });
     }
     return cached.counts;
   };
+
+  new Gauge({
+    name: `${PREFIX}state_counts_read_ok`,
+    help: "1 when this scrape read the counts by state from the database, 0 when it failed or timed out (those gauges are then absent)",
+    registers: [registry],
+    async collect() {
+      this.set((await read()) === undefined ? 0 : 1);
+    },
+  });
 
   const gauge = <L extends string>(
     name: string,
@@ -272,7 +296,7 @@ function registerStateGauges(registry: Registry, db: Db, cacheMs: number, now: (
       async collect() {
         const counts = await read();
         this.reset();
-        fill(counts, (labels, value) => this.set(labels as never, value));
+        if (counts) fill(counts, (labels, value) => this.set(labels as never, value));
       },
     });
   };
@@ -300,4 +324,17 @@ function registerStateGauges(registry: Registry, db: Db, cacheMs: number, now: (
       for (const row of c.budgets) set({ kind: row.kind }, Number(row.units));
     },
   );
+}
+
+/** `reading`'s value, or undefined when it fails or has not settled within `ms`. */
+async function withinTime<T>(reading: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([reading.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
