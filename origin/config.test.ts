@@ -240,6 +240,33 @@ describe("configuration", () => {
     }
   });
 
+  it("refuses a URL variable that is not http(s), such as a host:port with no scheme, naming each", () => {
+    for (const value of [
+      "localhost:8545",
+      "ws://127.0.0.1:8545",
+      "file:///etc/passwd",
+      "javascript:alert(1)",
+    ]) {
+      expect(
+        errorsOf({ CHAIN_RPC_URL: value, AGENT_PUBLIC_BASE_URL: value, CONSOLE_ORIGIN: value }),
+        value,
+      ).toEqual([
+        "AGENT_PUBLIC_BASE_URL: must be an http(s) URL",
+        "CONSOLE_ORIGIN: must be an http(s) origin",
+        "CHAIN_RPC_URL: must be an http(s) URL",
+      ]);
+    }
+    const config = parseConfig({
+      CHAIN_RPC_URL: "http://127.0.0.1:8545",
+      AGENT_PUBLIC_BASE_URL: "https://wallet.example.com/77",
+      CONSOLE_ORIGIN: "https://console.localhost",
+    });
+    expect(config.ok && [config.value.chain.rpcUrl, config.value.http.publicBaseUrl]).toEqual([
+      "http://127.0.0.1:8545",
+      "https://wallet.example.com/77",
+    ]);
+  });
+
   it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {
     const result = parseConfig({
       AGENT_TRANSFER_PER_TX_LIMIT: "123456789012345678901234567890",
