@@ -267,6 +267,19 @@ describe("configuration", () => {
     ]);
   });
 
+  it("refuses an IP address as CONSOLE_RP_ID, as it says, and takes a host name", () => {
+    for (const value of ["127.0.0.1", "10.0.0.5", "0.0.0.0"]) {
+      expect(errorsOf({ CONSOLE_RP_ID: value }), value).toEqual([
+        "CONSOLE_RP_ID: must be a host name (lowercase), never an IP address",
+      ]);
+    }
+    const config = parseConfig({ CONSOLE_RP_ID: "console.example.com" });
+    expect(config.ok && config.value.console).toEqual({
+      rpId: "console.example.com",
+      origin: "http://console.example.com:8788",
+    });
+  });
+
   it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {
     const result = parseConfig({
       AGENT_TRANSFER_PER_TX_LIMIT: "123456789012345678901234567890",

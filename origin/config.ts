@@ -254,6 +254,11 @@ const envSchema = z.object({
   CONSOLE_RP_ID: z
     .string()
     .regex(/^[a-z0-9.-]{1,253}$/, "must be a host name (lowercase), never an IP address")
+    // A browser takes no IP address as an rpId: every passkey ceremony would fail in the page.
+    .refine(
+      (value) => !/^\d{1,3}(\.\d{1,3}){3}$/.test(value),
+      "must be a host name (lowercase), never an IP address",
+    )
     .optional(),
   /** Ours: the console's origin as the browser names it (scheme, host, port); default http://RP_ID:ORIGIN_PORT. */
   CONSOLE_ORIGIN: httpUrl("must be an http(s) origin").optional(),
