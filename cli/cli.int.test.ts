@@ -100,6 +100,8 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         `${ActionFailed.exitCode}  ActionFailed: reverted, broadcast_refused, abandoned`,
       );
       expect(help.stdout).toMatch(/Exit 14 or 19:\s+nothing was signed/);
+      // The README's `agent-wallet faucet --wait`: the help names the option the command takes.
+      expect(help.stdout).toContain("faucet [--key K] [--wait]");
       expect(help.stdout).toContain(
         `${ValidationFailed.exitCode}  ValidationFailed: validation_failed, payload_too_large, headers_too_large`,
       );

@@ -80,7 +80,7 @@ export function helpText(): string {
     "commands:",
     "  network                          discovery: chain, identity, allowlist, limits, features",
     "  balance                          the assigned wallet's balance",
-    "  faucet [--key K]                 a faucet payout to the assigned wallet",
+    "  faucet [--key K] [--wait]        a faucet payout to the assigned wallet (--wait: until it ends)",
     "  transfer --to ADDR --amount U [--key K] [--wait]",
     "                                   a transfer; U in 6-decimal units (1 USDC = 1000000)",
     "  action ID [--wait]               an action's status (--wait: until it ends; an x402 one at signed);",
