@@ -100,6 +100,8 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         `${ActionFailed.exitCode}  ActionFailed: reverted, broadcast_refused, abandoned`,
       );
       expect(help.stdout).toMatch(/Exit 14 or 19:\s+nothing was signed/);
+      // The README's `agent-wallet faucet --wait`: the help names the option the command takes.
+      expect(help.stdout).toContain("faucet [--key K] [--wait]");
       expect(help.stdout).toContain(
         `${ValidationFailed.exitCode}  ValidationFailed: validation_failed, payload_too_large, headers_too_large`,
       );
@@ -551,6 +553,44 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
           `^\\S+Z action\\.signed ${actionId} transfer signed 0\\.0015 USDC to ${to}\n\\S+Z action\\.confirmed ${actionId} transfer confirmed 0\\.0015 USDC to ${to}\n$`,
         ),
       );
+    },
+  );
+
+  it(
+    "watch piped into a reader that stops (| head -1): exits 0 at its next line, no EPIPE stack trace",
+    SLOW,
+    async () => {
+      let child: ChildProcess | undefined;
+      let printed = "";
+      const watching = runTool(BIN, ["watch", "--after", "0"], {
+        env: { AGENT_BASE_URL: base, AGENT_TOKEN: watcher.token },
+        cleanEnv: true,
+        timeoutMs: 120_000,
+        onSpawn: (spawned) => {
+          child = spawned;
+        },
+        onStdout: (text) => {
+          printed += text;
+        },
+      });
+      const sendOne = async (): Promise<void> => {
+        const sent = await run(
+          ["transfer", "--to", newAccount().address, "--amount", "1000", "--wait", "--json"],
+          watcher.token,
+        );
+        expect(sent.code, sent.stdout).toBe(0);
+      };
+      await sendOne();
+      const deadline = Date.now() + 30_000;
+      while (!printed.includes("\n") && Date.now() < deadline) await sleep(100);
+      expect(printed).toContain("\n");
+      // As `head -1` does once it has its line: the reading end of the pipe goes away.
+      child!.stdout!.destroy();
+      // The next events are written into a pipe nobody reads.
+      await sendOne();
+      const done = await watching;
+      expect(done.stderr).not.toMatch(/EPIPE|Unhandled|\n\s+at /);
+      expect(done.code, done.stderr).toBe(0);
     },
   );
 

@@ -1,5 +1,12 @@
 import { runCli } from "./run.ts";
 
+// A reader that stops reading (`agent-wallet watch | head -3`) ends the command as it ends `ls`:
+// quietly, with the command's code (watch's is 0), never an unhandled EPIPE and its stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  process.exit(typeof process.exitCode === "number" ? process.exitCode : 0);
+});
+
 process.exitCode = await runCli(process.argv.slice(2), {
   env: process.env,
   stdout: (text) => process.stdout.write(text),

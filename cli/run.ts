@@ -80,7 +80,7 @@ export function helpText(): string {
     "commands:",
     "  network                          discovery: chain, identity, allowlist, limits, features",
     "  balance                          the assigned wallet's balance",
-    "  faucet [--key K]                 a faucet payout to the assigned wallet",
+    "  faucet [--key K] [--wait]        a faucet payout to the assigned wallet (--wait: until it ends)",
     "  transfer --to ADDR --amount U [--key K] [--wait]",
     "                                   a transfer; U in 6-decimal units (1 USDC = 1000000)",
     "  action ID [--wait]               an action's status (--wait: until it ends; an x402 one at signed);",
@@ -174,6 +174,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
+  // `localhost:8787/77` parses as a URL of scheme `localhost:`: sent anyway, it failed as an
+  // unreachable gateway (exit 19, "retry with the same key"), which no retry can mend.
+  if (!isHttpUrl(baseUrl))
+    return usage("the base URL must be an http:// or https:// URL, such as http://127.0.0.1:8787/77");
   // A money command's key is made here when not given, so that everything the CLI prints while
   // the request is out (the waiting notice) can name it. A payment's is the gateway's, derived from
   // the agent, the resource and the quote (docs/x402.md#payment-identifiers): the same command
@@ -585,4 +589,9 @@ function keyAdvice(error: GatewayError, key: string): string {
     : error.body.action_id !== undefined
       ? `idempotency key ${key}: this refusal is final for the key (the same key answers it again); a new request needs a new key`
       : `idempotency key ${key}: nothing was recorded under it`;
+}
+
+/** An absolute http: or https: URL. */
+function isHttpUrl(value: string): boolean {
+  return URL.canParse(value) && /^https?:$/.test(new URL(value).protocol);
 }

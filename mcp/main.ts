@@ -15,5 +15,13 @@ if (!token || !baseUrl) {
   );
   process.exit(2);
 }
+// `localhost:8787/77` (no scheme) would fail every tool call as an unreachable gateway, whose
+// advice is to call again: refused at start instead, as the CLI refuses it.
+if (!URL.canParse(baseUrl) || !/^https?:$/.test(new URL(baseUrl).protocol)) {
+  process.stderr.write(
+    "agent-wallet mcp: AGENT_BASE_URL must be an http:// or https:// URL (e.g. http://127.0.0.1:8787/77)\n",
+  );
+  process.exit(2);
+}
 const server = createWalletMcpServer(createGatewayClient({ baseUrl, token }), "0.1.0");
 await server.connect(new StdioServerTransport());

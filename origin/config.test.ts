@@ -252,6 +252,46 @@ describe("configuration", () => {
     }
   });
 
+  it("refuses a URL variable that is not http(s), such as a host:port with no scheme, naming each", () => {
+    for (const value of [
+      "localhost:8545",
+      "ws://127.0.0.1:8545",
+      "file:///etc/passwd",
+      "javascript:alert(1)",
+    ]) {
+      expect(
+        errorsOf({ CHAIN_RPC_URL: value, AGENT_PUBLIC_BASE_URL: value, CONSOLE_ORIGIN: value }),
+        value,
+      ).toEqual([
+        "AGENT_PUBLIC_BASE_URL: must be an http(s) URL",
+        "CONSOLE_ORIGIN: must be an http(s) origin",
+        "CHAIN_RPC_URL: must be an http(s) URL",
+      ]);
+    }
+    const config = parseConfig({
+      CHAIN_RPC_URL: "http://127.0.0.1:8545",
+      AGENT_PUBLIC_BASE_URL: "https://wallet.example.com/77",
+      CONSOLE_ORIGIN: "https://console.localhost",
+    });
+    expect(config.ok && [config.value.chain.rpcUrl, config.value.http.publicBaseUrl]).toEqual([
+      "http://127.0.0.1:8545",
+      "https://wallet.example.com/77",
+    ]);
+  });
+
+  it("refuses an IP address as CONSOLE_RP_ID, as it says, and takes a host name", () => {
+    for (const value of ["127.0.0.1", "10.0.0.5", "0.0.0.0"]) {
+      expect(errorsOf({ CONSOLE_RP_ID: value }), value).toEqual([
+        "CONSOLE_RP_ID: must be a host name (lowercase), never an IP address",
+      ]);
+    }
+    const config = parseConfig({ CONSOLE_RP_ID: "console.example.com" });
+    expect(config.ok && config.value.console).toEqual({
+      rpId: "console.example.com",
+      origin: "http://console.example.com:8788",
+    });
+  });
+
   it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {
     const result = parseConfig({
       AGENT_TRANSFER_PER_TX_LIMIT: "123456789012345678901234567890",

@@ -98,6 +98,13 @@ const retrySchedule = z
     return parts.map(Number);
   });
 
+/**
+ * An http: or https: URL. zod's url() takes any scheme, so `localhost:8545` (a scheme `localhost:`)
+ * or `ws://…` would pass and every call to it fail later, naming nothing.
+ */
+const httpUrl = (message: string) =>
+  z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), message);
+
 const address = z
   .string()
   .refine((value) => isAddress(value, { strict: false }), "must be a 20-byte hex address")
@@ -239,7 +246,7 @@ const envSchema = z.object({
    * Ours: the public base URL clients reach this node at (scheme, host, port and BASE_PATH), e.g.
    * https://wallet.example.com/77; names the resource in x402 quotes.
    */
-  AGENT_PUBLIC_BASE_URL: z.string().url("must be an http(s) URL").optional(),
+  AGENT_PUBLIC_BASE_URL: httpUrl("must be an http(s) URL").optional(),
   /**
    * Ours: the console's WebAuthn relying party id, what an operator's passkey is bound to
    * (docs/operations.md#passkeys); default `localhost` on a loopback listener, else ORIGIN_HOST.
@@ -247,9 +254,14 @@ const envSchema = z.object({
   CONSOLE_RP_ID: z
     .string()
     .regex(/^[a-z0-9.-]{1,253}$/, "must be a host name (lowercase), never an IP address")
+    // A browser takes no IP address as an rpId: every passkey ceremony would fail in the page.
+    .refine(
+      (value) => !/^\d{1,3}(\.\d{1,3}){3}$/.test(value),
+      "must be a host name (lowercase), never an IP address",
+    )
     .optional(),
   /** Ours: the console's origin as the browser names it (scheme, host, port); default http://RP_ID:ORIGIN_PORT. */
-  CONSOLE_ORIGIN: z.string().url("must be an http(s) origin").optional(),
+  CONSOLE_ORIGIN: httpUrl("must be an http(s) origin").optional(),
 
   AGENT_SIGNER_SVC_HSM_ENDPOINT: z
     .string()
@@ -280,7 +292,7 @@ const envSchema = z.object({
   EMBEDDED_PG_DIR: z.string().min(1).default(".data/pg"),
   EMBEDDED_PG_PORT: integer(54320, 1, 65_535),
 
-  CHAIN_RPC_URL: z.string().url("must be an http(s) URL").optional(),
+  CHAIN_RPC_URL: httpUrl("must be an http(s) URL").optional(),
   CHAIN_RPC_TIMEOUT_MS: integer(5_000, 100, 120_000),
   CHAIN_RPC_BATCH_LIMIT: integer(100, 1, 1_000),
   BASE_PATH: z

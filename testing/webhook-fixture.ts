@@ -2,7 +2,7 @@
  * The webhook tests' set-up: a test database, a signing key file, origins running the webhooks'
  * workers on it, events written as the triggers write them, and the delivery rows read back.
  */
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -15,6 +15,7 @@ import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
 import { startOwnPostgres } from "./own-postgres.ts";
+import { recordSecret } from "./secret-sink.ts";
 import { useFixture } from "./stack.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.ts";
 
@@ -70,11 +71,22 @@ export function webhookEnv(
   };
 }
 
+/** A PEM file's key material: its Base64 lines, without the BEGIN and END lines. */
+function pemBody(pem: string): string {
+  return pem
+    .split("\n")
+    .filter((line) => line !== "" && !line.startsWith("-----"))
+    .join("");
+}
+
 export async function startWebhookFixture(params: StartWebhookFixtureParams): Promise<WebhookFixture> {
   const db =
     params.database === "own cluster" ? (await startOwnPostgres()).database : await createTestDatabase();
   const keyFile = path.join(await mkdtemp(path.join(tmpdir(), "webhooks-")), "webhook-signing.key");
   await ensureWebhookSigningKeyFile(keyFile);
+  // docs/security.md#webhooks: the key file is never logged. Its key material goes to the run's
+  // secret scan, which fails the run if any origin log line or error body carries it.
+  recordSecret(pemBody(await readFile(keyFile, "utf8")));
   const origins: TestOrigin[] = [];
   for (let i = 0; i < params.origins; i++) {
     origins.push(
@@ -146,6 +158,8 @@ export async function receiverWithEndpoint(
   await receiver.loadKeys(`${fixture.origins[0]!.base}/.well-known/webhooks/keys`);
   const endpoint = await addEndpoint(fixture.db.handle.db, { url: `${receiver.url}/hook`, events });
   receiver.secret = endpoint.secret;
+  // docs/security.md#webhooks: an endpoint's secret is never logged (the run's secret scan).
+  recordSecret(endpoint.secret);
   return { receiver, endpoint };
 }
 
