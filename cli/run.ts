@@ -31,6 +31,7 @@ import {
 import { type FetchLike, networkErrorCode } from "../client/request.ts";
 import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
+import { isHttpUrl } from "../shared/http-url.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
 import { withWaitingNotice } from "./waiting-notice.ts";
@@ -589,9 +590,4 @@ function keyAdvice(error: GatewayError, key: string): string {
     : error.body.action_id !== undefined
       ? `idempotency key ${key}: this refusal is final for the key (the same key answers it again); a new request needs a new key`
       : `idempotency key ${key}: nothing was recorded under it`;
-}
-
-/** An absolute http: or https: URL. */
-function isHttpUrl(value: string): boolean {
-  return URL.canParse(value) && /^https?:$/.test(new URL(value).protocol);
 }

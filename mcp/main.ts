@@ -5,6 +5,7 @@
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { createGatewayClient } from "../client/index.ts";
+import { isHttpUrl } from "../shared/http-url.ts";
 import { createWalletMcpServer } from "./server.ts";
 
 const token = process.env.AGENT_TOKEN;
@@ -17,7 +18,7 @@ if (!token || !baseUrl) {
 }
 // `localhost:8787/77` (no scheme) would fail every tool call as an unreachable gateway, whose
 // advice is to call again: refused at start instead, as the CLI refuses it.
-if (!URL.canParse(baseUrl) || !/^https?:$/.test(new URL(baseUrl).protocol)) {
+if (!isHttpUrl(baseUrl)) {
   process.stderr.write(
     "agent-wallet mcp: AGENT_BASE_URL must be an http:// or https:// URL (e.g. http://127.0.0.1:8787/77)\n",
   );

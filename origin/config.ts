@@ -1,6 +1,7 @@
 import { isAddress } from "viem";
 import * as z from "zod";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
+import { isHttpUrl } from "../shared/http-url.ts";
 import { err, ok, type Result } from "../shared/result.ts";
 import { parseCidrList } from "./http/cidr.ts";
 import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay.ts";
@@ -98,12 +99,8 @@ const retrySchedule = z
     return parts.map(Number);
   });
 
-/**
- * An http: or https: URL. zod's url() takes any scheme, so `localhost:8545` (a scheme `localhost:`)
- * or `ws://…` would pass and every call to it fail later, naming nothing.
- */
-const httpUrl = (message: string) =>
-  z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), message);
+/** An http: or https: URL: zod's url() takes any scheme, `localhost:8545` and `ws://…` too. */
+const httpUrl = (message: string) => z.string().refine(isHttpUrl, message);
 
 const address = z
   .string()
