@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { runningPostmaster, startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
+import { launcherEnv } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { stopPid } from "../testing/stop-pid.ts";
 
@@ -62,5 +63,38 @@ describe("npm start: a stop while its Postgres starts", () => {
     expect(code).toBe(0);
     expect(stdout).toContain("[start] postgres stopped");
     expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+  }, 180_000);
+
+  // A second Ctrl-C while the parts stopped (a stop that seems slow, an impatient hand) ended the
+  // launcher at once with exit 0, in the middle of its stop: the Postgres it had started ran on
+  // with the data folder and its port, and the next start refused to run beside it.
+  it("a second Ctrl-C while it stops does not end it before its Postgres has stopped", async () => {
+    let launcher: ChildProcess | undefined;
+    let seen = "";
+    let signals = 0;
+    const { code, stdout } = await runTool("dev/start.ts", [], {
+      env: await launcherEnv(dataDir),
+      timeoutMs: 120_000,
+      onSpawn: (child) => {
+        launcher = child;
+      },
+      // The first Ctrl-C once Postgres runs, the second as soon as the stop has begun.
+      onStdout: (text) => {
+        seen += text;
+        if (signals === 0 && seen.includes("[start] postgres   ready")) {
+          signals = 1;
+          launcher?.kill("SIGINT");
+        }
+        if (signals === 1 && seen.includes("[start] stopping…")) {
+          signals = 2;
+          launcher?.kill("SIGINT");
+        }
+      },
+    });
+    expect(signals).toBe(2);
+    expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+    expect(stdout).toContain("[start] postgres stopped");
+    expect(code).toBe(0);
+    expect(stdout).toContain("[start] still stopping");
   }, 180_000);
 });

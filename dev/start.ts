@@ -45,11 +45,16 @@ async function main(): Promise<void> {
       void stopAll(1);
     },
   });
-  const stopAll = async (code: number): Promise<never> => {
-    if (!exiting) {
-      exiting = true;
-      await stack.stop();
+  const stopAll = async (code: number): Promise<void> => {
+    // A second Ctrl-C (or a SIGTERM) while the parts stop is not a reason to leave before they
+    // have: exiting then left the embedded Postgres running on the data folder and its port, in
+    // the next start's way. The first stop ends the run.
+    if (exiting) {
+      say("still stopping: the parts stop last started first, Postgres last");
+      return;
     }
+    exiting = true;
+    await stack.stop();
     process.exit(code);
   };
   process.on("SIGINT", () => void stopAll(0));
