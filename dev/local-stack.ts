@@ -7,7 +7,6 @@
  * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
  * `npm start` prints what it started; the soak (`npm run soak`) drives load through it.
  */
-import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { count, sql } from "drizzle-orm";
@@ -36,7 +35,7 @@ import { CHAIN_ID } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
-import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
+import { enclaveInitialised, initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
 import {
   backupLocalSealedKeys,
   drillAndProveLocally,
@@ -139,11 +138,6 @@ export async function postmasterPid(pgDir: string): Promise<number | undefined> 
   } catch {
     return undefined;
   }
-}
-
-/** An enclave data folder `enclave init` has written (its sealing key is made there first). */
-export function enclaveInitialised(enclaveDir: string): boolean {
-  return existsSync(path.join(enclaveDir, "sealing.key"));
 }
 
 /**
@@ -294,6 +288,14 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     return first;
   };
 
+  /**
+   * Throws once a stop has begun: the start-up then starts nothing more (a part started after the
+   * stop went past it would outlive the stop, and an enclave init its record).
+   */
+  const going = (): void => {
+    if (stopping) throw new Error("stopped while starting");
+  };
+
   const start = async (): Promise<LocalStackReady> => {
     try {
       return await startParts();
@@ -342,6 +344,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       }
 
       const devnetUrl = `http://127.0.0.1:${params.devnetPort}`;
+      going();
       const devnet = supervise(
         startChild({
           name: "devnet",
@@ -357,7 +360,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       await assertChainHoldsDatabase(database.db, devnetUrl, dataDir);
 
       const socketPath = path.join(dataDir, "enclave.sock");
-      const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
+      going();
+      const initialising = initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
+      // A stop that arrives meanwhile waits for the init and its record: the enclave would otherwise
+      // be initialised after the launcher had gone, with no record a recovery could start from.
+      closers.push(() => initialising.then(() => undefined));
+      const authority = await initialising;
+      going();
       let enclave = superviseEnclave(
         () =>
           startChild({
@@ -477,11 +486,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         }
         return child;
       };
+      going();
       const origin = await startOrigin({});
 
       const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
       await params.beforeDrill?.(database.db);
       // The restore drill runs on the first batches, so the funding gate opens honestly.
+      going();
       await drillAndProveLocally({
         db: database.db,
         socketPath,
@@ -493,6 +504,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       });
 
       // Last, in front of the origin: the public ingress (docs/architecture.md).
+      going();
       edge = await startEdge({
         port: params.edgePort,
         originUrl,
