@@ -12,17 +12,31 @@ import path from "node:path";
 import { errorMessage } from "../shared/error-message.ts";
 import { createLocalStack } from "./local-stack.ts";
 
-const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
-const originPort = Number(process.env.ORIGIN_PORT ?? 8788);
-const devnetPort = Number(process.env.DEVNET_PORT ?? 8545);
-const edgePort = Number(process.env.EDGE_PORT ?? 8787);
-const pgPort = Number(process.env.EMBEDDED_PG_PORT ?? 54320);
-const basePath = process.env.BASE_PATH ?? "/77";
-const envId = process.env.AGENT_ENV_ID ?? "local-dev";
-
 const say = (line: string): void => {
   process.stdout.write(`[start] ${line}\n`);
 };
+
+/**
+ * The port `variable` names, or `fallback` when it is unset or empty. Anything else than a port
+ * ends the launcher before it starts or makes anything, naming the variable: a port 0 would start
+ * a part on a port the launcher cannot know, and a word reached the first listen as NaN.
+ */
+function portFrom(variable: string, fallback: number): number {
+  const value = process.env[variable]?.trim();
+  if (value === undefined || value === "") return fallback;
+  const port = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
+  if (port >= 1 && port <= 65_535) return port;
+  say(`failed: ${variable} must be a port number from 1 to 65535, not ${JSON.stringify(value)}`);
+  process.exit(1);
+}
+
+const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
+const originPort = portFrom("ORIGIN_PORT", 8788);
+const devnetPort = portFrom("DEVNET_PORT", 8545);
+const edgePort = portFrom("EDGE_PORT", 8787);
+const pgPort = portFrom("EMBEDDED_PG_PORT", 54320);
+const basePath = process.env.BASE_PATH ?? "/77";
+const envId = process.env.AGENT_ENV_ID ?? "local-dev";
 
 async function main(): Promise<void> {
   const started = Date.now();
