@@ -173,8 +173,10 @@ describe("npm start (the local stack launcher)", () => {
     );
     expect(operatorLine?.[1]).toBe(operatorKeyFile);
     operatorKeyId = operatorLine?.[2] ?? "";
+    // The data folder and Postgres port are not the defaults the operator tools assume: the printed
+    // command names them, the admin key and the socket, so it runs against this stack as printed.
     expect(output).toContain(
-      `npm run policy -- approve --agent ID --action ID --operator-key ${operatorKeyFile}\n`,
+      `[start]            EMBEDDED_PG_DIR=${path.join(dataDir, "pg")} EMBEDDED_PG_PORT=${env.EMBEDDED_PG_PORT} AGENT_ADMIN_AUTHORITY_KEY_FILE=${path.join(dataDir, "admin-authority.key")} npm run policy -- approve --agent ID --action ID --operator-key ${operatorKeyFile} --socket ${path.join(dataDir, "enclave.sock")}\n`,
     );
     for (const line of pemBody(await readFile(operatorKeyFile, "utf8"))) expect(output).not.toContain(line);
     const sealedKeys = await runTool("ops/enclave-policy.ts", [
@@ -221,9 +223,10 @@ describe("npm start (the local stack launcher)", () => {
     expect(edgeHealth.status).toBe(404);
     expect(await edgeHealth.json()).toMatchObject({ error: { code: "not_found" } });
 
-    // The registration line says what the database holds: the spec's initial policy, paused.
+    // The registration line says what the database holds: the spec's initial policy, paused, and
+    // the command that opens it names this stack's database.
     expect(output).toContain(
-      '[start] register   switched on, policy paused: npm run registration -- open --reason "local testing"',
+      `[start] register   switched on, policy paused: EMBEDDED_PG_DIR=${path.join(dataDir, "pg")} EMBEDDED_PG_PORT=${env.EMBEDDED_PG_PORT} npm run registration -- open --reason "local testing"\n`,
     );
     expect(launcher.exitCode).toBeNull();
   }, 240_000);
@@ -275,9 +278,14 @@ describe("npm start (the local stack launcher)", () => {
     const { launcher } = run;
     const originPort = Number(env.ORIGIN_PORT);
     const edgePort = Number(env.EDGE_PORT);
-    // Opened while it runs, for the next test's start to find.
+    // Opened while it runs, for the next test's start to find, with the variables the launcher
+    // printed (from a folder with no .data of its own, where the defaults would find nothing).
+    const printed = /policy paused: EMBEDDED_PG_DIR=(\S+) EMBEDDED_PG_PORT=(\d+) npm run registration/.exec(
+      run.output(),
+    );
     const opened = await runTool("ops/registration.ts", ["open", "--reason", "start test"], {
-      env: { EMBEDDED_PG_DIR: path.join(dataDir, "pg"), EMBEDDED_PG_PORT: env.EMBEDDED_PG_PORT },
+      env: { EMBEDDED_PG_DIR: printed?.[1], EMBEDDED_PG_PORT: printed?.[2] },
+      cwd: dataDir,
     });
     expect(opened.code, opened.stderr).toBe(0);
     const exited = run.exited;

@@ -100,10 +100,23 @@ async function main(): Promise<void> {
     }
     // The policy as the database holds it, so a restarted stack says what it will answer.
     const { registration } = ready;
+    // The operator tools find the default data folder's database and socket by themselves; another
+    // folder or Postgres port is spelled out, so each command below runs against this stack as
+    // printed (docs/operations.md#ports-and-their-variables).
+    const usual = dataDir === path.resolve(".data");
+    const toolEnv =
+      usual && pgPort === 54320
+        ? ""
+        : `EMBEDDED_PG_DIR=${shellWord(shownPath(path.join(dataDir, "pg")))} EMBEDDED_PG_PORT=${pgPort} `;
+    const socketFlag = usual ? "" : ` --socket ${shellWord(shownPath(ready.socketPath))}`;
+    // An approval is sealed with the admin key, which the tool looks for in the default folder.
+    const adminKeyEnv = usual
+      ? ""
+      : `AGENT_ADMIN_AUTHORITY_KEY_FILE=${shellWord(shownPath(authority.adminKeyFile))} `;
     say(
       registration.paused
-        ? `register   switched on, policy paused: npm run registration -- open --reason "local testing"`
-        : `register   open (${registration.perIpDaily} a day per address, ${registration.networkDaily} a day in all): agent-wallet register; pause with npm run registration -- pause --reason …`,
+        ? `register   switched on, policy paused: ${toolEnv}npm run registration -- open --reason "local testing"`
+        : `register   open (${registration.perIpDaily} a day per address, ${registration.networkDaily} a day in all): agent-wallet register; pause with ${toolEnv}npm run registration -- pause --reason …`,
     );
     say(`console    ${originUrl}${basePath}/admin/agents (private origin only)`);
     say(`metrics    ${originUrl}${basePath}/metrics (Authorization: Bearer <adminApiToken>)`);
@@ -114,7 +127,9 @@ async function main(): Promise<void> {
     // The path only: the key's contents are never printed.
     const operatorKey = shownPath(ready.operator.keyFile);
     say(`operator   ${operatorKey} (operator key ${ready.operator.keyId}, enrolled; approves held actions)`);
-    say(`           npm run policy -- approve --agent ID --action ID --operator-key ${operatorKey}`);
+    say(
+      `           ${toolEnv}${adminKeyEnv}npm run policy -- approve --agent ID --action ID --operator-key ${shellWord(operatorKey)}${socketFlag}`,
+    );
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
     if (existsSync(authority.recoveryEncKeyFile)) {
       say(`recovery   ${authority.recoveryEncKeyFile} (encryption key of every backup; keep offline)`);
@@ -127,6 +142,11 @@ async function main(): Promise<void> {
     say(`failed: ${errorMessage(error)}`);
     await stopAll(1);
   }
+}
+
+/** `word` as a shell reads it back: as it is when it holds nothing the shell would change, else single-quoted. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** A path under the working folder as a relative one (what the operator types), any other as it is. */
