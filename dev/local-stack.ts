@@ -164,6 +164,11 @@ export function leftoverPostgresMessage(pgDir: string, pid: number): string {
   return `the embedded Postgres of ${pgDir} is running (pid ${pid}): another npm start on this data folder or an operator tool is using it (let it finish, or stop it), or an earlier start killed outright left it (stop it with kill ${pid}); then npm start again`;
 }
 
+/** The launcher's refusal to start a second stack on a data folder a running one uses. */
+export function runningStackMessage(dataDir: string, socketPath: string): string {
+  return `a stack is already running on ${dataDir} (its Postgres and its enclave on ${socketPath} answer): use it, or stop it with Ctrl-C where it runs; a second stack needs its own data folder and ports (START_DATA_DIR, docs/operations.md#ports-and-their-variables)`;
+}
+
 /**
  * The devnet saves its chain when it stops; one that did not stop (a crash, a kill -9, a power
  * cut) comes back with the chain of its last stop, while Postgres kept every transaction mined
@@ -311,7 +316,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     // other program's.
     const pgDir = path.join(dataDir, "pg");
     const leftover = await runningPostmaster(pgDir);
-    if (leftover) throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
+    if (leftover) {
+      // Its enclave answering too is a stack running on the folder (an enclave leaves with its
+      // launcher, a Postgres does not): stopping that Postgres would only break it.
+      const socketPath = path.join(dataDir, "enclave.sock");
+      if (await socketAccepts(socketPath)) throw new Error(runningStackMessage(dataDir, socketPath));
+      throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
+    }
     await assertPortsFree([
       { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
       { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },

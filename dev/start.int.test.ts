@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { currentBundle } from "../ops/lib/program-bundles.mjs";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
 import { sleep } from "../shared/sleep.ts";
-import { launcherEnv } from "../testing/launcher.ts";
+import { launcherEnv, runLauncherToExit } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { recordOutput } from "../testing/secret-sink.ts";
 import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
@@ -230,6 +230,20 @@ describe("npm start (the local stack launcher)", () => {
     );
     expect(launcher.exitCode).toBeNull();
   }, 240_000);
+
+  // A second `npm start` on the folder of a running stack was told its Postgres might be one a
+  // killed run left, with `kill PID` to stop it: that PID was the running stack's database.
+  it("refuses a second start on the folder while it runs, naming the running stack, and leaves it serving", async () => {
+    const second = await runLauncherToExit(env);
+    expect(second.code).toBe(1);
+    expect(second.output).toContain(
+      `[start] failed: a stack is already running on ${dataDir} (its Postgres and its enclave on ${path.join(dataDir, "enclave.sock")} answer): use it, or stop it with Ctrl-C where it runs`,
+    );
+    expect(second.output).not.toContain("kill ");
+    const health = await fetch(`http://127.0.0.1:${env.ORIGIN_PORT}/77/healthz`);
+    expect(health.status).toBe(200);
+    expect(run.launcher.exitCode).toBeNull();
+  }, 60_000);
 
   // Mutation: dev/start.ts without restartEnclave (the enclave's exit stops the stack) fails this:
   // no restart line, and the launcher exits 1.
