@@ -1,8 +1,7 @@
-import { execFile } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
 import { createAuthorityKeyFile, createRecoveryKeyFile, readRecoveryKeyFile } from "../ops/lib/key-files.ts";
 import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
@@ -10,7 +9,29 @@ import { authorityPublicKey } from "../shared/capability.ts";
 import { toHex } from "../shared/hex.ts";
 import { x25519PublicKey } from "../shared/recovery-envelope.ts";
 
-const run = promisify(execFile);
+/**
+ * Runs `enclave init` with `args` and resolves with what it printed. In a process group of its own,
+ * as the stack's parts are: a terminal's Ctrl-C signals the launcher's whole group, and would cut
+ * the init between its files; the launcher's stop waits for it instead (dev/local-stack.ts).
+ */
+function runInit(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.once("error", reject);
+    child.once("close", (code, signal) => {
+      if (code === 0) resolve(stdout);
+      else reject(new Error(`enclave init exited ${code ?? signal}: ${stderr.trim()}`));
+    });
+  });
+}
 
 /**
  * The local stack plays every role, so all three authority keys and the recovery encryption key
@@ -24,6 +45,17 @@ export type LocalAuthority = {
   /** X25519 private key every backup is sealed to. */
   recoveryEncKeyFile: string;
 };
+
+/**
+ * An enclave data folder `enclave init` has completed, as the enclave itself judges it: its sealing
+ * key and its sealed config (written right after the key). A folder with the key alone is an init
+ * cut in between, under which nothing was sealed: init runs again.
+ */
+export function enclaveInitialised(enclaveDir: string): boolean {
+  return (
+    existsSync(path.join(enclaveDir, "sealing.key")) && existsSync(path.join(enclaveDir, "enclave.sealed"))
+  );
+}
 
 /** Where the local stack keeps the record `enclave init` printed (public keys only). */
 export function initRecordPath(dataDir: string): string {
@@ -47,13 +79,13 @@ export async function initEnclaveOnce(params: {
     recoveryKeyFile: path.join(params.dataDir, "recovery-authority.key"),
     recoveryEncKeyFile: path.join(params.dataDir, "recovery-encryption.key"),
   };
-  if (existsSync(path.join(params.enclaveDir, "sealing.key"))) return authority;
+  if (enclaveInitialised(params.enclaveDir)) return authority;
 
   const publicKeyOf = async (file: string): Promise<string> =>
     existsSync(file)
       ? authorityPublicKey(await readAuthoritySecret(file))
       : (await createAuthorityKeyFile(file)).publicKey;
-  const { stdout } = await run(process.execPath, [
+  const stdout = await runInit([
     ...programArgs("enclave/main.ts"),
     "init",
     "--env-id",

@@ -7,7 +7,6 @@
  * agent token, the restore drill of the first key batches, and last the edge worker in Miniflare.
  * `npm start` prints what it started; the soak (`npm run soak`) drives load through it.
  */
-import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { count, sql } from "drizzle-orm";
@@ -36,7 +35,7 @@ import { CHAIN_ID } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
-import { initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
+import { enclaveInitialised, initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
 import {
   backupLocalSealedKeys,
   drillAndProveLocally,
@@ -141,11 +140,6 @@ export async function postmasterPid(pgDir: string): Promise<number | undefined> 
   }
 }
 
-/** An enclave data folder `enclave init` has written (its sealing key is made there first). */
-export function enclaveInitialised(enclaveDir: string): boolean {
-  return existsSync(path.join(enclaveDir, "sealing.key"));
-}
-
 /**
  * The launcher's refusal to put a new enclave beside a database whose wallets were made in a lost
  * one: a new enclave would make a new treasury, orphan the old float and answer every signing
@@ -168,6 +162,11 @@ export function lostEnclaveMessage(dataDir: string, identities: number): string 
  */
 export function leftoverPostgresMessage(pgDir: string, pid: number): string {
   return `the embedded Postgres of ${pgDir} is running (pid ${pid}): another npm start on this data folder or an operator tool is using it (let it finish, or stop it), or an earlier start killed outright left it (stop it with kill ${pid}); then npm start again`;
+}
+
+/** The launcher's refusal to start a second stack on a data folder a running one uses. */
+export function runningStackMessage(dataDir: string, socketPath: string): string {
+  return `a stack is already running on ${dataDir} (its Postgres and its enclave on ${socketPath} answer): use it, or stop it with Ctrl-C where it runs; a second stack needs its own data folder and ports (START_DATA_DIR, docs/operations.md#ports-and-their-variables)`;
 }
 
 /**
@@ -294,6 +293,14 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     return first;
   };
 
+  /**
+   * Throws once a stop has begun: the start-up then starts nothing more (a part started after the
+   * stop went past it would outlive the stop, and an enclave init its record).
+   */
+  const going = (): void => {
+    if (stopping) throw new Error("stopped while starting");
+  };
+
   const start = async (): Promise<LocalStackReady> => {
     try {
       return await startParts();
@@ -309,7 +316,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     // other program's.
     const pgDir = path.join(dataDir, "pg");
     const leftover = await runningPostmaster(pgDir);
-    if (leftover) throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
+    if (leftover) {
+      // Its enclave answering too is a stack running on the folder (an enclave leaves with its
+      // launcher, a Postgres does not): stopping that Postgres would only break it.
+      const socketPath = path.join(dataDir, "enclave.sock");
+      if (await socketAccepts(socketPath)) throw new Error(runningStackMessage(dataDir, socketPath));
+      throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
+    }
     await assertPortsFree([
       { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
       { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
@@ -342,6 +355,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       }
 
       const devnetUrl = `http://127.0.0.1:${params.devnetPort}`;
+      going();
       const devnet = supervise(
         startChild({
           name: "devnet",
@@ -357,7 +371,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       await assertChainHoldsDatabase(database.db, devnetUrl, dataDir);
 
       const socketPath = path.join(dataDir, "enclave.sock");
-      const authority = await initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
+      going();
+      const initialising = initEnclaveOnce({ dataDir, enclaveDir, envId, onLine: say });
+      // A stop that arrives meanwhile waits for the init and its record: the enclave would otherwise
+      // be initialised after the launcher had gone, with no record a recovery could start from.
+      closers.push(() => initialising.then(() => undefined));
+      const authority = await initialising;
+      going();
       let enclave = superviseEnclave(
         () =>
           startChild({
@@ -477,11 +497,13 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         }
         return child;
       };
+      going();
       const origin = await startOrigin({});
 
       const agent = await loadOrCreateLocalAgent({ db: database.db, dataDir, devnetUrl });
       await params.beforeDrill?.(database.db);
       // The restore drill runs on the first batches, so the funding gate opens honestly.
+      going();
       await drillAndProveLocally({
         db: database.db,
         socketPath,
@@ -493,6 +515,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       });
 
       // Last, in front of the origin: the public ingress (docs/architecture.md).
+      going();
       edge = await startEdge({
         port: params.edgePort,
         originUrl,

@@ -1,12 +1,14 @@
-import type { ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { runningPostmaster, startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
+import { launcherEnv } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { stopPid } from "../testing/stop-pid.ts";
 
@@ -62,5 +64,67 @@ describe("npm start: a stop while its Postgres starts", () => {
     expect(code).toBe(0);
     expect(stdout).toContain("[start] postgres stopped");
     expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+  }, 180_000);
+
+  // A second Ctrl-C while the parts stopped (a stop that seems slow, an impatient hand) ended the
+  // launcher at once with exit 0, in the middle of its stop: the Postgres it had started ran on
+  // with the data folder and its port, and the next start refused to run beside it.
+  it("a second Ctrl-C while it stops does not end it before its Postgres has stopped", async () => {
+    let launcher: ChildProcess | undefined;
+    let seen = "";
+    let signals = 0;
+    const { code, stdout } = await runTool("dev/start.ts", [], {
+      env: await launcherEnv(dataDir),
+      timeoutMs: 120_000,
+      onSpawn: (child) => {
+        launcher = child;
+      },
+      // The first Ctrl-C once Postgres runs, the second as soon as the stop has begun.
+      onStdout: (text) => {
+        seen += text;
+        if (signals === 0 && seen.includes("[start] postgres   ready")) {
+          signals = 1;
+          launcher?.kill("SIGINT");
+        }
+        if (signals === 1 && seen.includes("[start] stopping…")) {
+          signals = 2;
+          launcher?.kill("SIGINT");
+        }
+      },
+    });
+    expect(signals).toBe(2);
+    expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+    expect(stdout).toContain("[start] postgres stopped");
+    expect(code).toBe(0);
+    expect(stdout).toContain("[start] still stopping");
+  }, 180_000);
+
+  // A launcher whose output nobody reads any more (`npm start | tee run.log` with tee gone, a
+  // closed terminal) died of EPIPE at its next line, as the devnet once did: the parts stopped with
+  // it, but its Postgres ran on, in the next start's way.
+  it("goes on when its output is gone, and a Ctrl-C then still stops its Postgres", async () => {
+    const launcher = spawn(process.execPath, programArgs("dev/start.ts"), {
+      env: { ...process.env, ...(await launcherEnv(dataDir)) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
+    let seen = "";
+    await new Promise<void>((resolve) => {
+      launcher.stdout.on("data", (chunk: Buffer) => {
+        seen += chunk.toString();
+        if (seen.includes("[start] postgres   ready")) resolve();
+      });
+      void exited.then(() => resolve());
+    });
+    // Nobody reads its output from here on: its next lines meet a closed pipe.
+    launcher.stdout.destroy();
+    launcher.stderr.destroy();
+    await sleep(3_000);
+    const running = launcher.exitCode === null;
+    launcher.kill("SIGINT");
+    const code = await exited;
+    expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+    expect(running).toBe(true);
+    expect(code).toBe(0);
   }, 180_000);
 });

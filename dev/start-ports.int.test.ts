@@ -55,6 +55,30 @@ describe("npm start with a port another program holds", () => {
     expect(await readdir(dataDir)).toEqual([]);
   }, 60_000);
 
+  // A port variable that is no port (a word, 70000, 0) reached the first listen as it was and
+  // ended the launcher with Node's "options.port should be >= 0 and < 65536. Received type number
+  // (NaN)", naming no variable; a 0 for the origin or the devnet started it on a port the launcher
+  // then waited a minute on.
+  it("refuses a port variable that is no port, exit 1, naming the variable, and makes nothing", async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "agents-bad-port-"));
+    folders.push(dataDir);
+    for (const [variable, value] of [
+      ["ORIGIN_PORT", "abc"],
+      ["DEVNET_PORT", "70000"],
+      ["EMBEDDED_PG_PORT", "0"],
+    ] as const) {
+      const { code, output } = await runLauncherToExit({
+        ...(await launcherEnv(dataDir)),
+        [variable]: value,
+      });
+      expect(output).toContain(
+        `[start] failed: ${variable} must be a port number from 1 to 65535, not "${value}"\n`,
+      );
+      expect(code).toBe(1);
+      expect(await readdir(dataDir)).toEqual([]);
+    }
+  }, 120_000);
+
   // A launcher killed outright (kill -9, the OOM killer, a crash) cannot stop the Postgres it
   // started, which runs on with the data folder and its port. The next start called it "another
   // program" and advised other ports, where Postgres then refused the folder it still held.

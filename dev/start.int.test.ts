@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { currentBundle } from "../ops/lib/program-bundles.mjs";
 import { signerPolicyToWire } from "../origin/signer/op-codecs.ts";
 import { sleep } from "../shared/sleep.ts";
-import { launcherEnv } from "../testing/launcher.ts";
+import { launcherEnv, runLauncherToExit } from "../testing/launcher.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { recordOutput } from "../testing/secret-sink.ts";
 import { LOCAL_FAUCET_TERMS, LOCAL_POLICY, LOCAL_TREASURY_BUDGET_UNITS } from "./local-policy.ts";
@@ -173,8 +173,10 @@ describe("npm start (the local stack launcher)", () => {
     );
     expect(operatorLine?.[1]).toBe(operatorKeyFile);
     operatorKeyId = operatorLine?.[2] ?? "";
+    // The data folder and Postgres port are not the defaults the operator tools assume: the printed
+    // command names them, the admin key and the socket, so it runs against this stack as printed.
     expect(output).toContain(
-      `npm run policy -- approve --agent ID --action ID --operator-key ${operatorKeyFile}\n`,
+      `[start]            EMBEDDED_PG_DIR=${path.join(dataDir, "pg")} EMBEDDED_PG_PORT=${env.EMBEDDED_PG_PORT} AGENT_ADMIN_AUTHORITY_KEY_FILE=${path.join(dataDir, "admin-authority.key")} npm run policy -- approve --agent ID --action ID --operator-key ${operatorKeyFile} --socket ${path.join(dataDir, "enclave.sock")}\n`,
     );
     for (const line of pemBody(await readFile(operatorKeyFile, "utf8"))) expect(output).not.toContain(line);
     const sealedKeys = await runTool("ops/enclave-policy.ts", [
@@ -221,12 +223,27 @@ describe("npm start (the local stack launcher)", () => {
     expect(edgeHealth.status).toBe(404);
     expect(await edgeHealth.json()).toMatchObject({ error: { code: "not_found" } });
 
-    // The registration line says what the database holds: the spec's initial policy, paused.
+    // The registration line says what the database holds: the spec's initial policy, paused, and
+    // the command that opens it names this stack's database.
     expect(output).toContain(
-      '[start] register   switched on, policy paused: npm run registration -- open --reason "local testing"',
+      `[start] register   switched on, policy paused: EMBEDDED_PG_DIR=${path.join(dataDir, "pg")} EMBEDDED_PG_PORT=${env.EMBEDDED_PG_PORT} npm run registration -- open --reason "local testing"\n`,
     );
     expect(launcher.exitCode).toBeNull();
   }, 240_000);
+
+  // A second `npm start` on the folder of a running stack was told its Postgres might be one a
+  // killed run left, with `kill PID` to stop it: that PID was the running stack's database.
+  it("refuses a second start on the folder while it runs, naming the running stack, and leaves it serving", async () => {
+    const second = await runLauncherToExit(env);
+    expect(second.code).toBe(1);
+    expect(second.output).toContain(
+      `[start] failed: a stack is already running on ${dataDir} (its Postgres and its enclave on ${path.join(dataDir, "enclave.sock")} answer): use it, or stop it with Ctrl-C where it runs`,
+    );
+    expect(second.output).not.toContain("kill ");
+    const health = await fetch(`http://127.0.0.1:${env.ORIGIN_PORT}/77/healthz`);
+    expect(health.status).toBe(200);
+    expect(run.launcher.exitCode).toBeNull();
+  }, 60_000);
 
   // Mutation: dev/start.ts without restartEnclave (the enclave's exit stops the stack) fails this:
   // no restart line, and the launcher exits 1.
@@ -275,9 +292,14 @@ describe("npm start (the local stack launcher)", () => {
     const { launcher } = run;
     const originPort = Number(env.ORIGIN_PORT);
     const edgePort = Number(env.EDGE_PORT);
-    // Opened while it runs, for the next test's start to find.
+    // Opened while it runs, for the next test's start to find, with the variables the launcher
+    // printed (from a folder with no .data of its own, where the defaults would find nothing).
+    const printed = /policy paused: EMBEDDED_PG_DIR=(\S+) EMBEDDED_PG_PORT=(\d+) npm run registration/.exec(
+      run.output(),
+    );
     const opened = await runTool("ops/registration.ts", ["open", "--reason", "start test"], {
-      env: { EMBEDDED_PG_DIR: path.join(dataDir, "pg"), EMBEDDED_PG_PORT: env.EMBEDDED_PG_PORT },
+      env: { EMBEDDED_PG_DIR: printed?.[1], EMBEDDED_PG_PORT: printed?.[2] },
+      cwd: dataDir,
     });
     expect(opened.code, opened.stderr).toBe(0);
     const exited = run.exited;

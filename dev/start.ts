@@ -12,17 +12,36 @@ import path from "node:path";
 import { errorMessage } from "../shared/error-message.ts";
 import { createLocalStack } from "./local-stack.ts";
 
-const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
-const originPort = Number(process.env.ORIGIN_PORT ?? 8788);
-const devnetPort = Number(process.env.DEVNET_PORT ?? 8545);
-const edgePort = Number(process.env.EDGE_PORT ?? 8787);
-const pgPort = Number(process.env.EMBEDDED_PG_PORT ?? 54320);
-const basePath = process.env.BASE_PATH ?? "/77";
-const envId = process.env.AGENT_ENV_ID ?? "local-dev";
+// A launcher whose output nobody reads any more (a closed terminal, `npm start | tee` with tee gone)
+// goes on, and stops its parts as usual at a Ctrl-C or SIGTERM: the EPIPE of its next line would
+// otherwise end it at once and leave its Postgres running on the data folder.
+for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
 
 const say = (line: string): void => {
   process.stdout.write(`[start] ${line}\n`);
 };
+
+/**
+ * The port `variable` names, or `fallback` when it is unset or empty. Anything else than a port
+ * ends the launcher before it starts or makes anything, naming the variable: a port 0 would start
+ * a part on a port the launcher cannot know, and a word reached the first listen as NaN.
+ */
+function portFrom(variable: string, fallback: number): number {
+  const value = process.env[variable]?.trim();
+  if (value === undefined || value === "") return fallback;
+  const port = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
+  if (port >= 1 && port <= 65_535) return port;
+  say(`failed: ${variable} must be a port number from 1 to 65535, not ${JSON.stringify(value)}`);
+  process.exit(1);
+}
+
+const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
+const originPort = portFrom("ORIGIN_PORT", 8788);
+const devnetPort = portFrom("DEVNET_PORT", 8545);
+const edgePort = portFrom("EDGE_PORT", 8787);
+const pgPort = portFrom("EMBEDDED_PG_PORT", 54320);
+const basePath = process.env.BASE_PATH ?? "/77";
+const envId = process.env.AGENT_ENV_ID ?? "local-dev";
 
 async function main(): Promise<void> {
   const started = Date.now();
@@ -45,11 +64,16 @@ async function main(): Promise<void> {
       void stopAll(1);
     },
   });
-  const stopAll = async (code: number): Promise<never> => {
-    if (!exiting) {
-      exiting = true;
-      await stack.stop();
+  const stopAll = async (code: number): Promise<void> => {
+    // A second Ctrl-C (or a SIGTERM) while the parts stop is not a reason to leave before they
+    // have: exiting then left the embedded Postgres running on the data folder and its port, in
+    // the next start's way. The first stop ends the run.
+    if (exiting) {
+      say("still stopping: the parts stop last started first, Postgres last");
+      return;
     }
+    exiting = true;
+    await stack.stop();
     process.exit(code);
   };
   process.on("SIGINT", () => void stopAll(0));
@@ -81,10 +105,23 @@ async function main(): Promise<void> {
     }
     // The policy as the database holds it, so a restarted stack says what it will answer.
     const { registration } = ready;
+    // The operator tools find the default data folder's database and socket by themselves; another
+    // folder or Postgres port is spelled out, so each command below runs against this stack as
+    // printed (docs/operations.md#ports-and-their-variables).
+    const usual = dataDir === path.resolve(".data");
+    const toolEnv =
+      usual && pgPort === 54320
+        ? ""
+        : `EMBEDDED_PG_DIR=${shellWord(shownPath(path.join(dataDir, "pg")))} EMBEDDED_PG_PORT=${pgPort} `;
+    const socketFlag = usual ? "" : ` --socket ${shellWord(shownPath(ready.socketPath))}`;
+    // An approval is sealed with the admin key, which the tool looks for in the default folder.
+    const adminKeyEnv = usual
+      ? ""
+      : `AGENT_ADMIN_AUTHORITY_KEY_FILE=${shellWord(shownPath(authority.adminKeyFile))} `;
     say(
       registration.paused
-        ? `register   switched on, policy paused: npm run registration -- open --reason "local testing"`
-        : `register   open (${registration.perIpDaily} a day per address, ${registration.networkDaily} a day in all): agent-wallet register; pause with npm run registration -- pause --reason …`,
+        ? `register   switched on, policy paused: ${toolEnv}npm run registration -- open --reason "local testing"`
+        : `register   open (${registration.perIpDaily} a day per address, ${registration.networkDaily} a day in all): agent-wallet register; pause with ${toolEnv}npm run registration -- pause --reason …`,
     );
     say(`console    ${originUrl}${basePath}/admin/agents (private origin only)`);
     say(`metrics    ${originUrl}${basePath}/metrics (Authorization: Bearer <adminApiToken>)`);
@@ -95,7 +132,9 @@ async function main(): Promise<void> {
     // The path only: the key's contents are never printed.
     const operatorKey = shownPath(ready.operator.keyFile);
     say(`operator   ${operatorKey} (operator key ${ready.operator.keyId}, enrolled; approves held actions)`);
-    say(`           npm run policy -- approve --agent ID --action ID --operator-key ${operatorKey}`);
+    say(
+      `           ${toolEnv}${adminKeyEnv}npm run policy -- approve --agent ID --action ID --operator-key ${shellWord(operatorKey)}${socketFlag}`,
+    );
     if (existsSync(authority.recoveryKeyFile)) say(`recovery   ${authority.recoveryKeyFile} (keep offline)`);
     if (existsSync(authority.recoveryEncKeyFile)) {
       say(`recovery   ${authority.recoveryEncKeyFile} (encryption key of every backup; keep offline)`);
@@ -108,6 +147,11 @@ async function main(): Promise<void> {
     say(`failed: ${errorMessage(error)}`);
     await stopAll(1);
   }
+}
+
+/** `word` as a shell reads it back: as it is when it holds nothing the shell would change, else single-quoted. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** A path under the working folder as a relative one (what the operator types), any other as it is. */

@@ -1,9 +1,10 @@
-import { chmod, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import { sleep } from "../../shared/sleep.ts";
 import { freePort } from "../../testing/free-port.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import { startEmbeddedPostgres } from "./embedded.ts";
@@ -94,5 +95,60 @@ describe("the embedded Postgres on a port that is taken", () => {
         `^agents: error: the embedded Postgres did not start on port ${port} .*Address already in use`,
       ),
     );
+  });
+});
+
+// initdb takes the cluster's password from a file, which the package wrote to the shared temp
+// folder with the default mode (0644 under a umask of 022) and left there for as long as initdb
+// ran: any local user could read the password of the cluster's superuser, the password it keeps
+// for good, and connect to 127.0.0.1 with it.
+describe("the embedded Postgres's first start", () => {
+  let folder = "";
+  afterAll(async () => {
+    if (folder) await rm(folder, { recursive: true, force: true });
+  });
+
+  it("never writes the cluster's password where other local users can read it", async () => {
+    folder = await mkdtemp(path.join(tmpdir(), "agents-embedded-pwfile-"));
+    await chmod(folder, 0o755);
+    const dir = path.join(folder, "pg");
+    // Every file readable by others in the shared temp folder while the cluster initialises, as
+    // another local user polling it would read them.
+    const readable = new Map<string, string>();
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        for (const name of await readdir(tmpdir()).catch(() => [])) {
+          if (!name.startsWith("pg-password-") || readable.has(name)) continue;
+          const file = path.join(tmpdir(), name);
+          const mode = await stat(file).then(
+            (found) => found.mode,
+            () => 0,
+          );
+          if ((mode & 0o004) === 0) continue;
+          const text = await readFile(file, "utf8").catch(() => "");
+          if (text !== "") readable.set(name, text.trim());
+        }
+        await sleep(2);
+      }
+    })();
+    const cluster = await startEmbeddedPostgres({ dir, port: await freePort() }).finally(async () => {
+      watching = false;
+      await watch;
+    });
+    try {
+      // The package's file was there to be read (the watch works) …
+      expect(readable.size).toBeGreaterThan(0);
+      // … but never held the password the cluster keeps, which still opens it.
+      const password = (await readFile(`${dir}.password`, "utf8")).trim();
+      expect([...readable.values()]).not.toContain(password);
+      const client = new pg.Client({ connectionString: cluster.url });
+      await client.connect();
+      const { rows } = await client.query<{ answer: number }>("select 41 + 1 as answer");
+      await client.end();
+      expect(rows[0]?.answer).toBe(42);
+    } finally {
+      await cluster.stop();
+    }
   });
 });

