@@ -169,11 +169,20 @@ async function walletOfAgent(
 function expiry(expiresIn: string | undefined, expiresAt: string | undefined): Date {
   if (expiresIn && expiresAt) throw new UsageError("give --expires-in or --expires-at, not both");
   const match = expiresIn ? DURATION.exec(expiresIn) : null;
-  if (match) return new Date(Date.now() + Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
-  if (expiresIn) throw new UsageError("--expires-in must look like 30m, 24h or 7d");
-  const at = expiresAt ? new Date(expiresAt) : undefined;
-  if (!at || Number.isNaN(at.getTime()))
-    throw new UsageError("--expires-in or --expires-at (ISO 8601) is required");
+  if (expiresIn && !match) throw new UsageError("--expires-in must look like 30m, 24h or 7d");
+  const at = match
+    ? new Date(Date.now() + Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS])
+    : expiresAt
+      ? new Date(expiresAt)
+      : undefined;
+  if (!at) throw new UsageError("--expires-in or --expires-at (ISO 8601) is required");
+  const flag = match ? "--expires-in" : "--expires-at";
+  // A duration past what a date can hold (99999999999d) is an invalid date too, not a database error.
+  if (Number.isNaN(at.getTime())) {
+    throw new UsageError(match ? "--expires-in is too far ahead" : "--expires-at must be an ISO 8601 time");
+  }
+  // Refused here as grantException would, before the database (or the embedded cluster) is opened.
+  if (at.getTime() <= Date.now()) throw new UsageError(`${flag} must be in the future`);
   return at;
 }
 

@@ -58,6 +58,28 @@ describe("the operator tools check a command line before they open the database"
       /give --wallet or --agent, not both/,
     ],
     ["ops/funding.ts", ["revoke", "--id", "x", "--reason", "r"], /--id must be an exception id/],
+    // An expiry in the past, or past what a date holds (which the database met as "Invalid time
+    // value", exit 3), is the line's mistake too.
+    [
+      "ops/funding.ts",
+      [
+        "grant",
+        "--wallet",
+        WALLET,
+        "--ceiling",
+        "1",
+        "--expires-at",
+        "2000-01-01T00:00:00Z",
+        "--reason",
+        "r",
+      ],
+      /--expires-at must be in the future/,
+    ],
+    [
+      "ops/funding.ts",
+      ["grant", "--wallet", WALLET, "--ceiling", "1", "--expires-in", "99999999999d", "--reason", "r"],
+      /--expires-in is too far ahead/,
+    ],
     [
       "ops/registration.ts",
       ["set", "per_ip_daily", "-1", "--reason", "r"],
