@@ -38,11 +38,13 @@ describe("npm run agents (operator CLI)", () => {
   });
 
   it("refuses bad input with a clear message", async () => {
+    // An unknown capability is an invalid value: a usage error (exit 2), as the exit codes say.
     const badCapability = await run("create", "--capabilities", "read,admin");
-    expect(badCapability.code).toBe(1);
-    expect(badCapability.stderr).toContain(
-      "capabilities must be a non-empty subset of read, faucet, transfer",
+    expect(badCapability.code).toBe(2);
+    expect(badCapability.stderr).toMatch(
+      /^agents: --capabilities must be a non-empty subset of read, faucet, transfer, not 'admin'\nusage:/,
     );
+    expect((await run("create", "--capabilities", "read,,transfer")).code).toBe(2);
     expect((await run("create")).stderr).toContain("--capabilities is required");
     expect((await run("frobnicate")).code).toBe(2);
     expect((await run("disable", "--agent", "nope", "--reason", "x")).stderr).toContain(

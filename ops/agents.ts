@@ -21,6 +21,7 @@ import { rotateToken } from "../origin/auth/rotate-token.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { CAPABILITIES } from "../shared/constants.ts";
 import { isUuid } from "../shared/uuid.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
@@ -56,7 +57,15 @@ function parseCommand(argv: string[]): AgentsCommand {
   switch (command) {
     case "create": {
       if (!values.capabilities) throw new UsageError("--capabilities is required, e.g. read,transfer");
-      return { command, capabilities: values.capabilities.split(",").map((item) => item.trim()) };
+      const capabilities = values.capabilities.split(",").map((item) => item.trim());
+      // A name the node does not grant is the line's mistake: exit 2 before the database is opened.
+      const unknown = capabilities.filter((item) => !(CAPABILITIES as readonly string[]).includes(item));
+      if (unknown.length > 0) {
+        throw new UsageError(
+          `--capabilities must be a non-empty subset of ${CAPABILITIES.join(", ")}, not ${unknown.map((item) => `'${item}'`).join(", ")}`,
+        );
+      }
+      return { command, capabilities };
     }
     case "list":
       return { command };

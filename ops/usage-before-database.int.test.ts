@@ -13,11 +13,10 @@ import { runTool } from "../testing/run-tool.ts";
  */
 describe("the operator tools check a command line before they open the database", () => {
   let dir: string;
-  let clusterDir: string;
+  let cases = 0;
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "usage-before-db-"));
-    clusterDir = path.join(dir, "pg");
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -27,6 +26,7 @@ describe("the operator tools check a command line before they open the database"
   const WALLET = `0x${"ab".repeat(20)}`;
   it.each([
     ["ops/agents.ts", ["create"], /--capabilities is required/],
+    ["ops/agents.ts", ["create", "--capabilities", "read,admin"], /not 'admin'/],
     ["ops/agents.ts", ["disable", "--agent", AGENT], /--reason is required to disable/],
     ["ops/agents.ts", ["revoke", "--agent", "not-a-uuid", "--reason", "r"], /--agent must be an agent id/],
     ["ops/agents.ts", ["rotate-token"], /--agent must be an agent id/],
@@ -102,6 +102,8 @@ describe("the operator tools check a command line before they open the database"
       /AGENT_WEBHOOKS_ALLOW_PRIVATE=true/,
     ],
   ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
+    // A folder of its own per line: a cluster one line started must not fail the lines after it.
+    const clusterDir = path.join(dir, `pg-${cases++}`);
     const result = await runTool(tool, args, {
       env: {
         DATABASE_URL: undefined,
