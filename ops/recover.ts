@@ -24,7 +24,6 @@
  */
 import { parseArgs } from "node:util";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import {
   type CliContext,
@@ -38,6 +37,7 @@ import {
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
+import { enclaveSocketPath } from "./lib/policy-cli-args.ts";
 import { backupFilesIn, backupKey, type FileRecovery, recoverBatches } from "./lib/recovery.ts";
 
 const USAGE = `usage:
@@ -65,8 +65,9 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       "admin-key": { type: "string" },
     },
   });
-  const endpoint = env.AGENT_SIGNER_SVC_HSM_ENDPOINT;
-  const socketPath = values.socket ?? (endpoint ? socketPathOfEndpoint(endpoint) : ".data/enclave.sock");
+  // An endpoint that is no unix:// path is the environment's mistake: a usage error (exit 2), as
+  // for the other tools that reach the enclave.
+  const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const packages = values.package ?? [];
   const transportOnly = positionals.length === 1 && positionals[0] === "transport-key";
   const backupOnly =

@@ -135,4 +135,24 @@ describe("the operator tools check a command line before they open the database"
     expect(result.stderr).toMatch(/x402-resources: invalid configuration:\n {2}- DATABASE_URL: /);
     expect(result.stderr).not.toContain(password);
   });
+
+  // recover read the endpoint itself and ended "recover: error: …", exit 3, for the same variable
+  // the others call an invalid configuration.
+  it.each([
+    ["ops/recover.ts", ["transport-key"], 2],
+    ["ops/enclave-policy.ts", ["show"], 2],
+    ["ops/policy.ts", ["reseal"], 2],
+    ["ops/canary.ts", [], 64],
+  ])(
+    "AGENT_SIGNER_SVC_HSM_ENDPOINT not unix://: %s %j exits %s (usage) naming the variable",
+    async (tool, args, code) => {
+      const result = await runTool(tool, args, {
+        env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: "http://127.0.0.1:9/enclave", LOG_LEVEL: "silent" },
+        timeoutMs: 60_000,
+      });
+      expect(result.code).toBe(code);
+      expect(result.stderr).toMatch(/^[a-z-]+: [^\n]*(\n {2}- )?AGENT_SIGNER_SVC_HSM_ENDPOINT/);
+      expect(result.stderr).not.toContain("error:");
+    },
+  );
 });
