@@ -112,6 +112,35 @@ describe("recover: refusals (real enclave)", () => {
     expect(result.code).toBe(2);
   });
 
+  it("refuses a flag of another form (exit 2) instead of passing over it and reporting done", async () => {
+    // --package beside --backup-dir restored the folder alone and exited 0 "1 restored": the
+    // package the operator named was never looked at.
+    const backups = path.join(dir, "backups-and-package");
+    const good = await backupKey({
+      signer,
+      adminAuthority: enclave.adminSecret,
+      keyRef: keys[0]!.keyRef,
+      backupDir: backups,
+    });
+    expect(good.ok, JSON.stringify(good)).toBe(true);
+    await writeFile(file("offline.package"), Buffer.from("a package made offline"));
+    const both = await recover(
+      "--backup-dir",
+      backups,
+      "--package",
+      file("offline.package"),
+      "--recovery-key",
+      file("recovery.key"),
+      "--recovery-enc-key",
+      file("recovery-enc.key"),
+    );
+    expect(both).toMatchObject({ code: 2, stdout: "" });
+    expect(both.stderr).toMatch(/^recover: --backup-dir takes no --package\nusage:/);
+    const transport = await recover("transport-key", "--admin-key", file("recovery.key"));
+    expect(transport).toMatchObject({ code: 2, stdout: "" });
+    expect(transport.stderr).toMatch(/^recover: transport-key takes no --admin-key\n/);
+  });
+
   it("backup-key refuses a backup that holds another key than the one asked for", async () => {
     // A fault the real enclave does not make, so a fake, named: an enclave whose export_backup
     // returns another key's backup. Mutation: not checking the verified backup's keys accepts it.

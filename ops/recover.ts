@@ -81,6 +81,19 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (!transportOnly && !backupOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
     throw new UsageError("give one of the forms below");
   }
+  // A flag of another form is refused, not passed over: --package beside --backup-dir would
+  // otherwise restore the folder alone and report it done.
+  const [form, takes] = transportOnly
+    ? ["transport-key", ["socket"]]
+    : backupOnly
+      ? ["backup-key", ["treasury", "settler", "payee", "key-ref", "admin-key", "backup-dir", "socket"]]
+      : fromDir
+        ? ["--backup-dir", ["backup-dir", "recovery-key", "recovery-enc-key", "socket"]]
+        : ["--package", ["package", "recovery-key", "socket"]];
+  const extra = Object.keys(values).filter((name) => !takes.includes(name));
+  if (extra.length > 0) {
+    throw new UsageError(`${form} takes no ${extra.map((name) => `--${name}`).join(", ")}`);
+  }
   // Read before the enclave is asked anything: a key file that cannot be read is a usage error.
   const restoring = !transportOnly && !backupOnly;
   const recoveryAuthority = restoring
