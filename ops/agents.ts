@@ -23,13 +23,31 @@ import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/id
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { CAPABILITIES } from "../shared/constants.ts";
 import { isUuid } from "../shared/uuid.ts";
-import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
+import {
+  type CliContext,
+  type CliOutcome,
+  DONE,
+  refused,
+  refuseFlagsNotTaken,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 
 const USAGE = `usage: npm run agents -- create --capabilities read,faucet,transfer
        npm run agents -- list
        npm run agents -- disable|enable|revoke --agent ID --reason TEXT
        npm run agents -- rotate-token --agent ID`;
+
+/** The flags each command takes; another is a usage error. */
+const TAKES = {
+  create: ["capabilities", "json"],
+  list: ["json"],
+  disable: ["agent", "reason"],
+  enable: ["agent", "reason"],
+  revoke: ["agent", "reason"],
+  "rotate-token": ["agent", "json"],
+} as const satisfies Record<string, readonly string[]>;
 
 /** A command line of this tool, every argument checked: nothing is opened for a bad one. */
 type AgentsCommand =
@@ -54,6 +72,9 @@ function parseCommand(argv: string[]): AgentsCommand {
     if (!values.agent || !isUuid(values.agent)) throw new UsageError("--agent must be an agent id (a UUID)");
     return values.agent;
   };
+  // --json changes nothing where the output is JSON already, and is refused where it is a line.
+  const takes = command && Object.hasOwn(TAKES, command) ? TAKES[command as keyof typeof TAKES] : undefined;
+  if (takes) refuseFlagsNotTaken(command!, values, takes);
   switch (command) {
     case "create": {
       if (!values.capabilities) throw new UsageError("--capabilities is required, e.g. read,transfer");

@@ -90,6 +90,21 @@ describe("the operator tools check a command line before they open the database"
       ["set", "no_such_setting", "1", "--reason", "r"],
       /unknown setting 'no_such_setting'/,
     ],
+    // A flag the command does not take was passed over: `list --wallet ADDR` listed every
+    // exception as if filtered, `rotate-token --reason TEXT` recorded no reason.
+    ["ops/agents.ts", ["list", "--agent", AGENT], /^agents: list takes no --agent\n/],
+    ["ops/agents.ts", ["rotate-token", "--agent", AGENT, "--reason", "r"], /rotate-token takes no --reason/],
+    ["ops/agents.ts", ["disable", "--agent", AGENT, "--reason", "r", "--json"], /disable takes no --json/],
+    ["ops/funding.ts", ["list", "--wallet", WALLET], /^funding: list takes no --wallet\n/],
+    ["ops/funding.ts", ["revoke", "--id", AGENT, "--reason", "r", "--all"], /revoke takes no --all/],
+    ["ops/webhooks.ts", ["list", "--id", AGENT], /^webhooks: list takes no --id\n/],
+    ["ops/webhooks.ts", ["retire-key", "--kid", "abc", "--reason", "r"], /retire-key takes no --reason/],
+    ["ops/x402-resources.ts", ["list", "--url", "https://example.com/a"], /list takes no --url/],
+    [
+      "ops/x402-resources.ts",
+      ["remove", "--url", "https://example.com/a", "--json"],
+      /remove takes no --json/,
+    ],
     // The URL's own rules (scheme, credentials, a private address) need no database either.
     [
       "ops/webhooks.ts",

@@ -144,6 +144,22 @@ export function runCli(tool: CliTool): void {
 }
 
 /**
+ * Refuses a flag the command does not take (`list --agent ID`, `retire-key --reason TEXT`): passed
+ * over, it would read as a filter applied or a reason recorded when neither was. `values` is
+ * node:util parseArgs's, which holds only the flags given.
+ */
+export function refuseFlagsNotTaken(
+  command: string,
+  values: Record<string, unknown>,
+  takes: readonly string[],
+): void {
+  const extra = Object.keys(values).filter((name) => values[name] !== undefined && !takes.includes(name));
+  if (extra.length > 0) {
+    throw new UsageError(`${command} takes no ${extra.map((name) => `--${name}`).join(", ")}`);
+  }
+}
+
+/**
  * Reads a file named on the command line with `read`. A file that cannot be read, or does not
  * hold what `holds` says, is the command line's fault: a usage error naming the flag, the path and
  * the error code, never the file's text (it may be a key).
