@@ -129,6 +129,14 @@ describe("npm run agents (operator CLI)", () => {
       stdout: `agents: ${id} was already revoked\n`,
     });
     expect(await changes()).toEqual([...recorded, revocation]);
+    // Enabling a revoked identity flips its flag and says the token stays refused: "enabled"
+    // alone read as an agent back at work.
+    expect(await run("disable", "--agent", id, "--reason", "after the leak")).toMatchObject({ code: 0 });
+    expect(await run("enable", "--agent", id, "--reason", "by mistake")).toMatchObject({
+      code: 0,
+      stdout: `agents: ${id} enabled; it is revoked, so its token stays refused (revocation is final)\n`,
+    });
+    expect((await row())?.revoked).toBe(true);
     expect(
       await run("revoke", "--agent", "00000000-0000-4000-8000-000000000000", "--reason", "x"),
     ).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });

@@ -159,7 +159,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           return refused(result.error === "not_found" ? `no agent ${id}` : result.error);
         }
         process.stdout.write(
-          `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}\n`,
+          `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}${
+            // As the console answers `revoked: true`: "enabled" alone would read as a working token.
+            result.value.revoked && command === "enable"
+              ? "; it is revoked, so its token stays refused (revocation is final)"
+              : ""
+          }\n`,
         );
         return DONE;
       }
