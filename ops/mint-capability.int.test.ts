@@ -74,6 +74,21 @@ describe("npm run mint-capability --out", () => {
     await expect(stat(out)).rejects.toThrow(/ENOENT/);
   });
 
+  it("--params beside --params-file is a usage error (exit 2), not the file's params signed", async () => {
+    await writeFile(file("params.json"), '{"batch_id":"from-the-file"}');
+    const out = file("both.cap");
+    const result = await mint(
+      out,
+      "--params",
+      '{"batch_id":"from-the-line"}',
+      "--params-file",
+      file("params.json"),
+    );
+    expect(result).toMatchObject({ code: 2, stdout: "" });
+    expect(result.stderr).toMatch(/^mint-capability: give --params or --params-file, not both\n/);
+    await expect(stat(out)).rejects.toThrow(/ENOENT/);
+  });
+
   it("--bytes-param NAME=FILE takes a path with an = in it whole", async () => {
     // Split at every `=`, pkg=/dir/a=b.package read /dir/a.
     await writeFile(file("a=b.package"), "package bytes");

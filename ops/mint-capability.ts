@@ -71,6 +71,10 @@ async function run(argv: string[]): Promise<CliOutcome> {
       "--authority-key, a privileged --op, --env-id, and --socket or both --instance-id and --counter are required",
     );
   }
+  // Both would sign the file's params and pass over the line's.
+  if (values.params !== undefined && values["params-file"] !== undefined) {
+    throw new UsageError("give --params or --params-file, not both");
+  }
   if (values["instance-id"] !== undefined && !instanceIdSchema.safeParse(values["instance-id"]).success) {
     throw new UsageError("--instance-id must be 0x and 32 lowercase hex digits, as init prints it");
   }
