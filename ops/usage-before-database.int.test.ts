@@ -105,6 +105,11 @@ describe("the operator tools check a command line before they open the database"
       ["remove", "--url", "https://example.com/a", "--json"],
       /remove takes no --json/,
     ],
+    [
+      "ops/registration.ts",
+      ["set", "per_ip_daily", "5", "per_ip_daily", "6", "--reason", "r"],
+      /^registration: per_ip_daily is named twice\n/,
+    ],
     // The URL's own rules (scheme, credentials, a private address) need no database either.
     [
       "ops/webhooks.ts",
