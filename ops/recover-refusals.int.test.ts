@@ -141,6 +141,24 @@ describe("recover: refusals (real enclave)", () => {
     expect(transport.stderr).toMatch(/^recover: transport-key takes no --admin-key\n/);
   });
 
+  it("backup-key of a key by ref with no enclave on the socket is an error (3), not a refusal (1)", async () => {
+    // --treasury asked get_policy first and ended 3; --key-ref went straight to public_identity,
+    // whose unanswered call was printed as "failed" and ended 1, the code of a decision.
+    const result = await runTool("ops/recover.ts", [
+      "backup-key",
+      "--key-ref",
+      keys[0]!.keyRef,
+      "--admin-key",
+      file("recovery.key"),
+      "--backup-dir",
+      path.join(dir, "no-enclave"),
+      "--socket",
+      path.join(dir, "no-enclave.sock"),
+    ]);
+    expect(result).toMatchObject({ code: 3, stdout: "" });
+    expect(result.stderr).toMatch(/^recover: error: public_identity: signer_unreachable: .*ENOENT/);
+  });
+
   it("backup-key refuses a backup that holds another key than the one asked for", async () => {
     // A fault the real enclave does not make, so a fake, named: an enclave whose export_backup
     // returns another key's backup. Mutation: not checking the verified backup's keys accepts it.
@@ -157,6 +175,9 @@ describe("recover: refusals (real enclave)", () => {
       keyRef: keys[0]!.keyRef,
       backupDir: path.join(dir, "wrong"),
     });
-    expect(result).toEqual({ ok: false, error: "verify_backup: the backup holds other keys" });
+    expect(result).toEqual({
+      ok: false,
+      error: { message: "verify_backup: the backup holds other keys", unreachable: false },
+    });
   });
 });

@@ -220,7 +220,8 @@ async function backupOne(
     backupDir: values["backup-dir"]!,
   });
   if (!backedUp.ok) {
-    process.stdout.write(`recover: failed: ${backedUp.error}\n`);
+    if (backedUp.error.unreachable) return errored(backedUp.error.message);
+    process.stdout.write(`recover: failed: ${backedUp.error.message}\n`);
     return refused();
   }
   process.stdout.write(
