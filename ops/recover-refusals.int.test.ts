@@ -159,6 +159,21 @@ describe("recover: refusals (real enclave)", () => {
     expect(result.stderr).toMatch(/^recover: error: public_identity: signer_unreachable: .*ENOENT/);
   });
 
+  it("backup-key --key-ref that is no key_ref is a usage error (2), the enclave not asked", async () => {
+    // It went to the enclave, whose refusal ended 1 as if the line were right and the key unknown.
+    const result = await recover(
+      "backup-key",
+      "--key-ref",
+      keys[0]!.keyRef.slice(0, 63),
+      "--admin-key",
+      file("recovery.key"),
+      "--backup-dir",
+      path.join(dir, "bad-ref"),
+    );
+    expect(result).toMatchObject({ code: 2, stdout: "" });
+    expect(result.stderr).toMatch(/^recover: --key-ref must be a key_ref \(64 hex digits\)/);
+  });
+
   it("backup-key refuses a backup that holds another key than the one asked for", async () => {
     // A fault the real enclave does not make, so a fake, named: an enclave whose export_backup
     // returns another key's backup. Mutation: not checking the verified backup's keys accepts it.

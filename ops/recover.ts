@@ -25,6 +25,7 @@
 import { parseArgs } from "node:util";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import { keyRefSchema } from "../shared/enclave-ops.ts";
 import {
   type CliContext,
   type CliOutcome,
@@ -80,6 +81,9 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const fromPackages = positionals.length === 0 && !values["backup-dir"] && packages.length > 0;
   if (!transportOnly && !backupOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
     throw new UsageError("give one of the forms below");
+  }
+  if (values["key-ref"] !== undefined && !keyRefSchema.safeParse(values["key-ref"]).success) {
+    throw new UsageError("--key-ref must be a key_ref (64 hex digits), as enclave-policy show prints it");
   }
   // A flag of another form is refused, not passed over: --package beside --backup-dir would
   // otherwise restore the folder alone and report it done.
