@@ -34,6 +34,7 @@ import {
   UsageError,
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { checkSocketFlag } from "./lib/policy-cli-args.ts";
 
 const USAGE = `usage: npm run mint-capability -- --authority-key PATH --op OP --env-id ID
   (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
@@ -59,6 +60,7 @@ async function run(argv: string[]): Promise<CliOutcome> {
       out: { type: "string" },
     },
   });
+  checkSocketFlag(values.socket);
   const op = values.op ?? "";
   if (
     !values["authority-key"] ||

@@ -175,4 +175,25 @@ describe("the operator tools check a command line before they open the database"
       expect(result.stderr).not.toContain("error:");
     },
   );
+
+  // `--socket "$SOCK"` with the variable unset: the tools asked the enclave of
+  // AGENT_SIGNER_SVC_HSM_ENDPOINT (or the local stack's) instead of the one the line meant.
+  it.each([
+    ["ops/enclave-policy.ts", ["show"], 2],
+    ["ops/policy.ts", ["reseal"], 2],
+    ["ops/recover.ts", ["transport-key"], 2],
+    ["ops/restore-drill.ts", ["--pending", "--recovery-key", "k", "--recovery-enc-key", "k"], 2],
+    ["ops/mint-capability.ts", ["--authority-key", "k", "--op", "restore_backup", "--env-id", "e"], 2],
+    ["ops/canary.ts", [], 64],
+  ])(
+    "--socket '': %s %j exits %s (usage), the enclave of the environment not asked",
+    async (tool, args, code) => {
+      const result = await runTool(tool, [...args, "--socket", ""], {
+        env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: "unix:///nonexistent/enclave.sock", LOG_LEVEL: "silent" },
+        timeoutMs: 60_000,
+      });
+      expect(result.code).toBe(code);
+      expect(result.stderr).toMatch(/^[a-z-]+: --socket needs a path\n/);
+    },
+  );
 });
