@@ -196,4 +196,37 @@ describe("the operator tools check a command line before they open the database"
       expect(result.stderr).toMatch(/^[a-z-]+: --socket needs a path\n/);
     },
   );
+
+  // Only funding answered --help; the others said "unknown command '--help'" (or option), exit 2.
+  it.each([
+    "ops/agents.ts",
+    "ops/canary.ts",
+    "ops/enclave-authority.ts",
+    "ops/enclave-policy.ts",
+    "ops/funding.ts",
+    "ops/migrate.ts",
+    "ops/mint-capability.ts",
+    "ops/policy.ts",
+    "ops/recover.ts",
+    "ops/recovery-key.ts",
+    "ops/recovery-reencrypt.ts",
+    "ops/registration.ts",
+    "ops/restore-drill.ts",
+    "ops/webhooks.ts",
+    "ops/x402-resources.ts",
+  ])("%s --help: the usage on stdout, exit 0, and no cluster started", async (tool) => {
+    const clusterDir = path.join(dir, `pg-${cases++}`);
+    const result = await runTool(tool, ["--help"], {
+      env: {
+        DATABASE_URL: undefined,
+        EMBEDDED_PG_DIR: clusterDir,
+        EMBEDDED_PG_PORT: String(await freePort()),
+        LOG_LEVEL: "silent",
+      },
+      timeoutMs: 60_000,
+    });
+    expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(result.stdout).toMatch(/^usage:/);
+    expect(existsSync(clusterDir)).toBe(false);
+  });
 });

@@ -135,8 +135,16 @@ export function runCli(tool: CliTool): void {
       }
     },
   };
+  const argv = process.argv.slice(2);
+  // `TOOL --help` alone: the usage on stdout and done, as every tool's own (funding's) did; no tool
+  // takes --help as a command, so nothing is run or opened for it.
+  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+    process.stdout.write(`${tool.usage.trimEnd()}\n`);
+    finish({ outcome: DONE });
+    return;
+  }
   Promise.resolve()
-    .then(() => tool.run(process.argv.slice(2), context))
+    .then(() => tool.run(argv, context))
     .then(
       (outcome) => finish({ outcome }),
       (thrown: unknown) => finish({ thrown }),
