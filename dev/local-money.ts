@@ -131,7 +131,7 @@ export async function backupLocalSealedKeys(params: {
         keyRef,
         backupDir: params.backupDir,
       });
-      if (!backedUp.ok) throw new Error(`${label} backup failed: ${backedUp.error}`);
+      if (!backedUp.ok) throw new Error(`${label} backup failed: ${backedUp.error.message}`);
       params.onLine(`${label.padEnd(10)} key backed up to ${backedUp.value.path}`);
     }
   } finally {

@@ -38,11 +38,13 @@ describe("npm run agents (operator CLI)", () => {
   });
 
   it("refuses bad input with a clear message", async () => {
+    // An unknown capability is an invalid value: a usage error (exit 2), as the exit codes say.
     const badCapability = await run("create", "--capabilities", "read,admin");
-    expect(badCapability.code).toBe(1);
-    expect(badCapability.stderr).toContain(
-      "capabilities must be a non-empty subset of read, faucet, transfer",
+    expect(badCapability.code).toBe(2);
+    expect(badCapability.stderr).toMatch(
+      /^agents: --capabilities must be a non-empty subset of read, faucet, transfer, not 'admin'\nusage:/,
     );
+    expect((await run("create", "--capabilities", "read,,transfer")).code).toBe(2);
     expect((await run("create")).stderr).toContain("--capabilities is required");
     expect((await run("frobnicate")).code).toBe(2);
     expect((await run("disable", "--agent", "nope", "--reason", "x")).stderr).toContain(
@@ -127,6 +129,14 @@ describe("npm run agents (operator CLI)", () => {
       stdout: `agents: ${id} was already revoked\n`,
     });
     expect(await changes()).toEqual([...recorded, revocation]);
+    // Enabling a revoked identity flips its flag and says the token stays refused: "enabled"
+    // alone read as an agent back at work.
+    expect(await run("disable", "--agent", id, "--reason", "after the leak")).toMatchObject({ code: 0 });
+    expect(await run("enable", "--agent", id, "--reason", "by mistake")).toMatchObject({
+      code: 0,
+      stdout: `agents: ${id} enabled; it is revoked, so its token stays refused (revocation is final)\n`,
+    });
+    expect((await row())?.revoked).toBe(true);
     expect(
       await run("revoke", "--agent", "00000000-0000-4000-8000-000000000000", "--reason", "x"),
     ).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });

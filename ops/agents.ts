@@ -21,14 +21,33 @@ import { rotateToken } from "../origin/auth/rotate-token.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { CAPABILITIES } from "../shared/constants.ts";
 import { isUuid } from "../shared/uuid.ts";
-import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
+import {
+  type CliContext,
+  type CliOutcome,
+  DONE,
+  refused,
+  refuseFlagsNotTaken,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 
 const USAGE = `usage: npm run agents -- create --capabilities read,faucet,transfer
        npm run agents -- list
        npm run agents -- disable|enable|revoke --agent ID --reason TEXT
        npm run agents -- rotate-token --agent ID`;
+
+/** The flags each command takes; another is a usage error. */
+const TAKES = {
+  create: ["capabilities", "json"],
+  list: ["json"],
+  disable: ["agent", "reason"],
+  enable: ["agent", "reason"],
+  revoke: ["agent", "reason"],
+  "rotate-token": ["agent", "json"],
+} as const satisfies Record<string, readonly string[]>;
 
 /** A command line of this tool, every argument checked: nothing is opened for a bad one. */
 type AgentsCommand =
@@ -53,10 +72,21 @@ function parseCommand(argv: string[]): AgentsCommand {
     if (!values.agent || !isUuid(values.agent)) throw new UsageError("--agent must be an agent id (a UUID)");
     return values.agent;
   };
+  // --json changes nothing where the output is JSON already, and is refused where it is a line.
+  const takes = command && Object.hasOwn(TAKES, command) ? TAKES[command as keyof typeof TAKES] : undefined;
+  if (takes) refuseFlagsNotTaken(command!, values, takes);
   switch (command) {
     case "create": {
       if (!values.capabilities) throw new UsageError("--capabilities is required, e.g. read,transfer");
-      return { command, capabilities: values.capabilities.split(",").map((item) => item.trim()) };
+      const capabilities = values.capabilities.split(",").map((item) => item.trim());
+      // A name the node does not grant is the line's mistake: exit 2 before the database is opened.
+      const unknown = capabilities.filter((item) => !(CAPABILITIES as readonly string[]).includes(item));
+      if (unknown.length > 0) {
+        throw new UsageError(
+          `--capabilities must be a non-empty subset of ${CAPABILITIES.join(", ")}, not ${unknown.map((item) => `'${item}'`).join(", ")}`,
+        );
+      }
+      return { command, capabilities };
     }
     case "list":
       return { command };
@@ -129,7 +159,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           return refused(result.error === "not_found" ? `no agent ${id}` : result.error);
         }
         process.stdout.write(
-          `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}\n`,
+          `agents: ${id} ${result.value.changed ? `${command}d` : `was already ${command}d`}${
+            // As the console answers `revoked: true`: "enabled" alone would read as a working token.
+            result.value.revoked && command === "enable"
+              ? "; it is revoked, so its token stays refused (revocation is final)"
+              : ""
+          }\n`,
         );
         return DONE;
       }

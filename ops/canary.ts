@@ -15,7 +15,7 @@ import { CANARY_EXIT, runCanary } from "../origin/identity/canary.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
-import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
+import { checkSocketFlag, DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 
 /** EX_USAGE: apart from the canary's own 0, 1 and 2, so a script never reads it as a verdict. */
 const EXIT_USAGE = 64;
@@ -24,6 +24,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const {
     values: { socket },
   } = parseArgs({ args: argv, options: { socket: { type: "string" } }, strict: true });
+  checkSocketFlag(socket);
   const config = nodeConfig(env);
   const endpoint = socket
     ? `unix://${path.resolve(socket)}`

@@ -124,6 +124,11 @@ describe("npm run funding (pre-restore exceptions)", () => {
       ["grant", "--wallet", "0x1234", "--ceiling", "1", "--expires-in", "1h", "--reason", "r"],
       ["grant", "--wallet", agent.wallet, "--ceiling", "-1", "--expires-in", "1h", "--reason", "r"],
       ["grant", "--wallet", agent.wallet, "--ceiling", "1", "--expires-in", "soon", "--reason", "r"],
+      // Past what a date holds: was "error: Invalid time value", exit 3.
+      ["grant", "--wallet", agent.wallet, "--ceiling", "1", "--expires-in", "99999999999d", "--reason", "r"],
+      ["grant", "--wallet", agent.wallet, "--ceiling", "1e3", "--expires-in", "1h", "--reason", "r"],
+      ["grant", "--wallet", agent.wallet, "--ceiling", "0.5", "--expires-in", "1h", "--reason", "r"],
+      ["grant", "--wallet", agent.wallet, "--ceiling", " 5", "--expires-in", "1h", "--reason", "r"],
       [
         "grant",
         "--wallet",

@@ -18,7 +18,15 @@ import {
   revokeException,
 } from "../origin/funding/exceptions.ts";
 import { isUuid } from "../shared/uuid.ts";
-import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
+import {
+  type CliContext,
+  type CliOutcome,
+  DONE,
+  refused,
+  refuseFlagsNotTaken,
+  runCli,
+  UsageError,
+} from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 
 const DURATION = /^(\d+)(m|h|d)$/;
@@ -57,6 +65,13 @@ gate lifts and no exception is needed.
 exit codes: 0 done, 1 refused (not found, already revoked), 2 usage, 3 error (the database could
 not be reached, or another failure to finish)`;
 
+/** The flags each command takes; another is a usage error. */
+const TAKES = {
+  grant: ["wallet", "agent", "ceiling", "expires-in", "expires-at", "reason"],
+  list: ["all"],
+  revoke: ["id", "reason"],
+} as const satisfies Record<string, readonly string[]>;
+
 /** Whose wallet a grant is for: an address as given, or an agent's, looked up. */
 type GrantTarget = { wallet: string } | { agentId: string };
 
@@ -87,6 +102,8 @@ function parseCommand(argv: string[]): FundingCommand {
   if (!command || !["grant", "list", "revoke"].includes(command)) {
     throw new UsageError(command ? `unknown command ${command}` : "no command");
   }
+  // `list --wallet ADDR` lists every exception, not that wallet's: refused rather than passed over.
+  refuseFlagsNotTaken(command, values, TAKES[command as keyof typeof TAKES]);
   if (command === "list") return { command, all: values.all ?? false };
   if (!values.reason?.trim()) throw new UsageError("--reason is required");
   if (command === "revoke") {
@@ -169,11 +186,20 @@ async function walletOfAgent(
 function expiry(expiresIn: string | undefined, expiresAt: string | undefined): Date {
   if (expiresIn && expiresAt) throw new UsageError("give --expires-in or --expires-at, not both");
   const match = expiresIn ? DURATION.exec(expiresIn) : null;
-  if (match) return new Date(Date.now() + Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
-  if (expiresIn) throw new UsageError("--expires-in must look like 30m, 24h or 7d");
-  const at = expiresAt ? new Date(expiresAt) : undefined;
-  if (!at || Number.isNaN(at.getTime()))
-    throw new UsageError("--expires-in or --expires-at (ISO 8601) is required");
+  if (expiresIn && !match) throw new UsageError("--expires-in must look like 30m, 24h or 7d");
+  const at = match
+    ? new Date(Date.now() + Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS])
+    : expiresAt
+      ? new Date(expiresAt)
+      : undefined;
+  if (!at) throw new UsageError("--expires-in or --expires-at (ISO 8601) is required");
+  const flag = match ? "--expires-in" : "--expires-at";
+  // A duration past what a date can hold (99999999999d) is an invalid date too, not a database error.
+  if (Number.isNaN(at.getTime())) {
+    throw new UsageError(match ? "--expires-in is too far ahead" : "--expires-at must be an ISO 8601 time");
+  }
+  // Refused here as grantException would, before the database (or the embedded cluster) is opened.
+  if (at.getTime() <= Date.now()) throw new UsageError(`${flag} must be in the future`);
   return at;
 }
 

@@ -10,7 +10,7 @@ import { runTool, type ToolRun } from "../testing/run-tool.ts";
 describe("npm run mint-capability --out", () => {
   let dir: string;
   const file = (name: string): string => path.join(dir, name);
-  const mint = (out: string): Promise<ToolRun> =>
+  const mint = (out: string, ...extra: string[]): Promise<ToolRun> =>
     runTool(
       "ops/mint-capability.ts",
       [
@@ -26,6 +26,7 @@ describe("npm run mint-capability --out", () => {
         "1",
         "--out",
         out,
+        ...extra,
       ],
       { timeoutMs: 30_000 },
     );
@@ -52,5 +53,48 @@ describe("npm run mint-capability --out", () => {
     expect(result).toMatchObject({ code: 1, stdout: "" });
     expect(result.stderr).toContain("exists; refusing to overwrite it");
     expect(await readFile(file("shared.cap"), "utf8")).toBe("notes\n");
+  });
+
+  // Number() took 1e3 as 1000, 0x10 as 16 and " 5" as 5, and signed that counter; a chain id it
+  // could not read ended "error: only safe integers are canonical", exit 3.
+  it.each([
+    ["--counter", "1e3"],
+    ["--counter", "0x10"],
+    ["--counter", " 5"],
+    ["--counter", "1.0"],
+    ["--counter", "99999999999999999999"],
+    ["--chain-id", "abc"],
+    ["--chain-id", "77.5"],
+    ["--chain-id", "1e100"],
+  ])("%s %j: a usage error (exit 2) naming the flag, no capability written", async (flag, value) => {
+    const out = file(`bad-${randomBytes(4).toString("hex")}.cap`);
+    const result = await mint(out, flag, value);
+    expect(result).toMatchObject({ code: 2, stdout: "" });
+    expect(result.stderr).toMatch(new RegExp(`^mint-capability: ${flag} must be a whole number`));
+    await expect(stat(out)).rejects.toThrow(/ENOENT/);
+  });
+
+  it("--params beside --params-file is a usage error (exit 2), not the file's params signed", async () => {
+    await writeFile(file("params.json"), '{"batch_id":"from-the-file"}');
+    const out = file("both.cap");
+    const result = await mint(
+      out,
+      "--params",
+      '{"batch_id":"from-the-line"}',
+      "--params-file",
+      file("params.json"),
+    );
+    expect(result).toMatchObject({ code: 2, stdout: "" });
+    expect(result.stderr).toMatch(/^mint-capability: give --params or --params-file, not both\n/);
+    await expect(stat(out)).rejects.toThrow(/ENOENT/);
+  });
+
+  it("--bytes-param NAME=FILE takes a path with an = in it whole", async () => {
+    // Split at every `=`, pkg=/dir/a=b.package read /dir/a.
+    await writeFile(file("a=b.package"), "package bytes");
+    const out = file("bytes.cap");
+    const result = await mint(out, "--bytes-param", `package=${file("a=b.package")}`);
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(await readFile(out, "utf8"))).toMatchObject({ op: "restore_backup", counter: 1 });
   });
 });

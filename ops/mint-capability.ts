@@ -34,6 +34,7 @@ import {
   UsageError,
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { checkSocketFlag } from "./lib/policy-cli-args.ts";
 
 const USAGE = `usage: npm run mint-capability -- --authority-key PATH --op OP --env-id ID
   (--params JSON | --params-file PATH) [--bytes-param NAME=FILE]...
@@ -59,25 +60,39 @@ async function run(argv: string[]): Promise<CliOutcome> {
       out: { type: "string" },
     },
   });
+  checkSocketFlag(values.socket);
   const op = values.op ?? "";
   if (
     !values["authority-key"] ||
     !isPrivilegedOp(op) ||
     !values["env-id"] ||
     (!values.counter && !values.socket) ||
-    (!values["instance-id"] && !values.socket) ||
-    (values["instance-id"] !== undefined && !instanceIdSchema.safeParse(values["instance-id"]).success)
+    (!values["instance-id"] && !values.socket)
   ) {
     throw new UsageError(
       "--authority-key, a privileged --op, --env-id, and --socket or both --instance-id and --counter are required",
     );
   }
+  // Both would sign the file's params and pass over the line's.
+  if (values.params !== undefined && values["params-file"] !== undefined) {
+    throw new UsageError("give --params or --params-file, not both");
+  }
+  if (values["instance-id"] !== undefined && !instanceIdSchema.safeParse(values["instance-id"]).success) {
+    throw new UsageError("--instance-id must be 0x and 32 lowercase hex digits, as init prints it");
+  }
+  // Whole decimal numbers only: Number() would take 1e3, 0x10 or " 5" and sign another counter
+  // than the one typed, and a chain id it cannot read (abc, 77.5) ended as an error, exit 3.
+  const counterGiven = values.counter === undefined ? undefined : wholeNumber(values.counter, "--counter", 1);
+  const chainId =
+    values["chain-id"] === undefined ? CHAIN_ID : wholeNumber(values["chain-id"], "--chain-id", 1);
   const paramsText = values["params-file"]
     ? await readArgumentFile("--params-file", values["params-file"], "text", (file) => readFile(file, "utf8"))
     : (values.params ?? "{}");
   const params = paramsOf(paramsText);
   for (const entry of values["bytes-param"] ?? []) {
-    const [name, file] = entry.split("=", 2);
+    // Split at the first `=` only: a file's path may hold one too.
+    const at = entry.indexOf("=");
+    const [name, file] = at < 0 ? [entry, ""] : [entry.slice(0, at), entry.slice(at + 1)];
     if (!name || !file) throw new UsageError(`--bytes-param ${entry}: expected NAME=FILE`);
     params[name] = await readArgumentBytes("--bytes-param", file);
   }
@@ -87,12 +102,7 @@ async function run(argv: string[]): Promise<CliOutcome> {
     "a 32-byte hex seed",
     readAuthoritySecret,
   );
-  const counterGiven = values.counter
-    ? z.coerce.number().int().positive().safeParse(values.counter)
-    : undefined;
-  if (counterGiven && !counterGiven.success)
-    throw new UsageError("--counter must be a positive whole number");
-  let counter = counterGiven?.data ?? 0;
+  let counter = counterGiven ?? 0;
   let instanceId = values["instance-id"] ?? "";
   if (!counter || !instanceId) {
     const client = createSocketSignerClient({ socketPath: values.socket! });
@@ -120,7 +130,7 @@ async function run(argv: string[]): Promise<CliOutcome> {
     op,
     params,
     requestId: values["request-id"] ?? `${op}-${randomUUID()}`,
-    chainId: values["chain-id"] ? Number(values["chain-id"]) : CHAIN_ID,
+    chainId,
     envId: values["env-id"],
     instanceId,
     counter,
@@ -139,6 +149,15 @@ async function run(argv: string[]): Promise<CliOutcome> {
     return refused(`${values.out} exists; refusing to overwrite it`);
   }
   return DONE;
+}
+
+/** A whole decimal number from `min` up to the largest a capability carries, or a usage error. */
+function wholeNumber(text: string, flag: string, min: number): number {
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(value) || value < min) {
+    throw new UsageError(`${flag} must be a whole number from ${min} to ${Number.MAX_SAFE_INTEGER}`);
+  }
+  return value;
 }
 
 /** --params as the wire params: a JSON object, or a usage error. */

@@ -112,6 +112,68 @@ describe("recover: refusals (real enclave)", () => {
     expect(result.code).toBe(2);
   });
 
+  it("refuses a flag of another form (exit 2) instead of passing over it and reporting done", async () => {
+    // --package beside --backup-dir restored the folder alone and exited 0 "1 restored": the
+    // package the operator named was never looked at.
+    const backups = path.join(dir, "backups-and-package");
+    const good = await backupKey({
+      signer,
+      adminAuthority: enclave.adminSecret,
+      keyRef: keys[0]!.keyRef,
+      backupDir: backups,
+    });
+    expect(good.ok, JSON.stringify(good)).toBe(true);
+    await writeFile(file("offline.package"), Buffer.from("a package made offline"));
+    const both = await recover(
+      "--backup-dir",
+      backups,
+      "--package",
+      file("offline.package"),
+      "--recovery-key",
+      file("recovery.key"),
+      "--recovery-enc-key",
+      file("recovery-enc.key"),
+    );
+    expect(both).toMatchObject({ code: 2, stdout: "" });
+    expect(both.stderr).toMatch(/^recover: --backup-dir takes no --package\nusage:/);
+    const transport = await recover("transport-key", "--admin-key", file("recovery.key"));
+    expect(transport).toMatchObject({ code: 2, stdout: "" });
+    expect(transport.stderr).toMatch(/^recover: transport-key takes no --admin-key\n/);
+  });
+
+  it("backup-key of a key by ref with no enclave on the socket is an error (3), not a refusal (1)", async () => {
+    // --treasury asked get_policy first and ended 3; --key-ref went straight to public_identity,
+    // whose unanswered call was printed as "failed" and ended 1, the code of a decision.
+    const result = await runTool("ops/recover.ts", [
+      "backup-key",
+      "--key-ref",
+      keys[0]!.keyRef,
+      "--admin-key",
+      file("recovery.key"),
+      "--backup-dir",
+      path.join(dir, "no-enclave"),
+      "--socket",
+      path.join(dir, "no-enclave.sock"),
+    ]);
+    expect(result).toMatchObject({ code: 3, stdout: "" });
+    expect(result.stderr).toMatch(/^recover: error: public_identity: signer_unreachable: .*ENOENT/);
+  });
+
+  it("backup-key --key-ref that is no key_ref is a usage error (2), the enclave not asked", async () => {
+    // It went to the enclave, whose refusal ended 1 as if the line were right and the key unknown.
+    const result = await recover(
+      "backup-key",
+      "--key-ref",
+      keys[0]!.keyRef.slice(0, 63),
+      "--admin-key",
+      file("recovery.key"),
+      "--backup-dir",
+      path.join(dir, "bad-ref"),
+    );
+    expect(result).toMatchObject({ code: 2, stdout: "" });
+    expect(result.stderr).toMatch(/^recover: --key-ref must be a key_ref \(64 hex digits\)/);
+  });
+
   it("backup-key refuses a backup that holds another key than the one asked for", async () => {
     // A fault the real enclave does not make, so a fake, named: an enclave whose export_backup
     // returns another key's backup. Mutation: not checking the verified backup's keys accepts it.
@@ -128,6 +190,9 @@ describe("recover: refusals (real enclave)", () => {
       keyRef: keys[0]!.keyRef,
       backupDir: path.join(dir, "wrong"),
     });
-    expect(result).toEqual({ ok: false, error: "verify_backup: the backup holds other keys" });
+    expect(result).toEqual({
+      ok: false,
+      error: { message: "verify_backup: the backup holds other keys", unreachable: false },
+    });
   });
 });

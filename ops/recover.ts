@@ -24,8 +24,8 @@
  */
 import { parseArgs } from "node:util";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import { keyRefSchema } from "../shared/enclave-ops.ts";
 import {
   type CliContext,
   type CliOutcome,
@@ -38,6 +38,7 @@ import {
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
+import { enclaveSocketPath } from "./lib/policy-cli-args.ts";
 import { backupFilesIn, backupKey, type FileRecovery, recoverBatches } from "./lib/recovery.ts";
 
 const USAGE = `usage:
@@ -65,8 +66,9 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       "admin-key": { type: "string" },
     },
   });
-  const endpoint = env.AGENT_SIGNER_SVC_HSM_ENDPOINT;
-  const socketPath = values.socket ?? (endpoint ? socketPathOfEndpoint(endpoint) : ".data/enclave.sock");
+  // An endpoint that is no unix:// path is the environment's mistake: a usage error (exit 2), as
+  // for the other tools that reach the enclave.
+  const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const packages = values.package ?? [];
   const transportOnly = positionals.length === 1 && positionals[0] === "transport-key";
   const backupOnly =
@@ -79,6 +81,22 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const fromPackages = positionals.length === 0 && !values["backup-dir"] && packages.length > 0;
   if (!transportOnly && !backupOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
     throw new UsageError("give one of the forms below");
+  }
+  if (values["key-ref"] !== undefined && !keyRefSchema.safeParse(values["key-ref"]).success) {
+    throw new UsageError("--key-ref must be a key_ref (64 hex digits), as enclave-policy show prints it");
+  }
+  // A flag of another form is refused, not passed over: --package beside --backup-dir would
+  // otherwise restore the folder alone and report it done.
+  const [form, takes] = transportOnly
+    ? ["transport-key", ["socket"]]
+    : backupOnly
+      ? ["backup-key", ["treasury", "settler", "payee", "key-ref", "admin-key", "backup-dir", "socket"]]
+      : fromDir
+        ? ["--backup-dir", ["backup-dir", "recovery-key", "recovery-enc-key", "socket"]]
+        : ["--package", ["package", "recovery-key", "socket"]];
+  const extra = Object.keys(values).filter((name) => !takes.includes(name));
+  if (extra.length > 0) {
+    throw new UsageError(`${form} takes no ${extra.map((name) => `--${name}`).join(", ")}`);
   }
   // Read before the enclave is asked anything: a key file that cannot be read is a usage error.
   const restoring = !transportOnly && !backupOnly;
@@ -206,7 +224,8 @@ async function backupOne(
     backupDir: values["backup-dir"]!,
   });
   if (!backedUp.ok) {
-    process.stdout.write(`recover: failed: ${backedUp.error}\n`);
+    if (backedUp.error.unreachable) return errored(backedUp.error.message);
+    process.stdout.write(`recover: failed: ${backedUp.error.message}\n`);
     return refused();
   }
   process.stdout.write(

@@ -56,7 +56,11 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     case "set":
       if (rest.length === 0 || rest.length % 2 !== 0) throw new UsageError("set needs NAME VALUE pairs");
       changes = {};
-      for (let i = 0; i < rest.length; i += 2) changes[rest[i]!] = rest[i + 1]!;
+      for (let i = 0; i < rest.length; i += 2) {
+        // The second value would replace the first without a word: which one was meant?
+        if (Object.hasOwn(changes, rest[i]!)) throw new UsageError(`${rest[i]} is named twice`);
+        changes[rest[i]!] = rest[i + 1]!;
+      }
       break;
     default:
       throw new UsageError(command ? `unknown command '${command}'` : "no command");

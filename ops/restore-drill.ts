@@ -32,7 +32,7 @@ import {
 import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { nodeConfig } from "./lib/node-config.ts";
-import { DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
+import { checkSocketFlag, DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 import { createRestoreDriller, pendingDrillBatches } from "./lib/restore-driller.ts";
 
 const USAGE =
@@ -63,6 +63,7 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
   ) {
     throw new UsageError("give --batch ID (a UUID, repeatable) or --pending, not both, and both keys");
   }
+  checkSocketFlag(values.socket);
   const config = nodeConfig(env);
   // As the other operator tools (enclave-policy, recover): the local stack's socket by default.
   const endpoint = values.socket

@@ -13,11 +13,10 @@ import { runTool } from "../testing/run-tool.ts";
  */
 describe("the operator tools check a command line before they open the database", () => {
   let dir: string;
-  let clusterDir: string;
+  let cases = 0;
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "usage-before-db-"));
-    clusterDir = path.join(dir, "pg");
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -27,6 +26,7 @@ describe("the operator tools check a command line before they open the database"
   const WALLET = `0x${"ab".repeat(20)}`;
   it.each([
     ["ops/agents.ts", ["create"], /--capabilities is required/],
+    ["ops/agents.ts", ["create", "--capabilities", "read,admin"], /not 'admin'/],
     ["ops/agents.ts", ["disable", "--agent", AGENT], /--reason is required to disable/],
     ["ops/agents.ts", ["revoke", "--agent", "not-a-uuid", "--reason", "r"], /--agent must be an agent id/],
     ["ops/agents.ts", ["rotate-token"], /--agent must be an agent id/],
@@ -58,6 +58,28 @@ describe("the operator tools check a command line before they open the database"
       /give --wallet or --agent, not both/,
     ],
     ["ops/funding.ts", ["revoke", "--id", "x", "--reason", "r"], /--id must be an exception id/],
+    // An expiry in the past, or past what a date holds (which the database met as "Invalid time
+    // value", exit 3), is the line's mistake too.
+    [
+      "ops/funding.ts",
+      [
+        "grant",
+        "--wallet",
+        WALLET,
+        "--ceiling",
+        "1",
+        "--expires-at",
+        "2000-01-01T00:00:00Z",
+        "--reason",
+        "r",
+      ],
+      /--expires-at must be in the future/,
+    ],
+    [
+      "ops/funding.ts",
+      ["grant", "--wallet", WALLET, "--ceiling", "1", "--expires-in", "99999999999d", "--reason", "r"],
+      /--expires-in is too far ahead/,
+    ],
     [
       "ops/registration.ts",
       ["set", "per_ip_daily", "-1", "--reason", "r"],
@@ -67,6 +89,26 @@ describe("the operator tools check a command line before they open the database"
       "ops/registration.ts",
       ["set", "no_such_setting", "1", "--reason", "r"],
       /unknown setting 'no_such_setting'/,
+    ],
+    // A flag the command does not take was passed over: `list --wallet ADDR` listed every
+    // exception as if filtered, `rotate-token --reason TEXT` recorded no reason.
+    ["ops/agents.ts", ["list", "--agent", AGENT], /^agents: list takes no --agent\n/],
+    ["ops/agents.ts", ["rotate-token", "--agent", AGENT, "--reason", "r"], /rotate-token takes no --reason/],
+    ["ops/agents.ts", ["disable", "--agent", AGENT, "--reason", "r", "--json"], /disable takes no --json/],
+    ["ops/funding.ts", ["list", "--wallet", WALLET], /^funding: list takes no --wallet\n/],
+    ["ops/funding.ts", ["revoke", "--id", AGENT, "--reason", "r", "--all"], /revoke takes no --all/],
+    ["ops/webhooks.ts", ["list", "--id", AGENT], /^webhooks: list takes no --id\n/],
+    ["ops/webhooks.ts", ["retire-key", "--kid", "abc", "--reason", "r"], /retire-key takes no --reason/],
+    ["ops/x402-resources.ts", ["list", "--url", "https://example.com/a"], /list takes no --url/],
+    [
+      "ops/x402-resources.ts",
+      ["remove", "--url", "https://example.com/a", "--json"],
+      /remove takes no --json/,
+    ],
+    [
+      "ops/registration.ts",
+      ["set", "per_ip_daily", "5", "per_ip_daily", "6", "--reason", "r"],
+      /^registration: per_ip_daily is named twice\n/,
     ],
     // The URL's own rules (scheme, credentials, a private address) need no database either.
     [
@@ -80,6 +122,8 @@ describe("the operator tools check a command line before they open the database"
       /AGENT_WEBHOOKS_ALLOW_PRIVATE=true/,
     ],
   ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
+    // A folder of its own per line: a cluster one line started must not fail the lines after it.
+    const clusterDir = path.join(dir, `pg-${cases++}`);
     const result = await runTool(tool, args, {
       env: {
         DATABASE_URL: undefined,
@@ -110,5 +154,79 @@ describe("the operator tools check a command line before they open the database"
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/x402-resources: invalid configuration:\n {2}- DATABASE_URL: /);
     expect(result.stderr).not.toContain(password);
+  });
+
+  // recover read the endpoint itself and ended "recover: error: …", exit 3, for the same variable
+  // the others call an invalid configuration.
+  it.each([
+    ["ops/recover.ts", ["transport-key"], 2],
+    ["ops/enclave-policy.ts", ["show"], 2],
+    ["ops/policy.ts", ["reseal"], 2],
+    ["ops/canary.ts", [], 64],
+  ])(
+    "AGENT_SIGNER_SVC_HSM_ENDPOINT not unix://: %s %j exits %s (usage) naming the variable",
+    async (tool, args, code) => {
+      const result = await runTool(tool, args, {
+        env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: "http://127.0.0.1:9/enclave", LOG_LEVEL: "silent" },
+        timeoutMs: 60_000,
+      });
+      expect(result.code).toBe(code);
+      expect(result.stderr).toMatch(/^[a-z-]+: [^\n]*(\n {2}- )?AGENT_SIGNER_SVC_HSM_ENDPOINT/);
+      expect(result.stderr).not.toContain("error:");
+    },
+  );
+
+  // `--socket "$SOCK"` with the variable unset: the tools asked the enclave of
+  // AGENT_SIGNER_SVC_HSM_ENDPOINT (or the local stack's) instead of the one the line meant.
+  it.each([
+    ["ops/enclave-policy.ts", ["show"], 2],
+    ["ops/policy.ts", ["reseal"], 2],
+    ["ops/recover.ts", ["transport-key"], 2],
+    ["ops/restore-drill.ts", ["--pending", "--recovery-key", "k", "--recovery-enc-key", "k"], 2],
+    ["ops/mint-capability.ts", ["--authority-key", "k", "--op", "restore_backup", "--env-id", "e"], 2],
+    ["ops/canary.ts", [], 64],
+  ])(
+    "--socket '': %s %j exits %s (usage), the enclave of the environment not asked",
+    async (tool, args, code) => {
+      const result = await runTool(tool, [...args, "--socket", ""], {
+        env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: "unix:///nonexistent/enclave.sock", LOG_LEVEL: "silent" },
+        timeoutMs: 60_000,
+      });
+      expect(result.code).toBe(code);
+      expect(result.stderr).toMatch(/^[a-z-]+: --socket needs a path\n/);
+    },
+  );
+
+  // Only funding answered --help; the others said "unknown command '--help'" (or option), exit 2.
+  it.each([
+    "ops/agents.ts",
+    "ops/canary.ts",
+    "ops/enclave-authority.ts",
+    "ops/enclave-policy.ts",
+    "ops/funding.ts",
+    "ops/migrate.ts",
+    "ops/mint-capability.ts",
+    "ops/policy.ts",
+    "ops/recover.ts",
+    "ops/recovery-key.ts",
+    "ops/recovery-reencrypt.ts",
+    "ops/registration.ts",
+    "ops/restore-drill.ts",
+    "ops/webhooks.ts",
+    "ops/x402-resources.ts",
+  ])("%s --help: the usage on stdout, exit 0, and no cluster started", async (tool) => {
+    const clusterDir = path.join(dir, `pg-${cases++}`);
+    const result = await runTool(tool, ["--help"], {
+      env: {
+        DATABASE_URL: undefined,
+        EMBEDDED_PG_DIR: clusterDir,
+        EMBEDDED_PG_PORT: String(await freePort()),
+        LOG_LEVEL: "silent",
+      },
+      timeoutMs: 60_000,
+    });
+    expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(result.stdout).toMatch(/^usage:/);
+    expect(existsSync(clusterDir)).toBe(false);
   });
 });

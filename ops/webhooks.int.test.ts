@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { chown, mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -5,7 +6,14 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
-import { ensureWebhookSigningKeyFile, loadWebhookSigningKeys } from "../origin/webhooks/signing.ts";
+import {
+  addWebhookSigningKey,
+  ensureWebhookSigningKeyFile,
+  loadWebhookSigningKeys,
+  lockWebhookKeyFile,
+  readWebhookKeyFile,
+} from "../origin/webhooks/signing.ts";
+import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 
@@ -239,6 +247,62 @@ describe("npm run webhooks -- add-key / retire-key run by root on a service user
     expect((await runTool("ops/webhooks.ts", ["retire-key", "--kid", kid], { env })).code).toBe(0);
     const afterRetire = await stat(file);
     expect([afterRetire.uid, afterRetire.gid, afterRetire.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
+  });
+});
+
+describe("npm run webhooks -- add-key / retire-key beside another change of the key file", () => {
+  const env = (file: string) => ({
+    AGENT_WEBHOOKS_SIGNING_KEY_FILE: file,
+    LOG_LEVEL: "silent",
+    DATABASE_URL: undefined,
+  });
+  const kids = async (file: string): Promise<string[]> =>
+    (await loadWebhookSigningKeys(file)).map((key) => key.jwk.kid).sort();
+
+  it("add-key waits for a change under way and keeps it: no key is lost", async () => {
+    // The other change is this test, through the same steps as a second add-key: it takes the
+    // file, reads it, and writes its new key only after the tool has started. Without the lock the
+    // tool wrote the file as it found it, then the other change wrote over it: the tool said
+    // "key … added" of a key the file no longer held.
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-race-"));
+    const file = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(file);
+    const [first] = await kids(file);
+    const locked = await lockWebhookKeyFile(file);
+    if (!locked.ok) throw new Error(locked.error.message);
+    const read = await readWebhookKeyFile(file);
+    if (!read.ok) throw new Error(read.error.message);
+    let exited = false;
+    const tool = runTool("ops/webhooks.ts", ["add-key"], { env: env(file), timeoutMs: 60_000 }).finally(
+      () => {
+        exited = true;
+      },
+    );
+    // Long enough for the tool to start and, unlocked, to finish (a few tenths of a second).
+    const until = Date.now() + 3_000;
+    while (!exited && Date.now() < until) await sleep(50);
+    const other = await addWebhookSigningKey(read.value);
+    await locked.value();
+    const added = await tool;
+    expect(added.code, added.stderr).toBe(0);
+    const kid = /key (\S+) added/.exec(added.stdout)![1]!;
+    expect(await kids(file)).toEqual([first!, other.jwk.kid, kid].sort());
+    expect(await readdir(dir)).toEqual(["webhook-signing.key"]);
+  });
+
+  it("a lock left by a process that no longer runs is refused (1) naming it; the file is untouched", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-stale-"));
+    const file = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(file);
+    const gone = spawnSync(process.execPath, ["-e", "0"]).pid;
+    await writeFile(`${file}.lock`, `${gone}\n`, { mode: 0o600 });
+    const before = await snapshot(dir);
+    const run = await runTool("ops/webhooks.ts", ["add-key"], { env: env(file), timeoutMs: 60_000 });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(
+      `webhooks: ${file}.lock is left by process ${gone}, which no longer runs: check the key file, remove the lock and run again\n`,
+    );
+    expect(await snapshot(dir)).toEqual(before);
   });
 });
 

@@ -30,6 +30,7 @@ import {
 } from "../origin/webhooks/manage.ts";
 import {
   addWebhookSigningKey,
+  lockWebhookKeyFile,
   readWebhookKeyFile,
   retireWebhookSigningKey,
 } from "../origin/webhooks/signing.ts";
@@ -69,24 +70,35 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     // or holds no key is the environment's mistake (exit 2, nothing changed); only the write and
     // the rename that follow can leave a change cut off (exit 3).
     // docs/operations.md#exit-codes-of-the-operator-tools
-    const read = await readWebhookKeyFile(file);
-    if (!read.ok) throw new UsageError(read.error.message);
-    const keyFile = read.value;
-    if (parsed.command === "add-key") {
-      const added = await addWebhookSigningKey(keyFile);
-      process.stdout.write(
-        `webhooks: key ${added.jwk.kid} added; restart the origins: they serve it and sign with it too\n`,
-      );
+    const checked = await readWebhookKeyFile(file);
+    if (!checked.ok) throw new UsageError(checked.error.message);
+    // One change of the file at a time, from its read to its rename: another add-key or
+    // retire-key meanwhile would otherwise write the file as it read it, losing this one's change.
+    const locked = await lockWebhookKeyFile(file);
+    if (!locked.ok) return refused(locked.error.message);
+    try {
+      // Read again under the lock: a change that ended while this one waited is kept.
+      const read = await readWebhookKeyFile(file);
+      if (!read.ok) throw new UsageError(read.error.message);
+      const keyFile = read.value;
+      if (parsed.command === "add-key") {
+        const added = await addWebhookSigningKey(keyFile);
+        process.stdout.write(
+          `webhooks: key ${added.jwk.kid} added; restart the origins: they serve it and sign with it too\n`,
+        );
+        return DONE;
+      }
+      const retired = await retireWebhookSigningKey(keyFile, parsed.kid);
+      if (!retired.ok) {
+        return refused(
+          retired.error === "last_key" ? `${parsed.kid} is the only key` : `no key ${parsed.kid} in ${file}`,
+        );
+      }
+      process.stdout.write(`webhooks: key ${parsed.kid} retired; restart the origins\n`);
       return DONE;
+    } finally {
+      await locked.value();
     }
-    const retired = await retireWebhookSigningKey(keyFile, parsed.kid);
-    if (!retired.ok) {
-      return refused(
-        retired.error === "last_key" ? `${parsed.kid} is the only key` : `no key ${parsed.kid} in ${file}`,
-      );
-    }
-    process.stdout.write(`webhooks: key ${parsed.kid} retired; restart the origins\n`);
-    return DONE;
   }
   if (parsed.command === "add") {
     // The URL's rules (scheme, credentials, its addresses) are the command line's too: a URL

@@ -135,12 +135,36 @@ export function runCli(tool: CliTool): void {
       }
     },
   };
+  const argv = process.argv.slice(2);
+  // `TOOL --help` alone: the usage on stdout and done, as every tool's own (funding's) did; no tool
+  // takes --help as a command, so nothing is run or opened for it.
+  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+    process.stdout.write(`${tool.usage.trimEnd()}\n`);
+    finish({ outcome: DONE });
+    return;
+  }
   Promise.resolve()
-    .then(() => tool.run(process.argv.slice(2), context))
+    .then(() => tool.run(argv, context))
     .then(
       (outcome) => finish({ outcome }),
       (thrown: unknown) => finish({ thrown }),
     );
+}
+
+/**
+ * Refuses a flag the command does not take (`list --agent ID`, `retire-key --reason TEXT`): passed
+ * over, it would read as a filter applied or a reason recorded when neither was. `values` is
+ * node:util parseArgs's, which holds only the flags given.
+ */
+export function refuseFlagsNotTaken(
+  command: string,
+  values: Record<string, unknown>,
+  takes: readonly string[],
+): void {
+  const extra = Object.keys(values).filter((name) => values[name] !== undefined && !takes.includes(name));
+  if (extra.length > 0) {
+    throw new UsageError(`${command} takes no ${extra.map((name) => `--${name}`).join(", ")}`);
+  }
 }
 
 /**

@@ -234,8 +234,17 @@ function parse(argv: string[]) {
   });
 }
 
+/**
+ * `--socket ""` (`--socket "$SOCK"` with the variable unset) is a missing value, not the default:
+ * passed over, the tool would ask the node's own enclave, or the local stack's, instead.
+ */
+export function checkSocketFlag(flag: string | undefined): void {
+  if (flag !== undefined && flag.trim() === "") throw new PolicyUsageError("--socket needs a path");
+}
+
 /** The enclave's socket: --socket, else the node's endpoint, else the local stack's (both policy tools). */
 export function enclaveSocketPath(flag: string | undefined, endpoint: string | undefined): string {
+  checkSocketFlag(flag);
   if (flag) return flag;
   if (!endpoint) return DEFAULT_POLICY_SOCKET;
   try {

@@ -22,7 +22,7 @@ import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
-import { signerFailureText } from "./enclave-unreachable.ts";
+import { enclaveUnreachable, signerFailureText } from "./enclave-unreachable.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
 import { loadRecoveryKeyInto } from "./recovery-key-loader.ts";
 
@@ -163,8 +163,20 @@ function envelopeRestorer(params: {
 /** The key's batch, its namespace and the backup file that was written and verified. */
 export type BackedUpKey = { batchId: string; namespace: string; path: string };
 
-/** The backup, or the reason it was not made (for the operator). */
-export type BackupKeyResult = Result<BackedUpKey, string>;
+/**
+ * The backup, or the reason it was not made (for the operator) and whether the enclave went
+ * unanswered (no socket, a timeout, a dropped connection) rather than refused: an error, exit 3,
+ * not a refusal (docs/operations.md#exit-codes-of-the-operator-tools).
+ */
+export type BackupKeyResult = Result<BackedUpKey, { message: string; unreachable: boolean }>;
+
+function refusedBackup(message: string): BackupKeyResult {
+  return err({ message, unreachable: false });
+}
+
+function signerBackupFailure(op: string, failure: SignerFailure): BackupKeyResult {
+  return err({ message: signerFailureText(op, failure), unreachable: enclaveUnreachable(failure) });
+}
 
 /**
  * Backs up the batch of one key that the refill does not back up (the faucet treasury key made by
@@ -179,7 +191,7 @@ export async function backupKey(params: {
   backupDir: string;
 }): Promise<BackupKeyResult> {
   const identity = await params.signer.publicIdentity({ keyRef: params.keyRef });
-  if (!identity.ok) return err(signerFailureText("public_identity", identity.error));
+  if (!identity.ok) return signerBackupFailure("public_identity", identity.error);
   const { batchId, namespace, envId, chainId } = identity.value;
   const authorize = createCapabilityMinter({
     authority: params.adminAuthority,
@@ -188,19 +200,19 @@ export async function backupKey(params: {
     client: params.signer,
   });
   const exported = await params.signer.exportBackup({ batchId, keyRefs: [params.keyRef] }, authorize);
-  if (!exported.ok) return err(signerFailureText("export_backup", exported.error));
+  if (!exported.ok) return signerBackupFailure("export_backup", exported.error);
   const written = await writeBackup({
     dir: params.backupDir,
     batchId,
     envelope: exported.value.envelope,
     expectedSha256: exported.value.sha256,
   });
-  if (!written.ok) return err(`backup_writer: ${written.error.code}: ${written.error.detail}`);
+  if (!written.ok) return refusedBackup(`backup_writer: ${written.error.code}: ${written.error.detail}`);
   const file = await readBackup(written.value.path, written.value.sha256);
-  if (!file.ok) return err(`backup_file ${written.value.path}: ${file.error}`);
+  if (!file.ok) return refusedBackup(`backup_file ${written.value.path}: ${file.error}`);
   const verified = await params.signer.verifyBackup({ envelope: file.value });
-  if (!verified.ok) return err(signerFailureText("verify_backup", verified.error));
+  if (!verified.ok) return signerBackupFailure("verify_backup", verified.error);
   const same = verified.value.keys.length === 1 && verified.value.keys[0]!.keyRef === params.keyRef;
-  if (!same) return err("verify_backup: the backup holds other keys");
+  if (!same) return refusedBackup("verify_backup: the backup holds other keys");
   return ok({ batchId, namespace, path: written.value.path });
 }

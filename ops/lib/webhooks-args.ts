@@ -6,7 +6,7 @@ import type { ReplayScope } from "../../origin/webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../../origin/webhooks/event-types.ts";
 import { MAX_EVENT_ID, parseEventId } from "../../shared/event-types.ts";
 import { isUuid } from "../../shared/uuid.ts";
-import { UsageError } from "./cli-shell.ts";
+import { refuseFlagsNotTaken, UsageError } from "./cli-shell.ts";
 
 export type WebhooksCommand =
   | { command: "add"; url: string; events: string[]; json: boolean; reason: string | undefined }
@@ -15,6 +15,16 @@ export type WebhooksCommand =
   | { command: "replay"; id: string; scope: ReplayScope; reason: string | undefined }
   | { command: "add-key" }
   | { command: "retire-key"; kid: string };
+
+/** The flags each command takes; another is a usage error. */
+const TAKES = {
+  add: ["url", "events", "json", "reason"],
+  list: ["json"],
+  remove: ["id", "reason"],
+  replay: ["id", "from", "event", "reason"],
+  "add-key": [],
+  "retire-key": ["kid"],
+} as const satisfies Record<string, readonly string[]>;
 
 export function parseWebhooksCommand(
   command: string | undefined,
@@ -29,6 +39,9 @@ export function parseWebhooksCommand(
     json?: boolean;
   },
 ): WebhooksCommand {
+  const takes = command && Object.hasOwn(TAKES, command) ? TAKES[command as keyof typeof TAKES] : undefined;
+  // `retire-key --reason TEXT` records no reason, `list --id ID` lists every endpoint: refused.
+  if (takes) refuseFlagsNotTaken(command!, values, takes);
   const reason = values.reason?.trim() ? values.reason : undefined;
   const id = (): string => {
     if (!values.id || !isUuid(values.id)) throw new UsageError("--id must be an endpoint id (a UUID)");

@@ -8,17 +8,27 @@ import {
   catalogueEntry,
   catalogueUrl,
 } from "../../origin/x402/payee/catalogue-entry.ts";
-import { UsageError } from "./cli-shell.ts";
+import { refuseFlagsNotTaken, UsageError } from "./cli-shell.ts";
 
 export type X402ResourcesCommand =
   | { command: "add"; entry: CatalogueEntry; json: boolean }
   | { command: "list"; json: boolean }
   | { command: "remove"; url: string };
 
+/** The flags each command takes; another is a usage error. */
+const TAKES = {
+  add: ["url", "description", "mime-type", "json"],
+  list: ["json"],
+  remove: ["url"],
+} as const satisfies Record<string, readonly string[]>;
+
 export function parseX402ResourcesCommand(
   command: string | undefined,
   values: { url?: string; description?: string; "mime-type"?: string; json?: boolean },
 ): X402ResourcesCommand {
+  const takes = command && Object.hasOwn(TAKES, command) ? TAKES[command as keyof typeof TAKES] : undefined;
+  // `list --url URL` lists the whole catalogue, `remove --json` prints a line: refused.
+  if (takes) refuseFlagsNotTaken(command!, values, takes);
   switch (command) {
     case "add": {
       if (!values.url) throw new UsageError("--url is required: the resource's public http(s) URL");

@@ -14,9 +14,10 @@ import {
   sign,
 } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chown, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { chown, mkdir, readFile, rename, stat, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { err, ok, type Result } from "../../shared/result.ts";
+import { sleep } from "../../shared/sleep.ts";
 
 const SECRET_PREFIX = "whsec_";
 /** Standard Webhooks asks for 24 to 64 bytes; 32 is HMAC-SHA256's block-sized sweet spot. */
@@ -177,6 +178,60 @@ export async function retireWebhookSigningKey(
   if (kept.length === 0) return { ok: false, error: "last_key" };
   await rewriteKeyFile(keyFile.file, kept);
   return { ok: true };
+}
+
+/** How long a change of the key file waits for another one to end before it gives up. */
+const KEY_FILE_LOCK_WAIT_MS = 10_000;
+const KEY_FILE_LOCK_POLL_MS = 25;
+
+/**
+ * Takes `FILE.lock` (made with O_EXCL, holding this process's id) for a change of the key file:
+ * held from the read to the rename, so two changes at once (an add-key beside a retire-key, say)
+ * cannot each write the file as they read it, one dropping the key the other added or bringing
+ * back the key the other retired. Waits while a running process holds it; a lock whose process is
+ * gone (killed mid-change) is refused naming it, for the operator to remove, rather than taken
+ * over by guess. Returns the release.
+ */
+export async function lockWebhookKeyFile(
+  file: string,
+  waitMs = KEY_FILE_LOCK_WAIT_MS,
+): Promise<Result<() => Promise<void>, { message: string }>> {
+  const lock = `${file}.lock`;
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      await writeFile(lock, `${process.pid}\n`, { mode: 0o600, flag: "wx" });
+      return ok(() => unlink(lock).catch(() => undefined));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
+        const code = (error as NodeJS.ErrnoException).code ?? "error";
+        return err({ message: `cannot make ${lock} (${code})` });
+      }
+    }
+    const holder = Number.parseInt(await readFile(lock, "utf8").catch(() => ""), 10);
+    // Between its creation and its write the file is empty: a holder about to write its id.
+    if (Number.isSafeInteger(holder) && holder > 0 && !processRuns(holder)) {
+      return err({
+        message: `${lock} is left by process ${holder}, which no longer runs: check the key file, remove the lock and run again`,
+      });
+    }
+    if (Date.now() >= deadline) {
+      return err({
+        message: `${lock} is held by process ${holder || "?"}: another change of the key file runs`,
+      });
+    }
+    await sleep(KEY_FILE_LOCK_POLL_MS);
+  }
+}
+
+function processRuns(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it runs, as another user (root's change beside the service user's).
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**
