@@ -152,3 +152,40 @@ describe("the embedded Postgres's first start", () => {
     }
   });
 });
+
+describe("the embedded Postgres's stop", () => {
+  let folder = "";
+  afterAll(async () => {
+    if (folder) await rm(folder, { recursive: true, force: true });
+  });
+
+  it("returns when the server died on its own (killed) before it was asked to stop", async () => {
+    // Mutation: the package's stop() alone waits for an exit event that has already passed, for
+    // good; `npm start` and the soak then never end.
+    folder = await mkdtemp(path.join(tmpdir(), "agents-embedded-died-"));
+    const dir = path.join(folder, "pg");
+    const cluster = await startEmbeddedPostgres({ dir, port: await freePort() });
+    const pid = Number((await readFile(path.join(dir, "postmaster.pid"), "utf8")).split("\n")[0]);
+    process.kill(pid, "SIGKILL");
+    // Gone: its port no longer answers.
+    const url = new URL(cluster.url);
+    await expect
+      .poll(
+        () =>
+          new Promise<boolean>((resolve) => {
+            const socket = net.connect(Number(url.port), "127.0.0.1");
+            socket.once("connect", () => resolve(socket.destroy() !== undefined));
+            socket.once("error", () => resolve(false));
+          }),
+      )
+      .toBe(false);
+    // Asked to stop a while after (a launcher that notices, an operator's Ctrl-C): by then the
+    // server's exit has been heard by the process that started it.
+    await sleep(1_000);
+    const stopped = await Promise.race([
+      cluster.stop().then(() => "stopped"),
+      sleep(10_000).then(() => "hung"),
+    ]);
+    expect(stopped).toBe("stopped");
+  });
+});

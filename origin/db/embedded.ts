@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
@@ -108,16 +109,27 @@ export async function startEmbeddedPostgres(
   } finally {
     await client.end();
   }
+  // The package's stop() waits for its server process's exit event, which has already passed when
+  // the server died on its own (killed, out of memory): then it would wait for good, and so would
+  // `npm start` and the soak stopping it. The server's exit is heard here from the start.
+  const server = (cluster as unknown as { process?: ChildProcess }).process;
+  const exited = server ? processExit(server) : Promise.resolve();
   let stopped: Promise<void> | undefined;
   return {
     url: `${base}/${database}`,
     adminUrl: `${base}/postgres`,
     owned: true,
     stop() {
-      stopped ??= cluster.stop();
+      stopped ??= Promise.race([cluster.stop(), exited]);
       return stopped;
     },
   };
+}
+
+/** Resolves once `child` has exited, whether it already had or does later. */
+function processExit(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once("exit", () => resolve()));
 }
 
 /**
