@@ -1,5 +1,4 @@
 import { existsSync } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Address } from "viem";
 import { findIdentityByTokenId } from "../origin/auth/identity-repository.ts";
@@ -8,6 +7,7 @@ import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { parseBearerHeader } from "../shared/agent-token.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
+import { readLocalJson, writeLocalJson } from "./local-files.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
 
 export type LocalAgent = { token: string; agentId: string; wallet: string };
@@ -28,14 +28,17 @@ export async function loadOrCreateLocalAgent(params: {
 }): Promise<LocalAgent | undefined> {
   const file = path.join(params.dataDir, "local-agent.json");
   if (existsSync(file)) {
-    const saved = JSON.parse(await readFile(file, "utf8")) as LocalAgent;
+    const saved = await readLocalJson<LocalAgent>(
+      file,
+      "delete it, and the next start provisions and funds a new local agent",
+    );
     const parsed = parseBearerHeader(`Bearer ${saved.token}`);
     const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
     if (identity?.enabled && !identity.revoked) return saved;
   }
   const agent = await provisionWhenKeyFree(params.db, ["read", "faucet", "transfer"], params.waitMs);
   if (!agent) return undefined;
-  await writeFile(file, JSON.stringify(agent, null, 2), { mode: 0o600 });
+  await writeLocalJson(file, agent);
   // A real transfer from the operator pool, not dev_setBalance: the devnet's money stays conserved.
   await payFromOperatorPool(params.devnetUrl, agent.wallet as Address, STARTING_UNITS * WEI_PER_UNIT);
   return agent;

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import path from "node:path";
+import { readLocalJson, writeLocalJson } from "./local-files.ts";
 
 export type LocalSecrets = {
   registrationIpSecret: string;
@@ -16,7 +17,12 @@ export type LocalSecrets = {
  */
 export async function loadOrCreateLocalSecrets(dataDir: string): Promise<LocalSecrets> {
   const file = path.join(dataDir, "local-secrets.json");
-  if (existsSync(file)) return JSON.parse(await readFile(file, "utf8")) as LocalSecrets;
+  if (existsSync(file)) {
+    return readLocalJson<LocalSecrets>(
+      file,
+      "delete it to make new secrets (the admin API token and the edge's secret change with them)",
+    );
+  }
   const secrets: LocalSecrets = {
     registrationIpSecret: randomBytes(32).toString("hex"),
     registrationAdminSecret: randomBytes(32).toString("hex"),
@@ -24,6 +30,6 @@ export async function loadOrCreateLocalSecrets(dataDir: string): Promise<LocalSe
     adminApiToken: randomBytes(32).toString("hex"),
   };
   await mkdir(dataDir, { recursive: true });
-  await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  await writeLocalJson(file, secrets);
   return secrets;
 }
