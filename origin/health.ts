@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { withinMs } from "../shared/within-ms.ts";
 import { type Capability, capability } from "./capability.ts";
 import type { AppEnv } from "./http/env.ts";
 import type { Infrastructure } from "./infrastructure.ts";
@@ -81,18 +82,11 @@ async function withTimeout<Report extends KeyHoldingReport | PolicyHoldingReport
   unknown: Omit<Report, "ok" | "error" | "instruction">,
   ms: number,
 ): Promise<Report> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<Report>((resolve) => {
-    timer = setTimeout(() => resolve({ ...unknown, ok: false, error: "timeout" } as Report), ms);
-  });
-  try {
-    return await Promise.race([
-      check.catch(() => ({ ...unknown, ok: false, error: "error" }) as Report),
-      late,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const answered = await withinMs(
+    check.catch(() => ({ ...unknown, ok: false, error: "error" }) as Report),
+    ms,
+  );
+  return answered ?? ({ ...unknown, ok: false, error: "timeout" } as Report);
 }
 
 async function probeChain(
@@ -113,25 +107,16 @@ async function probeChain(
 /** Runs `check`; a check still running after `timeoutMs` (when given) is reported as `timeout`. */
 async function probe(check: () => Promise<void>, timeoutMs?: number): Promise<Probe> {
   const started = performance.now();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late =
-    timeoutMs === undefined
-      ? undefined
-      : new Promise<"timeout">((resolve) => {
-          timer = setTimeout(() => resolve("timeout"), timeoutMs);
-        });
-  const running = check();
+  const running = check().then(() => "done" as const);
   // A check given up on may still fail later: nobody is left to hear it.
   running.catch(() => {});
   try {
-    const outcome = await (late ? Promise.race([running, late]) : running);
-    if (outcome === "timeout") return { ok: false, ms: elapsed(started), error: "timeout" };
+    const outcome = timeoutMs === undefined ? await running : await withinMs(running, timeoutMs);
+    if (outcome === undefined) return { ok: false, ms: elapsed(started), error: "timeout" };
     return { ok: true, ms: elapsed(started) };
   } catch (error) {
     // Only the error class: driver messages can carry connection strings.
     return { ok: false, ms: elapsed(started), error: error instanceof Error ? error.name : "error" };
-  } finally {
-    clearTimeout(timer);
   }
 }
 

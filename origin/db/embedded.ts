@@ -113,14 +113,15 @@ export async function startEmbeddedPostgres(
   // the server died on its own (killed, out of memory): then it would wait for good, and so would
   // `npm start` and the soak stopping it. The server's exit is heard here from the start.
   const server = (cluster as unknown as { process?: ChildProcess }).process;
-  const exited = server ? processExit(server) : Promise.resolve();
+  // Without the package's process at hand (another version), its own stop() alone.
+  const exited = server ? processExit(server) : undefined;
   let stopped: Promise<void> | undefined;
   return {
     url: `${base}/${database}`,
     adminUrl: `${base}/postgres`,
     owned: true,
     stop() {
-      stopped ??= Promise.race([cluster.stop(), exited]);
+      stopped ??= exited ? Promise.race([cluster.stop(), exited]) : cluster.stop();
       return stopped;
     },
   };

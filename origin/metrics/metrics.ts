@@ -6,6 +6,7 @@ import {
   type RegistrationRefusalReason,
 } from "../../shared/console-charts-schema.ts";
 import { RPC_READ_ALLOWLIST } from "../../shared/constants.ts";
+import { withinMs } from "../../shared/within-ms.ts";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
 import type { Db } from "../db/client.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -263,7 +264,10 @@ function registerStateGauges(
   const read = (): Promise<StateCounts | undefined> => {
     const at = now();
     if (!cached || at - cached.at >= cacheMs) {
-      const counts = withinTime(readStateCounts(db), timeoutMs);
+      const counts = withinMs(
+        readStateCounts(db).catch(() => undefined),
+        timeoutMs,
+      );
       cached = { at, counts };
       // A failed reading is not kept: the next scrape tries again.
       void counts.then((read) => {
@@ -324,17 +328,4 @@ function registerStateGauges(
       for (const row of c.budgets) set({ kind: row.kind }, Number(row.units));
     },
   );
-}
-
-/** `reading`'s value, or undefined when it fails or has not settled within `ms`. */
-async function withinTime<T>(reading: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  try {
-    return await Promise.race([reading.catch(() => undefined), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -6,6 +6,7 @@
  */
 import http from "node:http";
 import https from "node:https";
+import { withinMs } from "../../shared/within-ms.ts";
 import { checkWebhookUrl, guardedLookup, type Resolve, systemResolve } from "./address-guard.ts";
 
 /** What is read of an answer's body (and dropped) before the connection is cut: the status is the answer. */
@@ -92,17 +93,4 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
 
 function timedOut(timeoutMs: number): SendResult {
   return { ok: false, error: `timeout: no answer within ${timeoutMs} ms` };
-}
-
-/** What `work` settles with, or undefined once `ms` have passed without it. */
-async function withinMs<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
