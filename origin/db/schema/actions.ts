@@ -113,6 +113,7 @@ export const transferDailySpend = pgTable(
   (t) => [
     primaryKey({ name: "transfer_daily_spend_pk", columns: [t.agentId, t.day] }),
     check("transfer_daily_spend_nonnegative", sql`${t.spentUnits} >= 0`),
+    check("transfer_daily_spend_transfers_nonnegative", sql`${t.transfers} >= 0`),
   ],
 );
 
@@ -133,6 +134,7 @@ export const x402DailyAuthorizations = pgTable(
   (t) => [
     primaryKey({ name: "x402_daily_authorizations_pk", columns: [t.agentId, t.day] }),
     check("x402_daily_authorizations_nonnegative", sql`${t.authorizations} >= 0`),
+    check("x402_daily_authorizations_units_nonnegative", sql`${t.units} >= 0`),
   ],
 );
 
