@@ -76,6 +76,14 @@ export type ConnectDatabaseParams = {
   maxConnections?: number | undefined;
 };
 
+/**
+ * How long a query waits for a connection of the pool, a new connection's set-up included. Past
+ * it the query fails as a database that cannot be reached (db/unavailable.ts: a 503 the client
+ * may retry) instead of waiting for good behind connections that are all taken and not coming
+ * back (a database that stopped answering) or a server that never answers a connect.
+ */
+export const POOL_WAIT_MS = 10_000;
+
 /** A Neon host or DATABASE_DRIVER=neon selects the serverless driver; anything else is pg. */
 export function selectDriver(url: string, explicit?: DatabaseDriver): DatabaseDriver {
   if (explicit) return explicit;
@@ -88,7 +96,7 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const max = params.maxConnections ?? 10;
   if (driver === "neon") {
     configureNeon(params.neonWsProxy);
-    const pool = new NeonPool({ connectionString: params.url, max });
+    const pool = new NeonPool({ connectionString: params.url, max, connectionTimeoutMillis: POOL_WAIT_MS });
     // A dropped WebSocket surfaces here; without a listener node would crash the process.
     pool.on("error", () => {});
     pool.on("connect", survivesLostConnection);
@@ -100,7 +108,12 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   }
   // Pipeline mode: statements issued without waiting go out at once (db/pipelined-transaction.ts);
   // one awaited after another behave as without it.
-  const pool = new pg.Pool({ connectionString: params.url, max, pipeline: true } as pg.PoolConfig);
+  const pool = new pg.Pool({
+    connectionString: params.url,
+    max,
+    connectionTimeoutMillis: POOL_WAIT_MS,
+    pipeline: true,
+  } as pg.PoolConfig);
   pool.on("error", () => {});
   pool.on("connect", survivesLostConnection);
   pool.on("connect", plansOnce);

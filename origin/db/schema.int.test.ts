@@ -192,4 +192,49 @@ describe("migrations and constraints", () => {
       .returning({ amount: agentActions.amountUnits });
     expect(row!.amount).toBe(huge);
   });
+
+  it("refuses a negative amount in every table money is counted from", async () => {
+    const { db } = testDb.handle;
+    const agentId = await insertIdentity(db, ["read", "transfer"]);
+    const refusedBy = async (insert: ReturnType<typeof sql>): Promise<string | undefined> =>
+      db.execute(insert).then(
+        () => undefined,
+        (error: unknown) => pgError(error).constraint,
+      );
+    const settlement = (units: string) =>
+      sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+            valid_after, valid_before, signature)
+          values (${`0x${hex(20)}`}, ${`0x${hex(32)}`}, ${`0x${hex(20)}`}, ${units}::numeric, '', '', 0, 1, '0x')
+          returning id`;
+    const transaction = (nonce: string, maxCost: string, fee: string | null) =>
+      sql`insert into outgoing_transactions (purpose, sender, nonce, tx_hash, raw_tx, max_cost_wei, fee_wei)
+          values ('transfer', ${`0x${hex(20)}`}, ${nonce}::bigint, ${`0x${hex(32)}`}, '0x', ${maxCost}::numeric,
+            ${fee}::numeric)`;
+
+    expect(await refusedBy(settlement("-1"))).toBe("x402_settlements_amount_nonnegative");
+    const [kept] = await queryRows<{ id: string }>(db, settlement("1"));
+    expect(
+      await refusedBy(
+        sql`insert into x402_reservations (settlement_id, payer, amount_units, valid_before)
+            values (${kept!.id}::uuid, ${`0x${hex(20)}`}, -1, 1)`,
+      ),
+    ).toBe("x402_reservations_amount_nonnegative");
+    expect(await refusedBy(transaction("0", "-1", null))).toBe("outgoing_transactions_amounts_nonnegative");
+    expect(await refusedBy(transaction("0", "1", "-1"))).toBe("outgoing_transactions_amounts_nonnegative");
+    expect(await refusedBy(transaction("-1", "1", null))).toBe("outgoing_transactions_amounts_nonnegative");
+    expect(
+      await refusedBy(
+        sql`insert into transfer_daily_spend (agent_id, day, spent_units, transfers)
+            values (${agentId}::uuid, '2026-12-06', 1, -1)`,
+      ),
+    ).toBe("transfer_daily_spend_transfers_nonnegative");
+    expect(
+      await refusedBy(
+        sql`insert into x402_daily_authorizations (agent_id, day, authorizations, units)
+            values (${agentId}::uuid, '2026-12-06', 1, -1)`,
+      ),
+    ).toBe("x402_daily_authorizations_units_nonnegative");
+    // Zero is an amount like any other.
+    expect(await refusedBy(transaction("0", "0", "0"))).toBeUndefined();
+  });
 });

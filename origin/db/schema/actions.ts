@@ -92,6 +92,12 @@ export const agentActions = pgTable(
     // a range of this index, never the whole table. updated_at already moves with every status
     // change and is indexed by agent_actions_to_sign_idx, so no update that was HOT stops being so.
     index("agent_actions_updated_idx").on(t.updatedAt),
+    // The console's list of actions, newest first (console/browse-queries.ts readActionPage): a
+    // page is a range of this index, not the whole table sorted. created_at never changes, so no
+    // status update stops being HOT for it. Without action_id, the page's tie-break: an index
+    // holding it was taken for the lookup of one action by its id (planned generically on small
+    // tables, origin/db/prepared.int.test.ts), reading the whole index instead of the primary key.
+    index("agent_actions_created_idx").on(t.createdAt),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
   ],
 );
@@ -113,6 +119,7 @@ export const transferDailySpend = pgTable(
   (t) => [
     primaryKey({ name: "transfer_daily_spend_pk", columns: [t.agentId, t.day] }),
     check("transfer_daily_spend_nonnegative", sql`${t.spentUnits} >= 0`),
+    check("transfer_daily_spend_transfers_nonnegative", sql`${t.transfers} >= 0`),
   ],
 );
 
@@ -133,6 +140,7 @@ export const x402DailyAuthorizations = pgTable(
   (t) => [
     primaryKey({ name: "x402_daily_authorizations_pk", columns: [t.agentId, t.day] }),
     check("x402_daily_authorizations_nonnegative", sql`${t.authorizations} >= 0`),
+    check("x402_daily_authorizations_units_nonnegative", sql`${t.units} >= 0`),
   ],
 );
 

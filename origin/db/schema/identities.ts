@@ -31,6 +31,9 @@ export const agentIdentities = pgTable(
     check("agent_identities_wallet_format", textFormat(t.assignedWallet, LOWER_ADDRESS)),
     check("agent_identities_key_ref_format", textFormat(t.agentTransferKeyRef, LOWER_HEX_64)),
     index("agent_identities_sweep_idx").on(t.lastVerifiedAt).where(sql`${t.enabled}`),
+    // The console's list of identities, newest first (console/browse-queries.ts readIdentityPage).
+    // On created_at alone, as agent_actions_created_idx and for the same reason.
+    index("agent_identities_created_idx").on(t.createdAt),
   ],
 );
 

@@ -88,6 +88,11 @@ export const outgoingTransactions = pgTable(
       sql`${t.status} IN ('signed','submitted','confirmed','reverted','failed')`,
     ),
     check("outgoing_transactions_sender_format", textFormat(t.sender, LOWER_ADDRESS)),
+    // Money's in-flight sum counts max_cost_wei against its sender's balance: never below zero.
+    check(
+      "outgoing_transactions_amounts_nonnegative",
+      sql`${t.nonce} >= 0 AND ${t.maxCostWei} >= 0 AND (${t.feeWei} IS NULL OR ${t.feeWei} >= 0)`,
+    ),
     check("outgoing_transactions_hash_format", textFormat(t.txHash, LOWER_HASH)),
     check(
       "outgoing_transactions_broadcast_outcome_enum",

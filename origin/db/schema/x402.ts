@@ -79,6 +79,7 @@ export const x402Settlements = pgTable(
     ),
     check("x402_settlements_payer_format", textFormat(t.payer, LOWER_ADDRESS)),
     check("x402_settlements_nonce_format", textFormat(t.nonce, LOWER_HASH)),
+    check("x402_settlements_amount_nonnegative", sql`${t.amountUnits} >= 0`),
     // No index on status: every settlement changes status twice, and an index on it kept each
     // change from being a HOT update and led the planner to scan its dead entries; the state
     // counts read the whole table anyway.
@@ -131,6 +132,8 @@ export const x402Reservations = pgTable(
     settledBlock: bigint("settled_block", { mode: "bigint" }),
   },
   (t) => [
+    // What a payer's other settlements hold back from its balance: a negative one would free it.
+    check("x402_reservations_amount_nonnegative", sql`${t.amountUnits} >= 0`),
     index("x402_reservations_payer_block_idx").on(t.payer, t.settledBlock),
     index("x402_reservations_valid_before_idx").on(t.validBefore),
   ],

@@ -1,0 +1,83 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { connectDatabase, type DatabaseHandle, POOL_WAIT_MS } from "./client.ts";
+
+// Every connection of the origin's pool taken, and kept: here by statements on the origin's own
+// pool that wait on a lock the test holds (as a batch waits behind another node's, or as queries
+// wait on a database that stopped answering). The next request must be told the database is
+// unavailable, not wait for good.
+
+const POOL_SIZE = 2;
+
+function agentToken(): string {
+  return `agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
+}
+
+function balance(origin: TestOrigin, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${origin.base}/agent/v1/balance`, {
+    headers: { authorization: `Bearer ${agentToken()}` },
+    ...(signal ? { signal } : {}),
+  });
+}
+
+describe("a request when every connection of the pool is taken (real Postgres)", () => {
+  let testDb: TestDatabase;
+  let database: DatabaseHandle;
+  let origin: TestOrigin;
+  let locker: pg.Client;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    database = connectDatabase({ url: testDb.url, driver: "pg", maxConnections: POOL_SIZE });
+    origin = await startTestOrigin({ database, workers: [] });
+    locker = new pg.Client({ connectionString: testDb.url });
+    await locker.connect();
+  });
+  afterAll(async () => {
+    await locker?.end().catch(() => {});
+    await origin?.close();
+    await database?.close();
+    await testDb?.drop();
+  });
+
+  it("answers 503 service_unavailable within the pool's wait, then serves again once connections come back", async () => {
+    expect((await balance(origin)).status).toBe(401);
+
+    await locker.query("begin");
+    await locker.query("lock table agent_tokens in access exclusive mode");
+    // `.then` sends it: a drizzle query runs once awaited.
+    const holders = Array.from({ length: POOL_SIZE }, () =>
+      database.db.execute(sql`select count(*) from agent_tokens`).then(() => "held"),
+    );
+    // Let the holders take every connection and reach the lock.
+    for (let waited = 0; ; waited += 100) {
+      const { rows } = await locker.query<{ waiting: number }>(
+        "select count(*)::int as waiting from pg_locks where relation = 'agent_tokens'::regclass and not granted",
+      );
+      if (rows[0]?.waiting === POOL_SIZE) break;
+      if (waited > 10_000) throw new Error(`only ${rows[0]?.waiting} statements reached the lock`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+
+    const started = performance.now();
+    const response = await balance(origin, AbortSignal.timeout(POOL_WAIT_MS + 20_000)).catch(
+      (error: unknown) => {
+        throw new Error(
+          `no answer ${POOL_WAIT_MS / 1000 + 20} s after every connection was taken: ${String(error)}`,
+        );
+      },
+    );
+    const seconds = (performance.now() - started) / 1000;
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({ error: { code: "service_unavailable" } });
+    expect(seconds).toBeLessThan(POOL_WAIT_MS / 1000 + 2);
+
+    await locker.query("commit");
+    expect(await Promise.all(holders)).toEqual(["held", "held"]);
+    expect((await balance(origin)).status).toBe(401);
+  }, 60_000);
+});
