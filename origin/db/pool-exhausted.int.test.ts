@@ -74,7 +74,8 @@ describe("a request when every connection of the pool is taken (real Postgres)",
     const seconds = (performance.now() - started) / 1000;
     expect(response.status).toBe(503);
     expect(await response.json()).toMatchObject({ error: { code: "service_unavailable" } });
-    expect(seconds).toBeLessThan(POOL_WAIT_MS / 1000 + 2);
+    // The wait, not a speed goal: slack for a loaded machine, far short of "for good".
+    expect(seconds).toBeLessThan(POOL_WAIT_MS / 1000 + 5);
 
     await locker.query("commit");
     expect(await Promise.all(holders)).toEqual(["held", "held"]);
