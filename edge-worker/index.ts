@@ -35,8 +35,10 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   base.all("/agent/v1/register", (c) =>
     handleRegister(fetchOrigin, c.req.raw, config, c.get("requestId"), backoff),
   );
+  // GET (and HEAD) only: any other method of these paths is the gateway's, which authenticates it,
+  // so it goes through the lockouts below, which also keep the origin's word to the edge from the client.
   for (const path of PUBLIC_AGENT_PATHS) {
-    base.all(path, (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
+    base.get(path, (c) => passThrough(fetchOrigin, c.req.raw, config, c.get("requestId")));
   }
   // The rest authenticates at the origin: a flood of bad tokens meets the lockout here too.
   const lockouts = new EdgeLockouts();

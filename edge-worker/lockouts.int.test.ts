@@ -123,13 +123,39 @@ describe("the pre-auth lockout at the edge", () => {
     expect(privateHeaders(refused)).toEqual([]);
   });
 
+  it("shows a locked-out client no lockout header on a public path's other methods either, which the origin authenticates", async () => {
+    const token = await issue();
+    const from = "127.0.0.55";
+    expect((await network(from, token)).status).toBe(200);
+    await lockOut(from);
+    for (const path of PUBLIC_AGENT_PATHS) {
+      for (const method of ["POST", "PUT", "DELETE", "OPTIONS"]) {
+        // Mutation: passing these on as the public GET is (proxy.ts passThrough) shows the client
+        // the origin's word to the edge: how long the address is locked and the ids of the tokens
+        // that worked from it, another agent's behind the same address among them.
+        const answer = await send(`${edge.url}/77${path}`, { method, localAddress: from });
+        expect(answer.status, `${method} ${path}`).toBe(429);
+        expect(privateHeaders(answer), `${method} ${path}`).toEqual([]);
+        expect(JSON.stringify(answer.headers), `${method} ${path}`).not.toContain(token.split("_")[1]!);
+      }
+      // The document itself is still anyone's.
+      expect((await send(`${edge.url}/77${path}`, { localAddress: from })).status).toBe(200);
+    }
+  });
+
   it("passes on every public path under /agent/v1, which the origin answers without a token", () => {
-    const publicPaths = OPERATIONS.filter(
+    const publicOperations = OPERATIONS.filter(
       (operation) =>
         operation.security.length === 0 &&
         operation.path.startsWith("/agent/v1/") &&
         operation.path !== "/agent/v1/register",
-    ).map((operation) => operation.path);
+    );
+    const publicPaths = publicOperations.map((operation) => operation.path);
     expect([...publicPaths].sort()).toEqual([...PUBLIC_AGENT_PATHS].sort());
+    // The edge passes on their GET alone (index.ts): a public operation of another method would be
+    // locked out with the gateway's.
+    expect(publicOperations.map((operation) => operation.method.toLowerCase())).toEqual(
+      publicOperations.map(() => "get"),
+    );
   });
 });

@@ -34,9 +34,10 @@ import { RememberedRefusals } from "./remembered-refusals.ts";
 export const REMEMBERED_LOCKS = 10_000;
 
 /**
- * Paths under `{base}` that take no token: the origin answers them without authenticating, so
- * they are passed on whatever the lockouts (edge-worker/lockouts.int.test.ts checks this list
- * against the origin's operations). Registration has its own handler.
+ * Paths under `{base}` whose GET takes no token: the origin answers it without authenticating, so
+ * it is passed on whatever the lockouts (edge-worker/lockouts.int.test.ts checks this list against
+ * the origin's operations). Another method of them is the gateway's and authenticates, so it goes
+ * through the lockouts like the rest. Registration has its own handler.
  */
 export const PUBLIC_AGENT_PATHS: readonly string[] = ["/agent/v1/openapi.json"];
 

@@ -21,7 +21,7 @@ import {
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../testing/enclave-process.ts";
-import { send, type TestResponse } from "../testing/http.ts";
+import { send, sendUnchecked, type TestResponse } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 
 // The whole path: the real worker in Miniflare (behind the local front that, like Cloudflare, takes
@@ -336,6 +336,26 @@ describe("the edge in front of the real origin", () => {
       expect(limited.status).toBe(429);
       expect(Number(limited.headers["retry-after"])).toBeGreaterThan(0);
       expect((limited.body as Envelope).error.code).toBe("registration_rate_limited");
+    });
+
+    it("a client's oversize body sent chunked costs the next client through the edge nothing: its registration is answered, not 502", async () => {
+      await open();
+      for (const [round, honest] of ["127.0.0.74", "127.0.0.75", "127.0.0.76"].entries()) {
+        // No Content-Length: the origin cuts the body off at its limit while it streams in.
+        const oversize = await sendUnchecked(`${edge.url}/77/agent/v1/register`, {
+          method: "POST",
+          headers: { [HEADER_REGISTRATION]: "1", "transfer-encoding": "chunked" },
+          body: `{"pad":"${"x".repeat(70 * 1024)}"}`,
+          localAddress: "127.0.0.77",
+        }).catch(() => undefined);
+        // Refused, or its own connection cut: never anything else.
+        if (oversize) expect(oversize.status, `round ${round}`).toBe(413);
+        // Mutation: read-body.ts leaving a `for await` over the body at the limit destroys the
+        // request mid-body; the edge's pooled connection to the origin then answers nothing more,
+        // and this is 502 upstream_unavailable.
+        const next = await register(honest);
+        expect(next.status, `round ${round}: ${JSON.stringify(next.body)}`).toBe(201);
+      }
     });
 
     it("a legacy GET {base}/faucet is 404 at the edge and at the origin", async () => {

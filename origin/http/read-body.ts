@@ -21,7 +21,7 @@ const INCOMPLETE: ReadBodyResult = err("incomplete");
  * trickling body is never buffered whole nor waited for long. A declared length over the limit is
  * refused before reading; a declared length within it bounds what Node's parser delivers, so the
  * adapter's fast path reads it. Without a declared length (chunked), the Node request is read
- * chunk by chunk and cut off at the limit. An incomplete body is answered with
+ * chunk by chunk and refused at the limit (readChunks). An incomplete body is answered with
  * `bodyIncompleteError`, which closes the connection: its framing is lost.
  */
 export async function readBodyLimited(c: Context, maxBytes: number): Promise<ReadBodyResult> {
@@ -51,23 +51,51 @@ async function readBody(
       const bytes = new Uint8Array(await c.req.arrayBuffer());
       return bytes.byteLength > maxBytes ? err("too_large") : ok(bytes);
     }
-    const chunks: Buffer[] = [];
-    let received = 0;
-    for await (const chunk of incoming as AsyncIterable<Buffer>) {
-      received += chunk.length;
-      if (received > maxBytes) {
-        // Stop reading; the rest is discarded when the response ends the request.
-        incoming.resume();
-        return err("too_large");
-      }
-      chunks.push(chunk);
-    }
-    return ok(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    return await readChunks(incoming, maxBytes);
   } catch {
     // The client closed the connection before its body was in (Node's "aborted", the adapter's
     // "Client connection prematurely closed"): no one is left to answer, and nothing was taken.
     return INCOMPLETE;
   }
+}
+
+/**
+ * Reads a streamed body up to `maxBytes`. Past it, too_large at once, and the rest of the body is
+ * read and dropped as it arrives, as Node drops a body no route reads: never left unread. A request
+ * destroyed mid-body (a `for await` left early) leaves its kept-alive connection answering nothing
+ * more, and a client that pools its connections, the edge among them, sends another client's
+ * request on it next. The whole request's deadline (server.ts RECEIVE_TIMEOUTS) ends an endless one.
+ */
+function readChunks(incoming: IncomingMessage, maxBytes: number): Promise<ReadBodyResult> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const settle = (result: ReadBodyResult): void => {
+      incoming.off("data", onData);
+      incoming.off("end", onEnd);
+      incoming.off("close", onClose);
+      incoming.off("error", onClose);
+      resolve(result);
+    };
+    const onData = (chunk: Buffer): void => {
+      received += chunk.length;
+      if (received <= maxBytes) {
+        chunks.push(chunk);
+        return;
+      }
+      chunks.length = 0;
+      settle(err("too_large"));
+      // Flowing with no listener: what is still to come is read and dropped.
+      incoming.resume();
+    };
+    const onEnd = (): void => settle(ok(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    // The client closed the connection before its body was in: no one is left to answer.
+    const onClose = (): void => settle(INCOMPLETE);
+    incoming.on("data", onData);
+    incoming.once("end", onEnd);
+    incoming.once("close", onClose);
+    incoming.once("error", onClose);
+  });
 }
 
 /**
