@@ -214,7 +214,8 @@ type Match = SearchResult["matches"][number];
  * What a query names, by its shape: a UUID is an agent, an action or a settlement id; 20 bytes of
  * hex a wallet (an agent's, or a settlement's payer); 32 bytes of hex a transaction (an action's
  * or a settlement's); anything else an idempotency key, which each agent chooses, so it may name
- * several actions. Exact matches only: each read is one index lookup.
+ * several actions (found through agent_actions_idempotency_key_idx, whatever the agent). Exact
+ * matches only: each read is one index lookup.
  */
 export async function search(db: Db, query: string): Promise<SearchResult> {
   const lower = query.toLowerCase();

@@ -98,6 +98,10 @@ export const agentActions = pgTable(
     // holding it was taken for the lookup of one action by its id (planned generically on small
     // tables, origin/db/prepared.int.test.ts), reading the whole index instead of the primary key.
     index("agent_actions_created_idx").on(t.createdAt),
+    // The console's search by an idempotency key, whatever the agent (console/browse-queries.ts
+    // search): the unique key above leads with the agent, so without this the search read the
+    // whole table. The key never changes, so no status update stops being HOT for it.
+    index("agent_actions_idempotency_key_idx").on(t.idempotencyKey),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
   ],
 );
