@@ -63,6 +63,14 @@ export const NO_STORE = { "Cache-Control": { description: "`no-store`", required
 export const EDGE_502 =
   "upstream_unavailable: the chain did not answer, or the edge could not reach the origin";
 
+/**
+ * A route that reads the database while it does not answer (origin/app.ts): nothing was stored,
+ * and the answer carries `Retry-After: 1`.
+ */
+export const DATABASE_503 = errorResponse(
+  "service_unavailable: the database did not answer; nothing was stored, ask again shortly (Retry-After)",
+);
+
 /** A JSON body over the route's limit, refused before it is read in full. */
 export const PAYLOAD_TOO_LARGE = errorResponse("payload_too_large: the body is over this route's limit");
 

@@ -31,6 +31,7 @@ import {
 import { tokenRotationRequestSchema, tokenRotationResponseSchema } from "../../shared/token-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
+  DATABASE_503,
   EDGE_502,
   errorResponse,
   type NamedSchema,
@@ -441,6 +442,7 @@ export const OPERATIONS: readonly Operation[] = [
       404: errorResponse("not_found / feature_disabled"),
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),
+      503: DATABASE_503,
     },
   },
   // ─── Webhooks ─────────────────────────────────────────────────────────────────────────────
@@ -470,6 +472,7 @@ export const OPERATIONS: readonly Operation[] = [
     responses: {
       200: x402FreeForm("the supported kinds"),
       404: errorResponse("not_found / feature_disabled"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -492,6 +495,7 @@ export const OPERATIONS: readonly Operation[] = [
       429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
       503: x402FreeForm(X402_CHAIN_UNAVAILABLE),
       404: errorResponse("not_found / feature_disabled"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -517,6 +521,7 @@ export const OPERATIONS: readonly Operation[] = [
         "`settlement_pending`: broadcast, its receipt not in yet; `transaction` names it and `errorMessage` and `extra.statusUrl` the settlement's status route; present the same payment again, never a new one",
       ),
       404: errorResponse("not_found / feature_disabled"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -531,6 +536,8 @@ export const OPERATIONS: readonly Operation[] = [
       200: x402FreeForm("the settlement"),
       400: errorResponse("validation_failed: not a 32-byte hex hash"),
       404: errorResponse("not_found: no settlement has that transaction; feature_disabled"),
+      502: errorResponse(EDGE_502),
+      503: DATABASE_503,
     },
   },
   {
@@ -545,6 +552,8 @@ export const OPERATIONS: readonly Operation[] = [
       200: x402FreeForm("the settlement"),
       400: errorResponse("validation_failed: not a 20-byte hex payer or a 32-byte hex nonce"),
       404: errorResponse("not_found: no settlement of that payment is known; feature_disabled"),
+      502: errorResponse(EDGE_502),
+      503: DATABASE_503,
     },
   },
   ...X402_DISCOVERY_OPERATIONS,

@@ -9,12 +9,14 @@ import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK } from "../../../shared/constants.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { freePort } from "../../../testing/free-port.ts";
-import type { TestOrigin } from "../../../testing/origin.ts";
+import { send } from "../../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../../testing/origin.ts";
 import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
-import { envelope, fundedPayer } from "../../../testing/x402-payer.ts";
+import { startTcpProxy } from "../../../testing/tcp-proxy.ts";
+import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
-import { queryRows } from "../../db/client.ts";
+import { connectDatabase, queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
 import type { SettlementView } from "./settlement-view.ts";
 
@@ -368,6 +370,50 @@ describe("the chain out of reach", () => {
       }
     } finally {
       await node.close();
+    }
+  }, 120_000);
+});
+
+describe("the database out of reach", () => {
+  it("the status, discovery and paid demo routes answer 503 service_unavailable, as the served document declares; nothing is stored", async () => {
+    // An origin that reaches Postgres through a pass-through the test cuts (connections refused).
+    const direct = new URL(stack.db.url);
+    const proxy = await startTcpProxy(`http://${direct.host}`);
+    const proxied = new URL(stack.db.url);
+    proxied.host = new URL(proxy.url).host;
+    const database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4 });
+    const origin = await startTestOrigin({
+      database,
+      rpcUrl: stack.devnet.url,
+      env: stack.originEnv,
+      workers: [],
+    });
+    try {
+      const demo = `${origin.base}/x402/demo`;
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(demo, payer);
+      const { nonce } = authorizationOf(payload);
+      proxy.cut("reset");
+      // `send` checks each answer against the served document: an undeclared status fails here.
+      const unavailable = async (url: string, headers: Record<string, string> = {}) => {
+        const answer = await send(url, { headers });
+        expect(answer.status, url).toBe(503);
+        expect(answer.body, url).toMatchObject({ error: { code: "service_unavailable" } });
+        expect(answer.headers["retry-after"], url).toBe("1");
+      };
+      const facilitator = `${origin.base}/x402/facilitator`;
+      await unavailable(`${facilitator}/settlements/${payer.address.toLowerCase()}/${nonce}`);
+      await unavailable(`${facilitator}/settlements/tx/0x${"22".repeat(32)}`);
+      await unavailable(`${facilitator}/discovery/resources`);
+      await unavailable(`${facilitator}/discovery/search?query=demo`);
+      await unavailable(demo, { "PAYMENT-SIGNATURE": paymentHeader(payload) });
+      proxy.restore();
+      expect(await settlementRowCount(stack.db.handle.db, payer.address)).toBe(0);
+    } finally {
+      proxy.restore();
+      await origin.close();
+      await database.close();
+      await proxy.close();
     }
   }, 120_000);
 });
