@@ -56,6 +56,14 @@ export const errorResponse = (description: string): ResponseSpec => ({ descripti
 export const RETRY_AFTER = (required: boolean, description = "seconds to wait before retrying") => ({
   "Retry-After": { description, required },
 });
+/**
+ * The console's 429 (origin/console/admin-auth.ts, origin/console/session.ts): every one names its
+ * wait in `Retry-After`, as the gateway's do.
+ */
+export const adminRateLimited = (description: string): ResponseSpec => ({
+  ...errorResponse(description),
+  headers: RETRY_AFTER(true),
+});
 /** An answer that holds a secret shown once (a token) is never stored by a cache on the way. */
 export const NO_STORE = { "Cache-Control": { description: "`no-store`", required: true } };
 
