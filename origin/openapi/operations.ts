@@ -109,6 +109,8 @@ const X402_RATE_LIMITED =
 
 const X402_CHAIN_UNAVAILABLE =
   "`chain_unavailable`: the chain did not answer; nothing was signed, the same payment may be presented again";
+const X402_DATABASE_UNAVAILABLE =
+  "`service_unavailable`: the database did not answer; present the same payment again after Retry-After (it settles once)";
 /** verify, settle and the paid demo (docs/x402.md#payment-identifiers). */
 const X402_ID_CONFLICT =
   "`payment_identifier_conflict`: the payer already gave this `payment-identifier` id to another request (another resource or other terms); nothing was settled";
@@ -493,7 +495,7 @@ export const OPERATIONS: readonly Operation[] = [
       409: x402FreeForm(`\`isValid: false\`, \`invalidReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
-      503: x402FreeForm(X402_CHAIN_UNAVAILABLE),
+      503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; ${X402_DATABASE_UNAVAILABLE}`),
       404: errorResponse("not_found / feature_disabled"),
       502: errorResponse(EDGE_502),
     },
@@ -516,7 +518,9 @@ export const OPERATIONS: readonly Operation[] = [
       409: x402FreeForm(`\`success: false\`, \`errorReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
-      503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`),
+      503: x402FreeForm(
+        `${X402_CHAIN_UNAVAILABLE}; ${X402_DATABASE_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`,
+      ),
       504: x402FreeForm(
         "`settlement_pending`: broadcast, its receipt not in yet; `transaction` names it and `errorMessage` and `extra.statusUrl` the settlement's status route; present the same payment again, never a new one",
       ),
