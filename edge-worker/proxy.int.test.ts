@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { buildOpenApiDocument } from "../origin/openapi/document.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
@@ -9,6 +10,7 @@ import {
 } from "../shared/constants.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { freePort } from "../testing/free-port.ts";
+import { sharedResponseChecker } from "../testing/openapi-check.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
 // The real worker in Miniflare, in front of the origin's place-holder: pass-through routes, the
@@ -279,5 +281,42 @@ describe("an unreachable origin", () => {
     expect(response.status).toBe(502);
     expect(response.headers.get("cache-control")).toBe("no-store");
     expect(((await response.json()) as Envelope).error.code).toBe("upstream_unavailable");
+  });
+
+  it("is a 502 upstream_unavailable on every route of the public document, which declares it", async () => {
+    // A client generated from the served document meets this answer on any route while the
+    // origin is out of the edge's reach: each operation must name it.
+    const document = buildOpenApiDocument("/77", "public");
+    const problems: string[] = [];
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const method of Object.keys(methods)) {
+        const url = `${edgeToNowhere.url}/77${path.replace(/\{[a-z_]+\}/g, "x")}`;
+        const response = await fetch(url, {
+          method: method.toUpperCase(),
+          headers: {
+            "content-type": "application/json",
+            [HEADER_REGISTRATION]: "1",
+            "cf-connecting-ip": "203.0.113.7",
+          },
+          ...(method === "get" ? {} : { body: "{}" }),
+        });
+        const body = (await response.json()) as Envelope;
+        expect([response.status, body.error.code], `${method} ${path}`).toEqual([
+          502,
+          "upstream_unavailable",
+        ]);
+        problems.push(
+          ...sharedResponseChecker().check({
+            method,
+            url,
+            status: response.status,
+            contentType: response.headers.get("content-type") ?? undefined,
+            body,
+            headers: response.headers,
+          }),
+        );
+      }
+    }
+    expect(problems).toEqual([]);
   });
 });

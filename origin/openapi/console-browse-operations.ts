@@ -10,7 +10,7 @@ import {
   settlementPageSchema,
   settlementRowSchema,
 } from "../../shared/console-browse-schemas.ts";
-import { errorResponse, type Operation, type ResponseSpec } from "./operation-types.ts";
+import { adminRateLimited, errorResponse, type Operation, type ResponseSpec } from "./operation-types.ts";
 
 const errors = (notFound?: string): Record<number, ResponseSpec> => ({
   400: errorResponse("validation_failed: the message names the parameter to fix"),
@@ -20,7 +20,7 @@ const errors = (notFound?: string): Record<number, ResponseSpec> => ({
       ? `not_found: ${notFound} (or feature_disabled: the console is off on this node)`
       : "feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)",
   ),
-  429: errorResponse("rate_limited: too many failed admin authentications from this address"),
+  429: adminRateLimited("rate_limited: too many failed admin authentications from this address"),
   500: errorResponse("internal_error"),
   503: errorResponse("service_unavailable: the database does not answer; a retry later is safe"),
 });

@@ -19,6 +19,7 @@ import {
 } from "../../shared/console-schemas.ts";
 import { BROWSE_OPERATIONS } from "./console-browse-operations.ts";
 import {
+  adminRateLimited,
   errorResponse,
   type Operation,
   PAYLOAD_TOO_LARGE,
@@ -59,7 +60,7 @@ const consoleErrors = (...extra: number[]): Record<number, ResponseSpec> => {
   const all: Record<number, ResponseSpec> = {
     401: errorResponse("admin_auth_failed: a missing or wrong admin token"),
     404: errorResponse("feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)"),
-    429: errorResponse("rate_limited: too many failed admin authentications from this address"),
+    429: adminRateLimited("rate_limited: too many failed admin authentications from this address"),
     500: errorResponse("internal_error"),
   };
   for (const status of extra) all[status] = errorResponse(STATUS_TEXT[status] ?? "error");

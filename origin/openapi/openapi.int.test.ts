@@ -138,6 +138,40 @@ describe("OpenAPI document", () => {
     expect(checker.check({ ...limited, headers: {} })[0]).toMatch(/no Retry-After header/);
   });
 
+  it("declares Retry-After on every 429 of both documents, and the console's refusal carries it", async () => {
+    // Every 429 the origin answers names its wait (docs/api.md#conventions), the console's too: a
+    // client generated from either document must be told to read it (optional only where a
+    // repeated money refusal whose wait is over leaves it out).
+    // Mutation: a console 429 declared without its header fails the first expectation.
+    const undeclared: string[] = [];
+    for (const audience of ["public", "admin"] as const) {
+      const document = buildOpenApiDocument("/77", audience) as unknown as {
+        paths: Record<
+          string,
+          Record<string, { responses: Record<string, { headers?: Record<string, { required?: boolean }> }> }>
+        >;
+      };
+      for (const [path, methods] of Object.entries(document.paths)) {
+        for (const [method, operation] of Object.entries(methods)) {
+          const limited = operation.responses["429"];
+          if (limited && limited.headers?.["Retry-After"] === undefined)
+            undeclared.push(`${audience} ${method.toUpperCase()} ${path}`);
+        }
+      }
+    }
+    expect(undeclared).toEqual([]);
+
+    // A real console 429, past the failed admin authentications one address may make: `send`
+    // refuses it if the header the document now requires is missing.
+    const wrong = { "x-admin-api-token": "w".repeat(64) };
+    const from = { localAddress: "127.0.0.91" };
+    let answer = await send(`${origin.base}/admin/agents/registration`, { headers: wrong, ...from });
+    for (let i = 0; i < 25 && answer.status === 401; i++)
+      answer = await send(`${origin.base}/admin/agents/registration`, { headers: wrong, ...from });
+    expect(answer.status).toBe(429);
+    expect(Number(answer.headers["retry-after"])).toBeGreaterThan(0);
+  });
+
   it("the response check refuses an undeclared status and a body off its schema", async () => {
     const checker = createResponseChecker();
     const url = "http://127.0.0.1:1/77/agent/v1/balance";

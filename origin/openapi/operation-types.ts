@@ -56,12 +56,28 @@ export const errorResponse = (description: string): ResponseSpec => ({ descripti
 export const RETRY_AFTER = (required: boolean, description = "seconds to wait before retrying") => ({
   "Retry-After": { description, required },
 });
+/**
+ * The console's 429 (origin/console/admin-auth.ts, origin/console/session.ts): every one names its
+ * wait in `Retry-After`, as the gateway's do.
+ */
+export const adminRateLimited = (description: string): ResponseSpec => ({
+  ...errorResponse(description),
+  headers: RETRY_AFTER(true),
+});
 /** An answer that holds a secret shown once (a token) is never stored by a cache on the way. */
 export const NO_STORE = { "Cache-Control": { description: "`no-store`", required: true } };
 
 /** The edge answers 502 itself when the origin does not (edge-worker/proxy.ts). */
 export const EDGE_502 =
   "upstream_unavailable: the chain did not answer, or the edge could not reach the origin";
+
+/**
+ * A route that reads the database while it does not answer (origin/app.ts): nothing was stored,
+ * and the answer carries `Retry-After: 1`.
+ */
+export const DATABASE_503 = errorResponse(
+  "service_unavailable: the database did not answer; nothing was stored, ask again shortly (Retry-After)",
+);
 
 /** A JSON body over the route's limit, refused before it is read in full. */
 export const PAYLOAD_TOO_LARGE = errorResponse("payload_too_large: the body is over this route's limit");

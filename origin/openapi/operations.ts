@@ -31,6 +31,7 @@ import {
 import { tokenRotationRequestSchema, tokenRotationResponseSchema } from "../../shared/token-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
+  DATABASE_503,
   EDGE_502,
   errorResponse,
   type NamedSchema,
@@ -108,6 +109,8 @@ const X402_RATE_LIMITED =
 
 const X402_CHAIN_UNAVAILABLE =
   "`chain_unavailable`: the chain did not answer; nothing was signed, the same payment may be presented again";
+const X402_DATABASE_UNAVAILABLE =
+  "`service_unavailable`: the database did not answer; present the same payment again after Retry-After (it settles once)";
 /** verify, settle and the paid demo (docs/x402.md#payment-identifiers). */
 const X402_ID_CONFLICT =
   "`payment_identifier_conflict`: the payer already gave this `payment-identifier` id to another request (another resource or other terms); nothing was settled";
@@ -441,6 +444,7 @@ export const OPERATIONS: readonly Operation[] = [
       404: errorResponse("not_found / feature_disabled"),
       500: errorResponse("internal_error"),
       502: errorResponse(EDGE_502),
+      503: DATABASE_503,
     },
   },
   // ─── Webhooks ─────────────────────────────────────────────────────────────────────────────
@@ -470,6 +474,7 @@ export const OPERATIONS: readonly Operation[] = [
     responses: {
       200: x402FreeForm("the supported kinds"),
       404: errorResponse("not_found / feature_disabled"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -490,8 +495,9 @@ export const OPERATIONS: readonly Operation[] = [
       409: x402FreeForm(`\`isValid: false\`, \`invalidReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
-      503: x402FreeForm(X402_CHAIN_UNAVAILABLE),
+      503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; ${X402_DATABASE_UNAVAILABLE}`),
       404: errorResponse("not_found / feature_disabled"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -512,11 +518,14 @@ export const OPERATIONS: readonly Operation[] = [
       409: x402FreeForm(`\`success: false\`, \`errorReason\` ${X402_ID_CONFLICT}`),
       413: x402FreeForm("a body over 64 KiB, refused before it is read whole"),
       429: { ...x402FreeForm(X402_RATE_LIMITED), headers: RETRY_AFTER(true) },
-      503: x402FreeForm(`${X402_CHAIN_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`),
+      503: x402FreeForm(
+        `${X402_CHAIN_UNAVAILABLE}; ${X402_DATABASE_UNAVAILABLE}; \`unexpected_settle_error\`: the signer did not sign`,
+      ),
       504: x402FreeForm(
         "`settlement_pending`: broadcast, its receipt not in yet; `transaction` names it and `errorMessage` and `extra.statusUrl` the settlement's status route; present the same payment again, never a new one",
       ),
       404: errorResponse("not_found / feature_disabled"),
+      502: errorResponse(EDGE_502),
     },
   },
   {
@@ -531,6 +540,8 @@ export const OPERATIONS: readonly Operation[] = [
       200: x402FreeForm("the settlement"),
       400: errorResponse("validation_failed: not a 32-byte hex hash"),
       404: errorResponse("not_found: no settlement has that transaction; feature_disabled"),
+      502: errorResponse(EDGE_502),
+      503: DATABASE_503,
     },
   },
   {
@@ -545,6 +556,8 @@ export const OPERATIONS: readonly Operation[] = [
       200: x402FreeForm("the settlement"),
       400: errorResponse("validation_failed: not a 20-byte hex payer or a 32-byte hex nonce"),
       404: errorResponse("not_found: no settlement of that payment is known; feature_disabled"),
+      502: errorResponse(EDGE_502),
+      503: DATABASE_503,
     },
   },
   ...X402_DISCOVERY_OPERATIONS,

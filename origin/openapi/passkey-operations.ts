@@ -14,7 +14,7 @@ import {
   sessionStartedSchema,
   sessionViewSchema,
 } from "../../shared/passkey-schemas.ts";
-import { errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
+import { adminRateLimited, errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
 
 const errors = {
   400: errorResponse("validation_failed: the body, the registration response or the assertion is malformed"),
@@ -27,7 +27,7 @@ const errors = {
   ),
   409: errorResponse("idempotency_conflict: the action is no longer held"),
   413: PAYLOAD_TOO_LARGE,
-  429: errorResponse("rate_limited: too many failed admin authentications from this address"),
+  429: adminRateLimited("rate_limited: too many failed admin authentications from this address"),
   500: errorResponse("internal_error"),
   503: errorResponse("agent_signer_unavailable: the enclave did not answer"),
 };
@@ -38,7 +38,7 @@ const signInErrors = {
     "admin_auth_failed: the assertion does not verify against an enrolled passkey (unknown, pending, wrong origin or challenge, stale counter)",
   ),
   404: errorResponse("feature_disabled: the console is off on this node (no AGENT_ADMIN_API_TOKEN)"),
-  429: errorResponse("rate_limited: too many failed admin authentications or sign-ins from this address"),
+  429: adminRateLimited("rate_limited: too many failed admin authentications or sign-ins from this address"),
   500: errors[500],
 };
 

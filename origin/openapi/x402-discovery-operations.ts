@@ -1,5 +1,11 @@
 /** The facilitator's discovery routes' part of the route table (operations.ts; x402/payee/discovery.ts). */
-import { EDGE_502, errorResponse, type Operation, type ResponseSpec } from "./operation-types.ts";
+import {
+  DATABASE_503,
+  EDGE_502,
+  errorResponse,
+  type Operation,
+  type ResponseSpec,
+} from "./operation-types.ts";
 
 const freeForm = (description: string): ResponseSpec => ({ description, freeForm: true });
 
@@ -31,6 +37,7 @@ const ERRORS: Record<number, ResponseSpec> = {
   404: errorResponse("not_found / feature_disabled"),
   500: errorResponse("internal_error"),
   502: errorResponse(EDGE_502),
+  503: DATABASE_503,
 };
 
 export const X402_DISCOVERY_OPERATIONS: readonly Operation[] = [

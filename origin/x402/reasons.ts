@@ -49,6 +49,9 @@ export const X402_REASONS = {
   // Ours, as the gateway's error table names it: the chain did not answer, so nothing was checked
   // against it or signed; the same payment may be presented again (HTTP 503).
   chainUnavailable: "chain_unavailable",
+  // Ours, as the gateway's error table names it: the database did not answer, so the payment was
+  // not judged; the same payment may be presented again, and settles once (HTTP 503, Retry-After).
+  serviceUnavailable: "service_unavailable",
   // Ours: a payment's `payment-identifier` id breaks the extension's rules (16 to 128 letters, digits,
   // `-`, `_`), or the id is already bound to another request of its payer (HTTP 409)
   // (docs/x402.md#payment-identifiers).

@@ -5,7 +5,8 @@
  * (facilitator.ts) write as they are and the demo (demo.ts) settles through. Failures are data with
  * status 200 from verify, as the reference facilitator answers them; a settle that did not pay is
  * never 200 (settle-answer.ts settleStatus). A body that is not JSON is 400, one too large 413; the
- * chain out of reach is 503 `chain_unavailable` from both. The body's own `x402Version` must be 2,
+ * chain out of reach is 503 `chain_unavailable` from both, the database out of reach 503
+ * `service_unavailable` (whileDatabaseAnswers). The body's own `x402Version` must be 2,
  * as the envelope's must.
  *
  * Each request is counted for what it is (client-limit.ts): one the pure checks refuse against its
@@ -16,6 +17,7 @@
  */
 import { CAIP2_NETWORK } from "../../../shared/constants.ts";
 import { err, ok } from "../../../shared/result.ts";
+import { isDatabaseUnavailable } from "../../db/unavailable.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
@@ -242,6 +244,77 @@ export function createFacilitator({
   const settleChecked: Facilitator["settleChecked"] = (payment, clientIp) =>
     settleOnce(payment, clientIp, undefined);
 
+  /** A verify past admission: the payment id's standing, the revert guard, then the payment's facts. */
+  const verifyAdmitted = async (
+    admitted: CheckedPayment,
+    clientIp: string,
+  ): Promise<FacilitatorAnswer<VerifyResponse>> => {
+    const refuse = (turned: Turned, payer: string, status: 409 | 429) => ({
+      status,
+      body: { isValid: false, invalidReason: turned.reason, ...(payer ? { payer } : {}) },
+      ...retryAfter(turned),
+    });
+    // An id its payer gave another request would be refused by settle: say so now. One whose
+    // request has a settlement is answered by settle from it, whatever this authorization's own
+    // facts (its nonce, the balance left after that payment) and whatever the revert guard says
+    // of the payer since (settle signs nothing for it): valid, as the retry of a purchase whose
+    // answer was lost must be for a seller that verifies before it settles.
+    const { paymentId } = admitted;
+    if (paymentId !== undefined) {
+      const standing = await paymentIdStanding(verifyDeps.db, idRequest({ ...admitted, paymentId }));
+      if (standing === "conflict")
+        return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
+      if (standing === "answered") return { status: 200, body: { isValid: true, payer: admitted.payer } };
+    }
+    // A settle now would be refused: say so rather than that it would settle.
+    const held = await guard.check(clientIp, admitted.payer);
+    if (held) {
+      return refuse(
+        { reason: guardReason(held), retryAfterSeconds: held.retryAfterSeconds },
+        admitted.payer,
+        429,
+      );
+    }
+    const result = await verifyFacts(verifyDeps, admitted);
+    return {
+      // The chain out of reach says nothing of the payment: a named 503, not a verdict.
+      status: !result.ok && result.error.code === X402_REASONS.chainUnavailable ? 503 : 200,
+      body: result.ok
+        ? { isValid: true, payer: result.value.payer }
+        : {
+            isValid: false,
+            invalidReason: result.error.code,
+            ...(result.error.payer ? { payer: result.error.payer } : {}),
+          },
+    };
+  };
+
+  /** A settle past admission: settled once, its answer with the path of its status. */
+  const settleAdmitted = async (
+    admitted: CheckedPayment,
+    clientIp: string,
+  ): Promise<FacilitatorAnswer<SettleResponse>> => {
+    // The resource the request names is listed by discovery once this payment settles
+    // (docs/x402.md#discovery-the-resource-catalogue).
+    const settled = await settleOnce(admitted, clientIp, settledResourceOf(admitted.envelope.raw.resource));
+    if ("conflict" in settled) {
+      return { status: 409, body: failed(X402_REASONS.paymentIdentifierConflict, admitted.payer) };
+    }
+    if ("turned" in settled) {
+      return {
+        status: 429,
+        body: failed(settled.turned.reason, admitted.payer),
+        ...retryAfter(settled.turned),
+      };
+    }
+    const { response } = settled.outcome;
+    return {
+      status: settleStatus(response),
+      body: response,
+      statusPath: settlementStatusPath(admitted.payer, settled.nonce),
+    };
+  };
+
   return {
     supported: () => ({
       kinds: [
@@ -264,39 +337,14 @@ export function createFacilitator({
       });
       const admitted = admit(body, clientIp);
       if ("turned" in admitted) return refuse(admitted.turned, admitted.payer, admitted.status);
-      // An id its payer gave another request would be refused by settle: say so now. One whose
-      // request has a settlement is answered by settle from it, whatever this authorization's own
-      // facts (its nonce, the balance left after that payment) and whatever the revert guard says
-      // of the payer since (settle signs nothing for it): valid, as the retry of a purchase whose
-      // answer was lost must be for a seller that verifies before it settles.
-      const { paymentId } = admitted;
-      if (paymentId !== undefined) {
-        const standing = await paymentIdStanding(verifyDeps.db, idRequest({ ...admitted, paymentId }));
-        if (standing === "conflict")
-          return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
-        if (standing === "answered") return { status: 200, body: { isValid: true, payer: admitted.payer } };
-      }
-      // A settle now would be refused: say so rather than that it would settle.
-      const held = await guard.check(clientIp, admitted.payer);
-      if (held) {
-        return refuse(
-          { reason: guardReason(held), retryAfterSeconds: held.retryAfterSeconds },
-          admitted.payer,
-          429,
-        );
-      }
-      const result = await verifyFacts(verifyDeps, admitted);
-      return {
-        // The chain out of reach says nothing of the payment: a named 503, not a verdict.
-        status: !result.ok && result.error.code === X402_REASONS.chainUnavailable ? 503 : 200,
-        body: result.ok
-          ? { isValid: true, payer: result.value.payer }
-          : {
-              isValid: false,
-              invalidReason: result.error.code,
-              ...(result.error.payer ? { payer: result.error.payer } : {}),
-            },
-      };
+      return whileDatabaseAnswers(
+        () => verifyAdmitted(admitted, clientIp),
+        () => ({
+          status: 503,
+          body: { isValid: false, invalidReason: X402_REASONS.serviceUnavailable, payer: admitted.payer },
+          retryAfterSeconds: DATABASE_RETRY_AFTER_SECONDS,
+        }),
+      );
     },
 
     // Never 200 with `success: false` (settle-answer.ts settleStatus): a client that takes a 200 for
@@ -311,25 +359,14 @@ export function createFacilitator({
           ...retryAfter(admitted.turned),
         };
       }
-      // The resource the request names is listed by discovery once this payment settles
-      // (docs/x402.md#discovery-the-resource-catalogue).
-      const settled = await settleOnce(admitted, clientIp, settledResourceOf(admitted.envelope.raw.resource));
-      if ("conflict" in settled) {
-        return { status: 409, body: failed(X402_REASONS.paymentIdentifierConflict, admitted.payer) };
-      }
-      if ("turned" in settled) {
-        return {
-          status: 429,
-          body: failed(settled.turned.reason, admitted.payer),
-          ...retryAfter(settled.turned),
-        };
-      }
-      const { response } = settled.outcome;
-      return {
-        status: settleStatus(response),
-        body: response,
-        statusPath: settlementStatusPath(admitted.payer, settled.nonce),
-      };
+      return whileDatabaseAnswers(
+        () => settleAdmitted(admitted, clientIp),
+        () => ({
+          status: 503,
+          body: failed(X402_REASONS.serviceUnavailable, admitted.payer),
+          retryAfterSeconds: DATABASE_RETRY_AFTER_SECONDS,
+        }),
+      );
     },
 
     checkEnvelope(envelope, clientIp) {
@@ -366,4 +403,24 @@ function failed(reason: string, payer: string): SettleResponse {
     transaction: "",
     network: CAIP2_NETWORK,
   };
+}
+
+/** Seconds a client waits before presenting a payment again while the database does not answer. */
+const DATABASE_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * A verify or settle whose database did not answer is answered in its own shape, 503 with
+ * `service_unavailable` and Retry-After (docs/x402.md#what-settle-answers), not in the gateway's
+ * envelope an x402 client cannot read: the payment is presented again, and settles once.
+ */
+async function whileDatabaseAnswers<Body>(
+  run: () => Promise<FacilitatorAnswer<Body>>,
+  down: () => FacilitatorAnswer<Body>,
+): Promise<FacilitatorAnswer<Body>> {
+  try {
+    return await run();
+  } catch (error) {
+    if (!isDatabaseUnavailable(error)) throw error;
+    return down();
+  }
 }

@@ -10,6 +10,7 @@ describe("settleStatus: a settle that did not pay is never 200", () => {
     ["settled", undefined, 200],
     ["broadcast, no receipt yet", X402_REASONS.settlementPending, 504],
     ["the chain out of reach", X402_REASONS.chainUnavailable, 503],
+    ["the database out of reach", X402_REASONS.serviceUnavailable, 503],
     ["the signer did not sign", X402_REASONS.unexpectedSettleError, 503],
     ["a bad signature", X402_REASONS.signature, 400],
     ["a balance too low", X402_REASONS.insufficientBalance, 400],

@@ -60,6 +60,7 @@ export function settleStatus(response: SettleResponse): 200 | 400 | 503 | 504 {
     case X402_REASONS.settlementPending:
       return 504;
     case X402_REASONS.chainUnavailable:
+    case X402_REASONS.serviceUnavailable:
     case X402_REASONS.unexpectedSettleError:
       return 503;
     default:

@@ -9,12 +9,14 @@ import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK } from "../../../shared/constants.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { freePort } from "../../../testing/free-port.ts";
-import type { TestOrigin } from "../../../testing/origin.ts";
+import { send } from "../../../testing/http.ts";
+import { startTestOrigin, type TestOrigin } from "../../../testing/origin.ts";
 import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
-import { envelope, fundedPayer } from "../../../testing/x402-payer.ts";
+import { startTcpProxy, type TcpProxy } from "../../../testing/tcp-proxy.ts";
+import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
-import { queryRows } from "../../db/client.ts";
+import { connectDatabase, queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
 import type { SettlementView } from "./settlement-view.ts";
 
@@ -369,6 +371,108 @@ describe("the chain out of reach", () => {
     } finally {
       await node.close();
     }
+  }, 120_000);
+});
+
+describe("the database out of reach", () => {
+  /** An origin that reaches Postgres through a pass-through the test cuts (connections refused). */
+  async function withDatabaseBehindProxy(
+    steps: (parts: { origin: TestOrigin; proxy: TcpProxy }) => Promise<void>,
+  ): Promise<void> {
+    const direct = new URL(stack.db.url);
+    const proxy = await startTcpProxy(`http://${direct.host}`);
+    const proxied = new URL(stack.db.url);
+    proxied.host = new URL(proxy.url).host;
+    const database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4 });
+    const origin = await startTestOrigin({
+      database,
+      rpcUrl: stack.devnet.url,
+      env: stack.originEnv,
+      workers: [],
+    });
+    try {
+      await steps({ origin, proxy });
+    } finally {
+      proxy.restore();
+      await origin.close();
+      await database.close();
+      await proxy.close();
+    }
+  }
+
+  it("the status, discovery and paid demo routes answer 503 service_unavailable, as the served document declares; nothing is stored", async () => {
+    await withDatabaseBehindProxy(async ({ origin, proxy }) => {
+      const demo = `${origin.base}/x402/demo`;
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(demo, payer);
+      const { nonce } = authorizationOf(payload);
+      proxy.cut("reset");
+      // `send` checks each answer against the served document: an undeclared status fails here.
+      const unavailable = async (url: string, headers: Record<string, string> = {}) => {
+        const answer = await send(url, { headers });
+        expect(answer.status, url).toBe(503);
+        expect(answer.body, url).toMatchObject({ error: { code: "service_unavailable" } });
+        expect(answer.headers["retry-after"], url).toBe("1");
+      };
+      const facilitator = `${origin.base}/x402/facilitator`;
+      await unavailable(`${facilitator}/settlements/${payer.address.toLowerCase()}/${nonce}`);
+      await unavailable(`${facilitator}/settlements/tx/0x${"22".repeat(32)}`);
+      await unavailable(`${facilitator}/discovery/resources`);
+      await unavailable(`${facilitator}/discovery/search?query=demo`);
+      await unavailable(demo, { "PAYMENT-SIGNATURE": paymentHeader(payload) });
+      proxy.restore();
+      expect(await settlementRowCount(stack.db.handle.db, payer.address)).toBe(0);
+    });
+  }, 120_000);
+
+  it("verify and settle answer 503 service_unavailable in their own shapes, which the official client reads; the same payment settles once the database is back", async () => {
+    await withDatabaseBehindProxy(async ({ origin, proxy }) => {
+      const facilitator = `${origin.base}/x402/facilitator`;
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${origin.base}/x402/demo`, payer);
+      proxy.cut("reset");
+      const from = payer.address.toLowerCase();
+      for (const route of ["verify", "settle"] as const) {
+        const response = await fetch(`${facilitator}/${route}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            x402Version: 2,
+            paymentPayload: payload,
+            paymentRequirements: payload.accepted,
+          }),
+        });
+        expect(response.status, route).toBe(503);
+        expect(response.headers.get("retry-after"), route).toBe("1");
+        expect(await response.json(), route).toEqual(
+          route === "verify"
+            ? { isValid: false, invalidReason: X402_REASONS.serviceUnavailable, payer: from }
+            : {
+                success: false,
+                errorReason: X402_REASONS.serviceUnavailable,
+                payer: from,
+                transaction: "",
+                network: CAIP2_NETWORK,
+              },
+        );
+      }
+      // @x402/core reads an x402 body as a verdict it can hand its caller, a gateway envelope not.
+      const client = new HTTPFacilitatorClient({ url: facilitator });
+      await expect(client.verify(payload, payload.accepted)).rejects.toMatchObject({
+        name: "VerifyError",
+        statusCode: 503,
+        invalidReason: X402_REASONS.serviceUnavailable,
+      });
+      await expect(client.settle(payload, payload.accepted)).rejects.toMatchObject({
+        name: "SettleError",
+        statusCode: 503,
+        errorReason: X402_REASONS.serviceUnavailable,
+      });
+      proxy.restore();
+      expect(await settlementRowCount(stack.db.handle.db, payer.address)).toBe(0);
+      expect(await client.settle(payload, payload.accepted)).toMatchObject({ success: true, payer: from });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    });
   }, 120_000);
 });
 
