@@ -161,6 +161,27 @@ describe("the settler's sealed fee budget, asked by the origin host (real proces
       detail: "settler_fee_budget",
     });
   });
+
+  it("is not escaped with another settler key the admin key makes: only the sealed settler signs settlements", async () => {
+    // The budget is counted per key, so a fresh key of the settler namespace (generate_keys is the
+    // admin tier the origin holds) would start the day at nothing spent.
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "settler",
+      count: 1,
+      batch_id: "settler-budget-second-settler",
+    });
+    const [made] = batch.keys as [{ key_ref: string; address: Address }];
+    const other: Settler = { key_ref: made.key_ref, address: made.address };
+    // Mutation: accepting any settler-namespace key (not only the sealed settler) signs this.
+    expect(await client.request("sign_settlement", await requests.settlement(other, 0, GWEI))).toMatchObject({
+      ok: false,
+      error: { code: "key_purpose_mismatch", reason: "key not usable for this operation" },
+    });
+    // The sealed settler is still past its budget.
+    expect(
+      outcome(await client.request("sign_settlement", await requests.settlement(settler, 2, GWEI))),
+    ).toEqual({ code: "cap_exceeded", detail: "settler_fee_budget" });
+  });
 });
 
 describe("the settler's fee budget per UTC day (the enclave's server, the test's clock)", () => {
