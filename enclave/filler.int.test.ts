@@ -251,6 +251,19 @@ describe("sign_filler (real process)", () => {
     expectOk(await client.request("sign_filler", filler(agentKey, { nonce: "21" })));
   });
 
+  it("signs one of five fillers at one nonce written at once, and refuses the other four filler_repeat", async () => {
+    await signTransferAt(otherAgentKey, "60");
+    const free = { nonce: "60", max_fee_per_gas: "0", max_priority_fee_per_gas: "0" };
+    const responses = await client.requestTogether(
+      Array.from({ length: 5 }, () => ({ op: "sign_filler", params: filler(otherAgentKey, free) })),
+    );
+    // Mutation: an await between sign_filler's nonce check and its record signs more than one.
+    expect(responses.map(refusal)).toEqual(
+      expect.arrayContaining(["signed", ...Array(4).fill({ code: "cap_exceeded", detail: "filler_repeat" })]),
+    );
+    expect(responses.filter((response) => response.ok)).toHaveLength(1);
+  });
+
   it("refuses sign_filler from a faucet-namespace key that is not the sealed treasury's, even at a nonce it signed", async () => {
     // The treasury's key pays at a nonce, then the policy key points the treasury at another one.
     const former = { key_ref: treasury.faucet_key_ref, address: treasury.faucet_address };

@@ -184,6 +184,44 @@ describe("the settler's sealed fee budget, asked by the origin host (real proces
   });
 });
 
+describe("the settler's fee budget under settlements written at once (real process)", () => {
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+  let settler: Settler;
+  const requests = settlerRequests(() => BigInt(Math.floor(Date.now() / 1000)));
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ envId: "settler-budget-race" });
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    await privileged(client, fixture, "configure_policy", policy(BUDGET_UNITS));
+    const made = await privileged(client, fixture, "configure_settler", {});
+    settler = { key_ref: made.settler_key_ref as string, address: made.settler_address as Address };
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+  });
+
+  it("signs exactly two of five settlements written at once against a budget of two, whatever the interleaving", async () => {
+    const sent = await Promise.all(
+      Array.from({ length: 5 }, async (_, nonce) => ({
+        op: "sign_settlement",
+        params: await requests.settlement(settler, nonce, GWEI),
+      })),
+    );
+    const responses = await client.requestTogether(sent);
+    // Mutation: an await between sign_settlement's budget check and its reservation signs all five.
+    expect(responses.filter((response) => response.ok)).toHaveLength(2);
+    expect(responses.filter((response) => !response.ok).map(outcome)).toEqual(
+      Array(3).fill({ code: "cap_exceeded", detail: "settler_fee_budget" }),
+    );
+    expect(
+      (expectOk(await client.request("get_policy", {})).settler as { fee_spent_today_units: string })
+        .fee_spent_today_units,
+    ).toBe("200");
+  });
+});
+
 describe("the settler's fee budget per UTC day (the enclave's server, the test's clock)", () => {
   let enclave: ClockedEnclave;
   let client: RawEnclaveClient;
