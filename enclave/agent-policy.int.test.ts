@@ -320,6 +320,35 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     });
   });
 
+  it("a held x402 authorization signs once its nonce is approved, once; another nonce of the same payee and amount is policy_held", async () => {
+    const [key] = await agentKeys(client, fixture, 1);
+    expectOk(await setPolicy(key!, { approval_above_units: "1000" }));
+    const asked = x402(key!, NODE_PAY_TO, NODE_X402_UNITS);
+    const nonce = asked.nonce as string;
+    expect(outcome(await signX402(asked))).toEqual({
+      code: "cap_exceeded",
+      detail: "policy_held",
+      rule: "approval_above_units",
+    });
+    expectOk(
+      (await approveHeld(key!, { kind: "x402", ref: nonce, to: NODE_PAY_TO, value: NODE_X402_UNITS }))
+        .response,
+    );
+    expect(outcome(await signX402(x402(key!, NODE_PAY_TO, NODE_X402_UNITS)))).toMatchObject({
+      detail: "policy_held",
+    });
+    expectOk(await signX402(asked));
+    // Used: the same nonce again (a fresh window) is held again.
+    // Mutation: not using up the approval in sign_x402_authorization signs this.
+    expect(
+      outcome(await signX402({ ...asked, valid_before: String(Number(asked.valid_before) + 30) })),
+    ).toEqual({
+      code: "cap_exceeded",
+      detail: "policy_held",
+      rule: "approval_above_units",
+    });
+  });
+
   it("approve_held: an unknown key or a signature by a key not enrolled is operator_signature; a signature made for another action is operator_signature", async () => {
     const key = keys[4]!;
     const action = { kind: "transfer" as const, ref: randomUUID(), to: RECIPIENT, value: 7000n };

@@ -163,6 +163,32 @@ describe("sign_filler (real process)", () => {
     expect(BigInt(await spent())).toBe(before + 3n);
   });
 
+  it("refuses the treasury's filler whose fee would pass its budget, by name, counting nothing", async () => {
+    const spent = async () =>
+      (expectOk(await client.request("get_policy", {})).treasury as { spent_units: string }).spent_units;
+    const key = { key_ref: treasury.faucet_key_ref, address: treasury.faucet_address };
+    await signPayoutAt("40");
+    await signPayoutAt("41");
+    // The policy key seals a budget of 3 units (a new treasury record starts at nothing spent):
+    // one filler at the ceiling's price.
+    const terms = { payout_units: "600", cooldown_ms: 0, daily_limit_units: "100000" };
+    await privileged(client, fixture, "configure_treasury", { budget_units: "3", ...terms });
+    try {
+      expectOk(
+        await client.request("sign_filler", filler(key, { nonce: "40", max_fee_per_gas: "100000000" })),
+      );
+      // Mutation: not checking the faucet budget in sign_filler signs this second one.
+      expect(
+        refusal(
+          await client.request("sign_filler", filler(key, { nonce: "41", max_fee_per_gas: "100000000" })),
+        ),
+      ).toEqual({ code: "cap_exceeded", detail: "faucet_budget" });
+      expect(await spent()).toBe("3");
+    } finally {
+      await privileged(client, fixture, "configure_treasury", { budget_units: "10000", ...terms });
+    }
+  });
+
   it("refuses a key whose address is not `from`, and a key of no sending purpose", async () => {
     expect(
       await client.request(
@@ -223,6 +249,19 @@ describe("sign_filler (real process)", () => {
       detail: "filler_repeat",
     });
     expectOk(await client.request("sign_filler", filler(agentKey, { nonce: "21" })));
+  });
+
+  it("signs one of five fillers at one nonce written at once, and refuses the other four filler_repeat", async () => {
+    await signTransferAt(otherAgentKey, "60");
+    const free = { nonce: "60", max_fee_per_gas: "0", max_priority_fee_per_gas: "0" };
+    const responses = await client.requestTogether(
+      Array.from({ length: 5 }, () => ({ op: "sign_filler", params: filler(otherAgentKey, free) })),
+    );
+    // Mutation: an await between sign_filler's nonce check and its record signs more than one.
+    expect(responses.map(refusal)).toEqual(
+      expect.arrayContaining(["signed", ...Array(4).fill({ code: "cap_exceeded", detail: "filler_repeat" })]),
+    );
+    expect(responses.filter((response) => response.ok)).toHaveLength(1);
   });
 
   it("refuses sign_filler from a faucet-namespace key that is not the sealed treasury's, even at a nonce it signed", async () => {

@@ -40,25 +40,29 @@ describe("the payee key signs offers and receipts, and nothing else (real proces
     const sealed = expectOk(await client.request("get_policy", {}));
     const named = sealed.payee as { payee_key_ref: string; payee_address: Address };
     payee = { key_ref: named.payee_key_ref, address: named.payee_address };
-    await privileged(client, fixture, "configure_policy", {
-      per_tx_limit_units: "0",
-      daily_limit_units: "0",
-      recipient_allowlist: null,
-      x402_amount_units: AMOUNT.toString(),
-      x402_pay_to: payee.address.toLowerCase(),
-      x402_max_timeout_seconds: MAX_TIMEOUT_SECONDS,
-      operator_pool: "0x00000000000000000000000000000000000000aa",
-      fee_ceiling_wei: "1000000000000000",
-      x402_validity_margin_seconds: 6,
-      x402_daily_limit: 1000,
-      settler_daily_fee_units: "1000000000",
-    });
+    await privileged(client, fixture, "configure_policy", sealedPolicy());
     const made = await privileged(client, fixture, "configure_settler", {});
     settler = { key_ref: made.settler_key_ref as string, address: made.settler_address as Address };
   });
   afterAll(async () => {
     client?.close();
     await fixture?.dispose();
+  });
+
+  /** The node's policy as the operator seals it: x402 paying the payee key; `change` replaces fields. */
+  const sealedPolicy = (change: Record<string, unknown> = {}): Record<string, unknown> => ({
+    per_tx_limit_units: "0",
+    daily_limit_units: "0",
+    recipient_allowlist: null,
+    x402_amount_units: AMOUNT.toString(),
+    x402_pay_to: payee.address.toLowerCase(),
+    x402_max_timeout_seconds: MAX_TIMEOUT_SECONDS,
+    operator_pool: "0x00000000000000000000000000000000000000aa",
+    fee_ceiling_wei: "1000000000000000",
+    x402_validity_margin_seconds: 6,
+    x402_daily_limit: 1000,
+    settler_daily_fee_units: "1000000000",
+    ...change,
   });
 
   const offerParams = (change: Record<string, unknown> = {}): Record<string, unknown> => ({
@@ -75,11 +79,11 @@ describe("the payee key signs offers and receipts, and nothing else (real proces
   const refusal = (response: EnclaveResponse) =>
     response.ok ? "signed" : { code: response.error.code, detail: response.error.detail };
 
-  /** A settlement the settler key signs here: payer → payee, the sealed amount. */
-  const settle = async (): Promise<Hex> => {
+  /** A settlement the settler key signs here: payer → `to` (the payee key unless named), the sealed amount. */
+  const settle = async (to: Address = payee.address): Promise<Hex> => {
     const message = {
       from: payer.address,
-      to: payee.address,
+      to,
       value: AMOUNT,
       validAfter: 0n,
       validBefore: nowSeconds() + 120n,
@@ -186,6 +190,51 @@ describe("the payee key signs offers and receipts, and nothing else (real proces
     };
     const refused = { code: "cap_exceeded", detail: "receipt_settlement" };
     expect(answers).toEqual({ unknown: refused, "another payer": refused, "another network": refused });
+  });
+
+  it("refuses a receipt for a settlement the settler signed to another payee, under a ceiling that lets it pay anyone, as receipt_settlement", async () => {
+    // A compromised origin settles a payer's payment to an address of its own (the node's ceiling,
+    // with no list, lets the settler pay any payee), then asks the payee key to vouch for it.
+    const elsewhere = privateKeyToAccount(generatePrivateKey()).address;
+    await privileged(
+      client,
+      fixture,
+      "configure_policy",
+      sealedPolicy({ x402_max_per_payment_units: "20000" }),
+    );
+    try {
+      const transaction = await settle(elsewhere);
+      // Mutation: dropping the payee comparison of checkReceiptClaim signs this receipt.
+      expect(refusal(await client.request("sign_x402_receipt", receiptParams(transaction)))).toEqual({
+        code: "cap_exceeded",
+        detail: "receipt_settlement",
+      });
+      // The same payer's settlement to the payee key still gets its receipt.
+      expectOk(await client.request("sign_x402_receipt", receiptParams(await settle())));
+    } finally {
+      await privileged(client, fixture, "configure_policy", sealedPolicy());
+    }
+  });
+
+  it("refuses an offer when the sealed payTo is not the payee key: neither the sealed payTo nor the payee key's address is offered", async () => {
+    // The payee key vouches only for payments to itself that the node's terms name: sealed with
+    // another payTo, it offers nothing.
+    const sealedElsewhere = privateKeyToAccount(generatePrivateKey()).address.toLowerCase();
+    await privileged(client, fixture, "configure_policy", sealedPolicy({ x402_pay_to: sealedElsewhere }));
+    try {
+      const refused = { code: "cap_exceeded", detail: "offer_terms" };
+      // Mutation: dropping the payee-key comparison of checkOfferTerms signs the first;
+      // dropping the sealed-payTo comparison signs the second.
+      expect({
+        "the sealed payTo": refusal(
+          await client.request("sign_x402_offer", offerParams({ pay_to: sealedElsewhere })),
+        ),
+        "the payee key": refusal(await client.request("sign_x402_offer", offerParams())),
+      }).toEqual({ "the sealed payTo": refused, "the payee key": refused });
+    } finally {
+      await privileged(client, fixture, "configure_policy", sealedPolicy());
+    }
+    expectOk(await client.request("sign_x402_offer", offerParams()));
   });
 
   it("signs no other EIP-712 type: no op takes a typed digest, domain or type, and an offer never passes for a receipt", async () => {

@@ -19,6 +19,7 @@ import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-pr
 import { runTool } from "../testing/run-tool.ts";
 import { generateSealingKey, SEAL_LABEL, seal } from "./sealing.ts";
 import { instanceIdOf, mintFor, nextCounter, privileged } from "./testing/capabilities.ts";
+import { randomP256PublicKey } from "./testing/p256-points.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 
 // configure_policy and configure_treasury need the policy authority sealed at init, not the admin
@@ -125,6 +126,38 @@ describe("the policy authority (real process)", () => {
       });
     }
     expect(await getPolicy()).toMatchObject({ policy_version: 0, policy: null, treasury: null });
+  });
+
+  it("refuses enroll_operator_key, configure_settler and configure_payee under an admin capability, changing nothing", async () => {
+    // An operator key of the origin's own would sign every loosening, unfreeze and approval the
+    // admin key cannot make alone; a settler or payee key of its own would pay gas, or vouch for
+    // offers and receipts, under another key than the operator sealed.
+    const made = async (namespace: "settler" | "payee"): Promise<string> => {
+      const batch = await privileged(client, fixture, "generate_keys", {
+        namespace,
+        count: 1,
+        batch_id: `admin-made-${namespace}`,
+      });
+      return (batch.keys as Array<{ key_ref: string }>)[0]!.key_ref;
+    };
+    const before = await getPolicy();
+    const cases: Array<[PrivilegedOp, Record<string, unknown>]> = [
+      ["enroll_operator_key", { key_id: "origin-own", public_key: randomP256PublicKey() }],
+      ["configure_settler", { settler_key_ref: await made("settler") }],
+      ["configure_payee", { payee_key_ref: await made("payee") }],
+    ];
+    // Mutation: putting any of these ops in the admin tier accepts its capability here.
+    for (const [op, params] of cases) {
+      const counter = await nextCounter(client, fixture.adminSecret, op);
+      for (const cap of adminSignedCapabilities(fixture, op, params, counter, await instanceIdOf(client))) {
+        expect(await client.request(op, params, cap)).toMatchObject({
+          ok: false,
+          error: { code: "capability_rejected" },
+        });
+      }
+    }
+    const after = await getPolicy();
+    expect(after).toMatchObject({ operator_keys: [], settler: null, payee: before.payee });
   });
 
   it("refuses configure_policy and configure_treasury under a recovery capability", async () => {

@@ -161,6 +161,65 @@ describe("the settler's sealed fee budget, asked by the origin host (real proces
       detail: "settler_fee_budget",
     });
   });
+
+  it("is not escaped with another settler key the admin key makes: only the sealed settler signs settlements", async () => {
+    // The budget is counted per key, so a fresh key of the settler namespace (generate_keys is the
+    // admin tier the origin holds) would start the day at nothing spent.
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "settler",
+      count: 1,
+      batch_id: "settler-budget-second-settler",
+    });
+    const [made] = batch.keys as [{ key_ref: string; address: Address }];
+    const other: Settler = { key_ref: made.key_ref, address: made.address };
+    // Mutation: accepting any settler-namespace key (not only the sealed settler) signs this.
+    expect(await client.request("sign_settlement", await requests.settlement(other, 0, GWEI))).toMatchObject({
+      ok: false,
+      error: { code: "key_purpose_mismatch", reason: "key not usable for this operation" },
+    });
+    // The sealed settler is still past its budget.
+    expect(
+      outcome(await client.request("sign_settlement", await requests.settlement(settler, 2, GWEI))),
+    ).toEqual({ code: "cap_exceeded", detail: "settler_fee_budget" });
+  });
+});
+
+describe("the settler's fee budget under settlements written at once (real process)", () => {
+  let fixture: EnclaveFixture;
+  let client: RawEnclaveClient;
+  let settler: Settler;
+  const requests = settlerRequests(() => BigInt(Math.floor(Date.now() / 1000)));
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ envId: "settler-budget-race" });
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    await privileged(client, fixture, "configure_policy", policy(BUDGET_UNITS));
+    const made = await privileged(client, fixture, "configure_settler", {});
+    settler = { key_ref: made.settler_key_ref as string, address: made.settler_address as Address };
+  });
+  afterAll(async () => {
+    client?.close();
+    await fixture?.dispose();
+  });
+
+  it("signs exactly two of five settlements written at once against a budget of two, whatever the interleaving", async () => {
+    const sent = await Promise.all(
+      Array.from({ length: 5 }, async (_, nonce) => ({
+        op: "sign_settlement",
+        params: await requests.settlement(settler, nonce, GWEI),
+      })),
+    );
+    const responses = await client.requestTogether(sent);
+    // Mutation: an await between sign_settlement's budget check and its reservation signs all five.
+    expect(responses.filter((response) => response.ok)).toHaveLength(2);
+    expect(responses.filter((response) => !response.ok).map(outcome)).toEqual(
+      Array(3).fill({ code: "cap_exceeded", detail: "settler_fee_budget" }),
+    );
+    expect(
+      (expectOk(await client.request("get_policy", {})).settler as { fee_spent_today_units: string })
+        .fee_spent_today_units,
+    ).toBe("200");
+  });
 });
 
 describe("the settler's fee budget per UTC day (the enclave's server, the test's clock)", () => {

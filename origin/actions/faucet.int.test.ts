@@ -52,7 +52,15 @@ describe("faucet and funding gate (real stack)", () => {
     const retryAfter = Number(again.headers["retry-after"]);
     expect(retryAfter).toBeGreaterThan(50);
     expect(retryAfter).toBeLessThanOrEqual(60);
-    expect(again.body).toMatchObject({ error: { code: "faucet_cooldown", retry_after: retryAfter } });
+    // Refused by the node's own cooldown under the treasury's lock, not left to the enclave's
+    // sealed one (whose refusal gets the same code; its message names the sealed terms).
+    expect(again.body).toMatchObject({
+      error: {
+        code: "faucet_cooldown",
+        retry_after: retryAfter,
+        message: "the faucet pays each agent once every 60 s",
+      },
+    });
     expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
   });
 
@@ -63,6 +71,15 @@ describe("faucet and funding gate (real stack)", () => {
     const statuses = responses.map((response) => response.status);
     expect(responses.filter(isAccepted)).toHaveLength(1);
     expect(statuses.filter((status) => status === 429)).toHaveLength(19);
+    // Each refused by the node's own cooldown, which sees the payout signed under the treasury's
+    // lock: none is left to the enclave's sealed cooldown.
+    expect(
+      new Set(
+        responses
+          .filter((response) => response.status === 429)
+          .map((response) => (response.body as { error: { message: string } }).error.message),
+      ),
+    ).toEqual(new Set(["the faucet pays each agent once every 60 s"]));
     const paid = responses.find(isAccepted)!;
     expect((await calls.settled((paid.body as ActionView).action_id)).status).toBe("confirmed");
     expect(await payouts(agent.agentId)).toBe(1);
