@@ -322,6 +322,39 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
     expect(await findings(healthy.agentId)).toEqual([]);
   });
 
+  it("takes the identities whose last attempt is oldest first: those that keep failing do not keep the rest from their proof", async () => {
+    const failing = [await enclaveIdentity(), await enclaveIdentity()];
+    const healthy = await enclaveIdentity();
+    // Proved two hours ago, so due again; the failing two were never proved.
+    await testDb.handle.db.execute(
+      sql`update agent_identities set last_verified_at = now() - interval '2 hours' where agent_id = ${healthy.agentId}`,
+    );
+    // A fake for a fault the real client cannot be made to produce for some keys alone (as above).
+    const throwing: IdentitySigner = {
+      publicIdentity: async (params) => {
+        if (failing.some((identity) => identity.keyRef === params.keyRef)) throw new TypeError("boom");
+        return live.publicIdentity(params);
+      },
+      proveIdentity: live.proveIdentity,
+    };
+    const tick = () =>
+      sweepIdentities(
+        { db: testDb.handle.db, signer: throwing, logger },
+        { envId: ENV_ID, windowSeconds: 3600, now: new Date(), limit: 2 },
+      );
+    // Mutation: ordered by the last verification alone, the two failing identities fill every
+    // tick and the healthy one is never proved again.
+    expect(await tick()).toEqual({ checked: 2, verified: 0, disabled: 0, findings: 2 });
+    expect(await tick()).toEqual({ checked: 2, verified: 1, disabled: 0, findings: 1 });
+    const proved = new Date((await row(healthy.agentId)).last_verified_at!);
+    expect(Date.now() - proved.getTime()).toBeLessThan(60_000);
+    // One failing identity was tried again beside it; the other waits for the next tick.
+    const tries = await Promise.all(
+      failing.map(async (identity) => (await findings(identity.agentId)).length),
+    );
+    expect(tries.sort()).toEqual([1, 2]);
+  });
+
   it("terminal_unknown: in dormant mode every identity gets a finding every tick and keeps its wallet", async () => {
     const first = await enclaveIdentity();
     const second = await enclaveIdentity();

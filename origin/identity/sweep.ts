@@ -12,7 +12,7 @@ export type SweepParams = {
   envId: string;
   windowSeconds: number;
   now: Date;
-  /** At most this many identities per tick, oldest verification first. */
+  /** At most this many identities per tick, those whose last attempt is oldest first. */
   limit?: number;
   chainId?: number;
 };
@@ -39,7 +39,15 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
         or(isNull(agentIdentities.lastVerifiedAt), lt(agentIdentities.lastVerifiedAt, cutoff)),
       ),
     )
-    .orderBy(sql`${agentIdentities.lastVerifiedAt} asc nulls first`, asc(agentIdentities.createdAt))
+    // By the last attempt, a verification or a finding (identity_findings_agent_idx): ordered by
+    // the last verification alone, identities that keep failing without being disabled came first
+    // every tick, and as many as a tick takes would keep the rest from ever being proved again.
+    .orderBy(
+      sql`greatest(${agentIdentities.lastVerifiedAt},
+        (select max(${identityFindings.at}) from ${identityFindings}
+          where ${identityFindings.agentId} = ${agentIdentities.agentId})) asc nulls first`,
+      asc(agentIdentities.createdAt),
+    )
     .limit(params.limit ?? 500);
 
   const report: SweepReport = { checked: 0, verified: 0, disabled: 0, findings: 0 };
