@@ -233,6 +233,11 @@ const envSchema = z.object({
    */
   AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: integer(3_600, 1, 10_000_000),
   /**
+   * Ours: reads of the facilitator's public routes that query the database (discovery's list and
+   * search, a settlement's status) one address (IPv4, IPv6 /64) may make per minute.
+   */
+  AGENT_X402_READS_PER_MINUTE: integer(600, 1, 1_000_000),
+  /**
    * Ours: the balances, in units, under which the console's chart shows the treasury and the
    * settler below their floor (docs/operations.md#the-node-in-charts): ten default payouts, and one
    * coin of gas.
@@ -361,6 +366,7 @@ export type Config = {
     rateLimitPerMinute: number;
     /** Signed payments per address per minute, all payers together. */
     addressPaymentsPerMinute: number;
+    readsPerMinute: number;
   };
   /** The event log and the agents' streams (docs/events.md). */
   events: { retentionDays: number; streamsPerToken: number };
@@ -575,6 +581,7 @@ function toConfig(env: Env): Config {
       validityMarginSeconds: env.AGENT_X402_VALIDITY_MARGIN_SECONDS,
       rateLimitPerMinute: env.AGENT_X402_RATE_LIMIT_PER_MINUTE,
       addressPaymentsPerMinute: env.AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE,
+      readsPerMinute: env.AGENT_X402_READS_PER_MINUTE,
     },
     events: {
       retentionDays: env.AGENT_EVENTS_RETENTION_DAYS,

@@ -79,6 +79,14 @@ export const DATABASE_503 = errorResponse(
   "service_unavailable: the database did not answer; nothing was stored, ask again shortly (Retry-After)",
 );
 
+/** The window of the facilitator's public reads (origin/x402/payee/client-limit.ts). */
+export const PUBLIC_READS_429: ResponseSpec = {
+  ...errorResponse(
+    "rate_limited: AGENT_X402_READS_PER_MINUTE reads of discovery and settlement status from this address (IPv4, IPv6 /64) this minute; `retry_after` in seconds",
+  ),
+  headers: RETRY_AFTER(true),
+};
+
 /** A JSON body over the route's limit, refused before it is read in full. */
 export const PAYLOAD_TOO_LARGE = errorResponse("payload_too_large: the body is over this route's limit");
 

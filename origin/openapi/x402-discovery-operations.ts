@@ -4,6 +4,7 @@ import {
   EDGE_502,
   errorResponse,
   type Operation,
+  PUBLIC_READS_429,
   type ResponseSpec,
 } from "./operation-types.ts";
 
@@ -35,6 +36,7 @@ const LIMIT: NonNullable<Operation["query"]>[number] = {
 const ERRORS: Record<number, ResponseSpec> = {
   400: errorResponse("validation_failed: a parameter out of its bounds, named in the message"),
   404: errorResponse("not_found / feature_disabled"),
+  429: PUBLIC_READS_429,
   500: errorResponse("internal_error"),
   502: errorResponse(EDGE_502),
   503: DATABASE_503,

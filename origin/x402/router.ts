@@ -4,7 +4,8 @@
  * facilitator's discovery routes (payee/discovery.ts, a router of their own). Public:
  * no bearer token; the edge passes them through. The client is resolved as the gateway resolves
  * it, for the windows of verify, settle and the paid demo (payee/client-limit.ts) and the guard
- * against reverted settlements (payee/revert-guard.ts), both shared by the two routers; the demo
+ * against reverted settlements (payee/revert-guard.ts), both shared by the two routers, and the
+ * window of the public reads (discovery, settlement status) per address; the demo
  * names itself by the URL the client requested (payee/resource-url.ts), and a settlement's status is
  * read by its payment or its transaction (payee/settlement-status.ts).
  */
@@ -14,7 +15,7 @@ import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { RefusalCounter } from "../http/refusals.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { createX402Limits } from "./payee/client-limit.ts";
+import { createX402Limits, publicReadWindow } from "./payee/client-limit.ts";
 import { createDemoRouter } from "./payee/demo.ts";
 import { createDiscoveryRouter } from "./payee/discovery.ts";
 import { createFacilitatorRouter } from "./payee/facilitator.ts";
@@ -49,6 +50,7 @@ export function createX402Router(
   const limits = createX402Limits({
     perMinute: x402.rateLimitPerMinute,
     addressPaymentsPerMinute: x402.addressPaymentsPerMinute,
+    readsPerMinute: x402.readsPerMinute,
     refusals: options.refusals,
   });
   const guard = createRevertGuard({
@@ -97,6 +99,9 @@ export function createX402Router(
     }),
   );
   app.route("/facilitator", createFacilitatorRouter(facilitator, publicUrlOf));
+  const readWindow = publicReadWindow(limits);
+  app.use("/facilitator/settlements/*", readWindow);
+  app.use("/facilitator/discovery/*", readWindow);
   app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
   app.route(
     "/facilitator",

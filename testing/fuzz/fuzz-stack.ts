@@ -119,10 +119,12 @@ export async function startFuzzStack(options: { runs: number }): Promise<FuzzSta
         AGENT_EDGE_SHARED_SECRET: secrets.edgeShared,
         AGENT_REGISTRATION_IP_SECRET: secrets.registrationIp,
         // The x402 routes get thousands of cases a minute from this one address: with the
-        // default window most would be 429 and the properties would exercise the window (which
-        // x402-edge.int.test.ts and x402-limits.int.test.ts attack) instead of the routes behind it.
+        // default windows most would be 429 and the properties would exercise the windows (which
+        // x402-edge.int.test.ts, x402-limits.int.test.ts and settlement-status.int.test.ts attack)
+        // instead of the routes behind them.
         AGENT_X402_RATE_LIMIT_PER_MINUTE: "1000000",
         AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: "1000000",
+        AGENT_X402_READS_PER_MINUTE: "1000000",
       }),
     });
     const snapshot = async (): Promise<StateSnapshot> => {

@@ -8,12 +8,13 @@ import { createX402Limits } from "./client-limit.ts";
 const PAYER_A = "0x00000000000000000000000000000000000000aa";
 const PAYER_B = "0x00000000000000000000000000000000000000bb";
 
-function limitsAt(perMinute: number, addressPaymentsPerMinute: number) {
+function limitsAt(perMinute: number, addressPaymentsPerMinute: number, readsPerMinute = 600) {
   let now = 1_000_000;
   const refused: RefusalTier[] = [];
   const limits = createX402Limits({
     perMinute,
     addressPaymentsPerMinute,
+    readsPerMinute,
     now: () => now,
     refusals: (tier) => refused.push(tier),
   });
@@ -64,5 +65,21 @@ describe("createX402Limits", () => {
     // Refused by the payer's window: the address's budget keeps its room for other payers.
     for (let i = 0; i < 20; i++) expect(limits.payment("198.51.100.9", PAYER_A)).toBe(60);
     expect(limits.payment("198.51.100.9", PAYER_B)).toBeUndefined();
+  });
+
+  it("counts public reads per address, IPv6 per /64, in a window of their own", () => {
+    // Mutation: read() consuming the refused-requests window refuses the address's junk here.
+    const { limits, refused, advance } = limitsAt(2, 100, 3);
+    const reader = "2001:db8:5:6::1";
+    for (const ip of [reader, "2001:db8:5:6::2", "2001:db8:5:6:ffff::3"]) {
+      expect(limits.read(ip)).toBeUndefined();
+    }
+    expect(limits.read("2001:db8:5:6::4")).toBe(60);
+    expect(limits.read("2001:db8:5:7::1")).toBeUndefined();
+    expect(limits.refused(reader)).toBeUndefined();
+    expect(limits.offerSigning(reader)).toBe(true);
+    expect(refused).toEqual(["x402_reads"]);
+    advance(60_000);
+    expect(limits.read(reader)).toBeUndefined();
   });
 });

@@ -14,14 +14,20 @@
  *  - an offer the enclave signs for a quote (one per resource URL, then reused: offer-receipt.ts)
  *    counts against the address asking, AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, so a client
  *    varying the query string cannot have the enclave sign on every unpaid GET; past it, the quote
- *    goes without an offer.
+ *    goes without an offer;
+ *  - a read of the facilitator's public routes that query the database (discovery's list and
+ *    search, a settlement's status) counts against the address asking,
+ *    AGENT_X402_READS_PER_MINUTE a minute, before the database is read.
  * Sliding windows in memory per node (http/rate-limiter.ts), as the gateway's are
  * (docs/api.md#rate-limits). The route answers a refusal with 429 and Retry-After in its own x402
  * shape.
  */
 
+import type { MiddlewareHandler } from "hono";
 import { SlidingWindowLimiter } from "../../../shared/rate-limiter.ts";
+import { AppError } from "../../errors.ts";
 import { addressGroup } from "../../http/client-ip.ts";
+import type { AppEnv } from "../../http/env.ts";
 import { ignoreRefusal, type RefusalCounter } from "../../http/refusals.ts";
 
 export type X402Limits = {
@@ -41,6 +47,11 @@ export type X402Limits = {
    * held): false past the address's window, and the quote then goes without an offer.
    */
   offerSigning(clientIp: string): boolean;
+  /**
+   * Counts one read of a public route that queries the database (discovery, settlement status):
+   * undefined when it fits, else the seconds until one would (the route answers 429 unread).
+   */
+  read(clientIp: string): number | undefined;
 };
 
 export const CLIENT_WINDOW_SECONDS = 60;
@@ -50,6 +61,8 @@ export type CreateX402LimitsParams = {
   perMinute: number;
   /** AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: signed payments per address, all payers together. */
   addressPaymentsPerMinute: number;
+  /** AGENT_X402_READS_PER_MINUTE: discovery and settlement-status reads per address. */
+  readsPerMinute: number;
   refusals?: RefusalCounter;
   now?: () => number;
 };
@@ -61,6 +74,7 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
   const paymentsPerPayer = window(params.perMinute);
   const paymentsPerAddress = window(params.addressPaymentsPerMinute);
   const offersPerAddress = window(params.perMinute);
+  const readsPerAddress = window(params.readsPerMinute);
   const refused = params.refusals ?? ignoreRefusal;
   return {
     refused(clientIp) {
@@ -92,5 +106,29 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
       refused("x402_offers");
       return false;
     },
+    read(clientIp) {
+      const decision = readsPerAddress.consume(addressGroup(clientIp));
+      if (decision.allowed) return undefined;
+      refused("x402_reads");
+      return decision.retryAfterSeconds;
+    },
+  };
+}
+
+/**
+ * The window of the public reads in front of their routes: past it, 429 `rate_limited` in the
+ * gateway's envelope with Retry-After, before any database read. Every request counts, whatever
+ * it is answered.
+ */
+export function publicReadWindow(limits: X402Limits): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const retryAfter = limits.read(c.get("clientIp"));
+    if (retryAfter !== undefined) {
+      throw new AppError("rate_limited", "too many reads from this address; retry later", {
+        headers: { "Retry-After": String(retryAfter) },
+        fields: { retry_after: retryAfter },
+      });
+    }
+    await next();
   };
 }

@@ -6,7 +6,7 @@ import { sql } from "drizzle-orm";
 import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
-import { CAIP2_NETWORK } from "../../../shared/constants.ts";
+import { CAIP2_NETWORK, HEADER_CLIENT_IP, HEADER_EDGE_SECRET } from "../../../shared/constants.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { freePort } from "../../../testing/free-port.ts";
 import { send } from "../../../testing/http.ts";
@@ -378,6 +378,7 @@ describe("the database out of reach", () => {
   /** An origin that reaches Postgres through a pass-through the test cuts (connections refused). */
   async function withDatabaseBehindProxy(
     steps: (parts: { origin: TestOrigin; proxy: TcpProxy }) => Promise<void>,
+    env: Record<string, string> = {},
   ): Promise<void> {
     const direct = new URL(stack.db.url);
     const proxy = await startTcpProxy(`http://${direct.host}`);
@@ -387,7 +388,7 @@ describe("the database out of reach", () => {
     const origin = await startTestOrigin({
       database,
       rpcUrl: stack.devnet.url,
-      env: stack.originEnv,
+      env: { ...stack.originEnv, ...env },
       workers: [],
     });
     try {
@@ -423,6 +424,41 @@ describe("the database out of reach", () => {
       proxy.restore();
       expect(await settlementRowCount(stack.db.handle.db, payer.address)).toBe(0);
     });
+  }, 120_000);
+
+  it("past an address's window of reads, the status and discovery routes answer 429 without reading the database; another address still reads it", async () => {
+    // Mutation: router.ts not putting publicReadWindow in front of these routes answers the fifth
+    // read 503 (it reads the database, which is cut) instead of 429.
+    const READS = 4;
+    await withDatabaseBehindProxy(
+      async ({ origin, proxy }) => {
+        const facilitator = `${origin.base}/x402/facilitator`;
+        const from = (ip: string) => ({ [HEADER_EDGE_SECRET]: EDGE_SECRET, [HEADER_CLIENT_IP]: ip });
+        const reader = "198.51.100.61";
+        const reads = [
+          `${facilitator}/discovery/resources`,
+          `${facilitator}/discovery/search?query=demo`,
+          `${facilitator}/settlements/tx/0x${"33".repeat(32)}`,
+          `${facilitator}/settlements/0x${"44".repeat(20)}/0x${"55".repeat(32)}`,
+        ];
+        const statuses = [];
+        for (const url of reads) statuses.push((await send(url, { headers: from(reader) })).status);
+        expect(statuses).toEqual([200, 200, 404, 404]);
+        proxy.cut("reset");
+        // `send` checks each answer against the served document: an undeclared 429 fails here.
+        for (const url of reads) {
+          const refused = await send(url, { headers: from(reader) });
+          expect(refused.status, url).toBe(429);
+          expect(refused.body, url).toMatchObject({ error: { code: "rate_limited", retry_after: 60 } });
+          expect(refused.headers["retry-after"], url).toBe("60");
+        }
+        // Its own window: the same /24's next address reads, and finds the database cut.
+        const other = await send(reads[0]!, { headers: from("198.51.100.62") });
+        expect(other.status).toBe(503);
+        expect(other.body).toMatchObject({ error: { code: "service_unavailable" } });
+      },
+      { AGENT_X402_READS_PER_MINUTE: String(READS) },
+    );
   }, 120_000);
 
   it("verify and settle answer 503 service_unavailable in their own shapes, which the official client reads; the same payment settles once the database is back", async () => {
