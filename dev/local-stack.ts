@@ -344,7 +344,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
     const database = connectDatabase({ url: pg.url, driver: "pg", maxConnections: 2 });
     try {
-      const { applied } = await migrateDatabase(database.db);
+      const { applied } = await database.unbounded((db) => migrateDatabase(db));
       say(`migrations ${applied.length} applied`);
 
       const enclaveDir = path.join(dataDir, "enclave");

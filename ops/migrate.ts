@@ -13,7 +13,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   parseArgs({ args: argv, options: {}, strict: true });
   const database = await openDatabase(nodeConfig(env), 1);
   try {
-    const { applied } = await migrateDatabase(database.db);
+    const { applied } = await database.unbounded((db) => migrateDatabase(db));
     process.stdout.write(
       applied.length === 0 ? "migrate: up to date\n" : `migrate: applied ${applied.length} migration(s)\n`,
     );

@@ -12,6 +12,9 @@ const inertDatabase: DatabaseHandle = {
   connectDirect: () => {
     throw new Error("no database in this test");
   },
+  unbounded: () => {
+    throw new Error("no database in this test");
+  },
   ping: async () => {},
   close: async () => {},
 };

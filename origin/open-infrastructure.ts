@@ -134,7 +134,7 @@ export async function openInfrastructure(
 
 async function openMigratedDatabase(config: Config, logger: Logger): Promise<DatabaseHandle> {
   const database = await openDatabase(config);
-  const { applied } = await migrateDatabase(database.db);
+  const { applied } = await database.unbounded((db) => migrateDatabase(db));
   logger.info(
     { driver: database.driver, owns_embedded: database.ownsEmbedded, migrations_applied: applied.length },
     "database ready",

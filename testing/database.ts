@@ -16,6 +16,8 @@ export type CreateTestDatabaseParams = {
   driver?: DatabaseDriver;
   neonWsProxy?: string;
   maxConnections?: number;
+  /** The pool's bound on one statement (db/client.ts STATEMENT_WAIT_MS unless given). */
+  statementWaitMs?: number;
 };
 
 /** A fresh, fully migrated database cloned from the run's template (see global-setup.ts). */
@@ -30,6 +32,7 @@ export async function createTestDatabase(params: CreateTestDatabaseParams = {}):
     driver: params.driver ?? "pg",
     neonWsProxy: params.neonWsProxy,
     maxConnections: params.maxConnections,
+    statementWaitMs: params.statementWaitMs,
   });
   return {
     url,

@@ -101,6 +101,7 @@ describe("bearerAuth (real identity store)", () => {
       const response = await app.request("/x", { headers: { authorization: badToken() } });
       expect(response.status).toBe(503);
       expect(await response.json()).toMatchObject({ error: { code: "service_unavailable" } });
+      expect(response.headers.get("retry-after")).toBe("1");
     }
   });
 

@@ -103,6 +103,8 @@ export function bearerAuth(params: BearerAuthParams): MiddlewareHandler<AppEnv> 
       // Fail closed, and say it is the service, not the token: no failure is counted against the IP.
       throw new AppError("service_unavailable", "authentication is temporarily unavailable", {
         cause: error,
+        // As every other 503 of an unavailable database (app.ts): the client may ask again.
+        headers: { "Retry-After": "1" },
       });
     } finally {
       // Before the outcome is counted below, in the same turn: a request it wakes sees the count.

@@ -63,6 +63,11 @@ export type DatabaseHandle = {
    * `LISTEN` (docs/operations.md#neon).
    */
   connectDirect(): DirectConnection;
+  /**
+   * Runs `work` on a connection of its own, outside the pool, whose statements are not bound by
+   * STATEMENT_WAIT_MS: migrations, which may rebuild a large table or wait for another node's.
+   */
+  unbounded<T>(work: (db: Db) => Promise<T>): Promise<T>;
   /** Round-trips one query; throws when the database is unreachable. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -74,6 +79,8 @@ export type ConnectDatabaseParams = {
   /** `host:port` of a plain WebSocket-to-TCP relay for the Neon driver (tests, local dev): no TLS. */
   neonWsProxy?: string | undefined;
   maxConnections?: number | undefined;
+  /** How long one statement of the pool may go unanswered: STATEMENT_WAIT_MS unless given (tests). */
+  statementWaitMs?: number | undefined;
 };
 
 /**
@@ -83,6 +90,18 @@ export type ConnectDatabaseParams = {
  * back (a database that stopped answering) or a server that never answers a connect.
  */
 export const POOL_WAIT_MS = 10_000;
+
+/**
+ * How long one statement of the pool may go unanswered. Past it the driver drops the connection and
+ * the statement fails as a database that went away (db/unavailable.ts: a 503 the client may retry).
+ * Without it, a connection gone silent under a statement (a partition, a host that died after taking
+ * the query, a frozen server) held its request, and its place in the pool, until TCP gave up, a
+ * quarter of an hour later, or for good; the node's requests queued behind it past POOL_WAIT_MS.
+ * Every statement on a request's or a worker's path answers in milliseconds, and a transaction
+ * holds its locks no longer than an enclave or chain call: well inside it. Migrations run
+ * unbounded (DatabaseHandle.unbounded).
+ */
+export const STATEMENT_WAIT_MS = 30_000;
 
 /** A Neon host or DATABASE_DRIVER=neon selects the serverless driver; anything else is pg. */
 export function selectDriver(url: string, explicit?: DatabaseDriver): DatabaseDriver {
@@ -94,9 +113,15 @@ export function selectDriver(url: string, explicit?: DatabaseDriver): DatabaseDr
 export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const driver = selectDriver(params.url, params.driver);
   const max = params.maxConnections ?? 10;
+  const statementWait = params.statementWaitMs ?? STATEMENT_WAIT_MS;
   if (driver === "neon") {
     configureNeon(params.neonWsProxy);
-    const pool = new NeonPool({ connectionString: params.url, max, connectionTimeoutMillis: POOL_WAIT_MS });
+    const pool = new NeonPool({
+      connectionString: params.url,
+      max,
+      connectionTimeoutMillis: POOL_WAIT_MS,
+      query_timeout: statementWait,
+    });
     // A dropped WebSocket surfaces here; without a listener node would crash the process.
     pool.on("error", () => {});
     pool.on("connect", survivesLostConnection);
@@ -104,7 +129,9 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
     const direct = (): DirectConnection =>
       new NeonClient({ connectionString: params.url }) as unknown as DirectConnection;
-    return handle(db, driver, direct, () => pool.end());
+    const unbounded = (client: DirectConnection): Db =>
+      drizzleNeon({ client: client as unknown as NeonClient, schema }) as unknown as Db;
+    return handle({ db, driver, connectDirect: direct, dbOf: unbounded, end: () => pool.end() });
   }
   // Pipeline mode: statements issued without waiting go out at once (db/pipelined-transaction.ts);
   // one awaited after another behave as without it.
@@ -112,6 +139,8 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     connectionString: params.url,
     max,
     connectionTimeoutMillis: POOL_WAIT_MS,
+    // Pipeline mode drops the connection of a statement past it, and with it those queued behind.
+    query_timeout: statementWait,
     pipeline: true,
   } as pg.PoolConfig);
   pool.on("error", () => {});
@@ -120,7 +149,9 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const db = drizzlePg({ client: pool, schema }) as unknown as Db;
   const direct = (): DirectConnection =>
     new pg.Client({ connectionString: params.url }) as unknown as DirectConnection;
-  return handle(db, driver, direct, () => pool.end());
+  const unbounded = (client: DirectConnection): Db =>
+    drizzlePg({ client: client as unknown as pg.Client, schema }) as unknown as Db;
+  return handle({ db, driver, connectDirect: direct, dbOf: unbounded, end: () => pool.end() });
 }
 
 /**
@@ -148,17 +179,31 @@ function plansOnce(client: { query(text: string): Promise<unknown> }): void {
   });
 }
 
-function handle(
-  db: Db,
-  driver: DatabaseDriver,
-  connectDirect: () => DirectConnection,
-  end: () => Promise<void>,
-): DatabaseHandle {
+function handle(parts: {
+  db: Db;
+  driver: DatabaseDriver;
+  connectDirect: () => DirectConnection;
+  /** A drizzle handle over a direct connection. */
+  dbOf: (client: DirectConnection) => Db;
+  end: () => Promise<void>;
+}): DatabaseHandle {
+  const { db, driver, connectDirect, dbOf, end } = parts;
   let closed: Promise<void> | undefined;
   return {
     db,
     driver,
     connectDirect,
+    async unbounded(work) {
+      const client = connectDirect();
+      // An error of the connection between statements reaches the next statement instead.
+      client.on("error", () => {});
+      await client.connect();
+      try {
+        return await work(dbOf(client));
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
     async ping() {
       await db.execute(sql`select 1`);
     },

@@ -55,7 +55,9 @@ function tagsByTime(folder: string): Map<number, string> {
 
 /**
  * Applies the drizzle-kit migrations in `migrations/` that are not yet recorded, in one
- * transaction under an advisory lock, so concurrent starts neither race nor half-apply.
+ * transaction under an advisory lock, so concurrent starts neither race nor half-apply. A node
+ * migrates on a connection of its own (DatabaseHandle.unbounded): a pool's statements are bound by
+ * STATEMENT_WAIT_MS, and one migration may rebuild a large table, or wait for another node's.
  */
 export async function migrateDatabase(db: Db, folder: string = MIGRATIONS_FOLDER): Promise<MigrateResult> {
   const migrations = readMigrationFiles({ migrationsFolder: folder });

@@ -25,6 +25,9 @@ const notesLike = preparedStatement<"prefix">(
   sql`select body from pipeline_notes where body like ${sql.placeholder("prefix")} || ${"%"} order by id`,
 ).returns({ body: "text" });
 
+/** The pool's bound on one statement here: short, so a statement can outlast it. */
+const STATEMENT_WAIT_MS = 1_000;
+
 // Both drivers: node-postgres writes the statements back to back (pipeline mode); the Neon driver
 // has no pipelining and sends each after the one before, with the same outcomes.
 describe.each(["pg", "neon"] as const)(
@@ -35,7 +38,12 @@ describe.each(["pg", "neon"] as const)(
 
     beforeAll(async () => {
       relay = driver === "neon" ? await startWsRelay() : undefined;
-      testDb = await createTestDatabase({ driver, neonWsProxy: relay?.address, maxConnections: 2 });
+      testDb = await createTestDatabase({
+        driver,
+        neonWsProxy: relay?.address,
+        maxConnections: 2,
+        statementWaitMs: STATEMENT_WAIT_MS,
+      });
       const { db } = testDb.handle;
       await db.execute(
         sql`create table pipeline_notes (id serial primary key, body text not null check (body <> 'bad'))`,
@@ -57,6 +65,19 @@ describe.each(["pg", "neon"] as const)(
       (
         await queryRows<{ body: string }>(testDb.handle.db, sql`select body from pipeline_notes order by id`)
       ).map((row) => row.body);
+
+    it("bounds a pool's statement, and runs a migration's unbounded on a connection of its own", async () => {
+      // Mutation: unbounded() running `work` on the pool fails its statement as the pool's does.
+      const slow = sql`select pg_sleep(${(STATEMENT_WAIT_MS * 2) / 1000}) is null as slept`;
+      const bounded = await testDb.handle.db.execute(slow).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+      expect(String(bounded?.cause)).toMatch(/query read timeout/i);
+      const rows = await testDb.handle.unbounded((db) => queryRows<{ slept: boolean }>(db, slow));
+      expect(rows).toEqual([{ slept: false }]);
+      expect(await queryRows(testDb.handle.db, sql`select 1 as up`)).toEqual([{ up: 1 }]);
+    });
 
     it("commits statements written back to back, visible to others only after the commit", async () => {
       const tx = await openPipelinedTransaction(testDb.handle.db);

@@ -20,9 +20,12 @@ const SOCKET_CODES = new Set([
  */
 const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300)$/;
 
-/** What node-postgres and the Neon driver say when a connection ends under a query. */
+/**
+ * What node-postgres and the Neon driver say when a connection ends under a query, or a statement
+ * went unanswered past its bound (db/client.ts STATEMENT_WAIT_MS).
+ */
 const LOST_CONNECTION =
-  /connection terminated|connection error|not queryable|timeout exceeded when trying to connect|server closed the connection/i;
+  /connection terminated|connection error|not queryable|timeout exceeded when trying to connect|server closed the connection|query read timeout/i;
 
 export function isDatabaseUnavailable(error: unknown): boolean {
   // drizzle wraps the driver's error (DrizzleQueryError): follow the causes, a few levels deep.
