@@ -82,7 +82,7 @@ describe("sign_settlement checks the authorization it pays gas for (real process
   const settle = (
     message: Authorization,
     signature: Hex,
-    fees: { max_fee_per_gas?: string; gas_limit?: string } = {},
+    fees: { max_fee_per_gas?: string; gas_limit?: string; chain_id?: number } = {},
   ): Promise<EnclaveResponse> =>
     client.request("sign_settlement", {
       key_ref: settler.key_ref,
@@ -137,6 +137,17 @@ describe("sign_settlement checks the authorization it pays gas for (real process
     expect(
       refusal(await settle(message, await signedBy(payer, message), { max_fee_per_gas: "10000000000" })),
     ).toBe("signed");
+  });
+
+  it("refuses a settlement for another chain by name, though everything else would sign", async () => {
+    // Mutation: dropping sign_settlement's chain id check signs it (for the sealed chain).
+    const message = authorization();
+    const signature = await signedBy(payer, message);
+    expect(refusal(await settle(message, signature, { chain_id: CHAIN_ID + 1 }))).toEqual({
+      code: "cap_exceeded",
+      detail: "chain",
+    });
+    expect(refusal(await settle(message, signature))).toBe("signed");
   });
 
   it("refuses a gas limit over the enclave's bound by name, though its fee is under the ceiling", async () => {
