@@ -20,6 +20,11 @@ export type EdgeConfig = {
   originUrl: URL;
   /** Absent when the secret is not configured: registration then fails closed with 503. */
   edgeSharedSecret: string | undefined;
+  /**
+   * Plain http requests are served: local development only (the local edge listens on loopback
+   * http). Deployed, a request over http is refused before anything is forwarded (index.ts).
+   */
+  plainHttpServed: boolean;
 };
 
 export type ParseEdgeConfigResult = Result<EdgeConfig, string[]>;
@@ -76,7 +81,7 @@ export function parseEdgeConfig(env: EdgeBindings): ParseEdgeConfigResult {
   const edgeSharedSecret = secretBytes >= MIN_SECRET_BYTES ? secret : undefined;
 
   if (problems.length > 0 || !originUrl) return err(problems);
-  return ok({ basePath, originUrl, edgeSharedSecret });
+  return ok({ basePath, originUrl, edgeSharedSecret, plainHttpServed: localDev });
 }
 
 /** localhost and its subdomains, 127.0.0.0/8, ::1, and the unspecified addresses. */

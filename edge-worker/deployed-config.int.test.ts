@@ -84,4 +84,43 @@ describe("the edge worker outside local development (Miniflare)", () => {
     expect(lines.join("\n")).toContain("EDGE_SHARED_SECRET is shorter than 32 bytes");
     expect(lines.join("\n")).not.toContain("short-edge-secret");
   });
+
+  it("answers a plain http request 400, whatever its route, and serves the same routes over https", async () => {
+    // As deployed: an https origin that is not loopback (one nobody answers for: a request that
+    // gets that far is 502), so the worker's configuration is good and every route is live.
+    const edge = await startTestEdge({
+      originUrl: "https://origin.invalid",
+      edgeSharedSecret: "s".repeat(32),
+      localDev: false,
+      onLine: () => {},
+    });
+    edges.push(edge);
+    const token = `agt_${"a".repeat(32)}_${"b".repeat(64)}`;
+    type Sent = { method?: string; headers?: Record<string, string>; body?: string };
+    const requests: Array<[string, Sent]> = [
+      ["/77/agent/v1/balance", { headers: { authorization: `Bearer ${token}` } }],
+      [
+        "/77/agent/v1/register",
+        {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-svc-registration": "1" },
+          body: "{}",
+        },
+      ],
+      ["/77/x402/demo", {}],
+    ];
+    for (const [route, init] of requests) {
+      // Through the local front, as a client on plain http reaches the worker.
+      const plain = await fetch(`${edge.url}${route}`, init);
+      expect(plain.status, route).toBe(400);
+      const body = (await plain.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe("validation_failed");
+      expect(body.error.message).toMatch(/^use https: /);
+      expect(plain.headers.get("cache-control")).toBe("no-store");
+      // The same request over https is served: it reaches the proxy, whose origin does not answer.
+      const secure = await edge.miniflare.dispatchFetch(`https://wallet.example.com${route}`, init);
+      expect(secure.status, route).toBe(502);
+      expect(((await secure.json()) as { error: { code: string } }).error.code).toBe("upstream_unavailable");
+    }
+  });
 });

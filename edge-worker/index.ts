@@ -16,6 +16,10 @@ export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string }
 
 export type EdgeDeps = { config: EdgeConfig; fetchOrigin: FetchOrigin };
 
+const PLAIN_HTTP_REFUSED =
+  "use https: this service does not answer plain http, which anyone on the way can read; " +
+  "a token sent with this request went in clear, so rotate it (POST /agent/v1/token/rotate over https)";
+
 /**
  * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` (quotes.ts,
  * facilitator.ts) and the webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else
@@ -29,6 +33,19 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
     c.set("requestId", newRequestId());
     await next();
   });
+  // Cloudflare hands the worker a route's plain http requests too, unless the zone redirects them.
+  // Served, an agent's token and a registration's new one would cross the network in clear on
+  // every request, and go on working: refused instead, before any route, so the client sees it at
+  // once. Not redirected: the token was sent with this request already, and a redirect that the
+  // client follows would keep it working over http until the client drops the header.
+  if (!config.plainHttpServed) {
+    app.use("*", async (c, next) => {
+      if (new URL(c.req.url).protocol === "https:") return next();
+      return errorResponse("validation_failed", PLAIN_HTTP_REFUSED, c.get("requestId"), {
+        "cache-control": "no-store",
+      });
+    });
+  }
 
   const base = new Hono<EdgeEnv>();
   const backoff = new RegistrationBackoff();

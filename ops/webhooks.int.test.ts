@@ -70,6 +70,34 @@ describe("npm run webhooks (operator CLI)", () => {
     expect(json).toMatchObject({ pending: 0, at_bound: false });
   });
 
+  it("OPS_DEBUG=1 shows a refused insert's statement, stack and constraint, never the endpoint's secret it carried", async () => {
+    // A database of its own, whose endpoints table refuses every new row: the insert that carries
+    // the new secret fails in Postgres, as a full disk or a revoked grant would fail it.
+    const refusing = await createTestDatabase();
+    try {
+      await refusing.handle.db.execute(
+        sql.raw("alter table webhook_endpoints add constraint refuses_every_row check (false) not valid"),
+      );
+      const args = ["add", "--url", "http://127.0.0.1:9/hook", "--events", "action.confirmed"];
+      const env = { ...local, DATABASE_URL: refusing.url, LOG_LEVEL: "silent" };
+      for (const debug of ["0", "1"]) {
+        const failed = await runTool("ops/webhooks.ts", args, { env: { ...env, OPS_DEBUG: debug } });
+        expect(failed.code).toBe(3);
+        expect(failed.stdout).toBe("");
+        expect(failed.stderr).toContain('violates check constraint "refuses_every_row"');
+        // The secret went into the statement's parameters and the row Postgres refused.
+        expect(failed.stderr).not.toMatch(/whsec_/);
+        if (debug === "1") {
+          expect(failed.stderr).toContain("insert into webhook_endpoints");
+          expect(failed.stderr).toMatch(/\n {4}at /);
+          expect(failed.stderr).toContain("params: [withheld]");
+        }
+      }
+    } finally {
+      await refusing.drop();
+    }
+  });
+
   it("refuses unknown event types, wildcards and other schemes as usage errors", async () => {
     for (const [events, url] of [
       ["action.confirmed,action.teleported", "http://127.0.0.1:9/"],

@@ -1,5 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -77,6 +78,47 @@ describe("origin/main.ts as a process", () => {
     expect(output).toContain('"msg":"stopped"');
     expect(processesMentioning(dir)).toEqual([]);
     agent.destroy();
+  }, 90_000);
+
+  it("keeps its secrets out of the embedded Postgres it starts: none is in the server's environment", async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), "origin-main-env-"));
+    try {
+      await chmod(folder, 0o755);
+      const pgDir = path.join(folder, "pg");
+      const secrets = {
+        AGENT_ADMIN_API_TOKEN: randomBytes(32).toString("hex"),
+        AGENT_EDGE_SHARED_SECRET: randomBytes(32).toString("hex"),
+        AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
+        AGENT_REGISTRATION_ADMIN_SECRET: randomBytes(32).toString("hex"),
+      };
+      const { DATABASE_URL: _ownDatabase, ...inherited } = process.env;
+      await withOrigin(
+        {
+          ...(inherited as Record<string, string>),
+          ...secrets,
+          EMBEDDED_PG_DIR: pgDir,
+          EMBEDDED_PG_PORT: String(await freePort()),
+        },
+        async (port, output) => {
+          expect(output()).toContain('"owns_embedded":true');
+          // The postmaster (first line of its pid file) and every backend it forks share one environment.
+          const postmaster = (await readFile(path.join(pgDir, "postmaster.pid"), "utf8")).split("\n")[0];
+          const environment = await readFile(`/proc/${postmaster}/environ`, "utf8");
+          expect(environment).toContain("PATH=");
+          for (const [name, value] of Object.entries(secrets)) {
+            expect(environment, name).not.toContain(value);
+          }
+          // The origin itself still holds them: the admin token opens /metrics.
+          const metrics = await fetch(`http://127.0.0.1:${port}/77/metrics`, {
+            headers: { authorization: `Bearer ${secrets.AGENT_ADMIN_API_TOKEN}` },
+          });
+          expect(metrics.status).toBe(200);
+          await metrics.body?.cancel();
+        },
+      );
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   }, 90_000);
 
   it("refuses a bad configuration with one line per variable and exit 1", () => {

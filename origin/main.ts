@@ -6,6 +6,15 @@ import { openInfrastructure } from "./open-infrastructure.ts";
 import { startHttpServer } from "./server.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
 
+/** The variables whose values are secrets (config.secrets, and the database URL's password). */
+const SECRET_VARIABLES = [
+  "AGENT_REGISTRATION_IP_SECRET",
+  "AGENT_REGISTRATION_ADMIN_SECRET",
+  "AGENT_EDGE_SHARED_SECRET",
+  "AGENT_ADMIN_API_TOKEN",
+  "DATABASE_URL",
+] as const;
+
 /** Boot only: config → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -22,6 +31,10 @@ async function main(): Promise<void> {
   }
   // sd_listen_fds(3) unsets them too: they are this process's, not its children's (Postgres).
   for (const name of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) delete process.env[name];
+  // The secrets are the config's now. A child inherits the environment: the embedded Postgres
+  // (which runs as the `postgres` user under root) would hold them in its environment, readable in
+  // /proc, for as long as it runs.
+  for (const name of SECRET_VARIABLES) delete process.env[name];
   const logger = createLogger(config.logLevel);
 
   const opened = await openInfrastructure(config, logger);

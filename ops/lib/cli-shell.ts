@@ -96,7 +96,8 @@ function exitOf(
     return { code: codes.usage, stderr: `${tool.name}: ${message}\n${tool.usage.trimEnd()}\n` };
   }
   if (env[DEBUG_ENV] === "1") {
-    const detail = redact(inspect(thrown, { depth: 6, breakLength: Number.POSITIVE_INFINITY }), env);
+    const shown = withoutQueryValues(thrown);
+    const detail = redact(inspect(shown, { depth: 6, breakLength: Number.POSITIVE_INFINITY }), env);
     return { code: codes.error, stderr: `${tool.name}: error: ${detail}\n` };
   }
   return { code: codes.error, stderr: line(`error: ${summary(thrown)}`) };
@@ -224,6 +225,33 @@ function messageOf(thrown: unknown): string {
     return thrown.errors.map(messageOf).join("; ") || "AggregateError";
   const code = "code" in thrown ? String(thrown.code) : "";
   return thrown.message || code || thrown.name;
+}
+
+/** What OPS_DEBUG shows in place of a failed query's values. */
+const WITHHELD = "[withheld]";
+
+/**
+ * `thrown` with the values of a failed query taken out, for OPS_DEBUG: the statement, the stack and
+ * Postgres's code and constraint stay. drizzle's error lists the statement's parameters in its
+ * message (and so its stack) and in `params`; Postgres's `detail` echoes the row or key it refused
+ * ("Failing row contains (…)"). Either may hold a secret no variable names (a webhook endpoint's,
+ * a token's hash), which redact() cannot know. Changed in place: the process exits once it is
+ * printed.
+ */
+function withoutQueryValues(thrown: unknown): unknown {
+  let current: unknown = thrown;
+  for (let depth = 0; depth < 8 && current instanceof Error; depth += 1) {
+    const error: Error & { query?: unknown; params?: unknown; detail?: unknown } = current;
+    if ("query" in error && "params" in error) {
+      const message = `Failed query: ${String(error.query)}\nparams: ${WITHHELD}`;
+      if (error.stack) error.stack = error.stack.replace(error.message, () => message);
+      error.message = message;
+      error.params = WITHHELD;
+    }
+    if (typeof error.detail === "string") error.detail = WITHHELD;
+    current = error.cause;
+  }
+  return thrown;
 }
 
 const MAX_LINE = 1_000;
