@@ -34,6 +34,13 @@ import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
+import {
+  forgetLauncher,
+  type LauncherRecord,
+  recordLauncher,
+  stopLeftovers,
+  workerdChildren,
+} from "./leftovers.ts";
 import { type LocalAgent, loadOrCreateLocalAgent } from "./local-agent.ts";
 import { enclaveInitialised, initEnclaveOnce, type LocalAuthority } from "./local-enclave.ts";
 import {
@@ -231,6 +238,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       const pg = postgres ?? (await postgresStarting?.catch(() => undefined));
       if (pg) {
         await pg.stop().catch(() => {});
+        await forgetLauncher(dataDir).catch(() => {});
         say("postgres stopped");
       }
     })();
@@ -315,6 +323,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     // Before the ports: the folder's own Postgres, still running, holds its port too, and is no
     // other program's.
     const pgDir = path.join(dataDir, "pg");
+    await stopLeftovers(dataDir, say);
     const leftover = await runningPostmaster(pgDir);
     if (leftover) {
       // Its enclave answering too is a stack running on the folder (an enclave leaves with its
@@ -340,6 +349,12 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
     });
     const pg = await postgresStarting;
     postgres = pg;
+    const launched: LauncherRecord = {
+      launcher: process.pid,
+      postgres: await postmasterPid(pgDir),
+      workerd: [],
+    };
+    await recordLauncher(dataDir, launched);
     say(`postgres   ready on 127.0.0.1:${params.pgPort}`);
 
     const database = connectDatabase({ url: pg.url, driver: "pg", maxConnections: 2 });
@@ -525,6 +540,7 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
         directSocket: params.edgeDirectSocket,
         onLine: (line) => onPartLine(`[edge] ${line}`),
       });
+      await recordLauncher(dataDir, { ...launched, workerd: await workerdChildren() });
       say(`edge       ready at ${edge.url}`);
       // As the database holds it: a stack started before may have been opened since (or paused).
       const policy = await getRegistrationPolicy(database.db);

@@ -98,6 +98,9 @@ describe("npm start with a port another program holds", () => {
       },
     });
     expect(killed.stdout).toContain("[start] postgres   ready");
+    // Unrecorded, as by a launcher killed before it wrote down its Postgres (or a cluster an
+    // operator tool started): one it recorded, the next start stops itself (start-killed.int.test.ts).
+    await rm(path.join(dataDir, "launcher.json"), { force: true });
     leftover = await postmasterPid(path.join(dataDir, "pg"));
     expect(leftover).toBeGreaterThan(0);
     expect(() => process.kill(leftover!, 0)).not.toThrow();
