@@ -10,7 +10,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { refusalFieldsToStore } from "../agent-actions/refusal-fields.ts";
 import { storedActionColumns } from "../agent-actions/repository.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
-import { pgArrayLiteral, toDate } from "../db/client.ts";
+import { pgArrayLiteral } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
 import { ceilingApplies, type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
@@ -100,7 +100,7 @@ export type Facts = {
   policy(agentId: string): CheckFacts["policy"];
   /** An operator froze every agent of the node. */
   nodeFrozen: boolean;
-  payouts(agentId: string): { totalTodayUnits: bigint; lastSignedAt: Date | null };
+  payouts(agentId: string): { totalTodayUnits: bigint; sinceLastMs: number | null };
   /** The funding gate's facts of a wallet; null when it is not one of the service's agent wallets. */
   gate(wallet: string): WalletGateRow | null;
   /**
@@ -116,7 +116,7 @@ export type Facts = {
    */
   admit(operation: MoneyOperation): void;
   /** Counts a signed operation, so the next ones of the batch see it as if it were committed. */
-  count(operation: MoneyOperation, costWei: bigint, costUnits: bigint, now: Date): void;
+  count(operation: MoneyOperation, costWei: bigint, costUnits: bigint): void;
 };
 
 /**
@@ -169,8 +169,12 @@ export const factsStatement = preparedStatement<FactsParam>(
               and m.day <= ${sql.placeholder("day")}::date)))
           from agent_policies p where p.agent_id = any(${sql.placeholder("transferAgents")}::uuid[])) as policies,
         (select frozen from node_policy where id = 1) as node_frozen,
+        -- How long ago the latest payout was signed is the database's to say: it stamped it, and
+        -- an origin host's clock off the database host's would lengthen or shorten the cooldown.
+        -- At this statement's start, after the locks: a payout committed before it is no later.
         (select json_object_agg(a.agent_id, json_build_object(
-            'total_today', coalesce(today.total, 0)::text, 'last_signed_at', latest.signed_at))
+            'total_today', coalesce(today.total, 0)::text,
+            'since_last_ms', floor(extract(epoch from statement_timestamp() - latest.signed_at) * 1000)))
           from unnest(${sql.placeholder("faucetAgents")}::uuid[]) as a(agent_id)
           cross join lateral (select sum(amount_units) as total from agent_actions
             where agent_id = a.agent_id and kind = 'faucet'
@@ -197,7 +201,7 @@ export const factsStatement = preparedStatement<FactsParam>(
   spent: jsonOf<Record<string, [string, number]>>({ nullable: true }),
   policies: jsonOf<Record<string, { policy: unknown; month: string }>>({ nullable: true }),
   node_frozen: "bool?",
-  payouts: jsonOf<Record<string, { total_today: string; last_signed_at: string | null }>>({ nullable: true }),
+  payouts: jsonOf<Record<string, { total_today: string; since_last_ms: number }>>({ nullable: true }),
   gates: jsonOf<Record<string, WalletGateRow>>({ nullable: true }),
   incoming: jsonOf<Record<string, string>>({ nullable: true }),
 });
@@ -274,7 +278,7 @@ export async function readFacts(
       agent,
       {
         totalTodayUnits: BigInt(payout.total_today),
-        lastSignedAt: payout.last_signed_at ? toDate(payout.last_signed_at) : null,
+        sinceLastMs: Math.max(0, payout.since_last_ms),
       },
     ]),
   );
@@ -291,7 +295,7 @@ export async function readFacts(
     spent: (agentId) => spent.get(agentId) ?? 0n,
     policy: (agentId) => policies.get(agentId) ?? null,
     nodeFrozen: row?.node_frozen ?? false,
-    payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null },
+    payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, sinceLastMs: null },
     gate: (wallet) => gates.get(wallet) ?? null,
     recipientBalance(recipient) {
       const balance = onChain.get(recipient);
@@ -303,7 +307,7 @@ export async function readFacts(
       const value = operation.valueUnits * WEI_PER_UNIT;
       admitted.set(operation.to, (admitted.get(operation.to) ?? 0n) + value);
     },
-    count(operation, costWei, costUnits, at) {
+    count(operation, costWei, costUnits) {
       inFlight.set(operation.sender.address, (inFlight.get(operation.sender.address) ?? 0n) + costWei);
       if (operation.purpose === "transfer") {
         spent.set(operation.agentId, (spent.get(operation.agentId) ?? 0n) + costUnits);
@@ -317,10 +321,11 @@ export async function readFacts(
           };
         }
       } else {
-        const before = payouts.get(operation.agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null };
+        const before = payouts.get(operation.agentId) ?? { totalTodayUnits: 0n, sinceLastMs: null };
+        // Signed just now, in this batch.
         payouts.set(operation.agentId, {
           totalTodayUnits: before.totalTodayUnits + operation.valueUnits,
-          lastSignedAt: at,
+          sinceLastMs: 0,
         });
       }
     },

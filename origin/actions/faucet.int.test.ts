@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
@@ -249,6 +250,49 @@ describe("faucet and funding gate (real stack)", () => {
           await behind.close();
         }
       });
+    });
+
+    // The database stamps each payout (signed_at) and the cooldown is how long ago that was, by the
+    // database's clock: an origin host whose clock is off the database host's neither shortens nor
+    // lengthens it. Mutation: the stamp read against the origin's clock, five minutes behind,
+    // refuses the payout again and again, each time with a Retry-After of the whole cooldown, for
+    // five minutes.
+    it("AGENT_FAUCET_COOLDOWN_MS=2000: on an origin whose clock is five minutes behind the database's, pays again once the Retry-After it named is over", async () => {
+      await withTerms(
+        { payoutUnits: 1_000_000n, cooldownMs: 2_000, dailyLimitUnits: 20_000_000n },
+        async () => {
+          const behind = await startTestOrigin({
+            database: stack.db.handle,
+            rpcUrl: stack.devnet.url,
+            env: {
+              ...stack.originEnv,
+              AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+              AGENT_FAUCET_COOLDOWN_MS: "2000",
+              AGENT_FAUCET_DAILY_LIMIT: "20000000",
+            },
+            clock: { now: () => new Date(Date.now() - 5 * 60_000) },
+          });
+          try {
+            const agent = await stack.newAgent();
+            const calls = agentCalls(behind.base, agent.token);
+            const paid = await calls.faucet();
+            expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+            const refused = await calls.faucet();
+            expect(refused.status).toBe(429);
+            expect(refused.body).toMatchObject({ error: { code: "faucet_cooldown" } });
+            const retryAfter = Number(refused.headers["retry-after"]);
+            expect(retryAfter).toBeGreaterThanOrEqual(1);
+            expect(retryAfter).toBeLessThanOrEqual(2);
+            // The enclave counts its cooldown from its own signature, a moment after the stamp.
+            await sleep(retryAfter * 1000 + 500);
+            const again = await calls.faucet();
+            expect(isAccepted(again), JSON.stringify(again.body)).toBe(true);
+            expect(await payouts(agent.agentId)).toBe(2);
+          } finally {
+            await behind.close();
+          }
+        },
+      );
     });
 
     it("AGENT_FAUCET_COOLDOWN_MS=0: 16 payouts to one agent at once, through two origins, are all paid", async () => {

@@ -28,8 +28,11 @@ export type CheckFacts = {
   inFlightWei: bigint;
   /** Units the agent's transfers signed today count against its daily limit. */
   transferSpentUnits: bigint;
-  /** The agent's faucet payouts: units signed today, and when the latest was signed. */
-  faucet: { totalTodayUnits: bigint; lastSignedAt: Date | null };
+  /**
+   * The agent's faucet payouts: units signed today, and how long ago the latest was signed, in ms,
+   * by the database's clock, which stamps it (null: never).
+   */
+  faucet: { totalTodayUnits: bigint; sinceLastMs: number | null };
   /** The funding gate's facts of the sender's wallet (null: not one of the service's agent wallets). */
   senderGate: WalletGateRow | null;
   /**
