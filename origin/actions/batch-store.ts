@@ -142,6 +142,7 @@ type FactsParam =
   | "monthStart"
   | "faucetAgents"
   | "dayStart"
+  | "at"
   | "wallets"
   | "recipients";
 
@@ -176,9 +177,14 @@ export const factsStatement = preparedStatement<FactsParam>(
             'total_today', coalesce(today.total, 0)::text,
             'since_last_ms', floor(extract(epoch from statement_timestamp() - latest.signed_at) * 1000)))
           from unnest(${sql.placeholder("faucetAgents")}::uuid[]) as a(agent_id)
+          -- Today is the origin's UTC day (the enclave's, on its host), and a payout's stamp is
+          -- the database's: the origin's midnight is moved by how far the database's clock is
+          -- from the origin's (its time now less the batch's), so a payout the origin signed
+          -- before it counts in the day before, whatever the skew between the two hosts.
           cross join lateral (select sum(amount_units) as total from agent_actions
             where agent_id = a.agent_id and kind = 'faucet'
-              and signed_at >= ${sql.placeholder("dayStart")}::timestamptz) today
+              and signed_at >= ${sql.placeholder("dayStart")}::timestamptz
+                + (statement_timestamp() - ${sql.placeholder("at")}::timestamptz)) today
           cross join lateral (select max(signed_at) as signed_at from agent_actions
             where agent_id = a.agent_id and kind = 'faucet' and signed_at is not null) latest
           where latest.signed_at is not null) as payouts,
@@ -249,6 +255,7 @@ export async function readFacts(
       monthStart: `${utcDate(today).slice(0, 7)}-01`,
       faucetAgents: agentsOf("faucet"),
       dayStart: today.toISOString(),
+      at: now.toISOString(),
       wallets: pgArrayLiteral([
         ...new Set(operations.flatMap((operation) => [operation.sender.address, operation.to])),
       ]),

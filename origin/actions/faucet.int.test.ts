@@ -295,6 +295,68 @@ describe("faucet and funding gate (real stack)", () => {
       );
     });
 
+    // The day a payout counts in is the origin's (and the enclave's, on the same host): the
+    // database's stamp of it, taken back by how far the database's clock is from the origin's, is
+    // weighed against the origin's midnight. Here the origin's clock reads three minutes past a
+    // midnight (the test's clock, the one thing faked; the database's is the real one). Mutation:
+    // the stamp weighed as is against the origin's midnight counts the payout the database
+    // stamped seven minutes ago, signed at 23:56 by the origin's clock, in the new day, and
+    // refuses that day's first payout 429 faucet_daily_limit until the next midnight.
+    it("AGENT_FAUCET_DAILY_LIMIT: on an origin whose clock is off the database's, a payout signed before the origin's midnight is not counted after it, one signed after is", async () => {
+      const terms = { payoutUnits: 1_000_000n, cooldownMs: 0, dailyLimitUnits: 1_000_000n };
+      await withTerms(terms, async () => {
+        const realNow = Date.now();
+        const midnight = Date.UTC(
+          new Date(realNow).getUTCFullYear(),
+          new Date(realNow).getUTCMonth(),
+          new Date(realNow).getUTCDate(),
+        );
+        const offsetMs = midnight + 3 * 60_000 - realNow;
+        const skewed = await startTestOrigin({
+          database: stack.db.handle,
+          rpcUrl: stack.devnet.url,
+          env: {
+            ...stack.originEnv,
+            AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+            AGENT_FAUCET_COOLDOWN_MS: "0",
+            AGENT_FAUCET_DAILY_LIMIT: "1000000",
+          },
+          clock: { now: () => new Date(Date.now() + offsetMs) },
+        });
+        try {
+          /** A payout of the agent the database stamped `minutesAgo` by its own clock. */
+          const earlierPayout = (agent: { agentId: string; wallet: string }, minutesAgo: number) =>
+            stack.db.handle.db.execute(
+              sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status,
+                    amount_units, to_address, cost_units, signed_at)
+                  values (${agent.agentId}, 'faucet', ${newKey()}, 'earlier', 'confirmed', 1000000,
+                    ${agent.wallet.toLowerCase()}, 1000000,
+                    now() - make_interval(mins => ${minutesAgo}))`,
+            );
+          // Signed at 23:56 by the origin's clock: yesterday's.
+          const yesterdays = await stack.newAgent();
+          await earlierPayout(yesterdays, 7);
+          const paid = await agentCalls(skewed.base, yesterdays.token).faucet();
+          expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+          expect(await payouts(yesterdays.agentId)).toBe(2);
+          // Signed at 00:02 by the origin's clock: today's, and today's limit is one payout.
+          const todays = await stack.newAgent();
+          await earlierPayout(todays, 1);
+          const refused = await agentCalls(skewed.base, todays.token).faucet();
+          expect(refused.status).toBe(429);
+          expect(refused.body).toMatchObject({
+            error: {
+              code: "faucet_daily_limit",
+              message: "today's faucet payouts would exceed 1000000 units (the day is UTC)",
+            },
+          });
+          expect(await payouts(todays.agentId)).toBe(1);
+        } finally {
+          await skewed.close();
+        }
+      });
+    });
+
     it("AGENT_FAUCET_COOLDOWN_MS=0: 16 payouts to one agent at once, through two origins, are all paid", async () => {
       await withTerms(zeroCooldown, async (base) => {
         const other = await stack.startOrigin(zeroCooldownEnv);
