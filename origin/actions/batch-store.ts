@@ -77,9 +77,13 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
     },
     {
       name: "held",
-      sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule, hold_expires_at = h.expires_at,
+      // The hold's end by the database's clock, which the sweep that ends it reads
+      // (agent-actions/holds.ts): an origin host's clock off the database host's would shorten or
+      // lengthen AGENT_POLICY_HOLD_SECONDS by the difference.
+      sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule,
+          hold_expires_at = now() + make_interval(secs => h.seconds),
           error_code = null, error_message = null, updated_at = now()
-        from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, expires_at timestamptz)
+        from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, seconds double precision)
         where a.action_id = h.action_id and a.status = 'requested'`,
     },
     {
@@ -398,7 +402,7 @@ export function storeValues(ended: {
           {
             action_id: item.actionId,
             rule: refusal.held.rule,
-            expires_at: refusal.held.expiresAt.toISOString(),
+            seconds: refusal.held.holdSeconds,
           },
         ]
       : [],

@@ -412,7 +412,7 @@ describe("transfer rules: the agent's spending policy after the node's limits, i
   it("holds for the node's hold time, and names what remains in a denial", () => {
     const operation = transferOperation(services(), { actionId: "a", agent: AGENT, to: TO, amount: 100n });
     expect(operation.check(facts(100n, withPolicy({ approval_above_units: "1" })))).toEqual({
-      held: { rule: "approval_above_units", expiresAt: new Date(NOW.getTime() + 60_000) },
+      held: { rule: "approval_above_units", holdSeconds: 60 },
     });
     expect(
       refusal(

@@ -60,9 +60,11 @@ export type CheckFacts = {
 
 /**
  * What a check answers when the agent's policy asks an operator's approval first: the action is
- * stored `held` with the rule, nothing signed, and ends `expired` at `expiresAt` unless approved.
+ * stored `held` with the rule, nothing signed, and ends `expired` `holdSeconds` after it is stored
+ * unless approved. The end is stamped by the database, whose clock the sweep that ends it reads
+ * (agent-actions/holds.ts), never by the origin's.
  */
-export type Held = { held: { rule: string; expiresAt: Date } };
+export type Held = { held: { rule: string; holdSeconds: number } };
 
 /**
  * What a check answers when a fact it needs could not be read (the chain did not give the balance
