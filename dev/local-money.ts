@@ -91,7 +91,7 @@ export async function drillAndProveLocally(params: {
     }
     await sweepIdentities(
       { db: params.db, signer, logger: pino({ level: "silent" }) },
-      { envId: params.envId, windowSeconds: 3_600, now: new Date() },
+      { envId: params.envId, windowSeconds: 3_600 },
     );
     return batches.length;
   } finally {

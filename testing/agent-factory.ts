@@ -71,7 +71,7 @@ export async function makeAgents(
   if (options.verified !== false) {
     await sweepIdentities(
       { db: deps.db, signer: deps.signer, logger },
-      { envId: deps.envId, windowSeconds: 0, now: new Date() },
+      { envId: deps.envId, windowSeconds: 0 },
     );
   }
   if (options.units) {

@@ -14,7 +14,7 @@ describe("storeValues", () => {
     const refused: Array<{ id: string; refusal: Stop }> = [
       { id: "refused", refusal: { code: "funding_gate_closed", message: "closed", fields: { reason: "x" } } },
       { id: "not-now", refusal: { notNow: { code: "chain_unavailable", message: "no balance" } } },
-      { id: "held", refusal: { held: { rule: "approval_above_units", expiresAt: NOW } } },
+      { id: "held", refusal: { held: { rule: "approval_above_units", holdSeconds: 60 } } },
     ];
     const values = storeValues({
       refused: refused.map(({ id, refusal }) => ({ item: operation(id), id, refusal })),

@@ -10,7 +10,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import { refusalFieldsToStore } from "../agent-actions/refusal-fields.ts";
 import { storedActionColumns } from "../agent-actions/repository.ts";
 import { startOfUtcDay, utcDate } from "../agent-actions/utc-day.ts";
-import { pgArrayLiteral, toDate } from "../db/client.ts";
+import { pgArrayLiteral } from "../db/client.ts";
 import type { PipelinedTransaction } from "../db/pipelined-transaction.ts";
 import { jsonOf, preparedStatement } from "../db/prepared.ts";
 import { ceilingApplies, type WalletGateRow, walletGatesSql } from "../funding/gate.ts";
@@ -77,9 +77,13 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
     },
     {
       name: "held",
-      sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule, hold_expires_at = h.expires_at,
+      // The hold's end by the database's clock, which the sweep that ends it reads
+      // (agent-actions/holds.ts): an origin host's clock off the database host's would shorten or
+      // lengthen AGENT_POLICY_HOLD_SECONDS by the difference.
+      sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule,
+          hold_expires_at = now() + make_interval(secs => h.seconds),
           error_code = null, error_message = null, updated_at = now()
-        from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, expires_at timestamptz)
+        from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, seconds double precision)
         where a.action_id = h.action_id and a.status = 'requested'`,
     },
     {
@@ -100,7 +104,7 @@ export type Facts = {
   policy(agentId: string): CheckFacts["policy"];
   /** An operator froze every agent of the node. */
   nodeFrozen: boolean;
-  payouts(agentId: string): { totalTodayUnits: bigint; lastSignedAt: Date | null };
+  payouts(agentId: string): { totalTodayUnits: bigint; sinceLastMs: number | null };
   /** The funding gate's facts of a wallet; null when it is not one of the service's agent wallets. */
   gate(wallet: string): WalletGateRow | null;
   /**
@@ -116,7 +120,7 @@ export type Facts = {
    */
   admit(operation: MoneyOperation): void;
   /** Counts a signed operation, so the next ones of the batch see it as if it were committed. */
-  count(operation: MoneyOperation, costWei: bigint, costUnits: bigint, now: Date): void;
+  count(operation: MoneyOperation, costWei: bigint, costUnits: bigint): void;
 };
 
 /**
@@ -142,6 +146,7 @@ type FactsParam =
   | "monthStart"
   | "faucetAgents"
   | "dayStart"
+  | "at"
   | "wallets"
   | "recipients";
 
@@ -169,12 +174,21 @@ export const factsStatement = preparedStatement<FactsParam>(
               and m.day <= ${sql.placeholder("day")}::date)))
           from agent_policies p where p.agent_id = any(${sql.placeholder("transferAgents")}::uuid[])) as policies,
         (select frozen from node_policy where id = 1) as node_frozen,
+        -- How long ago the latest payout was signed is the database's to say: it stamped it, and
+        -- an origin host's clock off the database host's would lengthen or shorten the cooldown.
+        -- At this statement's start, after the locks: a payout committed before it is no later.
         (select json_object_agg(a.agent_id, json_build_object(
-            'total_today', coalesce(today.total, 0)::text, 'last_signed_at', latest.signed_at))
+            'total_today', coalesce(today.total, 0)::text,
+            'since_last_ms', floor(extract(epoch from statement_timestamp() - latest.signed_at) * 1000)))
           from unnest(${sql.placeholder("faucetAgents")}::uuid[]) as a(agent_id)
+          -- Today is the origin's UTC day (the enclave's, on its host), and a payout's stamp is
+          -- the database's: the origin's midnight is moved by how far the database's clock is
+          -- from the origin's (its time now less the batch's), so a payout the origin signed
+          -- before it counts in the day before, whatever the skew between the two hosts.
           cross join lateral (select sum(amount_units) as total from agent_actions
             where agent_id = a.agent_id and kind = 'faucet'
-              and signed_at >= ${sql.placeholder("dayStart")}::timestamptz) today
+              and signed_at >= ${sql.placeholder("dayStart")}::timestamptz
+                + (statement_timestamp() - ${sql.placeholder("at")}::timestamptz)) today
           cross join lateral (select max(signed_at) as signed_at from agent_actions
             where agent_id = a.agent_id and kind = 'faucet' and signed_at is not null) latest
           where latest.signed_at is not null) as payouts,
@@ -197,7 +211,7 @@ export const factsStatement = preparedStatement<FactsParam>(
   spent: jsonOf<Record<string, [string, number]>>({ nullable: true }),
   policies: jsonOf<Record<string, { policy: unknown; month: string }>>({ nullable: true }),
   node_frozen: "bool?",
-  payouts: jsonOf<Record<string, { total_today: string; last_signed_at: string | null }>>({ nullable: true }),
+  payouts: jsonOf<Record<string, { total_today: string; since_last_ms: number }>>({ nullable: true }),
   gates: jsonOf<Record<string, WalletGateRow>>({ nullable: true }),
   incoming: jsonOf<Record<string, string>>({ nullable: true }),
 });
@@ -245,6 +259,7 @@ export async function readFacts(
       monthStart: `${utcDate(today).slice(0, 7)}-01`,
       faucetAgents: agentsOf("faucet"),
       dayStart: today.toISOString(),
+      at: now.toISOString(),
       wallets: pgArrayLiteral([
         ...new Set(operations.flatMap((operation) => [operation.sender.address, operation.to])),
       ]),
@@ -274,7 +289,7 @@ export async function readFacts(
       agent,
       {
         totalTodayUnits: BigInt(payout.total_today),
-        lastSignedAt: payout.last_signed_at ? toDate(payout.last_signed_at) : null,
+        sinceLastMs: Math.max(0, payout.since_last_ms),
       },
     ]),
   );
@@ -291,7 +306,7 @@ export async function readFacts(
     spent: (agentId) => spent.get(agentId) ?? 0n,
     policy: (agentId) => policies.get(agentId) ?? null,
     nodeFrozen: row?.node_frozen ?? false,
-    payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null },
+    payouts: (agentId) => payouts.get(agentId) ?? { totalTodayUnits: 0n, sinceLastMs: null },
     gate: (wallet) => gates.get(wallet) ?? null,
     recipientBalance(recipient) {
       const balance = onChain.get(recipient);
@@ -303,7 +318,7 @@ export async function readFacts(
       const value = operation.valueUnits * WEI_PER_UNIT;
       admitted.set(operation.to, (admitted.get(operation.to) ?? 0n) + value);
     },
-    count(operation, costWei, costUnits, at) {
+    count(operation, costWei, costUnits) {
       inFlight.set(operation.sender.address, (inFlight.get(operation.sender.address) ?? 0n) + costWei);
       if (operation.purpose === "transfer") {
         spent.set(operation.agentId, (spent.get(operation.agentId) ?? 0n) + costUnits);
@@ -317,10 +332,11 @@ export async function readFacts(
           };
         }
       } else {
-        const before = payouts.get(operation.agentId) ?? { totalTodayUnits: 0n, lastSignedAt: null };
+        const before = payouts.get(operation.agentId) ?? { totalTodayUnits: 0n, sinceLastMs: null };
+        // Signed just now, in this batch.
         payouts.set(operation.agentId, {
           totalTodayUnits: before.totalTodayUnits + operation.valueUnits,
-          lastSignedAt: at,
+          sinceLastMs: 0,
         });
       }
     },
@@ -386,7 +402,7 @@ export function storeValues(ended: {
           {
             action_id: item.actionId,
             rule: refusal.held.rule,
-            expires_at: refusal.held.expiresAt.toISOString(),
+            seconds: refusal.held.holdSeconds,
           },
         ]
       : [],

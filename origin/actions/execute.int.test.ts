@@ -324,7 +324,7 @@ describe("money executor batches (real stack)", () => {
     });
   });
 
-  describe("the faucet's day and cooldown (seeded payout history, a clock moved forward)", () => {
+  describe("the faucet's day and cooldown (seeded payout history, moved back in the database)", () => {
     const DAY_MS = 86_400_000;
     /** Payouts of `agent` recorded as signed at `at` (history the enclave never saw). */
     const seedPayouts = async (agent: StackAgent, times: Date[]) => {
@@ -344,14 +344,16 @@ describe("money executor batches (real stack)", () => {
             signed_at = ${times[index]!.toISOString()}::timestamptz where action_id = ${claim.action.actionId}`);
       }
     };
-    const executorAt = (offsetMs: number): MoneyExecutor => {
-      const deps = stack.origin.deps;
-      return createMoneyExecutor({
-        clock: { now: () => new Date(Date.now() + offsetMs) },
-        outbox: deps.money!.outbox,
-      });
-    };
-    const payout = async (agent: StackAgent, at: MoneyExecutor = executor, offsetMs = 0) => {
+    /**
+     * The agent's latest payout moved `ms` back, by the database's clock, which stamps payouts and
+     * says how long ago they were (the node's own check then reads it as that much older; the
+     * enclave's record of it, on its own clock, stays where it was).
+     */
+    const movePayoutBack = (agent: StackAgent, ms: number) =>
+      stack.db.handle.db.execute(sql`update agent_actions set signed_at = signed_at - make_interval(secs => ${ms / 1000})
+          where action_id = (select action_id from agent_actions where agent_id = ${agent.agentId}
+            and kind = 'faucet' and signed_at is not null order by signed_at desc limit 1)`);
+    const payout = async (agent: StackAgent) => {
       const treasury = stack.origin.deps.money!.treasury!;
       const [claim] = await claimActions(stack.db.handle.db, [
         {
@@ -363,12 +365,8 @@ describe("money executor batches (real stack)", () => {
           toAddress: agent.wallet.toLowerCase(),
         },
       ]);
-      const clock = { now: () => new Date(Date.now() + offsetMs) };
-      return at.execute(
-        faucetOperation(
-          { ...services(), clock },
-          { actionId: claim!.action.actionId, agent: asAgent(agent), treasury },
-        ),
+      return executor.execute(
+        faucetOperation(services(), { actionId: claim!.action.actionId, agent: asAgent(agent), treasury }),
       );
     };
     /** Today's UTC midnight plus `ms`, or `ms` before now if that is still yesterday. */
@@ -388,8 +386,9 @@ describe("money executor batches (real stack)", () => {
       );
       const fifth = await payout(agent);
       expect(fifth.kind, fifth.kind === "signed" ? "" : JSON.stringify(fifth)).toBe("signed");
-      // A minute and more later by the node's clock: the cooldown is over, the day's 5 USDC are not.
-      const sixth = await payout(agent, executorAt(61_000), 61_000);
+      // As a minute and more later: the cooldown is over, the day's 5 USDC are not.
+      await movePayoutBack(agent, 61_000);
+      const sixth = await payout(agent);
       expect(sixth).toMatchObject({
         kind: "refused",
         refusal: { code: "faucet_daily_limit", message: expect.stringMatching(/^today's faucet payouts/) },
@@ -413,7 +412,8 @@ describe("money executor batches (real stack)", () => {
       // reach the enclave, whose refusal names the whole sealed cooldown (60 s), not the 15 s left.
       const agent = await stack.newAgent();
       expect((await payout(agent)).kind).toBe("signed");
-      const later = await payout(agent, executorAt(45_000), 45_000);
+      await movePayoutBack(agent, 45_000);
+      const later = await payout(agent);
       expect(later).toMatchObject({
         kind: "refused",
         refusal: {

@@ -132,7 +132,7 @@ function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Fa
       if (stop === null) facts.admit(operation);
       return stop;
     },
-    count: (operation, facts, at) => facts.count(operation, at.costWei, unitsOf(operation, at.fees), at.now),
+    count: (operation, facts, at) => facts.count(operation, at.costWei, unitsOf(operation, at.fees)),
     signing: (operation) => ({
       op: operation.signerOp,
       keyRef: operation.sender.keyRef,

@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
@@ -247,6 +248,111 @@ describe("faucet and funding gate (real stack)", () => {
           expect(await payouts(agent.agentId)).toBe(2);
         } finally {
           await behind.close();
+        }
+      });
+    });
+
+    // The database stamps each payout (signed_at) and the cooldown is how long ago that was, by the
+    // database's clock: an origin host whose clock is off the database host's neither shortens nor
+    // lengthens it. Mutation: the stamp read against the origin's clock, five minutes behind,
+    // refuses the payout again and again, each time with a Retry-After of the whole cooldown, for
+    // five minutes.
+    it("AGENT_FAUCET_COOLDOWN_MS=2000: on an origin whose clock is five minutes behind the database's, pays again once the Retry-After it named is over", async () => {
+      await withTerms(
+        { payoutUnits: 1_000_000n, cooldownMs: 2_000, dailyLimitUnits: 20_000_000n },
+        async () => {
+          const behind = await startTestOrigin({
+            database: stack.db.handle,
+            rpcUrl: stack.devnet.url,
+            env: {
+              ...stack.originEnv,
+              AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+              AGENT_FAUCET_COOLDOWN_MS: "2000",
+              AGENT_FAUCET_DAILY_LIMIT: "20000000",
+            },
+            clock: { now: () => new Date(Date.now() - 5 * 60_000) },
+          });
+          try {
+            const agent = await stack.newAgent();
+            const calls = agentCalls(behind.base, agent.token);
+            const paid = await calls.faucet();
+            expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+            const refused = await calls.faucet();
+            expect(refused.status).toBe(429);
+            expect(refused.body).toMatchObject({ error: { code: "faucet_cooldown" } });
+            const retryAfter = Number(refused.headers["retry-after"]);
+            expect(retryAfter).toBeGreaterThanOrEqual(1);
+            expect(retryAfter).toBeLessThanOrEqual(2);
+            // The enclave counts its cooldown from its own signature, a moment after the stamp.
+            await sleep(retryAfter * 1000 + 500);
+            const again = await calls.faucet();
+            expect(isAccepted(again), JSON.stringify(again.body)).toBe(true);
+            expect(await payouts(agent.agentId)).toBe(2);
+          } finally {
+            await behind.close();
+          }
+        },
+      );
+    });
+
+    // The day a payout counts in is the origin's (and the enclave's, on the same host): the
+    // database's stamp of it, taken back by how far the database's clock is from the origin's, is
+    // weighed against the origin's midnight. Here the origin's clock reads three minutes past a
+    // midnight (the test's clock, the one thing faked; the database's is the real one). Mutation:
+    // the stamp weighed as is against the origin's midnight counts the payout the database
+    // stamped seven minutes ago, signed at 23:56 by the origin's clock, in the new day, and
+    // refuses that day's first payout 429 faucet_daily_limit until the next midnight.
+    it("AGENT_FAUCET_DAILY_LIMIT: on an origin whose clock is off the database's, a payout signed before the origin's midnight is not counted after it, one signed after is", async () => {
+      const terms = { payoutUnits: 1_000_000n, cooldownMs: 0, dailyLimitUnits: 1_000_000n };
+      await withTerms(terms, async () => {
+        const realNow = Date.now();
+        const midnight = Date.UTC(
+          new Date(realNow).getUTCFullYear(),
+          new Date(realNow).getUTCMonth(),
+          new Date(realNow).getUTCDate(),
+        );
+        const offsetMs = midnight + 3 * 60_000 - realNow;
+        const skewed = await startTestOrigin({
+          database: stack.db.handle,
+          rpcUrl: stack.devnet.url,
+          env: {
+            ...stack.originEnv,
+            AGENT_FAUCET_PAYOUT_AMOUNT: "1000000",
+            AGENT_FAUCET_COOLDOWN_MS: "0",
+            AGENT_FAUCET_DAILY_LIMIT: "1000000",
+          },
+          clock: { now: () => new Date(Date.now() + offsetMs) },
+        });
+        try {
+          /** A payout of the agent the database stamped `minutesAgo` by its own clock. */
+          const earlierPayout = (agent: { agentId: string; wallet: string }, minutesAgo: number) =>
+            stack.db.handle.db.execute(
+              sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status,
+                    amount_units, to_address, cost_units, signed_at)
+                  values (${agent.agentId}, 'faucet', ${newKey()}, 'earlier', 'confirmed', 1000000,
+                    ${agent.wallet.toLowerCase()}, 1000000,
+                    now() - make_interval(mins => ${minutesAgo}))`,
+            );
+          // Signed at 23:56 by the origin's clock: yesterday's.
+          const yesterdays = await stack.newAgent();
+          await earlierPayout(yesterdays, 7);
+          const paid = await agentCalls(skewed.base, yesterdays.token).faucet();
+          expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+          expect(await payouts(yesterdays.agentId)).toBe(2);
+          // Signed at 00:02 by the origin's clock: today's, and today's limit is one payout.
+          const todays = await stack.newAgent();
+          await earlierPayout(todays, 1);
+          const refused = await agentCalls(skewed.base, todays.token).faucet();
+          expect(refused.status).toBe(429);
+          expect(refused.body).toMatchObject({
+            error: {
+              code: "faucet_daily_limit",
+              message: "today's faucet payouts would exceed 1000000 units (the day is UTC)",
+            },
+          });
+          expect(await payouts(todays.agentId)).toBe(1);
+        } finally {
+          await skewed.close();
         }
       });
     });

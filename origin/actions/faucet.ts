@@ -72,13 +72,12 @@ export function faucetOperation(
     signerOp: "signFaucet",
     signerRefusal: (failure) => signerRefusal(failure, { cooldownMs, now: services.clock.now() }),
     check: (facts) => {
-      const { lastSignedAt, totalTodayUnits } = facts.faucet;
-      if (lastSignedAt) {
-        // The check's time was read before its batch waited for the treasury's lock, and a payout
-        // is stamped with the database's time: a payout seen here may read as signed after it. It
-        // was signed before this check all the same, so the check is no earlier than it.
-        const checkedAt = Math.max(facts.now.getTime(), lastSignedAt.getTime());
-        const waitMs = lastSignedAt.getTime() + cooldownMs - checkedAt;
+      const { sinceLastMs, totalTodayUnits } = facts.faucet;
+      if (sinceLastMs !== null) {
+        // Measured by the database's clock, which stamps each payout, never against the origin's:
+        // a host whose clock is off the database's would have the Retry-After name a time at which
+        // the payout is still refused (batch-store.ts factsStatement).
+        const waitMs = cooldownMs - sinceLastMs;
         if (waitMs > 0) {
           return retryLater(
             "faucet_cooldown",

@@ -61,7 +61,7 @@ function facts(valueUnits: bigint, overrides: Partial<CheckFacts> = {}): CheckFa
     costUnits: (costWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT,
     inFlightWei: 0n,
     transferSpentUnits: 0n,
-    faucet: { totalTodayUnits: 0n, lastSignedAt: null },
+    faucet: { totalTodayUnits: 0n, sinceLastMs: null },
     senderGate: OPEN_GATE,
     // An outside address: not one of the service's wallets.
     recipientGate: null,
@@ -412,7 +412,7 @@ describe("transfer rules: the agent's spending policy after the node's limits, i
   it("holds for the node's hold time, and names what remains in a denial", () => {
     const operation = transferOperation(services(), { actionId: "a", agent: AGENT, to: TO, amount: 100n });
     expect(operation.check(facts(100n, withPolicy({ approval_above_units: "1" })))).toEqual({
-      held: { rule: "approval_above_units", expiresAt: new Date(NOW.getTime() + 60_000) },
+      held: { rule: "approval_above_units", holdSeconds: 60 },
     });
     expect(
       refusal(
@@ -431,23 +431,22 @@ describe("faucet rules: the cooldown, the daily limit, the treasury, the receivi
     refusal(
       faucetOperation(services(), { actionId: "a", agent: AGENT, treasury }).check(payoutFacts(overrides)),
     );
-  const ago = (ms: number): Date => new Date(NOW.getTime() - ms);
   const cases: Array<[string, Partial<CheckFacts>, string | null]> = [
     ["a first payout", {}, null],
-    ["the cooldown just over", { faucet: { totalTodayUnits: 100n, lastSignedAt: ago(60_000) } }, null],
+    ["the cooldown just over", { faucet: { totalTodayUnits: 100n, sinceLastMs: 60_000 } }, null],
     [
       "a millisecond inside the cooldown",
-      { faucet: { totalTodayUnits: 100n, lastSignedAt: ago(59_999) } },
+      { faucet: { totalTodayUnits: 100n, sinceLastMs: 59_999 } },
       "faucet_cooldown",
     ],
     [
       "today's payouts plus this one exactly the daily limit",
-      { faucet: { totalTodayUnits: 150n, lastSignedAt: null } },
+      { faucet: { totalTodayUnits: 150n, sinceLastMs: null } },
       null,
     ],
     [
       "today's payouts plus this one over the daily limit",
-      { faucet: { totalTodayUnits: 151n, lastSignedAt: null } },
+      { faucet: { totalTodayUnits: 151n, sinceLastMs: null } },
       "faucet_daily_limit",
     ],
     [
@@ -501,13 +500,13 @@ describe("faucet rules: the cooldown, the daily limit, the treasury, the receivi
   });
 
   it("tells the agent when to come back: the rest of the cooldown, rounded up", () => {
-    const refusal = check({ faucet: { totalTodayUnits: 100n, lastSignedAt: ago(58_500) } });
+    const refusal = check({ faucet: { totalTodayUnits: 100n, sinceLastMs: 58_500 } });
     expect(refusal?.fields).toEqual({ retry_after: 2 });
     expect(refusal?.headers).toEqual({ "Retry-After": "2" });
   });
 
   it("tells the agent when the UTC day turns after the daily limit", () => {
-    const refusal = check({ faucet: { totalTodayUnits: 250n, lastSignedAt: null } });
+    const refusal = check({ faucet: { totalTodayUnits: 250n, sinceLastMs: null } });
     expect(refusal?.fields).toEqual({ retry_after: 12 * 3600 });
   });
 });

@@ -28,8 +28,11 @@ export type CheckFacts = {
   inFlightWei: bigint;
   /** Units the agent's transfers signed today count against its daily limit. */
   transferSpentUnits: bigint;
-  /** The agent's faucet payouts: units signed today, and when the latest was signed. */
-  faucet: { totalTodayUnits: bigint; lastSignedAt: Date | null };
+  /**
+   * The agent's faucet payouts: units signed today, and how long ago the latest was signed, in ms,
+   * by the database's clock, which stamps it (null: never).
+   */
+  faucet: { totalTodayUnits: bigint; sinceLastMs: number | null };
   /** The funding gate's facts of the sender's wallet (null: not one of the service's agent wallets). */
   senderGate: WalletGateRow | null;
   /**
@@ -57,9 +60,11 @@ export type CheckFacts = {
 
 /**
  * What a check answers when the agent's policy asks an operator's approval first: the action is
- * stored `held` with the rule, nothing signed, and ends `expired` at `expiresAt` unless approved.
+ * stored `held` with the rule, nothing signed, and ends `expired` `holdSeconds` after it is stored
+ * unless approved. The end is stamped by the database, whose clock the sweep that ends it reads
+ * (agent-actions/holds.ts), never by the origin's.
  */
-export type Held = { held: { rule: string; expiresAt: Date } };
+export type Held = { held: { rule: string; holdSeconds: number } };
 
 /**
  * What a check answers when a fact it needs could not be read (the chain did not give the balance

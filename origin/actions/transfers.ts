@@ -152,7 +152,7 @@ export function transferOperation(
       const recipient = to === wallet ? null : recipientGate(facts, amount);
       if (recipient) return recipient;
       if (policy?.decision === "hold") {
-        return { held: { rule: policy.rule, expiresAt: new Date(facts.now.getTime() + holdSeconds * 1000) } };
+        return { held: { rule: policy.rule, holdSeconds } };
       }
       return null;
     },

@@ -194,7 +194,7 @@ describe("GET {base}/metrics", () => {
     // every proof `agent_signer_protocol_unavailable`, a terminal_unknown finding per identity.
     const report = await sweepIdentities(
       { db: testDb.handle.db, signer: origin.deps.signer, logger: pino({ level: "silent" }) },
-      { envId: "local-dev", windowSeconds: 60, now: new Date() },
+      { envId: "local-dev", windowSeconds: 60 },
     );
     expect(report.findings).toBe(2);
     // Within the cache the figures are the last reading: a burst of scrapes reads the database once.

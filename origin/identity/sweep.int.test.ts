@@ -79,7 +79,7 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
   const sweep = (signer: IdentitySigner, overrides: { envId?: string; chainId?: number } = {}) =>
     sweepIdentities(
       { db: testDb.handle.db, signer, logger },
-      { envId: overrides.envId ?? ENV_ID, chainId: overrides.chainId, windowSeconds: 3600, now: new Date() },
+      { envId: overrides.envId ?? ENV_ID, chainId: overrides.chainId, windowSeconds: 3600 },
     );
   const row = async (agentId: string): Promise<Row> =>
     (
@@ -340,7 +340,7 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
     const tick = () =>
       sweepIdentities(
         { db: testDb.handle.db, signer: throwing, logger },
-        { envId: ENV_ID, windowSeconds: 3600, now: new Date(), limit: 2 },
+        { envId: ENV_ID, windowSeconds: 3600, limit: 2 },
       );
     // Mutation: ordered by the last verification alone, the two failing identities fill every
     // tick and the healthy one is never proved again.

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { and, asc, eq, isNull, or, sql } from "drizzle-orm";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "../db/client.ts";
@@ -11,7 +11,6 @@ export type SweepDeps = { db: Db; signer: IdentitySigner; logger: Logger };
 export type SweepParams = {
   envId: string;
   windowSeconds: number;
-  now: Date;
   /** At most this many identities per tick, those whose last attempt is oldest first. */
   limit?: number;
   chainId?: number;
@@ -25,7 +24,6 @@ export type SweepReport = { checked: number; verified: number; disabled: number;
  * every other class records a finding and leaves the wallet intact, to be retried next tick.
  */
 export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Promise<SweepReport> {
-  const cutoff = new Date(params.now.getTime() - params.windowSeconds * 1000);
   const due = await deps.db
     .select({
       agentId: agentIdentities.agentId,
@@ -36,7 +34,13 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
     .where(
       and(
         eq(agentIdentities.enabled, true),
-        or(isNull(agentIdentities.lastVerifiedAt), lt(agentIdentities.lastVerifiedAt, cutoff)),
+        // Older than the window by the database's clock, which stamps each proof (applyOutcome):
+        // against the origin's, a host five minutes ahead would find every identity proved within
+        // the last five minutes due again, and prove it at every tick.
+        or(
+          isNull(agentIdentities.lastVerifiedAt),
+          sql`${agentIdentities.lastVerifiedAt} < clock_timestamp() - make_interval(secs => ${params.windowSeconds})`,
+        ),
       ),
     )
     // By the last attempt, a verification or a finding (identity_findings_agent_idx): ordered by

@@ -1,4 +1,4 @@
-import { and, eq, inArray, lt, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { type Db, queryRows } from "../db/client.ts";
 import { keyBatches, keyPool } from "../db/schema.ts";
 
@@ -120,16 +120,24 @@ export async function failBatch(db: Db, batchId: string, reason: string): Promis
   });
 }
 
-/** Batches that have sat in an intermediate state since before `olderThan`. */
+/**
+ * Batches that have sat in an intermediate state for more than `stuckAfterSeconds`, by the
+ * database's clock: it stamps each step (clock_timestamp()), so it alone says how long ago that
+ * was. Against the origin's clock, a host five minutes ahead would find a batch that stepped a
+ * moment ago five minutes old, and fail it while the refill is still making it.
+ */
 export async function findStuckBatches(
   db: Db,
-  olderThan: Date,
+  stuckAfterSeconds: number,
 ): Promise<{ batchId: string; status: string }[]> {
   return db
     .select({ batchId: keyBatches.batchId, status: keyBatches.status })
     .from(keyBatches)
     .where(
-      and(inArray(keyBatches.status, [...IN_PROGRESS_STATES]), lt(keyBatches.statusChangedAt, olderThan)),
+      and(
+        inArray(keyBatches.status, [...IN_PROGRESS_STATES]),
+        sql`${keyBatches.statusChangedAt} < clock_timestamp() - make_interval(secs => ${stuckAfterSeconds})`,
+      ),
     );
 }
 

@@ -29,7 +29,7 @@ export function createKeyPoolModule(infra: Infrastructure): KeyPoolModule {
 }
 
 function startKeyPoolWorkers(infra: Infrastructure, demand: KeyDemandRefill): Worker[] {
-  const { config, logger, database, signer, clock, backupStore } = infra;
+  const { config, logger, database, signer, backupStore } = infra;
   const db = database.db;
   const workers: Worker[] = [];
 
@@ -98,10 +98,7 @@ function startKeyPoolWorkers(infra: Infrastructure, demand: KeyDemandRefill): Wo
       Math.min(60_000, config.keyPool.stuckAfterSeconds * 1000),
       logger,
       async () => {
-        await sweepStuckBatches(db, logger, {
-          stuckAfterSeconds: config.keyPool.stuckAfterSeconds,
-          now: clock.now(),
-        });
+        await sweepStuckBatches(db, logger, { stuckAfterSeconds: config.keyPool.stuckAfterSeconds });
       },
     ),
   );

@@ -300,19 +300,18 @@ describe("key pool refill, backup writer and sweeper (real enclave, real databas
     expect(left.some((name) => name.endsWith(".backup"))).toBe(false);
 
     // Not stuck long enough yet: the sweeper leaves it alone.
-    expect(
-      await sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300, now: new Date() }),
-    ).toEqual([]);
-    const later = new Date(Date.now() + 301_000);
-    expect(await sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300, now: later })).toEqual(
-      [batch!.batch_id],
+    const sweep = () => sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300 });
+    expect(await sweep()).toEqual([]);
+    // Its last step 301 s ago, by the database's clock, which stamps the steps and reads their age.
+    await testDb.handle.db.execute(
+      sql`update key_batches set status_changed_at = status_changed_at - interval '301 seconds'
+          where batch_id = ${batch!.batch_id}`,
     );
+    expect(await sweep()).toEqual([batch!.batch_id]);
     expect((await batches())[0]).toMatchObject({ status: "failed", failure_reason: "stuck in generated" });
     expect(await keyStates(batch!.batch_id)).toEqual([{ status: "quarantined", n: 4 }]);
     // Sweeping again changes nothing; the quarantined keys are never handed out.
-    expect(await sweepStuckBatches(testDb.handle.db, logger, { stuckAfterSeconds: 300, now: later })).toEqual(
-      [],
-    );
+    expect(await sweep()).toEqual([]);
     expect(await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" })).toEqual(
       {
         ok: false,

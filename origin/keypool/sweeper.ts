@@ -2,7 +2,7 @@ import type { Db } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import { failBatch, findStuckBatches } from "./batch-repository.ts";
 
-export type SweepBatchesParams = { stuckAfterSeconds: number; now: Date };
+export type SweepBatchesParams = { stuckAfterSeconds: number };
 
 /**
  * Batches stuck in an intermediate backup state fail, and their keys are quarantined
@@ -14,9 +14,8 @@ export async function sweepStuckBatches(
   logger: Logger,
   params: SweepBatchesParams,
 ): Promise<string[]> {
-  const cutoff = new Date(params.now.getTime() - params.stuckAfterSeconds * 1000);
   const failed: string[] = [];
-  for (const batch of await findStuckBatches(db, cutoff)) {
+  for (const batch of await findStuckBatches(db, params.stuckAfterSeconds)) {
     if (await failBatch(db, batch.batchId, `stuck in ${batch.status}`)) {
       failed.push(batch.batchId);
       logger.warn({ batch_id: batch.batchId, status: batch.status }, "stuck key batch failed");

@@ -35,6 +35,13 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
   const shortHolds = useStackOrigin("short holds", stack, () => ({
     env: { AGENT_POLICY_HOLD_SECONDS: "2" },
   }));
+  // The database ends a hold (the tracker's sweep, agent-actions/holds.ts), so it is the one to
+  // stamp its end: the origin's clock here reads five minutes behind it (the test's clock, the one
+  // thing faked).
+  const behindHolds = useStackOrigin("holds on a clock five minutes behind the database's", stack, () => ({
+    env: { AGENT_POLICY_HOLD_SECONDS: "300" },
+    clock: { now: () => new Date(Date.now() - 5 * 60_000) },
+  }));
   let operator: { key: OperatorKey; keyId: string };
 
   beforeAll(async () => {
@@ -310,6 +317,43 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     const done = await transfers.settled(view.action_id);
     expect(done).toMatchObject({ status: "confirmed", rule: "approval_above_units", expires_at: null });
     expect(await outgoing(agent)).toBe(1);
+  });
+
+  // Mutation: the end stamped by the origin's clock (its now plus the hold) makes this five-minute
+  // hold end as it starts, and the next sweep ends it expired before an operator could see it.
+  it("a hold lasts AGENT_POLICY_HOLD_SECONDS by the database's clock, which ends it: on an origin five minutes behind, a five-minute hold is still held, its expires_at five minutes on", async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    expect(
+      (await policyCalls(agent, behindHolds.base).patch({ approval_above_units: "2000000" })).status,
+    ).toBe(200);
+    const calls = agentCalls(behindHolds.base, agent.token);
+    const held = await calls.transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "3000000",
+    });
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    const [row] = await queryRows<{ held_for: number; left: number }>(
+      stack.db.handle.db,
+      sql`select extract(epoch from hold_expires_at - created_at)::float8 as held_for,
+            extract(epoch from hold_expires_at - now())::float8 as left
+          from agent_actions where action_id = ${view.action_id}`,
+    );
+    expect(row!.held_for).toBeGreaterThan(299);
+    expect(row!.held_for).toBeLessThan(302);
+    expect(row!.left).toBeGreaterThan(290);
+    // The end the agent is told is the one stored, the one the sweep goes by.
+    const [stored] = await queryRows<{ hold_expires_at: Date }>(
+      stack.db.handle.db,
+      sql`select hold_expires_at from agent_actions where action_id = ${view.action_id}`,
+    );
+    expect(Date.parse(view.expires_at!)).toBe(new Date(stored!.hold_expires_at).getTime());
+    // The tracker sweeps every second: two have passed, and the hold stands.
+    await sleep(2_500);
+    expect((await calls.action(view.action_id)).body).toMatchObject({ status: "held" });
+    expect(await outgoing(agent)).toBe(0);
   });
 
   it("a hold nobody approves ends expired and is never signed: the enclave refuses it without an approval", async () => {

@@ -46,6 +46,7 @@ export function createX402Router(
     now: () => deps.clock.now(),
     operatorPool: runtime.operatorPool,
     validityMarginSeconds: x402.validityMarginSeconds,
+    maxValiditySeconds: x402.maxTimeoutSeconds,
   };
   const limits = createX402Limits({
     perMinute: x402.rateLimitPerMinute,

@@ -21,6 +21,7 @@ const PAYER = addressOfPublicKey(publicKeyOf(PAYER_KEY)).toLowerCase() as Hex;
 const CONTEXT: CheckContext = {
   nowSeconds: NOW,
   marginSeconds: 6n,
+  maxValiditySeconds: 180n,
   operatorPool: "0x9999999999999999999999999999999999999999",
 };
 
@@ -146,6 +147,18 @@ describe("checkPayment: the envelope against our one requirement", () => {
       "a window a second longer than that",
       envelope({ authorization: { validBefore: NOW + 61n + PAYER_CLOCK_AHEAD_SECONDS } }),
       CONTEXT,
+      X402_REASONS.validityTooLong,
+    ],
+    [
+      "a window exactly the enclave's sealed longest validity, under the requirement's timeout and the 30 s",
+      envelope({ authorization: { validBefore: NOW + 75n } }),
+      { ...CONTEXT, maxValiditySeconds: 75n },
+      null,
+    ],
+    [
+      "a window a second longer than the enclave's sealed longest validity, though within the requirement's timeout and the 30 s",
+      envelope({ authorization: { validBefore: NOW + 76n } }),
+      { ...CONTEXT, maxValiditySeconds: 75n },
       X402_REASONS.validityTooLong,
     ],
     [

@@ -30,10 +30,23 @@ export type VerifyDeps = {
   operatorPool: string;
   /** AGENT_X402_VALIDITY_MARGIN_SECONDS: the window must hold this long on both sides of now. */
   validityMarginSeconds: number;
+  /**
+   * AGENT_X402_MAX_TIMEOUT_SECONDS, the enclave's sealed bound (x402/setup.ts checks they are
+   * equal): it signs no settlement whose validBefore is further from its now than this.
+   */
+  maxValiditySeconds: number;
 };
 
-/** What the pure checks need to know: the time, the margin, and the operator pool barred as payer. */
-export type CheckContext = { nowSeconds: bigint; marginSeconds: bigint; operatorPool: string };
+/**
+ * What the pure checks need to know: the time, the margin, the longest validity the enclave
+ * settles, and the operator pool barred as payer.
+ */
+export type CheckContext = {
+  nowSeconds: bigint;
+  marginSeconds: bigint;
+  maxValiditySeconds: bigint;
+  operatorPool: string;
+};
 
 const HALF_ORDER = secp256k1.CURVE.n / 2n;
 
@@ -60,11 +73,12 @@ export function compareRequirements(
 }
 
 export function checkContext(
-  deps: Pick<VerifyDeps, "now" | "operatorPool" | "validityMarginSeconds">,
+  deps: Pick<VerifyDeps, "now" | "operatorPool" | "validityMarginSeconds" | "maxValiditySeconds">,
 ): CheckContext {
   return {
     nowSeconds: unixSeconds(deps.now()),
     marginSeconds: BigInt(deps.validityMarginSeconds),
+    maxValiditySeconds: BigInt(deps.maxValiditySeconds),
     operatorPool: deps.operatorPool,
   };
 }
@@ -114,11 +128,12 @@ export function checkPayment(
   const window = windowRefusal(authorization, context.nowSeconds, context.marginSeconds);
   if (window) return fail(window);
   // validBefore no later than maxTimeoutSeconds after now, by a payer's clock up to
-  // PAYER_CLOCK_AHEAD_SECONDS ahead of ours (docs/x402.md#what-a-settlement-must-pass).
-  if (
-    authorization.validBefore >
-    context.nowSeconds + BigInt(ours.maxTimeoutSeconds) + PAYER_CLOCK_AHEAD_SECONDS
-  ) {
+  // PAYER_CLOCK_AHEAD_SECONDS ahead of ours, and never later than the enclave's sealed bound after
+  // now: it would refuse to sign the settlement, after verify had called the payment valid
+  // (docs/x402.md#what-a-settlement-must-pass).
+  const allowed = BigInt(ours.maxTimeoutSeconds) + PAYER_CLOCK_AHEAD_SECONDS;
+  const longest = allowed < context.maxValiditySeconds ? allowed : context.maxValiditySeconds;
+  if (authorization.validBefore > context.nowSeconds + longest) {
     return fail(X402_REASONS.validityTooLong);
   }
   const signature = fromHex(envelope.signature);
