@@ -44,7 +44,7 @@ export const approvedStatement = preparedStatement<"limit">(
 
 /** Runs the approved transfers now; resolves with how many it signed. */
 export async function signApprovedTransfers(
-  services: Pick<MoneyServices, "config" | "executor"> & { db: Db },
+  services: Pick<MoneyServices, "config" | "clock" | "executor"> & { db: Db },
 ): Promise<number> {
   const rows = await runByKey(services.db, approvedStatement, { limit: BATCH });
   const outcomes = await Promise.all(
@@ -68,7 +68,7 @@ export async function signApprovedTransfers(
 }
 
 export function startApprovedTransfers(
-  services: Pick<MoneyServices, "config" | "executor"> & { db: Db },
+  services: Pick<MoneyServices, "config" | "clock" | "executor"> & { db: Db },
   logger: Logger,
 ): Worker {
   return startLoop("approved-transfers", PERIOD_MS, logger, async () => {

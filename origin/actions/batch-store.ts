@@ -76,11 +76,13 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
         where a.action_id = f.action_id and a.status in ('requested', 'approved')`,
     },
     {
+      // A check's hold of a requested action, or an approved one the enclave holds again
+      // (transfers.ts heldAgain).
       name: "held",
       sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule, hold_expires_at = h.expires_at,
           error_code = null, error_message = null, updated_at = now()
         from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, expires_at timestamptz)
-        where a.action_id = h.action_id and a.status = 'requested'`,
+        where a.action_id = h.action_id and a.status in ('requested', 'approved')`,
     },
     {
       name: "noted",
