@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import type { Address } from "viem";
+import { publicClientFor } from "../devnet/testing.ts";
 import { findIdentityByTokenId } from "../origin/auth/identity-repository.ts";
 import type { Db } from "../origin/db/client.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
@@ -12,12 +13,18 @@ import { payFromOperatorPool } from "./operator-pool.ts";
 
 export type LocalAgent = { token: string; agentId: string; wallet: string };
 
+/** local-agent.json: the agent, and whether its starting money has reached its wallet. */
+type SavedAgent = LocalAgent & { funded?: boolean };
+
 /** Test money for the local agent's wallet on first creation: 100 USDC. */
 const STARTING_UNITS = 100_000_000n;
 
 /**
  * The local stack's operator-provisioned agent: created once (when the refill worker has made a
  * verified key), funded on the devnet, and kept in a 0600 file so each start prints the same one.
+ * The file says `funded` only once the funding transfer is mined: a start stopped or failed in
+ * between (a Ctrl-C, a devnet that went away) leaves it unsaid, and the next start funds the same
+ * agent then, up to the starting money (a transfer that was mined after all is not sent twice).
  * Returns undefined if no key became free within the wait.
  */
 export async function loadOrCreateLocalAgent(params: {
@@ -27,21 +34,32 @@ export async function loadOrCreateLocalAgent(params: {
   waitMs?: number;
 }): Promise<LocalAgent | undefined> {
   const file = path.join(params.dataDir, "local-agent.json");
+  let agent: SavedAgent | undefined;
   if (existsSync(file)) {
-    const saved = await readLocalJson<LocalAgent>(
+    const saved = await readLocalJson<SavedAgent>(
       file,
       "delete it, and the next start provisions and funds a new local agent",
     );
     const parsed = parseBearerHeader(`Bearer ${saved.token}`);
     const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
-    if (identity?.enabled && !identity.revoked) return saved;
+    if (identity?.enabled && !identity.revoked) agent = saved;
   }
-  const agent = await provisionWhenKeyFree(params.db, ["read", "faucet", "transfer"], params.waitMs);
-  if (!agent) return undefined;
-  await writeLocalJson(file, agent);
-  // A real transfer from the operator pool, not dev_setBalance: the devnet's money stays conserved.
-  await payFromOperatorPool(params.devnetUrl, agent.wallet as Address, STARTING_UNITS * WEI_PER_UNIT);
-  return agent;
+  if (!agent) {
+    const made = await provisionWhenKeyFree(params.db, ["read", "faucet", "transfer"], params.waitMs);
+    if (!made) return undefined;
+    agent = made;
+    await writeLocalJson(file, agent);
+  }
+  const { token, agentId, wallet } = agent;
+  if (!agent.funded) {
+    // A real transfer from the operator pool, not dev_setBalance: the devnet's money stays conserved.
+    const startingWei = STARTING_UNITS * WEI_PER_UNIT;
+    const balance = await publicClientFor(params.devnetUrl).getBalance({ address: wallet as Address });
+    if (balance < startingWei)
+      await payFromOperatorPool(params.devnetUrl, wallet as Address, startingWei - balance);
+    await writeLocalJson(file, { token, agentId, wallet, funded: true });
+  }
+  return { token, agentId, wallet };
 }
 
 /**

@@ -11,6 +11,7 @@ describe("enclave CLI arguments", () => {
       logLevel: "info",
       socketMode: 0o600,
       verifyStateJournal: false,
+      throwaway: false,
     });
     expect(parseEnclaveArgs([], { ENCLAVE_VERIFY_STATE_JOURNAL: "1" })).toMatchObject({
       verifyStateJournal: true,
@@ -32,6 +33,17 @@ describe("enclave CLI arguments", () => {
       dataDir: "/env-data",
       announcedProfile: "x",
     });
+  });
+
+  it("serves --throwaway only with a --data-dir of its command line, the folder it deletes when it stops", () => {
+    expect(parseEnclaveArgs(["--throwaway", "--data-dir", "/tmp/drill"], {})).toMatchObject({
+      command: "serve",
+      dataDir: "/tmp/drill",
+      throwaway: true,
+    });
+    expect(() => parseEnclaveArgs(["--throwaway"], {})).toThrow(/--throwaway serves with --data-dir/);
+    expect(() => parseEnclaveArgs(["--throwaway"], { ENCLAVE_DATA_DIR: "/live" })).toThrow(UsageError);
+    expect(() => parseEnclaveArgs(["init", "--throwaway", "--data-dir", "/d"], {})).toThrow(UsageError);
   });
 
   it("parses init and requires its five values", () => {

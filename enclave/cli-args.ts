@@ -21,6 +21,11 @@ export type EnclaveCommand =
       socketMode: 0o600 | 0o660;
       /** ENCLAVE_VERIFY_STATE_JOURNAL=1 (tests): each state journal record is checked (state-store.ts). */
       verifyStateJournal: boolean;
+      /**
+       * --throwaway (the restore drill's enclave): the data folder, given by --data-dir, is deleted
+       * when the process stops, its parent's exit included.
+       */
+      throwaway: boolean;
     };
 
 const envSchema = z.object({
@@ -40,10 +45,11 @@ export class UsageError extends Error {
 export const USAGE = `usage:
   npm run enclave -- init --env-id ID --admin-pubkey HEX --policy-pubkey HEX --recovery-pubkey HEX
                           --recovery-enc-pubkey HEX [--data-dir DIR]
-  npm run enclave [-- serve] [--socket PATH] [--data-dir DIR] [--socket-mode 0600|0660]
+  npm run enclave [-- serve] [--socket PATH] [--data-dir DIR] [--socket-mode 0600|0660] [--throwaway]
 env: ENCLAVE_SOCKET_PATH (default ${DEFAULT_SOCKET_PATH}), ENCLAVE_DATA_DIR (default ${DEFAULT_DATA_DIR}),
      ENCLAVE_SOCKET_MODE (default 0600; 0660 lets the socket's group, the origin's user, connect),
-     ENCLAVE_ANNOUNCED_PROFILE / --profile and ENCLAVE_VERIFY_STATE_JOURNAL=1 (tests only), LOG_LEVEL`;
+     ENCLAVE_ANNOUNCED_PROFILE / --profile and ENCLAVE_VERIFY_STATE_JOURNAL=1 (tests only), LOG_LEVEL;
+     --throwaway (the restore drill's) deletes the --data-dir folder when the enclave stops`;
 
 /** Parses argv (without node and script) and the environment into a command. */
 export function parseEnclaveArgs(argv: string[], env: Record<string, string | undefined>): EnclaveCommand {
@@ -63,10 +69,16 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
       socket: { type: "string" },
       "socket-mode": { type: "string" },
       profile: { type: "string" },
+      throwaway: { type: "boolean" },
     },
   });
   const command = positionals[0] ?? "serve";
   const dataDir = values["data-dir"] ?? envParsed.data.ENCLAVE_DATA_DIR ?? DEFAULT_DATA_DIR;
+  const throwaway = values.throwaway ?? false;
+  // Only a folder named on this command line is ever deleted: never the default, nor the variable's.
+  if (throwaway && (command !== "serve" || values["data-dir"] === undefined)) {
+    throw new UsageError("--throwaway serves with --data-dir DIR, the folder it deletes when it stops");
+  }
   if (command === "init") {
     const envId = values["env-id"];
     const adminAuthority = values["admin-pubkey"];
@@ -99,6 +111,7 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
       logLevel: envParsed.data.LOG_LEVEL ?? "info",
       socketMode: mode === "0660" ? 0o660 : 0o600,
       verifyStateJournal: envParsed.data.ENCLAVE_VERIFY_STATE_JOURNAL === "1",
+      throwaway,
     };
   }
   throw new UsageError(`unknown command ${command}`);

@@ -3,6 +3,7 @@
  * sealed config; serve (default) listens until SIGTERM or SIGINT, then removes its socket.
  */
 
+import { rm } from "node:fs/promises";
 import { errorMessage } from "../shared/error-message.ts";
 import { parseEnclaveArgs, USAGE } from "./cli-args.ts";
 import { InitError, initEnclave } from "./init.ts";
@@ -68,6 +69,13 @@ async function main(): Promise<number> {
     if (process.send) process.once("disconnect", () => stop("parent-exit"));
   });
   await server.close();
+  if (command.throwaway) {
+    // The restore drill's enclave: its folder holds the sealing key beside the key sets it restored,
+    // together the wallets' private keys. Deleted here as well as by the drill, which a kill can
+    // stop before its own cleanup (docs/operations.md#restore-drills).
+    await rm(command.dataDir, { recursive: true, force: true });
+    logger.info({ data_dir: command.dataDir }, "throwaway data folder deleted");
+  }
   return 0;
 }
 

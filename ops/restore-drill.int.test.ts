@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -17,6 +18,7 @@ import {
   recoveryKeyFingerprint,
   x25519PublicKey,
 } from "../shared/recovery-envelope.ts";
+import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import {
   createEnclaveFixture,
@@ -409,6 +411,80 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     const second = await drill("--pending", ...keys, "--socket", enclave.socketPath);
     expect(second.stdout).toContain(`restore-drill: ${after.length} batch(es) without restore evidence\n`);
     expect(second.stdout.match(/restore-drill: batch /g) ?? []).toHaveLength(after.length);
+    await expectNothingLeft();
+  });
+
+  it("leaves no restored key on disk when the drill is SIGKILLed while its throwaway enclave holds the batch: the throwaway, told by its parent's exit, deletes its data folder", async () => {
+    /** The throwaway enclaves' data folders under the drill's TMPDIR, and how many key sets each holds. */
+    const throwaways = async (): Promise<Array<{ data: string; keySets: number }>> => {
+      const found: Array<{ data: string; keySets: number }> = [];
+      for (const name of await readdir(drillTmp)) {
+        if (!name.startsWith("restore-drill-")) continue;
+        // The data folder is the drill's folder itself, or a folder in it.
+        for (const data of [path.join(drillTmp, name), path.join(drillTmp, name, "data")]) {
+          const keySets = await readdir(path.join(data, "keys")).catch(() => undefined);
+          if (keySets)
+            found.push({ data, keySets: keySets.filter((file) => file.endsWith(".sealed")).length });
+        }
+      }
+      return found;
+    };
+    const signer = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    const authorize = createCapabilityMinter({
+      authority: enclave.adminSecret,
+      envId: enclave.envId,
+      client: signer,
+    });
+    const deps = {
+      db: testDb.handle.db,
+      signer,
+      authorize,
+      backupDir: file("backups"),
+      logger: pino({ level: "silent" }),
+    };
+    let caught = false;
+    try {
+      // The kill must land between the restore and the drill's own cleanup, tens of milliseconds:
+      // watched for as fast as the folder can be read, and tried again with a new batch if missed.
+      for (let attempt = 0; attempt < 5 && !caught; attempt++) {
+        const batch = await makeBatch(deps, 3);
+        let child: ChildProcess | undefined;
+        const run = runTool("ops/restore-drill.ts", withKeys(batchIdOf(batch)), {
+          env: {
+            TMPDIR: drillTmp,
+            DATABASE_URL: testDb.url,
+            AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+            AGENT_ENV_ID: enclave.envId,
+          },
+          onSpawn: (spawned) => {
+            child = spawned;
+          },
+        });
+        let ended = false;
+        void run.then(() => {
+          ended = true;
+        });
+        // The payee key set `init` makes, and the restored batch's: the drill holds the batch now.
+        while (!ended && !(await throwaways()).some((throwaway) => throwaway.keySets >= 2)) {
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        if (ended) continue;
+        child!.kill("SIGSTOP");
+        caught = (await throwaways()).some((throwaway) => throwaway.keySets >= 2);
+        child!.kill("SIGKILL");
+        await run;
+      }
+    } finally {
+      await signer.close();
+    }
+    expect(caught, "the drill was never caught holding a restored batch").toBe(true);
+    // The throwaway enclave is gone with its parent, and so is every folder that held a key of it
+    // (its sealing key sat beside the restored key sets: together, the wallets' private keys).
+    for (let waited = 0; waited < 100 && (await throwaways()).length > 0; waited++) await sleep(100);
+    expect(await throwaways(), "the throwaway enclave's data folder after the drill was killed").toEqual([]);
     await expectNothingLeft();
   });
 

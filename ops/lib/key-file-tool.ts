@@ -4,22 +4,31 @@
  * the key there), and the command line `--out PATH | --show PATH`, whose messages never carry a
  * key file's text.
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { toHex } from "../../shared/hex.ts";
 import { type CliTool, DONE, readArgumentFile, refused, UsageError } from "./cli-shell.ts";
+import { type NewFileDisk, nodeDisk, writeNewFileDurably } from "./new-file.ts";
 
 /** Thrown when the key file already exists. */
 export class KeyFileExistsError extends Error {
   override readonly name = "KeyFileExistsError";
 }
 
-/** Writes `key` as hex to a new file at `path` (0600, its folder 0700); refuses an existing file. */
-export async function writeNewKeyFile(path: string, key: Uint8Array, what: string): Promise<void> {
+/**
+ * Writes `key` as hex to a new file at `path` (0600, its folder 0700), on disk before it resolves
+ * (new-file.ts); refuses an existing file.
+ */
+export async function writeNewKeyFile(
+  path: string,
+  key: Uint8Array,
+  what: string,
+  disk: NewFileDisk = nodeDisk,
+): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   try {
-    await writeFile(path, `${toHex(key)}\n`, { mode: 0o600, flag: "wx" });
+    await writeNewFileDurably(path, new TextEncoder().encode(`${toHex(key)}\n`), 0o600, disk);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "EEXIST") {
       throw new KeyFileExistsError(`${path} exists; refusing to overwrite ${what}`);

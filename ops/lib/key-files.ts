@@ -13,20 +13,24 @@ import {
   x25519PublicKey,
 } from "../../shared/recovery-envelope.ts";
 import { writeNewKeyFile } from "./key-file-tool.ts";
+import type { NewFileDisk } from "./new-file.ts";
 
 /** Writes a fresh authority seed to `path` (0600, refusing to overwrite); returns its public key. */
-export async function createAuthorityKeyFile(path: string): Promise<{ publicKey: Hex; keyFile: string }> {
+export async function createAuthorityKeyFile(
+  path: string,
+  disk?: NewFileDisk,
+): Promise<{ publicKey: Hex; keyFile: string }> {
   const secret = randomAuthoritySecret();
-  await writeNewKeyFile(path, secret, "an authority key");
+  await writeNewKeyFile(path, secret, "an authority key", disk);
   return { publicKey: authorityPublicKey(secret), keyFile: path };
 }
 
 export type RecoveryKeyFile = { publicKey: Hex; fingerprint: Hex; keyFile: string };
 
 /** Writes a fresh X25519 private key to `path` (0600, refusing to overwrite); returns its public key. */
-export async function createRecoveryKeyFile(path: string): Promise<RecoveryKeyFile> {
+export async function createRecoveryKeyFile(path: string, disk?: NewFileDisk): Promise<RecoveryKeyFile> {
   const privateKey = randomX25519PrivateKey();
-  await writeNewKeyFile(path, privateKey, "a recovery key");
+  await writeNewKeyFile(path, privateKey, "a recovery key", disk);
   const publicKey = x25519PublicKey(privateKey);
   return { publicKey: toHex(publicKey), fingerprint: recoveryKeyFingerprint(publicKey), keyFile: path };
 }

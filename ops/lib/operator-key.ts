@@ -5,22 +5,26 @@
  * leaves this process and is never printed; only its public half is enrolled in the enclave.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { type Hex, toHex } from "../../shared/hex.ts";
 import {
   type KeyApproval,
   type OperatorApprovalMessageInput,
   operatorApprovalMessage,
 } from "../../shared/operator-approval.ts";
+import { type NewFileDisk, writeNewFileDurably } from "./new-file.ts";
 
 /** A loaded operator key: the private half (a KeyObject, never serialised again) and its public point. */
 export type OperatorKey = { privateKey: KeyObject; publicKey: Hex };
 
-/** Makes a P-256 key and writes it to `file` (PKCS#8 PEM, mode 0600; an existing file is refused). */
-export async function generateOperatorKey(file: string): Promise<{ publicKey: Hex }> {
+/**
+ * Makes a P-256 key and writes it to `file` (PKCS#8 PEM, mode 0600; an existing file is refused),
+ * on disk before its public half is returned to be enrolled (new-file.ts).
+ */
+export async function generateOperatorKey(file: string, disk?: NewFileDisk): Promise<{ publicKey: Hex }> {
   const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const pem = privateKey.export({ type: "pkcs8", format: "pem" });
-  await writeFile(file, pem, { mode: 0o600, flag: "wx" });
+  const pem = privateKey.export({ type: "pkcs8", format: "pem" }) as string;
+  await writeNewFileDurably(file, new TextEncoder().encode(pem), 0o600, disk);
   return { publicKey: publicPoint(privateKey) };
 }
 

@@ -66,7 +66,10 @@ export type StartThrowawayEnclaveParams = {
 /** Initialises and starts a throwaway enclave; on any failure nothing is left behind. */
 export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams): Promise<ThrowawayEnclave> {
   const dir = await mkdtemp(join(tmpdir(), "restore-drill-"));
-  const dataDir = join(dir, "data");
+  // The folder is the enclave's data folder, its socket inside: served --throwaway, the enclave
+  // deletes all of it when it stops, also when this process is killed before its own close
+  // (its IPC channel then ends, docs/operations.md#restore-drills).
+  const dataDir = dir;
   const socketPath = join(dir, "enclave.sock");
   let child: ManagedChild | undefined;
   let signer: SignerClient | undefined;
@@ -107,7 +110,7 @@ export async function startThrowawayEnclave(params: StartThrowawayEnclaveParams)
       name: "drill-enclave",
       entry: "enclave/main.ts",
       program,
-      args: ["serve", "--socket", socketPath, "--data-dir", dataDir],
+      args: ["serve", "--socket", socketPath, "--data-dir", dataDir, "--throwaway"],
       env,
       onLine: params.onLog ?? (() => {}),
     });

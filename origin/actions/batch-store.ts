@@ -76,6 +76,8 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
         where a.action_id = f.action_id and a.status in ('requested', 'approved')`,
     },
     {
+      // A check's hold of a requested action, or an approved one the enclave holds again
+      // (transfers.ts heldAgain).
       name: "held",
       // The hold's end by the database's clock, which the sweep that ends it reads
       // (agent-actions/holds.ts): an origin host's clock off the database host's would shorten or
@@ -84,7 +86,7 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
           hold_expires_at = now() + make_interval(secs => h.seconds),
           error_code = null, error_message = null, updated_at = now()
         from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, seconds double precision)
-        where a.action_id = h.action_id and a.status = 'requested'`,
+        where a.action_id = h.action_id and a.status in ('requested', 'approved')`,
     },
     {
       name: "noted",

@@ -7,7 +7,7 @@ import type { FeeQuote } from "../chain/fees.ts";
 import { CLIENT_FAILURE } from "../signer/failure-class.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import { ABANDON_REQUESTED_AFTER_MS } from "./abandon.ts";
-import type { MoneyOperation, Refusal } from "./operation.ts";
+import type { Held, MoneyOperation, Refusal } from "./operation.ts";
 
 /**
  * What every refusal that leaves the action `requested` tells the agent: what a retry does, and
@@ -34,7 +34,7 @@ export const CHAIN_DOWN: Refusal = {
  * sealed policy) says nothing about the request: nothing was signed, the action stays `requested`,
  * and a retry with the same key runs it again once the cause is gone.
  */
-export function refusesThisRequest(operation: MoneyOperation, failure: SignerFailure): Refusal | null {
+export function refusesThisRequest(operation: MoneyOperation, failure: SignerFailure): Refusal | Held | null {
   return failure.class === "terminal_agent" ? operation.signerRefusal(failure) : null;
 }
 

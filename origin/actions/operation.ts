@@ -106,9 +106,10 @@ export type MoneyOperation = {
    * Turns the enclave's refusal under its sealed policy into what the agent is told, when it is a
    * decision about this request (a limit, a budget, a cooldown, the key's binding): final for the
    * key. Null when it is the service's state (the node configured unlike the sealed policy, a fee
-   * spike over the sealed ceiling): the action then stays `requested` (refusesThisRequest).
+   * spike over the sealed ceiling): the action then stays `requested` (refusesThisRequest). A hold:
+   * an approved transfer whose approval the enclave no longer holds is stored `held` again.
    */
-  signerRefusal: (failure: SignerFailure) => Refusal | null;
+  signerRefusal: (failure: SignerFailure) => Refusal | Held | null;
 };
 
 export type ExecuteOutcome =

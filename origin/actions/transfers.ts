@@ -31,7 +31,7 @@ import { KEY_BINDING_MISMATCH, keyUnavailable } from "../signer/key-binding.ts";
 import { refusalDetailAmong } from "../signer/refusal-detail.ts";
 import type { SignerFailure } from "../signer/types.ts";
 import type { MoneyServices } from "./money-services.ts";
-import type { CheckFacts, MoneyOperation, Refusal, Stop } from "./operation.ts";
+import type { CheckFacts, Held, MoneyOperation, Refusal, Stop } from "./operation.ts";
 import { receivingGate } from "./receiving-gate.ts";
 import { runMoneyAction } from "./run-action.ts";
 
@@ -116,7 +116,10 @@ export function transferOperation(
     valueUnits: amount,
     approved,
     signerOp: "signTransfer",
-    signerRefusal,
+    signerRefusal: (failure) =>
+      approved && refusalDetailAmong(failure, SIGN_TRANSFER_DETAILS) === "policy_held"
+        ? heldAgain(failure, holdSeconds)
+        : signerRefusal(failure),
     check: (facts) => {
       if (facts.costUnits > perTxLimitUnits) {
         return limitExceeded(
@@ -236,6 +239,17 @@ const SIGN_TRANSFER_DETAILS = [
   ...TRANSFER_REFUSAL_DETAILS,
   ...AGENT_POLICY_REFUSAL_DETAILS,
 ];
+
+/**
+ * An approved transfer the enclave holds: it has no approval of it, though the row says an operator
+ * approved it. The approval was used up by a signature that never came back to be stored (an
+ * origin killed between the two, an answer lost on the way), or lapsed; either way nothing was
+ * signed that anyone holds. Held again, for the hold's length from now, so an operator can approve
+ * it anew; ending it `policy_denied` would tell the agent no operator had approved it.
+ */
+function heldAgain(failure: SignerFailure, holdSeconds: number): Held {
+  return { held: { rule: failure.rule ?? "approval", holdSeconds } };
+}
 
 /**
  * The enclave refused under its sealed policy: the same limits, so the same kind of answer. A
