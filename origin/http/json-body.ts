@@ -43,10 +43,45 @@ function describeIssue(issue: z.core.$ZodIssue | undefined, body: unknown): stri
   const field = issue.path.map(String).join(".");
   if (issue.code === "invalid_type" && field && !isPresent(body, issue.path)) return `${field} is required`;
   if (issue.code === "invalid_type" && !field) return "the body must be a JSON object";
+  if (issue.code === "invalid_union") return describeUnion(issue, body);
   if (issue.code === "unrecognized_keys")
     return `unknown field${issue.keys.length > 1 ? "s" : ""}: ${issue.keys.join(", ")}`;
   // The schemas' own messages name their field.
   return field && !issue.message.includes(field) ? `${field}: ${issue.message}` : issue.message;
+}
+
+/**
+ * A value that is none of a union's forms, which zod words as a bare "Invalid input" naming no
+ * field. When the keys sent fit one form (`{"x402": {}}` of the policy check), that form's own
+ * first problem is described; otherwise which keys (`{"transfer"}` or `{"x402"}`) or which types
+ * (a boolean or a number) the field may be.
+ */
+function describeUnion(issue: z.core.$ZodIssueInvalidUnion, body: unknown): string {
+  const at = issue.path;
+  const what = at.length > 0 ? at.map(String).join(".") : "the body";
+  const forms = issue.errors.map((issues) =>
+    issues.map((nested) => ({ ...nested, path: [...at, ...nested.path] }) as z.core.$ZodIssue),
+  );
+  const fitting = forms.filter((issues) => issues.every((nested) => !misfits(nested, at, body)));
+  if (fitting.length === 1 && fitting[0]![0]) return describeIssue(fitting[0]![0], body);
+  const keys = forms.map(
+    (issues) => issues.find((nested) => nested.path.length > at.length)?.path[at.length],
+  );
+  if (keys.every((key) => key !== undefined)) {
+    return `${what} must hold exactly one of ${[...new Set(keys.map(String))].join(", ")}`;
+  }
+  const types = forms.map((issues) => (issues[0]?.code === "invalid_type" ? issues[0].expected : undefined));
+  if (types.every((type) => type !== undefined)) {
+    const named = [...new Set(types)].map((type) => (type === "object" ? "a JSON object" : `a ${type}`));
+    return `${what} must be ${named.join(" or ")}`;
+  }
+  return `${what} is none of the forms it may take`;
+}
+
+/** Whether an issue of one of a union's forms (at `at`) says the value sent is not of that form at all. */
+function misfits(issue: z.core.$ZodIssue, at: readonly PropertyKey[], body: unknown): boolean {
+  if (issue.path.length === at.length) return true;
+  return issue.path.length === at.length + 1 && issue.code === "invalid_type" && !isPresent(body, issue.path);
 }
 
 /**
