@@ -447,7 +447,13 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     const bad = await calls.patch({ transfers: { per_tx_units: "-5" } });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ error: { code: "validation_failed" } });
-    expect(JSON.stringify(bad.body)).toContain("per_tx_units");
+    // In words: zod's own message quoted its pattern (/^(0|[1-9][0-9]{0,77})$/).
+    expect(bad.body).toMatchObject({
+      error: {
+        message:
+          "the policy after the patch is not valid: transfers.per_tx_units: must be a whole number as a decimal string of at most 78 digits, without sign, fraction or leading zero",
+      },
+    });
     expect((await calls.get()).policy).toBeNull();
     expect(await sealedVersion(agent)).toBeNull();
   });
