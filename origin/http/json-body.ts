@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type * as z from "zod";
+import { MAX_JSON_DEPTH, nestsAtMost } from "../../shared/json-depth.ts";
 import { AppError } from "../errors.ts";
 import { bodyIncompleteError, readBodyLimited } from "./read-body.ts";
 
@@ -8,8 +9,9 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
 /**
  * Reads a JSON body of at most `maxBytes` and parses it with `schema` (parsed once at the boundary,
  * trusted after). A larger body is a 413 `payload_too_large`, refused before it is read in full;
- * one that does not arrive in time is a 408 `request_timeout` (read-body.ts); anything else is a
- * 400 `validation_failed` whose message names what to fix.
+ * one that does not arrive in time is a 408 `request_timeout` (read-body.ts); anything else, a body
+ * nested deeper than MAX_JSON_DEPTH among it, is a 400 `validation_failed` whose message names
+ * what to fix.
  */
 export async function parseJsonBody<T>(c: Context, schema: z.ZodType<T>, maxBytes = 4_096): Promise<T> {
   return (await readJsonBody(c, schema, maxBytes)).data;
@@ -32,6 +34,10 @@ export async function readJsonBody<T>(
     body = JSON.parse(UTF8.decode(read.value));
   } catch {
     throw new AppError("validation_failed", "the body must be a JSON object");
+  }
+  // Before the schema: its refinements measure parts of a body with JSON.stringify, which recurses.
+  if (!nestsAtMost(body, MAX_JSON_DEPTH)) {
+    throw new AppError("validation_failed", `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
   }
   const parsed = schema.safeParse(body);
   if (parsed.success) return { data: parsed.data, raw: body };
