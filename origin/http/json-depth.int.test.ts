@@ -1,8 +1,10 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { publicClientFor } from "../../devnet/testing.ts";
 import { MAX_JSON_DEPTH } from "../../shared/json-depth.ts";
 import { send } from "../../testing/http.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { envelope, fundedPayer } from "../../testing/x402-payer.ts";
 import { queryRows } from "../db/client.ts";
 
 // Bodies nested thousands deep, within their routes' size limits, against the real stack (origin,
@@ -83,5 +85,50 @@ describe("JSON nested deeper than the service reads (real stack)", () => {
         },
       },
     ]);
+  });
+
+  it("a signed payment whose payload nests thousands deep is refused invalid_payload in x402's own shapes, not a 500, by verify, settle and the demo; nothing is paid or recorded", async () => {
+    const chain = publicClientFor(stack.devnet.url);
+    const payer = await fundedPayer(stack.devnet.url);
+    const before = await chain.getBalance({ address: payer.address });
+    const paid = await envelope(`${stack.origin.base}/x402/demo`, payer);
+    /** The envelope as sent, with `x` nested `depth` deep beside the payload's own fields. */
+    const deepened = (depth: number) =>
+      JSON.stringify(paid).replace('"payload":{', `"payload":{"x":${nested(depth)},`);
+    const facilitatorBody = `{"x402Version":2,"paymentPayload":${deepened(20_000)},"paymentRequirements":${JSON.stringify(paid.accepted)}}`;
+    // Mutation: without the depth check in facilitator.ts settle is 500 internal_error, in the
+    // gateway's envelope, which an x402 client cannot read (the settler's hash of the payload
+    // overflows the stack); without the one in payment.ts, so is the demo.
+    const settle = await send(`${stack.origin.base}/x402/facilitator/settle`, {
+      method: "POST",
+      body: facilitatorBody,
+    });
+    expect({ status: settle.status, body: settle.body }).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: "invalid_payload", transaction: "" },
+    });
+    const verify = await send(`${stack.origin.base}/x402/facilitator/verify`, {
+      method: "POST",
+      body: facilitatorBody,
+    });
+    // Verify says the same: before the check it called the payment valid, which settle then failed.
+    expect({ status: verify.status, body: verify.body }).toEqual({
+      status: 400,
+      body: { isValid: false, invalidReason: "invalid_payload" },
+    });
+    // 5,000 deep: as deep as a PAYMENT-SIGNATURE header within the 16 KiB of headers holds.
+    const demo = await send(`${stack.origin.base}/x402/demo`, {
+      headers: { "payment-signature": Buffer.from(deepened(5_000)).toString("base64") },
+    });
+    expect({ status: demo.status, error: (demo.body as { error?: string }).error }).toEqual({
+      status: 402,
+      error: "invalid_payload",
+    });
+    const [settlements] = await queryRows<{ n: number }>(
+      stack.db.handle.db,
+      sql`select count(*)::int as n from x402_settlements where payer = ${payer.address.toLowerCase()}`,
+    );
+    expect(settlements!.n).toBe(0);
+    expect(await chain.getBalance({ address: payer.address })).toBe(before);
   });
 });
