@@ -49,7 +49,8 @@ function describeIssue(issue: z.core.$ZodIssue | undefined, body: unknown): stri
   const field = issue.path.map(String).join(".");
   if (issue.code === "invalid_type" && field && !isPresent(body, issue.path)) return `${field} is required`;
   if (issue.code === "invalid_type" && !field) return "the body must be a JSON object";
-  if (issue.code === "invalid_union") return describeUnion(issue, body);
+  // A discriminated union names its own field and the values it takes, and has no forms to compare.
+  if (issue.code === "invalid_union" && issue.errors.length > 0) return describeUnion(issue, body);
   if (issue.code === "unrecognized_keys")
     return `unknown field${issue.keys.length > 1 ? "s" : ""}: ${issue.keys.join(", ")}`;
   // The schemas' own messages name their field.
