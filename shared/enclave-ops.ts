@@ -18,13 +18,24 @@ export const MAX_BATCH_KEYS = 1000;
 
 const hexBytes = (bytes: number) => z.string().regex(new RegExp(`^0x[0-9a-f]{${bytes * 2}}$`));
 export const keyRefSchema = z.string().regex(KEY_REF_PATTERN);
-/** 20-byte hex; anything but all lower case must be its EIP-55 checksum. */
+/**
+ * 20-byte hex; anything but all lower case must be its EIP-55 checksum. The messages say in words
+ * what is expected: an agent reads them in a 400 (zod's own would quote the pattern).
+ */
 export const addressSchema = z
   .string()
-  .regex(/^0x[0-9a-fA-F]{40}$/)
-  .refine((value): boolean => isChecksummedOrLowerAddress(value), "invalid address checksum");
+  .regex(/^0x[0-9a-fA-F]{40}$/, "must be a 20-byte address: 0x and 40 hex digits")
+  .refine(
+    (value): boolean => isChecksummedOrLowerAddress(value),
+    "mixes upper and lower case but is not its EIP-55 checksum (send it checksummed or all lower case)",
+  );
 /** Unsigned decimal string, at most 78 digits (uint256). */
-export const uintStringSchema = z.string().regex(/^(0|[1-9][0-9]{0,77})$/);
+export const uintStringSchema = z
+  .string()
+  .regex(
+    /^(0|[1-9][0-9]{0,77})$/,
+    "must be a whole number as a decimal string of at most 78 digits, without sign, fraction or leading zero",
+  );
 export const hex32Schema = hexBytes(32);
 export const publicKeySchema = z.string().regex(/^0x04[0-9a-f]{128}$/);
 export const signatureSchema = hexBytes(65);

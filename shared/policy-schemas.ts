@@ -6,6 +6,7 @@ import * as z from "zod";
 import { agentPolicySchema } from "./agent-policy.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { unitsAmountSchema, x402PaymentRequiredSchema } from "./gateway-schemas.ts";
+import { nestsAtMost } from "./json-depth.ts";
 
 /** One budget of the policy: its limit, what is used of its window, what remains, when it resets. */
 export const policyBudgetSchema = z.object({
@@ -43,17 +44,6 @@ export const policyPatchSchema = z
   .refine((patch) => nestsAtMost(patch, MAX_PATCH_DEPTH), {
     message: `the patch nests deeper than any field of a policy (at most ${MAX_PATCH_DEPTH} levels)`,
   });
-
-/** Whether `value`'s objects and arrays nest at most `limit` deep, walked without recursion. */
-function nestsAtMost(value: unknown, limit: number): boolean {
-  const pending: { value: unknown; depth: number }[] = [{ value, depth: 1 }];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    if (typeof next.value !== "object" || next.value === null) continue;
-    if (next.depth > limit) return false;
-    for (const child of Object.values(next.value)) pending.push({ value: child, depth: next.depth + 1 });
-  }
-  return true;
-}
 
 export const policyCheckRequestSchema = z.union([
   z.strictObject({ transfer: z.strictObject({ to: addressSchema, amount: unitsAmountSchema }) }),

@@ -126,6 +126,15 @@ describe("transfers (real stack)", () => {
         code: "validation_failed",
       });
     }
+    // What `to` must be, in words: zod's own message quoted its pattern (/^0x[0-9a-fA-F]{40}$/).
+    const told = async (body: Record<string, unknown>) =>
+      ((await calls.transfer(body)).body as { error: { message: string } }).error.message;
+    expect(await told({ idempotency_key: newKey(), to: to.slice(2), amount: "1" })).toBe(
+      "to: must be a 20-byte address: 0x and 40 hex digits",
+    );
+    expect(await told({ idempotency_key: newKey(), to: badChecksum, amount: "1" })).toBe(
+      "to: mixes upper and lower case but is not its EIP-55 checksum (send it checksummed or all lower case)",
+    );
     expect(await count("agent_actions")).toBe(actionsBefore);
     expect(await count("outgoing_transactions")).toBe(txsBefore);
   });

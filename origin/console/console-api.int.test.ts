@@ -93,7 +93,15 @@ describe("operator console API", () => {
       [{ changes: { per_ip_daily: -1 }, reason: "negative" }, "per_ip_daily must be a whole number"],
       [{ changes: { per_ip_daily: 2.5 }, reason: "fraction" }, "per_ip_daily must be a whole number"],
       [{ changes: { per_ip_daily: 100_001 }, reason: "too big" }, "from 0 to 100000"],
-      [{ changes: { paused: "maybe" }, reason: "not a boolean" }, "changes.paused"],
+      // Mutation: without json-body.ts describeUnion these are "changes.paused: Invalid input".
+      [
+        { changes: { paused: "maybe" }, reason: "not a boolean" },
+        "changes.paused must be a boolean or a number",
+      ],
+      [
+        { changes: { per_ip_daily: "5" }, reason: "digits" },
+        "changes.per_ip_daily must be a boolean or a number",
+      ],
       [{ changes: { paused: 1 }, reason: "number for a boolean" }, "paused must be true or false"],
       [{ changes: { per_ip_daily: 5 }, reason: "" }, "reason must not be empty"],
       [{ changes: { per_ip_daily: 5 }, reason: "   " }, "reason must not be empty"],

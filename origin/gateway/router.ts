@@ -1,4 +1,4 @@
-import { type Handler, Hono } from "hono";
+import { type Handler, Hono, type MiddlewareHandler } from "hono";
 import { getActionHandler } from "../agent-actions/get-action.ts";
 import { bearerAuth, requireCapability } from "../auth/bearer-auth.ts";
 import { createTokenLookup } from "../auth/identity-repository.ts";
@@ -66,81 +66,61 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
     "rpc",
     rpcPrefetch(deps.rpc, limiters.recentAuthentications, limiters.rpcPrefetch),
   );
-  router.use(
-    "*",
-    bearerAuth({
-      lookup: createTokenLookup(deps.database.db),
-      failuresPerIp: limiters.failuresPerIp,
-      recentAuthentications: limiters.recentAuthentications,
-      lockoutAllowance: limiters.lockoutAllowance,
-      requestsPerAgent: limiters.requestsPerAgent,
-      onFailure: (reason, clientIp) => deps.logger.info({ reason, client_ip: clientIp }, "auth failed"),
-      refusals: options.refusals,
-    }),
-  );
+  // On the gateway's own operations only, never "*": a request that is none of them (another
+  // path, a trailing slash such as `register/`, another method) is 404 `not_found`, token or not,
+  // and reads no token, so it is not counted as a failed authentication of the client's address.
+  const authenticate = bearerAuth({
+    lookup: createTokenLookup(deps.database.db),
+    failuresPerIp: limiters.failuresPerIp,
+    recentAuthentications: limiters.recentAuthentications,
+    lockoutAllowance: limiters.lockoutAllowance,
+    requestsPerAgent: limiters.requestsPerAgent,
+    onFailure: (reason, clientIp) => deps.logger.info({ reason, client_ip: clientIp }, "auth failed"),
+    refusals: options.refusals,
+  });
+  const authenticated = (
+    operationId: string,
+    ...handlers: [...MiddlewareHandler<AppEnv>[], Handler<AppEnv>]
+  ) => route(router, at, operationId, authenticate, ...handlers);
 
-  route(router, at, "getNetwork", requireCapability("read"), networkHandler(deps.config, latestBlock));
-  route(router, at, "getBalance", requireCapability("read"), balanceHandler(deps.rpc));
-  route(
-    router,
-    at,
+  authenticated("getNetwork", requireCapability("read"), networkHandler(deps.config, latestBlock));
+  authenticated("getBalance", requireCapability("read"), balanceHandler(deps.rpc));
+  authenticated(
     "rpc",
     requireCapability("read"),
     rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals),
   );
-  route(
-    router,
-    at,
+  authenticated(
     "getAction",
     requireCapability("read"),
     getActionHandler(deps.database.db, options.events?.waiter),
   );
-  route(
-    router,
-    at,
+  authenticated(
     "streamEvents",
     requireCapability("read"),
     options.events?.stream ?? featureDisabled("the event stream"),
   );
   // No capability: any valid token may replace itself (rotate-token.ts).
-  route(router, at, "rotateToken", rotateTokenHandler(deps.database.db));
+  authenticated("rotateToken", rotateTokenHandler(deps.database.db));
 
   // The capability is checked before the feature switch: a token without it learns nothing more.
   const writes = options.writes ?? {};
   const policy = writes.policy;
-  route(
-    router,
-    at,
-    "getPolicy",
-    requireCapability("read"),
-    policy?.get ?? featureDisabled("spending policies"),
-  );
-  route(
-    router,
-    at,
+  authenticated("getPolicy", requireCapability("read"), policy?.get ?? featureDisabled("spending policies"));
+  authenticated(
     "checkPolicy",
     requireCapability("read"),
     policy?.check ?? featureDisabled("spending policies"),
   );
   // Only a token that can spend changes how its agent may spend (a read-only token cannot freeze it).
-  route(
-    router,
-    at,
+  authenticated(
     "patchPolicy",
     requireCapability("transfer"),
     policy?.patch ?? featureDisabled("spending policies"),
   );
-  route(router, at, "faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
-  route(
-    router,
-    at,
-    "transfer",
-    requireCapability("transfer"),
-    writes.transfers ?? featureDisabled("transfers"),
-  );
-  route(
-    router,
-    at,
+  authenticated("faucet", requireCapability("faucet"), writes.faucet ?? featureDisabled("the faucet"));
+  authenticated("transfer", requireCapability("transfer"), writes.transfers ?? featureDisabled("transfers"));
+  authenticated(
     "authorizeX402",
     requireCapability("transfer"),
     writes.x402Authorize ?? featureDisabled("x402 authorization"),

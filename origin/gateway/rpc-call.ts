@@ -8,6 +8,7 @@ import {
   RPC_MAX_RESPONSE_BYTES,
   RPC_READ_ALLOWLIST,
 } from "../../shared/constants.ts";
+import { MAX_JSON_DEPTH, nestsAtMost } from "../../shared/json-depth.ts";
 import type { JsonRpcUpstream, UpstreamResult } from "../chain/json-rpc-upstream.ts";
 
 type Id = string | number | null;
@@ -181,6 +182,11 @@ function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } | "n
   }
   if (params !== undefined && (typeof params !== "object" || params === null)) {
     return { error: refusal(id as Id, -32602, "params must be an array or an object") };
+  }
+  // Forwarded, deeper params would overflow the upstream call's JSON.stringify, failing the whole
+  // batch as an unreachable chain; no allowed method takes params more than a few levels deep.
+  if (params !== undefined && !nestsAtMost(params, MAX_JSON_DEPTH)) {
+    return { error: refusal(id as Id, -32602, `params nest deeper than ${MAX_JSON_DEPTH} levels`) };
   }
   return { id: id as Id, method, params };
 }

@@ -105,6 +105,22 @@ describe("passkeys through the console (real stack)", () => {
       key_id: registered.key_id,
     });
     expect(early.status).toBe(404);
+    // A target of no known change: the discriminator named with the values it takes (a union's
+    // description in json-body.ts read it as "must hold exactly one of", naming nothing).
+    const unknown = await console_().post("/approvals/options", {
+      target: { change: "thaw" },
+      key_id: registered.key_id,
+    });
+    expect({ status: unknown.status, body: unknown.body }).toMatchObject({
+      status: 400,
+      body: {
+        error: {
+          code: "validation_failed",
+          message:
+            "target.change: Invalid discriminator value. Expected 'approve_held' | 'set_agent_policy' | 'unfreeze'",
+        },
+      },
+    });
   });
 
   it("the origin's admin key cannot enroll it; the policy authority's holder does (enroll-passkey)", async () => {

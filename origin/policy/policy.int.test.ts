@@ -491,9 +491,42 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     const bad = await calls.patch({ transfers: { per_tx_units: "-5" } });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ error: { code: "validation_failed" } });
-    expect(JSON.stringify(bad.body)).toContain("per_tx_units");
+    // In words: zod's own message quoted its pattern (/^(0|[1-9][0-9]{0,77})$/).
+    expect(bad.body).toMatchObject({
+      error: {
+        message:
+          "the policy after the patch is not valid: transfers.per_tx_units: must be a whole number as a decimal string of at most 78 digits, without sign, fraction or leading zero",
+      },
+    });
     expect((await calls.get()).policy).toBeNull();
     expect(await sealedVersion(agent)).toBeNull();
+  });
+
+  it("answers a check that is neither one transfer nor one x402 quote 400 saying what it must hold, not a bare Invalid input", async () => {
+    const agent = await stack.newAgent();
+    const to = newAccount().address;
+    const cases: Array<[unknown, string]> = [
+      [{}, "the body must hold exactly one of transfer, x402"],
+      [{ transfer: { to, amount: "1" }, x402: { payment_required: {} } }, "unknown field: x402"],
+      [{ transfer: {}, x402: {} }, "the body must hold exactly one of transfer, x402"],
+      [{ amount: "1" }, "the body must hold exactly one of transfer, x402"],
+      [{ x402: {} }, "x402.payment_required is required"],
+      [{ transfer: { to } }, "transfer.amount is required"],
+      [[], "the body must be a JSON object"],
+    ];
+    for (const [body, message] of cases) {
+      const response = await send(`${stack.origin.base}/agent/v1/policy/check`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${agent.token}` },
+        body: JSON.stringify(body),
+      });
+      // Mutation: without json-body.ts describeUnion, all but the last are "Invalid input".
+      expect({ body, status: response.status, error: response.body }).toEqual({
+        body,
+        status: 400,
+        error: { error: { code: "validation_failed", message, request_id: expect.any(String) } },
+      });
+    }
   });
 
   it("answers a patch whose resource prefix holds a control character 400 naming the field, and changes nothing: neither sealed nor stored", async () => {

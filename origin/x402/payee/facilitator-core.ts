@@ -59,8 +59,11 @@ export type FacilitatorAnswer<Body> = {
   statusPath?: string;
 };
 
-/** A request's body as the route read it: its JSON, or why there is none. */
-export type FacilitatorBody = { json: unknown } | "not_json" | "too_large";
+/**
+ * A request's body as the route read it: its JSON, or why there is none (`too_deep`: nested past
+ * MAX_JSON_DEPTH, which the payment's hashes, a recursive walk, could not take).
+ */
+export type FacilitatorBody = { json: unknown } | "not_json" | "too_large" | "too_deep";
 
 /** A payment that passed the pure checks, as the demo and `/settle` hand it to the settler. */
 export type CheckedPayment = {
@@ -172,6 +175,7 @@ export function createFacilitator({
     };
     if (body === "too_large") return refused(X402_REASONS.invalidPayload, "", 413);
     if (body === "not_json") return refused(X402_REASONS.invalidPayloadJson, "", 400);
+    if (body === "too_deep") return refused(X402_REASONS.invalidPayload, "", 400);
     const checked = check(body.json);
     if (!checked.ok) return refused(checked.error.code, checked.error.payer ?? "", 200);
     const wait = limits.payment(clientIp, checked.value.payer);

@@ -6,6 +6,7 @@
  * and a `settlement_pending` with the public URL of its settlement's status.
  */
 import { type Context, Hono } from "hono";
+import { MAX_JSON_DEPTH, nestsAtMost } from "../../../shared/json-depth.ts";
 import type { AppEnv } from "../../http/env.ts";
 import { bodyIncompleteError, readBodyLimited } from "../../http/read-body.ts";
 import { route } from "../../openapi/route.ts";
@@ -46,16 +47,19 @@ const MAX_BODY_BYTES = 64 * 1024;
 
 /**
  * The request's JSON, read no further than MAX_BODY_BYTES (an oversize or endless body is never
- * buffered whole).
+ * buffered whole) and nested no deeper than MAX_JSON_DEPTH: a payment's requirement and payload are
+ * hashed by a recursive walk (canonical-json.ts), which a body nested thousands deep overflows.
  */
 async function readFacilitatorBody(c: Context): Promise<FacilitatorBody> {
   const read = await readBodyLimited(c, MAX_BODY_BYTES);
   // A body that does not arrive in time is the server's 408, not a verdict on a payment.
   if (!read.ok && read.error === "incomplete") throw bodyIncompleteError();
   if (!read.ok) return "too_large";
+  let json: unknown;
   try {
-    return { json: JSON.parse(new TextDecoder().decode(read.value)) as unknown };
+    json = JSON.parse(new TextDecoder().decode(read.value));
   } catch {
     return "not_json";
   }
+  return nestsAtMost(json, MAX_JSON_DEPTH) ? { json } : "too_deep";
 }

@@ -6,6 +6,7 @@
 import type { Address } from "viem";
 import type { TransferWithAuthorizationMessage } from "../../../shared/eip712.ts";
 import type { Hex } from "../../../shared/hex.ts";
+import { MAX_JSON_DEPTH, nestsAtMost } from "../../../shared/json-depth.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 
@@ -47,6 +48,9 @@ export function decodePaymentHeader(header: string): Parsed<PaymentEnvelope> {
   } catch {
     return err({ code: X402_REASONS.invalidPayloadJson });
   }
+  // The settler hashes the payload by a recursive walk (canonical-json.ts), which thousands of
+  // levels overflow; the facilitator's routes check their bodies the same way.
+  if (!nestsAtMost(json, MAX_JSON_DEPTH)) return err({ code: X402_REASONS.invalidPayload });
   return parseEnvelope(json);
 }
 

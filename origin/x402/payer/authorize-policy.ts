@@ -20,6 +20,7 @@ import { err, ok, type Result } from "../../../shared/result.ts";
 import {
   type ChosenRequirement,
   checkTimeout,
+  describeQuoted,
   isOurScheme,
   type RequirementRefusal,
   unsupported,
@@ -148,7 +149,7 @@ function amountRefusal(
     : `exactly ${pair.amountUnits} units per payment (AGENT_X402_AMOUNT)`;
   return {
     code: "x402_amount_not_allowed",
-    message: `this node authorizes ${allowed}; the quote asks for ${describe(quoted)}`,
+    message: `this node authorizes ${allowed}; the quote asks for ${describeQuoted(quoted)}`,
   };
 }
 
@@ -163,12 +164,6 @@ function payToRefusal(
       : `${pair.payTo} only (AGENT_X402_PAY_TO)`;
   return {
     code: "x402_pay_to_not_allowed",
-    message: `this node authorizes payments to ${allowed}; the quote pays ${describe(quoted)}`,
+    message: `this node authorizes payments to ${allowed}; the quote pays ${describeQuoted(quoted)}`,
   };
-}
-
-/** A quoted value for an error message: short, and never more than the quote's own field. */
-function describe(value: unknown): string {
-  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? "nothing");
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
 }

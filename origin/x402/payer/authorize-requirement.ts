@@ -111,14 +111,14 @@ function checkEntry(
   if (entry.amount !== allowed) {
     return {
       code: "x402_amount_not_allowed",
-      message: `this node authorizes exactly ${allowed} units per payment (AGENT_X402_AMOUNT); the quote asks for ${describe(entry.amount)}`,
+      message: `this node authorizes exactly ${allowed} units per payment (AGENT_X402_AMOUNT); the quote asks for ${describeQuoted(entry.amount)}`,
     };
   }
   const payTo = typeof entry.payTo === "string" ? entry.payTo : "";
   if (!isAddress(payTo, { strict: false }) || payTo.toLowerCase() !== policy.payTo) {
     return {
       code: "x402_pay_to_not_allowed",
-      message: `this node authorizes payments to ${policy.payTo} only (AGENT_X402_PAY_TO); the quote pays ${describe(entry.payTo)}`,
+      message: `this node authorizes payments to ${policy.payTo} only (AGENT_X402_PAY_TO); the quote pays ${describeQuoted(entry.payTo)}`,
     };
   }
   const timeout = checkTimeout(entry, policy);
@@ -163,8 +163,16 @@ export function unsupported(
   return { code: "x402_requirement_unsupported", message };
 }
 
-/** A quoted value for an error message: short, and never more than the quote's own field. */
-function describe(value: unknown): string {
-  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? "nothing");
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
+/**
+ * A quoted value for an error message: short, and never more than the quote's own field. A value
+ * that is not a string says so: x402 writes amounts and addresses as strings, and the number 10000
+ * quoted bare would read as the very amount the message says is allowed.
+ */
+export function describeQuoted(value: unknown): string {
+  if (value === undefined) return "nothing";
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  const short = text.length > 80 ? `${text.slice(0, 80)}…` : text;
+  if (typeof value === "string") return short;
+  const kind = value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`;
+  return `${short} (${kind.replace(/^a (?=[aeiou])/, "an ")}, not a string)`;
 }

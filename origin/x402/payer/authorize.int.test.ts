@@ -468,6 +468,21 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       // Nothing in a refusal speaks of transfer limits or the funding gate: they do not apply.
       expect(Object.keys(error ?? {}).sort()).toEqual(["code", "message", "request_id"]);
     }
+    // The amount as a JSON number: the message says so, where it read "exactly 10000 units …;
+    // the quote asks for 10000", the allowed amount twice.
+    const numeric = await authorize(origin.base, agent.token, {
+      payment_required: quote({ amount: Number(AMOUNT) }),
+      nonce: newNonce(),
+    });
+    expect({ status: numeric.status, body: numeric.body }).toMatchObject({
+      status: 422,
+      body: {
+        error: {
+          code: "x402_amount_not_allowed",
+          message: `this node authorizes exactly ${AMOUNT} units per payment (AGENT_X402_AMOUNT); the quote asks for ${AMOUNT} (a number, not a string)`,
+        },
+      },
+    });
     expect(signRequests).toBe(before);
     expect(await signedActions(agent.agentId)).toBe(0);
   });
