@@ -2,7 +2,6 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
-import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
 import {
@@ -14,9 +13,10 @@ import {
 } from "../../ops/lib/operator-key.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
-import { agentPolicySubject, heldApprovalSubject } from "../../shared/operator-approval.ts";
+import { agentPolicySubject } from "../../shared/operator-approval.ts";
 import type { PolicyCheckResponse, PolicyResponse } from "../../shared/policy-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { sealHeldApproval as sealApproval } from "../../testing/held-approval.ts";
 import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
@@ -78,35 +78,8 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     );
     return row!.n;
   };
-  /** Seals an operator's approval of a held transfer in the enclave, as `npm run policy -- approve` does. */
-  const sealHeldApproval = async (
-    agent: StackAgent,
-    held: { actionId: string; to: Address; valueUnits: bigint; expiresAt: number },
-  ) => {
-    const identity = await stack.signer.getSealedIdentity();
-    if (!identity.ok) throw new Error("get_sealed_identity");
-    const subject = {
-      keyRef: agent.keyRef,
-      kind: "transfer" as const,
-      ref: held.actionId,
-      to: held.to,
-      valueUnits: held.valueUnits,
-    };
-    const approval = signOperatorApproval(operator.key, {
-      envId: identity.value.envId,
-      chainId: CHAIN_ID,
-      instanceId: identity.value.instanceId,
-      op: "approve_held",
-      subject: heldApprovalSubject({ ...subject, instanceId: identity.value.instanceId }, held.expiresAt),
-      keyId: operator.keyId,
-      counter: operatorCounterNow(),
-      expiresAt: Math.floor(Date.now() / 1000) + 300,
-    });
-    return stack.signer.approveHeld(
-      { ...subject, expiresAt: held.expiresAt, operator: approval },
-      stack.authorities.admin,
-    );
-  };
+  const sealHeldApproval = (agent: StackAgent, held: Parameters<typeof sealApproval>[3]) =>
+    sealApproval(stack, operator, agent, held);
   const sealedVersion = async (agent: StackAgent): Promise<number | null> => {
     const sealed = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
     if (!sealed.ok) throw new Error(`get_agent_policy: ${sealed.error.code}`);
