@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
-import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
-import { connectDatabase, type DatabaseHandle } from "./db/client.ts";
+import type { TcpProxy } from "../testing/tcp-proxy.ts";
+import type { DatabaseHandle } from "./db/client.ts";
 import { HEALTH_DATABASE_TIMEOUT_MS } from "./health.ts";
 
 // /healthz while Postgres stops answering: the origin reaches the real database through a TCP
@@ -17,11 +17,7 @@ describe("GET /healthz when Postgres stops answering (real Postgres behind a par
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    const direct = new URL(testDb.url);
-    proxy = await startTcpProxy(`http://${direct.host}`);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
-    database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4 });
+    ({ proxy, database } = await databaseBehindProxy(testDb.url));
     origin = await startTestOrigin({ database, workers: [] });
   });
   afterAll(async () => {

@@ -1,8 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { inject } from "vitest";
-import { connectDatabase, type DatabaseDriver, type DatabaseHandle } from "../origin/db/client.ts";
+import {
+  type ConnectDatabaseParams,
+  connectDatabase,
+  type DatabaseDriver,
+  type DatabaseHandle,
+} from "../origin/db/client.ts";
 import { sleep } from "../shared/sleep.ts";
 import { adminQuery, withDatabase } from "./global-setup.ts";
+import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
 
 export type TestDatabase = {
   url: string;
@@ -56,4 +62,19 @@ async function cloneTemplate(adminUrl: string, name: string, template: string): 
       await sleep(50 + attempt * 25);
     }
   }
+}
+
+/**
+ * A pg pool to the database at `url` through a TCP proxy a fault test cuts or stalls (a refused,
+ * partitioned or silent link), the database itself staying up. The caller closes both.
+ */
+export async function databaseBehindProxy(
+  url: string,
+  pool: Pick<ConnectDatabaseParams, "maxConnections" | "statementWaitMs"> = {},
+): Promise<{ proxy: TcpProxy; database: DatabaseHandle }> {
+  const proxy = await startTcpProxy(`http://${new URL(url).host}`);
+  const proxied = new URL(url);
+  proxied.host = new URL(proxy.url).host;
+  const database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4, ...pool });
+  return { proxy, database };
 }

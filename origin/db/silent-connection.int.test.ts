@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
-import { connectDatabase, type DatabaseHandle, POOL_WAIT_MS } from "./client.ts";
+import type { TcpProxy } from "../../testing/tcp-proxy.ts";
+import { type DatabaseHandle, POOL_WAIT_MS } from "./client.ts";
 import { isDatabaseUnavailable } from "./unavailable.ts";
 
 // The connection under a statement goes silent (a partition, a host that died after taking the
@@ -31,15 +31,10 @@ describe("a statement whose connection goes silent (real Postgres behind a stall
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    proxy = await startTcpProxy(`http://${new URL(testDb.url).host}`);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
-    database = connectDatabase({
-      url: proxied.toString(),
-      driver: "pg",
+    ({ proxy, database } = await databaseBehindProxy(testDb.url, {
       maxConnections: 1,
       statementWaitMs: STATEMENT_WAIT_MS,
-    });
+    }));
     origin = await startTestOrigin({ database, workers: [] });
   });
   afterAll(async () => {

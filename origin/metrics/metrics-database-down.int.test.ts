@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consoleSecrets } from "../../testing/console-client.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { parsePrometheusText } from "../../testing/prometheus.ts";
-import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
-import { connectDatabase, type DatabaseHandle } from "../db/client.ts";
+import type { TcpProxy } from "../../testing/tcp-proxy.ts";
+import type { DatabaseHandle } from "../db/client.ts";
 
 // GET {base}/metrics while Postgres is gone: the origin reaches the real database through a TCP
 // proxy the test cuts. The series kept in the process (requests, refusals, enclave and chain
@@ -36,11 +36,7 @@ describe("GET {base}/metrics when Postgres is gone (real Postgres behind a cut p
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
-    const direct = new URL(testDb.url);
-    proxy = await startTcpProxy(`http://${direct.host}`);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
-    database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4 });
+    ({ proxy, database } = await databaseBehindProxy(testDb.url));
     origin = await startTestOrigin({ database, env: secrets.env, clock, workers: [] });
   });
   afterAll(async () => {

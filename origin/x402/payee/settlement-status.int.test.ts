@@ -7,16 +7,17 @@ import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK, HEADER_CLIENT_IP, HEADER_EDGE_SECRET } from "../../../shared/constants.ts";
+import { databaseBehindProxy } from "../../../testing/database.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { freePort } from "../../../testing/free-port.ts";
 import { send } from "../../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../../testing/origin.ts";
 import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
-import { startTcpProxy, type TcpProxy } from "../../../testing/tcp-proxy.ts";
+import type { TcpProxy } from "../../../testing/tcp-proxy.ts";
 import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
-import { connectDatabase, queryRows } from "../../db/client.ts";
+import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
 import type { SettlementView } from "./settlement-view.ts";
 
@@ -380,11 +381,7 @@ describe("the database out of reach", () => {
     steps: (parts: { origin: TestOrigin; proxy: TcpProxy }) => Promise<void>,
     env: Record<string, string> = {},
   ): Promise<void> {
-    const direct = new URL(stack.db.url);
-    const proxy = await startTcpProxy(`http://${direct.host}`);
-    const proxied = new URL(stack.db.url);
-    proxied.host = new URL(proxy.url).host;
-    const database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4 });
+    const { proxy, database } = await databaseBehindProxy(stack.db.url);
     const origin = await startTestOrigin({
       database,
       rpcUrl: stack.devnet.url,
