@@ -21,11 +21,21 @@ export type OwnPostgres = {
   start(): Promise<void>;
 };
 
-export async function startOwnPostgres(): Promise<OwnPostgres> {
+export type OwnPostgresOptions = {
+  /** Server settings (`-c name=value`), kept across stop and start. */
+  settings?: Record<string, string>;
+};
+
+export async function startOwnPostgres(options: OwnPostgresOptions = {}): Promise<OwnPostgres> {
   const dir = await mkdtemp(path.join(tmpdir(), "own-pg-"));
   // Under root the cluster runs as the `postgres` user, which must be able to enter the folder.
   await chmod(dir, 0o755);
-  const params = { dir: path.join(dir, "pg"), port: await freePort(), database: "agents" };
+  const params = {
+    dir: path.join(dir, "pg"),
+    port: await freePort(),
+    database: "agents",
+    settings: options.settings,
+  };
   let cluster: EmbeddedPostgresHandle | undefined = await startEmbeddedPostgres(params);
   const url = cluster.url;
   const handle = connectDatabase({ url, driver: "pg", maxConnections: 10 });

@@ -10,7 +10,7 @@ import type { Logger } from "../logger.ts";
 import { atMostEvery, startLoop, type WakeableWorker } from "../workers/loop.ts";
 import { type Cursor, compareCursors, horizonCursor, laterCursor } from "./cursor.ts";
 import { type EventListener, startEventListener } from "./listener.ts";
-import { currentHorizon, type LoggedEvent, readServable } from "./store.ts";
+import { currentHorizon, type LoggedEvent, readServable, untilOnDisk } from "./store.ts";
 
 /** Events read per query; a longer run is read in several, each from the last one's end. */
 const READ_BATCH = 1_000;
@@ -83,7 +83,8 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
     cursor ??= await currentHorizon(db);
     const agentIds = [...subscribers.keys()];
     for (;;) {
-      const { events, horizon } = await readServable(db, { agentIds, after: cursor, limit: READ_BATCH });
+      const { events, horizon, wal } = await readServable(db, { agentIds, after: cursor, limit: READ_BATCH });
+      await untilOnDisk(db, wal);
       for (const event of events) {
         // The read asked for these agents' events only: a node event (no agent) never comes here.
         const agentSubscribers = event.agentId === null ? undefined : subscribers.get(event.agentId);

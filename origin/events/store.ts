@@ -3,6 +3,7 @@
  * 0016 write the events), so they are plain queries, not named statements.
  */
 import { type SQL, sql } from "drizzle-orm";
+import { sleep } from "../../shared/sleep.ts";
 import { type Db, pgArrayLiteral, queryRows } from "../db/client.ts";
 import { type Cursor, horizonCursor } from "./cursor.ts";
 
@@ -55,22 +56,65 @@ export type ReadServableResult = {
    * transaction below it was visible to the read, and none can still appear.
    */
   horizon: bigint;
+  /** Where the read's snapshot stands in the write-ahead log, for untilOnDisk. */
+  wal: WalMark;
 };
 
 /**
+ * Where the write-ahead log ended when a read's snapshot was taken (every transaction the read saw
+ * end had written its end there), and whether the disk already held it then.
+ */
+export type WalMark = { end: string; onDisk: boolean };
+
+/**
+ * Resolves once the database's disk holds its log up to `mark`: then no transaction a read saw end
+ * can be lost, nor its id handed to another. A commit that does not wait for the flush
+ * (db/no-flush-wait.ts: the outbox's moves, a settlement's receipt) is visible, and below the
+ * horizon, before it is on disk; if the database then crashes, it is lost and recovery hands its
+ * transaction id, and often its events' ids, to the next transactions. A stream that had served
+ * its event, or moved its cursor past its id, would skip those for good (their ids sort at or
+ * below the cursor): so nothing is served, and no cursor moves, past a read until its mark is on
+ * disk. Postgres flushes such commits within its `wal_writer_delay` (200 ms by default), and any
+ * commit that waits for the flush flushes them with its own, which under load is every few ms.
+ */
+export async function untilOnDisk(db: Db, mark: WalMark): Promise<void> {
+  if (mark.onDisk) return;
+  for (;;) {
+    const [row] = await queryRows<{ on_disk: boolean }>(
+      db,
+      sql`select pg_current_wal_flush_lsn() >= ${mark.end}::pg_lsn as on_disk`,
+    );
+    if (row!.on_disk) return;
+    await sleep(WAL_POLL_MS);
+  }
+}
+
+/** How often untilOnDisk asks again: a small share of the walwriter's 200 ms. */
+const WAL_POLL_MS = 10;
+
+/** The columns of a read's WalMark, from its snapshot's CTE `h` (`wal_end`). */
+const WAL_MARK_COLUMNS = sql`h.wal_end::text as wal_end, pg_current_wal_flush_lsn() >= h.wal_end as wal_on_disk`;
+type WalMarkRow = { wal_end: string; wal_on_disk: boolean };
+const walMarkOf = (row: WalMarkRow): WalMark => ({ end: row.wal_end, onDisk: row.wal_on_disk });
+
+/**
  * The events of these agents after `after` whose transactions have all ended, in (xid, id) order:
- * one statement, so the horizon and the rows come from one snapshot.
+ * one statement, so the horizon and the rows come from one snapshot. A reader that serves them, or
+ * keeps a place past them, waits for `untilOnDisk(wal)` first.
  */
 export async function readServable(db: Db, params: ReadServableParams): Promise<ReadServableResult> {
-  const rows = await queryRows<EventRow & { horizon: string }>(db, servableQuery(params));
+  const rows = await queryRows<EventRow & { horizon: string } & WalMarkRow>(db, servableQuery(params));
   const horizon = BigInt(rows[0]!.horizon);
-  return { horizon, events: rows.filter((row) => row.id !== null).map(eventOf) };
+  return { horizon, wal: walMarkOf(rows[0]!), events: rows.filter((row) => row.id !== null).map(eventOf) };
 }
 
 /** readServable's statement (its plan is tested: origin/events/store-plan.int.test.ts). */
 export function servableQuery(params: ReadServableParams): SQL {
-  return sql`with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
-        select h.horizon::text as horizon, e.id::text as id, e.xid::text as xid, e.agent_id, e.type,
+  // The log's insert position is read after the snapshot is taken, so it is at or past the end of
+  // every transaction the snapshot sees as ended.
+  return sql`with h as materialized (
+          select pg_snapshot_xmin(pg_current_snapshot()) as horizon, pg_current_wal_insert_lsn() as wal_end)
+        select h.horizon::text as horizon, ${WAL_MARK_COLUMNS}, e.id::text as id, e.xid::text as xid, e.agent_id, e.type,
                js_iso_timestamp(e.occurred_at) as occurred_at,
                ${params.withData === false ? sql`null::jsonb` : sql`e.data`} as data
         from h left join lateral (
@@ -124,12 +168,19 @@ export async function findCursor(db: Db, agentId: string, id: bigint): Promise<C
   return row ? { xid: BigInt(row.xid), id: BigInt(row.id) } : undefined;
 }
 
-/** The cursor before every event not yet servable now. */
+/**
+ * The cursor before every event not yet servable now, once the disk holds every transaction below
+ * it (untilOnDisk: a place past a transaction a crash could still lose would skip its id's next
+ * holder).
+ */
 export async function currentHorizon(db: Db): Promise<Cursor> {
-  const [row] = await queryRows<{ horizon: string }>(
+  const [row] = await queryRows<{ horizon: string } & WalMarkRow>(
     db,
-    sql`select pg_snapshot_xmin(pg_current_snapshot())::text as horizon`,
+    sql`with h as materialized (
+          select pg_snapshot_xmin(pg_current_snapshot()) as horizon, pg_current_wal_insert_lsn() as wal_end)
+        select h.horizon::text as horizon, ${WAL_MARK_COLUMNS} from h`,
   );
+  await untilOnDisk(db, walMarkOf(row!));
   return horizonCursor(BigInt(row!.horizon));
 }
 

@@ -99,7 +99,9 @@ export async function fanOutOnce(db: Db, params: FanOutParams): Promise<FanOutRe
       groups.set(key, [...(groups.get(key) ?? []), reader]);
     }
     // Every read before the first insert, while this transaction has no xid of its own yet and so
-    // does not hold its reads' horizon back.
+    // does not hold its reads' horizon back. Unlike the streams' feed, it need not wait for the
+    // reads' WAL mark to be on disk (events/store.ts untilOnDisk): the positions it moves commit
+    // with a flush that takes everything it read with them, and nothing is sent before.
     const reads: Array<{ group: Reader[]; events: LoggedEvent[]; end: Cursor }> = [];
     for (const group of groups.values()) {
       const after = group[0]!.position;
