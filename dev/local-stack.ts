@@ -359,8 +359,12 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
 
     const database = connectDatabase({ url: pg.url, driver: "pg", maxConnections: 2 });
     try {
-      const { applied } = await database.unbounded((db) => migrateDatabase(db));
+      const { applied, restoredEvents } = await database.unbounded((db) => migrateDatabase(db));
       say(`migrations ${applied.length} applied`);
+      if (restoredEvents > 0)
+        say(
+          `migrations the event log came from another cluster: ${restoredEvents} event(s) moved below its transaction ids`,
+        );
 
       const enclaveDir = path.join(dataDir, "enclave");
       if (!enclaveInitialised(enclaveDir) && !params.allowNewEnclave) {

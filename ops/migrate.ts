@@ -13,10 +13,15 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   parseArgs({ args: argv, options: {}, strict: true });
   const database = await openDatabase(nodeConfig(env), 1);
   try {
-    const { applied } = await database.unbounded((db) => migrateDatabase(db));
+    const { applied, restoredEvents } = await database.unbounded((db) => migrateDatabase(db));
     process.stdout.write(
       applied.length === 0 ? "migrate: up to date\n" : `migrate: applied ${applied.length} migration(s)\n`,
     );
+    if (restoredEvents > 0) {
+      process.stdout.write(
+        `migrate: the event log came from another cluster; moved the transaction ids of its ${restoredEvents} event(s) below this cluster's\n`,
+      );
+    }
     return DONE;
   } finally {
     await database.close();

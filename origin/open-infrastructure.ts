@@ -134,7 +134,13 @@ export async function openInfrastructure(
 
 async function openMigratedDatabase(config: Config, logger: Logger): Promise<DatabaseHandle> {
   const database = await openDatabase(config);
-  const { applied } = await database.unbounded((db) => migrateDatabase(db));
+  const { applied, restoredEvents } = await database.unbounded((db) => migrateDatabase(db));
+  if (restoredEvents > 0) {
+    logger.warn(
+      { restored_events: restoredEvents },
+      "the event log came from another cluster (a logical restore): its transaction ids were moved below this cluster's (docs/operations.md#restoring-the-database)",
+    );
+  }
   logger.info(
     { driver: database.driver, owns_embedded: database.ownsEmbedded, migrations_applied: applied.length },
     "database ready",

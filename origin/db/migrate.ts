@@ -6,6 +6,7 @@ import { readMigrationFiles } from "drizzle-orm/migrator";
 import { bigint, pgTable, text } from "drizzle-orm/pg-core";
 import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "./client.ts";
+import { rebaseRestoredEventLog } from "./restored-cluster.ts";
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
@@ -18,7 +19,11 @@ const schemaMigrations = pgTable("schema_migrations", {
   createdAt: bigint("created_at", { mode: "number" }).notNull(),
 });
 
-export type MigrateResult = { applied: string[] };
+export type MigrateResult = {
+  applied: string[];
+  /** Events whose transaction ids came from another cluster (restored-cluster.ts); 0 as a rule. */
+  restoredEvents: number;
+};
 
 /**
  * A migration Postgres refused (an object in its way, rows its constraint does not admit, a lost
@@ -87,6 +92,9 @@ export async function migrateDatabase(db: Db, folder: string = MIGRATIONS_FOLDER
       await tx.insert(schemaMigrations).values({ hash: migration.hash, createdAt: migration.folderMillis });
       applied.push(String(migration.folderMillis));
     }
-    return { applied };
+    // It reads the schema the project's migrations make; a test's older set stops before that.
+    const restoredEvents =
+      folder === MIGRATIONS_FOLDER ? await rebaseRestoredEventLog(tx as unknown as Db) : 0;
+    return { applied, restoredEvents };
   });
 }

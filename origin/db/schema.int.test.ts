@@ -148,7 +148,7 @@ describe("migrations and constraints", () => {
   });
 
   it("is idempotent: a second run applies nothing", async () => {
-    expect(await migrateDatabase(testDb.handle.db)).toEqual({ applied: [] });
+    expect(await migrateDatabase(testDb.handle.db)).toEqual({ applied: [], restoredEvents: 0 });
   });
 
   it("refuses a capability outside read|faucet|transfer", async () => {

@@ -1,0 +1,173 @@
+import { sql } from "drizzle-orm";
+import { Hono } from "hono";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LockoutAllowance } from "../../shared/lockout-allowance.ts";
+import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
+import { followEvents } from "../../testing/event-stream.ts";
+import { copyDatabaseRows } from "../../testing/logical-copy.ts";
+import { type OwnPostgres, startOwnPostgres } from "../../testing/own-postgres.ts";
+import { seedFreeKeys } from "../../testing/seed.ts";
+import { bearerAuth } from "../auth/bearer-auth.ts";
+import { createTokenLookup } from "../auth/identity-repository.ts";
+import { RecentAuthentications } from "../auth/recent-authentications.ts";
+import { createEventFeed, type EventFeed } from "../events/feed.ts";
+import type { EventStream } from "../events/stream.ts";
+import { createStreamCap } from "../events/stream-cap.ts";
+import { eventsStreamHandler } from "../events/stream-route.ts";
+import type { AppEnv } from "../http/env.ts";
+import { provisionIdentity } from "../keypool/provision.ts";
+import { createLogger } from "../logger.ts";
+import { type RunningServer, startHttpServer } from "../server.ts";
+import { addEndpoint } from "../webhooks/endpoints.ts";
+import { fanOutOnce } from "../webhooks/fan-out.ts";
+import { type Db, queryRows } from "./client.ts";
+import { type MigrateResult, migrateDatabase } from "./migrate.ts";
+
+// A database restored from a logical dump into another cluster (pg_dump and pg_restore, or a move to
+// another server) keeps its rows but not the cluster's transaction counter: the event log's rows,
+// a webhook endpoint's place and its snapshot name transaction ids the new cluster reaches only
+// much later. The old cluster here has run 20,000 more transactions than the new one; the copy is
+// made row by row, as pg_restore makes it (testing/logical-copy.ts). The migration step each start
+// runs is what finds it. Real clusters, the real stream route, feed and authentication over HTTP,
+// and the webhooks' real fan-out.
+
+describe("the event log of a database restored into another cluster", () => {
+  let before: OwnPostgres;
+  let after: OwnPostgres;
+  let feed: EventFeed;
+  let server: RunningServer;
+  const open = new Set<EventStream>();
+  let agent: { agentId: string; token: string };
+  let endpointId: string;
+  let lastOldEventId: string;
+  let migratedOnTheOldCluster: MigrateResult;
+  let migratedAfterTheRestore: MigrateResult;
+  const restored = (): Db => after.database.handle.db;
+
+  /** An event of the agent's log, and the notification its writers send. */
+  const writeEvent = async (db: Db, agentId: string | null, type: string): Promise<string> => {
+    const [row] = await queryRows<{ id: string }>(
+      db,
+      sql`with written as (insert into events (agent_id, type, data) values (${agentId}::uuid, ${type}, '{}'::jsonb) returning id)
+          select id::text as id, pg_notify('events', id::text) from written`,
+    );
+    return row!.id;
+  };
+  const deliveredEventIds = async (db: Db): Promise<string[]> =>
+    (
+      await queryRows<{ event_id: string }>(
+        db,
+        sql`select event_id::text as event_id from webhook_deliveries where endpoint_id = ${endpointId}::uuid order by webhook_deliveries.event_id`,
+      )
+    ).map((row) => row.event_id);
+
+  beforeAll(async () => {
+    before = await startOwnPostgres();
+    after = await startOwnPostgres();
+    // The old cluster has lived longer: 20,000 transaction ids (one subtransaction each) past the new one.
+    await before.database.handle.db.execute(sql`do $$ begin
+        create temp table burn (n int);
+        for n in 1..20000 loop begin insert into burn values (n); exception when others then null; end; end loop;
+      end $$`);
+    const old = before.database.handle.db;
+    await seedFreeKeys(old, 1);
+    const issued = await provisionIdentity(old, { capabilities: ["read"], origin: "operator" });
+    if (!issued.ok) throw new Error(issued.error.code);
+    agent = { agentId: issued.value.agentId, token: issued.value.token };
+    endpointId = (await addEndpoint(old, { url: "https://hooks.example.com/in", events: ["finding.raised"] }))
+      .id;
+    // Two events the endpoint had queued before the dump, then one it had not reached yet.
+    await writeEvent(old, agent.agentId, "finding.raised");
+    await writeEvent(old, agent.agentId, "finding.raised");
+    expect(await fanOutOnce(old, { maxPending: 100 })).toMatchObject({ ran: true, deliveries: 2 });
+    lastOldEventId = await writeEvent(old, agent.agentId, "finding.raised");
+
+    migratedOnTheOldCluster = await migrateDatabase(old);
+
+    await copyDatabaseRows(before.database.url, after.database.url);
+    await before.database.drop();
+    // What every start runs first: the origin's, `npm run migrate`, `npm start`.
+    migratedAfterTheRestore = await migrateDatabase(restored());
+
+    feed = createEventFeed({
+      db: restored(),
+      connectDirect: after.database.handle.connectDirect,
+      logger: createLogger("silent"),
+      pollMs: 100,
+    });
+    const app = new Hono<AppEnv>();
+    app.use("*", async (c, next) => {
+      c.set("requestId", "req_test");
+      c.set("clientIp", "198.18.0.9");
+      c.set("viaEdge", false);
+      await next();
+    });
+    app.use(
+      "*",
+      bearerAuth({
+        lookup: createTokenLookup(restored()),
+        failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
+        recentAuthentications: new RecentAuthentications(),
+        lockoutAllowance: new LockoutAllowance(),
+        requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
+      }),
+    );
+    app.get(
+      "/events",
+      eventsStreamHandler({
+        db: restored(),
+        feed,
+        cap: createStreamCap(4),
+        open,
+        logger: createLogger("silent"),
+      }),
+    );
+    server = await startHttpServer(app, "127.0.0.1", 0);
+  });
+  afterAll(async () => {
+    for (const stream of open) stream.close("shutting_down");
+    await server?.close(100);
+    await feed?.stop();
+    await after?.database.drop();
+  });
+
+  it("moves the restored log's ids once, and nothing on the cluster that wrote them", async () => {
+    expect(migratedOnTheOldCluster).toEqual({ applied: [], restoredEvents: 0 });
+    expect(migratedAfterTheRestore).toEqual({ applied: [], restoredEvents: 3 });
+    expect(await migrateDatabase(restored())).toEqual({ applied: [], restoredEvents: 0 });
+  });
+
+  it("a stream resumed after its last event gets the events written since the restore, in order", async () => {
+    const stream = followEvents({
+      url: `${server.url}/events`,
+      token: agent.token,
+      lastEventId: lastOldEventId,
+    });
+    try {
+      await stream.waitForOpen();
+      const written = [
+        await writeEvent(restored(), agent.agentId, "finding.raised"),
+        await writeEvent(restored(), agent.agentId, "finding.raised"),
+      ];
+      await stream.waitForCount(2, 10_000);
+      expect(stream.events.map((event) => event.id)).toEqual(written);
+    } finally {
+      stream.close();
+    }
+  });
+
+  it("a webhook endpoint gets the event it had not reached and those written since, and nothing twice", async () => {
+    const written = await writeEvent(restored(), agent.agentId, "finding.raised");
+    expect(await deliveredEventIds(restored())).toHaveLength(2);
+    await fanOutOnce(restored(), { maxPending: 100 });
+    // Every event of the log once: the two queued before the dump, the one it had not reached,
+    // and those written since (this one, and the stream test's).
+    const logged = await queryRows<{ id: string }>(
+      restored(),
+      sql`select id::text as id from events order by events.id`,
+    );
+    expect(logged.map((row) => row.id)).toContain(lastOldEventId);
+    expect(logged.map((row) => row.id)).toContain(written);
+    expect(await deliveredEventIds(restored())).toEqual(logged.map((row) => row.id));
+  });
+});
