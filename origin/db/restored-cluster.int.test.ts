@@ -1,20 +1,14 @@
 import { sql } from "drizzle-orm";
-import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LockoutAllowance } from "../../shared/lockout-allowance.ts";
-import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
+import { authenticatedApp } from "../../testing/authenticated-app.ts";
 import { followEvents } from "../../testing/event-stream.ts";
 import { copyDatabaseRows } from "../../testing/logical-copy.ts";
 import { type OwnPostgres, startOwnPostgres } from "../../testing/own-postgres.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { bearerAuth } from "../auth/bearer-auth.ts";
-import { createTokenLookup } from "../auth/identity-repository.ts";
-import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { createEventFeed, type EventFeed } from "../events/feed.ts";
 import type { EventStream } from "../events/stream.ts";
 import { createStreamCap } from "../events/stream-cap.ts";
 import { eventsStreamHandler } from "../events/stream-route.ts";
-import type { AppEnv } from "../http/env.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { createLogger } from "../logger.ts";
 import { type RunningServer, startHttpServer } from "../server.ts";
@@ -95,23 +89,7 @@ describe("the event log of a database restored into another cluster", () => {
       logger: createLogger("silent"),
       pollMs: 100,
     });
-    const app = new Hono<AppEnv>();
-    app.use("*", async (c, next) => {
-      c.set("requestId", "req_test");
-      c.set("clientIp", "198.18.0.9");
-      c.set("viaEdge", false);
-      await next();
-    });
-    app.use(
-      "*",
-      bearerAuth({
-        lookup: createTokenLookup(restored()),
-        failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
-        recentAuthentications: new RecentAuthentications(),
-        lockoutAllowance: new LockoutAllowance(),
-        requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
-      }),
-    );
+    const app = authenticatedApp(restored());
     app.get(
       "/events",
       eventsStreamHandler({

@@ -1,17 +1,11 @@
 import { connect, type Socket } from "node:net";
 import { sql } from "drizzle-orm";
-import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LockoutAllowance } from "../../shared/lockout-allowance.ts";
-import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { authenticatedApp } from "../../testing/authenticated-app.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { bearerAuth } from "../auth/bearer-auth.ts";
-import { createTokenLookup } from "../auth/identity-repository.ts";
-import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { AppError, errorBody } from "../errors.ts";
-import type { AppEnv } from "../http/env.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { createLogger } from "../logger.ts";
 import { type RunningServer, startHttpServer } from "../server.ts";
@@ -46,23 +40,7 @@ describe("an event stream whose client stopped reading (real database, the origi
       logger: createLogger("silent"),
       pollMs: 100,
     });
-    const app = new Hono<AppEnv>();
-    app.use("*", async (c, next) => {
-      c.set("requestId", "req_test");
-      c.set("clientIp", "198.18.0.9");
-      c.set("viaEdge", false);
-      await next();
-    });
-    app.use(
-      "*",
-      bearerAuth({
-        lookup: createTokenLookup(db()),
-        failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
-        recentAuthentications: new RecentAuthentications(),
-        lockoutAllowance: new LockoutAllowance(),
-        requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
-      }),
-    );
+    const app = authenticatedApp(db());
     app.get(
       "/events",
       eventsStreamHandler({

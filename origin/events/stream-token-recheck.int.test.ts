@@ -1,15 +1,9 @@
-import { Hono } from "hono";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { LockoutAllowance } from "../../shared/lockout-allowance.ts";
-import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
+import { authenticatedApp } from "../../testing/authenticated-app.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { bearerAuth } from "../auth/bearer-auth.ts";
-import { createTokenLookup } from "../auth/identity-repository.ts";
-import { RecentAuthentications } from "../auth/recent-authentications.ts";
 import { rotateToken } from "../auth/rotate-token.ts";
 import { AppError, errorBody } from "../errors.ts";
-import type { AppEnv } from "../http/env.ts";
 import { revokeIdentity, setIdentityEnabled } from "../identity/identity-admin.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { createLogger } from "../logger.ts";
@@ -70,23 +64,7 @@ describe("an event stream whose token stops authenticating before the stream sta
     const gate = new Promise<void>((resolve) => {
       openGate = resolve;
     });
-    const app = new Hono<AppEnv>();
-    app.use("*", async (c, next) => {
-      c.set("requestId", "req_test");
-      c.set("clientIp", "198.18.0.9");
-      c.set("viaEdge", false);
-      await next();
-    });
-    app.use(
-      "*",
-      bearerAuth({
-        lookup: createTokenLookup(db()),
-        failuresPerIp: new SlidingWindowLimiter({ limit: 60, windowSeconds: 60 }),
-        recentAuthentications: new RecentAuthentications(),
-        lockoutAllowance: new LockoutAllowance(),
-        requestsPerAgent: new SlidingWindowLimiter({ limit: 600, windowSeconds: 60 }),
-      }),
-    );
+    const app = authenticatedApp(db());
     app.use("*", async (_c, next) => {
       reachedGate();
       await gate;
