@@ -11,8 +11,8 @@ import { queryRows } from "../db/client.ts";
 // Postgres crashing (a backend killed: the postmaster ends every session and recovers from the log
 // on disk) just after a commit that did not wait for the flush, as the outbox's moves and a
 // settlement's receipt commit (db/no-flush-wait.ts). Recovery loses that commit and hands its
-// transaction id, and its event's id, to the next transaction. The walwriter flushes only every 10 s
-// on this cluster (wal_writer_delay), so the lost commit is certain rather than a matter of timing.
+// transaction id, and its event's id, to the next transaction. The walwriter flushes every 3 s on
+// this cluster (wal_writer_delay), so a crash 0.3 s after the commit mostly finds it not yet on disk.
 
 describe("the event stream across a Postgres crash that loses a commit (a test-owned cluster)", () => {
   let postgres: OwnPostgres;
@@ -20,7 +20,7 @@ describe("the event stream across a Postgres crash that loses a commit (a test-o
   let agent: StackAgent;
 
   beforeAll(async () => {
-    postgres = await startOwnPostgres({ settings: { wal_writer_delay: "10000ms" } });
+    postgres = await startOwnPostgres({ settings: { wal_writer_delay: "3000ms" } });
     stack = await startMoneyStack({ database: postgres.database });
     agent = await stack.newAgent();
   });
@@ -52,39 +52,45 @@ describe("the event stream across a Postgres crash that loses a commit (a test-o
   it("serves every event the log holds after the crash once, and none the crash took back", async () => {
     const stream = followEvents({ url: `${stack.origin.base}/agent/v1/events?after=0`, token: agent.token });
     try {
-      const client = await connect();
-      await insertAction(client);
+      const first = await connect();
+      await insertAction(first);
+      await first.end();
       await stream.waitForCount(1, 30_000);
 
-      // Committed without waiting for the flush, then the database crashes before the walwriter's.
-      await client.query("begin");
-      await client.query("set local synchronous_commit = off");
-      await insertAction(client);
-      await client.query("commit");
-      const lost = await loggedIds();
-      expect(lost).toHaveLength(2);
-      await sleep(1_000); // what a stream does with that event, it has done by now
-      const backend = (await client.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
-      process.kill(backend, "SIGKILL");
-      await client.end().catch(() => {});
+      // Another commit on the cluster in the window flushes the log with its own, and then the crash
+      // takes nothing back: the scenario is tried again until one does.
+      let tookBack = 0;
+      for (let attempt = 0; attempt < 5 && tookBack === 0; attempt++) {
+        // Committed without waiting for the flush, then the database crashes before the walwriter's.
+        const client = await connect();
+        const before = await loggedIds();
+        await client.query("begin");
+        await client.query("set local synchronous_commit = off");
+        await insertAction(client);
+        await client.query("commit");
+        await sleep(300); // what a stream does with that event, it has done by now
+        const backend = (await client.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
+        process.kill(backend, "SIGKILL");
+        await client.end().catch(() => {});
 
-      let recovered: pg.Client | undefined;
-      for (let tries = 0; !recovered; tries++) {
-        recovered = await connect().catch(async (error: unknown) => {
-          if (tries > 100) throw error;
-          await sleep(100);
-          return undefined;
-        });
+        let recovered: pg.Client | undefined;
+        for (let tries = 0; !recovered; tries++) {
+          recovered = await connect().catch(async (error: unknown) => {
+            if (tries > 100) throw error;
+            await sleep(100);
+            return undefined;
+          });
+        }
+        // Taken back: its event is gone, and its ids are free again for these two.
+        if ((await loggedIds()).length === before.length) tookBack++;
+        await insertAction(recovered);
+        await insertAction(recovered);
+        await recovered.end();
       }
-      // The crash took the commit back: its event is gone, and its ids are free again.
-      expect(await loggedIds()).toEqual(lost.slice(0, 1));
-      await insertAction(recovered);
-      await insertAction(recovered);
-      await recovered.end();
+      expect(tookBack, "a crash took a commit back in one of 5 attempts").toBe(1);
 
       const expected = await loggedIds();
-      expect(expected).toHaveLength(3);
-      await stream.waitForCount(3, 30_000).catch(() => {});
+      await stream.waitForCount(expected.length, 30_000).catch(() => {});
       await sleep(1_500); // anything more would come by now (the feed reads at least once a second)
       expect(stream.events.map((event) => event.id)).toEqual(expected);
     } finally {
