@@ -6,7 +6,7 @@ import { readMigrationFiles } from "drizzle-orm/migrator";
 import { bigint, pgTable, text } from "drizzle-orm/pg-core";
 import { errorMessage } from "../../shared/error-message.ts";
 import type { Db } from "./client.ts";
-import { rebaseRestoredEventLog } from "./restored-cluster.ts";
+import { keepIdsAheadOfRestores, rebaseRestoredEventLog } from "./restored-cluster.ts";
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
@@ -92,9 +92,12 @@ export async function migrateDatabase(db: Db, folder: string = MIGRATIONS_FOLDER
       await tx.insert(schemaMigrations).values({ hash: migration.hash, createdAt: migration.folderMillis });
       applied.push(String(migration.folderMillis));
     }
-    // It reads the schema the project's migrations make; a test's older set stops before that.
-    const restoredEvents =
-      folder === MIGRATIONS_FOLDER ? await rebaseRestoredEventLog(tx as unknown as Db) : 0;
+    // Both read the schema the project's migrations make; a test's older set stops before that.
+    let restoredEvents = 0;
+    if (folder === MIGRATIONS_FOLDER) {
+      restoredEvents = await rebaseRestoredEventLog(tx as unknown as Db);
+      await keepIdsAheadOfRestores(tx as unknown as Db);
+    }
     return { applied, restoredEvents };
   });
 }

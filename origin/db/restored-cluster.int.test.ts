@@ -25,7 +25,7 @@ import { type MigrateResult, migrateDatabase } from "./migrate.ts";
 // runs is what finds it. Real clusters, the real stream route, feed and authentication over HTTP,
 // and the webhooks' real fan-out.
 
-describe("the event log of a database restored into another cluster", () => {
+describe("the event log of a database restored from a backup into another cluster", () => {
   let before: OwnPostgres;
   let after: OwnPostgres;
   let feed: EventFeed;
@@ -36,6 +36,8 @@ describe("the event log of a database restored into another cluster", () => {
   let lastOldEventId: string;
   let migratedOnTheOldCluster: MigrateResult;
   let migratedAfterTheRestore: MigrateResult;
+  /** The newest event and webhook delivery ids the backup holds, and those handed out after it. */
+  const ids = { backup: { event: 0n, delivery: 0n }, sinceBackup: { event: 0n, delivery: 0n } };
   const restored = (): Db => after.database.handle.db;
 
   /** An event of the agent's log, and the notification its writers send. */
@@ -46,6 +48,14 @@ describe("the event log of a database restored into another cluster", () => {
           select id::text as id, pg_notify('events', id::text) from written`,
     );
     return row!.id;
+  };
+  const newestIds = async (db: Db): Promise<{ event: bigint; delivery: bigint }> => {
+    const [row] = await queryRows<{ event: string; delivery: string }>(
+      db,
+      sql`select (select coalesce(max(id), 0) from events)::text as event,
+                 (select coalesce(max(id), 0) from webhook_deliveries)::text as delivery`,
+    );
+    return { event: BigInt(row!.event), delivery: BigInt(row!.delivery) };
   };
   const deliveredEventIds = async (db: Db): Promise<string[]> =>
     (
@@ -79,6 +89,12 @@ describe("the event log of a database restored into another cluster", () => {
     migratedOnTheOldCluster = await migrateDatabase(old);
 
     await copyDatabaseRows(before.database.url, after.database.url);
+    ids.backup = await newestIds(old);
+    // The old database went on after the backup was taken: these ids were handed out, and are lost with it.
+    await writeEvent(old, agent.agentId, "finding.raised");
+    await writeEvent(old, agent.agentId, "finding.raised");
+    expect(await fanOutOnce(old, { maxPending: 100 })).toMatchObject({ ran: true, deliveries: 3 });
+    ids.sinceBackup = await newestIds(old);
     await before.database.drop();
     // What every start runs first: the origin's, `npm run migrate`, `npm start`.
     migratedAfterTheRestore = await migrateDatabase(restored());
@@ -147,5 +163,22 @@ describe("the event log of a database restored into another cluster", () => {
     expect(logged.map((row) => row.id)).toContain(lastOldEventId);
     expect(logged.map((row) => row.id)).toContain(written);
     expect(await deliveredEventIds(restored())).toEqual(logged.map((row) => row.id));
+  });
+
+  it("hands out no event id nor webhook-id the database had handed out after its backup", async () => {
+    const written = BigInt(await writeEvent(restored(), agent.agentId, "finding.raised"));
+    await fanOutOnce(restored(), { maxPending: 100 });
+    expect(ids.sinceBackup.event).toBeGreaterThan(ids.backup.event);
+    expect(ids.sinceBackup.delivery).toBeGreaterThan(ids.backup.delivery);
+    const [first] = await queryRows<{ event: string; delivery: string }>(
+      restored(),
+      sql`select (select min(id) from events where id > ${ids.backup.event.toString()}::bigint)::text as event,
+                 (select min(id) from webhook_deliveries where id > ${ids.backup.delivery.toString()}::bigint)::text as delivery`,
+    );
+    // The first of each written since the restore (the delivery's is its `msg_` id) comes after every
+    // one the lost days handed out.
+    expect(BigInt(first!.event)).toBeGreaterThan(ids.sinceBackup.event);
+    expect(BigInt(first!.delivery)).toBeGreaterThan(ids.sinceBackup.delivery);
+    expect(written).toBeGreaterThan(ids.sinceBackup.event);
   });
 });

@@ -1,11 +1,21 @@
 /**
+ * What a database restored from a backup must not hand out again, and what a logical copy brings
+ * from another cluster. The migration step every start runs does both (migrate.ts).
+ *
+ * A restore brings back the sequences as they were at the backup, so every event id and webhook
+ * delivery handed out since would be handed out again, to other events: an agent's stream resumed
+ * after such an id would start at the wrong event, and a receiver that keeps the `webhook-id`s it
+ * has seen (Standard Webhooks' idempotency key, `msg_<delivery id>`) would drop the new ones as
+ * repeats. So each start moves both sequences to at least the time in microseconds: an id handed
+ * out before was at most the time it was handed out, unless more than a million a second were.
+ *
  * A database restored from a logical dump into another cluster (pg_dump and pg_restore, a move to
  * another server the same way) keeps its rows but not its cluster's transaction counter, which
  * starts again near zero. The event log orders by transaction id (docs/events.md#order), and the
  * webhook endpoints keep places and snapshots in the same ids: every event written after such a
  * restore would sort before them, and no stream or endpoint would get one until the new cluster
  * had run as many transactions as the old. An id the cluster has not handed out yet cannot be in
- * a row it wrote itself, so such ids are the mark of a restore, and the migration step moves them
+ * a row it wrote itself, so such ids are the mark of a logical restore, and the step moves them
  * below the cluster's own (below every transaction the cluster runs from then on).
  */
 import { sql } from "drizzle-orm";
@@ -50,4 +60,17 @@ export async function rebaseRestoredEventLog(tx: Db): Promise<number> {
         select count(*)::text as n from moved`,
   );
   return Number(moved[0]!.n);
+}
+
+/**
+ * Moves the event and webhook delivery ids on to at least the database's time in microseconds
+ * (a sequence already past it stays where it is), so that no restore hands one out again.
+ */
+export async function keepIdsAheadOfRestores(tx: Db): Promise<void> {
+  await tx.execute(sql`
+    select setval(format('%I.%I', s.schemaname, s.sequencename), f.micros)
+    from pg_sequences s, (select (extract(epoch from clock_timestamp()) * 1000000)::bigint as micros) f
+    where s.schemaname = current_schema()
+      and s.sequencename in ('events_id_seq', 'webhook_deliveries_id_seq')
+      and coalesce(s.last_value, 0) < f.micros`);
 }
