@@ -8,6 +8,11 @@
  * one slice per turn of the event loop, and the answers of each slice leave at the end of its
  * turn: the client works on the first answers while the enclave signs the rest, instead of the two
  * processes taking turns, each idle while the other works (docs/performance.md, "The enclave").
+ *
+ * A connection is read only while the enclave keeps up with it: past MAX_WAITING_FRAMES frames
+ * read and not yet handled, or MAX_UNSENT_BYTES of answers its client has not taken, it is not read
+ * until they are down again. A client that writes faster than the enclave handles, or never reads
+ * its answers, then waits in its own socket rather than in the enclave's memory.
  */
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
@@ -23,6 +28,15 @@ import { malformedFrameResponse } from "./dispatch.ts";
 
 /** Requests handled per turn of the event loop before the answers so far are written. */
 export const REQUESTS_PER_TURN = 16;
+
+/**
+ * Frames read and not yet handled, and bytes of answers not yet taken by the client, past which a
+ * connection is not read. Without them a client writing 4-byte frames (each answered `malformed`,
+ * about 70 bytes) and reading nothing was read as fast as it wrote: its frames waited here a
+ * slice per turn, and then their answers: 17 MiB written took the enclave from 62 to 370 MB.
+ */
+export const MAX_WAITING_FRAMES = 16 * REQUESTS_PER_TURN;
+export const MAX_UNSENT_BYTES = 1024 * 1024;
 
 export type ConnectionDeps = {
   /** The profile this enclave announces; agent_gateway except in tests of the client's refusal. */
@@ -63,6 +77,13 @@ export function serveConnection(socket: Socket, deps: ConnectionDeps): void {
       setImmediate(flush);
     }
     socket.write(frame);
+    readWhileKeepingUp();
+  };
+
+  const readWhileKeepingUp = (): void => {
+    const behind = waiting.length > MAX_WAITING_FRAMES || socket.writableLength > MAX_UNSENT_BYTES;
+    if (behind && !socket.isPaused()) socket.pause();
+    else if (!behind && socket.isPaused()) socket.resume();
   };
 
   const onHello = (value: unknown): void => {
@@ -107,22 +128,25 @@ export function serveConnection(socket: Socket, deps: ConnectionDeps): void {
     }
     if (waiting.length === 0 || closing) {
       waiting = [];
-      return;
+    } else {
+      sliceScheduled = true;
+      // This slice's answers (sent from its microtasks) are written before the next slice runs.
+      setImmediate(() => {
+        sliceScheduled = false;
+        flush();
+        handleSlice();
+      });
     }
-    sliceScheduled = true;
-    // This slice's answers (sent from its microtasks) are written before the next slice runs.
-    setImmediate(() => {
-      sliceScheduled = false;
-      flush();
-      handleSlice();
-    });
+    readWhileKeepingUp();
   };
 
   socket.on("data", (chunk: Buffer) => {
     if (closing) return;
     waiting.push(...decoder.push(chunk));
     if (!sliceScheduled) handleSlice();
+    readWhileKeepingUp();
   });
+  socket.on("drain", readWhileKeepingUp);
   socket.on("error", (error) => deps.logger.debug({ err: error.message }, "connection error"));
   send(makeHello(deps.announcedProfile));
 }

@@ -1,8 +1,14 @@
+import { once } from "node:events";
 import { stat } from "node:fs/promises";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeFrame, MAX_FRAME_BYTES } from "../shared/cbor-frame.ts";
 import { ENCLAVE_PROFILE, ENCLAVE_PROTOCOL } from "../shared/constants.ts";
+import { makeHello } from "../shared/enclave-protocol.ts";
+import { sleep } from "../shared/sleep.ts";
 import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
+import { residentBytes } from "../testing/measure/proc-memory.ts";
+import { malformedFrameResponse } from "./dispatch.ts";
 import { mintFor, privileged } from "./testing/capabilities.ts";
 import { RawEnclaveClient } from "./testing/raw-client.ts";
 
@@ -146,5 +152,83 @@ describe("enclave handshake and framing (real process)", () => {
     for (const byte of frame) client.sendBytes(Uint8Array.of(byte));
     expect(await client.next()).toMatchObject({ id: 1, ok: false, error: { code: "key_purpose_mismatch" } });
     client.close();
+  });
+});
+
+describe("a client that reads none of its answers (real process)", () => {
+  // An enclave of its own: what it holds is measured from a start no other test has grown.
+  let fixture: EnclaveFixture;
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ start: true });
+  });
+  afterAll(async () => {
+    await fixture?.dispose();
+  });
+
+  const hello = encodeFrame({ v: 1, protocol: ENCLAVE_PROTOCOL, profile: ENCLAVE_PROFILE }).length;
+  const answer = encodeFrame(malformedFrameResponse("frame does not decode")).length;
+
+  /** A connection that has said hello and written `frames` 4-byte frames declaring no CBOR. */
+  const flood = async (frames: number): Promise<Socket> => {
+    const socket = connect(fixture.socketPath);
+    socket.on("error", () => {});
+    await once(socket, "connect");
+    socket.pause();
+    socket.write(encodeFrame(makeHello(ENCLAVE_PROFILE)));
+    for (let sent = 0; sent < 4 * frames; sent += 65_536) socket.write(Buffer.alloc(65_536));
+    return socket;
+  };
+  /** Reads the socket until its hello and an answer to each of `frames` have come (or a minute). */
+  const readAnswers = async (socket: Socket, frames: number): Promise<number> => {
+    let received = 0;
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.length;
+    });
+    socket.resume();
+    const expected = hello + frames * answer;
+    for (const deadline = Date.now() + 60_000; received < expected && Date.now() < deadline; )
+      await sleep(100);
+    return received - hello;
+  };
+
+  it("stops reading a client that never reads its answers, its memory bounded, and answers it all once it reads", async () => {
+    const pid = fixture.pid()!;
+    const rss = async (): Promise<number> =>
+      (await residentBytes({ enclave: { pid, tree: false } })).enclave!;
+    // A client that reads: what serving frames costs the process once (its heap grown to its
+    // working size, its code compiled) is then spent before the measure.
+    const reader = await flood(64 * 1024);
+    expect(await readAnswers(reader, 64 * 1024)).toBe(64 * 1024 * answer);
+    reader.destroy();
+    const before = await rss();
+
+    // Two million frames (8 MiB), each answered malformed in about 70 bytes, from a client that
+    // reads nothing: every answer stays with the enclave until it is sent.
+    const frames = 2 * 1024 * 1024;
+    const socket = await flood(frames);
+    // Until the enclave has taken it all, or has taken nothing more for two seconds.
+    for (let left = socket.writableLength, still = 0; socket.writableLength > 0 && still < 8; ) {
+      await sleep(250);
+      still = socket.writableLength === left ? still + 1 : 0;
+      left = socket.writableLength;
+    }
+    const grown = (await rss()) - before;
+    const unread = socket.writableLength;
+
+    // Another client is served meanwhile.
+    const { client } = await RawEnclaveClient.connect(fixture.socketPath);
+    const refusal = await client.request("public_identity", { key_ref: "ef".repeat(32) });
+    expect(refusal).toMatchObject({ ok: false, error: { code: "key_purpose_mismatch" } });
+    client.close();
+
+    // Mutation: without the bounds in enclave/connection.ts the enclave goes on reading, holding
+    // the frames and then their answers: it grew by over 60 MB here, and went on growing.
+    expect(4 * frames - unread, "bytes the enclave took").toBeLessThan(1024 * 1024);
+    expect(grown, "the enclave's resident memory grew by").toBeLessThan(32 * 1024 * 1024);
+
+    // Once the client reads, every frame is answered: the connection was held back, not dropped.
+    expect(await readAnswers(socket, frames)).toBe(frames * answer);
+    socket.destroy();
   });
 });
