@@ -23,7 +23,7 @@ import type { StackAgent } from "../../testing/money-stack.ts";
 import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
-import { setIdentityEnabled } from "../identity/identity-admin.ts";
+import { revokeIdentity, setIdentityEnabled } from "../identity/identity-admin.ts";
 import { changeAgentPolicy } from "./change.ts";
 
 // An agent's spending policy through the gateway of a real stack (origin, enclave, devnet,
@@ -414,6 +414,74 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     ).toBe(true);
     await sleep(2_500);
     expect(await status()).toBe("expired");
+    expect(await outgoing(agent)).toBe(0);
+  });
+
+  it("an approved transfer whose agent is revoked while its signing waits at the sender's lock is never signed: it ends failed identity_revoked", async () => {
+    // The origins' worker read the approved action while its identity stood, and its batch reads
+    // the sender's gate after the revocation, under the sender's lock. Mutation: the gate reading
+    // only the enabled flag (a revocation leaves it as it was) signs it.
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    expect((await policyCalls(agent).patch({ approval_above_units: "2000000" })).status).toBe(200);
+    const to = newAccount().address;
+    const held = await agentCalls(stack.origin.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "3000000",
+    });
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    const sealed = await sealHeldApproval(agent, {
+      actionId: view.action_id,
+      to,
+      valueUnits: 3_000_000n,
+      expiresAt: Math.floor(Date.now() / 1000) + 3600,
+    });
+    expect(sealed.ok).toBe(true);
+    const sender = agent.wallet.toLowerCase();
+    await db.execute(
+      sql`insert into sender_nonces (address, next_nonce) values (${sender}, 0) on conflict do nothing`,
+    );
+    const waitingForLock = async (): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        db,
+        sql`select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock'`,
+      );
+      return row!.n;
+    };
+    await db.transaction(async (tx) => {
+      await tx.execute(sql`select 1 from sender_nonces where address = ${sender} for update`);
+      await db.execute(
+        sql`update agent_actions set status = 'approved', updated_at = now() where action_id = ${view.action_id}`,
+      );
+      // The origins' workers (one each, every second) read it and wait at the lock.
+      await expect.poll(waitingForLock, { timeout: 5_000 }).toBeGreaterThan(0);
+      const revoked = await revokeIdentity(db, {
+        agentId: agent.agentId,
+        reason: "key compromised",
+        source: "cli",
+      });
+      expect(revoked.ok).toBe(true);
+    });
+    const ended = async () =>
+      (
+        await queryRows<{ status: string; error_code: string | null; reason: string | null }>(
+          db,
+          // The refusal's fields are stored as [name, value] pairs (agent-actions/refusal-fields.ts).
+          sql`select status, error_code,
+                (select f->>1 from jsonb_array_elements(error_fields) f where f->>0 = 'reason') as reason
+              from agent_actions where action_id = ${view.action_id}`,
+        )
+      )[0]!;
+    await expect.poll(async () => (await ended()).status).not.toBe("approved");
+    expect(await ended()).toEqual({
+      status: "failed",
+      error_code: "funding_gate_closed",
+      reason: "identity_revoked",
+    });
+    await sleep(1_500);
     expect(await outgoing(agent)).toBe(0);
   });
 
