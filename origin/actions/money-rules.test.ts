@@ -28,6 +28,7 @@ const FEES = { maxFeePerGas: 2_000_000_000n, maxPriorityFeePerGas: 1_000_000_000
 /** A wallet the gate lets move anything: restored by a drill. */
 const OPEN_GATE: WalletGateRow = {
   enabled: true,
+  revoked: false,
   verified: true,
   batch_status: "available",
   restored: true,

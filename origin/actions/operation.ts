@@ -70,7 +70,8 @@ export type Held = { held: { rule: string; holdSeconds: number } };
  * What a check answers when a fact it needs could not be read (the chain did not give the balance
  * of a recipient under a ceiling): not a decision about the request. Nothing is signed, the action
  * stays `requested` with the refusal noted, and the agent is answered as when the chain is down for
- * the whole batch: a retry with the same key runs it again.
+ * the whole batch: a retry with the same key runs it again. Also an approved transfer whose agent
+ * was disabled meanwhile: it stays `approved`, and waits for the agent (transfers.ts).
  */
 export type NotNow = { notNow: Refusal };
 

@@ -12,6 +12,7 @@ import { type RpcCutProxy, startRpcCutProxy } from "../../testing/rpc-cut-proxy.
 import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
+import { revokeIdentity } from "../identity/identity-admin.ts";
 
 // POST /agent/v1/transfers into another agent's wallet, against the real stack (origin, enclave,
 // devnet, Postgres): the funding gate holds the recipient as it holds a faucet payout's wallet
@@ -132,6 +133,30 @@ describe("transfers: the funding gate of a recipient that is one of the service'
     );
     const senderBefore = await balance(sender.wallet);
     await expectRecipientRefused(await transfer(sender, recipient.wallet, "1000"), "identity_disabled");
+    expect(await balance(sender.wallet)).toBe(senderBefore);
+    expect(await balance(recipient.wallet)).toBe(0n);
+  });
+
+  it("refuses a transfer into an agent's wallet whose identity is revoked while the transfer waits at its sender's lock: 403 identity_revoked, nothing signed", async () => {
+    // The request is authenticated and claimed before the revocation commits, and its batch reads
+    // the gate's facts after it, under the sender's lock. Revocation is final: nothing brings the
+    // wallet back into use, so what it receives would stay there. Mutation: the gate reading only
+    // the enabled flag (a revocation leaves it as it was) signs this (202).
+    const sender = await stack.newAgent({ units: 2_000_000n });
+    const recipient = await stack.newAgent();
+    const senderBefore = await balance(sender.wallet);
+    const [answer] = await withSendersHeld([sender], async () => {
+      const sent = transfer(sender, recipient.wallet, "1000");
+      await expect.poll(lockWaiters).toBe(1);
+      const revoked = await revokeIdentity(stack.db.handle.db, {
+        agentId: recipient.agentId,
+        reason: "key compromised",
+        source: "cli",
+      });
+      expect(revoked.ok).toBe(true);
+      return [sent];
+    }).then((sent) => Promise.all(sent));
+    await expectRecipientRefused(answer!, "identity_revoked");
     expect(await balance(sender.wallet)).toBe(senderBefore);
     expect(await balance(recipient.wallet)).toBe(0n);
   });

@@ -149,6 +149,10 @@ export function transferOperation(
       const available = facts.sender.balanceWei - facts.inFlightWei;
       if (available < facts.costWei) return insufficientFunds(facts.costWei, facts.costUnits, available);
       const gate = evaluateWalletGate(facts.senderGate, available - facts.costWei);
+      // An approved transfer whose agent was disabled after the worker read it (approved.ts) waits
+      // for the agent, as one disabled before it was read does: an enable undoes a disable, and
+      // ending it here would lose the operator's approval with it. Nothing is signed meanwhile.
+      if (gate?.reason === "identity_disabled" && approved) return { notNow: gateClosed(gate) };
       if (gate) return gateClosed(gate);
       // A transfer to the sender itself brings the wallet nothing but its own value back: its gate
       // as the sender, just above, is the whole of it.

@@ -7,6 +7,7 @@ import { ceilingApplies, evaluateWalletGate, type WalletGateRow } from "./gate.t
 
 const READY: WalletGateRow = {
   enabled: true,
+  revoked: false,
   verified: true,
   batch_status: "available",
   restored: true,
@@ -23,6 +24,18 @@ describe("evaluateWalletGate", () => {
       { ...READY, enabled: false, verified: false },
       0n,
       "identity_disabled",
+    ],
+    [
+      "a revoked identity, though its enabled flag stands (revocation leaves it as it was)",
+      { ...READY, revoked: true },
+      0n,
+      "identity_revoked",
+    ],
+    [
+      "a revoked identity that was disabled too: revoked, which no enable undoes",
+      { ...READY, revoked: true, enabled: false },
+      0n,
+      "identity_revoked",
     ],
     ["custody not yet proven by the enclave", { ...READY, verified: false }, 0n, "identity_not_verified"],
     [

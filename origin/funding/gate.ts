@@ -1,8 +1,8 @@
 /**
  * The funding gate (docs/api.md, "The funding gate"): faucet and transfer move funds only for a
- * wallet that is enabled, whose identity is verified and whose key batch is backed up: the wallet
- * that sends a transfer, the wallet a payout pays, and a transfer's recipient when it is one of the
- * service's agent wallets. A batch without restore evidence holds the wallet to its pre-restore
+ * wallet whose identity is enabled, not revoked and verified, and whose key batch is backed up: the
+ * wallet that sends a transfer, the wallet a payout pays, and a transfer's recipient when it is one
+ * of the service's agent wallets. A batch without restore evidence holds the wallet to its pre-restore
  * ceiling, `zero_only` unless an active `approved_non_zero` exception grants one (balance after the
  * move ≤ ceiling). Only evidence of a restore into a new enclave from the recovery key counts. x402
  * skips this gate (docs/api.md#x402-stands-apart-from-transfers).
@@ -16,6 +16,7 @@ export type GateReason =
   | "ceiling_exceeded"
   | "identity_not_verified"
   | "identity_disabled"
+  | "identity_revoked"
   | "batch_not_backed_up"
   | "treasury_low";
 
@@ -24,6 +25,8 @@ export type GateRefusal = { reason: GateReason; message: string };
 /** What the gate needs to know of a wallet, as walletGateSql reads it. */
 export type WalletGateRow = {
   enabled: boolean;
+  /** Revocation leaves `enabled` as it was, and is final: nothing uses the wallet again. */
+  revoked: boolean;
   verified: boolean;
   batch_status: string;
   restored: boolean;
@@ -38,6 +41,7 @@ export type WalletGateRow = {
 export function walletGatesSql(wallets: SQL): SQL {
   return sql`(select json_object_agg(i.assigned_wallet, json_build_object(
       'enabled', i.enabled,
+      'revoked', i.revoked,
       'verified', i.last_verified_at is not null,
       'batch_status', b.status,
       'restored', exists (select 1 from restore_evidence r
@@ -60,6 +64,7 @@ export function ceilingApplies(row: WalletGateRow | null): row is WalletGateRow 
   if (!row) return false;
   return (
     row.enabled &&
+    !row.revoked &&
     row.verified &&
     row.batch_status === "available" &&
     !row.restored &&
@@ -70,6 +75,9 @@ export function ceilingApplies(row: WalletGateRow | null): row is WalletGateRow 
 /** The gate's verdict on a wallet whose balance after the move will be `balanceAfterWei`. */
 export function evaluateWalletGate(row: WalletGateRow | null, balanceAfterWei: bigint): GateRefusal | null {
   if (!row) return { reason: "batch_not_backed_up", message: "the wallet is not one of this service's" };
+  // Before the enabled flag, which a revocation leaves as it was: a disabled identity may be
+  // enabled again, a revoked one never is.
+  if (row.revoked) return { reason: "identity_revoked", message: "the identity is revoked" };
   if (!row.enabled) return { reason: "identity_disabled", message: "the identity is disabled" };
   if (!row.verified) {
     return { reason: "identity_not_verified", message: "the enclave has not yet proven custody of this key" };

@@ -23,7 +23,7 @@ import type { StackAgent } from "../../testing/money-stack.ts";
 import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
-import { setIdentityEnabled } from "../identity/identity-admin.ts";
+import { revokeIdentity, setIdentityEnabled } from "../identity/identity-admin.ts";
 import { changeAgentPolicy } from "./change.ts";
 
 // An agent's spending policy through the gateway of a real stack (origin, enclave, devnet,
@@ -415,6 +415,109 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     await sleep(2_500);
     expect(await status()).toBe("expired");
     expect(await outgoing(agent)).toBe(0);
+  });
+
+  /** The action's status and, once it failed, its code and the refusal's reason. */
+  const actionState = async (actionId: string) =>
+    (
+      await queryRows<{ status: string; error_code: string | null; reason: string | null }>(
+        stack.db.handle.db,
+        // The refusal's fields are stored as [name, value] pairs (agent-actions/refusal-fields.ts).
+        sql`select status, error_code,
+              (select f->>1 from jsonb_array_elements(error_fields) f where f->>0 = 'reason') as reason
+            from agent_actions where action_id = ${actionId}`,
+      )
+    )[0]!;
+
+  /**
+   * A transfer of `agent` held and approved by an operator, which the origins' workers read while
+   * its identity stands; their batch waits at the sender's nonce row, held here while `meanwhile`
+   * runs, and reads the sender's gate once it is let go.
+   */
+  const approvedWhileSenderHeld = async (
+    agent: StackAgent,
+    meanwhile: () => Promise<void>,
+  ): Promise<ActionView> => {
+    const db = stack.db.handle.db;
+    expect((await policyCalls(agent).patch({ approval_above_units: "2000000" })).status).toBe(200);
+    const to = newAccount().address;
+    const held = await agentCalls(stack.origin.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "3000000",
+    });
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    const sealed = await sealHeldApproval(agent, {
+      actionId: view.action_id,
+      to,
+      valueUnits: 3_000_000n,
+      expiresAt: Math.floor(Date.now() / 1000) + 3600,
+    });
+    expect(sealed.ok).toBe(true);
+    const sender = agent.wallet.toLowerCase();
+    await db.execute(
+      sql`insert into sender_nonces (address, next_nonce) values (${sender}, 0) on conflict do nothing`,
+    );
+    const waitingForLock = async (): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        db,
+        sql`select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock'`,
+      );
+      return row!.n;
+    };
+    await db.transaction(async (tx) => {
+      await tx.execute(sql`select 1 from sender_nonces where address = ${sender} for update`);
+      await db.execute(
+        sql`update agent_actions set status = 'approved', updated_at = now() where action_id = ${view.action_id}`,
+      );
+      // The origins' workers (one each, every second) read it and wait at the lock.
+      await expect.poll(waitingForLock, { timeout: 5_000 }).toBeGreaterThan(0);
+      await meanwhile();
+    });
+    return view;
+  };
+
+  it("an approved transfer whose agent is revoked while its signing waits at the sender's lock is never signed: it ends failed identity_revoked", async () => {
+    // Mutation: the gate reading only the enabled flag (a revocation leaves it as it was) signs it.
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const view = await approvedWhileSenderHeld(agent, async () => {
+      const revoked = await revokeIdentity(stack.db.handle.db, {
+        agentId: agent.agentId,
+        reason: "key compromised",
+        source: "cli",
+      });
+      expect(revoked.ok).toBe(true);
+    });
+    await expect.poll(async () => (await actionState(view.action_id)).status).not.toBe("approved");
+    expect(await actionState(view.action_id)).toEqual({
+      status: "failed",
+      error_code: "funding_gate_closed",
+      reason: "identity_revoked",
+    });
+    await sleep(1_500);
+    expect(await outgoing(agent)).toBe(0);
+  });
+
+  it("an approved transfer whose agent is disabled while its signing waits at the sender's lock waits, unsigned, and is signed once the agent is enabled again", async () => {
+    // As an approved transfer of an agent disabled before it was read: the approval waits for the
+    // agent (or the hold's end). Mutation: the sender's gate refusing it ends it failed
+    // identity_disabled, its approval lost.
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const change = (enabled: boolean) =>
+      setIdentityEnabled(db, { agentId: agent.agentId, enabled, reason: "under review", source: "cli" });
+    const view = await approvedWhileSenderHeld(agent, async () => {
+      expect((await change(false)).ok).toBe(true);
+    });
+    await sleep(2_500);
+    expect((await actionState(view.action_id)).status).toBe("approved");
+    expect(await outgoing(agent)).toBe(0);
+    expect((await change(true)).ok).toBe(true);
+    const done = await agentCalls(stack.origin.base, agent.token).settled(view.action_id);
+    expect(done).toMatchObject({ status: "confirmed", error_code: null });
+    expect(await outgoing(agent)).toBe(1);
   });
 
   it("a frozen agent is refused its next transfer by name, reads still work, and only an operator unfreezes it", async () => {
