@@ -178,6 +178,12 @@ describe("configuration", () => {
     expect(errorsOf({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "60" })).toEqual([
       "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (60)",
     ]);
+    // A node signing at most 20 s quotes 20 s.
+    const short = { ...x402, AGENT_X402_MAX_TIMEOUT_SECONDS: "20" };
+    expect(parseConfig({ ...short, AGENT_X402_VALIDITY_MARGIN_SECONDS: "19" }).ok).toBe(true);
+    expect(errorsOf({ ...short, AGENT_X402_VALIDITY_MARGIN_SECONDS: "20" })).toEqual([
+      "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (20)",
+    ]);
     expect(errorsOf({ AGENT_X402_RATE_LIMIT_PER_MINUTE: "0" })).toEqual([
       "AGENT_X402_RATE_LIMIT_PER_MINUTE: must be at least 1",
     ]);

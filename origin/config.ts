@@ -13,6 +13,13 @@ import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay
 export const DEMO_MAX_TIMEOUT_SECONDS = 60;
 
 /**
+ * What the demo quote asks for on a node whose longest validity is `maxTimeoutSeconds`: a client
+ * signs validBefore = now + the quote's figure, which the enclave refuses past its sealed bound.
+ */
+export const demoMaxTimeoutSeconds = (maxTimeoutSeconds: number): number =>
+  Math.min(DEMO_MAX_TIMEOUT_SECONDS, maxTimeoutSeconds);
+
+/**
  * The origin's configuration: every variable of docs/configuration.md#variables.
  * Parsed once at start (parsed once at the boundary, trusted after); only main.ts and the scripts read
  * process.env and hand it here.
@@ -502,9 +509,12 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
     // An authorization must be valid for the margin on both sides of now and for no longer than
     // the quote's maxTimeoutSeconds: a margin that large would refuse every payment.
     const margin = Number(env.AGENT_X402_VALIDITY_MARGIN_SECONDS ?? 0);
-    if (margin >= DEMO_MAX_TIMEOUT_SECONDS) {
+    const quoted = demoMaxTimeoutSeconds(
+      Number(env.AGENT_X402_MAX_TIMEOUT_SECONDS ?? DEMO_MAX_TIMEOUT_SECONDS),
+    );
+    if (margin >= quoted) {
       errors.push(
-        `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${DEMO_MAX_TIMEOUT_SECONDS})`,
+        `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${quoted})`,
       );
     }
   }
