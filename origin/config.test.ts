@@ -152,6 +152,27 @@ describe("configuration", () => {
     );
   });
 
+  it("takes an address all lower case or checksummed, and refuses mixed case off its checksum, as the enclave's tools do", () => {
+    // The EIP-55 example address, and the same with its first letter's case turned.
+    const checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+    const off = "0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+    expect(
+      parseConfig({ AGENT_X402_PAY_TO: checksummed, AGENT_TRANSFER_RECIPIENT_ALLOWLIST: checksummed }),
+    ).toMatchObject({
+      ok: true,
+      value: {
+        x402: { payTo: checksummed.toLowerCase() },
+        transfers: { recipientAllowlist: [checksummed.toLowerCase()] },
+      },
+    });
+    expect(
+      errorsOf({ AGENT_X402_PAY_TO: off, AGENT_TRANSFER_RECIPIENT_ALLOWLIST: `${checksummed},${off}` }),
+    ).toEqual([
+      "AGENT_TRANSFER_RECIPIENT_ALLOWLIST: must be a comma-separated list of 20-byte hex addresses, each all lower case or checksummed",
+      "AGENT_X402_PAY_TO: must be a 20-byte hex address, all lower case or checksummed",
+    ]);
+  });
+
   it("requires what an enabled feature needs", () => {
     const errors = errorsOf({ AGENT_PUBLIC_REGISTRATION_ENABLED: "true", AGENT_X402_ENABLED: "true" });
     expect(errors).toEqual(

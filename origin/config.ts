@@ -1,5 +1,5 @@
-import { isAddress } from "viem";
 import * as z from "zod";
+import { isChecksummedOrLowerAddress } from "../shared/address.ts";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { err, ok, type Result } from "../shared/result.ts";
@@ -109,9 +109,10 @@ const retrySchedule = z
 /** An http: or https: URL: zod's url() takes any scheme, `localhost:8545` and `ws://…` too. */
 const httpUrl = (message: string) => z.string().refine(isHttpUrl, message);
 
+// Mixed case must be the EIP-55 checksum, as everywhere else (a mistyped address fails it).
 const address = z
   .string()
-  .refine((value) => isAddress(value, { strict: false }), "must be a 20-byte hex address")
+  .refine(isChecksummedOrLowerAddress, "must be a 20-byte hex address, all lower case or checksummed")
   .transform((value) => value.toLowerCase() as `0x${string}`);
 
 const addressList = z
@@ -121,8 +122,12 @@ const addressList = z
     if (value === undefined || value.trim() === "") return undefined;
     const items = value.split(",").map((item) => item.trim());
     for (const item of items) {
-      if (!isAddress(item, { strict: false })) {
-        ctx.addIssue({ code: "custom", message: "must be a comma-separated list of 20-byte hex addresses" });
+      if (!isChecksummedOrLowerAddress(item)) {
+        ctx.addIssue({
+          code: "custom",
+          message:
+            "must be a comma-separated list of 20-byte hex addresses, each all lower case or checksummed",
+        });
         return z.NEVER;
       }
     }
