@@ -265,6 +265,16 @@ function checkCommon(policy: Policy, input: TransactionCheck): EnclaveFailure | 
   return null;
 }
 
+/**
+ * Whether a per-day (or per-month) record of `recorded` still counts at `now` (utcDay or utcMonth,
+ * which order as text): the same day, or a later one. A host clock stepped back across midnight and
+ * forward again (NTP) would otherwise start a day afresh twice, three days' budget in one; so a day
+ * only moves forward, and a clock behind its records keeps counting in theirs.
+ */
+export function countsAt(recorded: string, now: string): boolean {
+  return recorded >= now;
+}
+
 /** The UTC day of `date` as YYYY-MM-DD: daily limits reset at UTC midnight. */
 export function utcDay(date: Date): string {
   return date.toISOString().slice(0, 10);
