@@ -58,6 +58,8 @@ export function checkTransfer(policy: Policy | null, input: TransferCheck): Encl
 export type RecipientPayouts = {
   /** The enclave's clock at the last payout signed to this recipient, in ms. */
   lastPayoutMs: number;
+  /** The treasury's nonce of that payout (absent from a record sealed before it was kept). */
+  nonce?: number;
   /** The UTC day `unitsToday` counts. */
   day: string;
   unitsToday: bigint;
