@@ -173,6 +173,18 @@ describe("configuration", () => {
     ]);
   });
 
+  it("refuses a chain timeout that with the enclave's 10 s passes the statement bound with money on, naming both", () => {
+    // 20 s and the enclave's 10 s: a batch waiting at another's lock still answers within 30 s.
+    expect(parseConfig({ AGENT_TRANSFER_ENABLED: "true", CHAIN_RPC_TIMEOUT_MS: "20000" }).ok).toBe(true);
+    for (const money of ["AGENT_FAUCET_ENABLED", "AGENT_TRANSFER_ENABLED"]) {
+      expect(errorsOf({ [money]: "true", CHAIN_RPC_TIMEOUT_MS: "25000" })).toEqual([
+        "CHAIN_RPC_TIMEOUT_MS: at most 20000 with the faucet, transfers or x402 on: a batch holds a sender's lock through its chain reads and the enclave's signature (10 s), and another batch of that sender waits for it within the database's statement bound (STATEMENT_WAIT_MS, 30 s)",
+      ]);
+    }
+    // The gateway alone takes no lock: its chain calls may wait longer.
+    expect(parseConfig({ AGENT_GATEWAY_ENABLED: "true", CHAIN_RPC_TIMEOUT_MS: "25000" }).ok).toBe(true);
+  });
+
   it("requires what an enabled feature needs", () => {
     const errors = errorsOf({ AGENT_PUBLIC_REGISTRATION_ENABLED: "true", AGENT_X402_ENABLED: "true" });
     expect(errors).toEqual(

@@ -3,7 +3,9 @@ import { isChecksummedOrLowerAddress } from "../shared/address.ts";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { err, ok, type Result } from "../shared/result.ts";
+import { STATEMENT_WAIT_MS } from "./db/client.ts";
 import { parseCidrList } from "./http/cidr.ts";
+import { SIGNER_REQUEST_TIMEOUT_MS } from "./signer/socket-client.ts";
 import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay.ts";
 
 /**
@@ -522,6 +524,23 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
         `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${quoted})`,
       );
     }
+  }
+  // A money batch holds its senders' nonce rows through its chain reads (made at once) and then the
+  // enclave's signature; another batch of a sender in common waits for them at the lock, in one
+  // statement that STATEMENT_WAIT_MS bounds. A chain wait longer than this fails that batch 503
+  // behind a chain that is slow but answers.
+  const moneyOn = ["AGENT_FAUCET_ENABLED", "AGENT_TRANSFER_ENABLED", "AGENT_X402_ENABLED"].some(
+    (name) => env[name] === "true",
+  );
+  const rpcTimeoutMs = Number(env.CHAIN_RPC_TIMEOUT_MS ?? 0);
+  const maxRpcTimeoutMs = STATEMENT_WAIT_MS - SIGNER_REQUEST_TIMEOUT_MS;
+  if (moneyOn && rpcTimeoutMs > maxRpcTimeoutMs) {
+    errors.push(
+      `CHAIN_RPC_TIMEOUT_MS: at most ${maxRpcTimeoutMs} with the faucet, transfers or x402 on: a batch holds a ` +
+        `sender's lock through its chain reads and the enclave's signature (${SIGNER_REQUEST_TIMEOUT_MS / 1000} s), ` +
+        `and another batch of that sender waits for it within the database's statement bound ` +
+        `(STATEMENT_WAIT_MS, ${STATEMENT_WAIT_MS / 1000} s)`,
+    );
   }
   if (env.DATABASE_DRIVER === "neon" && !env.DATABASE_URL) {
     errors.push("DATABASE_URL: required when DATABASE_DRIVER=neon");
