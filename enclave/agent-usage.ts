@@ -5,6 +5,7 @@
  * record at all, so the sealed state of a node without agent policies does not grow.
  */
 import type { AgentPolicy, AgentPolicyDocument, PolicyUsage } from "../shared/agent-policy.ts";
+import { countsAt } from "./policy-checks.ts";
 
 export type AgentUsage = {
   /** The UTC day the day figures count. */
@@ -33,26 +34,26 @@ export function emptyUsage(day: string, month: string): AgentUsage {
   };
 }
 
-/** The usage as of `day` and `month`: a figure of an earlier window reads as zero. */
+/** The usage as of `day` and `month`: a figure of an earlier window reads as zero (policy-checks.ts countsAt). */
 export function usageOn(usage: AgentUsage, day: string, month: string): PolicyUsage {
-  const sameDay = usage.day === day;
+  const sameDay = countsAt(usage.day, day);
   return {
     transfers: {
       dayUnits: sameDay ? usage.transfers.dayUnits : 0n,
-      monthUnits: usage.month === month ? usage.transfers.monthUnits : 0n,
+      monthUnits: countsAt(usage.month, month) ? usage.transfers.monthUnits : 0n,
       dayCount: sameDay ? usage.transfers.dayCount : 0,
     },
     x402: sameDay ? usage.x402 : { dayUnits: 0n, dayCount: 0, payeeDayUnits: new Map() },
   };
 }
 
-/** Moves `usage` to `day` and `month`, zeroing the figures of the windows that ended. */
+/** Moves `usage` on to `day` and `month`, zeroing the figures of the windows that ended; never back. */
 function roll(usage: AgentUsage, day: string, month: string): void {
-  if (usage.month !== month) {
+  if (!countsAt(usage.month, month)) {
     usage.month = month;
     usage.transfers.monthUnits = 0n;
   }
-  if (usage.day !== day) {
+  if (!countsAt(usage.day, day)) {
     usage.day = day;
     usage.transfers.dayUnits = 0n;
     usage.transfers.dayCount = 0;

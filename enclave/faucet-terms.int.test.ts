@@ -147,6 +147,25 @@ describe("sign_faucet pays only the sealed payout to agent keys, once per cooldo
     expect(await spent()).toBe("200");
   });
 
+  it("signs a recipient's last payout again at its own nonce (its answer never stored), and nothing more: at another nonce it is still within the cooldown", async () => {
+    const batch = await privileged(client, fixture, "generate_keys", {
+      namespace: "agent-transfer",
+      count: 1,
+      batch_id: "faucet-again",
+    });
+    const [agent] = batch.keys as Key[];
+    const before = BigInt(await spent());
+    expectOk(await payout(agent!.address, { nonce: "900000" }));
+    // Mutation: checking the cooldown whatever the nonce refuses this faucet_cooldown. One of the
+    // two can be mined, at the treasury's nonce 900000; the budget counts both.
+    expectOk(await payout(agent!.address, { nonce: "900000" }));
+    expect(refused(await payout(agent!.address, { nonce: "900001" }))).toEqual({
+      code: "cap_exceeded",
+      detail: "faucet_cooldown",
+    });
+    expect(BigInt(await spent()) - before).toBe(200n);
+  });
+
   it("refuses the payout that would pass the recipient's sealed units of the day", async () => {
     // Without a cooldown in the way: 100 + 100 of 250, then 300 would pass it.
     await privileged(client, fixture, "configure_treasury", {

@@ -58,6 +58,8 @@ export function checkTransfer(policy: Policy | null, input: TransferCheck): Encl
 export type RecipientPayouts = {
   /** The enclave's clock at the last payout signed to this recipient, in ms. */
   lastPayoutMs: number;
+  /** The treasury's nonce of that payout (absent from a record sealed before it was kept). */
+  nonce?: number;
   /** The UTC day `unitsToday` counts. */
   day: string;
   unitsToday: bigint;
@@ -263,6 +265,16 @@ function checkCommon(policy: Policy, input: TransactionCheck): EnclaveFailure | 
   if (input.gasLimit > MAX_GAS_LIMIT) return exceeded("gas limit above the enclave bound", "gas_limit");
   if (input.maxFeeWei > policy.feeCeilingWei) return exceeded("fee above the policy ceiling", "fee_ceiling");
   return null;
+}
+
+/**
+ * Whether a per-day (or per-month) record of `recorded` still counts at `now` (utcDay or utcMonth,
+ * which order as text): the same day, or a later one. A host clock stepped back across midnight and
+ * forward again (NTP) would otherwise start a day afresh twice, three days' budget in one; so a day
+ * only moves forward, and a clock behind its records keeps counting in theirs.
+ */
+export function countsAt(recorded: string, now: string): boolean {
+  return recorded >= now;
 }
 
 /** The UTC day of `date` as YYYY-MM-DD: daily limits reset at UTC midnight. */

@@ -71,6 +71,8 @@ const persistedV3Schema = z.object({
       last_payout_ms: z.number().int().nonnegative(),
       day: z.string(),
       units_today: uintStringSchema,
+      // Kept since a payout asked again at its nonce is signed again (ops/sign-transaction.ts).
+      nonce: z.number().int().nonnegative().optional(),
     }),
   ),
 });

@@ -141,7 +141,12 @@ type NoncesWire = Persisted["signed_nonces"]["keys"][string];
 type AgentPolicyWire = Persisted["agent_policies"][string];
 
 function payoutToWire(paid: RecipientPayouts): PayoutWire {
-  return { last_payout_ms: paid.lastPayoutMs, day: paid.day, units_today: paid.unitsToday.toString() };
+  return {
+    last_payout_ms: paid.lastPayoutMs,
+    day: paid.day,
+    units_today: paid.unitsToday.toString(),
+    ...(paid.nonce === undefined ? {} : { nonce: paid.nonce }),
+  };
 }
 
 function noncesToWire(record: KeyNonces): NoncesWire {
@@ -202,7 +207,12 @@ export function fromPersisted(data: Persisted): EnclaveState {
     faucetPayouts: TrackedMap.of(
       Object.entries(data.faucet_payouts).map(([address, paid]) => [
         address.toLowerCase(),
-        { lastPayoutMs: paid.last_payout_ms, day: paid.day, unitsToday: BigInt(paid.units_today) },
+        {
+          lastPayoutMs: paid.last_payout_ms,
+          day: paid.day,
+          unitsToday: BigInt(paid.units_today),
+          ...(paid.nonce === undefined ? {} : { nonce: paid.nonce }),
+        },
       ]),
     ),
     nonces: {

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -58,11 +58,25 @@ describe.each([
 
   it("--show of a file that holds no key is a usage error (exit 2) that does not print the file's text", async () => {
     const bogus = path.join(dir, `${path.basename(tool, ".ts")}.bogus`);
-    await writeFile(bogus, "not-a-key-SECRETISH\n");
+    await writeFile(bogus, "not-a-key-SECRETISH\n", { mode: 0o600 });
     const shown = await runTool(tool, "--show", bogus);
     expect(shown.code).toBe(2);
     expect(shown.stderr).toContain(`cannot read --show ${bogus}`);
     expect(shown.stderr).not.toContain("SECRETISH");
+  });
+
+  it("--show of a key file group or others may read is refused (exit 2, chmod 600), printing no key; at 0600 it is shown", async () => {
+    const open = path.join(dir, `${path.basename(tool, ".ts")}.open`);
+    const created = await runTool(tool, "--out", open);
+    expect(created.code).toBe(0);
+    await chmod(open, 0o640);
+    // Mutation: reading the file whatever its mode prints its public key here, exit 0.
+    const shown = await runTool(tool, "--show", open);
+    expect({ code: shown.code, stdout: shown.stdout }).toEqual({ code: 2, stdout: "" });
+    expect(shown.stderr).toContain(`cannot read --show ${open} (group or others may read it: chmod 600)`);
+    expect(shown.stderr).not.toContain((await readFile(open, "utf8")).trim().slice(2));
+    await chmod(open, 0o600);
+    expect((await runTool(tool, "--show", open)).code).toBe(0);
   });
 
   it("answers a usage error with exit 2 and the usage", async () => {

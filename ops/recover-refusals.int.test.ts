@@ -24,8 +24,8 @@ describe("recover: refusals (real enclave)", () => {
     enclave = await startEnclaveProcess({ envId: "recover-refusals" });
     signer = createSignerClient({ endpoint: `unix://${enclave.socketPath}`, liveIdentityEnabled: true });
     dir = await mkdtemp(path.join(tmpdir(), "recover-refusals-"));
-    await writeFile(file("recovery.key"), toHex(enclave.recoverySecret));
-    await writeFile(file("recovery-enc.key"), toHex(enclave.recoveryEncKey));
+    await writeFile(file("recovery.key"), toHex(enclave.recoverySecret), { mode: 0o600 });
+    await writeFile(file("recovery-enc.key"), toHex(enclave.recoveryEncKey), { mode: 0o600 });
     const authorize = createCapabilityMinter({
       authority: enclave.adminSecret,
       envId: enclave.envId,

@@ -43,9 +43,11 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     other = await stack.newAgent({ drilled: false, verified: false });
     keyDir = path.join(stack.enclave.dir, "offline-keys");
     await run("mkdir", ["-p", keyDir]);
-    await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret));
-    await writeFile(path.join(keyDir, "recovery-enc.key"), toHex(stack.enclave.recoveryEncKey));
-    await writeFile(path.join(keyDir, "admin.key"), toHex(stack.enclave.adminSecret));
+    await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret), { mode: 0o600 });
+    await writeFile(path.join(keyDir, "recovery-enc.key"), toHex(stack.enclave.recoveryEncKey), {
+      mode: 0o600,
+    });
+    await writeFile(path.join(keyDir, "admin.key"), toHex(stack.enclave.adminSecret), { mode: 0o600 });
   });
 
   // A whole recovery (a new enclave, every batch restored, the policy sealed again, a transfer and a

@@ -88,9 +88,9 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
     secrets.set("recovery encryption key", toHex(live.recoveryEncKey).slice(2));
     secrets.set("recovery authority", toHex(live.recoverySecret).slice(2));
     secrets.set("admin authority", toHex(live.adminSecret).slice(2));
-    await writeFile(path.join(dir, "recovery.key"), toHex(live.recoverySecret));
-    await writeFile(path.join(dir, "recovery-enc.key"), toHex(live.recoveryEncKey));
-    await writeFile(path.join(dir, "wrong-enc.key"), toHex(randomX25519PrivateKey()));
+    await writeFile(path.join(dir, "recovery.key"), toHex(live.recoverySecret), { mode: 0o600 });
+    await writeFile(path.join(dir, "recovery-enc.key"), toHex(live.recoveryEncKey), { mode: 0o600 });
+    await writeFile(path.join(dir, "wrong-enc.key"), toHex(randomX25519PrivateKey()), { mode: 0o600 });
 
     // A drill in process, with the throwaway enclave's own log lines collected.
     const identity = await signer.getSealedIdentity();

@@ -119,10 +119,10 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     );
     batchIds = outcomes.map(batchIdOf);
     await signer.close();
-    await writeFile(file("recovery.key"), toHex(enclave.recoverySecret));
-    await writeFile(file("admin.key"), toHex(enclave.adminSecret));
-    await writeFile(file("recovery-enc.key"), toHex(enclave.recoveryEncKey));
-    await writeFile(file("other-enc.key"), toHex(randomX25519PrivateKey()));
+    await writeFile(file("recovery.key"), toHex(enclave.recoverySecret), { mode: 0o600 });
+    await writeFile(file("admin.key"), toHex(enclave.adminSecret), { mode: 0o600 });
+    await writeFile(file("recovery-enc.key"), toHex(enclave.recoveryEncKey), { mode: 0o600 });
+    await writeFile(file("other-enc.key"), toHex(randomX25519PrivateKey()), { mode: 0o600 });
   });
   afterAll(async () => {
     await enclave?.dispose();

@@ -152,6 +152,39 @@ describe("configuration", () => {
     );
   });
 
+  it("takes an address all lower case or checksummed, and refuses mixed case off its checksum, as the enclave's tools do", () => {
+    // The EIP-55 example address, and the same with its first letter's case turned.
+    const checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+    const off = "0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+    expect(
+      parseConfig({ AGENT_X402_PAY_TO: checksummed, AGENT_TRANSFER_RECIPIENT_ALLOWLIST: checksummed }),
+    ).toMatchObject({
+      ok: true,
+      value: {
+        x402: { payTo: checksummed.toLowerCase() },
+        transfers: { recipientAllowlist: [checksummed.toLowerCase()] },
+      },
+    });
+    expect(
+      errorsOf({ AGENT_X402_PAY_TO: off, AGENT_TRANSFER_RECIPIENT_ALLOWLIST: `${checksummed},${off}` }),
+    ).toEqual([
+      "AGENT_TRANSFER_RECIPIENT_ALLOWLIST: must be a comma-separated list of 20-byte hex addresses, each all lower case or checksummed",
+      "AGENT_X402_PAY_TO: must be a 20-byte hex address, all lower case or checksummed",
+    ]);
+  });
+
+  it("refuses a chain timeout that with the enclave's 10 s passes the statement bound with money on, naming both", () => {
+    // 20 s and the enclave's 10 s: a batch waiting at another's lock still answers within 30 s.
+    expect(parseConfig({ AGENT_TRANSFER_ENABLED: "true", CHAIN_RPC_TIMEOUT_MS: "20000" }).ok).toBe(true);
+    for (const money of ["AGENT_FAUCET_ENABLED", "AGENT_TRANSFER_ENABLED"]) {
+      expect(errorsOf({ [money]: "true", CHAIN_RPC_TIMEOUT_MS: "25000" })).toEqual([
+        "CHAIN_RPC_TIMEOUT_MS: at most 20000 with the faucet, transfers or x402 on: a batch holds a sender's lock through its chain reads and the enclave's signature (10 s), and another batch of that sender waits for it within the database's statement bound (STATEMENT_WAIT_MS, 30 s)",
+      ]);
+    }
+    // The gateway alone takes no lock: its chain calls may wait longer.
+    expect(parseConfig({ AGENT_GATEWAY_ENABLED: "true", CHAIN_RPC_TIMEOUT_MS: "25000" }).ok).toBe(true);
+  });
+
   it("requires what an enabled feature needs", () => {
     const errors = errorsOf({ AGENT_PUBLIC_REGISTRATION_ENABLED: "true", AGENT_X402_ENABLED: "true" });
     expect(errors).toEqual(
@@ -177,6 +210,12 @@ describe("configuration", () => {
     expect(parseConfig({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "59" }).ok).toBe(true);
     expect(errorsOf({ ...x402, AGENT_X402_VALIDITY_MARGIN_SECONDS: "60" })).toEqual([
       "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (60)",
+    ]);
+    // A node signing at most 20 s quotes 20 s.
+    const short = { ...x402, AGENT_X402_MAX_TIMEOUT_SECONDS: "20" };
+    expect(parseConfig({ ...short, AGENT_X402_VALIDITY_MARGIN_SECONDS: "19" }).ok).toBe(true);
+    expect(errorsOf({ ...short, AGENT_X402_VALIDITY_MARGIN_SECONDS: "20" })).toEqual([
+      "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (20)",
     ]);
     expect(errorsOf({ AGENT_X402_RATE_LIMIT_PER_MINUTE: "0" })).toEqual([
       "AGENT_X402_RATE_LIMIT_PER_MINUTE: must be at least 1",

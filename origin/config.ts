@@ -1,9 +1,11 @@
-import { isAddress } from "viem";
 import * as z from "zod";
+import { isChecksummedOrLowerAddress } from "../shared/address.ts";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { err, ok, type Result } from "../shared/result.ts";
+import { STATEMENT_WAIT_MS } from "./db/client.ts";
 import { parseCidrList } from "./http/cidr.ts";
+import { SIGNER_REQUEST_TIMEOUT_MS } from "./signer/socket-client.ts";
 import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay.ts";
 
 /**
@@ -11,6 +13,13 @@ import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay
  * quotes it); here because the validity margin is checked against it.
  */
 export const DEMO_MAX_TIMEOUT_SECONDS = 60;
+
+/**
+ * What the demo quote asks for on a node whose longest validity is `maxTimeoutSeconds`: a client
+ * signs validBefore = now + the quote's figure, which the enclave refuses past its sealed bound.
+ */
+export const demoMaxTimeoutSeconds = (maxTimeoutSeconds: number): number =>
+  Math.min(DEMO_MAX_TIMEOUT_SECONDS, maxTimeoutSeconds);
 
 /**
  * The origin's configuration: every variable of docs/configuration.md#variables.
@@ -102,9 +111,10 @@ const retrySchedule = z
 /** An http: or https: URL: zod's url() takes any scheme, `localhost:8545` and `ws://…` too. */
 const httpUrl = (message: string) => z.string().refine(isHttpUrl, message);
 
+// Mixed case must be the EIP-55 checksum, as everywhere else (a mistyped address fails it).
 const address = z
   .string()
-  .refine((value) => isAddress(value, { strict: false }), "must be a 20-byte hex address")
+  .refine(isChecksummedOrLowerAddress, "must be a 20-byte hex address, all lower case or checksummed")
   .transform((value) => value.toLowerCase() as `0x${string}`);
 
 const addressList = z
@@ -114,8 +124,12 @@ const addressList = z
     if (value === undefined || value.trim() === "") return undefined;
     const items = value.split(",").map((item) => item.trim());
     for (const item of items) {
-      if (!isAddress(item, { strict: false })) {
-        ctx.addIssue({ code: "custom", message: "must be a comma-separated list of 20-byte hex addresses" });
+      if (!isChecksummedOrLowerAddress(item)) {
+        ctx.addIssue({
+          code: "custom",
+          message:
+            "must be a comma-separated list of 20-byte hex addresses, each all lower case or checksummed",
+        });
         return z.NEVER;
       }
     }
@@ -502,11 +516,31 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
     // An authorization must be valid for the margin on both sides of now and for no longer than
     // the quote's maxTimeoutSeconds: a margin that large would refuse every payment.
     const margin = Number(env.AGENT_X402_VALIDITY_MARGIN_SECONDS ?? 0);
-    if (margin >= DEMO_MAX_TIMEOUT_SECONDS) {
+    const quoted = demoMaxTimeoutSeconds(
+      Number(env.AGENT_X402_MAX_TIMEOUT_SECONDS ?? DEMO_MAX_TIMEOUT_SECONDS),
+    );
+    if (margin >= quoted) {
       errors.push(
-        `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${DEMO_MAX_TIMEOUT_SECONDS})`,
+        `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${quoted})`,
       );
     }
+  }
+  // A money batch holds its senders' nonce rows through its chain reads (made at once) and then the
+  // enclave's signature; another batch of a sender in common waits for them at the lock, in one
+  // statement that STATEMENT_WAIT_MS bounds. A chain wait longer than this fails that batch 503
+  // behind a chain that is slow but answers.
+  const moneyOn = ["AGENT_FAUCET_ENABLED", "AGENT_TRANSFER_ENABLED", "AGENT_X402_ENABLED"].some(
+    (name) => env[name] === "true",
+  );
+  const rpcTimeoutMs = Number(env.CHAIN_RPC_TIMEOUT_MS ?? 0);
+  const maxRpcTimeoutMs = STATEMENT_WAIT_MS - SIGNER_REQUEST_TIMEOUT_MS;
+  if (moneyOn && rpcTimeoutMs > maxRpcTimeoutMs) {
+    errors.push(
+      `CHAIN_RPC_TIMEOUT_MS: at most ${maxRpcTimeoutMs} with the faucet, transfers or x402 on: a batch holds a ` +
+        `sender's lock through its chain reads and the enclave's signature (${SIGNER_REQUEST_TIMEOUT_MS / 1000} s), ` +
+        `and another batch of that sender waits for it within the database's statement bound ` +
+        `(STATEMENT_WAIT_MS, ${STATEMENT_WAIT_MS / 1000} s)`,
+    );
   }
   if (env.DATABASE_DRIVER === "neon" && !env.DATABASE_URL) {
     errors.push("DATABASE_URL: required when DATABASE_DRIVER=neon");

@@ -138,6 +138,13 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   const today = utcDay(now);
   const recipient = params.to.toLowerCase();
   const valueUnits = BigInt(params.value_units);
+  const nonce = Number(params.nonce);
+  const paid = ctx.state.state.faucetPayouts.get(recipient);
+  // The recipient's last payout asked for again at its own nonce: its answer never got stored (an
+  // origin killed in between, an answer lost). The treasury has one transaction at a nonce mined at
+  // most, so signing it again pays nothing twice, and the cooldown and day it counted stand; refused,
+  // the agent would wait out a cooldown for a payout it never got. The budget counts it again.
+  const again = paid?.nonce === nonce;
   const refusal = checkFaucet(policy, treasury, {
     sealedChainId: ctx.config.chain_id,
     chainId: params.chain_id,
@@ -147,7 +154,7 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
     costUnits: cost.units,
     valueUnits,
     toIsAgentKey: ctx.keystore.holdsAddress("agent-transfer", recipient),
-    paid: ctx.state.state.faucetPayouts.get(recipient),
+    paid: again ? undefined : paid,
     nowMs: now.getTime(),
     today,
   });
@@ -157,8 +164,8 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
   // As above: checked and reserved in one synchronous step, the recipient's payout with the budget.
   await ctx.state.commit((next) => {
     if (next.treasury) next.treasury.spentUnits += cost.units;
-    recordPayout(next, { recipient, valueUnits, nowMs: now.getTime(), today, terms });
-    recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
+    if (!again) recordPayout(next, { recipient, valueUnits, nonce, nowMs: now.getTime(), today, terms });
+    recordSignedNonce(next.nonces, key.keyRef, nonce, now.getTime());
   });
   return signed(key.privateKey, prepared.value);
 };
@@ -170,9 +177,16 @@ export const signFaucet: OpHandler<"sign_faucet"> = async (ctx, params) => {
  */
 function recordPayout(
   state: EnclaveState,
-  payout: { recipient: string; valueUnits: bigint; nowMs: number; today: string; terms: FaucetTerms },
+  payout: {
+    recipient: string;
+    valueUnits: bigint;
+    nonce: number;
+    nowMs: number;
+    today: string;
+    terms: FaucetTerms;
+  },
 ): void {
-  const { recipient, valueUnits, nowMs, today, terms } = payout;
+  const { recipient, valueUnits, nonce, nowMs, today, terms } = payout;
   for (const [address, paid] of state.faucetPayouts) {
     if (paid.day !== today && nowMs - paid.lastPayoutMs >= terms.cooldownMs)
       state.faucetPayouts.delete(address);
@@ -181,6 +195,7 @@ function recordPayout(
   const unitsToday = before?.day === today ? before.unitsToday : 0n;
   state.faucetPayouts.set(recipient, {
     lastPayoutMs: nowMs,
+    nonce,
     day: today,
     unitsToday: unitsToday + valueUnits,
   });

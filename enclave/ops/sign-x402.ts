@@ -20,7 +20,15 @@ import { signDigest } from "../../shared/secp256k1.ts";
 import { approvalHeld, decisionRefusal, NODE_FROZEN, pruneHeldApprovals } from "../agent-policy-checks.ts";
 import { countX402, usageOn } from "../agent-usage.ts";
 import { KEY_NOT_USABLE, succeed } from "../outcome.ts";
-import { checkKeyBinding, checkPairOnly, checkX402, nodePayee, utcDay, utcMonth } from "../policy-checks.ts";
+import {
+  checkKeyBinding,
+  checkPairOnly,
+  checkX402,
+  countsAt,
+  nodePayee,
+  utcDay,
+  utcMonth,
+} from "../policy-checks.ts";
 import { TrackedMap } from "../tracked-map.ts";
 import type { OpHandler } from "./handler.ts";
 
@@ -35,7 +43,7 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
   const now = ctx.now();
   const today = utcDay(now);
   const { x402Daily } = ctx.state.state;
-  const signedToday = x402Daily.day === today ? (x402Daily.signed.get(key.keyRef) ?? 0) : 0;
+  const signedToday = countsAt(x402Daily.day, today) ? (x402Daily.signed.get(key.keyRef) ?? 0) : 0;
   const refusal = checkX402(ctx.state.state.policy, {
     from: key.address,
     to: params.to,
@@ -83,7 +91,7 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
   }
   // No await between the checks above and this count: concurrent requests see each other.
   await ctx.state.commit((next) => {
-    if (next.x402Daily.day !== today) next.x402Daily = { day: today, signed: new TrackedMap() };
+    if (!countsAt(next.x402Daily.day, today)) next.x402Daily = { day: today, signed: new TrackedMap() };
     next.x402Daily.signed.set(key.keyRef, signedToday + 1);
     const counted = next.agentPolicies.get(key.keyRef);
     if (counted?.policy) {

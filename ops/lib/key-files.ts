@@ -4,7 +4,7 @@
  * local stack and the recovery tools that use them import a library, never another program's
  * entry (each program is bundled on its own: ops/lib/program-bundles.mjs).
  */
-import { readFile } from "node:fs/promises";
+import { readPrivateKeyFile } from "../../origin/signer/private-key-file.ts";
 import { authorityPublicKey, randomAuthoritySecret } from "../../shared/capability.ts";
 import { fromHex, type Hex, toHex } from "../../shared/hex.ts";
 import {
@@ -37,7 +37,7 @@ export async function createRecoveryKeyFile(path: string, disk?: NewFileDisk): P
 
 /** Reads a recovery encryption key file (32-byte hex); the error never carries the file's text. */
 export async function readRecoveryKeyFile(path: string): Promise<Uint8Array> {
-  const text = (await readFile(path, "utf8")).trim();
+  const text = (await readPrivateKeyFile(path)).trim();
   let key: Uint8Array;
   try {
     key = fromHex(text);

@@ -5,7 +5,7 @@
  * leaves this process and is never printed; only its public half is enrolled in the enclave.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readPrivateKeyFile } from "../../origin/signer/private-key-file.ts";
 import { type Hex, toHex } from "../../shared/hex.ts";
 import {
   type KeyApproval,
@@ -30,7 +30,7 @@ export async function generateOperatorKey(file: string, disk?: NewFileDisk): Pro
 
 /** Reads an operator key written by generateOperatorKey (or any P-256 PKCS#8 PEM). */
 export async function readOperatorKey(file: string): Promise<OperatorKey> {
-  const privateKey = createPrivateKey(await readFile(file, "utf8"));
+  const privateKey = createPrivateKey(await readPrivateKeyFile(file));
   if (privateKey.asymmetricKeyType !== "ec" || privateKey.asymmetricKeyDetails?.namedCurve !== "prime256v1") {
     throw new Error(`${file} is not a P-256 private key`);
   }

@@ -210,6 +210,36 @@ describe("money movement under faults (real processes)", () => {
     });
   }
 
+  it("a payout the enclave signed for an origin SIGKILLed before storing it: the agent's retry with its key is paid once, not charged a cooldown for a payout it never got", async () => {
+    const agent = await stack.newAgent();
+    const paidBefore = (await sentBy(stack.treasury)).length;
+    const doomed = await spawnOrigin({
+      entry: "testing/money-crash-origin.ts",
+      env: { ...stack.processEnv(), MONEY_CRASH_AT: "after_enclave_signed" },
+    });
+    const key = newKey();
+    // The enclave signed the payout and counted it against the agent's sealed cooldown; the origin
+    // died before its transaction committed, so nothing of it is stored and nothing was sent.
+    expect(
+      await agentCalls(doomed.base, agent.token)
+        .faucet(key)
+        .catch(() => undefined),
+    ).toBeUndefined();
+    expect(await doomed.exited).toBe("SIGKILL");
+    expect(await sentBy(stack.treasury)).toHaveLength(paidBefore);
+
+    // Mutation: the enclave refusing any payout inside the recipient's cooldown answers this 429
+    // faucet_cooldown (retry in 60 s) for a payout the agent never got.
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const retried = await calls.faucet(key);
+    expect(isAccepted(retried), JSON.stringify(retried.body)).toBe(true);
+    expect((await calls.settled((retried.body as ActionView).action_id)).status).toBe("confirmed");
+    expect(await chain.getBalance({ address: agent.wallet })).toBe(1_000_000n * WEI_PER_UNIT);
+    expect(await sentBy(stack.treasury)).toHaveLength(paidBefore + 1);
+    // Paid once: the next payout is inside the cooldown of this one.
+    expect((await calls.faucet()).body).toMatchObject({ error: { code: "faucet_cooldown" } });
+  });
+
   it("sends 100 transfers through two origin processes on one database with no nonce used twice", async () => {
     const agents: StackAgent[] = [];
     for (let i = 0; i < 4; i++) agents.push(await stack.newAgent({ units: 1_000_000n }));

@@ -7,7 +7,6 @@
  * and keeps it, so a minter made for one enclave never mints for a replacement.
  */
 
-import { readFile } from "node:fs/promises";
 import { authorityPublicKey, type Capability, mintCapability } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { PRIVILEGED_OP_SCOPE } from "../../shared/enclave-protocol.ts";
@@ -15,11 +14,12 @@ import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex } from "../../shared/hex.ts";
 import { err, ok } from "../../shared/result.ts";
 import { CLIENT_FAILURE, signerFailure } from "./failure-class.ts";
+import { readPrivateKeyFile } from "./private-key-file.ts";
 import type { CapabilityProvider, SignerClient, SignerResult } from "./types.ts";
 
 /** Reads an authority key file written by ops/enclave-authority.ts (32-byte hex seed). */
 export async function readAuthoritySecret(path: string): Promise<Uint8Array> {
-  const text = (await readFile(path, "utf8")).trim();
+  const text = (await readPrivateKeyFile(path)).trim();
   const secret = fromHex(text);
   if (secret.length !== 32) throw new Error("authority key file must hold a 32-byte hex seed");
   return secret;

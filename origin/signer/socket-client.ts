@@ -44,6 +44,9 @@ const SLOW_OPS: ReadonlySet<EnclaveOp> = new Set([
 const COUNTER_TAKEN_RETRIES = 5;
 
 /** A SignerClient speaking to the enclave at `socketPath`; connects on first use. */
+/** How long a signing request waits for the enclave's answer (a batch holds its senders' locks meanwhile). */
+export const SIGNER_REQUEST_TIMEOUT_MS = 10_000;
+
 export function createSocketSignerClient(options: SocketSignerClientOptions): SignerClient {
   const transport = new SocketTransport({
     socketPath: options.socketPath,
@@ -51,7 +54,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     backoff: options.backoff,
     logger: options.logger,
   });
-  const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+  const requestTimeoutMs = options.requestTimeoutMs ?? SIGNER_REQUEST_TIMEOUT_MS;
   const slowRequestTimeoutMs = options.slowRequestTimeoutMs ?? 60_000;
   /** Per op, the last privileged call queued: the next of that op starts once it has ended. */
   const privilegedChains = new Map<PrivilegedOp, Promise<unknown>>();

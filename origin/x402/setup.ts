@@ -87,7 +87,7 @@ export function buildX402Runtime(params: {
   }
   const settlerAddress = sealed.settler.settlerAddress.toLowerCase();
   return {
-    requirements: demoRequirements({ amountUnits, payTo }),
+    requirements: demoRequirements({ amountUnits, payTo, maxTimeoutSeconds: config.x402.maxTimeoutSeconds }),
     ceiling: sealedCeiling(sealed.policy),
     operatorPool: money.operatorPool,
     settlerAddress,

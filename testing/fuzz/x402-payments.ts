@@ -29,8 +29,8 @@ export const FUZZ_X402 = {
   emptyPayer: key("empty payer"),
 };
 
-/** The demo's one requirement, as its 402 quotes it. */
-export const fuzzRequirement = demoRequirements(FUZZ_X402);
+/** The demo's one requirement, as its 402 quotes it (the fuzz stack keeps the default longest validity). */
+export const fuzzRequirement = demoRequirements({ ...FUZZ_X402, maxTimeoutSeconds: 180 });
 
 const payers = [FUZZ_X402.fundedPayer, FUZZ_X402.emptyPayer, fromHex(DEV_OPERATOR_POOL_PRIVATE_KEY)];
 

@@ -15,7 +15,7 @@ import { type CheckContext, checkPayment, compareRequirements, PAYER_CLOCK_AHEAD
 const NOW = 1_800_000_000n;
 // Letters in it, so its letter case can differ.
 const PAY_TO = `0x4020${"0".repeat(31)}abcde` as const;
-const OURS = demoRequirements({ amountUnits: 10_000n, payTo: PAY_TO });
+const OURS = demoRequirements({ amountUnits: 10_000n, payTo: PAY_TO, maxTimeoutSeconds: 180 });
 const PAYER_KEY = fromHex(`0x${"11".repeat(32)}`);
 const PAYER = addressOfPublicKey(publicKeyOf(PAYER_KEY)).toLowerCase() as Hex;
 const CONTEXT: CheckContext = {

@@ -11,7 +11,7 @@ import {
   NATIVE_SYMBOL,
   NATIVE_TRANSFER_AUTH_ADDRESS,
 } from "../../../shared/constants.ts";
-import { DEMO_MAX_TIMEOUT_SECONDS } from "../../config.ts";
+import { demoMaxTimeoutSeconds } from "../../config.ts";
 import { PAYMENT_IDENTIFIER, PAYMENT_IDENTIFIER_DECLARATION } from "./payment-identifier.ts";
 
 export const X402_VERSION = 2;
@@ -44,15 +44,22 @@ export type PaymentRequired = {
   extensions: Record<string, unknown>;
 };
 
-/** The one requirement this service accepts: the configured amount to the configured payTo. */
-export function demoRequirements(terms: { amountUnits: bigint; payTo: string }): PaymentRequirements {
+/**
+ * The one requirement this service accepts: the configured amount to the configured payTo, valid no
+ * longer than the node signs (AGENT_X402_MAX_TIMEOUT_SECONDS).
+ */
+export function demoRequirements(terms: {
+  amountUnits: bigint;
+  payTo: string;
+  maxTimeoutSeconds: number;
+}): PaymentRequirements {
   return {
     scheme: "exact",
     network: CAIP2_NETWORK,
     asset: NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase(),
     amount: terms.amountUnits.toString(),
     payTo: terms.payTo,
-    maxTimeoutSeconds: DEMO_MAX_TIMEOUT_SECONDS,
+    maxTimeoutSeconds: demoMaxTimeoutSeconds(terms.maxTimeoutSeconds),
     extra: {
       assetTransferMethod: "eip3009",
       paymentFlow: "authorization",

@@ -189,6 +189,18 @@ describe("chooseUnderPolicy", () => {
     });
   }
 
+  it("refuses, under a ceiling open to any payee, a payTo whose mixed case is not its checksum, saying so", () => {
+    // 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed is the EIP-55 example; its first letter turned.
+    const checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+    const off = "0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+    expect(chooseUnderPolicy(quote(entry(checksummed, "20000")), withCeiling, facts(null)).ok).toBe(true);
+    const refused = chooseUnderPolicy(quote(entry(off, "20000")), withCeiling, facts(null));
+    expect(refused.ok ? refused.value : refused.error).toEqual({
+      code: "x402_pay_to_not_allowed",
+      message: `the quote pays ${off}, whose mixed case is not its EIP-55 checksum, as a mistyped address's is not; nothing is signed for it`,
+    });
+  });
+
   it("takes a repeat's own entry, even one its policy now refuses", () => {
     const twoEntries = quote(entry(A, "40000"), entry(B, "5000"));
     const spent = facts(POLICY, usage({ dayUnits: 70_000n }));

@@ -6,7 +6,6 @@
  * shared/agent-policy.ts's evaluateX402, the one evaluation the enclave re-checks with. Pure: the
  * route and the check call turn the answer into theirs.
  */
-import { isAddress } from "viem";
 import {
   type AgentPolicy,
   evaluateX402,
@@ -19,9 +18,11 @@ import type { X402PaymentRequired } from "../../../shared/gateway-schemas.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 import {
   type ChosenRequirement,
+  checksumRefusal,
   checkTimeout,
   describeQuoted,
   isOurScheme,
+  quotedAddress,
   type RequirementRefusal,
   unsupported,
   versionRefusal,
@@ -114,7 +115,7 @@ function checkNodeTerms(
   const { pair, ceiling } = terms;
   const amount = typeof entry.amount === "string" && UNITS.test(entry.amount) ? entry.amount : undefined;
   const quotedPayTo = typeof entry.payTo === "string" ? entry.payTo : "";
-  const payTo = isAddress(quotedPayTo, { strict: false }) ? quotedPayTo.toLowerCase() : undefined;
+  const payTo = quotedAddress(entry.payTo);
   const isPair = amount === pair.amountUnits.toString() && payTo === pair.payTo;
   if (!isPair) {
     if (!ceiling) {
@@ -158,6 +159,8 @@ function payToRefusal(
   ceiling: X402Ceiling | null,
   quoted: unknown,
 ): RequirementRefusal {
+  const checksum = checksumRefusal(quoted);
+  if (checksum) return checksum;
   const allowed =
     ceiling?.payees != null
       ? `the payees of the enclave's sealed x402 ceiling (${ceiling.payees.size}) and ${pair.payTo} (AGENT_X402_PAY_TO)`

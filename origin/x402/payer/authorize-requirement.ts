@@ -5,7 +5,7 @@
  * AGENT_X402_AMOUNT to AGENT_X402_PAY_TO, valid no longer than AGENT_X402_MAX_TIMEOUT_SECONDS.
  * Pure: the route turns a refusal into its 422.
  */
-import { isAddress } from "viem";
+import { isChecksummedOrLowerAddress } from "../../../shared/address.ts";
 import {
   CAIP2_NETWORK,
   EIP712_DOMAIN_NAME,
@@ -114,20 +114,43 @@ function checkEntry(
       message: `this node authorizes exactly ${allowed} units per payment (AGENT_X402_AMOUNT); the quote asks for ${describeQuoted(entry.amount)}`,
     };
   }
-  const payTo = typeof entry.payTo === "string" ? entry.payTo : "";
-  if (!isAddress(payTo, { strict: false }) || payTo.toLowerCase() !== policy.payTo) {
-    return {
-      code: "x402_pay_to_not_allowed",
-      message: `this node authorizes payments to ${policy.payTo} only (AGENT_X402_PAY_TO); the quote pays ${describeQuoted(entry.payTo)}`,
-    };
+  const payTo = quotedAddress(entry.payTo);
+  if (payTo !== policy.payTo) {
+    return (
+      checksumRefusal(entry.payTo) ?? {
+        code: "x402_pay_to_not_allowed",
+        message: `this node authorizes payments to ${policy.payTo} only (AGENT_X402_PAY_TO); the quote pays ${describeQuoted(entry.payTo)}`,
+      }
+    );
   }
   const timeout = checkTimeout(entry, policy);
   if (typeof timeout !== "number") return timeout;
   return {
     amount: allowed,
-    payTo: payTo.toLowerCase() as `0x${string}`,
-    quotedPayTo: payTo,
+    payTo,
+    quotedPayTo: entry.payTo as string,
     maxTimeoutSeconds: timeout,
+  };
+}
+
+/**
+ * A quoted address, lowercase, when it is one this service takes anywhere: 20-byte hex, all lower
+ * case or its EIP-55 checksum (shared/address.ts). Mixed case that is not its checksum is how a
+ * mistyped address shows, and the official client's getAddress refuses to pay it.
+ */
+export function quotedAddress(value: unknown): `0x${string}` | undefined {
+  return typeof value === "string" && isChecksummedOrLowerAddress(value)
+    ? (value.toLowerCase() as `0x${string}`)
+    : undefined;
+}
+
+/** A payTo refused for its letter case alone, said as such (a message naming the allowed payee would puzzle). */
+export function checksumRefusal(quoted: unknown): RequirementRefusal | undefined {
+  if (typeof quoted !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(quoted) || quotedAddress(quoted))
+    return undefined;
+  return {
+    code: "x402_pay_to_not_allowed",
+    message: `the quote pays ${quoted}, whose mixed case is not its EIP-55 checksum, as a mistyped address's is not; nothing is signed for it`,
   };
 }
 
