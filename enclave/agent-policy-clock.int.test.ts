@@ -149,4 +149,29 @@ describe("operator approvals and held approvals lapse by the enclave's clock (th
     const status = expectOk(await client.request("get_agent_policy", { key_ref: tight.key_ref }));
     expect(status.usage).toMatchObject({ transfers: { day_units: "921", day_count: 1 } });
   });
+
+  it("a filler whose fee would pass the month's units, the day's still open, is policy_denied by that rule", async () => {
+    const [tight] = (await agentKeys(client, enclave.fixture, 1)) as [AgentKey];
+    const params = {
+      key_ref: tight.key_ref,
+      policy: { transfers: { daily_units: "100000", monthly_units: "930" } },
+    };
+    expectOk(
+      await client.request(
+        "set_agent_policy",
+        params,
+        await mintFor(client, enclave.fixture, "set_agent_policy", params),
+      ),
+    );
+    // 900 + 21 = 921 of the month's 930; a filler's 21 more would be 942.
+    const first = transfer(tight, 900n);
+    expectOk(await client.request("sign_transfer", first));
+    expect(outcome(await client.request("sign_filler", filler(tight, first.nonce)))).toEqual({
+      code: "cap_exceeded",
+      detail: "policy_denied",
+      rule: "transfers.monthly_units",
+    });
+    const status = expectOk(await client.request("get_agent_policy", { key_ref: tight.key_ref }));
+    expect(status.usage).toMatchObject({ transfers: { day_units: "921", month_units: "921", day_count: 1 } });
+  });
 });

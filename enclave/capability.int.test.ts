@@ -114,6 +114,26 @@ describe("capabilities (real process)", () => {
     await expectRejectedWithoutStateChange({ ...body, sig });
   });
 
+  it("refuses a capability naming another scope than its op's, signed by the op's own authority", async () => {
+    // Counters are kept per (authority, env, scope, op): under the policy scope nothing was ever
+    // accepted for generate_keys, so counter 1 is the next one there. Only the scope check refuses
+    // it; accepted, it would start a second counter sequence for the op beside the admin one.
+    const body: CapabilityBody = {
+      ver: CAPABILITY_VERSION,
+      authority: authorityPublicKey(fixture.adminSecret),
+      op: "generate_keys",
+      request_id: "wrong-scope",
+      chain_id: CHAIN_ID,
+      env_id: fixture.envId,
+      instance_id: await instanceIdOf(client),
+      scope: "policy",
+      counter: 1,
+      payload_binding: payloadBinding("generate_keys", params),
+    };
+    const sig = toHex(ed25519.sign(capabilitySigningPreimage(body), fixture.adminSecret));
+    await expectRejectedWithoutStateChange({ ...body, sig });
+  });
+
   it("refuses a version 1 capability, which names no enclave instance", async () => {
     // Exactly what a minter made before instance ids: valid signature, next counter, right binding.
     const body = {

@@ -48,10 +48,15 @@ describe("startEnclaveServer", () => {
     );
   });
 
-  it("refuses a sealing key readable by others", async () => {
+  it("refuses a sealing key readable by its group or by others", async () => {
     await init();
-    await chmod(join(dataDir, "sealing.key"), 0o644);
-    await expect(startEnclaveServer({ socketPath, dataDir, logger })).rejects.toThrow(/chmod 600/);
+    // Group alone and others alone: each bit past the owner's refuses it.
+    for (const mode of [0o640, 0o604]) {
+      await chmod(join(dataDir, "sealing.key"), mode);
+      await expect(startEnclaveServer({ socketPath, dataDir, logger }), mode.toString(8)).rejects.toThrow(
+        /chmod 600/,
+      );
+    }
   });
 
   it("creates its socket 0600, or 0660 when the origin runs as another user in the socket's group", async () => {

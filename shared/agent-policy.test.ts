@@ -275,6 +275,33 @@ describe("what loosens a policy", () => {
     expect(payees([{ pay_to: A, per_payment_units: "50" }])).toEqual(["x402.payees"]);
   });
 
+  it("counts a payee's wider or dropped resource prefix as loosening the payees, a narrower one as not", () => {
+    const scoped = policy({
+      x402: {
+        payees: [{ pay_to: A, resource_prefix: "https://shop.example/paid/", per_payment_units: "50" }],
+      },
+    });
+    const to = (prefix: string | undefined) =>
+      loosenings(
+        scoped,
+        policy({
+          x402: {
+            payees: [
+              {
+                pay_to: A,
+                per_payment_units: "50",
+                ...(prefix === undefined ? {} : { resource_prefix: prefix }),
+              },
+            ],
+          },
+        }),
+        NODE,
+      );
+    expect(to("https://shop.example/paid/reports/")).toEqual([]);
+    expect(to("https://shop.example/")).toEqual(["x402.payees"]);
+    expect(to(undefined)).toEqual(["x402.payees"]);
+  });
+
   it("lets a first policy list the node's own payee at no more than its amount, and nothing else", () => {
     const first = (document: AgentPolicyDocument) => loosenings(NO_AGENT_POLICY, policy(document), NODE);
     expect(first({ x402: { payees: [{ pay_to: A, per_payment_units: "10000" }] } })).toEqual([]);

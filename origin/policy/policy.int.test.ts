@@ -520,6 +520,55 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     expect(await outgoing(agent)).toBe(1);
   });
 
+  // A revocation leaves the enabled flag as it was (identity-admin.ts): only `not revoked` keeps the
+  // approved transfer of a revoked agent from being signed.
+  it("an approved transfer of a revoked agent is never signed: it ends expired when its hold would have", async () => {
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    expect(
+      (await policyCalls(agent, shortHolds.base).patch({ approval_above_units: "2000000" })).status,
+    ).toBe(200);
+    const to = newAccount().address;
+    const held = await agentCalls(shortHolds.base, agent.token).transfer({
+      idempotency_key: newKey(),
+      to,
+      amount: "3000000",
+    });
+    const view = held.body as ActionView;
+    expect(view.status).toBe("held");
+    const revoked = await revokeIdentity(db, {
+      agentId: agent.agentId,
+      reason: "token leaked",
+      source: "cli",
+    });
+    expect(revoked.ok).toBe(true);
+    const sealed = await sealHeldApproval(agent, {
+      actionId: view.action_id,
+      to,
+      valueUnits: 3_000_000n,
+      expiresAt: Math.floor(Date.parse(view.expires_at!) / 1000),
+    });
+    expect(sealed.ok).toBe(true);
+    const marked = await queryRows<{ action_id: string }>(
+      db,
+      sql`update agent_actions set status = 'approved', updated_at = now()
+          where action_id = ${view.action_id} and status = 'held' returning action_id`,
+    );
+    expect(marked).toHaveLength(1);
+
+    const status = async () =>
+      (
+        await queryRows<{ status: string }>(
+          db,
+          sql`select status from agent_actions where action_id = ${view.action_id}`,
+        )
+      )[0]!.status;
+    const deadline = Date.now() + 20_000;
+    while ((await status()) === "approved" && Date.now() < deadline) await sleep(250);
+    expect(await status()).toBe("expired");
+    expect(await outgoing(agent)).toBe(0);
+  });
+
   it("a frozen agent is refused its next transfer by name, reads still work, and only an operator unfreezes it", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
     const calls = policyCalls(agent);

@@ -34,7 +34,7 @@ describe("webhook signing", () => {
     expect(hmacSignature(secret, signedContent("msg_7", timestamp, body))).toBe(reference);
   });
 
-  it("makes a 0600 PKCS#8 key once, derives its kid from the key, and refuses a key file others may read", async () => {
+  it("makes a 0600 PKCS#8 key once, derives its kid from the key, and refuses a key file its group or others may read", async () => {
     const file = path.join(await mkdtemp(path.join(tmpdir(), "webhook-key-")), "key.pem");
     await ensureWebhookSigningKeyFile(file);
     const pem = await readFile(file, "utf8");
@@ -44,13 +44,16 @@ describe("webhook signing", () => {
     const [key] = await loadWebhookSigningKeys(file);
     expect(key!.jwk.kid).toHaveLength(22);
     expect((await loadWebhookSigningKeys(file)).map((each) => each.jwk)).toEqual([key!.jwk]);
-    await chmod(file, 0o644);
-    const refused = await loadWebhookSigningKeys(file).then(
-      () => undefined,
-      (error: Error) => error.message,
-    );
-    expect(refused).toMatch(/group or others may read it/);
-    expect(refused).not.toContain("PRIVATE KEY");
+    // Group alone, others alone, and both: any bit past the owner's refuses it.
+    for (const mode of [0o640, 0o604, 0o644]) {
+      await chmod(file, mode);
+      const refused = await loadWebhookSigningKeys(file).then(
+        () => undefined,
+        (error: Error) => error.message,
+      );
+      expect(refused, mode.toString(8)).toMatch(/group or others may read it/);
+      expect(refused).not.toContain("PRIVATE KEY");
+    }
   });
 
   it("rotates: add-key appends a newest key (0600 kept), both sign each delivery, retire-key removes the old, never the last", async () => {
