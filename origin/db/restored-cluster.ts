@@ -41,10 +41,14 @@ const RESTORED_XID = "1";
 export async function rebaseRestoredEventLog(tx: Db): Promise<number> {
   const [found] = await queryRows<{ restored: boolean }>(
     tx,
+    // A snapshot's xmax is one past the newest transaction that has ended: every other
+    // transaction's event this cluster wrote and this one sees is below it, though this one's own
+    // are not. A place or a snapshot in the log is at most such an xmax, taken earlier.
     sql`with next as (select pg_snapshot_xmax(pg_current_snapshot()) as xid)
-        select exists (select 1 from events, next where events.xid >= next.xid)
+        select exists (select 1 from events, next where events.xid >= next.xid
+                         and events.xid is distinct from pg_current_xact_id_if_assigned())
             or exists (select 1 from webhook_endpoints w, next
-                       where w.fan_out_xid >= next.xid or pg_snapshot_xmax(w.created_snapshot) > next.xid) as restored`,
+                       where w.fan_out_xid > next.xid or pg_snapshot_xmax(w.created_snapshot) > next.xid) as restored`,
   );
   if (!found?.restored) return 0;
   await tx.execute(sql`
