@@ -215,14 +215,14 @@ describe("the policy authority (real process)", () => {
       batch_id: "restart",
     });
     const [key] = batch.keys as Array<{ key_ref: string; address: string }>;
-    const sign = (op: "sign_transfer" | "sign_faucet", keyRef: string, value: string) =>
+    const sign = (op: "sign_transfer" | "sign_faucet", keyRef: string, value: string, nonce = "0") =>
       client.request(op, {
         key_ref: keyRef,
         from: op === "sign_faucet" ? faucetAddress : key!.address,
         chain_id: CHAIN_ID,
         to: op === "sign_faucet" ? key!.address : "0x1111111111111111111111111111111111111111",
         value_units: value,
-        nonce: "0",
+        nonce,
         max_fee_per_gas: "0",
         max_priority_fee_per_gas: "0",
         gas_limit: "21000",
@@ -253,8 +253,9 @@ describe("the policy authority (real process)", () => {
       error: { code: "cap_exceeded", reason: "over the daily limit" },
     });
     expectOk(await sign("sign_transfer", key!.key_ref, "50"));
-    // The recipient's payout before the restart still holds its cooldown.
-    expect(await sign("sign_faucet", faucetKeyRef, "40")).toMatchObject({
+    // The recipient's payout before the restart still holds its cooldown: for the treasury's next
+    // payout (at its own nonce, 0, the same payout is signed again: enclave.md).
+    expect(await sign("sign_faucet", faucetKeyRef, "40", "1")).toMatchObject({
       error: { code: "cap_exceeded", detail: "faucet_cooldown" },
     });
   });
