@@ -446,8 +446,13 @@ describe("the database out of reach", () => {
         for (const url of reads) {
           const refused = await send(url, { headers: from(reader) });
           expect(refused.status, url).toBe(429);
-          expect(refused.body, url).toMatchObject({ error: { code: "rate_limited", retry_after: 60 } });
-          expect(refused.headers["retry-after"], url).toBe("60");
+          expect(refused.body, url).toMatchObject({ error: { code: "rate_limited" } });
+          // Until the window's first read leaves it: 60 s, less the time the reads took (a second
+          // or more on a loaded machine).
+          const { retry_after } = (refused.body as { error: { retry_after: number } }).error;
+          expect(retry_after, url).toBeGreaterThanOrEqual(55);
+          expect(retry_after, url).toBeLessThanOrEqual(60);
+          expect(refused.headers["retry-after"], url).toBe(String(retry_after));
         }
         // Its own window: the same /24's next address reads, and finds the database cut.
         const other = await send(reads[0]!, { headers: from("198.51.100.62") });
