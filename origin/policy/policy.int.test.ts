@@ -355,7 +355,14 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     );
   });
 
-  it("an approved transfer of a disabled agent ends expired when its hold would have, and is never signed once the agent is enabled again", async () => {
+  /**
+   * A transfer of a new agent held by its policy, `bar` run on the agent, then approved as `npm run
+   * policy -- approve` does (until the hold would have ended): waits until the hold's end has passed
+   * and checks it ended `expired`, never signed meanwhile.
+   */
+  const approvedOnceBarred = async (
+    bar: (agent: StackAgent) => Promise<void>,
+  ): Promise<{ agent: StackAgent; view: ActionView }> => {
     const db = stack.db.handle.db;
     const agent = await stack.newAgent({ units: 20_000_000n });
     expect(
@@ -369,15 +376,7 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     });
     const view = held.body as ActionView;
     expect(view.status).toBe("held");
-    // Disabled first, so nothing signs it while approved: the approval waits for the agent.
-    const disabled = await setIdentityEnabled(db, {
-      agentId: agent.agentId,
-      enabled: false,
-      reason: "under review",
-      source: "cli",
-    });
-    expect(disabled.ok).toBe(true);
-    // Approved as `npm run policy -- approve` does: until the hold would have ended.
+    await bar(agent);
     const sealed = await sealHeldApproval(agent, {
       actionId: view.action_id,
       to,
@@ -402,6 +401,21 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     const deadline = Date.now() + 20_000;
     while ((await status()) === "approved" && Date.now() < deadline) await sleep(250);
     expect(await status()).toBe("expired");
+    return { agent, view };
+  };
+
+  it("an approved transfer of a disabled agent ends expired when its hold would have, and is never signed once the agent is enabled again", async () => {
+    const db = stack.db.handle.db;
+    const { agent, view } = await approvedOnceBarred(async (barred) => {
+      // Disabled first, so nothing signs it while approved: the approval waits for the agent.
+      const disabled = await setIdentityEnabled(db, {
+        agentId: barred.agentId,
+        enabled: false,
+        reason: "under review",
+        source: "cli",
+      });
+      expect(disabled.ok).toBe(true);
+    });
     expect(
       (
         await setIdentityEnabled(db, {
@@ -413,7 +427,7 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       ).ok,
     ).toBe(true);
     await sleep(2_500);
-    expect(await status()).toBe("expired");
+    expect((await actionState(view.action_id)).status).toBe("expired");
     expect(await outgoing(agent)).toBe(0);
   });
 
@@ -524,48 +538,14 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
   // approved transfer of a revoked agent from being signed.
   it("an approved transfer of a revoked agent is never signed: it ends expired when its hold would have", async () => {
     const db = stack.db.handle.db;
-    const agent = await stack.newAgent({ units: 20_000_000n });
-    expect(
-      (await policyCalls(agent, shortHolds.base).patch({ approval_above_units: "2000000" })).status,
-    ).toBe(200);
-    const to = newAccount().address;
-    const held = await agentCalls(shortHolds.base, agent.token).transfer({
-      idempotency_key: newKey(),
-      to,
-      amount: "3000000",
+    const { agent } = await approvedOnceBarred(async (barred) => {
+      const revoked = await revokeIdentity(db, {
+        agentId: barred.agentId,
+        reason: "token leaked",
+        source: "cli",
+      });
+      expect(revoked.ok).toBe(true);
     });
-    const view = held.body as ActionView;
-    expect(view.status).toBe("held");
-    const revoked = await revokeIdentity(db, {
-      agentId: agent.agentId,
-      reason: "token leaked",
-      source: "cli",
-    });
-    expect(revoked.ok).toBe(true);
-    const sealed = await sealHeldApproval(agent, {
-      actionId: view.action_id,
-      to,
-      valueUnits: 3_000_000n,
-      expiresAt: Math.floor(Date.parse(view.expires_at!) / 1000),
-    });
-    expect(sealed.ok).toBe(true);
-    const marked = await queryRows<{ action_id: string }>(
-      db,
-      sql`update agent_actions set status = 'approved', updated_at = now()
-          where action_id = ${view.action_id} and status = 'held' returning action_id`,
-    );
-    expect(marked).toHaveLength(1);
-
-    const status = async () =>
-      (
-        await queryRows<{ status: string }>(
-          db,
-          sql`select status from agent_actions where action_id = ${view.action_id}`,
-        )
-      )[0]!.status;
-    const deadline = Date.now() + 20_000;
-    while ((await status()) === "approved" && Date.now() < deadline) await sleep(250);
-    expect(await status()).toBe("expired");
     expect(await outgoing(agent)).toBe(0);
   });
 
