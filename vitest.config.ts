@@ -3,7 +3,8 @@ import { defineConfig } from "vitest/config";
 // `.test-probes/` holds throwaway failing fixtures written by testing/exit-code.int.test.ts;
 // only that test's child runs (VITEST_RUN_PROBES=1) may collect them.
 const runProbes = process.env.VITEST_RUN_PROBES === "1";
-// .ci/run asks for a JSON report beside the usual output, to print one `N passed, N failed` line.
+// .ci/run asks for a JSON report beside the usual output, to print one `N passed, N failed` line,
+// and the list of the slowest files is printed with it.
 const jsonReport = process.env.VITEST_JSON_REPORT;
 
 export default defineConfig({
@@ -32,6 +33,11 @@ export default defineConfig({
     // memory (enclave/state-store.ts): an op that changes the state where the journal cannot see it
     // fails its test with seal_failed.
     env: { ENCLAVE_VERIFY_STATE_JOURNAL: "1" },
-    ...(jsonReport ? { reporters: ["default", "json"], outputFile: { json: jsonReport } } : {}),
+    ...(jsonReport
+      ? {
+          reporters: ["default", "json", "./testing/slowest-files-reporter.ts"],
+          outputFile: { json: jsonReport },
+        }
+      : {}),
   },
 });

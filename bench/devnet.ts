@@ -20,7 +20,7 @@
  * the load average.
  */
 import { readFile } from "node:fs/promises";
-import { Agent, request } from "node:http";
+import { Agent } from "node:http";
 import { availableParallelism, loadavg } from "node:os";
 import { type Hex, parseGwei } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
@@ -35,6 +35,7 @@ import {
 } from "../devnet/testing.ts";
 import { type ManagedChild, profiledProgram, startChild } from "../ops/lib/supervisor.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../shared/constants.ts";
+import { postJson } from "../testing/kept-alive-rpc.ts";
 import { figureBeside } from "../testing/measure/goal-figure.ts";
 import { cpuMsOf, mainThreadCpuMs } from "../testing/measure/proc-cpu.ts";
 import { median, quantile } from "../testing/measure/stats.ts";
@@ -78,7 +79,7 @@ async function main(): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   const benchOf = (devnet: DevnetProcess, label: string): Bench => ({
     url: devnet.url,
-    send: (body) => post(devnet.url, body, agent),
+    send: (body) => postJson(devnet.url, body, agent),
     label,
     pid: devnet.child.process.pid!,
   });
@@ -269,33 +270,6 @@ async function blockNumber(url: string): Promise<number> {
 
 function rawTransactionBody(raw: Hex): string {
   return JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
-}
-
-function post(url: string, body: string, agent: Agent): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: "POST",
-        agent,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("end", () => {
-          try {
-            resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>);
-          } catch (error) {
-            reject(error);
-          }
-        });
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
 }
 
 function printTable(results: PhaseResult[]): void {

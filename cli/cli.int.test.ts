@@ -23,6 +23,7 @@ import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
+import { answerCutAfterHeaders } from "../testing/cut-body.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { deployRevertingContract } from "../testing/reverting-contract.ts";
@@ -57,6 +58,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let rotating: StackAgent;
   let watcher: StackAgent;
   let proxiedPayer: StackAgent;
+  let cutPayer: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -83,6 +85,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     rotating = await stack.newAgent({ units: 2_000n });
     watcher = await stack.newAgent({ units: 1_000_000n });
     proxiedPayer = await stack.newAgent({ units: 1_000_000n });
+    cutPayer = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -461,6 +464,71 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         expect(again.code, again.stderr).toBe(0);
         expect(again.stdout).toMatch(/^200: paid in transaction 0x[0-9a-f]{64} on eip155:77\n/);
         expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+      } finally {
+        await new Promise((resolve) => proxy.close(resolve));
+      }
+    },
+  );
+
+  it(
+    "pay URL: a paid answer whose body is cut off after its headers exits 17 naming the transaction that settled it; the same command with the key gets the answer, paying nothing more",
+    SLOW,
+    async () => {
+      // Mutation: without paidAnswerText the first run crashes with the body's raw error (fetch's
+      // "terminated"), or, over the CLI's node:http fetch dropping the headers of a cut answer, exits
+      // 17 saying the payment may have settled, with no transaction.
+      const payer = cutPayer;
+      const chain = publicClientFor(stack.devnet.url);
+      // A real proxy in front of the demo that passes on the first paid answer's status and headers
+      // (its PAYMENT-RESPONSE included) and cuts the connection in its body (a fault made on purpose).
+      let cut = true;
+      const proxy = createServer(async (request, response) => {
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(request.headers)) {
+          if (typeof value === "string" && name !== "host") headers.set(name, value);
+        }
+        const upstream = await fetch(`${base}/x402/demo`, { method: request.method, headers });
+        const body = await upstream.text();
+        const answer: Record<string, string> = {};
+        upstream.headers.forEach((value, name) => {
+          if (name !== "content-length" && name !== "transfer-encoding") answer[name] = value;
+        });
+        if (cut && headers.has("payment-signature") && upstream.status === 200) {
+          cut = false;
+          answerCutAfterHeaders(response, upstream.status, answer, body.slice(0, 8));
+          return;
+        }
+        response.writeHead(upstream.status, answer).end(body);
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+      try {
+        const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/resource`;
+        const lost = await run(["pay", url, "--json"], payer.token);
+        expect(lost.code, lost.stdout + lost.stderr).toBe(PaymentOutcomeUnknown.exitCode);
+        const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
+        expect(error).toMatchObject({
+          name: "PaymentOutcomeUnknown",
+          code: "paid_answer_lost",
+          status: 200,
+          exit_code: 17,
+          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+          settlement: { success: true, network: "eip155:77" },
+        });
+        const transaction = error.transaction as Hex;
+        expect(error.message).toContain(`the payment settled in transaction ${transaction} on eip155:77`);
+        expect(error.message).toMatch(/cut off after its headers .*repeat with the same idempotency key/);
+        expect(error.idempotency_key).toMatch(/^x402-[0-9a-f]{64}$/);
+        // The transaction named is the one that paid, and the only one.
+        expect((await chain.getTransactionReceipt({ hash: transaction })).status).toBe("success");
+        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+
+        // The demo answers a payment by its id: the same payment presented again gets the answer.
+        const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stdout).toMatch(new RegExp(`^200: paid in transaction ${transaction} on eip155:77\n`));
+        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+        for (const output of [lost.stdout, lost.stderr, again.stdout, again.stderr])
+          expect(output).not.toContain(payer.token);
       } finally {
         await new Promise((resolve) => proxy.close(resolve));
       }

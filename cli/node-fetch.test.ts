@@ -1,7 +1,9 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { answerCutAfterHeaders } from "../testing/cut-body.ts";
 import { freePort } from "../testing/free-port.ts";
+import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { nodeFetch } from "./node-fetch.ts";
 
 // The CLI's requests over node:http (node-fetch.ts), against a real server on loopback: what the
@@ -104,5 +106,21 @@ describe("nodeFetch", () => {
   it("rejects with a TypeError when nothing answers, as fetch does", async () => {
     const port = await freePort();
     await expect(nodeFetch(`http://127.0.0.1:${port}/`)).rejects.toBeInstanceOf(TypeError);
+  });
+
+  // Mutation: rejecting the request when the body stops (as before) loses the headers: a paid
+  // answer's PAYMENT-RESPONSE, the transaction the agent paid in, never reached the CLI.
+  it("answers the status and headers of an answer cut off after them, its text and json rejecting, as fetch does", async () => {
+    const cut = await startLoopbackServer(async (_request, response) => {
+      answerCutAfterHeaders(response, 200, { "payment-response": "c2V0dGxlZA==" }, '{"partial":');
+    });
+    try {
+      const answer = await nodeFetch(`${cut.url}/paid`);
+      expect([answer.status, answer.headers.get("PAYMENT-RESPONSE")]).toEqual([200, "c2V0dGxlZA=="]);
+      await expect(answer.text()).rejects.toMatchObject({ code: "ECONNRESET" });
+      await expect(answer.json()).rejects.toMatchObject({ code: "ECONNRESET" });
+    } finally {
+      await cut.close();
+    }
   });
 });

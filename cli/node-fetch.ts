@@ -3,7 +3,8 @@
  * fetch's implementation (undici) on its first call, which cost the CLI more than half a second on
  * a busy machine, more than the rest of its start (docs/performance.md, "The agent CLI's start").
  * The client takes any FetchLike; this one gives it the part of a Response it reads: the status,
- * `ok`, `headers.get`, `text()` and `json()`. Redirects are followed as fetch follows them, the
+ * `ok`, `headers.get`, `text()` and `json()` (which reject, as fetch's do, for a body cut off after
+ * the headers). Redirects are followed as fetch follows them, the
  * Authorization header dropped on a redirect to another origin.
  */
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
@@ -16,11 +17,12 @@ const MAX_REDIRECTS = 20;
 class NodeAnswer {
   readonly ok: boolean;
   readonly headers: { get(name: string): string | null };
+  /** `body`: the whole body, or why it stopped coming after the headers (its read rejects with it). */
   constructor(
     readonly status: number,
     readonly url: string,
     headers: IncomingHttpHeaders,
-    private readonly body: Buffer,
+    private readonly body: Buffer | Error,
   ) {
     this.ok = status >= 200 && status < 300;
     this.headers = {
@@ -31,10 +33,11 @@ class NodeAnswer {
     };
   }
   async text(): Promise<string> {
+    if (this.body instanceof Error) throw this.body;
     return this.body.toString("utf8");
   }
   async json(): Promise<unknown> {
-    return JSON.parse(this.body.toString("utf8"));
+    return JSON.parse(await this.text());
   }
 }
 
@@ -86,7 +89,11 @@ function send(
       (incoming) => {
         const chunks: Buffer[] = [];
         incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-        incoming.on("error", reject);
+        // As fetch: once the headers came, the answer is the caller's even if its body is cut off
+        // (a paid answer's headers carry its settlement); the body's read is what fails.
+        incoming.on("error", (cause) =>
+          resolve(new NodeAnswer(incoming.statusCode ?? 0, url.href, incoming.headers, cause)),
+        );
         incoming.on("end", () =>
           resolve(
             new NodeAnswer(incoming.statusCode ?? 0, url.href, incoming.headers, Buffer.concat(chunks)),

@@ -2,7 +2,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { ServiceUnavailable, ValidationFailed } from "../client/index.ts";
+import { answerCutAfterHeaders } from "../testing/cut-body.ts";
 import { freePort } from "../testing/free-port.ts";
+import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { runTool } from "../testing/run-tool.ts";
 
 // `agent-wallet pay URL` when the resource cannot be asked at all: nothing was paid, and the
@@ -48,6 +50,23 @@ describe("agent-wallet pay, the resource unreachable or not a URL", () => {
     expect(human.stderr).toMatch(/^agent-wallet: ServiceUnavailable \[resource_unreachable\]: /);
     expect(human.stderr).not.toMatch(/\bat .*\.mjs:\d+/);
     expect(`${human.stdout}${human.stderr}${json.stdout}${json.stderr}`).not.toContain(TOKEN);
+  }, 120_000);
+
+  // Mutation: without paidAnswerText, the body's read throws its raw error: exit 1, a stack trace.
+  it("a free answer cut off after its headers is ServiceUnavailable (exit 19): nothing paid, the same command may run again", async () => {
+    const resource = await startLoopbackServer(async (_request, response) => {
+      answerCutAfterHeaders(response, 200, { "content-type": "application/json" }, '{"free":');
+    });
+    try {
+      const json = await pay(`${resource.url}/free`, true);
+      expect(json.code, json.stderr).toBe(ServiceUnavailable.exitCode);
+      const { error } = JSON.parse(json.stdout) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({ name: "ServiceUnavailable", code: "resource_answer_lost", status: 200 });
+      expect(error.message).toMatch(/cut off after its headers \(ECONNRESET\): nothing was paid/);
+      expect(json.stderr).not.toMatch(/\bat .*\.mjs:\d+/);
+    } finally {
+      await resource.close();
+    }
   }, 120_000);
 
   it("a URL that is not one is ValidationFailed (exit 6)", async () => {

@@ -21,6 +21,7 @@ import {
   PolicyDenied,
   PolicyHeld,
   type PolicyPatch,
+  paidAnswerText,
   paymentSettlement,
   RateLimited,
   register,
@@ -383,7 +384,8 @@ async function runCommand(
           { code: "resource_unreachable", cause: error },
         );
       }
-      const text = await response.text();
+      // A body cut off after the headers is still a paid answer: the error names the transaction.
+      const text = await paidAnswerText(response);
       let body: unknown = text;
       try {
         body = JSON.parse(text);

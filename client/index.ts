@@ -50,6 +50,7 @@ export {
   type PaymentRequired,
   type PaymentRequirements,
   type PaymentSettlement,
+  paidAnswerText,
   paymentSettlement,
   type X402Authorization,
 } from "./x402.ts";

@@ -15,7 +15,8 @@ export type CallParams = {
 
 /**
  * One JSON call to the service: a 2xx answer is returned parsed; an error envelope becomes its
- * typed error; no answer at all becomes ServiceUnavailable (`gateway_unreachable`) with the cause.
+ * typed error; no answer at all becomes ServiceUnavailable (`gateway_unreachable`) with the cause,
+ * and an answer whose body was cut off ServiceUnavailable (`gateway_answer_lost`).
  * The token goes into the Authorization header only, never into a message.
  */
 export async function callJson<T>(
@@ -39,7 +40,17 @@ export async function callJson<T>(
       { code: "gateway_unreachable", cause },
     );
   }
-  const text = await response.text();
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (cause) {
+    // The status and headers came, the body did not (the connection cut in the middle): the
+    // request reached the service, so a money request is retried with its key as after no answer.
+    throw new ServiceUnavailable(
+      `the answer of ${params.method} ${whereTo(baseUrl, params.path)} was cut off after its headers (status ${response.status})${inParentheses(networkErrorCode(cause))}`,
+      { code: "gateway_answer_lost", status: response.status, cause },
+    );
+  }
   let body: unknown;
   try {
     body = text === "" ? undefined : JSON.parse(text);
@@ -56,7 +67,7 @@ export async function callJson<T>(
   return { status: response.status, body: body as T, headers: response.headers };
 }
 
-const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);
+export const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);
 
 /** The request's URL without credentials or query: where it went, for a message. */
 function whereTo(baseUrl: string, path: string): string {

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { nodeFetch } from "../cli/node-fetch.ts";
+import { answerCutAfterHeaders } from "../testing/cut-body.ts";
 import { freePort } from "../testing/free-port.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
+import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { createGatewayClient, type FetchLike, ServiceUnavailable } from "./index.ts";
 
 // A gateway the client cannot reach: what its error tells the agent (the CLI prints it, the MCP
@@ -36,5 +38,29 @@ describe("no answer from the gateway", () => {
     expect(error).toMatchObject({ code: "gateway_unreachable" });
     expect((error as Error).message).toBe(`no answer from GET http://127.0.0.1:${port}/77/agent/v1/balance`);
     expect((error as Error).message).not.toContain(TOKEN);
+  });
+
+  // Mutation: without callJson's catch around the body's read, fetch's answer throws its raw
+  // TypeError ("terminated"), no GatewayError: the CLI crashed and the MCP server failed the call.
+  it.each([
+    ["fetch", globalThis.fetch.bind(globalThis) as FetchLike],
+    ["the CLI's node:http fetch", nodeFetch],
+  ])("an answer cut off after its headers is ServiceUnavailable, naming the cut (%s)", async (_, fetch) => {
+    const gateway = await startLoopbackServer(async (_request, response) => {
+      answerCutAfterHeaders(response, 200, { "content-type": "application/json" }, '{"balance":');
+    });
+    try {
+      const wallet = createGatewayClient({ baseUrl: `${gateway.url}/77`, token: TOKEN, fetch });
+      const error = await rejection(wallet.balance());
+      expect(error).toBeInstanceOf(ServiceUnavailable);
+      expect(error).toMatchObject({ code: "gateway_answer_lost", status: 200 });
+      expect((error as Error).message).toMatch(
+        new RegExp(
+          `^the answer of GET ${gateway.url}/77/agent/v1/balance was cut off after its headers \\(status 200\\) \\((UND_ERR_SOCKET|ECONNRESET)\\)$`,
+        ),
+      );
+    } finally {
+      await gateway.close();
+    }
   });
 });

@@ -9,7 +9,7 @@
 
 import { nonceForKey } from "../shared/x402-payment-key.ts";
 import { PaymentOutcomeUnknown, PaymentRefused, PolicyHeld, ServiceUnavailable } from "./errors.ts";
-import { callJson, type FetchLike } from "./request.ts";
+import { callJson, type FetchLike, inParentheses, networkErrorCode } from "./request.ts";
 
 /** A requirement object of a quote (`accepts[i]`). */
 export type PaymentRequirements = {
@@ -185,7 +185,10 @@ export async function fetchWithPayment(
       },
     );
   }
-  if (paid.status !== 402) return paid;
+  if (paid.status !== 402) {
+    PAID_ANSWERS.set(paid, idempotencyKey);
+    return paid;
+  }
   const again = (await paid.json().catch(() => undefined)) as { error?: unknown } | undefined;
   const transaction = settlement?.transaction;
   if (settlement?.errorReason === SETTLEMENT_PENDING) {
@@ -208,6 +211,54 @@ export async function fetchWithPayment(
       body: { settlement, quote: again, idempotency_key: idempotencyKey },
     },
   );
+}
+
+/**
+ * The answers fetchWithPayment presented a payment for, with the key the payment is stored under: a
+ * Response carries neither, and paidAnswerText needs both once the answer's body is lost.
+ */
+const PAID_ANSWERS = new WeakMap<object, string>();
+
+/**
+ * The body of an answer fetchWithPayment returned, as text. Its headers came before its body, so
+ * when the body is cut off a paid answer still says what was paid: PaymentOutcomeUnknown
+ * (`paid_answer_lost`) naming the settlement's transaction, with the key that presents the same
+ * payment again, never a second one. An answer nothing was paid for is ServiceUnavailable
+ * (`resource_answer_lost`): nothing was paid, the same call may run again.
+ */
+export async function paidAnswerText(response: Response): Promise<string> {
+  try {
+    return await response.text();
+  } catch (cause) {
+    const where = `the resource's answer (${response.status}) was cut off after its headers${inParentheses(networkErrorCode(cause))}`;
+    const idempotencyKey = PAID_ANSWERS.get(response);
+    if (idempotencyKey === undefined) {
+      throw new ServiceUnavailable(`${where}: nothing was paid; the same call may run again`, {
+        code: "resource_answer_lost",
+        status: response.status,
+        cause,
+      });
+    }
+    const settlement = paymentSettlement(response);
+    const transaction = settlement?.success === true ? settlement.transaction : undefined;
+    if (typeof transaction !== "string" || transaction === "") {
+      throw new PaymentOutcomeUnknown(
+        `${where}, and they name no settlement; the payment may have settled: repeat with the same idempotency key, which presents the same payment (never pay again)`,
+        { code: "payment_outcome_unknown", status: response.status, cause, idempotencyKey },
+      );
+    }
+    // What the payment bought is lost, not the payment: a second one would pay again for it.
+    throw new PaymentOutcomeUnknown(
+      `the payment settled in transaction ${transaction} on ${settlement?.network ?? "?"}, but ${where}: repeat with the same idempotency key, which presents the same payment, never a second one; a resource that answers a payment by its id (as the demo does) answers it again, one that does not answers that ${transaction} settled it, the receipt to show its seller`,
+      {
+        code: "paid_answer_lost",
+        status: response.status,
+        body: { settlement, transaction },
+        cause,
+        idempotencyKey,
+      },
+    );
+  }
 }
 
 /**

@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RPC_IN_FLIGHT } from "../origin/gateway/limits.ts";
 import { BODY_DEADLINE_MS } from "../origin/http/read-body.ts";
-import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { sendHalfBody } from "../testing/half-sent.ts";
 import { sendUnchecked } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
-import { seedFreeKeys } from "../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 
 // The local front (dev/edge.ts) with the edge worker in Miniflare, as `npm start` wires
 // them, in front of the real origin app and Postgres. A client that goes away in the middle of its
@@ -41,12 +40,11 @@ describe("the local front (dev/edge.ts) before Miniflare and the origin", () => 
     });
     await seedFreeKeys(testDb.handle.db, 4);
     for (let i = 0; i < 4; i++) {
-      const issued = await provisionIdentity(testDb.handle.db, {
+      const issued = await provisionedIdentity(testDb.handle.db, {
         capabilities: ["read"],
         origin: "operator",
       });
-      if (!issued.ok) throw new Error(issued.error.code);
-      tokens.push(issued.value.token);
+      tokens.push(issued.token);
     }
   });
   afterAll(async () => {

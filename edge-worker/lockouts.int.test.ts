@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { OPERATIONS } from "../origin/openapi/operations.ts";
 import { LOCKOUT_ALLOWANCE } from "../shared/lockout-allowance.ts";
 import { sleep } from "../shared/sleep.ts";
@@ -8,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { send, type TestResponse } from "../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
-import { seedFreeKeys } from "../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 import { PUBLIC_AGENT_PATHS } from "./lockouts.ts";
 
 // The gateway's pre-auth lockout held at the edge (lockouts.ts): the real worker in Miniflare,
@@ -27,9 +26,11 @@ describe("the pre-auth lockout at the edge", () => {
   const requestLines: { status: number }[] = [];
 
   const issue = async (): Promise<string> => {
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    return issued.value.token;
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    return issued.token;
   };
   const badToken = () => `agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
   const network = (from: string, token?: string): Promise<TestResponse> =>

@@ -274,16 +274,19 @@ describe("POST {base}/agent/v1/register through the edge", () => {
     // Only the edge provider sets CF-Connecting-IP (the local front overwrites a client's copy),
     // so a bad value can reach the worker only by calling it directly.
     const worker = await edge.miniflare.getWorker();
-    const response = await worker.fetch("http://edge.test/77/agent/v1/register", {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [HEADER_REGISTRATION]: "1",
-        "cf-connecting-ip": "unknown",
-      },
-      body: "{}",
-    });
-    await expectRefusal(response as unknown as Response, 503, "registration_unavailable");
+    // Dotted quads whose octet passes 255 are no IPv4 address either (proxy.ts looksLikeIpAddress).
+    for (const address of ["unknown", "1.2.3.256", "256.1.2.3", "999.999.999.999"]) {
+      const response = await worker.fetch("http://edge.test/77/agent/v1/register", {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          [HEADER_REGISTRATION]: "1",
+          "cf-connecting-ip": address,
+        },
+        body: "{}",
+      });
+      await expectRefusal(response as unknown as Response, 503, "registration_unavailable");
+    }
     expect(origin.received).toEqual([]);
   });
 

@@ -96,4 +96,24 @@ describe("per-day records under a clock stepped back across midnight (the enclav
       ["signed", "signed", "signed"],
     );
   });
+
+  it("answers the day it counted an x402 authorization or a transfer on, the later day when the clock stepped back, so the gateway counts it where this count is", async () => {
+    const [key] = keys as [AgentKey];
+    const countedOn = async () => {
+      const x402Answer = expectOk(
+        await client.request(
+          "sign_x402_authorization",
+          x402(key, NODE_PAY_TO, NODE_X402_UNITS, {}, nowSeconds()),
+        ),
+      ) as { counted_on?: string };
+      const transferAnswer = expectOk(await client.request("sign_transfer", transfer(key, 1n))) as {
+        counted_on?: string;
+      };
+      return [x402Answer.counted_on, transferAnswer.counted_on];
+    };
+    enclave.clock.set(new Date("2031-03-07T00:00:01Z"));
+    expect(await countedOn()).toEqual(["2031-03-07", "2031-03-07"]);
+    enclave.clock.set(new Date("2031-03-06T23:59:30Z"));
+    expect(await countedOn()).toEqual(["2031-03-07", "2031-03-07"]);
+  });
 });

@@ -18,6 +18,9 @@ import { useMoneyStack } from "../testing/stack.ts";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
+/** Adjacent concurrent blocks run at once; each block's tests run as it marks them. */
+const BESIDE = { concurrent: true } as const;
+
 type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
 
 describe("MCP server (official client, stdio, real stack)", () => {
@@ -26,15 +29,19 @@ describe("MCP server (official client, stdio, real stack)", () => {
   let client: Client;
   const results: string[] = [];
 
-  const call = async (
+  /** A tool's answer over the official client, its text kept for the token checks. */
+  const callOn = async (
+    on: Client,
     name: string,
     args: Record<string, unknown> = {},
   ): Promise<{ isError: boolean; json: unknown }> => {
-    const result = (await client.callTool({ name, arguments: args })) as ToolResult;
+    const result = (await on.callTool({ name, arguments: args })) as ToolResult;
     const text = result.content.map((part) => part.text ?? "").join("");
     results.push(text);
     return { isError: result.isError === true, json: JSON.parse(text) };
   };
+
+  const call = (name: string, args: Record<string, unknown> = {}) => callOn(client, name, args);
 
   /** The official client over `npm run mcp` with this agent's token in the server's environment. */
   const connect = async (as: StackAgent): Promise<Client> => {
@@ -57,335 +64,356 @@ describe("MCP server (official client, stdio, real stack)", () => {
     return connected;
   };
 
+  /**
+   * What the test of `wait: true` waits on: a transfer held for approval, of its own agent over its
+   * own server. Made before the tests, while the signer is up (making an agent needs it), so that
+   * the 45 s wait, a read, runs beside the signer's stop and restart below.
+   */
+  let waiter: Client;
+  let heldActionId: string;
+
   beforeAll(async () => {
     agent = await stack.newAgent({ units: 5_000_000n });
     client = await connect(agent);
+    waiter = await connect(await stack.newAgent({ units: 5_000_000n }));
+    // A transfer held for approval: it stays held for longer than any wait.
+    expect(
+      (await callOn(waiter, "update_policy", { patch: { approval_above_units: "2000000" } })).isError,
+    ).toBe(false);
+    const held = await callOn(waiter, "transfer", { to: newAccount().address, amount: "3000000" });
+    expect(held.json).toMatchObject({ status: "held" });
+    heldActionId = (held.json as ActionView).action_id;
   }, 120_000);
   afterAll(async () => {
     await client?.close();
+    await waiter?.close();
   });
 
-  it("lists the wallet tools, none of them authorizes x402, and none takes a token", async () => {
-    const { tools } = await client.listTools();
-    expect(tools.map((tool) => tool.name).sort()).toEqual(
-      [
-        "action_status",
-        "balance",
-        "faucet",
-        "network",
-        "rpc",
-        "transfer",
-        "get_policy",
-        "check_policy",
-        "update_policy",
-      ].sort(),
-    );
-    for (const tool of tools) {
-      expect(tool.name).not.toMatch(/authori[sz]e|x402|pay/);
-      expect(Object.keys(tool.inputSchema.properties ?? {})).not.toContain("token");
-    }
-    const rpc = tools.find((tool) => tool.name === "rpc")!;
-    expect((rpc.inputSchema.properties as { method: { enum: string[] } }).method.enum).toContain(
-      "eth_getBalance",
-    );
-  });
-
-  it("reads the balance and makes a transfer on chain; the token is in no result", async () => {
-    const balance = await call("balance");
-    expect(balance).toEqual({
-      isError: false,
-      json: expect.objectContaining({ address: agent.wallet.toLowerCase(), balance: "5000000" }),
-    });
-    const to = newAccount().address;
-    const sent = await call("transfer", { to, amount: "1250000" });
-    expect(sent.isError).toBe(false);
-    const action = sent.json as ActionView;
-    const done = await call("action_status", { action_id: action.action_id, wait: true });
-    expect(done.json).toMatchObject({ action_id: action.action_id, status: "confirmed", amount: "1250000" });
-    expect(await publicClientFor(stack.devnet.url).getBalance({ address: to })).toBe(
-      1_250_000n * WEI_PER_UNIT,
-    );
-
-    expect((await call("network")).json).toMatchObject({ agent: { agent_id: agent.agentId } });
-    expect((await call("rpc", { method: "eth_chainId" })).json).toBe("0x4d");
-    // Errors are results too, typed by the service's code.
-    const over = await call("transfer", { to, amount: "99000000" });
-    expect(over).toMatchObject({
-      isError: true,
-      json: { error: { name: "LimitExceeded", code: "limit_exceeded" } },
-    });
-
-    const [, secret] = agent.token.split(/_(?=[0-9a-f]{64}$)/);
-    for (const text of results) {
-      expect(text).not.toContain(agent.token);
-      expect(text).not.toContain(secret);
-    }
-  });
-
-  it("transfer with the signer down, then unable to sign: an error naming the key; the same call with it then moves the money once", async () => {
-    const chain = publicClientFor(stack.devnet.url);
-    const nonceBefore = await chain.getTransactionCount({ address: agent.wallet });
-    const to = newAccount().address;
-    const transfer = () => call("transfer", { to, amount: "1000", idempotency_key: "mcp-down-1" });
-    await stack.enclave.stop();
-    try {
-      const down = await transfer();
-      expect(down).toMatchObject({
-        isError: true,
-        json: {
-          error: {
-            name: "SignerUnavailable",
-            code: "agent_signer_unavailable",
-            message: expect.stringMatching(/nothing was signed: retry with the same idempotency_key/),
-            status: 503,
-            idempotency_key: "mcp-down-1",
-          },
-        },
-      });
-      // Another version of the enclave on the socket: it answers, and cannot sign for us.
-      await stack.enclave.start({ profile: "bridge_operator" });
-      expect(await transfer()).toMatchObject({
-        isError: true,
-        json: { error: { code: "agent_signer_unavailable", idempotency_key: "mcp-down-1" } },
-      });
-    } finally {
-      await stack.enclave.start();
-    }
-    // The origin's enclave client reconnects after its backoff (at most 5 s).
-    let sent = await transfer();
-    for (let i = 0; i < 5 && sent.isError; i++) sent = await transfer();
-    expect(sent.isError, JSON.stringify(sent.json)).toBe(false);
-    const action = sent.json as ActionView;
-    const done = await call("action_status", { action_id: action.action_id, wait: true });
-    expect(done).toMatchObject({ isError: false, json: { status: "confirmed" } });
-    expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
-    expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(nonceBefore + 1);
-  });
-
-  it("a terminal failure is an error result with the service's fields, also on a repeat of the key", async () => {
-    const overTo = newAccount().address;
-    const over = () => call("transfer", { to: overTo, amount: "99000000", idempotency_key: "mcp-over-1" });
-    const first = await over();
-    const repeat = await over();
-    expect(first).toMatchObject({
-      isError: true,
-      json: {
-        error: {
-          name: "LimitExceeded",
-          code: "limit_exceeded",
-          limit: "per_transaction",
-          limit_units: "10000000",
-          remaining_units: "10000000",
-          action_id: expect.any(String),
-          status: 403,
-          idempotency_key: "mcp-over-1",
-        },
-      },
-    });
-    const refused = (first.json as { error: { action_id: string } }).error;
-    expect(repeat).toMatchObject({
-      isError: true,
-      json: { error: { name: "LimitExceeded", code: "limit_exceeded", action_id: refused.action_id } },
-    });
-
-    // Mined and reverted: a transfer to a contract whose code is INVALID.
-    const contract = await deployRevertingContract(stack.devnet.url);
-    const revert = () => call("transfer", { to: contract, amount: "1000", idempotency_key: "mcp-revert-1" });
-    const sent = await revert();
-    expect(sent.isError).toBe(false);
-    const action = sent.json as ActionView;
-    const waited = await call("action_status", { action_id: action.action_id, wait: true });
-    expect(waited).toMatchObject({
-      isError: true,
-      json: { error: { name: "ActionFailed", code: "reverted", action_id: action.action_id } },
-    });
-    expect(await call("action_status", { action_id: action.action_id })).toMatchObject({
-      isError: true,
-      json: { error: { name: "ActionFailed", code: "reverted" } },
-    });
-    expect(await revert()).toMatchObject({
-      isError: true,
-      json: { error: { name: "ActionFailed", code: "reverted", status: 422, action_id: action.action_id } },
-    });
-  });
-
-  it("the spending policy: get, tighten and check as structured results; a held transfer says held with rule and expires_at; a refusal names rule and remaining", async () => {
-    const spender = await stack.newAgent({ units: 20_000_000n });
-    const policyClient = await connect(spender);
-    try {
-      const tool = async (name: string, args: Record<string, unknown> = {}) => {
-        const result = (await policyClient.callTool({ name, arguments: args })) as ToolResult & {
-          structuredContent?: unknown;
-        };
-        const text = result.content.map((part) => part.text ?? "").join("");
-        results.push(text);
-        return {
-          isError: result.isError === true,
-          json: JSON.parse(text),
-          structured: result.structuredContent,
-        };
-      };
-      const none = await tool("get_policy");
-      expect(none).toEqual({
-        isError: false,
-        json: { policy: null, version: null, node_frozen: false, budgets: [] },
-        structured: { policy: null, version: null, node_frozen: false, budgets: [] },
-      });
-      const set = await tool("update_policy", {
-        patch: { transfers: { per_tx_units: "5000000" }, approval_above_units: "2000000" },
-      });
-      expect(set.isError).toBe(false);
-      expect(set.structured).toMatchObject({
-        policy: { transfers: { per_tx_units: "5000000" }, approval_above_units: "2000000" },
-        version: 1,
-      });
-      const loosen = await tool("update_policy", { patch: { approval_above_units: null } });
-      expect(loosen).toMatchObject({
-        isError: true,
-        json: {
-          error: { name: "PolicyLooseningRequiresOperator", code: "policy_loosening_requires_operator" },
-        },
-      });
-      expect((await tool("get_policy")).structured).toMatchObject({ version: 1 });
-
-      const to = newAccount().address;
-      expect((await tool("check_policy", { transfer: { to, amount: "1000000" } })).structured).toEqual({
-        decision: "allow",
-        rule: null,
-        remaining: null,
-      });
-      expect((await tool("check_policy", { transfer: { to, amount: "3000000" } })).structured).toEqual({
-        decision: "hold",
-        rule: "approval_above_units",
-        remaining: null,
-      });
-      expect((await tool("check_policy", { transfer: { to, amount: "6000000" } })).structured).toEqual({
-        decision: "deny",
-        rule: "transfers.per_tx_units",
-        remaining: "5000000",
-      });
-      expect(await tool("check_policy", {})).toMatchObject({
-        isError: true,
-        json: { error: { name: "ValidationFailed" } },
-      });
-
-      const held = await tool("transfer", { to, amount: "3000000", idempotency_key: "mcp-held-1" });
-      expect(held).toMatchObject({
-        isError: false,
-        json: { status: "held", rule: "approval_above_units", expires_at: expect.any(String), tx_hash: null },
-      });
-      expect(await tool("action_status", { action_id: (held.json as ActionView).action_id })).toMatchObject({
-        isError: false,
-        json: { status: "held", rule: "approval_above_units" },
-      });
-      const denied = await tool("transfer", { to, amount: "6000000" });
-      expect(denied).toMatchObject({
-        isError: true,
-        json: {
-          error: {
-            name: "PolicyDenied",
-            code: "policy_denied",
-            rule: "transfers.per_tx_units",
-            remaining: "5000000",
-            status: 403,
-          },
-        },
-      });
-      const [, secret] = spender.token.split(/_(?=[0-9a-f]{64}$)/);
-      for (const text of results) expect(text).not.toContain(secret);
-    } finally {
-      await policyClient.close();
-    }
-  });
-
-  it("action_status with wait in seconds answers as soon as the status changes, or after the wait unchanged", async () => {
-    const spender = await stack.newAgent({ units: 5_000_000n });
-    const own = await connect(spender);
-    try {
-      const tool = async (name: string, args: Record<string, unknown> = {}) => {
-        const result = (await own.callTool({ name, arguments: args })) as ToolResult;
-        const text = result.content.map((part) => part.text ?? "").join("");
-        results.push(text);
-        return { isError: result.isError === true, json: JSON.parse(text) };
-      };
-      // A transfer held for approval: nothing moves it until the test makes its hold expire.
-      expect((await tool("update_policy", { patch: { approval_above_units: "2000000" } })).isError).toBe(
-        false,
-      );
-      const held = await tool("transfer", { to: newAccount().address, amount: "3000000" });
-      expect(held.json).toMatchObject({ status: "held" });
-      const actionId = (held.json as ActionView).action_id;
-
-      let started = Date.now();
-      const unchanged = await tool("action_status", { action_id: actionId, wait: 1 });
-      // Mutation: a tool that ignores wait (a plain read) answers at once and fails this.
-      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
-      expect(unchanged).toMatchObject({ isError: false, json: { status: "held" } });
-
-      started = Date.now();
-      const waiting = tool("action_status", { action_id: actionId, wait: 20 });
-      await sleep(1_500);
-      // The hold's expiry brought forward (a hold lasts longer than a test): the tracker's real
-      // expiry then ends it `expired`, which the waiting call answers with.
-      await stack.db.handle.db.execute(
-        sql`update agent_actions set hold_expires_at = now() - interval '1 second' where action_id = ${actionId}::uuid`,
-      );
-      await stack.origin.tracker!.tick();
-      const changed = await waiting;
-      const took = Date.now() - started;
-      expect(changed).toMatchObject({
-        isError: true,
-        json: { error: { name: "PolicyDenied", action_status: "expired", action_id: actionId } },
-      });
-      expect(took).toBeGreaterThanOrEqual(1_400);
-      expect(took).toBeLessThan(10_000);
-      const { tools } = await own.listTools();
-      const wait = tools.find((each) => each.name === "action_status")!.inputSchema.properties!.wait;
-      expect(JSON.stringify(wait)).toContain('"maximum":30');
-    } finally {
-      await own.close();
-    }
-  });
-
-  it("action_status with wait true answers within the official client's default request timeout, even for an action that has not ended", async () => {
-    const spender = await stack.newAgent({ units: 5_000_000n });
-    const own = await connect(spender);
-    try {
-      const tool = async (name: string, args: Record<string, unknown> = {}) => {
-        // The client's own default timeout (DEFAULT_REQUEST_TIMEOUT_MSEC, 60 s), as a host calls it.
-        const result = (await own.callTool({ name, arguments: args })) as ToolResult;
-        const text = result.content.map((part) => part.text ?? "").join("");
-        results.push(text);
-        return { isError: result.isError === true, json: JSON.parse(text) };
-      };
-      // A transfer held for approval: it stays held for longer than any wait.
-      expect((await tool("update_policy", { patch: { approval_above_units: "2000000" } })).isError).toBe(
-        false,
-      );
-      const held = await tool("transfer", { to: newAccount().address, amount: "3000000" });
-      expect(held.json).toMatchObject({ status: "held" });
-      const actionId = (held.json as ActionView).action_id;
+  // The test of `wait: true` waits 45 s on an action that never ends; its block runs beside the
+  // other tests' (vitest runs adjacent concurrent blocks at once), its transfer held before the
+  // tests (above), so that nothing of it needs the signer the tests below stop and restart
+  // (docs/performance.md, "The test suite").
+  describe("a wait as long as the host allows", BESIDE, () => {
+    it.sequential("action_status with wait true answers within the official client's default request timeout, even for an action that has not ended", async () => {
       const started = Date.now();
       // Mutation: a wait of the host's whole timeout (60 s) loses the race: the client gives up
       // first with "Request timed out" (McpError -32001) and the agent never learns the status.
-      const waited = await tool("action_status", { action_id: actionId, wait: true });
+      // The client's own default timeout (DEFAULT_REQUEST_TIMEOUT_MSEC, 60 s), as a host calls it.
+      const waited = await callOn(waiter, "action_status", { action_id: heldActionId, wait: true });
       expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
       expect(waited).toMatchObject({
         isError: true,
         json: { error: { name: "ServiceUnavailable", code: "wait_timeout" } },
       });
       expect((waited.json as { error: { message: string } }).error.message).toContain("still held");
-    } finally {
-      await own.close();
-    }
-  }, 150_000);
+    }, 150_000);
+  });
 
-  it("refuses a method off the allowlist at the tool's input schema", async () => {
-    const refused = (await client.callTool({
-      name: "rpc",
-      arguments: { method: "eth_sendRawTransaction" },
-    })) as ToolResult;
-    expect(refused.isError).toBe(true);
-    expect(refused.content[0]?.text).toMatch(/eth_getBalance|Invalid/);
+  describe("the tools, one after another, then at once", BESIDE, () => {
+    it.sequential("lists the wallet tools, none of them authorizes x402, and none takes a token", async () => {
+      const { tools } = await client.listTools();
+      expect(tools.map((tool) => tool.name).sort()).toEqual(
+        [
+          "action_status",
+          "balance",
+          "faucet",
+          "network",
+          "rpc",
+          "transfer",
+          "get_policy",
+          "check_policy",
+          "update_policy",
+        ].sort(),
+      );
+      for (const tool of tools) {
+        expect(tool.name).not.toMatch(/authori[sz]e|x402|pay/);
+        expect(Object.keys(tool.inputSchema.properties ?? {})).not.toContain("token");
+      }
+      const rpc = tools.find((tool) => tool.name === "rpc")!;
+      expect((rpc.inputSchema.properties as { method: { enum: string[] } }).method.enum).toContain(
+        "eth_getBalance",
+      );
+    });
+
+    it.sequential("reads the balance and makes a transfer on chain; the token is in no result", async () => {
+      const balance = await call("balance");
+      expect(balance).toEqual({
+        isError: false,
+        json: expect.objectContaining({ address: agent.wallet.toLowerCase(), balance: "5000000" }),
+      });
+      const to = newAccount().address;
+      const sent = await call("transfer", { to, amount: "1250000" });
+      expect(sent.isError).toBe(false);
+      const action = sent.json as ActionView;
+      const done = await call("action_status", { action_id: action.action_id, wait: true });
+      expect(done.json).toMatchObject({
+        action_id: action.action_id,
+        status: "confirmed",
+        amount: "1250000",
+      });
+      expect(await publicClientFor(stack.devnet.url).getBalance({ address: to })).toBe(
+        1_250_000n * WEI_PER_UNIT,
+      );
+
+      expect((await call("network")).json).toMatchObject({ agent: { agent_id: agent.agentId } });
+      expect((await call("rpc", { method: "eth_chainId" })).json).toBe("0x4d");
+      // Errors are results too, typed by the service's code.
+      const over = await call("transfer", { to, amount: "99000000" });
+      expect(over).toMatchObject({
+        isError: true,
+        json: { error: { name: "LimitExceeded", code: "limit_exceeded" } },
+      });
+
+      const [, secret] = agent.token.split(/_(?=[0-9a-f]{64}$)/);
+      for (const text of results) {
+        expect(text).not.toContain(agent.token);
+        expect(text).not.toContain(secret);
+      }
+    });
+
+    it.sequential("transfer with the signer down, then unable to sign: an error naming the key; the same call with it then moves the money once", async () => {
+      const chain = publicClientFor(stack.devnet.url);
+      const nonceBefore = await chain.getTransactionCount({ address: agent.wallet });
+      const to = newAccount().address;
+      const transfer = () => call("transfer", { to, amount: "1000", idempotency_key: "mcp-down-1" });
+      await stack.enclave.stop();
+      try {
+        const down = await transfer();
+        expect(down).toMatchObject({
+          isError: true,
+          json: {
+            error: {
+              name: "SignerUnavailable",
+              code: "agent_signer_unavailable",
+              message: expect.stringMatching(/nothing was signed: retry with the same idempotency_key/),
+              status: 503,
+              idempotency_key: "mcp-down-1",
+            },
+          },
+        });
+        // Another version of the enclave on the socket: it answers, and cannot sign for us.
+        await stack.enclave.start({ profile: "bridge_operator" });
+        expect(await transfer()).toMatchObject({
+          isError: true,
+          json: { error: { code: "agent_signer_unavailable", idempotency_key: "mcp-down-1" } },
+        });
+      } finally {
+        await stack.enclave.start();
+      }
+      // The origin's enclave client reconnects after its backoff (at most 5 s).
+      let sent = await transfer();
+      for (let i = 0; i < 5 && sent.isError; i++) sent = await transfer();
+      expect(sent.isError, JSON.stringify(sent.json)).toBe(false);
+      const action = sent.json as ActionView;
+      const done = await call("action_status", { action_id: action.action_id, wait: true });
+      expect(done).toMatchObject({ isError: false, json: { status: "confirmed" } });
+      expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+      expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(nonceBefore + 1);
+    });
+
+    // From here the tests run at once (after the signer's stop and restart above, which no other
+    // test may overlap): each has its own agent and server, or only reads and refuses with the
+    // file's agent.
+    it.concurrent("a terminal failure is an error result with the service's fields, also on a repeat of the key", async () => {
+      const overTo = newAccount().address;
+      const over = () => call("transfer", { to: overTo, amount: "99000000", idempotency_key: "mcp-over-1" });
+      const first = await over();
+      const repeat = await over();
+      expect(first).toMatchObject({
+        isError: true,
+        json: {
+          error: {
+            name: "LimitExceeded",
+            code: "limit_exceeded",
+            limit: "per_transaction",
+            limit_units: "10000000",
+            remaining_units: "10000000",
+            action_id: expect.any(String),
+            status: 403,
+            idempotency_key: "mcp-over-1",
+          },
+        },
+      });
+      const refused = (first.json as { error: { action_id: string } }).error;
+      expect(repeat).toMatchObject({
+        isError: true,
+        json: { error: { name: "LimitExceeded", code: "limit_exceeded", action_id: refused.action_id } },
+      });
+
+      // Mined and reverted: a transfer to a contract whose code is INVALID.
+      const contract = await deployRevertingContract(stack.devnet.url);
+      const revert = () =>
+        call("transfer", { to: contract, amount: "1000", idempotency_key: "mcp-revert-1" });
+      const sent = await revert();
+      expect(sent.isError).toBe(false);
+      const action = sent.json as ActionView;
+      const waited = await call("action_status", { action_id: action.action_id, wait: true });
+      expect(waited).toMatchObject({
+        isError: true,
+        json: { error: { name: "ActionFailed", code: "reverted", action_id: action.action_id } },
+      });
+      expect(await call("action_status", { action_id: action.action_id })).toMatchObject({
+        isError: true,
+        json: { error: { name: "ActionFailed", code: "reverted" } },
+      });
+      expect(await revert()).toMatchObject({
+        isError: true,
+        json: { error: { name: "ActionFailed", code: "reverted", status: 422, action_id: action.action_id } },
+      });
+    });
+
+    it.concurrent("the spending policy: get, tighten and check as structured results; a held transfer says held with rule and expires_at; a refusal names rule and remaining", async () => {
+      const spender = await stack.newAgent({ units: 20_000_000n });
+      const policyClient = await connect(spender);
+      try {
+        const tool = async (name: string, args: Record<string, unknown> = {}) => {
+          const result = (await policyClient.callTool({ name, arguments: args })) as ToolResult & {
+            structuredContent?: unknown;
+          };
+          const text = result.content.map((part) => part.text ?? "").join("");
+          results.push(text);
+          return {
+            isError: result.isError === true,
+            json: JSON.parse(text),
+            structured: result.structuredContent,
+          };
+        };
+        const none = await tool("get_policy");
+        expect(none).toEqual({
+          isError: false,
+          json: { policy: null, version: null, node_frozen: false, budgets: [] },
+          structured: { policy: null, version: null, node_frozen: false, budgets: [] },
+        });
+        const set = await tool("update_policy", {
+          patch: { transfers: { per_tx_units: "5000000" }, approval_above_units: "2000000" },
+        });
+        expect(set.isError).toBe(false);
+        expect(set.structured).toMatchObject({
+          policy: { transfers: { per_tx_units: "5000000" }, approval_above_units: "2000000" },
+          version: 1,
+        });
+        const loosen = await tool("update_policy", { patch: { approval_above_units: null } });
+        expect(loosen).toMatchObject({
+          isError: true,
+          json: {
+            error: { name: "PolicyLooseningRequiresOperator", code: "policy_loosening_requires_operator" },
+          },
+        });
+        expect((await tool("get_policy")).structured).toMatchObject({ version: 1 });
+
+        const to = newAccount().address;
+        expect((await tool("check_policy", { transfer: { to, amount: "1000000" } })).structured).toEqual({
+          decision: "allow",
+          rule: null,
+          remaining: null,
+        });
+        expect((await tool("check_policy", { transfer: { to, amount: "3000000" } })).structured).toEqual({
+          decision: "hold",
+          rule: "approval_above_units",
+          remaining: null,
+        });
+        expect((await tool("check_policy", { transfer: { to, amount: "6000000" } })).structured).toEqual({
+          decision: "deny",
+          rule: "transfers.per_tx_units",
+          remaining: "5000000",
+        });
+        expect(await tool("check_policy", {})).toMatchObject({
+          isError: true,
+          json: { error: { name: "ValidationFailed" } },
+        });
+
+        const held = await tool("transfer", { to, amount: "3000000", idempotency_key: "mcp-held-1" });
+        expect(held).toMatchObject({
+          isError: false,
+          json: {
+            status: "held",
+            rule: "approval_above_units",
+            expires_at: expect.any(String),
+            tx_hash: null,
+          },
+        });
+        expect(await tool("action_status", { action_id: (held.json as ActionView).action_id })).toMatchObject(
+          {
+            isError: false,
+            json: { status: "held", rule: "approval_above_units" },
+          },
+        );
+        const denied = await tool("transfer", { to, amount: "6000000" });
+        expect(denied).toMatchObject({
+          isError: true,
+          json: {
+            error: {
+              name: "PolicyDenied",
+              code: "policy_denied",
+              rule: "transfers.per_tx_units",
+              remaining: "5000000",
+              status: 403,
+            },
+          },
+        });
+        const [, secret] = spender.token.split(/_(?=[0-9a-f]{64}$)/);
+        for (const text of results) expect(text).not.toContain(secret);
+      } finally {
+        await policyClient.close();
+      }
+    });
+
+    it.concurrent("action_status with wait in seconds answers as soon as the status changes, or after the wait unchanged", async () => {
+      const spender = await stack.newAgent({ units: 5_000_000n });
+      const own = await connect(spender);
+      try {
+        const tool = async (name: string, args: Record<string, unknown> = {}) => {
+          const result = (await own.callTool({ name, arguments: args })) as ToolResult;
+          const text = result.content.map((part) => part.text ?? "").join("");
+          results.push(text);
+          return { isError: result.isError === true, json: JSON.parse(text) };
+        };
+        // A transfer held for approval: nothing moves it until the test makes its hold expire.
+        expect((await tool("update_policy", { patch: { approval_above_units: "2000000" } })).isError).toBe(
+          false,
+        );
+        const held = await tool("transfer", { to: newAccount().address, amount: "3000000" });
+        expect(held.json).toMatchObject({ status: "held" });
+        const actionId = (held.json as ActionView).action_id;
+
+        let started = Date.now();
+        const unchanged = await tool("action_status", { action_id: actionId, wait: 1 });
+        // Mutation: a tool that ignores wait (a plain read) answers at once and fails this.
+        expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+        expect(unchanged).toMatchObject({ isError: false, json: { status: "held" } });
+
+        started = Date.now();
+        const waiting = tool("action_status", { action_id: actionId, wait: 20 });
+        await sleep(1_500);
+        // The hold's expiry brought forward (a hold lasts longer than a test): the tracker's real
+        // expiry then ends it `expired`, which the waiting call answers with.
+        await stack.db.handle.db.execute(
+          sql`update agent_actions set hold_expires_at = now() - interval '1 second' where action_id = ${actionId}::uuid`,
+        );
+        await stack.origin.tracker!.tick();
+        const changed = await waiting;
+        const took = Date.now() - started;
+        expect(changed).toMatchObject({
+          isError: true,
+          json: { error: { name: "PolicyDenied", action_status: "expired", action_id: actionId } },
+        });
+        expect(took).toBeGreaterThanOrEqual(1_400);
+        expect(took).toBeLessThan(10_000);
+        const { tools } = await own.listTools();
+        const wait = tools.find((each) => each.name === "action_status")!.inputSchema.properties!.wait;
+        expect(JSON.stringify(wait)).toContain('"maximum":30');
+      } finally {
+        await own.close();
+      }
+    });
+
+    it.concurrent("refuses a method off the allowlist at the tool's input schema", async () => {
+      const refused = (await client.callTool({
+        name: "rpc",
+        arguments: { method: "eth_sendRawTransaction" },
+      })) as ToolResult;
+      expect(refused.isError).toBe(true);
+      expect(refused.content[0]?.text).toMatch(/eth_getBalance|Invalid/);
+    });
   });
 });

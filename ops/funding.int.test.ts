@@ -1,10 +1,9 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
-import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
-import { seedFreeKeys } from "../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 
 describe("npm run funding (pre-restore exceptions)", () => {
   let testDb: TestDatabase;
@@ -20,12 +19,11 @@ describe("npm run funding (pre-restore exceptions)", () => {
   beforeAll(async () => {
     testDb = await createTestDatabase();
     await seedFreeKeys(testDb.handle.db, 1);
-    const provisioned = await provisionIdentity(testDb.handle.db, {
+    const provisioned = await provisionedIdentity(testDb.handle.db, {
       capabilities: ["read"],
       origin: "operator",
     });
-    if (!provisioned.ok) throw new Error(provisioned.error.code);
-    agent = { agentId: provisioned.value.agentId, wallet: provisioned.value.assignedWallet };
+    agent = { agentId: provisioned.agentId, wallet: provisioned.assignedWallet };
   });
   afterAll(async () => {
     await testDb.drop();

@@ -41,7 +41,7 @@ export type Capability = {
 export type StartupCheck<T> = Result<T, string[]>;
 
 /** The start-up checks composeOrigin runs, in order (startup/). */
-export type StartupCheckName = "keys" | "money" | "webhooks";
+export type StartupCheckName = "keys" | "money" | "webhooks" | "admin_key";
 
 export function capability(name: CapabilityName, parts: Partial<Omit<Capability, "name">> = {}): Capability {
   return {

@@ -31,6 +31,7 @@
  * Serving, signals and closing the infrastructure stay with the caller: main.ts listens on its
  * port or inherited socket and exits on a signal; a test listens on a free port.
  */
+import { errorMessage } from "../shared/error-message.ts";
 import { err, ok, type Result } from "../shared/result.ts";
 import { abandonRequestedSweep } from "./actions/abandon.ts";
 import { createMoneyModule, type MoneyModule } from "./actions/capability.ts";
@@ -55,7 +56,7 @@ import { createPolicyHandlers, transferCost } from "./policy/capability.ts";
 import type { PolicyChangeDeps } from "./policy/change.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
-import { createCapabilityMinter } from "./signer/capability-minter.ts";
+import { createCapabilityMinter, readAuthoritySecret } from "./signer/capability-minter.ts";
 import type { GetPolicyResult, SignerResult } from "./signer/types.ts";
 import { checkKeysHeld } from "./startup/keys-held.ts";
 import { type CheckedMoney, checkMoney } from "./startup/money-setup.ts";
@@ -135,6 +136,16 @@ export async function composeOrigin(
       webhookKeys = await loadWebhookSigningKeys(config.webhooks.signingKeyFile);
     } catch (error) {
       return err({ code: "webhooks", errors: [(error as Error).message] });
+    }
+  }
+  // The admin key is read when first needed (signer/capability-minter.ts), so a key file that
+  // cannot serve (its mode open to group or others, not a seed) is refused here, at the start,
+  // rather than by the key pool's refill and the policy routes once they run, in a log line.
+  if (config.signer.endpoint && config.signer.adminAuthorityKeyFile) {
+    try {
+      await readAuthoritySecret(config.signer.adminAuthorityKeyFile);
+    } catch (error) {
+      return err({ code: "admin_key", errors: [errorMessage(error)] });
     }
   }
   const runtimes = buildMoney(infra, checked.value, options.tracker);

@@ -234,6 +234,20 @@ describe("configuration", () => {
     ]);
   });
 
+  it("closes an unread /rpc answer's connection after 30 s unless AGENT_RPC_ANSWER_DEADLINE_MS says otherwise, 1 s to 300 s", () => {
+    expect(parseConfig({})).toMatchObject({ ok: true, value: { http: { rpcAnswerDeadlineMs: 30_000 } } });
+    expect(parseConfig({ AGENT_RPC_ANSWER_DEADLINE_MS: "20000" })).toMatchObject({
+      ok: true,
+      value: { http: { rpcAnswerDeadlineMs: 20_000 } },
+    });
+    expect(errorsOf({ AGENT_RPC_ANSWER_DEADLINE_MS: "999" })).toEqual([
+      "AGENT_RPC_ANSWER_DEADLINE_MS: must be at least 1000",
+    ]);
+    expect(errorsOf({ AGENT_RPC_ANSWER_DEADLINE_MS: "300001" })).toEqual([
+      "AGENT_RPC_ANSWER_DEADLINE_MS: must be at most 300000",
+    ]);
+  });
+
   it("keeps the x402 receipt wait 10 s inside the official facilitator client's 90 s, refusing over 80000 by name", () => {
     expect(parseConfig({})).toMatchObject({ ok: true, value: { x402: { receiptTimeoutMs: 10_000 } } });
     expect(parseConfig({ AGENT_X402_RECEIPT_TIMEOUT_MS: "80000" })).toMatchObject({

@@ -4,6 +4,7 @@ import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { err, ok, type Result } from "../shared/result.ts";
 import { STATEMENT_WAIT_MS } from "./db/client.ts";
+import { RPC_ANSWER_DEADLINE_MS } from "./gateway/limits.ts";
 import { parseCidrList } from "./http/cidr.ts";
 import { SIGNER_REQUEST_TIMEOUT_MS } from "./signer/socket-client.ts";
 import { JITTER_FRACTION, MAX_RETRY_AFTER_SECONDS } from "./webhooks/retry-delay.ts";
@@ -311,6 +312,11 @@ const envSchema = z.object({
   CHAIN_RPC_URL: httpUrl("must be an http(s) URL").optional(),
   CHAIN_RPC_TIMEOUT_MS: integer(5_000, 100, 120_000),
   CHAIN_RPC_BATCH_LIMIT: integer(100, 1, 1_000),
+  /**
+   * Ours: how long an /rpc answer may take to leave once made before its connection is closed
+   * (origin/gateway/limits.ts RPC_ANSWER_DEADLINE_MS, the default).
+   */
+  AGENT_RPC_ANSWER_DEADLINE_MS: integer(RPC_ANSWER_DEADLINE_MS, 1_000, 300_000),
   BASE_PATH: z
     .string()
     .regex(/^\/[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/, "must look like /77")
@@ -406,7 +412,13 @@ export type Config = {
     embedded: { dir: string; port: number };
   };
   chain: { rpcUrl: string | undefined; timeoutMs: number; batchLimit: number };
-  http: { basePath: string; host: string; port: number; publicBaseUrl: string | undefined };
+  http: {
+    basePath: string;
+    host: string;
+    port: number;
+    publicBaseUrl: string | undefined;
+    rpcAnswerDeadlineMs: number;
+  };
   /** The console's WebAuthn relying party: what enrolled passkeys are bound to. */
   console: { rpId: string; origin: string };
   keyPool: { target: number; batchSize: number; stuckAfterSeconds: number; backupDir: string };
@@ -651,6 +663,7 @@ function toConfig(env: Env): Config {
       host: env.ORIGIN_HOST,
       port: env.ORIGIN_PORT,
       publicBaseUrl: env.AGENT_PUBLIC_BASE_URL?.replace(/\/+$/, ""),
+      rpcAnswerDeadlineMs: env.AGENT_RPC_ANSWER_DEADLINE_MS,
     },
     console: consoleRelyingParty(env),
     keyPool: {

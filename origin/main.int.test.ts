@@ -13,9 +13,8 @@ import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase } from "../testing/database.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
-import { seedFreeKeys } from "../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 import { queryRows } from "./db/client.ts";
-import { provisionIdentity } from "./keypool/provision.ts";
 
 /** origin/main.ts as its process runs: from its bundle while current (program-bundles.mjs), else through tsx. */
 const ORIGIN_MAIN = programArgs("origin/main.ts");
@@ -225,6 +224,60 @@ describe("origin/main.ts as a process", () => {
     }
   }, 90_000);
 
+  it("refuses to start with an admin key file group or others may read, naming it, and exit 1", async () => {
+    const database = await createTestDatabase();
+    const enclave = await startEnclaveProcess({ envId: "main-env" });
+    try {
+      const adminKeyFile = path.join(enclave.dir, "admin-authority.key");
+      await writeFile(adminKeyFile, `${Buffer.from(enclave.adminSecret).toString("hex")}\n`);
+      await chmod(adminKeyFile, 0o644);
+      const origin = spawn(process.execPath, ORIGIN_MAIN, {
+        env: {
+          ...process.env,
+          DATABASE_URL: database.url,
+          AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${enclave.socketPath}`,
+          AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile,
+          AGENT_ENV_ID: "main-env",
+          AGENT_GATEWAY_ENABLED: "true",
+          ORIGIN_PORT: String(await freePort()),
+          LOG_LEVEL: "info",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      origin.stdout.on("data", (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      origin.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => origin.once("exit", (code) => resolve(code)));
+      // Mutation: read only when first used (the key pool's refill), the key is refused in a log
+      // line while the origin serves on, without the admin capability it was configured with.
+      const listening = (async () => {
+        const deadline = Date.now() + 60_000;
+        while (!stdout.includes("origin listening") && Date.now() < deadline) await sleep(100);
+        // Long enough for the refill's first round to read the key.
+        await sleep(5_000);
+        return "still running" as const;
+      })();
+      const code = await Promise.race([exited, listening]);
+      if (code === "still running") {
+        origin.kill("SIGTERM");
+        await exited;
+      }
+      expect(code).toBe(1);
+      expect(stderr).toContain(
+        `origin: ${adminKeyFile}: group or others may read this private key (chmod 600)`,
+      );
+      expect(stdout).not.toContain("origin listening");
+    } finally {
+      await enclave.dispose();
+      await database.drop();
+    }
+  }, 90_000);
+
   it("with the gateway switch off starts no background worker (identity sweep, batch sweeper); on, they run at once", async () => {
     const database = await createTestDatabase();
     try {
@@ -232,11 +285,7 @@ describe("origin/main.ts as a process", () => {
       // records a finding for it; with no enclave configured, terminal_unknown) and a key batch
       // stuck in `requested` for an hour (the batch sweeper fails it).
       await seedFreeKeys(database.handle.db, 1);
-      const identity = await provisionIdentity(database.handle.db, {
-        capabilities: ["read"],
-        origin: "operator",
-      });
-      if (!identity.ok) throw new Error(identity.error.code);
+      await provisionedIdentity(database.handle.db, { capabilities: ["read"], origin: "operator" });
       await database.handle.db.execute(
         sql`insert into key_batches (size, status, status_changed_at) values (1, 'requested', now() - interval '1 hour')`,
       );

@@ -319,7 +319,19 @@ export const signTransactionParams = z.strictObject({
    */
   action_id: z.string().uuid().optional(),
 });
-export const signTransactionResult = z.object({ raw_transaction: hexDataSchema, tx_hash: hex32Schema });
+/** A UTC day as the enclave counts its daily limits by: YYYY-MM-DD. */
+const utcDaySchema = z.string().regex(/^\d{4}-\d{2}-\d{2}$/);
+
+export const signTransactionResult = z.object({
+  raw_transaction: hexDataSchema,
+  tx_hash: hex32Schema,
+  /**
+   * sign_transfer: the UTC day (YYYY-MM-DD) the enclave counted the transfer's cost on, by its
+   * clock, which the gateway counts it on too (it read its own clock a moment earlier, maybe before
+   * midnight). Absent from the other ops, and from an enclave older than it.
+   */
+  counted_on: utcDaySchema.optional(),
+});
 
 /** `from`: the identity's assigned wallet, which must be the key's address (as for sign_transfer). */
 export const signX402AuthorizationParams = z.strictObject({
@@ -341,6 +353,12 @@ export const signX402AuthorizationResult = z.object({
     valid_before: uintStringSchema,
     nonce: hex32Schema,
   }),
+  /**
+   * The UTC day (YYYY-MM-DD) the enclave counted the authorization on, by its clock: the gateway
+   * counts it on the same day, though it read its own clock a moment earlier, maybe before midnight.
+   * Absent from an enclave older than it (the gateway then counts on its own day).
+   */
+  counted_on: utcDaySchema.optional(),
 });
 
 /**

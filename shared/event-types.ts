@@ -15,12 +15,16 @@ export const ACTION_EVENT_TYPES: readonly string[] = [
 ];
 
 /**
- * `x402.settlement.<state>` for each state an x402 settlement enters once it has a transaction:
- * the payee agent's event when the payee is an agent's wallet, the node's otherwise.
+ * `x402.settlement.<state>` for each state an x402 settlement enters once it has a transaction, and
+ * `x402.settlement.used_elsewhere`: the payee agent's event when the payee is an agent's wallet,
+ * the node's otherwise.
  */
-export const X402_SETTLEMENT_EVENT_TYPES: readonly string[] = SETTLEMENT_STATES.map(
-  (state) => `x402.settlement.${state}`,
-);
+export const X402_SETTLEMENT_EVENT_TYPES: readonly string[] = [
+  ...SETTLEMENT_STATES.map((state) => `x402.settlement.${state}`),
+  // A settlement that moved nothing whose authorization, the chain says, another relayer's
+  // transaction used (paying the payee): learnt after its `failed` or `reverted` event went out.
+  "x402.settlement.used_elsewhere",
+];
 
 /**
  * An agent's events besides its actions' statuses: its x402 signatures, its identity (disabled,

@@ -7,9 +7,11 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import pino from "pino";
 import type { Address } from "viem";
 import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { DEV_OPERATOR_POOL_ADDRESS, type Devnet, startDevnet } from "../devnet/index.ts";
+import { startEnclaveServer } from "../enclave/server.ts";
 import { createRestoreDriller, type RestoreDrillResult } from "../ops/lib/restore-driller.ts";
 import type { TxTrackerOptions } from "../origin/outbox/index.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
@@ -18,7 +20,7 @@ import type { CapabilityProvider, SignerClient, SignerPolicy } from "../origin/s
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { type AgentFactoryDeps, makeAgents, makeFreeKeys, type StackAgent } from "./agent-factory.ts";
 import type { TestDatabase } from "./database.ts";
-import { type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
+import { createEnclaveFixture, type EnclaveProcess, startEnclaveProcess } from "./enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
 import { startOwnPostgres } from "./own-postgres.ts";
 
@@ -100,6 +102,13 @@ export type MoneyStackOptions = {
   tracker?: TxTrackerOptions;
   /** The most calls the devnet takes in one JSON-RPC batch (a hosted node's cap); geth's 1000 unless given. */
   devnetMaxBatchLength?: number;
+  /**
+   * The enclave's clock, for a test that must put it at a UTC day's end: the enclave's own server
+   * (what its process runs) is then served in this process on the same socket and data folder, as
+   * enclave/testing/clocked-enclave.ts does, since the process reads the system clock, which no test
+   * can move. Its process controls (`enclave.start`, `stop`, `kill`) are not for such a stack.
+   */
+  enclaveNow?: () => Date;
 };
 
 export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<MoneyStack> {
@@ -110,7 +119,9 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
       ? (await startOwnPostgres()).database
       : (options.database ?? (await (await import("./database.ts")).createTestDatabase()));
   const devnet = await startDevnet({ port: 0, maxBatchLength: options.devnetMaxBatchLength });
-  const enclave = await startEnclaveProcess({ envId: "money-test" });
+  const enclave = options.enclaveNow
+    ? await serveEnclaveHere(options.enclaveNow)
+    : await startEnclaveProcess({ envId: "money-test" });
   const backupDir = await mkdtemp(path.join(tmpdir(), "money-backups-"));
   // The origin's admin key, as a node keeps it (a 32-byte hex seed, mode 0600): the origin seals
   // the tightenings of agents' policies with it (origin/policy/change.ts). Only the tracker's
@@ -247,9 +258,13 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
     envId: enclave.envId,
     backupDir,
   };
-  const newAgent: MoneyStack["newAgent"] = async (agentOptions = {}) => {
-    const [agent] = await makeAgents(agentDeps, 1, agentOptions);
-    return agent!;
+  // One at a time, whoever asks: an agent must get a key of its own call's batch (makeAgents), and
+  // tests that run at once (it.concurrent) each make their own.
+  let agentsMade: Promise<unknown> = Promise.resolve();
+  const newAgent: MoneyStack["newAgent"] = (agentOptions = {}) => {
+    const made = agentsMade.then(async () => (await makeAgents(agentDeps, 1, agentOptions))[0]!);
+    agentsMade = made.catch(() => {});
+    return made;
   };
   return {
     db,
@@ -295,3 +310,22 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
 }
 
 export type { StackAgent };
+
+/** The enclave's own server on an initialised fixture, in this process, reading `now`. */
+async function serveEnclaveHere(now: () => Date): Promise<EnclaveProcess> {
+  const fixture = await createEnclaveFixture({ envId: "money-test", start: false });
+  const server = await startEnclaveServer({
+    socketPath: fixture.socketPath,
+    dataDir: fixture.dataDir,
+    logger: pino({ level: "silent" }),
+    now,
+    verifyStateJournal: true,
+  });
+  return {
+    ...fixture,
+    dispose: async () => {
+      await server.close();
+      await fixture.dispose();
+    },
+  };
+}

@@ -24,6 +24,8 @@ export type RpcCutProxy = {
   withhold(method: string | undefined): void;
   /** Requests answered 503 by `withhold`. */
   readonly withheld: number;
+  /** Requests that called `method` (alone or in a batch), answered or not, since the proxy started. */
+  calls(method: string): number;
   close(): Promise<void>;
 };
 
@@ -33,6 +35,7 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
   let withheldMethod: string | undefined;
   let withheld = 0;
   let trigger: { method: string; fire: () => void } | undefined;
+  const called = new Map<string, number>();
 
   const cut = (): void => {
     isCut = true;
@@ -47,6 +50,7 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
       return;
     }
     const body = Buffer.concat(chunks).toString();
+    for (const method of methodsOf(body)) called.set(method, (called.get(method) ?? 0) + 1);
     if (withheldMethod !== undefined && body.includes(`"${withheldMethod}"`)) {
       withheld++;
       response.writeHead(503).end();
@@ -86,6 +90,7 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
     get withheld() {
       return withheld;
     },
+    calls: (method) => called.get(method) ?? 0,
     withhold: (method) => {
       withheldMethod = method;
     },
@@ -99,4 +104,21 @@ export async function startRpcCutProxy(targetUrl: string): Promise<RpcCutProxy> 
     },
     close: () => server.close(),
   };
+}
+
+/** The methods a JSON-RPC request or batch calls, each once; none for a body that is not one. */
+function methodsOf(body: string): Set<string> {
+  try {
+    const parsed: unknown = JSON.parse(body);
+    const calls = Array.isArray(parsed) ? parsed : [parsed];
+    return new Set(
+      calls.flatMap((call) =>
+        typeof call === "object" && call !== null && typeof (call as { method?: unknown }).method === "string"
+          ? [(call as { method: string }).method]
+          : [],
+      ),
+    );
+  } catch {
+    return new Set();
+  }
 }

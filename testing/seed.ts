@@ -2,6 +2,11 @@ import { randomBytes } from "node:crypto";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Db } from "../origin/db/client.ts";
 import { keyBatches, keyPool } from "../origin/db/schema.ts";
+import {
+  type ProvisionedIdentity,
+  type ProvisionIdentityParams,
+  provisionIdentity,
+} from "../origin/keypool/provision.ts";
 
 export type SeededKey = { keyRef: string; address: `0x${string}`; privateKey: `0x${string}` };
 
@@ -37,4 +42,17 @@ export async function seedFreeKeys(db: Db, count: number): Promise<SeededKey[]> 
     );
   }
   return keys;
+}
+
+/**
+ * Test fixture: an identity on a free key (seedFreeKeys), for tests whose subject is what the
+ * token does next; a refusal here is the fixture's failure, thrown with its code.
+ */
+export async function provisionedIdentity(
+  db: Db,
+  params: ProvisionIdentityParams,
+): Promise<ProvisionedIdentity> {
+  const result = await provisionIdentity(db, params);
+  if (!result.ok) throw new Error(`provisioning failed: ${result.error.code}`);
+  return result.value;
 }

@@ -5,6 +5,7 @@
  */
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
 import { decodePaymentResponseHeader } from "@x402/fetch";
 import type { Hex, PrivateKeyAccount } from "viem";
 import { fund, newAccount } from "../devnet/testing.ts";
@@ -46,6 +47,25 @@ export async function envelope(
   const { resource, accepted } = await quote(demoUrl);
   const created = await new ExactEvmScheme(account).createPaymentPayload(2, change(accepted));
   return { x402Version: 2, resource, accepted, payload: created.payload };
+}
+
+/** `payment` carrying payment id `id`, as the `payment-identifier` extension's client helper adds it. */
+export function withPaymentId(payment: PaymentPayload, id: string): PaymentPayload {
+  return {
+    ...payment,
+    extensions: {
+      [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
+    },
+  };
+}
+
+/** A fresh payment of `account`'s for `demoUrl` (envelope), carrying payment id `id`. */
+export async function identifiedEnvelope(
+  demoUrl: string,
+  account: PrivateKeyAccount,
+  id: string,
+): Promise<PaymentPayload> {
+  return withPaymentId(await envelope(demoUrl, account), id);
 }
 
 /**

@@ -62,12 +62,15 @@ export const signTransfer: OpHandler<"sign_transfer"> = async (ctx, params) => {
   });
   if (!agent.ok) return agent;
   // No await between the checks above and this reservation: concurrent requests see each other.
+  let countedOn = today;
   await ctx.state.commit((next) => {
     countSpend(next, key.keyRef, today, cost.units);
+    // A later day than today's when the clock stepped back since: the spend stays on it.
+    countedOn = next.daily.day;
     recordSignedNonce(next.nonces, key.keyRef, Number(params.nonce), now.getTime());
     countAgentTransfer(next, key.keyRef, agent.value, { units: cost.units, now });
   });
-  return signed(key.privateKey, prepared.value);
+  return signed(key.privateKey, prepared.value, countedOn);
 };
 
 /** What the agent policy's re-check found: which approval it used, if one. */
@@ -232,7 +235,11 @@ function prepare(params: TxParams, sealedChainId: number): OpOutcome<PreparedTra
   return prepared ? succeed(prepared) : refuse("malformed", "transaction fields out of range");
 }
 
-function signed(privateKey: Uint8Array, prepared: PreparedTransfer): OpOutcome<TxResult> {
+function signed(privateKey: Uint8Array, prepared: PreparedTransfer, countedOn?: string): OpOutcome<TxResult> {
   const tx = signPrepared(privateKey, prepared);
-  return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });
+  return succeed({
+    raw_transaction: tx.rawTransaction,
+    tx_hash: tx.txHash,
+    ...(countedOn === undefined ? {} : { counted_on: countedOn }),
+  });
 }

@@ -90,8 +90,11 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
     if (approved) approval = subject;
   }
   // No await between the checks above and this count: concurrent requests see each other.
+  let countedOn = today;
   await ctx.state.commit((next) => {
     if (!countsAt(next.x402Daily.day, today)) next.x402Daily = { day: today, signed: new TrackedMap() };
+    // A later day than today's when the clock stepped back since: the count stays on it.
+    countedOn = next.x402Daily.day;
     next.x402Daily.signed.set(key.keyRef, signedToday + 1);
     const counted = next.agentPolicies.get(key.keyRef);
     if (counted?.policy) {
@@ -122,5 +125,6 @@ export const signX402Authorization: OpHandler<"sign_x402_authorization"> = async
       valid_before: params.valid_before,
       nonce: params.nonce,
     },
+    counted_on: countedOn,
   });
 };

@@ -58,6 +58,8 @@ export const PROGRAMS = [
   "soak/main.ts",
   // The agent's MCP server (`npm run mcp`), started by its MCP host.
   "mcp/main.ts",
+  // The x402 demo (`npm run demo:x402`), a payer of a running stack (docs/x402.md).
+  "dev/demo-x402.ts",
   // The tests' own: an origin that kills itself at a chosen step, a refill killed mid-write, and a
   // tool on the operators' CLI shell that ends as its first argument says.
   "testing/money-crash-origin.ts",

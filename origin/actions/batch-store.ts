@@ -47,7 +47,7 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
   name: "money",
   // The 202 is this row: what was stored, as GET /actions/{id} reads it.
   answer: "actions",
-  signedColumns: sql`action_id uuid, agent_id uuid, cost_units numeric`,
+  signedColumns: sql`action_id uuid, agent_id uuid, cost_units numeric, counted_on date`,
   ctes: [
     {
       name: "actions",
@@ -58,10 +58,15 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
         returning ${storedActionColumns}`,
     },
     {
+      // Each transfer on the day the enclave counted it on: the batch's day, but across a midnight,
+      // when the enclave read its clock after the batch read its own (an older enclave, which does
+      // not say, the batch's day). The enclave's sealed spend is the bound, so the gateway's count
+      // of each day must be its count, for the refusals of the next day to be the gateway's own.
       name: "spend",
       sql: sql`insert into transfer_daily_spend as d (agent_id, day, spent_units, transfers)
-        select agent_id, ${sql.placeholder("day")}::date, sum(cost_units), count(*) from signed where purpose = 'transfer'
-        group by agent_id
+        select agent_id, coalesce(counted_on, ${sql.placeholder("day")}::date), sum(cost_units), count(*)
+        from signed where purpose = 'transfer'
+        group by 1, 2
         on conflict (agent_id, day) do update
           set spent_units = d.spent_units + excluded.spent_units, transfers = d.transfers + excluded.transfers`,
     },

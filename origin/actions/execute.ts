@@ -150,10 +150,12 @@ function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Fa
     chainDown: chainRefusal,
     store: {
       statement: storeStatement,
-      row: ({ item }, at) => ({
+      row: ({ item }, at, signed) => ({
         action_id: item.actionId,
         agent_id: item.agentId,
         cost_units: unitsOf(item, at.fees).toString(),
+        // The day the enclave counted a transfer's cost on (storeStatement's `spend`).
+        counted_on: signed.countedOn,
       }),
       values: storeValues,
     },

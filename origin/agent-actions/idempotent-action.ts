@@ -13,11 +13,11 @@ export type ActionClaimer = (params: ClaimActionParams) => Promise<ClaimResult>;
 export type IdempotentAction<Answer> = {
   claim: ClaimActionParams;
   /**
-   * The request hash an older form of this same request was stored with, when the action's hash
-   * has changed form: a row holding it is the same request, not a conflict. Computed only for a
+   * The request hashes older forms of this same request were stored with, when the action's hash
+   * has changed form: a row holding one is the same request, not a conflict. Computed only for a
    * key found with another hash.
    */
-  formerRequestHash?: () => string;
+  formerRequestHashes?: () => string[];
   /** The answer of a stored action that must not run again, or undefined to run it. */
   answerStored: (action: ActionRow) => Answer | undefined;
   /** Runs the claimed action (or a stored one that answerStored left to run). */
@@ -31,8 +31,7 @@ export async function runIdempotentAction<Answer>(
   const claimed = await claim(action.claim);
   if (!claimed.claimed) {
     const sameRequest =
-      claimed.samePayload ||
-      (action.formerRequestHash !== undefined && claimed.action.requestHash === action.formerRequestHash());
+      claimed.samePayload || (action.formerRequestHashes?.().includes(claimed.action.requestHash) ?? false);
     if (!sameRequest) throw idempotencyConflict(claimed.action.actionId);
     const stored = action.answerStored(claimed.action);
     if (stored !== undefined) return stored;

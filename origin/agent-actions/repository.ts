@@ -66,6 +66,8 @@ export type ClaimActionParams = {
   requestHash: string;
   amountUnits: bigint | null;
   toAddress: string | null;
+  /** An x402 authorization's purchase when its key was derived (x402/payer/authorize-derived-key.ts). */
+  x402Purchase?: string;
 };
 
 export type ClaimResult =
@@ -94,6 +96,7 @@ export async function claimActions(db: Db, requests: readonly ClaimActionParams[
       request_hash: request.requestHash,
       amount_units: request.amountUnits?.toString() ?? null,
       to_address: request.toAddress,
+      x402_purchase: request.x402Purchase ?? null,
     };
   });
   const inserted = await runPrepared(db, claimStatement, { requests: JSON.stringify(toInsert) });
@@ -180,10 +183,12 @@ export async function findActionByKey(
 
 export const claimStatement = preparedStatement<"requests">(
   "actions_claim",
-  sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address)
-      select agent_id, kind, idempotency_key, request_hash, amount_units, to_address
+  sql`insert into agent_actions
+        (agent_id, kind, idempotency_key, request_hash, amount_units, to_address, x402_purchase)
+      select agent_id, kind, idempotency_key, request_hash, amount_units, to_address, x402_purchase
       from json_to_recordset(${sql.placeholder("requests")}::json) as r(
-        agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric, to_address text)
+        agent_id uuid, kind text, idempotency_key text, request_hash text, amount_units numeric,
+        to_address text, x402_purchase text)
       on conflict (agent_id, kind, idempotency_key) do nothing
       returning action_id, agent_id, kind, idempotency_key, created_at, updated_at`,
 ).returns({

@@ -13,11 +13,10 @@ import { LOCKOUT_ALLOWANCE, LockoutAllowance } from "../../shared/lockout-allowa
 import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { connectDatabase } from "../db/client.ts";
 import { AppError, errorBody } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { bearerAuth, EDGE_LOCK_TOKENS_AT_MOST } from "./bearer-auth.ts";
 import { createTokenLookup, type TokenLookup } from "./identity-repository.ts";
 import { RecentAuthentications } from "./recent-authentications.ts";
@@ -76,9 +75,11 @@ describe("bearerAuth (real identity store)", () => {
   });
 
   const issue = async (): Promise<string> => {
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    return issued.value.token;
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    return issued.token;
   };
 
   /** Runs `send` while the token table is locked, so every lookup it starts waits for the lock. */
@@ -305,15 +306,17 @@ describe("bearerAuth (real identity store)", () => {
   });
 
   it("never holds back successful requests from one IP, however many are in flight at once", async () => {
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
     const app = appWith(createTokenLookup(testDb.handle.db), 1_000);
     const statuses = await whileTokensLocked(() =>
       Promise.all(
         Array.from(
           { length: 200 },
           async () =>
-            (await app.request("/x", { headers: { authorization: `Bearer ${issued.value.token}` } })).status,
+            (await app.request("/x", { headers: { authorization: `Bearer ${issued.token}` } })).status,
         ),
       ),
     );

@@ -4,10 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseBearerHeader } from "../../shared/agent-token.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { startWsRelay, type WsRelay } from "../../testing/ws-relay.ts";
 import type { Db } from "../db/client.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { createTokenLookup, findIdentitiesByTokenIds } from "./identity-repository.ts";
 
 // The hottest query of the service: run through node-postgres and through the Neon serverless
@@ -24,14 +23,13 @@ describe.each(["pg", "neon"] as const)("token lookup batching (real database, %s
     expect(testDb.handle.driver).toBe(driver);
     await seedFreeKeys(testDb.handle.db, 3);
     for (let i = 0; i < 3; i++) {
-      const result = await provisionIdentity(testDb.handle.db, {
+      const result = await provisionedIdentity(testDb.handle.db, {
         capabilities: ["read"],
         origin: "operator",
       });
-      if (!result.ok) throw new Error(result.error.code);
       agents.push({
-        agentId: result.value.agentId,
-        tokenId: parseBearerHeader(`Bearer ${result.value.token}`)!.tokenId,
+        agentId: result.agentId,
+        tokenId: parseBearerHeader(`Bearer ${result.token}`)!.tokenId,
       });
     }
   });

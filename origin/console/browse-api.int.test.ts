@@ -8,8 +8,7 @@ import {
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 
 // The console's browsing routes against the real origin and Postgres: the paged lists walk every
 // row once, newest first; search lands on what a query names by its shape; a malformed query is a
@@ -27,9 +26,11 @@ describe("the console's search and paged lists", () => {
     await seedFreeKeys(testDb.handle.db, 7);
     origin = await startTestOrigin({ database: testDb.handle, env: secrets.env });
     for (let i = 0; i < 7; i++) {
-      const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "public" });
-      if (!result.ok) throw new Error(result.error.code);
-      made.push({ agentId: result.value.agentId, wallet: result.value.assignedWallet });
+      const result = await provisionedIdentity(testDb.handle.db, {
+        capabilities: ["read"],
+        origin: "public",
+      });
+      made.push({ agentId: result.agentId, wallet: result.assignedWallet });
     }
   });
   afterAll(async () => {

@@ -17,10 +17,9 @@ import { consoleCalls, consoleSecrets, withoutRequestId } from "../../testing/co
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { hashIpGroup } from "../registration/ip-classification.ts";
 import { ADMIN_AUTH_FAILURES } from "./admin-auth.ts";
 import { CONSOLE_CSP } from "./page.ts";
@@ -123,10 +122,9 @@ describe("operator console API", () => {
 
   it("needs both tokens for changes; every wrong token is the same 401", async () => {
     const before = await policyState();
-    const identity = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    if (!identity.ok) throw new Error(identity.error.code);
+    const identity = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
     const settingsBody = { changes: { per_ip_daily: 7 }, reason: "read token only" };
-    const identityBody = { agent_id: identity.value.agentId, action: "disable", reason: "read token only" };
+    const identityBody = { agent_id: identity.agentId, action: "disable", reason: "read token only" };
     const wrong = randomBytes(32).toString("hex");
     const bodies: unknown[] = [];
     const expect401 = async (response: Promise<TestResponse>): Promise<void> => {
@@ -169,7 +167,7 @@ describe("operator console API", () => {
     expect(await policyState()).toEqual(before);
     const [row] = await queryRows<{ enabled: boolean }>(
       db(),
-      sql`select enabled from agent_identities where agent_id = ${identity.value.agentId}`,
+      sql`select enabled from agent_identities where agent_id = ${identity.agentId}`,
     );
     expect(row!.enabled).toBe(true);
   });
@@ -787,9 +785,11 @@ describe("operator console caps: the last 50 identities, up to 200 API buckets",
   it("shows the 50 newest of 55 public identities, newest first, and 200 of 210 active API buckets", async () => {
     const made: string[] = [];
     for (let i = 0; i < 55; i++) {
-      const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "public" });
-      if (!result.ok) throw new Error(result.error.code);
-      made.push(result.value.agentId);
+      const result = await provisionedIdentity(testDb.handle.db, {
+        capabilities: ["read"],
+        origin: "public",
+      });
+      made.push(result.agentId);
     }
     // 210 clients, each with one failed authentication: 210 pre-authentication buckets.
     for (let i = 1; i <= 210; i++) {

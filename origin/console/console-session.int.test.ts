@@ -8,10 +8,9 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { recordSecret } from "../../testing/secret-sink.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { type AssertionOptions, SoftwarePasskey } from "../../testing/software-passkey.ts";
 import { queryRows } from "../db/client.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { markEnrolled } from "../passkeys/store.ts";
 
 // Signing in to the console with a passkey, at the real origin over HTTP on a real Postgres. The
@@ -169,9 +168,8 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     });
     expect((await asSession(session.token).get("/operations")).status).toBe(200);
 
-    const provisioned = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    if (!provisioned.ok) throw new Error("no free key to provision an agent");
-    const agent = provisioned.value;
+    const provisioned = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
+    const agent = provisioned;
     const disabled = await asSession(session.token).post("/registration/identity", {
       agent_id: agent.agentId,
       action: "disable",

@@ -8,9 +8,8 @@ import { freePort } from "../../testing/free-port.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { type Exposition, parsePrometheusText } from "../../testing/prometheus.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { sweepIdentities } from "../identity/sweep.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { updateRegistrationPolicy } from "../registration/policy-repository.ts";
 import { ADMIN_AUTH_FAILURES } from "./admin-auth.ts";
 
@@ -66,12 +65,11 @@ describe("GET {base}/metrics", () => {
     await seedFreeKeys(testDb.handle.db, 30);
     origin = await startTestOrigin({ database: testDb.handle, env, clock });
     twin = await startTestOrigin({ database: testDb.handle, env, clock });
-    const identity = await provisionIdentity(testDb.handle.db, {
+    const identity = await provisionedIdentity(testDb.handle.db, {
       capabilities: ["read"],
       origin: "operator",
     });
-    if (!identity.ok) throw new Error(identity.error.code);
-    token = identity.value.token;
+    token = identity.token;
   });
   afterAll(async () => {
     await origin?.close();

@@ -14,9 +14,8 @@ import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { freePort } from "../../testing/free-port.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { markEnrolled } from "../passkeys/store.ts";
 
 // An operator signs in as themselves with a passkey, in a real Chromium against the real origin
@@ -73,9 +72,8 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
 
   it("signs in with the passkey alone, shows the name, makes a disable the audit names them for, and signs out leaving nothing kept", async () => {
     const db = testDb.handle.db;
-    const provisioned = await provisionIdentity(db, { capabilities: ["read"], origin: "operator" });
-    if (!provisioned.ok) throw new Error("no free key to provision an agent");
-    const agentId = provisioned.value.agentId;
+    const provisioned = await provisionedIdentity(db, { capabilities: ["read"], origin: "operator" });
+    const agentId = provisioned.agentId;
     const page = await context.newPage();
     await page.setViewportSize({ width: 1280, height: 800 });
     const problems = recordPageProblems(page);

@@ -81,6 +81,8 @@ export type ConnectDatabaseParams = {
   maxConnections?: number | undefined;
   /** How long one statement of the pool may go unanswered: STATEMENT_WAIT_MS unless given (tests). */
   statementWaitMs?: number | undefined;
+  /** How long a query waits for a connection of the pool: POOL_WAIT_MS unless given (tests). */
+  poolWaitMs?: number | undefined;
 };
 
 /**
@@ -114,12 +116,13 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const driver = selectDriver(params.url, params.driver);
   const max = params.maxConnections ?? 10;
   const statementWait = params.statementWaitMs ?? STATEMENT_WAIT_MS;
+  const poolWait = params.poolWaitMs ?? POOL_WAIT_MS;
   if (driver === "neon") {
     configureNeon(params.neonWsProxy);
     const pool = new NeonPool({
       connectionString: params.url,
       max,
-      connectionTimeoutMillis: POOL_WAIT_MS,
+      connectionTimeoutMillis: poolWait,
       query_timeout: statementWait,
     });
     // A dropped WebSocket surfaces here; without a listener node would crash the process.
@@ -138,7 +141,7 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const pool = new pg.Pool({
     connectionString: params.url,
     max,
-    connectionTimeoutMillis: POOL_WAIT_MS,
+    connectionTimeoutMillis: poolWait,
     // Pipeline mode drops the connection of a statement past it, and with it those queued behind.
     query_timeout: statementWait,
     pipeline: true,

@@ -4,12 +4,11 @@ import { authenticatedApp } from "../../testing/authenticated-app.ts";
 import { followEvents } from "../../testing/event-stream.ts";
 import { copyDatabaseRows } from "../../testing/logical-copy.ts";
 import { type OwnPostgres, startOwnPostgres } from "../../testing/own-postgres.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { createEventFeed, type EventFeed } from "../events/feed.ts";
 import type { EventStream } from "../events/stream.ts";
 import { createStreamCap } from "../events/stream-cap.ts";
 import { eventsStreamHandler } from "../events/stream-route.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { createLogger } from "../logger.ts";
 import { type RunningServer, startHttpServer } from "../server.ts";
 import { addEndpoint } from "../webhooks/endpoints.ts";
@@ -76,9 +75,8 @@ describe("the event log of a database restored from a backup into another cluste
       end $$`);
     const old = before.database.handle.db;
     await seedFreeKeys(old, 1);
-    const issued = await provisionIdentity(old, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    agent = { agentId: issued.value.agentId, token: issued.value.token };
+    const issued = await provisionedIdentity(old, { capabilities: ["read"], origin: "operator" });
+    agent = { agentId: issued.agentId, token: issued.token };
     endpointId = (await addEndpoint(old, { url: "https://hooks.example.com/in", events: ["finding.raised"] }))
       .id;
     // Two events the endpoint had queued before the dump, then one it had not reached yet.

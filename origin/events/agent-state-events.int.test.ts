@@ -92,7 +92,8 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
     const agent = await stack.newAgent({ units: 1_000_000n });
     const stream = followEvents({ url: eventsUrl(), token: agent.token });
     try {
-      await sleep(300);
+      // With no cursor the stream starts where the log is when it opens: wait for that, not a time.
+      await stream.waitForOpen();
       const body = { payment_required: quote(), nonce: `0x${randomBytes(32).toString("hex")}` as Hex };
       const authorize = () =>
         fetch(`${stack.origin.base}/agent/v1/x402/authorize`, {
@@ -161,7 +162,8 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
     const otherStream = followEvents({ url: eventsUrl(), token: other.token });
     let resumed: FollowedStream | undefined;
     try {
-      await sleep(300);
+      await stream.waitForOpen();
+      await otherStream.waitForOpen();
       await rolledBack("update agent_identities set enabled = false where agent_id = $1", [agent.agentId]);
       const change = (action: "disable" | "enable") =>
         operator().post("/registration/identity", {

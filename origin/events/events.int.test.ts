@@ -148,8 +148,9 @@ describe("the event log and the agent's stream (real stack)", () => {
     const first = await connect();
     const second = await connect();
     try {
-      // The stream is open once a first event arrives.
-      await sleep(300);
+      // With no cursor the stream starts where the log is when it opens: an event written before
+      // that would never come (a fixed 300 ms was too short for the open on a loaded machine).
+      await stream.waitForOpen();
       const opener = await insertAction(agent);
       await stream.waitForCount(1);
       await first.query("begin");
@@ -264,7 +265,7 @@ describe("the event log and the agent's stream (real stack)", () => {
       return took;
     };
     try {
-      await sleep(300);
+      await stream.waitForOpen();
       await insertAction(agent);
       await stream.waitForCount(1);
       // The poll alone would take 500 ms on average, up to a whole second.
@@ -292,12 +293,13 @@ describe("the event log and the agent's stream (real stack)", () => {
     const streams = [];
     for (let i = 0; i < 4; i++) {
       streams.push(followEvents({ url: eventsUrl(), token: agent.token }));
-      await sleep(150);
+      // Open in turn, so the first is the oldest, and each starts before the opener is written.
+      await streams.at(-1)!.waitForOpen();
     }
     const opener = await insertAction(agent);
     for (const each of streams) await each.waitForCount(1);
     streams.push(followEvents({ url: eventsUrl(), token: agent.token }));
-    await sleep(500);
+    await streams[4]!.waitForOpen();
     const next = await insertAction(agent);
     for (const each of streams.slice(1, 4)) await each.waitForCount(2);
     await streams[4]!.waitForCount(1);
@@ -364,7 +366,7 @@ describe("the event log and the agent's stream (real stack)", () => {
     const running = followEvents({ url: eventsUrl(), token: (await stack.newAgent()).token });
     const older = await connect();
     try {
-      await sleep(300);
+      await running.waitForOpen();
       await older.query("begin");
       await older.query("select pg_current_xact_id()");
       const before = await insertAction(agent);
@@ -372,7 +374,7 @@ describe("the event log and the agent's stream (real stack)", () => {
       await older.query("commit");
       const stream = followEvents({ url: eventsUrl(), token: agent.token });
       try {
-        await sleep(300);
+        await stream.waitForOpen();
         const after = await insertAction(agent);
         await stream.waitForCount(1);
         await sleep(1_500);

@@ -4,9 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { authenticatedApp } from "../../testing/authenticated-app.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { AppError, errorBody } from "../errors.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { createLogger } from "../logger.ts";
 import { type RunningServer, startHttpServer } from "../server.ts";
 import { createEventFeed, type EventFeed } from "./feed.ts";
@@ -67,9 +66,8 @@ describe("an event stream whose client stopped reading (real database, the origi
   });
 
   const issue = async (): Promise<{ agentId: string; token: string }> => {
-    const issued = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    return { agentId: issued.value.agentId, token: issued.value.token };
+    const issued = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
+    return { agentId: issued.agentId, token: issued.token };
   };
 
   /** Events of the agent's log, `bytes` of padding each, written in one transaction. */

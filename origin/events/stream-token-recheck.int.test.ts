@@ -1,11 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { authenticatedApp } from "../../testing/authenticated-app.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { rotateToken } from "../auth/rotate-token.ts";
 import { AppError, errorBody } from "../errors.ts";
 import { revokeIdentity, setIdentityEnabled } from "../identity/identity-admin.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { createLogger } from "../logger.ts";
 import { createEventFeed, type EventFeed } from "./feed.ts";
 import type { EventStream } from "./stream.ts";
@@ -46,9 +45,8 @@ describe("an event stream whose token stops authenticating before the stream sta
 
   type Agent = { agentId: string; token: string };
   const issue = async (): Promise<Agent> => {
-    const issued = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    return { agentId: issued.value.agentId, token: issued.value.token };
+    const issued = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
+    return { agentId: issued.agentId, token: issued.token };
   };
 
   /**

@@ -10,8 +10,8 @@ import { startCountingPassThrough } from "../../testing/counting-pass-through.ts
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, sendUnchecked } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { createGatewayLimiters } from "./limits.ts";
 
 type Devnet = Awaited<ReturnType<typeof startDevnet>>;
 type ErrorEnvelope = { error: { code: string; message: string; request_id: string } };
@@ -43,9 +43,8 @@ describe("gateway over HTTP (real database and devnet)", () => {
     {} as never;
 
   async function issue(capabilities: string[]) {
-    const result = await provisionIdentity(testDb.handle.db, { capabilities, origin: "operator" });
-    if (!result.ok) throw new Error(result.error.code);
-    return { token: result.value.token, agentId: result.value.agentId, wallet: result.value.assignedWallet };
+    const result = await provisionedIdentity(testDb.handle.db, { capabilities, origin: "operator" });
+    return { token: result.token, agentId: result.agentId, wallet: result.assignedWallet };
   }
   const auth = (token: string) => ({ authorization: `Bearer ${token}` });
   /**
@@ -676,23 +675,36 @@ describe("gateway over HTTP (real database and devnet)", () => {
     });
 
     it("caps /rpc calls in flight per agent (4) and per node (16): 429 with retry_after past them", async () => {
-      // A chain that answers each call after 700 ms, so calls overlap for real.
+      // A chain that holds each call until the test lets it answer, so the calls admitted stay in
+      // flight however slowly this machine runs the rest. It answered after a fixed 700 ms, and the
+      // test waited a fixed 300 ms for its 16 calls to be admitted: on a loaded machine a call
+      // admitted late, or one answered before the extra was admitted, let the extra in.
+      let holding = true;
+      const held: Array<() => void> = [];
       const slow = createServer((req, res) => {
         req.resume();
-        req.on("end", () =>
-          setTimeout(
-            () =>
-              res
-                .writeHead(200, { "content-type": "application/json" })
-                .end('{"jsonrpc":"2.0","id":0,"result":"0x4d"}'),
-            700,
-          ),
-        );
+        req.on("end", () => {
+          const answer = (): void => {
+            res
+              .writeHead(200, { "content-type": "application/json" })
+              .end('{"jsonrpc":"2.0","id":0,"result":"0x4d"}');
+          };
+          if (holding) held.push(answer);
+          else answer();
+        });
       });
+      const answerHeld = (): void => {
+        holding = false;
+        for (const answer of held.splice(0)) answer();
+      };
       await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+      // The origin's own /rpc limiter, read only to know when the calls have been admitted.
+      const limiters = createGatewayLimiters();
+      const admitted = () => limiters.rpcInFlight.size;
       const target = await startTestOrigin({
         database: testDb.handle,
         rpcUrl: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`,
+        limiters,
       });
       const callAs = (token: string) =>
         send(`${target.base}/agent/v1/rpc`, {
@@ -701,7 +713,17 @@ describe("gateway over HTTP (real database and devnet)", () => {
           body: JSON.stringify(call(1, "eth_chainId")),
         });
       try {
-        const one = await Promise.all(Array.from({ length: 5 }, () => callAs(tokens.read.token)));
+        let answered = 0;
+        const five = Array.from({ length: 5 }, () =>
+          callAs(tokens.read.token).then((response) => {
+            answered++;
+            return response;
+          }),
+        );
+        // Four admitted and held by the chain, the fifth answered at once.
+        await expect.poll(() => ({ admitted: admitted(), answered })).toEqual({ admitted: 4, answered: 1 });
+        answerHeld();
+        const one = await Promise.all(five);
         expect(one.filter((r) => r.status === 200)).toHaveLength(4);
         const [limited] = one.filter((r) => r.status === 429);
         expect(limited!.headers["retry-after"]).toBe("1");
@@ -714,12 +736,20 @@ describe("gateway over HTTP (real database and devnet)", () => {
           await issue(["read"]),
           await issue(["read"]),
         ];
+        // Every slot of the first calls given back (once their answers have left), then 16 held.
+        await expect.poll(admitted).toBe(0);
+        holding = true;
         const first = agents
           .slice(0, 4)
           .flatMap((agent) => Array.from({ length: 4 }, () => callAs(agent.token)));
-        await sleep(300); // all 16 are in flight
+        await expect
+          .poll(() => ({ admitted: admitted(), held: held.length }))
+          .toEqual({ admitted: 16, held: 16 });
+        // The chain answers at once from here: a node that let the extra in answers it 200.
+        holding = false;
         const extra = await callAs(agents[4]!.token);
         expect(extra.status).toBe(429);
+        answerHeld();
         expect((await Promise.all(first)).map((r) => r.status)).toEqual(Array(16).fill(200));
         // Slots come back once answers have left.
         expect((await callAs(agents[4]!.token)).status).toBe(200);

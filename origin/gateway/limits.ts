@@ -13,6 +13,14 @@ export const PER_AGENT_REQUESTS = { limit: 600, windowSeconds: 60 } as const;
  */
 export const RPC_IN_FLIGHT = { perAgent: 4, perNode: 16 } as const;
 /**
+ * Ours: how long an /rpc answer may take to leave once it is made. A call holds its place until
+ * its answer is sent, so a client that reads none of it would hold the place, and what is left of
+ * the answer in this node's memory, for as long as it keeps its connection; past this the
+ * connection is closed. 30 s, as long as a request may take to arrive (server.ts RECEIVE_TIMEOUTS):
+ * a client taking a 2 MiB answer at 70 KB/s or more never meets it.
+ */
+export const RPC_ANSWER_DEADLINE_MS = 30_000;
+/**
  * Ours: /rpc calls sent ahead of authentication (rpc-prefetch.ts), per token and per node. Apart
  * from the /rpc slots, which such a call still takes once it has authenticated: these bound what a
  * token that authenticated lately, and has since stopped being valid, can have sent for nothing.

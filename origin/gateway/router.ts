@@ -88,7 +88,7 @@ export function createGatewayRouter(deps: Infrastructure, options: GatewayRouter
   authenticated(
     "rpc",
     requireCapability("read"),
-    rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals),
+    rpcHandler(deps.rpc, limiters.rpcInFlight, options.refusals, deps.config.http.rpcAnswerDeadlineMs),
   );
   authenticated(
     "getAction",

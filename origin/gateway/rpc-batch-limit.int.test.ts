@@ -4,8 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevnet } from "../../devnet/index.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 
 /**
  * A fake node (named as one: our devnet takes batches of up to 1,000, more than /rpc forwards) in
@@ -58,9 +57,11 @@ describe("/rpc: a batch the node refuses as a whole (real devnet and database be
     devnet = await startDevnet({ port: 0 });
     node = await startBatchLimitedNode(devnet.url);
     origin = await startTestOrigin({ database: testDb.handle, rpcUrl: node.url });
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    token = issued.value.token;
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    token = issued.token;
   });
   afterAll(async () => {
     await origin?.close();

@@ -4,8 +4,7 @@ import { type CountingPassThrough, startCountingPassThrough } from "../../testin
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { checkingFetch } from "../../testing/openapi-check.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 
 /**
  * POST /rpc against JSON-RPC 2.0's rules on notifications and ids (docs/api.md#json-rpc-on-agentv1rpc),
@@ -27,9 +26,11 @@ describe("/rpc: JSON-RPC 2.0 notifications and ids (real devnet and database)", 
     devnet = await startDevnet({ port: 0 });
     counter = await startCountingPassThrough(devnet.url);
     origin = await startTestOrigin({ database: testDb.handle, rpcUrl: counter.url });
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    token = issued.value.token;
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    token = issued.token;
   });
   afterAll(async () => {
     await origin?.close();

@@ -7,8 +7,7 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { freePort } from "../../testing/free-port.ts";
 import { send } from "../../testing/http.ts";
 import { deployLogEmitter } from "../../testing/log-emitter.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { RPC_IN_FLIGHT } from "./limits.ts";
 
 // The origin as its own process (origin/main.ts), its memory read from /proc, while agents ask
@@ -43,12 +42,11 @@ describe("/rpc memory under the largest answers (origin as its own process)", ()
     devnet = await startDevnet({ port: 0 });
     await seedFreeKeys(testDb.handle.db, 4);
     for (let i = 0; i < 4; i++) {
-      const identity = await provisionIdentity(testDb.handle.db, {
+      const identity = await provisionedIdentity(testDb.handle.db, {
         capabilities: ["read"],
         origin: "operator",
       });
-      if (!identity.ok) throw new Error(identity.error.code);
-      tokens.push(identity.value.token);
+      tokens.push(identity.token);
     }
     const emitter = await deployLogEmitter(devnet.url);
     for (let i = 0; i < 3; i++) hashes.push(await emitter.emit(2_000, 256));

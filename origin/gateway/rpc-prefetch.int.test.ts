@@ -8,10 +8,9 @@ import { type CountingPassThrough, startCountingPassThrough } from "../../testin
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { agentIdentities } from "../db/schema.ts";
 import { InFlightLimiter } from "../http/in-flight.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { createGatewayLimiters, RPC_PREFETCH_IN_FLIGHT } from "./limits.ts";
 
 type Devnet = Awaited<ReturnType<typeof startDevnet>>;
@@ -51,9 +50,11 @@ describe("/rpc sent ahead of authentication (real database and devnet)", () => {
   });
 
   async function agent(): Promise<{ token: string; agentId: string }> {
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    return { token: issued.value.token, agentId: issued.value.agentId };
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    return { token: issued.token, agentId: issued.agentId };
   }
   const rpc = (token: string): Promise<TestResponse> =>
     send(`${origin.base}/agent/v1/rpc`, {
@@ -201,12 +202,14 @@ describe("/rpc sent ahead for an agent past its window (real database and devnet
   });
 
   it("sends ahead no more than one call of a token its agent's window refuses: the rest reach no chain", async () => {
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
     const rpc = (): Promise<TestResponse> =>
       send(`${origin.base}/agent/v1/rpc`, {
         method: "POST",
-        headers: { authorization: `Bearer ${issued.value.token}` },
+        headers: { authorization: `Bearer ${issued.token}` },
         body: BLOCK_NUMBER,
       });
     for (let i = 0; i < WINDOW; i++) expect((await rpc()).status).toBe(200);

@@ -7,6 +7,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { InFlightLimiter } from "../http/in-flight.ts";
 import { bodyIncompleteError, readBodyLimited } from "../http/read-body.ts";
 import { ignoreRefusal, type RefusalCounter } from "../http/refusals.ts";
+import { RPC_ANSWER_DEADLINE_MS } from "./limits.ts";
 import { finishCall, planCall, refusal, send } from "./rpc-call.ts";
 import { takePrefetched } from "./rpc-prefetch.ts";
 
@@ -19,10 +20,13 @@ import { takePrefetched } from "./rpc-prefetch.ts";
  * HTTP 200.
  *
  * What a node holds is bounded: the body (64 KB, cut off while it streams, read within
- * BODY_DEADLINE_MS), calls in flight per agent and per node (429 past them) and each upstream
- * answer (RPC_MAX_RESPONSE_BYTES, dropped while it streams). The slot is taken only once the body
- * is in: a client that sends its body slowly, or never, holds none, so a few tokens cannot keep
- * every other agent's calls out by trickling bodies.
+ * BODY_DEADLINE_MS), calls in flight per agent and per node (429 past them), each upstream answer
+ * (RPC_MAX_RESPONSE_BYTES, dropped while it streams) and how long an answer may take to leave
+ * (`answerDeadlineMs`, RPC_ANSWER_DEADLINE_MS unless the operator sets another: the connection of
+ * a client that reads none of it is closed). The slot is taken only once the body is in: a client
+ * that sends its body slowly, or never, holds none, so a few tokens cannot keep every other
+ * agent's calls out by trickling bodies, nor by reading none of their answers for longer than the
+ * deadline.
  *
  * A call of notifications only is answered 204 with no body; it still counts as a request against
  * the agent's window and holds a slot for the moment it is read, like any call.
@@ -31,6 +35,7 @@ export function rpcHandler(
   upstream: JsonRpcUpstream | undefined,
   inFlight: InFlightLimiter,
   refusals: RefusalCounter = ignoreRefusal,
+  answerDeadlineMs: number = RPC_ANSWER_DEADLINE_MS,
 ): Handler<AppEnv> {
   return async (c) => {
     const prefetched = await takePrefetched(c);
@@ -68,6 +73,18 @@ export function rpcHandler(
       return answer === null ? c.body(null, 204) : c.json(answer);
     } finally {
       if (!outgoing) release();
+      else if (!released) closeUnread(outgoing, answerDeadlineMs);
     }
   };
+}
+
+/**
+ * Closes the connection of an answer that has not left within `deadlineMs` of being made: its
+ * client reads none of it (or too slowly to be told from one that does not), and the call's place
+ * and what is left of its answer are the node's again (its `close` releases them).
+ */
+function closeUnread(outgoing: ServerResponse, deadlineMs: number): void {
+  const timer = setTimeout(() => outgoing.destroy(), deadlineMs);
+  timer.unref();
+  outgoing.once("close", () => clearTimeout(timer));
 }

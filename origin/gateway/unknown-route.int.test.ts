@@ -3,8 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 
 // A request under {base}/agent/v1 that is none of the gateway's operations, against the real
 // origin app and Postgres: what a client sees, and whether its address's failed-authentication
@@ -45,9 +44,11 @@ describe("a path under /agent/v1 that is no route", () => {
 
   it("is 404 not_found, token or not, and costs the address no failed authentication: register/ with a trailing slash is not a 401", async () => {
     const from = "127.0.0.71";
-    const issued = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!issued.ok) throw new Error(issued.error.code);
-    const valid = { authorization: `Bearer ${issued.value.token}` };
+    const issued = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    const valid = { authorization: `Bearer ${issued.token}` };
     const registration = {
       method: "POST",
       body: "{}",

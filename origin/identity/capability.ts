@@ -10,7 +10,7 @@ export function createIdentityModule(infra: Infrastructure): Capability {
     workers: () => [
       startLoop("identity-sweep", config.identitySweep.periodSeconds * 1000, logger, async () => {
         const report = await sweepIdentities(
-          { db: database.db, signer, logger },
+          { db: database.db, signer, logger, lockConnection: (work) => database.unbounded(work) },
           { envId: config.envId, windowSeconds: config.identitySweep.windowSeconds },
         );
         if (report.checked > 0) logger.info(report, "identity sweep");

@@ -8,8 +8,8 @@ import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { provisionedIdentity } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import { refillOnce } from "../keypool/refill.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
@@ -59,13 +59,12 @@ describe("the identity sweep under a clock skew between the origin and the datab
       { db: db(), signer: live, authorize, backupDir, logger: pino({ level: "silent" }) },
       { target: 1, batchSize: 1 },
     );
-    const made = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    if (!made.ok) throw new Error(made.error.code);
+    const made = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
     await db().execute(
       sql`update agent_identities set last_verified_at = now() - make_interval(secs => ${secondsAgo})
-          where agent_id = ${made.value.agentId}`,
+          where agent_id = ${made.agentId}`,
     );
-    return made.value.agentId;
+    return made.agentId;
   };
   /** Seconds since the identity's last proof, by the database's clock. */
   const provedSecondsAgo = async (agentId: string): Promise<number> =>

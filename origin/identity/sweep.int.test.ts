@@ -12,9 +12,8 @@ import { signDigest } from "../../shared/secp256k1.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { type FaultReply, startFaultEnclave } from "../../testing/fault-enclave.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
-import { queryRows } from "../db/client.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { connectDatabase, queryRows } from "../db/client.ts";
 import { refillOnce } from "../keypool/refill.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 import { createSignerClient } from "../signer/create-signer-client.ts";
@@ -59,21 +58,25 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
       { db: testDb.handle.db, signer: live, authorize, backupDir, logger },
       { target: 1, batchSize: 1 },
     );
-    const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!result.ok) throw new Error(result.error.code);
+    const result = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
     return {
-      agentId: result.value.agentId,
-      keyRef: result.value.keyRef,
-      wallet: result.value.assignedWallet,
+      agentId: result.agentId,
+      keyRef: result.keyRef,
+      wallet: result.assignedWallet,
     };
   }
 
   /** An identity over a key made here, so a fake enclave can answer for it. */
   async function seededIdentity() {
     const [key] = await seedFreeKeys(testDb.handle.db, 1);
-    const result = await provisionIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" });
-    if (!result.ok) throw new Error(result.error.code);
-    return { agentId: result.value.agentId, key: key! };
+    const result = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    return { agentId: result.agentId, key: key! };
   }
 
   const sweep = (signer: IdentitySigner, overrides: { envId?: string; chainId?: number } = {}) =>
@@ -236,6 +239,40 @@ describe("identity sweep (docs/api.md#identities-keys-and-the-sweep)", () => {
       disabled_reason: "identity proof: key_ref_mismatch",
     });
     expect(await findings(identity.agentId)).toEqual([{ class: "destructive", code: "key_ref_mismatch" }]);
+  });
+
+  it("two origins sweeping at once prove each identity once; one that stopped leaves the next sweep to the other", async () => {
+    const identities = [];
+    for (let i = 0; i < 8; i++) identities.push(await enclaveIdentity());
+    // The other origin: its own pool and its own enclave client, on the same database and enclave.
+    const otherDb = connectDatabase({ url: testDb.url, driver: "pg" });
+    const otherSigner = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    const otherSweep = () =>
+      sweepIdentities(
+        // Its lock on a connection outside its pool, as the origin holds it (identity/capability.ts).
+        { db: otherDb.db, signer: otherSigner, logger, lockConnection: (work) => otherDb.unbounded(work) },
+        { envId: ENV_ID, windowSeconds: 3600 },
+      );
+    try {
+      await otherSigner.getSealedIdentity();
+      const [one, other] = await Promise.all([sweep(live), otherSweep()]);
+      // Mutation: without the sweep's lock both take the identities due and prove most of them
+      // twice (13 and 15 proofs of 8, measured).
+      expect(one.checked + other.checked).toBe(identities.length);
+      expect(one.verified + other.verified).toBe(identities.length);
+      for (const identity of identities)
+        expect((await row(identity.agentId)).last_verified_at).not.toBeNull();
+    } finally {
+      await otherSigner.close();
+      await otherDb.close();
+    }
+    // That origin is gone for good: an identity made since is this origin's to prove.
+    const later = await enclaveIdentity();
+    expect(await sweep(live)).toEqual({ checked: 1, verified: 1, disabled: 0, findings: 0 });
+    expect((await row(later.agentId)).last_verified_at).not.toBeNull();
   });
 
   it("retryable: an enclave that cannot be reached records a finding every tick, wallet intact", async () => {

@@ -1,12 +1,22 @@
 import { and, asc, eq, isNull, or, sql } from "drizzle-orm";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import { errorMessage } from "../../shared/error-message.ts";
-import type { Db } from "../db/client.ts";
+import { type Db, queryRows } from "../db/client.ts";
 import { agentIdentities, identityFindings } from "../db/schema.ts";
 import type { Logger } from "../logger.ts";
 import { type IdentitySigner, type ProofOutcome, proveIdentity } from "./prove.ts";
 
-export type SweepDeps = { db: Db; signer: IdentitySigner; logger: Logger };
+export type SweepDeps = {
+  db: Db;
+  signer: IdentitySigner;
+  logger: Logger;
+  /**
+   * Runs `work` on the connection that holds the sweep's lock through a tick: the origin gives one
+   * of its own, outside the pool (DatabaseHandle.unbounded), so a tick never needs two of the
+   * pool's connections at once; the pool's own otherwise.
+   */
+  lockConnection?: <T>(work: (db: Db) => Promise<T>) => Promise<T>;
+};
 
 export type SweepParams = {
   envId: string;
@@ -18,12 +28,35 @@ export type SweepParams = {
 
 export type SweepReport = { checked: number; verified: number; disabled: number; findings: number };
 
+/** The advisory lock key of the identity sweep ("swep" in ASCII), one per database. */
+const SWEEP_LOCK = 0x73776570;
+
+const NOTHING_SWEPT: SweepReport = { checked: 0, verified: 0, disabled: 0, findings: 0 };
+
 /**
  * Re-proves every enabled identity whose last verification is older than the window
- * (docs/api.md#identities-keys-and-the-sweep). Only `destructive` changes state (disables, once);
- * every other class records a finding and leaves the wallet intact, to be retried next tick.
+ * (docs/api.md#identities-keys-and-the-sweep), whichever origin made it. Only `destructive` changes
+ * state (disables, once); every other class records a finding and leaves the wallet intact, to be
+ * retried next tick. One sweep at a time in the database (a transaction-scoped advisory lock,
+ * held through the tick: another origin's tick skips its turn), so two origins never prove the
+ * same identity twice over nor record its finding twice; an origin that stops releases it.
  */
 export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Promise<SweepReport> {
+  const onLockConnection = deps.lockConnection ?? ((work) => work(deps.db));
+  return onLockConnection((lockDb) =>
+    lockDb.transaction(async (tx) => {
+      const [lock] = await queryRows<{ locked: boolean }>(
+        tx as unknown as Db,
+        sql`select pg_try_advisory_xact_lock(${SWEEP_LOCK}) as locked`,
+      );
+      // The tick's reads and writes go through the pool, each committed as it is made: the lock's
+      // transaction holds no row, so an operator's change to an identity never waits for a tick.
+      return lock?.locked ? sweepDue(deps, params) : NOTHING_SWEPT;
+    }),
+  );
+}
+
+async function sweepDue(deps: SweepDeps, params: SweepParams): Promise<SweepReport> {
   const due = await deps.db
     .select({
       agentId: agentIdentities.agentId,
@@ -54,7 +87,7 @@ export async function sweepIdentities(deps: SweepDeps, params: SweepParams): Pro
     )
     .limit(params.limit ?? 500);
 
-  const report: SweepReport = { checked: 0, verified: 0, disabled: 0, findings: 0 };
+  const report: SweepReport = { ...NOTHING_SWEPT };
   for (const identity of due) {
     const outcome = await proveIdentity(
       deps.signer,

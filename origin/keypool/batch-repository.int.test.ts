@@ -50,6 +50,27 @@ describe("a key batch's steps", () => {
     expect(await keysOf(batch)).toEqual([{ status: "free", count: 3 }]);
   });
 
+  it("frees only the pending keys of the batch it releases: a key set apart before the release stays so", async () => {
+    const db = testDb.handle.db;
+    const batch = await createBatch(db, 3);
+    const keys = randomGeneratedKeys(3);
+    expect(await recordGeneratedKeys(db, batch, keys)).toBe(true);
+    expect(await advanceBatch(db, batch, "generated", "backup_written")).toBe(true);
+    expect(await advanceBatch(db, batch, "backup_written", "backup_verified")).toBe(true);
+    // Written by hand (no step quarantines one key of a batch it goes on with): the guard under
+    // test is release's `status = 'pending'`, and "a key never returns to free" (schema/keypool.ts).
+    await db.execute(sql`update key_pool set status = 'quarantined' where key_ref = ${keys[0]!.keyRef}`);
+    expect(await releaseBatch(db, batch)).toBe(true);
+    // Mutation: without `status = 'pending'` the quarantined key is freed with the others.
+    expect(await keysOf(batch)).toEqual(
+      expect.arrayContaining([
+        { status: "free", count: 2 },
+        { status: "quarantined", count: 1 },
+      ]),
+    );
+    expect(await keysOf(batch)).toHaveLength(2);
+  });
+
   it("stores no key for a batch failed before its keys are recorded, and says so", async () => {
     const db = testDb.handle.db;
     const batch = await createBatch(db, 2);

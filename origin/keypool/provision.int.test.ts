@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseBearerHeader } from "../../shared/agent-token.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { holdLock } from "../../testing/held-lock.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { findIdentityByTokenId } from "../auth/identity-repository.ts";
 import { secretMatches } from "../auth/token.ts";
@@ -136,25 +137,10 @@ describe("provisionIdentity", () => {
   it("answers pool_busy when every free row is locked by another transaction, and writes nothing", async () => {
     const { db } = testDb.handle;
     await seedFreeKeys(db, 3);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let locked!: () => void;
-    const lockTaken = new Promise<void>((resolve) => {
-      locked = resolve;
-    });
-    const holder = db.transaction(async (tx) => {
-      await tx.execute(sql`select key_ref from key_pool where status = 'free' for update`);
-      locked();
-      await held;
-      throw new Error("roll back: the holder claims nothing");
-    });
-    await lockTaken;
+    const free = await holdLock(db, sql`select key_ref from key_pool where status = 'free' for update`);
     const result = await provisionIdentity(db, { capabilities: ["read"], origin: "public" });
     expect(result).toEqual({ ok: false, error: { code: "agent_key_pool_busy" } });
-    release();
-    await expect(holder).rejects.toThrow("roll back");
+    await free.release();
     expect(await queryRows(db, sql`select 1 from agent_identities`)).toEqual([]);
 
     // Once the locks are gone the same call succeeds.

@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { holdLock } from "../../testing/held-lock.ts";
 import { useDatabasesBefore } from "../../testing/migrations-before.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
-import { seedFreeKeys } from "../../testing/seed.ts";
+import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import { migrateDatabase } from "../db/migrate.ts";
-import { provisionIdentity } from "../keypool/provision.ts";
 import {
   foldStateCounts,
   readStateCounts,
@@ -60,9 +60,8 @@ describe("the counts by state the triggers keep (migration 0032)", () => {
     await seedFreeKeys(db(), 40);
     agents = [];
     for (let i = 0; i < 6; i++) {
-      const made = await provisionIdentity(db(), { capabilities: ["read"], origin: "operator" });
-      if (!made.ok) throw new Error(made.error.code);
-      agents.push(made.value.agentId);
+      const made = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
+      agents.push(made.agentId);
     }
   });
   afterAll(async () => {
@@ -164,24 +163,10 @@ describe("the counts by state the triggers keep (migration 0032)", () => {
     await insertActions(db(), agents[2]!, 2);
     const left = await changesLeft(db());
     expect(left).toBeGreaterThan(0);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let turnTaken!: () => void;
-    const taken = new Promise<void>((resolve) => {
-      turnTaken = resolve;
-    });
-    const holder = db().transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${STATE_COUNTS_FOLD_LOCK})`);
-      turnTaken();
-      await held;
-    });
-    await taken;
+    const turn = await holdLock(db(), sql`select pg_advisory_xact_lock(${STATE_COUNTS_FOLD_LOCK})`);
     expect(await foldStateCounts(db())).toBeNull();
     expect(await changesLeft(db())).toBe(left);
-    release();
-    await holder;
+    await turn.release();
     expect(await foldStateCounts(db())).toBe(left);
   });
 
@@ -214,11 +199,10 @@ describe("migration 0032 (the counts by state)", () => {
     const { db } = databases[0]!;
     await migrateDatabase(db, migrationsBefore());
     await seedFreeKeys(db, 5);
-    const made = await provisionIdentity(db, { capabilities: ["read"], origin: "operator" });
-    if (!made.ok) throw new Error(made.error.code);
+    const made = await provisionedIdentity(db, { capabilities: ["read"], origin: "operator" });
     await db.execute(
       sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address, status)
-          select ${made.value.agentId}::uuid, kind, 'k-' || status || n, 'test', 1, '0x00000000000000000000000000000000000000aa', status
+          select ${made.agentId}::uuid, kind, 'k-' || status || n, 'test', 1, '0x00000000000000000000000000000000000000aa', status
           from (values ('transfer', 'confirmed'), ('transfer', 'failed'), ('faucet', 'confirmed')) v(kind, status),
             generate_series(1, 3) n`,
     );

@@ -28,6 +28,7 @@ import {
   policyPatchSchema,
   policyResponseSchema,
 } from "../../shared/policy-schemas.ts";
+import { settlementViewSchema } from "../../shared/settlement-view-schema.ts";
 import { tokenRotationRequestSchema, tokenRotationResponseSchema } from "../../shared/token-schemas.ts";
 import { CONSOLE_OPERATIONS } from "./console-operations.ts";
 import {
@@ -116,7 +117,7 @@ const X402_DATABASE_UNAVAILABLE =
 const X402_ID_CONFLICT =
   "`payment_identifier_conflict`: the payer already gave this `payment-identifier` id to another request (another resource or other terms); nothing was settled";
 const SETTLEMENT_VIEW =
-  "`{status: claimed | submitted | settled | failed | reverted, payer, payee, amount, network, transaction, block_number, reason?, updated_at}` (docs/x402.md#settlement-status)";
+  "`{status: claimed | submitted | settled | failed | reverted, payer, payee, amount, network, transaction, block_number, reason?, authorization_used_elsewhere?, updated_at}`; for a failed or reverted one, `authorization_used_elsewhere` true says another relayer's transaction used its authorization and paid the payee, false that the chain holds it unused, null not known (docs/x402.md#settlement-status)";
 
 export const OPERATIONS: readonly Operation[] = [
   // ─── Agent wallet API ─────────────────────────────────────────────────────────────────────
@@ -538,7 +539,7 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "x402",
     security: [],
     responses: {
-      200: x402FreeForm("the settlement"),
+      200: { description: "the settlement", body: { name: "X402Settlement", schema: settlementViewSchema } },
       400: errorResponse("validation_failed: not a 32-byte hex hash"),
       404: errorResponse("not_found: no settlement has that transaction; feature_disabled"),
       429: PUBLIC_READS_429,
@@ -555,7 +556,7 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "x402",
     security: [],
     responses: {
-      200: x402FreeForm("the settlement"),
+      200: { description: "the settlement", body: { name: "X402Settlement", schema: settlementViewSchema } },
       400: errorResponse("validation_failed: not a 20-byte hex payer or a 32-byte hex nonce"),
       404: errorResponse("not_found: no settlement of that payment is known; feature_disabled"),
       429: PUBLIC_READS_429,

@@ -8,7 +8,10 @@
  *     that mined ours and has no receipt for it yet): the transaction is called `failed` only once
  *     the nonce has been seen passed, with none of ours mined, for `decideAfterMs` without a break.
  *     A lagging node catches up well within that; a transaction signed without the service (its key
- *     used elsewhere) never will.
+ *     used elsewhere) never will. A tracker whose receipt reads of a transaction failed saw nothing
+ *     of it meanwhile: its next "no receipt" answer starts the wait again (`restart`), so one such
+ *     answer after a long outage does not end the transaction at once. The failed reads of one
+ *     origin (its node out of reach) leave alone what another origin's tracker sees.
  */
 import { sql } from "drizzle-orm";
 import type { JsonRpcUpstream } from "../chain/json-rpc-upstream.ts";
@@ -16,8 +19,11 @@ import { type Db, queryRows } from "../db/client.ts";
 import { minedNonces } from "./chain-reads.ts";
 import type { OutboxStore } from "./store.ts";
 
-/** An in-flight transaction without a receipt in the latest read. */
-export type Unmined = { txId: string; sender: string; nonce: bigint };
+/**
+ * An in-flight transaction without a receipt in the latest read; `restart` when this tracker's
+ * reads of its receipt failed since it last saw it without one (the wait starts again).
+ */
+export type Unmined = { txId: string; sender: string; nonce: bigint; restart?: boolean };
 
 /**
  * Reads the senders' mined nonces; marks each unmined transaction whose nonce the chain has passed
@@ -28,6 +34,8 @@ export async function decidePassed(
   deps: { db: Db; rpc: JsonRpcUpstream; store: OutboxStore },
   unmined: readonly Unmined[],
   decideAfterMs: number,
+  /** Told of each transaction whose mark this look set, kept or cleared (its sender's nonce read). */
+  looked: (txId: string) => void = () => {},
 ): Promise<number> {
   if (unmined.length === 0) return 0;
   const mined = await minedNonces(
@@ -36,22 +44,27 @@ export async function decidePassed(
   );
   const seen = unmined.flatMap((tx) => {
     const chainNonce = mined.get(tx.sender);
-    return chainNonce === undefined ? [] : [{ tx_id: tx.txId, passed: chainNonce > tx.nonce }];
+    return chainNonce === undefined
+      ? []
+      : [{ tx_id: tx.txId, passed: chainNonce > tx.nonce, restart: tx.restart === true }];
   });
   if (seen.length === 0) return 0;
+  for (const tx of seen) looked(tx.tx_id);
   const due = await queryRows<{ tx_id: string; nonce: string | bigint }>(
     deps.db,
     sql`with seen as (
-          select * from json_to_recordset(${JSON.stringify(seen)}::json) as s(tx_id uuid, passed boolean)),
+          select * from json_to_recordset(${JSON.stringify(seen)}::json)
+            as s(tx_id uuid, passed boolean, restart boolean)),
         marked as (
           update outgoing_transactions t
-          set nonce_passed_at = case when s.passed then coalesce(t.nonce_passed_at, now()) end
+          set nonce_passed_at = case when not s.passed then null when s.restart then now()
+            else coalesce(t.nonce_passed_at, now()) end
           from seen s
           where t.tx_id = s.tx_id and t.status in ('signed', 'submitted')
-            and (t.nonce_passed_at is null) = s.passed
+            and ((t.nonce_passed_at is null) = s.passed or (s.passed and s.restart))
           returning t.tx_id)
         select t.tx_id, t.nonce from outgoing_transactions t join seen s on s.tx_id = t.tx_id
-        where s.passed and t.status in ('signed', 'submitted')
+        where s.passed and not s.restart and t.status in ('signed', 'submitted')
           and t.nonce_passed_at < now() - make_interval(secs => ${decideAfterMs / 1000})`,
   );
   await deps.store.failInFlight(

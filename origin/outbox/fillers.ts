@@ -139,13 +139,18 @@ export type FillerDeps = {
    * The tracker's memory of the fillers the enclave refused under its sealed policy (by
    * `sender:nonce`, until when not to ask again): a budget spent today, a nonce it has no record of,
    * a filler it signed already whose bytes a crash lost; or one the sealed fee ceiling leaves no fee
-   * for. Asking again each second would only repeat the refusal in the log.
+   * for. Asking again each second would only repeat the refusal in the log. Also a stuck
+   * transaction whose nonce the chain has passed (its receipt not read yet, a node failing those
+   * reads): each ask would cost a database transaction and a nonce read, and such transactions
+   * would fill the places findStuck reads.
    */
   refused: Map<string, number>;
 };
 
 /** How long a filler the enclave refused under its sealed policy is not asked for again. */
 const REFUSED_FILLER_PAUSE_MS = 10 * 60_000;
+/** How long a stuck transaction whose nonce the chain has passed is not looked at for a filler again. */
+const DECIDED_PAUSE_MS = 60_000;
 
 type Found = { txId: string; sender: string; nonce: bigint; rawTx: string };
 
@@ -159,9 +164,8 @@ type Found = { txId: string; sender: string; nonce: bigint; rawTx: string };
 export async function replaceStuck(deps: FillerDeps): Promise<number> {
   const now = Date.now();
   for (const [key, until] of deps.refused) if (until <= now) deps.refused.delete(key);
-  const found = (await findStuck(deps.db, deps.replaceAfterMs)).filter(
-    (tx) => !deps.refused.has(`${tx.sender}:${tx.nonce}`),
-  );
+  // Those paused are left out by the query itself, so they never take the places of others.
+  const found = await findStuck(deps.db, deps.replaceAfterMs, [...deps.refused.keys()]);
   if (found.length === 0) return 0;
   const keys = await keyRefs(deps, found);
   const stuck: Stuck[] = [];
@@ -194,6 +198,9 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
     }
     if (submitted.kind !== "refused" && submitted.kind !== "unavailable") continue;
     const refusal = submitted.refusal;
+    // The chain has passed its nonce: its receipt or decide.ts ends it, however long its receipt
+    // cannot be read meanwhile; a filler asked for each sweep would only read the nonce again.
+    if (refusal === "decided") deps.refused.set(`${tx.sender}:${tx.nonce}`, Date.now() + DECIDED_PAUSE_MS);
     if (typeof refusal === "string") continue;
     if ("ceiling" in refusal) {
       // Asked again after the pause: the base fee may fall, and the stuck one may mine meanwhile.
@@ -219,11 +226,11 @@ export async function replaceStuck(deps: FillerDeps): Promise<number> {
 
 /**
  * The stuck transactions: each sender's first one still in flight, refused at its last broadcast or
- * signed more than `replaceAfterMs` ago. Never one behind it: the chain mines a sender's
+ * signed more than `replaceAfterMs` ago, but for those `paused` (`sender:nonce`, replaceStuck). Never one behind it: the chain mines a sender's
  * transactions in nonce order, so that one is only waiting, and its filler, at a higher fee, would
  * take its place in a node's pool and end it `failed` with nothing wrong with it.
  */
-async function findStuck(db: Db, replaceAfterMs: number): Promise<Found[]> {
+async function findStuck(db: Db, replaceAfterMs: number, paused: readonly string[]): Promise<Found[]> {
   const rows = await queryRows<{ tx_id: string; sender: string; nonce: string | bigint; raw_tx: string }>(
     db,
     sql`select t.tx_id, t.sender, t.nonce, t.raw_tx from outgoing_transactions t
@@ -235,6 +242,7 @@ async function findStuck(db: Db, replaceAfterMs: number): Promise<Found[]> {
             or t.created_at < now() - make_interval(secs => ${replaceAfterMs / 1000}))
           and not exists (select 1 from outgoing_transactions f
             where f.sender = t.sender and f.nonce = t.nonce and f.purpose = 'filler' and f.status <> 'failed')
+          and not (t.sender || ':' || t.nonce::text = any(${pgArrayLiteral(paused)}::text[]))
         order by t.sender, t.nonce limit 50`,
   );
   return rows.map((row) => ({

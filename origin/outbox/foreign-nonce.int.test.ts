@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
-import type { Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../devnet/testing.ts";
-import { CHAIN_ID, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
+import { mineForeignTransferAtNonceZero } from "../../testing/foreign-transfer.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
 import { startRpcRefusalProxy } from "../../testing/rpc-refusal-proxy.ts";
@@ -47,22 +47,7 @@ describe("a nonce taken by a transaction the service did not store (real process
     // The same key signs another transfer at nonce 0 over the enclave's socket (as a compromised
     // origin would), mined just before the origin's transfer reaches the chain.
     const tookNonce = proxy.beforeNextSend(async () => {
-      const block = await chain.getBlock();
-      const tip = 1_000_000_000n;
-      const signed = await stack.signer.signTransfer({
-        keyRef: agent.keyRef,
-        from: agent.wallet,
-        to: elsewhere,
-        valueUnits: 1_000n,
-        chainId: CHAIN_ID,
-        nonce: 0n,
-        maxFeePerGas: (block.baseFeePerGas ?? 0n) * 2n + tip,
-        maxPriorityFeePerGas: tip,
-        gasLimit: 21_000n,
-      });
-      if (!signed.ok) throw new Error(`sign_transfer: ${signed.error.code}`);
-      const hash = await chain.sendRawTransaction({ serializedTransaction: signed.value.rawTransaction });
-      await chain.waitForTransactionReceipt({ hash: hash as Hex });
+      await mineForeignTransferAtNonceZero({ signer: stack.signer, chain, agent, to: elsewhere });
     });
     const calls = agentCalls(origin.base, agent.token);
     const answer = await calls.transfer({ idempotency_key: newKey(), to: recipient, amount: "2000000" });

@@ -20,6 +20,7 @@ import type {
   SignFillerParams,
   SignSettlementParams,
   SignTransactionParams,
+  SignTransactionResult,
 } from "../signer/types.ts";
 import type { SenderView, TxPurpose } from "./intent.ts";
 
@@ -134,8 +135,8 @@ export type OutboxKind<Item, Chain, Facts, Refusal> = {
   /** Its rows in the store statement (defineKindStore). */
   store: {
     statement: PreparedStatement<string, StoreColumns>;
-    /** The domain's columns of a signed item (`signedColumns`). */
-    row(claimed: Claimed<Item>, at: CheckAt): Record<string, unknown>;
+    /** The domain's columns of a signed item (`signedColumns`), given what the enclave answered. */
+    row(claimed: Claimed<Item>, at: CheckAt, signed: SignTransactionResult): Record<string, unknown>;
     /** The statement's own parameters, from what the batch refused and could not sign. */
     values(ended: {
       refused: readonly Unsigned<Item, Refusal>[];

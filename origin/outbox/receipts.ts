@@ -27,14 +27,31 @@ export async function readReceipts(
   txHashes: readonly Hex[],
 ): Promise<Map<string, ReceiptOutcome>> {
   const receipts = new Map<string, ReceiptOutcome>();
+  for (const [hash, receipt] of await readReceiptAnswers(rpc, txHashes)) {
+    if (receipt) receipts.set(hash, receipt);
+  }
+  return receipts;
+}
+
+/**
+ * What the chain answered of each transaction's receipt, in one JSON-RPC batch: its receipt, or
+ * null when the chain said it has none. A transaction whose read failed (no answer, an error, an
+ * answer for the other items of the batch only) is left out: that says nothing of it, and is never
+ * "no receipt" (decide.ts ends an unmined transaction only on the chain's own word).
+ */
+export async function readReceiptAnswers(
+  rpc: JsonRpcUpstream,
+  txHashes: readonly Hex[],
+): Promise<Map<string, ReceiptOutcome | null>> {
+  const answers = new Map<string, ReceiptOutcome | null>();
   const results = await sendRpcBatch(
     rpc,
     txHashes.map((hash) => ethGetTransactionReceipt(hash)),
   );
   for (const [n, result] of results.entries()) {
-    if (result.ok && result.value) receipts.set(txHashes[n]!, result.value);
+    if (result.ok) answers.set(txHashes[n]!, result.value);
   }
-  return receipts;
+  return answers;
 }
 
 export type SentBatchDeps = {

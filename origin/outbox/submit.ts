@@ -333,7 +333,7 @@ async function signClaimed<Item, Chain, Facts, Refusal>(
             held,
             lease: { txId: "", rawTx: result.rawTransaction, txHash: result.txHash, status: "signed" },
             row: {
-              ...kind.store.row(held, check),
+              ...kind.store.row(held, check, result),
               purpose: kind.purpose(held.item),
               sender,
               nonce: nonce.toString(),

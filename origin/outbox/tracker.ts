@@ -20,7 +20,7 @@ import { startLoop, type WakeableWorker, type Worker } from "../workers/loop.ts"
 import { decidePassed, type Unmined } from "./decide.ts";
 import { type FillerDeps, replaceStuck } from "./fillers.ts";
 import type { MinedTransaction } from "./intent.ts";
-import { readReceipts } from "./receipts.ts";
+import { readReceiptAnswers } from "./receipts.ts";
 import { broadcastStored } from "./sender.ts";
 import { broadcastLeaseMs, type OutboxStore } from "./store.ts";
 import { runTrackerSweeps, type TrackerHooks } from "./tracker-hooks.ts";
@@ -109,6 +109,9 @@ export const submittedStatement = preparedStatement<"limit" | "afterAt" | "after
   updated_at: "text",
 });
 
+/** The most transactions a tracker remembers as unread (createTxTracker's `unread`). */
+const MAX_UNREAD = 10_000;
+
 /** Where the tracker's reads of submitted transactions start: before every one of them. */
 const SUBMITTED_START = { afterAt: "-infinity", afterId: "00000000-0000-0000-0000-000000000000" };
 
@@ -170,6 +173,12 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   const refusedFillers = new Map<string, number>();
   /** Where the next read of submitted transactions starts (resolveSubmitted). */
   let submittedAfter = SUBMITTED_START;
+  /**
+   * The transactions whose receipt reads failed since this tracker last had an answer for them: the
+   * next "no receipt" starts their wait again (decide.ts). Bounded: past MAX_UNREAD it is emptied
+   * (a transaction another origin ended stays until then).
+   */
+  const unread = new Set<string>();
 
   let loop: WakeableWorker | undefined;
   let stopped = false;
@@ -186,7 +195,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
     const unmined = await resolveSubmitted(report);
     if (!sweep) return report;
     lastSweep = Date.now();
-    report.failed = await decidePassed(deps, unmined, decideAfterMs);
+    report.failed = await decidePassed(deps, unmined, decideAfterMs, (txId) => unread.delete(txId));
     await rebroadcast(report);
     if (deps.gaps) {
       report.filled = await replaceStuck({
@@ -223,17 +232,27 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
         if (from === SUBMITTED_START) return unmined;
         continue;
       }
-      // None when the chain is down: nothing is recorded, and the next tick tries again.
-      const receipts = await readReceipts(
+      // None when the chain is down: nothing is recorded, and the next tick tries again. Only a
+      // transaction the chain said it has no receipt for is unmined: a read that failed says
+      // nothing of it, and decide.ts must never end a mined one for a receipt it could not read.
+      const receipts = await readReceiptAnswers(
         deps.rpc,
         rows.map((row) => row.tx_hash as Hex),
       );
       const mined: MinedTransaction[] = [];
       for (const row of rows) {
         const outcome = receipts.get(row.tx_hash);
+        if (outcome === undefined) {
+          if (unread.size >= MAX_UNREAD) unread.clear();
+          unread.add(row.tx_id);
+          continue;
+        }
+        // Kept until decide.ts has looked at it: a tick that does not sweep reads receipts only.
+        const restart = unread.has(row.tx_id);
+        if (outcome) unread.delete(row.tx_id);
         if (outcome) mined.push({ txId: row.tx_id, ...outcome });
         else if (row.settled_in)
-          unmined.push({ txId: row.tx_id, sender: row.sender, nonce: BigInt(row.nonce) });
+          unmined.push({ txId: row.tx_id, sender: row.sender, nonce: BigInt(row.nonce), restart });
       }
       await deps.store.recordMined(deps.db, mined);
       for (const item of mined) {

@@ -66,6 +66,7 @@ const txToWire = (params: SignTransactionParams): wire.WireParams<"sign_transfer
 const txResult = wire.signTransactionResult.transform((r) => ({
   rawTransaction: r.raw_transaction as Hex,
   txHash: r.tx_hash as Hex,
+  countedOn: r.counted_on ?? null,
 }));
 
 const policyFromWire = (p: wire.WirePolicy): SignerPolicy => ({
@@ -367,6 +368,7 @@ export const OP_CODECS = {
         validBefore: BigInt(r.authorization.valid_before),
         nonce: r.authorization.nonce as Hex,
       },
+      countedOn: r.counted_on ?? null,
     })),
   },
   capability_counter: {

@@ -261,7 +261,12 @@ export type SignTransactionParams = {
    */
   actionId?: string;
 };
-export type SignTransactionResult = { rawTransaction: Hex; txHash: Hex };
+export type SignTransactionResult = {
+  rawTransaction: Hex;
+  txHash: Hex;
+  /** sign_transfer: the UTC day the enclave counted its cost on, by its clock (YYYY-MM-DD); else null. */
+  countedOn: string | null;
+};
 
 export type SignX402AuthorizationParams = {
   keyRef: string;
@@ -277,6 +282,8 @@ export type SignX402AuthorizationResult = {
   signature: Hex;
   /** The signed TransferWithAuthorization message; `value` in 6-decimal units. */
   authorization: TransferWithAuthorizationMessage;
+  /** The UTC day the enclave counted it on, by its clock (YYYY-MM-DD); null from an older enclave. */
+  countedOn: string | null;
 };
 
 /** sign_settlement: the enclave builds transferWithAuthorization (value 0) from these fields. */

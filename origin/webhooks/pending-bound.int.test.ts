@@ -65,7 +65,11 @@ function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
   return byEvent;
 }
 
-describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, one origin, loopback receivers)`, () => {
+// The three blocks with an origin run beside each other (adjacent concurrent blocks run at once),
+// each its tests in turn (it.sequential): they wait on their origins' schedules and timeouts more
+// than they work, and each has its own database, origin and receivers (docs/performance.md, "The
+// test suite").
+describe.concurrent(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, one origin, loopback receivers)`, () => {
   // Short steps, and enough of them that no delivery ends failed while its receiver is away.
   const SCHEDULE = "0,1,2,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3";
   const { fixture, receiverFor } = useWebhookFixture({
@@ -75,7 +79,7 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
     maxPending: BOUND,
   });
 
-  it("a receiver that is down never has more pending deliveries than the bound; back, it gets every event once, queued in log order", async () => {
+  it.sequential("a receiver that is down never has more pending deliveries than the bound; back, it gets every event once, queued in log order", async () => {
     const { receiver, endpoint } = await receiverFor(["action.confirmed"]);
     await receiver.stop();
     const sampler = samplePending(fixture, endpoint.id);
@@ -141,7 +145,7 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
     await removeEndpoint(fixture.db.handle.db, endpoint.id);
   }, 90_000);
 
-  it("an endpoint at its bound behind a hanging receiver does not hold back a healthy one on the same events", async () => {
+  it.sequential("an endpoint at its bound behind a hanging receiver does not hold back a healthy one on the same events", async () => {
     const hanging = await receiverFor(["action.submitted"]);
     hanging.receiver.answer = () => "hang";
     const healthy = await receiverFor(["action.submitted"]);
@@ -176,10 +180,10 @@ describe(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=${BOUND}, o
   }, 60_000);
 });
 
-describe("a hanging receiver holds its own delivery slots, no others (one origin, the default bound)", () => {
+describe.concurrent("a hanging receiver holds its own delivery slots, no others (one origin, the default bound)", () => {
   const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1 });
 
-  it("a healthy endpoint on the same events as a hanging one gets every event within 3 timeouts of the last, however many there are", async () => {
+  it.sequential("a healthy endpoint on the same events as a hanging one gets every event within 3 timeouts of the last, however many there are", async () => {
     // Deliveries one fan-out run queues share their due time, and a claim in that order alone
     // takes ties as they lie: put the hanging endpoint first, as half of all pairs are.
     let hanging = await receiverFor(["action.submitted"]);
@@ -209,7 +213,7 @@ describe("a hanging receiver holds its own delivery slots, no others (one origin
   }, 90_000);
 });
 
-describe("a receiver that is back drains at once (one origin, a schedule whose second step is 300 s)", () => {
+describe.concurrent("a receiver that is back drains at once (one origin, a schedule whose second step is 300 s)", () => {
   const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1, retry: "0,300,300" });
 
   type Row = { status: string; attempts: number; last_http_status: number | null; next_attempt_at: string };
@@ -222,7 +226,7 @@ describe("a receiver that is back drains at once (one origin, a schedule whose s
       )
     )[0];
 
-  it("a success makes the endpoint's timed-out deliveries due now; one it answered 500 keeps its schedule", async () => {
+  it.sequential("a success makes the endpoint's timed-out deliveries due now; one it answered 500 keeps its schedule", async () => {
     const made = await receiverFor(["action.held"]);
     const endpointId = made.endpoint.id;
     const answer = (next: WebhookReceiver["answer"]): void => {

@@ -44,10 +44,18 @@ async function attemptOvertakenByReplay(db: Db) {
   return { endpoint, claim, inFlight };
 }
 
-describe("webhook delivery (real Postgres, two origins, a loopback receiver)", () => {
+/**
+ * The first three blocks run beside each other (vitest runs adjacent concurrent blocks at once),
+ * each its tests in turn: they wait on the origins' schedules far more than they work (the file
+ * used a quarter of one core), and each has its own database, origins, receivers and event types.
+ * docs/performance.md, "The test suite".
+ */
+const BESIDE = { concurrent: true } as const;
+
+describe("webhook delivery (real Postgres, two origins, a loopback receiver)", BESIDE, () => {
   const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 2 });
 
-  it("serves the public key set and verifies every delivery: v1 with standardwebhooks, v1a with node:crypto", async () => {
+  it.sequential("serves the public key set and verifies every delivery: v1 with standardwebhooks, v1a with node:crypto", async () => {
     const keys = await fetch(`${fixture.origins[1]!.base}/.well-known/webhooks/keys`);
     expect(keys.status).toBe(200);
     const set = (await keys.json()) as { keys: Array<Record<string, string>> };
@@ -74,7 +82,7 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(new Set(receiver.received.map((each) => each.webhookId)).size).toBe(3);
   });
 
-  it("two origins on one database deliver each event once between them", async () => {
+  it.sequential("two origins on one database deliver each event once between them", async () => {
     const { receiver } = await receiverFor(["action.confirmed"]);
     // A slow receiver keeps deliveries in flight across both origins' ticks.
     receiver.delayMs = 300;
@@ -89,7 +97,7 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
   });
 
-  it("a 410 disables the endpoint and ends its queue", async () => {
+  it.sequential("a 410 disables the endpoint and ends its queue", async () => {
     const { receiver, endpoint } = await receiverFor(["action.rejected"]);
     receiver.answer = () => ({ status: 410 });
     await writeEvents(fixture, "action.rejected", 1, "gone");
@@ -110,7 +118,7 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(rows).toHaveLength(1);
   });
 
-  it("a 3xx is a failure and is not followed", async () => {
+  it.sequential("a 3xx is a failure and is not followed", async () => {
     const { receiver, endpoint } = await receiverFor(["action.expired"]);
     receiver.answer = (request) =>
       request.url === "/hook" ? { status: 302, headers: { location: "/elsewhere" } } : { status: 204 };
@@ -125,7 +133,7 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(receiver.requests).not.toContain("/elsewhere");
   });
 
-  it("a receiver that never answers times out after AGENT_WEBHOOKS_TIMEOUT_MS and is retried", async () => {
+  it.sequential("a receiver that never answers times out after AGENT_WEBHOOKS_TIMEOUT_MS and is retried", async () => {
     const { receiver, endpoint } = await receiverFor(["action.approved"]);
     receiver.answer = () => "hang";
     const started = Date.now();
@@ -139,7 +147,7 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 4_000);
   });
 
-  it("a receiver that answers 2xx and never ends its body: delivered, and every connection to it closed within AGENT_WEBHOOKS_TIMEOUT_MS", async () => {
+  it.sequential("a receiver that answers 2xx and never ends its body: delivered, and every connection to it closed within AGENT_WEBHOOKS_TIMEOUT_MS", async () => {
     const { receiver, endpoint } = await receiverFor(["action.cancelled"]);
     receiver.answer = () => ({ status: 200, bodyNeverEnds: true });
     const ids = await writeEvents(fixture, "action.cancelled", 10, "body never ends");
@@ -159,7 +167,7 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", (
     expect((await deliveriesOf(fixture, endpoint.id)).every((row) => row.attempts === 1)).toBe(true);
   });
 
-  it("ends a delivery failed after the last attempt of the schedule", async () => {
+  it.sequential("ends a delivery failed after the last attempt of the schedule", async () => {
     const { receiver, endpoint } = await receiverFor(["action.reverted"]);
     receiver.answer = () => ({ status: 500 });
     await writeEvents(fixture, "action.reverted", 1, "fails");
@@ -186,89 +194,135 @@ function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
   return byEvent;
 }
 
-describe("delivery timing (two origins, a fan-out that polls every 30 s, a schedule that outlasts 30 s)", () => {
-  // 0, 1, 2, then 5 s steps: about a minute in all, so 30 s down stays inside the schedule.
-  const SCHEDULE = "0,1,2,5,5,5,5,5,5,5,5,5,5";
-  const { fixture, receiverFor } = useWebhookFixture({
-    allowPrivate: true,
-    origins: 2,
-    retry: SCHEDULE,
-    fanOutPollMs: 30_000,
-    // Its times start at each event's commit; another file's transaction must not hold it back.
-    database: "own cluster",
-  });
-
-  it("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
-    const { receiver } = await receiverFor(["action.submitted"]);
-    // Past both origins' first fan-out (at start), so only a wake can queue what follows.
-    await sleep(1_000);
-    const latencies: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const started = Date.now();
-      await writeEvents(fixture, "action.submitted", 1, `wake ${i}`);
-      await until(`delivery ${i}`, () => receiver.received.length > i);
-      latencies.push(Date.now() - started);
-    }
-    // About 100 ms each on an idle machine; the margin is for a loaded one, far below the poll.
-    expect(Math.max(...latencies), `latencies ${latencies.join(", ")} ms`).toBeLessThan(3_000);
-    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
-  });
-
-  it("a receiver down for 30 s gets every event once it is back: at least once, ids unique, each verified (v1 and v1a)", async () => {
-    const { receiver, endpoint } = await receiverFor(["action.failed"]);
-    // The listening socket closed: every attempt is refused at connect.
-    await receiver.stop();
-    const downAt = Date.now();
-    const ids: string[] = [];
-    for (let i = 0; i < 4; i++) {
-      ids.push(...(await writeEvents(fixture, "action.failed", 3, `down ${i}`)));
-      await sleep(5_000);
-    }
-    const rows = await deliveriesOf(fixture, endpoint.id);
-    expect(rows).toHaveLength(12);
-    expect(rows.every((row) => row.status === "pending" && row.attempts >= 1)).toBe(true);
-    expect(rows.some((row) => row.attempts >= 3)).toBe(true);
-    expect(rows.every((row) => /ECONNREFUSED/.test(row.last_error ?? ""))).toBe(true);
-    await sleep(Math.max(0, 30_000 - (Date.now() - downAt)));
-    await receiver.start();
-    await until(
-      "every event delivered",
-      async () => {
-        const now = await deliveriesOf(fixture, endpoint.id);
-        return now.length === 12 && now.every((row) => row.status === "delivered");
-      },
-      30_000,
-    );
-    const byEvent = idsByEvent(receiver);
-    expect([...byEvent.keys()].sort()).toEqual([...ids].sort());
-    // The same webhook-id on every attempt of an event, a different one for each event.
-    expect([...byEvent.values()].every((set) => set.size === 1)).toBe(true);
-    expect(new Set([...byEvent.values()].map((set) => [...set][0])).size).toBe(12);
-    expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
-  }, 90_000);
-
-  it("honours a receiver's Retry-After on a 503: the next attempt waits for it, not for the schedule's 1 s", async () => {
-    const { receiver, endpoint } = await receiverFor(["action.signed"]);
-    const attempts: number[] = [];
-    receiver.answer = () => {
-      attempts.push(Date.now());
-      return attempts.length === 1 ? { status: 503, headers: { "retry-after": "4" } } : { status: 204 };
-    };
-    await writeEvents(fixture, "action.signed", 1, "busy");
-    await until(
-      "the delivery delivered",
-      async () => (await deliveriesOf(fixture, endpoint.id))[0]?.status === "delivered",
-      20_000,
-    );
-    expect(attempts).toHaveLength(2);
-    const gap = attempts[1]! - attempts[0]!;
-    // Never before the 4 s asked for; at most a worker period (1 s) and a margin after it.
-    expect(gap).toBeGreaterThanOrEqual(3_900);
-    expect(gap).toBeLessThan(8_000);
-    expect((await deliveriesOf(fixture, endpoint.id))[0]).toMatchObject({
-      attempts: 2,
-      last_http_status: 204,
+describe(
+  "delivery timing (two origins, a fan-out that polls every 30 s, a schedule that outlasts 30 s)",
+  BESIDE,
+  () => {
+    // 0, 1, 2, then 5 s steps: about a minute in all, so 30 s down stays inside the schedule.
+    const SCHEDULE = "0,1,2,5,5,5,5,5,5,5,5,5,5";
+    const { fixture, receiverFor } = useWebhookFixture({
+      allowPrivate: true,
+      origins: 2,
+      retry: SCHEDULE,
+      fanOutPollMs: 30_000,
+      // Its times start at each event's commit; another file's transaction must not hold it back.
+      database: "own cluster",
     });
+
+    it.sequential("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
+      const { receiver } = await receiverFor(["action.submitted"]);
+      // Past both origins' first fan-out (at start), so only a wake can queue what follows.
+      await sleep(1_000);
+      const latencies: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const started = Date.now();
+        await writeEvents(fixture, "action.submitted", 1, `wake ${i}`);
+        await until(`delivery ${i}`, () => receiver.received.length > i);
+        latencies.push(Date.now() - started);
+      }
+      // About 100 ms each on an idle machine; the margin is for a loaded one, far below the poll.
+      expect(Math.max(...latencies), `latencies ${latencies.join(", ")} ms`).toBeLessThan(3_000);
+      expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+    });
+
+    it.sequential("a receiver down for 30 s gets every event once it is back: at least once, ids unique, each verified (v1 and v1a)", async () => {
+      const { receiver, endpoint } = await receiverFor(["action.failed"]);
+      // The listening socket closed: every attempt is refused at connect.
+      await receiver.stop();
+      const downAt = Date.now();
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        ids.push(...(await writeEvents(fixture, "action.failed", 3, `down ${i}`)));
+        await sleep(5_000);
+      }
+      const rows = await deliveriesOf(fixture, endpoint.id);
+      expect(rows).toHaveLength(12);
+      expect(rows.every((row) => row.status === "pending" && row.attempts >= 1)).toBe(true);
+      expect(rows.some((row) => row.attempts >= 3)).toBe(true);
+      expect(rows.every((row) => /ECONNREFUSED/.test(row.last_error ?? ""))).toBe(true);
+      await sleep(Math.max(0, 30_000 - (Date.now() - downAt)));
+      await receiver.start();
+      await until(
+        "every event delivered",
+        async () => {
+          const now = await deliveriesOf(fixture, endpoint.id);
+          return now.length === 12 && now.every((row) => row.status === "delivered");
+        },
+        30_000,
+      );
+      const byEvent = idsByEvent(receiver);
+      expect([...byEvent.keys()].sort()).toEqual([...ids].sort());
+      // The same webhook-id on every attempt of an event, a different one for each event.
+      expect([...byEvent.values()].every((set) => set.size === 1)).toBe(true);
+      expect(new Set([...byEvent.values()].map((set) => [...set][0])).size).toBe(12);
+      expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+    }, 90_000);
+
+    it.sequential("honours a receiver's Retry-After on a 503: the next attempt waits for it, not for the schedule's 1 s", async () => {
+      const { receiver, endpoint } = await receiverFor(["action.signed"]);
+      const attempts: number[] = [];
+      receiver.answer = () => {
+        attempts.push(Date.now());
+        return attempts.length === 1 ? { status: 503, headers: { "retry-after": "4" } } : { status: 204 };
+      };
+      await writeEvents(fixture, "action.signed", 1, "busy");
+      await until(
+        "the delivery delivered",
+        async () => (await deliveriesOf(fixture, endpoint.id))[0]?.status === "delivered",
+        20_000,
+      );
+      expect(attempts).toHaveLength(2);
+      const gap = attempts[1]! - attempts[0]!;
+      // Never before the 4 s asked for; at most a worker period (1 s) and a margin after it.
+      expect(gap).toBeGreaterThanOrEqual(3_900);
+      expect(gap).toBeLessThan(8_000);
+      expect((await deliveriesOf(fixture, endpoint.id))[0]).toMatchObject({
+        attempts: 2,
+        last_http_status: 204,
+      });
+    });
+  },
+);
+
+describe("the schedule's first entry (one origin, AGENT_WEBHOOKS_RETRY_SECONDS=3,1,1)", BESIDE, () => {
+  const FIRST_SECONDS = 3;
+  const SCHEDULE = `${FIRST_SECONDS},1,1`;
+  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1, retry: SCHEDULE });
+
+  it.sequential("is the wait before the first attempt, of a new delivery and of a replayed one", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.held"]);
+    const arrivals: number[] = [];
+    receiver.answer = () => {
+      arrivals.push(Date.now());
+      return { status: 204 };
+    };
+    const [eventId] = await writeEvents(fixture, "action.held", 1, "first wait");
+    await until("the first delivery", () => arrivals.length >= 1);
+    // When the fan-out queued it: its row's created_at.
+    const [row] = await queryRows<{ at: number }>(
+      fixture.db.handle.db,
+      sql`select (extract(epoch from created_at) * 1000)::float8 as at from webhook_deliveries
+          where endpoint_id = ${endpoint.id}::uuid and event_id = ${eventId!}::bigint`,
+    );
+    expect(arrivals[0]! - row!.at).toBeGreaterThanOrEqual(FIRST_SECONDS * 1000 - 50);
+    expect(arrivals[0]! - row!.at).toBeLessThan(FIRST_SECONDS * 1000 + 3_000);
+    await sleep(500);
+
+    // The operator's replay, through the tool, starts the schedule from its start: the first wait
+    // counts from its commit, before the tool exits.
+    const replayed = await runTool("ops/webhooks.ts", ["replay", "--id", endpoint.id, "--event", eventId!], {
+      env: {
+        ...webhookEnv(fixture.keyFile, { allowPrivate: true, retry: SCHEDULE }),
+        DATABASE_URL: fixture.db.url,
+        LOG_LEVEL: "silent",
+      },
+    });
+    const replayedAt = Date.now();
+    expect(replayed.code, replayed.stderr).toBe(0);
+    expect(replayed.stdout).toContain("1 deliveries queued");
+    await until("the replayed delivery", () => arrivals.length >= 2);
+    expect(arrivals[1]! - replayedAt).toBeGreaterThanOrEqual(FIRST_SECONDS * 1000 - 1_000);
+    expect(receiver.received.map((each) => each.body.data.event_id)).toEqual([eventId, eventId]);
   });
 });
 
@@ -508,47 +562,5 @@ describe("webhooks never reach a private address unless allowed (real Postgres, 
       expect(row.last_error, urls[i]).toMatch(expected);
       expect(row.status).toBe("pending");
     }
-  });
-});
-
-describe("the schedule's first entry (one origin, AGENT_WEBHOOKS_RETRY_SECONDS=3,1,1)", () => {
-  const FIRST_SECONDS = 3;
-  const SCHEDULE = `${FIRST_SECONDS},1,1`;
-  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1, retry: SCHEDULE });
-
-  it("is the wait before the first attempt, of a new delivery and of a replayed one", async () => {
-    const { receiver, endpoint } = await receiverFor(["action.held"]);
-    const arrivals: number[] = [];
-    receiver.answer = () => {
-      arrivals.push(Date.now());
-      return { status: 204 };
-    };
-    const [eventId] = await writeEvents(fixture, "action.held", 1, "first wait");
-    await until("the first delivery", () => arrivals.length >= 1);
-    // When the fan-out queued it: its row's created_at.
-    const [row] = await queryRows<{ at: number }>(
-      fixture.db.handle.db,
-      sql`select (extract(epoch from created_at) * 1000)::float8 as at from webhook_deliveries
-          where endpoint_id = ${endpoint.id}::uuid and event_id = ${eventId!}::bigint`,
-    );
-    expect(arrivals[0]! - row!.at).toBeGreaterThanOrEqual(FIRST_SECONDS * 1000 - 50);
-    expect(arrivals[0]! - row!.at).toBeLessThan(FIRST_SECONDS * 1000 + 3_000);
-    await sleep(500);
-
-    // The operator's replay, through the tool, starts the schedule from its start: the first wait
-    // counts from its commit, before the tool exits.
-    const replayed = await runTool("ops/webhooks.ts", ["replay", "--id", endpoint.id, "--event", eventId!], {
-      env: {
-        ...webhookEnv(fixture.keyFile, { allowPrivate: true, retry: SCHEDULE }),
-        DATABASE_URL: fixture.db.url,
-        LOG_LEVEL: "silent",
-      },
-    });
-    const replayedAt = Date.now();
-    expect(replayed.code, replayed.stderr).toBe(0);
-    expect(replayed.stdout).toContain("1 deliveries queued");
-    await until("the replayed delivery", () => arrivals.length >= 2);
-    expect(arrivals[1]! - replayedAt).toBeGreaterThanOrEqual(FIRST_SECONDS * 1000 - 1_000);
-    expect(receiver.received.map((each) => each.body.data.event_id)).toEqual([eventId, eventId]);
   });
 });

@@ -25,6 +25,7 @@ import { createPayerFactsReader } from "./payee/payer-facts.ts";
 import { createPublicUrlOf, createResourceUrlOf } from "./payee/resource-url.ts";
 import { createRevertGuard } from "./payee/revert-guard.ts";
 import { createSettlementStatusRouter } from "./payee/settlement-status.ts";
+import type { ChainAuthorizationUsed } from "./payee/used-elsewhere.ts";
 import type { X402Runtime } from "./setup.ts";
 
 export type X402RouterOptions = {
@@ -48,6 +49,9 @@ export function createX402Router(
     validityMarginSeconds: x402.validityMarginSeconds,
     maxValiditySeconds: x402.maxTimeoutSeconds,
   };
+  // Whether the chain holds an ended settlement's authorization as used (used-elsewhere.ts).
+  const authorizationUsed: ChainAuthorizationUsed = async (payer, nonce) =>
+    (await verifyDeps.payerFacts(payer, nonce))?.nonceUsed;
   const limits = createX402Limits({
     perMinute: x402.rateLimitPerMinute,
     addressPaymentsPerMinute: x402.addressPaymentsPerMinute,
@@ -58,6 +62,7 @@ export function createX402Router(
     db: deps.database.db,
     refusals: options.refusals,
     maxWaitMs: x402.receiptTimeoutMs,
+    authorizationUsed,
   });
   const edgeSecret = deps.config.secrets.edgeShared;
   const verifyEdge = edgeSecret ? createEdgeSecretVerifier(edgeSecret) : undefined;
@@ -103,7 +108,10 @@ export function createX402Router(
   const readWindow = publicReadWindow(limits);
   app.use("/facilitator/settlements/*", readWindow);
   app.use("/facilitator/discovery/*", readWindow);
-  app.route("/facilitator", createSettlementStatusRouter(deps.database.db));
+  app.route(
+    "/facilitator",
+    createSettlementStatusRouter(deps.database.db, authorizationUsed, x402.validityMarginSeconds),
+  );
   app.route(
     "/facilitator",
     createDiscoveryRouter({

@@ -9,8 +9,10 @@ import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Outbox } from "../outbox/index.ts";
 import type { GetPolicyResult } from "../signer/types.ts";
+import { createPayerFactsReader } from "./payee/payer-facts.ts";
 import { demoRequirements, type PaymentRequirements } from "./payee/requirements.ts";
 import { createSettler, type Settler } from "./payee/settle.ts";
+import { chainAuthorizationUsed } from "./payee/used-elsewhere.ts";
 import type { X402Ceiling } from "./payer/authorize-policy.ts";
 
 export type X402Runtime = {
@@ -101,6 +103,7 @@ export function buildX402Runtime(params: {
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
       // The node's one outbox, shared with money: settlements and transfers leave in signing order.
       outbox: money.outbox,
+      chainAuthorizationUsed: chainAuthorizationUsed(createPayerFactsReader(rpc)),
     }),
   };
 }

@@ -15,7 +15,8 @@ function kilobytesField(text: string, name: string): number | undefined {
   return match ? Number(match[1]) * 1024 : undefined;
 }
 
-async function rssBytes(pid: number): Promise<number | undefined> {
+/** Bytes resident in one process (its VmRSS); undefined once it has ended. */
+export async function rssBytes(pid: number): Promise<number | undefined> {
   try {
     return kilobytesField(await readFile(`/proc/${pid}/status`, "utf8"), "VmRSS");
   } catch {

@@ -63,6 +63,12 @@ export const agentActions = pgTable(
      */
     holdRule: text("hold_rule"),
     holdExpiresAt: timestamp("hold_expires_at", { withTimezone: true }),
+    /**
+     * An x402 authorization asked for without a key or nonce: which purchases it is one of (the
+     * agent, the resource URL and the quote's terms), whose latest a retry of the same quote finds
+     * (x402/payer/authorize-derived-key.ts). Null for every other action.
+     */
+    x402Purchase: text("x402_purchase"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
@@ -102,6 +108,11 @@ export const agentActions = pgTable(
     // search): the unique key above leads with the agent, so without this the search read the
     // whole table. The key never changes, so no status update stops being HOT for it.
     index("agent_actions_idempotency_key_idx").on(t.idempotencyKey),
+    // The latest purchase of one quote by one agent (x402/payer/authorize-derived-key.ts): one
+    // entry of this index. Written with the claim and never changed.
+    index("agent_actions_x402_purchase_idx")
+      .on(t.agentId, t.x402Purchase, t.createdAt)
+      .where(sql`${t.x402Purchase} IS NOT NULL`),
     check("agent_actions_cost_nonnegative", sql`${t.costUnits} IS NULL OR ${t.costUnits} >= 0`),
   ],
 );

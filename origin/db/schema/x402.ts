@@ -53,9 +53,11 @@ export const x402Settlements = pgTable(
     settlerNonce: bigint("settler_nonce", { mode: "bigint" }),
     errorReason: text("error_reason"),
     /**
-     * A presentation of this payment was answered settlement_pending ("present the same payment
-     * again") and none has been answered as paid since: the one presentation of the same payload
-     * that redeems it is answered as paid, every other is told the nonce is used
+     * No presentation of this payment has been answered as paid yet: set by the statement that
+     * stores the settlement (x402/payee/settle.ts), so that a presentation answered anything else
+     * ("present the same payment again": settlement_pending, or the database gone after the
+     * commit) is owed it. The one presentation of the same payload that redeems it is answered as
+     * paid (the one that settled it, or its retry), every other is told the nonce is used
      * (x402/payee/earlier-presentation.ts). Not indexed, so setting it keeps updates HOT.
      */
     retryOwed: boolean("retry_owed").notNull().default(false),
@@ -66,6 +68,15 @@ export const x402Settlements = pgTable(
      * The id is not signed, so only the claim can say which request the settlement was.
      */
     paymentId: text("payment_id"),
+    /**
+     * For a settlement that moved nothing (`failed`, `reverted`): whether the chain, when last
+     * asked after it ended, held its authorization as used, by another relayer's transaction
+     * (docs/x402.md#settlement-status). Null until asked; true is final (a used authorization stays
+     * used); false may still turn true while the authorization is valid, and is final once read past
+     * its validBefore and the validity margin, which moves updated_at to that read
+     * (x402/payee/used-elsewhere.ts). Settlements that settle are never asked.
+     */
+    authorizationUsedElsewhere: boolean("authorization_used_elsewhere"),
     /** A claim older than this without a transaction was abandoned (a crash before signing). */
     claimedUntil: timestamp("claimed_until", { withTimezone: true }).notNull().defaultNow(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),

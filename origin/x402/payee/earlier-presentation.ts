@@ -10,6 +10,14 @@ import { canonicalJson } from "../canonical-json.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { Authorization } from "./payment.ts";
 import { respond, type SettleOutcome } from "./settle-answer.ts";
+import { usedElsewhereAnswer } from "./settled-outcome.ts";
+import {
+  type AuthorizationUseColumns,
+  authorizationUseColumns,
+  authorizationUseOf,
+  type ChainAuthorizationUsed,
+  type KeptAuthorizationUse,
+} from "./used-elsewhere.ts";
 
 /** How often a repeated presentation looks at what the earlier one came to. */
 const POLL_MS = 50;
@@ -21,10 +29,12 @@ export function sha256(value: unknown): string {
 
 /**
  * What an earlier presentation of this payment came to, once it names a transaction or ends. A
- * settled payment is answered as paid once, so that a seller delivers once for it: to the
- * presentation that settled it, or, where that one was answered `settlement_pending` ("present the
- * same payment again"), to the one later presentation of the same payload that redeems the retry
- * it was owed (oweRetry). Any other presentation of a used (from, nonce), the same payload sent
+ * settled payment is answered as paid once, so that a seller delivers once for it: the paid answer
+ * is owed from the commit that stores the settlement (settle.ts storeStatement), and taken by the
+ * presentation that settled it, or, where that one was answered otherwise ("present the same
+ * payment again": `settlement_pending`, or a database that went away after the commit), by the
+ * one later presentation of the same payload that redeems it (redeemRetry). Any other
+ * presentation of a used (from, nonce), the same payload sent
  * again or concurrently included, learns only that the nonce is used, and by which transaction, as
  * the official facilitator answers it: a payer whose answer was lost reads the settlement's status.
  * A presentation under the payment id this settlement was claimed under (`paymentId`, kept with
@@ -67,7 +77,17 @@ export function holdMs(deps: { receiptTimeoutMs: number }): number {
 /** What names a payment: its payer and its authorization's nonce. */
 type PaymentKey = Pick<Authorization, "from" | "nonce">;
 
-type PresentationDeps = { db: Db; receiptTimeoutMs: number };
+type PresentationDeps = {
+  db: Db;
+  receiptTimeoutMs: number;
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS: past validBefore and this, an unused authorization stays unused. */
+  validityMarginSeconds: number;
+  /**
+   * Asked of a settlement that moved nothing whether another transaction used its authorization,
+   * unless the settlement says so already. Absent: answered from the settlement as it stands.
+   */
+  chainAuthorizationUsed?: ChainAuthorizationUsed;
+};
 type Presented = {
   authorization: PaymentKey;
   payload: unknown;
@@ -93,15 +113,20 @@ async function awaitPresentation(
   const { authorization } = payment;
   const payer = authorization.from;
   for (;;) {
-    const [row] = await queryRows<{
-      status: string;
-      tx_hash: string | null;
-      error_reason: string | null;
-      retry_owed: boolean;
-      payment_id: string | null;
-    }>(
+    const [row] = await queryRows<
+      {
+        status: string;
+        tx_hash: string | null;
+        error_reason: string | null;
+        retry_owed: boolean;
+        payment_id: string | null;
+        authorization_used_elsewhere: boolean | null;
+      } & AuthorizationUseColumns
+    >(
       deps.db,
-      sql`select status, tx_hash, error_reason, retry_owed, payment_id from x402_settlements
+      sql`select status, tx_hash, error_reason, retry_owed, payment_id, authorization_used_elsewhere,
+            ${authorizationUseColumns(deps.validityMarginSeconds)}
+          from x402_settlements x
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
     // Past the deadline even a released claim is answered as pending: a payment that others keep
@@ -119,21 +144,54 @@ async function awaitPresentation(
         return duplicate(X402_REASONS.settlementPending);
       }
       if (row.status === "settled") {
+        const sameRequest = options.paymentId !== undefined && row.payment_id === options.paymentId;
+        // The same request by its id is answered paid whatever its payload, and takes with it the
+        // paid answer the settlement owes: no presentation of the payload without the id is paid after.
+        if (sameRequest && row.retry_owed) await redeemRetry(deps.db, authorization);
         const paid =
-          (options.paymentId !== undefined && row.payment_id === options.paymentId) ||
+          sameRequest ||
           (row.retry_owed && (await redeemRetry(deps.db, authorization, sha256(payment.payload))));
         return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }
-      if (row.status === "reverted") return duplicate(X402_REASONS.transactionFailed);
-      return duplicate((row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError);
+      const ended = duplicate(
+        row.status === "reverted"
+          ? X402_REASONS.transactionFailed
+          : ((row.error_reason as X402Reason | null) ?? X402_REASONS.unexpectedSettleError),
+      );
+      // Ours moved nothing (reverted, or never mined), but the payment may have reached the payee
+      // (used-elsewhere.ts): say so.
+      return (await usedElsewhere(deps, authorization, row))
+        ? { ...ended, response: usedElsewhereAnswer(ended.response) }
+        : ended;
     }
     await sleep(POLL_MS);
   }
 }
 
 /**
+ * Whether another transaction used the authorization of a settlement that moved nothing: as the
+ * settlement keeps it once that can no longer change (used, or unused as read past validBefore:
+ * used-elsewhere.ts); otherwise the chain is asked (nobody may have asked yet: a revert the revert
+ * guard never looked at, a failed settlement whose status nobody read), and the chain out of reach
+ * leaves it as the settlement says.
+ */
+async function usedElsewhere(
+  deps: PresentationDeps,
+  authorization: PaymentKey,
+  row: KeptAuthorizationUse,
+): Promise<boolean> {
+  const kept = row.authorization_used_elsewhere === true;
+  if (!deps.chainAuthorizationUsed) return kept;
+  const used = await authorizationUseOf(deps.db, deps.chainAuthorizationUsed, authorization, row).catch(
+    () => undefined,
+  );
+  return used === undefined ? kept : used;
+}
+
+/**
  * Owes the payment one answer as paid: a presentation of it is being answered
- * `settlement_pending`, which tells its caller to present the same payment again.
+ * `settlement_pending`, which tells its caller to present the same payment again. A settlement is
+ * stored owing it (settle.ts storeStatement); this is for a presentation waiting on another one.
  */
 export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void> {
   await queryRows(
@@ -144,15 +202,17 @@ export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void>
 }
 
 /**
- * Takes the retry owed to the payment for this payload (the claim's own: a retry presents what
- * was answered pending); true when it was still owed, and so this presentation is the one answered.
+ * Takes the paid answer owed to the payment for this payload (the claim's own: a retry presents
+ * what was answered pending, and the presentation that settled it presents it too), or, without
+ * one, whatever the payload (its payment id's presentation is paid); true when it was still owed,
+ * and so this presentation is the one answered paid.
  */
-async function redeemRetry(db: Db, authorization: PaymentKey, payloadHash: string): Promise<boolean> {
+export async function redeemRetry(db: Db, authorization: PaymentKey, payloadHash?: string): Promise<boolean> {
+  const samePayload = payloadHash === undefined ? sql`` : sql` and payload_hash = ${payloadHash}`;
   const taken = await queryRows(
     db,
     sql`update x402_settlements set retry_owed = false
-        where payer = ${authorization.from} and nonce = ${authorization.nonce}
-          and retry_owed and payload_hash = ${payloadHash}
+        where payer = ${authorization.from} and nonce = ${authorization.nonce} and retry_owed${samePayload}
         returning 1`,
   );
   return taken.length > 0;

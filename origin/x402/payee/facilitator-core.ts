@@ -15,7 +15,9 @@
  * settlements revert as it may is refused 429 `invalid_exact_evm_too_many_reverts`
  * (revert-guard.ts), and a settle holds a slot of both while it runs.
  */
+
 import { CAIP2_NETWORK } from "../../../shared/constants.ts";
+import type { Hex } from "../../../shared/hex.ts";
 import { err, ok } from "../../../shared/result.ts";
 import { isDatabaseUnavailable } from "../../db/unavailable.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
@@ -26,7 +28,7 @@ import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
 import { type PaymentIdRequest, paymentIdStanding } from "./payment-ids.ts";
 import { X402_VERSION } from "./requirements.ts";
-import { guardReason, type RevertGuard } from "./revert-guard.ts";
+import { guardReason, type RevertGuard, revertUsedElsewhere } from "./revert-guard.ts";
 import {
   respond,
   type SettleOutcome,
@@ -36,6 +38,7 @@ import {
 } from "./settle-answer.ts";
 import { settleOncePerId } from "./settle-once-per-id.ts";
 import { settledOutcome } from "./settled-outcome.ts";
+import { authorizationUseOf } from "./used-elsewhere.ts";
 import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
 
 /** `@x402/core`'s VerifyResponse. */
@@ -121,6 +124,9 @@ export function createFacilitator({
   guard,
   receiptTimeoutMs,
 }: FacilitatorDeps): Facilitator {
+  /** Whether the chain holds the payer's authorization as used (undefined: it did not answer). */
+  const authorizationUsed = async (payer: Hex, nonce: Hex): Promise<boolean | undefined> =>
+    (await verifyDeps.payerFacts(payer, nonce))?.nonceUsed;
   /** A refusal of the pure checks, counted against the address: past its window, rate_limited. */
   const refusedFrom = (clientIp: string, reason: X402Reason): Turned => {
     const wait = limits.refused(clientIp);
@@ -205,17 +211,21 @@ export function createFacilitator({
       return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
     // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
     // settlement (its transaction), never signed again.
-    const outcome = await settledOutcome(slot.value, () =>
-      runtime.settler.settle({
-        authorization: payment.authorization,
-        signature: payment.envelope.signature,
-        requirement: payment.envelope.accepted,
-        payload: payment.envelope.raw.payload,
-        ...(resource ? { resource } : {}),
-        // Only a payment whose id was bound to this request reaches the settler with one.
-        ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
-        answerBy,
-      }),
+    const outcome = await settledOutcome(
+      slot.value,
+      () =>
+        runtime.settler.settle({
+          authorization: payment.authorization,
+          signature: payment.envelope.signature,
+          requirement: payment.envelope.accepted,
+          payload: payment.envelope.raw.payload,
+          ...(resource ? { resource } : {}),
+          // Only a payment whose id was bound to this request reaches the settler with one.
+          ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
+          answerBy,
+        }),
+      // A revert of a front-run (another relayer used the authorization first) is not the payer's.
+      () => revertUsedElsewhere(verifyDeps.db, authorizationUsed, payment.authorization),
     );
     return { outcome };
   };
@@ -233,7 +243,12 @@ export function createFacilitator({
     // One request under one id settles once, whatever authorization each presentation carries.
     let turned: Turned | undefined;
     const settled = await settleOncePerId(
-      { db: verifyDeps.db, receiptTimeoutMs },
+      {
+        db: verifyDeps.db,
+        receiptTimeoutMs,
+        chainAuthorizationUsed: authorizationUsed,
+        validityMarginSeconds: verifyDeps.validityMarginSeconds,
+      },
       idRequest({ ...payment, paymentId }),
       async () => {
         const inSlot = await settleInSlot(payment, clientIp, resource);
@@ -265,10 +280,36 @@ export function createFacilitator({
     // answer was lost must be for a seller that verifies before it settles.
     const { paymentId } = admitted;
     if (paymentId !== undefined) {
-      const standing = await paymentIdStanding(verifyDeps.db, idRequest({ ...admitted, paymentId }));
+      const standing = await paymentIdStanding(
+        verifyDeps.db,
+        idRequest({ ...admitted, paymentId }),
+        verifyDeps.validityMarginSeconds,
+      );
       if (standing === "conflict")
         return refuse({ reason: X402_REASONS.paymentIdentifierConflict }, admitted.payer, 409);
       if (standing === "answered") return { status: 200, body: { isValid: true, payer: admitted.payer } };
+      // Its settlement under the id ended without ours moving money: settle gives the id to this
+      // authorization only if the chain says the bound one is unused; if another relayer used it,
+      // the id answers transaction_failed from that settlement, and so does verify.
+      if (typeof standing === "object") {
+        // What the settlement keeps, once final; else the chain, whose answer it then keeps.
+        const used = await authorizationUseOf(
+          verifyDeps.db,
+          authorizationUsed,
+          { from: admitted.authorization.from, nonce: standing.ended as Hex },
+          standing.kept,
+        );
+        if (used === undefined)
+          return {
+            status: 503,
+            body: { isValid: false, invalidReason: X402_REASONS.chainUnavailable, payer: admitted.payer },
+          };
+        if (used)
+          return {
+            status: 200,
+            body: { isValid: false, invalidReason: X402_REASONS.transactionFailed, payer: admitted.payer },
+          };
+      }
     }
     // A settle now would be refused: say so rather than that it would settle.
     const held = await guard.check(clientIp, admitted.payer);

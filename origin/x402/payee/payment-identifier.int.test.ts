@@ -15,7 +15,12 @@ import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { checkingFetch } from "../../../testing/openapi-check.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
-import { envelope, fundedPayer as fundedPayerOn } from "../../../testing/x402-payer.ts";
+import {
+  envelope,
+  fundedPayer as fundedPayerOn,
+  identifiedEnvelope,
+  withPaymentId,
+} from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
 import { X402_REASONS } from "../reasons.ts";
 
@@ -65,17 +70,6 @@ function clientWithId(payer: PrivateKeyAccount, id: string): x402Client {
     appendPaymentIdentifierToExtensions(paymentRequired.extensions, id);
   });
   return client;
-}
-
-/** A payment of `payer`'s signed by @x402/evm's own client, carrying `id`. */
-async function identified(url: string, payer: PrivateKeyAccount, id: string): Promise<PaymentPayload> {
-  const payment = await envelope(url, payer);
-  return {
-    ...payment,
-    extensions: {
-      [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
-    },
-  };
 }
 
 describe("the demo declares the payment-identifier extension", () => {
@@ -136,7 +130,7 @@ describe("@x402/fetch with the payment-identifier extension", () => {
     const id = generatePaymentId();
     const report = { url: "https://seller.example/report", description: "a report", mimeType: "text/plain" };
     // A seller settles its own sale of `report` through the facilitator, under the payer's id.
-    const sale = { ...(await identified(demo, payer, id)), resource: report };
+    const sale = { ...(await identifiedEnvelope(demo, payer, id)), resource: report };
     const sold = await fetch(`${edge.url}/77/x402/facilitator/settle`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -144,7 +138,7 @@ describe("@x402/fetch with the payment-identifier extension", () => {
     });
     expect(sold.status).toBe(200);
 
-    const claimed = { ...(await identified(demo, payer, id)), resource: report };
+    const claimed = { ...(await identifiedEnvelope(demo, payer, id)), resource: report };
     const answer = await documented(demo, {
       headers: { "PAYMENT-SIGNATURE": Buffer.from(JSON.stringify(claimed)).toString("base64") },
     });
@@ -183,13 +177,13 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
   it("a second authorization under the same id answers the stored settlement (200, its transaction); another request under it is 409 from verify and settle", async () => {
     const payer = await fundedPayer();
     const id = generatePaymentId("order_");
-    const first = await post("settle", await identified(demo, payer, id));
+    const first = await post("settle", await identifiedEnvelope(demo, payer, id));
     expect(first).toMatchObject({ status: 200, body: { success: true } });
 
-    const again = await post("settle", await identified(demo, payer, id));
+    const again = await post("settle", await identifiedEnvelope(demo, payer, id));
     expect(again).toEqual(first);
 
-    const elsewhere = await identified(`${demo}?item=3`, payer, id);
+    const elsewhere = await identifiedEnvelope(`${demo}?item=3`, payer, id);
     expect(await post("verify", elsewhere)).toEqual({
       status: 409,
       body: {
@@ -211,10 +205,10 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
     // or the payer, charged once, is never answered.
     const payer = await fundedPayerOn(stack.devnet.url, AMOUNT);
     const id = generatePaymentId("order_");
-    const first = await post("settle", await identified(demo, payer, id));
+    const first = await post("settle", await identifiedEnvelope(demo, payer, id));
     expect(first).toMatchObject({ status: 200, body: { success: true } });
 
-    const retry = await identified(demo, payer, id);
+    const retry = await identifiedEnvelope(demo, payer, id);
     expect(await post("verify", retry)).toEqual({
       status: 200,
       body: { isValid: true, payer: payer.address.toLowerCase() },
@@ -225,12 +219,6 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
 
   it("a settled payment presented again under a payment id it was not settled under is told the nonce is used, never answered paid again", async () => {
     // The id is not signed: whoever holds a settled payment may add one, or change it.
-    const withId = (payment: PaymentPayload, id: string): PaymentPayload => ({
-      ...payment,
-      extensions: {
-        [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
-      },
-    });
     // Settled without an id, then presented under a fresh id, and under another.
     const payer = await fundedPayer();
     const payment = await envelope(demo, payer);
@@ -238,21 +226,21 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
     expect(first).toMatchObject({ status: 200, body: { success: true } });
     const ids = [generatePaymentId(), generatePaymentId()];
     for (const id of ids) {
-      expect(await post("settle", withId(payment, id))).toMatchObject({
+      expect(await post("settle", withPaymentId(payment, id))).toMatchObject({
         status: 400,
         body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction: first.body.transaction },
       });
     }
     // Nor is that id then the paid request of a new authorization under it: that one is paid for.
-    const fresh = await post("settle", await identified(demo, payer, ids[0]!));
+    const fresh = await post("settle", await identifiedEnvelope(demo, payer, ids[0]!));
     expect(fresh).toMatchObject({ status: 200, body: { success: true } });
     expect(fresh.body.transaction).not.toBe(first.body.transaction);
     // Settled under an id, then presented under another.
     const other = await fundedPayer();
-    const identifiedPayment = await identified(demo, other, generatePaymentId());
+    const identifiedPayment = await identifiedEnvelope(demo, other, generatePaymentId());
     const settled = await post("settle", identifiedPayment);
     expect(settled).toMatchObject({ status: 200, body: { success: true } });
-    expect(await post("settle", withId(identifiedPayment, generatePaymentId()))).toMatchObject({
+    expect(await post("settle", withPaymentId(identifiedPayment, generatePaymentId()))).toMatchObject({
       status: 400,
       body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction: settled.body.transaction },
     });
@@ -262,7 +250,7 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
 
   it("an id outside the extension's rules is refused invalid_payment_identifier, nothing settled", async () => {
     const payer = await fundedPayer();
-    const settled = await post("settle", await identified(demo, payer, "too-short"));
+    const settled = await post("settle", await identifiedEnvelope(demo, payer, "too-short"));
     expect(settled).toMatchObject({
       status: 400,
       body: { success: false, errorReason: X402_REASONS.invalidPaymentIdentifier },
@@ -276,11 +264,11 @@ describe("the facilitator's /verify and /settle with a payment id", () => {
     // authorization has expired by then.
     const payer = await fundedPayerOn(stack.devnet.url, AMOUNT - 1n);
     const id = generatePaymentId();
-    const refused = await post("settle", await identified(demo, payer, id));
+    const refused = await post("settle", await identifiedEnvelope(demo, payer, id));
     expect(refused.body).toMatchObject({ success: false, errorReason: X402_REASONS.insufficientBalance });
     await fund(stack.devnet.url, payer.address, AMOUNT * WEI_PER_UNIT);
     const started = Date.now();
-    const settled = await post("settle", await identified(demo, payer, id));
+    const settled = await post("settle", await identifiedEnvelope(demo, payer, id));
     expect(settled).toMatchObject({ status: 200, body: { success: true } });
     expect(Date.now() - started).toBeLessThan(30_000);
     expect(await paid(payer)).toEqual({ onChain: 1, rows: 1 });

@@ -17,17 +17,22 @@
  *    more than it may still revert. A settlement holds its slot until it is mined, also after its
  *    settle answered `settlement_pending`. A settle past a slot waits for one (the burst is served
  *    in turn, not refused), up to maxWaitMs; past maxWaiting waiting on one key it is refused at once.
- * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (x402/reasons.ts).
+ * A refusal is `invalid_exact_evm_too_many_reverts` with Retry-After (x402/reasons.ts). A revert
+ * whose authorization another transaction used first counts for neither: the settle that waited
+ * for it asks the chain (revertUsedElsewhere), and the guard asks it of a payer's counted reverts
+ * nobody asked about (one recorded by another origin's tracker after this one's origin died).
  */
 import { sql } from "drizzle-orm";
+import type { Hex } from "../../../shared/hex.ts";
 import { SlidingWindowLimiter } from "../../../shared/rate-limiter.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
 import { createBatcher } from "../../db/batcher.ts";
-import { type Db, pgArrayLiteral } from "../../db/client.ts";
+import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
 import { preparedStatement, runPrepared } from "../../db/prepared.ts";
 import { addressGroup } from "../../http/client-ip.ts";
 import { ignoreRefusal, type RefusalCounter } from "../../http/refusals.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
+import { askAuthorizationUse, type ChainAuthorizationUsed } from "./used-elsewhere.ts";
 
 export const REVERT_GUARD = {
   /** Reverted settlements a payer, or a client address, may cause within the window. */
@@ -70,6 +75,12 @@ export type CreateRevertGuardParams = {
    * and a settle must still answer while its caller waits.
    */
   maxWaitMs: number;
+  /**
+   * The chain's word on an authorization, asked of a payer's reverts nobody asked about yet, only
+   * when the payer has reverts counted: a front-run's is then taken out of the count. Absent: every
+   * revert recorded counts.
+   */
+  authorizationUsed?: ChainAuthorizationUsed;
 };
 
 type PayerReverts = { reverts: number; freesInSeconds: number };
@@ -134,7 +145,14 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
     address: string,
     payer: string,
   ): Promise<Result<{ payerCap: number; addressCap: number }, RevertRefusal>> => {
-    const byPayer = await readPayerReverts(payer);
+    let byPayer = await readPayerReverts(payer);
+    // A payer with a clean record costs no chain read.
+    if (
+      byPayer.reverts > 0 &&
+      params.authorizationUsed &&
+      (await askUnaskedReverts(params.db, params.authorizationUsed, payer, limits.windowSeconds))
+    )
+      byPayer = await readPayerReverts(payer);
     if (byPayer.reverts >= limits.reverts) {
       return err({ code: "too_many_reverts", retryAfterSeconds: byPayer.freesInSeconds });
     }
@@ -208,6 +226,53 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
       }
     },
   };
+}
+
+/**
+ * Whether a settlement of `payer`'s that reverted did so because another transaction used its
+ * authorization first (anyone holding it can relay it: the seller, a watcher of the mempool): the
+ * chain then holds the authorization as used, where a settlement the payer made revert (its
+ * balance moved away) leaves it unused, the revert undoing the flag. Such a revert paid the seller
+ * and is no fault of the payer's or its address's: the settlement keeps what the chain said
+ * (used-elsewhere.ts), its row is taken out of x402_reverts, and true is answered so the slot is
+ * released as not reverted. The chain out of reach leaves it counted.
+ */
+export async function revertUsedElsewhere(
+  db: Db,
+  authorizationUsed: ChainAuthorizationUsed,
+  authorization: { from: Hex; nonce: Hex },
+): Promise<boolean> {
+  return (await askAuthorizationUse(db, authorizationUsed, authorization)) === true;
+}
+
+/**
+ * Asks the chain about each revert of `payer`'s counted in the window that nobody asked about yet
+ * (the settle that waited for it asks at once; one whose origin died, or whose settle was answered
+ * `settlement_pending` and ended on another origin, is recorded by another origin's tracker, which
+ * does not): true when one of them was a front-run, taken out of the count.
+ */
+async function askUnaskedReverts(
+  db: Db,
+  authorizationUsed: ChainAuthorizationUsed,
+  payer: string,
+  windowSeconds: number,
+): Promise<boolean> {
+  const unasked = await queryRows<{ payer: Hex; nonce: Hex }>(
+    db,
+    sql`select x.payer, x.nonce from x402_reverts r join x402_settlements x on x.id = r.settlement_id
+        where r.payer = ${payer}
+          and r.reverted_at > now() - make_interval(secs => ${windowSeconds}::double precision)
+          and x.authorization_used_elsewhere is null`,
+  );
+  let freed = false;
+  for (const authorization of unasked) {
+    const used = await askAuthorizationUse(db, authorizationUsed, {
+      from: authorization.payer,
+      nonce: authorization.nonce,
+    });
+    freed ||= used === true;
+  }
+  return freed;
 }
 
 /** The wire reason of a refusal: its own for reverts, the windows' `rate_limited` for a full queue. */

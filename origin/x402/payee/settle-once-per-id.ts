@@ -6,10 +6,22 @@
  */
 import type { Db } from "../../db/client.ts";
 import { earlierPresentation } from "./earlier-presentation.ts";
-import { bindPaymentId, type PaymentIdRequest, releasePaymentId } from "./payment-ids.ts";
+import { bindPaymentId, type PaymentIdRequest, PaymentIdUnbound, releasePaymentId } from "./payment-ids.ts";
 import type { SettleOutcome } from "./settle-answer.ts";
+import type { ChainAuthorizationUsed } from "./used-elsewhere.ts";
 
-export type SettleOncePerIdDeps = { db: Db; receiptTimeoutMs: number };
+export type SettleOncePerIdDeps = {
+  db: Db;
+  receiptTimeoutMs: number;
+  /**
+   * Asked, unless the settlement keeps a final answer, before an id whose settlement failed or
+   * reverted is given to another authorization, and by the answer from the settlement the id names
+   * when that one moved nothing (earlier-presentation.ts).
+   */
+  chainAuthorizationUsed: ChainAuthorizationUsed;
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS: past validBefore and this, an unused authorization stays unused. */
+  validityMarginSeconds: number;
+};
 
 /** What a settle came to, and the nonce of the settlement that answers it (its status route's). */
 export type SettledUnderId = { outcome: SettleOutcome; nonce: string } | { conflict: true };
@@ -19,30 +31,38 @@ export async function settleOncePerId(
   request: PaymentIdRequest,
   settle: () => Promise<SettleOutcome>,
 ): Promise<SettledUnderId> {
-  const binding = await bindPaymentId(deps.db, request);
-  if (binding.kind === "conflict") return { conflict: true };
-  if (binding.kind === "settled_by") {
-    const outcome = await earlierPresentation(
-      deps,
-      // The payload of the bound settlement's own authorization does not matter here: the id says
-      // it is the same request.
-      {
-        authorization: { from: request.payer as `0x${string}`, nonce: binding.nonce as `0x${string}` },
-        payload: null,
-      },
-      { paymentId: request.paymentId },
-    );
-    return { outcome, nonce: binding.nonce };
-  }
-  let outcome: SettleOutcome | undefined;
-  try {
-    outcome = await settle();
-    return { outcome, nonce: request.nonce };
-  } finally {
+  for (;;) {
+    const binding = await bindPaymentId(deps.db, request, {
+      authorizationUsed: deps.chainAuthorizationUsed,
+      validityMarginSeconds: deps.validityMarginSeconds,
+    });
+    if (binding.kind === "conflict") return { conflict: true };
+    if (binding.kind === "settled_by") {
+      const outcome = await earlierPresentation(
+        deps,
+        // The payload of the bound settlement's own authorization does not matter here: the id says
+        // it is the same request.
+        {
+          authorization: { from: request.payer as `0x${string}`, nonce: binding.nonce as `0x${string}` },
+          payload: null,
+        },
+        { paymentId: request.paymentId },
+      );
+      return { outcome, nonce: binding.nonce };
+    }
+    let outcome: SettleOutcome;
+    try {
+      outcome = await settle();
+    } catch (error) {
+      // Its binding went before its payment was claimed, and nothing was: bind the id again.
+      if (error instanceof PaymentIdUnbound) continue;
+      await releasePaymentId(deps.db, request);
+      throw error;
+    }
     // Settled, or held by an earlier presentation of this payload: a settlement of this nonce
     // exists and keeps the id, so the paid path writes nothing more. Otherwise nothing may have been
-    // claimed (refused before signing, or the settle threw first): the id is free again.
-    if (outcome?.kind !== "settled" && outcome?.kind !== "duplicate")
-      await releasePaymentId(deps.db, request);
+    // claimed (refused before signing): then the id is free again.
+    if (outcome.kind !== "settled" && outcome.kind !== "duplicate") await releasePaymentId(deps.db, request);
+    return { outcome, nonce: request.nonce };
   }
 }

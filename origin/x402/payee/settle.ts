@@ -41,12 +41,14 @@ import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { CatalogueEntry } from "./catalogue-entry.ts";
-import { heldPresentation, holdMs, oweRetry, sha256 } from "./earlier-presentation.ts";
+import { heldPresentation, holdMs, redeemRetry, sha256 } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
+import { boundToNonce, PaymentIdUnbound } from "./payment-ids.ts";
 import { reservedUnits, sweepExpiredReservations } from "./reservations.ts";
 import { REVERT_GUARD } from "./revert-guard.ts";
 import { respond, type SettlementEnd, type SettleOutcome } from "./settle-answer.ts";
+import type { ChainAuthorizationUsed } from "./used-elsewhere.ts";
 import { factsRefusal, unixSeconds, windowRefusal } from "./verify.ts";
 
 /** Gas of one settlement: 21000 intrinsic, calldata, and the precompile's 40000, with room. */
@@ -91,6 +93,11 @@ export type SettlerDeps = {
   outbox: Pick<Outbox, "submit" | "receipt">;
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
+  /**
+   * Asked by a presentation answered from an earlier settlement that moved nothing, whether
+   * another transaction used its authorization (earlier-presentation.ts); absent, not asked.
+   */
+  chainAuthorizationUsed?: ChainAuthorizationUsed;
 };
 
 export type Settler = {
@@ -111,6 +118,12 @@ export function createSettler(deps: SettlerDeps): Settler {
       while (outcome.kind === "unclaimed") {
         const earlier = await heldPresentation(deps, payment, deadline, { paymentId: payment.paymentId });
         if (earlier !== "released") return earlier;
+        // Nothing holds it. A claim refuses it while its id does not name it: the id is bound again first.
+        if (
+          payment.paymentId !== undefined &&
+          !(await boundToNonce(deps.db, bindingOf(payment, payment.paymentId)))
+        )
+          throw new PaymentIdUnbound();
         outcome = await deps.outbox.submit(kind, payment);
       }
       if (outcome.kind === "refused")
@@ -119,12 +132,14 @@ export function createSettler(deps: SettlerDeps): Settler {
         return { kind: "failed", response: respond(payer, "", outcome.refusal) };
       const { txHash } = outcome.sent;
       // Whatever a node answered, the transaction may be mined (outbox/broadcast-answers.ts): an
-      // answer without its receipt names it as pending.
+      // answer without its receipt names it as pending. From here on the settlement is stored, with
+      // its one paid answer owed (storeStatement): whatever this presentation is answered but paid
+      // (pending, or a database gone away meanwhile: "present the same payment again"), the retry
+      // of its payload redeems that answer (earlier-presentation.ts).
       const receipt = await deps.outbox.receipt(outcome.sent, {
         timeoutMs: receiptWaitMs(deps.receiptTimeoutMs, payment.answerBy),
       });
       if (receipt === undefined) {
-        await oweRetry(deps.db, payment.authorization);
         return {
           kind: "failed",
           response: respond(payer, txHash, X402_REASONS.settlementPending),
@@ -135,6 +150,11 @@ export function createSettler(deps: SettlerDeps): Settler {
       }
       if (receipt.status !== "confirmed") {
         return { kind: "failed", response: respond(payer, txHash, X402_REASONS.transactionFailed) };
+      }
+      // Answered paid only with the paid answer taken: a presentation of the same payload that
+      // found it settled first (while this one waited for its receipt) was answered paid instead.
+      if (!(await redeemRetry(deps.db, payment.authorization, sha256(payment.payload)))) {
+        return { kind: "duplicate", response: respond(payer, txHash, X402_REASONS.nonceUsed) };
       }
       return { kind: "settled", response: respond(payer, txHash) };
     },
@@ -176,8 +196,9 @@ async function settlementEnd(db: Db, authorization: Authorization): Promise<Sett
 
 /**
  * The settle batch's rows in the outbox's store statement (outbox/kind.ts defineKindStore): the
- * claims pointed at their stored transactions, and the claims nothing was signed for removed (so
- * the payment can be presented again).
+ * claims pointed at their stored transactions, each owing its one paid answer (retry_owed) from
+ * the commit that makes it, so that no answer after the commit needs the database to keep that
+ * promise; and the claims nothing was signed for removed (so the payment can be presented again).
  */
 export const storeStatement = defineKindStore<"unsigned">({
   name: "x402_settle",
@@ -185,7 +206,8 @@ export const storeStatement = defineKindStore<"unsigned">({
   ctes: [
     {
       name: "claims",
-      sql: sql`update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce, updated_at = now()
+      sql: sql`update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce,
+          retry_owed = true, updated_at = now()
         from signed s join stored st on st.tx_hash = s.tx_hash
         where x.id = s.id`,
     },
@@ -320,20 +342,32 @@ async function readBatchChain(
  * committed claim, or one of another origin's open transaction, which this waits for). A claim
  * abandoned before anything was signed is taken over. Rows go in (payer, nonce) order, so two
  * batches never wait on each other in a cycle.
+ * A payment under a payment id is claimed only while the id is bound to its nonce
+ * (payment-ids.ts), and the binding stays locked until the batch commits: the id is let go or
+ * moved to another authorization only under that lock, and only when no settlement of its nonce
+ * answers for it, so it cannot go while this claim makes one.
  */
 export const claimStatement = preparedStatement<"claims">(
   "x402_claim_batch",
-  sql`with claimed as (
+  sql`with c as materialized (
+      select * from json_to_recordset(${sql.placeholder("claims")}::json) as c(payer text, nonce text, pay_to text,
+        amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
+        valid_before bigint, signature text, resource_url text, resource_description text,
+        resource_mime_type text, payment_id text)),
+    bound as materialized (
+      select p.payer, p.payment_id from x402_payment_ids p
+      join c on p.payer = c.payer and p.payment_id = c.payment_id and p.nonce = c.nonce
+      order by p.payer, p.payment_id
+      for share of p),
+    claimed as (
       insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
         valid_after, valid_before, signature, resource_url, resource_description, resource_mime_type,
         payment_id, claimed_until)
       select payer, nonce, pay_to, amount_units, requirement_hash, payload_hash, valid_after, valid_before,
         signature, resource_url, resource_description, resource_mime_type, payment_id,
         now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
-      from json_to_recordset(${sql.placeholder("claims")}::json) as c(payer text, nonce text, pay_to text,
-        amount_units numeric, requirement_hash text, payload_hash text, valid_after bigint,
-        valid_before bigint, signature text, resource_url text, resource_description text,
-        resource_mime_type text, payment_id text)
+      from c
+      where c.payment_id is null or (c.payer, c.payment_id) in (select payer, payment_id from bound)
       order by payer, nonce
       on conflict (payer, nonce) do update
         set claimed_until = excluded.claimed_until, updated_at = now(), error_reason = null,
@@ -380,6 +414,10 @@ function claimRow({
     resource_mime_type: resource?.mimeType ?? null,
     payment_id: paymentId ?? null,
   };
+}
+
+function bindingOf({ authorization }: SettlementPayment, paymentId: string) {
+  return { payer: authorization.from, paymentId, nonce: authorization.nonce };
 }
 
 function claimKey(payer: string, nonce: string): string {

@@ -7,6 +7,8 @@ import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK, HEADER_CLIENT_IP, HEADER_EDGE_SECRET } from "../../../shared/constants.ts";
+import { sleep } from "../../../shared/sleep.ts";
+import { startCountingPassThrough } from "../../../testing/counting-pass-through.ts";
 import { databaseBehindProxy } from "../../../testing/database.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { freePort } from "../../../testing/free-port.ts";
@@ -15,7 +17,15 @@ import { startTestOrigin, type TestOrigin } from "../../../testing/origin.ts";
 import { INSUFFICIENT_FUNDS_MESSAGE, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
 import type { TcpProxy } from "../../../testing/tcp-proxy.ts";
-import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
+import { relayerOf } from "../../../testing/x402-front-run.ts";
+import {
+  envelope,
+  envelopeWithWindow,
+  fundedPayer,
+  paymentHeader,
+  quote,
+  withPaymentId,
+} from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
@@ -93,6 +103,12 @@ async function read(url: string): Promise<{ status: number; body: Record<string,
 
 const authorizationOf = (payload: PaymentPayload) =>
   (payload.payload as { authorization: { from: string; nonce: string } }).authorization;
+
+/** The status URL of `payload`'s settlement at `facilitator`. */
+function statusUrlAt(facilitator: string, payload: PaymentPayload): string {
+  const { from, nonce } = authorizationOf(payload);
+  return `${facilitator}/settlements/${from.toLowerCase()}/${nonce.toLowerCase()}`;
+}
 
 /** The settler transactions stored for a payment: its nonce is in their calldata. */
 const settlerTransactions = async (payload: PaymentPayload) =>
@@ -243,6 +259,38 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
+  it("a pending settlement's paid answer goes once: its retry under its payment id takes it, and the same payload presented without the id is then told the nonce is used", async () => {
+    // The id's presentation is the same request, answered paid whatever its payload; answered so,
+    // it also took the one paid answer the pending answer owed. Mutation: answering the id as
+    // paid without taking it answers the payload without the id 200 too: two paid answers for
+    // one payment, and a seller delivers twice.
+    const payer = await fundedPayer(stack.devnet.url);
+    const id = `pay_${randomBytes(12).toString("hex")}`;
+    const payload = withPaymentId(await envelope(`${node.edge.url}/77/x402/demo`, payer), id);
+    const transaction = await withMiningHeld(async (mine) => {
+      const pending = await post(node.facilitator, "settle", payload);
+      expect(pending).toMatchObject({
+        status: 504,
+        body: { success: false, errorReason: X402_REASONS.settlementPending },
+      });
+      await mine();
+      return pending.body.transaction as string;
+    });
+    await expect
+      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 200,
+      body: { success: true, transaction },
+    });
+    const { extensions: _id, ...withoutId } = payload;
+    expect(await post(node.facilitator, "settle", withoutId)).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+    });
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 120_000);
+
   it("the demo's settlement_pending carries the status URL and the transaction in PAYMENT-RESPONSE", async () => {
     const payer = await fundedPayer(stack.devnet.url);
     const demo = `${node.edge.url}/77/x402/demo`;
@@ -299,36 +347,250 @@ describe("a settlement the chain refused", () => {
     { timeoutMs: 120_000 },
   );
 
+  /**
+   * `payload` settled at `facilitator` while the proxy refuses the settler's broadcasts: answered
+   * settlement_pending, then failed once a filler took the settler's nonce; `meanwhile` runs while
+   * ours is refused. Waited for in the database, so that no read of its status asks the chain.
+   */
+  async function refusedSettlement(
+    facilitator: string,
+    payload: PaymentPayload,
+    meanwhile: () => Promise<void> = async () => {},
+  ): Promise<string> {
+    const settler = stack.settler!.toLowerCase();
+    const refusing = proxy.refuseEvery((tx) => tx.from === settler && tx.to !== settler);
+    try {
+      const pending = await post(facilitator, "settle", payload);
+      expect(pending).toMatchObject({ status: 504, body: { errorReason: X402_REASONS.settlementPending } });
+      await refusing.first;
+      await meanwhile();
+      await expect
+        .poll(() => settlementRow(payload), { timeout: 30_000, interval: 100 })
+        .toMatchObject({
+          status: "failed",
+        });
+      return (pending.body.extra as { statusUrl: string }).statusUrl;
+    } finally {
+      refusing.stop();
+    }
+  }
+
+  const settlementRow = async (payload: PaymentPayload) => {
+    const { from, nonce } = authorizationOf(payload);
+    const [row] = await queryRows<{ status: string; authorization_used_elsewhere: boolean | null }>(
+      stack.db.handle.db,
+      sql`select status, authorization_used_elsewhere from x402_settlements
+          where payer = ${from.toLowerCase()} and nonce = ${nonce.toLowerCase()}`,
+    );
+    return row;
+  };
+
+  /** What a settle answers for a settlement that moved nothing while another transaction paid its payee. */
+  const paidElsewhere = (transaction: string) =>
+    `transaction ${transaction} moved nothing: another transaction used this authorization, and the payment reached its payee by that transaction, not by this settlement`;
+
   it("says failed, with the chain's reason, once a filler took the settler's nonce: nothing moved", async () => {
     const node = await originBehindEdge({}, proxy.url);
-    const settler = stack.settler!.toLowerCase();
     try {
       const payer = await fundedPayer(stack.devnet.url);
       const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
-      const refusing = proxy.refuseEvery((tx) => tx.from === settler && tx.to !== settler);
-      let url: string;
-      try {
-        const pending = await post(node.facilitator, "settle", payload);
-        expect(pending).toMatchObject({ status: 504, body: { errorReason: X402_REASONS.settlementPending } });
-        url = (pending.body.extra as { statusUrl: string }).statusUrl;
-        await refusing.first;
-        await expect
-          .poll(async () => (await read(url)).body.status, { timeout: 30_000, interval: 100 })
-          .toBe("failed");
-      } finally {
-        refusing.stop();
-      }
+      const url = await refusedSettlement(node.facilitator, payload);
       const view = (await read(url)).body as SettlementView;
       expect(view).toMatchObject({
         status: "failed",
         transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
         block_number: null,
+        authorization_used_elsewhere: false,
       });
       expect(view.reason).toMatch(new RegExp(`^${X402_REASONS.broadcastRefused}: `));
       expect(view.reason).toContain(INSUFFICIENT_FUNDS_MESSAGE);
       expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(0);
     } finally {
       await node.close();
+    }
+  }, 120_000);
+
+  it("says failed, and that the authorization was used elsewhere, once another relayer's transaction used it while ours was refused: the payee was paid", async () => {
+    // Anyone holding the payment can relay it (the seller it was sent to, say): ours never mined,
+    // theirs paid the payee.
+    const node = await originBehindEdge({}, proxy.url);
+    try {
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      const { relay } = await relayerOf(stack.devnet.url, payload);
+      const url = await refusedSettlement(node.facilitator, payload, relay);
+      expect((await read(url)).body).toMatchObject({
+        status: "failed",
+        block_number: null,
+        authorization_used_elsewhere: true,
+      });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await node.close();
+    }
+  }, 120_000);
+
+  it("a later presentation of a failed settlement whose authorization another relayer used is told, once its status says so, that the payment reached the payee by that other transaction", async () => {
+    // Mutation: answering a failed settlement with its reason alone (as it was; only a reverted one
+    // said so) leaves the seller told broadcast_refused, as if the payer had not paid.
+    const node = await originBehindEdge({}, proxy.url);
+    try {
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      const { relay } = await relayerOf(stack.devnet.url, payload);
+      const url = await refusedSettlement(node.facilitator, payload, relay);
+      const view = (await read(url)).body;
+      expect(view).toMatchObject({ status: "failed", authorization_used_elsewhere: true });
+      expect(await post(node.facilitator, "settle", payload)).toEqual({
+        status: 400,
+        body: {
+          success: false,
+          errorReason: X402_REASONS.broadcastRefused,
+          payer: payer.address.toLowerCase(),
+          transaction: view.transaction,
+          network: CAIP2_NETWORK,
+          errorMessage: paidElsewhere(view.transaction as string),
+        },
+      });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await node.close();
+    }
+  }, 120_000);
+
+  it("a later presentation of a failed settlement nobody asked the chain about asks it: told the payment reached the payee by another relayer's transaction, which the settlement then keeps; with the chain out of reach, answered by the settlement as it stands", async () => {
+    // Mutation: answering from the row alone (as it was) leaves a settlement nobody asked about
+    // answered broadcast_refused without a word of the payee being paid.
+    const node = await originBehindEdge({}, proxy.url);
+    const unreachable = await originBehindEdge(
+      { CHAIN_RPC_TIMEOUT_MS: "1000" },
+      `http://127.0.0.1:${await freePort()}`,
+    );
+    try {
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      const { relay } = await relayerOf(stack.devnet.url, payload);
+      await refusedSettlement(node.facilitator, payload, relay);
+      expect(await settlementRow(payload)).toEqual({ status: "failed", authorization_used_elsewhere: null });
+      const [transaction] = await settlerTransactions(payload);
+      const refused = {
+        success: false,
+        errorReason: X402_REASONS.broadcastRefused,
+        payer: payer.address.toLowerCase(),
+        transaction,
+        network: CAIP2_NETWORK,
+      };
+
+      expect(await post(unreachable.facilitator, "settle", payload)).toEqual({ status: 400, body: refused });
+      expect(await settlementRow(payload)).toEqual({ status: "failed", authorization_used_elsewhere: null });
+
+      expect(await post(node.facilitator, "settle", payload)).toEqual({
+        status: 400,
+        body: { ...refused, errorMessage: paidElsewhere(transaction!) },
+      });
+      expect(await settlementRow(payload)).toEqual({ status: "failed", authorization_used_elsewhere: true });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await unreachable.close();
+      await node.close();
+    }
+  }, 120_000);
+
+  it("x402.settlement.used_elsewhere: written once, when the node first records that another relayer's transaction used a failed settlement's authorization, though two origins learn it at once; its data the status route's answer", async () => {
+    // Mutation: without migration 0045 (as it was) nothing follows the `failed` event, which says
+    // null: a webhook subscriber never learns the payee was paid.
+    const node = await originBehindEdge({}, proxy.url);
+    const other = await stack.startOrigin({}, undefined, stack.devnet.url);
+    try {
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+      const { relay } = await relayerOf(stack.devnet.url, payload);
+      await refusedSettlement(node.facilitator, payload, relay);
+      expect(await settlementRow(payload)).toEqual({ status: "failed", authorization_used_elsewhere: null });
+      const { from, nonce } = authorizationOf(payload);
+      const key = `settlements/${from.toLowerCase()}/${nonce.toLowerCase()}`;
+      const eventsOf = () =>
+        queryRows<{ type: string; data: SettlementView }>(
+          stack.db.handle.db,
+          sql`select type, data from events
+              where type like 'x402.settlement.%' and data->>'payer' = ${from.toLowerCase()} order by id`,
+        );
+
+      // Nobody asked the chain yet: both origins do, several reads each, at once.
+      const reads = await Promise.all(
+        [node.facilitator, `${other.base}/x402/facilitator`].flatMap((facilitator) =>
+          Array.from({ length: 4 }, () => read(`${facilitator}/${key}`)),
+        ),
+      );
+      for (const answer of reads)
+        expect(answer.body).toMatchObject({ status: "failed", authorization_used_elsewhere: true });
+      // Learnt again later, by a presentation and another read: nothing more is written.
+      expect((await post(node.facilitator, "settle", payload)).body).toMatchObject({
+        errorMessage: paidElsewhere(reads[0]!.body.transaction as string),
+      });
+      const view = (await read(`${node.facilitator}/${key}`)).body;
+
+      // After the claim (and `submitted`, when the tracker saw the broadcast before its refusal):
+      const events = (await eventsOf()).filter((event) => event.type !== "x402.settlement.submitted");
+      expect(events.map((event) => event.type)).toEqual([
+        "x402.settlement.claimed",
+        "x402.settlement.failed",
+        "x402.settlement.used_elsewhere",
+      ]);
+      expect(events[1]!.data).toMatchObject({ status: "failed", authorization_used_elsewhere: null });
+      expect(events[2]!.data).toEqual(view);
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await other.close();
+      await node.close();
+    }
+  }, 120_000);
+
+  it("reads the chain for a settlement that moved nothing on each status read while its authorization is valid, and not once a read after its validBefore said it unused: that can no longer change", async () => {
+    // Mutation: asking on every read (as it did) reads the chain three more times for the
+    // expired one; taking any `false` past validBefore as final, even one read before it, says
+    // the one relayed in the authorization's last seconds is still unused.
+    const counting = await startCountingPassThrough(proxy.url);
+    const node = await originBehindEdge({}, counting.url);
+    try {
+      const payer = await fundedPayer(stack.devnet.url);
+      const quoted = await quote(`${node.edge.url}/77/x402/demo`);
+      // Each settle must come while more than the margin (6 s) is left: the second is sent about
+      // 2 s in (the first refusal done), so 14 s leaves it 5 s to spare on a slow machine.
+      const validBefore = BigInt(Math.floor(Date.now() / 1000) + 14);
+      const window = { validAfter: 0n, validBefore };
+      const unused = await envelopeWithWindow(quoted, payer, window);
+      const relayedLate = await envelopeWithWindow(quoted, payer, window);
+      const unusedUrl = await refusedSettlement(node.facilitator, unused);
+      const lateUrl = await refusedSettlement(node.facilitator, relayedLate);
+      const storageReads = () => counting.callsOf("eth_getStorageAt");
+
+      // While the authorizations are valid, each read asks the chain.
+      let before = storageReads();
+      expect((await read(unusedUrl)).body).toMatchObject({ authorization_used_elsewhere: false });
+      expect((await read(lateUrl)).body).toMatchObject({ authorization_used_elsewhere: false });
+      expect(storageReads()).toBe(before + 2);
+      // Another relayer uses one of them in its last seconds, after its status said unused.
+      await (await relayerOf(stack.devnet.url, relayedLate)).relay();
+      expect(BigInt(Math.floor(Date.now() / 1000))).toBeLessThan(validBefore);
+
+      // Past validBefore and the margin, the one relayed says so; the other is asked once more.
+      // (AGENT_X402_VALIDITY_MARGIN_SECONDS, 6 s, as sealed: a block's time may run behind ours).
+      // The database's clock is this machine's: a quarter second past that point is past it there.
+      await sleep((Number(validBefore) + 6) * 1000 + 250 - Date.now());
+      expect((await read(lateUrl)).body).toMatchObject({ authorization_used_elsewhere: true });
+      expect((await read(unusedUrl)).body).toMatchObject({ authorization_used_elsewhere: false });
+      before = storageReads();
+      for (let i = 0; i < 3; i++)
+        expect((await read(unusedUrl)).body).toMatchObject({
+          status: "failed",
+          authorization_used_elsewhere: false,
+        });
+      expect(storageReads()).toBe(before);
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await node.close();
+      await counting.close();
     }
   }, 120_000);
 });
@@ -509,6 +771,58 @@ describe("the database out of reach", () => {
       proxy.restore();
       expect(await settlementRowCount(stack.db.handle.db, payer.address)).toBe(0);
       expect(await client.settle(payload, payload.accepted)).toMatchObject({ success: true, payer: from });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    });
+  }, 120_000);
+
+  it("a settle that loses the database once its settlement is stored, its receipt late, asks for the same payment again, and that retry is paid, once", async () => {
+    // The settle's answer after its batch committed needs the database no more (the paid answer a
+    // retry redeems is owed from the statement that stored the settlement): it was 503
+    // service_unavailable, "present the same payment again", with nothing owed, and the retry was
+    // told the nonce is used: paid, nothing delivered. Mutation: storing the settlement without
+    // retry_owed (and owing it only after the receipt wait, as before) answers the retry 400
+    // invalid_exact_evm_nonce_already_used.
+    await withDatabaseBehindProxy(async ({ origin, proxy }) => {
+      const facilitator = `${origin.base}/x402/facilitator`;
+      const payer = await fundedPayer(stack.devnet.url);
+      const payload = await envelope(`${origin.base}/x402/demo`, payer);
+      const first = await withMiningHeld(async () => {
+        const answer = post(facilitator, "settle", payload);
+        // Stored (committed with its settler transaction) and on its way to the chain: the
+        // database goes away while the settle waits for a receipt the devnet holds back.
+        await expect
+          .poll(() => settlerTransactions(payload), { timeout: 30_000, interval: 20 })
+          .toHaveLength(1);
+        proxy.cut("reset");
+        const settled = await answer;
+        proxy.restore();
+        return settled;
+      });
+      const [transaction] = await settlerTransactions(payload);
+      // Either way the answer asks for the same payment again, never for a new one.
+      expect([503, 504]).toContain(first.status);
+      expect([X402_REASONS.serviceUnavailable, X402_REASONS.settlementPending]).toContain(
+        first.body.errorReason,
+      );
+      // Mined now; an origin with a tracker of its own records it.
+      const node = await originBehindEdge();
+      try {
+        await expect
+          .poll(async () => (await read(statusUrlAt(node.facilitator, payload))).body.status, {
+            timeout: 30_000,
+            interval: 100,
+          })
+          .toBe("settled");
+      } finally {
+        await node.close();
+      }
+      const retry = await post(facilitator, "settle", payload);
+      expect(retry).toMatchObject({ status: 200, body: { success: true, transaction } });
+      // The one paid answer the first one owed: any later presentation learns the nonce is used.
+      expect(await post(facilitator, "settle", payload)).toMatchObject({
+        status: 400,
+        body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+      });
       expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
     });
   }, 120_000);

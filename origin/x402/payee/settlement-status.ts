@@ -6,21 +6,41 @@
  * malformed key is 400 `validation_failed`; a key nobody presented, 404 `not_found`.
  */
 import { Hono } from "hono";
+import type { Hex } from "../../../shared/hex.ts";
 import type { Db } from "../../db/client.ts";
 import { AppError } from "../../errors.ts";
 import type { AppEnv } from "../../http/env.ts";
 import { route } from "../../openapi/route.ts";
-import { readSettlementView, type SettlementKey } from "./settlement-view.ts";
+import { readSettlementView, type SettlementKey, type SettlementView } from "./settlement-view.ts";
+import { askAuthorizationUse, type ChainAuthorizationUsed } from "./used-elsewhere.ts";
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const WORD = /^0x[0-9a-fA-F]{64}$/;
 
-export function createSettlementStatusRouter(db: Db): Hono<AppEnv> {
+export function createSettlementStatusRouter(
+  db: Db,
+  authorizationUsed: ChainAuthorizationUsed,
+  /** AGENT_X402_VALIDITY_MARGIN_SECONDS: past validBefore and this, an unused authorization stays unused. */
+  validityMarginSeconds: number,
+): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const answer = async (key: SettlementKey) => {
-    const view = await readSettlementView(db, key);
-    if (!view) throw new AppError("not_found", "no settlement is known by that key");
-    return view;
+  const answer = async (key: SettlementKey): Promise<SettlementView> => {
+    const read = await readSettlementView(db, key, validityMarginSeconds);
+    if (!read) throw new AppError("not_found", "no settlement is known by that key");
+    const { view, nonce } = read;
+    // A settlement that moved nothing may still have paid its payee, by another relayer's
+    // transaction using its authorization (until the authorization's validBefore, anyone holding it
+    // can): the chain is asked, unless its answer can no longer change (used, or unused as read
+    // past validBefore: used-elsewhere.ts). The chain out of reach leaves what was known. A
+    // settlement in flight or settled costs no chain read.
+    if ((view.status !== "failed" && view.status !== "reverted") || read.use_final) return view;
+    const used = await askAuthorizationUse(
+      db,
+      authorizationUsed,
+      { from: view.payer as Hex, nonce: nonce as Hex },
+      { final: read.ask_final },
+    ).catch(() => undefined);
+    return used === undefined ? view : { ...view, authorization_used_elsewhere: used };
   };
   route(app, "/x402/facilitator", "x402SettlementByTransaction", async (c) => {
     const hash = c.req.param("hash") ?? "";

@@ -8,8 +8,12 @@
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../../db/client.ts";
 import type { SettlementState } from "../../db/schema/x402.ts";
+import { type AuthorizationUseColumns, authorizationUseColumns } from "./used-elsewhere.ts";
 
-/** `{status, payer, payee, amount, network, transaction, block_number, reason?, updated_at}`. */
+/**
+ * `{status, payer, payee, amount, network, transaction, block_number, reason?,
+ * authorization_used_elsewhere?, updated_at}`.
+ */
 export type SettlementView = {
   status: SettlementState;
   payer: string;
@@ -24,25 +28,45 @@ export type SettlementView = {
   block_number: string | null;
   /** Why a `failed` or `reverted` settlement moved nothing; absent otherwise. */
   reason?: string;
+  /**
+   * For a `failed` or `reverted` settlement: true when another relayer's transaction used its
+   * authorization (the payee was paid by that transaction), false when the chain holds it unused,
+   * null when that is not known; absent otherwise.
+   */
+  authorization_used_elsewhere?: boolean | null;
   updated_at: string;
 };
 
 /** How a settlement is looked up: the payment's (payer, nonce), or its transaction's hash; all lower case. */
 export type SettlementKey = { payer: string; nonce: string } | { transaction: string };
 
-/** The settlement, or undefined when none is known by that key. */
-export async function readSettlementView(db: Db, key: SettlementKey): Promise<SettlementView | undefined> {
-  const [row] = await queryRows<{ view: SettlementView }>(
+/**
+ * A settlement as its routes answer it, with the nonce of its payment (for a look-up by hash) and
+ * whether its authorization's use is final (used-elsewhere.ts authorizationUseColumns).
+ */
+export type SettlementRead = { view: SettlementView; nonce: string } & AuthorizationUseColumns;
+
+/**
+ * The settlement, or undefined when none is known by that key. `marginSeconds`:
+ * AGENT_X402_VALIDITY_MARGIN_SECONDS, for when its authorization's use is final.
+ */
+export async function readSettlementView(
+  db: Db,
+  key: SettlementKey,
+  marginSeconds: number,
+): Promise<SettlementRead | undefined> {
+  const use = authorizationUseColumns(marginSeconds);
+  const [row] = await queryRows<SettlementRead>(
     db,
     "transaction" in key
       ? // By the transaction's own unique key, then the claim's index on tx_id: the claim keeps
         // no index on its hash.
-        sql`select x402_settlement_view(x, t) as view
+        sql`select x402_settlement_view(x, t) as view, x.nonce, ${use}
             from outgoing_transactions t join x402_settlements x on x.tx_id = t.tx_id
             where t.tx_hash = ${key.transaction} and t.purpose = 'settlement'`
-      : sql`select x402_settlement_view(x, t) as view
+      : sql`select x402_settlement_view(x, t) as view, x.nonce, ${use}
             from x402_settlements x left join outgoing_transactions t on t.tx_id = x.tx_id
             where x.payer = ${key.payer} and x.nonce = ${key.nonce}`,
   );
-  return row?.view;
+  return row;
 }

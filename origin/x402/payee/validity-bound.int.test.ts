@@ -44,10 +44,12 @@ describe("an authorization valid longer than the enclave settles (AGENT_X402_MAX
   it("from a payer whose clock is 20 s ahead is refused validity_too_long by verify and by settle, nothing signed; one 10 s ahead settles", async () => {
     const quoted = await quote(`${stack.origin.base}/x402/demo`);
     expect(quoted.accepted.maxTimeoutSeconds).toBe(60);
-    const now = BigInt(Math.floor(Date.now() / 1000));
-
     // The official client's window on a host 20 s ahead: validBefore its now + 60, our now + 80.
-    const ahead = await envelopeWithWindow(quoted, await fundedPayer(stack.devnet.url), {
+    // Our now read once the payer is funded: read before, it let a funding slower than the 5 s
+    // between 80 and the bound of 75 bring validBefore within the bound by the time verify ran.
+    const payer = await fundedPayer(stack.devnet.url);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const ahead = await envelopeWithWindow(quoted, payer, {
       validAfter: 0n,
       validBefore: now + 80n,
     });

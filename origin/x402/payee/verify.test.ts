@@ -23,7 +23,12 @@ describe("windowRefusal: the chain takes validAfter < block time < validBefore, 
       null,
     ],
     ["validAfter exactly the margin back", { validAfter: NOW - MARGIN, validBefore: NOW + 60n }, null],
-    ["validBefore exactly the margin ahead", { validAfter: 0n, validBefore: NOW + MARGIN }, null],
+    ["validBefore a second past the margin", { validAfter: 0n, validBefore: NOW + MARGIN + 1n }, null],
+    [
+      "validBefore exactly the margin ahead (the enclave's read, a moment later, may be in the next second)",
+      { validAfter: 0n, validBefore: NOW + MARGIN },
+      X402_REASONS.validBefore,
+    ],
     [
       "validAfter = now (reverts in a block of this second)",
       { validAfter: NOW, validBefore: NOW + 60n },

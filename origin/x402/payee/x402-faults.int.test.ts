@@ -66,10 +66,14 @@ describe("x402 settlement under faults (real processes)", () => {
       .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
       .toEqual([{ status: "settled", tx_hash: transaction }]);
     try {
-      // The same payment presented again: its first presentation's answer was lost, which the
-      // facilitator cannot tell from a replay, so it is told of the one transaction, as any later
-      // presentation of a settled payment is (a payer reconciles through the settlement's status,
-      // or names the request with a payment id).
+      // The same payment presented again: the dead origin answered nothing, so the one paid
+      // answer the settlement owes from the commit that stored it was never taken, and this
+      // presentation is it; any later one is told of the one transaction. Mutation: storing the
+      // settlement without retry_owed (settle.ts storeStatement) answers it 402 nonce used: paid,
+      // and nothing delivered.
+      const paid = await pay(`${restarted.base}/x402/demo`, signature);
+      expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+      expect(paid.response).toMatchObject({ success: true, transaction });
       const later = await pay(`${restarted.base}/x402/demo`, signature);
       expect(later.status, JSON.stringify(later.body)).toBe(402);
       expect(later.response).toMatchObject({
@@ -136,7 +140,8 @@ describe("x402 settlement under faults (real processes)", () => {
   it("owes the retry a pending answer asked for when the first presentation died: presented again while the dead origin's settlement waits, pending; once settled, that retry is paid and the next told the nonce is used", async () => {
     // The payer's first answer was lost to a crash; its second presentation waits on the dead
     // origin's stored settlement and is answered settlement_pending, which asks for the same
-    // payment again. Mutation: not owing the retry where a held presentation is answered pending
+    // payment again. Mutation: neither storing the settlement owing its paid answer (settle.ts
+    // storeStatement) nor owing it where a held presentation is answered pending
     // (earlier-presentation.ts) answers the retry 402 nonce used.
     const payer = await fundedPayer(stack.devnet.url);
     const doomed = await spawnOrigin({

@@ -1,11 +1,7 @@
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { PaymentPayload } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
-import {
-  declarePaymentIdentifierExtension,
-  generatePaymentId,
-  PAYMENT_IDENTIFIER,
-} from "@x402/extensions/payment-identifier";
+import { generatePaymentId } from "@x402/extensions/payment-identifier";
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { sql } from "drizzle-orm";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
@@ -17,7 +13,7 @@ import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import type { TestOrigin } from "../../../testing/origin.ts";
 import { type RpcRefusalProxy, startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
-import { envelope, fundedPayer, paymentHeader } from "../../../testing/x402-payer.ts";
+import { envelope, fundedPayer, identifiedEnvelope, paymentHeader } from "../../../testing/x402-payer.ts";
 import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
 import { REVERT_GUARD } from "./revert-guard.ts";
@@ -284,12 +280,7 @@ describe("a payer racing its own balance", () => {
     );
 
   /** A fresh payment of `payer`'s, carrying payment id `id` as the extension's client helper adds it. */
-  const identified = async (payer: PrivateKeyAccount, id: string): Promise<PaymentPayload> => ({
-    ...(await envelope(demoUrl, payer)),
-    extensions: {
-      [PAYMENT_IDENTIFIER]: { ...declarePaymentIdentifierExtension(false), info: { required: false, id } },
-    },
-  });
+  const identified = (payer: PrivateKeyAccount, id: string) => identifiedEnvelope(demoUrl, payer, id);
 
   /** One settle of a fresh payment of `payer` from `ip`: what the client sees. */
   const settleFrom = async (ip: string, payer: PrivateKeyAccount, through = edge): Promise<string> => {

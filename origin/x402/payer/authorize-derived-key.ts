@@ -3,55 +3,24 @@
  * a retry of a payment must find the authorization it was first given, and a new purchase of the
  * same resource at the same quote, once that authorization can no longer pay, must get a new one.
  *
- * An authorization is valid at most the quote's longest `maxTimeoutSeconds` (W) after it is signed.
- * The key is the agent's, the resource's and the quote's in a window of W seconds: the previous
- * window's key is tried first, as its authorization may still be valid; then this window's. A
- * signed authorization too near its end to be settled is a purchase that is over, so its key is passed
- * over for the next in this window's short chain (an entry of the quote with a shorter timeout
- * than W can end within the window), and so is one that ended unsigned (refused, rejected,
- * expired: asking again is judged anew, which signs nothing twice). An action held, in flight or
- * signed and still settleable answers again as it stands, which is what a retry wants.
+ * The purchases of one quote by one agent (authorize-payment-key.ts x402Purchase) are one chain
+ * of actions: the first's key follows from the purchase, each next one's from the key before it,
+ * and each action records its purchase (agent_actions.x402_purchase). The latest answers again
+ * while it can pay: held, in flight, or signed and still settleable. Once it is over (too near its
+ * end for a facilitator to settle it, or ended unsigned: refused, rejected, expired; asking again is
+ * then judged anew, which signs nothing twice) the request takes the next key. So the key depends
+ * on what is stored, never on the time or the origin a request is read on: requests that read the
+ * same latest action choose the same key and claim one action, and one that reads after the next
+ * action was claimed finds it as the latest.
  */
 import { sql } from "drizzle-orm";
 import { type Db, pgArrayLiteral, queryRows } from "../../db/client.ts";
 import { endsTooSoonToSettle } from "../settle-window.ts";
-import { derivedPaymentKey } from "./authorize-payment-key.ts";
+import { legacyKeys } from "./authorize-legacy-keys.ts";
+import { derivedPaymentKey, x402Purchase } from "./authorize-payment-key.ts";
 import { storedAuthorization } from "./authorize-repository.ts";
 
-/** Keys of this window tried after its first: purchases of one quote within one window. */
-const CHAIN = 8;
-/** The widest window: a quote's timeout past a day is taken as a day. */
-const MAX_WINDOW_SECONDS = 86_400;
-
 type Quote = { resource: { url: string }; accepts: unknown };
-
-/** The window: the longest timeout among the quote's entries, at least 1 s. */
-export function derivedKeyWindow(quote: Quote): number {
-  const timeouts = Array.isArray(quote.accepts)
-    ? quote.accepts.map((entry) => (entry as { maxTimeoutSeconds?: unknown } | null)?.maxTimeoutSeconds)
-    : [];
-  const longest = Math.max(
-    1,
-    ...timeouts.filter(
-      (each): each is number => typeof each === "number" && Number.isInteger(each) && each > 0,
-    ),
-  );
-  return Math.min(longest, MAX_WINDOW_SECONDS);
-}
-
-/** The previous window's key, then this window's chain, in the order they are tried. */
-export function derivedKeyCandidates(params: { agentId: string; quote: Quote; nowSeconds: number }): {
-  previous: string;
-  current: string[];
-} {
-  const window = Math.floor(params.nowSeconds / derivedKeyWindow(params.quote));
-  const key = (slot: number, link: number) =>
-    derivedPaymentKey({ agentId: params.agentId, quote: params.quote, slot: `${slot}.${link}` });
-  return {
-    previous: key(window - 1, 0),
-    current: Array.from({ length: CHAIN }, (_, link) => key(window, link)),
-  };
-}
 
 type Row = { idempotency_key: string; status: string; signed_payload: unknown; request_hash: string };
 
@@ -78,8 +47,9 @@ function spent(row: Row, nowSeconds: number, marginSeconds: number): boolean {
 }
 
 /**
- * The key this request takes, and the request hash of the action already under it (null: none):
- * one read of the agent's x402 actions under the candidates.
+ * The key this request takes, the request hash of the action already under it (null: none) and
+ * the purchase to record with a new one: one read of the purchase's latest action, and of the
+ * actions a purchase made before migration 0044 may be under (authorize-legacy-keys.ts).
  */
 export async function chooseDerivedKey(
   db: Db,
@@ -90,29 +60,29 @@ export async function chooseDerivedKey(
     /** AGENT_X402_VALIDITY_MARGIN_SECONDS, as the facilitator counts it. */
     validityMarginSeconds: number;
   },
-): Promise<{ key: string; knownRequestHash: string | null }> {
+): Promise<{ key: string; knownRequestHash: string | null; purchase: string }> {
   const nowSeconds = Math.floor(params.now.getTime() / 1000);
-  const { previous, current } = derivedKeyCandidates({ ...params, nowSeconds });
-  const rows = await queryRows<Row>(
+  const purchase = x402Purchase(params);
+  const rows = await queryRows<Row & { latest: boolean }>(
     db,
-    sql`select idempotency_key, status, signed_payload, request_hash from agent_actions
-        where agent_id = ${params.agentId}::uuid and kind = 'x402'
-          and idempotency_key = any(${pgArrayLiteral([previous, ...current])}::text[])`,
+    sql`(select idempotency_key, status, signed_payload, request_hash, true as latest from agent_actions
+         where agent_id = ${params.agentId}::uuid and x402_purchase = ${purchase} and kind = 'x402'
+         order by created_at desc limit 1)
+        union all
+        (select idempotency_key, status, signed_payload, request_hash, false from agent_actions
+         where agent_id = ${params.agentId}::uuid and kind = 'x402' and x402_purchase is null
+           and idempotency_key = any(${pgArrayLiteral(legacyKeys({ ...params, nowSeconds }))}::text[]))`,
   );
-  const byKey = new Map(rows.map((row) => [row.idempotency_key, row]));
-  const taken = (key: string) => ({ key, knownRequestHash: byKey.get(key)?.request_hash ?? null });
-  const before = byKey.get(previous);
-  if (before && !spent(before, nowSeconds, params.validityMarginSeconds)) return taken(previous);
-  for (const key of current) {
-    const row = byKey.get(key);
-    if (!row || !spent(row, nowSeconds, params.validityMarginSeconds)) return taken(key);
-  }
-  // Every purchase of this window is over (more than CHAIN of one quote within W): a key of this
-  // moment, which a retry within the same second finds again. Read on its own, as a given key is.
-  const key = derivedPaymentKey({ agentId: params.agentId, quote: params.quote, slot: `at.${nowSeconds}` });
+  const latest = rows.find((row) => row.latest);
+  // The latest first; then one made before 0044 (rows of one chain: at most one of them can pay).
+  const payable = [...(latest ? [latest] : []), ...rows.filter((row) => !row.latest)].find(
+    (row) => !spent(row, nowSeconds, params.validityMarginSeconds),
+  );
+  if (payable) return { key: payable.idempotency_key, knownRequestHash: payable.request_hash, purchase };
   return {
-    key,
-    knownRequestHash: await knownRequestHash(db, { agentId: params.agentId, idempotencyKey: key }),
+    key: derivedPaymentKey(purchase, latest?.idempotency_key ?? null),
+    knownRequestHash: null,
+    purchase,
   };
 }
 

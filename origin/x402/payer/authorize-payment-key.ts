@@ -7,26 +7,34 @@
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../canonical-json.ts";
 
-const DERIVED_LABEL = "agent-wallet/x402-derived-key/v1\u0000";
+const PURCHASE_LABEL = "agent-wallet/x402-purchase/v1\u0000";
+const DERIVED_LABEL = "agent-wallet/x402-derived-key/v2\u0000";
 const PAYMENT_IDENTIFIER = "payment-identifier";
 
 /**
- * `x402-` and 64 hex digits (a valid payment id itself): the agent, the resource URL, the quote's
- * `accepts` and the purchase's slot. Not the quote's `error`, which a 402 answering a refused
- * retry adds.
+ * Which purchases a request is one of (64 hex digits): the agent, the resource URL and the quote's
+ * `accepts`. Not the quote's `error`, which a 402 answering a refused retry adds.
  */
-export function derivedPaymentKey(params: {
+export function x402Purchase(params: {
   agentId: string;
   quote: { resource: { url: string }; accepts: unknown };
-  /** Which of the quote's purchases (authorize-derived-key.ts). */
-  slot: string;
 }): string {
-  const { agentId, quote, slot } = params;
-  const hash = createHash("sha256")
+  const { agentId, quote } = params;
+  return createHash("sha256")
     .update(
-      DERIVED_LABEL +
-        canonicalJson({ agent: agentId, resource: quote.resource.url, accepts: quote.accepts, slot }),
+      PURCHASE_LABEL +
+        canonicalJson({ agent: agentId, resource: quote.resource.url, accepts: quote.accepts }),
     )
+    .digest("hex");
+}
+
+/**
+ * `x402-` and 64 hex digits (a valid payment id itself): the key of the purchase's first
+ * authorization (`after` null), or of the one after the authorization under the key `after`.
+ */
+export function derivedPaymentKey(purchase: string, after: string | null): string {
+  const hash = createHash("sha256")
+    .update(`${DERIVED_LABEL}${purchase}\u0000${after ?? ""}`)
     .digest("hex");
   return `x402-${hash}`;
 }

@@ -55,6 +55,10 @@ function quote(payTo: string, amount: bigint, url = `https://${payTo.slice(2, 8)
 }
 
 const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
+const sleepUntil = (atMs: number) =>
+  new Promise((resolve) => setTimeout(resolve, Math.max(0, atMs - Date.now())));
+/** Resolves once the clock has turned the second it reads now. */
+const untilNextSecond = () => sleepUntil((Math.floor(Date.now() / 1000) + 1) * 1000 + 5);
 
 type Answer = { status: number; text: string; body: unknown };
 const errorOf = (answer: Answer) =>
@@ -70,14 +74,20 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
   );
   /** sign_x402_authorization requests that reached the enclave, through either origin. */
   let signRequests = 0;
+  /**
+   * The hop to the enclave, held until the clock turns the next second: the enclave reads its clock
+   * a few milliseconds after the origin read its own, and the second can turn between the two.
+   */
+  let enclaveReadsNextSecond = false;
   let counted: SignerClient;
   let enclave: RawEnclaveClient;
   let operator: Operator;
   beforeAll(async () => {
     counted = {
       ...stack.signer,
-      signX402Authorization: (params) => {
+      signX402Authorization: async (params) => {
         signRequests++;
+        if (enclaveReadsNextSecond) await untilNextSecond();
         return stack.signer.signX402Authorization(params);
       },
     };
@@ -134,6 +144,42 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     );
 
   /** POST /agent/v1/policy/check with the quote: its answer, which must leave every budget as it was. */
+  /**
+   * An operator's approval of an agent's held authorization (by its nonce, payee and units): the
+   * enclave's approve_held under the operator's signature, then the action's row, as `npm run
+   * policy -- approve` marks it.
+   */
+  const approveHeld = async (
+    agent: StackAgent,
+    held: { nonce: string; to: Address; units: bigint; actionId: string },
+  ): Promise<void> => {
+    const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
+      instance_id: string;
+    };
+    const approvalExpiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const subject = { instanceId, keyRef: agent.keyRef, kind: "x402" as const, ref: held.nonce, to: held.to };
+    const params = {
+      key_ref: agent.keyRef,
+      kind: "x402",
+      ref: held.nonce,
+      to: held.to,
+      value_units: held.units.toString(),
+      expires_at: approvalExpiresAt,
+      operator: await operator.approve(
+        "approve_held",
+        heldApprovalSubject({ ...subject, valueUnits: held.units }, approvalExpiresAt),
+      ),
+    };
+    expectOk(
+      await enclave.request(
+        "approve_held",
+        params,
+        await mintFor(enclave, stack.enclave, "approve_held", params),
+      ),
+    );
+    await db().execute(sql`update agent_actions set status = 'approved' where action_id = ${held.actionId}`);
+  };
+
   const check = async (agent: StackAgent, paymentRequired: unknown) => {
     const before = await budgets(agent.agentId);
     const response = await fetch(`${second.base}/agent/v1/policy/check`, {
@@ -267,6 +313,33 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     expect(signRequests).toBe(signedBefore + 1);
   });
 
+  it("a repeat of a quote answers the entry its first request was signed for, though an operator has since let the policy pay an earlier entry", async () => {
+    // Mutation: chooseUnderPolicy taking the first allowed entry before the repeat's own answers
+    // the repeat 409 idempotency_conflict here, its authorization out of the agent's reach.
+    const agent = await stack.newAgent();
+    const policy = (perPaymentToA: string): AgentPolicyDocument => ({
+      x402: {
+        payees: [
+          { pay_to: SELLER_A, per_payment_units: perPaymentToA },
+          { pay_to: SELLER_B, per_payment_units: "20000" },
+        ],
+      },
+    });
+    await setPolicy(agent, policy("5000"));
+    const single = (payTo: string) => quote(payTo, 10_000n).accepts[0]!;
+    const both = { ...quote(SELLER_A, 10_000n), accepts: [single(SELLER_A), single(SELLER_B)] };
+    // A is over its per-payment limit: B's entry is signed.
+    const paid = await authorize(first.base, agent.token, { payment_required: both });
+    expect(paid.status, paid.text).toBe(200);
+    expect((paid.body as X402AuthorizeResponse).payment_payload.accepted.payTo).toBe(SELLER_B);
+    await setPolicy(agent, policy("50000"));
+    const before = signRequests;
+    const repeat = await authorize(second.base, agent.token, { payment_required: both });
+    expect(repeat.status, repeat.text).toBe(200);
+    expect(repeat.text).toBe(paid.text);
+    expect(signRequests).toBe(before);
+  });
+
   it("50 concurrent authorizations against daily_count 10, across two origins on one database, sign exactly 10", async () => {
     const agent = await stack.newAgent();
     await setPolicy(agent, {
@@ -343,35 +416,7 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     expect(await budgets(agent.agentId)).toEqual([{ kind: "day", pay_to: null, count: 0, units: "0" }]);
 
     // The operator approves (the enclave's approve_held, by the authorization's nonce), and `npm run policy -- approve` marks it approved.
-    const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
-      instance_id: string;
-    };
-    const approvalExpiresAt = Math.floor(Date.now() / 1000) + 3600;
-    const heldAction = {
-      instanceId,
-      keyRef: agent.keyRef,
-      kind: "x402" as const,
-      ref: body.nonce,
-      to: SELLER_C,
-      valueUnits: 5_000n,
-    };
-    const params = {
-      key_ref: agent.keyRef,
-      kind: "x402",
-      ref: body.nonce,
-      to: SELLER_C,
-      value_units: "5000",
-      expires_at: approvalExpiresAt,
-      operator: await operator.approve("approve_held", heldApprovalSubject(heldAction, approvalExpiresAt)),
-    };
-    expectOk(
-      await enclave.request(
-        "approve_held",
-        params,
-        await mintFor(enclave, stack.enclave, "approve_held", params),
-      ),
-    );
-    await db().execute(sql`update agent_actions set status = 'approved' where action_id = ${view.action_id}`);
+    await approveHeld(agent, { nonce: body.nonce, to: SELLER_C, units: 5_000n, actionId: view.action_id });
 
     const [signed, again] = await Promise.all([
       authorize(first.base, agent.token, body),
@@ -425,17 +470,18 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
   it("an approval that comes after the quote's validity signs nothing: the repeat answers the hold's ending", async () => {
     const agent = await stack.newAgent();
     await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
-    // A quote valid 6 s (the shortest authorize takes: the validity margin): the hold ends with it.
+    // A quote valid 7 s (the shortest authorize takes: a second past the validity margin): the
+    // hold ends with it.
     const body = {
       payment_required: {
         ...quote(SELLER_A, 1_000n),
-        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 6 }],
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 7 }],
       },
       nonce: newNonce(),
     };
     const held = await authorize(first.base, agent.token, body);
     expect(held.status).toBe(202);
-    await new Promise((resolve) => setTimeout(resolve, 7_100));
+    await new Promise((resolve) => setTimeout(resolve, 8_100));
     // Approved now, its hold's row kept from the tracker's sweep (which would end it `expired`
     // first): the authorization's own validity is what must stop the signature.
     await db().execute(
@@ -464,49 +510,52 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     expect(held.status).toBe(202);
     const view = held.body as ActionView;
     const validBefore = Date.parse(view.expires_at!) / 1000;
-    // Approved (the enclave's approve_held and the action's row) once less than the validity
+    // Approved (the enclave's approve_held and the action's row) once no more than the validity
     // margin (6 s) of the authorization is left, yet before it ends: a facilitator refuses such an
-    // authorization (invalid_exact_evm_payload_authorization_valid_before).
-    await new Promise((resolve) => setTimeout(resolve, 3_500));
-    const { instance_id: instanceId } = expectOk(await enclave.request("get_sealed_identity", {})) as {
-      instance_id: string;
-    };
-    const approvalExpiresAt = Math.floor(Date.now() / 1000) + 3600;
-    const params = {
-      key_ref: agent.keyRef,
-      kind: "x402",
-      ref: body.nonce,
-      to: SELLER_A,
-      value_units: "1000",
-      expires_at: approvalExpiresAt,
-      operator: await operator.approve(
-        "approve_held",
-        heldApprovalSubject(
-          {
-            instanceId,
-            keyRef: agent.keyRef,
-            kind: "x402",
-            ref: body.nonce,
-            to: SELLER_A,
-            valueUnits: 1_000n,
-          },
-          approvalExpiresAt,
-        ),
-      ),
-    };
-    expectOk(
-      await enclave.request(
-        "approve_held",
-        params,
-        await mintFor(enclave, stack.enclave, "approve_held", params),
-      ),
-    );
-    await db().execute(sql`update agent_actions set status = 'approved' where action_id = ${view.action_id}`);
+    // authorization (invalid_exact_evm_payload_authorization_valid_before). A quarter of a second
+    // into that last margin, by the time the hold names, not a fixed wait from the hold's answer:
+    // the approval's steps keep nearly the whole 6 s to finish in, however slow the hold was.
+    await sleepUntil((validBefore - 6) * 1000 + 250);
+    await approveHeld(agent, { nonce: body.nonce, to: SELLER_A, units: 1_000n, actionId: view.action_id });
     const signedBefore = signRequests;
     const late = await authorize(first.base, agent.token, body);
     expect(Math.floor(Date.now() / 1000)).toBeLessThan(validBefore);
     expect(late.status).toBe(403);
     expect(errorOf(late)).toMatchObject({ code: "policy_denied", rule: "x402.unknown_payee" });
+    expect(signRequests).toBe(signedBefore);
+    expect(await budgets(agent.agentId)).toEqual([{ kind: "day", pay_to: null, count: 0, units: "0" }]);
+  });
+
+  it("an approval repeated with exactly the validity margin left by the origin's clock signs nothing: the repeat answers the hold's ending, not x402_validity_too_long when the enclave's clock turned the second meanwhile", async () => {
+    const agent = await stack.newAgent();
+    await setPolicy(agent, { x402: { payees: [], unknown_payee: "hold" } });
+    const body = {
+      payment_required: {
+        ...quote(SELLER_A, 1_000n),
+        accepts: [{ ...quote(SELLER_A, 1_000n).accepts[0]!, maxTimeoutSeconds: 9 }],
+      },
+      nonce: newNonce(),
+    };
+    const held = await authorize(first.base, agent.token, body);
+    expect(held.status).toBe(202);
+    const view = held.body as ActionView;
+    const validBefore = Date.parse(view.expires_at!) / 1000;
+    await approveHeld(agent, { nonce: body.nonce, to: SELLER_A, units: 1_000n, actionId: view.action_id });
+    // Repeated in the second that leaves exactly the margin (6 s) by the origin's read; the enclave
+    // reads its clock in the next one, when 5 s are left: it refused, and that answered 422
+    // x402_validity_too_long. Signed in that second, no seller could have settled it anyway.
+    await sleepUntil((validBefore - 6) * 1000 + 200);
+    const signedBefore = signRequests;
+    enclaveReadsNextSecond = true;
+    const late = await authorize(first.base, agent.token, body).finally(() => {
+      enclaveReadsNextSecond = false;
+    });
+    expect(Math.floor(Date.now() / 1000)).toBeLessThan(validBefore);
+    expect({ status: late.status, ...errorOf(late) }).toMatchObject({
+      status: 403,
+      code: "policy_denied",
+      rule: "x402.unknown_payee",
+    });
     expect(signRequests).toBe(signedBefore);
     expect(await budgets(agent.agentId)).toEqual([{ kind: "day", pay_to: null, count: 0, units: "0" }]);
   });

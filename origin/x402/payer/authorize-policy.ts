@@ -60,9 +60,10 @@ export type PolicyChoice = {
 const UNITS = /^(0|[1-9][0-9]{0,77})$/;
 
 /**
- * The first `exact` / eip155:77 entry both the node and the policy allow; when none is, the policy's
- * answer (hold or deny) for the first entry the node would pay; when the node pays none, the first
- * entry's refusal (a 422), as without a policy.
+ * The entry a repeat was first made for (`prefer`) if the node pays it; else the first `exact` /
+ * eip155:77 entry both the node and the policy allow; when none is, the policy's answer (hold or
+ * deny) for the first entry the node would pay; when the node pays none, the first entry's refusal
+ * (a 422), as without a policy.
  */
 export function chooseUnderPolicy(
   quote: X402PaymentRequired,
@@ -83,6 +84,7 @@ export function chooseUnderPolicy(
   const resource = typeof quote.resource.url === "string" ? quote.resource.url : null;
   const node: NodePayee = { payTo: terms.pair.payTo, amountUnits: terms.pair.amountUnits };
   let firstRefusal: RequirementRefusal | undefined;
+  let firstAllowed: PolicyChoice | undefined;
   let firstHeldOrDenied: PolicyChoice | undefined;
   for (const [index, entry] of quote.accepts.entries()) {
     if (!isOurScheme(entry)) continue;
@@ -100,10 +102,14 @@ export function chooseUnderPolicy(
       { nodeFrozen: facts.nodeFrozen, approved },
     );
     const choice: PolicyChoice = { chosen: { index, ...rest }, amountUnits, decision };
-    if (decision.decision === "allow" || options.prefer?.(index)) return ok(choice);
-    firstHeldOrDenied ??= choice;
+    // A repeat's entry before any other the policy allows now: an earlier entry allowed since the
+    // first request (a new UTC day, an operator's loosening) is another request under its key.
+    if (options.prefer?.(index)) return ok(choice);
+    if (decision.decision === "allow") firstAllowed ??= choice;
+    else firstHeldOrDenied ??= choice;
   }
-  if (firstHeldOrDenied) return ok(firstHeldOrDenied);
+  const chosen = firstAllowed ?? firstHeldOrDenied;
+  if (chosen) return ok(chosen);
   return err(firstRefusal ?? unsupported());
 }
 

@@ -34,6 +34,9 @@ import type { PaymentAuthorization } from "./authorize-envelope.ts";
 /** What a signing stores: the authorization as the envelope spells it, and the payer's signature. */
 export type SignedAuthorization = { authorization: PaymentAuthorization; signature: string };
 
+/** What the enclave signed, and the UTC day it counted it on (null: an enclave that does not say). */
+export type EnclaveSigned = { signed: SignedAuthorization; countedOn: string | null };
+
 /** An x402 action's `signed_payload`, as written now or (`header`) before. */
 export type StoredAuthorization =
   | { kind: "signed"; signed: SignedAuthorization }
@@ -145,16 +148,20 @@ export const signLockDayStatement = preparedStatement<"agentId" | "day">(
 /**
  * The signature counts in the day's count, units and the payee's units with the action's update,
  * in one statement: the day's row stays locked until the commit, so no other authorization of the
- * agent read the usage in between, and a refused one never counted.
+ * agent read the usage in between, and a refused one never counted. The day is the one the enclave
+ * counted it on: the locked one but across a midnight, when the enclave read its clock after it
+ * (then that day's row is made here if it is its first).
  */
 export const signStoreStatement = preparedStatement<
   "actionId" | "agentId" | "day" | "units" | "payTo" | "signed"
 >(
   "x402_sign_store",
   sql`with counted as (
-        update x402_daily_authorizations
-        set authorizations = authorizations + 1, units = units + ${sql.placeholder("units")}::numeric
-        where agent_id = ${sql.placeholder("agentId")}::uuid and day = ${sql.placeholder("day")}::date),
+        insert into x402_daily_authorizations as d (agent_id, day, authorizations, units)
+        values (${sql.placeholder("agentId")}::uuid, ${sql.placeholder("day")}::date, 1,
+                ${sql.placeholder("units")}::numeric)
+        on conflict (agent_id, day) do update
+          set authorizations = d.authorizations + 1, units = d.units + excluded.units),
       payee as (
         insert into x402_daily_payee_units as p (agent_id, day, pay_to, units)
         values (${sql.placeholder("agentId")}::uuid, ${sql.placeholder("day")}::date,
@@ -218,7 +225,7 @@ export const signDenyStatement = preparedStatement<
 export async function signActionOnce(
   db: Db,
   params: SignActionOnceParams,
-  sign: (validBefore: bigint) => Promise<SignerResult<SignedAuthorization>>,
+  sign: (validBefore: bigint) => Promise<SignerResult<EnclaveSigned>>,
 ): Promise<SignOnceOutcome> {
   const tx = await openPipelinedTransaction(db);
   try {
@@ -253,7 +260,7 @@ type LockedReads = {
 async function signLocked(
   tx: PipelinedTransaction,
   params: SignActionOnceParams,
-  sign: (validBefore: bigint) => Promise<SignerResult<SignedAuthorization>>,
+  sign: (validBefore: bigint) => Promise<SignerResult<EnclaveSigned>>,
   read: LockedReads,
 ): Promise<SignOnceOutcome> {
   const { actionId, agentId, day, dailyLimit, payment } = params;
@@ -294,17 +301,20 @@ async function signLocked(
     if (finding) return holdOrDeny(ending, finding, authorization);
     return { kind: "refused", failure: signed.error };
   }
+  const { signed: authorized, countedOn } = signed.value;
   written(
     tx.run(signStoreStatement, {
       actionId,
       agentId,
-      day,
+      // The enclave's day: its sealed count is the bound, so the gateway's count of each day must
+      // be its count, for the checks and the 429 of the next day to be the gateway's own.
+      day: countedOn ?? day,
       units: payment.amountUnits.toString(),
       payTo: payment.payTo,
-      signed: JSON.stringify(signed.value),
+      signed: JSON.stringify(authorized),
     }),
   );
-  return { kind: "signed", stored: { kind: "signed", signed: signed.value } };
+  return { kind: "signed", stored: { kind: "signed", signed: authorized } };
 }
 
 /**

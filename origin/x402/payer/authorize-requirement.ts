@@ -163,11 +163,13 @@ export function checkTimeout(
   if (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1) {
     return unsupported("maxTimeoutSeconds must be a positive whole number of seconds");
   }
-  // Signed now, it would end within the margin: refused by every facilitator (settle-window.ts)
-  // and by the enclave, whose refusal reads as a validity too long. Refused here, for what it is.
-  if (timeout < policy.validityMarginSeconds) {
+  // A facilitator settles an authorization only while more than the margin of it is left
+  // (settle-window.ts): one valid the margin itself never has that. The enclave, which signs by the
+  // margin on its own clock, signed it or refused it (x402_validity_too_long) by whether its clock
+  // had turned the second since ours. Refused here, for what it is.
+  if (timeout <= policy.validityMarginSeconds) {
     return unsupported(
-      `the quote asks for an authorization valid ${timeout} s; no facilitator settles one valid less than ${policy.validityMarginSeconds} s (AGENT_X402_VALIDITY_MARGIN_SECONDS)`,
+      `the quote asks for an authorization valid ${timeout} s; this node signs only for longer than ${policy.validityMarginSeconds} s (AGENT_X402_VALIDITY_MARGIN_SECONDS): no facilitator settles one with no more than that left, as one valid ${timeout} s has from the moment it is signed`,
     );
   }
   if (timeout > policy.maxTimeoutSeconds) {

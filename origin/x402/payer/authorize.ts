@@ -128,7 +128,7 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
       }),
       readPolicyState(deps.db, agent.agentId, now),
     ]);
-    const { key: idempotencyKey, knownRequestHash: known } = keyed;
+    const { key: idempotencyKey, knownRequestHash: known, purchase } = keyed;
     const nonce = given ?? normaliseHex(await nonceForKey(idempotencyKey), 32);
     const paymentId = await paymentIdForKey(idempotencyKey);
     // The key a retry repeats the request with, named whatever the answer is.
@@ -161,13 +161,13 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
         // The resource URL is bound to the request hash, not to the signed authorization
         // (docs/x402.md#an-agent-pays-with-its-token-authorize); so is the rest of what the
         // envelope copies from the quote, byte for byte: the same hash rebuilds the same envelope
-        // from a repeat's own body.
+        // from a repeat's own body, but for the payee's offers, which it carries as they come.
         requestHash: requestHash("x402", { nonce, ...exactly(copied) }),
         amountUnits,
         toAddress: requirement.payTo,
+        ...(purchase === undefined ? {} : { x402Purchase: purchase }),
       },
-      // Rows written before the hash took the parts as sent hashed them with their keys sorted.
-      formerRequestHash: () => requestHash("x402", { nonce, ...sortedKeys(copied) }),
+      formerRequestHashes: () => formerHashes(nonce, copied),
       answerStored: (action) => {
         // One the tracker's sweep ended without a signature answers as a transfer's does (409
         // `abandoned`): this key's request is over, a fresh nonce is needed. One the policy
@@ -221,18 +221,21 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
               nonce,
             });
             if (!signed.ok) return signed;
-            const { authorization, signature } = signed.value;
+            const { authorization, signature, countedOn } = signed.value;
             return ok({
-              // Addresses as given (docs/x402.md#an-agent-pays-with-its-token-authorize): the
-              // enclave signed for these two.
-              authorization: paymentAuthorization({
-                from: agent.assignedWallet,
-                to: requirement.quotedPayTo,
-                value: requirement.amount,
-                validBefore: authorization.validBefore,
-                nonce: authorization.nonce,
-              }),
-              signature,
+              signed: {
+                // Addresses as given (docs/x402.md#an-agent-pays-with-its-token-authorize): the
+                // enclave signed for these two.
+                authorization: paymentAuthorization({
+                  from: agent.assignedWallet,
+                  to: requirement.quotedPayTo,
+                  value: requirement.amount,
+                  validBefore: authorization.validBefore,
+                  nonce: authorization.nonce,
+                }),
+                signature,
+              },
+              countedOn,
             });
           },
         );
@@ -257,7 +260,8 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
  * One logical payment, one key (docs/x402.md#payment-identifiers): the key the request gives (its
  * own, or `x402:<nonce>`), else one derived from the agent, the resource and the quote, so asking
  * again for the same quote answers the first authorization; the nonce and the envelope's payment
- * id follow from the key. With it, the request hash of the action already under the key (null: none).
+ * id follow from the key. With it, the request hash of the action already under the key (null:
+ * none), and for a derived key the purchase a new action under it records.
  */
 async function keyAndKnown(
   db: Db,
@@ -268,7 +272,7 @@ async function keyAndKnown(
     validityMarginSeconds: number;
     givenKey: string | undefined;
   },
-): Promise<{ key: string; knownRequestHash: string | null }> {
+): Promise<{ key: string; knownRequestHash: string | null; purchase?: string }> {
   const { givenKey: key, ...derive } = params;
   if (key === undefined) return chooseDerivedKey(db, derive);
   return {
@@ -354,12 +358,21 @@ function copiedParts(quote: Record<string, unknown>, index: number): CopiedParts
   };
 }
 
-/** The request hashes (now's and the former form) of this nonce with the quote's entry `index`. */
+/** The request hashes (now's and the former forms) of this nonce with the quote's entry `index`. */
 function entryHashes(nonce: string, quote: Record<string, unknown>, index: number): string[] {
   const copied = copiedParts(quote, index);
+  return [requestHash("x402", { nonce, ...exactly(copied) }), ...formerHashes(nonce, copied)];
+}
+
+/**
+ * The request hashes rows written before took: the parts with their keys sorted, and, before the
+ * offers were left out (boundExtensions), the extensions whole, as sent and sorted.
+ */
+function formerHashes(nonce: string, copied: CopiedParts): string[] {
   return [
-    requestHash("x402", { nonce, ...exactly(copied) }),
     requestHash("x402", { nonce, ...sortedKeys(copied) }),
+    requestHash("x402", { nonce, ...exactly(copied, { withOffers: true }) }),
+    requestHash("x402", { nonce, ...sortedKeys(copied, { withOffers: true }) }),
   ];
 }
 
@@ -488,20 +501,44 @@ function signerRefusal(
   }
 }
 
-/** The copied parts as sent, keys in the sender's order: equal strings build equal envelopes. */
-function exactly(copied: CopiedParts): Record<string, string | null> {
+/**
+ * The copied parts as sent, keys in the sender's order: equal strings build equal envelopes, but
+ * for the payee's offers, which a repeat's envelope carries as its own quote has them.
+ */
+function exactly(copied: CopiedParts, former = { withOffers: false }): Record<string, string | null> {
+  const extensions = former.withOffers ? copied.extensions : boundExtensions(copied.extensions);
   return {
     resource: JSON.stringify(copied.resource),
     accepted: JSON.stringify(copied.accepted),
-    extensions: copied.extensions === undefined ? null : JSON.stringify(copied.extensions),
+    extensions: extensions === undefined ? null : JSON.stringify(extensions),
   };
 }
 
 /** The copied parts as the request hash took them before: object keys sorted at every level. */
-function sortedKeys(copied: CopiedParts): Record<string, string | null> {
+function sortedKeys(copied: CopiedParts, former = { withOffers: false }): Record<string, string | null> {
+  const extensions = former.withOffers ? copied.extensions : boundExtensions(copied.extensions);
   return {
     resource: sortedKeysJson(copied.resource),
     accepted: sortedKeysJson(copied.accepted),
-    extensions: copied.extensions === undefined ? null : sortedKeysJson(copied.extensions),
+    extensions: extensions === undefined ? null : sortedKeysJson(extensions),
   };
+}
+
+/**
+ * The payee's signed offers (docs/x402.md#offers-and-receipts): a node signs them anew once half
+ * their validity has passed, and each node its own, so the 402 a retry of one purchase gets can
+ * carry another. They are no part of which request it is: the same authorization answers it.
+ */
+const OFFER_RECEIPT = "offer-receipt";
+
+/**
+ * The extensions that tell one request from another: all but the payee's offers, none when the
+ * offers were all (a node past its client's window of offers serves its quote without one).
+ */
+function boundExtensions(extensions: unknown): unknown {
+  if (typeof extensions !== "object" || extensions === null || !(OFFER_RECEIPT in extensions)) {
+    return extensions;
+  }
+  const { [OFFER_RECEIPT]: _offers, ...rest } = extensions as Record<string, unknown>;
+  return Object.keys(rest).length === 0 ? undefined : rest;
 }
