@@ -53,12 +53,9 @@ export const x402Settlements = pgTable(
     settlerNonce: bigint("settler_nonce", { mode: "bigint" }),
     errorReason: text("error_reason"),
     /**
-     * No presentation of this payment has been answered as paid yet: set by the statement that
-     * stores the settlement (x402/payee/settle.ts), so that a presentation answered anything else
-     * ("present the same payment again": settlement_pending, or the database gone after the
-     * commit) is owed it. The one presentation of the same payload that redeems it is answered as
-     * paid (the one that settled it, or its retry), every other is told the nonce is used
-     * (x402/payee/earlier-presentation.ts). Not indexed, so setting it keeps updates HOT.
+     * The paid answer owed as the origins before migration 0046 kept it; since then
+     * x402_paid_answers keeps it, and this is read only for a settlement an origin of the earlier
+     * version stored while the two ran side by side (x402/payee/earlier-presentation.ts).
      */
     retryOwed: boolean("retry_owed").notNull().default(false),
     /**
@@ -100,6 +97,23 @@ export const x402Settlements = pgTable(
     index("x402_settlements_created_idx").on(t.createdAt),
   ],
 );
+
+/**
+ * The one answer as paid a settlement owes, so that a seller delivers once for one payment
+ * (docs/x402.md#the-demo-and-the-facilitator): made by the statement that stores the settlement
+ * (x402/payee/settle.ts storeStatement), so no answer after that commit needs the database to keep
+ * the promise, and taken (`taken_at`) by the one presentation of the same payload answered paid:
+ * the one that settled it, or, where that one was answered otherwise (settlement_pending, a
+ * database gone after the commit), a later one (x402/payee/earlier-presentation.ts). A row per
+ * settlement, once: a taken answer is never owed again. Its own narrow table, without the
+ * settlements' triggers, so that taking it costs a settle one small write.
+ */
+export const x402PaidAnswers = pgTable("x402_paid_answers", {
+  settlementId: uuid("settlement_id")
+    .primaryKey()
+    .references(() => x402Settlements.id, { onDelete: "cascade" }),
+  takenAt: timestamp("taken_at", { withTimezone: true }),
+});
 
 /**
  * Each settlement that reverted, as its receipt was recorded (x402/payee/outbox-follower.ts): what

@@ -33,7 +33,7 @@ export function sha256(value: unknown): string {
  * is owed from the commit that stores the settlement (settle.ts storeStatement), and taken by the
  * presentation that settled it, or, where that one was answered otherwise ("present the same
  * payment again": `settlement_pending`, or a database that went away after the commit), by the
- * one later presentation of the same payload that redeems it (redeemRetry). Any other
+ * one later presentation of the same payload that takes it (takePaidAnswer). Any other
  * presentation of a used (from, nonce), the same payload sent
  * again or concurrently included, learns only that the nonce is used, and by which transaction, as
  * the official facilitator answers it: a payer whose answer was lost reads the settlement's status.
@@ -118,6 +118,8 @@ async function awaitPresentation(
         status: string;
         tx_hash: string | null;
         error_reason: string | null;
+        /** Null: the settlement has no x402_paid_answers row (stored by an earlier version). */
+        paid_answer_owed: boolean | null;
         retry_owed: boolean;
         payment_id: string | null;
         authorization_used_elsewhere: boolean | null;
@@ -125,7 +127,7 @@ async function awaitPresentation(
     >(
       deps.db,
       sql`select status, tx_hash, error_reason, retry_owed, payment_id, authorization_used_elsewhere,
-            ${authorizationUseColumns(deps.validityMarginSeconds)}
+            (select a.taken_at is null from x402_paid_answers a where a.settlement_id = x.id) as paid_answer_owed, ${authorizationUseColumns(deps.validityMarginSeconds)}
           from x402_settlements x
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
@@ -147,10 +149,12 @@ async function awaitPresentation(
         const sameRequest = options.paymentId !== undefined && row.payment_id === options.paymentId;
         // The same request by its id is answered paid whatever its payload, and takes with it the
         // paid answer the settlement owes: no presentation of the payload without the id is paid after.
-        if (sameRequest && row.retry_owed) await redeemRetry(deps.db, authorization);
-        const paid =
-          sameRequest ||
-          (row.retry_owed && (await redeemRetry(deps.db, authorization, sha256(payment.payload))));
+        // Kept in its own table, or by an origin of the earlier version in the settlement's column.
+        const legacy = row.paid_answer_owed === null;
+        const owed = legacy ? row.retry_owed : row.paid_answer_owed;
+        const take = legacy ? takeLegacyPaidAnswer : takePaidAnswer;
+        if (sameRequest && owed) await take(deps.db, authorization);
+        const paid = sameRequest || (owed && (await take(deps.db, authorization, sha256(payment.payload))));
         return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }
       const ended = duplicate(
@@ -190,14 +194,18 @@ async function usedElsewhere(
 
 /**
  * Owes the payment one answer as paid: a presentation of it is being answered
- * `settlement_pending`, which tells its caller to present the same payment again. A settlement is
- * stored owing it (settle.ts storeStatement); this is for a presentation waiting on another one.
+ * `settlement_pending`, which tells its caller to present the same payment again. Every
+ * settlement is stored owing it (settle.ts storeStatement), so this changes nothing for one stored
+ * by this version: an answer once taken is not owed again. It owes one for a settlement an origin
+ * of an earlier version stored without it, unless that one's own column owes it already.
  */
 export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void> {
   await queryRows(
     db,
-    sql`update x402_settlements set retry_owed = true
-        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed`,
+    sql`insert into x402_paid_answers (settlement_id)
+        select id from x402_settlements
+        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed
+        on conflict (settlement_id) do nothing`,
   );
 }
 
@@ -205,9 +213,32 @@ export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void>
  * Takes the paid answer owed to the payment for this payload (the claim's own: a retry presents
  * what was answered pending, and the presentation that settled it presents it too), or, without
  * one, whatever the payload (its payment id's presentation is paid); true when it was still owed,
- * and so this presentation is the one answered paid.
+ * and so this presentation is the one answered paid. One small write to x402_paid_answers: the
+ * settlement row, whose every update fires its events' and state counts' triggers, is not written.
  */
-export async function redeemRetry(db: Db, authorization: PaymentKey, payloadHash?: string): Promise<boolean> {
+export async function takePaidAnswer(
+  db: Db,
+  authorization: PaymentKey,
+  payloadHash?: string,
+): Promise<boolean> {
+  const samePayload = payloadHash === undefined ? sql`` : sql` and x.payload_hash = ${payloadHash}`;
+  const taken = await queryRows(
+    db,
+    sql`update x402_paid_answers a set taken_at = now()
+        from x402_settlements x
+        where x.payer = ${authorization.from} and x.nonce = ${authorization.nonce}${samePayload}
+          and a.settlement_id = x.id and a.taken_at is null
+        returning 1`,
+  );
+  return taken.length > 0;
+}
+
+/** As takePaidAnswer, for an answer an origin of the version before migration 0046 owed in its column. */
+async function takeLegacyPaidAnswer(
+  db: Db,
+  authorization: PaymentKey,
+  payloadHash?: string,
+): Promise<boolean> {
   const samePayload = payloadHash === undefined ? sql`` : sql` and payload_hash = ${payloadHash}`;
   const taken = await queryRows(
     db,

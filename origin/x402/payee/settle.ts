@@ -41,7 +41,7 @@ import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { CatalogueEntry } from "./catalogue-entry.ts";
-import { heldPresentation, holdMs, redeemRetry, sha256 } from "./earlier-presentation.ts";
+import { heldPresentation, holdMs, sha256, takePaidAnswer } from "./earlier-presentation.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { boundToNonce, PaymentIdUnbound } from "./payment-ids.ts";
@@ -153,7 +153,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       }
       // Answered paid only with the paid answer taken: a presentation of the same payload that
       // found it settled first (while this one waited for its receipt) was answered paid instead.
-      if (!(await redeemRetry(deps.db, payment.authorization, sha256(payment.payload)))) {
+      if (!(await takePaidAnswer(deps.db, payment.authorization, sha256(payment.payload)))) {
         return { kind: "duplicate", response: respond(payer, txHash, X402_REASONS.nonceUsed) };
       }
       return { kind: "settled", response: respond(payer, txHash) };
@@ -196,9 +196,10 @@ async function settlementEnd(db: Db, authorization: Authorization): Promise<Sett
 
 /**
  * The settle batch's rows in the outbox's store statement (outbox/kind.ts defineKindStore): the
- * claims pointed at their stored transactions, each owing its one paid answer (retry_owed) from
- * the commit that makes it, so that no answer after the commit needs the database to keep that
- * promise; and the claims nothing was signed for removed (so the payment can be presented again).
+ * claims pointed at their stored transactions, each owing its one paid answer (x402_paid_answers)
+ * from the commit that makes it, so that no answer after the commit needs the database to keep
+ * that promise; and the claims nothing was signed for removed (so the payment can be presented
+ * again).
  */
 export const storeStatement = defineKindStore<"unsigned">({
   name: "x402_settle",
@@ -207,9 +208,16 @@ export const storeStatement = defineKindStore<"unsigned">({
     {
       name: "claims",
       sql: sql`update x402_settlements x set tx_id = st.tx_id, tx_hash = st.tx_hash, settler_nonce = s.nonce,
-          retry_owed = true, updated_at = now()
+          updated_at = now()
         from signed s join stored st on st.tx_hash = s.tx_hash
         where x.id = s.id`,
+    },
+    {
+      // A presentation answered pending before this commit may have owed it already (oweRetry).
+      name: "paid_answers",
+      sql: sql`insert into x402_paid_answers (settlement_id)
+        select s.id from signed s join stored st on st.tx_hash = s.tx_hash
+        on conflict (settlement_id) do nothing`,
     },
     {
       // A signed settlement not yet recorded mined is looked up on the chain (reservations.ts).

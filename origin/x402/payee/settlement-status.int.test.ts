@@ -780,7 +780,7 @@ describe("the database out of reach", () => {
     // retry redeems is owed from the statement that stored the settlement): it was 503
     // service_unavailable, "present the same payment again", with nothing owed, and the retry was
     // told the nonce is used: paid, nothing delivered. Mutation: storing the settlement without
-    // retry_owed (and owing it only after the receipt wait, as before) answers the retry 400
+    // its paid answer (and owing it only after the receipt wait, as before) answers the retry 400
     // invalid_exact_evm_nonce_already_used.
     await withDatabaseBehindProxy(async ({ origin, proxy }) => {
       const facilitator = `${origin.base}/x402/facilitator`;

@@ -69,7 +69,7 @@ describe("x402 settlement under faults (real processes)", () => {
       // The same payment presented again: the dead origin answered nothing, so the one paid
       // answer the settlement owes from the commit that stored it was never taken, and this
       // presentation is it; any later one is told of the one transaction. Mutation: storing the
-      // settlement without retry_owed (settle.ts storeStatement) answers it 402 nonce used: paid,
+      // settlement without its paid answer (settle.ts storeStatement) answers it 402 nonce used: paid,
       // and nothing delivered.
       const paid = await pay(`${restarted.base}/x402/demo`, signature);
       expect(paid.status, JSON.stringify(paid.body)).toBe(200);
