@@ -17,6 +17,8 @@ import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
 // seen `submitted` before it confirms; a second origin on the same database writes events too.
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
+/** Well under the 15 s ping, after which a stream's first bytes would come anyway. */
+const OPENS_WITHIN_MS = 5_000;
 
 describe("the agent's event stream through the edge (real stack)", () => {
   let stack: MoneyStack;
@@ -39,6 +41,40 @@ describe("the agent's event stream through the edge (real stack)", () => {
     await edge?.stop();
     await stack?.close();
     await rpc?.close();
+  });
+
+  it("a stream with no event yet tells its client it is open at once, before any event or ping", async () => {
+    const agent = await stack.newAgent();
+    // A real EventSource: its `open` comes when the response does.
+    const openedAt = Date.now();
+    const stream = followEvents({ url: eventsUrl(), token: agent.token });
+    // A plain fetch: it resolves with the headers, and the first bytes are there to read.
+    const connection = new AbortController();
+    try {
+      // Mutation: a stream whose first bytes wait for an event or the ping (every 15 s) fails
+      // both: the edge hands the client its response only with the body's first chunk.
+      await stream.waitForOpen(OPENS_WITHIN_MS);
+      expect(Date.now() - openedAt).toBeLessThan(OPENS_WITHIN_MS);
+      const fetchedAt = Date.now();
+      const response = await Promise.race([
+        fetch(eventsUrl(), {
+          headers: { authorization: `Bearer ${agent.token}`, accept: "text/event-stream" },
+          signal: connection.signal,
+        }),
+        sleep(OPENS_WITHIN_MS).then(() => undefined),
+      ]);
+      expect(response, `no response in ${OPENS_WITHIN_MS} ms`).toBeDefined();
+      expect(Date.now() - fetchedAt).toBeLessThan(OPENS_WITHIN_MS);
+      expect(response!.status).toBe(200);
+      expect(response!.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      // What came is a comment line, which every Server-Sent Events client skips: no event.
+      const first = await response!.body!.getReader().read();
+      expect(new TextDecoder().decode(first.value)).toMatch(/^:[^\n]*\n\n/);
+      expect(stream.events).toEqual([]);
+    } finally {
+      connection.abort();
+      stream.close();
+    }
   });
 
   it("a transfer's requested, signed, submitted and confirmed arrive in order, and only the agent's own", async () => {
