@@ -85,7 +85,9 @@ describe("the agent's event stream through the edge (real stack)", () => {
       // Only this origin's tracker may finish the transfer, once the test lets it.
       await stack.origin.tracker!.stop();
       await origin.tracker!.stop();
-      await sleep(300);
+      // From now: each stream starts where the log is once it is open.
+      await stream.waitForOpen();
+      await otherStream.waitForOpen();
       rpc.withhold("eth_getTransactionReceipt");
       const calls = agentCalls(origin.base, agent!.token);
       const sent = await calls.transfer({
@@ -133,7 +135,7 @@ describe("the agent's event stream through the edge (real stack)", () => {
     const stream = followEvents({ url: eventsUrl(), token: agent.token });
     const calls = agentCalls(stack.origin.base, agent.token);
     try {
-      await sleep(300);
+      await stream.waitForOpen();
       const before: string[] = [];
       for (let i = 0; i < 3; i++) {
         const sent = await calls.transfer({
@@ -181,7 +183,7 @@ describe("the agent's event stream through the edge (real stack)", () => {
     const agent = await stack.newAgent({ units: 5_000_000n });
     const stream = followEvents({ url: eventsUrl(), token: agent.token });
     try {
-      await sleep(300);
+      await stream.waitForOpen();
       // stack.origin is another origin on the same database; the stream is held by `origin`.
       const sent = await agentCalls(stack.origin.base, agent.token).transfer({
         idempotency_key: newKey(),
