@@ -68,10 +68,26 @@ describe("the client's events() and waitForAction() through the edge (real stack
   let link: TcpProxy;
   /** Every request the clients sent, by path and query. */
   const requests: string[] = [];
-  const counting: typeof fetch = (input, init) => {
+  /**
+   * How many of the clients' stream requests were answered. A stream is open once its answer
+   * came: its start is fixed by then, so an event written after it reaches the stream.
+   */
+  let streamsAnswered = 0;
+  const counting: typeof fetch = async (input, init) => {
     const url = new URL(input instanceof Request ? input.url : input.toString());
     requests.push(`${url.pathname}${url.search}`);
-    return fetch(input, init);
+    const response = await fetch(input, init);
+    if (url.pathname.endsWith("/agent/v1/events")) streamsAnswered++;
+    return response;
+  };
+  /** Resolves once `count` streams in all were answered. */
+  const streamsOpen = async (count: number, timeoutMs = 20_000): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    while (streamsAnswered < count) {
+      if (Date.now() > deadline)
+        throw new Error(`${streamsAnswered} of ${count} streams open after ${timeoutMs} ms`);
+      await sleep(20);
+    }
   };
   const clientFor = (token: string): GatewayClient =>
     createGatewayClient({ baseUrl: `${link.url}/77`, token, fetch: counting });
@@ -114,10 +130,11 @@ describe("the client's events() and waitForAction() through the edge (real stack
   it("yields a transfer's requested, signed, submitted and confirmed in order, the last as GET answers it", async () => {
     const agent = await stack.newAgent({ units: 10_000_000n });
     const wallet = clientFor(agent.token);
+    const open = streamsAnswered + 1;
     const stream = collect(wallet.events(), 4);
     try {
       await holdConfirmations();
-      await sleep(300);
+      await streamsOpen(open);
       const sent = await wallet.transfer({ to: newAccount().address, amount: 1_000n });
       await stream.waitForCount(3);
       await releaseConfirmations();
@@ -151,6 +168,7 @@ describe("the client's events() and waitForAction() through the edge (real stack
     const direct = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token });
     const opened = () => requests.filter((request) => request === "/77/agent/v1/events").length;
     const openedBefore = opened();
+    const open = streamsAnswered + 1;
     const stream = collect(wallet.events());
     const transfers: string[] = [];
     const send = async (count: number): Promise<void> => {
@@ -161,7 +179,7 @@ describe("the client's events() and waitForAction() through the edge (real stack
       }
     };
     try {
-      await sleep(300);
+      await streamsOpen(open);
       await send(3);
       // Each transfer: requested, signed, confirmed (the devnet mines on arrival).
       await stream.waitForCount(9);
@@ -203,8 +221,9 @@ describe("the client's events() and waitForAction() through the edge (real stack
       return sent.action_id;
     };
     // No event and no ping (every 15 s) for 2 s counts as silence here.
+    const open = streamsAnswered + 1;
     const stream = collect(clientFor(agent.token).events({ idleTimeoutMs: 2_000 }));
-    await sleep(300);
+    await streamsOpen(open);
     const first = await transfer();
     await stream.waitForCount(3);
     link.stall();
@@ -254,14 +273,16 @@ describe("the client's events() and waitForAction() through the edge (real stack
     const signals: AbortSignal[] = [];
     const watching: typeof fetch = (input, init) => {
       if (init?.signal) signals.push(init.signal);
-      return fetch(input, init);
+      return counting(input, init);
     };
     const wallet = createGatewayClient({ baseUrl: `${link.url}/77`, token: agent.token, fetch: watching });
     const streams: Collected[] = [];
     const others = new AbortController();
+    // One at a time, each open (counted by the token's cap) before the next: the first is the oldest.
     for (let i = 0; i < 5; i++) {
+      const open = streamsAnswered + 1;
       streams.push(collect(wallet.events({ signal: i === 0 ? undefined : others.signal })));
-      await sleep(300);
+      await streamsOpen(open);
     }
     // Mutation: reconnecting on too_many_streams (as on too_slow) leaves this loop running.
     const first = await Promise.race([streams[0]!.ended, sleep(10_000).then(() => "still running")]);

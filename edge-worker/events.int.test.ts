@@ -17,6 +17,8 @@ import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
 // seen `submitted` before it confirms; a second origin on the same database writes events too.
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
+/** Well under the 15 s ping, after which a stream's first bytes would come anyway. */
+const OPENS_WITHIN_MS = 5_000;
 
 describe("the agent's event stream through the edge (real stack)", () => {
   let stack: MoneyStack;
@@ -41,6 +43,40 @@ describe("the agent's event stream through the edge (real stack)", () => {
     await rpc?.close();
   });
 
+  it("a stream with no event yet tells its client it is open at once, before any event or ping", async () => {
+    const agent = await stack.newAgent();
+    // A real EventSource: its `open` comes when the response does.
+    const openedAt = Date.now();
+    const stream = followEvents({ url: eventsUrl(), token: agent.token });
+    // A plain fetch: it resolves with the headers, and the first bytes are there to read.
+    const connection = new AbortController();
+    try {
+      // Mutation: a stream whose first bytes wait for an event or the ping (every 15 s) fails
+      // both: the edge hands the client its response only with the body's first chunk.
+      await stream.waitForOpen(OPENS_WITHIN_MS);
+      expect(Date.now() - openedAt).toBeLessThan(OPENS_WITHIN_MS);
+      const fetchedAt = Date.now();
+      const response = await Promise.race([
+        fetch(eventsUrl(), {
+          headers: { authorization: `Bearer ${agent.token}`, accept: "text/event-stream" },
+          signal: connection.signal,
+        }),
+        sleep(OPENS_WITHIN_MS).then(() => undefined),
+      ]);
+      expect(response, `no response in ${OPENS_WITHIN_MS} ms`).toBeDefined();
+      expect(Date.now() - fetchedAt).toBeLessThan(OPENS_WITHIN_MS);
+      expect(response!.status).toBe(200);
+      expect(response!.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      // What came is a comment line, which every Server-Sent Events client skips: no event.
+      const first = await response!.body!.getReader().read();
+      expect(new TextDecoder().decode(first.value)).toMatch(/^:[^\n]*\n\n/);
+      expect(stream.events).toEqual([]);
+    } finally {
+      connection.abort();
+      stream.close();
+    }
+  });
+
   it("a transfer's requested, signed, submitted and confirmed arrive in order, and only the agent's own", async () => {
     const [agent, other] = await stack.newAgents(2, { units: 10_000_000n });
     const stream = followEvents({ url: eventsUrl(), token: agent!.token });
@@ -49,7 +85,9 @@ describe("the agent's event stream through the edge (real stack)", () => {
       // Only this origin's tracker may finish the transfer, once the test lets it.
       await stack.origin.tracker!.stop();
       await origin.tracker!.stop();
-      await sleep(300);
+      // From now: each stream starts where the log is once it is open.
+      await stream.waitForOpen();
+      await otherStream.waitForOpen();
       rpc.withhold("eth_getTransactionReceipt");
       const calls = agentCalls(origin.base, agent!.token);
       const sent = await calls.transfer({
@@ -97,7 +135,7 @@ describe("the agent's event stream through the edge (real stack)", () => {
     const stream = followEvents({ url: eventsUrl(), token: agent.token });
     const calls = agentCalls(stack.origin.base, agent.token);
     try {
-      await sleep(300);
+      await stream.waitForOpen();
       const before: string[] = [];
       for (let i = 0; i < 3; i++) {
         const sent = await calls.transfer({
@@ -145,7 +183,7 @@ describe("the agent's event stream through the edge (real stack)", () => {
     const agent = await stack.newAgent({ units: 5_000_000n });
     const stream = followEvents({ url: eventsUrl(), token: agent.token });
     try {
-      await sleep(300);
+      await stream.waitForOpen();
       // stack.origin is another origin on the same database; the stream is held by `origin`.
       const sent = await agentCalls(stack.origin.base, agent.token).transfer({
         idempotency_key: newKey(),

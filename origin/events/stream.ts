@@ -1,7 +1,8 @@
 /**
  * One agent's event stream (docs/events.md#the-stream): first the agent's log from the client's
  * cursor up to where it joined the feed, then what the feed hands on, each event written once, in
- * order, as Server-Sent Events; a comment every 15 s keeps proxies on the way from calling it idle.
+ * order, as Server-Sent Events; a comment opens it, and one every 15 s keeps proxies on the way from
+ * calling it idle.
  */
 import type { SSEStreamingApi } from "hono/streaming";
 import { findIdentityByTokenId } from "../auth/identity-repository.ts";
@@ -11,6 +12,8 @@ import { type FeedSubscription, isAfter } from "./feed.ts";
 import { type LoggedEvent, readBacklog } from "./store.ts";
 
 export const PING_INTERVAL_MS = 15_000;
+/** A comment (docs/events.md#the-stream): every Server-Sent Events client skips it. */
+const OPENED = ": open\n\n";
 const BACKLOG_PAGE = 500;
 /**
  * Events waiting for a client that reads too slowly: past this the stream closes, and the client
@@ -149,6 +152,10 @@ export function createEventStream(params: EventStreamParams): EventStream {
         if (!closed) void sse.write(": ping\n\n");
       }, params.pingIntervalMs ?? PING_INTERVAL_MS);
       try {
+        // The stream's first bytes, before any read of the log: a proxy that hands a response on
+        // only with its body's first chunk (the edge's runtime does) would otherwise keep a client
+        // with no event yet from seeing the stream open until the first ping.
+        await sse.write(OPENED);
         const { bound } = subscription;
         let cursor = params.after ?? bound;
         // The log up to the bound: the feed hands on only what comes after it.
