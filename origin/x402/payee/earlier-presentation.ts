@@ -8,7 +8,7 @@ import { sleep } from "../../../shared/sleep.ts";
 import { type Db, queryRows } from "../../db/client.ts";
 import { canonicalJson } from "../canonical-json.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
-import type { Authorization } from "./payment.ts";
+import { oweRetry, type PaymentKey, takeLegacyPaidAnswer, takePaidAnswer } from "./paid-answers.ts";
 import { respond, type SettleOutcome } from "./settle-answer.ts";
 import { usedElsewhereAnswer } from "./settled-outcome.ts";
 import {
@@ -73,9 +73,6 @@ export function heldPresentation(
 export function holdMs(deps: { receiptTimeoutMs: number }): number {
   return deps.receiptTimeoutMs + 5_000;
 }
-
-/** What names a payment: its payer and its authorization's nonce. */
-type PaymentKey = Pick<Authorization, "from" | "nonce">;
 
 type PresentationDeps = {
   db: Db;
@@ -190,61 +187,4 @@ async function usedElsewhere(
     () => undefined,
   );
   return used === undefined ? kept : used;
-}
-
-/**
- * Owes the payment one answer as paid: a presentation of it is being answered
- * `settlement_pending`, which tells its caller to present the same payment again. Every
- * settlement is stored owing it (settle.ts storeStatement), so this changes nothing for one stored
- * by this version: an answer once taken is not owed again. It owes one for a settlement an origin
- * of an earlier version stored without it, unless that one's own column owes it already.
- */
-export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void> {
-  await queryRows(
-    db,
-    sql`insert into x402_paid_answers (settlement_id)
-        select id from x402_settlements
-        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed
-        on conflict (settlement_id) do nothing`,
-  );
-}
-
-/**
- * Takes the paid answer owed to the payment for this payload (the claim's own: a retry presents
- * what was answered pending, and the presentation that settled it presents it too), or, without
- * one, whatever the payload (its payment id's presentation is paid); true when it was still owed,
- * and so this presentation is the one answered paid. One small write to x402_paid_answers: the
- * settlement row, whose every update fires its events' and state counts' triggers, is not written.
- */
-export async function takePaidAnswer(
-  db: Db,
-  authorization: PaymentKey,
-  payloadHash?: string,
-): Promise<boolean> {
-  const samePayload = payloadHash === undefined ? sql`` : sql` and x.payload_hash = ${payloadHash}`;
-  const taken = await queryRows(
-    db,
-    sql`update x402_paid_answers a set taken_at = now()
-        from x402_settlements x
-        where x.payer = ${authorization.from} and x.nonce = ${authorization.nonce}${samePayload}
-          and a.settlement_id = x.id and a.taken_at is null
-        returning 1`,
-  );
-  return taken.length > 0;
-}
-
-/** As takePaidAnswer, for an answer an origin of the version before migration 0046 owed in its column. */
-async function takeLegacyPaidAnswer(
-  db: Db,
-  authorization: PaymentKey,
-  payloadHash?: string,
-): Promise<boolean> {
-  const samePayload = payloadHash === undefined ? sql`` : sql` and payload_hash = ${payloadHash}`;
-  const taken = await queryRows(
-    db,
-    sql`update x402_settlements set retry_owed = false
-        where payer = ${authorization.from} and nonce = ${authorization.nonce} and retry_owed${samePayload}
-        returning 1`,
-  );
-  return taken.length > 0;
 }

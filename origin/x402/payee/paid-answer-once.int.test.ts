@@ -3,7 +3,8 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../../testing/database.ts";
 import { type Db, queryRows } from "../../db/client.ts";
-import { earlierPresentation, sha256, takePaidAnswer } from "./earlier-presentation.ts";
+import { earlierPresentation, sha256 } from "./earlier-presentation.ts";
+import { createPaidAnswerTaker, takePaidAnswer } from "./paid-answers.ts";
 
 // docs/x402.md#the-demo-and-the-facilitator: a settled payment is answered paid once. The paid
 // answer is owed from the statement that stores the settlement and taken by the presentation that
@@ -55,6 +56,37 @@ describe("the paid answer a settlement owes, once", () => {
     // Its retry is not paid a second time: the seller delivered once, to the settling presentation.
     // Mutation: owing the answer again on a pending answer (oweRetry setting it untaken) pays it.
     expect(await present(nonce, payload)).toEqual({
+      kind: "duplicate",
+      reason: "invalid_exact_evm_nonce_already_used",
+    });
+  });
+
+  it("taken in one statement for the presentations of one turn: each payment's once, the same payment twice by the first", async () => {
+    const owing = async (payload: unknown): Promise<`0x${string}`> => {
+      const nonce = hex(32);
+      await db().execute(
+        sql`with settlement as (
+              insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+                valid_after, valid_before, signature, status, tx_hash)
+              values (${payer}, ${nonce}, ${hex(20)}, 1, '', ${sha256(payload)}, 0, 1, '0x', 'settled', ${hex(32)})
+              returning id)
+            insert into x402_paid_answers (settlement_id) select id from settlement`,
+      );
+      return nonce;
+    };
+    const payloads = Array.from({ length: 20 }, (_, i) => ({ payment: i }));
+    const nonces = await Promise.all(payloads.map(owing));
+    const take = createPaidAnswerTaker(db());
+    // All in one turn, as a settle batch's presentations ask once its receipts are read; the
+    // first payment's twice, and the second's with another payload (not its own: not paid).
+    const taken = await Promise.all([
+      ...nonces.map((nonce, i) => take({ from: payer, nonce }, sha256(payloads[i]))),
+      take({ from: payer, nonce: nonces[0]! }, sha256(payloads[0])),
+      take({ from: payer, nonce: nonces[1]! }, sha256({ payment: "another" })),
+    ]);
+    expect(taken).toEqual([...nonces.map(() => true), false, false]);
+    // Nothing is owed after: a presentation of any of them is told the nonce is used.
+    expect(await present(nonces[1]!, payloads[1])).toEqual({
       kind: "duplicate",
       reason: "invalid_exact_evm_nonce_already_used",
     });

@@ -41,7 +41,8 @@ import { preparedStatement } from "../../db/prepared.ts";
 import { defineKindStore, type Outbox, type OutboxKind } from "../../outbox/index.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { CatalogueEntry } from "./catalogue-entry.ts";
-import { heldPresentation, holdMs, sha256, takePaidAnswer } from "./earlier-presentation.ts";
+import { heldPresentation, holdMs, sha256 } from "./earlier-presentation.ts";
+import { createPaidAnswerTaker } from "./paid-answers.ts";
 import { type PayerFacts, payerFactsCalls, payerFactsOf } from "./payer-facts.ts";
 import type { Authorization } from "./payment.ts";
 import { boundToNonce, PaymentIdUnbound } from "./payment-ids.ts";
@@ -106,6 +107,7 @@ export type Settler = {
 
 export function createSettler(deps: SettlerDeps): Settler {
   const kind = settleKind(deps);
+  const takePaidAnswer = createPaidAnswerTaker(deps.db);
   return {
     async settle(payment) {
       const payer = payment.authorization.from;
@@ -153,7 +155,7 @@ export function createSettler(deps: SettlerDeps): Settler {
       }
       // Answered paid only with the paid answer taken: a presentation of the same payload that
       // found it settled first (while this one waited for its receipt) was answered paid instead.
-      if (!(await takePaidAnswer(deps.db, payment.authorization, sha256(payment.payload)))) {
+      if (!(await takePaidAnswer(payment.authorization, sha256(payment.payload)))) {
         return { kind: "duplicate", response: respond(payer, txHash, X402_REASONS.nonceUsed) };
       }
       return { kind: "settled", response: respond(payer, txHash) };

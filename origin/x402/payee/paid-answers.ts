@@ -1,0 +1,134 @@
+/**
+ * The one answer as paid a settlement owes (x402_paid_answers; docs/x402.md#after-settlement_pending-retry-the-same-payment):
+ * owed from the statement that stores the settlement (settle.ts storeStatement), taken by the
+ * presentation answered paid (settle.ts for the one that settled it, earlier-presentation.ts for
+ * a later one), so that a seller delivers once for one payment.
+ */
+import { sql } from "drizzle-orm";
+import { type Db, queryRows } from "../../db/client.ts";
+import type { Authorization } from "./payment.ts";
+
+/** What names a payment: its payer and its authorization's nonce. */
+export type PaymentKey = Pick<Authorization, "from" | "nonce">;
+
+/**
+ * Owes the payment one answer as paid: a presentation of it is being answered
+ * `settlement_pending`, which tells its caller to present the same payment again. Every
+ * settlement is stored owing it (settle.ts storeStatement), so this changes nothing for one stored
+ * by this version: an answer once taken is not owed again. It owes one for a settlement an origin
+ * of an earlier version stored without it, unless that one's own column owes it already.
+ */
+export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void> {
+  await queryRows(
+    db,
+    sql`insert into x402_paid_answers (settlement_id)
+        select id from x402_settlements
+        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed
+        on conflict (settlement_id) do nothing`,
+  );
+}
+
+/**
+ * Takes the paid answer owed to the payment for this payload (the claim's own: a retry presents
+ * what was answered pending, and the presentation that settled it presents it too), or, without
+ * one, whatever the payload (its payment id's presentation is paid); true when it was still owed,
+ * and so this presentation is the one answered paid. One small write to x402_paid_answers: the
+ * settlement row, whose every update fires its events' and state counts' triggers, is not written.
+ */
+export async function takePaidAnswer(
+  db: Db,
+  authorization: PaymentKey,
+  payloadHash?: string,
+): Promise<boolean> {
+  const samePayload = payloadHash === undefined ? sql`` : sql` and x.payload_hash = ${payloadHash}`;
+  const taken = await queryRows(
+    db,
+    sql`update x402_paid_answers a set taken_at = now()
+        from x402_settlements x
+        where x.payer = ${authorization.from} and x.nonce = ${authorization.nonce}${samePayload}
+          and a.settlement_id = x.id and a.taken_at is null
+        returning 1`,
+  );
+  return taken.length > 0;
+}
+
+/** As takePaidAnswer, for an answer an origin of the version before migration 0046 owed in its column. */
+export async function takeLegacyPaidAnswer(
+  db: Db,
+  authorization: PaymentKey,
+  payloadHash?: string,
+): Promise<boolean> {
+  const samePayload = payloadHash === undefined ? sql`` : sql` and payload_hash = ${payloadHash}`;
+  const taken = await queryRows(
+    db,
+    sql`update x402_settlements set retry_owed = false
+        where payer = ${authorization.from} and nonce = ${authorization.nonce} and retry_owed${samePayload}
+        returning 1`,
+  );
+  return taken.length > 0;
+}
+
+/** Takes gathered into one statement at most. */
+const MAX_TAKES = 256;
+
+/**
+ * takePaidAnswer for the presentations that settled their payments (settle.ts), gathered: those of
+ * one settle batch have their receipts from one read and ask within one event-loop turn, and one
+ * statement takes all their answers, where a statement and a commit each cost Postgres about as
+ * much as the rest of its work for the payment. A payment is settled by one presentation, so a
+ * statement holds one take per payment; another for the same payment goes in the next statement,
+ * as if it had come after.
+ */
+export function createPaidAnswerTaker(
+  db: Db,
+): (authorization: PaymentKey, payloadHash: string) => Promise<boolean> {
+  type Take = {
+    payment: PaymentKey;
+    payloadHash: string;
+    resolve(taken: boolean): void;
+    reject(error: unknown): void;
+  };
+  let open: Map<string, Take> | undefined;
+
+  const send = async (batch: Map<string, Take>): Promise<void> => {
+    if (open === batch) open = undefined;
+    const takes = [...batch.values()];
+    const wanted = takes.map((take, i) => ({
+      i,
+      payer: take.payment.from,
+      nonce: take.payment.nonce,
+      payload_hash: take.payloadHash,
+    }));
+    try {
+      const rows = await queryRows<{ i: number }>(
+        db,
+        sql`update x402_paid_answers a set taken_at = now()
+            from x402_settlements x
+              join json_to_recordset(${JSON.stringify(wanted)}::json) as w(i int, payer text, nonce text, payload_hash text)
+                on x.payer = w.payer and x.nonce = w.nonce and x.payload_hash = w.payload_hash
+            where a.settlement_id = x.id and a.taken_at is null
+            returning w.i`,
+      );
+      const taken = new Set(rows.map((row) => row.i));
+      for (const [i, take] of takes.entries()) take.resolve(taken.has(i));
+    } catch (error) {
+      for (const take of takes) take.reject(error);
+    }
+  };
+
+  return (payment, payloadHash) =>
+    new Promise((resolve, reject) => {
+      const key = `${payment.from}:${payment.nonce}`;
+      if (open?.has(key)) void send(open);
+      if (!open) {
+        const fresh = new Map<string, Take>();
+        open = fresh;
+        // Once this turn's other receipts have been handed on.
+        setImmediate(() => {
+          if (open === fresh) void send(fresh);
+        });
+      }
+      open.set(key, { payment, payloadHash, resolve, reject });
+      if (open.size >= MAX_TAKES) void send(open);
+    });
+}
