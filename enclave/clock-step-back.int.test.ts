@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type AgentKey,
   agentKeys,
+  filler,
   NODE_PAY_TO,
   NODE_X402_UNITS,
   nodePolicy,
@@ -97,7 +98,7 @@ describe("per-day records under a clock stepped back across midnight (the enclav
     );
   });
 
-  it("answers the day it counted an x402 authorization or a transfer on, the later day when the clock stepped back, so the gateway counts it where this count is", async () => {
+  it("answers the day it counted an x402 authorization, a transfer or a filler on, the later day when the clock stepped back, so the origin counts it where this count is", async () => {
     const [key] = keys as [AgentKey];
     const countedOn = async () => {
       const x402Answer = expectOk(
@@ -106,14 +107,19 @@ describe("per-day records under a clock stepped back across midnight (the enclav
           x402(key, NODE_PAY_TO, NODE_X402_UNITS, {}, nowSeconds()),
         ),
       ) as { counted_on?: string };
-      const transferAnswer = expectOk(await client.request("sign_transfer", transfer(key, 1n))) as {
+      const paid = transfer(key, 1n);
+      const transferAnswer = expectOk(await client.request("sign_transfer", paid)) as {
         counted_on?: string;
       };
-      return [x402Answer.counted_on, transferAnswer.counted_on];
+      // Mutation: sign_filler answering no day (the code before) leaves the origin its database's.
+      const fillerAnswer = expectOk(await client.request("sign_filler", filler(key, paid.nonce))) as {
+        counted_on?: string;
+      };
+      return [x402Answer.counted_on, transferAnswer.counted_on, fillerAnswer.counted_on];
     };
     enclave.clock.set(new Date("2031-03-07T00:00:01Z"));
-    expect(await countedOn()).toEqual(["2031-03-07", "2031-03-07"]);
+    expect(await countedOn()).toEqual(["2031-03-07", "2031-03-07", "2031-03-07"]);
     enclave.clock.set(new Date("2031-03-06T23:59:30Z"));
-    expect(await countedOn()).toEqual(["2031-03-07", "2031-03-07"]);
+    expect(await countedOn()).toEqual(["2031-03-07", "2031-03-07", "2031-03-07"]);
   });
 });

@@ -326,9 +326,10 @@ export const signTransactionResult = z.object({
   raw_transaction: hexDataSchema,
   tx_hash: hex32Schema,
   /**
-   * sign_transfer: the UTC day (YYYY-MM-DD) the enclave counted the transfer's cost on, by its
-   * clock, which the gateway counts it on too (it read its own clock a moment earlier, maybe before
-   * midnight). Absent from the other ops, and from an enclave older than it.
+   * sign_transfer and sign_filler: the UTC day (YYYY-MM-DD) the enclave counted the transfer's cost
+   * or the filler's fee on, by its clock, which the origin counts it on too (it read its own clock,
+   * or its database's, a moment before or after, maybe across midnight). Absent from the other ops,
+   * from a treasury filler (its budget has no day), and from an enclave older than it.
    */
   counted_on: utcDaySchema.optional(),
 });

@@ -85,13 +85,24 @@ export const signFiller: OpHandler<"sign_filler"> = async (ctx, params) => {
   });
   if (!prepared) return refuse("malformed", "transaction fields out of range");
   // No await between the checks above and this reservation, as for sign_transfer.
+  // The day the fee counted on, which the origin counts an agent's filler on too; none for the
+  // treasury, whose budget has no day.
+  let countedOn: string | undefined;
   await ctx.state.commit((next) => {
     if (key.namespace === "faucet" && next.treasury) next.treasury.spentUnits += units;
-    else countSpend(next, key.keyRef, today, units);
+    else {
+      countSpend(next, key.keyRef, today, units);
+      // A later day than today's when the clock stepped back since: the spend stays on it.
+      countedOn = next.daily.day;
+    }
     recordFilledNonce(next.nonces, key.keyRef, nonce);
     const counted = key.namespace === "agent-transfer" ? next.agentPolicies.get(key.keyRef) : undefined;
     if (counted?.policy) countTransfer(counted.usage, at, units, false);
   });
   const tx = signPrepared(key.privateKey, prepared);
-  return succeed({ raw_transaction: tx.rawTransaction, tx_hash: tx.txHash });
+  return succeed({
+    raw_transaction: tx.rawTransaction,
+    tx_hash: tx.txHash,
+    ...(countedOn === undefined ? {} : { counted_on: countedOn }),
+  });
 };

@@ -42,10 +42,11 @@ export const agentWalletKeys: OutboxDomains["senderKeys"][number] = async (db, a
 // agent's daily transfer limit, as the enclave counts it (docs/api.md#faucet-and-transfer-actions-states).
 // Written in the statement that stores the filler; a filler of another sender finds no identity.
 export const agentFillerRows: OutboxDomains["fillerRows"][number] = {
-  signedColumns: sql`filler_request_hash text, filler_cost_units numeric`,
+  signedColumns: sql`filler_request_hash text, filler_cost_units numeric, filler_counted_on date`,
   row: (filler) => ({
     filler_request_hash: requestHash("filler", { nonce: filler.nonce.toString() }),
     filler_cost_units: ((filler.maxCostWei + WEI_PER_UNIT - 1n) / WEI_PER_UNIT).toString(),
+    filler_counted_on: filler.countedOn,
   }),
   ctes: [
     {
@@ -57,12 +58,17 @@ export const agentFillerRows: OutboxDomains["fillerRows"][number] = {
         from signed s join stored st on st.tx_hash = s.tx_hash
           join agent_identities i on i.assigned_wallet = s.sender
         on conflict (agent_id, kind, idempotency_key) do nothing
-        returning agent_id, cost_units`,
+        returning agent_id, tx_id, cost_units`,
     },
     {
+      // On the day the enclave counted the fee on, its sealed spend being the bound: the database's
+      // clock reads a moment after the enclave's, maybe across midnight, and the gateway's refusals
+      // of that day must be the enclave's. An enclave that does not say: the database's day.
       name: "filler_spend",
       sql: sql`insert into transfer_daily_spend as d (agent_id, day, spent_units)
-        select agent_id, (now() at time zone 'utc')::date, sum(cost_units) from filler_actions group by agent_id
+        select f.agent_id, coalesce(s.filler_counted_on, (now() at time zone 'utc')::date), sum(f.cost_units)
+        from filler_actions f join stored st on st.tx_id = f.tx_id join signed s on s.tx_hash = st.tx_hash
+        group by 1, 2
         on conflict (agent_id, day) do update set spent_units = d.spent_units + excluded.spent_units`,
     },
   ],

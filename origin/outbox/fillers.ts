@@ -111,11 +111,16 @@ export function fillerKind(parts: readonly FillerRows[]): FillerKind {
       !quote.ok && quote.error.code === "above_fee_ceiling" ? { ceiling: quote.error.detail } : "unavailable",
     store: {
       statement: fillerStoreStatement(parts),
-      row: ({ item, id }, at) =>
+      row: ({ item, id }, at, signed) =>
         Object.assign(
           { replaced_tx_id: id },
           ...parts.map((part) =>
-            part.row({ sender: item.sender, nonce: item.nonce, maxCostWei: at.costWei }),
+            part.row({
+              sender: item.sender,
+              nonce: item.nonce,
+              maxCostWei: at.costWei,
+              countedOn: signed.countedOn,
+            }),
           ),
         ),
       values: () => ({}),

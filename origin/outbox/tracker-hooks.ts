@@ -23,8 +23,16 @@ export type SenderKeyResolver = (db: Db, addresses: readonly string[]) => Promis
 export type FillerRows = {
   /** Its columns of each signed filler in `signed` (`name type, ...`). */
   signedColumns: SQL;
-  /** Its values of those columns for a filler of `sender` at `nonce` that may cost `maxCostWei`. */
-  row(filler: { sender: string; nonce: bigint; maxCostWei: bigint }): Record<string, unknown>;
+  /**
+   * Its values of those columns for a filler of `sender` at `nonce` that may cost `maxCostWei`,
+   * its fee counted by the enclave on `countedOn` (null: an enclave that does not say).
+   */
+  row(filler: {
+    sender: string;
+    nonce: bigint;
+    maxCostWei: bigint;
+    countedOn: string | null;
+  }): Record<string, unknown>;
   /** Its CTEs of the store statement, each a data-modifying one reading `signed` and `stored`. */
   ctes: ReadonlyArray<{ name: string; sql: SQL }>;
 };

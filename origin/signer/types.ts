@@ -264,7 +264,10 @@ export type SignTransactionParams = {
 export type SignTransactionResult = {
   rawTransaction: Hex;
   txHash: Hex;
-  /** sign_transfer: the UTC day the enclave counted its cost on, by its clock (YYYY-MM-DD); else null. */
+  /**
+   * sign_transfer, sign_filler: the UTC day the enclave counted its cost on, by its clock
+   * (YYYY-MM-DD); else null (another op, a treasury filler, an older enclave).
+   */
   countedOn: string | null;
 };
 
