@@ -86,6 +86,7 @@ describe("migrations and constraints", () => {
         "webhook_endpoints",
         "x402_daily_authorizations",
         "x402_daily_payee_units",
+        "x402_paid_answers",
         "x402_payment_ids",
         "x402_resources",
         "x402_reservations",
