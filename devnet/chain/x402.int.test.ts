@@ -5,29 +5,12 @@ import { ExactEvmScheme as ExactEvmFacilitator } from "@x402/evm/exact/facilitat
 import { encodeFunctionData, type Hex, parseEventLogs, parseSignature, publicActions } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { sellerRequirement } from "../../testing/x402-quote.ts";
 import { type Devnet, NATIVE_TRANSFER_AUTH_ABI, startDevnet } from "../index.ts";
 import { fund, newAccount, publicClientFor, usdc, walletClientFor } from "../testing.ts";
 
 /** The requirement a chain-77 resource quotes. */
-function requirement(payTo: string): PaymentRequirements {
-  return {
-    scheme: "exact",
-    network: CAIP2_NETWORK,
-    asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-    amount: "10000",
-    payTo,
-    maxTimeoutSeconds: 60,
-    extra: {
-      name: "USDC",
-      version: "2",
-      assetTransferMethod: "eip3009",
-      paymentFlow: "authorization",
-      kind: "native",
-      decimals: 6,
-      symbol: "USDC",
-    },
-  };
-}
+const requirement = (payTo: string): PaymentRequirements => sellerRequirement({ payTo, amount: 10_000n });
 
 type Eip3009Payload = {
   signature: Hex;
