@@ -5,7 +5,6 @@ import { fileURLToPath } from "node:url";
 import { serve } from "@hono/node-server";
 import { x402Facilitator } from "@x402/core/facilitator";
 import type { FacilitatorClient } from "@x402/core/server";
-import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { ExactEvmScheme as ExactEvmFacilitator } from "@x402/evm/exact/facilitator";
 import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
@@ -28,6 +27,7 @@ import type { StackAgent } from "../../../testing/agent-factory.ts";
 import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
 import { runTool, type ToolRun } from "../../../testing/run-tool.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
+import { officialFacilitatorSigner } from "../../../testing/x402-official-client.ts";
 import { fundedPayer } from "../../../testing/x402-payer.ts";
 import { writeAgentPolicy } from "../../policy/store.ts";
 
@@ -55,18 +55,7 @@ async function startSeller(devnetUrl: string, payTo: Address, amount: bigint): P
     transport: http(devnetUrl, { retryCount: 0 }),
     pollingInterval: 100,
   }).extend(publicActions);
-  // x402's signer is structural and loosely typed; viem's actions are generic: cast at the seam.
-  const signer = toFacilitatorEvmSigner({
-    address: account.address,
-    readContract: (args) => wallet.readContract(args as unknown as Parameters<typeof wallet.readContract>[0]),
-    verifyTypedData: (args) =>
-      wallet.verifyTypedData(args as unknown as Parameters<typeof wallet.verifyTypedData>[0]),
-    writeContract: (args) =>
-      wallet.writeContract(args as unknown as Parameters<typeof wallet.writeContract>[0]),
-    sendTransaction: (args) => wallet.sendTransaction(args),
-    waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt(args),
-    getCode: (args) => wallet.getCode(args),
-  });
+  const signer = officialFacilitatorSigner(wallet);
   const facilitator = new x402Facilitator().register(CAIP2_NETWORK, new ExactEvmFacilitator(signer));
   const server = new x402ResourceServer(facilitator as unknown as FacilitatorClient).register(
     CAIP2_NETWORK,
