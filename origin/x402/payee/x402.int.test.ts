@@ -8,7 +8,7 @@ import { sql } from "drizzle-orm";
 import { Hono } from "hono";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../../devnet/index.ts";
 import {
   highS,
@@ -18,7 +18,7 @@ import {
   walletClientFor,
 } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import {
   envelope as envelopeFor,
@@ -48,19 +48,11 @@ const stack = useMoneyStack(
   },
   { timeoutMs: 120_000 },
 );
-let edge: EdgeHandle;
+const edge = useStackEdge(stack, EDGE_SECRET, {}, { timeoutMs: 120_000 });
 let demo: string;
 
-beforeAll(async () => {
+beforeAll(() => {
   demo = `${stack.origin.base}/x402/demo`;
-  edge = await startTestEdge({
-    originUrl: stack.origin.url,
-    edgeSharedSecret: EDGE_SECRET,
-    onLine: () => {},
-  });
-}, 120_000);
-afterAll(async () => {
-  await edge?.stop();
 });
 
 const chain = () => publicClientFor(stack.devnet.url);

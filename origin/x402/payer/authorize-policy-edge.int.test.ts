@@ -24,7 +24,7 @@ import type { AgentPolicyDocument } from "../../../shared/agent-policy.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { agentPolicySubject } from "../../../shared/operator-approval.ts";
 import type { StackAgent } from "../../../testing/agent-factory.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { runTool, type ToolRun } from "../../../testing/run-tool.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { officialFacilitatorSigner } from "../../../testing/x402-official-client.ts";
@@ -103,7 +103,7 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
     },
     { timeoutMs: 180_000 },
   );
-  let edge: EdgeHandle;
+  const edge = useStackEdge(stack, EDGE_SECRET);
   let base: string;
   let sellerA: Seller;
   let sellerB: Seller;
@@ -112,11 +112,6 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
   const chain = () => publicClientFor(stack.devnet.url);
 
   beforeAll(async () => {
-    edge = await startTestEdge({
-      originUrl: stack.origin.url,
-      edgeSharedSecret: EDGE_SECRET,
-      onLine: () => {},
-    });
     base = `${edge.url}/77`;
     sellerA = await startSeller(stack.devnet.url, SELLER_A, 40_000n);
     sellerB = await startSeller(stack.devnet.url, SELLER_B, 20_000n);
@@ -127,7 +122,6 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
     enclave?.close();
     await sellerA?.close();
     await sellerB?.close();
-    await edge?.stop();
   });
 
   /** Seals the agent's policy in the enclave (an operator approves: it loosens) and stores it as the origin does. */
