@@ -23,6 +23,7 @@ import { privateKeyToAccount, nonceManager as viemNonceManager } from "viem/acco
 import { devnetChain } from "../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { officialFacilitatorSigner } from "../testing/x402-official-client.ts";
+import { DEMO_EXTRA } from "../testing/x402-quote.ts";
 
 export type ReferenceServerParams = {
   devnetUrl: string;
@@ -80,15 +81,7 @@ export async function startReferenceProcess(params: ReferenceServerParams): Prom
 export const DEMO_PRICE = {
   amount: "10000",
   asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-  extra: {
-    assetTransferMethod: "eip3009",
-    paymentFlow: "authorization",
-    kind: "native",
-    name: "USDC",
-    version: "2",
-    decimals: 6,
-    symbol: "USDC",
-  },
+  extra: { ...DEMO_EXTRA },
 };
 
 /** The reference server in this process (the reference's own process calls it). */

@@ -27,6 +27,7 @@ import {
   paymentHeader,
   quote as quoteOf,
 } from "../../../testing/x402-payer.ts";
+import { DEMO_EXTRA } from "../../../testing/x402-quote.ts";
 import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
@@ -512,16 +513,11 @@ describe("facilitator", () => {
     // answering every presentation of the settled payload as paid serves both requests.
     const client = new HTTPFacilitatorClient({ url: `${edge.url}/77/x402/facilitator` });
     const server = new x402ResourceServer(client).register(CAIP2_NETWORK, new ExactEvmServer());
-    const extra = { assetTransferMethod: "eip3009", paymentFlow: "authorization", kind: "native" };
     const accepts = {
       scheme: "exact",
       network: CAIP2_NETWORK,
       payTo,
-      price: {
-        amount: AMOUNT.toString(),
-        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-        extra: { ...extra, name: "USDC", version: "2", decimals: 6, symbol: "USDC" },
-      },
+      price: { amount: AMOUNT.toString(), asset: NATIVE_TRANSFER_AUTH_ADDRESS, extra: { ...DEMO_EXTRA } },
       maxTimeoutSeconds: 60,
     } as const;
     const seller = new Hono();

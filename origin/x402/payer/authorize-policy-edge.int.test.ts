@@ -29,6 +29,7 @@ import { runTool, type ToolRun } from "../../../testing/run-tool.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { officialFacilitatorSigner } from "../../../testing/x402-official-client.ts";
 import { fundedPayer } from "../../../testing/x402-payer.ts";
+import { SELLER_EXTRA } from "../../../testing/x402-quote.ts";
 import { writeAgentPolicy } from "../../policy/store.ts";
 
 // One x402 path for many sellers, end to end through the edge (Miniflare) in front of the real
@@ -73,7 +74,7 @@ async function startSeller(devnetUrl: string, payTo: Address, amount: bigint): P
             price: {
               amount: amount.toString(),
               asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-              extra: { assetTransferMethod: "eip3009", name: "USDC", version: "2", decimals: 6 },
+              extra: { ...SELLER_EXTRA },
             },
             maxTimeoutSeconds: 60,
           },
