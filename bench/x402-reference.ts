@@ -14,7 +14,6 @@ import { fileURLToPath } from "node:url";
 import { serve } from "@hono/node-server";
 import { x402Facilitator } from "@x402/core/facilitator";
 import type { FacilitatorClient } from "@x402/core/server";
-import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme as ExactEvmFacilitator } from "@x402/evm/exact/facilitator";
 import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
 import { paymentMiddleware, x402ResourceServer } from "@x402/hono";
@@ -23,6 +22,8 @@ import { type Address, createWalletClient, type Hex, http, publicActions } from 
 import { privateKeyToAccount, nonceManager as viemNonceManager } from "viem/accounts";
 import { devnetChain } from "../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
+import { officialFacilitatorSigner } from "../testing/x402-official-client.ts";
+import { DEMO_EXTRA } from "../testing/x402-quote.ts";
 
 export type ReferenceServerParams = {
   devnetUrl: string;
@@ -80,15 +81,7 @@ export async function startReferenceProcess(params: ReferenceServerParams): Prom
 export const DEMO_PRICE = {
   amount: "10000",
   asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-  extra: {
-    assetTransferMethod: "eip3009",
-    paymentFlow: "authorization",
-    kind: "native",
-    name: "USDC",
-    version: "2",
-    decimals: 6,
-    symbol: "USDC",
-  },
+  extra: { ...DEMO_EXTRA },
 };
 
 /** The reference server in this process (the reference's own process calls it). */
@@ -103,19 +96,7 @@ export async function serveReference(params: ReferenceServerParams): Promise<Ref
     transport: http(params.devnetUrl, { retryCount: 0 }),
     pollingInterval: params.pollingIntervalMs,
   }).extend(publicActions);
-  // x402's signer is structural and loosely typed; viem's actions are generic. Cast at the seam
-  // (as devnet/chain/x402.int.test.ts does).
-  const signer = toFacilitatorEvmSigner({
-    address: account.address,
-    readContract: (args) => wallet.readContract(args as unknown as Parameters<typeof wallet.readContract>[0]),
-    verifyTypedData: (args) =>
-      wallet.verifyTypedData(args as unknown as Parameters<typeof wallet.verifyTypedData>[0]),
-    writeContract: (args) =>
-      wallet.writeContract(args as unknown as Parameters<typeof wallet.writeContract>[0]),
-    sendTransaction: (args) => wallet.sendTransaction(args),
-    waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt(args),
-    getCode: (args) => wallet.getCode(args),
-  });
+  const signer = officialFacilitatorSigner(wallet);
   const facilitator = new x402Facilitator().register(CAIP2_NETWORK, new ExactEvmFacilitator(signer));
   const resourceServer = new x402ResourceServer(facilitator as unknown as FacilitatorClient).register(
     CAIP2_NETWORK,

@@ -6,7 +6,6 @@ import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
@@ -16,6 +15,7 @@ import { spawnOrigin } from "../testing/origin-process.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { signTransferOverSocket } from "../testing/socket-transfer.ts";
 import { useMoneyStack } from "../testing/stack.ts";
+import { SELLER_EXTRA, sellerQuote } from "../testing/x402-quote.ts";
 
 // The operator's `npm run policy` as a process, against a real enclave, Postgres, the origin of a
 // money stack and the devnet: what it prints, what it exits with, what the database and the
@@ -26,28 +26,14 @@ const SELLER_A = newAccount().address.toLowerCase() as Address;
 const SELLER_C = newAccount().address.toLowerCase() as Address;
 
 /** A chain-77 quote paying `payTo` `amount` units, as a seller's 402 body carries it. */
-function quote(payTo: string, amount: bigint) {
-  return {
-    x402Version: 2,
-    error: "Payment required",
-    resource: {
-      url: `https://${payTo.slice(2, 8)}.seller.test/item`,
-      description: "an item",
-      mimeType: "application/json",
-    },
-    accepts: [
-      {
-        scheme: "exact",
-        network: CAIP2_NETWORK,
-        amount: amount.toString(),
-        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-        payTo,
-        maxTimeoutSeconds: 60,
-        extra: { assetTransferMethod: "eip3009", name: "USDC", version: "2", decimals: 6 },
-      },
-    ],
-  };
-}
+const quote = (payTo: string, amount: bigint) =>
+  sellerQuote({
+    payTo,
+    amount,
+    url: `https://${payTo.slice(2, 8)}.seller.test/item`,
+    description: "an item",
+    extra: SELLER_EXTRA,
+  });
 
 describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
   // Per transaction 10 USDC, 50 USDC a day (the stack's sealed policy); x402 on, with the node's

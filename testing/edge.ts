@@ -4,7 +4,9 @@
  * so a secret or an agent token the edge logs fails the run.
  */
 import { type EdgeHandle, type StartEdgeParams, startEdge } from "../dev/edge.ts";
+import type { MoneyStack } from "./money-stack.ts";
 import { recordOutput } from "./secret-sink.ts";
+import { type FixtureOptions, useFixture } from "./stack.ts";
 
 export type { EdgeHandle };
 
@@ -17,4 +19,23 @@ export function startTestEdge(params: StartEdgeParams): Promise<EdgeHandle> {
       given?.(line);
     },
   });
+}
+
+/**
+ * An edge in front of `stack`'s own origin for the describe block it is called in (stack.ts
+ * useFixture: started after the stack, stopped before it), its lines kept from the test's output.
+ * `options` go to the edge as they are (`directSocket`, say).
+ */
+export function useStackEdge(
+  stack: MoneyStack,
+  edgeSharedSecret: string,
+  options: Omit<StartEdgeParams, "originUrl" | "edgeSharedSecret"> = {},
+  fixture: FixtureOptions = { timeoutMs: 180_000 },
+): EdgeHandle {
+  return useFixture(
+    "edge",
+    () => startTestEdge({ originUrl: stack.origin.url, edgeSharedSecret, onLine: () => {}, ...options }),
+    (edge) => edge.stop(),
+    fixture,
+  );
 }

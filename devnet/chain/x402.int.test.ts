@@ -1,33 +1,16 @@
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
-import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme as ExactEvmClient } from "@x402/evm/exact/client";
 import { ExactEvmScheme as ExactEvmFacilitator } from "@x402/evm/exact/facilitator";
 import { encodeFunctionData, type Hex, parseEventLogs, parseSignature, publicActions } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
+import { officialFacilitatorSigner } from "../../testing/x402-official-client.ts";
+import { sellerRequirement } from "../../testing/x402-quote.ts";
 import { type Devnet, NATIVE_TRANSFER_AUTH_ABI, startDevnet } from "../index.ts";
 import { fund, newAccount, publicClientFor, usdc, walletClientFor } from "../testing.ts";
 
 /** The requirement a chain-77 resource quotes. */
-function requirement(payTo: string): PaymentRequirements {
-  return {
-    scheme: "exact",
-    network: CAIP2_NETWORK,
-    asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-    amount: "10000",
-    payTo,
-    maxTimeoutSeconds: 60,
-    extra: {
-      name: "USDC",
-      version: "2",
-      assetTransferMethod: "eip3009",
-      paymentFlow: "authorization",
-      kind: "native",
-      decimals: 6,
-      symbol: "USDC",
-    },
-  };
-}
+const requirement = (payTo: string): PaymentRequirements => sellerRequirement({ payTo, amount: 10_000n });
 
 type Eip3009Payload = {
   signature: Hex;
@@ -107,21 +90,7 @@ describe("devnet: the official x402 EVM exact scheme pays and settles against Na
       payload: created.payload,
     };
     const wallet = walletClientFor(devnet.url, settler).extend(publicActions);
-    // x402's signer is structural and loosely typed; viem's actions are generic. Cast at the seam.
-    const facilitator = new ExactEvmFacilitator(
-      toFacilitatorEvmSigner({
-        address: settler.address,
-        readContract: (args) =>
-          wallet.readContract(args as unknown as Parameters<typeof wallet.readContract>[0]),
-        verifyTypedData: (args) =>
-          wallet.verifyTypedData(args as unknown as Parameters<typeof wallet.verifyTypedData>[0]),
-        writeContract: (args) =>
-          wallet.writeContract(args as unknown as Parameters<typeof wallet.writeContract>[0]),
-        sendTransaction: (args) => wallet.sendTransaction(args),
-        waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt(args),
-        getCode: (args) => wallet.getCode(args),
-      }),
-    );
+    const facilitator = new ExactEvmFacilitator(officialFacilitatorSigner(wallet));
 
     const verified = await facilitator.verify(paymentPayload, accepted);
     expect(verified).toMatchObject({ isValid: true, payer: payer.address });

@@ -4,7 +4,6 @@ import pg from "pg";
 import type { Address, Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
@@ -12,6 +11,7 @@ import { type FollowedStream, followEvents } from "../../testing/event-stream.ts
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { sellerQuote } from "../../testing/x402-quote.ts";
 import { queryRows } from "../db/client.ts";
 import { applyOutcome } from "../identity/sweep.ts";
 
@@ -26,34 +26,7 @@ const PAY_TO = newAccount().address.toLowerCase() as Address;
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 /** A chain-77 quote the stack's sealed x402 terms accept (docs/x402.md#the-demo-and-the-facilitator). */
-const quote = () => ({
-  x402Version: 2,
-  error: "Payment required",
-  resource: {
-    url: "http://127.0.0.1/77/x402/demo",
-    description: "demo resource",
-    mimeType: "application/json",
-  },
-  accepts: [
-    {
-      scheme: "exact",
-      network: CAIP2_NETWORK,
-      amount: AMOUNT.toString(),
-      asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-      payTo: PAY_TO,
-      maxTimeoutSeconds: 60,
-      extra: {
-        assetTransferMethod: "eip3009",
-        paymentFlow: "authorization",
-        kind: "native",
-        name: "USDC",
-        version: "2",
-        decimals: 6,
-        symbol: "USDC",
-      },
-    },
-  ],
-});
+const quote = () => sellerQuote({ payTo: PAY_TO, amount: AMOUNT, url: "http://127.0.0.1/77/x402/demo" });
 
 type LoggedRow = { id: string; type: string; data: Record<string, unknown> };
 

@@ -2,9 +2,9 @@ import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { PaymentPayload } from "@x402/core/types";
 import { withBazaar } from "@x402/extensions/bazaar";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { runTool } from "../../../testing/run-tool.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { envelope, fundedPayer, quote } from "../../../testing/x402-payer.ts";
@@ -27,21 +27,13 @@ const stack = useMoneyStack(
   },
   { timeoutMs: 180_000 },
 );
-let edge: EdgeHandle;
+const edge = useStackEdge(stack, EDGE_SECRET);
 let facilitatorUrl: string;
 let demoUrl: string;
 
-beforeAll(async () => {
-  edge = await startTestEdge({
-    originUrl: stack.origin.url,
-    edgeSharedSecret: EDGE_SECRET,
-    onLine: () => {},
-  });
+beforeAll(() => {
   facilitatorUrl = `${edge.url}/77/x402/facilitator`;
   demoUrl = `${edge.url}/77/x402/demo`;
-}, 180_000);
-afterAll(async () => {
-  await edge?.stop();
 });
 
 const bazaar = () => withBazaar(new HTTPFacilitatorClient({ url: facilitatorUrl })).extensions.bazaar;

@@ -13,7 +13,7 @@ import {
 } from "@x402/extensions/offer-receipt";
 import { decodePaymentResponseHeader, wrapFetchWithPayment } from "@x402/fetch";
 import type { Address, Hex } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
 import {
   HEADER_CLIENT_IP,
@@ -23,7 +23,7 @@ import {
   NATIVE_TRANSFER_AUTH_ADDRESS,
 } from "../../../shared/constants.ts";
 import { sleep } from "../../../shared/sleep.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { startTestOrigin } from "../../../testing/origin.ts";
 import { parsePrometheusText } from "../../../testing/prometheus.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
@@ -50,19 +50,11 @@ const stack = useMoneyStack(
   },
   { timeoutMs: 180_000 },
 );
-let edge: EdgeHandle;
+const edge = useStackEdge(stack, EDGE_SECRET);
 let demo: string;
 
-beforeAll(async () => {
-  edge = await startTestEdge({
-    originUrl: stack.origin.url,
-    edgeSharedSecret: EDGE_SECRET,
-    onLine: () => {},
-  });
+beforeAll(() => {
   demo = `${edge.url}/77/x402/demo`;
-}, 180_000);
-afterAll(async () => {
-  await edge?.stop();
 });
 
 const chain = () => publicClientFor(stack.devnet.url);

@@ -8,10 +8,10 @@ import {
 } from "@x402/extensions/payment-identifier";
 import { decodePaymentResponseHeader, wrapFetchWithPayment, type x402Client } from "@x402/fetch";
 import type { Address, PrivateKeyAccount } from "viem";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { fund, newAccount, publicClientFor } from "../../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { checkingFetch } from "../../../testing/openapi-check.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
@@ -38,21 +38,13 @@ const stack = useMoneyStack(
   },
   { timeoutMs: 180_000 },
 );
-let edge: EdgeHandle;
+const edge = useStackEdge(stack, EDGE_SECRET);
 let demo: string;
 /** fetch whose every answer must be one the served OpenAPI document declares (a 409 too). */
 const documented = checkingFetch();
 
-beforeAll(async () => {
-  edge = await startTestEdge({
-    originUrl: stack.origin.url,
-    edgeSharedSecret: EDGE_SECRET,
-    onLine: () => {},
-  });
+beforeAll(() => {
   demo = `${edge.url}/77/x402/demo`;
-}, 180_000);
-afterAll(async () => {
-  await edge?.stop();
 });
 
 const chain = () => publicClientFor(stack.devnet.url);

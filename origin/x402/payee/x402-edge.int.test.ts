@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
 import { HEADER_EDGE_SECRET, HEADER_REQUEST_URL, WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { sleep } from "../../../shared/sleep.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { type EdgeHandle, startTestEdge, useStackEdge } from "../../../testing/edge.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { envelope, envelopeWithWindow, fundedPayer, quote } from "../../../testing/x402-payer.ts";
 import { queryRows } from "../../db/client.ts";
@@ -31,19 +31,7 @@ const stack = useMoneyStack(
   },
   { timeoutMs: 180_000 },
 );
-let edge: EdgeHandle;
-
-beforeAll(async () => {
-  edge = await startTestEdge({
-    originUrl: stack.origin.url,
-    edgeSharedSecret: EDGE_SECRET,
-    onLine: () => {},
-    directSocket: true,
-  });
-}, 180_000);
-afterAll(async () => {
-  await edge?.stop();
-});
+const edge = useStackEdge(stack, EDGE_SECRET, { directSocket: true });
 
 const chain = () => publicClientFor(stack.devnet.url);
 type Settled = { success: boolean; errorReason?: string; transaction: string };

@@ -242,18 +242,23 @@ describe("a payer racing its own balance", () => {
     fund(stack.devnet.url, payer.address, payments * AMOUNT * WEI_PER_UNIT + GAS_MONEY);
   const sink = newAccount().address;
 
-  /** The payer sends everything it holds (less the gas) elsewhere: a plain transfer, mined at once. */
-  const drain = async (payer: PrivateKeyAccount): Promise<void> => {
+  /** The payer sends everything it holds (less the gas) elsewhere: a plain transfer. */
+  const sendDrain = async (payer: PrivateKeyAccount): Promise<Hex> => {
     const balance = await chain().getBalance({ address: payer.address });
     const tip = 1_000_000_000n;
     const maxFeePerGas = 2n * (await chain().getGasPrice()) + tip;
-    const hash = await walletClientFor(stack.devnet.url, payer).sendTransaction({
+    return walletClientFor(stack.devnet.url, payer).sendTransaction({
       to: sink,
       value: balance - 21_000n * maxFeePerGas,
       gas: 21_000n,
       maxFeePerGas,
       maxPriorityFeePerGas: tip,
     });
+  };
+
+  /** The payer's drain, mined at once. */
+  const drain = async (payer: PrivateKeyAccount): Promise<void> => {
+    const hash = await sendDrain(payer);
     expect((await chain().waitForTransactionReceipt({ hash })).status).toBe("success");
   };
 
@@ -290,6 +295,46 @@ describe("a payer racing its own balance", () => {
       expect(Number(answer.retryAfter)).toBeLessThanOrEqual(REVERT_GUARD.windowSeconds);
     }
     return `${answer.status} ${answer.body.success ? "settled" : answer.body.errorReason}`;
+  };
+
+  /**
+   * Presents `payloads` from `client` all at once while the chain mines nothing, each payer's drain
+   * waiting in its pool ahead of them (mined before any settlement), and mines once `inFlight` of
+   * the payers' settlements are broadcast: as many as the burst may have in flight before one
+   * reverted. The others wait for a slot meanwhile; what they are answered once those revert is
+   * the guard's. The burst's answers.
+   */
+  const burstWhileUnmined = async (
+    payers: PrivateKeyAccount[],
+    payloads: PaymentPayload[],
+    client: string,
+    inFlight: number,
+  ): Promise<Answer[]> => {
+    // A step an earlier test armed that never ran (its settle refused unsigned) must not run here.
+    void proxy.beforeNextSend(async () => {});
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    try {
+      await Promise.all(payers.map((payer) => sendDrain(payer)));
+      const burst = Promise.all(
+        payloads.map((payload) => facilitator(edge, client, "settle", settleBody(payload))),
+      );
+      // Broadcast: its settlement submitted, and its transaction in the chain's pool.
+      const broadcast = async (): Promise<number> => {
+        const submitted = (await settlementsOf(payers)).filter((row) => row.status === "submitted");
+        const inPool = await Promise.all(
+          submitted.map(
+            async (row) => (await rpc(stack.devnet.url, "eth_getTransactionByHash", [row.tx_hash])).result,
+          ),
+        );
+        return inPool.filter((tx) => tx !== null && tx !== undefined).length;
+      };
+      await expect.poll(broadcast, { timeout: 30_000 }).toBeGreaterThanOrEqual(inFlight);
+      await rpc(stack.devnet.url, "dev_mine", []);
+      return await burst;
+    } finally {
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+      await rpc(stack.devnet.url, "dev_mine", []);
+    }
   };
 
   it("24 settle attempts from one client, each racing its balance away: 3 revert, 21 are refused unsigned, the settler pays for 3", async () => {
@@ -434,25 +479,13 @@ describe("a payer racing its own balance", () => {
   }, 180_000);
 
   it("a burst of 20 payers from one address drained at once: at most 16 in flight, so at most 16 revert, then the address is refused", async () => {
-    // Mutation: the guard without its in-flight cap per address signs all 20 in one batch, and all 20 revert.
+    // Mutation: the guard without its in-flight cap per address signs all 20 before any is mined,
+    // and all 20 revert.
     const client = "203.0.113.120";
     const payers = Array.from({ length: 20 }, () => newAccount());
     await Promise.all(payers.map((payer) => refill(payer)));
     const payloads = await Promise.all(payers.map((payer) => envelope(demoUrl, payer)));
-    const warmUp = await fundedPayer(stack.devnet.url);
-    let burst: Promise<Answer[]> | undefined;
-    void proxy.beforeNextSend(async () => {
-      burst = Promise.all(
-        payloads.map((payload) => facilitator(edge, client, "settle", settleBody(payload))),
-      );
-      await sleep(3_000);
-      void proxy.beforeNextSend(async () => {
-        await Promise.all(payers.map((payer) => drain(payer)));
-      });
-    });
-    expect(await settleFrom("203.0.113.121", warmUp)).toBe("200 settled");
-    await expect.poll(() => burst !== undefined).toBe(true);
-    const answers = await burst!;
+    const answers = await burstWhileUnmined(payers, payloads, client, REVERT_GUARD.addressInFlight);
     const reverted = (await settlementsOf(payers)).filter((row) => row.status === "reverted");
     expect(reverted.length).toBeGreaterThan(0);
     expect(reverted.length).toBeLessThanOrEqual(REVERT_GUARD.addressInFlight);
@@ -469,25 +502,13 @@ describe("a payer racing its own balance", () => {
   }, 180_000);
 
   it("a burst of 8 payments of one payer drained at once: at most 3 in flight, so at most 3 revert", async () => {
-    // Mutation: the guard without its in-flight cap per payer signs all 8 in one batch, and all 8 revert.
+    // Mutation: the guard without its in-flight cap per payer signs all 8 before any is mined, and
+    // all 8 revert.
     const client = "203.0.113.110";
     const payer = newAccount();
     await refill(payer, 8n);
     const payloads = await Promise.all(Array.from({ length: 8 }, () => envelope(demoUrl, payer)));
-    // An honest payment from elsewhere goes first; while its broadcast waits here, the burst
-    // arrives and gathers behind it, and the payer's drain is armed for the batch that follows.
-    const warmUp = await fundedPayer(stack.devnet.url);
-    let burst: Promise<Answer[]> | undefined;
-    void proxy.beforeNextSend(async () => {
-      burst = Promise.all(
-        payloads.map((payload) => facilitator(edge, client, "settle", settleBody(payload))),
-      );
-      await sleep(2_000);
-      drainBeforeNextBroadcast(payer);
-    });
-    expect(await settleFrom("203.0.113.111", warmUp)).toBe("200 settled");
-    await expect.poll(() => burst !== undefined).toBe(true);
-    const answers = await burst!;
+    const answers = await burstWhileUnmined([payer], payloads, client, REVERT_GUARD.reverts);
     const reverted = (await settlementsOf([payer])).filter((row) => row.status === "reverted");
     expect(reverted.length).toBeGreaterThan(0);
     expect(reverted.length).toBeLessThanOrEqual(REVERT_GUARD.reverts);
@@ -593,6 +614,15 @@ describe("a settle that waited for its revert-guard slot", () => {
     // fourth settle some 3 s + 4 s after it came, past the official client's patience on a chain
     // this slow, where it now answers pending at about 4 s.
     const demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
+    const SLOT_WAIT_MS = 2_500;
+    const submittedOf = async (payer: PrivateKeyAccount) =>
+      (
+        await queryRows<{ n: number }>(
+          stack.db.handle.db,
+          sql`select count(*)::int as n from x402_settlements
+              where payer = ${payer.address.toLowerCase()} and status = 'submitted'`,
+        )
+      )[0]!.n;
     const payer = newAccount();
     await fund(stack.devnet.url, payer.address, 10n * AMOUNT * WEI_PER_UNIT);
     const payloads = await Promise.all(Array.from({ length: 4 }, () => envelope(demoUrl, payer)));
@@ -609,7 +639,12 @@ describe("a settle that waited for its revert-guard slot", () => {
           answers.push(answer);
         }),
       );
-      await sleep(2_500);
+      // The payer's 3 slots are taken once its 3 settlements are broadcast: the fourth waits.
+      await expect.poll(() => submittedOf(payer), { timeout: 30_000 }).toBe(3);
+      // Not a wait for anything to happen: the length of the fourth's wait for its slot is what
+      // the bound below tells apart (counted, the answer comes at 4 s; not counted, this much
+      // later), so the chain stays unmined this long from the start.
+      await sleep(Math.max(0, started + SLOT_WAIT_MS - Date.now()));
       await rpc(stack.devnet.url, "dev_mine", []);
       await burst;
     } finally {

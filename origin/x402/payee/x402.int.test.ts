@@ -8,7 +8,7 @@ import { sql } from "drizzle-orm";
 import { Hono } from "hono";
 import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { DEV_OPERATOR_POOL_PRIVATE_KEY } from "../../../devnet/index.ts";
 import {
   highS,
@@ -18,7 +18,7 @@ import {
   walletClientFor,
 } from "../../../devnet/testing.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import {
   envelope as envelopeFor,
@@ -27,6 +27,7 @@ import {
   paymentHeader,
   quote as quoteOf,
 } from "../../../testing/x402-payer.ts";
+import { DEMO_EXTRA } from "../../../testing/x402-quote.ts";
 import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
@@ -48,19 +49,11 @@ const stack = useMoneyStack(
   },
   { timeoutMs: 120_000 },
 );
-let edge: EdgeHandle;
+const edge = useStackEdge(stack, EDGE_SECRET, {}, { timeoutMs: 120_000 });
 let demo: string;
 
-beforeAll(async () => {
+beforeAll(() => {
   demo = `${stack.origin.base}/x402/demo`;
-  edge = await startTestEdge({
-    originUrl: stack.origin.url,
-    edgeSharedSecret: EDGE_SECRET,
-    onLine: () => {},
-  });
-}, 120_000);
-afterAll(async () => {
-  await edge?.stop();
 });
 
 const chain = () => publicClientFor(stack.devnet.url);
@@ -520,16 +513,11 @@ describe("facilitator", () => {
     // answering every presentation of the settled payload as paid serves both requests.
     const client = new HTTPFacilitatorClient({ url: `${edge.url}/77/x402/facilitator` });
     const server = new x402ResourceServer(client).register(CAIP2_NETWORK, new ExactEvmServer());
-    const extra = { assetTransferMethod: "eip3009", paymentFlow: "authorization", kind: "native" };
     const accepts = {
       scheme: "exact",
       network: CAIP2_NETWORK,
       payTo,
-      price: {
-        amount: AMOUNT.toString(),
-        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-        extra: { ...extra, name: "USDC", version: "2", decimals: 6, symbol: "USDC" },
-      },
+      price: { amount: AMOUNT.toString(), asset: NATIVE_TRANSFER_AUTH_ADDRESS, extra: { ...DEMO_EXTRA } },
       maxTimeoutSeconds: 60,
     } as const;
     const seller = new Hono();

@@ -3,9 +3,9 @@ import { sql } from "drizzle-orm";
 import type { Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../../../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
 import { movableClock } from "../../../testing/movable-clock.ts";
 import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import { sellerQuote } from "../../../testing/x402-quote.ts";
 import { startOfUtcDay, utcDate } from "../../agent-actions/utc-day.ts";
 import type { Clock } from "../../clock.ts";
 import { queryRows } from "../../db/client.ts";
@@ -21,32 +21,7 @@ import type { SignerClient } from "../../signer/types.ts";
 const AMOUNT = 10_000n;
 const PAY_TO = newAccount().address.toLowerCase() as Hex;
 
-function quote(resourceUrl: string) {
-  return {
-    x402Version: 2,
-    error: "Payment required",
-    resource: { url: resourceUrl, description: "demo resource", mimeType: "application/json" },
-    accepts: [
-      {
-        scheme: "exact",
-        network: CAIP2_NETWORK,
-        amount: AMOUNT.toString(),
-        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-        payTo: PAY_TO,
-        maxTimeoutSeconds: 60,
-        extra: {
-          assetTransferMethod: "eip3009",
-          paymentFlow: "authorization",
-          kind: "native",
-          name: "USDC",
-          version: "2",
-          decimals: 6,
-          symbol: "USDC",
-        },
-      },
-    ],
-  };
-}
+const quote = (resourceUrl: string) => sellerQuote({ payTo: PAY_TO, amount: AMOUNT, url: resourceUrl });
 
 const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 

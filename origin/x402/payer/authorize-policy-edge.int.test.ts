@@ -5,7 +5,6 @@ import { fileURLToPath } from "node:url";
 import { serve } from "@hono/node-server";
 import { x402Facilitator } from "@x402/core/facilitator";
 import type { FacilitatorClient } from "@x402/core/server";
-import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { ExactEvmScheme as ExactEvmFacilitator } from "@x402/evm/exact/facilitator";
 import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
@@ -25,10 +24,12 @@ import type { AgentPolicyDocument } from "../../../shared/agent-policy.ts";
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { agentPolicySubject } from "../../../shared/operator-approval.ts";
 import type { StackAgent } from "../../../testing/agent-factory.ts";
-import { type EdgeHandle, startTestEdge } from "../../../testing/edge.ts";
+import { useStackEdge } from "../../../testing/edge.ts";
 import { runTool, type ToolRun } from "../../../testing/run-tool.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
+import { officialFacilitatorSigner } from "../../../testing/x402-official-client.ts";
 import { fundedPayer } from "../../../testing/x402-payer.ts";
+import { SELLER_EXTRA } from "../../../testing/x402-quote.ts";
 import { writeAgentPolicy } from "../../policy/store.ts";
 
 // One x402 path for many sellers, end to end through the edge (Miniflare) in front of the real
@@ -55,18 +56,7 @@ async function startSeller(devnetUrl: string, payTo: Address, amount: bigint): P
     transport: http(devnetUrl, { retryCount: 0 }),
     pollingInterval: 100,
   }).extend(publicActions);
-  // x402's signer is structural and loosely typed; viem's actions are generic: cast at the seam.
-  const signer = toFacilitatorEvmSigner({
-    address: account.address,
-    readContract: (args) => wallet.readContract(args as unknown as Parameters<typeof wallet.readContract>[0]),
-    verifyTypedData: (args) =>
-      wallet.verifyTypedData(args as unknown as Parameters<typeof wallet.verifyTypedData>[0]),
-    writeContract: (args) =>
-      wallet.writeContract(args as unknown as Parameters<typeof wallet.writeContract>[0]),
-    sendTransaction: (args) => wallet.sendTransaction(args),
-    waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt(args),
-    getCode: (args) => wallet.getCode(args),
-  });
+  const signer = officialFacilitatorSigner(wallet);
   const facilitator = new x402Facilitator().register(CAIP2_NETWORK, new ExactEvmFacilitator(signer));
   const server = new x402ResourceServer(facilitator as unknown as FacilitatorClient).register(
     CAIP2_NETWORK,
@@ -84,7 +74,7 @@ async function startSeller(devnetUrl: string, payTo: Address, amount: bigint): P
             price: {
               amount: amount.toString(),
               asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-              extra: { assetTransferMethod: "eip3009", name: "USDC", version: "2", decimals: 6 },
+              extra: { ...SELLER_EXTRA },
             },
             maxTimeoutSeconds: 60,
           },
@@ -114,7 +104,7 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
     },
     { timeoutMs: 180_000 },
   );
-  let edge: EdgeHandle;
+  const edge = useStackEdge(stack, EDGE_SECRET);
   let base: string;
   let sellerA: Seller;
   let sellerB: Seller;
@@ -123,11 +113,6 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
   const chain = () => publicClientFor(stack.devnet.url);
 
   beforeAll(async () => {
-    edge = await startTestEdge({
-      originUrl: stack.origin.url,
-      edgeSharedSecret: EDGE_SECRET,
-      onLine: () => {},
-    });
     base = `${edge.url}/77`;
     sellerA = await startSeller(stack.devnet.url, SELLER_A, 40_000n);
     sellerB = await startSeller(stack.devnet.url, SELLER_B, 20_000n);
@@ -138,7 +123,6 @@ describe("one x402 path for many sellers, through the edge (real stack)", { time
     enclave?.close();
     await sellerA?.close();
     await sellerB?.close();
-    await edge?.stop();
   });
 
   /** Seals the agent's policy in the enclave (an operator approves: it loosens) and stores it as the origin does. */

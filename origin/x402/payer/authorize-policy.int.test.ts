@@ -7,7 +7,6 @@ import { enrolledOperator, type Operator } from "../../../enclave/testing/agent-
 import { mintFor } from "../../../enclave/testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "../../../enclave/testing/raw-client.ts";
 import type { AgentPolicyDocument } from "../../../shared/agent-policy.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../../shared/eip712.ts";
 import type { ActionView, X402AuthorizeResponse } from "../../../shared/gateway-schemas.ts";
 import {
@@ -17,6 +16,7 @@ import {
 } from "../../../shared/operator-approval.ts";
 import type { StackAgent } from "../../../testing/agent-factory.ts";
 import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
+import { SELLER_EXTRA, sellerQuote } from "../../../testing/x402-quote.ts";
 import { queryRows } from "../../db/client.ts";
 import { writeAgentPolicy, writeNodeFrozen } from "../../policy/store.ts";
 import type { SignerClient } from "../../signer/types.ts";
@@ -35,24 +35,8 @@ const SELLER_C = newAccount().address.toLowerCase() as Address;
 const CEILING = 1_000_000n;
 
 /** A chain-77 quote paying `payTo` `amount` units, as a seller's 402 body carries it. */
-function quote(payTo: string, amount: bigint, url = `https://${payTo.slice(2, 8)}.seller.test/item`) {
-  return {
-    x402Version: 2,
-    error: "Payment required",
-    resource: { url, description: "an item", mimeType: "application/json" },
-    accepts: [
-      {
-        scheme: "exact",
-        network: CAIP2_NETWORK,
-        amount: amount.toString(),
-        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-        payTo,
-        maxTimeoutSeconds: 60,
-        extra: { assetTransferMethod: "eip3009", name: "USDC", version: "2", decimals: 6 },
-      },
-    ],
-  };
-}
+const quote = (payTo: string, amount: bigint, url = `https://${payTo.slice(2, 8)}.seller.test/item`) =>
+  sellerQuote({ payTo, amount, url, description: "an item", extra: SELLER_EXTRA });
 
 const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 const sleepUntil = (atMs: number) =>

@@ -5,8 +5,8 @@ import {
   type PolicyUsage,
   policyFromDocument,
 } from "../../../shared/agent-policy.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../../shared/constants.ts";
 import type { X402PaymentRequired } from "../../../shared/gateway-schemas.ts";
+import { sellerRequirement } from "../../../testing/x402-quote.ts";
 import type { AuthenticatedAgent } from "../../http/env.ts";
 import type { PolicyState } from "../../policy/store.ts";
 import { chooseUnderPolicy, type X402NodeTerms } from "./authorize-policy.ts";
@@ -21,13 +21,7 @@ const B = "0xbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C = "0xcccccccccccccccccccccccccccccccccccccccc";
 
 const entry = (payTo: string, amount: string, overrides: Record<string, unknown> = {}) => ({
-  scheme: "exact",
-  network: CAIP2_NETWORK,
-  amount,
-  asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-  payTo,
-  maxTimeoutSeconds: 60,
-  extra: { name: "USDC", version: "2" },
+  ...sellerRequirement({ payTo, amount: BigInt(amount), extra: { name: "USDC", version: "2" } }),
   ...overrides,
 });
 const quote = (...accepts: Record<string, unknown>[]): X402PaymentRequired =>

@@ -24,6 +24,7 @@ import type { StackAgent } from "../../../testing/money-stack.ts";
 import { startTestOrigin } from "../../../testing/origin.ts";
 import { useMoneyStack, useStackOrigin } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
+import { sellerQuote } from "../../../testing/x402-quote.ts";
 import { requestHash } from "../../agent-actions/repository.ts";
 import { queryRows } from "../../db/client.ts";
 import type { SignerClient } from "../../signer/types.ts";
@@ -38,33 +39,8 @@ const PAY_TO = newAccount().address;
 const MAX_TIMEOUT_SECONDS = 180;
 
 /** The quote of a chain-77 resource, as a 402 body carries it (docs/x402.md#the-demo-and-the-facilitator). */
-function quote(overrides: Record<string, unknown> = {}, resourceUrl = "http://127.0.0.1/77/x402/demo") {
-  return {
-    x402Version: 2,
-    error: "Payment required",
-    resource: { url: resourceUrl, description: "demo resource", mimeType: "application/json" },
-    accepts: [
-      {
-        scheme: "exact",
-        network: CAIP2_NETWORK,
-        amount: AMOUNT.toString(),
-        asset: NATIVE_TRANSFER_AUTH_ADDRESS,
-        payTo: PAY_TO.toLowerCase(),
-        maxTimeoutSeconds: 60,
-        extra: {
-          assetTransferMethod: "eip3009",
-          paymentFlow: "authorization",
-          kind: "native",
-          name: "USDC",
-          version: "2",
-          decimals: 6,
-          symbol: "USDC",
-        },
-        ...overrides,
-      },
-    ],
-  };
-}
+const quote = (overrides: Record<string, unknown> = {}, resourceUrl = "http://127.0.0.1/77/x402/demo") =>
+  sellerQuote({ payTo: PAY_TO.toLowerCase(), amount: AMOUNT, url: resourceUrl }, overrides);
 
 const newNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 
