@@ -74,10 +74,10 @@ const MAX_TAKES = 256;
 /**
  * takePaidAnswer for the presentations that settled their payments (settle.ts), gathered: those of
  * one settle batch have their receipts from one read and ask within one event-loop turn, and one
- * statement takes all their answers, where a statement and a commit each cost Postgres about as
- * much as the rest of its work for the payment. A payment is settled by one presentation, so a
- * statement holds one take per payment; another for the same payment goes in the next statement,
- * as if it had come after.
+ * statement takes all their answers, where one each cost Postgres a statement and a commit a
+ * payment (docs/performance.md: gathered, the take is a tenth of a payment's statements' time). A
+ * payment is settled by one presentation, so a statement holds one take per payment; another for
+ * the same payment goes in the next statement, as if it had come after.
  */
 export function createPaidAnswerTaker(
   db: Db,
