@@ -151,7 +151,12 @@ async function awaitPresentation(
         const owed = legacy ? row.retry_owed : row.paid_answer_owed;
         const take = legacy ? takeLegacyPaidAnswer : takePaidAnswer;
         if (sameRequest && owed) await take(deps.db, authorization);
-        const paid = sameRequest || (owed && (await take(deps.db, authorization, sha256(payment.payload))));
+        // Claimed under an id, the answer is that id's: its presentations are paid whenever they
+        // come, so a presentation without it taking the answer too would be a second paid answer.
+        const ownsAnswer = row.payment_id === null;
+        const paid =
+          sameRequest ||
+          (owed && ownsAnswer && (await take(deps.db, authorization, sha256(payment.payload))));
         return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }
       const ended = duplicate(
