@@ -8,7 +8,7 @@ import { sleep } from "../../../shared/sleep.ts";
 import { type Db, queryRows } from "../../db/client.ts";
 import { canonicalJson } from "../canonical-json.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
-import { oweRetry, type PaymentKey, takeLegacyPaidAnswer, takePaidAnswer } from "./paid-answers.ts";
+import { type PaymentKey, takeLegacyPaidAnswer, takePaidAnswer } from "./paid-answers.ts";
 import { respond, type SettleOutcome } from "./settle-answer.ts";
 import { usedElsewhereAnswer } from "./settled-outcome.ts";
 import {
@@ -138,8 +138,10 @@ async function awaitPresentation(
         kind: "duplicate",
         response: respond(payer, tx, reason),
       });
+      // Nothing is owed here: the commit that stores the settlement owes its answer (this version's
+      // in x402_paid_answers, an earlier version's in retry_owed), and owing one more would pay a
+      // second presentation once the settling one took its own.
       if (!row || row.status === "claimed" || row.status === "submitted") {
-        if (row) await oweRetry(deps.db, authorization);
         return duplicate(X402_REASONS.settlementPending);
       }
       if (row.status === "settled") {
@@ -151,7 +153,12 @@ async function awaitPresentation(
         const owed = legacy ? row.retry_owed : row.paid_answer_owed;
         const take = legacy ? takeLegacyPaidAnswer : takePaidAnswer;
         if (sameRequest && owed) await take(deps.db, authorization);
-        const paid = sameRequest || (owed && (await take(deps.db, authorization, sha256(payment.payload))));
+        // Claimed under an id, the answer is that id's: its presentations are paid whenever they
+        // come, so a presentation without it taking the answer too would be a second paid answer.
+        const ownsAnswer = row.payment_id === null;
+        const paid =
+          sameRequest ||
+          (owed && ownsAnswer && (await take(deps.db, authorization, sha256(payment.payload))));
         return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }
       const ended = duplicate(

@@ -12,23 +12,6 @@ import type { Authorization } from "./payment.ts";
 export type PaymentKey = Pick<Authorization, "from" | "nonce">;
 
 /**
- * Owes the payment one answer as paid: a presentation of it is being answered
- * `settlement_pending`, which tells its caller to present the same payment again. Every
- * settlement is stored owing it (settle.ts storeStatement), so this changes nothing for one stored
- * by this version: an answer once taken is not owed again. It owes one for a settlement an origin
- * of an earlier version stored without it, unless that one's own column owes it already.
- */
-export async function oweRetry(db: Db, authorization: PaymentKey): Promise<void> {
-  await queryRows(
-    db,
-    sql`insert into x402_paid_answers (settlement_id)
-        select id from x402_settlements
-        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed
-        on conflict (settlement_id) do nothing`,
-  );
-}
-
-/**
  * Takes the paid answer owed to the payment for this payload (the claim's own: a retry presents
  * what was answered pending, and the presentation that settled it presents it too), or, without
  * one, whatever the payload (its payment id's presentation is paid); true when it was still owed,

@@ -291,6 +291,38 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
+  it("a pending settlement claimed under a payment id owes its paid answer to the id: the same payload presented without the id first is told the nonce is used, and the id's retry is paid", async () => {
+    // The reverse order of the test before: the id's presentations are answered paid whenever
+    // they come, so the answer owed from the pending one is the id's. Mutation: letting a
+    // presentation without the id take it answers it 200 and the id's retry 200 too: two paid
+    // answers for one payment, and a seller delivers twice.
+    const payer = await fundedPayer(stack.devnet.url);
+    const id = `pay_${randomBytes(12).toString("hex")}`;
+    const payload = withPaymentId(await envelope(`${node.edge.url}/77/x402/demo`, payer), id);
+    const transaction = await withMiningHeld(async (mine) => {
+      const pending = await post(node.facilitator, "settle", payload);
+      expect(pending).toMatchObject({
+        status: 504,
+        body: { success: false, errorReason: X402_REASONS.settlementPending },
+      });
+      await mine();
+      return pending.body.transaction as string;
+    });
+    await expect
+      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    const { extensions: _id, ...withoutId } = payload;
+    expect(await post(node.facilitator, "settle", withoutId)).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+    });
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 200,
+      body: { success: true, transaction },
+    });
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 120_000);
+
   it("the demo's settlement_pending carries the status URL and the transaction in PAYMENT-RESPONSE", async () => {
     const payer = await fundedPayer(stack.devnet.url);
     const demo = `${node.edge.url}/77/x402/demo`;
