@@ -63,74 +63,34 @@ describe("migration 0046 (x402_paid_answers: the paid answer a settlement owes, 
     expect(await present(db, payer, legacy, legacyPayload)).toEqual(NONCE_USED);
   });
 
-  /** An earlier version's settlements, on a database migrated past 0046, and this version's presentations of them. */
-  const beside = async () => {
-    // Fake (the one part that is not this version's): the writes of an origin of the earlier
-    // version, running beside this one, done by hand as its claim, its store statement (owing the
-    // answer in the column) and its settler's take once its receipt came would do them; and the
-    // tracker's record of the receipt, late.
+  it("answers a settlement an earlier version stores beside it as that version would: a presentation here answered pending owes its retry one paid answer", async () => {
+    // Fake (the one part that is not this version's): the writes of an origin of the version
+    // before 0046, running beside this one, done by hand: its claim, its store (which owes
+    // nothing: that version owes an answer only to a presentation it answers pending, and its
+    // settler's paid answer takes none), and the tracker's record of the receipt. Mutation: a
+    // pending answer here owing nothing answers the retry 402 nonce used: paid, nothing delivered.
     const db = databases[1]!.db;
     await migrateDatabase(db);
     const payer = hex(20);
-    const where = (nonce: string) => sql`payer = ${payer} and nonce = ${nonce}`;
-    return {
-      /** A presentation here; no time to wait (holdMs: the receipt wait and 5 s), so one in flight is answered pending at once. */
-      presentNow: (nonce: `0x${string}`, payload: unknown) =>
-        earlierPresentation(
-          { db, receiptTimeoutMs: -5_000, validityMarginSeconds: 6 },
-          { authorization: { from: payer, nonce }, payload },
-        ).then((outcome) => ({ kind: outcome.kind, reason: outcome.response.errorReason })),
-      present: (nonce: `0x${string}`, payload: unknown) => present(db, payer, nonce, payload),
-      claim: async (payload: unknown): Promise<`0x${string}`> => {
-        const nonce = hex(32);
-        await db.execute(
-          sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
-                valid_after, valid_before, signature)
-              values (${payer}, ${nonce}, ${hex(20)}, 1, '', ${sha256(payload)}, 0, 1, '0x')`,
-        );
-        return nonce;
-      },
-      stores: (nonce: string) =>
-        db.execute(
-          sql`update x402_settlements set status = 'submitted', tx_hash = ${hex(32)}, retry_owed = true where ${where(nonce)}`,
-        ),
-      settlerTakes: async (nonce: string) =>
-        expect(
-          await queryRows(
-            db,
-            sql`update x402_settlements set retry_owed = false where ${where(nonce)} and retry_owed returning 1`,
-          ),
-        ).toHaveLength(1),
-      mined: (nonce: string) =>
-        db.execute(sql`update x402_settlements set status = 'settled' where ${where(nonce)}`),
-    };
-  };
-  const PENDING = { kind: "duplicate", reason: "settlement_pending" };
-
-  it("owes no second answer for a settlement an earlier version stores and whose settler took the column's answer before a presentation here was answered pending", async () => {
-    // Its settler answered paid, its receipt not yet recorded; a presentation here waiting on it
-    // runs out of time. Mutation: oweRetry owing an answer for a settlement that owes none in
-    // either place pays the retry a second time.
-    const earlier = await beside();
-    const payload = { payment: "taken by the earlier version's settler" };
-    const nonce = await earlier.claim(payload);
-    await earlier.stores(nonce);
-    await earlier.settlerTakes(nonce);
-    expect(await earlier.presentNow(nonce, payload)).toEqual(PENDING);
-    await earlier.mined(nonce);
-    expect(await earlier.present(nonce, payload)).toEqual(NONCE_USED);
-  });
-
-  it("owes no second answer for a settlement an earlier version claimed and a presentation here was answered pending before that version stored it", async () => {
-    // That version's store owes the answer in the column, and its settler takes it there.
-    // Mutation: oweRetry owing it in x402_paid_answers meanwhile pays the retry here too.
-    const earlier = await beside();
-    const payload = { payment: "pending before the earlier version stored it" };
-    const nonce = await earlier.claim(payload);
-    expect(await earlier.presentNow(nonce, payload)).toEqual(PENDING);
-    await earlier.stores(nonce);
-    await earlier.settlerTakes(nonce);
-    await earlier.mined(nonce);
-    expect(await earlier.present(nonce, payload)).toEqual(NONCE_USED);
+    const payload = { payment: "stored by an earlier version beside this one" };
+    const nonce = hex(32);
+    const where = sql`payer = ${payer} and nonce = ${nonce}`;
+    await db.execute(
+      sql`insert into x402_settlements (payer, nonce, pay_to, amount_units, requirement_hash, payload_hash,
+            valid_after, valid_before, signature)
+          values (${payer}, ${nonce}, ${hex(20)}, 1, '', ${sha256(payload)}, 0, 1, '0x')`,
+    );
+    await db.execute(
+      sql`update x402_settlements set status = 'submitted', tx_hash = ${hex(32)} where ${where}`,
+    );
+    // A presentation here with no time to wait (holdMs: the receipt wait and 5 s): answered pending.
+    const pending = await earlierPresentation(
+      { db, receiptTimeoutMs: -5_000, validityMarginSeconds: 6 },
+      { authorization: { from: payer, nonce }, payload },
+    );
+    expect(pending.response.errorReason).toBe("settlement_pending");
+    await db.execute(sql`update x402_settlements set status = 'settled' where ${where}`);
+    expect(await present(db, payer, nonce, payload)).toEqual(PAID);
+    expect(await present(db, payer, nonce, payload)).toEqual(NONCE_USED);
   });
 });

@@ -8,7 +8,7 @@ import { sleep } from "../../../shared/sleep.ts";
 import { type Db, queryRows } from "../../db/client.ts";
 import { canonicalJson } from "../canonical-json.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
-import { type PaymentKey, takeLegacyPaidAnswer, takePaidAnswer } from "./paid-answers.ts";
+import { oweLegacyRetry, type PaymentKey, takeLegacyPaidAnswer, takePaidAnswer } from "./paid-answers.ts";
 import { respond, type SettleOutcome } from "./settle-answer.ts";
 import { usedElsewhereAnswer } from "./settled-outcome.ts";
 import {
@@ -138,17 +138,20 @@ async function awaitPresentation(
         kind: "duplicate",
         response: respond(payer, tx, reason),
       });
-      // Nothing is owed here: the commit that stores the settlement owes its answer (this version's
-      // in x402_paid_answers, an earlier version's in retry_owed), and owing one more would pay a
-      // second presentation once the settling one took its own.
+      // Nothing more is owed for a settlement this version stores: the commit that stores it owes
+      // its one answer (x402_paid_answers), and owing another would pay a second presentation once
+      // the settling one took its own. One an origin of the earlier version stores (no row) is
+      // owed as that version owes it: by its pending answers, in its column, which it reads too.
       if (!row || row.status === "claimed" || row.status === "submitted") {
+        if (row && row.paid_answer_owed === null) await oweLegacyRetry(deps.db, authorization);
         return duplicate(X402_REASONS.settlementPending);
       }
       if (row.status === "settled") {
         const sameRequest = options.paymentId !== undefined && row.payment_id === options.paymentId;
         // The same request by its id is answered paid whatever its payload, and takes with it the
         // paid answer the settlement owes: no presentation of the payload without the id is paid after.
-        // Kept in its own table, or by an origin of the earlier version in the settlement's column.
+        // Kept in its own table, or, for a settlement an origin of the earlier version stored, in the
+        // settlement's column, where that version owes it to a presentation it answered pending.
         const legacy = row.paid_answer_owed === null;
         const owed = legacy ? row.retry_owed : row.paid_answer_owed;
         const take = legacy ? takeLegacyPaidAnswer : takePaidAnswer;

@@ -35,6 +35,21 @@ export async function takePaidAnswer(
   return taken.length > 0;
 }
 
+/**
+ * Owes a settlement an origin of the version before migration 0046 stored (no x402_paid_answers
+ * row) one paid answer, in its column, as that version does when it answers a presentation
+ * `settlement_pending` (its settler's own paid answer takes nothing): a presentation here answered
+ * pending is then paid on its retry, by either version. A claim of this version not yet stored that
+ * gets it meanwhile is owed by its row once stored, and the column is not read for it.
+ */
+export async function oweLegacyRetry(db: Db, authorization: PaymentKey): Promise<void> {
+  await queryRows(
+    db,
+    sql`update x402_settlements set retry_owed = true
+        where payer = ${authorization.from} and nonce = ${authorization.nonce} and not retry_owed`,
+  );
+}
+
 /** As takePaidAnswer, for an answer an origin of the version before migration 0046 owed in its column. */
 export async function takeLegacyPaidAnswer(
   db: Db,

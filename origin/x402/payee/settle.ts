@@ -215,7 +215,7 @@ export const storeStatement = defineKindStore<"unsigned">({
         where x.id = s.id`,
     },
     {
-      // The only place an answer is owed: nothing else inserts here (earlier-presentation.ts).
+      // The only place this version owes an answer: nothing else inserts here (earlier-presentation.ts).
       name: "paid_answers",
       sql: sql`insert into x402_paid_answers (settlement_id)
         select s.id from signed s join stored st on st.tx_hash = s.tx_hash
