@@ -11,8 +11,8 @@ CREATE TABLE "x402_paid_answers" (
 --> statement-breakpoint
 ALTER TABLE "x402_paid_answers" ADD CONSTRAINT "x402_paid_answers_settlement_id_x402_settlements_id_fk" FOREIGN KEY ("settlement_id") REFERENCES "public"."x402_settlements"("id") ON DELETE cascade ON UPDATE no action;
 --> statement-breakpoint
--- The answers owed so far move here; the column stays, read only for a settlement that an origin
--- of the earlier version stores while the two versions run side by side.
+-- The answers owed so far move here; the column stays, owed and read only for a settlement that an
+-- origin of the earlier version stores while the two versions run side by side.
 INSERT INTO "x402_paid_answers" ("settlement_id") SELECT "id" FROM "x402_settlements" WHERE "retry_owed";
 --> statement-breakpoint
 UPDATE "x402_settlements" SET "retry_owed" = false WHERE "retry_owed";

@@ -53,9 +53,10 @@ export const x402Settlements = pgTable(
     settlerNonce: bigint("settler_nonce", { mode: "bigint" }),
     errorReason: text("error_reason"),
     /**
-     * The paid answer owed as the origins before migration 0046 kept it; since then
-     * x402_paid_answers keeps it, and this is read only for a settlement an origin of the earlier
-     * version stored while the two ran side by side (x402/payee/earlier-presentation.ts).
+     * The paid answer owed as the origins before migration 0046 kept it (owed to the retry of a
+     * presentation they answered pending); since then x402_paid_answers keeps it, and this is owed
+     * and read only for a settlement an origin of the earlier version stored while the two ran side
+     * by side (x402/payee/paid-answers.ts oweLegacyRetry).
      */
     retryOwed: boolean("retry_owed").notNull().default(false),
     /**
