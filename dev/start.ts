@@ -99,7 +99,9 @@ async function main(): Promise<void> {
       process.stdout.write(`export AGENT_BASE_URL=${edgeUrl}${basePath}\n`);
       process.stdout.write(`export AGENT_TOKEN=${agent.token}\n`);
       say('try        curl -H "Authorization: Bearer $AGENT_TOKEN" $AGENT_BASE_URL/agent/v1/balance');
-      say("           (the README shows a faucet payout, a transfer and reading the action)");
+      say(
+        "           (the README's tour goes on with the CLI: a faucet payout, a transfer, an x402 payment)",
+      );
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }
