@@ -90,6 +90,10 @@ async function main(): Promise<void> {
     say(`devnet     ${devnetUrl} (chain 77)`);
     say(`enclave    unix://${ready.socketPath} (env ${envId})`);
     if (agent) {
+      if (agent.replaced) {
+        const { agentId, wallet, why } = agent.replaced;
+        say(`agent      a new local agent: the saved one, ${agentId} (wallet ${wallet}), ${why}`);
+      }
       say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
       say(`token      ${agent.token}`);
       say(
