@@ -57,6 +57,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let agent: StackAgent;
   let rotating: StackAgent;
   let watcher: StackAgent;
+  let x402Watcher: StackAgent;
   let proxiedPayer: StackAgent;
   let cutPayer: StackAgent;
   let base: string;
@@ -84,6 +85,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     // Made before the register test leaves a public batch's free key behind.
     rotating = await stack.newAgent({ units: 2_000n });
     watcher = await stack.newAgent({ units: 1_000_000n });
+    x402Watcher = await stack.newAgent({ units: 1_000_000n });
     proxiedPayer = await stack.newAgent({ units: 1_000_000n });
     cutPayer = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
@@ -558,36 +560,44 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     },
   );
 
+  /**
+   * `watch` with `args` as `token` until it printed `lines` lines, then Ctrl-C; `during` runs
+   * meanwhile.
+   */
+  const watch = async (
+    args: string[],
+    lines: number,
+    during?: () => Promise<void>,
+    token: string = watcher.token,
+  ): Promise<ToolRun> => {
+    let child: ChildProcess | undefined;
+    let printed = "";
+    const watching = runTool(BIN, ["watch", ...args], {
+      env: { AGENT_BASE_URL: base, AGENT_TOKEN: token },
+      cleanEnv: true,
+      timeoutMs: 120_000,
+      onSpawn: (spawned) => {
+        child = spawned;
+      },
+      onStdout: (text) => {
+        printed += text;
+      },
+    });
+    await during?.();
+    const deadline = Date.now() + 30_000;
+    while (printed.split("\n").length <= lines && Date.now() < deadline) await sleep(100);
+    await sleep(500);
+    // Mutation: a watch that leaves Ctrl-C to Node's default dies of the signal (code -1).
+    child!.kill("SIGINT");
+    const done = await watching;
+    runs.push(done);
+    return done;
+  };
+
   it(
     "watch: a transfer's events as they happen, one JSON object a line (or one human line each); Ctrl-C exits 0",
     SLOW,
     async () => {
-      /** `watch` with `args` until it printed `lines` lines, then Ctrl-C; `during` runs meanwhile. */
-      const watch = async (args: string[], lines: number, during?: () => Promise<void>): Promise<ToolRun> => {
-        let child: ChildProcess | undefined;
-        let printed = "";
-        const watching = runTool(BIN, ["watch", ...args], {
-          env: { AGENT_BASE_URL: base, AGENT_TOKEN: watcher.token },
-          cleanEnv: true,
-          timeoutMs: 120_000,
-          onSpawn: (spawned) => {
-            child = spawned;
-          },
-          onStdout: (text) => {
-            printed += text;
-          },
-        });
-        await during?.();
-        const deadline = Date.now() + 30_000;
-        while (printed.split("\n").length <= lines && Date.now() < deadline) await sleep(100);
-        await sleep(500);
-        // Mutation: a watch that leaves Ctrl-C to Node's default dies of the signal (code -1).
-        child!.kill("SIGINT");
-        const done = await watching;
-        runs.push(done);
-        return done;
-      };
-
       const to = newAccount().address.toLowerCase();
       let actionId = "";
       // From the agent's first event (it has none yet), while the transfer is made and followed.
@@ -659,6 +669,24 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       const done = await watching;
       expect(done.stderr).not.toMatch(/EPIPE|Unhandled|\n\s+at /);
       expect(done.code, done.stderr).toBe(0);
+    },
+  );
+
+  it(
+    "watch: an x402 payment's authorization event is one human line like its action's, not the action as JSON",
+    SLOW,
+    async () => {
+      const paid = await run(["pay", `${base}/x402/demo`, "--json"], x402Watcher.token);
+      expect(paid.code, paid.stdout).toBe(0);
+      // The payer's events: the action requested and signed, then the authorization signed.
+      const human = await watch(["--after", "0"], 3, undefined, x402Watcher.token);
+      expect(human.code, human.stderr).toBe(0);
+      const authorization = human.stdout.split("\n").find((line) => line.includes(" x402.authorization."));
+      expect(authorization, human.stdout).toMatch(
+        new RegExp(
+          `^\\S+Z x402\\.authorization\\.signed [0-9a-f-]{36} x402 signed 0\\.01 USDC to ${X402_PAY_TO}$`,
+        ),
+      );
     },
   );
 

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { publicClientFor } from "../devnet/testing.ts";
+import { rotateToken } from "../origin/auth/rotate-token.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import { loadOrCreateLocalAgent } from "./local-agent.ts";
@@ -59,5 +60,27 @@ describe("the local stack's agent (real database, enclave-made keys and devnet)"
     });
     expect(again).toEqual(next);
     expect(await balanceOf(saved.wallet)).toBe(100_000_000n * WEI_PER_UNIT);
+  });
+
+  // README: `agent-wallet rotate-token` keeps the wallet and prints the new token once; the next
+  // start, unable to print a token it never saw, made a new agent and printed it without a word.
+  it("names the saved agent whose token was rotated when the next start makes a new one", async () => {
+    await stack.addFreeKeys(2);
+    const dataDir = await dataFolder();
+    const params = { db: stack.db.handle.db, dataDir, devnetUrl: stack.devnet.url };
+    const first = await loadOrCreateLocalAgent(params);
+    expect(first?.replaced).toBeUndefined();
+    const rotated = await rotateToken(stack.db.handle.db, { agentId: first!.agentId });
+    expect(rotated.ok).toBe(true);
+
+    const next = await loadOrCreateLocalAgent(params);
+    expect(next?.agentId).not.toBe(first!.agentId);
+    expect(next?.replaced).toEqual({
+      agentId: first!.agentId,
+      wallet: first!.wallet,
+      why: "has had its token rotated since (it keeps its wallet, with the token the rotation printed)",
+    });
+    // Said once: the start after that prints the new agent as its own.
+    expect((await loadOrCreateLocalAgent(params))?.replaced).toBeUndefined();
   });
 });

@@ -1,9 +1,11 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { eq } from "drizzle-orm";
 import type { Address } from "viem";
 import { publicClientFor } from "../devnet/testing.ts";
 import { findIdentityByTokenId } from "../origin/auth/identity-repository.ts";
 import type { Db } from "../origin/db/client.ts";
+import { agentIdentities } from "../origin/db/schema.ts";
 import { provisionIdentity } from "../origin/keypool/provision.ts";
 import { parseBearerHeader } from "../shared/agent-token.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
@@ -11,10 +13,21 @@ import { sleep } from "../shared/sleep.ts";
 import { readLocalJson, writeLocalJson } from "./local-files.ts";
 import { payFromOperatorPool } from "./operator-pool.ts";
 
-export type LocalAgent = { token: string; agentId: string; wallet: string };
+export type LocalAgent = {
+  token: string;
+  agentId: string;
+  wallet: string;
+  /**
+   * The agent the folder had saved, when this start had to make a new one in its place, and why:
+   * `npm start` says so, rather than print another wallet without a word.
+   */
+  replaced?: ReplacedAgent;
+};
+
+export type ReplacedAgent = { agentId: string; wallet: string; why: string };
 
 /** local-agent.json: the agent, and whether its starting money has reached its wallet. */
-type SavedAgent = LocalAgent & { funded?: boolean };
+type SavedAgent = Omit<LocalAgent, "replaced"> & { funded?: boolean };
 
 /** Test money for the local agent's wallet on first creation: 100 USDC. */
 const STARTING_UNITS = 100_000_000n;
@@ -35,6 +48,7 @@ export async function loadOrCreateLocalAgent(params: {
 }): Promise<LocalAgent | undefined> {
   const file = path.join(params.dataDir, "local-agent.json");
   let agent: SavedAgent | undefined;
+  let replaced: ReplacedAgent | undefined;
   if (existsSync(file)) {
     const saved = await readLocalJson<SavedAgent>(
       file,
@@ -43,6 +57,8 @@ export async function loadOrCreateLocalAgent(params: {
     const parsed = parseBearerHeader(`Bearer ${saved.token}`);
     const identity = parsed ? await findIdentityByTokenId(params.db, parsed.tokenId) : undefined;
     if (identity?.enabled && !identity.revoked) agent = saved;
+    else
+      replaced = { agentId: saved.agentId, wallet: saved.wallet, why: await whyReplaced(params.db, saved) };
   }
   if (!agent) {
     const made = await provisionWhenKeyFree(params.db, ["read", "faucet", "transfer"], params.waitMs);
@@ -59,7 +75,23 @@ export async function loadOrCreateLocalAgent(params: {
       await payFromOperatorPool(params.devnetUrl, wallet as Address, startingWei - balance);
     await writeLocalJson(file, { token, agentId, wallet, funded: true });
   }
-  return { token, agentId, wallet };
+  return { token, agentId, wallet, ...(replaced ? { replaced } : {}) };
+}
+
+/**
+ * Why the saved agent's token no longer serves. A rotated token is the README's own advice for a
+ * leaked one: the service keeps only its hash, so no start can print it, and the agent keeps its
+ * wallet under the token its rotation printed.
+ */
+async function whyReplaced(db: Db, saved: SavedAgent): Promise<string> {
+  const [identity] = await db
+    .select({ enabled: agentIdentities.enabled, revoked: agentIdentities.revoked })
+    .from(agentIdentities)
+    .where(eq(agentIdentities.agentId, saved.agentId));
+  if (!identity) return "is not in this database";
+  if (identity.revoked) return "is revoked";
+  if (!identity.enabled) return "is disabled";
+  return "has had its token rotated since (it keeps its wallet, with the token the rotation printed)";
 }
 
 /**

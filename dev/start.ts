@@ -90,6 +90,10 @@ async function main(): Promise<void> {
     say(`devnet     ${devnetUrl} (chain 77)`);
     say(`enclave    unix://${ready.socketPath} (env ${envId})`);
     if (agent) {
+      if (agent.replaced) {
+        const { agentId, wallet, why } = agent.replaced;
+        say(`agent      a new local agent: the saved one, ${agentId} (wallet ${wallet}), ${why}`);
+      }
       say(`agent      ${agent.agentId} wallet ${agent.wallet} (read, faucet, transfer)`);
       say(`token      ${agent.token}`);
       say(
@@ -99,7 +103,9 @@ async function main(): Promise<void> {
       process.stdout.write(`export AGENT_BASE_URL=${edgeUrl}${basePath}\n`);
       process.stdout.write(`export AGENT_TOKEN=${agent.token}\n`);
       say('try        curl -H "Authorization: Bearer $AGENT_TOKEN" $AGENT_BASE_URL/agent/v1/balance');
-      say("           (the README shows a faucet payout, a transfer and reading the action)");
+      say(
+        "           (the README's tour goes on with the CLI: a faucet payout, a transfer, an x402 payment)",
+      );
     } else {
       say("agent      none yet: the key pool has no verified key (see the origin's log)");
     }

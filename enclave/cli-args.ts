@@ -10,6 +10,7 @@ export const DEFAULT_SOCKET_PATH = ".data/enclave.sock";
 export const DEFAULT_DATA_DIR = ".data/enclave";
 
 export type EnclaveCommand =
+  | { command: "help" }
   | ({ command: "init" } & Omit<InitEnclaveParams, "chainId" | "now">)
   | {
       command: "serve";
@@ -70,8 +71,11 @@ export function parseEnclaveArgs(argv: string[], env: Record<string, string | un
       "socket-mode": { type: "string" },
       profile: { type: "string" },
       throwaway: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
     },
   });
+  // As every operator tool takes it (docs/operations.md#exit-codes-of-the-operator-tools).
+  if (values.help) return { command: "help" };
   const command = positionals[0] ?? "serve";
   const dataDir = values["data-dir"] ?? envParsed.data.ENCLAVE_DATA_DIR ?? DEFAULT_DATA_DIR;
   const throwaway = values.throwaway ?? false;

@@ -18,6 +18,10 @@ async function main(): Promise<number> {
     process.stderr.write(`${errorMessage(error)}\n${USAGE}\n`);
     return 64;
   }
+  if (command.command === "help") {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   if (command.command === "init") {
     try {
       const config = await initEnclave(command);

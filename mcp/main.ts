@@ -8,6 +8,22 @@ import { createGatewayClient } from "../client/index.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { createWalletMcpServer } from "./server.ts";
 
+const USAGE = `usage: AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/77 npm run mcp
+  a stdio MCP server for an MCP host to start (docs/agents.md): the token and base URL come from
+  the environment only, never as arguments`;
+
+// Served on a terminal, any argument would be ignored and the protocol wait silent on stdin.
+const argv = process.argv.slice(2);
+if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+if (argv.length > 0) {
+  // Not echoed: a token given as an argument would land in the terminal and the host's logs.
+  process.stderr.write(`agent-wallet mcp: takes no arguments\n${USAGE}\n`);
+  process.exit(2);
+}
+
 const token = process.env.AGENT_TOKEN;
 const baseUrl = process.env.AGENT_BASE_URL;
 if (!token || !baseUrl) {

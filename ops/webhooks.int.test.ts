@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { chown, mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { chown, mkdir, mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -257,6 +257,20 @@ describe("npm run webhooks -- add-key / retire-key with a key file it cannot use
     expect(last.code).toBe(1);
     expect(last.stderr).toContain("is the only key");
     expect((await stat(file)).mode & 0o777).toBe(0o600);
+  });
+
+  // docs/operations.md: on the local stack the tools find `.data/` themselves; `npm start` makes
+  // `.data/webhook-signing.key`, and add-key answered "AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set".
+  it("with no variable, add-key takes the local stack's .data/webhook-signing.key", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-local-"));
+    const file = path.join(dir, ".data", "webhook-signing.key");
+    await mkdir(path.dirname(file), { recursive: true });
+    await ensureWebhookSigningKeyFile(file);
+    const env = { AGENT_WEBHOOKS_SIGNING_KEY_FILE: undefined, LOG_LEVEL: "silent", DATABASE_URL: undefined };
+    const added = await runTool("ops/webhooks.ts", ["add-key"], { env, cwd: dir });
+    expect(added.code, added.stderr).toBe(0);
+    expect(added.stdout).toMatch(/^webhooks: key \S+ added/);
+    expect(await loadWebhookSigningKeys(file)).toHaveLength(2);
   });
 });
 

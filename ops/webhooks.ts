@@ -15,6 +15,7 @@
  *
  * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
  */
+import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../origin/db/client.ts";
@@ -37,6 +38,12 @@ import {
 import { type CliContext, type CliOutcome, DONE, refused, runCli, UsageError } from "./lib/cli-shell.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { parseWebhooksCommand } from "./lib/webhooks-args.ts";
+
+/**
+ * The local stack's signing key (`npm start` makes it), used when the node names none, as the
+ * other tools find `.data/` (docs/operations.md#operations).
+ */
+const LOCAL_WEBHOOK_KEY_FILE = ".data/webhook-signing.key";
 
 const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--json] [--reason TEXT]
        npm run webhooks -- list [--json]
@@ -64,8 +71,14 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const parsed = parseWebhooksCommand(command, values);
   const config = nodeConfig(env);
   if (parsed.command === "add-key" || parsed.command === "retire-key") {
-    const file = config.webhooks.signingKeyFile;
-    if (!file) throw new UsageError("AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set");
+    const file =
+      config.webhooks.signingKeyFile ??
+      (existsSync(LOCAL_WEBHOOK_KEY_FILE) ? LOCAL_WEBHOOK_KEY_FILE : undefined);
+    if (!file) {
+      throw new UsageError(
+        `AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set, and there is no local stack's ${LOCAL_WEBHOOK_KEY_FILE}`,
+      );
+    }
     // Read and checked before anything is written: a file that cannot be read, is open to others
     // or holds no key is the environment's mistake (exit 2, nothing changed); only the write and
     // the rename that follow can leave a change cut off (exit 3).
