@@ -51,9 +51,12 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
   ctes: [
     {
       name: "actions",
+      // Stamped now, after the enclave signed: now() is the batch's begin, before its wait at the
+      // senders' locks, and a payout dated so early ends its cooldown (docs/api.md#repeats-and-limits-of-the-faucet)
+      // before the enclave's, which counts from its signature.
       sql: sql`update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
-          cost_units = s.cost_units, signed_at = now(), error_code = null, error_message = null, updated_at = now()
-        from signed s join stored st on st.tx_hash = s.tx_hash
+          cost_units = s.cost_units, signed_at = stamp.at, error_code = null, error_message = null, updated_at = stamp.at
+        from signed s join stored st on st.tx_hash = s.tx_hash cross join (select clock_timestamp() as at) stamp
         where a.action_id = s.action_id and a.status in ('requested', 'approved')
         returning ${storedActionColumns}`,
     },

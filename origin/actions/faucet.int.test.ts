@@ -283,14 +283,60 @@ describe("faucet and funding gate (real stack)", () => {
             const retryAfter = Number(refused.headers["retry-after"]);
             expect(retryAfter).toBeGreaterThanOrEqual(1);
             expect(retryAfter).toBeLessThanOrEqual(2);
-            // The enclave counts its cooldown from its own signature, a moment after the stamp.
-            await sleep(retryAfter * 1000 + 500);
+            // A client that follows Retry-After to the letter, give or take a network's moment.
+            await sleep(retryAfter * 1000 + 100);
             const again = await calls.faucet();
             expect(isAccepted(again), JSON.stringify(again.body)).toBe(true);
             expect(await payouts(agent.agentId)).toBe(2);
           } finally {
             await behind.close();
           }
+        },
+      );
+    });
+
+    // A payout's batch opens its transaction, then waits at the treasury's nonce row while another
+    // batch signing from the treasury holds it (a loaded node, a second origin): the enclave signs,
+    // and starts the agent's cooldown, only once the row is free. Mutation: the stamp taken at the
+    // transaction's start (now()) dates the payout before that wait; the Retry-After then ends
+    // before the enclave's cooldown does, and a client that follows it is refused again.
+    it("AGENT_FAUCET_COOLDOWN_MS=2000: a payout whose signing waited at the treasury's lock is paid again once the Retry-After it named is over", async () => {
+      const db = stack.db.handle.db;
+      const treasury = stack.treasury.toLowerCase();
+      const waitingAtTreasury = async (): Promise<number> =>
+        (
+          await queryRows<{ n: number }>(
+            db,
+            sql`select count(*)::int as n from pg_stat_activity
+                where wait_event_type = 'Lock' and query ilike '%sender_nonces%' and pid <> pg_backend_pid()`,
+          )
+        )[0]!.n;
+      await withTerms(
+        { payoutUnits: 1_000_000n, cooldownMs: 2_000, dailyLimitUnits: 20_000_000n },
+        async (base) => {
+          const agent = await stack.newAgent();
+          const calls = agentCalls(base, agent.token);
+          await db.execute(
+            sql`insert into sender_nonces (address, next_nonce) values (${treasury}, 0) on conflict do nothing`,
+          );
+          let first: Promise<TestResponse> | undefined;
+          await db.transaction(async (tx) => {
+            await tx.execute(sql`select 1 from sender_nonces where address = ${treasury} for update`);
+            first = calls.faucet();
+            await expect.poll(waitingAtTreasury, { timeout: 10_000, interval: 50 }).toBeGreaterThan(0);
+            // The window this test holds open: how long the batch waits after its transaction began.
+            await sleep(1_500);
+          });
+          const paid = await first!;
+          expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+          const refused = await calls.faucet();
+          expect(refused.status).toBe(429);
+          expect(refused.body).toMatchObject({ error: { code: "faucet_cooldown" } });
+          // A client that follows Retry-After to the letter, give or take a network's moment.
+          await sleep(Number(refused.headers["retry-after"]) * 1000 + 100);
+          const again = await calls.faucet();
+          expect(isAccepted(again), JSON.stringify(again.body)).toBe(true);
+          expect(await payouts(agent.agentId)).toBe(2);
         },
       );
     });
