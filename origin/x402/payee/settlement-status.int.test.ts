@@ -259,11 +259,11 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
-  it("a pending settlement's paid answer goes once: its retry under its payment id takes it, and the same payload presented without the id is then told the nonce is used", async () => {
-    // The id's presentation is the same request, answered paid whatever its payload; answered so,
-    // it also took the one paid answer the pending answer owed. Mutation: answering the id as
-    // paid without taking it answers the payload without the id 200 too: two paid answers for
-    // one payment, and a seller delivers twice.
+  /**
+   * A payment presented under a payment id, answered 504 settlement_pending (mining held), then
+   * settled; no presentation of it answered paid yet.
+   */
+  const settledAfterPendingUnderId = async () => {
     const payer = await fundedPayer(stack.devnet.url);
     const id = `pay_${randomBytes(12).toString("hex")}`;
     const payload = withPaymentId(await envelope(`${node.edge.url}/77/x402/demo`, payer), id);
@@ -279,6 +279,15 @@ describe("through the edge, an origin whose chain mines when told", () => {
     await expect
       .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
       .toBe("settled");
+    return { payer, payload, transaction };
+  };
+
+  it("a pending settlement's paid answer goes once: its retry under its payment id takes it, and the same payload presented without the id is then told the nonce is used", async () => {
+    // The id's presentation is the same request, answered paid whatever its payload; answered so,
+    // it also took the one paid answer the pending answer owed. Mutation: answering the id as
+    // paid without taking it answers the payload without the id 200 too: two paid answers for
+    // one payment, and a seller delivers twice.
+    const { payer, payload, transaction } = await settledAfterPendingUnderId();
     expect(await post(node.facilitator, "settle", payload)).toMatchObject({
       status: 200,
       body: { success: true, transaction },
@@ -296,21 +305,7 @@ describe("through the edge, an origin whose chain mines when told", () => {
     // they come, so the answer owed from the pending one is the id's. Mutation: letting a
     // presentation without the id take it answers it 200 and the id's retry 200 too: two paid
     // answers for one payment, and a seller delivers twice.
-    const payer = await fundedPayer(stack.devnet.url);
-    const id = `pay_${randomBytes(12).toString("hex")}`;
-    const payload = withPaymentId(await envelope(`${node.edge.url}/77/x402/demo`, payer), id);
-    const transaction = await withMiningHeld(async (mine) => {
-      const pending = await post(node.facilitator, "settle", payload);
-      expect(pending).toMatchObject({
-        status: 504,
-        body: { success: false, errorReason: X402_REASONS.settlementPending },
-      });
-      await mine();
-      return pending.body.transaction as string;
-    });
-    await expect
-      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
-      .toBe("settled");
+    const { payer, payload, transaction } = await settledAfterPendingUnderId();
     const { extensions: _id, ...withoutId } = payload;
     expect(await post(node.facilitator, "settle", withoutId)).toMatchObject({
       status: 400,
