@@ -56,3 +56,13 @@ export async function provisionedIdentity(
   if (!result.ok) throw new Error(`provisioning failed: ${result.error.code}`);
   return result.value;
 }
+
+/** Test fixture: `count` operator identities with the read capability, each on a key seeded for it; their tokens. */
+export async function readTokens(db: Db, count: number): Promise<string[]> {
+  await seedFreeKeys(db, count);
+  const tokens: string[] = [];
+  for (let i = 0; i < count; i++) {
+    tokens.push((await provisionedIdentity(db, { capabilities: ["read"], origin: "operator" })).token);
+  }
+  return tokens;
+}

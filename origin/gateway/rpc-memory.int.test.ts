@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { freePort } from "../../testing/free-port.ts";
 import { send } from "../../testing/http.ts";
 import { deployLogEmitter } from "../../testing/log-emitter.ts";
-import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { readTokens } from "../../testing/seed.ts";
 import { RPC_IN_FLIGHT } from "./limits.ts";
 
 // The origin as its own process (origin/main.ts), its memory read from /proc, while agents ask
@@ -40,14 +40,7 @@ describe("/rpc memory under the largest answers (origin as its own process)", ()
   beforeAll(async () => {
     testDb = await createTestDatabase();
     devnet = await startDevnet({ port: 0 });
-    await seedFreeKeys(testDb.handle.db, 4);
-    for (let i = 0; i < 4; i++) {
-      const identity = await provisionedIdentity(testDb.handle.db, {
-        capabilities: ["read"],
-        origin: "operator",
-      });
-      tokens.push(identity.token);
-    }
+    tokens.push(...(await readTokens(testDb.handle.db, 4)));
     const emitter = await deployLogEmitter(devnet.url);
     for (let i = 0; i < 3; i++) hashes.push(await emitter.emit(2_000, 256));
 

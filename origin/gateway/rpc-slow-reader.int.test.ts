@@ -8,7 +8,7 @@ import { freePort } from "../../testing/free-port.ts";
 import { send } from "../../testing/http.ts";
 import { deployLogEmitter } from "../../testing/log-emitter.ts";
 import { rssBytes } from "../../testing/measure/proc-memory.ts";
-import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { readTokens } from "../../testing/seed.ts";
 import { RPC_ANSWER_DEADLINE_MS, RPC_IN_FLIGHT } from "./limits.ts";
 
 // Clients that send /rpc calls and never read what they are answered, against the origin as its
@@ -47,14 +47,7 @@ describe("/rpc clients that never read their answers (origin as its own process)
   beforeAll(async () => {
     testDb = await createTestDatabase();
     devnet = await startDevnet({ port: 0 });
-    await seedFreeKeys(testDb.handle.db, 5);
-    for (let i = 0; i < 5; i++) {
-      const identity = await provisionedIdentity(testDb.handle.db, {
-        capabilities: ["read"],
-        origin: "operator",
-      });
-      tokens.push(identity.token);
-    }
+    tokens.push(...(await readTokens(testDb.handle.db, 5)));
     hash = await (await deployLogEmitter(devnet.url)).emit(2_000, 256);
     port = await freePort();
     origin = startChild({
