@@ -75,7 +75,8 @@ const MAX_TAKES = 256;
  * statement takes all their answers, where one each cost Postgres a statement and a commit a
  * payment (docs/performance.md: gathered, the take is a tenth of a payment's statements' time). A
  * payment is settled by one presentation, so a statement holds one take per payment; another for
- * the same payment goes in the next statement, as if it had come after.
+ * the same payment goes in a later statement, sent once the one holding the first has answered (two
+ * statements on two connections take in no set order), so the first to ask is the one answered paid.
  */
 export function createPaidAnswerTaker(
   db: Db,
@@ -86,11 +87,12 @@ export function createPaidAnswerTaker(
     resolve(taken: boolean): void;
     reject(error: unknown): void;
   };
-  let open: Map<string, Take> | undefined;
+  type Batch = { takes: Map<string, Take>; after: Promise<void>[] };
+  let open: Batch | undefined;
+  // The statement each payment's take was sent in, until it has answered.
+  const sent = new Map<string, Promise<void>>();
 
-  const send = async (batch: Map<string, Take>): Promise<void> => {
-    if (open === batch) open = undefined;
-    const takes = [...batch.values()];
+  const run = async (takes: Take[]): Promise<void> => {
     const wanted = takes.map((take, i) => ({
       i,
       payer: take.payment.from,
@@ -114,19 +116,31 @@ export function createPaidAnswerTaker(
     }
   };
 
+  const send = (batch: Batch): void => {
+    if (open === batch) open = undefined;
+    // run settles every take and never rejects.
+    const done = Promise.all(batch.after).then(() => run([...batch.takes.values()]));
+    for (const key of batch.takes.keys()) sent.set(key, done);
+    void done.then(() => {
+      for (const key of batch.takes.keys()) if (sent.get(key) === done) sent.delete(key);
+    });
+  };
+
   return (payment, payloadHash) =>
     new Promise((resolve, reject) => {
       const key = `${payment.from}:${payment.nonce}`;
-      if (open?.has(key)) void send(open);
+      if (open?.takes.has(key)) send(open);
       if (!open) {
-        const fresh = new Map<string, Take>();
+        const fresh: Batch = { takes: new Map(), after: [] };
         open = fresh;
         // Once this turn's other receipts have been handed on.
         setImmediate(() => {
-          if (open === fresh) void send(fresh);
+          if (open === fresh) send(fresh);
         });
       }
-      open.set(key, { payment, payloadHash, resolve, reject });
-      if (open.size >= MAX_TAKES) void send(open);
+      const earlier = sent.get(key);
+      if (earlier) open.after.push(earlier);
+      open.takes.set(key, { payment, payloadHash, resolve, reject });
+      if (open.takes.size >= MAX_TAKES) send(open);
     });
 }
