@@ -111,8 +111,10 @@ export function formatHuman(command: string, result: unknown): string {
  * USDC (from the integer units, never through a float) and the recipient, and an error's code.
  */
 export function formatEventLine(event: AgentEvent): string {
-  const action = actionOf(event);
-  if (!action) return `${event.occurred_at} ${event.type} ${JSON.stringify(event.data)}`;
+  // `action.*` and `x402.authorization.signed`, whose data is the x402 action too, so its line
+  // reads as its `action.signed` does (docs/events.md#from-the-cli).
+  if (!isActionEvent(event)) return `${event.occurred_at} ${event.type} ${JSON.stringify(event.data)}`;
+  const action = event.data;
   return [
     event.occurred_at,
     event.type,
@@ -123,15 +125,6 @@ export function formatEventLine(event: AgentEvent): string {
     ...(action.to ? [`to ${action.to}`] : []),
     ...(action.error_code ? [`error ${action.error_code}`] : []),
   ].join(" ");
-}
-
-/**
- * The action an event carries: `action.*`, and `x402.authorization.signed`, whose data is the x402
- * action too (docs/events.md#the-event-log), so its line reads as its `action.signed` does.
- */
-function actionOf(event: AgentEvent): ActionView | undefined {
-  if (isActionEvent(event)) return event.data;
-  return event.type === "x402.authorization.signed" ? (event.data as ActionView) : undefined;
 }
 
 /**

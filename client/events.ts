@@ -30,9 +30,12 @@ export type EventsParams = {
   idleTimeoutMs?: number;
 };
 
-/** Whether the event is about one of the agent's actions (its data then is the action). */
+/**
+ * Whether the event's data is one of the agent's actions: `action.*`, and
+ * `x402.authorization.signed`, whose data is the x402 action too (docs/events.md#the-event-log).
+ */
 export function isActionEvent(event: AgentEvent): event is ActionEvent {
-  return event.type.startsWith("action.");
+  return event.type.startsWith("action.") || event.type === "x402.authorization.signed";
 }
 
 /** What the stream needs of the client: read at each connection, so a rotated token is used. */

@@ -56,6 +56,8 @@ for await (const event of wallet.events({ after: "0" })) {
   if (isActionEvent(event)) {
     const status: string = event.data.status;
     console.log(event.id, event.type, event.occurred_at, status);
+    // An x402 authorization's event narrows too: its data is the action (docs/events.md#from-the-client).
+    if (event.type === "x402.authorization.signed") console.log(event.data.kind);
   }
   break;
 }

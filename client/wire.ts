@@ -37,12 +37,15 @@ export type ActionView = {
   updated_at: string;
 };
 
-/** The type of an event about one of the agent's actions: a status it entered, or `abandoned`. */
-export type ActionEventType = `action.${ActionStatus}` | "action.abandoned";
+/**
+ * The type of an event whose data is one of the agent's actions: a status it entered, `abandoned`,
+ * or an x402 authorization signed (written beside its `action.signed`, the same data).
+ */
+export type ActionEventType = `action.${ActionStatus}` | "action.abandoned" | "x402.authorization.signed";
 
 /**
- * An event of GET {base}/agent/v1/events about one of the agent's actions (docs/events.md): `data`
- * is the action as GET /actions/{id} answered it at that moment.
+ * An event of GET {base}/agent/v1/events whose data is one of the agent's actions
+ * (docs/events.md#the-event-log): the action as GET /actions/{id} answered it at that moment.
  */
 export type ActionEvent = {
   /** The event log's id, a decimal string. */
@@ -52,7 +55,7 @@ export type ActionEvent = {
   data: ActionView;
 };
 
-/** An event of another type than `action.*`, its data as the service sent it. */
+/** An event of any other type (a settlement, the identity, …), its data as the service sent it. */
 export type OtherAgentEvent = {
   id: string;
   type: string;

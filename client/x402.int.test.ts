@@ -10,8 +10,10 @@ import { checkingFetch } from "../testing/openapi-check.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import { authorizationUsedCount, settlementRowCount } from "../testing/x402-settlements.ts";
 import {
+  type AgentEvent,
   createGatewayClient,
   type GatewayClient,
+  isActionEvent,
   PAYMENT_SIGNATURE_HEADER,
   PaymentOutcomeUnknown,
   type PaymentRequired,
@@ -58,6 +60,34 @@ describe("x402 through the client (real stack, x402 on)", () => {
     // for it returns at once instead of polling for a confirmation that never comes.
     const action = await client.waitForAction(authorization.action_id, { timeoutMs: 5_000 });
     expect(action).toMatchObject({ kind: "x402", status: "signed" });
+  });
+
+  it("isActionEvent holds for x402.authorization.signed from the stream, whose data is the x402 action as GET answers it", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // The built-in fetch: the OpenAPI check reads whole bodies, and a stream has no end.
+    const wallet = clientFor(agent, globalThis.fetch);
+    const response = await wallet.fetchWithPayment(demo);
+    expect(response.status).toBe(200);
+    const stop = AbortSignal.timeout(30_000);
+    const events: AgentEvent[] = [];
+    for await (const event of wallet.events({ after: "0", signal: stop })) {
+      events.push(event);
+      if (event.type === "x402.authorization.signed") break;
+    }
+    const signed = events.at(-1)!;
+    expect(signed.type, events.map((event) => event.type).join(", ")).toBe("x402.authorization.signed");
+    // docs/events.md#the-event-log: its data is the action, so a client narrowing with the guard
+    // gets it as it gets the action's own `action.signed`.
+    expect(isActionEvent(signed)).toBe(true);
+    if (!isActionEvent(signed)) return;
+    expect(signed.data).toEqual(await wallet.action(signed.data.action_id));
+    expect(signed.data).toMatchObject({ kind: "x402", status: "signed" });
+    // Every event of the payer's stream here carries the action, and the guard says so of each.
+    expect(events.map((event) => [event.type, isActionEvent(event)])).toEqual([
+      ["action.requested", true],
+      ["action.signed", true],
+      ["x402.authorization.signed", true],
+    ]);
   });
 
   it("fetchWithPayment pays the demo's 402 once: 200, the wallet down by exactly the amount", async () => {

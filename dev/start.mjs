@@ -7,11 +7,14 @@
  */
 import { buildStaleProgramsSaying, importProgram } from "../ops/lib/program-bundles.mjs";
 
-try {
-  await buildStaleProgramsSaying((line) => process.stdout.write(`[start] ${line}\n`));
-} catch (error) {
-  process.stderr.write(`[start] could not bundle the programs: ${error?.message ?? error}\n`);
-  process.exit(1);
+// With arguments the launcher only answers them (`--help`, or a usage error): nothing to bundle.
+if (process.argv.length <= 2) {
+  try {
+    await buildStaleProgramsSaying((line) => process.stdout.write(`[start] ${line}\n`));
+  } catch (error) {
+    process.stderr.write(`[start] could not bundle the programs: ${error?.message ?? error}\n`);
+    process.exit(1);
+  }
 }
 // The launcher from its bundle; if a source changed again while the programs were bundled, its
 // TypeScript through tsx.

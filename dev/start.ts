@@ -11,6 +11,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { errorMessage } from "../shared/error-message.ts";
 import { createLocalStack } from "./local-stack.ts";
+import { parseStartArgs, START_USAGE } from "./start-usage.ts";
 
 // A launcher whose output nobody reads any more (a closed terminal, `npm start | tee` with tee gone)
 // goes on, and stops its parts as usual at a Ctrl-C or SIGTERM: the EPIPE of its next line would
@@ -33,6 +34,17 @@ function portFrom(variable: string, fallback: number): number {
   if (port >= 1 && port <= 65_535) return port;
   say(`failed: ${variable} must be a port number from 1 to 65535, not ${JSON.stringify(value)}`);
   process.exit(1);
+}
+
+// Before any variable is read or anything made: `--help` starting the whole stack surprised.
+const args = parseStartArgs(process.argv.slice(2));
+if (args.command === "help") {
+  process.stdout.write(`${START_USAGE}\n`);
+  process.exit(0);
+}
+if (args.command === "usage") {
+  process.stderr.write(`[start] ${args.message}\n${START_USAGE}\n`);
+  process.exit(2);
 }
 
 const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");

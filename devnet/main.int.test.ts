@@ -7,6 +7,7 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runTool } from "../testing/run-tool.ts";
 import { fund, newAccount, rpc } from "./testing.ts";
+import { DEVNET_USAGE } from "./usage.ts";
 
 type Running = { child: ChildProcess; url: string; exited: Promise<number | null> };
 
@@ -92,6 +93,13 @@ describe("devnet: the CLI (npm run devnet)", () => {
     expect(await devnet.exited).toBe(0);
     const calls = Number(/isatty calls: (\d+)/.exec(stderr)?.[1]);
     expect(calls).toBeLessThan(10);
+  });
+
+  // docs/development.md: `npm run devnet -- --help` as a newcomer types it after the enclave's.
+  it.each(["--help", "-h"])("%s prints the usage on stdout and exits 0, serving nothing", async (flag) => {
+    // DEVNET_PORT names a port, so a devnet that served instead would print its URL, not the usage.
+    const ran = await runTool("devnet/main.ts", [flag], { env: { DEVNET_PORT: "0" }, timeoutMs: 30_000 });
+    expect(ran).toEqual({ code: 0, stdout: `${DEVNET_USAGE}\n`, stderr: "" });
   });
 
   it("refuses a malformed flag with a message and exit code 1", async () => {

@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import { errorMessage } from "../shared/error-message.ts";
 import { DEFAULT_DEVNET_PORT } from "./constants.ts";
 import { createStderrLogger, startDevnet } from "./index.ts";
+import { DEVNET_USAGE } from "./usage.ts";
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -23,9 +24,14 @@ async function main(): Promise<void> {
       host: { type: "string" },
       state: { type: "string" },
       "operator-pool": { type: "string" },
+      help: { type: "boolean", short: "h" },
     },
     strict: true,
   });
+  if (values.help) {
+    process.stdout.write(`${DEVNET_USAGE}\n`);
+    return;
+  }
   // An empty DEVNET_PORT counts as unset, not as port 0.
   const portText = values.port ?? (process.env.DEVNET_PORT || String(DEFAULT_DEVNET_PORT));
   const port = Number(portText);

@@ -70,6 +70,25 @@ describe("npm run webhooks (operator CLI)", () => {
     expect(json).toMatchObject({ pending: 0, at_bound: false });
   });
 
+  it("list with no endpoint says so in a line (--json: []), exit 0, rather than printing nothing", async () => {
+    // A database of its own: the other tests of this file leave endpoints in the shared one.
+    const empty = await createTestDatabase();
+    try {
+      const env = { DATABASE_URL: empty.url, LOG_LEVEL: "silent" };
+      const listed = await runTool("ops/webhooks.ts", ["list"], { env });
+      expect(listed).toEqual({
+        code: 0,
+        stdout:
+          "webhooks: no endpoints (add one with: npm run webhooks -- add --url URL --events TYPE,...)\n",
+        stderr: "",
+      });
+      const json = await runTool("ops/webhooks.ts", ["list", "--json"], { env });
+      expect(json).toEqual({ code: 0, stdout: "[]\n", stderr: "" });
+    } finally {
+      await empty.drop();
+    }
+  });
+
   it("OPS_DEBUG=1 shows a refused insert's statement, stack and constraint, never the endpoint's secret it carried", async () => {
     // A database of its own, whose endpoints table refuses every new row: the insert that carries
     // the new secret fails in Postgres, as a full disk or a revoked grant would fail it.

@@ -163,7 +163,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
           at_bound: each.atBound,
         }));
         if (parsed.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
-        else {
+        else if (rows.length === 0) {
+          // Nothing printed would read as a tool that did nothing (docs/operations.md#webhooks).
+          process.stdout.write(
+            "webhooks: no endpoints (add one with: npm run webhooks -- add --url URL --events TYPE,...)\n",
+          );
+        } else {
           for (const row of rows) {
             const state = row.enabled ? "enabled" : `disabled (${row.disabled_reason ?? "no reason"})`;
             const queue = row.at_bound

@@ -63,6 +63,14 @@ describe("npm run x402-resources (operator CLI)", () => {
     const removed = await run(["remove", "--url", "https://seller.example/weather"]);
     expect(removed.code).toBe(0);
     expect(JSON.parse((await run(["list", "--json"])).stdout)).toEqual([]);
+    // An empty catalogue is a line, not silence, which an operator could not tell from a tool
+    // that did nothing; the demo is no row, so the line says where it is.
+    expect(await run(["list"])).toEqual({
+      code: 0,
+      stdout:
+        "x402-resources: no resources in the catalogue (discovery still lists the demo while x402 is on)\n",
+      stderr: "",
+    });
     // Removing what is not listed is a refusal (exit 1), with a line saying so.
     const missing = await run(["remove", "--url", "https://seller.example/weather"]);
     expect(missing.code).toBe(1);

@@ -60,7 +60,13 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       case "list": {
         const rows = (await listResources(db)).map(shown);
         if (parsed.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
-        else {
+        else if (rows.length === 0) {
+          // Nothing printed would read as a tool that did nothing; the demo is no row, yet listed
+          // (docs/operations.md#the-x402-discovery-catalogue).
+          process.stdout.write(
+            "x402-resources: no resources in the catalogue (discovery still lists the demo while x402 is on)\n",
+          );
+        } else {
           for (const row of rows) {
             const about = [row.mime_type, row.description].filter(Boolean).join("  ");
             process.stdout.write(`${row.source.padEnd(8)} ${row.url}${about ? `  ${about}` : ""}\n`);

@@ -5,6 +5,7 @@ import { createLogger } from "./logger.ts";
 import { openInfrastructure } from "./open-infrastructure.ts";
 import { startHttpServer } from "./server.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
+import { ORIGIN_USAGE, parseOriginArgs } from "./usage.ts";
 
 /** The variables whose values are secrets (config.secrets, and the database URL's password). */
 const SECRET_VARIABLES = [
@@ -17,6 +18,15 @@ const SECRET_VARIABLES = [
 
 /** Boot only: config → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
+  const args = parseOriginArgs(process.argv.slice(2));
+  if (args.command === "help") {
+    process.stdout.write(`${ORIGIN_USAGE}\n`);
+    return;
+  }
+  if (args.command === "usage") {
+    process.stderr.write(`origin: ${args.message}\n${ORIGIN_USAGE}\n`);
+    process.exit(2);
+  }
   let config: ReturnType<typeof loadConfig>;
   let listenFd: number | undefined;
   try {

@@ -25,4 +25,13 @@ describe("npm run soak: a command line it cannot run", () => {
     },
     90_000,
   );
+
+  it.each(["--help", "-h"])(
+    "%s prints the usage on stdout and exits 0, starting nothing",
+    async (flag) => {
+      const run = await runTool("soak/main.ts", [flag], { timeoutMs: 60_000 });
+      expect(run).toEqual({ code: 0, stdout: `${SOAK_USAGE}\n`, stderr: "" });
+    },
+    90_000,
+  );
 });

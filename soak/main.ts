@@ -30,7 +30,7 @@ import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
 import { childPidsNamed, type MemoryRoot, residentBytes } from "../testing/measure/proc-memory.ts";
 import { fundSoakAgents, provisionSoakAgents, type SoakAgents } from "./agents.ts";
-import { parseSoakArgs } from "./args.ts";
+import { parseSoakArgs, SOAK_USAGE } from "./args.ts";
 import { createEdgeClient } from "./edge-client.ts";
 import { BASE_MIX, pickKind, type SoakContext } from "./kinds.ts";
 import { LimitObservations, limitLines, REGISTRATION_NETWORK_DAILY } from "./limits.ts";
@@ -351,6 +351,12 @@ const DRIVER_ENV = "SOAK_DRIVER";
 
 /** Runs the driver and exits with its code, passing Ctrl-C, SIGTERM and a hang-up on to it. */
 function runDriver(): void {
+  const argv = process.argv.slice(2);
+  // Asked for as the other programs are (`npm run enclave -- --help`): an answer, not a failure.
+  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+    process.stdout.write(`${SOAK_USAGE}\n`);
+    process.exit(0);
+  }
   try {
     // A command line it cannot run is told here, before anything starts.
     parseSoakArgs(process.argv.slice(2));
