@@ -1,7 +1,6 @@
 /**
  * `npm start -- --help` (docs/configuration.md#the-local-stack): the launcher takes no arguments,
- * only its environment, so an argument is refused before anything is made or started; asking for
- * help once started the whole stack.
+ * only its environment (shared/no-arguments.ts); asking for help once started the whole stack.
  */
 export const START_USAGE = `usage: npm start (configured by its environment; it takes no arguments)
   the whole stack on this machine: embedded Postgres, the chain-77 devnet, the enclave, the origin
@@ -15,12 +14,3 @@ export const START_USAGE = `usage: npm start (configured by its environment; it 
   AGENT_ENV_ID       the enclave's environment id (default local-dev)
   START_NEW_ENCLAVE  1: initialise a new enclave beside a database that has identities
   -h, --help         this text`;
-
-export type StartCommand = { command: "start" } | { command: "help" } | { command: "usage"; message: string };
-
-/** What the launcher's arguments ask for: starting (none), the usage, or a usage error. */
-export function parseStartArgs(argv: readonly string[]): StartCommand {
-  if (argv.length === 0) return { command: "start" };
-  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) return { command: "help" };
-  return { command: "usage", message: `takes no arguments, only its environment; not: ${argv.join(" ")}` };
-}

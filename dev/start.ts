@@ -10,8 +10,9 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { errorMessage } from "../shared/error-message.ts";
+import { noArgumentsCommand } from "../shared/no-arguments.ts";
 import { createLocalStack } from "./local-stack.ts";
-import { parseStartArgs, START_USAGE } from "./start-usage.ts";
+import { START_USAGE } from "./start-usage.ts";
 
 // A launcher whose output nobody reads any more (a closed terminal, `npm start | tee` with tee gone)
 // goes on, and stops its parts as usual at a Ctrl-C or SIGTERM: the EPIPE of its next line would
@@ -37,13 +38,13 @@ function portFrom(variable: string, fallback: number): number {
 }
 
 // Before any variable is read or anything made: `--help` starting the whole stack surprised.
-const args = parseStartArgs(process.argv.slice(2));
-if (args.command === "help") {
+const args = noArgumentsCommand(process.argv.slice(2));
+if (args === "help") {
   process.stdout.write(`${START_USAGE}\n`);
   process.exit(0);
 }
-if (args.command === "usage") {
-  process.stderr.write(`[start] ${args.message}\n${START_USAGE}\n`);
+if (args === "refused") {
+  process.stderr.write(`[start] takes no arguments, only its environment\n${START_USAGE}\n`);
   process.exit(2);
 }
 

@@ -6,6 +6,7 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { createGatewayClient } from "../client/index.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
+import { noArgumentsCommand } from "../shared/no-arguments.ts";
 import { createWalletMcpServer } from "./server.ts";
 
 const USAGE = `usage: AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/77 npm run mcp
@@ -13,13 +14,12 @@ const USAGE = `usage: AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/7
   the environment only, never as arguments`;
 
 // Served on a terminal, any argument would be ignored and the protocol wait silent on stdin.
-const argv = process.argv.slice(2);
-if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+const args = noArgumentsCommand(process.argv.slice(2));
+if (args === "help") {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
-if (argv.length > 0) {
-  // Not echoed: a token given as an argument would land in the terminal and the host's logs.
+if (args === "refused") {
   process.stderr.write(`agent-wallet mcp: takes no arguments\n${USAGE}\n`);
   process.exit(2);
 }

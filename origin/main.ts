@@ -1,11 +1,12 @@
 import { errorMessage } from "../shared/error-message.ts";
+import { noArgumentsCommand } from "../shared/no-arguments.ts";
 import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
 import { openInfrastructure } from "./open-infrastructure.ts";
 import { startHttpServer } from "./server.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
-import { ORIGIN_USAGE, parseOriginArgs } from "./usage.ts";
+import { ORIGIN_USAGE } from "./usage.ts";
 
 /** The variables whose values are secrets (config.secrets, and the database URL's password). */
 const SECRET_VARIABLES = [
@@ -18,13 +19,15 @@ const SECRET_VARIABLES = [
 
 /** Boot only: config → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
-  const args = parseOriginArgs(process.argv.slice(2));
-  if (args.command === "help") {
+  const args = noArgumentsCommand(process.argv.slice(2));
+  if (args === "help") {
     process.stdout.write(`${ORIGIN_USAGE}\n`);
     return;
   }
-  if (args.command === "usage") {
-    process.stderr.write(`origin: ${args.message}\n${ORIGIN_USAGE}\n`);
+  if (args === "refused") {
+    process.stderr.write(
+      `origin: takes no arguments (it is configured by its environment)\n${ORIGIN_USAGE}\n`,
+    );
     process.exit(2);
   }
   let config: ReturnType<typeof loadConfig>;
