@@ -1,6 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:http";
+import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,6 +46,40 @@ const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "agent-wa
 
 function agentWallet(args: string[], env: Record<string, string>): Promise<ToolRun> {
   return runTool(BIN, args, { env, cleanEnv: true, timeoutMs: 90_000 });
+}
+
+/** The demo's answer to one request through startDemoProxy, its headers as the proxy passes them on. */
+type DemoAnswer = { paid: boolean; status: number; headers: Record<string, string>; body: string };
+
+/**
+ * A real proxy in front of the demo at `demoUrl`, reached at its `url`: each request goes on to the
+ * demo, and the demo's answer back to the client, unless `fault` answers the client itself (a fault
+ * made on purpose), which it says by returning true.
+ */
+async function startDemoProxy(
+  demoUrl: string,
+  fault: (answer: DemoAnswer, response: ServerResponse) => boolean,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const proxy = createServer(async (request, response) => {
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(request.headers)) {
+      if (typeof value === "string" && name !== "host") headers.set(name, value);
+    }
+    const upstream = await fetch(demoUrl, { method: request.method, headers });
+    const body = await upstream.text();
+    const answer: Record<string, string> = {};
+    upstream.headers.forEach((value, name) => {
+      if (name !== "content-length" && name !== "transfer-encoding") answer[name] = value;
+    });
+    const paid = headers.has("payment-signature");
+    if (fault({ paid, status: upstream.status, headers: answer, body }, response)) return;
+    response.writeHead(upstream.status, answer).end(body);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/resource`,
+    close: () => new Promise((resolve) => proxy.close(() => resolve())),
+  };
 }
 
 describe("agent-wallet CLI (through the edge, real stack)", () => {
@@ -434,27 +468,14 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       // A real proxy in front of the demo that loses the upstream answer to the first paid request,
       // after the demo settled it, and answers 502 itself (a fault made on purpose).
       let lose = true;
-      const proxy = createServer(async (request, response) => {
-        const headers = new Headers();
-        for (const [name, value] of Object.entries(request.headers)) {
-          if (typeof value === "string" && name !== "host") headers.set(name, value);
-        }
-        const upstream = await fetch(`${base}/x402/demo`, { method: request.method, headers });
-        const body = await upstream.text();
-        if (lose && headers.has("payment-signature")) {
-          lose = false;
-          response.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
-          return;
-        }
-        const answer: Record<string, string> = {};
-        upstream.headers.forEach((value, name) => {
-          if (name !== "content-length" && name !== "transfer-encoding") answer[name] = value;
-        });
-        response.writeHead(upstream.status, answer).end(body);
+      const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
+        if (!lose || !answer.paid) return false;
+        lose = false;
+        response.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
+        return true;
       });
-      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
       try {
-        const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/resource`;
+        const { url } = proxy;
         const lost = await run(["pay", url, "--json"], payer.token);
         expect(lost.code).toBe(PaymentOutcomeUnknown.exitCode);
         const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
@@ -467,7 +488,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         expect(again.stdout).toMatch(/^200: paid in transaction 0x[0-9a-f]{64} on eip155:77\n/);
         expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
       } finally {
-        await new Promise((resolve) => proxy.close(resolve));
+        await proxy.close();
       }
     },
   );
@@ -484,27 +505,14 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       // A real proxy in front of the demo that passes on the first paid answer's status and headers
       // (its PAYMENT-RESPONSE included) and cuts the connection in its body (a fault made on purpose).
       let cut = true;
-      const proxy = createServer(async (request, response) => {
-        const headers = new Headers();
-        for (const [name, value] of Object.entries(request.headers)) {
-          if (typeof value === "string" && name !== "host") headers.set(name, value);
-        }
-        const upstream = await fetch(`${base}/x402/demo`, { method: request.method, headers });
-        const body = await upstream.text();
-        const answer: Record<string, string> = {};
-        upstream.headers.forEach((value, name) => {
-          if (name !== "content-length" && name !== "transfer-encoding") answer[name] = value;
-        });
-        if (cut && headers.has("payment-signature") && upstream.status === 200) {
-          cut = false;
-          answerCutAfterHeaders(response, upstream.status, answer, body.slice(0, 8));
-          return;
-        }
-        response.writeHead(upstream.status, answer).end(body);
+      const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
+        if (!cut || !answer.paid || answer.status !== 200) return false;
+        cut = false;
+        answerCutAfterHeaders(response, answer.status, answer.headers, answer.body.slice(0, 8));
+        return true;
       });
-      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
       try {
-        const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/resource`;
+        const { url } = proxy;
         const lost = await run(["pay", url, "--json"], payer.token);
         expect(lost.code, lost.stdout + lost.stderr).toBe(PaymentOutcomeUnknown.exitCode);
         const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
@@ -532,7 +540,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         for (const output of [lost.stdout, lost.stderr, again.stdout, again.stderr])
           expect(output).not.toContain(payer.token);
       } finally {
-        await new Promise((resolve) => proxy.close(resolve));
+        await proxy.close();
       }
     },
   );

@@ -106,9 +106,12 @@ export function createDemoRouter({
     if ("turned" in checked) return turnedAway(checked.turned);
     // What is paid for here is the demo, whatever resource the envelope names (the payer's word,
     // not signed): a payment id binds to it, so an id another seller's sale settled buys nothing here.
+    // A payer that leaves before its answer (a client's timeout while the settlement is mined) takes
+    // no paid answer: its retry of the same payment is paid (docs/x402.md#after-settlement_pending-retry-the-same-payment).
     const settled = await facilitator.settleChecked(
       { ...checked, envelope: { ...checked.envelope, resource: { url: resource.url } } },
       clientIp,
+      c.req.raw.signal,
     );
     if ("turned" in settled) return turnedAway(settled.turned);
     // The payment id names another request of this payer's (docs/x402.md#payment-identifiers).

@@ -105,7 +105,12 @@ export type Facilitator = {
    * Settles a checked payment within its payer's and address's windows and the revert guard's
    * slot: the settler's outcome, or why it was turned away first (a 429 with its wait).
    */
-  settleChecked(payment: CheckedPayment, clientIp: string): Promise<SettleChecked>;
+  settleChecked(
+    payment: CheckedPayment,
+    clientIp: string,
+    /** Aborted once the caller has gone: its presentation takes no paid answer (settle.ts). */
+    callerGone?: AbortSignal,
+  ): Promise<SettleChecked>;
 };
 
 export type FacilitatorDeps = {
@@ -203,6 +208,7 @@ export function createFacilitator({
     payment: CheckedPayment,
     clientIp: string,
     resource: CatalogueEntry | undefined,
+    callerGone?: AbortSignal,
   ): Promise<{ outcome: SettleOutcome } | { turned: Turned }> => {
     // The wait for a slot and then for the receipt together within one receipt wait.
     const answerBy = Date.now() + receiptTimeoutMs;
@@ -223,6 +229,7 @@ export function createFacilitator({
           // Only a payment whose id was bound to this request reaches the settler with one.
           ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
           answerBy,
+          ...(callerGone ? { callerGone } : {}),
         }),
       // A revert of a front-run (another relayer used the authorization first) is not the payer's.
       () => revertUsedElsewhere(verifyDeps.db, authorizationUsed, payment.authorization),
@@ -234,10 +241,11 @@ export function createFacilitator({
     payment: CheckedPayment,
     clientIp: string,
     resource: CatalogueEntry | undefined,
+    callerGone?: AbortSignal,
   ): ReturnType<Facilitator["settleChecked"]> => {
     const { paymentId } = payment;
     if (paymentId === undefined) {
-      const settled = await settleInSlot(payment, clientIp, resource);
+      const settled = await settleInSlot(payment, clientIp, resource, callerGone);
       return "turned" in settled ? settled : { ...settled, nonce: payment.authorization.nonce };
     }
     // One request under one id settles once, whatever authorization each presentation carries.
@@ -251,7 +259,7 @@ export function createFacilitator({
       },
       idRequest({ ...payment, paymentId }),
       async () => {
-        const inSlot = await settleInSlot(payment, clientIp, resource);
+        const inSlot = await settleInSlot(payment, clientIp, resource, callerGone);
         if ("outcome" in inSlot) return inSlot.outcome;
         turned = inSlot.turned;
         // Turned away before settling: nothing claimed, so the id is released.
@@ -260,8 +268,8 @@ export function createFacilitator({
     );
     return turned ? { turned } : settled;
   };
-  const settleChecked: Facilitator["settleChecked"] = (payment, clientIp) =>
-    settleOnce(payment, clientIp, undefined);
+  const settleChecked: Facilitator["settleChecked"] = (payment, clientIp, callerGone) =>
+    settleOnce(payment, clientIp, undefined, callerGone);
 
   /** A verify past admission: the payment id's standing, the revert guard, then the payment's facts. */
   const verifyAdmitted = async (

@@ -12,9 +12,10 @@ import {
   verifyReceiptSignatureEIP712,
 } from "@x402/extensions/offer-receipt";
 import { decodePaymentResponseHeader, wrapFetchWithPayment } from "@x402/fetch";
+import { sql } from "drizzle-orm";
 import type { Address, Hex } from "viem";
-import { beforeAll, describe, expect, it } from "vitest";
-import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
+import { beforeAll, describe, expect, it, vi } from "vitest";
+import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import {
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
@@ -24,11 +25,16 @@ import {
 } from "../../../shared/constants.ts";
 import { sleep } from "../../../shared/sleep.ts";
 import { useStackEdge } from "../../../testing/edge.ts";
+import { enclaveDown, type Fault } from "../../../testing/fault-scenario.ts";
 import { startTestOrigin } from "../../../testing/origin.ts";
 import { parsePrometheusText } from "../../../testing/prometheus.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
-import { fundedPayer } from "../../../testing/x402-payer.ts";
+import { envelope, fundedPayer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
+import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
+import { queryRows } from "../../db/client.ts";
+import { SIGNER_REQUEST_TIMEOUT_MS } from "../../signer/socket-client.ts";
+import { X402_REASONS } from "../reasons.ts";
 import { QUOTE_REUSE_AT_MOST_SECONDS } from "./demo.ts";
 
 // Offers and receipts (docs/x402.md#offers-and-receipts) through the edge, every part real: the
@@ -258,6 +264,88 @@ describe("an operator who turns offers and receipts off", () => {
       await origin.close();
     }
   });
+});
+
+describe("a paid request whose receipt the enclave cannot sign", () => {
+  /** The settler transaction of `payer`'s settlement, once stored and taken by the devnet's pool. */
+  const broadcastOf = async (payer: Address): Promise<Hex | undefined> => {
+    const [row] = await queryRows<{ tx_hash: Hex | null }>(
+      stack.db.handle.db,
+      sql`select tx_hash from x402_settlements where payer = ${payer.toLowerCase()}`,
+    );
+    if (!row?.tx_hash) return undefined;
+    const pooled = await rpc(stack.devnet.url, "eth_getTransactionByHash", [row.tx_hash]);
+    return pooled.result ? row.tx_hash : undefined;
+  };
+
+  /**
+   * Pays the demo with the enclave gone between the settlement's signature and the receipt's: the
+   * devnet holds the settlement until `fault` is on, then mines it. The paid answer, how long it
+   * took from the mining, and the same payment presented again.
+   */
+  const payAcrossFault = async (fault: Fault) => {
+    const payer = await fundedPayer(stack.devnet.url);
+    const signature = paymentHeader(await envelope(demo, payer));
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    let faulted = false;
+    try {
+      const answered = pay(demo, signature);
+      const transaction = await vi.waitUntil(() => broadcastOf(payer.address), {
+        timeout: 30_000,
+        interval: 50,
+      });
+      await fault.on();
+      faulted = true;
+      const minedAt = Date.now();
+      expect(await rpc(stack.devnet.url, "dev_mine", [])).toMatchObject({ result: true });
+      const paid = await answered;
+      const tookMs = Date.now() - minedAt;
+      const retry = await pay(demo, signature);
+      return { payer, transaction, paid, tookMs, retry };
+    } finally {
+      if (faulted) await fault.off();
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+      await rpc(stack.devnet.url, "dev_mine", []);
+    }
+  };
+
+  // The receipt is signed after the settlement's paid answer is taken (settle.ts), so a receipt
+  // that cannot be signed must not cost the payer its answer, which a retry of the same payment no
+  // longer gets. Mutation: offer-receipt.ts receiptExtension throwing where the signer refused
+  // answers both tests 500 internal_error, the retry 402 nonce used: paid, and nothing delivered.
+  const deliveredOnce = async ({
+    payer,
+    transaction,
+    paid,
+    retry,
+  }: Awaited<ReturnType<typeof payAcrossFault>>) => {
+    expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+    expect(paid.body).toMatchObject({ ok: true, transaction });
+    expect(paid.response).toMatchObject({ success: true, transaction });
+    expect(paid.response?.extensions).toBeUndefined();
+    expect(retry.status, JSON.stringify(retry.body)).toBe(402);
+    expect(retry.response).toMatchObject({
+      success: false,
+      errorReason: X402_REASONS.nonceUsed,
+      transaction,
+    });
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  };
+
+  it("enclave stopped after the settlement's signature: the 200 is delivered without a receipt, once; a retry is told the nonce is used", async () => {
+    await deliveredOnce(await payAcrossFault(enclaveDown(stack.enclave)));
+  }, 60_000);
+
+  it("enclave paused (SIGSTOP) after the settlement's signature: the 200 is delivered without a receipt once the signer's wait ends; a retry is told the nonce is used", async () => {
+    const pid = stack.enclave.pid()!;
+    const outcome = await payAcrossFault({
+      on: async () => process.kill(pid, "SIGSTOP"),
+      off: async () => process.kill(pid, "SIGCONT"),
+    });
+    // The receipt's request waited out the signer client's timeout: the enclave was asked.
+    expect(outcome.tookMs).toBeGreaterThanOrEqual(SIGNER_REQUEST_TIMEOUT_MS - 100);
+    await deliveredOnce(outcome);
+  }, 60_000);
 });
 
 // Last in the file: it reseals the policy with another payTo, which the stack's own origin no

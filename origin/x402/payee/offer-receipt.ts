@@ -5,7 +5,8 @@
  * transaction in the 200's PAYMENT-RESPONSE, under `extensions["offer-receipt"].info.receipt`.
  * Both are signed in the enclave by the payee key, whose address must be the quote's payTo; a
  * node whose payTo is another address serves neither (and says so once, at start). A signing that
- * fails leaves the answer without its offer or receipt: the payment itself never waits on them.
+ * fails leaves the answer without its offer or receipt, never refused for it: a paid answer's
+ * receipt is asked for once its paid answer is taken, and waits at most the signer client's timeout.
  */
 import type { Address } from "viem";
 import type { Hex } from "../../../shared/hex.ts";

@@ -402,6 +402,19 @@ describe("a settlement the chain refused", () => {
     }
   }
 
+  /**
+   * A fresh payer's payment to `node`'s demo, settled there while the proxy refuses the settler's
+   * broadcasts and another relayer's transaction uses its authorization meanwhile (refusedSettlement):
+   * ours failed, theirs paid the payee. The payer, the payment and its status URL.
+   */
+  async function refusedWhileRelayed(node: { edge: EdgeHandle; facilitator: string }) {
+    const payer = await fundedPayer(stack.devnet.url);
+    const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+    const { relay } = await relayerOf(stack.devnet.url, payload);
+    const url = await refusedSettlement(node.facilitator, payload, relay);
+    return { payer, payload, url };
+  }
+
   const settlementRow = async (payload: PaymentPayload) => {
     const { from, nonce } = authorizationOf(payload);
     const [row] = await queryRows<{ status: string; authorization_used_elsewhere: boolean | null }>(
@@ -442,10 +455,7 @@ describe("a settlement the chain refused", () => {
     // theirs paid the payee.
     const node = await originBehindEdge({}, proxy.url);
     try {
-      const payer = await fundedPayer(stack.devnet.url);
-      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
-      const { relay } = await relayerOf(stack.devnet.url, payload);
-      const url = await refusedSettlement(node.facilitator, payload, relay);
+      const { payer, url } = await refusedWhileRelayed(node);
       expect((await read(url)).body).toMatchObject({
         status: "failed",
         block_number: null,
@@ -462,10 +472,7 @@ describe("a settlement the chain refused", () => {
     // said so) leaves the seller told broadcast_refused, as if the payer had not paid.
     const node = await originBehindEdge({}, proxy.url);
     try {
-      const payer = await fundedPayer(stack.devnet.url);
-      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
-      const { relay } = await relayerOf(stack.devnet.url, payload);
-      const url = await refusedSettlement(node.facilitator, payload, relay);
+      const { payer, payload, url } = await refusedWhileRelayed(node);
       const view = (await read(url)).body;
       expect(view).toMatchObject({ status: "failed", authorization_used_elsewhere: true });
       expect(await post(node.facilitator, "settle", payload)).toEqual({
@@ -494,10 +501,7 @@ describe("a settlement the chain refused", () => {
       `http://127.0.0.1:${await freePort()}`,
     );
     try {
-      const payer = await fundedPayer(stack.devnet.url);
-      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
-      const { relay } = await relayerOf(stack.devnet.url, payload);
-      await refusedSettlement(node.facilitator, payload, relay);
+      const { payer, payload } = await refusedWhileRelayed(node);
       expect(await settlementRow(payload)).toEqual({ status: "failed", authorization_used_elsewhere: null });
       const [transaction] = await settlerTransactions(payload);
       const refused = {
@@ -529,10 +533,7 @@ describe("a settlement the chain refused", () => {
     const node = await originBehindEdge({}, proxy.url);
     const other = await stack.startOrigin({}, undefined, stack.devnet.url);
     try {
-      const payer = await fundedPayer(stack.devnet.url);
-      const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
-      const { relay } = await relayerOf(stack.devnet.url, payload);
-      await refusedSettlement(node.facilitator, payload, relay);
+      const { payer, payload } = await refusedWhileRelayed(node);
       expect(await settlementRow(payload)).toEqual({ status: "failed", authorization_used_elsewhere: null });
       const { from, nonce } = authorizationOf(payload);
       const key = `settlements/${from.toLowerCase()}/${nonce.toLowerCase()}`;

@@ -3,6 +3,7 @@ import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
+import { sleep } from "../../../shared/sleep.ts";
 import { useRpcCutProxy } from "../../../testing/fault-scenario.ts";
 import { spawnOrigin } from "../../../testing/origin-process.ts";
 import { startRpcAfterReadProxy } from "../../../testing/rpc-after-read-proxy.ts";
@@ -183,6 +184,103 @@ describe("x402 settlement under faults (real processes)", () => {
     } finally {
       await finisher?.close();
       await waiting.close();
+    }
+  }, 120_000);
+
+  it("a payer that leaves while its settlement is mined takes no paid answer: its retry of the same payment is paid, once, and the next told the nonce is used", async () => {
+    // A client's timeout (or a dropped connection) while the settle waits for its receipt: before
+    // the fix the settle took the one paid answer for the answer nobody read, and the payer's retry
+    // was told the nonce is used: paid, and nothing delivered. Mutation: settle.ts taking the
+    // answer whatever callerGone says answers the retry 402 invalid_exact_evm_nonce_already_used.
+    const origin = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "30000" }, { periodMs: 100 });
+    try {
+      const demo = `${origin.base}/x402/demo`;
+      const payer = await fundedPayer(stack.devnet.url);
+      const signature = paymentHeader(await envelope(demo, payer));
+      const balanceBefore = await payToBalance();
+      expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+      let transaction: string;
+      try {
+        const leaving = new AbortController();
+        const first = fetch(demo, { headers: { "PAYMENT-SIGNATURE": signature }, signal: leaving.signal });
+        const stored = async () => (await settlementOf(payer.address))[0]?.tx_hash ?? undefined;
+        await expect.poll(stored, { timeout: 30_000, interval: 50 }).toMatch(/^0x[0-9a-f]{64}$/);
+        transaction = (await stored())!;
+        leaving.abort();
+        await expect(first).rejects.toThrow();
+        // The origin sees the connection close before the settlement is mined.
+        await sleep(300);
+      } finally {
+        await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+        await rpc(stack.devnet.url, "dev_mine", []);
+      }
+      await expect
+        .poll(() => settlementOf(payer.address), { timeout: 30_000, interval: 100 })
+        .toEqual([{ status: "settled", tx_hash: transaction }]);
+
+      const retry = await pay(demo, signature);
+      expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+      expect(retry.response).toMatchObject({ success: true, transaction });
+      const later = await pay(demo, signature);
+      expect(later.status, JSON.stringify(later.body)).toBe(402);
+      expect(later.response).toMatchObject({
+        success: false,
+        errorReason: X402_REASONS.nonceUsed,
+        transaction,
+      });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+      expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
+    } finally {
+      await origin.close();
+    }
+  }, 120_000);
+
+  it("a retry of a pending payment whose payer leaves while it waits for the settlement takes no paid answer: the next retry is paid, once", async () => {
+    // The first presentation is answered settlement_pending (its receipt held back past a short
+    // wait); the retry it asked for waits for that settlement, and its caller leaves meanwhile.
+    // Mutation: earlier-presentation.ts taking the answer whatever callerGone says answers the
+    // next retry 402 invalid_exact_evm_nonce_already_used: paid, and nothing delivered.
+    const origin = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "1500" }, { periodMs: 100 });
+    try {
+      const demo = `${origin.base}/x402/demo`;
+      const payer = await fundedPayer(stack.devnet.url);
+      const signature = paymentHeader(await envelope(demo, payer));
+      expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+      let transaction: string;
+      try {
+        const pending = await pay(demo, signature);
+        expect(pending.response).toMatchObject({ errorReason: X402_REASONS.settlementPending });
+        transaction = pending.response!.transaction as string;
+        const leaving = new AbortController();
+        const waiting = fetch(demo, { headers: { "PAYMENT-SIGNATURE": signature }, signal: leaving.signal });
+        // The retry waits for the settlement (earlier-presentation.ts) until its caller leaves.
+        await sleep(500);
+        leaving.abort();
+        await expect(waiting).rejects.toThrow();
+        await sleep(300);
+      } finally {
+        await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+        await rpc(stack.devnet.url, "dev_mine", []);
+      }
+      await expect
+        .poll(() => settlementOf(payer.address), { timeout: 30_000, interval: 100 })
+        .toEqual([{ status: "settled", tx_hash: transaction }]);
+      // Past the left retry's poll of the settlement (50 ms), had it taken the answer.
+      await sleep(500);
+
+      const retry = await pay(demo, signature);
+      expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+      expect(retry.response).toMatchObject({ success: true, transaction });
+      const later = await pay(demo, signature);
+      expect(later.status, JSON.stringify(later.body)).toBe(402);
+      expect(later.response).toMatchObject({
+        success: false,
+        errorReason: X402_REASONS.nonceUsed,
+        transaction,
+      });
+      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+    } finally {
+      await origin.close();
     }
   }, 120_000);
 
