@@ -9,6 +9,7 @@ import { queryRows } from "../origin/db/client.ts";
 import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
+import { backendPid, waitUntilBlockedBy } from "../testing/lock-waiters.ts";
 import { agentCalls, newKey } from "../testing/money-client.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { spawnOrigin } from "../testing/origin-process.ts";
@@ -462,15 +463,15 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
         "--operator-key",
         operatorKeyFile,
       );
-      const waiting = async () =>
-        (
-          await queryRows<{ n: number }>(
-            db(),
-            sql`select count(*)::int as n from pg_locks l join pg_stat_activity a using (pid)
-                where not l.granted and a.query like 'update agent_actions%'`,
-          )
-        )[0]!.n;
-      await expect.poll(waiting, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+      // The approve's move from held (ops/lib/policy-holds.ts decideHeld), blocked by this
+      // transaction: another statement on agent_actions waiting (an origin's worker, another
+      // file's database) does not count.
+      await waitUntilBlockedBy(db(), {
+        holder: await backendPid(tx),
+        statement: "^update agent_actions set status = .* and status = 'held'",
+        what: "the approve waits at the action's row",
+        timeoutMs: 60_000,
+      });
       await tx.execute(
         sql`update agent_actions set status = 'rejected', updated_at = now() where action_id = ${actionId}`,
       );

@@ -5,8 +5,13 @@
  */
 import type { SQL } from "drizzle-orm";
 import type { Db } from "../origin/db/client.ts";
+import { backendPid } from "./lock-waiters.ts";
 
-export type HeldLock = { release(): Promise<void> };
+export type HeldLock = {
+  /** The holding session's backend pid: what the statements waiting on the lock are blocked by. */
+  pid: number;
+  release(): Promise<void>;
+};
 
 /** Runs `lock` (a locking statement) and holds what it took until `release`. */
 export async function holdLock(db: Db, lock: SQL): Promise<HeldLock> {
@@ -14,18 +19,20 @@ export async function holdLock(db: Db, lock: SQL): Promise<HeldLock> {
   const released = new Promise<void>((resolve) => {
     letGo = resolve;
   });
-  let locked!: () => void;
-  const taken = new Promise<void>((resolve) => {
+  let locked!: (pid: number) => void;
+  const taken = new Promise<number>((resolve) => {
     locked = resolve;
   });
   const holder = db.transaction(async (tx) => {
+    const pid = await backendPid(tx);
     await tx.execute(lock);
-    locked();
+    locked(pid);
     await released;
   });
   // A lock statement that fails ends the holder before it is taken.
-  await Promise.race([taken, holder]);
+  const pid = await Promise.race([taken, holder.then(() => 0)]);
   return {
+    pid,
     async release() {
       letGo();
       await holder;

@@ -5,6 +5,7 @@ import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
 import type { TestResponse } from "../../testing/http.ts";
+import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
@@ -303,14 +304,6 @@ describe("faucet and funding gate (real stack)", () => {
     it("AGENT_FAUCET_COOLDOWN_MS=2000: a payout whose signing waited at the treasury's lock is paid again once the Retry-After it named is over", async () => {
       const db = stack.db.handle.db;
       const treasury = stack.treasury.toLowerCase();
-      const waitingAtTreasury = async (): Promise<number> =>
-        (
-          await queryRows<{ n: number }>(
-            db,
-            sql`select count(*)::int as n from pg_stat_activity
-                where wait_event_type = 'Lock' and query ilike '%sender_nonces%' and pid <> pg_backend_pid()`,
-          )
-        )[0]!.n;
       await withTerms(
         { payoutUnits: 1_000_000n, cooldownMs: 2_000, dailyLimitUnits: 20_000_000n },
         async (base) => {
@@ -323,7 +316,14 @@ describe("faucet and funding gate (real stack)", () => {
           await db.transaction(async (tx) => {
             await tx.execute(sql`select 1 from sender_nonces where address = ${treasury} for update`);
             first = calls.faucet();
-            await expect.poll(waitingAtTreasury, { timeout: 10_000, interval: 50 }).toBeGreaterThan(0);
+            // The payout's batch at the treasury's row (outbox/submit.ts lockStatement): a lock wait
+            // of anything else (an origin's worker, another file's database) does not count.
+            await waitUntilBlockedBy(db, {
+              holder: await backendPid(tx),
+              statement: "insert into sender_nonces",
+              what: "the payout's batch waits at the treasury's nonce row",
+              timeoutMs: 10_000,
+            });
             // The window this test holds open: how long the batch waits after its transaction began.
             await sleep(1_500);
           });

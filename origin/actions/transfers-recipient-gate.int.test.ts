@@ -5,6 +5,7 @@ import { newAccount, publicClientFor, rpc } from "../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { TestResponse } from "../../testing/http.ts";
+import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import type { TestOrigin } from "../../testing/origin.ts";
@@ -67,21 +68,27 @@ describe("transfers: the funding gate of a recipient that is one of the service'
     });
   };
 
-  /** How many sessions of the stack's database wait for a lock now. */
-  const lockWaiters = async (): Promise<number> => {
-    const [row] = await queryRows<{ n: number }>(
-      stack.db.handle.db,
-      sql`select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock'`,
-    );
-    return row!.n;
-  };
+  /**
+   * Waits until `count` outbox batches (outbox/submit.ts lockStatement) wait at the nonce rows this
+   * test holds: a lock wait of anything else (an origin's worker, another file's database) does not
+   * count, or the test would go on before its transfer is blocked.
+   */
+  const batchesWaiting = (holder: number, count: number) =>
+    waitUntilBlockedBy(stack.db.handle.db, {
+      holder,
+      statement: "insert into sender_nonces",
+      count,
+      what: `${count} transfer batch(es) wait at the held senders' nonce rows`,
+    });
 
   /**
    * Holds the nonce rows of `senders` (their batches wait at their lock) while `during` runs, then
    * lets them go. The rows are made first, as a sender's first batch makes them.
    */
-  const withSendersHeld = async <T>(senders: StackAgent[], during: () => Promise<T>): Promise<T> => {
+  const withSendersHeld = async <T>(
+    senders: StackAgent[],
+    during: (holder: number) => Promise<T>,
+  ): Promise<T> => {
     const addresses = senders.map((sender) => sender.wallet.toLowerCase());
     for (const address of addresses) {
       await stack.db.handle.db.execute(
@@ -93,7 +100,7 @@ describe("transfers: the funding gate of a recipient that is one of the service'
       for (const address of addresses) {
         await tx.execute(sql`select 1 from sender_nonces where address = ${address} for update`);
       }
-      result = await during();
+      result = await during(await backendPid(tx));
     });
     return result as T;
   };
@@ -145,9 +152,9 @@ describe("transfers: the funding gate of a recipient that is one of the service'
     const sender = await stack.newAgent({ units: 2_000_000n });
     const recipient = await stack.newAgent();
     const senderBefore = await balance(sender.wallet);
-    const [answer] = await withSendersHeld([sender], async () => {
+    const [answer] = await withSendersHeld([sender], async (holder) => {
       const sent = transfer(sender, recipient.wallet, "1000");
-      await expect.poll(lockWaiters).toBe(1);
+      await batchesWaiting(holder, 1);
       const revoked = await revokeIdentity(stack.db.handle.db, {
         agentId: recipient.agentId,
         reason: "key compromised",
@@ -194,11 +201,11 @@ describe("transfers: the funding gate of a recipient that is one of the service'
     expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
     let answers: TestResponse[];
     try {
-      answers = await withSendersHeld([a!, b!], async () => {
+      answers = await withSendersHeld([a!, b!], async (holder) => {
         const first = transfer(a!, recipient.wallet, "600000");
-        await expect.poll(lockWaiters).toBe(1);
+        await batchesWaiting(holder, 1);
         const second = transfer(b!, recipient.wallet, "600000");
-        await expect.poll(lockWaiters).toBe(2);
+        await batchesWaiting(holder, 2);
         return [first, second];
       }).then((sent) => Promise.all(sent));
     } finally {
@@ -240,9 +247,9 @@ describe("transfers: the funding gate of a recipient that is one of the service'
       const body = { idempotency_key: newKey(), to: recipient.wallet, amount: "1000" };
       let refused: TestResponse;
       try {
-        const [sent] = await withSendersHeld([sender], async () => {
+        const [sent] = await withSendersHeld([sender], async (holder) => {
           const sent = calls.transfer(body);
-          await expect.poll(lockWaiters).toBe(1);
+          await batchesWaiting(holder, 1);
           proxy.withhold("eth_getBalance");
           return [sent];
         });

@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { connectDatabase, type DatabaseHandle, POOL_WAIT_MS } from "./client.ts";
 
@@ -63,15 +64,17 @@ describe("a request when every connection of the pool is taken (real Postgres)",
     const holders = Array.from({ length: POOL_SIZE }, () =>
       database.db.execute(sql`select count(*) from agent_tokens`).then(() => "held"),
     );
-    // Let the holders take every connection and reach the lock.
-    for (let waited = 0; ; waited += 100) {
-      const { rows } = await locker.query<{ waiting: number }>(
-        "select count(*)::int as waiting from pg_locks where relation = 'agent_tokens'::regclass and not granted",
-      );
-      if (rows[0]?.waiting === POOL_SIZE) break;
-      if (waited > 10_000) throw new Error(`only ${rows[0]?.waiting} statements reached the lock`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    // Let the holders take every connection and reach the lock: the pool's statements blocked by
+    // this session, not any waiter on a table of that name (another file's database has one).
+    const { rows } = await locker.query<{ pid: number }>("select pg_backend_pid() as pid");
+    // Asked on the test database's own pool: the origin's has no connection left.
+    await waitUntilBlockedBy(testDb.handle.db, {
+      holder: rows[0]!.pid,
+      statement: "^select count\\(\\*\\) from agent_tokens",
+      count: POOL_SIZE,
+      what: "every connection of the pool waits at the lock",
+      timeoutMs: 10_000,
+    });
 
     const started = performance.now();
     const response = await balance(origin, AbortSignal.timeout(POOL_WAIT_TEST_MS + 20_000)).catch(

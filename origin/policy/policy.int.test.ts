@@ -18,6 +18,7 @@ import type { PolicyCheckResponse, PolicyResponse } from "../../shared/policy-sc
 import { sleep } from "../../shared/sleep.ts";
 import { sealHeldApproval as sealApproval } from "../../testing/held-approval.ts";
 import { send } from "../../testing/http.ts";
+import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
@@ -473,21 +474,19 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     await db.execute(
       sql`insert into sender_nonces (address, next_nonce) values (${sender}, 0) on conflict do nothing`,
     );
-    const waitingForLock = async (): Promise<number> => {
-      const [row] = await queryRows<{ n: number }>(
-        db,
-        sql`select count(*)::int as n from pg_stat_activity
-            where datname = current_database() and wait_event_type = 'Lock'`,
-      );
-      return row!.n;
-    };
     await db.transaction(async (tx) => {
       await tx.execute(sql`select 1 from sender_nonces where address = ${sender} for update`);
       await db.execute(
         sql`update agent_actions set status = 'approved', updated_at = now() where action_id = ${view.action_id}`,
       );
-      // The origins' workers (one each, every second) read it and wait at the lock.
-      await expect.poll(waitingForLock, { timeout: 5_000 }).toBeGreaterThan(0);
+      // The origins' workers (one each, every second) read it and one's batch waits at the lock
+      // (outbox/submit.ts lockStatement): a lock wait of anything else does not count.
+      await waitUntilBlockedBy(db, {
+        holder: await backendPid(tx),
+        statement: "insert into sender_nonces",
+        what: "the approved transfer's batch waits at the sender's nonce row",
+        timeoutMs: 5_000,
+      });
       await meanwhile();
     });
     return view;

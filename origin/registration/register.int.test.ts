@@ -10,6 +10,7 @@ import {
 import { solveChallenge } from "../../shared/registration-proof.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
+import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { startTcpProxy } from "../../testing/tcp-proxy.ts";
@@ -21,6 +22,9 @@ import { updateRegistrationPolicy } from "./policy-repository.ts";
 // POST {base}/agent/v1/register at the real origin (real Postgres), the test acting as the edge: it
 // sends the edge secret and X-svc-Registration-IP itself
 // (docs/api.md#registration-what-a-request-must-be).
+
+/** Issuance's lock of the policy row (issuance.ts issuePublicIdentity), where every registration queues. */
+const POLICY_LOCK = "^select 1 from registration_policy where id = 1 for update";
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
 const IP_SECRET = randomBytes(32).toString("hex");
@@ -588,12 +592,12 @@ describe("POST {base}/agent/v1/register at the origin", () => {
       await db().transaction(async (tx) => {
         await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
         for (let i = 0; i < 6; i++) sent.push(register(proofOrigin, ip, withProof(proof)));
-        const waiting = sql`select count(*)::int as n from pg_stat_activity
-                            where wait_event_type = 'Lock' and query like '%registration_policy%for update%'`;
-        const deadline = Date.now() + 20_000;
-        while ((await queryRows<{ n: number }>(db(), waiting))[0]!.n < 6 && Date.now() < deadline) {
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
+        await waitUntilBlockedBy(db(), {
+          holder: await backendPid(tx),
+          statement: POLICY_LOCK,
+          count: 6,
+          what: "every request queues at the policy row's lock",
+        });
       });
       const statuses = (await Promise.all(sent)).map((response) => response.status).sort();
       expect(statuses).toEqual([201, 428, 428, 428, 428, 428]);
@@ -656,12 +660,12 @@ describe("POST {base}/agent/v1/register at the origin", () => {
       await db().transaction(async (tx) => {
         await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
         for (const held of stock) sent.push(register(proofOrigin, held.ip, withProof(held.proof)));
-        const waiting = sql`select count(*)::int as n from pg_stat_activity
-                            where wait_event_type = 'Lock' and query like '%registration_policy%for update%'`;
-        const deadline = Date.now() + 20_000;
-        while ((await queryRows<{ n: number }>(db(), waiting))[0]!.n < 8 && Date.now() < deadline) {
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
+        await waitUntilBlockedBy(db(), {
+          holder: await backendPid(tx),
+          statement: POLICY_LOCK,
+          count: 8,
+          what: "every request queues at the policy row's lock",
+        });
       });
       const responses = await Promise.all(sent);
       expect(responses.map((response) => response.status).sort()).toEqual([

@@ -7,6 +7,7 @@ import { fund, newAccount } from "../../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { sleep } from "../../../shared/sleep.ts";
 import { type HeldLock, holdLock } from "../../../testing/held-lock.ts";
+import { blockedBy } from "../../../testing/lock-waiters.ts";
 import { startRpcRefusalProxy } from "../../../testing/rpc-refusal-proxy.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { frontRunNextSettlement } from "../../../testing/x402-front-run.ts";
@@ -75,15 +76,18 @@ const bindingOf = async (payer: PrivateKeyAccount, id: string) =>
     )
   )[0];
 
-/** Some statement naming `table` waits for a row lock. */
-const waitingOn = (table: string) => async () =>
-  (
-    await queryRows<{ n: number }>(
-      db(),
-      sql`select count(*)::int as n from pg_stat_activity
-          where wait_event_type = 'Lock' and query ilike ${`%${table}%`} and pid <> pg_backend_pid()`,
-    )
-  )[0]!.n > 0;
+/** A settle batch's lock of the settler's nonce row (outbox/submit.ts lockStatement). */
+const BATCH_LOCK = "insert into sender_nonces";
+/** A presentation's lock of its id's binding, to let it go or take it over (payment-ids.ts lockBinding). */
+const BINDING_LOCK = "from x402_payment_ids.* for update";
+
+/**
+ * Sessions of this file's database running `statement` that wait, directly or not, on the lock
+ * `held` holds: a lock wait of anything else (an origin's worker, another file's database) does
+ * not count.
+ */
+const blockedAt = (held: HeldLock, statement: string) => async () =>
+  (await blockedBy(db(), { holder: held.pid, statement })) > 0;
 
 const nonceOf = (payment: PaymentPayload) => (payment.payload.authorization as { nonce: string }).nonce;
 
@@ -110,7 +114,7 @@ it("a presentation refused before signing lets its id go only if no other presen
     sql`select 1 from x402_payment_ids where payer = ${payer.address.toLowerCase()} and payment_id = ${id} for key share`,
   );
   await batches.release();
-  await until("the refused presentation's release waits for the binding", waitingOn("x402_payment_ids"));
+  await until("the refused presentation's release waits for the binding", blockedAt(binding, BINDING_LOCK));
   // Now funded: the same payment presented again settles, while the release waits.
   await fund(stack.devnet.url, payer.address, 2n * AMOUNT * WEI_PER_UNIT);
   const settled = await settle(payment);
@@ -134,7 +138,7 @@ it("a presentation whose id was let go before its batch claimed the payment bind
   const batches = await holdSettleBatches();
   // Another payer's batch waits at the settler's nonce row, so this payment's batch opens after it.
   const ahead = settle(await envelope(demo(), await fundedPayer(stack.devnet.url)));
-  await until("a batch waits at the settler's nonce row", waitingOn("sender_nonces"));
+  await until("a batch waits at the settler's nonce row", blockedAt(batches, BATCH_LOCK));
   const presented = settle(payment);
   await until("the presentation binds the id", async () => (await bindingOf(payer, id)) !== undefined);
   // A fault made by hand, standing for another presentation of this authorization refused before
@@ -169,12 +173,13 @@ it("a binding past its hold is not taken over by a fresh authorization while a p
   const batches = await holdSettleBatches();
   // The same authorization presented again is the id's: its batch claims it, then waits.
   const bound = settle(payment);
-  await until("the bound authorization's batch waits, claimed", waitingOn("sender_nonces"));
+  await until("the bound authorization's batch waits, claimed", blockedAt(batches, BATCH_LOCK));
   const fresh = settle(await identified(payer, id));
   const nonce = nonceOf(payment);
   await until(
     "the fresh authorization takes the id, or waits for the claim",
-    async () => (await waitingOn("x402_payment_ids")()) || (await bindingOf(payer, id))?.nonce !== nonce,
+    // The fresh one waits behind the bound batch's claim, which waits on the held nonce row.
+    async () => (await blockedAt(batches, BINDING_LOCK)()) || (await bindingOf(payer, id))?.nonce !== nonce,
   );
   await batches.release();
 
