@@ -65,7 +65,7 @@ async function lockWaits(db: Db): Promise<{ pid: number; blockers: number[]; sta
 /** Resolves once `count` statements are blocked by `holder`; throws naming `what` if not in time. */
 export async function waitUntilBlockedBy(db: Db, params: WaitUntilBlockedByParams): Promise<void> {
   const count = params.count ?? 1;
-  const timeoutMs = params.timeoutMs ?? 20_000;
+  const timeoutMs = params.timeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const blocked = await blockedBy(db, params);
