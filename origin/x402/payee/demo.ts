@@ -18,6 +18,7 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { HEADER_QUOTE_REUSE } from "../../../shared/constants.ts";
+import type { Hex } from "../../../shared/hex.ts";
 import type { AppEnv } from "../../http/env.ts";
 import { route } from "../../openapi/route.ts";
 import { X402_REASONS, type X402Reason } from "../reasons.ts";
@@ -142,6 +143,14 @@ export function createDemoRouter({
       network: outcome.response.network,
       transaction: outcome.response.transaction,
     });
+    // The paid answer was taken before the receipt was asked for, which can take the signer
+    // client's whole wait: a payer that left meanwhile reads nothing, and its retry is paid.
+    if (c.req.raw.signal.aborted) {
+      await facilitator.returnPaidAnswer({ from: checked.authorization.from, nonce: settled.nonce as Hex });
+      // Answered as pending, which nobody reads: no offer is signed for it.
+      c.header("Cache-Control", "no-store");
+      return c.json(paymentRequired(resource, runtime.requirements, X402_REASONS.settlementPending), 402);
+    }
     return paid(c, receipt ? { ...outcome.response, extensions: receipt } : outcome.response);
   });
   return app;

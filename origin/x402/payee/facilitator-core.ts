@@ -24,6 +24,7 @@ import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
+import { type PaymentKey, returnPaidAnswer } from "./paid-answers.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
 import { type PaymentIdRequest, paymentIdStanding } from "./payment-ids.ts";
@@ -111,6 +112,12 @@ export type Facilitator = {
     /** Aborted once the caller has gone: its presentation takes no paid answer (settle.ts). */
     callerGone?: AbortSignal,
   ): Promise<SettleChecked>;
+  /**
+   * Gives back the paid answer of the settlement a presentation was answered by (its payer, and
+   * SettleChecked's nonce), whose caller left before that answer was written
+   * (paid-answers.ts returnPaidAnswer): the payer's retry is paid.
+   */
+  returnPaidAnswer(payment: PaymentKey): Promise<void>;
 };
 
 export type FacilitatorDeps = {
@@ -435,6 +442,7 @@ export function createFacilitator({
     },
 
     settleChecked,
+    returnPaidAnswer: (payment) => returnPaidAnswer(verifyDeps.db, payment),
     refused: refusedFrom,
   };
 }

@@ -348,6 +348,72 @@ describe("a paid request whose receipt the enclave cannot sign", () => {
   }, 60_000);
 });
 
+describe("a payer that leaves while its receipt is signed", () => {
+  it("takes no paid answer: its retry of the same payment is paid, once, and the next told the nonce is used (straight to the origin)", async () => {
+    // The settle takes the paid answer once mined; the receipt is asked for after, and the enclave,
+    // paused, keeps it waiting. The payer leaves then. Mutation: demo.ts not giving the answer
+    // back answers the retry 402 invalid_exact_evm_nonce_already_used: paid, and nothing delivered.
+    const direct = `${stack.origin.base}/x402/demo`;
+    const payer = await fundedPayer(stack.devnet.url);
+    const signature = paymentHeader(await envelope(direct, payer));
+    const pid = stack.enclave.pid()!;
+    const taken = async () => {
+      const [row] = await queryRows<{ tx_hash: Hex; taken: boolean }>(
+        stack.db.handle.db,
+        sql`select x.tx_hash, a.taken_at is not null as taken from x402_settlements x
+            join x402_paid_answers a on a.settlement_id = x.id where x.payer = ${payer.address.toLowerCase()}`,
+      );
+      return row?.taken ? row.tx_hash : undefined;
+    };
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    let paused = false;
+    let transaction: Hex;
+    try {
+      const leaving = new AbortController();
+      const first = fetch(direct, { headers: { "PAYMENT-SIGNATURE": signature }, signal: leaving.signal });
+      await vi.waitUntil(
+        async () =>
+          (
+            await queryRows(
+              stack.db.handle.db,
+              sql`select 1 from x402_settlements where payer = ${payer.address.toLowerCase()} and tx_hash is not null`,
+            )
+          ).length > 0,
+        { timeout: 30_000, interval: 50 },
+      );
+      process.kill(pid, "SIGSTOP");
+      paused = true;
+      expect(await rpc(stack.devnet.url, "dev_mine", [])).toMatchObject({ result: true });
+      // Mined, recorded and taken: the answer now waits on the receipt's signature.
+      transaction = await vi.waitUntil(taken, { timeout: 30_000, interval: 50 });
+      leaving.abort();
+      await expect(first).rejects.toThrow();
+      // The origin sees the connection close before the enclave answers.
+      await sleep(300);
+    } finally {
+      if (paused) process.kill(pid, "SIGCONT");
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+    }
+    // Until the origin, its receipt answered, has given the answer back; without that, this runs
+    // out and the retry below shows what the payer then sees.
+    await vi
+      .waitUntil(async () => (await taken()) === undefined, { timeout: 10_000, interval: 50 })
+      .catch(() => undefined);
+
+    const retry = await pay(direct, signature);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    expect(retry.response).toMatchObject({ success: true, transaction });
+    const later = await pay(direct, signature);
+    expect(later.status, JSON.stringify(later.body)).toBe(402);
+    expect(later.response).toMatchObject({
+      success: false,
+      errorReason: X402_REASONS.nonceUsed,
+      transaction,
+    });
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 60_000);
+});
+
 // Last in the file: it reseals the policy with another payTo, which the stack's own origin no
 // longer matches.
 describe("a node whose payTo is not the enclave's payee key", () => {

@@ -36,6 +36,21 @@ export async function takePaidAnswer(
 }
 
 /**
+ * Gives back the paid answer of the payment, once taken for a presentation whose caller left before
+ * the answer was written (the demo's, while its receipt was signed): owed again, it goes to the
+ * payer's retry of the same payload, as after a `settlement_pending` answer.
+ */
+export async function returnPaidAnswer(db: Db, authorization: PaymentKey): Promise<void> {
+  await queryRows(
+    db,
+    sql`update x402_paid_answers a set taken_at = null
+        from x402_settlements x
+        where x.payer = ${authorization.from} and x.nonce = ${authorization.nonce}
+          and a.settlement_id = x.id and a.taken_at is not null`,
+  );
+}
+
+/**
  * Owes a settlement an origin of the version before migration 0046 stored (no x402_paid_answers
  * row) one paid answer, in its column, as that version does when it answers a presentation
  * `settlement_pending` (its settler's own paid answer takes nothing): a presentation here answered
