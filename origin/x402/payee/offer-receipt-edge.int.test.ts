@@ -30,6 +30,7 @@ import { startTestOrigin } from "../../../testing/origin.ts";
 import { parsePrometheusText } from "../../../testing/prometheus.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { chain77X402Client } from "../../../testing/x402-official-client.ts";
+import { expectRetryPaidOnce } from "../../../testing/x402-paid-once.ts";
 import { envelope, fundedPayer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
@@ -400,17 +401,11 @@ describe("a payer that leaves while its receipt is signed", () => {
       .waitUntil(async () => (await taken()) === undefined, { timeout: 10_000, interval: 50 })
       .catch(() => undefined);
 
-    const retry = await pay(direct, signature);
-    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
-    expect(retry.response).toMatchObject({ success: true, transaction });
-    const later = await pay(direct, signature);
-    expect(later.status, JSON.stringify(later.body)).toBe(402);
-    expect(later.response).toMatchObject({
-      success: false,
-      errorReason: X402_REASONS.nonceUsed,
-      transaction,
+    await expectRetryPaidOnce(direct, signature, {
+      devnetUrl: stack.devnet.url,
+      payer: payer.address,
+      transaction: transaction!,
     });
-    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 60_000);
 });
 

@@ -8,6 +8,7 @@ import { useRpcCutProxy } from "../../../testing/fault-scenario.ts";
 import { spawnOrigin } from "../../../testing/origin-process.ts";
 import { startRpcAfterReadProxy } from "../../../testing/rpc-after-read-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
+import { expectRetryPaidOnce } from "../../../testing/x402-paid-once.ts";
 import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
 import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
@@ -72,17 +73,11 @@ describe("x402 settlement under faults (real processes)", () => {
       // presentation is it; any later one is told of the one transaction. Mutation: storing the
       // settlement without its paid answer (settle.ts storeStatement) answers it 402 nonce used: paid,
       // and nothing delivered.
-      const paid = await pay(`${restarted.base}/x402/demo`, signature);
-      expect(paid.status, JSON.stringify(paid.body)).toBe(200);
-      expect(paid.response).toMatchObject({ success: true, transaction });
-      const later = await pay(`${restarted.base}/x402/demo`, signature);
-      expect(later.status, JSON.stringify(later.body)).toBe(402);
-      expect(later.response).toMatchObject({
-        success: false,
-        errorReason: X402_REASONS.nonceUsed,
+      await expectRetryPaidOnce(`${restarted.base}/x402/demo`, signature, {
+        devnetUrl: stack.devnet.url,
+        payer: payer.address,
         transaction,
       });
-      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
       expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
     } finally {
       await restarted.close();
@@ -218,17 +213,11 @@ describe("x402 settlement under faults (real processes)", () => {
         .poll(() => settlementOf(payer.address), { timeout: 30_000, interval: 100 })
         .toEqual([{ status: "settled", tx_hash: transaction }]);
 
-      const retry = await pay(demo, signature);
-      expect(retry.status, JSON.stringify(retry.body)).toBe(200);
-      expect(retry.response).toMatchObject({ success: true, transaction });
-      const later = await pay(demo, signature);
-      expect(later.status, JSON.stringify(later.body)).toBe(402);
-      expect(later.response).toMatchObject({
-        success: false,
-        errorReason: X402_REASONS.nonceUsed,
+      await expectRetryPaidOnce(demo, signature, {
+        devnetUrl: stack.devnet.url,
+        payer: payer.address,
         transaction,
       });
-      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
       expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
     } finally {
       await origin.close();
@@ -268,17 +257,11 @@ describe("x402 settlement under faults (real processes)", () => {
       // Past the left retry's poll of the settlement (50 ms), had it taken the answer.
       await sleep(500);
 
-      const retry = await pay(demo, signature);
-      expect(retry.status, JSON.stringify(retry.body)).toBe(200);
-      expect(retry.response).toMatchObject({ success: true, transaction });
-      const later = await pay(demo, signature);
-      expect(later.status, JSON.stringify(later.body)).toBe(402);
-      expect(later.response).toMatchObject({
-        success: false,
-        errorReason: X402_REASONS.nonceUsed,
+      await expectRetryPaidOnce(demo, signature, {
+        devnetUrl: stack.devnet.url,
+        payer: payer.address,
         transaction,
       });
-      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
     } finally {
       await origin.close();
     }
