@@ -5,8 +5,9 @@
  *
  * In front of Miniflare stands a small Node proxy that accepts the client's connection and sets
  * CF-Connecting-IP to the connection's peer address, overwriting any copy the client sent, as
- * Cloudflare does. Miniflare itself keeps a client's CF-Connecting-IP (it fills the header only
- * when absent), which would let any local client choose its address at the edge.
+ * Cloudflare does; it also cancels the request when its client leaves, as Cloudflare does. Miniflare
+ * itself keeps a client's CF-Connecting-IP (it fills the header only when absent), which would let
+ * any local client choose its address at the edge.
  */
 import { readFile } from "node:fs/promises";
 import {
@@ -246,14 +247,18 @@ async function startClientAddressFront(
     });
     // A client that goes away takes its request with it, as Cloudflare's front does: the request to
     // Miniflare is cut, so the worker's request to the origin ends too and the origin stops waiting
-    // on a body that will never come. (workerd 1.20260401 passes the cut on only while the body is
-    // still streaming: a request the origin already has whole is answered into the void.)
+    // on a body that will never come, or sees its caller gone (a paid demo answer then stays owed to
+    // the payer's retry, docs/x402.md#after-settlement_pending-retry-the-same-payment). Cut with a
+    // reset: workerd cancels a request whose connection was reset, and its request to the origin
+    // with it, but does not notice a plain close once it has the request's whole body, and answers
+    // it into the void (origin/x402/payee/payer-leaves-edge.int.test.ts).
     let current: ClientRequest | undefined;
     let clientGone = false;
     outgoing.once("close", () => {
       if (outgoing.writableFinished) return;
       clientGone = true;
-      current?.destroy();
+      if (current?.socket) current.socket.resetAndDestroy();
+      else current?.destroy();
     });
     const forward = (attempt: number): void => {
       const upstream = request(
