@@ -3,13 +3,13 @@ import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount, publicClientFor, rpc } from "../../../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../../../shared/constants.ts";
-import { sleep } from "../../../shared/sleep.ts";
 import { useRpcCutProxy } from "../../../testing/fault-scenario.ts";
 import { spawnOrigin } from "../../../testing/origin-process.ts";
 import { startRpcAfterReadProxy } from "../../../testing/rpc-after-read-proxy.ts";
 import { useFixture, useMoneyStack } from "../../../testing/stack.ts";
 import { expectRetryPaidOnce } from "../../../testing/x402-paid-once.ts";
 import { envelope, fundedPayer, type PaidAnswer, pay, paymentHeader } from "../../../testing/x402-payer.ts";
+import { payerLeavesWhileMined, retryLeavesWhilePending } from "../../../testing/x402-payer-leaves.ts";
 import { authorizationUsedCount } from "../../../testing/x402-settlements.ts";
 import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
@@ -189,34 +189,11 @@ describe("x402 settlement under faults (real processes)", () => {
     // answer whatever callerGone says answers the retry 402 invalid_exact_evm_nonce_already_used.
     const origin = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "30000" }, { periodMs: 100 });
     try {
-      const demo = `${origin.base}/x402/demo`;
-      const payer = await fundedPayer(stack.devnet.url);
-      const signature = paymentHeader(await envelope(demo, payer));
       const balanceBefore = await payToBalance();
-      expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
-      let transaction: string;
-      try {
-        const leaving = new AbortController();
-        const first = fetch(demo, { headers: { "PAYMENT-SIGNATURE": signature }, signal: leaving.signal });
-        const stored = async () => (await settlementOf(payer.address))[0]?.tx_hash ?? undefined;
-        await expect.poll(stored, { timeout: 30_000, interval: 50 }).toMatch(/^0x[0-9a-f]{64}$/);
-        transaction = (await stored())!;
-        leaving.abort();
-        await expect(first).rejects.toThrow();
-        // The origin sees the connection close before the settlement is mined.
-        await sleep(300);
-      } finally {
-        await rpc(stack.devnet.url, "dev_setAutomine", [true]);
-        await rpc(stack.devnet.url, "dev_mine", []);
-      }
-      await expect
-        .poll(() => settlementOf(payer.address), { timeout: 30_000, interval: 100 })
-        .toEqual([{ status: "settled", tx_hash: transaction }]);
-
-      await expectRetryPaidOnce(demo, signature, {
+      await payerLeavesWhileMined({
+        demo: `${origin.base}/x402/demo`,
         devnetUrl: stack.devnet.url,
-        payer: payer.address,
-        transaction,
+        db: stack.db.handle.db,
       });
       expect((await payToBalance()) - balanceBefore).toBe(AMOUNT * WEI_PER_UNIT);
     } finally {
@@ -231,36 +208,10 @@ describe("x402 settlement under faults (real processes)", () => {
     // next retry 402 invalid_exact_evm_nonce_already_used: paid, and nothing delivered.
     const origin = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "1500" }, { periodMs: 100 });
     try {
-      const demo = `${origin.base}/x402/demo`;
-      const payer = await fundedPayer(stack.devnet.url);
-      const signature = paymentHeader(await envelope(demo, payer));
-      expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
-      let transaction: string;
-      try {
-        const pending = await pay(demo, signature);
-        expect(pending.response).toMatchObject({ errorReason: X402_REASONS.settlementPending });
-        transaction = pending.response!.transaction as string;
-        const leaving = new AbortController();
-        const waiting = fetch(demo, { headers: { "PAYMENT-SIGNATURE": signature }, signal: leaving.signal });
-        // The retry waits for the settlement (earlier-presentation.ts) until its caller leaves.
-        await sleep(500);
-        leaving.abort();
-        await expect(waiting).rejects.toThrow();
-        await sleep(300);
-      } finally {
-        await rpc(stack.devnet.url, "dev_setAutomine", [true]);
-        await rpc(stack.devnet.url, "dev_mine", []);
-      }
-      await expect
-        .poll(() => settlementOf(payer.address), { timeout: 30_000, interval: 100 })
-        .toEqual([{ status: "settled", tx_hash: transaction }]);
-      // Past the left retry's poll of the settlement (50 ms), had it taken the answer.
-      await sleep(500);
-
-      await expectRetryPaidOnce(demo, signature, {
+      await retryLeavesWhilePending({
+        demo: `${origin.base}/x402/demo`,
         devnetUrl: stack.devnet.url,
-        payer: payer.address,
-        transaction,
+        db: stack.db.handle.db,
       });
     } finally {
       await origin.close();
