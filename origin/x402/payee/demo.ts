@@ -107,12 +107,9 @@ export function createDemoRouter({
     if ("turned" in checked) return turnedAway(checked.turned);
     // What is paid for here is the demo, whatever resource the envelope names (the payer's word,
     // not signed): a payment id binds to it, so an id another seller's sale settled buys nothing here.
-    // A payer that leaves before its answer (a client's timeout while the settlement is mined) takes
-    // no paid answer: its retry of the same payment is paid (docs/x402.md#after-settlement_pending-retry-the-same-payment).
     const settled = await facilitator.settleChecked(
       { ...checked, envelope: { ...checked.envelope, resource: { url: resource.url } } },
       clientIp,
-      c.req.raw.signal,
     );
     if ("turned" in settled) return turnedAway(settled.turned);
     // The payment id names another request of this payer's (docs/x402.md#payment-identifiers).
@@ -143,8 +140,11 @@ export function createDemoRouter({
       network: outcome.response.network,
       transaction: outcome.response.transaction,
     });
-    // The paid answer was taken before the receipt was asked for, which can take the signer
-    // client's whole wait: a payer that left meanwhile reads nothing, and its retry is paid.
+    // A settled presentation took the payment's one paid answer. A payer that left before it is
+    // written (a client's timeout while the settlement was mined, while its retry waited for a
+    // pending one, or while the receipt was signed, which can take the signer client's whole wait)
+    // reads nothing: the answer is given back, owed to its retry of the same payment. A payer
+    // that leaves while the answer is written cannot be told from one that read it.
     if (c.req.raw.signal.aborted) {
       await facilitator.returnPaidAnswer({ from: checked.authorization.from, nonce: settled.nonce as Hex });
       // Answered as pending, which nobody reads: no offer is signed for it.

@@ -88,8 +88,6 @@ type PresentationDeps = {
 type Presented = {
   authorization: PaymentKey;
   payload: unknown;
-  /** Aborted once the presentation's caller has gone: it takes no paid answer (settle.ts). */
-  callerGone?: AbortSignal;
 };
 
 type AwaitOptions = { paymentId?: string; deadline: number; released?: boolean };
@@ -163,10 +161,7 @@ async function awaitPresentation(
         const ownsAnswer = row.payment_id === null;
         const paid =
           sameRequest ||
-          (owed &&
-            ownsAnswer &&
-            !payment.callerGone?.aborted &&
-            (await take(deps.db, authorization, sha256(payment.payload))));
+          (owed && ownsAnswer && (await take(deps.db, authorization, sha256(payment.payload))));
         return paid ? { kind: "settled", response: respond(payer, tx) } : duplicate(X402_REASONS.nonceUsed);
       }
       const ended = duplicate(

@@ -106,12 +106,7 @@ export type Facilitator = {
    * Settles a checked payment within its payer's and address's windows and the revert guard's
    * slot: the settler's outcome, or why it was turned away first (a 429 with its wait).
    */
-  settleChecked(
-    payment: CheckedPayment,
-    clientIp: string,
-    /** Aborted once the caller has gone: its presentation takes no paid answer (settle.ts). */
-    callerGone?: AbortSignal,
-  ): Promise<SettleChecked>;
+  settleChecked(payment: CheckedPayment, clientIp: string): Promise<SettleChecked>;
   /**
    * Gives back the paid answer of the settlement a presentation was answered by (its payer, and
    * SettleChecked's nonce), whose caller left before that answer was written
@@ -215,7 +210,6 @@ export function createFacilitator({
     payment: CheckedPayment,
     clientIp: string,
     resource: CatalogueEntry | undefined,
-    callerGone?: AbortSignal,
   ): Promise<{ outcome: SettleOutcome } | { turned: Turned }> => {
     // The wait for a slot and then for the receipt together within one receipt wait.
     const answerBy = Date.now() + receiptTimeoutMs;
@@ -236,7 +230,6 @@ export function createFacilitator({
           // Only a payment whose id was bound to this request reaches the settler with one.
           ...(payment.paymentId === undefined ? {} : { paymentId: payment.paymentId }),
           answerBy,
-          ...(callerGone ? { callerGone } : {}),
         }),
       // A revert of a front-run (another relayer used the authorization first) is not the payer's.
       () => revertUsedElsewhere(verifyDeps.db, authorizationUsed, payment.authorization),
@@ -248,11 +241,10 @@ export function createFacilitator({
     payment: CheckedPayment,
     clientIp: string,
     resource: CatalogueEntry | undefined,
-    callerGone?: AbortSignal,
   ): ReturnType<Facilitator["settleChecked"]> => {
     const { paymentId } = payment;
     if (paymentId === undefined) {
-      const settled = await settleInSlot(payment, clientIp, resource, callerGone);
+      const settled = await settleInSlot(payment, clientIp, resource);
       return "turned" in settled ? settled : { ...settled, nonce: payment.authorization.nonce };
     }
     // One request under one id settles once, whatever authorization each presentation carries.
@@ -266,7 +258,7 @@ export function createFacilitator({
       },
       idRequest({ ...payment, paymentId }),
       async () => {
-        const inSlot = await settleInSlot(payment, clientIp, resource, callerGone);
+        const inSlot = await settleInSlot(payment, clientIp, resource);
         if ("outcome" in inSlot) return inSlot.outcome;
         turned = inSlot.turned;
         // Turned away before settling: nothing claimed, so the id is released.
@@ -275,8 +267,8 @@ export function createFacilitator({
     );
     return turned ? { turned } : settled;
   };
-  const settleChecked: Facilitator["settleChecked"] = (payment, clientIp, callerGone) =>
-    settleOnce(payment, clientIp, undefined, callerGone);
+  const settleChecked: Facilitator["settleChecked"] = (payment, clientIp) =>
+    settleOnce(payment, clientIp, undefined);
 
   /** A verify past admission: the payment id's standing, the revert guard, then the payment's facts. */
   const verifyAdmitted = async (

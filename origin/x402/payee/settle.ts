@@ -80,12 +80,6 @@ export type SettlementPayment = {
    * one receipt wait. Absent: the whole receipt wait.
    */
   answerBy?: number;
-  /**
-   * Aborted once this presentation's caller has gone (its connection closed before the answer):
-   * such a presentation takes no paid answer, which stays owed to the next presentation of the
-   * payload, as after a `settlement_pending` answer (docs/x402.md#after-settlement_pending-retry-the-same-payment).
-   */
-  callerGone?: AbortSignal;
 };
 
 export type SettlerDeps = {
@@ -159,10 +153,6 @@ export function createSettler(deps: SettlerDeps): Settler {
       if (receipt.status !== "confirmed") {
         return { kind: "failed", response: respond(payer, txHash, X402_REASONS.transactionFailed) };
       }
-      // A caller that left while its settlement was mined reads no answer: the paid answer stays
-      // owed to its retry, and this presentation is answered pending, which nobody reads.
-      if (payment.callerGone?.aborted)
-        return { kind: "failed", response: respond(payer, txHash, X402_REASONS.settlementPending) };
       // Answered paid only with the paid answer taken: a presentation of the same payload that
       // found it settled first (while this one waited for its receipt) was answered paid instead.
       if (!(await takePaidAnswer(payment.authorization, sha256(payment.payload)))) {

@@ -185,8 +185,8 @@ describe("x402 settlement under faults (real processes)", () => {
   it("a payer that leaves while its settlement is mined takes no paid answer: its retry of the same payment is paid, once, and the next told the nonce is used", async () => {
     // A client's timeout (or a dropped connection) while the settle waits for its receipt: before
     // the fix the settle took the one paid answer for the answer nobody read, and the payer's retry
-    // was told the nonce is used: paid, and nothing delivered. Mutation: settle.ts taking the
-    // answer whatever callerGone says answers the retry 402 invalid_exact_evm_nonce_already_used.
+    // was told the nonce is used: paid, and nothing delivered. Mutation: demo.ts not giving the
+    // answer back answers the retry 402 invalid_exact_evm_nonce_already_used.
     const origin = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "30000" }, { periodMs: 100 });
     try {
       const balanceBefore = await payToBalance();
@@ -204,8 +204,8 @@ describe("x402 settlement under faults (real processes)", () => {
   it("a retry of a pending payment whose payer leaves while it waits for the settlement takes no paid answer: the next retry is paid, once", async () => {
     // The first presentation is answered settlement_pending (its receipt held back past a short
     // wait); the retry it asked for waits for that settlement, and its caller leaves meanwhile.
-    // Mutation: earlier-presentation.ts taking the answer whatever callerGone says answers the
-    // next retry 402 invalid_exact_evm_nonce_already_used: paid, and nothing delivered.
+    // Mutation: demo.ts not giving back the answer the left retry took answers the next retry 402
+    // invalid_exact_evm_nonce_already_used: paid, and nothing delivered.
     const origin = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "1500" }, { periodMs: 100 });
     try {
       await retryLeavesWhilePending({
