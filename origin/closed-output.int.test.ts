@@ -9,7 +9,7 @@ import { queryRows } from "./db/client.ts";
 // go on answering, and stop as usual at SIGTERM, drained, its database pool closed; only the
 // lines are lost.
 
-describe("the origin process with its stdout and stderr closed (real process)", () => {
+describe("the origin process whose log's reader is gone (real process)", () => {
   let db: TestDatabase | undefined;
   afterAll(async () => {
     await db?.drop();
@@ -43,5 +43,35 @@ describe("the origin process with its stdout and stderr closed (real process)", 
           where datname = current_database() and pid <> pg_backend_pid()`,
     );
     expect(left?.n).toBe(0);
+  }, 90_000);
+
+  it("with a reader that stops reading (its pipe full), still stops at SIGTERM: drained, its pool closed, exit 0", async () => {
+    const stalled = await createTestDatabase();
+    try {
+      const origin = await spawnOrigin({ env: { DATABASE_URL: stalled.url, LOG_LEVEL: "info" } });
+      // A log collector that stalls without closing: the pipe fills and stays full.
+      origin.child.stdout?.pause();
+      origin.child.stderr?.pause();
+      // Each request logs a line naming its path: some hundreds fill the pipe's 64 KiB.
+      for (let i = 0; i < 800; i++) {
+        const missing = await fetch(`${origin.base}/no-such-route/${i}/${"x".repeat(200)}`);
+        expect(missing.status).toBe(404);
+        await missing.body?.cancel();
+      }
+      const started = Date.now();
+      const timer = setTimeout(() => origin.child.kill("SIGKILL"), 15_000);
+      const code = await origin.stop();
+      clearTimeout(timer);
+      expect(code).toBe(0);
+      expect(Date.now() - started).toBeLessThan(8_000);
+      const [left] = await queryRows<{ n: number }>(
+        stalled.handle.db,
+        sql`select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and pid <> pg_backend_pid()`,
+      );
+      expect(left?.n).toBe(0);
+    } finally {
+      await stalled.drop();
+    }
   }, 90_000);
 });
