@@ -13,7 +13,7 @@ import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 // lines meet a closed pipe (EPIPE). It must go on signing and sealing, and stop as usual at
 // SIGTERM, its state sealed and its socket removed; only the lines are lost.
 
-describe("the enclave process with its stderr closed (real process)", () => {
+describe("the enclave process whose log's reader is gone (real process)", () => {
   let fixture: EnclaveFixture | undefined;
   afterAll(async () => {
     await fixture?.dispose();
@@ -67,4 +67,49 @@ describe("the enclave process with its stderr closed (real process)", () => {
     expect(expectOk(await again.client.request("get_policy", {}))).toEqual(policy);
     again.client.close();
   }, 60_000);
+
+  it("with a reader that stops reading (its pipe full), still stops at SIGTERM with exit 0, its socket removed", async () => {
+    const stalled = await createEnclaveFixture({ envId: "stalled-output", start: false });
+    try {
+      const child = spawn(
+        process.execPath,
+        [
+          ...programArgs("enclave/main.ts"),
+          "serve",
+          "--socket",
+          stalled.socketPath,
+          "--data-dir",
+          stalled.dataDir,
+        ],
+        { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } },
+      );
+      const exited = new Promise<number | string>((resolve) =>
+        child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
+      );
+      child.stdout.resume();
+      const deadline = Date.now() + 30_000;
+      while (!(await socketAccepts(stalled.socketPath))) {
+        expect(child.exitCode, "the enclave exited before it listened").toBeNull();
+        expect(Date.now()).toBeLessThan(deadline);
+        await sleep(50);
+      }
+      // A log collector that stalls without closing: the pipe fills and stays full.
+      child.stderr.pause();
+      // Each refused hello logs a line: a thousand fill the pipe's 64 KiB.
+      for (let i = 0; i < 1_000; i++) {
+        const { client } = await RawEnclaveClient.connect(stalled.socketPath, { helloProfile: "wrong" });
+        await client.closed;
+      }
+      const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+      const started = Date.now();
+      child.kill("SIGTERM");
+      const code = await exited;
+      clearTimeout(timer);
+      expect(code).toBe(0);
+      expect(Date.now() - started).toBeLessThan(8_000);
+      expect(existsSync(stalled.socketPath)).toBe(false);
+    } finally {
+      await stalled.dispose();
+    }
+  }, 90_000);
 });

@@ -1,8 +1,9 @@
 import { errorMessage } from "../shared/error-message.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
+import { releaseLog } from "../shared/node/unread-output.ts";
 import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
-import { createLogger, releaseLog } from "./logger.ts";
+import { createLogger } from "./logger.ts";
 import { openInfrastructure } from "./open-infrastructure.ts";
 import { startHttpServer } from "./server.ts";
 import { inheritedListenFd } from "./socket-activation.ts";
