@@ -11,13 +11,14 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { errorMessage } from "../shared/error-message.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
+import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
 import { createLocalStack } from "./local-stack.ts";
 import { START_USAGE } from "./start-usage.ts";
 
 // A launcher whose output nobody reads any more (a closed terminal, `npm start | tee` with tee gone)
 // goes on, and stops its parts as usual at a Ctrl-C or SIGTERM: the EPIPE of its next line would
 // otherwise end it at once and leave its Postgres running on the data folder.
-for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
+ignoreUnreadOutput();
 
 const say = (line: string): void => {
   process.stdout.write(`[start] ${line}\n`);

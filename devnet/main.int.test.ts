@@ -57,6 +57,21 @@ describe("devnet: the CLI (npm run devnet)", () => {
     expect(await second.exited).toBe(0);
   });
 
+  it.each(["stdout", "stderr"] as const)(
+    "with its %s closed (a supervisor's log collector gone), still saves --state on SIGTERM and exits 0",
+    async (output) => {
+      const file = path.join(dir, `state-${output}-closed.json`);
+      const account = newAccount();
+      const devnet = await startCli(["--port", "0", "--state", file]);
+      await fund(devnet.url, account.address, 4321n);
+      // The reader's end closed: the devnet's next line there (its "stopping") fails with EPIPE.
+      devnet.child[output]?.destroy();
+      devnet.child.kill("SIGTERM");
+      expect(await devnet.exited).toBe(0);
+      expect(JSON.parse(await readFile(file, "utf8")).blocks).toHaveLength(2);
+    },
+  );
+
   it("makes no terminal check for the loggers ethereumjs builds as blocks are mined and read", async () => {
     // A preload counting the devnet process's tty.isatty calls, told on stderr as it exits.
     const preload = path.join(dir, "count-isatty.mjs");

@@ -13,11 +13,15 @@
 import "./no-debug-colors.ts";
 import { parseArgs } from "node:util";
 import { errorMessage } from "../shared/error-message.ts";
+import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
 import { DEFAULT_DEVNET_PORT } from "./constants.ts";
 import { createStderrLogger, startDevnet } from "./index.ts";
 import { DEVNET_USAGE } from "./usage.ts";
 
 async function main(): Promise<void> {
+  // Its output's reader may go first (the launcher that died, a supervisor's log collector): the
+  // next log line must not end it before it saves the chain.
+  ignoreUnreadOutput();
   const { values } = parseArgs({
     options: {
       port: { type: "string" },
@@ -66,14 +70,7 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGTERM", () => stop("SIGTERM"));
   // Started by the local-stack launcher with an IPC channel: exit with it, never as an orphan.
-  if (process.send) {
-    process.on("disconnect", () => {
-      // The launcher read this process's output; gone, a write fails (EPIPE), and that error,
-      // unheard, would end the process before it saved the chain.
-      for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
-      stop("parent-exit");
-    });
-  }
+  if (process.send) process.on("disconnect", () => stop("parent-exit"));
 }
 
 main().catch((error: unknown) => {

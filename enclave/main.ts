@@ -5,10 +5,14 @@
 
 import { rm } from "node:fs/promises";
 import { errorMessage } from "../shared/error-message.ts";
+import { releaseLog } from "../shared/node/unread-output.ts";
 import { parseEnclaveArgs, USAGE } from "./cli-args.ts";
 import { InitError, initEnclave } from "./init.ts";
 import { createEnclaveLogger } from "./logger.ts";
 import { EnclaveStartError, startEnclaveServer } from "./server.ts";
+
+/** How long a stopped enclave waits for its last log lines to reach their reader before it exits. */
+const LOG_DRAIN_MS = 1_000;
 
 async function main(): Promise<number> {
   let command: ReturnType<typeof parseEnclaveArgs>;
@@ -60,6 +64,7 @@ async function main(): Promise<number> {
   } catch (error) {
     if (!(error instanceof EnclaveStartError)) throw error;
     logger.fatal(error.message);
+    await releaseLog(logger, LOG_DRAIN_MS);
     return 2;
   }
   await new Promise<void>((resolve) => {
@@ -80,6 +85,7 @@ async function main(): Promise<number> {
     await rm(command.dataDir, { recursive: true, force: true });
     logger.info({ data_dir: command.dataDir }, "throwaway data folder deleted");
   }
+  await releaseLog(logger, LOG_DRAIN_MS);
   return 0;
 }
 

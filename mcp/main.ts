@@ -7,6 +7,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { createGatewayClient } from "../client/index.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
+import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
 import { createWalletMcpServer } from "./server.ts";
 
 const USAGE = `usage: AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/77 npm run mcp
@@ -40,5 +41,11 @@ if (!isHttpUrl(baseUrl)) {
   );
   process.exit(2);
 }
+// A host that goes away (crashed, restarting) may stop reading before it closes our stdin: an
+// answer then met a closed pipe (EPIPE) and ended the server with exit 1 and a stack trace in the
+// host's log. Nobody can read an answer any more: it stops reading requests, as at stdin's end,
+// and exits 0 once the calls under way have finished (their answers, and any log line, are lost).
+ignoreUnreadOutput();
+process.stdout.once("error", () => process.stdin.destroy());
 const server = createWalletMcpServer(createGatewayClient({ baseUrl, token }), "0.1.0");
 await server.connect(new StdioServerTransport());

@@ -1,5 +1,6 @@
 import { errorMessage } from "../shared/error-message.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
+import { releaseLog } from "../shared/node/unread-output.ts";
 import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
@@ -16,6 +17,9 @@ const SECRET_VARIABLES = [
   "AGENT_ADMIN_API_TOKEN",
   "DATABASE_URL",
 ] as const;
+
+/** How long a stopped origin waits for its last log lines to reach their reader before it exits. */
+const LOG_DRAIN_MS = 1_000;
 
 /** Boot only: config → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
@@ -96,6 +100,7 @@ async function main(): Promise<void> {
     await origin.stop();
     await opened.close();
     logger.info("stopped");
+    await releaseLog(logger, LOG_DRAIN_MS);
     process.exit(0);
   };
   process.on("SIGINT", () => void shutdown("SIGINT"));
