@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { runningPostmaster, startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { sleep } from "../shared/sleep.ts";
@@ -17,7 +17,13 @@ import { stopPid } from "../testing/stop-pid.ts";
 // ran on with the data folder and its port: the next `npm start` met it in its way.
 
 describe("npm start: a stop while its Postgres starts", () => {
+  // Made before any test, so that a later test run alone (`-t`) still has a folder of its own, not
+  // an empty START_DATA_DIR, which the launcher resolved to the repository's root and filled.
   let dataDir = "";
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-interrupt-"));
+    await chmod(dataDir, 0o755);
+  });
   afterAll(async () => {
     const leftover = dataDir ? await runningPostmaster(path.join(dataDir, "pg")) : undefined;
     if (leftover) await stopPid(leftover.pid);
@@ -25,8 +31,6 @@ describe("npm start: a stop while its Postgres starts", () => {
   });
 
   it("stops that Postgres too: none runs on the data folder once the launcher has exited", async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), "agents-start-interrupt-"));
-    await chmod(dataDir, 0o755);
     const pgPort = await freePort();
     // A folder used before: its cluster is there, so the launcher starts it (no initdb first).
     const earlier = await startEmbeddedPostgres({ dir: path.join(dataDir, "pg"), port: pgPort });
