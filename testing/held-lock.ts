@@ -4,6 +4,7 @@
  * database. The transaction writes nothing.
  */
 import type { SQL } from "drizzle-orm";
+import { onTestFinished } from "vitest";
 import type { Db } from "../origin/db/client.ts";
 import { backendPid } from "./lock-waiters.ts";
 
@@ -13,7 +14,12 @@ export type HeldLock = {
   release(): Promise<void>;
 };
 
-/** Runs `lock` (a locking statement) and holds what it took until `release`. */
+/**
+ * Runs `lock` (a locking statement) and holds what it took until `release`, or until the test that
+ * took it ends, whichever is first: a test that fails between the two (a wait that never ends, an
+ * expectation) would otherwise leave the transaction open, its connection out of the pool, and the
+ * file's shutdown waiting on it until the hook timeout. Called inside a test only.
+ */
 export async function holdLock(db: Db, lock: SQL): Promise<HeldLock> {
   let letGo!: () => void;
   const released = new Promise<void>((resolve) => {
@@ -29,13 +35,13 @@ export async function holdLock(db: Db, lock: SQL): Promise<HeldLock> {
     locked(pid);
     await released;
   });
+  const release = async (): Promise<void> => {
+    letGo();
+    await holder;
+  };
+  // A lock statement that failed has failed holdLock itself: nothing more to say here.
+  onTestFinished(() => release().catch(() => {}));
   // A lock statement that fails ends the holder before it is taken.
   const pid = await Promise.race([taken, holder.then(() => 0)]);
-  return {
-    pid,
-    async release() {
-      letGo();
-      await holder;
-    },
-  };
+  return { pid, release };
 }

@@ -6,9 +6,12 @@ import { fund, newAccount, publicClientFor, setNextBaseFee } from "../../devnet/
 import { NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import { sleep } from "../../shared/sleep.ts";
+import { holdLock } from "../../testing/held-lock.ts";
 import type { TestResponse } from "../../testing/http.ts";
+import { blockedBy } from "../../testing/lock-waiters.ts";
 import { agentCalls, isAccepted, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
+import { parsePrometheusText } from "../../testing/prometheus.ts";
 import { deployRevertingContract } from "../../testing/reverting-contract.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
@@ -33,6 +36,37 @@ describe("transfers (real stack)", () => {
     return row!.n;
   };
   const balance = (address: Address) => chain.getBalance({ address });
+
+  /** The money batches this origin began, and the items they carried (origin_outbox_batch_items). */
+  const moneyBatches = async (): Promise<{ batches: number; items: number }> => {
+    const metrics = parsePrometheusText(await stack.origin.deps.metrics.render());
+    return {
+      batches: metrics.value("origin_outbox_batch_items_count", { kind: "money" }) ?? 0,
+      items: metrics.value("origin_outbox_batch_items_sum", { kind: "money" }) ?? 0,
+    };
+  };
+
+  /**
+   * Until the two transfers sent since `before` are in money batches and every such batch waits at
+   * the nonce row `holder` holds (outbox/submit.ts lockStatement): a batch counts from its start,
+   * before its round trip to Postgres, so both counts are needed.
+   */
+  const untilBothAtTheNonceRow = async (holder: number, before: { batches: number; items: number }) => {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const now = await moneyBatches();
+      const batches = now.batches - before.batches;
+      const items = now.items - before.items;
+      const waiting = await blockedBy(stack.db.handle.db, { holder, statement: "insert into sender_nonces" });
+      if (items >= 2 && waiting >= batches) return;
+      if (Date.now() > deadline) {
+        throw new Error(
+          `never: both transfers in batches waiting at the nonce row (${items} items in ${batches} batches, ${waiting} waiting)`,
+        );
+      }
+      await sleep(50);
+    }
+  };
 
   it("moves exactly the amount to the recipient and the amount plus the fee out of the sender", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
@@ -182,19 +216,22 @@ describe("transfers (real stack)", () => {
       const response = await calls.transfer({ idempotency_key: newKey(), to, amount: "9990000" });
       expect(isAccepted(response)).toBe(true);
     }
-    // Both arrive while the wallet's nonce row is held elsewhere, so both are inside their
-    // transactions at once when it is released: the race is real, not left to timing.
-    let sent: Promise<TestResponse[]> | undefined;
-    await stack.db.handle.db.transaction(async (tx) => {
-      await tx.execute(
-        sql`select 1 from sender_nonces where address = ${agent.wallet.toLowerCase()} for update`,
-      );
-      sent = Promise.all(
-        [1, 2].map(() => calls.transfer({ idempotency_key: newKey(), to, amount: "6000000" })),
-      );
-      await sleep(500);
-    });
-    const racing = await sent!;
+    // Both arrive while the wallet's nonce row is held elsewhere, and the row is let go only once
+    // both are in batches waiting for it (one batch of two, or two of one: the outbox decides),
+    // so both are inside their transactions at once when it is released: the race is real, not
+    // left to timing. The wait reads the metrics and pg_stat_activity and locks nothing: a lock of
+    // the test's on the actions would have the claim's `for update skip locked` pass them over.
+    const before = await moneyBatches();
+    const nonceRow = await holdLock(
+      stack.db.handle.db,
+      sql`select 1 from sender_nonces where address = ${agent.wallet.toLowerCase()} for update`,
+    );
+    const sent = Promise.all(
+      [1, 2].map(() => calls.transfer({ idempotency_key: newKey(), to, amount: "6000000" })),
+    );
+    await untilBothAtTheNonceRow(nonceRow.pid, before);
+    await nonceRow.release();
+    const racing = await sent;
     const statuses = racing.map((response) => (response.status === 200 ? 202 : response.status)).sort();
     expect(statuses).toEqual([202, 403]);
     const refused = racing.find((response) => response.status === 403)!;

@@ -11,8 +11,9 @@ import {
 } from "../../shared/constants.ts";
 import { LOCKOUT_ALLOWANCE, LockoutAllowance } from "../../shared/lockout-allowance.ts";
 import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
-import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { holdLock } from "../../testing/held-lock.ts";
+import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { connectDatabase } from "../db/client.ts";
 import { AppError, errorBody } from "../errors.ts";
@@ -82,15 +83,25 @@ describe("bearerAuth (real identity store)", () => {
     return issued.token;
   };
 
-  /** Runs `send` while the token table is locked, so every lookup it starts waits for the lock. */
+  /**
+   * Runs `send` while the token table is locked, and lets it go once the first batch of lookups
+   * (identity-repository.ts createTokenLookup) waits at the lock. Every request `send` makes has
+   * entered the middleware by then, in send's own turn (app.request runs it in this process, up
+   * to its first await), and those given a read are in that batch: they are all in flight, and
+   * none has failed, when the first read can end.
+   */
   async function whileTokensLocked<T>(send: () => Promise<T>): Promise<T> {
-    let pending: Promise<T> | undefined;
-    await testDb.handle.db.transaction(async (tx) => {
-      await tx.execute(sql`lock table agent_tokens in access exclusive mode`);
-      pending = send();
-      await sleep(300);
+    const { db } = testDb.handle;
+    const tokens = await holdLock(db, sql`lock table agent_tokens in access exclusive mode`);
+    const pending = send();
+    await waitUntilBlockedBy(db, {
+      holder: tokens.pid,
+      statement: 'from "agent_tokens"',
+      what: "the first batch of token lookups waits at the lock of agent_tokens",
+      timeoutMs: 20_000,
     });
-    return pending!;
+    await tokens.release();
+    return pending;
   }
 
   it("answers 503, not 401 or 500, when the identity store cannot be read, and counts no failure", async () => {

@@ -7,7 +7,6 @@ import { authorityPublicKey } from "../../shared/capability.ts";
 import { CHAIN_ID } from "../../shared/constants.ts";
 import type { Hex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
-import { sleep } from "../../shared/sleep.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { createCapabilityMinter } from "./capability-minter.ts";
 import { describeSignerConformance } from "./conformance.ts";
@@ -138,14 +137,27 @@ describe("socket signer client against the real enclave", () => {
 
   it("resolves a fast request sent after a slow one first: requests are in flight together", async () => {
     const order: string[] = [];
+    let minted!: () => void;
+    const capabilityBack = new Promise<void>((resolve) => {
+      minted = resolve;
+    });
+    const authorize: CapabilityProvider = async (request) => {
+      const capability = await admin(request);
+      minted();
+      return capability;
+    };
     const slow = client
-      .generateKeys({ namespace: "agent-transfer", count: 1000, batchId: "slow-client-batch" }, admin)
+      .generateKeys({ namespace: "agent-transfer", count: 1000, batchId: "slow-client-batch" }, authorize)
       .then((result) => {
         order.push("slow");
         return result;
       });
-    // Sent once the slow request is on the wire (its capability is minted first).
-    await sleep(20);
+    // Sent once the slow request is on the wire. Its capability is minted first (a round trip of
+    // its own); the frame is written in the turn the capability comes back, and leaves when the
+    // socket is uncorked at the next check phase (socket-transport.ts send): two setImmediate
+    // turns after the capability is back, it has left.
+    await capabilityBack;
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
     const fast = client.publicIdentity({ keyRef: keys[0]!.keyRef }).then((result) => {
       order.push("fast");
       return result;

@@ -5,6 +5,7 @@ import { newAccount, rpc } from "../../../devnet/testing.ts";
 import { sleep } from "../../../shared/sleep.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { envelope, fundedPayer } from "../../../testing/x402-payer.ts";
+import { settlementRowCount } from "../../../testing/x402-settlements.ts";
 import {
   X402_CLIENT_TIMEOUT_MS,
   X402_RECEIPT_TIMEOUT_MAX_MS,
@@ -47,8 +48,18 @@ it("a settle whose receipt is late, and another presentation of the same payment
   try {
     const started = Date.now();
     const first = settle();
-    // The second waits on the first, which holds the payment by then.
-    await sleep(1_000);
+    // The second waits on the first, which holds the payment by then: its claim is committed,
+    // the settlement row the second finds (earlier-presentation.ts).
+    for (
+      const deadline = Date.now() + 10_000;
+      (await settlementRowCount(stack.db.handle.db, payer.address)) === 0;
+    ) {
+      if (Date.now() > deadline)
+        throw new Error(
+          "never: the first presentation holds the payment (no x402_settlements row of the payer after 10 s)",
+        );
+      await sleep(50);
+    }
     const answers = await Promise.all([first, settle()]);
     expect(answers).toEqual([X402_REASONS.settlementPending, X402_REASONS.settlementPending]);
     expect(Date.now() - started).toBeLessThan(timeoutMs + 1_000);
