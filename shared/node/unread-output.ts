@@ -33,8 +33,10 @@ export async function releaseLog(logger: Logger, withinMs: number): Promise<void
     _writing?: boolean;
     flushSync?: () => void;
   };
+  // Only a write under way can still reach a reader: after a failed one (EPIPE, the reader gone)
+  // sonic-boom keeps what it held, unwritten for good, and waiting on it would only delay the exit.
   const deadline = Date.now() + withinMs;
-  while ((destination._writing || (destination._len ?? 0) > 0) && Date.now() < deadline) await sleep(20);
+  while (destination._writing && Date.now() < deadline) await sleep(20);
   // It flushes synchronously at exit: what it holds still is lost instead.
   if (destination._writing || (destination._len ?? 0) > 0) destination.flushSync = () => {};
 }
