@@ -36,9 +36,9 @@ export async function takePaidAnswer(
 }
 
 /**
- * Gives back the paid answer of the payment, once taken for a presentation whose caller left before
- * the answer was written (the demo's, while its receipt was signed): owed again, it goes to the
- * payer's retry of the same payload, as after a `settlement_pending` answer.
+ * Gives back the paid answer of the payment, taken for a presentation whose caller left before the
+ * answer was written (demo.ts): owed again, it goes to the payer's retry of the same payload, as
+ * after a `settlement_pending` answer.
  */
 export async function returnPaidAnswer(db: Db, authorization: PaymentKey): Promise<void> {
   await queryRows(
