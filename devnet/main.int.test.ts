@@ -72,6 +72,26 @@ describe("devnet: the CLI (npm run devnet)", () => {
     },
   );
 
+  it("exits with a parent that was gone before it had started (an IPC channel already closed), never running on as an orphan", async () => {
+    // The local-stack launcher starts it with an IPC channel, and a launcher stopped during its own
+    // start-up could go before the devnet listened for it: the devnet then ran on for good.
+    const child = spawn(process.execPath, ["ops/lib/run-program.mjs", "devnet/main.ts", "--port", "0"], {
+      cwd: path.resolve(import.meta.dirname, ".."),
+      stdio: ["ignore", "ignore", "ignore", "ipc"],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      child.disconnect();
+      const outcome = await Promise.race([
+        exited,
+        new Promise((resolve) => setTimeout(() => resolve("still running 20 s later"), 20_000)),
+      ]);
+      expect(outcome).toBe(0);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    }
+  }, 60_000);
+
   it("makes no terminal check for the loggers ethereumjs builds as blocks are mined and read", async () => {
     // A preload counting the devnet process's tty.isatty calls, told on stderr as it exits.
     const preload = path.join(dir, "count-isatty.mjs");

@@ -13,6 +13,7 @@
 import "./no-debug-colors.ts";
 import { parseArgs } from "node:util";
 import { errorMessage } from "../shared/error-message.ts";
+import { onParentExit } from "../shared/node/parent-exit.ts";
 import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
 import { DEFAULT_DEVNET_PORT } from "./constants.ts";
 import { createStderrLogger, startDevnet } from "./index.ts";
@@ -70,7 +71,7 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGTERM", () => stop("SIGTERM"));
   // Started by the local-stack launcher with an IPC channel: exit with it, never as an orphan.
-  if (process.send) process.on("disconnect", () => stop("parent-exit"));
+  onParentExit(() => stop("parent-exit"));
 }
 
 main().catch((error: unknown) => {

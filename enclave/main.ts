@@ -5,6 +5,7 @@
 
 import { rm } from "node:fs/promises";
 import { errorMessage } from "../shared/error-message.ts";
+import { onParentExit } from "../shared/node/parent-exit.ts";
 import { releaseLog } from "../shared/node/unread-output.ts";
 import { parseEnclaveArgs, USAGE } from "./cli-args.ts";
 import { InitError, initEnclave } from "./init.ts";
@@ -74,8 +75,8 @@ async function main(): Promise<number> {
     };
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
-    // Started by the local-stack launcher with an IPC channel: exit with it, never as an orphan.
-    if (process.send) process.once("disconnect", () => stop("parent-exit"));
+    // Started with an IPC channel (the local-stack launcher, the restore drill): exit with it.
+    onParentExit(() => stop("parent-exit"));
   });
   await server.close();
   if (command.throwaway) {

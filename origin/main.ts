@@ -1,5 +1,6 @@
 import { errorMessage } from "../shared/error-message.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
+import { onParentExit } from "../shared/node/parent-exit.ts";
 import { releaseLog } from "../shared/node/unread-output.ts";
 import { composeOrigin } from "./compose.ts";
 import { ConfigError, loadConfig } from "./config.ts";
@@ -106,7 +107,7 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   // Started by the launcher with an IPC channel: if the launcher dies, do not linger as an orphan.
-  if (process.send) process.on("disconnect", () => void shutdown("parent-exit"));
+  onParentExit(() => void shutdown("parent-exit"));
 }
 
 main().catch((error: unknown) => {
