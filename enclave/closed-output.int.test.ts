@@ -1,10 +1,6 @@
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { programArgs } from "../ops/lib/program-bundles.mjs";
-import { sleep } from "../shared/sleep.ts";
-import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
-import { socketAccepts } from "./socket-probe.ts";
+import { createEnclaveFixture, type EnclaveFixture, serveEnclave } from "../testing/enclave-process.ts";
 import { nodePolicy } from "./testing/agent-policy.ts";
 import { privileged } from "./testing/capabilities.ts";
 import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
@@ -21,32 +17,14 @@ describe("the enclave process whose log's reader is gone (real process)", () => 
 
   it("seals what it is asked after its log's reader is gone, and stops at SIGTERM with exit 0", async () => {
     fixture = await createEnclaveFixture({ envId: "closed-output", start: false });
-    const child = spawn(
-      process.execPath,
-      [
-        ...programArgs("enclave/main.ts"),
-        "serve",
-        "--socket",
-        fixture.socketPath,
-        "--data-dir",
-        fixture.dataDir,
-      ],
-      { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } },
-    );
-    const exited = new Promise<number | string>((resolve) =>
-      child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
-    );
-    child.stdout.resume();
-    child.stderr.resume();
-    const deadline = Date.now() + 30_000;
-    while (!(await socketAccepts(fixture.socketPath))) {
-      expect(child.exitCode, "the enclave exited before it listened").toBeNull();
-      expect(Date.now()).toBeLessThan(deadline);
-      await sleep(50);
-    }
+    const { child, exited } = await serveEnclave(fixture, {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, LOG_LEVEL: "info" },
+      listening: true,
+    });
     // Nobody reads its log from here on.
-    child.stderr.destroy();
-    child.stdout.destroy();
+    child.stderr!.destroy();
+    child.stdout!.destroy();
     const { client } = await RawEnclaveClient.connect(fixture.socketPath);
     // A privileged op logs "capability accepted" (info) as it seals the counter and the policy.
     await privileged(client, fixture, "configure_policy", nodePolicy());
@@ -71,30 +49,14 @@ describe("the enclave process whose log's reader is gone (real process)", () => 
   it("with a reader that stops reading (its pipe full), still stops at SIGTERM with exit 0, its socket removed", async () => {
     const stalled = await createEnclaveFixture({ envId: "stalled-output", start: false });
     try {
-      const child = spawn(
-        process.execPath,
-        [
-          ...programArgs("enclave/main.ts"),
-          "serve",
-          "--socket",
-          stalled.socketPath,
-          "--data-dir",
-          stalled.dataDir,
-        ],
-        { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } },
-      );
-      const exited = new Promise<number | string>((resolve) =>
-        child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
-      );
-      child.stdout.resume();
-      const deadline = Date.now() + 30_000;
-      while (!(await socketAccepts(stalled.socketPath))) {
-        expect(child.exitCode, "the enclave exited before it listened").toBeNull();
-        expect(Date.now()).toBeLessThan(deadline);
-        await sleep(50);
-      }
+      const { child, exited } = await serveEnclave(stalled, {
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, LOG_LEVEL: "info" },
+        listening: true,
+      });
+      child.stdout!.resume();
       // A log collector that stalls without closing: the pipe fills and stays full.
-      child.stderr.pause();
+      child.stderr!.pause();
       // Each refused hello logs a line: a thousand fill the pipe's 64 KiB.
       for (let i = 0; i < 1_000; i++) {
         const { client } = await RawEnclaveClient.connect(stalled.socketPath, { helloProfile: "wrong" });

@@ -1,9 +1,7 @@
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { sleep } from "../shared/sleep.ts";
-import { createEnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
+import { createEnclaveFixture, serveEnclave } from "../testing/enclave-process.ts";
 
 // A throwaway enclave (the restore drill's, the one `npm start` runs at its start) follows its
 // parent through its IPC channel: gone, the enclave deletes its folder (the restored keys beside
@@ -13,20 +11,10 @@ import { createEnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
 describe("a throwaway enclave whose parent is gone before it has started", () => {
   it("deletes its data folder and exits 0, never running on as an orphan", async () => {
     const fixture = await createEnclaveFixture({ start: false });
-    const child = spawn(
-      process.execPath,
-      [
-        ...programArgs("enclave/main.ts"),
-        "serve",
-        "--socket",
-        fixture.socketPath,
-        "--data-dir",
-        fixture.dataDir,
-        "--throwaway",
-      ],
-      { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "ignore", "ipc"] },
-    );
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const { child, exited } = await serveEnclave(fixture, {
+      stdio: ["ignore", "ignore", "ignore", "ipc"],
+      args: ["--throwaway"],
+    });
     try {
       // The parent goes at once, while the enclave still loads and opens its state.
       child.disconnect();

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
-import { spawnOrigin } from "../testing/origin-process.ts";
+import { type OriginProcess, spawnOrigin } from "../testing/origin-process.ts";
 import { queryRows } from "./db/client.ts";
 
 // The origin under a supervisor whose log collector goes away (docs/operations.md#logs), or
@@ -14,6 +14,22 @@ describe("the origin process whose log's reader is gone (real process)", () => {
   afterAll(async () => {
     await db?.drop();
   });
+
+  /** SIGTERM stops it within 8 s (SIGKILL at 15 s), exit 0, no connection of its left open. */
+  const expectCleanStop = async (origin: OriginProcess, database: TestDatabase): Promise<void> => {
+    const started = Date.now();
+    const timer = setTimeout(() => origin.child.kill("SIGKILL"), 15_000);
+    const code = await origin.stop();
+    clearTimeout(timer);
+    expect(code).toBe(0);
+    expect(Date.now() - started).toBeLessThan(8_000);
+    const [left] = await queryRows<{ n: number }>(
+      database.handle.db,
+      sql`select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and pid <> pg_backend_pid()`,
+    );
+    expect(left?.n).toBe(0);
+  };
 
   it("answers after its log's reader is gone, and at SIGTERM drains, closes its pool and exits 0", async () => {
     db = await createTestDatabase();
@@ -31,18 +47,7 @@ describe("the origin process whose log's reader is gone (real process)", () => {
     await missing.body?.cancel();
     expect(origin.child.exitCode).toBeNull();
 
-    const started = Date.now();
-    const timer = setTimeout(() => origin.child.kill("SIGKILL"), 15_000);
-    const code = await origin.stop();
-    clearTimeout(timer);
-    expect(code).toBe(0);
-    expect(Date.now() - started).toBeLessThan(8_000);
-    const [left] = await queryRows<{ n: number }>(
-      db.handle.db,
-      sql`select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and pid <> pg_backend_pid()`,
-    );
-    expect(left?.n).toBe(0);
+    await expectCleanStop(origin, db);
   }, 90_000);
 
   it("with a reader that stops reading (its pipe full), still stops at SIGTERM: drained, its pool closed, exit 0", async () => {
@@ -58,18 +63,7 @@ describe("the origin process whose log's reader is gone (real process)", () => {
         expect(missing.status).toBe(404);
         await missing.body?.cancel();
       }
-      const started = Date.now();
-      const timer = setTimeout(() => origin.child.kill("SIGKILL"), 15_000);
-      const code = await origin.stop();
-      clearTimeout(timer);
-      expect(code).toBe(0);
-      expect(Date.now() - started).toBeLessThan(8_000);
-      const [left] = await queryRows<{ n: number }>(
-        stalled.handle.db,
-        sql`select count(*)::int as n from pg_stat_activity
-            where datname = current_database() and pid <> pg_backend_pid()`,
-      );
-      expect(left?.n).toBe(0);
+      await expectCleanStop(origin, stalled);
     } finally {
       await stalled.drop();
     }

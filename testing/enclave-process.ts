@@ -2,7 +2,7 @@
  * Runs the real enclave program (`enclave/main.ts`, its bundle while current) on a temporary socket
  * and data directory, so the enclave's tests run the program itself, and as the benchmark uses it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, type StdioOptions, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -152,6 +152,38 @@ export async function createEnclaveFixture(
   };
   if (options.start !== false) await start();
   return fixture;
+}
+
+/** An enclave serving a fixture's folder as a test spawned it, and how it ended. */
+export type ServingEnclave = { child: ChildProcess; exited: Promise<number | string> };
+
+/**
+ * Serves `fixture`'s folder from a process the test owns (its stdio, an IPC channel, `--throwaway`),
+ * for tests of how the program meets its surroundings: its output's reader gone, its parent gone.
+ * `exited` is the exit code, or the signal that ended it. Set `listening` to wait for its socket.
+ */
+export async function serveEnclave(
+  fixture: Pick<EnclaveFixture, "socketPath" | "dataDir">,
+  options: { stdio: StdioOptions; args?: string[]; env?: NodeJS.ProcessEnv; listening?: boolean },
+): Promise<ServingEnclave> {
+  const child = spawn(
+    process.execPath,
+    [
+      ...programArgs(MAIN),
+      "serve",
+      "--socket",
+      fixture.socketPath,
+      "--data-dir",
+      fixture.dataDir,
+      ...(options.args ?? []),
+    ],
+    { cwd: REPO_ROOT, stdio: options.stdio, env: options.env ?? process.env },
+  );
+  const exited = new Promise<number | string>((done) =>
+    child.once("exit", (code, signal) => done(code ?? signal ?? "unknown")),
+  );
+  if (options.listening) await waitForSocket(fixture.socketPath, child);
+  return { child, exited };
 }
 
 async function waitForSocket(socketPath: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
