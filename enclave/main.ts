@@ -12,9 +12,6 @@ import { InitError, initEnclave } from "./init.ts";
 import { createEnclaveLogger } from "./logger.ts";
 import { EnclaveStartError, startEnclaveServer } from "./server.ts";
 
-/** How long a stopped enclave waits for its last log lines to reach their reader before it exits. */
-const LOG_DRAIN_MS = 1_000;
-
 async function main(): Promise<number> {
   let command: ReturnType<typeof parseEnclaveArgs>;
   try {
@@ -65,7 +62,7 @@ async function main(): Promise<number> {
   } catch (error) {
     if (!(error instanceof EnclaveStartError)) throw error;
     logger.fatal(error.message);
-    await releaseLog(logger, LOG_DRAIN_MS);
+    await releaseLog(logger);
     return 2;
   }
   await new Promise<void>((resolve) => {
@@ -86,7 +83,7 @@ async function main(): Promise<number> {
     await rm(command.dataDir, { recursive: true, force: true });
     logger.info({ data_dir: command.dataDir }, "throwaway data folder deleted");
   }
-  await releaseLog(logger, LOG_DRAIN_MS);
+  await releaseLog(logger);
   return 0;
 }
 

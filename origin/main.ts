@@ -19,9 +19,6 @@ const SECRET_VARIABLES = [
   "DATABASE_URL",
 ] as const;
 
-/** How long a stopped origin waits for its last log lines to reach their reader before it exits. */
-const LOG_DRAIN_MS = 1_000;
-
 /** Boot only: config → infrastructure → composeOrigin → serve; clean shutdown on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
   const args = noArgumentsCommand(process.argv.slice(2));
@@ -101,7 +98,7 @@ async function main(): Promise<void> {
     await origin.stop();
     await opened.close();
     logger.info("stopped");
-    await releaseLog(logger, LOG_DRAIN_MS);
+    await releaseLog(logger);
     process.exit(0);
   };
   process.on("SIGINT", () => void shutdown("SIGINT"));

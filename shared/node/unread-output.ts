@@ -19,13 +19,13 @@ export function ignoreUnreadOutput(): void {
 }
 
 /**
- * Waits up to `withinMs` for the lines still queued to reach the log's reader, then gives up on
+ * Waits up to `withinMs` (a second unless given) for the lines still queued to reach the log's reader, then gives up on
  * them, so that the exit after it cannot wait on the reader. A reader that stopped reading without
  * closing (a stalled log collector, a pager left open) kept the pipe full: pino's flush at exit
  * then retried its synchronous write for as long, and the origin or the enclave, stopped, ignored
  * every later SIGTERM and SIGINT until SIGKILL (docs/operations.md#logs).
  */
-export async function releaseLog(logger: Logger, withinMs: number): Promise<void> {
+export async function releaseLog(logger: Logger, withinMs = 1_000): Promise<void> {
   // pino's destination (sonic-boom): `_len` counts what it holds unwritten, `_writing` a write
   // under way. Its flush(cb) answers at once, written or not, so it cannot tell.
   const destination = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as {
