@@ -8,6 +8,10 @@ export type NoArgumentsCommand = "run" | "help" | "refused";
 
 export function noArgumentsCommand(argv: readonly string[]): NoArgumentsCommand {
   if (argv.length === 0) return "run";
-  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) return "help";
-  return "refused";
+  return asksForHelp(argv) ? "help" : "refused";
+}
+
+/** `--help` or `-h` alone: every program's and tool's request for its usage, answered with exit 0. */
+export function asksForHelp(argv: readonly string[]): boolean {
+  return argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h");
 }

@@ -25,6 +25,7 @@ import { DEV_OPERATOR_POOL_ADDRESS } from "../devnet/constants.ts";
 import { connectDatabase, queryRows } from "../origin/db/client.ts";
 import { changeRegistrationSettings } from "../origin/registration/settings.ts";
 import { errorMessage } from "../shared/error-message.ts";
+import { asksForHelp } from "../shared/no-arguments.ts";
 import { sleep } from "../shared/sleep.ts";
 import { freePort } from "../testing/free-port.ts";
 import { startStealMeter } from "../testing/measure/cpu-steal.ts";
@@ -353,7 +354,7 @@ const DRIVER_ENV = "SOAK_DRIVER";
 function runDriver(): void {
   const argv = process.argv.slice(2);
   // Asked for as the other programs are (`npm run enclave -- --help`): an answer, not a failure.
-  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+  if (asksForHelp(argv)) {
     process.stdout.write(`${SOAK_USAGE}\n`);
     process.exit(0);
   }

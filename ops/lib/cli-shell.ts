@@ -5,6 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { inspect } from "node:util";
+import { asksForHelp } from "../../shared/no-arguments.ts";
 
 /** docs/operations.md#exit-codes-of-the-operator-tools */
 export const EXIT_CODES = { done: 0, refused: 1, usage: 2, error: 3, interrupted: 130 } as const;
@@ -139,7 +140,7 @@ export function runCli(tool: CliTool): void {
   const argv = process.argv.slice(2);
   // `TOOL --help` alone: the usage on stdout and done, as every tool's own (funding's) did; no tool
   // takes --help as a command, so nothing is run or opened for it.
-  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+  if (asksForHelp(argv)) {
     process.stdout.write(`${tool.usage.trimEnd()}\n`);
     finish({ outcome: DONE });
     return;
