@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
-import { sleep } from "../shared/sleep.ts";
 import { send } from "../testing/http.ts";
 import { backendPid, waitUntilBlockedBy } from "../testing/lock-waiters.ts";
 import { agentCalls, newKey } from "../testing/money-client.ts";
@@ -16,6 +15,7 @@ import { spawnOrigin } from "../testing/origin-process.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { signTransferOverSocket } from "../testing/socket-transfer.ts";
 import { useMoneyStack } from "../testing/stack.ts";
+import { afterWholeTicks } from "../testing/worker-ticks.ts";
 import { SELLER_EXTRA, sellerQuote } from "../testing/x402-quote.ts";
 
 // The operator's `npm run policy` as a process, against a real enclave, Postgres, the origin of a
@@ -427,8 +427,8 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     const rejected = await policy("reject", "--agent", agent.agentId, "--action", second.action_id);
     expect(rejected.stderr).toBe("");
     expect(rejected.code).toBe(0);
-    // The origin's approved-transfer loop runs every second: two of its rounds sign nothing.
-    await sleep(2_500);
+    // Two whole rounds of the origin's approved-transfer loop after the rejection sign nothing.
+    await afterWholeTicks([stack.origin], "approved-transfers", 2);
     expect((await calls.action(second.action_id)).body).toMatchObject({ status: "rejected" });
     expect(await sent(agent)).toBe(1);
     const again = await policy("reject", "--agent", agent.agentId, "--action", second.action_id);

@@ -193,6 +193,7 @@ export async function composeOrigin(
 
   const app = createApp(infra, capabilities);
   const workers: Worker[] = [];
+  infra.metrics.observeWorkers(() => workers);
   return ok({
     app,
     infrastructure: infra,

@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { provisionedIdentity } from "../../testing/seed.ts";
+import { afterWholeTicks } from "../../testing/worker-ticks.ts";
 import { queryRows } from "../db/client.ts";
 import { refillOnce } from "../keypool/refill.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
@@ -101,9 +102,9 @@ describe("the identity sweep under a clock skew between the origin and the datab
     // The due identity proved again shows the sweep's ticks have run.
     await untilProved(due);
     expect(await provedSecondsAgo(due)).toBeLessThan(WINDOW_SECONDS);
-    // Three more ticks of a second: read against the origin's clock, the fresh identity looked
-    // five minutes old and was proved again at every one of them.
-    await sleep(3_000);
+    // Three more whole ticks: read against the origin's clock, the fresh identity looked five
+    // minutes old and was proved again at every one of them.
+    await afterWholeTicks([origin!], "identity-sweep", 3);
     expect(await provedSecondsAgo(fresh)).toBeGreaterThan(3);
   });
 

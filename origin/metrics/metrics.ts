@@ -14,6 +14,7 @@ import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
 import { routeLabel } from "../http/route-label.ts";
 import type { BatchObserver } from "../outbox/index.ts";
 import type { SignerClient } from "../signer/types.ts";
+import type { Worker } from "../workers/loop.ts";
 import { type HourCounts, HourlyCounts } from "./hourly-counts.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";
 
@@ -28,7 +29,8 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *    dependencies are built;
  *  - the outbox's batches: their sizes, and where each one's time goes, step by step;
  *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today;
- *  - registration refusals by reason, also kept per UTC hour for the console's chart.
+ *  - registration refusals by reason, also kept per UTC hour for the console's chart;
+ *  - the background workers' ticks, by outcome (a loop that stopped ticking is stuck).
  */
 export type OriginMetrics = {
   readonly registry: Registry;
@@ -51,6 +53,8 @@ export type OriginMetrics = {
   observeRpc(upstream: JsonRpcUpstream): JsonRpcUpstream;
   /** Each outbox batch's size and the time from its start to the end of each step, by kind. */
   readonly outboxBatches: BatchObserver;
+  /** Counts the ticks of the workers `running` lists, at each scrape (the origin's started workers). */
+  observeWorkers(running: () => readonly Worker[]): void;
   /** The Prometheus text exposition of every metric. */
   render(): Promise<string>;
 };
@@ -157,6 +161,24 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     registers: [registry],
   });
   for (const reason of REGISTRATION_REFUSAL_REASONS) registrationRefusals.inc({ reason }, 0);
+
+  let workers: () => readonly Worker[] = () => [];
+  new Counter({
+    name: `${PREFIX}worker_ticks_total`,
+    help: "Ticks of the background workers' loops, by worker and outcome (ok, or failed: logged as worker tick failed)",
+    labelNames: ["worker", "outcome"] as const,
+    registers: [registry],
+    // Read from the loops at scrape time: a tick costs the loop a number, not a metric call.
+    collect() {
+      this.reset();
+      for (const worker of workers()) {
+        const ticks = worker.ticks?.();
+        if (!ticks) continue;
+        this.inc({ worker: worker.name, outcome: "ok" }, ticks.ok);
+        this.inc({ worker: worker.name, outcome: "failed" }, ticks.failed);
+      }
+    },
+  });
   const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
 
   if (params.db)
@@ -231,6 +253,9 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     outboxBatches: {
       began: (kind, items) => batchItems.observe({ kind }, items),
       step: (kind, step, seconds) => batchSteps.observe({ kind, step }, seconds),
+    },
+    observeWorkers: (running) => {
+      workers = running;
     },
     render: () => registry.metrics(),
   };

@@ -278,6 +278,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
 
   return {
     name: "tx-tracker",
+    ticks: () => loop?.ticks() ?? { ok: 0, failed: 0 },
     start: () => {
       if (loop || stopped) return;
       // The worker loop logs a tick that failed and goes on (workers/loop.ts).

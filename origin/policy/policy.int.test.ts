@@ -23,6 +23,7 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
+import { afterWholeTicks } from "../../testing/worker-ticks.ts";
 import { queryRows } from "../db/client.ts";
 import { revokeIdentity, setIdentityEnabled } from "../identity/identity-admin.ts";
 import { changeAgentPolicy } from "./change.ts";
@@ -43,6 +44,8 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     env: { AGENT_POLICY_HOLD_SECONDS: "300" },
     clock: { now: () => new Date(Date.now() - 5 * 60_000) },
   }));
+  /** The origins on the stack, each running the approved-transfer loop. */
+  const everyOrigin = () => [stack.origin, shortHolds, behindHolds];
   let operator: { key: OperatorKey; keyId: string };
 
   beforeAll(async () => {
@@ -273,7 +276,8 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       action_id: view.action_id,
       status: "held",
     });
-    await sleep(1_500);
+    // A whole round of every origin's approved-transfer loop: a held transfer is not theirs to sign.
+    await afterWholeTicks(everyOrigin(), "approved-transfers", 1);
     expect(await outgoing(agent)).toBe(0);
 
     const expiresAt = Math.floor(Date.now() / 1000) + 3600;
@@ -427,7 +431,8 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
         })
       ).ok,
     ).toBe(true);
-    await sleep(2_500);
+    // Two whole rounds of every origin's approved-transfer loop after the enabling: none signs it.
+    await afterWholeTicks(everyOrigin(), "approved-transfers", 2);
     expect((await actionState(view.action_id)).status).toBe("expired");
     expect(await outgoing(agent)).toBe(0);
   });
@@ -509,7 +514,7 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       error_code: "funding_gate_closed",
       reason: "identity_revoked",
     });
-    await sleep(1_500);
+    await afterWholeTicks(everyOrigin(), "approved-transfers", 1);
     expect(await outgoing(agent)).toBe(0);
   });
 
@@ -524,7 +529,8 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     const view = await approvedWhileSenderHeld(agent, async () => {
       expect((await change(false)).ok).toBe(true);
     });
-    await sleep(2_500);
+    // Two whole rounds of every origin's approved-transfer loop after the enabling: none signs it.
+    await afterWholeTicks(everyOrigin(), "approved-transfers", 2);
     expect((await actionState(view.action_id)).status).toBe("approved");
     expect(await outgoing(agent)).toBe(0);
     expect((await change(true)).ok).toBe(true);

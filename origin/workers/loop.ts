@@ -1,7 +1,15 @@
 import { errorMessage } from "../../shared/error-message.ts";
 import type { Logger } from "../logger.ts";
 
-export type Worker = { name: string; stop(): Promise<void> };
+export type Worker = {
+  name: string;
+  stop(): Promise<void>;
+  /** The ticks this worker has ended so far, for the metrics (a loop's; absent for other workers). */
+  ticks?(): WorkerTicks;
+};
+
+/** Ticks a loop has ended: `failed` threw (and was logged), `ok` did not. */
+export type WorkerTicks = { ok: number; failed: number };
 
 /** A loop that can be asked to run its next tick now rather than at the end of its period. */
 export type WakeableWorker = Worker & {
@@ -10,6 +18,7 @@ export type WakeableWorker = Worker & {
    * it ends. Wakes while a tick runs count once: they all ask for the same next run.
    */
   wake(): void;
+  ticks(): WorkerTicks;
 };
 
 /**
@@ -27,14 +36,21 @@ export function startLoop(
   let busy = false;
   let wokenWhileBusy = false;
   let running: Promise<void> = Promise.resolve();
+  const ticks: WorkerTicks = { ok: 0, failed: 0 };
   const run = (): void => {
     busy = true;
     wokenWhileBusy = false;
     running = tick()
-      .catch((error: unknown) => {
-        const message = errorMessage(error);
-        logger.error({ worker: name, err: { message } }, "worker tick failed");
-      })
+      .then(
+        () => {
+          ticks.ok++;
+        },
+        (error: unknown) => {
+          ticks.failed++;
+          const message = errorMessage(error);
+          logger.error({ worker: name, err: { message } }, "worker tick failed");
+        },
+      )
       .finally(() => {
         busy = false;
         if (!stopped) timer = setTimeout(run, wokenWhileBusy ? 0 : periodMs);
@@ -43,6 +59,7 @@ export function startLoop(
   run();
   return {
     name,
+    ticks: () => ({ ...ticks }),
     wake() {
       if (stopped) return;
       if (busy) {
