@@ -61,6 +61,11 @@ export type FacilitatorAnswer<Body> = {
   body: Body;
   retryAfterSeconds?: number;
   statusPath?: string;
+  /**
+   * The payment whose one paid answer this answer took (a settle answered as paid): the route gives
+   * it back when its caller is gone before the answer is written (returnPaidAnswer).
+   */
+  paidAnswer?: PaymentKey;
 };
 
 /**
@@ -109,8 +114,8 @@ export type Facilitator = {
   settleChecked(payment: CheckedPayment, clientIp: string): Promise<SettleChecked>;
   /**
    * Gives back the paid answer of the settlement a presentation was answered by (its payer, and
-   * SettleChecked's nonce), whose caller left before that answer was written
-   * (paid-answers.ts returnPaidAnswer): the payer's retry is paid.
+   * SettleChecked's nonce, or a settle's `paidAnswer`), whose caller left before that answer was
+   * written (paid-answers.ts returnPaidAnswer): the payer's retry is paid.
    */
   returnPaidAnswer(payment: PaymentKey): Promise<void>;
 };
@@ -364,6 +369,9 @@ export function createFacilitator({
       status: settleStatus(response),
       body: response,
       statusPath: settlementStatusPath(admitted.payer, settled.nonce),
+      ...(settled.outcome.kind === "settled"
+        ? { paidAnswer: { from: admitted.authorization.from, nonce: settled.nonce as Hex } }
+        : {}),
     };
   };
 

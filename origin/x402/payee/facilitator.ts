@@ -23,6 +23,12 @@ export function createFacilitatorRouter(facilitator: Facilitator, publicUrlOf: P
   );
   route(app, "/x402/facilitator", "x402Settle", async (c) => {
     const settled = await facilitator.settle(await readFacilitatorBody(c), c.get("clientIp"));
+    // A settle answered as paid took its payment's one paid answer. A seller that left before it
+    // is written (its client's timeout while the settlement was mined) reads nothing: the answer is
+    // given back, owed to the next settle of the same payment, as the demo gives back its own
+    // (demo.ts). One that leaves while it is written cannot be told from one that read it.
+    if (settled.paidAnswer && c.req.raw.signal.aborted)
+      await facilitator.returnPaidAnswer(settled.paidAnswer);
     const { statusPath } = settled;
     return answer(
       c,

@@ -1,16 +1,19 @@
 import { HTTPFacilitatorClient } from "@x402/core/server";
+import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { expect, it } from "vitest";
 import { newAccount, rpc } from "../../../devnet/testing.ts";
 import { sleep } from "../../../shared/sleep.ts";
+import { parsePrometheusText } from "../../../testing/prometheus.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { envelope, fundedPayer } from "../../../testing/x402-payer.ts";
-import { settlementRowCount } from "../../../testing/x402-settlements.ts";
+import { authorizationUsedCount, settlementRowCount } from "../../../testing/x402-settlements.ts";
 import {
   X402_CLIENT_TIMEOUT_MS,
   X402_RECEIPT_TIMEOUT_MAX_MS,
   X402_SETTLE_BEYOND_RECEIPT_MS,
 } from "../../config.ts";
+import { queryRows } from "../../db/client.ts";
 import { X402_REASONS } from "../reasons.ts";
 
 // docs/x402.md#what-settle-answers: whatever receipt wait start-up accepts, a settle answers
@@ -68,3 +71,63 @@ it("a settle whose receipt is late, and another presentation of the same payment
     await rpc(stack.devnet.url, "dev_mine", []);
   }
 }, 60_000);
+
+it("a seller whose official client gives up while the settlement is mined takes no paid answer: its next settle of the same payment is answered success, once, and the one after told the nonce is used", async () => {
+  // docs/x402.md#after-settlement_pending-retry-the-same-payment: before the fix the left settle
+  // took the payment's one paid answer for an answer nobody read, and the seller's next settle was
+  // told the nonce is used: the payer charged, nothing delivered. Mutation: facilitator.ts not
+  // giving the answer back answers the second settle invalid_exact_evm_nonce_already_used.
+  const payer = await fundedPayer(stack.devnet.url);
+  const payload = await envelope(`${stack.origin.base}/x402/demo`, payer);
+  const url = `${stack.origin.base}/x402/facilitator`;
+  const settlesEnded = async (): Promise<number> =>
+    parsePrometheusText(await stack.origin.deps.metrics.render())
+      .samples.filter(
+        (sample) =>
+          sample.name === "origin_http_request_duration_seconds_count" &&
+          sample.labels.route?.endsWith("/x402/facilitator/settle"),
+      )
+      .reduce((sum, sample) => sum + sample.value, 0);
+  const endedBefore = await settlesEnded();
+  expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+  let transaction: string | null = null;
+  try {
+    // The official client, unchanged but for its timeout, gives up while the receipt is held back.
+    const hasty = new HTTPFacilitatorClient({ url, timeoutMs: 1_000 });
+    await expect(hasty.settle(payload, payload.accepted)).rejects.toThrow();
+    transaction = await settlementTransaction(payer.address);
+    expect(transaction).toMatch(/^0x[0-9a-f]{64}$/);
+  } finally {
+    await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+    await rpc(stack.devnet.url, "dev_mine", []);
+  }
+  // The left settle sees its receipt within its wait, and its handler ends: had it kept the paid
+  // answer, it holds it by now.
+  await expect.poll(settlesEnded, { timeout: 30_000 }).toBe(endedBefore + 1);
+
+  const client = new HTTPFacilitatorClient({ url });
+  expect(await client.settle(payload, payload.accepted)).toMatchObject({ success: true, transaction });
+  await expect(client.settle(payload, payload.accepted)).rejects.toMatchObject({
+    errorReason: X402_REASONS.nonceUsed,
+  });
+  expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+}, 60_000);
+
+/** The transaction of the payer's settlement once it is stored. */
+async function settlementTransaction(payer: Address): Promise<string> {
+  let transaction: string | undefined;
+  await expect
+    .poll(
+      async () => {
+        const rows = await queryRows<{ tx_hash: string | null }>(
+          stack.db.handle.db,
+          sql`select tx_hash from x402_settlements where payer = ${payer.toLowerCase()}`,
+        );
+        transaction = rows[0]?.tx_hash ?? undefined;
+        return transaction;
+      },
+      { timeout: 30_000, interval: 50 },
+    )
+    .toBeDefined();
+  return transaction!;
+}
