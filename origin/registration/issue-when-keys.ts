@@ -20,8 +20,11 @@ export type IssueWhenKeysParams = IssuePublicIdentityParams & {
   signal?: AbortSignal | undefined;
 };
 
-/** The issuance, and how long it waited for the refill in all (0 when it did not). */
-export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult; waitedMs: number };
+/**
+ * The issuance, or `client_gone` when the client left before a try (no key was taken for it), and
+ * how long it waited for the refill in all (0 when it did not).
+ */
+export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult | "client_gone"; waitedMs: number };
 
 /**
  * docs/operations.md#the-key-pool-refills-on-demand: issues as issuePublicIdentity does, and
@@ -40,6 +43,9 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
   let waitedMs = 0;
   let idleInRow = 0;
   for (;;) {
+    // Before every try, the first too: the client may have left while its attempt was admitted, or
+    // during the pause below, and a try that issues would take a key and a quota for nobody.
+    if (params.signal?.aborted) return { issued: "client_gone", waitedMs };
     const issued = await issuePublicIdentity(db, {
       day: params.day,
       ipGroup: params.ipGroup,
