@@ -15,6 +15,7 @@ import { holdLock } from "../../testing/held-lock.ts";
 import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { queryRows } from "../db/client.ts";
+import { START_BATCH_LOCK } from "../keypool/batch-repository.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
 
 // A registration whose client leaves before its answer (issue-when-keys.ts: "once it is gone, no
@@ -194,6 +195,50 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
       expect(await freeKeys()).toBe(freeBefore);
       expect(await attempts(), "its attempt was admitted and counted").toBe(attemptsBefore + 1);
       expect(line).toMatchObject({ outcome: "client_gone", admitted: true });
+    }, 60_000);
+
+    // Before the fix the request that left gave up at the refill's next batch and was answered as
+    // refused at the reserve: the node reported itself refusing (a registration.at_reserve event
+    // to webhooks, a key_reserve refusal on the console's chart) though the refill had just made
+    // the keys the next client is issued.
+    it(`${way.name}: a client that leaves while it waits for the refill is issued nothing, and the node reports no refusal`, async () => {
+      const atReserveEvents = (): Promise<number> =>
+        count(sql`select count(*)::int as n from events where type = 'registration.at_reserve'`);
+      // The node not refusing, as after any issuance (issuance.ts clears it), whatever the test before left.
+      await db().execute(sql`update registration_refusal_state set refusing = null, day = null`);
+      const eventsBefore = await atReserveEvents();
+      const from = logLines.length;
+      await expect.poll(freeKeys, { timeout: 30_000, interval: 100 }).toBeGreaterThanOrEqual(20);
+      const freeBefore = await freeKeys();
+      await updateRegistrationPolicy(db(), { changes: { keyReserve: freeBefore }, reason: "at the reserve" });
+      try {
+        const before = await taken();
+        // The refill's batch waits on its start lock; the request's first try at the policy's lock.
+        const refill = await holdLock(db(), sql`select pg_advisory_xact_lock(${START_BATCH_LOCK})`);
+        const policy = await holdLock(db(), sql`select 1 from registration_policy where id = 1 for update`);
+        const client = way.send();
+        await waitUntilBlockedBy(db(), {
+          holder: policy.pid,
+          statement: "registration_policy",
+          what: "the registration's first try at the policy lock",
+        });
+        await client.leave();
+        await sleep(CUT_REACHES_ORIGIN_MS);
+        // The try goes on, refused at the reserve, and the request waits for the refill's batch.
+        await policy.release();
+        await refill.release();
+
+        const line = await nextRegistrationLine(from);
+        expect(await taken(), "nothing taken for a client that left").toEqual(before);
+        // The batch was made: the next client would be issued a key.
+        expect(await freeKeys()).toBeGreaterThan(freeBefore);
+        expect(await atReserveEvents(), "no registration.at_reserve for a client that left").toBe(
+          eventsBefore,
+        );
+        expect(line).toMatchObject({ outcome: "client_gone", admitted: true });
+      } finally {
+        await updateRegistrationPolicy(db(), { changes: { keyReserve: 10 }, reason: "back to the spec's" });
+      }
     }, 60_000);
   }
 });

@@ -21,8 +21,9 @@ export type IssueWhenKeysParams = IssuePublicIdentityParams & {
 };
 
 /**
- * The issuance, or `client_gone` when the client left before a try (no key was taken for it), and
- * how long it waited for the refill in all (0 when it did not).
+ * The issuance, or `client_gone` when the client left before one issued (no key was taken for it,
+ * and no refusal is the node's to report), and how long it waited for the refill in all (0 when it
+ * did not).
  */
 export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult | "client_gone"; waitedMs: number };
 
@@ -67,7 +68,10 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
     const waitStarted = performance.now();
     const next = await progress;
     waitedMs += Math.round(performance.now() - waitStarted);
-    if (next === "failed" || next === "timeout" || params.signal?.aborted) return { issued, waitedMs };
+    // A client that left stops the wait as it is: its last refusal at the reserve is not the node's
+    // state once the refill has made keys (docs/events.md#registration-events), and is not reported.
+    if (params.signal?.aborted) return { issued: "client_gone", waitedMs };
+    if (next === "failed" || next === "timeout") return { issued, waitedMs };
     idleInRow = next === "idle" ? idleInRow + 1 : 0;
     if (idleInRow > 1) {
       // Rounds that end idle again and again: the shortfall is covered by batches on their way,
