@@ -197,6 +197,30 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
       expect(line).toMatchObject({ outcome: "client_gone", admitted: true });
     }, 60_000);
 
+    // Issuances queue on one lock, the policy's row, across every node: under a flood a request
+    // waits there longest. Before the fix one whose client left while it queued was issued once
+    // its turn came, an identity, a key and a place in the day's quotas for nobody.
+    it(`${way.name}: a client that leaves while its issuance waits for the policy lock is issued nothing`, async () => {
+      const before = await taken();
+      const freeBefore = await freeKeys();
+      const from = logLines.length;
+      const policy = await holdLock(db(), sql`select 1 from registration_policy where id = 1 for update`);
+      const client = way.send();
+      await waitUntilBlockedBy(db(), {
+        holder: policy.pid,
+        statement: "registration_policy",
+        what: "the registration's issuance at the policy lock",
+      });
+      await client.leave();
+      await sleep(CUT_REACHES_ORIGIN_MS);
+      await policy.release();
+
+      const line = await nextRegistrationLine(from);
+      expect(await taken(), "nothing taken for a client that left").toEqual(before);
+      expect(await freeKeys()).toBe(freeBefore);
+      expect(line).toMatchObject({ outcome: "client_gone", admitted: true });
+    }, 60_000);
+
     // Before the fix the request that left gave up at the refill's next batch and was answered as
     // refused at the reserve: the node reported itself refusing (a registration.at_reserve event
     // to webhooks, a key_reserve refusal on the console's chart) though the refill had just made
@@ -213,19 +237,23 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
       await updateRegistrationPolicy(db(), { changes: { keyReserve: freeBefore }, reason: "at the reserve" });
       try {
         const before = await taken();
-        // The refill's batch waits on its start lock; the request's first try at the policy's lock.
+        // The refill's batch waits on its start lock; the request's first try at the policy's lock,
+        // let go and taken again: granted once that try has ended, refused at the reserve, and the
+        // request waits for the refill's batch.
         const refill = await holdLock(db(), sql`select pg_advisory_xact_lock(${START_BATCH_LOCK})`);
-        const policy = await holdLock(db(), sql`select 1 from registration_policy where id = 1 for update`);
+        const lockPolicy = sql`select 1 from registration_policy where id = 1 for update`;
+        const policy = await holdLock(db(), lockPolicy);
         const client = way.send();
         await waitUntilBlockedBy(db(), {
           holder: policy.pid,
           statement: "registration_policy",
           what: "the registration's first try at the policy lock",
         });
+        await policy.release();
+        const policyAgain = await holdLock(db(), lockPolicy);
         await client.leave();
         await sleep(CUT_REACHES_ORIGIN_MS);
-        // The try goes on, refused at the reserve, and the request waits for the refill's batch.
-        await policy.release();
+        await policyAgain.release();
         await refill.release();
 
         const line = await nextRegistrationLine(from);

@@ -52,7 +52,9 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
       ipGroup: params.ipGroup,
       freeKeyMargin: batchSize,
       proof: params.proof,
+      signal: params.signal,
     });
+    if (issued === "client_gone") return { issued, waitedMs };
     if (issued.ok) {
       if (issued.value.freeKeysLeft < keyReserve + batchSize) demand.wake({ keyReserve });
       return { issued, waitedMs };
