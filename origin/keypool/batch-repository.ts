@@ -17,7 +17,7 @@ export async function createBatch(db: Db, size: number): Promise<string> {
 }
 
 /** The advisory lock key of a refill's decision to start a batch ("kpoo" in ASCII), one per database. */
-const START_BATCH_LOCK = 0x6b706f6f;
+export const START_BATCH_LOCK = 0x6b706f6f;
 
 /**
  * Creates a batch of `size` only while the free stock and the batches on their way (poolStock) are

@@ -25,6 +25,8 @@ export type IssuePublicIdentityParams = {
    * challenges asked for while the day was emptier are not all let in at that day's price.
    */
   proof?: ProvenProof | undefined;
+  /** The client's request: gone once its turn at the lock comes, nothing is issued for it. */
+  signal?: AbortSignal | undefined;
 };
 
 export type IssuanceRefusal =
@@ -43,6 +45,9 @@ export type IssuedIdentity = ProvisionedIdentity & {
 
 export type IssuePublicIdentityResult = Result<IssuedIdentity, IssuanceRefusal>;
 
+/** The issuance, or `client_gone`: the client left while it waited for the lock, and nothing was written. */
+export type IssueForClientResult = IssuePublicIdentityResult | "client_gone";
+
 /**
  * The quotas and the key assignment are committed together under one database lock, the
  * registration policy row (docs/api.md#registration-quotas-and-counters). Every public issuance
@@ -56,10 +61,13 @@ export type IssuePublicIdentityResult = Result<IssuedIdentity, IssuanceRefusal>;
 export async function issuePublicIdentity(
   db: Db,
   params: IssuePublicIdentityParams,
-): Promise<IssuePublicIdentityResult> {
-  const { day, ipGroup, freeKeyMargin, proof } = params;
-  return db.transaction(async (tx): Promise<IssuePublicIdentityResult> => {
+): Promise<IssueForClientResult> {
+  const { day, ipGroup, freeKeyMargin, proof, signal } = params;
+  return db.transaction(async (tx): Promise<IssueForClientResult> => {
     await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
+    // Every node's issuances queue here one after another, so under a flood this is where a
+    // request waits longest, and where its client gives up.
+    if (signal?.aborted) return "client_gone";
     // After the lock is granted: this statement sees every issuance committed before.
     const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
     const refusal = evaluateGate(state);

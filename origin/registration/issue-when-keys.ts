@@ -20,8 +20,12 @@ export type IssueWhenKeysParams = IssuePublicIdentityParams & {
   signal?: AbortSignal | undefined;
 };
 
-/** The issuance, and how long it waited for the refill in all (0 when it did not). */
-export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult; waitedMs: number };
+/**
+ * The issuance, or `client_gone` when the client left before one issued (no key was taken for it,
+ * and no refusal is the node's to report), and how long it waited for the refill in all (0 when it
+ * did not).
+ */
+export type IssueWhenKeysResult = { issued: IssuePublicIdentityResult | "client_gone"; waitedMs: number };
 
 /**
  * docs/operations.md#the-key-pool-refills-on-demand: issues as issuePublicIdentity does, and
@@ -40,12 +44,17 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
   let waitedMs = 0;
   let idleInRow = 0;
   for (;;) {
+    // Before every try, the first too: the client may have left while its attempt was admitted, or
+    // during the pause below, and a try that issues would take a key and a quota for nobody.
+    if (params.signal?.aborted) return { issued: "client_gone", waitedMs };
     const issued = await issuePublicIdentity(db, {
       day: params.day,
       ipGroup: params.ipGroup,
       freeKeyMargin: batchSize,
       proof: params.proof,
+      signal: params.signal,
     });
+    if (issued === "client_gone") return { issued, waitedMs };
     if (issued.ok) {
       if (issued.value.freeKeysLeft < keyReserve + batchSize) demand.wake({ keyReserve });
       return { issued, waitedMs };
@@ -61,7 +70,10 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
     const waitStarted = performance.now();
     const next = await progress;
     waitedMs += Math.round(performance.now() - waitStarted);
-    if (next === "failed" || next === "timeout" || params.signal?.aborted) return { issued, waitedMs };
+    // A client that left stops the wait as it is: its last refusal at the reserve is not the node's
+    // state once the refill has made keys (docs/events.md#registration-events), and is not reported.
+    if (params.signal?.aborted) return { issued: "client_gone", waitedMs };
+    if (next === "failed" || next === "timeout") return { issued, waitedMs };
     idleInRow = next === "idle" ? idleInRow + 1 : 0;
     if (idleInRow > 1) {
       // Rounds that end idle again and again: the shortfall is covered by batches on their way,

@@ -223,6 +223,13 @@ export function createRegistrationRouter(
     }
     const { issued, waitedMs } = outcome;
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
+    if (issued === "client_gone") {
+      // Nobody reads this answer. Its attempt was counted, as any admitted one
+      // (docs/api.md#registration-quotas-and-counters); nothing was refused, so nothing is
+      // reported or charted as a refusal.
+      log("client_gone", { stage: "issuance", admitted: true, ...waited });
+      throw unavailable("unavailable");
+    }
     if (!issued.ok) {
       log("refused", { stage: "issuance", refusal: refusalName(issued.error), admitted: true, ...waited });
       refused(refusalName(issued.error));
