@@ -44,6 +44,29 @@ export function boundedLogDestination(fd: 1 | 2, service: string): ReturnType<ty
 }
 
 /**
+ * Writes each line to `stream` (a launcher passing on its parts' output) unless LOG_QUEUE_MAX_BYTES
+ * already wait there: Node writes to a pipe without blocking and queues what a stalled reader does
+ * not take, so a launcher passing on the origin's line a request held them all in its memory. The
+ * lines past the bound are dropped and counted, and the next line with room is preceded by
+ * `dropped(count)`.
+ */
+export function boundedLineWriter(
+  stream: NodeJS.WritableStream & { writableLength: number },
+  dropped: (count: number) => string,
+): (line: string) => void {
+  let count = 0;
+  return (line) => {
+    if (stream.writableLength > LOG_QUEUE_MAX_BYTES) {
+      count++;
+      return;
+    }
+    if (count > 0) stream.write(`${dropped(count)}\n`);
+    count = 0;
+    stream.write(`${line}\n`);
+  };
+}
+
+/**
  * Makes a failed write to stdout or stderr lose that line only, never the process: call it first
  * thing in a program that runs until it is stopped. Not for a program whose stdout is its answer
  * and that should stop when nobody reads it (the CLI's `watch`, cli/main.ts).
