@@ -32,6 +32,7 @@ import { agentIdentities } from "../origin/db/schema.ts";
 import { getRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
+import { boundedLineWriter } from "../shared/node/unread-output.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startEdge } from "./edge.ts";
 import {
@@ -210,7 +211,13 @@ async function answersChain77(url: string): Promise<boolean> {
 
 export function createLocalStack(params: LocalStackParams): LocalStack {
   const { dataDir, basePath, envId, say } = params;
-  const onPartLine = params.onPartLine ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // Bounded for a reader that stalls (`npm start | less` left on its first screen): docs/operations.md#logs.
+  const onPartLine =
+    params.onPartLine ??
+    boundedLineWriter(
+      process.stdout,
+      (count) => `[start] dropped ${count} lines of the parts' output: its reader did not keep up`,
+    );
   const children: ManagedChild[] = [];
   let postgres: EmbeddedPostgresHandle | undefined;
   /** Postgres while it starts: a stop that arrives then waits for it, so as to stop it too. */

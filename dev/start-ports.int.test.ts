@@ -141,4 +141,30 @@ describe("npm start with a port another program holds", () => {
       await rm(folder, { recursive: true, force: true });
     }
   }, 120_000);
+
+  // `START_DATA_DIR=` (set, empty) resolved to the working folder: the stack made its keys, its
+  // Postgres cluster and its chain in the repository's root. Empty now means the default, as for
+  // the ports; the data folder line comes first, and a busy port then stops the run before it makes
+  // anything.
+  it("reads an empty START_DATA_DIR as unset: its data folder is .data in the working folder, not the folder itself", async () => {
+    const workingFolder = await mkdtemp(path.join(tmpdir(), "agents-empty-data-dir-"));
+    folders.push(workingFolder);
+    const busy = createServer();
+    const edgePort = await freePort();
+    await new Promise<void>((resolve) => busy.listen(edgePort, "127.0.0.1", resolve));
+    try {
+      const { code, stdout, stderr } = await runTool("dev/start.ts", [], {
+        cwd: workingFolder,
+        env: { ...(await launcherEnv("")), EDGE_PORT: String(edgePort) },
+      });
+      expect(`${stdout}${stderr}`).toContain(`[start] data folder ${path.join(workingFolder, ".data")}\n`);
+      expect(code).toBe(1);
+      expect(`${stdout}${stderr}`).toContain(
+        `port ${edgePort} (EDGE_PORT, the edge) is in use by another program`,
+      );
+      expect((await readdir(workingFolder)).filter((name) => name !== ".data")).toEqual([]);
+    } finally {
+      await new Promise((resolve) => busy.close(resolve));
+    }
+  }, 60_000);
 });

@@ -13,4 +13,5 @@ export const START_USAGE = `usage: npm start (configured by its environment; it 
   BASE_PATH          the base path of every route (default /77)
   AGENT_ENV_ID       the enclave's environment id (default local-dev)
   START_NEW_ENCLAVE  1: initialise a new enclave beside a database that has identities
+  a variable set empty (START_DATA_DIR=) means its default, as if unset
   -h, --help         this text`;

@@ -6,6 +6,7 @@
  * Environment: START_DATA_DIR (default .data), ORIGIN_PORT (8788), DEVNET_PORT (8545),
  * EDGE_PORT (8787), EMBEDDED_PG_PORT (54320), BASE_PATH (/77), AGENT_ENV_ID (local-dev),
  * START_NEW_ENCLAVE (unset; `1` initialises a new enclave beside a database with identities).
+ * A variable set empty (`NAME=`) means its default.
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -23,6 +24,17 @@ ignoreUnreadOutput();
 const say = (line: string): void => {
   process.stdout.write(`[start] ${line}\n`);
 };
+
+/**
+ * The value of `variable`, or `fallback` when it is unset or empty: `NAME=` (as shells and .env
+ * files write it) means unset, as the ports and the origin read it (origin/config.ts). An empty
+ * START_DATA_DIR resolved to the working folder, and the stack wrote its keys, cluster and chain
+ * into it (the repository's root, as npm start runs).
+ */
+function settingFrom(variable: string, fallback: string): string {
+  const value = process.env[variable];
+  return value === undefined || value.trim() === "" ? fallback : value;
+}
 
 /**
  * The port `variable` names, or `fallback` when it is unset or empty. Anything else than a port
@@ -49,13 +61,13 @@ if (args === "refused") {
   process.exit(2);
 }
 
-const dataDir = path.resolve(process.env.START_DATA_DIR ?? ".data");
+const dataDir = path.resolve(settingFrom("START_DATA_DIR", ".data"));
 const originPort = portFrom("ORIGIN_PORT", 8788);
 const devnetPort = portFrom("DEVNET_PORT", 8545);
 const edgePort = portFrom("EDGE_PORT", 8787);
 const pgPort = portFrom("EMBEDDED_PG_PORT", 54320);
-const basePath = process.env.BASE_PATH ?? "/77";
-const envId = process.env.AGENT_ENV_ID ?? "local-dev";
+const basePath = settingFrom("BASE_PATH", "/77");
+const envId = settingFrom("AGENT_ENV_ID", "local-dev");
 
 async function main(): Promise<void> {
   const started = Date.now();

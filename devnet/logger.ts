@@ -14,7 +14,11 @@ export const silentLogger: DevnetLogger = {
   error() {},
 };
 
-/** One JSON line per event on stderr, for the CLI (stdout carries only the URL line). */
+/**
+ * One JSON line per event on stderr, for the CLI (stdout carries only the URL line). Node writes to
+ * a pipe without blocking, queueing what a stalled reader does not take: the chain goes on, and
+ * the devnet logs too seldom for the queue to matter (docs/operations.md#logs).
+ */
 export function createStderrLogger(): DevnetLogger {
   const write = (level: string, fields: Record<string, unknown>, message?: string): void => {
     const line = { level, time: new Date().toISOString(), name: "devnet", msg: message, ...fields };

@@ -1,4 +1,5 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { closeSync, constants, openSync, writeSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -12,16 +13,31 @@ import { DEVNET_USAGE } from "./usage.ts";
 type Running = { child: ChildProcess; url: string; exited: Promise<number | null> };
 
 /** Starts the devnet as `npm run devnet` does (its bundle while current) and waits for its URL line. */
-async function startCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Running> {
+async function startCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  stderr: "pipe" | number = "pipe",
+): Promise<Running> {
   const child = spawn(process.execPath, ["ops/lib/run-program.mjs", "devnet/main.ts", ...args], {
     cwd: path.resolve(import.meta.dirname, ".."),
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", "pipe", stderr],
     env,
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  // Bounded, and killed past it: a devnet held before its URL line must not outlive its test.
   const firstLine = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once("line", resolve);
-    child.once("exit", (code) => reject(new Error(`devnet exited with ${code}`)));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error("devnet printed no URL line within 30 s"));
+    }, 30_000);
+    createInterface({ input: child.stdout! }).once("line", (line) => {
+      clearTimeout(timer);
+      resolve(line);
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`devnet exited with ${code}`));
+    });
   });
   const url = /^devnet listening on (http:\/\/\S+)$/.exec(firstLine)?.[1];
   if (url === undefined) throw new Error(`unexpected first line: ${firstLine}`);
@@ -71,6 +87,46 @@ describe("devnet: the CLI (npm run devnet)", () => {
       expect(JSON.parse(await readFile(file, "utf8")).blocks).toHaveLength(2);
     },
   );
+
+  // A log collector that stops reading without closing: the devnet's stderr a pipe already full
+  // (a FIFO the test holds open and never reads, filled to its 64 KiB before the devnet starts), so
+  // each of its lines meets a full pipe. Node writes to a pipe without blocking and queues the
+  // line: the chain goes on; a write that blocked would hold the devnet before its URL line.
+  it("with a reader that stops reading (its stderr pipe full), answers, mines, and still saves --state on SIGTERM and exits 0", async () => {
+    const fifo = path.join(dir, "stalled-stderr");
+    execFileSync("mkfifo", [fifo]);
+    // Read-write, so that opening waits for no reader; nothing ever reads it. The test fills it
+    // through an end of its own, non-blocking; the devnet gets another, blocking as a
+    // supervisor's pipe is, for whatever the devnet makes of it.
+    const held = openSync(fifo, constants.O_RDWR | constants.O_NONBLOCK);
+    const devnetEnd = openSync(fifo, constants.O_RDWR);
+    try {
+      let filled = 0;
+      for (;;) {
+        try {
+          filled += writeSync(held, Buffer.alloc(4096, "x"));
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+          break;
+        }
+      }
+      expect(filled).toBeGreaterThan(0);
+      const file = path.join(dir, "state-stalled-stderr.json");
+      const account = newAccount();
+      const devnet = await startCli(["--port", "0", "--state", file], process.env, devnetEnd);
+      await fund(devnet.url, account.address, 777n);
+      expect((await rpc(devnet.url, "eth_blockNumber")).result).toBe("0x1");
+      const timer = setTimeout(() => devnet.child.kill("SIGKILL"), 15_000);
+      devnet.child.kill("SIGTERM");
+      const code = await devnet.exited;
+      clearTimeout(timer);
+      expect(code).toBe(0);
+      expect(JSON.parse(await readFile(file, "utf8")).blocks).toHaveLength(2);
+    } finally {
+      closeSync(devnetEnd);
+      closeSync(held);
+    }
+  }, 60_000);
 
   it("exits with a parent that was gone before it had started (an IPC channel already closed), never running on as an orphan", async () => {
     // The local-stack launcher starts it with an IPC channel, and a launcher stopped during its own

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
+import { LOG_QUEUE_MAX_BYTES } from "../shared/node/unread-output.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { type OriginProcess, spawnOrigin } from "../testing/origin-process.ts";
 import { queryRows } from "./db/client.ts";
@@ -68,4 +69,49 @@ describe("the origin process whose log's reader is gone (real process)", () => {
       await stalled.drop();
     }
   }, 90_000);
+
+  // pino's destination queued every line its stalled reader did not take, in the origin's memory,
+  // for as long as the stall lasted: each request's line, forever. It now holds at most
+  // LOG_QUEUE_MAX_BYTES and drops what comes past it, so a reader back from its stall gets that
+  // much of a backlog (and what its pipe held), never the whole stall's worth.
+  it("with a reader that stalls, holds at most a bounded backlog of its lines for it (the rest dropped), answers all the while, and stops at SIGTERM", async () => {
+    const stalled = await createTestDatabase();
+    try {
+      const origin = await spawnOrigin({ env: { DATABASE_URL: stalled.url, LOG_LEVEL: "info" } });
+      let received = "";
+      origin.child.stdout?.on("data", (chunk: Buffer) => {
+        received += chunk.toString();
+      });
+      origin.child.stdout?.pause();
+      // About 160 bytes of log a request: 20,000 write 3 MB while the reader stalls, far past the
+      // bound and what the socket and the test's paused stream take.
+      const requests = 20_000;
+      let next = 0;
+      const client = async (): Promise<void> => {
+        while (next < requests) {
+          next++;
+          const missing = await fetch(`${origin.base}/no-such-route`);
+          expect(missing.status).toBe(404);
+          await missing.body?.cancel();
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, client));
+      // The collector reads again; the origin then stops, its last lines getting through.
+      origin.child.stdout?.resume();
+      await expectCleanStop(origin, stalled);
+      const requestLines = received.split("\n").filter((line) => line.includes('"msg":"request"'));
+      const backlogBytes = requestLines.reduce((sum, line) => sum + line.length + 1, 0);
+      // The bound, and what the socket and the test's paused stream held (some 100 KiB).
+      expect(backlogBytes).toBeLessThan(LOG_QUEUE_MAX_BYTES + 512 * 1024);
+      // Once caught up it says how many it dropped: with those delivered, every request's line.
+      const dropped = received
+        .split("\n")
+        .filter((line) => line.includes('"msg":"log lines dropped"'))
+        .reduce((sum, line) => sum + (JSON.parse(line) as { dropped_lines: number }).dropped_lines, 0);
+      expect(requestLines.length + dropped).toBeGreaterThanOrEqual(requests);
+      expect(received).toContain('"msg":"stopped"');
+    } finally {
+      await stalled.drop();
+    }
+  }, 180_000);
 });

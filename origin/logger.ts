@@ -1,12 +1,17 @@
 import pino, { type Logger } from "pino";
+import { boundedLogDestination } from "../shared/node/unread-output.ts";
 
 export type { Logger };
 
 /**
- * JSON logs. Redaction is a second line of defence: code never passes headers, tokens or
- * secrets to the logger in the first place (docs/security.md).
+ * JSON logs, on stdout unless given a destination, at most LOG_QUEUE_MAX_BYTES of them held for a
+ * reader that stalls (shared/node/unread-output.ts). Redaction is a second line of defence: code
+ * never passes headers, tokens or secrets to the logger in the first place (docs/security.md).
  */
-export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+export function createLogger(
+  level: string,
+  destination: pino.DestinationStream = boundedLogDestination(1, "origin"),
+): Logger {
   return pino(
     {
       level,
