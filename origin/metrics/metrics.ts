@@ -28,7 +28,8 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *    dependencies are built;
  *  - the outbox's batches: their sizes, and where each one's time goes, step by step;
  *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today;
- *  - registration refusals by reason, also kept per UTC hour for the console's chart.
+ *  - registration refusals by reason, also kept per UTC hour for the console's chart;
+ *  - the action waits this origin holds.
  */
 export type OriginMetrics = {
   readonly registry: Registry;
@@ -43,6 +44,11 @@ export type OriginMetrics = {
   readonly registrationRefused: (reason: RegistrationRefusalReason, at: Date) => void;
   /** This process's registration refusals per UTC hour, the last 24 up to `now`'s, oldest first. */
   readonly registrationRefusalsByHour: (now: Date) => HourCounts[];
+  /**
+   * Reads at each scrape the `?wait=` requests this origin holds waiting for their action's status
+   * to change (origin/events/action-wait.ts); 0 until the events capability hands its count.
+   */
+  readonly followActionWaits: (held: () => number) => void;
   /** Times each request; outermost, after the request context. */
   http(): MiddlewareHandler<AppEnv>;
   /** The same client, each call timed and its failures counted by class. */
@@ -159,6 +165,16 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
   for (const reason of REGISTRATION_REFUSAL_REASONS) registrationRefusals.inc({ reason }, 0);
   const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
 
+  let actionWaitsHeld: () => number = () => 0;
+  new Gauge({
+    name: `${PREFIX}events_action_waits`,
+    help: "Requests of GET /agent/v1/actions/{id}?wait= this origin holds, waiting for their action's status to change",
+    registers: [registry],
+    collect() {
+      this.set(actionWaitsHeld());
+    },
+  });
+
   if (params.db)
     registerStateGauges(registry, params.db, {
       cacheMs: params.cacheMs ?? 5_000,
@@ -174,6 +190,9 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
       refusalsByHour.add(reason, at);
     },
     registrationRefusalsByHour: (now) => refusalsByHour.read(now),
+    followActionWaits: (held) => {
+      actionWaitsHeld = held;
+    },
     policyDecided: (kind, decision) =>
       policyDecisions.inc({
         kind,
