@@ -29,7 +29,7 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *  - the outbox's batches: their sizes, and where each one's time goes, step by step;
  *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today;
  *  - registration refusals by reason, also kept per UTC hour for the console's chart;
- *  - the action waits this origin holds.
+ *  - the action waits this origin holds, and the runs of the webhooks' fan-out by outcome.
  */
 export type OriginMetrics = {
   readonly registry: Registry;
@@ -49,6 +49,8 @@ export type OriginMetrics = {
    * to change (origin/events/action-wait.ts); 0 until the events capability hands its count.
    */
   readonly followActionWaits: (held: () => number) => void;
+  /** Counts one run of the webhooks' fan-out (origin/webhooks/fan-out.ts) by how it ended. */
+  readonly fanOutRun: (outcome: FanOutOutcome) => void;
   /** Times each request; outermost, after the request context. */
   http(): MiddlewareHandler<AppEnv>;
   /** The same client, each call timed and its failures counted by class. */
@@ -73,6 +75,13 @@ export type CreateOriginMetricsParams = {
   /** Also export the process's CPU, memory and event-loop metrics (the running origin does). */
   processMetrics?: boolean;
 };
+
+/**
+ * How a run of the webhooks' fan-out ended: it queued what was due (`ran`), another origin on the
+ * database held its turn (`skipped`), or it failed (logged as a worker tick failure).
+ */
+export type FanOutOutcome = "ran" | "skipped" | "failed";
+const FAN_OUT_OUTCOMES: readonly FanOutOutcome[] = ["ran", "skipped", "failed"];
 
 const PREFIX = "origin_";
 const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -174,6 +183,13 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
       this.set(actionWaitsHeld());
     },
   });
+  const fanOutRuns = new Counter({
+    name: `${PREFIX}webhooks_fan_out_runs_total`,
+    help: "Runs of the webhooks' fan-out, by outcome: ran (queued what was due), skipped (another origin's turn), failed",
+    labelNames: ["outcome"] as const,
+    registers: [registry],
+  });
+  for (const outcome of FAN_OUT_OUTCOMES) fanOutRuns.inc({ outcome }, 0);
 
   if (params.db)
     registerStateGauges(registry, params.db, {
@@ -193,6 +209,7 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     followActionWaits: (held) => {
       actionWaitsHeld = held;
     },
+    fanOutRun: (outcome) => fanOutRuns.inc({ outcome }),
     policyDecided: (kind, decision) =>
       policyDecisions.inc({
         kind,

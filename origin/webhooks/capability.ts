@@ -96,7 +96,11 @@ export function createWebhooksModule(
         const result = await fanOutOnce(db, {
           maxPending: config.webhooks.maxPending,
           firstAttemptSeconds: config.webhooks.retrySeconds[0] ?? 0,
+        }).catch((error: unknown) => {
+          infra.metrics.fanOutRun("failed");
+          throw error;
         });
+        infra.metrics.fanOutRun(result.ran ? "ran" : "skipped");
         if (!result.ran) return;
         someAtBound = result.atBound > 0;
         for (const endpoint of result.behindRetention) {

@@ -2,7 +2,8 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { startTestOrigin } from "../../testing/origin.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { parsePrometheusText } from "../../testing/prometheus.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import {
   type DeliveryRow,
@@ -183,6 +184,14 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", B
   });
 });
 
+/** The fan-out runs an origin has ended, whatever their outcome (origin_webhooks_fan_out_runs_total). */
+async function fanOutRuns(origin: TestOrigin): Promise<number> {
+  const metrics = parsePrometheusText(await origin.deps.metrics.render());
+  return metrics.samples
+    .filter((sample) => sample.name === "origin_webhooks_fan_out_runs_total")
+    .reduce((sum, sample) => sum + sample.value, 0);
+}
+
 /** Each event's webhook-ids as the receiver got them, by event id. */
 function idsByEvent(receiver: WebhookReceiver): Map<string, Set<string>> {
   const byEvent = new Map<string, Set<string>>();
@@ -211,8 +220,19 @@ describe(
 
     it.sequential("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
       const { receiver } = await receiverFor(["action.submitted"]);
-      // Past both origins' first fan-out (at start), so only a wake can queue what follows.
-      await sleep(1_000);
+      // Past both origins' first fan-out (at start): their next run is 30 s away, so only a wake can
+      // queue what follows. And both listening, so that wake is the events notification.
+      await until("both origins' first fan-out", async () =>
+        (await Promise.all(fixture.origins.map(fanOutRuns))).every((runs) => runs >= 1),
+      );
+      await until("both origins' LISTEN", async () => {
+        const [row] = await queryRows<{ n: number }>(
+          fixture.db.handle.db,
+          sql`select count(*)::int as n from pg_stat_activity
+              where datname = current_database() and query = 'LISTEN events'`,
+        );
+        return row?.n === fixture.origins.length;
+      });
       const latencies: number[] = [];
       for (let i = 0; i < 3; i++) {
         const started = Date.now();
