@@ -8,6 +8,7 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
+import type { FanOutOutcome } from "../origin/metrics/metrics.ts";
 import type { Resolve } from "../origin/webhooks/address-guard.ts";
 import { addEndpoint, type WebhookEndpoint } from "../origin/webhooks/endpoints.ts";
 import { ensureWebhookSigningKeyFile } from "../origin/webhooks/signing.ts";
@@ -15,6 +16,7 @@ import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { startTestOrigin, type TestOrigin } from "./origin.ts";
 import { startOwnPostgres } from "./own-postgres.ts";
+import { parsePrometheusText } from "./prometheus.ts";
 import { recordSecret } from "./secret-sink.ts";
 import { useFixture } from "./stack.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.ts";
@@ -40,6 +42,34 @@ export async function until<T>(
 }
 
 export type WebhookFixture = { db: TestDatabase; keyFile: string; origins: TestOrigin[] };
+
+/**
+ * The fan-out runs an origin has ended (origin_webhooks_fan_out_runs_total), of one outcome or of
+ * any.
+ */
+export async function fanOutRuns(origin: TestOrigin, outcome?: FanOutOutcome): Promise<number> {
+  const metrics = parsePrometheusText(await origin.deps.metrics.render());
+  return metrics.samples
+    .filter(
+      (sample) =>
+        sample.name === "origin_webhooks_fan_out_runs_total" &&
+        (outcome === undefined || sample.labels.outcome === outcome),
+    )
+    .reduce((sum, sample) => sum + sample.value, 0);
+}
+
+/**
+ * Resolves once the fan-out has read the log `runs` times from start to end since the call: one
+ * origin has ended `runs + 1` more runs that ran (an origin's runs never overlap, so all but the
+ * first of them began after the call). What a test waits for before it says nothing was queued.
+ */
+export async function fanOutRunsThrough(fixture: WebhookFixture, runs = 1): Promise<void> {
+  const before = await Promise.all(fixture.origins.map((origin) => fanOutRuns(origin, "ran")));
+  await until(`${runs} fan-out runs`, async () => {
+    const now = await Promise.all(fixture.origins.map((origin) => fanOutRuns(origin, "ran")));
+    return now.some((count, i) => count >= before[i]! + runs + 1);
+  });
+}
 
 export type StartWebhookFixtureParams = {
   allowPrivate: boolean;

@@ -27,12 +27,19 @@ export type ActionWaiter = {
   /** Follows the action's events from now; undefined when the origin holds MAX_WAITING already. */
   watch(agentId: string, actionId: string): Promise<ActionWatch | undefined>;
   waiting(): number;
+  /**
+   * Waits inside `changed`: requests that have read their action and wait for a change, so a change
+   * written now wakes them (the metric origin_events_action_waits).
+   */
+  held(): number;
 };
 
 export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAITING): ActionWaiter {
   let waiting = 0;
+  let held = 0;
   return {
     waiting: () => waiting,
+    held: () => held,
     async watch(agentId, actionId) {
       if (waiting >= maxWaiting) return undefined;
       waiting++;
@@ -57,6 +64,7 @@ export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAI
         changed(status, ms, signal) {
           return new Promise<void>((resolve) => {
             const done = (): void => {
+              held--;
               clearTimeout(timer);
               signal.removeEventListener("abort", done);
               notify = undefined;
@@ -67,6 +75,7 @@ export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAI
             const check = (): void => {
               if (seen.some((each) => each !== status)) done();
             };
+            held++;
             const timer = setTimeout(done, ms);
             signal.addEventListener("abort", done);
             notify = check;

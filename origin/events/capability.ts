@@ -37,6 +37,8 @@ export function createEventsModule(infra: Infrastructure, options: EventsModuleO
   const { config, logger } = infra;
   const db = infra.database.db;
   const feed = createEventFeed({ db, connectDirect: infra.database.connectDirect, logger });
+  const waiter = createActionWaiter(feed);
+  infra.metrics.followActionWaits(() => waiter.held());
   const open = new Set<EventStream>();
   const stream = eventsStreamHandler({
     db,
@@ -48,7 +50,7 @@ export function createEventsModule(infra: Infrastructure, options: EventsModuleO
   });
   return {
     feed,
-    handlers: { stream, waiter: createActionWaiter(feed) },
+    handlers: { stream, waiter },
     capability: capability("events", {
       workers: () => [
         startLoop("events_retention", SWEEP_PERIOD_MS, logger, async () => {

@@ -9,6 +9,7 @@ import { followEvents } from "../../testing/event-stream.ts";
 import { send } from "../../testing/http.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
+import { parsePrometheusText } from "../../testing/prometheus.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
 import { abandonStatement } from "../actions/abandon.ts";
 import { queryRows } from "../db/client.ts";
@@ -57,6 +58,18 @@ describe("the event log and the agent's stream (real stack)", () => {
         sql`select id::text as id from events where data->>'action_id' = ${actionId} order by events.id limit 1`,
       )
     )[0]!.id;
+  /**
+   * Resolves once the origin holds `count` `?wait=` requests that have read their action and wait
+   * for a change (origin_events_action_waits): a change written now can only be answered by a wake.
+   */
+  const waitsHeld = (count: number) =>
+    expect
+      .poll(
+        async () =>
+          parsePrometheusText(await stack.origin.deps.metrics.render()).value("origin_events_action_waits"),
+        { timeout: 10_000, interval: 20 },
+      )
+      .toBe(count);
   const connect = async (): Promise<pg.Client> => {
     const client = new pg.Client({ connectionString: stack.db.url });
     await client.connect();
@@ -431,18 +444,18 @@ describe("the event log and the agent's stream (real stack)", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     expect((unchanged.body as ActionView).status).toBe("requested");
 
-    started = Date.now();
-    const waiting = send(url(id, "20"), { headers });
-    await sleep(400);
+    const waiting = send(url(id, "20"), { headers }).then((answer) => ({ answer, at: Date.now() }));
+    // The request read `requested` and waits: only the change below can answer it before 20 s.
+    await waitsHeld(1);
+    const changedAt = Date.now();
     await db().execute(
       sql`update agent_actions set status = 'held', hold_rule = 'approval' where action_id = ${id}::uuid`,
     );
-    const changed = await waiting;
-    const took = Date.now() - started;
+    const { answer: changed, at } = await waiting;
     expect(changed.status).toBe(200);
     expect((changed.body as ActionView).status).toBe("held");
-    expect(took).toBeGreaterThanOrEqual(400);
-    expect(took).toBeLessThan(3_000);
+    expect(at).toBeGreaterThanOrEqual(changedAt);
+    expect(at - changedAt).toBeLessThan(3_000);
 
     // A terminal action answers at once.
     await db().execute(sql`update agent_actions set status = 'rejected' where action_id = ${id}::uuid`);
@@ -473,20 +486,44 @@ describe("the event log and the agent's stream (real stack)", () => {
       await db().execute(
         sql`update agent_actions set status = 'held', hold_rule = 'approval' where action_id = ${id}::uuid`,
       );
-      const started = Date.now();
-      const waiting = send(`${stack.origin.base}/agent/v1/actions/${id}?wait=20`, { headers });
-      await sleep(500);
-      // The horizon moves: `requested` (another status than the `held` the wait read) is served
-      // within the feed's poll (a second), well before the change that follows.
-      await holder.query("commit");
-      await sleep(2_500);
-      await db().execute(sql`update agent_actions set status = 'rejected' where action_id = ${id}::uuid`);
-      const answered = await waiting;
-      const took = Date.now() - started;
-      // Mutation: a wait that takes the late `requested` for a change answers `held` within about 1.5 s.
-      expect((answered.body as ActionView).status).toBe("rejected");
-      expect(took).toBeGreaterThanOrEqual(2_900);
-      expect(took).toBeLessThan(6_000);
+      // A stream of the agent's, following the same feed: it gets the late events in the read that
+      // hands them to the wait, so once it has them the wait has been woken by them.
+      const stream = followEvents({ url: eventsUrl("?after=0"), token: agent.token });
+      let answeredAt: number | undefined;
+      const waiting = send(`${stack.origin.base}/agent/v1/actions/${id}?wait=20`, { headers }).then(
+        (answer) => {
+          answeredAt = Date.now();
+          return answer;
+        },
+      );
+      try {
+        await stream.waitForOpen();
+        await waitsHeld(1);
+        // The horizon moves: `requested` (another status than the `held` the wait read) is served
+        // within the feed's poll (a second), before the change that follows.
+        await holder.query("commit");
+        await stream.waitForCount(2);
+        // Woken, the wait reads the action again: it waits on (held once more), or has answered.
+        await expect
+          .poll(
+            async () =>
+              answeredAt !== undefined ||
+              parsePrometheusText(await stack.origin.deps.metrics.render()).value(
+                "origin_events_action_waits",
+              ) === 1,
+            { timeout: 10_000, interval: 20 },
+          )
+          .toBe(true);
+        const rejectedAt = Date.now();
+        await db().execute(sql`update agent_actions set status = 'rejected' where action_id = ${id}::uuid`);
+        const answered = await waiting;
+        // Mutation: a wait that takes the late `requested` for a change answers `held` before this.
+        expect((answered.body as ActionView).status).toBe("rejected");
+        expect(answeredAt!).toBeGreaterThanOrEqual(rejectedAt);
+        expect(answeredAt! - rejectedAt).toBeLessThan(3_000);
+      } finally {
+        stream.close();
+      }
     } finally {
       await holder.end();
     }

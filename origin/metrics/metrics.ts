@@ -30,7 +30,8 @@ import { readStateCounts, type StateCounts } from "./state-counts.ts";
  *  - the outbox's batches: their sizes, and where each one's time goes, step by step;
  *  - the agents' spending policy decisions by kind, rule and outcome, and what their budgets used today;
  *  - registration refusals by reason, also kept per UTC hour for the console's chart;
- *  - the background workers' ticks, by outcome (a loop that stopped ticking is stuck).
+ *  - the background workers' ticks, by outcome (a loop that stopped ticking is stuck);
+ *  - the action waits this origin holds, and the webhooks' fan-out runs that queued or skipped.
  */
 export type OriginMetrics = {
   readonly registry: Registry;
@@ -45,6 +46,13 @@ export type OriginMetrics = {
   readonly registrationRefused: (reason: RegistrationRefusalReason, at: Date) => void;
   /** This process's registration refusals per UTC hour, the last 24 up to `now`'s, oldest first. */
   readonly registrationRefusalsByHour: (now: Date) => HourCounts[];
+  /**
+   * Reads at each scrape the `?wait=` requests this origin holds waiting for their action's status
+   * to change (origin/events/action-wait.ts); 0 until the events capability hands its count.
+   */
+  readonly followActionWaits: (held: () => number) => void;
+  /** Counts one run of the webhooks' fan-out (origin/webhooks/fan-out.ts) by how it ended. */
+  readonly fanOutRun: (outcome: FanOutOutcome) => void;
   /** Times each request; outermost, after the request context. */
   http(): MiddlewareHandler<AppEnv>;
   /** The same client, each call timed and its failures counted by class. */
@@ -71,6 +79,14 @@ export type CreateOriginMetricsParams = {
   /** Also export the process's CPU, memory and event-loop metrics (the running origin does). */
   processMetrics?: boolean;
 };
+
+/**
+ * How a run of the webhooks' fan-out that did not fail ended: it queued what was due (`ran`), or
+ * another origin on the database held its turn (`skipped`). One that failed is a failed tick of
+ * its worker, `webhooks_fan_out` (origin_worker_ticks_total).
+ */
+export type FanOutOutcome = "ran" | "skipped";
+const FAN_OUT_OUTCOMES: readonly FanOutOutcome[] = ["ran", "skipped"];
 
 const PREFIX = "origin_";
 const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -181,6 +197,23 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
   });
   const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
 
+  let actionWaitsHeld: () => number = () => 0;
+  new Gauge({
+    name: `${PREFIX}events_action_waits`,
+    help: "Requests of GET /agent/v1/actions/{id}?wait= this origin holds, waiting for their action's status to change",
+    registers: [registry],
+    collect() {
+      this.set(actionWaitsHeld());
+    },
+  });
+  const fanOutRuns = new Counter({
+    name: `${PREFIX}webhooks_fan_out_runs_total`,
+    help: "Runs of the webhooks' fan-out that did not fail, by outcome: ran (queued what was due), skipped (another origin's turn)",
+    labelNames: ["outcome"] as const,
+    registers: [registry],
+  });
+  for (const outcome of FAN_OUT_OUTCOMES) fanOutRuns.inc({ outcome }, 0);
+
   if (params.db)
     registerStateGauges(registry, params.db, {
       cacheMs: params.cacheMs ?? 5_000,
@@ -196,6 +229,10 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
       refusalsByHour.add(reason, at);
     },
     registrationRefusalsByHour: (now) => refusalsByHour.read(now),
+    followActionWaits: (held) => {
+      actionWaitsHeld = held;
+    },
+    fanOutRun: (outcome) => fanOutRuns.inc({ outcome }),
     policyDecided: (kind, decision) =>
       policyDecisions.inc({
         kind,

@@ -97,6 +97,8 @@ export function createWebhooksModule(
           maxPending: config.webhooks.maxPending,
           firstAttemptSeconds: config.webhooks.retrySeconds[0] ?? 0,
         });
+        // A run that throws is a failed tick of this worker (origin_worker_ticks_total).
+        infra.metrics.fanOutRun(result.ran ? "ran" : "skipped");
         if (!result.ran) return;
         someAtBound = result.atBound > 0;
         for (const endpoint of result.behindRetention) {

@@ -7,6 +7,7 @@ import { untilEventsServable } from "../../testing/events-horizon.ts";
 import { runTool } from "../../testing/run-tool.ts";
 import {
   deliveriesOf,
+  fanOutRunsThrough,
   TEST_TIMEOUT_MS,
   until,
   useWebhookFixture,
@@ -90,7 +91,7 @@ describe.concurrent(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=
       await sleep(100);
     }
     // The queue fills to its bound, each delivery tried once, however long a loaded machine takes;
-    // then a few fan-out periods more, in which it must not go past it.
+    // then a few fan-out runs more, in which it must not go past it.
     await until(
       "the queue at its bound, each delivery tried",
       async () => {
@@ -99,7 +100,7 @@ describe.concurrent(`an endpoint's queue is bounded (AGENT_WEBHOOKS_MAX_PENDING=
       },
       30_000,
     );
-    await sleep(2_500);
+    await fanOutRunsThrough(fixture, 2);
     expect(await sampler.stop()).toBe(BOUND);
     // Nothing more than the bound was queued, and the endpoint's place is after the fifth event.
     const rows = await deliveriesOf(fixture, endpoint.id);

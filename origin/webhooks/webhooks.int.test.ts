@@ -7,6 +7,8 @@ import { runTool } from "../../testing/run-tool.ts";
 import {
   type DeliveryRow,
   deliveriesOf,
+  fanOutRuns,
+  fanOutRunsThrough,
   TEST_RETRY as RETRY,
   TEST_TIMEOUT_MS as TIMEOUT_MS,
   until,
@@ -64,11 +66,13 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", B
     expect(set.keys[0]!.x).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(Object.keys(set.keys[0]!).sort()).toEqual(["crv", "kid", "kty", "x"]);
 
-    const { receiver } = await receiverFor(["action.requested"]);
+    const { receiver, endpoint } = await receiverFor(["action.requested"]);
     const ids = await writeEvents(fixture, "action.requested", 3, "verify");
     await writeEvents(fixture, "action.signed", 1, "not subscribed");
     await until("three deliveries", () => receiver.received.length >= 3);
-    await sleep(1_500);
+    // A fan-out run through the log since: it took the unsubscribed event, and queued nothing for it.
+    await fanOutRunsThrough(fixture);
+    expect(await deliveriesOf(fixture, endpoint.id)).toHaveLength(3);
     expect(receiver.received).toHaveLength(3);
     for (const delivery of receiver.received) {
       expect(delivery.v1).toBe(true);
@@ -110,7 +114,8 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", B
     });
     const before = receiver.received.length;
     await writeEvents(fixture, "action.rejected", 2, "after gone");
-    await sleep(2_500);
+    // A fan-out run through the log since: it read these events, and queued nothing for a disabled endpoint.
+    await fanOutRunsThrough(fixture);
     expect(receiver.received.length).toBe(before);
     const rows = await deliveriesOf(fixture, endpoint.id);
     expect(rows[0]).toMatchObject({ status: "disabled", last_http_status: 410, attempts: 1 });
@@ -211,8 +216,19 @@ describe(
 
     it.sequential("a delivery starts as its event commits: the events notification wakes the fan-out, not its 30 s poll", async () => {
       const { receiver } = await receiverFor(["action.submitted"]);
-      // Past both origins' first fan-out (at start), so only a wake can queue what follows.
-      await sleep(1_000);
+      // Past both origins' first fan-out (at start): their next run is 30 s away, so only a wake can
+      // queue what follows. And both listening, so that wake is the events notification.
+      await until("both origins' first fan-out", async () =>
+        (await Promise.all(fixture.origins.map((origin) => fanOutRuns(origin)))).every((runs) => runs >= 1),
+      );
+      await until("both origins' LISTEN", async () => {
+        const [row] = await queryRows<{ n: number }>(
+          fixture.db.handle.db,
+          sql`select count(*)::int as n from pg_stat_activity
+              where datname = current_database() and query = 'LISTEN events'`,
+        );
+        return row?.n === fixture.origins.length;
+      });
       const latencies: number[] = [];
       for (let i = 0; i < 3; i++) {
         const started = Date.now();
