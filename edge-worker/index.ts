@@ -3,6 +3,7 @@
  * Imports nothing but `shared/` and Hono, and runs in workerd (no Node built-ins).
  */
 import { Hono } from "hono";
+import { getPath } from "hono/utils/url";
 import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";
 import { errorResponse, newRequestId } from "./errors.ts";
 import { createFacilitatorRefusals, handleFacilitator } from "./facilitator.ts";
@@ -28,7 +29,7 @@ const PLAIN_HTTP_REFUSED =
  */
 export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   const { config, fetchOrigin } = deps;
-  const app = new Hono<EdgeEnv>();
+  const app = new Hono<EdgeEnv>({ getPath: routedPath });
   app.use("*", async (c, next) => {
     c.set("requestId", newRequestId());
     await next();
@@ -84,6 +85,18 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
     return errorResponse("internal_error", "internal error", c.get("requestId"));
   });
   return app;
+}
+
+/**
+ * The path the edge routes on is the path it forwards: the URL parser's, which resolves `.` and `..`
+ * segments, percent-encoded ones (`%2e%2e`) too, as the handlers' `new URL(request.url)` does. Routed
+ * on the path as the client spelled it, `{base}/agent/v1/%2e%2e/%2e%2e/admin/…` matched the gateway's
+ * routes and was forwarded as `{base}/admin/…` (docs/security.md). A zone's URL normalization may
+ * resolve such a path before the worker sees it; the allowlist does not rest on a zone setting.
+ */
+function routedPath(request: Request): string {
+  const parsed = new URL(request.url).href;
+  return getPath(parsed === request.url ? request : new Request(parsed));
 }
 
 /**
