@@ -22,6 +22,22 @@ const PLAIN_HTTP_REFUSED =
   "a token sent with this request went in clear, so rotate it (POST /agent/v1/token/rotate over https)";
 
 /**
+ * The methods the edge forwards: HTTP's own but TRACE and CONNECT. A TRACE asks each hop on
+ * the way to echo the request back, and the request the edge sends carries the edge secret: a TLS
+ * proxy before the origin that answers TRACE itself (Apache's default) would hand the secret to any
+ * caller (docs/security.md). The origin answers none of the others this list leaves out.
+ */
+const FORWARDED_METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+]);
+
+/**
  * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` (quotes.ts,
  * facilitator.ts) and the webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else
  * is a 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are not
@@ -47,6 +63,11 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
       });
     });
   }
+
+  app.use("*", async (c, next) => {
+    if (FORWARDED_METHODS.has(c.req.method)) return next();
+    return errorResponse("not_found", "no such route", c.get("requestId"));
+  });
 
   const base = new Hono<EdgeEnv>();
   const backoff = new RegistrationBackoff();
