@@ -9,7 +9,8 @@ import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 // Admin routes are not opened through the public edge (docs/security.md, "Anyone on the network"):
 // {base}/admin/… (the console's OpenAPI document among them) and {base}/metrics, in every spelling a
 // client can send, never reach the console through the real worker in Miniflare, even with the
-// right tokens.
+// right tokens: through the local front (whose Miniflare entry worker parses the URL again), and on
+// the worker's own socket, where the worker meets a path as the client spelled it.
 
 const ADMIN_TOKEN = randomBytes(32).toString("hex");
 const CHANGE_TOKEN = randomBytes(32).toString("hex");
@@ -100,7 +101,12 @@ describe("admin routes are unreachable through the edge", () => {
           served.push({ route: entry.route, status: entry.status });
       },
     });
-    edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
+    edge = await startTestEdge({
+      originUrl: origin.url,
+      edgeSharedSecret: EDGE_SECRET,
+      directSocket: true,
+      onLine: () => {},
+    });
   });
   afterAll(async () => {
     await edge?.stop();
@@ -129,15 +135,17 @@ describe("admin routes are unreachable through the edge", () => {
   it("every spelling through the edge is refused, and the origin serves none of them", async () => {
     served.length = 0;
     const answers: string[] = [];
+    const entries = [edge.url, edge.directUrl!.origin];
     for (const target of TARGETS) {
-      for (const spelling of spellings(target.path)) {
-        const response = await send(`${edge.url}${spelling}`, {
+      for (const [entry, spelling] of spellings(target.path).flatMap((s) => entries.map((e) => [e, s]))) {
+        const response = await send(`${entry}${spelling}`, {
+          rawPath: spelling,
           method: target.method,
           headers,
           ...(target.method === "POST" ? { body } : {}),
         }).catch((error: Error) => ({ status: 0, body: error.message, headers: {} }));
         answers.push(
-          `${target.method} ${spelling} → ${response.status} ${JSON.stringify(response.body).slice(0, 120)}`,
+          `${target.method} ${entry}${spelling} → ${response.status} ${JSON.stringify(response.body).slice(0, 120)}`,
         );
         // Refused, whoever refused it: the worker's 404, the gateway's 401, or (for a few POST
         // spellings) the local front's 502 when workerd drops the connection (dev/edge.ts).

@@ -3,6 +3,7 @@
  * Imports nothing but `shared/` and Hono, and runs in workerd (no Node built-ins).
  */
 import { Hono } from "hono";
+import { getPath } from "hono/utils/url";
 import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";
 import { errorResponse, newRequestId } from "./errors.ts";
 import { createFacilitatorRefusals, handleFacilitator } from "./facilitator.ts";
@@ -21,6 +22,22 @@ const PLAIN_HTTP_REFUSED =
   "a token sent with this request went in clear, so rotate it (POST /agent/v1/token/rotate over https)";
 
 /**
+ * The methods the edge forwards: HTTP's own but TRACE and CONNECT. A TRACE asks each hop on
+ * the way to echo the request back, and the request the edge sends carries the edge secret: a TLS
+ * proxy before the origin that answers TRACE itself (Apache's default) would hand the secret to any
+ * caller (docs/security.md). The origin answers none of the others this list leaves out.
+ */
+const FORWARDED_METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+]);
+
+/**
  * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` (quotes.ts,
  * facilitator.ts) and the webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else
  * is a 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are not
@@ -28,7 +45,7 @@ const PLAIN_HTTP_REFUSED =
  */
 export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   const { config, fetchOrigin } = deps;
-  const app = new Hono<EdgeEnv>();
+  const app = new Hono<EdgeEnv>({ getPath: routedPath });
   app.use("*", async (c, next) => {
     c.set("requestId", newRequestId());
     await next();
@@ -46,6 +63,11 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
       });
     });
   }
+
+  app.use("*", async (c, next) => {
+    if (FORWARDED_METHODS.has(c.req.method)) return next();
+    return errorResponse("not_found", "no such route", c.get("requestId"));
+  });
 
   const base = new Hono<EdgeEnv>();
   const backoff = new RegistrationBackoff();
@@ -84,6 +106,18 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
     return errorResponse("internal_error", "internal error", c.get("requestId"));
   });
   return app;
+}
+
+/**
+ * The path the edge routes on is the path it forwards: the URL parser's, which resolves `.` and `..`
+ * segments, percent-encoded ones (`%2e%2e`) too, as the handlers' `new URL(request.url)` does. Routed
+ * on the path as the client spelled it, `{base}/agent/v1/%2e%2e/%2e%2e/admin/…` matched the gateway's
+ * routes and was forwarded as `{base}/admin/…` (docs/security.md). A zone's URL normalization may
+ * resolve such a path before the worker sees it; the allowlist does not rest on a zone setting.
+ */
+function routedPath(request: Request): string {
+  const parsed = new URL(request.url).href;
+  return getPath(parsed === request.url ? request : new Request(parsed));
 }
 
 /**

@@ -10,6 +10,7 @@ import {
 } from "../shared/constants.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { freePort } from "../testing/free-port.ts";
+import { sendUnchecked } from "../testing/http.ts";
 import { sharedResponseChecker } from "../testing/openapi-check.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
 
@@ -33,7 +34,14 @@ let releaseStream: () => void = () => {};
 beforeAll(async () => {
   origin = await startOriginStandIn((request, response) => {
     const path = request.url.split("?")[0];
-    if (path === "/77/agent/v1/network") {
+    if (request.method === "TRACE") {
+      // Stands in for a proxy before the origin that answers TRACE itself by echoing the request
+      // (Apache's default, TraceEnable On): the origin's own routes answer TRACE with a 404.
+      const head = Object.entries(request.headers).map(([name, value]) => `${name}: ${value}`);
+      response
+        .writeHead(200, { "content-type": "message/http" })
+        .end([`TRACE ${request.url} HTTP/1.1`, ...head].join("\r\n"));
+    } else if (path === "/77/agent/v1/network") {
       response
         .writeHead(200, {
           "content-type": "application/json",
@@ -256,6 +264,28 @@ describe("routes the edge never opens", () => {
     expect(body.error.code).toBe("not_found");
     expect(body.error.request_id).toMatch(REQUEST_ID);
     expect(origin.received).toEqual([]);
+  });
+});
+
+describe("methods the edge never forwards", () => {
+  // (TRACK and CONNECT never reach the worker: the local front's parser and workerd refuse them.)
+  it("TRACE is a 404 made at the edge: no hop on the way echoes the edge secret back", async () => {
+    const answers: string[] = [];
+    for (const entry of [edge.url, edge.directUrl!.origin]) {
+      for (const method of ["TRACE"]) {
+        for (const path of ["/77/x402/demo", "/77/agent/v1/network", "/77/.well-known/webhooks/keys"]) {
+          const response = await sendUnchecked(`${entry}${path}`, {
+            method,
+            headers: { "cf-connecting-ip": "203.0.113.7" },
+          });
+          answers.push(`${method} ${entry}${path} → ${response.status} ${JSON.stringify(response.body)}`);
+          expect(JSON.stringify(response.body), answers.at(-1)).not.toContain(EDGE_SECRET);
+          expect(response.status, answers.at(-1)).toBe(404);
+          expect((response.body as Envelope).error.code).toBe("not_found");
+        }
+      }
+    }
+    expect(origin.received.map((r) => `${r.method} ${r.url}`)).toEqual([]);
   });
 });
 

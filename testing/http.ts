@@ -16,6 +16,11 @@ export type SendParams = {
   contentType?: string | null;
   /** Source address on the loopback range (127.0.0.0/8), to act as distinct clients. */
   localAddress?: string;
+  /**
+   * The request target sent as written (`/77/a/%2e%2e/b`), where a URL string would be spelled
+   * again by the URL parser first (dot segments resolved) and never reach the server as written.
+   */
+  rawPath?: string;
 };
 
 /**
@@ -61,6 +66,7 @@ export function sendUnchecked(url: string, params: SendParams = {}): Promise<Tes
           ...params.headers,
         },
         localAddress: params.localAddress,
+        ...(params.rawPath === undefined ? {} : { path: params.rawPath }),
         agent: false,
       },
       (res) => {
