@@ -119,9 +119,14 @@ export async function createEnclaveFixture(
     if (startOptions.profile) args.push("--profile", startOptions.profile);
     const spawned = spawn(process.execPath, args, {
       cwd: REPO_ROOT,
-      stdio: ["ignore", "ignore", "pipe"],
+      // The IPC channel is how the enclave learns that this test's process is gone (killed with
+      // its run, a Ctrl-C on npm test) before its afterAll stopped it: it stops too
+      // (shared/node/parent-exit.ts), where it ran on as an orphan beside its keys.
+      stdio: ["ignore", "ignore", "pipe", "ipc"],
       env: { ...process.env, LOG_LEVEL: options.logLevel ?? "warn" },
     });
+    // Followed by the enclave, not by this process: it keeps no test's process alive.
+    spawned.channel?.unref();
     spawned.stderr?.on("data", (chunk: Buffer) => {
       stderr += chunk.toString("utf8");
       recordOutput("enclave", chunk.toString("utf8"));

@@ -44,13 +44,18 @@ export async function spawnOrigin(params: {
   ];
   const env = { ...inherited, ORIGIN_PORT: String(port ?? 0), LOG_LEVEL: "info", ...params.env };
   // LISTEN_PID must name the origin itself: the shell learns its own pid, then execs node in place.
+  // The IPC channel is how the origin learns that this test's process is gone (killed with its
+  // run, a Ctrl-C on npm test) before it stopped it: it stops too (shared/node/parent-exit.ts),
+  // where it ran on as an orphan.
   const child = params.socket
     ? spawn("/bin/sh", ["-c", 'LISTEN_PID=$$ exec "$@"', "sh", ...node], {
         cwd: REPO_ROOT,
         env: { ...env, LISTEN_FDS: "1" },
-        stdio: ["ignore", "pipe", "pipe", params.socket.fd],
+        stdio: ["ignore", "pipe", "pipe", params.socket.fd, "ipc"],
       })
-    : spawn(node[0]!, node.slice(1), { cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    : spawn(node[0]!, node.slice(1), { cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  // Followed by the origin, not by this process: it keeps no test's process alive.
+  child.channel?.unref();
   // The last 64 KiB of output: enough to find the URL or explain a failure, bounded under load.
   // Cut back to it only once it has grown to twice that: cutting on every chunk copied 64 KiB a
   // log line, about 0.3 s of the fuzz's test process for its origin's 23,000 chunks.
