@@ -107,10 +107,10 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
     count(sql`select coalesce(sum(count), 0)::int as n from registration_attempts where ip_group = '*'`);
 
   /** Waits for the origin's log line of the next registration to end, and returns it parsed. */
-  const nextRegistrationLine = async (from: number): Promise<Record<string, unknown>> => {
+  const nextRegistrationLine = async (from: number, timeout = 30_000): Promise<Record<string, unknown>> => {
     const ended = (): string | undefined =>
       logLines.slice(from).find((line) => line.includes('"msg":"request"') && line.includes("register"));
-    await expect.poll(ended, { timeout: 30_000, interval: 50 }).toBeDefined();
+    await expect.poll(ended, { timeout, interval: 50 }).toBeDefined();
     return JSON.parse(ended()!) as Record<string, unknown>;
   };
 
@@ -252,14 +252,15 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
         await policy.release();
         const policyAgain = await holdLock(db(), lockPolicy);
         await client.leave();
-        await sleep(CUT_REACHES_ORIGIN_MS);
+        // Ended as its client left, while the refill's batch still waits on the test's lock: before,
+        // it was seen only once the refill's round ended (here, the request's whole wait of 10 s).
+        const line = await nextRegistrationLine(from, CUT_REACHES_ORIGIN_MS + 2_000);
         await policyAgain.release();
         await refill.release();
 
-        const line = await nextRegistrationLine(from);
         expect(await taken(), "nothing taken for a client that left").toEqual(before);
-        // The batch was made: the next client would be issued a key.
-        expect(await freeKeys()).toBeGreaterThan(freeBefore);
+        // The batch is made: the next client would be issued a key.
+        await expect.poll(freeKeys, { timeout: 30_000, interval: 100 }).toBeGreaterThan(freeBefore);
         expect(await atReserveEvents(), "no registration.at_reserve for a client that left").toBe(
           eventsBefore,
         );

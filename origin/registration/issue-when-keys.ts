@@ -68,11 +68,12 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
     const progress = demand.nextProgress(left);
     demand.wake({ keyReserve });
     const waitStarted = performance.now();
-    const next = await progress;
+    const next = await orClientGone(progress, params.signal);
     waitedMs += Math.round(performance.now() - waitStarted);
-    // A client that left stops the wait as it is: its last refusal at the reserve is not the node's
-    // state once the refill has made keys (docs/events.md#registration-events), and is not reported.
-    if (params.signal?.aborted) return { issued: "client_gone", waitedMs };
+    // A client that left stops the wait as it is, at once: its last refusal at the reserve is not
+    // the node's state once the refill has made keys (docs/events.md#registration-events), and is
+    // not reported.
+    if (next === "client_gone") return { issued: "client_gone", waitedMs };
     if (next === "failed" || next === "timeout") return { issued, waitedMs };
     idleInRow = next === "idle" ? idleInRow + 1 : 0;
     if (idleInRow > 1) {
@@ -90,3 +91,27 @@ export async function issueWhenKeys(db: Db, params: IssueWhenKeysParams): Promis
 /** The first pause after a second idle round in a row, doubling up to IDLE_POLL_MAX_MS. */
 const IDLE_POLL_FIRST_MS = 50;
 const IDLE_POLL_MAX_MS = 500;
+
+/**
+ * `progress`, or `client_gone` as soon as the client's request is aborted: a client that left
+ * while the refill's round ran on (a batch the enclave makes, another origin's) was seen only once
+ * the round ended, up to the whole wait, holding its request and its log line meanwhile.
+ */
+function orClientGone<T>(progress: Promise<T>, signal: AbortSignal | undefined): Promise<T | "client_gone"> {
+  if (!signal) return progress;
+  if (signal.aborted) return Promise.resolve("client_gone");
+  return new Promise((resolve, reject) => {
+    const gone = (): void => resolve("client_gone");
+    signal.addEventListener("abort", gone, { once: true });
+    progress.then(
+      (value) => {
+        signal.removeEventListener("abort", gone);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", gone);
+        reject(error);
+      },
+    );
+  });
+}
