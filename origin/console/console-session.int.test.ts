@@ -103,6 +103,8 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
   const signedIn = async (passkey: SoftwarePasskey, signCount: number): Promise<SessionStarted> => {
     const answer = await signIn(authenticationResponse(passkey, await challenge(), { signCount }));
     expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    // The token is answered once: no cache (the browser's, a proxy's) keeps a copy of it.
+    expect(answer.headers["cache-control"]).toBe("no-store");
     // A session token is a secret (docs/security.md): the run's secret scan fails on it in any log.
     recordSecret((answer.body as SessionStarted).token);
     return answer.body as SessionStarted;
