@@ -103,6 +103,8 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
   const signedIn = async (passkey: SoftwarePasskey, signCount: number): Promise<SessionStarted> => {
     const answer = await signIn(authenticationResponse(passkey, await challenge(), { signCount }));
     expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    // The token is answered once: no cache (the browser's, a proxy's) keeps a copy of it.
+    expect(answer.headers["cache-control"]).toBe("no-store");
     // A session token is a secret (docs/security.md): the run's secret scan fails on it in any log.
     recordSecret((answer.body as SessionStarted).token);
     return answer.body as SessionStarted;
@@ -253,6 +255,30 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     expect(logLines.some((line) => line.includes("evil.example"))).toBe(false);
     // The same passkey, counter and fresh challenge from the right origin signs in.
     await signedIn(alice, 10);
+  });
+
+  it("refuses an assertion made inside another origin's frame (crossOrigin, without topOrigin as Safari sends it), and spends its challenge", async () => {
+    // The page that framed the console chose what the operator saw; the enclave refuses such an
+    // approval (passkey_origin), and a sign-in, which only the origin checks, is refused the same.
+    const sessionsOfAlice = async (): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        db(),
+        sql`select count(*)::int as n from operator_sessions where key_id = ${aliceKeyId}`,
+      );
+      return row!.n;
+    };
+    const before = await sessionsOfAlice();
+    const given = await challenge();
+    const framed = await signIn(authenticationResponse(alice, given, { signCount: 15, crossOrigin: true }));
+    expect(framed.status).toBe(401);
+    expect(withoutRequestId(framed.body)).toEqual({
+      error: { code: "admin_auth_failed", message: "admin authentication failed" },
+    });
+    expect(reasonOf(framed)).toBe("does_not_verify");
+    expect(await sessionsOfAlice()).toBe(before);
+    // Its challenge is spent: the same challenge answered from the console's own page is refused too.
+    expect((await signIn(authenticationResponse(alice, given, { signCount: 16 }))).status).toBe(401);
+    await signedIn(alice, 17);
   });
 
   it("refuses a challenge used once already, and one the origin never gave", async () => {

@@ -10,6 +10,7 @@ import {
   type PublicKeyCredentialRequestOptionsJSON,
   verifyAuthenticationResponse,
 } from "@simplewebauthn/server";
+import { decodeClientDataJSON } from "@simplewebauthn/server/helpers";
 import { sql } from "drizzle-orm";
 import { CREDENTIAL_ID_PATTERN } from "../../shared/enclave-ops.ts";
 import type { Operator } from "../../shared/operator.ts";
@@ -101,6 +102,15 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
       }
       if (!verified.verified)
         return err({ code: "does_not_verify", message: "the assertion does not verify" });
+      // Made inside another origin's frame (the verifier checks such an assertion only when the
+      // browser names the top origin, which Safari does not): the framing page chose what the
+      // operator saw. The console refuses to be framed, and the enclave refuses such an approval
+      // (docs/enclave.md#passkeys); a sign-in, which only the origin checks, is refused the same.
+      if (decodeClientDataJSON(response.response.clientDataJSON).crossOrigin === true)
+        return err({
+          code: "does_not_verify",
+          message: "the assertion was made inside another origin's frame",
+        });
       // Only the holder of the passkey gets this far: telling them it is pending leaks nothing.
       if (passkey.enrolledAt === null)
         return err({ code: "not_enrolled", operator: passkey.operator, keyId: passkey.keyId });
