@@ -1,3 +1,4 @@
+import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
 import { nodeFetch } from "../cli/node-fetch.ts";
 import { answerCutAfterHeaders } from "../testing/cut-body.ts";
@@ -29,7 +30,9 @@ describe("no answer from the gateway", () => {
     );
   });
 
-  it("never names the token, even when fetch refuses it in a message of its own", async () => {
+  // Mutation: keeping fetch's own error as the cause prints the token with the error
+  // (`[cause]: TypeError: Headers.append: "Bearer agt_…" is an invalid header value`).
+  it("never names the token, even when fetch refuses it in a message of its own, nor in the cause an agent's framework prints", async () => {
     const port = await freePort();
     // fetch refuses a header value with a line break, quoting the value in its message.
     const broken = `${TOKEN}\nx`;
@@ -37,7 +40,32 @@ describe("no answer from the gateway", () => {
     const error = await rejection(wallet.balance());
     expect(error).toMatchObject({ code: "gateway_unreachable" });
     expect((error as Error).message).toBe(`no answer from GET http://127.0.0.1:${port}/77/agent/v1/balance`);
-    expect((error as Error).message).not.toContain(TOKEN);
+    expect(inspect(error)).not.toContain(TOKEN);
+    expect(inspect(error)).toContain("fetch's error is withheld");
+  });
+
+  // Mutation: keeping fetch's own error as the cause prints the password with the error
+  // (`Request cannot be constructed from a URL that includes credentials: http://agent:…@…`).
+  it("never names the base URL's password, which fetch refuses quoting the URL", async () => {
+    const port = await freePort();
+    const password = "pw-4f1c9e7b2d";
+    const wallet = createGatewayClient({
+      baseUrl: `http://agent:${password}@127.0.0.1:${port}/77`,
+      token: TOKEN,
+    });
+    const error = await rejection(wallet.balance());
+    expect(error).toMatchObject({ code: "gateway_unreachable" });
+    expect((error as Error).message).toBe(`no answer from GET http://127.0.0.1:${port}/77/agent/v1/balance`);
+    expect(inspect(error)).not.toContain(password);
+  });
+
+  // The cause stays when it quotes nothing secret: it tells a refused port from a DNS failure.
+  it("keeps a network failure's own cause, which quotes no secret", async () => {
+    const port = await freePort();
+    const wallet = createGatewayClient({ baseUrl: `http://127.0.0.1:${port}/77`, token: TOKEN });
+    const error = await rejection(wallet.balance());
+    expect(inspect(error)).toContain("ECONNREFUSED");
+    expect(inspect(error)).not.toContain("withheld");
   });
 
   // Mutation: without callJson's catch around the body's read, fetch's answer throws its raw
