@@ -123,7 +123,8 @@ export async function* followEvents(
           }
         } catch (error) {
           if (error instanceof GatewayError) throw error;
-          // The body failed: the connection dropped, or idled past the timeout. Reconnect below.
+          // The body failed: the connection dropped, idled past the timeout, or sent a message too
+          // long to be the service's (sse.ts MAX_MESSAGE_CHARS). Reconnect below.
         }
       }
     } finally {
