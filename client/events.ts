@@ -6,7 +6,6 @@
 import {
   errorFromEnvelope,
   GatewayError,
-  RateLimited,
   ServiceUnavailable,
   TooManyStreams,
   ValidationFailed,
@@ -87,7 +86,8 @@ export async function* followEvents(
       } else if (!response.ok) {
         const error = await errorOf(response);
         if (!passing(response.status)) throw error;
-        if (error instanceof RateLimited) retryAfterMs = (error.retryAfter ?? 0) * 1000;
+        // A 429's wait, or a 503's Retry-After: opening again sooner meets the same answer.
+        retryAfterMs = (error.retryAfter ?? 0) * 1000;
       } else {
         const body = streamOf(response);
         let serverRetryMs: number | undefined;
