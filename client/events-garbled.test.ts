@@ -6,9 +6,10 @@ import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { createGatewayClient } from "./index.ts";
 import type { AgentEvent } from "./wire.ts";
 
-// events() against a stream that is not the service's: one line that never ends. The service never
-// sends one, so the gateway is a loopback server (a fake of the fault only): its first stream sends
-// an event, then the endless line; the second, opened again, the next event.
+// events() against a stream that is not the service's: one line that never ends, a `retry:` past the
+// timer's range. The service sends neither, so the gateway is a loopback server (a fake of the
+// fault only): its first stream sends an event, then the fault; the second, opened again, the next
+// event.
 
 const TOKEN = `agt_${"ab".repeat(8)}_${"cd".repeat(32)}`;
 /** Far past any message of the service's, and past what the client may hold of one. */
@@ -31,7 +32,7 @@ async function writeEndlessLine(response: ServerResponse, bytes: number): Promis
   }
 }
 
-describe("events() from a stream that sends one line without end", () => {
+describe("events() from a stream that is not the service's", () => {
   // Mutation: without the parser's bound the client reads the line on and on (holding it all, and
   // scanning it again at each piece) and never opens the stream again while bytes keep coming.
   it("gives the connection up and opens it again after the last event, which it then yields", async () => {
@@ -65,6 +66,42 @@ describe("events() from a stream that sends one line without end", () => {
       ).toEqual([undefined, "5"]);
       await reading;
       expect(seen.map((event) => event.id)).toEqual(["5", "6"]);
+    } finally {
+      stop.abort();
+      await gateway.close();
+    }
+  }, 60_000);
+
+  // Mutation: taking the `retry:` as it comes, past 2^31 ms Node's timer fires after 1 ms
+  // (TimeoutOverflowWarning): the client opens the stream again at once, again and again.
+  it("opens a stream closed with a retry: past the timer's range again after at most the 30 s ceiling, not at once", async () => {
+    const opened: number[] = [];
+    const resumedAfter: (string | undefined)[] = [];
+    const gateway = await startLoopbackServer(async (request, response) => {
+      opened.push(Date.now());
+      resumedAfter.push(request.headers["last-event-id"] as string | undefined);
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      if (opened.length === 1) {
+        response.end(
+          `${eventOf("5")}retry: 4000000000\nevent: stream.closed\ndata: {"reason":"shutting_down"}\n\n`,
+        );
+      } else {
+        response.write(eventOf("6"));
+      }
+    });
+    const stop = new AbortController();
+    try {
+      const wallet = createGatewayClient({ baseUrl: `${gateway.url}/77`, token: TOKEN });
+      const seen: string[] = [];
+      for await (const event of wallet.events({ signal: stop.signal })) {
+        seen.push(event.id);
+        if (seen.length === 2) break;
+      }
+      expect(seen).toEqual(["5", "6"]);
+      expect(resumedAfter).toEqual([undefined, "5"]);
+      const pause = opened[1]! - opened[0]!;
+      expect(pause, "the client opened the stream again at once").toBeGreaterThanOrEqual(0.8 * 30_000 - 100);
+      expect(pause).toBeLessThanOrEqual(1.2 * 30_000 + 2_000);
     } finally {
       stop.abort();
       await gateway.close();

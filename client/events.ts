@@ -110,7 +110,9 @@ export async function* followEvents(
                   { code: "too_many_streams", body: { reason } },
                 );
               }
-              closedRetryMs = serverRetryMs ?? FIRST_RETRY_MS;
+              // At most the backoff's own ceiling: a `retry:` past 2^31 ms would overflow the timer
+              // and fire at once, a reconnection loop against a server that asked for a pause.
+              closedRetryMs = Math.min(serverRetryMs ?? FIRST_RETRY_MS, MAX_RETRY_MS);
               break;
             }
             const event = parseEvent(item.data);
