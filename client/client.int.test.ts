@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { createPublicClient } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
+import { nodeFetch } from "../cli/node-fetch.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
@@ -163,6 +164,43 @@ describe("gateway client (real stack)", () => {
     expect(await actionsOf(agent.agentId)).toBe(1);
     expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
   });
+
+  // Mutation: sending the token as given, the CLI's node:http refuses the line break (exit 19,
+  // "no answer", retry) and fetch the typeset quotes (the same): neither is a network failure.
+  it.each([
+    ["fetch", fetch],
+    ["the CLI's node:http fetch", nodeFetch],
+  ])(
+    "a token ending with a line break is the token; one in typeset quotes is AgentAuthFailed, nothing sent (%s)",
+    async (_, viaFetch) => {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      let sent = 0;
+      const counting: typeof globalThis.fetch = async (input, init) => {
+        sent++;
+        return viaFetch(input, init);
+      };
+      const read = createGatewayClient({
+        baseUrl: stack.origin.base,
+        token: `${agent.token}\n`,
+        fetch: counting,
+      });
+      expect((await read.balance()).address.toLowerCase()).toBe(agent.wallet.toLowerCase());
+      const sentOnce = await read.transfer({ to: newAccount().address, amount: "1000" });
+      expect((await read.waitForAction(sentOnce.action_id)).status).toBe("confirmed");
+
+      sent = 0;
+      const quoted = createGatewayClient({
+        baseUrl: stack.origin.base,
+        token: `\u201c${agent.token}\u201d`,
+        fetch: counting,
+      });
+      const refused = await rejection(quoted.transfer({ to: newAccount().address, amount: "1000" }));
+      expect(refused).toBeInstanceOf(AgentAuthFailed);
+      expect(refused).toMatchObject({ code: "token_malformed", exitCode: AgentAuthFailed.exitCode });
+      expect(refused.message).not.toContain(agent.token);
+      expect(sent).toBe(0);
+    },
+  );
 
   it("waitForAction reads again after a dropped connection, a 503 or a 429 while it waits, and resolves once confirmed", async () => {
     // Mutation: a waitForAction that throws the first failed read (as it did) rejects here with

@@ -61,7 +61,8 @@ export class GatewayError extends Error {
 
 export class AgentAuthFailed extends GatewayError {
   static override readonly exitCode = 3;
-  static override readonly family = "agent_auth_failed, admin_auth_failed: bad or revoked token";
+  static override readonly family =
+    "agent_auth_failed, admin_auth_failed: bad or revoked token; token_malformed: a token no header can carry (nothing sent)";
 }
 export class CapabilityRequired extends GatewayError {
   static override readonly exitCode = 4;

@@ -10,7 +10,7 @@ import {
   TooManyStreams,
   ValidationFailed,
 } from "./errors.ts";
-import { type FetchLike, joinUrl } from "./request.ts";
+import { bearerHeader, type FetchLike, joinUrl } from "./request.ts";
 import { createSseParser, type SseItem } from "./sse.ts";
 import type { ActionEvent, AgentEvent } from "./wire.ts";
 
@@ -149,9 +149,10 @@ async function open(
   lastEventId: string | undefined,
   signal: AbortSignal,
 ): Promise<Response | undefined> {
+  // Outside the try below: a token no header can carry throws, where no answer is reconnected.
   const headers: Record<string, string> = {
     accept: "text/event-stream",
-    authorization: `Bearer ${deps.token}`,
+    authorization: bearerHeader(deps.token),
     ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }),
   };
   try {

@@ -1,4 +1,4 @@
-import { errorFromEnvelope, ServiceUnavailable } from "./errors.ts";
+import { AgentAuthFailed, errorFromEnvelope, ServiceUnavailable } from "./errors.ts";
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -26,7 +26,7 @@ export async function callJson<T>(
 ): Promise<JsonAnswer<T>> {
   const headers: Record<string, string> = { accept: "application/json", ...params.headers };
   if (params.body !== undefined) headers["content-type"] = "application/json";
-  if (params.token !== undefined) headers.authorization = `Bearer ${params.token}`;
+  if (params.token !== undefined) headers.authorization = bearerHeader(params.token);
   let response: Response;
   try {
     response = await fetchFn(joinUrl(baseUrl, params.path), {
@@ -65,6 +65,25 @@ export async function callJson<T>(
     });
   }
   return { status: response.status, body: body as T, headers: response.headers };
+}
+
+/**
+ * The Authorization header of `token`, trimmed of the whitespace fetch trims from a header value (a
+ * token read from a file or a mounted secret often ends with a line break, which node:http, the
+ * CLI's, would refuse). Any other character a header cannot carry (a line break inside, a typeset
+ * quote pasted around it) is AgentAuthFailed before anything is sent: fetch refusing it was a
+ * network failure, ServiceUnavailable, whose advice (retry) never mends it. The message never
+ * quotes the token.
+ */
+export function bearerHeader(token: string): string {
+  const trimmed = token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
+  if (!/^[\x21-\x7e]+$/.test(trimmed)) {
+    throw new AgentAuthFailed(
+      "the token holds a character an Authorization header cannot carry (a line break, a space, a typeset quote, …): nothing was sent; check the token given (AGENT_TOKEN)",
+      { code: "token_malformed" },
+    );
+  }
+  return `Bearer ${trimmed}`;
 }
 
 export const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);
